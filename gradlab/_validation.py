@@ -1,0 +1,81 @@
+"""Argument checks shared by the public functions. Each raises :class:`GradlabError`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+
+from gradlab.errors import GradlabError
+
+
+def check_positive_finite(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a positive finite real number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number <= 0:
+        raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
+    return number
+
+
+def check_positive_int(name: str, value: object) -> int:
+    """Return ``value`` if it is a positive integer (bools are refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GradlabError(f"{name} must be a positive integer; got {value!r}")
+    return value
+
+
+def check_tensor(
+    name: str,
+    value: object,
+    *,
+    ndims: Sequence[int],
+    kind: str,
+    finite: bool = False,
+) -> torch.Tensor:
+    """Check that ``value`` is a tensor with one of ``ndims`` dimensions and the given kind.
+
+    Args:
+        name: the argument's name, used in the message.
+        value: what the caller passed.
+        ndims: the allowed numbers of dimensions.
+        kind: ``"float"`` (a floating dtype), ``"bool"`` or ``"integer"``.
+        finite: also refuse NaN and infinite entries (float tensors only).
+    """
+    if not isinstance(value, torch.Tensor):
+        raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
+    if value.dim() not in ndims:
+        allowed = " or ".join(f"{n}-D" for n in ndims)
+        raise GradlabError(f"{name} must be {allowed}; got shape {tuple(value.shape)}")
+    if kind == "float" and not value.is_floating_point():
+        raise GradlabError(f"{name} must have a floating dtype; got {value.dtype}")
+    if kind == "bool" and value.dtype != torch.bool:
+        raise GradlabError(f"{name} must be a bool tensor; got {value.dtype}")
+    if kind == "integer" and (
+        value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
+    ):
+        raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
+    if finite and value.numel():
+        # One read-only reduction (NaN propagates through min/max); no full-size mask.
+        low, high = torch.aminmax(value.detach())
+        if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):
+            raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
+    return value
+
+
+def check_same_device(**tensors: torch.Tensor) -> None:
+    """Refuse tensors that live on different devices."""
+    devices = {name: tensor.device for name, tensor in tensors.items()}
+    if len(set(devices.values())) > 1:
+        listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
+        raise GradlabError(f"tensors must be on one device; got {listed}")
+
+
+def check_shape(name: str, value: torch.Tensor, expected: Sequence[int], hint: str) -> None:
+    """Refuse a tensor whose shape differs from ``expected``."""
+    if tuple(value.shape) != tuple(expected):
+        raise GradlabError(
+            f"{name} must have shape {tuple(expected)} ({hint}); got {tuple(value.shape)}"
+        )

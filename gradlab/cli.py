@@ -1,0 +1,38 @@
+"""The ``gradlab`` command."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from gradlab.errors import GradlabError
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gradlab", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    report = commands.add_parser("report", help="run the analyses and write the report")
+    report.add_argument("--out", type=Path, default=Path("reports/latest"))
+    report.add_argument("--quick", action="store_true", help="small settings, for tests")
+    report.add_argument("--only", action="append", help="run only this section (repeatable)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``gradlab`` console script."""
+    arguments = _build_parser().parse_args(argv)
+    try:
+        if arguments.command == "report":
+            from gradlab.report import run_report
+
+            run_report(arguments.out, quick=arguments.quick, only=arguments.only)
+            print(f"report written to {arguments.out}")
+    except GradlabError as error:
+        print(f"gradlab: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Thin ``nn.Module`` wrappers: validate in ``__init__``, forward is one call into functional."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from gradlab._validation import check_positive_finite
+from gradlab.errors import GradlabError
+from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
+from gradlab.functional.smooth_ap import smooth_ap
+
+
+def mean_ap_loss(ap: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """``1 - mean AP`` over the queries that have a positive (their AP is not NaN).
+
+    When no query has a positive the loss is a zero that stays attached to the graph, so
+    ``backward()`` works and every gradient is zero.
+    """
+    defined = ~torch.isnan(ap)
+    if not bool(defined.any()):
+        return scores.sum() * 0.0
+    return 1.0 - ap[defined].mean()
+
+
+class SmoothAPLoss(nn.Module):
+    """``1 - mean smooth AP`` (Brown et al., ECCV 2020; seed 000 Eq. 1, seed 002 Table S1).
+
+    Call it two ways:
+
+    * ``loss(embeddings, labels)``: in-batch retrieval with cosine similarity; every item
+      queries all the others (see :mod:`gradlab.functional.layouts` for ``include_query``).
+    * ``loss(queries, candidates, positives)``: cross-modal retrieval with a ``[Q, C]`` bool
+      positive mask.
+
+    Queries without a positive (a singleton class, a caption with no image) are left out of
+    the mean; a batch in which no query has a positive gives a loss of 0 with zero gradients.
+
+    Args:
+        tau: sigmoid temperature, positive and finite (the paper uses 0.01).
+        include_query: in-batch only; count the query as its own candidate and positive, as
+            the official Smooth-AP code and pytorch-metric-learning do.
+
+    Example:
+        >>> loss_fn = SmoothAPLoss(tau=0.01)
+        >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
+        >>> round(loss_fn(emb, torch.tensor([0, 0, 1, 1])).item(), 4)
+        0.0
+    """
+
+    def __init__(self, tau: float = 0.01, include_query: bool = False) -> None:
+        super().__init__()
+        self.tau = check_positive_finite("tau", tau)
+        if not isinstance(include_query, bool):
+            raise GradlabError(f"include_query must be a bool; got {include_query!r}")
+        self.include_query = include_query
+
+    def forward(self, *args: torch.Tensor) -> torch.Tensor:
+        if len(args) == 2:
+            scores, positives = in_batch_layout(*args, include_query=self.include_query)
+        elif len(args) == 3:
+            positives = args[2]
+            scores = cross_modal_layout(*args)
+        else:
+            raise GradlabError(
+                "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
+                f"got {len(args)} arguments"
+            )
+        return mean_ap_loss(smooth_ap(scores, positives, self.tau), scores)
+
+    def extra_repr(self) -> str:
+        return f"tau={self.tau}, include_query={self.include_query}"

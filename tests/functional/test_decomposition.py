@@ -1,0 +1,103 @@
+"""smooth_ap_decomposition against autograd (1e-10) and the seeds' terms computed by loops."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import GradlabError
+from gradlab.functional import smooth_ap, smooth_ap_decomposition
+from tests.reference.smooth_ap_loops import decomposition_one_pair
+
+
+def problem(seed, queries, candidates, dims, density):
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.randn(queries, dims, generator=generator, dtype=torch.float64) * 0.3
+    vectors = torch.randn(candidates, dims, generator=generator, dtype=torch.float64) * 0.3
+    positives = torch.rand(queries, candidates, generator=generator) < density
+    return query, vectors, positives
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 5),
+    candidates=st.integers(1, 10),
+    dims=st.integers(1, 6),
+    density=st.floats(0.05, 1.0),
+    tau=st.sampled_from([0.01, 0.05, 0.5]),
+)
+def test_grad_equals_autograd_of_smooth_ap(seed, queries, candidates, dims, density, tau):
+    query, vectors, positives = problem(seed, queries, candidates, dims, density)
+    parts = smooth_ap_decomposition(query, vectors, positives, tau)
+    leaf = query.clone().requires_grad_(True)
+    ap = smooth_ap(leaf @ vectors.T, positives, tau)
+    (expected,) = torch.autograd.grad(ap.nan_to_num(0.0).sum(), leaf)
+    has_positive = positives.any(dim=1)
+    torch.testing.assert_close(parts.grad[has_positive], expected[has_positive], atol=1e-10, rtol=0)
+    torch.testing.assert_close(
+        (parts.ad_term + parts.cb_term)[has_positive], parts.grad[has_positive], atol=1e-15, rtol=0
+    )
+    assert bool(torch.isnan(parts.grad[~has_positive]).all())
+    torch.testing.assert_close(parts.ap, ap.detach(), equal_nan=True, atol=1e-12, rtol=0)
+
+
+@given(seed=st.integers(0, 2**31 - 1))
+def test_terms_match_seed_definitions_by_loops(seed):
+    query, vectors, positives = problem(seed, 3, 8, 4, 0.4)
+    tau = 0.1
+    parts = smooth_ap_decomposition(query, vectors, positives, tau)
+    for row in range(len(parts.query_index)):
+        q, i = int(parts.query_index[row]), int(parts.positive_index[row])
+        expected = decomposition_one_pair(
+            query[q].tolist(), vectors.tolist(), positives[q].tolist(), i, tau
+        )
+        assert parts.A[row].item() == pytest.approx(expected["A"], abs=1e-12)
+        assert parts.C[row].item() == pytest.approx(expected["C"], abs=1e-12)
+        assert parts.rank_all[row].item() == pytest.approx(expected["R"], abs=1e-12)
+        assert parts.B[row].tolist() == pytest.approx(expected["B"], abs=1e-12)
+        assert parts.D[row].tolist() == pytest.approx(expected["D"], abs=1e-12)
+
+
+def test_single_query_and_shared_positive_vector():
+    query, vectors, _ = problem(4, 1, 6, 3, 0.5)
+    positives = torch.tensor([True, False, True, False, False, True])
+    single = smooth_ap_decomposition(query[0], vectors, positives, 0.05)
+    batch = smooth_ap_decomposition(query, vectors, positives.unsqueeze(0), 0.05)
+    assert single.grad.shape == (3,) and single.ap.dim() == 0
+    torch.testing.assert_close(single.grad, batch.grad[0])
+    # The rows are (query, positive) pairs in row-major order of the mask.
+    assert single.positive_index.tolist() == [0, 2, 5]
+
+
+def test_all_positive_query_has_zero_gradient():
+    query, vectors, _ = problem(5, 1, 4, 3, 1.0)
+    parts = smooth_ap_decomposition(query[0], vectors, torch.ones(4, dtype=torch.bool), 0.05)
+    assert parts.ap.item() == pytest.approx(1.0, abs=1e-15)
+    assert torch.equal(parts.grad, torch.zeros(3, dtype=torch.float64))
+    assert math.isclose(parts.C.abs().max().item(), 0.0)
+
+
+Q, V, P = torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": torch.zeros(2, 3, 1)}, "query must be 1-D or 2-D"),
+        ({"query": torch.zeros(2, 3, dtype=torch.int64)}, "query must have a floating dtype"),
+        ({"query": torch.full((2, 3), float("nan"))}, "query must be finite"),
+        ({"candidates": torch.zeros(4)}, "candidates must be 2-D"),
+        ({"candidates": torch.zeros(4, 5)}, "share their embedding size; got 3 and 5"),
+        ({"candidates": torch.zeros(4, 3, dtype=torch.float64)}, "must share a dtype"),
+        ({"positives": torch.ones(2, 4)}, "positives must be a bool tensor"),
+        ({"positives": torch.ones(3, 4, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
+        ({"positives": torch.ones(5, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
+        ({"tau": 0}, "tau must be a positive finite number"),
+    ],
+)
+def test_error_table(kwargs, message):
+    arguments = {"query": Q, "candidates": V, "positives": P, **kwargs}
+    with pytest.raises(GradlabError, match=message):
+        smooth_ap_decomposition(**arguments)

@@ -1,0 +1,159 @@
+"""smooth_ap against the loop reference, its exact backward against gradcheck and autograd."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import GradlabError
+from gradlab.functional import smooth_ap
+from tests.reference.smooth_ap_loops import smooth_ap_one_query
+
+
+def random_problem(seed: int, queries: int, candidates: int, density: float, spread: float):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(queries, candidates, generator=generator, dtype=torch.float64) * spread
+    positives = torch.rand(queries, candidates, generator=generator) < density
+    return scores, positives
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 6),
+    candidates=st.integers(1, 12),
+    density=st.floats(0.0, 1.0),
+    tau=st.sampled_from([0.01, 0.1, 1.0]),
+)
+def test_values_match_loop_reference(seed, queries, candidates, density, tau):
+    scores, positives = random_problem(seed, queries, candidates, density, spread=0.2)
+    got = smooth_ap(scores, positives, tau)
+    for q in range(queries):
+        expected = smooth_ap_one_query(scores[q].tolist(), positives[q].tolist(), tau)
+        if math.isnan(expected):
+            assert math.isnan(got[q].item())
+        else:
+            assert got[q].item() == pytest.approx(expected, abs=1e-12)
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 5),
+    candidates=st.integers(2, 9),
+    chunk=st.integers(1, 64),
+)
+def test_exact_backward_passes_gradcheck(seed, queries, candidates, chunk):
+    scores, positives = random_problem(seed, queries, candidates, 0.4, spread=0.1)
+    positives[:, 0] = True  # gradcheck cannot difference the NaN of a query without positives
+    scores.requires_grad_(True)
+    assert torch.autograd.gradcheck(
+        lambda s: smooth_ap(s, positives, 0.05, max_chunk_elements=chunk), (scores,)
+    )
+
+
+@given(seed=st.integers(0, 2**31 - 1), chunk=st.integers(1, 200))
+def test_exact_backward_equals_plain_autograd(seed, chunk):
+    scores, positives = random_problem(seed, 7, 15, 0.3, spread=0.05)
+    scores.requires_grad_(True)
+    weights = torch.rand(7, dtype=torch.float64)
+
+    def weighted(backward):
+        ap = smooth_ap(scores, positives, 0.01, backward=backward, max_chunk_elements=chunk)
+        return torch.autograd.grad((ap.nan_to_num(0.0) * weights).sum(), scores)[0]
+
+    torch.testing.assert_close(weighted("exact"), weighted("autograd"), atol=1e-12, rtol=0)
+
+
+def test_query_without_positive_is_nan_with_zero_gradient():
+    scores = torch.tensor([[0.3, 0.1, 0.2], [0.5, 0.4, 0.0]], dtype=torch.float64)
+    positives = torch.tensor([[False, False, False], [True, False, True]])
+    scores.requires_grad_(True)
+    ap = smooth_ap(scores, positives)
+    assert math.isnan(ap[0].item()) and not math.isnan(ap[1].item())
+    (grad,) = torch.autograd.grad(ap[1], scores)
+    assert torch.equal(grad[0], torch.zeros(3, dtype=torch.float64))
+
+
+def test_all_positive_query_has_ap_one_and_zero_gradient():
+    scores = torch.tensor([[0.3, 0.31, -0.2, 0.9]], dtype=torch.float64, requires_grad=True)
+    ap = smooth_ap(scores, torch.ones(1, 4, dtype=torch.bool), tau=0.05)
+    assert ap.item() == 1.0
+    (grad,) = torch.autograd.grad(ap.sum(), scores)
+    assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_no_candidates_gives_nan():
+    ap = smooth_ap(torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool))
+    assert ap.shape == (3,) and bool(torch.isnan(ap).all())
+
+
+def test_chunking_does_not_change_values():
+    scores, positives = random_problem(3, 20, 50, 0.2, spread=0.1)
+    reference = smooth_ap(scores, positives, max_chunk_elements=10**9)
+    for chunk in (1, 7, 333):
+        torch.testing.assert_close(
+            smooth_ap(scores, positives, max_chunk_elements=chunk), reference, atol=1e-14, rtol=0
+        )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_low_precision_inputs_computed_in_float32(dtype):
+    scores, positives = random_problem(5, 4, 30, 0.3, spread=0.3)
+    low = scores.to(dtype).requires_grad_(True)
+    ap = smooth_ap(low, positives, 0.05)
+    assert ap.dtype == dtype
+    expected = smooth_ap(low.detach().double(), positives, 0.05)
+    tolerance = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(ap.double(), expected, atol=tolerance, rtol=0)
+    ap.nan_to_num(0.0).sum().backward()
+    assert low.grad.dtype == dtype and bool(torch.isfinite(low.grad).all())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cuda_matches_cpu(dtype):
+    scores, positives = random_problem(11, 32, 200, 0.05, spread=0.1)
+    scores = scores.to(dtype)
+    cpu = scores.clone().requires_grad_(True)
+    gpu = scores.cuda().requires_grad_(True)
+    ap_cpu, ap_gpu = smooth_ap(cpu, positives), smooth_ap(gpu, positives.cuda())
+    torch.testing.assert_close(ap_gpu.cpu(), ap_cpu, equal_nan=True)
+    ap_cpu.nan_to_num(0.0).sum().backward()
+    ap_gpu.nan_to_num(0.0).sum().backward()
+    torch.testing.assert_close(gpu.grad.cpu(), cpu.grad)
+
+
+GOOD_SCORES = torch.zeros(2, 3)
+GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scores": [[0.0]]}, "scores must be a torch.Tensor"),
+        ({"scores": torch.zeros(3)}, "scores must be 2-D"),
+        ({"scores": torch.zeros(2, 3, dtype=torch.long)}, "scores must have a floating dtype"),
+        ({"scores": torch.tensor([[0.0, float("nan"), 0.0]] * 2)}, "scores must be finite"),
+        ({"scores": torch.tensor([[0.0, float("inf"), 0.0]] * 2)}, "scores must be finite"),
+        ({"positives": torch.ones(2, 3)}, "positives must be a bool tensor"),
+        ({"positives": torch.ones(2, 4, dtype=torch.bool)}, r"positives must have shape \(2, 3\)"),
+        ({"tau": 0.0}, "tau must be a positive finite number; got 0.0"),
+        ({"tau": -0.01}, "tau must be a positive finite number"),
+        ({"tau": float("inf")}, "tau must be a positive finite number"),
+        ({"tau": float("nan")}, "tau must be a positive finite number"),
+        ({"tau": "0.01"}, "tau must be a positive finite number"),
+        ({"tau": True}, "tau must be a positive finite number"),
+        ({"backward": "numeric"}, "backward must be 'exact' or 'autograd'; got 'numeric'"),
+        ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
+        ({"max_chunk_elements": 2.5}, "max_chunk_elements must be a positive integer"),
+    ],
+)
+def test_error_table(kwargs, message):
+    arguments = {"scores": GOOD_SCORES, "positives": GOOD_POSITIVES, **kwargs}
+    with pytest.raises(GradlabError, match=message):
+        smooth_ap(**arguments)
+
+
+def test_errors_are_value_errors():
+    assert issubclass(GradlabError, ValueError)

@@ -1,0 +1,144 @@
+"""SmoothAPLoss against the loop reference and pytorch-metric-learning."""
+
+import warnings
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import GradlabError, SmoothAPLoss
+from tests.reference.smooth_ap_loops import (
+    cross_modal_smooth_ap,
+    in_batch_smooth_ap,
+    loss_from_aps,
+)
+
+
+def embeddings_for(seed, size, dims=5):
+    return torch.randn(
+        size, dims, generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+    )
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    labels=st.lists(st.integers(0, 4), min_size=1, max_size=12),
+    include_query=st.booleans(),
+    tau=st.sampled_from([0.01, 0.1]),
+)
+def test_in_batch_loss_matches_reference(seed, labels, include_query, tau):
+    embeddings = embeddings_for(seed, len(labels))
+    got = SmoothAPLoss(tau, include_query=include_query)(embeddings, torch.tensor(labels))
+    expected = loss_from_aps(in_batch_smooth_ap(embeddings.tolist(), labels, tau, include_query))
+    assert got.item() == pytest.approx(expected, abs=1e-12)
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    images=st.integers(1, 5),
+    captions_per_image=st.integers(1, 5),
+)
+def test_cross_modal_loss_matches_reference_both_directions(seed, images, captions_per_image):
+    image_embeddings = embeddings_for(seed, images)
+    caption_embeddings = embeddings_for(seed + 1, images * captions_per_image)
+    image_of_caption = torch.arange(images).repeat_interleave(captions_per_image)
+    image_to_caption = image_of_caption.unsqueeze(0) == torch.arange(images).unsqueeze(1)
+    loss = SmoothAPLoss(0.01)
+    for queries, candidates, positives in (
+        (image_embeddings, caption_embeddings, image_to_caption),
+        (caption_embeddings, image_embeddings, image_to_caption.T.contiguous()),
+    ):
+        expected = loss_from_aps(
+            cross_modal_smooth_ap(queries.tolist(), candidates.tolist(), positives.tolist(), 0.01)
+        )
+        assert loss(queries, candidates, positives).item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_gradient_flows_to_embeddings_and_matches_autograd_path():
+    embeddings = embeddings_for(3, 12).requires_grad_(True)
+    labels = torch.tensor([0, 1, 2] * 4)
+    SmoothAPLoss(0.05)(embeddings, labels).backward()
+    assert torch.autograd.gradcheck(
+        lambda e: SmoothAPLoss(0.05)(e, labels), (embeddings.detach().clone().requires_grad_(True),)
+    )
+    assert embeddings.grad.abs().sum() > 0
+
+
+def test_batch_without_any_positive_gives_zero_loss_and_zero_gradient():
+    embeddings = embeddings_for(0, 4).requires_grad_(True)
+    loss = SmoothAPLoss()(embeddings, torch.arange(4))
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.equal(embeddings.grad, torch.zeros_like(embeddings))
+
+
+def test_single_class_batch_has_zero_loss():
+    embeddings = embeddings_for(1, 6)
+    assert SmoothAPLoss()(embeddings, torch.zeros(6, dtype=torch.long)).item() == pytest.approx(0.0)
+
+
+# pytorch-metric-learning's SmoothAPLoss (2.x) reshapes the batch with
+# ``view(per_class, n_classes, d)``: its positive groups are consecutive blocks of *n_classes*
+# items. It equals SmoothAP (with the query as its own candidate) only when the number of
+# classes equals the class size; otherwise it optimizes a different grouping.
+SQUARE_LAYOUTS = [[0, 0, 1, 1], [7, 7, 7, 3, 3, 3, 5, 5, 5], [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4]
+NON_SQUARE_LAYOUTS = [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 2, 2], [0] * 4 + [1] * 4 + [2] * 4]
+
+
+def pml_loss(embeddings, labels):
+    losses = pytest.importorskip("pytorch_metric_learning.losses")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return losses.SmoothAPLoss(temperature=0.01)(embeddings, labels).item()
+
+
+@pytest.mark.parametrize("labels", SQUARE_LAYOUTS)
+def test_equals_pytorch_metric_learning_where_its_layout_assumption_holds(labels):
+    embeddings = embeddings_for(len(labels), len(labels))
+    ours = SmoothAPLoss(0.01, include_query=True)(embeddings, torch.tensor(labels)).item()
+    assert pml_loss(embeddings, torch.tensor(labels)) == pytest.approx(ours, abs=1e-6)
+
+
+@pytest.mark.parametrize("labels", NON_SQUARE_LAYOUTS)
+def test_pytorch_metric_learning_groups_blocks_of_class_count(labels):
+    embeddings = embeddings_for(len(labels), len(labels))
+    truth = loss_from_aps(in_batch_smooth_ap(embeddings.tolist(), labels, 0.01, True))
+    n_classes = len(set(labels))
+    blocks = [index // n_classes for index in range(len(labels))]
+    what_pml_computes = loss_from_aps(in_batch_smooth_ap(embeddings.tolist(), blocks, 0.01, True))
+    ours = SmoothAPLoss(0.01, include_query=True)(embeddings, torch.tensor(labels)).item()
+    pml = pml_loss(embeddings, torch.tensor(labels))
+    assert ours == pytest.approx(truth, abs=1e-12)
+    assert pml == pytest.approx(what_pml_computes, abs=1e-6)
+    assert abs(pml - truth) > 1e-3
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tau": 0}, "tau must be a positive finite number; got 0"),
+        ({"tau": float("nan")}, "tau must be a positive finite number"),
+        ({"include_query": 1}, "include_query must be a bool; got 1"),
+    ],
+)
+def test_constructor_errors(kwargs, message):
+    with pytest.raises(GradlabError, match=message):
+        SmoothAPLoss(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            (torch.zeros(4, 2),),
+            "takes \\(embeddings, labels\\) or \\(queries, candidates, positives\\)",
+        ),
+        ((torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), 1, 2), "got 4 arguments"),
+        ((torch.zeros(4, 2), torch.zeros(4)), "labels must have an integer dtype"),
+        ((torch.zeros(4, 2), torch.zeros(4, 2), torch.ones(4, 3, dtype=torch.bool)), r"\(4, 4\)"),
+    ],
+)
+def test_forward_errors(args, message):
+    with pytest.raises(GradlabError, match=message):
+        SmoothAPLoss()(*args)
