@@ -12,9 +12,10 @@ class GradlabError(ValueError):
     """Invalid input to a gradlab function or class.
 
     Example:
-        >>> from gradlab.functional import operating_region_width
+        >>> import torch
+        >>> from gradlab.functional import smooth_ap
         >>> try:
-        ...     operating_region_width(tau=-1.0)
+        ...     smooth_ap(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), tau=-1.0)
         ... except GradlabError as error:
         ...     print(error)
         tau must be a positive finite number; got -1.0

@@ -57,16 +57,16 @@ class SmoothAPLoss(nn.Module):
 
     def forward(self, *args: torch.Tensor) -> torch.Tensor:
         if len(args) == 2:
-            scores, positives = in_batch_layout(*args, include_query=self.include_query)
+            scores, positives, candidates = in_batch_layout(*args, include_query=self.include_query)
         elif len(args) == 3:
-            positives = args[2]
-            scores = cross_modal_layout(*args)
+            scores, positives, candidates = cross_modal_layout(*args), args[2], None
         else:
             raise GradlabError(
                 "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
                 f"got {len(args)} arguments"
             )
-        return mean_ap_loss(smooth_ap(scores, positives, self.tau), scores)
+        ap = smooth_ap(scores, positives, self.tau, candidates=candidates)
+        return mean_ap_loss(ap, scores)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"

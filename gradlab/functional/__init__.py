@@ -1,15 +1,20 @@
 """Pure torch functions: the math of gradlab lives here and only here."""
 
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
-from gradlab.functional.layouts import cross_modal_layout, drop_diagonal, gram, in_batch_layout
+from gradlab.functional.layouts import (
+    RetrievalLayout,
+    cross_modal_layout,
+    drop_diagonal,
+    in_batch_layout,
+)
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
 
 __all__ = [
+    "RetrievalLayout",
     "SmoothAPDecomposition",
     "cross_modal_layout",
     "drop_diagonal",
-    "gram",
     "in_batch_layout",
     "sigmoid_slope",
     "smooth_ap",

@@ -4,15 +4,18 @@ Conventions (stated, not implied):
 
 * Scores are cosine similarities; a larger score ranks higher.
 * **In-batch retrieval.** Each item queries all the others. By default the query is *not* one
-  of its own candidates (Smooth-AP paper's definition, seed 000 Eq. 1), so scores are
-  ``[B, B - 1]``. With ``include_query=True`` the query is a candidate and its own positive,
-  as in the official Smooth-AP code and pytorch-metric-learning: scores are ``[B, B]``.
+  of its own candidates (Smooth-AP paper's definition, seed 000 Eq. 1): scores stay ``[B, B]``
+  and the diagonal is masked out through ``candidates``. With ``include_query=True`` the query
+  is a candidate and its own positive, as in the official Smooth-AP code and
+  pytorch-metric-learning.
 * **Cross-modal retrieval.** Queries of one modality against candidates of another, with an
   explicit ``[Q, C]`` positive mask (seed 001, appendix B: an image has 5 positive captions,
   a caption 1 positive image).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -21,10 +24,25 @@ from gradlab._validation import check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
 
 
+class RetrievalLayout(NamedTuple):
+    """Scores and masks of one retrieval problem, ready for :func:`smooth_ap`.
+
+    Attributes:
+        scores: ``[Q, C]`` cosine similarities.
+        positives: ``[Q, C]`` bool, relevant candidates.
+        candidates: ``[Q, C]`` bool or ``None``; ``False`` where a column is not a candidate of
+            that query (the query itself in in-batch retrieval). ``None``: all are candidates.
+    """
+
+    scores: torch.Tensor
+    positives: torch.Tensor
+    candidates: torch.Tensor | None
+
+
 def in_batch_layout(
     embeddings: torch.Tensor, labels: torch.Tensor, include_query: bool = False
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cosine scores and positive mask for in-batch retrieval.
+) -> RetrievalLayout:
+    """Cosine scores and masks for in-batch retrieval: every item queries the whole batch.
 
     Args:
         embeddings: ``[B, d]`` float tensor (need not be normalized).
@@ -32,49 +50,28 @@ def in_batch_layout(
         include_query: keep each query as its own (positive) candidate.
 
     Returns:
-        ``(scores, positives)``, each ``[B, B - 1]`` (or ``[B, B]`` with ``include_query``).
+        A :class:`RetrievalLayout` over the full ``[B, B]`` score matrix. Without
+        ``include_query`` the diagonal is masked out of ``candidates`` and ``positives``
+        rather than copied away (``drop_diagonal`` gives the ``[B, B - 1]`` view).
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
-        >>> scores, positives = in_batch_layout(emb, torch.tensor([0, 1, 0]))
-        >>> scores.shape, positives.tolist()
-        (torch.Size([3, 2]), [[False, True], [False, False], [True, False]])
+        >>> layout = in_batch_layout(emb, torch.tensor([0, 1, 0]))
+        >>> layout.scores.shape, drop_diagonal(layout.positives).tolist()
+        (torch.Size([3, 3]), [[False, True], [False, False], [True, False]])
     """
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
-    scores = gram(F.normalize(embeddings, dim=1))
+    normalized = F.normalize(embeddings, dim=1)
+    scores = normalized @ normalized.T
     positives = labels.unsqueeze(0) == labels.unsqueeze(1)
     if include_query:
-        return scores, positives
-    return drop_diagonal(scores), drop_diagonal(positives)
-
-
-class _SymmetricGram(torch.autograd.Function):
-    """``X X^T`` whose backward is one product, ``(G + G^T) X``, instead of autograd's two."""
-
-    @staticmethod
-    def forward(ctx, matrix):  # type: ignore[override]
-        ctx.save_for_backward(matrix)
-        return matrix @ matrix.T
-
-    @staticmethod
-    def backward(ctx, grad):  # type: ignore[override]
-        (matrix,) = ctx.saved_tensors
-        return (grad + grad.T) @ matrix
-
-
-def gram(matrix: torch.Tensor) -> torch.Tensor:
-    """The Gram matrix ``X X^T`` of the rows of ``matrix`` ``[B, d]``, with a cheap backward.
-
-    Example:
-        >>> gram(torch.tensor([[1.0, 2.0], [0.0, 1.0]]))
-        tensor([[5., 2.],
-                [2., 1.]])
-    """
-    check_tensor("matrix", matrix, ndims=(2,), kind="float")
-    return _SymmetricGram.apply(matrix)
+        return RetrievalLayout(scores, positives, None)
+    positives.fill_diagonal_(False)
+    candidates = torch.ones_like(positives).fill_diagonal_(False)
+    return RetrievalLayout(scores, positives, candidates)
 
 
 def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:

@@ -40,8 +40,12 @@ from gradlab._validation import (
 )
 from gradlab.errors import GradlabError
 
-DEFAULT_CHUNK_ELEMENTS = 1 << 22
-"""Entries of the ``[queries, positives, candidates]`` block processed at once (16 MiB in fp32)."""
+DEFAULT_CHUNK_ELEMENTS = 1 << 20
+"""Entries of the ``[queries, positives, candidates]`` block processed at once (4 MiB in fp32).
+
+Measured on a 2-core Xeon (2 MiB L2 per core): 1M entries ran B = 4096 in 0.20 s against
+0.24 s for 4M and 0.39 s for 64K; small enough that the passes over a block hit the cache.
+"""
 
 
 @dataclass(frozen=True)
@@ -94,10 +98,12 @@ def _sigmoid_block(rows: torch.Tensor, columns: torch.Tensor, tau: float) -> tor
     """
     scaled = rows / tau
     anchors = scaled.gather(1, columns)
-    block = torch.sigmoid(scaled.unsqueeze(1) - anchors.unsqueeze(2))
-    if block.requires_grad:  # the autograd path: sigmoid's backward needs its output intact
-        return block.scatter(2, columns.unsqueeze(2), 0.0)
-    return block.scatter_(2, columns.unsqueeze(2), 0.0)
+    differences = scaled.unsqueeze(1) - anchors.unsqueeze(2)
+    diagonal = columns.unsqueeze(2)
+    if differences.requires_grad:  # the autograd path: sigmoid's backward needs its output intact
+        return torch.sigmoid(differences).scatter(2, diagonal, 0.0)
+    # No graph is recorded: work in place on the one fresh [k, n, C] buffer.
+    return differences.sigmoid_().scatter_(2, diagonal, 0.0)
 
 
 def _rank_sums(block: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -110,16 +116,28 @@ def _rank_sums(block: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor
     return sums[..., 0], sums[..., 1]
 
 
-def _weights(positives_rows: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """``[k, C, 2]`` positive and negative indicators (a transposed view of ``[k, 2, C]``)."""
+def _weights(
+    positives_rows: torch.Tensor, candidate_rows: torch.Tensor | None, dtype: torch.dtype
+) -> torch.Tensor:
+    """``[k, C, 2]`` positive and negative indicators (a transposed view of ``[k, 2, C]``).
+
+    A column that is not a candidate of its query is neither positive nor negative.
+    """
     weights = torch.empty(
         (positives_rows.shape[0], 2, positives_rows.shape[1]),
         dtype=dtype,
         device=positives_rows.device,
     )
     weights[:, 0] = positives_rows
-    torch.logical_not(positives_rows, out=weights[:, 1])
+    negatives = ~positives_rows
+    if candidate_rows is not None:
+        negatives &= candidate_rows
+    weights[:, 1] = negatives
     return weights.transpose(1, 2)
+
+
+def _rows(mask: torch.Tensor | None, queries: torch.Tensor) -> torch.Tensor | None:
+    return None if mask is None else mask[queries]
 
 
 def _smooth_ap_forward(
@@ -128,6 +146,7 @@ def _smooth_ap_forward(
     tau: float,
     budget: int,
     positives: torch.Tensor,
+    candidates: torch.Tensor | None,
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
     """Per-query AP (NaN without positives) and the ``(A, C)`` of every group.
 
@@ -143,9 +162,8 @@ def _smooth_ap_forward(
         for part in _chunks(group, num_candidates, budget):
             queries = group.queries[part]
             block = _sigmoid_block(scores[queries], group.positive_columns[part], tau)
-            positive_sum, negative_sum = _rank_sums(
-                block, _weights(positives[queries], scores.dtype)
-            )
+            weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
+            positive_sum, negative_sum = _rank_sums(block, weights)
             ranks_a.append(1.0 + positive_sum)
             ranks_c.append(negative_sum)
         a, c = torch.cat(ranks_a), torch.cat(ranks_c)
@@ -158,18 +176,21 @@ class _SmoothAPExact(torch.autograd.Function):
     """SmoothAP with the closed-form backward, chunked over positive rows."""
 
     @staticmethod
-    def forward(ctx, scores, positives, tau, budget):  # type: ignore[override]
+    def forward(ctx, scores, positives, candidates, tau, budget):  # type: ignore[override]
         groups = group_by_positive_count(positives)
-        ap, saved = _smooth_ap_forward(scores, groups, tau, budget, positives)
+        ap, saved = _smooth_ap_forward(scores, groups, tau, budget, positives, candidates)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
+        ctx.has_candidates = candidates is not None
         flat = [t for pair in saved for t in pair]
-        ctx.save_for_backward(scores, positives, *flat)
+        extra = (candidates,) if candidates is not None else ()
+        ctx.save_for_backward(scores, positives, *extra, *flat)
         return ap
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_ap):  # type: ignore[override]
         scores, positives, *flat = ctx.saved_tensors
+        candidates = flat.pop(0) if ctx.has_candidates else None
         tau, budget = ctx.tau, ctx.budget
         num_candidates = scores.shape[1]
         grad_scores = torch.zeros_like(scores)
@@ -185,8 +206,8 @@ class _SmoothAPExact(torch.autograd.Function):
                 queries = group.queries[part]
                 columns = group.positive_columns[part]
                 block = _sigmoid_block(scores[queries], columns, tau)
-                slope = torch.addcmul(block, block, block, value=-1.0)  # G (1 - G); 0 at j == i
-                weights = _weights(positives[queries], scores.dtype)
+                slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G) in place; 0 at j == i
+                weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
                 coefs = torch.stack((coef_positive[part], coef_negative[part]), dim=1)
                 column_sums = torch.bmm(coefs, slope)  # [k, 2, C]
                 slope_positive, slope_negative = _rank_sums(slope, weights)  # [k, n] each
@@ -198,14 +219,20 @@ class _SmoothAPExact(torch.autograd.Function):
                 )
                 grad_rows = grad_rows.scatter_add(1, columns, -anchor_grad)
                 grad_scores[queries] = grad_rows  # each query lies in one chunk of one group
-        return grad_scores, None, None, None
+        return grad_scores, None, None, None, None
 
 
-def _check_smooth_ap_inputs(scores: object, positives: object, tau: object) -> float:
+def _check_smooth_ap_inputs(
+    scores: object, positives: object, candidates: object, tau: object
+) -> float:
     check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
+    if candidates is not None:
+        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
+        check_shape("candidates", candidates, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidates=candidates)
     return check_positive_finite("tau", tau)
 
 
@@ -214,6 +241,7 @@ def smooth_ap(
     positives: torch.Tensor,
     tau: float = 0.01,
     *,
+    candidates: torch.Tensor | None = None,
     backward: str = "exact",
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
 ) -> torch.Tensor:
@@ -224,6 +252,10 @@ def smooth_ap(
             higher). float16/bfloat16 are computed in float32 and returned in their own dtype.
         positives: ``[Q, C]`` bool tensor, ``True`` where candidate ``c`` is relevant to ``q``.
         tau: temperature of the sigmoid ``G``, positive and finite.
+        candidates: optional ``[Q, C]`` bool mask; ``False`` marks a column that is not a
+            candidate of that query (neither positive nor negative, zero gradient). In-batch
+            retrieval uses it to leave the query out of its own ranking without copying the
+            ``[B, B]`` score matrix. ``None``: every column is a candidate.
         backward: ``"exact"`` (closed-form backward, memory bounded by the chunk size) or
             ``"autograd"`` (torch differentiates the same chunked forward; a reference path
             that keeps every block alive for the backward).
@@ -245,15 +277,17 @@ def smooth_ap(
         >>> smooth_ap(scores, positives, tau=0.01)
         tensor([0.8333,    nan])
     """
-    tau = _check_smooth_ap_inputs(scores, positives, tau)
+    tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
     budget = check_positive_int("max_chunk_elements", max_chunk_elements)
     if backward not in ("exact", "autograd"):
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
+    if candidates is not None:
+        positives = positives & candidates
     if backward == "exact":
-        ap = _SmoothAPExact.apply(work, positives, tau, budget)
+        ap = _SmoothAPExact.apply(work, positives, candidates, tau, budget)
     else:
         groups = group_by_positive_count(positives)
-        ap, _ = _smooth_ap_forward(work, groups, tau, budget, positives)
+        ap, _ = _smooth_ap_forward(work, groups, tau, budget, positives, candidates)
     return ap.to(scores.dtype)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gradlab import GradlabError
-from gradlab.functional import cross_modal_layout, drop_diagonal, gram, in_batch_layout
+from gradlab.functional import cross_modal_layout, drop_diagonal, in_batch_layout
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 17])
@@ -14,19 +14,15 @@ def test_drop_diagonal_matches_boolean_mask(size):
     assert torch.equal(drop_diagonal(matrix), matrix[mask].view(size, size - 1))
 
 
-def test_gram_backward_passes_gradcheck():
-    matrix = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
-    assert torch.autograd.gradcheck(gram, (matrix,))
-
-
 def test_in_batch_layout_excludes_or_includes_the_query():
     embeddings = torch.randn(5, 3, dtype=torch.float64)
     labels = torch.tensor([2, 0, 2, 1, 0])
-    scores, positives = in_batch_layout(embeddings, labels)
-    full_scores, full_positives = in_batch_layout(embeddings, labels, include_query=True)
-    assert scores.shape == (5, 4) and full_scores.shape == (5, 5)
+    scores, positives, candidates = in_batch_layout(embeddings, labels)
+    full_scores, full_positives, no_mask = in_batch_layout(embeddings, labels, include_query=True)
+    assert scores.shape == (5, 5) and no_mask is None
+    assert torch.equal(candidates, ~torch.eye(5, dtype=torch.bool))
     torch.testing.assert_close(full_scores.diagonal(), torch.ones(5, dtype=torch.float64))
-    assert bool(full_positives.diagonal().all())
+    assert bool(full_positives.diagonal().all()) and not bool(positives.diagonal().any())
     assert positives.sum().item() == full_positives.sum().item() - 5
 
 
@@ -61,7 +57,6 @@ def test_cross_modal_layout_errors(args, message):
 @pytest.mark.parametrize(
     ("function", "args", "message"),
     [
-        (gram, (torch.zeros(3),), "matrix must be 2-D"),
         (drop_diagonal, (torch.zeros(3, 4),), r"matrix must be square; got shape \(3, 4\)"),
     ],
 )

@@ -65,6 +65,26 @@ def test_exact_backward_equals_plain_autograd(seed, chunk):
     torch.testing.assert_close(weighted("exact"), weighted("autograd"), atol=1e-12, rtol=0)
 
 
+@given(seed=st.integers(0, 2**31 - 1), keep=st.floats(0.3, 1.0))
+def test_candidate_mask_equals_dropping_the_columns(seed, keep):
+    scores, positives = random_problem(seed, 5, 10, 0.4, spread=0.1)
+    candidates = torch.rand(5, 10, generator=torch.Generator().manual_seed(seed)) < keep
+    leaf = scores.clone().requires_grad_(True)
+    masked = smooth_ap(leaf, positives, 0.05, candidates=candidates)
+    (grad,) = torch.autograd.grad(masked.nan_to_num(0.0).sum(), leaf)
+    for q in range(5):
+        kept = candidates[q]
+        row = scores[q, kept].clone().requires_grad_(True)
+        expected = smooth_ap(row.unsqueeze(0), positives[q, kept].unsqueeze(0), 0.05)[0]
+        if math.isnan(expected.item()):
+            assert math.isnan(masked[q].item())
+            continue
+        assert masked[q].item() == pytest.approx(expected.item(), abs=1e-13)
+        (row_grad,) = torch.autograd.grad(expected, row)
+        torch.testing.assert_close(grad[q, kept], row_grad, atol=1e-12, rtol=0)
+        assert bool((grad[q, ~kept] == 0).all())
+
+
 def test_query_without_positive_is_nan_with_zero_gradient():
     scores = torch.tensor([[0.3, 0.1, 0.2], [0.5, 0.4, 0.0]], dtype=torch.float64)
     positives = torch.tensor([[False, False, False], [True, False, True]])
@@ -144,6 +164,11 @@ GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
         ({"tau": float("nan")}, "tau must be a positive finite number"),
         ({"tau": "0.01"}, "tau must be a positive finite number"),
         ({"tau": True}, "tau must be a positive finite number"),
+        ({"candidates": torch.ones(2, 3)}, "candidates must be a bool tensor"),
+        (
+            {"candidates": torch.ones(3, 3, dtype=torch.bool)},
+            r"candidates must have shape \(2, 3\)",
+        ),
         ({"backward": "numeric"}, "backward must be 'exact' or 'autograd'; got 'numeric'"),
         ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
         ({"max_chunk_elements": 2.5}, "max_chunk_elements must be a positive integer"),

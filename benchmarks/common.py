@@ -1,0 +1,94 @@
+"""Timing and peak-memory helpers shared by the benchmark scripts.
+
+Times are medians of interleaved repeats (every method once per round, so drift in machine
+load hits all methods alike). Peak memory is measured beyond what exists before the call:
+on CUDA with ``torch.cuda.max_memory_allocated``; on CPU with the kernel's peak resident set
+(``VmHWM``), reset through ``/proc/self/clear_refs`` before each measured call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_call(function: Callable[[], object], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    function()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def interleaved_medians(
+    methods: dict[str, Callable[[], object]], device: torch.device, repeats: int, warmup: int = 1
+) -> dict[str, float]:
+    """Median seconds per method, the methods run in turn within each round."""
+    for _ in range(warmup):
+        for function in methods.values():
+            function()
+    samples: dict[str, list[float]] = {name: [] for name in methods}
+    for _ in range(repeats):
+        for name, function in methods.items():
+            samples[name].append(time_call(function, device))
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def peak_memory_mib(function: Callable[[], object], device: torch.device) -> float | None:
+    """Peak memory the call adds on top of what was allocated before it (MiB)."""
+    if device.type == "cuda":
+        synchronize(device)
+        before = torch.cuda.memory_allocated(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        function()
+        synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - before) / 2**20
+    try:
+        before = _status_kib("VmRSS")
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        function()
+        return (_status_kib("VmHWM") - before) / 1024
+    except OSError:
+        return None
+
+
+def machine_info(device: torch.device) -> dict[str, object]:
+    info: dict[str, object] = {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "device": str(device),
+    }
+    if device.type == "cuda":
+        info["device_name"] = torch.cuda.get_device_name(device)
+    return info
+
+
+def write_results(name: str, payload: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / name
+    path.write_text(json.dumps(payload, indent=2))
+    return path
