@@ -1,0 +1,321 @@
+"""The sigmoid operating region of SmoothAP and the proportion P of score differences inside it.
+
+Seed 002 (Smooth-AP supplementary, Section 3, Eq. 1): P is the proportion of the entries of a
+query's ``m x m`` difference matrix whose sigmoid slope exceeds a threshold,
+
+    P = sum_{i, j} [ |dG(D_ij)/dD_ij| > eps ] / m^2,      eps = 0.005, tau = 0.01.
+
+The slope ``G(1 - G)/tau`` (seed 000, Eq. 7) falls strictly as ``|D|`` grows, so the region is an
+interval: ``|dG/dD| > eps`` exactly when ``|D| < w`` with
+
+    w = tau * ln((1 + r) / (1 - r)) = 2 tau artanh(r),      r = sqrt(1 - 4 eps tau),
+
+and it is empty when the largest slope, ``1 / (4 tau)`` at ``D = 0``, is not above ``eps``:
+``eps * tau >= 1/4``. Counting ``|s_i - s_j| < w`` for sorted scores is a window count, so P costs
+``O(C log C)`` per query instead of ``O(C^2)``. Entries at exactly ``|D| = w`` are decided up to
+floating-point rounding.
+
+Gradient counts follow Bleeker & de Rijke (seed 001): per query, the number of (positive ``i``,
+candidate ``j != i``) entries whose slope, optionally divided by ``R(i, S_Omega)^2`` (the factor
+in front of every term of seed 000 Eq. 13), exceeds a threshold, and the queries with none.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from gradlab._validation import (
+    check_positive_finite,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
+from gradlab.errors import GradlabError
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    _smooth_ap_forward,
+    group_by_positive_count,
+)
+
+PAIR_SETS = ("all", "positive-rows", "positive-negative")
+"""Which entries of the difference matrix :func:`operating_region_proportion` counts."""
+
+
+def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
+    """Half-width ``w`` of the operating region: ``|dG/dD| > eps`` exactly when ``|D| < w``.
+
+    Args:
+        tau: sigmoid temperature, positive and finite.
+        eps: slope threshold, positive and finite (seed 002 uses 0.005).
+
+    Returns:
+        ``w = 2 tau artanh(sqrt(1 - 4 eps tau))``; ``0.0`` when the region is empty, which
+        happens exactly when ``eps * tau >= 1/4`` (the peak slope ``1/(4 tau)`` is not above
+        ``eps``).
+
+    Example:
+        >>> round(operating_region_width(0.01, 0.005), 6)
+        0.099034
+        >>> operating_region_width(tau=100.0, eps=0.005)
+        0.0
+    """
+    tau = check_positive_finite("tau", tau)
+    eps = check_positive_finite("eps", eps)
+    return float(_widths(tau, torch.tensor(eps, dtype=torch.float64)))
+
+
+def _widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:
+    """Operating-region half-widths for a tensor of slope thresholds (float64).
+
+    ``w = 2 tau artanh(r)`` written as ``2 tau ln((1 + r) / (2 sqrt(p)))`` with ``p = eps tau``
+    and ``r = sqrt(1 - 4p)`` (using ``1 - r = 4p / (1 + r)``), which does not cancel for small p.
+    """
+    product = thresholds.to(torch.float64) * tau
+    root = torch.sqrt(torch.clamp(1.0 - 4.0 * product, min=0.0))
+    width = 2.0 * tau * torch.log((1.0 + root) / (2.0 * torch.sqrt(product)))
+    return torch.where(product >= 0.25, torch.zeros_like(width), width)
+
+
+def operating_region_is_empty(tau: float = 0.01, eps: float = 0.005) -> bool:
+    """Whether no score difference has slope above ``eps``: ``eps * tau >= 1/4``.
+
+    Example:
+        >>> operating_region_is_empty(0.01, 0.005), operating_region_is_empty(50.0, 0.005)
+        (False, True)
+    """
+    return operating_region_width(tau, eps) == 0.0
+
+
+def _window_counts(
+    sorted_values: torch.Tensor, centres: torch.Tensor, width: float
+) -> torch.Tensor:
+    """For each centre, how many sorted values lie strictly within ``width`` of it."""
+    if width <= 0:  # an empty region holds nothing, not even the centre itself
+        return torch.zeros(centres.shape, dtype=torch.int64, device=centres.device)
+    above = torch.searchsorted(sorted_values, centres + width, side="left")
+    below = torch.searchsorted(sorted_values, centres - width, side="right")
+    return above - below
+
+
+def operating_region_proportion(
+    scores: torch.Tensor,
+    tau: float = 0.01,
+    eps: float = 0.005,
+    include_diagonal: bool = True,
+    *,
+    pairs: str = "all",
+    positives: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Proportion P of a query's difference-matrix entries inside the operating region.
+
+    Seed 002, Eq. 1, evaluated per query by sorting (``O(C log C)``).
+
+    Args:
+        scores: ``[C]`` one query's candidate scores or ``[Q, C]`` a batch.
+        tau: sigmoid temperature (seed 002: 0.01).
+        eps: slope threshold (seed 002: 0.005).
+        include_diagonal: count the ``j == i`` entries, as Eq. 1 does (they are always inside
+            a non-empty region, so alone they contribute ``1/C``). ``False`` gives the
+            off-diagonal proportion.
+        pairs: ``"all"`` (all ``C x C`` entries, Eq. 1); ``"positive-rows"`` (rows of positive
+            ``i`` against every candidate: the entries SmoothAP differentiates);
+            ``"positive-negative"`` (positive ``i`` against negative ``j`` only, no diagonal).
+        positives: ``[C]`` or ``[Q, C]`` bool mask, required unless ``pairs="all"``.
+
+    Returns:
+        ``[Q]`` (or a 0-d tensor for ``[C]`` input) of float64 proportions; NaN for a query
+        with no entry of the requested kind (no positive, or no negative).
+
+    Raises:
+        GradlabError: bad shapes or dtypes, NaN/inf scores, an empty candidate set, a bad
+            ``pairs`` or a missing ``positives``.
+
+    Example:
+        >>> operating_region_proportion(torch.tensor([0.0, 0.05, 0.5]))
+        tensor(0.5556, dtype=torch.float64)
+    """
+    tau = check_positive_finite("tau", tau)
+    eps = check_positive_finite("eps", eps)
+    check_tensor("scores", scores, ndims=(1, 2), kind="float", finite=True)
+    if scores.shape[-1] == 0:
+        raise GradlabError("scores must hold at least one candidate per query; got 0")
+    if pairs not in PAIR_SETS:
+        raise GradlabError(f"pairs must be one of {PAIR_SETS}; got {pairs!r}")
+    if not isinstance(include_diagonal, bool):
+        raise GradlabError(f"include_diagonal must be a bool; got {include_diagonal!r}")
+    single = scores.dim() == 1
+    rows = scores.unsqueeze(0) if single else scores
+    rows = rows.to(torch.float64)
+    width = operating_region_width(tau, eps)
+    num_candidates = rows.shape[1]
+    sorted_rows = rows.sort(dim=1).values
+
+    if pairs == "all":
+        inside = _window_counts(sorted_rows, rows, width).sum(dim=1).to(torch.float64)
+        total = float(num_candidates**2)
+        if not include_diagonal:
+            inside = inside - (num_candidates if width > 0 else 0)
+            total = float(num_candidates * (num_candidates - 1))
+        result = inside / total if total > 0 else torch.full_like(inside, math.nan)
+        return result[0] if single else result
+
+    if positives is None:
+        raise GradlabError(f"positives is required when pairs={pairs!r}")
+    check_tensor("positives", positives, ndims=(1, 2), kind="bool")
+    mask = positives.unsqueeze(0) if positives.dim() == 1 else positives
+    check_shape("positives", mask, rows.shape, "one flag per score")
+    check_same_device(scores=scores, positives=positives)
+    num_positive = mask.sum(dim=1).to(torch.float64)
+    if pairs == "positive-rows":
+        counts = _window_counts(sorted_rows, rows, width).to(torch.float64)
+        inside = (counts * mask).sum(dim=1)
+        total = num_positive * num_candidates
+        if not include_diagonal:
+            inside = inside - (num_positive if width > 0 else 0)
+            total = num_positive * (num_candidates - 1)
+    else:  # positive-negative: positives against the sorted negatives of the same query
+        negatives_sorted = rows.masked_fill(mask, math.inf).sort(dim=1).values
+        counts = _window_counts(negatives_sorted, rows, width).to(torch.float64)
+        inside = (counts * mask).sum(dim=1)
+        total = num_positive * (num_candidates - num_positive)
+    result = torch.where(total > 0, inside / total.clamp(min=1), math.nan)
+    return result[0] if single else result
+
+
+def expected_operating_region_proportion(
+    spread: float,
+    tau: float = 0.01,
+    eps: float = 0.005,
+    num_candidates: int | None = None,
+    include_diagonal: bool = True,
+) -> float:
+    """Expected P when a query's scores are i.i.d. Gaussian with standard deviation ``spread``.
+
+    For ``i != j``, ``D_ij ~ N(0, 2 spread^2)``, so ``Pr(|D_ij| < w) = erf(w / (2 spread))``.
+    With the diagonal (Eq. 1 of seed 002) and ``C`` candidates,
+    ``E[P] = 1/C + (1 - 1/C) erf(w / (2 spread))``; without it, or with ``num_candidates=None``
+    (the large-batch limit), ``E[P] = erf(w / (2 spread))``.
+
+    Example:
+        >>> round(expected_operating_region_proportion(spread=0.1), 4)
+        0.5162
+    """
+    spread = check_positive_finite("spread", spread)
+    width = operating_region_width(tau, eps)
+    off_diagonal = math.erf(width / (2.0 * spread))
+    if num_candidates is None or not include_diagonal:
+        return off_diagonal
+    if (
+        isinstance(num_candidates, bool)
+        or not isinstance(num_candidates, int)
+        or num_candidates < 1
+    ):
+        raise GradlabError(f"num_candidates must be a positive integer; got {num_candidates!r}")
+    diagonal_share = (1.0 if width > 0 else 0.0) / num_candidates
+    return diagonal_share + (1.0 - 1.0 / num_candidates) * off_diagonal
+
+
+class GradientCounts(NamedTuple):
+    """Per-query gradient counts (Bleeker & de Rijke) and their summary.
+
+    Attributes:
+        per_query: ``[Q]`` int64, entries (positive ``i``, candidate ``j != i``) above threshold.
+        queries_without_gradient: how many queries that have a positive count zero entries.
+        queries_with_positive: how many queries have at least one positive.
+    """
+
+    per_query: torch.Tensor
+    queries_without_gradient: int
+    queries_with_positive: int
+
+
+def gradient_counts(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    tau: float = 0.01,
+    threshold: float = 0.005,
+    *,
+    weighted: bool = False,
+    candidates: torch.Tensor | None = None,
+) -> GradientCounts:
+    """Count, per query, the SmoothAP entries that still carry gradient.
+
+    An entry is a pair (positive ``i``, candidate ``j != i``). It counts when its sigmoid slope
+    ``G'(D_ij) = G(1 - G)/tau`` exceeds ``threshold``; with ``weighted=True`` the slope is first
+    divided by ``R(i, S_Omega)^2``, the factor of seed 000 Eq. 13. Either way the test is a
+    window ``|D_ij| < w`` (``w`` from :func:`operating_region_width`, per row when weighted), so
+    counting costs ``O(C log C)`` per positive row after the ranks (``O(|P| C)``) are known.
+
+    Args:
+        scores: ``[Q, C]`` scores.
+        positives: ``[Q, C]`` bool relevance mask.
+        tau: sigmoid temperature.
+        threshold: slope threshold, positive.
+        weighted: divide the slope by ``R(i, S_Omega)^2``.
+        candidates: optional ``[Q, C]`` bool mask of the columns that are candidates (see
+            :func:`gradlab.functional.smooth_ap`).
+
+    Returns:
+        :class:`GradientCounts`. A query without positives counts 0 and is not among
+        ``queries_without_gradient``.
+
+    Example:
+        >>> scores = torch.tensor([[0.50, 0.52, 0.90], [0.1, 0.9, 0.5]])
+        >>> positives = torch.tensor([[True, False, False], [True, False, False]])
+        >>> gradient_counts(scores, positives).per_query.tolist()
+        [1, 0]
+    """
+    tau = check_positive_finite("tau", tau)
+    threshold = check_positive_finite("threshold", threshold)
+    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
+    check_shape("positives", positives, scores.shape, "one flag per score")
+    check_same_device(scores=scores, positives=positives)
+    if not isinstance(weighted, bool):
+        raise GradlabError(f"weighted must be a bool; got {weighted!r}")
+    if candidates is not None:
+        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
+        check_shape("candidates", candidates, scores.shape, "one flag per score")
+        positives = positives & candidates
+    rows = scores.detach().to(torch.float64)
+    # Non-candidates are moved out of every window.
+    candidate_scores = rows if candidates is None else rows.masked_fill(~candidates, math.inf)
+    sorted_rows = candidate_scores.sort(dim=1).values
+    query_index, positive_index = torch.nonzero(positives, as_tuple=True)
+    anchors = rows[query_index, positive_index]
+    if weighted:
+        ranks = _ranks_of_positives(rows, positives, candidates, tau)
+        widths = _widths(tau, threshold * ranks**2)
+    else:
+        widths = torch.full_like(anchors, operating_region_width(tau, threshold))
+    sorted_for_pair = sorted_rows[query_index]
+    above = torch.searchsorted(sorted_for_pair, (anchors + widths).unsqueeze(1), side="left")
+    below = torch.searchsorted(sorted_for_pair, (anchors - widths).unsqueeze(1), side="right")
+    # The window holds the anchor itself (j == i) when it is non-empty; an empty one counts 0.
+    inside = torch.where(widths > 0, (above - below).squeeze(1) - 1, 0)
+    per_query = torch.zeros(rows.shape[0], dtype=torch.int64, device=rows.device)
+    per_query.index_add_(0, query_index, inside)
+    has_positive = positives.any(dim=1)
+    without = int((has_positive & (per_query == 0)).sum())
+    return GradientCounts(per_query, without, int(has_positive.sum()))
+
+
+def _ranks_of_positives(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidates: torch.Tensor | None,
+    tau: float,
+) -> torch.Tensor:
+    """``R(i, S_Omega)`` of every positive, in row-major order of the mask (``O(|P| C)``)."""
+    groups = group_by_positive_count(positives)
+    with torch.no_grad():
+        _, saved = _smooth_ap_forward(
+            scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidates
+        )
+    ranks = torch.empty(positives.shape, dtype=scores.dtype, device=scores.device)
+    for group, (rank_positive, rank_negative) in zip(groups, saved, strict=True):
+        ranks[group.queries.unsqueeze(1), group.positive_columns] = rank_positive + rank_negative
+    return ranks[positives]

@@ -1,0 +1,187 @@
+"""Operating region: closed-form width, sorted P, Gaussian expectation, gradient counts."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy.optimize import brentq
+
+from gradlab import GradlabError
+from gradlab.functional import (
+    expected_operating_region_proportion,
+    gradient_counts,
+    operating_region_is_empty,
+    operating_region_proportion,
+    operating_region_width,
+)
+from tests.reference import operating_region_loops as loops
+from tests.reference.smooth_ap_loops import slope
+
+
+@given(tau=st.floats(1e-4, 10.0), eps=st.floats(1e-4, 10.0))
+def test_width_is_the_root_of_slope_minus_threshold(tau, eps):
+    width = operating_region_width(tau, eps)
+    if eps * tau >= 0.25:
+        assert width == 0.0 and operating_region_is_empty(tau, eps)
+        return
+    root = brentq(lambda d: slope(d, tau) - eps, 0.0, 200.0 * tau, xtol=1e-15, rtol=1e-14)
+    assert width == pytest.approx(root, rel=1e-9)
+    assert slope(width * 0.999, tau) > eps > slope(width * 1.001, tau)
+
+
+def test_seed_setting_width():
+    # tau = 0.01, eps = 0.005: w = 2 tau artanh(sqrt(1 - 2e-4)), evaluated independently.
+    assert operating_region_width() == pytest.approx(0.02 * math.atanh(math.sqrt(1 - 2e-4)))
+
+
+def dense_count_proportion(scores: torch.Tensor, tau: float, eps: float) -> torch.Tensor:
+    """The O(C^2) path: the full difference matrix per query, slope compared with eps."""
+    differences = scores.unsqueeze(2) - scores.unsqueeze(1)
+    z = differences / tau
+    slopes = torch.sigmoid(z) * torch.sigmoid(-z) / tau
+    return (slopes > eps).double().mean(dim=(1, 2))
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    size=st.integers(1, 15),
+    spread=st.sampled_from([0.01, 0.05, 0.2]),
+    include_diagonal=st.booleans(),
+    pairs=st.sampled_from(["all", "positive-rows", "positive-negative"]),
+)
+def test_proportion_matches_brute_force_count(seed, size, spread, include_diagonal, pairs):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(size, generator=generator, dtype=torch.float64) * spread
+    positives = torch.rand(size, generator=generator) < 0.4
+    got = operating_region_proportion(
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=positives
+    )
+    expected = loops.proportion(
+        scores.tolist(), 0.01, 0.005, include_diagonal, pairs, positives.tolist()
+    )
+    if math.isnan(expected):
+        assert math.isnan(got.item())
+    else:
+        assert got.item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_sorted_path_equals_dense_path_on_batches():
+    scores = torch.randn(8, 300, dtype=torch.float64) * 0.1
+    torch.testing.assert_close(
+        operating_region_proportion(scores), dense_count_proportion(scores, 0.01, 0.005)
+    )
+
+
+def test_diagonal_alone_contributes_one_over_c():
+    far_apart = torch.arange(10, dtype=torch.float64)  # every off-diagonal |D| >= 1 > w
+    assert operating_region_proportion(far_apart).item() == pytest.approx(0.1)
+    assert operating_region_proportion(far_apart, include_diagonal=False).item() == 0.0
+
+
+@pytest.mark.parametrize("pairs", ["all", "positive-rows", "positive-negative"])
+@pytest.mark.parametrize("include_diagonal", [True, False])
+def test_empty_region_gives_zero_proportion_and_no_gradient_counts(pairs, include_diagonal):
+    scores = torch.tensor([[0.0, 0.0, 0.1, 0.3]], dtype=torch.float64)
+    positives = torch.tensor([[True, False, True, False]])
+    tau, eps = 100.0, 0.005  # eps * tau = 0.5 >= 1/4
+    proportion = operating_region_proportion(
+        scores, tau, eps, include_diagonal, pairs=pairs, positives=positives
+    )
+    assert proportion.tolist() == [0.0]
+    assert gradient_counts(scores, positives, tau, eps).per_query.tolist() == [0]
+
+
+@pytest.mark.parametrize("spread", [0.02, 0.1, 0.5])
+@pytest.mark.parametrize("include_diagonal", [True, False])
+def test_gaussian_expectation_matches_simulation(spread, include_diagonal):
+    rng = np.random.default_rng(7)
+    candidates = 200
+    scores = torch.from_numpy(rng.normal(0.0, spread, size=(400, candidates)))
+    measured = operating_region_proportion(scores, include_diagonal=include_diagonal).mean().item()
+    expected = expected_operating_region_proportion(
+        spread, num_candidates=candidates, include_diagonal=include_diagonal
+    )
+    # 400 queries x ~40k pairs each: the standard error of the mean is far below 0.005.
+    assert measured == pytest.approx(expected, abs=0.005)
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    size=st.integers(1, 12),
+    weighted=st.booleans(),
+    masked=st.booleans(),
+    threshold=st.sampled_from([0.005, 0.05, 1.0]),
+)
+def test_gradient_counts_match_brute_force(seed, size, weighted, masked, threshold):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(3, size, generator=generator, dtype=torch.float64) * 0.03
+    positives = torch.rand(3, size, generator=generator) < 0.4
+    candidates = torch.rand(3, size, generator=generator) < 0.8 if masked else None
+    counts = gradient_counts(
+        scores, positives, 0.01, threshold, weighted=weighted, candidates=candidates
+    )
+    for q in range(3):
+        expected = loops.gradient_count(
+            scores[q].tolist(),
+            positives[q].tolist(),
+            0.01,
+            threshold,
+            weighted,
+            None if candidates is None else candidates[q].tolist(),
+        )
+        assert counts.per_query[q].item() == expected
+    kept = positives if candidates is None else positives & candidates
+    has_positive = kept.any(dim=1)
+    assert counts.queries_with_positive == int(has_positive.sum())
+    assert counts.queries_without_gradient == int((has_positive & (counts.per_query == 0)).sum())
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: operating_region_width(tau=0.0), "tau must be a positive finite number"),
+        (lambda: operating_region_width(tau=-1.0), "tau must be a positive finite number"),
+        (lambda: operating_region_width(eps=0.0), "eps must be a positive finite number"),
+        (lambda: operating_region_width(eps=float("nan")), "eps must be a positive finite"),
+        (lambda: operating_region_proportion(torch.tensor([0.0, math.nan])), "finite"),
+        (lambda: operating_region_proportion(torch.zeros(3, 0)), "at least one candidate"),
+        (lambda: operating_region_proportion(torch.zeros(2, 2, 2)), "1-D or 2-D"),
+        (lambda: operating_region_proportion(torch.zeros(3), pairs="rows"), "pairs must be one of"),
+        (lambda: operating_region_proportion(torch.zeros(3), pairs="positive-rows"), "required"),
+        (
+            lambda: operating_region_proportion(
+                torch.zeros(3), pairs="positive-rows", positives=torch.ones(4, dtype=torch.bool)
+            ),
+            r"positives must have shape \(1, 3\)",
+        ),
+        (lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1), "a bool"),
+        (lambda: expected_operating_region_proportion(0.0), "spread must be a positive finite"),
+        (lambda: expected_operating_region_proportion(0.1, num_candidates=0), "positive integer"),
+        (
+            lambda: gradient_counts(torch.zeros(2, 3), torch.ones(2, 3)),
+            "positives must be a bool tensor",
+        ),
+        (
+            lambda: gradient_counts(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), -1.0),
+            "tau must be a positive finite number",
+        ),
+        (
+            lambda: gradient_counts(
+                torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), threshold=0.0
+            ),
+            "threshold must be a positive finite number",
+        ),
+        (
+            lambda: gradient_counts(
+                torch.full((2, 3), math.inf), torch.ones(2, 3, dtype=torch.bool)
+            ),
+            "scores must be finite",
+        ),
+    ],
+)
+def test_error_table(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()
