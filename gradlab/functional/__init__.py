@@ -1,6 +1,7 @@
 """Pure torch functions: the math of gradlab lives here and only here."""
 
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
+from gradlab.functional.diagnostics import decomposition_norms, in_batch_decomposition
 from gradlab.functional.layouts import (
     RetrievalLayout,
     cross_modal_layout,
@@ -23,9 +24,11 @@ __all__ = [
     "RetrievalLayout",
     "SmoothAPDecomposition",
     "cross_modal_layout",
+    "decomposition_norms",
     "drop_diagonal",
     "expected_operating_region_proportion",
     "gradient_counts",
+    "in_batch_decomposition",
     "in_batch_layout",
     "operating_region_is_empty",
     "operating_region_proportion",

@@ -74,6 +74,8 @@ def smooth_ap_decomposition(
     candidates: torch.Tensor,
     positives: torch.Tensor,
     tau: float = 0.01,
+    *,
+    candidate_mask: torch.Tensor | None = None,
 ) -> SmoothAPDecomposition:
     """Decompose ``dAP/dq`` into the seeds' ``A``, ``B``, ``C``, ``D`` terms.
 
@@ -85,6 +87,9 @@ def smooth_ap_decomposition(
         candidates: ``[C, d]`` candidate embeddings ``v_j``.
         positives: ``[C]`` (shared by all queries) or ``[Q, C]`` bool relevance mask.
         tau: sigmoid temperature, positive and finite.
+        candidate_mask: optional ``[C]`` or ``[Q, C]`` bool mask; ``False`` leaves a candidate
+            out of that query's ranking (in-batch retrieval: the query itself), as in
+            :func:`gradlab.functional.smooth_ap`.
 
     Returns:
         A :class:`SmoothAPDecomposition`. Cost ``O(sum_q |P_q| * C * d)`` time and
@@ -120,6 +125,13 @@ def smooth_ap_decomposition(
         positives.unsqueeze(0).expand(queries.shape[0], -1) if positives.dim() == 1 else positives
     )
     check_shape("positives", mask, (queries.shape[0], candidates.shape[0]), "[C] or [Q, C]")
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(1, 2), kind="bool")
+        keep = candidate_mask.expand_as(mask) if candidate_mask.dim() == 1 else candidate_mask
+        check_shape("candidate_mask", keep, mask.shape, "[C] or [Q, C]")
+        mask = mask & keep
+    else:
+        keep = torch.ones_like(mask)
 
     scores = queries @ candidates.T
     query_index, positive_index = torch.nonzero(mask, as_tuple=True)
@@ -128,7 +140,7 @@ def smooth_ap_decomposition(
     is_self = torch.zeros_like(mask[query_index])
     is_self[torch.arange(len(positive_index)), positive_index] = True
     pos = (mask[query_index] & ~is_self).to(scores.dtype)
-    neg = (~mask[query_index]).to(scores.dtype)
+    neg = (~mask[query_index] & keep[query_index]).to(scores.dtype)
 
     step = tempered_sigmoid(differences, tau)
     slope = sigmoid_slope(differences, tau)  # sim(D_ij; tau), seed 000 Eq. 7

@@ -1,4 +1,9 @@
-"""Runs the report sections in order and writes ``summary.md`` and ``results.json``."""
+"""Runs the report sections in order and writes ``summary.md`` and ``results.json``.
+
+A section is a function ``(out, quick) -> (results, markdown)``: it may write figures under
+``out / "figures"``, returns JSON-ready results and a markdown fragment that cites its figures
+by relative path.
+"""
 
 from __future__ import annotations
 
@@ -12,25 +17,15 @@ from tqdm.auto import tqdm
 
 import gradlab
 from gradlab.errors import GradlabError
-from gradlab.report.verification import smoothap_gradient_errors
+from gradlab.report.sections import operating_region_section, verification_section
 
+Section = Callable[[Path, bool], tuple[dict, str]]
 
-def _verification_section(quick: bool) -> tuple[dict, str]:
-    errors = smoothap_gradient_errors(trials=3 if quick else 20)
-    lines = [
-        "## Numeric verification (float64)",
-        "",
-        "| check | max abs error |",
-        "| --- | --- |",
-        *(f"| {name} | {value:.2e} |" for name, value in errors.items()),
-    ]
-    return {"smoothap_gradients": errors}, "\n".join(lines)
-
-
-SECTIONS: dict[str, Callable[[bool], tuple[dict, str]]] = {
-    "verification": _verification_section,
+SECTIONS: dict[str, Section] = {
+    "verification": verification_section,
+    "operating_region": operating_region_section,
 }
-"""Report sections by name: each takes ``quick`` and returns (results, markdown)."""
+"""Report sections by name, in report order."""
 
 
 def run_report(out: Path, quick: bool = False, only: list[str] | None = None) -> dict:
@@ -38,19 +33,21 @@ def run_report(out: Path, quick: bool = False, only: list[str] | None = None) ->
     names = list(SECTIONS) if not only else only
     unknown = [name for name in names if name not in SECTIONS]
     if unknown:
-        raise GradlabError(f"only must name report sections {sorted(SECTIONS)}; got {unknown}")
-    out.mkdir(parents=True, exist_ok=True)
+        raise GradlabError(f"only must name report sections {list(SECTIONS)}; got {unknown}")
+    out = Path(out)
+    (out / "figures").mkdir(parents=True, exist_ok=True)
     results = {
         "gradlab": gradlab.__version__,
         "torch": torch.__version__,
         "machine": platform.platform(),
+        "quick": quick,
         "sections": {},
     }
     markdown = ["# gradlab report", ""]
     for name in tqdm(names, desc="report", unit="section"):
-        section_results, section_markdown = SECTIONS[name](quick)
+        section_results, section_markdown = SECTIONS[name](out, quick)
         results["sections"][name] = section_results
         markdown += [section_markdown, ""]
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    (out / "results.json").write_text(json.dumps(results, indent=1))
     (out / "summary.md").write_text("\n".join(markdown))
     return results

@@ -60,6 +60,19 @@ def test_terms_match_seed_definitions_by_loops(seed):
         assert parts.D[row].tolist() == pytest.approx(expected["D"], abs=1e-12)
 
 
+@given(seed=st.integers(0, 2**31 - 1))
+def test_candidate_mask_matches_smooth_ap_mask(seed):
+    query, vectors, positives = problem(seed, 4, 9, 3, 0.4)
+    keep = torch.rand(4, 9, generator=torch.Generator().manual_seed(seed)) < 0.7
+    parts = smooth_ap_decomposition(query, vectors, positives, 0.05, candidate_mask=keep)
+    leaf = query.clone().requires_grad_(True)
+    ap = smooth_ap(leaf @ vectors.T, positives, 0.05, candidates=keep)
+    (expected,) = torch.autograd.grad(ap.nan_to_num(0.0).sum(), leaf)
+    defined = ~torch.isnan(ap.detach())
+    torch.testing.assert_close(parts.grad[defined], expected[defined], atol=1e-10, rtol=0)
+    torch.testing.assert_close(parts.ap, ap.detach(), equal_nan=True, atol=1e-12, rtol=0)
+
+
 def test_single_query_and_shared_positive_vector():
     query, vectors, _ = problem(4, 1, 6, 3, 0.5)
     positives = torch.tensor([True, False, True, False, False, True])
@@ -95,6 +108,8 @@ Q, V, P = torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4, dtype=torch.boo
         ({"positives": torch.ones(3, 4, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
         ({"positives": torch.ones(5, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
         ({"tau": 0}, "tau must be a positive finite number"),
+        ({"candidate_mask": torch.ones(2, 4)}, "candidate_mask must be a bool tensor"),
+        ({"candidate_mask": torch.ones(2, 5, dtype=torch.bool)}, "candidate_mask must have shape"),
     ],
 )
 def test_error_table(kwargs, message):

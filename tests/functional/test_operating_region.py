@@ -185,3 +185,22 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match=message):
         call()
+
+
+def test_gradient_counts_for_both_cross_modal_directions():
+    # Seed 001's setting: an image has 5 positive captions, a caption has 1 positive image.
+    generator = torch.Generator().manual_seed(3)
+    images = torch.nn.functional.normalize(torch.randn(4, 8, generator=generator), dim=1)
+    captions = torch.nn.functional.normalize(torch.randn(20, 8, generator=generator), dim=1)
+    image_of_caption = torch.arange(4).repeat_interleave(5)
+    image_to_caption = image_of_caption.unsqueeze(0) == torch.arange(4).unsqueeze(1)
+    forward = gradient_counts(images @ captions.T, image_to_caption, 0.01)
+    backward = gradient_counts(captions @ images.T, image_to_caption.T.contiguous(), 0.01)
+    for q in range(4):
+        expected = loops.gradient_count(
+            (images @ captions.T)[q].tolist(), image_to_caption[q].tolist(), 0.01, 0.005, False
+        )
+        assert forward.per_query[q].item() == expected
+    assert forward.queries_with_positive == 4 and backward.queries_with_positive == 20
+    # A caption query has one positive: at most C - 1 = 3 entries can carry gradient.
+    assert int(backward.per_query.max()) <= 3

@@ -1,0 +1,114 @@
+"""Figures of the operating-region analyses (:mod:`gradlab.report.operating_region`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+
+from gradlab.plotting.style import apply_style, batch_size_axis, load_results, save_figure
+
+
+def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
+    """Width w against tau (one curve per eps) and expected P against score spread."""
+    results = load_results(source)
+    apply_style()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for eps, widths in results["widths"].items():
+        left.plot(results["taus"], widths, label=f"eps = {eps}")
+    seed = results["seed_setting"]
+    left.scatter([seed["tau"]], [seed["width"]], color="black", zorder=3)
+    left.annotate(
+        f"seed 002: tau=0.01, eps=0.005\nw = {seed['width']:.4f}",
+        (seed["tau"], seed["width"]),
+        textcoords="offset points",
+        xytext=(10, -30),
+    )
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="temperature tau",
+        ylabel="half-width w (score units)",
+        title="Operating region |dG/dD| > eps  <=>  |D| < w",
+    )
+    left.legend(title="w = 0 once eps*tau >= 1/4")
+    for index, (tau, values) in enumerate(results["expected_proportion"].items()):
+        color = f"C{index}"
+        right.plot(results["spreads"], values, color=color, label=f"tau = {tau} (closed form)")
+        points = results["simulated_proportion"][tau]
+        right.scatter([p[0] for p in points], [p[1] for p in points], color=color, marker="o")
+    right.set(
+        xscale="log",
+        xlabel="score standard deviation (cosine units)",
+        ylabel="off-diagonal proportion P",
+        title="P for i.i.d. Gaussian scores: erf(w / 2 sigma)",
+    )
+    right.legend(title="dots: simulation, 64 x 256 scores")
+    return save_figure(figure, path)
+
+
+def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Path:
+    """Fig. S7a of seed 002 with its explanations separated (fixed models vs trained models)."""
+    results = load_results(source)
+    apply_style()
+    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=False)
+    for index, (name, rows) in enumerate(results["fixed_model"].items()):
+        if not name.endswith("uniform"):
+            continue
+        sizes = [r["batch_size"] for r in rows]
+        color = f"C{index}"
+        label = name.split("_")[0]
+        left.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", color=color,
+                  label=f"{label}: P, seed Eq. 1")  # fmt: skip
+        left.plot(sizes, [r["sampling_only_prediction"] for r in rows], "--", color=color,
+                  label=f"{label}: diagonal + self-score shares only")  # fmt: skip
+        left.plot(sizes, [r["p_without_query"] for r in rows], ":", color=color,
+                  label=f"{label}: P over pairs of other candidates")  # fmt: skip
+    left.set(
+        xlabel="mini-batch size m",
+        ylabel="proportion P in the operating region",
+        title="(a) Fixed model, batches of size m",
+    )
+    batch_size_axis(left, sizes)
+    left.legend(fontsize=8)
+    rows = results["trained_per_batch_size"]
+    sizes = [r["batch_size"] for r in rows]
+    right.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", label="P, seed Eq. 1")
+    right.plot(sizes, [r["p_without_query"] for r in rows], "s:", label="P over pairs of others")
+    right.set(
+        xlabel="mini-batch size m used for training",
+        ylabel="mean P over the last epoch",
+        title=f"(b) SmoothAP trained at each m ({results['epochs']} epochs)",
+    )
+    batch_size_axis(right, sizes)
+    right.legend()
+    return save_figure(figure, path)
+
+
+def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
+    """Loss, P, queries without gradient and the AD / CB split over a SmoothAP run."""
+    results = load_results(source)
+    history = results["history"]
+    steps = [h["step"] for h in history]
+    apply_style()
+    figure, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
+    axes[0, 0].plot(steps, [h["loss"] for h in history])
+    axes[0, 0].set(ylabel="1 - mean smooth AP", title="SmoothAP loss")
+    axes[0, 1].plot(steps, [h["p_seed_definition"] for h in history], label="seed Eq. 1")
+    axes[0, 1].plot(steps, [h["p_without_query"] for h in history], label="pairs of others")
+    axes[0, 1].set(ylabel="proportion P", title="Operating-region proportion")
+    axes[0, 1].legend()
+    axes[1, 0].plot(steps, [h["share_without_gradient"] for h in history], label="slope > eps")
+    axes[1, 0].plot(
+        steps, [h["share_without_weighted_gradient"] for h in history], label="slope / R^2 > eps"
+    )
+    axes[1, 0].set(
+        xlabel="optimizer step", ylabel="share of queries", title="Queries with no gradient entry"
+    )
+    axes[1, 0].legend()
+    axes[1, 1].plot(steps, [h["ad_share"] for h in history], label="|AD| / (|AD| + |CB|)")
+    axes[1, 1].plot(steps, [h["ad_cb_cosine"] for h in history], label="cosine(AD, CB)")
+    axes[1, 1].set(xlabel="optimizer step", ylabel="mean over queries", title="AD - CB split")
+    axes[1, 1].legend()
+    figure.suptitle(f"SmoothAP on digits 0-4, batch {results['batch_size']}, tau={results['tau']}")
+    return save_figure(figure, path)

@@ -1,0 +1,43 @@
+"""One look for every gradlab figure, and the small I/O every plotting function shares."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # headless: figures are files
+
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.ticker import NullFormatter
+
+
+def apply_style() -> None:
+    """Seaborn's white grid, colour-blind palette, and a readable font size."""
+    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
+    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+
+
+def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
+    """A log-scaled x axis ticked exactly at the batch sizes, without minor labels."""
+    axis.set_xscale("log")
+    axis.set_xticks(sizes, [str(size) for size in sizes])
+    axis.xaxis.set_minor_formatter(NullFormatter())
+
+
+def load_results(source: dict | str | Path) -> dict:
+    """Accept the results themselves or the path of their JSON file."""
+    if isinstance(source, dict):
+        return source
+    return json.loads(Path(source).read_text())
+
+
+def save_figure(figure: plt.Figure, path: str | Path) -> Path:
+    """Write ``figure`` as PNG (creating the folder) and close it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+    return path

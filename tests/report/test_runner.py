@@ -1,0 +1,33 @@
+"""gradlab report: sections, selection, outputs."""
+
+import json
+
+import pytest
+
+from gradlab import GradlabError
+from gradlab.cli import main
+from gradlab.report import SECTIONS, run_report
+
+
+def test_report_verification_section_writes_outputs(tmp_path):
+    results = run_report(tmp_path, quick=True, only=["verification"])
+    errors = results["sections"]["verification"]["smoothap_gradients"]
+    assert errors["decomposition_vs_autograd"] < 1e-10
+    assert errors["exact_vs_autograd"] < 1e-10
+    assert errors["exact_vs_fd"] < 1e-6
+    assert json.loads((tmp_path / "results.json").read_text())["quick"] is True
+    assert "Numeric verification" in (tmp_path / "summary.md").read_text()
+
+
+def test_unknown_section_is_refused(tmp_path):
+    with pytest.raises(GradlabError, match="only must name report sections"):
+        run_report(tmp_path, only=["nonsense"])
+
+
+def test_cli_reports_bad_section_with_exit_code_2(tmp_path, capsys):
+    assert main(["report", "--out", str(tmp_path), "--only", "nonsense"]) == 2
+    assert "only must name report sections" in capsys.readouterr().err
+
+
+def test_sections_are_listed_in_order():
+    assert list(SECTIONS)[:2] == ["verification", "operating_region"]
