@@ -41,7 +41,8 @@ def check_tensor(
         name: the argument's name, used in the message.
         value: what the caller passed.
         ndims: the allowed numbers of dimensions.
-        kind: ``"float"`` (a floating dtype), ``"bool"`` or ``"integer"``.
+        kind: ``"float"`` (a floating dtype), ``"bool"``, ``"integer"``, ``"any_real"`` (float
+            or integer, not bool or complex) or ``"any"``.
         finite: also refuse NaN and infinite entries (float tensors only).
     """
     if not isinstance(value, torch.Tensor):
@@ -57,7 +58,9 @@ def check_tensor(
         value.is_floating_point() or value.is_complex() or value.dtype == torch.bool
     ):
         raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
-    if finite and value.numel():
+    if kind == "any_real" and (value.dtype == torch.bool or value.is_complex()):
+        raise GradlabError(f"{name} must have a real floating or integer dtype; got {value.dtype}")
+    if finite and value.is_floating_point() and value.numel():
         # One read-only reduction (NaN propagates through min/max); no full-size mask.
         low, high = torch.aminmax(value.detach())
         if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):

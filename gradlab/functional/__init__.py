@@ -2,6 +2,16 @@
 
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
 from gradlab.functional.diagnostics import decomposition_norms, in_batch_decomposition
+from gradlab.functional.harmonic import (
+    HARMONIC_METHODS,
+    HarmonicLogError,
+    discount_gap,
+    discount_rate,
+    harmonic_gap,
+    harmonic_log_error,
+    harmonic_rate,
+    logarithmic_integral,
+)
 from gradlab.functional.layouts import (
     RetrievalLayout,
     cross_modal_layout,
@@ -16,25 +26,59 @@ from gradlab.functional.operating_region import (
     operating_region_proportion,
     operating_region_width,
 )
+from gradlab.functional.relaxed_ranking import (
+    minibatch_gradient_matrix_form,
+    minibatch_objective_terms,
+    relaxed_hamming_distances,
+    relaxed_tie_aware_ap,
+    relaxed_tie_aware_dcg,
+    soft_histogram,
+    triangular_kernel,
+)
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
+from gradlab.functional.tie_aware import (
+    harmonic_number,
+    tie_aware_ap,
+    tie_aware_dcg,
+    tie_aware_ndcg,
+)
 
 __all__ = [
+    "HARMONIC_METHODS",
     "GradientCounts",
+    "HarmonicLogError",
     "RetrievalLayout",
     "SmoothAPDecomposition",
     "cross_modal_layout",
     "decomposition_norms",
+    "discount_gap",
+    "discount_rate",
     "drop_diagonal",
     "expected_operating_region_proportion",
     "gradient_counts",
+    "harmonic_gap",
+    "harmonic_log_error",
+    "harmonic_number",
+    "harmonic_rate",
     "in_batch_decomposition",
     "in_batch_layout",
+    "logarithmic_integral",
+    "minibatch_gradient_matrix_form",
+    "minibatch_objective_terms",
     "operating_region_is_empty",
     "operating_region_proportion",
     "operating_region_width",
+    "relaxed_hamming_distances",
+    "relaxed_tie_aware_ap",
+    "relaxed_tie_aware_dcg",
     "sigmoid_slope",
     "smooth_ap",
     "smooth_ap_decomposition",
+    "soft_histogram",
     "tempered_sigmoid",
+    "tie_aware_ap",
+    "tie_aware_dcg",
+    "tie_aware_ndcg",
+    "triangular_kernel",
 ]

@@ -1,0 +1,241 @@
+"""Relaxed tie-aware AP and DCG over soft Hamming histograms (seed 003, Eq. 13, 16, 22-37).
+
+Codes ``phi`` in ``[-1, 1]^b`` (``tanh`` of network outputs) have the relaxed Hamming distance
+``d(i, j) = (b - phi_i . phi_j) / 2``. Each distance is spread over the integer bins
+``0 .. b`` with the triangular kernel ``delta(x, d) = max(0, 1 - |x - d|)``, giving per query
+the soft counts ``c_{d,v}`` of bin ``d`` and affinity level ``v`` (Eq. 22-31). Bin 0 ranks
+first (closest).
+
+From the counts (``c_d = sum_v c_{d,v}``, ``C_d`` cumulative, ``C_{d-1}`` before the bin):
+
+    AP_r  = sum_d c+_d/(c_d N+) [ A_d c_d + (C+_{d-1} + 1 - A_d (C_{d-1} + 1)) L(C_{d-1}, C_d) ]
+    DCG_r = sum_d sum_v G(v) c_{d,v}/c_d  L_D(C_{d-1}, C_d)
+
+with ``A_d = (c+_d - 1)/(c_d - 1)`` and ``L``, ``L_D`` the harmonic and discount stand-ins of
+:mod:`gradlab.functional.harmonic` (Eq. 13 and 16 use ``method="log"``).
+
+**Edge cases, and why.**
+
+* Empty bin (``c_d = 0``, common: the kernel has compact support): contributes 0. Its gradient
+  is not 0: the bin term is ``c+_d [A_d + B_d L/c_d]`` and ``L(C_{d-1}, C_{d-1} + c)/c`` tends to
+  the stand-in's derivative at ``C_{d-1}`` (:func:`gradlab.functional.harmonic.harmonic_rate`),
+  so mass entering an empty bin changes AP at first order, as it does for the exact expression.
+* First bin (``C_{d-1} = 0``): the printed ``ln(C_d/0)`` and ``li(1)`` are infinite; the stand-ins
+  are finite there (see :mod:`gradlab.functional.harmonic`).
+* Bin holding about one item (``c_d -> 1``): ``A_d`` is ``0/0``. For integer counts it is the
+  share of relevant items among the *other* items of the bin, a probability, and it multiplies
+  zero when ``n_d = 1``. Relaxed, ``(c+ - 1)/(c - 1)`` has a pole at ``c = 1`` whenever
+  ``c+ != 1``; gradlab clamps it to ``[0, 1]`` (its range for every integer configuration where
+  it matters) and sets it to 0 within ``1e-9`` of ``c = 1``. The clamp changes no integer
+  configuration.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab.errors import GradlabError
+from gradlab.functional.harmonic import _check_method, discount_rate, harmonic_rate
+
+
+def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
+    """``[M, M]`` relaxed Hamming distances ``(b - phi_i . phi_j)/2`` of codes ``[M, b]``.
+
+    Example:
+        >>> relaxed_hamming_distances(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
+        tensor([[0., 1.],
+                [1., 0.]])
+    """
+    check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
+    return (codes.shape[1] - codes @ codes.T) / 2.0
+
+
+def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
+    """``[..., num_bins]`` weights ``max(0, 1 - |x - d|)`` of each distance for bins ``d``."""
+    centres = torch.arange(num_bins, dtype=distances.dtype, device=distances.device)
+    return torch.clamp(1.0 - (distances.unsqueeze(-1) - centres).abs(), min=0.0)
+
+
+def soft_histogram(
+    distances: torch.Tensor,
+    levels: torch.Tensor,
+    num_bins: int,
+    num_levels: int,
+    candidates: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Soft counts ``c_{d,v}`` ``[Q, num_bins, num_levels]`` of ``[Q, C]`` distances (Eq. 22-31).
+
+    Args:
+        distances: ``[Q, C]`` relaxed distances, ``0 <= x <= num_bins - 1``.
+        levels: ``[Q, C]`` integer affinity level of each candidate, in ``0 .. num_levels - 1``.
+        num_bins: ``b + 1`` for ``b``-bit codes.
+        num_levels: number of affinity levels (2 for relevant / not).
+        candidates: optional ``[Q, C]`` bool mask of the columns that count (``False`` on the
+            query itself in in-batch retrieval).
+    """
+    weights = triangular_kernel(distances, num_bins)
+    if candidates is not None:
+        weights = weights * candidates.unsqueeze(-1)
+    one_hot = torch.nn.functional.one_hot(levels.long(), num_levels).to(distances.dtype)
+    return torch.einsum("qcd,qcv->qdv", weights, one_hot)
+
+
+def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """``numerator / denominator``, 0 where the denominator is 0 (gradient-safe)."""
+    nonzero = denominator > 0
+    return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
+
+
+def relaxed_tie_aware_ap(
+    positive_counts: torch.Tensor,
+    counts: torch.Tensor,
+    method: str = "log",
+    num_positives: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Relaxed tie-aware AP from soft counts (seed 003, Eq. 13), per query.
+
+    Args:
+        positive_counts: ``[Q, D]`` soft counts ``c+_d`` of relevant items per bin (bin 0 first).
+        counts: ``[Q, D]`` soft counts ``c_d`` of all items, ``>= positive_counts``.
+        method: harmonic stand-in, ``"log"`` (Eq. 13 as printed, finite at the first bin),
+            ``"midpoint"`` or ``"exact"`` (digamma; equals tie-aware AP at integer counts).
+        num_positives: ``[Q]`` ``N+``; defaults to ``positive_counts.sum(-1)``.
+
+    Returns:
+        ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
+
+    Example:
+        >>> positive = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64)
+        >>> total = torch.tensor([[1.0, 2.0, 1.0]], dtype=torch.float64)
+        >>> relaxed_tie_aware_ap(positive, total, method="exact")
+        tensor([0.7500], dtype=torch.float64)
+    """
+    _check_method(method)
+    check_tensor("positive_counts", positive_counts, ndims=(2,), kind="float", finite=True)
+    check_tensor("counts", counts, ndims=(2,), kind="float", finite=True)
+    check_shape("counts", counts, positive_counts.shape, "one count per bin")
+    check_same_device(positive_counts=positive_counts, counts=counts)
+    total = positive_counts.sum(dim=1) if num_positives is None else num_positives
+    after = counts.cumsum(dim=1)
+    before = after - counts
+    positives_before = positive_counts.cumsum(dim=1) - positive_counts
+    near_one = (counts - 1.0).abs() < 1e-9
+    share = _safe_ratio(positive_counts - 1.0, torch.where(near_one, 1.0, counts - 1.0))
+    share = torch.where(near_one, 0.0, share.clamp(0.0, 1.0))
+    # (c+/c) [A c + B L(C_{d-1}, C_d)] = c+ [A + B L/c]: no division by a count, and the
+    # empty-bin limit L/c -> L'(C_{d-1}) gives the right first-order change there.
+    rate = harmonic_rate(before, counts, method)
+    per_bin = positive_counts * (share + (positives_before + 1.0 - share * (before + 1.0)) * rate)
+    defined = total > 0
+    return torch.where(defined, per_bin.sum(dim=1) / torch.where(defined, total, 1.0), torch.nan)
+
+
+def relaxed_tie_aware_dcg(
+    level_counts: torch.Tensor, level_gains: torch.Tensor, method: str = "log"
+) -> torch.Tensor:
+    """Relaxed tie-aware DCG from soft counts ``[Q, D, V]`` (seed 003, Eq. 15-16), per query.
+
+    ``level_gains`` ``[V]`` holds ``G(v)`` of each affinity level. ``method="log"`` is the
+    printed logarithmic integral (finite at the first bin), ``"midpoint"`` shifts it by 1/2,
+    ``"exact"`` equals tie-aware DCG at integer counts.
+
+    Example:
+        >>> counts = torch.tensor([[[1.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
+        >>> round(relaxed_tie_aware_dcg(counts, torch.tensor([0.0, 1.0]), "exact").item(), 4)
+        1.3155
+    """
+    _check_method(method)
+    check_tensor("level_counts", level_counts, ndims=(3,), kind="float", finite=True)
+    check_tensor("level_gains", level_gains, ndims=(1,), kind="float", finite=True)
+    if level_gains.shape[0] != level_counts.shape[2]:
+        raise GradlabError(
+            f"level_gains must have one gain per level ({level_counts.shape[2]}); "
+            f"got {level_gains.shape[0]}"
+        )
+    counts = level_counts.sum(dim=2)
+    before = counts.cumsum(dim=1) - counts
+    # mean gain x discount sum = (sum_v G(v) c_{d,v}) x (discount sum / c_d), see AP above.
+    gain_mass = (level_counts * level_gains.to(level_counts.dtype)).sum(dim=2)
+    return (gain_mass * discount_rate(before, counts, method)).sum(dim=1)
+
+
+def minibatch_objective_terms(
+    codes: torch.Tensor,
+    labels: torch.Tensor,
+    objective: str = "ap",
+    method: str = "log",
+    level_gains: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-query soft counts and the objective ``O_i`` of in-batch retrieval (Eq. 22-23).
+
+    Each code queries the rest of the batch (the query is not its own candidate). Affinity is
+    binary, ``v = [label_i == label_j]``. Returns ``(counts [M, b+1, 2], objective [M])``;
+    ``objective`` is computed from ``counts`` so that ``d O_i / d counts`` is ``alpha`` of Eq. 24.
+    """
+    if objective not in ("ap", "dcg"):
+        raise GradlabError(f"objective must be 'ap' or 'dcg'; got {objective!r}")
+    check_tensor("labels", labels, ndims=(1,), kind="integer")
+    check_shape("labels", labels, codes.shape[:1], "one label per code")
+    distances = relaxed_hamming_distances(codes)
+    levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
+    not_self = ~torch.eye(len(labels), dtype=torch.bool, device=codes.device)
+    counts = soft_histogram(distances, levels, codes.shape[1] + 1, 2, not_self)
+    return counts, counts_objective(counts, objective, method, level_gains, levels, not_self)
+
+
+def counts_objective(
+    counts: torch.Tensor,
+    objective: str,
+    method: str,
+    level_gains: torch.Tensor | None,
+    levels: torch.Tensor,
+    not_self: torch.Tensor,
+) -> torch.Tensor:
+    """``O_i`` from counts ``[M, D, 2]``: relaxed AP (``N+`` from the labels) or DCG."""
+    if objective == "ap":
+        num_positives = (levels.bool() & not_self).sum(dim=1).to(counts.dtype)
+        return relaxed_tie_aware_ap(counts[..., 1], counts.sum(dim=2), method, num_positives)
+    gains = level_gains if level_gains is not None else torch.tensor([0.0, 1.0])
+    return relaxed_tie_aware_dcg(counts, gains.to(counts.dtype), method)
+
+
+def minibatch_gradient_matrix_form(
+    codes: torch.Tensor,
+    labels: torch.Tensor,
+    objective: str = "ap",
+    method: str = "log",
+    level_gains: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """``d O / d phi`` of the minibatch objective ``O = mean_i O_i`` by seed 003's Eq. 37.
+
+    ``d O / d Phi = -Phi / (2M) sum_{d,v} (A_{d,v} B_{d,v} + B_{d,v} A_{d,v})`` with
+    ``A_{d,v} = diag(alpha^{(i)}_{d,v})`` (``alpha = d O_i / d c^{(i)}_{d,v}``, Eq. 24) and
+    ``B_{d,v}(i, j) = [v_ij = v] delta'_d(d(i, j))`` (Eq. 28, zero diagonal). Returned as
+    ``[M, b]`` like ``codes`` (the transpose of the seed's ``b x M``).
+
+    Example:
+        >>> codes = torch.tanh(torch.randn(6, 4, dtype=torch.float64))
+        >>> minibatch_gradient_matrix_form(codes, torch.tensor([0, 0, 1, 1, 2, 2])).shape
+        torch.Size([6, 4])
+    """
+    check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
+    size, bits = codes.shape
+    with torch.enable_grad():
+        leaf_counts, _ = minibatch_objective_terms(
+            codes.detach(), labels, objective, method, level_gains
+        )
+        leaf_counts = leaf_counts.detach().requires_grad_(True)
+        levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
+        not_self = ~torch.eye(size, dtype=torch.bool, device=codes.device)
+        value = counts_objective(leaf_counts, objective, method, level_gains, levels, not_self)
+        (alpha,) = torch.autograd.grad(value.sum(), leaf_counts)  # [M, D, V]
+    distances = relaxed_hamming_distances(codes.detach())
+    centres = torch.arange(bits + 1, dtype=codes.dtype, device=codes.device)
+    offset = distances.unsqueeze(-1) - centres  # [M, M, D]
+    kernel_slope = torch.where(offset.abs() < 1.0, -torch.sign(offset), 0.0)
+    one_hot = torch.nn.functional.one_hot(levels, 2).to(codes.dtype) * not_self.unsqueeze(-1)
+    beta = kernel_slope.unsqueeze(-1) * one_hot.unsqueeze(2)  # [M, M, D, V], beta(i, j)
+    # sum_{d,v} (A B + B A)_{ij} = sum_{d,v} (alpha_i + alpha_j) beta(i, j)
+    combined = (beta * (alpha.unsqueeze(1) + alpha.unsqueeze(0))).sum(dim=(2, 3))
+    return -(combined @ codes.detach()) / (2.0 * size)

@@ -1,0 +1,151 @@
+"""Exact tie-aware AP and DCG (McSherry & Najork 2008; seed 003, Eq. 1-7).
+
+Scores may tie (integer Hamming distances, histogram bins). The tie-aware value is the
+expectation of AP (or DCG) over every ordering of the tied items, uniformly at random, and it
+has a closed form per tie group. For a group ``g`` of ``n_g`` items holding ``n+_g`` relevant
+ones, that starts after ``N_{g-1}`` items of which ``N+_{g-1}`` are relevant (seed 003, Eq. 3
+and 8-10):
+
+    AP_T  = 1/N+ sum_g (n+_g / n_g) [ A_g n_g + B_g (H(N_g) - H(N_{g-1})) ]
+    A_g   = (n+_g - 1) / (n_g - 1)   (0 when n_g = 1, where it multiplies zero)
+    B_g   = N+_{g-1} + 1 - A_g (N_{g-1} + 1)
+    DCG_T = sum_g mean(gain in g) * sum_{t = N_{g-1}+1}^{N_g} 1 / log2(t + 1)      (Eq. 4-7)
+
+**Convention.** A larger score ranks higher. Pass distances negated (``-hamming``): only the
+order and the ties matter. Each query is sorted once, so the cost is ``O(C log C)`` per query.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab.errors import GradlabError
+
+
+def harmonic_number(n: torch.Tensor) -> torch.Tensor:
+    """``H(n) = sum_{k=1}^n 1/k`` for non-negative (real) ``n``, as ``psi(n + 1) - psi(1)``.
+
+    Subtracting ``psi(1) = -gamma`` as computed (not the constant) makes ``H(0)`` exactly 0.
+
+    Example:
+        >>> [round(h, 4) for h in harmonic_number(torch.tensor([0.0, 1.0, 3.0])).tolist()]
+        [0.0, 1.0, 1.8333]
+    """
+    return torch.digamma(n + 1.0) - torch.digamma(torch.ones_like(n))
+
+
+class TieGroups:
+    """Tie groups of each query, in rank order (best first), padded to ``C`` groups.
+
+    Attributes:
+        sizes: ``[Q, C]`` items per group (0 for padding).
+        before: ``[Q, C]`` items in the groups ranked above (``N_{g-1}``).
+        order: ``[Q, C]`` candidate indices sorted by decreasing score.
+        group_of_rank: ``[Q, C]`` group index of each rank.
+    """
+
+    def __init__(self, scores: torch.Tensor) -> None:
+        sorted_scores, self.order = scores.sort(dim=1, descending=True, stable=True)
+        starts = torch.ones_like(sorted_scores, dtype=torch.bool)
+        starts[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
+        self.group_of_rank = starts.long().cumsum(dim=1) - 1
+        ones = torch.ones_like(sorted_scores, dtype=torch.float64)
+        self.sizes = self.group_sum(ones)
+        self.before = self.sizes.cumsum(dim=1) - self.sizes
+
+    def group_sum(self, values: torch.Tensor) -> torch.Tensor:
+        """Sum per group of per-candidate ``values`` ``[Q, C]`` (given in candidate order)."""
+        ranked = values.to(torch.float64).gather(1, self.order)
+        out = torch.zeros_like(ranked)
+        return out.scatter_add_(1, self.group_of_rank, ranked)
+
+
+def _check_scores_and_labels(scores: object, labels: object, name: str, kind: str) -> bool:
+    check_tensor("scores", scores, ndims=(1, 2), kind="any_real", finite=True)
+    check_tensor(name, labels, ndims=(1, 2), kind=kind)
+    check_shape(name, labels, scores.shape, "one value per score")
+    check_same_device(scores=scores, **{name: labels})
+    return scores.dim() == 1
+
+
+def tie_aware_ap(scores: torch.Tensor, relevance: torch.Tensor) -> torch.Tensor:
+    """Tie-aware average precision per query (seed 003, Eq. 2-3; McSherry & Najork).
+
+    Args:
+        scores: ``[C]`` or ``[Q, C]`` real or integer scores; larger ranks higher, equal
+            scores are tied. Pass ``-distance`` for distances.
+        relevance: bool tensor of the same shape.
+
+    Returns:
+        float64 ``[Q]`` (0-d for ``[C]`` input): the expected AP over all tie-consistent
+        orderings. NaN for a query without relevant items. Without ties it is ordinary AP.
+
+    Example:
+        >>> tie_aware_ap(torch.tensor([2, 1, 1]), torch.tensor([False, True, False]))
+        tensor(0.4167, dtype=torch.float64)
+    """
+    single = _check_scores_and_labels(scores, relevance, "relevance", "bool")
+    rows, rel = (scores.unsqueeze(0), relevance.unsqueeze(0)) if single else (scores, relevance)
+    groups = TieGroups(rows)
+    positives = groups.group_sum(rel)
+    positives_before = positives.cumsum(dim=1) - positives
+    n, before = groups.sizes, groups.before
+    share = torch.where(n > 1, (positives - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
+    offset = positives_before + 1.0 - share * (before + 1.0)
+    harmonic = harmonic_number(before + n) - harmonic_number(before)
+    per_group = torch.where(
+        positives > 0, positives / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
+    )
+    total = rel.sum(dim=1).to(torch.float64)
+    ap = torch.where(total > 0, per_group.sum(dim=1) / total.clamp(min=1.0), math.nan)
+    return ap[0] if single else ap
+
+
+def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
+    """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (seed 003, Eq. 4-7).
+
+    Args:
+        scores: ``[C]`` or ``[Q, C]``; larger ranks higher, equal scores are tied.
+        gains: float tensor of the same shape, the gain of each candidate (e.g. ``2^rel - 1``).
+
+    Returns:
+        float64 ``[Q]``: the expected DCG over all tie-consistent orderings (scikit-learn's
+        ``dcg_score(..., ignore_ties=False)`` computes the same).
+
+    Example:
+        >>> round(tie_aware_dcg(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])).item(), 4)
+        0.8155
+    """
+    single = _check_scores_and_labels(scores, gains, "gains", "float")
+    if not bool(torch.isfinite(gains).all()):
+        raise GradlabError("gains must be finite; it holds NaN or infinite entries")
+    rows, gain_rows = (scores.unsqueeze(0), gains.unsqueeze(0)) if single else (scores, gains)
+    groups = TieGroups(rows)
+    ranks = torch.arange(1, rows.shape[1] + 1, dtype=torch.float64, device=rows.device)
+    discount = (1.0 / torch.log2(ranks + 1.0)).expand(rows.shape[0], -1)
+    discount_per_group = torch.zeros_like(groups.sizes).scatter_add_(
+        1, groups.group_of_rank, discount.contiguous()
+    )
+    mean_gain = groups.group_sum(gain_rows) / groups.sizes.clamp(min=1.0)
+    dcg = (mean_gain * discount_per_group).sum(dim=1)
+    return dcg[0] if single else dcg
+
+
+def tie_aware_ndcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
+    """Tie-aware DCG divided by the ideal DCG (gains sorted, no ties); NaN when that is 0.
+
+    Example:
+        >>> round(tie_aware_ndcg(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])).item(), 4)
+        0.8155
+    """
+    dcg = tie_aware_dcg(scores, gains)
+    single = gains.dim() == 1
+    gain_rows = gains.unsqueeze(0) if single else gains
+    ideal_gains = gain_rows.to(torch.float64).sort(dim=1, descending=True).values
+    ranks = torch.arange(1, gain_rows.shape[1] + 1, dtype=torch.float64, device=gains.device)
+    ideal = (ideal_gains / torch.log2(ranks + 1.0)).sum(dim=1)
+    ideal = ideal[0] if single else ideal
+    return torch.where(ideal > 0, dcg / torch.where(ideal > 0, ideal, 1.0), math.nan)

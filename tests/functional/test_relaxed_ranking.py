@@ -1,0 +1,139 @@
+"""Relaxed tie-aware AP / DCG: Eq. 37 against autograd, integer limits, edge behaviour."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import GradlabError
+from gradlab.functional import (
+    HARMONIC_METHODS,
+    minibatch_gradient_matrix_form,
+    minibatch_objective_terms,
+    relaxed_hamming_distances,
+    relaxed_tie_aware_ap,
+    relaxed_tie_aware_dcg,
+    soft_histogram,
+    tie_aware_ap,
+    tie_aware_dcg,
+)
+
+
+def batch(seed, size, bits, scale=2.0):
+    generator = torch.Generator().manual_seed(seed)
+    raw = torch.randn(size, bits, generator=generator, dtype=torch.float64)
+    labels = torch.randint(0, 3, (size,), generator=generator)
+    return torch.tanh(scale * raw), labels
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    size=st.integers(3, 10),
+    bits=st.integers(2, 8),
+    objective=st.sampled_from(["ap", "dcg"]),
+    method=st.sampled_from(HARMONIC_METHODS),
+)
+def test_eq37_matrix_form_equals_autograd(seed, size, bits, objective, method):
+    codes, labels = batch(seed, size, bits)
+    leaf = codes.clone().requires_grad_(True)
+    _, terms = minibatch_objective_terms(leaf, labels, objective, method)
+    (expected,) = torch.autograd.grad(terms.nan_to_num(0.0).sum() / size, leaf)
+    got = minibatch_gradient_matrix_form(codes, labels, objective, method)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+@given(seed=st.integers(0, 2**31 - 1), size=st.integers(3, 10), bits=st.integers(2, 8))
+def test_exact_method_equals_tie_aware_metrics_at_binary_codes(seed, size, bits):
+    codes, labels = batch(seed, size, bits)
+    binary = torch.sign(codes)
+    distances = relaxed_hamming_distances(binary)
+    _, ap = minibatch_objective_terms(binary, labels, "ap", "exact")
+    _, dcg = minibatch_objective_terms(binary, labels, "dcg", "exact")
+    for i in range(size):
+        keep = torch.arange(size) != i
+        relevant = labels[keep] == labels[i]
+        expected_ap = tie_aware_ap(-distances[i, keep], relevant).item()
+        if math.isnan(expected_ap):
+            assert math.isnan(ap[i].item())
+        else:
+            assert ap[i].item() == pytest.approx(expected_ap, abs=1e-12)
+        expected_dcg = tie_aware_dcg(-distances[i, keep], relevant.double()).item()
+        assert dcg[i].item() == pytest.approx(expected_dcg, abs=1e-12)
+
+
+def test_soft_histogram_conserves_items():
+    codes, labels = batch(0, 9, 6)
+    distances = relaxed_hamming_distances(codes)
+    levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
+    not_self = ~torch.eye(9, dtype=torch.bool)
+    counts = soft_histogram(distances, levels, 7, 2, not_self)
+    torch.testing.assert_close(counts.sum(dim=(1, 2)), torch.full((9,), 8.0, dtype=torch.float64))
+    torch.testing.assert_close(
+        counts[..., 1].sum(dim=1), (levels.bool() & not_self).sum(1).double()
+    )
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_relaxed_ap_is_finite_and_differentiable_at_every_edge(method):
+    # First bin, empty bins, a bin of exactly one item with a fractional positive count.
+    positive = torch.tensor([[0.5, 0.0, 0.0, 1.0, 0.3]], dtype=torch.float64, requires_grad=True)
+    total = torch.tensor([[1.0, 0.0, 0.0, 2.0, 0.6]], dtype=torch.float64, requires_grad=True)
+    value = relaxed_tie_aware_ap(positive, total, method)
+    assert bool(torch.isfinite(value).all())
+    grads = torch.autograd.grad(value.sum(), (positive, total))
+    assert all(bool(torch.isfinite(g).all()) for g in grads)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_relaxed_ap_has_no_pole_near_one_item(method):
+    # The printed (c+ - 1)/(c - 1) blows up as c -> 1 with c+ = 0.5; the clamp keeps AP bounded.
+    for gap in (1e-3, 1e-6, 1e-9, 1e-12):
+        positive = torch.tensor([[0.5, 1.0]], dtype=torch.float64)
+        total = torch.tensor([[1.0 + gap, 2.0]], dtype=torch.float64)
+        value = relaxed_tie_aware_ap(positive, total, method).item()
+        assert 0.0 <= value <= 2.0
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_relaxed_dcg_gradcheck(method):
+    counts = torch.tensor(
+        [[[0.3, 0.8], [1.2, 0.0], [0.0, 0.0], [2.4, 1.1]]], dtype=torch.float64, requires_grad=True
+    )
+    gains = torch.tensor([0.0, 1.0], dtype=torch.float64)
+    assert torch.autograd.gradcheck(lambda c: relaxed_tie_aware_dcg(c, gains, method), (counts,))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda: relaxed_tie_aware_ap(torch.ones(1, 3), torch.ones(1, 4)),
+            r"counts must have shape",
+        ),
+        (
+            lambda: relaxed_tie_aware_ap(torch.ones(1, 3), torch.ones(1, 3), "log2"),
+            "method must be",
+        ),
+        (
+            lambda: relaxed_tie_aware_ap(torch.ones(1, 2), torch.tensor([[1.0, math.nan]])),
+            "counts must be finite",
+        ),
+        (lambda: relaxed_tie_aware_dcg(torch.ones(1, 3, 2), torch.ones(3)), "one gain per level"),
+        (lambda: relaxed_hamming_distances(torch.ones(3)), "codes must be 2-D"),
+        (
+            lambda: minibatch_objective_terms(
+                torch.ones(3, 2), torch.zeros(3, dtype=torch.long), "map"
+            ),
+            "objective must be 'ap' or 'dcg'",
+        ),
+        (
+            lambda: minibatch_objective_terms(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
+            r"labels must have shape \(3,\)",
+        ),
+    ],
+)
+def test_error_table(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()

@@ -1,0 +1,119 @@
+"""Exact tie-aware AP / DCG against brute-force tie averaging and scikit-learn."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
+
+from gradlab import GradlabError
+from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
+from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
+
+small_lists = st.integers(1, 7).flatmap(
+    lambda size: st.tuples(
+        st.lists(st.integers(0, 3), min_size=size, max_size=size),
+        st.lists(st.booleans(), min_size=size, max_size=size),
+        st.lists(st.integers(0, 3), min_size=size, max_size=size),
+    )
+)
+
+
+@given(small_lists)
+def test_ap_equals_average_over_tie_consistent_orders(case):
+    scores, relevant, _ = case
+    got = tie_aware_ap(torch.tensor(scores), torch.tensor(relevant)).item()
+    if not any(relevant):
+        assert math.isnan(got)
+        return
+    assert got == pytest.approx(expected_over_ties(average_precision, scores, relevant), abs=1e-12)
+
+
+@given(small_lists)
+def test_dcg_equals_average_over_tie_consistent_orders(case):
+    scores, _, gains = case
+    gain_tensor = torch.tensor(gains, dtype=torch.float64)
+    got = tie_aware_dcg(torch.tensor(scores), gain_tensor).item()
+    assert got == pytest.approx(expected_over_ties(dcg, scores, gains), abs=1e-12)
+
+
+@given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 40))
+def test_without_ties_equals_ordinary_ap_and_dcg(seed, size):
+    rng = np.random.default_rng(seed)
+    scores = rng.permutation(size).astype(np.float64)
+    relevant = rng.random(size) < 0.3
+    relevant[0] = True
+    gains = rng.integers(0, 4, size).astype(np.float64)
+    ap = tie_aware_ap(torch.from_numpy(scores), torch.from_numpy(relevant)).item()
+    assert ap == pytest.approx(average_precision_score(relevant, scores), abs=1e-12)
+    value = tie_aware_dcg(torch.from_numpy(scores), torch.from_numpy(gains)).item()
+    assert value == pytest.approx(dcg_score([gains], [scores]), abs=1e-10)
+
+
+@given(seed=st.integers(0, 2**31 - 1))
+def test_dcg_and_ndcg_match_scikit_learn_tie_averaging(seed):
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 5, size=(4, 25))  # heavy ties, e.g. Hamming distances
+    gains = rng.integers(0, 3, size=(4, 25)).astype(np.float64)
+    gains[:, 0] = 1.0
+    ours = tie_aware_dcg(torch.from_numpy(scores), torch.from_numpy(gains))
+    ours_n = tie_aware_ndcg(torch.from_numpy(scores), torch.from_numpy(gains))
+    for q in range(4):
+        assert ours[q].item() == pytest.approx(
+            dcg_score(gains[q : q + 1], scores[q : q + 1].astype(float), ignore_ties=False)
+        )
+        assert ours_n[q].item() == pytest.approx(
+            ndcg_score(gains[q : q + 1], scores[q : q + 1].astype(float), ignore_ties=False)
+        )
+
+
+def test_batched_equals_row_by_row_and_distances_are_negated():
+    rng = np.random.default_rng(0)
+    hamming = torch.from_numpy(rng.integers(0, 9, size=(6, 30)))
+    relevant = torch.from_numpy(rng.random((6, 30)) < 0.3)
+    relevant[:, 0] = True
+    batched = tie_aware_ap(-hamming, relevant)
+    for q in range(6):
+        assert batched[q].item() == pytest.approx(tie_aware_ap(-hamming[q], relevant[q]).item())
+
+
+def test_all_tied_ap_is_the_relevant_fraction_limit():
+    # Every item tied: the expected precision at each relevant rank averages to a known value.
+    relevant = torch.tensor([True, False, False, True])
+    expected = expected_over_ties(average_precision, [0] * 4, relevant.tolist())
+    assert tie_aware_ap(torch.zeros(4), relevant).item() == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: tie_aware_ap(torch.zeros(3), torch.ones(3)), "relevance must be a bool tensor"),
+        (lambda: tie_aware_ap(torch.zeros(3), torch.ones(4, dtype=torch.bool)), r"shape \(3,\)"),
+        (
+            lambda: tie_aware_ap(torch.tensor([0.0, math.nan]), torch.ones(2, dtype=torch.bool)),
+            "finite",
+        ),
+        (
+            lambda: tie_aware_ap(torch.ones(2, dtype=torch.bool), torch.ones(2, dtype=torch.bool)),
+            "real",
+        ),
+        (
+            lambda: tie_aware_ap(torch.zeros(1, 2, 3), torch.ones(1, 2, 3, dtype=torch.bool)),
+            "1-D or 2-D",
+        ),
+        (
+            lambda: tie_aware_dcg(torch.zeros(3), torch.ones(3, dtype=torch.long)),
+            "gains must have a floating",
+        ),
+        (
+            lambda: tie_aware_dcg(torch.zeros(2), torch.tensor([1.0, math.inf])),
+            "gains must be finite",
+        ),
+    ],
+)
+def test_error_table(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()
