@@ -17,12 +17,17 @@ from tqdm.auto import tqdm
 
 import gradlab
 from gradlab.errors import GradlabError
-from gradlab.report.sections import operating_region_section, verification_section
+from gradlab.report.sections import (
+    operating_region_section,
+    tie_aware_section,
+    verification_section,
+)
 
 Section = Callable[[Path, bool], tuple[dict, str]]
 
 SECTIONS: dict[str, Section] = {
     "verification": verification_section,
+    "tie_aware": tie_aware_section,
     "operating_region": operating_region_section,
 }
 """Report sections by name, in report order."""

@@ -1,0 +1,81 @@
+"""Figures of the tie-aware analyses (:mod:`gradlab.report.tie_aware`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.colors import LogNorm
+
+from gradlab.plotting.style import apply_style, load_results, save_figure
+
+
+def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
+    """Error surface of ln vs the harmonic partial sum, the paper's bound, and the midpoint."""
+    results = load_results(source)
+    apply_style()
+    before, in_bin = np.array(results["before"]), np.array(results["in_bin"])
+    log_error = np.array(results["surfaces"]["log"]["error"])
+    bound = np.array(results["paper_bound"])
+    figure, (left, right) = plt.subplots(1, 2, figsize=(14.5, 5), gridspec_kw={"wspace": 0.35})
+    image = left.pcolormesh(
+        in_bin, before, log_error, norm=LogNorm(), shading="auto", cmap="viridis"
+    )
+    contours = left.contour(in_bin, before, bound, levels=[1e-4, 1e-3, 1e-2, 1e-1], colors="white")
+    left.clabel(contours, fmt=lambda v: f"bound {v:g}", fontsize=8)
+    left.set(
+        xscale="log",
+        yscale="log",
+        xlabel="items in the bin, n_d",
+        ylabel="items before the bin, N_{d-1}",
+        title="Error of ln((N+n)/N) for H(N+n) - H(N)",
+    )
+    figure.colorbar(image, ax=left, label="ln-sum error")
+    for index, n in enumerate([1, 8, 64, 512]):
+        column = int(np.argmin(np.abs(in_bin - n)))
+        color = f"C{index}"
+        right.plot(
+            before, log_error[:, column], color=color, label=f"log, n_d = {in_bin[column]:.0f}"
+        )
+        right.plot(before, bound[:, column], "--", color=color, alpha=0.6)
+        midpoint = np.abs(np.array(results["surfaces"]["midpoint"]["error"])[:, column])
+        right.plot(before, midpoint, ":", color=color)
+    right.set(
+        xscale="log",
+        yscale="log",
+        xlabel="items before the bin, N_{d-1}",
+        ylabel="absolute error",
+        title="Log (solid), bound n/(2N^2) (dashed), midpoint (dotted)",
+    )
+    right.legend(fontsize=8)
+    return save_figure(figure, path)
+
+
+def plot_relaxation_gap(source: dict | str | Path, path: str | Path) -> Path:
+    """|relaxed - exact| for AP and DCG against the tanh scale, one panel per code length."""
+    results = load_results(source)
+    apply_style()
+    bits = results["bits"]
+    figure, axes = plt.subplots(
+        2, len(bits), figsize=(4 * len(bits), 7.5), sharex=True, sharey=True
+    )
+    axes = np.atleast_2d(axes)
+    styles = {"log": "-", "midpoint": "--", "exact": ":"}
+    for row, objective in enumerate(("ap", "dcg")):
+        for column, bit_count in enumerate(bits):
+            axis = axes[row, column]
+            for run in results["runs"]:
+                if run["bits"] != bit_count or run["objective"] != objective:
+                    continue
+                gaps = np.maximum(np.array(run["gaps"]), 1e-17)
+                axis.plot(results["scales"], gaps, styles[run["method"]], label=run["method"])
+            axis.axhline(results["tolerance"], color="grey", linewidth=1)
+            axis.set(xscale="log", yscale="log", title=f"{objective.upper()}, {bit_count} bits")
+            if column == 0:
+                axis.set_ylabel(f"|{objective.upper()}_r - {objective.upper()}_T|")
+            if row == 1:
+                axis.set_xlabel("tanh scale alpha")
+    axes[0, 0].legend(title="harmonic stand-in")
+    figure.suptitle("Relaxed vs exact tie-aware metrics (64 items, 4 classes); grey: 1e-3")
+    return save_figure(figure, path)
