@@ -47,6 +47,20 @@ TIE_AWARE_FIGURES = {
 """Figure table of the harmonic-vs-log section (see ``OPERATING_REGION_FIGURES``)."""
 
 
+def analysis_main(table: dict, description: str, conclusion=None) -> None:
+    """Command line of an ``analyses/`` script: draw a figure table into ``--out``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="small settings, for tests")
+    parser.add_argument("--out", type=Path, default=Path.cwd() / "figures")
+    arguments = parser.parse_args()
+    results = draw_figures(table, arguments.out, arguments.quick)
+    print(f"wrote {len(results)} figures into {arguments.out}")
+    if conclusion is not None:
+        print(conclusion(results))
+
+
 def draw_figures(table: dict, folder: Path, quick: bool) -> dict[str, dict]:
     """Compute every entry of a figure table, save its JSON and PNG in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
