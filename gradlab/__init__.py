@@ -1,7 +1,14 @@
 """gradlab: gradient analysis and diagnostics for ranking losses."""
 
 from gradlab.errors import GradlabError
-from gradlab.losses import SmoothAPLoss
+from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 
 __version__ = "0.1.0"
-__all__ = ["GradlabError", "SmoothAPLoss", "__version__"]
+__all__ = [
+    "BlackboxAPLoss",
+    "FAPPYLoss",
+    "FastAPLoss",
+    "GradlabError",
+    "SmoothAPLoss",
+    "__version__",
+]

@@ -20,6 +20,16 @@ def check_positive_finite(name: str, value: object) -> float:
     return number
 
 
+def check_non_negative_finite(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite real number ``>= 0``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")
+    return number
+
+
 def check_positive_int(name: str, value: object) -> int:
     """Return ``value`` if it is a positive integer (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:

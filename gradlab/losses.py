@@ -5,8 +5,15 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from gradlab._validation import check_positive_finite
+from gradlab._validation import (
+    check_non_negative_finite,
+    check_positive_finite,
+    check_positive_int,
+)
 from gradlab.errors import GradlabError
+from gradlab.functional.blackbox_ap import blackbox_ap_loss
+from gradlab.functional.fappy import fappy_deltas, fappy_loss
+from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
 from gradlab.functional.smooth_ap import smooth_ap
 
@@ -70,3 +77,67 @@ class SmoothAPLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"
+
+
+class FAPPYLoss(nn.Module):
+    """FAPPY, the multi-scale false-positive-probability loss (seed 004, Algorithm 1).
+
+    ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving down to ``delta_min``.
+
+    Example:
+        >>> FAPPYLoss(delta_min=0.01).deltas[:3]
+        [2.0, 1.0, 0.5]
+    """
+
+    def __init__(self, delta_min: float = 0.01) -> None:
+        super().__init__()
+        self.delta_min = check_positive_finite("delta_min", delta_min)
+        self.deltas = fappy_deltas(self.delta_min)
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return fappy_loss(embeddings, labels, self.delta_min)
+
+    def extra_repr(self) -> str:
+        return f"delta_min={self.delta_min}"
+
+
+class FastAPLoss(nn.Module):
+    """``1 - mean FastAP`` (Cakir et al., CVPR 2019) with ``num_bins`` distance bins.
+
+    Example:
+        >>> FastAPLoss(num_bins=10)
+        FastAPLoss(num_bins=10)
+    """
+
+    def __init__(self, num_bins: int = 10) -> None:
+        super().__init__()
+        self.num_bins = check_positive_int("num_bins", num_bins)
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        ap = fastap(embeddings, labels, self.num_bins)
+        return mean_ap_loss(ap, embeddings)
+
+    def extra_repr(self) -> str:
+        return f"num_bins={self.num_bins}"
+
+
+class BlackboxAPLoss(nn.Module):
+    """``1 - mean AP`` with blackbox-differentiated ranks (Rolinek et al., CVPR 2020).
+
+    Defaults from seed 002: ``interpolation`` (lambda) 4, ``margin`` 0.02.
+
+    Example:
+        >>> BlackboxAPLoss()
+        BlackboxAPLoss(interpolation=4.0, margin=0.02)
+    """
+
+    def __init__(self, interpolation: float = 4.0, margin: float = 0.02) -> None:
+        super().__init__()
+        self.interpolation = check_positive_finite("interpolation", interpolation)
+        self.margin = check_non_negative_finite("margin", margin)
+
+    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return blackbox_ap_loss(embeddings, labels, self.interpolation, self.margin)
+
+    def extra_repr(self) -> str:
+        return f"interpolation={self.interpolation}, margin={self.margin}"

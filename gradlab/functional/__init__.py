@@ -1,7 +1,23 @@
 """Pure torch functions: the math of gradlab lives here and only here."""
 
+from gradlab.functional.blackbox_ap import (
+    BlackboxRanks,
+    blackbox_ap,
+    blackbox_ap_loss,
+    descending_ranks,
+)
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
 from gradlab.functional.diagnostics import decomposition_norms, in_batch_decomposition
+from gradlab.functional.fappy import (
+    cosine_from_euclidean,
+    euclidean_from_cosine,
+    false_positive_probability,
+    fappy_deltas,
+    fappy_gradient_closed_form,
+    fappy_lemma1_as_printed,
+    fappy_loss,
+)
+from gradlab.functional.fastap import fastap
 from gradlab.functional.harmonic import (
     HARMONIC_METHODS,
     HarmonicLogError,
@@ -46,16 +62,28 @@ from gradlab.functional.tie_aware import (
 
 __all__ = [
     "HARMONIC_METHODS",
+    "BlackboxRanks",
     "GradientCounts",
     "HarmonicLogError",
     "RetrievalLayout",
     "SmoothAPDecomposition",
+    "blackbox_ap",
+    "blackbox_ap_loss",
+    "cosine_from_euclidean",
     "cross_modal_layout",
     "decomposition_norms",
+    "descending_ranks",
     "discount_gap",
     "discount_rate",
     "drop_diagonal",
+    "euclidean_from_cosine",
     "expected_operating_region_proportion",
+    "false_positive_probability",
+    "fappy_deltas",
+    "fappy_gradient_closed_form",
+    "fappy_lemma1_as_printed",
+    "fappy_loss",
+    "fastap",
     "gradient_counts",
     "harmonic_gap",
     "harmonic_log_error",

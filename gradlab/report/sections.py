@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gradlab.plotting.losses import plot_lemma1
 from gradlab.plotting.operating_region import (
     plot_closed_forms,
     plot_p_against_batch_size,
     plot_training_dynamics,
 )
 from gradlab.plotting.tie_aware import plot_harmonic_error, plot_relaxation_gap
+from gradlab.report.fappy_lemma import lemma1_gradient_support, lemma1_verdict
 from gradlab.report.operating_region import (
     closed_form_curves,
     p_against_batch_size,
@@ -21,7 +23,7 @@ from gradlab.report.tie_aware import (
     relaxation_gap_against_scale,
     relaxation_summary,
 )
-from gradlab.report.verification import smoothap_gradient_errors
+from gradlab.report.verification import gradient_error_table
 
 OPERATING_REGION_FIGURES = {
     "operating_region_closed_forms": (lambda quick: closed_form_curves(), plot_closed_forms),
@@ -72,17 +74,27 @@ def draw_figures(table: dict, folder: Path, quick: bool) -> dict[str, dict]:
     return results
 
 
+LOSS_FIGURES = {
+    "fappy_lemma1_gradient": (
+        lambda quick: lemma1_gradient_support(configurations=60 if quick else 300),
+        plot_lemma1,
+    ),
+}
+"""Figure table of the other AP losses (FAPPY's Lemma 1 measured)."""
+
+
 def verification_section(out: Path, quick: bool) -> tuple[dict, str]:
     """Analytic gradients against autograd and finite differences, float64."""
-    errors = smoothap_gradient_errors(trials=3 if quick else 20)
-    lines = [
-        "## Numeric verification (float64)",
-        "",
-        "| check | max abs error |",
-        "| --- | --- |",
-        *(f"| {name} | {value:.2e} |" for name, value in errors.items()),
-    ]
-    return {"smoothap_gradients": errors}, "\n".join(lines)
+    table = gradient_error_table(trials=2 if quick else 10)
+    lemma = draw_figures(LOSS_FIGURES, out / "figures", quick)["fappy_lemma1_gradient"]
+    lines = ["## Numeric verification (float64)", "", "| family | check | max abs error |"]
+    lines.append("| --- | --- | --- |")
+    for family, errors in table.items():
+        lines += [f"| {family} | {name} | {value:.2e} |" for name, value in errors.items()]
+    lines += ["", "### FAPPY Lemma 1, measured", "", lemma1_verdict(lemma), ""]
+    lines.append("![FAPPY Lemma 1](figures/fappy_lemma1_gradient.png)")
+    summary = {k: v for k, v in lemma.items() if not isinstance(v, list)}
+    return {"gradient_errors": table, "fappy_lemma1": summary}, "\n".join(lines)
 
 
 def operating_region_section(out: Path, quick: bool) -> tuple[dict, str]:

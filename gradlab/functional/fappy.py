@@ -1,0 +1,189 @@
+"""FAPPY: the false positive probability of positive pairs (seed 004, Eq. 1-7, Algorithm 1).
+
+For bin width ``Delta`` the boundaries are ``b_m = -1 + m Delta``, ``m = 0 .. 2/Delta``. A
+positive pair ``<i, j>`` with cosine ``s_ij`` in ``[b_t, b_{t+1}]`` puts
+``h_left = (b_{t+1} - s_ij)/Delta`` on bin ``t`` and ``h_right = (s_ij - b_t)/Delta`` on bin
+``t + 1`` (Eq. 1-3). The negatives ``N_ij``
+(items whose label differs from the pair's) of ``i`` and of ``j`` form triangular-kernel
+histograms ``h_i``, ``h_j`` (Eq. 4-5), and (Eq. 7)
+
+    P_ij = h_left sum_{u>=t} h_i^u + h_right sum_{u>=t+1} h_i^u   (+ the same with h_j).
+
+Summing the kernel weights of one negative over ``u >= t`` gives
+``clamp((s - b_{t-1}) / Delta, 0, 1)``, so ``P_ij`` costs ``O(|N_ij|)`` per pair and
+
+    dP_ij / ds_ik = ( h_left [s_ik in [b_{t-1}, b_t]]
+                    + h_right [s_ik in [b_t, b_{t+1}]] ) / (|N| Delta)
+
+is non-zero on **two** bins: the pair's own bin and the one below it. Seed 004's Lemma 1 and its
+appendix state one bin and the value ``-h_right`` (see :func:`fappy_gradient_closed_form` and
+``gradlab audit``).
+
+Algorithm 1 fuses scales ``Delta = 2, 1, 1/2, ...`` down to ``Delta_min``: after each scale,
+``L <- (L + L_Delta / #positive pairs) / 2``, so the smallest scale weighs 1/2, the next 1/4, and
+so on. A pair enters scale ``Delta`` only if ``1 - s_ij >= Delta``. Positive pairs are unordered
+(``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gradlab._validation import check_positive_finite, check_same_device, check_shape, check_tensor
+
+FAPPY_LARGEST_DELTA = 2.0
+
+
+def fappy_deltas(delta_min: float) -> list[float]:
+    """The bin widths of Algorithm 1: 2.0 halving while at least ``delta_min`` (2.0 always runs).
+
+    Example:
+        >>> fappy_deltas(0.2)
+        [2.0, 1.0, 0.5, 0.25]
+    """
+    delta_min = check_positive_finite("delta_min", delta_min)
+    deltas, current = [], FAPPY_LARGEST_DELTA
+    while True:
+        deltas.append(current)
+        current /= 2.0
+        if current < delta_min:
+            return deltas
+
+
+def _bin_position(similarity: torch.Tensor, delta: float) -> tuple[torch.Tensor, ...]:
+    """Lower edge ``b_t`` of the bin holding ``s``, and the heights ``h_left``, ``h_right``.
+
+    Works on tensors and on plain floats (as 0-d tensors); the last bin is closed at +1.
+    """
+    if not isinstance(similarity, torch.Tensor):
+        similarity = torch.tensor(similarity, dtype=torch.float64)
+    last = round(2.0 / delta) - 1
+    index = torch.clamp(torch.floor((similarity.detach() + 1.0) / delta), 0, last)
+    lower = -1.0 + index * delta
+    h_right = (similarity - lower) / delta
+    return lower, 1.0 - h_right, h_right
+
+
+def _cumulative_weight(
+    similarities: torch.Tensor, edge: torch.Tensor, delta: float
+) -> torch.Tensor:
+    """``sum_{u >= m} w^u(s)`` for the bin ``m`` whose lower neighbour's edge is ``b_{m-1}``."""
+    return torch.clamp((similarities - edge) / delta, 0.0, 1.0)
+
+
+def false_positive_probability(
+    similarities: torch.Tensor,
+    labels: torch.Tensor,
+    delta: float,
+    *,
+    pairs: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    """``P_ij^Delta`` (seed 004, Eq. 7) of every positive pair of a batch.
+
+    Args:
+        similarities: ``[B, B]`` cosine similarities.
+        labels: ``[B]`` integer labels.
+        delta: bin width, ``2 / delta`` a positive integer (Algorithm 1's widths are).
+        pairs: optional ``(i, j)`` index tensors; default every positive pair with ``i < j``.
+
+    Returns:
+        ``(P [n_pairs], (i, j))``. A pair with no negatives has ``P = 0``.
+
+    Example:
+        >>> s = torch.tensor([[1.0, 0.2, 0.5], [0.2, 1.0, -0.5], [0.5, -0.5, 1.0]])
+        >>> p, _ = false_positive_probability(s, torch.tensor([0, 0, 1]), delta=0.5)
+        >>> p
+        tensor([1.])
+    """
+    delta = check_positive_finite("delta", delta)
+    check_tensor("similarities", similarities, ndims=(2,), kind="float", finite=True)
+    check_tensor("labels", labels, ndims=(1,), kind="integer")
+    check_shape("similarities", similarities, (len(labels), len(labels)), "[B, B]")
+    check_same_device(similarities=similarities, labels=labels)
+    if pairs is None:
+        same = labels.unsqueeze(0) == labels.unsqueeze(1)
+        first, second = torch.nonzero(torch.triu(same, diagonal=1), as_tuple=True)
+    else:
+        first, second = pairs
+    pair_similarity = similarities[first, second]
+    lower, h_left, h_right = _bin_position(pair_similarity, delta)
+    negatives = (labels.unsqueeze(0) != labels[first].unsqueeze(1)).to(similarities.dtype)
+    count = negatives.sum(dim=1).clamp(min=1.0)
+    total = torch.zeros_like(pair_similarity)
+    for rows in (first, second):
+        row_similarities = similarities[rows]
+        from_t = _cumulative_weight(row_similarities, (lower - delta).unsqueeze(1), delta)
+        from_t_plus_one = _cumulative_weight(row_similarities, lower.unsqueeze(1), delta)
+        above_t = (from_t * negatives).sum(dim=1) / count
+        above_t_plus_one = (from_t_plus_one * negatives).sum(dim=1) / count
+        total = total + h_left * above_t + h_right * above_t_plus_one
+    return total, (first, second)
+
+
+def fappy_loss(
+    embeddings: torch.Tensor, labels: torch.Tensor, delta_min: float = 0.01
+) -> torch.Tensor:
+    """The multi-scale FAPPY loss of Algorithm 1 (seed 004) from embeddings and labels.
+
+    Cosine similarities; scales from :func:`fappy_deltas`. A batch without positive pairs has
+    loss 0 (attached to the graph).
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> float(fappy_loss(emb, torch.tensor([0, 0, 1, 1]), delta_min=0.25))
+        0.0
+    """
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+    normalized = F.normalize(embeddings, dim=1)
+    similarities = normalized @ normalized.T
+    loss = embeddings.sum() * 0.0
+    for delta in fappy_deltas(delta_min):
+        probabilities, (first, second) = false_positive_probability(similarities, labels, delta)
+        active = (1.0 - similarities[first, second]) >= delta  # Algorithm 1, line 5
+        loss = (loss + (probabilities * active).sum() / max(1, len(first))) / 2.0
+    return loss
+
+
+def fappy_gradient_closed_form(
+    pair_similarity: float, negative_similarity: float, delta: float, num_negatives: int
+) -> float:
+    """``dP_ij / ds_ik`` for one negative ``k`` of ``i`` (derived above, not Lemma 1 as printed).
+
+    Example:
+        >>> fappy_gradient_closed_form(0.3, 0.1, delta=0.25, num_negatives=4)
+        0.8
+    """
+    lower, h_left, h_right = (float(v) for v in _bin_position(pair_similarity, delta))
+    value = 0.0
+    if lower - delta <= negative_similarity < lower:
+        value += h_left
+    if lower <= negative_similarity < lower + delta:
+        value += h_right
+    return value / (num_negatives * delta)
+
+
+def fappy_lemma1_as_printed(
+    pair_similarity: float, negative_similarity: float, delta: float
+) -> float:
+    """Seed 004's appendix value of ``dP_ij / ds_ik``: ``-h_right`` on ``[b_t, b_{t+1}]``."""
+    lower, _, h_right = (float(v) for v in _bin_position(pair_similarity, delta))
+    return -h_right if lower <= negative_similarity <= lower + delta else 0.0
+
+
+def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
+    """Distance of L2-normalized vectors from their cosine: ``sqrt(2 - 2 s)`` (seed 004, appendix).
+
+    Example:
+        >>> euclidean_from_cosine(torch.tensor([1.0, 0.0, -1.0]))
+        tensor([0.0000, 1.4142, 2.0000])
+    """
+    check_tensor("similarity", similarity, ndims=tuple(range(8)), kind="float", finite=True)
+    return torch.sqrt(torch.clamp(2.0 - 2.0 * similarity, min=0.0))
+
+
+def cosine_from_euclidean(distance: torch.Tensor) -> torch.Tensor:
+    """The inverse map: ``s = 1 - d^2 / 2`` for ``0 <= d <= 2``."""
+    check_tensor("distance", distance, ndims=tuple(range(8)), kind="float", finite=True)
+    return 1.0 - distance**2 / 2.0

@@ -1,0 +1,55 @@
+"""Figures of the other AP losses: FAPPY's Lemma 1 measured, and loss cost against batch size."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from gradlab.plotting.style import apply_style, load_results, save_figure
+
+
+def plot_lemma1(source: dict | str | Path, path: str | Path) -> Path:
+    """Measured dP_ij/ds_ik against the position of s_ik relative to the pair's bin."""
+    results = load_results(source)
+    apply_style()
+    figure, axis = plt.subplots(figsize=(9, 4.8))
+    position = np.array(results["position"])
+    order = np.argsort(position)
+    axis.axvspan(0, 1, color="C2", alpha=0.12, label="pair's bin [b_t, b_t+1] (Lemma 1's support)")
+    axis.axvspan(-1, 0, color="C1", alpha=0.12, label="bin below [b_t-1, b_t]")
+    axis.scatter(position, results["measured"], s=14, color="C0", label="autograd", zorder=3)
+    axis.scatter(position[order], np.array(results["closed_form"])[order], s=4, color="black",
+                 label="closed form (h_left or h_right)/(|N| Delta)", zorder=4)  # fmt: skip
+    axis.scatter(position, results["lemma_as_printed"], s=8, marker="x", color="C3",
+                 label="Lemma 1 as printed: -h_right")  # fmt: skip
+    axis.set(
+        xlim=(-3, 3),
+        xlabel="(s_ik - b_t) / Delta   (position of the negative relative to the pair's bin)",
+        ylabel="dP_ij / ds_ik",
+        title=f"FAPPY Lemma 1, measured (Delta = {results['delta']}, |N| = {results['negatives']})",
+    )
+    axis.legend(fontsize=8, loc="lower left")
+    return save_figure(figure, path)
+
+
+def plot_loss_cost(source: dict | str | Path, path: str | Path) -> Path:
+    """Forward+backward time against mini-batch size for each loss, log-log, with fitted orders."""
+    results = load_results(source)
+    apply_style()
+    figure, axis = plt.subplots(figsize=(8, 5))
+    for name, fit in results["fitted_order"].items():
+        rows = [r for r in results["timings"] if r["loss"] == name]
+        sizes = [r["batch_size"] for r in rows]
+        label = f"{name}: time ~ M^{fit:.2f} (claimed {results['claimed'][name]})"
+        axis.plot(sizes, [r["median_seconds"] * 1e3 for r in rows], "o-", label=label)
+    axis.set(
+        xscale="log",
+        yscale="log",
+        xlabel="mini-batch size M (4 per class)",
+        ylabel="forward + backward time (ms)",
+        title=f"Loss cost on {results['machine']['device']}, d = {results['dims']}",
+    )
+    axis.legend(fontsize=8)
+    return save_figure(figure, path)

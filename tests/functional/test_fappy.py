@@ -1,0 +1,131 @@
+"""FAPPY against loops from Eq. 1-7 / Algorithm 1; the Lemma 1 gradient; cosine <-> L2."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import FAPPYLoss, GradlabError
+from gradlab.functional import (
+    cosine_from_euclidean,
+    euclidean_from_cosine,
+    false_positive_probability,
+    fappy_deltas,
+    fappy_gradient_closed_form,
+    fappy_lemma1_as_printed,
+    fappy_loss,
+)
+from gradlab.report.verification import histogram_loss_gradient_errors
+from tests.reference.histogram_losses_loops import fappy_algorithm1, fappy_pair
+
+
+def batch(seed, size, dims=4):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(size, dims, generator=generator, dtype=torch.float64)
+    labels = torch.randint(0, 3, (size,), generator=generator)
+    return embeddings, labels
+
+
+@given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 9), exponent=st.integers(0, 5))
+def test_pair_probabilities_match_the_printed_equations(seed, size, exponent):
+    embeddings, labels = batch(seed, size)
+    normalized = torch.nn.functional.normalize(embeddings, dim=1)
+    similarities = normalized @ normalized.T
+    delta = 2.0 / 2**exponent
+    probabilities, (first, second) = false_positive_probability(similarities, labels, delta)
+    for p, i, j in zip(probabilities.tolist(), first.tolist(), second.tolist(), strict=True):
+        assert p == pytest.approx(
+            fappy_pair(similarities.tolist(), labels.tolist(), i, j, delta), abs=1e-12
+        )
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    size=st.integers(2, 9),
+    delta_min=st.sampled_from([0.01, 0.1, 0.3]),
+)
+def test_loss_matches_algorithm_1(seed, size, delta_min):
+    embeddings, labels = batch(seed, size)
+    expected = fappy_algorithm1(embeddings.tolist(), labels.tolist(), delta_min)
+    assert fappy_loss(embeddings, labels, delta_min).item() == pytest.approx(expected, abs=1e-12)
+    assert FAPPYLoss(delta_min)(embeddings, labels).item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_deltas_follow_algorithm_1():
+    assert fappy_deltas(0.01) == [2.0 / 2**k for k in range(8)]
+    assert fappy_deltas(5.0) == [2.0]  # the repeat-until body always runs once
+
+
+def test_closed_form_gradient_matches_autograd():
+    # The report's check compares autograd through false_positive_probability with the closed
+    # form over random configurations; it must find no difference.
+    errors = histogram_loss_gradient_errors(torch.Generator().manual_seed(0), trials=20)
+    assert errors["fappy_closed_form_vs_autograd"] < 1e-12
+
+
+def test_lemma1_as_printed_misses_the_lower_bin_and_has_the_wrong_sign():
+    # A pair in bin [0.0, 0.25) and a negative in the bin below, [-0.25, 0.0).
+    true_value = fappy_gradient_closed_form(0.1, -0.1, delta=0.25, num_negatives=1)
+    assert true_value > 0
+    assert fappy_lemma1_as_printed(0.1, -0.1, delta=0.25) == 0.0
+    assert (
+        fappy_lemma1_as_printed(0.1, 0.2, delta=0.25)
+        < 0
+        < fappy_gradient_closed_form(0.1, 0.2, 0.25, 1)
+    )
+
+
+def test_gradient_flows_and_batch_without_pairs_is_zero():
+    embeddings, _ = batch(1, 6)
+    leaf = embeddings.clone().requires_grad_(True)
+    loss = fappy_loss(leaf, torch.arange(6), 0.1)
+    loss.backward()
+    assert loss.item() == 0.0 and torch.equal(leaf.grad, torch.zeros_like(leaf))
+
+
+def test_cosine_l2_equivalence():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(
+        torch.randn(20, 5, generator=generator, dtype=torch.float64), dim=1
+    )
+    cosine = x @ x.T
+    distance = torch.cdist(x, x)
+    torch.testing.assert_close(euclidean_from_cosine(cosine), distance, atol=1e-7, rtol=0)
+    torch.testing.assert_close(cosine_from_euclidean(distance), cosine, atol=1e-12, rtol=0)
+    # Larger cosine, smaller distance: the map is strictly decreasing on [-1, 1].
+    grid = torch.linspace(-1, 1, 101, dtype=torch.float64)
+    assert bool((euclidean_from_cosine(grid).diff() < 0).all())
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: FAPPYLoss(delta_min=0.0), "delta_min must be a positive finite number"),
+        (
+            lambda: fappy_loss(torch.zeros(3), torch.zeros(3, dtype=torch.long)),
+            "embeddings must be 2-D",
+        ),
+        (
+            lambda: fappy_loss(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
+            r"labels must have shape \(3,\)",
+        ),
+        (
+            lambda: false_positive_probability(
+                torch.ones(3, 3), torch.zeros(3, dtype=torch.long), -1.0
+            ),
+            "delta",
+        ),
+        (
+            lambda: false_positive_probability(
+                torch.ones(3, 2), torch.zeros(3, dtype=torch.long), 0.5
+            ),
+            r"\[B, B\]",
+        ),
+        (lambda: euclidean_from_cosine(torch.tensor([math.nan])), "finite"),
+    ],
+)
+def test_error_table(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()
