@@ -16,6 +16,9 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=Path("reports/latest"))
     report.add_argument("--quick", action="store_true", help="small settings, for tests")
     report.add_argument("--only", action="append", help="run only this section (repeatable)")
+    audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
+    audit.add_argument("--json", type=Path, help="write the records as JSON")
+    audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
     return parser
 
 
@@ -28,6 +31,12 @@ def main(argv: list[str] | None = None) -> int:
 
             run_report(arguments.out, quick=arguments.quick, only=arguments.only)
             print(f"report written to {arguments.out}")
+        elif arguments.command == "audit":
+            from gradlab.symbolic.audit import format_table, run_audit, write_outputs
+
+            records = run_audit()
+            print(format_table(records))
+            write_outputs(records, arguments.json, arguments.markdown)
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 import gradlab
 from gradlab.errors import GradlabError
 from gradlab.report.sections import (
+    audit_section,
     operating_region_section,
     tie_aware_section,
     verification_section,
@@ -26,6 +27,7 @@ from gradlab.report.sections import (
 Section = Callable[[Path, bool], tuple[dict, str]]
 
 SECTIONS: dict[str, Section] = {
+    "audit": audit_section,
     "verification": verification_section,
     "tie_aware": tie_aware_section,
     "operating_region": operating_region_section,

@@ -37,3 +37,11 @@ def test_sections_follow_the_report_order():
     order = ["audit", "verification", "tie_aware", "operating_region", "training", "captions"]
     present = [name for name in order if name in SECTIONS]
     assert list(SECTIONS) == present
+
+
+def test_audit_section_writes_records(tmp_path):
+    results = run_report(tmp_path, quick=True, only=["audit"])
+    counts = results["sections"]["audit"]["counts"]
+    assert sum(counts.values()) > 60 and counts["inconclusive"] == 0
+    assert json.loads((tmp_path / "audit.json").read_text())
+    assert "## Derivation audit" in (tmp_path / "summary.md").read_text()
