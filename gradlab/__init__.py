@@ -2,6 +2,7 @@
 
 from gradlab.errors import GradlabError
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
+from gradlab.monitor import Monitor
 
 __version__ = "0.1.0"
 __all__ = [
@@ -9,6 +10,7 @@ __all__ = [
     "FAPPYLoss",
     "FastAPLoss",
     "GradlabError",
+    "Monitor",
     "SmoothAPLoss",
     "__version__",
 ]

@@ -19,6 +19,9 @@ def _build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
     audit.add_argument("--json", type=Path, help="write the records as JSON")
     audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
+    plot = commands.add_parser("plot", help="figures from a Monitor log folder (headless)")
+    plot.add_argument("run_dir", type=Path)
+    plot.add_argument("--out", type=Path, help="figure folder (default RUN_DIR/figures)")
     return parser
 
 
@@ -37,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
             records = run_audit()
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
+        elif arguments.command == "plot":
+            from gradlab.plotting.monitor import plot_run
+
+            for path in plot_run(arguments.run_dir, arguments.out):
+                print(f"wrote {path}")
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,296 @@
+"""The Monitor: attach to any model and loss, log the gradient diagnostics while training runs.
+
+Usage::
+
+    monitor = gradlab.Monitor("runs/exp1", tau=0.01)
+    loss_fn = monitor.watch(loss_fn)
+    for x, y in loader:
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step(); optimizer.zero_grad()
+        monitor.step()
+    monitor.close()
+
+On a step that no quantity's schedule selects, ``watch`` only calls the loss and ``step`` only
+advances a counter. On a logged step the watched call keeps detached references to the batch and
+hooks the embeddings to read (not change) their gradient; ``step`` computes every due quantity
+under ``torch.no_grad()`` on the embeddings' device, stacks the scalars, moves them to the host
+once and writes one record.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+import traceback
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+
+import gradlab
+from gradlab._validation import check_positive_finite
+from gradlab.errors import GradlabError
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.quantities import PRESETS, Quantity
+from gradlab.monitor.schedules import Schedule, every
+from gradlab.monitor.sinks import SINKS, Sink
+
+
+def _loss_kind(loss_fn: object) -> tuple[str | None, float | None]:
+    """Recognize SmoothAP losses: ('exclude_query' | 'include_query', tau), else (None, None)."""
+    from gradlab.losses import SmoothAPLoss
+
+    if isinstance(loss_fn, SmoothAPLoss):
+        return ("include_query" if loss_fn.include_query else "exclude_query"), loss_fn.tau
+    if type(loss_fn).__name__ == "SmoothAPLoss" and hasattr(loss_fn, "temperature"):
+        return "include_query", float(loss_fn.temperature)  # pytorch-metric-learning
+    return None, None
+
+
+class Monitor:
+    """Log SmoothAP gradient diagnostics during training (see the module docstring).
+
+    Args:
+        log_dir: folder of the run; created if missing, appended to if it exists.
+        tau: temperature used by the diagnostics (operating region, decomposition, counts).
+        every: a schedule for every quantity: an int ``n`` (every n steps) or a ``step -> bool``
+            callable. ``None`` keeps each quantity's own schedule (preset default: every 10).
+        preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
+        quantities: explicit :class:`Quantity` instances.
+        sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
+        strict: raise a quantity's error instead of reporting it once and disabling it.
+        distributed: ``"auto"`` computes on the global batch (all-gather) when
+            ``torch.distributed`` is initialized, and only rank 0 writes; ``"local"`` never
+            gathers.
+        config: extra JSON-ready settings stored in the header record.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        tau: float = 0.01,
+        *,
+        every: int | Schedule | None = None,
+        preset: str = "default",
+        quantities: Sequence[Quantity] | None = None,
+        sinks: Sequence[str | Sink] = ("jsonl",),
+        strict: bool = False,
+        distributed: str = "auto",
+        config: dict | None = None,
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.tau = check_positive_finite("tau", tau)
+        if quantities is None:
+            if preset not in PRESETS:
+                raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
+            default_schedule = _schedule(every) if every is not None else _schedule(10)
+            quantities = [cls(default_schedule) for cls in PRESETS[preset]]
+        elif every is not None:
+            for quantity in quantities:
+                quantity.schedule = _schedule(every)
+        self.quantities = list(quantities)
+        self.sinks = [_sink(sink) for sink in sinks]
+        if distributed not in ("auto", "local"):
+            raise GradlabError(f"distributed must be 'auto' or 'local'; got {distributed!r}")
+        self.distributed = distributed
+        self.strict = strict
+        self.config = {"tau": self.tau, "preset": preset, **(config or {})}
+        self.step_count = 0
+        self.disabled: dict[str, str] = {}
+        self._pending: BatchView | None = None
+        self._opened = False
+        self._closed = False
+
+    # --- hooks into the user's code ------------------------------------------------------------
+
+    def watch(self, loss_fn: Callable) -> Callable:
+        """Wrap ``loss_fn`` (``(embeddings, labels)`` or ``(queries, candidates, positives)``).
+
+        Returns a callable that returns the loss unchanged and never alters gradients.
+        """
+        kind, loss_tau = _loss_kind(loss_fn)
+
+        def watched(*args, **kwargs):
+            loss = loss_fn(*args, **kwargs)
+            if self._logging_now() and args and isinstance(args[0], torch.Tensor):
+                self._capture(args, loss, kind, loss_tau)
+            return loss
+
+        watched.__wrapped__ = loss_fn
+        return watched
+
+    def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
+        """Forward hook on ``module`` (its output are the embeddings); ``labels`` a tensor or a
+        zero-argument callable giving the current batch's labels. Returns the hook handle."""
+
+        def hook(_module, _inputs, output):
+            if self._logging_now() and isinstance(output, torch.Tensor):
+                current = labels() if callable(labels) else labels
+                self._capture((output, current), None, None, None)
+
+        return module.register_forward_hook(hook)
+
+    def _logging_now(self) -> bool:
+        step = self.step_count
+        return any(q.should_compute(step) for q in self.quantities if q.name not in self.disabled)
+
+    def _capture(self, args, loss, kind, loss_tau) -> None:
+        embeddings = args[0]
+        batch = BatchView(
+            embeddings=embeddings.detach(),
+            loss=None if loss is None else loss.detach(),
+            tau=self.tau,
+            loss_kind=kind,
+            loss_tau=loss_tau,
+        )
+        if len(args) >= 3:
+            batch.candidates, batch.positives = args[1].detach(), args[2]
+        else:
+            batch.labels = args[1]
+        if embeddings.requires_grad and any(q.needs_grad for q in self.quantities):
+
+            def keep_gradient(grad, batch=batch):
+                batch.embedding_grad = grad.detach()  # read only: returning None keeps grad as is
+
+            embeddings.register_hook(keep_gradient)
+        self._pending = batch
+
+    # --- the step ------------------------------------------------------------------------------
+
+    def step(self) -> dict | None:
+        """Close the optimizer step: compute and write the due quantities. Returns the record."""
+        if self._closed:
+            raise GradlabError("monitor.step() called after close()")
+        step, batch = self.step_count, self._pending
+        self._pending = None
+        self.step_count += 1
+        due = [q for q in self.quantities if q.name not in self.disabled and q.should_compute(step)]
+        if not due or batch is None:
+            return None
+        batch = self._globalize(batch)
+        values: dict[str, torch.Tensor] = {}
+        with torch.no_grad():
+            for quantity in due:
+                try:
+                    values.update(quantity.compute(batch))
+                except Exception as error:
+                    if self.strict:
+                        raise
+                    self._disable(quantity, error)
+        if not _is_rank_zero():
+            return None
+        record = {"step": step}
+        if values:
+            names = list(values)
+            stacked = torch.stack([values[name].reshape(()).to(torch.float64) for name in names])
+            record.update(zip(names, stacked.cpu().tolist(), strict=True))  # one transfer
+        self._open(batch.embeddings.device)
+        for sink in self.sinks:
+            sink.write(record)
+        return record
+
+    def _disable(self, quantity: Quantity, error: Exception) -> None:
+        message = "".join(traceback.format_exception(error))
+        self.disabled[quantity.name] = message
+        warnings.warn(
+            f"gradlab.Monitor: quantity {quantity.name!r} raised and is disabled "
+            f"(strict=True raises instead):\n{message}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+    def _globalize(self, batch: BatchView) -> BatchView:
+        """Under torch.distributed, the batch of every rank (detached tensors all-gathered)."""
+        if self.distributed != "auto" or not _distributed_ready():
+            return batch
+        gathered = BatchView(
+            embeddings=_all_gather_rows(batch.embeddings),
+            labels=None if batch.labels is None else _all_gather_rows(batch.labels),
+            candidates=batch.candidates,
+            positives=batch.positives,
+            tau=batch.tau,
+            loss_kind=batch.loss_kind,
+            loss_tau=batch.loss_tau,
+        )
+        if batch.embedding_grad is not None:
+            gathered.embedding_grad = _all_gather_rows(batch.embedding_grad)
+        if batch.loss is not None:
+            loss = batch.loss.clone().to(torch.float64)
+            torch.distributed.all_reduce(loss)
+            gathered.loss = loss / torch.distributed.get_world_size()
+        return gathered
+
+    def _open(self, device: torch.device | None) -> None:
+        if self._opened:
+            return
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        header = {
+            "gradlab": gradlab.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "device": str(device) if device is not None else None,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "quantities": [q.name for q in self.quantities],
+            "config": self.config,
+        }
+        if device is not None and device.type == "cuda":
+            header["device_name"] = torch.cuda.get_device_name(device)
+        for sink in self.sinks:
+            sink.open(self.log_dir, header)
+        self._opened = True
+
+    def close(self) -> None:
+        """Flush and close every sink (writes the header if nothing was logged)."""
+        if self._closed:
+            return
+        if _is_rank_zero():
+            self._open(None)
+            for sink in self.sinks:
+                sink.close()
+        self._closed = True
+
+    def __enter__(self) -> Monitor:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _schedule(value: int | Schedule) -> Schedule:
+    if callable(value):
+        return value
+    return every(value)
+
+
+def _sink(value: str | Sink) -> Sink:
+    if isinstance(value, Sink):
+        return value
+    if value not in SINKS:
+        raise GradlabError(
+            f"sinks must name one of {sorted(SINKS)} or be Sink instances; got {value!r}"
+        )
+    return SINKS[value]()
+
+
+def _distributed_ready() -> bool:
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
+def _is_rank_zero() -> bool:
+    return not _distributed_ready() or torch.distributed.get_rank() == 0
+
+
+def _all_gather_rows(tensor: torch.Tensor) -> torch.Tensor:
+    """Concatenate ``tensor`` over ranks along dim 0 (batches may differ in size)."""
+    world = torch.distributed.get_world_size()
+    size = torch.tensor([tensor.shape[0]], device=tensor.device)
+    sizes = [torch.zeros_like(size) for _ in range(world)]
+    torch.distributed.all_gather(sizes, size)
+    largest = int(max(s.item() for s in sizes))
+    padded = torch.zeros((largest, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
+    padded[: tensor.shape[0]] = tensor
+    parts = [torch.zeros_like(padded) for _ in range(world)]
+    torch.distributed.all_gather(parts, padded)
+    return torch.cat([part[: int(s.item())] for part, s in zip(parts, sizes, strict=True)])

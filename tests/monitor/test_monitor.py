@@ -1,0 +1,236 @@
+"""Monitor: logged values equal the functional API, schedules, sinks, errors, hooks."""
+
+import json
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError, Monitor
+from gradlab.functional import (
+    decomposition_norms,
+    in_batch_decomposition,
+    in_batch_layout,
+    operating_region_proportion,
+)
+from gradlab.monitor import (
+    CSVSink,
+    JSONLSink,
+    OperatingRegion,
+    Quantity,
+    dense_warmup,
+    every,
+    log_spaced,
+    read_jsonl,
+)
+from tests.monitor.helpers import batches, train
+
+
+def test_watch_leaves_gradients_bit_identical(tmp_path):
+    plain = train(steps=3)
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        watched = train(monitor, steps=3)
+    for a, b in zip(plain, watched, strict=True):
+        assert torch.equal(a, b)
+
+
+def test_logged_values_equal_the_functional_api(tmp_path):
+    images, labels = next(batches(1))
+    torch.manual_seed(0)
+    model = gradlab.models.EmbeddingMLP(64, 16)
+    with Monitor(tmp_path, tau=0.05, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = model(images)
+        loss = loss_fn(embeddings, labels)
+        loss.backward()
+        record = monitor.step()
+    detached = embeddings.detach()
+    assert record["loss"] == pytest.approx(loss.item())
+    seed_scores = in_batch_layout(detached, labels, include_query=True).scores
+    assert record["p_seed"] == pytest.approx(
+        operating_region_proportion(seed_scores, 0.05).mean().item()
+    )
+    norms = decomposition_norms(in_batch_decomposition(detached.double(), labels, 0.05))
+    assert record["decomposition_ad_norm_mean"] == pytest.approx(
+        norms["ad_norm"].mean().item(), rel=1e-9
+    )
+    assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert record["gradient_agreement_relative_error"] < 1e-5
+    layout = in_batch_layout(detached.double(), labels)
+    smooth = gradlab.functional.smooth_ap(
+        layout.scores, layout.positives, 0.05, candidates=layout.candidates
+    )
+    # The monitor scores the float32 embeddings; the reference uses float64.
+    assert record["smooth_ap"] == pytest.approx(smooth.nanmean().item(), rel=1e-6)
+
+
+def test_agreement_flags_a_loss_that_is_not_smoothap(tmp_path):
+    # pytorch-metric-learning's SmoothAPLoss groups positives wrongly for 6 classes of 4.
+    losses = pytest.importorskip("pytorch_metric_learning.losses")
+    with Monitor(tmp_path, quantities=[gradlab.monitor.GradientAgreement(every(1))]) as monitor:
+        images = torch.randn(24, 64)
+        labels = torch.arange(6).repeat_interleave(4)
+        model = gradlab.models.EmbeddingMLP(64, 16)
+        loss = monitor.watch(losses.SmoothAPLoss(temperature=0.05))(model(images), labels)
+        loss.backward()
+        record = monitor.step()
+    assert record["gradient_agreement_relative_error"] > 0.1
+
+
+@pytest.mark.parametrize(
+    ("schedule", "expected"),
+    [(every(3), [0, 3, 6, 9]), (log_spaced(), [0, 1, 2, 4, 8]), (dense_warmup(2, 4), [0, 1, 4, 8])],
+)
+def test_schedules_select_the_logged_steps(tmp_path, schedule, expected):
+    with Monitor(tmp_path, preset="cheap", every=schedule) as monitor:
+        train(monitor, steps=10)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == expected
+
+
+def test_off_schedule_steps_capture_nothing(tmp_path):
+    monitor = Monitor(tmp_path, preset="full", every=5)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    monitor.step()  # step 0 had no batch: nothing logged
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    loss_fn(embeddings, torch.arange(8) % 2)
+    assert monitor._pending is None  # step 1 is off schedule
+    assert embeddings._backward_hooks is None
+    monitor.close()
+
+
+def test_jsonl_header_and_append_on_reopen(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, config={"run": 1}) as monitor:
+        train(monitor, steps=2)
+    with Monitor(tmp_path, preset="cheap", every=1, config={"run": 2}) as monitor:
+        train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [h["config"]["run"] for h in headers] == [1, 2]
+    assert headers[0]["device"] == "cpu" and headers[0]["torch"] == torch.__version__
+    assert [r["step"] for r in records] == [0, 1, 0, 1]
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        json.loads(line)  # every line is valid JSON
+
+
+def test_csv_sink_round_trips(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=3)
+    import csv
+
+    rows = list(csv.DictReader((tmp_path / "metrics.csv").open()))
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(rows) == len(records) == 3
+    for row, record in zip(rows, records, strict=True):
+        for key, value in record.items():
+            assert float(row[key]) == pytest.approx(value)
+
+
+def test_tensorboard_sink_round_trips(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["tensorboard"]) as monitor:
+        train(monitor, steps=3)
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    assert [event.step for event in accumulator.Scalars("loss")] == [0, 1, 2]
+
+
+class Exploding(Quantity):
+    name = "exploding"
+
+    def compute(self, batch):
+        raise RuntimeError("boom")
+
+
+def test_a_quantity_that_raises_is_reported_once_and_disabled(tmp_path):
+    with Monitor(tmp_path, quantities=[Exploding(every(1)), OperatingRegion(every(1))]) as monitor:
+        with pytest.warns(RuntimeWarning, match="'exploding' raised and is disabled") as caught:
+            train(monitor, steps=3)
+    assert len([w for w in caught if "exploding" in str(w.message)]) == 1
+    assert "RuntimeError: boom" in monitor.disabled["exploding"]
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(records) == 3 and all("p_seed" in r for r in records)
+
+
+def test_strict_raises(tmp_path):
+    with Monitor(tmp_path, quantities=[Exploding(every(1))], strict=True) as monitor:
+        with pytest.raises(RuntimeError, match="boom"):
+            train(monitor, steps=1)
+
+
+def test_nan_inputs_are_logged_as_nan(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(lambda e, y: e.sum() * float("nan"))
+        embeddings = torch.randn(6, 3, requires_grad=True)
+        loss_fn(embeddings, torch.arange(6) % 2).backward()
+        monitor.step()
+    text = (tmp_path / "metrics.jsonl").read_text()
+    assert '"loss": "NaN"' in text
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert math.isnan(records[0]["loss"])
+
+
+def test_attach_forward_hook(tmp_path):
+    torch.manual_seed(0)
+    model = gradlab.models.EmbeddingMLP(64, 16)
+    current = {}
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        handle = monitor.attach(model, labels=lambda: current["labels"])
+        for images, labels in batches(2):
+            current["labels"] = labels
+            model(images).sum().backward()
+            monitor.step()
+        handle.remove()
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(records) == 2 and "p_seed" in records[0]
+    # The backward of sum() sends a gradient of ones into the 24 x 16 embeddings.
+    assert records[0]["embedding_grad_norm"] == pytest.approx(math.sqrt(24 * 16))
+
+
+def test_cross_modal_watch(tmp_path):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        images = torch.randn(4, 8, requires_grad=True)
+        captions = torch.randn(20, 8)
+        positives = torch.arange(4).unsqueeze(1) == (torch.arange(20) // 5).unsqueeze(0)
+        loss_fn(images, captions, positives).backward()
+        record = monitor.step()
+    assert "p_cross_modal" in record and "gradient_count_mean" in record
+
+
+def test_plot_command(tmp_path, capsys):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        train(monitor, steps=3)
+    from gradlab.cli import main
+
+    assert main(["plot", str(tmp_path)]) == 0
+    assert (tmp_path / "figures" / "operating_region.png").exists()
+    assert main(["plot", str(tmp_path / "missing")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tau": 0}, "tau must be a positive finite number"),
+        ({"preset": "everything"}, "preset must be one of"),
+        ({"sinks": ["wandb"]}, "sinks must name one of"),
+        ({"distributed": "global"}, "distributed must be 'auto' or 'local'"),
+        ({"every": 0}, "n must be a positive integer"),
+    ],
+)
+def test_constructor_errors(tmp_path, kwargs, message):
+    with pytest.raises(GradlabError, match=message):
+        Monitor(tmp_path, **kwargs)
+
+
+def test_step_after_close_is_refused(tmp_path):
+    monitor = Monitor(tmp_path)
+    monitor.close()
+    with pytest.raises(GradlabError, match="after close"):
+        monitor.step()
+
+
+def test_sink_classes_are_exported():
+    assert issubclass(JSONLSink, gradlab.monitor.Sink) and issubclass(CSVSink, gradlab.monitor.Sink)

@@ -1,0 +1,62 @@
+"""Crash safety (a killed training process leaves valid JSONL) and torch.distributed (gloo)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from gradlab.functional import in_batch_layout, operating_region_proportion
+from gradlab.models import EmbeddingMLP
+from gradlab.monitor import read_jsonl
+from tests.monitor.workers import distributed_worker, rank_batch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_killed_training_leaves_valid_jsonl(tmp_path):
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tests.monitor.workers", str(tmp_path)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert process.stdout.readline().strip() == "READY"
+    finally:
+        process.send_signal(signal.SIGKILL)
+        process.wait(timeout=30)
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) >= 6  # the header and at least five records
+    for line in lines:
+        json.loads(line)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(len(records)))
+
+
+@pytest.mark.slow
+def test_distributed_monitor_uses_the_global_batch_and_rank_zero_writes(tmp_path):
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    log_dir = tmp_path / "run"
+    mp.spawn(
+        distributed_worker, args=(2, str(tmp_path / "init"), str(log_dir)), nprocs=2, join=True
+    )
+    headers, records = read_jsonl(log_dir / "metrics.jsonl")
+    assert len(headers) == 1 and len(records) == 1  # rank 1 wrote nothing
+    torch.manual_seed(0)
+    model = EmbeddingMLP(64, 16)
+    with torch.no_grad():
+        parts = [rank_batch(rank) for rank in range(2)]
+        embeddings = torch.cat([model(images) for images, _ in parts])
+        labels = torch.cat([labels for _, labels in parts])
+    scores = in_batch_layout(embeddings, labels, include_query=True).scores
+    expected = operating_region_proportion(scores, 0.01).mean().item()  # the monitor's tau
+    assert records[0]["p_seed"] == pytest.approx(expected, rel=1e-6)

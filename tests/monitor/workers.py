@@ -1,0 +1,55 @@
+"""Subprocess entry points for the crash-safety and distributed tests (importable by spawn)."""
+
+import os
+import sys
+import time
+
+import torch
+
+import gradlab
+from gradlab.models import EmbeddingMLP
+
+
+def rank_batch(rank: int, size: int = 12):
+    generator = torch.Generator().manual_seed(100 + rank)
+    return torch.randn(size, 64, generator=generator), torch.arange(size) % 3
+
+
+def distributed_worker(rank: int, world: int, init_file: str, log_dir: str) -> None:
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    torch.manual_seed(0)  # the same model on every rank
+    model = EmbeddingMLP(64, 16)
+    with gradlab.Monitor(log_dir, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        images, labels = rank_batch(rank)
+        loss_fn(model(images), labels).backward()
+        monitor.step()
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def train_forever(log_dir: str) -> None:
+    """Log every step until killed; prints READY after the fifth record."""
+    torch.manual_seed(0)
+    model = EmbeddingMLP(64, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    monitor = gradlab.Monitor(log_dir, preset="full", every=1)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    step = 0
+    while True:
+        images, labels = rank_batch(step % 7, size=32)
+        loss_fn(model(images), labels).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        monitor.step()
+        step += 1
+        if step == 5:
+            print("READY", flush=True)
+        time.sleep(0.001)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.getcwd())
+    train_forever(sys.argv[1])
