@@ -12,6 +12,7 @@ from gradlab.monitor.quantities import (
     OperatingRegion,
     Quantity,
     RelaxationGap,
+    WeightedGradientCounts,
 )
 from gradlab.monitor.schedules import dense_warmup, every, log_spaced, never
 from gradlab.monitor.sinks import SINKS, CSVSink, JSONLSink, Sink, TensorBoardSink, read_jsonl
@@ -33,6 +34,7 @@ __all__ = [
     "RelaxationGap",
     "Sink",
     "TensorBoardSink",
+    "WeightedGradientCounts",
     "dense_warmup",
     "every",
     "log_spaced",

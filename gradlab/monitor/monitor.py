@@ -33,7 +33,7 @@ import gradlab
 from gradlab._validation import check_positive_finite
 from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView
-from gradlab.monitor.quantities import PRESETS, Quantity
+from gradlab.monitor.quantities import DEFAULT_EVERY, PRESETS, Quantity
 from gradlab.monitor.schedules import Schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
 
@@ -56,7 +56,8 @@ class Monitor:
         log_dir: folder of the run; created if missing, appended to if it exists.
         tau: temperature used by the diagnostics (operating region, decomposition, counts).
         every: a schedule for every quantity: an int ``n`` (every n steps) or a ``step -> bool``
-            callable. ``None`` keeps each quantity's own schedule (preset default: every 10).
+            callable. ``None``: every 50 steps for a preset, each quantity's own schedule for
+            explicit ``quantities``.
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
         quantities: explicit :class:`Quantity` instances.
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
@@ -85,7 +86,7 @@ class Monitor:
         if quantities is None:
             if preset not in PRESETS:
                 raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
-            default_schedule = _schedule(every) if every is not None else _schedule(10)
+            default_schedule = _schedule(every if every is not None else DEFAULT_EVERY)
             quantities = [cls(default_schedule) for cls in PRESETS[preset]]
         elif every is not None:
             for quantity in quantities:

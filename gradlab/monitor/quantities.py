@@ -133,19 +133,21 @@ class OperatingRegion(Quantity):
             scores = batch.layout.scores
             proportion = operating_region_proportion(scores, batch.tau, self.eps).mean()
             return {"p_cross_modal": proportion, "operating_region_width": width}
+        # One sorted pass (Eq. 1 per query); the other proportions follow from its counts:
+        # m diagonal entries, and 2 n_self + 1 entries in the query's own row and column.
         scores = batch.self_scores
-        values = {
-            "p_seed": operating_region_proportion(scores, batch.tau, self.eps).mean(),
-            "p_off_diagonal": operating_region_proportion(
-                scores, batch.tau, self.eps, False
-            ).mean(),
-            "operating_region_width": width,
-        }
-        if scores.shape[0] > 2:
-            others = drop_diagonal(scores)
-            values["p_without_query"] = operating_region_proportion(
-                others, batch.tau, self.eps, False
-            ).mean()
+        size = scores.shape[0]
+        seed = operating_region_proportion(scores, batch.tau, self.eps)
+        inside = seed * size**2
+        diagonal = size if width.item() > 0 else 0
+        values = {"p_seed": seed.mean(), "operating_region_width": width}
+        if size > 1:
+            values["p_off_diagonal"] = ((inside - diagonal) / (size * (size - 1))).mean()
+        if size > 2:
+            near_self = (scores.diagonal().unsqueeze(1) - scores).abs() < width
+            self_pairs = near_self.sum(dim=1) - near_self.diagonal().long()
+            others = inside - diagonal - 2 * self_pairs
+            values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
         return values
 
 
@@ -175,14 +177,17 @@ class GradientCounts(Quantity):
 
     name = "gradient_counts"
 
-    def __init__(self, schedule: Schedule | None = None, threshold: float = 0.005) -> None:
+    def __init__(
+        self, schedule: Schedule | None = None, threshold: float = 0.005, weighted: bool = False
+    ) -> None:
         super().__init__(schedule)
         self.threshold = threshold
+        self.variants = (("", False), ("_weighted", True)) if weighted else (("", False),)
 
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
         values: Values = {}
-        for suffix, weighted in (("", False), ("_weighted", True)):
+        for suffix, weighted in self.variants:
             counts = gradient_counts(
                 layout.scores.to(torch.float64),
                 layout.positives,
@@ -254,10 +259,20 @@ class GradientAgreement(Quantity):
         return {"gradient_agreement_cosine": cosine, "gradient_agreement_relative_error": relative}
 
 
+class WeightedGradientCounts(GradientCounts):
+    """Gradient counts with and without the 1/R(i, S_Omega)^2 weight (needs the ranks)."""
+
+    def __init__(self, schedule: Schedule | None = None, threshold: float = 0.005) -> None:
+        super().__init__(schedule, threshold, weighted=True)
+
+
 PRESETS = {
     "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm),
     "default": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts),
-    "full": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts,
+    "full": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, WeightedGradientCounts,
              Decomposition, RelaxationGap, GradientAgreement),
 }  # fmt: skip
 """Quantity classes of each preset, from cheap to full."""
+
+DEFAULT_EVERY = 50
+"""Default schedule of every preset: every 50 optimizer steps."""

@@ -234,3 +234,17 @@ def test_step_after_close_is_refused(tmp_path):
 
 def test_sink_classes_are_exported():
     assert issubclass(JSONLSink, gradlab.monitor.Sink) and issubclass(CSVSink, gradlab.monitor.Sink)
+
+
+def test_derived_proportions_equal_direct_computation():
+    from gradlab.functional import drop_diagonal
+    from gradlab.monitor.batch import BatchView
+
+    embeddings = torch.randn(30, 8, generator=torch.Generator().manual_seed(2))
+    labels = torch.arange(30) % 5
+    values = OperatingRegion().compute(BatchView(embeddings=embeddings, labels=labels, tau=0.05))
+    scores = in_batch_layout(embeddings, labels, include_query=True).scores
+    direct_off = operating_region_proportion(scores, 0.05, 0.005, False).mean()
+    direct_others = operating_region_proportion(drop_diagonal(scores), 0.05, 0.005, False).mean()
+    assert values["p_off_diagonal"].item() == pytest.approx(direct_off.item(), abs=1e-12)
+    assert values["p_without_query"].item() == pytest.approx(direct_others.item(), abs=1e-12)
