@@ -16,6 +16,7 @@ def _build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, default=Path("reports/latest"))
     report.add_argument("--quick", action="store_true", help="small settings, for tests")
     report.add_argument("--only", action="append", help="run only this section (repeatable)")
+    report.add_argument("--device", default="cpu", help="device of the training sections")
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
     audit.add_argument("--json", type=Path, help="write the records as JSON")
     audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
@@ -32,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.command == "report":
             from gradlab.report import run_report
 
-            run_report(arguments.out, quick=arguments.quick, only=arguments.only)
+            run_report(
+                arguments.out, quick=arguments.quick, only=arguments.only, device=arguments.device
+            )
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             from gradlab.symbolic.audit import format_table, run_audit, write_outputs

@@ -51,6 +51,7 @@ from gradlab.functional.relaxed_ranking import (
     soft_histogram,
     triangular_kernel,
 )
+from gradlab.functional.retrieval_metrics import in_batch_retrieval, recall_at_k, retrieval_report
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
 from gradlab.functional.tie_aware import (
@@ -91,15 +92,18 @@ __all__ = [
     "harmonic_rate",
     "in_batch_decomposition",
     "in_batch_layout",
+    "in_batch_retrieval",
     "logarithmic_integral",
     "minibatch_gradient_matrix_form",
     "minibatch_objective_terms",
     "operating_region_is_empty",
     "operating_region_proportion",
     "operating_region_width",
+    "recall_at_k",
     "relaxed_hamming_distances",
     "relaxed_tie_aware_ap",
     "relaxed_tie_aware_dcg",
+    "retrieval_report",
     "sigmoid_slope",
     "smooth_ap",
     "smooth_ap_decomposition",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import platform
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +18,13 @@ from tqdm.auto import tqdm
 
 import gradlab
 from gradlab.errors import GradlabError
+from gradlab.report.html import markdown_to_html
 from gradlab.report.sections import (
     audit_section,
+    captions_section,
     operating_region_section,
     tie_aware_section,
+    training_section,
     verification_section,
 )
 
@@ -31,12 +35,21 @@ SECTIONS: dict[str, Section] = {
     "verification": verification_section,
     "tie_aware": tie_aware_section,
     "operating_region": operating_region_section,
+    "training": training_section,
+    "captions": captions_section,
 }
+NEEDS_DEVICE = {"training", "captions"}
 """Report sections by name, in report order."""
 
 
-def run_report(out: Path, quick: bool = False, only: list[str] | None = None) -> dict:
-    """Run the selected sections and write ``summary.md`` and ``results.json`` under ``out``."""
+def run_report(
+    out: Path, quick: bool = False, only: list[str] | None = None, device: str = "cpu"
+) -> dict:
+    """Run the selected sections; write ``summary.md``, ``index.html``, ``results.json``.
+
+    A section that fails (a missing optional dependency, say) is skipped with a note in the
+    report instead of failing the whole run.
+    """
     names = list(SECTIONS) if not only else only
     unknown = [name for name in names if name not in SECTIONS]
     if unknown:
@@ -48,13 +61,34 @@ def run_report(out: Path, quick: bool = False, only: list[str] | None = None) ->
         "torch": torch.__version__,
         "machine": platform.platform(),
         "quick": quick,
+        "device": device,
         "sections": {},
+        "skipped": {},
     }
-    markdown = ["# gradlab report", ""]
+    markdown = [
+        "# gradlab report",
+        "",
+        f"gradlab {gradlab.__version__}, torch {torch.__version__}, device {device}"
+        + (", quick settings" if quick else "")
+        + f". Sections: {', '.join(names)}.",
+        "",
+    ]
     for name in tqdm(names, desc="report", unit="section"):
-        section_results, section_markdown = SECTIONS[name](out, quick)
+        started = time.perf_counter()
+        try:
+            if name in NEEDS_DEVICE:
+                section_results, section_markdown = SECTIONS[name](out, quick, device)
+            else:
+                section_results, section_markdown = SECTIONS[name](out, quick)
+        except (ImportError, ModuleNotFoundError) as error:
+            results["skipped"][name] = f"{type(error).__name__}: {error}"
+            markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({error}).", ""]
+            continue
+        section_results["seconds"] = round(time.perf_counter() - started, 1)
         results["sections"][name] = section_results
         markdown += [section_markdown, ""]
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    (out / "summary.md").write_text("\n".join(markdown))
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    text = "\n".join(markdown)
+    (out / "summary.md").write_text(text)
+    (out / "index.html").write_text(markdown_to_html(text, out))
     return results

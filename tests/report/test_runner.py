@@ -45,3 +45,16 @@ def test_audit_section_writes_records(tmp_path):
     assert sum(counts.values()) > 60 and counts["inconclusive"] == 0
     assert json.loads((tmp_path / "audit.json").read_text())
     assert "## Derivation audit" in (tmp_path / "summary.md").read_text()
+
+
+def test_a_section_with_a_missing_dependency_is_skipped_with_a_note(tmp_path, monkeypatch):
+    from gradlab.report import runner
+
+    def needs_wandb(out, quick):
+        raise ModuleNotFoundError("No module named 'wandb'")
+
+    monkeypatch.setitem(runner.SECTIONS, "verification", needs_wandb)
+    results = run_report(tmp_path, quick=True, only=["verification"])
+    assert "wandb" in results["skipped"]["verification"]
+    assert "Skipped: a dependency is missing" in (tmp_path / "summary.md").read_text()
+    assert (tmp_path / "index.html").exists()
