@@ -12,6 +12,7 @@ Usage: python benchmarks/bench_monitor.py [--device cuda] [--quick]
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -21,7 +22,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import machine_info, synchronize, write_results
+from common import RESULTS, machine_info, synchronize, write_results
 
 import gradlab
 from gradlab.data import load_digits_split
@@ -109,9 +110,11 @@ def main() -> None:
         "machine": machine_info(device),
         "targets": {"full_every_step": 1.05, "default_schedule": 1.01},
         "results": results,
-        "cockpit": "not measured: see README",
     }
     suffix = "" if device.type == "cpu" else f"_{device.type}"
+    previous = RESULTS / f"monitor{suffix}.json"
+    if previous.exists() and "cockpit" in json.loads(previous.read_text()):
+        payload["cockpit"] = json.loads(previous.read_text())["cockpit"]  # bench_cockpit.py's
     print(f"wrote {write_results(f'monitor{suffix}.json', payload)}")
     for name, result in results.items():
         print(name, {k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()})
