@@ -213,11 +213,29 @@ def check_no_negatives() -> Verdict:
                      "without positive pairs.")  # fmt: skip
 
 
+def check_edges() -> Verdict:
+    """Eq. 7 at its edges: a pair in the first bin, one negative, empty bins everywhere else."""
+    import itertools
+
+    values = []
+    for s_ij, negative, delta in itertools.product((-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)):
+        value = _probability(s_ij, [negative], [negative], delta)
+        values.append(value)
+    finite = all(math.isfinite(v) for v in values)
+    bounded = all(0.0 <= v <= 2.0 for v in values)
+    return predicate(finite and bounded,
+                     f"Eq. 1-7 stay finite and in [0, 2] for a pair at s_ij in {{-1, -0.99, 0.999, 1}} "
+                     f"(first and last bins), a single negative, and all other bins empty "
+                     f"({len(values)} cases): the histogram estimate needs no guard there.",
+                     f"non-finite or out-of-range values: {values}.")  # fmt: skip
+
+
 def claims() -> list[Claim]:
     """The audited claims of seed 004."""
     table = [
         ("eq3", "triangular weights", "w_ij^t = (s - b_(t-1))/Delta on [b_(t-1), b_t], (b_(t+1) - s)/Delta on [b_t, b_(t+1)]", "float64", check_partition_of_unity),
         ("eq7", "the histogram estimate of P_ij (Eq. 6)", "P_ij ~ h_left sum_(u>=t) h_i^u + h_right sum_(u>=t+1) h_i^u + (j)", "float64, Delta -> 0", check_probability_estimate),
+        ("claim-edges", "Eq. 7 at the first and last bins, one negative, empty bins", "P_ij^Delta at the domain edges", "float64 transcription", check_edges),
         ("claim-empty-negative-set", "Eq. 4-5 and Algorithm 1 are defined for every batch", "1/|N_ij|, 1/count_positive_pairs", "inspection", check_no_negatives),
         ("lemma1", "gradient support of P_ij", "dP/ds_ik != 0 <=> s_ik in [b_t, b_(t+1)]", "float64 autograd", check_lemma1_support),
         ("claim-lemma1-value", "the gradient with respect to a negative (appendix)", "dP/ds_ik = -h_right on [b_t, b_(t+1)], 0 otherwise", "float64 autograd vs closed form", check_lemma1_value),
