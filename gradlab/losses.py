@@ -13,21 +13,7 @@ from gradlab._validation import (
 from gradlab.errors import GradlabError
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.fappy import fappy_deltas, fappy_loss
-from gradlab.functional.fastap import fastap
-from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
-from gradlab.functional.smooth_ap import smooth_ap
-
-
-def mean_ap_loss(ap: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-    """``1 - mean AP`` over the queries that have a positive (their AP is not NaN).
-
-    When no query has a positive the loss is a zero that stays attached to the graph, so
-    ``backward()`` works and every gradient is zero.
-    """
-    defined = ~torch.isnan(ap)
-    if not bool(defined.any()):
-        return scores.sum() * 0.0
-    return 1.0 - ap[defined].mean()
+from gradlab.functional.losses import fastap_loss, smooth_ap_loss
 
 
 class SmoothAPLoss(nn.Module):
@@ -62,18 +48,8 @@ class SmoothAPLoss(nn.Module):
             raise GradlabError(f"include_query must be a bool; got {include_query!r}")
         self.include_query = include_query
 
-    def forward(self, *args: torch.Tensor) -> torch.Tensor:
-        if len(args) == 2:
-            scores, positives, candidates = in_batch_layout(*args, include_query=self.include_query)
-        elif len(args) == 3:
-            scores, positives, candidates = cross_modal_layout(*args), args[2], None
-        else:
-            raise GradlabError(
-                "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
-                f"got {len(args)} arguments"
-            )
-        ap = smooth_ap(scores, positives, self.tau, candidates=candidates)
-        return mean_ap_loss(ap, scores)
+    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+        return smooth_ap_loss(*tensors, tau=self.tau, include_query=self.include_query)
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"
@@ -114,8 +90,7 @@ class FastAPLoss(nn.Module):
         self.num_bins = check_positive_int("num_bins", num_bins)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        ap = fastap(embeddings, labels, self.num_bins)
-        return mean_ap_loss(ap, embeddings)
+        return fastap_loss(embeddings, labels, self.num_bins)
 
     def extra_repr(self) -> str:
         return f"num_bins={self.num_bins}"

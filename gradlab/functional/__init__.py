@@ -34,6 +34,7 @@ from gradlab.functional.layouts import (
     drop_diagonal,
     in_batch_layout,
 )
+from gradlab.functional.losses import fastap_loss, mean_ap_loss, smooth_ap_loss
 from gradlab.functional.operating_region import (
     GradientCounts,
     expected_operating_region_proportion,
@@ -85,6 +86,7 @@ __all__ = [
     "fappy_lemma1_as_printed",
     "fappy_loss",
     "fastap",
+    "fastap_loss",
     "gradient_counts",
     "harmonic_gap",
     "harmonic_log_error",
@@ -94,6 +96,7 @@ __all__ = [
     "in_batch_layout",
     "in_batch_retrieval",
     "logarithmic_integral",
+    "mean_ap_loss",
     "minibatch_gradient_matrix_form",
     "minibatch_objective_terms",
     "operating_region_is_empty",
@@ -107,6 +110,7 @@ __all__ = [
     "sigmoid_slope",
     "smooth_ap",
     "smooth_ap_decomposition",
+    "smooth_ap_loss",
     "soft_histogram",
     "tempered_sigmoid",
     "tie_aware_ap",

@@ -111,6 +111,6 @@ def blackbox_ap_loss(
 
     layout = in_batch_layout(embeddings, labels)
     scores = layout.scores.masked_fill(~layout.candidates, -math.inf)  # the query ranks last
-    ap = blackbox_ap(scores, layout.positives, interpolation, margin)
-    defined = ~torch.isnan(ap)
-    return 1.0 - ap[defined].mean() if bool(defined.any()) else scores.sum() * 0.0
+    from gradlab.functional.losses import mean_ap_loss
+
+    return mean_ap_loss(blackbox_ap(scores, layout.positives, interpolation, margin), embeddings)

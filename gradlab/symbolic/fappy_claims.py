@@ -218,7 +218,9 @@ def check_edges() -> Verdict:
     import itertools
 
     values = []
-    for s_ij, negative, delta in itertools.product((-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)):
+    for s_ij, negative, delta in itertools.product(
+        (-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)
+    ):
         value = _probability(s_ij, [negative], [negative], delta)
         values.append(value)
     finite = all(math.isfinite(v) for v in values)
