@@ -11,6 +11,7 @@ Three losses are trained from the same initialization: SmoothAP (both directions
 max-violation triplet loss, and NT-Xent (InfoNCE, both directions). Evaluation: Recall@1/5/10 on
 held-out images and their captions in both directions (relevance: the same digit), and, for
 SmoothAP, the gradient counts of image-to-caption and caption-to-image queries over training.
+The caption gallery holds the 50 distinct captions once each.
 """
 
 from __future__ import annotations
@@ -162,8 +163,10 @@ def caption_miniature(quick: bool = False, device: str = "cpu", tau: float = 0.0
     held_out = torch.arange(len(labels)) % 5 == 0
     tokens, vocabulary = caption_tokens()
     eval_images, eval_labels = images[held_out].to(device), labels[held_out]
-    eval_captions = tokens[eval_labels].reshape(-1, tokens.shape[2]).to(device)
-    eval_caption_labels = eval_labels.repeat_interleave(len(TEMPLATES))
+    # The gallery holds each distinct caption once: repeating a digit's five templated captions
+    # for every image would fill an image's top-K with tied copies of one caption.
+    eval_captions = tokens.reshape(-1, tokens.shape[2]).to(device)
+    eval_caption_labels = torch.arange(10).repeat_interleave(len(TEMPLATES))
     positives = torch.eye(10, dtype=torch.bool).repeat_interleave(len(TEMPLATES), dim=1).to(device)
     torch.manual_seed(0)
     initial = (

@@ -230,7 +230,8 @@ def captions_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
         "for images, a GRU over word embeddings trained from scratch for five templated captions "
         "per image, both on the unit sphere. Batches of 10 images of distinct digits with their 50 "
         f"captions ({results['steps']} steps): an image query has 5 positive captions, a caption "
-        "query 1 positive image. Held-out recall (relevance: the same digit):",
+        "query 1 positive image. Held-out recall (relevance: the same digit; held-out images "
+        "against the 50 distinct captions, and each caption against the held-out images):",
         "",
         "| loss | " + " | ".join(keys) + " |",
         "| --- |" + " --- |" * len(keys),
