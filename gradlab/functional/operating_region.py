@@ -90,14 +90,17 @@ def operating_region_is_empty(tau: float = 0.01, eps: float = 0.005) -> bool:
 
 
 def _window_counts(
-    sorted_values: torch.Tensor, centres: torch.Tensor, width: float
+    sorted_values: torch.Tensor, centres: torch.Tensor, width: float | torch.Tensor
 ) -> torch.Tensor:
-    """For each centre, how many sorted values lie strictly within ``width`` of it."""
-    if width <= 0:  # an empty region holds nothing, not even the centre itself
-        return torch.zeros(centres.shape, dtype=torch.int64, device=centres.device)
+    """For each centre, how many sorted values lie strictly within ``width`` of it.
+
+    ``width`` is one number or a tensor shaped like ``centres``; an empty window (width 0)
+    holds nothing, not even the centre itself.
+    """
+    width = torch.as_tensor(width, dtype=centres.dtype, device=centres.device)
     above = torch.searchsorted(sorted_values, centres + width, side="left")
     below = torch.searchsorted(sorted_values, centres - width, side="right")
-    return above - below
+    return torch.where(width > 0, above - below, 0)
 
 
 def operating_region_proportion(
@@ -284,20 +287,16 @@ def gradient_counts(
     # Non-candidates are moved out of every window.
     candidate_scores = rows if candidates is None else rows.masked_fill(~candidates, math.inf)
     sorted_rows = candidate_scores.sort(dim=1).values
-    query_index, positive_index = torch.nonzero(positives, as_tuple=True)
-    anchors = rows[query_index, positive_index]
+    # One window per positive entry (i, q); other entries get width 0 and count nothing.
+    widths = torch.zeros_like(rows)
     if weighted:
         ranks = _ranks_of_positives(rows, positives, candidates, tau)
-        widths = _widths(tau, threshold * ranks**2)
+        widths[positives] = _widths(tau, threshold * ranks**2)
     else:
-        widths = torch.full_like(anchors, operating_region_width(tau, threshold))
-    sorted_for_pair = sorted_rows[query_index]
-    above = torch.searchsorted(sorted_for_pair, (anchors + widths).unsqueeze(1), side="left")
-    below = torch.searchsorted(sorted_for_pair, (anchors - widths).unsqueeze(1), side="right")
-    # The window holds the anchor itself (j == i) when it is non-empty; an empty one counts 0.
-    inside = torch.where(widths > 0, (above - below).squeeze(1) - 1, 0)
-    per_query = torch.zeros(rows.shape[0], dtype=torch.int64, device=rows.device)
-    per_query.index_add_(0, query_index, inside)
+        widths[positives] = operating_region_width(tau, threshold)
+    # A non-empty window holds the anchor itself (j == i): remove it.
+    inside = _window_counts(sorted_rows, rows, widths) - (widths > 0).long()
+    per_query = inside.sum(dim=1)
     has_positive = positives.any(dim=1)
     without = int((has_positive & (per_query == 0)).sum())
     return GradientCounts(per_query, without, int(has_positive.sum()))

@@ -32,6 +32,8 @@ with ``A_d = (c+_d - 1)/(c_d - 1)`` and ``L``, ``L_D`` the harmonic and discount
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from gradlab._validation import check_same_device, check_shape, check_tensor
@@ -173,6 +175,21 @@ def minibatch_objective_terms(
     binary, ``v = [label_i == label_j]``. Returns ``(counts [M, b+1, 2], objective [M])``;
     ``objective`` is computed from ``counts`` so that ``d O_i / d counts`` is ``alpha`` of Eq. 24.
     """
+    batch = _minibatch_histograms(codes, labels, objective)
+    return batch.counts, counts_objective(batch.counts, objective, method, level_gains, batch)
+
+
+class _MinibatchHistograms(NamedTuple):
+    distances: torch.Tensor
+    levels: torch.Tensor
+    not_self: torch.Tensor
+    counts: torch.Tensor
+
+
+def _minibatch_histograms(
+    codes: torch.Tensor, labels: torch.Tensor, objective: str
+) -> _MinibatchHistograms:
+    """Relaxed distances, binary affinity levels, the self mask and the soft counts (Eq. 22-31)."""
     if objective not in ("ap", "dcg"):
         raise GradlabError(f"objective must be 'ap' or 'dcg'; got {objective!r}")
     check_tensor("labels", labels, ndims=(1,), kind="integer")
@@ -181,7 +198,7 @@ def minibatch_objective_terms(
     levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
     not_self = ~torch.eye(len(labels), dtype=torch.bool, device=codes.device)
     counts = soft_histogram(distances, levels, codes.shape[1] + 1, 2, not_self)
-    return counts, counts_objective(counts, objective, method, level_gains, levels, not_self)
+    return _MinibatchHistograms(distances, levels, not_self, counts)
 
 
 def counts_objective(
@@ -189,12 +206,11 @@ def counts_objective(
     objective: str,
     method: str,
     level_gains: torch.Tensor | None,
-    levels: torch.Tensor,
-    not_self: torch.Tensor,
+    batch: _MinibatchHistograms,
 ) -> torch.Tensor:
     """``O_i`` from counts ``[M, D, 2]``: relaxed AP (``N+`` from the labels) or DCG."""
     if objective == "ap":
-        num_positives = (levels.bool() & not_self).sum(dim=1).to(counts.dtype)
+        num_positives = (batch.levels.bool() & batch.not_self).sum(dim=1).to(counts.dtype)
         return relaxed_tie_aware_ap(counts[..., 1], counts.sum(dim=2), method, num_positives)
     gains = level_gains if level_gains is not None else torch.tensor([0.0, 1.0])
     return relaxed_tie_aware_dcg(counts, gains.to(counts.dtype), method)
@@ -221,20 +237,16 @@ def minibatch_gradient_matrix_form(
     """
     check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
     size, bits = codes.shape
+    batch = _minibatch_histograms(codes.detach(), labels, objective)
     with torch.enable_grad():
-        leaf_counts, _ = minibatch_objective_terms(
-            codes.detach(), labels, objective, method, level_gains
-        )
-        leaf_counts = leaf_counts.detach().requires_grad_(True)
-        levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
-        not_self = ~torch.eye(size, dtype=torch.bool, device=codes.device)
-        value = counts_objective(leaf_counts, objective, method, level_gains, levels, not_self)
+        leaf_counts = batch.counts.clone().requires_grad_(True)
+        value = counts_objective(leaf_counts, objective, method, level_gains, batch)
         (alpha,) = torch.autograd.grad(value.sum(), leaf_counts)  # [M, D, V]
-    distances = relaxed_hamming_distances(codes.detach())
     centres = torch.arange(bits + 1, dtype=codes.dtype, device=codes.device)
-    offset = distances.unsqueeze(-1) - centres  # [M, M, D]
+    offset = batch.distances.unsqueeze(-1) - centres  # [M, M, D]
     kernel_slope = torch.where(offset.abs() < 1.0, -torch.sign(offset), 0.0)
-    one_hot = torch.nn.functional.one_hot(levels, 2).to(codes.dtype) * not_self.unsqueeze(-1)
+    one_hot = torch.nn.functional.one_hot(batch.levels, 2).to(codes.dtype)
+    one_hot = one_hot * batch.not_self.unsqueeze(-1)
     beta = kernel_slope.unsqueeze(-1) * one_hot.unsqueeze(2)  # [M, M, D, V], beta(i, j)
     # sum_{d,v} (A B + B A)_{ij} = sum_{d,v} (alpha_i + alpha_j) beta(i, j)
     combined = (beta * (alpha.unsqueeze(1) + alpha.unsqueeze(0))).sum(dim=(2, 3))

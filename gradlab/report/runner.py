@@ -1,6 +1,6 @@
 """Runs the report sections in order and writes ``summary.md`` and ``results.json``.
 
-A section is a function ``(out, quick) -> (results, markdown)``: it may write figures under
+A section is a function ``(out, quick, device) -> (results, markdown)``: it may write figures under
 ``out / "figures"``, returns JSON-ready results and a markdown fragment that cites its figures
 by relative path.
 """
@@ -28,7 +28,7 @@ from gradlab.report.sections import (
     verification_section,
 )
 
-Section = Callable[[Path, bool], tuple[dict, str]]
+Section = Callable[[Path, bool, str], tuple[dict, str]]
 
 SECTIONS: dict[str, Section] = {
     "audit": audit_section,
@@ -38,7 +38,7 @@ SECTIONS: dict[str, Section] = {
     "training": training_section,
     "captions": captions_section,
 }
-NEEDS_DEVICE = {"training", "captions"}
+
 """Report sections by name, in report order."""
 
 
@@ -76,10 +76,7 @@ def run_report(
     for name in tqdm(names, desc="report", unit="section"):
         started = time.perf_counter()
         try:
-            if name in NEEDS_DEVICE:
-                section_results, section_markdown = SECTIONS[name](out, quick, device)
-            else:
-                section_results, section_markdown = SECTIONS[name](out, quick)
+            section_results, section_markdown = SECTIONS[name](out, quick, device)
         except (ImportError, ModuleNotFoundError) as error:
             results["skipped"][name] = f"{type(error).__name__}: {error}"
             markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({error}).", ""]

@@ -83,7 +83,7 @@ LOSS_FIGURES = {
 """Figure table of the other AP losses (FAPPY's Lemma 1 measured)."""
 
 
-def audit_section(out: Path, quick: bool) -> tuple[dict, str]:
+def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """The derivation audit: every printed claim of the seeds with its verdict."""
     from gradlab.symbolic.audit import format_markdown, run_audit, summary_counts
 
@@ -94,7 +94,7 @@ def audit_section(out: Path, quick: bool) -> tuple[dict, str]:
     return {"counts": summary_counts(records), "records": records}, body
 
 
-def verification_section(out: Path, quick: bool) -> tuple[dict, str]:
+def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Analytic gradients against autograd and finite differences, float64."""
     table = gradient_error_table(trials=2 if quick else 10)
     lemma = draw_figures(LOSS_FIGURES, out / "figures", quick)["fappy_lemma1_gradient"]
@@ -108,7 +108,7 @@ def verification_section(out: Path, quick: bool) -> tuple[dict, str]:
     return {"gradient_errors": table, "fappy_lemma1": summary}, "\n".join(lines)
 
 
-def operating_region_section(out: Path, quick: bool) -> tuple[dict, str]:
+def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Closed-form width, P against batch size, and P over a SmoothAP training run."""
     drawn = draw_figures(OPERATING_REGION_FIGURES, out / "figures", quick)
     closed = drawn["operating_region_closed_forms"]
@@ -142,7 +142,7 @@ def operating_region_section(out: Path, quick: bool) -> tuple[dict, str]:
     return results, "\n".join(lines)
 
 
-def tie_aware_section(out: Path, quick: bool) -> tuple[dict, str]:
+def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Harmonic vs log: the error surface and relaxed vs exact AP / DCG."""
     drawn = draw_figures(TIE_AWARE_FIGURES, out / "figures", quick)
     surface = drawn["tie_aware_harmonic_error"]

@@ -50,7 +50,7 @@ def test_audit_section_writes_records(tmp_path):
 def test_a_section_with_a_missing_dependency_is_skipped_with_a_note(tmp_path, monkeypatch):
     from gradlab.report import runner
 
-    def needs_wandb(out, quick):
+    def needs_wandb(out, quick, device):
         raise ModuleNotFoundError("No module named 'wandb'")
 
     monkeypatch.setitem(runner.SECTIONS, "verification", needs_wandb)
