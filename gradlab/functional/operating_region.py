@@ -287,15 +287,25 @@ def gradient_counts(
     # Non-candidates are moved out of every window.
     candidate_scores = rows if candidates is None else rows.masked_fill(~candidates, math.inf)
     sorted_rows = candidate_scores.sort(dim=1).values
-    # One window per positive entry (i, q); other entries get width 0 and count nothing.
-    widths = torch.zeros_like(rows)
+    # The positives of each query packed into [Q, max |P_q|] (padding: width 0, counts nothing),
+    # so windows are searched for the positive rows only.
+    query_index, positive_index = torch.nonzero(positives, as_tuple=True)
+    per_row = positives.sum(dim=1)
+    slot = (
+        torch.arange(len(query_index), device=rows.device)
+        - (per_row.cumsum(0) - per_row)[query_index]
+    )
+    shape = (rows.shape[0], max(1, int(per_row.max())) if per_row.numel() else 1)
+    anchors = torch.zeros(shape, dtype=rows.dtype, device=rows.device)
+    widths = torch.zeros_like(anchors)
+    anchors[query_index, slot] = rows[query_index, positive_index]
     if weighted:
         ranks = _ranks_of_positives(rows, positives, candidates, tau)
-        widths[positives] = _widths(tau, threshold * ranks**2)
+        widths[query_index, slot] = _widths(tau, threshold * ranks**2)
     else:
-        widths[positives] = operating_region_width(tau, threshold)
+        widths[query_index, slot] = operating_region_width(tau, threshold)
     # A non-empty window holds the anchor itself (j == i): remove it.
-    inside = _window_counts(sorted_rows, rows, widths) - (widths > 0).long()
+    inside = _window_counts(sorted_rows, anchors, widths) - (widths > 0).long()
     per_query = inside.sum(dim=1)
     has_positive = positives.any(dim=1)
     without = int((has_positive & (per_query == 0)).sum())
