@@ -1,4 +1,8 @@
-"""The ``gradlab`` command."""
+"""The ``gradlab`` command: ``gradlab report | audit | plot`` (also ``python -m gradlab``).
+
+Every user error (a bad option value, a path that cannot be used, a device this machine does
+not have) ends in one line on stderr and exit code 2, before anything is written.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +12,53 @@ from pathlib import Path
 
 from gradlab.errors import GradlabError
 
+DEVICE_HELP = "torch device of the training sections, e.g. cpu, cuda, cuda:1 (default: %(default)s)"
 
-def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gradlab", description=__doc__)
-    commands = parser.add_subparsers(dest="command", required=True)
+
+class _OneLineParser(argparse.ArgumentParser):
+    """argparse, with a usage error reported as one line (and exit code 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _version() -> str:
+    import gradlab
+
+    return f"gradlab {gradlab.__version__}"
+
+
+def _section_names() -> list[str]:
+    from gradlab.report.runner import SECTIONS
+
+    return list(SECTIONS)
+
+
+def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
+    parser = _OneLineParser(prog="gradlab", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=_version())
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
+    commands.required = True
     report = commands.add_parser("report", help="run the analyses and write the report")
-    report.add_argument("--out", type=Path, default=Path("reports/latest"))
-    report.add_argument("--quick", action="store_true", help="small settings, for tests")
-    report.add_argument("--only", action="append", help="run only this section (repeatable)")
-    report.add_argument("--device", default="cpu", help="device of the training sections")
+    report.add_argument(
+        "--out", type=Path, default=Path("reports/latest"),
+        help="output folder, created if missing; a report there is replaced (default: %(default)s)",
+    )  # fmt: skip
+    report.add_argument(
+        "--quick", action="store_true", help="small settings, about 1-2 minutes (default: off)"
+    )
+    sections = _section_names() if with_sections else None
+    report.add_argument(
+        "--only", action="append", choices=sections, metavar="SECTION",
+        help="run only this section; repeatable"
+        + (f"; one of {', '.join(sections)}" if sections else "")
+        + " (default: all sections)",
+    )  # fmt: skip
+    report.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    report.add_argument(
+        "--no-progress", action="store_true",
+        help="no progress output (default: bars on a terminal, one line per stage otherwise)",
+    )  # fmt: skip
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
     audit.add_argument("--json", type=Path, help="write the records as JSON")
     audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
@@ -26,16 +68,70 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def check_device(device: str) -> str:
+    """Return ``device`` if torch can compute on it here; else raise :class:`GradlabError`.
+
+    Example:
+        >>> check_device("cpu")
+        'cpu'
+        >>> try:
+        ...     check_device("banana")
+        ... except GradlabError as error:
+        ...     print(error)
+        --device must be a torch device such as cpu or cuda; got 'banana'
+    """
+    import torch
+
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, ValueError, TypeError):
+        raise GradlabError(
+            f"--device must be a torch device such as cpu or cuda; got {device!r}"
+        ) from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise GradlabError(
+                f"--device {device}: this torch build ({torch.__version__}) sees no CUDA device; "
+                "use --device cpu"
+            )
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise GradlabError(
+                f"--device {device}: only {torch.cuda.device_count()} CUDA device(s) visible"
+            )
+    elif parsed.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise GradlabError(f"--device {device}: MPS is not available here; use --device cpu")
+    elif parsed.type != "cpu":
+        raise GradlabError(f"--device must be cpu, cuda[:N] or mps; got {device!r}")
+    return device
+
+
+def check_output_folder(out: Path, option: str = "--out") -> Path:
+    """Return ``out`` if it is a folder or can become one; else raise :class:`GradlabError`."""
+    if out.exists() and not out.is_dir():
+        raise GradlabError(f"{option} must be a folder; {str(out)!r} is an existing file")
+    for parent in out.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise GradlabError(f"{option}: {str(parent)!r} is a file, not a folder")
+            break
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
-    arguments = _build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    arguments = _build_parser(with_sections="report" in argv).parse_args(argv)
     try:
         if arguments.command == "report":
+            from gradlab.progress import set_progress_mode
             from gradlab.report import run_report
 
-            run_report(
-                arguments.out, quick=arguments.quick, only=arguments.only, device=arguments.device
-            )
+            device = check_device(arguments.device)
+            out = check_output_folder(arguments.out)
+            if arguments.no_progress:
+                set_progress_mode("off")
+            run_report(out, quick=arguments.quick, only=arguments.only, device=device)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             from gradlab.symbolic.audit import format_table, run_audit, write_outputs
