@@ -1,6 +1,14 @@
-"""Bundled real data (scikit-learn's digits), class-balanced samplers, synthetic generators."""
+"""Bundled real data (scikit-learn's digits), data built from it, class-balanced samplers."""
 
+from gradlab.data.digit_strings import DigitStrings, load_digit_strings
 from gradlab.data.digits import DigitsSplit, load_digits_split
-from gradlab.data.samplers import ClassBalancedBatches
+from gradlab.data.samplers import ClassBalancedBatches, FixedCountBatches
 
-__all__ = ["ClassBalancedBatches", "DigitsSplit", "load_digits_split"]
+__all__ = [
+    "ClassBalancedBatches",
+    "DigitStrings",
+    "DigitsSplit",
+    "FixedCountBatches",
+    "load_digit_strings",
+    "load_digits_split",
+]
