@@ -1,0 +1,122 @@
+"""The command line: user errors end in one line on stderr and exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.cli import check_device, main
+from gradlab.progress import progress, set_progress_mode
+
+
+def _run(argv, capsys):
+    """main(argv) -> (exit code, stdout, stderr); argparse's SystemExit counts as a return."""
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _error_cases(tmp_path):
+    existing_file = tmp_path / "a_file"
+    existing_file.write_text("not a folder")
+    cases = [
+        (["report", "--device", "banana", "--only", "audit", "--out", "{out}"], "--device"),
+        (["report", "--only", "nonsense", "--out", "{out}"], "--only"),
+        (["report", "--out", str(existing_file)], "--out"),
+        (["report", "--out", str(existing_file / "below")], "--out"),
+        (["report", "--frobnicate"], "--frobnicate"),
+        ([], "COMMAND"),
+        (["bogus"], "bogus"),
+    ]
+    if not torch.cuda.is_available():
+        cases.append((["report", "--device", "cuda", "--only", "audit", "--out", "{out}"], "CUDA"))
+    if torch.cuda.device_count() < 8:
+        cases.append((["report", "--device", "cuda:7", "--out", "{out}"], "cuda"))
+    return cases
+
+
+def test_every_user_error_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys):
+    for argv, named in _error_cases(tmp_path):
+        out = tmp_path / "report_out"
+        argv = [arg.replace("{out}", str(out)) for arg in argv]
+        code, _stdout, stderr = _run(argv, capsys)
+        assert code == 2, argv
+        lines = stderr.strip().splitlines()
+        assert len(lines) == 1, (argv, stderr)
+        assert named in lines[0], (argv, lines[0])
+        assert "Traceback" not in stderr
+        assert not out.exists(), argv
+
+
+def test_no_traceback_through_the_console_entry_point(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "gradlab", "report", "--device", "banana", "--out",
+         str(tmp_path / "r")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_version_from_the_module_and_the_flag(capsys):
+    code, stdout, _ = _run(["--version"], capsys)
+    assert code == 0
+    assert stdout.strip() == f"gradlab {gradlab.__version__}"
+
+
+def test_report_help_gives_every_option_its_help_default_and_choices(capsys):
+    from gradlab.report.runner import SECTIONS
+
+    code, stdout, _ = _run(["report", "--help"], capsys)
+    assert code == 0
+    text = " ".join(stdout.split())
+    for option in ("--out", "--quick", "--only", "--device", "--no-progress"):
+        assert option in text
+    assert "(default: reports/latest)" in text and "(default: cpu)" in text
+    for name in SECTIONS:
+        assert name in text
+
+
+def test_check_device_accepts_what_torch_has():
+    assert check_device("cpu") == "cpu"
+    if torch.cuda.is_available():
+        assert check_device("cuda") == "cuda"
+
+
+def test_plain_progress_writes_one_line_per_stage_start_and_end(capsys):
+    set_progress_mode("lines")
+    try:
+        assert list(progress(range(4), desc="stage one")) == [0, 1, 2, 3]
+        bar = progress(total=3, desc="stage two")
+        for _ in range(3):
+            bar.update()
+        bar.close()
+    finally:
+        set_progress_mode("auto")
+    err = capsys.readouterr().err
+    assert "\r" not in err and "\x1b" not in err
+    lines = err.strip().splitlines()
+    assert lines[0] == "gradlab: stage one (4 steps) ..."
+    assert lines[1].startswith("gradlab: stage one done (4 steps,")
+    assert lines[2] == "gradlab: stage two (3 steps) ..."
+    assert lines[3].startswith("gradlab: stage two done (3 steps,")
+    assert len(lines) == 4
+
+
+def test_progress_off_is_silent_and_bad_mode_is_named(capsys):
+    set_progress_mode("off")
+    try:
+        assert sum(progress(range(5), desc="quiet")) == 10
+    finally:
+        set_progress_mode("auto")
+    assert capsys.readouterr().err == ""
+    with pytest.raises(gradlab.GradlabError, match="progress mode"):
+        set_progress_mode("loud")
