@@ -14,6 +14,12 @@ from gradlab.errors import GradlabError
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.fappy import fappy_deltas, fappy_loss
 from gradlab.functional.losses import fastap_loss, smooth_ap_loss
+from gradlab.functional.score_losses import (
+    DIRECTIONS,
+    REDUCTIONS,
+    max_violation_triplet_loss,
+    nt_xent_loss,
+)
 
 
 class SmoothAPLoss(nn.Module):
@@ -116,3 +122,82 @@ class BlackboxAPLoss(nn.Module):
 
     def extra_repr(self) -> str:
         return f"interpolation={self.interpolation}, margin={self.margin}"
+
+
+class _ScoreMatrixLoss(nn.Module):
+    """Base of the losses called as ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
+
+    ``score_recorder`` is ``None`` or a ``(direction, scores_alias, positives_mask)`` callable;
+    a :class:`gradlab.Monitor` that watches the loss sets it on logged steps to read each
+    direction's ``dL/dS`` (see :mod:`gradlab.functional.score_losses`). It never changes the
+    loss value or its gradients.
+    """
+
+    def __init__(self, direction: str, reduction: str) -> None:
+        super().__init__()
+        if direction not in DIRECTIONS:
+            raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
+        if reduction not in REDUCTIONS:
+            raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+        self.direction = direction
+        self.reduction = reduction
+        self.score_recorder = None
+
+
+class MaxViolationTripletLoss(_ScoreMatrixLoss):
+    """VSE++'s max-violation triplet loss on a score matrix (Faghri et al. 2018, Eq. 5).
+
+    ``loss(scores, positives)``: see :func:`gradlab.functional.max_violation_triplet_loss`.
+
+    Example:
+        >>> loss_fn = MaxViolationTripletLoss(margin=0.2)
+        >>> scores = torch.tensor([[0.9, 0.8], [0.1, 0.5]])
+        >>> round(loss_fn(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
+        0.3
+    """
+
+    def __init__(
+        self, margin: float = 0.2, direction: str = "both", reduction: str = "mean"
+    ) -> None:
+        super().__init__(direction, reduction)
+        self.margin = check_non_negative_finite("margin", margin)
+
+    def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        return max_violation_triplet_loss(
+            scores, positives, self.margin, direction=self.direction,
+            reduction=self.reduction, on_scores=self.score_recorder,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return f"margin={self.margin}, direction={self.direction!r}, reduction={self.reduction!r}"
+
+
+class NTXentLoss(_ScoreMatrixLoss):
+    """NT-Xent / InfoNCE on a score matrix (Oord et al. 2018; SimCLR Eq. 1), several positives.
+
+    ``loss(scores, positives)``: see :func:`gradlab.functional.nt_xent_loss`.
+
+    Example:
+        >>> loss_fn = NTXentLoss(temperature=1.0, direction="i2t")
+        >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> round(loss_fn(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
+        0.3133
+    """
+
+    def __init__(
+        self, temperature: float = 0.1, direction: str = "both", reduction: str = "mean"
+    ) -> None:
+        super().__init__(direction, reduction)
+        self.temperature = check_positive_finite("temperature", temperature)
+
+    def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        return nt_xent_loss(
+            scores, positives, self.temperature, direction=self.direction,
+            reduction=self.reduction, on_scores=self.score_recorder,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        return (
+            f"temperature={self.temperature}, direction={self.direction!r}, "
+            f"reduction={self.reduction!r}"
+        )

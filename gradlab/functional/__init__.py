@@ -53,6 +53,7 @@ from gradlab.functional.relaxed_ranking import (
     triangular_kernel,
 )
 from gradlab.functional.retrieval_metrics import in_batch_retrieval, recall_at_k, retrieval_report
+from gradlab.functional.score_losses import max_violation_triplet_loss, nt_xent_loss
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
 from gradlab.functional.tie_aware import (
@@ -96,9 +97,11 @@ __all__ = [
     "in_batch_layout",
     "in_batch_retrieval",
     "logarithmic_integral",
+    "max_violation_triplet_loss",
     "mean_ap_loss",
     "minibatch_gradient_matrix_form",
     "minibatch_objective_terms",
+    "nt_xent_loss",
     "operating_region_is_empty",
     "operating_region_proportion",
     "operating_region_width",

@@ -1,0 +1,214 @@
+"""Losses written on a score matrix: VSE++ max-violation triplet and NT-Xent / InfoNCE.
+
+These are the losses of the image-caption comparison in Bleeker & de Rijke (seed 001, appendix
+B: VSE++ and VSRN trained with the max-violation triplet loss, against SmoothAP). Both take the
+``[Q, C]`` score matrix of a cross-modal batch, not embeddings, so that the gradient anatomy
+(:func:`gradlab.functional.gradient_anatomy`) can read ``dL/dS`` directly.
+
+Conventions (stated, not implied):
+
+* ``scores[q, c]`` is the similarity of query-side item ``q`` (an image) and candidate-side item
+  ``c`` (a caption); a larger score ranks higher.
+* ``positives`` is a ``[Q, C]`` bool mask of the relevant pairs (an image with its 5 captions),
+  or a ``[B]`` integer label tensor for a square, paired batch (``positives[q, c] =
+  labels[q] == labels[c]``; the diagonal pairs are positives).
+* ``direction="i2t"`` treats rows as queries (image -> caption), ``"t2i"`` columns as queries
+  (caption -> image), ``"both"`` is the sum of the two, computed as ``i2t + t2i``.
+* A query (row for i2t, column for t2i) without a positive contributes nothing; a query without
+  a negative contributes nothing to the triplet loss. When nothing contributes, the loss is a
+  zero attached to ``scores``' graph (``backward`` gives zero gradients), with no host sync.
+* Each direction is computed from its own alias of ``scores`` (``scores.view_as(scores)``), and
+  ``on_scores(direction, alias, mask)`` is called with it when given: a hook on the alias reads
+  that direction's ``dL/dS`` alone (the Monitor's anatomy uses this). The alias is always made,
+  so values and gradients are the same with and without ``on_scores``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from gradlab._validation import (
+    check_non_negative_finite,
+    check_positive_finite,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
+from gradlab.errors import GradlabError
+
+ScoreCallback = Callable[[str, torch.Tensor, torch.Tensor], None]
+"""``(direction, scores_alias, positives_mask) -> None``, see the module docstring."""
+
+DIRECTIONS = ("both", "i2t", "t2i")
+"""Retrieval directions of the score-matrix losses."""
+
+REDUCTIONS = ("mean", "sum")
+"""How the per-pair (triplet) or per-query (NT-Xent) terms are combined."""
+
+
+def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """Check ``scores``; turn ``positives`` (a bool mask or paired labels) into a ``[Q, C]`` mask.
+
+    Example:
+        >>> score_positives(torch.zeros(2, 2), torch.tensor([3, 3])).tolist()
+        [[True, True], [True, True]]
+    """
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_tensor("positives", positives, ndims=(1, 2), kind="any")
+    check_same_device(scores=scores, positives=positives)
+    if positives.dim() == 2:
+        if positives.dtype != torch.bool:
+            raise GradlabError(
+                f"positives must be a [Q, C] bool mask or [B] integer labels; got a 2-D "
+                f"{positives.dtype} tensor"
+            )
+        check_shape("positives", positives, scores.shape, "one flag per score")
+        return positives
+    if positives.is_floating_point() or positives.is_complex() or positives.dtype == torch.bool:
+        raise GradlabError(
+            f"positives must be a [Q, C] bool mask or [B] integer labels; got a 1-D "
+            f"{positives.dtype} tensor"
+        )
+    if scores.shape[0] != scores.shape[1]:
+        raise GradlabError(
+            "positives given as labels needs a square, paired score matrix; got scores of shape "
+            f"{tuple(scores.shape)} (pass a [Q, C] bool mask instead)"
+        )
+    check_shape("positives", positives, scores.shape[:1], "one label per row")
+    return positives.unsqueeze(1) == positives.unsqueeze(0)
+
+
+def _check_options(direction: str, reduction: str, on_scores: object) -> None:
+    if direction not in DIRECTIONS:
+        raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
+    if reduction not in REDUCTIONS:
+        raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+    if on_scores is not None and not callable(on_scores):
+        raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
+
+
+def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> torch.Tensor:
+    """``row_loss`` on the rows (i2t) and/or the columns (t2i), each from its own alias."""
+    total = None
+    for name in ("i2t", "t2i") if direction == "both" else (direction,):
+        alias = scores.view_as(scores)
+        if on_scores is not None:
+            on_scores(name, alias, mask)
+        term = row_loss(alias, mask, *options) if name == "i2t" else row_loss(
+            alias.T, mask.T, *options
+        )
+        total = term if total is None else total + term
+    return total
+
+
+def _row_max_violation(
+    scores: torch.Tensor, positives: torch.Tensor, margin: float, reduction: str
+) -> torch.Tensor:
+    """Rows as queries: ``sum_{(q, p) positive} [margin - s_qp + max_{n negative} s_qn]_+``."""
+    hardest = scores.masked_fill(positives, -torch.inf).max(dim=1, keepdim=True).values
+    cost = torch.relu(margin - scores + hardest).masked_fill(~positives, 0.0)
+    total = cost.sum()
+    if reduction == "sum":
+        return total
+    return total / positives.sum().clamp(min=1)
+
+
+def max_violation_triplet_loss(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    margin: float = 0.2,
+    *,
+    direction: str = "both",
+    reduction: str = "mean",
+    on_scores: ScoreCallback | None = None,
+) -> torch.Tensor:
+    """VSE++'s max-violation (hardest-negative) triplet loss on a score matrix.
+
+    Faghri et al., VSE++ (BMVC 2018), Eq. 5, the loss of seed 001 appendix B: for every positive
+    pair ``(q, p)`` and the hardest negative of the query,
+
+        i2t:  [margin - S[q, p] + max_{c not in P(q)} S[q, c]]_+
+        t2i:  [margin - S[q, p] + max_{r not in P(p)} S[r, p]]_+     (columns as queries)
+
+    Only the hardest negative receives gradient, and only while its margin is violated; ties for
+    the hardest are broken by ``torch.max`` (one of them receives all of it).
+
+    Args:
+        scores: ``[Q, C]`` float scores (images x captions).
+        positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
+        margin: the margin ``alpha``, finite and ``>= 0`` (VSE++ uses 0.2).
+        direction: ``"both"`` (i2t + t2i, VSE++), ``"i2t"`` or ``"t2i"``.
+        reduction: ``"mean"`` over the positive pairs (per direction) or ``"sum"`` (VSE++'s
+            code sums over the batch).
+        on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+
+    Returns:
+        A 0-d tensor; 0 (with zero gradient) when no positive pair has a negative.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8], [0.1, 0.5]])
+        >>> round(max_violation_triplet_loss(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
+        0.3
+    """
+    mask = score_positives(scores, positives)
+    margin = check_non_negative_finite("margin", margin)
+    _check_options(direction, reduction, on_scores)
+    return _by_direction(_row_max_violation, scores, mask, direction, on_scores, margin, reduction)
+
+def _row_info_nce(
+    scores: torch.Tensor, positives: torch.Tensor, temperature: float, reduction: str
+) -> torch.Tensor:
+    """Rows as queries: ``-1/|P(q)| sum_{p in P(q)} log softmax(S[q] / temperature)_p``."""
+    log_probabilities = (scores / temperature).log_softmax(dim=1)
+    per_positive = log_probabilities.masked_fill(~positives, 0.0)
+    num_positives = positives.sum(dim=1)
+    per_query = -per_positive.sum(dim=1) / num_positives.clamp(min=1)
+    total = per_query.sum()
+    if reduction == "sum":
+        return total
+    return total / (num_positives > 0).sum().clamp(min=1)
+
+
+def nt_xent_loss(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    temperature: float = 0.1,
+    *,
+    direction: str = "both",
+    reduction: str = "mean",
+    on_scores: ScoreCallback | None = None,
+) -> torch.Tensor:
+    """NT-Xent / InfoNCE on a score matrix, with several positives per query allowed.
+
+    Oord et al. (2018) and Chen et al., SimCLR (ICML 2020), Eq. 1; for a query ``q`` (a row for
+    i2t, a column for t2i) with positive set ``P(q)``, the mean negative log-probability of its
+    positives under a softmax over all its candidates (the other positives included):
+
+        l_q = -1/|P(q)| sum_{p in P(q)} log( exp(S[q, p]/T) / sum_c exp(S[q, c]/T) ).
+
+    The gradient with respect to a negative ``c`` is ``softmax(S[q]/T)_c / T`` (times the
+    reduction's weight): every negative receives its softmax weight.
+
+    Args:
+        scores: ``[Q, C]`` float scores (cosine similarities for the usual scale).
+        positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
+        temperature: ``T``, positive and finite (0.1 here; CLIP learns it, SimCLR uses 0.1-0.5).
+        direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
+        reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
+        on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+
+    Returns:
+        A 0-d tensor; 0 (with zero gradient) when no query has a positive.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> eye = torch.eye(2, dtype=torch.bool)
+        >>> round(nt_xent_loss(scores, eye, temperature=1.0, direction="i2t").item(), 4)
+        0.3133
+    """
+    mask = score_positives(scores, positives)
+    temperature = check_positive_finite("temperature", temperature)
+    _check_options(direction, reduction, on_scores)
+    return _by_direction(_row_info_nce, scores, mask, direction, on_scores, temperature, reduction)

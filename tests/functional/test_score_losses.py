@@ -1,0 +1,165 @@
+"""Score-matrix losses (VSE++ max-violation, NT-Xent) against float64 loops with hand gradients."""
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.errors import GradlabError
+from gradlab.functional import max_violation_triplet_loss, nt_xent_loss
+from tests.reference.score_losses_loops import score_loss
+
+FUNCTIONS = {"triplet": max_violation_triplet_loss, "nt_xent": nt_xent_loss}
+OPTIONS = {"triplet": 0.2, "nt_xent": 0.1}
+
+
+def _batch(seed, queries=6, candidates=9, per_query=2):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(queries, candidates, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.zeros(queries, candidates, dtype=torch.bool)
+    for q in range(queries):
+        chosen = torch.randperm(candidates, generator=generator)[:per_query]
+        positives[q, chosen] = True
+    return scores, positives
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("direction", ["both", "i2t", "t2i"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_value_and_gradient_match_float64_loops(name, direction, reduction, seed):
+    scores, positives = _batch(seed, per_query=1 + seed)
+    if seed == 2:  # a query without positives and one whose row is all positives
+        positives[0] = False
+        positives[1] = True
+    leaf = scores.clone().requires_grad_(True)
+    loss = FUNCTIONS[name](leaf, positives, OPTIONS[name], direction=direction,
+                           reduction=reduction)  # fmt: skip
+    loss.backward()
+    expected, expected_grad = score_loss(
+        name, scores.tolist(), positives.tolist(), OPTIONS[name], direction, reduction
+    )
+    assert loss.item() == pytest.approx(expected, rel=1e-12, abs=1e-12)
+    torch.testing.assert_close(leaf.grad, torch.tensor(expected_grad, dtype=torch.float64),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_labels_mean_a_paired_square_batch(name):
+    scores, _ = _batch(3, queries=6, candidates=6)
+    labels = torch.tensor([0, 1, 0, 2, 1, 3])
+    mask = labels.unsqueeze(1) == labels.unsqueeze(0)
+    function = FUNCTIONS[name]
+    assert function(scores, labels).item() == function(scores, mask).item()
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_no_positive_gives_attached_zero(name):
+    scores = torch.rand(3, 4, dtype=torch.float64, requires_grad=True)
+    loss = FUNCTIONS[name](scores, torch.zeros(3, 4, dtype=torch.bool))
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.equal(scores.grad, torch.zeros_like(scores))
+
+
+def test_modules_are_one_call_into_functional():
+    scores, positives = _batch(4)
+    triplet = gradlab.MaxViolationTripletLoss(0.3, direction="t2i", reduction="sum")
+    assert triplet(scores, positives).item() == max_violation_triplet_loss(
+        scores, positives, 0.3, direction="t2i", reduction="sum"
+    ).item()
+    xent = gradlab.NTXentLoss(0.05, direction="i2t")
+    assert xent(scores, positives).item() == nt_xent_loss(
+        scores, positives, 0.05, direction="i2t"
+    ).item()
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_on_scores_sees_each_direction_and_changes_nothing(name):
+    scores, positives = _batch(5)
+    seen, grads = [], {}
+
+    def record(direction, alias, mask):
+        seen.append(direction)
+        alias.register_hook(lambda g, d=direction: grads.__setitem__(d, g.clone()))
+
+    plain = scores.clone().requires_grad_(True)
+    FUNCTIONS[name](plain, positives).backward()
+    hooked = scores.clone().requires_grad_(True)
+    FUNCTIONS[name](hooked, positives, on_scores=record).backward()
+    assert seen == ["i2t", "t2i"]
+    assert torch.equal(plain.grad, hooked.grad)  # bit-identical
+    torch.testing.assert_close(grads["i2t"] + grads["t2i"], hooked.grad, rtol=0, atol=1e-15)
+    for direction in ("i2t", "t2i"):
+        alone = scores.clone().requires_grad_(True)
+        FUNCTIONS[name](alone, positives, direction=direction).backward()
+        assert torch.equal(alone.grad, grads[direction])
+
+
+def test_report_captions_values_are_reproduced():
+    """The defaults equal the losses the report's caption miniature trained with."""
+    from gradlab.report import captions
+
+    scores, _ = _batch(6, queries=10, candidates=50)
+    positives = torch.eye(10, dtype=torch.bool).repeat_interleave(5, dim=1)
+    if hasattr(captions, "max_violation_triplet") and captions.max_violation_triplet is not (
+        max_violation_triplet_loss
+    ):
+        old = captions.max_violation_triplet(scores, positives)
+        assert max_violation_triplet_loss(scores, positives).item() == pytest.approx(old.item())
+    if hasattr(captions, "nt_xent") and captions.nt_xent is not nt_xent_loss:
+        old = captions.nt_xent(scores, positives)
+        assert nt_xent_loss(scores, positives).item() == pytest.approx(old.item())
+
+
+GOOD_SCORES = torch.zeros(2, 3)
+GOOD_MASK = torch.zeros(2, 3, dtype=torch.bool)
+BAD_CALLS = [
+    ("scores", dict(scores=[[0.0]])),
+    ("scores", dict(scores=torch.zeros(3))),
+    ("scores", dict(scores=torch.zeros(2, 3, dtype=torch.long))),
+    ("positives", dict(positives=torch.zeros(2, 3))),
+    ("positives", dict(positives=torch.zeros(3, 2, dtype=torch.bool))),
+    ("positives", dict(positives=torch.zeros(2, dtype=torch.long))),  # labels, scores not square
+    ("positives", dict(positives=torch.zeros(2, 3, 1, dtype=torch.bool))),
+    ("direction", dict(direction="up")),
+    ("reduction", dict(reduction="max")),
+    ("on_scores", dict(on_scores=3)),
+]
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize(("argument", "change"), BAD_CALLS)
+def test_bad_input_names_the_argument(name, argument, change):
+    kwargs = dict(scores=GOOD_SCORES, positives=GOOD_MASK, **{
+        k: v for k, v in change.items() if k not in ("scores", "positives")})  # fmt: skip
+    kwargs.update({k: v for k, v in change.items() if k in ("scores", "positives")})
+    with pytest.raises(GradlabError, match=argument):
+        FUNCTIONS[name](**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("factory", "argument", "value"),
+    [
+        (max_violation_triplet_loss, "margin", -0.1),
+        (max_violation_triplet_loss, "margin", float("nan")),
+        (nt_xent_loss, "temperature", 0.0),
+        (nt_xent_loss, "temperature", "0.1"),
+    ],
+)
+def test_bad_hyperparameters_name_the_argument(factory, argument, value):
+    with pytest.raises(GradlabError, match=argument):
+        factory(GOOD_SCORES, GOOD_MASK, value)
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "argument"),
+    [
+        (gradlab.MaxViolationTripletLoss, dict(margin=-1.0), "margin"),
+        (gradlab.MaxViolationTripletLoss, dict(direction="x"), "direction"),
+        (gradlab.NTXentLoss, dict(temperature=-1.0), "temperature"),
+        (gradlab.NTXentLoss, dict(reduction="none"), "reduction"),
+    ],
+)
+def test_bad_module_options_name_the_argument(cls, kwargs, argument):
+    with pytest.raises(GradlabError, match=argument):
+        cls(**kwargs)
