@@ -1,4 +1,12 @@
-"""The report's markdown (a small dialect) as one self-contained HTML page, figures embedded."""
+"""The report's markdown (a small dialect) as one self-contained HTML page, figures embedded.
+
+The dialect: ``#``-headings (each gets an anchor; ``##`` headings make the table of contents),
+paragraphs, pipe tables, ``- `` bullet lists, ``![caption](path)`` figures (numbered in page
+order, "Figure N." prepended to the caption, PNG embedded as base64), ``[text](#anchor)`` and
+``[text](https://...)`` links, and raw ``<details>``, ``<summary>...</summary>``, ``</details>``
+lines that fold what lies between them. The table of contents is placed after a
+``## Key findings`` section when the page has one, else right after the title.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +27,11 @@ img { max-width: 100%; border: 1px solid #e3e8ef; margin: .5em 0; }
 code { background: #f3f5f8; padding: 1px 4px; border-radius: 3px; font-size: 0.9em; }
 .holds { background: #e3f4e6; } .holds-with-correction { background: #fff4d6; }
 .fails { background: #fde2e1; font-weight: bold; } .inconclusive { background: #eceff3; }
+figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #3a4556; max-width: 900px; }
+nav.toc { background: #f6f8fb; border: 1px solid #dde4ee; padding: .5em 1.2em; margin: 1em 0; }
+nav.toc ol { margin: .3em 0; } details { margin: .4em 0; }
+details > summary { cursor: pointer; font-weight: 600; color: #1f4d85; }
+a { color: #1f5fa8; }
 """
 
 _VERDICT_CLASS = {
@@ -29,19 +42,51 @@ _VERDICT_CLASS = {
 }
 
 
+def slug(text: str) -> str:
+    """The anchor of a heading: lower case, words joined by ``-``.
+
+    Example:
+        >>> slug("Operating region (seed 002, Eq. 1)")
+        'operating-region-seed-002-eq-1'
+    """
+    words = re.findall(r"[a-z0-9]+", re.sub(r"<[^>]+>", "", text).lower())
+    return "-".join(words) or "section"
+
+
 def _inline(text: str) -> str:
     text = html.escape(text, quote=False)
+    text = re.sub(
+        r"\[([^\]]+)\]\((#[\w-]+|https?://[^)\s]+)\)",
+        lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>',
+        text,
+    )
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
     text = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
     return re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<em>\1</em>", text)
 
 
-def _image(alt: str, source: str, root: Path) -> str:
+def _figure(number: int, caption: str, source: str, root: Path) -> str:
     path = root / source
     if path.exists():
         data = base64.b64encode(path.read_bytes()).decode("ascii")
         source = f"data:image/png;base64,{data}"
-    return f'<p><img alt="{html.escape(alt)}" src="{source}"></p>'
+    return (
+        f'<figure id="figure-{number}"><img alt="{html.escape(caption)}" src="{source}">'
+        f"<figcaption><strong>Figure {number}.</strong> {_inline(caption)}</figcaption></figure>"
+    )
+
+
+def _unique(anchor: str, taken: set[str]) -> str:
+    candidate, suffix = anchor, 2
+    while candidate in taken:
+        candidate, suffix = f"{anchor}-{suffix}", suffix + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _table_of_contents(entries: list[tuple[str, str]]) -> str:
+    items = "".join(f'<li><a href="#{anchor}">{text}</a></li>' for anchor, text in entries)
+    return f'<nav class="toc"><strong>Contents</strong><ol>{items}</ol></nav>'
 
 
 def _table(rows: list[str]) -> str:
@@ -63,9 +108,35 @@ def _table(rows: list[str]) -> str:
     return "".join(out)
 
 
+def _contents_position(blocks: list[str]) -> int:
+    """After the key findings (before the next ``<h2>``), else after the title, else first."""
+    level2 = [i for i, block in enumerate(blocks) if block.startswith("<h2")]
+    findings = [i for i in level2 if blocks[i].startswith('<h2 id="key-findings"')]
+    if findings:
+        later = [i for i in level2 if i > findings[0]]
+        return later[0] if later else len(blocks)
+    titles = [i for i, block in enumerate(blocks) if block.startswith("<h1")]
+    return titles[0] + 1 if titles else 0
+
+
+def _summary(line: str) -> str:
+    text = re.match(r"<summary>(.*)</summary>", line).group(1)
+    return f"<summary>{_inline(text)}</summary>"
+
+
 def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -> str:
-    """Headings, paragraphs, tables, bullet lists and ``![alt](path)`` images (embedded)."""
+    """The page for ``markdown`` (the dialect of the module docstring), figures from ``root``.
+
+    Example:
+        >>> text = "\\n\\n".join(["# R", "## Key findings", "- a", "## Audit", "Text."])
+        >>> page = markdown_to_html(text, Path("."))
+        >>> page.index("Key findings") < page.index('class="toc"') < page.index('id="audit"')
+        True
+    """
     blocks: list[str] = []
+    contents: list[tuple[str, str]] = []
+    anchors: set[str] = set()
+    figures = 0
     lines = markdown.splitlines()
     index = 0
     while index < len(lines):
@@ -75,12 +146,20 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
             continue
         heading = re.match(r"^(#{1,6}) (.*)$", line)
         image = re.match(r"^!\[([^\]]*)\]\(([^)]+)\)$", line.strip())
+        raw = re.match(r"^\s*(</?details>|<details [^>]*>|<summary>.*</summary>)\s*$", line)
         if heading:
-            level = len(heading.group(1))
-            blocks.append(f"<h{level}>{_inline(heading.group(2))}</h{level}>")
+            level, text = len(heading.group(1)), heading.group(2)
+            anchor = _unique(slug(text), anchors)
+            if level == 2:
+                contents.append((anchor, _inline(text)))
+            blocks.append(f'<h{level} id="{anchor}">{_inline(text)}</h{level}>')
+            index += 1
+        elif raw:
+            blocks.append(raw.group(1) if "summary" not in raw.group(1) else _summary(raw.group(1)))
             index += 1
         elif image:
-            blocks.append(_image(image.group(1), image.group(2), root))
+            figures += 1
+            blocks.append(_figure(figures, image.group(1), image.group(2), root))
             index += 1
         elif line.lstrip().startswith("|"):
             rows = []
@@ -99,11 +178,13 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
             while (
                 index < len(lines)
                 and lines[index].strip()
-                and not re.match(r"^(#|\||- |!\[)", lines[index].lstrip())
+                and not re.match(r"^(#|\||- |!\[|</?details|<summary)", lines[index].lstrip())
             ):
                 paragraph.append(lines[index].strip())
                 index += 1
             blocks.append(f"<p>{_inline(' '.join(paragraph))}</p>")
+    if len(contents) > 1:
+        blocks.insert(_contents_position(blocks), _table_of_contents(contents))
     body = "\n".join(blocks)
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
