@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report test lint bench clean
+.PHONY: report report-check test lint bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,11 @@ $(STAMP): pyproject.toml constraints.txt
 
 report: $(STAMP)
 	$(BIN)/gradlab report --out reports/latest
+
+# Render reports/latest in headless Chromium (Debian: apt-get install chromium): screenshots
+# into reports/latest/screenshots; fails on broken anchors, missing images, console errors.
+report-check: $(STAMP)
+	$(BIN)/python -m gradlab.report.browser_check reports/latest
 
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2

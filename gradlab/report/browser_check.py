@@ -1,0 +1,183 @@
+"""Look at the report as a person would: render ``index.html`` in headless Chromium.
+
+The check loads the page in a real browser (Chromium driven by Playwright), saves a screenshot
+of the top screen and one of each ``<h2>`` section, and reports as problems every
+
+* link to an anchor (``href="#..."``) with no element of that id,
+* image the browser could not decode (``naturalWidth == 0``),
+* console error and failed request.
+
+Run it with ``make report-check`` (after ``make report``) or
+``python -m gradlab.report.browser_check REPORT_DIR [--screenshots DIR]``; the exit code is 1
+when a problem was found and 2 when no browser is available. It needs the ``browser`` extra
+(``pip install gradlab[browser]``) and a Chromium binary (Debian: ``apt-get install chromium``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gradlab.errors import GradlabError
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+"""Executables tried, in order, when neither an argument nor ``GRADLAB_CHROMIUM`` names one."""
+
+# Flags for a sandboxed machine without network: no first-run UI, no background connections.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]  # fmt: skip
+
+_PAGE_PROBE = """() => {
+  const ids = new Set(Array.from(document.querySelectorAll('[id]')).map(e => e.id));
+  const anchors = Array.from(document.querySelectorAll('a[href^="#"]'))
+    .map(a => a.getAttribute('href').slice(1)).filter(id => !ids.has(id));
+  const images = Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
+    .map(i => i.alt || i.src.slice(0, 60));
+  const sections = Array.from(document.querySelectorAll('h2')).map(h => {
+    const top = h.getBoundingClientRect().top + window.scrollY;
+    return {id: h.id, title: h.textContent, top: top};
+  });
+  return {anchors, images, sections, height: document.documentElement.scrollHeight,
+          width: document.documentElement.scrollWidth};
+}"""
+
+
+@dataclass
+class BrowserCheck:
+    """What the browser saw: problems found and screenshots written."""
+
+    problems: list[str] = field(default_factory=list)
+    screenshots: list[Path] = field(default_factory=list)
+    sections: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def find_chromium(executable: str | Path | None = None) -> Path | None:
+    """The Chromium to use: ``executable``, else ``$GRADLAB_CHROMIUM``, else one on ``PATH``."""
+    for candidate in (executable, os.environ.get("GRADLAB_CHROMIUM")):
+        if candidate:
+            return Path(candidate)
+    for name in CHROMIUM_NAMES:
+        found = shutil.which(name)
+        if found:
+            return Path(found)
+    return None
+
+
+def check_report_in_browser(
+    report_dir: str | Path,
+    screenshots: str | Path | None = None,
+    *,
+    chromium: str | Path | None = None,
+    width: int = 1280,
+    height: int = 900,
+    max_section_height: int = 2400,
+) -> BrowserCheck:
+    """Render ``report_dir/index.html`` in headless Chromium and check what it shows.
+
+    Args:
+        report_dir: a folder written by ``gradlab report``.
+        screenshots: folder for ``top.png`` and ``section-NN-<anchor>.png`` (default
+            ``report_dir/screenshots``).
+        chromium: the browser executable (see :func:`find_chromium`).
+        width, height: the viewport, in CSS pixels.
+        max_section_height: a section's screenshot is cut at this height.
+
+    Returns:
+        A :class:`BrowserCheck`; ``ok`` is true when nothing was broken.
+
+    Raises:
+        GradlabError: no ``index.html`` in ``report_dir``, or no browser or Playwright here.
+    """
+    page_path = Path(report_dir) / "index.html"
+    if not page_path.is_file():
+        raise GradlabError(f"report_dir must hold an index.html; {str(page_path)!r} is missing")
+    executable = find_chromium(chromium)
+    if executable is None or not executable.exists():
+        raise GradlabError(
+            f"chromium: no browser found (tried {executable or ', '.join(CHROMIUM_NAMES)}); "
+            "install Debian's chromium or set GRADLAB_CHROMIUM"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        raise GradlabError(
+            "the browser check needs Playwright: pip install 'gradlab[browser]'"
+        ) from None
+    folder = Path(screenshots) if screenshots is not None else Path(report_dir) / "screenshots"
+    folder.mkdir(parents=True, exist_ok=True)
+    result = BrowserCheck()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(executable), args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.on(
+                "console",
+                lambda message: message.type == "error"
+                and result.problems.append(f"console error: {message.text}"),
+            )
+            page.on(
+                "requestfailed",
+                lambda request: result.problems.append(f"failed request: {request.url[:120]}"),
+            )
+            page.goto(page_path.resolve().as_uri(), wait_until="load")
+            probe = page.evaluate(_PAGE_PROBE)
+            result.problems += [f"broken anchor: #{anchor}" for anchor in probe["anchors"]]
+            result.problems += [f"image not shown: {image}" for image in probe["images"]]
+            top = folder / "top.png"
+            page.screenshot(path=str(top))
+            result.screenshots.append(top)
+            sections = probe["sections"]
+            for number, section in enumerate(sections, start=1):
+                end = sections[number]["top"] if number < len(sections) else probe["height"]
+                clip_height = max(1, min(end - section["top"], max_section_height))
+                path = folder / f"section-{number:02d}-{section['id'] or 'untitled'}.png"
+                page.screenshot(
+                    path=str(path),
+                    full_page=True,
+                    clip={"x": 0, "y": section["top"], "width": probe["width"],
+                          "height": clip_height},
+                )  # fmt: skip
+                result.screenshots.append(path)
+                result.sections.append(section["title"])
+        finally:
+            browser.close()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m gradlab.report.browser_check REPORT_DIR``: 0 ok, 1 problems, 2 no browser."""
+    parser = argparse.ArgumentParser(
+        prog="python -m gradlab.report.browser_check", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("report_dir", type=Path, help="a folder written by gradlab report")
+    parser.add_argument("--screenshots", type=Path, help="default: REPORT_DIR/screenshots")
+    parser.add_argument("--chromium", help="browser executable (default: found on PATH)")
+    arguments = parser.parse_args(argv)
+    try:
+        result = check_report_in_browser(
+            arguments.report_dir, arguments.screenshots, chromium=arguments.chromium
+        )
+    except GradlabError as error:
+        print(f"gradlab: {error}", file=sys.stderr)
+        return 2
+    for problem in result.problems:
+        print(f"problem: {problem}")
+    print(
+        f"{len(result.screenshots)} screenshots ({len(result.sections)} sections) in "
+        f"{result.screenshots[0].parent}; {len(result.problems)} problems"
+    )
+    return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
