@@ -27,6 +27,7 @@ class BatchView:
     tau: float = 0.01
     loss_kind: str | None = None
     loss_tau: float | None = None
+    degenerate_batches: int | None = None  # batches without positives so far (watched loss)
 
     @cached_property
     def layout(self) -> RetrievalLayout:

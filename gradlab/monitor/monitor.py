@@ -20,6 +20,7 @@ once and writes one record.
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 import traceback
@@ -33,8 +34,8 @@ import gradlab
 from gradlab._validation import check_positive_finite
 from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView
-from gradlab.monitor.quantities import DEFAULT_EVERY, PRESETS, Quantity
-from gradlab.monitor.schedules import Schedule, every
+from gradlab.monitor.quantities import PRESETS, Quantity
+from gradlab.monitor.schedules import Schedule, default_schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
 
 
@@ -52,12 +53,21 @@ def _loss_kind(loss_fn: object) -> tuple[str | None, float | None]:
 class Monitor:
     """Log SmoothAP gradient diagnostics during training (see the module docstring).
 
+    Runs never merge: a ``log_dir`` that already holds a run (a file one of the sinks would
+    append to) is refused unless ``resume=True`` (continue it: steps go on from its last
+    record, and the new header records ``"resumed": {"from_step": ...}``) or ``overwrite=True``
+    (its files are removed when the first record is written). This is the choice of Hugging
+    Face's ``Trainer(overwrite_output_dir=...)`` and W&B's ``resume=``: nothing is appended
+    silently, and the run is where you asked for it.
+
     Args:
-        log_dir: folder of the run; created if missing, appended to if it exists.
+        log_dir: folder of the run; created at the first record if missing.
         tau: temperature used by the diagnostics (operating region, decomposition, counts).
         every: a schedule for every quantity: an int ``n`` (every n steps) or a ``step -> bool``
-            callable. ``None``: every 50 steps for a preset, each quantity's own schedule for
-            explicit ``quantities``.
+            callable. ``None``: for a preset, :func:`~gradlab.monitor.schedules.default_schedule`
+            (steps 0-9, every 10 up to 200, then every 50); for explicit ``quantities``, each
+            one's own schedule. The last step is also logged at :meth:`close` if its schedule
+            skipped it (with the quantities that need no gradient), so short runs are visible.
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
         quantities: explicit :class:`Quantity` instances.
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
@@ -66,6 +76,12 @@ class Monitor:
             ``torch.distributed`` is initialized, and only rank 0 writes; ``"local"`` never
             gathers.
         config: extra JSON-ready settings stored in the header record.
+        resume: continue the run in ``log_dir`` (from the step after its last record).
+        overwrite: replace the run in ``log_dir``.
+
+    Raises:
+        GradlabError: ``log_dir`` is a file, or cannot be created, or holds a run and neither
+            ``resume`` nor ``overwrite`` is set; any other invalid option.
     """
 
     def __init__(
@@ -80,14 +96,16 @@ class Monitor:
         strict: bool = False,
         distributed: str = "auto",
         config: dict | None = None,
+        resume: bool = False,
+        overwrite: bool = False,
     ) -> None:
-        self.log_dir = Path(log_dir)
+        self.log_dir = _check_log_dir(log_dir)
         self.tau = check_positive_finite("tau", tau)
         if quantities is None:
             if preset not in PRESETS:
                 raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
-            default_schedule = _schedule(every if every is not None else DEFAULT_EVERY)
-            quantities = [cls(default_schedule) for cls in PRESETS[preset]]
+            schedule = _schedule(every) if every is not None else default_schedule()
+            quantities = [cls(schedule) for cls in PRESETS[preset]]
         elif every is not None:
             for quantity in quantities:
                 quantity.schedule = _schedule(every)
@@ -101,8 +119,41 @@ class Monitor:
         self.step_count = 0
         self.disabled: dict[str, str] = {}
         self._pending: BatchView | None = None
+        self._last_call: tuple | None = None  # (step, args, loss, kind, tau, loss_fn) of a watch
         self._opened = False
         self._closed = False
+        self._previous_run = self._check_previous_run(resume, overwrite)
+
+    def _check_previous_run(self, resume: bool, overwrite: bool) -> dict:
+        """Refuse, resume or mark for overwrite a run already in ``log_dir`` (never merge)."""
+        for name, value in (("resume", resume), ("overwrite", overwrite)):
+            if not isinstance(value, bool):
+                raise GradlabError(f"{name} must be True or False; got {value!r}")
+        if resume and overwrite:
+            raise GradlabError("resume=True and overwrite=True exclude each other; choose one")
+        files = sorted({path for sink in self.sinks for path in sink.existing(self.log_dir)})
+        if not files:
+            return {}
+        names = [path.name for path in files]
+        if overwrite:
+            return {"overwrite": files}
+        if not resume:
+            raise GradlabError(
+                f"log_dir {str(self.log_dir)!r} already holds a run ({', '.join(names)}); "
+                "pass resume=True to continue it, overwrite=True to replace it, "
+                "or choose a new log_dir"
+            )
+        steps = [sink.last_step(self.log_dir) for sink in self.sinks]
+        known = [step for step in steps if step is not None]
+        blind = [type(sink).__name__ for sink in self.sinks
+                 if sink.existing(self.log_dir) and type(sink).last_step is Sink.last_step]
+        if blind and not known:
+            raise GradlabError(
+                f"resume=True needs the last step of the run in log_dir {str(self.log_dir)!r}, "
+                f"which {', '.join(blind)} cannot read back; add the 'jsonl' sink"
+            )
+        self.step_count = max(known) + 1 if known else 0
+        return {"resumed": {"from_step": self.step_count, "files": names}}
 
     # --- hooks into the user's code ------------------------------------------------------------
 
@@ -115,6 +166,7 @@ class Monitor:
 
         def watched(*args, **kwargs):
             loss = loss_fn(*args, **kwargs)
+            self._last_call = (self.step_count, args, loss, kind, loss_tau, loss_fn)  # close()
             if self._logging_now() and args and isinstance(args[0], torch.Tensor):
                 self._capture(args, loss, kind, loss_tau)
             return loss
@@ -170,7 +222,13 @@ class Monitor:
         due = [q for q in self.quantities if q.name not in self.disabled and q.should_compute(step)]
         if not due or batch is None:
             return None
+        return self._record(step, batch, due)
+
+    def _record(self, step: int, batch: BatchView, due: list[Quantity]) -> dict | None:
+        """Compute ``due`` on ``batch`` (global under torch.distributed), write the record."""
         batch = self._globalize(batch)
+        if self._last_call is not None:  # a count kept by the watched loss (SmoothAPLoss)
+            batch.degenerate_batches = getattr(self._last_call[-1], "degenerate_batches", None)
         values: dict[str, torch.Tensor] = {}
         with torch.no_grad():
             for quantity in due:
@@ -227,6 +285,8 @@ class Monitor:
         if self._opened:
             return
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        for path in self._previous_run.get("overwrite", ()):
+            path.unlink(missing_ok=True)
         header = {
             "gradlab": gradlab.__version__,
             "torch": torch.__version__,
@@ -236,6 +296,10 @@ class Monitor:
             "quantities": [q.name for q in self.quantities],
             "config": self.config,
         }
+        if "resumed" in self._previous_run:
+            header["resumed"] = self._previous_run["resumed"]
+        if "overwrite" in self._previous_run:
+            header["overwrote"] = [path.name for path in self._previous_run["overwrite"]]
         if device is not None and device.type == "cuda":
             header["device_name"] = torch.cuda.get_device_name(device)
         for sink in self.sinks:
@@ -243,14 +307,38 @@ class Monitor:
         self._opened = True
 
     def close(self) -> None:
-        """Flush and close every sink (writes the header if nothing was logged)."""
+        """Log the last step if its schedule skipped it, then flush and close every sink.
+
+        The last step's record holds the quantities that need no gradient (off-schedule steps
+        keep no gradient). Writes the header if nothing was logged. Under torch.distributed
+        every rank must call ``close`` (the last step is gathered like any other).
+        """
         if self._closed:
             return
-        if _is_rank_zero():
-            self._open(None)
-            for sink in self.sinks:
-                sink.close()
-        self._closed = True
+        try:
+            self._log_last_step()
+        finally:
+            if _is_rank_zero():
+                self._open(None)
+                for sink in self.sinks:
+                    sink.close()
+            self._closed = True
+
+    def _log_last_step(self) -> None:
+        if self._last_call is None:
+            return
+        step, args, loss, kind, loss_tau, _ = self._last_call
+        self._last_call = None
+        enabled = [q for q in self.quantities if q.name not in self.disabled]
+        if step != self.step_count - 1 or any(q.should_compute(step) for q in enabled):
+            return  # the last watched call was logged already (or its step never closed)
+        due = [q for q in enabled if not q.needs_grad]
+        if not due or not args or not isinstance(args[0], torch.Tensor):
+            return
+        self._capture(args, loss, kind, loss_tau)
+        batch, self._pending = self._pending, None
+        if batch is not None:
+            self._record(step, batch, due)
 
     def __enter__(self) -> Monitor:
         return self
@@ -295,3 +383,29 @@ def _all_gather_rows(tensor: torch.Tensor) -> torch.Tensor:
     parts = [torch.zeros_like(padded) for _ in range(world)]
     torch.distributed.all_gather(parts, padded)
     return torch.cat([part[: int(s.item())] for part, s in zip(parts, sizes, strict=True)])
+
+
+def _check_log_dir(log_dir: object) -> Path:
+    """``log_dir`` as a Path: an existing folder, or a path where one can be created."""
+    if not isinstance(log_dir, (str, os.PathLike)) or str(log_dir) == "":
+        raise GradlabError(f"log_dir must be a folder path (str or os.PathLike); got {log_dir!r}")
+    path = Path(log_dir)
+    if path.exists() and not path.is_dir():
+        raise GradlabError(
+            f"log_dir must be a folder or a path where one can be created; got {str(path)!r}, "
+            "which is an existing file"
+        )
+    ancestor = path
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise GradlabError(
+            f"log_dir must be a folder or a path where one can be created; got {str(path)!r}, "
+            f"but {str(ancestor)!r} is a file"
+        )
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise GradlabError(
+            f"log_dir must be a folder or a path where one can be created; got {str(path)!r}, "
+            f"but {str(ancestor)!r} is not writable"
+        )
+    return path

@@ -47,6 +47,27 @@ def dense_warmup(warmup: int = 100, then_every: int = 50) -> Schedule:
     return lambda step: step < warmup or step % then_every == 0
 
 
+def default_schedule(warmup: int = 10, early_every: int = 10, early: int = 200,
+                     then_every: int = 50) -> Schedule:
+    """The Monitor's default: every step of the first ``warmup``, every ``early_every`` up to
+    ``early``, then every ``then_every``; a 30-step smoke run logs 12 points (13 with the last
+    step, which :meth:`gradlab.Monitor.close` adds).
+
+    Example:
+        >>> [s for s in range(260) if default_schedule()(s)][8:]
+        [8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200, 250]
+    """  # noqa: E501
+    warmup = check_positive_int("warmup", warmup)
+    early_every = check_positive_int("early_every", early_every)
+    early = check_positive_int("early", early)
+    then_every = check_positive_int("then_every", then_every)
+    return lambda step: (
+        step < warmup
+        or (step < early and step % early_every == 0)
+        or step % then_every == 0
+    )
+
+
 def never(step: int) -> bool:
     """A quantity that is switched off."""
     return False

@@ -1,17 +1,36 @@
-"""Sinks: where logged records go. One small class per backend; optional imports deferred."""
+"""Sinks: where logged records go. One small class per backend; optional imports deferred.
+
+Every sink takes the same calls from the :class:`gradlab.Monitor`: :meth:`Sink.open` once with
+the log folder and the header record, :meth:`Sink.write` once per logged step with a flat
+record ``{"step": int, key: float, ...}``, :meth:`Sink.close` at the end. Sinks that need an
+optional package check that it is installed when they are created (the error names the extra
+to install: ``pip install gradlab[wandb]``) and import it only when they open.
+
+File sinks also say which files of a folder hold a previous run (:meth:`Sink.existing`) and,
+where they can, the last step logged there (:meth:`Sink.last_step`): the Monitor uses both to
+refuse, resume or overwrite a run, so that two runs never merge into one log.
+"""
 
 from __future__ import annotations
 
 import csv
+import importlib
+import importlib.util
 import json
 import math
+import time
 from pathlib import Path
 
 from gradlab.errors import GradlabError
 
 
 def encode_value(value: object) -> object:
-    """JSON has no NaN or infinity: write them as the strings ``"NaN"``, ``"Infinity"``."""
+    """JSON has no NaN or infinity: write them as the strings ``"NaN"``, ``"Infinity"``.
+
+    Example:
+        >>> [encode_value(v) for v in (1.5, float("nan"), float("-inf"))]
+        [1.5, 'NaN', '-Infinity']
+    """
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     return value
@@ -24,8 +43,51 @@ def decode_value(value: object) -> object:
     return value
 
 
+def require_extra(module: str, extra: str, sink: str) -> None:
+    """Raise a :class:`GradlabError` naming the extra when ``module`` is not installed.
+
+    Example:
+        >>> require_extra("json", "json", "jsonl")  # installed: nothing happens
+    """
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise GradlabError(
+            f"sinks=[{sink!r}] needs the {module} package, which is not installed; "
+            f"install it with: pip install 'gradlab[{extra}]'"
+        )
+
+
+def _scalars(record: dict) -> dict[str, float]:
+    """The numeric entries of a record other than ``step``, as floats (NaN/infinity kept)."""
+    return {
+        key: float(value)
+        for key, value in record.items()
+        if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool)
+    }
+
+
 class Sink:
-    """A destination for records: :meth:`write` one record (a flat dict), :meth:`close`."""
+    """A destination for records: :meth:`open`, :meth:`write` (a flat dict), :meth:`close`.
+
+    Attributes:
+        patterns: glob patterns of the files this sink writes into the log folder (empty for
+            sinks that write elsewhere, such as W&B and MLflow).
+    """
+
+    patterns: tuple[str, ...] = ()
+
+    def existing(self, log_dir: Path) -> list[Path]:
+        """Files of ``log_dir`` that this sink would append to: a previous run."""
+        if not log_dir.is_dir():
+            return []
+        return sorted({path for pattern in self.patterns for path in log_dir.glob(pattern)})
+
+    def last_step(self, log_dir: Path) -> int | None:
+        """The last step a previous run logged in ``log_dir``, if this sink can read it back."""
+        return None
 
     def open(self, log_dir: Path, header: dict) -> None:
         """Called once by the monitor with the log folder and the header record."""
@@ -40,13 +102,21 @@ class Sink:
 class JSONLSink(Sink):
     """``metrics.jsonl``: a header record, then one object per logged step, flushed each time.
 
-    Reopening a folder appends (a new header marks the restart), so a crash loses at most the
-    record being written.
+    A resumed run appends (a new header, holding ``"resumed"``, marks where it starts), so a
+    crash loses at most the record being written.
     """
 
     def __init__(self, filename: str = "metrics.jsonl") -> None:
         self.filename = filename
+        self.patterns = (filename,)
         self.handle = None
+
+    def last_step(self, log_dir: Path) -> int | None:
+        path = log_dir / self.filename
+        if not path.is_file():
+            return None
+        _, records = read_jsonl(path)
+        return max((int(r["step"]) for r in records if "step" in r), default=None)
 
     def open(self, log_dir: Path, header: dict) -> None:
         self.handle = open(log_dir / self.filename, "a", encoding="utf-8")
@@ -64,16 +134,28 @@ class JSONLSink(Sink):
 
 
 class CSVSink(Sink):
-    """``metrics.csv``: one row per logged step; columns are fixed by the first record."""
+    """``metrics.csv``: one row per logged step; columns are fixed by the first record.
+
+    NaN and infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back).
+    """
 
     def __init__(self, filename: str = "metrics.csv") -> None:
         self.filename = filename
+        self.patterns = (filename,)
         self.handle = None
         self.writer = None
 
+    def last_step(self, log_dir: Path) -> int | None:
+        path = log_dir / self.filename
+        if not path.is_file():
+            return None
+        with path.open(newline="", encoding="utf-8") as handle:
+            steps = [int(float(row["step"])) for row in csv.DictReader(handle) if row.get("step")]
+        return max(steps, default=None)
+
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
-        self.existing = path.exists() and path.stat().st_size > 0
+        self.existing_rows = path.exists() and path.stat().st_size > 0
         self.handle = open(path, "a", newline="", encoding="utf-8")
 
     def write(self, record: dict) -> None:
@@ -81,7 +163,7 @@ class CSVSink(Sink):
             self.writer = csv.DictWriter(
                 self.handle, fieldnames=list(record), extrasaction="ignore"
             )
-            if not self.existing:
+            if not self.existing_rows:
                 self.writer.writeheader()
         self.writer.writerow(record)
         self.handle.flush()
@@ -95,28 +177,160 @@ class CSVSink(Sink):
 class TensorBoardSink(Sink):
     """TensorBoard event files in the log folder (needs ``pip install gradlab[tensorboard]``)."""
 
+    patterns = ("events.out.tfevents.*",)
+
+    def __init__(self) -> None:
+        require_extra("tensorboard", "tensorboard", "tensorboard")
+        self.writer = None
+
     def open(self, log_dir: Path, header: dict) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as error:
-            raise GradlabError(
-                "sinks=['tensorboard'] needs the tensorboard package; install gradlab[tensorboard]"
-            ) from error
+        from torch.utils.tensorboard import SummaryWriter
+
         self.writer = SummaryWriter(log_dir=str(log_dir))
         self.writer.add_text("gradlab/header", json.dumps(header))
 
     def write(self, record: dict) -> None:
         step = record["step"]
-        for key, value in record.items():
-            if key != "step" and isinstance(value, (int, float)):
-                self.writer.add_scalar(key, value, step)
+        for key, value in _scalars(record).items():
+            self.writer.add_scalar(key, value, step)
         self.writer.flush()
 
     def close(self) -> None:
-        self.writer.close()
+        if self.writer is not None:
+            self.writer.close()
+            self.writer = None
 
 
-SINKS = {"jsonl": JSONLSink, "csv": CSVSink, "tensorboard": TensorBoardSink}
+class WandbSink(Sink):
+    """Weights & Biases: log into the active run (``wandb.run``) or start one.
+
+    Keys are ``prefix + key`` of ``metrics.jsonl``; the step is logged as the metric
+    ``prefix + "step"`` and declared the x-axis of every ``prefix + "*"`` key
+    (``wandb.define_metric``), so the plots show the Monitor's steps even when the run is
+    shared with a training framework that advances W&B's own ``_step``. NaN and infinities are
+    logged as they are. A run this sink started (``wandb.init(dir=log_dir, config=header,
+    **init_kwargs)``) is finished by :meth:`close`; an active run is left open.
+
+    Needs ``pip install gradlab[wandb]``. Runs offline with ``WANDB_MODE=offline``.
+
+    Args:
+        prefix: prepended to every key, so gradlab's ``loss`` never collides with the
+            training loop's own.
+        **init_kwargs: passed to ``wandb.init`` when no run is active (``project``, ``id``,
+            ``resume``, ``mode``...).
+    """
+
+    def __init__(self, prefix: str = "gradlab/", **init_kwargs) -> None:
+        require_extra("wandb", "wandb", "wandb")
+        if not isinstance(prefix, str):
+            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        self.prefix = prefix
+        self.init_kwargs = init_kwargs
+        self.run = None
+        self.owned = False
+
+    def open(self, log_dir: Path, header: dict) -> None:
+        wandb = importlib.import_module("wandb")
+        self.run = wandb.run
+        self.owned = self.run is None
+        if self.owned:
+            options = {"dir": str(log_dir), "config": {"gradlab": header}, **self.init_kwargs}
+            self.run = wandb.init(**options)
+        else:
+            self.run.config.update({"gradlab": header}, allow_val_change=True)
+        self.run.define_metric(f"{self.prefix}step")
+        self.run.define_metric(f"{self.prefix}*", step_metric=f"{self.prefix}step")
+
+    def write(self, record: dict) -> None:
+        values = {f"{self.prefix}{key}": value for key, value in _scalars(record).items()}
+        values[f"{self.prefix}step"] = int(record["step"])
+        self.run.log(values)
+
+    def close(self) -> None:
+        if self.run is not None and self.owned:
+            self.run.finish()
+        self.run = None
+
+
+class MLflowSink(Sink):
+    """MLflow: log into the active run (``mlflow.active_run()``) or start one.
+
+    A new run is started against the configured tracking URI (``MLFLOW_TRACKING_URI`` or
+    ``mlflow.set_tracking_uri``; ``tracking_uri`` overrides it) in ``experiment`` if given, and
+    ended by :meth:`close`; an active run is left open. Keys are ``prefix + key`` of
+    ``metrics.jsonl`` and MLflow's ``step`` is the Monitor's step; the header is stored as the
+    run tag ``gradlab.header``. NaN and infinities are logged as they are: MLflow's file store
+    keeps both, its SQL stores keep NaN and store +-infinity as +-1.797e308 (MLflow's own
+    behaviour).
+
+    Needs ``pip install gradlab[mlflow]``.
+
+    Args:
+        prefix: prepended to every key.
+        tracking_uri: a tracking URI for a run this sink starts (default: MLflow's configured one).
+        experiment: experiment name for a run this sink starts (default: MLflow's active one).
+        run_name: name of a run this sink starts.
+    """
+
+    def __init__(
+        self,
+        prefix: str = "gradlab/",
+        tracking_uri: str | None = None,
+        experiment: str | None = None,
+        run_name: str | None = None,
+    ) -> None:
+        require_extra("mlflow", "mlflow", "mlflow")
+        if not isinstance(prefix, str):
+            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        self.prefix = prefix
+        self.tracking_uri = tracking_uri
+        self.experiment = experiment
+        self.run_name = run_name
+        self.run_id: str | None = None
+        self.owned = False
+
+    def open(self, log_dir: Path, header: dict) -> None:
+        mlflow = importlib.import_module("mlflow")
+        active = mlflow.active_run()
+        self.owned = active is None
+        if self.owned:
+            if self.tracking_uri is not None:
+                mlflow.set_tracking_uri(self.tracking_uri)
+            if self.experiment is not None:
+                mlflow.set_experiment(self.experiment)
+            active = mlflow.start_run(run_name=self.run_name)
+        self.run_id = active.info.run_id
+        self.client = mlflow.tracking.MlflowClient()
+        self.client.set_tag(self.run_id, "gradlab.header", json.dumps(header))
+
+    def write(self, record: dict) -> None:
+        from mlflow.entities import Metric
+
+        timestamp, step = int(time.time() * 1000), int(record["step"])
+        metrics = [
+            Metric(f"{self.prefix}{key}", value, timestamp, step)
+            for key, value in _scalars(record).items()
+        ]
+        self.client.log_batch(self.run_id, metrics=metrics)
+
+    def close(self) -> None:
+        if self.run_id is not None and self.owned:
+            mlflow = importlib.import_module("mlflow")
+            active = mlflow.active_run()
+            if active is not None and active.info.run_id == self.run_id:
+                mlflow.end_run()
+            else:
+                self.client.set_terminated(self.run_id)
+        self.run_id = None
+
+
+SINKS = {
+    "jsonl": JSONLSink,
+    "csv": CSVSink,
+    "tensorboard": TensorBoardSink,
+    "wandb": WandbSink,
+    "mlflow": MLflowSink,
+}
 """Sink classes by name (``Monitor(sinks=["jsonl", "csv"])``)."""
 
 
@@ -132,3 +346,24 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
         else:
             records.append({key: decode_value(value) for key, value in record.items()})
     return headers, records
+
+
+def read_segments(path: str | Path) -> list[tuple[dict, list[dict]]]:
+    """``[(header, records), ...]``: each run (or resumption) of a ``metrics.jsonl`` apart.
+
+    Logs written before runs were kept apart may hold several runs whose steps restart; this
+    splits them at each header so they can be drawn as separate lines.
+    """
+    segments: list[tuple[dict, list[dict]]] = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        record = json.loads(line)
+        if "header" in record:
+            segments.append((record["header"], []))
+        else:
+            if not segments:
+                segments.append(({}, []))
+            decoded = {key: decode_value(value) for key, value in record.items()}
+            segments[-1][1].append(decoded)
+    return segments
