@@ -18,6 +18,7 @@ from gradlab.functional.fappy import (
     fappy_loss,
 )
 from gradlab.functional.fastap import fastap
+from gradlab.functional.gradient_anatomy import GradientAnatomy, gradient_anatomy
 from gradlab.functional.harmonic import (
     HARMONIC_METHODS,
     HarmonicLogError,
@@ -66,6 +67,7 @@ from gradlab.functional.tie_aware import (
 __all__ = [
     "HARMONIC_METHODS",
     "BlackboxRanks",
+    "GradientAnatomy",
     "GradientCounts",
     "HarmonicLogError",
     "RetrievalLayout",
@@ -88,6 +90,7 @@ __all__ = [
     "fappy_loss",
     "fastap",
     "fastap_loss",
+    "gradient_anatomy",
     "gradient_counts",
     "harmonic_gap",
     "harmonic_log_error",

@@ -1,0 +1,213 @@
+"""Gradient anatomy: which (query, candidate) pairs of a score matrix receive gradient.
+
+Bleeker & de Rijke (seed 001, Sec. 5 and appendix B) ask, for the loss being trained, how many
+pairs per query actually receive gradient, how hard they are, and whether image->caption and
+caption->image queries differ. Their counts are SmoothAP-specific (entries of the difference
+matrix, :func:`gradlab.functional.gradient_counts`); the anatomy asks the same question of any
+loss written on a score matrix ``S`` ``[Q, C]`` by reading ``G = dL/dS`` directly.
+
+Per query ``q`` (a row), with negatives ``N(q)`` = candidates that are not positives:
+
+* an entry ``(q, c)`` is **active** when ``|G[q, c]| > absolute_threshold`` **and**
+  ``|G[q, c]| >= relative_threshold * max_c' |G[q, c']|`` (the query's largest entry, over its
+  candidates). The absolute threshold removes numerical zeros; the relative one removes entries
+  that are negligible next to the query's own largest one, which does not depend on how the loss
+  is scaled (a mean over ``Q`` queries, a temperature, a learning-rate-like factor);
+* the **hardness share** ``h_f`` is the share of the negatives' gradient mass
+  ``sum_{c in N(q)} |G[q, c]|`` carried by the hardest ``ceil(f |N(q)|)`` negatives by score
+  (``f`` = 1 % and 10 %); NaN when that mass is 0;
+* the **rank** of a negative is its 1-based position among the query's negatives by descending
+  score (1 = the hardest); the ranks of the active negatives say how deep into the ranking the
+  gradient reaches;
+* a query **receives no gradient** when it has at least one candidate and no active entry.
+
+Everything is computed on ``score_grad``'s device with tensor operations over all queries at
+once: no host synchronisation and no Python loop over queries (``O(Q C log C)`` for the sort).
+Ties in score are broken by column index (stable sort).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+
+from gradlab._validation import (
+    check_non_negative_finite,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
+from gradlab.errors import GradlabError
+
+DEFAULT_ABSOLUTE_THRESHOLD = 1e-10
+"""|dL/dS| at or below this is treated as zero: far below float32's resolution (about 1e-7
+relative) of the O(1) gradients of a loss averaged over a batch, well above float64 noise."""
+
+DEFAULT_RELATIVE_THRESHOLD = 1e-2
+"""An entry below 1 % of its query's largest |dL/dS| is negligible next to it."""
+
+HARD_FRACTIONS = (0.01, 0.1)
+"""Fractions of the hardest negatives whose share of the negative gradient mass is reported."""
+
+
+class GradientAnatomy(NamedTuple):
+    """Per-query anatomy of ``dL/dS`` (see the module docstring).
+
+    Attributes:
+        active: ``[Q, C]`` bool, entries above both thresholds (candidates only).
+        active_positives: ``[Q]`` int64, active entries among the positives.
+        active_negatives: ``[Q]`` int64, active entries among the negatives.
+        num_positives: ``[Q]`` int64, positives among the candidates.
+        num_negatives: ``[Q]`` int64, negatives among the candidates.
+        negative_rank: ``[Q, C]`` int64, 1-based rank of each negative among the query's
+            negatives by descending score; 0 for positives and non-candidates.
+        active_negative_rank_mean: ``[Q]`` float64, mean rank of the active negatives (NaN if
+            none).
+        active_negative_rank_max: ``[Q]`` float64, deepest rank that is active (NaN if none).
+        hardest_1pct_share: ``[Q]`` float64, share of the negative gradient mass on the hardest
+            ``ceil(|N| / 100)`` negatives (NaN when the negatives carry no gradient).
+        hardest_10pct_share: ``[Q]`` float64, the same for the hardest ``ceil(|N| / 10)``.
+        without_gradient: ``[Q]`` bool, queries with a candidate and no active entry.
+    """
+
+    active: torch.Tensor
+    active_positives: torch.Tensor
+    active_negatives: torch.Tensor
+    num_positives: torch.Tensor
+    num_negatives: torch.Tensor
+    negative_rank: torch.Tensor
+    active_negative_rank_mean: torch.Tensor
+    active_negative_rank_max: torch.Tensor
+    hardest_1pct_share: torch.Tensor
+    hardest_10pct_share: torch.Tensor
+    without_gradient: torch.Tensor
+
+
+def gradient_anatomy(
+    score_grad: torch.Tensor,
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidates: torch.Tensor | None = None,
+    *,
+    absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
+    relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
+) -> GradientAnatomy:
+    """Which pairs of a ``[Q, C]`` score matrix receive gradient, per query (rows are queries).
+
+    For the other retrieval direction of a cross-modal batch pass the transposes
+    (``score_grad.T, scores.T, positives.T``): columns become queries.
+
+    Args:
+        score_grad: ``[Q, C]`` float, ``dL/dS`` of the loss with respect to ``scores``.
+        scores: ``[Q, C]`` float scores (larger ranks higher), for hardness and ranks.
+        positives: ``[Q, C]`` bool relevance mask.
+        candidates: optional ``[Q, C]`` bool mask of the entries that are candidates (e.g.
+            ``False`` on the diagonal of in-batch retrieval); ``None``: all are.
+        absolute_threshold: ``>= 0``; an entry is active only if ``|G| >`` this
+            (default :data:`DEFAULT_ABSOLUTE_THRESHOLD` = 1e-10).
+        relative_threshold: in ``[0, 1]``; an entry is active only if ``|G| >=`` this times
+            the query's largest ``|G|`` (default :data:`DEFAULT_RELATIVE_THRESHOLD` = 0.01).
+
+    Returns:
+        :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active.
+
+    Raises:
+        GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different
+            devices, or thresholds out of range.
+
+    Example:
+        >>> grad = torch.tensor([[-1.0, 0.5, 0.0, 0.001]])
+        >>> scores = torch.tensor([[0.9, 0.8, 0.1, 0.5]])
+        >>> positives = torch.tensor([[True, False, False, False]])
+        >>> anatomy = gradient_anatomy(grad, scores, positives)
+        >>> anatomy.active_positives.tolist(), anatomy.active_negatives.tolist()
+        ([1], [1])
+        >>> anatomy.negative_rank.tolist()
+        [[0, 1, 3, 2]]
+    """
+    check_tensor("score_grad", score_grad, ndims=(2,), kind="float")
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_shape("scores", scores, score_grad.shape, "the shape of score_grad")
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
+    check_shape("positives", positives, score_grad.shape, "one flag per score")
+    check_same_device(score_grad=score_grad, scores=scores, positives=positives)
+    if candidates is not None:
+        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
+        check_shape("candidates", candidates, score_grad.shape, "one flag per score")
+        check_same_device(score_grad=score_grad, candidates=candidates)
+    absolute_threshold = check_non_negative_finite("absolute_threshold", absolute_threshold)
+    relative_threshold = check_non_negative_finite("relative_threshold", relative_threshold)
+    if relative_threshold > 1:
+        raise GradlabError(f"relative_threshold must lie in [0, 1]; got {relative_threshold!r}")
+
+    if candidates is not None:
+        positives = positives & candidates
+        negatives = candidates & ~positives
+    else:
+        candidates = torch.ones_like(positives)
+        negatives = ~positives
+    num_queries, num_candidates = score_grad.shape
+    if num_candidates == 0:  # no candidate at all: nothing is active, every statistic is NaN
+        return _empty_anatomy(positives, num_queries)
+    magnitude = score_grad.detach().abs().to(torch.float64).nan_to_num(nan=0.0)
+    magnitude = magnitude.masked_fill(~candidates, 0.0)
+    largest = magnitude.amax(dim=1, keepdim=True)
+    active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
+    active &= candidates
+    active_negative = active & negatives
+    active_negatives = active_negative.sum(dim=1)
+    num_negatives = negatives.sum(dim=1)
+
+    # Negatives by descending score (the others last), ties by column index.
+    keyed = scores.detach().to(torch.float64).masked_fill(~negatives, -math.inf)
+    order = torch.sort(keyed, dim=1, descending=True, stable=True).indices
+    positions = torch.arange(1, num_candidates + 1, device=order.device).expand_as(order)
+    negative_rank = torch.zeros_like(order).scatter_(1, order, positions) * negatives
+
+    active_ranks = negative_rank.to(torch.float64) * active_negative
+    count = active_negatives.to(torch.float64)
+    rank_mean = torch.where(count > 0, active_ranks.sum(dim=1) / count.clamp(min=1), math.nan)
+    rank_max = torch.where(count > 0, active_ranks.amax(dim=1), math.nan)
+
+    cumulative = torch.gather(magnitude * negatives, 1, order).cumsum(dim=1)
+    total = cumulative[:, -1]
+    shares = []
+    for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
+        hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).long()
+        mass = torch.gather(cumulative, 1, (hardest - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+        shares.append(torch.where(total > 0, mass / total.clamp(min=1e-300), math.nan))
+    without = candidates.any(dim=1) & ~active.any(dim=1)
+    return GradientAnatomy(
+        active=active,
+        active_positives=(active & positives).sum(dim=1),
+        active_negatives=active_negatives,
+        num_positives=positives.sum(dim=1),
+        num_negatives=num_negatives,
+        negative_rank=negative_rank,
+        active_negative_rank_mean=rank_mean,
+        active_negative_rank_max=rank_max,
+        hardest_1pct_share=shares[0],
+        hardest_10pct_share=shares[1],
+        without_gradient=without,
+    )
+
+
+def _empty_anatomy(positives: torch.Tensor, num_queries: int) -> GradientAnatomy:
+    """The anatomy of a ``[Q, 0]`` matrix: no candidate, nothing active, NaN statistics."""
+    zeros = torch.zeros(num_queries, dtype=torch.long, device=positives.device)
+    nan = torch.full((num_queries,), math.nan, dtype=torch.float64, device=positives.device)
+    return GradientAnatomy(
+        active=positives.clone(),
+        active_positives=zeros,
+        active_negatives=zeros,
+        num_positives=zeros,
+        num_negatives=zeros,
+        negative_rank=torch.zeros_like(positives, dtype=torch.long),
+        active_negative_rank_mean=nan,
+        active_negative_rank_max=nan,
+        hardest_1pct_share=nan,
+        hardest_10pct_share=nan,
+        without_gradient=torch.zeros_like(zeros, dtype=torch.bool),
+    )

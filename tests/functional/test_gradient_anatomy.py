@@ -1,0 +1,250 @@
+"""gradient_anatomy: loops, closed-form oracles of three losses, no host sync, bad input."""
+
+import math
+
+import pytest
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional import (
+    gradient_anatomy,
+    gradient_counts,
+    in_batch_layout,
+    max_violation_triplet_loss,
+    mean_ap_loss,
+    nt_xent_loss,
+    smooth_ap,
+)
+from tests.reference.anatomy_loops import anatomy_one_query
+
+
+def _scores(seed, queries=5, candidates=40, per_query=3):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(queries, candidates, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.zeros(queries, candidates, dtype=torch.bool)
+    for q in range(queries):
+        positives[q, torch.randperm(candidates, generator=generator)[:per_query]] = True
+    return scores, positives
+
+
+def _score_grad(loss_fn, scores, positives):
+    leaf = scores.clone().requires_grad_(True)
+    loss_fn(leaf, positives).backward()
+    return leaf.grad
+
+
+# --- the definitions, against loops -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_matches_the_loop_definitions(seed):
+    scores, positives = _scores(seed, candidates=37 + seed)
+    generator = torch.Generator().manual_seed(100 + seed)
+    grad = torch.randn(scores.shape, generator=generator, dtype=torch.float64)
+    grad = grad * (torch.rand(scores.shape, generator=generator) < 0.4)  # many exact zeros
+    grad[0] = 0.0  # a query without gradient
+    grad[1, 3] = math.nan
+    candidates = torch.rand(scores.shape, generator=generator) < 0.9 if seed % 2 else None
+    absolute, relative = (1e-3, 0.05) if seed < 3 else (0.0, 0.0)
+    anatomy = gradient_anatomy(
+        grad, scores, positives, candidates,
+        absolute_threshold=absolute, relative_threshold=relative,
+    )
+    for q in range(scores.shape[0]):
+        flags = [True] * scores.shape[1] if candidates is None else candidates[q].tolist()
+        expected = anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                     flags, absolute, relative)  # fmt: skip
+        assert anatomy.active_positives[q].item() == expected["active_positives"]
+        assert anatomy.active_negatives[q].item() == expected["active_negatives"]
+        assert anatomy.num_positives[q].item() == expected["num_positives"]
+        assert anatomy.num_negatives[q].item() == expected["num_negatives"]
+        assert anatomy.negative_rank[q].tolist() == expected["rank"]
+        assert anatomy.without_gradient[q].item() == expected["without"]
+        for field, key in (("active_negative_rank_mean", "rank_mean"),
+                           ("active_negative_rank_max", "rank_max"),
+                           ("hardest_1pct_share", "share_1"),
+                           ("hardest_10pct_share", "share_10")):  # fmt: skip
+            value = getattr(anatomy, field)[q].item()
+            if math.isnan(expected[key]):
+                assert math.isnan(value), field
+            else:
+                assert value == pytest.approx(expected[key], rel=1e-12), field
+
+
+def test_degenerate_inputs_have_documented_results():
+    empty = gradient_anatomy(torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3, 0, dtype=bool))
+    assert empty.active_negatives.tolist() == [0, 0, 0]
+    assert empty.without_gradient.tolist() == [False, False, False]
+    assert all(math.isnan(v) for v in empty.hardest_10pct_share.tolist())
+    no_queries = gradient_anatomy(torch.zeros(0, 4), torch.zeros(0, 4), torch.zeros(0, 4) > 0)
+    assert no_queries.active.shape == (0, 4)
+    all_positive = gradient_anatomy(torch.ones(1, 3), torch.zeros(1, 3), torch.ones(1, 3) > 0)
+    assert all_positive.active_positives.tolist() == [3]
+    assert math.isnan(all_positive.hardest_1pct_share.item())
+
+
+# --- closed-form oracles: three losses ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("margin", [0.05, 0.2, 2.5])
+def test_max_violation_gives_gradient_to_the_hardest_negative_only_when_violated(seed, margin):
+    scores, positives = _scores(seed)
+    grad = _score_grad(lambda s, p: max_violation_triplet_loss(s, p, margin, direction="i2t"),
+                       scores, positives)  # fmt: skip
+    anatomy = gradient_anatomy(grad, scores, positives)
+    for q in range(scores.shape[0]):
+        row, flags = scores[q].tolist(), positives[q].tolist()
+        negatives = [c for c in range(len(row)) if not flags[c]]
+        hardest = max(negatives, key=lambda c: row[c])
+        violating = [p for p in range(len(row)) if flags[p] and margin - row[p] + row[hardest] > 0]
+        assert anatomy.active_negatives[q].item() == (1 if violating else 0)
+        assert anatomy.active_positives[q].item() == len(violating)
+        assert anatomy.without_gradient[q].item() == (not violating)
+        active = torch.nonzero(anatomy.active[q] & ~positives[q]).flatten().tolist()
+        assert active == ([hardest] if violating else [])
+        if violating:
+            assert anatomy.negative_rank[q, hardest].item() == 1
+            assert anatomy.active_negative_rank_max[q].item() == 1.0
+            assert anatomy.hardest_1pct_share[q].item() == 1.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("temperature", [0.05, 0.1, 1.0])
+def test_nt_xent_gives_every_negative_its_softmax_weight(seed, temperature):
+    scores, positives = _scores(seed)
+    grad = _score_grad(lambda s, p: nt_xent_loss(s, p, temperature, direction="i2t"),
+                       scores, positives)  # fmt: skip
+    num_queries = scores.shape[0]
+    # No threshold: every negative is active (its weight is positive).
+    everything = gradient_anatomy(grad, scores, positives, absolute_threshold=0.0,
+                                  relative_threshold=0.0)  # fmt: skip
+    assert torch.equal(everything.active_negatives, (~positives).sum(dim=1))
+    for q in range(num_queries):
+        row, flags = scores[q].tolist(), positives[q].tolist()
+        top = max(row)
+        weights = [math.exp((s - top) / temperature) for s in row]
+        softmax = [w / sum(weights) for w in weights]
+        negatives = [c for c in range(len(row)) if not flags[c]]
+        for c in negatives:  # dL/dS_qc = softmax_c / (T * Q)
+            assert grad[q, c].item() == pytest.approx(softmax[c] / (temperature * num_queries),
+                                                      rel=1e-9)  # fmt: skip
+        ordered = sorted(negatives, key=lambda c: -row[c])
+        mass = sum(softmax[c] for c in negatives)
+        for fraction, field in ((0.01, "hardest_1pct_share"), (0.1, "hardest_10pct_share")):
+            hard = ordered[: math.ceil(fraction * len(negatives))]
+            expected = sum(softmax[c] for c in hard) / mass
+            assert getattr(everything, field)[q].item() == pytest.approx(expected, rel=1e-9)
+    # With the default relative threshold, a negative is active when its softmax weight is at
+    # least 1 % of the query's largest |dL/dS| (times T * Q).
+    default = gradient_anatomy(grad, scores, positives)
+    for q in range(num_queries):
+        largest = grad[q].abs().max().item() * temperature * num_queries
+        row, flags = scores[q].tolist(), positives[q].tolist()
+        top = max(row)
+        weights = [math.exp((s - top) / temperature) for s in row]
+        softmax = [w / sum(weights) for w in weights]
+        expected = sum(1 for c in range(len(row)) if not flags[c] and softmax[c] >= 0.01 * largest)
+        assert default.active_negatives[q].item() == expected
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("tau", [0.01, 0.05])
+def test_smooth_ap_anatomy_equals_weighted_gradient_counts(seed, tau):
+    """One positive per query: |dL/dS_qj| = G'(s_j - s_i) / (Q R_i^2) for every negative j,
+    which is exactly the weighted entry of gradient_counts (seed 000, Eq. 13) over Q."""
+    scores, positives = _scores(seed, queries=8, candidates=60, per_query=1)
+    scores = scores * 0.15  # spread the scores over a few operating-region widths
+    grad = _score_grad(lambda s, p: _cross(s, p, tau), scores, positives)
+    threshold = 0.005
+    counts = gradient_counts(scores, positives, tau, threshold, weighted=True)
+    anatomy = gradient_anatomy(grad, scores, positives, absolute_threshold=threshold / 8,
+                               relative_threshold=0.0)  # fmt: skip
+    assert torch.equal(anatomy.active_negatives, counts.per_query)
+    assert counts.per_query.sum() > 0 and (counts.per_query < 59).all()  # the test can fail
+
+
+def test_smooth_ap_in_batch_anatomy_equals_weighted_gradient_counts():
+    generator = torch.Generator().manual_seed(7)
+    embeddings = torch.randn(24, 3, generator=generator, dtype=torch.float64)
+    labels = torch.arange(24) // 2  # one positive per query; the diagonal is not a candidate
+    layout = in_batch_layout(embeddings, labels)
+    leaf = layout.scores.detach().clone().requires_grad_(True)
+    mean_ap_loss(smooth_ap(leaf, layout.positives, 0.05, candidates=layout.candidates),
+                 leaf).backward()  # fmt: skip
+    counts = gradient_counts(layout.scores, layout.positives, 0.05, 0.005, weighted=True,
+                             candidates=layout.candidates)  # fmt: skip
+    anatomy = gradient_anatomy(leaf.grad, layout.scores, layout.positives, layout.candidates,
+                               absolute_threshold=0.005 / 24, relative_threshold=0.0)  # fmt: skip
+    assert torch.equal(anatomy.active_negatives, counts.per_query)
+    assert 0 < counts.per_query.sum() < 24 * 22
+
+
+def _cross(scores, positives, tau):
+    return mean_ap_loss(smooth_ap(scores, positives, tau), scores)
+
+
+# --- cost: no host synchronisation -------------------------------------------------------------
+
+SYNC_POINTS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__", "__index__")
+
+
+def test_no_host_sync(monkeypatch):
+    scores, positives = _scores(0)
+    grad = torch.randn(scores.shape, dtype=torch.float64)
+    candidates = torch.rand(scores.shape) < 0.9
+    calls = []
+    for name in SYNC_POINTS:
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    gradient_anatomy(grad, scores, positives, candidates)
+    monkeypatch.undo()
+    assert calls == []
+
+
+@pytest.mark.gpu
+def test_no_host_sync_on_cuda():
+    scores, positives = _scores(0)
+    scores, positives = scores.cuda(), positives.cuda()
+    grad = torch.randn_like(scores)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        anatomy = gradient_anatomy(grad, scores, positives, positives | True)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert anatomy.active.device.type == "cuda"
+
+
+# --- bad input ----------------------------------------------------------------------------------
+
+GRAD = torch.zeros(2, 3)
+SCORES = torch.zeros(2, 3)
+MASK = torch.zeros(2, 3, dtype=torch.bool)
+BAD = [
+    ("score_grad", dict(score_grad=[[0.0]])),
+    ("score_grad", dict(score_grad=torch.zeros(2, 3, dtype=torch.long))),
+    ("score_grad", dict(score_grad=torch.zeros(6))),
+    ("scores", dict(scores=torch.zeros(3, 2))),
+    ("scores", dict(scores=torch.zeros(2, 3, dtype=torch.int32))),
+    ("positives", dict(positives=torch.zeros(2, 3))),
+    ("positives", dict(positives=torch.zeros(2, 2, dtype=torch.bool))),
+    ("candidates", dict(candidates=torch.zeros(2, 3))),
+    ("candidates", dict(candidates=torch.zeros(3, 3, dtype=torch.bool))),
+    ("absolute_threshold", dict(absolute_threshold=-1.0)),
+    ("absolute_threshold", dict(absolute_threshold=float("inf"))),
+    ("relative_threshold", dict(relative_threshold=1.5)),
+    ("relative_threshold", dict(relative_threshold="0.1")),
+]
+
+
+@pytest.mark.parametrize(("argument", "change"), BAD)
+def test_bad_input_names_the_argument(argument, change):
+    kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK) | change
+    with pytest.raises(GradlabError, match=argument):
+        gradient_anatomy(**kwargs)
