@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report report-check test lint bench clean
+.PHONY: report report-check docs test lint bench clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,11 +20,15 @@ report: $(STAMP)
 report-check: $(STAMP)
 	$(BIN)/python -m gradlab.report.browser_check reports/latest
 
+# README tables and numbers from the JSON that produced them (tests/test_readme.py checks them).
+docs: $(STAMP)
+	$(BIN)/python tools/readme_blocks.py
+
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
 
 lint: $(STAMP)
-	$(BIN)/ruff check gradlab tests benchmarks analyses
+	$(BIN)/ruff check gradlab tests benchmarks analyses tools
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_smoothap.py

@@ -1,0 +1,68 @@
+"""Renderers of the README's benchmark blocks (see tools/readme_blocks.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.readme_blocks import load_json, register
+
+
+def duration(seconds: float) -> str:
+    """``0.0037`` -> ``3.7 ms``; one second and more in seconds (``1.66 s``)."""
+    if seconds >= 1.0:
+        return f"{seconds:.2f} s"
+    milliseconds = seconds * 1e3
+    return f"{milliseconds:.0f} ms" if milliseconds >= 100 else f"{milliseconds:.1f} ms"
+
+
+@register("loss-cost")
+def loss_cost(root: Path) -> str:
+    """Forward+backward time of the four AP losses against M (benchmarks/results/losses.json)."""
+    result = load_json(root, "benchmarks/results/losses.json")
+    losses = list(result["fitted_order"])
+    timing = {(t["loss"], t["batch_size"]): t["median_seconds"] for t in result["timings"]}
+    sizes = sorted({t["batch_size"] for t in result["timings"]})
+    lines = [f"| M | {' | '.join(losses)} |", "| --- |" + " --- |" * len(losses)]
+    for size in sizes:
+        cells = [duration(timing[(loss, size)]) if (loss, size) in timing else "-"
+                 for loss in losses]
+        lines.append(f"| {size} | {' | '.join(cells)} |")
+    orders = ", ".join(f"{loss} M^{order:.2f}" for loss, order in result["fitted_order"].items())
+    lines += ["", f"Fitted batch-level orders ({result['fit_range']}): {orders}."]
+    cheapest = [min(losses, key=lambda loss, s=size: timing.get((loss, s), float("inf")))
+                for size in sizes]  # fmt: skip
+    from_size = next(
+        (size for i, size in enumerate(sizes) if all(c == losses[0] for c in cheapest[i:])), None
+    )
+    if from_size is not None:
+        lines.append(f"{losses[0]} is the cheapest of the {len(losses)} from M = {from_size} up.")
+    return "\n".join(lines)
+
+
+@register("smoothap-speed")
+def smoothap_speed(root: Path) -> str:
+    """gradlab's SmoothAP against pml and the dense baseline (benchmarks/results/smoothap.json)."""
+    result = load_json(root, "benchmarks/results/smoothap.json")
+    runs = {(r["batch_size"], r["method"]): r for r in result["comparison"] if "method" in r}
+    sizes = sorted({size for size, _ in runs})
+
+    def cell(size: int, method: str) -> str:
+        run = runs[(size, method)]
+        return f"{duration(run['median_seconds'])}, {run['peak_extra_mib']:.0f} MiB"
+
+    lines = [
+        "| B | gradlab | pytorch-metric-learning | dense O(B^3) baseline | pml / gradlab |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for size in sizes:
+        ratio = result["ratios"][str(size)]["pml_over_gradlab"]
+        lines.append(
+            f"| {size} | {cell(size, 'gradlab')} | {cell(size, 'pml')} | {cell(size, 'dense')} "
+            f"| {ratio:.0f}x |"
+        )
+    alone = ", ".join(
+        f"{run['batch_size']} {duration(run['median_seconds'])} ({run['peak_extra_mib']:.0f} MiB)"
+        for run in result["scaling"]
+    )
+    lines += ["", f"gradlab alone: B = {alone}."]
+    return "\n".join(lines)
