@@ -14,8 +14,18 @@ from gradlab.monitor.quantities import (
     RelaxationGap,
     WeightedGradientCounts,
 )
-from gradlab.monitor.schedules import dense_warmup, every, log_spaced, never
-from gradlab.monitor.sinks import SINKS, CSVSink, JSONLSink, Sink, TensorBoardSink, read_jsonl
+from gradlab.monitor.schedules import default_schedule, dense_warmup, every, log_spaced, never
+from gradlab.monitor.sinks import (
+    SINKS,
+    CSVSink,
+    JSONLSink,
+    MLflowSink,
+    Sink,
+    TensorBoardSink,
+    WandbSink,
+    read_jsonl,
+    read_segments,
+)
 
 __all__ = [
     "PRESETS",
@@ -28,16 +38,20 @@ __all__ = [
     "GradientCounts",
     "JSONLSink",
     "Loss",
+    "MLflowSink",
     "Monitor",
     "OperatingRegion",
     "Quantity",
     "RelaxationGap",
     "Sink",
     "TensorBoardSink",
+    "WandbSink",
     "WeightedGradientCounts",
+    "default_schedule",
     "dense_warmup",
     "every",
     "log_spaced",
     "never",
     "read_jsonl",
+    "read_segments",
 ]

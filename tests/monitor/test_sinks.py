@@ -1,0 +1,102 @@
+"""File sinks: NaN and infinities round-trip; each sink names its files and last step."""
+
+import csv
+import math
+import sys
+
+import pytest
+
+from gradlab import GradlabError, Monitor
+from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
+from gradlab.monitor.sinks import SINKS, read_segments
+from tests.monitor.helpers import train
+from tests.monitor.sink_data import TABLE, FixedTable, same
+
+
+def _run(tmp_path, sinks):
+    with Monitor(tmp_path, quantities=[FixedTable(every(1))], sinks=sinks) as monitor:
+        train(monitor, steps=len(TABLE))
+    return monitor
+
+
+def test_jsonl_round_trips_nan_and_infinities(tmp_path):
+    _run(tmp_path, ["jsonl"])
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    for record, row in zip(records, TABLE, strict=True):
+        assert set(record) == {"step", *row}
+        assert all(same(record[key], value) for key, value in row.items())
+
+
+def test_csv_round_trips_nan_and_infinities(tmp_path):
+    _run(tmp_path, ["csv"])
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(row["step"]) for row in rows] == [0, 1, 2]
+    for row, expected in zip(rows, TABLE, strict=True):
+        assert all(same(float(row[key]), value) for key, value in expected.items())
+
+
+def test_tensorboard_round_trips_nan_and_infinities(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _run(tmp_path, ["tensorboard"])
+    accumulator = EventAccumulator(str(tmp_path))
+    accumulator.Reload()
+    for key in TABLE[0]:
+        events = accumulator.Scalars(key)
+        assert [event.step for event in events] == [0, 1, 2]
+        # TensorBoard stores float32: 1e-300 underflows to 0, the rest is exact.
+        expected = [row[key] if abs(row[key]) != 1e-300 else 0.0 for row in TABLE]
+        assert all(same(e.value, v) for e, v in zip(events, expected, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("sink", "log_file"),
+    [(JSONLSink(), "metrics.jsonl"), (CSVSink(), "metrics.csv")],
+)
+def test_file_sinks_report_their_files_and_last_step(tmp_path, sink, log_file):
+    assert sink.existing(tmp_path) == [] and sink.last_step(tmp_path) is None
+    _run(tmp_path, [sink])
+    assert sink.existing(tmp_path) == [tmp_path / log_file]
+    assert sink.last_step(tmp_path) == len(TABLE) - 1
+
+
+def test_tensorboard_sink_reports_its_event_files(tmp_path):
+    pytest.importorskip("tensorboard")
+    _run(tmp_path, ["tensorboard"])
+    files = TensorBoardSink().existing(tmp_path)
+    assert len(files) == 1 and files[0].name.startswith("events.out.tfevents.")
+
+
+def test_read_segments_splits_runs_at_each_header(tmp_path):
+    _run(tmp_path / "a", ["jsonl"])
+    path = tmp_path / "a" / "metrics.jsonl"
+    path.write_text(path.read_text() * 2)  # an old log: the same run appended twice
+    segments = read_segments(path)
+    assert [[r["step"] for r in records] for _, records in segments] == [[0, 1, 2], [0, 1, 2]]
+    assert math.isinf(segments[1][1][2]["value_a"])
+
+
+@pytest.mark.parametrize(
+    ("module", "sink", "extra"),
+    [("wandb", "wandb", "gradlab[wandb]"), ("mlflow", "mlflow", "gradlab[mlflow]"),
+     ("tensorboard", "tensorboard", "gradlab[tensorboard]")],
+)  # fmt: skip
+def test_a_missing_extra_is_named_when_the_sink_is_asked_for(
+    tmp_path, monkeypatch, module, sink, extra
+):
+    monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, sinks=[sink])
+    message = str(raised.value)
+    assert f"sinks=['{sink}']" in message and f"pip install '{extra}'" in message
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_every_named_sink_is_a_sink_class():
+    from gradlab.monitor import Sink
+
+    assert set(SINKS) == {"jsonl", "csv", "tensorboard", "wandb", "mlflow"}
+    assert all(issubclass(cls, Sink) for cls in SINKS.values())
