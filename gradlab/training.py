@@ -73,3 +73,46 @@ def embed(model: nn.Module, images: torch.Tensor, batch_size: int = 1024) -> tor
     ]
     model.train(was_training)
     return torch.cat(parts)
+
+
+def train_on_batches(
+    model: nn.Module,
+    images: torch.Tensor,
+    labels: torch.Tensor,
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+    batches: list[torch.Tensor],
+    *,
+    lr: float = 1e-3,
+    on_step: StepCallback | None = None,
+) -> torch.Tensor:
+    """Adam over the given index batches; return the ``[steps]`` losses (one host sync, at the end).
+
+    ``images`` and ``labels`` should already be on the model's device; ``batches`` are index
+    tensors (e.g. from :class:`gradlab.data.FixedCountBatches`). ``on_step`` receives the loss
+    as a 0-d tensor on the device instead of a float, so a callback that does not read it costs
+    no host synchronisation.
+
+    Example:
+        >>> from gradlab.models import EmbeddingMLP
+        >>> torch.manual_seed(0) and None
+        >>> model = EmbeddingMLP(4, 2, hidden=8)
+        >>> x, y = torch.randn(8, 4), torch.arange(4).repeat(2)
+        >>> mse = lambda e, t: (e - t.unsqueeze(1).float()).pow(2).mean()
+        >>> losses = train_on_batches(model, x, y, mse, [torch.arange(8)] * 50, lr=1e-2)
+        >>> bool(losses[-1] < losses[0])
+        True
+    """
+    optimizer = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=lr)
+    device = images.device
+    losses = []
+    for step, batch in enumerate(batches):
+        batch = batch.to(device)
+        embeddings = model(images[batch])
+        loss = loss_fn(embeddings, labels[batch])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+        if on_step is not None:
+            on_step(step, embeddings.detach(), labels[batch], losses[-1])
+    return torch.stack(losses).cpu() if losses else torch.zeros(0)

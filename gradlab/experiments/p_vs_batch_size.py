@@ -1,0 +1,196 @@
+"""P against mini-batch size under the seed's sampler, on 1000-class digit strings.
+
+Seed 002 (Smooth-AP supplementary, Section 3, Eq. 1 and Fig. S7a): P is the proportion of the
+``m x m`` difference-matrix entries of a query whose sigmoid slope exceeds ``eps = 0.005`` at
+``tau = 0.01``; the seed reports P rising with m, measured over one epoch of training on Stanford
+Online Products with ``|P| = 4`` images per class (so ``m / 4`` classes per batch). Here the
+batches are drawn the same way from the 1000-class digit strings (:mod:`gradlab.data.
+digit_strings`), in three settings:
+
+* ``fixed_untrained``: an untrained :class:`gradlab.models.DigitStringNet`, batches of unseen
+  numbers at each m.
+* ``fixed_trained``: the same network after SmoothAP training at m = 64, the same batches.
+* ``trained_at_m``: one network per m, each fine-tuned with SmoothAP from the same start for the
+  same number of epochs (as the seed keeps everything but m equal); P is averaged over the
+  batches of the last epoch, as the seed measures. The start is the ``fixed_trained`` network,
+  as the seed starts from pre-trained weights: from the untrained network (all cosine scores
+  within 0.1 of each other, P = 1) the large-m runs take so few steps (12 at m = 1024 for three
+  epochs) that they never leave the initial collapse, and P = 1 there says nothing about m.
+
+Next to P (Eq. 1, query included with its self-score 1, diagonal counted) the proportion of close
+pairs is split by kind, with the query left out: ``P_positive_negative`` (a positive of the query
+against a negative, the pairs SmoothAP's ranking terms differentiate) and ``P_negative_negative``
+(two negatives). Every value is kept per seed.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.data import FixedCountBatches, load_digit_strings
+from gradlab.experiments._runtime import study_threads
+from gradlab.functional import drop_diagonal, operating_region_proportion
+from gradlab.losses import SmoothAPLoss
+from gradlab.models import DigitStringNet
+from gradlab.training import train_on_batches
+
+PER_CLASS = 4
+"""Images per class in a batch (seed 002: ``|P| = 4``)."""
+
+KEYS = ("P", "P_positive_negative", "P_negative_negative")
+
+
+def close_pair_proportions(
+    embeddings: torch.Tensor, labels: torch.Tensor, tau: float = 0.01, eps: float = 0.005
+) -> torch.Tensor:
+    """``[3]`` batch means of P (Eq. 1), P over positive-negative and over negative-negative pairs.
+
+    Scores are cosine similarities in float64, each item querying the whole batch. Eq. 1 counts
+    all ``m^2`` entries of a query's difference matrix (the query is its own candidate, score 1).
+    The two splits leave the query out: positive ``i`` (same label) against negative ``j``, and
+    ordered pairs of two distinct negatives. Every class in the batch must hold the same number
+    of items (the seed's sampler), so every query has the same number of negatives. Stays on the
+    device of ``embeddings`` (no host synchronisation).
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [0.01, 1.0]])
+        >>> close_pair_proportions(emb, torch.tensor([0, 0, 1, 1])).tolist()
+        [0.5, 0.0, 0.0]
+    """
+    normalized = F.normalize(embeddings.to(torch.float64), dim=1)
+    scores = normalized @ normalized.T
+    seed_p = operating_region_proportion(scores, tau, eps).mean()
+    others = drop_diagonal(scores)
+    positives = drop_diagonal(labels.unsqueeze(0) == labels.unsqueeze(1))
+    pos_neg = operating_region_proportion(
+        others, tau, eps, pairs="positive-negative", positives=positives
+    ).nanmean()
+    negatives = others[~positives].reshape(len(labels), -1)
+    if negatives.shape[1] >= 2:
+        neg_neg = operating_region_proportion(negatives, tau, eps, include_diagonal=False).mean()
+    else:
+        neg_neg = torch.full_like(seed_p, float("nan"))
+    return torch.stack([seed_p, pos_neg, neg_neg])
+
+
+def _fixed_rows(model, images, labels, sizes, draws, seed, tau, eps) -> torch.Tensor:
+    """``[len(sizes), 3]`` mean proportions over ``draws`` batches per size, fixed model."""
+    with torch.no_grad():
+        model.eval()
+        embeddings = torch.cat([model(images[i : i + 2048]) for i in range(0, len(images), 2048)])
+    rows = []
+    for size in sizes:
+        batches = FixedCountBatches(labels.cpu(), size, PER_CLASS, seed=seed * 7919 + size)
+        values = [
+            close_pair_proportions(embeddings[b.to(images.device)], labels[b.to(labels.device)],
+                                   tau, eps)
+            for b in batches.take(draws)
+        ]  # fmt: skip
+        rows.append(torch.stack(values).mean(dim=0))
+    return torch.stack(rows)
+
+
+def _trained_rows(initial, images, labels, sizes, epochs, seed, tau, eps, lr):
+    """``([len(sizes), 3], steps)``: mean proportions over each run's last epoch."""
+    rows, steps = [], []
+    for size in sizes:
+        model = copy.deepcopy(initial)
+        sampler = FixedCountBatches(labels.cpu(), size, PER_CLASS, seed=seed * 7919 + size)
+        batches = sampler.take(epochs * len(sampler))
+        last_epoch_start = (epochs - 1) * len(sampler)
+        logged: list[torch.Tensor] = []
+
+        def record(step, embeddings, batch_labels, loss, start=last_epoch_start, log=logged):
+            if step >= start:
+                log.append(close_pair_proportions(embeddings, batch_labels, tau, eps))
+
+        train_on_batches(model, images, labels, SmoothAPLoss(tau), batches, lr=lr, on_step=record)
+        rows.append(torch.stack(logged).mean(dim=0))
+        steps.append(len(batches))
+    return torch.stack(rows), steps
+
+
+def _split(table: torch.Tensor) -> dict[str, list[float]]:
+    values = table.cpu().tolist()
+    return {key: [row[index] for row in values] for index, key in enumerate(KEYS)}
+
+
+def measure(
+    quick: bool = True,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    device: str = "cpu",
+    tau: float = 0.01,
+    eps: float = 0.005,
+) -> dict:
+    """P (seed 002, Eq. 1) against batch size m under the seed's sampler, per seed.
+
+    Args:
+        quick: small settings (m in 16, 64, 256; 30 training steps; no ``trained_at_m``), a
+            few seconds per seed on a CPU. The full run takes m from 16 to 1024 and trains one
+            model per m.
+        seeds: each seed fixes the data set (which numbers are unseen, which handwriting), the
+            initialization and the batches.
+        device: where the models run (``"cpu"`` or ``"cuda"``).
+        tau, eps: the seed's temperature and slope threshold.
+
+    Returns:
+        ``{"batch_sizes": [m...], "per_class": 4, "seeds": [...], "tau", "eps", "settings":
+        {name: {"P": [[P per m] per seed], "P_positive_negative": ..., "P_negative_negative":
+        ...}}}`` with settings ``fixed_untrained``, ``fixed_trained`` and (full run only)
+        ``trained_at_m``, which also holds ``"steps"`` (optimizer steps per m).
+    """
+    with study_threads(device):
+        return _measure(quick, tuple(seeds), device, tau, eps)
+
+
+def _measure(quick: bool, seeds: tuple[int, ...], device: str, tau: float, eps: float) -> dict:
+    sizes = [16, 64, 256] if quick else [16, 32, 64, 128, 256, 512, 1024]
+    draws = 3 if quick else 5
+    fixed_steps = 30 if quick else 400
+    epochs = 2
+    lr = 1e-3
+    per_seed: dict[str, list[dict[str, list[float]]]] = {
+        "fixed_untrained": [],
+        "fixed_trained": [],
+        "trained_at_m": [],
+    }
+    trained_steps: list[int] = []
+    for seed in seeds:
+        data = load_digit_strings(num_digits=3, per_class=8 if not quick else 4, seed=seed)
+        train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
+        test_images, test_labels = data.test_images.to(device), data.test_labels.to(device)
+        torch.manual_seed(seed)
+        initial = DigitStringNet().to(device)
+        per_seed["fixed_untrained"].append(
+            _split(_fixed_rows(initial, test_images, test_labels, sizes, draws, seed, tau, eps))
+        )
+        trained = copy.deepcopy(initial)
+        batches = FixedCountBatches(data.train_labels, 64, PER_CLASS, seed=seed).take(fixed_steps)
+        train_on_batches(trained, train_images, train_labels, SmoothAPLoss(tau), batches, lr=lr)
+        per_seed["fixed_trained"].append(
+            _split(_fixed_rows(trained, test_images, test_labels, sizes, draws, seed, tau, eps))
+        )
+        if not quick:
+            table, trained_steps = _trained_rows(
+                trained, train_images, train_labels, sizes, epochs, seed, tau, eps, lr
+            )
+            per_seed["trained_at_m"].append(_split(table))
+    settings = {}
+    for name, runs in per_seed.items():
+        if runs:
+            settings[name] = {key: [run[key] for run in runs] for key in KEYS}
+    if "trained_at_m" in settings:
+        settings["trained_at_m"]["steps"] = trained_steps
+        settings["trained_at_m"]["epochs"] = epochs
+    settings["fixed_trained"]["training"] = f"SmoothAP at m=64, {fixed_steps} steps"
+    return {
+        "batch_sizes": sizes,
+        "per_class": PER_CLASS,
+        "seeds": list(seeds),
+        "tau": tau,
+        "eps": eps,
+        "settings": settings,
+    }

@@ -1,0 +1,80 @@
+"""P against batch size: the batch proportions against a float64 loop, and measure()'s contract."""
+
+import math
+
+import pytest
+import torch
+
+from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure
+
+
+def _slope_above(difference: float, tau: float, eps: float) -> bool:
+    sigmoid = 1.0 / (1.0 + math.exp(-difference / tau))
+    return sigmoid * (1.0 - sigmoid) / tau > eps
+
+
+def _reference(embeddings, labels, tau=0.01, eps=0.005):
+    """Eq. 1 by its definition (slope of every difference), and the two splits, by loops."""
+    normalized = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
+    labels = labels.tolist()
+    m = len(labels)
+    def dot(x, y):
+        return sum(a * b for a, b in zip(x, y, strict=True))
+
+    score = [[dot(x, y) for y in normalized] for x in normalized]
+    seed_p, pos_neg, neg_neg = [], [], []
+    for q in range(m):
+        row = score[q]
+        inside = sum(_slope_above(row[j] - row[i], tau, eps) for i in range(m) for j in range(m))
+        seed_p.append(inside / m**2)
+        positives = [i for i in range(m) if i != q and labels[i] == labels[q]]
+        negatives = [j for j in range(m) if labels[j] != labels[q]]
+        pn = [_slope_above(row[j] - row[i], tau, eps) for i in positives for j in negatives]
+        pairs = [(i, j) for i in negatives for j in negatives if i != j]
+        nn = [_slope_above(row[j] - row[i], tau, eps) for i, j in pairs]
+        pos_neg.append(sum(pn) / len(pn))
+        neg_neg.append(sum(nn) / len(nn))
+    return [sum(v) / m for v in (seed_p, pos_neg, neg_neg)]
+
+
+@pytest.mark.parametrize("spread", [0.02, 0.1, 0.5])
+def test_close_pair_proportions_match_the_definition(spread):
+    generator = torch.Generator().manual_seed(int(spread * 100))
+    labels = torch.arange(5).repeat_interleave(4)
+    centre = torch.randn(1, 8, generator=generator)
+    embeddings = centre + spread * torch.randn(20, 8, generator=generator)
+    measured = close_pair_proportions(embeddings, labels).tolist()
+    assert measured == pytest.approx(_reference(embeddings, labels), abs=1e-12)
+
+
+def test_identical_embeddings_put_every_pair_inside():
+    values = close_pair_proportions(torch.ones(8, 3), torch.arange(2).repeat_interleave(4))
+    assert values.tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.fixture(scope="module")
+def quick_result():
+    return measure(quick=True, seeds=(0, 1, 2))
+
+
+def test_measure_returns_the_audited_interface(quick_result):
+    result = quick_result
+    assert result["per_class"] == 4 and result["seeds"] == [0, 1, 2]
+    sizes = result["batch_sizes"]
+    assert sizes == sorted(sizes) and sizes[0] == 16 and all(m % 4 == 0 for m in sizes)
+    assert {"fixed_untrained", "fixed_trained"} <= set(result["settings"])
+    for setting in result["settings"].values():
+        for key in ("P", "P_positive_negative", "P_negative_negative"):
+            assert len(setting[key]) == 3
+            for per_seed in setting[key]:
+                assert len(per_seed) == len(sizes)
+                assert all(0.0 <= value <= 1.0 for value in per_seed)
+
+
+def test_measure_is_deterministic_and_seeds_differ(quick_result):
+    again = measure(quick=True, seeds=(1,))
+    assert again["settings"]["fixed_trained"]["P"][0] == quick_result["settings"]["fixed_trained"][
+        "P"
+    ][1]
+    first, second = quick_result["settings"]["fixed_trained"]["P"][:2]
+    assert first != second
