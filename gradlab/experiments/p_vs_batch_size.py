@@ -58,7 +58,7 @@ def close_pair_proportions(
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [0.01, 1.0]])
         >>> close_pair_proportions(emb, torch.tensor([0, 0, 1, 1])).tolist()
-        [0.5, 0.0, 0.0]
+        [0.5, 0.0, 1.0]
     """
     normalized = F.normalize(embeddings.to(torch.float64), dim=1)
     scores = normalized @ normalized.T
