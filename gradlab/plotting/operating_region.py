@@ -5,24 +5,36 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.lines import Line2D
 
-from gradlab.plotting.style import apply_style, batch_size_axis, load_results, save_figure
+from gradlab.plotting.style import (
+    apply_style,
+    batch_size_axis,
+    legend_below,
+    load_results,
+    save_figure,
+    series_style,
+)
 
 
 def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
     """Width w against tau (one curve per eps) and expected P against score spread."""
     results = load_results(source)
     apply_style()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    for eps, widths in results["widths"].items():
-        left.plot(results["taus"], widths, label=f"eps = {eps}")
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2))
+    for index, (eps, widths) in enumerate(results["widths"].items()):
+        style = series_style(index)
+        left.plot(results["taus"], widths, color=style["color"], linestyle=style["linestyle"],
+                  label=f"eps = {eps}")  # fmt: skip
     seed = results["seed_setting"]
     left.scatter([seed["tau"]], [seed["width"]], color="black", zorder=3)
     left.annotate(
-        f"seed 002: tau=0.01, eps=0.005\nw = {seed['width']:.4f}",
+        f"seed 002: tau = {seed['tau']}, eps = {seed['eps']}\nw = {seed['width']:.4f}",
         (seed["tau"], seed["width"]),
-        textcoords="offset points",
-        xytext=(10, -30),
+        textcoords="axes fraction",
+        xytext=(0.04, 0.80),
+        ha="left",
+        arrowprops={"arrowstyle": "-", "color": "black", "lw": 0.8},
     )
     left.set(
         xscale="log",
@@ -31,19 +43,23 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
         ylabel="half-width w (score units)",
         title="Operating region |dG/dD| > eps  <=>  |D| < w",
     )
-    left.legend(title="w = 0 once eps*tau >= 1/4")
+    legend_below(left, title="w = 0 once eps * tau >= 1/4")
+    handles = []
     for index, (tau, values) in enumerate(results["expected_proportion"].items()):
-        color = f"C{index}"
-        right.plot(results["spreads"], values, color=color, label=f"tau = {tau} (closed form)")
+        style = series_style(index)
+        right.plot(results["spreads"], values, color=style["color"], linestyle=style["linestyle"])
         points = results["simulated_proportion"][tau]
-        right.scatter([p[0] for p in points], [p[1] for p in points], color=color, marker="o")
+        right.scatter([p[0] for p in points], [p[1] for p in points], color=style["color"],
+                      marker=style["marker"], zorder=3)  # fmt: skip
+        handles.append(Line2D([], [], label=f"tau = {tau}", **style))
     right.set(
         xscale="log",
         xlabel="score standard deviation (cosine units)",
         ylabel="off-diagonal proportion P",
         title="P for i.i.d. Gaussian scores: erf(w / 2 sigma)",
     )
-    right.legend(title="dots: simulation, 64 x 256 scores")
+    legend_below(right, columns=3, handles=handles,
+                 title="lines: closed form; markers: simulation, 64 x 256 scores")  # fmt: skip
     return save_figure(figure, path)
 
 

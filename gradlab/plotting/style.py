@@ -20,6 +20,34 @@ def apply_style() -> None:
     plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
 
 
+LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
+"""Line styles that go with the colour-blind palette, so series differ in two ways."""
+
+MARKERS = ("o", "s", "^", "D", "v", "P")
+"""Markers in the same order as :data:`LINE_STYLES`."""
+
+
+def series_style(index: int) -> dict:
+    """Colour, line style and marker of the ``index``-th series of a figure.
+
+    Example:
+        >>> series_style(1)["linestyle"], series_style(1)["color"] == series_style(7)["color"]
+        ('--', False)
+    """
+    palette = sns.color_palette("colorblind", 10)
+    return {
+        "color": palette[index % len(palette)],
+        "linestyle": LINE_STYLES[index % len(LINE_STYLES)],
+        "marker": MARKERS[index % len(MARKERS)],
+    }
+
+
+def legend_below(axis: plt.Axes, columns: int = 2, **options) -> None:
+    """The legend under the axes, outside the data, in ``columns`` columns."""
+    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns, frameon=False,
+                **options)  # fmt: skip
+
+
 def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
     """A log-scaled x axis ticked exactly at the batch sizes, without minor labels."""
     axis.set_xscale("log")
