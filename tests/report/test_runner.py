@@ -28,8 +28,11 @@ def test_unknown_section_is_refused(tmp_path):
 
 
 def test_cli_reports_bad_section_with_exit_code_2(tmp_path, capsys):
-    assert main(["report", "--out", str(tmp_path), "--only", "nonsense"]) == 2
-    assert "only must name report sections" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        main(["report", "--out", str(tmp_path / "r"), "--only", "nonsense"])
+    assert stop.value.code == 2
+    assert "argument --only: invalid choice: 'nonsense'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_sections_follow_the_report_order():
