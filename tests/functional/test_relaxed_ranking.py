@@ -88,12 +88,20 @@ def test_relaxed_ap_is_finite_and_differentiable_at_every_edge(method):
 
 @pytest.mark.parametrize("method", HARMONIC_METHODS)
 def test_relaxed_ap_has_no_pole_near_one_item(method):
-    # The printed (c+ - 1)/(c - 1) blows up as c -> 1 with c+ = 0.5; the clamp keeps AP bounded.
+    # The printed (c+ - 1)/(c - 1) blows up as c -> 1 with c+ = 0.5; with the clamp, AP is
+    # continuous there: it approaches its value at exactly one item linearly in the gap.
+    positive = torch.tensor([[0.5, 1.0]], dtype=torch.float64)
+
+    def ap_at(count):
+        total = torch.tensor([[count, 2.0]], dtype=torch.float64)
+        return relaxed_tie_aware_ap(positive, total, method).item()
+
+    at_one = ap_at(1.0)
+    assert math.isfinite(at_one)
+    slope = abs(ap_at(1.0 + 1e-3) - at_one) / 1e-3
     for gap in (1e-3, 1e-6, 1e-9, 1e-12):
-        positive = torch.tensor([[0.5, 1.0]], dtype=torch.float64)
-        total = torch.tensor([[1.0 + gap, 2.0]], dtype=torch.float64)
-        value = relaxed_tie_aware_ap(positive, total, method).item()
-        assert 0.0 <= value <= 2.0
+        assert abs(ap_at(1.0 + gap) - at_one) <= 2 * slope * gap + 1e-15
+        assert abs(ap_at(1.0 - gap) - at_one) <= 2 * slope * gap + 1e-15
 
 
 @pytest.mark.parametrize("method", HARMONIC_METHODS)
