@@ -31,9 +31,16 @@ from pathlib import Path
 import torch
 
 import gradlab
-from gradlab._validation import check_positive_finite
+from gradlab._validation import (
+    check_positive_finite,
+    check_shape,
+    check_tensor,
+    skip_value_checks,
+)
 from gradlab.errors import GradlabError
-from gradlab.monitor.batch import BatchView
+from gradlab.functional.layouts import RetrievalLayout, in_batch_layout
+from gradlab.functional.score_losses import score_positives
+from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantities import PRESETS, Quantity
 from gradlab.monitor.schedules import Schedule, default_schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
@@ -48,6 +55,61 @@ def _loss_kind(loss_fn: object) -> tuple[str | None, float | None]:
     if type(loss_fn).__name__ == "SmoothAPLoss" and hasattr(loss_fn, "temperature"):
         return "include_query", float(loss_fn.temperature)  # pytorch-metric-learning
     return None, None
+
+
+WATCH_INPUTS = ("embeddings", "scores")
+"""What the first argument of a watched loss is."""
+
+WATCH_FORMS = {
+    "embeddings": "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates "
+    "[C, d], positives [Q, C] bool)",
+    "scores": "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)",
+}
+
+
+def _score_recorder_owner(loss_fn: object):
+    """The object whose ``score_recorder`` a Monitor sets: a gradlab score-matrix loss, or the
+    recording distance (gradlab.interop.pml) of a pytorch-metric-learning loss; else None."""
+    for owner in (loss_fn, getattr(loss_fn, "distance", None)):
+        if owner is not None and hasattr(owner, "score_recorder"):
+            return owner
+    return None
+
+
+def _record_into(captured: list):
+    """A ``score_recorder``: keep each recorded matrix and read its gradient with a hook."""
+
+    def record(direction: str, scores: torch.Tensor, positives: torch.Tensor | None) -> None:
+        capture = ScoreCapture(direction, scores.detach(), positives)
+        if scores.requires_grad:
+            scores.register_hook(_keep_into(capture))
+        captured.append(capture)
+
+    return record
+
+
+def _keep_into(capture: ScoreCapture):
+    def keep(grad: torch.Tensor):
+        capture.grad = grad.detach()
+        return grad * (1 + 1e-7)  # read only: returning None keeps the gradient as it is
+
+    return keep
+
+
+def _is_gradlab_smooth_ap(loss_fn: object) -> bool:
+    from gradlab.losses import SmoothAPLoss
+
+    return isinstance(loss_fn, SmoothAPLoss)
+
+
+def _loss_name(loss_fn: object) -> str:
+    return getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
+
+
+def _describe(values) -> str:
+    parts = [f"{type(v).__name__}{list(v.shape) if isinstance(v, torch.Tensor) else ''}"
+             for v in values]  # fmt: skip
+    return f"{len(values)} tensor argument(s): ({', '.join(parts)})" if parts else "no tensor"
 
 
 class Monitor:
@@ -157,18 +219,63 @@ class Monitor:
 
     # --- hooks into the user's code ------------------------------------------------------------
 
-    def watch(self, loss_fn: Callable) -> Callable:
-        """Wrap ``loss_fn`` (``(embeddings, labels)`` or ``(queries, candidates, positives)``).
+    _watch_inputs = "embeddings"  # of the last watch(); class defaults, set per instance there
+    not_logged: dict[str, str] = {}  # noqa: RUF012  (quantity -> why it cannot apply; replaced)
+    skipped_calls = 0  # loss calls the Monitor could not read
 
-        Returns a callable that returns the loss unchanged and never alters gradients.
+    def watch(self, loss_fn: Callable, inputs: str = "embeddings") -> Callable:
+        """Wrap ``loss_fn``: the wrapper returns the loss unchanged and never alters gradients.
+
+        Args:
+            loss_fn: the loss, any callable. With ``inputs="embeddings"`` it is called as
+                ``loss_fn(embeddings, labels)`` or ``loss_fn(queries, candidates, positives)``;
+                with ``inputs="scores"`` as ``loss_fn(scores, positives)`` on a ``[Q, C]`` score
+                matrix, ``positives`` a ``[Q, C]`` bool mask or ``[B]`` labels of a square
+                paired batch (rows: images, columns: captions). Keyword arguments are passed
+                through; tensors among them are read after the positional ones.
+            inputs: ``"embeddings"`` or ``"scores"``.
+
+        The anatomy (:class:`~gradlab.monitor.anatomy.Anatomy`) reads ``dL/dS`` with a hook
+        on the score matrix: the ``scores`` argument (``inputs="scores"``); the matrix of each
+        direction of gradlab's score-matrix losses; the matrix a pytorch-metric-learning loss
+        computes through :mod:`gradlab.interop.pml`'s recording distance; for gradlab's
+        ``SmoothAPLoss``, SmoothAP's exact ``dL/dS`` at the step's scores. For any other loss
+        the anatomy is not logged and the run header says why (``"not_logged"``), as for every
+        other quantity that cannot apply to the watched loss.
+
+        A call whose arguments the Monitor cannot read (one argument, a non-tensor, wrong
+        shapes) still returns the loss; it is reported once with a ``RuntimeWarning`` and not
+        logged (``strict=True`` raises a :class:`GradlabError` instead).
+
+        Raises:
+            GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
         """
+        if not callable(loss_fn):
+            raise GradlabError(
+                "loss_fn must be callable (a loss module or function); got "
+                f"{type(loss_fn).__name__} {loss_fn!r}"
+            )
+        if inputs not in WATCH_INPUTS:
+            raise GradlabError(f"inputs must be one of {WATCH_INPUTS}; got {inputs!r}")
         kind, loss_tau = _loss_kind(loss_fn)
+        recorder = _score_recorder_owner(loss_fn)
+        self._watch_inputs = inputs
+        self._explain_not_logged(loss_fn, inputs, recorder, kind)
 
         def watched(*args, **kwargs):
-            loss = loss_fn(*args, **kwargs)
+            logging = self._logging_now()
+            captured: list[ScoreCapture] = []
+            if logging and recorder is not None and self._wants_score_grad():
+                recorder.score_recorder = _record_into(captured)
+            try:
+                loss = loss_fn(*args, **kwargs)
+            finally:
+                if recorder is not None:
+                    recorder.score_recorder = None
             self._last_call = (self.step_count, args, loss, kind, loss_tau, loss_fn)  # close()
-            if self._logging_now() and args and isinstance(args[0], torch.Tensor):
-                self._capture(args, loss, kind, loss_tau)
+            if logging:
+                self._capture(args, loss, kind, loss_tau, kwargs=kwargs, inputs=inputs,
+                              captured=captured, loss_fn=loss_fn)  # fmt: skip
             return loss
 
         watched.__wrapped__ = loss_fn
@@ -176,12 +283,26 @@ class Monitor:
 
     def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
         """Forward hook on ``module`` (its output are the embeddings); ``labels`` a tensor or a
-        zero-argument callable giving the current batch's labels. Returns the hook handle."""
+        zero-argument callable giving the current batch's labels. Returns the hook handle.
+
+        The hook never breaks training: output it cannot read is reported once (see
+        :meth:`watch`). Without the loss, the anatomy and gradient agreement are not logged.
+        """
+        if not isinstance(module, torch.nn.Module):
+            raise GradlabError(
+                f"module must be a torch.nn.Module; got {type(module).__name__} {module!r}"
+            )
+        if not (isinstance(labels, torch.Tensor) or callable(labels)):
+            raise GradlabError(
+                "labels must be a tensor or a zero-argument callable returning one; got "
+                f"{type(labels).__name__} {labels!r}"
+            )
+        self._explain_not_logged(None, "attach", None, None)
 
         def hook(_module, _inputs, output):
-            if self._logging_now() and isinstance(output, torch.Tensor):
+            if self._logging_now():
                 current = labels() if callable(labels) else labels
-                self._capture((output, current), None, None, None)
+                self._capture((output, current), None, None, None, inputs="embeddings")
 
         return module.register_forward_hook(hook)
 
@@ -189,26 +310,140 @@ class Monitor:
         step = self.step_count
         return any(q.should_compute(step) for q in self.quantities if q.name not in self.disabled)
 
-    def _capture(self, args, loss, kind, loss_tau) -> None:
-        embeddings = args[0]
-        batch = BatchView(
-            embeddings=embeddings.detach(),
-            loss=None if loss is None else loss.detach(),
-            tau=self.tau,
-            loss_kind=kind,
-            loss_tau=loss_tau,
-        )
-        if len(args) >= 3:
-            batch.candidates, batch.positives = args[1].detach(), args[2]
-        else:
-            batch.labels = args[1]
-        if embeddings.requires_grad and any(q.needs_grad for q in self.quantities):
+    def _capture(
+        self, args, loss, kind, loss_tau, *, kwargs=None, inputs=None, captured=(), loss_fn=None
+    ) -> None:
+        """Keep the batch of a logged step (detached) and hook the gradients to read."""
+        inputs = inputs or self._watch_inputs
+        tensors = [*args, *(v for v in (kwargs or {}).values() if isinstance(v, torch.Tensor))]
+        try:
+            batch = self._interpret(tensors, loss, kind, loss_tau, inputs)
+            self._hook_scores(batch, tensors[0], inputs, list(captured), loss_fn)
+        except Exception as error:
+            if self.strict:
+                raise GradlabError(f"Monitor cannot read this loss call: {error}") from error
+            self._skip_call(error)
+            return
+        embeddings = tensors[0]
+        if (inputs == "embeddings" and embeddings.requires_grad
+                and any(q.needs_grad for q in self.quantities)):  # fmt: skip
 
             def keep_gradient(grad, batch=batch):
                 batch.embedding_grad = grad.detach()  # read only: returning None keeps grad as is
 
             embeddings.register_hook(keep_gradient)
         self._pending = batch
+
+    def _interpret(self, tensors, loss, kind, loss_tau, inputs) -> BatchView:
+        """The BatchView of a call (positional arguments, then tensor keyword arguments), or a
+        GradlabError saying why the call cannot be read."""
+        expected = WATCH_FORMS[inputs]
+        if len(tensors) < 2 or not all(isinstance(t, torch.Tensor) for t in tensors[:3]):
+            raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        first = tensors[0]
+        if first.dim() != 2 or not first.is_floating_point():
+            raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        batch = BatchView(
+            embeddings=first.detach(),
+            loss=None if loss is None else loss.detach(),
+            tau=self.tau,
+            loss_kind=kind,
+            loss_tau=loss_tau,
+        )
+        if inputs == "scores":
+            mask = score_positives(batch.embeddings, tensors[1])
+            batch.positives = mask
+            # The score matrix is the layout: P, counts and the relaxation gap read it directly.
+            batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
+        elif len(tensors) >= 3:
+            check_tensor("candidates", tensors[1], ndims=(2,), kind="float")
+            check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
+            check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
+            batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
+        else:
+            check_tensor("labels", tensors[1], ndims=(1,), kind="integer")
+            check_shape("labels", tensors[1], first.shape[:1], "one label per embedding")
+            batch.labels = tensors[1]
+        return batch
+
+    def _hook_scores(self, batch, first, inputs, captured, loss_fn) -> None:
+        """Collect the score matrices whose ``dL/dS`` the anatomy reads (hooks only read)."""
+        if not self._wants_score_grad():
+            return
+        if inputs == "scores" and not captured:
+            capture = ScoreCapture("both", batch.embeddings, batch.positives)
+            if first.requires_grad:
+                first.register_hook(_keep_into(capture))
+            captured = [capture]
+        elif inputs == "embeddings" and batch.labels is not None:
+            size = batch.labels.shape[0]
+            captured = [c for c in captured if tuple(c.scores.shape) == (size, size)][:1]
+            for capture in captured:  # a recording distance: in-batch, the query not a candidate
+                capture.direction = "in_batch"
+                capture.positives = batch.layout.positives
+                capture.candidates = batch.layout.candidates
+        if not captured and _is_gradlab_smooth_ap(loss_fn):
+            include = batch.loss_kind == "include_query"
+            if batch.labels is not None:
+                layout = in_batch_layout(batch.embeddings, batch.labels, include_query=include)
+                direction = "in_batch"
+            else:
+                layout = batch.layout
+                direction = "i2t"
+            captured = [ScoreCapture(direction, layout.scores, layout.positives,
+                                     layout.candidates, smooth_ap_tau=batch.loss_tau)]  # fmt: skip
+        batch.score_captures = captured
+
+    def _wants_score_grad(self) -> bool:
+        return any(getattr(q, "needs_score_grad", False) and q.name not in self.disabled
+                   for q in self.quantities)  # fmt: skip
+
+    def _skip_call(self, error: Exception) -> None:
+        """Report the first unreadable call; count all of them."""
+        self.skipped_calls += 1
+        if self.skipped_calls == 1:
+            warnings.warn(
+                f"gradlab.Monitor: a loss call it cannot read was not logged ({error}); "
+                "training goes on, later such calls are skipped silently "
+                "(strict=True raises instead)",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+    def _explain_not_logged(self, loss_fn, inputs, recorder, kind) -> None:
+        """Say in the header why a quantity cannot apply to the watched loss, and skip it."""
+        name = "attach()" if inputs == "attach" else f"the watched loss {_loss_name(loss_fn)}"
+        reasons = {}
+        if inputs == "scores":
+            for quantity in ("embedding_norm", "embedding_grad_norm", "decomposition"):
+                reasons[quantity] = (
+                    "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
+                )
+            reasons["gradient_agreement"] = (
+                "needs embeddings and a SmoothAP loss; the loss is watched on a score matrix"
+            )
+        elif kind is None:
+            reasons["gradient_agreement"] = (
+                "compares the backpropagated gradient with SmoothAP's analytic one; "
+                f"{name} is not SmoothAP"
+            )
+        if inputs == "attach":
+            reasons["anatomy"] = (
+                "needs dL/dS of the loss's score matrix; attach() sees the embeddings only "
+                "(use monitor.watch(loss_fn))"
+            )
+        elif inputs == "embeddings" and recorder is None and not _is_gradlab_smooth_ap(loss_fn):
+            reasons["anatomy"] = (
+                f"needs dL/dS of a score matrix; {name} takes embeddings and exposes none. "
+                "Watch a loss written on a score matrix with inputs='scores', use gradlab's "
+                "losses, or give a pytorch-metric-learning loss "
+                "distance=gradlab.interop.pml.RecordingCosineSimilarity()"
+            )
+        present = {q.name for q in self.quantities}
+        for quantity in list(self.not_logged):
+            self.disabled.pop(quantity, None)
+        self.not_logged = {q: why for q, why in reasons.items() if q in present}
+        self.disabled.update(self.not_logged)
 
     # --- the step ------------------------------------------------------------------------------
 
@@ -230,7 +465,9 @@ class Monitor:
         if self._last_call is not None:  # a count kept by the watched loss (SmoothAPLoss)
             batch.degenerate_batches = getattr(self._last_call[-1], "degenerate_batches", None)
         values: dict[str, torch.Tensor] = {}
-        with torch.no_grad():
+        # No value is read back while computing (finite by construction: skip_value_checks);
+        # the stacked scalars cross to the host once, below.
+        with torch.no_grad(), skip_value_checks():
             for quantity in due:
                 try:
                     values.update(quantity.compute(batch))
@@ -244,7 +481,7 @@ class Monitor:
         if values:
             names = list(values)
             stacked = torch.stack([values[name].reshape(()).to(torch.float64) for name in names])
-            record.update(zip(names, stacked.cpu().tolist(), strict=True))  # one transfer
+            record.update(zip(names, stacked.tolist(), strict=True))  # the one transfer
         self._open(batch.embeddings.device)
         for sink in self.sinks:
             sink.write(record)
@@ -275,6 +512,7 @@ class Monitor:
         )
         if batch.embedding_grad is not None:
             gathered.embedding_grad = _all_gather_rows(batch.embedding_grad)
+        gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
         if batch.loss is not None:
             loss = batch.loss.clone().to(torch.float64)
             torch.distributed.all_reduce(loss)
@@ -296,6 +534,8 @@ class Monitor:
             "quantities": [q.name for q in self.quantities],
             "config": self.config,
         }
+        if self.not_logged:  # quantities that cannot apply to the watched loss, and why
+            header["not_logged"] = dict(self.not_logged)
         if "resumed" in self._previous_run:
             header["resumed"] = self._previous_run["resumed"]
         if "overwrite" in self._previous_run:
@@ -306,17 +546,19 @@ class Monitor:
             sink.open(self.log_dir, header)
         self._opened = True
 
-    def close(self) -> None:
+    def close(self, log_last_step: bool = True) -> None:
         """Log the last step if its schedule skipped it, then flush and close every sink.
 
         The last step's record holds the quantities that need no gradient (off-schedule steps
         keep no gradient). Writes the header if nothing was logged. Under torch.distributed
-        every rank must call ``close`` (the last step is gathered like any other).
+        every rank must call ``close`` (the last step is gathered like any other), or pass
+        ``log_last_step=False`` (as leaving a ``with`` block by an exception does).
         """
         if self._closed:
             return
         try:
-            self._log_last_step()
+            if log_last_step:
+                self._log_last_step()
         finally:
             if _is_rank_zero():
                 self._open(None)
@@ -343,8 +585,8 @@ class Monitor:
     def __enter__(self) -> Monitor:
         return self
 
-    def __exit__(self, *exc_info) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc_info) -> None:
+        self.close(log_last_step=exc_type is None)
 
 
 def _schedule(value: int | Schedule) -> Schedule:

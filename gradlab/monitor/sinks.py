@@ -60,8 +60,13 @@ def require_extra(module: str, extra: str, sink: str) -> None:
         )
 
 
-def _scalars(record: dict) -> dict[str, float]:
-    """The numeric entries of a record other than ``step``, as floats (NaN/infinity kept)."""
+def scalars(record: dict) -> dict[str, float]:
+    """The numeric entries of a record other than ``step``, as floats (NaN/infinity kept).
+
+    Example:
+        >>> scalars({"step": 3, "loss": 0.5, "note": "x", "flag": True})
+        {'loss': 0.5}
+    """
     return {
         key: float(value)
         for key, value in record.items()
@@ -191,7 +196,7 @@ class TensorBoardSink(Sink):
 
     def write(self, record: dict) -> None:
         step = record["step"]
-        for key, value in _scalars(record).items():
+        for key, value in scalars(record).items():
             self.writer.add_scalar(key, value, step)
         self.writer.flush()
 
@@ -242,7 +247,7 @@ class WandbSink(Sink):
         self.run.define_metric(f"{self.prefix}*", step_metric=f"{self.prefix}step")
 
     def write(self, record: dict) -> None:
-        values = {f"{self.prefix}{key}": value for key, value in _scalars(record).items()}
+        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
         values[f"{self.prefix}step"] = int(record["step"])
         self.run.log(values)
 
@@ -309,7 +314,7 @@ class MLflowSink(Sink):
         timestamp, step = int(time.time() * 1000), int(record["step"])
         metrics = [
             Metric(f"{self.prefix}{key}", value, timestamp, step)
-            for key, value in _scalars(record).items()
+            for key, value in scalars(record).items()
         ]
         self.client.log_batch(self.run_id, metrics=metrics)
 

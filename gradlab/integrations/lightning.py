@@ -1,0 +1,201 @@
+"""The Monitor as a PyTorch Lightning callback (``pip install gradlab[lightning]``).
+
+Usage::
+
+    callback = GradlabCallback(tau=0.05)                # Monitor options; log_dir from the Trainer
+    module.loss_fn = callback.watch(SmoothAPLoss(0.05))  # used in training_step as before
+    trainer = lightning.pytorch.Trainer(callbacks=[callback], logger=WandbLogger(...))
+    trainer.fit(module)
+
+What it does:
+
+* ``setup`` (fit) opens a :class:`gradlab.Monitor` in ``log_dir``, by default
+  ``<trainer.log_dir>/gradlab`` (``<trainer.log_dir>/gradlab/<run id>`` for loggers such as W&B
+  and MLflow whose folder is not per run). Rank 0 chooses the folder and broadcasts it.
+* The watched loss feeds the Monitor during training only (validation and test calls are passed
+  straight through), and the Monitor steps once per optimizer step
+  (``on_before_optimizer_step`` of the first optimizer: after backward, so the gradient of the
+  embeddings is known; with gradient accumulation the last micro-batch is logged).
+* Every record goes to the Monitor's sinks and, keys prefixed with ``prefix``, to each of the
+  Trainer's loggers (``logger.log_metrics(values, step=record["step"])``), from global rank 0
+  only; under DDP the quantities are computed on the global batch like in a bare loop.
+* The Monitor is closed at the end of training (the last step is logged then if its schedule
+  skipped it) or, without that last record, when fitting raises.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gradlab.errors import GradlabError
+from gradlab.monitor.monitor import Monitor, _check_log_dir
+from gradlab.monitor.sinks import Sink, scalars
+
+try:
+    from lightning.pytorch import Callback
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+except ImportError as error:  # pragma: no cover - exercised by a subprocess test
+    raise GradlabError(
+        "gradlab.integrations.lightning needs the lightning package, which is not installed; "
+        "install it with: pip install 'gradlab[lightning]'"
+    ) from error
+
+__all__ = ["GradlabCallback", "TrainerLoggersSink"]
+
+_MONITOR_OPTIONS = inspect.signature(Monitor.__init__)
+
+
+class TrainerLoggersSink(Sink):
+    """A sink that writes each record into a Lightning Trainer's loggers (rank 0 only).
+
+    Args:
+        trainer: the ``lightning.pytorch.Trainer``.
+        prefix: prepended to every key (``gradlab/loss``), so gradlab's keys never collide with
+            the module's own ``self.log`` keys.
+    """
+
+    def __init__(self, trainer: Any, prefix: str = "gradlab/") -> None:
+        self.trainer = trainer
+        self.prefix = prefix
+
+    def write(self, record: dict) -> None:
+        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
+        for logger in self.trainer.loggers:
+            logger.log_metrics(values, step=int(record["step"]))
+
+
+class _WatchedLoss:
+    """The loss returned by :meth:`GradlabCallback.watch`: the Monitor's watch while training."""
+
+    def __init__(self, callback: GradlabCallback, loss_fn: Callable) -> None:
+        self.callback = callback
+        self.loss_fn = loss_fn
+        self.__wrapped__ = loss_fn
+        self._inner: tuple[Monitor, Callable] | None = None
+
+    def __call__(self, *args, **kwargs):
+        monitor, trainer = self.callback.monitor, self.callback._trainer
+        if monitor is None or trainer is None or not trainer.training:
+            return self.loss_fn(*args, **kwargs)
+        if self._inner is None or self._inner[0] is not monitor:
+            self._inner = (monitor, monitor.watch(self.loss_fn))
+        return self._inner[1](*args, **kwargs)
+
+    def __getstate__(self) -> dict:  # picklable for ddp_spawn: the Monitor is per process
+        return {**self.__dict__, "_inner": None}
+
+
+class GradlabCallback(Callback):
+    """Run a :class:`gradlab.Monitor` inside ``Trainer.fit`` (see the module docstring).
+
+    Args:
+        log_dir: the Monitor's folder; ``None``: ``<trainer.log_dir>/gradlab`` (per run).
+        prefix: key prefix of the scalars forwarded to the Trainer's loggers.
+        forward_to_loggers: forward each record to ``trainer.loggers``.
+        **monitor_options: any other :class:`gradlab.Monitor` option (``tau``, ``preset``,
+            ``every``, ``sinks``, ``resume``...), checked here.
+
+    Raises:
+        GradlabError: an unknown Monitor option, a ``log_dir`` that is a file, a bad prefix.
+
+    Example:
+        >>> callback = GradlabCallback(tau=0.05, preset="cheap")
+        >>> callback.monitor is None  # opened when fitting starts
+        True
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        *,
+        prefix: str = "gradlab/",
+        forward_to_loggers: bool = True,
+        **monitor_options: Any,
+    ) -> None:
+        super().__init__()
+        if log_dir is not None:
+            log_dir = _check_log_dir(log_dir)
+        try:
+            _MONITOR_OPTIONS.bind(None, ".", **monitor_options)
+        except TypeError as error:
+            allowed = [name for name in _MONITOR_OPTIONS.parameters if name not in ("self",
+                       "log_dir")]  # fmt: skip
+            raise GradlabError(
+                f"monitor_options must be gradlab.Monitor options {allowed}; got "
+                f"{sorted(monitor_options)} ({error})"
+            ) from None
+        if not isinstance(prefix, str):
+            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        if not isinstance(forward_to_loggers, bool):
+            raise GradlabError(
+                f"forward_to_loggers must be True or False; got {forward_to_loggers!r}"
+            )
+        self.log_dir = log_dir
+        self.prefix = prefix
+        self.forward_to_loggers = forward_to_loggers
+        self.monitor_options = monitor_options
+        self.monitor: Monitor | None = None
+        self._trainer = None
+
+    def watch(self, loss_fn: Callable) -> Callable:
+        """Wrap the module's loss once; returns a callable with the same signature and value."""
+        if not callable(loss_fn):
+            raise GradlabError(
+                f"loss_fn must be callable (a loss module or function); got {loss_fn!r}"
+            )
+        return _WatchedLoss(self, loss_fn)
+
+    # --- Lightning hooks -------------------------------------------------------------------------
+
+    def setup(self, trainer, pl_module, stage: str) -> None:
+        if stage != "fit":
+            return
+        self._close(log_last_step=False)  # a previous fit that was not closed
+        folder = self.log_dir if self.log_dir is not None else self._default_folder(trainer)
+        options = dict(self.monitor_options)
+        sinks = list(options.pop("sinks", ("jsonl",)))
+        if self.forward_to_loggers:
+            sinks.append(TrainerLoggersSink(trainer, self.prefix))
+        self.monitor = Monitor(folder, sinks=sinks, **options)
+        self._trainer = trainer
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        if self.monitor is not None and optimizer is trainer.optimizers[0]:
+            self.monitor.step()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self._close(log_last_step=True)
+
+    def on_fit_end(self, trainer, pl_module) -> None:
+        self._close(log_last_step=True)
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        self._close(log_last_step=False)  # other ranks may be gone: no collective
+
+    def teardown(self, trainer, pl_module, stage: str) -> None:
+        if stage == "fit":
+            self._close(log_last_step=False)
+
+    # --- helpers ---------------------------------------------------------------------------------
+
+    def _close(self, log_last_step: bool) -> None:
+        if self.monitor is not None:
+            monitor, self.monitor = self.monitor, None
+            monitor.close(log_last_step=log_last_step)
+
+    @staticmethod
+    def _default_folder(trainer) -> Path:
+        """``<trainer.log_dir>/gradlab``, plus the run id for loggers whose folder is shared."""
+        base = trainer.log_dir  # a collective: every rank calls it
+        folder = Path(base if base is not None else trainer.default_root_dir) / "gradlab"
+        loggers = trainer.loggers
+        if trainer.is_global_zero and loggers and not isinstance(
+            loggers[0], (TensorBoardLogger, CSVLogger)
+        ):
+            version = loggers[0].version
+            if version is not None:
+                folder = folder / str(version)
+        return Path(trainer.strategy.broadcast(str(folder)))

@@ -1,0 +1,135 @@
+"""GradlabCallback: the Monitor inside Trainer.fit (CPU; DDP with gloo in two processes)."""
+
+import csv
+import importlib
+import socket
+import sys
+
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+import torch.multiprocessing as mp
+from lightning.pytorch.loggers import CSVLogger
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.functional import in_batch_layout, operating_region_proportion
+from gradlab.integrations.lightning import GradlabCallback
+from gradlab.models import EmbeddingMLP
+from gradlab.monitor import read_jsonl
+from tests.integrations.lightning_module import (
+    LitRetrieval,
+    ddp_worker,
+    loader,
+    quiet_trainer,
+    rank_batch,
+)
+
+
+def test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers(tmp_path):
+    callback = GradlabCallback(tau=0.05)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(
+        max_steps=20, callbacks=[callback], logger=CSVLogger(tmp_path), val_check_interval=7,
+        limit_val_batches=2, num_sanity_val_steps=0,
+    )  # fmt: skip
+    trainer.fit(module, loader(20), loader(2, seed=1))
+    assert callback.monitor is None and module.val_calls > 0
+    log_dir = tmp_path / "lightning_logs" / "version_0"
+    headers, records = read_jsonl(log_dir / "gradlab" / "metrics.jsonl")
+    # Default schedule: steps 0-9 and 10; the last step, 19, at the end of training.
+    assert len(headers) == 1 and [r["step"] for r in records] == [*range(11), 19]
+    for record in records:  # the training losses, not the validation ones
+        assert record["loss"] == pytest.approx(module.train_losses[record["step"]], rel=1e-6)
+    assert "p_seed" in records[0] and "embedding_grad_norm" in records[0]
+    assert "embedding_grad_norm" not in records[-1]  # no gradient is kept off-schedule
+    with (log_dir / "metrics.csv").open(newline="") as handle:
+        forwarded = [row for row in csv.DictReader(handle) if row.get("gradlab/loss")]
+    assert [int(row["step"]) for row in forwarded] == [r["step"] for r in records]
+    for row, record in zip(forwarded, records, strict=True):
+        assert float(row["gradlab/loss"]) == pytest.approx(record["loss"], rel=1e-6)
+        assert float(row["gradlab/p_seed"]) == pytest.approx(record["p_seed"], rel=1e-6)
+
+
+def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), fail_at=5)
+    trainer = quiet_trainer(max_steps=20, callbacks=[callback], logger=False)
+    with pytest.raises(RuntimeError, match="on purpose"):
+        trainer.fit(module, loader(20))
+    assert callback.monitor is None
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert len(headers) == 1 and [r["step"] for r in records] == [0, 1, 2, 3, 4]
+
+
+def test_a_second_fit_into_the_same_log_dir_is_refused(tmp_path):
+    def fit(**options):
+        callback = GradlabCallback(tmp_path / "run", preset="cheap", **options)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        quiet_trainer(max_steps=3, callbacks=[callback], logger=False).fit(module, loader(3))
+
+    fit()
+    with pytest.raises(GradlabError, match=r"resume=True.*overwrite=True"):
+        fit()
+    fit(resume=True)
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 5]
+    assert headers[1]["resumed"]["from_step"] == 3
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    mp.spawn(ddp_worker, args=(2, _free_port(), str(tmp_path)), nprocs=2, join=True)
+    runs = sorted(tmp_path.rglob("metrics.jsonl"))
+    assert len(runs) == 1, runs
+    headers, records = read_jsonl(runs[0])
+    assert len(headers) == 1 and [r["step"] for r in records] == [0]  # rank 1 wrote nothing
+    torch.manual_seed(0)
+    model = EmbeddingMLP(64, 16)
+    with torch.no_grad():
+        parts = [rank_batch(rank) for rank in range(2)]
+        embeddings = torch.cat([model(images) for images, _ in parts])
+        labels = torch.cat([labels for _, labels in parts])
+    scores = in_batch_layout(embeddings, labels, include_query=True).scores
+    expected = operating_region_proportion(scores, 0.01).mean().item()  # the monitor's tau
+    assert records[0]["p_seed"] == pytest.approx(expected, rel=1e-6)
+    local = in_batch_layout(embeddings[:12], labels[:12], include_query=True).scores
+    assert operating_region_proportion(local, 0.01).mean().item() != pytest.approx(expected)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: GradlabCallback(temperature=0.1), r"monitor_options must be gradlab.Monitor"),
+        (lambda: GradlabCallback(prefix=3), r"prefix must be a string"),
+        (lambda: GradlabCallback(forward_to_loggers="yes"), r"forward_to_loggers must be"),
+        (lambda: GradlabCallback().watch(42), r"loss_fn must be callable"),
+        (lambda: GradlabCallback(log_dir=42), r"log_dir must be a folder path"),
+    ],
+)
+def test_bad_calls_raise_naming_the_argument(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()
+
+
+def test_a_log_dir_that_is_a_file_is_refused_at_the_call(tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(GradlabError, match=r"log_dir must be a folder.*existing file"):
+        GradlabCallback(tmp_path / "file")
+
+
+def test_without_lightning_the_extra_is_named(monkeypatch):
+    monkeypatch.delitem(sys.modules, "gradlab.integrations.lightning")
+    monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
+    with pytest.raises(GradlabError, match=r"pip install 'gradlab\[lightning\]'"):
+        importlib.import_module("gradlab.integrations.lightning")
