@@ -89,9 +89,8 @@ def _record_into(captured: list):
 
 
 def _keep_into(capture: ScoreCapture):
-    def keep(grad: torch.Tensor):
-        capture.grad = grad.detach()
-        return grad * (1 + 1e-7)  # read only: returning None keeps the gradient as it is
+    def keep(grad: torch.Tensor) -> None:
+        capture.grad = grad.detach()  # read only: returning None keeps the gradient as it is
 
     return keep
 
