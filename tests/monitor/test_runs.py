@@ -1,0 +1,140 @@
+"""Runs never merge (refuse, resume, overwrite); log_dir checked at the call; short runs shown."""
+
+import csv
+import os
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError, Monitor
+from gradlab.monitor import default_schedule, every, read_jsonl
+from tests.monitor.helpers import train
+
+
+def _steps(log_dir):
+    return [r["step"] for r in read_jsonl(log_dir / "metrics.jsonl")[1]]
+
+
+def test_a_second_monitor_on_a_run_is_refused_naming_both_ways_out(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=2)
+    before = (tmp_path / "metrics.jsonl").read_text()
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, preset="cheap")
+    message = str(raised.value)
+    assert "log_dir" in message and "metrics.jsonl" in message
+    assert "resume=True" in message and "overwrite=True" in message
+    assert (tmp_path / "metrics.jsonl").read_text() == before  # nothing touched
+
+
+def test_resume_continues_the_steps_and_the_header_says_so(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=3)
+    with Monitor(tmp_path, preset="cheap", every=2, sinks=["jsonl", "csv"], resume=True) as monitor:
+        assert monitor.step_count == 3
+        train(monitor, steps=4)  # steps 3..6: 4 and 6 on schedule, 6 is also the last
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 4, 6]
+    assert "resumed" not in headers[0]
+    assert headers[1]["resumed"] == {"from_step": 3, "files": ["metrics.csv", "metrics.jsonl"]}
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [int(row["step"]) for row in rows] == [0, 1, 2, 4, 6]  # one header row only
+
+
+def test_resume_on_an_empty_folder_starts_at_zero(tmp_path):
+    with Monitor(tmp_path / "new", preset="cheap", every=1, resume=True) as monitor:
+        train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path / "new" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1] and "resumed" not in headers[0]
+
+
+def test_overwrite_replaces_the_run_when_the_first_record_is_written(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, config={"run": 1}) as monitor:
+        train(monitor, steps=3)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, config={"run": 2}, overwrite=True)
+    assert _steps(tmp_path) == [0, 1, 2]  # still there until the new run writes
+    with monitor:
+        train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [h["config"]["run"] for h in headers] == [2] and [r["step"] for r in records] == [0, 1]
+    assert headers[0]["overwrote"] == ["metrics.jsonl"]
+
+
+def test_other_files_in_the_folder_are_not_a_run(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "figures").mkdir()
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=1)
+    assert _steps(tmp_path) == [0] and (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_resume_from_tensorboard_only_files_is_refused(tmp_path):
+    pytest.importorskip("tensorboard")
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["tensorboard"]) as monitor:
+        train(monitor, steps=1)
+    with pytest.raises(GradlabError, match=r"resume=True needs the last step.*'jsonl'"):
+        Monitor(tmp_path, sinks=["tensorboard"], resume=True)
+
+
+def test_a_30_step_smoke_run_logs_several_points_and_its_last_step(tmp_path):
+    with Monitor(tmp_path, preset="cheap") as monitor:
+        train(monitor, steps=30)
+    assert _steps(tmp_path) == [*range(10), 10, 20, 29]
+
+
+def test_default_schedule_is_dense_early_then_every_50():
+    logged = [step for step in range(1001) if default_schedule()(step)]
+    assert logged[:10] == list(range(10))
+    assert [s for s in logged if 10 <= s < 200] == list(range(10, 200, 10))
+    assert [s for s in logged if s >= 200] == list(range(200, 1001, 50))
+
+
+def test_the_last_step_is_not_logged_twice(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=every(5)) as monitor:
+        train(monitor, steps=6)  # step 5 is on schedule and is the last
+    assert _steps(tmp_path) == [0, 5]
+
+
+def test_no_last_step_when_the_block_raises(tmp_path):
+    with pytest.raises(RuntimeError), Monitor(tmp_path, preset="cheap", every=5) as monitor:
+        train(monitor, steps=3)
+        raise RuntimeError("training failed")
+    assert _steps(tmp_path) == [0]
+
+
+def test_a_step_without_a_closing_step_call_is_not_logged_at_close(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=5) as monitor:
+        train(monitor, steps=2)  # steps 0, 1
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(torch.randn(8, 4), torch.arange(8) % 2)  # a forward whose step never closed
+    assert _steps(tmp_path) == [0]
+
+
+@pytest.mark.parametrize(
+    ("make_log_dir", "kwargs", "message"),
+    [
+        (lambda tmp: tmp / "file.txt", {}, r"log_dir must be a folder.*existing file"),
+        (lambda tmp: tmp / "file.txt" / "run", {}, r"log_dir must be a folder.*is a file"),
+        (lambda tmp: 42, {}, r"log_dir must be a folder path .*got 42"),
+        (lambda tmp: None, {}, r"log_dir must be a folder path .*got None"),
+        (lambda tmp: "", {}, r"log_dir must be a folder path .*got ''"),
+        (lambda tmp: tmp, {"resume": "yes"}, r"resume must be True or False; got 'yes'"),
+        (lambda tmp: tmp, {"overwrite": 1}, r"overwrite must be True or False; got 1"),
+        (lambda tmp: tmp, {"resume": True, "overwrite": True}, r"exclude each other"),
+        (lambda tmp: tmp, {"sinks": ["neptune"]}, r"sinks must name one of"),
+    ],
+)
+def test_bad_monitor_calls_raise_at_the_call(tmp_path, make_log_dir, kwargs, message):
+    (tmp_path / "file.txt").write_text("not a folder")
+    with pytest.raises(GradlabError, match=message):
+        Monitor(make_log_dir(tmp_path), **kwargs)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write into any folder")
+def test_an_unwritable_parent_is_refused(tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(GradlabError, match="not writable"):
+        Monitor(locked / "run")
