@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
 
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
+
+
+@dataclass
+class ScoreCapture:
+    """A score matrix a watched loss differentiated, and its gradient ``dL/dS`` once backward ran.
+
+    ``direction`` says how to read it: ``"in_batch"`` (rows are queries, ``candidates`` masks the
+    query itself), ``"i2t"`` (rows are queries: the loss's image->caption term alone), ``"t2i"``
+    (columns are queries: the caption->image term alone) or ``"both"`` (the gradient of the whole
+    loss on a cross-modal matrix: rows are read as i2t queries and columns as t2i queries).
+    ``smooth_ap_tau`` set and ``grad`` unset: the loss is gradlab's SmoothAP with that tau, and
+    ``dL/dS`` is computed from the detached scores when the step is logged (exact).
+    """
+
+    direction: str
+    scores: torch.Tensor
+    positives: torch.Tensor
+    candidates: torch.Tensor | None = None
+    grad: torch.Tensor | None = None
+    smooth_ap_tau: float | None = None
 
 
 @dataclass
@@ -28,6 +48,7 @@ class BatchView:
     loss_kind: str | None = None
     loss_tau: float | None = None
     degenerate_batches: int | None = None  # batches without positives so far (watched loss)
+    score_captures: list[ScoreCapture] = field(default_factory=list)  # anatomy (dL/dS)
 
     @cached_property
     def layout(self) -> RetrievalLayout:

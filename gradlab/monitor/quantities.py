@@ -266,11 +266,13 @@ class WeightedGradientCounts(GradientCounts):
         super().__init__(schedule, threshold, weighted=True)
 
 
+from gradlab.monitor.anatomy import Anatomy  # noqa: E402  (it subclasses Quantity, above)
+
 PRESETS = {
     "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm),
     "default": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts),
     "full": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, WeightedGradientCounts,
-             Decomposition, RelaxationGap, GradientAgreement),
+             Decomposition, RelaxationGap, GradientAgreement, Anatomy),
 }  # fmt: skip
 """Quantity classes of each preset, from cheap to full."""
 

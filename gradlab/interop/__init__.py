@@ -1,0 +1,1 @@
+"""Small bridges to other libraries' objects (imported lazily: each needs its library)."""

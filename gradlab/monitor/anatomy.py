@@ -1,0 +1,160 @@
+"""Anatomy quantities: which pairs the trained loss gives gradient to (seed 001).
+
+The Monitor captures the score matrix ``S`` a watched loss differentiated and reads ``dL/dS`` with
+a hook (never changing it, see :meth:`gradlab.Monitor.watch`); :class:`Anatomy` summarises
+:func:`gradlab.functional.gradient_anatomy` of it over the queries of the step. Where the loss
+exposes no score matrix the quantity logs nothing and the run header says why.
+
+Logged keys (``anatomy_`` + direction + statistic; the direction is empty for in-batch
+retrieval, ``i2t_`` for rows as queries and ``t2i_`` for columns as queries of a cross-modal
+batch). Only queries with a positive and a negative are summarised:
+
+* ``active_negatives_{mean,q10,q50,q90}``: negatives per query with non-negligible ``|dL/dS|``;
+* ``active_negative_share``: the same over the query's number of negatives (mean);
+* ``active_positives``: positives with non-negligible gradient (mean);
+* ``hardest_1pct_share`` / ``hardest_10pct_share``: share of the negatives' gradient mass on the
+  hardest 1 % / 10 % of negatives by score (mean over the queries whose negatives get any);
+* ``active_rank_depth``: mean over queries of the mean rank of the active negatives divided by
+  the number of negatives (about 0: only the hardest get gradient; 0.5: evenly spread);
+* ``deepest_active_rank``: mean over queries of the deepest active rank over the number of
+  negatives;
+* ``queries_without_gradient``: share of the queries that receive no gradient at all.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from gradlab.functional import mean_ap_loss, smooth_ap
+from gradlab.functional.gradient_anatomy import (
+    DEFAULT_ABSOLUTE_THRESHOLD,
+    DEFAULT_RELATIVE_THRESHOLD,
+    gradient_anatomy,
+)
+from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.monitor.quantities import Quantity  # quantities imports this module at its end
+from gradlab.monitor.schedules import Schedule
+
+Values = dict[str, torch.Tensor]
+
+
+def _masked_mean(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` where ``keep`` and finite; NaN if none (no host sync)."""
+    keep = keep & torch.isfinite(values)
+    count = keep.sum()
+    total = torch.where(keep, values, 0.0).sum()
+    return torch.where(count > 0, total / count.clamp(min=1), math.nan)
+
+
+def _masked_quantiles(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """10/50/90 % quantiles of ``values`` where ``keep`` (NaN if none), without a host sync."""
+    masked = torch.where(keep, values, math.nan)
+    if masked.numel() == 0:
+        masked = torch.full((1,), math.nan, dtype=values.dtype, device=values.device)
+    levels = torch.tensor([0.1, 0.5, 0.9], dtype=values.dtype, device=values.device)
+    return torch.nanquantile(masked, levels)
+
+
+def anatomy_values(
+    prefix: str,
+    score_grad: torch.Tensor,
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidates: torch.Tensor | None = None,
+    absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
+    relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
+) -> Values:
+    """The logged summary of one direction's anatomy (rows are queries), keys ``prefix + ...``."""
+    anatomy = gradient_anatomy(score_grad, scores, positives, candidates,
+                               absolute_threshold=absolute_threshold,
+                               relative_threshold=relative_threshold)  # fmt: skip
+    keep = (anatomy.num_positives > 0) & (anatomy.num_negatives > 0)
+    active = anatomy.active_negatives.to(torch.float64)
+    negatives = anatomy.num_negatives.to(torch.float64).clamp(min=1)
+    quantiles = _masked_quantiles(active, keep)
+    return {
+        f"{prefix}active_negatives_mean": _masked_mean(active, keep),
+        f"{prefix}active_negatives_q10": quantiles[0],
+        f"{prefix}active_negatives_q50": quantiles[1],
+        f"{prefix}active_negatives_q90": quantiles[2],
+        f"{prefix}active_negative_share": _masked_mean(active / negatives, keep),
+        f"{prefix}active_positives": _masked_mean(
+            anatomy.active_positives.to(torch.float64), keep
+        ),
+        f"{prefix}hardest_1pct_share": _masked_mean(anatomy.hardest_1pct_share, keep),
+        f"{prefix}hardest_10pct_share": _masked_mean(anatomy.hardest_10pct_share, keep),
+        f"{prefix}active_rank_depth": _masked_mean(
+            anatomy.active_negative_rank_mean / negatives, keep
+        ),
+        f"{prefix}deepest_active_rank": _masked_mean(
+            anatomy.active_negative_rank_max / negatives, keep
+        ),
+        f"{prefix}queries_without_gradient": _masked_mean(
+            anatomy.without_gradient.to(torch.float64), keep
+        ),
+    }
+
+
+def smooth_ap_score_grad(capture: ScoreCapture) -> torch.Tensor:
+    """``dL/dS`` of gradlab's ``1 - mean smooth AP`` at the captured (detached) scores.
+
+    Exact for :class:`gradlab.SmoothAPLoss`: its loss is this function of these scores.
+    """
+    with torch.enable_grad():
+        leaf = capture.scores.detach().to(torch.float64).requires_grad_(True)
+        ap = smooth_ap(leaf, capture.positives, capture.smooth_ap_tau,
+                       candidates=capture.candidates)  # fmt: skip
+        (grad,) = torch.autograd.grad(mean_ap_loss(ap, leaf), leaf)
+    return grad
+
+
+class Anatomy(Quantity):
+    """Which pairs of the watched loss's score matrix receive gradient (module docstring).
+
+    Args:
+        schedule: ``step -> bool``.
+        absolute_threshold: see :func:`gradlab.functional.gradient_anatomy`.
+        relative_threshold: see :func:`gradlab.functional.gradient_anatomy`.
+    """
+
+    name = "anatomy"
+    needs_grad = True
+    needs_score_grad = True
+
+    def __init__(
+        self,
+        schedule: Schedule | None = None,
+        absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
+        relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
+    ) -> None:
+        super().__init__(schedule)
+        self.absolute_threshold = absolute_threshold
+        self.relative_threshold = relative_threshold
+
+    def compute(self, batch: BatchView) -> Values:
+        values: Values = {}
+        for capture in batch.score_captures:
+            grad = capture.grad
+            if grad is None and capture.smooth_ap_tau is not None:
+                grad = smooth_ap_score_grad(capture)
+            if grad is None:
+                continue
+            views = {
+                "in_batch": (("", False),),
+                "i2t": (("i2t_", False),),
+                "t2i": (("t2i_", True),),
+                "both": (("i2t_", False), ("t2i_", True)),
+            }[capture.direction]
+            for name, transpose in views:
+                values.update(self._values(f"anatomy_{name}", capture, grad, transpose))
+        return values
+
+    def _values(self, prefix: str, capture: ScoreCapture, grad, transpose: bool) -> Values:
+        def oriented(matrix):
+            return None if matrix is None else (matrix.T if transpose else matrix)
+
+        return anatomy_values(prefix, oriented(grad), oriented(capture.scores),
+                              oriented(capture.positives), oriented(capture.candidates),
+                              self.absolute_threshold, self.relative_threshold)  # fmt: skip

@@ -1,0 +1,108 @@
+"""The anatomy quantity in a Monitor: logged values against independent computations, the
+direction split, and the run header when the loss exposes no score matrix."""
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.functional import gradient_anatomy, nt_xent_loss
+from gradlab.monitor import Monitor, every, read_jsonl
+from gradlab.monitor.anatomy import Anatomy
+
+
+def _scores(seed=0, queries=6, candidates=18):
+    generator = torch.Generator().manual_seed(seed)
+    scores = (torch.rand(queries, candidates, generator=generator) * 2 - 1).requires_grad_(True)
+    positives = torch.arange(queries).unsqueeze(1) == (torch.arange(candidates) % queries)
+    return scores, positives
+
+
+def _log(tmp_path, loss_fn, scores, positives, inputs="scores"):
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(loss_fn, inputs=inputs)
+        loss_fn(scores, positives).backward()
+        return monitor.step()
+
+
+@pytest.mark.parametrize("margin", [0.1, 0.6])
+def test_max_violation_split_by_direction_matches_the_closed_form(tmp_path, margin):
+    """i2t: a query gets gradient on exactly its hardest negative iff a positive violates the
+    margin against it; t2i the same over columns. Computed here with loops over the scores."""
+    scores, positives = _scores()
+    with torch.no_grad():  # the first three image queries rank their captions far ahead
+        scores[:3] += 3.0 * positives[:3]
+    record = _log(tmp_path, gradlab.MaxViolationTripletLoss(margin), scores, positives)
+    rows, flags = scores.detach().tolist(), positives.tolist()
+    columns, column_flags = scores.detach().T.tolist(), positives.T.tolist()
+    for prefix, matrix, mask in (("i2t", rows, flags), ("t2i", columns, column_flags)):
+        violated = []
+        for row, row_flags in zip(matrix, mask, strict=True):
+            hardest = max(s for s, p in zip(row, row_flags, strict=True) if not p)
+            violated.append(any(margin - s + hardest > 0
+                                for s, p in zip(row, row_flags, strict=True) if p))  # fmt: skip
+        share = sum(violated) / len(violated)
+        assert record[f"anatomy_{prefix}_active_negatives_mean"] == pytest.approx(share)
+        assert record[f"anatomy_{prefix}_queries_without_gradient"] == pytest.approx(1 - share)
+        if any(violated):
+            assert record[f"anatomy_{prefix}_hardest_1pct_share"] == 1.0
+    assert 0 < record["anatomy_i2t_active_negatives_mean"] < 1  # both outcomes occur
+
+
+def test_a_function_on_scores_gives_row_and_column_anatomy_of_the_whole_gradient(tmp_path):
+    scores, positives = _scores(1)
+    record = _log(tmp_path, lambda s, p: nt_xent_loss(s, p, 0.1), scores, positives)
+    leaf = scores.detach().clone().requires_grad_(True)
+    nt_xent_loss(leaf, positives, 0.1).backward()
+    for prefix, grad, s, p in (("i2t", leaf.grad, leaf.detach(), positives),
+                               ("t2i", leaf.grad.T, leaf.detach().T, positives.T)):  # fmt: skip
+        anatomy = gradient_anatomy(grad, s, p)
+        expected = anatomy.active_negatives.double().mean().item()
+        assert record[f"anatomy_{prefix}_active_negatives_mean"] == pytest.approx(expected)
+
+
+def test_smooth_ap_loss_anatomy_is_its_exact_score_gradient(tmp_path):
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(16, 4, generator=generator, requires_grad=True)
+    labels = torch.arange(16) % 4
+    record = _log(tmp_path, gradlab.SmoothAPLoss(0.05), embeddings, labels, inputs="embeddings")
+    layout = gradlab.functional.in_batch_layout(embeddings.detach().double(), labels)
+    leaf = layout.scores.clone().requires_grad_(True)
+    gradlab.functional.mean_ap_loss(
+        gradlab.functional.smooth_ap(leaf, layout.positives, 0.05, candidates=layout.candidates),
+        leaf,
+    ).backward()
+    anatomy = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidates)
+    assert record["anatomy_active_negatives_mean"] == pytest.approx(
+        anatomy.active_negatives.double().mean().item()
+    )
+    assert "anatomy_i2t_active_negatives_mean" not in record  # in-batch: no direction
+
+
+def test_a_loss_without_score_matrix_logs_no_anatomy_and_the_header_says_why(tmp_path):
+    embeddings = torch.randn(12, 4, requires_grad=True)
+    labels = torch.arange(12) % 3
+    with Monitor(tmp_path / "run", preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.FastAPLoss())
+        loss_fn(embeddings, labels).backward()
+        record = monitor.step()
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    reasons = headers[0]["not_logged"]
+    assert "FastAPLoss" in reasons["anatomy"] and "inputs='scores'" in reasons["anatomy"]
+    assert "not SmoothAP" in reasons["gradient_agreement"]
+    assert not any(k.startswith(("anatomy_", "gradient_agreement")) for k in record)
+    assert "p_seed" in record  # the SmoothAP diagnostics of the scores still apply
+
+
+def test_score_inputs_skip_the_embedding_quantities_with_a_reason(tmp_path):
+    scores, positives = _scores(2)
+    with Monitor(tmp_path / "run", preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(), inputs="scores")
+        loss_fn(scores, positives).backward()
+        record = monitor.step()
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert set(headers[0]["not_logged"]) >= {"embedding_norm", "decomposition"}
+    assert not any(k.startswith(("embedding_", "decomposition_")) for k in record)
+    assert "p_cross_modal" in record and "anatomy_t2i_hardest_10pct_share" in record
+    assert math.isfinite(record["anatomy_i2t_active_rank_depth"])

@@ -1,0 +1,155 @@
+"""Monitor.watch / attach: errors at the call, keyword arguments, unreadable calls never break
+training, and gradients bit-identical with and without the monitor for every capture path."""
+
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.errors import GradlabError
+from gradlab.functional import max_violation_triplet_loss
+from gradlab.models import EmbeddingMLP
+from gradlab.monitor import Monitor, every, read_jsonl
+from gradlab.monitor.anatomy import Anatomy
+
+
+def _monitor(tmp_path, **options):
+    options.setdefault("quantities", [gradlab.monitor.Loss(every(1)), Anatomy(every(1))])
+    return Monitor(tmp_path / "run", **options)
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda m: m.watch(42), "loss_fn"),
+        (lambda m: m.watch(None), "loss_fn"),
+        (lambda m: m.watch("SmoothAPLoss"), "loss_fn"),
+        (lambda m: m.watch(gradlab.SmoothAPLoss(), inputs="logits"), "inputs"),
+        (lambda m: m.attach(42, torch.zeros(3)), "module"),
+        (lambda m: m.attach(torch.nn.Linear(2, 2), [0, 1]), "labels"),
+    ],
+)
+def test_bad_watch_and_attach_calls_name_the_argument(tmp_path, call, argument):
+    with _monitor(tmp_path) as monitor, pytest.raises(GradlabError, match=argument):
+        call(monitor)
+
+
+def test_keyword_arguments_pass_through_and_are_read(tmp_path):
+    def loss_fn(embeddings, labels, *, scale=1.0):
+        return gradlab.SmoothAPLoss(0.05)(embeddings, labels) * scale
+
+    with _monitor(tmp_path) as monitor:
+        watched = monitor.watch(loss_fn)
+        embeddings = torch.randn(8, 4, requires_grad=True)
+        loss = watched(embeddings=embeddings, labels=torch.arange(8) % 2, scale=2.0)
+        loss.backward()
+        record = monitor.step()
+    assert record["loss"] == pytest.approx(loss.item())
+
+
+@pytest.mark.parametrize(
+    ("loss_fn", "arguments"),
+    [
+        (lambda e: e.pow(2).sum(), lambda e: (e,)),  # one-argument loss
+        (lambda e, y: e.sum(), lambda e: (e, torch.arange(5))),  # labels of the wrong length
+        (lambda e, y: e.sum(), lambda e: (e, "labels")),  # not a tensor
+        (lambda e, y: e.sum(), lambda e: (e, torch.zeros(8))),  # float labels
+        (lambda e, y: e.sum(), lambda e: (e.flatten(), torch.arange(32))),  # 1-D embeddings
+    ],
+)
+def test_an_unreadable_call_is_reported_once_and_never_breaks_training(
+    tmp_path, loss_fn, arguments
+):
+    with _monitor(tmp_path) as monitor:
+        watched = monitor.watch(loss_fn)
+        embeddings = torch.randn(8, 4, requires_grad=True)
+        with pytest.warns(RuntimeWarning, match="cannot read") as caught:
+            for _ in range(3):
+                watched(*arguments(embeddings)).backward()
+                monitor.step()
+        assert len([w for w in caught if "cannot read" in str(w.message)]) == 1
+        assert monitor.skipped_calls == 3
+    with _monitor(tmp_path / "strict", strict=True) as monitor:
+        watched = monitor.watch(loss_fn)
+        with pytest.raises(GradlabError, match="cannot read"):
+            watched(*arguments(embeddings))
+
+
+def test_attach_never_breaks_training(tmp_path):
+    model = torch.nn.Linear(4, 3)
+    with _monitor(tmp_path) as monitor:
+        monitor.attach(model, labels=lambda: torch.arange(2))  # wrong length
+        with pytest.warns(RuntimeWarning, match="cannot read"):
+            model(torch.randn(5, 4)).sum().backward()
+        monitor.step()
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert "attach()" in headers[0]["not_logged"]["anatomy"]
+
+
+def _train(loss_fn, forward, monitor=None, steps=3):
+    """Gradients of the parameters after each step, with or without the monitor."""
+    torch.manual_seed(0)
+    model = EmbeddingMLP(64, 16)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    if monitor is not None:
+        loss_fn = monitor.watch(loss_fn, inputs=getattr(forward, "inputs", "embeddings"))
+    generator = torch.Generator().manual_seed(1)
+    history = []
+    for _ in range(steps):
+        images = torch.randn(24, 64, generator=generator)
+        labels = torch.arange(24) % 6
+        loss = forward(loss_fn, model, images, labels)
+        loss.backward()
+        history.append([p.grad.clone() for p in model.parameters()])
+        optimizer.step()
+        optimizer.zero_grad()
+        if monitor is not None:
+            monitor.step()
+    return history
+
+
+def _embeddings_call(loss_fn, model, images, labels):
+    return loss_fn(model(images), labels)
+
+
+def _scores_call(loss_fn, model, images, labels):
+    embeddings = torch.nn.functional.normalize(model(images), dim=1)
+    images_part, captions_part = embeddings[:6], embeddings[6:]
+    positives = torch.arange(6).unsqueeze(1) == (torch.arange(18) % 6).unsqueeze(0)
+    return loss_fn(images_part @ captions_part.T, positives)
+
+
+_scores_call.inputs = "scores"
+
+
+def _pml(name):
+    pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+    from gradlab.interop.pml import RecordingCosineSimilarity
+
+    return getattr(pml_losses, name)(distance=RecordingCosineSimilarity())
+
+
+CASES = {
+    "SmoothAPLoss": (lambda: gradlab.SmoothAPLoss(0.05), _embeddings_call),
+    "MaxViolationTripletLoss": (lambda: gradlab.MaxViolationTripletLoss(), _scores_call),
+    "NTXentLoss": (lambda: gradlab.NTXentLoss(), _scores_call),
+    "function on scores": (lambda: max_violation_triplet_loss, _scores_call),
+    "pml MultiSimilarityLoss": (lambda: _pml("MultiSimilarityLoss"), _embeddings_call),
+    "pml NTXentLoss": (lambda: _pml("NTXentLoss"), _embeddings_call),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_gradients_are_bit_identical_with_and_without_the_monitor(tmp_path, case):
+    make_loss, forward = CASES[case]
+    plain = _train(make_loss(), forward)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no quantity may fail on these losses
+        with Monitor(tmp_path / "run", preset="full", every=1) as monitor:
+            watched = _train(make_loss(), forward, monitor)
+    for before, after in zip(plain, watched, strict=True):
+        for a, b in zip(before, after, strict=True):
+            assert torch.equal(a, b)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert any(key.startswith("anatomy_") for key in records[0]), sorted(records[0])
