@@ -45,7 +45,8 @@ class _Recording:
     def forward(self, query_emb: torch.Tensor, ref_emb: torch.Tensor | None = None):
         matrix = super().forward(query_emb, ref_emb)
         if self.score_recorder is not None:
-            self.score_recorder("in_batch" if ref_emb is None else "i2t", matrix, None)
+            in_batch = ref_emb is None or ref_emb is query_emb  # PML passes the batch twice
+            self.score_recorder("in_batch" if in_batch else "i2t", matrix, None)
         return matrix
 
 

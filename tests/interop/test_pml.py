@@ -1,0 +1,129 @@
+"""gradlab.interop.pml: recording distances for pytorch-metric-learning losses."""
+
+import importlib
+import sys
+
+import pytest
+import torch
+
+pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+pml_distances = pytest.importorskip("pytorch_metric_learning.distances")
+
+from gradlab.errors import GradlabError  # noqa: E402
+from gradlab.functional import gradient_anatomy, in_batch_layout  # noqa: E402
+from gradlab.interop.pml import (  # noqa: E402
+    RecordingCosineSimilarity,
+    RecordingDotProductSimilarity,
+)
+from gradlab.monitor import Monitor, every  # noqa: E402
+from gradlab.monitor.anatomy import Anatomy  # noqa: E402
+
+THROUGH_DISTANCE = ["MultiSimilarityLoss", "TripletMarginLoss", "ContrastiveLoss", "NTXentLoss"]
+ALL = [*THROUGH_DISTANCE, "SmoothAPLoss"]
+
+
+def _batch(seed=0, size=16):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(size, 5, generator=generator, dtype=torch.float64)
+    return embeddings, torch.arange(size) // 4  # four classes of four (SmoothAP's layout)
+
+
+def _run(loss, embeddings, labels, recorder=None):
+    leaf = embeddings.clone().requires_grad_(True)
+    if recorder is not None:
+        loss.distance.score_recorder = recorder
+    value = loss(leaf, labels)
+    value.backward()
+    return value, leaf.grad
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_recording_distance_changes_neither_loss_nor_gradient(name):
+    embeddings, labels = _batch()
+    plain = _run(getattr(pml_losses, name)(distance=pml_distances.CosineSimilarity()),
+                 embeddings, labels)  # fmt: skip
+    seen = []
+
+    def recorder(direction, matrix, positives):
+        seen.append(direction)
+        matrix.register_hook(lambda g: None)
+
+    recorded = _run(getattr(pml_losses, name)(distance=RecordingCosineSimilarity()),
+                    embeddings, labels, recorder)  # fmt: skip
+    assert torch.equal(plain[0], recorded[0]) and torch.equal(plain[1], recorded[1])
+    assert seen == ["in_batch"]
+
+
+def _recorded_grad(loss, embeddings, labels):
+    grads = {}
+
+    def recorder(direction, matrix, positives):
+        matrix.register_hook(lambda g: grads.__setitem__("G", g))
+
+    _, embedding_grad = _run(loss, embeddings, labels, recorder)
+    return grads["G"], embedding_grad
+
+
+@pytest.mark.parametrize("name", THROUGH_DISTANCE)
+def test_recorded_cosine_gradient_is_the_whole_score_gradient(name):
+    """Chain rule: S = N N^T with N = E / |E|, so dL/dE = (I - n n^T)(G + G^T) N / |E| row by
+    row; it equals autograd's dL/dE only if G holds every path from the loss to the scores."""
+    embeddings, labels = _batch(1)
+    G, embedding_grad = _recorded_grad(
+        getattr(pml_losses, name)(distance=RecordingCosineSimilarity()), embeddings, labels
+    )
+    norms = embeddings.norm(dim=1, keepdim=True)
+    unit = embeddings / norms
+    d_unit = (G + G.T) @ unit
+    rebuilt = (d_unit - (d_unit * unit).sum(dim=1, keepdim=True) * unit) / norms
+    torch.testing.assert_close(rebuilt, embedding_grad, rtol=1e-9, atol=1e-12)
+    assert G.abs().sum() > 0
+
+
+@pytest.mark.parametrize("name", ["ContrastiveLoss", "NTXentLoss"])
+def test_recorded_dot_product_gradient_is_the_whole_score_gradient(name):
+    embeddings, labels = _batch(2)
+    distance = RecordingDotProductSimilarity(normalize_embeddings=False)
+    G, embedding_grad = _recorded_grad(getattr(pml_losses, name)(distance=distance),
+                                       embeddings * 0.3, labels)  # fmt: skip
+    torch.testing.assert_close((G + G.T) @ (embeddings * 0.3), embedding_grad,
+                               rtol=1e-9, atol=1e-12)  # fmt: skip
+
+
+class _FixedMatrix(pml_distances.CosineSimilarity):
+    """A distance that returns a given leaf matrix: its .grad is dL/dS, with no hook at all."""
+
+    def __init__(self, matrix):
+        super().__init__()
+        self.matrix = matrix
+
+    def forward(self, query_emb, ref_emb=None):
+        return self.matrix
+
+
+@pytest.mark.parametrize("name", ["MultiSimilarityLoss", "TripletMarginLoss"])
+def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
+    embeddings, labels = _batch(3)
+    layout = in_batch_layout(embeddings, labels)
+    leaf = layout.scores.clone().requires_grad_(True)
+    getattr(pml_losses, name)(distance=_FixedMatrix(leaf))(embeddings, labels).backward()
+    expected = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidates)
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(getattr(pml_losses, name)(distance=RecordingCosineSimilarity()))
+        loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+        record = monitor.step()
+    assert record["anatomy_active_negatives_mean"] == pytest.approx(
+        expected.active_negatives.double().mean().item()
+    )
+    assert record["anatomy_hardest_10pct_share"] == pytest.approx(
+        expected.hardest_10pct_share.nanmean().item()
+    )
+
+
+def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pytorch_metric_learning.distances", None)
+    monkeypatch.delitem(sys.modules, "gradlab.interop.pml")
+    with pytest.raises(GradlabError, match="pytorch-metric-learning"):
+        importlib.import_module("gradlab.interop.pml")
+    monkeypatch.undo()
+    importlib.import_module("gradlab.interop.pml")
