@@ -3,11 +3,35 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import torch
 
 from gradlab.errors import GradlabError
+
+_SKIP_VALUE_CHECKS: ContextVar[bool] = ContextVar("gradlab_skip_value_checks", default=False)
+
+
+@contextmanager
+def skip_value_checks() -> Iterator[None]:
+    """Within the block, ``check_tensor(..., finite=True)`` reads no tensor value.
+
+    The finiteness check reads a value back from the device (a host synchronisation on a
+    GPU). Internal callers whose inputs come from an already checked computation (the
+    Monitor's logged step) run inside this block; shape, dtype and device checks still run.
+
+    Example:
+        >>> with skip_value_checks():
+        ...     _ = check_tensor("x", torch.tensor([float("nan")]), ndims=(1,), kind="float",
+        ...                      finite=True)
+    """
+    token = _SKIP_VALUE_CHECKS.set(True)
+    try:
+        yield
+    finally:
+        _SKIP_VALUE_CHECKS.reset(token)
 
 
 def check_positive_finite(name: str, value: object) -> float:
@@ -53,7 +77,8 @@ def check_tensor(
         ndims: the allowed numbers of dimensions.
         kind: ``"float"`` (a floating dtype), ``"bool"``, ``"integer"``, ``"any_real"`` (float
             or integer, not bool or complex) or ``"any"``.
-        finite: also refuse NaN and infinite entries (float tensors only).
+        finite: also refuse NaN and infinite entries (float tensors only). Reads a value
+            (one host synchronisation on a GPU); skipped inside :func:`skip_value_checks`.
     """
     if not isinstance(value, torch.Tensor):
         raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
@@ -70,7 +95,7 @@ def check_tensor(
         raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
     if kind == "any_real" and (value.dtype == torch.bool or value.is_complex()):
         raise GradlabError(f"{name} must have a real floating or integer dtype; got {value.dtype}")
-    if finite and value.is_floating_point() and value.numel():
+    if finite and value.is_floating_point() and value.numel() and not _SKIP_VALUE_CHECKS.get():
         # One read-only reduction (NaN propagates through min/max); no full-size mask.
         low, high = torch.aminmax(value.detach())
         if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):

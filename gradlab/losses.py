@@ -39,6 +39,8 @@ class SmoothAPLoss(nn.Module):
         tau: sigmoid temperature, positive and finite (the paper uses 0.01).
         include_query: in-batch only; count the query as its own candidate and positive, as
             the official Smooth-AP code and pytorch-metric-learning do.
+        validate: refuse NaN/inf embeddings. The check shares the call's single host
+            synchronisation (the group sizes), so it costs no extra sync; ``False`` skips it.
 
     Example:
         >>> loss_fn = SmoothAPLoss(tau=0.01)
@@ -47,15 +49,22 @@ class SmoothAPLoss(nn.Module):
         0.0
     """
 
-    def __init__(self, tau: float = 0.01, include_query: bool = False) -> None:
+    def __init__(
+        self, tau: float = 0.01, include_query: bool = False, validate: bool = True
+    ) -> None:
         super().__init__()
         self.tau = check_positive_finite("tau", tau)
         if not isinstance(include_query, bool):
             raise GradlabError(f"include_query must be a bool; got {include_query!r}")
+        if not isinstance(validate, bool):
+            raise GradlabError(f"validate must be a bool; got {validate!r}")
         self.include_query = include_query
+        self.validate = validate
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-        return smooth_ap_loss(*tensors, tau=self.tau, include_query=self.include_query)
+        return smooth_ap_loss(
+            *tensors, tau=self.tau, include_query=self.include_query, validate=self.validate
+        )
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"

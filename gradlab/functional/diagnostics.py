@@ -6,11 +6,22 @@ in-batch retrieval problem, and per-query summaries of its ``A*D`` and ``C*B`` t
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 import torch.nn.functional as F
 
 from gradlab._validation import check_same_device, check_shape, check_tensor
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    _chunks,
+    _rank_sums,
+    _rows,
+    _sigmoid_block,
+    _weights,
+    group_by_positive_count,
+)
 
 
 def in_batch_decomposition(
@@ -73,3 +84,123 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
         "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
         "cosine": torch.where(both > 0, (ad * cb).sum(dim=1) / both, nan),
     }
+
+
+class SmoothAPTerms(NamedTuple):
+    """SmoothAP's value and score-space gradient with its ``AD``/``CB`` split, from one block.
+
+    Attributes:
+        ap: ``[Q]`` smooth AP (NaN for a query without positives).
+        score_grad: ``[Q, C]`` ``dAP_q / ds_qc`` (zero rows for queries without positives).
+        ad_term: ``[Q, d]`` ``1/|P| sum_i A_i D_i / R_i^2`` (seed 000, Eq. 13), NaN rows for
+            queries without positives.
+        cb_term: ``[Q, d]`` ``-1/|P| sum_i C_i B_i / R_i^2``, NaN rows likewise.
+        forward: the groups and ``(A, C)`` ranks used (see
+            :class:`gradlab.functional.losses.SmoothAPForward`).
+    """
+
+    ap: torch.Tensor
+    score_grad: torch.Tensor
+    ad_term: torch.Tensor
+    cb_term: torch.Tensor
+    forward: tuple
+
+
+def smooth_ap_terms(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    tau: float,
+    vectors: torch.Tensor,
+    *,
+    candidates: torch.Tensor | None = None,
+    forward: tuple | None = None,
+    max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+) -> SmoothAPTerms:
+    """SmoothAP, ``dAP/dS`` and the ``AD - CB`` decomposition from ONE sigmoid block.
+
+    Seed 000, Eq. 1 and 8-14, with the rank convention of :mod:`gradlab.functional.smooth_ap`.
+    The positive rows of each query's difference matrix are evaluated once, in chunks: ``G``
+    gives the ranks ``A`` and ``C`` (skipped when ``forward`` supplies the ranks a SmoothAP
+    forward already computed), and ``G (1 - G)`` in place gives the slopes. For a query ``q``
+    with coefficients ``a_i = A_i / R_i^2`` and ``c_i = C_i / R_i^2`` the candidate weights
+
+        gA_qj = [j = i] a_i sum_{k in N} sim_ik  -  [j in N] sum_i a_i sim_ij
+        gC_qj = [j = i] c_i sum_{k in P} sim_ik  -  [j in P] sum_i c_i sim_ij
+
+    (``sim = G (1 - G) / tau``, divided by ``|P|``) give ``ad_term = gA @ vectors``,
+    ``cb_term = -gC @ vectors`` and ``dAP_q/ds_qj = gA_qj - gC_qj``: the exact backward of
+    :func:`gradlab.functional.smooth_ap` and :func:`smooth_ap_decomposition` in one pass.
+
+    Args:
+        scores: ``[Q, C]`` dot products ``s_qj = q . v_j`` of the queries with ``vectors``.
+        positives: ``[Q, C]`` bool relevance (non-candidates already removed).
+        tau: sigmoid temperature.
+        vectors: ``[C, d]`` candidate vectors ``v_j`` (normalized embeddings for cosine).
+        candidates: optional ``[Q, C]`` bool candidate mask.
+        forward: ``(groups, [(A, C)])`` of a SmoothAP forward on the same arguments.
+        max_chunk_elements: entries of the block computed at once.
+
+    Returns:
+        :class:`SmoothAPTerms`. Without ``forward`` the grouping reads the group sizes back
+        once (one host synchronisation); with it, nothing is read back.
+
+    Example:
+        >>> v = torch.nn.functional.normalize(torch.randn(6, 3, dtype=torch.float64), dim=1)
+        >>> positives = torch.tensor([0, 0, 1, 1, 2, 2]).unsqueeze(0) == torch.tensor(
+        ...     [0, 0, 1, 1, 2, 2]).unsqueeze(1)
+        >>> keep = ~torch.eye(6, dtype=torch.bool)
+        >>> terms = smooth_ap_terms(v @ v.T, positives & keep, 0.1, v, candidates=keep)
+        >>> parts = smooth_ap_decomposition(v, v, positives, 0.1, candidate_mask=keep)
+        >>> bool(torch.allclose(terms.ad_term, parts.ad_term))
+        True
+    """
+    num_queries, num_candidates = scores.shape
+    if forward is None:
+        groups = group_by_positive_count(positives)
+        ranks = None
+    else:
+        groups, ranks = forward
+    ap = torch.full((num_queries,), float("nan"), dtype=scores.dtype, device=scores.device)
+    split = torch.zeros((2, num_queries, num_candidates), dtype=scores.dtype, device=scores.device)
+    computed = []
+    for index, group in enumerate(groups):
+        parts = list(_chunks(group, num_candidates, max_chunk_elements))
+        saved_a = saved_c = None
+        if ranks is not None:
+            saved_a, saved_c = ranks[index]
+        chunks_a, chunks_c = [], []
+        for part in parts:
+            queries = group.queries[part]
+            columns = group.positive_columns[part]
+            block = _sigmoid_block(scores[queries], columns, tau)
+            weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
+            if saved_a is None:
+                positive_sum, negative_sum = _rank_sums(block, weights)
+                rank_a, rank_c = 1.0 + positive_sum, negative_sum
+            else:
+                rank_a, rank_c = saved_a[part], saved_c[part]
+            chunks_a.append(rank_a)
+            chunks_c.append(rank_c)
+            squared = (rank_a + rank_c) ** 2
+            coef_a, coef_c = rank_a / squared, rank_c / squared
+            slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G); 0 at j == i
+            slope_positive, slope_negative = _rank_sums(slope, weights)
+            column_sums = torch.bmm(torch.stack((coef_a, coef_c), dim=1), slope)  # [k, 2, C]
+            scale = 1.0 / (group.num_positives * tau)
+            g_a = (-weights[..., 1] * column_sums[:, 0]).scatter_add_(
+                1, columns, coef_a * slope_negative
+            )
+            g_c = (-weights[..., 0] * column_sums[:, 1]).scatter_add_(
+                1, columns, coef_c * slope_positive
+            )
+            split[0, queries] = g_a * scale
+            split[1, queries] = g_c * scale
+        rank_a, rank_c = torch.cat(chunks_a), torch.cat(chunks_c)
+        ap = ap.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
+        computed.append((rank_a, rank_c))
+    score_grad = split[0] - split[1]
+    terms = split @ vectors  # [2, Q, d]
+    undefined = torch.isnan(ap).unsqueeze(1)
+    ad_term = terms[0].masked_fill(undefined, float("nan"))
+    cb_term = (-terms[1]).masked_fill(undefined, float("nan"))
+    return SmoothAPTerms(ap, score_grad, ad_term, cb_term, (groups, computed))

@@ -40,7 +40,11 @@ class RetrievalLayout(NamedTuple):
 
 
 def in_batch_layout(
-    embeddings: torch.Tensor, labels: torch.Tensor, include_query: bool = False
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    include_query: bool = False,
+    *,
+    validate: bool = True,
 ) -> RetrievalLayout:
     """Cosine scores and masks for in-batch retrieval: every item queries the whole batch.
 
@@ -48,6 +52,8 @@ def in_batch_layout(
         embeddings: ``[B, d]`` float tensor (need not be normalized).
         labels: ``[B]`` integer class labels, in any order, classes of any size.
         include_query: keep each query as its own (positive) candidate.
+        validate: refuse NaN/inf embeddings (reads a value: one host synchronisation on a GPU).
+            The losses pass ``False`` and check finiteness inside their one synchronisation.
 
     Returns:
         A :class:`RetrievalLayout` over the full ``[B, B]`` score matrix. Without
@@ -60,7 +66,7 @@ def in_batch_layout(
         >>> layout.scores.shape, drop_diagonal(layout.positives).tolist()
         (torch.Size([3, 3]), [[False, True], [False, False], [True, False]])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
@@ -98,17 +104,23 @@ def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:
 
 
 def cross_modal_layout(
-    queries: torch.Tensor, candidates: torch.Tensor, positives: torch.Tensor
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    positives: torch.Tensor,
+    *,
+    validate: bool = True,
 ) -> torch.Tensor:
     """Cosine scores ``[Q, C]`` of ``queries`` ``[Q, d]`` against ``candidates`` ``[C, d]``.
+
+    ``validate=False`` skips the finiteness check (see :func:`in_batch_layout`).
 
     Example:
         >>> cross_modal_layout(torch.eye(2), torch.eye(2), torch.eye(2, dtype=torch.bool))
         tensor([[1., 0.],
                 [0., 1.]])
     """
-    check_tensor("queries", queries, ndims=(2,), kind="float", finite=True)
-    check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=True)
+    check_tensor("queries", queries, ndims=(2,), kind="float", finite=validate)
+    check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=validate)
     if queries.shape[1] != candidates.shape[1]:
         raise GradlabError(
             "queries and candidates must share their embedding size; got "

@@ -1,37 +1,117 @@
-"""Loss values from embeddings: the one call each ``nn.Module`` wrapper in gradlab.losses makes."""
+"""Loss values from embeddings: the one call each ``nn.Module`` wrapper in gradlab.losses makes.
+
+**Recording.** Inside ``with recording() as records:``, each SmoothAP loss call appends a
+:class:`LossRecord`: the ``[Q, C]`` score matrix it differentiated (still in the autograd graph,
+so a hook on it reads ``dL/dS``), its masks, and the ranks ``A`` and ``C`` its forward computed.
+The Monitor enters it on logged steps and reuses those values instead of recomputing them
+(DESIGN.md, "Performance model"). Outside the context nothing is kept and nothing is paid.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import NamedTuple
 
 import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
-from gradlab.functional.smooth_ap import smooth_ap
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    PositiveGroup,
+    _check_smooth_ap_inputs,
+    smooth_ap_checked,
+)
+
+
+class SmoothAPForward(NamedTuple):
+    """What SmoothAP's forward computed, detached: groups and the ranks of every positive.
+
+    Attributes:
+        groups: the :class:`~gradlab.functional.smooth_ap.PositiveGroup` list of the call.
+        ranks: one ``(A, C)`` pair of ``[G, n]`` tensors per group: ``A_i = R(i, S_P)`` and
+            ``C_i = R(i, S_Omega) - A_i`` (seed 000, Eq. 1-2).
+    """
+
+    groups: list[PositiveGroup]
+    ranks: list[tuple[torch.Tensor, torch.Tensor]]
+
+
+class LossRecord(NamedTuple):
+    """One recorded loss call.
+
+    Attributes:
+        scores: ``[Q, C]`` the score matrix the loss differentiated, in the autograd graph.
+        positives: ``[Q, C]`` bool, relevant candidates (the query itself excluded in-batch).
+        candidates: ``[Q, C]`` bool or ``None`` (see :mod:`gradlab.functional.layouts`).
+        tau: the loss's temperature.
+        include_query: in-batch layout with the query as its own candidate.
+        in_batch: ``True`` for ``(embeddings, labels)``, ``False`` for cross-modal calls.
+        forward: :class:`SmoothAPForward` (``None`` for a loss that has no ranks).
+    """
+
+    scores: torch.Tensor
+    positives: torch.Tensor
+    candidates: torch.Tensor | None
+    tau: float
+    include_query: bool
+    in_batch: bool
+    forward: SmoothAPForward | None
+
+
+_RECORDS: ContextVar[list[LossRecord] | None] = ContextVar("gradlab_loss_records", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[list[LossRecord]]:
+    """Collect a :class:`LossRecord` for every gradlab loss call made inside the block.
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
+        >>> with recording() as records:
+        ...     loss = smooth_ap_loss(emb, torch.tensor([0, 0, 1, 1]))
+        >>> len(records), records[0].scores.shape, len(records[0].forward.groups)
+        (1, torch.Size([4, 4]), 1)
+    """
+    records: list[LossRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
 
 
 def mean_ap_loss(ap: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     """``1 - mean AP`` over the queries that have a positive (AP not NaN).
 
     When no query has a positive the loss is a zero attached to ``reference``'s graph, so
-    ``backward()`` works and every gradient is zero.
+    ``backward()`` works and every gradient is zero. No value is read back to the host (no
+    masked indexing, no ``bool()``): the mean is a masked sum over a count, on the device.
 
     Example:
         >>> mean_ap_loss(torch.tensor([0.5, float("nan"), 1.0]), torch.zeros(1))
         tensor(0.2500)
     """
     defined = ~torch.isnan(ap)
-    if not bool(defined.any()):
-        return reference.sum() * 0.0
-    return 1.0 - ap[defined].mean()
+    count = defined.sum()
+    total = torch.where(defined, ap, torch.zeros_like(ap)).sum()
+    loss = torch.where(count > 0, 1.0 - total / count.clamp(min=1), torch.zeros_like(total))
+    if not loss.requires_grad and reference.requires_grad:
+        loss = loss + reference.sum() * 0.0
+    return loss
 
 
 def smooth_ap_loss(
-    *tensors: torch.Tensor, tau: float = 0.01, include_query: bool = False
+    *tensors: torch.Tensor, tau: float = 0.01, include_query: bool = False, validate: bool = True
 ) -> torch.Tensor:
     """``1 - mean smooth AP`` of ``(embeddings, labels)`` or ``(queries, candidates, positives)``.
 
-    See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``.
+    See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``. One host
+    synchronisation per call (the group sizes); ``validate`` checks that the embeddings are
+    finite within it (``False`` skips the check).
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
@@ -39,15 +119,41 @@ def smooth_ap_loss(
         0.0
     """
     if len(tensors) == 2:
-        scores, positives, candidates = in_batch_layout(*tensors, include_query=include_query)
+        in_batch = True
+        scores, positives, candidates = in_batch_layout(
+            *tensors, include_query=include_query, validate=False
+        )
+        finite = {"embeddings": tensors[0]}
     elif len(tensors) == 3:
-        scores, positives, candidates = cross_modal_layout(*tensors), tensors[2], None
+        in_batch = False
+        scores = cross_modal_layout(*tensors, validate=False)
+        positives, candidates = tensors[2], None
+        finite = {"queries": tensors[0], "candidates": tensors[1]}
     else:
         raise GradlabError(
             "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
             f"got {len(tensors)} arguments"
         )
-    return mean_ap_loss(smooth_ap(scores, positives, tau, candidates=candidates), scores)
+    tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
+    records = _RECORDS.get()
+    stash: list | None = [] if records is not None else None
+    ap = smooth_ap_checked(
+        scores,
+        positives,
+        tau,
+        candidates,
+        budget=DEFAULT_CHUNK_ELEMENTS,
+        finite=finite if validate else None,
+        stash=stash,
+    )
+    if records is not None:
+        if candidates is not None:
+            positives = positives & candidates
+        forward = SmoothAPForward(*stash[0])
+        records.append(
+            LossRecord(scores, positives, candidates, tau, include_query, in_batch, forward)
+        )
+    return mean_ap_loss(ap, scores)
 
 
 def fastap_loss(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> torch.Tensor:

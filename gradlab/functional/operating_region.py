@@ -64,7 +64,12 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
     """
     tau = check_positive_finite("tau", tau)
     eps = check_positive_finite("eps", eps)
-    return float(_widths(tau, torch.tensor(eps, dtype=torch.float64)))
+    # The formula of _widths in Python floats: no tensor, so nothing to read back from a device.
+    product = eps * tau
+    if product >= 0.25:
+        return 0.0
+    root = math.sqrt(1.0 - 4.0 * product)
+    return 2.0 * tau * math.log((1.0 + root) / (2.0 * math.sqrt(product)))
 
 
 def _widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:

@@ -65,23 +65,63 @@ class PositiveGroup:
         return self.positive_columns.shape[1]
 
 
-def group_by_positive_count(positives: torch.Tensor) -> list[PositiveGroup]:
+def group_by_positive_count(
+    positives: torch.Tensor, *, finite: dict[str, torch.Tensor] | None = None
+) -> list[PositiveGroup]:
     """Split the queries of a ``[Q, C]`` mask into groups of equal positive count.
 
     Queries without positives belong to no group. Grouping lets every block be a dense
     ``[G, n, C]`` tensor with no padding, so the work is exactly ``sum_q |P_q| * C``.
-    One pass over the mask finds every positive; the rest is ``O(sum_q |P_q|)``.
+
+    **One host synchronisation.** The group sizes (a histogram of the positive counts) are the
+    only values read back to the host; the queries of each group are a slice of one stable
+    sort of the counts, and the column of the ``k``-th positive of a row is a search in the
+    row's running count, so nothing else has a data-dependent shape. ``finite`` names tensors
+    whose finiteness is checked in the same transfer (no extra synchronisation).
+
+    Raises:
+        GradlabError: when a tensor of ``finite`` holds NaN or infinite entries.
+
+    Example:
+        >>> mask = torch.tensor([[True, False, True], [False, True, False], [True, True, False]])
+        >>> [(g.queries.tolist(), g.positive_columns.tolist()) for g in
+        ...  group_by_positive_count(mask)]
+        [([1], [[1]]), ([0, 2], [[0, 2], [0, 1]])]
     """
-    rows, columns = torch.nonzero(positives, as_tuple=True)  # row-major: ascending per row
-    counts = torch.bincount(rows, minlength=positives.shape[0])
-    groups = []
-    for count in torch.unique(counts).tolist():
-        if count == 0:
-            continue
-        queries = torch.nonzero(counts == count).flatten()
-        in_group = (counts == count)[rows]
-        groups.append(PositiveGroup(queries, columns[in_group].view(len(queries), count)))
+    num_queries, num_candidates = positives.shape
+    device = positives.device
+    counts = positives.sum(dim=1)
+    sizes = torch.zeros(num_candidates + 1, dtype=torch.long, device=device)
+    sizes.index_add_(0, counts, torch.ones_like(counts))
+    names = list(finite or {})
+    flags = [_all_finite(finite[name]) for name in names]
+    host = torch.cat([sizes, *flags]).tolist() if flags else sizes.tolist()  # the one transfer
+    for name, flag in zip(names, host[num_candidates + 1 :], strict=True):
+        if not flag:
+            raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
+    host_sizes = host[: num_candidates + 1]
+    present = [count for count in range(1, num_candidates + 1) if host_sizes[count]]
+    if not present:
+        return []
+    order = torch.argsort(counts, stable=True)  # queries by count; ascending index within
+    running = positives.cumsum(dim=1)
+    ranks = torch.arange(1, present[-1] + 1, device=device).expand(num_queries, -1)
+    # The k-th positive of a row is the first column whose running count reaches k.
+    packed = torch.searchsorted(running, ranks.contiguous())
+    groups, start = [], host_sizes[0]
+    for count in present:
+        queries = order[start : start + host_sizes[count]]
+        groups.append(PositiveGroup(queries, packed[queries, :count]))
+        start += host_sizes[count]
     return groups
+
+
+def _all_finite(tensor: torch.Tensor) -> torch.Tensor:
+    """``[1]`` long flag, 1 when every entry is finite; one read-only reduction, on the device."""
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return torch.ones(1, dtype=torch.long, device=tensor.device)
+    low, high = torch.aminmax(tensor.detach())  # NaN propagates through min and max
+    return (torch.isfinite(low) & torch.isfinite(high)).long().reshape(1)
 
 
 def _chunks(group: PositiveGroup, num_candidates: int, budget: int) -> Iterator[slice]:
@@ -176,9 +216,10 @@ class _SmoothAPExact(torch.autograd.Function):
     """SmoothAP with the closed-form backward, chunked over positive rows."""
 
     @staticmethod
-    def forward(ctx, scores, positives, candidates, tau, budget):  # type: ignore[override]
-        groups = group_by_positive_count(positives)
+    def forward(ctx, scores, positives, candidates, tau, budget, groups, stash):  # type: ignore[override]
         ap, saved = _smooth_ap_forward(scores, groups, tau, budget, positives, candidates)
+        if stash is not None:  # a recording caller keeps the ranks (see gradlab.functional.losses)
+            stash.append(saved)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
         ctx.has_candidates = candidates is not None
         flat = [t for pair in saved for t in pair]
@@ -219,13 +260,14 @@ class _SmoothAPExact(torch.autograd.Function):
                 )
                 grad_rows = grad_rows.scatter_add(1, columns, -anchor_grad)
                 grad_scores[queries] = grad_rows  # each query lies in one chunk of one group
-        return grad_scores, None, None, None, None
+        return grad_scores, None, None, None, None, None, None
 
 
 def _check_smooth_ap_inputs(
     scores: object, positives: object, candidates: object, tau: object
 ) -> float:
-    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
+    """Shapes, dtypes, devices and ``tau``: metadata only, no value is read (no sync)."""
+    check_tensor("scores", scores, ndims=(2,), kind="float")
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
@@ -244,6 +286,7 @@ def smooth_ap(
     candidates: torch.Tensor | None = None,
     backward: str = "exact",
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    validate: bool = True,
 ) -> torch.Tensor:
     """Smooth average precision of each query (seed 000, Eq. 1; seed 001, Eq. 5).
 
@@ -261,6 +304,10 @@ def smooth_ap(
             that keeps every block alive for the backward).
         max_chunk_elements: entries of the ``[queries, positives, candidates]`` block computed
             at once; bounds the extra memory.
+        validate: check that ``scores`` is finite. The check rides on the call's one host
+            synchronisation (the group sizes, see :func:`group_by_positive_count`), so it costs
+            one reduction and no extra sync; ``False`` skips it (internal callers that checked
+            already).
 
     Returns:
         ``[Q]`` smooth AP per query. A query with no positive has no AP: its entry is NaN and
@@ -281,13 +328,39 @@ def smooth_ap(
     budget = check_positive_int("max_chunk_elements", max_chunk_elements)
     if backward not in ("exact", "autograd"):
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
+    if not isinstance(validate, bool):
+        raise GradlabError(f"validate must be a bool; got {validate!r}")
+    finite = {"scores": scores} if validate else None
+    return smooth_ap_checked(scores, positives, tau, candidates, backward, budget, finite)
+
+
+def smooth_ap_checked(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    tau: float,
+    candidates: torch.Tensor | None,
+    backward: str = "exact",
+    budget: int = DEFAULT_CHUNK_ELEMENTS,
+    finite: dict[str, torch.Tensor] | None = None,
+    stash: list | None = None,
+) -> torch.Tensor:
+    """:func:`smooth_ap` on arguments already checked; one host synchronisation.
+
+    ``finite`` names tensors checked for NaN/inf in that synchronisation; ``stash`` (a list)
+    receives ``(groups, [(A, C) per group])`` of the forward, for callers that reuse the ranks.
+    """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
     if candidates is not None:
         positives = positives & candidates
+    groups = group_by_positive_count(positives, finite=finite)
+    saved: list | None = [] if stash is not None else None
     if backward == "exact":
-        ap = _SmoothAPExact.apply(work, positives, candidates, tau, budget)
+        ap = _SmoothAPExact.apply(work, positives, candidates, tau, budget, groups, saved)
     else:
-        groups = group_by_positive_count(positives)
-        ap, _ = _smooth_ap_forward(work, groups, tau, budget, positives, candidates)
+        ap, ranks = _smooth_ap_forward(work, groups, tau, budget, positives, candidates)
+        if saved is not None:
+            saved.append(ranks)
+    if stash is not None:
+        stash.append((groups, [(a.detach(), c.detach()) for a, c in saved[0]]))
     return ap.to(scores.dtype)

@@ -1,4 +1,19 @@
-"""What a logged step hands to the quantities: the batch, detached, computed on once."""
+"""What a logged step hands to the quantities: the batch, detached, computed on once.
+
+**Shared values** (DESIGN.md, "Performance model"). The quantities of one logged step share:
+
+* the score matrix: the watched loss's own (``loss_record``, when it is gradlab's SmoothAP)
+  or one cosine matrix computed here; in-batch, the seed's ``m x m`` setting (query as its own
+  candidate) and the query-excluded layout are the same matrix with different masks;
+* ONE sort of its rows and the window counts ``|s_qj - s_qi| < w`` of every entry
+  (:meth:`BatchView.window_counts`): P, the gradient counts and the weighted counts read them;
+* ONE sigmoid block over the positive rows (:meth:`BatchView.smooth_ap_terms`): the smooth AP,
+  the ``AD``/``CB`` decomposition and the analytic gradient of gradient agreement; the ranks
+  ``A`` and ``C`` come from the loss's forward when it computed them.
+
+Everything is computed in the embeddings' dtype (half precision in float32) on their device,
+and nothing is read back to the host: the Monitor moves the step's scalars once.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +21,16 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 import torch
+import torch.nn.functional as F
 
+from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
+from gradlab.functional.losses import LossRecord, SmoothAPForward
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    _smooth_ap_forward,
+    group_by_positive_count,
+)
 
 
 @dataclass
@@ -47,18 +70,145 @@ class BatchView:
     tau: float = 0.01
     loss_kind: str | None = None
     loss_tau: float | None = None
+    loss_record: LossRecord | None = None
+    """What the watched gradlab loss computed (``gradlab.functional.losses.recording``)."""
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
     degenerate_batches: int | None = None  # batches without positives so far (watched loss)
     score_captures: list[ScoreCapture] = field(default_factory=list)  # anatomy (dL/dS)
 
     @cached_property
+    def record(self) -> LossRecord | None:
+        """``loss_record`` when it describes this batch's layout (else ``None``)."""
+        record = self.loss_record
+        if record is None or record.in_batch != (self.labels is not None):
+            return None
+        rows = self.embeddings.shape[0]
+        columns = rows if self.labels is not None else self.candidates.shape[0]
+        return record if tuple(record.scores.shape) == (rows, columns) else None
+
+    @cached_property
     def layout(self) -> RetrievalLayout:
-        """Cosine scores and masks (the query not its own candidate in-batch)."""
+        """Cosine scores and masks (the query not its own candidate in-batch).
+
+        The scores are the watched loss's when it recorded them (the same matrix: cosine of
+        the same embeddings), else computed here; no value is read (no host sync).
+        """
+        record = self.record
         if self.labels is not None:
-            return in_batch_layout(self.embeddings, self.labels)
-        scores = cross_modal_layout(self.embeddings, self.candidates, self.positives)
+            if record is None:
+                return in_batch_layout(self.embeddings, self.labels, validate=False)
+            positives = self.labels.unsqueeze(0) == self.labels.unsqueeze(1)
+            positives.fill_diagonal_(False)
+            candidates = torch.ones_like(positives).fill_diagonal_(False)
+            return RetrievalLayout(record.scores.detach(), positives, candidates)
+        if record is not None:
+            return RetrievalLayout(record.scores.detach(), self.positives, None)
+        scores = cross_modal_layout(
+            self.embeddings, self.candidates, self.positives, validate=False
+        )
         return RetrievalLayout(scores, self.positives, None)
 
     @cached_property
     def self_scores(self) -> torch.Tensor:
-        """The seed's per-query ``m x m`` setting: in-batch scores with the query as candidate."""
-        return in_batch_layout(self.embeddings, self.labels, include_query=True).scores
+        """The seed's per-query ``m x m`` setting: in-batch scores with the query as candidate.
+
+        The same matrix as ``layout.scores`` (only the masks differ), not a second product.
+        """
+        return self.layout.scores
+
+    @cached_property
+    def compute_dtype(self) -> torch.dtype:
+        """The embeddings' dtype, half precision promoted to float32 (as SmoothAP computes)."""
+        dtype = self.embeddings.dtype
+        return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    @cached_property
+    def scores(self) -> torch.Tensor:
+        """``layout.scores`` in :attr:`compute_dtype`."""
+        return self.layout.scores.to(self.compute_dtype)
+
+    @cached_property
+    def sorted_scores(self) -> torch.Tensor:
+        """The one sort of the step: every row of :attr:`scores`, ascending (query included)."""
+        return self.scores.sort(dim=1).values
+
+    def window_counts(self, width: float) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Per entry ``(q, i)``: how many ``j`` of row ``q`` have ``|s_qj - s_qi| < width``.
+
+        Counts ``j = i`` and, in-batch, the query itself. Returns ``(counts [Q, C] long,
+        query_inside [Q, C] bool or None)``, the second telling, in-batch, whether the query's
+        own score ``s_qq`` lies in that window (decided with the same arithmetic as the
+        search, so subtracting it is exact). Cached per width.
+        """
+        key = ("window", width)
+        if key not in self._cache:
+            rows, ordered = self.scores, self.sorted_scores
+            high, low = rows + width, rows - width
+            counts = torch.searchsorted(ordered, high, side="left") - torch.searchsorted(
+                ordered, low, side="right"
+            )
+            query_inside = None
+            if width <= 0:
+                counts = torch.zeros_like(counts)
+            if self.labels is not None:
+                own = rows.diagonal().unsqueeze(1)
+                query_inside = (own < high) & (own > low) if width > 0 else counts.bool()
+            self._cache[key] = (counts, query_inside)
+        return self._cache[key]
+
+    @cached_property
+    def vectors(self) -> torch.Tensor:
+        """``[C, d]`` normalized candidate vectors in :attr:`compute_dtype` (``s = q . v``)."""
+        source = self.embeddings if self.labels is not None else self.candidates
+        return F.normalize(source.to(self.compute_dtype), dim=1)
+
+    def _masks(self, include_query: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        layout = self.layout
+        if include_query and self.labels is not None:
+            return self.labels.unsqueeze(0) == self.labels.unsqueeze(1), None
+        return layout.positives, layout.candidates
+
+    def _recorded_forward(self, tau: float, include_query: bool) -> SmoothAPForward | None:
+        record = self.record
+        if record is None or record.forward is None or record.tau != tau:
+            return None
+        if self.labels is not None and record.include_query != include_query:
+            return None
+        return record.forward
+
+    def smooth_ap_forward(self, tau: float, include_query: bool = False) -> SmoothAPForward:
+        """Groups and ``(A, C)`` ranks at ``tau``: the loss's when it computed them, else the
+        ones :meth:`smooth_ap_terms` computed, else one forward here (one sync: group sizes)."""
+        recorded = self._recorded_forward(tau, include_query)
+        if recorded is not None:
+            return recorded
+        key = ("terms", tau, include_query)
+        if key in self._cache:
+            return SmoothAPForward(*self._cache[key].forward)
+        key = ("forward", tau, include_query)
+        if key not in self._cache:
+            positives, candidates = self._masks(include_query)
+            groups = group_by_positive_count(positives)
+            _, ranks = _smooth_ap_forward(
+                self.scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidates
+            )
+            self._cache[key] = SmoothAPForward(groups, ranks)
+        return self._cache[key]
+
+    def smooth_ap_terms(self, tau: float, include_query: bool = False) -> SmoothAPTerms:
+        """SmoothAP, ``dAP/dS`` and the ``AD``/``CB`` terms from one sigmoid block (cached)."""
+        key = ("terms", tau, include_query)
+        if key not in self._cache:
+            forward = self._recorded_forward(tau, include_query)
+            if forward is None and ("forward", tau, include_query) in self._cache:
+                forward = self._cache[("forward", tau, include_query)]
+            positives, candidates = self._masks(include_query)
+            self._cache[key] = smooth_ap_terms(
+                self.scores,
+                positives,
+                tau,
+                self.vectors,
+                candidates=candidates,
+                forward=forward,
+            )
+        return self._cache[key]

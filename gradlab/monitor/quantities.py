@@ -4,6 +4,13 @@ A quantity declares its schedule; :meth:`Quantity.compute` receives a :class:`Ba
 ``torch.no_grad()`` on the embeddings' device and returns 0-d tensors keyed by name; the monitor
 stacks every value of a step and moves them to the host once. All math is a call into
 :mod:`gradlab.functional`.
+
+No quantity reads a value back to the host (no ``.item()``, ``bool()``, masked indexing or
+``nonzero``): summaries are NaN-aware reductions on the device. P, the counts and the weighted
+counts share one sort of the scores; the smooth AP, the decomposition and gradient agreement
+share one sigmoid block (see :mod:`gradlab.monitor.batch`). Values are computed in the
+embeddings' dtype (float32 for half precision), reusing the watched SmoothAP loss's scores and
+ranks when it recorded them.
 """
 
 from __future__ import annotations
@@ -12,17 +19,9 @@ import math
 
 import torch
 
-from gradlab.functional import (
-    decomposition_norms,
-    drop_diagonal,
-    gradient_counts,
-    in_batch_decomposition,
-    operating_region_proportion,
-    operating_region_width,
-    smooth_ap,
-    smooth_ap_decomposition,
-    tie_aware_ap,
-)
+from gradlab._validation import skip_value_checks
+from gradlab.functional import drop_diagonal, operating_region_width, tie_aware_ap
+from gradlab.functional.operating_region import _widths
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.schedules import Schedule, every
 
@@ -34,21 +33,14 @@ def _nan_like(reference: torch.Tensor) -> torch.Tensor:
 
 
 def _summary(prefix: str, values: torch.Tensor) -> Values:
-    """Mean and 10/50/90% quantiles of the finite entries (NaN if none)."""
-    kept = values[torch.isfinite(values)].to(torch.float64)
-    if kept.numel() == 0:
-        nan = _nan_like(values)
-        return {
-            f"{prefix}_mean": nan,
-            f"{prefix}_q10": nan,
-            f"{prefix}_q50": nan,
-            f"{prefix}_q90": nan,
-        }
-    quantiles = torch.quantile(
-        kept, torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64, device=kept.device)
-    )
+    """Mean and 10/50/90% quantiles of the finite entries (NaN if none), without a host sync."""
+    finite = torch.isfinite(values)
+    values = values.to(torch.float64)
+    mean = torch.where(finite, values, 0.0).sum() / finite.sum()  # 0 / 0 = NaN when none
+    levels = torch.linspace(0.1, 0.9, 3, dtype=torch.float64, device=values.device)
+    quantiles = torch.nanquantile(torch.where(finite, values, math.nan), levels)
     return {
-        f"{prefix}_mean": kept.mean(),
+        f"{prefix}_mean": mean,
         f"{prefix}_q10": quantiles[0],
         f"{prefix}_q50": quantiles[1],
         f"{prefix}_q90": quantiles[2],
@@ -125,27 +117,23 @@ class OperatingRegion(Quantity):
         self.eps = eps
 
     def compute(self, batch: BatchView) -> Values:
-        device = batch.embeddings.device
-        width = torch.tensor(
-            operating_region_width(batch.tau, self.eps), dtype=torch.float64, device=device
-        )
+        width = operating_region_width(batch.tau, self.eps)  # a Python float: no transfer
+        width_value = torch.full((), width, dtype=torch.float64, device=batch.embeddings.device)
+        # The step's shared window counts (one sort): Eq. 1 per query is their row sum.
+        counts, query_inside = batch.window_counts(width)
+        size = counts.shape[1]
+        inside = counts.sum(dim=1).to(torch.float64)
         if batch.labels is None:
-            scores = batch.layout.scores
-            proportion = operating_region_proportion(scores, batch.tau, self.eps).mean()
-            return {"p_cross_modal": proportion, "operating_region_width": width}
-        # One sorted pass (Eq. 1 per query); the other proportions follow from its counts:
-        # m diagonal entries, and 2 n_self + 1 entries in the query's own row and column.
-        scores = batch.self_scores
-        size = scores.shape[0]
-        seed = operating_region_proportion(scores, batch.tau, self.eps)
-        inside = seed * size**2
-        diagonal = size if width.item() > 0 else 0
-        values = {"p_seed": seed.mean(), "operating_region_width": width}
+            proportion = (inside / size**2).mean()
+            return {"p_cross_modal": proportion, "operating_region_width": width_value}
+        # The other proportions follow from the same counts: m diagonal entries, and
+        # 2 n_self + 1 entries in the query's own row and column.
+        diagonal = size if width > 0 else 0
+        values = {"p_seed": (inside / size**2).mean(), "operating_region_width": width_value}
         if size > 1:
             values["p_off_diagonal"] = ((inside - diagonal) / (size * (size - 1))).mean()
         if size > 2:
-            near_self = (scores.diagonal().unsqueeze(1) - scores).abs() < width
-            self_pairs = near_self.sum(dim=1) - near_self.diagonal().long()
+            self_pairs = query_inside.sum(dim=1) - query_inside.diagonal().long()
             others = inside - diagonal - 2 * self_pairs
             values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
         return values
@@ -157,15 +145,20 @@ class Decomposition(Quantity):
     name = "decomposition"
 
     def compute(self, batch: BatchView) -> Values:
-        embeddings = batch.embeddings.to(torch.float64)
-        if batch.labels is not None:
-            parts = in_batch_decomposition(embeddings, batch.labels, batch.tau)
-        else:
-            normalize = torch.nn.functional.normalize
-            parts = smooth_ap_decomposition(normalize(embeddings, dim=1),
-                                            normalize(batch.candidates.to(torch.float64), dim=1),
-                                            batch.positives, batch.tau)  # fmt: skip
-        norms = decomposition_norms(parts)
+        # The step's one sigmoid block (shared with smooth AP and gradient agreement).
+        terms = batch.smooth_ap_terms(batch.tau)
+        ad, cb = terms.ad_term, terms.cb_term  # NaN rows for queries without positives
+        ad_norm, cb_norm = ad.norm(dim=1), cb.norm(dim=1)
+        both = ad_norm * cb_norm
+        nan = torch.full_like(ad_norm, math.nan)
+        norms = {  # as gradlab.functional.decomposition_norms, undefined queries kept as NaN
+            "ad_norm": ad_norm,
+            "cb_norm": cb_norm,
+            "grad_norm": (ad + cb).norm(dim=1),
+            "ad_share": torch.where(ad_norm + cb_norm > 0, ad_norm / (ad_norm + cb_norm), nan),
+            "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
+            "cosine": torch.where(both > 0, (ad * cb).sum(dim=1) / both, nan),
+        }
         values: Values = {}
         for key in ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine"):
             values.update(_summary(f"decomposition_{key}", norms[key]))
@@ -185,23 +178,52 @@ class GradientCounts(Quantity):
         self.variants = (("", False), ("_weighted", True)) if weighted else (("", False),)
 
     def compute(self, batch: BatchView) -> Values:
-        layout = batch.layout
+        positives = batch.layout.positives
+        has_positive = positives.any(dim=1)
         values: Values = {}
         for suffix, weighted in self.variants:
-            counts = gradient_counts(
-                layout.scores.to(torch.float64),
-                layout.positives,
-                batch.tau,
-                self.threshold,
-                weighted=weighted,
-                candidates=layout.candidates,
-            )
-            per_query = counts.per_query.to(torch.float64)
-            values[f"gradient_count_mean{suffix}"] = per_query.mean()
-            values[f"queries_without_gradient{suffix}"] = torch.tensor(
-                float(counts.queries_without_gradient), dtype=torch.float64, device=per_query.device
-            )
+            per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
+            values[f"gradient_count_mean{suffix}"] = per_query.to(torch.float64).mean()
+            without = (has_positive & (per_query == 0)).sum()
+            values[f"queries_without_gradient{suffix}"] = without.to(torch.float64)
         return values
+
+    def _plain(self, batch: BatchView, positives: torch.Tensor) -> torch.Tensor:
+        """Seed 001's counts from the step's shared window counts (no search of its own).
+
+        Entry ``(q, i)`` of the counts holds every ``j`` with ``|D_ij| < w``; the pair itself
+        (``j = i``) and, in-batch, the query (not a candidate) are taken out.
+        """
+        width = operating_region_width(batch.tau, self.threshold)
+        counts, query_inside = batch.window_counts(width)
+        inside = counts - (1 if width > 0 else 0)
+        if query_inside is not None:
+            inside = inside - query_inside.long()
+        return torch.where(positives, inside, 0).sum(dim=1)
+
+    def _weighted(self, batch: BatchView) -> torch.Tensor:
+        """Counts with the slope over ``R(i, S_Omega)^2``: per-positive windows, same sort."""
+        groups, ranks = batch.smooth_ap_forward(batch.tau)
+        scores, ordered = batch.scores, batch.sorted_scores
+        in_batch = batch.labels is not None
+        per_query = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
+        for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
+            rows = scores[group.queries]
+            anchors = rows.gather(1, group.positive_columns)
+            widths = _widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
+            widths = widths.to(scores.dtype)
+            high, low = anchors + widths, anchors - widths
+            sorted_rows = ordered[group.queries]
+            inside = torch.searchsorted(sorted_rows, high, side="left") - torch.searchsorted(
+                sorted_rows, low, side="right"
+            )
+            open_window = widths > 0
+            inside = torch.where(open_window, inside, 0) - open_window.long()
+            if in_batch:  # the query is not a candidate: take it out of its windows
+                own = rows.gather(1, group.queries.unsqueeze(1))
+                inside = inside - (open_window & (own < high) & (own > low)).long()
+            per_query.index_add_(0, group.queries, inside.sum(dim=1))
+        return per_query
 
 
 class RelaxationGap(Quantity):
@@ -211,17 +233,19 @@ class RelaxationGap(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
-        scores = layout.scores.to(torch.float64)
-        positives = layout.positives
-        smooth = smooth_ap(scores, positives, batch.tau, candidates=layout.candidates)
+        scores, positives = batch.scores, layout.positives
+        groups, ranks = batch.smooth_ap_forward(batch.tau)  # the loss's ranks when recorded
+        smooth = torch.full((scores.shape[0],), math.nan, dtype=scores.dtype, device=scores.device)
+        for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
+            smooth = smooth.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
         if layout.candidates is not None:  # in-batch: the query is not its own candidate
             scores, positives = drop_diagonal(scores), drop_diagonal(positives)
-        exact = tie_aware_ap(scores, positives)
+        with skip_value_checks():  # finite by construction: no value read back
+            exact = tie_aware_ap(scores, positives)
         defined = ~torch.isnan(exact)
-        if not bool(defined.any()):
-            nan = _nan_like(scores)
-            return {"smooth_ap": nan, "exact_ap": nan, "relaxation_gap": nan}
-        smooth_mean, exact_mean = smooth[defined].mean(), exact[defined].mean()
+        count = defined.sum()  # a mean over no query is 0 / 0 = NaN
+        smooth_mean = torch.where(defined, smooth.to(torch.float64), 0.0).sum() / count
+        exact_mean = torch.where(defined, exact, 0.0).sum() / count
         return {
             "smooth_ap": smooth_mean,
             "exact_ap": exact_mean,
@@ -243,14 +267,18 @@ class GradientAgreement(Quantity):
     def compute(self, batch: BatchView) -> Values:
         if batch.loss_kind is None or batch.embedding_grad is None or batch.labels is None:
             return {}
-        from gradlab.losses import SmoothAPLoss
-
         include_query = batch.loss_kind == "include_query"
-        with torch.enable_grad():
-            leaf = batch.embeddings.detach().to(torch.float64).requires_grad_(True)
-            tau = batch.loss_tau if batch.loss_tau is not None else batch.tau
-            loss = SmoothAPLoss(tau, include_query=include_query)(leaf, batch.labels)
-            (analytic,) = torch.autograd.grad(loss, leaf)
+        tau = batch.loss_tau if batch.loss_tau is not None else batch.tau
+        # dAP/dS from the step's shared sigmoid block, then back through S = N N^T and the
+        # normalization N = E / |E| by hand (no second SmoothAP forward and backward).
+        terms = batch.smooth_ap_terms(tau, include_query)
+        defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
+        score_grad = -terms.score_grad / defined  # dLoss/dS, Loss = 1 - mean AP
+        normalized = batch.vectors
+        grad_normalized = score_grad @ normalized + score_grad.T @ normalized
+        norms = batch.embeddings.to(batch.compute_dtype).norm(dim=1, keepdim=True)
+        radial = (normalized * grad_normalized).sum(dim=1, keepdim=True)
+        analytic = ((grad_normalized - normalized * radial) / norms.clamp(min=1e-12)).double()
         actual = batch.embedding_grad.to(torch.float64)
         cosine = torch.nn.functional.cosine_similarity(
             analytic.flatten(), actual.flatten(), dim=0, eps=1e-30

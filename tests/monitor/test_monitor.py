@@ -52,8 +52,9 @@ def test_logged_values_equal_the_functional_api(tmp_path):
         operating_region_proportion(seed_scores, 0.05).mean().item()
     )
     norms = decomposition_norms(in_batch_decomposition(detached.double(), labels, 0.05))
+    # The monitor computes in the embeddings' float32, reusing the loss's scores and ranks.
     assert record["decomposition_ad_norm_mean"] == pytest.approx(
-        norms["ad_norm"].mean().item(), rel=1e-9
+        norms["ad_norm"].mean().item(), rel=1e-5
     )
     assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert record["gradient_agreement_relative_error"] < 1e-5
