@@ -212,3 +212,13 @@ class BatchView:
                 forward=forward,
             )
         return self._cache[key]
+
+    def smooth_ap_loss_grad(self, tau: float, include_query: bool = False) -> torch.Tensor:
+        """``dL/dS`` ``[Q, C]`` of gradlab's ``1 - mean smooth AP`` at the step's scores.
+
+        From :meth:`smooth_ap_terms` (the step's one sigmoid block): the mean runs over the
+        queries with a positive, so ``dL/dS = -dAP/dS / (their number)``. No value is read.
+        """
+        terms = self.smooth_ap_terms(tau, include_query)
+        defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
+        return -terms.score_grad / defined

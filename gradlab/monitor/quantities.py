@@ -271,9 +271,7 @@ class GradientAgreement(Quantity):
         tau = batch.loss_tau if batch.loss_tau is not None else batch.tau
         # dAP/dS from the step's shared sigmoid block, then back through S = N N^T and the
         # normalization N = E / |E| by hand (no second SmoothAP forward and backward).
-        terms = batch.smooth_ap_terms(tau, include_query)
-        defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
-        score_grad = -terms.score_grad / defined  # dLoss/dS, Loss = 1 - mean AP
+        score_grad = batch.smooth_ap_loss_grad(tau, include_query)  # dLoss/dS
         normalized = batch.vectors
         grad_normalized = score_grad @ normalized + score_grad.T @ normalized
         norms = batch.embeddings.to(batch.compute_dtype).norm(dim=1, keepdim=True)
