@@ -80,7 +80,8 @@ def _record_into(captured: list):
     """A ``score_recorder``: keep each recorded matrix and read its gradient with a hook."""
 
     def record(direction: str, scores: torch.Tensor, positives: torch.Tensor | None) -> None:
-        capture = ScoreCapture(direction, scores.detach(), positives)
+        # Copies: an optimizer may update a leaf score matrix in place before step() reads it.
+        capture = ScoreCapture(direction, scores.detach().clone(), positives)
         if scores.requires_grad:
             scores.register_hook(_keep_into(capture))
         captured.append(capture)
@@ -90,7 +91,7 @@ def _record_into(captured: list):
 
 def _keep_into(capture: ScoreCapture):
     def keep(grad: torch.Tensor) -> None:
-        capture.grad = grad.detach()  # read only: returning None keeps the gradient as it is
+        capture.grad = grad.detach().clone()  # read only: returning None keeps it as it is
 
     return keep
 
@@ -370,7 +371,7 @@ class Monitor:
         if not self._wants_score_grad():
             return
         if inputs == "scores" and not captured:
-            capture = ScoreCapture("both", batch.embeddings, batch.positives)
+            capture = ScoreCapture("both", batch.embeddings.clone(), batch.positives)
             if first.requires_grad:
                 first.register_hook(_keep_into(capture))
             captured = [capture]

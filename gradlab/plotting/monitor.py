@@ -26,6 +26,19 @@ FAMILIES = {
     "relaxation_gap": ("Smooth AP vs exact AP", ("smooth_ap", "exact_ap", "relaxation_gap"), "AP"),
     "gradient_agreement": ("Analytic vs backpropagated gradient", ("gradient_agreement_cosine",
                            "gradient_agreement_relative_error"), "value"),
+    "anatomy_active_negatives": ("Negatives receiving gradient per query (mean; i2t / t2i: "
+                                 "cross-modal directions)", ("anatomy_active_negatives_mean",
+                                 "anatomy_i2t_active_negatives_mean",
+                                 "anatomy_t2i_active_negatives_mean"), "negatives"),
+    "anatomy_hardness": ("Hardness of the negatives receiving gradient: share of their gradient "
+                         "on the hardest 10 %, relative rank depth", ("anatomy_hardest_10pct_share",
+                         "anatomy_i2t_hardest_10pct_share", "anatomy_t2i_hardest_10pct_share",
+                         "anatomy_active_rank_depth", "anatomy_i2t_active_rank_depth",
+                         "anatomy_t2i_active_rank_depth"), "share / depth"),
+    "anatomy_without_gradient": ("Queries receiving no gradient (anatomy)", (
+                                 "anatomy_queries_without_gradient",
+                                 "anatomy_i2t_queries_without_gradient",
+                                 "anatomy_t2i_queries_without_gradient"), "share of queries"),
 }  # fmt: skip
 """Family -> (title, keys, y label)."""
 

@@ -106,3 +106,26 @@ def test_score_inputs_skip_the_embedding_quantities_with_a_reason(tmp_path):
     assert not any(k.startswith(("embedding_", "decomposition_")) for k in record)
     assert "p_cross_modal" in record and "anatomy_t2i_hardest_10pct_share" in record
     assert math.isfinite(record["anatomy_i2t_active_rank_depth"])
+
+
+def test_plot_draws_the_anatomy_family_for_both_directions(tmp_path):
+    from gradlab.plotting.monitor import plot_run
+
+    scores, positives = _scores(4)
+    scores = torch.nn.Parameter(scores.detach())
+    optimizer = torch.optim.SGD([scores], lr=0.5)
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.MaxViolationTripletLoss(0.2), inputs="scores")
+        for _ in range(6):
+            loss_fn(scores, positives).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            monitor.step()
+    # The optimizer updated the leaf scores in place before each step(): the anatomy still
+    # describes the scores the loss saw (only the hardest negative gets gradient).
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    for direction in ("i2t", "t2i"):
+        assert {r[f"anatomy_{direction}_hardest_1pct_share"] for r in records} == {1.0}
+    written = {path.name for path in plot_run(tmp_path / "run", tmp_path / "figures")}
+    assert {"anatomy_active_negatives.png", "anatomy_hardness.png",
+            "anatomy_without_gradient.png"} <= written  # fmt: skip
