@@ -62,9 +62,19 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
     audit.add_argument("--json", type=Path, help="write the records as JSON")
     audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
-    plot = commands.add_parser("plot", help="figures from a Monitor log folder (headless)")
-    plot.add_argument("run_dir", type=Path)
-    plot.add_argument("--out", type=Path, help="figure folder (default RUN_DIR/figures)")
+    plot = commands.add_parser(
+        "plot", help="figures from Monitor log folders, several runs overlaid (headless)"
+    )
+    plot.add_argument("run_dir", type=Path, nargs="+", help="one or more Monitor log folders")
+    plot.add_argument(
+        "--out", type=Path,
+        help="figure folder (default: RUN_DIR/figures for one run, "
+        "<their common parent>/figures for several)",
+    )  # fmt: skip
+    plot.add_argument(
+        "--label", action="append", metavar="NAME",
+        help="legend name of each run, in order; repeat once per run (default: folder names)",
+    )  # fmt: skip
     return parser
 
 
@@ -140,9 +150,16 @@ def main(argv: list[str] | None = None) -> int:
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "plot":
-            from gradlab.plotting.monitor import plot_run
+            import warnings
 
-            for path in plot_run(arguments.run_dir, arguments.out):
+            from gradlab.plotting.monitor import plot_runs
+
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", UserWarning)
+                written = plot_runs(arguments.run_dir, arguments.out, arguments.label)
+            for warning in caught:
+                print(f"gradlab: warning: {warning.message}", file=sys.stderr)
+            for path in written:
                 print(f"wrote {path}")
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)

@@ -1,14 +1,30 @@
-"""Figures from a Monitor log: one per quantity family, each skipped when its data is missing."""
+"""Figures from Monitor logs: one per quantity family, several runs overlaid.
+
+Each family is drawn only when its keys are present. With one run each key has its own colour;
+with several runs each run has its own colour (seaborn's colour-blind palette) and each key its
+own line style, so two losses or two temperatures are compared in one picture. An overview
+figure puts every family in its own panel.
+
+A ``metrics.jsonl`` written before runs were kept apart may hold several runs whose steps
+restart; each such run is drawn as its own line (with a warning) instead of one line jumping
+back to the start. Resumed runs (header ``"resumed"``) continue their run's line.
+"""
 
 from __future__ import annotations
 
 import math
+import os
+import textwrap
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.lines import Line2D
 
 from gradlab.errors import GradlabError
-from gradlab.monitor.sinks import read_jsonl
+from gradlab.monitor.sinks import read_segments
 from gradlab.plotting.style import apply_style, save_figure
 
 FAMILIES = {
@@ -26,6 +42,8 @@ FAMILIES = {
     "relaxation_gap": ("Smooth AP vs exact AP", ("smooth_ap", "exact_ap", "relaxation_gap"), "AP"),
     "gradient_agreement": ("Analytic vs backpropagated gradient", ("gradient_agreement_cosine",
                            "gradient_agreement_relative_error"), "value"),
+    "degenerate_batches": ("Batches in which no query has a positive", ("degenerate_batches",
+                           "degenerate_batch"), "batches"),
     "anatomy_active_negatives": ("Negatives receiving gradient per query (mean; i2t / t2i: "
                                  "cross-modal directions)", ("anatomy_active_negatives_mean",
                                  "anatomy_i2t_active_negatives_mean",
@@ -42,33 +60,165 @@ FAMILIES = {
 }  # fmt: skip
 """Family -> (title, keys, y label)."""
 
+LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
+
+Run = tuple[str, list[dict]]
+"""A run to draw: its label and its records in step order."""
+
+
+def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[Run]:
+    """Read each ``RUN_DIR/metrics.jsonl``; split logs whose steps restart (with a warning).
+
+    Raises:
+        GradlabError: a folder without ``metrics.jsonl``, a log without records, labels that do
+            not match the runs.
+    """
+    if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
+        raise GradlabError(f"run_dirs must be a non-empty list of run folders; got {run_dirs!r}")
+    paths = [Path(run_dir) for run_dir in run_dirs]
+    if labels is None:
+        labels = _default_labels(paths)
+    elif len(labels) != len(paths):
+        raise GradlabError(
+            f"labels must give one label per run ({len(paths)}); got {len(labels)}: {labels!r}"
+        )
+    runs: list[Run] = []
+    for path, label in zip(paths, labels, strict=True):
+        log = path / "metrics.jsonl"
+        if not log.is_file():
+            raise GradlabError(
+                f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(path)!r}"
+            )
+        pieces: list[list[dict]] = []
+        for header, records in read_segments(log):
+            if pieces and header.get("resumed"):
+                pieces[-1].extend(records)  # a resumption continues its run
+            else:
+                pieces.append(list(records))
+        pieces = [records for records in pieces if records]
+        if not pieces:
+            raise GradlabError(f"{log} holds no logged step yet")
+        if len(pieces) > 1:
+            warnings.warn(
+                f"{log} holds {len(pieces)} runs whose steps restart (appended before gradlab "
+                "kept runs apart); each is drawn as its own line",
+                UserWarning,
+                stacklevel=2,
+            )
+            runs.extend((f"{label} (run {i})", records) for i, records in enumerate(pieces, 1))
+        else:
+            runs.append((label, pieces[0]))
+    return runs
+
+
+def plot_runs(
+    run_dirs: Sequence[str | Path],
+    out: str | Path | None = None,
+    labels: Sequence[str] | None = None,
+) -> list[Path]:
+    """Draw every family present in the runs' logs, runs overlaid; return the written paths.
+
+    Writes ``<family>.png`` for each family and ``overview.png`` (one panel per family) into
+    ``out``: by default ``RUN_DIR/figures`` for one run, ``<common parent>/figures`` for several.
+    """
+    runs = load_runs(run_dirs, labels)
+    folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
+    present = {
+        family: [key for key in keys if any(key in r for _, records in runs for r in records)]
+        for family, (_, keys, _) in FAMILIES.items()
+    }
+    present = {family: keys for family, keys in present.items() if keys}
+    if not present:
+        raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no known quantity")
+    apply_style()
+    colours = sns.color_palette("colorblind", max(len(runs), 10))
+    written = []
+    for family, keys in present.items():
+        figure, axis = plt.subplots(figsize=(8, 4.2))
+        _draw_family(axis, family, keys, runs, colours)
+        axis.legend(handles=_legend(keys, runs, colours), fontsize=8)
+        written.append(save_figure(figure, folder / f"{family}.png"))
+    written.append(_overview(present, runs, colours, folder / "overview.png"))
+    return written
+
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
-    """Draw every family present in ``RUN_DIR/metrics.jsonl``; return the written paths."""
-    log = Path(run_dir) / "metrics.jsonl"
-    if not log.exists():
-        raise GradlabError(
-            f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {run_dir}"
-        )
-    _, records = read_jsonl(log)
-    if not records:
-        raise GradlabError(f"{log} holds no logged step yet")
-    folder = Path(out) if out is not None else Path(run_dir) / "figures"
-    apply_style()
-    written = []
-    for family, (title, keys, ylabel) in FAMILIES.items():
-        present = [key for key in keys if any(key in r for r in records)]
-        if not present:
-            continue
-        figure, axis = plt.subplots(figsize=(8, 4.2))
-        for key in present:
+    """:func:`plot_runs` of one run (figures in ``RUN_DIR/figures`` by default)."""
+    return plot_runs([run_dir], out)
+
+
+def _draw_family(
+    axis, family: str, keys: list[str], runs: list[Run], colours, wrap: int = 80
+) -> None:
+    title, _, ylabel = FAMILIES[family]
+    title = textwrap.fill(title, wrap)
+    several = len(runs) > 1
+    for run_index, (_, records) in enumerate(runs):
+        for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
-            if points:
-                axis.plot(*zip(*points, strict=True), marker=".", label=key)
-        axis.set(xlabel="optimizer step", ylabel=ylabel, title=title)
-        axis.legend(fontsize=8)
-        written.append(save_figure(figure, folder / f"{family}.png"))
-    return written
+            if not points:
+                continue
+            colour = colours[run_index] if several else colours[key_index]
+            style = LINE_STYLES[key_index % len(LINE_STYLES)] if several else "-"
+            axis.plot(*zip(*points, strict=True), color=colour, linestyle=style, marker=".",
+                      markersize=4, linewidth=1.4)  # fmt: skip
+    axis.set(xlabel="optimizer step", ylabel=ylabel, title=title)
+
+
+def _legend(keys: list[str], runs: list[Run], colours) -> list[Line2D]:
+    """One colour per run and one line style per key (several runs); one colour per key (one)."""
+    if len(runs) == 1:
+        return [Line2D([], [], color=colours[i], marker=".", label=key) for i, key in
+                enumerate(keys)]  # fmt: skip
+    handles = [Line2D([], [], color=colours[i], linewidth=3, label=label)
+               for i, (label, _) in enumerate(runs)]  # fmt: skip
+    if len(keys) > 1:
+        handles += [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+                           label=key) for i, key in enumerate(keys)]  # fmt: skip
+    return handles
+
+
+def _overview(present: dict[str, list[str]], runs: list[Run], colours, path: Path) -> Path:
+    columns = 2 if len(present) > 1 else 1
+    rows = math.ceil(len(present) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 3.6 * rows), squeeze=False)
+    for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
+        _draw_family(axis, family, keys, runs, colours, wrap=60)
+        if len(keys) > 1 or len(runs) == 1:
+            key_handles = _legend(keys, runs if len(runs) == 1 else [], colours)
+            if len(runs) > 1:
+                key_handles = [Line2D([], [], color="0.3", label=key,
+                                      linestyle=LINE_STYLES[i % len(LINE_STYLES)])
+                               for i, key in enumerate(keys)]  # fmt: skip
+            axis.legend(handles=key_handles, fontsize=7)
+    for axis in list(axes.flat)[len(present) :]:
+        axis.set_visible(False)
+    if len(runs) > 1:
+        run_handles = [Line2D([], [], color=colours[i], linewidth=3, label=label)
+                       for i, (label, _) in enumerate(runs)]  # fmt: skip
+        top = 1 - 0.5 / figure.get_figheight()  # half an inch for the runs' legend
+        figure.tight_layout(rect=(0, 0, 1, top))
+        figure.legend(handles=run_handles, loc="lower center", ncol=min(len(runs), 4),
+                      bbox_to_anchor=(0.5, top), frameon=False)  # fmt: skip
+    else:
+        figure.tight_layout()
+    return save_figure(figure, path)
+
+
+def _default_labels(paths: list[Path]) -> list[str]:
+    names = [path.resolve().name for path in paths]
+    if len(set(names)) == len(names):
+        return names
+    if len(paths) > 1:
+        base = Path(os.path.commonpath([str(path.resolve()) for path in paths]))
+        return [str(path.resolve().relative_to(base)) for path in paths]
+    return names
+
+
+def _default_out(paths: list[Path]) -> Path:
+    if len(paths) == 1:
+        return paths[0] / "figures"
+    return Path(os.path.commonpath([str(path.resolve()) for path in paths])) / "figures"
 
 
 def _finite(value: object) -> bool:
