@@ -6,9 +6,9 @@ from collections.abc import Callable
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from gradlab.data.samplers import ClassBalancedBatches
+from gradlab.progress import progress as progress_reporter
 
 StepCallback = Callable[[int, torch.Tensor, torch.Tensor, float], None]
 """Called after each optimizer step with (step, detached embeddings, labels, loss value)."""
@@ -43,7 +43,11 @@ def train_embedding(
     batches = ClassBalancedBatches(labels, per_class, classes_per_batch, seed=seed)
     device = next(model.parameters()).device
     losses: list[float] = []
-    bar = tqdm(total=epochs * len(batches), desc=progress, disable=progress is None, leave=False)
+    bar = (
+        progress_reporter(total=epochs * len(batches), desc=progress)
+        if progress is not None
+        else None
+    )
     step = 0
     for _ in range(epochs):
         for batch in batches:
@@ -57,8 +61,10 @@ def train_embedding(
             if on_step is not None:
                 on_step(step, embeddings.detach(), y, losses[-1])
             step += 1
-            bar.update()
-    bar.close()
+            if bar is not None:
+                bar.update()
+    if bar is not None:
+        bar.close()
     return losses
 
 

@@ -1,4 +1,4 @@
-"""Figures of the operating-region analyses (:mod:`gradlab.report.operating_region`)."""
+"""Figures of the operating-region analyses (:mod:`gradlab.experiments.operating_region`)."""
 
 from __future__ import annotations
 

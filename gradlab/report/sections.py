@@ -5,6 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from gradlab.experiments.operating_region import (
+    closed_form_curves,
+    p_against_batch_size,
+    training_dynamics,
+)
+from gradlab.jsonio import write_json
 from gradlab.plotting.losses import plot_lemma1
 from gradlab.plotting.operating_region import (
     plot_closed_forms,
@@ -13,11 +19,6 @@ from gradlab.plotting.operating_region import (
 )
 from gradlab.plotting.tie_aware import plot_harmonic_error, plot_relaxation_gap
 from gradlab.report.fappy_lemma import lemma1_gradient_support, lemma1_verdict
-from gradlab.report.operating_region import (
-    closed_form_curves,
-    p_against_batch_size,
-    training_dynamics,
-)
 from gradlab.report.tie_aware import (
     harmonic_error_surface,
     relaxation_gap_against_scale,
@@ -69,7 +70,7 @@ def draw_figures(table: dict, folder: Path, quick: bool) -> dict[str, dict]:
     results = {}
     for name, (compute, plot) in table.items():
         results[name] = compute(quick)
-        (folder / f"{name}.json").write_text(json.dumps(results[name], indent=1))
+        write_json(folder / f"{name}.json", results[name])
         plot(results[name], folder / f"{name}.png")
     return results
 
@@ -167,8 +168,8 @@ def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict
 
 def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """SmoothAP on real data (digits) with the Monitor: retrieval before and after, and figures."""
+    from gradlab.experiments.digits_training import digits_training
     from gradlab.plotting.report_figures import plot_retrieval_before_after
-    from gradlab.report.training import digits_training
 
     results = digits_training(out, quick=quick, device=device)
     plot_retrieval_before_after(results, out / "figures" / "training_retrieval.png")
@@ -217,8 +218,8 @@ def _training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> 
 
 def captions_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """The image-caption miniature of Bleeker & de Rijke's setting, three losses."""
+    from gradlab.experiments.captions_miniature import caption_miniature
     from gradlab.plotting.report_figures import plot_captions
-    from gradlab.report.captions import caption_miniature
 
     results = caption_miniature(quick=quick, device=device)
     plot_captions(results, out / "figures" / "captions.png")

@@ -1,5 +1,9 @@
 """Operating-region analyses (issue 5): closed forms, P against batch size, training dynamics.
 
+``p_against_batch_size`` here samples the 10-class digits (so m/8 images per class, the number
+of classes fixed): it separates the diagonal's share from the rest under uniform sampling. The
+seed's setting (4 images per class, m/4 classes) is :mod:`gradlab.experiments.p_vs_batch_size`.
+
 Each function returns plain dicts of numbers (JSON-ready); figures are drawn from them by
 :mod:`gradlab.plotting.operating_region`.
 """
@@ -11,7 +15,6 @@ import math
 
 import torch
 import torch.nn.functional as F
-from tqdm.auto import tqdm
 
 from gradlab.data import ClassBalancedBatches, load_digits_split
 from gradlab.functional import (
@@ -26,6 +29,7 @@ from gradlab.functional import (
 )
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import EmbeddingMLP
+from gradlab.progress import progress
 from gradlab.training import embed, train_embedding
 
 
@@ -123,7 +127,7 @@ def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.
             )
 
     trained_rows = []
-    for size in tqdm(sizes_trained, desc="P vs m, trained per batch size", leave=False):
+    for size in progress(sizes_trained, desc="P vs m (10 digit classes), trained per m"):
         model = copy.deepcopy(initial)
         steps_per_epoch = len(ClassBalancedBatches(digits.train_labels, size // 4, 4))
         last_epoch: list[dict[str, float]] = []
@@ -175,7 +179,7 @@ def _fixed_model_rows(
     """
     generator = torch.Generator().manual_seed(len(sizes))
     rows = []
-    for size in tqdm(sizes, desc=f"P vs m, fixed model, {sampling}", leave=False):
+    for size in progress(sizes, desc=f"P vs m (10 digit classes), fixed model, {sampling}"):
         if sampling == "uniform":
             batches = [
                 torch.randperm(len(labels), generator=generator)[:size] for _ in range(draws)

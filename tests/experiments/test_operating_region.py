@@ -4,15 +4,15 @@ import math
 
 import pytest
 
+from gradlab.experiments.operating_region import (
+    closed_form_curves,
+    p_against_batch_size,
+    training_dynamics,
+)
 from gradlab.plotting.operating_region import (
     plot_closed_forms,
     plot_p_against_batch_size,
     plot_training_dynamics,
-)
-from gradlab.report.operating_region import (
-    closed_form_curves,
-    p_against_batch_size,
-    training_dynamics,
 )
 
 
