@@ -26,11 +26,6 @@ import torch.nn.functional as F
 from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
 from gradlab.functional.losses import LossRecord, SmoothAPForward
-from gradlab.functional.smooth_ap import (
-    DEFAULT_CHUNK_ELEMENTS,
-    _smooth_ap_forward,
-    group_by_positive_count,
-)
 
 
 @dataclass
@@ -177,31 +172,18 @@ class BatchView:
         return record.forward
 
     def smooth_ap_forward(self, tau: float, include_query: bool = False) -> SmoothAPForward:
-        """Groups and ``(A, C)`` ranks at ``tau``: the loss's when it computed them, else the
-        ones :meth:`smooth_ap_terms` computed, else one forward here (one sync: group sizes)."""
+        """Groups and ``(A, C)`` ranks at ``tau``: the loss's when it computed them, else those
+        of :meth:`smooth_ap_terms` (its one sigmoid block; one sync for the group sizes)."""
         recorded = self._recorded_forward(tau, include_query)
         if recorded is not None:
             return recorded
-        key = ("terms", tau, include_query)
-        if key in self._cache:
-            return SmoothAPForward(*self._cache[key].forward)
-        key = ("forward", tau, include_query)
-        if key not in self._cache:
-            positives, candidates = self._masks(include_query)
-            groups = group_by_positive_count(positives)
-            _, ranks = _smooth_ap_forward(
-                self.scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidates
-            )
-            self._cache[key] = SmoothAPForward(groups, ranks)
-        return self._cache[key]
+        return SmoothAPForward(*self.smooth_ap_terms(tau, include_query).forward)
 
     def smooth_ap_terms(self, tau: float, include_query: bool = False) -> SmoothAPTerms:
         """SmoothAP, ``dAP/dS`` and the ``AD``/``CB`` terms from one sigmoid block (cached)."""
         key = ("terms", tau, include_query)
         if key not in self._cache:
             forward = self._recorded_forward(tau, include_query)
-            if forward is None and ("forward", tau, include_query) in self._cache:
-                forward = self._cache[("forward", tau, include_query)]
             positives, candidates = self._masks(include_query)
             self._cache[key] = smooth_ap_terms(
                 self.scores,

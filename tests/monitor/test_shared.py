@@ -1,0 +1,229 @@
+"""The Monitor's shared path: reusing SmoothAP's forward gives exactly the independent values.
+
+With a recorded gradlab SmoothAP call (``gradlab.functional.losses.recording``) the quantities
+read the loss's score matrix and its ranks ``A``/``C``; without one they compute both from the
+embeddings. Both paths must log identical numbers, P and the (weighted) counts must come from one
+sort and the decomposition / agreement / smooth AP from one sigmoid block, and both must match
+brute-force float64 loops (tests/reference/) on a small batch.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+import gradlab.functional.diagnostics as diagnostics_module
+import gradlab.monitor.batch as batch_module
+from gradlab.functional.losses import recording
+from gradlab.functional.operating_region import operating_region_width
+from gradlab.functional.smooth_ap import group_by_positive_count
+from gradlab.monitor import (
+    Decomposition,
+    EmbeddingGradNorm,
+    EmbeddingNorms,
+    GradientAgreement,
+    GradientCounts,
+    Loss,
+    OperatingRegion,
+    RelaxationGap,
+    WeightedGradientCounts,
+)
+from gradlab.monitor.batch import BatchView
+from tests.reference.operating_region_loops import gradient_count, proportion
+from tests.reference.smooth_ap_loops import (
+    cosine,
+    decomposition_one_pair,
+    loss_from_aps,
+    smooth_ap_one_query,
+)
+from tests.reference.tie_aware_loops import average_precision
+
+QUANTITIES = (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, WeightedGradientCounts,
+              Decomposition, RelaxationGap, GradientAgreement)  # fmt: skip
+TAU = 0.1
+LABELS = torch.tensor([0, 1, 0, 2, 1, 3, 0, 2, 4, 1, 3, 5, 0, 1])  # sizes 4, 4, 2, 2, 1, 1
+
+
+def _embeddings(dtype=torch.float64, seed=3):
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(len(LABELS), 5, generator=generator, dtype=dtype)
+
+
+def _views(dtype=torch.float64, tau=TAU, max_chunk=None):
+    """The same batch twice: with the loss's record (shared) and without (independent)."""
+    embeddings = _embeddings(dtype).requires_grad_(True)
+    loss_fn = gradlab.SmoothAPLoss(tau)
+    with recording() as records:
+        loss = loss_fn(embeddings, LABELS)
+    loss.backward()
+    common = dict(embeddings=embeddings.detach(), labels=LABELS, loss=loss.detach(),
+                  embedding_grad=embeddings.grad.detach(), tau=tau, loss_kind="exclude_query",
+                  loss_tau=tau)  # fmt: skip
+    return BatchView(**common, loss_record=records[-1]), BatchView(**common)
+
+
+def _values(batch, quantities=QUANTITIES):
+    values = {}
+    with torch.no_grad():
+        for cls in quantities:
+            values.update(cls().compute(batch))
+    return {name: value.item() for name, value in values.items()}
+
+
+def _same(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or a == b
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_shared_and_independent_paths_log_identical_values(dtype):
+    shared, independent = _views(dtype)
+    got, expected = _values(shared), _values(independent)
+    assert got.keys() == expected.keys() and len(got) > 30
+    different = {k: (got[k], expected[k]) for k in got if not _same(got[k], expected[k])}
+    assert not different
+    # and the shared path did reuse: the loss's own score matrix and ranks
+    assert shared.layout.scores.data_ptr() == shared.loss_record.scores.data_ptr()
+    assert shared.smooth_ap_forward(TAU) is shared.loss_record.forward
+
+
+def _counting(monkeypatch, module, name):
+    calls = []
+    original = getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(name)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def test_one_sigmoid_block_and_one_sort_per_logged_step(monkeypatch):
+    shared, independent = _views()
+    groups = len(shared.loss_record.forward.groups)  # one chunk each at the default budget
+    blocks = _counting(monkeypatch, diagnostics_module, "_sigmoid_block")
+    grouping = _counting(monkeypatch, diagnostics_module, "group_by_positive_count")
+    sorts = []
+    original_sort = torch.Tensor.sort
+    monkeypatch.setattr(torch.Tensor, "sort", lambda self, *a, **k: sorts.append(1)
+                        or original_sort(self, *a, **k))  # fmt: skip
+    sorted_quantities = (OperatingRegion, GradientCounts, WeightedGradientCounts)
+    _values(shared, sorted_quantities)
+    assert len(sorts) == 1
+    _values(shared, (Decomposition, GradientAgreement))
+    assert (len(blocks), len(grouping)) == (groups, 0)  # the loss's ranks reused
+    sorts.clear(), blocks.clear()
+    _values(independent, sorted_quantities + (Decomposition, GradientAgreement))
+    assert (len(sorts), len(blocks), len(grouping)) == (1, groups, 1)
+
+
+# --- against brute-force float64 loops ---------------------------------------------------------
+
+
+def _quantiles(values):
+    """10/50/90 % quantiles with linear interpolation (numpy's default), on a plain list."""
+    ordered = sorted(values)
+    result = []
+    for level in (0.1, 0.5, 0.9):
+        position = level * (len(ordered) - 1)
+        low = math.floor(position)
+        high = min(low + 1, len(ordered) - 1)
+        result.append(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
+    return result
+
+
+def _loop_reference(embeddings, labels, tau, eps=0.005):
+    vectors = [[x / math.sqrt(math.fsum(y * y for y in row)) for x in row] for row in embeddings]
+    size = len(labels)
+    rows = [[cosine(embeddings[q], embeddings[c]) for c in range(size)] for q in range(size)]
+    out = {"p_seed": [], "p_off_diagonal": [], "p_without_query": [], "counts": [],
+           "weighted": [], "smooth": [], "exact": [], "ad": [], "cb": [], "grad": [],
+           "ad_share": [], "ratio": [], "cosine": []}  # fmt: skip
+    for q in range(size):
+        out["p_seed"].append(proportion(rows[q], tau, eps))
+        out["p_off_diagonal"].append(proportion(rows[q], tau, eps, include_diagonal=False))
+        others = [s for c, s in enumerate(rows[q]) if c != q]
+        out["p_without_query"].append(proportion(others, tau, eps, include_diagonal=False))
+        positives = [labels[c] == labels[q] and c != q for c in range(size)]
+        keep = [c != q for c in range(size)]
+        for key, weighted in (("counts", False), ("weighted", True)):
+            out[key].append(gradient_count(rows[q], positives, tau, eps, weighted, keep))
+        candidates = [c for c in range(size) if c != q]
+        relevant = [labels[c] == labels[q] for c in candidates]
+        if not any(relevant):
+            continue
+        out["smooth"].append(smooth_ap_one_query([rows[q][c] for c in candidates], relevant, tau))
+        order = sorted(range(len(candidates)), key=lambda k: -rows[q][candidates[k]])
+        out["exact"].append(average_precision(order, relevant))
+        ad, cb = [0.0] * len(vectors[0]), [0.0] * len(vectors[0])
+        others_vectors = [vectors[c] for c in candidates]
+        for i, is_positive in enumerate(relevant):
+            if not is_positive:
+                continue
+            parts = decomposition_one_pair(vectors[q], others_vectors, relevant, i, tau)
+            scale = 1.0 / (sum(relevant) * parts["R"] ** 2)
+            ad = [a + scale * parts["A"] * d for a, d in zip(ad, parts["D"], strict=True)]
+            cb = [b - scale * parts["C"] * v for b, v in zip(cb, parts["B"], strict=True)]
+        norm_ad = math.sqrt(math.fsum(a * a for a in ad))
+        norm_cb = math.sqrt(math.fsum(b * b for b in cb))
+        out["ad"].append(norm_ad)
+        out["cb"].append(norm_cb)
+        out["grad"].append(math.sqrt(math.fsum((a + b) ** 2 for a, b in zip(ad, cb, strict=True))))
+        both = norm_ad * norm_cb  # a query with one positive has B = 0: no ratio, no cosine
+        dot = math.fsum(a * b for a, b in zip(ad, cb, strict=True))
+        out["ad_share"].append(norm_ad / (norm_ad + norm_cb))
+        out["ratio"].append(norm_ad / norm_cb if norm_cb > 0 else math.nan)
+        out["cosine"].append(dot / both if both > 0 else math.nan)
+    return {key: [v for v in values if not math.isnan(v)] for key, values in out.items()}
+
+
+def test_both_paths_match_brute_force_loops():
+    shared, independent = _views()
+    embeddings, labels = shared.embeddings.tolist(), LABELS.tolist()
+    loops = _loop_reference(embeddings, labels, TAU)
+    mean = lambda values: math.fsum(values) / len(values)  # noqa: E731
+    for batch in (shared, independent):
+        got = _values(batch)
+        for key in ("p_seed", "p_off_diagonal", "p_without_query"):
+            assert got[key] == pytest.approx(mean(loops[key]), rel=1e-12), key
+        assert got["gradient_count_mean"] == pytest.approx(mean(loops["counts"]), rel=1e-12)
+        assert got["gradient_count_mean_weighted"] == pytest.approx(mean(loops["weighted"]))
+        with_positive = [c for c, q in zip(loops["weighted"], labels, strict=True)
+                         if labels.count(q) > 1]  # fmt: skip
+        assert got["queries_without_gradient_weighted"] == sum(c == 0 for c in with_positive)
+        assert got["smooth_ap"] == pytest.approx(mean(loops["smooth"]), rel=1e-12)
+        assert got["loss"] == pytest.approx(loss_from_aps(loops["smooth"]), rel=1e-12)
+        assert got["exact_ap"] == pytest.approx(mean(loops["exact"]), rel=1e-12)
+        for key, name in (("ad", "ad_norm"), ("cb", "cb_norm"), ("grad", "grad_norm"),
+                          ("ad_share", "ad_share"), ("ratio", "ratio"), ("cosine", "cosine")):
+            assert got[f"decomposition_{name}_mean"] == pytest.approx(mean(loops[key]), rel=1e-9)
+            quantiles = _quantiles(loops[key])
+            for level, expected in zip(("q10", "q50", "q90"), quantiles, strict=True):
+                assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
+        # the hand-written chain rule of agreement against autograd through the exact backward
+        assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-12)
+        assert got["gradient_agreement_relative_error"] < 1e-12
+
+
+def test_a_record_with_another_tau_is_not_reused():
+    shared, _ = _views(tau=TAU)
+    shared.tau = 0.05  # the Monitor's tau differs from the loss's
+    assert shared.smooth_ap_forward(0.05) is not shared.loss_record.forward
+    assert shared.smooth_ap_forward(TAU) is shared.loss_record.forward
+    _, reference = _views(tau=0.05)
+    got, expected = shared.smooth_ap_terms(0.05).ap, reference.smooth_ap_terms(0.05).ap
+    assert torch.allclose(got, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def test_windows_of_width_zero_count_nothing():
+    shared, _ = _views()
+    counts, inside = shared.window_counts(operating_region_width(100.0, 0.005))
+    assert not counts.any() and not inside.any()
+
+
+def test_batch_module_documents_the_shared_values():
+    assert "ONE sort" in batch_module.__doc__ and "ONE sigmoid block" in batch_module.__doc__
+    assert group_by_positive_count.__doc__.count("One host synchronisation")
