@@ -116,7 +116,7 @@ def test_one_sigmoid_block_and_one_sort_per_logged_step(monkeypatch):
     _values(shared, (Decomposition, GradientAgreement))
     assert (len(blocks), len(grouping)) == (groups, 0)  # the loss's ranks reused
     sorts.clear(), blocks.clear()
-    _values(independent, sorted_quantities + (Decomposition, GradientAgreement))
+    _values(independent, (*sorted_quantities, Decomposition, GradientAgreement))
     assert (len(sorts), len(blocks), len(grouping)) == (1, groups, 1)
 
 

@@ -22,8 +22,8 @@ import torch
 
 import gradlab
 from gradlab.functional.losses import recording
-from gradlab.monitor import PRESETS
 from gradlab.models import EmbeddingMLP
+from gradlab.monitor import PRESETS
 from gradlab.monitor.batch import BatchView
 
 TENSOR_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__",
