@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report report-check docs test lint bench clean
+.PHONY: report report-check docs test lint bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -29,6 +29,12 @@ test: $(STAMP) lint
 
 lint: $(STAMP)
 	$(BIN)/ruff check gradlab tests benchmarks analyses tools
+
+# Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/; about an hour on
+# two cores; writes benchmarks/results/mutation.json. Not part of CI.
+mutants: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[mutation]'
+	$(BIN)/python benchmarks/mutation.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_smoothap.py
