@@ -1,0 +1,37 @@
+"""The anatomy comparison study (analyses/anatomy.py): reproducible, closed-form shapes hold."""
+
+import math
+
+import pytest
+
+from gradlab.experiments.gradient_anatomy import measure
+from gradlab.jsonio import dumps
+from gradlab.plotting.anatomy import plot_anatomy_comparison
+
+
+@pytest.fixture(scope="module")
+def quick():
+    return measure(quick=True)
+
+
+def test_a_rerun_reproduces_the_json_exactly(quick):
+    assert dumps(measure(quick=True)) == dumps(quick)
+
+
+def test_each_loss_has_its_closed_form_anatomy(quick):
+    for checkpoint in quick["checkpoints"]:
+        losses = checkpoint["losses"]
+        for direction in ("i2t", "t2i"):
+            vse = losses["VSE++ max-violation"][direction]
+            assert set(vse["active_negatives"]) <= {0, 1}  # the hardest negative or nothing
+            nt_xent = losses["NT-Xent"][direction]
+            assert nt_xent["queries_without_gradient"] == 0  # softmax weights never vanish
+            shares = nt_xent["mass_share_by_rank"]
+            assert math.isclose(sum(shares), 1.0, rel_tol=1e-9)
+        assert losses["SmoothAP"]["i2t"]["negatives_per_query"] == 45
+        assert losses["SmoothAP"]["t2i"]["queries"] == 50
+
+
+def test_the_figure_is_drawn(quick, tmp_path):
+    path = plot_anatomy_comparison(quick, tmp_path / "anatomy.png")
+    assert path.stat().st_size > 10_000
