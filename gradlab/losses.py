@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -22,6 +24,10 @@ from gradlab.functional.score_losses import (
 )
 
 
+class DegenerateBatchWarning(UserWarning):
+    """A loss got a batch in which no query has a positive: its value is 0, its gradient 0."""
+
+
 class SmoothAPLoss(nn.Module):
     """``1 - mean smooth AP`` (Brown et al., ECCV 2020; seed 000 Eq. 1, seed 002 Table S1).
 
@@ -33,7 +39,12 @@ class SmoothAPLoss(nn.Module):
       positive mask.
 
     Queries without a positive (a singleton class, a caption with no image) are left out of
-    the mean; a batch in which no query has a positive gives a loss of 0 with zero gradients.
+    the mean. A batch in which no query has both a positive and a negative (an empty batch,
+    all-singleton labels, a single-class batch) gives a loss of 0 with zero gradients. That is
+    usually a sampler bug, so the first such batch raises a :class:`DegenerateBatchWarning`
+    (a ``UserWarning``, once per loss instance; silence it with
+    ``warnings.filterwarnings("ignore", category=DegenerateBatchWarning)``) and every such
+    batch is counted in ``loss.degenerate_batches``, which a :class:`gradlab.Monitor` logs.
 
     Args:
         tau: sigmoid temperature, positive and finite (the paper uses 0.01).
@@ -60,11 +71,26 @@ class SmoothAPLoss(nn.Module):
             raise GradlabError(f"validate must be a bool; got {validate!r}")
         self.include_query = include_query
         self.validate = validate
+        self.degenerate_batches = 0
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
         return smooth_ap_loss(
-            *tensors, tau=self.tau, include_query=self.include_query, validate=self.validate
-        )
+            *tensors, tau=self.tau, include_query=self.include_query, validate=self.validate,
+            on_degenerate=self._on_degenerate,
+        )  # fmt: skip
+
+    def _on_degenerate(self) -> None:
+        self.degenerate_batches += 1
+        if self.degenerate_batches == 1:
+            warnings.warn(
+                "SmoothAPLoss: no query in this batch has both a positive and a negative (an "
+                "empty batch, one item per class, or a single class), so the loss has no "
+                "ranking signal (0, with a zero gradient); check the sampler (a batch needs "
+                "two or more items of a class and another class). Warned once per loss instance; "
+                "loss.degenerate_batches counts such batches.",
+                DegenerateBatchWarning,
+                stacklevel=6,  # the caller's line (through nn.Module.__call__)
+            )
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"

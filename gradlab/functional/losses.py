@@ -9,7 +9,7 @@ The Monitor enters it on logged steps and reuses those values instead of recompu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import NamedTuple
@@ -105,13 +105,20 @@ def mean_ap_loss(ap: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
 
 
 def smooth_ap_loss(
-    *tensors: torch.Tensor, tau: float = 0.01, include_query: bool = False, validate: bool = True
+    *tensors: torch.Tensor,
+    tau: float = 0.01,
+    include_query: bool = False,
+    validate: bool = True,
+    on_degenerate: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """``1 - mean smooth AP`` of ``(embeddings, labels)`` or ``(queries, candidates, positives)``.
 
     See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``. One host
     synchronisation per call (the group sizes); ``validate`` checks that the embeddings are
-    finite within it (``False`` skips the check).
+    finite within it (``False`` skips the check). ``on_degenerate`` is called when no query
+    has both a positive (besides itself with ``include_query``) and a negative: the loss is
+    then constant (0) with zero gradients. The group sizes already on the host tell it, so it
+    costs no synchronisation.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
@@ -136,7 +143,7 @@ def smooth_ap_loss(
         )
     tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
     records = _RECORDS.get()
-    stash: list | None = [] if records is not None else None
+    stash: list | None = [] if records is not None or on_degenerate is not None else None
     ap = smooth_ap_checked(
         scores,
         positives,
@@ -153,7 +160,41 @@ def smooth_ap_loss(
         records.append(
             LossRecord(scores, positives, candidates, tau, include_query, in_batch, forward)
         )
+    if on_degenerate is not None:
+        query_is_positive = include_query and in_batch
+        per_query = scores.shape[1] - int(in_batch and not include_query)
+        if no_ranking_signal(stash[0][0], per_query, query_is_positive):
+            on_degenerate()
     return mean_ap_loss(ap, scores)
+
+
+def no_ranking_signal(
+    groups: list[PositiveGroup], candidates_per_query: int, query_is_positive: bool = False
+) -> bool:
+    """Whether no query has both a positive and a negative (AP is then constant: no gradient).
+
+    ``groups`` are SmoothAP's queries grouped by positive count
+    (:func:`~gradlab.functional.smooth_ap.group_by_positive_count`); a query has no positive
+    when its count is 0 (1 with ``query_is_positive``: in-batch ``include_query=True``, where
+    the query is its own positive) and no negative when its count is ``candidates_per_query``.
+    Host-side: the groups' sizes are already known (no synchronisation).
+
+    Example:
+        >>> from gradlab.functional.smooth_ap import group_by_positive_count
+        >>> eye = torch.eye(3, dtype=torch.bool)
+        >>> no_ranking_signal(group_by_positive_count(torch.zeros(3, 4, dtype=torch.bool)), 4)
+        True
+        >>> no_ranking_signal(group_by_positive_count(eye), 3, query_is_positive=True)
+        True
+        >>> no_ranking_signal(group_by_positive_count(eye), 3)
+        False
+        >>> no_ranking_signal(group_by_positive_count(torch.ones(3, 2, dtype=torch.bool)), 2)
+        True
+    """
+    useless = (int(query_is_positive), candidates_per_query)
+    return all(
+        group.num_positives <= useless[0] or group.num_positives >= useless[1] for group in groups
+    )
 
 
 def fastap_loss(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> torch.Tensor:

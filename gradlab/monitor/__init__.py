@@ -4,6 +4,7 @@ from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.quantities import (
     PRESETS,
     Decomposition,
+    DegenerateBatches,
     EmbeddingGradNorm,
     EmbeddingNorms,
     GradientAgreement,
@@ -32,6 +33,7 @@ __all__ = [
     "SINKS",
     "CSVSink",
     "Decomposition",
+    "DegenerateBatches",
     "EmbeddingGradNorm",
     "EmbeddingNorms",
     "GradientAgreement",

@@ -181,7 +181,7 @@ class Monitor:
         self.step_count = 0
         self.disabled: dict[str, str] = {}
         self._pending: BatchView | None = None
-        self._last_call: tuple | None = None  # (step, args, loss, kind, tau, loss_fn) of a watch
+        self._last_call: tuple | None = None  # the last watched call, for close()
         self._opened = False
         self._closed = False
         self._previous_run = self._check_previous_run(resume, overwrite)
@@ -272,7 +272,7 @@ class Monitor:
             finally:
                 if recorder is not None:
                     recorder.score_recorder = None
-            self._last_call = (self.step_count, args, loss, kind, loss_tau, loss_fn)  # close()
+            self._last_call = (self.step_count, args, loss, kind, loss_tau, loss_fn, kwargs)
             if logging:
                 self._capture(args, loss, kind, loss_tau, kwargs=kwargs, inputs=inputs,
                               captured=captured, loss_fn=loss_fn)  # fmt: skip
@@ -463,7 +463,7 @@ class Monitor:
         """Compute ``due`` on ``batch`` (global under torch.distributed), write the record."""
         batch = self._globalize(batch)
         if self._last_call is not None:  # a count kept by the watched loss (SmoothAPLoss)
-            batch.degenerate_batches = getattr(self._last_call[-1], "degenerate_batches", None)
+            batch.degenerate_batches = getattr(self._last_call[5], "degenerate_batches", None)
         values: dict[str, torch.Tensor] = {}
         # No value is read back while computing (finite by construction: skip_value_checks);
         # the stacked scalars cross to the host once, below.
@@ -567,17 +567,21 @@ class Monitor:
             self._closed = True
 
     def _log_last_step(self) -> None:
+        """Write the last closed step if the schedules skipped it (quantities without gradient).
+
+        ``self._last_call`` is ``(step, args, loss, kind, loss_tau, loss_fn, kwargs)``, kept by
+        the watched loss on every call (references only: no copy, no sync).
+        """
         if self._last_call is None:
             return
-        step, args, loss, kind, loss_tau, _ = self._last_call
-        self._last_call = None
+        step, args, loss, kind, loss_tau, loss_fn, kwargs = self._last_call
         enabled = [q for q in self.quantities if q.name not in self.disabled]
         if step != self.step_count - 1 or any(q.should_compute(step) for q in enabled):
             return  # the last watched call was logged already (or its step never closed)
         due = [q for q in enabled if not q.needs_grad]
         if not due or not args or not isinstance(args[0], torch.Tensor):
             return
-        self._capture(args, loss, kind, loss_tau)
+        self._capture(args, loss, kind, loss_tau, kwargs=kwargs, loss_fn=loss_fn)
         batch, self._pending = self._pending, None
         if batch is not None:
             self._record(step, batch, due)

@@ -292,15 +292,47 @@ class WeightedGradientCounts(GradientCounts):
         super().__init__(schedule, threshold, weighted=True)
 
 
+class DegenerateBatches(Quantity):
+    """Batches in which no query has both a positive and a negative (no ranking signal).
+
+    ``degenerate_batches``: how many such batches the watched loss has seen so far, every step
+    counted (gradlab's :class:`~gradlab.losses.SmoothAPLoss` counts them at no cost; absent for
+    losses that do not). ``degenerate_batch``: 1 if this logged batch is one, else 0 (any loss;
+    from the labels or the positive mask, on the device).
+    """
+
+    name = "degenerate_batches"
+
+    def compute(self, batch: BatchView) -> Values:
+        values: Values = {}
+        device = batch.embeddings.device
+        if batch.degenerate_batches is not None:
+            values["degenerate_batches"] = torch.full(  # a kernel argument, not a copy
+                (), float(batch.degenerate_batches), dtype=torch.float64, device=device
+            )
+        if batch.labels is not None:
+            same = (batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1)).sum(dim=1)
+            positives, negatives = same - 1, batch.labels.shape[0] - same
+        elif batch.positives is not None:
+            positives = batch.positives.sum(dim=1)
+            negatives = batch.positives.shape[1] - positives
+        else:
+            return values
+        signal = ((positives > 0) & (negatives > 0)).any()
+        values["degenerate_batch"] = (~signal).to(torch.float64)
+        return values
+
+
 from gradlab.monitor.anatomy import Anatomy  # noqa: E402  (it subclasses Quantity, above)
 
 PRESETS = {
-    "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm),
-    "default": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts),
+    "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm, DegenerateBatches),
+    "default": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts,
+                DegenerateBatches),
     "full": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, WeightedGradientCounts,
-             Decomposition, RelaxationGap, GradientAgreement, Anatomy),
+             Decomposition, RelaxationGap, GradientAgreement, Anatomy, DegenerateBatches),
 }  # fmt: skip
 """Quantity classes of each preset, from cheap to full."""
 
 DEFAULT_EVERY = 50
-"""Default schedule of every preset: every 50 optimizer steps."""
+"""Steady-state interval of the presets' default schedule (``schedules.default_schedule``)."""

@@ -1,0 +1,72 @@
+"""The Monitor logs degenerate batches: the watched loss's count, and this batch's flag."""
+
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import Monitor
+from gradlab.losses import DegenerateBatchWarning
+from gradlab.models import EmbeddingMLP
+from gradlab.monitor import DegenerateBatches, every, read_jsonl
+from gradlab.monitor.batch import BatchView
+
+# Labels per step: steps 1 and 3 are degenerate (all singletons), the others are not.
+LABELS = [torch.arange(8) % 2, torch.arange(8), torch.arange(8) % 4, torch.arange(8),
+          torch.arange(8) % 2, torch.arange(8) % 2]  # fmt: skip
+
+
+def test_the_monitor_logs_the_running_count_and_the_flag(tmp_path):
+    torch.manual_seed(0)
+    model = EmbeddingMLP(16, 4)
+    with Monitor(tmp_path, preset="cheap", every=every(2)) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.warns(DegenerateBatchWarning):
+            for labels in LABELS:
+                loss_fn(model(torch.randn(8, 16)), labels).backward()
+                monitor.step()
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 2, 4, 5]  # every 2, and the last at close()
+    # Counted on every step (off-schedule ones included): 0 before step 1, 1 after, 2 after 3.
+    assert [r["degenerate_batches"] for r in records] == [0, 1, 2, 2]
+    assert [r["degenerate_batch"] for r in records] == [0, 0, 0, 0]
+
+
+def test_a_logged_degenerate_batch_is_flagged_for_any_loss(tmp_path):
+    def plain_loss(embeddings, labels):  # not gradlab's: it keeps no count
+        return embeddings.pow(2).sum()
+
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(plain_loss)
+        for labels in LABELS[:2]:
+            loss_fn(torch.randn(8, 4, requires_grad=True), labels).backward()
+            monitor.step()
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["degenerate_batch"] for r in records] == [0.0, 1.0]
+    assert all("degenerate_batches" not in r for r in records)
+
+
+@pytest.mark.parametrize(
+    ("labels", "flag"),
+    [(torch.arange(6), 1.0), (torch.zeros(6, dtype=torch.long), 1.0),
+     (torch.tensor([0, 0, 1, 2, 3, 4]), 0.0)],
+)  # fmt: skip
+def test_the_flag_of_in_batch_labels(labels, flag):
+    values = DegenerateBatches().compute(BatchView(embeddings=torch.randn(6, 3), labels=labels))
+    assert values["degenerate_batch"].item() == flag
+
+
+def test_the_flag_of_a_cross_modal_mask():
+    batch = BatchView(embeddings=torch.randn(2, 3), candidates=torch.randn(4, 3),
+                      positives=torch.tensor([[True] * 4, [False] * 4]))  # fmt: skip
+    assert DegenerateBatches().compute(batch)["degenerate_batch"].item() == 1.0
+    batch.positives = torch.tensor([[True, False, False, False], [False] * 4])
+    assert DegenerateBatches().compute(batch)["degenerate_batch"].item() == 0.0
+
+
+def test_every_preset_logs_it():
+    assert all(DegenerateBatches in classes for classes in gradlab.monitor.PRESETS.values())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # importing and listing presets warns nothing
+        assert DegenerateBatches.name == "degenerate_batches"

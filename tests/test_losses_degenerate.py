@@ -1,0 +1,100 @@
+"""SmoothAPLoss on batches without ranking signal: a warning once per instance, and a count.
+
+The reference is a brute-force loop over the queries: a batch is degenerate when no query has
+both a positive (another item of its class, or a True in its mask row) and a negative.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+from gradlab.losses import DegenerateBatchWarning, SmoothAPLoss
+
+
+def _degenerate_by_loops(labels=None, positives=None) -> bool:
+    if labels is not None:
+        items = labels.tolist()
+        rows = [[j != i and items[j] == items[i] for j in range(len(items))]
+                for i in range(len(items))]  # fmt: skip
+        candidates = [[j != i for j in range(len(items))] for i in range(len(items))]
+    else:
+        rows = positives.tolist()
+        candidates = [[True] * len(row) for row in rows]
+    for row, allowed in zip(rows, candidates, strict=True):
+        has_positive = any(p for p, c in zip(row, allowed, strict=True) if c)
+        has_negative = any(not p for p, c in zip(row, allowed, strict=True) if c)
+        if has_positive and has_negative:
+            return False
+    return True
+
+
+IN_BATCH = {
+    "empty": torch.zeros(0, dtype=torch.long),
+    "one item": torch.tensor([3]),
+    "all singletons": torch.arange(6),
+    "single class": torch.zeros(6, dtype=torch.long),
+    "one pair among singletons": torch.tensor([0, 0, 1, 2, 3, 4]),
+    "balanced": torch.arange(8) % 2,
+}
+CROSS_MODAL = {
+    "no positive": torch.zeros(3, 5, dtype=torch.bool),
+    "everything positive": torch.ones(3, 5, dtype=torch.bool),
+    "one query with a positive": torch.tensor([[False] * 5, [True, False, False, False, False],
+                                               [False] * 5]),
+}
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+@pytest.mark.parametrize("case", sorted(IN_BATCH))
+def test_in_batch_warning_and_count_follow_the_brute_force_reference(case, include_query):
+    labels = IN_BATCH[case]
+    expected = _degenerate_by_loops(labels=labels)
+    loss_fn = SmoothAPLoss(0.05, include_query=include_query)
+    embeddings = torch.randn(len(labels), 4, generator=torch.Generator().manual_seed(0))
+    embeddings.requires_grad_(True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = loss_fn(embeddings, labels)
+    flagged = [w for w in caught if issubclass(w.category, DegenerateBatchWarning)]
+    assert len(flagged) == int(expected) and loss_fn.degenerate_batches == int(expected)
+    if expected:
+        assert issubclass(DegenerateBatchWarning, UserWarning)
+        assert flagged[0].filename == __file__  # points at the caller's line
+        assert "no query in this batch has both a positive and a negative" in str(
+            flagged[0].message
+        )
+        if len(labels) and not include_query:
+            loss.backward()
+            assert loss.item() == 0.0 and torch.count_nonzero(embeddings.grad) == 0
+
+
+@pytest.mark.parametrize("case", sorted(CROSS_MODAL))
+def test_cross_modal_count_follows_the_brute_force_reference(case):
+    positives = CROSS_MODAL[case]
+    loss_fn = SmoothAPLoss(0.05)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateBatchWarning)
+        loss_fn(torch.randn(3, 4), torch.randn(5, 4), positives)
+    assert loss_fn.degenerate_batches == int(_degenerate_by_loops(positives=positives))
+
+
+def test_one_warning_per_instance_and_every_batch_counted():
+    first, second = SmoothAPLoss(0.05), SmoothAPLoss(0.05)
+    singletons, good = torch.arange(6), torch.arange(6) % 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for labels in (singletons, good, singletons, singletons):
+            first(torch.randn(6, 4), labels)
+        second(torch.randn(6, 4), singletons)
+    assert len([w for w in caught if w.category is DegenerateBatchWarning]) == 2
+    assert first.degenerate_batches == 3 and second.degenerate_batches == 1
+
+
+def test_a_warnings_filter_silences_it_and_the_count_goes_on():
+    loss_fn = SmoothAPLoss(0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.filterwarnings("ignore", category=DegenerateBatchWarning)
+        loss_fn(torch.randn(6, 4), torch.arange(6))
+    assert caught == [] and loss_fn.degenerate_batches == 1
