@@ -27,7 +27,6 @@ import math
 
 import torch
 
-from gradlab.functional import mean_ap_loss, smooth_ap
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
     DEFAULT_RELATIVE_THRESHOLD,
@@ -53,7 +52,7 @@ def _masked_quantiles(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     masked = torch.where(keep, values, math.nan)
     if masked.numel() == 0:
         masked = torch.full((1,), math.nan, dtype=values.dtype, device=values.device)
-    levels = torch.tensor([0.1, 0.5, 0.9], dtype=values.dtype, device=values.device)
+    levels = torch.linspace(0.1, 0.9, 3, dtype=values.dtype, device=values.device)  # no copy
     return torch.nanquantile(masked, levels)
 
 
@@ -97,19 +96,6 @@ def anatomy_values(
     }
 
 
-def smooth_ap_score_grad(capture: ScoreCapture) -> torch.Tensor:
-    """``dL/dS`` of gradlab's ``1 - mean smooth AP`` at the captured (detached) scores.
-
-    Exact for :class:`gradlab.SmoothAPLoss`: its loss is this function of these scores.
-    """
-    with torch.enable_grad():
-        leaf = capture.scores.detach().to(torch.float64).requires_grad_(True)
-        ap = smooth_ap(leaf, capture.positives, capture.smooth_ap_tau,
-                       candidates=capture.candidates)  # fmt: skip
-        (grad,) = torch.autograd.grad(mean_ap_loss(ap, leaf), leaf)
-    return grad
-
-
 class Anatomy(Quantity):
     """Which pairs of the watched loss's score matrix receive gradient (module docstring).
 
@@ -136,9 +122,13 @@ class Anatomy(Quantity):
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}
         for capture in batch.score_captures:
-            grad = capture.grad
+            grad, scores = capture.grad, capture.scores
             if grad is None and capture.smooth_ap_tau is not None:
-                grad = smooth_ap_score_grad(capture)
+                # gradlab's SmoothAP without a recorded graph: its exact dL/dS from the step's
+                # shared sigmoid block (no recomputation, no host sync).
+                include_query = capture.direction == "in_batch" and capture.candidates is None
+                grad = batch.smooth_ap_loss_grad(capture.smooth_ap_tau, include_query)
+                scores = batch.scores
             if grad is None:
                 continue
             views = {
@@ -148,13 +138,13 @@ class Anatomy(Quantity):
                 "both": (("i2t_", False), ("t2i_", True)),
             }[capture.direction]
             for name, transpose in views:
-                values.update(self._values(f"anatomy_{name}", capture, grad, transpose))
+                values.update(self._values(f"anatomy_{name}", capture, grad, scores, transpose))
         return values
 
-    def _values(self, prefix: str, capture: ScoreCapture, grad, transpose: bool) -> Values:
+    def _values(self, prefix: str, capture: ScoreCapture, grad, scores, transpose) -> Values:
         def oriented(matrix):
             return None if matrix is None else (matrix.T if transpose else matrix)
 
-        return anatomy_values(prefix, oriented(grad), oriented(capture.scores),
+        return anatomy_values(prefix, oriented(grad), oriented(scores),
                               oriented(capture.positives), oriented(capture.candidates),
                               self.absolute_threshold, self.relative_threshold)  # fmt: skip

@@ -36,12 +36,14 @@ class ScoreCapture:
     query itself), ``"i2t"`` (rows are queries: the loss's image->caption term alone), ``"t2i"``
     (columns are queries: the caption->image term alone) or ``"both"`` (the gradient of the whole
     loss on a cross-modal matrix: rows are read as i2t queries and columns as t2i queries).
-    ``smooth_ap_tau`` set and ``grad`` unset: the loss is gradlab's SmoothAP with that tau, and
-    ``dL/dS`` is computed from the detached scores when the step is logged (exact).
+    ``smooth_ap_tau`` set and ``grad`` unset: the loss is gradlab's SmoothAP with that tau and
+    ``dL/dS`` is its exact gradient at the step's scores (:meth:`BatchView.smooth_ap_loss_grad`);
+    ``scores`` is then ``None`` (the step's :attr:`BatchView.scores`), and ``candidates`` is
+    ``None`` in-batch exactly when the query is its own candidate.
     """
 
     direction: str
-    scores: torch.Tensor
+    scores: torch.Tensor | None
     positives: torch.Tensor
     candidates: torch.Tensor | None = None
     grad: torch.Tensor | None = None

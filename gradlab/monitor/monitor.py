@@ -38,10 +38,11 @@ from gradlab._validation import (
     skip_value_checks,
 )
 from gradlab.errors import GradlabError
-from gradlab.functional.layouts import RetrievalLayout, in_batch_layout
+from gradlab.functional.layouts import RetrievalLayout
+from gradlab.functional.losses import recording
 from gradlab.functional.score_losses import score_positives
 from gradlab.monitor.batch import BatchView, ScoreCapture
-from gradlab.monitor.quantities import PRESETS, Quantity
+from gradlab.monitor.quantities import PRESETS, Quantity, WeightedGradientCounts
 from gradlab.monitor.schedules import Schedule, default_schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
 
@@ -100,6 +101,28 @@ def _is_gradlab_smooth_ap(loss_fn: object) -> bool:
     from gradlab.losses import SmoothAPLoss
 
     return isinstance(loss_fn, SmoothAPLoss)
+
+
+def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
+    """The score matrix of a gradlab SmoothAP call: hooked in the graph when the loss recorded
+    it (``batch.record``), else SmoothAP's exact ``dL/dS`` from the step's shared sigmoid block
+    (:meth:`BatchView.smooth_ap_loss_grad`) when the step is logged. No value is read."""
+    record = batch.record
+    if record is not None:
+        direction = "in_batch" if record.in_batch else "i2t"
+        capture = ScoreCapture(direction, record.scores.detach(), record.positives,
+                               record.candidates)  # fmt: skip
+        if record.scores.requires_grad:
+            record.scores.register_hook(_keep_into(capture))
+        return capture
+    if batch.labels is None:
+        return ScoreCapture("i2t", None, batch.positives, None, smooth_ap_tau=batch.loss_tau)
+    positives = batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1)
+    candidates = None
+    if batch.loss_kind != "include_query":
+        positives.fill_diagonal_(False)
+        candidates = torch.ones_like(positives).fill_diagonal_(False)
+    return ScoreCapture("in_batch", None, positives, candidates, smooth_ap_tau=batch.loss_tau)
 
 
 def _loss_name(loss_fn: object) -> str:
@@ -267,15 +290,21 @@ class Monitor:
             captured: list[ScoreCapture] = []
             if logging and recorder is not None and self._wants_score_grad():
                 recorder.score_recorder = _record_into(captured)
+            records: list = []
             try:
-                loss = loss_fn(*args, **kwargs)
+                if logging:  # gradlab's SmoothAP records its scores and ranks for the quantities
+                    with recording() as records:
+                        loss = loss_fn(*args, **kwargs)
+                else:
+                    loss = loss_fn(*args, **kwargs)
             finally:
                 if recorder is not None:
                     recorder.score_recorder = None
             self._last_call = (self.step_count, args, loss, kind, loss_tau, loss_fn, kwargs)
             if logging:
                 self._capture(args, loss, kind, loss_tau, kwargs=kwargs, inputs=inputs,
-                              captured=captured, loss_fn=loss_fn)  # fmt: skip
+                              captured=captured, loss_fn=loss_fn,
+                              loss_record=records[-1] if records else None)  # fmt: skip
             return loss
 
         watched.__wrapped__ = loss_fn
@@ -311,13 +340,16 @@ class Monitor:
         return any(q.should_compute(step) for q in self.quantities if q.name not in self.disabled)
 
     def _capture(
-        self, args, loss, kind, loss_tau, *, kwargs=None, inputs=None, captured=(), loss_fn=None
+        self, args, loss, kind, loss_tau, *, kwargs=None, inputs=None, captured=(), loss_fn=None,
+        loss_record=None,
     ) -> None:
         """Keep the batch of a logged step (detached) and hook the gradients to read."""
         inputs = inputs or self._watch_inputs
         tensors = [*args, *(v for v in (kwargs or {}).values() if isinstance(v, torch.Tensor))]
         try:
             batch = self._interpret(tensors, loss, kind, loss_tau, inputs)
+            if inputs == "embeddings":
+                batch.loss_record = loss_record  # BatchView checks that it matches the layout
             self._hook_scores(batch, tensors[0], inputs, list(captured), loss_fn)
         except Exception as error:
             if self.strict:
@@ -383,15 +415,7 @@ class Monitor:
                 capture.positives = batch.layout.positives
                 capture.candidates = batch.layout.candidates
         if not captured and _is_gradlab_smooth_ap(loss_fn):
-            include = batch.loss_kind == "include_query"
-            if batch.labels is not None:
-                layout = in_batch_layout(batch.embeddings, batch.labels, include_query=include)
-                direction = "in_batch"
-            else:
-                layout = batch.layout
-                direction = "i2t"
-            captured = [ScoreCapture(direction, layout.scores, layout.positives,
-                                     layout.candidates, smooth_ap_tau=batch.loss_tau)]  # fmt: skip
+            captured = [_smooth_ap_capture(batch)]
         batch.score_captures = captured
 
     def _wants_score_grad(self) -> bool:
@@ -422,6 +446,13 @@ class Monitor:
             reasons["gradient_agreement"] = (
                 "needs embeddings and a SmoothAP loss; the loss is watched on a score matrix"
             )
+            needs_vectors = (
+                "needs the embeddings (SmoothAP's shared ranks and terms are computed from "
+                "them); the loss is watched on a score matrix (inputs='scores')"
+            )
+            reasons["relaxation_gap"] = needs_vectors
+            if any(isinstance(q, WeightedGradientCounts) for q in self.quantities):
+                reasons["gradient_counts"] = needs_vectors
         elif kind is None:
             reasons["gradient_agreement"] = (
                 "compares the backpropagated gradient with SmoothAP's analytic one; "

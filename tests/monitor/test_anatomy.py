@@ -129,3 +129,22 @@ def test_plot_draws_the_anatomy_family_for_both_directions(tmp_path):
     written = {path.name for path in plot_run(tmp_path / "run", tmp_path / "figures")}
     assert {"anatomy_active_negatives.png", "anatomy_hardness.png",
             "anatomy_without_gradient.png"} <= written  # fmt: skip
+
+
+def test_smooth_ap_without_a_recorded_graph_uses_the_shared_exact_gradient(tmp_path, monkeypatch):
+    """Both SmoothAP paths (hook on the loss's recorded scores; the step's shared closed-form
+    dL/dS when nothing was recorded) log the same anatomy."""
+    import contextlib
+
+    import gradlab.monitor.monitor as monitor_module
+
+    generator = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(20, 4, generator=generator, requires_grad=True)
+    labels = torch.arange(20) % 5
+    hooked = _log(tmp_path / "a", gradlab.SmoothAPLoss(0.05), embeddings, labels, "embeddings")
+    monkeypatch.setattr(monitor_module, "recording", contextlib.nullcontext)
+    shared = _log(tmp_path / "b", gradlab.SmoothAPLoss(0.05), embeddings, labels, "embeddings")
+    assert "anatomy_active_negatives_mean" in hooked and "anatomy_active_negatives_mean" in shared
+    for key, value in hooked.items():
+        if key.startswith("anatomy_"):
+            assert shared[key] == pytest.approx(value, rel=1e-5, nan_ok=True), key

@@ -153,3 +153,30 @@ def test_gradients_are_bit_identical_with_and_without_the_monitor(tmp_path, case
             assert torch.equal(a, b)
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert any(key.startswith("anatomy_") for key in records[0]), sorted(records[0])
+
+
+SYNC_POINTS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")
+
+
+@pytest.mark.parametrize("inputs", ["embeddings", "scores"])
+def test_off_schedule_watched_calls_do_not_touch_the_host(tmp_path, monkeypatch, inputs):
+    """Off-schedule, watch adds no host synchronisation to the loss call (GPU pipelines)."""
+    loss = gradlab.NTXentLoss() if inputs == "scores" else (lambda e, y: e.pow(2).sum())
+    scores = torch.randn(4, 8, requires_grad=True)
+    positives = torch.rand(4, 8) < 0.3
+    with _monitor(tmp_path, quantities=[Anatomy(every(1000))]) as monitor:
+        watched = monitor.watch(loss, inputs=inputs)
+        monitor.step()  # step 0 is logged by every(1000); step 1 is not
+        calls = []
+        for name in SYNC_POINTS:
+            original = getattr(torch.Tensor, name)
+
+            def spy(self, *args, _name=name, _original=original, **kwargs):
+                calls.append(_name)
+                return _original(self, *args, **kwargs)
+
+            monkeypatch.setattr(torch.Tensor, name, spy)
+        watched(scores, positives if inputs == "scores" else torch.arange(4))
+        monkeypatch.undo()
+        assert calls == []
+        assert monitor._pending is None
