@@ -5,8 +5,9 @@
 * the score matrix: the watched loss's own (``loss_record``, when it is gradlab's SmoothAP)
   or one cosine matrix computed here; in-batch, the seed's ``m x m`` setting (query as its own
   candidate) and the query-excluded layout are the same matrix with different masks;
-* ONE sort of its rows and the window counts ``|s_qj - s_qi| < w`` of every entry
-  (:meth:`BatchView.window_counts`): P, the gradient counts and the weighted counts read them;
+* ONE sort of its rows, searched for the window counts ``|s_qj - s_qi| < w``
+  (:meth:`BatchView.pair_counts`, :meth:`BatchView.counts_at`): P, the gradient counts and the
+  weighted counts read them;
 * ONE sigmoid block over the positive rows (:meth:`BatchView.smooth_ap_terms`): the smooth AP,
   the ``AD``/``CB`` decomposition and the analytic gradient of gradient agreement; the ranks
   ``A`` and ``C`` come from the loss's forward when it computed them.
@@ -129,29 +130,56 @@ class BatchView:
         """The one sort of the step: every row of :attr:`scores`, ascending (query included)."""
         return self.scores.sort(dim=1).values
 
-    def window_counts(self, width: float) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Per entry ``(q, i)``: how many ``j`` of row ``q`` have ``|s_qj - s_qi| < width``.
+    def pair_counts(self, width: float) -> torch.Tensor:
+        """``[Q]``: pairs ``(i, j)`` of row ``q`` (``i = j`` and, in-batch, the query included)
+        inside the window, ``s_j < s_i + width`` and ``s_i < s_j + width``.
 
-        Counts ``j = i`` and, in-batch, the query itself. Returns ``(counts [Q, C] long,
-        query_inside [Q, C] bool or None)``, the second telling, in-batch, whether the query's
-        own score ``s_qq`` lies in that window (decided with the same arithmetic as the
-        search, so subtracting it is exact). Cached per width.
+        One search of every entry in the sorted rows: with ``u_i = #{j: s_j < s_i + width}``,
+        the pairs inside number ``2 sum_i u_i - C^2`` (the pairs outside on one side are, with
+        ``i`` and ``j`` swapped, the complement of those counted by ``u``). Cached per width.
         """
-        key = ("window", width)
+        key = ("pairs", width)
         if key not in self._cache:
             rows, ordered = self.scores, self.sorted_scores
-            high, low = rows + width, rows - width
-            counts = torch.searchsorted(ordered, high, side="left") - torch.searchsorted(
-                ordered, low, side="right"
-            )
-            query_inside = None
-            if width <= 0:
-                counts = torch.zeros_like(counts)
-            if self.labels is not None:
-                own = rows.diagonal().unsqueeze(1)
-                query_inside = (own < high) & (own > low) if width > 0 else counts.bool()
-            self._cache[key] = (counts, query_inside)
+            size = rows.shape[1]
+            upper = torch.searchsorted(ordered, rows + width, side="left")
+            pairs = 2 * upper.sum(dim=1) - size * size
+            self._cache[key] = pairs if width > 0 else torch.zeros_like(pairs)
         return self._cache[key]
+
+    def counts_at(
+        self,
+        anchors: torch.Tensor,
+        width: float | torch.Tensor,
+        queries: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """How many scores of each anchor's row lie in its window (the anchor's own entry and,
+        in-batch, the query included), with the window test of :meth:`pair_counts`.
+
+        Args:
+            anchors: ``[k, n]`` scores of rows ``queries`` (``[k]`` indices; all rows if None).
+            width: one width or a ``[k, n]`` tensor of widths (a width <= 0 counts nothing).
+            queries: the rows the anchors belong to.
+        """
+        ordered = self.sorted_scores if queries is None else self.sorted_scores[queries]
+        anchors = anchors.contiguous()
+        above = torch.searchsorted(ordered, anchors + width, side="left")  # s_j < a + w
+        if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
+            below = torch.searchsorted(ordered + width, anchors, side="right")
+            return above - below if width > 0 else torch.zeros_like(above)
+        below = torch.searchsorted(ordered, anchors - width, side="right")  # s_j <= a - w
+        return torch.where(width > 0, above - below, 0)
+
+    def query_inside(
+        self,
+        anchors: torch.Tensor,
+        width: float | torch.Tensor,
+        queries: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """In-batch: whether the query's own score lies in each anchor's window (same test)."""
+        own = self.scores.diagonal()
+        own = (own if queries is None else own[queries]).unsqueeze(1)
+        return (own < anchors + width) & (anchors < own + width) & (width > 0)
 
     @cached_property
     def vectors(self) -> torch.Tensor:
@@ -172,6 +200,14 @@ class BatchView:
         if self.labels is not None and record.include_query != include_query:
             return None
         return record.forward
+
+    def known_forward(self, tau: float, include_query: bool = False) -> SmoothAPForward | None:
+        """The groups and ranks at ``tau`` if already known (recorded or computed), else None."""
+        recorded = self._recorded_forward(tau, include_query)
+        if recorded is not None:
+            return recorded
+        terms = self._cache.get(("terms", tau, include_query))
+        return None if terms is None else SmoothAPForward(*terms.forward)
 
     def smooth_ap_forward(self, tau: float, include_query: bool = False) -> SmoothAPForward:
         """Groups and ``(A, C)`` ranks at ``tau``: the loss's when it computed them, else those

@@ -34,17 +34,22 @@ def _nan_like(reference: torch.Tensor) -> torch.Tensor:
 
 def _summary(prefix: str, values: torch.Tensor) -> Values:
     """Mean and 10/50/90% quantiles of the finite entries (NaN if none), without a host sync."""
-    finite = torch.isfinite(values)
-    values = values.to(torch.float64)
-    mean = torch.where(finite, values, 0.0).sum() / finite.sum()  # 0 / 0 = NaN when none
-    levels = torch.linspace(0.1, 0.9, 3, dtype=torch.float64, device=values.device)
-    quantiles = torch.nanquantile(torch.where(finite, values, math.nan), levels)
-    return {
-        f"{prefix}_mean": mean,
-        f"{prefix}_q10": quantiles[0],
-        f"{prefix}_q50": quantiles[1],
-        f"{prefix}_q90": quantiles[2],
-    }
+    return _summaries([prefix], values.unsqueeze(0))
+
+
+def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
+    """:func:`_summary` of each row of ``rows`` ``[k, n]`` in one pass (a handful of ops)."""
+    finite = torch.isfinite(rows)
+    rows = rows.to(torch.float64)
+    means = torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)  # 0 / 0 = NaN
+    levels = torch.linspace(0.1, 0.9, 3, dtype=torch.float64, device=rows.device)
+    quantiles = torch.nanquantile(torch.where(finite, rows, math.nan), levels, dim=1)  # [3, k]
+    values: Values = {}
+    for index, prefix in enumerate(prefixes):
+        values[f"{prefix}_mean"] = means[index]
+        for level, name in enumerate(("q10", "q50", "q90")):
+            values[f"{prefix}_{name}"] = quantiles[level, index]
+    return values
 
 
 class Quantity:
@@ -119,10 +124,9 @@ class OperatingRegion(Quantity):
     def compute(self, batch: BatchView) -> Values:
         width = operating_region_width(batch.tau, self.eps)  # a Python float: no transfer
         width_value = torch.full((), width, dtype=torch.float64, device=batch.embeddings.device)
-        # The step's shared window counts (one sort): Eq. 1 per query is their row sum.
-        counts, query_inside = batch.window_counts(width)
-        size = counts.shape[1]
-        inside = counts.sum(dim=1).to(torch.float64)
+        # Eq. 1 per query from the step's one sort (the pairs inside each row's window).
+        inside = batch.pair_counts(width).to(torch.float64)
+        size = batch.scores.shape[1]
         if batch.labels is None:
             proportion = (inside / size**2).mean()
             return {"p_cross_modal": proportion, "operating_region_width": width_value}
@@ -132,8 +136,9 @@ class OperatingRegion(Quantity):
         values = {"p_seed": (inside / size**2).mean(), "operating_region_width": width_value}
         if size > 1:
             values["p_off_diagonal"] = ((inside - diagonal) / (size * (size - 1))).mean()
-        if size > 2:
-            self_pairs = query_inside.sum(dim=1) - query_inside.diagonal().long()
+        if size > 2:  # n_self: the other candidates in the window of the query's own score
+            own = batch.scores.diagonal().unsqueeze(1)
+            self_pairs = batch.counts_at(own, width).squeeze(1) - (1 if width > 0 else 0)
             others = inside - diagonal - 2 * self_pairs
             values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
         return values
@@ -159,10 +164,9 @@ class Decomposition(Quantity):
             "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
             "cosine": torch.where(both > 0, (ad * cb).sum(dim=1) / both, nan),
         }
-        values: Values = {}
-        for key in ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine"):
-            values.update(_summary(f"decomposition_{key}", norms[key]))
-        return values
+        keys = ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
+        return _summaries([f"decomposition_{key}" for key in keys],
+                          torch.stack([norms[key] for key in keys]))  # fmt: skip
 
 
 class GradientCounts(Quantity):
@@ -189,39 +193,43 @@ class GradientCounts(Quantity):
         return values
 
     def _plain(self, batch: BatchView, positives: torch.Tensor) -> torch.Tensor:
-        """Seed 001's counts from the step's shared window counts (no search of its own).
+        """Seed 001's counts: windows ``|D_ij| < w`` of the positives in the step's one sort.
 
-        Entry ``(q, i)`` of the counts holds every ``j`` with ``|D_ij| < w``; the pair itself
-        (``j = i``) and, in-batch, the query (not a candidate) are taken out.
+        The pair itself (``j = i``) and, in-batch, the query (not a candidate) are taken out.
+        With the positives' groups at hand (the loss's record) only the positive rows are
+        searched; otherwise every entry is, and the positives are summed (the same numbers).
         """
         width = operating_region_width(batch.tau, self.threshold)
-        counts, query_inside = batch.window_counts(width)
-        inside = counts - (1 if width > 0 else 0)
-        if query_inside is not None:
-            inside = inside - query_inside.long()
-        return torch.where(positives, inside, 0).sum(dim=1)
+        forward = batch.known_forward(batch.tau)
+        in_batch = batch.labels is not None
+        if forward is None:
+            anchors = batch.scores
+            inside = batch.counts_at(anchors, width) - (1 if width > 0 else 0)
+            if in_batch:
+                inside = inside - batch.query_inside(anchors, width).long()
+            return torch.where(positives, inside, 0).sum(dim=1)
+        per_query = torch.zeros(positives.shape[0], dtype=torch.long, device=positives.device)
+        for group in forward.groups:
+            anchors = batch.scores[group.queries].gather(1, group.positive_columns)
+            inside = batch.counts_at(anchors, width, group.queries) - (1 if width > 0 else 0)
+            if in_batch:
+                inside = inside - batch.query_inside(anchors, width, group.queries).long()
+            per_query.index_add_(0, group.queries, inside.sum(dim=1))
+        return per_query
 
     def _weighted(self, batch: BatchView) -> torch.Tensor:
         """Counts with the slope over ``R(i, S_Omega)^2``: per-positive windows, same sort."""
         groups, ranks = batch.smooth_ap_forward(batch.tau)
-        scores, ordered = batch.scores, batch.sorted_scores
+        scores = batch.scores
         in_batch = batch.labels is not None
         per_query = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
-            rows = scores[group.queries]
-            anchors = rows.gather(1, group.positive_columns)
+            anchors = scores[group.queries].gather(1, group.positive_columns)
             widths = _widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
             widths = widths.to(scores.dtype)
-            high, low = anchors + widths, anchors - widths
-            sorted_rows = ordered[group.queries]
-            inside = torch.searchsorted(sorted_rows, high, side="left") - torch.searchsorted(
-                sorted_rows, low, side="right"
-            )
-            open_window = widths > 0
-            inside = torch.where(open_window, inside, 0) - open_window.long()
+            inside = batch.counts_at(anchors, widths, group.queries) - (widths > 0).long()
             if in_batch:  # the query is not a candidate: take it out of its windows
-                own = rows.gather(1, group.queries.unsqueeze(1))
-                inside = inside - (open_window & (own < high) & (own > low)).long()
+                inside = inside - batch.query_inside(anchors, widths, group.queries).long()
             per_query.index_add_(0, group.queries, inside.sum(dim=1))
         return per_query
 

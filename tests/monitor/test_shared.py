@@ -220,8 +220,11 @@ def test_a_record_with_another_tau_is_not_reused():
 
 def test_windows_of_width_zero_count_nothing():
     shared, _ = _views()
-    counts, inside = shared.window_counts(operating_region_width(100.0, 0.005))
-    assert not counts.any() and not inside.any()
+    width = operating_region_width(100.0, 0.005)
+    assert width == 0.0
+    assert not shared.pair_counts(width).any()
+    assert not shared.counts_at(shared.scores, width).any()
+    assert not shared.query_inside(shared.scores, width).any()
 
 
 def test_batch_module_documents_the_shared_values():
