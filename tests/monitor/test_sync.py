@@ -232,13 +232,17 @@ def test_a_logged_full_step_moves_its_scalars_once_when_the_loss_recorded(counte
     assert len(host) == len(values) > 30
 
 
-@pytest.mark.parametrize("preset", ["cheap", "default"])
+@pytest.mark.parametrize("preset", ["cheap", "default", "full"])
 def test_a_logged_monitor_step_transfers_once(tmp_path, counter, preset):
-    monitor = gradlab.Monitor(tmp_path, preset=preset, every=1)
+    # The full preset reuses the watched loss's groups and ranks (same tau): nothing to regroup.
+    monitor = gradlab.Monitor(tmp_path, tau=0.05, preset=preset, every=1)
     monitor.step()  # opens the sinks outside the counted steps
     embeddings, labels = _batch()
-    loss = monitor.watch(gradlab.SmoothAPLoss(0.05))(embeddings, labels)
-    loss.backward()
+    with counter:
+        loss = monitor.watch(gradlab.SmoothAPLoss(0.05))(embeddings, labels)
+        loss.backward()
+    assert counter.count == 1, counter.calls  # the loss's own: the capture adds none
+    counter.calls.clear()
     with counter:
         record = monitor.step()
     monitor.close()
@@ -252,7 +256,7 @@ def test_cuda_sync_budgets(tmp_path):
     embeddings, labels = _batch()
     embeddings = embeddings.detach().to(device).requires_grad_(True)
     labels = labels.to(device)
-    monitor = gradlab.Monitor(tmp_path, preset="full", every=2)
+    monitor = gradlab.Monitor(tmp_path, tau=0.05, preset="full", every=2)
     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
     for step in range(4):
         torch.cuda.synchronize()
@@ -269,7 +273,7 @@ def test_cuda_sync_budgets(tmp_path):
                     expected = 1  # the loss's group sizes
                 else:
                     monitor.step()
-                    expected = 3  # the loss, the logged step's transfer, at most one grouping
+                    expected = 2  # the loss's group sizes, the logged step's one transfer
             finally:
                 torch.cuda.set_sync_debug_mode("default")
         syncs = [w for w in caught if "synchroniz" in str(w.message)]
