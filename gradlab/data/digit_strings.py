@@ -15,6 +15,7 @@ batch) works at any batch size up to ``4 x`` the number of classes; see
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import torch
@@ -108,7 +109,9 @@ def load_digit_strings(
             ``[0, 1]``).
 
     Returns:
-        :class:`DigitStrings`; the training half of the numbers is a random half of all numbers.
+        :class:`DigitStrings` (fresh tensors: the caller may modify them); the training half of
+        the numbers is a random half of all numbers. Generated once per argument set and
+        process, then copied.
 
     Raises:
         GradlabError: ``num_digits`` not 2 or 3, ``per_class`` below 4, ``max_shift`` not 0 or
@@ -119,6 +122,19 @@ def load_digit_strings(
         >>> tuple(data.train_images.shape), len(set(data.train_labels.tolist()))
         ((200, 1, 10, 20), 50)
     """
+    cached = _generate(num_digits, per_class, seed, max_shift, noise)
+    return DigitStrings(*(tensor.clone() for tensor in cached))
+
+
+@functools.lru_cache(maxsize=6)
+def _generate(
+    num_digits: int = 3,
+    per_class: int = 8,
+    seed: int = 0,
+    max_shift: int = 1,
+    noise: float = 0.1,
+) -> DigitStrings:
+    """The uncached generator behind :func:`load_digit_strings`."""
     if num_digits not in (2, 3):
         raise GradlabError(f"num_digits must be 2 or 3; got {num_digits!r}")
     if check_positive_int("per_class", per_class) < 4:

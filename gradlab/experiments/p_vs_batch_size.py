@@ -159,7 +159,7 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str, tau: float, eps: 
     }
     trained_steps: list[int] = []
     for seed in seeds:
-        data = load_digit_strings(num_digits=3, per_class=8 if not quick else 4, seed=seed)
+        data = load_digit_strings(num_digits=3, per_class=4 if quick else 6, seed=seed)
         train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
         test_images, test_labels = data.test_images.to(device), data.test_labels.to(device)
         torch.manual_seed(seed)

@@ -7,22 +7,23 @@ by relative path.
 
 from __future__ import annotations
 
-import json
 import platform
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 import gradlab
 from gradlab.errors import GradlabError
+from gradlab.jsonio import write_json
+from gradlab.progress import progress
 from gradlab.report.html import markdown_to_html
 from gradlab.report.sections import (
     audit_section,
-    captions_section,
+    loss_comparison_section,
     operating_region_section,
+    scenes_section,
     tie_aware_section,
     training_section,
     verification_section,
@@ -36,7 +37,8 @@ SECTIONS: dict[str, Section] = {
     "tie_aware": tie_aware_section,
     "operating_region": operating_region_section,
     "training": training_section,
-    "captions": captions_section,
+    "losses": loss_comparison_section,
+    "scenes": scenes_section,
 }
 
 """Report sections by name, in report order."""
@@ -73,8 +75,8 @@ def run_report(
         + f". Sections: {', '.join(names)}.",
         "",
     ]
-    for name in tqdm(names, desc="report", unit="section"):
-        started = time.perf_counter()
+    for name in progress(names, desc="report sections", unit="section"):
+        started, cpu_started = time.perf_counter(), time.process_time()
         try:
             section_results, section_markdown = SECTIONS[name](out, quick, device)
         except (ImportError, ModuleNotFoundError) as error:
@@ -82,9 +84,11 @@ def run_report(
             markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({error}).", ""]
             continue
         section_results["seconds"] = round(time.perf_counter() - started, 1)
+        # Process CPU time too: on a shared machine wall time also counts other people's work.
+        section_results["cpu_seconds"] = round(time.process_time() - cpu_started, 1)
         results["sections"][name] = section_results
         markdown += [section_markdown, ""]
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=str))
+    write_json(out / "results.json", results)
     text = "\n".join(markdown)
     (out / "summary.md").write_text(text)
     (out / "index.html").write_text(markdown_to_html(text, out))

@@ -19,6 +19,7 @@ from gradlab.plotting.operating_region import (
 )
 from gradlab.plotting.tie_aware import plot_harmonic_error, plot_relaxation_gap
 from gradlab.report.fappy_lemma import lemma1_gradient_support, lemma1_verdict
+from gradlab.report.summaries import cell, mean_std, separated, trend
 from gradlab.report.tie_aware import (
     harmonic_error_surface,
     relaxation_gap_against_scale,
@@ -28,16 +29,20 @@ from gradlab.report.verification import gradient_error_table
 
 OPERATING_REGION_FIGURES = {
     "operating_region_closed_forms": (lambda quick: closed_form_curves(), plot_closed_forms),
-    "operating_region_p_vs_batch_size": (
-        lambda quick: p_against_batch_size(quick=quick),
-        plot_p_against_batch_size,
-    ),
     "operating_region_training_dynamics": (
         lambda quick: training_dynamics(quick=quick),
         plot_training_dynamics,
     ),
 }
 """Figure name -> (compute(quick) -> results, plot(results, path)); shared with analyses/."""
+
+P_VS_BATCH_SIZE_10_CLASSES = {
+    "operating_region_p_vs_batch_size_10_classes": (
+        lambda quick: p_against_batch_size(quick=quick),
+        plot_p_against_batch_size,
+    ),
+}
+"""The 10-class digits version of P vs m (uniform vs 8-class batches): analyses/ only."""
 
 
 TIE_AWARE_FIGURES = {
@@ -110,11 +115,16 @@ def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[d
 
 
 def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
-    """Closed-form width, P against batch size, and P over a SmoothAP training run."""
+    """Closed-form width, P against batch size under the seed's sampler, P over training."""
+    from gradlab.experiments import p_vs_batch_size
+    from gradlab.plotting.studies import plot_p_vs_batch_size
+
     drawn = draw_figures(OPERATING_REGION_FIGURES, out / "figures", quick)
     closed = drawn["operating_region_closed_forms"]
-    batch = drawn["operating_region_p_vs_batch_size"]
     dynamics = drawn["operating_region_training_dynamics"]
+    batch = p_vs_batch_size.measure(quick=quick, device=device)
+    write_json(out / "figures" / "p_vs_batch_size.json", batch)
+    plot_p_vs_batch_size(batch, out / "figures" / "p_vs_batch_size.png")
     last = dynamics["history"][-1]
     lines = [
         "## Operating region",
@@ -122,13 +132,15 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"At tau = 0.01 and eps = 0.005 (seed 002) the slope exceeds eps exactly when "
         f"|D| < w = {closed['seed_setting']['width']:.4f}.",
         "",
-        "![width and expected P](figures/operating_region_closed_forms.png)",
+        "![Width of the operating region against tau, and expected P against the score spread "
+        "(lines) with simulations (dots)](figures/operating_region_closed_forms.png)",
         "",
-        "### P against mini-batch size (seed 002, Fig. S7a)",
+        "### P against mini-batch size (seed 002, Fig. S7a), the seed's sampler",
         "",
-        batch["conclusion"],
+        p_vs_batch_size_text(batch),
         "",
-        "![P against batch size](figures/operating_region_p_vs_batch_size.png)",
+        "![P, and the close positive-negative and negative-negative pairs, against m: every seed "
+        "faint, mean and std as error bars](figures/p_vs_batch_size.png)",
         "",
         "### Over a SmoothAP training run",
         "",
@@ -136,11 +148,50 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"share of queries without gradient = {last['share_without_gradient']:.3f}, "
         f"|AD| share = {last['ad_share']:.3f}.",
         "",
-        "![training dynamics](figures/operating_region_training_dynamics.png)",
+        "![P, gradient counts and the AD/CB split over one SmoothAP run on digits 0-4]"
+        "(figures/operating_region_training_dynamics.png)",
     ]
     results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch}
     results["training_dynamics_last_step"] = last
     return results, "\n".join(lines)
+
+
+SETTING_WORDS = {
+    "fixed_untrained": "At the untrained network",
+    "fixed_trained": "At a fixed network trained with SmoothAP at m = 64",
+    "trained_at_m": "With one network fine-tuned at each m (same start, same epochs)",
+}
+
+
+def p_vs_batch_size_text(batch: dict) -> str:
+    """What the P-vs-m study shows, setting by setting, with seed spreads."""
+    sizes = batch["batch_sizes"]
+    parts = [
+        f"Batches of m = {sizes[0]} to {sizes[-1]} unseen 3-digit numbers, {batch['per_class']} "
+        f"images per number and m/{batch['per_class']} numbers per batch (seed 002's sampler), "
+        f"{len(batch['seeds'])} seeds (each a different data set, initialization and batches)."
+    ]
+    for name, words in SETTING_WORDS.items():
+        if name not in batch["settings"]:
+            continue
+        setting = batch["settings"][name]
+        sentence = (
+            f"{words}: {trend(setting['P'], sizes, 'P')}; "
+            f"{trend(setting['P_positive_negative'], sizes, 'the positive-negative share')}; "
+            f"{trend(setting['P_negative_negative'], sizes, 'the negative-negative share')}."
+        )
+        if name == "trained_at_m":
+            sentence += (
+                f" (Optimizer steps per run: {setting['steps'][0]} at m={sizes[0]} down to "
+                f"{setting['steps'][-1]} at m={sizes[-1]}.)"
+            )
+        parts.append(sentence)
+    parts.append(
+        "Seed 002 reports P rising with m. At a fixed network the proportion of close pairs "
+        "does not depend on m once the diagonal's 1/m share is small; where P moves with m "
+        "here, it is through what training at that m does to the scores."
+    )
+    return " ".join(parts)
 
 
 def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
@@ -216,43 +267,160 @@ def _training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> 
     )
 
 
-def captions_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
-    """The image-caption miniature of Bleeker & de Rijke's setting, three losses."""
-    from gradlab.experiments.captions_miniature import caption_miniature
-    from gradlab.plotting.report_figures import plot_captions
+def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
+    """Ranking losses on unseen digit strings, per seed, with their cost per step."""
+    from gradlab.experiments import loss_comparison
+    from gradlab.plotting.studies import plot_loss_comparison
 
-    results = caption_miniature(quick=quick, device=device)
-    plot_captions(results, out / "figures" / "captions.png")
-    keys = list(next(iter(results["losses"].values()))["recall"])
+    results = loss_comparison.measure(quick=quick, device=device)
+    write_json(out / "figures" / "loss_comparison.json", results)
+    plot_loss_comparison(results, out / "figures" / "loss_comparison.png")
+    config = results["settings"]
+    metrics = ["recall@1", "recall@2", "recall@4", "recall@8", "mAP", "MAP@R"]
     lines = [
-        "## Image-caption miniature (seed 001, appendix B)",
+        "## Ranking losses on unseen digit strings",
         "",
-        "A VSE++-style dual encoder on the digits: a frozen PCA backbone with a trained projection "
-        "for images, a GRU over word embeddings trained from scratch for five templated captions "
-        "per image, both on the unit sphere. Batches of 10 images of distinct digits with their 50 "
-        f"captions ({results['steps']} steps): an image query has 5 positive captions, a caption "
-        "query 1 positive image. Held-out recall (relevance: the same digit; held-out images "
-        "against the 50 distinct captions, and each caption against the held-out images):",
+        f"The same CNN, initialization, batches ({config['batch_size']} images: 4 of each of "
+        f"{config['classes_per_batch']} numbers) and {config['steps']} Adam steps for every loss, "
+        f"trained on 500 of the 3-digit numbers and evaluated on the 500 unseen ones ("
+        f"{config['per_class']} images each; every image queries all the others). Mean ± std "
+        f"over {len(results['seeds'])} seeds:",
         "",
-        "| loss | " + " | ".join(keys) + " |",
-        "| --- |" + " --- |" * len(keys),
+        "| loss | " + " | ".join(metrics) + " | loss fwd+bwd (ms) | training step (ms) |",
+        "| --- |" + " --- |" * (len(metrics) + 2),
+        "| untrained | " + " | ".join(cell(results["before"][m]) for m in metrics) + " | | |",
     ]
     for name, run in results["losses"].items():
-        lines.append(f"| {name} | " + " | ".join(f"{run['recall'][k]:.3f}" for k in keys) + " |")
-    lines += [
+        timing = (
+            f"{cell([1e3 * v for v in run['loss_seconds']], 2)} | "
+            f"{cell([1e3 * v for v in run['step_seconds']], 1)}"
+        )
+        lines.append(
+            f"| {name} | " + " | ".join(cell(run["metrics"][m]) for m in metrics) + f" | {timing} |"
+        )
+    lines += ["", loss_comparison_text(results), "",
+              "![Recall@1, mAP and MAP@R of each loss on the unseen numbers (dots: seeds, bars: "
+              "mean ± std; dashed: untrained) and the loss's own cost per step]"
+              "(figures/loss_comparison.png)"]  # fmt: skip
+    return results, "\n".join(lines)
+
+
+def loss_comparison_text(results: dict) -> str:
+    """Which losses are ahead on MAP@R, and which gaps are within the seed spread."""
+    runs = results["losses"]
+    ranked = sorted(runs, key=lambda name: -mean_std(runs[name]["metrics"]["MAP@R"])[0])
+    best = ranked[0]
+    best_values = runs[best]["metrics"]["MAP@R"]
+    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"]["MAP@R"], best_values)]
+    behind = [n for n in ranked[1:] if n not in tied]
+    text = f"Best MAP@R: {best} ({cell(best_values)})."
+    if tied:
+        text += (
+            f" Within the seed spread of it (gap below the sum of the two stds): "
+            f"{', '.join(tied)}."
+        )
+    if behind:
+        text += f" Behind it by more than the spread: {', '.join(behind)}."
+    before = results["before"]["MAP@R"]
+    worse = [n for n in runs if mean_std(runs[n]["metrics"]["MAP@R"])[0] < mean_std(before)[0]]
+    if worse:
+        text += f" Below the untrained network's MAP@R ({cell(before)}): {', '.join(worse)}."
+    return text
+
+
+def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
+    """Digit scenes: VSE++ and VSRN miniatures, three losses, recall and gradient anatomy."""
+    from gradlab.experiments import digit_scenes
+    from gradlab.plotting.studies import plot_scene_anatomy, plot_scene_recall
+
+    results = digit_scenes.measure(quick=quick, device=device)
+    write_json(out / "figures" / "digit_scenes.json", results)
+    plot_scene_recall(results, out / "figures" / "digit_scenes_recall.png")
+    plot_scene_anatomy(results, out / "figures" / "digit_scenes_anatomy.png")
+    config = results["settings"]
+    metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10", "rsum"]
+    lines = [
+        "## Image-caption retrieval on digit scenes (seed 001, appendix B)",
         "",
-        "Share of queries whose SmoothAP terms carry no gradient (slope > 0.005 at tau = 0.01), "
-        "last logged step:",
+        f"Scenes of 2-4 handwritten digits on a 3 x 3 grid with five captions each from a "
+        f"relation grammar ({config['train_scenes']} training scenes, {config['test_scenes']} "
+        f"unseen test scenes drawn from unseen handwriting). VSE++: a frozen digit-classifier "
+        f"CNN over the canvas (backbone test accuracy "
+        f"{cell(results['backbone_accuracy'])}) and a trained linear projection; VSRN: the "
+        f"same backbone on each digit box, a GCN over the regions and a GRU over them; both with "
+        f"a GRU caption encoder. Batches of {config['batch_images']} images and their "
+        f"{5 * config['batch_images']} captions, {config['steps']} Adam steps, the same "
+        f"initialization and batches for every loss. Recall on the test scenes, mean ± std over "
+        f"{len(results['seeds'])} seeds (rsum: sum of the six recalls, in percent):",
         "",
+        "| encoder | loss | " + " | ".join(metrics) + " |",
+        "| --- | --- |" + " --- |" * len(metrics),
     ]
-    lines += ["| loss | image -> caption | caption -> image |", "| --- | --- | --- |"]
-    for name, run in results["losses"].items():
-        last = run["gradient_counts"][-1]
-        forward, backward = last["i2t_share_without_gradient"], last["t2i_share_without_gradient"]
-        lines.append(f"| {name} | {forward:.2f} | {backward:.2f} |")
-    lines += ["", "![captions](figures/captions.png)"]
-    summary = {
-        name: {"recall": run["recall"], "gradient_counts_last": run["gradient_counts"][-1]}
-        for name, run in results["losses"].items()
-    }
-    return {"steps": results["steps"], "losses": summary}, "\n".join(lines)
+    for encoder, runs in results["runs"].items():
+        for loss, run in runs.items():
+            values = [cell(run["recall"][m], 1 if m == "rsum" else 3) for m in metrics]
+            lines.append(f"| {encoder} | {loss} | " + " | ".join(values) + " |")
+    lines += ["", scenes_text(results), "",
+              "![Recall in both directions per encoder and loss (bars: mean ± std over seeds)]"
+              "(figures/digit_scenes_recall.png)", "",
+              "### Gradient anatomy over training", "",
+              anatomy_text(results), "",
+              "![How many negatives per query receive gradient, the share of queries without "
+              "gradient and the hardest negatives' share of the gradient, over training, both "
+              "directions](figures/digit_scenes_anatomy.png)"]  # fmt: skip
+    return results, "\n".join(lines)
+
+
+def scenes_text(results: dict) -> str:
+    """Best R@1 each way, whether anything saturates, and which gaps exceed the seed spread."""
+    parts = []
+    for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
+        key = f"{direction}_R@1"
+        entries = {
+            (encoder, loss): run["recall"][key]
+            for encoder, runs in results["runs"].items()
+            for loss, run in runs.items()
+        }
+        best = max(entries, key=lambda k: mean_std(entries[k])[0])
+        tied = [k for k in entries if k != best and not separated(entries[k], entries[best])]
+        sentence = f"Best {words} R@1: {best[0]} with {best[1]}, {cell(entries[best])}"
+        if tied:
+            named = ", ".join(f"{encoder} with {loss}" for encoder, loss in tied)
+            sentence += f"; within its seed spread: {named}"
+        parts.append(sentence + ".")
+    for encoder, runs in results["runs"].items():
+        rsums = {loss: run["recall"]["rsum"] for loss, run in runs.items()}
+        best = max(rsums, key=lambda loss: mean_std(rsums[loss])[0])
+        tied = [loss for loss in rsums if loss != best and not separated(rsums[loss], rsums[best])]
+        sentence = f"{encoder}: highest rsum with {best} ({cell(rsums[best], 1)})"
+        sentence += (
+            f", not separated from {', '.join(tied)} by more than the seed spread."
+            if tied
+            else ", ahead of the other losses by more than the seed spread."
+        )
+        parts.append(sentence)
+    return " ".join(parts)
+
+
+def anatomy_text(results: dict) -> str:
+    """The last logged step's anatomy, per encoder, loss and direction."""
+    lines = [
+        "Read from dL/dS of each direction's own term (gradlab.functional.gradient_anatomy: an "
+        "entry is active above 1 % of its query's largest |dL/dS|), at the last logged step, "
+        "mean ± std over seeds. An image query has 5 positive and "
+        f"{5 * results['settings']['batch_images'] - 5} negative captions; a caption query 1 "
+        f"positive and {results['settings']['batch_images'] - 1} negative images.",
+        "",
+        "| encoder | loss | active negatives i2t | t2i | queries without gradient i2t | t2i | "
+        "hardest-10 % share i2t | t2i |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for encoder, runs in results["runs"].items():
+        for loss, run in runs.items():
+            anatomy = run["anatomy"]
+            cells = []
+            for key in ("active_negatives", "share_without_gradient", "hardest_10pct_share"):
+                for direction in ("i2t", "t2i"):
+                    cells.append(cell([seed[-1] for seed in anatomy[direction][key]], 2))
+            lines.append(f"| {encoder} | {loss} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

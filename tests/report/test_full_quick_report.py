@@ -23,9 +23,22 @@ def test_quick_report_writes_every_output(tmp_path):
         assert (out / figure).exists(), figure
     assert page.count("data:image/png;base64,") == len(figures)  # self-contained
     for heading in ("Derivation audit", "Numeric verification", "Harmonic sums", "Operating region",
-                    "SmoothAP training on real data", "Image-caption miniature"):  # fmt: skip
+                    "SmoothAP training on real data", "Ranking losses on unseen digit strings",
+                    "Image-caption retrieval on digit scenes", "Gradient anatomy"):  # fmt: skip
         assert heading in summary
     training = results["sections"]["training"]
     assert 0.0 <= training["unseen_classes_after"]["mAP"] <= 1.0
-    captions = results["sections"]["captions"]["losses"]
-    assert set(captions) == {"SmoothAP", "VSE++ max-violation", "NT-Xent"}
+    # Every study keeps one value per seed (issue 13), and the page shows their spread.
+    batch = results["sections"]["operating_region"]["p_vs_batch_size"]
+    per_seed = batch["settings"]["fixed_trained"]["P"]
+    assert len(per_seed) == len(batch["seeds"]) >= 3
+    assert all(len(values) == len(batch["batch_sizes"]) for values in per_seed)
+    losses = results["sections"]["losses"]["losses"]
+    assert len(losses) == 6
+    assert all(len(run["metrics"]["MAP@R"]) >= 3 for run in losses.values())
+    scenes = results["sections"]["scenes"]["runs"]
+    assert set(scenes) == {"VSE++", "VSRN"}
+    for runs in scenes.values():
+        assert set(runs) == {"SmoothAP", "VSE++ max-violation", "NT-Xent"}
+        assert all(len(run["recall"]["rsum"]) >= 3 for run in runs.values())
+    assert "±" in summary

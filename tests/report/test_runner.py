@@ -36,8 +36,9 @@ def test_cli_reports_bad_section_with_exit_code_2(tmp_path, capsys):
 
 
 def test_sections_follow_the_report_order():
-    # Issue 8's order: audit, verification, harmonic vs log, operating region, training, captions.
-    order = ["audit", "verification", "tie_aware", "operating_region", "training", "captions"]
+    # Issue 8's order, then issue 13's studies: losses on digit strings, digit scenes.
+    order = ["audit", "verification", "tie_aware", "operating_region", "training", "losses",
+             "scenes"]  # fmt: skip
     present = [name for name in order if name in SECTIONS]
     assert list(SECTIONS) == present
 
@@ -45,7 +46,12 @@ def test_sections_follow_the_report_order():
 def test_audit_section_writes_records(tmp_path):
     results = run_report(tmp_path, quick=True, only=["audit"])
     counts = results["sections"]["audit"]["counts"]
-    assert sum(counts.values()) > 60 and counts["inconclusive"] == 0
+    assert sum(counts.values()) > 60
+    # Only the P-vs-batch-size claim may stay open: with --quick it reads the quick study
+    # (no models trained per m), whose trend can be within the seed spread.
+    open_claims = [r["label"] for r in results["sections"]["audit"]["records"]
+                   if r["verdict"] == "inconclusive"]  # fmt: skip
+    assert set(open_claims) <= {"claim-p-grows-with-batch-size"}
     assert json.loads((tmp_path / "audit.json").read_text())
     assert "## Derivation audit" in (tmp_path / "summary.md").read_text()
 

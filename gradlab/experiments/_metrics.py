@@ -1,0 +1,32 @@
+"""Retrieval metrics the studies need beyond :mod:`gradlab.functional.retrieval_metrics`."""
+
+from __future__ import annotations
+
+import torch
+
+from gradlab._validation import check_shape, check_tensor
+
+
+def map_at_r(scores: torch.Tensor, relevant: torch.Tensor) -> float:
+    """MAP@R (Musgrave et al., "A Metric Learning Reality Check", ECCV 2020, Sec. 3.2).
+
+    For a query with ``R`` relevant candidates, ``(1/R) sum_{i <= R} P(i) rel(i)``: the precision
+    at each of the first ``R`` positions that holds a relevant item, divided by ``R``. Averaged
+    over queries with ``R >= 1``. Ties in score are broken by candidate index (stable sort).
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8, 0.7, 0.1]])
+        >>> map_at_r(scores, torch.tensor([[True, False, True, False]]))
+        0.5
+    """
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_tensor("relevant", relevant, ndims=(2,), kind="bool")
+    check_shape("relevant", relevant, scores.shape, "one flag per score")
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    ranked = relevant.gather(1, order).to(torch.float64)
+    count = relevant.sum(dim=1)
+    positions = torch.arange(1, scores.shape[1] + 1, device=scores.device)
+    within = positions.unsqueeze(0) <= count.unsqueeze(1)
+    precision = ranked.cumsum(dim=1) / positions
+    per_query = (precision * ranked * within).sum(dim=1) / count.clamp(min=1)
+    return per_query[count > 0].mean().item()

@@ -1,0 +1,328 @@
+"""Image-caption retrieval on digit scenes: VSE++ and VSRN miniatures, three losses, per seed.
+
+Seed 001 (Bleeker & de Rijke), appendix B, in miniature on :mod:`gradlab.data.digit_scenes`:
+
+* **VSE++** (B.1): a frozen backbone (:class:`gradlab.models.DigitBackbone`, pre-trained on digit
+  classification) over the whole canvas, its feature map pooled to a 6 x 6 grid, and a trained
+  linear projection (:class:`gradlab.models.GlobalImageProjection`).
+* **VSRN** (B.2, no caption decoder): the same backbone on each ground-truth digit box (the
+  detector regions), a GCN over the regions and a GRU over the region sequence
+  (:class:`gradlab.models.RegionRelationEncoder`).
+* Both use the same caption encoder (:class:`gradlab.models.CaptionGRU`: word embeddings from
+  scratch, a GRU); all embeddings on the unit sphere.
+
+A batch holds ``batch_images`` scenes and their five captions each: an image query has 5 positive
+captions, a caption query 1 positive image, as in the paper. Each encoder is trained with SmoothAP
+(both directions), VSE++'s max-violation triplet loss and NT-Xent, from the same initialization
+per seed and with the same batches. Evaluation on unseen scenes (unseen handwriting too):
+Recall@1/5/10 in both directions and rsum (their sum, in percent). Over training, the gradient
+anatomy (:func:`gradlab.functional.gradient_anatomy`, which reads ``dL/dS``) of each loss in
+both directions: how many negatives per query receive gradient, the share of queries that
+receive none, and the share of the negative gradient mass on the hardest 10 % of negatives.
+
+The backbone is frozen, so its features are computed once per data set
+(:func:`scene_features`); training then touches only the projection / region encoder and the
+caption encoder.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.data.digit_scenes import DigitScenes, load_digit_scenes, vocabulary
+from gradlab.data.digit_strings import _digit_pools
+from gradlab.experiments._runtime import study_threads
+from gradlab.functional import (
+    gradient_anatomy,
+    max_violation_triplet_loss,
+    nt_xent_loss,
+    recall_at_k,
+    smooth_ap,
+)
+from gradlab.models import (
+    CaptionGRU,
+    DigitBackbone,
+    GlobalImageProjection,
+    RegionRelationEncoder,
+    pretrain_digit_backbone,
+)
+from gradlab.progress import progress
+
+GRID_POOL = 6
+"""VSE++'s canvas feature map is average-pooled to ``GRID_POOL x GRID_POOL`` cells."""
+
+KS = (1, 5, 10)
+
+
+def smoothap_both_directions(
+    scores: torch.Tensor, positives: torch.Tensor, tau: float = 0.01
+) -> torch.Tensor:
+    """``2 - mean AP(image -> caption) - mean AP(caption -> image)`` with SmoothAP (seed 000)."""
+    image_to_caption = smooth_ap(scores, positives, tau)
+    caption_to_image = smooth_ap(scores.T.contiguous(), positives.T.contiguous(), tau)
+    return 2.0 - image_to_caption.nanmean() - caption_to_image.nanmean()
+
+
+LOSSES = {
+    "SmoothAP": smoothap_both_directions,
+    "VSE++ max-violation": max_violation_triplet_loss,
+    "NT-Xent": nt_xent_loss,
+}
+"""Loss name -> ``loss(scores [images, captions], positives)``."""
+
+ENCODERS = ("VSE++", "VSRN")
+
+
+def scene_features(backbone: DigitBackbone, scenes: DigitScenes) -> dict[str, torch.Tensor]:
+    """The frozen backbone's inputs for both encoders, computed once.
+
+    Returns:
+        ``{"global": [N, 16 * 36]`` pooled canvas features (VSE++), ``"regions": [N, 4, 66]``
+        (each box's 64 features and its centre in ``[0, 1]`` coordinates; zeros after the
+        scene's regions, VSRN), ``"counts": [N]``}.
+    """
+    device = next(backbone.parameters()).device
+    images = scenes.images.to(device)
+    with torch.no_grad():
+        grid = F.adaptive_avg_pool2d(backbone.feature_map(images), GRID_POOL).flatten(1)
+        count = len(images)
+        rows = torch.arange(8, device=device)
+        top = scenes.boxes[:, :, 0].to(device)
+        left = scenes.boxes[:, :, 1].to(device)
+        row_index = (top.unsqueeze(-1) + rows).clamp(max=images.shape[2] - 1)  # [N, 4, 8]
+        col_index = (left.unsqueeze(-1) + rows).clamp(max=images.shape[3] - 1)
+        batch_index = torch.arange(count, device=device).view(count, 1, 1, 1)
+        crops = images[:, 0][batch_index, row_index.unsqueeze(-1), col_index.unsqueeze(-2)]
+        features = backbone.region_features(crops.reshape(-1, 1, 8, 8)).reshape(count, 4, -1)
+        centre = torch.stack([top + 4, left + 4], dim=-1).to(features.dtype) / images.shape[2]
+        slots = torch.arange(4, device=device)
+        valid = (slots < scenes.counts.to(device).unsqueeze(1)).unsqueeze(-1)
+        regions = torch.cat([features, centre], dim=-1) * valid
+    return {"global": grid, "regions": regions, "counts": scenes.counts.to(device)}
+
+
+def _image_encoder(kind: str, features: dict[str, torch.Tensor], dims: int) -> torch.nn.Module:
+    if kind == "VSE++":
+        return GlobalImageProjection(features["global"].shape[1], dims)
+    return RegionRelationEncoder(features["regions"].shape[2], dims)
+
+
+def _encode_images(kind: str, encoder, features: dict[str, torch.Tensor], index) -> torch.Tensor:
+    if kind == "VSE++":
+        return encoder(features["global"][index])
+    return encoder(features["regions"][index], features["counts"][index])
+
+
+def _one_direction_losses(name: str, tau: float):
+    """``(loss_i2t, loss_t2i)`` of a loss, each a function of ``(scores, positives)``."""
+    if name == "SmoothAP":
+        return (
+            lambda s, p: 1.0 - smooth_ap(s, p, tau).nanmean(),
+            lambda s, p: 1.0 - smooth_ap(s.T.contiguous(), p.T.contiguous(), tau).nanmean(),
+        )
+    function = max_violation_triplet_loss if name == "VSE++ max-violation" else nt_xent_loss
+    return (
+        lambda s, p: function(s, p, direction="i2t"),
+        lambda s, p: function(s, p, direction="t2i"),
+    )
+
+
+def _anatomy_record(name: str, scores: torch.Tensor, positives: torch.Tensor, tau: float):
+    """``[2, 3]`` (i2t, t2i) x (mean active negatives per query, share of queries without
+    gradient, hardest-10 % share of the negative gradient mass), on the device.
+
+    Each direction's own term of the loss is differentiated apart (``dL_i2t/dS`` read by rows,
+    ``dL_t2i/dS`` by columns), so one direction's gradient is not counted in the other's.
+    """
+    detached = scores.detach().requires_grad_(True)
+    rows = []
+    for loss_fn, transpose in zip(_one_direction_losses(name, tau), (False, True), strict=True):
+        (grad,) = torch.autograd.grad(loss_fn(detached, positives), detached)
+        grad, score, positive = (
+            (grad.T, detached.detach().T, positives.T)
+            if transpose
+            else (grad, detached.detach(), positives)
+        )
+        anatomy = gradient_anatomy(grad, score, positive)
+        rows.append(
+            torch.stack(
+                [
+                    anatomy.active_negatives.double().mean(),
+                    anatomy.without_gradient.double().mean(),
+                    anatomy.hardest_10pct_share.nanmean(),
+                ]
+            )
+        )
+    return torch.stack(rows)
+
+
+def _evaluate(kind, image_encoder, caption_encoder, features, tokens) -> dict[str, float]:
+    with torch.no_grad():
+        images = _encode_images(kind, image_encoder, features, slice(None))
+        captions = caption_encoder(tokens.reshape(-1, tokens.shape[-1]))
+    scores = (images @ captions.T).double()
+    relevant = torch.eye(len(images), dtype=torch.bool, device=scores.device)
+    relevant = relevant.repeat_interleave(tokens.shape[1], dim=1)
+    i2t = recall_at_k(scores, relevant, KS)
+    t2i = recall_at_k(scores.T.contiguous(), relevant.T.contiguous(), KS)
+    result = {f"i2t_R@{k}": i2t[k] for k in KS} | {f"t2i_R@{k}": t2i[k] for k in KS}
+    result["rsum"] = 100.0 * sum(result.values())
+    return result
+
+
+def _train_one(
+    kind: str,
+    loss_name: str,
+    initial: tuple[torch.nn.Module, torch.nn.Module],
+    features: dict[str, torch.Tensor],
+    tokens: torch.Tensor,
+    batches: list[torch.Tensor],
+    log_every: int,
+    lr: float,
+    tau: float,
+) -> tuple[torch.nn.Module, torch.nn.Module, list[float], list[int], torch.Tensor]:
+    image_encoder, caption_encoder = (copy.deepcopy(m) for m in initial)
+    parameters = list(image_encoder.parameters()) + list(caption_encoder.parameters())
+    optimizer = torch.optim.Adam(parameters, lr=lr)
+    loss_fn = LOSSES[loss_name]
+    if loss_name == "SmoothAP":
+        loss_fn = lambda s, p: smoothap_both_directions(s, p, tau)  # noqa: E731
+    per_image = tokens.shape[1]
+    device = tokens.device
+    positives = None
+    losses, logged_steps, records = [], [], []
+    for step, batch in enumerate(progress(batches, desc=f"digit scenes: {kind}, {loss_name}")):
+        batch = batch.to(device)
+        images = _encode_images(kind, image_encoder, features, batch)
+        captions = caption_encoder(tokens[batch].reshape(-1, tokens.shape[-1]))
+        if positives is None or positives.shape[0] != len(batch):
+            positives = torch.eye(len(batch), dtype=torch.bool, device=device)
+            positives = positives.repeat_interleave(per_image, dim=1)
+        scores = images @ captions.T
+        logging = step % log_every == 0 or step == len(batches) - 1
+        loss = loss_fn(scores, positives)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+        if logging:
+            logged_steps.append(step)
+            records.append(_anatomy_record(loss_name, scores, positives, tau))
+    history = torch.stack(losses).cpu().tolist()
+    return image_encoder, caption_encoder, history, logged_steps, torch.stack(records).cpu()
+
+
+def settings(quick: bool) -> dict:
+    """The sizes of the study (quick: seconds per run; full: the report's setting)."""
+    if quick:
+        return {"train_scenes": 200, "test_scenes": 100, "steps": 20, "batch_images": 32,
+                "dims": 64, "lr": 2e-3, "log_every": 5}  # fmt: skip
+    return {"train_scenes": 2000, "test_scenes": 500, "steps": 300, "batch_images": 32,
+            "dims": 64, "lr": 2e-3, "log_every": 25}  # fmt: skip
+
+
+def measure(
+    quick: bool = True,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    device: str = "cpu",
+    encoders: tuple[str, ...] = ENCODERS,
+    losses: tuple[str, ...] = tuple(LOSSES),
+    tau: float = 0.01,
+) -> dict:
+    """Train each encoder with each loss for every seed; recall both ways and the anatomy.
+
+    Args:
+        quick: small data and 20 steps (for tests); the full run uses 2000 training and 500
+            test scenes and 300 steps.
+        seeds: each fixes the scenes, the backbone's pre-training, the initialization and the
+            batch order (shared by all losses of that seed).
+        device: torch device.
+        encoders: a subset of ``("VSE++", "VSRN")``.
+        losses: a subset of :data:`LOSSES`.
+        tau: SmoothAP's temperature.
+
+    Returns:
+        ``{"settings", "seeds", "runs": {encoder: {loss: {"recall": {metric: [per seed]},
+        "loss_history": [[per step] per seed], "anatomy": {"steps": [...], direction:
+        {quantity: [[per logged step] per seed]}}}}}, "backbone_accuracy": [per seed]}``.
+    """
+    with study_threads(device):
+        return _measure(quick, tuple(seeds), device, encoders, losses, tau)
+
+
+def _measure(quick, seeds, device, encoders, losses, tau) -> dict:
+    config = settings(quick)
+    runs: dict = {kind: {name: _empty_run() for name in losses} for kind in encoders}
+    accuracies = []
+    vocab_size = len(vocabulary())
+    for seed in seeds:
+        train = load_digit_scenes(config["train_scenes"], "train", seed=seed)
+        test = load_digit_scenes(config["test_scenes"], "test", seed=seed)
+        pools = _digit_pools(torch.Generator().manual_seed(seed))
+        backbone = _pretrained_backbone(pools, seed, device)
+        accuracies.append(_backbone_accuracy(backbone, pools[1], device))
+        train_features = scene_features(backbone, train)
+        test_features = scene_features(backbone, test)
+        train_tokens, test_tokens = train.tokens.to(device), test.tokens.to(device)
+        generator = torch.Generator().manual_seed(seed)
+        batches = [
+            torch.randperm(config["train_scenes"], generator=generator)[: config["batch_images"]]
+            for _ in range(config["steps"])
+        ]
+        for kind in encoders:
+            torch.manual_seed(seed)
+            initial = (
+                _image_encoder(kind, train_features, config["dims"]).to(device),
+                CaptionGRU(vocab_size, config["dims"]).to(device),
+            )
+            for name in losses:
+                image_encoder, caption_encoder, history, steps, anatomy = _train_one(
+                    kind, name, initial, train_features, train_tokens, batches,
+                    config["log_every"], config["lr"], tau,
+                )  # fmt: skip
+                recall = _evaluate(kind, image_encoder, caption_encoder, test_features,
+                                   test_tokens)  # fmt: skip
+                _append(runs[kind][name], recall, history, steps, anatomy)
+    return {"settings": {**config, "tau": tau}, "seeds": list(seeds), "runs": runs,
+            "backbone_accuracy": accuracies}  # fmt: skip
+
+
+ANATOMY_KEYS = ("active_negatives", "share_without_gradient", "hardest_10pct_share")
+
+
+def _empty_run() -> dict:
+    return {
+        "recall": {},
+        "loss_history": [],
+        "anatomy": {
+            "steps": [],
+            "i2t": {k: [] for k in ANATOMY_KEYS},
+            "t2i": {k: [] for k in ANATOMY_KEYS},
+        },
+    }
+
+
+def _append(run: dict, recall: dict, history: list, steps: list, anatomy: torch.Tensor) -> None:
+    for metric, value in recall.items():
+        run["recall"].setdefault(metric, []).append(value)
+    run["loss_history"].append(history)
+    run["anatomy"]["steps"] = steps
+    for d, direction in enumerate(("i2t", "t2i")):
+        for q, key in enumerate(ANATOMY_KEYS):
+            run["anatomy"][direction][key].append(anatomy[:, d, q].tolist())
+
+
+def _pretrained_backbone(pools, seed: int, device: str) -> DigitBackbone:
+    images = torch.cat(pools[0]).to(device)
+    labels = torch.cat([torch.full((len(p),), v) for v, p in enumerate(pools[0])]).to(device)
+    return pretrain_digit_backbone(images, labels, seed=seed)
+
+
+def _backbone_accuracy(backbone: DigitBackbone, test_pools, device: str) -> float:
+    images = torch.cat(test_pools).to(device).reshape(-1, 1, 8, 8)
+    labels = torch.cat([torch.full((len(p),), v) for v, p in enumerate(test_pools)]).to(device)
+    with torch.no_grad():
+        return (backbone(images).argmax(dim=1) == labels).double().mean().item()

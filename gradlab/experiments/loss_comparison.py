@@ -1,0 +1,158 @@
+"""Ranking losses on unseen digit strings: same backbone, same batches, same budget, per seed.
+
+The deep-metric-learning protocol of CUB / Stanford Online Products, on the 1000-class digit
+strings (:mod:`gradlab.data.digit_strings`): train on half of the numbers, retrieve on the unseen
+other half (each test image queries all the others). Every loss trains the same
+:class:`gradlab.models.DigitStringNet` from the same initialization, on the same batches of the
+seed's sampler (4 images per class, ``m / 4`` classes), for the same number of steps:
+
+* SmoothAP (Brown et al. 2020; seed 000 Eq. 1), query excluded (the paper's definition) and
+  included (the official code's), tau = 0.01;
+* FastAP (Cakir et al. 2019), 10 bins; Blackbox AP (Rolinek et al. 2020), lambda = 4, margin
+  0.02; FAPPY (seed 004, Algorithm 1);
+* a contrastive baseline (Hadsell et al. 2006 on cosine similarity: positives pulled to 1,
+  negatives pushed below a margin of 0.5).
+
+Metrics on the unseen numbers: Recall@1/2/4/8, mAP (tie-aware) and MAP@R (Musgrave et al.,
+"A Metric Learning Reality Check", 2020), and each loss's cost per step: the median time of the
+loss's forward and backward pass on a batch of embeddings, and the whole training step.
+"""
+
+from __future__ import annotations
+
+import copy
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.data import FixedCountBatches, load_digit_strings
+from gradlab.experiments._metrics import map_at_r
+from gradlab.experiments._runtime import study_threads
+from gradlab.functional import in_batch_retrieval, retrieval_report
+from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
+from gradlab.models import DigitStringNet
+from gradlab.progress import progress
+from gradlab.training import embed, train_on_batches
+
+
+def contrastive_loss(
+    embeddings: torch.Tensor, labels: torch.Tensor, margin: float = 0.5
+) -> torch.Tensor:
+    """Contrastive loss on cosine similarity (Hadsell et al. 2006), the baseline of the study.
+
+    ``mean over positive pairs of (1 - s) + mean over negative pairs of max(0, s - margin)``,
+    pairs ``i != j`` of the batch.
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+        >>> contrastive_loss(emb, torch.tensor([0, 0, 1, 1])).item()
+        0.0
+    """
+    normalized = F.normalize(embeddings, dim=1)
+    scores = normalized @ normalized.T
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    off_diagonal = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
+    positives, negatives = same & off_diagonal, ~same
+    pull = ((1.0 - scores) * positives).sum() / positives.sum().clamp(min=1)
+    push = (F.relu(scores - margin) * negatives).sum() / negatives.sum().clamp(min=1)
+    return pull + push
+
+
+def loss_functions(tau: float = 0.01) -> dict:
+    """Name -> ``loss(embeddings, labels)`` of every loss of the study."""
+    return {
+        "SmoothAP (query excluded)": SmoothAPLoss(tau),
+        "SmoothAP (query included)": SmoothAPLoss(tau, include_query=True),
+        "FastAP": FastAPLoss(10),
+        "Blackbox AP": BlackboxAPLoss(),
+        "FAPPY": FAPPYLoss(),
+        "Contrastive": contrastive_loss,
+    }
+
+
+def evaluate(embeddings: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """Recall@1/2/4/8, mAP and MAP@R, each item querying all the others."""
+    scores, relevant = in_batch_retrieval(embeddings.cpu(), labels.cpu())
+    return {**retrieval_report(scores, relevant), "MAP@R": map_at_r(scores, relevant)}
+
+
+def _loss_seconds(loss_fn, embeddings: torch.Tensor, labels: torch.Tensor, repeats: int) -> float:
+    """Median seconds of one forward + backward pass of the loss alone."""
+    times = []
+    for _ in range(repeats + 1):
+        leaf = embeddings.detach().clone().requires_grad_(True)
+        if leaf.is_cuda:
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        loss_fn(leaf, labels).backward()
+        if leaf.is_cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times[1:])
+
+
+def settings(quick: bool) -> dict:
+    """Sizes of the study."""
+    if quick:
+        return {"per_class": 4, "batch_size": 64, "steps": 15, "lr": 1e-3, "timing_repeats": 3,
+                "test_numbers": 250}  # fmt: skip
+    return {"per_class": 6, "batch_size": 128, "steps": 200, "lr": 1e-3, "timing_repeats": 10,
+            "test_numbers": 500}  # fmt: skip
+
+
+def measure(quick: bool = True, seeds: tuple[int, ...] = (0, 1, 2), device: str = "cpu") -> dict:
+    """Train the same network with each loss for every seed; retrieval on unseen numbers.
+
+    Returns:
+        ``{"settings", "seeds", "before": {metric: [per seed]}, "losses": {name: {"metrics":
+        {metric: [per seed]}, "loss_seconds": [per seed], "step_seconds": [per seed],
+        "final_loss": [per seed]}}}``.
+    """
+    with study_threads(device):
+        return _measure(quick, tuple(seeds), device)
+
+
+def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
+    config = settings(quick)
+    functions = loss_functions()
+    results: dict = {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
+                            "final_loss": []} for name in functions}  # fmt: skip
+    before: dict[str, list[float]] = {}
+    for seed in seeds:
+        data = load_digit_strings(num_digits=3, per_class=config["per_class"], seed=seed)
+        kept = config["test_numbers"] * config["per_class"]  # the first numbers (sorted)
+        test_images, test_labels = data.test_images[:kept], data.test_labels[:kept]
+        train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
+        torch.manual_seed(seed)
+        initial = DigitStringNet().to(device)
+        for metric, value in evaluate(embed(initial, test_images), test_labels).items():
+            before.setdefault(metric, []).append(value)
+        sampler = FixedCountBatches(data.train_labels, config["batch_size"], 4, seed=seed)
+        batches = sampler.take(config["steps"])
+        with torch.no_grad():
+            timing_embeddings = initial(train_images[batches[0].to(device)])
+        timing_labels = train_labels[batches[0].to(device)]
+        for name, loss_fn in progress(functions.items(), desc=f"loss comparison, seed {seed}"):
+            model = copy.deepcopy(initial)
+            started = time.perf_counter()
+            losses = train_on_batches(
+                model, train_images, train_labels, loss_fn, batches, lr=config["lr"]
+            )
+            step_seconds = (time.perf_counter() - started) / len(batches)
+            metrics = evaluate(embed(model, test_images), test_labels)
+            run = results[name]
+            for metric, value in metrics.items():
+                run["metrics"].setdefault(metric, []).append(value)
+            run["step_seconds"].append(step_seconds)
+            run["loss_seconds"].append(
+                _loss_seconds(loss_fn, timing_embeddings, timing_labels, config["timing_repeats"])
+            )
+            run["final_loss"].append(losses[-10:].mean().item())
+    return {
+        "settings": {**config, "classes_per_batch": config["batch_size"] // 4, "device": device},
+        "seeds": list(seeds),
+        "before": before,
+        "losses": results,
+    }

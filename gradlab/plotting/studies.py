@@ -1,0 +1,184 @@
+"""Figures of the per-seed studies (:mod:`gradlab.experiments`): means with error bars (std).
+
+Each function takes the study's result dict (or a path to its JSON), draws every seed's value
+faintly and the mean with a one-standard-deviation bar, and returns the written path.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+
+
+def _load(source: dict | str | Path) -> dict:
+    return source if isinstance(source, dict) else json.loads(Path(source).read_text())
+
+
+def _save(figure, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(figure)
+    return path
+
+
+def _mean_std(values) -> tuple[np.ndarray, np.ndarray]:
+    array = np.asarray(values, dtype=float)
+    return np.nanmean(array, axis=0), np.nanstd(array, axis=0)
+
+
+SETTING_TITLES = {
+    "fixed_untrained": "fixed model, untrained",
+    "fixed_trained": "fixed model, trained at m = 64",
+    "trained_at_m": "one model fine-tuned at each m",
+}
+PROPORTIONS = {
+    "P": ("P (seed 002, Eq. 1)", "black", "o"),
+    "P_positive_negative": ("positive-negative pairs", "tab:red", "s"),
+    "P_negative_negative": ("negative-negative pairs", "tab:blue", "^"),
+}
+
+
+def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
+    """One panel per setting: P and the two close-pair proportions against m, per seed + mean."""
+    result = _load(source)
+    sizes = result["batch_sizes"]
+    names = [name for name in SETTING_TITLES if name in result["settings"]]
+    figure, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 3.8), sharey=True)
+    axes = np.atleast_1d(axes)
+    for axis, name in zip(axes, names, strict=True):
+        setting = result["settings"][name]
+        for key, (label, colour, marker) in PROPORTIONS.items():
+            for per_seed in setting[key]:
+                axis.plot(sizes, per_seed, color=colour, alpha=0.25, lw=0.8)
+            mean, std = _mean_std(setting[key])
+            axis.errorbar(sizes, mean, yerr=std, color=colour, marker=marker, ms=4, capsize=3,
+                          label=label)  # fmt: skip
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(sizes, [str(m) for m in sizes])
+        axis.set_xlabel("mini-batch size m (4 images per class, m/4 classes)")
+        axis.set_title(SETTING_TITLES[name], fontsize=10)
+        axis.set_ylim(-0.02, 1.02)
+        axis.grid(alpha=0.3)
+    axes[0].set_ylabel("proportion inside the operating region")
+    axes[0].legend(fontsize=8, loc="center left")
+    figure.suptitle(
+        f"P against batch size on unseen 3-digit strings, {len(result['seeds'])} seeds "
+        "(faint: each seed; bars: mean +- std)",
+        fontsize=10,
+    )
+    return _save(figure, path)
+
+
+def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
+    """Recall@1, mAP and MAP@R of each loss on unseen numbers (seeds as dots, mean +- std)."""
+    result = _load(source)
+    names = list(result["losses"])
+    metrics = ["recall@1", "mAP", "MAP@R"]
+    figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(16, 4.2))
+    positions = np.arange(len(names))
+    for axis, metric in zip(axes, metrics, strict=False):
+        for index, name in enumerate(names):
+            values = result["losses"][name]["metrics"][metric]
+            axis.scatter([index] * len(values), values, color="tab:gray", s=12, zorder=3)
+            mean, std = _mean_std(values)
+            axis.errorbar(index, mean, yerr=std, fmt="o", color="tab:blue", capsize=4, zorder=4)
+        before, _ = _mean_std(result["before"][metric])
+        axis.axhline(before, color="tab:red", ls="--", lw=1, label="untrained")
+        axis.set_xticks(positions, names, rotation=35, ha="right", fontsize=8)
+        axis.set_title(metric)
+        axis.grid(alpha=0.3, axis="y")
+    axes[0].legend(fontsize=8)
+    cost = axes[-1]
+    for index, name in enumerate(names):
+        mean, std = _mean_std(result["losses"][name]["loss_seconds"])
+        cost.bar(index, 1e3 * mean, yerr=1e3 * std, color="tab:green", capsize=3)
+    cost.set_xticks(positions, names, rotation=35, ha="right", fontsize=8)
+    cost.set_yscale("log")
+    cost.set_title("loss forward + backward (ms)")
+    cost.grid(alpha=0.3, axis="y")
+    figure.suptitle(
+        f"Losses on unseen 3-digit numbers, {len(result['seeds'])} seeds, same network, "
+        f"batches and {result['settings']['steps']} steps (dots: seeds; bars: mean +- std)",
+        fontsize=10,
+    )
+    return _save(figure, path)
+
+
+def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
+    """R@1/5/10 in both directions for each encoder and loss (mean +- std over seeds)."""
+    result = _load(source)
+    encoders = list(result["runs"])
+    losses = list(next(iter(result["runs"].values())))
+    metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10"]
+    figure, axes = plt.subplots(1, len(encoders), figsize=(6.5 * len(encoders), 4), sharey=True)
+    axes = np.atleast_1d(axes)
+    width = 0.8 / len(losses)
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
+    for axis, encoder in zip(axes, encoders, strict=True):
+        for index, loss in enumerate(losses):
+            recall = result["runs"][encoder][loss]["recall"]
+            means = [float(np.mean(recall[m])) for m in metrics]
+            stds = [float(np.std(recall[m])) for m in metrics]
+            x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
+            axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index])
+        axis.set_xticks(np.arange(len(metrics)), metrics, fontsize=8)
+        axis.set_title(encoder)
+        axis.set_ylim(0, 1)
+        axis.grid(alpha=0.3, axis="y")
+    axes[0].set_ylabel("recall on unseen scenes")
+    axes[0].legend(fontsize=8)
+    figure.suptitle(
+        f"Digit scenes: recall both ways, {len(result['seeds'])} seeds (bars: mean +- std)",
+        fontsize=10,
+    )
+    return _save(figure, path)
+
+
+ANATOMY_TITLES = {
+    "active_negatives": "negatives receiving gradient per query",
+    "share_without_gradient": "share of queries without gradient",
+    "hardest_10pct_share": "gradient mass on the hardest 10 % of negatives",
+}
+
+
+def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
+    """Gradient anatomy over training: rows quantities, columns directions, lines losses."""
+    result = _load(source)
+    encoders = list(result["runs"])
+    losses = list(next(iter(result["runs"].values())))
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
+    styles = ["-", "--"]
+    figure, axes = plt.subplots(len(ANATOMY_TITLES), 2, figsize=(11, 9), sharex=True)
+    for row, (key, title) in enumerate(ANATOMY_TITLES.items()):
+        for column, direction in enumerate(("i2t", "t2i")):
+            axis = axes[row, column]
+            for e, encoder in enumerate(encoders):
+                for index, loss in enumerate(losses):
+                    anatomy = result["runs"][encoder][loss]["anatomy"]
+                    mean, std = _mean_std(anatomy[direction][key])
+                    steps = anatomy["steps"]
+                    axis.plot(steps, mean, styles[e % 2], color=colours[index],
+                              label=f"{encoder}, {loss}")  # fmt: skip
+                    axis.fill_between(steps, mean - std, mean + std, color=colours[index],
+                                      alpha=0.15)  # fmt: skip
+            way = "image -> caption" if direction == "i2t" else "caption -> image"
+            axis.set_title(f"{title} ({way})", fontsize=9)
+            axis.grid(alpha=0.3)
+            if key == "active_negatives":
+                axis.set_yscale("log")
+    for axis in axes[-1]:
+        axis.set_xlabel("training step")
+    axes[0, 0].legend(fontsize=7)
+    figure.suptitle(
+        "Gradient anatomy over training (dL/dS of each direction's own term; band: +- std over "
+        "seeds; solid VSE++, dashed VSRN)",
+        fontsize=10,
+    )
+    return _save(figure, path)

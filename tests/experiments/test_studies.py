@@ -1,0 +1,94 @@
+"""The loss comparison and the digit-scenes study: their metrics against loops, their contracts."""
+
+import pytest
+import torch
+
+from gradlab.data.digit_scenes import load_digit_scenes
+from gradlab.experiments import digit_scenes, loss_comparison
+from gradlab.experiments._metrics import map_at_r
+from gradlab.models import DigitBackbone
+
+
+def _map_at_r_loop(scores, relevant):
+    values = []
+    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
+        r = sum(flags)
+        if r == 0:
+            continue
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j))
+        hits, total = 0, 0.0
+        for position, j in enumerate(order[:r], start=1):
+            if flags[j]:
+                hits += 1
+                total += hits / position
+        values.append(total / r)
+    return sum(values) / len(values)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_map_at_r_matches_a_loop(seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 6, (12, 15), generator=generator).double()  # many ties
+    relevant = torch.rand(12, 15, generator=generator) < 0.3
+    relevant[0] = False  # a query without relevant items is skipped
+    assert map_at_r(scores, relevant) == pytest.approx(_map_at_r_loop(scores, relevant), abs=1e-12)
+
+
+def test_contrastive_loss_matches_a_loop():
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(8, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 2, 3])
+    unit = torch.nn.functional.normalize(embeddings, dim=1).tolist()
+    pulls, pushes = [], []
+    for i in range(8):
+        for j in range(8):
+            if i == j:
+                continue
+            s = sum(a * b for a, b in zip(unit[i], unit[j], strict=True))
+            if labels[i] == labels[j]:
+                pulls.append(1 - s)
+            else:
+                pushes.append(max(0.0, s - 0.5))
+    expected = sum(pulls) / len(pulls) + sum(pushes) / len(pushes)
+    assert loss_comparison.contrastive_loss(embeddings, labels).item() == pytest.approx(expected)
+
+
+def test_scene_features_read_each_box():
+    torch.manual_seed(0)
+    backbone = DigitBackbone().eval()
+    scenes = load_digit_scenes(6, seed=1)
+    features = digit_scenes.scene_features(backbone, scenes)
+    for index in range(6):
+        count = int(scenes.counts[index])
+        for slot in range(4):
+            region = features["regions"][index, slot]
+            if slot >= count:
+                assert not region.any()
+                continue
+            top, left, bottom, right = scenes.boxes[index, slot].tolist()
+            crop = scenes.images[index : index + 1, :, top:bottom, left:right]
+            with torch.no_grad():
+                expected = backbone.region_features(crop)[0]
+            assert torch.allclose(region[:-2], expected, atol=1e-6)
+            assert region[-2:].tolist() == pytest.approx([(top + 4) / 30, (left + 4) / 30])
+
+
+def test_digit_scenes_measure_contract_and_per_direction_anatomy():
+    result = digit_scenes.measure(
+        quick=True, seeds=(0, 1), encoders=("VSRN",), losses=("NT-Xent", "VSE++ max-violation")
+    )
+    runs = result["runs"]["VSRN"]
+    batch = result["settings"]["batch_images"]
+    for run in runs.values():
+        assert set(run["recall"]) == {
+            "i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10", "rsum"
+        }  # fmt: skip
+        assert all(len(values) == 2 for values in run["recall"].values())
+        assert len(run["anatomy"]["i2t"]["active_negatives"][0]) == len(run["anatomy"]["steps"])
+    # NT-Xent's softmax gives every negative some gradient; max-violation at most one negative
+    # caption per image (its hardest) and one image per caption in its own direction.
+    nt_xent = runs["NT-Xent"]["anatomy"]
+    hardest = runs["VSE++ max-violation"]["anatomy"]
+    assert nt_xent["i2t"]["active_negatives"][0][0] > 0.5 * (5 * batch - 5)
+    assert max(max(seed) for seed in hardest["i2t"]["active_negatives"]) <= 1.0
+    assert max(max(seed) for seed in hardest["t2i"]["active_negatives"]) <= 1.0
