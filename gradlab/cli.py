@@ -62,6 +62,10 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
     audit.add_argument("--json", type=Path, help="write the records as JSON")
     audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
+    audit.add_argument(
+        "--mutants", action="store_true",
+        help="also check every mutant of every printed form; records get mutants, mutants_killed",
+    )  # fmt: skip
     plot = commands.add_parser(
         "plot", help="figures from Monitor log folders, several runs overlaid (headless)"
     )
@@ -144,9 +148,16 @@ def main(argv: list[str] | None = None) -> int:
             run_report(out, quick=arguments.quick, only=arguments.only, device=device)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
-            from gradlab.symbolic.audit import format_table, run_audit, write_outputs
+            from gradlab.symbolic.audit import (
+                check_output_file,
+                format_table,
+                run_audit,
+                write_outputs,
+            )
 
-            records = run_audit()
+            check_output_file("--json", arguments.json)
+            check_output_file("--markdown", arguments.markdown)
+            records = run_audit(mutants=arguments.mutants)
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "plot":

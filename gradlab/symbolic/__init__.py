@@ -1,16 +1,46 @@
-"""SymPy derivations and the audit of the seeds' printed equations (``gradlab audit``)."""
+"""SymPy derivations and the audit of the seeds' printed equations (``gradlab audit``).
+
+The claim API is public: build a :class:`Claim` from a printed :class:`Form` and a check
+``check(form) -> Verdict`` (use :func:`symbolic_equality`, :func:`numeric_agreement` or
+:func:`decide`), give it mutants (:func:`negated`, :func:`scaled`, :func:`substituted`,
+:func:`mutant`), and run :func:`audit_claim` or :func:`run_audit`.
+"""
 
 from gradlab.symbolic.audit import all_claims, format_markdown, format_table, run_audit
-from gradlab.symbolic.claims import VERDICTS, Claim, Verdict, numeric_agreement, symbolic_equality
+from gradlab.symbolic.claims import (
+    VERDICTS,
+    Claim,
+    Form,
+    Verdict,
+    audit_claim,
+    decide,
+    evaluate,
+    mutant,
+    negated,
+    numeric_agreement,
+    scaled,
+    substituted,
+    symbolic_equality,
+    with_parameters,
+)
 
 __all__ = [
     "VERDICTS",
     "Claim",
+    "Form",
     "Verdict",
     "all_claims",
+    "audit_claim",
+    "decide",
+    "evaluate",
     "format_markdown",
     "format_table",
+    "mutant",
+    "negated",
     "numeric_agreement",
     "run_audit",
+    "scaled",
+    "substituted",
     "symbolic_equality",
+    "with_parameters",
 ]

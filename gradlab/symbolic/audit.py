@@ -1,16 +1,29 @@
-"""Run every audited claim and format the records (table, JSON, markdown)."""
+"""Run every audited claim (optionally with its mutants) and format the records.
+
+Outputs: a terminal table (statements wrapped, never cut), JSON records, and markdown with a
+seed table of citations and every formula in plain text and LaTeX.
+"""
 
 from __future__ import annotations
 
 import json
+import textwrap
 import time
 import traceback
 from pathlib import Path
 
-from gradlab.symbolic import fappy_claims, smoothap_claims, tie_aware_claims
-from gradlab.symbolic.claims import VERDICTS, Claim
+from gradlab.errors import GradlabError
+from gradlab.symbolic import (
+    fappy_claims,
+    minibatch_claims,
+    smoothap_claims,
+    supplementary_claims,
+    tie_aware_claims,
+)
+from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
+from gradlab.symbolic.seeds import SEEDS, citation
 
-MODULES = (smoothap_claims, tie_aware_claims, fappy_claims)
+MODULES = (smoothap_claims, supplementary_claims, tie_aware_claims, minibatch_claims, fappy_claims)
 
 
 def all_claims() -> list[Claim]:
@@ -25,31 +38,27 @@ def _label_key(label: str) -> tuple:
     return (1, 0, label)
 
 
-def run_audit(claims: list[Claim] | None = None) -> list[dict]:
+def run_audit(claims: list[Claim] | None = None, *, mutants: bool = False) -> list[dict]:
     """Check every claim; a check that raises is recorded as ``inconclusive`` with its error."""
     records = []
     for claim in claims if claims is not None else all_claims():
         start = time.perf_counter()
         try:
-            verdict = claim.check()
-            outcome, detail = verdict.verdict, verdict.detail
+            record = audit_claim(claim, mutants=mutants)
         except Exception as error:  # the audit reports, it does not stop
-            outcome = "inconclusive"
-            detail = (
-                f"the check raised {type(error).__name__}: {error}\n{traceback.format_exc(limit=2)}"
-            )
-        records.append(
-            {
-                "id": claim.id,
-                "seed": claim.seed,
-                "label": claim.label,
-                "claim": {"statement": claim.statement, "formula": claim.formula},
-                "method": claim.method,
-                "verdict": outcome,
-                "detail": detail,
-                "seconds": round(time.perf_counter() - start, 4),
-            }
-        )
+            record = {
+                "id": claim.id, "seed": claim.seed, "label": claim.label,
+                "claim": {"statement": claim.statement, "formula": claim.printed.text(),
+                          "latex": claim.printed.latex(), "correction": None},
+                "method": claim.method, "verdict": "inconclusive",
+                "detail": f"the check raised {type(error).__name__}: {error}\n"
+                f"{traceback.format_exc(limit=2)}",
+            }  # fmt: skip
+            if mutants:
+                record.update(mutants=len(claim.mutants), mutants_killed=0, mutant_results=[])
+        record["citation"] = citation(claim.seed)
+        record["seconds"] = round(time.perf_counter() - start, 4)
+        records.append(record)
     return records
 
 
@@ -57,53 +66,123 @@ def summary_counts(records: list[dict]) -> dict[str, int]:
     return {verdict: sum(r["verdict"] == verdict for r in records) for verdict in VERDICTS}
 
 
-def format_table(records: list[dict], width: int = 100) -> str:
-    """A plain-text table: id, verdict, the start of the statement."""
-    lines = [f"{'claim':44} {'verdict':22} statement", "-" * width]
+def _short_id(record: dict) -> str:
+    return f"{record['seed'][:3]}:{record['label']}" if record["seed"] in SEEDS else record["id"]
+
+
+def format_table(records: list[dict], width: int = 110) -> str:
+    """A plain-text table: short id, verdict, mutants killed, and the whole statement.
+
+    Statements are wrapped, never cut; when the terminal is too narrow for a statement column
+    of 30 characters, each statement goes on the lines below its row.
+    """
+    with_mutants = any("mutants" in r for r in records)
+    id_width = max([len(_short_id(r)) for r in records] + [5])
+    head = f"{'claim':{id_width}} {'verdict':21} " + ("mutants " if with_mutants else "")
+    beside = width - len(head) >= 30
+    room = width - len(head) if beside else width - 4
+    lines = [f"{head}statement" if beside else head.rstrip(), "-" * width]
     for record in records:
-        statement = record["claim"]["statement"]
-        room = max(10, width - 68)
-        lines.append(f"{record['id']:44} {record['verdict']:22} {statement[:room]}")
+        killed = f"{record['mutants_killed']}/{record['mutants']}".ljust(8) if with_mutants else ""
+        wrapped = textwrap.wrap(record["claim"]["statement"], room) or [""]
+        row = f"{_short_id(record):{id_width}} {record['verdict']:21} {killed}"
+        if beside:
+            lines.append(row + wrapped[0])
+            lines += [" " * len(head) + part for part in wrapped[1:]]
+        else:
+            lines.append(row.rstrip())
+            lines += ["    " + part for part in wrapped]
     counts = summary_counts(records)
     lines += ["-" * width, ", ".join(f"{v}: {c}" for v, c in counts.items())]
+    if with_mutants:
+        total = sum(r["mutants"] for r in records)
+        killed = sum(r["mutants_killed"] for r in records)
+        lines.append(f"mutants killed: {killed} of {total}")
+    seeds = dict.fromkeys(r["seed"] for r in records)
+    lines += ["", "seeds:"]
+    for key in seeds:
+        wrapped = textwrap.wrap(citation(key), width - 7) or [key]
+        lines += [f"  {key[:3]}  {wrapped[0]}"] + [f"       {part}" for part in wrapped[1:]]
     return "\n".join(lines)
+
+
+def _counts_row(records: list[dict]) -> str:
+    counts = summary_counts(records)
+    cells = " | ".join(str(counts[v]) for v in VERDICTS)
+    if records and all("mutants" in r for r in records):
+        total = sum(r["mutants"] for r in records)
+        killed = f"{sum(r['mutants_killed'] for r in records)} / {total}"
+    else:
+        killed = "not run"
+    return f"{len(records)} | {cells} | {killed}"
 
 
 def format_markdown(records: list[dict]) -> str:
-    """A readable report: a summary table, then every claim with formula, method and detail."""
-    counts = summary_counts(records)
+    """A readable report grouped by paper: citation, verdict counts, then each claim folded."""
+    seeds = dict.fromkeys(r["seed"] for r in records)
+    header = ("| paper | claims | " + " | ".join(VERDICTS) + " | mutants killed |\n"
+              "| --- | --- | " + " | ".join("---" for _ in VERDICTS) + " | --- |")  # fmt: skip
     lines = [
         "# Derivation audit of the seed documents",
         "",
-        "Each printed claim is checked by computation (SymPy, exact rationals, float64/mpmath "
-        "against autograd or brute force).",
+        "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
+        "rationals, float64/mpmath against autograd or brute force); a correction counts only "
+        "when the same check holds on it, and each check must reject mutants of the printed form.",
         "",
-        "| verdict | claims |",
-        "| --- | --- |",
-        *(f"| {verdict} | {count} |" for verdict, count in counts.items()),
-        "",
-        "| claim | verdict | statement |",
-        "| --- | --- | --- |",
-    ]
+        header,
+        *(f"| {citation(key)} <small>`{key}`</small> | "
+          f"{_counts_row([r for r in records if r['seed'] == key])} |" for key in seeds),
+        f"| all papers | {_counts_row(records)} |",
+    ]  # fmt: skip
     badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*"}  # fmt: skip
-    for record in records:
-        lines.append(
-            f"| `{record['id']}` | {badge[record['verdict']]} | {record['claim']['statement']} |"
-        )
-    for seed in dict.fromkeys(r["seed"] for r in records):
-        lines += ["", f"## {seed}", ""]
-        for record in (r for r in records if r["seed"] == seed):
+    for seed in seeds:
+        mine = [r for r in records if r["seed"] == seed]
+        counts = summary_counts(mine)
+        lines += [
+            "",
+            f"## {citation(seed)}",
+            "",
+            f"<small>seed `{seed}`</small>. " + ", ".join(f"{v}: {c}" for v, c in counts.items()),
+            "",
+            "| claim | verdict | statement |",
+            "| --- | --- | --- |",
+            *(f"| `{_short_id(r)}` | {badge[r['verdict']]} | {r['claim']['statement']} |"
+              for r in mine),
+            "",
+        ]  # fmt: skip
+        for record in mine:
             lines += [
-                f"### `{record['label']}`: {record['claim']['statement']}",
+                "<details>",
+                f"<summary><code>{_short_id(record)}</code>: {record['claim']['statement']} "
+                f"({record['verdict']})</summary>",
                 "",
                 f"- printed: `{record['claim']['formula']}`",
+                f"- LaTeX: ${record['claim']['latex']}$",
+                *([f"- corrected: `{record['claim']['correction']}`"]
+                  if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",
                 f"- detail: {record['detail']}",
+                *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"]
+                  if "mutants" in record else []),
+                "",
+                "</details>",
                 "",
             ]
     return "\n".join(lines)
+
+
+def check_output_file(name: str, path: Path | None) -> None:
+    """Raise :class:`GradlabError` if ``path`` cannot be written as a file."""
+    if path is None:
+        return
+    path = Path(path)
+    if path.is_dir():
+        raise GradlabError(f"{name} must be a file path; got the folder {str(path)!r}")
+    parent = next((p for p in path.parents if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        raise GradlabError(f"{name} must be a file path; {str(parent)!r} is a file, not a folder")
 
 
 def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Path | None) -> None:

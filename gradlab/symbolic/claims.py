@@ -1,19 +1,44 @@
-"""Claims, verdicts and the checks that derive verdicts by computation.
+"""Claims as data, checks as functions of that data, verdicts derived by computation.
 
-A claim is a printed statement of a seed, taken as data: a SymPy expression or a small numeric
-procedure transcribed from the seed, next to the definitions it should follow from. A check
-compares the two and returns a :class:`Verdict`; nothing restates a result as its own proof.
+A :class:`Claim` holds the *printed form* of a statement once, as a :class:`Form`: a SymPy
+expression, or the parameters of a small numeric procedure transcribed from the seed, or a piece
+of pseudocode. Its check is a function ``check(form) -> Verdict`` that compares the form with
+what it should follow from (the definitions, autograd, brute force); the displayed formula (plain
+text and LaTeX) is rendered from the same form, so display and check cannot diverge.
+
+A correction is data too: :func:`evaluate` returns ``holds-with-correction`` only when the same
+check, run on the corrected form, returns ``holds``. Each claim carries mutants of its printed
+form (a flipped sign, a dropped factor, swapped arguments, a shifted index); a mutant is *killed*
+when its verdict differs from the printed form's. A check returns only ``holds``, ``fails`` or
+``inconclusive``, and only through :func:`decide`, :func:`symbolic_equality`,
+:func:`numeric_agreement` or :func:`undecided`, each of which computes the outcome.
+
+Example: audit a derivation of your own (the gradient of the softplus ``log(1 + e^x)``):
+
+    >>> import sympy as sp
+    >>> from gradlab.symbolic import Claim, Form, audit_claim, negated, symbolic_equality
+    >>> x = sp.Symbol("x", real=True)
+    >>> printed = Form(sp.exp(x) / (1 + sp.exp(x)), lhs="d softplus/dx")
+    >>> def check(form):
+    ...     return symbolic_equality(form.value, sp.diff(sp.log(1 + sp.exp(x)), x), [x])
+    >>> claim = Claim("mine", "eq1", "softplus' is the sigmoid", printed, check,
+    ...               method="sympy.diff", mutants=(negated(printed),))
+    >>> record = audit_claim(claim, mutants=True)
+    >>> record["verdict"], record["mutants"], record["mutants_killed"]
+    ('holds', 1, 1)
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import sympy as sp
 
 VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive")
+_HOLDS, _CORRECTED, _FAILS, _UNDECIDED = VERDICTS
 
 
 @dataclass(frozen=True)
@@ -28,29 +53,181 @@ class Verdict:
             raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
 
 
+def _default_text(value: Any) -> str:
+    if isinstance(value, sp.Basic):
+        return sp.sstr(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} = {_default_text(v)}" for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        return "; ".join(_default_text(v) for v in value)
+    return str(value)
+
+
+def _default_latex(value: Any) -> str:
+    if isinstance(value, sp.Basic):
+        return sp.latex(value)
+    if isinstance(value, dict):
+        return r",\ ".join(f"\\text{{{k}}} = {_default_latex(v)}" for k, v in value.items())
+    if isinstance(value, (tuple, list)):
+        return r";\ ".join(_default_latex(v) for v in value)
+    return r"\text{" + str(value).replace("_", r"\_") + "}"
+
+
 @dataclass(frozen=True)
-class Claim:
-    """One printed claim of a seed and the check that decides it.
+class Form:
+    """A printed (or corrected, or mutated) form of a claim: the data its check receives.
 
     Attributes:
-        seed: seed file name without ``.txt``.
+        value: a SymPy expression / relation, a dict of named SymPy pieces or numbers (the
+            parameters of a transcribed procedure), or a code string (pseudocode, a numpy
+            expression) that the check executes.
+        lhs: what the value equals, for display (``"dG/dx"``); empty for bare values.
+        name: ``"printed"``, ``"corrected"`` or a description of the mutation.
+        render: optional ``value -> str`` for values that SymPy cannot print (pseudocode).
+        context: the printed statement around the value (shown before it).
+    """
+
+    value: Any
+    lhs: str = ""
+    name: str = "printed"
+    render: Callable[[Any], str] | None = field(default=None, repr=False, compare=False)
+    context: str = ""
+
+    def text(self) -> str:
+        """The plain-text formula, generated from :attr:`value` (``context`` names the rest)."""
+        body = self.render(self.value) if self.render else _default_text(self.value)
+        body = f"{self.lhs} = {body}" if self.lhs else body
+        return f"{self.context}, with {body}" if self.context else body
+
+    def latex(self) -> str:
+        """The LaTeX formula, generated from :attr:`value` (pseudocode as verbatim text)."""
+        if self.render is not None:
+            return r"\texttt{" + self.text().replace("_", r"\_") + "}"
+        body = _default_latex(self.value)
+        body = f"\\text{{{self.lhs}}} = {body}" if self.lhs else body
+        return f"\\text{{{self.context}, with }} {body}" if self.context else body
+
+
+def mutant(form: Form, value: Any, name: str) -> Form:
+    """A hand-made mutant: ``form`` with a new value and a description of the change."""
+    return replace(form, value=value, name=name)
+
+
+def negated(form: Form) -> Form:
+    """The sign-flipped mutant ``-value``."""
+    return mutant(form, -form.value, "sign flipped")
+
+
+def scaled(form: Form, factor: Any = 2) -> Form:
+    """The mutant ``factor * value`` (a doubled or dropped factor)."""
+    return mutant(form, form.value * factor, f"multiplied by {factor}")
+
+
+def substituted(form: Form, changes: dict, name: str) -> Form:
+    """The mutant with SymPy ``subs`` applied (swapped arguments, shifted indices)."""
+    return mutant(form, form.value.subs(changes, simultaneous=True), name)
+
+
+def with_parameters(form: Form, name: str, **changes: Any) -> Form:
+    """The mutant of a procedure form (a dict value) with some parameters changed."""
+    return mutant(form, {**form.value, **changes}, name)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One printed claim of a seed, its printed form as data and the check that decides it.
+
+    Attributes:
+        seed: seed file name without ``.txt`` (or any name, for a derivation of your own).
         label: ``eq<N>``, ``lemma1``, ``prop2`` or ``claim-<short-name>``.
         statement: the claim in words.
-        formula: the claim as printed (plain text).
+        printed: the form as printed.
+        check: ``check(form) -> Verdict``; returns ``holds``, ``fails`` or ``inconclusive``.
         method: how the verdict is derived.
-        check: computes the verdict.
+        correction: the corrected form, if the printed one fails and a fix is known.
+        mutants: mutants of the printed form (see :func:`negated`, :func:`scaled`, ...).
+        note: context added to the verdict's detail (cites the seed's own equation numbers).
     """
 
     seed: str
     label: str
     statement: str
-    formula: str
-    method: str
-    check: Callable[[], Verdict] = field(repr=False, compare=False)
+    printed: Form
+    check: Callable[[Form], Verdict] = field(repr=False, compare=False)
+    method: str = ""
+    correction: Form | None = None
+    mutants: tuple[Form, ...] = ()
+    note: str = ""
 
     @property
     def id(self) -> str:
         return f"{self.seed}:{self.label}"
+
+
+def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
+    """Run ``claim.check`` on ``form`` (default the printed form), then on the correction.
+
+    ``holds-with-correction`` comes out only when the check of ``form`` fails and the same check
+    of ``claim.correction`` holds.
+    """
+    form = claim.printed if form is None else form
+    first = claim.check(form)
+    if first.verdict == _CORRECTED:
+        raise ValueError(f"{claim.id}: a check may not return {_CORRECTED!r} itself")
+    if first.verdict != _FAILS or claim.correction is None:
+        return first
+    fixed = claim.check(claim.correction)
+    if fixed.verdict != _HOLDS:
+        return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "
+                       f"hold either: {fixed.detail}")  # fmt: skip
+    return Verdict(
+        _CORRECTED, f"{first.detail} Corrected: {claim.correction.text()}; checked: {fixed.detail}"
+    )
+
+
+def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
+    """The JSON record of one claim; with ``mutants`` every mutant is checked as well."""
+    verdict = evaluate(claim)
+    record = {
+        "id": claim.id,
+        "seed": claim.seed,
+        "label": claim.label,
+        "claim": {
+            "statement": claim.statement,
+            "formula": claim.printed.text(),
+            "latex": claim.printed.latex(),
+            "correction": claim.correction.text() if claim.correction else None,
+        },
+        "method": claim.method,
+        "verdict": verdict.verdict,
+        "detail": f"{verdict.detail} {claim.note}".strip(),
+    }
+    if mutants:
+        outcomes = []
+        for form in claim.mutants:
+            got = evaluate(claim, form)
+            outcomes.append(
+                {"mutant": form.name, "formula": form.text(), "verdict": got.verdict,
+                 "killed": got.verdict != verdict.verdict}
+            )
+        record["mutants"] = len(outcomes)
+        record["mutants_killed"] = sum(o["killed"] for o in outcomes)
+        record["mutant_results"] = outcomes
+    return record
+
+
+# --- the deciding helpers: each computes its outcome ------------------------------------------
+
+
+def decide(condition: bool, detail_if_holds: str, detail_if_fails: str) -> Verdict:
+    """``holds`` if the *computed* ``condition`` is true, else ``fails``."""
+    return Verdict(_HOLDS if bool(condition) else _FAILS,
+                   detail_if_holds if condition else detail_if_fails)  # fmt: skip
+
+
+def undecided(reason: str) -> Verdict:
+    """``inconclusive``: the data needed to decide is missing (the reason says which)."""
+    return Verdict(_UNDECIDED, reason)
 
 
 def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=None):
@@ -86,21 +263,20 @@ def _concretize(expression: sp.Expr) -> sp.Expr:
 
 
 def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points: int):
-    """``(True, None)`` if ``expression`` is identically zero, else ``(False, counterexample)``.
+    """``(True, None, how)`` if ``expression`` is identically zero, else a counterexample.
 
-    First ``sympy.simplify``; if that does not reduce to 0, exact rational (or 50-digit)
-    evaluation at random points decides, and a non-zero value is a counterexample.
+    Exact rational (or 50-digit) evaluation at random points first: a non-zero value is a
+    counterexample. If every point vanishes, ``sympy.simplify`` is asked for a proof.
     """
-    simplified = sp.simplify(expression)
-    if simplified == 0:
-        return True, None, "sympy.simplify reduces the difference to 0"
-    concrete = _concretize(simplified)
-    for point in _random_points(symbols, points, seed=len(str(expression)), sampler=sampler):
+    concrete = _concretize(expression)
+    for point in _random_points(symbols, points, seed=len(symbols) * 7 + points, sampler=sampler):
         value = _difference_at(concrete, point)
         if value != 0 and abs(complex(value)) > 1e-40:
             shown = {str(k): str(v) for k, v in point.items()}
             return False, (shown, str(sp.N(value, 8))), "counterexample by exact evaluation"
-    return True, None, f"the difference vanishes at {points} random points (50 digits)"
+    if sp.simplify(expression) == 0:
+        return True, None, "sympy.simplify reduces printed minus true to 0"
+    return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
 
 
 def symbolic_equality(
@@ -108,26 +284,13 @@ def symbolic_equality(
     truth: sp.Expr,
     symbols: Sequence[sp.Symbol],
     *,
-    corrected: sp.Expr | None = None,
     sampler: Callable[[random.Random], dict] | None = None,
     points: int = 12,
-    note: str = "",
 ) -> Verdict:
-    """Decide whether ``printed`` equals ``truth`` identically; try ``corrected`` if not."""
-    same, counterexample, how = _is_zero(printed - truth, symbols, sampler, points)
-    suffix = f" {note}" if note else ""
-    if same:
-        return Verdict("holds", f"{how}.{suffix}")
-    point, value = counterexample
-    detail = f"printed minus true is {value} at {point}."
-    if corrected is not None:
-        fixed, _, fixed_how = _is_zero(corrected - truth, symbols, sampler, points)
-        if fixed:
-            return Verdict(
-                "holds-with-correction",
-                f"{detail} Corrected form {sp.sstr(corrected)} holds ({fixed_how}).{suffix}",
-            )
-    return Verdict("fails", detail + suffix)
+    """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness."""
+    same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
+    witness = "" if same else f"printed minus true is {counterexample[1]} at {counterexample[0]}."
+    return decide(same, f"{how}.", witness)
 
 
 def numeric_agreement(
@@ -136,39 +299,22 @@ def numeric_agreement(
     cases: Iterable[object],
     *,
     tolerance: float,
-    corrected: Callable[[object], float] | None = None,
-    correction_text: str = "",
-    note: str = "",
 ) -> Verdict:
-    """Compare ``printed(case)`` with ``truth(case)`` over cases; try ``corrected`` on failure."""
+    """``holds`` if ``|printed(case) - truth(case)| <= tolerance`` for every case."""
     cases = list(cases)
     worst, worst_case = 0.0, 0
     for index, case in enumerate(cases):
         error = abs(float(printed(case)) - float(truth(case)))
-        if error > worst:
+        if not error <= worst:  # NaN counts as the worst
             worst, worst_case = error, index
-    suffix = f" {note}" if note else ""
-    if worst <= tolerance:
-        return Verdict(
-            "holds", f"max |printed - true| = {worst:.2e} over {len(cases)} cases.{suffix}"
-        )
-    detail = f"max |printed - true| = {worst:.3g} (case {worst_case} of {len(cases)})."
-    if corrected is not None:
-        fixed = max(abs(float(corrected(c)) - float(truth(c))) for c in cases)
-        if fixed <= tolerance:
-            return Verdict(
-                "holds-with-correction",
-                f"{detail} {correction_text} agrees to {fixed:.2e}.{suffix}",
-            )
-    return Verdict("fails", detail + suffix)
+    return decide(
+        worst <= tolerance,
+        f"max |printed - true| = {worst:.2e} over {len(cases)} cases.",
+        f"max |printed - true| = {worst:.3g} (case {worst_case} of {len(cases)}).",
+    )
 
 
-def predicate(
-    holds: bool, detail_if_holds: str, detail_if_fails: str, *, correction: str = ""
-) -> Verdict:
-    """A verdict from a computed truth value (for inequalities, supports, limits)."""
-    if holds:
-        return Verdict("holds", detail_if_holds)
-    if correction:
-        return Verdict("holds-with-correction", f"{detail_if_fails} {correction}")
-    return Verdict("fails", detail_if_fails)
+def all_hold(verdicts: Sequence[Verdict], prefix: str = "") -> Verdict:
+    """Combine several verdicts: the first that does not hold, else the first."""
+    worst = next((v for v in verdicts if v.verdict != _HOLDS), verdicts[0])
+    return Verdict(worst.verdict, prefix + worst.detail)

@@ -1,253 +1,573 @@
-"""Audit of seed 004 (FAPPY): Eq. 1-7, Lemma 1 and its appendix, Algorithm 1, cosine / L2."""
+"""Audit of seed 004 (FAPPY): Eq. 1-7, Lemma 1 and its appendix, Fig. 2 and 4, Algorithm 1,
+Tables 1-2.
+
+The printed Eq. 3 kernel is one SymPy ``Piecewise``; every transcription below (Eq. 1-7 with
+loops) lambdifies it. Gradients are central finite differences of that transcription (the
+estimate is piecewise linear, so away from bin edges they are exact to rounding), not gradlab's
+implementation.
+"""
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 
 import numpy as np
 import sympy as sp
-import torch
 
-from gradlab.symbolic.claims import Claim, Verdict, predicate, symbolic_equality
+from gradlab.symbolic.claims import (
+    Claim,
+    Form,
+    Verdict,
+    all_hold,
+    decide,
+    mutant,
+    numeric_agreement,
+    symbolic_equality,
+    with_parameters,
+)
 
 SEED = "004_e426679a66883031"
 
-
-def _weight(similarity: float, u: int, delta: float) -> float:
-    """Eq. 3, transcribed: triangular weight of bin u for boundaries b_m = -1 + m delta."""
-    low, centre, high = -1 + (u - 1) * delta, -1 + u * delta, -1 + (u + 1) * delta
-    if low <= similarity <= centre:
-        return (similarity - low) / delta
-    if centre <= similarity <= high:
-        return (high - similarity) / delta
-    return 0.0
+s, lo, mid, hi, width = sp.symbols("s b_(t-1) b_t b_(t+1) Delta", real=True)
+EQ3 = sp.Piecewise(((s - lo) / width, (s >= lo) & (s <= mid)), ((hi - s) / width, (s >= mid) & (s <= hi)),
+                   (0, True))  # fmt: skip
+_weight_of = sp.lambdify((s, lo, mid, hi, width), EQ3, "math")
+Nn, h_left, h_right, S_t, S_t1 = sp.symbols("|N| h_left h_right S_t S_(t+1)", positive=True)
+EQ7_SIDE = h_left * S_t + h_right * S_t1  # per negative set: h_left sum_(u>=t) + h_right sum_(u>=t+1)
 
 
-def _probability(s_ij: float, negatives_i, negatives_j, delta: float) -> float:
-    """Eq. 1-7 transcribed with loops."""
+def _weight(similarity, u, delta, kernel=_weight_of):
+    return kernel(similarity, -1 + (u - 1) * delta, -1 + u * delta, -1 + (u + 1) * delta, delta)
+
+
+def _bin(s_ij, delta):
     bins = round(2 / delta) + 1
-    t = min(math.floor((s_ij + 1) / delta), bins - 2)
-    h_left, h_right = _weight(s_ij, t, delta), _weight(s_ij, t + 1, delta)
+    return min(math.floor((s_ij + 1) / delta), bins - 2), bins
+
+
+def _histogram(negatives, delta, normalizer=None, kernel=_weight_of):
+    bins = round(2 / delta) + 1
+    scale = (1 / len(negatives)) if normalizer is None else normalizer(len(negatives))
+    return [scale * sum(_weight(x, u, delta, kernel) for x in negatives) for u in range(bins)]
+
+
+def _probability(s_ij, negatives_i, negatives_j, delta, side=EQ7_SIDE, normalizer=None,
+                 heights=(0, 1)):  # fmt: skip
+    """Eq. 1-7 transcribed: ``heights`` are the bins (t + offset) of h_left, h_right."""
+    combine = sp.lambdify((h_left, h_right, S_t, S_t1), side, "math")
+    t, _ = _bin(s_ij, delta)
+    left, right = _weight(s_ij, t + heights[0], delta), _weight(s_ij, t + heights[1], delta)
     total = 0.0
     for negatives in (negatives_i, negatives_j):
-        h = [sum(_weight(s, u, delta) for s in negatives) / len(negatives) for u in range(bins)]
-        total += h_left * sum(h[t:]) + h_right * sum(h[t + 1 :])
+        h = _histogram(negatives, delta, normalizer)
+        total += combine(left, right, sum(h[t:]), sum(h[t + 1 :]))
     return total
 
 
-def check_partition_of_unity() -> Verdict:
+def _gradient_negative(s_ij, s_ik, delta, count, step=1e-7):
+    """dP_ij/ds_ik for one negative of i (the others far below), central differences."""
+    others = [-0.999] * (count - 1)
+    plus = _probability(s_ij, [s_ik + step, *others], [-0.999] * count, delta)
+    minus = _probability(s_ij, [s_ik - step, *others], [-0.999] * count, delta)
+    return (plus - minus) / (2 * step)
+
+
+# --- checks ----------------------------------------------------------------------------------
+
+
+def check_kernel(form: Form) -> Verdict:
+    """Eq. 3: the weights of every s in [-1, 1] over all bins sum to 1 and reproduce s."""
+    kernel = sp.lambdify((s, lo, mid, hi, width), form.value, "math")
     worst = 0.0
     for delta in (2.0, 0.5, 0.125):
-        for s in np.linspace(-1, 1, 101):
-            worst = max(
-                worst, abs(sum(_weight(s, u, delta) for u in range(round(2 / delta) + 1)) - 1)
-            )
-    return predicate(worst < 1e-12, f"The Eq. 3 weights of every s in [-1, 1] sum to 1 (max error {worst:.1e}): "
-                     "h_left + h_right = 1 and each histogram of Eq. 4-5 sums to 1.", f"weights sum off by {worst}.")  # fmt: skip
+        bins = round(2 / delta) + 1
+        for x in np.linspace(-1, 1, 101):
+            weights = [_weight(x, u, delta, kernel) for u in range(bins)]
+            worst = max(worst, abs(sum(weights) - 1),
+                        abs(sum(w * (-1 + u * delta) for u, w in enumerate(weights)) - x))  # fmt: skip
+    return decide(worst < 1e-12, f"the weights of every s sum to 1 and their mean boundary is s "
+                  f"(max error {worst:.1e}, Delta = 2, 1/2, 1/8).",
+                  f"the weights miss partition of unity or the mean by {worst:.3g}.")  # fmt: skip
 
 
-def check_probability_estimate() -> Verdict:
-    rng = np.random.default_rng(0)
+def check_heights(form: Form) -> Verdict:
+    """Eq. 1-2: the pair's heights on b_t, b_(t+1) sum to 1 and put its mean at s_ij."""
+    offsets = (int(form.value["h_left bin"] - sp.Symbol("t")), int(form.value["h_right bin"] - sp.Symbol("t")))
     worst = 0.0
-    for _ in range(20):
-        s_ij = rng.uniform(-0.9, 0.9)
-        neg_i, neg_j = rng.uniform(-1, 1, 30), rng.uniform(-1, 1, 30)
-        estimate = _probability(s_ij, neg_i, neg_j, 2.0 / 2**10)
-        empirical = np.mean(neg_i >= s_ij) + np.mean(neg_j >= s_ij)
-        worst = max(worst, abs(estimate - empirical))
-    return predicate(worst < 0.04,
-                     f"As Delta -> 0 (Delta = 2^-9) Eq. 7 approaches the empirical P(s_ik >= s_ij) + "
-                     f"P(s_jl >= s_ij) of Eq. 6 (max gap {worst:.3f}, 30 negatives, 20 pairs): an estimate "
-                     "of the two false positive rates, whose sum may exceed 1.", f"gap {worst}.")  # fmt: skip
+    for delta in (0.5, 0.25):
+        for x in np.linspace(-0.99, 0.99, 37):
+            t, _ = _bin(x, delta)
+            left, right = _weight(x, t + offsets[0], delta), _weight(x, t + offsets[1], delta)
+            worst = max(worst, abs(left + right - 1), abs(left * (-1 + t * delta) + right * (-1 + (t + 1) * delta) - x))
+    return decide(worst < 1e-12, f"h_left + h_right = 1 and h_left b_t + h_right b_(t+1) = s_ij (max error {worst:.1e}).",
+                  f"the heights miss s_ij's mass or mean by {worst:.3g}.")  # fmt: skip
 
 
-def _measured_gradient(s_ij: float, s_ik: float, delta: float, negatives: int = 4) -> float:
-    """dP_ij/ds_ik by autograd through gradlab's Eq. 7 (checked above against the loops)."""
-    from gradlab.functional.fappy import false_positive_probability
-
-    size = negatives + 2
-    similarities = torch.full((size, size), -0.95, dtype=torch.float64)
-    similarities.fill_diagonal_(1.0)
-    similarities[0, 1] = similarities[1, 0] = s_ij
-    similarities[0, 2] = similarities[2, 0] = s_ik
-    labels = torch.tensor([0, 0] + [1] * negatives)
-    leaf = similarities.clone().requires_grad_(True)
-    value, _ = false_positive_probability(
-        leaf, labels, delta, pairs=(torch.tensor([0]), torch.tensor([1]))
-    )
-    (grad,) = torch.autograd.grad(value.sum(), leaf)
-    return grad[0, 2].item()
-
-
-def _loops_match_functional() -> float:
-    from gradlab.functional.fappy import false_positive_probability
-
-    rng = np.random.default_rng(1)
+def check_negative_histogram(form: Form) -> Verdict:
+    """Eq. 4-5: each negative histogram is a distribution whose mean is the negatives' mean."""
+    normalizer = sp.lambdify(Nn, form.value, "math")
+    rng = np.random.default_rng(4)
     worst = 0.0
     for _ in range(10):
-        sims = rng.uniform(-1, 1, (6, 6))
-        sims = (sims + sims.T) / 2
-        np.fill_diagonal(sims, 1.0)
-        labels = [0, 0, 1, 1, 2, 2]
-        value, _ = false_positive_probability(torch.tensor(sims), torch.tensor(labels), 0.25,
-                                              pairs=(torch.tensor([0]), torch.tensor([1])))  # fmt: skip
-        negatives = [k for k in range(6) if labels[k] != 0]
-        expected = _probability(sims[0, 1], sims[0, negatives], sims[1, negatives], 0.25)
-        worst = max(worst, abs(value.item() - expected))
-    return worst
+        negatives = rng.uniform(-1, 1, int(rng.integers(1, 9))).tolist()
+        h = _histogram(negatives, 0.25, normalizer)
+        worst = max(worst, abs(sum(h) - 1), abs(sum(w * (-1 + u * 0.25) for u, w in enumerate(h)) - np.mean(negatives)))
+    return decide(worst < 1e-12, f"sum_u h^u = 1 and sum_u h^u b_u = mean s over N_ij (max error {worst:.1e}).",
+                  f"the histogram misses mass or mean by {worst:.3g}.")  # fmt: skip
 
 
-def check_lemma1_support() -> Verdict:
-    agreement = _loops_match_functional()
-    delta, s_ij = 0.25, 0.1  # pair's bin [0, 0.25); the bin below is [-0.25, 0)
-    inside = [_measured_gradient(s_ij, s, delta) for s in (0.05, 0.2)]
-    below = [_measured_gradient(s_ij, s, delta) for s in (-0.2, -0.05)]
-    outside = [_measured_gradient(s_ij, s, delta) for s in (-0.6, 0.5)]
-    return predicate(
-        False, "",
-        f"Autograd through Eq. 7 (which matches the Eq. 1-7 loops to {agreement:.1e}) gives "
-        f"dP/ds_ik = {inside} in the pair's bin, {below} in the bin below and {outside} beyond.",
-        correction="Corrected: dP_ij/ds_ik != 0 <=> s_ik in [b_(t-1), b_(t+1)) (two bins, when "
-        "h_left, h_right > 0).",
-    )  # fmt: skip
+def check_probability_definition(form: Form) -> Verdict:
+    """Eq. 6 defines a probability: is it in [0, 1] for every configuration?"""
+    value = sp.lambdify(sp.symbols("P_i P_j"), form.value, "math")
+    rng = np.random.default_rng(6)
+    largest = 0.0
+    for _ in range(200):
+        s_ij = rng.uniform(-1, 1)
+        neg_i, neg_j = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+        largest = max(largest, value(np.mean(neg_i >= s_ij), np.mean(neg_j >= s_ij)))
+    return decide(largest <= 1.0, f"in [0, 1] on 200 random configurations (max {largest:.3f}).",
+                  f"reaches {largest:.3f} > 1 on 200 random configurations: a sum of two "
+                  "probabilities, not a probability.")  # fmt: skip
 
 
-def check_lemma1_value() -> Verdict:
-    from gradlab.functional.fappy import fappy_gradient_closed_form, fappy_lemma1_as_printed
-
-    cases = [(0.1, 0.05), (0.1, 0.2), (0.1, -0.1), (0.62, 0.55), (-0.4, -0.6)]
-    measured = [_measured_gradient(p, s, 0.25) for p, s in cases]
-    printed = [fappy_lemma1_as_printed(p, s, 0.25) for p, s in cases]
-    closed = [fappy_gradient_closed_form(p, s, 0.25, 4) for p, s in cases]
-    printed_error = max(abs(m - p) for m, p in zip(measured, printed, strict=True))
-    closed_error = max(abs(m - c) for m, c in zip(measured, closed, strict=True))
-    return predicate(
-        printed_error < 1e-12, "",
-        f"The appendix's -h_right differs from autograd by up to {printed_error:.3g}.",
-        correction=f"Corrected: dP_ij/ds_ik = h_right/(|N| Delta) on [b_t, b_(t+1)) and "
-        f"h_left/(|N| Delta) on [b_(t-1), b_t); it matches autograd to {closed_error:.1e}.",
-    )  # fmt: skip
+def _discrete_truth(s_ij, negatives, delta):
+    """P(neg >= pair) for the kernel-discretised pair and negatives, by a double loop."""
+    t, bins = _bin(s_ij, delta)
+    pair = {t: _weight(s_ij, t, delta), t + 1: _weight(s_ij, t + 1, delta)}
+    h = _histogram(negatives, delta)
+    return sum(p * h[u] for a, p in pair.items() for u in range(bins) if u >= a)
 
 
-def check_pair_gradient() -> Verdict:
-    from gradlab.functional.fappy import false_positive_probability
+def check_eq7(form: Form) -> Verdict:
+    """Eq. 7: the discrete P(neg >= pair) at Delta = 1/4, and Eq. 6 as Delta -> 0."""
+    rng = np.random.default_rng(0)
+    cases = [(rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 5).tolist(), rng.uniform(-1, 1, 5).tolist())
+             for _ in range(15)]  # fmt: skip
+    exact = numeric_agreement(
+        lambda c: _probability(c[0], c[1], c[2], 0.25, form.value),
+        lambda c: _discrete_truth(c[0], c[1], 0.25) + _discrete_truth(c[0], c[2], 0.25),
+        cases, tolerance=1e-12)  # fmt: skip
+    fine = [(rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 30), rng.uniform(-1, 1, 30)) for _ in range(5)]
+    limit = numeric_agreement(
+        lambda c: _probability(c[0], c[1].tolist(), c[2].tolist(), 2.0 / 2**9, form.value),
+        lambda c: np.mean(c[1] >= c[0]) + np.mean(c[2] >= c[0]), fine, tolerance=0.04)  # fmt: skip
+    return all_hold([exact, limit], "discrete P(s_neg >= s_pair) at Delta = 1/4, then Delta = 2^-8 "
+                    "against the empirical Eq. 6: ")  # fmt: skip
 
+
+def _support(form: Form, delta=0.25, count=3):
+    """Where dP/ds_ik != 0, in bins relative to the pair's: sampled mid-bin offsets -3..3."""
+    s_ij = -1 + 4 * delta + 0.3 * delta  # inside bin t = 4, h_left and h_right both > 0
+    lower, upper = form.value["from bin"], form.value["to bin"]
+    mismatches = []
+    for offset in range(-3, 4):
+        for fraction in (0.2, 0.7):
+            s_ik = -1 + (4 + offset + fraction) * delta
+            if not -1 < s_ik < 1:
+                continue
+            nonzero = abs(_gradient_negative(s_ij, s_ik, delta, count)) > 1e-6
+            claimed = lower <= offset < upper
+            if nonzero != claimed:
+                mismatches.append((offset, fraction, nonzero))
+    return mismatches
+
+
+def check_support(form: Form) -> Verdict:
+    mismatches = _support(form)
+    return decide(not mismatches,
+                  "dP/ds_ik != 0 exactly on the printed bins (finite differences, Delta = 1/4, |N| = 3).",
+                  "finite differences disagree with the printed support at (bin offset from b_t, "
+                  f"position in bin, gradient non-zero) = {mismatches}.")  # fmt: skip
+
+
+def check_gradient_value(form: Form) -> Verdict:
+    """The appendix's dP/ds_ik against finite differences, |N| Delta != 1."""
+    value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
+    cases = []
+    for delta, count in ((0.5, 3), (0.25, 5)):
+        for s_ij in (0.1, 0.62, -0.4):
+            t, _ = _bin(s_ij, delta)
+            for offset in (-0.7, -0.2, 0.3, 0.8, 1.4):
+                s_ik = -1 + (t + offset) * delta
+                if -1 < s_ik < 1:
+                    cases.append((s_ij, s_ik, delta, count, t))
+
+    def printed(c):
+        s_ij, s_ik, delta, count, t = c
+        b_t = -1 + t * delta
+        right = (s_ij - b_t) / delta
+        return value(s_ik, b_t, 1 - right, right, delta, count)
+
+    return numeric_agreement(printed, lambda c: _gradient_negative(*c[:4]), cases, tolerance=1e-6)
+
+
+def check_pair_gradient(form: Form) -> Verdict:
+    value = sp.lambdify(sp.symbols("h_i^t h_j^t Delta"), form.value, "math")
     rng = np.random.default_rng(2)
-    sims = rng.uniform(-1, 1, (6, 6))
-    sims = (sims + sims.T) / 2
-    np.fill_diagonal(sims, 1.0)
-    sims[0, 1] = sims[1, 0] = 0.1
-    labels = torch.tensor([0, 0, 1, 1, 2, 2])
-    leaf = torch.tensor(sims).requires_grad_(True)
-    value, _ = false_positive_probability(
-        leaf, labels, 0.25, pairs=(torch.tensor([0]), torch.tensor([1]))
-    )
-    (grad,) = torch.autograd.grad(value.sum(), leaf)
-    measured = grad[0, 1].item()
-    negatives = [2, 3, 4, 5]
-    t = 4  # s_ij = 0.1 lies in bin 4 = [0, 0.25)
-    h_i = sum(_weight(s, t, 0.25) for s in sims[0, negatives]) / 4
-    h_j = sum(_weight(s, t, 0.25) for s in sims[1, negatives]) / 4
-    printed, corrected = h_i + h_j, -(h_i + h_j) / 0.25
-    return predicate(
-        abs(measured - printed) < 1e-12, "",
-        f"Autograd gives dP/ds_ij = {measured:.6f}; the appendix's h_i^t + h_j^t = {printed:.6f}.",
-        correction=f"Corrected: -(h_i^t + h_j^t)/Delta = {corrected:.6f} (agrees: "
-        f"{abs(measured - corrected) < 1e-12}).",
-    )  # fmt: skip
+    cases = []
+    for delta in (0.25, 0.5):
+        for _ in range(4):
+            cases.append((rng.uniform(-0.8, 0.8), rng.uniform(-1, 1, 4).tolist(),
+                          rng.uniform(-1, 1, 4).tolist(), delta))  # fmt: skip
+
+    def measured(c):
+        s_ij, neg_i, neg_j, delta = c
+        step = 1e-7
+        return (_probability(s_ij + step, neg_i, neg_j, delta)
+                - _probability(s_ij - step, neg_i, neg_j, delta)) / (2 * step)  # fmt: skip
+
+    def printed(c):
+        s_ij, neg_i, neg_j, delta = c
+        t, _ = _bin(s_ij, delta)
+        return value(_histogram(neg_i, delta)[t], _histogram(neg_j, delta)[t], delta)
+
+    return numeric_agreement(printed, measured, cases, tolerance=1e-6)
 
 
-def check_strict_condition() -> Verdict:
-    value = _measured_gradient(0.1, -0.1, 0.25)
-    return predicate(False, "", f"With s_ij in (b_t, b_(t+1)] and s_ik in the bin below, dP/ds_ik = {value:.4f} != 0.",
-                     correction="Corrected: s_ik in [b_(t-1), b_(t+1)) and s_ij strictly inside its bin.")  # fmt: skip
-
-
-def check_l2_equivalence() -> Verdict:
+def check_l2(form: Form) -> Verdict:
     x = sp.symbols("x1:4", real=True)
     y = sp.symbols("y1:4", real=True)
     nx, ny = sp.sqrt(sum(v**2 for v in x)), sp.sqrt(sum(v**2 for v in y))
-    distance_squared = sum((a / nx - b / ny) ** 2 for a, b in zip(x, y, strict=True))
+    squared = sum((a / nx - b / ny) ** 2 for a, b in zip(x, y, strict=True))
     cosine = sum(a * b for a, b in zip(x, y, strict=True)) / (nx * ny)
-    return symbolic_equality(
-        distance_squared, 2 - 2 * cosine, [*x, *y], note="|f_x/|f_x| - f_y/|f_y||^2 = 2 - 2 cos."
-    )
+    return symbolic_equality(form.value.subs(s, cosine) ** 2, squared, [*x, *y])
 
 
-def check_delta_l2_monotone() -> Verdict:
-    lower, width = sp.symbols("b_t Delta", positive=True)
-    delta_l2 = sp.sqrt(2 - 2 * lower) - sp.sqrt(2 - 2 * (lower + width))
-    derivative = sp.diff(delta_l2, width)
-    positive = all(
-        derivative.subs({lower: sp.Rational(k, 10) - 1, width: sp.Rational(1, 10)}) > 0
-        for k in range(1, 18)
-    )
-    return predicate(positive, f"dDelta^L2/dDelta = {derivative} > 0 on the grid: wider cosine bins are wider L2 shells "
-                     "(the map s -> sqrt(2 - 2s) is decreasing, so the bin order reverses).", "not monotone.")  # fmt: skip
+def check_delta_l2(form: Form) -> Verdict:
+    derivative = sp.diff(form.value.subs(hi, mid + width), width)
+    values = [derivative.subs({mid: sp.Rational(k, 10) - 1, width: sp.Rational(1, 10)}) for k in range(0, 19)]
+    return decide(all(v > 0 for v in values), "dDelta^L2/dDelta > 0 at every b_t on a grid of [-1, 0.8].",
+                  f"dDelta^L2/dDelta is not positive on the grid (min {min(float(v) for v in values):.3g}).")  # fmt: skip
 
 
-def check_fusion_weights() -> Verdict:
-    weights, loss = [], 0.0
-    deltas = [2.0, 1.0, 0.5, 0.25]
-    for index in range(len(deltas)):
-        contribution = [0.0] * len(deltas)
-        contribution[index] = 1.0
-        loss = 0.0
-        for value in contribution:
-            loss = (loss + value) / 2.0
-        weights.append(loss)
-    halving = all(abs(weights[k + 1] / weights[k] - 2.0) < 1e-12 for k in range(len(weights) - 1))
-    return predicate(halving, f"Algorithm 1 gives the scales Delta = {deltas} the weights {weights}: each doubling "
-                     "of Delta halves the weight.", f"weights {weights}.")  # fmt: skip
+def check_caption(form: Form) -> Verdict:
+    """Fig. 4: s_ij in [b_t, b_(t+1)] must map into [d_(t+1), d_t] with d_t - d_(t+1) = Delta^L2 > 0."""
+    d_t = sp.lambdify((mid, hi), form.value["d_t"], "math")
+    d_t1 = sp.lambdify((mid, hi), form.value["d_(t+1)"], "math")
+    problems = []
+    for b_t in (-0.75, -0.25, 0.25):
+        b_t1 = b_t + 0.25
+        upper, lower = d_t(b_t, b_t1), d_t1(b_t, b_t1)
+        delta_l2 = math.sqrt(2 - 2 * b_t) - math.sqrt(2 - 2 * b_t1)  # the appendix's Delta^L2
+        for x in np.linspace(b_t, b_t1, 5):
+            d = math.sqrt(2 - 2 * x)
+            if not lower - 1e-12 <= d <= upper + 1e-12:
+                problems.append(f"s = {x:.3f} -> d = {d:.3f} not in [{lower:.3f}, {upper:.3f}]")
+        if abs((upper - lower) - delta_l2) > 1e-12:
+            problems.append(f"d_t - d_(t+1) = {upper - lower:.3f}, Delta^L2 = {delta_l2:.3f}")
+    return decide(not problems, "every s_ij in [b_t, b_(t+1)] maps into [d_(t+1), d_t], and "
+                  "d_t - d_(t+1) is the appendix's Delta^L2.",
+                  "; ".join(problems[:3]) + ".")  # fmt: skip
 
 
-def check_no_negatives() -> Verdict:
-    try:
-        _probability(0.3, [], [], 0.25)  # a batch of one class: no negatives
-        outcome = "a value"
-    except ZeroDivisionError as error:
-        outcome = f"ZeroDivisionError ({error})"
-    return predicate(False, "", f"Eq. 4-5 transcribed, evaluated for a batch of one class (|N_ij| = 0), raise "
-                     f"{outcome}; Algorithm 1 likewise divides by count_positive_pairs, 0 for a batch of singletons.",
-                     correction="gradlab returns P = 0 for a pair without negatives and a loss of 0 for a batch "
-                     "without positive pairs.")  # fmt: skip
+L_run, L_scale, pairs_all, pairs_active = sp.symbols("L L_Delta count_positive_pairs count_active")
 
 
-def check_edges() -> Verdict:
-    """Eq. 7 at its edges: a pair in the first bin, one negative, empty bins everywhere else."""
-    import itertools
+def _run_recurrence(recurrence, scale_sums, active_counts, positive_pairs):
+    step = sp.lambdify((L_run, L_scale, pairs_all, pairs_active), recurrence, "math")
+    loss = 0.0
+    for total, active in zip(scale_sums, active_counts, strict=True):
+        loss = step(loss, total, positive_pairs, active)
+    return loss
 
+
+def check_fusion_weights(form: Form) -> Verdict:
+    weights = []
+    for index in range(4):
+        sums = [1.0 if k == index else 0.0 for k in range(4)]
+        weights.append(_run_recurrence(form.value, sums, [1] * 4, 1))
+    ratios = [weights[k + 1] / weights[k] for k in range(3)]
+    return decide(all(abs(r - 2.0) < 1e-12 for r in ratios),
+                  f"Delta = 2, 1, 1/2, 1/4 get the weights {weights}: each doubling of Delta halves it.",
+                  f"Delta = 2, 1, 1/2, 1/4 get the weights {weights} (ratios {ratios}).")  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1)
+def _batch_scales():
+    """Per-scale sums of P over active pairs, active counts and P per pair, for one batch."""
+    rng = np.random.default_rng(8)
+    labels = [0, 0, 0, 1, 1, 2, 2, 3]
+    vectors = rng.normal(size=(8, 3))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    sims = vectors @ vectors.T
+    pairs = [(i, j) for i in range(8) for j in range(i + 1, 8) if labels[i] == labels[j]]
+    deltas = [2.0, 1.0, 0.5, 0.25, 0.125]
+    per_pair, sums, active = {}, [], []
+    for delta in deltas:
+        total, count = 0.0, 0
+        for i, j in pairs:
+            negatives = [k for k in range(8) if labels[k] != labels[i]]
+            p = _probability(sims[i, j], sims[i, negatives].tolist(), sims[j, negatives].tolist(), delta)
+            on = 1.0 - sims[i, j] >= delta
+            per_pair[(i, j, delta)] = p * on
+            total += p * on
+            count += on
+        sums.append(total)
+        active.append(count)
+    return pairs, deltas, per_pair, sums, active
+
+
+def check_normalization(form: Form) -> Verdict:
+    """"The average loss on each positive pair": mean over pairs of sum_Delta alpha_Delta P."""
+    pairs, deltas, per_pair, sums, active = _batch_scales()
+    got = _run_recurrence(form.value, sums, active, len(pairs))
+    alpha = {delta: 0.5 * deltas[-1] / delta for delta in deltas}  # smallest 1/2, halving
+    truth = sum(alpha[d] * per_pair[(i, j, d)] for i, j in pairs for d in deltas) / len(pairs)
+    return decide(abs(got - truth) < 1e-12,
+                  f"the recurrence gives {got:.6f} = the mean fused loss over the {len(pairs)} positive "
+                  f"pairs ({truth:.6f}; active pairs per scale {active}).",
+                  f"the recurrence gives {got:.6f}, the mean fused loss over the {len(pairs)} positive "
+                  f"pairs is {truth:.6f} (active pairs per scale {active}).")  # fmt: skip
+
+
+def check_guard(form: Form) -> Verdict:
+    """Does every scale Algorithm 1 visits admit pairs (a set of s_ij of positive length)?"""
+    lengths = {}
+    for delta in (2, 1, sp.Rational(1, 2), sp.Rational(1, 4)):
+        admitted = sp.solveset(form.value.subs(width, delta), s, sp.Interval(-1, 1))
+        lengths[str(delta)] = admitted.measure
+    empty = [d for d, length in lengths.items() if length == 0]
+    return decide(not empty, f"admitted lengths of s_ij per Delta_cur: {lengths}.",
+                  f"admitted lengths of s_ij per Delta_cur: {lengths}: at Delta_cur = {', '.join(empty)} "
+                  "only a null set of pairs passes line 5, so that scale adds nothing.")  # fmt: skip
+
+
+def _edge_values(normalizer):
     values = []
-    for s_ij, negative, delta in itertools.product(
-        (-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)
-    ):
-        value = _probability(s_ij, [negative], [negative], delta)
-        values.append(value)
-    finite = all(math.isfinite(v) for v in values)
-    bounded = all(0.0 <= v <= 2.0 for v in values)
-    return predicate(finite and bounded,
-                     f"Eq. 1-7 stay finite and in [0, 2] for a pair at s_ij in {{-1, -0.99, 0.999, 1}} "
-                     f"(first and last bins), a single negative, and all other bins empty "
-                     f"({len(values)} cases): the histogram estimate needs no guard there.",
-                     f"non-finite or out-of-range values: {values}.")  # fmt: skip
+    for s_ij, negative, delta in itertools.product((-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)):
+        try:
+            values.append(_probability(s_ij, [negative], [negative], delta, normalizer=normalizer))
+        except ZeroDivisionError:
+            values.append(math.nan)
+    return values
+
+
+def check_edges(form: Form) -> Verdict:
+    normalizer = sp.lambdify(Nn, form.value, "math")
+    values = _edge_values(normalizer)
+    good = all(math.isfinite(v) and 0.0 <= v <= 2.0 for v in values)
+    return decide(good, f"Eq. 1-7 stay finite and in [0, 2] at s_ij in {{-1, -0.99, 0.999, 1}}, one negative, "
+                  f"all other bins empty ({len(values)} cases).",
+                  f"non-finite or out-of-range values at the edges: {values[:6]}...")  # fmt: skip
+
+
+def check_empty_negative_set(form: Form) -> Verdict:
+    """Eq. 4-5's normaliser and Algorithm 1's division, for a batch of one class (no negatives)."""
+    normalizer = sp.lambdify(Nn, form.value["h normaliser"], "math")
+    division = sp.lambdify((L_scale, pairs_all), form.value["line 10"], "math")
+    outcomes = []
+    for call in (lambda: normalizer(0) * 0.0, lambda: division(0.0, 0)):
+        try:
+            outcomes.append(float(call()))
+        except ZeroDivisionError:
+            outcomes.append(math.nan)
+    return decide(all(math.isfinite(v) for v in outcomes),
+                  f"defined with |N_ij| = 0 and no positive pairs: {outcomes}.",
+                  f"with |N_ij| = 0 (one class) or no positive pairs (singletons) the printed divisions "
+                  f"give {outcomes}.")  # fmt: skip
+
+
+TABLE1 = {  # CUB-200-2011 K = 1..32, Stanford Online Products K = 1..1000
+    "Contrastive": ([26.4, 37.7, 49.8, 62.3, 76.4, 85.3], [42.0, 58.2, 73.8, 89.1]),
+    "Triplet": ([36.1, 48.6, 59.3, 70.0, 80.2, 88.4], [42.1, 63.5, 82.5, 94.8]),
+    "LiftStruct": ([47.2, 58.9, 70.2, 80.2, 89.3, 93.2], [62.1, 79.8, 91.3, 97.4]),
+    "Histogram": ([50.3, 61.9, 72.6, 82.4, 88.8, 93.7], [63.9, 81.7, 92.2, 97.7]),
+    "Ours 0.01": ([50.4, 62.6, 74.8, 84.0, 90.5, 94.9], [63.3, 80.8, 91.7, 97.4]),
+    "Ours 0.001": ([50.5, 62.6, 74.9, 84.0, 90.7, 95.0], [63.5, 80.7, 91.6, 97.2]),
+    "Ours 0.0001": ([50.6, 62.4, 74.9, 83.8, 90.3, 95.0], [63.4, 80.8, 91.7, 97.3]),
+}
+TABLE2 = {  # small, medium, large: top 1, top 5
+    "Triplet": [40.4, 61.7, 35.4, 54.6, 31.9, 50.3], "CCL": [43.6, 64.2, 37.0, 57.1, 32.9, 53.3],
+    "Histogram": [49.3, 70.9, 43.7, 65.1, 39.5, 59.9],
+    "Ours 0.01": [53.1, 77.9, 46.9, 71.9, 42.4, 66.2], "Ours 0.001": [53.3, 78.6, 47.5, 72.6, 43.0, 66.7],
+    "Ours 0.0001": [53.5, 78.5, 47.3, 72.2, 42.8, 66.6],
+}  # fmt: skip
+
+
+def check_stability(form: Form) -> Verdict:
+    bound = float(form.value["bound (points)"])
+    ours = [row for name, row in TABLE1.items() if name.startswith("Ours")]
+    spreads = [max(col) - min(col) for part in (0, 1) for col in zip(*(row[part] for row in ours), strict=True)]
+    worst = round(max(spreads), 6)
+    return decide(worst < bound, f"the largest change across Delta_min in Table 1 is {worst} points.",
+                  f"the largest change across Delta_min in Table 1 is {worst} points, not < {bound}.")  # fmt: skip
+
+
+def check_table1_comparison(form: Form) -> Verdict:
+    problems = []
+    for part, name in ((0, "CUB-200-2011"), (1, "Stanford Online Products")):
+        ours = [r[part] for n, r in TABLE1.items() if n.startswith("Ours")]
+        best_ours = [max(col) for col in zip(*ours, strict=True)]
+        rival = TABLE1[form.value[f"{name} rival"]][part]
+        signs = {int(np.sign(round(o - b, 6))) for o, b in zip(best_ours, rival, strict=True)}
+        if signs != {int(form.value[name])}:
+            problems.append(f"{name}: signs of best FAPPY - {form.value[f'{name} rival']} per K are {sorted(signs)}")
+    return decide(not problems, "best FAPPY row beats the state of the art at every K on CUB and trails "
+                  "the histogram loss at every K on SOP.", "; ".join(problems) + ".")  # fmt: skip
+
+
+def check_table2(form: Form) -> Verdict:
+    margin = float(form.value["margin (points)"])
+    ours = [r for n, r in TABLE2.items() if n.startswith("Ours")]
+    others = [r for n, r in TABLE2.items() if not n.startswith("Ours")]
+    gaps = [min(col_o) - max(col_b) for col_o, col_b in
+            zip(zip(*ours, strict=True), zip(*others, strict=True), strict=True)]  # fmt: skip
+    smallest = round(min(gaps), 6)
+    return decide(smallest > margin, f"the worst FAPPY row beats the best other method by >= {smallest} points "
+                  "in every column of Table 2.", f"the smallest gap is {smallest} points, not > {margin}.")  # fmt: skip
+
+
+def check_fig2(form: Form) -> Verdict:
+    printed = float(form.value["printed percent"])
+    exact = 100 * form.value["closer"] / form.value["negatives"]
+    return decide(abs(round(exact, 1) - printed) < 1e-9, f"{form.value['closer']}/{form.value['negatives']} = {exact:.4f}% "
+                  f"rounds to {printed}%.", f"{form.value['closer']}/{form.value['negatives']} = {exact:.4f}%, printed {printed}%.")  # fmt: skip
+
+
+def check_bin_count(form: Form) -> Verdict:
+    count = sp.lambdify(width, form.value, "math")
+    wrong = [(d, len(np.arange(-1, 1 + d / 2, d)), count(d)) for d in (2.0, 1.0, 0.5, 0.25, 0.01)
+             if len(np.arange(-1, 1 + d / 2, d)) != round(count(d))]  # fmt: skip
+    return decide(not wrong, "boundaries -1, -1 + Delta, ..., +1 number 2/Delta + 1 for Delta = 2 .. 0.01.",
+                  f"(Delta, boundaries, printed n) = {wrong}.")  # fmt: skip
 
 
 def claims() -> list[Claim]:
     """The audited claims of seed 004."""
-    table = [
-        ("eq3", "triangular weights", "w_ij^t = (s - b_(t-1))/Delta on [b_(t-1), b_t], (b_(t+1) - s)/Delta on [b_t, b_(t+1)]", "float64", check_partition_of_unity),
-        ("eq7", "the histogram estimate of P_ij (Eq. 6)", "P_ij ~ h_left sum_(u>=t) h_i^u + h_right sum_(u>=t+1) h_i^u + (j)", "float64, Delta -> 0", check_probability_estimate),
-        ("claim-edges", "Eq. 7 at the first and last bins, one negative, empty bins", "P_ij^Delta at the domain edges", "float64 transcription", check_edges),
-        ("claim-empty-negative-set", "Eq. 4-5 and Algorithm 1 are defined for every batch", "1/|N_ij|, 1/count_positive_pairs", "inspection", check_no_negatives),
-        ("lemma1", "gradient support of P_ij", "dP/ds_ik != 0 <=> s_ik in [b_t, b_(t+1)]", "float64 autograd", check_lemma1_support),
-        ("claim-lemma1-value", "the gradient with respect to a negative (appendix)", "dP/ds_ik = -h_right on [b_t, b_(t+1)], 0 otherwise", "float64 autograd vs closed form", check_lemma1_value),
-        ("claim-pair-gradient", "the gradient with respect to the pair (appendix)", "dP/ds_ij = h_i^t + h_j^t", "float64 autograd", check_pair_gradient),
-        ("claim-strict-condition", "the strict condition (appendix)", "dP/ds_ik != 0 iff s_ik, s_ij in (b_t, b_(t+1)]", "float64 autograd", check_strict_condition),
-        ("claim-l2-equivalence", "cosine and L2 distance (appendix)", "d_xy = sqrt(2 - 2 s_xy)", "sympy.simplify", check_l2_equivalence),
-        ("claim-delta-l2", "Delta^L2 grows with Delta (appendix)", "Delta^L2 = sqrt(2 - 2b_t) - sqrt(2 - 2b_(t+1))", "sympy.diff", check_delta_l2_monotone),
-        ("claim-fusion-weights", "Algorithm 1 halves the weight as Delta doubles", "L <- (L + L_Delta/count)/2", "execution of Algorithm 1", check_fusion_weights),
-    ]  # fmt: skip
+    t = sp.Symbol("t")
+    eq1 = Form({"h_left bin": t, "h_right bin": t + 1}, context="h_left = w^(h_left bin) (Eq. 1)")
+    eq2 = Form({"h_left bin": t, "h_right bin": t + 1}, context="h_right = w^(h_right bin) (Eq. 2)")
+    eq3 = Form(EQ3, lhs="w^t(s)")
+    eq4 = Form(1 / Nn, lhs="normaliser of h_i^u (Eq. 4)")
+    eq5 = Form(1 / Nn, lhs="normaliser of h_j^u (Eq. 5)")
+    eq6 = Form(sp.Symbol("P_i") + sp.Symbol("P_j"), lhs="P_ij, P_i = P(s_ik >= s_ij), P_j = P(s_jl >= s_ij)")
+    eq7 = Form(EQ7_SIDE, lhs="P_ij^Delta per negative set, S_t = sum_(u>=t) h^u")
+    support = Form({"from bin": 0, "to bin": 1}, context="dP/ds_ik != 0 <=> s_ik in [b_(t + from bin), b_(t + to bin))")
+    lemma_value = Form(sp.Piecewise((-h_right, (s >= mid) & (s <= mid + width)), (0, True)),
+                       lhs="dP/ds_ik (appendix, b_(t+1) = b_t + Delta)")  # fmt: skip
+    corrected_value = sp.Piecewise((h_right / (Nn * width), (s >= mid) & (s < mid + width)),
+                                   (h_left / (Nn * width), (s >= mid - width) & (s < mid)), (0, True))  # fmt: skip
+    hi_t, hj_t = sp.symbols("h_i^t h_j^t")
+    pair = Form(hi_t + hj_t, lhs="dP/ds_ij")
+    strict = Form({"from bin": 0, "to bin": 1},
+                  context="dP/ds_ik != 0 iff s_ik in (b_(t + from bin), b_(t + to bin)], s_ij in (b_t, b_(t+1)]")
+    l2 = Form(sp.sqrt(2 - 2 * s), lhs="d_xy^L2 (s = cos)")
+    delta_l2 = Form(sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi), lhs="Delta^L2")
+    caption = Form({"d_t": sp.sqrt(2 - 2 * hi), "d_(t+1)": sp.sqrt(2 - 2 * mid)},
+                   context="the ring [d_(t+1), d_t] of s_ij in [b_t, b_(t+1)]")  # fmt: skip
+    fusion = Form((L_run + L_scale / pairs_all) / 2, lhs="L after a scale (lines 10-11)")
+    guard = Form(1 - s >= width, lhs="line 5 guard (Delta = Delta_cur)")
+    normalization = Form((L_run + L_scale / pairs_all) / 2, lhs="L after a scale (Algorithm 1 as printed)")
+    official = (L_run + L_scale) / sp.Max(pairs_active, 1) / 2
+    edges = Form(1 / Nn, lhs="normaliser of Eq. 4-5")
+    empty = Form({"h normaliser": 1 / Nn, "line 10": L_scale / pairs_all},
+                 context="the divisions of Eq. 4-5 and Algorithm 1 line 10")  # fmt: skip
+    stability = Form({"bound (points)": sp.Rational(1, 2)}, context="Recall@K changes less than 0.5% across Delta_min")
+    comparison = Form({"CUB-200-2011": 1, "CUB-200-2011 rival": "Histogram", "Stanford Online Products": -1,
+                       "Stanford Online Products rival": "Histogram"},
+                      context="Table 1: sign of best FAPPY - rival at every K")  # fmt: skip
+    table2 = Form({"margin (points)": 0}, context="Table 2: FAPPY outperforms the other methods")
+    fig2 = Form({"closer": 5, "negatives": 7, "printed percent": sp.Rational(714, 10)}, context="Fig. 2: 5/7 ~ 71.4%")
+    bins = Form(2 / width + 1, lhs="n")
     return [
-        Claim(SEED, label, statement, formula, method, check)
-        for label, statement, formula, method, check in table
-    ]
+        Claim(SEED, "eq1", "h_left is the pair's weight on bin b_t", eq1, check_heights,
+              "float64: heights sum to 1 and reproduce s_ij",
+              mutants=(with_parameters(eq1, "h_left from bin t - 1", **{"h_left bin": t - 1}),)),
+        Claim(SEED, "eq2", "h_right is the pair's weight on bin b_(t+1)", eq2, check_heights,
+              "float64: heights sum to 1 and reproduce s_ij",
+              mutants=(with_parameters(eq2, "h_right from bin t + 2", **{"h_right bin": t + 2}),)),
+        Claim(SEED, "eq3", "triangular weights", eq3, check_kernel,
+              "float64: partition of unity and mean over all bins",
+              mutants=(mutant(eq3, EQ3.subs(width, 2 * width), "Delta doubled"),
+                       mutant(eq3, sp.Piecewise(((hi - s) / width, (s >= lo) & (s <= mid)),
+                                                ((s - lo) / width, (s >= mid) & (s <= hi)), (0, True)),
+                              "pieces swapped"))),
+        Claim(SEED, "eq4", "h_i, the negatives' histogram around i", eq4, check_negative_histogram,
+              "float64: mass and mean", mutants=(mutant(eq4, 1 / (Nn + 1), "1/(|N| + 1)"),)),
+        Claim(SEED, "eq5", "h_j, the negatives' histogram around j", eq5, check_negative_histogram,
+              "float64: mass and mean", mutants=(mutant(eq5, 2 / Nn, "2/|N|"),)),
+        Claim(SEED, "eq6", "P_ij is a (false positive) probability", eq6, check_probability_definition,
+              "float64 on random configurations",
+              correction=mutant(eq6, (sp.Symbol("P_i") + sp.Symbol("P_j")) / 2, "corrected"),
+              mutants=(mutant(eq6, (sp.Symbol("P_i") + sp.Symbol("P_j")) / 2, "mean of the two"),),
+              note="Eq. 6 adds the false positive rates of i and of j, so it ranges over [0, 2]; "
+              "Eq. 7 estimates this sum (see eq7). Halving it changes the loss by a constant factor."),
+        Claim(SEED, "eq7", "the histogram estimate of P_ij", eq7, check_eq7,
+              "float64: double loop over bins, and Delta -> 0 vs Eq. 6",
+              mutants=(mutant(eq7, h_left * S_t1 + h_right * S_t, "S_t and S_(t+1) swapped"),
+                       mutant(eq7, h_left * S_t + h_right * S_t, "S_(t+1) -> S_t"))),
+        Claim(SEED, "lemma1", "gradient support of P_ij with respect to a negative", support,
+              check_support, "float64 central differences of Eq. 1-7",
+              correction=with_parameters(support, "corrected", **{"from bin": -1}),
+              mutants=(with_parameters(support, "from the bin below", **{"from bin": -1}),),
+              note="The support is two bins, [b_(t-1), b_(t+1)), when h_left, h_right > 0."),
+        Claim(SEED, "claim-lemma1-value", "the gradient with respect to a negative (appendix)",
+              lemma_value, check_gradient_value,
+              "float64 central differences of Eq. 1-7, |N| Delta = 1.5 and 1.25",
+              correction=mutant(lemma_value, corrected_value, "corrected"),
+              mutants=(mutant(lemma_value, corrected_value, "h/(|N| Delta) on two bins"),)),
+        Claim(SEED, "claim-pair-gradient", "the gradient with respect to the pair (appendix)", pair,
+              check_pair_gradient, "float64 central differences of Eq. 1-7, Delta = 1/4, 1/2",
+              correction=mutant(pair, -(hi_t + hj_t) / width, "corrected"),
+              mutants=(mutant(pair, -(hi_t + hj_t) / width, "-(h_i^t + h_j^t)/Delta"),)),
+        Claim(SEED, "claim-strict-condition", "the strict condition of the appendix", strict,
+              check_support, "float64 central differences of Eq. 1-7",
+              correction=with_parameters(strict, "corrected", **{"from bin": -1}),
+              mutants=(with_parameters(strict, "from the bin below", **{"from bin": -1}),),
+              note="Corrected: s_ik in [b_(t-1), b_(t+1)) with s_ij strictly inside its bin."),
+        Claim(SEED, "claim-l2-equivalence", "cosine and L2 distance (appendix)", l2, check_l2,
+              "sympy.simplify", mutants=(mutant(l2, sp.sqrt(2 - s), "factor 2 dropped"),)),
+        Claim(SEED, "claim-delta-l2", "Delta^L2 grows with Delta (appendix)", delta_l2,
+              check_delta_l2, "sympy.diff on a grid",
+              mutants=(mutant(delta_l2, sp.sqrt(2 - 2 * hi) - sp.sqrt(2 - 2 * mid), "b_t and b_(t+1) swapped"),)),
+        Claim(SEED, "claim-fig4-caption",
+              "Fig. 4's caption maps the cosine bin to the L2 ring (d_t <-> b_(t+1), d_(t+1) <-> b_t)",
+              caption, check_caption, "float64 on three bins",
+              correction=with_parameters(caption, "corrected", d_t=sp.sqrt(2 - 2 * mid),
+                                         **{"d_(t+1)": sp.sqrt(2 - 2 * hi)}),
+              mutants=(with_parameters(caption, "appendix's correspondence", d_t=sp.sqrt(2 - 2 * mid),
+                                       **{"d_(t+1)": sp.sqrt(2 - 2 * hi)}),),
+              note="The caption swaps b_t and b_(t+1) relative to the appendix (d_t = sqrt(2 - 2 b_t))."),
+        Claim(SEED, "claim-fusion-weights", "Algorithm 1 halves the weight as Delta doubles", fusion,
+              check_fusion_weights, "the recurrence executed on one-hot scale sums",
+              mutants=(mutant(fusion, L_run + L_scale / pairs_all, "halving dropped"),
+                       mutant(fusion, (L_run + L_scale / pairs_all) / 4, "quartered"))),
+        Claim(SEED, "claim-algorithm1-guard", "every scale of Algorithm 1 admits pairs (line 5)",
+              guard, check_guard, "sympy.solveset on [-1, 1]",
+              mutants=(mutant(guard, 1 - s >= width / 2, "Delta_cur / 2"),),
+              note="The authors' Caffe layer uses the same guard; at Delta_cur = 2 only s_ij = -1 "
+              "passes, so the weight 1/2^K of the widest scale is spent on nothing."),
+        Claim(SEED, "claim-algorithm1-normalization",
+              "Algorithm 1 returns the average fused loss over all positive pairs", normalization,
+              check_normalization, "the recurrence on per-scale sums of Eq. 7 (loops) vs the mean",
+              mutants=(mutant(normalization, official, "official: running loss / active pairs"),),
+              note="The paper prints L_Delta / count_positive_pairs (FAPPYLoss normalization='paper', "
+              "the default); the authors' Caffe layer divides the running loss by the active pairs "
+              "(normalization='official'), which is not this mean."),
+        Claim(SEED, "claim-edges", "Eq. 7 at the first and last bins, one negative, empty bins", edges,
+              check_edges, "float64 transcription", mutants=(mutant(edges, 1 / (Nn - 1), "1/(|N| - 1)"),)),
+        Claim(SEED, "claim-empty-negative-set", "Eq. 4-5 and Algorithm 1 are defined for every batch",
+              empty, check_empty_negative_set, "the printed divisions evaluated",
+              correction=mutant(empty, {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)},
+                                "corrected"),
+              mutants=(mutant(empty, {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)},
+                              "divisions by max(count, 1)"),),
+              note="gradlab returns P = 0 for a pair without negatives and a loss of 0 for a batch "
+              "without positive pairs."),
+        Claim(SEED, "claim-fig2-rate", "Fig. 2: 5 of 7 negatives closer is 71.4%", fig2, check_fig2,
+              "arithmetic", mutants=(with_parameters(fig2, "5/6", negatives=6),)),
+        Claim(SEED, "claim-bin-count", "n = 2/Delta + 1 boundaries from -1 to +1", bins, check_bin_count,
+              "counting", mutants=(mutant(bins, 2 / width, "+1 dropped"),)),
+        Claim(SEED, "claim-table1-stability", "Recall@K changes less than 0.5% across Delta_min",
+              stability, check_stability, "arithmetic on Table 1",
+              mutants=(with_parameters(stability, "bound 0.3", **{"bound (points)": sp.Rational(3, 10)}),)),
+        Claim(SEED, "claim-table1-comparison",
+              "better than the state of the art on CUB, slightly below the histogram loss on SOP",
+              comparison, check_table1_comparison, "arithmetic on Table 1",
+              mutants=(with_parameters(comparison, "better on SOP too", **{"Stanford Online Products": 1}),)),
+        Claim(SEED, "claim-table2-outperforms", "FAPPY outperforms the others on VehicleID (Table 2)",
+              table2, check_table2, "arithmetic on Table 2",
+              mutants=(with_parameters(table2, "by 5 points", **{"margin (points)": 5}),)),
+    ]  # fmt: skip

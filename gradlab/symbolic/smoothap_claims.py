@@ -1,28 +1,49 @@
-"""Audit of the SmoothAP derivation (seeds 000 and 001) and the Smooth-AP supplementary (002).
+"""Audit of the SmoothAP derivation: seed 000 (Eq. 1-14) and seed 001 (Eq. 1-18).
 
-Every check transcribes the printed step and compares it with what it claims to follow from.
-The true SmoothAP is the rank-counting definition of seed 001, Eq. 2, smoothed: candidate ``j``
-counts against positive ``i`` through ``G(s_j - s_i)``; its true gradient is taken by autograd
-of that definition, transcribed here from the equation (not from gradlab.functional).
+Both seeds print the same chain with different numbers (001 = 000 + 4 from 000's Eq. 1 on), so
+each claim is built once per seed and every detail cites that seed's own numbers. The true
+SmoothAP is the rank-counting definition of seed 001, Eq. 2, smoothed: candidate ``j`` counts
+against positive ``i`` through ``G(s_j - s_i)``; its true gradient is autograd of that
+definition, transcribed here (not taken from gradlab.functional).
 """
 
 from __future__ import annotations
 
-import mpmath
 import numpy as np
 import sympy as sp
 import torch
 from scipy.special import expit
 from sklearn.metrics import average_precision_score
 
-from gradlab.symbolic.claims import Claim, Verdict, numeric_agreement, predicate, symbolic_equality
+from gradlab.symbolic.claims import (
+    Claim,
+    Form,
+    Verdict,
+    all_hold,
+    decide,
+    mutant,
+    negated,
+    numeric_agreement,
+    scaled,
+    substituted,
+    symbolic_equality,
+    with_parameters,
+)
 
 SEED_000 = "000_e0f8edb24a02ffe3"
 SEED_001 = "001_69c8c92ba6da9a08"
-SEED_002 = "002_9d7d2555864f9baa"
 
-tau, x, z = sp.symbols("tau x z", positive=True)
+tau, z = sp.symbols("tau z", positive=True)
+x = sp.Symbol("x", real=True)
 f = sp.Function("f")(x)
+s_i, s_j = sp.symbols("s_i s_j", real=True)
+A_, B_, C_, D_ = sp.symbols("A B C D")
+R_N = sp.Symbol("R(i,S_N)")
+P_sum, N_sum = sp.symbols("sum_P_G sum_N_G", positive=True)
+
+# the chain's equation numbers in seed 000; seed 001 adds 4
+CHAIN = {"def": 1, "G": 2, "dG": 3, "D": 4, "dD": 5, "dGD": 6, "sim": 7, "R_omega": 8,
+         "R_p": 9, "dR": 10, "quotient": 11, "labels": 12, "final": 13, "negatives": 14}  # fmt: skip
 
 
 def sigmoid(value, temperature=tau):
@@ -40,26 +61,26 @@ def _problem(seed: int, positives: int = 3, negatives: int = 4, dims: int = 3):
     return query, vectors, mask
 
 
-def _g(value, temperature):
-    return expit(value / temperature)
+def _difference(form: Form):
+    """``D(s_i, s_j)`` as printed, vectorised over ``s_j``."""
+    function = sp.lambdify((s_i, s_j), form.value["D_ij"], "numpy")
+    return lambda scores, i: np.asarray(function(scores[i], scores), dtype=float)
 
 
-def _smooth_ap_np(scores, mask, temperature, rank_sign):
-    """Eq. 1 (000) with ``D_ij = rank_sign * (s_j - s_i)``: +1 the rank convention, -1 Eq. 4."""
+def _smooth_ap(scores, mask, temperature, difference):
+    """Eq. 1 (000) / Eq. 5 (001) with the printed ``D_ij``."""
     total = 0.0
     for i in np.flatnonzero(mask):
-        differences = rank_sign * (scores - scores[i])
-        g = _g(differences, temperature)
+        g = expit(difference(scores, i) / temperature)
         g[i] = 0.0
         total += (1.0 + g[mask].sum()) / (1.0 + g.sum())
     return total / mask.sum()
 
 
 def _true_gradient(query, vectors, mask, temperature):
-    """Autograd of SmoothAP (rank convention) with respect to the query, float64."""
+    """Autograd of SmoothAP (rank convention, 001 Eq. 2 smoothed) w.r.t. the query, float64."""
     q = torch.tensor(query, requires_grad=True)
-    v = torch.tensor(vectors)
-    scores = v @ q
+    scores = torch.tensor(vectors) @ q
     total = torch.zeros((), dtype=torch.float64)
     for i in np.flatnonzero(mask):
         g = torch.sigmoid((scores - scores[i]) / temperature)
@@ -69,101 +90,118 @@ def _true_gradient(query, vectors, mask, temperature):
     return grad.numpy()
 
 
-def _eq13(query, vectors, mask, temperature, rank_sign):
-    """Seed 000 Eq. 13 as printed: 1/|P| sum_i (A D - C B) / R^2, B and D with (v_i - v_j)."""
+def _final_form(form: Form, query, vectors, mask, temperature):
+    """Eq. 13 (000) / 17 (001), or 14 / 18 with ``C`` written through ``R(i, S_N)``.
+
+    ``A``, ``C`` (and ``R(i, S_N) = 1 + sum_N G``, the set rank of 001 Eq. 2) use the printed
+    ``D_ij``; ``B``, ``D`` use ``sim (v_i - v_j)`` as printed; the numerator is the printed one.
+    """
+    difference = _difference(form)
+    numerator = sp.lambdify((A_, B_, C_, D_), form.value["numerator"], "numpy")
+    c_of = sp.lambdify((C_, R_N), form.value.get("C", C_), "numpy")
     scores = vectors @ query
     grad = np.zeros_like(query)
     for i in np.flatnonzero(mask):
-        differences = rank_sign * (scores - scores[i])
-        g = _g(differences, temperature)
+        g = expit(difference(scores, i) / temperature)
         slope = g * (1 - g) / temperature
-        others = np.arange(len(scores)) != i
-        positive, negative = mask & others, ~mask
+        positive, negative = mask & (np.arange(len(scores)) != i), ~mask
         a = 1.0 + g[positive].sum()
-        c = g[negative].sum()
+        c_true = g[negative].sum()
+        c = c_of(c_true, 1.0 + c_true)
         b_vec = (slope[positive, None] * (vectors[i] - vectors[positive])).sum(axis=0)
         d_vec = (slope[negative, None] * (vectors[i] - vectors[negative])).sum(axis=0)
-        grad += (a * d_vec - c * b_vec) / (a + c) ** 2
+        grad += numerator(a, b_vec, c, d_vec) / (a + c_true) ** 2
     return grad / mask.sum()
 
 
-def _vector_case_error(printed, truth):
-    def compare(case):
-        return float(np.max(np.abs(printed(*case) - truth(*case))))
+def _exact_rank_cases(seed: int = 1):
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(20):
+        scores = rng.permutation(12) * 0.1
+        mask = rng.random(12) < 0.5
+        mask[0] = True
+        cases.append((scores, mask, int(np.flatnonzero(mask)[0])))
+    return cases
 
-    return compare
+
+# --- the checks: each is a function of the printed form ----------------------------------------
 
 
-# --- the checks ------------------------------------------------------------------------------
-
-
-def check_definition_as_smooth_ap() -> Verdict:
-    cases = [(*_problem(seed)[1:], _problem(seed)[0]) for seed in range(10)]
-
-    def exact_ap(case):
-        vectors, mask, query = case
-        return average_precision_score(mask, vectors @ query)
-
+def check_definition(form: Form) -> Verdict:
+    difference = _difference(form)
+    cases = [_problem(seed) for seed in range(10)]
     return numeric_agreement(
-        lambda c: _smooth_ap_np(c[0] @ c[2], c[1], 1e-4, rank_sign=-1),
-        exact_ap,
+        lambda c: _smooth_ap(c[1] @ c[0], c[2], 1e-4, difference),
+        lambda c: average_precision_score(c[2], c[1] @ c[0]),
         cases,
         tolerance=1e-6,
-        corrected=lambda c: _smooth_ap_np(c[0] @ c[2], c[1], 1e-4, rank_sign=1),
-        correction_text="With G(s_j - s_i) (a rank, seed 001 Eq. 2) the tau -> 0 limit is AP and",
-        note="Checked at tau = 1e-4 against scikit-learn's AP; with D_ij = s_i - s_j (Eq. 4) "
-        "G counts candidates ranked below i.",
     )
 
 
-def check_sigmoid_limit() -> Verdict:
-    upper = sp.limit(sigmoid(z), tau, 0, "+")
-    lower = sp.limit(sigmoid(-z), tau, 0, "+")
-    return predicate(
+def check_sigmoid_limit(form: Form) -> Verdict:
+    g = sp.Lambda(z, form.value)
+    upper = sp.limit(g(z), tau, 0, "+")
+    lower = sp.limit(g(-z), tau, 0, "+")
+    return decide(
         upper == 1 and lower == 0,
         "lim_{tau->0+} G(z) = 1 and G(-z) = 0 for z > 0 (sympy.limit): a smooth step.",
-        f"limits are {upper} and {lower}.",
+        f"lim_(tau->0+) G(z) = {upper} and G(-z) = {lower} for z > 0: not a step up at 0.",
     )
 
 
-def check_sigmoid_derivative() -> Verdict:
-    g = sigmoid(f)
-    printed = g * (1 - g) / tau * sp.diff(f, x)
-    return symbolic_equality(printed, sp.diff(g, x), [x, tau])
+def check_sigmoid_derivative(form: Form) -> Verdict:
+    return symbolic_equality(form.value, sp.diff(sigmoid(f), x), [x, tau])
 
 
-def check_difference_gradient(sign: int = 1) -> Verdict:
-    q = sp.symbols("q1:4")
-    vi = sp.symbols("vi1:4")
-    vj = sp.symbols("vj1:4")
-    dot = lambda a, b: sum(p * r for p, r in zip(a, b, strict=True))  # noqa: E731
-    d_ij = dot(q, vi) - dot(q, vj)
-    checks = [
-        symbolic_equality(sign * (vi[k] - vj[k]), sp.diff(d_ij, q[k]), [*q, *vi, *vj])
-        for k in range(3)
-    ]
-    worst = next((c for c in checks if c.verdict != "holds"), checks[0])
-    return Verdict(worst.verdict, f"each component of dD_ij/dq: {worst.detail}")
+_q = sp.symbols("q1:4", real=True)
+_vi = sp.symbols("vi1:4", real=True)
+_vj = sp.symbols("vj1:4", real=True)
 
 
-def check_sigmoid_of_difference_gradient() -> Verdict:
+def _dot(a, b):
+    return sum(p * r for p, r in zip(a, b, strict=True))
+
+
+def check_score_difference(form: Form) -> Verdict:
+    """Eq. 4 / 8: with ``s_k = q . v_k``, is ``s_i - s_j`` the printed ``q v_i - q v_j``?"""
+    scores = {s_i: _dot(_q, _vi), s_j: _dot(_q, _vj)}
+    printed = form.value.subs({sp.Symbol("qv_i"): scores[s_i], sp.Symbol("qv_j"): scores[s_j]})
+    return symbolic_equality(printed, (s_i - s_j).subs(scores), [*_q, *_vi, *_vj])
+
+
+def check_difference_gradient(form: Form) -> Verdict:
+    d_ij = _dot(_q, _vi) - _dot(_q, _vj)
+    return all_hold(
+        [
+            symbolic_equality(form.value.subs({s_i: _vi[k], s_j: _vj[k]}), sp.diff(d_ij, _q[k]),
+                              [*_q, *_vi, *_vj])
+            for k in range(3)
+        ],
+        "each component of dD_ij/dq: ",
+    )
+
+
+def check_sigmoid_of_difference_gradient(form: Form) -> Verdict:
     q1, v1, w1 = sp.symbols("q1 v1 w1", real=True)
     d = q1 * v1 - q1 * w1
-    g = sigmoid(d)
-    printed = g * (1 - g) / tau * (v1 - w1)
-    return symbolic_equality(printed, sp.diff(g, q1), [q1, v1, w1, tau])
+    g = sp.Symbol("G")
+    printed = form.value.subs({g: sigmoid(d), s_i: v1, s_j: w1})
+    return symbolic_equality(printed, sp.diff(sigmoid(d), q1), [q1, v1, w1, tau])
 
 
-def check_sim_definition() -> Verdict:
-    g = sigmoid(z)
-    return symbolic_equality(g * (1 - g) / tau, sp.diff(g, z), [z, tau])
+def check_sim_definition(form: Form) -> Verdict:
+    g = sp.Symbol("G")
+    return symbolic_equality(form.value.subs(g, sigmoid(z)), sp.diff(sigmoid(z), z), [z, tau])
 
 
-def check_rank(only_positives: bool) -> Verdict:
-    def rank_printed(case, sign):
+def _check_rank(form: Form, only_positives: bool) -> Verdict:
+    difference = _difference(form)
+
+    def printed(case):
         scores, mask, i = case
         keep = mask if only_positives else np.ones_like(mask)
-        g = _g(sign * (scores - scores[i]), 1e-4)
+        g = expit(difference(scores, i) / 1e-4)
         g[i] = 0.0
         return 1.0 + g[keep].sum()
 
@@ -172,114 +210,87 @@ def check_rank(only_positives: bool) -> Verdict:
         keep = mask if only_positives else np.ones_like(mask)
         return 1.0 + np.sum((scores > scores[i]) & keep)
 
-    rng = np.random.default_rng(1)
-    cases = []
-    for _ in range(20):
-        scores = rng.permutation(12) * 0.1
-        mask = rng.random(12) < 0.5
-        mask[0] = True
-        cases.append((scores, mask, int(np.flatnonzero(mask)[0])))
-    return numeric_agreement(
-        lambda c: rank_printed(c, -1),
-        true_rank,
-        cases,
-        tolerance=1e-6,
-        corrected=lambda c: rank_printed(c, 1),
-        correction_text="With D_ij = s_j - s_i the smoothed count is the rank and",
-        note="tau = 1e-4; the printed D_ij = s_i - s_j counts candidates ranked below i.",
-    )
+    return numeric_agreement(printed, true_rank, _exact_rank_cases(), tolerance=1e-6)
 
 
-def check_rank_gradient() -> Verdict:
+def check_rank_all(form: Form) -> Verdict:
+    return _check_rank(form, only_positives=False)
+
+
+def check_rank_positives(form: Form) -> Verdict:
+    return _check_rank(form, only_positives=True)
+
+
+def check_rank_gradient(form: Form) -> Verdict:
+    """Eq. 10 / 14 relative to Eq. 4 / 8's ``D_ij = s_i - s_j``: sum of the printed terms."""
     q1, q2 = sp.symbols("q1 q2", real=True)
     v = [sp.symbols(f"v{k}_1 v{k}_2", real=True) for k in range(3)]
     scores = [q1 * a + q2 * b for a, b in v]
-    i = 0
-    rank = 1 + sum(sigmoid(scores[i] - scores[j]) for j in (1, 2))  # Eq. 8 with Eq. 4's D
+    rank = 1 + sum(sigmoid(scores[0] - scores[j]) for j in (1, 2))
     symbols = [q1, q2, tau, *[s for pair in v for s in pair]]
+    g = sp.Symbol("G")
     verdicts = []
     for component, q in enumerate((q1, q2)):
         printed = sum(
-            sigmoid(scores[i] - scores[j])
-            * (1 - sigmoid(scores[i] - scores[j]))
-            / tau
-            * (v[i][component] - v[j][component])
+            form.value.subs({g: sigmoid(scores[0] - scores[j]), s_i: v[0][component],
+                             s_j: v[j][component]})
             for j in (1, 2)
         )
         verdicts.append(symbolic_equality(printed, sp.diff(rank, q), symbols))
-    worst = next((c for c in verdicts if c.verdict != "holds"), verdicts[0])
-    return Verdict(
-        worst.verdict,
-        worst.detail + " Relative to Eq. 4 (D_ij = s_i - s_j); under the rank convention "
-        "D_ij = s_j - s_i the gradient is -(B + D).",
+    return all_hold(verdicts)
+
+
+def check_quotient_rule(form: Form) -> Verdict:
+    num, den = sp.Function("R_P")(x), sp.Function("R_Omega")(x)
+    printed = form.value.subs({sp.Symbol("R_P"): num, sp.Symbol("R_Omega"): den,
+                               sp.Symbol("dR_P"): sp.diff(num, x),
+                               sp.Symbol("dR_Omega"): sp.diff(den, x)})  # fmt: skip
+    return symbolic_equality(printed, sp.diff(num / den, x), [x])
+
+
+def check_labelled_rewrite(form: Form) -> Verdict:
+    """The braces of Eq. 12 / 16 substituted into Eq. 11 / 15 with Eq. 10 / 14's labels."""
+    r_p, r_o, d_o, d_p = sp.symbols("R_P R_Omega dR_Omega dR_P")
+    eq11 = r_p * d_o - r_o * d_p
+    by_definition = eq11.subs({r_p: A_, r_o: A_ + C_, d_o: B_ + D_, d_p: B_})
+    return symbolic_equality(form.value, by_definition, [A_, B_, C_, D_])
+
+
+def check_ad_cb_rewrite(form: Form) -> Verdict:
+    return symbolic_equality(form.value, sp.expand(A_ * (B_ + D_) - (A_ + C_) * B_), [A_, B_, C_, D_])
+
+
+def check_final_form(form: Form) -> Verdict:
+    cases = [(*_problem(seed), 0.2) for seed in range(8)]
+    worst = max(
+        float(np.max(np.abs(_final_form(form, *c) - _true_gradient(*c)))) for c in cases
+    )
+    return decide(
+        worst < 1e-10,
+        f"equals autograd of SmoothAP to {worst:.1e} (8 random problems, tau = 0.2).",
+        f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems).",
     )
 
 
-A_, B_, C_, D_ = sp.symbols("A B C D")
+def check_a_label_001(form: Form) -> Verdict:
+    """001: Eq. 16-17 use ``R(i,S_Omega) = A + C`` and ``R(i,S_P) = A`` with Eq. 12-13's A."""
+    a = form.value["A"]
+    r_omega, r_p = 1 + P_sum + N_sum, 1 + P_sum
+    return all_hold([symbolic_equality(a + N_sum, r_omega, [P_sum, N_sum]),
+                     symbolic_equality(a, r_p, [P_sum, N_sum])])  # fmt: skip
 
 
-def check_quotient_rule() -> Verdict:
-    num = sp.Function("R_P")(x)
-    den = sp.Function("R_Omega")(x)
-    printed = (num * sp.diff(den, x) - den * sp.diff(num, x)) / den**2
-    corrected = (den * sp.diff(num, x) - num * sp.diff(den, x)) / den**2
-    verdict = symbolic_equality(printed, sp.diff(num / den, x), [x], corrected=corrected)
-    return Verdict(
-        verdict.verdict,
-        verdict.detail + " The printed numerator R_P dR_Omega - R_Omega dR_P is the negative of "
-        "the quotient rule for d(R_P / R_Omega)/dq.",
-    )
+def check_a_label_000(form: Form) -> Verdict:
+    """000: the A of Eq. 8, the A of Eq. 9 and the A that Eq. 12-13 use are one quantity."""
+    a8, a9 = form.value["A (Eq. 8)"], form.value["A (Eq. 9)"]
+    return all_hold([
+        symbolic_equality(a8, a9, [P_sum, N_sum]),
+        symbolic_equality(a8 + N_sum, 1 + P_sum + N_sum, [P_sum, N_sum]),
+    ], "A of Eq. 8 against A of Eq. 9, then R(i,S_Omega) = A + C as Eq. 12 uses it: ")  # fmt: skip
 
 
-def check_labelled_rewrite() -> Verdict:
-    # Eq. 12 labels the positive-only sum "D"; by Eq. 10 that sum is B.
-    return symbolic_equality(
-        A_ * (B_ + D_) - (A_ + C_) * D_,
-        A_ * (B_ + D_) - (A_ + C_) * B_,
-        [A_, B_, C_, D_],
-        corrected=A_ * (B_ + D_) - (A_ + C_) * B_,
-        note="The overbrace over sum_{j in P, j != i} sim(D_ij)(v_i - v_j) must read B.",
-    )
-
-
-def check_ad_cb_rewrite() -> Verdict:
-    return symbolic_equality(A_ * D_ - C_ * B_, A_ * (B_ + D_) - (A_ + C_) * B_, [A_, B_, C_, D_])
-
-
-def check_final_form() -> Verdict:
-    cases = [(_problem(seed)[0], _problem(seed)[1], _problem(seed)[2], 0.2) for seed in range(8)]
-    literal = _vector_case_error(lambda *c: _eq13(*c, rank_sign=-1), _true_gradient)
-    rank = _vector_case_error(lambda *c: _eq13(*c, rank_sign=1), _true_gradient)
-    literal_error = max(literal(c) for c in cases)
-    rank_error = max(rank(c) for c in cases)
-    if literal_error < 1e-10:
-        return Verdict("holds", f"Eq. 13 as printed matches autograd to {literal_error:.1e}.")
-    if rank_error < 1e-10:
-        return Verdict(
-            "holds-with-correction",
-            f"With A, C, R built from Eq. 4's D_ij = s_i - s_j, Eq. 13 differs from the true "
-            f"gradient by up to {literal_error:.3g}. With ranks G(s_j - s_i) (and B, D exactly "
-            f"as printed, with v_i - v_j) it equals autograd of SmoothAP to {rank_error:.1e}: "
-            "the sign slip of Eq. 4 and the reversed quotient rule of Eq. 11 cancel.",
-        )
-    return Verdict("fails", f"errors {literal_error:.3g} (literal) and {rank_error:.3g} (ranks).")
-
-
-def check_negative_rank_form() -> Verdict:
-    r_negative = sp.Symbol("R_N")  # used in Eq. 14, defined nowhere
-    g1, g2 = sp.symbols("g1 g2", positive=True)
-    negatives_sum = g1 + g2
-    return symbolic_equality(
-        r_negative - 1,
-        negatives_sum,
-        [r_negative, g1, g2],
-        corrected=(1 + negatives_sum) - 1,
-        note="R(i, S_N) is used in Eq. 14 but never defined; defined as 1 + sum_{j in N} G(D_ij), "
-        "Eq. 14 equals Eq. 13.",
-    )
-
-
-def check_ap_with_ranks() -> Verdict:
+def check_ap_with_ranks(form: Form) -> Verdict:
+    ratio = sp.lambdify(sp.symbols("R_P R_Omega"), form.value, "numpy")
     rng = np.random.default_rng(3)
     cases = []
     for _ in range(20):
@@ -292,13 +303,19 @@ def check_ap_with_ranks() -> Verdict:
         scores, mask = case
         ranks_all = 1 + np.array([np.sum(scores > s) for s in scores])
         ranks_pos = 1 + np.array([np.sum((scores > s) & mask) for s in scores])
-        return np.mean(ranks_pos[mask] / ranks_all[mask])
+        return np.mean(ratio(ranks_pos[mask], ranks_all[mask]))
 
-    return numeric_agreement(printed, lambda c: average_precision_score(c[1], c[0]), cases, tolerance=1e-12,
-                             note="Eq. 1-2 with exact ranks against scikit-learn's AP (no ties).")  # fmt: skip
+    return numeric_agreement(printed, lambda c: average_precision_score(c[1], c[0]), cases,
+                             tolerance=1e-12)  # fmt: skip
 
 
-def check_exact_rank() -> Verdict:
+def _indicator_rank(relation):
+    function = sp.lambdify((s_i, s_j), relation, "numpy")
+    return lambda scores, i: 1 + int(np.sum(function(scores[i], np.delete(scores, i))))
+
+
+def check_exact_rank(form: Form) -> Verdict:
+    rank = _indicator_rank(form.value)
     rng = np.random.default_rng(6)
     cases = [(rng.normal(size=12), int(rng.integers(12))) for _ in range(20)]
 
@@ -306,290 +323,189 @@ def check_exact_rank() -> Verdict:
         scores, i = case
         return 1 + int(np.flatnonzero(np.argsort(-scores, kind="stable") == i)[0])
 
-    return numeric_agreement(
-        lambda c: 1 + np.sum(c[0][c[1]] - c[0] < 0), from_sorting, cases, tolerance=0.0,
-        note="Eq. 2 against the position after sorting (no ties).",
-    )  # fmt: skip
+    return numeric_agreement(lambda c: rank(*c), from_sorting, cases, tolerance=0.0)
 
 
-def check_matrix_difference() -> Verdict:
+def check_matrix_difference(form: Form) -> Verdict:
+    matrix, stated = form.value["D"], form.value["D_ij"]
     s = sp.symbols("s1:4")
-    ones = sp.ones(3, 1)
-    row = sp.Matrix([list(s)])
-    matrix = ones * row - sp.Matrix(s) * ones.T  # Eq. 3: rows of s minus columns of s
-    verdicts = [
-        symbolic_equality(s[i] - s[j], matrix[i, j], list(s), corrected=s[j] - s[i])
-        for i in range(3)
-        for j in range(3)
-        if i != j
-    ]
-    worst = next((c for c in verdicts if c.verdict != "holds"), verdicts[0])
-    return Verdict(
-        worst.verdict,
-        worst.detail + " The printed matrix has entry (i, j) = s_j - s_i, not the s_i - s_j the "
-        "text states; with the matrix's D, Eq. 4's 1{D_ij > 0} counts candidates above i.",
-    )
+    return all_hold([
+        symbolic_equality(stated.subs({s_i: s[i], s_j: s[j]}, simultaneous=True), matrix[i, j], list(s))
+        for i in range(3) for j in range(3) if i != j
+    ], "entry (i, j) of the printed matrix against the stated D_ij: ")  # fmt: skip
 
 
-def check_indicator_rank() -> Verdict:
+def check_indicator_rank(form: Form) -> Verdict:
+    """001 Eq. 4: ``1 + sum 1{D_ij > 0}`` with the stated ``D_ij`` against Eq. 2's rank."""
+    relation = sp.StrictGreaterThan(form.value["D_ij"], 0)
+    rank = _indicator_rank(relation)
     rng = np.random.default_rng(4)
     cases = [(rng.permutation(10).astype(float), int(rng.integers(10))) for _ in range(20)]
-
-    def eq2(case):
-        scores, i = case
-        return 1 + np.sum(scores[i] - scores < 0)
-
-    return numeric_agreement(
-        lambda c: 1 + np.sum(c[0][c[1]] - c[0] > 0),
-        eq2,
-        cases,
-        tolerance=0.0,
-        corrected=lambda c: 1 + np.sum(c[0] - c[0][c[1]] > 0),
-        correction_text="With the matrix's D_ij = s_j - s_i, 1{D_ij > 0} reproduces Eq. 2 and",
-    )
+    return numeric_agreement(lambda c: rank(*c), lambda c: 1 + np.sum(c[0] > c[0][c[1]]), cases,
+                             tolerance=0.0)  # fmt: skip
 
 
-def check_a_label() -> Verdict:
-    g_pos, g_neg = sp.symbols("P_sum N_sum", positive=True)
-    a_eq12 = g_pos  # Eq. 12-13 of seed 001 put the brace A over the sum alone
-    r_omega = 1 + g_pos + g_neg
-    return symbolic_equality(
-        a_eq12 + g_neg,
-        r_omega,
-        [g_pos, g_neg],
-        corrected=(1 + g_pos) + g_neg,
-        note="Eq. 16-17 use R(i,S_Omega) = A + C and R(i,S_P) = A, which needs A = 1 + sum_P G "
-        "(as seed 000 Eq. 8 labels it), not the sum alone as seed 001 Eq. 12-13 label it.",
-    )
+# --- the claims ------------------------------------------------------------------------------
 
 
-def check_operating_region_definition() -> Verdict:
-    eps = sp.Rational(1, 200)
-    t = sp.Rational(1, 100)
-    g = sigmoid(z, t)
-    slope_minus_eps = sp.lambdify(z, g * (1 - g) / t - eps, "mpmath")
-    mpmath.mp.dps = 30
-    root = mpmath.findroot(slope_minus_eps, (0.01, 1.0), solver="bisect")
-    r = sp.sqrt(1 - 4 * eps * t)
-    closed = t * sp.log((1 + r) / (1 - r))
-    return predicate(
-        abs(float(root - closed)) < 1e-12,
-        f"|dG/dD| > 0.005 at tau = 0.01 exactly when |D| < w = tau ln((1+r)/(1-r)), "
-        f"r = sqrt(1 - 4 eps tau): bisection (mpmath, 30 digits) gives {float(root):.6f}, the closed form "
-        f"{float(closed):.6f}. Eq. 1 counts all m^2 entries, the m diagonal ones (D = 0) included.",
-        f"root {float(root)} differs from {float(closed)}.",
-    )
+def _chain(seed: str, offset: int) -> list[Claim]:
+    n = {key: number + offset for key, number in CHAIN.items()}
+    sj_si = {"D_ij": s_j - s_i}
 
+    def label(key):
+        return f"eq{n[key]}"
 
-def _table_s1_literal(scores, gt, temperature):
-    """Table S1 executed line by line with numpy broadcasting (gt a 1 x m row)."""
-    m = scores.shape[1]
-    s1 = np.repeat(scores, m, axis=0)
-    s2 = s1.T
-    difference = s1 - s2
-    sig = expit(difference / temperature)
-    rank = 1 + np.sum(sig * (1 - np.eye(m)), axis=1)
-    rank_pos = gt.T * rank
-    ap = (1 / np.sum(gt)) * np.sum(rank_pos / rank)
-    return 1 - ap
+    def form(value, name_of_lhs="", context=""):
+        return Form(value, lhs=name_of_lhs, context=context)
 
-
-def _table_s1_corrected(scores, gt, temperature):
-    m = scores.shape[1]
-    s1 = np.repeat(scores, m, axis=0)
-    difference = s1 - s1.T
-    sig = expit(difference / temperature) * (1 - np.eye(m))
-    rank = 1 + sig.sum(axis=1)
-    rank_pos = 1 + (sig * gt).sum(axis=1)
-    positive = gt[0].astype(bool)
-    return 1 - np.mean(rank_pos[positive] / rank[positive])
-
-
-def check_table_s1() -> Verdict:
-    rng = np.random.default_rng(5)
-    cases = []
-    for _ in range(10):
-        scores = rng.normal(size=(1, 9)) * 0.1
-        gt = (rng.random((1, 9)) < 0.4).astype(float)
-        gt[0, 0] = 1.0
-        cases.append((scores, gt))
-
-    def truth(case):
-        scores, gt = case
-        return 1 - _smooth_ap_np(scores[0], gt[0].astype(bool), 0.01, rank_sign=1)
-
-    return numeric_agreement(
-        lambda c: _table_s1_literal(*c, 0.01),
-        truth,
-        cases,
-        tolerance=1e-12,
-        corrected=lambda c: _table_s1_corrected(*c, 0.01),
-        correction_text="With R_pos = 1 + sum(D_ * (1 - eye(m)) * gt, 1) averaged over the positive "
-        "rows (AP = mean over i in P of R_pos_i / R_i), the pseudocode computes Eq. 1 of 000/001 and",
-        note="As printed, R_pos = gt.T * R broadcasts to m x m with R_pos / R = gt_i, so 1 - AP = "
-        "1 - m whatever the scores: the positive ranking is never computed. D = s1 - s2 has the "
-        "rank sign (s_j - s_i), so R is right.",
-    )
-
-
-def check_batch_size_conjecture() -> Verdict:
-    m, p = sp.symbols("m p", positive=True)
-    expected = 1 / m + (1 - 1 / m) * p  # E[P] for i.i.d. scores at a fixed model
-    slope = sp.simplify(sp.diff(expected, m))
-    non_positive = sp.simplify(slope + (1 - p) / m**2) == 0
-    return predicate(
-        False,
-        "",
-        f"At a fixed model with i.i.d. batches, E[P](m) = 1/m + (1 - 1/m) p has dE[P]/dm = "
-        f"{slope} = -(1 - p)/m^2 <= 0 (verified: {non_positive}): sampling more items does not "
-        "raise the proportion of entries in the operating region. The digits measurements "
-        "(figures/operating_region_p_vs_batch_size.png) agree: the proportion of close pairs is "
-        "flat in m; only the diagonal and the query's self-score column move Eq. 1.",
-    )
-
-
-def check_table_s2_complexity() -> Verdict:
-    counts = []
-    for m in (8, 16, 32):
-        counts.append(m * m)  # Table S1 evaluates the sigmoid on the full m x m matrix per query
-    quadratic = counts[1] / counts[0] == 4 and counts[2] / counts[1] == 4
-    return predicate(
-        quadratic,
-        "Table S1 evaluates m^2 sigmoids per query: O(M^2) per query, O(M^3) for a batch of M "
-        "queries. Only the |P| positive rows are needed: gradlab's O(M^2 |P|) per batch.",
-        "count does not grow as m^2.",
-    )
+    definition = form({"D_ij": s_i - s_j}, context=f"AP_q = 1/|S_P| sum_i (1 + sum_P G(D_ij)) / "
+                      f"(1 + sum_P G(D_ij) + sum_N G(D_ij)) (Eq. {n['def']})")  # fmt: skip
+    g_form = form(sigmoid(z), "G(z; tau)")
+    g = sigmoid(f)
+    dg_form = form(g * (1 - g) / tau * sp.diff(f, x), "dG(f(x); tau)/dx")
+    qv_i, qv_j = sp.symbols("qv_i qv_j")
+    d_form = form(qv_i - qv_j, "D_ij = s_i - s_j")
+    dd_form = form(s_i - s_j, "dD_ij/dq (componentwise, s -> v)")
+    gsym = sp.Symbol("G")
+    dgd_form = form(gsym * (1 - gsym) / tau * (s_i - s_j), "dG(D_ij)/dq (componentwise, s -> v)")
+    sim_form = form(gsym * (1 - gsym) / tau, "sim(D_ij, tau)")
+    r_omega = form({"D_ij": s_i - s_j}, context=f"R(i, S_Omega) = 1 + sum_P G(D_ij) + sum_N "
+                   f"G(D_ij) (Eq. {n['R_omega']}), D_ij of Eq. {n['D']}")  # fmt: skip
+    r_p = form({"D_ij": s_i - s_j}, context=f"R(i, S_P) = 1 + sum_P G(D_ij) (Eq. {n['R_p']}), "
+               f"D_ij of Eq. {n['D']}")  # fmt: skip
+    dr_form = form(gsym * (1 - gsym) / tau * (s_i - s_j),
+                   f"summand of dR(i,S_Omega)/dq = B + D (Eq. {n['dR']}), s -> v")  # fmt: skip
+    r_p_s, r_o_s, dr_p, dr_o = sp.symbols("R_P R_Omega dR_P dR_Omega")
+    quotient = form((r_p_s * dr_o - r_o_s * dr_p) / r_o_s**2, "dAP_i/dq")
+    labelled = form(A_ * (B_ + D_) - (A_ + C_) * D_, f"numerator of Eq. {n['labels']} by its braces")
+    final_context = (f"dAP/dq = 1/|S_P| sum_i numerator / R(i,S_Omega)^2, A, C, R with Eq. "
+                     f"{n['D']}'s D_ij; B, D with sim (v_i - v_j)")  # fmt: skip
+    final = form({"D_ij": s_i - s_j, "numerator": A_ * D_ - C_ * B_}, context=final_context)
+    negatives = form({"D_ij": s_i - s_j, "numerator": A_ * D_ - C_ * B_, "C": R_N - 1},
+                     context=final_context + "; C written as R(i, S_N) - 1")  # fmt: skip
+    rank_note = (f"The tau -> 0 limit is checked at tau = 1e-4; with D_ij = s_i - s_j (Eq. {n['D']}) "
+                 "G(D_ij) ~ 1 when j ranks *below* i, so the sum counts the wrong side.")  # fmt: skip
+    if seed == SEED_000:
+        rn_note = ("000 never defines R(i, S_N); read like Eq. 8-9 as 1 + sum_N G(D_ij) (as 001 "
+                   "Eq. 2 defines R(i, S) for any set), so C = R(i, S_N) - 1 and Eq. 14 has the "
+                   "status of Eq. 13.")  # fmt: skip
+    else:
+        rn_note = ("001 Eq. 2 defines R(i, S) for any set S, so R(i, S_N) - 1 = C is defined and "
+                   "Eq. 18 has the status of Eq. 17.")  # fmt: skip
+    swap = {s_i: s_j, s_j: s_i}
+    claims = [
+        Claim(seed, label("def"), "SmoothAP is a smooth approximation of AP", definition,
+              check_definition, "float64, tau -> 0 vs scikit-learn AP",
+              correction=mutant(definition, sj_si, "corrected"),
+              mutants=(with_parameters(definition, "D_ij arguments swapped", **sj_si),),
+              note=rank_note),
+        Claim(seed, label("G"), "G is a smooth step", g_form, check_sigmoid_limit, "sympy.limit",
+              mutants=(mutant(g_form, 1 / (1 + sp.exp(z / tau)), "exponent sign flipped"),)),
+        Claim(seed, label("dG"), "derivative of G", dg_form, check_sigmoid_derivative,
+              "sympy.diff + simplify", mutants=(negated(dg_form), scaled(dg_form, tau))),
+        Claim(seed, label("D"), "score difference", d_form, check_score_difference,
+              "sympy identity with s_k = q . v_k",
+              mutants=(substituted(d_form, {qv_i: qv_j, qv_j: qv_i}, "v_i and v_j swapped"),),
+              note=f"An identity of the definitions; its sign makes G(D_ij) ~ 1 when j ranks below "
+              f"i, which Eq. {n['R_omega']}-{n['R_p']} get wrong."),
+        Claim(seed, label("dD"), "gradient of the score difference", dd_form,
+              check_difference_gradient, "sympy.diff",
+              mutants=(substituted(dd_form, swap, "v_i and v_j swapped"), scaled(dd_form, 2))),
+        Claim(seed, label("dGD"), "gradient of G(D_ij)", dgd_form,
+              check_sigmoid_of_difference_gradient, "sympy.diff + simplify",
+              mutants=(negated(dgd_form), scaled(dgd_form, tau))),
+        Claim(seed, label("sim"), "definition of sim = dG/dD", sim_form, check_sim_definition,
+              "sympy.diff", mutants=(scaled(sim_form, tau), negated(sim_form))),
+        Claim(seed, label("R_omega"), "R(i, S_Omega) is the rank of i among all candidates",
+              r_omega, check_rank_all, "float64 (tau = 1e-4) vs exact ranks",
+              correction=mutant(r_omega, sj_si, "corrected"),
+              mutants=(with_parameters(r_omega, "D_ij arguments swapped", **sj_si),),
+              note=rank_note),
+        Claim(seed, label("R_p"), "R(i, S_P) is the rank of i among positives", r_p,
+              check_rank_positives, "float64 (tau = 1e-4) vs exact ranks",
+              correction=mutant(r_p, sj_si, "corrected"),
+              mutants=(with_parameters(r_p, "D_ij arguments swapped", **sj_si),), note=rank_note),
+        Claim(seed, label("dR"), "gradient of R(i, S_Omega)", dr_form, check_rank_gradient,
+              "sympy.diff + simplify (3 candidates, d = 2)",
+              mutants=(substituted(dr_form, swap, "v_i and v_j swapped"),),
+              note=f"Relative to Eq. {n['D']}'s D_ij = s_i - s_j; under the rank convention "
+              "D_ij = s_j - s_i the gradient is -(B + D)."),
+        Claim(seed, label("quotient"), "quotient rule for dAP/dq", quotient, check_quotient_rule,
+              "sympy.diff on abstract functions",
+              correction=negated(quotient), mutants=(negated(quotient),),
+              note=f"The printed numerator R_P dR_Omega - R_Omega dR_P of Eq. {n['quotient']} is the "
+              "negative of the quotient rule for d(R_P / R_Omega)/dq."),
+        Claim(seed, label("labels"), f"Eq. {n['quotient']} with the A, B, C, D braces", labelled,
+              check_labelled_rewrite, "sympy identity",
+              correction=mutant(labelled, A_ * (B_ + D_) - (A_ + C_) * B_, "corrected"),
+              mutants=(mutant(labelled, A_ * (B_ + D_) - (A_ + C_) * B_, "last brace B"),),
+              note=f"Eq. {n['dR']} calls sum_(j in P, j != i) sim(D_ij)(v_i - v_j) B; the last "
+              f"brace of Eq. {n['labels']} calls it D."),
+        Claim(seed, label("final"), "final AD - CB form of dAP/dq", final, check_final_form,
+              "float64 vs autograd of SmoothAP",
+              correction=with_parameters(final, "corrected", **sj_si),
+              mutants=(with_parameters(final, "D_ij arguments swapped", **sj_si),),
+              note=f"With ranks G(s_j - s_i) for A, C, R and B, D exactly as printed the form is "
+              f"exact: the sign slip of Eq. {n['D']} and the reversed quotient rule of Eq. "
+              f"{n['quotient']} cancel."),
+        Claim(seed, label("negatives"), "final form with R(i, S_N)", negatives, check_final_form,
+              "float64 vs autograd of SmoothAP",
+              correction=with_parameters(negatives, "corrected", **sj_si),
+              mutants=(with_parameters(negatives, "D_ij arguments swapped", **sj_si),),
+              note=rn_note),
+    ]  # fmt: skip
+    rewrite = Form(A_ * D_ - C_ * B_, lhs="A (B + D) - (A + C) B")
+    claims.append(
+        Claim(seed, "claim-ad-cb-rewrite", f"the rewrite of Eq. {n['labels']}", rewrite,
+              check_ad_cb_rewrite, "sympy.expand",
+              mutants=(mutant(rewrite, A_ * D_ + C_ * B_, "CB sign flipped"), negated(rewrite)))
+    )  # fmt: skip
+    return claims
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seeds 000, 001 and 002."""
-    chain = [
-        (
-            "SmoothAP is a smooth approximation of AP (definition with Eq. 4's D_ij)",
-            "AP_q = 1/|S_P| sum_i (1 + sum_P G(D_ij)) / (1 + sum_P G(D_ij) + sum_N G(D_ij))",
-            "float64, tau -> 0 limit vs scikit-learn AP",
-            check_definition_as_smooth_ap,
-        ),
-        (
-            "G is a smooth step",
-            "G(f; tau) = 1 / (1 + exp(-f/tau))",
-            "sympy.limit",
-            check_sigmoid_limit,
-        ),
-        (
-            "derivative of G",
-            "dG/dx = G (1 - G) (1/tau) df/dx",
-            "sympy.diff + simplify",
-            check_sigmoid_derivative,
-        ),
-        (
-            "score difference",
-            "D_ij = s_i - s_j = q v_i - q v_j",
-            "sympy identity",
-            lambda: Verdict(
-                "holds",
-                "An identity of the definitions; its sign is what Eq. 8 gets wrong "
-                "(G(D_ij) ~ 1 when j ranks below i).",
-            ),
-        ),
-        (
-            "gradient of the score difference",
-            "dD_ij/dq = v_i - v_j",
-            "sympy.diff",
-            check_difference_gradient,
-        ),
-        (
-            "gradient of G(D_ij)",
-            "dG(D_ij)/dq = G (1 - G) / tau (v_i - v_j)",
-            "sympy.diff + simplify",
-            check_sigmoid_of_difference_gradient,
-        ),
-        (
-            "definition of sim",
-            "sim(D_ij, tau) = G (1 - G) / tau = dG/dD",
-            "sympy.diff",
-            check_sim_definition,
-        ),
-        (
-            "R(i, S_Omega) is the rank of i among all candidates",
-            "R(i, S_Omega) = 1 + sum_P G(D_ij) + sum_N G(D_ij)",
-            "float64 vs exact ranks",
-            lambda: check_rank(False),
-        ),
-        (
-            "R(i, S_P) is the rank of i among positives",
-            "R(i, S_P) = 1 + sum_P G(D_ij)",
-            "float64 vs exact ranks",
-            lambda: check_rank(True),
-        ),
-        (
-            "gradient of R(i, S_Omega)",
-            "dR/dq = sum_P sim (v_i - v_j) + sum_N sim (v_i - v_j) = B + D",
-            "sympy.diff + simplify (3 candidates, d = 2)",
-            check_rank_gradient,
-        ),
-        (
-            "quotient rule for dAP/dq",
-            "(R_P dR_Omega - R_Omega dR_P) / R_Omega^2",
-            "sympy.diff on abstract functions",
-            check_quotient_rule,
-        ),
-        (
-            "Eq. 11 with A, B, C, D labels",
-            "A (B + D) - (A + C) D  [last sum labelled D]",
-            "sympy identity",
-            check_labelled_rewrite,
-        ),
-    ]
-    tail = [
-        (
-            "final form of dAP/dq",
-            "1/|P| sum_i (A D - C B) / R(i, S_Omega)^2",
-            "float64 vs autograd of SmoothAP (8 random problems)",
-            check_final_form,
-        ),
-        (
-            "final form with R(i, S_N)",
-            "1/|P| sum_i (R_P D - (R(i, S_N) - 1) B) / R^2",
-            "sympy identity",
-            check_negative_rank_form,
-        ),
-    ]
-    records = []
-    for offset, seed in ((0, SEED_000), (4, SEED_001)):
-        for number, (statement, formula, method, check) in enumerate(chain + tail, start=1):
-            records.append(Claim(seed, f"eq{number + offset}", statement, formula, method, check))
-        records.append(
-            Claim(
-                seed,
-                "claim-ad-cb-rewrite",
-                "the rewrite of Eq. 12 (000) / 16 (001)",
-                "A (B + D) - (A + C) B = A D - C B",
-                "sympy.expand",
-                check_ad_cb_rewrite,
-            )
-        )
+    """The audited claims of seeds 000 and 001."""
+    records = _chain(SEED_000, 0) + _chain(SEED_001, 4)
+    a000 = Form({"A (Eq. 8)": 1 + P_sum, "A (Eq. 9)": P_sum},
+                context="the brace A over R(i, S_Omega) (Eq. 8) and over R(i, S_P) (Eq. 9)")  # fmt: skip
+    a001 = Form({"A": P_sum}, context="the brace A of Eq. 12-13 (over the sum alone), used as "
+                "R(i,S_P) = A and R(i,S_Omega) = A + C in Eq. 16-17")  # fmt: skip
+    ap = Form(sp.Symbol("R_P") / sp.Symbol("R_Omega"), lhs="summand of AP_q (Eq. 1)")
+    rank = Form(sp.StrictLessThan(s_i - s_j, 0), lhs="counted term of R(i, S) (Eq. 2)")
+    s = sp.symbols("s1:4")
+    ones = sp.ones(3, 1)
+    matrix = ones * sp.Matrix([list(s)]) - sp.Matrix(s) * ones.T
+    d3 = Form({"D": sp.ImmutableMatrix(matrix), "D_ij": s_i - s_j},
+              context="Eq. 3 for m = 3, stated D_ij")  # fmt: skip
+    d4 = Form({"D_ij": s_i - s_j}, context="R(i, S) = 1 + sum_j 1{D_ij > 0} (Eq. 4)")
     records += [
-        Claim(SEED_001, "eq1", "AP from ranks", "AP_q = 1/|S_P| sum_i R(i, S_P) / R(i, S_Omega)",
-              "float64 vs scikit-learn AP", check_ap_with_ranks),
-        Claim(SEED_001, "eq2", "the rank", "R(i, S) = 1 + sum_j 1{s_i - s_j < 0}",
-              "exact integer ranks vs sorting", check_exact_rank),
-        Claim(SEED_001, "eq3", "the difference matrix", "D = [s_1 .. s_m; ...] - [s_1 .. s_1; ...], "
-              "D_ij = s_i - s_j", "sympy.Matrix", check_matrix_difference),
-        Claim(SEED_001, "eq4", "rank from D", "R(i, S) = 1 + sum_j 1{D_ij > 0}",
-              "exact integer ranks", check_indicator_rank),
-        Claim(SEED_001, "claim-label-a", "the brace A of Eq. 12-13 is the A of Eq. 16-17",
-              "R(i, S_Omega) = A + C with A = sum_P G(D_ij)", "sympy identity", check_a_label),
-        Claim(SEED_002, "eq1", "the operating-region proportion P",
-              "P = sum_ij [ |dG(D_ij)/dD_ij| > 0.005 ] / m^2", "mpmath bisection vs closed form",
-              check_operating_region_definition),
-        Claim(SEED_002, "claim-table-s1", "the Table S1 pseudocode computes Smooth-AP (Eq. 1 of 000/001)",
-              "R_pos = gt.T * R; AP = (1/sum(gt)) sum(R_pos / R)", "float64, pseudocode executed",
-              check_table_s1),
-        Claim(SEED_002, "claim-p-grows-with-batch-size",
-              "P grows with mini-batch size because larger batches hold more close scores",
-              "more instances per batch => larger P", "sympy.diff of E[P](m)", check_batch_size_conjecture),
-        Claim(SEED_002, "claim-table-s2-complexity", "Smooth-AP costs O(M^2)", "Table S2: O(M^2)",
-              "operation count of Table S1", check_table_s2_complexity),
+        Claim(SEED_000, "claim-label-a", "000 labels A consistently (Eq. 8, Eq. 9, Eq. 12-13)",
+              a000, check_a_label_000, "sympy identity",
+              correction=with_parameters(a000, "corrected", **{"A (Eq. 9)": 1 + P_sum}),
+              mutants=(with_parameters(a000, "Eq. 9 brace over 1 + sum", **{"A (Eq. 9)": 1 + P_sum}),),
+              note="Eq. 8 puts A over 1 + sum_P G(D_ij), Eq. 9 over the sum alone; Eq. 12-13 use "
+              "R(i, S_P) = A, which is Eq. 8's reading."),
+        Claim(SEED_001, "claim-label-a", "the brace A of Eq. 12-13 is the A of Eq. 16-17", a001,
+              check_a_label_001, "sympy identity",
+              correction=with_parameters(a001, "corrected", A=1 + P_sum),
+              mutants=(with_parameters(a001, "A over 1 + sum", A=1 + P_sum),),
+              note="Eq. 16-17 need A = 1 + sum_P G(D_ij), not the sum alone as Eq. 12-13 label it "
+              "(000 Eq. 8 has it right, 000 Eq. 9 does not)."),
+        Claim(SEED_001, "eq1", "AP from ranks", ap, check_ap_with_ranks,
+              "float64 vs scikit-learn AP (exact ranks, no ties)",
+              mutants=(mutant(ap, sp.Symbol("R_Omega") / sp.Symbol("R_P"), "ratio inverted"),)),
+        Claim(SEED_001, "eq2", "the rank", rank, check_exact_rank,
+              "exact integer ranks vs sorting",
+              mutants=(mutant(rank, sp.StrictLessThan(s_j - s_i, 0), "s_i and s_j swapped"),)),
+        Claim(SEED_001, "eq3", "the difference matrix has D_ij = s_i - s_j", d3,
+              check_matrix_difference, "sympy.Matrix",
+              correction=with_parameters(d3, "corrected", D_ij=s_j - s_i),
+              mutants=(with_parameters(d3, "stated D_ij swapped", D_ij=s_j - s_i),),
+              note="The printed matrix has entry (i, j) = s_j - s_i, not the s_i - s_j the text "
+              "states; the matrix is the rank convention that Eq. 4 needs."),
+        Claim(SEED_001, "eq4", "rank from D", d4, check_indicator_rank, "exact integer ranks",
+              correction=with_parameters(d4, "corrected", D_ij=s_j - s_i),
+              mutants=(with_parameters(d4, "D_ij swapped", D_ij=s_j - s_i),),
+              note="With the matrix's D_ij = s_j - s_i (Eq. 3 as drawn) Eq. 4 reproduces Eq. 2."),
     ]  # fmt: skip
     return records

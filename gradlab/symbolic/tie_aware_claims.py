@@ -1,70 +1,76 @@
-"""Audit of seed 003 (Hashing as Tie-Aware Learning to Rank, supplementary)."""
+"""Audit of seed 003 (Hashing as Tie-Aware Learning to Rank, supplementary), Eq. 1-21, 26, 34.
+
+The printed summands and closed forms are SymPy expressions; the procedures that use them
+(sums over ties, over bins) lambdify them, and the truth is brute force over every tie-consistent
+ordering, exact rational sums, or mpmath. Eq. 22-37 are in :mod:`minibatch_claims`.
+"""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
 import mpmath
 import numpy as np
 import sympy as sp
-import torch
 
-from gradlab.symbolic.claims import Claim, Verdict, numeric_agreement, predicate, symbolic_equality
+from gradlab.symbolic.claims import (
+    Claim,
+    Form,
+    Verdict,
+    all_hold,
+    decide,
+    mutant,
+    negated,
+    numeric_agreement,
+    scaled,
+    substituted,
+    symbolic_equality,
+    with_parameters,
+)
 
 SEED = "003_9ae9ec3ce43e30ad"
 
 n, n_pos, N_prev, N_pos_prev, t, a, b = sp.symbols("n n_pos N_prev N_pos_prev t a b", positive=True)
+N_plus, j_, N_d, c, c_pos, C_prev, C_pos_prev = sp.symbols(
+    "N_plus j N_d c c_pos C_prev C_pos_prev", positive=True
+)
+share = (n_pos - 1) / (n - 1)
+log2 = sp.log(2)
 
 
-# --- transcriptions of the printed formulas --------------------------------------------------
+# --- transcriptions that take the printed pieces -------------------------------------------
 
 
 def _ties(scores):
-    """Groups of equal scores in rank order: list of index lists."""
     groups = {}
     for index, score in enumerate(scores):
         groups.setdefault(score, []).append(index)
     return [groups[s] for s in sorted(groups, reverse=True)]
 
 
-def ap_eq1(scores, relevant, cutoff):
-    """Eq. 1: AP_T@k, tie vector from the groups; (n+ - 1)/(n - 1) read as 0 when n = 1."""
+def _tie_ap(summand: sp.Expr, scores, relevant, cutoff) -> float:
+    """Sum of the printed per-item summand over the ties (Eq. 1-3), items up to ``cutoff``.
+
+    In a tie of one item, ``(n+ - 1)/(n - 1)`` is 0/0 (times ``j - N_prev - 1 = 0``); there the
+    summand is the mean of its values at ``n = 1 -+ 1e-7`` (error O(1e-14), the limit).
+    """
+    raw = sp.lambdify((n_pos, n, N_pos_prev, N_prev, j_, N_plus), summand, "math")
+
+    def function(pos, size, *rest):
+        if size != 1:
+            return raw(pos, size, *rest)
+        return (raw(pos, 1 - 1e-7, *rest) + raw(pos, 1 + 1e-7, *rest)) / 2
+
     total, position, positives_before = 0.0, 0, 0
+    plus = sum(relevant)
     for group in _ties(scores):
         size, pos = len(group), sum(relevant[i] for i in group)
-        share = (pos - 1) / (size - 1) if size > 1 else 0.0
-        for j in range(position + 1, position + size + 1):
-            if j <= cutoff:
-                total += pos / size * (positives_before + (j - position - 1) * share + 1) / j
+        for j in range(position + 1, min(position + size, cutoff) + 1):
+            total += function(pos, size, positives_before, position, j, plus)
         position += size
         positives_before += pos
-    return total / sum(relevant)
-
-
-def dcg_eq4(scores, gains, cutoff):
-    """Eq. 4: DCG_T@k = sum_d mean gain of tie d * sum of discounts of its ranks up to k."""
-    total, position = 0.0, 0
-    for group in _ties(scores):
-        mean_gain = sum(gains[i] for i in group) / len(group)
-        total += mean_gain * sum(
-            1 / math.log2(j + 1)
-            for j in range(position + 1, min(position + len(group), cutoff) + 1)
-        )
-        position += len(group)
-    return total
-
-
-def dcg_eq7(scores, gains):
-    """Eq. 7: per tie, (1/n_d) sum_v G(v) n_{d,v} sum_j D(j)."""
-    total, position = 0.0, 0
-    for group in _ties(scores):
-        levels = {}
-        for i in group:
-            levels[gains[i]] = levels.get(gains[i], 0) + 1
-        discount = sum(1 / math.log2(j + 1) for j in range(position + 1, position + len(group) + 1))
-        total += sum(g * c for g, c in levels.items()) / len(group) * discount
-        position += len(group)
     return total
 
 
@@ -87,334 +93,496 @@ def _ap_at(order, relevant, cutoff):
 
 
 def _dcg_at(order, gains, cutoff):
-    return sum(
-        gains[item] / math.log2(rank + 1)
-        for rank, item in enumerate(order, start=1)
-        if rank <= cutoff
-    )
+    return sum(gains[item] / math.log2(rank + 1) for rank, item in enumerate(order, start=1)
+               if rank <= cutoff)  # fmt: skip
 
 
-def _tie_cases(count=12, size=6, seed=0):
+@functools.lru_cache(maxsize=8)
+def _tie_cases(seed=0, count=10, size=6):
     rng = np.random.default_rng(seed)
     cases = []
     for _ in range(count):
-        scores = rng.integers(0, 3, size).tolist()
-        relevant = (rng.random(size) < 0.5).tolist()
+        scores = tuple(rng.integers(0, 3, size).tolist())
+        relevant = [bool(v) for v in rng.random(size) < 0.5]
         relevant[0] = True
-        gains = rng.integers(0, 3, size).tolist()
-        cases.append((scores, relevant, gains, int(rng.integers(1, size + 1))))
-    return cases
+        gains = tuple(rng.integers(0, 3, size).tolist())
+        cutoff = int(rng.integers(1, size + 1))
+        cases.append((scores, tuple(relevant), gains, cutoff,
+                      _brute_force(_ap_at, scores, relevant, cutoff),
+                      _brute_force(_ap_at, scores, relevant, size),
+                      _brute_force(_dcg_at, scores, gains, cutoff),
+                      _brute_force(_dcg_at, scores, gains, size)))  # fmt: skip
+    return tuple(cases)
 
 
-# --- checks ------------------------------------------------------------------------------------
+gain_sum, level_sum, disc = sp.symbols("sum_G sum_v_G_n_dv sum_D")
+jj = sp.Symbol("j", positive=True, integer=True)
 
 
-def check_ap_eq1() -> Verdict:
-    return numeric_agreement(lambda c: ap_eq1(c[0], c[1], c[3]), lambda c: _brute_force(_ap_at, c[0], c[1], c[3]),
-                             _tie_cases(), tolerance=1e-12,
-                             note="Against the average over every tie-consistent ordering, cutoff k random.")  # fmt: skip
+def _tie_dcg(form: Form, scores, gains, cutoff) -> float:
+    """Sum over ties of the printed tie value, the discount ``D(j)`` as printed."""
+    discount = sp.lambdify(jj, form.value["D(j)"], "math")
+    value = sp.lambdify((gain_sum, level_sum, n, disc), form.value["tie value"], "math")
+    total, position = 0.0, 0
+    for group in _ties(scores):
+        levels = {}
+        for i in group:
+            levels[gains[i]] = levels.get(gains[i], 0) + 1
+        by_level = sum(g * count for g, count in levels.items())
+        discounts = sum(discount(k) for k in range(position + 1, min(position + len(group), cutoff) + 1))
+        total += value(sum(gains[i] for i in group), by_level, len(group), discounts)
+        position += len(group)
+    return total
 
 
-def check_ap_eq2() -> Verdict:
-    return numeric_agreement(lambda c: ap_eq1(c[0], c[1], len(c[0])), lambda c: _brute_force(_ap_at, c[0], c[1], len(c[0])),
-                             _tie_cases(seed=1), tolerance=1e-12, note="Eq. 2 = Eq. 1 at k = |S|, against brute force.")  # fmt: skip
+# --- checks ----------------------------------------------------------------------------------
 
 
-def check_dcg_eq4() -> Verdict:
-    return numeric_agreement(lambda c: dcg_eq4(c[0], c[2], c[3]), lambda c: _brute_force(_dcg_at, c[0], c[2], c[3]),
-                             _tie_cases(seed=2), tolerance=1e-12, note="Against brute-force tie averaging.")  # fmt: skip
+def check_ap_at_k(form: Form) -> Verdict:
+    return numeric_agreement(lambda c: _tie_ap(form.value, c[0], c[1], c[3]), lambda c: c[4],
+                             _tie_cases(), tolerance=1e-12)  # fmt: skip
 
 
-def check_dcg_eq7() -> Verdict:
-    return numeric_agreement(lambda c: dcg_eq7(c[0], c[2]), lambda c: dcg_eq4(c[0], c[2], len(c[0])),
-                             _tie_cases(seed=3), tolerance=1e-12, note="Eq. 5-7 regroup Eq. 4 by affinity level.")  # fmt: skip
+def check_ap_full(form: Form) -> Verdict:
+    return numeric_agreement(lambda c: _tie_ap(form.value, c[0], c[1], len(c[0])), lambda c: c[5],
+                             _tie_cases(1), tolerance=1e-12)  # fmt: skip
 
 
-share = (n_pos - 1) / (n - 1)
+def check_dcg_at_k(form: Form) -> Verdict:
+    return numeric_agreement(lambda c: _tie_dcg(form, c[0], c[2], c[3]), lambda c: c[6],
+                             _tie_cases(2), tolerance=1e-12)  # fmt: skip
 
 
-def check_split() -> Verdict:
+def check_dcg_full(form: Form) -> Verdict:
+    return numeric_agreement(lambda c: _tie_dcg(form, c[0], c[2], len(c[0])), lambda c: c[7],
+                             _tie_cases(3), tolerance=1e-12)  # fmt: skip
+
+
+_affinity = sp.symbols("a1:5", integer=True)
+_v = sp.Symbol("v", integer=True)
+_G = sp.Function("G")
+
+
+def check_level_regrouping(form: Form) -> Verdict:
+    """Eq. 6: sum_j G(A(j)) over a tie of 4 = sum_v G(v) n_(d,v), every affinity assignment."""
+    levels = (0, 1, 2)
+    worst = 0
+    for assignment in itertools.product(levels, repeat=4):
+        point = dict(zip(_affinity, assignment, strict=True))
+        printed = sum(form.value.subs(point).subs(_v, v).replace(_G, lambda u: u**2 + 1).doit()
+                      for v in levels)  # fmt: skip
+        truth = sum(u**2 + 1 for u in assignment)
+        worst = max(worst, abs(int(printed) - truth))
+    return decide(worst == 0, "sum_v G(v) n_(d,v) = sum_(j in R^(d)) G(A(j)) for all 81 assignments "
+                  "of 3 levels to a tie of 4 (G(v) = v^2 + 1).",
+                  f"differs by up to {worst} over the 81 assignments.")  # fmt: skip
+
+
+def check_split(form: Form) -> Verdict:
     beta = (N_pos_prev + (t - N_prev - 1) * share + 1) / t
-    printed = share + (N_pos_prev + 1 - share * (N_prev + 1)) / t
-    return symbolic_equality(printed, beta, [n, n_pos, N_prev, N_pos_prev, t])
+    return symbolic_equality(form.value, beta, [n, n_pos, N_prev, N_pos_prev, t])
 
 
-def check_eq9() -> Verdict:
-    total = sp.Symbol("N_plus", positive=True)
-    eq3_summand = n_pos / n * (N_pos_prev + (t - N_prev - 1) * share + 1) / t / total
-    beta = (N_pos_prev + (t - N_prev - 1) * share + 1) / t
-    return symbolic_equality(
-        n_pos / (n * total) * beta, eq3_summand, [n, n_pos, N_prev, N_pos_prev, t, total]
-    )
+def check_eq9(form: Form) -> Verdict:
+    beta = sp.Symbol("beta_d(t)")
+    eq3_summand = n_pos / n * (N_pos_prev + (t - N_prev - 1) * share + 1) / t / N_plus
+    printed = form.value.subs(beta, (N_pos_prev + (t - N_prev - 1) * share + 1) / t)
+    return symbolic_equality(printed, eq3_summand, [n, n_pos, N_prev, N_pos_prev, t, N_plus])
 
 
-def check_harmonic_closed_form() -> Verdict:
+A_s, B_s = sp.symbols("A B")
+
+
+def check_harmonic_closed_form(form: Form) -> Verdict:
     k = sp.Symbol("k", integer=True, positive=True)
-    A, B = sp.symbols("A B")
-    size, before = 4, 3  # a tie of 4 items after 3: exact rational sums
-    summed = sp.summation(A + B / k, (k, before + 1, before + size))
-    printed = A * size + B * (sp.harmonic(before + size) - sp.harmonic(before))
-    exact_everywhere = all(
-        sp.summation(1 / k, (k, lo + 1, lo + size)) == sp.harmonic(lo + size) - sp.harmonic(lo)
-        for lo in range(0, 12)
-        for size in range(0, 12)
+    verdicts = []
+    for before, size in ((0, 1), (3, 4), (7, 2), (10, 11)):
+        summed = sp.summation(A_s + B_s / k, (k, before + 1, before + size))
+        printed = form.value.subs({N_prev: before, n: size, N_d: before + size})
+        verdicts.append(symbolic_equality(printed, summed, [A_s, B_s]))
+    return all_hold(verdicts, "sum_(t=N_(d-1)+1)^(N_d) (A + B/t) in exact rationals for "
+                    "(N_(d-1), n_d) in (0,1), (3,4), (7,2), (10,11): ")  # fmt: skip
+
+
+def _harmonic_gap(before, size):
+    return float(mpmath.harmonic(before + size) - mpmath.harmonic(before))
+
+
+def check_log_approximation(form: Form) -> Verdict:
+    """Eq. 11 for every bin, the first one (N_(d-1) = 0) included: |error| <= 0.2 and finite."""
+    approx = sp.lambdify((N_prev, N_d), form.value, "mpmath")
+    grid = [(x, y) for x in (0, 1, 2, 5, 20, 100) for y in (1, 2, 5, 50)]
+    errors = {}
+    for before, size in grid:
+        try:
+            value = float(approx(mpmath.mpf(before), mpmath.mpf(before + size)))
+        except (ZeroDivisionError, ValueError):
+            value = math.inf
+        errors[(before, size)] = abs(value - _harmonic_gap(before, size))
+    worst = max(errors, key=errors.get)
+    first_bin = max(e for (before, _), e in errors.items() if before == 0)
+    return decide(
+        errors[worst] <= 0.2,
+        f"|approximation - harmonic gap| <= {errors[worst]:.3f} on {len(grid)} bins, the first "
+        f"bin N_(d-1) = 0 included (there {first_bin:.3f}).",
+        f"|approximation - harmonic gap| reaches {errors[worst]:.3g} at (N_(d-1), n_d) = {worst}; "
+        f"at the first bin N_(d-1) = 0 the error is {first_bin:.3g}.",
     )
-    verdict = symbolic_equality(printed, summed, [A, B])
-    return Verdict(
-        verdict.verdict,
-        verdict.detail + f" sum_(t=a+1)^(a+n) 1/t = H(a+n) - H(a) in exact rationals for all "
-        f"0 <= a, n < 12: {exact_everywhere}.",
-    )
 
 
-def check_log_approximation() -> Verdict:
-    grid = [(x, y) for x in range(1, 200, 7) for y in range(1, 300, 11)]
-    within = all(
-        0
-        <= math.log((x + y) / x) - float(mpmath.harmonic(x + y) - mpmath.harmonic(x))
-        <= y / (2 * x * x)
-        for x, y in grid
-    )
-    first_bin = sp.limit(sp.log(b / a), a, 0, "+")
-    return predicate(
-        False, "",
-        f"For N_(d-1) >= 1 the log overestimates the harmonic sum by at most n/(2 N^2) on a "
-        f"{len(grid)}-point grid: {within}. At the first bin, N_(d-1) = 0, ln(N_d / N_(d-1)) -> "
-        f"{first_bin}: the relaxation diverges.",
-        correction="Valid for N_(d-1) >= 1; gradlab continues ln below one item by its tangent "
-        "(or uses ln((b+1/2)/(a+1/2)) or digamma), finite at the first bin.",
-    )  # fmt: skip
-
-
-def check_midpoint_claim() -> Verdict:
+def check_quadrature_rule(form: Form) -> Verdict:
+    """Which rule is Eq. 11's sum? Nodes of the printed rule vs the sum's nodes t, cells [t-1, t]."""
+    offset = sp.lambdify((), form.value["node offset from the cell's right edge"], "math")()
     cases = [(x, y) for x in range(1, 40, 3) for y in range(1, 40, 5)]
-
-    def exact(case):
-        return float(mpmath.harmonic(case[0] + case[1]) - mpmath.harmonic(case[0]))
-
     return numeric_agreement(
-        lambda c: math.log((c[0] + c[1]) / c[0]), exact, cases, tolerance=1e-3,
-        corrected=lambda c: math.log((c[0] + c[1] + 0.5) / (c[0] + 0.5)),
-        correction_text="The midpoint rule integrates 1/t from a + 1/2 to b + 1/2; ln((b+1/2)/(a+1/2))",
-        note="Eq. 11 integrates from a to b: the sum is the right-endpoint Riemann sum of that "
-        "integral (an underestimate), not its midpoint rule.",
-    )  # fmt: skip
-
-
-def check_eq13_algebra() -> Verdict:
-    total = sp.Symbol("N_plus", positive=True)
-    log_term = sp.Symbol("L", positive=True)
-    eq12 = n_pos / (n * total) * (share * n + (N_pos_prev + 1 - share * (N_prev + 1)) * log_term)
-    eq13 = (
-        n_pos * (n_pos - 1) / ((n - 1) * total)
-        + n_pos / (n * total) * (N_pos_prev + 1 - share * (N_prev + 1)) * log_term
-    )
-    return symbolic_equality(eq13, eq12, [n, n_pos, N_prev, N_pos_prev, total, log_term])
-
-
-def _eq13_term(c_pos, c, before, before_pos, harmonic):
-    return (
-        c_pos * (c_pos - 1) / (c - 1)
-        + c_pos / c * (before_pos + 1 - (c_pos - 1) / (c - 1) * (before + 1)) * harmonic
+        lambda cs: sum(1 / (k - offset) for k in range(cs[0] + 1, cs[0] + cs[1] + 1)),
+        lambda cs: _harmonic_gap(*cs),
+        cases,
+        tolerance=1e-12,
     )
 
 
-def check_eq13_first_bin() -> Verdict:
-    c = sp.Symbol("c", positive=True)
-    term = _eq13_term(sp.Rational(1, 2), c + 2, a, 0, sp.log((a + c + 2) / a))
-    value = sp.limit(term.subs(c, 1), a, 0, "+")
-    return predicate(
-        False,
-        "",
-        f"At the first bin C_(d-1) = 0: the Eq. 13 term with c = 3, c+ = 1/2 tends to {value}.",
-    )
+def check_eq12(form: Form) -> Verdict:
+    """Eq. 12 is Eq. 10 with the harmonic gap replaced by Eq. 11's logarithm."""
+    harmonic = sp.Symbol("H_gap")
+    eq10 = n_pos / (n * N_plus) * (share * n + (N_pos_prev + 1 - share * (N_prev + 1)) * harmonic)
+    truth = eq10.subs(harmonic, sp.log(N_d) - sp.log(N_prev))
+    return symbolic_equality(form.value, truth, [n, n_pos, N_prev, N_pos_prev, N_plus, N_d])
 
 
-def check_eq13_one_item_bin() -> Verdict:
-    c = sp.Symbol("c", positive=True)
-    before = 3
-    log_term = _eq13_term(sp.Rational(1, 2), c, before, 1, sp.log((before + c) / before))
-    exact_term = _eq13_term(
-        sp.Rational(1, 2), c, before, 1, sp.harmonic(before + c) - sp.harmonic(before)
-    )
-    pole = sp.limit(log_term, c, 1, "+")
-    removable = sp.N(exact_term.subs(c, 1 + sp.Rational(1, 10**12)), 15)
-    return predicate(
-        False, "",
-        f"At a bin holding one item (c_d -> 1, c+_d = 1/2) the printed term tends to {pole} "
-        f"with ln; with the exact harmonic gap the singularity is removable (value {removable} "
-        "at c = 1 + 1e-12). gradlab clamps (c+ - 1)/(c - 1) to [0, 1], its range at every integer "
-        "count where it matters, and sets it to 0 at c = 1.",
-    )  # fmt: skip
+def _eq13(log_term):
+    return (c_pos * (c_pos - 1) / ((c - 1) * N_plus)
+            + c_pos / (c * N_plus) * (C_pos_prev + 1 - (c_pos - 1) / (c - 1) * (C_prev + 1)) * log_term)  # fmt: skip
 
 
-def check_eq13_empty_bin() -> Verdict:
-    c = sp.Symbol("c", positive=True)
-    term = _eq13_term(c / 2, c, 3, 1, sp.log((3 + c) / 3))
-    limit = sp.limit(term, c, 0, "+")
-    slope = sp.limit(sp.diff(term, c), c, 0, "+")
-    return predicate(
-        False, "",
-        f"At an empty bin c+_d / c_d is 0/0 as printed. The limit of the term is {limit} and its "
-        f"derivative along c+ = c/2 tends to {sp.N(slope, 6)}, not 0.",
-        correction="Written as c+_d [A_d + B_d L/c_d] with L/c_d -> L'(C_(d-1)) the term is "
-        "finite with its true gradient at empty bins (gradlab.functional.relaxed_tie_aware_ap).",
-    )  # fmt: skip
+def check_eq13_algebra(form: Form) -> Verdict:
+    log_term = sp.log(N_d / N_prev)
+    eq12 = n_pos / (n * N_plus) * (share * n + (N_pos_prev + 1 - share * (N_prev + 1)) * log_term)
+    relaxed = eq12.subs({n_pos: c_pos, n: c, N_pos_prev: C_pos_prev, N_prev: C_prev,
+                         N_d: C_prev + c})  # fmt: skip
+    printed = form.value.subs(N_d, C_prev + c)
+    return symbolic_equality(printed, relaxed, [c, c_pos, C_prev, C_pos_prev, N_plus])
 
 
-def check_eq14_substitution() -> Verdict:
-    cases = [(x, x + y) for x in (0.5, 1.0, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
-    return numeric_agreement(
-        lambda c: float(mpmath.quad(lambda u: mpmath.log(2) / mpmath.log(u + 1), [c[0], c[1]])),
-        lambda c: float(mpmath.log(2) * mpmath.quad(lambda u: 1 / mpmath.log(u), [c[0] + 1, c[1] + 1])),
-        cases, tolerance=1e-12, note="Both integrals by mpmath.quad.",
-    )  # fmt: skip
+def check_first_bin(form: Form) -> Verdict:
+    """Is the printed term finite as ``C_(d-1) -> 0+`` (first bin), c = 3, c+ = 1/2, N+ = 2?"""
+    term = form.value.subs({c: 3, c_pos: sp.Rational(1, 2), C_pos_prev: 0, N_plus: 2})
+    term = term.subs(N_d, C_prev + 3)
+    limit = sp.limit(term, C_prev, 0, "+")
+    return decide(limit.is_finite is True, f"the term tends to {limit} at the first bin.",
+                  f"the term tends to {limit} as C_(d-1) -> 0+ (first bin).")  # fmt: skip
 
 
-def check_eq16_li() -> Verdict:
-    cases = [(x, x + y) for x in (0.5, 1.0, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
-    return numeric_agreement(
-        lambda c: float(mpmath.li(c[1] + 1) - mpmath.li(c[0] + 1)),
-        lambda c: float(mpmath.quad(lambda u: 1 / mpmath.log(u), [c[0] + 1, c[1] + 1])),
-        cases, tolerance=1e-12, note="Li(x) = PV int_0^x dt / ln t (mpmath.li) against quadrature.",
-    )  # fmt: skip
-
-
-def check_eq16_first_bin() -> Verdict:
-    value = mpmath.li(1)
-    return predicate(False, "", f"At the first bin C_(d-1) = 0 Eq. 16 needs Li(1) = {value}: DCG_r diverges there. "
-                     "gradlab's stand-ins continue ln2 Li(x+1) below one item by its tangent (D(1) = 1), "
-                     "or integrate from a + 1/2 (midpoint); both are finite.")  # fmt: skip
-
-
-def check_harmonic_expansion() -> Verdict:
+def check_one_item_bin(form: Form) -> Verdict:
+    """Is the term bounded as ``c_d -> 1`` (a bin of one item), c+ = 1/2, C_(d-1) = 3?"""
+    term = form.value.subs({c_pos: sp.Rational(1, 2), C_prev: 3, C_pos_prev: 1, N_plus: 2})
+    term = term.subs(N_d, 3 + c)
+    function = sp.lambdify(c, term, "mpmath")
     mpmath.mp.dps = 40
-    values = [
-        float(N**2 * (mpmath.harmonic(N) - mpmath.euler - mpmath.log(N) - 1 / (2 * mpmath.mpf(N))))
-        for N in (10, 100, 1000, 10000)
-    ]
-    return predicate(abs(values[-1] + 1 / 12) < 1e-6,
-                     f"N^2 (H(N) - gamma - ln N - 1/(2N)) = {values[-1]:.8f} at N = 1e4 -> -1/12 (mpmath, 40 digits).",
-                     f"remainder scaled by N^2: {values}.")  # fmt: skip
+    values = [abs(function(1 + mpmath.mpf(10) ** -k)) for k in (6, 12, 18)]
+    growth = float(values[-1] / values[0])
+    return decide(growth < 10, f"|term| stays {float(values[-1]):.4g} as c -> 1 (growth {growth:.3g}).",
+                  f"|term| grows by {growth:.3g} from c = 1 + 1e-6 to 1 + 1e-18: a pole at a bin "
+                  "of one item.")  # fmt: skip
 
 
-def check_eq20() -> Verdict:
+def check_empty_bin(form: Form) -> Verdict:
+    """Is the term defined (a finite number) at an empty bin c_d = c+_d = 0, C_(d-1) = 3?"""
+    term = form.value.subs({C_prev: 3, C_pos_prev: 1, N_plus: 2, sp.Symbol("rho"): sp.Rational(1, 2)})
+    value = term.subs(N_d, 3 + c).xreplace({c_pos: sp.Integer(0), c: sp.Integer(0)})
+    return decide(value.is_finite is True, f"the term is {value} at c_d = c+_d = 0.",
+                  f"substituting c_d = c+_d = 0 gives {value}: undefined as printed.")  # fmt: skip
+
+
+def check_eq14(form: Form) -> Verdict:
+    lower = sp.lambdify((a,), form.value["lower"], "math")
+    upper = sp.lambdify((b,), form.value["upper"], "math")
+    factor = float(form.value["factor"])
+    cases = [(x, x + y) for x in (1.5, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
+    return numeric_agreement(
+        lambda cs: factor * float(mpmath.quad(lambda u: 1 / mpmath.log(u), [lower(cs[0]), upper(cs[1])])),
+        lambda cs: float(mpmath.quad(lambda u: 1 / mpmath.log(u + 1, 2), [cs[0], cs[1]])),
+        cases, tolerance=1e-10,
+    )  # fmt: skip
+
+
+def check_eq15(form: Form) -> Verdict:
+    """At integer counts Eq. 15 is Eq. 7 with Eq. 14's integral for the discount sum."""
+    factor = float(form.value["factor"])
+    rng = np.random.default_rng(11)
+    cases = []
+    for _ in range(8):
+        counts = rng.integers(0, 4, 3)  # c_(d,v) for v = 0, 1, 2
+        counts[1] += 1
+        cases.append((int(rng.integers(1, 9)), tuple(int(x) for x in counts)))
+
+    def printed(case):
+        before, counts = case
+        total = sum(counts)
+        integral = mpmath.quad(lambda u: 1 / mpmath.log(u), [before + 1, before + total + 1])
+        return factor * sum(v * k / total for v, k in enumerate(counts)) * float(integral)
+
+    def eq7_with_eq14(case):
+        before, counts = case
+        total = sum(counts)
+        integral = mpmath.quad(lambda u: 1 / mpmath.log(u + 1, 2), [before, before + total])
+        return sum(v * k for v, k in enumerate(counts)) / total * float(integral)
+
+    return numeric_agreement(printed, eq7_with_eq14, cases, tolerance=1e-10)
+
+
+def check_li(form: Form) -> Verdict:
+    difference = sp.lambdify((a, b), form.value, "mpmath")
+    cases = [(x, x + y) for x in (0.5, 1.0, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
+    return numeric_agreement(
+        lambda cs: float(difference(cs[0], cs[1])),
+        lambda cs: float(mpmath.quad(lambda u: 1 / mpmath.log(u), [cs[0] + 1, cs[1] + 1])),
+        cases, tolerance=1e-10,
+    )  # fmt: skip
+
+
+def check_li_first_bin(form: Form) -> Verdict:
+    difference = sp.lambdify((a, b), form.value, "mpmath")
+    values = [difference(mpmath.mpf(0), mpmath.mpf(size)) for size in (1, 2, 5)]
+    finite = all(mpmath.isfinite(v) for v in values)
+    return decide(finite, f"finite at C_(d-1) = 0: {[float(v) for v in values]} for C_d = 1, 2, 5.",
+                  f"at C_(d-1) = 0 the printed difference is {values[0]} (Li(1) = -inf).")  # fmt: skip
+
+
+def check_expansion(form: Form) -> Verdict:
+    """``H(N) - expansion`` is of the printed order: ratio to the order term tends to a constant."""
+    mpmath.mp.dps = 40
+    symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
+    expansion = sp.lambdify(symbol, form.value["expansion"], "mpmath")
+    order = sp.lambdify(symbol, form.value["order"], "mpmath")
+    ratios = [float((mpmath.harmonic(big) - expansion(mpmath.mpf(big))) / order(mpmath.mpf(big)))
+              for big in (10**3, 10**4, 10**5)]  # fmt: skip
+    settled = abs(ratios[-1] - ratios[-2]) < 1e-3 * max(1.0, abs(ratios[-1]))
+    bounded = 0.05 < abs(ratios[-1]) < 20
+    return decide(settled and bounded,
+                  f"(H(N) - expansion) / order term -> {ratios[-1]:.6f} (N = 1e3..1e5, mpmath 40 digits).",
+                  f"(H(N) - expansion) / order term = {ratios} at N = 1e3, 1e4, 1e5: not of that order.")  # fmt: skip
+
+
+def check_eq20(form: Form) -> Verdict:
+    order = sp.lambdify((N_prev, N_d), form.value, "mpmath")
     ratios = []
     for before, size in ((10, 5), (100, 50), (1000, 500), (10000, 5000)):
-        error = float(
-            mpmath.log(mpmath.mpf(before + size) / before)
-            - (mpmath.harmonic(before + size) - mpmath.harmonic(before))
-        )
-        ratios.append(error / (1 / (2 * before) - 1 / (2 * (before + size))))
-    return predicate(abs(ratios[-1] - 1) < 1e-3,
-                     f"(ln - harmonic gap) / (1/(2N_(d-1)) - 1/(2N_d)) -> {ratios[-1]:.6f}: the error is the stated order.",
-                     f"ratios {ratios}.")  # fmt: skip
+        error = (mpmath.log(mpmath.mpf(before + size) / before)
+                 - (mpmath.harmonic(before + size) - mpmath.harmonic(before)))  # fmt: skip
+        ratios.append(float(error / order(mpmath.mpf(before), mpmath.mpf(before + size))))
+    return decide(0.5 < ratios[-1] < 2 and abs(ratios[-1] - ratios[-2]) < 1e-2,
+                  f"(ln gap - harmonic gap) / printed order -> {ratios[-1]:.6f}: the error is of that order.",
+                  f"(ln gap - harmonic gap) / printed order = {ratios}.")  # fmt: skip
 
 
-def check_eq21() -> Verdict:
-    first = sp.simplify((1 / (2 * a) - 1 / (2 * b)) - (b - a) / (2 * a * b)) == 0
-    ratio = sp.limit((n / (2 * a**2)) / (n / (2 * a * (a + n))), n, sp.oo)
-    return predicate(
-        False, "",
-        f"1/(2N_(d-1)) - 1/(2N_d) = n_d/(2 N_(d-1) N_d) exactly (sympy: {first}); the last step "
-        f"replaces N_d by N_(d-1), an upper bound whose ratio to the error grows without limit "
-        f"as n_d / N_(d-1) grows ({ratio}).",
-        correction="Tight form: n_d / (2 N_(d-1) N_d); n_d / (2 N_(d-1)^2) is an upper bound.",
-    )  # fmt: skip
+def check_eq21(form: Form) -> Verdict:
+    """Each '=' of the O-chain: consecutive terms have a finite non-zero ratio for all n_d."""
+    terms = [term.subs(b, a + n) for term in form.value]
+    problems = []
+    for first, second in itertools.pairwise(terms):
+        ratio = sp.simplify(first / second)
+        at_infinity = sp.limit(ratio, n, sp.oo)
+        if not (at_infinity.is_finite and at_infinity != 0):
+            problems.append(f"{sp.sstr(first)} / {sp.sstr(second)} -> {at_infinity} as n_d -> oo")
+    return decide(not problems, f"all {len(terms) - 1} steps keep the order (ratios finite and non-zero).",
+                  "not an equality of orders: " + "; ".join(problems) + ".")  # fmt: skip
 
 
-def check_no_ties_claim() -> Verdict:
-    cases = list(range(1, 30))
-    return numeric_agreement(
-        lambda before: math.log((before + 1) / before), lambda before: 1 / (before + 1), cases, tolerance=1e-12,
-        note="A bin of one item (no ties): the relaxation of Eq. 11/13 still uses ln((N+1)/N), "
-        "not 1/(N+1); the relaxed objective cannot switch formulas on a continuous count.",
-    )  # fmt: skip
+def check_no_ties(form: Form) -> Verdict:
+    stand_in = sp.lambdify((N_prev, N_d), form.value, "math")
+    return numeric_agreement(lambda before: stand_in(before, before + 1), lambda before: 1 / (before + 1),
+                             range(1, 30), tolerance=1e-12)  # fmt: skip
 
 
-def check_distance_gradient() -> Verdict:
-    phi_i = sp.symbols("p1:4")
-    phi_j = sp.symbols("r1:4")
+phi_i, phi_j = sp.symbols("p1:4"), sp.symbols("r1:4")
+
+
+def check_distance_gradient(form: Form) -> Verdict:
     distance = (3 - sum(p * r for p, r in zip(phi_i, phi_j, strict=True))) / 2
-    verdicts = [
-        symbolic_equality(-phi_i[k] / 2, sp.diff(distance, phi_j[k]), [*phi_i, *phi_j])
-        for k in range(3)
-    ]
-    worst = next((v for v in verdicts if v.verdict != "holds"), verdicts[0])
-    return Verdict(worst.verdict, "d(phi_i, phi_j) = (b - phi_i . phi_j)/2: " + worst.detail)
+    pi, pj = sp.Symbol("phi_i"), sp.Symbol("phi_j")
+    return all_hold([
+        symbolic_equality(form.value.subs({pi: phi_i[k], pj: phi_j[k]}), sp.diff(distance, phi_j[k]),
+                          [*phi_i, *phi_j]) for k in range(3)
+    ], "d(phi_i, phi_j) = (b - phi_i . phi_j)/2, each component: ")  # fmt: skip
 
 
-def check_eq37() -> Verdict:
-    from gradlab.functional.relaxed_ranking import (
-        minibatch_gradient_matrix_form,
-        minibatch_objective_terms,
-    )
-
-    worst = 0.0
-    generator = torch.Generator().manual_seed(0)
-    for _ in range(6):
-        codes = torch.tanh(2 * torch.randn(9, 6, generator=generator, dtype=torch.float64))
-        labels = torch.randint(0, 3, (9,), generator=generator)
-        for objective in ("ap", "dcg"):
-            leaf = codes.clone().requires_grad_(True)
-            _, terms = minibatch_objective_terms(leaf, labels, objective, "log")
-            (expected,) = torch.autograd.grad(terms.nan_to_num(0.0).sum() / 9, leaf)
-            got = minibatch_gradient_matrix_form(codes, labels, objective, "log")
-            worst = max(worst, (got - expected).abs().max().item())
-    return predicate(worst < 1e-10,
-                     f"-Phi/(2M) sum_(d,v) (A B + B A), alpha from dO_i/dc, matches autograd of the relaxed "
-                     f"minibatch objective to {worst:.1e} (AP and DCG, 6 random batches).",
-                     f"largest difference {worst:.3g}.")  # fmt: skip
-
-
-def check_beta_symmetry() -> Verdict:
-    generator = torch.Generator().manual_seed(1)
-    codes = torch.tanh(torch.randn(7, 5, generator=generator, dtype=torch.float64))
-    distances = (5 - codes @ codes.T) / 2
-    return predicate(bool(torch.allclose(distances, distances.T)),
-                     "The relaxed distance and the affinity are symmetric, so beta_(d,v)(i, j) = beta_(d,v)(j, i).",
-                     "distances are not symmetric.")  # fmt: skip
-
-
-def check_eq34_index() -> Verdict:
-    d, ell = sp.symbols("d l", integer=True, nonnegative=True)
-    bits = 3
+def check_sum_index(form: Form) -> Verdict:
+    d = sp.Symbol("d", integer=True, nonnegative=True)
     term = sp.Function("T")
-    printed = sp.summation(term(d), (ell, 0, bits))  # Eq. 34: index l, summand in d
-    intended = sp.summation(term(d), (d, 0, bits))  # Eq. 33 and 37
-    return symbolic_equality(printed, intended, [d], corrected=sp.summation(term(ell), (ell, 0, bits)),
-                             note="Eq. 34 sums over l while its summand is indexed by d; read sum_(d=0)^b.")  # fmt: skip
+    return symbolic_equality(form.value.doit(), sp.summation(term(d), (d, 0, 3)).doit(), [d])
+
+
+# --- the claims ------------------------------------------------------------------------------
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seed 003."""
-    table = [
-        ("eq1", "tie-aware AP at cutoff k (McSherry & Najork)", "AP_T@k = sum_(j<=k) (n+_i/n_i)(N+_(i-1) + (j - t_i - 1)(n+_i - 1)/(n_i - 1) + 1)/j / N+", "float64 vs brute force over tie-consistent orders", check_ap_eq1),
-        ("eq2", "tie-aware AP", "AP_T = 1/N+ sum_j ...", "float64 vs brute force", check_ap_eq2),
-        ("eq4", "tie-aware DCG at cutoff k", "DCG_T@k = sum_d (1/n_d sum G) sum_(j<=k) D(j)", "float64 vs brute force", check_dcg_eq4),
-        ("eq7", "tie-aware DCG by affinity level", "DCG_T(R^(d)) = 1/n_d sum_v G(v) n_(d,v) sum_j D(j)", "float64 vs Eq. 4", check_dcg_eq7),
-        ("eq8", "the A + B/t split", "beta_d(t) = (n+ - 1)/(n - 1) + (N+_(d-1) + 1 - (n+ - 1)/(n - 1)(N_(d-1) + 1))/t", "sympy.simplify", check_split),
-        ("eq9", "AP_T of a tie as a sum of beta", "AP_T(R^(d)) = n+_d/(n_d N+) sum_t beta_d(t)", "sympy.simplify", check_eq9),
-        ("eq10", "the harmonic closed form", "sum_t beta_d(t) = A n_d + B (H(N_d) - H(N_(d-1)))", "sympy.summation", check_harmonic_closed_form),
-        ("eq11", "harmonic partial sum by a log", "sum_(t=N_(d-1)+1)^(N_d) 1/t ~ ln N_d - ln N_(d-1)", "mpmath grid and sympy.limit", check_log_approximation),
-        ("claim-midpoint-rule", "Eq. 11 is the midpoint rule applied in reverse", "ln N_d - ln N_(d-1) = midpoint rule", "mpmath", check_midpoint_claim),
-        ("eq13", "the relaxed AP_r (algebra from Eq. 12)", "AP_r = c+(c+ - 1)/((c - 1)N+) + c+/(c N+)[...] ln(C_d / C_(d-1))", "sympy.simplify", check_eq13_algebra),
-        ("claim-eq13-first-bin", "AP_r is finite at the first bin", "ln(C_0 / C_(-1)), C_(-1) = 0", "sympy.limit", check_eq13_first_bin),
-        ("claim-eq13-one-item-bin", "AP_r is finite at a bin of one item", "(c+ - 1)/(c - 1) at c = 1", "sympy.limit", check_eq13_one_item_bin),
-        ("claim-eq13-empty-bin", "AP_r is defined at an empty bin", "c+/c at c = 0", "sympy.limit", check_eq13_empty_bin),
-        ("eq14", "the discount sum as an integral", "int_(N_(d-1))^(N_d) dt/log2(t+1) = ln2 int_(N_(d-1)+1)^(N_d+1) dt/ln t", "mpmath.quad", check_eq14_substitution),
-        ("eq16", "DCG_r via the logarithmic integral", "ln2 sum_v G(v) c_(d,v)/c_d [Li(C_d + 1) - Li(C_(d-1) + 1)]", "mpmath.li vs quadrature", check_eq16_li),
-        ("claim-eq16-first-bin", "DCG_r is finite at the first bin", "Li(C_(-1) + 1) = Li(1)", "mpmath.li", check_eq16_first_bin),
-        ("eq17", "asymptotic expansion of H(N)", "H(N) = gamma + ln N + 1/(2N) + O(1/(12 N^2))", "mpmath", check_harmonic_expansion),
-        ("eq20", "error of the log replacement", "H(N_d) - H(N_(d-1)) = ln N_d - ln N_(d-1) + O(1/(2N_(d-1)) - 1/(2N_d))", "mpmath", check_eq20),
-        ("eq21", "the error bound", "O(1/(2N_(d-1)) - 1/(2N_d)) = O(n_d/(2 N_(d-1) N_d)) = O(n_d/(2 N_(d-1)^2))", "sympy", check_eq21),
-        ("claim-no-ties", "no ties (n_d in {0, 1}) means no approximation error", "sum = 1/N_d exactly", "float64", check_no_ties_claim),
-        ("eq26", "gradient of the relaxed distance", "d d(x_i, x_j) / d phi(x_j) = -phi(x_i)/2", "sympy.diff", check_distance_gradient),
-        ("claim-beta-symmetric", "beta is symmetric", "beta_(d,v)(i, j) = beta_(d,v)(j, i)", "float64", check_beta_symmetry),
-        ("eq34", "reordering the sums", "sum_(l=0)^b sum_v [...]_(d,v)", "inspection of the indices", check_eq34_index),
-        ("eq37", "the minibatch gradient in matrix form", "dO/dPhi = -Phi/(2M) sum_(d,v) (A_(d,v) B_(d,v) + B_(d,v) A_(d,v))", "float64 vs autograd", check_eq37),
-    ]  # fmt: skip
+    """The audited claims of seed 003, Eq. 1-21, 26 and 34."""
+    ap_summand = n_pos / n * (N_pos_prev + (j_ - N_prev - 1) * share + 1) / j_ / N_plus
+    eq1 = Form(ap_summand, lhs="term j of AP_T@k (t_i = N_(i-1))")
+    eq2 = Form(ap_summand, lhs="term j of AP_T, k = |S|")
+    eq3 = Form(ap_summand, lhs="term j of AP_T(R^(d))")
+    shifted = {j_: j_ + 1}
+    dcg = {"tie value": gain_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)}
+    eq4 = Form(dcg, context="DCG_T@k = sum_d tie value over ranks j <= k")
+    eq5 = Form(dcg, context="DCG_T(R^(d)) with k = |S|")
+    eq7 = Form({"tie value": level_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)},
+               context="DCG_T(R^(d)) = 1/n_d sum_v G(v) n_(d,v) sum_j D(j)")  # fmt: skip
+    eq6 = Form(_G(_v) * sum(sp.KroneckerDelta(_v, x) for x in _affinity),
+               lhs="summand over v of Eq. 6 (tie of 4, n_(d,v) = sum_j 1[v = A(j)])")
+    eq8 = Form(share + (N_pos_prev + 1 - share * (N_prev + 1)) / t, lhs="beta_d(t)")
+    beta = sp.Symbol("beta_d(t)")
+    eq9 = Form(n_pos / (n * N_plus) * beta, lhs="summand of AP_T(R^(d)) over t")
+    eq10 = Form(A_s * n + B_s * (sp.harmonic(N_d) - sp.harmonic(N_prev)), lhs="sum_t (A + B/t)")
+    eq11 = Form(sp.log(N_d) - sp.log(N_prev), lhs="sum_(t=N_(d-1)+1)^(N_d) 1/t ~")
+    midpoint = Form({"node offset from the cell's right edge": sp.Rational(1, 2)},
+                    context="Eq. 11 as the midpoint rule: sum_t 1/t = sum over unit cells of "
+                    "1/(right edge - offset)")  # fmt: skip
+    eq12 = Form(n_pos / (n * N_plus) * (share * n + (N_pos_prev + 1 - share * (N_prev + 1))
+                                        * sp.log(N_d / N_prev)), lhs="AP_T(R^(d)) ~")  # fmt: skip
+    eq13 = Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d)), C_d = C_(d-1) + c_d")
+    midpoint_log = sp.log((N_d + sp.Rational(1, 2)) / (C_prev + sp.Rational(1, 2)))
+    exact_gap = sp.harmonic(N_d) - sp.harmonic(C_prev)
+    rho = sp.Symbol("rho")
+    eq13_share = _eq13(sp.log(N_d / C_prev)).subs(c_pos, rho * c)
+    eq14 = Form({"factor": log2, "lower": a + 1, "upper": b + 1},
+                context="int_a^b dt / log2(t+1) = factor * int_lower^upper dt / ln t")  # fmt: skip
+    eq15 = Form({"factor": log2}, context="DCG_r = factor sum_v G(v) c_(d,v)/c_d int_(C_(d-1)+1)^(C_d+1) dt/ln t")
+    eq16 = Form(sp.li(b + 1) - sp.li(a + 1), lhs="int_(a+1)^(b+1) dt / ln t")
+    first_bin_li = Form(sp.li(b + 1) - sp.li(a + 1), lhs="Li(C_d + 1) - Li(C_(d-1) + 1), C_(d-1) = 0")
+    N = sp.Symbol("N", positive=True)
+
+    def expansion(symbol, label):
+        return Form({"expansion": sp.EulerGamma + sp.log(symbol) + 1 / (2 * symbol),
+                     "order": 1 / (12 * symbol**2)}, context=f"{label}, remainder O(order)")  # fmt: skip
+
+    eq17, eq18, eq19 = expansion(N, "H(N)"), expansion(N_d, "H(N_d)"), expansion(N_prev, "H(N_(d-1))")
+
+    def dropped_half(form):
+        symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
+        return with_parameters(form, "1/(2N) dropped", expansion=sp.EulerGamma + sp.log(symbol))
+
+    def flipped_half(form):
+        symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
+        return with_parameters(form, "1/(2N) sign flipped",
+                               expansion=sp.EulerGamma + sp.log(symbol) - 1 / (2 * symbol))  # fmt: skip
+
+    eq20 = Form(1 / (2 * N_prev) - 1 / (2 * N_d), lhs="H(N_d) - H(N_(d-1)) - ln(N_d/N_(d-1)) = O(.)")
+    chain = (1 / (2 * a) - 1 / (2 * b), n / (2 * a * b), n / (2 * a * (a + n)), n / (2 * a**2))
+    eq21 = Form(chain, context="O-chain with N_(d-1) = a, N_d = b = a + n_d",
+                render=lambda terms: " = ".join(f"O({sp.sstr(x)})" for x in terms))  # fmt: skip
+    no_ties = Form(sp.log(N_d / N_prev), lhs="stand-in for sum_(t=N_(d-1)+1)^(N_d) 1/t at n_d = 1")
+    pi, pj = sp.Symbol("phi_i"), sp.Symbol("phi_j")
+    eq26 = Form(-pi / 2, lhs="d d(x_i, x_j) / d phi(x_j)")
+    ell, d = sp.Symbol("l", integer=True, nonnegative=True), sp.Symbol("d", integer=True, nonnegative=True)
+    T = sp.Function("T")
+    eq34 = Form(sp.Sum(T(d), (ell, 0, 3)), lhs="outer sum of Eq. 34 (b = 3)")
     return [
-        Claim(SEED, label, statement, formula, method, check)
-        for label, statement, formula, method, check in table
-    ]
+        Claim(SEED, "eq1", "tie-aware AP at cutoff k (McSherry & Najork)", eq1, check_ap_at_k,
+              "float64 vs brute force over tie-consistent orders, random k",
+              mutants=(substituted(eq1, shifted, "index j shifted by one"),
+                       mutant(eq1, ap_summand.subs(N_pos_prev, N_pos_prev - 1), "+1 dropped"))),
+        Claim(SEED, "eq2", "tie-aware AP (k = |S|)", eq2, check_ap_full, "float64 vs brute force",
+              mutants=(substituted(eq2, shifted, "index j shifted by one"), scaled(eq2, 2))),
+        Claim(SEED, "eq3", "AP_T decomposes over ties", eq3, check_ap_full,
+              "sum over ties of the per-tie form vs brute force",
+              mutants=(substituted(eq3, {N_prev: N_prev + 1}, "N_(d-1) shifted"),)),
+        Claim(SEED, "eq4", "tie-aware DCG at cutoff k", eq4, check_dcg_at_k, "float64 vs brute force",
+              mutants=(with_parameters(eq4, "1/n_d dropped", **{"tie value": gain_sum * disc}),
+                       with_parameters(eq4, "discount index shifted", **{"D(j)": 1 / sp.log(jj + 2, 2)}))),
+        Claim(SEED, "eq5", "DCG_T of one tie (k = |S|)", eq5, check_dcg_full, "float64 vs brute force",
+              mutants=(with_parameters(eq5, "1/n_d dropped", **{"tie value": gain_sum * disc}),)),
+        Claim(SEED, "eq6", "the tie's gains regrouped by affinity level", eq6,
+              check_level_regrouping, "exact, every assignment of levels",
+              mutants=(substituted(eq6, {_v: _v + 1}, "level index shifted in the indicator"),)),
+        Claim(SEED, "eq7", "tie-aware DCG by affinity level", eq7, check_dcg_full,
+              "float64 vs brute force",
+              mutants=(with_parameters(eq7, "1/n_d dropped", **{"tie value": level_sum * disc}),)),
+        Claim(SEED, "eq8", "the A + B/t split", eq8, check_split, "sympy.simplify",
+              mutants=(substituted(eq8, {N_prev: N_prev - 1}, "N_(d-1) + 1 -> N_(d-1)"), negated(eq8))),
+        Claim(SEED, "eq9", "AP_T of a tie as a sum of beta", eq9, check_eq9, "sympy.simplify",
+              mutants=(scaled(eq9, n), scaled(eq9, N_plus))),
+        Claim(SEED, "eq10", "the harmonic closed form", eq10, check_harmonic_closed_form,
+              "sympy.summation",
+              mutants=(substituted(eq10, {N_d: N_d - 1}, "upper limit shifted"),
+                       mutant(eq10, A_s * (n - 1) + B_s * (sp.harmonic(N_d) - sp.harmonic(N_prev)),
+                              "A n_d -> A (n_d - 1)"))),
+        Claim(SEED, "eq11", "the harmonic partial sum by a logarithm, for every bin", eq11,
+              check_log_approximation, "mpmath on a grid of bins, first bin included",
+              correction=mutant(eq11, sp.log((N_d + sp.Rational(1, 2)) / (N_prev + sp.Rational(1, 2))), "corrected"),
+              mutants=(mutant(eq11, sp.log((N_d + sp.Rational(1, 2)) / (N_prev + sp.Rational(1, 2))),
+                              "integral from N_(d-1) + 1/2 to N_d + 1/2"),),
+              note="For N_(d-1) >= 1 the log overestimates by at most n_d/(2 N_(d-1)^2); at the "
+              "first bin ln(N_d/0) diverges."),
+        Claim(SEED, "claim-midpoint-rule", "Eq. 11 is the midpoint rule applied in reverse",
+              midpoint, check_quadrature_rule, "mpmath, the rule's nodes against the sum",
+              correction=with_parameters(midpoint, "corrected", **{"node offset from the cell's right edge": 0}),
+              mutants=(with_parameters(midpoint, "right-endpoint rule",
+                                       **{"node offset from the cell's right edge": 0}),),
+              note="The sum over t = N_(d-1)+1..N_d is the right-endpoint Riemann sum of "
+              "int_(N_(d-1))^(N_d) dt/t (an underestimate); the midpoint rule would integrate from "
+              "N_(d-1) + 1/2 to N_d + 1/2."),
+        Claim(SEED, "eq12", "Eq. 10 with Eq. 11's logarithm", eq12, check_eq12, "sympy.simplify",
+              mutants=(substituted(eq12, {N_d: N_prev, N_prev: N_d}, "log ratio inverted"),)),
+        Claim(SEED, "eq13", "the relaxed AP_r (algebra from Eq. 12)", eq13, check_eq13_algebra,
+              "sympy.simplify", mutants=(scaled(eq13, c), substituted(eq13, {C_prev: C_prev + 1}, "C_(d-1) shifted"))),
+        Claim(SEED, "claim-eq13-first-bin", "AP_r is finite at the first bin (C_(d-1) = 0)",
+              Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_first_bin, "sympy.limit",
+              correction=Form(_eq13(midpoint_log), lhs="AP_r(R^(d))", name="corrected"),
+              mutants=(Form(_eq13(midpoint_log), lhs="AP_r(R^(d))", name="midpoint logarithm"),)),
+        Claim(SEED, "claim-eq13-one-item-bin", "AP_r is finite at a bin of one item (c_d -> 1)",
+              Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_one_item_bin,
+              "mpmath, 40 digits, c = 1 + 1e-6 .. 1 + 1e-18",
+              correction=Form(_eq13(exact_gap), lhs="AP_r(R^(d))", name="corrected"),
+              mutants=(Form(_eq13(exact_gap), lhs="AP_r(R^(d))", name="exact harmonic gap"),),
+              note="With ln the (c+ - 1)/(c - 1) factor has a pole at c = 1; with the exact "
+              "harmonic gap (digamma) the singularity is removable. gradlab clamps the factor."),
+        Claim(SEED, "claim-eq13-empty-bin", "AP_r is defined at an empty bin (c_d = 0)",
+              Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_empty_bin, "sympy.subs",
+              correction=Form(eq13_share, lhs="AP_r(R^(d)), c+ = rho c", name="corrected"),
+              mutants=(Form(eq13_share, lhs="AP_r(R^(d)), c+ = rho c", name="c+/c as a share rho"),),
+              note="As printed c+_d / c_d is 0/0 at an empty bin; written through the share rho = "
+              "c+/c the term is 0 there (gradlab.functional.relaxed_tie_aware_ap does so)."),
+        Claim(SEED, "eq14", "the discount sum as an integral (substitution)", eq14, check_eq14,
+              "mpmath.quad", mutants=(with_parameters(eq14, "limits not shifted", lower=a, upper=b),
+                                      with_parameters(eq14, "ln 2 dropped", factor=1))),
+        Claim(SEED, "eq15", "the relaxed DCG_r", eq15, check_eq15, "mpmath.quad at integer counts",
+              mutants=(with_parameters(eq15, "ln 2 dropped", factor=1),)),
+        Claim(SEED, "eq16", "DCG_r via the logarithmic integral", eq16, check_li,
+              "mpmath.li vs quadrature",
+              mutants=(mutant(eq16, sp.li(b) - sp.li(a), "arguments not shifted"), negated(eq16))),
+        Claim(SEED, "claim-eq16-first-bin", "DCG_r is finite at the first bin", first_bin_li,
+              check_li_first_bin, "mpmath.li",
+              correction=mutant(first_bin_li, sp.li(b + sp.Rational(3, 2)) - sp.li(a + sp.Rational(3, 2)), "corrected"),
+              mutants=(mutant(first_bin_li, sp.li(b + sp.Rational(3, 2)) - sp.li(a + sp.Rational(3, 2)),
+                              "integral from C_(d-1) + 1/2"),),
+              note="Li(1) = -inf; integrating from a + 1/2 (the midpoint rule) keeps it finite."),
+        Claim(SEED, "eq17", "asymptotic expansion of H(N)", eq17, check_expansion, "mpmath",
+              mutants=(dropped_half(eq17), flipped_half(eq17))),
+        Claim(SEED, "eq18", "the expansion at N_d", eq18, check_expansion, "mpmath",
+              mutants=(dropped_half(eq18),)),
+        Claim(SEED, "eq19", "the expansion at N_(d-1)", eq19, check_expansion, "mpmath",
+              mutants=(dropped_half(eq19),)),
+        Claim(SEED, "eq20", "the error of the log replacement", eq20, check_eq20, "mpmath",
+              mutants=(mutant(eq20, 1 / (2 * N_prev) + 1 / (2 * N_d), "sign of 1/(2N_d) flipped"),
+                       scaled(eq20, 2))),
+        Claim(SEED, "eq21", "the error bound as a chain of equal orders", eq21, check_eq21,
+              "sympy.limit of consecutive ratios",
+              correction=mutant(eq21, chain[:3], "corrected"),
+              mutants=(mutant(eq21, chain[:3], "last step dropped"),),
+              note="1/(2N_(d-1)) - 1/(2N_d) = n_d/(2 N_(d-1) N_d) exactly; n_d/(2 N_(d-1)^2) is an "
+              "upper bound, not the same order when n_d / N_(d-1) grows."),
+        Claim(SEED, "claim-no-ties", "no ties (n_d in {0, 1}) means no approximation error",
+              no_ties, check_no_ties, "float64",
+              mutants=(mutant(no_ties, 1 / N_d, "the exact 1/N_d"),),
+              note="The relaxation of Eq. 11-13 uses ln(N_d/N_(d-1)) for every bin; it cannot switch "
+              "to the exact 1/N_d on a continuous count."),
+        Claim(SEED, "eq26", "gradient of the relaxed distance", eq26, check_distance_gradient,
+              "sympy.diff", mutants=(negated(eq26), mutant(eq26, -pj / 2, "phi_i -> phi_j"))),
+        Claim(SEED, "eq34", "reordering the sums (outer index)", eq34, check_sum_index,
+              "sympy.summation",
+              correction=mutant(eq34, sp.Sum(T(d), (d, 0, 3)), "corrected"),
+              mutants=(mutant(eq34, sp.Sum(T(d), (d, 0, 3)), "outer index d"),),
+              note="Eq. 34 sums over l while its summand is indexed by d; read sum_(d=0)^b as in "
+              "Eq. 33 and 37."),
+    ]  # fmt: skip

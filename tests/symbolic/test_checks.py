@@ -1,53 +1,99 @@
-"""Each kind of check must fail a deliberately wrong claim and pass the right one."""
+"""Each deciding helper fails a deliberately wrong form and passes the right one; corrections
+count only when checked; a check may not hand out holds-with-correction itself."""
 
+import pytest
 import sympy as sp
 
-from gradlab.symbolic.claims import numeric_agreement, predicate, symbolic_equality
+from gradlab.symbolic import (
+    Claim,
+    Form,
+    Verdict,
+    audit_claim,
+    decide,
+    evaluate,
+    mutant,
+    negated,
+    numeric_agreement,
+    scaled,
+    substituted,
+    symbolic_equality,
+)
 
 x, y, tau = sp.symbols("x y tau", positive=True)
+g = 1 / (1 + sp.exp(-x / tau))
 
 
 def test_symbolic_equality_detects_a_flipped_sign():
-    truth = sp.diff(1 / (1 + sp.exp(-x / tau)), x)
-    g = 1 / (1 + sp.exp(-x / tau))
+    truth = sp.diff(g, x)
     assert symbolic_equality(g * (1 - g) / tau, truth, [x, tau]).verdict == "holds"
     wrong = symbolic_equality(-g * (1 - g) / tau, truth, [x, tau])
     assert wrong.verdict == "fails" and "printed minus true" in wrong.detail
 
 
-def test_symbolic_equality_detects_a_dropped_factor_and_accepts_a_correction():
-    g = 1 / (1 + sp.exp(-x / tau))
-    truth = sp.diff(g, x)
-    assert symbolic_equality(g * (1 - g), truth, [x, tau]).verdict == "fails"
-    fixed = symbolic_equality(g * (1 - g), truth, [x, tau], corrected=g * (1 - g) / tau)
-    assert fixed.verdict == "holds-with-correction"
-
-
 def test_symbolic_equality_handles_abstract_functions():
     f, h = sp.Function("f")(x), sp.Function("h")(x)
-    truth = sp.diff(f / h, x)
     reversed_rule = (f * sp.diff(h, x) - h * sp.diff(f, x)) / h**2
-    assert symbolic_equality(reversed_rule, truth, [x]).verdict == "fails"
-    assert symbolic_equality(-reversed_rule, truth, [x]).verdict == "holds"
+    assert symbolic_equality(reversed_rule, sp.diff(f / h, x), [x]).verdict == "fails"
+    assert symbolic_equality(-reversed_rule, sp.diff(f / h, x), [x]).verdict == "holds"
 
 
-def test_numeric_agreement_detects_a_wrong_value():
+def test_numeric_agreement_detects_a_wrong_value_and_nan():
     cases = [1.0, 2.0, 3.5]
-    assert (
-        numeric_agreement(lambda c: c * c, lambda c: c**2, cases, tolerance=1e-12).verdict
-        == "holds"
-    )
-    assert (
-        numeric_agreement(lambda c: 2 * c * c, lambda c: c**2, cases, tolerance=1e-12).verdict
-        == "fails"
-    )
-    corrected = numeric_agreement(
-        lambda c: 2 * c * c, lambda c: c**2, cases, tolerance=1e-12, corrected=lambda c: c * c
-    )
-    assert corrected.verdict == "holds-with-correction"
+    right = numeric_agreement(lambda c: c * c, lambda c: c**2, cases, tolerance=1e-12)
+    wrong = numeric_agreement(lambda c: 2 * c * c, lambda c: c**2, cases, tolerance=1e-12)
+    assert (right.verdict, wrong.verdict) == ("holds", "fails")
+    nan = numeric_agreement(lambda c: float("nan"), lambda c: c, cases, tolerance=1e-12)
+    assert nan.verdict == "fails"
 
 
-def test_predicate_verdicts():
-    assert predicate(True, "ok", "no").verdict == "holds"
-    assert predicate(False, "ok", "no").verdict == "fails"
-    assert predicate(False, "ok", "no", correction="fix").verdict == "holds-with-correction"
+def test_decide_follows_the_computed_condition():
+    assert decide(1 + 1 == 2, "ok", "no") == Verdict("holds", "ok")
+    assert decide(1 + 1 == 3, "ok", "no") == Verdict("fails", "no")
+
+
+def _derivative_claim(printed_value, correction_value=None):
+    printed = Form(printed_value, lhs="dG/dx")
+
+    def check(form):
+        return symbolic_equality(form.value, sp.diff(g, x), [x, tau])
+
+    correction = (None if correction_value is None
+                  else mutant(printed, correction_value, "corrected"))  # fmt: skip
+    return Claim("mine", "eq1", "derivative of G", printed, check, correction=correction,
+                 mutants=(negated(printed), scaled(printed, tau)))
+
+
+def test_a_correction_counts_only_when_the_same_check_holds_on_it():
+    right = g * (1 - g) / tau
+    assert evaluate(_derivative_claim(g * (1 - g), right)).verdict == "holds-with-correction"
+    # a wrong correction (a dropped factor, a flipped sign) leaves the verdict at fails
+    assert evaluate(_derivative_claim(g * (1 - g), g * (1 - g))).verdict == "fails"
+    assert evaluate(_derivative_claim(g * (1 - g), -right)).verdict == "fails"
+    detail = evaluate(_derivative_claim(g * (1 - g), right)).detail
+    assert "Corrected:" in detail and "checked:" in detail
+
+
+def test_a_check_cannot_return_holds_with_correction_itself():
+    printed = Form(x)
+    cheat = Verdict("holds-with-correction", "")
+    claim = Claim("mine", "eq1", "cheat", printed, lambda form: cheat)
+    with pytest.raises(ValueError, match="may not return"):
+        evaluate(claim)
+
+
+def test_mutants_are_run_and_counted():
+    record = audit_claim(_derivative_claim(g * (1 - g) / tau), mutants=True)
+    assert record["verdict"] == "holds"
+    assert (record["mutants"], record["mutants_killed"]) == (2, 2)
+    # a check that cannot tell the printed form from its mutants kills none
+    blind = Claim("mine", "eq2", "blind", Form(x), lambda form: decide(True, "ok", ""),
+                  mutants=(negated(Form(x)),))
+    assert audit_claim(blind, mutants=True)["mutants_killed"] == 0
+
+
+def test_display_is_generated_from_the_checked_value():
+    form = Form(g * (1 - g) / tau, lhs="dG/dx")
+    assert form.text().startswith("dG/dx = ") and "exp(-x/tau)" in form.text()
+    assert "\\frac" in form.latex()
+    swapped = substituted(form, {x: y}, "x -> y")
+    assert "y" in swapped.text() and swapped.name == "x -> y"

@@ -1,0 +1,69 @@
+"""The batch-size conjecture is decided from a measurement dict: rising, flat, noisy, saturated."""
+
+import numpy as np
+import pytest
+
+from gradlab.symbolic import Form
+from gradlab.symbolic.batch_size import decide_trend, setting_trend
+from gradlab.symbolic.supplementary_claims import check_batch_size_conjecture
+
+SIZES = [16, 32, 64, 128, 256]
+
+
+def measurement(rows_by_setting):
+    return {"batch_sizes": SIZES, "per_class": 4, "seeds": [0, 1, 2],
+            "settings": {name: {"P": rows} for name, rows in rows_by_setting.items()}}
+
+
+def rows(start, stop, noise, seed=0):
+    rng = np.random.default_rng(seed)
+    base = np.linspace(start, stop, len(SIZES))
+    return [list(base + rng.normal(scale=noise, size=len(SIZES))) for _ in range(3)]
+
+
+def test_rising_in_every_setting_holds_and_its_mutants_are_killed():
+    data = measurement({"fixed_untrained": rows(0.30, 0.45, 0.005),
+                        "trained_at_m": rows(0.2, 0.3, 0.005, 1)})
+    assert decide_trend(data, "rises")[0] == "holds"
+    assert decide_trend(data, "falls")[0] == "fails"
+    assert decide_trend(data, "flat")[0] == "fails"
+    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=data)
+    assert verdict.verdict == "holds" and "fixed_untrained: rises" in verdict.detail
+
+
+def test_flat_setting_refutes_the_conjecture():
+    data = measurement({"fixed_untrained": rows(0.40, 0.401, 0.001),
+                        "trained_at_m": rows(0.2, 0.3, 0.005)})
+    assert setting_trend(data["settings"]["fixed_untrained"]["P"])[0] == "flat"
+    assert decide_trend(data, "rises")[0] == "fails"
+
+
+def test_falling_refutes_it():
+    data = measurement({"fixed_trained": rows(0.5, 0.3, 0.005)})
+    assert decide_trend(data, "rises")[0] == "fails"
+
+
+def test_noise_larger_than_the_trend_is_inconclusive():
+    data = measurement({"fixed_trained": rows(0.30, 0.32, 0.05, 3)})
+    assert setting_trend(data["settings"]["fixed_trained"]["P"])[0] == "unclear"
+    assert decide_trend(data, "rises")[0] == "inconclusive"
+    assert decide_trend(data, "falls")[0] == "inconclusive"
+
+
+@pytest.mark.parametrize("level", [1.0, 0.0])
+def test_saturated_p_says_nothing(level):
+    data = measurement({"fixed_untrained": [[level] * len(SIZES)] * 3})
+    assert decide_trend(data, "rises")[0] == "inconclusive"
+
+
+def test_one_seed_has_no_spread():
+    assert setting_trend([[0.1, 0.2, 0.3]])[0] == "unclear"
+
+
+def test_without_issue_13_the_verdict_says_why(monkeypatch):
+    import gradlab.symbolic.supplementary_claims as module
+
+    monkeypatch.setattr(module, "_measurement", lambda: None)
+    verdict = module.check_batch_size_conjecture(Form({"P over m": "rises"}))
+    assert verdict.verdict == "inconclusive"
+    assert verdict.detail.startswith("needs the many-class data of issue 13")
