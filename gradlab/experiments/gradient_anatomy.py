@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from gradlab.data import load_digits_split
+from gradlab.errors import GradlabError
 from gradlab.functional import (
     gradient_anatomy,
     max_violation_triplet_loss,
@@ -148,6 +149,10 @@ def measure(quick: bool = False, seed: int = 0) -> dict:
         :func:`gradlab.functional.gradient_anatomy`) and the share of the negatives' gradient
         mass at each negative rank (1 = hardest).
     """
+    if not isinstance(quick, bool):
+        raise GradlabError(f"quick must be True or False; got {quick!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise GradlabError(f"seed must be a non-negative integer; got {seed!r}")
     checkpoints = (10, 30) if quick else (60, 400)
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -27,6 +27,8 @@ import math
 
 import torch
 
+from gradlab._validation import check_non_negative_finite
+from gradlab.errors import GradlabError
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
     DEFAULT_RELATIVE_THRESHOLD,
@@ -103,6 +105,13 @@ class Anatomy(Quantity):
         schedule: ``step -> bool``.
         absolute_threshold: see :func:`gradlab.functional.gradient_anatomy`.
         relative_threshold: see :func:`gradlab.functional.gradient_anatomy`.
+
+    Raises:
+        GradlabError: a threshold out of range.
+
+    Example:
+        >>> Anatomy(relative_threshold=0.05).relative_threshold
+        0.05
     """
 
     name = "anatomy"
@@ -116,8 +125,14 @@ class Anatomy(Quantity):
         relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
     ) -> None:
         super().__init__(schedule)
-        self.absolute_threshold = absolute_threshold
-        self.relative_threshold = relative_threshold
+        self.absolute_threshold = check_non_negative_finite("absolute_threshold",
+                                                            absolute_threshold)  # fmt: skip
+        self.relative_threshold = check_non_negative_finite("relative_threshold",
+                                                            relative_threshold)  # fmt: skip
+        if self.relative_threshold > 1:
+            raise GradlabError(
+                f"relative_threshold must lie in [0, 1]; got {relative_threshold!r}"
+            )
 
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}

@@ -245,6 +245,7 @@ class Monitor:
     _watch_inputs = "embeddings"  # of the last watch(); class defaults, set per instance there
     not_logged: dict[str, str] = {}  # noqa: RUF012  (quantity -> why it cannot apply; replaced)
     skipped_calls = 0  # loss calls the Monitor could not read
+    _watched = False  # whether watch() was called (attach() then keeps its explanations)
 
     def watch(self, loss_fn: Callable, inputs: str = "embeddings") -> Callable:
         """Wrap ``loss_fn``: the wrapper returns the loss unchanged and never alters gradients.
@@ -283,6 +284,7 @@ class Monitor:
         kind, loss_tau = _loss_kind(loss_fn)
         recorder = _score_recorder_owner(loss_fn)
         self._watch_inputs = inputs
+        self._watched = True
         self._explain_not_logged(loss_fn, inputs, recorder, kind)
 
         def watched(*args, **kwargs):
@@ -326,7 +328,8 @@ class Monitor:
                 "labels must be a tensor or a zero-argument callable returning one; got "
                 f"{type(labels).__name__} {labels!r}"
             )
-        self._explain_not_logged(None, "attach", None, None)
+        if not self._watched:  # a watched loss tells more than the embeddings alone
+            self._explain_not_logged(None, "attach", None, None)
 
         def hook(_module, _inputs, output):
             if self._logging_now():

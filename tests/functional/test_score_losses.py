@@ -95,20 +95,24 @@ def test_on_scores_sees_each_direction_and_changes_nothing(name):
         assert torch.equal(alone.grad, grads[direction])
 
 
-def test_report_captions_values_are_reproduced():
-    """The defaults equal the losses the report's caption miniature trained with."""
-    from gradlab.report import captions
-
+def test_the_caption_study_losses_are_reproduced():
+    """The defaults equal the losses the caption miniature trained with before the move (a
+    separate copy while it keeps one; skipped, visibly, once it imports these)."""
+    try:
+        from gradlab.experiments import captions_miniature as study
+    except ImportError:  # pragma: no cover - older layout
+        from gradlab.report import captions as study
+    copies = [(name, getattr(study, old)) for name, old in
+              (("triplet", "max_violation_triplet"), ("nt_xent", "nt_xent"))
+              if getattr(study, old, None) not in (None, FUNCTIONS[name])]  # fmt: skip
+    if not copies:
+        pytest.skip("the caption study now uses gradlab.functional's losses directly")
     scores, _ = _batch(6, queries=10, candidates=50)
     positives = torch.eye(10, dtype=torch.bool).repeat_interleave(5, dim=1)
-    if hasattr(captions, "max_violation_triplet") and captions.max_violation_triplet is not (
-        max_violation_triplet_loss
-    ):
-        old = captions.max_violation_triplet(scores, positives)
-        assert max_violation_triplet_loss(scores, positives).item() == pytest.approx(old.item())
-    if hasattr(captions, "nt_xent") and captions.nt_xent is not nt_xent_loss:
-        old = captions.nt_xent(scores, positives)
-        assert nt_xent_loss(scores, positives).item() == pytest.approx(old.item())
+    for name, old in copies:
+        assert FUNCTIONS[name](scores, positives).item() == pytest.approx(
+            old(scores, positives).item(), rel=1e-12
+        )
 
 
 GOOD_SCORES = torch.zeros(2, 3)

@@ -148,3 +148,24 @@ def test_smooth_ap_without_a_recorded_graph_uses_the_shared_exact_gradient(tmp_p
     for key, value in hooked.items():
         if key.startswith("anatomy_"):
             assert shared[key] == pytest.approx(value, rel=1e-5, nan_ok=True), key
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [
+        (dict(absolute_threshold=-1.0), "absolute_threshold"),
+        (dict(absolute_threshold=float("nan")), "absolute_threshold"),
+        (dict(relative_threshold=2.0), "relative_threshold"),
+        (dict(relative_threshold="0.1"), "relative_threshold"),
+    ],
+)
+def test_bad_anatomy_options_name_the_argument(kwargs, argument):
+    with pytest.raises(gradlab.GradlabError, match=argument):
+        Anatomy(**kwargs)
+
+
+def test_attach_after_watch_keeps_the_watched_loss_explanation(tmp_path):
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(gradlab.NTXentLoss(), inputs="scores")
+        monitor.attach(torch.nn.Linear(2, 2), labels=torch.zeros(2, dtype=torch.long))
+        assert "anatomy" not in monitor.not_logged

@@ -35,3 +35,14 @@ def test_each_loss_has_its_closed_form_anatomy(quick):
 def test_the_figure_is_drawn(quick, tmp_path):
     path = plot_anatomy_comparison(quick, tmp_path / "anatomy.png")
     assert path.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "argument"),
+    [(dict(quick=1), "quick"), (dict(seed=-1), "seed"), (dict(seed=1.5), "seed")],
+)
+def test_bad_study_options_name_the_argument(kwargs, argument):
+    from gradlab.errors import GradlabError
+
+    with pytest.raises(GradlabError, match=argument):
+        measure(**kwargs)
