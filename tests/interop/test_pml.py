@@ -19,6 +19,7 @@ from gradlab.monitor import Monitor, every  # noqa: E402
 from gradlab.monitor.anatomy import Anatomy  # noqa: E402
 
 THROUGH_DISTANCE = ["MultiSimilarityLoss", "TripletMarginLoss", "ContrastiveLoss", "NTXentLoss"]
+OPTIONS = {"ContrastiveLoss": {"pos_margin": 1, "neg_margin": 0}}  # PML's margins for similarities
 ALL = [*THROUGH_DISTANCE, "SmoothAPLoss"]
 
 
@@ -101,15 +102,17 @@ class _FixedMatrix(pml_distances.CosineSimilarity):
         return self.matrix
 
 
-@pytest.mark.parametrize("name", ["MultiSimilarityLoss", "TripletMarginLoss"])
+@pytest.mark.parametrize("name", THROUGH_DISTANCE)
 def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
     embeddings, labels = _batch(3)
     layout = in_batch_layout(embeddings, labels)
     leaf = layout.scores.clone().requires_grad_(True)
-    getattr(pml_losses, name)(distance=_FixedMatrix(leaf))(embeddings, labels).backward()
+    options = OPTIONS.get(name, {})
+    getattr(pml_losses, name)(distance=_FixedMatrix(leaf), **options)(embeddings, labels).backward()
     expected = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidates)
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
-        loss_fn = monitor.watch(getattr(pml_losses, name)(distance=RecordingCosineSimilarity()))
+        loss = getattr(pml_losses, name)(distance=RecordingCosineSimilarity(), **options)
+        loss_fn = monitor.watch(loss)
         loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
         record = monitor.step()
     assert record["anatomy_active_negatives_mean"] == pytest.approx(
@@ -118,6 +121,7 @@ def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
     assert record["anatomy_hardest_10pct_share"] == pytest.approx(
         expected.hardest_10pct_share.nanmean().item()
     )
+    assert expected.active_negatives.sum() > 0  # the comparison is not between two zeros
 
 
 def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):
@@ -127,3 +131,21 @@ def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatc
         importlib.import_module("gradlab.interop.pml")
     monkeypatch.undo()
     importlib.import_module("gradlab.interop.pml")
+
+
+def test_pml_smooth_ap_gets_an_anatomy_of_its_negatives(tmp_path):
+    """PML's SmoothAP: the recorded matrix carries every negative's full gradient (its positive
+    terms also flow through compute_mat, outside the matrix; see the module docstring)."""
+    embeddings, labels = _batch(4)
+    layout = in_batch_layout(embeddings, labels, include_query=True)
+    leaf = layout.scores.clone().requires_grad_(True)
+    pml_losses.SmoothAPLoss(distance=_FixedMatrix(leaf))(embeddings, labels).backward()
+    negatives = ~layout.positives
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(pml_losses.SmoothAPLoss(distance=RecordingCosineSimilarity()))
+        loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+        captured = monitor._pending.score_captures[0].grad
+        monitor.step()
+    # _FixedMatrix also bypasses compute_mat's positives, so only the negatives must agree.
+    torch.testing.assert_close(captured[negatives], leaf.grad[negatives], rtol=1e-9, atol=1e-15)
+    assert captured[negatives].abs().sum() > 0
