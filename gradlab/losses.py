@@ -14,7 +14,7 @@ from gradlab._validation import (
 )
 from gradlab.errors import GradlabError
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
-from gradlab.functional.fappy import fappy_deltas, fappy_loss
+from gradlab.functional.fappy import check_normalization, fappy_deltas, fappy_loss
 from gradlab.functional.losses import fastap_loss, smooth_ap_loss
 from gradlab.functional.score_losses import (
     DIRECTIONS,
@@ -100,22 +100,26 @@ class FAPPYLoss(nn.Module):
     """FAPPY, the multi-scale false-positive-probability loss (seed 004, Algorithm 1).
 
     ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving down to ``delta_min``.
+    ``normalization="paper"`` (default) divides each scale's sum by all positive pairs as
+    Algorithm 1 prints it; ``"official"`` divides the running loss by the scale's active pairs as
+    the authors' Caffe layer does.
 
     Example:
         >>> FAPPYLoss(delta_min=0.01).deltas[:3]
         [2.0, 1.0, 0.5]
     """
 
-    def __init__(self, delta_min: float = 0.01) -> None:
+    def __init__(self, delta_min: float = 0.01, normalization: str = "paper") -> None:
         super().__init__()
         self.delta_min = check_positive_finite("delta_min", delta_min)
         self.deltas = fappy_deltas(self.delta_min)
+        self.normalization = check_normalization(normalization)
 
     def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return fappy_loss(embeddings, labels, self.delta_min)
+        return fappy_loss(embeddings, labels, self.delta_min, self.normalization)
 
     def extra_repr(self) -> str:
-        return f"delta_min={self.delta_min}"
+        return f"delta_min={self.delta_min}, normalization={self.normalization!r}"
 
 
 class FastAPLoss(nn.Module):

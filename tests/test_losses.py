@@ -150,3 +150,25 @@ def test_constructor_errors(kwargs, message):
 def test_forward_errors(args, message):
     with pytest.raises(GradlabError, match=message):
         SmoothAPLoss()(*args)
+
+
+# --- FAPPYLoss(normalization=...) -------------------------------------------------------------
+
+
+def test_fappy_module_normalization_default_and_repr():
+    from gradlab import FAPPYLoss
+
+    assert FAPPYLoss().normalization == "paper"
+    assert "normalization='official'" in repr(FAPPYLoss(normalization="official"))
+
+
+def test_fappy_module_official_matches_the_caffe_loop():
+    from gradlab import FAPPYLoss
+    from tests.reference.histogram_losses_loops import fappy_algorithm1, fappy_official
+
+    generator = torch.Generator().manual_seed(11)
+    embeddings = torch.randn(10, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3])
+    for normalization, loop in (("paper", fappy_algorithm1), ("official", fappy_official)):
+        got = FAPPYLoss(0.05, normalization=normalization)(embeddings, labels).item()
+        assert got == pytest.approx(loop(embeddings.tolist(), labels.tolist(), 0.05), abs=1e-12)

@@ -20,9 +20,13 @@ appendix state one bin and the value ``-h_right`` (see :func:`fappy_gradient_clo
 ``gradlab audit``).
 
 Algorithm 1 fuses scales ``Delta = 2, 1, 1/2, ...`` down to ``Delta_min``: after each scale,
-``L <- (L + L_Delta / #positive pairs) / 2``, so the smallest scale weighs 1/2, the next 1/4, and
-so on. A pair enters scale ``Delta`` only if ``1 - s_ij >= Delta``. Positive pairs are unordered
-(``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
+``L <- (L + L_Delta / #positive pairs) / 2`` (``normalization="paper"``, the default: lines 10-11
+as printed), so the smallest scale weighs 1/2, the next 1/4, and so on, and ``L`` is the mean
+fused loss over all positive pairs. A pair enters scale ``Delta`` only if ``1 - s_ij >= Delta``
+(line 5). The authors' Caffe layer instead divides the *running* loss by the number of *active*
+pairs of the scale, ``L <- (L + L_Delta) / max(1, #active) / 2`` (``normalization="official"``,
+as described in gradlab's issue 16; a scale without active pairs divides by 1). Positive pairs
+are unordered (``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
 """
 
 from __future__ import annotations
@@ -31,8 +35,19 @@ import torch
 import torch.nn.functional as F
 
 from gradlab._validation import check_positive_finite, check_same_device, check_shape, check_tensor
+from gradlab.errors import GradlabError
 
 FAPPY_LARGEST_DELTA = 2.0
+NORMALIZATIONS = ("paper", "official")
+
+
+def check_normalization(normalization: str) -> str:
+    """``normalization`` if it is one of :data:`NORMALIZATIONS`, else :class:`GradlabError`."""
+    if normalization not in NORMALIZATIONS:
+        raise GradlabError(
+            f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}"
+        )
+    return normalization
 
 
 def fappy_deltas(delta_min: float) -> list[float]:
@@ -122,18 +137,29 @@ def false_positive_probability(
 
 
 def fappy_loss(
-    embeddings: torch.Tensor, labels: torch.Tensor, delta_min: float = 0.01
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    delta_min: float = 0.01,
+    normalization: str = "paper",
 ) -> torch.Tensor:
     """The multi-scale FAPPY loss of Algorithm 1 (seed 004) from embeddings and labels.
 
     Cosine similarities; scales from :func:`fappy_deltas`. A batch without positive pairs has
     loss 0 (attached to the graph).
 
+    Args:
+        embeddings: ``[B, d]`` features (cosine similarity is taken).
+        labels: ``[B]`` integer labels.
+        delta_min: the smallest bin width ``Delta_min``.
+        normalization: ``"paper"`` (Algorithm 1 lines 10-11: ``L_Delta`` over all positive pairs)
+            or ``"official"`` (the Caffe layer: the running loss over the scale's active pairs).
+
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> float(fappy_loss(emb, torch.tensor([0, 0, 1, 1]), delta_min=0.25))
         0.0
     """
+    normalization = check_normalization(normalization)
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     normalized = F.normalize(embeddings, dim=1)
@@ -142,7 +168,11 @@ def fappy_loss(
     for delta in fappy_deltas(delta_min):
         probabilities, (first, second) = false_positive_probability(similarities, labels, delta)
         active = (1.0 - similarities[first, second]) >= delta  # Algorithm 1, line 5
-        loss = (loss + (probabilities * active).sum() / max(1, len(first))) / 2.0
+        scale_sum = (probabilities * active).sum()
+        if normalization == "paper":  # lines 10-11 as printed
+            loss = (loss + scale_sum / max(1, len(first))) / 2.0
+        else:  # the authors' Caffe layer: running loss over the active pairs (no host sync)
+            loss = (loss + scale_sum) / active.sum().clamp(min=1) / 2.0
     return loss
 
 

@@ -18,7 +18,12 @@ from gradlab.functional import (
     fappy_loss,
 )
 from gradlab.report.verification import histogram_loss_gradient_errors
-from tests.reference.histogram_losses_loops import fappy_algorithm1, fappy_pair
+from tests.reference.histogram_losses_loops import (
+    fappy_algorithm1,
+    fappy_official,
+    fappy_pair,
+    fappy_scale_sums,
+)
 
 
 def batch(seed, size, dims=4):
@@ -129,3 +134,57 @@ def test_cosine_l2_equivalence():
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match=message):
         call()
+
+
+# --- normalization: Algorithm 1 as printed ("paper") and the authors' Caffe layer ("official")
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    size=st.integers(2, 9),
+    delta_min=st.sampled_from([0.01, 0.1, 0.3]),
+)
+def test_official_normalization_matches_the_caffe_recurrence(seed, size, delta_min):
+    embeddings, labels = batch(seed, size)
+    expected = fappy_official(embeddings.tolist(), labels.tolist(), delta_min)
+    got = fappy_loss(embeddings, labels, delta_min, normalization="official").item()
+    assert got == pytest.approx(expected, abs=1e-12)
+    module = FAPPYLoss(delta_min, normalization="official")(embeddings, labels).item()
+    assert module == pytest.approx(expected, abs=1e-12)
+
+
+def test_paper_normalization_is_the_default_and_the_mean_over_all_pairs():
+    embeddings, labels = batch(3, 9)
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2])
+    scales = fappy_scale_sums(embeddings.tolist(), labels.tolist(), 0.1)
+    pairs = scales[0][3]
+    weights = [0.5 ** (len(scales) - k) for k in range(len(scales))]  # smallest Delta: 1/2
+    mean_fused = sum(w * total for w, (_, total, _, _) in zip(weights, scales, strict=True)) / pairs
+    default = fappy_loss(embeddings, labels, 0.1).item()
+    assert default == pytest.approx(mean_fused, abs=1e-12)
+    assert fappy_loss(embeddings, labels, 0.1, normalization="paper").item() == default
+    official = fappy_loss(embeddings, labels, 0.1, normalization="official").item()
+    assert official != pytest.approx(default, abs=1e-6)  # the two readings differ on this batch
+
+
+def test_official_normalization_with_no_active_pair_divides_by_one():
+    # two identical positives: 1 - s = 0 < every Delta, so no scale has an active pair
+    embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]], dtype=torch.float64)
+    loss = fappy_loss(embeddings, torch.tensor([0, 0, 1]), 0.25, normalization="official")
+    assert loss.item() == 0.0
+
+
+def test_official_normalization_gradient_flows():
+    embeddings, labels = batch(5, 8)
+    leaf = embeddings.clone().requires_grad_(True)
+    fappy_loss(leaf, labels, 0.05, normalization="official").backward()
+    assert torch.isfinite(leaf.grad).all()
+
+
+@pytest.mark.parametrize("bad", ["Paper", "caffe", ""])
+def test_unknown_normalization_is_refused(bad):
+    embeddings, labels = batch(0, 4)
+    with pytest.raises(GradlabError, match="normalization must be one of"):
+        fappy_loss(embeddings, labels, 0.1, normalization=bad)
+    with pytest.raises(GradlabError, match=repr(bad)):
+        FAPPYLoss(0.1, normalization=bad)

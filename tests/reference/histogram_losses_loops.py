@@ -109,3 +109,31 @@ def ranked_ap(scores: Sequence[float], positives: Sequence[bool], margin: float)
             hits += 1
             total += hits / rank
     return total / hits if hits else math.nan
+
+
+def fappy_scale_sums(embeddings, labels, delta_min: float):
+    """Per scale of Algorithm 1: ``(Delta, sum of P over active pairs, #active, #pairs)``."""
+    similarities = _cosine_matrix(embeddings)
+    pairs = [
+        (i, j)
+        for i in range(len(labels))
+        for j in range(i + 1, len(labels))
+        if labels[i] == labels[j]
+    ]
+    scales, delta = [], 2.0
+    while True:
+        active = [(i, j) for i, j in pairs if 1.0 - similarities[i][j] >= delta]
+        total = math.fsum(fappy_pair(similarities, labels, i, j, delta) for i, j in active)
+        scales.append((delta, total, len(active), len(pairs)))
+        delta /= 2.0
+        if delta < delta_min:
+            return scales
+
+
+def fappy_official(embeddings, labels, delta_min: float) -> float:
+    """The authors' Caffe recurrence from the per-scale sums: the running loss over the active
+    pairs of each scale, then halved (``L <- (L + L_Delta) / max(1, #active) / 2``)."""
+    loss = 0.0
+    for _, total, active, _ in fappy_scale_sums(embeddings, labels, delta_min):
+        loss = (loss + total) / max(1, active) / 2.0
+    return loss
