@@ -149,3 +149,15 @@ def test_pml_smooth_ap_gets_an_anatomy_of_its_negatives(tmp_path):
     # _FixedMatrix also bypasses compute_mat's positives, so only the negatives must agree.
     torch.testing.assert_close(captured[negatives], leaf.grad[negatives], rtol=1e-9, atol=1e-15)
     assert captured[negatives].abs().sum() > 0
+
+
+def test_default_contrastive_margins_give_no_negative_gradient_with_cosine(tmp_path):
+    """README finding: PML's ContrastiveLoss margins default to distances (pos 0, neg 1); with a
+    similarity, a negative is penalised only above 1, which cosine never reaches."""
+    embeddings, labels = _batch(5)
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(pml_losses.ContrastiveLoss(distance=RecordingCosineSimilarity()))
+        loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+        record = monitor.step()
+    assert record["anatomy_active_negatives_mean"] == 0.0
+    assert record["anatomy_active_positives"] >= 0.0
