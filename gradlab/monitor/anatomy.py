@@ -14,10 +14,11 @@ batch). Only queries with a positive and a negative are summarised:
 * ``active_positives``: positives with non-negligible gradient (mean);
 * ``hardest_1pct_share`` / ``hardest_10pct_share``: share of the negatives' gradient mass on the
   hardest 1 % / 10 % of negatives by score (mean over the queries whose negatives get any);
-* ``active_rank_depth``: mean over queries of the mean rank of the active negatives divided by
-  the number of negatives (about 0: only the hardest get gradient; 0.5: evenly spread);
-* ``deepest_active_rank``: mean over queries of the deepest active rank over the number of
-  negatives;
+* ``active_rank_depth``: mean over queries of ``(r - 1) / (N - 1)`` for ``r`` the mean rank of
+  the query's active negatives and ``N`` its number of negatives (0: only the hardest gets
+  gradient; about 0.5: spread over the whole ranking; comparable across directions whose ``N``
+  differ);
+* ``deepest_active_rank``: the same for the deepest active rank;
 * ``queries_without_gradient``: share of the queries that receive no gradient at all.
 """
 
@@ -74,6 +75,7 @@ def anatomy_values(
     keep = (anatomy.num_positives > 0) & (anatomy.num_negatives > 0)
     active = anatomy.active_negatives.to(torch.float64)
     negatives = anatomy.num_negatives.to(torch.float64).clamp(min=1)
+    span = (negatives - 1).clamp(min=1)  # ranks 1..N onto 0..1
     quantiles = _masked_quantiles(active, keep)
     return {
         f"{prefix}active_negatives_mean": _masked_mean(active, keep),
@@ -87,10 +89,10 @@ def anatomy_values(
         f"{prefix}hardest_1pct_share": _masked_mean(anatomy.hardest_1pct_share, keep),
         f"{prefix}hardest_10pct_share": _masked_mean(anatomy.hardest_10pct_share, keep),
         f"{prefix}active_rank_depth": _masked_mean(
-            anatomy.active_negative_rank_mean / negatives, keep
+            (anatomy.active_negative_rank_mean - 1) / span, keep
         ),
         f"{prefix}deepest_active_rank": _masked_mean(
-            anatomy.active_negative_rank_max / negatives, keep
+            (anatomy.active_negative_rank_max - 1) / span, keep
         ),
         f"{prefix}queries_without_gradient": _masked_mean(
             anatomy.without_gradient.to(torch.float64), keep

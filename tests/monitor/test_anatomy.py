@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.functional import gradient_anatomy, nt_xent_loss
+from gradlab.functional import gradient_anatomy, max_violation_triplet_loss, nt_xent_loss
 from gradlab.monitor import Monitor, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy
 
@@ -169,3 +169,19 @@ def test_attach_after_watch_keeps_the_watched_loss_explanation(tmp_path):
         monitor.watch(gradlab.NTXentLoss(), inputs="scores")
         monitor.attach(torch.nn.Linear(2, 2), labels=torch.zeros(2, dtype=torch.long))
         assert "anatomy" not in monitor.not_logged
+
+
+def test_rank_depth_is_zero_for_the_hardest_and_one_for_the_easiest(tmp_path):
+    """A loss on the hardest negative only gives depth 0; on the easiest only, depth 1."""
+    scores, positives = _scores(6)
+    negatives = scores.detach().masked_fill(positives, float("nan"))
+
+    def easiest_only(s, p):
+        easiest = negatives.nan_to_num(float("inf")).argmin(dim=1)
+        return s.gather(1, easiest.unsqueeze(1)).sum()
+
+    for loss_fn, depth in ((lambda s, p: max_violation_triplet_loss(s, p, 5.0, direction="i2t"),
+                            0.0), (easiest_only, 1.0)):  # fmt: skip
+        record = _log(tmp_path / str(depth), loss_fn, scores, positives)
+        assert record["anatomy_i2t_active_rank_depth"] == pytest.approx(depth)
+        assert record["anatomy_i2t_deepest_active_rank"] == pytest.approx(depth)
