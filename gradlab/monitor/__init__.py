@@ -1,8 +1,9 @@
 """Instrumented training: the Monitor, its quantities, schedules and sinks."""
 
 from gradlab.monitor.monitor import Monitor
-from gradlab.monitor.quantities import (
+from gradlab.monitor.quantities import (  # Anatomy: registered there from monitor/anatomy.py
     PRESETS,
+    Anatomy,
     Decomposition,
     DegenerateBatches,
     EmbeddingGradNorm,
@@ -31,6 +32,7 @@ from gradlab.monitor.sinks import (
 __all__ = [
     "PRESETS",
     "SINKS",
+    "Anatomy",
     "CSVSink",
     "Decomposition",
     "DegenerateBatches",
