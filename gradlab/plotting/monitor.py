@@ -20,12 +20,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
-import seaborn as sns
 from matplotlib.lines import Line2D
 
 from gradlab.errors import GradlabError
 from gradlab.monitor.sinks import read_segments
-from gradlab.plotting.style import apply_style, save_figure
+from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
 
 FAMILIES = {
     "loss": ("Loss", ("loss",), "loss"),
@@ -59,8 +58,6 @@ FAMILIES = {
                                  "anatomy_t2i_queries_without_gradient"), "share of queries"),
 }  # fmt: skip
 """Family -> (title, keys, y label)."""
-
-LINE_STYLES = ("-", "--", ":", "-.", (0, (5, 1, 1, 1)))
 
 Run = tuple[str, list[dict]]
 """A run to draw: its label and its records in step order."""
@@ -131,14 +128,13 @@ def plot_runs(
     if not present:
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no known quantity")
     apply_style()
-    colours = sns.color_palette("colorblind", max(len(runs), 10))
     written = []
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=(8, 4.2))
-        _draw_family(axis, family, keys, runs, colours)
-        axis.legend(handles=_legend(keys, runs, colours), fontsize=8)
+        _draw_family(axis, family, keys, runs)
+        legend_below(axis, columns=3, handles=_legend(keys, runs), fontsize=8)
         written.append(save_figure(figure, folder / f"{family}.png"))
-    written.append(_overview(present, runs, colours, folder / "overview.png"))
+    written.append(_overview(present, runs, folder / "overview.png"))
     return written
 
 
@@ -147,55 +143,58 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     return plot_runs([run_dir], out)
 
 
-def _draw_family(
-    axis, family: str, keys: list[str], runs: list[Run], colours, wrap: int = 80
-) -> None:
+def _line_style(run_index: int, key_index: int, several: bool) -> dict:
+    """Several runs: the run's colour, the key's line style. One run: the key's series style."""
+    if not several:
+        return {**series_style(key_index), "markersize": 3}
+    return {"color": series_style(run_index)["color"], "marker": ".", "markersize": 4,
+            "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
+
+
+def _draw_family(axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80) -> None:
     title, _, ylabel = FAMILIES[family]
-    title = textwrap.fill(title, wrap)
     several = len(runs) > 1
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
-            if not points:
-                continue
-            colour = colours[run_index] if several else colours[key_index]
-            style = LINE_STYLES[key_index % len(LINE_STYLES)] if several else "-"
-            axis.plot(*zip(*points, strict=True), color=colour, linestyle=style, marker=".",
-                      markersize=4, linewidth=1.4)  # fmt: skip
-    axis.set(xlabel="optimizer step", ylabel=ylabel, title=title)
+            if points:
+                axis.plot(*zip(*points, strict=True), linewidth=1.4,
+                          **_line_style(run_index, key_index, several))  # fmt: skip
+    axis.set(xlabel="optimizer step", ylabel=ylabel, title=textwrap.fill(title, wrap))
 
 
-def _legend(keys: list[str], runs: list[Run], colours) -> list[Line2D]:
-    """One colour per run and one line style per key (several runs); one colour per key (one)."""
+def _key_handles(keys: list[str], several: bool) -> list[Line2D]:
+    if several:  # the keys in grey, by line style
+        return [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
+                       label=key) for i, key in enumerate(keys)]  # fmt: skip
+    return [Line2D([], [], **_line_style(0, i, False), label=key) for i, key in enumerate(keys)]
+
+
+def _run_handles(runs: list[Run]) -> list[Line2D]:
+    return [Line2D([], [], color=series_style(i)["color"], linewidth=3, label=label)
+            for i, (label, _) in enumerate(runs)]  # fmt: skip
+
+
+def _legend(keys: list[str], runs: list[Run]) -> list[Line2D]:
+    """One colour per run and one line style per key (several runs); one style per key (one)."""
     if len(runs) == 1:
-        return [Line2D([], [], color=colours[i], marker=".", label=key) for i, key in
-                enumerate(keys)]  # fmt: skip
-    handles = [Line2D([], [], color=colours[i], linewidth=3, label=label)
-               for i, (label, _) in enumerate(runs)]  # fmt: skip
-    if len(keys) > 1:
-        handles += [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                           label=key) for i, key in enumerate(keys)]  # fmt: skip
-    return handles
+        return _key_handles(keys, several=False)
+    return _run_handles(runs) + (_key_handles(keys, several=True) if len(keys) > 1 else [])
 
 
-def _overview(present: dict[str, list[str]], runs: list[Run], colours, path: Path) -> Path:
+def _overview(present: dict[str, list[str]], runs: list[Run], path: Path) -> Path:
     columns = 2 if len(present) > 1 else 1
     rows = math.ceil(len(present) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 3.6 * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.2 * rows), squeeze=False)
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
-        _draw_family(axis, family, keys, runs, colours, wrap=60)
+        _draw_family(axis, family, keys, runs, wrap=60)
         if len(keys) > 1 or len(runs) == 1:
-            key_handles = _legend(keys, runs if len(runs) == 1 else [], colours)
-            if len(runs) > 1:
-                key_handles = [Line2D([], [], color="0.3", label=key,
-                                      linestyle=LINE_STYLES[i % len(LINE_STYLES)])
-                               for i, key in enumerate(keys)]  # fmt: skip
-            axis.legend(handles=key_handles, fontsize=7)
+            axis.legend(handles=_key_handles(keys, len(runs) > 1), fontsize=7, ncol=2,
+                        loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)
     if len(runs) > 1:
-        run_handles = [Line2D([], [], color=colours[i], linewidth=3, label=label)
-                       for i, (label, _) in enumerate(runs)]  # fmt: skip
+        run_handles = _run_handles(runs)
         top = 1 - 0.5 / figure.get_figheight()  # half an inch for the runs' legend
         figure.tight_layout(rect=(0, 0, 1, top))
         figure.legend(handles=run_handles, loc="lower center", ncol=min(len(runs), 4),

@@ -7,10 +7,12 @@ import pytest
 import seaborn as sns
 from matplotlib.colors import to_rgb
 
+import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor
 from gradlab.cli import main
 from gradlab.plotting.monitor import _draw_family, load_runs, plot_runs
 from tests.monitor.helpers import train
+from tests.plotting.layout import captured_figures, layout_problems
 
 
 def _run(log_dir, steps=4, **options):
@@ -22,7 +24,7 @@ def _run(log_dir, steps=4, **options):
 def _lines(runs, family):
     figure, axis = plt.subplots()
     keys = {"loss": ["loss"], "operating_region": ["p_seed", "p_off_diagonal"]}[family]
-    _draw_family(axis, family, keys, runs, sns.color_palette("colorblind", 10))
+    _draw_family(axis, family, keys, runs)
     lines = [(to_rgb(line.get_color()), line.get_linestyle(), list(line.get_xdata()))
              for line in axis.get_lines()]  # fmt: skip
     plt.close(figure)
@@ -44,9 +46,24 @@ def test_plot_command_overlays_runs_into_their_common_parent(tmp_path, capsys):
     _run(tmp_path / "b", tau=0.1)
     assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b"), "--label", "tau 0.01",
                  "--label", "tau 0.1"]) == 0  # fmt: skip
+    written = capsys.readouterr().out
     for name in ("overview.png", "loss.png", "operating_region.png"):
-        assert (tmp_path / "figures" / name).stat().st_size > 10_000
-    assert "wrote" in capsys.readouterr().out
+        assert f"wrote {tmp_path / 'figures' / name}" in written
+        assert (tmp_path / "figures" / name).is_file()
+
+
+def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
+    runs = [_run(tmp_path / "a"), _run(tmp_path / "b", tau=0.1)]
+    for selection in (runs, runs[:1]):
+        with captured_figures(monkeypatch, monitor_plots) as figures:
+            plot_runs(selection, tmp_path / "figures")
+        assert len(figures) == 6  # loss, embeddings, P, counts, degenerate batches, overview
+        for figure in figures:
+            assert layout_problems(figure) == [], figure.axes[0].get_title()
+            labels = [t.get_text() for legend in [*figure.legends,
+                      *(a.get_legend() for a in figure.axes)] if legend for t in legend.texts]
+            assert all(label for label in labels)
+            plt.close(figure)
 
 
 def test_a_log_whose_steps_restart_is_split_with_a_warning(tmp_path):
