@@ -62,15 +62,15 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
                           label=label)  # fmt: skip
         axis.set_xscale("log", base=2)
         axis.set_xticks(sizes, [str(m) for m in sizes])
-        axis.set_xlabel("mini-batch size m (4 images per class, m/4 classes)")
+        axis.set_xlabel("mini-batch size m")
         axis.set_title(SETTING_TITLES[name], fontsize=10)
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("proportion inside the operating region")
     axes[0].legend(fontsize=8, loc="center left")
     figure.suptitle(
-        f"P against batch size on unseen 3-digit strings, {len(result['seeds'])} seeds "
-        "(faint: each seed; bars: mean +- std)",
+        f"P against batch size on unseen 3-digit strings, 4 images per class and m/4 classes, "
+        f"{len(result['seeds'])} seeds (faint: each seed; bars: mean +- std)",
         fontsize=10,
     )
     return _save(figure, path)
@@ -81,7 +81,8 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     result = _load(source)
     names = list(result["losses"])
     metrics = ["recall@1", "mAP", "MAP@R"]
-    figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(16, 4.2))
+    figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(18, 4.4))
+    figure.subplots_adjust(wspace=0.35)
     positions = np.arange(len(names))
     for axis, metric in zip(axes, metrics, strict=False):
         for index, name in enumerate(names):
@@ -142,9 +143,9 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
 
 
 ANATOMY_TITLES = {
-    "active_negatives": "negatives receiving gradient per query",
-    "share_without_gradient": "share of queries without gradient",
-    "hardest_10pct_share": "gradient mass on the hardest 10 % of negatives",
+    "active_negatives": "active negatives per query",
+    "share_without_gradient": "queries without gradient",
+    "hardest_10pct_share": "hardest 10 % negatives' gradient share",
 }
 
 
