@@ -4,6 +4,8 @@ The Monitor captures the score matrix ``S`` a watched loss differentiated and re
 a hook (never changing it, see :meth:`gradlab.Monitor.watch`); :class:`Anatomy` summarises
 :func:`gradlab.functional.gradient_anatomy` of it over the queries of the step. Where the loss
 exposes no score matrix the quantity logs nothing and the run header says why.
+Under ``torch.distributed`` it describes the writing rank's own batch (score matrices and
+their gradients are not gathered).
 
 Logged keys (``anatomy_`` + direction + statistic; the direction is empty for in-batch
 retrieval, ``i2t_`` for rows as queries and ``t2i_`` for columns as queries of a cross-modal

@@ -180,3 +180,15 @@ def test_off_schedule_watched_calls_do_not_touch_the_host(tmp_path, monkeypatch,
         monkeypatch.undo()
         assert calls == []
         assert monitor._pending is None
+
+
+def test_scores_with_paired_labels_are_read(tmp_path):
+    scores = torch.randn(6, 6, requires_grad=True)
+    labels = torch.tensor([0, 1, 2, 0, 1, 2])
+    with _monitor(tmp_path) as monitor:
+        watched = monitor.watch(gradlab.NTXentLoss(), inputs="scores")
+        watched(scores, labels).backward()
+        record = monitor.step()
+    # labels[q] == labels[c]: two positives per row and per column
+    assert record["anatomy_i2t_active_positives"] == 2.0
+    assert record["anatomy_t2i_active_positives"] == 2.0
