@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report report-check docs test lint bench mutants clean
+.PHONY: report report-check audit docs test lint bench mutants clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,6 +19,10 @@ report: $(STAMP)
 # into reports/latest/screenshots; fails on broken anchors, missing images, console errors.
 report-check: $(STAMP)
 	$(BIN)/python -m gradlab.report.browser_check reports/latest
+
+# The derivation audit's records (README's audit block is rendered from them by `make docs`).
+audit: $(STAMP)
+	$(BIN)/gradlab audit --mutants --json benchmarks/results/audit.json
 
 # README tables and numbers from the JSON that produced them (tests/test_readme.py checks them).
 docs: $(STAMP)
