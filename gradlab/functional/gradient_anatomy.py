@@ -22,8 +22,10 @@ Per query ``q`` (a row), with negatives ``N(q)`` = candidates that are not posit
 * a query **receives no gradient** when it has at least one candidate and no active entry.
 
 Everything is computed on ``score_grad``'s device with tensor operations over all queries at
-once: no host synchronisation and no Python loop over queries (``O(Q C log C)`` for the sort).
-Ties in score are broken by column index (stable sort).
+once: no host synchronisation and no Python loop over queries. The cost is one row sort of the
+scores (``O(Q C log C)``) and a few masked passes over ``[Q, C]``; the thresholds are applied in
+``score_grad``'s dtype and the gradient masses are summed in float64. Ties in score are broken
+by column index (stable sort).
 """
 
 from __future__ import annotations
@@ -151,8 +153,8 @@ def gradient_anatomy(
     num_queries, num_candidates = score_grad.shape
     if num_candidates == 0:  # no candidate at all: nothing is active, every statistic is NaN
         return _empty_anatomy(positives, num_queries)
-    magnitude = score_grad.detach().abs().to(torch.float64).nan_to_num(nan=0.0)
-    magnitude = magnitude.masked_fill(~candidates, 0.0)
+    # In score_grad's dtype; masks, not multiplications, so no [Q, C] type conversion.
+    magnitude = score_grad.detach().abs().nan_to_num(nan=0.0).masked_fill_(~candidates, 0.0)
     largest = magnitude.amax(dim=1, keepdim=True)
     active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
     active &= candidates
@@ -160,18 +162,21 @@ def gradient_anatomy(
     active_negatives = active_negative.sum(dim=1)
     num_negatives = negatives.sum(dim=1)
 
-    # Negatives by descending score (the others last), ties by column index.
-    keyed = scores.detach().to(torch.float64).masked_fill(~negatives, -math.inf)
+    # Negatives by descending score (the others last), ties by column index: the one sort.
+    keyed = scores.detach().masked_fill(~negatives, -math.inf)
     order = torch.sort(keyed, dim=1, descending=True, stable=True).indices
     positions = torch.arange(1, num_candidates + 1, device=order.device).expand_as(order)
-    negative_rank = torch.zeros_like(order).scatter_(1, order, positions) * negatives
+    negative_rank = torch.empty_like(order).scatter_(1, order, positions)
+    negative_rank.masked_fill_(~negatives, 0)
 
-    active_ranks = negative_rank.to(torch.float64) * active_negative
+    active_ranks = negative_rank.masked_fill(~active_negative, 0)
     count = active_negatives.to(torch.float64)
-    rank_mean = torch.where(count > 0, active_ranks.sum(dim=1) / count.clamp(min=1), math.nan)
-    rank_max = torch.where(count > 0, active_ranks.amax(dim=1), math.nan)
+    rank_sum = active_ranks.sum(dim=1).to(torch.float64)
+    rank_mean = torch.where(count > 0, rank_sum / count.clamp(min=1), math.nan)
+    rank_max = torch.where(count > 0, active_ranks.amax(dim=1).to(torch.float64), math.nan)
 
-    cumulative = torch.gather(magnitude * negatives, 1, order).cumsum(dim=1)
+    negative_mass = magnitude.masked_fill_(~negatives, 0.0)  # magnitude is not used below
+    cumulative = torch.gather(negative_mass, 1, order).cumsum(dim=1, dtype=torch.float64)
     total = cumulative[:, -1]
     shares = []
     for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
