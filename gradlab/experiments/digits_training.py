@@ -38,7 +38,10 @@ def digits_training(out: Path, quick: bool = False, device: str = "cpu", tau: fl
     seen_before = evaluate(model, seen_images, seen_labels)
     run_dir = out / "runs" / "digits_smoothap"
     epochs = 4 if quick else 20
-    with Monitor(run_dir, tau=tau, preset="full", every=2, config={"epochs": epochs}) as monitor:
+    # The report replaces its output folder, so a rerun replaces the previous run's log.
+    with Monitor(
+        run_dir, tau=tau, preset="full", every=2, config={"epochs": epochs}, overwrite=True
+    ) as monitor:
         loss_fn = monitor.watch(SmoothAPLoss(tau))
         losses = train_embedding(
             model, train_images, train_labels, loss_fn,
