@@ -175,6 +175,12 @@ def p_vs_batch_size_text(batch: dict) -> str:
         if name not in batch["settings"]:
             continue
         setting = batch["settings"][name]
+        if min(min(values) for values in setting["P"]) > 0.999:
+            parts.append(
+                f"{words}: P = 1 at every m and every seed (all cosine scores lie within "
+                "the operating region's width of each other), so this setting cannot show a trend."
+            )
+            continue
         sentence = (
             f"{words}: {trend(setting['P'], sizes, 'P')}; "
             f"{trend(setting['P_positive_negative'], sizes, 'the positive-negative share')}; "
@@ -323,8 +329,13 @@ def loss_comparison_text(results: dict) -> str:
         text += f" Behind it by more than the spread: {', '.join(behind)}."
     before = results["before"]["MAP@R"]
     worse = [n for n in runs if mean_std(runs[n]["metrics"]["MAP@R"])[0] < mean_std(before)[0]]
+    clearly = [n for n in worse if separated(runs[n]["metrics"]["MAP@R"], before)]
     if worse:
-        text += f" Below the untrained network's MAP@R ({cell(before)}): {', '.join(worse)}."
+        text += f" Mean MAP@R below the untrained network's ({cell(before)}): {', '.join(worse)}"
+        text += (
+            f"; by more than the spread: {', '.join(clearly)}." if clearly else
+            ", all within the seed spread."
+        )
     return text
 
 
