@@ -192,3 +192,33 @@ def test_scores_with_paired_labels_are_read(tmp_path):
     # labels[q] == labels[c]: two positives per row and per column
     assert record["anatomy_i2t_active_positives"] == 2.0
     assert record["anatomy_t2i_active_positives"] == 2.0
+
+
+@pytest.mark.slow  # compiling takes about 10 s; it still runs in `make test`
+def test_a_watched_score_loss_runs_under_torch_compile(tmp_path):
+    """Graph breaks are allowed; loss, gradients and the logged anatomy match eager."""
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(8, 8)
+    images, captions = torch.randn(6, 8), torch.randn(18, 8)
+    positives = torch.arange(6).unsqueeze(1) == (torch.arange(18) % 6).unsqueeze(0)
+
+    def step(loss_fn):
+        normalize = torch.nn.functional.normalize
+        loss = loss_fn(normalize(layer(images), dim=1) @ normalize(captions, dim=1).T, positives)
+        loss.backward()
+        grad = layer.weight.grad.clone()
+        layer.zero_grad()
+        return loss.detach(), grad
+
+    with _monitor(tmp_path) as monitor:
+        watched = monitor.watch(gradlab.NTXentLoss(), inputs="scores")
+        eager_loss, eager_grad = step(watched)
+        eager = monitor.step()
+        compiled_loss, compiled_grad = torch.compile(step, backend="aot_eager")(watched)
+        compiled = monitor.step()
+    torch.testing.assert_close(compiled_loss, eager_loss)
+    torch.testing.assert_close(compiled_grad, eager_grad)
+    anatomy_keys = [key for key in eager if key.startswith("anatomy_")]
+    assert anatomy_keys
+    for key in anatomy_keys:
+        assert compiled[key] == pytest.approx(eager[key], rel=1e-5), key
