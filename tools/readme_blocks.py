@@ -27,7 +27,12 @@ Renderer = Callable[[Path], str]
 BLOCKS: dict[str, Renderer] = {}
 """Block name -> renderer (reads JSON under ``root``, returns the block's markdown)."""
 
-RENDERER_MODULES = ("tools.readme_tables", "tools.readme_anatomy", "tools.readme_audit")
+RENDERER_MODULES = (
+    "tools.readme_tables",
+    "tools.readme_anatomy",
+    "tools.readme_audit",
+    "tools.readme_monitor",
+)
 """Modules whose import registers renderers (kept apart so each table has one home)."""
 
 _BLOCK = re.compile(

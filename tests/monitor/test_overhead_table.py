@@ -1,0 +1,63 @@
+"""The README's Monitor overhead table is the one rendered from benchmarks/results/monitor.json."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+
+from tools.readme_blocks import ROOT, stale_blocks
+from tools.readme_monitor import monitor_overhead
+
+README = (ROOT / "README.md").read_text()
+RESULT = "benchmarks/results/monitor.json"
+
+
+def _block(text: str) -> str:
+    match = re.search(r"<!-- generated: monitor-overhead -->\n(.*?)<!-- /generated", text, re.S)
+    assert match, "README.md lacks the monitor-overhead block"
+    return match.group(1)
+
+
+def _copy(tmp_path, change):
+    (tmp_path / "benchmarks" / "results").mkdir(parents=True)
+    result = json.loads((ROOT / RESULT).read_text())
+    change(result)
+    (tmp_path / RESULT).write_text(json.dumps(result))
+    for other in ("losses.json", "smoothap.json"):
+        source = ROOT / "benchmarks" / "results" / other
+        if source.exists():
+            shutil.copy(source, tmp_path / "benchmarks" / "results" / other)
+    return tmp_path
+
+
+def test_the_readme_table_is_rendered_from_the_json():
+    assert _block(README).rstrip("\n") == monitor_overhead(ROOT).rstrip("\n")
+    result = json.loads((ROOT / RESULT).read_text())
+    cnn = result["results"]["cnn"]["ratio"]["full_every_step"]
+    assert f"{cnn:.3f}x" in _block(README)
+
+
+def test_a_changed_ratio_makes_the_table_stale(tmp_path):
+    def slower(result):
+        result["results"]["cnn"]["step_seconds_median"]["full_every_step"] *= 1.5
+        result["results"]["cnn"]["ratio"]["full_every_step"] *= 1.5
+
+    root = _copy(tmp_path, slower)
+    assert "monitor-overhead" not in stale_blocks(README)
+    assert _block(README).rstrip("\n") != monitor_overhead(root).rstrip("\n")
+
+
+def test_the_verdict_follows_the_target(tmp_path):
+    def set_ratio(value, spread):
+        def change(result):
+            result["results"]["cnn"]["ratio"]["default_every_step"] = value
+            result["results"]["cnn"]["ratio_round_q25_q75"]["default_every_step"] = spread
+
+        return change
+
+    row = "default preset every step |"
+    line = lambda root: next(x for x in monitor_overhead(root).splitlines() if row in x)  # noqa: E731
+    assert line(_copy(tmp_path / "a", set_ratio(1.02, [1.01, 1.025]))).endswith("| met |")
+    assert line(_copy(tmp_path / "b", set_ratio(1.05, [1.04, 1.06]))).endswith("| **not met** |")
+    assert "(noisy)" in line(_copy(tmp_path / "c", set_ratio(1.02, [0.99, 1.07])))

@@ -1,0 +1,87 @@
+"""Renderer of the README's Monitor overhead block (see tools/readme_blocks.py).
+
+Every number comes from ``benchmarks/results/monitor.json`` (written by
+``python benchmarks/bench_monitor.py``); each row states its target and whether it is met.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.readme_blocks import load_json, register
+from tools.readme_tables import duration
+
+
+def _verdict(value: float, spread: list[float], target: float) -> str:
+    """``met`` / ``not met`` by the median; ``(noisy)`` when the rounds' q25-q75 straddle it."""
+    verdict = "met" if value <= target else "**not met**"
+    return verdict + (" (noisy)" if spread[0] <= target < spread[1] else "")
+
+
+def _row(name: str, baseline: float, value: float, spread: list[float], target: float) -> str:
+    return (f"| {name} | {duration(baseline)} | {value:.3f}x ({spread[0]:.2f}-{spread[1]:.2f}) "
+            f"| <= {target:.2f}x | {_verdict(value, spread, target)} |")  # fmt: skip
+
+
+@register("monitor-overhead")
+def monitor_overhead(root: Path) -> str:
+    """Step-time ratios with the Monitor against the same step without it, and the logged step."""
+    result = load_json(root, "benchmarks/results/monitor.json")
+    runs, targets = result["results"], result["targets"]
+    lines = [
+        "| setting | baseline step | with the Monitor (round q25-q75) | target | |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    rows = [
+        ("CNN 3x32x32, batch 112, SmoothAP: default preset every step", "cnn",
+         "default_every_step", "cnn_default_every_step"),
+        ("CNN, batch 112, SmoothAP: full preset every step", "cnn", "full_every_step",
+         "cnn_full_every_step"),
+        ("CNN, batch 112, SmoothAP: default preset, default schedule (every 50)",
+         "cnn_default_schedule", "default_schedule", None),
+        ("MLP on digits, batch 100, SmoothAP: default preset, default schedule", "mlp",
+         "default_schedule", "mlp_default_schedule"),
+        ("CNN, batch 112, PML MultiSimilarityLoss via the recording distance: default preset "
+         "every step", "cnn_pml", "default_every_step", "cnn_pml_default_every_step"),
+    ]  # fmt: skip
+    for label, setting, config, target_key in rows:
+        if setting not in runs:
+            lines.append(f"| {label} | - | not measured | | |")
+            continue
+        run = runs[setting]
+        baseline = run["step_seconds_median"]["baseline"]
+        ratio, spread = run["ratio"][config], run["ratio_round_q25_q75"][config]
+        if target_key is None:
+            lines.append(f"| {label} | {duration(baseline)} | {ratio:.3f}x "
+                         f"({spread[0]:.2f}-{spread[1]:.2f}) | | |")  # fmt: skip
+        else:
+            lines.append(_row(label, baseline, ratio, spread, targets[target_key]))
+    target = targets["logged_full_step_over_loss"]
+    for run in runs["logged_step_vs_loss"]:
+        ratio = run["logged_full_step_over_loss"]
+        spread = run["logged_full_step_over_loss_round_q25_q75"]
+        lines.append(
+            f"| one logged full-preset step / one SmoothAP forward+backward, B = {run['batch']} "
+            f"| {duration(run['loss_forward_backward_seconds'])} | {ratio:.2f}x "
+            f"({spread[0]:.2f}-{spread[1]:.2f}) | <= {target:.2f}x "
+            f"| {_verdict(ratio, spread, target)} |"
+        )
+    machine, conditions = result["machine"], result["conditions"]
+    before = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
+    after = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_after"])
+    lines += [
+        "",
+        f"Measured {conditions['started'][:16].replace('T', ' ')} on {machine['device']} "
+        f"({machine['cpu_count']} cores, {machine['torch_threads']} torch threads, torch "
+        f"{machine['torch']}), load average {before} before and {after} after: other "
+        "processes shared the cores, so each ratio is the median over interleaved rounds, with "
+        "the spread of the per-round ratios in parentheses."
+        + (" A `--quick` run: few rounds." if conditions.get("quick") else ""),
+    ]
+    if "cockpit" in result:
+        lines.append(
+            f"For comparison, Cockpit's cheapest preset (`economy`, every step) costs "
+            f"**{result['cockpit']['ratio_economy_every_step']:.2f}x** on the same CNN "
+            "(its own run of `benchmarks/bench_cockpit.py`)."
+        )
+    return "\n".join(lines)
