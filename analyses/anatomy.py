@@ -20,6 +20,7 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="figures", help="output folder (default: figures)")
     args = parser.parse_args(argv)
     out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     results = measure(quick=args.quick)
     write_json(out / "anatomy_comparison.json", results)
     plot_anatomy_comparison(out / "anatomy_comparison.json", out / "anatomy_comparison.png")
