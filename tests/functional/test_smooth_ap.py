@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from gradlab import GradlabError
 from gradlab.functional import smooth_ap
+from gradlab.functional.smooth_ap import group_by_positive_count, smooth_ap_checked
 from tests.reference.smooth_ap_loops import smooth_ap_one_query
 
 
@@ -172,6 +173,7 @@ GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
         ({"backward": "numeric"}, "backward must be 'exact' or 'autograd'; got 'numeric'"),
         ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
         ({"max_chunk_elements": 2.5}, "max_chunk_elements must be a positive integer"),
+        ({"validate": 1}, "validate must be a bool; got 1"),
     ],
 )
 def test_error_table(kwargs, message):
@@ -182,3 +184,60 @@ def test_error_table(kwargs, message):
 
 def test_errors_are_value_errors():
     assert issubclass(GradlabError, ValueError)
+
+
+# --- one host synchronisation: the grouping, the finiteness check, validate= -------------------
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 9),
+    candidates=st.integers(1, 12),
+    density=st.floats(0.0, 1.0),
+)
+def test_grouping_matches_nonzero(seed, queries, candidates, density):
+    """Groups from one histogram transfer equal the obvious nonzero-based grouping."""
+    generator = torch.Generator().manual_seed(seed)
+    positives = torch.rand(queries, candidates, generator=generator) < density
+    expected: dict[int, list[tuple[int, list[int]]]] = {}
+    for q in range(queries):
+        columns = torch.nonzero(positives[q]).flatten().tolist()
+        if columns:
+            expected.setdefault(len(columns), []).append((q, columns))
+    groups = group_by_positive_count(positives)
+    assert [g.num_positives for g in groups] == sorted(expected)
+    for group in groups:
+        got = list(zip(group.queries.tolist(), group.positive_columns.tolist(), strict=True))
+        assert got == expected[group.num_positives]
+
+
+def test_grouping_checks_named_tensors_for_finiteness_in_the_same_transfer():
+    positives = torch.eye(3, dtype=torch.bool)
+    bad = torch.tensor([1.0, float("inf")])
+    with pytest.raises(GradlabError, match="embeddings must be finite"):
+        group_by_positive_count(positives, finite={"good": torch.ones(2), "embeddings": bad})
+    assert len(group_by_positive_count(positives, finite={"good": torch.ones(2)})) == 1
+
+
+def test_validate_false_skips_the_finiteness_check_only():
+    scores = torch.tensor([[0.0, float("nan"), 0.2]] * 2)
+    positives = torch.tensor([[True, False, False]] * 2)
+    with pytest.raises(GradlabError, match="scores must be finite"):
+        smooth_ap(scores, positives)
+    assert torch.isnan(smooth_ap(scores, positives, validate=False)).all()  # NaN in, NaN out
+    with pytest.raises(GradlabError, match="positives must be a bool tensor"):
+        smooth_ap(scores, positives.float(), validate=False)
+
+
+def test_recorded_ranks_are_the_forward_ranks():
+    scores, positives = random_problem(5, 6, 9, 0.4, spread=0.1)
+    stash: list = []
+    ap = smooth_ap_checked(scores, positives, 0.05, None, stash=stash)
+    groups, ranks = stash[0]
+    for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
+        for row, q in enumerate(group.queries.tolist()):
+            reference = smooth_ap_one_query(scores[q].tolist(), positives[q].tolist(), 0.05)
+            assert (rank_a[row] / (rank_a[row] + rank_c[row])).mean().item() == pytest.approx(
+                reference, abs=1e-12
+            )
+            assert ap[q].item() == pytest.approx(reference, abs=1e-12)
