@@ -239,7 +239,8 @@ class WandbSink(Sink):
         self.run = wandb.run
         self.owned = self.run is None
         if self.owned:
-            options = {"dir": str(log_dir), "config": {"gradlab": header}, **self.init_kwargs}
+            options = {"dir": str(log_dir.resolve()), "config": {"gradlab": header},
+                       **self.init_kwargs}  # absolute: W&B's service has its own working dir
             self.run = wandb.init(**options)
         else:
             self.run.config.update({"gradlab": header}, allow_val_change=True)

@@ -47,6 +47,9 @@ def test_the_readme_example_logs_the_same_quantities_at_the_same_steps(tmp_path,
     from tests.integrations.lightning_module import LitRetrieval, loader
 
     monkeypatch.chdir(tmp_path)
+    # As in a fresh script: W&B's service resolves relative folders against its own working
+    # directory, so one started by an earlier test (elsewhere) must not be reused.
+    wandb.teardown()
     namespace = {"LitRetrieval": LitRetrieval, "train_loader": loader(30)}
     try:
         exec(compile(_example(), str(README), "exec"), namespace)
