@@ -126,9 +126,33 @@ class BatchView:
         return self.layout.scores.to(self.compute_dtype)
 
     @cached_property
+    def _sorted(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.scores.sort(dim=1)
+
+    @cached_property
     def sorted_scores(self) -> torch.Tensor:
         """The one sort of the step: every row of :attr:`scores`, ascending (query included)."""
-        return self.scores.sort(dim=1).values
+        return self._sorted.values
+
+    @cached_property
+    def sort_order(self) -> torch.Tensor:
+        """``[Q, C]`` column indices of :attr:`sorted_scores` (``scores.gather(1, order)``)."""
+        return self._sorted.indices
+
+    @cached_property
+    def ranked(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every row best first, ``(scores, positives)`` from the one sort; in-batch without the
+        query (not its own candidate): ``[Q, C - 1]``. Ties keep no particular order."""
+        scores, order = self.sorted_scores.flip(1), self.sort_order.flip(1)
+        positives = self.layout.positives.gather(1, order)
+        if self.labels is None:
+            return scores, positives
+        size = scores.shape[0]
+        queries = torch.arange(size, device=scores.device).unsqueeze(1)
+        where = (order == queries).long().argmax(dim=1, keepdim=True)  # the query's position
+        columns = torch.arange(size - 1, device=scores.device).unsqueeze(0)
+        keep = columns + (columns >= where).long()  # every position but the query's
+        return scores.gather(1, keep), positives.gather(1, keep)
 
     def pair_counts(self, width: float) -> torch.Tensor:
         """``[Q]``: pairs ``(i, j)`` of row ``q`` (``i = j`` and, in-batch, the query included)

@@ -20,7 +20,7 @@ import math
 import torch
 
 from gradlab._validation import skip_value_checks
-from gradlab.functional import drop_diagonal, operating_region_width, tie_aware_ap
+from gradlab.functional import operating_region_width, tie_aware_ap
 from gradlab.functional.operating_region import _widths
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.schedules import Schedule, every
@@ -240,16 +240,16 @@ class RelaxationGap(Quantity):
     name = "relaxation_gap"
 
     def compute(self, batch: BatchView) -> Values:
-        layout = batch.layout
-        scores, positives = batch.scores, layout.positives
+        scores = batch.scores
         groups, ranks = batch.smooth_ap_forward(batch.tau)  # the loss's ranks when recorded
         smooth = torch.full((scores.shape[0],), math.nan, dtype=scores.dtype, device=scores.device)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
             smooth = smooth.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
-        if layout.candidates is not None:  # in-batch: the query is not its own candidate
-            scores, positives = drop_diagonal(scores), drop_diagonal(positives)
+        # The step's one sort, best first (in-batch without the query): tie-aware AP depends
+        # only on each row's scores and flags, and its own stable sort of presorted rows is cheap.
+        ranked_scores, ranked_positives = batch.ranked
         with skip_value_checks():  # finite by construction: no value read back
-            exact = tie_aware_ap(scores, positives)
+            exact = tie_aware_ap(ranked_scores, ranked_positives)
         defined = ~torch.isnan(exact)
         count = defined.sum()  # a mean over no query is 0 / 0 = NaN
         smooth_mean = torch.where(defined, smooth.to(torch.float64), 0.0).sum() / count

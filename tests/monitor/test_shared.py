@@ -230,3 +230,16 @@ def test_windows_of_width_zero_count_nothing():
 def test_batch_module_documents_the_shared_values():
     assert "ONE sort" in batch_module.__doc__ and "ONE sigmoid block" in batch_module.__doc__
     assert group_by_positive_count.__doc__.count("One host synchronisation")
+
+
+def test_exact_ap_from_the_shared_sort_handles_ties_and_drops_the_query():
+    """Each embedding three times: many tied scores, and the query ties with its copies."""
+    from gradlab.functional import drop_diagonal, in_batch_layout, tie_aware_ap
+
+    embeddings = _embeddings(torch.float64)[:6].repeat(3, 1)
+    labels = torch.tensor([0, 1, 2, 0, 1, 3] * 3)
+    batch = BatchView(embeddings=embeddings, labels=labels, tau=TAU)
+    got = RelaxationGap().compute(batch)["exact_ap"]
+    layout = in_batch_layout(embeddings, labels)
+    expected = tie_aware_ap(drop_diagonal(layout.scores), drop_diagonal(layout.positives))
+    assert got.item() == expected.nanmean().item()
