@@ -458,6 +458,10 @@ def claims() -> list[Claim]:
 
     eq17, eq18, eq19 = expansion(N, "H(N)"), expansion(N_d, "H(N_d)"), expansion(N_prev, "H(N_(d-1))")
 
+    def weaker_order(form):
+        symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
+        return with_parameters(form, "order 1/(12 N)", order=1 / (12 * symbol))
+
     def dropped_half(form):
         symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
         return with_parameters(form, "1/(2N) dropped", expansion=sp.EulerGamma + sp.log(symbol))
@@ -558,11 +562,11 @@ def claims() -> list[Claim]:
                               "integral from C_(d-1) + 1/2"),),
               note="Li(1) = -inf; integrating from a + 1/2 (the midpoint rule) keeps it finite."),
         Claim(SEED, "eq17", "asymptotic expansion of H(N)", eq17, check_expansion, "mpmath",
-              mutants=(dropped_half(eq17), flipped_half(eq17))),
+              mutants=(dropped_half(eq17), flipped_half(eq17), weaker_order(eq17))),
         Claim(SEED, "eq18", "the expansion at N_d", eq18, check_expansion, "mpmath",
-              mutants=(dropped_half(eq18),)),
+              mutants=(dropped_half(eq18), weaker_order(eq18))),
         Claim(SEED, "eq19", "the expansion at N_(d-1)", eq19, check_expansion, "mpmath",
-              mutants=(dropped_half(eq19),)),
+              mutants=(dropped_half(eq19), weaker_order(eq19))),
         Claim(SEED, "eq20", "the error of the log replacement", eq20, check_eq20, "mpmath",
               mutants=(mutant(eq20, 1 / (2 * N_prev) + 1 / (2 * N_d), "sign of 1/(2N_d) flipped"),
                        scaled(eq20, 2))),
