@@ -204,7 +204,7 @@ class GradientCounts(Quantity):
         in_batch = batch.labels is not None
         if forward is None:
             anchors = batch.scores
-            inside = batch.counts_at(anchors, width) - (1 if width > 0 else 0)
+            inside = batch.entry_counts(width) - (1 if width > 0 else 0)
             if in_batch:
                 inside = inside - batch.query_inside(anchors, width).long()
             return torch.where(positives, inside, 0).sum(dim=1)
