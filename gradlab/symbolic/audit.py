@@ -117,6 +117,13 @@ def _counts_row(records: list[dict]) -> str:
     return f"{len(records)} | {cells} | {killed}"
 
 
+def _formula_lines(name: str, formula: str) -> list[str]:
+    """``- name: `formula` ``, or a fenced block for multi-line pseudocode."""
+    if "\n" not in formula:
+        return [f"- {name}: `{formula}`"]
+    return [f"- {name}:", "", "```", formula, "```", ""]
+
+
 def format_markdown(records: list[dict]) -> str:
     """A readable report grouped by paper: citation, verdict counts, then each claim folded."""
     seeds = dict.fromkeys(r["seed"] for r in records)
@@ -157,9 +164,10 @@ def format_markdown(records: list[dict]) -> str:
                 f"<summary><code>{_short_id(record)}</code>: {record['claim']['statement']} "
                 f"({record['verdict']})</summary>",
                 "",
-                f"- printed: `{record['claim']['formula']}`",
-                f"- LaTeX: ${record['claim']['latex']}$",
-                *([f"- corrected: `{record['claim']['correction']}`"]
+                *_formula_lines("printed", record["claim"]["formula"]),
+                *([] if record["claim"]["latex"].startswith("\\texttt")
+                  else [f"- LaTeX: ${record['claim']['latex']}$"]),
+                *(_formula_lines("corrected", record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",

@@ -63,14 +63,22 @@ def _default_text(value: Any) -> str:
     return str(value)
 
 
+def _escape(text: str) -> str:
+    """Plain text for ``\\text{...}``: LaTeX's special characters escaped."""
+    for char in "\\{}_^&%$#~":
+        text = text.replace(char, "\\" + char if char not in "\\^~" else " ")
+    return text
+
+
 def _default_latex(value: Any) -> str:
     if isinstance(value, sp.Basic):
         return sp.latex(value)
     if isinstance(value, dict):
-        return r",\ ".join(f"\\text{{{k}}} = {_default_latex(v)}" for k, v in value.items())
+        pairs = (f"\\text{{{_escape(k)}}} = {_default_latex(v)}" for k, v in value.items())
+        return r",\ ".join(pairs)
     if isinstance(value, (tuple, list)):
         return r";\ ".join(_default_latex(v) for v in value)
-    return r"\text{" + str(value).replace("_", r"\_") + "}"
+    return r"\text{" + _escape(str(value)) + "}"
 
 
 @dataclass(frozen=True)
@@ -102,10 +110,10 @@ class Form:
     def latex(self) -> str:
         """The LaTeX formula, generated from :attr:`value` (pseudocode as verbatim text)."""
         if self.render is not None:
-            return r"\texttt{" + self.text().replace("_", r"\_") + "}"
+            return r"\texttt{" + _escape(self.text()) + "}"
         body = _default_latex(self.value)
-        body = f"\\text{{{self.lhs}}} = {body}" if self.lhs else body
-        return f"\\text{{{self.context}, with }} {body}" if self.context else body
+        body = f"\\text{{{_escape(self.lhs)}}} = {body}" if self.lhs else body
+        return f"\\text{{{_escape(self.context)}, with }} {body}" if self.context else body
 
 
 def mutant(form: Form, value: Any, name: str) -> Form:
@@ -181,7 +189,9 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
         return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "
                        f"hold either: {fixed.detail}")  # fmt: skip
     return Verdict(
-        _CORRECTED, f"{first.detail} Corrected: {claim.correction.text()}; checked: {fixed.detail}"
+        _CORRECTED,
+        f"{first.detail} Corrected: {' / '.join(claim.correction.text().splitlines())}; "
+        f"checked: {fixed.detail}",
     )
 
 
