@@ -207,7 +207,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--threads", type=int, default=None, help="torch threads (default: torch's own)"
+    )
     arguments = parser.parse_args()
+    if arguments.threads is not None:
+        torch.set_num_threads(arguments.threads)
     device = torch.device(arguments.device)
     warnings.simplefilter("ignore")
     quick = arguments.quick
@@ -217,16 +222,16 @@ def main() -> None:
     # A block of 50 steps is one period of the default schedule: exactly one logged step each.
     results = {
         "cnn": measure_training("cnn", device, 3 if quick else 8, 10, folder),
-        "cnn_default_schedule": measure_training_schedule(device, 2 if quick else 5, folder),
+        "cnn_default_schedule": measure_training_schedule(device, 2 if quick else 4, folder),
         "mlp": measure_training("mlp", device, 5 if quick else 15, 50, folder),
     }
     try:
-        results["cnn_pml"] = measure_training("cnn_pml", device, 3 if quick else 8, 10, folder)
+        results["cnn_pml"] = measure_training("cnn_pml", device, 3 if quick else 6, 10, folder)
     except ImportError:
         print("pytorch-metric-learning not installed: no PML row")
     results["logged_step_vs_loss"] = [
-        measure_logged_step(112, device, 5 if quick else 15, 10, folder),
-        measure_logged_step(1024, device, 2 if quick else 5, 2, folder),
+        measure_logged_step(112, device, 5 if quick else 12, 10, folder),
+        measure_logged_step(1024, device, 2 if quick else 4, 2, folder),
     ]
     payload = {
         "benchmark": "training-step overhead of gradlab.Monitor",
