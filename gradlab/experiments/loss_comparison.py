@@ -93,6 +93,15 @@ def _loss_seconds(loss_fn, embeddings: torch.Tensor, labels: torch.Tensor, repea
     return statistics.median(times[1:])
 
 
+def _gradient_norm(loss_fn, embeddings: torch.Tensor, labels: torch.Tensor) -> float:
+    """Norm of the loss's gradient with respect to the embeddings of the first batch, at the
+    initialization: a loss that is flat there (exactly 0 for a histogram loss whose scores
+    all fall into one bin) never moves the network."""
+    leaf = embeddings.detach().clone().requires_grad_(True)
+    loss_fn(leaf, labels).backward()
+    return leaf.grad.norm().item()
+
+
 def settings(quick: bool) -> dict:
     """Sizes of the study."""
     if quick:
@@ -106,9 +115,12 @@ def measure(quick: bool = True, seeds: tuple[int, ...] = (0, 1, 2), device: str 
     """Train the same network with each loss for every seed; retrieval on unseen numbers.
 
     Returns:
-        ``{"settings", "seeds", "before": {metric: [per seed]}, "losses": {name: {"metrics":
+        ``{"settings", "seeds", "before": {metric: [per seed]}, "initial_score_range": [per
+        seed] (largest minus smallest cosine score of the first batch at the initialization),
+        "losses": {name: {"metrics":
         {metric: [per seed]}, "loss_seconds": [per seed], "step_seconds": [per seed],
-        "final_loss": [per seed]}}}``.
+        "final_loss", "initial_loss", "initial_gradient_norm": [per seed]}}}``; the initial
+        gradient norm is taken on the first batch's embeddings at the initialization.
     """
     with study_threads(device):
         return _measure(quick, tuple(seeds), device)
@@ -118,8 +130,10 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
     config = settings(quick)
     functions = loss_functions()
     results: dict = {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
-                            "final_loss": []} for name in functions}  # fmt: skip
+                            "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}
+                     for name in functions}  # fmt: skip
     before: dict[str, list[float]] = {}
+    score_range: list[float] = []
     for seed in seeds:
         data = load_digit_strings(num_digits=3, per_class=config["per_class"], seed=seed)
         kept = config["test_numbers"] * config["per_class"]  # the first numbers (sorted)
@@ -134,6 +148,9 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
         with torch.no_grad():
             timing_embeddings = initial(train_images[batches[0].to(device)])
         timing_labels = train_labels[batches[0].to(device)]
+        unit = F.normalize(timing_embeddings, dim=1)
+        cosines = unit @ unit.T
+        score_range.append((cosines.max() - cosines.min()).item())
         for name, loss_fn in progress(functions.items(), desc=f"loss comparison, seed {seed}"):
             model = copy.deepcopy(initial)
             started = time.perf_counter()
@@ -150,9 +167,14 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
                 _loss_seconds(loss_fn, timing_embeddings, timing_labels, config["timing_repeats"])
             )
             run["final_loss"].append(losses[-10:].mean().item())
+            run["initial_loss"].append(losses[0].item())
+            run["initial_gradient_norm"].append(
+                _gradient_norm(loss_fn, timing_embeddings, timing_labels)
+            )
     return {
         "settings": {**config, "classes_per_batch": config["batch_size"] // 4, "device": device},
         "seeds": list(seeds),
         "before": before,
+        "initial_score_range": score_range,
         "losses": results,
     }

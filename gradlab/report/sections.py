@@ -327,6 +327,14 @@ def loss_comparison_text(results: dict) -> str:
         )
     if behind:
         text += f" Behind it by more than the spread: {', '.join(behind)}."
+    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
+    if flat:
+        text += (
+            f" {', '.join(flat)}: loss gradient exactly 0 at the initialization in every seed "
+            "(the untrained network's cosine scores of a batch span at most "
+            f"{max(results.get('initial_score_range', [float('nan')])):.4f}), so training "
+            "never moves the network: its numbers are the untrained ones."
+        )
     before = results["before"]["MAP@R"]
     worse = [n for n in runs if mean_std(runs[n]["metrics"]["MAP@R"])[0] < mean_std(before)[0]]
     clearly = [n for n in worse if separated(runs[n]["metrics"]["MAP@R"], before)]
