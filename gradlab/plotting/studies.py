@@ -176,7 +176,9 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                 axis.set_yscale("log")
     for axis in axes[-1]:
         axis.set_xlabel("training step")
-    axes[0, 0].legend(fontsize=7)
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
+                  bbox_to_anchor=(0.5, -0.04))  # fmt: skip
     figure.suptitle(
         "Gradient anatomy over training (dL/dS of each direction's own term; band: +- std over "
         "seeds; solid VSE++, dashed VSRN)",

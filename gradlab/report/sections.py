@@ -442,4 +442,26 @@ def anatomy_text(results: dict) -> str:
                 for direction in ("i2t", "t2i"):
                     cells.append(cell([seed[-1] for seed in anatomy[direction][key]], 2))
             lines.append(f"| {encoder} | {loss} | " + " | ".join(cells) + " |")
+    lines += ["", _anatomy_comparison(results)]
     return "\n".join(lines)
+
+
+def _anatomy_comparison(results: dict) -> str:
+    """How many negatives SmoothAP updates at the end next to NT-Xent, per encoder and direction
+    (Bleeker & de Rijke's comparison), and whether the gap exceeds the seed spread."""
+    parts = []
+    for encoder, runs in results["runs"].items():
+        if "SmoothAP" not in runs or "NT-Xent" not in runs:
+            continue
+        for direction, words in (("i2t", "image queries"), ("t2i", "caption queries")):
+            smooth = [s[-1] for s in runs["SmoothAP"]["anatomy"][direction]["active_negatives"]]
+            softmax = [s[-1] for s in runs["NT-Xent"]["anatomy"][direction]["active_negatives"]]
+            relation = (
+                "more than the seed spread apart" if separated(smooth, softmax)
+                else "within the seed spread"
+            )  # fmt: skip
+            parts.append(
+                f"{encoder}, {words}: SmoothAP sends gradient to {cell(smooth, 1)} negatives, "
+                f"NT-Xent to {cell(softmax, 1)} ({relation})."
+            )
+    return " ".join(parts)
