@@ -18,7 +18,9 @@ Settings, each against a plain baseline measured in the same run:
 Method: every configuration runs a block of steps in turn, round after round (so machine load
 drifts hit all alike); a ratio is the median block time over the baseline's median. Other
 processes share this machine's two cores, so the JSON records the load average before and
-after, and the per-round ratios' spread (q25/q75) next to each median.
+after, the per-round ratios' spread (q25/q75) next to each median, and, less exposed to that
+drift, ``ratio_monitor_step_alone``: 1 + the time spent inside ``monitor.step()`` per step over
+the median baseline step (it leaves out the capture in the watched call).
 
 Usage: python benchmarks/bench_monitor.py [--device cuda] [--quick]
 """
@@ -86,7 +88,8 @@ def summarize(samples: dict[str, list[float]], baseline: str) -> dict:
     return out
 
 
-def training_step(model, loss_fn, inputs, labels, monitor):
+def training_step(model, loss_fn, inputs, labels, monitor, clock=None):
+    """One optimizer step; ``clock[0]`` accumulates the seconds spent in ``monitor.step()``."""
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-4)
     watched = monitor.watch(loss_fn) if monitor is not None else loss_fn
 
@@ -97,9 +100,19 @@ def training_step(model, loss_fn, inputs, labels, monitor):
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if monitor is not None:
+            start = time.perf_counter()
             monitor.step()
+            if clock is not None:
+                clock[0] += time.perf_counter() - start
 
     return step
+
+
+def own_time(clocks: dict, summary: dict, steps: int) -> dict:
+    """``1 + (seconds in monitor.step() per step) / median baseline step``: less exposed to
+    load drift than the block ratio (it leaves out the capture in the watched call)."""
+    baseline = summary["step_seconds_median"]["baseline"]
+    return {name: 1.0 + clock[0] / steps / baseline for name, clock in clocks.items()}
 
 
 def _cnn_data(device):
@@ -146,16 +159,20 @@ def measure_training(setting: str, device, rounds: int, block: int, folder: str)
         monitors["default_schedule"] = gradlab.Monitor(
             f"{folder}/{setting}_schedule", tau=TAU, preset="default"
         )
-    steps = {}
+    steps, clocks = {}, {name: [0.0] for name, m in monitors.items() if m is not None}
     for name, monitor in monitors.items():
-        steps[name] = training_step(model, loss_fn, inputs, labels, monitor)
+        steps[name] = training_step(model, loss_fn, inputs, labels, monitor, clocks.get(name))
         for index in range(3):  # warm-up (the default schedule's step 0 is logged here)
             steps[name](index)
+    for clock in clocks.values():
+        clock[0] = 0.0
     samples = interleave(steps, device, rounds, block)
     for monitor in monitors.values():
         if monitor is not None:
             monitor.close()
-    return {**summarize(samples, "baseline"), "rounds": rounds, "steps_per_block": block}
+    summary = summarize(samples, "baseline")
+    summary["ratio_monitor_step_alone"] = own_time(clocks, summary, rounds * block)
+    return {**summary, "rounds": rounds, "steps_per_block": block}
 
 
 def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str) -> dict:
@@ -263,15 +280,20 @@ def measure_training_schedule(device, rounds: int, folder: str) -> dict:
     model = SmallConvNet(out_features=64).to(device)
     loss_fn = gradlab.SmoothAPLoss(TAU)
     monitor = gradlab.Monitor(f"{folder}/cnn_schedule", tau=TAU, preset="default")
+    clocks = {"default_schedule": [0.0]}
     steps = {
         "baseline": training_step(model, loss_fn, inputs, labels, None),
-        "default_schedule": training_step(model, loss_fn, inputs, labels, monitor),
-    }
+        "default_schedule": training_step(model, loss_fn, inputs, labels, monitor,
+                                          clocks["default_schedule"]),
+    }  # fmt: skip
     for step in steps.values():
         step(0)
+    clocks["default_schedule"][0] = 0.0
     samples = interleave(steps, device, rounds, 50)
     monitor.close()
-    return {**summarize(samples, "baseline"), "rounds": rounds, "steps_per_block": 50}
+    summary = summarize(samples, "baseline")
+    summary["ratio_monitor_step_alone"] = own_time(clocks, summary, rounds * 50)
+    return {**summary, "rounds": rounds, "steps_per_block": 50}
 
 
 if __name__ == "__main__":

@@ -48,10 +48,12 @@ def test_a_changed_ratio_makes_the_table_stale(tmp_path):
 
 
 def test_the_verdict_follows_the_target(tmp_path):
-    def set_ratio(value, spread):
+    def set_ratio(value, spread, alone=1.01):
         def change(result):
-            result["results"]["cnn"]["ratio"]["default_every_step"] = value
-            result["results"]["cnn"]["ratio_round_q25_q75"]["default_every_step"] = spread
+            cnn = result["results"]["cnn"]
+            cnn["ratio"]["default_every_step"] = value
+            cnn["ratio_round_q25_q75"]["default_every_step"] = spread
+            cnn.setdefault("ratio_monitor_step_alone", {})["default_every_step"] = alone
 
         return change
 
@@ -60,3 +62,6 @@ def test_the_verdict_follows_the_target(tmp_path):
     assert line(_copy(tmp_path / "a", set_ratio(1.02, [1.01, 1.025]))).endswith("| met |")
     assert line(_copy(tmp_path / "b", set_ratio(1.05, [1.04, 1.06]))).endswith("| **not met** |")
     assert "(noisy)" in line(_copy(tmp_path / "c", set_ratio(1.02, [0.99, 1.07])))
+    # the block median within the target but monitor.step() alone above it: not met
+    late = line(_copy(tmp_path / "d", set_ratio(1.02, [1.01, 1.025], alone=1.04)))
+    assert late.endswith("| **not met** |") and "| 1.040x |" in late
