@@ -273,7 +273,8 @@ class MLflowSink(Sink):
 
     Args:
         prefix: prepended to every key.
-        tracking_uri: a tracking URI for a run this sink starts (default: MLflow's configured one).
+        tracking_uri: a tracking URI for a run this sink starts (default: MLflow's configured
+            one); set with ``mlflow.set_tracking_uri``, so it stays MLflow's URI afterwards.
         experiment: experiment name for a run this sink starts (default: MLflow's active one).
         run_name: name of a run this sink starts.
     """

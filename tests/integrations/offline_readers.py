@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import sys
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,13 @@ def offline_trackers(monkeypatch):
     monkeypatch.setenv("DO_NOT_TRACK", "true")
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    yield
+    # MLflow keeps its tracking URI and active run in globals: leave none behind.
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(None)  # None: back to MLFLOW_TRACKING_URI or the default
 
 
 def _wandb_records(path: Path):
@@ -59,8 +67,16 @@ def _wandb_records(path: Path):
 
 
 def wandb_offline_history(root: Path) -> list[dict]:
-    """History rows of the single offline run under ``root`` (keys to decoded JSON values)."""
+    """History rows of the single offline run under ``root`` (keys to decoded JSON values).
+
+    Call it after the run finished. W&B's service may still hold the end of the log in its
+    buffer after ``finish()`` returns; shutting the service down (``wandb.teardown()``, what
+    the end of a script does) writes it out.
+    """
+    import wandb
     from wandb.proto import wandb_internal_pb2
+
+    wandb.teardown()
 
     runs = sorted(Path(root).rglob("offline-run-*/run-*.wandb"))
     assert len(runs) == 1, f"expected one offline W&B run under {root}, found {runs}"

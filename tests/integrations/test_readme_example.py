@@ -55,7 +55,7 @@ def test_the_readme_example_logs_the_same_quantities_at_the_same_steps(tmp_path,
         exec(compile(_example(), str(README), "exec"), namespace)
     finally:
         wandb.finish()  # what the end of the script does: W&B then writes its offline file
-        mlflow.set_tracking_uri("")
+        mlflow.set_tracking_uri(None)
     logs = sorted(tmp_path.glob("gradlab/*/metrics.jsonl"))
     assert len(logs) == 1, sorted(tmp_path.rglob("*.jsonl"))
     _, records = read_jsonl(logs[0])
@@ -84,4 +84,4 @@ def test_the_readme_example_logs_the_same_quantities_at_the_same_steps(tmp_path,
             assert [step for step, _ in history] == [step for step, _ in expected]
             assert all(_same(a, b) for (_, a), (_, b) in zip(history, expected, strict=True))
     finally:
-        mlflow.set_tracking_uri("")
+        mlflow.set_tracking_uri(None)

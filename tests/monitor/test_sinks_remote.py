@@ -88,4 +88,4 @@ def test_mlflow_sink_round_trips_infinities_in_the_file_store(tmp_path, monkeypa
             assert [step for step, _ in history] == [0, 1, 2]
             assert all(same(v, row[key]) for (_, v), row in zip(history, TABLE, strict=True))
     finally:
-        mlflow.set_tracking_uri("")
+        mlflow.set_tracking_uri(None)

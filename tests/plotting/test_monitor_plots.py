@@ -15,8 +15,8 @@ from tests.monitor.helpers import train
 from tests.plotting.layout import captured_figures, layout_problems
 
 
-def _run(log_dir, steps=4, **options):
-    with Monitor(log_dir, preset="default", every=1, **options) as monitor:
+def _run(log_dir, steps=4, preset="cheap", **options):
+    with Monitor(log_dir, preset=preset, every=1, **options) as monitor:
         train(monitor, steps=steps)
     return log_dir
 
@@ -32,7 +32,8 @@ def _lines(runs, family):
 
 
 def test_two_runs_get_one_colour_each_and_keys_a_line_style_each(tmp_path):
-    runs = load_runs([_run(tmp_path / "a"), _run(tmp_path / "b", tau=0.1)])
+    runs = load_runs([_run(tmp_path / "a", preset="default"),
+                      _run(tmp_path / "b", preset="default", tau=0.1)])  # fmt: skip
     assert [label for label, _ in runs] == ["a", "b"]
     lines = _lines(runs, "operating_region")
     assert len(lines) == 4
@@ -47,13 +48,13 @@ def test_plot_command_overlays_runs_into_their_common_parent(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "a"), str(tmp_path / "b"), "--label", "tau 0.01",
                  "--label", "tau 0.1"]) == 0  # fmt: skip
     written = capsys.readouterr().out
-    for name in ("overview.png", "loss.png", "operating_region.png"):
+    for name in ("overview.png", "loss.png", "embeddings.png"):
         assert f"wrote {tmp_path / 'figures' / name}" in written
         assert (tmp_path / "figures" / name).is_file()
 
 
 def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
-    runs = [_run(tmp_path / "a"), _run(tmp_path / "b", tau=0.1)]
+    runs = [_run(tmp_path / "a", preset="default"), _run(tmp_path / "b", preset="default", tau=0.1)]
     for selection in (runs, runs[:1]):
         with captured_figures(monkeypatch, monitor_plots) as figures:
             plot_runs(selection, tmp_path / "figures")
@@ -76,10 +77,12 @@ def test_a_log_whose_steps_restart_is_split_with_a_warning(tmp_path):
         assert steps == sorted(steps) == [0, 1, 2, 3]  # no line jumps back to the start
 
 
-def test_the_plot_command_prints_the_restart_warning(tmp_path, capsys):
+def test_the_plot_command_prints_the_restart_warning(tmp_path, capsys, monkeypatch):
     log = _run(tmp_path / "old") / "metrics.jsonl"
     log.write_text(log.read_text() * 2)
-    assert main(["plot", str(tmp_path / "old")]) == 0
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        assert main(["plot", str(tmp_path / "old")]) == 0
+    assert len(figures) == 4 and all(plt.close(figure) is None for figure in figures)
     assert "steps restart" in capsys.readouterr().err
 
 
