@@ -62,6 +62,8 @@ class TrainerLoggersSink(Sink):
         self.prefix = prefix
 
     def write(self, record: dict) -> None:
+        if not self.trainer.is_global_zero:  # the Monitor writes on rank 0 only; so do we
+            return
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()}
         for logger in self.trainer.loggers:
             logger.log_metrics(values, step=int(record["step"]))
@@ -83,6 +85,12 @@ class _WatchedLoss:
         if self._inner is None or self._inner[0] is not monitor:
             self._inner = (monitor, monitor.watch(self.loss_fn))
         return self._inner[1](*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        """The wrapped loss's attributes (``tau``, ``degenerate_batches``...)."""
+        if name.startswith("__") or name in ("callback", "loss_fn", "_inner"):
+            raise AttributeError(name)
+        return getattr(self.loss_fn, name)
 
     def __getstate__(self) -> dict:  # picklable for ddp_spawn: the Monitor is per process
         return {**self.__dict__, "_inner": None}

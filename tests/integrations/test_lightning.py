@@ -54,6 +54,17 @@ def test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers(tmp_path):
         assert float(row["gradlab/p_seed"]) == pytest.approx(record["p_seed"], rel=1e-6)
 
 
+def test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes(tmp_path):
+    import pickle
+
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    watched = GradlabCallback(tmp_path / "run").watch(loss_fn)
+    embeddings, labels = torch.randn(8, 4), torch.arange(8) % 2
+    assert torch.equal(watched(embeddings, labels), loss_fn(embeddings, labels))
+    assert watched.tau == 0.05 and watched.__wrapped__ is loss_fn
+    assert pickle.loads(pickle.dumps(watched)).tau == 0.05  # ddp_spawn pickles the module
+
+
 def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), fail_at=5)
