@@ -32,6 +32,7 @@ RENDERER_MODULES = (
     "tools.readme_anatomy",
     "tools.readme_audit",
     "tools.readme_monitor",
+    "tools.readme_studies",
 )
 """Modules whose import registers renderers (kept apart so each table has one home)."""
 
