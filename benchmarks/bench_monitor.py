@@ -172,6 +172,7 @@ def measure_training(setting: str, device, rounds: int, block: int, folder: str)
             monitor.close()
     summary = summarize(samples, "baseline")
     summary["ratio_monitor_step_alone"] = own_time(clocks, summary, rounds * block)
+    summary["monitor_step_seconds"] = {k: c[0] / (rounds * block) for k, c in clocks.items()}
     return {**summary, "rounds": rounds, "steps_per_block": block}
 
 
@@ -293,6 +294,7 @@ def measure_training_schedule(device, rounds: int, folder: str) -> dict:
     monitor.close()
     summary = summarize(samples, "baseline")
     summary["ratio_monitor_step_alone"] = own_time(clocks, summary, rounds * 50)
+    summary["monitor_step_seconds"] = {k: c[0] / (rounds * 50) for k, c in clocks.items()}
     return {**summary, "rounds": rounds, "steps_per_block": 50}
 
 

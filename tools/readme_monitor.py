@@ -28,8 +28,12 @@ def _row(name: str, run: dict, config: str, target: float | None) -> str:
     baseline = run["step_seconds_median"]["baseline"]
     value, spread = run["ratio"][config], run["ratio_round_q25_q75"][config]
     alone = _alone(run, config)
+    seconds = run.get("monitor_step_seconds", {}).get(config)
+    alone_cell = "-" if alone is None else f"{alone:.3f}x"
+    if alone is not None and seconds is not None:
+        alone_cell += f" ({duration(seconds)} per step)"
     cells = [name, duration(baseline), f"{value:.3f}x ({spread[0]:.2f}-{spread[1]:.2f})",
-             "-" if alone is None else f"{alone:.3f}x"]  # fmt: skip
+             alone_cell]  # fmt: skip
     if target is None:
         cells += ["", ""]
     else:
@@ -87,6 +91,11 @@ def monitor_overhead(root: Path) -> str:
         "the spread of the per-round ratios in parentheses; `monitor.step()` alone is 1 + the "
         "time inside `monitor.step()` per step over the median baseline step (it leaves out "
         "the capture in the watched call). A target counts as met only when both are within it."
+        + (f" torch ran on {machine['torch_threads']} thread(s) of {machine['cpu_count']} cores "
+           "because other processes shared them: the baseline steps are longer than on a quiet "
+           "machine using both cores, so the ratios are smaller than they would be there; the "
+           "seconds per step let one rescale." if machine["torch_threads"] < machine["cpu_count"]
+           else "")
         + (" A `--quick` run: few rounds." if conditions.get("quick") else ""),
     ]
     if "cockpit" in result:
