@@ -196,13 +196,16 @@ class GradientCounts(Quantity):
         """Seed 001's counts: windows ``|D_ij| < w`` of the positives in the step's one sort.
 
         The pair itself (``j = i``) and, in-batch, the query (not a candidate) are taken out.
-        With the positives' groups at hand (the loss's record) only the positive rows are
-        searched; otherwise every entry is, and the positives are summed (the same numbers).
+        With the positives' groups at hand (the loss's record, at most two groups) only those
+        rows are searched; otherwise every entry is and the positives are summed (the same
+        numbers either way).
         """
         width = operating_region_width(batch.tau, self.threshold)
         forward = batch.known_forward(batch.tau)
         in_batch = batch.labels is not None
-        if forward is None:
+        # Per group, a few small searches; past a couple of groups one more search of every
+        # entry (reusing P's) costs less than the loop over the groups.
+        if forward is None or len(forward.groups) > 2:
             anchors = batch.scores
             inside = batch.entry_counts(width) - (1 if width > 0 else 0)
             if in_batch:
