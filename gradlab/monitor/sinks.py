@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import time
+import warnings
 from pathlib import Path
 
 from gradlab.errors import GradlabError
@@ -124,7 +125,11 @@ class JSONLSink(Sink):
         return max((int(r["step"]) for r in records if "step" in r), default=None)
 
     def open(self, log_dir: Path, header: dict) -> None:
-        self.handle = open(log_dir / self.filename, "a", encoding="utf-8")
+        path = log_dir / self.filename
+        cut_short = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
+        self.handle = open(path, "a", encoding="utf-8")
+        if cut_short:  # a killed writer's last line: keep it on its own line
+            self.handle.write("\n")
         self.write({"header": header})
 
     def write(self, record: dict) -> None:
@@ -136,6 +141,12 @@ class JSONLSink(Sink):
         if self.handle is not None:
             self.handle.close()
             self.handle = None
+
+
+def _ends_with_newline(path: Path) -> bool:
+    with path.open("rb") as handle:
+        handle.seek(-1, 2)
+        return handle.read(1) == b"\n"
 
 
 class CSVSink(Sink):
@@ -341,13 +352,26 @@ SINKS = {
 """Sink classes by name (``Monitor(sinks=["jsonl", "csv"])``)."""
 
 
+def _json_lines(path: str | Path):
+    """The decoded objects of a JSONL file; a line cut short (a killed writer) is skipped with a
+    warning instead of failing the whole log."""
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            yield json.loads(line)
+        except json.JSONDecodeError:
+            warnings.warn(
+                f"{path}:{number}: skipped a line that is not valid JSON (a write cut short?)",
+                UserWarning,
+                stacklevel=3,
+            )
+
+
 def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
     """``(headers, records)`` of a ``metrics.jsonl`` file; NaN/infinity strings decoded."""
     headers, records = [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
+    for record in _json_lines(path):
         if "header" in record:
             headers.append(record["header"])
         else:
@@ -362,10 +386,7 @@ def read_segments(path: str | Path) -> list[tuple[dict, list[dict]]]:
     splits them at each header so they can be drawn as separate lines.
     """
     segments: list[tuple[dict, list[dict]]] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        record = json.loads(line)
+    for record in _json_lines(path):
         if "header" in record:
             segments.append((record["header"], []))
         else:

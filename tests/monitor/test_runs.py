@@ -138,3 +138,18 @@ def test_an_unwritable_parent_is_refused(tmp_path):
     locked.mkdir(mode=0o500)
     with pytest.raises(GradlabError, match="not writable"):
         Monitor(locked / "run")
+
+
+def test_a_run_cut_short_mid_line_can_be_resumed_and_read(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(log.read_text() + '{"step": 3, "loss": 0.4')  # killed while writing step 3
+    with pytest.warns(UserWarning, match="not valid JSON"):
+        monitor = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+    assert monitor.step_count == 3  # the last complete record was step 2
+    with monitor:
+        train(monitor, steps=2)
+    with pytest.warns(UserWarning, match=r"metrics.jsonl:5: skipped a line"):
+        headers, records = read_jsonl(log)
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4] and len(headers) == 2
