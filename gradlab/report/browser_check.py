@@ -5,6 +5,7 @@ of the top screen and one of each ``<h2>`` section, and reports as problems ever
 
 * link to an anchor (``href="#..."``) with no element of that id,
 * image the browser could not decode (``naturalWidth == 0``),
+* HTML tag shown as text (markup that was escaped instead of rendered),
 * console error and failed request.
 
 Run it with ``make report-check`` (after ``make report``) or
@@ -33,7 +34,7 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 
-_PAGE_PROBE = """() => {
+_PAGE_PROBE = r"""() => {
   const ids = new Set(Array.from(document.querySelectorAll('[id]')).map(e => e.id));
   const anchors = Array.from(document.querySelectorAll('a[href^="#"]'))
     .map(a => a.getAttribute('href').slice(1)).filter(id => !ids.has(id));
@@ -43,7 +44,9 @@ _PAGE_PROBE = """() => {
     const top = h.getBoundingClientRect().top + window.scrollY;
     return {id: h.id, title: h.textContent, top: top};
   });
-  return {anchors, images, sections, height: document.documentElement.scrollHeight,
+  const rawTags = (document.body.innerText.match(/<\/?[a-z][a-z0-9]*(\s[^<>]*)?>/gi) || [])
+    .slice(0, 5);
+  return {anchors, images, sections, rawTags, height: document.documentElement.scrollHeight,
           width: document.documentElement.scrollWidth};
 }"""
 
@@ -133,6 +136,7 @@ def check_report_in_browser(
             probe = page.evaluate(_PAGE_PROBE)
             result.problems += [f"broken anchor: #{anchor}" for anchor in probe["anchors"]]
             result.problems += [f"image not shown: {image}" for image in probe["images"]]
+            result.problems += [f"HTML shown as text: {tag}" for tag in probe["rawTags"]]
             top = folder / "top.png"
             page.screenshot(path=str(top))
             result.screenshots.append(top)

@@ -53,8 +53,13 @@ def slug(text: str) -> str:
     return "-".join(words) or "section"
 
 
+INLINE_TAGS = ("small", "code", "sup", "sub", "em", "strong")
+"""Inline HTML tags that the markdown may use literally; every other ``<`` is shown as text."""
+
+
 def _inline(text: str) -> str:
     text = html.escape(text, quote=False)
+    text = re.sub(rf"&lt;(/?)({'|'.join(INLINE_TAGS)})&gt;", r"<\1\2>", text)
     text = re.sub(
         r"\[([^\]]+)\]\((#[\w-]+|https?://[^)\s]+)\)",
         lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>',

@@ -43,6 +43,7 @@ def test_a_sound_page_passes_with_one_screenshot_per_section(tmp_path):
     [
         ("- see [the table](#no-such-anchor)", "broken anchor: #no-such-anchor"),
         ("![Lost figure](figures/missing.png)", "image not shown: Lost figure"),
+        ("A cell with <div class='x'> in it.", "HTML shown as text: <div class='x'>"),
     ],
 )
 def test_broken_pages_are_reported(tmp_path, broken, expected):

@@ -64,3 +64,9 @@ def test_details_fold_their_content(tmp_path):
 def test_slug():
     assert slug("Image-caption miniature (VSE++)") == "image-caption-miniature-vse"
     assert slug("**Bold** & `code`") == "bold-code"
+
+
+def test_inline_tags_render_and_other_markup_is_shown_as_text(tmp_path):
+    page = _page(tmp_path, "# T\n\nThe id <small>`000:eq1`</small> and <script>x</script>.")
+    assert "<small><code>000:eq1</code></small>" in page
+    assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script>" not in page
