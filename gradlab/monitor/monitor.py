@@ -25,6 +25,7 @@ import platform
 import time
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -41,6 +42,7 @@ from gradlab.errors import GradlabError
 from gradlab.functional.layouts import RetrievalLayout
 from gradlab.functional.losses import recording
 from gradlab.functional.score_losses import score_positives
+from gradlab.monitor import lock
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantities import PRESETS, Quantity, WeightedGradientCounts
 from gradlab.monitor.schedules import Schedule, default_schedule, every
@@ -143,7 +145,12 @@ class Monitor:
     record, and the new header records ``"resumed": {"from_step": ...}``) or ``overwrite=True``
     (its files are removed when the first record is written). This is the choice of Hugging
     Face's ``Trainer(overwrite_output_dir=...)`` and W&B's ``resume=``: nothing is appended
-    silently, and the run is where you asked for it.
+    silently, and the run is where you asked for it. One Monitor writes into a folder at a
+    time: the first write claims it with an exclusive lock file (``.gradlab.lock``, released by
+    :meth:`close`), so a second Monitor on the same folder, even a new one, is refused with a
+    :class:`GradlabError` (at construction if the first already wrote, else at its own first
+    write) instead of interleaving records. A lock left by a crashed process (its process id
+    no longer alive on this host) is stale and taken over (see :mod:`gradlab.monitor.lock`).
 
     Args:
         log_dir: folder of the run; created at the first record if missing.
@@ -207,6 +214,9 @@ class Monitor:
         self._last_call: tuple | None = None  # the last watched call, for close()
         self._opened = False
         self._closed = False
+        self._lock_token: str | None = None
+        if self.log_dir.is_dir():
+            lock.refuse_if_in_use(self.log_dir)  # a live Monitor writes there
         self._previous_run = self._check_previous_run(resume, overwrite)
 
     def _check_previous_run(self, resume: bool, overwrite: bool) -> dict:
@@ -557,6 +567,7 @@ class Monitor:
         if self._opened:
             return
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._claim()
         for path in self._previous_run.get("overwrite", ()):
             path.unlink(missing_ok=True)
         header = {
@@ -580,6 +591,28 @@ class Monitor:
             sink.open(self.log_dir, header)
         self._opened = True
 
+    def _claim(self) -> None:
+        """Claim ``log_dir`` exclusively (:mod:`gradlab.monitor.lock`) before the first write;
+        refuse when another Monitor holds it, or wrote a run there since this one was made."""
+        self._closed = True  # a refused Monitor writes nothing, not even at close()
+        self._lock_token = lock.acquire(self.log_dir)
+        appeared = sorted({p.name for sink in self.sinks for p in sink.existing(self.log_dir)})
+        if not self._previous_run and appeared:
+            self._release()
+            raise GradlabError(
+                f"log_dir {str(self.log_dir)!r} already holds a run ({', '.join(appeared)}), "
+                "written by another Monitor since this one was created; runs never merge: "
+                "pass resume=True to continue it, overwrite=True to replace it, "
+                "or choose a new log_dir"
+            )
+        self._closed = False
+        self._unclaim = weakref.finalize(self, lock.release, self.log_dir, self._lock_token)
+
+    def _release(self) -> None:
+        if self._lock_token is not None:
+            lock.release(self.log_dir, self._lock_token)
+            self._lock_token = None
+
     def close(self, log_last_step: bool = True) -> None:
         """Log the last step if its schedule skipped it, then flush and close every sink.
 
@@ -595,9 +628,12 @@ class Monitor:
                 self._log_last_step()
         finally:
             if _is_rank_zero():
-                self._open(None)
-                for sink in self.sinks:
-                    sink.close()
+                try:
+                    self._open(None)
+                    for sink in self.sinks:
+                        sink.close()
+                finally:
+                    self._release()
             self._closed = True
 
     def _log_last_step(self) -> None:

@@ -1,0 +1,120 @@
+"""The claim of a run folder: one Monitor writes into a ``log_dir`` at a time.
+
+A Monitor claims its folder at its first write by creating ``.gradlab.lock`` there with an
+exclusive create (a hard link of a complete file, or ``O_CREAT | O_EXCL``: of two writers
+exactly one succeeds) and releases it at
+``close()`` (or when the Monitor is garbage-collected unclosed). The file holds the host name,
+the process id and a random token. A lock left by a crashed process is *stale* and is taken
+over: on the same host, when no process with that id is alive. A lock written on another host
+cannot be checked and is honoured; delete the file by hand if that run is known to be dead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import uuid
+from pathlib import Path
+
+from gradlab.errors import GradlabError
+
+LOCK_NAME = ".gradlab.lock"
+"""The file that marks a ``log_dir`` as in use by a live Monitor."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def _read(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def holder(log_dir: Path) -> dict | None:
+    """The live owner recorded in ``log_dir``'s lock, or ``None`` (no lock, or a stale one).
+
+    A lock that cannot be read (a writer killed between create and write) counts as stale.
+    """
+    content = _read(Path(log_dir) / LOCK_NAME)
+    if not isinstance(content, dict) or not isinstance(content.get("pid"), int):
+        return None
+    if content.get("host") != socket.gethostname():
+        return content  # cannot be checked from here: honoured
+    return content if _pid_alive(content["pid"]) else None
+
+
+def refuse_if_in_use(log_dir: Path) -> None:
+    """Raise a :class:`GradlabError` if a live Monitor holds ``log_dir``."""
+    owner = holder(log_dir)
+    if owner is not None:
+        raise GradlabError(_in_use_message(log_dir, owner))
+
+
+def _in_use_message(log_dir: Path, owner: dict) -> str:
+    return (
+        f"log_dir {str(log_dir)!r} is in use by another Monitor (process {owner.get('pid')} on "
+        f"{owner.get('host')!r}, lock file {LOCK_NAME}); runs never merge: choose another "
+        "log_dir, or close() that Monitor first (then resume=True continues its run, "
+        f"overwrite=True replaces it). A lock of a crashed process is stale and taken over."
+    )
+
+
+def acquire(log_dir: Path) -> str:
+    """Create ``log_dir``'s lock exclusively; return its token. Takes over a stale lock.
+
+    Raises:
+        GradlabError: a live Monitor holds the folder.
+    """
+    path = Path(log_dir) / LOCK_NAME
+    token = uuid.uuid4().hex
+    content = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": token})
+    for _ in range(3):
+        if _create_exclusive(path, content):
+            return token
+        owner = holder(log_dir)
+        if owner is not None:
+            raise GradlabError(_in_use_message(log_dir, owner))
+        path.unlink(missing_ok=True)  # stale: its process is gone
+    raise GradlabError(f"log_dir {str(log_dir)!r}: could not claim {LOCK_NAME}; try again")
+
+
+def _create_exclusive(path: Path, content: str) -> bool:
+    """Create ``path`` holding ``content`` unless it exists (atomic: a hard link of a complete
+    temporary file, so no reader sees it empty; ``O_EXCL`` where links are unsupported)."""
+    temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
+    temporary.write_text(content, encoding="utf-8")
+    try:
+        os.link(temporary, path)
+        return True
+    except FileExistsError:
+        return False
+    except OSError:  # no hard links on this file system
+        try:
+            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        return True
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def release(log_dir: Path, token: str) -> None:
+    """Remove ``log_dir``'s lock if it is still the one created with ``token``."""
+    path = Path(log_dir) / LOCK_NAME
+    content = _read(path)
+    if isinstance(content, dict) and content.get("token") == token:
+        path.unlink(missing_ok=True)
