@@ -52,15 +52,21 @@ def progress_mode() -> str:
 class _PlainProgress:
     """tqdm's small interface (iterate, ``update``, ``close``, ``set_postfix``) as two lines."""
 
-    def __init__(self, iterable: Iterable | None, total: int | None, desc: str, quiet: bool):
+    def __init__(
+        self, iterable: Iterable | None, total: int | None, desc: str, quiet: bool, unit: str
+    ):
         self.iterable = iterable
+        self.unit = unit
         self.total = total
         self.desc = desc
         self.quiet = quiet
         self.count = 0
         self.started = time.perf_counter()
         self.closed = False
-        self._say(f"{desc} ..." if total is None else f"{desc} ({total} steps) ...")
+        self._say(f"{desc} ..." if total is None else f"{desc} ({self._count(total)}) ...")
+
+    def _count(self, number: int) -> str:
+        return f"{number} {self.unit}{'' if number == 1 else 's'}"
 
     def _say(self, text: str) -> None:
         if not self.quiet:
@@ -91,7 +97,7 @@ class _PlainProgress:
             return
         self.closed = True
         seconds = time.perf_counter() - self.started
-        self._say(f"{self.desc} done ({self.count} steps, {seconds:.1f} s)")
+        self._say(f"{self.desc} done ({self._count(self.count)}, {seconds:.1f} s)")
 
 
 def progress(
@@ -100,7 +106,7 @@ def progress(
     total: int | None = None,
     desc: str,
     leave: bool = False,
-    unit: str = "it",
+    unit: str = "step",
 ):
     """A progress reporter for one stage of long work, in the mode of :func:`progress_mode`.
 
@@ -121,4 +127,4 @@ def progress(
         from tqdm.auto import tqdm
 
         return tqdm(iterable, total=total, desc=desc, leave=leave, unit=unit)
-    return _PlainProgress(iterable, total, desc, quiet=mode == "off")
+    return _PlainProgress(iterable, total, desc, quiet=mode == "off", unit=unit)

@@ -75,5 +75,7 @@ def lemma1_verdict(results: dict) -> str:
         f"every non-zero value is {results['sign_of_nonzero']} and the closed form "
         f"(h_left or h_right)/(|N| Delta) matches autograd to "
         f"{results['max_abs_closed_form_error']:.1e}. Lemma 1 claims one bin and the value "
-        f"-h_right; the appendix value matches the measurement: {results['lemma_value_matches']}."
-    )
+        f"-h_right; "
+        + ("the measurement agrees with that value." if results["lemma_value_matches"]
+           else "the measurement does not agree with that value.")
+    )  # fmt: skip

@@ -18,6 +18,7 @@ import gradlab
 from gradlab.errors import GradlabError
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
+from gradlab.report.findings import findings_markdown
 from gradlab.report.html import markdown_to_html
 from gradlab.report.sections import (
     audit_section,
@@ -67,14 +68,17 @@ def run_report(
         "sections": {},
         "skipped": {},
     }
-    markdown = [
+    intro = [
         "# gradlab report",
         "",
         f"gradlab {gradlab.__version__}, torch {torch.__version__}, device {device}"
-        + (", quick settings" if quick else "")
-        + f". Sections: {', '.join(names)}.",
+        + (", quick settings (small data and few steps: numbers are not the study's)" if quick
+           else "")
+        + ".",
         "",
-    ]
+    ]  # fmt: skip
+    markdown: list[str] = []
+    rendered: dict[str, tuple[dict, str]] = {}
     for name in progress(names, desc="report sections", unit="section"):
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
@@ -87,9 +91,11 @@ def run_report(
         # Process CPU time too: on a shared machine wall time also counts other people's work.
         section_results["cpu_seconds"] = round(time.process_time() - cpu_started, 1)
         results["sections"][name] = section_results
+        rendered[name] = (section_results, section_markdown)
         markdown += [section_markdown, ""]
     write_json(out / "results.json", results)
-    text = "\n".join(markdown)
+    # Findings first: one sentence per section, each linked to its figure and section.
+    text = "\n".join([*intro, findings_markdown(rendered), "", *markdown])
     (out / "summary.md").write_text(text)
     (out / "index.html").write_text(markdown_to_html(text, out))
     return results

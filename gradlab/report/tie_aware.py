@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
 
 from gradlab.functional import (
     HARMONIC_METHODS,
@@ -17,6 +16,7 @@ from gradlab.functional import (
     tie_aware_ap,
     tie_aware_dcg,
 )
+from gradlab.progress import progress
 
 TOLERANCE = 1e-3
 
@@ -73,7 +73,7 @@ def relaxation_gap_against_scale(quick: bool = False, seed: int = 0) -> dict:
     scales = [float(s) for s in np.geomspace(0.5, 1e5, 12 if quick else 30)]
     bit_counts = [12, 24] if quick else [12, 24, 32, 48]
     results = {"scales": scales, "bits": bit_counts, "tolerance": TOLERANCE, "runs": []}
-    for bits in tqdm(bit_counts, desc="relaxed vs exact", leave=False):
+    for bits in progress(bit_counts, desc="tie-aware: relaxed vs exact AP/DCG per code length"):
         raw, labels = _class_codes(bits, 64, 4, generator)
         exact_ap, exact_dcg = _exact_metrics(raw, labels)
         for objective, exact in (("ap", exact_ap), ("dcg", exact_dcg)):

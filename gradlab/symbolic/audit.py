@@ -113,7 +113,7 @@ def _counts_row(records: list[dict]) -> str:
         total = sum(r["mutants"] for r in records)
         killed = f"{sum(r['mutants_killed'] for r in records)} / {total}"
     else:
-        killed = "not run"
+        return f"{len(records)} | {cells}"  # the audit ran without mutants: no column
     return f"{len(records)} | {cells} | {killed}"
 
 
@@ -127,8 +127,11 @@ def _formula_lines(name: str, formula: str) -> list[str]:
 def format_markdown(records: list[dict]) -> str:
     """A readable report grouped by paper: citation, verdict counts, then each claim folded."""
     seeds = dict.fromkeys(r["seed"] for r in records)
-    header = ("| paper | claims | " + " | ".join(VERDICTS) + " | mutants killed |\n"
-              "| --- | --- | " + " | ".join("---" for _ in VERDICTS) + " | --- |")  # fmt: skip
+    with_mutants = bool(records) and all("mutants" in r for r in records)
+    header = ("| paper | claims | " + " | ".join(VERDICTS)
+              + (" | mutants killed |\n" if with_mutants else " |\n")
+              + "| --- | --- | " + " | ".join("---" for _ in VERDICTS)
+              + (" | --- |" if with_mutants else " |"))  # fmt: skip
     lines = [
         "# Derivation audit of the seed documents",
         "",
@@ -151,6 +154,9 @@ def format_markdown(records: list[dict]) -> str:
             f"## {citation(seed)}",
             "",
             f"<small>seed `{seed}`</small>. " + ", ".join(f"{v}: {c}" for v, c in counts.items()),
+            "",
+            "<details>",
+            f"<summary>The {len(mine)} claims of this paper, each with its check</summary>",
             "",
             "| claim | verdict | statement |",
             "| --- | --- | --- |",
@@ -178,6 +184,7 @@ def format_markdown(records: list[dict]) -> str:
                 "</details>",
                 "",
             ]
+        lines += ["</details>", ""]
     return "\n".join(lines)
 
 

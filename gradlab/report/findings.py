@@ -1,0 +1,201 @@
+"""The report's first screen: one sentence per section with its number and a link to its evidence.
+
+Each finding is built from that section's results (the same dict that ``results.json`` holds), so
+the first screen cannot disagree with the section below it. A finding names the figure that
+shows it by file; :func:`findings_markdown` turns that into "Figure N" with a link, numbering
+figures in page order exactly as :mod:`gradlab.report.html` does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import NamedTuple
+
+from gradlab.report.html import slug
+from gradlab.report.summaries import cell, mean_std, separated
+
+
+class Finding(NamedTuple):
+    """A sentence, and the figure (path as cited in the markdown) that shows it, if any."""
+
+    text: str
+    figure: str | None = None
+
+
+def _first_sentence(text: str) -> str:
+    return re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip(), maxsplit=1)[0]
+
+
+def _audit(results: dict) -> list[Finding]:
+    counts = results["counts"]
+    total = sum(counts.values())
+    text = (
+        f"The audit checks {total} printed claims of the five seed papers by computation: "
+        f"{counts.get('holds', 0)} hold, {counts.get('holds-with-correction', 0)} hold only "
+        f"after a correction (each correction re-checked), {counts.get('fails', 0)} fail and "
+        f"{counts.get('inconclusive', 0)} stay inconclusive."
+    )
+    records = results.get("records", [])
+    mutants = sum(r.get("mutants", 0) for r in records)
+    if mutants:
+        killed = sum(r.get("mutants_killed", 0) for r in records)
+        text += (
+            f" {killed} of {mutants} deliberately wrong variants of the printed forms are "
+            "told apart."
+        )
+    return [Finding(text)]
+
+
+def _verification(results: dict) -> list[Finding]:
+    errors = [v for family in results["gradient_errors"].values() for v in family.values()]
+    findings = [
+        Finding(
+            f"Every analytic gradient gradlab uses agrees with autograd or finite differences "
+            f"in float64; the largest difference is {max(errors):.1e}."
+        )
+    ]
+    lemma = results.get("fappy_lemma1")
+    if lemma:
+        support = (
+            "the pair's bin and the bin below it"
+            if lemma["nonzero_share_in_bin_below"] > 0 else "the pair's bin only"
+        )  # fmt: skip
+        verdict = (
+            "as the lemma states" if lemma["lemma_value_matches"]
+            else "not the value the lemma prints"
+        )  # fmt: skip
+        findings.append(
+            Finding(
+                f"FAPPY's Lemma 1 measured over {lemma['configurations']} configurations: the "
+                f"gradient reaches {support} ({lemma['nonzero_share_in_bin_below']:.0%} of "
+                f"negatives in the bin below), with a {lemma['sign_of_nonzero']} value, "
+                f"{verdict}.",
+                "figures/fappy_lemma1_gradient.png",
+            )
+        )
+    return findings
+
+
+def _tie_aware(results: dict) -> list[Finding]:
+    harmonic = results["harmonic_error"]
+    holds = "stays below" if harmonic["bound_holds"] else "exceeds"
+    return [
+        Finding(
+            f"Replacing a harmonic partial sum by a logarithm (seed 003) {holds} the paper's "
+            f"error bound everywhere on the grid (largest error/bound ratio "
+            f"{harmonic['largest_error_over_bound']:.3f}).",
+            "figures/tie_aware_harmonic_error.png",
+        )
+    ]
+
+
+def _operating_region(results: dict) -> list[Finding]:
+    batch = results.get("p_vs_batch_size")
+    if not batch:
+        return []
+    sizes = batch["batch_sizes"]
+    parts = []
+    for name, words in (("fixed_trained", "at a fixed trained network"),
+                        ("trained_at_m", "for networks trained at each m")):  # fmt: skip
+        setting = batch["settings"].get(name)
+        if setting is None:
+            continue
+        first = [run[0] for run in setting["P"]]
+        last = [run[-1] for run in setting["P"]]
+        if separated(first, last):
+            verb = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"
+            parts.append(f"{words} P {verb} from {cell(first)} to {cell(last)}")
+        else:
+            parts.append(f"{words} P stays within the seed spread ({cell(first)} to {cell(last)})")
+    if not parts:
+        return []
+    return [
+        Finding(
+            f"Seed 002 reports the operating-region proportion P rising with the batch size; "
+            f"under its own sampler (4 per class) from m = {sizes[0]} to {sizes[-1]}, "
+            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds).",
+            "figures/p_vs_batch_size.png",
+        )
+    ]
+
+
+def _training(results: dict) -> list[Finding]:
+    before, after = results["unseen_classes_before"]["mAP"], results["unseen_classes_after"]["mAP"]
+    seen_before = results["seen_classes_held_out_before"]["mAP"]
+    seen_after = results["seen_classes_held_out_after"]["mAP"]
+    direction = "rises" if after > before else "falls"
+    return [
+        Finding(
+            f"SmoothAP training on digits 0-4 lifts held-out mAP of the trained classes from "
+            f"{seen_before:.3f} to {seen_after:.3f}, while mAP on the unseen digits 5-9 "
+            f"{direction} from {before:.3f} to {after:.3f}."
+        )
+    ]
+
+
+def _losses(results: dict) -> list[Finding]:
+    from gradlab.report.sections import loss_comparison_text
+
+    sentence = _first_sentence(loss_comparison_text(results))
+    return [Finding(f"On unseen digit strings: {sentence}", "figures/loss_comparison.png")]
+
+
+def _scenes(results: dict) -> list[Finding]:
+    from gradlab.report.sections import scenes_text
+
+    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", scenes_text(results).strip())
+    return [Finding(" ".join(sentences[:2]), "figures/digit_scenes_recall.png")]
+
+
+FINDERS: dict[str, Callable[[dict], list[Finding]]] = {
+    "audit": _audit,
+    "verification": _verification,
+    "tie_aware": _tie_aware,
+    "operating_region": _operating_region,
+    "training": _training,
+    "losses": _losses,
+    "scenes": _scenes,
+}
+"""Section name -> its findings from its results; a section without an entry has none."""
+
+
+def figure_numbers(markdown: str) -> dict[str, int]:
+    """Figure path -> its number in page order (first occurrence), as the page numbers them."""
+    numbers: dict[str, int] = {}
+    for index, path in enumerate(re.findall(r"^!\[[^\]]*\]\(([^)]+)\)\s*$", markdown, re.M), 1):
+        numbers.setdefault(path, index)
+    return numbers
+
+
+def findings_markdown(sections: dict[str, tuple[dict, str]]) -> str:
+    """The "Key findings" section for ``sections`` (name -> (results, markdown), page order).
+
+    Example:
+        >>> audit = {"counts": {"holds": 3, "holds-with-correction": 1, "fails": 1,
+        ...                     "inconclusive": 0}}
+        >>> print(findings_markdown({"audit": (audit, "## Derivation audit")}))
+        ## Key findings
+        <BLANKLINE>
+        - The audit checks 5 printed claims of the five seed papers by computation: 3 hold, 1 hold only after a correction (each correction re-checked), 1 fail and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
+    """  # noqa: E501
+    numbers = figure_numbers("\n".join(markdown for _, markdown in sections.values()))
+    lines = ["## Key findings", ""]
+    for name, (results, markdown) in sections.items():
+        finder = FINDERS.get(name)
+        if finder is None:
+            continue
+        try:
+            findings = finder(results)
+        except (KeyError, IndexError, TypeError, ValueError):
+            continue  # a section whose results lack what its finding reads: no finding
+        heading = re.search(r"^## (.+)$", markdown, flags=re.MULTILINE)
+        for finding in findings:
+            links = []
+            number = numbers.get(finding.figure)
+            if number is not None:
+                links.append(f"[Figure {number}](#figure-{number})")
+            if heading:
+                links.append(f"[{heading.group(1)}](#{slug(heading.group(1))})")
+            lines.append(f"- {finding.text}" + (f" ({'; '.join(links)})" if links else ""))
+    return "\n".join(lines) if len(lines) > 2 else ""

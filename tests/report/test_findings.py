@@ -1,0 +1,48 @@
+"""Key findings: numbers from the section results, links to the figure numbers the page uses."""
+
+from __future__ import annotations
+
+import re
+
+from gradlab.report.findings import figure_numbers, findings_markdown
+from gradlab.report.html import markdown_to_html
+
+from .test_html import PNG
+
+AUDIT = {"counts": {"holds": 7, "holds-with-correction": 3, "fails": 2, "inconclusive": 1}}
+TIE_AWARE = {"harmonic_error": {"bound_holds": False, "largest_error_over_bound": 1.25}}
+SECTIONS = {
+    "audit": (AUDIT, "## Derivation audit\n\ntext"),
+    "tie_aware": (TIE_AWARE, "## Harmonic sums\n\n![one](figures/a.png)\n\n![two](figures/b.png)"),
+}
+
+
+def test_findings_quote_the_results_and_name_their_sections():
+    text = findings_markdown(SECTIONS)
+    assert text.startswith("## Key findings")
+    assert "13 printed claims" in text and "7 hold, 3 hold only after" in text
+    assert "2 fail and 1 stay inconclusive" in text
+    assert "exceeds the paper's error bound" in text and "1.250" in text
+    assert "(#derivation-audit)" in text and "(#harmonic-sums)" in text
+
+
+def test_figure_links_match_the_numbers_the_page_gives(tmp_path):
+    (tmp_path / "figures").mkdir()
+    for name in ("a", "b", "tie_aware_harmonic_error"):
+        (tmp_path / "figures" / f"{name}.png").write_bytes(PNG)
+    markdown = "\n\n".join(["## Harmonic sums", "![one](figures/a.png)",
+                             "![the one](figures/tie_aware_harmonic_error.png)"])  # fmt: skip
+    sections = {"audit": SECTIONS["audit"], "tie_aware": (TIE_AWARE, markdown)}
+    findings = findings_markdown(sections)
+    assert "[Figure 2](#figure-2)" in findings
+    body = "\n\n".join(markdown for _, markdown in sections.values())
+    page = markdown_to_html("# R\n\n" + findings + "\n\n" + body, tmp_path)
+    caption = re.search(r'<figure id="figure-2">.*?<figcaption>(.*?)</figcaption>', page).group(1)
+    assert "the one" in caption
+    assert figure_numbers(markdown) == {"figures/a.png": 1,
+                                        "figures/tie_aware_harmonic_error.png": 2}  # fmt: skip
+
+
+def test_a_section_without_the_expected_results_gives_no_finding():
+    assert findings_markdown({"audit": ({"seconds": 1.0}, "## Audit")}) == ""
+    assert findings_markdown({"unknown": ({}, "## Other")}) == ""
