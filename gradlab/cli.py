@@ -7,6 +7,7 @@ not have) ends in one line on stderr and exit code 2, before anything is written
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from pathlib import Path
 
@@ -132,6 +133,25 @@ def check_output_folder(out: Path, option: str = "--out") -> Path:
     return out
 
 
+REPORT_FILES = ("results.json", "index.html", "summary.md")
+"""Files that mark a folder as a gradlab report (which ``gradlab report`` may replace)."""
+
+
+def check_report_folder(out: Path) -> Path:
+    """``out`` if a report may be written there: new, empty, or a previous gradlab report.
+
+    The report is written next to it first and moved into place at the end, so an existing
+    folder of other files is refused rather than deleted.
+    """
+    out = check_output_folder(out)
+    if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
+        raise GradlabError(
+            f"--out: {str(out)!r} holds files that are not a gradlab report; "
+            "choose a new or empty folder"
+        )
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -142,10 +162,19 @@ def main(argv: list[str] | None = None) -> int:
             from gradlab.report import run_report
 
             device = check_device(arguments.device)
-            out = check_output_folder(arguments.out)
+            out = check_report_folder(arguments.out)
             if arguments.no_progress:
                 set_progress_mode("off")
-            run_report(out, quick=arguments.quick, only=arguments.only, device=device)
+            staging = out.parent / f".{out.name}.partial"
+            try:
+                shutil.rmtree(staging, ignore_errors=True)
+                run_report(staging, quick=arguments.quick, only=arguments.only, device=device)
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
+                raise
+            if out.exists():
+                shutil.rmtree(out)
+            staging.rename(out)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             from gradlab.symbolic.audit import (
@@ -175,6 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("gradlab: interrupted; nothing was written", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -120,3 +120,45 @@ def test_progress_off_is_silent_and_bad_mode_is_named(capsys):
     assert capsys.readouterr().err == ""
     with pytest.raises(gradlab.GradlabError, match="progress mode"):
         set_progress_mode("loud")
+
+
+def test_a_folder_of_other_files_is_refused_and_left_alone(tmp_path, capsys):
+    out = tmp_path / "documents"
+    out.mkdir()
+    (out / "thesis.tex").write_text("keep me")
+    code, _, stderr = _run(["report", "--out", str(out), "--only", "audit"], capsys)
+    assert code == 2 and "not a gradlab report" in stderr and len(stderr.splitlines()) == 1
+    assert (out / "thesis.tex").read_text() == "keep me"
+
+
+def _fake_report(out, **_options):
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text("{}")
+    (out / "index.html").write_text("<html></html>")
+
+
+def test_a_previous_report_is_replaced_whole(tmp_path, capsys, monkeypatch):
+    import gradlab.report
+
+    monkeypatch.setattr(gradlab.report, "run_report", _fake_report)
+    out = tmp_path / "latest"
+    (out / "runs" / "old_run").mkdir(parents=True)
+    (out / "results.json").write_text('{"old": true}')
+    code, stdout, _ = _run(["report", "--out", str(out)], capsys)
+    assert code == 0 and "report written" in stdout
+    assert (out / "results.json").read_text() == "{}"
+    assert not (out / "runs").exists()  # nothing stale from the previous report
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]  # no staging left
+
+
+def test_an_interrupted_report_writes_nothing(tmp_path, capsys, monkeypatch):
+    import gradlab.report
+
+    def interrupted(out, **options):
+        _fake_report(out)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gradlab.report, "run_report", interrupted)
+    code, _, stderr = _run(["report", "--out", str(tmp_path / "r")], capsys)
+    assert code == 130 and stderr.strip() == "gradlab: interrupted; nothing was written"
+    assert list(tmp_path.iterdir()) == []
