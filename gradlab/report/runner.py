@@ -16,6 +16,7 @@ import torch
 
 import gradlab
 from gradlab.errors import GradlabError
+from gradlab.experiments._runtime import study_threads
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.findings import findings_markdown
@@ -82,7 +83,10 @@ def run_report(
     for name in progress(names, desc="report sections", unit="section"):
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
-            section_results, section_markdown = SECTIONS[name](out, quick, device)
+            # One CPU thread: the studies' kernels are small, and two threads on a shared
+            # 2-core machine made their steps several times slower (gradlab.experiments._runtime).
+            with study_threads(device):
+                section_results, section_markdown = SECTIONS[name](out, quick, device)
         except (ImportError, ModuleNotFoundError) as error:
             results["skipped"][name] = f"{type(error).__name__}: {error}"
             markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({error}).", ""]
