@@ -66,3 +66,38 @@ def smoothap_speed(root: Path) -> str:
     )
     lines += ["", f"gradlab alone: B = {alone}."]
     return "\n".join(lines)
+
+
+@register("p-10-classes")
+def p_ten_classes(root: Path) -> str:
+    """The 10-class digits measurement of P against m (figures/operating_region_p_*.json)."""
+    result = load_json(root, "figures/operating_region_p_vs_batch_size_10_classes.json")
+    fixed = result["fixed_model"]
+
+    def span(rows: list[dict], key: str) -> str:
+        values = [row[key] for row in rows]
+        return f"{min(values):.3f} to {max(values):.3f}"
+
+    rows = fixed["untrained_uniform"] + fixed["trained_uniform"]
+    error = max(abs(r["p_seed_definition"] - r["sampling_only_prediction"]) for r in rows)
+    sizes = [r["batch_size"] for r in fixed["untrained_uniform"]]
+    untrained = span(fixed["untrained_uniform"], "p_without_query")
+    trained = span(fixed["trained_uniform"], "p_without_query")
+    return (
+        f"At a fixed model, uniformly drawn batches of {sizes[0]} to {sizes[-1]} hold the same "
+        f"proportion of close pairs of two candidates ({untrained} untrained, {trained} "
+        "trained). The seed's P "
+        "still moves with m, because Eq. 1 counts the m diagonal entries and the query's own "
+        "column (self-score exactly 1). Those two shares predict the seed's P to within "
+        f"{error:.3f} at every size."
+    )
+
+
+@register("finding-p-vs-batch-size")
+def finding_p_vs_batch_size(root: Path) -> str:
+    """The README's top finding on Fig. S7a, worded as the report's key finding."""
+    from gradlab.report.findings import FINDERS
+
+    batch = load_json(root, "figures/studies/p_vs_batch_size.json")
+    (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch})
+    return f"- **P against batch size (Fig. S7a).** {finding.text}"
