@@ -34,6 +34,27 @@ def skip_value_checks() -> Iterator[None]:
         _SKIP_VALUE_CHECKS.reset(token)
 
 
+def value_checks_enabled() -> bool:
+    """False inside :func:`skip_value_checks` (then no check may read a tensor value)."""
+    return not _SKIP_VALUE_CHECKS.get()
+
+
+def finite_flag(tensor: torch.Tensor) -> torch.Tensor:
+    """0-d bool tensor on ``tensor``'s device: every entry finite. Reads nothing back.
+
+    One read-only reduction (NaN propagates through min/max), so a caller can put the flag
+    into the single transfer it makes anyway instead of synchronising once more.
+
+    Example:
+        >>> finite_flag(torch.tensor([1.0, float("nan")])).item()
+        False
+    """
+    if not tensor.is_floating_point() or tensor.numel() == 0:
+        return torch.ones((), dtype=torch.bool, device=tensor.device)
+    low, high = torch.aminmax(tensor.detach())
+    return torch.isfinite(low) & torch.isfinite(high)
+
+
 def check_positive_finite(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a positive finite real number."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):

@@ -28,7 +28,35 @@ class DegenerateBatchWarning(UserWarning):
     """A loss got a batch in which no query has a positive: its value is 0, its gradient 0."""
 
 
-class SmoothAPLoss(nn.Module):
+class _WarnsOnDegenerateBatch(nn.Module):
+    """Counts batches without ranking signal in ``degenerate_batches``; warns on the first.
+
+    The one mechanism of every gradlab loss module: the functional loss calls
+    ``self._on_degenerate`` from its single host read (no extra synchronisation), and the first
+    call per instance raises a :class:`DegenerateBatchWarning` with ``_DEGENERATE_MESSAGE``.
+    """
+
+    _DEGENERATE_MESSAGE = (
+        "no query in this batch has both a positive and a negative, so the loss has no ranking "
+        "signal; check the sampler or the positive mask. Warned once per loss instance; "
+        "loss.degenerate_batches counts such batches."
+    )
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.degenerate_batches = 0
+
+    def _on_degenerate(self) -> None:
+        self.degenerate_batches += 1
+        if self.degenerate_batches == 1:
+            warnings.warn(
+                f"{type(self).__name__}: {self._DEGENERATE_MESSAGE}",
+                DegenerateBatchWarning,
+                stacklevel=6,  # the caller's line (functional loss, forward, nn.Module.__call__)
+            )
+
+
+class SmoothAPLoss(_WarnsOnDegenerateBatch):
     """``1 - mean smooth AP`` (Brown et al., ECCV 2020; seed 000 Eq. 1, seed 002 Table S1).
 
     Call it two ways:
@@ -71,7 +99,6 @@ class SmoothAPLoss(nn.Module):
             raise GradlabError(f"validate must be a bool; got {validate!r}")
         self.include_query = include_query
         self.validate = validate
-        self.degenerate_batches = 0
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
         return smooth_ap_loss(
@@ -79,18 +106,12 @@ class SmoothAPLoss(nn.Module):
             on_degenerate=self._on_degenerate,
         )  # fmt: skip
 
-    def _on_degenerate(self) -> None:
-        self.degenerate_batches += 1
-        if self.degenerate_batches == 1:
-            warnings.warn(
-                "SmoothAPLoss: no query in this batch has both a positive and a negative (an "
-                "empty batch, one item per class, or a single class), so the loss has no "
-                "ranking signal (0, with a zero gradient); check the sampler (a batch needs "
-                "two or more items of a class and another class). Warned once per loss instance; "
-                "loss.degenerate_batches counts such batches.",
-                DegenerateBatchWarning,
-                stacklevel=6,  # the caller's line (through nn.Module.__call__)
-            )
+    _DEGENERATE_MESSAGE = (
+        "no query in this batch has both a positive and a negative (an empty batch, one item "
+        "per class, or a single class), so the loss has no ranking signal (0, with a zero "
+        "gradient); check the sampler (a batch needs two or more items of a class and another "
+        "class). Warned once per loss instance; loss.degenerate_batches counts such batches."
+    )
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"
@@ -163,23 +184,34 @@ class BlackboxAPLoss(nn.Module):
         return f"interpolation={self.interpolation}, margin={self.margin}"
 
 
-class _ScoreMatrixLoss(nn.Module):
+class _ScoreMatrixLoss(_WarnsOnDegenerateBatch):
     """Base of the losses called as ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
 
     ``score_recorder`` is ``None`` or a ``(direction, scores_alias, positives_mask)`` callable;
     a :class:`gradlab.Monitor` that watches the loss sets it on logged steps to read each
     direction's ``dL/dS`` (see :mod:`gradlab.functional.score_losses`). It never changes the
     loss value or its gradients.
+
+    As with :class:`SmoothAPLoss`, a batch in which no query has both a positive and a negative
+    raises a :class:`DegenerateBatchWarning` once per instance and is counted in
+    ``degenerate_batches``; NaN/inf scores and an empty score matrix raise a
+    :class:`GradlabError`. The finiteness check and the count share the call's one host read.
+    Unlike SmoothAP these losses need no host read of their own, so ``validate=False`` makes
+    the call read nothing back at all (for GPU pipelines): no finiteness check, and no
+    degenerate-batch warning or count.
     """
 
-    def __init__(self, direction: str, reduction: str) -> None:
+    def __init__(self, direction: str, reduction: str, validate: bool = True) -> None:
         super().__init__()
         if direction not in DIRECTIONS:
             raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
         if reduction not in REDUCTIONS:
             raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+        if not isinstance(validate, bool):
+            raise GradlabError(f"validate must be a bool; got {validate!r}")
         self.direction = direction
         self.reduction = reduction
+        self.validate = validate
         self.score_recorder = None
 
 
@@ -196,15 +228,20 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
     """
 
     def __init__(
-        self, margin: float = 0.2, direction: str = "both", reduction: str = "mean"
+        self,
+        margin: float = 0.2,
+        direction: str = "both",
+        reduction: str = "mean",
+        validate: bool = True,
     ) -> None:
-        super().__init__(direction, reduction)
+        super().__init__(direction, reduction, validate)
         self.margin = check_non_negative_finite("margin", margin)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         return max_violation_triplet_loss(
             scores, positives, self.margin, direction=self.direction,
-            reduction=self.reduction, on_scores=self.score_recorder,
+            reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,
+            on_degenerate=self._on_degenerate if self.validate else None,
         )  # fmt: skip
 
     def extra_repr(self) -> str:
@@ -224,15 +261,20 @@ class NTXentLoss(_ScoreMatrixLoss):
     """
 
     def __init__(
-        self, temperature: float = 0.1, direction: str = "both", reduction: str = "mean"
+        self,
+        temperature: float = 0.1,
+        direction: str = "both",
+        reduction: str = "mean",
+        validate: bool = True,
     ) -> None:
-        super().__init__(direction, reduction)
+        super().__init__(direction, reduction, validate)
         self.temperature = check_positive_finite("temperature", temperature)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         return nt_xent_loss(
             scores, positives, self.temperature, direction=self.direction,
-            reduction=self.reduction, on_scores=self.score_recorder,
+            reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,
+            on_degenerate=self._on_degenerate if self.validate else None,
         )  # fmt: skip
 
     def extra_repr(self) -> str:

@@ -7,6 +7,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import gradlab
 from gradlab import GradlabError, SmoothAPLoss
 from tests.reference.smooth_ap_loops import (
     cross_modal_smooth_ap,
@@ -172,3 +173,63 @@ def test_fappy_module_official_matches_the_caffe_loop():
     for normalization, loop in (("paper", fappy_algorithm1), ("official", fappy_official)):
         got = FAPPYLoss(0.05, normalization=normalization)(embeddings, labels).item()
         assert got == pytest.approx(loop(embeddings.tolist(), labels.tolist(), 0.05), abs=1e-12)
+
+
+# --- score-matrix modules: degenerate batches warn as SmoothAPLoss does ------------------------
+
+
+@pytest.mark.parametrize(
+    "loss_fn", [lambda: gradlab.MaxViolationTripletLoss(0.2), lambda: gradlab.NTXentLoss(0.1)]
+)
+def test_score_matrix_modules_warn_once_and_count_degenerate_batches(loss_fn):
+    from gradlab.losses import DegenerateBatchWarning
+
+    loss = loss_fn()
+    no_positive = torch.zeros(3, 4, dtype=torch.bool)
+    fine = torch.eye(3, 4, dtype=torch.bool)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss(torch.rand(3, 4), no_positive)
+        loss(torch.rand(3, 4), fine)
+        loss(torch.rand(3, 4), no_positive)
+    flagged = [w for w in caught if w.category is DegenerateBatchWarning]
+    assert len(flagged) == 1
+    assert flagged[0].filename == __file__  # points at the caller's line
+    assert type(loss).__name__ in str(flagged[0].message)
+    assert loss.degenerate_batches == 2
+
+
+EYE3 = torch.eye(3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize("cls", ["MaxViolationTripletLoss", "NTXentLoss"])
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ((torch.full((3, 3), float("nan")), EYE3), {}, "scores must be finite"),
+        ((torch.randn(0, 0), torch.zeros(0, 0, dtype=torch.bool)), {}, "at least one row"),
+        ((torch.zeros(3, 3), EYE3), {"validate": "yes"}, "validate must be a bool"),
+    ],
+)
+def test_score_matrix_module_errors(cls, args, kwargs, message):
+    with pytest.raises(GradlabError, match=message):
+        getattr(gradlab, cls)(**kwargs)(*args)
+
+
+@pytest.mark.parametrize("cls", ["MaxViolationTripletLoss", "NTXentLoss"])
+def test_score_matrix_module_with_validate_false_reads_nothing_back(cls, monkeypatch):
+    loss = getattr(gradlab, cls)(validate=False)
+    calls = []
+    for name in ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__"):
+        original = getattr(torch.Tensor, name)
+
+        def spy(self, *args, _name=name, _original=original, **kwargs):
+            calls.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, spy)
+    value = loss(torch.full((3, 4), float("nan")), torch.zeros(3, 4, dtype=torch.bool))
+    monkeypatch.undo()
+    assert calls == []
+    assert loss.degenerate_batches == 0
+    assert value.item() == 0.0 or torch.isnan(value)

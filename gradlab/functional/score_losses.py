@@ -16,7 +16,18 @@ Conventions (stated, not implied):
   (caption -> image), ``"both"`` is the sum of the two, computed as ``i2t + t2i``.
 * A query (row for i2t, column for t2i) without a positive contributes nothing; a query without
   a negative contributes nothing to the triplet loss. When nothing contributes, the loss is a
-  zero attached to ``scores``' graph (``backward`` gives zero gradients), with no host sync.
+  zero attached to ``scores``' graph (``backward`` gives zero gradients).
+* A batch in which no query (of the computed directions) has both a positive and a negative has
+  no ranking signal: the triplet loss is 0, NT-Xent is 0 without positives and otherwise only
+  spreads the softmax over the positives. ``on_degenerate()`` is then called (the modules warn
+  once with :class:`gradlab.losses.DegenerateBatchWarning` and count it, as ``SmoothAPLoss``
+  does).
+* A score matrix with no rows or no columns (an empty batch) is refused with a
+  :class:`GradlabError`, as are NaN/inf scores (``validate=True``, the default).
+* Host synchronisation: at most one per call. The finiteness flag (``validate``) and the
+  degenerate-batch flag (``on_degenerate``) travel in that single transfer; with
+  ``validate=False`` and no ``on_degenerate`` (or inside
+  :func:`gradlab._validation.skip_value_checks` and no ``on_degenerate``) nothing is read back.
 * Each direction is computed from its own alias of ``scores`` (``scores.view_as(scores)``), and
   ``on_scores(direction, alias, mask)`` is called with it when given: a hook on the alias reads
   that direction's ``dL/dS`` alone (the Monitor's anatomy uses this). The alias is always made,
@@ -35,6 +46,8 @@ from gradlab._validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    finite_flag,
+    value_checks_enabled,
 )
 from gradlab.errors import GradlabError
 
@@ -80,13 +93,54 @@ def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tens
     return positives.unsqueeze(1) == positives.unsqueeze(0)
 
 
-def _check_options(direction: str, reduction: str, on_scores: object) -> None:
+def _loss_mask(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """:func:`score_positives`, and refuse an empty score matrix (no query or no candidate)."""
+    mask = score_positives(scores, positives)
+    if scores.shape[0] == 0 or scores.shape[1] == 0:
+        raise GradlabError(
+            "scores must have at least one row (query) and one column (candidate); got shape "
+            f"{tuple(scores.shape)} (an empty batch)"
+        )
+    return mask
+
+
+def _one_sync(
+    scores: torch.Tensor, mask: torch.Tensor, direction: str, validate: bool, degenerate: bool
+) -> bool:
+    """The call's only host read: the finiteness flag and/or the no-ranking-signal flag.
+
+    Returns whether no query of ``direction`` has both a positive and a negative (``False``
+    when ``degenerate`` is not asked for). Reads nothing when neither flag is wanted.
+    """
+    if not isinstance(validate, bool):
+        raise GradlabError(f"validate must be a bool; got {validate!r}")
+    validate = validate and value_checks_enabled()
+    if not (validate or degenerate):
+        return False
+    flags = [finite_flag(scores)] if validate else []
+    if degenerate:
+        signal = torch.zeros((), dtype=torch.bool, device=mask.device)
+        for dim, name in ((1, "i2t"), (0, "t2i")):
+            if direction in (name, "both"):
+                signal = signal | (mask.any(dim=dim) & ~mask.all(dim=dim)).any()
+        flags.append(~signal)
+    host = torch.stack(flags).tolist()  # the one transfer
+    if validate and not host[0]:
+        raise GradlabError("scores must be finite; it holds NaN or infinite entries")
+    return bool(host[-1]) if degenerate else False
+
+
+def _check_options(
+    direction: str, reduction: str, on_scores: object, on_degenerate: object = None
+) -> None:
     if direction not in DIRECTIONS:
         raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
     if reduction not in REDUCTIONS:
         raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
     if on_scores is not None and not callable(on_scores):
         raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
+    if on_degenerate is not None and not callable(on_degenerate):
+        raise GradlabError(f"on_degenerate must be None or a callable; got {on_degenerate!r}")
 
 
 def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> torch.Tensor:
@@ -123,6 +177,8 @@ def max_violation_triplet_loss(
     direction: str = "both",
     reduction: str = "mean",
     on_scores: ScoreCallback | None = None,
+    validate: bool = True,
+    on_degenerate: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """VSE++'s max-violation (hardest-negative) triplet loss on a score matrix.
 
@@ -143,18 +199,25 @@ def max_violation_triplet_loss(
         reduction: ``"mean"`` over the positive pairs (per direction) or ``"sum"`` (VSE++'s
             code sums over the batch).
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+        validate: refuse NaN/inf scores (one host read, shared with ``on_degenerate``).
+        on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
         A 0-d tensor; 0 (with zero gradient) when no positive pair has a negative.
+
+    Raises:
+        GradlabError: bad arguments, an empty score matrix, or (``validate``) NaN/inf scores.
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.8], [0.1, 0.5]])
         >>> round(max_violation_triplet_loss(scores, torch.eye(2, dtype=torch.bool)).item(), 4)
         0.3
     """
-    mask = score_positives(scores, positives)
+    mask = _loss_mask(scores, positives)
     margin = check_non_negative_finite("margin", margin)
-    _check_options(direction, reduction, on_scores)
+    _check_options(direction, reduction, on_scores, on_degenerate)
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None):
+        on_degenerate()
     return _by_direction(_row_max_violation, scores, mask, direction, on_scores, margin, reduction)
 
 def _row_info_nce(
@@ -179,6 +242,8 @@ def nt_xent_loss(
     direction: str = "both",
     reduction: str = "mean",
     on_scores: ScoreCallback | None = None,
+    validate: bool = True,
+    on_degenerate: Callable[[], None] | None = None,
 ) -> torch.Tensor:
     """NT-Xent / InfoNCE on a score matrix, with several positives per query allowed.
 
@@ -198,9 +263,14 @@ def nt_xent_loss(
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
+        validate: refuse NaN/inf scores (one host read, shared with ``on_degenerate``).
+        on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
         A 0-d tensor; 0 (with zero gradient) when no query has a positive.
+
+    Raises:
+        GradlabError: bad arguments, an empty score matrix, or (``validate``) NaN/inf scores.
 
     Example:
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
@@ -208,7 +278,9 @@ def nt_xent_loss(
         >>> round(nt_xent_loss(scores, eye, temperature=1.0, direction="i2t").item(), 4)
         0.3133
     """
-    mask = score_positives(scores, positives)
+    mask = _loss_mask(scores, positives)
     temperature = check_positive_finite("temperature", temperature)
-    _check_options(direction, reduction, on_scores)
+    _check_options(direction, reduction, on_scores, on_degenerate)
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None):
+        on_degenerate()
     return _by_direction(_row_info_nce, scores, mask, direction, on_scores, temperature, reduction)

@@ -1,5 +1,7 @@
 """Score-matrix losses (VSE++ max-violation, NT-Xent) against float64 loops with hand gradients."""
 
+from functools import partial
+
 import pytest
 import torch
 
@@ -128,6 +130,14 @@ BAD_CALLS = [
     ("direction", dict(direction="up")),
     ("reduction", dict(reduction="max")),
     ("on_scores", dict(on_scores=3)),
+    ("scores", dict(scores=torch.full((2, 3), float("nan")))),  # all NaN: not tensor(nan)
+    ("scores", dict(scores=torch.tensor([[0.0, 0.0, 0.0], [0.0, 0.0, float("-inf")]]))),
+    ("scores", dict(scores=torch.zeros(0, 0), positives=torch.zeros(0, 0, dtype=torch.bool))),
+    ("scores", dict(scores=torch.zeros(0, 3), positives=torch.zeros(0, 3, dtype=torch.bool))),
+    ("scores", dict(scores=torch.zeros(2, 0), positives=torch.zeros(2, 0, dtype=torch.bool))),
+    ("scores", dict(scores=torch.zeros(0, 0), positives=torch.zeros(0, dtype=torch.long))),
+    ("validate", dict(validate=1)),
+    ("on_degenerate", dict(on_degenerate=3)),
 ]
 
 
@@ -167,3 +177,35 @@ def test_bad_hyperparameters_name_the_argument(factory, argument, value):
 def test_bad_module_options_name_the_argument(cls, kwargs, argument):
     with pytest.raises(GradlabError, match=argument):
         cls(**kwargs)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_validate_false_skips_the_finite_check_and_reads_nothing(name):
+    """NaN scores pass with validate=False (the caller vouches for them): the value is NaN."""
+    scores = torch.tensor([[float("nan"), 0.0], [0.0, 1.0]])
+    loss = FUNCTIONS[name](scores, torch.eye(2, dtype=torch.bool), validate=False)
+    assert torch.isnan(loss)
+
+
+def _has_signal_loops(mask, direction):
+    """Brute force: does some query of ``direction`` have both a positive and a negative?"""
+    rows = [list(r) for r in mask.tolist()]
+    cols = [list(c) for c in zip(*rows, strict=True)]
+    queries = {"i2t": rows, "t2i": cols, "both": rows + cols}[direction]
+    return any(any(q) and not all(q) for q in queries)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("direction", ["both", "i2t", "t2i"])
+def test_on_degenerate_follows_the_brute_force_reference(name, direction):
+    generator = torch.Generator().manual_seed(5)
+    masks = [torch.zeros(3, 4, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool),
+             torch.eye(3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool).tril(),
+             torch.tensor([[True, True], [False, False]]),   # i2t has signal, t2i none
+             torch.tensor([[True, False], [True, False]])]   # t2i has signal, i2t none
+    masks += [torch.rand(4, 5, generator=generator) < p for p in (0.1, 0.5, 0.9)]  # fmt: skip
+    for mask in masks:
+        calls = []
+        scores = torch.rand(mask.shape, generator=generator)
+        FUNCTIONS[name](scores, mask, direction=direction, on_degenerate=partial(calls.append, 1))
+        assert len(calls) == (0 if _has_signal_loops(mask, direction) else 1), mask
