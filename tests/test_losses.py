@@ -146,6 +146,11 @@ def test_constructor_errors(kwargs, message):
         ((torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), 1, 2), "got 4 arguments"),
         ((torch.zeros(4, 2), torch.zeros(4)), "labels must have an integer dtype"),
         ((torch.zeros(4, 2), torch.zeros(4, 2), torch.ones(4, 3, dtype=torch.bool)), r"\(4, 4\)"),
+        (
+            (torch.randn(4, 2), torch.randn(3, 2, dtype=torch.float64), torch.ones(4, 3) > 0),
+            "queries torch.float32 and candidates torch.float64",
+        ),
+        ((torch.randn(16, 0), torch.arange(16) % 4), "at least one embedding dimension"),
     ],
 )
 def test_forward_errors(args, message):
