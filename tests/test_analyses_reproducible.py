@@ -1,0 +1,27 @@
+"""Rerunning a fast analysis reproduces its committed JSON byte for byte (issue 14).
+
+Every ``analyses/`` script fixes its seeds and writes through :func:`gradlab.jsonio.write_json`,
+so a rerun on this machine must give the file in ``figures/`` exactly. The slow scripts
+(operating region, tie-aware, studies) are rerun by hand: ``python analyses/NAME.py``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+FAST_ANALYSES = {"fappy_lemma1.py": ["fappy_lemma1_gradient.json"]}
+"""Script -> the JSON files it writes into figures/ (each rerun takes seconds)."""
+
+
+@pytest.mark.parametrize("script", sorted(FAST_ANALYSES))
+def test_rerun_reproduces_the_committed_json(script, tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "analyses" / script), "--out", str(tmp_path)],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)  # fmt: skip
+    for name in FAST_ANALYSES[script]:
+        assert (tmp_path / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
