@@ -21,6 +21,15 @@ Per query ``q`` (a row), with negatives ``N(q)`` = candidates that are not posit
   gradient reaches;
 * a query **receives no gradient** when it has at least one candidate and no active entry.
 
+Non-finite input (documented, not refused, since refusing would need a host read):
+
+* a NaN entry of ``score_grad`` is never active and carries no gradient mass (a loss may
+  legitimately report a NaN gradient; the anatomy counts what is finite);
+* the scores order the negatives, so a query with a NaN score among its candidates has no
+  ranking: its ``negative_rank`` row is all 0 and its rank statistics and hardness shares are
+  NaN (its activity counts, which read only ``score_grad``, are kept). ``+-inf`` scores rank
+  normally (first / last). NaN scores of non-candidates are ignored.
+
 Everything is computed on ``score_grad``'s device with tensor operations over all queries at
 once: no host synchronisation and no Python loop over queries. The cost is one row sort of the
 scores (``O(Q C log C)``) and a few masked passes over ``[Q, C]``; the thresholds are applied in
@@ -113,7 +122,9 @@ def gradient_anatomy(
             the query's largest ``|G|`` (default :data:`DEFAULT_RELATIVE_THRESHOLD` = 0.01).
 
     Returns:
-        :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active.
+        :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active; a query with
+        a NaN score among its candidates has no ranks (0) and NaN rank and hardness statistics
+        (see the module docstring).
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different
@@ -167,13 +178,16 @@ def gradient_anatomy(
     order = torch.sort(keyed, dim=1, descending=True, stable=True).indices
     positions = torch.arange(1, num_candidates + 1, device=order.device).expand_as(order)
     negative_rank = torch.empty_like(order).scatter_(1, order, positions)
-    negative_rank.masked_fill_(~negatives, 0)
+    # A NaN score among a query's candidates leaves it without a ranking (no host read).
+    unranked = (torch.isnan(scores.detach()) & candidates).any(dim=1)
+    negative_rank.masked_fill_(~negatives | unranked.unsqueeze(1), 0)
 
     active_ranks = negative_rank.masked_fill(~active_negative, 0)
     count = active_negatives.to(torch.float64)
     rank_sum = active_ranks.sum(dim=1).to(torch.float64)
-    rank_mean = torch.where(count > 0, rank_sum / count.clamp(min=1), math.nan)
-    rank_max = torch.where(count > 0, active_ranks.amax(dim=1).to(torch.float64), math.nan)
+    ranked = (count > 0) & ~unranked
+    rank_mean = torch.where(ranked, rank_sum / count.clamp(min=1), math.nan)
+    rank_max = torch.where(ranked, active_ranks.amax(dim=1).to(torch.float64), math.nan)
 
     negative_mass = magnitude.masked_fill_(~negatives, 0.0)  # magnitude is not used below
     cumulative = torch.gather(negative_mass, 1, order).cumsum(dim=1, dtype=torch.float64)
@@ -182,7 +196,8 @@ def gradient_anatomy(
     for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
         hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).long()
         mass = torch.gather(cumulative, 1, (hardest - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-        shares.append(torch.where(total > 0, mass / total.clamp(min=1e-300), math.nan))
+        defined = (total > 0) & ~unranked
+        shares.append(torch.where(defined, mass / total.clamp(min=1e-300), math.nan))
     without = candidates.any(dim=1) & ~active.any(dim=1)
     return GradientAnatomy(
         active=active,

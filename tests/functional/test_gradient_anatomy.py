@@ -7,6 +7,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional import (
+    GradientAnatomy,
     gradient_anatomy,
     gradient_counts,
     in_batch_layout,
@@ -248,3 +249,50 @@ def test_bad_input_names_the_argument(argument, change):
     kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK) | change
     with pytest.raises(GradlabError, match=argument):
         gradient_anatomy(**kwargs)
+
+
+# --- non-finite input: documented behaviour (no host read, so not refused) --------------------
+
+
+def test_nan_scores_leave_their_query_unranked_and_the_others_untouched():
+    """A NaN score among a query's candidates: that query's ranks are 0 and its rank/hardness
+    statistics NaN; its activity counts (score_grad only) and every other query are as without
+    the NaN; a NaN score on a non-candidate changes nothing; all-NaN scores rank nothing."""
+    scores, positives = _scores(1)
+    grad = torch.randn(scores.shape, dtype=torch.float64)
+    clean = gradient_anatomy(grad, scores, positives)
+    poisoned = scores.clone()
+    poisoned[0, (~positives[0]).nonzero()[0, 0]] = math.nan  # a negative of query 0
+    poisoned[1, positives[1].nonzero()[0, 0]] = math.nan  # a positive of query 1
+    got = gradient_anatomy(grad, poisoned, positives)
+    for q in (0, 1):
+        assert got.negative_rank[q].tolist() == [0] * scores.shape[1]
+        for name in ("active_negative_rank_mean", "active_negative_rank_max",
+                     "hardest_1pct_share", "hardest_10pct_share"):  # fmt: skip
+            assert math.isnan(getattr(got, name)[q].item()), name
+        assert got.active_negatives[q].item() == clean.active_negatives[q].item()
+    for name in GradientAnatomy._fields:
+        torch.testing.assert_close(getattr(got, name)[2:], getattr(clean, name)[2:],
+                                   equal_nan=True)  # fmt: skip
+    # a NaN on a non-candidate is ignored
+    candidates = torch.ones_like(positives)
+    candidates[0, 0] = False
+    masked = scores.clone()
+    masked[0, 0] = math.nan
+    reference = gradient_anatomy(grad, scores, positives, candidates)
+    ignored = gradient_anatomy(grad, masked, positives, candidates)
+    for name in GradientAnatomy._fields:
+        torch.testing.assert_close(getattr(ignored, name), getattr(reference, name),
+                                   equal_nan=True)  # fmt: skip
+    all_nan = gradient_anatomy(grad, torch.full_like(scores, math.nan), positives)
+    assert not all_nan.negative_rank.any()
+    assert torch.isnan(all_nan.hardest_10pct_share).all()
+
+
+def test_nan_score_grad_entries_are_never_active():
+    grad = torch.tensor([[math.nan, 1.0, math.nan, 0.5]])
+    scores = torch.tensor([[0.9, 0.8, 0.1, 0.5]])
+    positives = torch.tensor([[True, False, False, False]])
+    anatomy = gradient_anatomy(grad, scores, positives)
+    assert anatomy.active.tolist() == [[False, True, False, True]]
+    assert anatomy.hardest_10pct_share.item() == pytest.approx(1.0 / 1.5)  # nan carries no mass
