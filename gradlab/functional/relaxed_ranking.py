@@ -36,7 +36,13 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab._validation import (
+    check_positive_int,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    value_checks_enabled,
+)
 from gradlab.errors import GradlabError
 from gradlab.functional.harmonic import _check_method, discount_rate, harmonic_rate
 
@@ -51,6 +57,24 @@ def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
     """
     check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
     return (codes.shape[1] - codes @ codes.T) / 2.0
+
+
+def _refuse_values(*checks: tuple[torch.Tensor, str]) -> None:
+    """Raise the message of the first ``(bad_flag, message)`` whose 0-d flag is set.
+
+    All flags cross to the host in one transfer (one synchronisation on a GPU); nothing is
+    read inside :func:`gradlab._validation.skip_value_checks`.
+    """
+    if not checks or not value_checks_enabled():
+        return
+    bad = torch.stack([flag.reshape(()) for flag, _ in checks]).tolist()  # the one transfer
+    for is_bad, (_, message) in zip(bad, checks, strict=True):
+        if is_bad:
+            raise GradlabError(message)
+
+
+def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
+    return ~torch.isfinite(tensor.detach()).all()
 
 
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
@@ -75,7 +99,26 @@ def soft_histogram(
         num_levels: number of affinity levels (2 for relevant / not).
         candidates: optional ``[Q, C]`` bool mask of the columns that count (``False`` on the
             query itself in in-batch retrieval).
+
+    Raises:
+        GradlabError: wrong shapes or dtypes, NaN/inf distances, or a level outside
+            ``0 .. num_levels - 1`` (one host read for both value checks).
     """
+    check_tensor("distances", distances, ndims=(2,), kind="float")
+    check_tensor("levels", levels, ndims=(2,), kind="integer")
+    check_shape("levels", levels, distances.shape, "one level per distance")
+    num_bins = check_positive_int("num_bins", num_bins)
+    num_levels = check_positive_int("num_levels", num_levels)
+    if candidates is not None:
+        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
+        check_shape("candidates", candidates, distances.shape, "one flag per distance")
+    _refuse_values(
+        (_non_finite(distances), "distances must be finite; they hold NaN or infinite entries"),
+        (
+            ((levels < 0) | (levels >= num_levels)).any(),
+            f"levels must lie in 0 .. num_levels - 1 = {num_levels - 1}; some do not",
+        ),
+    )
     weights = triangular_kernel(distances, num_bins)
     if candidates is not None:
         weights = weights * candidates.unsqueeze(-1)
@@ -98,14 +141,19 @@ def relaxed_tie_aware_ap(
     """Relaxed tie-aware AP from soft counts (seed 003, Eq. 13), per query.
 
     Args:
-        positive_counts: ``[Q, D]`` soft counts ``c+_d`` of relevant items per bin (bin 0 first).
-        counts: ``[Q, D]`` soft counts ``c_d`` of all items, ``>= positive_counts``.
+        positive_counts: ``[Q, D]`` soft counts ``c+_d`` of relevant items per bin (bin 0 first),
+            finite, ``0 <= positive_counts <= counts``.
+        counts: ``[Q, D]`` soft counts ``c_d`` of all items, finite, ``>= positive_counts``.
         method: harmonic stand-in, ``"log"`` (Eq. 13 as printed, finite at the first bin),
             ``"midpoint"`` or ``"exact"`` (digamma; equals tie-aware AP at integer counts).
         num_positives: ``[Q]`` ``N+``; defaults to ``positive_counts.sum(-1)``.
 
     Returns:
         ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
+
+    Raises:
+        GradlabError: wrong shapes or dtypes, or counts that are not finite or break
+            ``0 <= positive_counts <= counts`` (the value checks share one host read).
 
     Example:
         >>> positive = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64)
@@ -114,10 +162,23 @@ def relaxed_tie_aware_ap(
         tensor([0.7500], dtype=torch.float64)
     """
     _check_method(method)
-    check_tensor("positive_counts", positive_counts, ndims=(2,), kind="float", finite=True)
-    check_tensor("counts", counts, ndims=(2,), kind="float", finite=True)
+    check_tensor("positive_counts", positive_counts, ndims=(2,), kind="float")
+    check_tensor("counts", counts, ndims=(2,), kind="float")
     check_shape("counts", counts, positive_counts.shape, "one count per bin")
     check_same_device(positive_counts=positive_counts, counts=counts)
+    _refuse_values(
+        (_non_finite(positive_counts), "positive_counts must be finite; it holds NaN or inf"),
+        (_non_finite(counts), "counts must be finite; it holds NaN or infinite entries"),
+        (
+            (positive_counts.detach() < 0).any(),
+            "positive_counts must be >= 0 (soft counts); some entries are negative",
+        ),
+        (
+            (positive_counts.detach() > counts.detach()).any(),
+            "positive_counts must be <= counts bin by bin (relevant items are among all "
+            "items); some entries exceed counts",
+        ),
+    )
     total = positive_counts.sum(dim=1) if num_positives is None else num_positives
     after = counts.cumsum(dim=1)
     before = after - counts
@@ -140,7 +201,8 @@ def relaxed_tie_aware_dcg(
 
     ``level_gains`` ``[V]`` holds ``G(v)`` of each affinity level. ``method="log"`` is the
     printed logarithmic integral (finite at the first bin), ``"midpoint"`` shifts it by 1/2,
-    ``"exact"`` equals tie-aware DCG at integer counts.
+    ``"exact"`` equals tie-aware DCG at integer counts. ``level_counts`` must be finite and
+    ``>= 0``, ``level_gains`` finite (one host read for both value checks).
 
     Example:
         >>> counts = torch.tensor([[[1.0, 1.0], [0.0, 1.0]]], dtype=torch.float64)
@@ -148,13 +210,18 @@ def relaxed_tie_aware_dcg(
         1.3155
     """
     _check_method(method)
-    check_tensor("level_counts", level_counts, ndims=(3,), kind="float", finite=True)
-    check_tensor("level_gains", level_gains, ndims=(1,), kind="float", finite=True)
+    check_tensor("level_counts", level_counts, ndims=(3,), kind="float")
+    check_tensor("level_gains", level_gains, ndims=(1,), kind="float")
     if level_gains.shape[0] != level_counts.shape[2]:
         raise GradlabError(
             f"level_gains must have one gain per level ({level_counts.shape[2]}); "
             f"got {level_gains.shape[0]}"
         )
+    _refuse_values(
+        (_non_finite(level_counts), "level_counts must be finite; it holds NaN or inf"),
+        (_non_finite(level_gains), "level_gains must be finite; it holds NaN or inf"),
+        ((level_counts.detach() < 0).any(), "level_counts must be >= 0; some are negative"),
+    )
     counts = level_counts.sum(dim=2)
     before = counts.cumsum(dim=1) - counts
     # mean gain x discount sum = (sum_v G(v) c_{d,v}) x (discount sum / c_d), see AP above.
