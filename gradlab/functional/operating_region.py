@@ -122,7 +122,9 @@ def operating_region_proportion(
     Seed 002, Eq. 1, evaluated per query by sorting (``O(C log C)``).
 
     Args:
-        scores: ``[C]`` one query's candidate scores or ``[Q, C]`` a batch.
+        scores: ``[C]`` one query's candidate scores or ``[Q, C]`` a batch. A 1-D tensor is
+            always read as ONE query (not as a batch of 1-candidate queries) and gives a 0-d
+            result, the value of ``scores[None]``'s single entry.
         tau: sigmoid temperature (seed 002: 0.01).
         eps: slope threshold (seed 002: 0.005).
         include_diagonal: count the ``j == i`` entries, as Eq. 1 does (they are always inside

@@ -204,3 +204,21 @@ def test_gradient_counts_for_both_cross_modal_directions():
     assert forward.queries_with_positive == 4 and backward.queries_with_positive == 20
     # A caption query has one positive: at most C - 1 = 3 entries can carry gradient.
     assert int(backward.per_query.max()) <= 3
+
+
+@pytest.mark.parametrize("pairs", ["all", "positive-rows", "positive-negative"])
+def test_one_dimensional_scores_are_one_query_with_a_0d_result(pairs):
+    """Documented: ``[C]`` is one query (not C queries of one candidate); the result is 0-d and
+    equals the ``[1, C]`` batch's entry. Checked against the O(C^2) dense count for "all"."""
+    scores = torch.tensor([0.0, 0.004, 0.5, 0.503, 0.9], dtype=torch.float64)
+    positives = torch.tensor([True, False, True, False, False])
+    kwargs = {} if pairs == "all" else {"positives": positives}
+    one = operating_region_proportion(scores, pairs=pairs, **kwargs)
+    batch = operating_region_proportion(
+        scores[None], pairs=pairs, **({} if pairs == "all" else {"positives": positives[None]})
+    )
+    assert one.shape == ()
+    assert batch.shape == (1,)
+    assert one.item() == batch.item()
+    if pairs == "all":
+        assert one.item() == pytest.approx(dense_count_proportion(scores[None], 0.01, 0.005).item())
