@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 from gradlab._validation import check_positive_int
+from gradlab.errors import GradlabError
 
 Schedule = Callable[[int], bool]
 
@@ -23,16 +25,39 @@ def every(n: int) -> Schedule:
 def log_spaced(base: float = 2.0) -> Schedule:
     """Steps 0, 1, 2, 4, 8, ... (rounded powers of ``base``): dense early, sparse late.
 
+    Raises:
+        GradlabError: ``base`` is not a finite number > 1 (1 or less would never grow), or is so
+            close to 1 that its powers need more than 100000 steps to pass 1e12.
+
     Example:
         >>> [s for s in range(40) if log_spaced()(s)]
         [0, 1, 2, 4, 8, 16, 32]
     """
+    base = _check_base(base)
     points: set[int] = {0}
     value = 1.0
     while value < 1e12:
         points.add(round(value))
         value *= base
     return lambda step: step in points
+
+
+_MAX_POINTS = 100_000
+
+
+def _check_base(base: object) -> float:
+    """``base`` as a float if it is a finite real number > 1 whose powers reach 1e12 in at most
+    ``_MAX_POINTS`` steps (``base`` >= about 1.00028); else a :class:`GradlabError`."""
+    if isinstance(base, bool) or not isinstance(base, (int, float)) or not math.isfinite(base) \
+            or base <= 1:  # fmt: skip
+        raise GradlabError(f"base must be a finite number > 1; got {base!r}")
+    if math.log(1e12) / math.log(base) > _MAX_POINTS:
+        raise GradlabError(
+            f"base must be a finite number > 1 far enough from 1 that its powers reach 1e12 in "
+            f"at most {_MAX_POINTS} steps (base >= {math.exp(math.log(1e12) / _MAX_POINTS):.5f}); "
+            f"got {base!r} (for every step, use every(1))"
+        )
+    return float(base)
 
 
 def dense_warmup(warmup: int = 100, then_every: int = 50) -> Schedule:
