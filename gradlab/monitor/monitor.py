@@ -60,6 +60,9 @@ def _loss_kind(loss_fn: object) -> tuple[str | None, float | None]:
     return None, None
 
 
+DEFAULT_TAU = 0.01
+"""The Monitor's tau when none is given and the watched loss is not SmoothAP."""
+
 WATCH_INPUTS = ("embeddings", "scores")
 """What the first argument of a watched loss is."""
 
@@ -155,6 +158,11 @@ class Monitor:
     Args:
         log_dir: folder of the run; created at the first record if missing.
         tau: temperature used by the diagnostics (operating region, decomposition, counts).
+            ``None`` (the default): the tau of the watched SmoothAP loss (gradlab's or
+            pytorch-metric-learning's ``temperature``), else ``DEFAULT_TAU`` (0.01). Given
+            explicitly and different from the watched SmoothAP loss's tau, it is kept and a
+            ``UserWarning`` names both once. The header's ``config`` records the tau used
+            (``"tau"``) and where it came from (``"tau_from"``).
         every: a schedule for every quantity: an int ``n`` (every n steps) or a ``step -> bool``
             callable. ``None``: for a preset, :func:`~gradlab.monitor.schedules.default_schedule`
             (steps 0-9, every 10 up to 200, then every 50); for explicit ``quantities``, each
@@ -179,7 +187,7 @@ class Monitor:
     def __init__(
         self,
         log_dir: str | Path,
-        tau: float = 0.01,
+        tau: float | None = None,
         *,
         every: int | Schedule | None = None,
         preset: str = "default",
@@ -192,7 +200,8 @@ class Monitor:
         overwrite: bool = False,
     ) -> None:
         self.log_dir = _check_log_dir(log_dir)
-        self.tau = check_positive_finite("tau", tau)
+        self._tau_given = tau is not None
+        self.tau = check_positive_finite("tau", tau) if tau is not None else DEFAULT_TAU
         if quantities is None:
             if preset not in PRESETS:
                 raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
@@ -207,7 +216,8 @@ class Monitor:
             raise GradlabError(f"distributed must be 'auto' or 'local'; got {distributed!r}")
         self.distributed = distributed
         self.strict = strict
-        self.config = {"tau": self.tau, "preset": preset, **(config or {})}
+        self.config = {"tau": self.tau, "tau_from": "argument" if self._tau_given else "default",
+                       "preset": preset, **(config or {})}  # fmt: skip
         self.step_count = 0
         self.disabled: dict[str, str] = {}
         self._pending: BatchView | None = None
@@ -292,6 +302,7 @@ class Monitor:
         if inputs not in WATCH_INPUTS:
             raise GradlabError(f"inputs must be one of {WATCH_INPUTS}; got {inputs!r}")
         kind, loss_tau = _loss_kind(loss_fn)
+        self._adopt_tau(loss_fn, loss_tau)
         recorder = _score_recorder_owner(loss_fn)
         self._watch_inputs = inputs
         self._watched = True
@@ -321,6 +332,27 @@ class Monitor:
 
         watched.__wrapped__ = loss_fn
         return watched
+
+    def _adopt_tau(self, loss_fn: object, loss_tau: float | None) -> None:
+        """Take the watched SmoothAP loss's tau when none was given; warn once if they differ."""
+        if loss_tau is None or loss_tau == self.tau:
+            return
+        if not self._tau_given and not self._opened:
+            self.tau = float(loss_tau)
+            self.config.update(tau=self.tau, tau_from=f"watched loss {_loss_name(loss_fn)}")
+            return
+        if not self._tau_warned:
+            self._tau_warned = True
+            warnings.warn(
+                f"gradlab.Monitor: tau={self.tau} differs from the watched loss "
+                f"{_loss_name(loss_fn)}'s tau={loss_tau}; the diagnostics (P, widths, counts, "
+                f"decomposition) use tau={self.tau}. Leave the Monitor's tau out to use the "
+                "loss's",
+                UserWarning,
+                stacklevel=3,
+            )
+
+    _tau_warned = False
 
     def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
         """Forward hook on ``module`` (its output are the embeddings); ``labels`` a tensor or a
