@@ -20,12 +20,19 @@ What the recorded ``dL/dS`` covers: every PML loss that reads similarities only 
 the positives a second time through ``distance.compute_mat``, outside the recorded matrix: the
 recorded gradient is complete for every negative (so the negative anatomy is exact) but misses
 the positives' numerator terms (its ``active_positives`` is not meaningful).
+
+Input checks (PML's own are bare ``ValueError``/``RuntimeError`` or none): ``query_emb`` and
+``ref_emb`` must be 2-D float tensors on one device with one dtype and one embedding size, and
+finite (NaN embeddings would silently give a NaN matrix). The finiteness of both is read in one
+host transfer; ``validate=False`` (or :func:`gradlab._validation.skip_value_checks`) skips it.
+``score_recorder`` must be ``None`` or a callable, checked when it is set.
 """
 
 from __future__ import annotations
 
 import torch
 
+from gradlab._validation import check_same_device, check_tensor, finite_flag, value_checks_enabled
 from gradlab.errors import GradlabError
 
 try:  # pytorch-metric-learning is optional: gradlab[pml] or the dev extra
@@ -40,9 +47,55 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
 class _Recording:
     """Mixin: hand the returned matrix to ``score_recorder`` (``(direction, matrix, None)``)."""
 
-    score_recorder = None
+    _score_recorder = None
+
+    def __init__(self, *args, validate: bool = True, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(validate, bool):
+            raise GradlabError(f"validate must be a bool; got {validate!r}")
+        self.validate = validate
+
+    @property
+    def score_recorder(self):
+        """``None`` or a ``(direction, matrix, None)`` callable; refused on assignment otherwise."""
+        return self._score_recorder
+
+    @score_recorder.setter
+    def score_recorder(self, recorder) -> None:
+        if recorder is not None and not callable(recorder):
+            raise GradlabError(
+                "score_recorder must be None or a callable (direction, matrix, mask); got "
+                f"{type(recorder).__name__} {recorder!r}"
+            )
+        self._score_recorder = recorder
+
+    def _check_inputs(self, query_emb: object, ref_emb: object) -> None:
+        check_tensor("query_emb", query_emb, ndims=(2,), kind="float")
+        if ref_emb is not None:
+            check_tensor("ref_emb", ref_emb, ndims=(2,), kind="float")
+            check_same_device(query_emb=query_emb, ref_emb=ref_emb)
+            if ref_emb.shape[1] != query_emb.shape[1]:
+                raise GradlabError(
+                    "query_emb and ref_emb must share their embedding size; got "
+                    f"{query_emb.shape[1]} and {ref_emb.shape[1]}"
+                )
+            if ref_emb.dtype != query_emb.dtype:
+                raise GradlabError(
+                    f"query_emb and ref_emb must share one dtype; got {query_emb.dtype} and "
+                    f"{ref_emb.dtype}"
+                )
+        if not (getattr(self, "validate", True) and value_checks_enabled()):
+            return
+        tensors = {"query_emb": query_emb}
+        if ref_emb is not None and ref_emb is not query_emb:
+            tensors["ref_emb"] = ref_emb
+        flags = torch.stack([finite_flag(tensor) for tensor in tensors.values()]).tolist()
+        for name, finite in zip(tensors, flags, strict=True):  # one transfer for both
+            if not finite:
+                raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
 
     def forward(self, query_emb: torch.Tensor, ref_emb: torch.Tensor | None = None):
+        self._check_inputs(query_emb, ref_emb)
         matrix = super().forward(query_emb, ref_emb)
         if self.score_recorder is not None:
             in_batch = ref_emb is None or ref_emb is query_emb  # PML passes the batch twice

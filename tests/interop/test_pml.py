@@ -161,3 +161,47 @@ def test_default_contrastive_margins_give_no_negative_gradient_with_cosine(tmp_p
         record = monitor.step()
     assert record["anatomy_active_negatives_mean"] == 0.0
     assert record["anatomy_active_positives"] >= 0.0
+
+
+# --- bad input: GradlabError naming the argument (PML raised ValueError/RuntimeError/nothing) --
+
+DISTANCES = [RecordingCosineSimilarity, RecordingDotProductSimilarity]
+BAD_CALLS = [
+    ((torch.randn(5),), "query_emb must be 2-D; got shape \\(5,\\)"),
+    ((torch.randn(4, 3), torch.randn(5, 2)), "share their embedding size; got 3 and 2"),
+    ((torch.randn(4, 3), torch.randn(5)), "ref_emb must be 2-D"),
+    ((torch.ones(4, 3, dtype=torch.long),), "query_emb must have a floating dtype"),
+    ((torch.randn(4, 3), torch.ones(4, 3, dtype=torch.long)), "ref_emb must have a floating"),
+    ((torch.randn(4, 3), torch.randn(4, 3, dtype=torch.float64)), "share one dtype"),
+    (([[1.0, 2.0]],), "query_emb must be a torch.Tensor"),
+    ((torch.full((4, 3), float("nan")),), "query_emb must be finite"),
+    ((torch.randn(4, 3), torch.tensor([[0.0, float("inf"), 0.0]])), "ref_emb must be finite"),
+]
+
+
+@pytest.mark.parametrize("cls", DISTANCES)
+@pytest.mark.parametrize(("args", "message"), BAD_CALLS)
+def test_bad_input_raises_gradlab_error_naming_the_argument(cls, args, message):
+    with pytest.raises(GradlabError, match=message):
+        cls()(*args)
+
+
+@pytest.mark.parametrize("cls", DISTANCES)
+@pytest.mark.parametrize("recorder", [5, "record", [print]])
+def test_a_non_callable_score_recorder_is_refused_when_set(cls, recorder):
+    distance = cls()
+    with pytest.raises(GradlabError, match="score_recorder must be None or a callable"):
+        distance.score_recorder = recorder
+    assert distance.score_recorder is None
+    distance.score_recorder = print  # a callable, and None, are accepted
+    distance.score_recorder = None
+
+
+@pytest.mark.parametrize("cls", DISTANCES)
+def test_validate_false_skips_only_the_finiteness_check(cls):
+    matrix = cls(validate=False)(torch.full((2, 3), float("nan")))
+    assert matrix.shape == (2, 2) and torch.isnan(matrix).all()
+    with pytest.raises(GradlabError, match="validate must be a bool"):
+        cls(validate=1)
+    with pytest.raises(GradlabError, match="query_emb must be 2-D"):
+        cls(validate=False)(torch.randn(5))
