@@ -34,6 +34,16 @@ def skip_value_checks() -> Iterator[None]:
         _SKIP_VALUE_CHECKS.reset(token)
 
 
+def count_noun(count: int, singular: str, plural: str | None = None) -> str:
+    """``"1 argument"``, ``"0 arguments"``, ``"3 arguments"``: a count with its noun agreed.
+
+    Example:
+        >>> count_noun(1, "argument"), count_noun(2, "argument"), count_noun(0, "query", "queries")
+        ('1 argument', '2 arguments', '0 queries')
+    """
+    return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
 def value_checks_enabled() -> bool:
     """False inside :func:`skip_value_checks` (then no check may read a tensor value)."""
     return not _SKIP_VALUE_CHECKS.get()

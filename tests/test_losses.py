@@ -238,3 +238,16 @@ def test_score_matrix_module_with_validate_false_reads_nothing_back(cls, monkeyp
     assert calls == []
     assert loss.degenerate_batches == 0
     assert value.item() == 0.0 or torch.isnan(value)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((torch.zeros(4, 2),), r"got 1 argument$"),  # was "got 1 arguments"
+        ((), r"got 0 arguments$"),
+        ((torch.zeros(4, 2),) * 4, r"got 4 arguments$"),
+    ],
+)
+def test_argument_count_message_agrees_in_number(args, message):
+    with pytest.raises(GradlabError, match=message):
+        SmoothAPLoss()(*args)

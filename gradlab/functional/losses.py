@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 
+from gradlab._validation import count_noun
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
@@ -139,7 +140,7 @@ def smooth_ap_loss(
     else:
         raise GradlabError(
             "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
-            f"got {len(tensors)} arguments"
+            f"got {count_noun(len(tensors), 'argument')}"
         )
     tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
     records = _RECORDS.get()
