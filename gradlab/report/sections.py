@@ -289,11 +289,21 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
         "",
         _training_sentence(unseen_before, unseen_after, seen_before, seen_after),
         "",
-        "![retrieval before and after](figures/training_retrieval.png)",
+        "![Recall@K and mAP before and after training, on the unseen digits 5-9 and on "
+        "held-out images of the trained digits 0-4](figures/training_retrieval.png)",
         "",
-        *(f"![{Path(f).stem}]({f})" + "\n" for f in results["figures"]),
-    ]
+        *(f"![The Monitor's log of this run: {_family_title(Path(f).stem)}]({f})" + "\n"
+          for f in results["figures"]),
+    ]  # fmt: skip
     return results, "\n".join(lines)
+
+
+def _family_title(stem: str) -> str:
+    """The title ``gradlab plot`` gives a quantity family (its file stem), for a caption."""
+    from gradlab.plotting.monitor import FAMILIES
+
+    family = FAMILIES.get(stem)
+    return family[0] if family else stem.replace("_", " ")
 
 
 def _training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> str:
