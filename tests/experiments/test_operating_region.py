@@ -1,9 +1,12 @@
 """The operating-region analyses run end to end (quick settings) and say what they measured."""
 
 import math
+from math import erf
 
 import pytest
+from scipy.optimize import brentq
 
+import gradlab.plotting.operating_region as plot_module
 from gradlab.experiments.operating_region import (
     closed_form_curves,
     p_against_batch_size,
@@ -14,16 +17,25 @@ from gradlab.plotting.operating_region import (
     plot_p_against_batch_size,
     plot_training_dynamics,
 )
+from tests.plotting.layout import captured_figures, layout_problems
+from tests.reference.smooth_ap_loops import slope
 
 
-def test_closed_form_curves_agree_with_their_simulation(tmp_path):
+def test_closed_forms_match_an_independent_expectation_and_simulation(tmp_path, monkeypatch):
+    # For i.i.d. N(0, s^2) scores, D = s_i - s_j ~ N(0, 2 s^2) and P(|D| < w) = erf(w / 2s),
+    # with w the root of the reference slope |dG/dD| = eps (scipy, not gradlab).
     results = closed_form_curves()
-    for tau, points in results["simulated_proportion"].items():
-        spreads = results["spreads"]
-        for spread, measured in points:
-            expected = results["expected_proportion"][tau][spreads.index(spread)]
-            assert measured == pytest.approx(expected, abs=0.03)
-    assert plot_closed_forms(results, tmp_path / "closed.png").stat().st_size > 10_000
+    spreads = results["spreads"]
+    for tau, curve in results["expected_proportion"].items():
+        width = brentq(lambda d, t=float(tau): slope(d, t) - 0.005, 0.0, 10.0, xtol=1e-14)
+        independent = [erf(width / (2 * spread)) for spread in spreads]
+        assert curve == pytest.approx(independent, abs=1e-9)
+        for spread, measured in results["simulated_proportion"][tau]:
+            # 64 x 256 scores: the off-diagonal proportion's sampling error is well below 0.03.
+            assert measured == pytest.approx(erf(width / (2 * spread)), abs=0.03)
+    with captured_figures(monkeypatch, plot_module) as figures:
+        plot_closed_forms(results, tmp_path / "closed.png")
+    assert layout_problems(figures[0]) == []
 
 
 @pytest.mark.slow
