@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gradlab.errors import GradlabError
-from gradlab.monitor.monitor import Monitor, _check_log_dir
+from gradlab.monitor.monitor import Monitor, _check_log_dir, _check_options
 from gradlab.monitor.sinks import Sink, scalars
 
 try:
@@ -107,7 +107,9 @@ class GradlabCallback(Callback):
             ``every``, ``sinks``, ``resume``...), checked here.
 
     Raises:
-        GradlabError: an unknown Monitor option, a ``log_dir`` that is a file, a bad prefix.
+        GradlabError: an unknown Monitor option or a bad option value (the Monitor's own check,
+            here rather than inside ``Trainer.fit``), a ``log_dir`` that is a file, a bad
+            prefix.
 
     Example:
         >>> callback = GradlabCallback(tau=0.05, preset="cheap")
@@ -135,6 +137,7 @@ class GradlabCallback(Callback):
                 f"monitor_options must be gradlab.Monitor options {allowed}; got "
                 f"{sorted(monitor_options)} ({error})"
             ) from None
+        _check_options(**monitor_options)  # the Monitor's own check of the values
         if not isinstance(prefix, str):
             raise GradlabError(f"prefix must be a string; got {prefix!r}")
         if not isinstance(forward_to_loggers, bool):
@@ -164,7 +167,7 @@ class GradlabCallback(Callback):
         self._close(log_last_step=False)  # a previous fit that was not closed
         folder = self.log_dir if self.log_dir is not None else self._default_folder(trainer)
         options = dict(self.monitor_options)
-        sinks = list(options.pop("sinks", ("jsonl",)))
+        sinks = _check_options(sinks=options.pop("sinks", ("jsonl",)))["sinks"]
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
         self.monitor = Monitor(folder, sinks=sinks, **options)

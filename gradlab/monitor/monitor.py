@@ -20,6 +20,8 @@ once and writes one record.
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
 import platform
 import time
@@ -200,20 +202,19 @@ class Monitor:
         overwrite: bool = False,
     ) -> None:
         self.log_dir = _check_log_dir(log_dir)
+        options = _check_options(tau=tau, every=every, preset=preset, quantities=quantities,
+                                 sinks=sinks, strict=strict, distributed=distributed,
+                                 config=config, resume=resume, overwrite=overwrite)  # fmt: skip
         self._tau_given = tau is not None
-        self.tau = check_positive_finite("tau", tau) if tau is not None else DEFAULT_TAU
+        self.tau = options["tau"] if tau is not None else DEFAULT_TAU
+        schedule = options["every"]
         if quantities is None:
-            if preset not in PRESETS:
-                raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
-            schedule = _schedule(every) if every is not None else default_schedule()
-            quantities = [cls(schedule) for cls in PRESETS[preset]]
-        elif every is not None:
+            quantities = [cls(schedule or default_schedule()) for cls in PRESETS[preset]]
+        elif schedule is not None:
             for quantity in quantities:
-                quantity.schedule = _schedule(every)
+                quantity.schedule = schedule
         self.quantities = list(quantities)
-        self.sinks = [_sink(sink) for sink in sinks]
-        if distributed not in ("auto", "local"):
-            raise GradlabError(f"distributed must be 'auto' or 'local'; got {distributed!r}")
+        self.sinks = [_sink(sink) for sink in options["sinks"]]
         self.distributed = distributed
         self.strict = strict
         self.config = {"tau": self.tau, "tau_from": "argument" if self._tau_given else "default",
@@ -231,11 +232,6 @@ class Monitor:
 
     def _check_previous_run(self, resume: bool, overwrite: bool) -> dict:
         """Refuse, resume or mark for overwrite a run already in ``log_dir`` (never merge)."""
-        for name, value in (("resume", resume), ("overwrite", overwrite)):
-            if not isinstance(value, bool):
-                raise GradlabError(f"{name} must be True or False; got {value!r}")
-        if resume and overwrite:
-            raise GradlabError("resume=True and overwrite=True exclude each other; choose one")
         files = sorted({path for sink in self.sinks for path in sink.existing(self.log_dir)})
         if not files:
             return {}
@@ -695,20 +691,107 @@ class Monitor:
         self.close(log_last_step=exc_type is None)
 
 
-def _schedule(value: int | Schedule) -> Schedule:
-    if callable(value):
+def _check_options(
+    *,
+    tau: object = None,
+    every: object = None,
+    preset: object = "default",
+    quantities: object = None,
+    sinks: object = ("jsonl",),
+    strict: object = False,
+    distributed: object = "auto",
+    config: object = None,
+    resume: object = False,
+    overwrite: object = False,
+) -> dict:
+    """Check the values of :class:`Monitor`'s options (all but ``log_dir``); the one check shared
+    by ``Monitor`` and :class:`gradlab.integrations.lightning.GradlabCallback`, so a bad value
+    is refused where it is given. Returns ``tau`` (or ``None``), ``every`` as a schedule (or
+    ``None``) and ``sinks`` as a list.
+
+    Raises:
+        GradlabError: naming the option, the value received and what is allowed.
+    """
+    if tau is not None:
+        tau = check_positive_finite("tau", tau)
+    schedule = None if every is None else _schedule(every)
+    if quantities is None:
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
+    elif isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
+            not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip
+        raise GradlabError(f"quantities must be a list of Quantity instances; got {quantities!r}")
+    sink_list = _sink_list(sinks)
+    for name, value in (("strict", strict), ("resume", resume), ("overwrite", overwrite)):
+        if not isinstance(value, bool):
+            raise GradlabError(f"{name} must be True or False; got {value!r}")
+    if resume and overwrite:
+        raise GradlabError("resume=True and overwrite=True exclude each other; choose one")
+    if distributed not in ("auto", "local"):
+        raise GradlabError(f"distributed must be 'auto' or 'local'; got {distributed!r}")
+    _check_config(config)
+    return {"tau": tau, "every": schedule, "sinks": sink_list}
+
+
+def _check_config(config: object) -> None:
+    """``config`` is None or a dict with string keys whose values JSON can write."""
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise GradlabError(f"config must be a dict of JSON-ready settings; got {config!r}")
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise GradlabError(f"config keys must be strings; got key {key!r}")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise GradlabError(
+                f"config must hold JSON-ready values (numbers, strings, bools, None, lists, "
+                f"dicts); config[{key!r}] is {type(value).__name__} {value!r} ({error})"
+            ) from None
+
+
+def _schedule(value: object) -> Schedule:
+    """``every`` as a schedule: a positive int n (every n steps) or a ``step -> bool`` callable
+    that accepts one positional argument (checked on its signature, not called)."""
+    allowed = "a positive integer n (every n steps) or a callable step -> bool"
+    if callable(value) and not isinstance(value, type):
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):
+            return value  # no signature to read (some builtins): accepted as it is
+        try:
+            signature.bind(0)
+        except TypeError:
+            raise GradlabError(
+                f"every must be {allowed} taking one argument (the step); got {value!r} with "
+                f"signature {signature}"
+            ) from None
         return value
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GradlabError(f"every must be {allowed}; got {value!r}")
     return every(value)
 
 
-def _sink(value: str | Sink) -> Sink:
-    if isinstance(value, Sink):
-        return value
-    if value not in SINKS:
+def _sink_list(sinks: object) -> list:
+    """``sinks`` as a list: one name or Sink is one sink; every entry a known name or a Sink."""
+    if isinstance(sinks, (str, Sink)):
+        sinks = [sinks]
+    if not isinstance(sinks, (list, tuple)):
         raise GradlabError(
-            f"sinks must name one of {sorted(SINKS)} or be Sink instances; got {value!r}"
+            f"sinks must be a sink name, a Sink, or a list of them (names: {sorted(SINKS)}); "
+            f"got {sinks!r}"
         )
-    return SINKS[value]()
+    for value in sinks:
+        if not isinstance(value, Sink) and (not isinstance(value, str) or value not in SINKS):
+            raise GradlabError(
+                f"sinks must name one of {sorted(SINKS)} or be Sink instances; got {value!r}"
+            )
+    return list(sinks)
+
+
+def _sink(value: str | Sink) -> Sink:
+    return value if isinstance(value, Sink) else SINKS[value]()
 
 
 def _distributed_ready() -> bool:

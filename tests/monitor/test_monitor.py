@@ -220,7 +220,7 @@ def test_plot_command(tmp_path, capsys):
         ({"preset": "everything"}, "preset must be one of"),
         ({"sinks": ["neptune"]}, "sinks must name one of"),
         ({"distributed": "global"}, "distributed must be 'auto' or 'local'"),
-        ({"every": 0}, "n must be a positive integer"),
+        ({"every": 0}, "every must be a positive integer"),
     ],
 )
 def test_constructor_errors(tmp_path, kwargs, message):
