@@ -44,6 +44,15 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
 
 
+def check_optional_callable(name: str, value: object, signature: str = "") -> object:
+    """Return ``value`` if it is ``None`` or callable; else raise naming ``name``."""
+    if value is not None and not callable(value):
+        raise GradlabError(
+            f"{name} must be None or a callable{signature}; got {type(value).__name__} {value!r}"
+        )
+    return value
+
+
 def value_checks_enabled() -> bool:
     """False inside :func:`skip_value_checks` (then no check may read a tensor value)."""
     return not _SKIP_VALUE_CHECKS.get()

@@ -9,6 +9,7 @@ from torch import nn
 
 from gradlab._validation import (
     check_non_negative_finite,
+    check_optional_callable,
     check_positive_finite,
     check_positive_int,
 )
@@ -213,6 +214,17 @@ class _ScoreMatrixLoss(_WarnsOnDegenerateBatch):
         self.reduction = reduction
         self.validate = validate
         self.score_recorder = None
+
+    @property
+    def score_recorder(self):
+        """``None`` or a ``(direction, scores_alias, positives_mask)`` callable; checked on set."""
+        return self._score_recorder
+
+    @score_recorder.setter
+    def score_recorder(self, recorder) -> None:
+        self._score_recorder = check_optional_callable(
+            "score_recorder", recorder, " (direction, scores, positives)"
+        )
 
 
 class MaxViolationTripletLoss(_ScoreMatrixLoss):

@@ -251,3 +251,15 @@ def test_score_matrix_module_with_validate_false_reads_nothing_back(cls, monkeyp
 def test_argument_count_message_agrees_in_number(args, message):
     with pytest.raises(GradlabError, match=message):
         SmoothAPLoss()(*args)
+
+
+@pytest.mark.parametrize("cls", ["MaxViolationTripletLoss", "NTXentLoss"])
+def test_score_matrix_module_refuses_a_non_callable_score_recorder_when_set(cls):
+    loss = getattr(gradlab, cls)()
+    with pytest.raises(GradlabError, match="score_recorder must be None or a callable"):
+        loss.score_recorder = 5  # was accepted, then failed at call time naming on_scores
+    assert loss.score_recorder is None
+    seen = []
+    loss.score_recorder = lambda direction, alias, mask: seen.append(direction)
+    loss(torch.rand(2, 3), torch.eye(2, 3, dtype=torch.bool))
+    assert seen == ["i2t", "t2i"]

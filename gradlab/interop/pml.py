@@ -32,7 +32,13 @@ from __future__ import annotations
 
 import torch
 
-from gradlab._validation import check_same_device, check_tensor, finite_flag, value_checks_enabled
+from gradlab._validation import (
+    check_optional_callable,
+    check_same_device,
+    check_tensor,
+    finite_flag,
+    value_checks_enabled,
+)
 from gradlab.errors import GradlabError
 
 try:  # pytorch-metric-learning is optional: gradlab[pml] or the dev extra
@@ -62,12 +68,9 @@ class _Recording:
 
     @score_recorder.setter
     def score_recorder(self, recorder) -> None:
-        if recorder is not None and not callable(recorder):
-            raise GradlabError(
-                "score_recorder must be None or a callable (direction, matrix, mask); got "
-                f"{type(recorder).__name__} {recorder!r}"
-            )
-        self._score_recorder = recorder
+        self._score_recorder = check_optional_callable(
+            "score_recorder", recorder, " (direction, matrix, mask)"
+        )
 
     def _check_inputs(self, query_emb: object, ref_emb: object) -> None:
         check_tensor("query_emb", query_emb, ndims=(2,), kind="float")
