@@ -110,14 +110,22 @@ def _operating_region(results: dict) -> list[Finding]:
             parts.append(f"{words} P stays within the seed spread ({cell(first)} to {cell(last)})")
     if not parts:
         return []
+    from gradlab.symbolic.batch_size import decide_trend
+
+    verdict, _ = decide_trend(batch, "rises")
     return [
         Finding(
             f"Seed 002 reports the operating-region proportion P rising with the batch size; "
             f"under its own sampler (4 per class) from m = {sizes[0]} to {sizes[-1]}, "
-            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds).",
+            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds). The audit's "
+            f"decision rule on this measurement: the claim {VERDICT_WORDS[verdict]}.",
             "figures/p_vs_batch_size.png",
         )
     ]
+
+
+VERDICT_WORDS = {"holds": "holds", "fails": "fails", "inconclusive": "stays undecided"}
+"""Verdicts of :func:`gradlab.symbolic.batch_size.decide_trend` as words in a sentence."""
 
 
 def _training(results: dict) -> list[Finding]:

@@ -222,8 +222,13 @@ def p_vs_batch_size_text(batch: dict) -> str:
         else:
             rises = mean_std(last)[0] > mean_std(first)[0]
             verdicts.append(f"{words} P {'rises' if rises else 'falls'}")
+    from gradlab.symbolic.batch_size import decide_trend
+
+    verdict, _ = decide_trend(batch, "rises")
     parts.append(
-        f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)}. At a fixed network, m "
+        f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
+        f"rule on this measurement: {verdict}; `gradlab audit` alone measures only the quick "
+        "settings, where no setting is decisive). At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."
