@@ -72,7 +72,7 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
     )
     plot.add_argument("run_dir", type=Path, nargs="+", help="one or more Monitor log folders")
     plot.add_argument(
-        "--out", type=Path,
+        "--out", type=str,
         help="figure folder (default: RUN_DIR/figures for one run, "
         "<their common parent>/figures for several)",
     )  # fmt: skip
@@ -194,9 +194,14 @@ def main(argv: list[str] | None = None) -> int:
 
             from gradlab.plotting.monitor import plot_runs
 
+            out = arguments.out
+            if out is not None:
+                if not out.strip():
+                    raise GradlabError(f"--out must be a folder path; got {out!r}")
+                out = check_output_folder(Path(out))
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
-                written = plot_runs(arguments.run_dir, arguments.out, arguments.label)
+                written = plot_runs(arguments.run_dir, out, arguments.label)
             for warning in caught:
                 print(f"gradlab: warning: {warning.message}", file=sys.stderr)
             for path in written:

@@ -170,7 +170,13 @@ class Decomposition(Quantity):
 
 
 class GradientCounts(Quantity):
-    """Entries with non-negligible slope per query (Bleeker & de Rijke), and queries with none."""
+    """Entries with non-negligible slope per query (Bleeker & de Rijke), and queries with none.
+
+    This is seed 001's count: entries whose sigmoid slope exceeds ``threshold`` (the operating
+    region), not the gradient itself; ``queries_without_gradient`` can stay nonzero while the
+    true ``dL/dS`` is exactly 0 (a perfectly ranked batch). The actual gradient is measured by
+    :class:`~gradlab.monitor.anatomy.Anatomy` (``anatomy_queries_without_gradient``).
+    """
 
     name = "gradient_counts"
 

@@ -22,27 +22,32 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
+from gradlab.cli import check_output_folder
 from gradlab.errors import GradlabError
 from gradlab.monitor.sinks import read_segments
 from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
 
 FAMILIES = {
     "loss": ("Loss", ("loss",), "loss"),
-    "embeddings": ("Embeddings", ("embedding_norm_mean", "embedding_norm_min", "embedding_norm_max",
-                                  "embedding_grad_norm", "embedding_grad_norm_row_mean"), "norm"),
+    "embeddings": ("Embedding norms", ("embedding_norm_mean", "embedding_norm_min",
+                   "embedding_norm_max"), "norm"),
+    "embedding_gradients": ("Gradient of the loss w.r.t. the embeddings", (
+                            "embedding_grad_norm", "embedding_grad_norm_row_mean"), "norm"),
     "operating_region": ("Operating-region proportion P", ("p_seed", "p_off_diagonal",
                          "p_without_query", "p_cross_modal"), "proportion"),
     "decomposition": ("AD - CB decomposition (medians over queries)", ("decomposition_ad_norm_q50",
                       "decomposition_cb_norm_q50", "decomposition_grad_norm_q50"), "norm"),
     "decomposition_shape": ("AD share and cosine(AD, CB) (means over queries)",
                             ("decomposition_ad_share_mean", "decomposition_cosine_mean"), "value"),
-    "gradient_counts": ("Queries without gradient entries", ("queries_without_gradient",
-                        "queries_without_gradient_weighted"), "queries"),
+    "gradient_counts": ("Queries with no entry in the sigmoid's operating region (seed 001 "
+                        "count: slope above eps; the anatomy panels show the actual gradient)",
+                        ("queries_without_gradient", "queries_without_gradient_weighted"),
+                        "queries"),
     "relaxation_gap": ("Smooth AP vs exact AP", ("smooth_ap", "exact_ap", "relaxation_gap"), "AP"),
     "gradient_agreement": ("Analytic vs backpropagated gradient", ("gradient_agreement_cosine",
                            "gradient_agreement_relative_error"), "value"),
-    "degenerate_batches": ("Batches in which no query has a positive", ("degenerate_batches",
-                           "degenerate_batch"), "batches"),
+    "degenerate_batches": ("Batches without ranking signal (no query has both a positive and a "
+                           "negative)", ("degenerate_batches", "degenerate_batch"), "batches"),
     "anatomy_active_negatives": ("Negatives receiving gradient per query (mean; i2t / t2i: "
                                  "cross-modal directions)", ("anatomy_active_negatives_mean",
                                  "anatomy_i2t_active_negatives_mean",
@@ -57,6 +62,63 @@ FAMILIES = {
                                  "anatomy_i2t_queries_without_gradient",
                                  "anatomy_t2i_queries_without_gradient"), "share of queries"),
 }  # fmt: skip
+
+ZERO_BASED = frozenset({"operating_region", "gradient_counts", "degenerate_batches",
+                        "anatomy_active_negatives", "anatomy_without_gradient"})  # fmt: skip
+"""Families of counts and shares: their y axis starts at 0 (at least 0..1 when all are 0)."""
+
+LABELS = {
+    "loss": "loss",
+    "embedding_norm_mean": "mean norm",
+    "embedding_norm_min": "smallest norm",
+    "embedding_norm_max": "largest norm",
+    "embedding_grad_norm": "gradient norm (whole batch)",
+    "embedding_grad_norm_row_mean": "gradient norm per embedding (mean)",
+    "p_seed": "P (seed 002, Eq. 1)",
+    "p_off_diagonal": "P without the diagonal",
+    "p_without_query": "P without the query's own row and column",
+    "p_cross_modal": "P (cross-modal scores)",
+    "decomposition_ad_norm_q50": "|AD| (median)",
+    "decomposition_cb_norm_q50": "|CB| (median)",
+    "decomposition_grad_norm_q50": "|AD - CB| = gradient (median)",
+    "decomposition_ad_share_mean": "AD share (mean)",
+    "decomposition_cosine_mean": "cosine(AD, CB) (mean)",
+    "queries_without_gradient": "queries (count)",
+    "queries_without_gradient_weighted": "queries (weighted count)",
+    "smooth_ap": "Smooth AP",
+    "exact_ap": "exact AP",
+    "relaxation_gap": "Smooth AP - exact AP",
+    "gradient_agreement_cosine": "cosine(analytic, backpropagated)",
+    "gradient_agreement_relative_error": "relative error",
+    "degenerate_batches": "batches without ranking signal (total)",
+    "degenerate_batch": "this batch without ranking signal (0/1)",
+    "anatomy_active_negatives_mean": "negatives with gradient (mean per query)",
+    "anatomy_i2t_active_negatives_mean": "image -> text",
+    "anatomy_t2i_active_negatives_mean": "text -> image",
+    "anatomy_hardest_10pct_share": "share on the hardest 10 %",
+    "anatomy_i2t_hardest_10pct_share": "share on the hardest 10 % (image -> text)",
+    "anatomy_t2i_hardest_10pct_share": "share on the hardest 10 % (text -> image)",
+    "anatomy_active_rank_depth": "relative rank depth",
+    "anatomy_i2t_active_rank_depth": "relative rank depth (image -> text)",
+    "anatomy_t2i_active_rank_depth": "relative rank depth (text -> image)",
+    "anatomy_queries_without_gradient": "queries with dL/dS = 0 (share)",
+    "anatomy_i2t_queries_without_gradient": "queries with dL/dS = 0 (image -> text)",
+    "anatomy_t2i_queries_without_gradient": "queries with dL/dS = 0 (text -> image)",
+}
+"""Legend label of each logged key; a key not listed gets :func:`key_label`'s readable form."""
+
+
+def key_label(key: str) -> str:
+    """The legend label of a logged key: :data:`LABELS`, else the key made readable.
+
+    Example:
+        >>> key_label("p_off_diagonal"), key_label("some_new_norm_q50")
+        ('P without the diagonal', 'some new norm (median)')
+    """
+    if key in LABELS:
+        return LABELS[key]
+    words = key.replace("_q50", " (median)").replace("pct", " %").replace("_", " ")
+    return " ".join(words.split())
 """Family -> (title, keys, y label)."""
 
 Run = tuple[str, list[dict]]
@@ -79,6 +141,8 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         raise GradlabError(
             f"labels must give one label per run ({len(paths)}); got {len(labels)}: {labels!r}"
         )
+    else:
+        _check_labels(labels)
     runs: list[Run] = []
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
@@ -108,6 +172,19 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     return runs
 
 
+def _check_labels(labels: Sequence[str]) -> None:
+    """Each label a non-empty string, no two alike (a legend must tell the runs apart)."""
+    for label in labels:
+        if not isinstance(label, str) or not label.strip():
+            raise GradlabError(f"labels must be non-empty strings; got {label!r} in {labels!r}")
+    repeated = sorted({label for label in labels if list(labels).count(label) > 1})
+    if repeated:
+        raise GradlabError(
+            f"labels must differ from each other; got {', '.join(map(repr, repeated))} more than "
+            f"once in {list(labels)!r}"
+        )
+
+
 def plot_runs(
     run_dirs: Sequence[str | Path],
     out: str | Path | None = None,
@@ -118,8 +195,11 @@ def plot_runs(
     Writes ``<family>.png`` for each family and ``overview.png`` (one panel per family) into
     ``out``: by default ``RUN_DIR/figures`` for one run, ``<common parent>/figures`` for several.
     """
+    if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
+        raise GradlabError(f"out must be a folder path or None; got {out!r}")
     runs = load_runs(run_dirs, labels)
     folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
+    check_output_folder(folder, "out")
     present = {
         family: [key for key in keys if any(key in r for _, records in runs for r in records)]
         for family, (_, keys, _) in FAMILIES.items()
@@ -144,10 +224,14 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
 
 
 def _line_style(run_index: int, key_index: int, several: bool) -> dict:
-    """Several runs: the run's colour, the key's line style. One run: the key's series style."""
+    """Several runs: the run's colour and marker (hollow, larger and wider for earlier runs, so
+    a run under an identical later one still shows), the key's line style. One run: the key's
+    series style."""
     if not several:
         return {**series_style(key_index), "markersize": 3}
-    return {"color": series_style(run_index)["color"], "marker": ".", "markersize": 4,
+    return {"color": series_style(run_index)["color"], "marker": series_style(run_index)["marker"],
+            "markersize": max(9 - 2.5 * run_index, 3), "markerfacecolor": "none",
+            "linewidth": max(3.2 - 0.9 * run_index, 1.0),
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
@@ -158,21 +242,27 @@ def _draw_family(axis, family: str, keys: list[str], runs: list[Run], wrap: int 
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
             if points:
-                axis.plot(*zip(*points, strict=True), linewidth=1.4,
-                          **_line_style(run_index, key_index, several))  # fmt: skip
+                axis.plot(*zip(*points, strict=True),
+                          **{"linewidth": 1.4, **_line_style(run_index, key_index, several)})
     axis.set(xlabel="optimizer step", ylabel=ylabel, title=textwrap.fill(title, wrap))
+    if family in ZERO_BASED:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
+        largest = max((max(line.get_ydata(), default=0) for line in axis.get_lines()), default=0)
+        axis.set_ylim(0, axis.get_ylim()[1] if largest > 0 else 1)
+        for line in axis.get_lines():
+            line.set_clip_on(False)  # markers at 0 drawn whole on the bottom edge
 
 
 def _key_handles(keys: list[str], several: bool) -> list[Line2D]:
     if several:  # the keys in grey, by line style
         return [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                       label=key) for i, key in enumerate(keys)]  # fmt: skip
-    return [Line2D([], [], **_line_style(0, i, False), label=key) for i, key in enumerate(keys)]
+                       label=key_label(key)) for i, key in enumerate(keys)]  # fmt: skip
+    return [Line2D([], [], **_line_style(0, i, False), label=key_label(key))
+            for i, key in enumerate(keys)]  # fmt: skip
 
 
 def _run_handles(runs: list[Run]) -> list[Line2D]:
-    return [Line2D([], [], color=series_style(i)["color"], linewidth=3, label=label)
-            for i, (label, _) in enumerate(runs)]  # fmt: skip
+    return [Line2D([], [], **_line_style(i, 0, True), label=name)
+            for i, (name, _) in enumerate(runs)]  # fmt: skip
 
 
 def _legend(keys: list[str], runs: list[Run]) -> list[Line2D]:

@@ -1,5 +1,6 @@
 """gradlab plot: runs overlaid (one colour per run), restarting logs split with a warning."""
 
+import re
 import warnings
 
 import matplotlib.pyplot as plt
@@ -58,7 +59,7 @@ def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
     for selection in (runs, runs[:1]):
         with captured_figures(monkeypatch, monitor_plots) as figures:
             plot_runs(selection, tmp_path / "figures")
-        assert len(figures) == 6  # loss, embeddings, P, counts, degenerate batches, overview
+        assert len(figures) == 7  # loss, norms, gradient norms, P, counts, degenerate, overview
         for figure in figures:
             assert layout_problems(figure) == [], figure.axes[0].get_title()
             labels = [t.get_text() for legend in [*figure.legends,
@@ -82,7 +83,7 @@ def test_the_plot_command_prints_the_restart_warning(tmp_path, capsys, monkeypat
     log.write_text(log.read_text() * 2)
     with captured_figures(monkeypatch, monitor_plots) as figures:
         assert main(["plot", str(tmp_path / "old")]) == 0
-    assert len(figures) == 4 and all(plt.close(figure) is None for figure in figures)
+    assert len(figures) == 5 and all(plt.close(figure) is None for figure in figures)
     assert "steps restart" in capsys.readouterr().err
 
 
@@ -118,3 +119,93 @@ def test_a_run_without_records_is_refused(tmp_path):
     with pytest.raises(GradlabError, match="holds no logged step yet"):
         plot_runs([tmp_path / "empty"])
     assert main(["plot", str(tmp_path / "empty")]) == 2
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (lambda run, tmp: [run, "--out", str(tmp / "a_file")], r"--out must be a folder; .*file"),
+        (lambda run, tmp: [run, "--out", ""], r"--out must be a folder path; got ''"),
+        (lambda run, tmp: [run, "--label", ""], r"labels must be non-empty strings; got ''"),
+        (lambda run, tmp: [run, run, "--label", "a", "--label", "a"], r"'a' more than once"),
+        (lambda run, tmp: [run, "--label", "a", "--label", "b"], r"one label per run \(1\)"),
+    ],
+)
+def test_plot_user_errors_are_one_line_and_exit_2(tmp_path, capsys, arguments, message):
+    run = str(_run(tmp_path / "run", 1))
+    (tmp_path / "a_file").write_text("mine")
+    assert main(["plot", *arguments(run, tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gradlab: "), err
+    assert re.search(message, err), err
+    assert (tmp_path / "a_file").read_text() == "mine"
+
+
+@pytest.mark.parametrize("damage", ["truncate_last", "garbage_first"])
+def test_plot_skips_a_broken_line_naming_file_and_line(tmp_path, capsys, monkeypatch, damage):
+    log = _run(tmp_path / "run", 3) / "metrics.jsonl"
+    text = log.read_text()
+    log.write_text(text[:-15] if damage == "truncate_last" else "garbage{\n" + text)
+    line = 4 if damage == "truncate_last" else 1  # header + 3 records; garbage is line 1
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        assert main(["plot", str(tmp_path / "run"), "--out", str(tmp_path / "figs")]) == 0
+    assert all(plt.close(figure) is None for figure in figures)
+    assert f"{log}:{line}: skipped a line that is not valid JSON" in capsys.readouterr().err
+
+
+def _figures(monkeypatch, run_dirs, **options):
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        plot_runs(run_dirs, **options)
+    plt.close(figures[-1])  # the overview
+    return {figure.axes[0].get_title().replace("\n", " "): figure for figure in figures[:-1]}
+
+
+def test_legends_are_human_labels_and_panels_say_what_they_count(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run", steps=3, preset="full")
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
+    for title, figure in figures.items():
+        assert layout_problems(figure) == [], title
+        texts = [t.get_text() for t in figure.axes[0].get_legend().texts]
+        assert texts and not any("_" in text for text in texts), (title, texts)
+        plt.close(figure)
+    titles = " | ".join(figures)
+    assert "Batches in which no query has a positive" not in titles
+    assert "no query has both a positive and a negative" in titles
+    assert "Queries without gradient entries" not in titles
+    assert "no entry in the sigmoid's operating region (seed 001 count" in titles
+    assert monitor_plots.key_label("p_off_diagonal") == "P without the diagonal"
+    assert monitor_plots.key_label("new_thing_q50") == "new thing (median)"  # fallback
+
+
+def test_norms_and_gradient_norms_have_separate_axes(tmp_path, monkeypatch):
+    figures = _figures(monkeypatch, [_run(tmp_path / "run", steps=3)], out=tmp_path / "figs")
+    for figure in figures.values():
+        keys = {t.get_text() for t in figure.axes[0].get_legend().texts}
+        assert not ({"mean norm"} <= keys and {"gradient norm (whole batch)"} <= keys)
+        plt.close(figure)
+    assert "Embedding norms" in figures and "Gradient of the loss w.r.t. the embeddings" in figures
+
+
+def test_counts_and_shares_start_at_zero(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run", steps=3, preset="full")  # no degenerate batch: all zero
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
+    for title, figure in figures.items():
+        bottom, top = figure.axes[0].get_ylim()
+        if title.startswith(("Batches without", "Queries with no entry", "Operating-region")):
+            assert bottom == 0, (title, bottom)
+        if title.startswith("Batches without"):
+            assert top == 1, (title, top)  # all zero: 0..1, not -0.04..0.04
+        plt.close(figure)
+
+
+def test_identical_runs_both_stay_visible(tmp_path):
+    runs = load_runs([_run(tmp_path / "a", 2), _run(tmp_path / "b", 2)])
+    figure, axis = plt.subplots()
+    _draw_family(axis, "loss", ["loss"], runs)
+    first, second = axis.get_lines()
+    assert list(first.get_ydata()) == list(second.get_ydata())  # the same series
+    assert first.get_marker() != second.get_marker()
+    assert first.get_markersize() > second.get_markersize()  # drawn first, larger: it shows
+    assert first.get_linewidth() > second.get_linewidth()
+    assert first.get_markerfacecolor() == "none"  # hollow: the later run shows inside it
+    plt.close(figure)
