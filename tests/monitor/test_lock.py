@@ -5,6 +5,7 @@ import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -63,3 +64,32 @@ def test_a_live_lock_of_another_process_is_honoured(tmp_path):
     (tmp_path / LOCK_NAME).write_text(json.dumps(live))
     with pytest.raises(GradlabError, match=f"process {os.getppid()}"):
         Monitor(tmp_path, preset="cheap")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+HOLDER = """
+import sys, time
+import gradlab
+from tests.monitor.helpers import train
+monitor = gradlab.Monitor(sys.argv[1], preset="cheap", every=1)
+train(monitor, steps=1)
+print("written", flush=True)
+time.sleep(60)  # killed by the test: a crash that never calls close()
+"""
+
+
+def test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)],
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "written"
+        with pytest.raises(GradlabError, match=f"in use by another Monitor \\(process {child.pid}"):
+            Monitor(tmp_path, preset="cheap", resume=True)
+    finally:
+        child.kill()
+        child.wait()
+    assert (tmp_path / LOCK_NAME).exists()  # left behind by the crash
+    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+        train(monitor, steps=1)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")[1]] == [0, 1]
+    assert not (tmp_path / LOCK_NAME).exists()
