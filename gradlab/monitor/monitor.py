@@ -226,7 +226,7 @@ class Monitor:
         self._opened = False
         self._closed = False
         self._lock_token: str | None = None
-        if self.log_dir.is_dir():
+        if self.log_dir.is_dir() and _is_rank_zero():  # only rank 0 writes (and claims)
             lock.refuse_if_in_use(self.log_dir)  # a live Monitor writes there
         self._previous_run = self._check_previous_run(resume, overwrite)
 
