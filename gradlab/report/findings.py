@@ -146,7 +146,8 @@ def _losses(results: dict) -> list[Finding]:
     from gradlab.report.sections import loss_comparison_text
 
     sentence = _first_sentence(loss_comparison_text(results))
-    return [Finding(f"On unseen digit strings: {sentence}", "figures/loss_comparison.png")]
+    sentence = sentence[:1].lower() + sentence[1:]
+    return [Finding(f"On unseen digit strings, {sentence}", "figures/loss_comparison.png")]
 
 
 def _scenes(results: dict) -> list[Finding]:
