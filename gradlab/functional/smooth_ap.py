@@ -75,9 +75,10 @@ def group_by_positive_count(
 
     **One host synchronisation.** The group sizes (a histogram of the positive counts) are the
     only values read back to the host; the queries of each group are a slice of one stable
-    sort of the counts, and the column of the ``k``-th positive of a row is a search in the
-    row's running count, so nothing else has a data-dependent shape. ``finite`` names tensors
-    whose finiteness is checked in the same transfer (no extra synchronisation).
+    sort of the counts, and the columns of the positives come from a static-size ``nonzero``
+    whose size the transferred counts give, so nothing else has a data-dependent shape.
+    ``finite`` names tensors whose finiteness is checked in the same transfer (no extra
+    synchronisation).
 
     Raises:
         GradlabError: when a tensor of ``finite`` holds NaN or infinite entries.
@@ -88,7 +89,7 @@ def group_by_positive_count(
         ...  group_by_positive_count(mask)]
         [([1], [[1]]), ([0, 2], [[0, 2], [0, 1]])]
     """
-    num_queries, num_candidates = positives.shape
+    num_candidates = positives.shape[1]
     device = positives.device
     counts = positives.sum(dim=1)
     sizes = torch.zeros(num_candidates + 1, dtype=torch.long, device=device)
@@ -104,14 +105,16 @@ def group_by_positive_count(
     if not present:
         return []
     order = torch.argsort(counts, stable=True)  # queries by count; ascending index within
-    running = positives.cumsum(dim=1)
-    ranks = torch.arange(1, present[-1] + 1, device=device).expand(num_queries, -1)
-    # The k-th positive of a row is the first column whose running count reaches k.
-    packed = torch.searchsorted(running, ranks.contiguous())
+    # Every positive, row-major: the total is known on the host now, so the static-size
+    # nonzero needs no synchronisation, and memory stays O(sum_q |P_q|), not O(Q C).
+    total = sum(count * host_sizes[count] for count in present)
+    columns = torch.nonzero_static(positives, size=total)[:, 1]
+    row_start = counts.cumsum(dim=0) - counts  # index of each row's first positive in columns
     groups, start = [], host_sizes[0]
     for count in present:
         queries = order[start : start + host_sizes[count]]
-        groups.append(PositiveGroup(queries, packed[queries, :count]))
+        within = torch.arange(count, device=device)
+        groups.append(PositiveGroup(queries, columns[row_start[queries].unsqueeze(1) + within]))
         start += host_sizes[count]
     return groups
 
