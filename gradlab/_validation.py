@@ -53,6 +53,34 @@ def check_optional_callable(name: str, value: object, signature: str = "") -> ob
     return value
 
 
+class ScoreRecorderSlot:
+    """Mixin: a ``score_recorder`` attribute (``None`` or a callable, checked when it is set)
+    and a bool ``validate`` switch; shared by gradlab's score-matrix losses and the
+    pytorch-metric-learning recording distances, which hand their matrix to a Monitor.
+
+    ``_recorder_signature`` names the callable's arguments in the error message.
+    """
+
+    _score_recorder = None
+    _recorder_signature = ""
+
+    def _set_validate(self, validate: object) -> None:
+        if not isinstance(validate, bool):
+            raise GradlabError(f"validate must be a bool; got {validate!r}")
+        self.validate = validate
+
+    @property
+    def score_recorder(self):
+        """``None`` or a callable (``_recorder_signature``); refused when assigned otherwise."""
+        return self._score_recorder
+
+    @score_recorder.setter
+    def score_recorder(self, recorder) -> None:
+        self._score_recorder = check_optional_callable(
+            "score_recorder", recorder, self._recorder_signature
+        )
+
+
 def value_checks_enabled() -> bool:
     """False inside :func:`skip_value_checks` (then no check may read a tensor value)."""
     return not _SKIP_VALUE_CHECKS.get()

@@ -8,8 +8,8 @@ import torch
 from torch import nn
 
 from gradlab._validation import (
+    ScoreRecorderSlot,
     check_non_negative_finite,
-    check_optional_callable,
     check_positive_finite,
     check_positive_int,
 )
@@ -185,7 +185,7 @@ class BlackboxAPLoss(nn.Module):
         return f"interpolation={self.interpolation}, margin={self.margin}"
 
 
-class _ScoreMatrixLoss(_WarnsOnDegenerateBatch):
+class _ScoreMatrixLoss(ScoreRecorderSlot, _WarnsOnDegenerateBatch):
     """Base of the losses called as ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
 
     ``score_recorder`` is ``None`` or a ``(direction, scores_alias, positives_mask)`` callable;
@@ -202,29 +202,18 @@ class _ScoreMatrixLoss(_WarnsOnDegenerateBatch):
     degenerate-batch warning or count.
     """
 
+    _recorder_signature = " (direction, scores, positives)"
+
     def __init__(self, direction: str, reduction: str, validate: bool = True) -> None:
         super().__init__()
         if direction not in DIRECTIONS:
             raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
         if reduction not in REDUCTIONS:
             raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
-        if not isinstance(validate, bool):
-            raise GradlabError(f"validate must be a bool; got {validate!r}")
+        self._set_validate(validate)
         self.direction = direction
         self.reduction = reduction
-        self.validate = validate
         self.score_recorder = None
-
-    @property
-    def score_recorder(self):
-        """``None`` or a ``(direction, scores_alias, positives_mask)`` callable; checked on set."""
-        return self._score_recorder
-
-    @score_recorder.setter
-    def score_recorder(self, recorder) -> None:
-        self._score_recorder = check_optional_callable(
-            "score_recorder", recorder, " (direction, scores, positives)"
-        )
 
 
 class MaxViolationTripletLoss(_ScoreMatrixLoss):

@@ -37,6 +37,7 @@ from gradlab._validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    finite_flag,
 )
 from gradlab.errors import GradlabError
 
@@ -95,7 +96,7 @@ def group_by_positive_count(
     sizes = torch.zeros(num_candidates + 1, dtype=torch.long, device=device)
     sizes.index_add_(0, counts, torch.ones_like(counts))
     names = list(finite or {})
-    flags = [_all_finite(finite[name]) for name in names]
+    flags = [finite_flag(finite[name]).long().reshape(1) for name in names]
     host = torch.cat([sizes, *flags]).tolist() if flags else sizes.tolist()  # the one transfer
     for name, flag in zip(names, host[num_candidates + 1 :], strict=True):
         if not flag:
@@ -117,14 +118,6 @@ def group_by_positive_count(
         groups.append(PositiveGroup(queries, columns[row_start[queries].unsqueeze(1) + within]))
         start += host_sizes[count]
     return groups
-
-
-def _all_finite(tensor: torch.Tensor) -> torch.Tensor:
-    """``[1]`` long flag, 1 when every entry is finite; one read-only reduction, on the device."""
-    if not tensor.is_floating_point() or tensor.numel() == 0:
-        return torch.ones(1, dtype=torch.long, device=tensor.device)
-    low, high = torch.aminmax(tensor.detach())  # NaN propagates through min and max
-    return (torch.isfinite(low) & torch.isfinite(high)).long().reshape(1)
 
 
 def _chunks(group: PositiveGroup, num_candidates: int, budget: int) -> Iterator[slice]:

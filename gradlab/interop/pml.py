@@ -33,7 +33,7 @@ from __future__ import annotations
 import torch
 
 from gradlab._validation import (
-    check_optional_callable,
+    ScoreRecorderSlot,
     check_same_device,
     check_tensor,
     finite_flag,
@@ -50,27 +50,14 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
     ) from error
 
 
-class _Recording:
+class _Recording(ScoreRecorderSlot):
     """Mixin: hand the returned matrix to ``score_recorder`` (``(direction, matrix, None)``)."""
 
-    _score_recorder = None
+    _recorder_signature = " (direction, matrix, mask)"
 
     def __init__(self, *args, validate: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if not isinstance(validate, bool):
-            raise GradlabError(f"validate must be a bool; got {validate!r}")
-        self.validate = validate
-
-    @property
-    def score_recorder(self):
-        """``None`` or a ``(direction, matrix, None)`` callable; refused on assignment otherwise."""
-        return self._score_recorder
-
-    @score_recorder.setter
-    def score_recorder(self, recorder) -> None:
-        self._score_recorder = check_optional_callable(
-            "score_recorder", recorder, " (direction, matrix, mask)"
-        )
+        self._set_validate(validate)
 
     def _check_inputs(self, query_emb: object, ref_emb: object) -> None:
         check_tensor("query_emb", query_emb, ndims=(2,), kind="float")
