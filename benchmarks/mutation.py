@@ -12,6 +12,10 @@ survivors by name, and the survivors judged equivalent with their one-line reaso
 
 Run one module in minutes::
 
+    python benchmarks/mutation.py --only functional/harmonic --children 1
+
+or a custom group (its own name, its own tests)::
+
     python benchmarks/mutation.py --group harmonic=gradlab/functional/harmonic.py \\
         --tests tests/functional/test_harmonic.py
 
@@ -21,6 +25,7 @@ Not part of CI: a full run takes about an hour on two cores.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import platform
@@ -35,12 +40,33 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 EQUIVALENTS = ROOT / "benchmarks" / "mutation_equivalents.json"
 
+FUNCTIONAL_TESTS = {
+    "blackbox_ap": ["tests/functional/test_fastap_blackbox.py", "tests/test_defaults.py"],
+    "decomposition": ["tests/functional/test_decomposition.py"],
+    "diagnostics": ["tests/functional/test_diagnostics.py"],
+    "fappy": ["tests/functional/test_fappy.py", "tests/test_defaults.py"],
+    "fastap": ["tests/functional/test_fastap_blackbox.py", "tests/test_defaults.py"],
+    "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
+    "harmonic": ["tests/functional/test_harmonic.py", "tests/functional/test_relaxed_ranking.py"],
+    "layouts": ["tests/functional/test_layouts.py"],
+    "losses": ["tests/functional/test_losses.py", "tests/test_defaults.py"],
+    "operating_region": ["tests/functional/test_operating_region.py", "tests/test_defaults.py"],
+    "relaxed_ranking": ["tests/functional/test_relaxed_ranking.py"],
+    "retrieval_metrics": ["tests/functional/test_retrieval_metrics.py"],
+    "score_losses": ["tests/functional/test_score_losses.py", "tests/test_defaults.py"],
+    "sigmoid": ["tests/functional/test_sigmoid.py"],
+    "smooth_ap": ["tests/functional/test_smooth_ap.py", "tests/test_defaults.py"],
+    "tie_aware": ["tests/functional/test_tie_aware.py", "tests/functional/test_relaxed_ranking.py"],
+}
+"""Each module of ``gradlab/functional/`` -> the test files that cover it (a run stays short)."""
+
 GROUPS = {
-    "functional": (["gradlab/functional/*"], ["tests/functional", "tests/test_defaults.py"]),
+    **{f"functional/{module}": ([f"gradlab/functional/{module}.py"], tests)
+       for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"], ["tests/test_losses.py", "tests/test_defaults.py"]),
     "monitor": (["gradlab/monitor/*"], ["tests/monitor"]),
     "symbolic": (["gradlab/symbolic/*"], ["tests/symbolic"]),
-}
+}  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
 # mutmut's exit-code convention (mutmut.stats.status_by_exit_code), folded into our columns.
@@ -76,9 +102,35 @@ def _collect(workdir: Path) -> dict[str, str]:
     return statuses
 
 
+PACKAGES = {
+    "functional": "gradlab/functional/",
+    "monitor": "gradlab/monitor/",
+    "symbolic": "gradlab/symbolic/",
+    "losses.py": "gradlab/losses.py",
+}
+"""Roll-up name -> the path prefix of the modules its groups mutate."""
+
+COUNTED = ("killed", "survived", "no_tests", "timeout")
+
+
+def scratch_folder(name: str) -> Path:
+    """The scratch clone of one group (``/`` in a group name becomes ``-``)."""
+    return Path(tempfile.gettempdir()) / f"gradlab-mutants-{name.replace('/', '-')}"
+
+
+def killed_share(killed: int, undetected: int, equivalent: int) -> float | None:
+    """Killed share of the non-equivalent mutants (None when every mutant is equivalent).
+
+    A mutant no test reaches (``no_tests``) counts as undetected, as a survivor does; a timeout
+    counts as detected (the tests notice a mutant that hangs).
+    """
+    non_equivalent = killed + undetected - equivalent
+    return killed / non_equivalent if non_equivalent else None
+
+
 def run_group(name: str, only_mutate: list[str], tests: list[str], children: int) -> dict:
     """Mutate one group in a scratch clone and count what its tests caught."""
-    workdir = Path(tempfile.gettempdir()) / f"gradlab-mutants-{name}"
+    workdir = scratch_folder(name)
     _scratch_clone(workdir)
     with open(workdir / "pyproject.toml", "a") as pyproject:
         pyproject.write(_mutmut_config(only_mutate, tests))
@@ -91,37 +143,119 @@ def run_group(name: str, only_mutate: list[str], tests: list[str], children: int
     )  # fmt: skip
     statuses = _collect(workdir)
     equivalents = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
-    survived = sorted(m for m, s in statuses.items() if s == "survived")
-    judged = {m: equivalents[m] for m in survived if m in equivalents}
-    counts = {status: sum(s == status for s in statuses.values())
-              for status in ("killed", "survived", "no_tests", "timeout")}  # fmt: skip
-    non_equivalent = counts["killed"] + counts["survived"] - len(judged)
+    undetected = sorted(m for m, s in statuses.items() if s in ("survived", "no_tests"))
+    judged = {m: equivalents[m] for m in undetected if m in equivalents}
+    counts = {status: sum(s == status for s in statuses.values()) for status in COUNTED}
+    detected = counts["killed"] + counts["timeout"]
     return {
         "modules": only_mutate,
         "tests": tests,
+        "commit": _head(workdir),
         "generated": len(statuses),
         **counts,
         "equivalent": judged,
-        "killed_share_of_non_equivalent": counts["killed"] / non_equivalent
-        if non_equivalent else None,
-        "survivors": [m for m in survived if m not in judged],
+        "killed_share_of_non_equivalent": killed_share(
+            detected, counts["survived"] + counts["no_tests"], len(judged)
+        ),
+        "survivors": [m for m in undetected if m not in judged],
         "seconds": round(time.perf_counter() - started, 1),
     }
+
+
+def package_of(group: dict) -> str | None:
+    """The roll-up a group belongs to: the package every one of its modules lies in."""
+    for package, prefix in PACKAGES.items():
+        if group["modules"] and all(m.startswith(prefix) for m in group["modules"]):
+            return package
+    return None
+
+
+def roll_up(groups: dict[str, dict]) -> dict[str, dict]:
+    """Per package, the sums over its predefined groups present in ``groups``.
+
+    Only the groups of ``GROUPS`` count (a custom ``--group`` may overlap them); a package's
+    predefined groups mutate disjoint files, so no mutant is counted twice.
+    """
+    packages = {}
+    for package in PACKAGES:
+        members = sorted(name for name, group in groups.items()
+                         if name in GROUPS and package_of(group) == package)  # fmt: skip
+        if not members:
+            continue
+        total = {key: sum(groups[m][key] for m in members) for key in ("generated", *COUNTED)}
+        total["equivalent"] = sum(len(groups[m]["equivalent"]) for m in members)
+        total["killed_share_of_non_equivalent"] = killed_share(
+            total["killed"] + total["timeout"],
+            total["survived"] + total["no_tests"],
+            total["equivalent"],
+        )
+        packages[package] = {"groups": members, **total}
+    return packages
+
+
+def _head(folder: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=folder,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def write_results(out: Path, fresh: dict[str, dict]) -> dict:
+    """Merge ``fresh`` groups into ``out`` under an exclusive lock and rewrite the roll-ups.
+
+    Several people run groups at once: the file is re-read inside the lock (``out`` + ``.lock``,
+    ``fcntl.flock``), so a group another run wrote meanwhile is kept, and replaced atomically.
+    """
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_name(out.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        previous = json.loads(out.read_text()) if out.exists() else {}
+        groups = {**previous.get("groups", {}), **fresh}
+        report = {
+            "tool": "mutmut",
+            "commit": _head(ROOT),
+            "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
+            "packages": roll_up(groups),
+            "groups": dict(sorted(groups.items())),
+        }
+        staging = out.with_name(out.name + f".{os.getpid()}.tmp")
+        staging.write_text(json.dumps(report, indent=1) + "\n")
+        staging.replace(out)
+    return report
+
+
+def selected(wanted: str) -> dict[str, tuple[list[str], list[str]]]:
+    """The predefined groups ``--only wanted`` names: itself, or all under a name ending in /."""
+    return {name: spec for name, spec in GROUPS.items()
+            if name == wanted or (wanted.endswith("/") and name.startswith(wanted))}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--group", action="append", default=[],
-        help="NAME=GLOB[,GLOB]: a group to mutate (default: every group of GROUPS)",
+        help="NAME=GLOB[,GLOB]: a custom group to mutate, with --tests",
     )  # fmt: skip
     parser.add_argument(
         "--tests", action="append", default=[],
         help="test paths for --group (default: the whole tests/ folder)",
     )  # fmt: skip
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="NAME",
+        help="run this predefined group only (repeatable; a name ending in / runs every group "
+        "under it, e.g. functional/); default: every group of GROUPS",
+    )  # fmt: skip
+    parser.add_argument("--list", action="store_true", help="print the predefined groups and exit")
     parser.add_argument("--children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"default {RESULTS}")
     arguments = parser.parse_args(argv)
+    if arguments.list:
+        for name, (only_mutate, tests) in GROUPS.items():
+            print(f"{name}: {' '.join(only_mutate)} <- {' '.join(tests)}")
+        return 0
+    unknown = [wanted for wanted in arguments.only if not selected(wanted)]
+    if unknown:
+        print(f"mutation.py: --only {unknown[0]!r} is not a predefined group (see --list)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     if shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
         print("mutation.py: mutmut is not installed: pip install 'gradlab[mutation]'",
               file=sys.stderr)  # fmt: skip
@@ -130,24 +264,17 @@ def main(argv: list[str] | None = None) -> int:
     for spec in arguments.group:
         name, _, globs = spec.partition("=")
         groups[name] = (globs.split(","), arguments.tests or ["tests"])
+    for wanted in arguments.only:
+        groups.update(selected(wanted))
     groups = groups or GROUPS
-    previous = json.loads(arguments.out.read_text()) if arguments.out.exists() else {}
-    results = previous.get("groups", {})
     for name, (only_mutate, tests) in groups.items():
         print(f"mutation.py: {name}: mutating {only_mutate}, tests {tests}", file=sys.stderr)
-        results[name] = run_group(name, only_mutate, tests, arguments.children)
-        print(f"mutation.py: {name}: {results[name]['killed']} of {results[name]['generated']} "
-              f"killed, {results[name]['survived']} survived", file=sys.stderr)  # fmt: skip
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
-                            capture_output=True, text=True).stdout.strip()  # fmt: skip
-    report = {
-        "tool": "mutmut",
-        "commit": commit,
-        "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
-        "groups": results,
-    }
-    arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    arguments.out.write_text(json.dumps(report, indent=1) + "\n")
+        result = run_group(name, only_mutate, tests, arguments.children)
+        write_results(arguments.out, {name: result})  # each group saved as soon as it is done
+        share = result["killed_share_of_non_equivalent"]
+        print(f"mutation.py: {name}: {result['killed']} of {result['generated']} killed, "
+              f"{result['survived']} survived, {len(result['equivalent'])} equivalent, "
+              f"{result['no_tests']} without tests, share {share}", file=sys.stderr)  # fmt: skip
     print(f"mutation.py: wrote {arguments.out}", file=sys.stderr)
     return 0
 
