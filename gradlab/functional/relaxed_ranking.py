@@ -26,8 +26,10 @@ with ``A_d = (c+_d - 1)/(c_d - 1)`` and ``L``, ``L_D`` the harmonic and discount
   share of relevant items among the *other* items of the bin, a probability, and it multiplies
   zero when ``n_d = 1``. Relaxed, ``(c+ - 1)/(c - 1)`` has a pole at ``c = 1`` whenever
   ``c+ != 1``; gradlab clamps it to ``[0, 1]`` (its range for every integer configuration where
-  it matters) and sets it to 0 within ``1e-9`` of ``c = 1``. The clamp changes no integer
-  configuration.
+  it matters) above one item, and sets it to 0 for a bin of at most one item (``c <= 1``, and
+  within ``1e-9`` of ``c = 1``): such a bin holds no *other* item. With ``c+ <= c`` this is
+  the clamp's own limit at ``c -> 1`` from above, so AP is continuous there. The clamp changes
+  no integer configuration.
 """
 
 from __future__ import annotations
@@ -127,7 +129,7 @@ def soft_histogram(
 
 
 def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
-    """``numerator / denominator``, 0 where the denominator is 0 (gradient-safe)."""
+    """``numerator / denominator``, 0 where the denominator is not positive (gradient-safe)."""
     nonzero = denominator > 0
     return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
 

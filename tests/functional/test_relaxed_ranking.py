@@ -20,6 +20,7 @@ from gradlab.functional import (
     tie_aware_ap,
     tie_aware_dcg,
 )
+from tests.reference.relaxed_ranking_loops import relaxed_ap
 
 
 def batch(seed, size, bits, scale=2.0):
@@ -103,6 +104,39 @@ def test_relaxed_ap_has_no_pole_near_one_item(method):
     for gap in (1e-3, 1e-6, 1e-9, 1e-12):
         assert abs(ap_at(1.0 + gap) - at_one) <= 2 * slope * gap + 1e-15
         assert abs(ap_at(1.0 - gap) - at_one) <= 2 * slope * gap + 1e-15
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize("count", [0.5, 1.0 - 1e-3, 1.0, 1.0 + 1e-3, 1.5, 2.0])
+def test_relaxed_ap_value_at_and_near_a_one_item_bin(method, count):
+    # The pole of (c+ - 1)/(c - 1) at c = 1: the value, not only its range, against Eq. 13
+    # evaluated bin by bin with mpmath (the same counts as the continuity test below).
+    positive = torch.tensor([[0.5, 1.0]], dtype=torch.float64)
+    total = torch.tensor([[count, 2.0]], dtype=torch.float64)
+    expected = relaxed_ap([0.5, 1.0], [count, 2.0], method)
+    assert relaxed_tie_aware_ap(positive, total, method).item() == pytest.approx(
+        expected, abs=1e-14
+    )
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    bins=st.integers(1, 7),
+    method=st.sampled_from(HARMONIC_METHODS),
+    empty=st.floats(0.0, 0.6),
+)
+def test_relaxed_ap_matches_the_printed_formula(seed, bins, method, empty):
+    generator = torch.Generator().manual_seed(seed)
+    counts = torch.rand(2, bins, generator=generator, dtype=torch.float64) * 4.0
+    counts[torch.rand(2, bins, generator=generator) < empty] = 0.0  # empty bins are common
+    positive = counts * torch.rand(2, bins, generator=generator, dtype=torch.float64)
+    got = relaxed_tie_aware_ap(positive, counts, method)
+    for q in range(2):
+        expected = relaxed_ap(positive[q].tolist(), counts[q].tolist(), method)
+        if math.isnan(expected):
+            assert math.isnan(got[q].item())
+        else:
+            assert got[q].item() == pytest.approx(expected, abs=1e-12)
 
 
 @pytest.mark.parametrize("method", HARMONIC_METHODS)

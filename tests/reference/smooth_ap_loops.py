@@ -42,6 +42,37 @@ def smooth_ap_one_query(scores: Sequence[float], positives: Sequence[bool], tau:
     return total / len(pos)
 
 
+def smooth_ap_one_query_gradient(
+    scores: Sequence[float], positives: Sequence[bool], tau: float
+) -> list[float]:
+    """``d AP / d s_k`` of :func:`smooth_ap_one_query`, by the quotient rule over loops.
+
+    ``A_i = 1 + sum_{j in P, j != i} G(s_j - s_i)``, ``R_i = 1 + sum_{j != i} G(s_j - s_i)``;
+    ``G(s_j - s_i)`` moves with ``s_j`` by ``+G'`` and with ``s_i`` by ``-G'``. All zeros for a
+    query without positives (its AP is NaN and takes no gradient).
+    """
+    pos = [i for i, p in enumerate(positives) if p]
+    gradient = [0.0] * len(scores)
+    for i in pos:
+        rank_positive, rank_all = 1.0, 1.0
+        d_positive, d_all = [0.0] * len(scores), [0.0] * len(scores)
+        for j, score in enumerate(scores):
+            if j == i:
+                continue
+            g, weight = sigmoid(score - scores[i], tau), slope(score - scores[i], tau)
+            rank_all += g
+            d_all[j] += weight
+            d_all[i] -= weight
+            if positives[j]:
+                rank_positive += g
+                d_positive[j] += weight
+                d_positive[i] -= weight
+        for k in range(len(scores)):
+            quotient = (d_positive[k] * rank_all - rank_positive * d_all[k]) / rank_all**2
+            gradient[k] += quotient / len(pos)
+    return gradient
+
+
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     dot = math.fsum(x * y for x, y in zip(a, b, strict=True))
     return dot / (math.sqrt(math.fsum(x * x for x in a)) * math.sqrt(math.fsum(y * y for y in b)))
