@@ -56,8 +56,9 @@ def test_logged_values_equal_the_functional_api(tmp_path):
     assert record["decomposition_ad_norm_mean"] == pytest.approx(
         norms["ad_norm"].mean().item(), rel=1e-5
     )
-    assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
-    assert record["gradient_agreement_relative_error"] < 1e-5
+    # Gradient agreement is checked against a SmoothAP written with loops (test_values.py), not
+    # against gradlab's SmoothAPLoss itself.
+    assert {"gradient_agreement_cosine", "gradient_agreement_relative_error"} <= set(record)
     layout = in_batch_layout(detached.double(), labels)
     smooth = gradlab.functional.smooth_ap(
         layout.scores, layout.positives, 0.05, candidates=layout.candidates

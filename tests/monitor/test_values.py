@@ -1,0 +1,408 @@
+"""Every logged Monitor quantity against a brute-force float64 loop on a small batch.
+
+The references are plain Python loops over floats (``tests/reference/``) or torch autograd
+through a SmoothAP written here with loops; none calls the code under test. Cases the shared-path
+test (test_shared.py) leaves open: the cheap quantities, P across modalities and at another
+eps, the plain counts and their "queries without gradient", cross-modal counts (every candidate
+kept), the relaxation gap's sign, gradient agreement against an independent loss, the anatomy's
+every key with a candidate mask, and the NaN/inf-dropping summaries at the 10/50/90 % levels.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from scipy.optimize import brentq
+
+import gradlab
+from gradlab.functional.losses import recording
+from gradlab.monitor import (
+    EmbeddingGradNorm,
+    EmbeddingNorms,
+    GradientAgreement,
+    GradientCounts,
+    Loss,
+    Monitor,
+    OperatingRegion,
+    RelaxationGap,
+    every,
+)
+from gradlab.monitor.anatomy import Anatomy, anatomy_values
+from gradlab.monitor.batch import BatchView
+from tests.monitor.test_shared import _quantiles  # 10/50/90 %, linear interpolation
+from tests.reference.anatomy_loops import anatomy_one_query
+from tests.reference.operating_region_loops import gradient_count, proportion
+from tests.reference.smooth_ap_loops import cosine, slope, smooth_ap_one_query
+from tests.reference.tie_aware_loops import average_precision
+
+TAU = 0.1
+
+
+def _fsum_mean(values):
+    return math.fsum(values) / len(values)
+
+
+def _width(tau, eps):
+    """The half-width w of the operating region: slope(w) = eps, by bracketing (scipy)."""
+    return brentq(lambda d: slope(d, tau) - eps, 0.0, 50 * tau, xtol=1e-15)
+
+
+def _random(shape, seed, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _compute(quantity, batch):
+    with torch.no_grad():
+        return {key: value.item() for key, value in quantity.compute(batch).items()}
+
+
+# --- summaries: finite entries only, quantiles at 10/50/90 % -----------------------------------
+
+
+def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90_quantiles():
+    from gradlab.monitor.quantities import _summaries
+
+    finite = [0.3, -1.2, 4.0, 2.5, 0.0, 7.25, -0.5, 1.0, 3.3, 9.0, 0.1]
+    row = [*finite[:4], math.nan, *finite[4:8], math.inf, -math.inf, *finite[8:]]
+    second = [5.0, math.nan, math.nan]
+    rows = torch.tensor([row, [*second, *[math.nan] * 11]], dtype=torch.float64)
+    values = _summaries(["first", "second"], rows)
+    got = {key: value.item() for key, value in values.items()}
+    for prefix, kept in (("first", finite), ("second", [5.0])):
+        assert got[f"{prefix}_mean"] == pytest.approx(_fsum_mean(kept), rel=1e-15)
+        for name, expected in zip(("q10", "q50", "q90"), _quantiles(kept), strict=True):
+            assert got[f"{prefix}_{name}"] == pytest.approx(expected, rel=1e-15), (prefix, name)
+    empty = _summaries(["none"], torch.full((1, 4), math.nan))
+    assert all(math.isnan(value.item()) for value in empty.values())
+
+
+# --- loss, embedding norms, gradient norms: a loss with a known gradient -----------------------
+
+
+def test_loss_and_norms_equal_loops_on_a_loss_with_a_known_gradient(tmp_path):
+    embeddings = _random((6, 3), 1).requires_grad_(True)
+    weights = _random((6, 3), 2)  # d(sum(E * W))/dE = W
+    quantities = [Loss(every(1)), EmbeddingNorms(every(1)), EmbeddingGradNorm(every(1))]
+    with Monitor(tmp_path, quantities=quantities) as monitor:
+        loss_fn = monitor.watch(lambda e, y: (e * weights).sum() + 0.125)
+        loss = loss_fn(embeddings, torch.tensor([0, 0, 1, 1, 2, 2]))
+        loss.backward()
+        record = monitor.step()
+    rows, grad_rows = embeddings.detach().tolist(), weights.tolist()
+    expected_loss = math.fsum(x * w for r, g in zip(rows, grad_rows, strict=True)
+                              for x, w in zip(r, g, strict=True)) + 0.125  # fmt: skip
+    assert record["loss"] == pytest.approx(expected_loss, rel=1e-14)
+    norms = [math.sqrt(math.fsum(x * x for x in r)) for r in rows]
+    assert record["embedding_norm_mean"] == pytest.approx(_fsum_mean(norms), rel=1e-14)
+    assert record["embedding_norm_min"] == pytest.approx(min(norms), rel=1e-14)
+    assert record["embedding_norm_max"] == pytest.approx(max(norms), rel=1e-14)
+    grad_norms = [math.sqrt(math.fsum(x * x for x in g)) for g in grad_rows]
+    whole = math.sqrt(math.fsum(x * x for g in grad_rows for x in g))
+    assert record["embedding_grad_norm"] == pytest.approx(whole, rel=1e-14)
+    assert record["embedding_grad_norm_row_mean"] == pytest.approx(_fsum_mean(grad_norms),
+                                                                   rel=1e-14)  # fmt: skip
+
+
+# --- operating region: width and P, in-batch and cross-modal, at another eps --------------------
+
+
+@pytest.mark.parametrize("eps", [0.005, 0.05])
+def test_operating_region_in_batch_and_width_equal_loops(eps):
+    embeddings, labels = _random((9, 4), 3), torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 3])
+    got = _compute(OperatingRegion(eps=eps), BatchView(embeddings=embeddings, labels=labels,
+                                                       tau=TAU))  # fmt: skip
+    assert got["operating_region_width"] == pytest.approx(_width(TAU, eps), rel=1e-9)
+    rows = [[cosine(a, b) for b in embeddings.tolist()] for a in embeddings.tolist()]
+    seed = [proportion(r, TAU, eps) for r in rows]
+    off = [proportion(r, TAU, eps, include_diagonal=False) for r in rows]
+    others = [proportion([s for c, s in enumerate(r) if c != q], TAU, eps, include_diagonal=False)
+              for q, r in enumerate(rows)]  # fmt: skip
+    assert got["p_seed"] == pytest.approx(_fsum_mean(seed), rel=1e-12)
+    assert got["p_off_diagonal"] == pytest.approx(_fsum_mean(off), rel=1e-12)
+    assert got["p_without_query"] == pytest.approx(_fsum_mean(others), rel=1e-12)
+    assert "p_cross_modal" not in got
+
+
+def test_operating_region_cross_modal_equals_loops():
+    queries, candidates = _random((4, 3), 4), _random((7, 3), 5)
+    positives = torch.arange(4).unsqueeze(1) == (torch.arange(7) % 4).unsqueeze(0)
+    batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=TAU)
+    got = _compute(OperatingRegion(eps=0.02), batch)
+    rows = [[cosine(q, c) for c in candidates.tolist()] for q in queries.tolist()]
+    expected = _fsum_mean([proportion(r, TAU, 0.02) for r in rows])
+    assert got["p_cross_modal"] == pytest.approx(expected, rel=1e-12)
+    assert got["operating_region_width"] == pytest.approx(_width(TAU, 0.02), rel=1e-9)
+    assert not {"p_seed", "p_off_diagonal", "p_without_query"} & set(got)
+
+
+# --- gradient counts: the candidate mask, both code paths, cross-modal -------------------------
+
+
+def _in_batch_count_reference(embeddings, labels, tau, threshold, weighted):
+    size = len(labels)
+    counts = []
+    for q in range(size):
+        row = [cosine(embeddings[q], embeddings[c]) for c in range(size)]
+        positives = [labels[c] == labels[q] and c != q for c in range(size)]
+        keep = [c != q for c in range(size)]  # the query is not its own candidate
+        counts.append(gradient_count(row, positives, tau, threshold, weighted, keep))
+    return counts
+
+
+def _batch_with_record(embeddings, labels, tau):
+    """A BatchView holding what a watched gradlab SmoothAPLoss recorded (its positive groups)."""
+    with recording() as records:
+        gradlab.SmoothAPLoss(tau)(embeddings, labels)
+    return BatchView(embeddings=embeddings, labels=labels, tau=tau, loss_record=records[-1])
+
+
+# One positive group (every class of 3), two groups, and four groups (the search of every entry).
+LABEL_SETS = [[0, 1, 2] * 3, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3,
+              3, 3, 3, 4]]  # fmt: skip
+
+
+@pytest.mark.parametrize("labels", LABEL_SETS)
+@pytest.mark.parametrize("recorded", [True, False])
+@pytest.mark.parametrize("threshold", [0.005, 0.5])
+def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorded, threshold):
+    embeddings = _random((len(labels), 3), len(labels)) * 0.3
+    tensor = torch.tensor(labels)
+    batch = (_batch_with_record(embeddings, tensor, TAU) if recorded
+             else BatchView(embeddings=embeddings, labels=tensor, tau=TAU))  # fmt: skip
+    got = _compute(GradientCounts(threshold=threshold, weighted=True), batch)
+    for suffix, weighted in (("", False), ("_weighted", True)):
+        counts = _in_batch_count_reference(embeddings.tolist(), labels, TAU, threshold, weighted)
+        assert got[f"gradient_count_mean{suffix}"] == pytest.approx(_fsum_mean(counts), rel=1e-12)
+        has_positive = [labels.count(label) > 1 for label in labels]
+        without = sum(c == 0 and p for c, p in zip(counts, has_positive, strict=True))
+        assert got[f"queries_without_gradient{suffix}"] == without
+
+
+def test_counts_reach_zero_for_some_queries_and_not_for_queries_without_positives():
+    # Spread-out scores and a large threshold: some queries with positives count nothing, and a
+    # singleton (no positive, count 0) must not be counted among the queries without gradient.
+    labels = [0, 0, 1, 1, 2, 3, 3, 4]
+    embeddings = _random((len(labels), 3), 7)
+    got = _compute(
+        GradientCounts(threshold=2.0),
+        BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=TAU),
+    )
+    counts = _in_batch_count_reference(embeddings.tolist(), labels, TAU, 2.0, False)
+    has_positive = [labels.count(label) > 1 for label in labels]
+    without = sum(c == 0 and p for c, p in zip(counts, has_positive, strict=True))
+    assert 0 < without < sum(has_positive)
+    assert got["queries_without_gradient"] == without
+    assert "gradient_count_mean_weighted" not in got  # weighted=False by default
+
+
+def test_cross_modal_counts_keep_every_candidate():
+    queries, candidates = _random((5, 3), 8) * 0.2, _random((9, 3), 9) * 0.2
+    positives = torch.arange(5).unsqueeze(1) == (torch.arange(9) % 5).unsqueeze(0)
+    positives[4] = False  # a query without positive
+    batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=TAU)
+    got = _compute(GradientCounts(threshold=0.3, weighted=True), batch)
+    for suffix, weighted in (("", False), ("_weighted", True)):
+        counts = []
+        for q, vector in enumerate(queries.tolist()):
+            row = [cosine(vector, c) for c in candidates.tolist()]
+            counts.append(gradient_count(row, positives[q].tolist(), TAU, 0.3, weighted))
+        assert got[f"gradient_count_mean{suffix}"] == pytest.approx(_fsum_mean(counts), rel=1e-12)
+        without = sum(c == 0 for c, p in zip(counts, positives.any(1).tolist(), strict=True) if p)
+        assert got[f"queries_without_gradient{suffix}"] == without
+
+
+# --- relaxation gap: smooth minus exact, the query not its own candidate -----------------------
+
+
+def test_relaxation_gap_is_smooth_minus_exact_in_batch_and_cross_modal():
+    labels = [0, 1, 0, 2, 1, 0, 3, 2]
+    embeddings = _random((len(labels), 3), 10)
+    queries, candidates = _random((3, 3), 11), _random((6, 3), 12)
+    positives = torch.tensor([[1, 0, 0, 1, 0, 0], [0, 1, 0, 0, 0, 0], [0, 0, 0, 0, 0, 0]]) > 0
+    for tau in (0.05, 1.0):  # a large tau: smooth AP far from the exact AP (a clear sign)
+        expected_smooth, expected_exact = [], []
+        for q, label in enumerate(labels):
+            others = [c for c in range(len(labels)) if c != q]
+            scores = [cosine(embeddings[q].tolist(), embeddings[c].tolist()) for c in others]
+            relevant = [labels[c] == label for c in others]
+            if any(relevant):
+                expected_smooth.append(smooth_ap_one_query(scores, relevant, tau))
+                order = sorted(range(len(others)), key=lambda k, s=scores: -s[k])
+                expected_exact.append(average_precision(order, relevant))
+        batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=tau)
+        _check_gap(_compute(RelaxationGap(), batch), expected_smooth, expected_exact)
+        expected_smooth, expected_exact = [], []
+        for q, vector in enumerate(queries.tolist()):
+            relevant = positives[q].tolist()
+            if any(relevant):
+                scores = [cosine(vector, c) for c in candidates.tolist()]
+                expected_smooth.append(smooth_ap_one_query(scores, relevant, tau))
+                order = sorted(range(len(scores)), key=lambda k, s=scores: -s[k])
+                expected_exact.append(average_precision(order, relevant))
+        batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=tau)
+        _check_gap(_compute(RelaxationGap(), batch), expected_smooth, expected_exact)
+
+
+def _check_gap(got, smooth, exact):
+    assert got["smooth_ap"] == pytest.approx(_fsum_mean(smooth), rel=1e-12)
+    assert got["exact_ap"] == pytest.approx(_fsum_mean(exact), rel=1e-12)
+    gap = _fsum_mean(smooth) - _fsum_mean(exact)
+    assert abs(gap) > 1e-3
+    assert got["relaxation_gap"] == pytest.approx(gap, rel=1e-10)
+
+
+# --- gradient agreement against a SmoothAP written here (torch autograd, loops) ---------------
+
+
+def _loop_smooth_ap_loss(embeddings, labels, tau, include_query):
+    """``1 - mean smooth AP`` with Python loops over torch scalars (differentiable, float64)."""
+    normalized = embeddings / embeddings.norm(dim=1, keepdim=True)
+    scores = normalized @ normalized.T
+    size, aps = len(labels), []
+    for q in range(size):
+        candidates = [c for c in range(size) if include_query or c != q]
+        positive = [c for c in candidates if labels[c] == labels[q]]
+        if not positive:
+            continue
+        total = 0
+        for i in positive:
+            rank_all, rank_positive = 1.0, 1.0
+            for j in candidates:
+                if j != i:
+                    g = torch.sigmoid((scores[q, j] - scores[q, i]) / tau)
+                    rank_all = rank_all + g
+                    rank_positive = rank_positive + (g if j in positive else 0.0)
+            total = total + rank_positive / rank_all
+        aps.append(total / len(positive))
+    return 1 - sum(aps) / len(aps)
+
+
+class SmoothAPLoss(torch.nn.Module):
+    """Shaped like pytorch-metric-learning's (``temperature``, the query its own candidate),
+    which the Monitor recognizes by name: the loop SmoothAP plus ``extra * sum(E * R)``."""
+
+    def __init__(self, temperature, extra, direction):
+        super().__init__()
+        self.temperature, self.extra, self.direction = temperature, extra, direction
+
+    def forward(self, embeddings, labels):
+        loss = _loop_smooth_ap_loss(embeddings, labels.tolist(), self.temperature, True)
+        return loss + self.extra * (embeddings * self.direction).sum()
+
+
+class LoopExcludingQuery(gradlab.SmoothAPLoss):
+    """gradlab's SmoothAPLoss as the Monitor sees it (query excluded), computed by the loops."""
+
+    def forward(self, embeddings, labels):
+        return _loop_smooth_ap_loss(embeddings, labels.tolist(), self.tau, False)
+
+
+@pytest.mark.parametrize(("include_query", "extra"), [(True, 0.0), (True, 0.01), (False, 0.0)])
+def test_gradient_agreement_against_an_independent_smooth_ap(tmp_path, include_query, extra):
+    embeddings = _random((8, 3), 13).requires_grad_(True)
+    labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
+    direction = _random((8, 3), 14)
+    loss_fn = (SmoothAPLoss(0.2, extra, direction) if include_query
+               else LoopExcludingQuery(0.2))  # fmt: skip
+    with Monitor(tmp_path, quantities=[GradientAgreement(every(1))]) as monitor:
+        loss = monitor.watch(loss_fn)(embeddings, labels)
+        loss.backward()
+        record = monitor.step()
+    # The reference gradient of SmoothAP alone, by autograd through the loops.
+    leaf = embeddings.detach().clone().requires_grad_(True)
+    _loop_smooth_ap_loss(leaf, labels.tolist(), 0.2, include_query).backward()
+    analytic, actual = leaf.grad.flatten(), embeddings.grad.flatten()
+    assert torch.allclose(actual, analytic + extra * direction.flatten(), rtol=1e-12, atol=1e-15)
+    expected_cosine = torch.dot(analytic, actual) / (analytic.norm() * actual.norm())
+    expected_error = (analytic - actual).norm() / analytic.norm()
+    assert record["gradient_agreement_cosine"] == pytest.approx(expected_cosine.item(), abs=1e-12)
+    assert record["gradient_agreement_relative_error"] == pytest.approx(
+        expected_error.item(), rel=1e-9, abs=1e-12
+    )
+    if extra:
+        assert record["gradient_agreement_relative_error"] > 0.1  # a visible disagreement
+        assert record["gradient_agreement_cosine"] < 0.999
+
+
+# --- anatomy: every logged key against the loop definitions, with a candidate mask ------------
+
+
+def test_anatomy_values_equal_loops_for_every_key():
+    queries, columns = 7, 12
+    generator = torch.Generator().manual_seed(15)
+    magnitude = 10.0 ** (
+        -4 * torch.rand(queries, columns, generator=generator, dtype=torch.float64)
+    )
+    grad = torch.randn(queries, columns, generator=generator, dtype=torch.float64) * magnitude
+    grad[2] = 0.0  # a query without any gradient
+    grad[3, ::2] = 1e-12  # entries at or below the absolute threshold
+    scores = torch.rand(queries, columns, generator=generator, dtype=torch.float64)
+    positives = (torch.arange(columns) % queries).unsqueeze(0) == torch.arange(queries).unsqueeze(1)
+    positives[5] = False  # no positive: left out of every summary
+    positives[6] = True  # no negative: left out too
+    candidates = torch.ones(queries, columns, dtype=torch.bool)
+    candidates[:, 0] = False  # a column that is no candidate (its gradient is the largest)
+    grad[:, 0] = 10.0
+    absolute, relative = 1e-9, 0.05
+    got = {k: v.item() for k, v in anatomy_values("x_", grad, scores, positives, candidates,
+                                                  absolute, relative).items()}  # fmt: skip
+    per_query = [anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                   candidates[q].tolist(), absolute, relative)
+                 for q in range(queries)]  # fmt: skip
+    kept = [a for a in per_query if a["num_positives"] > 0 and a["num_negatives"] > 0]
+    assert len(kept) == queries - 2
+
+    def mean(values):
+        finite = [v for v in values if math.isfinite(v)]
+        return math.fsum(finite) / len(finite)
+
+    def span(a):
+        return max(a["num_negatives"] - 1, 1)
+
+    active = [a["active_negatives"] for a in kept]
+    expected = {
+        "active_negatives_mean": mean(active),
+        "active_negative_share": mean([a["active_negatives"] / a["num_negatives"] for a in kept]),
+        "active_positives": mean([a["active_positives"] for a in kept]),
+        "hardest_1pct_share": mean([a["share_1"] for a in kept]),
+        "hardest_10pct_share": mean([a["share_10"] for a in kept]),
+        "active_rank_depth": mean([(a["rank_mean"] - 1) / span(a) for a in kept]),
+        "deepest_active_rank": mean([(a["rank_max"] - 1) / span(a) for a in kept]),
+        "queries_without_gradient": mean([float(a["without"]) for a in kept]),
+    }
+    expected.update(zip(("active_negatives_q10", "active_negatives_q50", "active_negatives_q90"),
+                        _quantiles(active), strict=True))  # fmt: skip
+    assert set(got) == {f"x_{key}" for key in expected}
+    for key, value in expected.items():
+        assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    assert 0 < expected["queries_without_gradient"] < 1
+    assert len(set(active)) > 2  # the quantiles are not all equal
+
+
+def test_anatomy_quantity_uses_its_thresholds_and_the_default_ones():
+    from gradlab.functional.gradient_anatomy import (
+        DEFAULT_ABSOLUTE_THRESHOLD,
+        DEFAULT_RELATIVE_THRESHOLD,
+    )
+    from gradlab.monitor.batch import ScoreCapture
+
+    assert (DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_RELATIVE_THRESHOLD) == (1e-10, 1e-2)
+    generator = torch.Generator().manual_seed(16)
+    grad = torch.randn(5, 8, generator=generator, dtype=torch.float64)
+    grad *= 10.0 ** (-3 * torch.rand(5, 8, generator=generator, dtype=torch.float64))
+    scores = torch.rand(5, 8, generator=generator, dtype=torch.float64)
+    positives = (torch.arange(8) % 5).unsqueeze(0) == torch.arange(5).unsqueeze(1)
+    capture = ScoreCapture("i2t", scores, positives, grad=grad)
+    batch = BatchView(embeddings=scores, positives=positives, score_captures=[capture])
+    for quantity, (absolute, relative) in (
+        (Anatomy(), (1e-10, 1e-2)),
+        (Anatomy(relative_threshold=0.3), (1e-10, 0.3)),
+        (Anatomy(absolute_threshold=0.5), (0.5, 1e-2)),
+    ):
+        got = _compute(quantity, batch)
+        active = [anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                    [True] * 8, absolute, relative)["active_negatives"]
+                  for q in range(5)]  # fmt: skip
+        assert got["anatomy_i2t_active_negatives_mean"] == pytest.approx(_fsum_mean(active))
