@@ -22,32 +22,38 @@ SATURATED = 0.01  # P within this of 0 or 1 at every m and seed says nothing abo
 def setting_trend(p_per_seed: list[list[float]]) -> tuple[str, str]:
     """``(trend, why)`` of P over m for one setting: rises, falls, flat or unclear.
 
-    ``p_per_seed[s][k]`` is P at the k-th batch size for seed s. The change of the seed mean
-    from the smallest to the largest m is compared with its standard error (seed spread at both
-    ends / sqrt(#seeds)); a single seed has no spread, so its trend is ``unclear``.
+    ``p_per_seed[s][k]`` is P at the k-th batch size for seed s. A seed fixes the data, the start
+    and the batches for every m, so the seeds pair the two ends: the change is the mean over seeds
+    of ``P(largest m) - P(smallest m)`` and its standard error is the spread of those per-seed
+    changes / sqrt(#seeds). A trend counts when the change exceeds ``SIGNIFICANCE`` standard
+    errors and ``FLAT_BAND`` (a significant change of 0.002 is still flat for the claim); flat
+    needs the change and ``SIGNIFICANCE`` standard errors inside ``FLAT_BAND``. A single seed has
+    no spread, so its trend is ``unclear``.
 
     Example:
         >>> setting_trend([[0.30, 0.35, 0.40], [0.31, 0.36, 0.41], [0.29, 0.34, 0.40]])[0]
         'rises'
+        >>> setting_trend([[0.30, 0.35, 0.40], [0.41, 0.36, 0.31], [0.29, 0.34, 0.40]])[0]
+        'unclear'
     """
     values = np.asarray(p_per_seed, dtype=float)
     if values.ndim != 2 or values.shape[1] < 2:
         return "unclear", f"needs P at >= 2 batch sizes per seed; got shape {values.shape}"
     mean = values.mean(axis=0)
-    change = float(mean[-1] - mean[0])
     seeds = values.shape[0]
-    spread = values.std(axis=0, ddof=1) if seeds > 1 else np.full(values.shape[1], math.nan)
-    error = float(math.sqrt(spread[0] ** 2 + spread[-1] ** 2) / math.sqrt(seeds))
+    per_seed_change = values[:, -1] - values[:, 0]
+    change = float(per_seed_change.mean())
+    error = (float(per_seed_change.std(ddof=1) / math.sqrt(seeds)) if seeds > 1
+             else math.nan)  # fmt: skip
     why = (f"mean P {mean[0]:.3f} -> {mean[-1]:.3f} (change {change:+.3f}, standard error "
-           f"{error:.3f}, {seeds} seeds)")  # fmt: skip
+           f"{error:.3f} of the per-seed change, {seeds} seeds)")  # fmt: skip
     if not math.isfinite(error):
         return "unclear", why + ": no seed spread"
     if values.min() >= 1 - SATURATED or values.max() <= SATURATED:
         return "unclear", why + ": P saturated at every m, the measurement cannot show a trend"
-    if change > SIGNIFICANCE * error and change > 0:
-        return "rises", why
-    if change < -SIGNIFICANCE * error and change < 0:
-        return "falls", why
+    decisive = abs(change) > max(SIGNIFICANCE * error, FLAT_BAND)
+    if decisive:
+        return ("rises" if change > 0 else "falls"), why
     if abs(change) < FLAT_BAND and SIGNIFICANCE * error < FLAT_BAND:
         return "flat", why
     return "unclear", why

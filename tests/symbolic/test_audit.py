@@ -33,16 +33,16 @@ def test_every_claim_has_a_mutant_and_every_mutant_is_killed(audit_records):
     survivors = []
     for record in audit_records:
         assert record["mutants"] >= 1, record["id"]
-        if record["verdict"] == "inconclusive":
-            continue  # without a decision no mutant can differ; see test_batch_size.py
         survivors += [(record["id"], m["mutant"], m["verdict"]) for m in record["mutant_results"]
                       if not m["killed"]]  # fmt: skip
     assert survivors == []
 
 
-def test_only_the_batch_size_conjecture_may_be_inconclusive(audit_records):
+def test_every_claim_is_decided(audit_records):
+    # The batch-size conjecture, the last one left open, is decided by the quick measurement's
+    # models trained at each m (issue 13's data); an inconclusive record leaves its mutants alive.
     undecided = [r["id"] for r in audit_records if r["verdict"] == "inconclusive"]
-    assert set(undecided) <= {"002_9d7d2555864f9baa:claim-p-grows-with-batch-size"}
+    assert undecided == []
 
 
 def test_every_numbered_equation_of_003_and_004_has_a_record(records):

@@ -67,3 +67,18 @@ def test_without_issue_13_the_verdict_says_why(monkeypatch):
     verdict = module.check_batch_size_conjecture(Form({"P over m": "rises"}))
     assert verdict.verdict == "inconclusive"
     assert verdict.detail.startswith("needs the many-class data of issue 13")
+
+
+def test_the_seeds_pair_the_two_ends():
+    # Every seed falls by 0.05 while the seeds sit 0.1 apart: unpaired, the seed spread (0.1)
+    # hides the change; paired, every seed shows it.
+    data = [[0.30 + 0.1 * s, 0.25 + 0.1 * s] for s in range(3)]
+    data[1][1] -= 0.004
+    assert setting_trend(data)[0] == "falls"
+    data[0][1], data[0][0] = data[0][0], data[0][1]  # one seed now rises
+    assert setting_trend(data)[0] == "unclear"
+
+
+def test_a_significant_change_inside_the_flat_band_is_flat():
+    data = [[0.300, 0.303], [0.310, 0.3131], [0.290, 0.2929]]
+    assert setting_trend(data)[0] == "flat"
