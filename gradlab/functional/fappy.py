@@ -24,8 +24,12 @@ Algorithm 1 fuses scales ``Delta = 2, 1, 1/2, ...`` down to ``Delta_min``: after
 as printed), so the smallest scale weighs 1/2, the next 1/4, and so on, and ``L`` is the mean
 fused loss over all positive pairs. A pair enters scale ``Delta`` only if ``1 - s_ij >= Delta``
 (line 5). The authors' Caffe layer instead divides the *running* loss by the number of *active*
-pairs of the scale, ``L <- (L + L_Delta) / max(1, #active) / 2`` (``normalization="official"``,
-as described in gradlab's issue 16; a scale without active pairs divides by 1). Positive pairs
+pairs of the scale, ``L <- (L + L_Delta) / max(1, #active) / 2`` (``normalization="official"``;
+a scale without active pairs divides by 1). That recurrence was read off the authors' layer
+(``caffe/src/caffe/layers/fappy_loss_layer.cpp`` of jx-zhong-for-academic-purpose/
+fappy_metric_learning: ``ElementwiseUpdate`` adds the scale's sum over pairs with
+``1 - s_ij >= Delta``, both directions ``h_i`` and ``h_j``, then divides the running loss by that
+pair count; ``Forward_cpu`` halves it after every scale ``Delta = 2, 1, ...``). Positive pairs
 are unordered (``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
 """
 
