@@ -152,7 +152,11 @@ def _ends_with_newline(path: Path) -> bool:
 class CSVSink(Sink):
     """``metrics.csv``: one row per logged step; columns are fixed by the first record.
 
-    NaN and infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back).
+    A reopened file (``resume=True``) keeps its header row and its columns: the new run's
+    records are written under the old header (keys it lacks are dropped, columns a record lacks
+    stay empty), so no row is shifted against the header. A last row cut short by a killed
+    writer is left on its own line. NaN and infinities are written as ``nan``, ``inf``,
+    ``-inf`` (``float()`` reads them back).
     """
 
     def __init__(self, filename: str = "metrics.csv") -> None:
@@ -160,6 +164,7 @@ class CSVSink(Sink):
         self.patterns = (filename,)
         self.handle = None
         self.writer = None
+        self.columns: list[str] | None = None  # the header of a reopened file
 
     def last_step(self, log_dir: Path) -> int | None:
         path = log_dir / self.filename
@@ -171,15 +176,20 @@ class CSVSink(Sink):
 
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
-        self.existing_rows = path.exists() and path.stat().st_size > 0
+        reopened = path.is_file() and path.stat().st_size > 0
+        if reopened:
+            with path.open(newline="", encoding="utf-8") as handle:
+                self.columns = next(csv.reader(handle), None)
         self.handle = open(path, "a", newline="", encoding="utf-8")
+        if reopened and not _ends_with_newline(path):  # a killed writer's last row
+            self.handle.write("\r\n")
 
     def write(self, record: dict) -> None:
         if self.writer is None:
             self.writer = csv.DictWriter(
-                self.handle, fieldnames=list(record), extrasaction="ignore"
+                self.handle, fieldnames=self.columns or list(record), extrasaction="ignore"
             )
-            if not self.existing_rows:
+            if self.columns is None:
                 self.writer.writeheader()
         self.writer.writerow(record)
         self.handle.flush()

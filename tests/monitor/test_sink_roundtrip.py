@@ -1,0 +1,123 @@
+"""Sinks read back: the exact JSON encodings of NaN and +-infinity, and reopened folders.
+
+The values written are the fixed table of ``sink_data.py`` (not computed by gradlab). A resumed
+run reopens the folder: JSONL appends a second header, CSV keeps its one header row and its
+columns (a run whose records hold other keys must not shift the old columns), TensorBoard
+starts a second event file; every file holds both runs' steps and values.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+
+import pytest
+
+from gradlab import Monitor
+from gradlab.monitor import CSVSink, JSONLSink, Loss, every, read_jsonl
+from gradlab.monitor.sinks import decode_value, encode_value
+from tests.monitor.helpers import train
+from tests.monitor.sink_data import TABLE, FixedTable, same
+
+RAW = {math.nan: "NaN", math.inf: "Infinity", -math.inf: "-Infinity"}
+
+
+def _raw(value):
+    if math.isnan(value):
+        return "NaN"
+    return RAW.get(value, value)
+
+
+def _run(log_dir, sinks, steps=3, resume=False, quantities=None):
+    quantities = quantities or [FixedTable(every(1))]
+    with Monitor(log_dir, quantities=quantities, sinks=sinks, resume=resume) as monitor:
+        train(monitor, steps=steps)
+
+
+def test_jsonl_writes_the_javascript_names_of_nan_and_each_infinity(tmp_path):
+    _run(tmp_path, ["jsonl"])
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    raw = [json.loads(line) for line in lines[1:]]  # no decoding: the strings as written
+    for record, row in zip(raw, TABLE, strict=True):
+        assert {key: record[key] for key in row} == {key: _raw(v) for key, v in row.items()}
+
+
+@pytest.mark.parametrize("value", [0.0, -2.5, 1e-300, 7, "Infinite", "nan", None, True])
+def test_other_values_pass_through_encode_and_decode_unchanged(value):
+    assert encode_value(value) == value and type(encode_value(value)) is type(value)
+    assert decode_value(value) == value and type(decode_value(value)) is type(value)
+
+
+@pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan])
+def test_non_finite_values_round_trip_through_encode_and_decode(value):
+    assert isinstance(encode_value(value), str)
+    assert same(decode_value(encode_value(value)), value)
+    assert math.copysign(1.0, decode_value(encode_value(value))) == math.copysign(1.0, value)
+
+
+def _csv_rows(path):
+    with path.open(newline="") as handle:
+        return list(csv.reader(handle))
+
+
+def test_reopened_jsonl_and_csv_hold_both_runs_with_one_csv_header(tmp_path):
+    _run(tmp_path, ["jsonl", "csv"], steps=2)
+    _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True)  # the table's third row, step 2
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(headers) == 2 and headers[1]["resumed"]["from_step"] == 2
+    assert [r["step"] for r in records] == [0, 1, 2]
+    expected = [TABLE[0], TABLE[1], TABLE[0]]  # a new FixedTable starts at its first row
+    for record, row in zip(records, expected, strict=True):
+        assert all(same(record[key], value) for key, value in row.items())
+    rows = _csv_rows(tmp_path / "metrics.csv")
+    assert rows[0] == ["step", *TABLE[0]]  # the header, once
+    assert [row[0] for row in rows[1:]] == ["0", "1", "2"]
+    for row, values in zip(rows[1:], expected, strict=True):
+        assert all(same(float(cell), v) for cell, v in zip(row[1:], values.values(), strict=True))
+    assert CSVSink().last_step(tmp_path) == JSONLSink().last_step(tmp_path) == 2
+
+
+def test_a_reopened_csv_keeps_its_columns_when_the_new_run_logs_other_keys(tmp_path):
+    _run(tmp_path, ["jsonl", "csv"], steps=2)
+    # The resumed run logs the loss first and the table's keys after it.
+    _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True,
+         quantities=[Loss(every(1)), FixedTable(every(1))])  # fmt: skip
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["step", *TABLE[0]]
+    assert len(rows) == 3
+    for row, record in zip(rows, records, strict=True):
+        for key in ("step", *TABLE[0]):
+            assert same(float(row[key]), float(record[key])), key
+
+
+def test_a_csv_cut_short_mid_row_keeps_the_next_row_on_its_own_line(tmp_path):
+    _run(tmp_path, ["jsonl", "csv"], steps=2)
+    path = tmp_path / "metrics.csv"
+    path.write_text(path.read_text() + "2,0.5")  # a writer killed mid-row
+    _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True)
+    rows = _csv_rows(path)
+    assert [row[0] for row in rows[1:]] == ["0", "1", "2", "3"]  # resumed after the cut row
+    assert rows[3] == ["2", "0.5"] and len(rows[4]) == len(rows[0])
+
+
+def test_reopened_tensorboard_folder_holds_both_runs(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _run(tmp_path, ["jsonl", "tensorboard"], steps=2)
+    _run(tmp_path, ["jsonl", "tensorboard"], steps=1, resume=True)
+    files = sorted(tmp_path.glob("events.out.tfevents.*"))
+    assert len(files) == 2
+    steps, values = [], []
+    for path in files:  # each run's own event file, read on its own
+        accumulator = EventAccumulator(str(path))
+        accumulator.Reload()
+        events = accumulator.Scalars("value_b")
+        steps += [e.step for e in events]
+        values += [e.value for e in events]
+    assert steps == [0, 1, 2]
+    assert all(same(v, row["value_b"]) for v, row in zip(values, [*TABLE[:2], TABLE[0]],
+                                                          strict=True))  # fmt: skip
