@@ -146,3 +146,36 @@ def test_blackbox_ap_default_interpolation_is_lambda_four():
     default = gradient()
     torch.testing.assert_close(default, gradient(interpolation=4.0), rtol=0, atol=0)
     assert not torch.allclose(default, gradient(interpolation=1.0))
+
+
+@pytest.mark.parametrize(
+    ("cls", "reference", "default", "others"),
+    [
+        ("MaxViolationTripletLoss", "triplet", 0.2, dict(margin=0.3)),
+        ("NTXentLoss", "nt_xent", 0.1, dict(temperature=0.2)),
+    ],
+)
+def test_score_matrix_loss_defaults_margin_temperature_both_directions_mean(
+    cls, reference, default, others
+):
+    from tests.reference.score_losses_loops import score_loss
+
+    generator = torch.Generator().manual_seed(9)
+    scores = torch.rand(4, 6, generator=generator, dtype=torch.float64) * 0.6
+    positives = (torch.arange(6) % 4).unsqueeze(0) == torch.arange(4).unsqueeze(1)
+    loss = getattr(gradlab, cls)()(scores, positives).item()
+    expected, _ = score_loss(reference, scores.tolist(), positives.tolist(), default)
+    assert loss == pytest.approx(expected, abs=1e-12)
+    for changed in (others, dict(direction="i2t"), dict(reduction="sum")):
+        other = getattr(gradlab, cls)(**changed)(scores, positives).item()
+        assert other != pytest.approx(loss, abs=1e-6), changed
+    with pytest.raises(gradlab.GradlabError, match="finite"):  # validate=True by default
+        getattr(gradlab, cls)()(torch.full((2, 2), float("nan")), torch.eye(2, dtype=torch.bool))
+
+
+def test_smooth_ap_loss_validates_by_default():
+    embeddings = _embeddings(4, 3)
+    embeddings[1, 0] = float("nan")
+    with pytest.raises(gradlab.GradlabError, match="finite"):
+        gradlab.SmoothAPLoss()(embeddings, torch.tensor([0, 0, 1, 1]))
+    gradlab.SmoothAPLoss(validate=False)(embeddings, torch.tensor([0, 0, 1, 1]))  # no check
