@@ -41,27 +41,31 @@ RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 EQUIVALENTS = ROOT / "benchmarks" / "mutation_equivalents.json"
 
 FUNCTIONAL_TESTS = {
-    "blackbox_ap": ["tests/functional/test_fastap_blackbox.py", "tests/test_defaults.py"],
+    "blackbox_ap": ["tests/functional/test_fastap_blackbox.py"],
     "decomposition": ["tests/functional/test_decomposition.py"],
     "diagnostics": ["tests/functional/test_diagnostics.py"],
-    "fappy": ["tests/functional/test_fappy.py", "tests/test_defaults.py"],
-    "fastap": ["tests/functional/test_fastap_blackbox.py", "tests/test_defaults.py"],
+    "fappy": ["tests/functional/test_fappy.py"],
+    "fastap": ["tests/functional/test_fastap_blackbox.py"],
     "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
     "harmonic": ["tests/functional/test_harmonic.py", "tests/functional/test_relaxed_ranking.py"],
     "layouts": ["tests/functional/test_layouts.py"],
-    "losses": ["tests/functional/test_losses.py", "tests/test_defaults.py"],
-    "operating_region": ["tests/functional/test_operating_region.py", "tests/test_defaults.py"],
+    "losses": ["tests/functional/test_losses.py"],
+    "operating_region": ["tests/functional/test_operating_region.py"],
     "relaxed_ranking": ["tests/functional/test_relaxed_ranking.py"],
     "retrieval_metrics": ["tests/functional/test_retrieval_metrics.py"],
-    "score_losses": ["tests/functional/test_score_losses.py", "tests/test_defaults.py"],
+    "score_losses": ["tests/functional/test_score_losses.py"],
     "sigmoid": ["tests/functional/test_sigmoid.py"],
-    "smooth_ap": ["tests/functional/test_smooth_ap.py", "tests/test_defaults.py"],
+    "smooth_ap": ["tests/functional/test_smooth_ap.py"],
     "tie_aware": ["tests/functional/test_tie_aware.py", "tests/functional/test_relaxed_ranking.py"],
 }
 """Each module of ``gradlab/functional/`` -> the test files that cover it (a run stays short)."""
 
+DEFAULTS_TESTS = ["tests/test_defaults.py", "tests/functional/test_defaults.py"]
+"""The tests of every public default, run for every functional group (only the tests that reach
+a mutated function run for its mutants, so they cost one instrumented pass)."""
+
 GROUPS = {
-    **{f"functional/{module}": ([f"gradlab/functional/{module}.py"], tests)
+    **{f"functional/{module}": ([f"gradlab/functional/{module}.py"], [*tests, *DEFAULTS_TESTS])
        for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"], ["tests/test_losses.py", "tests/test_defaults.py"]),
     "monitor": (["gradlab/monitor/*"], ["tests/monitor"]),

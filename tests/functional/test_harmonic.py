@@ -1,6 +1,7 @@
 """Harmonic and discount stand-ins against mpmath, their gradients, and the error analysis."""
 
 import math
+from fractions import Fraction
 
 import mpmath
 import numpy as np
@@ -14,11 +15,14 @@ from gradlab import GradlabError
 from gradlab.functional import (
     HARMONIC_METHODS,
     discount_gap,
+    discount_rate,
     harmonic_gap,
     harmonic_log_error,
     harmonic_number,
+    harmonic_rate,
     logarithmic_integral,
 )
+from tests.reference.relaxed_ranking_loops import harmonic_stand_in
 
 
 @pytest.mark.parametrize("x", [1.0001, 1.3, 2.0, 3.7, 50.0, 1234.5, 9.9e5])
@@ -130,3 +134,155 @@ def test_midpoint_is_far_closer_than_log_and_exact_is_zero():
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match=message):
         call()
+
+
+# --- rates at and near an empty bin, values of every stand-in, dtypes, devices, edges ---------
+
+
+def _right_derivative(gap_of, a):
+    """``d/db gap(a, b)`` at ``b = a`` from the right, by mpmath's numeric differentiation."""
+    return float(mpmath.diff(lambda b: gap_of(a, b), a, direction=1))
+
+
+def _discount_stand_in(a, b, method):
+    """The discount stand-ins at mpmath precision: the printed ``ln2 [li(b+1) - li(a+1)]``
+    (continued below one item by its tangent), the midpoint rule, linear interpolation."""
+
+    def log_form(x):
+        if x >= 1:
+            return mpmath.log(2) * mpmath.li(x + 1)
+        return mpmath.log(2) * mpmath.li(2) + (x - 1)
+
+    def partial_sum(x):
+        whole = int(mpmath.floor(x))
+        steps = [1 / mpmath.log(t + 1, 2) for t in range(1, whole + 2)]
+        return mpmath.fsum(steps[:whole]) + (x - whole) * steps[whole]
+
+    if method == "log":
+        return log_form(b) - log_form(a)
+    if method == "midpoint":
+        return mpmath.log(2) * (mpmath.li(b + 1.5) - mpmath.li(a + 1.5))
+    return partial_sum(b) - partial_sum(a)
+
+
+STARTS = [0.0, 0.25, 0.5, 1.0, 1.5, 3.0, 7.25]
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_rates_of_an_empty_bin_are_the_stand_ins_derivatives(method):
+    # An empty bin (count 0) takes the limit of gap(a, a + c) / c: the right derivative.
+    # 1e-8: torch's float64 trigamma (the exact method's derivative) is good to about 1e-9.
+    a = torch.tensor(STARTS, dtype=torch.float64)
+    harmonic = harmonic_rate(a, torch.zeros_like(a), method)
+    discount = discount_rate(a, torch.zeros_like(a), method)
+    for k, start in enumerate(STARTS):
+        expected_harmonic = _right_derivative(lambda x, y: harmonic_stand_in(x, y, method), start)
+        expected_discount = _right_derivative(lambda x, y: _discount_stand_in(x, y, method), start)
+        assert harmonic[k].item() == pytest.approx(expected_harmonic, abs=1e-8)
+        assert discount[k].item() == pytest.approx(expected_discount, abs=1e-8)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize("count", [1e-7, 3e-7, 1e-3, 0.5, 1.0, 2.75])
+def test_rates_of_a_filled_bin_are_the_mean_over_the_bin(method, count):
+    # From the cut-off 1e-7 on, the rate is gap / count itself, not the derivative (which
+    # differs from it by about count * |second derivative| / 2, over 1e-8 here).
+    a = torch.tensor(STARTS, dtype=torch.float64)
+    counts = torch.full_like(a, count)
+    harmonic = harmonic_rate(a, counts, method)
+    discount = discount_rate(a, counts, method)
+    for k, start in enumerate(STARTS):
+        mean_harmonic = harmonic_stand_in(start, start + count, method) / count
+        mean_discount = _discount_stand_in(start, start + count, method) / count
+        assert harmonic[k].item() == pytest.approx(float(mean_harmonic), abs=1e-8)
+        assert discount[k].item() == pytest.approx(float(mean_discount), abs=1e-8)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_discount_gap_values_match_mpmath(method):
+    pairs = [(0.0, 0.4), (0.0, 1.0), (0.3, 2.6), (1.0, 1.0), (1.5, 4.25), (9.0, 30.5)]
+    low = torch.tensor([a for a, _ in pairs], dtype=torch.float64)
+    high = torch.tensor([b for _, b in pairs], dtype=torch.float64)
+    got = discount_gap(low, high, method)
+    for k, (a, b) in enumerate(pairs):
+        assert got[k].item() == pytest.approx(float(_discount_stand_in(a, b, method)), abs=1e-12)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap, harmonic_rate, discount_rate])
+def test_float32_in_float32_out(method, function):
+    a = torch.tensor([0.0, 0.5, 2.0, 6.5])
+    value = function(a, a + 1.5, method)
+    assert value.dtype == torch.float32
+    reference = function(a.double(), a.double() + 1.5, method)
+    torch.testing.assert_close(value.double(), reference, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap])
+def test_empty_inputs_give_empty_results(method, function):
+    empty = torch.zeros(0, dtype=torch.float64)
+    assert function(empty, empty, method).shape == (0,)
+
+
+def test_logarithmic_integral_of_float32_is_rounded_from_float64():
+    # Evaluated in float64 then rounded: within half a float32 ulp of mpmath (a float32
+    # evaluation of the series is off by up to 5 ulp at 1.5).
+    x = torch.tensor([1.3, 1.5, 3.7, 50.0, 1234.5, 9.9e5, 1e6], dtype=torch.float32)
+    value = logarithmic_integral(x)
+    assert value.dtype == torch.float32
+    for got, point in zip(value.tolist(), x.tolist(), strict=True):
+        reference = float(mpmath.li(point))
+        assert abs(got - reference) <= torch.finfo(torch.float32).eps / 2 * abs(reference)
+
+
+def test_logarithmic_integral_domain_ends_at_one_million():
+    assert logarithmic_integral(torch.tensor([1e6], dtype=torch.float64)).item() == pytest.approx(
+        float(mpmath.li(1e6)), rel=1e-13
+    )
+    with pytest.raises(GradlabError, match=r"x must lie in \(1, 1e6\]"):
+        logarithmic_integral(torch.tensor([1e6 + 0.5], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_result_stays_on_the_input_device_whatever_the_default_device(method):
+    # Internal tensors are made on the input's device: with torch's default device elsewhere
+    # (here "meta"), the CPU result is unchanged.
+    a = torch.tensor([0.0, 0.5, 2.0, 6.5], dtype=torch.float64)
+    expected = [f(a, a + 1.5, method) for f in (harmonic_gap, discount_gap, discount_rate)]
+    with torch.device("meta"):
+        got = [f(a, a + 1.5, method) for f in (harmonic_gap, discount_gap, discount_rate)]
+    for value, reference in zip(got, expected, strict=True):
+        assert value.device == a.device
+        torch.testing.assert_close(value, reference, atol=0, rtol=0)
+
+
+def test_paper_bound_and_asymptotic_form_are_the_printed_expressions():
+    a, n = np.array([1.0, 3.0, 40.0]), np.array([2.0, 0.5, 7.0])
+    result = harmonic_log_error(a, n)
+    for k in range(3):
+        x, m = Fraction(a[k]), Fraction(n[k])
+        assert result.paper_bound[k] == pytest.approx(float(m / (2 * x**2)), rel=1e-15)
+        asymptotic = m / (2 * x * (x + m)) - (1 / x**2 - 1 / (x + m) ** 2) / 12
+        assert result.asymptotic[k] == pytest.approx(float(asymptotic), rel=1e-14)
+
+
+@pytest.mark.parametrize("precision", ["float64", "mpmath"])
+def test_log_error_takes_integer_counts_of_any_size(precision):
+    # Python integers, even beyond int64 and beyond 2^32 squared, are counts like any other.
+    for a, n in ((3, 4), (2**32, 1), (10**30, 10**30)):
+        as_int = harmonic_log_error(a, n, precision=precision)
+        as_float = harmonic_log_error(float(a), float(n), precision=precision)
+        for got, expected in zip(as_int, as_float, strict=True):
+            assert float(got) == pytest.approx(float(expected), rel=1e-12, abs=1e-300)
+
+
+def test_log_error_of_empty_grids_is_empty():
+    for precision in ("float64", "mpmath"):
+        result = harmonic_log_error(np.zeros(0), np.zeros(0), precision=precision)
+        assert all(part.shape == (0,) for part in result)
+
+
+def test_log_error_message_names_both_counts():
+    with pytest.raises(GradlabError, match=r"^a must be >= 1 and n >= 0 for harmonic_log_error$"):
+        harmonic_log_error(0.5, 1.0)
