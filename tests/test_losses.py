@@ -1,5 +1,6 @@
 """SmoothAPLoss against the loop reference and pytorch-metric-learning."""
 
+import os
 import warnings
 
 import pytest
@@ -199,7 +200,8 @@ def test_score_matrix_modules_warn_once_and_count_degenerate_batches(loss_fn):
         loss(torch.rand(3, 4), no_positive)
     flagged = [w for w in caught if w.category is DegenerateBatchWarning]
     assert len(flagged) == 1
-    assert flagged[0].filename == __file__  # points at the caller's line
+    if "MUTANT_UNDER_TEST" not in os.environ:  # mutmut's trampolines add stack frames
+        assert flagged[0].filename == __file__  # points at the caller's line
     assert type(loss).__name__ in str(flagged[0].message)
     assert loss.degenerate_batches == 2
 
