@@ -104,6 +104,97 @@ def tie_aware_ap(scores: torch.Tensor, relevance: torch.Tensor) -> torch.Tensor:
     return ap[0] if single else ap
 
 
+def tie_aware_ap_at_positives(
+    scores: torch.Tensor,
+    positive_scores: torch.Tensor,
+    candidates: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Tie-aware AP per query from its positives' scores, without sorting (seed 003, Eq. 3).
+
+    The same value as :func:`tie_aware_ap` (up to float64 rounding), computed per positive
+    instead of per tie group: positive ``i`` of a query lies in a tie group of
+    ``n = #{c: s_c = s_i}`` candidates holding ``n+ = #{positives k: s_k = s_i}`` positives,
+    after ``N_{g-1} = #{c: s_c > s_i}`` candidates of which ``N+_{g-1}`` are positives. Each
+    of the group's ``n+`` positives carries ``1 / n+`` of the group's term of Eq. 3, so
+
+        AP_T = 1/|P| sum_{i in P} [ A_g + B_g (H(N_{g-1} + n) - H(N_{g-1})) / n ]
+
+    with ``A_g`` and ``B_g`` of the module docstring. The counts are comparisons of each
+    positive's score with the query's row, ``O(Q g C)`` for ``g`` positives per query (the cost
+    of SmoothAP's own positive rows), against ``O(Q C log C)`` for a sort of every row: cheaper
+    while ``g`` is below ``log2 C`` or so.
+
+    Args:
+        scores: ``[Q, C]`` finite real scores; larger ranks higher, equal scores are tied.
+        positive_scores: ``[Q, g]`` the scores of each query's ``g`` relevant candidates, each
+            relevant candidate exactly once (``scores.gather(1, positive_columns)``), ``g >= 1``.
+            Every query has the same number of positives: group queries by it.
+        candidates: optional ``[Q, C]`` bool, the entries that are candidates (the positives
+            among them); ``None``: all are.
+
+    Returns:
+        float64 ``[Q]``: tie-aware AP of each query.
+
+    Raises:
+        GradlabError: wrong types, shapes or devices, or non-finite scores.
+
+    Example:
+        >>> scores = torch.tensor([[2.0, 1.0, 1.0]])
+        >>> tie_aware_ap_at_positives(scores, scores[:, 1:2])  # as tie_aware_ap's example
+        tensor([0.4167], dtype=torch.float64)
+    """
+    check_tensor("scores", scores, ndims=(2,), kind="any_real", finite=True)
+    check_tensor("positive_scores", positive_scores, ndims=(2,), kind="any_real", finite=True)
+    if positive_scores.shape[0] != scores.shape[0] or positive_scores.shape[1] == 0:
+        raise GradlabError(
+            f"positive_scores must be [Q, g] with Q = {scores.shape[0]} (the rows of scores) "
+            f"and g >= 1; got shape {tuple(positive_scores.shape)}"
+        )
+    check_same_device(scores=scores, positive_scores=positive_scores)
+    if positive_scores.dtype != scores.dtype:
+        positive_scores = positive_scores.to(scores.dtype)
+    floating = scores.is_floating_point()
+    if candidates is not None:
+        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
+        check_shape("candidates", candidates, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidates=candidates)
+        if floating:  # below every (finite) positive: never above it, never tied with it
+            scores = scores.masked_fill(~candidates, -math.inf)
+    rows, anchors = scores.unsqueeze(1), positive_scores.unsqueeze(2)  # [Q, 1, C], [Q, g, 1]
+    above, level = rows > anchors, rows == anchors  # [Q, g, C]
+    if candidates is not None and not floating:
+        above &= candidates.unsqueeze(1)
+        level &= candidates.unsqueeze(1)
+    return tie_aware_ap_from_counts(positive_scores, above.sum(dim=2), level.sum(dim=2))
+
+
+def tie_aware_ap_from_counts(
+    positive_scores: torch.Tensor, above: torch.Tensor, tied: torch.Tensor
+) -> torch.Tensor:
+    """Tie-aware AP per query from how many candidates score above / level with each positive.
+
+    The closed form of :func:`tie_aware_ap_at_positives` once the counts are known (e.g. from
+    a search of sorted rows): ``above`` ``[Q, g]`` is ``N_{g-1} = #{candidates c: s_c > s_i}``
+    and ``tied`` ``[Q, g]`` is ``n = #{candidates c: s_c = s_i}`` (positive ``i`` included, so
+    ``n >= 1``) for each of the ``g`` positives whose scores are ``positive_scores`` ``[Q, g]``.
+    Seed 003, Eq. 3 (module docstring). No argument checks: the callers' counts are trusted.
+
+    Example:
+        >>> tie_aware_ap_from_counts(torch.tensor([[1.0]]), torch.tensor([[1]]),
+        ...                          torch.tensor([[2]]))
+        tensor([0.4167], dtype=torch.float64)
+    """
+    before = above.to(torch.float64)  # N_{g-1}
+    size = tied.to(torch.float64)  # n
+    anchors, among = positive_scores.unsqueeze(2), positive_scores.unsqueeze(1)
+    positives_before = (among > anchors).sum(dim=2).to(torch.float64)  # N+_{g-1}
+    positives_tied = (among == anchors).sum(dim=2).to(torch.float64)  # n+
+    share = torch.where(size > 1, (positives_tied - 1.0) / (size - 1.0).clamp(min=1.0), 0.0)
+    offset = positives_before + 1.0 - share * (before + 1.0)
+    harmonic = harmonic_number(before + size) - harmonic_number(before)
+    return (share + offset * harmonic / size).mean(dim=1)
+
+
 def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (seed 003, Eq. 4-7).
 

@@ -7,7 +7,8 @@
   candidate) and the query-excluded layout are the same matrix with different masks;
 * ONE sort of its rows, searched for the window counts ``|s_qj - s_qi| < w``
   (:meth:`BatchView.pair_counts`, :meth:`BatchView.counts_at`): P, the gradient counts and the
-  weighted counts read them;
+  weighted counts read them, and the relaxation gap's exact AP searches it for the positives'
+  ranks (:meth:`BatchView.above_and_tied`) when another quantity has made it;
 * ONE sigmoid block over the positive rows (:meth:`BatchView.smooth_ap_terms`): the smooth AP,
   the ``AD``/``CB`` decomposition and the analytic gradient of gradient agreement; the ranks
   ``A`` and ``C`` come from the loss's forward when it computed them.
@@ -139,21 +140,6 @@ class BatchView:
         """``[Q, C]`` column indices of :attr:`sorted_scores` (``scores.gather(1, order)``)."""
         return self._sorted.indices
 
-    @cached_property
-    def ranked(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every row best first, ``(scores, positives)`` from the one sort; in-batch without the
-        query (not its own candidate): ``[Q, C - 1]``. Ties keep no particular order."""
-        scores, order = self.sorted_scores.flip(1), self.sort_order.flip(1)
-        positives = self.layout.positives.gather(1, order)
-        if self.labels is None:
-            return scores, positives
-        size = scores.shape[0]
-        queries = torch.arange(size, device=scores.device).unsqueeze(1)
-        where = (order == queries).long().argmax(dim=1, keepdim=True)  # the query's position
-        columns = torch.arange(size - 1, device=scores.device).unsqueeze(0)
-        keep = columns + (columns >= where).long()  # every position but the query's
-        return scores.gather(1, keep), positives.gather(1, keep)
-
     def pair_counts(self, width: float) -> torch.Tensor:
         """``[Q]``: pairs ``(i, j)`` of row ``q`` (``i = j`` and, in-batch, the query included)
         inside the window, ``s_j < s_i + width`` and ``s_i < s_j + width``.
@@ -210,6 +196,31 @@ class BatchView:
             return above - below if width > 0 else torch.zeros_like(above)
         below = torch.searchsorted(ordered, anchors - width, side="right")  # s_j <= a - w
         return torch.where(width > 0, above - below, 0)
+
+    def above_and_tied(
+        self, anchors: torch.Tensor, queries: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[k, g]``: candidates of rows ``queries`` scoring strictly above each anchor, and
+        scoring equal to it (the anchor's own entry included), for exact (tie-aware) ranks.
+
+        A search of the step's one sort (``O(k g log C)``). In-batch the query, not a
+        candidate, is taken out of both counts.
+        """
+        ordered = self.sorted_scores[queries]
+        anchors = anchors.contiguous()
+        left = torch.searchsorted(ordered, anchors, side="left")
+        right = torch.searchsorted(ordered, anchors, side="right")
+        above, tied = ordered.shape[1] - right, right - left
+        if self.labels is not None:
+            own = self.scores.diagonal()[queries].unsqueeze(1)
+            above, tied = above - (own > anchors).long(), tied - (own == anchors).long()
+        return above, tied
+
+    @property
+    def has_sort(self) -> bool:
+        """Whether the step's one sort has been made (a quantity that can do without it then
+        reuses it instead of paying for it)."""
+        return "_sorted" in self.__dict__
 
     def query_inside(
         self,

@@ -7,10 +7,11 @@ stacks every value of a step and moves them to the host once. All math is a call
 
 No quantity reads a value back to the host (no ``.item()``, ``bool()``, masked indexing or
 ``nonzero``): summaries are NaN-aware reductions on the device. P, the counts and the weighted
-counts share one sort of the scores; the smooth AP, the decomposition and gradient agreement
-share one sigmoid block (see :mod:`gradlab.monitor.batch`). Values are computed in the
-embeddings' dtype (float32 for half precision), reusing the watched SmoothAP loss's scores and
-ranks when it recorded them.
+counts share one sort of the scores (the relaxation gap's exact AP searches it too, or compares
+the positives' scores with their rows when no quantity sorted); the smooth AP, the
+decomposition and gradient agreement share one sigmoid block (see :mod:`gradlab.monitor.batch`).
+Values are computed in the embeddings' dtype (float32 for half precision), reusing the watched
+SmoothAP loss's scores and ranks when it recorded them.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ import math
 import torch
 
 from gradlab._validation import skip_value_checks
-from gradlab.functional import operating_region_width, tie_aware_ap
+from gradlab.functional import operating_region_width
 from gradlab.functional.operating_region import _widths
+from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.schedules import Schedule, every
 
@@ -251,14 +253,25 @@ class RelaxationGap(Quantity):
     def compute(self, batch: BatchView) -> Values:
         scores = batch.scores
         groups, ranks = batch.smooth_ap_forward(batch.tau)  # the loss's ranks when recorded
+        candidates = batch.layout.candidates  # in-batch: the query is not its own candidate
         smooth = torch.full((scores.shape[0],), math.nan, dtype=scores.dtype, device=scores.device)
+        exact = torch.full_like(smooth, math.nan, dtype=torch.float64)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
             smooth = smooth.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
-        # The step's one sort, best first (in-batch without the query): tie-aware AP depends
-        # only on each row's scores and flags, and its own stable sort of presorted rows is cheap.
-        ranked_scores, ranked_positives = batch.ranked
-        with skip_value_checks():  # finite by construction: no value read back
-            exact = tie_aware_ap(ranked_scores, ranked_positives)
+            # Tie-aware AP from the positives' scores alone: searched in the step's sort when
+            # another quantity made it, else compared with their rows (O(Q g C), SmoothAP's own
+            # positive rows: no sort). Finite by construction; nothing read back.
+            rows = scores[group.queries]
+            anchors = rows.gather(1, group.positive_columns)
+            if batch.has_sort:
+                above, tied = batch.above_and_tied(anchors, group.queries)
+                per_query = tie_aware_ap_from_counts(anchors, above, tied)
+            else:
+                with skip_value_checks():
+                    per_query = tie_aware_ap_at_positives(
+                        rows, anchors, None if candidates is None else candidates[group.queries]
+                    )
+            exact = exact.index_put((group.queries,), per_query)
         defined = ~torch.isnan(exact)
         count = defined.sum()  # a mean over no query is 0 / 0 = NaN
         smooth_mean = torch.where(defined, smooth.to(torch.float64), 0.0).sum() / count

@@ -11,6 +11,7 @@ from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 
 from gradlab import GradlabError
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
+from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
 
 small_lists = st.integers(1, 7).flatmap(
@@ -80,6 +81,57 @@ def test_batched_equals_row_by_row_and_distances_are_negated():
         assert batched[q].item() == pytest.approx(tie_aware_ap(-hamming[q], relevant[q]).item())
 
 
+def _loop_counts(scores, columns, candidates):
+    """Float64 loop: candidates above / level with each positive (``columns``) of each query."""
+    above, tied = [], []
+    for q in range(len(scores)):
+        cols = [c for c in range(len(scores[q])) if candidates[q][c]]
+        above.append([sum(scores[q][c] > scores[q][i] for c in cols) for i in columns[q]])
+        tied.append([sum(scores[q][c] == scores[q][i] for c in cols) for i in columns[q]])
+    return above, tied
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    levels=st.sampled_from([3, 6, 1000]),  # heavy ties, some, (almost) none
+    with_candidates=st.booleans(),
+)
+def test_ap_at_positives_equals_the_tie_averaged_loop(seed, levels, with_candidates):
+    """The sort-free path against brute force over tie-consistent orders, per query."""
+    rng = np.random.default_rng(seed)
+    rows, size, per_query = 4, 7, 3
+    scores = rng.integers(0, levels, size=(rows, size)).astype(np.float64)
+    candidates = np.ones((rows, size), dtype=bool)
+    if with_candidates:
+        candidates[:, -2:] = rng.random((rows, 2)) < 0.5  # some non-candidates (tied too)
+    columns = np.stack([rng.permutation(size - 2)[:per_query] for _ in range(rows)])
+    positives = np.zeros((rows, size), dtype=bool)
+    np.put_along_axis(positives, columns, True, axis=1)
+    score_tensor = torch.from_numpy(scores)
+    anchors = score_tensor.gather(1, torch.from_numpy(columns))
+    got = tie_aware_ap_at_positives(
+        score_tensor, anchors, torch.from_numpy(candidates) if with_candidates else None
+    )
+    above, tied = _loop_counts(scores.tolist(), columns.tolist(), candidates.tolist())
+    from_counts = tie_aware_ap_from_counts(anchors, torch.tensor(above), torch.tensor(tied))
+    for q in range(rows):
+        keep = [c for c in range(size) if candidates[q, c]]
+        expected = expected_over_ties(
+            average_precision, scores[q, keep].tolist(), positives[q, keep].tolist()
+        )
+        assert got[q].item() == pytest.approx(expected, abs=1e-12)
+        assert from_counts[q].item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_ap_at_positives_matches_the_sorting_path_on_large_float32_rows():
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(64, 300, generator=generator).round(decimals=1)  # float32, ties
+    columns = torch.stack([torch.randperm(300, generator=generator)[:5] for _ in range(64)])
+    positives = torch.zeros(64, 300, dtype=torch.bool).scatter_(1, columns, True)
+    got = tie_aware_ap_at_positives(scores, scores.gather(1, columns))
+    torch.testing.assert_close(got, tie_aware_ap(scores, positives), rtol=0, atol=1e-12)
+
+
 def test_all_tied_ap_is_the_relevant_fraction_limit():
     # Every item tied: the expected precision at each relevant rank averages to a known value.
     relevant = torch.tensor([True, False, False, True])
@@ -103,6 +155,24 @@ def test_all_tied_ap_is_the_relevant_fraction_limit():
         (
             lambda: tie_aware_ap(torch.zeros(1, 2, 3), torch.ones(1, 2, 3, dtype=torch.bool)),
             "1-D or 2-D",
+        ),
+        (
+            lambda: tie_aware_ap_at_positives(torch.zeros(2, 3), torch.zeros(3, 1)),
+            r"positive_scores must be \[Q, g\] with Q = 2",
+        ),
+        (
+            lambda: tie_aware_ap_at_positives(torch.zeros(2, 3), torch.zeros(2, 0)),
+            "g >= 1",
+        ),
+        (
+            lambda: tie_aware_ap_at_positives(torch.tensor([[0.0, math.inf]]), torch.zeros(1, 1)),
+            "finite",
+        ),
+        (
+            lambda: tie_aware_ap_at_positives(
+                torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 3, dtype=torch.bool)
+            ),
+            "candidates",
         ),
         (
             lambda: tie_aware_dcg(torch.zeros(3), torch.ones(3, dtype=torch.long)),
