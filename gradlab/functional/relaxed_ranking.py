@@ -281,7 +281,9 @@ def counts_objective(
     if objective == "ap":
         num_positives = (batch.levels.bool() & batch.not_self).sum(dim=1).to(counts.dtype)
         return relaxed_tie_aware_ap(counts[..., 1], counts.sum(dim=2), method, num_positives)
-    gains = level_gains if level_gains is not None else torch.tensor([0.0, 1.0])
+    gains = (
+        level_gains if level_gains is not None else torch.tensor([0.0, 1.0], device=counts.device)
+    )
     return relaxed_tie_aware_dcg(counts, gains.to(counts.dtype), method)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gradlab import GradlabError
 from gradlab.functional import smooth_ap, smooth_ap_decomposition
-from tests.reference.smooth_ap_loops import decomposition_one_pair
+from tests.reference.smooth_ap_loops import decomposition_one_pair, smooth_ap_one_query
 
 
 def problem(seed, queries, candidates, dims, density):
@@ -116,3 +116,54 @@ def test_error_table(kwargs, message):
     arguments = {"query": Q, "candidates": V, "positives": P, **kwargs}
     with pytest.raises(GradlabError, match=message):
         smooth_ap_decomposition(**arguments)
+
+
+def test_ap_and_gradient_against_the_loops_with_a_shared_candidate_mask():
+    # A [C] candidate mask applies to every query, like its [Q, C] expansion; AP from loops
+    # over the kept candidates, the gradient from the seeds' terms summed by loops.
+    query, vectors, positives = problem(6, 3, 7, 4, 0.5)
+    keep = torch.tensor([True, True, False, True, True, False, True])
+    shared = smooth_ap_decomposition(query, vectors, positives, 0.1, candidate_mask=keep)
+    expanded = smooth_ap_decomposition(
+        query, vectors, positives, 0.1, candidate_mask=keep.expand(3, -1)
+    )
+    torch.testing.assert_close(shared.grad, expanded.grad, equal_nan=True, rtol=0, atol=0)
+    kept = keep.nonzero().flatten().tolist()
+    for q in range(3):
+        flags = [bool(positives[q, c]) for c in kept]
+        scores = [float(query[q] @ vectors[c]) for c in kept]
+        expected_ap = smooth_ap_one_query(scores, flags, 0.1)
+        if math.isnan(expected_ap):
+            assert math.isnan(shared.ap[q].item()) and bool(torch.isnan(shared.grad[q]).all())
+            continue
+        assert shared.ap[q].item() == pytest.approx(expected_ap, abs=1e-12)
+        gradient = [0.0] * 4
+        members = [i for i, flag in enumerate(flags) if flag]
+        for i in members:
+            terms = decomposition_one_pair(query[q].tolist(), vectors[kept].tolist(), flags, i, 0.1)
+            a, c, r = terms["A"], terms["C"], terms["R"]
+            for k in range(4):
+                gradient[k] += (a * terms["D"][k] - c * terms["B"][k]) / r**2 / len(members)
+        assert shared.grad[q].tolist() == pytest.approx(gradient, abs=1e-12)
+
+
+def test_result_stays_on_the_input_device_whatever_the_default_device():
+    query, vectors, positives = problem(7, 2, 6, 3, 0.5)
+    expected = smooth_ap_decomposition(query, vectors, positives, 0.05)
+    with torch.device("meta"):
+        got = smooth_ap_decomposition(query, vectors, positives, 0.05)
+    for name, value in got._asdict().items():
+        assert value.device == query.device, name
+        torch.testing.assert_close(value, getattr(expected, name), equal_nan=True, atol=0, rtol=0)
+
+
+def test_error_messages_name_both_arguments_and_what_they_got():
+    with pytest.raises(
+        GradlabError,
+        match=r"^query and candidates must share a dtype; got torch.float32 and torch.float64$",
+    ):
+        smooth_ap_decomposition(Q, V.double(), P)
+    with pytest.raises(
+        GradlabError, match=r"^query and candidates must share their embedding size; got 3 and 5$"
+    ):
+        smooth_ap_decomposition(Q, torch.zeros(4, 5), P)

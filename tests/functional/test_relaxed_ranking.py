@@ -231,3 +231,18 @@ def test_relaxed_dcg_gradcheck(method):
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match=message):
         call()
+
+
+@pytest.mark.parametrize("objective", ["ap", "dcg"])
+def test_result_stays_on_the_input_device_whatever_the_default_device(objective):
+    # The default DCG gains are made on the codes' device: with torch's default device
+    # elsewhere (here "meta"; "cuda" with CPU codes in practice), the result is unchanged.
+    codes, labels = batch(3, 6, 4)
+    expected = minibatch_objective_terms(codes, labels, objective, "log")
+    gradient = minibatch_gradient_matrix_form(codes, labels, objective, "log")
+    with torch.device("meta"):
+        got = minibatch_objective_terms(codes, labels, objective, "log")
+        got_gradient = minibatch_gradient_matrix_form(codes, labels, objective, "log")
+    for value, reference in zip([*got, got_gradient], [*expected, gradient], strict=True):
+        assert value.device == codes.device
+        torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
