@@ -3,6 +3,7 @@
 import math
 from math import erf
 
+import numpy as np
 import pytest
 from scipy.optimize import brentq
 
@@ -39,7 +40,7 @@ def test_closed_forms_match_an_independent_expectation_and_simulation(tmp_path, 
 
 
 @pytest.mark.slow
-def test_p_against_batch_size_quick(tmp_path):
+def test_p_against_batch_size_quick(tmp_path, monkeypatch):
     results = p_against_batch_size(quick=True)
     for name in ("untrained_uniform", "trained_uniform"):
         for row in results["fixed_model"][name]:
@@ -48,11 +49,25 @@ def test_p_against_batch_size_quick(tmp_path):
                 row["sampling_only_prediction"], abs=0.03
             )
     assert "At a fixed model" in results["conclusion"]
-    assert plot_p_against_batch_size(results, tmp_path / "p.png").stat().st_size > 10_000
+    with captured_figures(monkeypatch, plot_module) as figures:
+        plot_p_against_batch_size(results, tmp_path / "p.png")
+    assert layout_problems(figures[0]) == []
+    left, right = figures[0].axes
+    expected = []
+    for name, rows in results["fixed_model"].items():
+        if name.endswith("uniform"):
+            for key in ("p_seed_definition", "sampling_only_prediction", "p_without_query"):
+                expected.append([(r["batch_size"], r[key]) for r in rows])
+    drawn = [list(zip(line.get_xdata(), line.get_ydata(), strict=True)) for line in left.lines]
+    assert drawn == expected
+    trained = results["trained_per_batch_size"]
+    drawn = [list(zip(line.get_xdata(), line.get_ydata(), strict=True)) for line in right.lines]
+    assert drawn == [[(r["batch_size"], r[key]) for r in trained]
+                     for key in ("p_seed_definition", "p_without_query")]  # fmt: skip
 
 
 @pytest.mark.slow
-def test_training_dynamics_quick(tmp_path):
+def test_training_dynamics_quick(tmp_path, monkeypatch):
     results = training_dynamics(quick=True)
     history = results["history"]
     assert len(history) > 10
@@ -60,4 +75,18 @@ def test_training_dynamics_quick(tmp_path):
         assert 0.0 <= record["p_seed_definition"] <= 1.0
         assert 0.0 <= record["share_without_gradient"] <= 1.0
         assert math.isnan(record["ad_share"]) or 0.0 <= record["ad_share"] <= 1.0
-    assert plot_training_dynamics(results, tmp_path / "t.png").stat().st_size > 10_000
+    with captured_figures(monkeypatch, plot_module) as figures:
+        plot_training_dynamics(results, tmp_path / "t.png")
+    assert layout_problems(figures[0]) == []
+    steps = [h["step"] for h in history]
+    panels = {
+        0: ["loss"],
+        1: ["p_seed_definition", "p_without_query"],
+        2: ["share_without_gradient", "share_without_weighted_gradient"],
+        3: ["ad_share", "ad_cb_cosine"],
+    }
+    for index, keys in panels.items():
+        axis = figures[0].axes[index]
+        assert [list(line.get_xdata()) for line in axis.lines] == [steps] * len(keys)
+        for line, key in zip(axis.lines, keys, strict=True):
+            assert np.array_equal(line.get_ydata(), [h[key] for h in history], equal_nan=True)

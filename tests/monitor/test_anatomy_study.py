@@ -4,9 +4,11 @@ import math
 
 import pytest
 
+import gradlab.plotting.anatomy as plot_module
 from gradlab.experiments.gradient_anatomy import measure
 from gradlab.jsonio import dumps
 from gradlab.plotting.anatomy import plot_anatomy_comparison
+from tests.plotting.layout import captured_figures, layout_problems
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,28 @@ def test_each_loss_has_its_closed_form_anatomy(quick):
         assert losses["SmoothAP"]["t2i"]["queries"] == 50
 
 
-def test_the_figure_is_drawn(quick, tmp_path):
-    path = plot_anatomy_comparison(quick, tmp_path / "anatomy.png")
-    assert path.stat().st_size > 10_000
+def test_the_figure_draws_each_loss_and_direction_share_by_rank(quick, tmp_path, monkeypatch):
+    with captured_figures(monkeypatch, plot_module) as figures:
+        plot_anatomy_comparison(quick, tmp_path / "anatomy.png")
+    assert layout_problems(figures[0]) == []
+    panels = figures[0].axes
+    checkpoints = quick["checkpoints"]
+    names = list(checkpoints[0]["losses"])
+    assert len(panels) == len(checkpoints) * len(names)
+    for row, checkpoint in enumerate(checkpoints):
+        for column, name in enumerate(names):
+            axis = panels[row * len(names) + column]
+            assert name in axis.get_title() and str(checkpoint["steps"]) in axis.get_title()
+            expected = []
+            for direction in ("i2t", "t2i"):  # solid, then dashed: the finite shares by rank
+                shares = checkpoint["losses"][name][direction]["mass_share_by_rank"]
+                points = [(rank, share) for rank, share in enumerate(shares, 1)
+                          if isinstance(share, (int, float)) and math.isfinite(share)]  # fmt: skip
+                if points:
+                    expected.append(points)
+            drawn = [list(zip(line.get_xdata(), line.get_ydata(), strict=True))
+                     for line in axis.get_lines()]  # fmt: skip
+            assert drawn == expected, (name, checkpoint["steps"])
 
 
 @pytest.mark.parametrize(
