@@ -250,8 +250,6 @@ def harmonic_log_error(
     elif precision == "mpmath":
         import mpmath
 
-        mpmath.mp.dps = 50
-
         def one(x: float, k: float) -> float:
             truth = mpmath.harmonic(x + k) - mpmath.harmonic(x)
             stand_in = {
@@ -261,7 +259,8 @@ def harmonic_log_error(
             }[method]
             return float(stand_in - truth)
 
-        error = np.vectorize(one, otypes=[np.float64])(a_arr, n_arr)
+        with mpmath.workdps(50):  # local precision: a global setting would leak to callers
+            error = np.vectorize(one, otypes=[np.float64])(a_arr, n_arr)
     else:
         raise GradlabError(f"precision must be 'float64' or 'mpmath'; got {precision!r}")
     paper_bound = n_arr / (2.0 * a_arr**2)

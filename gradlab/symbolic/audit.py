@@ -12,6 +12,8 @@ import time
 import traceback
 from pathlib import Path
 
+import mpmath
+
 from gradlab.errors import GradlabError
 from gradlab.symbolic import (
     fappy_claims,
@@ -22,6 +24,9 @@ from gradlab.symbolic import (
 )
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
 from gradlab.symbolic.seeds import SEEDS, citation
+
+AUDIT_DECIMAL_DIGITS = 15
+"""mpmath's working precision for a check that does not set its own (mpmath's default)."""
 
 MODULES = (smoothap_claims, supplementary_claims, tie_aware_claims, minibatch_claims, fappy_claims)
 
@@ -44,7 +49,8 @@ def run_audit(claims: list[Claim] | None = None, *, mutants: bool = False) -> li
     for claim in claims if claims is not None else all_claims():
         start = time.perf_counter()
         try:
-            record = audit_claim(claim, mutants=mutants)
+            with mpmath.workdps(AUDIT_DECIMAL_DIGITS):  # records independent of the caller's mpmath
+                record = audit_claim(claim, mutants=mutants)
         except Exception as error:  # the audit reports, it does not stop
             record = {
                 "id": claim.id, "seed": claim.seed, "label": claim.label,

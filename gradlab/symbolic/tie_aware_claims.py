@@ -278,8 +278,8 @@ def check_one_item_bin(form: Form) -> Verdict:
     term = form.value.subs({c_pos: sp.Rational(1, 2), C_prev: 3, C_pos_prev: 1, N_plus: 2})
     term = term.subs(N_d, 3 + c)
     function = sp.lambdify(c, term, "mpmath")
-    mpmath.mp.dps = 40
-    values = [abs(function(1 + mpmath.mpf(10) ** -k)) for k in (6, 12, 18)]
+    with mpmath.workdps(40):  # local: a global precision would change later claims' numbers
+        values = [abs(function(1 + mpmath.mpf(10) ** -k)) for k in (6, 12, 18)]
     growth = float(values[-1] / values[0])
     return decide(growth < 10, f"|term| stays {float(values[-1]):.4g} as c -> 1 (growth {growth:.3g}).",
                   f"|term| grows by {growth:.3g} from c = 1 + 1e-6 to 1 + 1e-18: a pole at a bin "
@@ -351,12 +351,12 @@ def check_li_first_bin(form: Form) -> Verdict:
 
 def check_expansion(form: Form) -> Verdict:
     """``H(N) - expansion`` is of the printed order: ratio to the order term tends to a constant."""
-    mpmath.mp.dps = 40
     symbol = sorted(form.value["expansion"].free_symbols, key=str)[0]
     expansion = sp.lambdify(symbol, form.value["expansion"], "mpmath")
     order = sp.lambdify(symbol, form.value["order"], "mpmath")
-    ratios = [float((mpmath.harmonic(big) - expansion(mpmath.mpf(big))) / order(mpmath.mpf(big)))
-              for big in (10**3, 10**4, 10**5)]  # fmt: skip
+    with mpmath.workdps(40):  # local: a global precision would change later claims' numbers
+        ratios = [float((mpmath.harmonic(big) - expansion(mpmath.mpf(big))) / order(mpmath.mpf(big)))
+                  for big in (10**3, 10**4, 10**5)]  # fmt: skip
     settled = abs(ratios[-1] - ratios[-2]) < 1e-3 * max(1.0, abs(ratios[-1]))
     bounded = 0.05 < abs(ratios[-1]) < 20
     return decide(settled and bounded,

@@ -1,0 +1,48 @@
+"""Each claim reproduces its committed record: verdict, detail, formulas, every mutant's verdict.
+
+``benchmarks/results/audit.json`` is what ``make audit`` wrote; a change to a check, a printed
+form, a mutant or a detail string shows up here as the one claim whose record moved (run
+``make audit docs`` and commit when the change is intended). Timings are left out.
+"""
+
+import json
+
+import pytest
+
+from tests.symbolic.conftest import audit_record
+from tools.readme_audit import AUDIT_JSON
+from tools.readme_blocks import ROOT
+
+COMMITTED = {record["id"]: record for record in json.loads((ROOT / AUDIT_JSON).read_text())}
+
+
+def _without_timing(record: dict) -> dict:
+    return {key: value for key, value in json.loads(json.dumps(record)).items() if key != "seconds"}
+
+
+@pytest.mark.parametrize("claim_id", sorted(COMMITTED))
+def test_claim_reproduces_its_committed_record(claim_id):
+    assert _without_timing(audit_record(claim_id)) == _without_timing(COMMITTED[claim_id])
+
+
+def test_no_check_leaves_a_global_precision_behind():
+    # check_expansion once set mpmath.mp.dps = 40 for good, so the claims after it computed
+    # their errors at 40 digits: eq16's record depended on which claims ran before it.
+    import mpmath
+
+    before = mpmath.mp.dps
+    for claim_id in sorted(COMMITTED):
+        audit_record(claim_id)
+        assert mpmath.mp.dps == before, claim_id
+
+
+def test_a_callers_mpmath_precision_does_not_change_a_record():
+    import mpmath
+
+    from gradlab.symbolic import run_audit
+    from tests.symbolic.conftest import _claims_by_id
+
+    claim_id = "003_9ae9ec3ce43e30ad:eq16"  # its detail prints a float error at mpmath precision
+    with mpmath.workdps(40):
+        record = run_audit([_claims_by_id()[claim_id]], mutants=True)[0]
+    assert _without_timing(record) == _without_timing(COMMITTED[claim_id])
