@@ -265,3 +265,71 @@ def test_score_matrix_module_refuses_a_non_callable_score_recorder_when_set(cls)
     loss.score_recorder = lambda direction, alias, mask: seen.append(direction)
     loss(torch.rand(2, 3), torch.eye(2, 3, dtype=torch.bool))
     assert seen == ["i2t", "t2i"]
+
+
+# --- every constructor argument named in its error; the warning with the first such batch -----
+
+
+@pytest.mark.parametrize(
+    ("cls", "kwargs", "message"),
+    [
+        ("BlackboxAPLoss", {"interpolation": 0.0}, "interpolation must be a positive finite"),
+        ("BlackboxAPLoss", {"margin": -0.1}, "margin must be a non-negative finite number"),
+        ("FAPPYLoss", {"delta_min": 0.0}, "delta_min must be a positive finite number"),
+        ("FastAPLoss", {"num_bins": 0}, "num_bins must be a positive integer"),
+        ("MaxViolationTripletLoss", {"margin": -1.0}, "margin must be a non-negative finite"),
+        ("NTXentLoss", {"temperature": 0.0}, "temperature must be a positive finite number"),
+        ("NTXentLoss", {"direction": "up"}, r"direction must be one of .*; got 'up'"),
+        ("MaxViolationTripletLoss", {"reduction": "max"}, r"reduction must be one of .*'max'"),
+        ("SmoothAPLoss", {"validate": "yes"}, "validate must be a bool; got 'yes'"),
+    ],
+)
+def test_every_constructor_argument_is_named_in_its_error(cls, kwargs, message):
+    with pytest.raises(GradlabError, match=message):
+        getattr(gradlab, cls)(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "degenerate", "fine"),
+    [
+        (lambda: SmoothAPLoss(0.1), (torch.randn(4, 3), torch.arange(4)),
+         (torch.randn(4, 3), torch.tensor([0, 0, 1, 1]))),
+        (lambda: gradlab.NTXentLoss(), (torch.rand(3, 4), torch.zeros(3, 4, dtype=torch.bool)),
+         (torch.rand(3, 4), torch.eye(3, 4, dtype=torch.bool))),
+    ],
+)  # fmt: skip
+def test_the_warning_comes_with_the_first_degenerate_batch_and_every_one_is_counted(
+    make, degenerate, fine
+):
+    from gradlab.losses import DegenerateBatchWarning
+
+    loss = make()
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for arguments in (fine, degenerate, fine, degenerate, degenerate):
+            loss(*arguments)
+            seen.append(sum(w.category is DegenerateBatchWarning for w in caught))
+    assert seen == [0, 1, 1, 1, 1]
+    assert loss.degenerate_batches == 3
+
+
+def test_blackbox_ap_loss_passes_its_margin_to_the_forward():
+    from tests.reference.histogram_losses_loops import ranked_ap
+
+    embeddings = embeddings_for(17, 9, dims=4)
+    labels = [0, 1, 2] * 3
+    normalized = torch.nn.functional.normalize(embeddings, dim=1)
+    scores = (normalized @ normalized.T).tolist()
+    for margin in (0.0, 0.3):
+        aps = []
+        for q in range(9):
+            others = [c for c in range(9) if c != q]
+            aps.append(ranked_ap([scores[q][c] for c in others],
+                                 [labels[c] == labels[q] for c in others], margin))  # fmt: skip
+        got = gradlab.BlackboxAPLoss(margin=margin)(embeddings, torch.tensor(labels)).item()
+        assert got == pytest.approx(loss_from_aps(aps), abs=1e-10)
+
+
+def test_fappy_module_keeps_its_scales():
+    assert gradlab.FAPPYLoss(delta_min=0.25).deltas == [2.0, 1.0, 0.5, 0.25]
