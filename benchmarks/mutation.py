@@ -60,6 +60,29 @@ FUNCTIONAL_TESTS = {
 }
 """Each module of ``gradlab/functional/`` -> the test files that cover it (a run stays short)."""
 
+_MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py",
+                   "tests/monitor/test_monitor_defaults.py"]  # fmt: skip
+_MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
+                 "tests/monitor/test_options.py"]  # fmt: skip
+MONITOR_TESTS = {
+    "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
+    "batch": [*_MONITOR_VALUES, "tests/monitor/test_anatomy.py"],
+    "lock": ["tests/monitor/test_lock.py", "tests/monitor/test_runs.py"],
+    "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
+                "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
+                "tests/monitor/test_anatomy.py", "tests/monitor/test_lock.py",
+                "tests/monitor/test_robustness.py", "tests/monitor/test_sink_roundtrip.py"],
+    "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
+                   "tests/monitor/test_monitor.py"],
+    "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
+                  "tests/monitor/test_monitor_defaults.py"],
+    "sinks": ["tests/monitor/test_sinks.py", "tests/monitor/test_sink_roundtrip.py",
+              "tests/monitor/test_sinks_remote.py", "tests/monitor/test_runs.py",
+              "tests/monitor/test_monitor_defaults.py"],
+}  # fmt: skip
+"""Each module of ``gradlab/monitor/`` -> the test files that cover it (no compile, sync or
+overhead tests: slow, and they check costs, not values)."""
+
 DEFAULTS_TESTS = ["tests/test_defaults.py", "tests/functional/test_defaults.py"]
 """The tests of every public default, run for every functional group (only the tests that reach
 a mutated function run for its mutants, so they cost one instrumented pass)."""
@@ -68,7 +91,8 @@ GROUPS = {
     **{f"functional/{module}": ([f"gradlab/functional/{module}.py"], [*tests, *DEFAULTS_TESTS])
        for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"], ["tests/test_losses.py", "tests/test_defaults.py"]),
-    "monitor": (["gradlab/monitor/*"], ["tests/monitor"]),
+    **{f"monitor/{module}": ([f"gradlab/monitor/{module}.py"], tests)
+       for module, tests in MONITOR_TESTS.items()},
     "symbolic": (["gradlab/symbolic/*"], ["tests/symbolic"]),
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
