@@ -27,6 +27,7 @@ batch). Only queries with a positive and a negative are summarised:
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import torch
 
@@ -35,6 +36,7 @@ from gradlab.errors import GradlabError
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
     DEFAULT_RELATIVE_THRESHOLD,
+    HARD_FRACTIONS,
     gradient_anatomy,
 )
 from gradlab.monitor.batch import BatchView, ScoreCapture
@@ -44,11 +46,12 @@ from gradlab.monitor.schedules import Schedule
 Values = dict[str, torch.Tensor]
 
 
-def _masked_mean(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` where ``keep`` and finite; NaN if none (no host sync)."""
-    keep = keep & torch.isfinite(values)
-    count = keep.sum()
-    total = torch.where(keep, values, 0.0).sum()
+def _masked_means(rows: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+    """``[k]``: mean of each row of ``rows`` ``[k, Q]`` where ``keep`` and finite; NaN where
+    none (no host sync). One pass for every mean of a direction."""
+    keep = keep & torch.isfinite(rows)
+    count = keep.sum(dim=1)
+    total = torch.where(keep, rows, 0.0).sum(dim=1)
     return torch.where(count > 0, total / count.clamp(min=1), math.nan)
 
 
@@ -61,6 +64,88 @@ def _masked_quantiles(values: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
     return torch.nanquantile(masked, levels)
 
 
+class _PerQuery(NamedTuple):
+    """The per-query statistics the logged summary reads (fields of GradientAnatomy)."""
+
+    active_positives: torch.Tensor
+    active_negatives: torch.Tensor
+    num_positives: torch.Tensor
+    num_negatives: torch.Tensor
+    active_negative_rank_mean: torch.Tensor
+    active_negative_rank_max: torch.Tensor
+    hardest_1pct_share: torch.Tensor
+    hardest_10pct_share: torch.Tensor
+    without_gradient: torch.Tensor
+
+
+def _per_query_from_order(
+    score_grad: torch.Tensor,
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidates: torch.Tensor | None,
+    order: torch.Tensor,
+    absolute_threshold: float,
+    relative_threshold: float,
+) -> _PerQuery:
+    """:func:`gradient_anatomy`'s per-query statistics from a sort the step already made.
+
+    ``order`` ``[Q, C]``: every column of each row by descending score, ties by column index
+    (``BatchView.descending_order``). Restricted to the negatives it is the order
+    :func:`gradient_anatomy` sorts them in, so a negative's rank is the number of negatives
+    up to its position, and the hardest ``k`` negatives are those up to the ``k``-th one: no
+    sort of its own, and sums where it keeps a ``[Q, C]`` float64 running sum. Same
+    definitions and NaN rules (its docstring); finite ``-inf``-free scores, as the Monitor's.
+    """
+    if candidates is not None:
+        positives = positives & candidates
+        negatives = candidates & ~positives
+    else:
+        negatives = ~positives
+    magnitude = score_grad.detach().abs().nan_to_num_(nan=0.0)
+    if candidates is not None:
+        magnitude.masked_fill_(~candidates, 0.0)
+    largest = magnitude.amax(dim=1, keepdim=True)
+    # Non-candidates have magnitude 0, which is never above a threshold >= 0.
+    active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
+    active_negative = active & negatives
+    active_negatives = active_negative.sum(dim=1)
+    num_negatives = negatives.sum(dim=1)
+    if candidates is None:
+        without = ~active.any(dim=1)
+        unranked = torch.isnan(scores).any(dim=1)
+    else:
+        without = candidates.any(dim=1) & ~active.any(dim=1)
+        unranked = (torch.isnan(scores) & candidates).any(dim=1)
+
+    rank = negatives.gather(1, order).cumsum(dim=1)  # at each position: negatives up to it
+    active_ranks = rank * active_negative.gather(1, order)
+    count = active_negatives.to(torch.float64)
+    ranked = (count > 0) & ~unranked
+    rank_sum = active_ranks.sum(dim=1).to(torch.float64)
+    rank_mean = torch.where(ranked, rank_sum / count.clamp(min=1), math.nan)
+    rank_max = torch.where(ranked, active_ranks.amax(dim=1).to(torch.float64), math.nan)
+
+    mass = magnitude.masked_fill_(~negatives, 0.0).gather(1, order)  # magnitude not used below
+    total = mass.sum(dim=1, dtype=torch.float64)
+    defined = (total > 0) & ~unranked
+    shares = []
+    for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
+        hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).long().unsqueeze(1)
+        top = torch.where(rank <= hardest, mass, 0.0).sum(dim=1, dtype=torch.float64)
+        shares.append(torch.where(defined, top / total.clamp(min=1e-300), math.nan))
+    return _PerQuery(
+        active_positives=(active & positives).sum(dim=1),
+        active_negatives=active_negatives,
+        num_positives=positives.sum(dim=1),
+        num_negatives=num_negatives,
+        active_negative_rank_mean=rank_mean,
+        active_negative_rank_max=rank_max,
+        hardest_1pct_share=shares[0],
+        hardest_10pct_share=shares[1],
+        without_gradient=without,
+    )
+
+
 def anatomy_values(
     prefix: str,
     score_grad: torch.Tensor,
@@ -69,36 +154,48 @@ def anatomy_values(
     candidates: torch.Tensor | None = None,
     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
     relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
+    order: torch.Tensor | None = None,
 ) -> Values:
-    """The logged summary of one direction's anatomy (rows are queries), keys ``prefix + ...``."""
-    anatomy = gradient_anatomy(score_grad, scores, positives, candidates,
-                               absolute_threshold=absolute_threshold,
-                               relative_threshold=relative_threshold)  # fmt: skip
+    """The logged summary of one direction's anatomy (rows are queries), keys ``prefix + ...``.
+
+    ``order``: the rows' columns by descending score, ties by column index, when the step has
+    sorted ``scores`` already (then no sort here; see :func:`_per_query_from_order`).
+    """
+    if order is None:
+        anatomy = gradient_anatomy(score_grad, scores, positives, candidates,
+                                   absolute_threshold=absolute_threshold,
+                                   relative_threshold=relative_threshold)  # fmt: skip
+    else:
+        anatomy = _per_query_from_order(score_grad, scores, positives, candidates, order,
+                                        absolute_threshold, relative_threshold)  # fmt: skip
     keep = (anatomy.num_positives > 0) & (anatomy.num_negatives > 0)
     active = anatomy.active_negatives.to(torch.float64)
     negatives = anatomy.num_negatives.to(torch.float64).clamp(min=1)
     span = (negatives - 1).clamp(min=1)  # ranks 1..N onto 0..1
     quantiles = _masked_quantiles(active, keep)
+    rows = torch.stack([
+        active,
+        active / negatives,
+        anatomy.active_positives.to(torch.float64),
+        anatomy.hardest_1pct_share,
+        anatomy.hardest_10pct_share,
+        (anatomy.active_negative_rank_mean - 1) / span,
+        (anatomy.active_negative_rank_max - 1) / span,
+        anatomy.without_gradient.to(torch.float64),
+    ])  # fmt: skip
+    means = _masked_means(rows, keep.unsqueeze(0))
     return {
-        f"{prefix}active_negatives_mean": _masked_mean(active, keep),
+        f"{prefix}active_negatives_mean": means[0],
         f"{prefix}active_negatives_q10": quantiles[0],
         f"{prefix}active_negatives_q50": quantiles[1],
         f"{prefix}active_negatives_q90": quantiles[2],
-        f"{prefix}active_negative_share": _masked_mean(active / negatives, keep),
-        f"{prefix}active_positives": _masked_mean(
-            anatomy.active_positives.to(torch.float64), keep
-        ),
-        f"{prefix}hardest_1pct_share": _masked_mean(anatomy.hardest_1pct_share, keep),
-        f"{prefix}hardest_10pct_share": _masked_mean(anatomy.hardest_10pct_share, keep),
-        f"{prefix}active_rank_depth": _masked_mean(
-            (anatomy.active_negative_rank_mean - 1) / span, keep
-        ),
-        f"{prefix}deepest_active_rank": _masked_mean(
-            (anatomy.active_negative_rank_max - 1) / span, keep
-        ),
-        f"{prefix}queries_without_gradient": _masked_mean(
-            anatomy.without_gradient.to(torch.float64), keep
-        ),
+        f"{prefix}active_negative_share": means[1],
+        f"{prefix}active_positives": means[2],
+        f"{prefix}hardest_1pct_share": means[3],
+        f"{prefix}hardest_10pct_share": means[4],
+        f"{prefix}active_rank_depth": means[5],
+        f"{prefix}deepest_active_rank": means[6],
+        f"{prefix}queries_without_gradient": means[7],
     }
 
 
@@ -156,14 +253,26 @@ class Anatomy(Quantity):
                 "t2i": (("t2i_", True),),
                 "both": (("i2t_", False), ("t2i_", True)),
             }[capture.direction]
+            # Rows of the step's own score matrix: ranked by the step's one sort.
+            shared = "layout" in batch.__dict__ and _same_matrix(scores, batch.scores)
             for name, transpose in views:
-                values.update(self._values(f"anatomy_{name}", capture, grad, scores, transpose))
+                order = batch.descending_order if shared and not transpose else None
+                values.update(
+                    self._values(f"anatomy_{name}", capture, grad, scores, transpose, order)
+                )
         return values
 
-    def _values(self, prefix: str, capture: ScoreCapture, grad, scores, transpose) -> Values:
+    def _values(self, prefix: str, capture: ScoreCapture, grad, scores, transpose, order):
         def oriented(matrix):
             return None if matrix is None else (matrix.T if transpose else matrix)
 
         return anatomy_values(prefix, oriented(grad), oriented(scores),
                               oriented(capture.positives), oriented(capture.candidates),
-                              self.absolute_threshold, self.relative_threshold)  # fmt: skip
+                              self.absolute_threshold, self.relative_threshold,
+                              order)  # fmt: skip
+
+
+def _same_matrix(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Whether two tensors are views of the same memory with the same layout (no value read)."""
+    return (first.data_ptr() == second.data_ptr() and first.shape == second.shape
+            and first.stride() == second.stride() and first.dtype == second.dtype)  # fmt: skip

@@ -128,17 +128,23 @@ class BatchView:
 
     @cached_property
     def _sorted(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.scores.sort(dim=1)
+        # Negated, ascending and stable: the rows best first with ties by column (the order
+        # the anatomy ranks by), ascending values for the searches, and no flip of either.
+        return (-self.scores).sort(dim=1, stable=True)
 
-    @cached_property
-    def sorted_scores(self) -> torch.Tensor:
-        """The one sort of the step: every row of :attr:`scores`, ascending (query included)."""
+    @property
+    def negated_sorted(self) -> torch.Tensor:
+        """The one sort of the step: every row of ``-scores``, ascending (query included)."""
         return self._sorted.values
 
-    @cached_property
-    def sort_order(self) -> torch.Tensor:
-        """``[Q, C]`` column indices of :attr:`sorted_scores` (``scores.gather(1, order)``)."""
+    @property
+    def descending_order(self) -> torch.Tensor:
+        """``[Q, C]`` columns of each row by descending score, ties by column index (stable):
+        ``scores.gather(1, order)`` is ``-negated_sorted``."""
         return self._sorted.indices
+
+    # The searches below count ``s_j < x`` as ``-s_j > -x``: negation is exact, so
+    # ``-(a + w)`` is ``(-a) - w`` bit for bit and every count equals the ascending search's.
 
     def pair_counts(self, width: float) -> torch.Tensor:
         """``[Q]``: pairs ``(i, j)`` of row ``q`` (``i = j`` and, in-batch, the query included)
@@ -150,7 +156,7 @@ class BatchView:
         """
         key = ("pairs", width)
         if key not in self._cache:
-            size = self.sorted_scores.shape[1]
+            size = self.negated_sorted.shape[1]
             pairs = 2 * self._upper(width).sum(dim=1) - size * size
             self._cache[key] = pairs if width > 0 else torch.zeros_like(pairs)
         return self._cache[key]
@@ -161,18 +167,20 @@ class BatchView:
         on a CPU at B = 1024)."""
         key = ("upper", width)
         if key not in self._cache:
-            ordered = self.sorted_scores
-            self._cache[key] = torch.searchsorted(ordered, ordered + width, side="left")
+            ordered = self.negated_sorted  # s_j < a + w  <=>  -s_j > (-a) - w
+            below = torch.searchsorted(ordered, ordered - width, side="right")
+            self._cache[key] = ordered.shape[1] - below
         return self._cache[key]
 
     def entry_counts(self, width: float) -> torch.Tensor:
         """:meth:`counts_at` of every entry ``[Q, C]``, from sorted anchors put back in place."""
-        ordered = self.sorted_scores
+        ordered = self.negated_sorted
         if width <= 0:
             return torch.zeros(ordered.shape, dtype=torch.long, device=ordered.device)
-        below = torch.searchsorted(ordered + width, ordered, side="right")
+        # s_j + w <= a  <=>  (-s_j) - w >= -a: C minus the entries below -a
+        below = ordered.shape[1] - torch.searchsorted(ordered - width, ordered, side="left")
         counts = self._upper(width) - below
-        return torch.empty_like(counts).scatter_(1, self.sort_order, counts)
+        return torch.empty_like(counts).scatter_(1, self.descending_order, counts)
 
     def counts_at(
         self,
@@ -188,14 +196,15 @@ class BatchView:
             width: one width or a ``[k, n]`` tensor of widths (a width <= 0 counts nothing).
             queries: the rows the anchors belong to.
         """
-        ordered = self.sorted_scores if queries is None else self.sorted_scores[queries]
-        anchors = anchors.contiguous()
-        above = torch.searchsorted(ordered, anchors + width, side="left")  # s_j < a + w
+        ordered = self.negated_sorted if queries is None else self.negated_sorted[queries]
+        negated = -anchors
+        # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below.
+        outside_above = torch.searchsorted(ordered, negated - width, side="right")
         if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
-            below = torch.searchsorted(ordered + width, anchors, side="right")
-            return above - below if width > 0 else torch.zeros_like(above)
-        below = torch.searchsorted(ordered, anchors - width, side="right")  # s_j <= a - w
-        return torch.where(width > 0, above - below, 0)
+            not_below = torch.searchsorted(ordered - width, negated, side="left")
+            return not_below - outside_above if width > 0 else torch.zeros_like(outside_above)
+        not_below = torch.searchsorted(ordered, negated + width, side="left")  # s_j > a - w
+        return torch.where(width > 0, not_below - outside_above, 0)
 
     def above_and_tied(
         self, anchors: torch.Tensor, queries: torch.Tensor
@@ -206,11 +215,10 @@ class BatchView:
         A search of the step's one sort (``O(k g log C)``). In-batch the query, not a
         candidate, is taken out of both counts.
         """
-        ordered = self.sorted_scores[queries]
-        anchors = anchors.contiguous()
-        left = torch.searchsorted(ordered, anchors, side="left")
-        right = torch.searchsorted(ordered, anchors, side="right")
-        above, tied = ordered.shape[1] - right, right - left
+        ordered = self.negated_sorted[queries]
+        negated = -anchors
+        above = torch.searchsorted(ordered, negated, side="left")  # -s_c < -a
+        tied = torch.searchsorted(ordered, negated, side="right") - above
         if self.labels is not None:
             own = self.scores.diagonal()[queries].unsqueeze(1)
             above, tied = above - (own > anchors).long(), tied - (own == anchors).long()

@@ -47,7 +47,7 @@ def _reference_exact_ap(batch: BatchView) -> float:
 def test_exact_ap_of_both_paths_equals_the_sorting_reference(kind, dtype, sorted_first):
     batch = _batch(kind, dtype)
     if sorted_first:  # another quantity (P) made the step's sort: searched instead of compared
-        batch.sorted_scores  # noqa: B018
+        batch.negated_sorted  # noqa: B018
     assert batch.has_sort == sorted_first
     with torch.no_grad():
         got = RelaxationGap().compute(batch)["exact_ap"].item()
@@ -57,8 +57,73 @@ def test_exact_ap_of_both_paths_equals_the_sorting_reference(kind, dtype, sorted
 def test_both_paths_log_the_same_relaxation_gap():
     for kind in ("random", "tied"):
         compared, searched = _batch(kind, torch.float32), _batch(kind, torch.float32)
-        searched.sorted_scores  # noqa: B018
+        searched.negated_sorted  # noqa: B018
         with torch.no_grad():
             a, b = RelaxationGap().compute(compared), RelaxationGap().compute(searched)
         for key in a:
             assert a[key].item() == b[key].item() or (math.isnan(a[key]) and math.isnan(b[key]))
+
+
+def _score_batch(scores: torch.Tensor) -> BatchView:
+    """A BatchView whose layout is ``scores`` itself (as for ``watch(inputs="scores")``)."""
+    from gradlab.functional.layouts import RetrievalLayout
+
+    positives = torch.zeros_like(scores, dtype=torch.bool)
+    batch = BatchView(embeddings=scores, positives=positives, tau=TAU)
+    batch.__dict__["layout"] = RetrievalLayout(scores, positives, None)
+    return batch
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_window_counts_of_the_negated_sort_equal_the_definition(quantized):
+    """P's and the counts' searches against the window test itself, entry by entry, in float32;
+    quantized scores put many pairs exactly on the window's edge (|s_i - s_j| = w)."""
+    generator = torch.Generator().manual_seed(5)
+    scores = torch.randn(9, 40, generator=generator)
+    width = 0.25
+    if quantized:
+        scores = (scores * 8).round() / 8  # multiples of 1/8: differences of exactly 0.25
+    batch = _score_batch(scores)
+    rows, anchors = scores.unsqueeze(1), scores.unsqueeze(2)  # [Q, 1, C], [Q, C, 1]
+    inside = (rows < anchors + width) & (anchors < rows + width)  # [Q, anchor, j]
+    assert torch.equal(batch.entry_counts(width), inside.sum(dim=2))
+    assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
+    assert torch.equal(batch.counts_at(scores, width), inside.sum(dim=2))
+    widths = torch.full_like(scores, width)
+    widths[:, ::3] = 0.0  # a width <= 0 counts nothing
+    by_width = (rows < anchors + widths.unsqueeze(2)) & (rows > anchors - widths.unsqueeze(2))
+    expected = torch.where(widths > 0, by_width.sum(dim=2), 0)
+    assert torch.equal(batch.counts_at(scores, widths), expected)
+    queries = torch.tensor([1, 4, 7])
+    above, tied = batch.above_and_tied(scores[queries, :5], queries)
+    picked = scores[queries].unsqueeze(1), scores[queries, :5].unsqueeze(2)
+    assert torch.equal(above, (picked[0] > picked[1]).sum(dim=2))
+    assert torch.equal(tied, (picked[0] == picked[1]).sum(dim=2))
+
+
+@pytest.mark.parametrize("tied", [False, True])
+@pytest.mark.parametrize("with_candidates", [False, True])
+def test_anatomy_from_the_shared_sort_equals_gradient_anatomy(tied, with_candidates):
+    """The anatomy summary ranked by the step's sort against gradient_anatomy's own sort."""
+    from gradlab.monitor.anatomy import anatomy_values
+
+    generator = torch.Generator().manual_seed(11)
+    queries, size = 12, 150  # 150 negatives or so: the 1 % and 10 % cut-offs differ
+    scores = torch.randn(queries, size, generator=generator, dtype=torch.float64)
+    grad = torch.randn(queries, size, generator=generator, dtype=torch.float64)
+    grad = grad * (torch.rand(queries, size, generator=generator) < 0.6)  # zeros: inactive
+    if tied:  # tied scores across the cut-offs, with different gradients
+        scores = (scores * 2).round() / 2
+        grad[3] = 0.0  # a query without gradient
+    positives = torch.rand(queries, size, generator=generator) < 0.1
+    positives[5] = False  # a query without positives (left out of the summary)
+    candidates = None
+    if with_candidates:
+        candidates = torch.rand(queries, size, generator=generator) > 0.05
+    batch = _score_batch(scores)
+    order = batch.descending_order
+    expected = anatomy_values("", grad, scores, positives, candidates)
+    got = anatomy_values("", grad, scores, positives, candidates, order=order)
+    assert expected.keys() == got.keys()
+    for key, value in expected.items():
+        assert got[key].item() == pytest.approx(value.item(), rel=1e-12, nan_ok=True), key
