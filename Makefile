@@ -39,6 +39,7 @@ lint: $(STAMP)
 mutants: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[mutation]'
 	$(BIN)/python benchmarks/mutation.py
+	$(BIN)/python tools/readme_blocks.py
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_smoothap.py

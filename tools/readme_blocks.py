@@ -33,6 +33,7 @@ RENDERER_MODULES = (
     "tools.readme_audit",
     "tools.readme_monitor",
     "tools.readme_studies",
+    "tools.readme_testing",
 )
 """Modules whose import registers renderers (kept apart so each table has one home)."""
 

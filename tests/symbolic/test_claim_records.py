@@ -9,7 +9,6 @@ import json
 
 import pytest
 
-from tests.symbolic.conftest import audit_record
 from tools.readme_audit import AUDIT_JSON
 from tools.readme_blocks import ROOT
 
@@ -21,28 +20,27 @@ def _without_timing(record: dict) -> dict:
 
 
 @pytest.mark.parametrize("claim_id", sorted(COMMITTED))
-def test_claim_reproduces_its_committed_record(claim_id):
+def test_claim_reproduces_its_committed_record(audit_record, claim_id):
     assert _without_timing(audit_record(claim_id)) == _without_timing(COMMITTED[claim_id])
 
 
-def test_no_check_leaves_a_global_precision_behind():
+def test_no_check_leaves_a_global_precision_behind(audit_record):
     # check_expansion once set mpmath.mp.dps = 40 for good, so the claims after it computed
     # their errors at 40 digits: eq16's record depended on which claims ran before it.
     import mpmath
 
     before = mpmath.mp.dps
-    for claim_id in sorted(COMMITTED):
+    for claim_id in audit_record.claim_ids:
         audit_record(claim_id)
         assert mpmath.mp.dps == before, claim_id
 
 
-def test_a_callers_mpmath_precision_does_not_change_a_record():
+def test_a_callers_mpmath_precision_does_not_change_a_record(audit_record):
     import mpmath
 
     from gradlab.symbolic import run_audit
-    from tests.symbolic.conftest import _claims_by_id
 
     claim_id = "003_9ae9ec3ce43e30ad:eq16"  # its detail prints a float error at mpmath precision
     with mpmath.workdps(40):
-        record = run_audit([_claims_by_id()[claim_id]], mutants=True)[0]
+        record = run_audit([audit_record.claims[claim_id]], mutants=True)[0]
     assert _without_timing(record) == _without_timing(COMMITTED[claim_id])

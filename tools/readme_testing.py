@@ -1,0 +1,50 @@
+"""Renderer of the README's "How we test" mutation scores from ``benchmarks/results/mutation.json``.
+
+The JSON is written by ``make mutants`` (``benchmarks/mutation.py``); ``tests/test_readme.py``
+checks that the block agrees with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools.readme_blocks import load_json, register
+
+MUTATION_JSON = "benchmarks/results/mutation.json"
+PACKAGES = ("functional", "monitor", "symbolic", "losses.py")
+"""The packages issue 15 scores, in README order (a package not yet run says so)."""
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+@register("mutation-scores")
+def mutation_scores(root: Path) -> str:
+    """One row per package: mutants, killed, survived, judged equivalent, killed share."""
+    result = load_json(root, MUTATION_JSON)
+    packages = result.get("packages", {})
+    lines = [
+        "| package | mutants | killed | survived | equivalent (reason recorded) "
+        "| killed of non-equivalent |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    missing = []
+    for name in PACKAGES:
+        row = packages.get(name)
+        if row is None:
+            missing.append(name)
+            continue
+        lines.append(
+            f"| `{name}` | {row['generated']} | {row['killed']} | {row['survived']} "
+            f"| {row['equivalent']} | {_share(row['killed_share_of_non_equivalent'])} |"
+        )
+    text = "\n".join(lines) + "\n"
+    machine = result.get("machine", {})
+    text += (
+        f"\nmutmut at commit `{result.get('commit', '?')}` on {machine.get('cpu_count', '?')} "
+        "cores; per-module groups and survivors are in the JSON."
+    )
+    if missing:
+        text += f" Not run yet: {', '.join(f'`{m}`' for m in missing)}."
+    return text + "\n"
