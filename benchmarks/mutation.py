@@ -83,6 +83,21 @@ MONITOR_TESTS = {
 """Each module of ``gradlab/monitor/`` -> the test files that cover it (no compile, sync or
 overhead tests: slow, and they check costs, not values)."""
 
+_CLAIM_RECORDS = ["tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py"]
+SYMBOLIC_TESTS = {
+    "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py"],
+    "audit": [*_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
+    "batch_size": ["tests/symbolic/test_batch_size.py", *_CLAIM_RECORDS],
+    "derivations": ["tests/symbolic/test_audit.py", *_CLAIM_RECORDS],
+    "seeds": [*_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
+    **{module: _CLAIM_RECORDS for module in ("smoothap_claims", "supplementary_claims",
+                                             "tie_aware_claims", "minibatch_claims",
+                                             "fappy_claims")},
+}  # fmt: skip
+"""Each module of ``gradlab/symbolic/`` -> its tests: mainly one test per claim comparing its whole
+record (verdict, detail, formulas, every mutant's verdict) with the committed audit.json, so a
+mutant of one claim's check runs that claim only."""
+
 DEFAULTS_TESTS = ["tests/test_defaults.py", "tests/functional/test_defaults.py"]
 """The tests of every public default, run for every functional group (only the tests that reach
 a mutated function run for its mutants, so they cost one instrumented pass)."""
@@ -93,7 +108,8 @@ GROUPS = {
     "losses": (["gradlab/losses.py"], ["tests/test_losses.py", "tests/test_defaults.py"]),
     **{f"monitor/{module}": ([f"gradlab/monitor/{module}.py"], tests)
        for module, tests in MONITOR_TESTS.items()},
-    "symbolic": (["gradlab/symbolic/*"], ["tests/symbolic"]),
+    **{f"symbolic/{module}": ([f"gradlab/symbolic/{module}.py"], tests)
+       for module, tests in SYMBOLIC_TESTS.items()},
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
@@ -108,6 +124,8 @@ def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["gradlab/"]\n'
+        # the symbolic record tests read the committed audit.json through tools/readme_audit
+        'also_copy = ["tools/", "benchmarks/results/"]\n'
         f"only_mutate = [{quoted}]\n"
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", '
