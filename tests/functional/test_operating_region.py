@@ -1,7 +1,9 @@
 """Operating region: closed-form width, sorted P, Gaussian expectation, gradient counts."""
 
 import math
+import re
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -222,3 +224,47 @@ def test_one_dimensional_scores_are_one_query_with_a_0d_result(pairs):
     assert one.item() == batch.item()
     if pairs == "all":
         assert one.item() == pytest.approx(dense_count_proportion(scores[None], 0.01, 0.005).item())
+
+
+def _reference_width(tau, eps):
+    """Half-width by bracketing the loop slope's root (0 when the peak slope is not above)."""
+    if slope(0.0, tau) <= eps:
+        return 0.0
+    return brentq(lambda d: slope(d, tau) - eps, 0.0, 200.0 * tau, xtol=1e-15, rtol=1e-14)
+
+
+@pytest.mark.parametrize("spread", [0.02, 0.1, 0.5])
+@pytest.mark.parametrize(("tau", "eps"), [(0.01, 0.005), (0.05, 0.5), (0.1, 2.6)])
+@pytest.mark.parametrize("num_candidates", [None, 1, 2, 7, 200])
+@pytest.mark.parametrize("include_diagonal", [True, False])
+def test_gaussian_expectation_is_the_erf_formula(
+    spread, tau, eps, num_candidates, include_diagonal
+):
+    # D_ij ~ N(0, 2 spread^2) off the diagonal: Pr(|D| < w) = erf(w / (2 spread)); the diagonal
+    # (D = 0, inside any non-empty region) adds 1/C of the entries when counted.
+    width = _reference_width(tau, eps)
+    off_diagonal = float(mpmath.erf(width / (2 * spread)))
+    if num_candidates is None or not include_diagonal:
+        expected = off_diagonal
+    else:
+        inside = 1.0 if width > 0 else 0.0
+        expected = inside / num_candidates + (1 - 1 / num_candidates) * off_diagonal
+    got = expected_operating_region_proportion(
+        spread, tau, eps, num_candidates=num_candidates, include_diagonal=include_diagonal
+    )
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_gaussian_expectation_defaults_are_the_seeds_and_the_large_batch_limit():
+    width = _reference_width(0.01, 0.005)
+    expected = float(mpmath.erf(width / (2 * 0.1)))
+    assert expected_operating_region_proportion(0.1) == pytest.approx(expected, abs=1e-12)
+    with_diagonal = expected_operating_region_proportion(0.1, num_candidates=4)
+    assert with_diagonal == pytest.approx(0.25 + 0.75 * expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.0, True, "4"])
+def test_gaussian_expectation_refuses_a_bad_candidate_count(bad):
+    message = rf"^num_candidates must be a positive integer; got {re.escape(repr(bad))}$"
+    with pytest.raises(GradlabError, match=message):
+        expected_operating_region_proportion(0.1, num_candidates=bad)
