@@ -39,3 +39,47 @@ def test_log_spaced_points_are_the_rounded_powers(base):
     expected = {0} | {round(base**k) for k in range(200) if base**k < 1e12}  # closed form
     schedule = log_spaced(base)
     assert {s for s in range(5000) if schedule(s)} == {p for p in expected if p < 5000}
+
+
+def test_log_spaced_stops_below_1e12():
+    # 10^12 is reached exactly by repeated multiplication by 10: it is past the last point.
+    schedule = log_spaced(10)
+    assert schedule(10**11) and not schedule(10**12)
+
+
+@pytest.mark.parametrize(
+    ("make", "step", "logged"),
+    [
+        # The warmup ends before step 10 (default 10): with early_every 7, step 10 is not logged.
+        (lambda: default_schedule(early_every=7), 10, False),
+        (lambda: default_schedule(early_every=7), 9, True),
+        # The early phase ends before step 200 (default 200): 200 is a multiple of 8, not of 60.
+        (lambda: default_schedule(early_every=8, then_every=60), 200, False),
+        (lambda: default_schedule(early_every=8, then_every=60), 192, True),
+        (lambda: default_schedule(early_every=8, then_every=60), 240, True),
+        # dense_warmup's warmup ends before step 100 (default 100).
+        (lambda: dense_warmup(then_every=7), 100, False),
+        (lambda: dense_warmup(then_every=7), 99, True),
+        (lambda: dense_warmup(then_every=7), 105, True),
+    ],
+)
+def test_phases_end_where_documented(make, step, logged):
+    assert make()(step) is logged
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: default_schedule(warmup=0), r"^warmup must be a positive integer; got 0$"),
+        (lambda: default_schedule(early_every=-3), r"^early_every must be a positive integer"),
+    ],
+)
+def test_default_schedule_names_each_argument(make, message):
+    with pytest.raises(GradlabError, match=message):
+        make()
+
+
+def test_never_logs_any_step():
+    from gradlab.monitor.schedules import never
+
+    assert not any(never(step) for step in range(1000))
