@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 
 from gradlab import GradlabError
 from gradlab.functional import smooth_ap
-from gradlab.functional.smooth_ap import group_by_positive_count, smooth_ap_checked
+from gradlab.functional.smooth_ap import (
+    PositiveGroup,
+    _chunks,
+    group_by_positive_count,
+    smooth_ap_checked,
+)
 from tests.reference.smooth_ap_loops import smooth_ap_one_query, smooth_ap_one_query_gradient
 
 
@@ -188,10 +193,10 @@ GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
             {"candidates": torch.ones(3, 3, dtype=torch.bool)},
             r"candidates must have shape \(2, 3\)",
         ),
-        ({"backward": "numeric"}, "backward must be 'exact' or 'autograd'; got 'numeric'"),
+        ({"backward": "numeric"}, "^backward must be 'exact' or 'autograd'; got 'numeric'$"),
         ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
         ({"max_chunk_elements": 2.5}, "max_chunk_elements must be a positive integer"),
-        ({"validate": 1}, "validate must be a bool; got 1"),
+        ({"validate": 1}, "^validate must be a bool; got 1$"),
     ],
 )
 def test_error_table(kwargs, message):
@@ -232,7 +237,9 @@ def test_grouping_matches_nonzero(seed, queries, candidates, density):
 def test_grouping_checks_named_tensors_for_finiteness_in_the_same_transfer():
     positives = torch.eye(3, dtype=torch.bool)
     bad = torch.tensor([1.0, float("inf")])
-    with pytest.raises(GradlabError, match="embeddings must be finite"):
+    with pytest.raises(
+        GradlabError, match=r"^embeddings must be finite; it holds NaN or infinite entries$"
+    ):
         group_by_positive_count(positives, finite={"good": torch.ones(2), "embeddings": bad})
     assert len(group_by_positive_count(positives, finite={"good": torch.ones(2)})) == 1
 
@@ -259,3 +266,25 @@ def test_recorded_ranks_are_the_forward_ranks():
                 reference, abs=1e-12
             )
             assert ap[q].item() == pytest.approx(reference, abs=1e-12)
+
+
+@given(
+    queries=st.integers(1, 30),
+    positives=st.integers(1, 12),
+    candidates=st.integers(0, 40),
+    budget=st.integers(1, 2000),
+)
+def test_chunks_cover_the_group_within_the_memory_budget(queries, positives, candidates, budget):
+    # The documented bound of max_chunk_elements: a chunk of k queries holds k * n * C block
+    # entries, at most the budget (or one query when one alone exceeds it), and as many
+    # queries as fit, so the block count is the smallest the budget allows.
+    group = PositiveGroup(torch.arange(queries), torch.zeros(queries, positives, dtype=torch.long))
+    per_query = max(1, positives * candidates)  # no candidates: still one query per step
+    parts = list(_chunks(group, candidates, budget))
+    fit = max(1, budget // per_query)
+    assert [(part.start, min(part.stop, queries)) for part in parts] == [
+        (start, min(start + fit, queries)) for start in range(0, queries, fit)
+    ]
+    assert all(
+        (min(p.stop, queries) - p.start) * per_query <= max(budget, per_query) for p in parts
+    )
