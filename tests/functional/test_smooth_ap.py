@@ -288,3 +288,18 @@ def test_chunks_cover_the_group_within_the_memory_budget(queries, positives, can
     assert all(
         (min(p.stop, queries) - p.start) * per_query <= max(budget, per_query) for p in parts
     )
+
+
+@pytest.mark.parametrize("backward", [None, "exact", "autograd"])
+def test_the_exact_backward_is_the_default_and_records_one_node(backward):
+    # "exact" (the default) keeps no block alive: the graph is the one closed-form node whose
+    # inputs are the scores; "autograd" records torch's chunked graph instead.
+    scores, positives = random_problem(2, 3, 6, 0.5, spread=0.1)
+    leaf = scores.requires_grad_(True)
+    options = {} if backward is None else {"backward": backward}
+    ap = smooth_ap(leaf, positives, 0.05, **options)
+    closed_form = "SmoothAPExact" in type(ap.grad_fn).__name__
+    assert closed_form == (backward != "autograd")
+    if closed_form:
+        inputs = [type(node).__name__ for node, _ in ap.grad_fn.next_functions if node is not None]
+        assert inputs == ["AccumulateGrad"]
