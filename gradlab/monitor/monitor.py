@@ -132,6 +132,14 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
     return ScoreCapture("in_batch", None, positives, candidates, smooth_ap_tau=batch.loss_tau)
 
 
+def _scalar(value: torch.Tensor) -> torch.Tensor:
+    """A logged value as a 0-d float64 tensor; most already are (no op then: each op costs
+    microseconds, and a logged step stacks dozens of values)."""
+    if value.dim() == 0 and value.dtype == torch.float64:
+        return value
+    return value.reshape(()).to(torch.float64)
+
+
 def _loss_name(loss_fn: object) -> str:
     return getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
 
@@ -552,7 +560,7 @@ class Monitor:
         record = {"step": step}
         if values:
             names = list(values)
-            stacked = torch.stack([values[name].reshape(()).to(torch.float64) for name in names])
+            stacked = torch.stack([_scalar(values[name]) for name in names])
             record.update(zip(names, stacked.tolist(), strict=True))  # the one transfer
         self._open(batch.embeddings.device)
         for sink in self.sinks:

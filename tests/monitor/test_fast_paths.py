@@ -127,3 +127,20 @@ def test_anatomy_from_the_shared_sort_equals_gradient_anatomy(tied, with_candida
     assert expected.keys() == got.keys()
     for key, value in expected.items():
         assert got[key].item() == pytest.approx(value.item(), rel=1e-12, nan_ok=True), key
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_integer_sort_keys_order_as_the_floats_with_ties_signed_zeros_and_nan(dtype):
+    """The step's sort runs on integer keys: same stable order as sorting the floats."""
+    from gradlab.monitor.batch import _order_key
+
+    generator = torch.Generator().manual_seed(2)
+    values = (torch.randn(6, 50, generator=generator, dtype=dtype) * 4).round() / 4  # ties
+    values[:, :4] = torch.tensor([0.0, -0.0, 0.0, -0.0], dtype=dtype)  # signed zeros tie
+    values[1, 7] = math.inf
+    values[2, 9] = -math.inf
+    values[3, 11] = math.nan
+    values[4, 13] = -math.nan  # a NaN with its sign bit set sorts last too
+    expected = values.sort(dim=1, stable=True).indices
+    assert torch.equal(_order_key(values).sort(dim=1, stable=True).indices, expected)
+    assert _order_key(values.half()) is None  # other dtypes: the floats are sorted
