@@ -89,7 +89,7 @@ SYMBOLIC_TESTS = {
     "audit": [*_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
     "batch_size": ["tests/symbolic/test_batch_size.py", *_CLAIM_RECORDS],
     "derivations": ["tests/symbolic/test_audit.py", *_CLAIM_RECORDS],
-    "seeds": [*_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
+    "seeds": ["tests/symbolic/test_seeds.py", *_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
     **{module: _CLAIM_RECORDS for module in ("smoothap_claims", "supplementary_claims",
                                              "tie_aware_claims", "minibatch_claims",
                                              "fappy_claims")},

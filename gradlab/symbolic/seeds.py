@@ -27,10 +27,6 @@ class Seed:
         title = self.title if self.title[-1] in "?!." else f"{self.title}."
         return f"{self.authors} ({self.year}). {title} {self.venue}, {self.part}."
 
-    def short(self) -> str:
-        """``Authors year`` for tables."""
-        return f"{self.authors.split(',')[0].split(' &')[0]} {self.year}, {self.part}"
-
 
 LESSONS = "Do Lessons from Metric Learning Generalize to Image-Caption Retrieval?"
 
