@@ -46,12 +46,10 @@ def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
     means = torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)  # 0 / 0 = NaN
     levels = torch.linspace(0.1, 0.9, 3, dtype=torch.float64, device=rows.device)
     quantiles = torch.nanquantile(torch.where(finite, rows, math.nan), levels, dim=1)  # [3, k]
-    values: Values = {}
-    for index, prefix in enumerate(prefixes):
-        values[f"{prefix}_mean"] = means[index]
-        for level, name in enumerate(("q10", "q50", "q90")):
-            values[f"{prefix}_{name}"] = quantiles[level, index]
-    return values
+    names = [f"{prefix}_{name}" for prefix in prefixes for name in ("mean", "q10", "q50", "q90")]
+    # [k, 4] in the order of the names; unbind makes every 0-d view in one call.
+    return dict(zip(names, torch.cat((means.unsqueeze(0), quantiles)).T.reshape(-1).unbind(),
+                    strict=True))  # fmt: skip
 
 
 class Quantity:
