@@ -6,6 +6,7 @@ checks that the block agrees with it.
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from tools.readme_blocks import load_json, register
@@ -13,6 +14,15 @@ from tools.readme_blocks import load_json, register
 MUTATION_JSON = "benchmarks/results/mutation.json"
 PACKAGES = ("functional", "monitor", "symbolic", "losses.py")
 """The packages issue 15 scores, in README order (a package not yet run says so)."""
+
+
+def _modules_per_package(root: Path) -> dict[str, int]:
+    """How many groups (modules) ``benchmarks/mutation.py`` defines for each package."""
+    spec = importlib.util.spec_from_file_location("_mutation", root / "benchmarks" / "mutation.py")
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    defined = [harness.package_of({"modules": globs}) for globs, _ in harness.GROUPS.values()]
+    return {package: defined.count(package) for package in PACKAGES}
 
 
 def _share(value: float | None) -> str:
@@ -25,18 +35,20 @@ def mutation_scores(root: Path) -> str:
     result = load_json(root, MUTATION_JSON)
     packages = result.get("packages", {})
     lines = [
-        "| package | mutants | killed | survived | equivalent (reason recorded) "
+        "| package | modules run | mutants | killed | survived | equivalent (reason recorded) "
         "| killed of non-equivalent |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     missing = []
+    modules = _modules_per_package(root)
     for name in PACKAGES:
         row = packages.get(name)
         if row is None:
             missing.append(name)
             continue
         lines.append(
-            f"| `{name}` | {row['generated']} | {row['killed']} | {row['survived']} "
+            f"| `{name}` | {len(row['groups'])} of {modules[name]} | {row['generated']} "
+            f"| {row['killed']} | {row['survived']} "
             f"| {row['equivalent']} | {_share(row['killed_share_of_non_equivalent'])} |"
         )
     text = "\n".join(lines) + "\n"

@@ -227,8 +227,8 @@ def p_vs_batch_size_text(batch: dict) -> str:
     verdict, _ = decide_trend(batch, "rises")
     parts.append(
         f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
-        f"rule on this measurement: {verdict}; `gradlab audit` alone measures only the quick "
-        "settings, where no setting is decisive). At a fixed network, m "
+        f"rule on this measurement: {verdict}; `gradlab audit` decides the claim from this study's "
+        "quick settings, where one network is trained per m for one epoch). At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."
