@@ -303,3 +303,30 @@ def test_the_exact_backward_is_the_default_and_records_one_node(backward):
     if closed_form:
         inputs = [type(node).__name__ for node, _ in ap.grad_fn.next_functions if node is not None]
         assert inputs == ["AccumulateGrad"]
+
+
+def test_smooth_ap_checked_defaults_to_the_exact_backward():
+    scores, positives = random_problem(2, 3, 6, 0.5, spread=0.1)
+    ap = smooth_ap_checked(scores.requires_grad_(True), positives, 0.05, None)
+    assert "SmoothAPExact" in type(ap.grad_fn).__name__
+
+
+@pytest.mark.parametrize("backward", ["exact", "autograd"])
+def test_result_stays_on_the_input_device_whatever_the_default_device(backward):
+    # Internal tensors are made on the scores' device: with torch's default device elsewhere
+    # (here "meta"; "cuda" with CPU scores in practice), values and gradients are unchanged.
+    scores, positives = random_problem(4, 4, 9, 0.4, spread=0.1)
+    candidates = torch.rand(4, 9, generator=torch.Generator().manual_seed(4)) < 0.8
+
+    def run():
+        leaf = scores.clone().requires_grad_(True)
+        ap = smooth_ap(leaf, positives, 0.05, candidates=candidates, backward=backward)
+        (grad,) = torch.autograd.grad(ap.nan_to_num(0.0).sum(), leaf)
+        return ap.detach(), grad
+
+    expected = run()
+    with torch.device("meta"):
+        got = run()
+    for value, reference in zip(got, expected, strict=True):
+        assert value.device == scores.device
+        torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
