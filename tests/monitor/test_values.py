@@ -406,3 +406,47 @@ def test_anatomy_quantity_uses_its_thresholds_and_the_default_ones():
                                     [True] * 8, absolute, relative)["active_negatives"]
                   for q in range(5)]  # fmt: skip
         assert got["anatomy_i2t_active_negatives_mean"] == pytest.approx(_fsum_mean(active))
+
+
+# --- decomposition on a batch where CB outweighs AD for a query ---------------------------------
+
+
+def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
+    from gradlab.monitor.quantities import Decomposition
+    from tests.monitor.test_shared import _loop_reference
+
+    labels = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
+    embeddings = _random((12, 4), 3)
+    loops = _loop_reference(embeddings.tolist(), labels, TAU)
+    assert any(a < c for a, c in zip(loops["ad"], loops["cb"], strict=True))
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=TAU)
+    got = _compute(Decomposition(), batch)
+    names = ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
+    for key, name in zip(("ad", "cb", "grad", "ad_share", "ratio", "cosine"), names, strict=True):
+        values = loops[key]
+        assert got[f"decomposition_{name}_mean"] == pytest.approx(_fsum_mean(values), rel=1e-9)
+        for level, expected in zip(("q10", "q50", "q90"), _quantiles(values), strict=True):
+            assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
+
+
+# --- values stay on the embeddings' device -------------------------------------------------------
+
+
+def test_sync_free_quantities_compute_on_the_embeddings_device():
+    """The meta device stands in for an accelerator (no GPU here): a tensor made on the CPU by
+    mistake (a dropped ``device=``) fails to mix with it or shows in the values' device."""
+    from gradlab._validation import skip_value_checks
+    from gradlab.monitor import DegenerateBatches
+    from gradlab.monitor.quantities import _summaries
+
+    embeddings = _random((12, 4), 18).to("meta")
+    labels = (torch.arange(12) % 3).to("meta")
+    batch = BatchView(embeddings=embeddings, labels=labels, loss=embeddings.sum(), tau=TAU,
+                      embedding_grad=embeddings * 2)  # fmt: skip
+    quantities = [Loss(), EmbeddingNorms(), EmbeddingGradNorm(), OperatingRegion(),
+                  GradientCounts(), DegenerateBatches()]  # fmt: skip
+    with torch.no_grad(), skip_value_checks():
+        values = {k: v for q in quantities for k, v in q.compute(batch).items()}
+        values.update(_summaries(["rows"], torch.randn(1, 5).to("meta")))
+    assert len(values) > 15
+    assert {value.device.type for value in values.values()} == {"meta"}
