@@ -173,8 +173,16 @@ class BatchView:
         key = ("upper", width)
         if key not in self._cache:
             ordered = self.negated_sorted  # s_j < a + w  <=>  -s_j > (-a) - w
-            below = torch.searchsorted(ordered, ordered - width, side="right")
+            below = torch.searchsorted(ordered, self._shifted(width), side="right")
             self._cache[key] = ordered.shape[1] - below
+        return self._cache[key]
+
+    def _shifted(self, width: float) -> torch.Tensor:
+        """``negated_sorted - width`` (ascending too), cached per width: P's search and the
+        counts' searches read it."""
+        key = ("shifted", width)
+        if key not in self._cache:
+            self._cache[key] = self.negated_sorted - width
         return self._cache[key]
 
     def entry_counts(self, width: float) -> torch.Tensor:
@@ -183,7 +191,7 @@ class BatchView:
         if width <= 0:
             return torch.zeros(ordered.shape, dtype=torch.long, device=ordered.device)
         # s_j + w <= a  <=>  (-s_j) - w >= -a: C minus the entries below -a
-        below = ordered.shape[1] - torch.searchsorted(ordered - width, ordered, side="left")
+        below = ordered.shape[1] - torch.searchsorted(self._shifted(width), ordered, side="left")
         counts = self._upper(width) - below
         return torch.empty_like(counts).scatter_(1, self.descending_order, counts)
 
@@ -206,26 +214,30 @@ class BatchView:
         # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below.
         outside_above = torch.searchsorted(ordered, negated - width, side="right")
         if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
-            not_below = torch.searchsorted(ordered - width, negated, side="left")
+            shifted = self._shifted(width)
+            shifted = shifted if queries is None else shifted[queries]
+            not_below = torch.searchsorted(shifted, negated, side="left")
             return not_below - outside_above if width > 0 else torch.zeros_like(outside_above)
         not_below = torch.searchsorted(ordered, negated + width, side="left")  # s_j > a - w
         return torch.where(width > 0, not_below - outside_above, 0)
 
     def above_and_tied(
-        self, anchors: torch.Tensor, queries: torch.Tensor
+        self, anchors: torch.Tensor, queries: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``[k, g]``: candidates of rows ``queries`` scoring strictly above each anchor, and
-        scoring equal to it (the anchor's own entry included), for exact (tie-aware) ranks.
+        """``[k, g]``: candidates of rows ``queries`` (all rows if None) scoring strictly above
+        each anchor, and scoring equal to it (the anchor's own entry included), for exact
+        (tie-aware) ranks.
 
         A search of the step's one sort (``O(k g log C)``). In-batch the query, not a
         candidate, is taken out of both counts.
         """
-        ordered = self.negated_sorted[queries]
+        ordered = self.negated_sorted if queries is None else self.negated_sorted[queries]
         negated = -anchors
         above = torch.searchsorted(ordered, negated, side="left")  # -s_c < -a
         tied = torch.searchsorted(ordered, negated, side="right") - above
         if self.labels is not None:
-            own = self.scores.diagonal()[queries].unsqueeze(1)
+            own = self.scores.diagonal()
+            own = (own if queries is None else own[queries]).unsqueeze(1)
             above, tied = above - (own > anchors).long(), tied - (own == anchors).long()
         return above, tied
 
@@ -244,7 +256,15 @@ class BatchView:
         """In-batch: whether the query's own score lies in each anchor's window (same test)."""
         own = self.scores.diagonal()
         own = (own if queries is None else own[queries]).unsqueeze(1)
-        return (own < anchors + width) & (anchors < own + width) & (width > 0)
+        inside = (own < anchors + width) & (anchors < own + width)
+        if not isinstance(width, torch.Tensor):  # a number: no op for its sign
+            return inside if width > 0 else torch.zeros_like(inside)
+        return inside & (width > 0)
+
+    def rows_of(self, queries: torch.Tensor) -> torch.Tensor | None:
+        """``queries`` (a group's rows, ascending), or None when they are every row in order:
+        then the callers skip indexing (a copy per tensor). Read from the shape only."""
+        return None if queries.shape[0] == self.scores.shape[0] else queries
 
     @cached_property
     def vectors(self) -> torch.Tensor:

@@ -219,10 +219,14 @@ class GradientCounts(Quantity):
             return torch.where(positives, inside, 0).sum(dim=1)
         per_query = torch.zeros(positives.shape[0], dtype=torch.long, device=positives.device)
         for group in forward.groups:
-            anchors = batch.scores[group.queries].gather(1, group.positive_columns)
-            inside = batch.counts_at(anchors, width, group.queries) - (1 if width > 0 else 0)
+            rows = batch.rows_of(group.queries)  # None: every row (no indexing)
+            scores = batch.scores if rows is None else batch.scores[rows]
+            anchors = scores.gather(1, group.positive_columns)
+            inside = batch.counts_at(anchors, width, rows) - (1 if width > 0 else 0)
             if in_batch:
-                inside = inside - batch.query_inside(anchors, width, group.queries).long()
+                inside = inside - batch.query_inside(anchors, width, rows).long()
+            if rows is None:  # the only group
+                return inside.sum(dim=1)
             per_query.index_add_(0, group.queries, inside.sum(dim=1))
         return per_query
 
@@ -233,12 +237,15 @@ class GradientCounts(Quantity):
         in_batch = batch.labels is not None
         per_query = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
-            anchors = scores[group.queries].gather(1, group.positive_columns)
+            rows = batch.rows_of(group.queries)  # None: every row (no indexing)
+            anchors = (scores if rows is None else scores[rows]).gather(1, group.positive_columns)
             widths = _widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
             widths = widths.to(scores.dtype)
-            inside = batch.counts_at(anchors, widths, group.queries) - (widths > 0).long()
+            inside = batch.counts_at(anchors, widths, rows) - (widths > 0).long()
             if in_batch:  # the query is not a candidate: take it out of its windows
-                inside = inside - batch.query_inside(anchors, widths, group.queries).long()
+                inside = inside - batch.query_inside(anchors, widths, rows).long()
+            if rows is None:  # the only group
+                return inside.sum(dim=1)
             per_query.index_add_(0, group.queries, inside.sum(dim=1))
         return per_query
 
@@ -259,16 +266,16 @@ class RelaxationGap(Quantity):
             # Tie-aware AP from the positives' scores alone: searched in the step's sort when
             # another quantity made it, else compared with their rows (O(Q g C), SmoothAP's own
             # positive rows: no sort). Finite by construction; nothing read back.
-            rows = scores[group.queries]
+            subset = batch.rows_of(group.queries)  # None: every row (no indexing)
+            rows = scores if subset is None else scores[subset]
             anchors = rows.gather(1, group.positive_columns)
             if batch.has_sort:
-                above, tied = batch.above_and_tied(anchors, group.queries)
+                above, tied = batch.above_and_tied(anchors, subset)
                 per_query = tie_aware_ap_from_counts(anchors, above, tied)
             else:
+                mask = candidates if candidates is None or subset is None else candidates[subset]
                 with skip_value_checks():
-                    per_query = tie_aware_ap_at_positives(
-                        rows, anchors, None if candidates is None else candidates[group.queries]
-                    )
+                    per_query = tie_aware_ap_at_positives(rows, anchors, mask)
             exact = exact.index_put((group.queries,), per_query)
         defined = ~torch.isnan(exact)
         count = defined.sum()  # a mean over no query is 0 / 0 = NaN

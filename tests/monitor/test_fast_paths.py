@@ -144,3 +144,34 @@ def test_integer_sort_keys_order_as_the_floats_with_ties_signed_zeros_and_nan(dt
     expected = values.sort(dim=1, stable=True).indices
     assert torch.equal(_order_key(values).sort(dim=1, stable=True).indices, expected)
     assert _order_key(values.half()) is None  # other dtypes: the floats are sorted
+
+
+def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
+    """Equal class sizes: the loss's record has ONE group holding every row (the rows are then
+    read without indexing); every count, P and AP against the float64 loops."""
+    import gradlab
+    from gradlab.functional.losses import recording
+    from tests.monitor.test_shared import QUANTITIES, _loop_reference, _values
+
+    generator = torch.Generator().manual_seed(4)
+    labels = torch.arange(12) % 3  # four per class: three positives for every query
+    embeddings = torch.randn(12, 5, generator=generator, dtype=torch.float64)
+    leaf = embeddings.clone().requires_grad_(True)
+    with recording() as records:
+        loss = gradlab.SmoothAPLoss(TAU)(leaf, labels)
+    loss.backward()
+    assert len(records[-1].forward.groups) == 1
+    assert records[-1].forward.groups[0].queries.shape[0] == 12
+    common = {"embeddings": embeddings, "labels": labels, "loss": loss.detach(),
+              "embedding_grad": leaf.grad, "tau": TAU, "loss_kind": "exclude_query",
+              "loss_tau": TAU}  # fmt: skip
+    loops = _loop_reference(embeddings.tolist(), labels.tolist(), TAU)
+    mean = lambda values: math.fsum(values) / len(values)  # noqa: E731
+    for batch in (BatchView(**common, loss_record=records[-1]), BatchView(**common)):
+        got = _values(batch, QUANTITIES)
+        for key in ("p_seed", "p_off_diagonal", "p_without_query"):
+            assert got[key] == pytest.approx(mean(loops[key]), rel=1e-12), key
+        assert got["gradient_count_mean"] == pytest.approx(mean(loops["counts"]), rel=1e-12)
+        assert got["gradient_count_mean_weighted"] == pytest.approx(mean(loops["weighted"]))
+        assert got["exact_ap"] == pytest.approx(mean(loops["exact"]), rel=1e-12)
+        assert got["smooth_ap"] == pytest.approx(mean(loops["smooth"]), rel=1e-12)
