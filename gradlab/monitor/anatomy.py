@@ -40,7 +40,10 @@ from gradlab.functional.gradient_anatomy import (
     gradient_anatomy,
 )
 from gradlab.monitor.batch import BatchView, ScoreCapture
-from gradlab.monitor.quantities import Quantity  # quantities imports this module at its end
+from gradlab.monitor.quantities import (  # quantities imports this module at its end
+    Quantity,
+    _row_counts,
+)
 from gradlab.monitor.schedules import Schedule
 
 Values = dict[str, torch.Tensor]
@@ -111,11 +114,11 @@ def _per_query_from_order(
     active_negatives = _row_counts(active_negative)
     num_negatives = _row_counts(negatives)
     if candidates is None:
-        without = ~active.any(dim=1)
-        unranked = torch.isnan(scores).any(dim=1)
+        without = _row_counts(active) == 0  # byte sums: ~10x faster than any() at B = 1024
+        unranked = _row_counts(torch.isnan(scores)) > 0
     else:
-        without = candidates.any(dim=1) & ~active.any(dim=1)
-        unranked = (torch.isnan(scores) & candidates).any(dim=1)
+        without = (_row_counts(candidates) > 0) & (_row_counts(active) == 0)
+        unranked = _row_counts(torch.isnan(scores) & candidates) > 0
 
     # At each position, the negatives up to it (int32 from bytes: a bool cumsum is ~10x slower).
     rank = negatives.gather(1, order).view(torch.uint8).cumsum(dim=1, dtype=torch.int32)
@@ -153,11 +156,6 @@ LOGGED = ("active_negatives_mean", "active_negatives_q10", "active_negatives_q50
           "hardest_1pct_share", "hardest_10pct_share", "active_rank_depth",
           "deepest_active_rank", "queries_without_gradient")  # fmt: skip
 """The statistics each direction logs (after its prefix), in the order they are logged."""
-
-
-def _row_counts(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` int32: True entries per row, summed as bytes (a bool sum converts to int64)."""
-    return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
 
 
 def anatomy_values(

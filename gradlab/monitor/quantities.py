@@ -34,6 +34,12 @@ def _nan_like(reference: torch.Tensor) -> torch.Tensor:
     return torch.full((), math.nan, dtype=torch.float64, device=reference.device)
 
 
+def _row_counts(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` int32: True entries per row, summed as bytes (a bool sum or ``any`` goes through
+    int64 or a slower kernel: several times slower on a CPU at B = 1024)."""
+    return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+
+
 def _summary(prefix: str, values: torch.Tensor) -> Values:
     """Mean and 10/50/90% quantiles of the finite entries (NaN if none), without a host sync."""
     return _summaries([prefix], values.unsqueeze(0))
@@ -189,7 +195,7 @@ class GradientCounts(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
-        has_positive = positives.any(dim=1)
+        has_positive = _row_counts(positives) > 0  # byte sums: faster than any() on a CPU
         values: Values = {}
         for suffix, weighted in self.variants:
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
@@ -346,10 +352,10 @@ class DegenerateBatches(Quantity):
                 (), float(batch.degenerate_batches), dtype=torch.float64, device=device
             )
         if batch.labels is not None:
-            same = (batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1)).sum(dim=1)
+            same = _row_counts(batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1))
             positives, negatives = same - 1, batch.labels.shape[0] - same
         elif batch.positives is not None:
-            positives = batch.positives.sum(dim=1)
+            positives = _row_counts(batch.positives)
             negatives = batch.positives.shape[1] - positives
         else:
             return values
