@@ -450,3 +450,43 @@ def test_sync_free_quantities_compute_on_the_embeddings_device():
         values.update(_summaries(["rows"], torch.randn(1, 5).to("meta")))
     assert len(values) > 15
     assert {value.device.type for value in values.values()} == {"meta"}
+
+
+def test_an_empty_operating_region_gives_zero_proportions():
+    # eps above the sigmoid's largest slope 1/(4 tau): the region is empty, w = 0, every P = 0.
+    embeddings, labels = _random((6, 3), 19), torch.tensor([0, 0, 1, 1, 2, 2])
+    batch = BatchView(embeddings=embeddings, labels=labels, tau=TAU)
+    got = _compute(OperatingRegion(eps=1.01 / (4 * TAU)), batch)
+    assert got == {"operating_region_width": 0.0, "p_seed": 0.0, "p_off_diagonal": 0.0,
+                   "p_without_query": 0.0}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("size", "keys"),
+    [
+        (1, {"p_seed", "operating_region_width"}),  # no pair i != j
+        (2, {"p_seed", "p_off_diagonal", "operating_region_width"}),  # no other candidate pair
+        (3, {"p_seed", "p_off_diagonal", "p_without_query", "operating_region_width"}),
+    ],
+)
+def test_small_batches_log_only_the_proportions_they_define(size, keys):
+    embeddings = _random((size, 3), 20)
+    batch = BatchView(embeddings=embeddings, labels=torch.arange(size) % 2, tau=TAU)
+    got = _compute(OperatingRegion(eps=0.05), batch)
+    assert set(got) == keys
+    rows = [[cosine(a, b) for b in embeddings.tolist()] for a in embeddings.tolist()]
+    assert got["p_seed"] == pytest.approx(_fsum_mean([proportion(r, TAU, 0.05) for r in rows]))
+
+
+def test_relaxation_gap_with_more_queries_than_candidates():
+    queries, candidates = _random((7, 3), 21), _random((3, 3), 22)
+    positives = (torch.arange(7) % 3).unsqueeze(1) == torch.arange(3).unsqueeze(0)
+    batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=1.0)
+    smooth, exact = [], []
+    for q, vector in enumerate(queries.tolist()):
+        relevant = positives[q].tolist()
+        scores = [cosine(vector, c) for c in candidates.tolist()]
+        smooth.append(smooth_ap_one_query(scores, relevant, 1.0))
+        order = sorted(range(3), key=lambda k, s=scores: -s[k])
+        exact.append(average_precision(order, relevant))
+    _check_gap(_compute(RelaxationGap(), batch), smooth, exact)
