@@ -534,8 +534,10 @@ class Monitor:
         step, batch = self.step_count, self._pending
         self._pending = None
         self.step_count += 1
+        if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
+            return None
         due = [q for q in self.quantities if q.name not in self.disabled and q.should_compute(step)]
-        if not due or batch is None:
+        if not due:
             return None
         return self._record(step, batch, due)
 
