@@ -1,10 +1,12 @@
 """The batch-size conjecture is decided from a measurement dict: rising, flat, noisy, saturated."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from gradlab.symbolic import Form
-from gradlab.symbolic.batch_size import decide_trend, setting_trend
+from gradlab.symbolic.batch_size import FLAT_BAND, SATURATED, decide_trend, setting_trend
 from gradlab.symbolic.supplementary_claims import check_batch_size_conjecture
 
 SIZES = [16, 32, 64, 128, 256]
@@ -82,3 +84,58 @@ def test_the_seeds_pair_the_two_ends():
 def test_a_significant_change_inside_the_flat_band_is_flat():
     data = [[0.300, 0.303], [0.310, 0.3131], [0.290, 0.2929]]
     assert setting_trend(data)[0] == "flat"
+
+
+# --- the decision's edges, one by one (mutation-testing survivors) ---------------------------
+
+
+def test_a_measurement_without_settings_is_inconclusive():
+    assert decide_trend({}) == ("inconclusive", "the measurement holds no setting")
+
+
+def test_the_detail_names_the_sizes_and_the_per_class_count_when_given():
+    data = measurement({"fixed_trained": rows(0.5, 0.3, 0.005)})
+    assert decide_trend(data)[1].startswith("m = 16..256, 4 per class: fixed_trained: falls (")
+    del data["per_class"]
+    assert decide_trend(data)[1].startswith("m = 16..256, ? per class: fixed_trained: falls (")
+    del data["batch_sizes"]
+    assert decide_trend(data)[1].startswith("fixed_trained: falls (mean P ")
+
+
+@pytest.mark.parametrize("p_per_seed", [[[0.1]], [[0.1], [0.2]], [0.1, 0.2]])
+def test_fewer_than_two_batch_sizes_say_so(p_per_seed):
+    shape = np.asarray(p_per_seed).shape
+    assert setting_trend(p_per_seed) == (
+        "unclear", f"needs P at >= 2 batch sizes per seed; got shape {shape}"
+    )  # fmt: skip
+
+
+def test_the_detail_counts_seeds_not_batch_sizes():
+    two_seeds = [[0.30, 0.32, 0.34, 0.40], [0.31, 0.33, 0.35, 0.42]]
+    trend, why = setting_trend(two_seeds)
+    assert trend == "rises" and why.endswith("2 seeds)")
+    assert "standard error 0.005 " in why  # changes 0.10, 0.11: std 0.00707 / sqrt(2)
+
+
+def test_one_seed_says_it_has_no_spread():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy "degrees of freedom <= 0" on the way
+        trend, why = setting_trend([[0.1, 0.2, 0.3]])
+    assert trend == "unclear" and why.endswith("1 seeds): no seed spread")
+
+
+@pytest.mark.parametrize("level", [1 - SATURATED, SATURATED])
+def test_saturation_includes_its_threshold(level):
+    trend, why = setting_trend([[level, level]] * 3)
+    assert trend == "unclear" and why.endswith("the measurement cannot show a trend")
+
+
+def test_a_change_of_exactly_the_flat_band_is_neither_a_trend_nor_flat():
+    # first and last P differ by exactly FLAT_BAND in every seed (0.01 - 0.0), no spread
+    values = [[0.0, 0.5, FLAT_BAND]] * 3
+    assert setting_trend(values)[0] == "unclear"
+
+
+def test_a_small_change_with_a_large_spread_is_not_flat():
+    values = [[0.30, 0.35], [0.30, 0.25], [0.30, 0.305]]  # mean change +0.0017, SE 0.029
+    assert setting_trend(values)[0] == "unclear"
