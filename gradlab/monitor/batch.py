@@ -131,7 +131,8 @@ class BatchView:
         # Negated, ascending and stable: the rows best first with ties by column (the order
         # the anatomy ranks by), ascending values for the searches, and no flip of either.
         negated = -self.scores
-        key = _order_key(negated)
+        # Integer keys pay back their few extra ops on large batches only.
+        key = _order_key(negated) if negated.numel() >= _KEYED_SORT_FROM else None
         if key is None:
             return tuple(negated.sort(dim=1, stable=True))
         order = key.sort(dim=1, stable=True).indices
@@ -328,6 +329,9 @@ class BatchView:
         defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
         return -terms.score_grad / defined
 
+
+_KEYED_SORT_FROM = 1 << 16
+"""Score matrices with at least this many entries are sorted by integer keys (B >= 256)."""
 
 _KEY_TYPES = {torch.float32: (torch.int32, 0x7FFFFFFF), torch.float64: (torch.int64, 2**63 - 1)}
 

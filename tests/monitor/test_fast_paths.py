@@ -175,3 +175,15 @@ def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
         assert got["gradient_count_mean_weighted"] == pytest.approx(mean(loops["weighted"]))
         assert got["exact_ap"] == pytest.approx(mean(loops["exact"]), rel=1e-12)
         assert got["smooth_ap"] == pytest.approx(mean(loops["smooth"]), rel=1e-12)
+
+
+def test_large_score_matrices_sort_by_keys_into_the_same_order():
+    from gradlab.monitor.batch import _KEYED_SORT_FROM
+
+    generator = torch.Generator().manual_seed(8)
+    size = int(_KEYED_SORT_FROM**0.5) + 4  # above the threshold: the keyed sort runs
+    scores = (torch.randn(size, size, generator=generator) * 8).round() / 8  # many ties
+    batch = _score_batch(scores)
+    expected = (-scores).sort(dim=1, stable=True)
+    assert torch.equal(batch.descending_order, expected.indices)
+    assert torch.equal(batch.negated_sorted, expected.values)
