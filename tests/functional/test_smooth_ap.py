@@ -255,10 +255,11 @@ def test_validate_false_skips_the_finiteness_check_only():
         smooth_ap(scores, positives.float(), validate=False)
 
 
-def test_recorded_ranks_are_the_forward_ranks():
+@pytest.mark.parametrize("backward", ["exact", "autograd"])
+def test_recorded_ranks_are_the_forward_ranks(backward):
     scores, positives = random_problem(5, 6, 9, 0.4, spread=0.1)
     stash: list = []
-    ap = smooth_ap_checked(scores, positives, 0.05, None, stash=stash)
+    ap = smooth_ap_checked(scores, positives, 0.05, None, backward, stash=stash)
     groups, ranks = stash[0]
     for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
         for row, q in enumerate(group.queries.tolist()):
@@ -331,3 +332,20 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(backward):
     for value, reference in zip(got, expected, strict=True):
         assert value.device == scores.device
         torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("name", ["positives", "candidates"])
+def test_mask_shape_and_device_messages_name_the_mask(name):
+    scores = torch.zeros(2, 3)
+    good = torch.ones(2, 3, dtype=torch.bool)
+    masks = {"positives": good, "candidates": good}
+    with pytest.raises(
+        GradlabError,
+        match=rf"^{name} must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)$",
+    ):
+        smooth_ap(scores, **{**masks, name: torch.ones(2, 4, dtype=torch.bool)})
+    # Another device ("meta" here; "cuda" in practice) is refused before any value is read.
+    with pytest.raises(
+        GradlabError, match=rf"^tensors must be on one device; got scores on cpu, {name} on meta$"
+    ):
+        smooth_ap(scores, **{**masks, name: good.to("meta")})
