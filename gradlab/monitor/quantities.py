@@ -30,23 +30,15 @@ from gradlab.monitor.schedules import Schedule, every
 Values = dict[str, torch.Tensor]
 
 
-def _nan_like(reference: torch.Tensor) -> torch.Tensor:
-    return torch.full((), math.nan, dtype=torch.float64, device=reference.device)
-
-
 def _row_counts(mask: torch.Tensor) -> torch.Tensor:
     """``[Q]`` int32: True entries per row, summed as bytes (a bool sum or ``any`` goes through
     int64 or a slower kernel: several times slower on a CPU at B = 1024)."""
     return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
 
 
-def _summary(prefix: str, values: torch.Tensor) -> Values:
-    """Mean and 10/50/90% quantiles of the finite entries (NaN if none), without a host sync."""
-    return _summaries([prefix], values.unsqueeze(0))
-
-
 def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
-    """:func:`_summary` of each row of ``rows`` ``[k, n]`` in one pass (a handful of ops)."""
+    """Mean and 10/50/90% quantiles of the finite entries of each row of ``rows`` ``[k, n]``
+    (NaN where none), keys ``prefix_mean``, ``prefix_q10``, ...: one pass, no host sync."""
     finite = torch.isfinite(rows)
     rows = rows.to(torch.float64)
     means = torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)  # 0 / 0 = NaN
