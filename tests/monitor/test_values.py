@@ -490,3 +490,36 @@ def test_relaxation_gap_with_more_queries_than_candidates():
         order = sorted(range(3), key=lambda k, s=scores: -s[k])
         exact.append(average_precision(order, relevant))
     _check_gap(_compute(RelaxationGap(), batch), smooth, exact)
+
+
+def _on_meta(tensor):
+    return None if tensor is None else tensor.detach().to("meta")
+
+
+def test_quantities_reading_the_loss_record_compute_on_the_embeddings_device():
+    """As above, for the quantities that need SmoothAP's groups: given the watched loss's record
+    (moved to the meta device), nothing is read back and every value stays on that device."""
+    import dataclasses
+
+    from gradlab._validation import skip_value_checks
+    from gradlab.functional.losses import SmoothAPForward
+
+    embeddings = _random((12, 4), 23)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 4])  # two groups: 2 and 1 positives
+    with recording() as records:
+        gradlab.SmoothAPLoss(TAU)(embeddings, labels)
+    record = records[-1]
+    groups = [dataclasses.replace(g, queries=_on_meta(g.queries),
+                                  positive_columns=_on_meta(g.positive_columns))
+              for g in record.forward.groups]  # fmt: skip
+    ranks = [(_on_meta(a), _on_meta(c)) for a, c in record.forward.ranks]
+    on_meta = record._replace(scores=_on_meta(record.scores), positives=_on_meta(record.positives),
+                              candidates=_on_meta(record.candidates),
+                              forward=SmoothAPForward(groups, ranks))  # fmt: skip
+    batch = BatchView(embeddings=_on_meta(embeddings), labels=_on_meta(labels), tau=TAU,
+                      loss_record=on_meta)  # fmt: skip
+    with torch.no_grad(), skip_value_checks():
+        values = {**RelaxationGap().compute(batch),
+                  **GradientCounts(weighted=True).compute(batch)}  # fmt: skip
+    assert len(values) == 7
+    assert {value.device.type for value in values.values()} == {"meta"}
