@@ -20,6 +20,7 @@ from gradlab.functional import (
     harmonic_gap,
     harmonic_log_error,
     harmonic_rate,
+    operating_region_is_empty,
     relaxed_tie_aware_ap,
 )
 from tests.reference.relaxed_ranking_loops import harmonic_stand_in, relaxed_ap
@@ -71,3 +72,14 @@ def test_harmonic_log_error_defaults_to_the_log_method_in_float64():
         assert float(result.error[k]) == pytest.approx(expected, abs=1e-14)
     midpoint = harmonic_log_error(a, n, "midpoint").error
     assert not np.allclose(result.error, midpoint)
+
+
+@pytest.mark.parametrize(("tau", "empty"), [(20.0, False), (50.0, True), (60.0, True)])
+def test_operating_region_is_empty_defaults_eps_to_the_seeds(tau, empty):
+    # Empty exactly when eps * tau >= 1/4 with eps = 0.005 (seed 002).
+    assert operating_region_is_empty(tau=tau) is empty
+
+
+@pytest.mark.parametrize(("eps", "empty"), [(10.0, False), (25.0, True), (30.0, True)])
+def test_operating_region_is_empty_defaults_tau_to_the_seeds(eps, empty):
+    assert operating_region_is_empty(eps=eps) is empty

@@ -19,6 +19,7 @@ from gradlab.functional import (
     operating_region_proportion,
     operating_region_width,
 )
+from gradlab.functional.operating_region import _widths
 from tests.reference import operating_region_loops as loops
 from tests.reference.smooth_ap_loops import slope
 
@@ -268,3 +269,43 @@ def test_gaussian_expectation_refuses_a_bad_candidate_count(bad):
     message = rf"^num_candidates must be a positive integer; got {re.escape(repr(bad))}$"
     with pytest.raises(GradlabError, match=message):
         expected_operating_region_proportion(0.1, num_candidates=bad)
+
+
+def test_widths_of_a_threshold_tensor_are_the_float64_widths():
+    # The weighted counts' per-row widths: float32 thresholds are widened to float64 first;
+    # an empty region (eps * tau >= 1/4) has width 0, never a negative one.
+    tau = 0.05
+    thresholds = torch.tensor([0.01, 0.3, 2.0, 4.9, 5.0, 5.1, 10.0, 24.0], dtype=torch.float32)
+    widths = _widths(tau, thresholds)
+    assert widths.dtype == torch.float64
+    for width, eps in zip(widths.tolist(), thresholds.double().tolist(), strict=True):
+        assert width == pytest.approx(_reference_width(tau, eps), rel=1e-12, abs=0.0)
+
+
+GOOD_SCORES = torch.zeros(2, 3)
+GOOD_MASK = torch.ones(2, 3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"scores": torch.zeros(2, 3, dtype=torch.long)}, "scores must have a floating dtype"),
+        (
+            {"positives": torch.ones(2, 4, dtype=torch.bool)},
+            r"positives must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)",
+        ),
+        ({"positives": GOOD_MASK.to("meta")}, "tensors must be on one device; got scores on cpu, "
+                                              "positives on meta"),
+        ({"weighted": 1}, "weighted must be a bool; got 1"),
+        ({"candidates": torch.ones(2, 3)}, "candidates must be a bool tensor"),
+        ({"candidates": torch.ones(3, dtype=torch.bool)}, "candidates must be 2-D"),
+        (
+            {"candidates": torch.ones(2, 4, dtype=torch.bool)},
+            r"candidates must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)",
+        ),
+    ],
+)  # fmt: skip
+def test_gradient_counts_messages_name_the_argument(kwargs, message):
+    arguments = {"scores": GOOD_SCORES, "positives": GOOD_MASK, **kwargs}
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        gradient_counts(**arguments)
