@@ -174,16 +174,37 @@ def killed_share(killed: int, undetected: int, equivalent: int) -> float | None:
     return killed / non_equivalent if non_equivalent else None
 
 
-def run_group(name: str, only_mutate: list[str], tests: list[str], children: int) -> dict:
-    """Mutate one group in a scratch clone and count what its tests caught."""
+def _recheck_names(workdir: Path, only_mutate: list[str], tests: list[str]) -> list[str]:
+    """Bring a group's scratch clone to the committed tree and name the mutants to run again:
+    those the last run did not detect or did not check. mutmut keeps every other verdict,
+    regenerates the mutants of changed functions and maps tests that are new."""
+    pyproject = workdir / "pyproject.toml"
+    committed = subprocess.run(["git", "show", "HEAD:pyproject.toml"], cwd=workdir, check=True,
+                               capture_output=True, text=True).stdout  # fmt: skip
+    pyproject.write_text(committed)  # without the [tool.mutmut] table appended to it
+    subprocess.run(["git", "pull", "--quiet", "--ff-only"], cwd=workdir, check=True)
+    with open(pyproject, "a") as handle:
+        handle.write(_mutmut_config(only_mutate, tests))
+    return sorted(m for m, s in _collect(workdir).items() if s not in ("killed", "timeout"))
+
+
+def run_group(
+    name: str, only_mutate: list[str], tests: list[str], children: int, recheck: bool = False
+) -> dict:
+    """Mutate one group in a scratch clone and count what its tests caught (``recheck``: run
+    again only the mutants the group's last run in its clone left undetected)."""
     workdir = scratch_folder(name)
-    _scratch_clone(workdir)
-    with open(workdir / "pyproject.toml", "a") as pyproject:
-        pyproject.write(_mutmut_config(only_mutate, tests))
+    names = []
+    if recheck and (workdir / "mutants").is_dir():
+        names = _recheck_names(workdir, only_mutate, tests)
+    else:
+        _scratch_clone(workdir)
+        with open(workdir / "pyproject.toml", "a") as pyproject:
+            pyproject.write(_mutmut_config(only_mutate, tests))
     mutmut = Path(sys.executable).with_name("mutmut")
     started = time.perf_counter()
     subprocess.run(
-        [str(mutmut), "run", "--max-children", str(children)],
+        [str(mutmut), "run", "--max-children", str(children), *names],
         cwd=workdir, check=False, stdout=subprocess.DEVNULL,
         env={**os.environ, "PYTHONPATH": str(workdir)},
     )  # fmt: skip
@@ -292,6 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--list", action="store_true", help="print the predefined groups and exit")
     parser.add_argument("--children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"default {RESULTS}")
+    parser.add_argument(
+        "--recheck", action="store_true",
+        help="reuse each group's scratch clone (pulled to the committed tree) and run again "
+        "only the mutants its last run left undetected: minutes after new tests",
+    )  # fmt: skip
     arguments = parser.parse_args(argv)
     if arguments.list:
         for name, (only_mutate, tests) in GROUPS.items():
@@ -315,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     groups = groups or GROUPS
     for name, (only_mutate, tests) in groups.items():
         print(f"mutation.py: {name}: mutating {only_mutate}, tests {tests}", file=sys.stderr)
-        result = run_group(name, only_mutate, tests, arguments.children)
+        result = run_group(name, only_mutate, tests, arguments.children, arguments.recheck)
         write_results(arguments.out, {name: result})  # each group saved as soon as it is done
         share = result["killed_share_of_non_equivalent"]
         print(f"mutation.py: {name}: {result['killed']} of {result['generated']} killed, "
