@@ -36,6 +36,12 @@ def _row_counts(mask: torch.Tensor) -> torch.Tensor:
     return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
 
 
+def _row_any(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` bool: rows with a True entry, as the largest byte (``any`` is ~50x slower on a
+    CPU at B = 1024)."""
+    return mask.view(torch.uint8).amax(dim=1) > 0
+
+
 def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
     """Mean and 10/50/90% quantiles of the finite entries of each row of ``rows`` ``[k, n]``
     (NaN where none), keys ``prefix_mean``, ``prefix_q10``, ...: one pass, no host sync."""
@@ -187,7 +193,7 @@ class GradientCounts(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
-        has_positive = _row_counts(positives) > 0  # byte sums: faster than any() on a CPU
+        has_positive = _row_any(positives)
         values: Values = {}
         for suffix, weighted in self.variants:
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
