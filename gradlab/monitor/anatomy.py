@@ -198,10 +198,11 @@ def anatomy_values(
         anatomy.without_gradient.to(torch.float64),
     ])  # fmt: skip
     means = _masked_means(rows, keep.unsqueeze(0))
+    # The rows of ``means``, then the three quantiles.
     names = ("active_negatives_mean", "active_negative_share", "active_positives",
              "hardest_1pct_share", "hardest_10pct_share", "active_rank_depth",
              "deepest_active_rank", "queries_without_gradient", "active_negatives_q10",
-             "active_negatives_q50", "active_negatives_q90")  # the rows of means, quantiles
+             "active_negatives_q50", "active_negatives_q90")  # fmt: skip
     # unbind makes every 0-d view in one call (a select per value costs microseconds).
     scalars = dict(zip(names, torch.cat((means, quantiles)).unbind(), strict=True))
     return {f"{prefix}{name}": scalars[name] for name in LOGGED}
