@@ -19,7 +19,7 @@ from gradlab.functional import (
     operating_region_proportion,
     operating_region_width,
 )
-from gradlab.functional.operating_region import _widths
+from gradlab.functional.operating_region import PAIR_SETS, _widths
 from tests.reference import operating_region_loops as loops
 from tests.reference.smooth_ap_loops import slope
 
@@ -309,3 +309,56 @@ def test_gradient_counts_messages_name_the_argument(kwargs, message):
     arguments = {"scores": GOOD_SCORES, "positives": GOOD_MASK, **kwargs}
     with pytest.raises(GradlabError, match=rf"^{message}"):
         gradient_counts(**arguments)
+
+
+def _around_the_edges(anchor, width):
+    """float32 scores: the anchor, then 3 float32 steps either side of anchor -/+ width."""
+    values = [np.float32(anchor)]
+    for edge in (anchor - width, anchor + width):
+        centre = np.float32(edge)
+        for steps in range(-3, 4):
+            value = centre
+            direction = np.float32(np.inf if steps > 0 else -np.inf)
+            for _ in range(abs(steps)):
+                value = np.nextafter(value, direction)
+            values.append(value)
+    return torch.tensor([values], dtype=torch.float32)
+
+
+@pytest.mark.parametrize("anchor", [0.0, 0.1, 0.3, -0.2])
+def test_float32_scores_are_compared_with_the_window_in_float64(anchor):
+    # Scores within float32 steps of the window's edges: counted as the float64 loops count
+    # the same values (a float32 window edge moves some of them across).
+    scores = _around_the_edges(anchor, operating_region_width(0.01, 0.005))
+    positives = torch.zeros(scores.shape, dtype=torch.bool)
+    positives[0, 0] = True
+    values = [float(x) for x in scores[0].tolist()]
+    expected = loops.gradient_count(values, positives[0].tolist(), 0.01, 0.005, False)
+    assert gradient_counts(scores, positives).per_query.item() == expected
+    for pairs in ("all", "positive-rows"):
+        proportion = operating_region_proportion(scores, pairs=pairs, positives=positives)
+        reference = loops.proportion(values, 0.01, 0.005, True, pairs, positives[0].tolist())
+        assert proportion.item() == pytest.approx(reference, abs=1e-15)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_counts_stay_on_the_input_device_whatever_the_default_device(weighted):
+    generator = torch.Generator().manual_seed(8)
+    scores = torch.randn(4, 9, generator=generator, dtype=torch.float64) * 0.05
+    positives = torch.rand(4, 9, generator=generator) < 0.4
+    candidates = torch.rand(4, 9, generator=generator) < 0.8
+    expected = gradient_counts(scores, positives, weighted=weighted, candidates=candidates)
+    proportions = [
+        operating_region_proportion(scores, pairs=pairs, positives=positives) for pairs in PAIR_SETS
+    ]
+    with torch.device("meta"):
+        got = gradient_counts(scores, positives, weighted=weighted, candidates=candidates)
+        got_proportions = [
+            operating_region_proportion(scores, pairs=pairs, positives=positives)
+            for pairs in PAIR_SETS
+        ]
+    assert got.per_query.device == scores.device
+    assert torch.equal(got.per_query, expected.per_query)
+    assert got[1:] == expected[1:]
+    for value, reference in zip(got_proportions, proportions, strict=True):
+        torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
