@@ -227,6 +227,7 @@ class Anatomy(Quantity):
     name = "anatomy"
     needs_grad = True
     needs_score_grad = True
+    needs_ranked_order = True  # reads the step's sort with ties in column order
 
     def __init__(
         self,
@@ -263,7 +264,8 @@ class Anatomy(Quantity):
                 "both": (("i2t_", False), ("t2i_", True)),
             }[capture.direction]
             # Rows of the step's own score matrix: ranked by the step's one sort.
-            shared = "layout" in batch.__dict__ and _same_matrix(scores, batch.scores)
+            shared = (batch.ties_by_column and "layout" in batch.__dict__
+                      and _same_matrix(scores, batch.scores))  # fmt: skip
             for name, transpose in views:
                 order = batch.descending_order if shared and not transpose else None
                 values.update(

@@ -547,6 +547,8 @@ class Monitor:
         if self._last_call is not None:  # a count kept by the watched loss (SmoothAPLoss)
             batch.degenerate_batches = getattr(self._last_call[5], "degenerate_batches", None)
         values: dict[str, torch.Tensor] = {}
+        # The step's sort keeps ties in column order only for a quantity that reads the order.
+        batch.ties_by_column = any(getattr(q, "needs_ranked_order", False) for q in due)
         # No value is read back while computing (finite by construction: skip_value_checks);
         # the stacked scalars cross to the host once, below.
         with torch.no_grad(), skip_value_checks():

@@ -187,3 +187,25 @@ def test_large_score_matrices_sort_by_keys_into_the_same_order():
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
     assert torch.equal(batch.negated_sorted, expected.values)
+
+
+@pytest.mark.parametrize("kind", ["random", "tied"])
+def test_an_unstable_sort_gives_the_same_window_counts_and_ap(kind):
+    """Without a quantity that reads the order the Monitor lets the sort break ties freely:
+    P, the counts and the exact AP do not depend on it."""
+    from gradlab.monitor import GradientCounts, OperatingRegion, WeightedGradientCounts
+
+    quantities = (OperatingRegion, GradientCounts, WeightedGradientCounts, RelaxationGap)
+    results = []
+    for ties_by_column in (True, False):
+        batch = _batch(kind, torch.float32)
+        batch.ties_by_column = ties_by_column
+        batch.negated_sorted  # noqa: B018  (the sort first, as P makes it in a preset)
+        with torch.no_grad():
+            values = {}
+            for cls in quantities:
+                values.update(cls().compute(batch))
+        results.append({key: value.item() for key, value in values.items()})
+    assert results[0].keys() == results[1].keys()
+    for key, value in results[0].items():
+        assert value == results[1][key] or (math.isnan(value) and math.isnan(results[1][key]))
