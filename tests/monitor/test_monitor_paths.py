@@ -1,0 +1,158 @@
+"""Monitor paths the other tests reach only in subprocesses or by part of a message.
+
+* torch.distributed in this process: a one-rank gloo group, so the gathering code runs where
+  coverage (and mutation testing) sees it; with one rank the global batch is the local one, so
+  every value must equal the ``distributed="local"`` run's.
+* Whole messages: what a user reads when a call cannot be read, a quantity is disabled, or an
+  attach() argument is wrong.
+* attach() with a labels tensor, and after a watch(inputs="scores").
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError, Monitor
+from gradlab.monitor import Loss, Quantity, every
+from gradlab.monitor.monitor import _all_gather_rows
+from tests.reference.operating_region_loops import proportion
+from tests.reference.smooth_ap_loops import cosine
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
+    )
+    try:
+        yield
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize(
+    "tensor",
+    [torch.randn(5, 3), torch.arange(7), torch.randn(4, 2, dtype=torch.float64)],
+)
+def test_gathering_over_one_rank_returns_the_rows(one_rank_group, tensor):
+    gathered = _all_gather_rows(tensor)
+    assert gathered.dtype == tensor.dtype and torch.equal(gathered, tensor)
+
+
+def _full_record(log_dir, distributed):
+    generator = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(12, 4, generator=generator, dtype=torch.float64)
+    embeddings.requires_grad_(True)
+    labels = torch.arange(12) % 3
+    with Monitor(log_dir, preset="full", every=1, distributed=distributed) as monitor:
+        loss = monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels)
+        loss.backward()
+        return monitor.step()
+
+
+def test_one_rank_global_batch_logs_the_local_values(one_rank_group, tmp_path):
+    global_record = _full_record(tmp_path / "auto", "auto")
+    local_record = _full_record(tmp_path / "local", "local")
+    assert global_record.keys() == local_record.keys() and len(local_record) > 40
+    for key, value in local_record.items():
+        other = global_record[key]
+        assert (math.isnan(value) and math.isnan(other)) or other == pytest.approx(
+            value, rel=1e-12, abs=1e-15
+        ), key
+
+
+def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):
+    with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
+        watched = monitor.watch(lambda *args: torch.zeros(()))
+        with pytest.raises(GradlabError) as raised:
+            watched(torch.zeros(4, 3), 5)
+        expected = (
+            "Monitor cannot read this loss call: expected loss(embeddings [B, d], labels [B]) or "
+            "loss(queries [Q, d], candidates [C, d], positives [Q, C] bool); got 2 tensor "
+            "argument(s): (Tensor[4, 3], int)"
+        )
+        assert str(raised.value) == expected
+        with pytest.raises(GradlabError) as raised:
+            watched()
+        assert str(raised.value).endswith("; got no tensor")
+        with pytest.raises(GradlabError) as raised:
+            watched(torch.zeros(6), torch.zeros(2, 2))
+        assert str(raised.value).endswith("got 2 tensor argument(s): (Tensor[6], Tensor[2, 2])")
+
+
+def test_the_first_unreadable_call_warns_with_the_whole_message(tmp_path):
+    with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
+        watched = monitor.watch(lambda *args: torch.zeros(()))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watched(torch.zeros(4, 3))
+            watched(torch.zeros(4, 3))
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: a loss call it cannot read was not logged (expected loss(embeddings "
+        "[B, d], labels [B]) or loss(queries [Q, d], candidates [C, d], positives [Q, C] bool); "
+        "got 1 tensor argument(s): (Tensor[4, 3])); training goes on, later such calls are "
+        "skipped silently (strict=True raises instead)"
+    ]
+    assert monitor.skipped_calls == 2
+
+
+class Failing(Quantity):
+    name = "failing"
+
+    def compute(self, batch):
+        raise ValueError("no value")
+
+
+def test_a_disabled_quantity_keeps_the_formatted_traceback(tmp_path):
+    with Monitor(tmp_path, quantities=[Failing(every(1)), Loss(every(1))]) as monitor:
+        loss_fn = monitor.watch(lambda e, y: e.sum())
+        with pytest.warns(RuntimeWarning) as caught:
+            loss_fn(torch.randn(4, 2, requires_grad=True), torch.arange(4)).backward()
+            monitor.step()
+    message = monitor.disabled["failing"]
+    lines = message.splitlines()
+    assert lines[0] == "Traceback (most recent call last):" and lines[-1] == "ValueError: no value"
+    assert all(line.startswith("  ") for line in lines[1:-1])  # frames, nothing between them
+    assert str(caught[0].message) == (
+        "gradlab.Monitor: quantity 'failing' raised and is disabled (strict=True raises "
+        f"instead):\n{message}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda m: m.attach(5, torch.zeros(3)), "module must be a torch.nn.Module; got int 5"),
+        (
+            lambda m: m.attach(torch.nn.Identity(), 5),
+            "labels must be a tensor or a zero-argument callable returning one; got int 5",
+        ),
+    ],
+)
+def test_attach_errors_in_full(tmp_path, call, message):
+    with Monitor(tmp_path) as monitor, pytest.raises(GradlabError) as raised:
+        call(monitor)
+    assert str(raised.value) == message
+
+
+def test_attach_reads_a_labels_tensor_and_the_embeddings_after_a_score_watch(tmp_path):
+    model = torch.nn.Linear(3, 4)
+    images, labels = torch.randn(6, 3), torch.tensor([0, 0, 1, 1, 2, 2])
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        monitor.watch(lambda s, p: s.sum(), inputs="scores")  # the watch is for scores...
+        monitor.attach(model, labels)  # ...the hook still reads embeddings, labels a tensor
+        embeddings = model(images)
+        embeddings.sum().backward()
+        record = monitor.step()
+    # Read as in-batch embeddings (cosine scores), not as a score matrix.
+    vectors = embeddings.detach().double().tolist()
+    rows = [[cosine(a, b) for b in vectors] for a in vectors]
+    expected = sum(proportion(r, 0.01, 0.005) for r in rows) / len(rows)
+    assert record["p_seed"] == pytest.approx(expected, rel=1e-6)
