@@ -68,11 +68,16 @@ MONITOR_TESTS = {
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     "batch": [*_MONITOR_VALUES, "tests/monitor/test_anatomy.py"],
     "lock": ["tests/monitor/test_lock.py", "tests/monitor/test_runs.py"],
+    # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
+    # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
     "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
                 "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
-                "tests/monitor/test_anatomy.py", "tests/monitor/test_lock.py",
-                "tests/monitor/test_robustness.py", "tests/monitor/test_sink_roundtrip.py",
-                "tests/monitor/test_monitor_paths.py"],
+                "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
+                "tests/monitor/test_monitor_paths.py",
+                *(f"--deselect=tests/monitor/{test}" for test in (
+                    "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",
+                    "test_monitor.py::test_plot_command",
+                    "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions"))],
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
