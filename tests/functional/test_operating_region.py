@@ -362,3 +362,11 @@ def test_counts_stay_on_the_input_device_whatever_the_default_device(weighted):
     assert got[1:] == expected[1:]
     for value, reference in zip(got_proportions, proportions, strict=True):
         torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_gradient_counts_of_no_queries_are_empty(weighted):
+    counts = gradient_counts(
+        torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.bool), weighted=weighted
+    )
+    assert counts.per_query.shape == (0,) and counts[1:] == (0, 0)
