@@ -370,3 +370,69 @@ def test_gradient_counts_of_no_queries_are_empty(weighted):
         torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.bool), weighted=weighted
     )
     assert counts.per_query.shape == (0,) and counts[1:] == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"tau": 0.0}, "tau must be a positive finite number"),
+        ({"eps": -1.0}, "eps must be a positive finite number"),
+        ({"scores": torch.zeros(2, 3, dtype=torch.long)}, "scores must have a floating dtype"),
+        ({"scores": torch.zeros(2, 3, 1)}, "scores must be 1-D or 2-D"),
+        ({"scores": torch.zeros(2, 0)}, "scores must hold at least one candidate per query; "
+                                        "got 0$"),
+        ({"positives": torch.ones(2, 3)}, "positives must be a bool tensor"),
+        ({"positives": torch.ones(2, 2, 3, dtype=torch.bool)}, "positives must be 1-D or 2-D"),
+        (
+            {"positives": torch.ones(2, 4, dtype=torch.bool)},
+            r"positives must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)$",
+        ),
+        ({"positives": GOOD_MASK.to("meta")}, "tensors must be on one device; got scores on cpu, "
+                                              "positives on meta$"),
+    ],
+)  # fmt: skip
+def test_proportion_messages_name_the_argument(kwargs, message):
+    arguments = {"scores": GOOD_SCORES, "pairs": "positive-rows", "positives": GOOD_MASK, **kwargs}
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        operating_region_proportion(**arguments)
+
+
+@pytest.mark.parametrize("pairs", PAIR_SETS)
+@pytest.mark.parametrize("include_diagonal", [True, False])
+def test_proportion_of_a_batch_is_each_querys_own(pairs, include_diagonal):
+    # Queries with different numbers of positives: every count and total is per query.
+    generator = torch.Generator().manual_seed(11)
+    scores = torch.randn(5, 8, generator=generator, dtype=torch.float64) * 0.06
+    positives = torch.rand(5, 8, generator=generator) < torch.linspace(0.1, 0.9, 5)[:, None]
+    positives[0] = False  # no positive: NaN for the positive pair sets
+    got = operating_region_proportion(
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=positives
+    )
+    for q in range(5):
+        expected = loops.proportion(
+            scores[q].tolist(), 0.01, 0.005, include_diagonal, pairs, positives[q].tolist()
+        )
+        if math.isnan(expected):
+            assert math.isnan(got[q].item())
+        else:
+            assert got[q].item() == pytest.approx(expected, abs=1e-15)
+
+
+@pytest.mark.parametrize(("tau", "eps", "expected"), [(0.01, 0.005, 1.0), (100.0, 0.005, 0.0)])
+def test_one_candidate_is_its_own_diagonal_entry(tau, eps, expected):
+    # C = 1: the one entry is the diagonal, inside any non-empty region; NaN without it.
+    scores = torch.tensor([[0.3]], dtype=torch.float64)
+    assert operating_region_proportion(scores, tau, eps).item() == expected
+    assert math.isnan(operating_region_proportion(scores, tau, eps, False).item())
+
+
+def test_a_difference_of_exactly_the_width_is_outside():
+    # Documented: |dG/dD| > eps exactly when |D| < w (strict). With the anchor at 0, the
+    # differences are the scores themselves, exactly; the neighbours one float64 step inside.
+    width = operating_region_width()
+    inside = math.nextafter(width, 0.0)
+    scores = torch.tensor([[0.0, width, -width, inside, -inside]], dtype=torch.float64)
+    positives = torch.tensor([[True, False, False, False, False]])
+    assert gradient_counts(scores, positives).per_query.item() == 2
+    proportion = operating_region_proportion(scores, pairs="positive-rows", positives=positives)
+    assert proportion.item() == pytest.approx(3 / 5, abs=1e-15)  # the diagonal and the two inside
