@@ -253,7 +253,7 @@ def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=
 
 def _difference_at(expression: sp.Expr, point: dict) -> sp.Expr:
     value = expression.subs(point)
-    return sp.nsimplify(value) if value.is_Rational else value.evalf(50)
+    return value if value.is_Rational else value.evalf(50)  # nsimplify sent 2e-40 to 0
 
 
 def _concretize(expression: sp.Expr) -> sp.Expr:
@@ -283,7 +283,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
         value = _difference_at(concrete, point)
         if value != 0 and abs(complex(value)) > 1e-40:
             shown = {str(k): str(v) for k, v in point.items()}
-            return False, (shown, str(sp.N(value, 8))), "counterexample by exact evaluation"
+            return False, (shown, str(sp.N(value, 8))), "exact evaluation"
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
@@ -299,7 +299,8 @@ def symbolic_equality(
 ) -> Verdict:
     """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness."""
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
-    witness = "" if same else f"printed minus true is {counterexample[1]} at {counterexample[0]}."
+    point, difference = counterexample or ("", "")
+    witness = "" if same else f"printed minus true is {difference} at {point} ({how})."
     return decide(same, f"{how}.", witness)
 
 

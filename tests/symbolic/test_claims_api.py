@@ -1,0 +1,118 @@
+"""The claim API's smaller contracts: verdict names, display of sequences and LaTeX escapes, the
+mutant makers, failed corrections, undecided claims, the random points of symbolic_equality."""
+
+import random
+
+import pytest
+import sympy as sp
+
+from gradlab.symbolic import (
+    Claim,
+    Form,
+    Verdict,
+    audit_claim,
+    evaluate,
+    mutant,
+    scaled,
+    substituted,
+    symbolic_equality,
+    with_parameters,
+)
+from gradlab.symbolic.claims import VERDICTS, undecided
+
+x, y = sp.symbols("x y", positive=True)
+
+
+def test_a_verdict_outside_the_four_is_refused_by_name():
+    with pytest.raises(ValueError) as error:
+        Verdict("maybe", "")
+    assert str(error.value) == f"verdict must be one of {VERDICTS}; got 'maybe'"
+
+
+def test_sequences_display_as_semicolon_lists():
+    form = Form((x, [y, 2]))
+    assert form.text() == "x; y; 2"
+    assert form.latex() == r"x;\ y;\ \text{2}"
+
+
+def test_latex_escapes_every_special_character_of_plain_text():
+    # backslash, caret and tilde become spaces; the others get a backslash; X is plain text
+    form = Form("a\\b{c}d_e^f&g%h$i#j~kX")
+    assert form.latex() == r"\text{a b\{c\}d\_e f\&g\%h\$i\#j kX}"
+
+
+def test_scaled_multiplies_and_says_by_what():
+    assert (scaled(Form(x)).value, scaled(Form(x)).name) == (2 * x, "multiplied by 2")
+    assert (scaled(Form(x), 3).value, scaled(Form(x), 3).name) == (3 * x, "multiplied by 3")
+
+
+def test_substituted_swaps_simultaneously():
+    swapped = substituted(Form(x - 2 * y), {x: y, y: x}, "x <-> y")
+    assert (swapped.value, swapped.name) == (y - 2 * x, "x <-> y")
+
+
+def test_with_parameters_changes_only_the_named_parameters():
+    form = Form({"a": 1, "b": 2}, lhs="p")
+    changed = with_parameters(form, "b doubled", b=4)
+    assert (changed.value, changed.name, changed.lhs) == ({"a": 1, "b": 4}, "b doubled", "p")
+
+
+def test_a_correction_that_fails_too_is_reported_with_both_details():
+    def check(form):
+        return symbolic_equality(form.value, 2 * x, [x])
+
+    claim = Claim("mine", "eq1", "twice x", Form(3 * x), check,
+                  correction=mutant(Form(3 * x), 4 * x, "corrected"))  # fmt: skip
+    first, fixed = check(Form(3 * x)), check(Form(4 * x))
+    assert evaluate(claim) == Verdict(
+        "fails", f"{first.detail} The correction was checked and does not hold either: "
+        f"{fixed.detail}"
+    )  # fmt: skip
+
+
+def test_undecided_is_inconclusive_with_its_reason():
+    assert undecided("no data") == Verdict("inconclusive", "no data")
+
+
+def test_a_record_without_mutants_has_no_mutant_fields():
+    claim = Claim("mine", "eq1", "x is x", Form(x), lambda f: symbolic_equality(f.value, x, [x]))
+    assert "mutants" not in audit_claim(claim)
+
+
+def test_a_counterexample_names_the_point_and_how_it_was_found():
+    verdict = symbolic_equality(x + 1, x, [x], sampler=lambda generator: {x: 3})
+    expected = "printed minus true is 1.0000000 at {'x': '3'} (exact evaluation)."
+    assert verdict == Verdict("fails", expected)
+
+
+def test_the_sampler_chooses_the_points_and_gets_a_seeded_generator():
+    seen = []
+
+    def at_three(generator):
+        seen.append(type(generator))
+        return {x: 3 + 0 * generator.random()}
+
+    # x - 3 vanishes at every sampled point; sympy cannot call it zero, so the points decide
+    verdict = symbolic_equality(x, sp.Integer(3), [x], sampler=at_three, points=5)
+    expected = "printed minus true vanishes at 5 random points (50 digits)."
+    assert verdict == Verdict("holds", expected)
+    assert seen == [random.Random] * 5
+    assert symbolic_equality(x, sp.Integer(3), [x], points=5).verdict == "fails"
+
+
+def test_differences_up_to_1e_40_count_as_zero():
+    # exact rationals are compared as they are (sympy.nsimplify once rounded 2e-40 to 0)
+    tiny = sp.Rational(1, 10**40)
+    assert symbolic_equality(x + tiny, x, [x]).verdict == "holds"
+    assert symbolic_equality(x + 2 * tiny, x, [x]).verdict == "fails"
+
+
+@pytest.mark.parametrize(
+    ("difference", "reason"),
+    [(sp.Piecewise((0, x <= 97), (1, True)), "numerators reach 97"),
+     (sp.Piecewise((0, x >= sp.Rational(1, 13)), (1, True)), "denominators reach 13")],
+)  # fmt: skip
+def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(difference, reason):
+    # no default point lies beyond 97 or below 1/13, so these differences vanish at all of them
+    verdict = symbolic_equality(difference, sp.Integer(0), [x], points=3000)
+    assert verdict.verdict == "holds", reason
