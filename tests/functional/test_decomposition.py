@@ -167,3 +167,29 @@ def test_error_messages_name_both_arguments_and_what_they_got():
         GradlabError, match=r"^query and candidates must share their embedding size; got 3 and 5$"
     ):
         smooth_ap_decomposition(Q, torch.zeros(4, 5), P)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"candidates": torch.zeros(4, 3, dtype=torch.int64)},
+         "candidates must have a floating dtype"),
+        ({"candidates": torch.full((4, 3), float("inf"))}, "candidates must be finite"),
+        (
+            {"positives": torch.ones(2, 5, dtype=torch.bool)},
+            r"positives must have shape \(2, 4\) \(\[C\] or \[Q, C\]\); got \(2, 5\)$",
+        ),
+        (
+            {"candidate_mask": torch.ones(2, 5, dtype=torch.bool)},
+            r"candidate_mask must have shape \(2, 4\) \(\[C\] or \[Q, C\]\); got \(2, 5\)$",
+        ),
+        # A mask on another device ("meta" here: query and candidates on meta cannot be
+        # checked for finiteness, which comes first).
+        ({"positives": P.to("meta")}, "tensors must be on one device; got query on cpu, "
+                                      "candidates on cpu, positives on meta$"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_argument(kwargs, message):
+    arguments = {"query": Q, "candidates": V, "positives": P, **kwargs}
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        smooth_ap_decomposition(**arguments)

@@ -22,8 +22,10 @@ from gradlab.functional import (
     harmonic_rate,
     operating_region_is_empty,
     relaxed_tie_aware_ap,
+    smooth_ap_decomposition,
 )
 from tests.reference.relaxed_ranking_loops import harmonic_stand_in, relaxed_ap
+from tests.reference.smooth_ap_loops import smooth_ap_one_query
 
 LOW = torch.tensor([0.0, 0.5, 2.0, 6.5], dtype=torch.float64)
 HIGH = LOW + 1.5
@@ -83,3 +85,15 @@ def test_operating_region_is_empty_defaults_eps_to_the_seeds(tau, empty):
 @pytest.mark.parametrize(("eps", "empty"), [(10.0, False), (25.0, True), (30.0, True)])
 def test_operating_region_is_empty_defaults_tau_to_the_seeds(eps, empty):
     assert operating_region_is_empty(eps=eps) is empty
+
+
+def test_smooth_ap_decomposition_default_temperature_is_the_seeds():
+    generator = torch.Generator().manual_seed(12)
+    query = torch.randn(4, generator=generator, dtype=torch.float64) * 0.3
+    vectors = torch.randn(6, 4, generator=generator, dtype=torch.float64) * 0.3
+    positives = torch.tensor([True, False, True, False, False, True])
+    parts = smooth_ap_decomposition(query, vectors, positives)
+    scores = (vectors @ query).tolist()
+    expected = smooth_ap_one_query(scores, positives.tolist(), 0.01)
+    assert parts.ap.item() == pytest.approx(expected, abs=1e-12)
+    assert parts.ap.item() != pytest.approx(smooth_ap_one_query(scores, positives.tolist(), 0.1))
