@@ -442,7 +442,7 @@ def test_sync_free_quantities_compute_on_the_embeddings_device():
     embeddings = _random((12, 4), 18).to("meta")
     labels = (torch.arange(12) % 3).to("meta")
     batch = BatchView(embeddings=embeddings, labels=labels, loss=embeddings.sum(), tau=TAU,
-                      embedding_grad=embeddings * 2)  # fmt: skip
+                      embedding_grad=embeddings * 2, degenerate_batches=2)  # fmt: skip
     quantities = [Loss(), EmbeddingNorms(), EmbeddingGradNorm(), OperatingRegion(),
                   GradientCounts(), DegenerateBatches()]  # fmt: skip
     with torch.no_grad(), skip_value_checks():
@@ -523,3 +523,74 @@ def test_quantities_reading_the_loss_record_compute_on_the_embeddings_device():
                   **GradientCounts(weighted=True).compute(batch)}  # fmt: skip
     assert len(values) == 7
     assert {value.device.type for value in values.values()} == {"meta"}
+
+
+# --- more cases the mutants asked for -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_counts_in_an_empty_operating_region_are_zero(recorded):
+    labels = torch.tensor([0, 0, 1, 1, 1, 2])
+    embeddings = _random((6, 3), 24)
+    batch = (_batch_with_record(embeddings, labels, TAU) if recorded
+             else BatchView(embeddings=embeddings, labels=labels, tau=TAU))  # fmt: skip
+    got = _compute(GradientCounts(threshold=1.01 / (4 * TAU), weighted=True), batch)
+    assert got["gradient_count_mean"] == 0.0 and got["gradient_count_mean_weighted"] == 0.0
+    assert got["queries_without_gradient"] == 5.0  # every query with a positive (not label 2)
+
+
+def test_half_precision_norms_are_taken_in_float64():
+    # 300 in float16: the squares (9e4) overflow float16's 65504, the norms (about 520) do not.
+    embeddings = torch.full((4, 3), 300.0, dtype=torch.float16)
+    batch = BatchView(embeddings=embeddings, embedding_grad=embeddings, tau=TAU)
+    got = {**_compute(EmbeddingNorms(), batch), **_compute(EmbeddingGradNorm(), batch)}
+    norm = math.sqrt(3 * 300.0**2)
+    assert got["embedding_norm_mean"] == pytest.approx(norm, rel=1e-12)
+    assert got["embedding_grad_norm"] == pytest.approx(2 * norm, rel=1e-12)  # sqrt(4) rows
+
+
+def test_agreement_is_only_computed_for_a_smooth_ap_loss_on_in_batch_embeddings():
+    embeddings, labels = _random((6, 3), 25), torch.tensor([0, 0, 1, 1, 2, 2])
+    grad = _random((6, 3), 26)
+    common = dict(embeddings=embeddings, embedding_grad=grad, tau=TAU, loss_tau=TAU)
+    assert _compute(GradientAgreement(), BatchView(**common, labels=labels)) == {}  # no kind
+    positives = torch.eye(6, dtype=torch.bool)
+    cross = BatchView(**common, candidates=_random((6, 3), 27), positives=positives,
+                      loss_kind="exclude_query")  # fmt: skip
+    assert _compute(GradientAgreement(), cross) == {}
+    assert _compute(GradientAgreement(), BatchView(embeddings=embeddings, labels=labels, tau=TAU,
+                                                   loss_kind="exclude_query")) == {}  # fmt: skip
+
+
+def test_agreement_uses_the_loss_tau_or_the_monitor_tau_without_one(tmp_path):
+    embeddings = _random((8, 3), 13).requires_grad_(True)
+    labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
+    _loop_smooth_ap_loss(embeddings, labels.tolist(), 0.2, False).backward()
+    grad = embeddings.grad.clone()
+    for loss_tau, monitor_tau in ((0.2, 0.7), (None, 0.2)):
+        batch = BatchView(embeddings=embeddings.detach(), labels=labels, embedding_grad=grad,
+                          tau=monitor_tau, loss_kind="exclude_query",
+                          loss_tau=loss_tau)  # fmt: skip
+        got = _compute(GradientAgreement(), batch)
+        assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-12), loss_tau
+
+
+@pytest.mark.parametrize(
+    ("labels", "positives", "flag"),
+    [
+        ([0, 0, 1], None, 0.0),  # queries 0 and 1: one positive, one negative each
+        ([0, 0, 0], None, 1.0),  # no negative anywhere
+        (None, [[True, False], [True, False], [True, False]], 0.0),  # per row: one and one
+        (None, [[True, True], [False, False]], 1.0),  # no row has both
+    ],
+)
+def test_degenerate_batch_flag_per_row(labels, positives, flag):
+    from gradlab.monitor import DegenerateBatches
+
+    if labels is not None:
+        batch = BatchView(embeddings=_random((len(labels), 2), 28), labels=torch.tensor(labels))
+    else:
+        mask = torch.tensor(positives)
+        batch = BatchView(embeddings=_random((mask.shape[0], 2), 28), positives=mask,
+                          candidates=_random((mask.shape[1], 2), 29))  # fmt: skip
+    assert _compute(DegenerateBatches(), batch) == {"degenerate_batch": flag}
