@@ -185,6 +185,9 @@ def fappy_gradient_closed_form(
 ) -> float:
     """``dP_ij / ds_ik`` for one negative ``k`` of ``i`` (derived above, not Lemma 1 as printed).
 
+    ``P_ij`` is piecewise linear in ``s_ik``; at a bin edge this is the right derivative (the
+    bins are half-open, ``[b_t, b_t + Delta)``).
+
     Example:
         >>> fappy_gradient_closed_form(0.3, 0.1, delta=0.25, num_negatives=4)
         0.8

@@ -188,3 +188,87 @@ def test_unknown_normalization_is_refused(bad):
         fappy_loss(embeddings, labels, 0.1, normalization=bad)
     with pytest.raises(GradlabError, match=repr(bad)):
         FAPPYLoss(0.1, normalization=bad)
+
+
+LABELS3 = torch.zeros(3, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: fappy_deltas(0.0), "delta_min must be a positive finite number; got 0.0"),
+        (lambda: false_positive_probability(torch.ones(3, 3), LABELS3, 0.0),
+         "delta must be a positive finite number; got 0.0"),
+        (lambda: false_positive_probability(torch.ones(3, 3, dtype=torch.long), LABELS3, 0.5),
+         "similarities must have a floating dtype; got torch.int64"),
+        (lambda: false_positive_probability(torch.full((3, 3), math.nan), LABELS3, 0.5),
+         "similarities must be finite; it holds NaN or infinite entries"),
+        (lambda: fappy_loss(torch.ones(3, 2, dtype=torch.long), LABELS3),
+         "embeddings must have a floating dtype; got torch.int64"),
+        (lambda: fappy_loss(torch.full((3, 2), math.inf), LABELS3),
+         "embeddings must be finite; it holds NaN or infinite entries"),
+        (lambda: fappy_loss(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
+         r"labels must have shape \(3,\) \(one label per embedding\); got \(4,\)"),
+        (lambda: euclidean_from_cosine(torch.zeros([1] * 8)),
+         r"similarity must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D; got shape"),
+        (lambda: euclidean_from_cosine(torch.zeros(2, dtype=torch.long)),
+         "similarity must have a floating dtype; got torch.int64"),
+        (lambda: euclidean_from_cosine(torch.tensor([math.inf])),
+         "similarity must be finite; it holds NaN or infinite entries"),
+        (lambda: cosine_from_euclidean(torch.zeros([1] * 8)),
+         r"distance must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D; got shape"),
+        (lambda: cosine_from_euclidean(torch.zeros(2, dtype=torch.long)),
+         "distance must have a floating dtype; got torch.int64"),
+        (lambda: cosine_from_euclidean(torch.tensor([math.nan])),
+         "distance must be finite; it holds NaN or infinite entries"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        call()
+
+
+def test_seven_dimensional_similarities_and_distances_are_taken():
+    grid = torch.full([1] * 7, 0.5, dtype=torch.float64)
+    assert euclidean_from_cosine(grid).item() == pytest.approx(1.0)
+    assert cosine_from_euclidean(grid).item() == pytest.approx(0.875)
+
+
+def test_a_pair_exactly_delta_from_one_is_active():
+    # Algorithm 1, line 5: a pair is active when 1 - s_ij >= Delta. Orthogonal positives have
+    # s = 0 exactly, so at Delta = 1 they sit on the boundary and count.
+    embeddings = torch.tensor(
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.6, 0.8, 0.0], [0.0, 0.6, 0.8]], dtype=torch.float64
+    )
+    labels = [0, 0, 1, 1]
+    loss = fappy_loss(embeddings, torch.tensor(labels), delta_min=1.0)
+    expected = fappy_algorithm1(embeddings.tolist(), labels, 1.0)
+    assert loss.item() == pytest.approx(expected, abs=1e-12)
+    assert expected > 0
+
+
+@pytest.mark.parametrize("offset", [-0.25, -0.125, 0.0, 0.1, 0.25, 0.3])
+def test_closed_form_is_the_right_derivative_at_and_between_bin_edges(offset):
+    # P_ij is piecewise linear in s_ik; at a bin edge the closed form takes the right
+    # derivative (the bins are half-open, [b_t, b_t + Delta)): a forward difference of the
+    # loop reference P (seed 004 Eq. 1-7) over a step that stays inside one piece.
+    delta, pair = 0.25, 0.1  # the pair's bin is [0.0, 0.25): b_t = 0.0
+    negative = 0.0 + offset  # edges at -0.25, 0.0 and 0.25 among the offsets
+    step = 2.0**-20
+
+    def probability(value):
+        similarities = [[1.0, pair, value], [pair, 1.0, -0.9], [value, -0.9, 1.0]]
+        return fappy_pair(similarities, [0, 0, 1], 0, 1, delta)
+
+    right = (probability(negative + step) - probability(negative)) / step
+    closed = fappy_gradient_closed_form(pair, negative, delta, num_negatives=1)
+    assert closed == pytest.approx(right, abs=1e-9)
+
+
+@pytest.mark.parametrize("negative", [0.0, 0.125, 0.25])
+def test_lemma1_as_printed_holds_on_the_closed_bin(negative):
+    # Printed: -h_right on [b_t, b_{t+1}], both edges included; 0 outside.
+    h_right = (0.1 - 0.0) / 0.25
+    assert fappy_lemma1_as_printed(0.1, negative, delta=0.25) == pytest.approx(-h_right)
+    assert fappy_lemma1_as_printed(0.1, 0.25 + 1e-12, delta=0.25) == 0.0
+    assert fappy_lemma1_as_printed(0.1, -1e-12, delta=0.25) == 0.0
