@@ -215,6 +215,14 @@ def run_group(
         env={**os.environ, "PYTHONPATH": str(workdir)},
     )  # fmt: skip
     statuses = _collect(workdir)
+    unchecked = sorted(m for m, s in statuses.items() if s == "not_checked")
+    if names and unchecked:  # a recheck: mutmut reset the verdicts of functions whose tests
+        subprocess.run(  # changed, and a named run leaves those unchecked: run them too
+            [str(mutmut), "run", "--max-children", str(children), *unchecked],
+            cwd=workdir, check=False, stdout=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(workdir)},
+        )  # fmt: skip
+        statuses = _collect(workdir)
     equivalents = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
     undetected = sorted(m for m, s in statuses.items() if s in ("survived", "no_tests"))
     judged = {m: equivalents[m] for m in undetected if m in equivalents}
@@ -226,6 +234,7 @@ def run_group(
         "commit": _head(workdir),
         "generated": len(statuses),
         **counts,
+        "not_checked": sum(s == "not_checked" for s in statuses.values()),
         "equivalent": judged,
         "killed_share_of_non_equivalent": killed_share(
             detected, counts["survived"] + counts["no_tests"], len(judged)
