@@ -48,8 +48,12 @@ def test_matches_the_loop_definitions(seed):
     candidates = torch.rand(scores.shape, generator=generator) < 0.9 if seed % 2 else None
     absolute, relative = (1e-3, 0.05) if seed < 3 else (0.0, 0.0)
     anatomy = gradient_anatomy(
-        grad, scores, positives, candidates,
-        absolute_threshold=absolute, relative_threshold=relative,
+        grad,
+        scores,
+        positives,
+        candidates,
+        absolute_threshold=absolute,
+        relative_threshold=relative,
     )
     for q in range(scores.shape[0]):
         flags = [True] * scores.shape[1] if candidates is None else candidates[q].tolist()

@@ -33,8 +33,11 @@ def test_in_batch_layout_excludes_or_includes_the_query():
         ((torch.zeros(4, 2), torch.zeros(4)), "labels must have an integer dtype"),
         ((torch.zeros(4, 2), torch.zeros(3, dtype=torch.long)), r"labels must have shape \(4,\)"),
         ((torch.full((4, 2), float("inf")), torch.zeros(4, dtype=torch.long)), "finite"),
-        ((torch.zeros(4, 0), torch.zeros(4, dtype=torch.long)), r"embeddings must have at least "
-         r"one embedding dimension; got shape \(4, 0\)"),
+        (
+            (torch.zeros(4, 0), torch.zeros(4, dtype=torch.long)),
+            r"embeddings must have at least "
+            r"one embedding dimension; got shape \(4, 0\)",
+        ),
     ],
 )
 def test_in_batch_layout_errors(args, message):
@@ -49,10 +52,18 @@ def test_in_batch_layout_errors(args, message):
         ((torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(4, 2, dtype=torch.bool)), r"\(2, 4\)"),
         ((torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4)), "bool tensor"),
         ((torch.zeros(2, 3), [[0.0]], torch.ones(2, 1, dtype=torch.bool)), "torch.Tensor"),
-        ((torch.zeros(2, 3), torch.zeros(4, 3, dtype=torch.float64),
-          torch.ones(2, 4, dtype=torch.bool)), "queries torch.float32 and candidates .*float64"),
-        ((torch.zeros(2, 0), torch.zeros(4, 0), torch.ones(2, 4, dtype=torch.bool)),
-         "queries must have at least one embedding dimension"),
+        (
+            (
+                torch.zeros(2, 3),
+                torch.zeros(4, 3, dtype=torch.float64),
+                torch.ones(2, 4, dtype=torch.bool),
+            ),
+            "queries torch.float32 and candidates .*float64",
+        ),
+        (
+            (torch.zeros(2, 0), torch.zeros(4, 0), torch.ones(2, 4, dtype=torch.bool)),
+            "queries must have at least one embedding dimension",
+        ),
     ],
 )
 def test_cross_modal_layout_errors(args, message):

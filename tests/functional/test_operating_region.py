@@ -149,20 +149,35 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
         (lambda: operating_region_width(tau=-1.0), "tau must be a positive finite number"),
         (lambda: operating_region_width(eps=0.0), "eps must be a positive finite number"),
         (lambda: operating_region_width(eps=float("nan")), "eps must be a positive finite"),
-        (lambda: operating_region_proportion(torch.tensor([0.0, math.nan])), "finite"),
-        (lambda: operating_region_proportion(torch.zeros(3, 0)), "at least one candidate"),
-        (lambda: operating_region_proportion(torch.zeros(2, 2, 2)), "1-D or 2-D"),
+        (
+            lambda: operating_region_proportion(torch.tensor([0.0, math.nan])),
+            "scores must be finite",
+        ),
+        (
+            lambda: operating_region_proportion(torch.zeros(3, 0)),
+            "scores must hold at least one candidate",
+        ),
+        (lambda: operating_region_proportion(torch.zeros(2, 2, 2)), "scores must be 1-D or 2-D"),
         (lambda: operating_region_proportion(torch.zeros(3), pairs="rows"), "pairs must be one of"),
-        (lambda: operating_region_proportion(torch.zeros(3), pairs="positive-rows"), "required"),
+        (
+            lambda: operating_region_proportion(torch.zeros(3), pairs="positive-rows"),
+            "positives is required",
+        ),
         (
             lambda: operating_region_proportion(
                 torch.zeros(3), pairs="positive-rows", positives=torch.ones(4, dtype=torch.bool)
             ),
             r"positives must have shape \(1, 3\)",
         ),
-        (lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1), "a bool"),
+        (
+            lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1),
+            "include_diagonal must be a bool",
+        ),
         (lambda: expected_operating_region_proportion(0.0), "spread must be a positive finite"),
-        (lambda: expected_operating_region_proportion(0.1, num_candidates=0), "positive integer"),
+        (
+            lambda: expected_operating_region_proportion(0.1, num_candidates=0),
+            "num_candidates must be a positive integer",
+        ),
         (
             lambda: gradient_counts(torch.zeros(2, 3), torch.ones(2, 3)),
             "positives must be a bool tensor",
@@ -186,7 +201,7 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
     ],
 )
 def test_error_table(call, message):
-    with pytest.raises(GradlabError, match=message):
+    with pytest.raises(GradlabError, match="^" + message):  # each message starts with its name
         call()
 
 
@@ -267,7 +282,7 @@ def test_gaussian_expectation_defaults_are_the_seeds_and_the_large_batch_limit()
 @pytest.mark.parametrize("bad", [0, -3, 2.0, True, "4"])
 def test_gaussian_expectation_refuses_a_bad_candidate_count(bad):
     message = rf"^num_candidates must be a positive integer; got {re.escape(repr(bad))}$"
-    with pytest.raises(GradlabError, match=message):
+    with pytest.raises(GradlabError, match="^" + message):  # each message starts with its name
         expected_operating_region_proportion(0.1, num_candidates=bad)
 
 

@@ -66,13 +66,17 @@ def test_no_positive_gives_attached_zero(name):
 def test_modules_are_one_call_into_functional():
     scores, positives = _batch(4)
     triplet = gradlab.MaxViolationTripletLoss(0.3, direction="t2i", reduction="sum")
-    assert triplet(scores, positives).item() == max_violation_triplet_loss(
-        scores, positives, 0.3, direction="t2i", reduction="sum"
-    ).item()
+    assert (
+        triplet(scores, positives).item()
+        == max_violation_triplet_loss(
+            scores, positives, 0.3, direction="t2i", reduction="sum"
+        ).item()
+    )
     xent = gradlab.NTXentLoss(0.05, direction="i2t")
-    assert xent(scores, positives).item() == nt_xent_loss(
-        scores, positives, 0.05, direction="i2t"
-    ).item()
+    assert (
+        xent(scores, positives).item()
+        == nt_xent_loss(scores, positives, 0.05, direction="i2t").item()
+    )
 
 
 @pytest.mark.parametrize("name", sorted(FUNCTIONS))
@@ -199,10 +203,14 @@ def _has_signal_loops(mask, direction):
 @pytest.mark.parametrize("direction", ["both", "i2t", "t2i"])
 def test_on_degenerate_follows_the_brute_force_reference(name, direction):
     generator = torch.Generator().manual_seed(5)
-    masks = [torch.zeros(3, 4, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool),
-             torch.eye(3, dtype=torch.bool), torch.ones(3, 4, dtype=torch.bool).tril(),
-             torch.tensor([[True, True], [False, False]]),   # i2t has signal, t2i none
-             torch.tensor([[True, False], [True, False]])]   # t2i has signal, i2t none
+    masks = [
+        torch.zeros(3, 4, dtype=torch.bool),
+        torch.ones(3, 4, dtype=torch.bool),
+        torch.eye(3, dtype=torch.bool),
+        torch.ones(3, 4, dtype=torch.bool).tril(),
+        torch.tensor([[True, True], [False, False]]),  # i2t has signal, t2i none
+        torch.tensor([[True, False], [True, False]]),
+    ]  # t2i has signal, i2t none
     masks += [torch.rand(4, 5, generator=generator) < p for p in (0.1, 0.5, 0.9)]  # fmt: skip
     for mask in masks:
         calls = []
