@@ -51,8 +51,10 @@ def _full_record(log_dir, distributed):
     embeddings = torch.randn(12, 4, generator=generator, dtype=torch.float64)
     embeddings.requires_grad_(True)
     labels = torch.arange(12) % 3
-    with Monitor(log_dir, preset="full", every=1, distributed=distributed) as monitor:
-        loss = monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels)
+    # The Monitor's tau differs from the loss's: agreement must still use the loss's.
+    with Monitor(log_dir, 0.3, preset="full", every=1, distributed=distributed) as monitor:
+        with pytest.warns(UserWarning, match="differs from the watched loss"):
+            loss = monitor.watch(gradlab.SmoothAPLoss(0.1))(embeddings, labels)
         loss.backward()
         return monitor.step()
 
