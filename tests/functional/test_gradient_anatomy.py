@@ -251,7 +251,7 @@ BAD = [
 @pytest.mark.parametrize(("argument", "change"), BAD)
 def test_bad_input_names_the_argument(argument, change):
     kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK) | change
-    with pytest.raises(GradlabError, match=argument):
+    with pytest.raises(GradlabError, match=f"^{argument} "):  # the message starts with its name
         gradient_anatomy(**kwargs)
 
 
@@ -300,3 +300,25 @@ def test_nan_score_grad_entries_are_never_active():
     anatomy = gradient_anatomy(grad, scores, positives)
     assert anatomy.active.tolist() == [[False, True, False, True]]
     assert anatomy.hardest_10pct_share.item() == pytest.approx(1.0 / 1.5)  # nan carries no mass
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_result_stays_on_the_input_device_whatever_the_default_device(masked):
+    # Internal tensors are made on the inputs' device: with torch's default device elsewhere
+    # (here "meta"; "cuda" with CPU inputs in practice), every field is unchanged.
+    generator = torch.Generator().manual_seed(14)
+    scores = torch.rand(4, 6, generator=generator, dtype=torch.float64)
+    grad = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    grad[grad.abs() < 0.5] = 0.0
+    positives = torch.rand(4, 6, generator=generator) < 0.4
+    candidates = torch.rand(4, 6, generator=generator) < 0.8 if masked else None
+    expected = gradient_anatomy(grad, scores, positives, candidates)
+    with torch.device("meta"):
+        got = gradient_anatomy(grad, scores, positives, candidates)
+    for name, value in got._asdict().items():
+        reference = getattr(expected, name)
+        if isinstance(value, torch.Tensor):
+            assert value.device == scores.device, name
+            torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
+        else:
+            assert value == reference or (value != value and reference != reference), name
