@@ -1,10 +1,12 @@
 """Audit records shared by the symbolic tests, each claim checked (with its mutants) once.
 
-Records are computed one claim at a time and kept for the test session, so a test about one
-claim (``test_claim_records.py``, and what mutation testing selects) runs that claim's check
-only, while the tests about the whole audit share one pass over every claim. The cache lives in
-a session fixture, not at module level: mutmut runs each mutant's tests in a process forked
-after a clean run, and a module-level cache would hand it the clean run's records.
+Records are kept for the test session, so the tests about the whole audit and the test of each
+claim (``test_claim_records.py``) share one check per claim. A per-claim test that finds no
+record builds its claim inside the test, from the claim's own module: mutation testing runs
+only the tests that called a mutated function on the clean run, so the test of a claim must
+itself call the code that builds and checks that claim. Nothing is cached at module level:
+mutmut forks each mutant's run from a clean run, and a module-level cache would hand it the
+clean run's records.
 """
 
 from collections.abc import Callable
@@ -12,28 +14,34 @@ from collections.abc import Callable
 import pytest
 
 from gradlab.symbolic import run_audit
-from gradlab.symbolic.audit import all_claims
+from gradlab.symbolic.audit import MODULES, all_claims
 
 
 @pytest.fixture(scope="session")
 def audit_record() -> Callable[[str], dict]:
     """``audit_record(claim_id)``: the record (with mutants) of one claim, once per session."""
-    claims = {claim.id: claim for claim in all_claims()}
+    ordered = all_claims()
+    module_of = {claim.id: module for module in MODULES for claim in module.claims()}
     cache: dict[str, dict] = {}
 
     def record(claim_id: str) -> dict:
         if claim_id not in cache:
-            cache[claim_id] = run_audit([claims[claim_id]], mutants=True)[0]
+            claim = next(c for c in module_of[claim_id].claims() if c.id == claim_id)
+            cache[claim_id] = run_audit([claim], mutants=True)[0]
         return cache[claim_id]
 
-    record.claim_ids = list(claims)  # type: ignore[attr-defined]
-    record.claims = claims  # type: ignore[attr-defined]
+    record.claim_ids = [claim.id for claim in ordered]  # type: ignore[attr-defined]
+    record.claims = {claim.id: claim for claim in ordered}  # type: ignore[attr-defined]
+    record.cache = cache  # type: ignore[attr-defined]
     return record
 
 
 @pytest.fixture(scope="session")
 def audit_records(audit_record) -> list[dict]:
-    return [audit_record(claim_id) for claim_id in audit_record.claim_ids]
+    missing = [claim for claim in all_claims() if claim.id not in audit_record.cache]
+    for fresh in run_audit(missing, mutants=True):
+        audit_record.cache[fresh["id"]] = fresh
+    return [audit_record.cache[claim_id] for claim_id in audit_record.claim_ids]
 
 
 @pytest.fixture(scope="session")
