@@ -17,6 +17,7 @@ import torch
 from gradlab.functional import (
     discount_gap,
     discount_rate,
+    fappy_loss,
     harmonic_gap,
     harmonic_log_error,
     harmonic_rate,
@@ -24,6 +25,7 @@ from gradlab.functional import (
     relaxed_tie_aware_ap,
     smooth_ap_decomposition,
 )
+from tests.reference.histogram_losses_loops import fappy_algorithm1
 from tests.reference.relaxed_ranking_loops import harmonic_stand_in, relaxed_ap
 from tests.reference.smooth_ap_loops import smooth_ap_one_query
 
@@ -97,3 +99,12 @@ def test_smooth_ap_decomposition_default_temperature_is_the_seeds():
     expected = smooth_ap_one_query(scores, positives.tolist(), 0.01)
     assert parts.ap.item() == pytest.approx(expected, abs=1e-12)
     assert parts.ap.item() != pytest.approx(smooth_ap_one_query(scores, positives.tolist(), 0.1))
+
+
+def test_fappy_loss_default_delta_min_is_the_seeds_smallest():
+    generator = torch.Generator().manual_seed(15)
+    embeddings = torch.randn(8, 4, generator=generator, dtype=torch.float64)
+    labels = [0, 0, 1, 1, 2, 2, 3, 3]
+    loss = fappy_loss(embeddings, torch.tensor(labels)).item()
+    assert loss == pytest.approx(fappy_algorithm1(embeddings.tolist(), labels, 0.01), abs=1e-10)
+    assert loss != pytest.approx(fappy_algorithm1(embeddings.tolist(), labels, 0.5), abs=1e-6)

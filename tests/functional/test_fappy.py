@@ -272,3 +272,56 @@ def test_lemma1_as_printed_holds_on_the_closed_bin(negative):
     assert fappy_lemma1_as_printed(0.1, negative, delta=0.25) == pytest.approx(-h_right)
     assert fappy_lemma1_as_printed(0.1, 0.25 + 1e-12, delta=0.25) == 0.0
     assert fappy_lemma1_as_printed(0.1, -1e-12, delta=0.25) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: false_positive_probability(torch.ones(3, 3), torch.zeros(3), 0.5),
+         "labels must have an integer dtype; got torch.float32"),
+        (lambda: false_positive_probability(torch.ones(3, 3), torch.zeros(3, 1).long(), 0.5),
+         "labels must be 1-D"),
+        (lambda: false_positive_probability(torch.ones(3, 2), LABELS3, 0.5),
+         r"similarities must have shape \(3, 3\) \(\[B, B\]\); got \(3, 2\)$"),
+        (lambda: false_positive_probability(torch.ones(3, 3), LABELS3.to("meta"), 0.5),
+         "tensors must be on one device; got similarities on cpu, labels on meta$"),
+    ],
+)  # fmt: skip
+def test_label_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        call()
+
+
+@pytest.mark.parametrize("delta", [2.0, 0.5, 0.25])
+@pytest.mark.parametrize("pair", [-1.0, -0.5, 0.3, 1.0])
+def test_pairs_at_any_similarity_use_their_bin_the_last_closed_at_one(delta, pair):
+    # Eq. 1-7 by loops for one positive pair (0, 1), given explicitly as pairs=; s = +1 falls in
+    # the last bin (closed at +1), s = -1 in the first.
+    similarities = torch.tensor(
+        [
+            [1.0, pair, 0.2, -0.4],
+            [pair, 1.0, 0.7, 0.1],
+            [0.2, 0.7, 1.0, 0.0],
+            [-0.4, 0.1, 0.0, 1.0],
+        ],
+        dtype=torch.float64,
+    )
+    labels = torch.tensor([0, 0, 1, 2])
+    chosen = (torch.tensor([0]), torch.tensor([1]))
+    probability, (first, second) = false_positive_probability(
+        similarities, labels, delta, pairs=chosen
+    )
+    assert first.tolist() == [0] and second.tolist() == [1]
+    expected = fappy_pair(similarities.tolist(), labels.tolist(), 0, 1, delta)
+    assert probability.item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_a_cosine_rounded_below_minus_one_is_in_the_first_bin():
+    # Cosines of opposite vectors can round to -1 - 1e-16: the first bin, continuous with -1.
+    similarities = torch.tensor([[1.0, -1.0, 0.2], [-1.0, 1.0, -0.3], [0.2, -0.3, 1.0]])
+    similarities = similarities.double()
+    labels = torch.tensor([0, 0, 1])
+    at_minus_one, _ = false_positive_probability(similarities, labels, 0.5)
+    similarities[0, 1] = similarities[1, 0] = -1.0 - 1e-12
+    below, _ = false_positive_probability(similarities, labels, 0.5)
+    assert below.item() == pytest.approx(at_minus_one.item(), abs=1e-9)
