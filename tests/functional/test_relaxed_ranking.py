@@ -250,3 +250,53 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(objective)
     for value, reference in zip([*got, got_gradient], [*expected, gradient], strict=True):
         assert value.device == codes.device
         torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
+
+
+def _autograd_of_terms(codes, labels, *options):
+    leaf = codes.clone().requires_grad_(True)
+    _, terms = minibatch_objective_terms(leaf, labels, *options)
+    (gradient,) = torch.autograd.grad(terms.nan_to_num(0.0).sum() / len(labels), leaf)
+    return gradient
+
+
+def test_matrix_form_with_explicit_gains_equals_autograd():
+    codes, labels = batch(5, 7, 5)
+    gains = torch.tensor([0.25, 3.0], dtype=torch.float64)
+    got = minibatch_gradient_matrix_form(codes, labels, "dcg", "midpoint", gains)
+    expected = _autograd_of_terms(codes, labels, "dcg", "midpoint", gains)
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+    default_gains = minibatch_gradient_matrix_form(codes, labels, "dcg", "midpoint")
+    assert not torch.allclose(got, default_gains)
+
+
+@pytest.mark.parametrize("objective", ["ap", "dcg"])
+def test_matrix_form_of_a_batch_without_relevant_pairs(objective):
+    # All labels distinct: every level is 0 (one level of the two present).
+    codes, _ = batch(6, 5, 4)
+    labels = torch.arange(5)
+    got = minibatch_gradient_matrix_form(codes, labels, objective, "exact")
+    expected = _autograd_of_terms(codes, labels, objective, "exact")
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+
+
+def test_minibatch_defaults_are_relaxed_ap_with_the_printed_log_form():
+    codes, labels = batch(7, 6, 4)
+    counts, terms = minibatch_objective_terms(codes, labels)
+    for i in range(6):
+        expected = relaxed_ap(counts[i, :, 1].tolist(), counts[i].sum(dim=1).tolist(), "log")
+        assert terms[i].item() == pytest.approx(expected, abs=1e-12, nan_ok=True)
+    gradient = minibatch_gradient_matrix_form(codes, labels)
+    torch.testing.assert_close(gradient, _autograd_of_terms(codes, labels, "ap", "log"))
+
+
+@pytest.mark.parametrize(
+    ("codes", "message"),
+    [
+        (torch.ones(3, 2, dtype=torch.long), "codes must have a floating dtype; got torch.int64"),
+        (torch.full((3, 2), math.nan), "codes must be finite; it holds NaN or infinite entries"),
+        (torch.ones(3), "codes must be 2-D"),
+    ],
+)
+def test_matrix_form_messages_name_the_codes(codes, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        minibatch_gradient_matrix_form(codes, torch.zeros(3, dtype=torch.long))
