@@ -594,3 +594,34 @@ def test_degenerate_batch_flag_per_row(labels, positives, flag):
         batch = BatchView(embeddings=_random((mask.shape[0], 2), 28), positives=mask,
                           candidates=_random((mask.shape[1], 2), 29))  # fmt: skip
     assert _compute(DegenerateBatches(), batch) == {"degenerate_batch": flag}
+
+
+@pytest.mark.parametrize("queries", [0, 1])
+def test_anatomy_of_no_or_one_summarized_query(queries):
+    # No query: every value NaN. One query with a positive and a negative: its own values.
+    generator = torch.Generator().manual_seed(30)
+    grad = torch.randn(2, 5, generator=generator, dtype=torch.float64)[:queries]
+    grad[:, 1] = math.nan  # a NaN gradient counts as 0
+    scores = torch.rand(2, 5, generator=generator, dtype=torch.float64)[:queries]
+    positives = torch.tensor([[True, False, True, False, False]] * 2)[:queries]
+    got = {k: v.item() for k, v in anatomy_values("x_", grad, scores, positives).items()}
+    if queries == 0:
+        assert all(math.isnan(value) for value in got.values())
+        return
+    one = anatomy_one_query(grad[0].tolist(), scores[0].tolist(), positives[0].tolist(),
+                            [True] * 5, 1e-10, 1e-2)  # fmt: skip
+    assert got["x_active_negatives_mean"] == one["active_negatives"]
+    assert got["x_active_negatives_q90"] == one["active_negatives"]
+    assert got["x_active_positives"] == one["active_positives"]
+    assert got["x_hardest_10pct_share"] == pytest.approx(one["share_10"], rel=1e-12)
+
+
+def test_anatomy_values_compute_on_the_embeddings_device():
+    from gradlab._validation import skip_value_checks
+
+    grad = _random((4, 6), 31).to("meta")
+    scores = _random((4, 6), 32).to("meta")
+    positives = (torch.eye(4, 6, dtype=torch.bool)).to("meta")
+    with skip_value_checks():
+        values = anatomy_values("x_", grad, scores, positives)
+    assert {value.device.type for value in values.values()} == {"meta"}
