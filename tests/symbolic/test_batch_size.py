@@ -139,3 +139,7 @@ def test_a_change_of_exactly_the_flat_band_is_neither_a_trend_nor_flat():
 def test_a_small_change_with_a_large_spread_is_not_flat():
     values = [[0.30, 0.35], [0.30, 0.25], [0.30, 0.305]]  # mean change +0.0017, SE 0.029
     assert setting_trend(values)[0] == "unclear"
+
+
+def test_the_default_prediction_is_the_seeds_rising_p():
+    assert decide_trend(measurement({"fixed_trained": rows(0.3, 0.5, 0.005)}))[0] == "holds"
