@@ -21,6 +21,7 @@ from gradlab.functional import (
     tie_aware_dcg,
 )
 from tests.reference.relaxed_ranking_loops import relaxed_ap
+from tests.reference.tie_aware_loops import dcg, expected_over_ties
 
 
 def batch(seed, size, bits, scale=2.0):
@@ -227,7 +228,7 @@ def test_relaxed_dcg_gradcheck(method):
         ),
         (
             lambda: minibatch_objective_terms(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
-            r"labels must have shape \(3,\)",
+            r"labels must have shape \(3,\) \(one label per code\); got \(4,\)$",
         ),
     ],
 )
@@ -300,3 +301,33 @@ def test_minibatch_defaults_are_relaxed_ap_with_the_printed_log_form():
 def test_matrix_form_messages_name_the_codes(codes, message):
     with pytest.raises(GradlabError, match="^" + message):
         minibatch_gradient_matrix_form(codes, torch.zeros(3, dtype=torch.long))
+
+
+def test_minibatch_dcg_with_explicit_gains_is_the_brute_force_dcg_at_binary_codes():
+    # Binary codes: integer distances, so the exact relaxation is tie-aware DCG, the average
+    # over every ordering consistent with the ties (brute force), with the given gains.
+    codes, labels = batch(8, 6, 3)
+    binary = torch.sign(codes)
+    distances = relaxed_hamming_distances(binary)
+    gains = torch.tensor([0.25, 3.0], dtype=torch.float64)
+    _, dcg_terms = minibatch_objective_terms(binary, labels, "dcg", "exact", gains)
+    for i in range(6):
+        others = [j for j in range(6) if j != i]
+        scores = [-distances[i, j].item() for j in others]
+        per_item = [gains[int(labels[j] == labels[i])].item() for j in others]
+        expected = expected_over_ties(dcg, scores, per_item)
+        assert dcg_terms[i].item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_float32_codes_give_float32_terms_whatever_the_gains_dtype():
+    codes, labels = batch(9, 5, 4)
+    gains = torch.tensor([0.25, 3.0], dtype=torch.float64)
+    _, terms = minibatch_objective_terms(codes.float(), labels, "dcg", "log", gains)
+    assert terms.dtype == torch.float32
+
+
+def test_minibatch_labels_must_be_integers():
+    with pytest.raises(
+        GradlabError, match=r"^labels must have an integer dtype; got torch.float32"
+    ):
+        minibatch_objective_terms(torch.ones(3, 2), torch.zeros(3))
