@@ -172,6 +172,7 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
     import gradlab.monitor.monitor as monitor_module
     from gradlab.functional import smooth_ap
     from gradlab.monitor.anatomy import Anatomy
+    from tests.monitor.test_values import expected_anatomy
     from tests.reference.anatomy_loops import anatomy_one_query
 
     if not recorded:
@@ -206,10 +207,8 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
                                    keep[q].tolist(), 1e-10, 1e-2)
                  for q in range(scores.shape[0])]  # fmt: skip
     kept = [a for a in per_query if a["num_positives"] and a["num_negatives"]]
-    active = sum(a["active_negatives"] for a in kept) / len(kept)
-    without = sum(a["without"] for a in kept) / len(kept)
-    assert record[f"{prefix}active_negatives_mean"] == pytest.approx(active, rel=1e-12)
-    assert record[f"{prefix}queries_without_gradient"] == pytest.approx(without, abs=1e-12)
+    for key, value in expected_anatomy(kept).items():  # every logged key
+        assert record[f"{prefix}{key}"] == pytest.approx(value, rel=1e-9, abs=1e-12), key
     assert not [key for key in record if key.startswith("anatomy_") and
                 not key.startswith(prefix)]  # fmt: skip
 

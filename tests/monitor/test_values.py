@@ -353,10 +353,20 @@ def test_anatomy_values_equal_loops_for_every_key():
                  for q in range(queries)]  # fmt: skip
     kept = [a for a in per_query if a["num_positives"] > 0 and a["num_negatives"] > 0]
     assert len(kept) == queries - 2
+    expected = expected_anatomy(kept)
+    assert set(got) == {f"x_{key}" for key in expected}
+    for key, value in expected.items():
+        assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+    assert 0 < expected["queries_without_gradient"] < 1
+    assert len({a["active_negatives"] for a in kept}) > 2  # the quantiles are not all equal
+
+
+def expected_anatomy(kept):
+    """The logged anatomy summary (keys without prefix) of the loop records of kept queries."""
 
     def mean(values):
         finite = [v for v in values if math.isfinite(v)]
-        return math.fsum(finite) / len(finite)
+        return math.fsum(finite) / len(finite) if finite else math.nan
 
     def span(a):
         return max(a["num_negatives"] - 1, 1)
@@ -374,11 +384,7 @@ def test_anatomy_values_equal_loops_for_every_key():
     }
     expected.update(zip(("active_negatives_q10", "active_negatives_q50", "active_negatives_q90"),
                         _quantiles(active), strict=True))  # fmt: skip
-    assert set(got) == {f"x_{key}" for key in expected}
-    for key, value in expected.items():
-        assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
-    assert 0 < expected["queries_without_gradient"] < 1
-    assert len(set(active)) > 2  # the quantiles are not all equal
+    return expected
 
 
 def test_anatomy_quantity_uses_its_thresholds_and_the_default_ones():
