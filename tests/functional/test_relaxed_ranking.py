@@ -331,3 +331,50 @@ def test_minibatch_labels_must_be_integers():
         GradlabError, match=r"^labels must have an integer dtype; got torch.float32"
     ):
         minibatch_objective_terms(torch.ones(3, 2), torch.zeros(3))
+
+
+D23 = torch.ones(2, 3)
+L23 = torch.zeros(2, 3, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: relaxed_hamming_distances(torch.ones(3, 2, dtype=torch.long)),
+         "codes must have a floating dtype; got torch.int64$"),
+        (lambda: relaxed_hamming_distances(torch.full((3, 2), math.nan)),
+         "codes must be finite; it holds NaN or infinite entries$"),
+        (lambda: soft_histogram(D23.long(), L23, 4, 2), "distances must have a floating dtype"),
+        (lambda: soft_histogram(torch.full((2, 3), math.nan), L23, 4, 2),
+         "distances must be finite; they hold NaN or infinite entries$"),
+        (lambda: soft_histogram(D23, L23[:, :2], 4, 2),
+         r"levels must have shape \(2, 3\) \(one level per distance\); got \(2, 2\)$"),
+        (lambda: soft_histogram(D23, L23, 0, 2), "num_bins must be a positive integer"),
+        (lambda: soft_histogram(D23, L23, 4, 0), "num_levels must be a positive integer"),
+        (lambda: soft_histogram(D23, L23, 4, 2, torch.ones(2, 2, dtype=torch.bool)),
+         r"candidates must have shape \(2, 3\) \(one flag per distance\); got \(2, 2\)$"),
+        (lambda: relaxed_tie_aware_dcg(torch.ones(3, 2), torch.ones(2)),
+         "level_counts must be 3-D"),
+        (lambda: relaxed_tie_aware_dcg(torch.ones(1, 3, 2), torch.ones(2, dtype=torch.long)),
+         "level_gains must have a floating dtype"),
+        (lambda: relaxed_tie_aware_ap(torch.ones(1, 2, dtype=torch.long), torch.ones(1, 2)),
+         "positive_counts must have a floating dtype"),
+        (lambda: relaxed_tie_aware_ap(torch.ones(1, 2), torch.ones(1, 3)),
+         r"counts must have shape \(1, 2\) \(one count per bin\); got \(1, 3\)$"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        call()
+
+
+def test_soft_histogram_has_every_level_even_when_absent():
+    distances = torch.tensor([[0.5, 1.25, 2.0]], dtype=torch.float64)
+    levels = torch.tensor([[0, 1, 1]])
+    counts = soft_histogram(distances, levels, 4, 3)
+    assert counts.shape == (1, 4, 3)
+    assert counts[..., 2].abs().sum().item() == 0.0
+    # Triangular kernel by hand: 0.5 -> bins 0, 1 (0.5 each); 1.25 -> 1 (0.75), 2 (0.25); 2 -> 2.
+    expected_level1 = [0.0, 0.75, 1.25, 0.0]
+    assert counts[0, :, 1].tolist() == pytest.approx(expected_level1, abs=1e-15)
+    assert counts[0, :, 0].tolist() == pytest.approx([0.5, 0.5, 0.0, 0.0], abs=1e-15)
