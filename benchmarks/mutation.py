@@ -89,7 +89,8 @@ MONITOR_TESTS = {
 """Each module of ``gradlab/monitor/`` -> the test files that cover it (no compile, sync or
 overhead tests: slow, and they check costs, not values)."""
 
-_CLAIM_RECORDS = ["tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py"]
+_CLAIM_RECORDS = ["tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py",
+                  "tests/symbolic/test_claims_api.py"]  # fmt: skip
 SYMBOLIC_TESTS = {
     "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py"],
     "audit": [*_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
