@@ -16,9 +16,11 @@ PACKAGES = ("functional", "monitor", "symbolic", "losses.py")
 """The packages issue 15 scores, in README order (a package not yet run says so)."""
 
 
-def _modules_per_package(root: Path) -> dict[str, int]:
-    """How many groups (modules) ``benchmarks/mutation.py`` defines for each package."""
-    spec = importlib.util.spec_from_file_location("_mutation", root / "benchmarks" / "mutation.py")
+def _modules_per_package() -> dict[str, int]:
+    """How many groups (modules) ``benchmarks/mutation.py`` defines for each package (the code
+    of this checkout; ``root`` only holds the JSON results)."""
+    harness_path = Path(__file__).resolve().parents[1] / "benchmarks" / "mutation.py"
+    spec = importlib.util.spec_from_file_location("_mutation", harness_path)
     harness = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(harness)
     defined = [harness.package_of({"modules": globs}) for globs, _ in harness.GROUPS.values()]
@@ -46,7 +48,7 @@ def mutation_scores(root: Path) -> str:
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     missing = []
-    modules = _modules_per_package(root)
+    modules = _modules_per_package()
     for name in PACKAGES:
         row = packages.get(name)
         if row is None:
