@@ -20,6 +20,7 @@ from gradlab.functional import (
     operating_region_width,
 )
 from gradlab.functional.operating_region import PAIR_SETS, _widths
+from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference import operating_region_loops as loops
 from tests.reference.smooth_ap_loops import slope
 
@@ -362,21 +363,12 @@ def test_counts_stay_on_the_input_device_whatever_the_default_device(weighted):
     scores = torch.randn(4, 9, generator=generator, dtype=torch.float64) * 0.05
     positives = torch.rand(4, 9, generator=generator) < 0.4
     candidates = torch.rand(4, 9, generator=generator) < 0.8
-    expected = gradient_counts(scores, positives, weighted=weighted, candidates=candidates)
-    proportions = [
-        operating_region_proportion(scores, pairs=pairs, positives=positives) for pairs in PAIR_SETS
-    ]
-    with torch.device("meta"):
-        got = gradient_counts(scores, positives, weighted=weighted, candidates=candidates)
-        got_proportions = [
-            operating_region_proportion(scores, pairs=pairs, positives=positives)
-            for pairs in PAIR_SETS
-        ]
-    assert got.per_query.device == scores.device
-    assert torch.equal(got.per_query, expected.per_query)
-    assert got[1:] == expected[1:]
-    for value, reference in zip(got_proportions, proportions, strict=True):
-        torch.testing.assert_close(value, reference, atol=0, rtol=0, equal_nan=True)
+    assert_unchanged_under_another_default_device(
+        lambda: (gradient_counts(scores, positives, weighted=weighted, candidates=candidates),
+                 [operating_region_proportion(scores, pairs=pairs, positives=positives)
+                  for pairs in PAIR_SETS]),
+        scores.device,
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize("weighted", [False, True])
