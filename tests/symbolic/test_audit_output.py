@@ -1,0 +1,419 @@
+"""The audit driver and its outputs on hand-built claims and records (seconds, not the audit).
+
+``test_audit.py`` checks the whole audit end to end (about 30 s); these tests pin
+``gradlab/symbolic/audit.py``'s own functions on a few claims and records written here: the
+order of the claims, the record of a check that raises, the precision a check runs at, the
+timing, the verdict counts, and the terminal table and markdown report, compared with texts
+written out by hand from the format each docstring describes.
+"""
+
+import json
+import re
+
+import mpmath
+import pytest
+import sympy as sp
+
+from gradlab.errors import GradlabError
+from gradlab.symbolic import audit
+from gradlab.symbolic.audit import (
+    all_claims,
+    check_output_file,
+    format_markdown,
+    format_table,
+    run_audit,
+    summary_counts,
+    write_outputs,
+)
+from gradlab.symbolic.claims import Claim, Form, decide, mutant
+
+S000, S002 = "000_e0f8edb24a02ffe3", "002_9d7d2555864f9baa"
+CITATION_000 = ("Bleeker & de Rijke (2022). Do Lessons from Metric Learning Generalize to "
+                "Image-Caption Retrieval? ECIR, appendix A, short version.")  # fmt: skip
+CITATION_002 = ("Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing the Path "
+                "Towards Large-Scale Image Retrieval. ECCV, supplementary material.")  # fmt: skip
+
+
+def _is_one(form: Form):
+    return decide(form.value == 1, "it is one.", f"it is {form.value}, not one.")
+
+
+def _one_claim(seed: str = "mine", label: str = "eq1", check=_is_one) -> Claim:
+    printed = Form(sp.Integer(1), lhs="x")
+    return Claim(seed, label, "x is one", printed, check, method="comparison",
+                 mutants=(mutant(printed, sp.Integer(2), "doubled"),))  # fmt: skip
+
+
+def _raises(form: Form):
+    raise ZeroDivisionError("boom")
+
+
+# --- all_claims --------------------------------------------------------------------------------
+
+
+def test_all_claims_holds_each_module_claim_once_ordered_by_seed_then_equation_number():
+    claims = all_claims()
+    ids = [claim.id for claim in claims]
+    committed = json.loads((audit.Path(__file__).parents[2] / "benchmarks/results/audit.json")
+                           .read_text())  # fmt: skip
+    assert sorted(ids) == sorted(record["id"] for record in committed)
+    assert len(set(ids)) == len(ids)
+    by_seed = {}
+    for claim in claims:
+        by_seed.setdefault(claim.seed, []).append(claim.label)
+    assert list(by_seed) == sorted(by_seed)  # each seed in one run, seeds in order
+    # 003 prints eq1..eq37: numeric order (eq2 before eq10), then its named claims A to Z
+    labels = by_seed["003_9ae9ec3ce43e30ad"]
+    assert labels[:37] == [f"eq{k}" for k in range(1, 38)]
+    assert labels[37:] == sorted(labels[37:]) and labels[37] == "claim-beta-symmetric"
+    # 004: equations first, then claim-* and lemma1 alphabetically (lemma1 is not an equation)
+    assert by_seed["004_e426679a66883031"][:8] == [*(f"eq{k}" for k in range(1, 8)),
+                                                   "claim-algorithm1-guard"]  # fmt: skip
+    assert by_seed["004_e426679a66883031"][-1] == "lemma1"
+
+
+@pytest.mark.parametrize(
+    ("labels", "expected"),
+    [
+        (["eq10", "eq9", "eq1"], ["eq1", "eq9", "eq10"]),
+        (["claim-b", "eq3", "claim-a"], ["eq3", "claim-a", "claim-b"]),
+        (["lemma1", "eqx", "eq2", "eq"], ["eq2", "eq", "eqx", "lemma1"]),
+    ],
+)
+def test_claims_sort_by_equation_number_then_by_name(monkeypatch, labels, expected):
+    class Module:
+        @staticmethod
+        def claims():
+            return [_one_claim(label=label) for label in labels]
+
+    monkeypatch.setattr(audit, "MODULES", (Module,))
+    assert [claim.label for claim in all_claims()] == expected
+
+
+# --- run_audit ---------------------------------------------------------------------------------
+
+
+def test_a_record_holds_the_claim_its_verdict_mutants_and_citation():
+    (record,) = run_audit([_one_claim(S000)], mutants=True)
+    seconds = record.pop("seconds")
+    assert 0 <= seconds < 60
+    assert record == {
+        "id": f"{S000}:eq1", "seed": S000, "label": "eq1",
+        "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
+                  "correction": None},
+        "method": "comparison", "verdict": "holds", "detail": "it is one.",
+        "mutants": 1, "mutants_killed": 1,
+        "mutant_results": [{"mutant": "doubled", "formula": "x = 2", "verdict": "fails",
+                            "killed": True}],
+        "citation": CITATION_000,
+    }  # fmt: skip
+
+
+def test_a_claim_of_your_own_is_cited_by_its_seed_name():
+    (record,) = run_audit([_one_claim("my-notes")])
+    assert record["citation"] == "my-notes" and "mutants" not in record
+
+
+@pytest.mark.parametrize("mutants", [False, True])
+def test_a_check_that_raises_is_recorded_inconclusive_with_its_error(mutants):
+    claims = [_one_claim(label="eq1", check=_raises), _one_claim(label="eq2")]
+    broken, fine = run_audit(claims, mutants=mutants)  # the audit goes on after an error
+    detail = broken.pop("detail")
+    assert detail.startswith("the check raised ZeroDivisionError: boom\nTraceback")
+    assert len(re.findall(r'^  File "', detail, flags=re.MULTILINE)) == 2  # short: two frames
+    assert 0 <= broken.pop("seconds") < 60
+    expected = {
+        "id": "mine:eq1", "seed": "mine", "label": "eq1",
+        "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
+                  "correction": None},
+        "method": "comparison", "verdict": "inconclusive", "citation": "mine",
+    }  # fmt: skip
+    if mutants:  # none decided: none killed
+        expected.update(mutants=1, mutants_killed=0, mutant_results=[])
+    assert broken == expected
+    assert fine["verdict"] == "holds" and ("mutants" in fine) == mutants
+
+
+def test_a_check_runs_at_15_digits_whatever_the_callers_precision():
+    seen = []
+
+    def check(form):
+        seen.append(mpmath.mp.dps)
+        return _is_one(form)
+
+    with mpmath.workdps(40):
+        run_audit([_one_claim(check=check)], mutants=True)
+        assert mpmath.mp.dps == 40  # given back to the caller
+    assert seen == [15, 15]  # the printed form, then its mutant
+
+
+def test_seconds_is_the_checks_wall_time_rounded_to_a_tenth_of_a_millisecond(monkeypatch):
+    clock = iter([100.0, 100.123456789, 200.0, 200.00004])
+    monkeypatch.setattr(audit.time, "perf_counter", lambda: next(clock))
+    first, second = run_audit([_one_claim(label="eq1"), _one_claim(label="eq2")])
+    assert first["seconds"] == 0.1235 and second["seconds"] == 0.0
+
+
+def test_without_claims_the_audit_runs_every_claim(monkeypatch):
+    monkeypatch.setattr(audit, "all_claims", lambda: [_one_claim(label="eq7")])
+    assert [record["id"] for record in run_audit()] == ["mine:eq7"]
+    assert run_audit([]) == []  # an empty list is no claims, not every claim
+
+
+# --- summary counts, table and markdown ------------------------------------------------------
+
+
+def _record(seed, label, verdict, statement, *, mutants=None, correction=None, **claim):
+    record = {
+        "id": f"{seed}:{label}", "seed": seed, "label": label,
+        "claim": {"statement": statement, "formula": claim.get("formula", "a = b"),
+                  "latex": claim.get("latex", "a = b"), "correction": correction},
+        "method": claim.get("method", "sympy"), "verdict": verdict,
+        "detail": claim.get("detail", "why"),
+    }  # fmt: skip
+    if mutants is not None:
+        record.update(mutants=mutants[1], mutants_killed=mutants[0], mutant_results=[])
+    return record
+
+
+LONG = "a statement long enough to wrap onto a second line of the table"
+RECORDS = [
+    _record(S002, "eq2", "holds", "short statement", mutants=(2, 2)),
+    _record(S000, "claim-x", "fails", LONG, mutants=(1, 3)),
+    _record("mine", "eq1", "holds-with-correction", "", mutants=(0, 1)),
+]
+
+
+def test_summary_counts_every_verdict_in_order_zeros_included():
+    counts = summary_counts([*RECORDS, _record("m", "eq2", "fails", "s")])
+    assert list(counts.items()) == [("holds", 1), ("holds-with-correction", 1), ("fails", 2),
+                                    ("inconclusive", 0)]  # fmt: skip
+    assert summary_counts([]) == dict.fromkeys(
+        ("holds", "holds-with-correction", "fails", "inconclusive"), 0
+    )
+
+
+def test_the_table_puts_statements_beside_their_rows_when_30_characters_fit():
+    # claim column: the longest short id (11); verdict: 21; mutants: 8; statement: 72 - 42 = 30
+    pad = " " * 42
+    expected = [
+        "claim       verdict               mutants statement",
+        "-" * 72,
+        "002:eq2     holds                 2/2     short statement",
+        "000:claim-x fails                 1/3     a statement long enough to",
+        pad + "wrap onto a second line of the",
+        pad + "table",
+        "mine:eq1    holds-with-correction 0/1     ",
+        "-" * 72,
+        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0",
+        "mutants killed: 3 of 6",
+        "",
+        "seeds:",
+        "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
+        "       the Path Towards Large-Scale Image Retrieval. ECCV, supplementary",
+        "       material.",
+        "  000  Bleeker & de Rijke (2022). Do Lessons from Metric Learning",
+        "       Generalize to Image-Caption Retrieval? ECIR, appendix A, short",
+        "       version.",
+        "  min  mine",
+    ]
+    assert format_table(RECORDS, width=72).split("\n") == expected
+
+
+def test_the_table_puts_statements_below_their_rows_when_30_characters_do_not_fit():
+    expected = [
+        "claim       verdict               mutants",
+        "-" * 71,
+        "002:eq2     holds                 2/2",
+        "    short statement",
+        "000:claim-x fails                 1/3",
+        "    a statement long enough to wrap onto a second line of the table",
+        "mine:eq1    holds-with-correction 0/1",
+        "    ",
+        "-" * 71,
+        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0",
+        "mutants killed: 3 of 6",
+        "",
+        "seeds:",
+        "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
+        "       the Path Towards Large-Scale Image Retrieval. ECCV,",
+        "       supplementary material.",
+        "  000  Bleeker & de Rijke (2022). Do Lessons from Metric Learning",
+        "       Generalize to Image-Caption Retrieval? ECIR, appendix A, short",
+        "       version.",
+        "  min  mine",
+    ]
+    assert format_table(RECORDS, width=71).split("\n") == expected
+
+
+def test_a_table_without_mutants_has_no_mutant_column_and_ids_at_least_5_wide():
+    records = [_record("m", "e1", "inconclusive", "s t"), _record("my-notes", "e2", "holds", "")]
+    assert format_table(records[:1], width=60).split("\n") == [
+        "claim verdict               statement",
+        "-" * 60,
+        "m:e1  inconclusive          s t",
+        "-" * 60,
+        "holds: 0, holds-with-correction: 0, fails: 0, inconclusive: 1",
+        "",
+        "seeds:",
+        "  m  m",
+    ]
+    assert format_table(records[1:], width=40).split("\n")[:3] == [
+        "claim       verdict",  # 40 - 34 < 30: the statement goes below
+        "-" * 40,
+        "my-notes:e2 holds",
+    ]
+    assert format_table(records[1:], width=40).split("\n")[-1] == "  my-  my-notes"
+
+
+def test_a_citation_too_long_for_the_width_keeps_every_word():
+    table = format_table([_record(S002, "eq1", "holds", "s")], width=40)
+    assert "Smooth-AP" in table and table.endswith("material.")
+    seeds = table.split("seeds:\n")[1].splitlines()
+    assert max(len(line) for line in seeds) <= 40 and len(seeds) == 5
+
+
+def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas():
+    records = [
+        _record(S000, "eq3", "holds-with-correction", "S one", mutants=(1, 2),
+                correction="a = c", detail="D one"),
+        _record("mine", "claim-two", "fails", "S two", mutants=(1, 1), formula="line1\nline2",
+                latex="\\texttt{line1 line2}", method="exec", detail="D two"),
+    ]  # fmt: skip
+    expected = [
+        "# Derivation audit of the seed documents",
+        "",
+        "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
+        "rationals, float64/mpmath against autograd or brute force); a correction counts only "
+        "when the same check holds on it, and each check must reject mutants of the printed form.",
+        "",
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive "
+        "| mutants killed |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        f"| {CITATION_000} <small>`{S000}`</small> | 1 | 0 | 1 | 0 | 0 | 1 / 2 |",
+        "| mine <small>`mine`</small> | 1 | 0 | 0 | 1 | 0 | 1 / 1 |",
+        "| all papers | 2 | 0 | 1 | 1 | 0 | 2 / 3 |",
+        "",
+        f"## {CITATION_000}",
+        "",
+        f"<small>seed `{S000}`</small>. holds: 0, holds-with-correction: 1, fails: 0, "
+        "inconclusive: 0",
+        "",
+        "<details>",
+        "<summary>The 1 claims of this paper, each with its check</summary>",
+        "",
+        "| claim | verdict | statement |",
+        "| --- | --- | --- |",
+        "| `000:eq3` | **holds with correction** | S one |",
+        "",
+        "<details>",
+        "<summary><code>000:eq3</code>: S one (holds-with-correction)</summary>",
+        "",
+        "- printed: `a = b`",
+        "- LaTeX: $a = b$",
+        "- corrected: `a = c`",
+        "- method: sympy",
+        "- verdict: **holds with correction**",
+        "- detail: D one",
+        "- mutants killed: 1 of 2",
+        "",
+        "</details>",
+        "",
+        "</details>",
+        "",
+        "",
+        "## mine",
+        "",
+        "<small>seed `mine`</small>. holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0",
+        "",
+        "<details>",
+        "<summary>The 1 claims of this paper, each with its check</summary>",
+        "",
+        "| claim | verdict | statement |",
+        "| --- | --- | --- |",
+        "| `mine:claim-two` | **FAILS** | S two |",
+        "",
+        "<details>",
+        "<summary><code>mine:claim-two</code>: S two (fails)</summary>",
+        "",
+        "- printed:",
+        "",
+        "```",
+        "line1",
+        "line2",
+        "```",
+        "",
+        "- method: exec",
+        "- verdict: **FAILS**",
+        "- detail: D two",
+        "- mutants killed: 1 of 1",
+        "",
+        "</details>",
+        "",
+        "</details>",
+        "",
+    ]
+    assert format_markdown(records).split("\n") == expected
+
+
+def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict():
+    records = [_record("m", "eq1", "holds", "s1"), _record("m", "eq2", "inconclusive", "s2")]
+    del records[1]["claim"]["correction"]  # a record written before corrections were recorded
+    markdown = format_markdown(records).split("\n")
+    assert markdown[4:8] == [
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| m <small>`m`</small> | 2 | 1 | 0 | 0 | 1 |",
+        "| all papers | 2 | 1 | 0 | 0 | 1 |",
+    ]
+    assert "| `m:eq1` | holds | s1 |" in markdown
+    assert "| `m:eq2` | *inconclusive* | s2 |" in markdown
+    assert "- verdict: *inconclusive*" in markdown
+    assert not any(line.startswith(("- mutants", "- corrected")) for line in markdown)
+
+
+def test_markdown_of_no_records_counts_zero_without_a_mutant_column():
+    markdown = format_markdown([]).split("\n")
+    assert markdown[4:] == [
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive |",
+        "| --- | --- | --- | --- | --- | --- |",
+        "| all papers | 0 | 0 | 0 | 0 | 0 |",
+    ]
+
+
+# --- output files ------------------------------------------------------------------------------
+
+
+def test_check_output_file_accepts_a_new_file_in_new_folders(tmp_path):
+    check_output_file("--json", None)
+    check_output_file("--json", tmp_path / "new" / "deeper" / "a.json")
+    check_output_file("--json", tmp_path / "a.json")
+
+
+def test_check_output_file_rejects_a_folder_and_a_file_used_as_a_folder(tmp_path):
+    with pytest.raises(GradlabError) as folder:
+        check_output_file("--json", tmp_path)
+    assert str(folder.value) == f"--json must be a file path; got the folder {str(tmp_path)!r}"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(GradlabError) as parent:
+        check_output_file("--markdown", str(blocker / "sub" / "out.md"))
+    assert str(parent.value) == (f"--markdown must be a file path; {str(blocker)!r} is a file, "
+                                 "not a folder")  # fmt: skip
+
+
+def test_write_outputs_writes_json_and_markdown_into_new_folders(tmp_path):
+    records = RECORDS[:2]
+    json_path, markdown_path = tmp_path / "j" / "k" / "a.json", tmp_path / "m" / "n" / "a.md"
+    write_outputs(records, json_path, markdown_path)
+    assert json.loads(json_path.read_text()) == records
+    assert json_path.read_text().startswith('[\n {\n  "id": ')  # indent 1: diffs stay small
+    assert markdown_path.read_text() == format_markdown(records)
+    write_outputs(records, None, None)  # nothing asked, nothing written
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j", "m"]
+
+
+def test_write_outputs_writes_only_what_is_asked(tmp_path):
+    write_outputs(RECORDS, None, tmp_path / "only.md")
+    write_outputs(RECORDS, tmp_path / "only.json", None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["only.json", "only.md"]
