@@ -43,18 +43,18 @@ EQUIVALENTS = ROOT / "benchmarks" / "mutation_equivalents.json"
 FUNCTIONAL_TESTS = {
     "blackbox_ap": ["tests/functional/test_fastap_blackbox.py"],
     "decomposition": ["tests/functional/test_decomposition.py"],
-    "diagnostics": ["tests/monitor/test_shared.py", "tests/monitor/test_monitor.py"],
+    "diagnostics": ["tests/functional/test_diagnostics.py", "tests/monitor/test_shared.py"],
     "fappy": ["tests/functional/test_fappy.py"],
     "fastap": ["tests/functional/test_fastap_blackbox.py"],
     "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
     "harmonic": ["tests/functional/test_harmonic.py", "tests/functional/test_relaxed_ranking.py"],
     "layouts": ["tests/functional/test_layouts.py"],
-    "losses": ["tests/test_losses.py"],
+    "losses": ["tests/functional/test_functional_losses.py", "tests/test_losses.py"],
     "operating_region": ["tests/functional/test_operating_region.py"],
     "relaxed_ranking": ["tests/functional/test_relaxed_ranking.py"],
     "retrieval_metrics": ["tests/functional"],  # no test calls it yet: no_tests shows it
     "score_losses": ["tests/functional/test_score_losses.py"],
-    "sigmoid": ["tests/functional/test_smooth_ap.py", "tests/functional/test_decomposition.py"],
+    "sigmoid": ["tests/functional/test_sigmoid.py", "tests/functional/test_decomposition.py"],
     "smooth_ap": ["tests/functional/test_smooth_ap.py"],
     "tie_aware": ["tests/functional/test_tie_aware.py", "tests/functional/test_relaxed_ranking.py"],
 }

@@ -1,0 +1,264 @@
+"""gradlab.functional.diagnostics against the loops of tests/reference (seed 000, Eq. 1, 8-14).
+
+References are plain floats: smooth AP and ``dAP/ds`` by the quotient rule over loops, the seeds'
+``A``, ``C``, ``B``, ``D`` per positive by loops, norms and cosines by ``math.fsum``. Everything
+runs in float64; sums of a few dozen O(1) terms, so ``1e-12`` absolute is ~``1e3`` ulps of slack.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional.diagnostics import (
+    decomposition_norms,
+    in_batch_decomposition,
+    smooth_ap_terms,
+)
+from gradlab.functional.smooth_ap import group_by_positive_count
+from tests.reference.smooth_ap_loops import (
+    decomposition_one_pair,
+    smooth_ap_one_query,
+    smooth_ap_one_query_gradient,
+)
+
+TOL = 1e-12
+
+
+def _unit(vector):
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    return [x / norm for x in vector]
+
+
+def _terms_by_loops(query, vectors, positives, tau):
+    """``(ap, ad_term, cb_term, dAP/ds)`` of one query (NaNs and zeros without a positive)."""
+    dims = len(query)
+    scores = [math.fsum(a * b for a, b in zip(query, v, strict=True)) for v in vectors]
+    positive_indices = [i for i, flag in enumerate(positives) if flag]
+    if not positive_indices:
+        return math.nan, [math.nan] * dims, [math.nan] * dims, [0.0] * len(vectors)
+    ad, cb = [0.0] * dims, [0.0] * dims
+    for i in positive_indices:
+        pair = decomposition_one_pair(query, vectors, positives, i, tau)
+        squared = pair["R"] ** 2
+        for k in range(dims):
+            ad[k] += pair["A"] * pair["D"][k] / squared / len(positive_indices)
+            cb[k] -= pair["C"] * pair["B"][k] / squared / len(positive_indices)
+    ap = smooth_ap_one_query(scores, positives, tau)
+    return ap, ad, cb, smooth_ap_one_query_gradient(scores, positives, tau)
+
+
+def _batch(seed, size=10, dims=4, classes=4):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(size, dims, generator=generator, dtype=torch.float64)
+    labels = torch.randint(0, classes, (size,), generator=generator)
+    return embeddings, labels
+
+
+def _assert_row(got, expected):
+    if all(math.isnan(x) for x in expected):
+        assert torch.isnan(got).all()
+    else:
+        assert got.tolist() == pytest.approx(expected, abs=TOL)
+
+
+# --- in_batch_decomposition ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("include_query", [False, True])
+def test_in_batch_decomposition_matches_the_loops(seed, include_query):
+    embeddings, labels = _batch(seed)
+    labels[-1] = 99  # a query without positives (unless it is its own)
+    tau = 0.2
+    parts = in_batch_decomposition(embeddings, labels, tau, include_query)
+    unit = [_unit(row) for row in embeddings.tolist()]
+    for q, label in enumerate(labels.tolist()):
+        kept = [c for c in range(len(unit)) if include_query or c != q]
+        vectors = [unit[c] for c in kept]
+        positives = [labels[c].item() == label for c in kept]
+        ap, ad, cb, score_grad = _terms_by_loops(unit[q], vectors, positives, tau)
+        if math.isnan(ap):
+            assert math.isnan(parts.ap[q].item())
+            assert torch.isnan(parts.grad[q]).all()
+            continue
+        assert parts.ap[q].item() == pytest.approx(ap, abs=TOL)
+        _assert_row(parts.ad_term[q], ad)
+        _assert_row(parts.cb_term[q], cb)
+        # dAP/dq with the candidates fixed: sum_j dAP/ds_qj v_j (another path than A, B, C, D)
+        grad = [math.fsum(g * v[k] for g, v in zip(score_grad, vectors, strict=True))
+                for k in range(len(ad))]  # fmt: skip
+        _assert_row(parts.grad[q], grad)
+    if not include_query:
+        assert math.isnan(parts.ap[-1].item())
+
+
+def test_in_batch_decomposition_defaults_to_tau_one_hundredth_without_the_query():
+    embeddings, labels = _batch(11, size=6, classes=2)
+    embeddings = embeddings * 0.01 + torch.tensor([1.0, 0.0, 0.0, 0.0], dtype=torch.float64)
+    default = in_batch_decomposition(embeddings, labels)
+    unit = [_unit(row) for row in embeddings.tolist()]
+    for q in range(len(unit)):
+        kept = [c for c in range(len(unit)) if c != q]
+        positives = [labels[c] == labels[q] for c in kept]
+        scores = [math.fsum(a * b for a, b in zip(unit[q], unit[c], strict=True)) for c in kept]
+        expected = smooth_ap_one_query(scores, positives, 0.01)
+        assert default.ap[q].item() == pytest.approx(expected, abs=TOL)
+    # the case can tell the default apart: tau = 0.1 gives other values
+    assert not torch.allclose(default.ap, in_batch_decomposition(embeddings, labels, 0.1).ap)
+
+
+@pytest.mark.parametrize(
+    ("argument", "embeddings", "labels"),
+    [
+        ("embeddings", torch.zeros(4, 3, dtype=torch.long), torch.zeros(4, dtype=torch.long)),
+        ("embeddings", torch.zeros(4), torch.zeros(4, dtype=torch.long)),
+        ("embeddings", torch.full((4, 3), math.nan), torch.zeros(4, dtype=torch.long)),
+        ("labels", torch.ones(4, 3), torch.zeros(4)),
+        ("labels", torch.ones(4, 3), torch.zeros(4, 1, dtype=torch.long)),
+        ("labels", torch.ones(4, 3), torch.zeros(3, dtype=torch.long)),
+    ],
+)
+def test_in_batch_decomposition_refuses_bad_input_by_name(argument, embeddings, labels):
+    with pytest.raises(GradlabError, match=f"^{argument} "):
+        in_batch_decomposition(embeddings, labels)
+
+
+# --- decomposition_norms ------------------------------------------------------------------------
+
+
+def _norms_by_loops(ad, cb, grad):
+    ad_norm = math.sqrt(math.fsum(x * x for x in ad))
+    cb_norm = math.sqrt(math.fsum(x * x for x in cb))
+    both = ad_norm * cb_norm
+    return {
+        "ad_norm": ad_norm,
+        "cb_norm": cb_norm,
+        "grad_norm": math.sqrt(math.fsum(x * x for x in grad)),
+        "ad_share": ad_norm / (ad_norm + cb_norm) if ad_norm + cb_norm > 0 else math.nan,
+        "ratio": ad_norm / cb_norm if cb_norm > 0 else math.nan,
+        "cosine": math.fsum(a * b for a, b in zip(ad, cb, strict=True)) / both
+        if both > 0
+        else math.nan,
+    }
+
+
+def _check_norms(norms, rows):
+    assert sorted(norms) == ["ad_norm", "ad_share", "cb_norm", "cosine", "grad_norm", "ratio"]
+    for name, values in norms.items():
+        assert values.shape == (len(rows),), name
+        for got, row in zip(values.tolist(), rows, strict=True):
+            expected = _norms_by_loops(*row)[name]
+            if math.isnan(expected):
+                assert math.isnan(got), name
+            else:
+                assert got == pytest.approx(expected, rel=1e-14, abs=0.0), name
+
+
+def test_decomposition_norms_match_the_loops_and_drop_queries_without_gradient():
+    embeddings, labels = _batch(3, size=12)
+    labels[0] = 77  # no positive: NaN gradient, dropped
+    parts = in_batch_decomposition(embeddings, labels, 0.3)
+    norms = decomposition_norms(parts)
+    rows = [(parts.ad_term[q].tolist(), parts.cb_term[q].tolist(), parts.grad[q].tolist())
+            for q in range(12) if not math.isnan(parts.grad[q, 0].item())]  # fmt: skip
+    listed = labels.tolist()
+    with_positive = sum(1 for q, label in enumerate(listed) if listed.count(label) > 1)
+    assert len(rows) == with_positive and 0 < with_positive < 12
+    _check_norms(norms, rows)
+
+
+def test_decomposition_norms_of_vanishing_terms_are_nan_where_documented():
+    """Rows built by hand: both terms, only CB, only AD, neither, tiny and parallel terms."""
+    ad = [[3.0, 4.0], [0.0, 0.0], [1.0, 0.0], [0.0, 0.0], [1e-3, 0.0], [0.5, 0.5]]
+    cb = [[0.0, -2.0], [0.6, 0.8], [0.0, 0.0], [0.0, 0.0], [2e-3, 0.0], [-1.0, -1.0]]
+    ad_t, cb_t = torch.tensor(ad, dtype=torch.float64), torch.tensor(cb, dtype=torch.float64)
+    grad_t = ad_t + cb_t
+    grad_t[3] = math.nan  # a query without positives: dropped
+    parts = in_batch_decomposition(*_batch(0, size=6))._replace(
+        ad_term=ad_t, cb_term=cb_t, grad=grad_t
+    )
+    keep = [0, 1, 2, 4, 5]
+    rows = [(ad[q], cb[q], grad_t[q].tolist()) for q in keep]
+    _check_norms(decomposition_norms(parts), rows)
+    single = parts._replace(ad_term=ad_t[4], cb_term=cb_t[4], grad=grad_t[4])  # a [d] query
+    _check_norms(decomposition_norms(single), [rows[3]])
+
+
+# --- smooth_ap_terms ----------------------------------------------------------------------------
+
+
+def _cross_problem(seed, queries=7, candidates=9, dims=3):
+    generator = torch.Generator().manual_seed(seed)
+    query = torch.nn.functional.normalize(
+        torch.randn(queries, dims, generator=generator, dtype=torch.float64), dim=1
+    )
+    vectors = torch.nn.functional.normalize(
+        torch.randn(candidates, dims, generator=generator, dtype=torch.float64), dim=1
+    )
+    positives = torch.rand(queries, candidates, generator=generator) < 0.35
+    positives[0] = False  # no positive
+    positives[1] = True  # no negative
+    positives[2, :] = False
+    positives[2, 4] = True  # exactly one positive
+    keep = torch.rand(queries, candidates, generator=generator) < 0.8
+    keep[2, 4] = True
+    return query, vectors, positives, keep
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("chunk", [1, 40, 1 << 20])
+def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
+    query, vectors, positives, keep = _cross_problem(seed)
+    candidates = keep if masked else None
+    relevant = positives & keep if masked else positives
+    tau = 0.15
+    terms = smooth_ap_terms(query @ vectors.T, relevant, tau, vectors, candidates=candidates,
+                            max_chunk_elements=chunk)  # fmt: skip
+    for q in range(query.shape[0]):
+        kept = [c for c in range(vectors.shape[0]) if not masked or keep[q, c]]
+        sub_vectors = [vectors[c].tolist() for c in kept]
+        flags = [bool(relevant[q, c]) for c in kept]
+        ap, ad, cb, score_grad = _terms_by_loops(query[q].tolist(), sub_vectors, flags, tau)
+        if math.isnan(ap):
+            assert math.isnan(terms.ap[q].item())
+        else:
+            assert terms.ap[q].item() == pytest.approx(ap, abs=TOL)
+        _assert_row(terms.ad_term[q], ad)
+        _assert_row(terms.cb_term[q], cb)
+        full = [0.0] * vectors.shape[0]
+        for c, value in zip(kept, score_grad, strict=True):
+            full[c] = value
+        assert terms.score_grad[q].tolist() == pytest.approx(full, abs=TOL)
+
+
+def test_smooth_ap_terms_reuses_the_ranks_of_a_forward():
+    """With ``forward`` given, AP and the coefficients come from its ranks (nothing recomputed):
+    ranks of another temperature give that temperature's AP, while the slopes stay at ``tau``."""
+    query, vectors, positives, _ = _cross_problem(5)
+    scores = query @ vectors.T
+    own = smooth_ap_terms(scores, positives, 0.15, vectors)
+    again = smooth_ap_terms(scores, positives, 0.15, vectors, forward=own.forward)
+    for field in ("ap", "score_grad", "ad_term", "cb_term"):
+        torch.testing.assert_close(getattr(again, field), getattr(own, field), equal_nan=True,
+                                   rtol=0.0, atol=0.0)  # fmt: skip
+    other = smooth_ap_terms(scores, positives, 0.6, vectors)
+    mixed = smooth_ap_terms(scores, positives, 0.15, vectors, forward=other.forward)
+    torch.testing.assert_close(mixed.ap, other.ap, equal_nan=True, rtol=0.0, atol=0.0)
+    assert not torch.allclose(mixed.score_grad, own.score_grad)
+    # the forward's ranks are the seeds' A and C per positive, grouped by positive count
+    groups, ranks = own.forward
+    assert [g.num_positives for g in groups] == [
+        g.num_positives for g in group_by_positive_count(positives)
+    ]
+    for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
+        for row, q in enumerate(group.queries.tolist()):
+            for col, i in enumerate(group.positive_columns[row].tolist()):
+                pair = decomposition_one_pair(query[q].tolist(), vectors.tolist(),
+                                              positives[q].tolist(), i, 0.15)  # fmt: skip
+                assert rank_a[row, col].item() == pytest.approx(pair["A"], abs=TOL)
+                assert rank_c[row, col].item() == pytest.approx(pair["C"], abs=TOL)
