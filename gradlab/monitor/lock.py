@@ -24,22 +24,38 @@ LOCK_NAME = ".gradlab.lock"
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether a process with id ``pid`` exists on this host (signal 0: checks, sends nothing).
+
+    Only positive ids name one process (0 and negative ids address process groups, and an id
+    beyond the platform's range names none), so any other recorded id counts as dead.
+    """
+    if pid <= 0:
+        return False
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):
         return False
     except PermissionError:  # alive, owned by someone else
         return True
-    except OSError:
-        return False
     return True
 
 
 def _read(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads(path.read_bytes())
     except (OSError, ValueError):
         return None
+
+
+def _live_owner(content: dict | None) -> dict | None:
+    """``content`` if it is the lock of a live Monitor (or of another host: unverifiable, so
+    honoured), else ``None``. A lock that cannot be read (a writer killed between create and
+    write) counts as stale."""
+    if not isinstance(content, dict) or type(content.get("pid")) is not int:
+        return None
+    if content.get("host") != socket.gethostname():
+        return content  # cannot be checked from here: honoured
+    return content if _pid_alive(content["pid"]) else None
 
 
 def holder(log_dir: Path) -> dict | None:
@@ -47,12 +63,7 @@ def holder(log_dir: Path) -> dict | None:
 
     A lock that cannot be read (a writer killed between create and write) counts as stale.
     """
-    content = _read(Path(log_dir) / LOCK_NAME)
-    if not isinstance(content, dict) or not isinstance(content.get("pid"), int):
-        return None
-    if content.get("host") != socket.gethostname():
-        return content  # cannot be checked from here: honoured
-    return content if _pid_alive(content["pid"]) else None
+    return _live_owner(_read(Path(log_dir) / LOCK_NAME))
 
 
 def refuse_if_in_use(log_dir: Path) -> None:
@@ -74,27 +85,51 @@ def _in_use_message(log_dir: Path, owner: dict) -> str:
 def acquire(log_dir: Path) -> str:
     """Create ``log_dir``'s lock exclusively; return its token. Takes over a stale lock.
 
+    Three attempts: each creates the lock, or reads the one in place and, if it is stale,
+    removes that very file (:func:`_remove_if_unchanged`), so of two processes taking over the
+    same stale lock exactly one wins and the other then finds the winner's live lock.
+
     Raises:
-        GradlabError: a live Monitor holds the folder.
+        GradlabError: a live Monitor holds the folder, or the lock kept being replaced.
     """
     path = Path(log_dir) / LOCK_NAME
     token = uuid.uuid4().hex
     content = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": token})
     for _ in range(3):
-        if _create_exclusive(path, content):
+        if _create_exclusive(path, content.encode()):
             return token
-        owner = holder(log_dir)
+        found = _read(path)
+        owner = _live_owner(found)
         if owner is not None:
             raise GradlabError(_in_use_message(log_dir, owner))
-        path.unlink(missing_ok=True)  # stale: its process is gone
+        _remove_if_unchanged(path, found)
     raise GradlabError(f"log_dir {str(log_dir)!r}: could not claim {LOCK_NAME}; try again")
 
 
-def _create_exclusive(path: Path, content: str) -> bool:
+def _remove_if_unchanged(path: Path, judged: dict | None) -> None:
+    """Remove the lock at ``path`` if it is still the one read as ``judged`` (stale).
+
+    The file is first moved aside (a rename is atomic: of two processes removing the same stale
+    lock, one moves it and the other finds nothing). If what was moved is not the stale lock
+    judged but a live one created since by a faster process, it is put back.
+    """
+    aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
+    try:
+        os.rename(path, aside)
+    except FileNotFoundError:
+        return  # another process removed it first
+    try:
+        if _read(aside) != judged:
+            _create_exclusive(path, aside.read_bytes())
+    finally:
+        aside.unlink()
+
+
+def _create_exclusive(path: Path, content: bytes) -> bool:
     """Create ``path`` holding ``content`` unless it exists (atomic: a hard link of a complete
     temporary file, so no reader sees it empty; ``O_EXCL`` where links are unsupported)."""
     temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
-    temporary.write_text(content, encoding="utf-8")
+    temporary.write_bytes(content)
     try:
         os.link(temporary, path)
         return True
@@ -105,7 +140,7 @@ def _create_exclusive(path: Path, content: str) -> bool:
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
             return False
-        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        with os.fdopen(descriptor, "wb") as handle:
             handle.write(content)
         return True
     finally:
