@@ -67,7 +67,8 @@ _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
 MONITOR_TESTS = {
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     "batch": [*_MONITOR_VALUES, "tests/monitor/test_anatomy.py"],
-    "lock": ["tests/monitor/test_lock.py", "tests/monitor/test_runs.py"],
+    # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
+    "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
     "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
