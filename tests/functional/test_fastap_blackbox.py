@@ -8,8 +8,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradlab import BlackboxAPLoss, FastAPLoss, GradlabError
-from gradlab.functional import BlackboxRanks, blackbox_ap, descending_ranks, fastap
+from gradlab.functional import (
+    BlackboxRanks,
+    blackbox_ap,
+    blackbox_ap_loss,
+    descending_ranks,
+    fastap,
+)
+from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.histogram_losses_loops import fastap_query, ranked_ap
+from tests.reference.smooth_ap_loops import loss_from_aps
 
 
 def batch(seed, size, dims=4):
@@ -18,6 +26,15 @@ def batch(seed, size, dims=4):
         torch.randn(size, dims, generator=generator, dtype=torch.float64),
         torch.randint(0, 3, (size,), generator=generator),
     )
+
+
+def _loop_ranks(row):
+    """1-based descending ranks, ties by index (the documented order), by a Python sort."""
+    order = sorted(range(len(row)), key=lambda c: (-row[c], c))
+    ranks = [0.0] * len(row)
+    for position, c in enumerate(order, start=1):
+        ranks[c] = float(position)
+    return ranks
 
 
 @given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 10), bins=st.sampled_from([4, 10, 20]))
@@ -61,16 +78,9 @@ def test_blackbox_backward_is_the_interpolation_formula(seed, interpolation):
     leaf = scores.clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(BlackboxRanks.apply(leaf, interpolation), leaf, upstream)
 
-    def loop_ranks(row):
-        order = sorted(range(len(row)), key=lambda c: (-row[c], c))
-        ranks = [0.0] * len(row)
-        for position, c in enumerate(order, start=1):
-            ranks[c] = float(position)
-        return ranks
-
     for q in range(2):
-        before = loop_ranks(scores[q].tolist())
-        after = loop_ranks((scores[q] + interpolation * upstream[q]).tolist())
+        before = _loop_ranks(scores[q].tolist())
+        after = _loop_ranks((scores[q] + interpolation * upstream[q]).tolist())
         expected = [-(b - a) / interpolation for b, a in zip(before, after, strict=True)]
         assert grad[q].tolist() == pytest.approx(expected, abs=1e-12)
 
@@ -119,4 +129,185 @@ def test_descending_ranks_breaks_ties_by_index():
 )
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match="^" + message):  # each message starts with its name
+        call()
+
+
+def test_descending_ranks_breaks_many_ties_by_index():
+    # A long row of three tied values: an unstable sort (torch's default) permutes the ties
+    # from about a hundred entries on; the documented order is by index.
+    generator = torch.Generator().manual_seed(11)
+    scores = torch.randint(0, 3, (2, 300), generator=generator).double()
+    got = descending_ranks(scores)
+    assert [got[q].tolist() for q in range(2)] == [_loop_ranks(row) for row in scores.tolist()]
+
+
+def test_ranks_and_blackbox_ap_stay_on_the_input_device_whatever_the_default_device():
+    scores = torch.tensor([[0.3, 0.9, 0.1, 0.9]], dtype=torch.float64)
+    positives = torch.tensor([[True, False, True, False]])
+    assert_unchanged_under_another_default_device(
+        lambda: (descending_ranks(scores), blackbox_ap(scores, positives)), scores.device
+    )
+
+
+def _blackbox_ap_gradient(scores, positives, **options):
+    leaf = scores.clone().requires_grad_(True)
+    blackbox_ap(leaf, positives, **options).sum().backward()
+    return leaf.grad
+
+
+BLACKBOX_SCORES = torch.tensor(
+    [[0.50, 0.51, 0.30, 0.90, 0.49, 0.10], [0.2, 0.7, 0.71, 0.69, 0.0, 0.4]], dtype=torch.float64
+)
+BLACKBOX_POSITIVES = torch.tensor(
+    [[False, True, True, False, True, False], [True, False, True, True, False, False]]
+)
+
+
+def test_blackbox_ap_defaults_are_lambda_four_and_margin_two_hundredths():
+    # Seed 002's lambda = 4, margin = 0.02. The margin moves positives 0.51 and 0.71 below the
+    # negatives 0.50 and 0.70 (exact AP by loops); the default gradient is lambda = 4's.
+    got = blackbox_ap(BLACKBOX_SCORES, BLACKBOX_POSITIVES)
+    for q in range(2):
+        row, flags = BLACKBOX_SCORES[q].tolist(), BLACKBOX_POSITIVES[q].tolist()
+        assert got[q].item() == pytest.approx(ranked_ap(row, flags, 0.02), abs=1e-12)
+        assert got[q].item() != pytest.approx(ranked_ap(row, flags, 0.0), abs=1e-3)
+    default = _blackbox_ap_gradient(BLACKBOX_SCORES, BLACKBOX_POSITIVES)
+    spelled_out = _blackbox_ap_gradient(BLACKBOX_SCORES, BLACKBOX_POSITIVES, interpolation=4.0)
+    torch.testing.assert_close(default, spelled_out, atol=0, rtol=0)
+    for other in (0.5, 5.0):
+        moved = _blackbox_ap_gradient(BLACKBOX_SCORES, BLACKBOX_POSITIVES, interpolation=other)
+        assert not torch.allclose(default, moved)
+
+
+def _in_batch_ranked_aps(embeddings, labels, margin):
+    normalized = torch.nn.functional.normalize(embeddings, dim=1).tolist()
+    aps = []
+    for q in range(len(labels)):
+        others = [c for c in range(len(labels)) if c != q]
+        scores = [
+            math.fsum(a * b for a, b in zip(normalized[q], normalized[c], strict=True))
+            for c in others
+        ]
+        aps.append(ranked_ap(scores, [labels[c] == labels[q] for c in others], margin))
+    return aps
+
+
+@pytest.mark.parametrize("margin", [None, 0.0, 0.3])
+def test_blackbox_ap_loss_forward_uses_its_margin(margin):
+    embeddings, _ = batch(12, 9, 3)
+    labels = [0, 1, 2] * 3
+    options = {} if margin is None else {"margin": margin}
+    loss = blackbox_ap_loss(embeddings, torch.tensor(labels), **options).item()
+    aps = _in_batch_ranked_aps(embeddings, labels, 0.02 if margin is None else margin)
+    assert loss == pytest.approx(loss_from_aps(aps), abs=1e-12)
+
+
+def test_blackbox_ap_loss_default_interpolation_is_lambda_four():
+    embeddings, _ = batch(13, 12, 6)
+    labels = torch.tensor([0, 1, 2] * 4)
+
+    def gradient(**options):
+        leaf = embeddings.clone().requires_grad_(True)
+        blackbox_ap_loss(leaf, labels, **options).backward()
+        return leaf.grad
+
+    default = gradient()
+    torch.testing.assert_close(default, gradient(interpolation=4.0), atol=0, rtol=0)
+    assert not torch.allclose(default, gradient(interpolation=5.0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_blackbox_ap_is_computed_in_the_scores_dtype(dtype):
+    # Scores far apart (no rank moves when rounded): the exact AP by loops, in the input dtype.
+    scores = torch.tensor([[0.9, 0.5, 0.7, 0.1], [0.2, 0.6, 0.4, 0.8]])
+    positives = torch.tensor([[True, False, False, True], [False, True, True, False]])
+    got = blackbox_ap(scores.to(dtype), positives)
+    assert got.dtype == dtype
+    expected = [ranked_ap(scores[q].tolist(), positives[q].tolist(), 0.02) for q in range(2)]
+    torch.testing.assert_close(
+        got, torch.tensor(expected, dtype=dtype), atol=torch.finfo(dtype).eps, rtol=0
+    )
+
+
+ONE_BY_TWO = torch.zeros(1, 2)
+FLAGS = torch.ones(1, 2, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: blackbox_ap(torch.zeros(2), FLAGS), r"scores must be 2-D; got shape \(2,\)$"),
+        (lambda: blackbox_ap(ONE_BY_TWO.long(), FLAGS),
+         "scores must have a floating dtype; got torch.int64$"),
+        (lambda: blackbox_ap(torch.tensor([[math.inf, 0.0]]), FLAGS),
+         r"scores must not hold NaN or \+inf \(-inf marks a non-candidate\)$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS[0]), r"positives must be 2-D; got shape \(2,\)$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS.float()),
+         "positives must be a bool tensor; got torch.float32$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, interpolation=0.0),
+         "interpolation must be a positive finite number; got 0.0$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin=-0.1),
+         "margin must be a non-negative finite number; got -0.1$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin=math.inf),
+         "margin must be a non-negative finite number; got inf$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin=True),
+         "margin must be a non-negative finite number; got True$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin="0.1"),
+         "margin must be a non-negative finite number; got '0.1'$"),
+    ],
+)  # fmt: skip
+def test_blackbox_ap_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        call()
+
+
+def test_fastap_default_is_ten_bins():
+    embeddings, labels = batch(14, 9)
+    got = fastap(embeddings, labels)
+    expected = [fastap_query(embeddings.tolist(), labels.tolist(), q, 10) for q in range(9)]
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64), equal_nan=True)
+    assert not torch.allclose(got, fastap(embeddings, labels, 11), equal_nan=True)
+
+
+def test_fastap_stays_on_the_input_device_whatever_the_default_device():
+    embeddings, labels = batch(15, 6)
+    assert_unchanged_under_another_default_device(
+        lambda: fastap(embeddings, labels, 4), embeddings.device
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_fastap_is_computed_in_the_embeddings_dtype(dtype):
+    embeddings, labels = batch(16, 8)
+    got = fastap(embeddings.to(dtype), labels, 4)
+    assert got.dtype == dtype
+    rounded = embeddings.to(dtype).double().tolist()
+    expected = [fastap_query(rounded, labels.tolist(), q, 4) for q in range(8)]
+    # Distances rounded in the dtype move kernel weights by about eps per candidate.
+    torch.testing.assert_close(
+        got.double(), torch.tensor(expected, dtype=torch.float64),
+        atol=16 * torch.finfo(dtype).eps, rtol=0, equal_nan=True,
+    )  # fmt: skip
+
+
+TWO_BY_THREE = torch.ones(2, 3)
+TWO_LABELS = torch.zeros(2, dtype=torch.long)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: fastap(torch.ones(3), TWO_LABELS), r"embeddings must be 2-D; got shape \(3,\)$"),
+        (lambda: fastap(TWO_BY_THREE.long(), TWO_LABELS),
+         "embeddings must have a floating dtype; got torch.int64$"),
+        (lambda: fastap(torch.full((2, 3), math.nan), TWO_LABELS),
+         "embeddings must be finite; it holds NaN or infinite entries$"),
+        (lambda: fastap(TWO_BY_THREE, torch.zeros(3, dtype=torch.long)),
+         r"labels must have shape \(2,\) \(one label per embedding\); got \(3,\)$"),
+        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, 0),
+         "num_bins must be a positive integer; got 0$"),
+    ],
+)  # fmt: skip
+def test_fastap_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
         call()
