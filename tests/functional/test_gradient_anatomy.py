@@ -316,3 +316,141 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(masked):
     assert_unchanged_under_another_default_device(
         lambda: gradient_anatomy(grad, scores, positives, candidates), scores.device
     )
+
+
+# --- edges the loops above do not reach ----------------------------------------------------------
+
+
+def _assert_matches_loops(anatomy, grad, scores, positives, candidates, absolute, relative):
+    for q in range(scores.shape[0]):
+        flags = [True] * scores.shape[1] if candidates is None else candidates[q].tolist()
+        expected = anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                     flags, absolute, relative)  # fmt: skip
+        assert anatomy.active_negatives[q].item() == expected["active_negatives"], q
+        assert anatomy.active_positives[q].item() == expected["active_positives"], q
+        assert anatomy.negative_rank[q].tolist() == expected["rank"], q
+        assert anatomy.without_gradient[q].item() == expected["without"], q
+        for field, key in (("active_negative_rank_mean", "rank_mean"),
+                           ("hardest_1pct_share", "share_1"),
+                           ("hardest_10pct_share", "share_10")):  # fmt: skip
+            value = getattr(anatomy, field)[q].item()
+            assert value == pytest.approx(expected[key], rel=1e-12, nan_ok=True), (field, q)
+
+
+def test_an_empty_candidate_set_gives_typed_zeros_and_nans_on_the_input_device():
+    """``[Q, 0]``: every field has its documented dtype and shape, counts 0, statistics NaN."""
+    grad, scores = torch.zeros(3, 0, dtype=torch.float64), torch.zeros(3, 0, dtype=torch.float64)
+    positives = torch.zeros(3, 0, dtype=torch.bool)
+    empty = gradient_anatomy(grad, scores, positives)
+    assert (empty.active.shape, empty.active.dtype) == ((3, 0), torch.bool)
+    assert (empty.negative_rank.shape, empty.negative_rank.dtype) == ((3, 0), torch.int64)
+    for name in ("active_positives", "active_negatives", "num_positives", "num_negatives"):
+        field = getattr(empty, name)
+        assert (field.dtype, field.tolist()) == (torch.int64, [0, 0, 0]), name
+    for name in ("active_negative_rank_mean", "active_negative_rank_max",
+                 "hardest_1pct_share", "hardest_10pct_share"):  # fmt: skip
+        field = getattr(empty, name)
+        assert field.dtype == torch.float64 and field.shape == (3,), name
+        assert all(math.isnan(v) for v in field.tolist()), name
+    assert (empty.without_gradient.dtype, empty.without_gradient.tolist()) == (
+        torch.bool,
+        [False, False, False],
+    )
+    assert_unchanged_under_another_default_device(
+        lambda: gradient_anatomy(grad, scores, positives), scores.device
+    )
+
+
+def test_field_dtypes_follow_the_documentation_for_float32_input():
+    """Counts int64; rank and hardness statistics float64 (masses summed in float64)."""
+    scores, positives = _scores(3, candidates=30)
+    grad = torch.randn(scores.shape, generator=torch.Generator().manual_seed(3))
+    anatomy = gradient_anatomy(grad.float(), scores.float(), positives)
+    for name in ("active_positives", "active_negatives", "num_positives", "num_negatives",
+                 "negative_rank"):  # fmt: skip
+        assert getattr(anatomy, name).dtype == torch.int64, name
+    for name in ("active_negative_rank_mean", "active_negative_rank_max",
+                 "hardest_1pct_share", "hardest_10pct_share"):  # fmt: skip
+        assert getattr(anatomy, name).dtype == torch.float64, name
+    _assert_matches_loops(anatomy, grad.float().double(), scores.float().double(), positives,
+                          None, 1e-10, 1e-2)  # fmt: skip
+
+
+def test_a_relative_threshold_of_one_keeps_exactly_each_querys_largest_entries():
+    grad = torch.tensor([[0.5, -2.0, 2.0, 1.0], [0.25, 0.25, 0.1, 0.0], [0.0, 0.0, 0.0, 0.0]],
+                        dtype=torch.float64)  # fmt: skip
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1]] * 3, dtype=torch.float64)
+    positives = torch.tensor([[True, False, False, False]] * 3)
+    anatomy = gradient_anatomy(grad, scores, positives, relative_threshold=1.0)
+    assert anatomy.active.tolist() == [[False, True, True, False], [True, True, False, False],
+                                       [False, False, False, False]]  # fmt: skip
+    assert anatomy.without_gradient.tolist() == [False, False, True]
+
+
+def test_gradient_on_non_candidates_never_sets_a_querys_scale():
+    """Small gradients (|G| < 1), a candidate mask, default thresholds: the loops decide."""
+    scores, positives = _scores(4, candidates=25)
+    generator = torch.Generator().manual_seed(44)
+    grad = torch.randn(scores.shape, generator=generator, dtype=torch.float64) * 1e-3
+    candidates = torch.rand(scores.shape, generator=generator) < 0.7
+    grad[~candidates] = 0.0  # a loss gives no gradient to a non-candidate
+    anatomy = gradient_anatomy(grad, scores, positives, candidates)
+    _assert_matches_loops(anatomy, grad, scores, positives, candidates, 1e-10, 1e-2)
+    assert anatomy.active_negatives.sum() > 0
+
+
+def test_tied_scores_rank_by_column_index():
+    """Scores on a coarse grid (many ties) over 60 candidates: ranks break ties by column."""
+    generator = torch.Generator().manual_seed(5)
+    scores = torch.randint(0, 3, (4, 60), generator=generator).to(torch.float64)
+    positives = torch.rand(4, 60, generator=generator) < 0.2
+    grad = torch.rand(4, 60, generator=generator, dtype=torch.float64)
+    anatomy = gradient_anatomy(grad, scores, positives)
+    _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
+
+
+def test_queries_without_positives_count_every_negative_in_the_mass():
+    """All candidates negatives (the weakest negative sorts last, carrying mass), one negative
+    only, and a query with no candidate at all next to queries that have some."""
+    generator = torch.Generator().manual_seed(6)
+    scores = torch.rand(4, 12, generator=generator, dtype=torch.float64)
+    grad = torch.rand(4, 12, generator=generator, dtype=torch.float64) + 0.5
+    positives = torch.zeros(4, 12, dtype=torch.bool)
+    positives[2, 1:] = True  # one negative
+    candidates = torch.ones(4, 12, dtype=torch.bool)
+    candidates[3] = False  # no candidate: never "without gradient"
+    grad[1] = 0.0
+    grad[1, scores[1].argmin()] = 1.0  # only the weakest negative has gradient
+    anatomy = gradient_anatomy(grad, scores, positives, candidates)
+    _assert_matches_loops(anatomy, grad, scores, positives, candidates, 1e-10, 1e-2)
+    assert anatomy.hardest_10pct_share[1].item() == 0.0
+    assert anatomy.without_gradient.tolist() == [False, False, False, False]
+    single = gradient_anatomy(grad[:, :1], scores[:, :1], positives[:, :1])  # one candidate
+    expected = [1.0 if grad[q, 0] > 0 else math.nan for q in range(4)]  # its mass, if any
+    assert single.hardest_1pct_share.tolist() == pytest.approx(expected, nan_ok=True)
+
+
+@pytest.mark.parametrize(
+    ("argument", "change", "hint"),
+    [
+        ("scores", dict(scores=torch.zeros(2, 4)), "the shape of score_grad"),
+        ("positives", dict(positives=torch.zeros(2, 4, dtype=torch.bool)), "one flag per score"),
+        ("candidates", dict(candidates=torch.zeros(1, 3, dtype=torch.bool)), "one flag per score"),
+    ],
+)
+def test_shape_errors_say_what_shape_was_expected(argument, change, hint):
+    kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK) | change
+    with pytest.raises(GradlabError, match=rf"^{argument} must have shape \(2, 3\) \({hint}\)"):
+        gradient_anatomy(**kwargs)
+
+
+@pytest.mark.parametrize("argument", ["score_grad", "scores", "positives", "candidates"])
+def test_a_tensor_on_another_device_is_refused_by_name(argument):
+    kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK, candidates=None)
+    if argument == "candidates":
+        kwargs["candidates"] = MASK
+    kwargs[argument] = kwargs[argument].to("meta")
+    with pytest.raises(
+        GradlabError, match=rf"^tensors must be on one device; .*{argument} on meta"
+    ):
+        gradient_anatomy(**kwargs)
