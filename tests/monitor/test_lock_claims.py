@@ -13,6 +13,7 @@ import os
 import socket
 import stat
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -77,13 +78,36 @@ def test_a_second_claim_is_refused_naming_the_folder_the_process_and_the_host(tm
     assert read_lock(tmp_path)["token"] == first  # the refused claim changed nothing
 
 
-def test_the_lock_of_another_live_process_is_honoured_and_not_signalled(tmp_path, live_pid):
-    record = write_lock(tmp_path, live_pid)
-    assert holder(tmp_path) == record
-    with pytest.raises(GradlabError, match=f"process {live_pid} on"):
-        acquire(tmp_path)
-    assert read_lock(tmp_path) == record
-    assert os.waitpid(live_pid, os.WNOHANG) == (0, 0)  # still running: the check sent no signal
+SIGNAL_RECORDER = """
+import signal, sys
+received = []
+for number in signal.valid_signals():
+    try:
+        signal.signal(number, lambda number, frame: received.append(number))
+    except (OSError, ValueError, RuntimeError):  # SIGKILL, SIGSTOP: cannot be caught
+        pass
+print("ready", flush=True)
+sys.stdin.read()
+print(received, flush=True)
+"""
+"""A live process that reports every signal it received once its stdin closes."""
+
+
+def test_the_lock_of_another_live_process_is_honoured_and_not_signalled(tmp_path):
+    child = subprocess.Popen([sys.executable, "-c", SIGNAL_RECORDER], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        assert child.stdout.readline() == "ready\n"
+        record = write_lock(tmp_path, child.pid)
+        assert holder(tmp_path) == record
+        with pytest.raises(GradlabError, match=f"process {child.pid} on"):
+            acquire(tmp_path)
+        assert read_lock(tmp_path) == record
+        received, _ = child.communicate("", timeout=30)
+    finally:
+        child.kill()
+        child.wait()
+    assert received == "[]\n"  # checking liveness sent no signal
 
 
 def test_a_process_of_another_user_counts_as_alive(tmp_path, live_pid, monkeypatch):
