@@ -27,9 +27,11 @@ with ``A_d = (c+_d - 1)/(c_d - 1)`` and ``L``, ``L_D`` the harmonic and discount
   zero when ``n_d = 1``. Relaxed, ``(c+ - 1)/(c - 1)`` has a pole at ``c = 1`` whenever
   ``c+ != 1``; gradlab clamps it to ``[0, 1]`` (its range for every integer configuration where
   it matters) above one item, and sets it to 0 for a bin of at most one item (``c <= 1``, and
-  within ``1e-9`` of ``c = 1``): such a bin holds no *other* item. With ``c+ <= c`` this is
-  the clamp's own limit at ``c -> 1`` from above, so AP is continuous there. The clamp changes
-  no integer configuration.
+  within ``1e-9`` of ``c = 1``): such a bin holds no *other* item. With ``c+ <= c`` and ``c+``
+  below one item this is the clamp's own limit at ``c -> 1`` from above, so AP is continuous
+  there. When ``c+`` tends to one item with ``c`` the quotient has no limit (it is 1 along
+  ``c+ = c``): AP then jumps at the edge of the ``1e-9`` band, as any convention jumps
+  somewhere. The clamp changes no integer configuration.
 """
 
 from __future__ import annotations
@@ -299,7 +301,10 @@ def minibatch_gradient_matrix_form(
     ``d O / d Phi = -Phi / (2M) sum_{d,v} (A_{d,v} B_{d,v} + B_{d,v} A_{d,v})`` with
     ``A_{d,v} = diag(alpha^{(i)}_{d,v})`` (``alpha = d O_i / d c^{(i)}_{d,v}``, Eq. 24) and
     ``B_{d,v}(i, j) = [v_ij = v] delta'_d(d(i, j))`` (Eq. 28, zero diagonal). Returned as
-    ``[M, b]`` like ``codes`` (the transpose of the seed's ``b x M``).
+    ``[M, b]`` like ``codes`` (the transpose of the seed's ``b x M``). ``delta'_d(x)`` is the
+    kernel's slope ``-sign(x - d)`` inside its open support ``|x - d| < 1`` and 0 at its kinks
+    (``x = d`` and ``|x - d| = 1``), so at binary codes, where every distance is an integer,
+    the result is 0 (autograd of the terms picks other values at the kinks).
 
     Example:
         >>> codes = torch.tanh(torch.randn(6, 4, dtype=torch.float64))

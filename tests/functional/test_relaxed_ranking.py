@@ -21,7 +21,7 @@ from gradlab.functional import (
     tie_aware_dcg,
 )
 from tests.functional.default_device import assert_unchanged_under_another_default_device
-from tests.reference.relaxed_ranking_loops import relaxed_ap
+from tests.reference.relaxed_ranking_loops import relaxed_ap, relaxed_dcg
 from tests.reference.tie_aware_loops import dcg, expected_over_ties
 
 
@@ -376,3 +376,116 @@ def test_soft_histogram_has_every_level_even_when_absent():
     expected_level1 = [0.0, 0.75, 1.25, 0.0]
     assert counts[0, :, 1].tolist() == pytest.approx(expected_level1, abs=1e-15)
     assert counts[0, :, 0].tolist() == pytest.approx([0.5, 0.5, 0.0, 0.0], abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("codes", "message"),
+    [
+        (torch.ones(3, 2, dtype=torch.long), "codes must have a floating dtype; got torch.int64$"),
+        (torch.full((3, 2), math.inf), "codes must be finite; it holds NaN or infinite entries$"),
+    ],
+)
+def test_matrix_form_checks_the_codes_before_the_labels_and_objective(codes, message):
+    # The codes are the first argument: refused before float labels or an unknown objective.
+    with pytest.raises(GradlabError, match="^" + message):
+        minibatch_gradient_matrix_form(codes, torch.zeros(3), "map")
+
+
+@pytest.mark.parametrize("objective", ["ap", "dcg"])
+def test_matrix_form_of_an_empty_batch_is_empty(objective):
+    codes = torch.zeros(0, 4, dtype=torch.float64)
+    got = minibatch_gradient_matrix_form(codes, torch.zeros(0, dtype=torch.long), objective)
+    assert got.shape == (0, 4)
+    assert got.dtype == torch.float64
+
+
+@pytest.mark.parametrize("objective", ["ap", "dcg"])
+def test_matrix_form_takes_the_kernel_slope_as_zero_at_its_kinks(objective):
+    # Binary codes: every relaxed distance is an integer, so each pair sits on a kink of every
+    # kernel it touches (|x - d| = 0, the peak, or 1, the edge of the support). Eq. 28's
+    # delta'_d is the slope inside the open support and 0 at the kinks: the gradient is 0.
+    codes, labels = batch(10, 7, 5)
+    got = minibatch_gradient_matrix_form(torch.sign(codes), labels, objective, "midpoint")
+    assert got.abs().max().item() == 0.0
+    # Just off the kinks the slopes are +-1 again and the gradient is not 0.
+    moved = minibatch_gradient_matrix_form(0.9 * torch.sign(codes), labels, objective, "midpoint")
+    assert moved.abs().max().item() > 0.0
+
+
+def test_relaxed_ap_divides_by_the_given_number_of_positives():
+    positive = torch.tensor([[0.5, 1.25, 0.25]], dtype=torch.float64)
+    total = torch.tensor([[1.5, 2.0, 3.0]], dtype=torch.float64)
+    given = torch.tensor([4.0], dtype=torch.float64)  # e.g. positives outside the histogram
+    # relaxed_ap divides by the counts' own N+ = 2: rescale the reference to N+ = 4.
+    expected = relaxed_ap([0.5, 1.25, 0.25], [1.5, 2.0, 3.0], "log") * 2.0 / 4.0
+    got = relaxed_tie_aware_ap(positive, total, "log", given)
+    assert got.item() == pytest.approx(expected, abs=1e-14)
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+@pytest.mark.parametrize("gap", [-5e-10, 5e-10, 2e-9])
+def test_relaxed_ap_of_an_all_relevant_bin_within_the_one_item_band(method, gap):
+    # c+ = c = 1 + gap: (c+ - 1)/(c - 1) is 1 for every c > 1, but a bin within 1e-9 of one
+    # item holds no other item (A = 0, the documented band); from 2e-9 on, A = 1 again.
+    count = 1.0 + gap
+    positive = torch.tensor([[0.25, count]], dtype=torch.float64)
+    total = torch.tensor([[1.5, count]], dtype=torch.float64)
+    expected = relaxed_ap([0.25, count], [1.5, count], method)
+    assert relaxed_tie_aware_ap(positive, total, method).item() == pytest.approx(
+        expected, abs=1e-14
+    )
+
+
+@pytest.mark.parametrize("method", HARMONIC_METHODS)
+def test_relaxed_dcg_matches_the_printed_formula(method):
+    counts = [
+        [[0.3, 0.8], [1.2, 0.0], [0.0, 0.0], [2.4, 1.1]],
+        [[0.0, 0.5], [0.7, 2.0], [1.0, 1.0], [0.0, 0.0]],
+    ]
+    gains = [0.25, 3.0]
+    got = relaxed_tie_aware_dcg(
+        torch.tensor(counts, dtype=torch.float64), torch.tensor(gains, dtype=torch.float64), method
+    )
+    expected = [relaxed_dcg(query, gains, method) for query in counts]
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64), atol=1e-13, rtol=0)
+
+
+def test_relaxed_dcg_is_computed_in_the_counts_dtype_whatever_the_gains_dtype():
+    counts = torch.tensor([[[0.3, 0.8], [1.2, 0.0], [2.4, 1.1]]])
+    gains = torch.tensor([0.25, 3.0], dtype=torch.float64)
+    got = relaxed_tie_aware_dcg(counts, gains, "log")
+    assert got.dtype == torch.float32
+    expected = relaxed_dcg(counts[0].tolist(), gains.tolist(), "log")
+    assert got.item() == pytest.approx(expected, abs=8 * torch.finfo(torch.float32).eps)
+
+
+ONE_BY_TWO = torch.ones(1, 2)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.ones(2)),
+         r"counts must be 2-D; got shape \(2,\)$"),
+        (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, ONE_BY_TWO.long()),
+         "counts must have a floating dtype; got torch.int64$"),
+        (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.ones(1, 2, device="meta")),
+         "tensors must be on one device; got positive_counts on cpu, counts on meta$"),
+        (lambda: relaxed_tie_aware_ap(torch.tensor([[math.nan, 0.0]]), ONE_BY_TWO),
+         "positive_counts must be finite; it holds NaN or inf$"),
+        (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.tensor([[1.0, math.inf]])),
+         "counts must be finite; it holds NaN or infinite entries$"),
+        (lambda: relaxed_tie_aware_ap(2 * ONE_BY_TWO, ONE_BY_TWO),
+         r"positive_counts must be <= counts bin by bin \(relevant items are among all "
+         r"items\); some entries exceed counts$"),
+        (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2, dtype=torch.long), torch.ones(2)),
+         "level_counts must have a floating dtype; got torch.int64$"),
+        (lambda: relaxed_tie_aware_dcg(torch.full((1, 2, 2), math.nan), torch.ones(2)),
+         "level_counts must be finite; it holds NaN or inf$"),
+        (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2), torch.tensor([1.0, math.inf])),
+         "level_gains must be finite; it holds NaN or inf$"),
+    ],
+)  # fmt: skip
+def test_count_checks_give_the_whole_message(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        call()
