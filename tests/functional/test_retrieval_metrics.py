@@ -1,0 +1,158 @@
+"""Recall@K, in-batch retrieval scores and the retrieval report against loop references."""
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gradlab import GradlabError
+from gradlab.functional import in_batch_retrieval, recall_at_k, retrieval_report
+from tests.reference.tie_aware_loops import average_precision, expected_over_ties
+
+
+def _loop_recall(scores, relevant, k):
+    """Share of queries with a relevant item among their k highest scores, by sorting lists."""
+    hits = []
+    for row, flags in zip(scores, relevant, strict=True):
+        if not any(flags):
+            continue
+        best = sorted(range(len(row)), key=lambda c: -row[c])[:k]
+        hits.append(any(flags[c] for c in best))
+    return sum(hits) / len(hits) if hits else math.nan
+
+
+def _random_problem(seed, queries, columns, share=0.3):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(queries, columns, generator=generator, dtype=torch.float64)
+    relevant = torch.rand(queries, columns, generator=generator) < share
+    return scores, relevant
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 6),
+    columns=st.integers(1, 9),
+    ks=st.lists(st.integers(1, 12), min_size=1, max_size=4, unique=True),
+)
+def test_recall_at_k_matches_loops(seed, queries, columns, ks):
+    # Continuous random scores: no ties, so "the k best" is one set. k may exceed the columns.
+    scores, relevant = _random_problem(seed, queries, columns)
+    got = recall_at_k(scores, relevant, ks)
+    assert list(got) == ks
+    for k in ks:
+        expected = _loop_recall(scores.tolist(), relevant.tolist(), k)
+        if math.isnan(expected):
+            assert math.isnan(got[k])
+        else:
+            assert got[k] == pytest.approx(expected, abs=1e-15)
+
+
+def test_recall_at_k_skips_queries_without_a_relevant_item():
+    scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3], [0.7, 0.6, 0.1]])
+    relevant = torch.tensor([[False, False, True], [False, False, False], [False, True, False]])
+    # Query 0 finds its item at rank 2, query 2 at rank 2, query 1 has none: not counted.
+    assert recall_at_k(scores, relevant, (1, 2, 3)) == {1: 0.0, 2: 1.0, 3: 1.0}
+
+
+def test_recall_at_k_defaults_to_one_two_four_eight():
+    scores, relevant = _random_problem(3, 8, 10, share=0.15)
+    got = recall_at_k(scores, relevant)
+    assert list(got) == [1, 2, 4, 8]
+    for k in (1, 2, 4, 8):
+        assert got[k] == pytest.approx(_loop_recall(scores.tolist(), relevant.tolist(), k))
+    assert len({got[1], got[2], got[4], got[8]}) > 1  # the ks matter on this problem
+
+
+def _loop_cosines(embeddings):
+    norms = [math.sqrt(math.fsum(x * x for x in row)) for row in embeddings]
+    return [
+        [math.fsum(a * b for a, b in zip(u, v, strict=True)) / (nu * nv)
+         for v, nv in zip(embeddings, norms, strict=True)]
+        for u, nu in zip(embeddings, norms, strict=True)
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_in_batch_retrieval_scores_every_other_item_in_float64(dtype):
+    generator = torch.Generator().manual_seed(4)
+    embeddings = torch.randn(5, 3, generator=generator).to(dtype)
+    labels = torch.tensor([2, 0, 2, 1, 0])
+    scores, relevant = in_batch_retrieval(embeddings, labels)
+    assert scores.dtype == torch.float64  # computed from the float64 values of the inputs
+    cosines = _loop_cosines(embeddings.double().tolist())
+    for q in range(5):
+        others = [c for c in range(5) if c != q]
+        expected = torch.tensor([cosines[q][c] for c in others], dtype=torch.float64)
+        torch.testing.assert_close(scores[q], expected, atol=4e-16, rtol=0)
+        assert relevant[q].tolist() == [bool(labels[c] == labels[q]) for c in others]
+
+
+@pytest.mark.parametrize(
+    ("scores", "relevant"),
+    [
+        # Ties across relevant and irrelevant items (tie-aware AP averages over their orders)
+        # and a query without a relevant item (its NaN AP is left out of the mean).
+        ([[0.5, 0.5, 0.9, 0.1], [0.3, 0.3, 0.3, 0.8], [0.2, 0.4, 0.6, 0.8]],
+         [[True, False, False, True], [False, True, True, False], [False, False, False, False]]),
+        ([[0.1, 0.2, 0.3, 0.4, 0.5]], [[True, False, True, False, False]]),
+    ],
+)  # fmt: skip
+def test_retrieval_report_is_recall_and_tie_aware_map(scores, relevant):
+    tensor_scores = torch.tensor(scores, dtype=torch.float64)
+    tensor_relevant = torch.tensor(relevant)
+    report = retrieval_report(tensor_scores, tensor_relevant, ks=(1, 3))
+    assert list(report) == ["recall@1", "recall@3", "mAP"]
+    aps = [
+        expected_over_ties(average_precision, row, flags)
+        for row, flags in zip(scores, relevant, strict=True)
+        if any(flags)
+    ]
+    assert report["mAP"] == pytest.approx(math.fsum(aps) / len(aps), abs=1e-14)
+    # The ties here never straddle the k-th place with a relevant and an irrelevant item.
+    for k in (1, 3):
+        assert report[f"recall@{k}"] == pytest.approx(_loop_recall(scores, relevant, k))
+
+
+def test_retrieval_report_defaults_to_recall_at_one_two_four_eight():
+    scores, relevant = _random_problem(5, 4, 9)
+    report = retrieval_report(scores, relevant)
+    assert list(report) == ["recall@1", "recall@2", "recall@4", "recall@8", "mAP"]
+    for k in (1, 2, 4, 8):
+        assert report[f"recall@{k}"] == pytest.approx(
+            _loop_recall(scores.tolist(), relevant.tolist(), k)
+        )
+
+
+SCORES = torch.zeros(2, 3)
+FLAGS = torch.zeros(2, 3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: recall_at_k(torch.zeros(3), FLAGS), r"scores must be 2-D; got shape \(3,\)$"),
+        (lambda: recall_at_k(SCORES.long(), FLAGS),
+         "scores must have a floating dtype; got torch.int64$"),
+        (lambda: recall_at_k(torch.full((2, 3), math.nan), FLAGS),
+         "scores must be finite; it holds NaN or infinite entries$"),
+        (lambda: recall_at_k(SCORES, FLAGS[0]), r"relevant must be 2-D; got shape \(3,\)$"),
+        (lambda: recall_at_k(SCORES, FLAGS.float()),
+         "relevant must be a bool tensor; got torch.float32$"),
+        (lambda: recall_at_k(SCORES, FLAGS[:, :2]),
+         r"relevant must have shape \(2, 3\) \(one flag per score\); got \(2, 2\)$"),
+        (lambda: recall_at_k(SCORES, FLAGS, (1, 0)), "k must be a positive integer; got 0$"),
+        (lambda: in_batch_retrieval(torch.ones(3), torch.zeros(3)),
+         r"embeddings must be 2-D; got shape \(3,\)$"),
+        (lambda: in_batch_retrieval(torch.ones(3, 2, dtype=torch.long), torch.zeros(3)),
+         "embeddings must have a floating dtype; got torch.int64$"),
+        (lambda: in_batch_retrieval(torch.full((3, 2), math.inf), torch.zeros(3)),
+         "embeddings must be finite; it holds NaN or infinite entries$"),
+        (lambda: in_batch_retrieval(torch.ones(3, 2), torch.zeros(4)),
+         r"labels must have shape \(3,\) \(one label per embedding\); got \(4,\)$"),
+    ],
+)  # fmt: skip
+def test_messages_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        call()
