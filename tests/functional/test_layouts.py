@@ -1,10 +1,13 @@
 """Retrieval layouts: diagonal removal, the symmetric Gram product, input errors."""
 
+import math
+
 import pytest
 import torch
 
 from gradlab import GradlabError
 from gradlab.functional import cross_modal_layout, drop_diagonal, in_batch_layout
+from tests.functional.default_device import assert_unchanged_under_another_default_device
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 17])
@@ -80,3 +83,126 @@ def test_cross_modal_layout_errors(args, message):
 def test_matrix_helper_errors(function, args, message):
     with pytest.raises(GradlabError, match=message):
         function(*args)
+
+
+def _loop_cosines(rows, columns):
+    """Cosine of every row against every column vector, float64 sums by math.fsum."""
+
+    def norm(vector):
+        return math.sqrt(math.fsum(x * x for x in vector))
+
+    return [
+        [math.fsum(a * b for a, b in zip(u, v, strict=True)) / (norm(u) * norm(v))
+         for v in columns]
+        for u in rows
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_in_batch_layout_matches_loops(include_query):
+    generator = torch.Generator().manual_seed(1)
+    embeddings = torch.randn(6, 3, generator=generator, dtype=torch.float64) * 3.0
+    labels = torch.tensor([4, 1, 4, 0, 1, 4])
+    scores, positives, candidates = in_batch_layout(embeddings, labels, include_query)
+    expected = _loop_cosines(embeddings.tolist(), embeddings.tolist())
+    torch.testing.assert_close(scores, torch.tensor(expected, dtype=torch.float64))
+    for q in range(6):
+        for c in range(6):
+            same = bool(labels[q] == labels[c])
+            assert positives[q, c].item() == (same and (include_query or q != c))
+            if candidates is not None:
+                assert candidates[q, c].item() == (q != c)
+    assert (candidates is None) == include_query
+
+
+def test_cross_modal_layout_matches_loops():
+    generator = torch.Generator().manual_seed(2)
+    queries = torch.randn(3, 4, generator=generator, dtype=torch.float64)
+    candidates = torch.randn(5, 4, generator=generator, dtype=torch.float64) * 0.1
+    positives = torch.rand(3, 5, generator=generator) < 0.5
+    got = cross_modal_layout(queries, candidates, positives)
+    expected = _loop_cosines(queries.tolist(), candidates.tolist())
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_validate_false_reads_no_value_and_lets_non_finite_embeddings_through():
+    embeddings = torch.tensor([[1.0, 0.0], [math.nan, 1.0]])
+    labels = torch.tensor([0, 0])
+    scores, _, _ = in_batch_layout(embeddings, labels, validate=False)
+    assert bool(torch.isnan(scores[1]).all())
+    crossed = cross_modal_layout(embeddings, embeddings, torch.eye(2, dtype=torch.bool),
+                                 validate=False)  # fmt: skip
+    assert bool(torch.isnan(crossed[1]).all())
+
+
+def test_layouts_stay_on_the_input_device_whatever_the_default_device():
+    embeddings = torch.randn(4, 3, dtype=torch.float64)
+    labels = torch.tensor([0, 1, 0, 1])
+    positives = torch.eye(4, dtype=torch.bool)
+    assert_unchanged_under_another_default_device(
+        lambda: (in_batch_layout(embeddings, labels), drop_diagonal(embeddings @ embeddings.T),
+                 cross_modal_layout(embeddings, embeddings, positives)),
+        embeddings.device,
+    )  # fmt: skip
+
+
+LABELS4 = torch.zeros(4, dtype=torch.long)
+Q23 = torch.zeros(2, 3)
+C43 = torch.zeros(4, 3)
+P24 = torch.ones(2, 4, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: in_batch_layout(torch.zeros(4), LABELS4),
+         r"embeddings must be 2-D; got shape \(4,\)$"),
+        (lambda: in_batch_layout(torch.zeros(4, 2, dtype=torch.long), LABELS4),
+         "embeddings must have a floating dtype; got torch.int64$"),
+        (lambda: in_batch_layout(torch.full((4, 2), math.inf), LABELS4),
+         "embeddings must be finite; it holds NaN or infinite entries$"),
+        (lambda: in_batch_layout(torch.zeros(4, 0), LABELS4),
+         r"embeddings must have at least one embedding dimension; got shape \(4, 0\)$"),
+        (lambda: in_batch_layout(torch.zeros(4, 2), LABELS4.view(2, 2)),
+         r"labels must be 1-D; got shape \(2, 2\)$"),
+        (lambda: in_batch_layout(torch.zeros(4, 2), LABELS4.float()),
+         "labels must have an integer dtype; got torch.float32$"),
+        (lambda: in_batch_layout(torch.zeros(4, 2), LABELS4[:3]),
+         r"labels must have shape \(4,\) \(one label per embedding\); got \(3,\)$"),
+        (lambda: in_batch_layout(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long,
+                                                                device="meta")),
+         "tensors must be on one device; got embeddings on cpu, labels on meta$"),
+        (lambda: cross_modal_layout(torch.zeros(2), C43, P24),
+         r"queries must be 2-D; got shape \(2,\)$"),
+        (lambda: cross_modal_layout(Q23.long(), C43, P24),
+         "queries must have a floating dtype; got torch.int64$"),
+        (lambda: cross_modal_layout(torch.full((2, 3), math.nan), C43, P24),
+         "queries must be finite; it holds NaN or infinite entries$"),
+        (lambda: cross_modal_layout(Q23, torch.zeros(4), P24),
+         r"candidates must be 2-D; got shape \(4,\)$"),
+        (lambda: cross_modal_layout(Q23, C43.long(), P24),
+         "candidates must have a floating dtype; got torch.int64$"),
+        (lambda: cross_modal_layout(Q23, torch.full((4, 3), math.inf), P24),
+         "candidates must be finite; it holds NaN or infinite entries$"),
+        (lambda: cross_modal_layout(Q23, torch.zeros(4, 2), P24),
+         "queries and candidates must share their embedding size; got 3 and 2$"),
+        (lambda: cross_modal_layout(torch.zeros(2, 0), torch.zeros(4, 0), P24),
+         r"queries must have at least one embedding dimension; got shape \(2, 0\)$"),
+        (lambda: cross_modal_layout(Q23, C43.double(), P24),
+         r"queries and candidates must share one floating dtype; got queries torch.float32 "
+         r"and candidates torch.float64 \(cast one with .to\(dtype\)\)$"),
+        (lambda: cross_modal_layout(Q23, C43, P24[0]), r"positives must be 2-D; got shape \(4,\)$"),
+        (lambda: cross_modal_layout(Q23, C43, P24.float()),
+         "positives must be a bool tensor; got torch.float32$"),
+        (lambda: cross_modal_layout(Q23, C43, P24.T),
+         r"positives must have shape \(2, 4\) \(\[Q, C\]\); got \(4, 2\)$"),
+        (lambda: cross_modal_layout(Q23, C43, torch.ones(2, 4, dtype=torch.bool, device="meta")),
+         "tensors must be on one device; got queries on cpu, candidates on cpu, "
+         "positives on meta$"),
+        (lambda: drop_diagonal(torch.zeros(3)), r"matrix must be 2-D; got shape \(3,\)$"),
+        (lambda: drop_diagonal(torch.zeros(3, 4)), r"matrix must be square; got shape \(3, 4\)$"),
+    ],
+)  # fmt: skip
+def test_layout_messages_are_whole_and_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
+        call()
