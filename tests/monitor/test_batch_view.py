@@ -1,0 +1,324 @@
+"""BatchView's shared values, method by method, against brute-force float64 loops.
+
+The window counts, exact ranks and the step's one sort are checked on score matrices given
+through a loss record (any matrix, not only cosines): scores and widths are multiples of 1/8, so
+every sum is exact in float32 and float64 and the window edges ``s_j = s_i +- w`` are hit exactly,
+where ``<`` and ``<=`` part. The SmoothAP values are checked on cosine scores against the loops
+of tests/reference/smooth_ap_loops.py (seed 000 Eq. 1-2, seed 001 Eq. 2).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradlab.functional.losses import LossRecord
+from gradlab.monitor.batch import BatchView
+from tests.reference.smooth_ap_loops import (
+    cosine,
+    sigmoid,
+    smooth_ap_one_query,
+    smooth_ap_one_query_gradient,
+)
+
+WIDTHS = (0.25, 0.5, 0.3, 1.0, 0.0, -0.25, 0.125, 2.5)
+"""Widths visited in this order on one view: every cached value must be the one of its width."""
+
+
+def dyadic_scores(rows: int, columns: int, seed: int, dtype=torch.float32) -> torch.Tensor:
+    """Scores ``k / 8`` in ``[-1, 1]``: many exact ties and exact window edges."""
+    generator = torch.Generator().manual_seed(seed)
+    return (torch.randint(-8, 9, (rows, columns), generator=generator) / 8).to(dtype)
+
+
+def cross_modal_view(scores: torch.Tensor, positives: torch.Tensor | None = None) -> BatchView:
+    rows, columns = scores.shape
+    positives = torch.zeros(rows, columns, dtype=torch.bool) if positives is None else positives
+    record = LossRecord(scores, positives, None, 0.1, False, False, None)
+    return BatchView(embeddings=torch.zeros(rows, 3, dtype=scores.dtype),
+                     candidates=torch.zeros(columns, 3, dtype=scores.dtype),
+                     positives=positives, loss_record=record)  # fmt: skip
+
+
+def in_batch_view(scores: torch.Tensor, labels: torch.Tensor) -> BatchView:
+    positives = labels.unsqueeze(0) == labels.unsqueeze(1)
+    positives.fill_diagonal_(False)
+    candidates = ~torch.eye(len(labels), dtype=torch.bool)
+    record = LossRecord(scores, positives, candidates, 0.1, False, True, None)
+    return BatchView(embeddings=torch.zeros(len(labels), 3, dtype=scores.dtype), labels=labels,
+                     loss_record=record)  # fmt: skip
+
+
+def views() -> list[tuple[BatchView, list[list[float]], bool]]:
+    """(view, its scores as float lists, whether in-batch): a cross-modal 5 x 7 and an in-batch
+    6 x 6 whose diagonal (the query's own score) ties with some of its candidates."""
+    cross = dyadic_scores(5, 7, seed=1)
+    own = dyadic_scores(6, 6, seed=2)
+    own[0, 0], own[0, 3] = 0.5, 0.5  # the query ties with a candidate
+    own[1, 1], own[1, 2] = 0.25, 0.75  # and lies exactly one width 0.5 below another
+    labels = torch.tensor([0, 1, 0, 2, 1, 0])
+    return [(cross_modal_view(cross), cross.double().tolist(), False),
+            (in_batch_view(own, labels), own.double().tolist(), True)]  # fmt: skip
+
+
+def inside(a: float, b: float, width: float) -> bool:
+    """The window of every count: ``s_j < s_i + w`` and ``s_i < s_j + w``."""
+    return a < b + width and b < a + width
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["cross-modal", "in-batch"])
+def test_pair_and_entry_counts_match_loops_width_after_width(case):
+    view, rows, _ = views()[case]
+    for width in WIDTHS:
+        pairs = [sum(inside(a, b, width) for a in row for b in row) for row in rows]
+        entries = [[sum(inside(a, b, width) for b in row) for a in row] for row in rows]
+        assert view.pair_counts(width).tolist() == pairs, width
+        counts = view.entry_counts(width)
+        assert counts.dtype == torch.long and counts.tolist() == entries, width
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["cross-modal", "in-batch"])
+def test_counts_at_anchors_match_loops_for_number_and_tensor_widths(case):
+    view, rows, _ = views()[case]
+    anchors = dyadic_scores(len(rows), 4, seed=5)
+    subset = torch.tensor([1, 3])
+    for width in WIDTHS:
+        for queries in (None, subset):
+            picked = range(len(rows)) if queries is None else queries.tolist()
+            chosen = anchors if queries is None else anchors[queries]
+            anchor_rows = zip(picked, chosen.double().tolist(), strict=True)
+            expected = [[sum(inside(a, b, width) for b in rows[q]) for a in anchor_row]
+                        for q, anchor_row in anchor_rows]  # fmt: skip
+            got = view.counts_at(chosen, width, queries)
+            assert got.tolist() == expected, (width, queries)
+            as_tensor = torch.full(chosen.shape, width, dtype=chosen.dtype)
+            assert view.counts_at(chosen, as_tensor, queries).tolist() == expected
+
+
+def test_counts_at_takes_one_width_per_anchor():
+    view, rows, _ = views()[0]
+    anchors = dyadic_scores(len(rows), 4, seed=6)
+    widths = torch.tensor(WIDTHS[:4] * 5).reshape(5, 4).to(anchors.dtype)
+    pairs = zip(anchors.tolist(), widths.tolist(), strict=True)
+    expected = [[sum(inside(a, b, w) for b in rows[q]) for a, w in zip(arow, wrow, strict=True)]
+                for q, (arow, wrow) in enumerate(pairs)]  # fmt: skip
+    assert view.counts_at(anchors, widths).tolist() == expected
+
+
+def test_counts_of_width_zero_or_less_are_long_zeros_on_the_scores_device():
+    scores = torch.zeros(3, 5, device="meta")
+    view = cross_modal_view(scores, torch.zeros(3, 5, dtype=torch.bool, device="meta"))
+    for width in (0.0, -1.0):
+        counts = view.entry_counts(width)
+        assert counts.device.type == "meta" and counts.dtype == torch.long
+        assert tuple(counts.shape) == (3, 5)
+
+
+@pytest.mark.parametrize("case", [0, 1], ids=["cross-modal", "in-batch"])
+def test_above_and_tied_count_candidates_only(case):
+    """Exact ranks: candidates strictly above an anchor and tied with it (in-batch the query,
+    not a candidate, is left out even when its own score ties or beats the anchor)."""
+    view, rows, in_batch = views()[case]
+    anchors = torch.tensor(rows, dtype=torch.float32)[:, :4]  # entries of each row
+    anchors[0, 1] = rows[0][0]  # in-batch: query 0's own score
+    for queries in (None, torch.tensor([0, 2])):
+        picked = range(len(rows)) if queries is None else queries.tolist()
+        chosen = anchors if queries is None else anchors[queries]
+        above, tied = view.above_and_tied(chosen, queries)
+        for k, q in enumerate(picked):
+            others = [s for c, s in enumerate(rows[q]) if not (in_batch and c == q)]
+            for n, anchor in enumerate(chosen[k].tolist()):
+                assert above[k, n] == sum(s > anchor for s in others), (q, n)
+                assert tied[k, n] == sum(s == anchor for s in others), (q, n)
+
+
+def test_query_inside_tests_the_strict_window_on_the_own_score():
+    view, rows, _ = views()[1]
+    anchors = torch.tensor([[rows[q][q], 0.0, 0.75, -0.25] for q in range(len(rows))])
+    anchors[1] = torch.tensor([0.25, 0.75, -0.25, 0.5])  # own 0.25: 0.75 and -0.25 on the edge
+    for width in WIDTHS:
+        for queries in (None, torch.tensor([1, 4])):
+            picked = range(len(rows)) if queries is None else queries.tolist()
+            chosen = anchors if queries is None else anchors[queries]
+            anchor_rows = zip(picked, chosen.double().tolist(), strict=True)
+            expected = [[inside(rows[q][q], a, width) for a in arow] for q, arow in anchor_rows]
+            assert view.query_inside(chosen, width, queries).tolist() == expected, width
+            as_tensor = torch.full(chosen.shape, width)
+            assert view.query_inside(chosen, as_tensor, queries).tolist() == expected
+
+
+def test_rows_of_is_none_only_for_every_row():
+    cross, _, _ = views()[0]  # 5 queries, 7 candidates
+    assert cross.rows_of(torch.arange(5)) is None
+    subset = torch.tensor([0, 2, 4])
+    assert cross.rows_of(subset) is subset
+    own, _, _ = views()[1]
+    assert own.rows_of(torch.arange(6)) is None
+    assert own.rows_of(torch.tensor([5])).tolist() == [5]
+
+
+def keyed_scores(dtype: torch.dtype) -> torch.Tensor:
+    """256 x 256 (the size from which the sort uses integer keys): ties, both zeros, NaN, and
+    neighbours one ulp apart on both sides of zero and beyond 2."""
+    generator = torch.Generator().manual_seed(7)
+    scores = (torch.randint(-16, 17, (256, 256), generator=generator) / 8).to(dtype)
+    info = torch.finfo(dtype)
+    for row in range(0, 256, 3):
+        base = torch.tensor([-3.0, -0.5, 0.5, 3.0, 1e-30, -1e-30][row % 6], dtype=dtype)
+        neighbours = [base]
+        for _ in range(5):
+            neighbours.append(torch.nextafter(neighbours[-1], torch.tensor(math.inf, dtype=dtype)))
+        scores[row, 10:16] = torch.stack(neighbours).flip(0)  # larger first: not column order
+        scores[row, 20:24] = torch.tensor([-0.0, 0.0, -0.0, 0.0], dtype=dtype)
+        scores[row, 30:33] = torch.tensor([info.tiny, 2 * info.tiny, 3 * info.tiny], dtype=dtype)
+        scores[row, 40:42] = torch.tensor([1e-9, 3e-9], dtype=dtype)  # merge if shifted by 1
+    scores[::5, 50] = math.nan
+    scores[1::7, 51] = -math.nan
+    return scores
+
+
+def best_first(row: list[float]) -> list[int]:
+    """Columns by descending score, ties (and -0.0 / +0.0) by column, NaN last."""
+    return sorted(range(len(row)), key=lambda c: (math.isnan(row[c]), -row[c] if row[c] == row[c]
+                                                  else 0.0, c))  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_sort_of_a_large_batch_orders_like_a_stable_float_sort(dtype):
+    scores = keyed_scores(dtype)
+    view = cross_modal_view(scores)
+    order = view.descending_order
+    rows = scores.tolist()
+    assert order.tolist() == [best_first(row) for row in rows]
+    expected = torch.tensor([[-row[c] for c in best_first(row)] for row in rows], dtype=dtype)
+    torch.testing.assert_close(view.negated_sorted, expected, rtol=0, atol=0, equal_nan=True)
+
+
+def recorded_in_batch(tau: float, include_query: bool) -> tuple[BatchView, list, list]:
+    """An in-batch view whose record carries SmoothAP's forward (as the watched loss leaves it)."""
+    import gradlab
+    from gradlab.functional.losses import recording
+
+    generator = torch.Generator().manual_seed(11)
+    embeddings = torch.randn(7, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 1, 0, 2, 1, 0, 3])
+    with recording() as records:
+        gradlab.SmoothAPLoss(tau, include_query=include_query)(embeddings, labels)
+    view = BatchView(embeddings=embeddings, labels=labels, loss_record=records[-1])
+    return view, embeddings.tolist(), labels.tolist()
+
+
+def loop_ranks(embeddings, labels, tau, include_query):
+    """``{(q, i): (A, C)}`` for every query q and positive i (seed 000 Eq. 1-2)."""
+    ranks = {}
+    for q, label in enumerate(labels):
+        columns = [c for c in range(len(labels)) if include_query or c != q]
+        for i in columns:
+            if labels[i] != label:
+                continue
+            s_i = cosine(embeddings[q], embeddings[i])
+            a = r = 1.0
+            for j in columns:
+                if j == i:
+                    continue
+                g = sigmoid(cosine(embeddings[q], embeddings[j]) - s_i, tau)
+                r += g
+                a += g if labels[j] == label else 0.0
+            ranks[q, i] = (a, r - a)
+    return ranks
+
+
+def forward_ranks(forward) -> dict:
+    ranks = {}
+    for group, (a, c) in zip(forward.groups, forward.ranks, strict=True):
+        for g, q in enumerate(group.queries.tolist()):
+            for n, i in enumerate(group.positive_columns[g].tolist()):
+                ranks[q, i] = (a[g, n].item(), c[g, n].item())
+    return ranks
+
+
+def assert_ranks(forward, expected):
+    got = forward_ranks(forward)
+    assert sorted(got) == sorted(expected)
+    for key, (a, c) in expected.items():
+        assert got[key] == pytest.approx((a, c), rel=1e-12, abs=1e-12), key
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_forward_is_the_records_when_it_matches_else_computed_once(include_query):
+    tau = 0.1
+    view, embeddings, labels = recorded_in_batch(tau, include_query)
+    record = view.loss_record.forward
+    assert view.known_forward(tau, include_query) is record
+    assert view.smooth_ap_forward(tau, include_query) is record
+    assert_ranks(record, loop_ranks(embeddings, labels, tau, include_query))
+    other = not include_query
+    assert view.known_forward(tau, other) is None  # the record is of the other layout
+    assert view.known_forward(0.05, include_query) is None  # nor of this tau
+    for t, query in ((tau, other), (0.05, include_query), (0.05, other)):
+        computed = view.smooth_ap_forward(t, query)
+        assert_ranks(computed, loop_ranks(embeddings, labels, t, query))
+        known = view.known_forward(t, query)
+        assert known is not None
+        assert_ranks(known, loop_ranks(embeddings, labels, t, query))
+
+
+def test_known_forward_defaults_to_the_query_excluded_layout():
+    view, embeddings, labels = recorded_in_batch(0.1, include_query=False)
+    view.smooth_ap_terms(0.05)
+    assert_ranks(view.known_forward(0.05), loop_ranks(embeddings, labels, 0.05, False))
+    assert view.known_forward(0.05, True) is None
+
+
+def in_batch_loop_terms(embeddings, labels, tau, include_query):
+    """Per-query smooth AP and ``dAP/ds`` ``[Q, Q]`` (zero on the query when excluded)."""
+    aps, gradients = [], []
+    for q, label in enumerate(labels):
+        columns = [c for c in range(len(labels)) if include_query or c != q]
+        scores = [cosine(embeddings[q], embeddings[c]) for c in columns]
+        positives = [labels[c] == label for c in columns]
+        aps.append(smooth_ap_one_query(scores, positives, tau))
+        row = [0.0] * len(labels)
+        gradient = smooth_ap_one_query_gradient(scores, positives, tau)
+        for c, value in zip(columns, gradient, strict=True):
+            row[c] = value
+        gradients.append(row)
+    return aps, gradients
+
+
+def test_smooth_ap_terms_and_loss_grad_match_loops_per_tau_and_layout():
+    generator = torch.Generator().manual_seed(13)
+    embeddings = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 1, 0, 2, 1, 0])  # query 3 has no positive unless it is one
+    view = BatchView(embeddings=embeddings, labels=labels)
+    for tau, include_query in ((0.1, False), (0.05, False), (0.1, True), (0.05, True)):
+        aps, gradients = in_batch_loop_terms(embeddings.tolist(), labels.tolist(), tau,
+                                             include_query)  # fmt: skip
+        terms = view.smooth_ap_terms(tau, include_query)
+        torch.testing.assert_close(terms.ap, torch.tensor(aps, dtype=torch.float64),
+                                   rtol=1e-12, atol=1e-12, equal_nan=True)  # fmt: skip
+        defined = sum(not math.isnan(a) for a in aps)
+        expected = -torch.tensor(gradients, dtype=torch.float64) / defined  # d(1 - mean AP)/dS
+        got = view.smooth_ap_loss_grad(tau, include_query)
+        torch.testing.assert_close(got, expected, rtol=1e-10, atol=1e-13)
+        forward = view.smooth_ap_forward(tau, include_query)
+        assert_ranks(forward, loop_ranks(embeddings.tolist(), labels.tolist(), tau, include_query))
+    default = view.smooth_ap_loss_grad(0.1)
+    assert torch.equal(default, view.smooth_ap_loss_grad(0.1, False))
+
+
+def test_the_loss_gradient_of_a_batch_with_one_defined_query_is_not_averaged_away():
+    """``1 - mean AP`` over the queries with a positive: one such query, divided by one."""
+    generator = torch.Generator().manual_seed(17)
+    queries = torch.randn(3, 4, generator=generator, dtype=torch.float64)
+    candidates = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    positives = torch.zeros(3, 5, dtype=torch.bool)
+    positives[1, [0, 3]] = True
+    view = BatchView(embeddings=queries, candidates=candidates, positives=positives)
+    scores = [[cosine(q, c) for c in candidates.tolist()] for q in queries.tolist()]
+    gradient = smooth_ap_one_query_gradient(scores[1], positives[1].tolist(), 0.1)
+    expected = torch.zeros(3, 5, dtype=torch.float64)
+    expected[1] = -torch.tensor(gradient, dtype=torch.float64)
+    torch.testing.assert_close(view.smooth_ap_loss_grad(0.1), expected, rtol=1e-10, atol=1e-13)
