@@ -66,7 +66,8 @@ _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
 MONITOR_TESTS = {
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
-    "batch": [*_MONITOR_VALUES, "tests/monitor/test_anatomy.py"],
+    "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
+              "tests/monitor/test_anatomy.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
