@@ -1,0 +1,112 @@
+"""The SmoothAP checks (seeds 000 and 001) reject forms that are wrong by a little.
+
+``test_claim_records.py`` pins each claim's record; these tests give the checks forms the seeds
+do not print, wrong by an amount a loose tolerance or a coarse sample would let through, and
+compare the failures with values derived here (by hand or by sorting, not by the check's code).
+"""
+
+import re
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from gradlab.symbolic.claims import Form
+from gradlab.symbolic.smoothap_claims import (
+    check_ap_with_ranks,
+    check_exact_rank,
+    check_indicator_rank,
+    check_rank_all,
+    check_rank_positives,
+    check_sigmoid_limit,
+    s_i,
+    s_j,
+    tau,
+    z,
+)
+
+R_P, R_OMEGA = sp.symbols("R_P R_Omega")
+
+
+def _worst(detail: str) -> float:
+    return float(re.search(r"max \|printed - true\| = ([-+.e0-9]+)", detail).group(1))
+
+
+@pytest.mark.parametrize("check", [check_rank_all, check_rank_positives])
+def test_a_rank_with_a_hundredfold_flatter_difference_is_no_step_at_tau_1e_4(check):
+    # The exact-rank cases space their scores 0.1 apart: with D_ij / 100 the nearest candidate
+    # above i counts G(0.1 / 100 / 1e-4) = G(10) = 1 - 4.54e-5, short of 1 by far more than the
+    # 1e-6 tolerance, and at most 11 candidates fall short (< 5.0e-4 in all).
+    verdict = check(Form({"D_ij": (s_j - s_i) / 100}))
+    assert verdict.verdict == "fails"
+    assert 4.5e-5 < _worst(verdict.detail) < 5.0e-4
+    assert check(Form({"D_ij": s_j - s_i})).verdict == "holds"
+
+
+def test_an_exact_rank_one_too_high_everywhere_fails():
+    # each of the 11 other candidates adds 1/8: the sum is the count + 1.375, truncated to + 1
+    verdict = check_exact_rank(Form(sp.Heaviside(s_j - s_i) + sp.Rational(1, 8)))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "max |printed - true| = 1 (case 0 of 20).",
+    )
+
+
+def test_the_exact_rank_check_runs_its_20_documented_cases():
+    # 20 cases of 12 N(0, 1) scores and a random i (numpy default_rng(6)); with s_i and s_j
+    # swapped the rank counts the candidates below i, |below - above| = |11 - 2 above|
+    rng = np.random.default_rng(6)
+    errors = []
+    for _ in range(20):
+        scores, i = rng.normal(size=12), int(rng.integers(12))
+        above = int(np.flatnonzero(np.sort(scores)[::-1] == scores[i])[0])
+        errors.append(abs(11 - 2 * above))
+    worst = max(errors)
+    verdict = check_exact_rank(Form(sp.StrictLessThan(s_j - s_i, 0)))
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 20)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+def test_an_indicator_rank_that_also_counts_the_next_lower_score_fails():
+    # scores are a permutation of 0..9: s_j - s_i + 2 > 0 also counts s_j = s_i - 1, so the rank
+    # is one too high wherever s_i > 0
+    verdict = check_indicator_rank(Form({"D_ij": s_j - s_i + 2}))
+    assert verdict.verdict == "fails" and _worst(verdict.detail) == 1
+
+
+def test_ap_from_ranks_rejects_a_ratio_off_by_one_part_in_a_billion():
+    # AP >= 1/15 here, so the error is at least 6.7e-11, far above the 1e-12 tolerance
+    verdict = check_ap_with_ranks(Form(R_P / R_OMEGA * (1 + sp.Rational(1, 10**9))))
+    assert verdict.verdict == "fails" and 6.6e-11 < _worst(verdict.detail) < 1.0001e-9
+
+
+def test_the_ap_check_runs_its_20_documented_cases():
+    # 20 cases of 15 N(0, 1) scores, positives where U(0, 1) < 0.4 and the first always
+    # (default_rng(3)); the inverted ratio's mean R_Omega / R_P is the mean of 1 / precision@i
+    rng = np.random.default_rng(3)
+    errors = []
+    for _ in range(20):
+        scores = rng.normal(size=15)
+        positive = rng.random(15) < 0.4
+        positive[0] = True
+        ranked = positive[np.argsort(-scores)]
+        precisions = np.cumsum(ranked)[ranked] / (1 + np.flatnonzero(ranked))
+        errors.append(abs(np.mean(1 / precisions) - np.mean(precisions)))
+    worst = max(errors)
+    verdict = check_ap_with_ranks(Form(R_OMEGA / R_P))
+    expected = f"max |printed - true| = {worst:.3g} (case {errors.index(worst)} of 20)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+def test_a_sigmoid_with_its_exponent_flipped_steps_down_and_says_so():
+    # 1 / (1 + e^(z / tau)) -> 0 and 1 / (1 + e^(-z / tau)) -> 1 as tau -> 0+, for z > 0
+    verdict = check_sigmoid_limit(Form(1 / (1 + sp.exp(z / tau))))
+    assert verdict.verdict == "fails"
+    assert verdict.detail == ("lim_(tau->0+) G(z) = 0 and G(-z) = 1 for z > 0: not a step up at 0.")
+
+
+def test_a_step_that_does_not_reach_0_below_zero_is_no_step():
+    # sigma(z / tau) + sigma(-z / tau) / 2 -> 1 + 0 above 0 but 0 + 1/2 below
+    sigmoid = 1 / (1 + sp.exp(-z / tau))
+    verdict = check_sigmoid_limit(Form(sigmoid + sigmoid.subs(z, -z) / 2))
+    assert verdict.verdict == "fails" and "G(-z) = 1/2" in verdict.detail
