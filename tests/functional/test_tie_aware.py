@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 
 from gradlab import GradlabError
+from gradlab._validation import skip_value_checks
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
@@ -186,4 +187,79 @@ def test_all_tied_ap_is_the_relevant_fraction_limit():
 )
 def test_error_table(call, message):
     with pytest.raises(GradlabError, match=message):
+        call()
+
+
+ROW3 = torch.zeros(3)
+FLAGS3 = torch.ones(3, dtype=torch.bool)
+
+
+def _with_value_checks_skipped(call):
+    """Run ``call`` without value reads (meta tensors hold no values): the device check shows."""
+
+    def run():
+        with skip_value_checks():
+            return call()
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: tie_aware_ap(ROW3, FLAGS3.float()),
+         "relevance must be a bool tensor; got torch.float32$"),
+        (lambda: tie_aware_ap(ROW3, torch.ones(4, dtype=torch.bool)),
+         r"relevance must have shape \(3,\) \(one value per score\); got \(4,\)$"),
+        (lambda: tie_aware_ap(torch.tensor([0.0, math.nan]), FLAGS3[:2]),
+         "scores must be finite; it holds NaN or infinite entries$"),
+        (lambda: tie_aware_ap(FLAGS3, FLAGS3),
+         "scores must have a real floating or integer dtype; got torch.bool$"),
+        (lambda: tie_aware_ap(torch.zeros(1, 1, 3), FLAGS3.view(1, 1, 3)),
+         r"scores must be 1-D or 2-D; got shape \(1, 1, 3\)$"),
+        (lambda: tie_aware_ap(ROW3, FLAGS3.view(1, 1, 3)),
+         r"relevance must be 1-D or 2-D; got shape \(1, 1, 3\)$"),
+        (lambda: tie_aware_ap(ROW3, torch.ones(3, dtype=torch.bool, device="meta")),
+         "tensors must be on one device; got scores on cpu, relevance on meta$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(2, 3), torch.zeros(3, 1)),
+         r"positive_scores must be \[Q, g\] with Q = 2 \(the rows of scores\) and g >= 1; "
+         r"got shape \(3, 1\)$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(2, 3), torch.zeros(2, 0)),
+         r"positive_scores must be \[Q, g\] with Q = 2 \(the rows of scores\) and g >= 1; "
+         r"got shape \(2, 0\)$"),
+        (lambda: tie_aware_ap_at_positives(ROW3, torch.zeros(1, 1)),
+         r"scores must be 2-D; got shape \(3,\)$"),
+        (lambda: tie_aware_ap_at_positives(torch.tensor([[0.0, math.inf]]), torch.zeros(1, 1)),
+         "scores must be finite; it holds NaN or infinite entries$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1)),
+         r"positive_scores must be 2-D; got shape \(1,\)$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.ones(1, 1, dtype=torch.bool)),
+         "positive_scores must have a real floating or integer dtype; got torch.bool$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.tensor([[math.nan]])),
+         "positive_scores must be finite; it holds NaN or infinite entries$"),
+        (_with_value_checks_skipped(lambda: tie_aware_ap_at_positives(
+            torch.zeros(1, 2), torch.zeros(1, 1, device="meta"))),
+         "tensors must be on one device; got scores on cpu, positive_scores on meta$"),
+        (lambda: tie_aware_ap_at_positives(
+            torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 3, dtype=torch.bool)),
+         r"candidates must have shape \(1, 2\) \(one flag per score\); got \(1, 3\)$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1, 1), FLAGS3[:2]),
+         r"candidates must be 2-D; got shape \(2,\)$"),
+        (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1, 1),
+                                           torch.ones(1, 2)),
+         "candidates must be a bool tensor; got torch.float32$"),
+        (lambda: tie_aware_ap_at_positives(
+            torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2, dtype=torch.bool,
+                                                             device="meta")),
+         "tensors must be on one device; got scores on cpu, candidates on meta$"),
+        (lambda: tie_aware_dcg(ROW3, torch.ones(3, dtype=torch.long)),
+         "gains must have a floating dtype; got torch.int64$"),
+        (lambda: tie_aware_dcg(torch.zeros(2), torch.tensor([1.0, math.inf])),
+         "gains must be finite; it holds NaN or infinite entries$"),
+        (lambda: tie_aware_dcg(ROW3, torch.ones(2)),
+         r"gains must have shape \(3,\) \(one value per score\); got \(2,\)$"),
+    ],
+)  # fmt: skip
+def test_messages_are_whole_and_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match="^" + message):
         call()
