@@ -215,33 +215,51 @@ def check_b_matrix(form: Form) -> Verdict:
     return _identities(A_DIAGONAL, form.value)
 
 
-def count_eq37(bits: int, levels: int, items: int) -> int:
-    """Scalar operations of Eq. 37 executed with numpy, counted per array operation."""
-    rng = np.random.default_rng(0)
+def eq37_with_operation_count(
+    phi: np.ndarray, alpha: np.ndarray, beta: np.ndarray
+) -> tuple[np.ndarray, int]:
+    """Eq. 37 of seed 003 executed with numpy, and its scalar operations counted per array op.
+
+    ``-Phi sum_(d,v) (A B + B A) / (2M)`` with ``A = diag(alpha[d, v])`` applied as a scaling (not
+    a matmul) and ``B = beta[d, v]``. Per (d, v): M^2 kernel slopes for B, 2 M^2 products for the
+    two scalings, 2 M^2 additions; then b M^2 for ``Phi @ total`` and b M for the division.
+
+    Args:
+        phi: codes ``b x M``.
+        alpha: ``alpha[d, v, i]``, shape ``(b + 1, |V|, M)``.
+        beta: ``beta[d, v, i, j]``, shape ``(b + 1, |V|, M, M)``.
+
+    Returns:
+        ``(dO/dPhi, operations)``.
+    """
+    bits, items = phi.shape
     operations = 0
     total = np.zeros((items, items))
-    phi = rng.random((bits, items))
-    for _ in range(bits + 1):
-        for _ in range(levels):
-            alpha, beta = rng.random(items), rng.random((items, items))  # beta: M^2 kernel slopes
-            operations += items * items
-            ab, ba = alpha[:, None] * beta, beta * alpha[None, :]  # diagonal A: scaling, not matmul
-            operations += 2 * items * items
-            total += ab + ba
-            operations += 2 * items * items
-    _ = -phi @ total / (2 * items)
+    for alpha_dv, beta_dv in zip(alpha.reshape(-1, items), beta.reshape(-1, items, items), strict=True):
+        operations += items * items  # beta: M^2 kernel slopes
+        ab, ba = alpha_dv[:, None] * beta_dv, beta_dv * alpha_dv[None, :]  # diagonal A: scaling
+        operations += 2 * items * items
+        total += ab + ba
+        operations += 2 * items * items
+    gradient = -phi @ total / (2 * items)
     operations += bits * items * items + bits * items
-    return operations
+    return gradient, operations
 
 
-@functools.lru_cache(maxsize=1)
-def _eq37_counts() -> dict:
-    return {(("M", m), ("V", v), ("b", bits)): count_eq37(bits, v, m)
-            for bits in (4, 32) for v in (2, 8) for m in (8, 64)}  # fmt: skip
+def count_eq37(bits: int, levels: int, items: int) -> int:
+    """Scalar operations of Eq. 37 (:func:`eq37_with_operation_count`) on random inputs."""
+    rng = np.random.default_rng(0)
+    phi = rng.random((bits, items))
+    alpha, beta = rng.random((bits + 1, levels, items)), rng.random((bits + 1, levels, items, items))
+    return eq37_with_operation_count(phi, alpha, beta)[1]
 
 
 def check_complexity(form: Form) -> Verdict:
-    return order_check(form.value, _eq37_counts())
+    """Eq. 37's counted operations against the printed order (recomputed per check, not cached at
+    module level: mutation testing forks each mutant's run from a clean run)."""
+    counts = {(("M", m), ("V", v), ("b", bits)): count_eq37(bits, v, m)
+              for bits in (4, 32) for v in (2, 8) for m in (8, 64)}  # fmt: skip
+    return order_check(form.value, counts)
 
 
 def claims() -> list[Claim]:

@@ -185,26 +185,38 @@ def count_blackbox(positives: int, negatives: int) -> int:
     return _merge_sort_comparisons(rng.random(positives + negatives))
 
 
-def count_fastap(items: int, bins: int) -> int:
-    """Scalar operations of FastAP for one query, executed with numpy and counted per array op.
+def fastap_with_operation_count(
+    distances: np.ndarray, positive: np.ndarray, bins: int
+) -> tuple[float, int]:
+    """FastAP's histogram sum for one query, executed with numpy, and its scalar operations.
 
-    Soft histograms of the M distances into L bins (triangular kernel, positives and all), their
-    cumulative sums, and AP summed over the bins.
+    Seed 002, Table S2 (FastAP, Cakir et al.): soft histograms of the M distances in [0, 2] into
+    L bins (triangular kernel of width 2 / (L - 1), positives and all), their cumulative sums, and
+    ``sum_l h+_l H+_l / H_l`` over the bins. Operations are counted per array operation: 2 M per
+    bin (a kernel weight into each histogram), 2 L for the cumulative sums, 3 L for the AP terms.
+
+    Returns:
+        ``(value, operations)``: the sum (an empty prefix, ``H_l = 0``, adds nothing) and the count.
     """
-    rng = np.random.default_rng(items * 31 + bins)
-    distances, positive = rng.random(items) * 2, rng.random(items) < 0.3
     centres = np.linspace(0, 2, bins)
     operations = 0
     positives_hist, all_hist = np.zeros(bins), np.zeros(bins)
     for b, centre in enumerate(centres):  # one kernel evaluation per item and bin
         weights = np.clip(1 - np.abs(distances - centre) * (bins - 1) / 2, 0, None)
         positives_hist[b], all_hist[b] = weights[positive].sum(), weights.sum()
-        operations += 2 * items
+        operations += 2 * len(distances)
     cumulative_pos, cumulative_all = np.cumsum(positives_hist), np.cumsum(all_hist)
     operations += 2 * bins
-    _ = np.sum(positives_hist * cumulative_pos / np.maximum(cumulative_all, 1e-12))
+    value = np.sum(positives_hist * cumulative_pos / np.maximum(cumulative_all, 1e-12))
     operations += 3 * bins
-    return operations
+    return float(value), operations
+
+
+def count_fastap(items: int, bins: int) -> int:
+    """Scalar operations of FastAP for one query (:func:`fastap_with_operation_count`) on
+    ``items`` distances spread over [0, 2], every third one a positive."""
+    distances = np.linspace(0, 2, items)
+    return fastap_with_operation_count(distances, np.arange(items) % 3 == 0, bins)[1]
 
 
 def count_smooth_ap(items: int) -> int:
@@ -239,29 +251,24 @@ def _log2(value):
     return sp.log(value, 2)
 
 
-@functools.lru_cache(maxsize=1)
-def _counts():
-    blackbox = {
-        (("M", p_ + n_), ("n", n_), ("p", p_)): count_blackbox(p_, n_)
-        for p_ in (4, 64, 1024)
-        for n_ in (8, 128, 2048)
-    }
-    fastap = {(("L", l_), ("M", m_)): count_fastap(m_, l_) for m_ in (8, 128, 2048)
-              for l_ in (5, 20, 320)}  # fmt: skip
-    smooth = {(("M", m_),): count_smooth_ap(m_) for m_ in (8, 32, 128, 512)}
-    return blackbox, fastap, smooth
+# The counts are recomputed by every check (well under a second), not cached at module level:
+# mutation testing forks each mutant's run from a clean run, which would hand it cached counts.
 
 
 def check_blackbox_order(form: Form) -> Verdict:
-    return order_check(form.value, _counts()[0])
+    counts = {(("M", p_ + n_), ("n", n_), ("p", p_)): count_blackbox(p_, n_)
+              for p_ in (4, 64, 1024) for n_ in (8, 128, 2048)}  # fmt: skip
+    return order_check(form.value, counts)
 
 
 def check_fastap_order(form: Form) -> Verdict:
-    return order_check(form.value, _counts()[1])
+    counts = {(("L", l_), ("M", m_)): count_fastap(m_, l_) for m_ in (8, 128, 2048)
+              for l_ in (5, 20, 320)}  # fmt: skip
+    return order_check(form.value, counts)
 
 
 def check_smooth_ap_order(form: Form) -> Verdict:
-    return order_check(form.value, _counts()[2])
+    return order_check(form.value, {(("M", m_),): count_smooth_ap(m_) for m_ in (8, 32, 128, 512)})
 
 
 # --- timing arithmetic ---------------------------------------------------------------------

@@ -1,0 +1,178 @@
+"""Seed 003's minibatch audit pinned piece by piece: the soft counts the autograd truths are
+built from, Eq. 37's counted procedure, and the index ranges of the checks.
+
+The claim records (test_claim_records.py) only see these through a 1e-10 agreement or a ratio,
+so here they meet independent references: float64 loops over (i, j, d, v), closed-form operation
+counts derived by hand, and forms that are wrong in one place only (the last bin, the diagonal).
+"""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+
+from gradlab.symbolic import Form
+from gradlab.symbolic import minibatch_claims as minibatch
+from gradlab.symbolic.minibatch_claims import (
+    BITS,
+    ITEMS,
+    LEVELS,
+    _agreement,
+    _all_indices,
+    _counts,
+    _counts_from_distances,
+    check_a_matrix,
+    check_beta,
+    check_beta_symmetry,
+    check_diagonal_column,
+    check_jacobian_matrix,
+    count_eq37,
+    eq37_with_operation_count,
+)
+
+
+def printed(label: str) -> str:
+    """The printed expression of seed 003's claim ``label``."""
+    return next(c for c in minibatch.claims() if c.label == label).printed.value
+
+
+def counts_by_loops(distances: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """``c[i, d, v] = sum_(j != i) max(0, 1 - |D_ij - d|) [1(y_i = y_j) = v]``, d = 0..b."""
+    items = len(labels)
+    counts = np.zeros((items, BITS + 1, len(LEVELS)))
+    for i, j in itertools.product(range(items), repeat=2):
+        if i == j:
+            continue
+        same = int(labels[i] == labels[j])
+        for d in range(BITS + 1):
+            counts[i, d, same] += max(0.0, 1.0 - abs(distances[i, j] - d))
+    return counts
+
+
+# --- the soft counts behind every autograd truth -------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_counts_from_distances_match_loops(seed):
+    rng = np.random.default_rng(seed)
+    items = 7
+    distances = rng.uniform(-0.5, BITS + 0.5, size=(items, items))  # not symmetric on purpose
+    labels = rng.integers(0, 3, items)
+    got = _counts_from_distances(torch.tensor(distances), torch.tensor(labels))
+    assert got.dtype == torch.float64
+    np.testing.assert_allclose(got.numpy(), counts_by_loops(distances, labels), rtol=0, atol=1e-12)
+
+
+def test_counts_from_codes_use_the_relaxed_hamming_distance():
+    # b = 4 bits (rows), M = 5 items (columns): d(x_i, x_j) = (b - phi_i . phi_j) / 2.
+    rng = np.random.default_rng(3)
+    phi = np.tanh(2 * rng.normal(size=(BITS, 5)))
+    labels = np.array([0, 1, 0, 2, 1])
+    distances = np.array(
+        [
+            [(BITS - sum(phi[r, i] * phi[r, j] for r in range(BITS))) / 2 for j in range(5)]
+            for i in range(5)
+        ]
+    )
+    got = _counts(torch.tensor(phi), torch.tensor(labels)).numpy()
+    np.testing.assert_allclose(got, counts_by_loops(distances, labels), rtol=0, atol=1e-12)
+
+
+def test_identical_binary_codes_fall_in_bin_zero_of_their_own_level():
+    # Two equal +-1 codes are at distance 0: each counts the other once, in d = 0, v = same.
+    phi = torch.ones(BITS, 2, dtype=torch.float64)
+    got = _counts(phi, torch.tensor([1, 1]))
+    expected = np.zeros((2, BITS + 1, 2))
+    expected[:, 0, 1] = 1.0
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+# --- Eq. 37 executed and counted -------------------------------------------------------------
+
+
+def eq37_by_loops(phi, alpha, beta):
+    """``-Phi sum_(d,v) (A B + B A) / (2M)`` with ``A = diag(alpha)``, element by element."""
+    bits, items = phi.shape
+    total = np.zeros((items, items))
+    for d, v in itertools.product(range(alpha.shape[0]), range(alpha.shape[1])):
+        for i, j in itertools.product(range(items), repeat=2):
+            total[i, j] += alpha[d, v, i] * beta[d, v, i, j] + beta[d, v, i, j] * alpha[d, v, j]
+    return np.array(
+        [[-sum(phi[r, i] * total[i, j] for i in range(items)) / (2 * items) for j in range(items)]
+         for r in range(bits)]
+    )  # fmt: skip
+
+
+def test_eq37_executes_the_matrix_form():
+    rng = np.random.default_rng(1)
+    bits, levels, items = 3, 2, 5
+    phi = rng.normal(size=(bits, items))
+    alpha, beta = (
+        rng.normal(size=(bits + 1, levels, items)),
+        rng.normal(size=(bits + 1, levels, items, items)),
+    )
+    gradient, _ = eq37_with_operation_count(phi, alpha, beta)
+    np.testing.assert_allclose(gradient, eq37_by_loops(phi, alpha, beta), rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize(
+    ("bits", "levels", "items", "by_hand"), [(1, 1, 1, 12), (2, 3, 2, 192), (4, 2, 8, 3488)]
+)
+def test_eq37_operations_by_hand(bits, levels, items, by_hand):
+    # Per (d, v), (b + 1) |V| of them: M^2 slopes + 2 M^2 scalings + 2 M^2 additions = 5 M^2;
+    # then b M^2 for Phi @ total and b M for the division. (1, 1, 1): 2 * 5 + 1 + 1 = 12;
+    # (2, 3, 2): 9 * 20 + 8 + 4 = 192; (4, 2, 8): 10 * 320 + 256 + 32 = 3488.
+    assert count_eq37(bits, levels, items) == by_hand
+    rng = np.random.default_rng(0)
+    shapes = ((bits, items), (bits + 1, levels, items), (bits + 1, levels, items, items))
+    assert eq37_with_operation_count(*(rng.random(s) for s in shapes))[1] == by_hand
+
+
+# --- the checks' ranges and edges ------------------------------------------------------------
+
+
+def test_all_indices_cover_every_query_bin_level_and_candidate():
+    every = set(itertools.product(range(ITEMS), range(BITS + 1), LEVELS, range(ITEMS)))
+    assert list(_all_indices()) == sorted(every, key=lambda t: (t[0], t[1], t[2], t[3]))
+    assert set(_all_indices(skip_diagonal=True)) == {t for t in every if t[0] != t[3]}
+
+
+def test_agreement_is_strict_and_a_failure_says_by_how_much():
+    assert _agreement([(0.0, 0.0)], "x").verdict == "holds"
+    at_bound = _agreement([(1e-10, 0.0)], "x")
+    assert at_bound.verdict == "fails"
+    assert at_bound.detail.startswith("x differs from autograd by up to 1e-10 ")
+
+
+def test_a_form_wrong_only_in_the_last_bin_is_caught():
+    wrong_at_b = " + (d == b)"
+    assert check_diagonal_column(Form(printed("eq29") + wrong_at_b)).verdict == "fails"
+    assert check_jacobian_matrix(Form(printed("eq31") + wrong_at_b)).verdict == "fails"
+    # The batch has no slope in bin b itself (no distance above 3), so A is changed from b - 1 on.
+    assert check_a_matrix(Form(printed("eq35") + " * (1 + (d >= b - 1))")).verdict == "fails"
+
+
+def test_beta_is_checked_off_the_diagonal_only():
+    # Eq. 28 defines beta(i, j) for j != i; a form that differs on the diagonal alone holds.
+    assert check_beta(Form(printed("eq28") + " + (i == j)")).verdict == "holds"
+    assert check_beta(Form("(1 - ind[i, j, v]) * dprime[d][i, j]")).verdict == "fails"
+
+
+UPPER = "np.arange(M)[:, None] < np.arange(M)[None, :]"
+
+
+def test_beta_symmetry_looks_only_at_slopes_inside_the_kernel():
+    # Distances 1.0 above the diagonal and 6.0 below: asymmetric, yet neither is strictly within
+    # 1 of a bin centre (1.0 sits on centre 1, slope sign 0), so every beta is 0 and symmetric.
+    verdict = check_beta_symmetry(Form(f"np.where({UPPER}, 1.0, 6.0)"))
+    assert verdict.verdict == "holds", verdict.detail
+
+
+def test_beta_symmetry_looks_only_at_the_b_plus_one_bins():
+    # 5.0 / 5.5: a bin centre d = 5 would see them differ, but the bins stop at d = b = 4.
+    assert check_beta_symmetry(Form(f"np.where({UPPER}, 5.0, 5.5)")).verdict == "holds"
+    # 3.95 / 4.05 straddle centre 4 (and the edge of centre 3): beta is not symmetric.
+    verdict = check_beta_symmetry(Form(f"np.where({UPPER}, 3.95, 4.05)"))
+    assert verdict.verdict == "fails"
+    assert verdict.detail == "beta is not symmetric: |beta - beta^T| up to 2."

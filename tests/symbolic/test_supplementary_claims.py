@@ -1,0 +1,262 @@
+"""Seed 002's supplementary audit pinned piece by piece: the operation counters behind Table S2's
+complexity claims, the Table S1 executor, and the edges of the checks.
+
+The complexity checks only ask whether ``count / order`` stays within a factor 3 on a grid, so a
+counter off by a constant factor (or by one) passes them; the counters are pinned here against
+independent counts: hand-derived closed forms for small sizes, and for the merge sort a count
+taken from Python's own stable sort (a merge of two sorted runs compares until one run is used
+up, so it makes ``n - t`` comparisons, t the trailing run of the merged order from one side).
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+from gradlab.symbolic import Form
+from gradlab.symbolic import supplementary_claims as supplementary
+from gradlab.symbolic.supplementary_claims import (
+    TABLE_S1,
+    TABLE_S1_CORRECTED,
+    _merge_sort_comparisons,
+    check_batch_size_conjecture,
+    check_overhead,
+    check_table_s1,
+    count_blackbox,
+    count_fastap,
+    count_smooth_ap,
+    fastap_with_operation_count,
+    order_check,
+    run_pseudocode,
+)
+
+
+def comparisons_from_sorted(values) -> int:
+    """Comparisons of a top-down merge sort (left half ``n // 2``, descending, ties to the left)
+    from the merged orders alone: each node's order is Python's stable sort of its items."""
+
+    def node(lo: int, hi: int) -> int:
+        size = hi - lo
+        if size <= 1:
+            return 0
+        middle = lo + size // 2
+        order = sorted(range(lo, hi), key=lambda k: -values[k])  # stable: ties keep left first
+        from_left = [k < middle for k in order]
+        tail = 1  # the run of the merged order, from its end, drawn from one side only
+        while tail < size and from_left[-tail - 1] == from_left[-1]:
+            tail += 1
+        return node(lo, middle) + node(middle, hi) + size - tail
+
+    return node(0, len(values))
+
+
+def merges_left_first(size: int) -> int:
+    """Descending (already sorted) input: every merge uses up its left run, ``floor(n/2)`` each."""
+    if size <= 1:
+        return 0
+    return merges_left_first(size // 2) + merges_left_first(size - size // 2) + size // 2
+
+
+def merges_right_first(size: int) -> int:
+    """Ascending input: every merge uses up its right run first, ``ceil(n/2)`` comparisons each."""
+    if size <= 1:
+        return 0
+    return merges_right_first(size // 2) + merges_right_first(size - size // 2) + size - size // 2
+
+
+def worst_case(size: int) -> int:
+    """Knuth's bound for top-down merge sort: ``n ceil(lg n) - 2^ceil(lg n) + 1``."""
+    depth = math.ceil(math.log2(size))
+    return size * depth - 2**depth + 1
+
+
+# --- the merge sort behind Blackbox AP's count ------------------------------------------------
+
+
+def test_closed_forms_by_hand_for_small_sizes():
+    # n = 2: one comparison. n = 3 = 1 + 2: the pair (1), then 1 (left used up) or 2 (right).
+    # n = 5 = 2 + 3: 1 + 2 + 2 = 5 descending, 1 + 3 + 3 = 7 ascending. n = 8: 4 + 4 + 4 = 12.
+    assert [merges_left_first(n) for n in (1, 2, 3, 5, 8)] == [0, 1, 2, 5, 12]
+    assert [merges_right_first(n) for n in (1, 2, 3, 5, 8)] == [0, 1, 3, 7, 12]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 13, 33])
+def test_sorted_inputs_give_the_closed_forms(size):
+    descending = list(range(size, 0, -1))
+    assert _merge_sort_comparisons(descending) == merges_left_first(size)
+    assert _merge_sort_comparisons(descending[::-1]) == merges_right_first(size)
+
+
+@pytest.mark.parametrize("size", [3, 5, 7, 11])
+def test_ties_go_to_the_left_run(size):
+    # Equal items are taken from the left run first (a stable sort): counted like sorted input.
+    assert _merge_sort_comparisons([0.5] * size) == merges_left_first(size)
+
+
+@pytest.mark.parametrize("size", [2, 4, 6, 9, 16, 31, 64, 100])
+def test_random_inputs_match_the_count_from_stable_sorts(size):
+    rng = np.random.default_rng(size)
+    for values in (rng.random(size), rng.integers(0, 3, size).astype(float)):  # distinct, tied
+        got = _merge_sort_comparisons(values)
+        assert got == comparisons_from_sorted(list(values))
+        assert merges_left_first(size) <= got <= worst_case(size)
+
+
+@pytest.mark.parametrize(("positives", "negatives"), [(4, 8), (5, 11), (64, 128)])
+def test_blackbox_counts_a_merge_sort_of_the_whole_retrieval_set(positives, negatives):
+    total = positives + negatives
+    got = count_blackbox(positives, negatives)
+    assert got == count_blackbox(positives, negatives)  # a fixed draw: the audit is reproducible
+    assert merges_left_first(total) <= got <= worst_case(total)
+    assert got > worst_case(max(positives, negatives))  # all M items sorted, not one side
+
+
+# --- FastAP --------------------------------------------------------------------------------
+
+
+def fastap_sum_by_loops(distances, positive, bins: int) -> float:
+    """``sum_l h+_l H+_l / H_l`` with the triangular kernel of width 2/(L-1), float64 loops."""
+    width = 2.0 / (bins - 1)
+    hist_pos, hist_all = [0.0] * bins, [0.0] * bins
+    for level in range(bins):
+        for distance, is_positive in zip(distances, positive, strict=True):
+            weight = max(0.0, 1.0 - abs(distance - level * width) / width)
+            hist_all[level] += weight
+            hist_pos[level] += weight if is_positive else 0.0
+    total, cumulative_pos, cumulative_all = 0.0, 0.0, 0.0
+    for level in range(bins):
+        cumulative_pos += hist_pos[level]
+        cumulative_all += hist_all[level]
+        if cumulative_all > 0:
+            total += hist_pos[level] * cumulative_pos / cumulative_all
+    return total
+
+
+@pytest.mark.parametrize(("items", "bins"), [(5, 3), (12, 5), (40, 9), (7, 2)])
+def test_fastap_executes_the_histogram_sum(items, bins):
+    rng = np.random.default_rng(items + bins)
+    distances, positive = rng.random(items) * 2, rng.random(items) < 0.4
+    distances[0] = 2.0  # the last centre, exactly
+    value, _ = fastap_with_operation_count(distances, positive, bins)
+    assert value == pytest.approx(fastap_sum_by_loops(distances, positive, bins), rel=1e-12)
+
+
+def test_fastap_value_with_empty_leading_bins():
+    # All mass in the last bin: the empty prefixes (H_l = 0) add nothing; h+ = H+ = 1, H = 2.
+    value, _ = fastap_with_operation_count(np.array([2.0, 2.0]), np.array([True, False]), 5)
+    assert value == pytest.approx(0.5, rel=1e-12)
+
+
+@pytest.mark.parametrize(("items", "bins", "by_hand"), [(3, 2, 22), (5, 4, 60), (1, 10, 70)])
+def test_fastap_operations_by_hand(items, bins, by_hand):
+    # Per bin, one kernel weight per item into each histogram (2 M); two cumulative sums (2 L);
+    # three operations per AP term (product, quotient, sum: 3 L). (3, 2): 12 + 4 + 6 = 22.
+    rng = np.random.default_rng(0)
+    _, operations = fastap_with_operation_count(
+        rng.random(items) * 2, rng.random(items) < 0.5, bins
+    )
+    assert operations == by_hand
+    assert count_fastap(items, bins) == by_hand
+
+
+# --- Smooth-AP (Table S1 executed) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("items", [4, 5, 9, 16])
+def test_smooth_ap_count_is_one_sigmoid_per_entry_of_the_m_by_m_difference_matrix(items):
+    assert count_smooth_ap(items) == items * items
+
+
+def test_t_sigmoid_defaults_to_the_plain_logistic_and_counts_every_call():
+    scores, counter = np.array([[-1.0, 0.0, 2.0]]), []
+    code = "loss = t_sigmoid(scores) + 0 * t_sigmoid(repeat(scores, m, 0), tau=0.5).sum()"
+    got = run_pseudocode(code, scores, np.ones((1, 3)), counter)
+    assert np.allclose(
+        got, [[1 / (1 + math.exp(1.0)), 0.5, 1 / (1 + math.exp(-2.0))]], rtol=0, atol=1e-15
+    )
+    assert counter == [3, 9]
+
+
+def test_table_s1_as_corrected_is_one_minus_smooth_ap_by_hand():
+    # Two items, the first positive, s = (0.5, 0.5): D = 0, sigmoid 1/2 off the diagonal.
+    # R_1 = 1 + 1/2, R_pos_1 = 1 (no other positive): AP = 1 / 1.5, loss = 1/3.
+    loss = run_pseudocode(TABLE_S1_CORRECTED, np.array([[0.5, 0.5]]), np.array([[1.0, 0.0]]))
+    assert float(np.squeeze(loss)) == pytest.approx(1 / 3, rel=1e-14)
+    printed = run_pseudocode(TABLE_S1, np.array([[0.5, 0.5]]), np.array([[1.0, 0.0]]))
+    assert np.allclose(printed, 1 - 2)  # R_pos / R = gt_i broadcast over m = 2 columns
+
+
+def test_table_s1_check_notices_a_pseudocode_off_by_a_small_amount():
+    # A temperature of 0.011 instead of 0.01 moves the loss by far less than 1, yet it is wrong.
+    off = Form(TABLE_S1_CORRECTED.replace("tau=0.01", "tau=0.011"), render=str)
+    verdict = check_table_s1(off)
+    assert verdict.verdict == "fails", verdict.detail
+    assert check_table_s1(Form(TABLE_S1_CORRECTED, render=str)).verdict == "holds"
+
+
+# --- the order check -----------------------------------------------------------------------
+
+
+def test_order_check_accepts_a_spread_of_exactly_the_allowed_factor():
+    import sympy as sp
+
+    m = sp.Symbol("M", positive=True)
+    assert order_check(m, {(("M", 1),): 1, (("M", 2),): 6}).verdict == "holds"  # ratios 1 and 3
+    assert order_check(m, {(("M", 1),): 1, (("M", 2),): 7}).verdict == "fails"  # ratios 1 and 3.5
+
+
+def test_order_check_handles_an_order_below_one():
+    import sympy as sp
+
+    m = sp.Symbol("M", positive=True)
+    counts = {(("M", 10),): 10, (("M", 1000),): 1000}  # count = 1000 * (M / 1000) exactly
+    verdict = order_check(m / 1000, counts)
+    assert verdict.verdict == "holds" and "factor 1.00" in verdict.detail
+
+
+# --- timing arithmetic ---------------------------------------------------------------------
+
+
+def _overhead(times, bound=3):
+    return check_overhead(Form({"loss time (ms)": times, "bound (ms)": bound}))
+
+
+def test_overhead_bound_is_strict_and_the_failure_says_so():
+    equal = _overhead({"Smooth-AP": 5.0, "Other": 2.0})  # 3 ms more: not "< 3 ms"
+    assert equal.verdict == "fails"
+    assert "by {'Other': 3.0} ms, not all < 3.0 ms" in equal.detail
+    assert _overhead({"Smooth-AP": 4.9, "Other": 2.0}).verdict == "holds"
+
+
+def test_overhead_gaps_are_shown_to_the_microsecond():
+    verdict = _overhead({"Smooth-AP": 2.0000001, "Other": 1.0})  # 1.0000001 ms rounds to 1.0
+    assert "by {'Other': 1.0} ms" in verdict.detail
+
+
+# --- the batch-size conjecture without issue 13's data ---------------------------------------
+
+
+def test_without_a_measurement_the_detail_says_what_is_missing_and_why(monkeypatch):
+    monkeypatch.setattr(supplementary, "_measurement", lambda: None)
+    detail = check_batch_size_conjecture(Form({"P over m": "rises"})).detail
+    for phrase in ("gradlab.experiments.p_vs_batch_size is not importable",
+                   "so P under the seed's sampler (4 per class, m/4 classes) is not measured.",
+                   "The i.i.d. argument alone does not decide it",
+                   "query's share of negative pairs grows with m."):  # fmt: skip
+        assert phrase in detail
+
+
+def test_a_given_measurement_is_used_instead_of_issue_13s(monkeypatch):
+    def not_to_be_called():
+        raise AssertionError("the measurement passed in was ignored")
+
+    monkeypatch.setattr(supplementary, "_measurement", not_to_be_called)
+    sizes = [16, 32, 64]
+    rising = {
+        "batch_sizes": sizes,
+        "per_class": 4,
+        "seeds": [0, 1, 2],
+        "settings": {"fixed": {"P": [[0.1 + s * 0.001, 0.2, 0.3 + s * 0.001] for s in range(3)]}},
+    }
+    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=rising)
+    assert verdict.verdict == "holds", verdict.detail
