@@ -6,6 +6,7 @@ in-batch retrieval problem, and per-query summaries of its ``A*D`` and ``C*B`` t
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -72,18 +73,35 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
     if ad.dim() == 1:
         ad, cb, grad = ad.unsqueeze(0), cb.unsqueeze(0), grad.unsqueeze(0)
     defined = ~torch.isnan(grad).any(dim=1)
-    ad, cb, grad = ad[defined], cb[defined], grad[defined]
-    ad_norm, cb_norm = ad.norm(dim=1), cb.norm(dim=1)
-    both = ad_norm * cb_norm
+    (ad_unit, ad_scale), (cb_unit, cb_scale) = _scaled_rows(ad[defined]), _scaled_rows(cb[defined])
+    grad_unit, grad_scale = _scaled_rows(grad[defined])
+    ad_unit_norm, cb_unit_norm = ad_unit.norm(dim=1), cb_unit.norm(dim=1)
+    ad_norm, cb_norm = ad_unit_norm * ad_scale, cb_unit_norm * cb_scale
+    cosine = (ad_unit * cb_unit).sum(dim=1) / (ad_unit_norm * cb_unit_norm)
     nan = torch.full_like(ad_norm, float("nan"))
     return {
         "ad_norm": ad_norm,
         "cb_norm": cb_norm,
-        "grad_norm": grad.norm(dim=1),
+        "grad_norm": grad_unit.norm(dim=1) * grad_scale,
         "ad_share": torch.where(ad_norm + cb_norm > 0, ad_norm / (ad_norm + cb_norm), nan),
         "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
-        "cosine": torch.where(both > 0, (ad * cb).sum(dim=1) / both, nan),
+        "cosine": torch.where((ad_norm > 0) & (cb_norm > 0), cosine, nan),
     }
+
+
+def _scaled_rows(rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``rows`` ``[Q, d]`` divided by each row's largest ``|entry|``, and that ``[Q]`` scale.
+
+    Norms and cosines of the scaled rows (entries in ``[-1, 1]``, norm in ``[1, sqrt(d)]``)
+    neither underflow nor overflow, where ``x.norm()`` squares the entries: AD and CB terms in
+    a sigmoid tail (``~exp(-|D| / tau)``) would report a norm of 0. A row that is zero or holds
+    a non-finite entry keeps the scale 1 (its norm is then 0, inf or NaN as before).
+    """
+    if rows.shape[1] == 0:
+        return rows, torch.ones(rows.shape[0], dtype=rows.dtype, device=rows.device)
+    largest = torch.linalg.vector_norm(rows, ord=math.inf, dim=1, keepdim=True)
+    scale = torch.where(torch.isfinite(largest) & (largest > 0), largest, 1.0)
+    return rows / scale, scale.squeeze(1)
 
 
 class SmoothAPTerms(NamedTuple):

@@ -8,6 +8,7 @@ runs in float64; sums of a few dozen O(1) terms, so ``1e-12`` absolute is ~``1e3
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import pytest
 import torch
@@ -19,6 +20,7 @@ from gradlab.functional.diagnostics import (
     smooth_ap_terms,
 )
 from gradlab.functional.smooth_ap import group_by_positive_count
+from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.smooth_ap_loops import (
     decomposition_one_pair,
     smooth_ap_one_query,
@@ -262,3 +264,82 @@ def test_smooth_ap_terms_reuses_the_ranks_of_a_forward():
                                               positives[q].tolist(), i, 0.15)  # fmt: skip
                 assert rank_a[row, col].item() == pytest.approx(pair["A"], abs=TOL)
                 assert rank_c[row, col].item() == pytest.approx(pair["C"], abs=TOL)
+
+
+def _exact_norms(ad, cb):
+    """Norms by ``math.hypot`` (scaled, no underflow) and the cosine from exact rationals."""
+    ad_norm, cb_norm = math.hypot(*ad), math.hypot(*cb)
+    exact_ad, exact_cb = [Fraction(x) for x in ad], [Fraction(x) for x in cb]
+    dot = sum(a * b for a, b in zip(exact_ad, exact_cb, strict=True))
+    squared = dot * dot / (sum(a * a for a in exact_ad) * sum(b * b for b in exact_cb))
+    return {
+        "ad_norm": ad_norm,
+        "cb_norm": cb_norm,
+        "ad_share": ad_norm / (ad_norm + cb_norm),
+        "ratio": ad_norm / cb_norm,
+        "cosine": math.sqrt(float(squared)) * (1 if dot >= 0 else -1),
+    }
+
+
+@pytest.mark.parametrize(
+    ("dtype", "scale"),
+    [
+        (torch.float64, 1e-170),
+        (torch.float64, 1e160),
+        (torch.float32, 1e-22),
+        (torch.float32, 1e19),
+    ],
+)
+def test_decomposition_norms_of_tiny_or_huge_terms_do_not_underflow_or_overflow(dtype, scale):
+    """Terms whose squares leave the dtype's range (sigmoid tails at a small tau give AD and
+    CB terms of exp(-|D|/tau)): their norms, share, ratio and cosine are still the true ones,
+    not 0 or NaN ("vanishing") or inf. Tolerance: a few ulps of the dtype."""
+    ad = [[1.0, 0.0, -2.0], [3.0, 4.0, 0.0]]
+    cb = [[0.5, 0.5, 0.5], [-6.0, -8.0, 1e-3]]
+    ad_t, cb_t = torch.tensor(ad, dtype=dtype) * scale, torch.tensor(cb, dtype=dtype) * scale
+    parts = in_batch_decomposition(*_batch(0, size=2))._replace(
+        ad_term=ad_t, cb_term=cb_t, grad=ad_t + cb_t
+    )
+    norms = decomposition_norms(parts)
+    rel = 8 * torch.finfo(dtype).eps
+    for q in range(2):
+        expected = _exact_norms(ad_t[q].tolist(), cb_t[q].tolist())
+        for name, value in expected.items():
+            assert norms[name][q].item() == pytest.approx(value, rel=rel, abs=0.0), (name, q)
+
+
+def test_in_batch_decomposition_says_how_many_labels_it_expects():
+    with pytest.raises(
+        GradlabError, match=r"^labels must have shape \(4,\) \(one label per embedding\)"
+    ):
+        in_batch_decomposition(torch.ones(4, 3), torch.zeros(3, dtype=torch.long))
+
+
+def test_in_batch_decomposition_refuses_tensors_on_two_devices_naming_both():
+    # labels on meta (embeddings on meta would stop at their finiteness check, a host read)
+    labels = torch.zeros(4, dtype=torch.long, device="meta")
+    with pytest.raises(
+        GradlabError, match=r"^tensors must be on one device; got embeddings on cpu, labels on meta"
+    ):
+        in_batch_decomposition(torch.ones(4, 3), labels)
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_in_batch_decomposition_stays_on_the_input_device(include_query):
+    embeddings, labels = _batch(12, size=6)
+    assert_unchanged_under_another_default_device(
+        lambda: in_batch_decomposition(embeddings, labels, 0.1, include_query), embeddings.device
+    )
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_smooth_ap_terms_stays_on_the_input_device(masked):
+    query, vectors, positives, keep = _cross_problem(13)
+    candidates = keep if masked else None
+    relevant = positives & keep if masked else positives
+
+    def terms():
+        result = smooth_ap_terms(query @ vectors.T, relevant, 0.2, vectors, candidates=candidates)
+        return result.ap, result.score_grad, result.ad_term, result.cb_term
+
+    assert_unchanged_under_another_default_device(terms, query.device)
