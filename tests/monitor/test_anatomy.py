@@ -1,15 +1,24 @@
 """The anatomy quantity in a Monitor: logged values against independent computations, the
 direction split, and the run header when the loss exposes no score matrix."""
 
+import contextlib
 import math
 
 import pytest
 import torch
 
 import gradlab
-from gradlab.functional import gradient_anatomy, max_violation_triplet_loss, nt_xent_loss
+import gradlab.monitor.monitor as monitor_module
+from gradlab.functional import (
+    gradient_anatomy,
+    max_violation_triplet_loss,
+    nt_xent_loss,
+    smooth_ap,
+)
 from gradlab.monitor import Monitor, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy
+from tests.monitor.test_values import expected_anatomy
+from tests.reference.anatomy_loops import anatomy_one_query
 
 
 def _scores(seed=0, queries=6, candidates=18):
@@ -185,3 +194,48 @@ def test_rank_depth_is_zero_for_the_hardest_and_one_for_the_easiest(tmp_path):
         record = _log(tmp_path / str(depth), loss_fn, scores, positives)
         assert record["anatomy_i2t_active_rank_depth"] == pytest.approx(depth)
         assert record["anatomy_i2t_deepest_active_rank"] == pytest.approx(depth)
+
+
+@pytest.mark.parametrize("layout", ["exclude_query", "include_query", "cross_modal"])
+@pytest.mark.parametrize("recorded", [True, False])
+def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
+    tmp_path, monkeypatch, layout, recorded
+):
+    """The anatomy of gradlab's SmoothAPLoss is that of its dL/dS, here by autograd through the
+    forward, read by the anatomy loops; both the hooked record and the shared exact gradient."""
+    if not recorded:
+        monkeypatch.setattr(monitor_module, "recording", contextlib.nullcontext)
+    generator = torch.Generator().manual_seed(8)
+    queries = torch.randn(9, 3, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3])
+    normalized = torch.nn.functional.normalize(queries, dim=1)
+    if layout == "cross_modal":
+        candidates = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+        positives = labels.unsqueeze(1) == torch.tensor([0, 1, 2, 0, 1]).unsqueeze(0)
+        arguments = (queries.clone().requires_grad_(True), candidates, positives)
+        scores = normalized @ torch.nn.functional.normalize(candidates, dim=1).T
+        mask, keep, prefix = positives, torch.ones_like(positives), "anatomy_i2t_"
+    else:
+        arguments = (queries.clone().requires_grad_(True), labels)
+        scores = normalized @ normalized.T
+        mask = labels.unsqueeze(0) == labels.unsqueeze(1)
+        keep = torch.ones_like(mask)
+        if layout == "exclude_query":
+            mask, keep = mask.fill_diagonal_(False), keep.fill_diagonal_(False)
+        prefix = "anatomy_"
+    loss_fn = gradlab.SmoothAPLoss(0.1, include_query=layout == "include_query")
+    with Monitor(tmp_path, quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(loss_fn)(*arguments).backward()
+        record = monitor.step()
+    leaf = scores.clone().requires_grad_(True)
+    aps = smooth_ap(leaf, mask, 0.1, candidates=None if keep.all() else keep,
+                    backward="autograd")  # fmt: skip
+    (1 - aps[~aps.isnan()].mean()).backward()
+    per_query = [anatomy_one_query(leaf.grad[q].tolist(), scores[q].tolist(), mask[q].tolist(),
+                                   keep[q].tolist(), 1e-10, 1e-2)
+                 for q in range(scores.shape[0])]  # fmt: skip
+    kept = [a for a in per_query if a["num_positives"] and a["num_negatives"]]
+    for key, value in expected_anatomy(kept).items():  # every logged key
+        assert record[f"{prefix}{key}"] == pytest.approx(value, rel=1e-9, abs=1e-12), key
+    assert not [key for key in record if key.startswith("anatomy_") and
+                not key.startswith(prefix)]  # fmt: skip

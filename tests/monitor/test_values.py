@@ -259,7 +259,11 @@ def _check_gap(got, smooth, exact):
 def _loop_smooth_ap_loss(embeddings, labels, tau, include_query):
     """``1 - mean smooth AP`` with Python loops over torch scalars (differentiable, float64)."""
     normalized = embeddings / embeddings.norm(dim=1, keepdim=True)
-    scores = normalized @ normalized.T
+    return loop_smooth_ap_loss_of_scores(normalized @ normalized.T, labels, tau, include_query)
+
+
+def loop_smooth_ap_loss_of_scores(scores, labels, tau, include_query):
+    """``1 - mean smooth AP`` of a cosine score matrix, by the loops (differentiable)."""
     size, aps = len(labels), []
     for q in range(size):
         candidates = [c for c in range(size) if include_query or c != q]
