@@ -63,6 +63,7 @@ def test_mean_ap_loss_without_a_defined_ap_is_a_zero_in_the_reference_graph():
     assert loss.requires_grad
     loss.backward()
     assert reference.grad.tolist() == [0.0, 0.0]
+    assert not torch.signbit(reference.grad).any()  # +0.0 bit for bit, not -0.0
     detached = mean_ap_loss(torch.full((2,), math.nan), torch.ones(2))
     assert detached.item() == 0.0 and not detached.requires_grad
 
@@ -117,7 +118,8 @@ def test_smooth_ap_loss_defaults_to_tau_one_hundredth_without_the_query():
 def test_smooth_ap_loss_refuses_another_argument_count(count):
     tensors = [torch.zeros(2, 2)] * count
     noun = "argument" if count == 1 else "arguments"
-    with pytest.raises(GradlabError, match=rf"\(embeddings, labels\).*got {count} {noun}$"):
+    expected = r"^SmoothAPLoss takes \(embeddings, labels\) or \(queries, candidates, positives\); "
+    with pytest.raises(GradlabError, match=rf"{expected}got {count} {noun}$"):
         smooth_ap_loss(*tensors)
 
 
@@ -136,6 +138,8 @@ def test_smooth_ap_loss_validates_finiteness_unless_told_not_to():
         smooth_ap_loss(queries, candidates, positives)
     unchecked = smooth_ap_loss(embeddings, labels, validate=False)  # no check, so no error
     assert unchecked.shape == ()
+    queries[0, 0] = math.inf
+    assert smooth_ap_loss(queries, candidates, positives, validate=False).shape == ()
 
 
 @pytest.mark.parametrize(
@@ -162,7 +166,8 @@ def test_on_degenerate_is_called_exactly_when_no_query_has_a_positive_and_a_nega
     ("positives", "degenerate"),
     [([[False, False, False], [False, False, False]], True),
      ([[True, True, True], [False, False, False]], True),
-     ([[True, True, True], [True, False, False]], False)],
+     ([[True, True, True], [True, False, False]], False),
+     ([[True, True, False], [False, False, False]], False)],  # one negative is enough
 )  # fmt: skip
 def test_on_degenerate_cross_modal(positives, degenerate):
     embeddings, _ = _batch(3, size=5)
@@ -253,6 +258,11 @@ def test_no_ranking_signal_matches_a_brute_force_reading_of_every_small_mask():
                 got = no_ranking_signal(groups, width, query_is_positive)
                 assert got == _brute_force_no_signal(mask, query_is_positive), (mask,)
     assert no_ranking_signal([], 3)
+
+
+def test_no_ranking_signal_by_default_does_not_count_the_query_as_its_own_positive():
+    one_positive_each = group_by_positive_count(torch.eye(3, dtype=torch.bool))
+    assert not no_ranking_signal(one_positive_each, 3)  # a positive and two negatives each
 
 
 # --- fastap_loss --------------------------------------------------------------------------------
