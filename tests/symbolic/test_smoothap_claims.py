@@ -5,6 +5,7 @@ do not print, wrong by an amount a loose tolerance or a coarse sample would let 
 compare the failures with values derived here (by hand or by sorting, not by the check's code).
 """
 
+import ast
 import re
 
 import numpy as np
@@ -17,8 +18,10 @@ from gradlab.symbolic.smoothap_claims import (
     check_exact_rank,
     check_indicator_rank,
     check_rank_all,
+    check_rank_gradient,
     check_rank_positives,
     check_sigmoid_limit,
+    check_sigmoid_of_difference_gradient,
     s_i,
     s_j,
     tau,
@@ -110,3 +113,26 @@ def test_a_step_that_does_not_reach_0_below_zero_is_no_step():
     sigmoid = 1 / (1 + sp.exp(-z / tau))
     verdict = check_sigmoid_limit(Form(sigmoid + sigmoid.subs(z, -z) / 2))
     assert verdict.verdict == "fails" and "G(-z) = 1/2" in verdict.detail
+
+
+def _witness_variables(detail: str) -> set[str]:
+    """The variable names of a failing symbolic check's counterexample point."""
+    return set(ast.literal_eval(re.search(r" at (\{.*\}) \(", detail).group(1)))
+
+
+def test_a_wrong_gradient_of_g_is_shown_at_a_point_of_q1_v1_w1_and_tau():
+    # the check differentiates G(q1 v1 - q1 w1) in q1: a sign-flipped form fails at a point
+    # naming exactly those variables
+    g = sp.Symbol("G")
+    verdict = check_sigmoid_of_difference_gradient(Form(-g * (1 - g) / tau * (s_i - s_j)))
+    assert verdict.verdict == "fails"
+    assert _witness_variables(verdict.detail) == {"q1", "v1", "w1", "tau"}
+
+
+def test_a_wrong_rank_gradient_is_shown_at_a_point_of_the_query_and_three_candidates():
+    # 3 candidates of dimension 2 (v0 = i, v1 and v2 the others), the query (q1, q2) and tau
+    g = sp.Symbol("G")
+    verdict = check_rank_gradient(Form(g * (1 - g) / tau * (s_j - s_i)))
+    assert verdict.verdict == "fails"
+    names = {"q1", "q2", "tau"} | {f"v{k}_{d}" for k in range(3) for d in (1, 2)}
+    assert _witness_variables(verdict.detail) == names
