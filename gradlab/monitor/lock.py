@@ -5,8 +5,11 @@ exclusive create (a hard link of a complete file, or ``O_CREAT | O_EXCL``: of tw
 exactly one succeeds) and releases it at
 ``close()`` (or when the Monitor is garbage-collected unclosed). The file holds the host name,
 the process id and a random token. A lock left by a crashed process is *stale* and is taken
-over: on the same host, when no process with that id is alive. A lock written on another host
-cannot be checked and is honoured; delete the file by hand if that run is known to be dead.
+over: on the same host, when no process with that id is alive (or the recorded id names no
+single process: 0, negative, beyond ``pid_t``), and a lock that cannot be read is stale too. Of
+two processes taking over one stale lock, one wins (see :func:`acquire`). A lock written on
+another host cannot be checked and is honoured; delete the file by hand if that run is known
+to be dead.
 """
 
 from __future__ import annotations
@@ -111,7 +114,9 @@ def _remove_if_unchanged(path: Path, judged: dict | None) -> None:
 
     The file is first moved aside (a rename is atomic: of two processes removing the same stale
     lock, one moves it and the other finds nothing). If what was moved is not the stale lock
-    judged but a live one created since by a faster process, it is put back.
+    judged but a live one created since by a faster process, it is put back. (A third process
+    claiming the folder in the instant the faster one's lock is moved aside can still win too:
+    closing that window would need a kernel lock, which network file systems do not all keep.)
     """
     aside = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
     try:
