@@ -243,3 +243,90 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(
         return loss.detach(), grad
 
     assert_unchanged_under_another_default_device(run, scores.device)
+
+
+# --- edges the loops above do not reach ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("direction", ["i2t", "t2i"])
+def test_a_single_contributing_query_or_pair_is_its_own_mean(name, direction):
+    """One query (triplet: one positive pair) with a positive: the mean divides by 1."""
+    scores, _ = _batch(8, queries=3, candidates=3)
+    positives = torch.zeros(3, 3, dtype=torch.bool)
+    positives[1, 2] = True  # the only positive pair, in both directions
+    leaf = scores.clone().requires_grad_(True)
+    loss = FUNCTIONS[name](leaf, positives, OPTIONS[name], direction=direction)
+    loss.backward()
+    expected, expected_grad = score_loss(name, scores.tolist(), positives.tolist(),
+                                         OPTIONS[name], direction, "mean")  # fmt: skip
+    assert expected > 0.0  # the pair contributes
+    assert loss.item() == pytest.approx(expected, rel=1e-12)
+    torch.testing.assert_close(leaf.grad, torch.tensor(expected_grad, dtype=torch.float64),
+                               rtol=1e-10, atol=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("positives_kind", ["mask", "labels"])
+def test_on_scores_receives_each_directions_bool_mask(name, positives_kind):
+    scores, mask = _batch(9, queries=4, candidates=4)
+    labels = torch.tensor([0, 1, 0, 2])
+    positives = mask if positives_kind == "mask" else labels
+    expected = mask if positives_kind == "mask" else labels.unsqueeze(1) == labels.unsqueeze(0)
+    seen = {}
+    FUNCTIONS[name](scores, positives, on_scores=lambda d, alias, m: seen.__setitem__(d, m))
+    assert sorted(seen) == ["i2t", "t2i"]
+    for direction in ("i2t", "t2i"):
+        assert seen[direction].dtype == torch.bool and torch.equal(seen[direction], expected)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize("validate", [True, False])
+def test_on_degenerate_with_and_without_the_finite_check(name, validate):
+    degenerate = torch.zeros(3, 3, dtype=torch.bool)
+    for mask, calls_expected in ((degenerate, 1), (torch.eye(3, dtype=torch.bool), 0)):
+        calls = []
+        FUNCTIONS[name](torch.rand(3, 3), mask, validate=validate,
+                        on_degenerate=partial(calls.append, 1))  # fmt: skip
+        assert len(calls) == calls_expected
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+def test_the_degenerate_check_stays_on_the_input_device(name):
+    scores, no_positive = torch.rand(3, 3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.bool)
+
+    def run():
+        calls = []
+        loss = FUNCTIONS[name](scores, no_positive, on_degenerate=partial(calls.append, 1))
+        return loss, len(calls)
+
+    assert_unchanged_under_another_default_device(run, scores.device)
+
+
+@pytest.mark.parametrize("name", sorted(FUNCTIONS))
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (dict(scores=torch.tensor([[0.0, float("nan")], [0.0, 0.0]])),
+         r"^scores must be finite; it holds NaN or infinite entries$"),
+        (dict(positives=torch.zeros(2, 3, dtype=torch.bool)),
+         r"^positives must have shape \(2, 2\) \(one flag per score\); got \(2, 3\)$"),
+        (dict(positives=torch.zeros(3, dtype=torch.long)),
+         r"^positives must have shape \(2,\) \(one label per row\); got \(3,\)$"),
+        (dict(positives=torch.zeros(2, dtype=torch.bool)),
+         r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 1-D "
+         r"torch.bool tensor$"),
+        (dict(positives=torch.zeros(2, dtype=torch.complex64)),
+         r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 1-D "
+         r"torch.complex64 tensor$"),
+        (dict(positives=torch.zeros(2, dtype=torch.float32)),
+         r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 1-D "
+         r"torch.float32 tensor$"),
+        (dict(positives=torch.eye(2, dtype=torch.bool, device="meta")),
+         r"^tensors must be on one device; got scores on cpu, positives on meta$"),
+    ],
+)  # fmt: skip
+def test_messages_say_what_was_expected_and_what_came(name, change, message):
+    kwargs = dict(scores=torch.zeros(2, 2), positives=torch.eye(2, dtype=torch.bool)) | change
+    with pytest.raises(GradlabError, match=message):
+        FUNCTIONS[name](**kwargs)
