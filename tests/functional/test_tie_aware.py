@@ -2,6 +2,7 @@
 
 import math
 
+import mpmath
 import numpy as np
 import pytest
 import torch
@@ -13,6 +14,7 @@ from gradlab import GradlabError
 from gradlab._validation import skip_value_checks
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
+from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
 
 small_lists = st.integers(1, 7).flatmap(
@@ -263,3 +265,91 @@ def _with_value_checks_skipped(call):
 def test_messages_are_whole_and_name_the_argument(call, message):
     with pytest.raises(GradlabError, match="^" + message):
         call()
+
+
+def _loop_ndcg(scores, gains):
+    """Tie-averaged DCG over the ideal DCG (gains sorted, no ties); NaN when that is not > 0."""
+    ideal = math.fsum(g / math.log2(r + 1) for r, g in enumerate(sorted(gains, reverse=True), 1))
+    return expected_over_ties(dcg, scores, gains) / ideal if ideal > 0 else math.nan
+
+
+@pytest.mark.parametrize(
+    ("scores", "gains"),
+    [
+        ([2, 1, 1, 0, 1], [0.5, 0.0, 0.25, 0.0, 0.0]),  # ideal DCG 0.66 < 1
+        ([0.3, 0.3, 0.9, 0.1], [3.0, 0.0, 1.0, 2.0]),
+        ([1, 1, 1], [-1.0, 2.0, 0.5]),  # negative gains are gains too
+        ([1, 2, 3], [0.0, 0.0, 0.0]),  # ideal DCG 0: NaN
+        ([1, 2], [-1.0, -2.0]),  # ideal DCG < 0: NaN
+    ],
+)
+def test_ndcg_of_one_query_equals_the_tie_averaged_loop(scores, gains):
+    got = tie_aware_ndcg(torch.tensor(scores), torch.tensor(gains, dtype=torch.float64))
+    assert got.shape == ()
+    expected = _loop_ndcg(scores, gains)
+    if math.isnan(expected):
+        assert math.isnan(got.item())
+    else:
+        assert got.item() == pytest.approx(expected, abs=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_ndcg_ideal_is_float64_whatever_the_gains_dtype(dtype):
+    # Gains exact in float32; the ideal DCG's discounts are float64 (1e-16, not 1e-7).
+    rng = np.random.default_rng(1)
+    scores = rng.permutation(14).reshape(2, 7)  # no ties: one order to average over
+    gains = rng.integers(0, 4, size=(2, 7)) * 0.25
+    got = tie_aware_ndcg(torch.from_numpy(scores), torch.from_numpy(gains).to(dtype))
+    assert got.dtype == torch.float64
+    for q in range(2):
+        expected = _loop_ndcg(scores[q].tolist(), gains[q].tolist())
+        assert got[q].item() == pytest.approx(expected, abs=4e-16)
+
+
+def test_ndcg_of_a_query_without_gain_leaves_the_others_gradients_finite():
+    # Query 0 has no gain (ideal DCG 0, NaN): the masked division keeps its 0/0 out of the
+    # backward pass, so a loss on query 1 gives query 0's gains a zero gradient, not NaN.
+    scores = torch.tensor([[3.0, 2.0, 1.0], [1.0, 3.0, 2.0]])
+    gains = torch.tensor([[0.0, 0.0, 0.0], [1.0, 0.0, 2.0]], requires_grad=True)
+    values = tie_aware_ndcg(scores, gains)
+    assert math.isnan(values[0].item())
+    values[1].backward()
+    assert bool(torch.isfinite(gains.grad).all())
+    assert gains.grad[0].abs().sum().item() == 0.0
+
+
+def test_tie_aware_results_stay_on_the_input_device_whatever_the_default_device():
+    scores = torch.tensor([[2.0, 1.0, 1.0, 0.0], [0.5, 0.5, 0.5, 1.0]], dtype=torch.float64)
+    relevance = torch.tensor([[False, True, False, True], [True, False, False, False]])
+    gains = relevance.double() * 2.0
+    assert_unchanged_under_another_default_device(
+        lambda: (tie_aware_ap(scores, relevance), tie_aware_dcg(scores, gains),
+                 tie_aware_ndcg(scores, gains), tie_aware_ndcg(scores[0], gains[0]),
+                 tie_aware_ap_at_positives(scores, scores[:, :1])),
+        scores.device,
+    )  # fmt: skip
+
+
+def test_ap_from_counts_of_one_positive_after_a_million_candidates():
+    # A positive alone at its score after N = 10^6 candidates, none relevant: AP = 1/(N + 1).
+    # A_g multiplies zero when n = 1: taking it as 0 keeps the sum free of a cancellation of
+    # N * (H(N + 1) - H(N)) against 1 that costs about 1e-9.
+    got = tie_aware_ap_from_counts(
+        torch.tensor([[0.0]]), torch.tensor([[10**6]]), torch.tensor([[1]])
+    )
+    assert got.item() == pytest.approx(1.0 / (10**6 + 1), abs=1e-15)
+
+
+def test_ap_from_counts_is_float64_beyond_float32_integers():
+    # 1000 tied positives in a group of n = 2^25 + 2 items (more than float32 holds exactly):
+    # Eq. 3 in mpmath, A = (n+ - 1)/(n - 1), B = 1 - A, H by digamma-free harmonic sums.
+    tied_positives, size = 1000, 2**25 + 2
+    got = tie_aware_ap_from_counts(
+        torch.zeros(1, tied_positives, dtype=torch.float64),
+        torch.zeros(1, tied_positives, dtype=torch.long),
+        torch.full((1, tied_positives), size),
+    )
+    with mpmath.workdps(30):
+        share = mpmath.mpf(tied_positives - 1) / (size - 1)
+        expected = share + (1 - share) * mpmath.harmonic(size) / size
+    assert got.item() == pytest.approx(float(expected), abs=1e-15)
