@@ -73,8 +73,29 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
     if ad.dim() == 1:
         ad, cb, grad = ad.unsqueeze(0), cb.unsqueeze(0), grad.unsqueeze(0)
     defined = ~torch.isnan(grad).any(dim=1)
-    (ad_unit, ad_scale), (cb_unit, cb_scale) = _scaled_rows(ad[defined]), _scaled_rows(cb[defined])
-    grad_unit, grad_scale = _scaled_rows(grad[defined])
+    return term_norms(ad[defined], cb[defined], grad[defined])
+
+
+def term_norms(
+    ad_term: torch.Tensor, cb_term: torch.Tensor, grad: torch.Tensor | None = None
+) -> dict[str, torch.Tensor]:
+    """Row norms of ``[Q, d]`` AD and CB terms and how they relate (see
+    :func:`decomposition_norms`), every row kept: a NaN row gives NaN. No host read.
+
+    Norms and the cosine are taken of rows scaled by their largest entry, so terms whose squares
+    leave the dtype's range (a sigmoid tail at a small ``tau``) keep their true values.
+    ``grad`` defaults to ``ad_term + cb_term``.
+
+    Example:
+        >>> ad, cb = torch.tensor([[3.0, 4.0]]) * 1e-30, torch.tensor([[0.0, -1.0]]) * 1e-30
+        >>> norms = term_norms(ad, cb)
+        >>> [round(norms[key].item(), 4) for key in ("ad_share", "ratio", "cosine")]
+        [0.8333, 5.0, -0.8]
+    """
+    if grad is None:
+        grad = ad_term + cb_term
+    (ad_unit, ad_scale), (cb_unit, cb_scale) = _scaled_rows(ad_term), _scaled_rows(cb_term)
+    grad_unit, grad_scale = _scaled_rows(grad)
     ad_unit_norm, cb_unit_norm = ad_unit.norm(dim=1), cb_unit.norm(dim=1)
     ad_norm, cb_norm = ad_unit_norm * ad_scale, cb_unit_norm * cb_scale
     cosine = (ad_unit * cb_unit).sum(dim=1) / (ad_unit_norm * cb_unit_norm)

@@ -18,6 +18,7 @@ from gradlab.functional.diagnostics import (
     decomposition_norms,
     in_batch_decomposition,
     smooth_ap_terms,
+    term_norms,
 )
 from gradlab.functional.smooth_ap import group_by_positive_count
 from tests.functional.default_device import assert_unchanged_under_another_default_device
@@ -28,6 +29,7 @@ from tests.reference.smooth_ap_loops import (
 )
 
 TOL = 1e-12
+EPS64 = torch.finfo(torch.float64).eps
 
 
 def _unit(vector):
@@ -343,3 +345,31 @@ def test_smooth_ap_terms_stays_on_the_input_device(masked):
         return result.ap, result.score_grad, result.ad_term, result.cb_term
 
     assert_unchanged_under_another_default_device(terms, query.device)
+
+
+def test_term_norms_keep_every_row_and_default_grad_to_the_sum_of_the_terms():
+    ad = [[3.0, 4.0, 0.0], [math.nan, 0.0, 1.0], [1e-160, -2e-160, 0.0], [0.0, 0.0, 0.0]]
+    cb = [[0.0, -2.0, 1.0], [1.0, 1.0, 1.0], [3e-160, 0.0, 1e-160], [0.0, 0.0, 0.0]]
+    ad_t, cb_t = torch.tensor(ad, dtype=torch.float64), torch.tensor(cb, dtype=torch.float64)
+    norms = term_norms(ad_t, cb_t)
+    for name, values in norms.items():  # a NaN in AD: NaN wherever AD enters
+        assert values.shape == (4,), name
+        assert math.isnan(values[1].item()) == (name != "cb_norm"), name
+    assert norms["cb_norm"][1].item() == pytest.approx(math.sqrt(3.0))
+    _check_norms({name: values[[0, 3]] for name, values in norms.items()},
+                 [(ad[q], cb[q], [a + b for a, b in zip(ad[q], cb[q], strict=True)])
+                  for q in (0, 3)])  # fmt: skip
+    tiny = _exact_norms(ad[2], cb[2])
+    for name, value in tiny.items():
+        assert norms[name][2].item() == pytest.approx(value, rel=8 * EPS64, abs=0.0), name
+    grad = [a + b for a, b in zip(ad[2], cb[2], strict=True)]
+    assert norms["grad_norm"][2].item() == pytest.approx(math.hypot(*grad), rel=8 * EPS64)
+    given = term_norms(ad_t, cb_t, grad=torch.ones(4, 3, dtype=torch.float64))
+    assert given["grad_norm"].tolist() == pytest.approx([math.sqrt(3.0)] * 4)
+
+
+def test_term_norms_read_nothing_back():
+    """On meta tensors any host read (``.item()``, ``bool()``, masked indexing) would raise."""
+    ad, cb = torch.randn(5, 3, device="meta"), torch.randn(5, 3, device="meta")
+    norms = term_norms(ad, cb)
+    assert all(values.shape == (5,) and values.is_meta for values in norms.values())
