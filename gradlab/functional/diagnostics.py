@@ -98,15 +98,16 @@ def term_norms(
     grad_unit, grad_scale = _scaled_rows(grad)
     ad_unit_norm, cb_unit_norm = ad_unit.norm(dim=1), cb_unit.norm(dim=1)
     ad_norm, cb_norm = ad_unit_norm * ad_scale, cb_unit_norm * cb_scale
-    cosine = (ad_unit * cb_unit).sum(dim=1) / (ad_unit_norm * cb_unit_norm)
     nan = torch.full_like(ad_norm, float("nan"))
     return {
         "ad_norm": ad_norm,
         "cb_norm": cb_norm,
         "grad_norm": grad_unit.norm(dim=1) * grad_scale,
-        "ad_share": torch.where(ad_norm + cb_norm > 0, ad_norm / (ad_norm + cb_norm), nan),
-        "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
-        "cosine": torch.where((ad_norm > 0) & (cb_norm > 0), cosine, nan),
+        # 0 / 0 = NaN when both terms vanish (a scaled row is zero only if the row is)
+        "ad_share": ad_norm / (ad_norm + cb_norm),
+        "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),  # NaN, not inf, for CB = 0
+        # 0 / 0 = NaN when either term vanishes
+        "cosine": (ad_unit * cb_unit).sum(dim=1) / (ad_unit_norm * cb_unit_norm),
     }
 
 

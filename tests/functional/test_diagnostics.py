@@ -373,3 +373,18 @@ def test_term_norms_read_nothing_back():
     ad, cb = torch.randn(5, 3, device="meta"), torch.randn(5, 3, device="meta")
     norms = term_norms(ad, cb)
     assert all(values.shape == (5,) and values.is_meta for values in norms.values())
+
+
+def test_term_norms_of_empty_and_infinite_terms():
+    empty = term_norms(
+        torch.zeros(2, 0, dtype=torch.float64), torch.zeros(2, 0, dtype=torch.float64)
+    )
+    assert empty["ad_norm"].tolist() == [0.0, 0.0] and empty["grad_norm"].tolist() == [0.0, 0.0]
+    for name in ("ad_share", "ratio", "cosine"):
+        assert torch.isnan(empty[name]).all(), name
+    ad = torch.tensor([[math.inf, 0.0], [2e-170, 0.0]], dtype=torch.float64)
+    cb = torch.tensor([[1.0, 0.0], [0.0, 3e-170]], dtype=torch.float64)
+    norms = term_norms(ad, cb)
+    assert norms["ad_norm"].tolist() == [math.hypot(math.inf, 0.0), pytest.approx(2e-170)]
+    assert norms["ratio"].tolist() == [math.inf, pytest.approx(2 / 3)]
+    assert norms["cosine"][1].item() == 0.0  # orthogonal, not "vanishing"
