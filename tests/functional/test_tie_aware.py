@@ -353,3 +353,37 @@ def test_ap_from_counts_is_float64_beyond_float32_integers():
         share = mpmath.mpf(tied_positives - 1) / (size - 1)
         expected = share + (1 - share) * mpmath.harmonic(size) / size
     assert got.item() == pytest.approx(float(expected), abs=1e-15)
+
+
+@pytest.mark.parametrize("with_candidates", [False, True])
+def test_ap_at_positives_of_integer_scores_equals_the_tie_averaged_loop(with_candidates):
+    # Integer scores (negated Hamming distances) take the integer path: the non-candidates
+    # are masked out of the counts, not filled with -inf.
+    rng = np.random.default_rng(7)
+    scores = -rng.integers(0, 4, size=(3, 7))
+    candidates = np.ones((3, 7), dtype=bool)
+    if with_candidates:
+        candidates[:, 5:] = [[False, True], [True, False], [False, False]]
+    columns = np.array([[0, 2], [1, 4], [3, 0]])
+    anchors = torch.from_numpy(scores).gather(1, torch.from_numpy(columns))
+    got = tie_aware_ap_at_positives(
+        torch.from_numpy(scores), anchors, torch.from_numpy(candidates) if with_candidates else None
+    )
+    for q in range(3):
+        keep = [c for c in range(7) if candidates[q, c]]
+        relevant = [c in columns[q] for c in keep]
+        expected = expected_over_ties(average_precision, scores[q, keep].tolist(), relevant)
+        assert got[q].item() == pytest.approx(expected, abs=1e-12)
+
+
+def test_ap_at_positives_rounds_positive_scores_to_the_scores_dtype():
+    # float32 scores, the positives' scores given in float64 (e.g. computed apart): each is
+    # compared as the float32 value it is in the row, so it ties with its own entry.
+    values = [0.1, 0.7, 0.3, 0.1, 0.9]
+    scores = torch.tensor([values], dtype=torch.float32)
+    positive_scores = torch.tensor([[0.1, 0.3]], dtype=torch.float64)
+    got = tie_aware_ap_at_positives(scores, positive_scores)
+    expected = expected_over_ties(
+        average_precision, scores[0].tolist(), [True, False, True, False, False]
+    )
+    assert got.item() == pytest.approx(expected, abs=1e-12)
