@@ -14,8 +14,14 @@ import sympy as sp
 
 from gradlab.symbolic.claims import Form
 from gradlab.symbolic.smoothap_claims import (
+    A_,
+    B_,
+    C_,
+    D_,
+    R_N,
     check_ap_with_ranks,
     check_exact_rank,
+    check_final_form,
     check_indicator_rank,
     check_rank_all,
     check_rank_gradient,
@@ -136,3 +142,11 @@ def test_a_wrong_rank_gradient_is_shown_at_a_point_of_the_query_and_three_candid
     assert verdict.verdict == "fails"
     names = {"q1", "q2", "tau"} | {f"v{k}_{d}" for k in range(3) for d in (1, 2)}
     assert _witness_variables(verdict.detail) == names
+
+
+def test_the_final_form_through_r_of_s_n_needs_its_minus_one():
+    # C = sum_N G(D_ij) = R(i, S_N) - 1 (001 Eq. 2's set rank); C = R(i, S_N) adds 1 to C
+    numerator = A_ * D_ - C_ * B_
+    corrected = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N - 1}))
+    without = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N}))
+    assert (corrected.verdict, without.verdict) == ("holds", "fails")
