@@ -388,3 +388,7 @@ def test_term_norms_of_empty_and_infinite_terms():
     assert norms["ad_norm"].tolist() == [math.hypot(math.inf, 0.0), pytest.approx(2e-170)]
     assert norms["ratio"].tolist() == [math.inf, pytest.approx(2 / 3)]
     assert norms["cosine"][1].item() == 0.0  # orthogonal, not "vanishing"
+    one = term_norms(torch.tensor([[-1e-170]], dtype=torch.float64),
+                     torch.tensor([[2e-170]], dtype=torch.float64))  # fmt: skip
+    assert (one["ad_norm"].item(), one["cb_norm"].item()) == (1e-170, 2e-170)
+    assert (one["ratio"].item(), one["cosine"].item()) == (0.5, -1.0)
