@@ -214,6 +214,34 @@ def test_order_check_handles_an_order_below_one():
     assert verdict.verdict == "holds" and "factor 1.00" in verdict.detail
 
 
+def test_blackbox_grid_varies_the_positives_too():
+    import sympy as sp
+
+    # The count follows M = p + n; with p and n varied apart, an order in p alone cannot fit.
+    positives = sp.Symbol("p", positive=True)
+    verdict = supplementary.check_blackbox_order(Form(positives * sp.log(positives, 2)))
+    assert verdict.verdict == "fails", verdict.detail
+
+
+def test_smooth_ap_order_of_m_is_off_by_the_grid_span():
+    import sympy as sp
+
+    # count = M^2 (one sigmoid per entry), so count / M = M: from 8 to 512, a factor 64.
+    verdict = supplementary.check_smooth_ap_order(Form(sp.Symbol("M", positive=True)))
+    assert "varies by a factor 64 over 4 grid points" in verdict.detail
+
+
+def test_fastap_order_without_l_is_off_by_the_closed_form_spread():
+    import sympy as sp
+
+    # count = 2 M L + 5 L (by hand, above); over M in {8, 128, 2048} and L in {5, 20, 320},
+    # count / M is largest at (8, 320) and smallest at (2048, 5).
+    ratios = [(2 * m * bins + 5 * bins) / m for m in (8, 128, 2048) for bins in (5, 20, 320)]
+    spread = max(ratios) / min(ratios)
+    verdict = supplementary.check_fastap_order(Form(sp.Symbol("M", positive=True)))
+    assert f"varies by a factor {spread:.3g} over 9 grid points" in verdict.detail
+
+
 # --- timing arithmetic ---------------------------------------------------------------------
 
 
@@ -239,11 +267,14 @@ def test_overhead_gaps_are_shown_to_the_microsecond():
 def test_without_a_measurement_the_detail_says_what_is_missing_and_why(monkeypatch):
     monkeypatch.setattr(supplementary, "_measurement", lambda: None)
     detail = check_batch_size_conjecture(Form({"P over m": "rises"})).detail
-    for phrase in ("gradlab.experiments.p_vs_batch_size is not importable",
-                   "so P under the seed's sampler (4 per class, m/4 classes) is not measured.",
-                   "The i.i.d. argument alone does not decide it",
-                   "query's share of negative pairs grows with m."):  # fmt: skip
+    # one sentence after another, each joined to the next by a single space
+    for phrase in (
+        ": gradlab.experiments.p_vs_batch_size is not importable, so P under the seed's sampler",
+        "(4 per class, m/4 classes) is not measured. The i.i.d. argument alone does not decide it",
+        "under that sampler a query's share of negative pairs grows with m.",
+    ):
         assert phrase in detail
+    assert detail.endswith("grows with m.")
 
 
 def test_a_given_measurement_is_used_instead_of_issue_13s(monkeypatch):
