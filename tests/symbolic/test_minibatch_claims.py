@@ -176,3 +176,10 @@ def test_beta_symmetry_looks_only_at_the_b_plus_one_bins():
     verdict = check_beta_symmetry(Form(f"np.where({UPPER}, 3.95, 4.05)"))
     assert verdict.verdict == "fails"
     assert verdict.detail == "beta is not symmetric: |beta - beta^T| up to 2."
+
+
+def test_eq37_refuses_alpha_and_beta_of_different_bin_level_grids():
+    rng = np.random.default_rng(0)
+    phi, alpha, beta = rng.random((2, 3)), rng.random((3, 2, 3)), rng.random((3, 1, 3, 3))
+    with pytest.raises(ValueError):
+        eq37_with_operation_count(phi, alpha, beta)  # 6 (d, v) pairs of alpha, 3 of beta
