@@ -16,7 +16,8 @@ from gradlab.functional import (
     smooth_ap,
 )
 from gradlab.monitor import Monitor, every, read_jsonl
-from gradlab.monitor.anatomy import Anatomy
+from gradlab.monitor.anatomy import Anatomy, anatomy_values
+from gradlab.monitor.batch import BatchView, ScoreCapture
 from tests.monitor.test_values import expected_anatomy
 from tests.reference.anatomy_loops import anatomy_one_query
 
@@ -239,3 +240,153 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
         assert record[f"{prefix}{key}"] == pytest.approx(value, rel=1e-9, abs=1e-12), key
     assert not [key for key in record if key.startswith("anatomy_") and
                 not key.startswith(prefix)]  # fmt: skip
+
+
+# --- the logged summary at its edges, on both paths (the step's sort or its own), against the
+# anatomy loops; the quantity's schedule, argument checks and captures without gradient.
+
+ABSOLUTE = 2.0**-20  # powers of two: "exactly at the threshold" holds in float32 as in float64
+RELATIVE = 0.25
+COLUMNS = 12
+
+
+def _edge_batch():
+    """``grad``, ``scores``, ``positives`` ``[9, 12]`` float64, one edge case per query."""
+    generator = torch.Generator().manual_seed(40)
+    scores = torch.rand(9, COLUMNS, generator=generator, dtype=torch.float64)
+    grad = torch.randn(9, COLUMNS, generator=generator, dtype=torch.float64)
+    grad *= 10.0 ** (-2 * torch.rand(9, COLUMNS, generator=generator, dtype=torch.float64))
+    positives = torch.zeros(9, COLUMNS, dtype=torch.bool)
+    positives[:, :2] = True
+    positives[1, :11] = True  # one negative (column 11)
+    positives[2, :10] = True  # two negatives (10, 11); only the lower-scored one active
+    scores[2, 10], scores[2, 11] = 0.9, 0.1
+    grad[2, :10], grad[2, 10], grad[2, 11] = 0.5, 0.0, 1.0
+    grad[3, 2:] = 0.0  # one active negative, deep in the ranking
+    grad[3, 2 + int(torch.argsort(scores[3, 2:])[0])] = 0.3
+    grad[4, 2:] = 0.0  # gradient on positives only: no active negative, no negative mass
+    grad[5] = 0.0  # entries exactly at the absolute and at the relative threshold
+    grad[5, 0], grad[5, 3], grad[5, 4], grad[5, 5] = 1.0, RELATIVE, ABSOLUTE, -RELATIVE / 2
+    grad[6, 3], grad[6, 7] = math.nan, math.nan  # NaN gradients: never active, no mass
+    scores[7, 5] = math.nan  # no ranking for this query: rank statistics and shares NaN
+    grad[8] = 0.0  # the largest entry exactly at the absolute threshold: no gradient at all
+    grad[8, 0], grad[8, 3] = ABSOLUTE / 2, ABSOLUTE
+    return grad, scores, positives
+
+
+def _descending_order(scores):
+    """Each row's columns by descending score, ties by column (NaN first, as a sort puts it)."""
+    rows = []
+    for row in scores.tolist():
+        rows.append(sorted(range(len(row)), key=lambda c: (not math.isnan(row[c]), -row[c], c)))
+    return torch.tensor(rows)
+
+
+def _expected(grad, scores, positives, candidates):
+    per_query = []
+    for q in range(grad.shape[0]):
+        keep = candidates[q].tolist()
+        record = anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                   keep, ABSOLUTE, RELATIVE)  # fmt: skip
+        if any(math.isnan(s) for s, k in zip(scores[q].tolist(), keep, strict=True) if k):
+            # gradient_anatomy's rule for a NaN candidate score: no ranking, counts kept
+            record.update(rank_mean=math.nan, rank_max=math.nan, share_1=math.nan,
+                          share_10=math.nan)  # fmt: skip
+        per_query.append(record)
+    kept = [a for a in per_query if a["num_positives"] > 0 and a["num_negatives"] > 0]
+    return per_query, expected_anatomy(kept)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("sorted_by_step", [True, False])
+def test_edge_queries_on_both_paths_equal_the_loops(dtype, masked, sorted_by_step):
+    grad, scores, positives = _edge_batch()
+    candidates = torch.ones_like(positives)
+    if masked:  # a non-candidate column per row (its NaN score in row 0 is ignored)
+        candidates[torch.arange(9), (torch.arange(9) * 5 + 7) % COLUMNS] = False
+        candidates[2, 10:] = True  # keep the two-negative query's negatives
+        scores[0, 7] = math.nan
+    grad, scores = grad.to(dtype), scores.to(dtype)
+    per_query, expected = _expected(grad, scores, positives, candidates)
+    # the edge cases are there (checked on the loops' records, not on the code under test)
+    assert [per_query[q]["num_negatives"] for q in (1, 2)] == [1, 2]
+    assert per_query[2]["rank_mean"] == 2.0 and per_query[3]["active_negatives"] == 1
+    assert per_query[4]["active_negatives"] == 0 and per_query[4]["active_positives"] > 0
+    assert math.isnan(per_query[4]["share_10"])
+    assert per_query[8]["without"] and per_query[8]["num_negatives"] > 0
+    order = _descending_order(scores) if sorted_by_step else None
+    got = anatomy_values("x_", grad, scores, positives, candidates if masked else None,
+                         ABSOLUTE, RELATIVE, order=order)  # fmt: skip
+    got = {key: value.item() for key, value in got.items()}
+    assert set(got) == {f"x_{key}" for key in expected}
+    for key, value in expected.items():
+        assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
+
+
+def test_entries_at_the_thresholds():
+    # q5 alone: |g| = 1 (the largest), 0.25 = RELATIVE * 1 (active: >=), 2^-20 = ABSOLUTE
+    # (inactive: >), 0.125 below the relative threshold; columns 0, 1 are positives.
+    grad, scores, positives = _edge_batch()
+    one = anatomy_one_query(grad[5].tolist(), scores[5].tolist(), positives[5].tolist(),
+                            [True] * COLUMNS, ABSOLUTE, RELATIVE)  # fmt: skip
+    assert (one["active_positives"], one["active_negatives"]) == (1, 1)
+    for order in (None, _descending_order(scores[5:6])):
+        got = anatomy_values("x_", grad[5:6], scores[5:6], positives[5:6], None, ABSOLUTE,
+                             RELATIVE, order=order)  # fmt: skip
+        assert got["x_active_negatives_mean"].item() == 1.0
+        assert got["x_active_positives"].item() == 1.0
+
+
+def test_anatomy_keeps_its_schedule():
+    quantity = Anatomy(every(3))
+    assert [quantity.should_compute(step) for step in range(1, 7)] == [
+        False, False, True, False, False, True,
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"absolute_threshold": -1.0},
+         "absolute_threshold must be a non-negative finite number; got -1.0"),
+        ({"relative_threshold": math.nan},
+         "relative_threshold must be a non-negative finite number; got nan"),
+        ({"relative_threshold": 1.5}, "relative_threshold must lie in [0, 1]; got 1.5"),
+    ],
+)  # fmt: skip
+def test_anatomy_threshold_errors_in_full(arguments, message):
+    with pytest.raises(gradlab.GradlabError) as error:
+        Anatomy(**arguments)
+    assert str(error.value) == message
+
+
+def test_a_relative_threshold_of_one_keeps_only_the_largest_entries():
+    grad = torch.tensor([[0.5, 1.0, -1.0, 0.25]], dtype=torch.float64)
+    scores = torch.tensor([[0.9, 0.8, 0.3, 0.1]], dtype=torch.float64)
+    positives = torch.tensor([[True, False, False, False]])
+    capture = ScoreCapture("i2t", scores, positives, grad=grad)
+    batch = BatchView(embeddings=scores, positives=positives, score_captures=[capture])
+    with torch.no_grad():
+        got = Anatomy(relative_threshold=1.0).compute(batch)
+    assert got["anatomy_i2t_active_negatives_mean"].item() == 2.0  # the two entries of |g| = 1
+    assert got["anatomy_i2t_active_positives"].item() == 0.0
+
+
+def test_a_capture_without_gradient_is_skipped_and_the_next_one_read():
+    # e.g. a matrix recorded under no_grad by a miner before the loss's own: nothing to read in
+    # it, but the anatomy of the next capture is still logged.
+    generator = torch.Generator().manual_seed(41)
+    scores = torch.rand(4, 6, generator=generator, dtype=torch.float64)
+    grad = torch.randn(4, 6, generator=generator, dtype=torch.float64)
+    positives = torch.eye(4, 6, dtype=torch.bool)
+    unread = ScoreCapture("i2t", scores.clone(), positives)  # no gradient, not SmoothAP
+    read = ScoreCapture("t2i", scores.T.clone(), positives.T, grad=grad.T.clone())
+    batch = BatchView(embeddings=scores, positives=positives, score_captures=[unread, read])
+    with torch.no_grad():
+        got = {key: value.item() for key, value in Anatomy().compute(batch).items()}
+    active = [anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                [True] * 6, 1e-10, 1e-2)["active_negatives"]
+              for q in range(4)]  # fmt: skip
+    assert set(got) == {key for key in got if key.startswith("anatomy_t2i_")} and got
+    assert got["anatomy_t2i_active_negatives_mean"] == pytest.approx(math.fsum(active) / 4)
