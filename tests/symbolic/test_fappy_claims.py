@@ -12,7 +12,17 @@ import math
 import numpy as np
 import pytest
 
-from gradlab.symbolic.fappy_claims import _bin, _histogram, _probability, _weight
+from gradlab.symbolic.fappy_claims import (
+    _bin,
+    _discrete_truth,
+    _edge_values,
+    _gradient_negative,
+    _histogram,
+    _probability,
+    _run_recurrence,
+    _support,
+    _weight,
+)
 
 DELTAS = (2.0, 1.0, 0.5, 0.25, 0.125)
 
@@ -109,3 +119,148 @@ def test_negatives_far_above_and_far_below_the_pair():
     assert _probability(0.1, [1.0, 1.0], [1.0], 0.25) == pytest.approx(2.0, abs=1e-12)
     assert _probability(0.6, [-1.0], [-1.0, -1.0], 0.25) == pytest.approx(0.0, abs=1e-12)
     assert math.isfinite(_probability(1.0, [1.0], [-1.0], 0.25))
+
+
+def _estimate_general(s_ij, negatives, delta, offsets=(0, 1), side=None, scale=None):
+    """Eq. 7 for one negative set with the pair's heights on b_(t + offsets): the pair's mass
+    on each of its two boundaries times the negatives' mass at or above it (``side`` swaps in
+    another combination of h_left, h_right, S_t, S_(t+1); ``scale`` another normaliser)."""
+    t = _reference_bin(s_ij, delta)
+    edges = _boundaries(delta)
+    norm = 1 / len(negatives) if scale is None else scale
+    mass = [norm * sum(_hat(x, u, delta) for x in negatives) for u in range(len(edges))]
+    left, right = _hat(s_ij, t + offsets[0], delta), _hat(s_ij, t + offsets[1], delta)
+    above_t, above_t1 = sum(mass[t:]), sum(mass[t + 1 :])
+    if side is None:
+        return left * above_t + right * above_t1
+    return side(left, right, above_t, above_t1)
+
+
+@pytest.mark.parametrize("offsets", [(1, 2), (-1, 0), (0, 2)])
+def test_the_probability_puts_the_pair_s_heights_on_the_bins_it_is_given(offsets):
+    # the transcription's heights are w^(t + offset)(s_ij): other offsets move the pair's mass
+    rng = np.random.default_rng(71)
+    for _ in range(6):
+        s_ij = float(rng.uniform(-0.7, 0.7))
+        neg_i, neg_j = rng.uniform(-1, 1, 4).tolist(), rng.uniform(-1, 1, 3).tolist()
+        got = _probability(s_ij, neg_i, neg_j, 0.25, heights=offsets)
+        expected = _estimate_general(s_ij, neg_i, 0.25, offsets) + _estimate_general(
+            s_ij, neg_j, 0.25, offsets
+        )
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_probability_combines_the_sums_with_the_side_and_normaliser_it_is_given():
+    from gradlab.symbolic.fappy_claims import S_t, S_t1, h_left, h_right
+
+    swapped = h_left * S_t1 + 3 * h_right * S_t
+    rng = np.random.default_rng(72)
+    for _ in range(6):
+        s_ij = float(rng.uniform(-0.9, 0.9))
+        neg_i, neg_j = rng.uniform(-1, 1, 5).tolist(), rng.uniform(-1, 1, 2).tolist()
+        got = _probability(s_ij, neg_i, neg_j, 0.5, side=swapped, normalizer=lambda n: 0.5)
+
+        def side(left, right, above_t, above_t1):
+            return left * above_t1 + 3 * right * above_t
+
+        expected = sum(
+            _estimate_general(s_ij, negatives, 0.5, side=side, scale=0.5)
+            for negatives in (neg_i, neg_j)
+        )
+        assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_histogram_weighs_the_negatives_with_the_kernel_it_is_given():
+    # a kernel reporting its own arguments: the histogram passes s, b_(u-1), b_u, b_(u+1), Delta
+    seen = []
+
+    def kernel(x, low, middle, high, delta):
+        seen.append((x, low, middle, high, delta))
+        return middle + 2 * x
+
+    h = _histogram([0.25, -0.5], 0.5, kernel=kernel)
+    assert h == pytest.approx([(2 * -1.0 + 2 * -0.25) / 2 + 0.5 * u for u in range(5)])
+    assert seen[:2] == [(0.25, -1.5, -1.0, -0.5, 0.5), (-0.5, -1.5, -1.0, -0.5, 0.5)]
+
+
+def _slope(s_ij, s_ik, delta, count):
+    """dP_ij/ds_ik by a secant of 1e-4 inside s_ik's linear piece (the estimate is piecewise
+    linear), with the other count - 1 negatives of i and all of j at -0.999."""
+    step = 1e-4
+
+    def p(x):
+        others = [-0.999] * (count - 1)
+        return _estimate(s_ij, [x, *others], delta) + _estimate(s_ij, [-0.999] * count, delta)
+
+    return (p(s_ik + step) - p(s_ik - step)) / (2 * step)
+
+
+@pytest.mark.parametrize(("delta", "count"), [(0.25, 3), (0.5, 5), (0.25, 1)])
+def test_the_negative_gradient_is_the_slope_of_the_estimate(delta, count):
+    s_ij = -1 + 4 * delta + 0.3 * delta if delta < 0.5 else 0.1
+    for fraction in (-1.7, -1.2, -0.6, -0.1, 0.35, 0.8, 1.4):
+        s_ik = s_ij + fraction * delta
+        expected = _slope(s_ij, s_ik, delta, count)
+        assert _gradient_negative(s_ij, s_ik, delta, count) == pytest.approx(expected, abs=1e-6)
+
+
+def test_the_negative_gradient_is_h_over_n_delta_on_the_two_bins():
+    # s_ij = -0.675 at Delta = 1/4: t = 1, h_left = 0.7, h_right = 0.3; |N| = 4
+    assert _gradient_negative(-0.675, -0.6, 0.25, 4) == pytest.approx(0.3 / (4 * 0.25), abs=1e-6)
+    assert _gradient_negative(-0.675, -0.8, 0.25, 4) == pytest.approx(0.7 / (4 * 0.25), abs=1e-6)
+    assert _gradient_negative(-0.675, -0.3, 0.25, 4) == 0.0
+
+
+@pytest.mark.parametrize("delta", [0.5, 0.25])
+def test_the_discrete_truth_is_the_double_loop_over_the_pair_and_negative_masses(delta):
+    rng = np.random.default_rng(73)
+    for _ in range(8):
+        s_ij = float(rng.uniform(-0.95, 0.95))
+        negatives = rng.uniform(-1, 1, int(rng.integers(1, 6))).tolist()
+        expected = _estimate(s_ij, negatives, delta)
+        assert _discrete_truth(s_ij, negatives, delta) == pytest.approx(expected, abs=1e-12)
+
+
+def test_the_support_samples_offsets_minus_3_to_3_twice_per_bin():
+    from gradlab.symbolic.claims import Form
+
+    # the gradient is non-zero on offsets -1 and 0 only (s_ij inside bin 4 at Delta = 1/4):
+    # a claimed support from -4 to 5 is wrong at every sampled offset but those two
+    wrong = [(o, f, False) for o in (-3, -2, 1, 2, 3) for f in (0.2, 0.7)]
+    assert _support(Form({"from bin": -4, "to bin": 5})) == wrong
+    assert _support(Form({"from bin": -1, "to bin": 1})) == []
+    assert _support(Form({"from bin": 0, "to bin": 1})) == [(-1, 0.2, True), (-1, 0.7, True)]
+    assert _support(Form({"from bin": -1, "to bin": 0})) == [(0, 0.2, True), (0, 0.7, True)]
+
+
+def test_the_edge_values_are_eq7_at_the_documented_corners():
+    corners = [
+        (s_ij, negative, delta)
+        for s_ij in (-1.0, -0.99, 0.999, 1.0)
+        for negative in (-1.0, 0.0, 1.0)
+        for delta in (2.0, 0.25)
+    ]
+    expected = [2 * _estimate(s_ij, [negative], delta) for s_ij, negative, delta in corners]
+    assert _edge_values(lambda n: 1 / n) == pytest.approx(expected, abs=1e-12)
+    halved = _edge_values(lambda n: 0.5 / n)
+    assert halved == pytest.approx([value / 2 for value in expected], abs=1e-12)
+
+
+def test_an_edge_value_whose_division_fails_is_nan():
+    values = _edge_values(lambda n: 1 / (n - 1))
+    assert len(values) == 24 and all(math.isnan(v) for v in values)
+
+
+def test_the_recurrence_runs_line_10_11_once_per_scale_from_zero():
+    from gradlab.symbolic.fappy_claims import L_run, L_scale, pairs_active, pairs_all
+
+    halving = (L_run + L_scale / pairs_all) / 2
+    # ((((0 + 1/4) / 2 + 2/4) / 2 + 3/4) / 2 + 4/4) / 2 = (0.53125 + 1) / 2 by hand
+    assert _run_recurrence(halving, [1.0, 2.0, 3.0, 4.0], [1, 1, 1, 1], 4) == pytest.approx(
+        0.765625, abs=1e-15
+    )
+    official = (L_run + L_scale) / pairs_active - pairs_all
+    # (0 + 6) / 3 - 7 = -5, then (-5 + 1) / 2 - 7 = -9
+    assert _run_recurrence(official, [6.0, 1.0], [3, 2], 7) == pytest.approx(-9.0, abs=1e-15)
+    with pytest.raises(ValueError, match="zip"):
+        _run_recurrence(halving, [1.0, 2.0], [1], 4)
