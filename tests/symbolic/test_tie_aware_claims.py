@@ -5,17 +5,61 @@
 values worked out here by hand, by loops or with mpmath, not by the helpers' own code.
 """
 
+import itertools
 import math
+import re
 from fractions import Fraction
 
+import mpmath
+import numpy as np
 import pytest
+import sympy as sp
+from sympy.utilities.lambdify import implemented_function
 
+from gradlab.symbolic.claims import Form
 from gradlab.symbolic.tie_aware_claims import (
+    _G,
+    C_pos_prev,
+    C_prev,
+    N_d,
+    N_plus,
+    N_pos_prev,
+    N_prev,
+    _affinity,
     _ap_at,
     _brute_force,
     _dcg_at,
     _harmonic_gap,
+    _tie_ap,
+    _tie_cases,
+    _tie_dcg,
     _ties,
+    _v,
+    a,
+    b,
+    c,
+    c_pos,
+    check_ap_at_k,
+    check_ap_full,
+    check_dcg_at_k,
+    check_dcg_full,
+    check_empty_bin,
+    check_eq14,
+    check_eq15,
+    check_eq20,
+    check_expansion,
+    check_harmonic_closed_form,
+    check_level_regrouping,
+    check_li,
+    check_log_approximation,
+    check_one_item_bin,
+    disc,
+    gain_sum,
+    j_,
+    jj,
+    n,
+    n_pos,
+    share,
 )
 
 
@@ -63,3 +107,481 @@ def test_brute_force_tie_aware_ap_matches_an_exact_rational_average():
 def test_harmonic_gap_is_the_partial_sum_of_reciprocals(before, size):
     truth = sum(Fraction(1, k) for k in range(before + 1, before + size + 1))
     assert _harmonic_gap(before, size) == pytest.approx(float(truth), rel=1e-15)
+
+
+# --- independent references ------------------------------------------------------------------
+
+
+def _tie_consistent_orders(scores):
+    """Every ranking by descending score, ties in every internal order (product of blocks)."""
+    blocks = [
+        [i for i, s in enumerate(scores) if s == level] for level in sorted(set(scores))[::-1]
+    ]
+    for parts in itertools.product(*(itertools.permutations(block) for block in blocks)):
+        yield tuple(item for part in parts for item in part)
+
+
+def _exact_tie_ap(scores, relevant, cutoff) -> Fraction:
+    """Mean over tie-consistent orders of AP@k = (1/N+) sum of precision@rank at relevant
+    ranks <= k, in exact rationals."""
+    values = []
+    for order in _tie_consistent_orders(scores):
+        ranked = [relevant[i] for i in order]
+        precisions = [Fraction(sum(ranked[:rank]), rank) for rank in range(1, cutoff + 1)
+                      if ranked[rank - 1]]  # fmt: skip
+        values.append(sum(precisions, Fraction(0)) / sum(relevant))
+    return sum(values, Fraction(0)) / len(values)
+
+
+def _mean_tie_dcg(scores, gains, cutoff) -> float:
+    values = [math.fsum(gains[i] / math.log2(rank + 2) for rank, i in enumerate(order[:cutoff]))
+              for order in _tie_consistent_orders(scores)]  # fmt: skip
+    return math.fsum(values) / len(values)
+
+
+def _documented_cases(seed, count=10, size=6):
+    """The checks' cases: default_rng(seed), 10 x (6 scores in {0, 1, 2}, relevant where
+    U(0, 1) < 0.5 and item 0 always, 6 gains in {0, 1, 2}, a cutoff in 1..6)."""
+    rng = np.random.default_rng(seed)
+    cases = []
+    for _ in range(count):
+        scores = tuple(int(s) for s in rng.integers(0, 3, size))
+        relevant = [bool(u < 0.5) for u in rng.random(size)]
+        relevant[0] = True
+        gains = tuple(int(g) for g in rng.integers(0, 3, size))
+        cases.append((scores, tuple(relevant), gains, int(rng.integers(1, size + 1))))
+    return cases
+
+
+def _simpson(function, low, high, intervals=4000):
+    step = (high - low) / intervals
+    inner = math.fsum((4 if k % 2 else 2) * function(low + k * step) for k in range(1, intervals))
+    return step / 3 * (function(low) + inner + function(high))
+
+
+def _failure(verdict):
+    """(worst error, case index, case count) of a failing numeric_agreement detail."""
+    found = re.fullmatch(
+        r"max \|printed - true\| = (\S+) \(case (\d+) of (\d+)\)\.", verdict.detail
+    )
+    assert verdict.verdict == "fails" and found, verdict
+    return float(found.group(1)), int(found.group(2)), int(found.group(3))
+
+
+def _assert_worst_case(verdict, errors):
+    worst, index, count = _failure(verdict)
+    assert count == len(errors)
+    assert worst == float(f"{max(errors):.3g}")
+    assert errors[index] == pytest.approx(max(errors), rel=1e-9)
+
+
+# --- tie cases, brute force, the tie-wise sums -----------------------------------------------
+
+AP_SUMMAND = n_pos / n * (N_pos_prev + (j_ - N_prev - 1) * share + 1) / j_ / N_plus
+DCG_PIECES = {"tie value": gain_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_tie_cases_are_the_documented_draws_with_brute_force_truths(seed):
+    cases = _tie_cases(seed)
+    documented = _documented_cases(seed)
+    assert [case[:4] for case in cases] == documented
+    for case, (scores, relevant, gains, cutoff) in zip(cases, documented, strict=True):
+        assert case[4] == pytest.approx(float(_exact_tie_ap(scores, relevant, cutoff)), abs=1e-14)
+        assert case[5] == pytest.approx(float(_exact_tie_ap(scores, relevant, 6)), abs=1e-14)
+        assert case[6] == pytest.approx(_mean_tie_dcg(scores, gains, cutoff), abs=1e-13)
+        assert case[7] == pytest.approx(_mean_tie_dcg(scores, gains, 6), abs=1e-13)
+
+
+def test_tie_cases_cover_ties_misses_and_every_cutoff():
+    cases = [case for seed in range(4) for case in _tie_cases(seed)]
+    assert {s for case in cases for s in case[0]} == {0, 1, 2}
+    assert {g for case in cases for g in case[2]} == {0, 1, 2}
+    assert {case[3] for case in cases} == {1, 2, 3, 4, 5, 6}
+    assert any(not all(case[1]) for case in cases) and all(case[1][0] for case in cases)
+    assert _tie_cases(5, count=3, size=4)[2][:4] == _documented_cases(5, count=3, size=4)[2]
+
+
+HAND_CASES = [
+    ((3, 2, 1, 0), (True, False, True, False)),  # no ties: every tie a single item
+    ((1, 1, 1, 1), (True, False, True, False)),  # one tie of everything
+    ((2, 1, 1, 0, 2), (False, True, True, False, True)),  # singletons and ties mixed
+]
+
+
+@pytest.mark.parametrize(("scores", "relevant"), HAND_CASES)
+@pytest.mark.parametrize("cutoff", [1, 2, 3, 4])
+def test_tie_ap_sums_the_printed_summand_to_the_exact_tie_aware_ap(scores, relevant, cutoff):
+    truth = _exact_tie_ap(scores, relevant, cutoff)
+    assert _tie_ap(AP_SUMMAND, scores, list(relevant), cutoff) == pytest.approx(
+        float(truth), abs=1e-13
+    )
+
+
+@pytest.mark.parametrize(("scores", "relevant"), HAND_CASES)
+@pytest.mark.parametrize("cutoff", [1, 3, 5])
+def test_tie_dcg_sums_the_printed_tie_values_to_the_mean_over_tie_orders(scores, relevant, cutoff):
+    gains = tuple(range(len(scores)))
+    truth = _mean_tie_dcg(scores, gains, cutoff)
+    assert _tie_dcg(Form(DCG_PIECES), scores, gains, cutoff) == pytest.approx(truth, abs=1e-13)
+
+
+# --- the checks, given forms wrong by a little -----------------------------------------------
+
+
+def _extra_ap_per_case(seed, full):
+    """sum over ties and ranks j <= k inside the tie of n+_d / (1000 N+ j), per case."""
+    errors = []
+    for scores, relevant, _, cutoff in _documented_cases(seed):
+        cutoff = len(scores) if full else cutoff
+        total, position = Fraction(0), 0
+        for level in sorted(set(scores))[::-1]:
+            tie = [i for i, s in enumerate(scores) if s == level]
+            positives = sum(relevant[i] for i in tie)
+            for rank in range(position + 1, min(position + len(tie), cutoff) + 1):
+                total += Fraction(positives, 1000 * sum(relevant) * rank)
+            position += len(tie)
+        errors.append(float(total))
+    return errors
+
+
+@pytest.mark.parametrize(
+    ("check", "seed", "full"), [(check_ap_at_k, 0, False), (check_ap_full, 1, True)]
+)
+def test_an_ap_summand_with_a_small_extra_term_fails_at_the_documented_worst_case(
+    check, seed, full
+):
+    verdict = check(Form(AP_SUMMAND + n_pos / (1000 * N_plus * j_)))
+    _assert_worst_case(verdict, _extra_ap_per_case(seed, full))
+
+
+@pytest.mark.parametrize("check", [check_ap_at_k, check_ap_full])
+def test_an_ap_summand_off_by_one_part_in_a_billion_fails(check):
+    # every case has AP >= 1/6 (item 0 is relevant), so the error is >= 1.6e-10 >> 1e-12
+    worst, _, count = _failure(check(Form(AP_SUMMAND * (1 + sp.Rational(1, 10**9)))))
+    assert 1.6e-10 < worst <= 1.0001e-9 and count == 10
+
+
+@pytest.mark.parametrize(
+    ("check", "seed", "full"), [(check_dcg_at_k, 2, False), (check_dcg_full, 3, True)]
+)
+def test_a_dcg_tie_value_one_per_mille_too_high_fails_at_the_documented_worst_case(
+    check, seed, full
+):
+    pieces = {**DCG_PIECES, "tie value": DCG_PIECES["tie value"] * sp.Rational(1001, 1000)}
+    errors = [_mean_tie_dcg(scores, gains, 6 if full else cutoff) / 1000
+              for scores, _, gains, cutoff in _documented_cases(seed)]  # fmt: skip
+    _assert_worst_case(check(Form(pieces)), errors)
+
+
+@pytest.mark.parametrize("check", [check_dcg_at_k, check_dcg_full])
+def test_a_dcg_discount_off_by_one_part_in_a_billion_fails(check):
+    pieces = {**DCG_PIECES, "D(j)": DCG_PIECES["D(j)"] * (1 + sp.Rational(1, 10**9))}
+    worst, _, _ = _failure(check(Form(pieces)))
+    assert 1e-12 < worst < 1e-8  # DCG <= 2 * sum_j 1/log2(j + 1) < 10 here
+
+
+@pytest.mark.parametrize("level", [0, 1, 2])
+def test_a_regrouping_that_drops_one_affinity_level_fails_by_four_of_its_gains(level):
+    # G(v) = v^2 + 1; the worst assignment puts all 4 items at the dropped level
+    dropped = (
+        _G(_v)
+        * sum(sp.KroneckerDelta(_v, x) for x in _affinity)
+        * (1 - sp.KroneckerDelta(_v, level))
+    )
+    verdict = check_level_regrouping(Form(dropped))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        f"differs by up to {4 * (level**2 + 1)} over the 81 assignments.",
+    )
+
+
+A_s, B_s = sp.symbols("A B")
+
+
+@pytest.mark.parametrize("bin_end", [1, 7, 9, 21])  # N_d of the bins (0,1), (3,4), (7,2), (10,11)
+def test_a_closed_form_wrong_at_one_documented_bin_fails(bin_end):
+    right = A_s * n + B_s * (sp.harmonic(N_d) - sp.harmonic(N_prev))
+    verdict = check_harmonic_closed_form(
+        Form(right + B_s * sp.Piecewise((1, sp.Eq(N_d, bin_end)), (0, True)))
+    )
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith("sum_(t=N_(d-1)+1)^(N_d) (A + B/t) in exact rationals for ")
+    assert check_harmonic_closed_form(Form(right)).verdict == "holds"
+
+
+HARMONIC_GAP = sp.harmonic(N_d) - sp.harmonic(N_prev)
+
+
+def _wrong_at(before, size, by):
+    """``by`` at the bin (N_(d-1), n_d) only (N_(d-1) is a positive symbol: Eq(N_prev, 0) is False,
+    but the bin (0, 1) is the grid's only one ending at N_d = 1)."""
+    at_bin = (
+        sp.Eq(N_d, 1)
+        if (before, size) == (0, 1)
+        else sp.Eq(N_prev, before) & sp.Eq(N_d, before + size)
+    )
+    return sp.Piecewise((by, at_bin), (0, True))
+
+
+@pytest.mark.parametrize(
+    ("before", "size"), [*[(x, 1) for x in (0, 1, 2, 5, 20, 100)], *[(100, y) for y in (2, 5, 50)]]
+)
+def test_a_log_approximation_off_at_one_grid_bin_is_caught_there(before, size):
+    verdict = check_log_approximation(
+        Form(HARMONIC_GAP + _wrong_at(before, size, sp.Rational(3, 10)))
+    )
+    first_bin = "0.3" if before == 0 else "0"
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        f"|approximation - harmonic gap| reaches 0.3 at (N_(d-1), n_d) = ({before}, {size}); "
+        f"at the first bin N_(d-1) = 0 the error is {first_bin}.",
+    )
+
+
+def test_a_log_approximation_within_exactly_0_2_holds_and_beyond_fails():
+    # at (1, 1) the gap is 1/2; 0.5 - float(0.3) is float(0.2) exactly (Sterbenz)
+    exactly = Form(
+        sp.Piecewise((sp.Float(0.3), sp.Eq(N_prev, 1) & sp.Eq(N_d, 2)), (HARMONIC_GAP, True))
+    )
+    assert check_log_approximation(exactly).detail == (
+        "|approximation - harmonic gap| <= 0.200 on 24 bins, the first bin N_(d-1) = 0 included "
+        "(there 0.000)."
+    )
+    beyond = check_log_approximation(Form(HARMONIC_GAP + sp.Rational(21, 100)))
+    assert beyond.verdict == "fails" and "reaches 0.21 at" in beyond.detail
+
+
+def _log2_discount_integral(low, high):
+    return _simpson(lambda u: 1 / math.log2(u + 1), low, high)
+
+
+EQ14_GRID = [(x, x + y) for x in (1.5, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
+EQ14_PIECES = {"factor": sp.log(2), "lower": a + 1, "upper": b + 1}
+
+
+def test_eq14_with_a_doubled_factor_fails_by_the_largest_discount_integral():
+    errors = [_log2_discount_integral(low, high) for low, high in EQ14_GRID]
+    _assert_worst_case(check_eq14(Form({**EQ14_PIECES, "factor": 2 * sp.log(2)})), errors)
+
+
+def test_eq14_with_ln2_off_by_one_part_in_a_hundred_million_fails():
+    worst, _, _ = _failure(
+        check_eq14(Form({**EQ14_PIECES, "factor": sp.log(2) * (1 + sp.Rational(1, 10**8))}))
+    )
+    assert 1e-9 < worst < 1e-7
+
+
+@pytest.mark.parametrize("low", [1.5, 3.0, 10.0])
+def test_eq14_with_a_lower_limit_off_at_one_grid_start_fails_there(low):
+    pieces = {
+        **EQ14_PIECES,
+        "lower": a + 1 + sp.Piecewise((sp.Rational(1, 100), sp.Eq(a, low)), (0, True)),
+    }
+    _, index, _ = _failure(check_eq14(Form(pieces)))
+    assert EQ14_GRID[index][0] == low
+
+
+@pytest.mark.parametrize("high", [10.5, 12.0, 17.0])  # 10 + (0.5, 2, 7): each end occurs once
+def test_eq14_with_an_upper_limit_off_at_one_grid_end_fails_there(high):
+    pieces = {
+        **EQ14_PIECES,
+        "upper": b + 1 + sp.Piecewise((sp.Rational(1, 100), sp.Eq(b, high)), (0, True)),
+    }
+    _, index, _ = _failure(check_eq14(Form(pieces)))
+    assert EQ14_GRID[index] == (10.0, high)
+
+
+def _eq15_cases():
+    """default_rng(11): 8 x (c_(d,v) for v = 0, 1, 2 in 0..3, level 1 plus one; C_(d-1) in 1..8)."""
+    rng = np.random.default_rng(11)
+    cases = []
+    for _ in range(8):
+        counts = [int(k) for k in rng.integers(0, 4, 3)]
+        counts[1] += 1
+        cases.append((int(rng.integers(1, 9)), counts))
+    return cases
+
+
+def test_eq15_with_a_doubled_factor_fails_by_the_largest_relaxed_dcg():
+    errors = []
+    for before, counts in _eq15_cases():
+        total = sum(counts)
+        level_mean = sum(v * k for v, k in enumerate(counts)) / total
+        errors.append(level_mean * _log2_discount_integral(before, before + total))
+    _assert_worst_case(check_eq15(Form({"factor": 2 * sp.log(2)})), errors)
+
+
+def test_eq15_with_ln2_off_by_one_part_in_a_hundred_million_fails():
+    worst, _, count = _failure(
+        check_eq15(Form({"factor": sp.log(2) * (1 + sp.Rational(1, 10**8))}))
+    )
+    assert 1e-10 < worst < 1e-6 and count == 8
+
+
+LI_GAP = sp.li(b + 1) - sp.li(a + 1)
+LI_GRID = [(x, x + y) for x in (0.5, 1.0, 3.0, 10.0) for y in (0.5, 2.0, 7.0)]
+
+
+def test_the_li_difference_doubled_fails_by_the_largest_integral_of_1_over_ln():
+    errors = [_simpson(lambda u: 1 / math.log(u), low + 1, high + 1) for low, high in LI_GRID]
+    _assert_worst_case(check_li(Form(2 * LI_GAP)), errors)
+
+
+def test_the_li_difference_off_by_one_part_in_a_hundred_million_fails():
+    worst, _, count = _failure(check_li(Form(LI_GAP * (1 + sp.Rational(1, 10**8)))))
+    assert 1e-10 < worst < 1e-6 and count == 12
+
+
+@pytest.mark.parametrize("low", [0.5, 1.0, 3.0, 10.0])
+def test_the_li_difference_off_at_one_grid_start_fails_there(low):
+    _, index, _ = _failure(
+        check_li(Form(LI_GAP + sp.Piecewise((sp.Rational(1, 100), sp.Eq(a, low)), (0, True))))
+    )
+    assert LI_GRID[index][0] == low
+
+
+@pytest.mark.parametrize("high", [10.5, 12.0, 17.0])
+def test_the_li_difference_off_at_one_grid_end_fails_there(high):
+    _, index, _ = _failure(
+        check_li(Form(LI_GAP + sp.Piecewise((sp.Rational(1, 100), sp.Eq(b, high)), (0, True))))
+    )
+    assert LI_GRID[index] == (10.0, high)
+
+
+N = sp.Symbol("N", positive=True)
+EXPANSION = sp.EulerGamma + sp.log(N) + 1 / (2 * N)
+ORDER = 1 / (12 * N**2)
+
+
+def _ratios(detail):
+    return [float(x) for x in re.search(r"= \[(.*)\] at N", detail).group(1).split(", ")]
+
+
+def test_an_expansion_off_by_1_2_over_n_cubed_has_not_settled_between_1e4_and_1e5():
+    # H(N) = gamma + ln N + 1/(2N) - 1/(12N^2) + 1/(120N^4) - ...: with 1.2/N^3 added to the
+    # expansion the ratio is -1 - 14.4/N + 1/(10N^2); it moves by 1.3e-3 from 1e4 to 1e5
+    verdict = check_expansion(
+        Form({"expansion": EXPANSION + sp.Rational(6, 5) / N**3, "order": ORDER})
+    )
+    assert verdict.verdict == "fails"
+    truth = [-1 - 14.4 / big + 1 / (10 * big**2) for big in (1e3, 1e4, 1e5)]
+    assert _ratios(verdict.detail) == pytest.approx(truth, abs=1e-9)
+    assert verdict.detail.startswith("(H(N) - expansion) / order term = [")
+    assert verdict.detail.endswith("at N = 1e3, 1e4, 1e5: not of that order.")
+
+
+def test_an_expansion_off_by_half_over_n_cubed_has_settled():
+    # the ratio -1 - 6/N + ... moves by 5.4e-4 < 1e-3 from 1e4 to 1e5
+    verdict = check_expansion(
+        Form({"expansion": EXPANSION + sp.Rational(1, 2) / N**3, "order": ORDER})
+    )
+    assert verdict.verdict == "holds"
+
+
+@pytest.mark.parametrize(
+    ("ratio", "verdict"), [(-0.04, "fails"), (-0.06, "holds"), (-19, "holds"), (-21, "fails")]
+)
+def test_the_expansion_ratio_must_lie_between_0_05_and_20(ratio, verdict):
+    # order scaled by k: the ratio (H - expansion) / order tends to -1/k
+    scaled_order = ORDER / -sp.nsimplify(ratio)
+    assert check_expansion(Form({"expansion": EXPANSION, "order": scaled_order})).verdict == verdict
+
+
+_working_digits = implemented_function("digits", lambda x: mpmath.mp.dps)
+
+
+def test_the_expansion_is_checked_at_40_digits():
+    # H(N) - (H(N) - digits/(48 N^2)) = digits/(48 N^2): the ratio to 1/(12 N^2) is digits/4
+    pieces = {"expansion": sp.harmonic(N) - _working_digits(N) / (48 * N**2), "order": ORDER}
+    assert check_expansion(Form(pieces)).detail == (
+        "(H(N) - expansion) / order term -> 10.000000 (N = 1e3..1e5, mpmath 40 digits)."
+    )
+
+
+def test_the_one_item_bin_is_checked_at_40_digits():
+    verdict = check_one_item_bin(Form(_working_digits(c)))
+    assert (verdict.verdict, verdict.detail) == ("holds", "|term| stays 40 as c -> 1 (growth 1).")
+
+
+@pytest.mark.parametrize(
+    ("power", "verdict"), [(sp.Rational(8, 100), "holds"), (sp.Rational(1, 12), "fails")]
+)
+def test_a_one_item_bin_term_may_grow_less_than_tenfold(power, verdict):
+    # |c - 1|^(-p) grows by (1e12)^p from c = 1 + 1e-6 to 1 + 1e-18: 10^0.96 = 9.1, 10^1 = 10
+    found = check_one_item_bin(Form((c - 1) ** -power))
+    assert found.verdict == verdict
+    growth = float(10 ** (12 * power))
+    if verdict == "fails":
+        assert found.detail == (
+            f"|term| grows by {growth:.3g} from c = 1 + 1e-6 to 1 + 1e-18: a pole at a bin of "
+            "one item."
+        )
+    else:
+        assert (
+            found.detail
+            == f"|term| stays {1e18 ** float(power):.4g} as c -> 1 (growth {growth:.3g})."
+        )
+
+
+rho = sp.Symbol("rho")
+
+
+@pytest.mark.parametrize(
+    "pole", [C_prev - 3, C_pos_prev - 1, N_plus - 2, rho - sp.Rational(1, 2), N_d - 3]
+)
+def test_an_empty_bin_is_checked_at_the_documented_point(pole):
+    # the point: C_(d-1) = 3, C+_(d-1) = 1, N+ = 2, rho = 1/2, c = c+ = 0 (so N_d = 3)
+    verdict = check_empty_bin(Form(1 / pole))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "substituting c_d = c+_d = 0 gives zoo: undefined as printed.",
+    )
+
+
+@pytest.mark.parametrize("variable", [c, c_pos])
+def test_an_empty_bin_sets_both_counts_to_zero(variable):
+    verdict = check_empty_bin(Form(1 / variable))
+    assert verdict.verdict == "fails"
+
+
+EQ20 = 1 / (2 * N_prev) - 1 / (2 * N_d)
+EQ20_BINS = ((10, 5), (100, 50), (1000, 500), (10000, 5000))
+
+
+def _eq20_ratios(scale):
+    """(ln gap - harmonic gap) / (scale(N_(d-1)) * EQ20) on the bins, in float64 sums."""
+    ratios = []
+    for before, size in EQ20_BINS:
+        error = math.log((before + size) / before) - math.fsum(
+            1 / k for k in range(before + 1, before + size + 1)
+        )
+        ratios.append(error / (scale(before) * (1 / (2 * before) - 1 / (2 * (before + size)))))
+    return ratios
+
+
+@pytest.mark.parametrize(
+    ("factor", "verdict"), [(1.9, "holds"), (2.1, "fails"), (1 / 1.9, "holds"), (1 / 2.1, "fails")]
+)
+def test_the_eq20_ratio_must_lie_between_half_and_two(factor, verdict):
+    found = check_eq20(Form(EQ20 * sp.nsimplify(factor)))
+    assert found.verdict == verdict
+    if verdict == "fails":
+        listed = [float(x) for x in re.search(r"= \[(.*)\]\.", found.detail).group(1).split(", ")]
+        assert listed == pytest.approx(_eq20_ratios(lambda _: factor), rel=1e-9)
+        assert found.detail.startswith("(ln gap - harmonic gap) / printed order = [")
+
+
+@pytest.mark.parametrize(("weight", "verdict"), [(1, "fails"), (0.3, "holds")])
+def test_the_eq20_ratio_must_settle_to_1e_2(weight, verdict):
+    # order (1 + w / sqrt(N_(d-1))) EQ20: the last two ratios differ by ~0.021 (w = 1),
+    # ~0.006 (w = 0.3)
+    scale = 1 + sp.nsimplify(weight) / sp.sqrt(N_prev)
+    found = check_eq20(Form(EQ20 * scale))
+    assert found.verdict == verdict
+    ratios = _eq20_ratios(lambda before: 1 + weight / math.sqrt(before))
+    if verdict == "holds":
+        assert found.detail == (
+            f"(ln gap - harmonic gap) / printed order -> {ratios[-1]:.6f}: the error is of that "
+            "order."
+        )
