@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from gradlab.symbolic.claims import Form
 from gradlab.symbolic.fappy_claims import (
     _bin,
     _discrete_truth,
@@ -22,6 +23,9 @@ from gradlab.symbolic.fappy_claims import (
     _run_recurrence,
     _support,
     _weight,
+    check_heights,
+    check_kernel,
+    check_negative_histogram,
 )
 
 DELTAS = (2.0, 1.0, 0.5, 0.25, 0.125)
@@ -222,8 +226,6 @@ def test_the_discrete_truth_is_the_double_loop_over_the_pair_and_negative_masses
 
 
 def test_the_support_samples_offsets_minus_3_to_3_twice_per_bin():
-    from gradlab.symbolic.claims import Form
-
     # the gradient is non-zero on offsets -1 and 0 only (s_ij inside bin 4 at Delta = 1/4):
     # a claimed support from -4 to 5 is wrong at every sampled offset but those two
     wrong = [(o, f, False) for o in (-3, -2, 1, 2, 3) for f in (0.2, 0.7)]
@@ -264,3 +266,134 @@ def test_the_recurrence_runs_line_10_11_once_per_scale_from_zero():
     assert _run_recurrence(official, [6.0, 1.0], [3, 2], 7) == pytest.approx(-9.0, abs=1e-15)
     with pytest.raises(ValueError, match="zip"):
         _run_recurrence(halving, [1.0, 2.0], [1], 4)
+
+
+# --- the checks, given forms the seed does not print -------------------------------------------
+
+
+def _kernel_form(factor_where):
+    """EQ3 times 11/10 where ``factor_where`` holds (a SymPy condition), EQ3 elsewhere."""
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import EQ3
+
+    return Form(sp.Piecewise((EQ3 * sp.Rational(11, 10), factor_where), (EQ3, True)))
+
+
+def test_a_kernel_a_thousandth_too_heavy_misses_unity_by_a_thousandth():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import EQ3
+
+    # every weight 1.001 times the triangle: the weights of any s sum to 1.001
+    verdict = check_kernel(Form(EQ3 * sp.Rational(1001, 1000)))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the weights miss partition of unity or the mean by 0.001.",
+    )
+
+
+@pytest.mark.parametrize("delta", ["2", "1/2", "1/8"])
+def test_the_kernel_check_covers_each_delta_it_names(delta):
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import width
+
+    # a kernel 10 % too heavy at that Delta only: the weights of every s there sum to 1.1
+    verdict = check_kernel(_kernel_form(sp.Eq(width, sp.Rational(delta))))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the weights miss partition of unity or the mean by 0.1.",
+    )
+
+
+def test_the_kernel_check_samples_s_0_on_its_grid_of_101_points():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import s
+
+    # 10 % too heavy within 1e-3 of s = 0 only: the grid -1, -0.98, ..., 1 has s = 0
+    verdict = check_kernel(_kernel_form(sp.Abs(s) < sp.Rational(1, 1000)))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.endswith("by 0.1.")
+
+
+def test_the_kernel_check_notices_a_wrong_mass_with_a_right_mean():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import EQ3, mid
+
+    # 1/100 more on the boundary b_u = 0 for every s: the mean sum_u w_u b_u is unchanged
+    # (b_u = 0), the mass is 1.01
+    bump = sp.Piecewise((sp.Rational(1, 100), sp.Abs(mid) < sp.Rational(1, 10**9)), (0, True))
+    verdict = check_kernel(Form(EQ3 + bump))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the weights miss partition of unity or the mean by 0.01.",
+    )
+
+
+def _height_errors(offsets):
+    """max over Delta = 1/2, 1/4 and 37 points of [-0.99, 0.99] of the heights' mass and mean
+    errors, with the heights on b_(t + offsets) (the check's documented grid)."""
+    worst = 0.0
+    for delta in (0.5, 0.25):
+        for x in np.linspace(-0.99, 0.99, 37):
+            t = _reference_bin(float(x), delta)
+            left, right = _hat(x, t + offsets[0], delta), _hat(x, t + offsets[1], delta)
+            b_t, b_t1 = -1 + t * delta, -1 + (t + 1) * delta
+            worst = max(worst, abs(left + right - 1), abs(left * b_t + right * b_t1 - x))
+    return worst
+
+
+@pytest.mark.parametrize("offsets", [(2, 3), (1, 2), (0, 0), (-1, 1)])
+def test_heights_on_other_bins_miss_mass_or_mean_by_the_loop_s_error(offsets):
+    import sympy as sp
+
+    t = sp.Symbol("t")
+    verdict = check_heights(Form({"h_left bin": t + offsets[0], "h_right bin": t + offsets[1]}))
+    worst = _height_errors(offsets)
+    assert worst > 0.1
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        f"the heights miss s_ij's mass or mean by {worst:.3g}.",
+    )
+
+
+def test_a_normaliser_a_thousandth_too_large_misses_the_mass_by_a_thousandth():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import Nn
+
+    verdict = check_negative_histogram(Form(sp.Rational(1001, 1000) / Nn))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the histogram misses mass or mean by 0.001.",
+    )
+
+
+def _documented_negative_counts():
+    # the check's draws (numpy default_rng(4)): 10 sets of 1..8 uniform negatives
+    rng = np.random.default_rng(4)
+    counts = []
+    for _ in range(10):
+        counts.append(len(rng.uniform(-1, 1, int(rng.integers(1, 9)))))
+    return counts
+
+
+@pytest.mark.parametrize("count", range(1, 10))
+def test_the_histogram_check_sees_a_normaliser_wrong_at_one_drawn_set_size(count):
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import Nn
+
+    # twice the mass for sets of `count` negatives: the mass error is 1 when the check drew
+    # such a set, and nothing otherwise (it draws 2, 3, 6 and 8 negatives)
+    verdict = check_negative_histogram(
+        Form(sp.Piecewise((2 / Nn, sp.Eq(Nn, count)), (1 / Nn, True)))
+    )
+    drawn = count in _documented_negative_counts()
+    assert drawn == (count in (2, 3, 6, 8))
+    assert verdict.verdict == ("fails" if drawn else "holds")
+    if drawn:
+        assert verdict.detail == "the histogram misses mass or mean by 1."
