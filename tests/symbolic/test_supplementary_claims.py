@@ -70,6 +70,22 @@ def worst_case(size: int) -> int:
     return size * depth - 2**depth + 1
 
 
+# --- Eq. 1 ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("threshold", ["49/10000", "51/10000"])
+def test_eq1_with_the_threshold_two_percent_off_fails(threshold):
+    # |dG/dD| = 0.005 at |D| ~ 0.099 (tau = 0.01): the check's score differences must reach the
+    # edge of the operating region, or a wrong threshold goes unnoticed.
+    import sympy as sp
+
+    from gradlab.symbolic.claims import with_parameters
+
+    eq1 = next(c for c in supplementary.claims() if c.label == "eq1").printed
+    off = with_parameters(eq1, "threshold off", threshold=sp.Rational(threshold))
+    assert supplementary.check_operating_region(off).verdict == "fails"
+
+
 # --- the merge sort behind Blackbox AP's count ------------------------------------------------
 
 
