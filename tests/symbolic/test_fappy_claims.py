@@ -23,9 +23,12 @@ from gradlab.symbolic.fappy_claims import (
     _run_recurrence,
     _support,
     _weight,
+    check_bin_count,
+    check_fig2,
     check_heights,
     check_kernel,
     check_negative_histogram,
+    check_probability_definition,
 )
 
 DELTAS = (2.0, 1.0, 0.5, 0.25, 0.125)
@@ -397,3 +400,48 @@ def test_the_histogram_check_sees_a_normaliser_wrong_at_one_drawn_set_size(count
     assert verdict.verdict == ("fails" if drawn else "holds")
     if drawn:
         assert verdict.detail == "the histogram misses mass or mean by 1."
+
+
+def test_fig2_s_rate_fails_when_the_printed_percent_is_a_tenth_off():
+    verdict = check_fig2(Form({"closer": 5, "negatives": 7, "printed percent": 71.5}))
+    assert (verdict.verdict, verdict.detail) == ("fails", "5/7 = 71.4286%, printed 71.5%.")
+    verdict = check_fig2(Form({"closer": 5, "negatives": 6, "printed percent": 71.4}))
+    assert (verdict.verdict, verdict.detail) == ("fails", "5/6 = 83.3333%, printed 71.4%.")
+
+
+def test_fig2_s_rate_allows_less_than_1e_9_points_of_rounding():
+    # 0 of 7 is 0 %: a printed 1e-9 % is off by exactly 1e-9, not less
+    assert (
+        check_fig2(Form({"closer": 0, "negatives": 7, "printed percent": 1e-9})).verdict == "fails"
+    )
+    assert (
+        check_fig2(Form({"closer": 0, "negatives": 7, "printed percent": 5e-10})).verdict == "holds"
+    )
+
+
+def test_a_bin_count_without_the_plus_1_is_wrong_at_every_delta():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import width
+
+    # -1, -1 + Delta, ..., 1 are 2/Delta + 1 boundaries: 2, 3, 5, 9 and 201
+    expected = (
+        "(Delta, boundaries, printed n) = [(2.0, 2, 1.0), (1.0, 3, 2.0), (0.5, 5, 4.0), "
+        "(0.25, 9, 8.0), (0.01, 201, 200.0)]."
+    )
+    for form in (2 / width, sp.Piecewise((2 / width, width > 0), (0, True))):
+        verdict = check_bin_count(Form(form))
+        assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+def test_a_probability_a_hundredth_above_the_mean_of_the_two_reaches_1_01():
+    import sympy as sp
+
+    p_i, p_j = sp.symbols("P_i P_j")
+    # some of the 200 configurations have every negative above s_ij: P_i = P_j = 1
+    verdict = check_probability_definition(Form((p_i + p_j) / 2 * sp.Rational(101, 100)))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "reaches 1.010 > 1 on 200 random configurations: a sum of two probabilities, not a "
+        "probability.",
+    )
