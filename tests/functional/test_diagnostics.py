@@ -392,3 +392,23 @@ def test_term_norms_of_empty_and_infinite_terms():
                      torch.tensor([[2e-170]], dtype=torch.float64))  # fmt: skip
     assert (one["ad_norm"].item(), one["cb_norm"].item()) == (1e-170, 2e-170)
     assert (one["ratio"].item(), one["cosine"].item()) == (0.5, -1.0)
+
+
+def test_term_norms_of_empty_terms_keep_the_dtype_and_device():
+    for dtype in (torch.bfloat16, torch.float32, torch.float64):
+        empty = term_norms(torch.zeros(3, 0, dtype=dtype), torch.zeros(3, 0, dtype=dtype))
+        assert all(values.dtype == dtype for values in empty.values()), dtype
+    ad, cb = torch.zeros(2, 0), torch.zeros(2, 0)
+    assert_unchanged_under_another_default_device(
+        lambda: tuple(term_norms(ad, cb).values()), ad.device
+    )
+
+
+def test_decomposition_norms_report_the_norm_of_the_decompositions_own_gradient():
+    """``grad_norm`` is ``|parts.grad|``, the gradient the decomposition computed, whatever
+    ``ad_term + cb_term`` gives (here a gradient replaced by hand)."""
+    parts = in_batch_decomposition(*_batch(2, size=8, classes=2), 0.3)
+    doubled = parts._replace(grad=parts.grad * 2.0 + 1.0)
+    norms = decomposition_norms(doubled)
+    rows = [row for row in doubled.grad.tolist() if not math.isnan(row[0])]
+    assert norms["grad_norm"].tolist() == pytest.approx([math.hypot(*row) for row in rows])
