@@ -24,10 +24,14 @@ from gradlab.symbolic.fappy_claims import (
     _support,
     _weight,
     check_bin_count,
+    check_caption,
+    check_delta_l2,
     check_fig2,
+    check_gradient_value,
     check_heights,
     check_kernel,
     check_negative_histogram,
+    check_pair_gradient,
     check_probability_definition,
 )
 
@@ -445,3 +449,106 @@ def test_a_probability_a_hundredth_above_the_mean_of_the_two_reaches_1_01():
         "reaches 1.010 > 1 on 200 random configurations: a sum of two probabilities, not a "
         "probability.",
     )
+
+
+def _corrected_negative_gradient():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import Nn, h_left, h_right, mid, s, width
+
+    return sp.Piecewise(
+        (h_right / (Nn * width), (s >= mid) & (s < mid + width)),
+        (h_left / (Nn * width), (s >= mid - width) & (s < mid)),
+        (0, True),
+    )
+
+
+def test_a_negative_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
+    import sympy as sp
+
+    # the gradients are h/(|N| Delta) >= 0.2 / (5 / 4) on their support: off by >= 1.6e-4
+    right = _corrected_negative_gradient()
+    assert check_gradient_value(Form(right)).verdict == "holds"
+    verdict = check_gradient_value(Form(right * sp.Rational(1001, 1000)))
+    assert verdict.verdict == "fails"
+    assert 1e-4 < float(verdict.detail.split("= ")[1].split(" ")[0]) < 1e-2
+
+
+def test_a_pair_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
+    import sympy as sp
+
+    h_i, h_j, width = sp.symbols("h_i^t h_j^t Delta")
+    right = -(h_i + h_j) / width
+    assert check_pair_gradient(Form(right)).verdict == "holds"
+    verdict = check_pair_gradient(Form(right * sp.Rational(1001, 1000)))
+    assert verdict.verdict == "fails"
+    assert 1e-5 < float(verdict.detail.split("= ")[1].split(" ")[0]) < 1e-1
+
+
+def test_a_caption_ring_1e_6_too_narrow_misses_s_at_b_t_and_delta_l2():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    # d_t = sqrt(2 - 2 b_t) - 1e-6: s = b_t maps to sqrt(2 - 2 b_t), 1e-6 outside the ring,
+    # and d_t - d_(t+1) misses Delta^L2 by 1e-6 (the first three problems are printed)
+    ring = {"d_t": sp.sqrt(2 - 2 * mid) - sp.Rational(1, 10**6), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
+    verdict = check_caption(Form(ring))
+    root = math.sqrt
+    first = f"s = -0.750 -> d = {root(3.5):.3f} not in [{root(3):.3f}, {root(3.5) - 1e-6:.3f}]"
+    gap = f"d_t - d_(t+1) = {root(3.5) - 1e-6 - root(3):.3f}, Delta^L2 = {root(3.5) - root(3):.3f}"
+    third = f"s = -0.250 -> d = {root(2.5):.3f} not in [{root(2):.3f}, {root(2.5) - 1e-6:.3f}]"
+    assert (verdict.verdict, verdict.detail) == ("fails", f"{first}; {gap}; {third}.")
+
+
+def test_a_caption_ring_1e_6_too_wide_misses_only_delta_l2():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    ring = {"d_t": sp.sqrt(2 - 2 * mid) + sp.Rational(1, 10**6), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
+    verdict = check_caption(Form(ring))
+    root = math.sqrt
+    gaps = [
+        f"d_t - d_(t+1) = {root(2 - 2 * b) + 1e-6 - root(1.5 - 2 * b):.3f}, "
+        f"Delta^L2 = {root(2 - 2 * b) - root(1.5 - 2 * b):.3f}"
+        for b in (-0.75, -0.25, 0.25)
+    ]
+    assert (verdict.verdict, verdict.detail) == ("fails", "; ".join(gaps) + ".")
+
+
+def _delta_l2_with_dip(centre):
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import hi, mid, width
+
+    # the appendix's Delta^L2 minus 10 Delta exp(-1000 (b_t - centre)^2): its Delta-derivative
+    # drops by ~10 at b_t = centre only (the printed part's derivative is in [0.5, 2.3])
+    dip = 10 * width * sp.exp(-1000 * (mid - centre) ** 2)
+    return Form(sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi) - dip)
+
+
+@pytest.mark.parametrize(("centre", "b_t"), [("-1", -1.0), ("4/5", 0.8)])
+def test_the_delta_l2_check_covers_both_ends_of_its_grid(centre, b_t):
+    import sympy as sp
+
+    verdict = check_delta_l2(_delta_l2_with_dip(sp.Rational(centre)))
+    # at b_t, Delta = 1/10: d/dDelta of -sqrt(2 - 2 (b_t + Delta)) is 1/sqrt(2 - 2 b_t - 0.2)
+    minimum = 1 / math.sqrt(2 - 2 * b_t - 0.2) - 10
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        f"dDelta^L2/dDelta is not positive on the grid (min {minimum:.3g}).",
+    )
+
+
+def test_the_delta_l2_check_differentiates_at_delta_a_tenth():
+    import sympy as sp
+
+    from gradlab.symbolic.fappy_claims import hi, mid, width
+
+    # + 100 (Delta - 1/10)^2 adds 200 (Delta - 1/10) to the derivative: 0 at Delta = 1/10
+    printed = sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi)
+    bowl = Form(printed + 100 * (width - sp.Rational(1, 10)) ** 2)
+    assert check_delta_l2(bowl).verdict == "holds"
+    shifted = Form(printed + 100 * (width - sp.Rational(1, 9)) ** 2)
+    assert check_delta_l2(shifted).verdict == "fails"
