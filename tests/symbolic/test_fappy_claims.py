@@ -33,6 +33,8 @@ from gradlab.symbolic.fappy_claims import (
     check_negative_histogram,
     check_pair_gradient,
     check_probability_definition,
+    check_table1_comparison,
+    check_table2,
 )
 
 DELTAS = (2.0, 1.0, 0.5, 0.25, 0.125)
@@ -552,3 +554,30 @@ def test_the_delta_l2_check_differentiates_at_delta_a_tenth():
     assert check_delta_l2(bowl).verdict == "holds"
     shifted = Form(printed + 100 * (width - sp.Rational(1, 9)) ** 2)
     assert check_delta_l2(shifted).verdict == "fails"
+
+
+def test_table1_signs_reversed_on_both_datasets_print_both_problems():
+    # Table 1: best FAPPY row minus Histogram is > 0 at every K on CUB (e.g. 50.6 - 50.3) and
+    # < 0 at every K on SOP (e.g. 63.5 - 63.9)
+    reversed_signs = {
+        "CUB-200-2011": -1,
+        "CUB-200-2011 rival": "Histogram",
+        "Stanford Online Products": 1,
+        "Stanford Online Products rival": "Histogram",
+    }
+    verdict = check_table1_comparison(Form(reversed_signs))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "CUB-200-2011: signs of best FAPPY - Histogram per K are [1]; Stanford Online Products: "
+        "signs of best FAPPY - Histogram per K are [-1].",
+    )
+
+
+def test_table2_s_smallest_gap_is_2_9_points_not_more():
+    # Table 2, large top 1: worst FAPPY 42.4 - best other 39.5 = 2.9, the smallest column gap
+    assert check_table2(Form({"margin (points)": 2.8})).verdict == "holds"
+    verdict = check_table2(Form({"margin (points)": 2.9}))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the smallest gap is 2.9 points, not > 2.9.",
+    )
