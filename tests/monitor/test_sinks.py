@@ -1,6 +1,8 @@
 """File sinks: NaN and infinities round-trip; each sink names its files and last step."""
 
 import csv
+import importlib.util
+import json
 import math
 import sys
 
@@ -100,3 +102,81 @@ def test_every_named_sink_is_a_sink_class():
 
     assert set(SINKS) == {"jsonl", "csv", "tensorboard", "wandb", "mlflow"}
     assert all(issubclass(cls, Sink) for cls in SINKS.values())
+
+
+# --- edges of the file sinks and readers (mutation survivors) -----------------------------------
+
+
+def test_read_jsonl_reads_past_a_blank_line(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n\n{"step": 1, "a": "NaN"}\n')
+    headers, records = read_jsonl(path)
+    assert headers == [{"run": 1}] and [r["step"] for r in records] == [0, 1]
+    assert math.isnan(records[1]["a"])
+
+
+def test_read_segments_keeps_records_written_before_any_header(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "a": "-Infinity"}\n{"header": {"run": 2}}\n{"step": 0, "a": 2}\n')
+    segments = read_segments(path)
+    assert [header for header, _ in segments] == [{}, {"run": 2}]
+    assert segments[0][1][0]["a"] == -math.inf and segments[1][1] == [{"step": 0, "a": 2}]
+
+
+def test_require_extra_names_a_package_whose_parent_is_missing():
+    from gradlab.monitor.sinks import require_extra
+
+    # find_spec raises ModuleNotFoundError here (the parent package does not exist)
+    with pytest.raises(GradlabError) as raised:
+        require_extra("gradlab_no_such_package.child", "child", "child")
+    assert str(raised.value) == (
+        "sinks=['child'] needs the gradlab_no_such_package.child package, which is not "
+        "installed; install it with: pip install 'gradlab[child]'"
+    )
+
+
+def _file_sinks():
+    sinks = [JSONLSink(), CSVSink()]
+    if importlib.util.find_spec("tensorboard") is not None:
+        sinks.append(TensorBoardSink())
+    return sinks
+
+
+@pytest.mark.parametrize("sink", _file_sinks(), ids=lambda sink: type(sink).__name__)
+def test_closing_a_file_sink_before_opening_it_and_twice_does_nothing(tmp_path, sink):
+    sink.close()  # e.g. the Monitor failed before opening every sink
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5})
+    sink.close()
+    sink.close()  # e.g. closed by the Monitor's exit after an explicit close()
+    assert sink.existing(tmp_path)
+
+
+def test_jsonl_last_step_of_a_log_holding_only_a_header(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"header": {"run": 1}}\n')
+    assert JSONLSink().last_step(tmp_path) is None
+
+
+@pytest.mark.parametrize("content", ["", "{"], ids=["empty", "one byte cut short"])
+def test_jsonl_reopens_an_empty_or_one_byte_file_header_on_its_own_line(tmp_path, content):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(content)
+    sink = JSONLSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5})
+    sink.close()
+    assert path.read_text() == content + ("\n" if content else "") + (
+        '{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n'
+    )
+
+
+def test_tensorboard_holds_the_header_as_json_text(tmp_path):
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _run(tmp_path, ["jsonl", "tensorboard"])
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    accumulator = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    (event,) = accumulator.Tensors("gradlab/header/text_summary")
+    assert json.loads(event.tensor_proto.string_val[0].decode()) == headers[0]
