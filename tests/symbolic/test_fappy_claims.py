@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import pytest
+import sympy as sp
 
 from gradlab.symbolic.claims import Form
 from gradlab.symbolic.fappy_claims import (
@@ -26,11 +27,13 @@ from gradlab.symbolic.fappy_claims import (
     check_bin_count,
     check_caption,
     check_delta_l2,
+    check_edges,
     check_fig2,
     check_gradient_value,
     check_heights,
     check_kernel,
     check_negative_histogram,
+    check_normalization,
     check_pair_gradient,
     check_probability_definition,
     check_table1_comparison,
@@ -282,16 +285,12 @@ def test_the_recurrence_runs_line_10_11_once_per_scale_from_zero():
 
 def _kernel_form(factor_where):
     """EQ3 times 11/10 where ``factor_where`` holds (a SymPy condition), EQ3 elsewhere."""
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import EQ3
 
     return Form(sp.Piecewise((EQ3 * sp.Rational(11, 10), factor_where), (EQ3, True)))
 
 
 def test_a_kernel_a_thousandth_too_heavy_misses_unity_by_a_thousandth():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import EQ3
 
     # every weight 1.001 times the triangle: the weights of any s sum to 1.001
@@ -304,8 +303,6 @@ def test_a_kernel_a_thousandth_too_heavy_misses_unity_by_a_thousandth():
 
 @pytest.mark.parametrize("delta", ["2", "1/2", "1/8"])
 def test_the_kernel_check_covers_each_delta_it_names(delta):
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import width
 
     # a kernel 10 % too heavy at that Delta only: the weights of every s there sum to 1.1
@@ -317,8 +314,6 @@ def test_the_kernel_check_covers_each_delta_it_names(delta):
 
 
 def test_the_kernel_check_samples_s_0_on_its_grid_of_101_points():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import s
 
     # 10 % too heavy within 1e-3 of s = 0 only: the grid -1, -0.98, ..., 1 has s = 0
@@ -328,8 +323,6 @@ def test_the_kernel_check_samples_s_0_on_its_grid_of_101_points():
 
 
 def test_the_kernel_check_notices_a_wrong_mass_with_a_right_mean():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import EQ3, mid
 
     # 1/100 more on the boundary b_u = 0 for every s: the mean sum_u w_u b_u is unchanged
@@ -357,8 +350,6 @@ def _height_errors(offsets):
 
 @pytest.mark.parametrize("offsets", [(2, 3), (1, 2), (0, 0), (-1, 1)])
 def test_heights_on_other_bins_miss_mass_or_mean_by_the_loop_s_error(offsets):
-    import sympy as sp
-
     t = sp.Symbol("t")
     verdict = check_heights(Form({"h_left bin": t + offsets[0], "h_right bin": t + offsets[1]}))
     worst = _height_errors(offsets)
@@ -370,8 +361,6 @@ def test_heights_on_other_bins_miss_mass_or_mean_by_the_loop_s_error(offsets):
 
 
 def test_a_normaliser_a_thousandth_too_large_misses_the_mass_by_a_thousandth():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import Nn
 
     verdict = check_negative_histogram(Form(sp.Rational(1001, 1000) / Nn))
@@ -392,8 +381,6 @@ def _documented_negative_counts():
 
 @pytest.mark.parametrize("count", range(1, 10))
 def test_the_histogram_check_sees_a_normaliser_wrong_at_one_drawn_set_size(count):
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import Nn
 
     # twice the mass for sets of `count` negatives: the mass error is 1 when the check drew
@@ -426,8 +413,6 @@ def test_fig2_s_rate_allows_less_than_1e_9_points_of_rounding():
 
 
 def test_a_bin_count_without_the_plus_1_is_wrong_at_every_delta():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import width
 
     # -1, -1 + Delta, ..., 1 are 2/Delta + 1 boundaries: 2, 3, 5, 9 and 201
@@ -441,8 +426,6 @@ def test_a_bin_count_without_the_plus_1_is_wrong_at_every_delta():
 
 
 def test_a_probability_a_hundredth_above_the_mean_of_the_two_reaches_1_01():
-    import sympy as sp
-
     p_i, p_j = sp.symbols("P_i P_j")
     # some of the 200 configurations have every negative above s_ij: P_i = P_j = 1
     verdict = check_probability_definition(Form((p_i + p_j) / 2 * sp.Rational(101, 100)))
@@ -454,8 +437,6 @@ def test_a_probability_a_hundredth_above_the_mean_of_the_two_reaches_1_01():
 
 
 def _corrected_negative_gradient():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import Nn, h_left, h_right, mid, s, width
 
     return sp.Piecewise(
@@ -466,8 +447,6 @@ def _corrected_negative_gradient():
 
 
 def test_a_negative_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
-    import sympy as sp
-
     # the gradients are h/(|N| Delta) >= 0.2 / (5 / 4) on their support: off by >= 1.6e-4
     right = _corrected_negative_gradient()
     assert check_gradient_value(Form(right)).verdict == "holds"
@@ -477,8 +456,6 @@ def test_a_negative_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
 
 
 def test_a_pair_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
-    import sympy as sp
-
     h_i, h_j, width = sp.symbols("h_i^t h_j^t Delta")
     right = -(h_i + h_j) / width
     assert check_pair_gradient(Form(right)).verdict == "holds"
@@ -488,8 +465,6 @@ def test_a_pair_gradient_a_thousandth_off_fails_at_tolerance_1e_6():
 
 
 def test_a_caption_ring_1e_6_too_narrow_misses_s_at_b_t_and_delta_l2():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import hi, mid
 
     # d_t = sqrt(2 - 2 b_t) - 1e-6: s = b_t maps to sqrt(2 - 2 b_t), 1e-6 outside the ring,
@@ -504,8 +479,6 @@ def test_a_caption_ring_1e_6_too_narrow_misses_s_at_b_t_and_delta_l2():
 
 
 def test_a_caption_ring_1e_6_too_wide_misses_only_delta_l2():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import hi, mid
 
     ring = {"d_t": sp.sqrt(2 - 2 * mid) + sp.Rational(1, 10**6), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
@@ -520,8 +493,6 @@ def test_a_caption_ring_1e_6_too_wide_misses_only_delta_l2():
 
 
 def _delta_l2_with_dip(centre):
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import hi, mid, width
 
     # the appendix's Delta^L2 minus 10 Delta exp(-1000 (b_t - centre)^2): its Delta-derivative
@@ -532,8 +503,6 @@ def _delta_l2_with_dip(centre):
 
 @pytest.mark.parametrize(("centre", "b_t"), [("-1", -1.0), ("4/5", 0.8)])
 def test_the_delta_l2_check_covers_both_ends_of_its_grid(centre, b_t):
-    import sympy as sp
-
     verdict = check_delta_l2(_delta_l2_with_dip(sp.Rational(centre)))
     # at b_t, Delta = 1/10: d/dDelta of -sqrt(2 - 2 (b_t + Delta)) is 1/sqrt(2 - 2 b_t - 0.2)
     minimum = 1 / math.sqrt(2 - 2 * b_t - 0.2) - 10
@@ -544,8 +513,6 @@ def test_the_delta_l2_check_covers_both_ends_of_its_grid(centre, b_t):
 
 
 def test_the_delta_l2_check_differentiates_at_delta_a_tenth():
-    import sympy as sp
-
     from gradlab.symbolic.fappy_claims import hi, mid, width
 
     # + 100 (Delta - 1/10)^2 adds 200 (Delta - 1/10) to the derivative: 0 at Delta = 1/10
@@ -581,3 +548,32 @@ def test_table2_s_smallest_gap_is_2_9_points_not_more():
         "fails",
         "the smallest gap is 2.9 points, not > 2.9.",
     )
+
+
+def test_a_recurrence_a_millionth_heavy_is_not_the_mean_fused_loss():
+    from gradlab.symbolic.fappy_claims import L_run, L_scale, pairs_all
+
+    # the mean fused loss of the documented batch is about 0.8: off by about 8e-7 > 1e-12
+    printed = (L_run + L_scale / pairs_all) / 2
+    assert check_normalization(Form(printed)).verdict == "holds"
+    verdict = check_normalization(Form(printed * (1 + sp.Rational(1, 10**6))))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith("the recurrence gives 0.80")
+
+
+def test_eq7_at_the_edges_with_a_fifth_too_much_mass_leaves_0_2():
+    import ast
+
+    from gradlab.symbolic.fappy_claims import Nn
+
+    # 1.2/|N|: one negative at +1 above s_ij = -1 puts 1.2 on each side, P = 2.4 > 2; every
+    # value stays finite
+    verdict = check_edges(Form(sp.Rational(6, 5) / Nn))
+    assert verdict.verdict == "fails"
+    head, _, listed = verdict.detail.partition(": ")
+    assert head == "non-finite or out-of-range values at the edges"
+    values = ast.literal_eval(listed.removesuffix("..."))
+    corners = [(-1.0, n, d) for n in (-1.0, 0.0, 1.0) for d in (2.0, 0.25)]
+    expected = [2 * 1.2 * _estimate(s_ij, [n], d) for s_ij, n, d in corners]
+    assert values == pytest.approx(expected, abs=1e-12)
+    assert max(values) == pytest.approx(2.4)
