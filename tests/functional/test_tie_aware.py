@@ -13,7 +13,11 @@ from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 from gradlab import GradlabError
 from gradlab._validation import skip_value_checks
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
-from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
+from gradlab.functional.tie_aware import (
+    harmonic_number,
+    tie_aware_ap_at_positives,
+    tie_aware_ap_from_counts,
+)
 from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
 
@@ -387,3 +391,33 @@ def test_ap_at_positives_rounds_positive_scores_to_the_scores_dtype():
         average_precision, scores[0].tolist(), [True, False, True, False, False]
     )
     assert got.item() == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("n", [0.0, 1.0, 2.5, 3.0, 10.0, 1e6])
+def test_harmonic_number_matches_mpmath(n):
+    got = harmonic_number(torch.tensor([n], dtype=torch.float64)).item()
+    assert got == pytest.approx(float(mpmath.harmonic(n)), rel=4e-16, abs=0)
+
+
+def test_harmonic_number_of_zero_is_exactly_zero():
+    assert harmonic_number(torch.zeros(3, dtype=torch.float64)).tolist() == [0.0, 0.0, 0.0]
+
+
+def test_ap_of_one_relevant_item_after_a_million_irrelevant_ones():
+    # The sorting path's groups of one item: AP = 1/(N + 1) with N = 10^6 above it, free of
+    # the 1e-9 cancellation that A_g = 1 would bring (A_g multiplies zero when n = 1).
+    size = 10**6 + 1
+    scores = -torch.arange(size, dtype=torch.float64)
+    relevance = torch.zeros(size, dtype=torch.bool)
+    relevance[-1] = True
+    assert tie_aware_ap(scores, relevance).item() == pytest.approx(1.0 / size, abs=1e-15)
+
+
+def test_dcg_is_float64_for_float32_gains_with_ties():
+    # Tied groups average their gains: in float64 (1e-16), not in float32 (1e-8).
+    scores = [2, 1, 1, 1, 0, 0]
+    gains = torch.tensor([0.1, 0.7, 0.2, 0.3, 0.9, 0.4], dtype=torch.float32)
+    got = tie_aware_dcg(torch.tensor(scores), gains)
+    assert got.dtype == torch.float64
+    expected = expected_over_ties(dcg, scores, gains.double().tolist())
+    assert got.item() == pytest.approx(expected, abs=1e-15)
