@@ -28,7 +28,9 @@ from gradlab.symbolic.fappy_claims import (
     check_caption,
     check_delta_l2,
     check_edges,
+    check_empty_negative_set,
     check_fig2,
+    check_fusion_weights,
     check_gradient_value,
     check_heights,
     check_kernel,
@@ -577,3 +579,33 @@ def test_eq7_at_the_edges_with_a_fifth_too_much_mass_leaves_0_2():
     expected = [2 * 1.2 * _estimate(s_ij, [n], d) for s_ij, n, d in corners]
     assert values == pytest.approx(expected, abs=1e-12)
     assert max(values) == pytest.approx(2.4)
+
+
+def test_fusion_weights_of_a_quartering_recurrence_are_printed_with_their_ratios():
+    from gradlab.symbolic.fappy_claims import L_run, L_scale, pairs_active, pairs_all
+
+    # (L + L_Delta / P) / 4 over four scales: a one-hot scale k of 4 is weighted 4^-(4 - k)
+    verdict = check_fusion_weights(Form((L_run + L_scale / pairs_all) / 4))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "Delta = 2, 1, 1/2, 1/4 get the weights [0.00390625, 0.015625, 0.0625, 0.25] "
+        "(ratios [4.0, 4.0, 4.0]).",
+    )
+    # one active pair per scale: dividing by the active count changes nothing
+    verdict = check_fusion_weights(Form((L_run + L_scale / pairs_active) / 2))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "Delta = 2, 1, 1/2, 1/4 get the weights [0.0625, 0.125, 0.25, 0.5]: each doubling of "
+        "Delta halves it.",
+    )
+
+
+@pytest.mark.parametrize("key", ["h normaliser", "line 10"])
+def test_the_empty_set_check_turns_only_divisions_by_zero_into_nan(key):
+    from gradlab.symbolic.fappy_claims import L_scale, Nn, pairs_all
+
+    # log(0) is a math domain error, not a division by zero: the check does not hide it
+    forms = {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)}
+    forms[key] = sp.log(Nn) if key == "h normaliser" else L_scale + sp.log(pairs_all)
+    with pytest.raises(ValueError, match="math domain error"):
+        check_empty_negative_set(Form(forms))
