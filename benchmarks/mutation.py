@@ -91,7 +91,10 @@ MONITOR_TESTS = {
 """Each module of ``gradlab/monitor/`` -> the test files that cover it (no compile, sync or
 overhead tests: slow, and they check costs, not values)."""
 
-_CLAIM_RECORDS = ["tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py",
+# test_claim_definitions.py first: mutmut runs the fastest covering test first, and it rejects
+# a changed definition (form, mutant, method) in milliseconds without running any check.
+_CLAIM_RECORDS = ["tests/symbolic/test_claim_definitions.py",
+                  "tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py",
                   "tests/symbolic/test_claims_api.py"]  # fmt: skip
 SYMBOLIC_TESTS = {
     "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py"],

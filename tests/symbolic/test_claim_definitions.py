@@ -1,0 +1,60 @@
+"""Each claim's definition (no check run) against the committed audit, in milliseconds.
+
+``test_claim_records.py`` compares whole records, which runs every claim's check and its
+mutants' checks: seconds per claim. Most of a claim module is the definitions themselves (the
+printed form, its correction, the mutants and their names, the method and note), and a wrong
+definition shows in the record's text without running anything. This test compares those texts
+only, so mutation testing (which runs the fastest covering test first) rejects a changed
+definition in milliseconds and keeps the slow record tests for the checks.
+
+The expected texts are those of ``benchmarks/results/audit.json``, the reviewed output of
+``make audit`` (``test_claim_records.py`` keeps that file in step with the code).
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gradlab.symbolic.audit import MODULES
+
+TEXTS = ("statement", "formula", "latex", "correction")
+AUDIT_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "audit.json"
+
+
+def _committed_records() -> dict[str, dict]:
+    return {record["id"]: record for record in json.loads(AUDIT_JSON.read_text())}
+
+
+def _module_name(module) -> str:
+    return module.__name__.rsplit(".", 1)[-1]
+
+
+@pytest.mark.parametrize("module", MODULES, ids=_module_name)
+def test_every_claim_definition_matches_the_committed_audit(module) -> None:
+    committed = _committed_records()
+    claims = module.claims()
+    assert claims, f"{_module_name(module)} defines no claim"
+    for claim in claims:
+        record = committed.get(claim.id)
+        assert record is not None, f"{claim.id} is not in the committed audit (run make audit)"
+        defined = {
+            "seed": claim.seed,
+            "label": claim.label,
+            "statement": claim.statement,
+            "formula": claim.printed.text(),
+            "latex": claim.printed.latex(),
+            "correction": claim.correction.text() if claim.correction else None,
+            "method": claim.method,
+            "mutants": [(form.name, form.text()) for form in claim.mutants],
+        }
+        expected = {
+            "seed": record["seed"],
+            "label": record["label"],
+            **{key: record["claim"][key] for key in TEXTS},
+            "method": record["method"],
+            "mutants": [(m["mutant"], m["formula"]) for m in record["mutant_results"]],
+        }
+        assert defined == expected, claim.id
+        # The note ends the detail (audit_claim appends it after the check's own text).
+        assert record["detail"].endswith(claim.note), claim.id
