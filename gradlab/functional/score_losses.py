@@ -150,8 +150,10 @@ def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> tor
         alias = scores.view_as(scores)
         if on_scores is not None:
             on_scores(name, alias, mask)
-        term = row_loss(alias, mask, *options) if name == "i2t" else row_loss(
-            alias.T, mask.T, *options
+        term = (
+            row_loss(alias, mask, *options)
+            if name == "i2t"
+            else row_loss(alias.T, mask.T, *options)
         )
         total = term if total is None else total + term
     return total
@@ -219,6 +221,7 @@ def max_violation_triplet_loss(
     if _one_sync(scores, mask, direction, validate, on_degenerate is not None):
         on_degenerate()
     return _by_direction(_row_max_violation, scores, mask, direction, on_scores, margin, reduction)
+
 
 def _row_info_nce(
     scores: torch.Tensor, positives: torch.Tensor, temperature: float, reduction: str
