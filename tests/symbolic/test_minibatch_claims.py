@@ -183,3 +183,25 @@ def test_eq37_refuses_alpha_and_beta_of_different_bin_level_grids():
     phi, alpha, beta = rng.random((2, 3)), rng.random((3, 2, 3)), rng.random((3, 1, 3, 3))
     with pytest.raises(ValueError):
         eq37_with_operation_count(phi, alpha, beta)  # 6 (d, v) pairs of alpha, 3 of beta
+
+
+@pytest.mark.parametrize("order", ["b * M**2", "b * V * M**3"])
+def test_complexity_mutants_fail_by_the_spread_of_the_hand_count(order):
+    # count = (b + 1)|V| 5M^2 + bM^2 + bM (by hand, above) over b in {4, 32}, |V| in {2, 8},
+    # M in {8, 64}: its ratio to a wrong order spreads by a factor the detail must show.
+    import sympy as sp
+
+    b, v, m = sp.symbols("b V M", positive=True)
+    wrong = sp.sympify(order, locals={"b": b, "V": v, "M": m})
+    ratios = [
+        ((bits + 1) * levels * 5 * items**2 + bits * items**2 + bits * items)
+        / float(wrong.subs({b: bits, v: levels, m: items}))
+        for bits in (4, 32)
+        for levels in (2, 8)
+        for items in (8, 64)
+    ]
+    verdict = minibatch.check_complexity(Form(wrong))
+    assert verdict.verdict == "fails"
+    assert (
+        f"varies by a factor {max(ratios) / min(ratios):.3g} over 8 grid points" in verdict.detail
+    )
