@@ -29,6 +29,7 @@ from gradlab.symbolic.fappy_claims import (
     check_delta_l2,
     check_edges,
     check_empty_negative_set,
+    check_eq7,
     check_fig2,
     check_fusion_weights,
     check_gradient_value,
@@ -609,3 +610,25 @@ def test_the_empty_set_check_turns_only_divisions_by_zero_into_nan(key):
     forms[key] = sp.log(Nn) if key == "h normaliser" else L_scale + sp.log(pairs_all)
     with pytest.raises(ValueError, match="math domain error"):
         check_empty_negative_set(Form(forms))
+
+
+def test_eq7_a_billionth_heavy_misses_the_double_loop_where_p_is_largest():
+    from gradlab.symbolic.fappy_claims import EQ7_SIDE
+
+    # the check's 15 documented cases (numpy default_rng(0)): s_ij ~ U(-0.9, 0.9) and two sets
+    # of 5 negatives ~ U(-1, 1); a side 1e-9 heavy is off by 1e-9 P, largest where P is
+    rng = np.random.default_rng(0)
+    cases = [
+        (rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 5).tolist(), rng.uniform(-1, 1, 5).tolist())
+        for _ in range(15)
+    ]
+    sums = [
+        _estimate(s_ij, neg_i, 0.25) + _estimate(s_ij, neg_j, 0.25) for s_ij, neg_i, neg_j in cases
+    ]
+    largest = int(np.argmax(sums))
+    verdict = check_eq7(Form(EQ7_SIDE * (1 + sp.Rational(1, 10**9))))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "discrete P(s_neg >= s_pair) at Delta = 1/4, then Delta = 2^-8 against the empirical "
+        f"Eq. 6: max |printed - true| = {1e-9 * sums[largest]:.3g} (case {largest} of 15).",
+    )
