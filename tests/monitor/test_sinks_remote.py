@@ -1,10 +1,12 @@
 """W&B (offline) and MLflow (local stores) sinks: the real libraries, read back by their files."""
 
+import json
 import math
+import time
 
 import pytest
 
-from gradlab import Monitor
+from gradlab import GradlabError, Monitor
 from gradlab.monitor import MLflowSink, WandbSink, every, read_jsonl
 from tests.integrations.offline_readers import (
     mlflow_history,
@@ -89,3 +91,108 @@ def test_mlflow_sink_round_trips_infinities_in_the_file_store(tmp_path, monkeypa
             assert all(same(v, row[key]) for (_, v), row in zip(history, TABLE, strict=True))
     finally:
         mlflow.set_tracking_uri(None)
+
+
+# --- what else each remote sink records (mutation survivors) -----------------------------------
+
+
+def _wandb_offline_records(root, kind):
+    """The ``kind`` records (``"config"``, ``"metric"``) of the single offline run under root."""
+    import wandb
+    from wandb.proto import wandb_internal_pb2
+
+    from tests.integrations.offline_readers import _wandb_records
+
+    wandb.teardown()
+    (path,) = sorted(root.rglob("offline-run-*/run-*.wandb"))
+    records = []
+    for raw in _wandb_records(path):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") == kind:
+            records.append(getattr(record, kind))
+    return records
+
+
+def _wandb_config(root):
+    """The run's config: the one it started with (its run record), then each update."""
+    updates = [record.config for record in _wandb_offline_records(root, "run")]
+    updates += _wandb_offline_records(root, "config")
+    config = {}
+    for update in updates:
+        config.update({item.key: json.loads(item.value_json) for item in update.update})
+    return config
+
+
+@pytest.mark.parametrize("sink", ["WandbSink", "MLflowSink"])
+def test_a_prefix_that_is_not_a_string_is_refused_in_full(sink):
+    pytest.importorskip({"WandbSink": "wandb", "MLflowSink": "mlflow"}[sink])
+    cls = {"WandbSink": WandbSink, "MLflowSink": MLflowSink}[sink]
+    with pytest.raises(GradlabError) as raised:
+        cls(prefix=3)
+    assert str(raised.value) == "prefix must be a string; got 3"
+
+
+def test_wandb_sink_stores_the_header_and_the_step_axis_of_its_own_run(tmp_path):
+    pytest.importorskip("wandb")
+    sink = WandbSink(project="gradlab-tests")
+    _run(tmp_path, sink)
+    sink.close()  # a second close (the Monitor closed it) does nothing
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    assert _wandb_config(tmp_path)["gradlab"] == headers[0]
+    metrics = {(m.name, m.glob_name): m.step_metric
+               for m in _wandb_offline_records(tmp_path, "metric")}  # fmt: skip
+    assert metrics[("", "gradlab/*")] == "gradlab/step"
+
+
+def test_wandb_sink_updates_the_header_of_an_active_run_each_time(tmp_path):
+    wandb = pytest.importorskip("wandb")
+    run = wandb.init(dir=str(tmp_path), project="gradlab-tests", config={"gradlab": "user's"})
+    try:
+        _run(tmp_path / "first", "wandb")
+        _run(tmp_path / "second", "wandb")  # a changed header: allowed to replace the first
+    finally:
+        run.finish()
+    headers, _ = read_jsonl(tmp_path / "second" / "metrics.jsonl")
+    assert _wandb_config(tmp_path)["gradlab"] == headers[0]
+
+
+def test_mlflow_sink_uses_its_tracking_uri_run_name_and_stores_the_header(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    store = (tmp_path / "mlruns").as_uri()
+    sink = MLflowSink(tracking_uri=store, experiment="gradlab-tests", run_name="gradlab-run")
+    before = time.time()
+    _run(tmp_path / "run", sink)
+    after = time.time()
+    sink.close()  # a second close does nothing
+    assert mlflow.get_tracking_uri() == store
+    (run,) = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list")
+    assert run.info.run_name == "gradlab-run" and run.info.status == "FINISHED"
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert json.loads(run.data.tags["gradlab.header"]) == headers[0]
+    from mlflow.tracking import MlflowClient
+
+    history = MlflowClient().get_metric_history(run.info.run_id, "gradlab/value_a")
+    assert [m.step for m in history] == [0, 1, 2]
+    assert all(before * 1000 - 1 <= m.timestamp <= after * 1000 + 1 for m in history)
+
+
+def test_mlflow_sink_finishes_its_run_when_another_run_became_active(tmp_path, monkeypatch):
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    mlflow.set_experiment("gradlab-tests")
+    with Monitor(tmp_path / "run", quantities=[FixedTable(every(1))],
+                 sinks=["jsonl", "mlflow"]) as monitor:  # fmt: skip
+        train(monitor, steps=1)
+        (owned,) = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list")
+        mlflow.end_run()  # the user ends the sink's run and starts their own
+        user_run = mlflow.start_run()
+    assert mlflow.active_run().info.run_id == user_run.info.run_id  # left open
+    mlflow.end_run()
+    runs = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list")
+    assert {run.info.run_id: run.info.status for run in runs} == {
+        owned.info.run_id: "FINISHED",
+        user_run.info.run_id: "FINISHED",
+    }
