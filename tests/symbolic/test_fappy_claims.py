@@ -39,6 +39,7 @@ from gradlab.symbolic.fappy_claims import (
     check_normalization,
     check_pair_gradient,
     check_probability_definition,
+    check_stability,
     check_table1_comparison,
     check_table2,
 )
@@ -632,3 +633,25 @@ def test_eq7_a_billionth_heavy_misses_the_double_loop_where_p_is_largest():
         "discrete P(s_neg >= s_pair) at Delta = 1/4, then Delta = 2^-8 against the empirical "
         f"Eq. 6: max |printed - true| = {1e-9 * sums[largest]:.3g} (case {largest} of 15).",
     )
+
+
+def test_table1_s_largest_change_is_0_4_points_not_less():
+    # CUB R@16 of the three FAPPY rows: 90.5, 90.7, 90.3, a spread of 0.4 points
+    assert check_stability(Form({"bound (points)": sp.Rational(41, 100)})).verdict == "holds"
+    verdict = check_stability(Form({"bound (points)": sp.Rational(2, 5)}))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the largest change across Delta_min in Table 1 is 0.4 points, not < 0.4.",
+    )
+
+
+@pytest.mark.parametrize("key", ["d_t", "d_(t+1)"])
+def test_a_ring_with_the_root_of_a_negative_number_raises(key):
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    # sqrt(b - 1) < 0 under the root for every b_t < 1: math refuses it (a numpy lambdify
+    # would pass nan on)
+    ring = {"d_t": sp.sqrt(2 - 2 * mid), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
+    ring[key] = sp.sqrt(mid - 1) if key == "d_t" else sp.sqrt(hi - 1)
+    with pytest.raises(ValueError, match="math domain error"):
+        check_caption(Form(ring))
