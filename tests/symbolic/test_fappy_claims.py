@@ -655,3 +655,28 @@ def test_a_ring_with_the_root_of_a_negative_number_raises(key):
     ring[key] = sp.sqrt(mid - 1) if key == "d_t" else sp.sqrt(hi - 1)
     with pytest.raises(ValueError, match="math domain error"):
         check_caption(Form(ring))
+
+
+def _documented_rates():
+    # the Eq. 6 check's 200 configurations (numpy default_rng(6)): s_ij ~ U(-1, 1) and 7
+    # negatives of i and of j ~ U(-1, 1); P_i, P_j are the shares of negatives at or above s_ij
+    rng = np.random.default_rng(6)
+    rates = []
+    for _ in range(200):
+        s_ij = rng.uniform(-1, 1)
+        neg_i, neg_j = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+        rates.append((sum(x >= s_ij for x in neg_i) / 7, sum(x >= s_ij for x in neg_j) / 7))
+    return rates
+
+
+@pytest.mark.parametrize("first", [True, False])
+def test_the_eq6_check_reports_the_largest_value_over_its_200_configurations(first):
+    p_i, p_j = sp.symbols("P_i P_j")
+    # P_i (1 - P_j) is largest where many of i's negatives and few of j's are above s_ij
+    form = p_i * (1 - p_j) if first else p_j * (1 - p_i)
+    largest = max(a * (1 - b) if first else b * (1 - a) for a, b in _documented_rates())
+    verdict = check_probability_definition(Form(form))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        f"in [0, 1] on 200 random configurations (max {largest:.3f}).",
+    )
