@@ -680,3 +680,13 @@ def test_the_eq6_check_reports_the_largest_value_over_its_200_configurations(fir
         "holds",
         f"in [0, 1] on 200 random configurations (max {largest:.3f}).",
     )
+
+
+def test_the_support_skips_offsets_beyond_plus_1_and_samples_no_offset_4():
+    wide = Form({"from bin": -4, "to bin": 5})
+    # Delta = 1/5: s_ij = -0.14 in bin 4; offsets -3..3 all fall inside (-1, 1) (offset 4
+    # would too: -1 + 8.2 / 5 = 0.64, but it is not sampled)
+    wrong = [(o, f, False) for o in (-3, -2, 1, 2, 3) for f in (0.2, 0.7)]
+    assert _support(wide, delta=0.2) == wrong
+    # Delta = 2/5: s_ij = 0.72 in the last bin; offsets 1..3 give s_ik >= 1.08, skipped
+    assert _support(wide, delta=0.4) == [(o, f, False) for o in (-3, -2) for f in (0.2, 0.7)]
