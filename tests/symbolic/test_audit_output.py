@@ -417,3 +417,19 @@ def test_write_outputs_writes_only_what_is_asked(tmp_path):
     write_outputs(RECORDS, None, tmp_path / "only.md")
     write_outputs(RECORDS, tmp_path / "only.json", None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["only.json", "only.md"]
+
+
+def test_below_its_row_a_statement_fills_the_width_after_a_4_space_indent():
+    fits, too_long = "x" * 30 + " " + "y" * 30, "x" * 32 + " " + "y" * 32  # 61 and 65 characters
+    records = [_record("m", "eq1", "holds", fits, mutants=(1, 1)),
+               _record("m", "eq2", "holds", too_long, mutants=(1, 1))]  # fmt: skip
+    lines = format_table(records, width=65).split("\n")  # 65 - 36 < 30: statements below
+    row = "holds                 1/1"
+    assert lines[2:7] == [f"m:eq1 {row}", "    " + fits, f"m:eq2 {row}", "    " + "x" * 32,
+                          "    " + "y" * 32]  # fmt: skip
+
+
+def test_the_table_is_110_characters_wide_by_default():
+    lines = format_table(RECORDS).split("\n")
+    assert lines[1] == "-" * 110 and lines[0].endswith("statement")
+    assert lines[2] == "002:eq2     holds                 2/2     short statement"
