@@ -237,6 +237,8 @@ def _with_value_checks_skipped(call):
          r"scores must be 2-D; got shape \(3,\)$"),
         (lambda: tie_aware_ap_at_positives(torch.tensor([[0.0, math.inf]]), torch.zeros(1, 1)),
          "scores must be finite; it holds NaN or infinite entries$"),
+        (lambda: tie_aware_ap_at_positives(torch.ones(1, 2, dtype=torch.bool), torch.zeros(1, 1)),
+         "scores must have a real floating or integer dtype; got torch.bool$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1)),
          r"positive_scores must be 2-D; got shape \(1,\)$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.ones(1, 1, dtype=torch.bool)),
