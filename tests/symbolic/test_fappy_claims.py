@@ -690,3 +690,44 @@ def test_the_support_skips_offsets_beyond_plus_1_and_samples_no_offset_4():
     assert _support(wide, delta=0.2) == wrong
     # Delta = 2/5: s_ij = 0.72 in the last bin; offsets 1..3 give s_ik >= 1.08, skipped
     assert _support(wide, delta=0.4) == [(o, f, False) for o in (-3, -2) for f in (0.2, 0.7)]
+
+
+def test_the_eq6_check_evaluates_a_piecewise_form_with_math():
+    p_i, p_j = sp.symbols("P_i P_j")
+    # max(P_i, P_j) as a Piecewise: a float per configuration, at most 1 (both rates reach 1)
+    verdict = check_probability_definition(Form(sp.Piecewise((p_i, p_i > p_j), (p_j, True))))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "in [0, 1] on 200 random configurations (max 1.000).",
+    )
+
+
+def test_a_caption_ring_whose_inner_radius_is_1e_6_too_large_misses_s_at_b_t_plus_1():
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    # d_(t+1) = sqrt(2 - 2 b_(t+1)) + 1e-6: s = b_(t+1) maps 1e-6 below the ring
+    ring = {"d_t": sp.sqrt(2 - 2 * mid), "d_(t+1)": sp.sqrt(2 - 2 * hi) + sp.Rational(1, 10**6)}
+    verdict = check_caption(Form(ring))
+    root = math.sqrt
+    first = f"s = -0.500 -> d = {root(3):.3f} not in [{root(3) + 1e-6:.3f}, {root(3.5):.3f}]"
+    gap = f"d_t - d_(t+1) = {root(3.5) - root(3) - 1e-6:.3f}, Delta^L2 = {root(3.5) - root(3):.3f}"
+    third = f"s = 0.000 -> d = {root(2):.3f} not in [{root(2) + 1e-6:.3f}, {root(2.5):.3f}]"
+    assert (verdict.verdict, verdict.detail) == ("fails", f"{first}; {gap}; {third}.")
+
+
+@pytest.mark.parametrize("key", ["d_t", "d_(t+1)"])
+def test_a_caption_ring_moved_by_1e_12_keeps_every_s_and_misses_delta_l2_by_a_hair(key):
+    from gradlab.symbolic.fappy_claims import hi, mid
+
+    # the ring's edge moved 1e-12 inwards: s = b_t (or b_(t+1)) is still inside within the
+    # check's 1e-12 allowance, but d_t - d_(t+1) misses Delta^L2 by 1e-12 and rounding, > 1e-12
+    ring = {"d_t": sp.sqrt(2 - 2 * mid), "d_(t+1)": sp.sqrt(2 - 2 * hi)}
+    ring[key] += -sp.Rational(1, 10**12) if key == "d_t" else sp.Rational(1, 10**12)
+    verdict = check_caption(Form(ring))
+    root = math.sqrt
+    gaps = [
+        f"d_t - d_(t+1) = {root(2 - 2 * b) - root(1.5 - 2 * b):.3f}, "
+        f"Delta^L2 = {root(2 - 2 * b) - root(1.5 - 2 * b):.3f}"
+        for b in (-0.75, -0.25, 0.25)
+    ]
+    assert (verdict.verdict, verdict.detail) == ("fails", "; ".join(gaps) + ".")
