@@ -18,6 +18,7 @@ from gradlab.symbolic.fappy_claims import (
     _bin,
     _discrete_truth,
     _edge_values,
+    _eq6_limit,
     _gradient_negative,
     _histogram,
     _probability,
@@ -731,3 +732,47 @@ def test_a_caption_ring_moved_by_1e_12_keeps_every_s_and_misses_delta_l2_by_a_ha
         for b in (-0.75, -0.25, 0.25)
     ]
     assert (verdict.verdict, verdict.detail) == ("fails", "; ".join(gaps) + ".")
+
+
+def _limit_errors(factor):
+    """|factor x Eq. 7 at Delta = 2^-8 - the empirical Eq. 6| on the limit check's documented
+    cases: default_rng(0) after the 15 exact cases, then 5 of (s_ij, 30 + 30 negatives); also
+    returns a generator positioned where the check starts drawing them."""
+    rng = np.random.default_rng(0)
+    for _ in range(15):
+        rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 5), rng.uniform(-1, 1, 5)
+    start = np.random.default_rng(0)
+    start.bit_generator.state = rng.bit_generator.state
+    errors = []
+    for _ in range(5):
+        s_ij = float(rng.uniform(-0.9, 0.9))
+        neg_i, neg_j = rng.uniform(-1, 1, 30).tolist(), rng.uniform(-1, 1, 30).tolist()
+        estimate = _estimate(s_ij, neg_i, 2 / 2**9) + _estimate(s_ij, neg_j, 2 / 2**9)
+        empirical = sum(x >= s_ij for x in neg_i) / 30 + sum(x >= s_ij for x in neg_j) / 30
+        errors.append(abs(factor * estimate - empirical))
+    return errors, start
+
+
+def test_eq7_at_delta_2_to_minus_8_is_within_0_04_of_the_empirical_eq6():
+    from gradlab.symbolic.fappy_claims import EQ7_SIDE
+
+    errors, rng = _limit_errors(1)
+    verdict = _eq6_limit(EQ7_SIDE, rng)
+    assert max(errors) <= 0.04
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        f"max |printed - true| = {max(errors):.2e} over 5 cases.",
+    )
+
+
+def test_eq7_five_percent_heavy_at_delta_2_to_minus_8_is_off_by_more_than_0_04():
+    from gradlab.symbolic.fappy_claims import EQ7_SIDE
+
+    errors, rng = _limit_errors(1.05)
+    verdict = _eq6_limit(EQ7_SIDE * sp.Rational(105, 100), rng)
+    worst = int(np.argmax(errors))
+    assert errors[worst] > 0.04
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        f"max |printed - true| = {errors[worst]:.3g} (case {worst} of 5).",
+    )
