@@ -423,3 +423,22 @@ def test_dcg_is_float64_for_float32_gains_with_ties():
     assert got.dtype == torch.float64
     expected = expected_over_ties(dcg, scores, gains.double().tolist())
     assert got.item() == pytest.approx(expected, abs=1e-15)
+
+
+def test_one_query_of_1d_scores_gives_0d_results():
+    scores, relevance = torch.tensor([2, 1, 1]), torch.tensor([False, True, False])
+    ap = tie_aware_ap(scores, relevance)
+    value = tie_aware_dcg(scores, relevance.double())
+    assert ap.shape == () and value.shape == ()
+    assert ap.item() == pytest.approx(
+        expected_over_ties(average_precision, [2, 1, 1], [False, True, False]), abs=1e-15
+    )
+    assert value.item() == pytest.approx(expected_over_ties(dcg, [2, 1, 1], [0, 1, 0]), abs=1e-15)
+
+
+def test_dcg_with_more_queries_than_candidates():
+    scores = [[1, 1], [2, 1], [0, 3], [5, 5]]
+    gains = [[1.0, 0.0], [0.5, 2.0], [3.0, 1.0], [0.0, 0.25]]
+    got = tie_aware_dcg(torch.tensor(scores), torch.tensor(gains, dtype=torch.float64))
+    expected = [expected_over_ties(dcg, s, g) for s, g in zip(scores, gains, strict=True)]
+    torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64), atol=1e-15, rtol=0)
