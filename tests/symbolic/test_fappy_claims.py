@@ -776,3 +776,15 @@ def test_eq7_five_percent_heavy_at_delta_2_to_minus_8_is_off_by_more_than_0_04()
         "fails",
         f"max |printed - true| = {errors[worst]:.3g} (case {worst} of 5).",
     )
+
+
+def test_every_fappy_correction_is_named_corrected():
+    # Form.name says what a form is: "printed", "corrected" or the mutation (claims.Form)
+    from gradlab.symbolic.fappy_claims import claims
+
+    corrected = [claim.label for claim in claims() if claim.correction is not None]
+    assert len(corrected) == 7
+    for claim in claims():
+        assert claim.printed.name == "printed", claim.label
+        if claim.correction is not None:
+            assert claim.correction.name == "corrected", claim.label
