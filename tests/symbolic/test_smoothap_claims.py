@@ -11,6 +11,7 @@ import re
 import numpy as np
 import pytest
 import sympy as sp
+import torch
 
 from gradlab.symbolic.claims import Form
 from gradlab.symbolic.smoothap_claims import (
@@ -150,3 +151,45 @@ def test_the_final_form_through_r_of_s_n_needs_its_minus_one():
     corrected = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N - 1}))
     without = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N}))
     assert (corrected.verdict, without.verdict) == ("holds", "fails")
+
+
+def test_the_indicator_rank_check_runs_its_20_documented_cases():
+    # 20 cases: the scores a permutation of 0..9, i uniform (default_rng(4)); D_ij = s_j - s_i + 10
+    # is > 0 for every j, so the rank is 10 where the true one is 10 - s_i: the error is s_i
+    rng = np.random.default_rng(4)
+    errors = []
+    for _ in range(20):
+        scores, i = rng.permutation(10), int(rng.integers(10))
+        errors.append(int(scores[i]))
+    worst = max(errors)
+    verdict = check_indicator_rank(Form({"D_ij": s_j - s_i + 10}))
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 20)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+def _smooth_ap_gradient(query, vectors, positive, temperature):
+    """d SmoothAP / d query by autograd, the rank written as 1 + sum_(j != i) G(s_j - s_i)."""
+    q = torch.tensor(query, requires_grad=True)
+    scores = torch.tensor(vectors) @ q
+    terms = []
+    for i in np.flatnonzero(positive):
+        others = torch.tensor([j != i for j in range(len(scores))])
+        g = torch.sigmoid((scores[others] - scores[i]) / temperature)
+        terms.append((1 + g[torch.tensor(positive)[others]].sum()) / (1 + g.sum()))
+    (grad,) = torch.autograd.grad(torch.stack(terms).mean(), q)
+    return grad.numpy()
+
+
+def test_the_final_form_check_runs_its_8_documented_problems():
+    # numerator doubled: the form gives 2 grad, so it misses by |grad|; the problems are query
+    # N(0, 0.16 I_3), 3 positives and 4 negatives N(0, 0.16 I_3) (default_rng(seed), seeds 0..7)
+    worst = 0.0
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        query, vectors = rng.normal(size=3) * 0.4, rng.normal(size=(7, 3)) * 0.4
+        positive = np.array([True] * 3 + [False] * 4)
+        worst = max(worst, np.abs(_smooth_ap_gradient(query, vectors, positive, 0.2)).max())
+    form = Form({"D_ij": s_j - s_i, "numerator": 2 * (A_ * D_ - C_ * B_)})
+    verdict = check_final_form(form)
+    expected = f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
