@@ -788,3 +788,30 @@ def test_every_fappy_correction_is_named_corrected():
         assert claim.printed.name == "printed", claim.label
         if claim.correction is not None:
             assert claim.correction.name == "corrected", claim.label
+
+
+def test_a_side_with_max_is_evaluated_with_math_to_a_python_float():
+    from gradlab.symbolic.fappy_claims import S_t, S_t1, h_left, h_right
+
+    # max(h_left S_t, h_right S_(t+1)) per negative set, against the loop
+    side = sp.Max(h_left * S_t, h_right * S_t1)
+    neg_i, neg_j = [-0.3, 0.4, 0.9], [0.2, -0.8]
+    got = _probability(0.1, neg_i, neg_j, 0.25, side=side)
+
+    def larger(left, right, above_t, above_t1):
+        return max(left * above_t, right * above_t1)
+
+    expected = sum(_estimate_general(0.1, n, 0.25, side=larger) for n in (neg_i, neg_j))
+    assert got == pytest.approx(expected, abs=1e-12)
+    assert type(got) is float
+
+
+def test_fusion_weights_of_a_recurrence_with_max_print_as_plain_floats():
+    from gradlab.symbolic.fappy_claims import L_run, L_scale, pairs_all
+
+    verdict = check_fusion_weights(Form((L_run + L_scale / sp.Max(pairs_all, 1)) / 2))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "Delta = 2, 1, 1/2, 1/4 get the weights [0.0625, 0.125, 0.25, 0.5]: each doubling of "
+        "Delta halves it.",
+    )
