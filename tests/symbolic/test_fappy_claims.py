@@ -573,7 +573,8 @@ def test_eq7_at_the_edges_with_a_fifth_too_much_mass_leaves_0_2():
 
     # 1.2/|N|: one negative at +1 above s_ij = -1 puts 1.2 on each side, P = 2.4 > 2; every
     # value stays finite
-    verdict = check_edges(Form(sp.Rational(6, 5) / Nn))
+    # (as a Piecewise, which math evaluates to floats)
+    verdict = check_edges(Form(sp.Piecewise((sp.Rational(6, 5) / Nn, Nn > 0), (0, True))))
     assert verdict.verdict == "fails"
     head, _, listed = verdict.detail.partition(": ")
     assert head == "non-finite or out-of-range values at the edges"
@@ -815,3 +816,14 @@ def test_fusion_weights_of_a_recurrence_with_max_print_as_plain_floats():
         "Delta = 2, 1, 1/2, 1/4 get the weights [0.0625, 0.125, 0.25, 0.5]: each doubling of "
         "Delta halves it.",
     )
+
+
+def test_the_gradient_checks_evaluate_their_forms_with_math():
+    from gradlab.symbolic.fappy_claims import s, width
+
+    # sqrt(s - 2) is the root of a negative number for every s_ik, sqrt(-Delta) for every Delta:
+    # math refuses them (a numpy lambdify would pass nan on as a plain failure)
+    with pytest.raises(ValueError, match="math domain error"):
+        check_gradient_value(Form(sp.sqrt(s - 2)))
+    with pytest.raises(ValueError, match="math domain error"):
+        check_pair_gradient(Form(sp.sqrt(-width)))
