@@ -47,6 +47,7 @@ from gradlab.symbolic.tie_aware_claims import (
     check_eq14,
     check_eq15,
     check_eq20,
+    check_eq21,
     check_expansion,
     check_harmonic_closed_form,
     check_level_regrouping,
@@ -660,3 +661,20 @@ def test_the_no_ties_stand_in_is_evaluated_in_float64_math():
     # the math module raises on sqrt(-1) (at N_(d-1) = 1) where numpy would return nan
     with pytest.raises(ValueError, match="math domain error"):
         check_no_ties(Form(sp.sqrt(N_prev - 2)))
+
+
+def test_an_o_chain_is_read_with_b_equal_to_a_plus_n_d():
+    # with b = a + n_d the step (b - a + n_d) / n_d is 2: one step of the same order
+    verdict = check_eq21(Form((b - a + n, n)))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "all 1 steps keep the order (ratios finite and non-zero).",
+    )
+
+
+def test_an_o_chain_lists_every_step_that_changes_the_order():
+    verdict = check_eq21(Form((n, n**2, n**3)))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "not an equality of orders: n / n**2 -> 0 as n_d -> oo; n**2 / n**3 -> 0 as n_d -> oo.",
+    )
