@@ -626,12 +626,13 @@ def test_anatomy_of_no_or_one_summarized_query(queries):
     assert got["x_hardest_10pct_share"] == pytest.approx(one["share_10"], rel=1e-12)
 
 
-def test_anatomy_values_compute_on_the_embeddings_device():
+@pytest.mark.parametrize("queries", [4, 0])  # 0: no query at all, the quantiles' empty case
+def test_anatomy_values_compute_on_the_embeddings_device(queries):
     from gradlab._validation import skip_value_checks
 
-    grad = _random((4, 6), 31).to("meta")
-    scores = _random((4, 6), 32).to("meta")
-    positives = (torch.eye(4, 6, dtype=torch.bool)).to("meta")
+    grad = _random((4, 6), 31)[:queries].to("meta")
+    scores = _random((4, 6), 32)[:queries].to("meta")
+    positives = (torch.eye(4, 6, dtype=torch.bool))[:queries].to("meta")
     with skip_value_checks():
         values = anatomy_values("x_", grad, scores, positives)
     assert {value.device.type for value in values.values()} == {"meta"}
