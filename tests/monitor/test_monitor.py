@@ -2,6 +2,7 @@
 
 import json
 import math
+import platform
 
 import pytest
 import torch
@@ -83,8 +84,11 @@ def test_agreement_flags_a_loss_that_is_not_smoothap(tmp_path):
 @pytest.mark.parametrize(
     ("schedule", "expected"),
     # Step 9, the last, is logged at close() by every schedule.
-    [(every(3), [0, 3, 6, 9]), (log_spaced(), [0, 1, 2, 4, 8, 9]),
-     (dense_warmup(2, 4), [0, 1, 4, 8, 9])],
+    [
+        (every(3), [0, 3, 6, 9]),
+        (log_spaced(), [0, 1, 2, 4, 8, 9]),
+        (dense_warmup(2, 4), [0, 1, 4, 8, 9]),
+    ],
 )
 def test_schedules_select_the_logged_steps(tmp_path, schedule, expected):
     with Monitor(tmp_path, preset="cheap", every=schedule) as monitor:
@@ -112,6 +116,7 @@ def test_jsonl_header_and_append_on_resume(tmp_path):
     headers, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [h["config"]["run"] for h in headers] == [1, 2]
     assert headers[0]["device"] == "cpu" and headers[0]["torch"] == torch.__version__
+    assert headers[0]["python"] == platform.python_version()
     assert [r["step"] for r in records] == [0, 1, 2, 3]
     for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
         json.loads(line)  # every line is valid JSON
@@ -232,7 +237,7 @@ def test_constructor_errors(tmp_path, kwargs, message):
 def test_step_after_close_is_refused(tmp_path):
     monitor = Monitor(tmp_path)
     monitor.close()
-    with pytest.raises(GradlabError, match="after close"):
+    with pytest.raises(GradlabError, match=r"^monitor\.step\(\) called after close\(\)$"):
         monitor.step()
 
 

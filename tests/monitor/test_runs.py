@@ -120,9 +120,13 @@ def test_a_step_without_a_closing_step_call_is_not_logged_at_close(tmp_path):
         (lambda tmp: 42, {}, r"log_dir must be a folder path .*got 42"),
         (lambda tmp: None, {}, r"log_dir must be a folder path .*got None"),
         (lambda tmp: "", {}, r"log_dir must be a folder path .*got ''"),
-        (lambda tmp: tmp, {"resume": "yes"}, r"resume must be True or False; got 'yes'"),
-        (lambda tmp: tmp, {"overwrite": 1}, r"overwrite must be True or False; got 1"),
-        (lambda tmp: tmp, {"resume": True, "overwrite": True}, r"exclude each other"),
+        (lambda tmp: tmp, {"resume": "yes"}, r"^resume must be True or False; got 'yes'$"),
+        (lambda tmp: tmp, {"overwrite": 1}, r"^overwrite must be True or False; got 1$"),
+        (
+            lambda tmp: tmp,
+            {"resume": True, "overwrite": True},
+            r"^resume=True and overwrite=True exclude each other; choose one$",
+        ),
         (lambda tmp: tmp, {"sinks": ["neptune"]}, r"sinks must name one of"),
     ],
 )
