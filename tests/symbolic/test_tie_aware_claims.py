@@ -56,6 +56,7 @@ from gradlab.symbolic.tie_aware_claims import (
     check_log_approximation,
     check_no_ties,
     check_one_item_bin,
+    check_quadrature_rule,
     disc,
     gain_sum,
     j_,
@@ -677,4 +678,32 @@ def test_an_o_chain_lists_every_step_that_changes_the_order():
     assert (verdict.verdict, verdict.detail) == (
         "fails",
         "not an equality of orders: n / n**2 -> 0 as n_d -> oo; n**2 / n**3 -> 0 as n_d -> oo.",
+    )
+
+
+NODE_OFFSET = "node offset from the cell's right edge"
+
+
+def test_a_rule_with_nodes_100_past_the_cells_misses_by_the_documented_worst_case():
+    # cells t = x+1..x+y for x in 1, 4, .., 37 and y in 1, 6, .., 36; nodes at t + 100
+    errors = [
+        float(abs(sum(Fraction(1, t + 100) - Fraction(1, t) for t in range(x + 1, x + y + 1))))
+        for x in range(1, 40, 3)
+        for y in range(1, 40, 5)
+    ]
+    _assert_worst_case(check_quadrature_rule(Form({NODE_OFFSET: -100})), errors)
+
+
+def test_the_rules_node_offset_is_evaluated_in_float64_math():
+    # acos(2) is not real: the math module raises where numpy would return nan
+    with pytest.raises(ValueError, match="math domain error"):
+        check_quadrature_rule(Form({NODE_OFFSET: sp.acos(2)}))
+
+
+def test_a_bin_of_one_item_is_approached_from_above():
+    # 1 + 10^6 (c - 1) is 2 at c = 1 + 1e-6 and 1 + 1e-12 at c = 1 + 1e-18 (from below: 0, 1)
+    verdict = check_one_item_bin(Form(1 + 10**6 * (c - 1)))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "|term| stays 1 as c -> 1 (growth 0.5).",
     )
