@@ -838,3 +838,21 @@ def test_the_histogram_and_eq6_checks_evaluate_their_forms_with_math():
         check_negative_histogram(Form(sp.sqrt(Nn - 10)))
     with pytest.raises(ValueError, match="math domain error"):
         check_probability_definition(Form(sp.sqrt(sp.Symbol("P_i") - 2)))
+
+
+def test_a_constant_delta_l2_does_not_grow_with_delta():
+    verdict = check_delta_l2(Form(sp.Integer(1)))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "dDelta^L2/dDelta is not positive on the grid (min 0).",
+    )
+
+
+def test_the_kernel_and_edge_checks_evaluate_their_forms_with_math():
+    from gradlab.symbolic.fappy_claims import Nn, s
+
+    # roots of negative numbers: math refuses them (a numpy lambdify would pass nan on)
+    with pytest.raises(ValueError, match="math domain error"):
+        check_kernel(Form(sp.sqrt(s - 2)))
+    with pytest.raises(ValueError, match="math domain error"):
+        check_edges(Form(sp.sqrt(Nn - 10)))
