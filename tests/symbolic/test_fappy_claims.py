@@ -856,3 +856,11 @@ def test_the_kernel_and_edge_checks_evaluate_their_forms_with_math():
         check_kernel(Form(sp.sqrt(s - 2)))
     with pytest.raises(ValueError, match="math domain error"):
         check_edges(Form(sp.sqrt(Nn - 10)))
+
+
+def test_the_kernel_check_sums_the_weights_of_the_boundaries_minus_1_to_1_only():
+    from gradlab.symbolic.fappy_claims import EQ3, mid
+
+    # 1/100 on every boundary past +1: no boundary of Eq. 1-7 lies there (n = 2/Delta + 1)
+    beyond = sp.Piecewise((sp.Rational(1, 100), mid > 1 + sp.Rational(1, 10**6)), (0, True))
+    assert check_kernel(Form(EQ3 + beyond)).verdict == "holds"
