@@ -22,6 +22,7 @@ import torch
 
 from gradlab._validation import skip_value_checks
 from gradlab.functional import operating_region_width
+from gradlab.functional.diagnostics import term_norms
 from gradlab.functional.operating_region import _widths
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from gradlab.monitor.batch import BatchView
@@ -156,18 +157,9 @@ class Decomposition(Quantity):
     def compute(self, batch: BatchView) -> Values:
         # The step's one sigmoid block (shared with smooth AP and gradient agreement).
         terms = batch.smooth_ap_terms(batch.tau)
-        ad, cb = terms.ad_term, terms.cb_term  # NaN rows for queries without positives
-        ad_norm, cb_norm = ad.norm(dim=1), cb.norm(dim=1)
-        both = ad_norm * cb_norm
-        nan = torch.full_like(ad_norm, math.nan)
-        norms = {  # as gradlab.functional.decomposition_norms, undefined queries kept as NaN
-            "ad_norm": ad_norm,
-            "cb_norm": cb_norm,
-            "grad_norm": (ad + cb).norm(dim=1),
-            "ad_share": torch.where(ad_norm + cb_norm > 0, ad_norm / (ad_norm + cb_norm), nan),
-            "ratio": torch.where(cb_norm > 0, ad_norm / cb_norm, nan),
-            "cosine": torch.where(both > 0, (ad * cb).sum(dim=1) / both, nan),
-        }
+        # gradlab.functional.term_norms: undefined queries (NaN rows) kept as NaN, and norms of
+        # rows scaled by their largest entry (terms in a sigmoid tail square to 0 otherwise).
+        norms = term_norms(terms.ad_term, terms.cb_term)
         keys = ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
         return _summaries([f"decomposition_{key}" for key in keys],
                           torch.stack([norms[key] for key in keys]))  # fmt: skip

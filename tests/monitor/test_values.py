@@ -708,3 +708,28 @@ def test_agreement_of_a_vanishing_gradient():
     got = _agreement(embeddings, grad, labels, tau)
     assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-9)
     assert got["gradient_agreement_relative_error"] < 1e-9
+
+
+def test_decomposition_keeps_terms_whose_squares_underflow():
+    """Every positive far above its query's negatives (D ~ -1.97, tau = 0.03): the AD terms are
+    ~3e-27, normal float32 numbers whose squares underflow to 0, so an unscaled norm logs 0 and
+    an AD share of NaN. The loops compute in Python floats, where the squares are still normal.
+    One positive per query: CB is exactly 0, so the ratio and the cosine are undefined."""
+    from gradlab.monitor.quantities import Decomposition
+    from tests.monitor.test_shared import _loop_reference
+
+    tau = 0.03
+    angles = [math.radians(degrees) for degrees in (0, 10, 180, 190)]
+    embeddings = torch.tensor([[math.cos(angle), math.sin(angle)] for angle in angles])
+    labels = [0, 0, 1, 1]
+    loops = _loop_reference(embeddings.tolist(), labels, tau)
+    assert 0 < max(loops["ad"]) ** 2 < torch.finfo(torch.float32).tiny
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=tau)
+    got = _compute(Decomposition(), batch)
+    for key, name in (("ad", "ad_norm"), ("cb", "cb_norm"), ("grad", "grad_norm"),
+                      ("ad_share", "ad_share")):  # fmt: skip
+        expected = _fsum_mean(loops[key])
+        assert got[f"decomposition_{name}_mean"] == pytest.approx(expected, rel=1e-4), name
+    assert loops["ratio"] == loops["cosine"] == []
+    assert math.isnan(got["decomposition_ratio_mean"])
+    assert math.isnan(got["decomposition_cosine_mean"])
