@@ -34,8 +34,9 @@ test: $(STAMP) lint
 lint: $(STAMP)
 	$(BIN)/ruff check gradlab tests benchmarks analyses tools
 
-# Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/; about an hour on
-# two cores; writes benchmarks/results/mutation.json. Not part of CI.
+# Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/; several hours on
+# two cores (see benchmarks/mutation.py: one module with --only runs in minutes);
+# writes benchmarks/results/mutation.json. Not part of CI.
 mutants: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[mutation]'
 	$(BIN)/python benchmarks/mutation.py

@@ -19,7 +19,10 @@ or a custom group (its own name, its own tests)::
     python benchmarks/mutation.py --group harmonic=gradlab/functional/harmonic.py \\
         --tests tests/functional/test_harmonic.py
 
-Not part of CI: a full run takes about an hour on two cores.
+Not part of CI. A full run takes several hours on two cores: the three largest claim modules of
+``symbolic/`` (smoothap, fappy and tie-aware claims) hold 2,100-3,100 mutants each at about
+30-40 a minute with one child; every other group runs in minutes. ``--recheck`` resumes a
+stopped group where it left off.
 """
 
 from __future__ import annotations
