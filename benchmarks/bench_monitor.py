@@ -15,7 +15,9 @@ Settings, each against a plain baseline measured in the same run:
   steps, a one-time cost): every block of 50 steps holds exactly one logged step.
 * ``logged_step_vs_loss``: fixed embeddings (B x 64, 4 per class) at B = 112 and 1024; the
   cost of a logged full-preset step (the watched call plus ``monitor.step()``, the loss's own
-  forward and backward subtracted) over one SmoothAP forward and backward.
+  forward and backward subtracted) over one SmoothAP forward and backward, and the same for
+  each quantity of the full preset alone (``logged_quantity_alone_over_loss``: where the time
+  goes; a quantity alone pays for the shared sort or sigmoid block it needs).
 
 Method: every configuration runs a block of steps in turn, round after round (so machine load
 drifts hit all alike); a ratio is the median block time over the baseline's median. Other
@@ -48,6 +50,8 @@ from common import RESULTS, machine_info, synchronize, write_results
 import gradlab
 from gradlab.data import load_digits_split
 from gradlab.models import EmbeddingMLP, SmallConvNet
+from gradlab.monitor import every
+from gradlab.monitor.quantities import PRESETS
 
 TAU = 0.01
 DENSE_START = 200
@@ -210,28 +214,44 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
     embeddings = torch.randn(batch, 64, generator=generator).to(device)
     labels = torch.arange(batch // 4, device=device).repeat_interleave(4)
     loss_fn = gradlab.SmoothAPLoss(TAU)
-    monitor = gradlab.Monitor(f"{folder}/logged_{batch}", tau=TAU, preset="full", every=1)
-    watched = monitor.watch(loss_fn)
+    monitors = {"full_step": gradlab.Monitor(f"{folder}/logged_{batch}", tau=TAU, preset="full",
+                                             every=1)}  # fmt: skip
+    for quantity in PRESETS["full"]:  # each quantity of the full preset alone
+        monitors[quantity.name] = gradlab.Monitor(
+            f"{folder}/logged_{batch}_{quantity.name}", tau=TAU, quantities=[quantity(every(1))]
+        )
 
     def plain(_index):
         leaf = embeddings.detach().requires_grad_(True)
         loss_fn(leaf, labels).backward()
 
-    def logged(_index):
-        leaf = embeddings.detach().requires_grad_(True)
-        watched(leaf, labels).backward()
-        monitor.step()
+    def logged(monitor):
+        watched = monitor.watch(loss_fn)
 
-    steps = {"loss_forward_backward": plain, "loss_and_logged_full_step": logged}
+        def step(_index):
+            leaf = embeddings.detach().requires_grad_(True)
+            watched(leaf, labels).backward()
+            monitor.step()
+
+        return step
+
+    steps = {"loss_forward_backward": plain}
+    steps.update({f"loss_and_logged_{name}": logged(m) for name, m in monitors.items()})
     for name in steps:
         for index in range(2):
             steps[name](index)
     samples = interleave(steps, device, rounds, block)
-    monitor.close()
+    for monitor in monitors.values():
+        monitor.close()
     summary = summarize(samples, "loss_forward_backward")
     medians = summary["step_seconds_median"]
     loss_seconds = medians["loss_forward_backward"]
     logged_seconds = medians["loss_and_logged_full_step"] - loss_seconds
+    alone = {  # what each quantity costs by itself (with the sort or sigmoid block it needs)
+        name: (medians[f"loss_and_logged_{name}"] - loss_seconds) / loss_seconds
+        for name in monitors
+        if name != "full_step"
+    }
     per_round = [
         (m - b) / b
         for m, b in zip(
@@ -244,6 +264,7 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         "logged_full_step_seconds": logged_seconds,
         "logged_full_step_over_loss": logged_seconds / loss_seconds,
         "logged_full_step_over_loss_round_q25_q75": _quartiles(per_round),
+        "logged_quantity_alone_over_loss": dict(sorted(alone.items(), key=lambda kv: -kv[1])),
         "rounds": rounds,
         "steps_per_block": block,
     }

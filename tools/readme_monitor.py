@@ -41,6 +41,22 @@ def _row(name: str, run: dict, config: str, target: float | None) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _where_the_time_goes(runs: list[dict]) -> list[str]:
+    """One sentence per batch size: each full-preset quantity logged alone, over the loss."""
+    sentences = []
+    for run in runs:
+        alone = run.get("logged_quantity_alone_over_loss")
+        if not alone:
+            continue
+        parts = ", ".join(f"`{name}` {ratio:.2f}x" for name, ratio in alone.items())
+        sentences.append(
+            f"Where a logged full-preset step's time goes at B = {run['batch']}: each quantity "
+            f"logged alone costs, over one SmoothAP forward+backward, {parts} (a quantity alone "
+            "pays for the sort or sigmoid block it shares with others in the full preset)."
+        )
+    return sentences
+
+
 @register("monitor-overhead")
 def monitor_overhead(root: Path) -> str:
     """Step-time ratios with the Monitor against the same step without it, and the logged step."""
@@ -80,6 +96,7 @@ def monitor_overhead(root: Path) -> str:
             f"| {_verdict(ratio, spread, target)} |"
         )
     machine, conditions = result["machine"], result["conditions"]
+    lines += ["", *_where_the_time_goes(runs["logged_step_vs_loss"])]
     before = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
     after = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_after"])
     lines += [
