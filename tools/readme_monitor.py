@@ -96,7 +96,8 @@ def monitor_overhead(root: Path) -> str:
             f"| {_verdict(ratio, spread, target)} |"
         )
     machine, conditions = result["machine"], result["conditions"]
-    lines += ["", *_where_the_time_goes(runs["logged_step_vs_loss"])]
+    where = _where_the_time_goes(runs["logged_step_vs_loss"])
+    lines += ["", *where] if where else []
     before = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
     after = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_after"])
     lines += [
