@@ -578,7 +578,7 @@ class Monitor:
             f"gradlab.Monitor: quantity {quantity.name!r} raised and is disabled "
             f"(strict=True raises instead):\n{message}",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,  # the caller of step() (_disable <- _record <- step <- user)
         )
 
     def _globalize(self, batch: BatchView) -> BatchView:

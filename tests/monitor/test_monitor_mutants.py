@@ -1,0 +1,389 @@
+"""Monitor behaviour that mutation testing of gradlab/monitor/monitor.py found unchecked.
+
+Each test states what a user relies on: whole messages, header fields, which steps are logged,
+which lock file is left where. Expected values are written from the documented behaviour (the
+Monitor's docstrings, :mod:`gradlab.monitor.lock`), or computed by hand (a loss of a constant
+batch), never read back from the Monitor.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import socket
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError, Monitor
+from gradlab.monitor import Loss, Quantity, every, lock, read_jsonl
+from gradlab.monitor.lock import LOCK_NAME
+from gradlab.monitor.monitor import _all_gather_rows, _check_options
+from tests.monitor.helpers import train
+from tests.monitor.test_monitor_paths import one_rank_group  # noqa: F401  (a fixture)
+
+CANNOT_CREATE = "log_dir must be a folder or a path where one can be created"
+"""The start of every refusal of a log_dir that exists as something else or cannot be made."""
+
+UNDER_MUTMUT = "MUTANT_UNDER_TEST" in os.environ
+"""mutmut's trampolines add stack frames, so a warning's stacklevel cannot point at the caller."""
+
+
+def _header(log_dir):
+    return read_jsonl(log_dir / "metrics.jsonl")[0][0]
+
+
+def _records(log_dir):
+    return read_jsonl(log_dir / "metrics.jsonl")[1]
+
+
+def contrastive(embeddings, labels):
+    """A loss on embeddings that is not SmoothAP and exposes no score matrix."""
+    return embeddings.sum()
+
+
+class Failing(Quantity):
+    name = "failing"
+
+    def compute(self, batch):
+        raise ValueError("no value")
+
+
+# --- gathering under torch.distributed --------------------------------------------------------
+
+
+def test_gathered_rows_stay_on_their_device_whatever_the_default_device(one_rank_group):  # noqa: F811
+    """torch.set_default_device("cuda") with CPU tensors (or the reverse) must not move the
+    sizes or the padded rows to another device than the tensor's (NCCL gathers CUDA only)."""
+    tensor = torch.arange(6.0).reshape(3, 2)
+    with torch.device("meta"):  # factory calls without a device land on meta here
+        gathered = _all_gather_rows(tensor)
+    assert gathered.device == tensor.device and torch.equal(gathered, tensor)
+
+
+# --- log_dir refusals in full -----------------------------------------------------------------
+
+
+def test_log_dir_refusals_name_the_path_and_what_blocks_it(tmp_path):
+    existing_file = tmp_path / "file.txt"
+    existing_file.write_text("not a folder")
+    with pytest.raises(GradlabError) as raised:
+        Monitor(existing_file)
+    assert str(raised.value) == (
+        f"{CANNOT_CREATE}; got {str(existing_file)!r}, which is an existing file"
+    )
+    below_a_file = existing_file / "runs" / "a"
+    with pytest.raises(GradlabError) as raised:
+        Monitor(below_a_file)
+    assert str(raised.value) == (
+        f"{CANNOT_CREATE}; got {str(below_a_file)!r}, but {str(existing_file)!r} is a file"
+    )
+
+
+@pytest.fixture
+def owner_permissions(monkeypatch):
+    """``os.access`` answered from the owner's permission bits, as for an unprivileged owner.
+
+    Root passes every write check (``os.access`` then says yes to a 0o500 folder), so where the
+    tests run as root the check is answered as the folder's owner would see it; elsewhere the
+    real ``os.access`` answers.
+    """
+    if os.geteuid() != 0:
+        return
+
+    def access(path, mode, **_):
+        try:
+            owner_bits = (os.stat(path).st_mode >> 6) & 0o7
+        except OSError:
+            return False
+        return all(owner_bits & flag for flag in (os.R_OK, os.W_OK, os.X_OK) if mode & flag)
+
+    monkeypatch.setattr(os, "access", access)
+
+
+@pytest.mark.parametrize("mode", [0o500, 0o600], ids=["read-only", "not-searchable"])
+def test_a_folder_that_cannot_take_a_new_entry_is_refused_in_full(tmp_path, owner_permissions,
+                                                                   mode):  # fmt: skip
+    """Creating ``run`` inside ``parent`` needs both write and search (x) permission on it."""
+    parent = tmp_path / "parent"
+    parent.mkdir(mode=0o700)
+    parent.chmod(mode)
+    try:
+        with pytest.raises(GradlabError) as raised:
+            Monitor(parent / "run")
+    finally:
+        parent.chmod(0o700)
+    assert str(raised.value) == (
+        f"{CANNOT_CREATE}; got {str(parent / 'run')!r}, but {str(parent)!r} is not writable"
+    )
+
+
+# --- option checks shared with GradlabCallback ------------------------------------------------
+
+
+def test_the_shared_option_check_gives_the_omitted_options_monitors_defaults():
+    """GradlabCallback checks only the options a user gave; the others are Monitor's defaults
+    (preset "default", distributed "auto", resume and overwrite False, sinks ("jsonl",))."""
+    assert _check_options() == {"tau": None, "every": None, "sinks": ["jsonl"]}
+    assert _check_options(resume=True)["sinks"] == ["jsonl"]  # overwrite left False
+    assert _check_options(overwrite=True)["sinks"] == ["jsonl"]  # resume left False
+
+
+@pytest.mark.parametrize(
+    "make_quantities",
+    [lambda: {Loss()}, lambda: (q for q in [Loss()]), lambda: ""],
+    ids=["set", "generator", "empty-string"],
+)
+def test_quantities_that_are_not_a_list_are_refused(tmp_path, make_quantities):
+    quantities = make_quantities()
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=quantities)
+    assert str(raised.value) == (
+        f"quantities must be a list of Quantity instances; got {quantities!r}"
+    )
+
+
+def test_every_replaces_the_schedules_of_explicit_quantities(tmp_path):
+    with Monitor(tmp_path, quantities=[Loss(every(5))], every=2) as monitor:
+        train(monitor, steps=5)
+    assert [r["step"] for r in _records(tmp_path)] == [0, 2, 4]
+
+
+def test_the_header_config_names_the_preset(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=1)
+    assert _header(tmp_path)["config"]["preset"] == "cheap"
+
+
+# --- the lock -----------------------------------------------------------------------------------
+
+
+def test_a_monitor_refused_at_its_first_write_leaves_the_holders_lock_alone(tmp_path):
+    """A Monitor that never claimed the folder removes no lock, whatever the lock's token (an
+    empty one too: gradlab writes uuid4 tokens, a hand-made lock may hold anything)."""
+    monitor = Monitor(tmp_path / "run", preset="cheap")  # nothing there yet
+    (tmp_path / "run").mkdir()
+    held = json.dumps({"host": f"{socket.gethostname()}-elsewhere", "pid": 1, "token": ""})
+    (tmp_path / "run" / LOCK_NAME).write_text(held)  # another host's Monitor: honoured
+    with pytest.raises(GradlabError, match="is in use by another Monitor"):
+        monitor.close()  # its first write (the header) is refused
+    assert (tmp_path / "run" / LOCK_NAME).read_text() == held
+    assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+def test_a_run_written_since_construction_is_refused_in_full_and_close_is_quiet(tmp_path):
+    late = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"])
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as first:
+        train(first, steps=1)
+    with pytest.raises(GradlabError) as raised:
+        train(late, steps=1)
+    assert str(raised.value) == (
+        f"log_dir {str(tmp_path)!r} already holds a run (metrics.csv, metrics.jsonl), written by "
+        "another Monitor since this one was created; runs never merge: pass resume=True to "
+        "continue it, overwrite=True to replace it, or choose a new log_dir"
+    )
+    late.close()  # a refused Monitor writes nothing at close and does not raise again
+    assert not (tmp_path / LOCK_NAME).exists()
+    assert [r["step"] for r in _records(tmp_path)] == [0]
+
+
+def test_a_refused_claim_releases_only_its_own_lock_once(tmp_path, monkeypatch):
+    """A Monitor that finds a run written since it was made gives its lock back, once: a rival
+    that claims the folder right after (played by a wrapper around the release, as in
+    test_lock_claims.py) keeps its lock, whatever its token."""
+    late = Monitor(tmp_path, preset="cheap")
+    with Monitor(tmp_path, preset="cheap", every=1) as first:
+        train(first, steps=1)
+    rival = json.dumps({"host": f"{socket.gethostname()}-elsewhere", "pid": 1, "token": ""})
+    real_release = lock.release
+    rival_claims = [rival]  # once
+
+    def release_then_a_rival_claims(log_dir, token):
+        real_release(log_dir, token)
+        if rival_claims:
+            (tmp_path / LOCK_NAME).write_text(rival_claims.pop())
+
+    monkeypatch.setattr(lock, "release", release_then_a_rival_claims)
+    with pytest.raises(GradlabError, match="already holds a run"):
+        late.close()  # its first write: the claim finds the run and is given back
+    assert (tmp_path / LOCK_NAME).read_text() == rival
+
+
+def test_an_unclosed_monitor_releases_its_folder_when_collected(tmp_path):
+    monitor = Monitor(tmp_path, preset="cheap", every=1)
+    train(monitor, steps=1)
+    lock_file = json.loads((tmp_path / LOCK_NAME).read_text())
+    assert lock_file["pid"] == os.getpid() and lock_file["host"] == socket.gethostname()
+    del monitor
+    gc.collect()
+    assert not (tmp_path / LOCK_NAME).exists()
+    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as again:
+        train(again, steps=1)
+    assert [r["step"] for r in _records(tmp_path)] == [0, 1]
+
+
+def test_ranks_other_than_0_neither_claim_nor_check_the_lock(tmp_path, monkeypatch):
+    """Only rank 0 writes: another rank may make its Monitor on the folder rank 0's holds."""
+    with Monitor(tmp_path, preset="cheap", every=1) as rank_zero:
+        train(rank_zero, steps=1)  # rank 0 holds the folder now
+        with monkeypatch.context() as patch:
+            patch.setattr(torch.distributed, "is_initialized", lambda: True)
+            patch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+            rank_one = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+            assert rank_one.step_count == 1
+            rank_one.close()  # writes nothing
+    assert [r["step"] for r in _records(tmp_path)] == [0]
+
+
+# --- warnings point at the user's line ----------------------------------------------------------
+
+
+def test_monitor_warnings_point_at_the_users_call(tmp_path):
+    with Monitor(tmp_path, quantities=[Failing(every(1)), Loss(every(1))]) as monitor:
+        watched = monitor.watch(lambda *args: args[0].sum())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watched(torch.zeros(4, 3))  # unreadable (one argument): skipped with a warning
+            watched(torch.zeros(4, 3), torch.arange(4))
+            monitor.step()  # Failing raises: disabled with a warning
+    messages = [str(w.message) for w in caught]
+    assert len(caught) == 2 and "cannot read" in messages[0] and "'failing'" in messages[1]
+    if not UNDER_MUTMUT:
+        assert [w.filename for w in caught] == [__file__, __file__]
+
+
+# --- why a quantity is not logged ---------------------------------------------------------------
+
+
+def test_score_inputs_explain_every_quantity_that_needs_embeddings(tmp_path):
+    needs_embeddings = (
+        "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
+    )
+    needs_vectors = (
+        "needs the embeddings (SmoothAP's shared ranks and terms are computed from them); the "
+        "loss is watched on a score matrix (inputs='scores')"
+    )
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.watch(lambda scores, positives: scores.sum(), inputs="scores")
+    assert _header(tmp_path)["not_logged"] == {
+        "embedding_norm": needs_embeddings,
+        "embedding_grad_norm": needs_embeddings,
+        "decomposition": needs_embeddings,
+        "gradient_agreement": (
+            "needs embeddings and a SmoothAP loss; the loss is watched on a score matrix"
+        ),
+        "relaxation_gap": needs_vectors,
+        "gradient_counts": needs_vectors,
+    }
+
+
+def test_an_embedding_loss_without_scores_explains_the_anatomy_in_full(tmp_path):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.watch(contrastive)
+    assert _header(tmp_path)["not_logged"] == {
+        "gradient_agreement": (
+            "compares the backpropagated gradient with SmoothAP's analytic one; the watched loss "
+            "contrastive is not SmoothAP"
+        ),
+        "anatomy": (
+            "needs dL/dS of a score matrix; the watched loss contrastive takes embeddings and "
+            "exposes none. Watch a loss written on a score matrix with inputs='scores', use "
+            "gradlab's losses, or give a pytorch-metric-learning loss "
+            "distance=gradlab.interop.pml.RecordingCosineSimilarity()"
+        ),
+    }
+
+
+def test_watching_smooth_ap_after_another_loss_logs_what_the_first_could_not(tmp_path):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.watch(contrastive)
+        assert set(monitor.disabled) == {"gradient_agreement", "anatomy"}
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        assert monitor.disabled == {} and monitor.not_logged == {}
+        embeddings = torch.randn(8, 4, requires_grad=True)
+        loss_fn(embeddings, torch.arange(8) % 2).backward()
+        record = monitor.step()
+    assert any(key.startswith("gradient_agreement") for key in record)
+    assert any(key.startswith("anatomy_") for key in record)
+    assert "not_logged" not in _header(tmp_path)
+
+
+# --- calls the Monitor cannot read, in full -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("make_args", "message"),
+    [
+        (
+            lambda: (torch.zeros(4, 3), torch.zeros(4)),
+            "labels must have an integer dtype; got torch.float32",
+        ),
+        (
+            lambda: (torch.zeros(4, 3), torch.arange(5)),
+            "labels must have shape (4,) (one label per embedding); got (5,)",
+        ),
+        (
+            lambda: (torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, 4, dtype=torch.bool)),
+            "positives must have shape (2, 5) ([Q, C]); got (2, 4)",
+        ),
+    ],
+    ids=["float-labels", "labels-length", "positives-shape"],
+)
+def test_unreadable_targets_are_named_in_full(tmp_path, make_args, message):
+    with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
+        watched = monitor.watch(lambda *args: args[0].sum())
+        with pytest.raises(GradlabError) as raised:
+            watched(*make_args())
+    assert str(raised.value) == f"Monitor cannot read this loss call: {message}"
+
+
+def test_each_watched_loss_keeps_its_own_inputs(tmp_path):
+    with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
+        on_scores = monitor.watch(lambda scores, positives: scores.sum(), inputs="scores")
+        on_embeddings = monitor.watch(lambda embeddings, labels: embeddings.sum())
+        on_scores(torch.ones(3, 5), torch.ones(3, 5, dtype=torch.bool))
+        first = monitor.step()
+        on_embeddings(torch.ones(4, 2), torch.arange(4))
+        second = monitor.step()
+    assert first == {"step": 0, "loss": 15.0} and second == {"step": 1, "loss": 8.0}
+
+
+def test_the_last_step_logged_at_close_keeps_its_loss(tmp_path):
+    def mean_square(embeddings, labels):
+        return (embeddings**2).mean()
+
+    with Monitor(tmp_path, quantities=[Loss(every(3))]) as monitor:
+        watched = monitor.watch(mean_square)
+        for step in range(5):  # a constant batch of value `step`: loss step**2
+            watched(torch.full((4, 2), float(step)), torch.arange(4))
+            monitor.step()
+    assert [(r["step"], r["loss"]) for r in _records(tmp_path)] == [(0, 0.0), (3, 9.0), (4, 16.0)]
+
+
+# --- the header -----------------------------------------------------------------------------------
+
+
+def test_a_cuda_run_header_names_the_gpu_of_the_embeddings(tmp_path, monkeypatch):
+    asked = []
+
+    def device_name(device=None):
+        asked.append(device)
+        return "Test GPU"
+
+    monkeypatch.setattr(torch.cuda, "get_device_name", device_name)
+    monitor = Monitor(tmp_path, preset="cheap")
+    monitor._open(torch.device("cuda", 1))  # what a logged step does with CUDA embeddings
+    monitor.close()
+    header = _header(tmp_path)
+    assert header["device"] == "cuda:1" and header["device_name"] == "Test GPU"
+    assert asked == [torch.device("cuda", 1)]
+
+
+def test_a_cpu_run_header_names_no_gpu(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=1)
+    header = _header(tmp_path)
+    assert header["device"] == "cpu" and "device_name" not in header
