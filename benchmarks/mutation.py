@@ -75,14 +75,17 @@ MONITOR_TESTS = {
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
+    # test_lock: the Monitor's claim of its folder (test_lock_claims calls no Monitor code).
     "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
                 "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
                 "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
-                "tests/monitor/test_monitor_paths.py",
+                "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_mutants.py",
+                "tests/monitor/test_lock.py",
                 *(f"--deselect=tests/monitor/{test}" for test in (
                     "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",
                     "test_monitor.py::test_plot_command",
-                    "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions"))],
+                    "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions",
+                    "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after"))],
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
