@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+import sympy
 
 from gradlab.symbolic.audit import MODULES
 
@@ -24,6 +25,14 @@ AUDIT_JSON = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "a
 
 def _committed_records() -> dict[str, dict]:
     return {record["id"]: record for record in json.loads(AUDIT_JSON.read_text())}
+
+
+def _is_sign_flip(value, printed) -> bool:
+    """Whether ``value`` is exactly ``-printed`` (SymPy expressions only: a dict of pieces or a
+    code listing never is)."""
+    if not (isinstance(value, sympy.Expr) and isinstance(printed, sympy.Expr)):
+        return False
+    return value == -printed  # negated() builds exactly this expression
 
 
 def _module_name(module) -> str:
@@ -56,5 +65,13 @@ def test_every_claim_definition_matches_the_committed_audit(module) -> None:
             "mutants": [(m["mutant"], m["formula"]) for m in record["mutant_results"]],
         }
         assert defined == expected, claim.id
+        # Form.name's documented values (public attributes the audit's texts do not show): the
+        # printed form is "printed"; a correction is "corrected", or names the mutation of the
+        # printed form it is (a correction that only flips the printed sign: "sign flipped").
+        assert claim.printed.name == "printed", claim.id
+        if claim.correction is not None:
+            flipped = _is_sign_flip(claim.correction.value, claim.printed.value)
+            expected_name = "sign flipped" if flipped else "corrected"
+            assert claim.correction.name == expected_name, claim.id
         # The note ends the detail (audit_claim appends it after the check's own text).
         assert record["detail"].endswith(claim.note), claim.id
