@@ -57,6 +57,7 @@ from gradlab.symbolic.tie_aware_claims import (
     check_no_ties,
     check_one_item_bin,
     check_quadrature_rule,
+    claims,
     disc,
     gain_sum,
     j_,
@@ -707,3 +708,180 @@ def test_a_bin_of_one_item_is_approached_from_above():
         "holds",
         "|term| stays 1 as c -> 1 (growth 0.5).",
     )
+
+
+# --- issue 15, second pass: evaluation modules, the cases drawn, the expansion's thresholds ---
+
+
+def test_the_ap_summand_is_evaluated_in_float64_math():
+    # sqrt(n+_d - 2) at a tie with one positive: the math module raises where numpy gives nan
+    with pytest.raises(ValueError, match="math domain error"):
+        _tie_ap(sp.sqrt(n_pos - 2), (1, 0), [True, False], 2)
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        {**DCG_PIECES, "D(j)": sp.sqrt(jj - 2)},  # sqrt(-1) at rank 1
+        {**DCG_PIECES, "tie value": sp.sqrt(n - 2)},  # sqrt(-1) at a tie of one item
+    ],
+    ids=["discount", "tie value"],
+)
+def test_the_dcg_pieces_are_evaluated_in_float64_math(pieces):
+    with pytest.raises(ValueError, match="math domain error"):
+        _tie_dcg(Form(pieces), (2, 1, 0), (1, 1, 1), 3)
+
+
+@pytest.mark.parametrize(
+    "pieces",
+    [
+        {**EQ14_PIECES, "lower": sp.sqrt(a - 2)},  # sqrt(-1/2) at the grid's first a = 1.5
+        {**EQ14_PIECES, "upper": sp.sqrt(b - 3)},  # sqrt(-1) at the grid's first b = 2
+    ],
+    ids=["lower", "upper"],
+)
+def test_eq14s_limits_are_evaluated_in_float64_math(pieces):
+    with pytest.raises(ValueError, match="math domain error"):
+        check_eq14(Form(pieces))
+
+
+def test_eq15_integrates_over_the_documented_bins(monkeypatch):
+    # the printed side integrates dt/ln t over [C_(d-1) + 1, C_d + 1], the truth dt/log2(t + 1)
+    # over [C_(d-1), C_d], for the documented draws (C_(d-1) in 1..8)
+    quad, intervals = mpmath.quad, []
+
+    def recording_quad(function, interval, **options):
+        intervals.append(tuple(float(x) for x in interval))
+        return quad(function, interval, **options)
+
+    monkeypatch.setattr(mpmath, "quad", recording_quad)
+    assert check_eq15(Form({"factor": sp.log(2)})).verdict == "holds"
+    expected = []
+    for before, counts in _eq15_cases():
+        expected += [(before + 1, before + sum(counts) + 1), (before, before + sum(counts))]
+    assert intervals == expected
+
+
+def _expansion_with_ratios(ratios):
+    """A form whose (H(N) - expansion) / order is ``ratios`` at N = 1e3, 1e4, 1e5: expansion
+    H(N) - 1, order 1 / R(N) with R the table."""
+    table = dict(zip((10**3, 10**4, 10**5), ratios, strict=True))
+    ratio = implemented_function("R", lambda big: mpmath.mpf(table[int(big)]))
+    return Form({"expansion": sp.harmonic(N) - 1, "order": 1 / ratio(N)})
+
+
+@pytest.mark.parametrize(
+    ("last", "verdict"),
+    [(0.05, "fails"), (0.050001, "holds"), (-0.05, "fails"), (20.0, "fails"), (19.99, "holds")],
+)
+def test_the_expansion_ratio_bounds_0_05_and_20_are_strict(last, verdict):
+    found = check_expansion(_expansion_with_ratios((1000.0, last, last)))
+    assert found.verdict == verdict
+    if verdict == "fails":
+        assert _ratios(found.detail) == [1000.0, last, last]
+
+
+def test_only_the_last_expansion_ratio_must_lie_between_0_05_and_20():
+    # N = 1e4 gives 0.0499 (out of bounds), N = 1e5 gives 0.0505: settled (6e-4 < 1e-3), bounded
+    found = check_expansion(_expansion_with_ratios((1000.0, 0.0499, 0.0505)))
+    assert (found.verdict, found.detail) == (
+        "holds",
+        "(H(N) - expansion) / order term -> 0.050500 (N = 1e3..1e5, mpmath 40 digits).",
+    )
+
+
+def test_the_expansion_settles_relative_to_the_last_ratio_when_it_exceeds_one():
+    # 10 -> 10.005 moves by 5e-3 < 1e-3 * 10.005; relative to 1e-3 / 10.005 it would not settle
+    found = check_expansion(_expansion_with_ratios((1000.0, 10.0, 10.005)))
+    assert (found.verdict, found.detail) == (
+        "holds",
+        "(H(N) - expansion) / order term -> 10.005000 (N = 1e3..1e5, mpmath 40 digits).",
+    )
+
+
+@pytest.mark.parametrize(("last", "verdict"), [(10.010005, "holds"), (10.0101, "fails")])
+def test_the_expansion_settles_by_1e_3_of_the_last_ratio_not_the_one_before(last, verdict):
+    # from 10 to 10.010005 the ratio moves by 0.010005 < 1e-3 * 10.010005 (1e-3 * 10 is 0.01);
+    # to 10.0101 by 0.0101 > 0.0100101
+    assert check_expansion(_expansion_with_ratios((1000.0, 10.0, last))).verdict == verdict
+
+
+def _last_ratio_with_a_short_threshold():
+    """A ratio r in [1, 2) whose float threshold 1e-3 * r is a multiple of r's spacing 2^-52, so
+    that r - threshold is a float exactly threshold below r."""
+    for step in range(1, 100_000):
+        last = 1 + step * 2.0**-30
+        if (1e-3 * last) % 2.0**-52 == 0:
+            return last
+    raise AssertionError("no such ratio")
+
+
+@pytest.mark.parametrize(("spacings", "verdict"), [(0, "fails"), (1, "holds")])
+def test_an_expansion_ratio_that_moves_by_exactly_1e_3_has_not_settled(spacings, verdict):
+    last = _last_ratio_with_a_short_threshold()
+    threshold = 1e-3 * last
+    before = last - threshold + spacings * 2.0**-52
+    assert abs(last - before) == threshold - spacings * 2.0**-52  # both differences exact
+    found = check_expansion(_expansion_with_ratios((1000.0, before, last)))
+    assert found.verdict == verdict
+
+
+def test_an_order_with_a_logarithm_is_evaluated_in_mpmath():
+    # H(N) - gamma - ln N - 1/(2N) = -1/(12N^2) + 1/(120N^4) - ...; over (1 + 1/ln N)/(12N^2)
+    # the ratio is (-1 + 1/(10N^2)) / (1 + 1/ln N): -0.902 at 1e4, -0.920 at 1e5 (not settled)
+    found = check_expansion(Form({"expansion": EXPANSION, "order": ORDER * (1 + 1 / sp.log(N))}))
+    truth = [(-1 + 1 / (10 * big**2)) / (1 + 1 / math.log(big)) for big in (1e3, 1e4, 1e5)]
+    assert found.verdict == "fails"
+    assert _ratios(found.detail) == pytest.approx(truth, rel=1e-12)
+
+
+_vanishing = implemented_function("vanishing", lambda u: 0)
+
+
+def test_the_expansion_is_read_in_its_first_free_symbol_by_name():
+    # expansion in N and x ("N" sorts before "x"): read in N, vanishing(x) adds 0
+    x = sp.Symbol("x")
+    found = check_expansion(Form({"expansion": EXPANSION + _vanishing(x), "order": ORDER}))
+    assert (found.verdict, found.detail) == (
+        "holds",
+        "(H(N) - expansion) / order term -> -1.000000 (N = 1e3..1e5, mpmath 40 digits).",
+    )
+
+
+# --- the claims' data beyond the texts test_claim_definitions.py compares --------------------
+
+
+def _claim(label):
+    return next(claim for claim in claims() if claim.label == label)
+
+
+def test_printed_forms_are_named_printed_and_corrections_corrected():
+    # Form.name's convention ("printed", "corrected" or a description of the mutation); the
+    # texts test_claim_definitions.py compares do not show a correction's name
+    defined = claims()
+    assert sum(claim.correction is not None for claim in defined) == 8
+    for claim in defined:
+        assert claim.printed.name == "printed", claim.id
+        if claim.correction is not None:
+            assert claim.correction.name == "corrected", claim.id
+
+
+@pytest.mark.parametrize("label", ["eq17", "eq18", "eq19"])
+def test_the_harmonic_expansions_are_in_a_positive_count(label):
+    # H(N) for a count N >= 1: a positive symbol (so that, e.g., log(N^2) expands to 2 log N)
+    claim = _claim(label)
+    for form in (claim.printed, *claim.mutants):
+        (count,) = form.value["expansion"].free_symbols
+        assert count.is_positive is True, (claim.id, form.name)
+        assert sp.expand_log(sp.log(count**2)) == 2 * sp.log(count)
+
+
+def test_eq34s_outer_index_differs_from_the_corrected_one_by_its_name_only():
+    claim = _claim("eq34")
+    ((outer, *outer_range),) = claim.printed.value.limits
+    ((index, *index_range),) = claim.correction.value.limits
+    assert (outer.name, index.name, outer_range, index_range) == ("l", "d", [0, 3], [0, 3])
+    # both are summation indices 0..b: non-negative integers
+    assert outer.is_integer is True and outer.is_nonnegative is True
+    assert outer.assumptions0 == index.assumptions0
+    assert claim.printed.value.xreplace({outer: index}) == claim.correction.value
