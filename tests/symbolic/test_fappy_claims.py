@@ -864,3 +864,211 @@ def test_the_kernel_check_sums_the_weights_of_the_boundaries_minus_1_to_1_only()
     # 1/100 on every boundary past +1: no boundary of Eq. 1-7 lies there (n = 2/Delta + 1)
     beyond = sp.Piecewise((sp.Rational(1, 100), mid > 1 + sp.Rational(1, 10**6)), (0, True))
     assert check_kernel(Form(EQ3 + beyond)).verdict == "holds"
+
+
+# --- issue 15: the checks at their edges (ties, exact tolerances, details, stubbed helpers) ----
+
+
+class _TiedDraws:
+    """A generator for ``_eq6_limit`` whose every draw is 0.0: s_ij = 0 and all 30 + 30
+    negatives tie with it, on the boundary b_256 of Delta = 2^-8."""
+
+    def uniform(self, low, high, size=None):
+        return 0.0 if size is None else np.zeros(size)
+
+
+def test_eq6_counts_negatives_tied_with_the_pair_as_at_or_above_it():
+    from gradlab.symbolic.fappy_claims import EQ7_SIDE
+
+    # Eq. 6: P(s_ik >= s_ij) = 1 for every tied negative, on each side: 1 + 1 = 2. Eq. 7 puts
+    # the pair and every negative wholly on b_256 (h_left = 1, S_t = 1): 2 as well
+    assert _probability(0.0, [0.0] * 30, [0.0] * 30, 2.0 / 2**9) == 2.0
+    verdict = _eq6_limit(EQ7_SIDE, _TiedDraws())
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "max |printed - true| = 0.00e+00 over 5 cases.",
+    )
+
+
+def test_the_support_skips_a_negative_exactly_at_plus_1():
+    # Delta = 2/7.2: offset 3, fraction 0.2 puts s_ik at -1 + 7.2 Delta = 1.0 exactly, the
+    # end of the cosine range, which the support does not sample (only s_ik in (-1, 1))
+    delta = 2 / 7.2
+    assert -1 + (4 + 3 + 0.2) * delta == 1.0
+    for claimed in ({"from bin": -4, "to bin": 5}, {"from bin": 0, "to bin": 0}):
+        sampled = {(o, f) for o, f, _ in _support(Form(claimed), delta=delta)}
+        assert (3, 0.2) not in sampled
+
+
+def test_the_support_differentiates_with_three_negatives_as_its_detail_says(monkeypatch):
+    import gradlab.symbolic.fappy_claims as fappy
+
+    counts = []
+    real = fappy._gradient_negative
+
+    def recording(s_ij, s_ik, delta, count):
+        counts.append(count)
+        return real(s_ij, s_ik, delta, count)
+
+    monkeypatch.setattr(fappy, "_gradient_negative", recording)
+    verdict = fappy.check_support(Form({"from bin": -1, "to bin": 1}))
+    assert verdict.verdict == "holds" and "|N| = 3" in verdict.detail
+    assert counts and set(counts) == {3}
+
+
+def test_the_support_counts_a_gradient_of_1e_6_as_zero_and_just_above_as_non_zero(monkeypatch):
+    import gradlab.symbolic.fappy_claims as fappy
+
+    # finite-difference noise is far below 1e-6: the support calls |dP/ds_ik| > 1e-6 non-zero
+    sampled = [(o, f) for o in range(-3, 4) for f in (0.2, 0.7)]
+    monkeypatch.setattr(fappy, "_gradient_negative", lambda *args: 1e-6)
+    assert _support(Form({"from bin": -4, "to bin": 5})) == [(o, f, False) for o, f in sampled]
+    assert _support(Form({"from bin": 0, "to bin": 0})) == []
+    monkeypatch.setattr(fappy, "_gradient_negative", lambda *args: math.nextafter(1e-6, 1))
+    assert _support(Form({"from bin": -4, "to bin": 5})) == []
+    assert _support(Form({"from bin": 0, "to bin": 0})) == [(o, f, True) for o, f in sampled]
+
+
+def test_the_guard_check_prints_the_admitted_lengths_when_every_scale_admits_pairs():
+    from gradlab.symbolic.fappy_claims import check_guard, s, width
+
+    # 1 - s >= Delta/2 admits s in [-1, 1 - Delta/2]: length 2 - Delta/2
+    verdict = check_guard(Form(1 - s >= width / 2))
+    lengths = [2 - sp.Rational(d) / 2 for d in ("2", "1", "1/2", "1/4")]
+    assert lengths == [1, sp.Rational(3, 2), sp.Rational(7, 4), sp.Rational(15, 8)]
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "admitted lengths of s_ij per Delta_cur: {'2': 1, '1': 3/2, '1/2': 7/4, '1/4': 15/8}.",
+    )
+
+
+def test_the_guard_check_lists_every_empty_scale_and_looks_at_s_in_minus_1_to_1_only():
+    from gradlab.symbolic.fappy_claims import check_guard, s, width
+
+    # 1 - s >= 2 Delta: s <= -3 (none) at Delta = 2, s = -1 only at Delta = 1, then [-1, 0]
+    # and [-1, 1/2]
+    verdict = check_guard(Form(1 - s >= 2 * width))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 1, '1/4': 3/2}: at "
+        "Delta_cur = 2, 1 only a null set of pairs passes line 5, so that scale adds nothing.",
+    )
+    # s >= 1 admits the single cosine s = 1 of [-1, 1] (nothing beyond +1 is a cosine)
+    verdict = check_guard(Form(s >= 1))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 0, '1/4': 0}: at "
+        "Delta_cur = 2, 1, 1/2, 1/4 only a null set of pairs passes line 5, so that scale adds "
+        "nothing.",
+    )
+
+
+def test_the_guard_check_solves_for_its_own_s_ij_not_for_another_symbol():
+    from gradlab.symbolic.fappy_claims import check_guard, width
+
+    # a plain Symbol("s") is not the module's real s_ij: the guard then does not constrain
+    # s_ij, and SymPy's solveset gives the empty set for a condition free of the unknown, so no
+    # scale admits a pair (the check does not guess which symbol is meant)
+    verdict = check_guard(Form(1 - sp.Symbol("s") >= width))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith(
+        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 0, '1/4': 0}: "
+    )
+
+
+def test_a_kernel_whose_mean_misses_s_0_by_exactly_1e_12_fails():
+    from gradlab.symbolic.fappy_claims import EQ3, mid, s, width
+
+    # at Delta = 1/2 and s = 0 (on the check's grid), 2e-12 of b_0's weight moves to b_(1/2):
+    # the mass stays 1 (to rounding), the mean becomes 0.5 * 2e-12 = 1e-12 exactly (doubles);
+    # the check's tolerance is strict
+    at = sp.Eq(width, sp.Rational(1, 2)) & sp.Eq(s, 0)
+    moved = sp.Float(2e-12)
+    bump = sp.Piecewise(
+        (-moved, at & sp.Eq(mid, 0)), (moved, at & sp.Eq(mid, sp.Rational(1, 2))), (0, True)
+    )
+    assert 0.5 * 2e-12 == 1e-12 and 0.0 in np.linspace(-1, 1, 101)
+    verdict = check_kernel(Form(EQ3 + bump))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "the weights miss partition of unity or the mean by 1e-12.",
+    )
+
+
+def test_the_histogram_check_compares_the_mean_as_well_as_the_mass(monkeypatch):
+    import gradlab.symbolic.fappy_claims as fappy
+
+    # a histogram of the negated similarities (a distance's orientation) has the right mass
+    # and the mirrored mean: off by 2 |mean| for each of the check's 10 documented sets
+    def mirrored(negatives, delta, normalizer):
+        scale = normalizer(len(negatives))
+        bins = len(_boundaries(delta))
+        return [scale * sum(_hat(-x, u, delta) for x in negatives) for u in range(bins)]
+
+    monkeypatch.setattr(fappy, "_histogram", mirrored)
+    rng = np.random.default_rng(4)
+    means = [np.mean(rng.uniform(-1, 1, int(rng.integers(1, 9)))) for _ in range(10)]
+    verdict = fappy.check_negative_histogram(Form(1 / fappy.Nn))
+    assert verdict.verdict == "fails"
+    head, _, worst = verdict.detail.partition(" by ")
+    assert head == "the histogram misses mass or mean"
+    assert float(worst.removesuffix(".")) == pytest.approx(2 * max(abs(m) for m in means), rel=1e-3)
+
+
+def test_the_pair_gradient_check_samples_its_documented_pairs(monkeypatch):
+    import gradlab.symbolic.fappy_claims as fappy
+
+    # numpy default_rng(2): per Delta = 1/4, 1/2, four s_ij ~ U(-0.8, 0.8), each followed by
+    # four negatives of i and four of j ~ U(-1, 1); the check differentiates at s_ij -+ 1e-7
+    rng = np.random.default_rng(2)
+    documented = []
+    for delta in (0.25, 0.5):
+        for _ in range(4):
+            documented.append((float(rng.uniform(-0.8, 0.8)), delta))
+            rng.uniform(-1, 1, 4), rng.uniform(-1, 1, 4)
+    evaluated = []
+    real = fappy._probability
+
+    def recording(s_ij, negatives_i, negatives_j, delta, *args, **kwargs):
+        evaluated.append((s_ij, delta))
+        return real(s_ij, negatives_i, negatives_j, delta, *args, **kwargs)
+
+    monkeypatch.setattr(fappy, "_probability", recording)
+    fappy.check_pair_gradient(Form(-(sp.Symbol("h_i^t") + sp.Symbol("h_j^t")) / fappy.width))
+    centres = [
+        ((a + b) / 2, d) for (a, d), (b, _) in zip(evaluated[::2], evaluated[1::2], strict=True)
+    ]
+    assert [c for c, _ in centres] == pytest.approx([c for c, _ in documented], abs=1e-12)
+    assert [d for _, d in centres] == [d for _, d in documented]
+
+
+def test_the_l2_check_names_its_witness_by_the_vectors_coordinates():
+    import ast
+
+    from gradlab.symbolic.fappy_claims import check_l2, s
+
+    # sqrt(2 - s)^2 - |x/|x| - y/|y||^2 = (2 - cos) - (2 - 2 cos) = cos(x, y): the witness is a
+    # point (x1, x2, x3, y1, y2, y3) where the printed difference is that cosine
+    verdict = check_l2(Form(sp.sqrt(2 - s)))
+    assert verdict.verdict == "fails"
+    text = verdict.detail.removeprefix("printed minus true is ")
+    difference, _, rest = text.partition(" at ")
+    point = ast.literal_eval(rest.removesuffix(" (exact evaluation)."))
+    assert list(point) == ["x1", "x2", "x3", "y1", "y2", "y3"]
+    x = np.array([float(sp.Rational(point[f"x{k}"])) for k in (1, 2, 3)])
+    y = np.array([float(sp.Rational(point[f"y{k}"])) for k in (1, 2, 3)])
+    cosine = x @ y / (np.linalg.norm(x) * np.linalg.norm(y))
+    assert float(difference) == pytest.approx(cosine, abs=1e-8)
+
+
+def test_the_l2_check_takes_the_vectors_as_real():
+    from gradlab.symbolic.fappy_claims import check_l2, s
+
+    # |s|^2 = s^2 for a real cosine: sqrt(2 - 2s + |s|^2 - s^2) is the printed distance, and
+    # SymPy proves it only if the coordinates are real (for complex ones |s|^2 != s^2)
+    squared_abs = sp.Pow(sp.Abs(s, evaluate=False), 2, evaluate=False)
+    verdict = check_l2(Form(sp.sqrt(2 - 2 * s + squared_abs - s**2)))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds",
+        "sympy.simplify reduces printed minus true to 0.",
+    )
