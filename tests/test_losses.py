@@ -1,6 +1,8 @@
 """SmoothAPLoss against the loop reference and pytorch-metric-learning."""
 
 import os
+import pathlib
+import sys
 import warnings
 
 import pytest
@@ -312,6 +314,44 @@ def test_the_warning_comes_with_the_first_degenerate_batch_and_every_one_is_coun
             seen.append(sum(w.category is DegenerateBatchWarning for w in caught))
     assert seen == [0, 1, 1, 1, 1]
     assert loss.degenerate_batches == 3
+
+
+def _frame_named_by_stacklevel(stacklevel):
+    """The frame ``warnings.warn(..., stacklevel)`` names when called by our caller, counted in
+    the program's own frames: the ones mutmut's trampolines add (in its package) are skipped."""
+    frame = sys._getframe(2)  # the function that called warnings.warn
+    for _ in range(stacklevel - 1):
+        frame = frame.f_back
+        while "mutmut" in pathlib.Path(frame.f_code.co_filename).parts:
+            frame = frame.f_back
+    return frame
+
+
+@pytest.mark.parametrize(
+    ("make", "degenerate"),
+    [
+        (lambda: SmoothAPLoss(0.1), (torch.randn(4, 3), torch.arange(4))),
+        (lambda: gradlab.NTXentLoss(), (torch.rand(3, 4), torch.zeros(3, 4, dtype=torch.bool))),
+        (lambda: gradlab.MaxViolationTripletLoss(0.2),
+         (torch.rand(3, 4), torch.zeros(3, 4, dtype=torch.bool))),
+    ],
+)  # fmt: skip
+def test_the_degenerate_batch_warning_names_the_line_that_called_the_loss(
+    monkeypatch, make, degenerate
+):
+    """The stacklevel is checked under mutation testing too (trampoline frames not counted)."""
+    from gradlab.losses import DegenerateBatchWarning
+
+    named = []
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):
+        if category is DegenerateBatchWarning:
+            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+
+    loss = make()
+    monkeypatch.setattr(warnings, "warn", record)
+    loss(*degenerate)
+    assert named == [__file__]
 
 
 def test_blackbox_ap_loss_passes_its_margin_to_the_forward():

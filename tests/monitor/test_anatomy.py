@@ -390,3 +390,11 @@ def test_a_capture_without_gradient_is_skipped_and_the_next_one_read():
               for q in range(4)]  # fmt: skip
     assert set(got) == {key for key in got if key.startswith("anatomy_t2i_")} and got
     assert got["anatomy_t2i_active_negatives_mean"] == pytest.approx(math.fsum(active) / 4)
+
+
+def test_an_empty_batch_keeps_its_anatomy_on_the_device_of_its_scores():
+    """The meta device stands in for an accelerator: a fallback made on the host would not mix."""
+    scores = torch.empty(0, 5, device="meta")
+    positives = torch.zeros(0, 5, dtype=torch.bool, device="meta")
+    values = anatomy_values("i2t_", torch.empty(0, 5, device="meta"), scores, positives)
+    assert {value.device.type for value in values.values()} == {"meta"}

@@ -197,6 +197,15 @@ def test_counts_reach_zero_for_some_queries_and_not_for_queries_without_positive
     assert "gradient_count_mean_weighted" not in got  # weighted=False by default
 
 
+def _cross_modal_counts(queries, candidates, positives, threshold, weighted):
+    """Per query: the gradient count of the float64 loops (every candidate kept)."""
+    counts = []
+    for q, vector in enumerate(queries.tolist()):
+        row = [cosine(vector, c) for c in candidates.tolist()]
+        counts.append(gradient_count(row, positives[q].tolist(), TAU, threshold, weighted))
+    return counts
+
+
 def test_cross_modal_counts_keep_every_candidate():
     queries, candidates = _random((5, 3), 8) * 0.2, _random((9, 3), 9) * 0.2
     positives = torch.arange(5).unsqueeze(1) == (torch.arange(9) % 5).unsqueeze(0)
@@ -204,13 +213,37 @@ def test_cross_modal_counts_keep_every_candidate():
     batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=TAU)
     got = _compute(GradientCounts(threshold=0.3, weighted=True), batch)
     for suffix, weighted in (("", False), ("_weighted", True)):
-        counts = []
-        for q, vector in enumerate(queries.tolist()):
-            row = [cosine(vector, c) for c in candidates.tolist()]
-            counts.append(gradient_count(row, positives[q].tolist(), TAU, 0.3, weighted))
+        counts = _cross_modal_counts(queries, candidates, positives, 0.3, weighted)
         assert got[f"gradient_count_mean{suffix}"] == pytest.approx(_fsum_mean(counts), rel=1e-12)
         without = sum(c == 0 for c, p in zip(counts, positives.any(1).tolist(), strict=True) if p)
         assert got[f"queries_without_gradient{suffix}"] == without
+
+
+@pytest.mark.parametrize(("num_queries", "num_candidates"), [(4, 9), (9, 4)])
+@pytest.mark.parametrize("recorded", [True, False])
+def test_cross_modal_counts_of_two_positive_groups_are_per_query(
+    num_queries, num_candidates, recorded
+):
+    """Queries with one and with two positives (two groups), fewer or more than the candidates."""
+    queries = _random((num_queries, 3), 31) * 0.2
+    candidates = _random((num_candidates, 3), 32) * 0.2
+    positives = torch.zeros(num_queries, num_candidates, dtype=torch.bool)
+    for q in range(num_queries):
+        positives[q, q % num_candidates] = True
+        if q % 2:
+            positives[q, (q + 1) % num_candidates] = True
+    record = None
+    if recorded:
+        with recording() as records:
+            gradlab.SmoothAPLoss(TAU)(queries, candidates, positives)
+        record = records[-1]
+    batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=TAU,
+                      loss_record=record)  # fmt: skip
+    got = _compute(GradientCounts(threshold=0.3, weighted=True), batch)
+    for suffix, weighted in (("", False), ("_weighted", True)):
+        counts = _cross_modal_counts(queries, candidates, positives, 0.3, weighted)
+        assert got[f"gradient_count_mean{suffix}"] == pytest.approx(_fsum_mean(counts), rel=1e-12)
+        assert got[f"queries_without_gradient{suffix}"] == sum(c == 0 for c in counts)
 
 
 # --- relaxation gap: smooth minus exact, the query not its own candidate -----------------------
@@ -492,14 +525,34 @@ def test_relaxation_gap_with_more_queries_than_candidates():
     queries, candidates = _random((7, 3), 21), _random((3, 3), 22)
     positives = (torch.arange(7) % 3).unsqueeze(1) == torch.arange(3).unsqueeze(0)
     batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=1.0)
+    smooth, exact = _cross_modal_aps(queries, candidates, positives, 1.0)
+    _check_gap(_compute(RelaxationGap(), batch), smooth, exact)
+
+
+def _cross_modal_aps(queries, candidates, positives, tau):
+    """Per query: smooth AP and exact AP from the float64 loops."""
     smooth, exact = [], []
     for q, vector in enumerate(queries.tolist()):
         relevant = positives[q].tolist()
         scores = [cosine(vector, c) for c in candidates.tolist()]
-        smooth.append(smooth_ap_one_query(scores, relevant, 1.0))
-        order = sorted(range(3), key=lambda k, s=scores: -s[k])
+        smooth.append(smooth_ap_one_query(scores, relevant, tau))
+        order = sorted(range(len(scores)), key=lambda k, s=scores: -s[k])
         exact.append(average_precision(order, relevant))
-    _check_gap(_compute(RelaxationGap(), batch), smooth, exact)
+    return smooth, exact
+
+
+def test_relaxation_gap_of_float32_scores_averages_in_float64():
+    """Saturated sigmoids make every smooth AP exact in float32 (1, 1 and 1/2); their mean 5/6
+    is not a float32 number, so a float32 average would miss the float64 one by ~1e-8."""
+    queries = torch.tensor([[1.0, 0.0], [1.0, 0.0], [-1.0, 0.0]])
+    candidates = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    positives = torch.tensor([[True, False], [True, False], [True, False]])
+    batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=0.01)
+    smooth, exact = _cross_modal_aps(queries, candidates, positives, 0.01)
+    assert smooth == exact == [1.0, 1.0, 0.5]
+    got = _compute(RelaxationGap(), batch)
+    assert got["smooth_ap"] == pytest.approx(_fsum_mean(smooth), rel=1e-12)
+    assert got["exact_ap"] == pytest.approx(_fsum_mean(exact), rel=1e-12)
 
 
 def _on_meta(tensor):
