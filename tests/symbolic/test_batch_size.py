@@ -33,13 +33,6 @@ def test_rising_in_every_setting_holds_and_its_mutants_are_killed():
     assert verdict.verdict == "holds" and "fixed_untrained: rises" in verdict.detail
 
 
-def test_the_default_prediction_is_that_p_rises():
-    rising = measurement({"fixed_untrained": rows(0.30, 0.45, 0.005)})
-    falling = measurement({"fixed_untrained": rows(0.45, 0.30, 0.005)})
-    assert decide_trend(rising)[0] == "holds"
-    assert decide_trend(falling)[0] == "fails"
-
-
 def test_flat_setting_refutes_the_conjecture():
     data = measurement({"fixed_untrained": rows(0.40, 0.401, 0.001),
                         "trained_at_m": rows(0.2, 0.3, 0.005)})
