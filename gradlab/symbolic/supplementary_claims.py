@@ -43,7 +43,12 @@ def _sigmoid(value, temperature):
 
 
 def check_operating_region(form: Form) -> Verdict:
-    """Eq. 1 as printed against a brute-force count of the m x m entries whose slope is large."""
+    """Eq. 1 as printed against a brute-force count of the m x m entries whose slope is large.
+
+    The sample: ``numpy.random.default_rng(7)`` draws 12 score vectors, each of a size drawn
+    from ``integers(5, 40)`` and then ``normal(scale=0.05)`` scores (differences up to the
+    edge of the operating region at tau = 0.01).
+    """
     import torch
 
     slope = sp.lambdify((D, tau_s), form.value["|dG/dD|"], "numpy")
@@ -112,6 +117,8 @@ def _smooth_ap_loss(scores, positive, temperature=0.01):
 
 
 def check_table_s1(form: Form) -> Verdict:
+    """The pseudo-code against SmoothAP by hand on 10 draws of 9 scores ``N(0, 0.1^2)`` (score
+    differences of a few tau = 0.01, where the sigmoid is not yet a step)."""
     rng = np.random.default_rng(5)
     cases = []
     for _ in range(10):
@@ -256,18 +263,21 @@ def _log2(value):
 
 
 def check_blackbox_order(form: Form) -> Verdict:
+    """Blackbox AP's merge-sort count over ``p`` in {4, 64, 1024} and ``n`` in {8, 128, 2048}."""
     counts = {(("M", p_ + n_), ("n", n_), ("p", p_)): count_blackbox(p_, n_)
               for p_ in (4, 64, 1024) for n_ in (8, 128, 2048)}  # fmt: skip
     return order_check(form.value, counts)
 
 
 def check_fastap_order(form: Form) -> Verdict:
+    """FastAP's count over ``M`` in {8, 128, 2048} and ``L`` in {5, 20, 320}."""
     counts = {(("L", l_), ("M", m_)): count_fastap(m_, l_) for m_ in (8, 128, 2048)
               for l_ in (5, 20, 320)}  # fmt: skip
     return order_check(form.value, counts)
 
 
 def check_smooth_ap_order(form: Form) -> Verdict:
+    """SmoothAP's count over ``M`` in {8, 32, 128, 512}."""
     return order_check(form.value, {(("M", m_),): count_smooth_ap(m_) for m_ in (8, 32, 128, 512)})
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from gradlab.symbolic import Form
 from gradlab.symbolic import supplementary_claims as supplementary
+from gradlab.symbolic.claims import Verdict
 from gradlab.symbolic.supplementary_claims import (
     TABLE_S1,
     TABLE_S1_CORRECTED,
@@ -307,3 +308,81 @@ def test_a_given_measurement_is_used_instead_of_issue_13s(monkeypatch):
     }
     verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=rising)
     assert verdict.verdict == "holds", verdict.detail
+
+
+# --- the checks' samples are the documented ones ----------------------------------------------
+
+
+def _recorded_calls(monkeypatch, name: str) -> list:
+    calls = []
+    monkeypatch.setattr(supplementary, name, lambda *args: calls.append(args) or 1)
+    return calls
+
+
+def test_order_checks_count_on_their_documented_grids(monkeypatch):
+    import sympy as sp
+
+    m = sp.Symbol("M", positive=True)
+    calls = _recorded_calls(monkeypatch, "count_blackbox")
+    supplementary.check_blackbox_order(Form(m))
+    assert sorted(calls) == [(p, n) for p in (4, 64, 1024) for n in (8, 128, 2048)]
+    calls = _recorded_calls(monkeypatch, "count_fastap")
+    supplementary.check_fastap_order(Form(m))
+    assert sorted(calls) == [(items, bins) for items in (8, 128, 2048) for bins in (5, 20, 320)]
+    calls = _recorded_calls(monkeypatch, "count_smooth_ap")
+    supplementary.check_smooth_ap_order(Form(m))
+    assert sorted(calls) == [(8,), (32,), (128,), (512,)]
+
+
+def test_eq1_check_draws_its_documented_sample(monkeypatch):
+    seen = {}
+
+    def capture(printed, truth, cases, *, tolerance):
+        seen["cases"] = list(cases)
+        return Verdict("holds", "")
+
+    monkeypatch.setattr(supplementary, "numeric_agreement", capture)
+    eq1 = next(c for c in supplementary.claims() if c.label == "eq1").printed
+    supplementary.check_operating_region(eq1)
+    rng = np.random.default_rng(7)  # the docstring's sample, drawn here in the same order
+    expected = []
+    for _ in range(12):
+        size = int(rng.integers(5, 40))
+        expected.append(rng.normal(scale=0.05, size=size))
+    assert len(seen["cases"]) == len(expected)
+    for got, want in zip(seen["cases"], expected, strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
+def _true_eq1(scores) -> float:
+    """Seed 002's P by hand: the share of the m x m differences whose sigmoid slope exceeds
+    0.005 at tau = 0.01 (slope of sigmoid(D / tau) in D: g (1 - g) / tau)."""
+    differences = scores[None, :] - scores[:, None]
+    sigmoid = 1 / (1 + np.exp(-differences / 0.01))
+    return float(np.mean(sigmoid * (1 - sigmoid) / 0.01 > 0.005))
+
+
+def test_eq1_with_a_constant_slope_at_the_threshold_reports_the_true_p():
+    # |dG/dD| = 0.005 everywhere: '> threshold' counts no entry, so the printed P is 0 and the
+    # error is the true P itself; '>=' would count all of them (error 1 - P).
+    import sympy as sp
+
+    from gradlab.symbolic.claims import with_parameters
+
+    eq1 = next(c for c in supplementary.claims() if c.label == "eq1").printed
+    flat = with_parameters(eq1, "constant slope", **{"|dG/dD|": sp.Rational(1, 200)})
+    rng = np.random.default_rng(7)
+    cases = [rng.normal(scale=0.05, size=int(rng.integers(5, 40))) for _ in range(12)]
+    errors = [_true_eq1(scores) for scores in cases]
+    worst = int(np.argmax(errors))
+    verdict = supplementary.check_operating_region(flat)
+    assert verdict.verdict == "fails"
+    assert f"= {errors[worst]:.3g} (case {worst} of 12)" in verdict.detail, verdict.detail
+
+
+def test_table_s1_check_notices_a_sigmoid_turned_into_a_step():
+    # tau = 1e-6 makes the sigmoid a step at the check's score differences (~0.1); the check's
+    # scale must keep differences of a few tau = 0.01, where the relaxation is still smooth.
+    step = Form(TABLE_S1_CORRECTED.replace("tau=0.01", "tau=0.000001"), render=str)
+    verdict = check_table_s1(step)
+    assert verdict.verdict == "fails", verdict.detail
