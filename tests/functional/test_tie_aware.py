@@ -442,3 +442,17 @@ def test_dcg_with_more_queries_than_candidates():
     got = tie_aware_dcg(torch.tensor(scores), torch.tensor(gains, dtype=torch.float64))
     expected = [expected_over_ties(dcg, s, g) for s, g in zip(scores, gains, strict=True)]
     torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64), atol=1e-15, rtol=0)
+
+
+def test_a_large_tie_keeps_candidate_order_and_sums_its_gains_as_scikit_learn_does():
+    """17 tied candidates (where torch's unstable CPU sort starts to reorder ties): the order
+    within the tie is the candidates' (Python's stable sort), and a group's gains are summed in
+    that order, so gains that cancel (+-2^53) give scikit-learn's tie-averaged DCG."""
+    from gradlab.functional.tie_aware import TieGroups
+
+    scores = torch.zeros(1, 17)
+    assert TieGroups(scores).order[0].tolist() == sorted(range(17), key=lambda c: -scores[0, c])
+    gains = [1.0] * 15 + [-(2.0**53), 2.0**53]
+    expected = dcg_score([gains], [[0.0] * 17], ignore_ties=False)
+    got = tie_aware_dcg(scores[0], torch.tensor(gains, dtype=torch.float64)).item()
+    assert got == pytest.approx(expected, rel=1e-12)
