@@ -289,3 +289,22 @@ def test_log_error_of_empty_grids_is_empty():
 def test_log_error_message_names_both_counts():
     with pytest.raises(GradlabError, match=r"^a must be >= 1 and n >= 0 for harmonic_log_error$"):
         harmonic_log_error(0.5, 1.0)
+
+
+def test_the_mpmath_error_is_taken_at_the_documented_50_digits_and_leaves_mpmath_as_it_was(
+    monkeypatch,
+):
+    """``precision="mpmath"`` promises 50 significant digits: every harmonic sum it takes sees
+    ``mp.dps == 50``, and the caller's own precision is back afterwards."""
+    seen = []
+    harmonic = mpmath.harmonic
+
+    def spy(x):
+        seen.append(mpmath.mp.dps)
+        return harmonic(x)
+
+    monkeypatch.setattr(mpmath, "harmonic", spy)
+    before = mpmath.mp.dps
+    harmonic_log_error(np.array([3.0, 7.0]), 2.0, "log", precision="mpmath")
+    assert seen == [50] * 4
+    assert mpmath.mp.dps == before
