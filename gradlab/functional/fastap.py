@@ -48,7 +48,8 @@ def fastap(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -
     cumulative_positive = positive_counts.cumsum(dim=1)
     cumulative = counts.cumsum(dim=1)
     nonzero = cumulative > 0
-    ratio = torch.where(nonzero, cumulative_positive / torch.where(nonzero, cumulative, 1.0), 0.0)
+    # An empty prefix's precision is 1, its limit as a positive enters (its term h+_l stays 0).
+    ratio = torch.where(nonzero, cumulative_positive / torch.where(nonzero, cumulative, 1.0), 1.0)
     total = positives.sum(dim=1).to(distances.dtype)
     values = (positive_counts * ratio).sum(dim=1)
     return torch.where(total > 0, values / total.clamp(min=1.0), math.nan)

@@ -56,6 +56,19 @@ def test_fastap_gradient_passes_gradcheck():
     assert torch.autograd.gradcheck(lambda e: FastAPLoss(10)(e, labels), (leaf,))
 
 
+@pytest.mark.parametrize("bins", [2, 4, 8])
+def test_fastap_of_a_batch_of_one_class_has_zero_gradient_even_at_bin_centres(bins):
+    """Every candidate is a positive, so FastAP is 1 for all embeddings and its gradient is 0.
+    One-hot embeddings put every distance at 2, exactly a bin centre for 2, 4 or 8 bins (exact
+    widths), one width beyond empty bins: their kernel's edge (value 0) must not leave a gradient
+    (an empty prefix's precision taken as 0 there left d FastAP/d x = -2/width)."""
+    leaf = torch.eye(4, dtype=torch.float64).requires_grad_(True)
+    values = fastap(leaf, torch.zeros(4, dtype=torch.long), bins)
+    assert values.tolist() == [1.0] * 4
+    values.sum().backward()
+    assert leaf.grad.abs().max().item() == 0.0
+
+
 @given(seed=st.integers(0, 2**31 - 1), margin=st.sampled_from([0.0, 0.02, 0.3]))
 def test_blackbox_forward_is_exact_ap_after_the_margin(seed, margin):
     generator = torch.Generator().manual_seed(seed)
