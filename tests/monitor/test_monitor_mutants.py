@@ -8,6 +8,7 @@ batch), never read back from the Monitor.
 
 from __future__ import annotations
 
+import datetime
 import gc
 import json
 import os
@@ -297,6 +298,21 @@ def test_an_embedding_loss_without_scores_explains_the_anatomy_in_full(tmp_path)
     }
 
 
+def test_attach_alone_explains_the_anatomy_and_the_agreement_in_full(tmp_path):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.attach(torch.nn.Linear(4, 2), torch.arange(3))
+    assert _header(tmp_path)["not_logged"] == {
+        "gradient_agreement": (
+            "compares the backpropagated gradient with SmoothAP's analytic one; attach() is not "
+            "SmoothAP"
+        ),
+        "anatomy": (
+            "needs dL/dS of the loss's score matrix; attach() sees the embeddings only "
+            "(use monitor.watch(loss_fn))"
+        ),
+    }
+
+
 def test_watching_smooth_ap_after_another_loss_logs_what_the_first_could_not(tmp_path):
     with Monitor(tmp_path, preset="full", every=1) as monitor:
         monitor.watch(contrastive)
@@ -387,3 +403,24 @@ def test_a_cpu_run_header_names_no_gpu(tmp_path):
         train(monitor, steps=1)
     header = _header(tmp_path)
     assert header["device"] == "cpu" and "device_name" not in header
+
+
+def test_the_header_records_the_local_start_time_to_the_second(tmp_path):
+    before = datetime.datetime.now().replace(microsecond=0)
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=1)
+    after = datetime.datetime.now()
+    started = datetime.datetime.strptime(_header(tmp_path)["started"], "%Y-%m-%dT%H:%M:%S")
+    assert before <= started <= after
+
+
+def test_overwrite_tolerates_a_replaced_file_removed_before_the_first_write(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=2)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"], overwrite=True)
+    (tmp_path / "metrics.csv").unlink()  # removed by hand before the new run writes
+    with monitor:
+        train(monitor, steps=1)
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert headers[0]["overwrote"] == ["metrics.csv", "metrics.jsonl"]
+    assert [r["step"] for r in records] == [0] and (tmp_path / "metrics.csv").exists()
