@@ -386,3 +386,22 @@ def test_table_s1_check_notices_a_sigmoid_turned_into_a_step():
     step = Form(TABLE_S1_CORRECTED.replace("tau=0.01", "tau=0.000001"), render=str)
     verdict = check_table_s1(step)
     assert verdict.verdict == "fails", verdict.detail
+
+
+def test_table_s1_check_draws_its_documented_sample(monkeypatch):
+    seen = []
+    original = supplementary.run_pseudocode
+
+    def recording(code, scores, gt):
+        seen.append((scores, gt))
+        return original(code, scores, gt)
+
+    monkeypatch.setattr(supplementary, "run_pseudocode", recording)
+    check_table_s1(Form(TABLE_S1_CORRECTED, render=str))
+    rng = np.random.default_rng(5)  # the docstring's draws, in the same order
+    assert len(seen) == 10
+    for scores, gt in seen:
+        np.testing.assert_array_equal(scores, rng.normal(size=(1, 9)) * 0.1)
+        relevant = (rng.random((1, 9)) < 0.4).astype(float)
+        relevant[0, 0] = 1.0
+        np.testing.assert_array_equal(gt, relevant)
