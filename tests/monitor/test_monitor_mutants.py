@@ -250,6 +250,8 @@ def test_monitor_warnings_point_at_the_users_call(tmp_path):
             watched(torch.zeros(4, 3))  # unreadable (one argument): skipped with a warning
             watched(torch.zeros(4, 3), torch.arange(4))
             monitor.step()  # Failing raises: disabled with a warning
+    # only the Monitor's own (a garbage collection in the block may add a ResourceWarning)
+    caught = [w for w in caught if str(w.message).startswith("gradlab.Monitor: ")]
     messages = [str(w.message) for w in caught]
     assert len(caught) == 2 and "cannot read" in messages[0] and "'failing'" in messages[1]
     if not UNDER_MUTMUT:
