@@ -25,6 +25,7 @@ from gradlab.monitor.lock import LOCK_NAME
 from gradlab.monitor.monitor import _all_gather_rows, _check_options
 from tests.monitor.helpers import train
 from tests.monitor.test_monitor_paths import one_rank_group  # noqa: F401  (a fixture)
+from tests.test_losses import _frame_named_by_stacklevel
 
 CANNOT_CREATE = "log_dir must be a folder or a path where one can be created"
 """The start of every refusal of a log_dir that exists as something else or cannot be made."""
@@ -256,6 +257,24 @@ def test_monitor_warnings_point_at_the_users_call(tmp_path):
     assert len(caught) == 2 and "cannot read" in messages[0] and "'failing'" in messages[1]
     if not UNDER_MUTMUT:
         assert [w.filename for w in caught] == [__file__, __file__]
+
+
+def test_monitor_warnings_name_the_users_line_under_mutation_testing_too(tmp_path, monkeypatch):
+    """The stacklevels counted in the program's own frames (mutmut's trampolines skipped)."""
+    named = []
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):
+        if category is RuntimeWarning and str(message).startswith("gradlab.Monitor: "):
+            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+
+    with Monitor(tmp_path, quantities=[Failing(every(1)), Loss(every(1))]) as monitor:
+        watched = monitor.watch(lambda *args: args[0].sum())
+        with monkeypatch.context() as patch:
+            patch.setattr(warnings, "warn", record)
+            watched(torch.zeros(4, 3))  # unreadable (one argument)
+            watched(torch.zeros(4, 3), torch.arange(4))
+            monitor.step()  # Failing raises
+    assert named == [__file__, __file__]
 
 
 # --- why a quantity is not logged ---------------------------------------------------------------
