@@ -177,6 +177,8 @@ class CSVSink(Sink):
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
         reopened = path.is_file() and path.stat().st_size > 0
+        # A sink object can serve one run after another: nothing of the last file carries over.
+        self.writer, self.columns = None, None
         if reopened:
             with path.open(newline="", encoding="utf-8") as handle:
                 self.columns = next(csv.reader(handle), None)

@@ -121,3 +121,20 @@ def test_reopened_tensorboard_folder_holds_both_runs(tmp_path):
     assert steps == [0, 1, 2]
     assert all(same(v, row["value_b"]) for v, row in zip(values, [*TABLE[:2], TABLE[0]],
                                                           strict=True))  # fmt: skip
+
+
+def test_one_csv_sink_object_serves_one_run_after_another(tmp_path):
+    # The same CSVSink for a resumed run, then for a new folder whose run logs other keys: the
+    # second file gets its own header from its own first record (not the resumed file's
+    # columns), and no write goes to the closed file of the run before.
+    sink = CSVSink()
+    _run(tmp_path / "first", [sink], steps=2)
+    _run(tmp_path / "first", [sink], steps=1, resume=True)
+    _run(tmp_path / "second", [sink], steps=2, quantities=[Loss(every(1)), FixedTable(every(1))])
+    with (tmp_path / "first" / "metrics.csv").open(newline="") as handle:
+        first = list(csv.DictReader(handle))
+    with (tmp_path / "second" / "metrics.csv").open(newline="") as handle:
+        second = list(csv.DictReader(handle))
+    assert [row["step"] for row in first] == ["0", "1", "2"]
+    assert list(second[0]) == ["step", "loss", *TABLE[0]]  # the quantities' order
+    assert [row["step"] for row in second] == ["0", "1"]
