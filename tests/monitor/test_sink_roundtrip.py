@@ -11,11 +11,13 @@ from __future__ import annotations
 import csv
 import json
 import math
+import warnings
 
 import pytest
+import torch
 
 from gradlab import Monitor
-from gradlab.monitor import CSVSink, JSONLSink, Loss, every, read_jsonl
+from gradlab.monitor import CSVSink, JSONLSink, Loss, Quantity, every, read_jsonl
 from gradlab.monitor.sinks import decode_value, encode_value
 from tests.monitor.helpers import train
 from tests.monitor.sink_data import TABLE, FixedTable, same
@@ -138,3 +140,54 @@ def test_one_csv_sink_object_serves_one_run_after_another(tmp_path):
     assert [row["step"] for row in first] == ["0", "1", "2"]
     assert list(second[0]) == ["step", "loss", *TABLE[0]]  # the quantities' order
     assert [row["step"] for row in second] == ["0", "1"]
+
+
+def test_a_csv_holding_only_its_header_has_no_last_step(tmp_path):
+    (tmp_path / "metrics.csv").write_text("step,loss\r\n", encoding="utf-8")
+    assert CSVSink().last_step(tmp_path) is None
+
+
+def test_resuming_over_an_empty_csv_puts_the_header_on_its_first_line(tmp_path):
+    _run(tmp_path, ["jsonl"], steps=2)
+    (tmp_path / "metrics.csv").touch()  # an empty file: nothing to keep, nothing cut short
+    _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True)
+    lines = (tmp_path / "metrics.csv").read_bytes().decode("utf-8").split("\r\n")
+    assert lines[0] == ",".join(["step", *TABLE[0]])
+    assert lines[1].split(",")[0] == "2"
+
+
+class LineBreakKey(Quantity):
+    """A quantity whose key holds a line break (the CSV writer quotes it)."""
+
+    name = "line_break_key"
+    key = "line\r\nbreak"
+
+    def compute(self, batch):
+        return {self.key: torch.tensor(0.25, dtype=torch.float64)}
+
+
+def test_a_key_with_a_line_break_keeps_its_csv_column_when_resumed(tmp_path):
+    # The reopened file's header is read back as written (newline=""): with universal newlines
+    # the key would read back as "line\nbreak" and the resumed rows would lose its value.
+    _run(tmp_path, ["jsonl", "csv"], steps=2, quantities=[LineBreakKey(every(1))])
+    _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True, quantities=[LineBreakKey(every(1))])
+    with (tmp_path / "metrics.csv").open(newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["step"] for row in rows] == ["0", "1", "2"]
+    assert [row[LineBreakKey.key] for row in rows] == ["0.25"] * 3
+
+
+def test_a_cut_short_jsonl_line_warning_names_the_line_that_read_the_log(tmp_path, monkeypatch):
+    from tests.test_losses import _frame_named_by_stacklevel
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0, "loss": 1.0}\n{"step": 1, "lo\n', encoding="utf-8")
+    named = []
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):
+        if "not valid JSON" in str(message):
+            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+
+    monkeypatch.setattr(warnings, "warn", record)
+    _, records = read_jsonl(path)
+    assert [r["step"] for r in records] == [0] and named == [__file__]
