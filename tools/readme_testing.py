@@ -37,6 +37,27 @@ def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
+def _module_rows(groups: dict[str, dict]) -> str:
+    """Every module's scores (one mutation group per module), folded under the package table."""
+    if not groups:
+        return ""
+    lines = [
+        "",
+        "<details><summary>Per module</summary>",
+        "",
+        "| module | mutants | not checked yet | killed | survived | equivalent (reason recorded) "
+        "| left undetected | killed of non-equivalent checked |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, group in sorted(groups.items()):
+        lines.append(
+            f"| `{name}` | {group['generated']} | {_unchecked(group)} | {group['killed']} "
+            f"| {group['survived']} | {len(group['equivalent'])} | {len(group['survivors'])} "
+            f"| {_share(group['killed_share_of_non_equivalent'])} |"
+        )
+    return "\n".join([*lines, "", "</details>"]) + "\n"
+
+
 @register("mutation-scores")
 def mutation_scores(root: Path) -> str:
     """One row per package: mutants, killed, survived, judged equivalent, killed share."""
@@ -59,7 +80,7 @@ def mutation_scores(root: Path) -> str:
             f"| {_unchecked(row)} | {row['killed']} | {row['survived']} "
             f"| {row['equivalent']} | {_share(row['killed_share_of_non_equivalent'])} |"
         )
-    text = "\n".join(lines) + "\n"
+    text = "\n".join(lines) + "\n" + _module_rows(result.get("groups", {}))
     machine = result.get("machine", {})
     text += (
         f"\nmutmut at commit `{result.get('commit', '?')}` on {machine.get('cpu_count', '?')} "
