@@ -1,8 +1,6 @@
 """SmoothAPLoss against the loop reference and pytorch-metric-learning."""
 
 import os
-import pathlib
-import sys
 import warnings
 
 import pytest
@@ -17,6 +15,7 @@ from tests.reference.smooth_ap_loops import (
     in_batch_smooth_ap,
     loss_from_aps,
 )
+from tests.warning_frames import _frame_named_by_stacklevel
 
 
 def embeddings_for(seed, size, dims=5):
@@ -314,17 +313,6 @@ def test_the_warning_comes_with_the_first_degenerate_batch_and_every_one_is_coun
             seen.append(sum(w.category is DegenerateBatchWarning for w in caught))
     assert seen == [0, 1, 1, 1, 1]
     assert loss.degenerate_batches == 3
-
-
-def _frame_named_by_stacklevel(stacklevel):
-    """The frame ``warnings.warn(..., stacklevel)`` names when called by our caller, counted in
-    the program's own frames: the ones mutmut's trampolines add (in its package) are skipped."""
-    frame = sys._getframe(2)  # the function that called warnings.warn
-    for _ in range(stacklevel - 1):
-        frame = frame.f_back
-        while "mutmut" in pathlib.Path(frame.f_code.co_filename).parts:
-            frame = frame.f_back
-    return frame
 
 
 @pytest.mark.parametrize(

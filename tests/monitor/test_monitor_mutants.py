@@ -25,7 +25,7 @@ from gradlab.monitor.lock import LOCK_NAME
 from gradlab.monitor.monitor import _all_gather_rows, _check_options
 from tests.monitor.helpers import train
 from tests.monitor.test_monitor_paths import one_rank_group  # noqa: F401  (a fixture)
-from tests.test_losses import _frame_named_by_stacklevel
+from tests.warning_frames import _frame_named_by_stacklevel
 
 CANNOT_CREATE = "log_dir must be a folder or a path where one can be created"
 """The start of every refusal of a log_dir that exists as something else or cannot be made."""

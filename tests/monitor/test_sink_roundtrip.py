@@ -178,7 +178,7 @@ def test_a_key_with_a_line_break_keeps_its_csv_column_when_resumed(tmp_path):
 
 
 def test_a_cut_short_jsonl_line_warning_names_the_line_that_read_the_log(tmp_path, monkeypatch):
-    from tests.test_losses import _frame_named_by_stacklevel
+    from tests.warning_frames import _frame_named_by_stacklevel
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "loss": 1.0}\n{"step": 1, "lo\n', encoding="utf-8")
