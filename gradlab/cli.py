@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from gradlab.errors import GradlabError
+from gradlab.paths import check_output_file, check_output_folder
 
 DEVICE_HELP = "torch device of the training sections, e.g. cpu, cuda, cuda:1 (default: %(default)s)"
 
@@ -121,18 +122,6 @@ def check_device(device: str) -> str:
     return device
 
 
-def check_output_folder(out: Path, option: str = "--out") -> Path:
-    """Return ``out`` if it is a folder or can become one; else raise :class:`GradlabError`."""
-    if out.exists() and not out.is_dir():
-        raise GradlabError(f"{option} must be a folder; {str(out)!r} is an existing file")
-    for parent in out.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise GradlabError(f"{option}: {str(parent)!r} is a file, not a folder")
-            break
-    return out
-
-
 REPORT_FILES = ("results.json", "index.html", "summary.md")
 """Files that mark a folder as a gradlab report (which ``gradlab report`` may replace)."""
 
@@ -143,7 +132,7 @@ def check_report_folder(out: Path) -> Path:
     The report is written next to it first and moved into place at the end, so an existing
     folder of other files is refused rather than deleted.
     """
-    out = check_output_folder(out)
+    out = check_output_folder(out, argument="--out")
     if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
         raise GradlabError(
             f"--out: {str(out)!r} holds files that are not a gradlab report; "
@@ -177,15 +166,11 @@ def main(argv: list[str] | None = None) -> int:
             staging.rename(out)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
-            from gradlab.symbolic.audit import (
-                check_output_file,
-                format_table,
-                run_audit,
-                write_outputs,
-            )
+            for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):
+                if path is not None:
+                    check_output_file(path, argument=option)
+            from gradlab.symbolic.audit import format_table, run_audit, write_outputs
 
-            check_output_file("--json", arguments.json)
-            check_output_file("--markdown", arguments.markdown)
             records = run_audit(mutants=arguments.mutants)
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
@@ -196,9 +181,7 @@ def main(argv: list[str] | None = None) -> int:
 
             out = arguments.out
             if out is not None:
-                if not out.strip():
-                    raise GradlabError(f"--out must be a folder path; got {out!r}")
-                out = check_output_folder(Path(out))
+                out = check_output_folder(out, argument="--out")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 written = plot_runs(arguments.run_dir, out, arguments.label)

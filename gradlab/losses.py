@@ -7,7 +7,7 @@ import warnings
 import torch
 from torch import nn
 
-from gradlab._validation import (
+from gradlab.validation import (
     ScoreRecorderSlot,
     check_non_negative_finite,
     check_positive_finite,

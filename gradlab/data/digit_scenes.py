@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import check_positive_int
+from gradlab.validation import check_positive_int
 from gradlab.data.digit_strings import _digit_pools
 from gradlab.errors import GradlabError
 

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import check_positive_int
+from gradlab.validation import check_positive_int
 from gradlab.errors import GradlabError
 
 CELL = 10

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import torch
 
-from gradlab._validation import check_positive_int, check_tensor
+from gradlab.validation import check_positive_int, check_tensor
 from gradlab.errors import GradlabError
 
 

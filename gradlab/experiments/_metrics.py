@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from gradlab._validation import check_shape, check_tensor
+from gradlab.validation import check_shape, check_tensor
 
 
 def map_at_r(scores: torch.Tensor, relevant: torch.Tensor) -> float:

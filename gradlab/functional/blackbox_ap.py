@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_positive_finite,
     check_shape,
     check_tensor,

@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,

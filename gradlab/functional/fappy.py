@@ -38,7 +38,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gradlab._validation import check_positive_finite, check_same_device, check_shape, check_tensor
+from gradlab.validation import check_positive_finite, check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
 
 FAPPY_LARGEST_DELTA = 2.0

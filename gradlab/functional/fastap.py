@@ -19,7 +19,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradlab._validation import check_positive_int, check_shape, check_tensor
+from gradlab.validation import check_positive_int, check_shape, check_tensor
 
 
 def fastap(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> torch.Tensor:

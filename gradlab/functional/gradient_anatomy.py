@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_non_negative_finite,
     check_same_device,
     check_shape,

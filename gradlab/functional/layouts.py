@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
 
 

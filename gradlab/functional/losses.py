@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import count_noun
+from gradlab.validation import count_noun
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_positive_finite,
     check_same_device,
     check_shape,

@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_positive_int,
     check_same_device,
     check_shape,
@@ -67,7 +67,7 @@ def _refuse_values(*checks: tuple[torch.Tensor, str]) -> None:
     """Raise the message of the first ``(bad_flag, message)`` whose 0-d flag is set.
 
     All flags cross to the host in one transfer (one synchronisation on a GPU); nothing is
-    read inside :func:`gradlab._validation.skip_value_checks`.
+    read inside :func:`gradlab.validation.skip_value_checks`.
     """
     if not checks or not value_checks_enabled():
         return

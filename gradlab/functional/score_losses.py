@@ -27,7 +27,7 @@ Conventions (stated, not implied):
 * Host synchronisation: at most one per call. The finiteness flag (``validate``) and the
   degenerate-batch flag (``on_degenerate``) travel in that single transfer; with
   ``validate=False`` and no ``on_degenerate`` (or inside
-  :func:`gradlab._validation.skip_value_checks` and no ``on_degenerate``) nothing is read back.
+  :func:`gradlab.validation.skip_value_checks` and no ``on_degenerate``) nothing is read back.
 * Each direction is computed from its own alias of ``scores`` (``scores.view_as(scores)``), and
   ``on_scores(direction, alias, mask)`` is called with it when given: a hook on the alias reads
   that direction's ``dL/dS`` alone (the Monitor's anatomy uses this). The alias is always made,
@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_non_negative_finite,
     check_positive_finite,
     check_same_device,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from gradlab._validation import check_positive_finite
+from gradlab.validation import check_positive_finite
 
 
 def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     check_positive_finite,
     check_positive_int,
     check_same_device,

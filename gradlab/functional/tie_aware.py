@@ -21,7 +21,7 @@ import math
 
 import torch
 
-from gradlab._validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
 
 

@@ -24,7 +24,7 @@ the positives' numerator terms (its ``active_positives`` is not meaningful).
 Input checks (PML's own are bare ``ValueError``/``RuntimeError`` or none): ``query_emb`` and
 ``ref_emb`` must be 2-D float tensors on one device with one dtype and one embedding size, and
 finite (NaN embeddings would silently give a NaN matrix). The finiteness of both is read in one
-host transfer; ``validate=False`` (or :func:`gradlab._validation.skip_value_checks`) skips it.
+host transfer; ``validate=False`` (or :func:`gradlab.validation.skip_value_checks`) skips it.
 ``score_recorder`` must be ``None`` or a callable, checked when it is set.
 """
 
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import torch
 
-from gradlab._validation import (
+from gradlab.validation import (
     ScoreRecorderSlot,
     check_same_device,
     check_tensor,

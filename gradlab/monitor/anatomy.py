@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab._validation import check_non_negative_finite
+from gradlab.validation import check_non_negative_finite
 from gradlab.errors import GradlabError
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,

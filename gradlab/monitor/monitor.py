@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 
 import gradlab
-from gradlab._validation import (
+from gradlab.validation import (
     check_positive_finite,
     check_shape,
     check_tensor,

@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from gradlab._validation import skip_value_checks
+from gradlab.validation import skip_value_checks
 from gradlab.functional import operating_region_width
 from gradlab.functional.diagnostics import term_norms
 from gradlab.functional.operating_region import _widths

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gradlab._validation import check_positive_int
+from gradlab.validation import check_positive_int
 from gradlab.errors import GradlabError
 
 Schedule = Callable[[int], bool]

@@ -22,7 +22,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
-from gradlab.cli import check_output_folder
+from gradlab.paths import check_output_folder
 from gradlab.errors import GradlabError
 from gradlab.monitor.sinks import read_segments
 from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
@@ -199,7 +199,7 @@ def plot_runs(
         raise GradlabError(f"out must be a folder path or None; got {out!r}")
     runs = load_runs(run_dirs, labels)
     folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
-    check_output_folder(folder, "out")
+    check_output_folder(folder, argument="out")
     present = {
         family: [key for key in keys if any(key in r for _, records in runs for r in records)]
         for family, (_, keys, _) in FAMILIES.items()

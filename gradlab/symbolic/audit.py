@@ -14,7 +14,7 @@ from pathlib import Path
 
 import mpmath
 
-from gradlab.errors import GradlabError
+from gradlab.paths import check_output_file
 from gradlab.symbolic import (
     fappy_claims,
     minibatch_claims,
@@ -194,22 +194,11 @@ def format_markdown(records: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def check_output_file(name: str, path: Path | None) -> None:
-    """Raise :class:`GradlabError` if ``path`` cannot be written as a file."""
-    if path is None:
-        return
-    path = Path(path)
-    if path.is_dir():
-        raise GradlabError(f"{name} must be a file path; got the folder {str(path)!r}")
-    parent = next((p for p in path.parents if p.exists()), None)
-    if parent is not None and not parent.is_dir():
-        raise GradlabError(f"{name} must be a file path; {str(parent)!r} is a file, not a folder")
-
-
 def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Path | None) -> None:
-    if json_path is not None:
-        Path(json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(json_path).write_text(json.dumps(records, indent=1))
-    if markdown_path is not None:
-        Path(markdown_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(markdown_path).write_text(format_markdown(records))
+    """Write the records as JSON and/or markdown; each path is checked first, no folder made."""
+    outputs = {"--json": (json_path, lambda: json.dumps(records, indent=1)),
+               "--markdown": (markdown_path, lambda: format_markdown(records))}  # fmt: skip
+    checked = {option: check_output_file(path, argument=option)
+               for option, (path, _) in outputs.items() if path is not None}  # fmt: skip
+    for option, path in checked.items():
+        path.write_text(outputs[option][1]())

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradlab import GradlabError
-from gradlab._validation import skip_value_checks
+from gradlab.validation import skip_value_checks
 from gradlab.functional import (
     HARMONIC_METHODS,
     minibatch_gradient_matrix_form,

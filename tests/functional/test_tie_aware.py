@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 
 from gradlab import GradlabError
-from gradlab._validation import skip_value_checks
+from gradlab.validation import skip_value_checks
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
 from gradlab.functional.tie_aware import (
     harmonic_number,

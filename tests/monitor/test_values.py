@@ -478,7 +478,7 @@ def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
 def test_sync_free_quantities_compute_on_the_embeddings_device():
     """The meta device stands in for an accelerator (no GPU here): a tensor made on the CPU by
     mistake (a dropped ``device=``) fails to mix with it or shows in the values' device."""
-    from gradlab._validation import skip_value_checks
+    from gradlab.validation import skip_value_checks
     from gradlab.monitor import DegenerateBatches
     from gradlab.monitor.quantities import _summaries
 
@@ -564,7 +564,7 @@ def test_quantities_reading_the_loss_record_compute_on_the_embeddings_device():
     (moved to the meta device), nothing is read back and every value stays on that device."""
     import dataclasses
 
-    from gradlab._validation import skip_value_checks
+    from gradlab.validation import skip_value_checks
     from gradlab.functional.losses import SmoothAPForward
 
     embeddings = _random((12, 4), 23)
@@ -681,7 +681,7 @@ def test_anatomy_of_no_or_one_summarized_query(queries):
 
 @pytest.mark.parametrize("queries", [4, 0])  # 0: no query at all, the quantiles' empty case
 def test_anatomy_values_compute_on_the_embeddings_device(queries):
-    from gradlab._validation import skip_value_checks
+    from gradlab.validation import skip_value_checks
 
     grad = _random((4, 6), 31)[:queries].to("meta")
     scores = _random((4, 6), 32)[:queries].to("meta")

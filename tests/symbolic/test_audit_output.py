@@ -18,7 +18,6 @@ from gradlab.errors import GradlabError
 from gradlab.symbolic import audit
 from gradlab.symbolic.audit import (
     all_claims,
-    check_output_file,
     format_markdown,
     format_table,
     run_audit,
@@ -384,33 +383,21 @@ def test_markdown_of_no_records_counts_zero_without_a_mutant_column():
 # --- output files ------------------------------------------------------------------------------
 
 
-def test_check_output_file_accepts_a_new_file_in_new_folders(tmp_path):
-    check_output_file("--json", None)
-    check_output_file("--json", tmp_path / "new" / "deeper" / "a.json")
-    check_output_file("--json", tmp_path / "a.json")
-
-
-def test_check_output_file_rejects_a_folder_and_a_file_used_as_a_folder(tmp_path):
-    with pytest.raises(GradlabError) as folder:
-        check_output_file("--json", tmp_path)
-    assert str(folder.value) == f"--json must be a file path; got the folder {str(tmp_path)!r}"
-    blocker = tmp_path / "file"
-    blocker.write_text("")
-    with pytest.raises(GradlabError) as parent:
-        check_output_file("--markdown", str(blocker / "sub" / "out.md"))
-    assert str(parent.value) == (f"--markdown must be a file path; {str(blocker)!r} is a file, "
-                                 "not a folder")  # fmt: skip
-
-
-def test_write_outputs_writes_json_and_markdown_into_new_folders(tmp_path):
+def test_write_outputs_writes_json_and_markdown(tmp_path):
     records = RECORDS[:2]
-    json_path, markdown_path = tmp_path / "j" / "k" / "a.json", tmp_path / "m" / "n" / "a.md"
+    json_path, markdown_path = tmp_path / "a.json", tmp_path / "a.md"
     write_outputs(records, json_path, markdown_path)
     assert json.loads(json_path.read_text()) == records
     assert json_path.read_text().startswith('[\n {\n  "id": ')  # indent 1: diffs stay small
     assert markdown_path.read_text() == format_markdown(records)
     write_outputs(records, None, None)  # nothing asked, nothing written
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["j", "m"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "a.md"]
+
+
+def test_write_outputs_creates_no_folder_and_writes_nothing_when_one_path_is_bad(tmp_path):
+    with pytest.raises(GradlabError, match=r"^--markdown must be a file in an existing folder"):
+        write_outputs(RECORDS, tmp_path / "a.json", tmp_path / "new" / "a.md")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_write_outputs_writes_only_what_is_asked(tmp_path):
