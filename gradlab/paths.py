@@ -1,0 +1,147 @@
+"""Output paths checked before any work: the one rule for the CLI, the Monitor and the audit.
+
+gradlab creates what you name and nothing else:
+
+- a **file** option (``--json``, ``--markdown``) writes that one file; its folder must already
+  exist. ``--json /nonexistent/dir/x.json`` is refused, never creates ``/nonexistent/dir``.
+- a **folder** option (``--out``, the Monitor's ``log_dir``) may name a folder that does not
+  exist yet; it is created, with its missing parents, when the work writes into it (as
+  ``mkdir -p`` would). Its nearest existing ancestor must be a folder gradlab can write into.
+
+Writability is probed, not inferred from permission bits (which say nothing for root, or for
+``/proc``): an anonymous temporary file is opened in the folder and discarded, so the check
+leaves nothing behind. Every refusal is a :class:`~gradlab.errors.GradlabError` whose message
+names the argument, the path and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from gradlab.errors import GradlabError
+
+__all__ = ["check_output_file", "check_output_folder"]
+
+
+def _as_path(path: object, argument: str, kind: str) -> Path:
+    if not isinstance(path, (str, os.PathLike)) or str(path).strip() == "":
+        raise GradlabError(f"{argument} must be a {kind} path (str or os.PathLike); got {path!r}")
+    return Path(path)
+
+
+def _writable_folder(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (an existing folder), tried and discarded."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
+
+
+def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
+    """Return ``path`` as a :class:`~pathlib.Path` if a file can be written there.
+
+    The file's folder must already exist and accept new files; ``path`` must not be a folder,
+    and an existing file must be writable. Nothing is created or changed.
+
+    Args:
+        path: Where a file is to be written.
+        argument: The option or argument name quoted in the error message, e.g. ``"--json"``.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        GradlabError: ``path`` is empty or not a path, is a folder, its folder does not exist
+            or is a file, or the folder (or an existing file) cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> check_output_file(folder / "records.json", argument="--json").name
+        'records.json'
+        >>> try:
+        ...     check_output_file("/nonexistent/dir/x.json", argument="--json")
+        ... except GradlabError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        --json must be a file in an existing folder; got '/nonexistent/dir/x.json', ...
+    """
+    path = _as_path(path, argument, "file")
+    if path.is_dir():
+        raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which is a folder")
+    folder = path.parent
+    if not folder.exists():
+        raise GradlabError(
+            f"{argument} must be a file in an existing folder; got {str(path)!r}, but the folder "
+            f"{str(folder)!r} does not exist (gradlab creates no folder for a file: create it "
+            "first)"
+        )
+    if not folder.is_dir():
+        raise GradlabError(
+            f"{argument} must be a file in an existing folder; got {str(path)!r}, but "
+            f"{str(folder)!r} is a file, not a folder"
+        )
+    if not _writable_folder(folder) or (path.exists() and not os.access(path, os.W_OK)):
+        raise GradlabError(
+            f"{argument} must be a path gradlab can write; got {str(path)!r}, and files cannot be "
+            f"written in {str(folder)!r}"
+        )
+    return path
+
+
+def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
+    """Return ``path`` as a :class:`~pathlib.Path` if it is, or can become, a writable folder.
+
+    An existing ``path`` must be a folder that accepts new files. A missing one will be created
+    with its missing parents by whoever writes into it; its nearest existing ancestor must be a
+    folder that accepts new files. Nothing is created here.
+
+    Args:
+        path: The output folder.
+        argument: The option or argument name quoted in the error message, e.g. ``"--out"``
+            or ``"log_dir"``.
+
+    Returns:
+        ``path`` as a Path.
+
+    Raises:
+        GradlabError: ``path`` is empty or not a path, is an existing file, lies under a file,
+            or cannot be written.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> check_output_folder(folder / "runs" / "a", argument="log_dir").name
+        'a'
+        >>> (folder / "notes.txt").write_text("a file")
+        6
+        >>> try:
+        ...     check_output_folder(folder / "notes.txt" / "figures", argument="--out")
+        ... except GradlabError as error:
+        ...     print(error)  # doctest: +ELLIPSIS
+        --out must be a folder or a path where one can be created; got '...', but '...' is a file
+    """
+    path = _as_path(path, argument, "folder")
+    if path.exists() and not path.is_dir():
+        raise GradlabError(
+            f"{argument} must be a folder or a path where one can be created; got {str(path)!r}, "
+            "which is an existing file"
+        )
+    ancestor = path
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise GradlabError(
+            f"{argument} must be a folder or a path where one can be created; got {str(path)!r}, "
+            f"but {str(ancestor)!r} is a file"
+        )
+    if not _writable_folder(ancestor):
+        raise GradlabError(
+            f"{argument} must be a folder gradlab can write; got {str(path)!r}, and nothing can "
+            f"be created in {str(ancestor)!r}"
+        )
+    return path

@@ -1,0 +1,95 @@
+"""The output-path rule (gradlab.paths): checked before any work, nothing created by the check."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from gradlab.errors import GradlabError
+from gradlab.paths import check_output_file, check_output_folder
+
+needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def test_a_new_file_in_an_existing_folder_is_accepted_and_not_created(tmp_path):
+    target = tmp_path / "records.json"
+    assert check_output_file(str(target), argument="--json") == target
+    assert check_output_file(target, argument="--json") == target
+    assert _tree(tmp_path) == []
+
+
+def test_an_existing_file_may_be_replaced(tmp_path):
+    target = tmp_path / "records.json"
+    target.write_text("old")
+    assert check_output_file(target, argument="--markdown") == target
+    assert target.read_text() == "old"
+
+
+@pytest.mark.parametrize(
+    ("relative", "fragment"),
+    [
+        ("missing/deeper/x.json", "does not exist"),
+        ("afile/x.json", "is a file, not a folder"),
+        ("afolder", "which is a folder"),
+    ],
+)
+def test_file_paths_that_cannot_be_written_are_refused_and_nothing_is_created(
+    tmp_path, relative, fragment
+):
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "afolder").mkdir()
+    before = _tree(tmp_path)
+    with pytest.raises(GradlabError, match=fragment) as caught:
+        check_output_file(tmp_path / relative, argument="--json")
+    assert str(caught.value).startswith("--json ")
+    assert repr(str(tmp_path / relative)) in str(caught.value)
+    assert _tree(tmp_path) == before
+
+
+@needs_proc
+@pytest.mark.parametrize("path", ["/proc/x.json", "/proc/gradlab-never/x.json"])
+def test_file_paths_under_proc_are_refused(path):
+    with pytest.raises(GradlabError, match=r"^--json "):
+        check_output_file(path, argument="--json")
+    assert not os.path.exists(path)
+
+
+def test_a_missing_folder_with_missing_parents_is_accepted_and_not_created(tmp_path):
+    target = tmp_path / "runs" / "a" / "b"
+    assert check_output_folder(str(target), argument="log_dir") == target
+    assert _tree(tmp_path) == []
+    assert check_output_folder(tmp_path, argument="--out") == tmp_path
+
+
+@pytest.mark.parametrize(
+    ("relative", "fragment"),
+    [("afile", "which is an existing file"), ("afile/sub/deeper", "is a file")],
+)
+def test_folder_paths_on_files_are_refused(tmp_path, relative, fragment):
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(GradlabError, match=fragment) as caught:
+        check_output_folder(tmp_path / relative, argument="--out")
+    assert str(caught.value).startswith("--out must be a folder")
+    assert _tree(tmp_path) == ["afile"]
+
+
+@needs_proc
+def test_a_folder_under_proc_is_refused():
+    with pytest.raises(GradlabError, match=r"^log_dir must be a folder gradlab can write"):
+        check_output_folder("/proc/x", argument="log_dir")
+    assert not os.path.exists("/proc/x")
+
+
+@pytest.mark.parametrize("bad", ["", "   ", None, 3, b"bytes"])
+@pytest.mark.parametrize("check", [check_output_file, check_output_folder])
+def test_a_value_that_is_not_a_path_is_refused_by_name(check, bad):
+    with pytest.raises(GradlabError, match=r"^out_path must be a (file|folder) path") as caught:
+        check(bad, argument="out_path")
+    assert repr(bad) in str(caught.value)
