@@ -27,7 +27,11 @@ drift, ``ratio_monitor_step_alone``: 1 + the time spent inside ``monitor.step()`
 the median baseline step (it leaves out the capture in the watched call), and ``ratio_cpu``:
 the same block medians in process CPU time (waiting for a core is not counted).
 
-Usage: python benchmarks/bench_monitor.py [--device cuda] [--quick]
+``logged_step_vs_loss`` also runs its blocks again with one torch thread and reports those
+ratios in process CPU time (``one_thread_cpu_...``): the measure that other load on the
+cores does not disturb. ``--logged-only`` measures only that part and prints it (no JSON).
+
+Usage: python benchmarks/bench_monitor.py [--device cuda] [--quick] [--logged-only]
 """
 
 from __future__ import annotations
@@ -241,6 +245,7 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         for index in range(2):
             steps[name](index)
     samples = interleave(steps, device, rounds, block)
+    cpu = one_thread_cpu(steps, device, rounds, block)
     for monitor in monitors.values():
         monitor.close()
     summary = summarize(samples, "loss_forward_backward")
@@ -258,6 +263,11 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
             samples["loss_and_logged_full_step"], samples["loss_forward_backward"], strict=True
         )
     ]
+    cpu_loss = statistics.median(cpu["loss_forward_backward"])
+    cpu_over_loss = {  # one thread, process CPU time: the measure other load does not disturb
+        name: (statistics.median(cpu[f"loss_and_logged_{name}"]) - cpu_loss) / cpu_loss
+        for name in monitors
+    }
     return {
         "batch": batch,
         "loss_forward_backward_seconds": loss_seconds,
@@ -265,15 +275,47 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         "logged_full_step_over_loss": logged_seconds / loss_seconds,
         "logged_full_step_over_loss_round_q25_q75": _quartiles(per_round),
         "logged_quantity_alone_over_loss": dict(sorted(alone.items(), key=lambda kv: -kv[1])),
+        "one_thread_cpu_loss_forward_backward_seconds": cpu_loss,
+        "one_thread_cpu_logged_full_step_over_loss": cpu_over_loss.pop("full_step"),
+        "one_thread_cpu_logged_quantity_alone_over_loss": dict(
+            sorted(cpu_over_loss.items(), key=lambda kv: -kv[1])
+        ),
         "rounds": rounds,
         "steps_per_block": block,
     }
+
+
+def one_thread_cpu(steps: dict, device, rounds: int, block: int) -> dict[str, list[float]]:
+    """Process CPU seconds per step of each configuration with one torch thread (interleaved
+    blocks as :func:`interleave`): waiting for a core is not counted, and one thread spends no
+    CPU time spinning in a parallel region, so other processes on the cores barely move it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        cpu: dict[str, list[float]] = {}
+        interleave(steps, device, rounds, block, cpu)
+    finally:
+        torch.set_num_threads(threads)
+    return cpu
+
+
+def logged_step_rows(device, quick: bool, folder: str) -> list[dict]:
+    """``logged_step_vs_loss`` at B = 112 and 1024 (``--logged-only`` runs only these)."""
+    return [
+        measure_logged_step(112, device, 5 if quick else 12, 10, folder),
+        measure_logged_step(1024, device, 2 if quick else 4, 2, folder),
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--logged-only",
+        action="store_true",
+        help="measure only logged_step_vs_loss (B = 112 and 1024), print it, write no JSON",
+    )
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads (default: torch's own)"
     )
@@ -284,6 +326,14 @@ def main() -> None:
     warnings.simplefilter("ignore")
     quick = arguments.quick
     folder = tempfile.mkdtemp()
+    if arguments.logged_only:  # the quick loop for the logged step's cost: prints, writes nothing
+        rows = logged_step_rows(device, quick, folder)
+        for row in rows:
+            print(f"B = {row['batch']}: logged full step / loss, one-thread CPU "
+                  f"{row['one_thread_cpu_logged_full_step_over_loss']:.2f}x, wall "
+                  f"{row['logged_full_step_over_loss']:.2f}x")  # fmt: skip
+        print(json.dumps(rows, indent=1))
+        return
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     # A block of 50 steps is one period of the default schedule: exactly one logged step each
@@ -298,10 +348,7 @@ def main() -> None:
         results["cnn_pml"] = measure_training("cnn_pml", device, 3 if quick else 6, 10, folder)
     except ImportError:
         print("pytorch-metric-learning not installed: no PML row")
-    results["logged_step_vs_loss"] = [
-        measure_logged_step(112, device, 5 if quick else 12, 10, folder),
-        measure_logged_step(1024, device, 2 if quick else 4, 2, folder),
-    ]
+    results["logged_step_vs_loss"] = logged_step_rows(device, quick, folder)
     payload = {
         "benchmark": "training-step overhead of gradlab.Monitor",
         "machine": machine_info(device),
