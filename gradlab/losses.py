@@ -7,12 +7,6 @@ import warnings
 import torch
 from torch import nn
 
-from gradlab.validation import (
-    ScoreRecorderSlot,
-    check_non_negative_finite,
-    check_positive_finite,
-    check_positive_int,
-)
 from gradlab.errors import GradlabError
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.fappy import check_normalization, fappy_deltas, fappy_loss
@@ -22,6 +16,12 @@ from gradlab.functional.score_losses import (
     REDUCTIONS,
     max_violation_triplet_loss,
     nt_xent_loss,
+)
+from gradlab.validation import (
+    ScoreRecorderSlot,
+    check_non_negative_finite,
+    check_positive_finite,
+    check_positive_int,
 )
 
 

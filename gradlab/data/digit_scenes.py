@@ -29,9 +29,9 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.validation import check_positive_int
 from gradlab.data.digit_strings import _digit_pools
 from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
 
 WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 RELATION_PHRASES = {

@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.validation import check_positive_int
 from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
 
 CELL = 10
 """Width and height of one digit's cell in pixels (an 8 x 8 digit plus a 2 pixel margin)."""

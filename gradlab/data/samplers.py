@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import torch
 
-from gradlab.validation import check_positive_int, check_tensor
 from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int, check_tensor
 
 
 class ClassBalancedBatches:

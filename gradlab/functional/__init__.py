@@ -43,6 +43,7 @@ from gradlab.functional.operating_region import (
     operating_region_is_empty,
     operating_region_proportion,
     operating_region_width,
+    operating_region_widths,
 )
 from gradlab.functional.relaxed_ranking import (
     minibatch_gradient_matrix_form,
@@ -108,6 +109,7 @@ __all__ = [
     "operating_region_is_empty",
     "operating_region_proportion",
     "operating_region_width",
+    "operating_region_widths",
     "recall_at_k",
     "relaxed_hamming_distances",
     "relaxed_tie_aware_ap",

@@ -17,12 +17,12 @@ import math
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_positive_finite,
     check_shape,
     check_tensor,
 )
-from gradlab.errors import GradlabError
 
 
 def descending_ranks(scores: torch.Tensor) -> torch.Tensor:

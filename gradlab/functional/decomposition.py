@@ -25,14 +25,14 @@ from typing import NamedTuple
 
 import torch
 
+from gradlab.errors import GradlabError
+from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.validation import (
     check_positive_finite,
     check_same_device,
     check_shape,
     check_tensor,
 )
-from gradlab.errors import GradlabError
-from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 
 
 class SmoothAPDecomposition(NamedTuple):

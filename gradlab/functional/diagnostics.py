@@ -12,17 +12,17 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
-    _chunks,
-    _rank_sums,
-    _rows,
-    _sigmoid_block,
-    _weights,
+    chunk_slices,
     group_by_positive_count,
+    mask_rows,
+    rank_sums,
+    rank_weights,
+    sigmoid_block,
 )
+from gradlab.validation import check_same_device, check_shape, check_tensor
 
 
 def in_batch_decomposition(
@@ -204,7 +204,7 @@ def smooth_ap_terms(
     split = torch.zeros((2, num_queries, num_candidates), dtype=scores.dtype, device=scores.device)
     computed = []
     for index, group in enumerate(groups):
-        parts = list(_chunks(group, num_candidates, max_chunk_elements))
+        parts = list(chunk_slices(group, num_candidates, max_chunk_elements))
         saved_a = saved_c = None
         if ranks is not None:
             saved_a, saved_c = ranks[index]
@@ -212,10 +212,10 @@ def smooth_ap_terms(
         for part in parts:
             queries = group.queries[part]
             columns = group.positive_columns[part]
-            block = _sigmoid_block(scores[queries], columns, tau)
-            weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
+            block = sigmoid_block(scores[queries], columns, tau)
+            weights = rank_weights(positives[queries], mask_rows(candidates, queries), scores.dtype)
             if saved_a is None:
-                positive_sum, negative_sum = _rank_sums(block, weights)
+                positive_sum, negative_sum = rank_sums(block, weights)
                 rank_a, rank_c = 1.0 + positive_sum, negative_sum
             else:
                 rank_a, rank_c = saved_a[part], saved_c[part]
@@ -224,7 +224,7 @@ def smooth_ap_terms(
             squared = (rank_a + rank_c) ** 2
             coef_a, coef_c = rank_a / squared, rank_c / squared
             slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G); 0 at j == i
-            slope_positive, slope_negative = _rank_sums(slope, weights)
+            slope_positive, slope_negative = rank_sums(slope, weights)
             column_sums = torch.bmm(torch.stack((coef_a, coef_c), dim=1), slope)  # [k, 2, C]
             scale = 1.0 / (group.num_positives * tau)
             g_a = (-weights[..., 1] * column_sums[:, 0]).scatter_add_(

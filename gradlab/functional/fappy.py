@@ -38,8 +38,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gradlab.validation import check_positive_finite, check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_finite, check_same_device, check_shape, check_tensor
 
 FAPPY_LARGEST_DELTA = 2.0
 NORMALIZATIONS = ("paper", "official")

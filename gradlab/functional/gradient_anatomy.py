@@ -44,13 +44,13 @@ from typing import NamedTuple
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_non_negative_finite,
     check_same_device,
     check_shape,
     check_tensor,
 )
-from gradlab.errors import GradlabError
 
 DEFAULT_ABSOLUTE_THRESHOLD = 1e-10
 """|dL/dS| at or below this is treated as zero: far below float32's resolution (about 1e-7

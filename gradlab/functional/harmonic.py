@@ -34,7 +34,15 @@ LN2 = math.log(2.0)
 _LI_TERMS = 120
 
 
-def _check_method(method: str) -> None:
+def check_harmonic_method(method: str) -> None:
+    """Refuse a ``method`` that is not one of :data:`HARMONIC_METHODS`.
+
+    Raises:
+        GradlabError: naming ``method``, its value and the allowed ones.
+
+    Example:
+        >>> check_harmonic_method("exact")
+    """
     if method not in HARMONIC_METHODS:
         raise GradlabError(f"method must be one of {HARMONIC_METHODS}; got {method!r}")
 
@@ -104,7 +112,7 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
         >>> [round(v, 4) for v in harmonic_gap(a, b, "log").tolist()]
         [1.0, 0.1823]
     """
-    _check_method(method)
+    check_harmonic_method(method)
     if method == "log":
         return _log_antiderivative(b) - _log_antiderivative(a)
     if method == "midpoint":
@@ -134,7 +142,7 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
         >>> [round(v, 4) for v in discount_gap(a, b, "exact").tolist()]
         [1.0, 0.6895]
     """
-    _check_method(method)
+    check_harmonic_method(method)
     if method == "log":
         return _li_antiderivative(b) - _li_antiderivative(a)
     if method == "midpoint":
@@ -178,7 +186,7 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
         >>> harmonic_rate(torch.tensor([3.0, 3.0]), torch.tensor([0.0, 1.0]), "exact")
         tensor([0.2838, 0.2500])
     """
-    _check_method(method)
+    check_harmonic_method(method)
     return _rate(harmonic_gap, _harmonic_derivative, a, count, method)
 
 
@@ -189,7 +197,7 @@ def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
         >>> discount_rate(torch.tensor([0.0]), torch.tensor([1.0]), "exact")
         tensor([1.])
     """
-    _check_method(method)
+    check_harmonic_method(method)
     return _rate(discount_gap, _discount_derivative, a, count, method)
 
 
@@ -231,7 +239,7 @@ def harmonic_log_error(
         >>> round(float(result.error), 6), round(float(result.paper_bound), 6)
         (0.008079, 0.01)
     """
-    _check_method(method)
+    check_harmonic_method(method)
     a_arr, n_arr = np.broadcast_arrays(
         np.asarray(a, dtype=np.float64), np.asarray(n, dtype=np.float64)
     )

@@ -20,8 +20,8 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
+from gradlab.validation import check_same_device, check_shape, check_tensor
 
 
 class RetrievalLayout(NamedTuple):

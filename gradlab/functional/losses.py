@@ -16,16 +16,16 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.validation import count_noun
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     PositiveGroup,
-    _check_smooth_ap_inputs,
+    check_smooth_ap_inputs,
     smooth_ap_checked,
 )
+from gradlab.validation import count_noun
 
 
 class SmoothAPForward(NamedTuple):
@@ -142,7 +142,7 @@ def smooth_ap_loss(
             "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
             f"got {count_noun(len(tensors), 'argument')}"
         )
-    tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
+    tau = check_smooth_ap_inputs(scores, positives, candidates, tau)
     records = _RECORDS.get()
     stash: list | None = [] if records is not None or on_degenerate is not None else None
     ap = smooth_ap_checked(

@@ -27,17 +27,17 @@ from typing import NamedTuple
 
 import torch
 
+from gradlab.errors import GradlabError
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    group_by_positive_count,
+    smooth_ap_with_ranks,
+)
 from gradlab.validation import (
     check_positive_finite,
     check_same_device,
     check_shape,
     check_tensor,
-)
-from gradlab.errors import GradlabError
-from gradlab.functional.smooth_ap import (
-    DEFAULT_CHUNK_ELEMENTS,
-    _smooth_ap_forward,
-    group_by_positive_count,
 )
 
 PAIR_SETS = ("all", "positive-rows", "positive-negative")
@@ -64,7 +64,7 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
     """
     tau = check_positive_finite("tau", tau)
     eps = check_positive_finite("eps", eps)
-    # The formula of _widths in Python floats: no tensor, so nothing to read back from a device.
+    # The formula of operating_region_widths in Python floats: no tensor, nothing to read back.
     product = eps * tau
     if product >= 0.25:
         return 0.0
@@ -72,11 +72,17 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
     return 2.0 * tau * math.log((1.0 + root) / (2.0 * math.sqrt(product)))
 
 
-def _widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:
+def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:
     """Operating-region half-widths for a tensor of slope thresholds (float64).
 
     ``w = 2 tau artanh(r)`` written as ``2 tau ln((1 + r) / (2 sqrt(p)))`` with ``p = eps tau``
     and ``r = sqrt(1 - 4p)`` (using ``1 - r = 4p / (1 + r)``), which does not cancel for small p.
+    A threshold with ``p >= 1/4`` has no region (width 0). The tensor form of
+    :func:`operating_region_width`, for per-pair thresholds.
+
+    Example:
+        >>> operating_region_widths(0.01, torch.tensor([0.005, 100.0]))
+        tensor([0.0990, 0.0000], dtype=torch.float64)
     """
     product = thresholds.to(torch.float64) * tau
     root = torch.sqrt(torch.clamp(1.0 - 4.0 * product, min=0.0))
@@ -308,7 +314,7 @@ def gradient_counts(
     anchors[query_index, slot] = rows[query_index, positive_index]
     if weighted:
         ranks = _ranks_of_positives(rows, positives, candidates, tau)
-        widths[query_index, slot] = _widths(tau, threshold * ranks**2)
+        widths[query_index, slot] = operating_region_widths(tau, threshold * ranks**2)
     else:
         widths[query_index, slot] = operating_region_width(tau, threshold)
     # A non-empty window holds the anchor itself (j == i): remove it.
@@ -328,7 +334,7 @@ def _ranks_of_positives(
     """``R(i, S_Omega)`` of every positive, in row-major order of the mask (``O(|P| C)``)."""
     groups = group_by_positive_count(positives)
     with torch.no_grad():
-        _, saved = _smooth_ap_forward(
+        _, saved = smooth_ap_with_ranks(
             scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidates
         )
     ranks = torch.empty(positives.shape, dtype=scores.dtype, device=scores.device)

@@ -40,6 +40,8 @@ from typing import NamedTuple
 
 import torch
 
+from gradlab.errors import GradlabError
+from gradlab.functional.harmonic import check_harmonic_method, discount_rate, harmonic_rate
 from gradlab.validation import (
     check_positive_int,
     check_same_device,
@@ -47,8 +49,6 @@ from gradlab.validation import (
     check_tensor,
     value_checks_enabled,
 )
-from gradlab.errors import GradlabError
-from gradlab.functional.harmonic import _check_method, discount_rate, harmonic_rate
 
 
 def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
@@ -165,7 +165,7 @@ def relaxed_tie_aware_ap(
         >>> relaxed_tie_aware_ap(positive, total, method="exact")
         tensor([0.7500], dtype=torch.float64)
     """
-    _check_method(method)
+    check_harmonic_method(method)
     check_tensor("positive_counts", positive_counts, ndims=(2,), kind="float")
     check_tensor("counts", counts, ndims=(2,), kind="float")
     check_shape("counts", counts, positive_counts.shape, "one count per bin")
@@ -213,7 +213,7 @@ def relaxed_tie_aware_dcg(
         >>> round(relaxed_tie_aware_dcg(counts, torch.tensor([0.0, 1.0]), "exact").item(), 4)
         1.3155
     """
-    _check_method(method)
+    check_harmonic_method(method)
     check_tensor("level_counts", level_counts, ndims=(3,), kind="float")
     check_tensor("level_gains", level_gains, ndims=(1,), kind="float")
     if level_gains.shape[0] != level_counts.shape[2]:

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-from gradlab.validation import check_positive_int, check_shape, check_tensor
 from gradlab.functional.layouts import drop_diagonal
 from gradlab.functional.tie_aware import tie_aware_ap
+from gradlab.validation import check_positive_int, check_shape, check_tensor
 
 
 def recall_at_k(

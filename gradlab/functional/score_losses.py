@@ -40,6 +40,7 @@ from collections.abc import Callable
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_non_negative_finite,
     check_positive_finite,
@@ -49,7 +50,6 @@ from gradlab.validation import (
     finite_flag,
     value_checks_enabled,
 )
-from gradlab.errors import GradlabError
 
 ScoreCallback = Callable[[str, torch.Tensor, torch.Tensor], None]
 """``(direction, scores_alias, positives_mask) -> None``, see the module docstring."""

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_positive_finite,
     check_positive_int,
@@ -39,7 +40,6 @@ from gradlab.validation import (
     check_tensor,
     finite_flag,
 )
-from gradlab.errors import GradlabError
 
 DEFAULT_CHUNK_ELEMENTS = 1 << 20
 """Entries of the ``[queries, positives, candidates]`` block processed at once (4 MiB in fp32).
@@ -120,17 +120,39 @@ def group_by_positive_count(
     return groups
 
 
-def _chunks(group: PositiveGroup, num_candidates: int, budget: int) -> Iterator[slice]:
+def chunk_slices(group: PositiveGroup, num_candidates: int, budget: int) -> Iterator[slice]:
+    """Slices of ``group``'s queries whose ``[k, n, C]`` blocks hold at most ``budget`` entries.
+
+    A query whose block alone exceeds the budget gets a slice of its own.
+
+    Args:
+        group: queries sharing one positive count ``n``.
+        num_candidates: ``C``, the columns of the score matrix.
+        budget: the most entries of one block (``k * n * C``).
+
+    Example:
+        >>> group = group_by_positive_count(torch.eye(4, dtype=torch.bool))[0]
+        >>> list(chunk_slices(group, num_candidates=4, budget=8))
+        [slice(0, 2, None), slice(2, 4, None)]
+    """
     per_query = max(1, group.num_positives * num_candidates)
     step = max(1, budget // per_query)
     for start in range(0, len(group.queries), step):
         yield slice(start, start + step)
 
 
-def _sigmoid_block(rows: torch.Tensor, columns: torch.Tensor, tau: float) -> torch.Tensor:
+def sigmoid_block(rows: torch.Tensor, columns: torch.Tensor, tau: float) -> torch.Tensor:
     """``G(D_ij)`` for score rows ``[k, C]`` and the positives' ``columns`` ``[k, n]``.
 
-    Returns ``[k, n, C]`` with the ``j == i`` entries set to zero.
+    ``D_ij = (s_j - s_i) / tau`` (the module's sign convention) for positive ``i`` and every
+    candidate ``j``; no mask is applied here (see :func:`rank_weights`).
+
+    Returns:
+        ``[k, n, C]`` with the ``j == i`` entries set to zero.
+
+    Example:
+        >>> sigmoid_block(torch.tensor([[0.0, 1.0]]), torch.tensor([[0]]), tau=1.0)
+        tensor([[[0.0000, 0.7311]]])
     """
     scaled = rows / tau
     anchors = scaled.gather(1, columns)
@@ -142,22 +164,35 @@ def _sigmoid_block(rows: torch.Tensor, columns: torch.Tensor, tau: float) -> tor
     return differences.sigmoid_().scatter_(2, diagonal, 0.0)
 
 
-def _rank_sums(block: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rank_sums(block: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``(sum over positives, sum over negatives)`` of a block ``[k, n, C]`` along candidates.
 
     ``weights`` is ``[k, C, 2]`` holding the positive and the negative indicator of each
-    candidate; one batched matrix product reads the block once.
+    candidate (:func:`rank_weights`); one batched matrix product reads the block once.
+
+    Example:
+        >>> block = torch.tensor([[[0.0, 0.5, 0.25]]])
+        >>> weights = rank_weights(torch.tensor([[True, True, False]]), None, torch.float32)
+        >>> rank_sums(block, weights)
+        (tensor([[0.5000]]), tensor([[0.2500]]))
     """
     sums = torch.bmm(block, weights)
     return sums[..., 0], sums[..., 1]
 
 
-def _weights(
+def rank_weights(
     positives_rows: torch.Tensor, candidate_rows: torch.Tensor | None, dtype: torch.dtype
 ) -> torch.Tensor:
     """``[k, C, 2]`` positive and negative indicators (a transposed view of ``[k, 2, C]``).
 
-    A column that is not a candidate of its query is neither positive nor negative.
+    A column that is not a candidate of its query (``False`` in ``candidate_rows``) is neither
+    positive nor negative.
+
+    Example:
+        >>> rank_weights(torch.tensor([[True, False, False]]),
+        ...              torch.tensor([[True, True, False]]), torch.float32)[0].T
+        tensor([[1., 0., 0.],
+                [0., 1., 0.]])
     """
     weights = torch.empty(
         (positives_rows.shape[0], 2, positives_rows.shape[1]),
@@ -172,11 +207,17 @@ def _weights(
     return weights.transpose(1, 2)
 
 
-def _rows(mask: torch.Tensor | None, queries: torch.Tensor) -> torch.Tensor | None:
+def mask_rows(mask: torch.Tensor | None, queries: torch.Tensor) -> torch.Tensor | None:
+    """The rows ``queries`` of an optional mask (``None`` stays ``None``).
+
+    Example:
+        >>> mask_rows(None, torch.tensor([0])) is None
+        True
+    """
     return None if mask is None else mask[queries]
 
 
-def _smooth_ap_forward(
+def smooth_ap_with_ranks(
     scores: torch.Tensor,
     groups: list[PositiveGroup],
     tau: float,
@@ -186,20 +227,29 @@ def _smooth_ap_forward(
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
     """Per-query AP (NaN without positives) and the ``(A, C)`` of every group.
 
-    Written with differentiable torch operations, so that the same code serves as the plain
-    autograd path (``backward="autograd"``) and, under ``no_grad``, as the forward of the exact
-    backward.
+    Arguments as in :func:`smooth_ap_checked`, already checked; ``groups`` from
+    :func:`group_by_positive_count` of ``positives``. Written with differentiable torch
+    operations, so that the same code serves as the plain autograd path (``backward="autograd"``)
+    and, under ``no_grad``, as the forward of the exact backward.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8, 0.1]])
+        >>> positives = torch.tensor([[True, False, True]])
+        >>> ap, ranks = smooth_ap_with_ranks(
+        ...     scores, group_by_positive_count(positives), 0.01, 1024, positives, None)
+        >>> ap, ranks[0][0]  # A_i of the two positives: ranks 1 and 2 among positives
+        (tensor([0.8333]), tensor([[1., 2.]]))
     """
     num_queries, num_candidates = scores.shape
     ap = torch.full((num_queries,), float("nan"), dtype=scores.dtype, device=scores.device)
     saved = []
     for group in groups:
         ranks_a, ranks_c = [], []
-        for part in _chunks(group, num_candidates, budget):
+        for part in chunk_slices(group, num_candidates, budget):
             queries = group.queries[part]
-            block = _sigmoid_block(scores[queries], group.positive_columns[part], tau)
-            weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
-            positive_sum, negative_sum = _rank_sums(block, weights)
+            block = sigmoid_block(scores[queries], group.positive_columns[part], tau)
+            weights = rank_weights(positives[queries], mask_rows(candidates, queries), scores.dtype)
+            positive_sum, negative_sum = rank_sums(block, weights)
             ranks_a.append(1.0 + positive_sum)
             ranks_c.append(negative_sum)
         a, c = torch.cat(ranks_a), torch.cat(ranks_c)
@@ -213,7 +263,7 @@ class _SmoothAPExact(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores, positives, candidates, tau, budget, groups, stash):  # type: ignore[override]
-        ap, saved = _smooth_ap_forward(scores, groups, tau, budget, positives, candidates)
+        ap, saved = smooth_ap_with_ranks(scores, groups, tau, budget, positives, candidates)
         if stash is not None:  # a recording caller keeps the ranks (see gradlab.functional.losses)
             stash.append(saved)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
@@ -239,15 +289,17 @@ class _SmoothAPExact(torch.autograd.Function):
             squared_rank = (ranks_a + ranks_c) ** 2
             coef_positive = upstream * ranks_c / squared_rank
             coef_negative = upstream * ranks_a / squared_rank
-            for part in _chunks(group, num_candidates, budget):
+            for part in chunk_slices(group, num_candidates, budget):
                 queries = group.queries[part]
                 columns = group.positive_columns[part]
-                block = _sigmoid_block(scores[queries], columns, tau)
+                block = sigmoid_block(scores[queries], columns, tau)
                 slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G) in place; 0 at j == i
-                weights = _weights(positives[queries], _rows(candidates, queries), scores.dtype)
+                weights = rank_weights(
+                    positives[queries], mask_rows(candidates, queries), scores.dtype
+                )
                 coefs = torch.stack((coef_positive[part], coef_negative[part]), dim=1)
                 column_sums = torch.bmm(coefs, slope)  # [k, 2, C]
-                slope_positive, slope_negative = _rank_sums(slope, weights)  # [k, n] each
+                slope_positive, slope_negative = rank_sums(slope, weights)  # [k, n] each
                 grad_rows = (
                     weights[..., 0] * column_sums[:, 0] - weights[..., 1] * column_sums[:, 1]
                 )
@@ -259,10 +311,20 @@ class _SmoothAPExact(torch.autograd.Function):
         return grad_scores, None, None, None, None, None, None
 
 
-def _check_smooth_ap_inputs(
+def check_smooth_ap_inputs(
     scores: object, positives: object, candidates: object, tau: object
 ) -> float:
-    """Shapes, dtypes, devices and ``tau``: metadata only, no value is read (no sync)."""
+    """Check :func:`smooth_ap`'s arguments; return ``tau`` as a float.
+
+    Shapes, dtypes, devices and ``tau``: metadata only, no value is read (no sync).
+
+    Raises:
+        GradlabError: naming the argument that is not allowed.
+
+    Example:
+        >>> check_smooth_ap_inputs(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), None, 1)
+        1.0
+    """
     check_tensor("scores", scores, ndims=(2,), kind="float")
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
@@ -320,7 +382,7 @@ def smooth_ap(
         >>> smooth_ap(scores, positives, tau=0.01)
         tensor([0.8333,    nan])
     """
-    tau = _check_smooth_ap_inputs(scores, positives, candidates, tau)
+    tau = check_smooth_ap_inputs(scores, positives, candidates, tau)
     budget = check_positive_int("max_chunk_elements", max_chunk_elements)
     if backward not in ("exact", "autograd"):
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
@@ -354,7 +416,7 @@ def smooth_ap_checked(
     if backward == "exact":
         ap = _SmoothAPExact.apply(work, positives, candidates, tau, budget, groups, saved)
     else:
-        ap, ranks = _smooth_ap_forward(work, groups, tau, budget, positives, candidates)
+        ap, ranks = smooth_ap_with_ranks(work, groups, tau, budget, positives, candidates)
         if saved is not None:
             saved.append(ranks)
     if stash is not None:

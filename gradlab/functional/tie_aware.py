@@ -21,8 +21,8 @@ import math
 
 import torch
 
-from gradlab.validation import check_same_device, check_shape, check_tensor
 from gradlab.errors import GradlabError
+from gradlab.validation import check_same_device, check_shape, check_tensor
 
 
 def harmonic_number(n: torch.Tensor) -> torch.Tensor:

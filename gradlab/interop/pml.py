@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.validation import (
     ScoreRecorderSlot,
     check_same_device,
@@ -39,7 +40,6 @@ from gradlab.validation import (
     finite_flag,
     value_checks_enabled,
 )
-from gradlab.errors import GradlabError
 
 try:  # pytorch-metric-learning is optional: gradlab[pml] or the dev extra
     from pytorch_metric_learning.distances import CosineSimilarity, DotProductSimilarity

@@ -23,7 +23,7 @@ import torch
 from gradlab.validation import skip_value_checks
 from gradlab.functional import operating_region_width
 from gradlab.functional.diagnostics import term_norms
-from gradlab.functional.operating_region import _widths
+from gradlab.functional.operating_region import operating_region_widths
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.schedules import Schedule, every
@@ -235,7 +235,7 @@ class GradientCounts(Quantity):
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
             rows = batch.rows_of(group.queries)  # None: every row (no indexing)
             anchors = (scores if rows is None else scores[rows]).gather(1, group.positive_columns)
-            widths = _widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
+            widths = operating_region_widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
             widths = widths.to(scores.dtype)
             inside = batch.counts_at(anchors, widths, rows) - (widths > 0).long()
             if in_batch:  # the query is not a candidate: take it out of its windows

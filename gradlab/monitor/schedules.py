@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from gradlab.validation import check_positive_int
 from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
 
 Schedule = Callable[[int], bool]
 

@@ -19,7 +19,7 @@ from gradlab.functional import (
     operating_region_proportion,
     operating_region_width,
 )
-from gradlab.functional.operating_region import PAIR_SETS, _widths
+from gradlab.functional.operating_region import PAIR_SETS, operating_region_widths
 from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference import operating_region_loops as loops
 from tests.reference.smooth_ap_loops import slope
@@ -292,7 +292,7 @@ def test_widths_of_a_threshold_tensor_are_the_float64_widths():
     # an empty region (eps * tau >= 1/4) has width 0, never a negative one.
     tau = 0.05
     thresholds = torch.tensor([0.01, 0.3, 2.0, 4.9, 5.0, 5.1, 10.0, 24.0], dtype=torch.float32)
-    widths = _widths(tau, thresholds)
+    widths = operating_region_widths(tau, thresholds)
     assert widths.dtype == torch.float64
     for width, eps in zip(widths.tolist(), thresholds.double().tolist(), strict=True):
         assert width == pytest.approx(_reference_width(tau, eps), rel=1e-12, abs=0.0)

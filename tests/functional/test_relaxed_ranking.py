@@ -8,7 +8,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradlab import GradlabError
-from gradlab.validation import skip_value_checks
 from gradlab.functional import (
     HARMONIC_METHODS,
     minibatch_gradient_matrix_form,
@@ -20,6 +19,7 @@ from gradlab.functional import (
     tie_aware_ap,
     tie_aware_dcg,
 )
+from gradlab.validation import skip_value_checks
 from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.relaxed_ranking_loops import relaxed_ap, relaxed_dcg
 from tests.reference.tie_aware_loops import dcg, expected_over_ties

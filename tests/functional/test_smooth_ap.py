@@ -11,7 +11,7 @@ from gradlab import GradlabError
 from gradlab.functional import smooth_ap
 from gradlab.functional.smooth_ap import (
     PositiveGroup,
-    _chunks,
+    chunk_slices,
     group_by_positive_count,
     smooth_ap_checked,
 )
@@ -283,7 +283,7 @@ def test_chunks_cover_the_group_within_the_memory_budget(queries, positives, can
     # queries as fit, so the block count is the smallest the budget allows.
     group = PositiveGroup(torch.arange(queries), torch.zeros(queries, positives, dtype=torch.long))
     per_query = max(1, positives * candidates)  # no candidates: still one query per step
-    parts = list(_chunks(group, candidates, budget))
+    parts = list(chunk_slices(group, candidates, budget))
     fit = max(1, budget // per_query)
     assert [(part.start, min(part.stop, queries)) for part in parts] == [
         (start, min(start + fit, queries)) for start in range(0, queries, fit)

@@ -11,13 +11,13 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, dcg_score, ndcg_score
 
 from gradlab import GradlabError
-from gradlab.validation import skip_value_checks
 from gradlab.functional import tie_aware_ap, tie_aware_dcg, tie_aware_ndcg
 from gradlab.functional.tie_aware import (
     harmonic_number,
     tie_aware_ap_at_positives,
     tie_aware_ap_from_counts,
 )
+from gradlab.validation import skip_value_checks
 from tests.functional.default_device import assert_unchanged_under_another_default_device
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
 

@@ -104,7 +104,7 @@ def _counting(monkeypatch, module, name):
 def test_one_sigmoid_block_and_one_sort_per_logged_step(monkeypatch):
     shared, independent = _views()
     groups = len(shared.loss_record.forward.groups)  # one chunk each at the default budget
-    blocks = _counting(monkeypatch, diagnostics_module, "_sigmoid_block")
+    blocks = _counting(monkeypatch, diagnostics_module, "sigmoid_block")
     grouping = _counting(monkeypatch, diagnostics_module, "group_by_positive_count")
     sorts = []
     original_sort = torch.Tensor.sort

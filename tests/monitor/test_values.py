@@ -478,9 +478,9 @@ def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
 def test_sync_free_quantities_compute_on_the_embeddings_device():
     """The meta device stands in for an accelerator (no GPU here): a tensor made on the CPU by
     mistake (a dropped ``device=``) fails to mix with it or shows in the values' device."""
-    from gradlab.validation import skip_value_checks
     from gradlab.monitor import DegenerateBatches
     from gradlab.monitor.quantities import _summaries
+    from gradlab.validation import skip_value_checks
 
     embeddings = _random((12, 4), 18).to("meta")
     labels = (torch.arange(12) % 3).to("meta")
@@ -564,8 +564,8 @@ def test_quantities_reading_the_loss_record_compute_on_the_embeddings_device():
     (moved to the meta device), nothing is read back and every value stays on that device."""
     import dataclasses
 
-    from gradlab.validation import skip_value_checks
     from gradlab.functional.losses import SmoothAPForward
+    from gradlab.validation import skip_value_checks
 
     embeddings = _random((12, 4), 23)
     labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 4, 4])  # two groups: 2 and 1 positives
