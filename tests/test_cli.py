@@ -34,7 +34,15 @@ def _error_cases(tmp_path):
         (["report", "--frobnicate"], "--frobnicate"),
         ([], "COMMAND"),
         (["bogus"], "bogus"),
+        (["audit", "--json", str(tmp_path / "missing" / "x.json")], "--json"),
+        (["audit", "--markdown", str(existing_file / "x.md")], "--markdown"),
+        (["audit", "--json", str(tmp_path)], "--json"),
+        (["plot", str(tmp_path), "--out", str(existing_file)], "--out"),
+        (["plot", str(tmp_path), "--out", " "], "--out"),
     ]
+    if sys.platform.startswith("linux"):
+        cases += [(["audit", "--json", "/proc/x.json"], "--json"),
+                  (["report", "--out", "/proc/x", "--only", "audit"], "--out")]  # fmt: skip
     if not torch.cuda.is_available():
         cases.append((["report", "--device", "cuda", "--only", "audit", "--out", "{out}"], "CUDA"))
     if torch.cuda.device_count() < 8:
@@ -53,6 +61,7 @@ def test_every_user_error_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys
         assert named in lines[0], (argv, lines[0])
         assert "Traceback" not in stderr
         assert not out.exists(), argv
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # no folder made
 
 
 def test_no_traceback_through_the_console_entry_point(tmp_path):
@@ -162,3 +171,15 @@ def test_an_interrupted_report_writes_nothing(tmp_path, capsys, monkeypatch):
     code, _, stderr = _run(["report", "--out", str(tmp_path / "r")], capsys)
     assert code == 130 and stderr.strip() == "gradlab: interrupted; nothing was written"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
+    program = ("import sys; from gradlab.cli import main; "
+               "code = main(['audit', '--json', '/proc/x.json']); "
+               "loaded = [m for m in sys.modules if m.startswith(('sympy', 'gradlab.symbolic'))]; "
+               "print(code, sorted(loaded))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.stdout.strip() == "2 []"
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith("gradlab: --json ")
