@@ -1,5 +1,11 @@
-"""gradlab: gradient analysis and diagnostics for ranking losses."""
+"""gradlab: gradient analysis and diagnostics for ranking losses.
 
+Installed as ``gradlab-ranking`` (``pip install gradlab-ranking``), imported as ``gradlab``.
+``import gradlab`` needs torch and NumPy only and changes no global state; the optional parts
+(figures, the derivation audit, the studies, logging backends) import their extras when used.
+"""
+
+from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.losses import (
     BlackboxAPLoss,
@@ -11,7 +17,6 @@ from gradlab.losses import (
 )
 from gradlab.monitor import Monitor
 
-__version__ = "0.1.0"
 __all__ = [
     "BlackboxAPLoss",
     "FAPPYLoss",

@@ -7,6 +7,7 @@ not have) ends in one line on stderr and exit code 2, before anything is written
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -144,6 +145,7 @@ def check_report_folder(out: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    os.environ.setdefault("MPLBACKEND", "Agg")  # the command's figures are files; a user's wins
     arguments = _build_parser(with_sections="report" in argv).parse_args(argv)
     try:
         if arguments.command == "report":

@@ -3,7 +3,8 @@
 tqdm's bars redraw with carriage returns and cursor codes; in a log file or a CI console that
 becomes hundreds of lines of noise. :func:`progress` therefore picks one of three modes:
 
-* ``"bar"``: a tqdm bar (stderr is a terminal);
+* ``"bar"``: a tqdm bar (stderr is a terminal; tqdm comes with the ``studies`` extra and is
+  imported only here);
 * ``"lines"``: one line ``gradlab: <stage> ...`` when the stage starts and one
   ``gradlab: <stage> done (<n> steps, <s> s)`` when it ends (stderr is not a terminal);
 * ``"off"``: nothing (``gradlab report --no-progress``).
@@ -26,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gradlab.errors import GradlabError
+from gradlab.extras import require
 
 MODES = ("auto", "bar", "lines", "off")
 """Accepted values of :func:`set_progress_mode`."""
@@ -124,7 +126,6 @@ def progress(
         total = len(iterable)
     mode = progress_mode()
     if mode == "bar":
-        from tqdm.auto import tqdm
-
+        tqdm = require("tqdm.auto", "studies", "progress bars (gradlab.progress)").tqdm
         return tqdm(iterable, total=total, desc=desc, leave=leave, unit=unit)
     return _PlainProgress(iterable, total, desc, quiet=mode == "off", unit=unit)

@@ -1,17 +1,21 @@
-"""One look for every gradlab figure, and the small I/O every plotting function shares."""
+"""One look for every gradlab figure, and the small I/O every plotting function shares.
+
+Plotting needs the ``plot`` extra (matplotlib and seaborn): importing :mod:`gradlab.plotting`
+without it raises a :class:`~gradlab.GradlabError` that names ``pip install
+'gradlab-ranking[plot]'``. Importing it selects no matplotlib backend (a notebook keeps its
+own); the ``gradlab`` command picks Agg for itself unless ``MPLBACKEND`` is set.
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import matplotlib
+from gradlab.extras import require
 
-matplotlib.use("Agg")  # headless: figures are files
-
-import matplotlib.pyplot as plt
-import seaborn as sns
-from matplotlib.ticker import NullFormatter
+plt = require("matplotlib.pyplot", "plot", "gradlab.plotting")
+sns = require("seaborn", "plot", "gradlab.plotting")
+NullFormatter = require("matplotlib.ticker", "plot", "gradlab.plotting").NullFormatter
 
 
 def apply_style() -> None:

@@ -6,6 +6,13 @@ The claim API is public: build a :class:`Claim` from a printed :class:`Form` and
 :func:`mutant`), and run :func:`audit_claim` or :func:`run_audit`.
 """
 
+from gradlab.extras import missing_extra
+
+try:  # the audit extra, checked before the submodules import it
+    import sympy  # noqa: F401
+except ImportError as error:
+    raise missing_extra("sympy", "audit", "gradlab.symbolic") from error
+
 from gradlab.symbolic.audit import all_claims, format_markdown, format_table, run_audit
 from gradlab.symbolic.claims import (
     VERDICTS,

@@ -1,0 +1,3 @@
+"""The version of gradlab, written once: ``pyproject.toml`` reads it from here."""
+
+__version__ = "0.2.0"
