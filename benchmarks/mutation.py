@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         return 2
     if shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
-        print("mutation.py: mutmut is not installed: pip install 'gradlab[mutation]'",
+        print("mutation.py: mutmut is not installed: pip install 'gradlab-ranking[mutation]'",
               file=sys.stderr)  # fmt: skip
         return 2
     groups = {}

@@ -1,4 +1,4 @@
-"""The Monitor as a PyTorch Lightning callback (``pip install gradlab[lightning]``).
+"""The Monitor as a PyTorch Lightning callback (``pip install 'gradlab-ranking[lightning]'``).
 
 Usage::
 
@@ -40,7 +40,7 @@ try:
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
     raise GradlabError(
         "gradlab.integrations.lightning needs the lightning package, which is not installed; "
-        "install it with: pip install 'gradlab[lightning]'"
+        "install it with: pip install 'gradlab-ranking[lightning]'"
     ) from error
 
 __all__ = ["GradlabCallback", "TrainerLoggersSink"]

@@ -33,6 +33,7 @@ from __future__ import annotations
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.extras import missing_extra
 from gradlab.validation import (
     ScoreRecorderSlot,
     check_same_device,
@@ -41,13 +42,10 @@ from gradlab.validation import (
     value_checks_enabled,
 )
 
-try:  # pytorch-metric-learning is optional: gradlab[pml] or the dev extra
+try:  # pytorch-metric-learning is optional: the pml extra
     from pytorch_metric_learning.distances import CosineSimilarity, DotProductSimilarity
 except ImportError as error:  # pragma: no cover - exercised only without the package
-    raise GradlabError(
-        "gradlab.interop.pml needs pytorch-metric-learning; install it with "
-        "`pip install pytorch-metric-learning` (or gradlab[dev])"
-    ) from error
+    raise missing_extra("pytorch_metric_learning", "pml", "gradlab.interop.pml") from error
 
 
 class _Recording(ScoreRecorderSlot):

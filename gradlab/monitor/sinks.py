@@ -4,7 +4,7 @@ Every sink takes the same calls from the :class:`gradlab.Monitor`: :meth:`Sink.o
 the log folder and the header record, :meth:`Sink.write` once per logged step with a flat
 record ``{"step": int, key: float, ...}``, :meth:`Sink.close` at the end. Sinks that need an
 optional package check that it is installed when they are created (the error names the extra
-to install: ``pip install gradlab[wandb]``) and import it only when they open.
+to install: ``pip install 'gradlab-ranking[wandb]'``) and import it only when they open.
 
 File sinks also say which files of a folder hold a previous run (:meth:`Sink.existing`) and,
 where they can, the last step logged there (:meth:`Sink.last_step`): the Monitor uses both to
@@ -57,7 +57,7 @@ def require_extra(module: str, extra: str, sink: str) -> None:
     if not found:
         raise GradlabError(
             f"sinks=[{sink!r}] needs the {module} package, which is not installed; "
-            f"install it with: pip install 'gradlab[{extra}]'"
+            f"install it with: pip install 'gradlab-ranking[{extra}]'"
         )
 
 
@@ -203,7 +203,7 @@ class CSVSink(Sink):
 
 
 class TensorBoardSink(Sink):
-    """TensorBoard event files in the log folder (needs ``pip install gradlab[tensorboard]``)."""
+    """TensorBoard event files in the log folder (the ``tensorboard`` extra)."""
 
     patterns = ("events.out.tfevents.*",)
 
@@ -239,7 +239,7 @@ class WandbSink(Sink):
     logged as they are. A run this sink started (``wandb.init(dir=log_dir, config=header,
     **init_kwargs)``) is finished by :meth:`close`; an active run is left open.
 
-    Needs ``pip install gradlab[wandb]``. Runs offline with ``WANDB_MODE=offline``.
+    Needs ``pip install 'gradlab-ranking[wandb]'``. Runs offline with ``WANDB_MODE=offline``.
 
     Args:
         prefix: prepended to every key, so gradlab's ``loss`` never collides with the
@@ -292,7 +292,7 @@ class MLflowSink(Sink):
     keeps both, its SQL stores keep NaN and store +-infinity as +-1.797e308 (MLflow's own
     behaviour).
 
-    Needs ``pip install gradlab[mlflow]``.
+    Needs ``pip install 'gradlab-ranking[mlflow]'``.
 
     Args:
         prefix: prepended to every key.

@@ -11,7 +11,7 @@ of the top screen and one of each ``<h2>`` section, and reports as problems ever
 Run it with ``make report-check`` (after ``make report``) or
 ``python -m gradlab.report.browser_check REPORT_DIR [--screenshots DIR]``; the exit code is 1
 when a problem was found and 2 when no browser is available. It needs the ``browser`` extra
-(``pip install gradlab[browser]``) and a Chromium binary (Debian: ``apt-get install chromium``).
+(``gradlab-ranking[browser]``) and a Chromium binary (Debian: ``apt-get install chromium``).
 """
 
 from __future__ import annotations
@@ -114,7 +114,7 @@ def check_report_in_browser(
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise GradlabError(
-            "the browser check needs Playwright: pip install 'gradlab[browser]'"
+            "the browser check needs Playwright: pip install 'gradlab-ranking[browser]'"
         ) from None
     folder = Path(screenshots) if screenshots is not None else Path(report_dir) / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)

@@ -82,8 +82,8 @@ def test_read_segments_splits_runs_at_each_header(tmp_path):
 
 @pytest.mark.parametrize(
     ("module", "sink", "extra"),
-    [("wandb", "wandb", "gradlab[wandb]"), ("mlflow", "mlflow", "gradlab[mlflow]"),
-     ("tensorboard", "tensorboard", "gradlab[tensorboard]")],
+    [("wandb", "wandb", "gradlab-ranking[wandb]"), ("mlflow", "mlflow", "gradlab-ranking[mlflow]"),
+     ("tensorboard", "tensorboard", "gradlab-ranking[tensorboard]")],
 )  # fmt: skip
 def test_a_missing_extra_is_named_when_the_sink_is_asked_for(
     tmp_path, monkeypatch, module, sink, extra
@@ -130,7 +130,7 @@ def test_require_extra_names_a_package_whose_parent_is_missing():
         require_extra("gradlab_no_such_package.child", "child", "child")
     assert str(raised.value) == (
         "sinks=['child'] needs the gradlab_no_such_package.child package, which is not "
-        "installed; install it with: pip install 'gradlab[child]'"
+        "installed; install it with: pip install 'gradlab-ranking[child]'"
     )
 
 
