@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.extras import require
 
 HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
@@ -246,8 +247,7 @@ def harmonic_log_error(
     if np.any(a_arr < 1) or np.any(n_arr < 0):
         raise GradlabError("a must be >= 1 and n >= 0 for harmonic_log_error")
     if precision == "float64":
-        from scipy.special import digamma
-
+        digamma = require("scipy.special", "audit", "harmonic_log_error").digamma
         exact = digamma(a_arr + n_arr + 1.0) - digamma(a_arr + 1.0)
         approx = {
             "log": np.log1p(n_arr / a_arr),
@@ -256,7 +256,7 @@ def harmonic_log_error(
         }[method]
         error = approx - exact
     elif precision == "mpmath":
-        import mpmath
+        mpmath = require("mpmath", "audit", "harmonic_log_error")
 
         def one(x: float, k: float) -> float:
             truth = mpmath.harmonic(x + k) - mpmath.harmonic(x)

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-import gradlab
+from gradlab._version import __version__
 from gradlab.validation import (
     check_positive_finite,
     check_shape,
@@ -611,7 +611,7 @@ class Monitor:
         for path in self._previous_run.get("overwrite", ()):
             path.unlink(missing_ok=True)
         header = {
-            "gradlab": gradlab.__version__,
+            "gradlab": __version__,
             "torch": torch.__version__,
             "python": platform.python_version(),
             "device": str(device) if device is not None else None,
