@@ -212,13 +212,18 @@ def test_require_returns_the_module_when_installed():
     assert require("json", "plot") is sys.modules["json"]
 
 
-def test_require_names_the_extra_and_the_missing_package():
-    with pytest.raises(GradlabError) as raised:
-        require("gradlab_no_such_package.child", "plot", "a feature")
-    assert str(raised.value) == (
-        "a feature needs the gradlab_no_such_package package, which is not installed; "
-        "install it with: pip install 'gradlab-ranking[plot]'"
+@pytest.mark.parametrize(
+    ("module", "extra", "feature", "start"),
+    [("gradlab_no_such_package.child", "plot", "a feature", "a feature needs the "),
+     ("gradlab_no_such_package", "audit", None, "gradlab_no_such_package needs the ")],
+)  # fmt: skip
+def test_require_names_the_extra_and_the_missing_package(module, extra, feature, start):
+    expected = (
+        f"{start}gradlab_no_such_package package, which is not installed; "
+        f"install it with: pip install 'gradlab-ranking[{extra}]'"
     )
+    with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
+        require(module, extra, feature)
 
 
 @pytest.mark.parametrize("extra", ["", "plots", "gradlab" + "[plot]", None])
