@@ -1,6 +1,7 @@
 """Shared test settings: one torch thread per xdist worker, float64 where it matters."""
 
 import os
+import sys
 
 import pytest
 import torch
@@ -19,3 +20,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def offline_trackers(monkeypatch):
+    """W&B offline and quiet, MLflow without telemetry: no network."""
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_DISABLE_CODE", "true")
+    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
+    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
+    monkeypatch.setenv("DO_NOT_TRACK", "true")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+    yield
+    # MLflow keeps its tracking URI and active run in globals: leave none behind.
+    mlflow = sys.modules.get("mlflow")
+    if mlflow is not None:
+        while mlflow.active_run() is not None:
+            mlflow.end_run()
+        mlflow.set_tracking_uri(None)  # None: back to MLFLOW_TRACKING_URI or the default

@@ -10,12 +10,12 @@ from hypothesis import strategies as st
 
 import gradlab
 from gradlab import GradlabError, SmoothAPLoss
+from tests.helpers.warning_frames import frame_named_by_stacklevel
 from tests.reference.smooth_ap_loops import (
     cross_modal_smooth_ap,
     in_batch_smooth_ap,
     loss_from_aps,
 )
-from tests.warning_frames import _frame_named_by_stacklevel
 
 
 def embeddings_for(seed, size, dims=5):
@@ -334,7 +334,7 @@ def test_the_degenerate_batch_warning_names_the_line_that_called_the_loss(
 
     def record(message, category=UserWarning, stacklevel=1, **kwargs):
         if category is DegenerateBatchWarning:
-            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+            named.append(frame_named_by_stacklevel(stacklevel).f_code.co_filename)
 
     loss = make()
     monkeypatch.setattr(warnings, "warn", record)

@@ -18,7 +18,7 @@ from gradlab.plotting.operating_region import (
     plot_p_against_batch_size,
     plot_training_dynamics,
 )
-from tests.plotting.layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
 from tests.reference.smooth_ap_loops import slope
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from gradlab import GradlabError
 from gradlab.functional import smooth_ap, smooth_ap_decomposition
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.smooth_ap_loops import decomposition_one_pair, smooth_ap_one_query
 
 

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 
 CPU = torch.device("cpu")
 

@@ -21,7 +21,7 @@ from gradlab.functional.diagnostics import (
     term_norms,
 )
 from gradlab.functional.smooth_ap import group_by_positive_count
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.smooth_ap_loops import (
     decomposition_one_pair,
     smooth_ap_one_query,

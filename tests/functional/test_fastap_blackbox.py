@@ -15,7 +15,7 @@ from gradlab.functional import (
     descending_ranks,
     fastap,
 )
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.histogram_losses_loops import fastap_query, ranked_ap
 from tests.reference.smooth_ap_loops import loss_from_aps
 

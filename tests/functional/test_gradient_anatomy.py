@@ -16,7 +16,7 @@ from gradlab.functional import (
     nt_xent_loss,
     smooth_ap,
 )
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.anatomy_loops import anatomy_one_query
 
 

@@ -22,7 +22,7 @@ from gradlab.functional import (
     harmonic_rate,
     logarithmic_integral,
 )
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.relaxed_ranking_loops import harmonic_stand_in
 
 

@@ -7,7 +7,7 @@ import torch
 
 from gradlab import GradlabError
 from gradlab.functional import cross_modal_layout, drop_diagonal, in_batch_layout
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 
 
 @pytest.mark.parametrize("size", [1, 2, 5, 17])

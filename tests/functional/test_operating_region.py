@@ -20,7 +20,7 @@ from gradlab.functional import (
     operating_region_width,
 )
 from gradlab.functional.operating_region import PAIR_SETS, operating_region_widths
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference import operating_region_loops as loops
 from tests.reference.smooth_ap_loops import slope
 

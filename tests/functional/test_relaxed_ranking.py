@@ -20,7 +20,7 @@ from gradlab.functional import (
     tie_aware_dcg,
 )
 from gradlab.validation import skip_value_checks
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.relaxed_ranking_loops import relaxed_ap, relaxed_dcg
 from tests.reference.tie_aware_loops import dcg, expected_over_ties
 

@@ -8,7 +8,7 @@ import torch
 import gradlab
 from gradlab.errors import GradlabError
 from gradlab.functional import max_violation_triplet_loss, nt_xent_loss
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.score_losses_loops import score_loss
 
 FUNCTIONS = {"triplet": max_violation_triplet_loss, "nt_xent": nt_xent_loss}

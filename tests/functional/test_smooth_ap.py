@@ -15,7 +15,7 @@ from gradlab.functional.smooth_ap import (
     group_by_positive_count,
     smooth_ap_checked,
 )
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.smooth_ap_loops import smooth_ap_one_query, smooth_ap_one_query_gradient
 
 

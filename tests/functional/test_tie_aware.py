@@ -18,7 +18,7 @@ from gradlab.functional.tie_aware import (
     tie_aware_ap_from_counts,
 )
 from gradlab.validation import skip_value_checks
-from tests.functional.default_device import assert_unchanged_under_another_default_device
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.tie_aware_loops import average_precision, dcg, expected_over_ties
 
 small_lists = st.integers(1, 7).flatmap(

@@ -19,7 +19,7 @@ from gradlab.functional import in_batch_layout, operating_region_proportion
 from gradlab.integrations.lightning import GradlabCallback
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
-from tests.integrations.lightning_module import (
+from tests.helpers.lightning_module import (
     LitRetrieval,
     ddp_worker,
     loader,

@@ -10,9 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.integrations.offline_readers import (
+from tests.helpers.offline_readers import (
     mlflow_history,
-    offline_trackers,  # noqa: F401  (fixture)
     wandb_offline_history,
 )
 
@@ -44,7 +43,7 @@ def test_the_readme_example_logs_the_same_quantities_at_the_same_steps(tmp_path,
     import wandb
 
     from gradlab.monitor import read_jsonl
-    from tests.integrations.lightning_module import LitRetrieval, loader
+    from tests.helpers.lightning_module import LitRetrieval, loader
 
     monkeypatch.chdir(tmp_path)
     # As in a fresh script: W&B's service resolves relative folders against its own working

@@ -8,7 +8,7 @@ import gradlab.plotting.anatomy as plot_module
 from gradlab.experiments.gradient_anatomy import measure
 from gradlab.jsonio import dumps
 from gradlab.plotting.anatomy import plot_anatomy_comparison
-from tests.plotting.layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
 @pytest.fixture(scope="module")

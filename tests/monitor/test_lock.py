@@ -12,7 +12,7 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.lock import LOCK_NAME
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 
 
 def test_two_monitors_on_one_new_folder_do_not_interleave(tmp_path):
@@ -70,7 +70,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOLDER = """
 import sys, time
 import gradlab
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 monitor = gradlab.Monitor(sys.argv[1], preset="cheap", every=1)
 train(monitor, steps=1)
 print("written", flush=True)

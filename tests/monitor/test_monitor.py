@@ -25,7 +25,7 @@ from gradlab.monitor import (
     log_spaced,
     read_jsonl,
 )
-from tests.monitor.helpers import batches, train
+from tests.helpers.training import batches, train
 
 
 def test_watch_leaves_gradients_bit_identical(tmp_path):

@@ -27,7 +27,7 @@ from gradlab.monitor import (
     read_jsonl,
 )
 from gradlab.monitor.batch import BatchView
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 from tests.reference.operating_region_loops import gradient_count, proportion
 from tests.reference.smooth_ap_loops import cosine
 

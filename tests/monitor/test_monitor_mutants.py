@@ -23,9 +23,8 @@ from gradlab import GradlabError, Monitor
 from gradlab.monitor import Loss, Quantity, every, lock, read_jsonl
 from gradlab.monitor.lock import LOCK_NAME
 from gradlab.monitor.monitor import _all_gather_rows, _check_options
-from tests.monitor.helpers import train
-from tests.monitor.test_monitor_paths import one_rank_group  # noqa: F401  (a fixture)
-from tests.warning_frames import _frame_named_by_stacklevel
+from tests.helpers.training import train
+from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 CANNOT_CREATE = "log_dir must be a folder or a path where one can be created"
 """The start of every refusal of a log_dir that exists as something else or cannot be made."""
@@ -57,7 +56,7 @@ class Failing(Quantity):
 # --- gathering under torch.distributed --------------------------------------------------------
 
 
-def test_gathered_rows_stay_on_their_device_whatever_the_default_device(one_rank_group):  # noqa: F811
+def test_gathered_rows_stay_on_their_device_whatever_the_default_device(one_rank_group):
     """torch.set_default_device("cuda") with CPU tensors (or the reverse) must not move the
     sizes or the padded rows to another device than the tensor's (NCCL gathers CUDA only)."""
     tensor = torch.arange(6.0).reshape(3, 2)
@@ -265,7 +264,7 @@ def test_monitor_warnings_name_the_users_line_under_mutation_testing_too(tmp_pat
 
     def record(message, category=UserWarning, stacklevel=1, **kwargs):
         if category is RuntimeWarning and str(message).startswith("gradlab.Monitor: "):
-            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+            named.append(frame_named_by_stacklevel(stacklevel).f_code.co_filename)
 
     with Monitor(tmp_path, quantities=[Failing(every(1)), Loss(every(1))]) as monitor:
         watched = monitor.watch(lambda *args: args[0].sum())

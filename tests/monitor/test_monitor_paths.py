@@ -24,19 +24,6 @@ from tests.reference.operating_region_loops import proportion
 from tests.reference.smooth_ap_loops import cosine
 
 
-@pytest.fixture
-def one_rank_group(tmp_path):
-    if not torch.distributed.is_available():
-        pytest.skip("torch.distributed is not available")
-    torch.distributed.init_process_group(
-        "gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1
-    )
-    try:
-        yield
-    finally:
-        torch.distributed.destroy_process_group()
-
-
 @pytest.mark.parametrize(
     "tensor",
     [torch.randn(5, 3), torch.arange(7), torch.randn(4, 2, dtype=torch.float64)],

@@ -5,7 +5,7 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.sinks import JSONLSink
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 
 BAD_OPTIONS = [
     ({"tau": -1}, r"tau must be .*got -1"),

@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 from gradlab.functional import in_batch_layout, operating_region_proportion
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
-from tests.monitor.workers import distributed_worker, rank_batch
+from tests.helpers.workers import distributed_worker, rank_batch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_killed_training_leaves_valid_jsonl(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "tests.monitor.workers", str(tmp_path)],
+        [sys.executable, "-m", "tests.helpers.workers", str(tmp_path)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

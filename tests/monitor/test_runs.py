@@ -9,7 +9,7 @@ import torch
 import gradlab
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import default_schedule, every, read_jsonl
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 
 
 def _steps(log_dir):

@@ -19,8 +19,8 @@ import torch
 from gradlab import Monitor
 from gradlab.monitor import CSVSink, JSONLSink, Loss, Quantity, every, read_jsonl
 from gradlab.monitor.sinks import decode_value, encode_value
-from tests.monitor.helpers import train
-from tests.monitor.sink_data import TABLE, FixedTable, same
+from tests.helpers.sink_data import TABLE, FixedTable, same
+from tests.helpers.training import train
 
 RAW = {math.nan: "NaN", math.inf: "Infinity", -math.inf: "-Infinity"}
 
@@ -178,7 +178,7 @@ def test_a_key_with_a_line_break_keeps_its_csv_column_when_resumed(tmp_path):
 
 
 def test_a_cut_short_jsonl_line_warning_names_the_line_that_read_the_log(tmp_path, monkeypatch):
-    from tests.warning_frames import _frame_named_by_stacklevel
+    from tests.helpers.warning_frames import frame_named_by_stacklevel
 
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"step": 0, "loss": 1.0}\n{"step": 1, "lo\n', encoding="utf-8")
@@ -186,7 +186,7 @@ def test_a_cut_short_jsonl_line_warning_names_the_line_that_read_the_log(tmp_pat
 
     def record(message, category=UserWarning, stacklevel=1, **kwargs):
         if "not valid JSON" in str(message):
-            named.append(_frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+            named.append(frame_named_by_stacklevel(stacklevel).f_code.co_filename)
 
     monkeypatch.setattr(warnings, "warn", record)
     _, records = read_jsonl(path)

@@ -10,8 +10,8 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, read_segments
-from tests.monitor.helpers import train
-from tests.monitor.sink_data import TABLE, FixedTable, same
+from tests.helpers.sink_data import TABLE, FixedTable, same
+from tests.helpers.training import train
 
 
 def _run(tmp_path, sinks):

@@ -8,13 +8,12 @@ import pytest
 
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import MLflowSink, WandbSink, every, read_jsonl
-from tests.integrations.offline_readers import (
+from tests.helpers.offline_readers import (
     mlflow_history,
-    offline_trackers,  # noqa: F401  (fixture)
     wandb_offline_history,
 )
-from tests.monitor.helpers import train
-from tests.monitor.sink_data import TABLE, FixedTable, same
+from tests.helpers.sink_data import TABLE, FixedTable, same
+from tests.helpers.training import train
 
 pytestmark = pytest.mark.usefixtures("offline_trackers")
 
@@ -101,12 +100,12 @@ def _wandb_offline_records(root, kind):
     import wandb
     from wandb.proto import wandb_internal_pb2
 
-    from tests.integrations.offline_readers import _wandb_records
+    from tests.helpers.offline_readers import wandb_records
 
     wandb.teardown()
     (path,) = sorted(root.rglob("offline-run-*/run-*.wandb"))
     records = []
-    for raw in _wandb_records(path):
+    for raw in wandb_records(path):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(raw)
         if record.WhichOneof("record_type") == kind:

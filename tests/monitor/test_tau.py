@@ -10,7 +10,7 @@ from gradlab import Monitor
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.quantities import OperatingRegion
 from gradlab.monitor.schedules import every
-from tests.monitor.helpers import train
+from tests.helpers.training import train
 
 
 def _width(tau, eps=0.005):

@@ -12,8 +12,8 @@ import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor
 from gradlab.cli import main
 from gradlab.plotting.monitor import _draw_family, load_runs, plot_runs
-from tests.monitor.helpers import train
-from tests.plotting.layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
+from tests.helpers.training import train
 
 
 def _run(log_dir, steps=4, preset="cheap", **options):

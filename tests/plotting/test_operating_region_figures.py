@@ -7,8 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 import gradlab.plotting.operating_region as module
-
-from .layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 FIGURES = Path(__file__).resolve().parents[2] / "figures"
 CLOSED_FORMS = FIGURES / "operating_region_closed_forms.json"

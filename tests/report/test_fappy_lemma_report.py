@@ -5,7 +5,7 @@ import numpy as np
 import gradlab.plotting.losses as plot_module
 from gradlab.plotting.losses import plot_lemma1
 from gradlab.report.fappy_lemma import lemma1_gradient_support, lemma1_verdict
-from tests.plotting.layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
 def test_lemma1_measurement(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ from gradlab.report.tie_aware import (
     relaxation_gap_against_scale,
     relaxation_summary,
 )
-from tests.plotting.layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
 def test_error_surface_respects_the_paper_bound(tmp_path, monkeypatch):

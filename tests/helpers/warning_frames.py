@@ -4,7 +4,7 @@ import pathlib
 import sys
 
 
-def _frame_named_by_stacklevel(stacklevel):
+def frame_named_by_stacklevel(stacklevel):
     """The frame ``warnings.warn(..., stacklevel)`` names when called by our caller, counted in
     the program's own frames: the ones mutmut's trampolines add (in its package) are skipped."""
     frame = sys._getframe(2)  # the function that called warnings.warn

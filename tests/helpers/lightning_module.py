@@ -60,7 +60,7 @@ def rank_batch(rank: int, size: int = 12):
 
 
 class RankData(torch.utils.data.Dataset):
-    """One batch per rank, as in the bare-loop DDP test (tests/monitor/workers.py)."""
+    """One batch per rank, as in the bare-loop DDP test (tests/helpers/workers.py)."""
 
     def __init__(self, rank: int):
         self.images, self.labels = rank_batch(rank)

@@ -10,36 +10,13 @@ from __future__ import annotations
 
 import json
 import struct
-import sys
 from pathlib import Path
-
-import pytest
 
 BLOCK = 32 * 1024
 FULL, FIRST, MIDDLE, LAST = 1, 2, 3, 4
 
 
-@pytest.fixture
-def offline_trackers(monkeypatch):
-    """W&B offline and quiet, MLflow without telemetry: no network."""
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    monkeypatch.setenv("WANDB_SILENT", "true")
-    monkeypatch.setenv("WANDB_DISABLE_CODE", "true")
-    monkeypatch.setenv("WANDB_DISABLE_GIT", "true")
-    monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
-    monkeypatch.setenv("DO_NOT_TRACK", "true")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
-    yield
-    # MLflow keeps its tracking URI and active run in globals: leave none behind.
-    mlflow = sys.modules.get("mlflow")
-    if mlflow is not None:
-        while mlflow.active_run() is not None:
-            mlflow.end_run()
-        mlflow.set_tracking_uri(None)  # None: back to MLFLOW_TRACKING_URI or the default
-
-
-def _wandb_records(path: Path):
+def wandb_records(path: Path):
     data = path.read_bytes()
     ident, _magic, _version = struct.unpack("<4sHB", data[:7])
     assert ident == b":W&B", f"{path} is not a W&B transaction log"
@@ -81,7 +58,7 @@ def wandb_offline_history(root: Path) -> list[dict]:
     runs = sorted(Path(root).rglob("offline-run-*/run-*.wandb"))
     assert len(runs) == 1, f"expected one offline W&B run under {root}, found {runs}"
     rows = []
-    for raw in _wandb_records(runs[0]):
+    for raw in wandb_records(runs[0]):
         record = wandb_internal_pb2.Record()
         record.ParseFromString(raw)
         if record.WhichOneof("record_type") == "history":
