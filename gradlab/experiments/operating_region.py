@@ -254,9 +254,9 @@ def training_dynamics(quick: bool = False, tau: float = 0.01, eps: float = 0.005
 
     def record(step, embeddings, labels, loss):
         scores, positives, candidates = in_batch_layout(embeddings.double(), labels)
-        counts = gradient_counts(scores, positives, tau, eps, candidates=candidates)
+        counts = gradient_counts(scores, positives, tau, eps, candidate_mask=candidates)
         weighted = gradient_counts(
-            scores, positives, tau, eps, weighted=True, candidates=candidates
+            scores, positives, tau, eps, weighted=True, candidate_mask=candidates
         )
         norms = decomposition_norms(in_batch_decomposition(embeddings.double(), labels, tau))
         history.append(

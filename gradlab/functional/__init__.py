@@ -37,7 +37,7 @@ from gradlab.functional.layouts import (
 )
 from gradlab.functional.losses import fastap_loss, mean_ap_loss, smooth_ap_loss
 from gradlab.functional.operating_region import (
-    GradientCounts,
+    GradientCountSummary,
     expected_operating_region_proportion,
     gradient_counts,
     operating_region_is_empty,
@@ -69,7 +69,7 @@ __all__ = [
     "HARMONIC_METHODS",
     "BlackboxRanks",
     "GradientAnatomy",
-    "GradientCounts",
+    "GradientCountSummary",
     "HarmonicLogError",
     "RetrievalLayout",
     "SmoothAPDecomposition",

@@ -110,7 +110,7 @@ def blackbox_ap_loss(
     from gradlab.functional.layouts import in_batch_layout
 
     layout = in_batch_layout(embeddings, labels)
-    scores = layout.scores.masked_fill(~layout.candidates, -math.inf)  # the query ranks last
+    scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
     from gradlab.functional.losses import mean_ap_loss
 
     return mean_ap_loss(blackbox_ap(scores, layout.positives, interpolation, margin), embeddings)

@@ -70,7 +70,7 @@ class SmoothAPDecomposition(NamedTuple):
 
 
 def smooth_ap_decomposition(
-    query: torch.Tensor,
+    queries: torch.Tensor,
     candidates: torch.Tensor,
     positives: torch.Tensor,
     tau: float = 0.01,
@@ -83,7 +83,7 @@ def smooth_ap_decomposition(
     ``dD_ij/dq = v_j - v_i`` holds exactly.
 
     Args:
-        query: ``[d]`` one query or ``[Q, d]`` a batch.
+        queries: ``[Q, d]`` query embeddings, or ``[d]`` for one query.
         candidates: ``[C, d]`` candidate embeddings ``v_j``.
         positives: ``[C]`` (shared by all queries) or ``[Q, C]`` bool relevance mask.
         tau: sigmoid temperature, positive and finite.
@@ -106,19 +106,20 @@ def smooth_ap_decomposition(
         True
     """
     tau = check_positive_finite("tau", tau)
-    check_tensor("query", query, ndims=(1, 2), kind="float", finite=True)
+    check_tensor("queries", queries, ndims=(1, 2), kind="float", finite=True)
     check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(1, 2), kind="bool")
-    check_same_device(query=query, candidates=candidates, positives=positives)
-    if query.dtype != candidates.dtype:
+    check_same_device(queries=queries, candidates=candidates, positives=positives)
+    if queries.dtype != candidates.dtype:
         raise GradlabError(
-            f"query and candidates must share a dtype; got {query.dtype} and {candidates.dtype}"
+            f"queries and candidates must share a dtype; got {queries.dtype} and {candidates.dtype}"
         )
-    single = query.dim() == 1
-    queries = query.unsqueeze(0) if single else query
+    single = queries.dim() == 1
+    if single:
+        queries = queries.unsqueeze(0)
     if queries.shape[1] != candidates.shape[1]:
         raise GradlabError(
-            "query and candidates must share their embedding size; got "
+            "queries and candidates must share their embedding size; got "
             f"{queries.shape[1]} and {candidates.shape[1]}"
         )
     mask = (

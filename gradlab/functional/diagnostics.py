@@ -152,7 +152,7 @@ def smooth_ap_terms(
     tau: float,
     vectors: torch.Tensor,
     *,
-    candidates: torch.Tensor | None = None,
+    candidate_mask: torch.Tensor | None = None,
     forward: tuple | None = None,
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
 ) -> SmoothAPTerms:
@@ -176,7 +176,7 @@ def smooth_ap_terms(
         positives: ``[Q, C]`` bool relevance (non-candidates already removed).
         tau: sigmoid temperature.
         vectors: ``[C, d]`` candidate vectors ``v_j`` (normalized embeddings for cosine).
-        candidates: optional ``[Q, C]`` bool candidate mask.
+        candidate_mask: optional ``[Q, C]`` bool candidate mask.
         forward: ``(groups, [(A, C)])`` of a SmoothAP forward on the same arguments.
         max_chunk_elements: entries of the block computed at once.
 
@@ -189,7 +189,7 @@ def smooth_ap_terms(
         >>> positives = torch.tensor([0, 0, 1, 1, 2, 2]).unsqueeze(0) == torch.tensor(
         ...     [0, 0, 1, 1, 2, 2]).unsqueeze(1)
         >>> keep = ~torch.eye(6, dtype=torch.bool)
-        >>> terms = smooth_ap_terms(v @ v.T, positives & keep, 0.1, v, candidates=keep)
+        >>> terms = smooth_ap_terms(v @ v.T, positives & keep, 0.1, v, candidate_mask=keep)
         >>> parts = smooth_ap_decomposition(v, v, positives, 0.1, candidate_mask=keep)
         >>> bool(torch.allclose(terms.ad_term, parts.ad_term))
         True
@@ -213,7 +213,8 @@ def smooth_ap_terms(
             queries = group.queries[part]
             columns = group.positive_columns[part]
             block = sigmoid_block(scores[queries], columns, tau)
-            weights = rank_weights(positives[queries], mask_rows(candidates, queries), scores.dtype)
+            candidate_rows = mask_rows(candidate_mask, queries)
+            weights = rank_weights(positives[queries], candidate_rows, scores.dtype)
             if saved_a is None:
                 positive_sum, negative_sum = rank_sums(block, weights)
                 rank_a, rank_c = 1.0 + positive_sum, negative_sum

@@ -100,7 +100,7 @@ def gradient_anatomy(
     score_grad: torch.Tensor,
     scores: torch.Tensor,
     positives: torch.Tensor,
-    candidates: torch.Tensor | None = None,
+    candidate_mask: torch.Tensor | None = None,
     *,
     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
     relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
@@ -114,7 +114,7 @@ def gradient_anatomy(
         score_grad: ``[Q, C]`` float, ``dL/dS`` of the loss with respect to ``scores``.
         scores: ``[Q, C]`` float scores (larger ranks higher), for hardness and ranks.
         positives: ``[Q, C]`` bool relevance mask.
-        candidates: optional ``[Q, C]`` bool mask of the entries that are candidates (e.g.
+        candidate_mask: optional ``[Q, C]`` bool mask of the entries that are candidates (e.g.
             ``False`` on the diagonal of in-batch retrieval); ``None``: all are.
         absolute_threshold: ``>= 0``; an entry is active only if ``|G| >`` this
             (default :data:`DEFAULT_ABSOLUTE_THRESHOLD` = 1e-10).
@@ -146,29 +146,29 @@ def gradient_anatomy(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, score_grad.shape, "one flag per score")
     check_same_device(score_grad=score_grad, scores=scores, positives=positives)
-    if candidates is not None:
-        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
-        check_shape("candidates", candidates, score_grad.shape, "one flag per score")
-        check_same_device(score_grad=score_grad, candidates=candidates)
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, score_grad.shape, "one flag per score")
+        check_same_device(score_grad=score_grad, candidate_mask=candidate_mask)
     absolute_threshold = check_non_negative_finite("absolute_threshold", absolute_threshold)
     relative_threshold = check_non_negative_finite("relative_threshold", relative_threshold)
     if relative_threshold > 1:
         raise GradlabError(f"relative_threshold must lie in [0, 1]; got {relative_threshold!r}")
 
-    if candidates is not None:
-        positives = positives & candidates
-        negatives = candidates & ~positives
+    if candidate_mask is not None:
+        positives = positives & candidate_mask
+        negatives = candidate_mask & ~positives
     else:
-        candidates = torch.ones_like(positives)
+        candidate_mask = torch.ones_like(positives)
         negatives = ~positives
     num_queries, num_candidates = score_grad.shape
     if num_candidates == 0:  # no candidate at all: nothing is active, every statistic is NaN
         return _empty_anatomy(positives, num_queries)
     # In score_grad's dtype; masks, not multiplications, so no [Q, C] type conversion.
-    magnitude = score_grad.detach().abs().nan_to_num(nan=0.0).masked_fill_(~candidates, 0.0)
+    magnitude = score_grad.detach().abs().nan_to_num(nan=0.0).masked_fill_(~candidate_mask, 0.0)
     largest = magnitude.amax(dim=1, keepdim=True)
     active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
-    active &= candidates
+    active &= candidate_mask
     active_negative = active & negatives
     active_negatives = active_negative.sum(dim=1)
     num_negatives = negatives.sum(dim=1)
@@ -179,7 +179,7 @@ def gradient_anatomy(
     positions = torch.arange(1, num_candidates + 1, device=order.device).expand_as(order)
     negative_rank = torch.empty_like(order).scatter_(1, order, positions)
     # A NaN score among a query's candidates leaves it without a ranking (no host read).
-    unranked = (torch.isnan(scores.detach()) & candidates).any(dim=1)
+    unranked = (torch.isnan(scores.detach()) & candidate_mask).any(dim=1)
     negative_rank.masked_fill_(~negatives | unranked.unsqueeze(1), 0)
 
     active_ranks = negative_rank.masked_fill(~active_negative, 0)
@@ -198,7 +198,7 @@ def gradient_anatomy(
         mass = torch.gather(cumulative, 1, (hardest - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
         defined = (total > 0) & ~unranked
         shares.append(torch.where(defined, mass / total.clamp(min=1e-300), math.nan))
-    without = candidates.any(dim=1) & ~active.any(dim=1)
+    without = candidate_mask.any(dim=1) & ~active.any(dim=1)
     return GradientAnatomy(
         active=active,
         active_positives=(active & positives).sum(dim=1),

@@ -5,7 +5,7 @@ Conventions (stated, not implied):
 * Scores are cosine similarities; a larger score ranks higher.
 * **In-batch retrieval.** Each item queries all the others. By default the query is *not* one
   of its own candidates (Smooth-AP paper's definition, seed 000 Eq. 1): scores stay ``[B, B]``
-  and the diagonal is masked out through ``candidates``. With ``include_query=True`` the query
+  and the diagonal is masked out through ``candidate_mask``. With ``include_query=True`` the query
   is a candidate and its own positive, as in the official Smooth-AP code and
   pytorch-metric-learning.
 * **Cross-modal retrieval.** Queries of one modality against candidates of another, with an
@@ -30,13 +30,13 @@ class RetrievalLayout(NamedTuple):
     Attributes:
         scores: ``[Q, C]`` cosine similarities.
         positives: ``[Q, C]`` bool, relevant candidates.
-        candidates: ``[Q, C]`` bool or ``None``; ``False`` where a column is not a candidate of
+        candidate_mask: ``[Q, C]`` bool or ``None``; ``False`` where a column is not a candidate of
             that query (the query itself in in-batch retrieval). ``None``: all are candidates.
     """
 
     scores: torch.Tensor
     positives: torch.Tensor
-    candidates: torch.Tensor | None
+    candidate_mask: torch.Tensor | None
 
 
 def in_batch_layout(
@@ -57,7 +57,7 @@ def in_batch_layout(
 
     Returns:
         A :class:`RetrievalLayout` over the full ``[B, B]`` score matrix. Without
-        ``include_query`` the diagonal is masked out of ``candidates`` and ``positives``
+        ``include_query`` the diagonal is masked out of ``candidate_mask`` and ``positives``
         rather than copied away (``drop_diagonal`` gives the ``[B, B - 1]`` view).
 
     Example:
@@ -77,8 +77,8 @@ def in_batch_layout(
     if include_query:
         return RetrievalLayout(scores, positives, None)
     positives.fill_diagonal_(False)
-    candidates = torch.ones_like(positives).fill_diagonal_(False)
-    return RetrievalLayout(scores, positives, candidates)
+    candidate_mask = torch.ones_like(positives).fill_diagonal_(False)
+    return RetrievalLayout(scores, positives, candidate_mask)
 
 
 def _check_embedding_size(name: str, embeddings: torch.Tensor) -> None:

@@ -47,7 +47,7 @@ class LossRecord(NamedTuple):
     Attributes:
         scores: ``[Q, C]`` the score matrix the loss differentiated, in the autograd graph.
         positives: ``[Q, C]`` bool, relevant candidates (the query itself excluded in-batch).
-        candidates: ``[Q, C]`` bool or ``None`` (see :mod:`gradlab.functional.layouts`).
+        candidate_mask: ``[Q, C]`` bool or ``None`` (see :mod:`gradlab.functional.layouts`).
         tau: the loss's temperature.
         include_query: in-batch layout with the query as its own candidate.
         in_batch: ``True`` for ``(embeddings, labels)``, ``False`` for cross-modal calls.
@@ -56,7 +56,7 @@ class LossRecord(NamedTuple):
 
     scores: torch.Tensor
     positives: torch.Tensor
-    candidates: torch.Tensor | None
+    candidate_mask: torch.Tensor | None
     tau: float
     include_query: bool
     in_batch: bool
@@ -128,38 +128,38 @@ def smooth_ap_loss(
     """
     if len(tensors) == 2:
         in_batch = True
-        scores, positives, candidates = in_batch_layout(
+        scores, positives, candidate_mask = in_batch_layout(
             *tensors, include_query=include_query, validate=False
         )
         finite = {"embeddings": tensors[0]}
     elif len(tensors) == 3:
         in_batch = False
         scores = cross_modal_layout(*tensors, validate=False)
-        positives, candidates = tensors[2], None
+        positives, candidate_mask = tensors[2], None
         finite = {"queries": tensors[0], "candidates": tensors[1]}
     else:
         raise GradlabError(
             "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
             f"got {count_noun(len(tensors), 'argument')}"
         )
-    tau = check_smooth_ap_inputs(scores, positives, candidates, tau)
+    tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
     records = _RECORDS.get()
     stash: list | None = [] if records is not None or on_degenerate is not None else None
     ap = smooth_ap_checked(
         scores,
         positives,
         tau,
-        candidates,
+        candidate_mask,
         budget=DEFAULT_CHUNK_ELEMENTS,
         finite=finite if validate else None,
         stash=stash,
     )
     if records is not None:
-        if candidates is not None:
-            positives = positives & candidates
+        if candidate_mask is not None:
+            positives = positives & candidate_mask
         forward = SmoothAPForward(*stash[0])
         records.append(
-            LossRecord(scores, positives, candidates, tau, include_query, in_batch, forward)
+            LossRecord(scores, positives, candidate_mask, tau, include_query, in_batch, forward)
         )
     if on_degenerate is not None:
         query_is_positive = include_query and in_batch

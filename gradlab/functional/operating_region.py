@@ -234,7 +234,7 @@ def expected_operating_region_proportion(
     return diagonal_share + (1.0 - 1.0 / num_candidates) * off_diagonal
 
 
-class GradientCounts(NamedTuple):
+class GradientCountSummary(NamedTuple):
     """Per-query gradient counts (Bleeker & de Rijke) and their summary.
 
     Attributes:
@@ -255,8 +255,8 @@ def gradient_counts(
     threshold: float = 0.005,
     *,
     weighted: bool = False,
-    candidates: torch.Tensor | None = None,
-) -> GradientCounts:
+    candidate_mask: torch.Tensor | None = None,
+) -> GradientCountSummary:
     """Count, per query, the SmoothAP entries that still carry gradient.
 
     An entry is a pair (positive ``i``, candidate ``j != i``). It counts when its sigmoid slope
@@ -271,11 +271,11 @@ def gradient_counts(
         tau: sigmoid temperature.
         threshold: slope threshold, positive.
         weighted: divide the slope by ``R(i, S_Omega)^2``.
-        candidates: optional ``[Q, C]`` bool mask of the columns that are candidates (see
+        candidate_mask: optional ``[Q, C]`` bool mask of the columns that are candidates (see
             :func:`gradlab.functional.smooth_ap`).
 
     Returns:
-        :class:`GradientCounts`. A query without positives counts 0 and is not among
+        :class:`GradientCountSummary`. A query without positives counts 0 and is not among
         ``queries_without_gradient``.
 
     Example:
@@ -292,13 +292,15 @@ def gradient_counts(
     check_same_device(scores=scores, positives=positives)
     if not isinstance(weighted, bool):
         raise GradlabError(f"weighted must be a bool; got {weighted!r}")
-    if candidates is not None:
-        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
-        check_shape("candidates", candidates, scores.shape, "one flag per score")
-        positives = positives & candidates
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        positives = positives & candidate_mask
     rows = scores.detach().to(torch.float64)
     # Non-candidates are moved out of every window.
-    candidate_scores = rows if candidates is None else rows.masked_fill(~candidates, math.inf)
+    candidate_scores = (
+        rows if candidate_mask is None else rows.masked_fill(~candidate_mask, math.inf)
+    )
     sorted_rows = candidate_scores.sort(dim=1).values
     # The positives of each query packed into [Q, max |P_q|] (padding: width 0, counts nothing),
     # so windows are searched for the positive rows only.
@@ -313,7 +315,7 @@ def gradient_counts(
     widths = torch.zeros_like(anchors)
     anchors[query_index, slot] = rows[query_index, positive_index]
     if weighted:
-        ranks = _ranks_of_positives(rows, positives, candidates, tau)
+        ranks = _ranks_of_positives(rows, positives, candidate_mask, tau)
         widths[query_index, slot] = operating_region_widths(tau, threshold * ranks**2)
     else:
         widths[query_index, slot] = operating_region_width(tau, threshold)
@@ -322,20 +324,20 @@ def gradient_counts(
     per_query = inside.sum(dim=1)
     has_positive = positives.any(dim=1)
     without = int((has_positive & (per_query == 0)).sum())
-    return GradientCounts(per_query, without, int(has_positive.sum()))
+    return GradientCountSummary(per_query, without, int(has_positive.sum()))
 
 
 def _ranks_of_positives(
     scores: torch.Tensor,
     positives: torch.Tensor,
-    candidates: torch.Tensor | None,
+    candidate_mask: torch.Tensor | None,
     tau: float,
 ) -> torch.Tensor:
     """``R(i, S_Omega)`` of every positive, in row-major order of the mask (``O(|P| C)``)."""
     groups = group_by_positive_count(positives)
     with torch.no_grad():
         _, saved = smooth_ap_with_ranks(
-            scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidates
+            scores, groups, tau, DEFAULT_CHUNK_ELEMENTS, positives, candidate_mask
         )
     ranks = torch.empty(positives.shape, dtype=scores.dtype, device=scores.device)
     for group, (rank_positive, rank_negative) in zip(groups, saved, strict=True):

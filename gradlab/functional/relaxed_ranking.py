@@ -92,7 +92,7 @@ def soft_histogram(
     levels: torch.Tensor,
     num_bins: int,
     num_levels: int,
-    candidates: torch.Tensor | None = None,
+    candidate_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Soft counts ``c_{d,v}`` ``[Q, num_bins, num_levels]`` of ``[Q, C]`` distances (Eq. 22-31).
 
@@ -101,7 +101,7 @@ def soft_histogram(
         levels: ``[Q, C]`` integer affinity level of each candidate, in ``0 .. num_levels - 1``.
         num_bins: ``b + 1`` for ``b``-bit codes.
         num_levels: number of affinity levels (2 for relevant / not).
-        candidates: optional ``[Q, C]`` bool mask of the columns that count (``False`` on the
+        candidate_mask: optional ``[Q, C]`` bool mask of the columns that count (``False`` on the
             query itself in in-batch retrieval).
 
     Raises:
@@ -113,9 +113,9 @@ def soft_histogram(
     check_shape("levels", levels, distances.shape, "one level per distance")
     num_bins = check_positive_int("num_bins", num_bins)
     num_levels = check_positive_int("num_levels", num_levels)
-    if candidates is not None:
-        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
-        check_shape("candidates", candidates, distances.shape, "one flag per distance")
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, distances.shape, "one flag per distance")
     _refuse_values(
         (_non_finite(distances), "distances must be finite; they hold NaN or infinite entries"),
         (
@@ -124,8 +124,8 @@ def soft_histogram(
         ),
     )
     weights = triangular_kernel(distances, num_bins)
-    if candidates is not None:
-        weights = weights * candidates.unsqueeze(-1)
+    if candidate_mask is not None:
+        weights = weights * candidate_mask.unsqueeze(-1)
     one_hot = torch.nn.functional.one_hot(levels.long(), num_levels).to(distances.dtype)
     return torch.einsum("qcd,qcv->qdv", weights, one_hot)
 

@@ -17,31 +17,31 @@ from gradlab.validation import check_positive_int, check_shape, check_tensor
 
 
 def recall_at_k(
-    scores: torch.Tensor, relevant: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
+    scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict[int, float]:
-    """Share of queries with a relevant item among their ``k`` best (queries with none skipped).
+    """Share of queries with a positives item among their ``k`` best (queries with none skipped).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
-        >>> relevant = torch.tensor([[False, False, True], [False, True, False]])
-        >>> recall_at_k(scores, relevant, ks=(1, 2))
+        >>> positives = torch.tensor([[False, False, True], [False, True, False]])
+        >>> recall_at_k(scores, positives, ks=(1, 2))
         {1: 0.5, 2: 1.0}
     """
     check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
-    check_tensor("relevant", relevant, ndims=(2,), kind="bool")
-    check_shape("relevant", relevant, scores.shape, "one flag per score")
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
+    check_shape("positives", positives, scores.shape, "one flag per score")
     for k in ks:
         check_positive_int("k", k)
-    has_relevant = relevant.any(dim=1)
+    has_positive = positives.any(dim=1)
     order = scores.argsort(dim=1, descending=True)
-    ranked = relevant.gather(1, order)[has_relevant]
+    ranked = positives.gather(1, order)[has_positive]
     return {k: ranked[:, :k].any(dim=1).double().mean().item() for k in ks}
 
 
 def in_batch_retrieval(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[N, N - 1]`` cosine scores and relevance, each item querying all the others."""
+    """``[N, N - 1]`` cosine scores and positives, each item querying all the others."""
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     normalized = F.normalize(embeddings.to(torch.float64), dim=1)
@@ -51,9 +51,9 @@ def in_batch_retrieval(
 
 
 def retrieval_report(
-    scores: torch.Tensor, relevant: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
+    scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict:
-    """Recall@K for each ``k`` and mAP (tie-aware AP averaged over queries with a relevant item)."""
-    recalls = recall_at_k(scores, relevant, ks)
-    ap = tie_aware_ap(scores, relevant)
+    """Recall@K for each ``k`` and mAP (tie-aware AP averaged over queries with a positive)."""
+    recalls = recall_at_k(scores, positives, ks)
+    ap = tie_aware_ap(scores, positives)
     return {**{f"recall@{k}": value for k, value in recalls.items()}, "mAP": ap.nanmean().item()}

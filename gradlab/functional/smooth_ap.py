@@ -223,7 +223,7 @@ def smooth_ap_with_ranks(
     tau: float,
     budget: int,
     positives: torch.Tensor,
-    candidates: torch.Tensor | None,
+    candidate_mask: torch.Tensor | None,
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
     """Per-query AP (NaN without positives) and the ``(A, C)`` of every group.
 
@@ -248,7 +248,8 @@ def smooth_ap_with_ranks(
         for part in chunk_slices(group, num_candidates, budget):
             queries = group.queries[part]
             block = sigmoid_block(scores[queries], group.positive_columns[part], tau)
-            weights = rank_weights(positives[queries], mask_rows(candidates, queries), scores.dtype)
+            candidate_rows = mask_rows(candidate_mask, queries)
+            weights = rank_weights(positives[queries], candidate_rows, scores.dtype)
             positive_sum, negative_sum = rank_sums(block, weights)
             ranks_a.append(1.0 + positive_sum)
             ranks_c.append(negative_sum)
@@ -262,14 +263,14 @@ class _SmoothAPExact(torch.autograd.Function):
     """SmoothAP with the closed-form backward, chunked over positive rows."""
 
     @staticmethod
-    def forward(ctx, scores, positives, candidates, tau, budget, groups, stash):  # type: ignore[override]
-        ap, saved = smooth_ap_with_ranks(scores, groups, tau, budget, positives, candidates)
+    def forward(ctx, scores, positives, candidate_mask, tau, budget, groups, stash):  # type: ignore[override]
+        ap, saved = smooth_ap_with_ranks(scores, groups, tau, budget, positives, candidate_mask)
         if stash is not None:  # a recording caller keeps the ranks (see gradlab.functional.losses)
             stash.append(saved)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
-        ctx.has_candidates = candidates is not None
+        ctx.has_candidates = candidate_mask is not None
         flat = [t for pair in saved for t in pair]
-        extra = (candidates,) if candidates is not None else ()
+        extra = (candidate_mask,) if candidate_mask is not None else ()
         ctx.save_for_backward(scores, positives, *extra, *flat)
         return ap
 
@@ -277,7 +278,7 @@ class _SmoothAPExact(torch.autograd.Function):
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_ap):  # type: ignore[override]
         scores, positives, *flat = ctx.saved_tensors
-        candidates = flat.pop(0) if ctx.has_candidates else None
+        candidate_mask = flat.pop(0) if ctx.has_candidates else None
         tau, budget = ctx.tau, ctx.budget
         num_candidates = scores.shape[1]
         grad_scores = torch.zeros_like(scores)
@@ -295,7 +296,7 @@ class _SmoothAPExact(torch.autograd.Function):
                 block = sigmoid_block(scores[queries], columns, tau)
                 slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G) in place; 0 at j == i
                 weights = rank_weights(
-                    positives[queries], mask_rows(candidates, queries), scores.dtype
+                    positives[queries], mask_rows(candidate_mask, queries), scores.dtype
                 )
                 coefs = torch.stack((coef_positive[part], coef_negative[part]), dim=1)
                 column_sums = torch.bmm(coefs, slope)  # [k, 2, C]
@@ -312,7 +313,7 @@ class _SmoothAPExact(torch.autograd.Function):
 
 
 def check_smooth_ap_inputs(
-    scores: object, positives: object, candidates: object, tau: object
+    scores: object, positives: object, candidate_mask: object, tau: object
 ) -> float:
     """Check :func:`smooth_ap`'s arguments; return ``tau`` as a float.
 
@@ -329,10 +330,10 @@ def check_smooth_ap_inputs(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
-    if candidates is not None:
-        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
-        check_shape("candidates", candidates, scores.shape, "one flag per score")
-        check_same_device(scores=scores, candidates=candidates)
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
     return check_positive_finite("tau", tau)
 
 
@@ -341,7 +342,7 @@ def smooth_ap(
     positives: torch.Tensor,
     tau: float = 0.01,
     *,
-    candidates: torch.Tensor | None = None,
+    candidate_mask: torch.Tensor | None = None,
     backward: str = "exact",
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     validate: bool = True,
@@ -353,7 +354,7 @@ def smooth_ap(
             higher). float16/bfloat16 are computed in float32 and returned in their own dtype.
         positives: ``[Q, C]`` bool tensor, ``True`` where candidate ``c`` is relevant to ``q``.
         tau: temperature of the sigmoid ``G``, positive and finite.
-        candidates: optional ``[Q, C]`` bool mask; ``False`` marks a column that is not a
+        candidate_mask: optional ``[Q, C]`` bool mask; ``False`` marks a column that is not a
             candidate of that query (neither positive nor negative, zero gradient). In-batch
             retrieval uses it to leave the query out of its own ranking without copying the
             ``[B, B]`` score matrix. ``None``: every column is a candidate.
@@ -382,21 +383,21 @@ def smooth_ap(
         >>> smooth_ap(scores, positives, tau=0.01)
         tensor([0.8333,    nan])
     """
-    tau = check_smooth_ap_inputs(scores, positives, candidates, tau)
+    tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
     budget = check_positive_int("max_chunk_elements", max_chunk_elements)
     if backward not in ("exact", "autograd"):
         raise GradlabError(f"backward must be 'exact' or 'autograd'; got {backward!r}")
     if not isinstance(validate, bool):
         raise GradlabError(f"validate must be a bool; got {validate!r}")
     finite = {"scores": scores} if validate else None
-    return smooth_ap_checked(scores, positives, tau, candidates, backward, budget, finite)
+    return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
 
 
 def smooth_ap_checked(
     scores: torch.Tensor,
     positives: torch.Tensor,
     tau: float,
-    candidates: torch.Tensor | None,
+    candidate_mask: torch.Tensor | None,
     backward: str = "exact",
     budget: int = DEFAULT_CHUNK_ELEMENTS,
     finite: dict[str, torch.Tensor] | None = None,
@@ -409,14 +410,14 @@ def smooth_ap_checked(
     """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
-    if candidates is not None:
-        positives = positives & candidates
+    if candidate_mask is not None:
+        positives = positives & candidate_mask
     groups = group_by_positive_count(positives, finite=finite)
     saved: list | None = [] if stash is not None else None
     if backward == "exact":
-        ap = _SmoothAPExact.apply(work, positives, candidates, tau, budget, groups, saved)
+        ap = _SmoothAPExact.apply(work, positives, candidate_mask, tau, budget, groups, saved)
     else:
-        ap, ranks = smooth_ap_with_ranks(work, groups, tau, budget, positives, candidates)
+        ap, ranks = smooth_ap_with_ranks(work, groups, tau, budget, positives, candidate_mask)
         if saved is not None:
             saved.append(ranks)
     if stash is not None:

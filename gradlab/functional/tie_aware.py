@@ -71,33 +71,33 @@ def _check_scores_and_labels(scores: object, labels: object, name: str, kind: st
     return scores.dim() == 1
 
 
-def tie_aware_ap(scores: torch.Tensor, relevance: torch.Tensor) -> torch.Tensor:
+def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     """Tie-aware average precision per query (seed 003, Eq. 2-3; McSherry & Najork).
 
     Args:
         scores: ``[C]`` or ``[Q, C]`` real or integer scores; larger ranks higher, equal
             scores are tied. Pass ``-distance`` for distances.
-        relevance: bool tensor of the same shape.
+        positives: bool tensor of the same shape, ``True`` where an item is relevant.
 
     Returns:
         float64 ``[Q]`` (0-d for ``[C]`` input): the expected AP over all tie-consistent
-        orderings. NaN for a query without relevant items. Without ties it is ordinary AP.
+        orderings. NaN for a query without positives. Without ties it is ordinary AP.
 
     Example:
         >>> tie_aware_ap(torch.tensor([2, 1, 1]), torch.tensor([False, True, False]))
         tensor(0.4167, dtype=torch.float64)
     """
-    single = _check_scores_and_labels(scores, relevance, "relevance", "bool")
-    rows, rel = (scores.unsqueeze(0), relevance.unsqueeze(0)) if single else (scores, relevance)
+    single = _check_scores_and_labels(scores, positives, "positives", "bool")
+    rows, rel = (scores.unsqueeze(0), positives.unsqueeze(0)) if single else (scores, positives)
     groups = TieGroups(rows)
-    positives = groups.group_sum(rel)
-    positives_before = positives.cumsum(dim=1) - positives
+    in_group = groups.group_sum(rel)
+    in_groups_before = in_group.cumsum(dim=1) - in_group
     n, before = groups.sizes, groups.before
-    share = torch.where(n > 1, (positives - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
-    offset = positives_before + 1.0 - share * (before + 1.0)
+    share = torch.where(n > 1, (in_group - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
+    offset = in_groups_before + 1.0 - share * (before + 1.0)
     harmonic = harmonic_number(before + n) - harmonic_number(before)
     per_group = torch.where(
-        positives > 0, positives / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
+        in_group > 0, in_group / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
     )
     total = rel.sum(dim=1).to(torch.float64)
     ap = torch.where(total > 0, per_group.sum(dim=1) / total.clamp(min=1.0), math.nan)
@@ -107,7 +107,7 @@ def tie_aware_ap(scores: torch.Tensor, relevance: torch.Tensor) -> torch.Tensor:
 def tie_aware_ap_at_positives(
     scores: torch.Tensor,
     positive_scores: torch.Tensor,
-    candidates: torch.Tensor | None = None,
+    candidate_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Tie-aware AP per query from its positives' scores, without sorting (seed 003, Eq. 3).
 
@@ -129,7 +129,7 @@ def tie_aware_ap_at_positives(
         positive_scores: ``[Q, g]`` the scores of each query's ``g`` relevant candidates, each
             relevant candidate exactly once (``scores.gather(1, positive_columns)``), ``g >= 1``.
             Every query has the same number of positives: group queries by it.
-        candidates: optional ``[Q, C]`` bool, the entries that are candidates (the positives
+        candidate_mask: optional ``[Q, C]`` bool, the entries that are candidate_mask (the positives
             among them); ``None``: all are.
 
     Returns:
@@ -154,17 +154,17 @@ def tie_aware_ap_at_positives(
     if positive_scores.dtype != scores.dtype:
         positive_scores = positive_scores.to(scores.dtype)
     floating = scores.is_floating_point()
-    if candidates is not None:
-        check_tensor("candidates", candidates, ndims=(2,), kind="bool")
-        check_shape("candidates", candidates, scores.shape, "one flag per score")
-        check_same_device(scores=scores, candidates=candidates)
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
         if floating:  # below every (finite) positive: never above it, never tied with it
-            scores = scores.masked_fill(~candidates, -math.inf)
+            scores = scores.masked_fill(~candidate_mask, -math.inf)
     rows, anchors = scores.unsqueeze(1), positive_scores.unsqueeze(2)  # [Q, 1, C], [Q, g, 1]
     above, level = rows > anchors, rows == anchors  # [Q, g, C]
-    if candidates is not None and not floating:
-        above &= candidates.unsqueeze(1)
-        level &= candidates.unsqueeze(1)
+    if candidate_mask is not None and not floating:
+        above &= candidate_mask.unsqueeze(1)
+        level &= candidate_mask.unsqueeze(1)
     return tie_aware_ap_from_counts(positive_scores, above.sum(dim=2), level.sum(dim=2))
 
 

@@ -282,7 +282,7 @@ class BatchView:
         layout = self.layout
         if include_query and self.labels is not None:
             return self.labels.unsqueeze(0) == self.labels.unsqueeze(1), None
-        return layout.positives, layout.candidates
+        return layout.positives, layout.candidate_mask
 
     def _recorded_forward(self, tau: float, include_query: bool) -> SmoothAPForward | None:
         record = self.record
@@ -319,7 +319,7 @@ class BatchView:
                 positives,
                 tau,
                 self.vectors,
-                candidates=candidates,
+                candidate_mask=candidates,
                 forward=forward,
             )
         return self._cache[key]

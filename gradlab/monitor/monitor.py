@@ -118,7 +118,7 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
     if record is not None:
         direction = "in_batch" if record.in_batch else "i2t"
         capture = ScoreCapture(direction, record.scores.detach(), record.positives,
-                               record.candidates)  # fmt: skip
+                               record.candidate_mask)  # fmt: skip
         if record.scores.requires_grad:
             record.scores.register_hook(_keep_into(capture))
         return capture
@@ -462,7 +462,7 @@ class Monitor:
             for capture in captured:  # a recording distance: in-batch, the query not a candidate
                 capture.direction = "in_batch"
                 capture.positives = batch.layout.positives
-                capture.candidates = batch.layout.candidates
+                capture.candidates = batch.layout.candidate_mask
         if not captured and _is_gradlab_smooth_ap(loss_fn):
             captured = [_smooth_ap_capture(batch)]
         batch.score_captures = captured

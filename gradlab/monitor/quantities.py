@@ -254,7 +254,7 @@ class RelaxationGap(Quantity):
     def compute(self, batch: BatchView) -> Values:
         scores = batch.scores
         groups, ranks = batch.smooth_ap_forward(batch.tau)  # the loss's ranks when recorded
-        candidates = batch.layout.candidates  # in-batch: the query is not its own candidate
+        candidates = batch.layout.candidate_mask  # in-batch: the query is not its own candidate
         smooth = torch.full((scores.shape[0],), math.nan, dtype=scores.dtype, device=scores.device)
         exact = torch.full_like(smooth, math.nan, dtype=torch.float64)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):

@@ -67,7 +67,7 @@ def test_candidate_mask_matches_smooth_ap_mask(seed):
     keep = torch.rand(4, 9, generator=torch.Generator().manual_seed(seed)) < 0.7
     parts = smooth_ap_decomposition(query, vectors, positives, 0.05, candidate_mask=keep)
     leaf = query.clone().requires_grad_(True)
-    ap = smooth_ap(leaf @ vectors.T, positives, 0.05, candidates=keep)
+    ap = smooth_ap(leaf @ vectors.T, positives, 0.05, candidate_mask=keep)
     (expected,) = torch.autograd.grad(ap.nan_to_num(0.0).sum(), leaf)
     defined = ~torch.isnan(ap.detach())
     torch.testing.assert_close(parts.grad[defined], expected[defined], atol=1e-10, rtol=0)
@@ -99,17 +99,17 @@ Q, V, P = torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4, dtype=torch.boo
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"query": torch.zeros(2, 3, 1)}, "query must be 1-D or 2-D"),
-        ({"query": torch.zeros(2, 3, dtype=torch.int64)}, "query must have a floating dtype"),
-        ({"query": torch.full((2, 3), float("nan"))}, "query must be finite"),
+        ({"queries": torch.zeros(2, 3, 1)}, "queries must be 1-D or 2-D"),
+        ({"queries": torch.zeros(2, 3, dtype=torch.int64)}, "queries must have a floating dtype"),
+        ({"queries": torch.full((2, 3), float("nan"))}, "queries must be finite"),
         ({"candidates": torch.zeros(4)}, "candidates must be 2-D"),
         (
             {"candidates": torch.zeros(4, 5)},
-            "query and candidates must share their embedding size; got 3 and 5",
+            "queries and candidates must share their embedding size; got 3 and 5",
         ),
         (
             {"candidates": torch.zeros(4, 3, dtype=torch.float64)},
-            "query and candidates must share a dtype",
+            "queries and candidates must share a dtype",
         ),
         ({"positives": torch.ones(2, 4)}, "positives must be a bool tensor"),
         ({"positives": torch.ones(3, 4, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
@@ -120,7 +120,7 @@ Q, V, P = torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4, dtype=torch.boo
     ],
 )
 def test_error_table(kwargs, message):
-    arguments = {"query": Q, "candidates": V, "positives": P, **kwargs}
+    arguments = {"queries": Q, "candidates": V, "positives": P, **kwargs}
     with pytest.raises(GradlabError, match="^" + message):  # each message starts with its name
         smooth_ap_decomposition(**arguments)
 
@@ -164,11 +164,11 @@ def test_result_stays_on_the_input_device_whatever_the_default_device():
 def test_error_messages_name_both_arguments_and_what_they_got():
     with pytest.raises(
         GradlabError,
-        match=r"^query and candidates must share a dtype; got torch.float32 and torch.float64$",
+        match=r"^queries and candidates must share a dtype; got torch.float32 and torch.float64$",
     ):
         smooth_ap_decomposition(Q, V.double(), P)
     with pytest.raises(
-        GradlabError, match=r"^query and candidates must share their embedding size; got 3 and 5$"
+        GradlabError, match=r"^queries and candidates must share their embedding size; got 3 and 5$"
     ):
         smooth_ap_decomposition(Q, torch.zeros(4, 5), P)
 
@@ -189,11 +189,11 @@ def test_error_messages_name_both_arguments_and_what_they_got():
         ),
         # A mask on another device ("meta" here: query and candidates on meta cannot be
         # checked for finiteness, which comes first).
-        ({"positives": P.to("meta")}, "tensors must be on one device; got query on cpu, "
+        ({"positives": P.to("meta")}, "tensors must be on one device; got queries on cpu, "
                                       "candidates on cpu, positives on meta$"),
     ],
 )  # fmt: skip
 def test_messages_name_the_argument(kwargs, message):
-    arguments = {"query": Q, "candidates": V, "positives": P, **kwargs}
+    arguments = {"queries": Q, "candidates": V, "positives": P, **kwargs}
     with pytest.raises(GradlabError, match=rf"^{message}"):
         smooth_ap_decomposition(**arguments)

@@ -221,7 +221,7 @@ def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
     candidates = keep if masked else None
     relevant = positives & keep if masked else positives
     tau = 0.15
-    terms = smooth_ap_terms(query @ vectors.T, relevant, tau, vectors, candidates=candidates,
+    terms = smooth_ap_terms(query @ vectors.T, relevant, tau, vectors, candidate_mask=candidates,
                             max_chunk_elements=chunk)  # fmt: skip
     for q in range(query.shape[0]):
         kept = [c for c in range(vectors.shape[0]) if not masked or keep[q, c]]
@@ -341,7 +341,9 @@ def test_smooth_ap_terms_stays_on_the_input_device(masked):
     relevant = positives & keep if masked else positives
 
     def terms():
-        result = smooth_ap_terms(query @ vectors.T, relevant, 0.2, vectors, candidates=candidates)
+        result = smooth_ap_terms(
+            query @ vectors.T, relevant, 0.2, vectors, candidate_mask=candidates
+        )
         return result.ap, result.score_grad, result.ad_term, result.cb_term
 
     assert_unchanged_under_another_default_device(terms, query.device)

@@ -198,9 +198,9 @@ def test_recording_keeps_each_in_batch_call_with_its_scores_masks_and_ranks(incl
         assert record.scores[q, c].item() == pytest.approx(cosine(rows[q], rows[c]), abs=TOL)
         candidate = include_query or q != c
         if include_query:
-            assert record.candidates is None  # every pair is a candidate
+            assert record.candidate_mask is None  # every pair is a candidate
         else:
-            assert record.candidates[q, c].item() == candidate
+            assert record.candidate_mask[q, c].item() == candidate
         assert record.positives[q, c].item() == (candidate and bool(labels[q] == labels[c]))
     # the scores are in the graph: a hook on them reads dL/dS
     (score_grad,) = torch.autograd.grad(loss, record.scores)
@@ -220,7 +220,7 @@ def test_recording_keeps_each_in_batch_call_with_its_scores_masks_and_ranks(incl
                 assert rank_a[row, col].item() == pytest.approx(pair["A"], abs=TOL)
                 assert rank_c[row, col].item() == pytest.approx(pair["C"], abs=TOL)
     cross = records[1]
-    assert (cross.tau, cross.in_batch, cross.candidates) == (0.3, False, None)
+    assert (cross.tau, cross.in_batch, cross.candidate_mask) == (0.3, False, None)
     assert cross.positives.all() and cross.scores.shape == (3, 4)
 
 

@@ -176,11 +176,11 @@ def test_smooth_ap_in_batch_anatomy_equals_weighted_gradient_counts():
     labels = torch.arange(24) // 2  # one positive per query; the diagonal is not a candidate
     layout = in_batch_layout(embeddings, labels)
     leaf = layout.scores.detach().clone().requires_grad_(True)
-    mean_ap_loss(smooth_ap(leaf, layout.positives, 0.05, candidates=layout.candidates),
+    mean_ap_loss(smooth_ap(leaf, layout.positives, 0.05, candidate_mask=layout.candidate_mask),
                  leaf).backward()  # fmt: skip
     counts = gradient_counts(layout.scores, layout.positives, 0.05, 0.005, weighted=True,
-                             candidates=layout.candidates)  # fmt: skip
-    anatomy = gradient_anatomy(leaf.grad, layout.scores, layout.positives, layout.candidates,
+                             candidate_mask=layout.candidate_mask)  # fmt: skip
+    anatomy = gradient_anatomy(leaf.grad, layout.scores, layout.positives, layout.candidate_mask,
                                absolute_threshold=0.005 / 24, relative_threshold=0.0)  # fmt: skip
     assert torch.equal(anatomy.active_negatives, counts.per_query)
     assert 0 < counts.per_query.sum() < 24 * 22
@@ -240,8 +240,8 @@ BAD = [
     ("scores", dict(scores=torch.zeros(2, 3, dtype=torch.int32))),
     ("positives", dict(positives=torch.zeros(2, 3))),
     ("positives", dict(positives=torch.zeros(2, 2, dtype=torch.bool))),
-    ("candidates", dict(candidates=torch.zeros(2, 3))),
-    ("candidates", dict(candidates=torch.zeros(3, 3, dtype=torch.bool))),
+    ("candidate_mask", dict(candidate_mask=torch.zeros(2, 3))),
+    ("candidate_mask", dict(candidate_mask=torch.zeros(3, 3, dtype=torch.bool))),
     ("absolute_threshold", dict(absolute_threshold=-1.0)),
     ("absolute_threshold", dict(absolute_threshold=float("inf"))),
     ("relative_threshold", dict(relative_threshold=1.5)),
@@ -435,7 +435,8 @@ def test_queries_without_positives_count_every_negative_in_the_mass():
     [
         ("scores", dict(scores=torch.zeros(2, 4)), "the shape of score_grad"),
         ("positives", dict(positives=torch.zeros(2, 4, dtype=torch.bool)), "one flag per score"),
-        ("candidates", dict(candidates=torch.zeros(1, 3, dtype=torch.bool)), "one flag per score"),
+        ("candidate_mask", dict(candidate_mask=torch.zeros(1, 3, dtype=torch.bool)),
+         "one flag per score"),
     ],
 )
 def test_shape_errors_say_what_shape_was_expected(argument, change, hint):
@@ -444,11 +445,11 @@ def test_shape_errors_say_what_shape_was_expected(argument, change, hint):
         gradient_anatomy(**kwargs)
 
 
-@pytest.mark.parametrize("argument", ["score_grad", "scores", "positives", "candidates"])
+@pytest.mark.parametrize("argument", ["score_grad", "scores", "positives", "candidate_mask"])
 def test_a_tensor_on_another_device_is_refused_by_name(argument):
-    kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK, candidates=None)
-    if argument == "candidates":
-        kwargs["candidates"] = MASK
+    kwargs = dict(score_grad=GRAD, scores=SCORES, positives=MASK, candidate_mask=None)
+    if argument == "candidate_mask":
+        kwargs["candidate_mask"] = MASK
     kwargs[argument] = kwargs[argument].to("meta")
     with pytest.raises(
         GradlabError, match=rf"^tensors must be on one device; .*{argument} on meta"

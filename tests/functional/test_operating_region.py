@@ -125,7 +125,7 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
     positives = torch.rand(3, size, generator=generator) < 0.4
     candidates = torch.rand(3, size, generator=generator) < 0.8 if masked else None
     counts = gradient_counts(
-        scores, positives, 0.01, threshold, weighted=weighted, candidates=candidates
+        scores, positives, 0.01, threshold, weighted=weighted, candidate_mask=candidates
     )
     for q in range(3):
         expected = loops.gradient_count(
@@ -313,11 +313,11 @@ GOOD_MASK = torch.ones(2, 3, dtype=torch.bool)
         ({"positives": GOOD_MASK.to("meta")}, "tensors must be on one device; got scores on cpu, "
                                               "positives on meta"),
         ({"weighted": 1}, "weighted must be a bool; got 1"),
-        ({"candidates": torch.ones(2, 3)}, "candidates must be a bool tensor"),
-        ({"candidates": torch.ones(3, dtype=torch.bool)}, "candidates must be 2-D"),
+        ({"candidate_mask": torch.ones(2, 3)}, "candidate_mask must be a bool tensor"),
+        ({"candidate_mask": torch.ones(3, dtype=torch.bool)}, "candidate_mask must be 2-D"),
         (
-            {"candidates": torch.ones(2, 4, dtype=torch.bool)},
-            r"candidates must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)",
+            {"candidate_mask": torch.ones(2, 4, dtype=torch.bool)},
+            r"candidate_mask must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)",
         ),
     ],
 )  # fmt: skip
@@ -364,7 +364,7 @@ def test_counts_stay_on_the_input_device_whatever_the_default_device(weighted):
     positives = torch.rand(4, 9, generator=generator) < 0.4
     candidates = torch.rand(4, 9, generator=generator) < 0.8
     assert_unchanged_under_another_default_device(
-        lambda: (gradient_counts(scores, positives, weighted=weighted, candidates=candidates),
+        lambda: (gradient_counts(scores, positives, weighted=weighted, candidate_mask=candidates),
                  [operating_region_proportion(scores, pairs=pairs, positives=positives)
                   for pairs in PAIR_SETS]),
         scores.device,

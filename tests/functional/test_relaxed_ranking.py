@@ -218,7 +218,7 @@ def test_relaxed_dcg_gradcheck(method):
             lambda: soft_histogram(
                 torch.ones(2, 3), torch.zeros(2, 3).long(), 4, 2, torch.ones(2, 3)
             ),
-            "candidates must be a bool tensor",
+            "candidate_mask must be a bool tensor",
         ),
         (lambda: relaxed_hamming_distances(torch.ones(3)), "codes must be 2-D"),
         (
@@ -350,7 +350,7 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
         (lambda: soft_histogram(D23, L23, 0, 2), "num_bins must be a positive integer"),
         (lambda: soft_histogram(D23, L23, 4, 0), "num_levels must be a positive integer"),
         (lambda: soft_histogram(D23, L23, 4, 2, torch.ones(2, 2, dtype=torch.bool)),
-         r"candidates must have shape \(2, 3\) \(one flag per distance\); got \(2, 2\)$"),
+         r"candidate_mask must have shape \(2, 3\) \(one flag per distance\); got \(2, 2\)$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(3, 2), torch.ones(2)),
          "level_counts must be 3-D"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 3, 2), torch.ones(2, dtype=torch.long)),

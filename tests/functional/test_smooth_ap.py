@@ -95,7 +95,7 @@ def test_candidate_mask_equals_the_loops_on_the_kept_columns(backward, seed, kee
     scores, positives = random_problem(seed, 5, 10, 0.4, spread=0.1)
     candidates = torch.rand(5, 10, generator=torch.Generator().manual_seed(seed)) < keep
     leaf = scores.clone().requires_grad_(True)
-    masked = smooth_ap(leaf, positives, 0.05, candidates=candidates, backward=backward)
+    masked = smooth_ap(leaf, positives, 0.05, candidate_mask=candidates, backward=backward)
     (grad,) = torch.autograd.grad(masked.nan_to_num(0.0).sum(), leaf)
     values, gradients = loop_values_and_gradients(scores, positives, 0.05, candidates)
     torch.testing.assert_close(masked, values, atol=1e-12, rtol=0, equal_nan=True)
@@ -190,10 +190,10 @@ GOOD_POSITIVES = torch.ones(2, 3, dtype=torch.bool)
         ({"tau": float("nan")}, "tau must be a positive finite number"),
         ({"tau": "0.01"}, "tau must be a positive finite number"),
         ({"tau": True}, "tau must be a positive finite number"),
-        ({"candidates": torch.ones(2, 3)}, "candidates must be a bool tensor"),
+        ({"candidate_mask": torch.ones(2, 3)}, "candidate_mask must be a bool tensor"),
         (
-            {"candidates": torch.ones(3, 3, dtype=torch.bool)},
-            r"candidates must have shape \(2, 3\)",
+            {"candidate_mask": torch.ones(3, 3, dtype=torch.bool)},
+            r"candidate_mask must have shape \(2, 3\)",
         ),
         ({"backward": "numeric"}, "^backward must be 'exact' or 'autograd'; got 'numeric'$"),
         ({"max_chunk_elements": 0}, "max_chunk_elements must be a positive integer"),
@@ -323,18 +323,18 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(backward):
 
     def run():
         leaf = scores.clone().requires_grad_(True)
-        ap = smooth_ap(leaf, positives, 0.05, candidates=candidates, backward=backward)
+        ap = smooth_ap(leaf, positives, 0.05, candidate_mask=candidates, backward=backward)
         (grad,) = torch.autograd.grad(ap.nan_to_num(0.0).sum(), leaf)
         return ap.detach(), grad
 
     assert_unchanged_under_another_default_device(run, scores.device)
 
 
-@pytest.mark.parametrize("name", ["positives", "candidates"])
+@pytest.mark.parametrize("name", ["positives", "candidate_mask"])
 def test_mask_shape_and_device_messages_name_the_mask(name):
     scores = torch.zeros(2, 3)
     good = torch.ones(2, 3, dtype=torch.bool)
-    masks = {"positives": good, "candidates": good}
+    masks = {"positives": good, "candidate_mask": good}
     with pytest.raises(
         GradlabError,
         match=rf"^{name} must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)$",

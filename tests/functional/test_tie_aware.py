@@ -149,7 +149,7 @@ def test_all_tied_ap_is_the_relevant_fraction_limit():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: tie_aware_ap(torch.zeros(3), torch.ones(3)), "relevance must be a bool tensor"),
+        (lambda: tie_aware_ap(torch.zeros(3), torch.ones(3)), "positives must be a bool tensor"),
         (lambda: tie_aware_ap(torch.zeros(3), torch.ones(4, dtype=torch.bool)), r"shape \(3,\)"),
         (
             lambda: tie_aware_ap(torch.tensor([0.0, math.nan]), torch.ones(2, dtype=torch.bool)),
@@ -179,7 +179,7 @@ def test_all_tied_ap_is_the_relevant_fraction_limit():
             lambda: tie_aware_ap_at_positives(
                 torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 3, dtype=torch.bool)
             ),
-            "candidates",
+            "candidate_mask",
         ),
         (
             lambda: tie_aware_dcg(torch.zeros(3), torch.ones(3, dtype=torch.long)),
@@ -214,9 +214,9 @@ def _with_value_checks_skipped(call):
     ("call", "message"),
     [
         (lambda: tie_aware_ap(ROW3, FLAGS3.float()),
-         "relevance must be a bool tensor; got torch.float32$"),
+         "positives must be a bool tensor; got torch.float32$"),
         (lambda: tie_aware_ap(ROW3, torch.ones(4, dtype=torch.bool)),
-         r"relevance must have shape \(3,\) \(one value per score\); got \(4,\)$"),
+         r"positives must have shape \(3,\) \(one value per score\); got \(4,\)$"),
         (lambda: tie_aware_ap(torch.tensor([0.0, math.nan]), FLAGS3[:2]),
          "scores must be finite; it holds NaN or infinite entries$"),
         (lambda: tie_aware_ap(FLAGS3, FLAGS3),
@@ -224,9 +224,9 @@ def _with_value_checks_skipped(call):
         (lambda: tie_aware_ap(torch.zeros(1, 1, 3), FLAGS3.view(1, 1, 3)),
          r"scores must be 1-D or 2-D; got shape \(1, 1, 3\)$"),
         (lambda: tie_aware_ap(ROW3, FLAGS3.view(1, 1, 3)),
-         r"relevance must be 1-D or 2-D; got shape \(1, 1, 3\)$"),
+         r"positives must be 1-D or 2-D; got shape \(1, 1, 3\)$"),
         (lambda: tie_aware_ap(ROW3, torch.ones(3, dtype=torch.bool, device="meta")),
-         "tensors must be on one device; got scores on cpu, relevance on meta$"),
+         "tensors must be on one device; got scores on cpu, positives on meta$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(2, 3), torch.zeros(3, 1)),
          r"positive_scores must be \[Q, g\] with Q = 2 \(the rows of scores\) and g >= 1; "
          r"got shape \(3, 1\)$"),
@@ -250,16 +250,16 @@ def _with_value_checks_skipped(call):
          "tensors must be on one device; got scores on cpu, positive_scores on meta$"),
         (lambda: tie_aware_ap_at_positives(
             torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 3, dtype=torch.bool)),
-         r"candidates must have shape \(1, 2\) \(one flag per score\); got \(1, 3\)$"),
+         r"candidate_mask must have shape \(1, 2\) \(one flag per score\); got \(1, 3\)$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1, 1), FLAGS3[:2]),
-         r"candidates must be 2-D; got shape \(2,\)$"),
+         r"candidate_mask must be 2-D; got shape \(2,\)$"),
         (lambda: tie_aware_ap_at_positives(torch.zeros(1, 2), torch.zeros(1, 1),
                                            torch.ones(1, 2)),
-         "candidates must be a bool tensor; got torch.float32$"),
+         "candidate_mask must be a bool tensor; got torch.float32$"),
         (lambda: tie_aware_ap_at_positives(
             torch.zeros(1, 2), torch.zeros(1, 1), torch.ones(1, 2, dtype=torch.bool,
                                                              device="meta")),
-         "tensors must be on one device; got scores on cpu, candidates on meta$"),
+         "tensors must be on one device; got scores on cpu, candidate_mask on meta$"),
         (lambda: tie_aware_dcg(ROW3, torch.ones(3, dtype=torch.long)),
          "gains must have a floating dtype; got torch.int64$"),
         (lambda: tie_aware_dcg(torch.zeros(2), torch.tensor([1.0, math.inf])),

@@ -80,10 +80,12 @@ def test_smooth_ap_loss_anatomy_is_its_exact_score_gradient(tmp_path):
     layout = gradlab.functional.in_batch_layout(embeddings.detach().double(), labels)
     leaf = layout.scores.clone().requires_grad_(True)
     gradlab.functional.mean_ap_loss(
-        gradlab.functional.smooth_ap(leaf, layout.positives, 0.05, candidates=layout.candidates),
+        gradlab.functional.smooth_ap(
+            leaf, layout.positives, 0.05, candidate_mask=layout.candidate_mask
+        ),
         leaf,
     ).backward()
-    anatomy = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidates)
+    anatomy = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidate_mask)
     assert record["anatomy_active_negatives_mean"] == pytest.approx(
         anatomy.active_negatives.double().mean().item()
     )
@@ -229,7 +231,7 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
         monitor.watch(loss_fn)(*arguments).backward()
         record = monitor.step()
     leaf = scores.clone().requires_grad_(True)
-    aps = smooth_ap(leaf, mask, 0.1, candidates=None if keep.all() else keep,
+    aps = smooth_ap(leaf, mask, 0.1, candidate_mask=None if keep.all() else keep,
                     backward="autograd")  # fmt: skip
     (1 - aps[~aps.isnan()].mean()).backward()
     per_query = [anatomy_one_query(leaf.grad[q].tolist(), scores[q].tolist(), mask[q].tolist(),

@@ -62,7 +62,7 @@ def test_logged_values_equal_the_functional_api(tmp_path):
     assert {"gradient_agreement_cosine", "gradient_agreement_relative_error"} <= set(record)
     layout = in_batch_layout(detached.double(), labels)
     smooth = gradlab.functional.smooth_ap(
-        layout.scores, layout.positives, 0.05, candidates=layout.candidates
+        layout.scores, layout.positives, 0.05, candidate_mask=layout.candidate_mask
     )
     # The monitor scores the float32 embeddings; the reference uses float64.
     assert record["smooth_ap"] == pytest.approx(smooth.nanmean().item(), rel=1e-6)

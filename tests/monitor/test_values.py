@@ -577,7 +577,7 @@ def test_quantities_reading_the_loss_record_compute_on_the_embeddings_device():
               for g in record.forward.groups]  # fmt: skip
     ranks = [(_on_meta(a), _on_meta(c)) for a, c in record.forward.ranks]
     on_meta = record._replace(scores=_on_meta(record.scores), positives=_on_meta(record.positives),
-                              candidates=_on_meta(record.candidates),
+                              candidate_mask=_on_meta(record.candidate_mask),
                               forward=SmoothAPForward(groups, ranks))  # fmt: skip
     batch = BatchView(embeddings=_on_meta(embeddings), labels=_on_meta(labels), tau=TAU,
                       loss_record=on_meta)  # fmt: skip
