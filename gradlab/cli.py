@@ -69,6 +69,12 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
         "--mutants", action="store_true",
         help="also check every mutant of every printed form; records get mutants, mutants_killed",
     )  # fmt: skip
+    audit.add_argument(
+        "--measure", action="store_true",
+        help="also measure P against batch size (quick settings, trains small networks for "
+        "about a minute) to decide the one empirical claim; without it that claim is recorded "
+        "as not measured and nothing is trained (default: off)",
+    )  # fmt: skip
     plot = commands.add_parser(
         "plot", help="figures from Monitor log folders, several runs overlaid (headless)"
     )
@@ -173,7 +179,12 @@ def main(argv: list[str] | None = None) -> int:
                     check_output_file(path, argument=option)
             from gradlab.symbolic.audit import format_table, run_audit, write_outputs
 
-            records = run_audit(mutants=arguments.mutants)
+            measurement = None
+            if arguments.measure:  # the study layer measures; the audit only decides
+                from gradlab.experiments import p_vs_batch_size
+
+                measurement = p_vs_batch_size.measure(quick=True)
+            records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement)
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "plot":

@@ -183,3 +183,23 @@ def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
                             timeout=120)  # fmt: skip
     assert result.stdout.strip() == "2 []"
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("gradlab: --json ")
+
+
+@pytest.mark.parametrize("measure", [False, True])
+def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, monkeypatch, measure):
+    import gradlab.experiments.p_vs_batch_size as study
+    import gradlab.symbolic.audit as audit
+
+    measurement = {"batch_sizes": [16, 64], "settings": {}}
+    measured, audited = [], []
+
+    def fake_measure(**options):
+        measured.append(options)
+        return measurement
+
+    monkeypatch.setattr(study, "measure", fake_measure)
+    monkeypatch.setattr(audit, "run_audit", lambda **options: audited.append(options) or [])
+    code, _, _ = _run(["audit", *(["--measure"] if measure else [])], capsys)
+    assert code == 0
+    assert measured == ([{"quick": True}] if measure else [])
+    assert audited == [{"mutants": False, "p_vs_batch_size": measurement if measure else None}]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 from pathlib import Path
@@ -90,11 +92,26 @@ LOSS_FIGURES = {
 """Figure table of the other AP losses (FAPPY's Lemma 1 measured)."""
 
 
+@functools.lru_cache(maxsize=2)
+def _p_vs_batch_size(quick: bool, device: str) -> dict:
+    from gradlab.experiments import p_vs_batch_size
+
+    return p_vs_batch_size.measure(quick=quick, device=device)
+
+
+def p_vs_batch_size_measurement(quick: bool, device: str) -> dict:
+    """The report's P-vs-m measurement, measured once per settings and shared by the audit
+    (which decides the batch-size claim from it) and the operating-region section."""
+    return copy.deepcopy(_p_vs_batch_size(quick, device))
+
+
 def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
-    """The derivation audit: every printed claim of the seeds with its verdict."""
+    """The derivation audit: every printed claim of the seeds with its verdict; the empirical
+    claim decided from the report's own P-vs-m measurement."""
     from gradlab.symbolic.audit import format_markdown, run_audit, summary_counts
 
-    records = run_audit(mutants=not quick)  # the mutants take about 15 s more
+    measurement = p_vs_batch_size_measurement(quick, device)
+    records = run_audit(mutants=not quick, p_vs_batch_size=measurement)
     (out / "audit.json").write_text(json.dumps(records, indent=1))
     # One level down: the audit is one section of the report, each paper a subsection.
     body = re.sub(r"^(#{1,5}) ", r"#\1 ", format_markdown(records), flags=re.MULTILINE)
@@ -134,13 +151,12 @@ def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[d
 
 def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Closed-form width, P against batch size under the seed's sampler, P over training."""
-    from gradlab.experiments import p_vs_batch_size
     from gradlab.plotting.studies import plot_p_vs_batch_size
 
     drawn = draw_figures(OPERATING_REGION_FIGURES, out / "figures", quick)
     closed = drawn["operating_region_closed_forms"]
     dynamics = drawn["operating_region_training_dynamics"]
-    batch = p_vs_batch_size.measure(quick=quick, device=device)
+    batch = p_vs_batch_size_measurement(quick, device)
     write_json(out / "figures" / "p_vs_batch_size.json", batch)
     plot_p_vs_batch_size(batch, out / "figures" / "p_vs_batch_size.png")
     last = dynamics["history"][-1]
@@ -227,8 +243,9 @@ def p_vs_batch_size_text(batch: dict) -> str:
     verdict, _ = decide_trend(batch, "rises")
     parts.append(
         f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
-        f"rule on this measurement: {verdict}; `gradlab audit` decides the claim from this study's "
-        "quick settings, where one network is trained per m for one epoch). At a fixed network, m "
+        f"rule on this measurement: {verdict}; the audit above decides the claim from this "
+        "measurement, and `gradlab audit --measure` from its quick settings, where one network "
+        "is trained per m for one epoch). At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."

@@ -10,10 +10,12 @@ import json
 import textwrap
 import time
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 
 import mpmath
 
+from gradlab.errors import GradlabError
 from gradlab.paths import check_output_file
 from gradlab.symbolic import (
     fappy_claims,
@@ -31,9 +33,27 @@ AUDIT_DECIMAL_DIGITS = 15
 MODULES = (smoothap_claims, supplementary_claims, tie_aware_claims, minibatch_claims, fappy_claims)
 
 
-def all_claims() -> list[Claim]:
-    """Every audited claim, ordered by seed and then by label."""
-    claims = [claim for module in MODULES for claim in module.claims()]
+def all_claims(*, p_vs_batch_size: Mapping | None = None) -> list[Claim]:
+    """Every audited claim, ordered by seed and then by label.
+
+    Args:
+        p_vs_batch_size: the measurement that decides Smooth-AP's batch-size conjecture
+            (``gradlab.experiments.p_vs_batch_size.measure``'s dict). The audit never measures:
+            without it that claim is ``inconclusive``, its detail saying it was not measured.
+
+    Example:
+        >>> claim = next(c for c in all_claims() if c.label == "claim-p-grows-with-batch-size")
+        >>> claim.check(claim.printed).detail.split(":")[0]
+        'not measured'
+    """
+    if p_vs_batch_size is not None and not isinstance(p_vs_batch_size, Mapping):
+        raise GradlabError(
+            "p_vs_batch_size must be a measurement dict (gradlab.experiments.p_vs_batch_size."
+            f"measure) or None; got {type(p_vs_batch_size).__name__}"
+        )
+    claims = [claim for module in MODULES
+              for claim in (module.claims(p_vs_batch_size) if module is supplementary_claims
+                            else module.claims())]  # fmt: skip
     return sorted(claims, key=lambda c: (c.seed, _label_key(c.label)))
 
 
@@ -43,10 +63,31 @@ def _label_key(label: str) -> tuple:
     return (1, 0, label)
 
 
-def run_audit(claims: list[Claim] | None = None, *, mutants: bool = False) -> list[dict]:
-    """Check every claim; a check that raises is recorded as ``inconclusive`` with its error."""
+def run_audit(
+    claims: list[Claim] | None = None,
+    *,
+    mutants: bool = False,
+    p_vs_batch_size: Mapping | None = None,
+) -> list[dict]:
+    """Check every claim; a check that raises is recorded as ``inconclusive`` with its error.
+
+    Args:
+        claims: the claims to check (default :func:`all_claims`).
+        mutants: also check every mutant of every printed form.
+        p_vs_batch_size: the measurement passed to :func:`all_claims` (only with the default
+            claims; claims built by the caller carry their own).
+
+    Returns:
+        One JSON-ready record per claim: id, seed, label, claim, method, verdict, detail,
+        citation, seconds (and mutants, mutants_killed, mutant_results with ``mutants``).
+    """
+    if claims is not None and p_vs_batch_size is not None:
+        raise GradlabError(
+            "p_vs_batch_size is used only with the default claims; got it with claims=[...] "
+            "(build the measured claim with supplementary_claims.claims(measurement) instead)"
+        )
     records = []
-    for claim in claims if claims is not None else all_claims():
+    for claim in claims if claims is not None else all_claims(p_vs_batch_size=p_vs_batch_size):
         start = time.perf_counter()
         try:
             with mpmath.workdps(AUDIT_DECIMAL_DIGITS):  # records independent of the caller's mpmath

@@ -1,6 +1,6 @@
 """Seed 002's conjecture "P grows with mini-batch size", decided from a measurement.
 
-The measurement comes from ``gradlab.experiments.p_vs_batch_size.measure`` (issue 13): the seed's
+The measurement comes from ``gradlab.experiments.p_vs_batch_size.measure``, passed in: the seed's
 sampler (4 items per class, ``m/4`` classes), P of Eq. 1 per batch size ``m`` and per random seed,
 in several settings (a fixed untrained model, a fixed trained model, models trained at each m).
 The decision is a pure function of that dict, so it is tested on synthetic measurements.
@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-NEEDS_DATA = "needs the many-class data of issue 13"
+NOT_MEASURED = "not measured"
 FLAT_BAND = 0.01  # |change of mean P| below this, with a small spread, reads as flat
 SIGNIFICANCE = 3.0  # a change counts when it exceeds this many standard errors
 SATURATED = 0.01  # P within this of 0 or 1 at every m and seed says nothing about a trend

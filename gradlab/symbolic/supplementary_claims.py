@@ -9,13 +9,13 @@ spans two orders of magnitude in every variable (a tight order, as the table com
 from __future__ import annotations
 
 import functools
-import importlib
+from collections.abc import Mapping
 
 import numpy as np
 import sympy as sp
 from scipy.special import expit
 
-from gradlab.symbolic.batch_size import NEEDS_DATA, decide_trend
+from gradlab.symbolic.batch_size import NOT_MEASURED, decide_trend
 from gradlab.symbolic.claims import (
     Claim,
     Form,
@@ -137,25 +137,28 @@ def check_table_s1(form: Form) -> Verdict:
 # --- the batch-size conjecture -------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-@functools.cache
-def _measurement():
-    """``measure(quick=True)`` of issue 13 (computed once per process: every mutant of the claim
-    is checked against the same measurement), or None when that module is not importable."""
-    try:
-        module = importlib.import_module("gradlab.experiments.p_vs_batch_size")
-    except ImportError:
-        return None
-    return module.measure(quick=True)
+def check_batch_size_conjecture(form: Form, measurement: Mapping | None = None) -> Verdict:
+    """The conjecture decided by :func:`gradlab.symbolic.batch_size.decide_trend` on a measurement.
 
+    An empirical claim: its verdict needs P measured under Smooth-AP's sampler, which this module
+    never runs (a check trains nothing). The caller passes the measurement (the report its own,
+    ``gradlab audit --measure`` the quick one); without it the claim is ``inconclusive``, the
+    detail saying it was not measured.
 
-def check_batch_size_conjecture(form: Form, measurement=None) -> Verdict:
-    measurement = _measurement() if measurement is None else measurement
+    Args:
+        form: the printed form, ``{"P over m": "rises"}`` (or a mutant's trend).
+        measurement: ``gradlab.experiments.p_vs_batch_size.measure``'s dict, or None.
+
+    Example:
+        >>> check_batch_size_conjecture(Form({"P over m": "rises"})).detail.split(":")[0]
+        'not measured'
+    """
     if measurement is None:
-        return undecided(f"{NEEDS_DATA}: gradlab.experiments.p_vs_batch_size is not importable, "
-                         "so P under the seed's sampler (4 per class, m/4 classes) is not measured. "
-                         "The i.i.d. argument alone does not decide it: under that sampler a "
-                         "query's share of negative pairs grows with m.")  # fmt: skip
+        return undecided(f"{NOT_MEASURED}: P under the seed's sampler (4 per class, m/4 classes) "
+                         "is a measurement that the audit takes as an argument; run `gradlab audit "
+                         "--measure` (or the report) to decide it. The i.i.d. argument alone does "
+                         "not decide it: under that sampler a query's share of negative pairs "
+                         "grows with m.")  # fmt: skip
     return Verdict(*decide_trend(measurement, form.value["P over m"]))
 
 
@@ -299,8 +302,13 @@ def check_overhead(form: Form) -> Verdict:
     )  # fmt: skip
 
 
-def claims() -> list[Claim]:
-    """The audited claims of seed 002."""
+def claims(p_vs_batch_size: Mapping | None = None) -> list[Claim]:
+    """The audited claims of Smooth-AP's supplementary material (Brown et al., 2020).
+
+    Args:
+        p_vs_batch_size: the measurement that decides the batch-size conjecture (see
+            :func:`check_batch_size_conjecture`); None leaves that claim not measured.
+    """
     slope = _sigmoid(D, tau_s) * (1 - _sigmoid(D, tau_s)) / tau_s
     eq1 = Form({"|dG/dD|": slope, "threshold": sp.Rational(5, 1000), "denominator": sp.Symbol("m") ** 2},
                context="P = sum_ij [|dG(D_ij)/dD_ij| > threshold] / denominator, tau = 0.01")  # fmt: skip
@@ -329,8 +337,8 @@ def claims() -> list[Claim]:
               "is right."),
         Claim(SEED, "claim-p-grows-with-batch-size",
               "P grows with mini-batch size because larger batches hold more close scores", trend,
-              check_batch_size_conjecture,
-              "issue 13's measurement (4 per class, m/4 classes, several seeds): trend vs spread",
+              functools.partial(check_batch_size_conjecture, measurement=p_vs_batch_size),
+              "a measurement passed in (4 per class, m/4 classes, several seeds): trend vs spread",
               mutants=(with_parameters(trend, "P falls with m", **{"P over m": "falls"}),)),
         Claim(SEED, "claim-table-s2-blackbox", "Blackbox AP costs O(n log n) per query", blackbox,
               check_blackbox_order, "comparisons of a merge sort of the retrieval set, p and n varied",

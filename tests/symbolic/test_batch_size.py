@@ -62,13 +62,10 @@ def test_one_seed_has_no_spread():
     assert setting_trend([[0.1, 0.2, 0.3]])[0] == "unclear"
 
 
-def test_without_issue_13_the_verdict_says_why(monkeypatch):
-    import gradlab.symbolic.supplementary_claims as module
-
-    monkeypatch.setattr(module, "_measurement", lambda: None)
-    verdict = module.check_batch_size_conjecture(Form({"P over m": "rises"}))
+def test_without_a_measurement_the_verdict_says_it_was_not_measured():
+    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}))
     assert verdict.verdict == "inconclusive"
-    assert verdict.detail.startswith("needs the many-class data of issue 13")
+    assert verdict.detail.startswith("not measured: ")
 
 
 def test_the_seeds_pair_the_two_ends():

@@ -278,36 +278,44 @@ def test_overhead_gaps_are_shown_to_the_microsecond():
     assert "by {'Other': 1.0} ms" in verdict.detail
 
 
-# --- the batch-size conjecture without issue 13's data ---------------------------------------
+# --- the batch-size conjecture: decided from a measurement passed in, never measured here -------
 
 
-def test_without_a_measurement_the_detail_says_what_is_missing_and_why(monkeypatch):
-    monkeypatch.setattr(supplementary, "_measurement", lambda: None)
+def test_without_a_measurement_the_detail_says_what_is_missing_and_why():
     detail = check_batch_size_conjecture(Form({"P over m": "rises"})).detail
     # one sentence after another, each joined to the next by a single space
     for phrase in (
-        ": gradlab.experiments.p_vs_batch_size is not importable, so P under the seed's sampler",
-        "(4 per class, m/4 classes) is not measured. The i.i.d. argument alone does not decide it",
+        "not measured: P under the seed's sampler (4 per class, m/4 classes) is a measurement",
+        "run `gradlab audit --measure` (or the report) to decide it. The i.i.d. argument alone",
         "under that sampler a query's share of negative pairs grows with m.",
     ):
         assert phrase in detail
     assert detail.endswith("grows with m.")
 
 
-def test_a_given_measurement_is_used_instead_of_issue_13s(monkeypatch):
-    def not_to_be_called():
-        raise AssertionError("the measurement passed in was ignored")
+RISING = {
+    "batch_sizes": [16, 32, 64],
+    "per_class": 4,
+    "seeds": [0, 1, 2],
+    "settings": {"fixed": {"P": [[0.1 + s * 0.001, 0.2, 0.3 + s * 0.001] for s in range(3)]}},
+}
 
-    monkeypatch.setattr(supplementary, "_measurement", not_to_be_called)
-    sizes = [16, 32, 64]
-    rising = {
-        "batch_sizes": sizes,
-        "per_class": 4,
-        "seeds": [0, 1, 2],
-        "settings": {"fixed": {"P": [[0.1 + s * 0.001, 0.2, 0.3 + s * 0.001] for s in range(3)]}},
-    }
-    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=rising)
+
+def test_a_given_measurement_decides_the_claim():
+    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=RISING)
     assert verdict.verdict == "holds", verdict.detail
+
+
+def test_the_claim_table_carries_the_measurement_to_the_check_and_its_mutants():
+    def conjecture(measurement):
+        return next(c for c in supplementary.claims(measurement)
+                    if c.label == "claim-p-grows-with-batch-size")  # fmt: skip
+
+    measured = conjecture(RISING)
+    assert measured.check(measured.printed).verdict == "holds"
+    assert [measured.check(m).verdict for m in measured.mutants] == ["fails"]
+    unmeasured = conjecture(None)
+    assert unmeasured.check(unmeasured.printed).detail.startswith("not measured: ")
 
 
 # --- the checks' samples are the documented ones ----------------------------------------------
