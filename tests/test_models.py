@@ -2,7 +2,7 @@
 
 import torch
 
-from gradlab.data.digit_strings import _digit_pools
+from gradlab.data.digit_strings import digit_pools
 from gradlab.models import (
     CaptionGRU,
     DigitStringNet,
@@ -18,7 +18,7 @@ def _pool_tensors(pools):
 
 
 def test_backbone_pretraining_is_deterministic_frozen_and_accurate():
-    train_pools, test_pools = _digit_pools(torch.Generator().manual_seed(0))
+    train_pools, test_pools = digit_pools(torch.Generator().manual_seed(0))
     images, labels = _pool_tensors(train_pools)
     first = pretrain_digit_backbone(images, labels, seed=3)
     second = pretrain_digit_backbone(images, labels, seed=3)

@@ -29,7 +29,7 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.data.digit_strings import _digit_pools
+from gradlab.data.digit_strings import digit_pools
 from gradlab.errors import GradlabError
 from gradlab.validation import check_positive_int
 
@@ -232,7 +232,7 @@ def load_digit_scenes(
     if not isinstance(noise, (int, float)) or not 0.0 <= noise < float("inf"):
         raise GradlabError(f"noise must be a non-negative finite number; got {noise!r}")
     generator = torch.Generator().manual_seed(seed)
-    pools = _digit_pools(generator)[0 if split == "train" else 1]
+    pools = digit_pools(generator)[0 if split == "train" else 1]
     offset = 0 if split == "train" else 1_000_003
     generator.manual_seed(seed * 2 + offset)
     rng = random.Random(seed * 2 + offset)

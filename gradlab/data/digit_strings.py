@@ -40,8 +40,24 @@ class DigitStrings(NamedTuple):
     test_labels: torch.Tensor
 
 
-def _digit_pools(generator: torch.Generator) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-    """Per digit value, two disjoint pools of ``8 x 8`` images in ``[0, 1]`` (train, test)."""
+def digit_pools(generator: torch.Generator) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Per digit value, two disjoint pools of ``8 x 8`` images in ``[0, 1]`` (train, test).
+
+    scikit-learn's digits (offline), each value's images shuffled by ``generator`` and split
+    in half: handwriting in the test pool is never seen in training. The digit strings and the
+    digit scenes draw their glyphs from these pools.
+
+    Args:
+        generator: fixes the split.
+
+    Returns:
+        ``(train_pools, test_pools)``: ten tensors ``[n_v, 8, 8]`` each, indexed by digit value.
+
+    Example:
+        >>> train, test = digit_pools(torch.Generator().manual_seed(0))
+        >>> len(train), tuple(train[3].shape[1:]), bool(train[3].max() <= 1)
+        (10, (8, 8), True)
+    """
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -144,7 +160,7 @@ def _generate(
     if not isinstance(noise, (int, float)) or not 0.0 <= noise < float("inf"):
         raise GradlabError(f"noise must be a non-negative finite number; got {noise!r}")
     generator = torch.Generator().manual_seed(seed)
-    train_pools, test_pools = _digit_pools(generator)
+    train_pools, test_pools = digit_pools(generator)
     classes = 10**num_digits
     order = torch.randperm(classes, generator=generator)
     train_numbers = order[: classes // 2].sort().values

@@ -33,8 +33,8 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.data.digit_scenes import DigitScenes, load_digit_scenes, vocabulary
-from gradlab.data.digit_strings import _digit_pools
-from gradlab.experiments._runtime import study_threads
+from gradlab.data.digit_strings import digit_pools
+from gradlab.experiments.runtime import study_threads
 from gradlab.functional import (
     gradient_anatomy,
     max_violation_triplet_loss,
@@ -261,7 +261,7 @@ def _measure(quick, seeds, device, encoders, losses, tau) -> dict:
     for seed in seeds:
         train = load_digit_scenes(config["train_scenes"], "train", seed=seed)
         test = load_digit_scenes(config["test_scenes"], "test", seed=seed)
-        pools = _digit_pools(torch.Generator().manual_seed(seed))
+        pools = digit_pools(torch.Generator().manual_seed(seed))
         backbone = _pretrained_backbone(pools, seed, device)
         accuracies.append(_backbone_accuracy(backbone, pools[1], device))
         train_features = scene_features(backbone, train)

@@ -28,8 +28,8 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
-from gradlab.experiments._metrics import map_at_r
-from gradlab.experiments._runtime import study_threads
+from gradlab.experiments.metrics import map_at_r
+from gradlab.experiments.runtime import study_threads
 from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.models import DigitStringNet

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
-from gradlab.experiments._runtime import study_threads
+from gradlab.experiments.runtime import study_threads
 from gradlab.functional import drop_diagonal, operating_region_proportion
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import DigitStringNet

@@ -16,7 +16,7 @@ import torch
 
 import gradlab
 from gradlab.errors import GradlabError
-from gradlab.experiments._runtime import study_threads
+from gradlab.experiments.runtime import study_threads
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.findings import findings_markdown
@@ -84,7 +84,7 @@ def run_report(
         started, cpu_started = time.perf_counter(), time.process_time()
         try:
             # One CPU thread: the studies' kernels are small, and two threads on a shared
-            # 2-core machine made their steps several times slower (gradlab.experiments._runtime).
+            # 2-core machine made their steps several times slower (gradlab.experiments.runtime).
             with study_threads(device):
                 section_results, section_markdown = SECTIONS[name](out, quick, device)
         except (ImportError, ModuleNotFoundError) as error:

@@ -5,7 +5,7 @@ import torch
 
 from gradlab.data.digit_scenes import load_digit_scenes
 from gradlab.experiments import digit_scenes, loss_comparison
-from gradlab.experiments._metrics import map_at_r
+from gradlab.experiments.metrics import map_at_r
 from gradlab.models import DigitBackbone
 
 
