@@ -31,8 +31,11 @@ docs: $(STAMP)
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
 
+# ruff, then the import contract of pyproject.toml ([tool.importlinter]): the library never
+# imports the studies or the CLI.
 lint: $(STAMP)
 	$(BIN)/ruff check gradlab tests benchmarks analyses tools
+	$(BIN)/lint-imports --no-cache
 
 # Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/; several hours on
 # two cores (see benchmarks/mutation.py: one module with --only runs in minutes);
