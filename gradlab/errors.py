@@ -1,4 +1,4 @@
-"""The one exception type of gradlab.
+"""The one exception type of gradlab, and where its warnings point.
 
 Every input error raised by gradlab is a :class:`GradlabError`. It subclasses
 :class:`ValueError`, so code that already catches ``ValueError`` keeps working.
@@ -6,6 +6,10 @@ Messages name the argument, what was received and what is allowed.
 """
 
 from __future__ import annotations
+
+import functools
+import os
+import sys
 
 
 class GradlabError(ValueError):
@@ -20,3 +24,40 @@ class GradlabError(ValueError):
         ...     print(error)
         tau must be a positive finite number; got -1.0
     """
+
+
+@functools.cache
+def _library_roots() -> tuple[str, ...]:
+    """The folders of gradlab and torch: frames there are not the user's."""
+    import torch
+
+    return (
+        os.path.dirname(os.path.abspath(__file__)) + os.sep,
+        os.path.dirname(os.path.abspath(torch.__file__)) + os.sep,
+    )
+
+
+def caller_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning name the first frame outside gradlab and torch.
+
+    Call it from the function that calls :func:`warnings.warn`. It walks the frames from
+    that function outwards and skips every frame whose file lies inside the gradlab package
+    or torch (``nn.Module.__call__``, a Monitor's wrapper of a watched loss, ...), so the
+    warning points at the user's line however many library frames lie in between.
+
+    Example:
+        >>> import warnings
+        >>> def inside_gradlab():  # a doctest's frames lie outside gradlab: level 1
+        ...     return caller_stacklevel()
+        >>> inside_gradlab()
+        1
+    """
+    roots = _library_roots()
+    frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
+    level = 1
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
+        roots
+    ):
+        frame = frame.f_back
+        level += 1
+    return level

@@ -1,16 +1,35 @@
-"""Thin ``nn.Module`` wrappers: validate in ``__init__``, forward is one call into functional."""
+"""Thin ``nn.Module`` wrappers: validate in ``__init__``, forward is one call into functional.
+
+Every loss derives from :class:`RankingLoss`, which gives it ``validate=``, the count of
+batches without ranking signal (``degenerate_batches``, one :class:`DegenerateBatchWarning`
+per instance, pointing at the caller's line) and the class attribute :attr:`~RankingLoss.input_form`
+that says what the first argument is. Argument names follow the glossary (``docs/glossary.md``):
+
+* embedding losses: ``loss(embeddings, labels)``, pytorch-metric-learning's convention;
+* cross-modal SmoothAP and Blackbox AP by keyword:
+  ``loss(queries, candidates=candidates, positives=positives)``;
+* score losses: ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
+"""
 
 from __future__ import annotations
 
 import warnings
+from typing import ClassVar
 
 import torch
 from torch import nn
 
-from gradlab.errors import GradlabError
-from gradlab.functional.blackbox_ap import blackbox_ap_loss
+from gradlab.errors import GradlabError, caller_stacklevel
+from gradlab.functional.blackbox_ap import blackbox_ap, blackbox_ap_loss
 from gradlab.functional.fappy import check_normalization, fappy_deltas, fappy_loss
-from gradlab.functional.losses import fastap_loss, smooth_ap_loss
+from gradlab.functional.layouts import cross_modal_layout
+from gradlab.functional.losses import (
+    check_call_form,
+    fastap_loss,
+    has_ranking_signal,
+    mean_ap_loss,
+    smooth_ap_loss,
+)
 from gradlab.functional.score_losses import (
     DIRECTIONS,
     REDUCTIONS,
@@ -22,58 +41,114 @@ from gradlab.validation import (
     check_non_negative_finite,
     check_positive_finite,
     check_positive_int,
+    check_shape,
+    check_tensor,
+    finite_flag,
+    value_checks_enabled,
 )
+
+INPUT_FORMS = ("embeddings", "scores")
+"""The values of :attr:`RankingLoss.input_form`."""
 
 
 class DegenerateBatchWarning(UserWarning):
     """A loss got a batch in which no query has a positive: its value is 0, its gradient 0."""
 
 
-class _WarnsOnDegenerateBatch(nn.Module):
-    """Counts batches without ranking signal in ``degenerate_batches``; warns on the first.
+class RankingLoss(nn.Module):
+    """Base of every gradlab loss: input checks, degenerate-batch accounting, input form.
 
-    The one mechanism of every gradlab loss module: the functional loss calls
-    ``self._on_degenerate`` from its single host read (no extra synchronisation), and the first
-    call per instance raises a :class:`DegenerateBatchWarning` with ``_DEGENERATE_MESSAGE``.
+    A batch in which no query has both a positive and a negative (an empty batch, one item per
+    class, a single class) has no ranking signal: the loss is 0 with zero gradients. That is
+    usually a sampler bug, so the first such batch raises a :class:`DegenerateBatchWarning`
+    (a ``UserWarning``, once per loss instance; silence it with
+    ``warnings.filterwarnings("ignore", category=DegenerateBatchWarning)``) and every such batch
+    is counted in ``degenerate_batches``, which a :class:`gradlab.Monitor` logs. The warning
+    names the first frame outside gradlab and torch (:func:`gradlab.errors.caller_stacklevel`):
+    the line that called the loss, however it was wrapped.
+
+    Attributes:
+        input_form: class attribute, ``"embeddings"`` (the first argument is ``[B, d]``
+            embeddings, or ``[Q, d]`` queries in the cross-modal form) or ``"scores"`` (a
+            ``[Q, C]`` score matrix). A :class:`gradlab.Monitor` reads it, so ``watch(loss)``
+            needs no ``inputs=`` for gradlab's losses.
+        validate: refuse NaN/inf inputs and count degenerate batches (on by default). Both
+            ride on one host read per call; ``False`` skips them (see each loss for what is
+            then read back, if anything).
+        degenerate_batches: how many batches without ranking signal this instance has seen.
+
+    Example:
+        >>> sorted(cls.__name__ for cls in RankingLoss.__subclasses__())[:2]
+        ['BlackboxAPLoss', 'FAPPYLoss']
+        >>> NTXentLoss.input_form, SmoothAPLoss.input_form
+        ('scores', 'embeddings')
     """
 
-    _DEGENERATE_MESSAGE = (
-        "no query in this batch has both a positive and a negative, so the loss has no ranking "
-        "signal; check the sampler or the positive mask. Warned once per loss instance; "
-        "loss.degenerate_batches counts such batches."
+    input_form: ClassVar[str] = "embeddings"
+    degenerate_message: ClassVar[str] = (
+        "no query in this batch has both a positive and a negative (an empty batch, one item "
+        "per class, or a single class), so the loss has no ranking signal (0, with a zero "
+        "gradient); check the sampler (a batch needs two or more items of a class and another "
+        "class). Warned once per loss instance; loss.degenerate_batches counts such batches."
     )
 
-    def __init__(self) -> None:
+    def __init__(self, validate: bool = True) -> None:
         super().__init__()
+        if not isinstance(validate, bool):
+            raise GradlabError(f"validate must be a bool; got {validate!r}")
+        self.validate = validate
         self.degenerate_batches = 0
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.input_form not in INPUT_FORMS:
+            raise GradlabError(
+                f"{cls.__name__}.input_form must be one of {INPUT_FORMS}; got {cls.input_form!r}"
+            )
+
     def _on_degenerate(self) -> None:
+        """Count a batch without ranking signal; warn on the first (at the caller's line)."""
         self.degenerate_batches += 1
         if self.degenerate_batches == 1:
             warnings.warn(
-                f"{type(self).__name__}: {self._DEGENERATE_MESSAGE}",
+                f"{type(self).__name__}: {self.degenerate_message}",
                 DegenerateBatchWarning,
-                stacklevel=6,  # the caller's line (functional loss, forward, nn.Module.__call__)
+                stacklevel=caller_stacklevel(),
             )
 
+    def _check_in_batch(self, embeddings: torch.Tensor, labels: torch.Tensor) -> None:
+        """With ``validate``: finite embeddings and the degenerate count, in one host read.
 
-class SmoothAPLoss(_WarnsOnDegenerateBatch):
-    """``1 - mean smooth AP`` (Brown et al., ECCV 2020; seed 000 Eq. 1, seed 002 Table S1).
+        Shapes and dtypes are checked first (metadata only), so the flags are well defined.
+        """
+        check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+        check_tensor("labels", labels, ndims=(1,), kind="integer")
+        check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+        if not self.validate or not value_checks_enabled():
+            return
+        flags = torch.stack((finite_flag(embeddings), has_ranking_signal(labels))).tolist()
+        if not flags[0]:
+            raise GradlabError("embeddings must be finite; it holds NaN or infinite entries")
+        if not flags[1]:
+            self._on_degenerate()
+
+
+class SmoothAPLoss(RankingLoss):
+    """``1 - mean smooth AP`` (Brown et al., ECCV 2020, Eq. 1; Bleeker & de Rijke, Eq. 5).
 
     Call it two ways:
 
     * ``loss(embeddings, labels)``: in-batch retrieval with cosine similarity; every item
       queries all the others (see :mod:`gradlab.functional.layouts` for ``include_query``).
-    * ``loss(queries, candidates, positives)``: cross-modal retrieval with a ``[Q, C]`` bool
-      positive mask.
+    * ``loss(queries, candidates=candidates, positives=positives)``: cross-modal retrieval,
+      ``queries [Q, d]`` against ``candidates [C, d]`` with a ``[Q, C]`` bool positive mask.
+      By keyword only: a third positional argument raises a :class:`GradlabError` that shows
+      this form.
 
     Queries without a positive (a singleton class, a caption with no image) are left out of
-    the mean. A batch in which no query has both a positive and a negative (an empty batch,
-    all-singleton labels, a single-class batch) gives a loss of 0 with zero gradients. That is
-    usually a sampler bug, so the first such batch raises a :class:`DegenerateBatchWarning`
-    (a ``UserWarning``, once per loss instance; silence it with
-    ``warnings.filterwarnings("ignore", category=DegenerateBatchWarning)``) and every such
-    batch is counted in ``loss.degenerate_batches``, which a :class:`gradlab.Monitor` logs.
+    the mean. Degenerate batches are counted and warned about as :class:`RankingLoss` says;
+    that accounting reads the group sizes the loss reads back anyway, so it runs with
+    ``validate=False`` too.
 
     Args:
         tau: sigmoid temperature, positive and finite (the paper uses 0.01).
@@ -87,105 +162,188 @@ class SmoothAPLoss(_WarnsOnDegenerateBatch):
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> round(loss_fn(emb, torch.tensor([0, 0, 1, 1])).item(), 4)
         0.0
+        >>> images, captions = emb[:2], emb[2:]  # image 0 ranks its caption second: AP 1/2
+        >>> round(loss_fn(images, candidates=captions, positives=torch.eye(2) > 0).item(), 4)
+        0.25
     """
+
+    input_form = "embeddings"
 
     def __init__(
         self, tau: float = 0.01, include_query: bool = False, validate: bool = True
     ) -> None:
-        super().__init__()
+        super().__init__(validate)
         self.tau = check_positive_finite("tau", tau)
         if not isinstance(include_query, bool):
             raise GradlabError(f"include_query must be a bool; got {include_query!r}")
-        if not isinstance(validate, bool):
-            raise GradlabError(f"validate must be a bool; got {validate!r}")
         self.include_query = include_query
-        self.validate = validate
 
-    def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *extra: object,
+        candidates: torch.Tensor | None = None,
+        positives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``loss(embeddings, labels)`` or ``loss(queries, candidates=..., positives=...)``."""
         return smooth_ap_loss(
-            *tensors, tau=self.tau, include_query=self.include_query, validate=self.validate,
-            on_degenerate=self._on_degenerate,
+            embeddings, labels, *extra, candidates=candidates, positives=positives,
+            tau=self.tau, include_query=self.include_query, validate=self.validate,
+            on_degenerate=self._on_degenerate, name=type(self).__name__,
         )  # fmt: skip
-
-    _DEGENERATE_MESSAGE = (
-        "no query in this batch has both a positive and a negative (an empty batch, one item "
-        "per class, or a single class), so the loss has no ranking signal (0, with a zero "
-        "gradient); check the sampler (a batch needs two or more items of a class and another "
-        "class). Warned once per loss instance; loss.degenerate_batches counts such batches."
-    )
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"
 
 
-class FAPPYLoss(nn.Module):
-    """FAPPY, the multi-scale false-positive-probability loss (seed 004, Algorithm 1).
+class FAPPYLoss(RankingLoss):
+    """FAPPY, the multi-scale false-positive-probability loss (FAPPY paper, Algorithm 1).
 
     ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving down to ``delta_min``.
     ``normalization="paper"`` (default) divides each scale's sum by all positive pairs as
     Algorithm 1 prints it; ``"official"`` divides the running loss by the scale's active pairs as
-    the authors' Caffe layer does.
+    the authors' Caffe layer does. In-batch only: its functional core,
+    :func:`gradlab.functional.fappy_loss`, pairs the items of one batch.
+
+    Args:
+        delta_min: the smallest bin width, positive and finite.
+        normalization: ``"paper"`` or ``"official"``.
+        validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
 
     Example:
         >>> FAPPYLoss(delta_min=0.01).deltas[:3]
         [2.0, 1.0, 0.5]
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> float(FAPPYLoss(delta_min=0.25)(emb, torch.tensor([0, 0, 1, 1])))
+        0.0
     """
 
-    def __init__(self, delta_min: float = 0.01, normalization: str = "paper") -> None:
-        super().__init__()
+    input_form = "embeddings"
+
+    def __init__(
+        self, delta_min: float = 0.01, normalization: str = "paper", validate: bool = True
+    ) -> None:
+        super().__init__(validate)
         self.delta_min = check_positive_finite("delta_min", delta_min)
         self.deltas = fappy_deltas(self.delta_min)
         self.normalization = check_normalization(normalization)
 
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return fappy_loss(embeddings, labels, self.delta_min, self.normalization)
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *extra: object,
+        candidates: torch.Tensor | None = None,
+        positives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``loss(embeddings, labels)``."""
+        check_call_form(type(self).__name__, labels, extra, candidates, positives, False)
+        self._check_in_batch(embeddings, labels)
+        return fappy_loss(embeddings, labels, self.delta_min, self.normalization, validate=False)
 
     def extra_repr(self) -> str:
         return f"delta_min={self.delta_min}, normalization={self.normalization!r}"
 
 
-class FastAPLoss(nn.Module):
+class FastAPLoss(RankingLoss):
     """``1 - mean FastAP`` (Cakir et al., CVPR 2019) with ``num_bins`` distance bins.
+
+    ``loss(embeddings, labels)``. In-batch only: its functional core,
+    :func:`gradlab.functional.fastap`, builds each query's histogram from the batch.
+
+    Args:
+        num_bins: distance bins, a positive integer.
+        validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
 
     Example:
         >>> FastAPLoss(num_bins=10)
         FastAPLoss(num_bins=10)
     """
 
-    def __init__(self, num_bins: int = 10) -> None:
-        super().__init__()
+    input_form = "embeddings"
+
+    def __init__(self, num_bins: int = 10, validate: bool = True) -> None:
+        super().__init__(validate)
         self.num_bins = check_positive_int("num_bins", num_bins)
 
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return fastap_loss(embeddings, labels, self.num_bins)
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *extra: object,
+        candidates: torch.Tensor | None = None,
+        positives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``loss(embeddings, labels)``."""
+        check_call_form(type(self).__name__, labels, extra, candidates, positives, False)
+        self._check_in_batch(embeddings, labels)
+        return fastap_loss(embeddings, labels, self.num_bins, validate=False)
 
     def extra_repr(self) -> str:
         return f"num_bins={self.num_bins}"
 
 
-class BlackboxAPLoss(nn.Module):
+class BlackboxAPLoss(RankingLoss):
     """``1 - mean AP`` with blackbox-differentiated ranks (Rolinek et al., CVPR 2020).
 
-    Defaults from seed 002: ``interpolation`` (lambda) 4, ``margin`` 0.02.
+    Defaults from the Smooth-AP paper's comparison: ``interpolation`` (lambda) 4, ``margin``
+    0.02. Called as ``loss(embeddings, labels)`` or, cross-modal, as
+    ``loss(queries, candidates=candidates, positives=positives)`` (its core,
+    :func:`gradlab.functional.blackbox_ap`, takes any score matrix).
+
+    Args:
+        interpolation: lambda, positive and finite.
+        margin: subtracted from positive scores before ranking, non-negative.
+        validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
 
     Example:
         >>> BlackboxAPLoss()
         BlackboxAPLoss(interpolation=4.0, margin=0.02)
     """
 
-    def __init__(self, interpolation: float = 4.0, margin: float = 0.02) -> None:
-        super().__init__()
+    input_form = "embeddings"
+
+    def __init__(
+        self, interpolation: float = 4.0, margin: float = 0.02, validate: bool = True
+    ) -> None:
+        super().__init__(validate)
         self.interpolation = check_positive_finite("interpolation", interpolation)
         self.margin = check_non_negative_finite("margin", margin)
 
-    def forward(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return blackbox_ap_loss(embeddings, labels, self.interpolation, self.margin)
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *extra: object,
+        candidates: torch.Tensor | None = None,
+        positives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``loss(embeddings, labels)`` or ``loss(queries, candidates=..., positives=...)``."""
+        name = type(self).__name__
+        if check_call_form(name, labels, extra, candidates, positives, True):
+            self._check_in_batch(embeddings, labels)
+            return blackbox_ap_loss(
+                embeddings, labels, self.interpolation, self.margin, validate=False
+            )
+        scores = cross_modal_layout(embeddings, candidates, positives, validate=False)
+        if self.validate and value_checks_enabled():
+            counts = positives.sum(dim=1)
+            signal = ((counts > 0) & (counts < positives.shape[1])).any()
+            finite = finite_flag(embeddings) & finite_flag(candidates)
+            flags = torch.stack((finite, signal)).tolist()  # the one host read
+            if not flags[0]:
+                raise GradlabError("queries and candidates must be finite; NaN or inf found")
+            if not flags[1]:
+                self._on_degenerate()
+        ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
+        return mean_ap_loss(ap, scores)
 
     def extra_repr(self) -> str:
         return f"interpolation={self.interpolation}, margin={self.margin}"
 
 
-class _ScoreMatrixLoss(ScoreRecorderSlot, _WarnsOnDegenerateBatch):
+class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
     """Base of the losses called as ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
 
     ``score_recorder`` is ``None`` or a ``(direction, scores_alias, positives_mask)`` callable;
@@ -193,24 +351,21 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, _WarnsOnDegenerateBatch):
     direction's ``dL/dS`` (see :mod:`gradlab.functional.score_losses`). It never changes the
     loss value or its gradients.
 
-    As with :class:`SmoothAPLoss`, a batch in which no query has both a positive and a negative
-    raises a :class:`DegenerateBatchWarning` once per instance and is counted in
-    ``degenerate_batches``; NaN/inf scores and an empty score matrix raise a
-    :class:`GradlabError`. The finiteness check and the count share the call's one host read.
-    Unlike SmoothAP these losses need no host read of their own, so ``validate=False`` makes
-    the call read nothing back at all (for GPU pipelines): no finiteness check, and no
-    degenerate-batch warning or count.
+    NaN/inf scores and an empty score matrix raise a :class:`GradlabError`. The finiteness
+    check and the degenerate count share the call's one host read. Unlike SmoothAP these losses
+    need no host read of their own, so ``validate=False`` makes the call read nothing back at
+    all (for GPU pipelines): no finiteness check, and no degenerate-batch warning or count.
     """
 
+    input_form = "scores"
     _recorder_signature = " (direction, scores, positives)"
 
     def __init__(self, direction: str, reduction: str, validate: bool = True) -> None:
-        super().__init__()
+        RankingLoss.__init__(self, validate)
         if direction not in DIRECTIONS:
             raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
         if reduction not in REDUCTIONS:
             raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
-        self._set_validate(validate)
         self.direction = direction
         self.reduction = reduction
         self.score_recorder = None
@@ -239,6 +394,7 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
         self.margin = check_non_negative_finite("margin", margin)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        """``loss(scores [Q, C], positives [Q, C] bool)``."""
         return max_violation_triplet_loss(
             scores, positives, self.margin, direction=self.direction,
             reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,
@@ -272,6 +428,7 @@ class NTXentLoss(_ScoreMatrixLoss):
         self.temperature = check_positive_finite("temperature", temperature)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+        """``loss(scores [Q, C], positives [Q, C] bool)``."""
         return nt_xent_loss(
             scores, positives, self.temperature, direction=self.direction,
             reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,

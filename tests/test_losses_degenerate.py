@@ -75,7 +75,7 @@ def test_cross_modal_count_follows_the_brute_force_reference(case):
     loss_fn = SmoothAPLoss(0.05)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DegenerateBatchWarning)
-        loss_fn(torch.randn(3, 4), torch.randn(5, 4), positives)
+        loss_fn(torch.randn(3, 4), candidates=torch.randn(5, 4), positives=positives)
     assert loss_fn.degenerate_batches == int(_degenerate_by_loops(positives=positives))
 
 

@@ -105,11 +105,26 @@ def blackbox_ap_loss(
     labels: torch.Tensor,
     interpolation: float = 4.0,
     margin: float = 0.02,
+    *,
+    validate: bool = True,
 ) -> torch.Tensor:
-    """``1 - mean blackbox AP`` of in-batch retrieval (cosine; query not its own candidate)."""
+    """``1 - mean blackbox AP`` of in-batch retrieval (cosine; query not its own candidate).
+
+    Args:
+        embeddings: ``[B, d]`` floating.
+        labels: ``[B]`` integer classes.
+        interpolation: lambda of :func:`blackbox_ap`.
+        margin: margin of :func:`blackbox_ap`.
+        validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
+        >>> blackbox_ap_loss(emb, torch.tensor([0, 0, 1, 1]))
+        tensor(0.)
+    """
     from gradlab.functional.layouts import in_batch_layout
 
-    layout = in_batch_layout(embeddings, labels)
+    layout = in_batch_layout(embeddings, labels, validate=validate)
     scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
     from gradlab.functional.losses import mean_ap_loss
 

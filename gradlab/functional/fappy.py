@@ -145,6 +145,8 @@ def fappy_loss(
     labels: torch.Tensor,
     delta_min: float = 0.01,
     normalization: str = "paper",
+    *,
+    validate: bool = True,
 ) -> torch.Tensor:
     """The multi-scale FAPPY loss of Algorithm 1 (seed 004) from embeddings and labels.
 
@@ -157,6 +159,7 @@ def fappy_loss(
         delta_min: the smallest bin width ``Delta_min``.
         normalization: ``"paper"`` (Algorithm 1 lines 10-11: ``L_Delta`` over all positive pairs)
             or ``"official"`` (the Caffe layer: the running loss over the scale's active pairs).
+        validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -164,7 +167,7 @@ def fappy_loss(
         0.0
     """
     normalization = check_normalization(normalization)
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     normalized = F.normalize(embeddings, dim=1)
     similarities = normalized @ normalized.T

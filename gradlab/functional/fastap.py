@@ -22,15 +22,23 @@ import torch.nn.functional as F
 from gradlab.validation import check_positive_int, check_shape, check_tensor
 
 
-def fastap(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> torch.Tensor:
+def fastap(
+    embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10, *, validate: bool = True
+) -> torch.Tensor:
     """Per-query FastAP of in-batch retrieval; NaN for a query without positives.
+
+    Args:
+        embeddings: ``[B, d]`` floating (cosine: normalized inside).
+        labels: ``[B]`` integer classes.
+        num_bins: distance bins ``L``, a positive integer.
+        validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
         >>> fastap(emb, torch.tensor([0, 0, 1, 1]), num_bins=10)
         tensor([1., 1., 1., 1.])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     num_bins = check_positive_int("num_bins", num_bins)

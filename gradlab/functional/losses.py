@@ -105,43 +105,128 @@ def mean_ap_loss(ap: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
     return loss
 
 
+CROSS_MODAL_CALL = "loss(queries, candidates=candidates, positives=positives)"
+"""The cross-modal keyword form, as error messages show it."""
+
+
+def check_call_form(
+    name: str,
+    labels: object,
+    extra: tuple,
+    candidates: object,
+    positives: object,
+    cross_modal: bool = True,
+) -> bool:
+    """Which form a loss was called in: ``True`` in-batch, ``False`` cross-modal; else raise.
+
+    The in-batch form is ``loss(embeddings, labels)``; the cross-modal form passes
+    ``candidates`` and ``positives`` by keyword (never a third positional argument).
+
+    Args:
+        name: the loss's name, for the message.
+        labels: the second positional argument (``None`` when not given).
+        extra: positional arguments after the second.
+        candidates: the ``candidates`` keyword (``None`` when not given).
+        positives: the ``positives`` keyword (``None`` when not given).
+        cross_modal: whether the loss has a cross-modal form.
+
+    Raises:
+        GradlabError: naming what was passed and the forms that are allowed.
+
+    Example:
+        >>> check_call_form("SmoothAPLoss", torch.zeros(2), (), None, None)
+        True
+        >>> check_call_form("SmoothAPLoss", None, (), torch.zeros(2, 3), torch.eye(2) > 0)
+        False
+    """
+    forms = "loss(embeddings, labels)" + (f" or {CROSS_MODAL_CALL}" if cross_modal else "")
+    if extra:
+        count = count_noun(2 + len(extra), "positional argument")
+        hint = (" (cross-modal: pass candidates and positives by keyword)" if cross_modal
+                else "")  # fmt: skip
+        raise GradlabError(f"{name} takes {forms}; got {count}{hint}")
+    keywords = [key for key, value in (("candidates", candidates), ("positives", positives))
+                if value is not None]  # fmt: skip
+    if not keywords:
+        if labels is None:
+            raise GradlabError(f"{name} takes {forms}; labels is missing")
+        return True
+    if not cross_modal:
+        raise GradlabError(
+            f"{name} takes {forms}: it has no cross-modal form (its functional core is "
+            f"in-batch retrieval); got {' and '.join(keywords)}"
+        )
+    if labels is not None:
+        raise GradlabError(
+            f"{name} takes labels (in-batch) or candidates and positives (cross-modal), not "
+            f"both; got labels and {' and '.join(keywords)}"
+        )
+    if len(keywords) == 1:
+        missing = "positives" if keywords == ["candidates"] else "candidates"
+        raise GradlabError(f"{name}'s cross-modal form {CROSS_MODAL_CALL} needs {missing} too")
+    return False
+
+
+def has_ranking_signal(labels: torch.Tensor) -> torch.Tensor:
+    """0-d bool on ``labels``' device: some item has both a positive and a negative in-batch.
+
+    An item has a positive when another item shares its label and a negative when some item
+    does not; reads nothing back (the caller puts the flag into its one host read).
+
+    Example:
+        >>> has_ranking_signal(torch.tensor([0, 0, 1])), has_ranking_signal(torch.arange(3))
+        (tensor(True), tensor(False))
+    """
+    counts = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(dim=1)
+    return ((counts >= 2) & (counts < labels.shape[0])).any()
+
+
 def smooth_ap_loss(
-    *tensors: torch.Tensor,
+    embeddings: torch.Tensor,
+    labels: torch.Tensor | None = None,
+    *extra: object,
+    candidates: torch.Tensor | None = None,
+    positives: torch.Tensor | None = None,
     tau: float = 0.01,
     include_query: bool = False,
     validate: bool = True,
     on_degenerate: Callable[[], None] | None = None,
+    name: str = "smooth_ap_loss",
 ) -> torch.Tensor:
-    """``1 - mean smooth AP`` of ``(embeddings, labels)`` or ``(queries, candidates, positives)``.
+    """``1 - mean smooth AP``, in-batch or cross-modal (Brown et al., 2020, Eq. 1).
 
-    See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``. One host
-    synchronisation per call (the group sizes); ``validate`` checks that the embeddings are
-    finite within it (``False`` skips the check). ``on_degenerate`` is called when no query
-    has both a positive (besides itself with ``include_query``) and a negative: the loss is
-    then constant (0) with zero gradients. The group sizes already on the host tell it, so it
-    costs no synchronisation.
+    ``smooth_ap_loss(embeddings, labels)`` ranks every item of the batch against the others;
+    ``smooth_ap_loss(queries, candidates=candidates, positives=positives)`` ranks ``queries
+    [Q, d]`` against ``candidates [C, d]`` with a ``[Q, C]`` bool positive mask (by keyword
+    only). See :mod:`gradlab.functional.layouts` for both layouts and ``include_query``.
+
+    One host synchronisation per call (the group sizes); ``validate`` checks that the
+    embeddings are finite within it (``False`` skips the check). ``on_degenerate`` is called
+    when no query has both a positive (besides itself with ``include_query``) and a negative:
+    the loss is then constant (0) with zero gradients. The group sizes already on the host tell
+    it, so it costs no synchronisation. ``name`` names the caller in error messages.
+
+    Raises:
+        GradlabError: on a call in neither form (see :func:`check_call_form`) or bad tensors.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> round(smooth_ap_loss(emb, torch.tensor([0, 0, 1, 1])).item(), 4)
         0.0
+        >>> images, captions = emb[:2], emb[2:]  # image 0 ranks its caption second: AP 1/2
+        >>> round(smooth_ap_loss(images, candidates=captions, positives=torch.eye(2) > 0).item(), 4)
+        0.25
     """
-    if len(tensors) == 2:
-        in_batch = True
+    in_batch = check_call_form(name, labels, extra, candidates, positives)
+    if in_batch:
         scores, positives, candidate_mask = in_batch_layout(
-            *tensors, include_query=include_query, validate=False
+            embeddings, labels, include_query=include_query, validate=False
         )
-        finite = {"embeddings": tensors[0]}
-    elif len(tensors) == 3:
-        in_batch = False
-        scores = cross_modal_layout(*tensors, validate=False)
-        positives, candidate_mask = tensors[2], None
-        finite = {"queries": tensors[0], "candidates": tensors[1]}
+        finite = {"embeddings": embeddings}
     else:
-        raise GradlabError(
-            "SmoothAPLoss takes (embeddings, labels) or (queries, candidates, positives); "
-            f"got {count_noun(len(tensors), 'argument')}"
-        )
+        scores = cross_modal_layout(embeddings, candidates, positives, validate=False)
+        candidate_mask = None
+        finite = {"queries": embeddings, "candidates": candidates}
     tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
     records = _RECORDS.get()
     stash: list | None = [] if records is not None or on_degenerate is not None else None
@@ -198,6 +283,14 @@ def no_ranking_signal(
     )
 
 
-def fastap_loss(embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10) -> torch.Tensor:
-    """``1 - mean FastAP`` of in-batch retrieval (see :func:`gradlab.functional.fastap`)."""
-    return mean_ap_loss(fastap(embeddings, labels, num_bins), embeddings)
+def fastap_loss(
+    embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10, *, validate: bool = True
+) -> torch.Tensor:
+    """``1 - mean FastAP`` of in-batch retrieval (see :func:`gradlab.functional.fastap`).
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> fastap_loss(emb, torch.tensor([0, 0, 1, 1]))
+        tensor(0.)
+    """
+    return mean_ap_loss(fastap(embeddings, labels, num_bins, validate=validate), embeddings)

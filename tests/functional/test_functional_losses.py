@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 
 import pytest
 import torch
@@ -96,7 +97,7 @@ def test_cross_modal_smooth_ap_loss_matches_the_loops(seed):
     queries = torch.randn(5, 3, generator=generator, dtype=torch.float64)
     candidates = torch.randn(8, 3, generator=generator, dtype=torch.float64)
     positives = torch.rand(5, 8, generator=generator) < 0.4
-    got = smooth_ap_loss(queries, candidates, positives, tau=0.2)
+    got = smooth_ap_loss(queries, candidates=candidates, positives=positives, tau=0.2)
     aps = cross_modal_smooth_ap(queries.tolist(), candidates.tolist(), positives.tolist(), 0.2)
     assert got.item() == pytest.approx(loss_from_aps(aps), abs=TOL)
 
@@ -114,13 +115,34 @@ def test_smooth_ap_loss_defaults_to_tau_one_hundredth_without_the_query():
         assert abs(loss_from_aps(other) - loss_from_aps(aps)) > 1e-3
 
 
-@pytest.mark.parametrize("count", [0, 1, 4])
-def test_smooth_ap_loss_refuses_another_argument_count(count):
+FORMS = (r"^smooth_ap_loss takes loss\(embeddings, labels\) or loss\(queries, "
+         r"candidates=candidates, positives=positives\)")
+
+
+@pytest.mark.parametrize(
+    ("count", "ending"),
+    [(3, "got 3 positional arguments (cross-modal: pass candidates and positives by keyword)"),
+     (4, "got 4 positional arguments (cross-modal: pass candidates and positives by keyword)")],
+)  # fmt: skip
+def test_smooth_ap_loss_refuses_cross_modal_tensors_by_position(count, ending):
     tensors = [torch.zeros(2, 2)] * count
-    noun = "argument" if count == 1 else "arguments"
-    expected = r"^SmoothAPLoss takes \(embeddings, labels\) or \(queries, candidates, positives\); "
-    with pytest.raises(GradlabError, match=rf"{expected}got {count} {noun}$"):
+    with pytest.raises(GradlabError, match=rf"{FORMS}; {re.escape(ending)}$"):
         smooth_ap_loss(*tensors)
+
+
+E22, L2, EYE2 = torch.zeros(2, 2), torch.zeros(2, dtype=torch.long), torch.eye(2) > 0
+
+
+@pytest.mark.parametrize(
+    ("arguments", "keywords", "ending"),
+    [((E22,), {}, "; labels is missing"),
+     ((E22, L2), {"candidates": E22}, " not both; got labels and candidates"),
+     ((E22,), {"candidates": E22}, "needs positives too"),
+     ((E22,), {"positives": EYE2}, "needs candidates too")],
+)  # fmt: skip
+def test_smooth_ap_loss_names_what_is_missing_or_mixed(arguments, keywords, ending):
+    with pytest.raises(GradlabError, match=f"{re.escape(ending)}$"):
+        smooth_ap_loss(*arguments, **keywords)
 
 
 def test_smooth_ap_loss_validates_finiteness_unless_told_not_to():
@@ -132,14 +154,15 @@ def test_smooth_ap_loss_validates_finiteness_unless_told_not_to():
     queries[0, 0] = math.inf
     positives = torch.ones(4, 5, dtype=torch.bool)
     with pytest.raises(GradlabError, match=r"^queries must be finite"):
-        smooth_ap_loss(queries, candidates, positives)
+        smooth_ap_loss(queries, candidates=candidates, positives=positives)
     queries[0, 0], candidates[1, 2] = 0.0, math.nan
     with pytest.raises(GradlabError, match=r"^candidates must be finite"):
-        smooth_ap_loss(queries, candidates, positives)
+        smooth_ap_loss(queries, candidates=candidates, positives=positives)
     unchecked = smooth_ap_loss(embeddings, labels, validate=False)  # no check, so no error
     assert unchecked.shape == ()
     queries[0, 0] = math.inf
-    assert smooth_ap_loss(queries, candidates, positives, validate=False).shape == ()
+    unchecked = smooth_ap_loss(queries, candidates=candidates, positives=positives, validate=False)
+    assert unchecked.shape == ()
 
 
 @pytest.mark.parametrize(
@@ -172,7 +195,7 @@ def test_on_degenerate_is_called_exactly_when_no_query_has_a_positive_and_a_nega
 def test_on_degenerate_cross_modal(positives, degenerate):
     embeddings, _ = _batch(3, size=5)
     calls = []
-    smooth_ap_loss(embeddings[:2], embeddings[2:], torch.tensor(positives),
+    smooth_ap_loss(embeddings[:2], candidates=embeddings[2:], positives=torch.tensor(positives),
                    on_degenerate=lambda: calls.append(1))  # fmt: skip
     assert calls == ([1] if degenerate else [])
 
@@ -187,7 +210,7 @@ def test_recording_keeps_each_in_batch_call_with_its_scores_masks_and_ranks(incl
     assert smooth_ap_loss(leaf, labels, tau=0.2) is not None  # outside: nothing kept
     with recording() as records:
         loss = smooth_ap_loss(leaf, labels, tau=0.2, include_query=include_query)
-        smooth_ap_loss(leaf[:3], leaf[3:], torch.ones(3, 4, dtype=torch.bool), tau=0.3)
+        smooth_ap_loss(leaf[:3], candidates=leaf[3:], positives=torch.ones(3, 4) > 0, tau=0.3)
     assert len(records) == 2
     record = records[0]
     assert isinstance(record, LossRecord) and isinstance(record.forward, SmoothAPForward)

@@ -215,11 +215,12 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
     if layout == "cross_modal":
         candidates = torch.randn(5, 3, generator=generator, dtype=torch.float64)
         positives = labels.unsqueeze(1) == torch.tensor([0, 1, 2, 0, 1]).unsqueeze(0)
-        arguments = (queries.clone().requires_grad_(True), candidates, positives)
+        arguments = (queries.clone().requires_grad_(True),)
+        keywords = {"candidates": candidates, "positives": positives}
         scores = normalized @ torch.nn.functional.normalize(candidates, dim=1).T
         mask, keep, prefix = positives, torch.ones_like(positives), "anatomy_i2t_"
     else:
-        arguments = (queries.clone().requires_grad_(True), labels)
+        arguments, keywords = (queries.clone().requires_grad_(True), labels), {}
         scores = normalized @ normalized.T
         mask = labels.unsqueeze(0) == labels.unsqueeze(1)
         keep = torch.ones_like(mask)
@@ -228,7 +229,7 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
         prefix = "anatomy_"
     loss_fn = gradlab.SmoothAPLoss(0.1, include_query=layout == "include_query")
     with Monitor(tmp_path, quantities=[Anatomy(every(1))]) as monitor:
-        monitor.watch(loss_fn)(*arguments).backward()
+        monitor.watch(loss_fn)(*arguments, **keywords).backward()
         record = monitor.step()
     leaf = scores.clone().requires_grad_(True)
     aps = smooth_ap(leaf, mask, 0.1, candidate_mask=None if keep.all() else keep,

@@ -204,7 +204,7 @@ def test_cross_modal_watch(tmp_path):
         images = torch.randn(4, 8, requires_grad=True)
         captions = torch.randn(20, 8)
         positives = torch.arange(4).unsqueeze(1) == (torch.arange(20) // 5).unsqueeze(0)
-        loss_fn(images, captions, positives).backward()
+        loss_fn(images, candidates=captions, positives=positives).backward()
         record = monitor.step()
     assert "p_cross_modal" in record and "gradient_count_mean" in record
 

@@ -144,7 +144,7 @@ def test_cross_modal_smooth_ap_loss_synchronises_once(counter):
     candidates = torch.randn(10, 8, generator=generator, requires_grad=True)
     positives = torch.rand(6, 10, generator=generator) < 0.3
     with counter:
-        gradlab.SmoothAPLoss(0.05)(queries, candidates, positives).backward()
+        gradlab.SmoothAPLoss(0.05)(queries, candidates=candidates, positives=positives).backward()
     assert counter.count == 1, counter.calls
 
 

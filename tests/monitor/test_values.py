@@ -235,7 +235,7 @@ def test_cross_modal_counts_of_two_positive_groups_are_per_query(
     record = None
     if recorded:
         with recording() as records:
-            gradlab.SmoothAPLoss(TAU)(queries, candidates, positives)
+            gradlab.SmoothAPLoss(TAU)(queries, candidates=candidates, positives=positives)
         record = records[-1]
     batch = BatchView(embeddings=queries, candidates=candidates, positives=positives, tau=TAU,
                       loss_record=record)  # fmt: skip
