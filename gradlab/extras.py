@@ -4,7 +4,8 @@ gradlab's core (the losses, :mod:`gradlab.functional`, the :class:`gradlab.Monit
 JSONL and CSV sinks) needs torch and NumPy only. Everything else is an extra of the
 ``gradlab-ranking`` distribution, imported where it is used through :func:`require`, so that a
 missing package is one clear error (``pip install 'gradlab-ranking[plot]'``) instead of an
-``ImportError`` from deep inside a module.
+``ImportError`` from deep inside a module. That error, :class:`MissingExtraError`, is a
+:class:`GradlabError` and an ``ImportError`` at once.
 
 Example:
     >>> require("json", "plot").__name__  # installed: the module itself
@@ -40,6 +41,22 @@ EXTRAS = (
     "dev",
 )
 """The extras of the distribution, as declared in ``pyproject.toml``."""
+
+
+class MissingExtraError(GradlabError, ImportError):
+    """An optional package is not installed; the message names the extra that installs it.
+
+    A :class:`~gradlab.GradlabError` and an :class:`ImportError` at once, so code that skips a
+    part on ``except ImportError`` keeps working. ``extra`` is the extra's name and ``name`` the
+    missing module's, as for any ``ImportError``.
+
+    Example:
+        >>> error = missing_extra("seaborn", "plot")
+        >>> isinstance(error, ImportError), isinstance(error, GradlabError), error.extra
+        (True, True, 'plot')
+    """
+
+    extra: str
 
 
 def install_hint(extra: str) -> str:
@@ -82,7 +99,7 @@ def is_installed(module: str) -> bool:
         return False
 
 
-def missing_extra(module: str, extra: str, feature: str | None = None) -> GradlabError:
+def missing_extra(module: str, extra: str, feature: str | None = None) -> MissingExtraError:
     """The error that says ``feature`` needs ``module``, which ``extra`` installs.
 
     Args:
@@ -91,7 +108,7 @@ def missing_extra(module: str, extra: str, feature: str | None = None) -> Gradla
         feature: what needs it (default: ``module``), the start of the message.
 
     Returns:
-        A :class:`GradlabError` for the caller to raise.
+        A :class:`MissingExtraError` for the caller to raise.
 
     Example:
         >>> print(missing_extra("seaborn", "plot", "gradlab.plotting"))
@@ -99,10 +116,12 @@ def missing_extra(module: str, extra: str, feature: str | None = None) -> Gradla
     """  # noqa: E501
     hint = install_hint(extra)
     package = module.split(".")[0]
-    return GradlabError(
+    error = MissingExtraError(
         f"{feature or module} needs the {package} package, which is not installed; "
         f"install it with: {hint}"
     )
+    error.name, error.extra = module, extra
+    return error
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
@@ -117,8 +136,9 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
         The imported module.
 
     Raises:
-        GradlabError: ``module`` (or a package it imports) is not installed; the message names
-            ``pip install 'gradlab-ranking[<extra>]'``. ``extra`` is checked first.
+        MissingExtraError: ``module`` (or a package it imports) is not installed; the message
+            names ``pip install 'gradlab-ranking[<extra>]'``.
+        GradlabError: ``extra`` is not one of :data:`EXTRAS` (checked before the import).
 
     Example:
         >>> require("math", "audit").sqrt(4.0)

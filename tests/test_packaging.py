@@ -237,8 +237,15 @@ def test_an_unknown_extra_is_refused_before_any_import(extra):
 def test_missing_extra_and_is_installed():
     assert is_installed("json") and not is_installed("gradlab_no_such_package.child")
     error = missing_extra("matplotlib.pyplot", "plot")
-    assert isinstance(error, GradlabError)
     assert str(error).startswith("matplotlib.pyplot needs the matplotlib package")
+    assert (error.name, error.extra) == ("matplotlib.pyplot", "plot")
+
+
+def test_a_missing_extra_is_a_gradlab_error_and_an_import_error():
+    # code that skips an optional part on `except ImportError` (the report's sections) still can
+    for caught in (GradlabError, ImportError, ValueError):
+        with pytest.raises(caught):
+            require("gradlab_no_such_package", "studies")
 
 
 # --- (c) the core works with every optional package blocked -------------------------------------

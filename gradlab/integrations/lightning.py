@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from gradlab.errors import GradlabError
+from gradlab.extras import missing_extra
 from gradlab.monitor.monitor import Monitor, _check_log_dir, _check_options
 from gradlab.monitor.sinks import Sink, scalars
 
@@ -38,10 +39,7 @@ try:
     from lightning.pytorch import Callback
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
-    raise GradlabError(
-        "gradlab.integrations.lightning needs the lightning package, which is not installed; "
-        "install it with: pip install 'gradlab-ranking[lightning]'"
-    ) from error
+    raise missing_extra("lightning", "lightning", "gradlab.integrations.lightning") from error
 
 __all__ = ["GradlabCallback", "TrainerLoggersSink"]
 

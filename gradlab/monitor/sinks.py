@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import importlib
-import importlib.util
 import json
 import math
 import time
@@ -23,6 +22,7 @@ import warnings
 from pathlib import Path
 
 from gradlab.errors import GradlabError
+from gradlab.extras import is_installed
 
 
 def encode_value(value: object) -> object:
@@ -50,11 +50,7 @@ def require_extra(module: str, extra: str, sink: str) -> None:
     Example:
         >>> require_extra("json", "json", "jsonl")  # installed: nothing happens
     """
-    try:
-        found = importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):
-        found = False
-    if not found:
+    if not is_installed(module):
         raise GradlabError(
             f"sinks=[{sink!r}] needs the {module} package, which is not installed; "
             f"install it with: pip install 'gradlab-ranking[{extra}]'"
