@@ -3,8 +3,10 @@
 Usage: python analyses/fappy_lemma1.py [--quick] [--out figures]
 """
 
-from gradlab.report.fappy_lemma import lemma1_verdict
-from gradlab.report.sections import LOSS_FIGURES, analysis_main
+from common import analysis_main
+
+from gradlab.report.figure_tables import LOSS_FIGURES
+from gradlab.report.prose import lemma1_verdict
 
 if __name__ == "__main__":
     analysis_main(

@@ -4,11 +4,9 @@ on the 10-class digits (uniform vs 8-class batches; the seed's sampler is analys
 Usage: python analyses/operating_region.py [--quick] [--out figures]
 """
 
-from gradlab.report.sections import (
-    OPERATING_REGION_FIGURES,
-    P_VS_BATCH_SIZE_10_CLASSES,
-    analysis_main,
-)
+from common import analysis_main
+
+from gradlab.report.figure_tables import OPERATING_REGION_FIGURES, P_VS_BATCH_SIZE_10_CLASSES
 
 if __name__ == "__main__":
     analysis_main(

@@ -3,8 +3,10 @@
 Usage: python analyses/tie_aware.py [--quick] [--out figures]
 """
 
-from gradlab.report.sections import TIE_AWARE_FIGURES, analysis_main
-from gradlab.report.tie_aware import relaxation_summary
+from common import analysis_main
+
+from gradlab.report.figure_tables import TIE_AWARE_FIGURES
+from gradlab.report.prose import relaxation_summary
 
 if __name__ == "__main__":
     analysis_main(

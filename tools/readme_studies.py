@@ -16,8 +16,8 @@ FOLDER = "figures/studies"
 
 @register("studies")
 def studies_block(root: Path) -> str:
-    from gradlab.report.sections import (
-        _anatomy_comparison,
+    from gradlab.report.prose import (
+        anatomy_comparison,
         loss_comparison_text,
         p_vs_batch_size_text,
         scenes_text,
@@ -76,5 +76,5 @@ def studies_block(root: Path) -> str:
             )
     lines += ["", scenes_text(scenes), "", "Gradient anatomy at the last logged step (dL/dS of "
               "each direction's own term, `gradlab.functional.gradient_anatomy`): "
-              + _anatomy_comparison(scenes)]  # fmt: skip
+              + anatomy_comparison(scenes)]  # fmt: skip
     return "\n".join(lines)

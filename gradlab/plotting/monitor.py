@@ -22,9 +22,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
-from gradlab.paths import check_output_folder
 from gradlab.errors import GradlabError
 from gradlab.monitor.sinks import read_segments
+from gradlab.paths import check_output_folder
 from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
 
 FAMILIES = {

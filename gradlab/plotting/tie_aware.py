@@ -1,4 +1,4 @@
-"""Figures of the tie-aware analyses (:mod:`gradlab.report.tie_aware`)."""
+"""Figures of the tie-aware analyses (:mod:`gradlab.experiments.tie_aware`)."""
 
 from __future__ import annotations
 

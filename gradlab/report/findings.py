@@ -143,7 +143,7 @@ def _training(results: dict) -> list[Finding]:
 
 
 def _losses(results: dict) -> list[Finding]:
-    from gradlab.report.sections import loss_comparison_text
+    from gradlab.report.prose import loss_comparison_text
 
     sentence = _first_sentence(loss_comparison_text(results))
     sentence = sentence[:1].lower() + sentence[1:]
@@ -151,7 +151,7 @@ def _losses(results: dict) -> list[Finding]:
 
 
 def _scenes(results: dict) -> list[Finding]:
-    from gradlab.report.sections import scenes_text
+    from gradlab.report.prose import scenes_text
 
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", scenes_text(results).strip())
     return [Finding(" ".join(sentences[:2]), "figures/digit_scenes_recall.png")]

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gradlab import FAPPYLoss, GradlabError
+from gradlab.experiments.verification import histogram_loss_gradient_errors
 from gradlab.functional import (
     cosine_from_euclidean,
     euclidean_from_cosine,
@@ -17,7 +18,6 @@ from gradlab.functional import (
     fappy_lemma1_as_printed,
     fappy_loss,
 )
-from gradlab.report.verification import histogram_loss_gradient_errors
 from tests.reference.histogram_losses_loops import (
     fappy_algorithm1,
     fappy_official,

@@ -3,8 +3,9 @@
 import numpy as np
 
 import gradlab.plotting.losses as plot_module
+from gradlab.experiments.fappy_lemma import lemma1_gradient_support
 from gradlab.plotting.losses import plot_lemma1
-from gradlab.report.fappy_lemma import lemma1_gradient_support, lemma1_verdict
+from gradlab.report.prose import lemma1_verdict
 from tests.helpers.figure_layout import captured_figures, layout_problems
 
 

@@ -1,4 +1,4 @@
-"""FAPPY Lemma 1 measured (issue 6): where dP_ij/ds_ik is non-zero, and its value.
+"""FAPPY Lemma 1 measured: where dP_ij/ds_ik is non-zero, and its value.
 
 For random configurations (a positive pair and its negatives), one negative's similarity is
 swept across [-1, 1]; autograd gives the measured derivative, which is compared with the closed
@@ -65,17 +65,3 @@ def lemma1_gradient_support(
     }
 
 
-def lemma1_verdict(results: dict) -> str:
-    """Plain statement of what the measurement shows about Lemma 1 as printed."""
-    return (
-        f"Over {results['configurations']} configurations (Delta = {results['delta']}), "
-        f"dP_ij/ds_ik is non-zero for {100 * results['nonzero_share_in_pair_bin']:.0f}% of "
-        f"negatives in the pair's bin, {100 * results['nonzero_share_in_bin_below']:.0f}% of "
-        f"those in the bin below it and {100 * results['nonzero_share_elsewhere']:.0f}% elsewhere; "
-        f"every non-zero value is {results['sign_of_nonzero']} and the closed form "
-        f"(h_left or h_right)/(|N| Delta) matches autograd to "
-        f"{results['max_abs_closed_form_error']:.1e}. Lemma 1 claims one bin and the value "
-        f"-h_right; "
-        + ("the measurement agrees with that value." if results["lemma_value_matches"]
-           else "the measurement does not agree with that value.")
-    )  # fmt: skip

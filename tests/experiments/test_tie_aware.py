@@ -4,12 +4,9 @@ import numpy as np
 import pytest
 
 import gradlab.plotting.tie_aware as plot_module
+from gradlab.experiments.tie_aware import harmonic_error_surface, relaxation_gap_against_scale
 from gradlab.plotting.tie_aware import plot_harmonic_error, plot_relaxation_gap
-from gradlab.report.tie_aware import (
-    harmonic_error_surface,
-    relaxation_gap_against_scale,
-    relaxation_summary,
-)
+from gradlab.report.prose import relaxation_summary
 from tests.helpers.figure_layout import captured_figures, layout_problems
 
 

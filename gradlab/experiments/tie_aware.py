@@ -1,4 +1,4 @@
-"""Tie-aware analyses (issue 4): the harmonic-vs-log error, and relaxed vs exact metrics.
+"""Tie-aware analyses: the harmonic-vs-log error, and relaxed vs exact metrics.
 
 Each function returns JSON-ready dicts; :mod:`gradlab.plotting.tie_aware` draws them.
 """
@@ -100,24 +100,3 @@ def relaxation_gap_against_scale(quick: bool = False, seed: int = 0) -> dict:
     return results
 
 
-def relaxation_summary(results: dict) -> str:
-    """One sentence per objective and variant: where it stays within tolerance."""
-    lines = []
-    for objective in ("ap", "dcg"):
-        for method in HARMONIC_METHODS:
-            runs = [
-                r for r in results["runs"] if r["objective"] == objective and r["method"] == method
-            ]
-            settled = [r for r in runs if r["settles_at"] is not None]
-            largest = max(r["gap_at_largest_scale"] for r in runs)
-            where = (
-                "for "
-                + ", ".join(f"{r['bits']} bits from scale {r['settles_at']:.3g}" for r in settled)
-                if settled
-                else "at no scale tried"
-            )
-            lines.append(
-                f"{objective.upper()} {method}: within {results['tolerance']:g} of the exact value "
-                f"{where}; largest gap at scale {results['scales'][-1]:.3g}: {largest:.2e}."
-            )
-    return " ".join(lines)

@@ -1,4 +1,4 @@
-"""Report section 2: analytic gradients against autograd and finite differences, float64."""
+"""Analytic gradients against autograd and finite differences in float64."""
 
 from __future__ import annotations
 

@@ -1,0 +1,261 @@
+"""The report's words: sentences and tables that render the studies' results.
+
+Rendering only. Each function words a results dict that :mod:`gradlab.experiments` returned
+(the verdicts in it are computed there, once); the report's sections, its key findings and the
+README's generated blocks all call these, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from gradlab.functional import HARMONIC_METHODS
+from gradlab.report.summaries import cell, mean_std, separated, trend
+
+CHECK_WORDS = {"vs": "against", "fd": "finite differences", "eq37": "Eq. 37", "ap": "AP",
+               "dcg": "DCG", "fappy": "FAPPY", "fastap": "FastAP"}  # fmt: skip
+
+
+def check_label(name: str) -> str:
+    """``"eq37_ap_log_vs_autograd"`` -> ``"Eq. 37 AP log against autograd"``.
+
+    Example:
+        >>> check_label("exact_vs_fd")
+        'exact against finite differences'
+    """
+    return " ".join(CHECK_WORDS.get(word, word) for word in name.split("_"))
+
+
+SETTING_WORDS = {
+    "fixed_untrained": "At the untrained network",
+    "fixed_trained": "At a fixed network trained with SmoothAP at m = 64",
+    "trained_at_m": "With one network fine-tuned at each m (same start, same epochs)",
+}
+
+
+def p_vs_batch_size_text(batch: dict) -> str:
+    """What the P-vs-m study shows, setting by setting, with seed spreads."""
+    sizes = batch["batch_sizes"]
+    parts = [
+        f"Batches of m = {sizes[0]} to {sizes[-1]} unseen 3-digit numbers, {batch['per_class']} "
+        f"images per number and m/{batch['per_class']} numbers per batch (seed 002's sampler), "
+        f"{len(batch['seeds'])} seeds (each a different data set, initialization and batches)."
+    ]
+    for name, words in SETTING_WORDS.items():
+        if name not in batch["settings"]:
+            continue
+        setting = batch["settings"][name]
+        if min(min(values) for values in setting["P"]) > 0.999:
+            parts.append(
+                f"{words}: P = 1 at every m and every seed (all cosine scores lie within "
+                "the operating region's width of each other), so this setting cannot show a trend."
+            )
+            continue
+        sentence = (
+            f"{words}: {trend(setting['P'], sizes, 'P')}; "
+            f"{trend(setting['P_positive_negative'], sizes, 'the positive-negative share')}; "
+            f"{trend(setting['P_negative_negative'], sizes, 'the negative-negative share')}."
+        )
+        if name == "trained_at_m":
+            sentence += (
+                f" (Optimizer steps per run: {setting['steps'][0]} at m={sizes[0]} down to "
+                f"{setting['steps'][-1]} at m={sizes[-1]}.)"
+            )
+        parts.append(sentence)
+    verdicts = []
+    for name, words in (("fixed_trained", "at a fixed trained network"),
+                        ("trained_at_m", "with one network fine-tuned per m")):  # fmt: skip
+        if name not in batch["settings"]:
+            continue
+        values = batch["settings"][name]["P"]
+        first, last = [run[0] for run in values], [run[-1] for run in values]
+        if not separated(first, last):
+            verdicts.append(f"{words} P does not move beyond the seed spread")
+        else:
+            rises = mean_std(last)[0] > mean_std(first)[0]
+            verdicts.append(f"{words} P {'rises' if rises else 'falls'}")
+    from gradlab.symbolic.batch_size import decide_trend
+
+    verdict, _ = decide_trend(batch, "rises")
+    parts.append(
+        f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
+        f"rule on this measurement: {verdict}; the report's audit decides the claim from the "
+        "report's own measurement, `gradlab audit --measure` from the quick settings, where one "
+        "network is trained per m for one epoch). At a fixed network, m "
+        "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
+        "negatives come from few classes); beyond that, P moves with m only through what "
+        "training at that m does to the scores."
+    )
+    return " ".join(parts)
+
+
+def training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> str:
+    def change(before, after):
+        delta = after["mAP"] - before["mAP"]
+        return f"{'rises' if delta > 0 else 'falls'} from {before['mAP']:.3f} to {after['mAP']:.3f}"
+
+    return (
+        "mAP on held-out images of the training classes "
+        f"{change(seen_before, seen_after)}; on the unseen classes it "
+        f"{change(unseen_before, unseen_after)}. Raw digit pixels already retrieve well; how much "
+        "of what SmoothAP learns on 0-4 transfers to 5-9 is what this row measures."
+    )
+
+
+def loss_comparison_text(results: dict) -> str:
+    """Which losses are ahead on MAP@R, and which gaps are within the seed spread."""
+    runs = results["losses"]
+    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
+    moved = [n for n in runs if n not in flat] or list(runs)
+    ranked = sorted(moved, key=lambda name: -mean_std(runs[name]["metrics"]["MAP@R"])[0])
+    best = ranked[0]
+    best_values = runs[best]["metrics"]["MAP@R"]
+    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"]["MAP@R"], best_values)]
+    behind = [n for n in ranked[1:] if n not in tied]
+    text = f"Best MAP@R among the losses that train: {best} ({cell(best_values)})."
+    if tied:
+        text += (
+            f" Within the seed spread of it (gap below the sum of the two stds): "
+            f"{', '.join(tied)}."
+        )
+    if behind:
+        text += f" Behind it by more than the spread: {', '.join(behind)}."
+    if flat:
+        text += (
+            f" {', '.join(flat)}: loss gradient exactly 0 at the initialization in every seed "
+            "(the untrained network's cosine scores of a batch span at most "
+            f"{max(results.get('initial_score_range', [float('nan')])):.4f}), so training "
+            "never moves the network: its numbers are the untrained ones."
+        )
+    before = results["before"]["MAP@R"]
+    worse = [n for n in runs if mean_std(runs[n]["metrics"]["MAP@R"])[0] < mean_std(before)[0]]
+    clearly = [n for n in worse if separated(runs[n]["metrics"]["MAP@R"], before)]
+    if worse:
+        text += f" Mean MAP@R below the untrained network's ({cell(before)}): {', '.join(worse)}"
+        text += (
+            f"; by more than the spread: {', '.join(clearly)}." if clearly else
+            ", all within the seed spread."
+        )
+    return text
+
+
+def scenes_text(results: dict) -> str:
+    """Best R@1 each way, whether anything saturates, and which gaps exceed the seed spread."""
+    parts = []
+    for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
+        key = f"{direction}_R@1"
+        entries = {
+            (encoder, loss): run["recall"][key]
+            for encoder, runs in results["runs"].items()
+            for loss, run in runs.items()
+        }
+        best = max(entries, key=lambda k: mean_std(entries[k])[0])
+        tied = [k for k in entries if k != best and not separated(entries[k], entries[best])]
+        sentence = f"Best {words} R@1: {best[0]} with {best[1]}, {cell(entries[best])}"
+        if tied:
+            named = ", ".join(f"{encoder} with {loss}" for encoder, loss in tied)
+            sentence += f"; within its seed spread: {named}"
+        parts.append(sentence + ".")
+    for encoder, runs in results["runs"].items():
+        rsums = {loss: run["recall"]["rsum"] for loss, run in runs.items()}
+        best = max(rsums, key=lambda loss: mean_std(rsums[loss])[0])
+        tied = [loss for loss in rsums if loss != best and not separated(rsums[loss], rsums[best])]
+        sentence = f"{encoder}: highest rsum with {best} ({cell(rsums[best], 1)})"
+        sentence += (
+            f", not separated from {', '.join(tied)} by more than the seed spread."
+            if tied
+            else ", ahead of the other losses by more than the seed spread."
+        )
+        parts.append(sentence)
+    return " ".join(parts)
+
+
+def anatomy_text(results: dict) -> str:
+    """The last logged step's anatomy, per encoder, loss and direction."""
+    lines = [
+        "Read from dL/dS of each direction's own term (gradlab.functional.gradient_anatomy: an "
+        "entry is active above 1 % of its query's largest |dL/dS|), at the last logged step, "
+        "mean ± std over seeds. An image query has 5 positive and "
+        f"{5 * results['settings']['batch_images'] - 5} negative captions; a caption query 1 "
+        f"positive and {results['settings']['batch_images'] - 1} negative images.",
+        "",
+        "| encoder | loss | active negatives i2t | t2i | queries without gradient i2t | t2i | "
+        "hardest-10 % share i2t | t2i |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for encoder, runs in results["runs"].items():
+        for loss, run in runs.items():
+            anatomy = run["anatomy"]
+            cells = []
+            for key in ("active_negatives", "share_without_gradient", "hardest_10pct_share"):
+                for direction in ("i2t", "t2i"):
+                    cells.append(cell([seed[-1] for seed in anatomy[direction][key]], 2))
+            lines.append(f"| {encoder} | {loss} | " + " | ".join(cells) + " |")
+    lines += ["", anatomy_comparison(results)]
+    return "\n".join(lines)
+
+
+def anatomy_comparison(results: dict) -> str:
+    """How many negatives SmoothAP updates at the end next to NT-Xent, per encoder and direction
+    (Bleeker & de Rijke's comparison), and whether the gap exceeds the seed spread."""
+    parts = []
+    for encoder, runs in results["runs"].items():
+        if "SmoothAP" not in runs or "NT-Xent" not in runs:
+            continue
+        for direction, words in (("i2t", "image queries"), ("t2i", "caption queries")):
+            smooth = [s[-1] for s in runs["SmoothAP"]["anatomy"][direction]["active_negatives"]]
+            softmax = [s[-1] for s in runs["NT-Xent"]["anatomy"][direction]["active_negatives"]]
+            relation = (
+                "more than the seed spread apart" if separated(smooth, softmax)
+                else "within the seed spread"
+            )  # fmt: skip
+            parts.append(
+                f"{encoder}, {words}: SmoothAP sends gradient to {cell(smooth, 1)} negatives, "
+                f"NT-Xent to {cell(softmax, 1)} ({relation})."
+            )
+    return " ".join(parts)
+
+
+def family_title(stem: str) -> str:
+    """The title ``gradlab plot`` gives a quantity family (its file stem), for a caption."""
+    from gradlab.plotting.monitor import FAMILIES
+
+    family = FAMILIES.get(stem)
+    return family[0] if family else stem.replace("_", " ")
+
+
+def relaxation_summary(results: dict) -> str:
+    """One sentence per objective and variant: where it stays within tolerance."""
+    lines = []
+    for objective in ("ap", "dcg"):
+        for method in HARMONIC_METHODS:
+            runs = [
+                r for r in results["runs"] if r["objective"] == objective and r["method"] == method
+            ]
+            settled = [r for r in runs if r["settles_at"] is not None]
+            largest = max(r["gap_at_largest_scale"] for r in runs)
+            where = (
+                "for "
+                + ", ".join(f"{r['bits']} bits from scale {r['settles_at']:.3g}" for r in settled)
+                if settled
+                else "at no scale tried"
+            )
+            lines.append(
+                f"{objective.upper()} {method}: within {results['tolerance']:g} of the exact value "
+                f"{where}; largest gap at scale {results['scales'][-1]:.3g}: {largest:.2e}."
+            )
+    return " ".join(lines)
+
+
+def lemma1_verdict(results: dict) -> str:
+    """Plain statement of what the measurement shows about Lemma 1 as printed."""
+    return (
+        f"Over {results['configurations']} configurations (Delta = {results['delta']}), "
+        f"dP_ij/ds_ik is non-zero for {100 * results['nonzero_share_in_pair_bin']:.0f}% of "
+        f"negatives in the pair's bin, {100 * results['nonzero_share_in_bin_below']:.0f}% of "
+        f"those in the bin below it and {100 * results['nonzero_share_elsewhere']:.0f}% elsewhere; "
+        f"every non-zero value is {results['sign_of_nonzero']} and the closed form "
+        f"(h_left or h_right)/(|N| Delta) matches autograd to "
+        f"{results['max_abs_closed_form_error']:.1e}. Lemma 1 claims one bin and the value "
+        f"-h_right; "
+        + ("the measurement agrees with that value." if results["lemma_value_matches"]
+           else "the measurement does not agree with that value.")
+    )  # fmt: skip
