@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -135,6 +136,8 @@ class BatchView:
         # Negated, ascending and stable: the rows best first with ties by column (the order
         # the anatomy ranks by), ascending values for the searches, and no flip of either.
         negated = -self.scores
+        if negated.device.type == "cpu" and negated.dtype == torch.float32:
+            return _sorted_rows_on_cpu(negated)  # stable: ties by column either way
         stable = self.ties_by_column
         # Integer keys pay back their few extra ops on large batches only.
         key = _order_key(negated) if negated.numel() >= _KEYED_SORT_FROM else None
@@ -179,7 +182,7 @@ class BatchView:
         key = ("upper", width)
         if key not in self._cache:
             ordered = self.negated_sorted  # s_j < a + w  <=>  -s_j > (-a) - w
-            below = torch.searchsorted(ordered, self._shifted(width), side="right")
+            below = _search_rows(ordered, self._shifted(width), side="right")
             self._cache[key] = ordered.shape[1] - below
         return self._cache[key]
 
@@ -197,7 +200,7 @@ class BatchView:
         if width <= 0:
             return torch.zeros(ordered.shape, dtype=torch.long, device=ordered.device)
         # s_j + w <= a  <=>  (-s_j) - w >= -a: C minus the entries below -a
-        below = ordered.shape[1] - torch.searchsorted(self._shifted(width), ordered, side="left")
+        below = ordered.shape[1] - _search_rows(self._shifted(width), ordered, side="left")
         counts = self._upper(width) - below
         return torch.empty_like(counts).scatter_(1, self.descending_order, counts)
 
@@ -351,3 +354,40 @@ def _order_key(values: torch.Tensor) -> torch.Tensor | None:
     bits = (values + 0.0).view(integer)  # + 0.0: -0.0 and +0.0 tie, as floats do
     key = bits ^ ((bits >> (bits.element_size() * 8 - 1)) & magnitude)  # negatives reversed
     return key.masked_fill_(torch.isnan(values), magnitude)
+
+
+def _sorted_rows_on_cpu(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values.sort(dim=1, stable=True)`` of a float32 CPU matrix, 2-3x faster (same result).
+
+    Each entry becomes one int64 ``(order key << 32) | column``: distinct, so NumPy's sort of
+    the rows (vectorised on CPUs that have it; torch's CPU sort is not) leaves them in the
+    stable order, and the sorted floats and columns are read back from the halves. The floats
+    come back bit for bit, except that ``-0.0`` comes back as ``+0.0`` (they tie, and every
+    count and difference taken of the sorted rows is the same for both).
+    """
+    columns = values.shape[1]
+    combined = np.from_dlpack(_order_key(values)).astype(np.int64)  # a view: no copy
+    combined <<= 32
+    combined |= np.arange(columns, dtype=np.int64)
+    combined.sort(axis=1)
+    key = (combined >> 32).astype(np.int32)
+    key ^= (key >> 31) & _KEY_TYPES[torch.float32][1]  # _order_key is its own inverse
+    combined &= 0xFFFFFFFF
+    return torch.from_numpy(key.view(np.float32)), torch.from_numpy(combined)
+
+
+def _search_rows(ordered: torch.Tensor, needles: torch.Tensor, side: str) -> torch.Tensor:
+    """``torch.searchsorted(ordered, needles, side=side)`` of ``[Q, C]`` rows (int64).
+
+    A large float32 CPU matrix is searched row by row by NumPy, whose search starts from the
+    previous needle's position when the needles ascend (they do here): about 1.5x faster.
+    """
+    if ordered.device.type != "cpu" or ordered.dtype != torch.float32 or (
+        ordered.numel() < _KEYED_SORT_FROM
+    ):
+        return torch.searchsorted(ordered, needles, side=side)
+    found = np.empty(needles.shape, dtype=np.int64)
+    rows = zip(np.from_dlpack(ordered), np.from_dlpack(needles), strict=True)  # views
+    for row, (values, targets) in enumerate(rows):
+        found[row] = np.searchsorted(values, targets, side=side)
+    return torch.from_numpy(found)
