@@ -10,8 +10,10 @@ Usage::
 What it does:
 
 * ``setup`` (fit) opens a :class:`gradlab.Monitor` in ``log_dir``, by default
-  ``<trainer.log_dir>/gradlab`` (``<trainer.log_dir>/gradlab/<run id>`` for loggers such as W&B
-  and MLflow whose folder is not per run). Rank 0 chooses the folder and broadcasts it.
+  ``<trainer.log_dir>/gradlab_logs`` (``<trainer.log_dir>/gradlab_logs/<run id>`` for loggers
+  such as W&B and MLflow whose folder is not per run, often the working directory: a folder
+  named ``gradlab`` there would shadow the package on the next run). Rank 0 chooses the folder
+  and broadcasts it.
 * The watched loss feeds the Monitor during training only (validation and test calls are passed
   straight through), and the Monitor steps once per optimizer step
   (``on_before_optimizer_step`` of the first optimizer: after backward, so the gradient of the
@@ -25,15 +27,17 @@ What it does:
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
-from gradlab.monitor.monitor import Monitor, _check_log_dir, _check_options
+from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
+from gradlab.paths import check_output_folder
 
 try:
     from lightning.pytorch import Callback
@@ -41,9 +45,11 @@ try:
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra("lightning", "lightning", "gradlab.integrations.lightning") from error
 
-__all__ = ["GradlabCallback", "TrainerLoggersSink"]
+__all__ = ["DEFAULT_FOLDER", "GradlabCallback", "TrainerLoggersSink"]
 
-_MONITOR_OPTIONS = inspect.signature(Monitor.__init__)
+DEFAULT_FOLDER = "gradlab_logs"
+"""The Monitor's folder under ``trainer.log_dir`` (never ``gradlab``: it would shadow the
+package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
 
 
 class TrainerLoggersSink(Sink):
@@ -98,11 +104,14 @@ class GradlabCallback(Callback):
     """Run a :class:`gradlab.Monitor` inside ``Trainer.fit`` (see the module docstring).
 
     Args:
-        log_dir: the Monitor's folder; ``None``: ``<trainer.log_dir>/gradlab`` (per run).
+        log_dir: the Monitor's folder; ``None``: ``<trainer.log_dir>/gradlab_logs`` (per run,
+            :data:`DEFAULT_FOLDER`).
         prefix: key prefix of the scalars forwarded to the Trainer's loggers.
         forward_to_loggers: forward each record to ``trainer.loggers``.
-        **monitor_options: any other :class:`gradlab.Monitor` option (``tau``, ``preset``,
-            ``every``, ``sinks``, ``resume``...), checked here.
+        options: the Monitor's options as a :class:`~gradlab.monitor.config.MonitorConfig`
+            (instead of ``monitor_options``).
+        **monitor_options: any field of :class:`~gradlab.monitor.config.MonitorConfig`
+            (``tau``, ``preset``, ``every``, ``sinks``, ``resume``...), checked here.
 
     Raises:
         GradlabError: an unknown Monitor option or a bad option value (the Monitor's own check,
@@ -121,21 +130,19 @@ class GradlabCallback(Callback):
         *,
         prefix: str = "gradlab/",
         forward_to_loggers: bool = True,
+        options: MonitorConfig | None = None,
         **monitor_options: Any,
     ) -> None:
         super().__init__()
         if log_dir is not None:
-            log_dir = _check_log_dir(log_dir)
-        try:
-            _MONITOR_OPTIONS.bind(None, ".", **monitor_options)
-        except TypeError as error:
-            allowed = [name for name in _MONITOR_OPTIONS.parameters if name not in ("self",
-                       "log_dir")]  # fmt: skip
+            log_dir = check_output_folder(log_dir, argument="log_dir")
+        if options is None:
+            options = MonitorConfig.of(monitor_options)  # the Monitor's own check of the values
+        elif not isinstance(options, MonitorConfig) or monitor_options:
             raise GradlabError(
-                f"monitor_options must be gradlab.Monitor options {allowed}; got "
-                f"{sorted(monitor_options)} ({error})"
-            ) from None
-        _check_options(**monitor_options)  # the Monitor's own check of the values
+                "options must be a MonitorConfig, given without other Monitor options; got "
+                f"{options!r} and {sorted(monitor_options)}"
+            )
         if not isinstance(prefix, str):
             raise GradlabError(f"prefix must be a string; got {prefix!r}")
         if not isinstance(forward_to_loggers, bool):
@@ -145,7 +152,7 @@ class GradlabCallback(Callback):
         self.log_dir = log_dir
         self.prefix = prefix
         self.forward_to_loggers = forward_to_loggers
-        self.monitor_options = monitor_options
+        self.options = options
         self.monitor: Monitor | None = None
         self._trainer = None
 
@@ -164,11 +171,10 @@ class GradlabCallback(Callback):
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
         folder = self.log_dir if self.log_dir is not None else self._default_folder(trainer)
-        options = dict(self.monitor_options)
-        sinks = _check_options(sinks=options.pop("sinks", ("jsonl",)))["sinks"]
+        sinks = list(self.options.sinks)
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
-        self.monitor = Monitor(folder, sinks=sinks, **options)
+        self.monitor = Monitor.from_config(folder, replace(self.options, sinks=sinks))
         self._trainer = trainer
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
@@ -197,9 +203,10 @@ class GradlabCallback(Callback):
 
     @staticmethod
     def _default_folder(trainer) -> Path:
-        """``<trainer.log_dir>/gradlab``, plus the run id for loggers whose folder is shared."""
+        """``<trainer.log_dir>/gradlab_logs``, plus the run id for loggers whose folder is
+        shared."""
         base = trainer.log_dir  # a collective: every rank calls it
-        folder = Path(base if base is not None else trainer.default_root_dir) / "gradlab"
+        folder = Path(base if base is not None else trainer.default_root_dir) / DEFAULT_FOLDER
         loggers = trainer.loggers
         if trainer.is_global_zero and loggers and not isinstance(
             loggers[0], (TensorBoardLogger, CSVLogger)

@@ -111,3 +111,31 @@ class RecordingDotProductSimilarity(_Recording, DotProductSimilarity):
         tensor([[4., 0.],
                 [0., 4.]])
     """
+
+
+def recording_distance(loss_fn: object) -> object | None:
+    """The recording distance of a pytorch-metric-learning loss (its ``distance`` when that is a
+    :class:`RecordingCosineSimilarity` or :class:`RecordingDotProductSimilarity`), else None.
+
+    Example:
+        >>> from pytorch_metric_learning import losses
+        >>> loss_fn = losses.TripletMarginLoss(distance=RecordingCosineSimilarity())
+        >>> recording_distance(loss_fn) is loss_fn.distance, recording_distance(losses.NTXentLoss())
+        (True, None)
+    """
+    distance = getattr(loss_fn, "distance", None)
+    return distance if hasattr(distance, "score_recorder") else None
+
+
+def smooth_ap_temperature(loss_fn: object) -> float | None:
+    """The temperature of pytorch-metric-learning's ``SmoothAPLoss`` (its query is its own
+    candidate, as ``SmoothAPLoss(include_query=True)``), else None.
+
+    Example:
+        >>> from pytorch_metric_learning import losses
+        >>> smooth_ap_temperature(losses.SmoothAPLoss(temperature=0.05))
+        0.05
+    """
+    from pytorch_metric_learning.losses import SmoothAPLoss
+
+    return float(loss_fn.temperature) if isinstance(loss_fn, SmoothAPLoss) else None

@@ -1,9 +1,12 @@
 """Instrumented training: the Monitor, its quantities, schedules and sinks."""
 
+from gradlab.monitor.adapters import LossAdapter, adapt
+from gradlab.monitor.anatomy import Anatomy
+from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
-from gradlab.monitor.quantities import (  # Anatomy: registered there from monitor/anatomy.py
+from gradlab.monitor.quantities import (
     PRESETS,
-    Anatomy,
+    QUANTITIES,
     Decomposition,
     DegenerateBatches,
     EmbeddingGradNorm,
@@ -12,10 +15,10 @@ from gradlab.monitor.quantities import (  # Anatomy: registered there from monit
     GradientCounts,
     Loss,
     OperatingRegion,
-    Quantity,
     RelaxationGap,
     WeightedGradientCounts,
 )
+from gradlab.monitor.quantity import NEEDS, Plot, Quantity
 from gradlab.monitor.schedules import default_schedule, dense_warmup, every, log_spaced, never
 from gradlab.monitor.sinks import (
     SINKS,
@@ -30,7 +33,9 @@ from gradlab.monitor.sinks import (
 )
 
 __all__ = [
+    "NEEDS",
     "PRESETS",
+    "QUANTITIES",
     "SINKS",
     "Anatomy",
     "CSVSink",
@@ -42,15 +47,19 @@ __all__ = [
     "GradientCounts",
     "JSONLSink",
     "Loss",
+    "LossAdapter",
     "MLflowSink",
     "Monitor",
+    "MonitorConfig",
     "OperatingRegion",
+    "Plot",
     "Quantity",
     "RelaxationGap",
     "Sink",
     "TensorBoardSink",
     "WandbSink",
     "WeightedGradientCounts",
+    "adapt",
     "default_schedule",
     "dense_warmup",
     "every",

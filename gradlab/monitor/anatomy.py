@@ -31,7 +31,6 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.validation import check_non_negative_finite
 from gradlab.errors import GradlabError
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
@@ -40,12 +39,9 @@ from gradlab.functional.gradient_anatomy import (
     gradient_anatomy,
 )
 from gradlab.monitor.batch import BatchView, ScoreCapture
-from gradlab.monitor.quantities import (  # quantities imports this module at its end
-    Quantity,
-    _row_any,
-    _row_counts,
-)
+from gradlab.monitor.quantity import Plot, Quantity, _row_any, _row_counts
 from gradlab.monitor.schedules import Schedule
+from gradlab.validation import check_non_negative_finite
 
 Values = dict[str, torch.Tensor]
 
@@ -159,6 +155,9 @@ LOGGED = ("active_negatives_mean", "active_negatives_q10", "active_negatives_q50
           "deepest_active_rank", "queries_without_gradient")  # fmt: skip
 """The statistics each direction logs (after its prefix), in the order they are logged."""
 
+DIRECTION_PREFIXES = ("", "i2t_", "t2i_")
+"""In-batch retrieval (no prefix), rows as queries, columns as queries of a cross-modal batch."""
+
 
 def anatomy_values(
     prefix: str,
@@ -225,9 +224,32 @@ class Anatomy(Quantity):
     """
 
     name = "anatomy"
-    needs_grad = True
-    needs_score_grad = True
-    needs_ranked_order = True  # reads the step's sort with ties in column order
+    # descending_order: reads the step's sort with ties in column order
+    needs = frozenset({"score_grad", "descending_order"})
+    keys = tuple(f"anatomy_{direction}{statistic}"
+                 for direction in DIRECTION_PREFIXES for statistic in LOGGED)  # fmt: skip
+    plots = (
+        Plot("anatomy_active_negatives", "Negatives receiving gradient per query (mean; i2t / "
+             "t2i: cross-modal directions)", "negatives", (
+                 ("anatomy_active_negatives_mean", "negatives with gradient (mean per query)"),
+                 ("anatomy_i2t_active_negatives_mean", "image -> text"),
+                 ("anatomy_t2i_active_negatives_mean", "text -> image")), zero_based=True),
+        Plot("anatomy_hardness", "Hardness of the negatives receiving gradient: share of their "
+             "gradient on the hardest 10 %, relative rank depth", "share / depth", (
+                 ("anatomy_hardest_10pct_share", "share on the hardest 10 %"),
+                 ("anatomy_i2t_hardest_10pct_share", "share on the hardest 10 % (image -> text)"),
+                 ("anatomy_t2i_hardest_10pct_share", "share on the hardest 10 % (text -> image)"),
+                 ("anatomy_active_rank_depth", "relative rank depth"),
+                 ("anatomy_i2t_active_rank_depth", "relative rank depth (image -> text)"),
+                 ("anatomy_t2i_active_rank_depth", "relative rank depth (text -> image)"))),
+        Plot("anatomy_without_gradient", "Queries receiving no gradient (anatomy)",
+             "share of queries", (
+                 ("anatomy_queries_without_gradient", "queries with dL/dS = 0 (share)"),
+                 ("anatomy_i2t_queries_without_gradient",
+                  "queries with dL/dS = 0 (image -> text)"),
+                 ("anatomy_t2i_queries_without_gradient",
+                  "queries with dL/dS = 0 (text -> image)")), zero_based=True),
+    )  # fmt: skip
 
     def __init__(
         self,

@@ -20,27 +20,15 @@ import math
 
 import torch
 
-from gradlab.validation import skip_value_checks
 from gradlab.functional import operating_region_width
 from gradlab.functional.diagnostics import term_norms
 from gradlab.functional.operating_region import operating_region_widths
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
+from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import BatchView
-from gradlab.monitor.schedules import Schedule, every
-
-Values = dict[str, torch.Tensor]
-
-
-def _row_counts(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` int32: True entries per row, summed as bytes (a bool sum or ``any`` goes through
-    int64 or a slower kernel: several times slower on a CPU at B = 1024)."""
-    return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
-
-
-def _row_any(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` bool: rows with a True entry, as the largest byte (``any`` is ~50x slower on a
-    CPU at B = 1024)."""
-    return mask.view(torch.uint8).amax(dim=1) > 0
+from gradlab.monitor.quantity import Plot, Quantity, Values, _row_any, _row_counts
+from gradlab.monitor.schedules import Schedule
+from gradlab.validation import skip_value_checks
 
 
 def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
@@ -57,32 +45,13 @@ def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
                     strict=True))  # fmt: skip
 
 
-class Quantity:
-    """A logged quantity: a name, a schedule, and :meth:`compute`.
-
-    Attributes:
-        name: prefix of the logged keys.
-        schedule: ``step -> bool``.
-        needs_grad: whether it needs the gradient backpropagated into the embeddings.
-    """
-
-    name = "quantity"
-    needs_grad = False
-
-    def __init__(self, schedule: Schedule | None = None) -> None:
-        self.schedule = schedule if schedule is not None else every(1)
-
-    def should_compute(self, step: int) -> bool:
-        return bool(self.schedule(step))
-
-    def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-
 class Loss(Quantity):
     """The loss value of the step."""
 
     name = "loss"
+    needs = frozenset({"loss"})
+    keys = ("loss",)
+    plots = (Plot("loss", "Loss", "loss", (("loss", "loss"),)),)
 
     def compute(self, batch: BatchView) -> Values:
         if batch.loss is None:
@@ -94,6 +63,11 @@ class EmbeddingNorms(Quantity):
     """Mean, smallest and largest L2 norm of the embeddings."""
 
     name = "embedding_norm"
+    needs = frozenset({"embeddings"})
+    keys = ("embedding_norm_mean", "embedding_norm_min", "embedding_norm_max")
+    plots = (Plot("embeddings", "Embedding norms", "norm", (
+        ("embedding_norm_mean", "mean norm"), ("embedding_norm_min", "smallest norm"),
+        ("embedding_norm_max", "largest norm"))),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         norms = batch.embeddings.to(torch.float64).norm(dim=1)
@@ -105,7 +79,11 @@ class EmbeddingGradNorm(Quantity):
     """Norm of the gradient backpropagated into the embeddings (whole batch and mean per row)."""
 
     name = "embedding_grad_norm"
-    needs_grad = True
+    needs = frozenset({"embeddings", "embedding_grad"})
+    keys = ("embedding_grad_norm", "embedding_grad_norm_row_mean")
+    plots = (Plot("embedding_gradients", "Gradient of the loss w.r.t. the embeddings", "norm", (
+        ("embedding_grad_norm", "gradient norm (whole batch)"),
+        ("embedding_grad_norm_row_mean", "gradient norm per embedding (mean)"))),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         if batch.embedding_grad is None:
@@ -121,6 +99,14 @@ class OperatingRegion(Quantity):
     """P (seed 002, Eq. 1, and off-diagonal) and the half-width w (in-batch batches)."""
 
     name = "operating_region"
+    needs = frozenset({"scores", "sorted_scores"})
+    keys = ("p_seed", "p_off_diagonal", "p_without_query", "p_cross_modal",
+            "operating_region_width")  # fmt: skip
+    plots = (Plot("operating_region", "Operating-region proportion P", "proportion", (
+        ("p_seed", "P (Brown et al. 2020, suppl. Eq. 1)"),
+        ("p_off_diagonal", "P without the diagonal"),
+        ("p_without_query", "P without the query's own row and column"),
+        ("p_cross_modal", "P (cross-modal scores)")), zero_based=True),)  # fmt: skip
 
     def __init__(self, schedule: Schedule | None = None, eps: float = 0.005) -> None:
         super().__init__(schedule)
@@ -153,6 +139,19 @@ class Decomposition(Quantity):
     """Norms of the AD and CB terms of dAP/dq, their ratio and cosine, |dAP/dq|: summaries."""
 
     name = "decomposition"
+    needs = frozenset({"embeddings", "smooth_ap_terms"})
+    keys = tuple(f"decomposition_{term}_{statistic}"
+                 for term in ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
+                 for statistic in ("mean", "q10", "q50", "q90"))  # fmt: skip
+    plots = (
+        Plot("decomposition", "AD - CB decomposition (medians over queries)", "norm", (
+            ("decomposition_ad_norm_q50", "|AD| (median)"),
+            ("decomposition_cb_norm_q50", "|CB| (median)"),
+            ("decomposition_grad_norm_q50", "|AD - CB| = gradient (median)"))),
+        Plot("decomposition_shape", "AD share and cosine(AD, CB) (means over queries)", "value", (
+            ("decomposition_ad_share_mean", "AD share (mean)"),
+            ("decomposition_cosine_mean", "cosine(AD, CB) (mean)"))),
+    )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         # The step's one sigmoid block (shared with smooth AP and gradient agreement).
@@ -175,6 +174,14 @@ class GradientCounts(Quantity):
     """
 
     name = "gradient_counts"
+    needs = frozenset({"scores", "sorted_scores"})
+    keys = ("gradient_count_mean", "queries_without_gradient")
+    plots = (Plot("gradient_counts", "Queries with no entry in the sigmoid's operating region "
+                  "(Bleeker & de Rijke's count: slope above eps; the anatomy panels show the "
+                  "actual gradient)", "queries", (
+                      ("queries_without_gradient", "queries (count)"),
+                      ("queries_without_gradient_weighted", "queries (weighted count)")),
+                  zero_based=True),)  # fmt: skip
 
     def __init__(
         self, schedule: Schedule | None = None, threshold: float = 0.005, weighted: bool = False
@@ -182,6 +189,10 @@ class GradientCounts(Quantity):
         super().__init__(schedule)
         self.threshold = threshold
         self.variants = (("", False), ("_weighted", True)) if weighted else (("", False),)
+        if weighted:  # the weights are SmoothAP's ranks: its sigmoid block
+            self.needs = self.needs | {"smooth_ap_terms"}
+            self.keys = (*self.keys, "gradient_count_mean_weighted",
+                         "queries_without_gradient_weighted")  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
@@ -250,6 +261,11 @@ class RelaxationGap(Quantity):
     """Mean smooth AP against mean exact (tie-aware) AP of the same batch."""
 
     name = "relaxation_gap"
+    needs = frozenset({"scores", "smooth_ap_terms"})
+    keys = ("smooth_ap", "exact_ap", "relaxation_gap")
+    plots = (Plot("relaxation_gap", "Smooth AP vs exact AP", "AP", (
+        ("smooth_ap", "Smooth AP"), ("exact_ap", "exact AP"),
+        ("relaxation_gap", "Smooth AP - exact AP"))),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         scores = batch.scores
@@ -293,7 +309,11 @@ class GradientAgreement(Quantity):
     """
 
     name = "gradient_agreement"
-    needs_grad = True
+    needs = frozenset({"embeddings", "embedding_grad", "loss_kind", "smooth_ap_terms"})
+    keys = ("gradient_agreement_cosine", "gradient_agreement_relative_error")
+    plots = (Plot("gradient_agreement", "Analytic vs backpropagated gradient", "value", (
+        ("gradient_agreement_cosine", "cosine(analytic, backpropagated)"),
+        ("gradient_agreement_relative_error", "relative error"))),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         if batch.loss_kind is None or batch.embedding_grad is None or batch.labels is None:
@@ -333,6 +353,12 @@ class DegenerateBatches(Quantity):
     """
 
     name = "degenerate_batches"
+    keys = ("degenerate_batches", "degenerate_batch")
+    plots = (Plot("degenerate_batches", "Batches without ranking signal (no query has both a "
+                  "positive and a negative)", "batches", (
+                      ("degenerate_batches", "batches without ranking signal (total)"),
+                      ("degenerate_batch", "this batch without ranking signal (0/1)")),
+                  zero_based=True),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}
@@ -354,8 +380,6 @@ class DegenerateBatches(Quantity):
         return values
 
 
-from gradlab.monitor.anatomy import Anatomy  # noqa: E402  (it subclasses Quantity, above)
-
 PRESETS = {
     "cheap": (Loss, EmbeddingNorms, EmbeddingGradNorm, DegenerateBatches),
     "default": (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, GradientCounts,
@@ -364,6 +388,11 @@ PRESETS = {
              Decomposition, RelaxationGap, GradientAgreement, Anatomy, DegenerateBatches),
 }  # fmt: skip
 """Quantity classes of each preset, from cheap to full."""
+
+QUANTITIES = (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, Decomposition,
+              GradientCounts, RelaxationGap, GradientAgreement, DegenerateBatches,
+              Anatomy)  # fmt: skip
+"""gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
 DEFAULT_EVERY = 50
 """Steady-state interval of the presets' default schedule (``schedules.default_schedule``)."""

@@ -38,7 +38,7 @@ def test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers(tmp_path):
     trainer.fit(module, loader(20), loader(2, seed=1))
     assert callback.monitor is None and module.val_calls > 0
     log_dir = tmp_path / "lightning_logs" / "version_0"
-    headers, records = read_jsonl(log_dir / "gradlab" / "metrics.jsonl")
+    headers, records = read_jsonl(log_dir / "gradlab_logs" / "metrics.jsonl")
     # Default schedule: steps 0-9 and 10; the last step, 19, at the end of training (after
     # which validation runs: its loss calls must not count as the last step).
     assert len(headers) == 1 and [r["step"] for r in records] == [*range(11), 19]
@@ -122,7 +122,7 @@ def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: GradlabCallback(temperature=0.1), r"monitor_options must be gradlab.Monitor"),
+        (lambda: GradlabCallback(temperature=0.1), r"monitor options must be among \[.tau., "),
         (lambda: GradlabCallback(prefix=3), r"prefix must be a string"),
         (lambda: GradlabCallback(forward_to_loggers="yes"), r"forward_to_loggers must be"),
         (lambda: GradlabCallback().watch(42), r"loss_fn must be callable"),
@@ -143,5 +143,5 @@ def test_a_log_dir_that_is_a_file_is_refused_at_the_call(tmp_path):
 def test_without_lightning_the_extra_is_named(monkeypatch):
     monkeypatch.delitem(sys.modules, "gradlab.integrations.lightning")
     monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
-    with pytest.raises(GradlabError, match=r"pip install 'gradlab\[lightning\]'"):
+    with pytest.raises(GradlabError, match=r"pip install .gradlab-ranking\[lightning\]."):
         importlib.import_module("gradlab.integrations.lightning")

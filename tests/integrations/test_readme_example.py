@@ -55,7 +55,8 @@ def test_the_readme_example_logs_the_same_quantities_at_the_same_steps(tmp_path,
     finally:
         wandb.finish()  # what the end of the script does: W&B then writes its offline file
         mlflow.set_tracking_uri(None)
-    logs = sorted(tmp_path.glob("gradlab/*/metrics.jsonl"))
+    logs = sorted(tmp_path.glob("gradlab_logs/*/metrics.jsonl"))
+    assert not (tmp_path / "gradlab").exists()  # a folder there would shadow the package
     assert len(logs) == 1, sorted(tmp_path.rglob("*.jsonl"))
     _, records = read_jsonl(logs[0])
     steps = [r["step"] for r in records]

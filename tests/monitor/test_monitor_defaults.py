@@ -105,7 +105,7 @@ def test_remote_sink_default_prefix_and_watch_inputs():
 
     for cls in (WandbSink, MLflowSink):
         assert inspect.signature(cls).parameters["prefix"].default == "gradlab/"
-    assert inspect.signature(Monitor.watch).parameters["inputs"].default == "embeddings"
+    assert inspect.signature(Monitor.watch).parameters["inputs"].default is None  # declared
 
 
 def test_close_logs_the_last_step_by_default(tmp_path):

@@ -21,8 +21,9 @@ import torch
 import gradlab
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import Loss, Quantity, every, lock, read_jsonl
+from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.distributed import all_gather_rows
 from gradlab.monitor.lock import LOCK_NAME
-from gradlab.monitor.monitor import _all_gather_rows, _check_options
 from tests.helpers.training import train
 from tests.helpers.warning_frames import frame_named_by_stacklevel
 
@@ -61,7 +62,7 @@ def test_gathered_rows_stay_on_their_device_whatever_the_default_device(one_rank
     sizes or the padded rows to another device than the tensor's (NCCL gathers CUDA only)."""
     tensor = torch.arange(6.0).reshape(3, 2)
     with torch.device("meta"):  # factory calls without a device land on meta here
-        gathered = _all_gather_rows(tensor)
+        gathered = all_gather_rows(tensor)
     assert gathered.device == tensor.device and torch.equal(gathered, tensor)
 
 
@@ -84,53 +85,28 @@ def test_log_dir_refusals_name_the_path_and_what_blocks_it(tmp_path):
     )
 
 
-@pytest.fixture
-def owner_permissions(monkeypatch):
-    """``os.access`` answered from the owner's permission bits, as for an unprivileged owner.
-
-    Root passes every write check (``os.access`` then says yes to a 0o500 folder), so where the
-    tests run as root the check is answered as the folder's owner would see it; elsewhere the
-    real ``os.access`` answers.
-    """
-    if os.geteuid() != 0:
-        return
-
-    def access(path, mode, **_):
-        try:
-            owner_bits = (os.stat(path).st_mode >> 6) & 0o7
-        except OSError:
-            return False
-        return all(owner_bits & flag for flag in (os.R_OK, os.W_OK, os.X_OK) if mode & flag)
-
-    monkeypatch.setattr(os, "access", access)
-
-
-@pytest.mark.parametrize("mode", [0o500, 0o600], ids=["read-only", "not-searchable"])
-def test_a_folder_that_cannot_take_a_new_entry_is_refused_in_full(tmp_path, owner_permissions,
-                                                                   mode):  # fmt: skip
-    """Creating ``run`` inside ``parent`` needs both write and search (x) permission on it."""
-    parent = tmp_path / "parent"
-    parent.mkdir(mode=0o700)
-    parent.chmod(mode)
-    try:
-        with pytest.raises(GradlabError) as raised:
-            Monitor(parent / "run")
-    finally:
-        parent.chmod(0o700)
-    assert str(raised.value) == (
-        f"{CANNOT_CREATE}; got {str(parent / 'run')!r}, but {str(parent)!r} is not writable"
-    )
+def test_a_folder_that_cannot_take_a_new_entry_is_refused_by_name_before_any_write():
+    """/proc takes no new entry, even for root (permission bits would say otherwise)."""
+    with pytest.raises(GradlabError, match=r"^log_dir must be a .*'/proc/gradlab-run'") as raised:
+        Monitor("/proc/gradlab-run")
+    assert "\n" not in str(raised.value)
+    assert not os.path.exists("/proc/gradlab-run")
 
 
 # --- option checks shared with GradlabCallback ------------------------------------------------
 
 
-def test_the_shared_option_check_gives_the_omitted_options_monitors_defaults():
-    """GradlabCallback checks only the options a user gave; the others are Monitor's defaults
+def test_the_shared_config_gives_the_omitted_options_monitors_defaults():
+    """GradlabCallback gives only the options a user gave; the others are Monitor's defaults
     (preset "default", distributed "auto", resume and overwrite False, sinks ("jsonl",))."""
-    assert _check_options() == {"tau": None, "every": None, "sinks": ["jsonl"]}
-    assert _check_options(resume=True)["sinks"] == ["jsonl"]  # overwrite left False
-    assert _check_options(overwrite=True)["sinks"] == ["jsonl"]  # resume left False
+    options = MonitorConfig()
+    assert (options.tau, options.every, options.sinks, options.preset) == (
+        None, None, ("jsonl",), "default"
+    )
+    assert (options.strict, options.resume, options.overwrite) == (False, False, False)
+    assert (options.distributed, options.config, options.quantities) == ("auto", None, None)
+    assert MonitorConfig(resume=True).sinks == ("jsonl",)  # overwrite left False
+    assert MonitorConfig(overwrite=True).sinks == ("jsonl",)  # resume left False
 
 
 @pytest.mark.parametrize(
@@ -280,24 +256,18 @@ def test_monitor_warnings_name_the_users_line_under_mutation_testing_too(tmp_pat
 
 
 def test_score_inputs_explain_every_quantity_that_needs_embeddings(tmp_path):
-    needs_embeddings = (
-        "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
-    )
-    needs_vectors = (
-        "needs the embeddings (SmoothAP's shared ranks and terms are computed from them); the "
-        "loss is watched on a score matrix (inputs='scores')"
-    )
+    on_scores = "the loss is watched on a score matrix (inputs='scores')"
+    needs_embeddings = f"needs the embeddings; {on_scores}"
+    needs_terms = f"needs SmoothAP's sigmoid block, computed from the embeddings; {on_scores}"
     with Monitor(tmp_path, preset="full", every=1) as monitor:
         monitor.watch(lambda scores, positives: scores.sum(), inputs="scores")
     assert _header(tmp_path)["not_logged"] == {
         "embedding_norm": needs_embeddings,
         "embedding_grad_norm": needs_embeddings,
         "decomposition": needs_embeddings,
-        "gradient_agreement": (
-            "needs embeddings and a SmoothAP loss; the loss is watched on a score matrix"
-        ),
-        "relaxation_gap": needs_vectors,
-        "gradient_counts": needs_vectors,
+        "gradient_agreement": needs_embeddings,
+        "relaxation_gap": needs_terms,
+        "gradient_counts": needs_terms,  # the weighted counts of the full preset
     }
 
 
@@ -306,30 +276,28 @@ def test_an_embedding_loss_without_scores_explains_the_anatomy_in_full(tmp_path)
         monitor.watch(contrastive)
     assert _header(tmp_path)["not_logged"] == {
         "gradient_agreement": (
-            "compares the backpropagated gradient with SmoothAP's analytic one; the watched loss "
+            "needs a watched SmoothAP loss (its analytic gradient is compared); the watched loss "
             "contrastive is not SmoothAP"
         ),
         "anatomy": (
-            "needs dL/dS of a score matrix; the watched loss contrastive takes embeddings and "
-            "exposes none. Watch a loss written on a score matrix with inputs='scores', use "
-            "gradlab's losses, or give a pytorch-metric-learning loss "
+            "needs dL/dS of the loss's score matrix; the watched loss contrastive takes "
+            "embeddings and exposes no score matrix. Watch a loss written on a score matrix with "
+            "inputs='scores', use gradlab's losses, or give a pytorch-metric-learning loss "
             "distance=gradlab.interop.pml.RecordingCosineSimilarity()"
         ),
     }
 
 
-def test_attach_alone_explains_the_anatomy_and_the_agreement_in_full(tmp_path):
+def test_attach_alone_explains_the_loss_the_anatomy_and_the_agreement_in_full(tmp_path):
+    attach_only = "attach() sees the embeddings only (use monitor.watch(loss_fn))"
     with Monitor(tmp_path, preset="full", every=1) as monitor:
         monitor.attach(torch.nn.Linear(4, 2), torch.arange(3))
     assert _header(tmp_path)["not_logged"] == {
+        "loss": f"needs the loss value; {attach_only}",
         "gradient_agreement": (
-            "compares the backpropagated gradient with SmoothAP's analytic one; attach() is not "
-            "SmoothAP"
+            f"needs a watched SmoothAP loss (its analytic gradient is compared); {attach_only}"
         ),
-        "anatomy": (
-            "needs dL/dS of the loss's score matrix; attach() sees the embeddings only "
-            "(use monitor.watch(loss_fn))"
-        ),
+        "anatomy": f"needs dL/dS of the loss's score matrix; {attach_only}",
     }
 
 

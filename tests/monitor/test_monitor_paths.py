@@ -19,7 +19,7 @@ import torch
 import gradlab
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import Loss, Quantity, every
-from gradlab.monitor.monitor import _all_gather_rows
+from gradlab.monitor.distributed import all_gather_rows
 from tests.reference.operating_region_loops import proportion
 from tests.reference.smooth_ap_loops import cosine
 
@@ -29,7 +29,7 @@ from tests.reference.smooth_ap_loops import cosine
     [torch.randn(5, 3), torch.arange(7), torch.randn(4, 2, dtype=torch.float64)],
 )
 def test_gathering_over_one_rank_returns_the_rows(one_rank_group, tensor):
-    gathered = _all_gather_rows(tensor)
+    gathered = all_gather_rows(tensor)
     assert gathered.dtype == tensor.dtype and torch.equal(gathered, tensor)
 
 

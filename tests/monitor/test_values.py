@@ -27,6 +27,7 @@ from gradlab.monitor import (
     Monitor,
     OperatingRegion,
     RelaxationGap,
+    adapters,
     every,
 )
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
@@ -318,7 +319,8 @@ def loop_smooth_ap_loss_of_scores(scores, labels, tau, include_query):
 
 class SmoothAPLoss(torch.nn.Module):
     """Shaped like pytorch-metric-learning's (``temperature``, the query its own candidate),
-    which the Monitor recognizes by name: the loop SmoothAP plus ``extra * sum(E * R)``."""
+    which the Monitor is told is SmoothAP through a registered adapter (:func:`_as_smooth_ap`):
+    the loop SmoothAP plus ``extra * sum(E * R)``."""
 
     def __init__(self, temperature, extra, direction):
         super().__init__()
@@ -329,6 +331,14 @@ class SmoothAPLoss(torch.nn.Module):
         return loss + self.extra * (embeddings * self.direction).sum()
 
 
+def _as_smooth_ap(loss_fn, inputs):
+    """A loss adapter, registered by the test, that recognises the SmoothAPLoss above."""
+    if not isinstance(loss_fn, SmoothAPLoss):
+        return None
+    return adapters.embedding_adapter(loss_fn, loss_kind="include_query",
+                                      loss_tau=loss_fn.temperature)  # fmt: skip
+
+
 class LoopExcludingQuery(gradlab.SmoothAPLoss):
     """gradlab's SmoothAPLoss as the Monitor sees it (query excluded), computed by the loops."""
 
@@ -337,7 +347,9 @@ class LoopExcludingQuery(gradlab.SmoothAPLoss):
 
 
 @pytest.mark.parametrize(("include_query", "extra"), [(True, 0.0), (True, 0.01), (False, 0.0)])
-def test_gradient_agreement_against_an_independent_smooth_ap(tmp_path, include_query, extra):
+def test_gradient_agreement_against_an_independent_smooth_ap(tmp_path, monkeypatch,
+                                                            include_query, extra):  # fmt: skip
+    monkeypatch.setattr(adapters, "ADAPTERS", [_as_smooth_ap, *adapters.ADAPTERS])
     embeddings = _random((8, 3), 13).requires_grad_(True)
     labels = torch.tensor([0, 1, 2, 0, 1, 2, 0, 3])
     direction = _random((8, 3), 14)

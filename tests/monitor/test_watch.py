@@ -78,7 +78,8 @@ def test_an_unreadable_call_is_reported_once_and_never_breaks_training(
 
 def test_attach_never_breaks_training(tmp_path):
     model = torch.nn.Linear(4, 3)
-    with _monitor(tmp_path) as monitor:
+    quantities = [gradlab.monitor.EmbeddingNorms(every(1)), Anatomy(every(1))]
+    with _monitor(tmp_path, quantities=quantities) as monitor:
         monitor.attach(model, labels=lambda: torch.arange(2))  # wrong length
         with pytest.warns(RuntimeWarning, match="cannot read"):
             model(torch.randn(5, 4)).sum().backward()

@@ -1,0 +1,382 @@
+"""How the Monitor reads a watched loss: one registry of loss adapters.
+
+An adapter says how a loss is called (on embeddings or on a score matrix), which of the step's
+values it lets the Monitor provide (names of :data:`gradlab.monitor.quantity.NEEDS`), why the
+others cannot be, whether the loss is SmoothAP (its tau and query convention, for the gradient
+agreement) and where ``dL/dS`` comes from (for the anatomy). :func:`adapt` asks the registered
+makers in turn (:data:`ADAPTERS`; :func:`register` puts a new one first):
+
+* gradlab's :class:`~gradlab.losses.SmoothAPLoss`: embeddings; ``dL/dS`` is SmoothAP's exact
+  gradient at the step's scores, or the matrix the loss recorded.
+* pytorch-metric-learning's losses (through :mod:`gradlab.interop.pml`): embeddings; ``dL/dS``
+  from a recording distance, PML's ``SmoothAPLoss`` recognised with its temperature.
+* a loss declaring ``input_form = "scores"`` (gradlab's NT-Xent and VSE++ losses) or watched
+  with ``inputs="scores"``: the score matrix; ``dL/dS`` from each direction's recorded matrix,
+  else a hook on the ``scores`` argument.
+* any other loss: embeddings (``input_form = "embeddings"`` or undeclared), ``dL/dS`` only
+  from a ``score_recorder`` it exposes.
+
+Every capture is a hook that only reads: the gradients are the same with and without the
+Monitor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional.layouts import RetrievalLayout
+from gradlab.functional.score_losses import score_positives
+from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.monitor.quantity import NEEDS
+from gradlab.validation import check_shape, check_tensor
+
+__all__ = [
+    "ADAPTERS",
+    "ATTACH_ADAPTER",
+    "INPUTS",
+    "LossAdapter",
+    "adapt",
+    "declared_form",
+    "embedding_adapter",
+    "loss_name",
+    "record_into",
+    "register",
+]
+
+INPUTS = ("embeddings", "scores")
+"""What the first argument of a watched loss is."""
+
+FORMS = {
+    "embeddings": "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates "
+    "[C, d], positives [Q, C] bool)",
+    "scores": "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)",
+}
+
+EMBEDDING_VALUES = frozenset({"embeddings", "loss", "embedding_grad", "scores", "sorted_scores",
+                              "descending_order", "smooth_ap_terms"})  # fmt: skip
+"""What a call on embeddings provides (the scores are their cosine matrix)."""
+
+SCORE_VALUES = frozenset({"loss", "scores", "sorted_scores", "descending_order", "score_grad"})
+"""What a call on a score matrix provides (the matrix is the layout; its gradient is hooked)."""
+
+ON_SCORES = "the loss is watched on a score matrix (inputs='scores')"
+EXPOSE_SCORES = (
+    "Watch a loss written on a score matrix with inputs='scores', use gradlab's losses, or give "
+    "a pytorch-metric-learning loss distance=gradlab.interop.pml.RecordingCosineSimilarity()"
+)
+
+
+@dataclass
+class LossAdapter:
+    """How the Monitor reads one watched loss (see the module docstring).
+
+    Args:
+        name: how messages name the loss (``"the watched loss NTXentLoss"``).
+        inputs: ``"embeddings"`` or ``"scores"``.
+        provides: names of :data:`~gradlab.monitor.quantity.NEEDS` the Monitor can provide.
+        missing: for needs it cannot, why (completes ``"needs <value>; <why>"``).
+        loss_kind: ``"exclude_query"`` / ``"include_query"`` for a SmoothAP loss, else None.
+        loss_tau: that SmoothAP loss's tau.
+        recorder: the object whose ``score_recorder`` the Monitor sets on logged steps.
+        smooth_ap: ``dL/dS`` is gradlab SmoothAP's exact gradient at the step's scores.
+
+    Example:
+        >>> adapter = adapt(lambda scores, positives: scores.sum(), inputs="scores")
+        >>> adapter.inputs, "score_grad" in adapter.provides, "embeddings" in adapter.provides
+        ('scores', True, False)
+    """
+
+    name: str
+    inputs: str
+    provides: frozenset[str]
+    missing: dict[str, str] = field(default_factory=dict)
+    loss_kind: str | None = None
+    loss_tau: float | None = None
+    recorder: object | None = None
+    smooth_ap: bool = False
+
+    def why_not(self, needs: frozenset[str]) -> str | None:
+        """Why a quantity with these needs cannot apply (its first unmet need), or None.
+
+        Example:
+            >>> adapt(lambda scores, positives: scores.sum(), inputs="scores").why_not(
+            ...     frozenset({"embeddings"}))
+            "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
+        """
+        for need in NEEDS:  # in a fixed order: the same reason every time
+            if need in needs and need not in self.provides:
+                why = self.missing.get(need, f"{self.name} does not provide it")
+                return f"needs {NEEDS[need]}; {why}"
+        unknown = sorted(needs - set(NEEDS))
+        return f"needs {', '.join(unknown)}, which the Monitor does not know" if unknown else None
+
+    def read(self, tensors: list, loss: torch.Tensor | None, tau: float) -> BatchView:
+        """The BatchView of a call (positional arguments, then tensor keyword arguments).
+
+        Raises:
+            GradlabError: the call does not have this adapter's form, saying why.
+        """
+        expected = FORMS[self.inputs]
+        if len(tensors) < 2 or not all(isinstance(t, torch.Tensor) for t in tensors[:3]):
+            raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        first = tensors[0]
+        if first.dim() != 2 or not first.is_floating_point():
+            raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
+                          tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
+        if self.inputs == "scores":
+            mask = score_positives(batch.embeddings, tensors[1])
+            batch.positives = mask
+            # The score matrix is the layout: P, counts and the relaxation gap read it directly.
+            batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
+        elif len(tensors) >= 3:
+            check_tensor("candidates", tensors[1], ndims=(2,), kind="float")
+            check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
+            check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
+            batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
+        else:
+            check_tensor("labels", tensors[1], ndims=(1,), kind="integer")
+            check_shape("labels", tensors[1], first.shape[:1], "one label per embedding")
+            batch.labels = tensors[1]
+        return batch
+
+    def score_captures(
+        self, batch: BatchView, first: torch.Tensor, recorded: list[ScoreCapture]
+    ) -> list[ScoreCapture]:
+        """The score matrices whose ``dL/dS`` the anatomy reads (their hooks only read).
+
+        ``recorded``: what the loss handed its ``score_recorder`` during the call.
+        """
+        captured = list(recorded)
+        if self.inputs == "scores" and not captured:
+            capture = ScoreCapture("both", batch.embeddings.clone(), batch.positives)
+            if first.requires_grad:
+                first.register_hook(_keep_into(capture))
+            captured = [capture]
+        elif self.inputs == "embeddings" and batch.labels is not None:
+            size = batch.labels.shape[0]
+            captured = [c for c in captured if tuple(c.scores.shape) == (size, size)][:1]
+            for capture in captured:  # a recording distance: in-batch, the query not a candidate
+                capture.direction = "in_batch"
+                capture.positives = batch.layout.positives
+                capture.candidates = batch.layout.candidate_mask
+        if not captured and self.smooth_ap:
+            captured = [_smooth_ap_capture(batch)]
+        return captured
+
+
+Maker = Callable[[object, str | None], LossAdapter | None]
+"""``(loss_fn, inputs) -> LossAdapter | None``: an adapter if it recognises the loss."""
+
+
+def loss_name(loss_fn: object) -> str:
+    """The loss's function or class name, as messages show it.
+
+    Example:
+        >>> loss_name(len), loss_name(torch.nn.MSELoss())
+        ('len', 'MSELoss')
+    """
+    return getattr(loss_fn, "__name__", None) or type(loss_fn).__name__
+
+
+def embedding_adapter(loss_fn: object, recorder: object | None = None, **kwargs) -> LossAdapter:
+    """The adapter of a loss called on embeddings (what a registered maker usually returns).
+
+    Args:
+        loss_fn: the loss.
+        recorder: an object with a ``score_recorder`` the loss hands its score matrix to.
+        **kwargs: ``loss_kind`` and ``loss_tau`` for a SmoothAP loss (``"include_query"`` when
+            the query is its own candidate, else ``"exclude_query"``); ``smooth_ap=True`` for
+            gradlab's SmoothAP (``dL/dS`` computed from the step's sigmoid block).
+
+    Example:
+        >>> adapter = embedding_adapter(len, loss_kind="include_query", loss_tau=0.05)
+        >>> adapter.why_not(frozenset({"loss_kind"})) is None, adapter.why_not(
+        ...     frozenset({"score_grad"})).startswith("needs dL/dS")
+        (True, True)
+    """
+    name = f"the watched loss {loss_name(loss_fn)}"
+    provides = EMBEDDING_VALUES | {"score_grad"} if recorder or kwargs.get("smooth_ap") \
+        else EMBEDDING_VALUES  # fmt: skip
+    if kwargs.get("loss_kind") is not None:
+        provides = provides | {"loss_kind"}
+    missing = {
+        "loss_kind": f"{name} is not SmoothAP",
+        "score_grad": f"{name} takes embeddings and exposes no score matrix. {EXPOSE_SCORES}",
+    }
+    return LossAdapter(name, "embeddings", provides, missing, recorder=recorder, **kwargs)
+
+
+def _gradlab_smooth_ap(loss_fn: object, inputs: str | None) -> LossAdapter | None:
+    from gradlab.losses import SmoothAPLoss
+
+    if not isinstance(loss_fn, SmoothAPLoss) or inputs not in (None, "embeddings"):
+        return None
+    kind = "include_query" if loss_fn.include_query else "exclude_query"
+    return embedding_adapter(loss_fn, loss_kind=kind, loss_tau=loss_fn.tau, smooth_ap=True)
+
+
+def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter | None:
+    if type(loss_fn).__module__.split(".")[0] != "pytorch_metric_learning" or inputs not in (
+        None, "embeddings"
+    ):  # fmt: skip
+        return None
+    from gradlab.interop.pml import recording_distance, smooth_ap_temperature
+
+    temperature = smooth_ap_temperature(loss_fn)
+    kind = None if temperature is None else "include_query"  # PML's query is its own candidate
+    return embedding_adapter(loss_fn, recording_distance(loss_fn), loss_kind=kind,
+                              loss_tau=temperature)  # fmt: skip
+
+
+def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:
+    if (inputs or declared_form(loss_fn)) != "scores":
+        return None
+    recorder = loss_fn if hasattr(loss_fn, "score_recorder") else None
+    missing = {need: ON_SCORES for need in EMBEDDING_VALUES - SCORE_VALUES} | {
+        "loss_kind": ON_SCORES
+    }
+    return LossAdapter(f"the watched loss {loss_name(loss_fn)}", "scores", SCORE_VALUES,
+                       missing, recorder=recorder)  # fmt: skip
+
+
+def _embeddings(loss_fn: object, inputs: str | None) -> LossAdapter:
+    owners = (loss_fn, getattr(loss_fn, "distance", None))
+    recorder = next((o for o in owners if o is not None and hasattr(o, "score_recorder")), None)
+    return embedding_adapter(loss_fn, recorder)
+
+
+def declared_form(loss_fn: object) -> str | None:
+    """What the loss says its first argument is: its ``input_form`` (``"embeddings"`` or
+    ``"scores"``); a loss with its own ``score_recorder`` is a score-matrix loss; else None.
+
+    Example:
+        >>> import gradlab
+        >>> declared_form(gradlab.NTXentLoss(0.1)), declared_form(lambda e, y: e.sum())
+        ('scores', None)
+    """
+    form = getattr(loss_fn, "input_form", None)
+    if form in INPUTS:
+        return form
+    return "scores" if hasattr(loss_fn, "score_recorder") else None
+
+
+ADAPTERS: list[Maker] = [_gradlab_smooth_ap, _pytorch_metric_learning, _score_matrix, _embeddings]
+"""The makers :func:`adapt` asks, in order; the last one accepts every loss."""
+
+
+def register(maker: Maker) -> Maker:
+    """Ask ``maker`` before the built-in adapters (usable as a decorator); returns it.
+
+    Example:
+        >>> @register
+        ... def never(loss_fn, inputs):
+        ...     return None
+        >>> ADAPTERS[0] is never
+        True
+        >>> ADAPTERS.remove(never)
+    """
+    if not callable(maker):
+        raise GradlabError(f"maker must be a callable (loss_fn, inputs) -> LossAdapter; "
+                           f"got {maker!r}")  # fmt: skip
+    ADAPTERS.insert(0, maker)
+    return maker
+
+
+def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
+    """The adapter of a watched loss (the first registered maker that recognises it).
+
+    Args:
+        loss_fn: the loss, any callable.
+        inputs: ``"embeddings"``, ``"scores"`` or None (the loss's declared form, else
+            embeddings).
+
+    Raises:
+        GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
+
+    Example:
+        >>> import gradlab
+        >>> adapt(gradlab.NTXentLoss(0.1)).inputs, adapt(gradlab.SmoothAPLoss(0.05)).loss_tau
+        ('scores', 0.05)
+    """
+    if not callable(loss_fn):
+        raise GradlabError(
+            "loss_fn must be callable (a loss module or function); got "
+            f"{type(loss_fn).__name__} {loss_fn!r}"
+        )
+    if inputs is not None and inputs not in INPUTS:
+        raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")
+    for maker in ADAPTERS:
+        adapter = maker(loss_fn, inputs)
+        if adapter is not None:
+            return adapter
+    raise GradlabError(f"no loss adapter recognises {loss_name(loss_fn)}")  # pragma: no cover
+
+
+ATTACH_ADAPTER = LossAdapter(
+    "attach()",
+    "embeddings",
+    EMBEDDING_VALUES - {"loss"},
+    dict.fromkeys(("loss", "loss_kind", "score_grad"),
+                  "attach() sees the embeddings only (use monitor.watch(loss_fn))"),
+)  # fmt: skip
+"""What :meth:`gradlab.Monitor.attach` reads: the module's output as embeddings, no loss."""
+
+
+def record_into(captured: list) -> Callable:
+    """A ``score_recorder``: keep each recorded matrix (a copy) and read its gradient with a hook.
+
+    Example:
+        >>> kept = []
+        >>> record_into(kept)("i2t", torch.eye(2), None)
+        >>> kept[0].direction, kept[0].scores.shape
+        ('i2t', torch.Size([2, 2]))
+    """
+
+    def record(direction: str, scores: torch.Tensor, positives: torch.Tensor | None) -> None:
+        # Copies: an optimizer may update a leaf score matrix in place before step() reads it.
+        capture = ScoreCapture(direction, scores.detach().clone(), positives)
+        if scores.requires_grad:
+            scores.register_hook(_keep_into(capture))
+        captured.append(capture)
+
+    return record
+
+
+def _keep_into(capture: ScoreCapture):
+    def keep(grad: torch.Tensor) -> None:
+        capture.grad = grad.detach().clone()  # read only: returning None keeps it as it is
+
+    return keep
+
+
+def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
+    """The score matrix of a gradlab SmoothAP call: hooked in the graph when the loss recorded
+    it (``batch.record``), else SmoothAP's exact ``dL/dS`` from the step's shared sigmoid block
+    (:meth:`BatchView.smooth_ap_loss_grad`) when the step is logged. No value is read."""
+    record = batch.record
+    if record is not None:
+        direction = "in_batch" if record.in_batch else "i2t"
+        capture = ScoreCapture(direction, record.scores.detach(), record.positives,
+                               record.candidate_mask)  # fmt: skip
+        if record.scores.requires_grad:
+            record.scores.register_hook(_keep_into(capture))
+        return capture
+    if batch.labels is None:
+        return ScoreCapture("i2t", None, batch.positives, None, smooth_ap_tau=batch.loss_tau)
+    positives = batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1)
+    candidates = None
+    if batch.loss_kind != "include_query":
+        positives.fill_diagonal_(False)
+        candidates = torch.ones_like(positives).fill_diagonal_(False)
+    return ScoreCapture("in_batch", None, positives, candidates, smooth_ap_tau=batch.loss_tau)
+
+
+def _describe(values) -> str:
+    parts = [f"{type(v).__name__}{list(v.shape) if isinstance(v, torch.Tensor) else ''}"
+             for v in values]  # fmt: skip
+    return f"{len(values)} tensor argument(s): ({', '.join(parts)})" if parts else "no tensor"

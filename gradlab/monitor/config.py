@@ -1,0 +1,179 @@
+"""The Monitor's options, written and checked once: :class:`MonitorConfig`.
+
+:class:`gradlab.Monitor` builds one from its keyword arguments, and
+:class:`gradlab.integrations.lightning.GradlabCallback` builds one when it is created (so a bad
+value is refused where it is given, not inside ``Trainer.fit``) and opens its Monitor from it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+
+from gradlab.errors import GradlabError
+from gradlab.monitor.quantities import PRESETS
+from gradlab.monitor.quantity import Quantity
+from gradlab.monitor.schedules import Schedule, every
+from gradlab.monitor.sinks import SINKS, Sink
+from gradlab.validation import check_positive_finite
+
+__all__ = ["DISTRIBUTED", "MonitorConfig"]
+
+DISTRIBUTED = ("auto", "local")
+"""``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather."""
+
+
+@dataclass(frozen=True)
+class MonitorConfig:
+    """Every option of :class:`gradlab.Monitor` but ``log_dir``, checked when it is made.
+
+    Args:
+        tau: temperature of the diagnostics; ``None``: the watched SmoothAP loss's, else 0.01.
+        every: one schedule for every quantity: an int ``n`` (every n steps) or a
+            ``step -> bool`` callable taking one argument; ``None``: the preset's default
+            schedule, or each explicit quantity's own. Stored as a schedule.
+        preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
+        quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (a tuple).
+        sinks: sink names from ``gradlab.monitor.sinks.SINKS`` or Sink instances (a tuple).
+        strict: raise a quantity's error instead of reporting it once and disabling it.
+        distributed: ``"auto"`` or ``"local"`` (:data:`DISTRIBUTED`).
+        config: extra JSON-ready settings stored in the run header.
+        resume: continue the run already in ``log_dir``.
+        overwrite: replace the run already in ``log_dir``.
+
+    Raises:
+        GradlabError: a value out of range, naming the option, the value and what is allowed.
+
+    Example:
+        >>> options = MonitorConfig(tau=0.05, preset="cheap", sinks="jsonl")
+        >>> options.tau, options.sinks
+        (0.05, ('jsonl',))
+        >>> MonitorConfig(preset="everything")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: preset must be one of ['cheap', 'default', 'full']; ...
+    """
+
+    tau: float | None = None
+    every: int | Schedule | None = None
+    preset: str = "default"
+    quantities: Sequence[Quantity] | None = None
+    sinks: Sequence[str | Sink] = ("jsonl",)
+    strict: bool = False
+    distributed: str = "auto"
+    config: dict | None = None
+    resume: bool = False
+    overwrite: bool = False
+
+    def __post_init__(self) -> None:
+        normalized = {
+            "tau": None if self.tau is None else check_positive_finite("tau", self.tau),
+            "every": None if self.every is None else _schedule(self.every),
+            "quantities": _quantities(self.quantities, self.preset),
+            "sinks": _sinks(self.sinks),
+        }
+        for name, value in normalized.items():
+            object.__setattr__(self, name, value)  # frozen: normalized once, here
+        for name in ("strict", "resume", "overwrite"):
+            if not isinstance(getattr(self, name), bool):
+                raise GradlabError(f"{name} must be True or False; got {getattr(self, name)!r}")
+        if self.resume and self.overwrite:
+            raise GradlabError("resume=True and overwrite=True exclude each other; choose one")
+        if self.distributed not in DISTRIBUTED:
+            raise GradlabError(f"distributed must be 'auto' or 'local'; got {self.distributed!r}")
+        _check_config(self.config)
+
+    @classmethod
+    def names(cls) -> list[str]:
+        """The option names, in order.
+
+        Example:
+            >>> MonitorConfig.names()[:3]
+            ['tau', 'every', 'preset']
+        """
+        return [field.name for field in fields(cls)]
+
+    @classmethod
+    def of(cls, options: dict) -> MonitorConfig:
+        """A config from a dict of options; an unknown name is a :class:`GradlabError`.
+
+        Example:
+            >>> MonitorConfig.of({"taux": 0.1})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            gradlab.errors.GradlabError: monitor options must be among ['tau', ...]; got ['taux']
+        """
+        unknown = sorted(set(options) - set(cls.names()))
+        if unknown:
+            raise GradlabError(f"monitor options must be among {cls.names()}; got {unknown}")
+        return cls(**options)
+
+
+def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | None:
+    if quantities is None:
+        if not isinstance(preset, str) or preset not in PRESETS:
+            raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
+        return None
+    if isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
+            not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip
+        raise GradlabError(f"quantities must be a list of Quantity instances; got {quantities!r}")
+    return tuple(quantities)
+
+
+def _check_config(config: object) -> None:
+    """``config`` is None or a dict with string keys whose values JSON can write."""
+    if config is None:
+        return
+    if not isinstance(config, dict):
+        raise GradlabError(f"config must be a dict of JSON-ready settings; got {config!r}")
+    for key, value in config.items():
+        if not isinstance(key, str):
+            raise GradlabError(f"config keys must be strings; got key {key!r}")
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError) as error:
+            raise GradlabError(
+                f"config must hold JSON-ready values (numbers, strings, bools, None, lists, "
+                f"dicts); config[{key!r}] is {type(value).__name__} {value!r} ({error})"
+            ) from None
+
+
+def _schedule(value: object) -> Schedule:
+    """``every`` as a schedule: a positive int n (every n steps) or a ``step -> bool`` callable
+    that accepts one positional argument (checked on its signature, not called)."""
+    allowed = "a positive integer n (every n steps) or a callable step -> bool"
+    if callable(value) and not isinstance(value, type):
+        try:
+            signature = inspect.signature(value)
+        except (TypeError, ValueError):
+            return value  # no signature to read (some builtins): accepted as it is
+        try:
+            signature.bind(0)
+        except TypeError:
+            raise GradlabError(
+                f"every must be {allowed} taking one argument (the step); got {value!r} with "
+                f"signature {signature}"
+            ) from None
+        return value
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise GradlabError(f"every must be {allowed}; got {value!r}")
+    return every(value)
+
+
+def _sinks(sinks: object) -> tuple[str | Sink, ...]:
+    """``sinks`` as a tuple: one name or Sink is one sink; every entry a known name or a Sink."""
+    if isinstance(sinks, (str, Sink)):
+        sinks = [sinks]
+    if not isinstance(sinks, (list, tuple)):
+        raise GradlabError(
+            f"sinks must be a sink name, a Sink, or a list of them (names: {sorted(SINKS)}); "
+            f"got {sinks!r}"
+        )
+    for value in sinks:
+        if not isinstance(value, Sink) and (not isinstance(value, str) or value not in SINKS):
+            raise GradlabError(
+                f"sinks must name one of {sorted(SINKS)} or be Sink instances; got {value!r}"
+            )
+    return tuple(sinks)

@@ -1,0 +1,121 @@
+"""The base of every logged quantity: what it needs, what it logs, how it is drawn.
+
+cockpit's call chain (``track -> should_compute -> compute``) with the declarations its
+``cockpit.py`` asks for instead of naming quantities: a :class:`Quantity` says which values of
+the step it reads (:attr:`Quantity.needs`, names of :class:`~gradlab.monitor.batch.BatchView`'s
+shared values, :data:`NEEDS`), the keys it may log (:attr:`Quantity.keys`) and the figures
+that draw them (:attr:`Quantity.plots`). The Monitor provides each need once per logged step
+(BatchView caches them), says in the run header which quantities cannot apply to the watched
+loss (a need the loss's adapter cannot provide, :mod:`gradlab.monitor.adapters`), and
+``gradlab plot`` draws the declared families. A new quantity touches only its own module.
+
+Example:
+    >>> import torch
+    >>> class RowMedian(Quantity):
+    ...     name = "row_median"
+    ...     needs = frozenset({"sorted_scores"})
+    ...     keys = ("row_median_mean",)
+    ...     def compute(self, batch):
+    ...         middle = batch.negated_sorted.shape[1] // 2
+    ...         return {"row_median_mean": -batch.negated_sorted[:, middle].mean()}
+    >>> RowMedian().keys, sorted(RowMedian().needs)
+    (('row_median_mean',), ['sorted_scores'])
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.schedules import Schedule, every
+
+Values = dict[str, torch.Tensor]
+
+NEEDS = {
+    "embeddings": "the embeddings",
+    "loss": "the loss value",
+    "embedding_grad": "the gradient backpropagated into the embeddings",
+    "scores": "the score matrix",
+    "sorted_scores": "the step's sort of the score rows",
+    "descending_order": "the step's sort of the score rows with ties in column order",
+    "smooth_ap_terms": "SmoothAP's sigmoid block, computed from the embeddings",
+    "loss_kind": "a watched SmoothAP loss (its analytic gradient is compared)",
+    "score_grad": "dL/dS of the loss's score matrix",
+}
+"""What a quantity may need, each a value :class:`BatchView` provides (computed once per step):
+``embeddings``, ``loss``, ``embedding_grad`` (fields), ``scores``, ``sorted_scores``
+(``negated_sorted``), ``descending_order`` (the sort, stable), ``smooth_ap_terms``,
+``loss_kind`` (the watched loss is SmoothAP) and ``score_grad`` (``score_captures``)."""
+
+GRADIENT_NEEDS = frozenset({"embedding_grad", "score_grad"})
+"""Needs that exist only after backward: the Monitor keeps gradients for these."""
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A figure family of a quantity: title, y label and ``(key, legend label)`` series.
+
+    Example:
+        >>> Plot("loss", "Loss", "loss", (("loss", "loss"),)).keys
+        ('loss',)
+    """
+
+    family: str
+    title: str
+    ylabel: str
+    series: tuple[tuple[str, str], ...]
+    zero_based: bool = False
+    """Counts and shares: the y axis starts at 0."""
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        return tuple(key for key, _ in self.series)
+
+
+def _row_counts(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` int32: True entries per row, summed as bytes (a bool sum or ``any`` goes through
+    int64 or a slower kernel: several times slower on a CPU at B = 1024)."""
+    return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+
+
+def _row_any(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` bool: rows with a True entry, as the largest byte (``any`` is ~50x slower on a
+    CPU at B = 1024)."""
+    return mask.view(torch.uint8).amax(dim=1) > 0
+
+
+class Quantity:
+    """A logged quantity: a name, a schedule, its declarations and :meth:`compute`.
+
+    Attributes:
+        name: prefix of the logged keys, and its name in the run header.
+        needs: names from :data:`NEEDS` that :meth:`compute` reads.
+        keys: every key it may log.
+        plots: its figure families (:class:`Plot`).
+        schedule: ``step -> bool``.
+
+    Example:
+        >>> Quantity().should_compute(0), Quantity().needs_grad
+        (True, False)
+    """
+
+    name = "quantity"
+    needs: frozenset[str] = frozenset()
+    keys: tuple[str, ...] = ()
+    plots: tuple[Plot, ...] = ()
+
+    def __init__(self, schedule: Schedule | None = None) -> None:
+        self.schedule = schedule if schedule is not None else every(1)
+
+    @property
+    def needs_grad(self) -> bool:
+        """Whether it reads a gradient (the Monitor then hooks the backward pass)."""
+        return bool(self.needs & GRADIENT_NEEDS)
+
+    def should_compute(self, step: int) -> bool:
+        return bool(self.schedule(step))
+
+    def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
+        raise NotImplementedError
