@@ -210,6 +210,7 @@ class FAPPYLoss(RankingLoss):
         delta_min: the smallest bin width, positive and finite.
         normalization: ``"paper"`` or ``"official"``.
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
+            With ``False`` the core still refuses non-finite similarities (it bins them).
 
     Example:
         >>> FAPPYLoss(delta_min=0.01).deltas[:3]
@@ -296,6 +297,7 @@ class BlackboxAPLoss(RankingLoss):
         interpolation: lambda, positive and finite.
         margin: subtracted from positive scores before ranking, non-negative.
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
+            With ``False`` the core still refuses NaN scores (a NaN has no rank).
 
     Example:
         >>> BlackboxAPLoss()

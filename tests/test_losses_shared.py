@@ -1,0 +1,257 @@
+"""What every loss module shares, one table over all six: the documented call form (against an
+independent float64 reference), validate on and off, input errors that name the argument,
+degenerate batches (value 0, gradient 0, counted, one warning) and a warning that points at
+the caller's line."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.losses import INPUT_FORMS, DegenerateBatchWarning, RankingLoss
+from tests.reference.histogram_losses_loops import fappy_algorithm1, fastap_query, ranked_ap
+from tests.reference.score_losses_loops import score_loss
+from tests.reference.smooth_ap_loops import (
+    cosine,
+    cross_modal_smooth_ap,
+    in_batch_smooth_ap,
+    loss_from_aps,
+)
+
+TAU, BINS, DELTA_MIN, MARGIN, TEMPERATURE = 0.2, 10, 0.25, 0.2, 0.5
+
+
+def _mean_defined(values):
+    defined = [v for v in values if not math.isnan(v)]
+    return 1.0 - sum(defined) / len(defined) if defined else 0.0
+
+
+def _fastap_reference(embeddings, labels):
+    return _mean_defined([fastap_query(embeddings, labels, q, BINS) for q in range(len(labels))])
+
+
+def _blackbox_reference(embeddings, labels):
+    aps = []
+    for q in range(len(labels)):
+        others = [c for c in range(len(labels)) if c != q]
+        aps.append(ranked_ap([cosine(embeddings[q], embeddings[c]) for c in others],
+                             [labels[c] == labels[q] for c in others], 0.02))  # fmt: skip
+    return _mean_defined(aps)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One loss: how to build it, its input form and an independent reference of its value."""
+
+    make: Callable[..., RankingLoss]
+    input_form: str
+    reference: Callable[[list, list], float]
+
+
+CASES = {
+    "SmoothAPLoss": Case(
+        lambda **kw: gradlab.SmoothAPLoss(TAU, **kw), "embeddings",
+        lambda e, y: loss_from_aps(in_batch_smooth_ap(e, y, TAU, False)),
+    ),
+    "FastAPLoss": Case(lambda **kw: gradlab.FastAPLoss(BINS, **kw), "embeddings",
+                       _fastap_reference),
+    "BlackboxAPLoss": Case(lambda **kw: gradlab.BlackboxAPLoss(**kw), "embeddings",
+                           _blackbox_reference),
+    "FAPPYLoss": Case(
+        lambda **kw: gradlab.FAPPYLoss(DELTA_MIN, **kw), "embeddings",
+        lambda e, y: fappy_algorithm1(e, y, DELTA_MIN),
+    ),
+    "NTXentLoss": Case(
+        lambda **kw: gradlab.NTXentLoss(TEMPERATURE, **kw), "scores",
+        lambda s, p: score_loss("nt_xent", s, p, TEMPERATURE)[0],
+    ),
+    "MaxViolationTripletLoss": Case(
+        lambda **kw: gradlab.MaxViolationTripletLoss(MARGIN, **kw), "scores",
+        lambda s, p: score_loss("triplet", s, p, MARGIN)[0],
+    ),
+}  # fmt: skip
+NAMES = sorted(CASES)
+CORE_REFUSES_NON_FINITE = {"BlackboxAPLoss", "FAPPYLoss"}
+"""Losses whose functional core checks finiteness itself, so validate=False cannot skip it."""
+
+
+def _inputs(form, seed=0, degenerate=None):
+    """A batch in the loss's documented form; ``degenerate`` picks a batch without signal."""
+    generator = torch.Generator().manual_seed(seed)
+    if form == "embeddings":
+        embeddings = torch.randn(8, 3, generator=generator, dtype=torch.float64)
+        labels = {None: torch.arange(8) % 3, "singletons": torch.arange(8),
+                  "one class": torch.zeros(8, dtype=torch.long)}[degenerate]  # fmt: skip
+        return embeddings.requires_grad_(True), labels
+    scores = torch.rand(5, 6, generator=generator, dtype=torch.float64)
+    positives = {None: torch.eye(5, 6, dtype=torch.bool),
+                 "singletons": torch.zeros(5, 6, dtype=torch.bool),
+                 "one class": torch.ones(5, 6, dtype=torch.bool)}[degenerate]  # fmt: skip
+    return scores.requires_grad_(True), positives
+
+
+def test_the_table_covers_every_loss_of_the_package():
+    exported = {name for name in gradlab.__all__ if name.endswith("Loss")}
+    assert exported == set(CASES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_loss_derives_from_the_base_and_declares_its_input_form(name):
+    cls = getattr(gradlab, name)
+    assert issubclass(cls, RankingLoss) and issubclass(cls, torch.nn.Module)
+    assert cls.input_form == CASES[name].input_form and cls.input_form in INPUT_FORMS
+    parameters = list(inspect.signature(cls.forward).parameters)
+    expected = ["embeddings", "labels"] if cls.input_form == "embeddings" else ["scores",
+                                                                                "positives"]
+    assert parameters[1:3] == expected  # after self: pytorch-metric-learning's order
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("name", NAMES)
+def test_the_documented_call_matches_its_float64_reference(name, seed):
+    case = CASES[name]
+    first, second = _inputs(case.input_form, seed)
+    loss = case.make()(first, second)
+    expected = case.reference(first.tolist(), second.tolist())
+    assert loss.shape == () and loss.item() == pytest.approx(expected, abs=1e-9)
+    loss.backward()
+    assert torch.isfinite(first.grad).all()
+
+
+@pytest.mark.parametrize("name", ["SmoothAPLoss", "BlackboxAPLoss"])
+def test_cross_modal_by_keyword(name):
+    generator = torch.Generator().manual_seed(3)
+    queries = torch.randn(4, 3, generator=generator, dtype=torch.float64)
+    candidates = torch.randn(6, 3, generator=generator, dtype=torch.float64)
+    positives = torch.rand(4, 6, generator=generator) < 0.4
+    positives[:, 0] = True
+    got = CASES[name].make()(queries, candidates=candidates, positives=positives).item()
+    rows = [[cosine(q, c) for c in candidates.tolist()] for q in queries.tolist()]
+    if name == "SmoothAPLoss":
+        aps = cross_modal_smooth_ap(queries.tolist(), candidates.tolist(), positives.tolist(), TAU)
+    else:
+        aps = [ranked_ap(row, flags, 0.02) for row, flags in zip(rows, positives.tolist(),
+                                                                   strict=True)]  # fmt: skip
+    assert got == pytest.approx(loss_from_aps(aps), abs=1e-9)
+    with pytest.raises(GradlabError, match=r"positives=positives\); got 3 positional arguments "
+                                           r"\(cross-modal: pass candidates and positives by"):
+        CASES[name].make()(queries, candidates, positives)
+
+
+@pytest.mark.parametrize("name", ["FastAPLoss", "FAPPYLoss"])
+def test_in_batch_only_losses_refuse_the_cross_modal_keywords(name):
+    queries, candidates = torch.randn(4, 3), torch.randn(6, 3)
+    message = (rf"^{name} takes loss\(embeddings, labels\): it has no cross-modal form .*; "
+               r"got candidates and positives$")
+    with pytest.raises(GradlabError, match=message):
+        CASES[name].make()(queries, candidates=candidates, positives=torch.ones(4, 6) > 0)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_validate_refuses_non_finite_input_and_off_lets_it_through(name):
+    case = CASES[name]
+    first, second = _inputs(case.input_form)
+    first = first.detach().clone()
+    first[1, 0] = math.nan
+    argument = case.input_form  # "embeddings" or "scores"
+    with pytest.raises(GradlabError, match=rf"^{argument} must be finite"):
+        case.make()(first, second)
+    if name in CORE_REFUSES_NON_FINITE:  # their ranks of NaN are undefined: the core refuses
+        with pytest.raises(GradlabError, match=r"finite|NaN"):
+            case.make(validate=False)(first, second)
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # and no warning either
+        value = case.make(validate=False)(first, second)
+    assert value.shape == ()
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_validate_must_be_a_bool(name):
+    with pytest.raises(GradlabError, match=r"^validate must be a bool; got 'yes'$"):
+        CASES[name].make(validate="yes")
+
+
+@pytest.mark.parametrize(
+    ("position", "bad", "message"),
+    [(0, "not a tensor", "must be a torch.Tensor; got str"),
+     (0, torch.zeros(8), "must be 2-D; got shape (8,)"),
+     (1, None, None)],
+)  # fmt: skip
+@pytest.mark.parametrize("name", NAMES)
+def test_bad_input_raises_an_error_naming_the_argument(name, position, bad, message):
+    case = CASES[name]
+    arguments = list(_inputs(case.input_form))
+    names = ["embeddings", "labels"] if case.input_form == "embeddings" else ["scores",
+                                                                              "positives"]
+    if bad is None:  # the second argument in the wrong dtype
+        bad = arguments[1].double()
+        message = ("must have an integer dtype" if case.input_form == "embeddings"
+                   else "must be a [Q, C] bool mask or [B] integer labels")  # fmt: skip
+    arguments[position] = bad
+    with pytest.raises(GradlabError) as caught:
+        case.make()(*arguments)
+    text = str(caught.value)
+    assert text.startswith(names[position]) and message in text
+
+
+@pytest.mark.parametrize("degenerate", ["singletons", "one class"])
+@pytest.mark.parametrize("name", NAMES)
+def test_a_degenerate_batch_is_zero_with_zero_gradient_counted_and_warned_once(name, degenerate):
+    case = CASES[name]
+    loss_fn = case.make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            first, second = _inputs(case.input_form, degenerate=degenerate)
+            value = loss_fn(first, second)
+            value.backward()
+            if not (name == "NTXentLoss" and degenerate == "one class"):
+                # NT-Xent over positives only is a softmax spread over them: not 0, by design
+                assert value.item() == pytest.approx(0.0, abs=1e-12)
+                assert first.grad.abs().max() <= 1e-12
+        loss_fn(*_inputs(case.input_form))  # a batch with signal is not counted
+    flagged = [w for w in caught if w.category is DegenerateBatchWarning]
+    assert len(flagged) == 1 and loss_fn.degenerate_batches == 3
+    assert str(flagged[0].message).startswith(f"{name}: no query in this batch has both")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_validate_off_counts_nothing_for_the_losses_that_would_read_for_it(name):
+    loss_fn = CASES[name].make(validate=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss_fn(*_inputs(CASES[name].input_form, degenerate="singletons"))
+    # SmoothAP reads its group sizes anyway, so it counts at no cost; the others read nothing.
+    counted = int(name == "SmoothAPLoss")
+    assert loss_fn.degenerate_batches == counted
+    assert len([w for w in caught if w.category is DegenerateBatchWarning]) == counted
+
+
+@pytest.mark.parametrize("watched", [False, True])
+@pytest.mark.parametrize("name", NAMES)
+def test_the_warning_points_at_the_line_that_called_the_loss(name, watched, tmp_path):
+    case = CASES[name]
+    loss_fn = case.make()
+    arguments = _inputs(case.input_form, degenerate="singletons")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if watched:  # a Monitor's wrapper adds gradlab frames; the warning still names us
+            with gradlab.Monitor(tmp_path, every=1) as monitor:
+                wrapped = monitor.watch(loss_fn)
+                line = inspect.currentframe().f_lineno + 1
+                wrapped(*arguments)
+        else:
+            line = inspect.currentframe().f_lineno + 1
+            loss_fn(*arguments)
+    flagged = [w for w in caught if w.category is DegenerateBatchWarning]
+    assert len(flagged) == 1
+    assert (flagged[0].filename, flagged[0].lineno) == (__file__, line)
