@@ -9,9 +9,9 @@ from __future__ import annotations
 import math
 
 
-def anatomy_one_query(grad, scores, positives, candidates, absolute, relative):
+def anatomy_one_query(grad, scores, positives, candidate_mask, absolute, relative):
     """A dict of the anatomy statistics of one query (lists of floats/bools in)."""
-    columns = [c for c in range(len(grad)) if candidates[c]]
+    columns = [c for c in range(len(grad)) if candidate_mask[c]]
     magnitude = {c: (0.0 if math.isnan(grad[c]) else abs(grad[c])) for c in columns}
     largest = max(magnitude.values(), default=0.0)
     active = {c for c in columns if magnitude[c] > absolute and magnitude[c] >= relative * largest}
