@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report report-check audit docs test lint bench mutants clean
+.PHONY: report report-check audit docs test test-fast lint bench mutants mutants-full clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -28,8 +28,13 @@ audit: $(STAMP)
 docs: $(STAMP)
 	$(BIN)/python tools/readme_blocks.py
 
+# CI: every test, the slow tier included.
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
+
+# The edit loop: every test but those marked slow (at most 90 s on two cores).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 -m "not slow"
 
 # ruff, then the import contract of pyproject.toml ([tool.importlinter]): the library never
 # imports the studies or the CLI.
@@ -37,12 +42,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check gradlab tests benchmarks analyses tools
 	$(BIN)/lint-imports --no-cache
 
-# Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/; several hours on
-# two cores (see benchmarks/mutation.py: one module with --only runs in minutes);
-# writes benchmarks/results/mutation.json. Not part of CI.
+# Mutation testing (mutmut) of functional/, losses, monitor/ and symbolic/ (tools/mutation.py).
+# `mutants` is incremental: only the mutants of functions whose source changed since the run
+# recorded in benchmarks/results/mutation.json (`python tools/mutation.py --dry-run` lists them).
+# `mutants-full` runs every mutant again: several hours on two cores. Not part of CI.
 mutants: $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[mutation]'
-	$(BIN)/python benchmarks/mutation.py
+	$(BIN)/python tools/mutation.py
+	$(BIN)/python tools/readme_blocks.py
+
+mutants-full: $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[mutation]'
+	$(BIN)/python tools/mutation.py --full
 	$(BIN)/python tools/readme_blocks.py
 
 bench: $(STAMP)

@@ -1,29 +1,25 @@
 """Renderer of the README's "How we test" mutation scores from ``benchmarks/results/mutation.json``.
 
-The JSON is written by ``make mutants`` (``benchmarks/mutation.py``); ``tests/test_readme.py``
+The JSON is written by ``make mutants`` (``tools/mutation.py``); ``tests/test_readme.py``
 checks that the block agrees with it.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
+from tools.mutation import GROUPS, package_of
 from tools.readme_blocks import load_json, register
 
 MUTATION_JSON = "benchmarks/results/mutation.json"
 PACKAGES = ("functional", "monitor", "symbolic", "losses.py")
-"""The packages issue 15 scores, in README order (a package not yet run says so)."""
+"""The packages scored, in README order (a package not yet run says so)."""
 
 
 def _modules_per_package() -> dict[str, int]:
-    """How many groups (modules) ``benchmarks/mutation.py`` defines for each package (the code
+    """How many groups (modules) ``tools/mutation.py`` defines for each package (the code
     of this checkout; ``root`` only holds the JSON results)."""
-    harness_path = Path(__file__).resolve().parents[1] / "benchmarks" / "mutation.py"
-    spec = importlib.util.spec_from_file_location("_mutation", harness_path)
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
-    defined = [harness.package_of({"modules": globs}) for globs, _ in harness.GROUPS.values()]
+    defined = [package_of({"modules": globs}) for globs, _ in GROUPS.values()]
     return {package: defined.count(package) for package in PACKAGES}
 
 

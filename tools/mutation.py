@@ -8,15 +8,33 @@ only the tests that cover the mutated function (mutmut records which tests reach
 function on a first, instrumented run). It writes ``benchmarks/results/mutation.json``: per
 group, mutants generated, killed, survived, without covering tests and timed out, the
 survivors by name, and the survivors judged equivalent with their one-line reason (from
-``benchmarks/mutation_equivalents.json``: a change no input can observe).
+``tools/mutation_equivalents.json``: a change no input can observe).
+
+Incremental by default. The JSON records, per group, the commit of its run and for every
+mutated function (mutmut's key, e.g. ``gradlab.functional.harmonic.x_harmonic_number`` or
+``gradlab.losses.xǁSmoothAPLossǁforward``) a hash of its source (its AST without the
+docstring, so comments, formatting and docstrings do not count) and its counts. A plain run
+hashes the functions of the committed tree and runs only the mutants of functions whose hash
+differs from the recorded one or that are new; the other functions keep their recorded counts,
+and functions that no longer exist are dropped. A group without per-function records runs in
+full. See what would run, without mutmut::
+
+    python tools/mutation.py --dry-run
+
+A change to the tests alone changes no hash: run the group again with ``--full`` (or
+``--recheck``) after adding tests that should kill a survivor.
+
+Every mutant again (``make mutants-full``)::
+
+    python tools/mutation.py --full
 
 Run one module in minutes::
 
-    python benchmarks/mutation.py --only functional/harmonic --children 1
+    python tools/mutation.py --only functional/harmonic --children 1
 
 or a custom group (its own name, its own tests)::
 
-    python benchmarks/mutation.py --group harmonic=gradlab/functional/harmonic.py \\
+    python tools/mutation.py --group harmonic=gradlab/functional/harmonic.py \\
         --tests tests/functional/test_harmonic.py
 
 Not part of CI. A full run takes several hours on two cores: the three largest claim modules of
@@ -28,7 +46,11 @@ stopped group where it left off.
 from __future__ import annotations
 
 import argparse
+import ast
+import copy
 import fcntl
+import fnmatch
+import hashlib
 import json
 import os
 import platform
@@ -41,7 +63,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
-EQUIVALENTS = ROOT / "benchmarks" / "mutation_equivalents.json"
+EQUIVALENTS = ROOT / "tools" / "mutation_equivalents.json"
 
 FUNCTIONAL_TESTS = {
     "blackbox_ap": ["tests/functional/test_fastap_blackbox.py"],
@@ -188,6 +210,144 @@ def scratch_folder(name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"gradlab-mutants-{name.replace('/', '-')}"
 
 
+def module_name(path: str) -> str:
+    """The dotted module of a source path, as mutmut names it (``gradlab/losses.py`` ->
+    ``gradlab.losses``; a package's ``__init__.py`` -> the package)."""
+    parts = Path(path).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def function_hashes(source: str, module: str) -> dict[str, str]:
+    """mutmut's key of every function it mutates in ``source`` -> a hash of that function.
+
+    Keys follow mutmut's mutant names without the ``__mutmut_N`` suffix: ``module.x_name`` for a
+    module-level function, ``module.xǁClassǁmethod`` for a method (``Outer.Inner`` for a nested
+    class); a function inside a function is part of it. The hash is the SHA-256 of the
+    function's AST (decorators and signature included) without its docstring, so comments,
+    formatting and docstrings do not mark a function as changed.
+
+    Example:
+        >>> before = function_hashes("def f(x):\\n    return x + 1\\n", "m")
+        >>> list(before)
+        ['m.x_f']
+        >>> before == function_hashes('def f(x):\\n    "Doc."\\n    return x + 1  # ok\\n', "m")
+        True
+        >>> before == function_hashes("def f(x):\\n    return x - 1\\n", "m")
+        False
+    """
+    hashes = {}
+
+    def visit(body: list[ast.stmt], owner: str | None) -> None:
+        for node in body:
+            if isinstance(node, ast.ClassDef):
+                visit(node.body, node.name if owner is None else f"{owner}.{node.name}")
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                bare = copy.copy(node)
+                if ast.get_docstring(node, clean=False) is not None:
+                    bare.body = node.body[1:]
+                key = f"x_{node.name}" if owner is None else f"xǁ{owner}ǁ{node.name}"
+                digest = hashlib.sha256(ast.dump(bare).encode()).hexdigest()[:16]
+                hashes[f"{module}.{key}"] = digest
+
+    visit(ast.parse(source).body, None)
+    return hashes
+
+
+def function_of(mutant: str) -> str:
+    """The function key of a mutant name (``m.x_f__mutmut_3`` -> ``m.x_f``)."""
+    return mutant.rsplit("__mutmut_", 1)[0]
+
+
+def committed_hashes(
+    only_mutate: list[str], root: Path = ROOT, rev: str = "HEAD"
+) -> dict[str, str]:
+    """:func:`function_hashes` of every committed file that a group's globs select, at ``rev``
+    (a run mutates the committed tree, not the working copy)."""
+    listed = subprocess.run(["git", "ls-tree", "-r", "--name-only", rev], cwd=root, check=True,
+                            capture_output=True, text=True).stdout.split()  # fmt: skip
+    hashes = {}
+    for path in sorted(p for p in listed if any(fnmatch.fnmatch(p, g) for g in only_mutate)):
+        source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root, check=True,
+                                capture_output=True, text=True).stdout  # fmt: skip
+        hashes.update(function_hashes(source, module_name(path)))
+    return hashes
+
+
+def changed_functions(
+    recorded: dict[str, str], current: dict[str, str]
+) -> tuple[list[str], list[str]]:
+    """Which functions an incremental run mutates again, and which records it drops.
+
+    Args:
+        recorded: function key -> hash, as the last run recorded them.
+        current: function key -> hash now (:func:`committed_hashes`).
+
+    Returns:
+        ``(rerun, removed)``: the keys whose hash changed or that are new, and the recorded keys
+        that no longer exist; both sorted.
+
+    Example:
+        >>> changed_functions({"m.x_f": "1", "m.x_g": "2", "m.x_h": "3"},
+        ...                   {"m.x_f": "1", "m.x_g": "9", "m.x_k": "4"})
+        (['m.x_g', 'm.x_k'], ['m.x_h'])
+    """
+    rerun = sorted(key for key, digest in current.items() if recorded.get(key) != digest)
+    removed = sorted(key for key in recorded if key not in current)
+    return rerun, removed
+
+
+def function_records(statuses: dict[str, str], hashes: dict[str, str]) -> dict[str, dict]:
+    """Per function: its hash and its mutants' counts (``generated``, the ``COUNTED`` statuses,
+    ``not_checked``). Every hashed function gets a record, one without mutants too."""
+    empty = {"generated": 0, **dict.fromkeys(COUNTED, 0), "not_checked": 0}
+    functions = {key: {"hash": digest, **empty} for key, digest in sorted(hashes.items())}
+    for mutant, status in statuses.items():
+        record = functions.setdefault(function_of(mutant), {"hash": None, **empty})
+        record["generated"] += 1
+        if status in record:
+            record[status] += 1
+    return functions
+
+
+def group_totals(functions: dict[str, dict], undetected: list[str], equivalents: dict) -> dict:
+    """A group's counts, equivalents, share and survivors from its function records and the
+    names of its undetected (survived or untested) mutants."""
+    counts = {key: sum(f[key] for f in functions.values())
+              for key in ("generated", *COUNTED, "not_checked")}  # fmt: skip
+    judged = {m: equivalents[m] for m in sorted(undetected) if m in equivalents}
+    return {
+        **counts,
+        "equivalent": judged,
+        "killed_share_of_non_equivalent": killed_share(
+            counts["killed"] + counts["timeout"], counts["survived"] + counts["no_tests"],
+            len(judged),
+        ),
+        "survivors": sorted(m for m in undetected if m not in judged),
+    }  # fmt: skip
+
+
+def merge_incremental(old: dict, fresh: dict, rerun: list[str], current: dict[str, str]) -> dict:
+    """The group record after an incremental run: ``fresh``'s records of the re-run functions,
+    ``old``'s of the unchanged ones, none of the removed ones; totals recomputed."""
+    functions = {key: old["functions"][key] for key in current if key not in rerun}
+    functions.update({key: fresh["functions"][key] for key in rerun if key in fresh["functions"]})
+    kept_undetected = [m for m in [*old["survivors"], *old["equivalent"]]
+                       if function_of(m) in functions and function_of(m) not in rerun]  # fmt: skip
+    fresh_undetected = [m for m in [*fresh["survivors"], *fresh["equivalent"]]
+                        if function_of(m) in rerun]  # fmt: skip
+    functions = dict(sorted(functions.items()))
+    return {
+        **fresh,
+        **group_totals(functions, [*kept_undetected, *fresh_undetected], _equivalents()),
+        "incremental": {"since": old.get("commit"), "functions": rerun},
+        "functions": functions,
+    }
+
+
+def _equivalents() -> dict[str, str]:
+    return json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
+
+
 def killed_share(killed: int, undetected: int, equivalent: int) -> float | None:
     """Killed share of the non-equivalent mutants (None when every mutant is equivalent).
 
@@ -213,10 +373,19 @@ def _recheck_names(workdir: Path, only_mutate: list[str], tests: list[str]) -> l
 
 
 def run_group(
-    name: str, only_mutate: list[str], tests: list[str], children: int, recheck: bool = False
+    name: str,
+    only_mutate: list[str],
+    tests: list[str],
+    children: int,
+    recheck: bool = False,
+    functions: list[str] | None = None,
 ) -> dict:
-    """Mutate one group in a scratch clone and count what its tests caught (``recheck``: run
-    again only the mutants the group's last run in its clone left undetected)."""
+    """Mutate one group in a scratch clone and count what its tests caught.
+
+    ``recheck``: run again only the mutants the group's last run in its clone left undetected.
+    ``functions``: run only the mutants of these function keys (an incremental run; mutmut
+    still generates every mutant of the group, and leaves the others unchecked).
+    """
     workdir = scratch_folder(name)
     names = []
     if recheck and (workdir / "mutants").is_dir():
@@ -225,6 +394,7 @@ def run_group(
         _scratch_clone(workdir)
         with open(workdir / "pyproject.toml", "a") as pyproject:
             pyproject.write(_mutmut_config(only_mutate, tests))
+        names = [f"{key}__mutmut_*" for key in functions or []]
     mutmut = Path(sys.executable).with_name("mutmut")
     started = time.perf_counter()
     subprocess.run(
@@ -234,31 +404,22 @@ def run_group(
     )  # fmt: skip
     statuses = _collect(workdir)
     unchecked = sorted(m for m, s in statuses.items() if s == "not_checked")
-    if names and unchecked:  # a recheck: mutmut reset the verdicts of functions whose tests
+    if recheck and names and unchecked:  # mutmut reset the verdicts of functions whose tests
         subprocess.run(  # changed, and a named run leaves those unchecked: run them too
             [str(mutmut), "run", "--max-children", str(children), *unchecked],
             cwd=workdir, check=False, stdout=subprocess.DEVNULL,
             env={**os.environ, "PYTHONPATH": str(workdir)},
         )  # fmt: skip
         statuses = _collect(workdir)
-    equivalents = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
-    undetected = sorted(m for m, s in statuses.items() if s in ("survived", "no_tests"))
-    judged = {m: equivalents[m] for m in undetected if m in equivalents}
-    counts = {status: sum(s == status for s in statuses.values()) for status in COUNTED}
-    detected = counts["killed"] + counts["timeout"]
+    records = function_records(statuses, committed_hashes(only_mutate, workdir))
+    undetected = [m for m, s in statuses.items() if s in ("survived", "no_tests")]
     return {
         "modules": only_mutate,
         "tests": tests,
         "commit": _head(workdir),
-        "generated": len(statuses),
-        **counts,
-        "not_checked": sum(s == "not_checked" for s in statuses.values()),
-        "equivalent": judged,
-        "killed_share_of_non_equivalent": killed_share(
-            detected, counts["survived"] + counts["no_tests"], len(judged)
-        ),
-        "survivors": [m for m in undetected if m not in judged],
+        **group_totals(records, undetected, _equivalents()),
         "seconds": round(time.perf_counter() - started, 1),
+        "functions": records,
     }
 
 
@@ -298,7 +459,7 @@ def _head(folder: Path) -> str:
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
 
 
-def write_results(out: Path, fresh: dict[str, dict]) -> dict:
+def write_results(out: Path, fresh: dict[str, dict], keep_commit: bool = False) -> dict:
     """Merge ``fresh`` groups into ``out`` under an exclusive lock and rewrite the roll-ups.
 
     Several people run groups at once: the file is re-read inside the lock (``out`` + ``.lock``,
@@ -311,7 +472,7 @@ def write_results(out: Path, fresh: dict[str, dict]) -> dict:
         groups = {**previous.get("groups", {}), **fresh}
         report = {
             "tool": "mutmut",
-            "commit": _head(ROOT),
+            "commit": previous.get("commit", "?") if keep_commit else _head(ROOT),
             "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count()},
             "packages": roll_up(groups),
             "groups": dict(sorted(groups.items())),
@@ -326,6 +487,64 @@ def selected(wanted: str) -> dict[str, tuple[list[str], list[str]]]:
     """The predefined groups ``--only wanted`` names: itself, or all under a name ending in /."""
     return {name: spec for name, spec in GROUPS.items()
             if name == wanted or (wanted.endswith("/") and name.startswith(wanted))}  # fmt: skip
+
+
+def plan(only_mutate: list[str], recorded: dict | None, full: bool, root: Path = ROOT) -> dict:
+    """What a run does with one group: ``{"full": reason}`` or ``{"rerun": [...], "removed":
+    [...], "current": {...}}`` (``rerun`` and ``removed`` empty: the group is up to date).
+    ``recorded`` is the group's entry in the results JSON; hashes are those of ``root``'s HEAD."""
+    if full:
+        return {"full": "--full"}
+    if recorded is None:
+        return {"full": "no recorded run"}
+    if "functions" not in recorded:
+        return {"full": "the recorded run has no per-function hashes"}
+    if recorded["modules"] != only_mutate:
+        return {"full": "the group mutates other modules than its recorded run"}
+    current = committed_hashes(only_mutate, root)
+    recorded_hashes = {key: f["hash"] for key, f in recorded["functions"].items()}
+    rerun, removed = changed_functions(recorded_hashes, current)
+    return {"rerun": rerun, "removed": removed, "current": current}
+
+
+def adopt(group: dict) -> dict:
+    """Per-function records for a group recorded before they existed (a one-off migration).
+
+    Hashes are taken at the group's recorded commit; each function's mutant count comes from
+    mutmut's own generator run on that source (no test runs), and its undetected mutants are the
+    recorded survivors and equivalents. Refused (``AdoptionError``) when the generator's count
+    differs from the recorded one (another mutmut version) or when untested mutants cannot be
+    told from survivors. Recorded timeouts are counted as killed in the function records.
+    """
+    from mutmut.mutation.file_mutation import mutate_file_contents  # mutmut's generator
+
+    if group["no_tests"]:
+        raise AdoptionError("untested mutants are not named per function in the record")
+    hashes = committed_hashes(group["modules"], ROOT, group["commit"])
+    statuses = dict.fromkeys([*group["survivors"], *group["equivalent"]], "survived")
+    with tempfile.TemporaryDirectory() as scratch:
+        here = Path.cwd()
+        os.chdir(scratch)  # mutmut's configuration is read from the working folder
+        try:
+            Path("pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["gradlab/"]\n')
+            for path in sorted({"/".join(k.split(".")[:-1]) for k in hashes}):
+                shown = ["git", "show", f"{group['commit']}:{path}.py"]
+                source = subprocess.run(shown, cwd=ROOT, check=True, capture_output=True,
+                                        text=True).stdout  # fmt: skip
+                for mutant in mutate_file_contents(f"{path}.py", source).mutant_names:
+                    statuses.setdefault(f"{path.replace('/', '.')}.{mutant}", "killed")
+        finally:
+            os.chdir(here)
+    if len(statuses) != group["generated"]:
+        raise AdoptionError(f"mutmut generates {len(statuses)} mutants at {group['commit']}, "
+                              f"the recorded run {group['generated']}")  # fmt: skip
+    return {**group, "functions": function_records(statuses, hashes),
+            "functions_adopted": {"from_commit": group["commit"],
+                                  "timeouts_counted_as_killed": group["timeout"]}}  # fmt: skip
+
+
+class AdoptionError(Exception):
+    """A recorded group whose per-function records cannot be rebuilt exactly."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,6 +566,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--children", type=int, default=2, help="parallel mutants (default 2)")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"default {RESULTS}")
     parser.add_argument(
+        "--full", action="store_true",
+        help="run every mutant of each selected group (default: only the mutants of functions "
+        "changed since the group's recorded run)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dry-run", action="store_true",
+        help="print, per group, the functions a run would mutate, and exit (needs no mutmut)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--adopt", action="store_true",
+        help="one-off: add per-function hashes and counts to groups recorded without them, "
+        "from their recorded run (mutmut's generator, no tests), and exit",
+    )  # fmt: skip
+    parser.add_argument(
         "--recheck", action="store_true",
         help="reuse each group's scratch clone (pulled to the committed tree) and run again "
         "only the mutants its last run left undetected: minutes after new tests",
@@ -361,7 +594,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mutation.py: --only {unknown[0]!r} is not a predefined group (see --list)",
               file=sys.stderr)  # fmt: skip
         return 2
-    if shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
+    needs_mutmut = not arguments.dry_run
+    if needs_mutmut and shutil.which("mutmut", path=str(Path(sys.executable).parent)) is None:
         print("mutation.py: mutmut is not installed: pip install 'gradlab-ranking[mutation]'",
               file=sys.stderr)  # fmt: skip
         return 2
@@ -372,15 +606,49 @@ def main(argv: list[str] | None = None) -> int:
     for wanted in arguments.only:
         groups.update(selected(wanted))
     groups = groups or GROUPS
+    recorded = {}
+    if arguments.out.exists():
+        recorded = json.loads(arguments.out.read_text()).get("groups", {})
+    if arguments.adopt:
+        adopted = {}
+        for name in groups:
+            if name in recorded and "functions" not in recorded[name]:
+                try:
+                    adopted[name] = adopt(recorded[name])
+                except AdoptionError as reason:
+                    print(f"mutation.py: {name}: not adopted: {reason}", file=sys.stderr)
+        write_results(arguments.out, adopted, keep_commit=True)
+        print(f"mutation.py: adopted {len(adopted)} groups into {arguments.out}", file=sys.stderr)
+        return 0
     for name, (only_mutate, tests) in groups.items():
-        print(f"mutation.py: {name}: mutating {only_mutate}, tests {tests}", file=sys.stderr)
-        result = run_group(name, only_mutate, tests, arguments.children, arguments.recheck)
+        step = plan(only_mutate, recorded.get(name), arguments.full or arguments.recheck)
+        if "full" in step:
+            print(f"mutation.py: {name}: every mutant ({step['full']})", file=sys.stderr)
+        elif not step["rerun"] and not step["removed"]:
+            print(f"mutation.py: {name}: up to date", file=sys.stderr)
+            continue
+        else:
+            print(f"mutation.py: {name}: mutants of {len(step['rerun'])} changed or new "
+                  f"function(s), {len(step['removed'])} removed", file=sys.stderr)  # fmt: skip
+            for key in step["rerun"]:
+                print(f"  {key}")
+        if arguments.dry_run:
+            continue
+        if "full" in step:
+            result = run_group(name, only_mutate, tests, arguments.children, arguments.recheck)
+        else:
+            fresh = recorded[name]  # only removed functions: nothing to run
+            if step["rerun"]:
+                fresh = run_group(name, only_mutate, tests, arguments.children,
+                                  functions=step["rerun"])  # fmt: skip
+            result = merge_incremental(recorded[name], fresh, step["rerun"], step["current"])
         write_results(arguments.out, {name: result})  # each group saved as soon as it is done
         share = result["killed_share_of_non_equivalent"]
         print(f"mutation.py: {name}: {result['killed']} of {result['generated']} killed, "
               f"{result['survived']} survived, {len(result['equivalent'])} equivalent, "
               f"{result['no_tests']} without tests, share {share}", file=sys.stderr)  # fmt: skip
-    print(f"mutation.py: wrote {arguments.out}", file=sys.stderr)
+    if not arguments.dry_run:
+        print(f"mutation.py: wrote {arguments.out}", file=sys.stderr)
     return 0
 
 

@@ -1,0 +1,175 @@
+"""The incremental selection of ``tools/mutation.py``: which functions a run mutates again.
+
+A tiny module is committed to a temporary git repository, one function is edited and committed
+again, and the driver must pick that function only; the records it merges are checked against
+counts written out by hand. No mutmut run: the selection is what is tested.
+"""
+
+import subprocess
+
+import pytest
+
+from tools.mutation import (
+    changed_functions,
+    committed_hashes,
+    function_hashes,
+    function_records,
+    merge_incremental,
+    plan,
+)
+
+MODULE = '''"""A tiny module."""
+
+
+def double(x):
+    """Twice x."""
+    return 2 * x
+
+
+def half(x):
+    return x / 2
+
+
+class Scale:
+    def apply(self, x):
+        def inner(y):
+            return 3 * y
+
+        return inner(x)
+'''
+
+
+def _git(folder, *args):
+    subprocess.run(["git", *args], cwd=folder, check=True, capture_output=True)
+
+
+@pytest.fixture
+def repository(tmp_path):
+    """A git repository holding ``pkg/tiny.py`` (MODULE), committed once."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "tiny.py").write_text(MODULE)
+    _git(tmp_path, "init", "-q")
+    _git(tmp_path, "add", "pkg/tiny.py")
+    _git(tmp_path, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "one")
+    return tmp_path
+
+
+def _commit_edit(folder, old, new):
+    path = folder / "pkg" / "tiny.py"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+    _git(folder, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-am", "edit")
+
+
+def test_keys_follow_mutmuts_names_for_functions_and_methods():
+    assert sorted(function_hashes(MODULE, "pkg.tiny")) == [
+        "pkg.tiny.x_double",
+        "pkg.tiny.x_half",
+        "pkg.tiny.xǁScaleǁapply",  # the nested function is part of apply
+    ]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ('    """Twice x."""\n', '    """Two times x, reworded."""\n'),
+        ("    return 2 * x\n", "    return 2 * x  # a comment\n"),
+        ("def double(x):\n", "def double(\n    x,\n):\n"),
+    ],
+    ids=["docstring", "comment", "formatting"],
+)
+def test_docstrings_comments_and_formatting_change_no_hash(old, new):
+    assert function_hashes(MODULE.replace(old, new), "m") == function_hashes(MODULE, "m")
+
+
+def test_only_the_edited_function_is_selected(repository):
+    before = committed_hashes(["pkg/*.py"], repository)
+    _commit_edit(repository, "return x / 2", "return x // 2")
+    after = committed_hashes(["pkg/*.py"], repository)
+    assert changed_functions(before, after) == (["pkg.tiny.x_half"], [])
+
+
+def test_an_edit_inside_a_nested_function_selects_the_method(repository):
+    before = committed_hashes(["pkg/*.py"], repository)
+    _commit_edit(repository, "return 3 * y", "return 4 * y")
+    assert changed_functions(before, committed_hashes(["pkg/*.py"], repository)) == (
+        ["pkg.tiny.xǁScaleǁapply"],
+        [],
+    )
+
+
+def test_new_functions_run_and_removed_ones_are_dropped(repository):
+    before = committed_hashes(["pkg/*.py"], repository)
+    _commit_edit(repository, "def half(x):\n    return x / 2", "def third(x):\n    return x / 3")
+    assert changed_functions(before, committed_hashes(["pkg/*.py"], repository)) == (
+        ["pkg.tiny.x_third"],
+        ["pkg.tiny.x_half"],
+    )
+
+
+def test_the_committed_tree_counts_not_the_working_copy(repository):
+    before = committed_hashes(["pkg/*.py"], repository)
+    path = repository / "pkg" / "tiny.py"
+    path.write_text(path.read_text().replace("return 2 * x", "return 5 * x"))  # not committed
+    assert committed_hashes(["pkg/*.py"], repository) == before
+
+
+def _recorded(hashes):
+    """A group as a run records it: double has 3 mutants (2 killed, 1 timed out), half 2 (one
+    killed, one survived), apply 1 (killed)."""
+    statuses = {
+        "pkg.tiny.x_double__mutmut_1": "killed",
+        "pkg.tiny.x_double__mutmut_2": "killed",
+        "pkg.tiny.x_double__mutmut_3": "timeout",
+        "pkg.tiny.x_half__mutmut_1": "killed",
+        "pkg.tiny.x_half__mutmut_2": "survived",
+        "pkg.tiny.xǁScaleǁapply__mutmut_1": "killed",
+    }
+    return {
+        "modules": ["pkg/*.py"],
+        "commit": "one",
+        "functions": function_records(statuses, hashes),
+        "survivors": ["pkg.tiny.x_half__mutmut_2"],
+        "equivalent": {},
+    }
+
+
+def test_a_plan_reruns_the_changed_function_and_the_merge_keeps_the_others(repository):
+    recorded = _recorded(committed_hashes(["pkg/*.py"], repository))
+    assert plan(["pkg/*.py"], recorded, full=False, root=repository)["rerun"] == []
+    _commit_edit(repository, "return x / 2", "return x * 0.5")
+    step = plan(["pkg/*.py"], recorded, full=False, root=repository)
+    assert (step["rerun"], step["removed"]) == (["pkg.tiny.x_half"], [])
+    # The fresh run checked half's two mutants (both killed now) and left the others unchecked.
+    fresh_statuses = {
+        "pkg.tiny.x_double__mutmut_1": "not_checked",
+        "pkg.tiny.x_double__mutmut_2": "not_checked",
+        "pkg.tiny.x_double__mutmut_3": "not_checked",
+        "pkg.tiny.x_half__mutmut_1": "killed",
+        "pkg.tiny.x_half__mutmut_2": "killed",
+        "pkg.tiny.xǁScaleǁapply__mutmut_1": "not_checked",
+    }
+    fresh = {
+        "modules": ["pkg/*.py"],
+        "commit": "two",
+        "functions": function_records(fresh_statuses, step["current"]),
+        "survivors": [],
+        "equivalent": {},
+    }
+    merged = merge_incremental(recorded, fresh, step["rerun"], step["current"])
+    counts = {key: merged[key] for key in ("generated", "killed", "timeout", "survived")}
+    assert counts == {"generated": 6, "killed": 5, "timeout": 1, "survived": 0}
+    assert merged["survivors"] == [] and merged["not_checked"] == 0
+    assert merged["killed_share_of_non_equivalent"] == 1.0
+    assert merged["incremental"] == {"since": "one", "functions": ["pkg.tiny.x_half"]}
+    assert merged["functions"]["pkg.tiny.x_half"]["hash"] == step["current"]["pkg.tiny.x_half"]
+
+
+def test_a_group_without_function_records_or_with_full_runs_everything(repository):
+    recorded = _recorded(committed_hashes(["pkg/*.py"], repository))
+    assert "full" in plan(["pkg/*.py"], None, full=False, root=repository)
+    assert "full" in plan(["pkg/*.py"], recorded, full=True, root=repository)
+    without = {key: value for key, value in recorded.items() if key != "functions"}
+    assert "full" in plan(["pkg/*.py"], without, full=False, root=repository)
+    assert "full" in plan(["pkg/other.py"], recorded, full=False, root=repository)
