@@ -1,5 +1,6 @@
 """The scene encoders: deterministic pre-training, padding that cannot leak, unit-norm outputs."""
 
+import pytest
 import torch
 
 from gradlab.data.digit_strings import digit_pools
