@@ -20,6 +20,7 @@ FAST_ANALYSES = {"fappy_lemma1.py": ["fappy_lemma1_gradient.json"]}
 
 
 @pytest.mark.parametrize("script", sorted(FAST_ANALYSES))
+@pytest.mark.slow
 def test_rerun_reproduces_the_committed_json(script, tmp_path):
     subprocess.run([sys.executable, str(ROOT / "analyses" / script), "--out", str(tmp_path)],
                    cwd=ROOT, check=True, capture_output=True, timeout=300)  # fmt: skip

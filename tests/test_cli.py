@@ -64,6 +64,7 @@ def test_every_user_error_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # no folder made
 
 
+@pytest.mark.slow
 def test_no_traceback_through_the_console_entry_point(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "gradlab", "report", "--device", "banana", "--out",

@@ -18,6 +18,7 @@ def _pool_tensors(pools):
     return images, labels
 
 
+@pytest.mark.slow
 def test_backbone_pretraining_is_deterministic_frozen_and_accurate():
     train_pools, test_pools = digit_pools(torch.Generator().manual_seed(0))
     images, labels = _pool_tensors(train_pools)

@@ -57,6 +57,7 @@ def quick_result():
     return measure(quick=True, seeds=(0, 1, 2))
 
 
+@pytest.mark.slow
 def test_measure_returns_the_audited_interface(quick_result):
     result = quick_result
     assert result["per_class"] == 4 and result["seeds"] == [0, 1, 2]
@@ -71,6 +72,7 @@ def test_measure_returns_the_audited_interface(quick_result):
                 assert all(0.0 <= value <= 1.0 for value in per_seed)
 
 
+@pytest.mark.slow
 def test_measure_is_deterministic_and_seeds_differ(quick_result):
     again = measure(quick=True, seeds=(1,))
     assert again["settings"]["fixed_trained"]["P"][0] == quick_result["settings"]["fixed_trained"][

@@ -73,6 +73,7 @@ def test_scene_features_read_each_box():
             assert region[-2:].tolist() == pytest.approx([(top + 4) / 30, (left + 4) / 30])
 
 
+@pytest.mark.slow
 def test_digit_scenes_measure_contract_and_per_direction_anatomy():
     result = digit_scenes.measure(
         quick=True, seeds=(0, 1), encoders=("VSRN",), losses=("NT-Xent", "VSE++ max-violation")

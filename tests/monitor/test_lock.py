@@ -78,6 +78,7 @@ time.sleep(60)  # killed by the test: a crash that never calls close()
 """
 
 
+@pytest.mark.slow
 def test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after(tmp_path):
     child = subprocess.Popen([sys.executable, "-c", HOLDER, str(tmp_path)],
                              stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip

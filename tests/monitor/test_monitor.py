@@ -209,6 +209,7 @@ def test_cross_modal_watch(tmp_path):
     assert "p_cross_modal" in record and "gradient_count_mean" in record
 
 
+@pytest.mark.slow
 def test_plot_command(tmp_path, capsys):
     with Monitor(tmp_path, preset="full", every=1) as monitor:
         train(monitor, steps=3)

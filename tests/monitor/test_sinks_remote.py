@@ -55,6 +55,7 @@ def test_wandb_sink_logs_into_the_active_run_and_leaves_it_open(tmp_path):
     assert math.isinf(next(row for row in rows if row.get("gradlab/step") == 2)["gradlab/value_a"])
 
 
+@pytest.mark.slow
 def test_mlflow_sink_starts_a_run_against_the_configured_sqlite_store(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     pytest.importorskip("sqlalchemy")

@@ -54,6 +54,7 @@ def test_plot_command_overlays_runs_into_their_common_parent(tmp_path, capsys):
         assert (tmp_path / "figures" / name).is_file()
 
 
+@pytest.mark.slow
 def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
     runs = [_run(tmp_path / "a", preset="default"), _run(tmp_path / "b", preset="default", tau=0.1)]
     for selection in (runs, runs[:1]):
@@ -160,6 +161,7 @@ def _figures(monkeypatch, run_dirs, **options):
     return {figure.axes[0].get_title().replace("\n", " "): figure for figure in figures[:-1]}
 
 
+@pytest.mark.slow
 def test_legends_are_human_labels_and_panels_say_what_they_count(tmp_path, monkeypatch):
     run = _run(tmp_path / "run", steps=3, preset="full")
     figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
@@ -177,6 +179,7 @@ def test_legends_are_human_labels_and_panels_say_what_they_count(tmp_path, monke
     assert monitor_plots.key_label("new_thing_q50") == "new thing (median)"  # fallback
 
 
+@pytest.mark.slow
 def test_norms_and_gradient_norms_have_separate_axes(tmp_path, monkeypatch):
     figures = _figures(monkeypatch, [_run(tmp_path / "run", steps=3)], out=tmp_path / "figs")
     for figure in figures.values():

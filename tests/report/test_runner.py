@@ -42,6 +42,7 @@ def test_sections_follow_the_report_order():
     assert list(SECTIONS) == order  # every section, none missing, in this order
 
 
+@pytest.mark.slow
 def test_audit_section_writes_records(tmp_path):
     results = run_report(tmp_path, quick=True, only=["audit"])
     counts = results["sections"]["audit"]["counts"]

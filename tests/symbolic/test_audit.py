@@ -112,6 +112,7 @@ def test_the_audit_records_which_normalization_the_paper_prints(records):
     assert "normalization='paper'" in detail and "normalization='official'" in detail
 
 
+@pytest.mark.slow
 def test_cli_writes_json_and_markdown_with_citations(tmp_path, capsys):
     out = tmp_path / "a.json"
     assert main(["audit", "--json", str(out), "--markdown", str(tmp_path / "a.md")]) == 0
