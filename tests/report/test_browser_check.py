@@ -7,8 +7,7 @@ import pytest
 from gradlab.errors import GradlabError
 from gradlab.report.browser_check import check_report_in_browser, find_chromium
 from gradlab.report.html import markdown_to_html
-
-from .test_html import PNG
+from tests.helpers.images import PNG
 
 pytest.importorskip("playwright.sync_api")
 if find_chromium() is None:

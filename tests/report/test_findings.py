@@ -6,8 +6,7 @@ import re
 
 from gradlab.report.findings import figure_numbers, findings_markdown
 from gradlab.report.html import markdown_to_html
-
-from .test_html import PNG
+from tests.helpers.images import PNG
 
 AUDIT = {"counts": {"holds": 7, "holds-with-correction": 3, "fails": 2, "inconclusive": 1}}
 TIE_AWARE = {"harmonic_error": {"bound_holds": False, "largest_error_over_bound": 1.25}}

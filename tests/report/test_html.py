@@ -5,11 +5,7 @@ from __future__ import annotations
 import re
 
 from gradlab.report.html import markdown_to_html, slug
-
-PNG = bytes.fromhex(
-    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
-    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
-)
+from tests.helpers.images import PNG
 
 
 def _page(tmp_path, markdown):
