@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from gradlab.data.digit_scenes import DigitScenes, load_digit_scenes, vocabulary
 from gradlab.data.digit_strings import digit_pools
 from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import (
     gradient_anatomy,
     max_violation_triplet_loss,
@@ -326,3 +327,41 @@ def _backbone_accuracy(backbone: DigitBackbone, test_pools, device: str) -> floa
     labels = torch.cat([torch.full((len(p),), v) for v, p in enumerate(test_pools)]).to(device)
     with torch.no_grad():
         return (backbone(images).argmax(dim=1) == labels).double().mean().item()
+
+
+DIRECTIONS = ("i2t", "t2i")
+"""Image -> caption and caption -> image retrieval."""
+
+
+def summarize(results: dict) -> dict:
+    """The verdicts on a :func:`measure` result, computed once for every text that words them.
+
+    ``best_recall_at_1[direction]``: the (encoder, loss) with the highest mean R@1 that way, and
+    ``tied``, the pairs within its seed spread (gap below the sum of the two stds).
+    ``best_rsum[encoder]``: that encoder's loss with the highest mean rsum, and its ``tied``
+    losses.
+
+    Example:
+        >>> recall = lambda r1, rsum: {"recall": {"i2t_R@1": r1, "t2i_R@1": r1, "rsum": rsum}}
+        >>> runs = {"VSE++": {"SmoothAP": recall([0.5, 0.6], [300, 310]),
+        ...                   "NT-Xent": recall([0.2, 0.21], [200, 201])}}
+        >>> summary = summarize({"runs": runs})
+        >>> summary["best_recall_at_1"]["t2i"], summary["best_rsum"]["VSE++"]
+        ({'encoder': 'VSE++', 'loss': 'SmoothAP', 'tied': []}, {'loss': 'SmoothAP', 'tied': []})
+    """
+    best_recall = {}
+    for direction in DIRECTIONS:
+        key = f"{direction}_R@1"
+        entries = {(encoder, loss): run["recall"][key]
+                   for encoder, runs in results["runs"].items()
+                   for loss, run in runs.items()}  # fmt: skip
+        best = max(entries, key=lambda k: mean_std(entries[k])[0])
+        tied = [list(k) for k in entries if k != best and not separated(entries[k], entries[best])]
+        best_recall[direction] = {"encoder": best[0], "loss": best[1], "tied": tied}
+    best_rsum = {}
+    for encoder, runs in results["runs"].items():
+        rsums = {loss: run["recall"]["rsum"] for loss, run in runs.items()}
+        best = max(rsums, key=lambda loss: mean_std(rsums[loss])[0])
+        tied = [loss for loss in rsums if loss != best and not separated(rsums[loss], rsums[best])]
+        best_rsum[encoder] = {"loss": best, "tied": tied}
+    return {"best_recall_at_1": best_recall, "best_rsum": best_rsum}

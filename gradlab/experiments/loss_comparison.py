@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.experiments.metrics import map_at_r
 from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.models import DigitStringNet
@@ -178,3 +179,41 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
         "initial_score_range": score_range,
         "losses": results,
     }
+
+
+def summarize(results: dict, metric: str = "MAP@R") -> dict:
+    """The verdicts on a :func:`measure` result, computed once for every text that words them.
+
+    Losses whose gradient was exactly 0 at the initialization in every seed (``no_gradient``)
+    never move the network and are ranked only if no loss trains. Among the others, ``best`` has
+    the highest mean ``metric``; ``tied`` are within the seed spread of it (gap below the sum
+    of the two stds), ``behind`` further. ``below_untrained``: mean below the untrained
+    network's; ``clearly_below_untrained``: by more than the spread.
+
+    Example:
+        >>> runs = {"A": {"metrics": {"MAP@R": [0.5, 0.52]}},
+        ...         "B": {"metrics": {"MAP@R": [0.49, 0.5]}},
+        ...         "C": {"metrics": {"MAP@R": [0.2, 0.21]}}}
+        >>> summary = summarize({"losses": runs, "before": {"MAP@R": [0.3, 0.31]}})
+        >>> summary["best"], summary["tied"], summary["behind"], summary["clearly_below_untrained"]
+        ('A', ['B'], ['C'], ['C'])
+    """
+    runs = results["losses"]
+    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
+    moved = [n for n in runs if n not in flat] or list(runs)
+    ranked = sorted(moved, key=lambda name: -mean_std(runs[name]["metrics"][metric])[0])
+    best = ranked[0]
+    best_values = runs[best]["metrics"][metric]
+    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"][metric], best_values)]
+    before = results["before"][metric]
+    worse = [n for n in runs if mean_std(runs[n]["metrics"][metric])[0] < mean_std(before)[0]]
+    return {
+        "metric": metric,
+        "best": best,
+        "tied": tied,
+        "behind": [n for n in ranked[1:] if n not in tied],
+        "no_gradient": flat,
+        "below_untrained": worse,
+        "clearly_below_untrained": [n for n in worse if separated(runs[n]["metrics"][metric],
+                                                                  before)],
+    }  # fmt: skip

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import drop_diagonal, operating_region_proportion
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import DigitStringNet
@@ -193,3 +194,39 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str, tau: float, eps: 
         "eps": eps,
         "settings": settings,
     }
+
+
+SUMMARIZED_SETTINGS = ("fixed_trained", "trained_at_m")
+"""The settings whose P can show a trend (the untrained network's P is 1 at every m)."""
+
+
+def summarize(measurement: dict) -> dict:
+    """The verdicts on a :func:`measure` result, computed once for every text that words them.
+
+    Per setting of :data:`SUMMARIZED_SETTINGS` that was measured: P at the smallest and the
+    largest m per seed, and ``change``: ``"rises"`` or ``"falls"`` when the two means differ by
+    more than the sum of their seed stds, else ``"within_spread"``. ``claim`` is the audit's
+    decision (:func:`gradlab.symbolic.batch_size.decide_trend`) on the same measurement.
+
+    Example:
+        >>> rising = {"batch_sizes": [16, 64], "per_class": 4, "seeds": [0, 1, 2], "settings":
+        ...           {"trained_at_m": {"P": [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]}}}
+        >>> summary = summarize(rising)
+        >>> summary["settings"]["trained_at_m"]["change"], summary["claim"]["verdict"]
+        ('rises', 'holds')
+    """
+    from gradlab.symbolic.batch_size import decide_trend
+
+    settings = {}
+    for name in SUMMARIZED_SETTINGS:
+        if name not in measurement["settings"]:
+            continue
+        values = measurement["settings"][name]["P"]
+        first, last = [run[0] for run in values], [run[-1] for run in values]
+        if not separated(first, last):
+            change = "within_spread"
+        else:
+            change = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"
+        settings[name] = {"first": first, "last": last, "change": change}
+    verdict, detail = decide_trend(measurement, "rises")
+    return {"settings": settings, "claim": {"verdict": verdict, "detail": detail}}

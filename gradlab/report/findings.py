@@ -1,9 +1,10 @@
 """The report's first screen: one sentence per section with its number and a link to its evidence.
 
-Each finding is built from that section's results (the same dict that ``results.json`` holds), so
-the first screen cannot disagree with the section below it. A finding names the figure that
-shows it by file; :func:`findings_markdown` turns that into "Figure N" with a link, numbering
-figures in page order exactly as :mod:`gradlab.report.html` does.
+Each finding is built from that section's results (the same dict that ``results.json`` holds,
+with the verdicts :mod:`gradlab.experiments` computed once), never parsed from the section's
+prose, so the first screen cannot disagree with the section below it. A finding names the
+figure that shows it by file; :func:`findings_markdown` turns that into "Figure N" with a link,
+numbering figures in page order exactly as :mod:`gradlab.report.html` does.
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ import re
 from collections.abc import Callable
 from typing import NamedTuple
 
+from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.report.html import slug
-from gradlab.report.summaries import cell, mean_std, separated
+from gradlab.report.prose import best_loss_sentence, best_recall_sentences
+from gradlab.report.summaries import cell
 
 
 class Finding(NamedTuple):
@@ -21,10 +24,6 @@ class Finding(NamedTuple):
 
     text: str
     figure: str | None = None
-
-
-def _first_sentence(text: str) -> str:
-    return re.split(r"(?<=[.!?])\s+(?=[A-Z])", text.strip(), maxsplit=1)[0]
 
 
 def _audit(results: dict) -> list[Finding]:
@@ -94,25 +93,22 @@ def _operating_region(results: dict) -> list[Finding]:
     batch = results.get("p_vs_batch_size")
     if not batch:
         return []
+    summary = results.get("p_vs_batch_size_summary") or p_vs_batch_size.summarize(batch)
     sizes = batch["batch_sizes"]
     parts = []
     for name, words in (("fixed_trained", "at a fixed trained network"),
                         ("trained_at_m", "for networks trained at each m")):  # fmt: skip
-        setting = batch["settings"].get(name)
+        setting = summary["settings"].get(name)
         if setting is None:
             continue
-        first = [run[0] for run in setting["P"]]
-        last = [run[-1] for run in setting["P"]]
-        if separated(first, last):
-            verb = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"
-            parts.append(f"{words} P {verb} from {cell(first)} to {cell(last)}")
+        first, last = cell(setting["first"]), cell(setting["last"])
+        if setting["change"] == "within_spread":
+            parts.append(f"{words} P stays within the seed spread ({first} to {last})")
         else:
-            parts.append(f"{words} P stays within the seed spread ({cell(first)} to {cell(last)})")
+            parts.append(f"{words} P {setting['change']} from {first} to {last}")
     if not parts:
         return []
-    from gradlab.symbolic.batch_size import decide_trend
-
-    verdict, _ = decide_trend(batch, "rises")
+    verdict = summary["claim"]["verdict"]
     return [
         Finding(
             f"Seed 002 reports the operating-region proportion P rising with the batch size; "
@@ -143,18 +139,16 @@ def _training(results: dict) -> list[Finding]:
 
 
 def _losses(results: dict) -> list[Finding]:
-    from gradlab.report.prose import loss_comparison_text
-
-    sentence = _first_sentence(loss_comparison_text(results))
+    summary = results.get("summary") or loss_comparison.summarize(results)
+    sentence = best_loss_sentence(results, summary)
     sentence = sentence[:1].lower() + sentence[1:]
     return [Finding(f"On unseen digit strings, {sentence}", "figures/loss_comparison.png")]
 
 
 def _scenes(results: dict) -> list[Finding]:
-    from gradlab.report.prose import scenes_text
-
-    sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", scenes_text(results).strip())
-    return [Finding(" ".join(sentences[:2]), "figures/digit_scenes_recall.png")]
+    summary = results.get("summary") or digit_scenes.summarize(results)
+    sentences = best_recall_sentences(results, summary)
+    return [Finding(" ".join(sentences), "figures/digit_scenes_recall.png")]
 
 
 FINDERS: dict[str, Callable[[dict], list[Finding]]] = {

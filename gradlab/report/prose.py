@@ -7,8 +7,10 @@ README's generated blocks all call these, so they cannot disagree.
 
 from __future__ import annotations
 
+from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
+from gradlab.experiments.statistics import separated
 from gradlab.functional import HARMONIC_METHODS
-from gradlab.report.summaries import cell, mean_std, separated, trend
+from gradlab.report.summaries import cell, trend
 
 CHECK_WORDS = {"vs": "against", "fd": "finite differences", "eq37": "Eq. 37", "ap": "AP",
                "dcg": "DCG", "fappy": "FAPPY", "fastap": "FastAP"}  # fmt: skip
@@ -31,8 +33,13 @@ SETTING_WORDS = {
 }
 
 
-def p_vs_batch_size_text(batch: dict) -> str:
-    """What the P-vs-m study shows, setting by setting, with seed spreads."""
+def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
+    """What the P-vs-m study shows, setting by setting, with seed spreads.
+
+    ``summary`` is :func:`gradlab.experiments.p_vs_batch_size.summarize` of ``batch`` (computed
+    here when not given): the verdicts are read from it, never decided here.
+    """
+    summary = p_vs_batch_size.summarize(batch) if summary is None else summary
     sizes = batch["batch_sizes"]
     parts = [
         f"Batches of m = {sizes[0]} to {sizes[-1]} unseen 3-digit numbers, {batch['per_class']} "
@@ -63,18 +70,12 @@ def p_vs_batch_size_text(batch: dict) -> str:
     verdicts = []
     for name, words in (("fixed_trained", "at a fixed trained network"),
                         ("trained_at_m", "with one network fine-tuned per m")):  # fmt: skip
-        if name not in batch["settings"]:
-            continue
-        values = batch["settings"][name]["P"]
-        first, last = [run[0] for run in values], [run[-1] for run in values]
-        if not separated(first, last):
+        change = summary["settings"].get(name, {}).get("change")
+        if change == "within_spread":
             verdicts.append(f"{words} P does not move beyond the seed spread")
-        else:
-            rises = mean_std(last)[0] > mean_std(first)[0]
-            verdicts.append(f"{words} P {'rises' if rises else 'falls'}")
-    from gradlab.symbolic.batch_size import decide_trend
-
-    verdict, _ = decide_trend(batch, "rises")
+        elif change is not None:
+            verdicts.append(f"{words} P {change}")
+    verdict = summary["claim"]["verdict"]
     parts.append(
         f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
         f"rule on this measurement: {verdict}; the report's audit decides the claim from the "
@@ -100,36 +101,33 @@ def training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> s
     )
 
 
-def loss_comparison_text(results: dict) -> str:
-    """Which losses are ahead on MAP@R, and which gaps are within the seed spread."""
-    runs = results["losses"]
-    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
-    moved = [n for n in runs if n not in flat] or list(runs)
-    ranked = sorted(moved, key=lambda name: -mean_std(runs[name]["metrics"]["MAP@R"])[0])
-    best = ranked[0]
-    best_values = runs[best]["metrics"]["MAP@R"]
-    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"]["MAP@R"], best_values)]
-    behind = [n for n in ranked[1:] if n not in tied]
-    text = f"Best MAP@R among the losses that train: {best} ({cell(best_values)})."
-    if tied:
+def loss_comparison_text(results: dict, summary: dict | None = None) -> str:
+    """Which losses are ahead on MAP@R, and which gaps are within the seed spread.
+
+    ``summary`` is :func:`gradlab.experiments.loss_comparison.summarize` of ``results``
+    (computed here when not given).
+    """
+    summary = loss_comparison.summarize(results) if summary is None else summary
+    text = best_loss_sentence(results, summary)
+    if summary["tied"]:
         text += (
             f" Within the seed spread of it (gap below the sum of the two stds): "
-            f"{', '.join(tied)}."
+            f"{', '.join(summary['tied'])}."
         )
-    if behind:
-        text += f" Behind it by more than the spread: {', '.join(behind)}."
-    if flat:
+    if summary["behind"]:
+        text += f" Behind it by more than the spread: {', '.join(summary['behind'])}."
+    if summary["no_gradient"]:
         text += (
-            f" {', '.join(flat)}: loss gradient exactly 0 at the initialization in every seed "
-            "(the untrained network's cosine scores of a batch span at most "
-            f"{max(results.get('initial_score_range', [float('nan')])):.4f}), so training "
-            "never moves the network: its numbers are the untrained ones."
+            f" {', '.join(summary['no_gradient'])}: loss gradient exactly 0 at the "
+            "initialization in every seed (the untrained network's cosine scores of a batch span "
+            f"at most {max(results.get('initial_score_range', [float('nan')])):.4f}), so "
+            "training never moves the network: its numbers are the untrained ones."
         )
     before = results["before"]["MAP@R"]
-    worse = [n for n in runs if mean_std(runs[n]["metrics"]["MAP@R"])[0] < mean_std(before)[0]]
-    clearly = [n for n in worse if separated(runs[n]["metrics"]["MAP@R"], before)]
-    if worse:
-        text += f" Mean MAP@R below the untrained network's ({cell(before)}): {', '.join(worse)}"
+    if summary["below_untrained"]:
+        text += (f" Mean MAP@R below the untrained network's ({cell(before)}): "
+                 f"{', '.join(summary['below_untrained'])}")  # fmt: skip
+        clearly = summary["clearly_below_untrained"]
         text += (
             f"; by more than the spread: {', '.join(clearly)}." if clearly else
             ", all within the seed spread."
@@ -137,35 +135,45 @@ def loss_comparison_text(results: dict) -> str:
     return text
 
 
-def scenes_text(results: dict) -> str:
-    """Best R@1 each way, whether anything saturates, and which gaps exceed the seed spread."""
-    parts = []
-    for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
-        key = f"{direction}_R@1"
-        entries = {
-            (encoder, loss): run["recall"][key]
-            for encoder, runs in results["runs"].items()
-            for loss, run in runs.items()
-        }
-        best = max(entries, key=lambda k: mean_std(entries[k])[0])
-        tied = [k for k in entries if k != best and not separated(entries[k], entries[best])]
-        sentence = f"Best {words} R@1: {best[0]} with {best[1]}, {cell(entries[best])}"
-        if tied:
-            named = ", ".join(f"{encoder} with {loss}" for encoder, loss in tied)
-            sentence += f"; within its seed spread: {named}"
-        parts.append(sentence + ".")
-    for encoder, runs in results["runs"].items():
-        rsums = {loss: run["recall"]["rsum"] for loss, run in runs.items()}
-        best = max(rsums, key=lambda loss: mean_std(rsums[loss])[0])
-        tied = [loss for loss in rsums if loss != best and not separated(rsums[loss], rsums[best])]
-        sentence = f"{encoder}: highest rsum with {best} ({cell(rsums[best], 1)})"
+def best_loss_sentence(results: dict, summary: dict) -> str:
+    """``"Best MAP@R among the losses that train: NAME (mean ± std)."``"""
+    best = summary["best"]
+    values = results["losses"][best]["metrics"][summary["metric"]]
+    return f"Best {summary['metric']} among the losses that train: {best} ({cell(values)})."
+
+
+def scenes_text(results: dict, summary: dict | None = None) -> str:
+    """Best R@1 each way, and per encoder the loss with the best rsum, against the seed spread.
+
+    ``summary`` is :func:`gradlab.experiments.digit_scenes.summarize` of ``results`` (computed
+    here when not given).
+    """
+    summary = digit_scenes.summarize(results) if summary is None else summary
+    parts = best_recall_sentences(results, summary)
+    for encoder, best in summary["best_rsum"].items():
+        rsum = results["runs"][encoder][best["loss"]]["recall"]["rsum"]
+        sentence = f"{encoder}: highest rsum with {best['loss']} ({cell(rsum, 1)})"
         sentence += (
-            f", not separated from {', '.join(tied)} by more than the seed spread."
-            if tied
+            f", not separated from {', '.join(best['tied'])} by more than the seed spread."
+            if best["tied"]
             else ", ahead of the other losses by more than the seed spread."
         )
         parts.append(sentence)
     return " ".join(parts)
+
+
+def best_recall_sentences(results: dict, summary: dict) -> list[str]:
+    """One sentence per direction: the best R@1 and the pairs within its seed spread."""
+    parts = []
+    for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
+        best = summary["best_recall_at_1"][direction]
+        values = results["runs"][best["encoder"]][best["loss"]]["recall"][f"{direction}_R@1"]
+        sentence = f"Best {words} R@1: {best['encoder']} with {best['loss']}, {cell(values)}"
+        if best["tied"]:
+            named = ", ".join(f"{encoder} with {loss}" for encoder, loss in best["tied"])
+            sentence += f"; within its seed spread: {named}"
+        parts.append(sentence + ".")
+    return parts
 
 
 def anatomy_text(results: dict) -> str:

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.verification import gradient_error_table
 from gradlab.jsonio import write_json
 from gradlab.report.figure_tables import (
@@ -37,8 +38,6 @@ from gradlab.report.summaries import cell
 
 @functools.lru_cache(maxsize=2)
 def _p_vs_batch_size(quick: bool, device: str) -> dict:
-    from gradlab.experiments import p_vs_batch_size
-
     return p_vs_batch_size.measure(quick=quick, device=device)
 
 
@@ -86,6 +85,7 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
     closed = drawn["operating_region_closed_forms"]
     dynamics = drawn["operating_region_training_dynamics"]
     batch = p_vs_batch_size_measurement(quick, device)
+    summary = p_vs_batch_size.summarize(batch)
     write_json(out / "figures" / "p_vs_batch_size.json", batch)
     plot_p_vs_batch_size(batch, out / "figures" / "p_vs_batch_size.png")
     last = dynamics["history"][-1]
@@ -100,7 +100,7 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "",
         "### P against mini-batch size (seed 002, Fig. S7a), the seed's sampler",
         "",
-        p_vs_batch_size_text(batch),
+        p_vs_batch_size_text(batch, summary),
         "",
         "![P, and the close positive-negative and negative-negative pairs, against m: every seed "
         "faint, mean and std as error bars](figures/p_vs_batch_size.png)",
@@ -114,7 +114,8 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "![P, gradient counts and the AD/CB split over one SmoothAP run on digits 0-4]"
         "(figures/operating_region_training_dynamics.png)",
     ]
-    results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch}
+    results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch,
+               "p_vs_batch_size_summary": summary}  # fmt: skip
     results["training_dynamics_last_step"] = last
     return results, "\n".join(lines)
 
@@ -188,11 +189,11 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
 
 def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Ranking losses on unseen digit strings, per seed, with their cost per step."""
-    from gradlab.experiments import loss_comparison
     from gradlab.plotting.studies import plot_loss_comparison
 
     results = loss_comparison.measure(quick=quick, device=device)
     write_json(out / "figures" / "loss_comparison.json", results)
+    results["summary"] = loss_comparison.summarize(results)
     plot_loss_comparison(results, out / "figures" / "loss_comparison.png")
     config = results["settings"]
     metrics = ["recall@1", "recall@2", "recall@4", "recall@8", "mAP", "MAP@R"]
@@ -218,7 +219,7 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
         lines.append(
             f"| {name} | " + " | ".join(cell(run["metrics"][m]) for m in metrics) + f" | {timing} |"
         )
-    lines += ["", loss_comparison_text(results), "",
+    lines += ["", loss_comparison_text(results, results["summary"]), "",
               "![Recall@1, mAP and MAP@R of each loss on the unseen numbers (dots: seeds, bars: "
               "mean ± std; dashed: untrained) and the loss's own cost per step]"
               "(figures/loss_comparison.png)"]  # fmt: skip
@@ -227,11 +228,11 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
 
 def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """Digit scenes: VSE++ and VSRN miniatures, three losses, recall and gradient anatomy."""
-    from gradlab.experiments import digit_scenes
     from gradlab.plotting.studies import plot_scene_anatomy, plot_scene_recall
 
     results = digit_scenes.measure(quick=quick, device=device)
     write_json(out / "figures" / "digit_scenes.json", results)
+    results["summary"] = digit_scenes.summarize(results)
     plot_scene_recall(results, out / "figures" / "digit_scenes_recall.png")
     plot_scene_anatomy(results, out / "figures" / "digit_scenes_anatomy.png")
     config = results["settings"]
@@ -257,7 +258,7 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
         for loss, run in runs.items():
             values = [cell(run["recall"][m], 1 if m == "rsum" else 3) for m in metrics]
             lines.append(f"| {encoder} | {loss} | " + " | ".join(values) + " |")
-    lines += ["", scenes_text(results), "",
+    lines += ["", scenes_text(results, results["summary"]), "",
               "![Recall in both directions per encoder and loss (bars: mean ± std over seeds)]"
               "(figures/digit_scenes_recall.png)", "",
               "### Gradient anatomy over training", "",

@@ -1,27 +1,15 @@
 """Sentences and table cells from per-seed values: mean +- std, and whether a gap exceeds it.
 
-Rendering only: the numbers come from :mod:`gradlab.experiments`; these helpers format them and
-say in words whether two settings differ by more than their seed spread.
+Rendering only: the numbers, and whether two settings differ by more than their seed spread,
+come from :mod:`gradlab.experiments` (:mod:`gradlab.experiments.statistics`); these helpers
+put them in words.
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 
-
-def mean_std(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and population standard deviation (0 for one value), NaNs left out.
-
-    Example:
-        >>> mean_std([1.0, 2.0, 3.0])
-        (2.0, 0.816496580927726)
-    """
-    kept = [float(v) for v in values if not math.isnan(float(v))]
-    if not kept:
-        return math.nan, math.nan
-    return statistics.fmean(kept), statistics.pstdev(kept)
+from gradlab.experiments.statistics import mean_std, separated
 
 
 def cell(values: Sequence[float], digits: int = 3) -> str:
@@ -33,20 +21,6 @@ def cell(values: Sequence[float], digits: int = 3) -> str:
     """
     mean, std = mean_std(values)
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def separated(first: Sequence[float], second: Sequence[float]) -> bool:
-    """Whether two settings' means differ by more than the sum of their seed stds.
-
-    A plain, conservative reading for a handful of seeds (no test statistic is claimed).
-
-    Example:
-        >>> separated([0.1, 0.12, 0.11], [0.2, 0.21, 0.19]), separated([0.1, 0.3], [0.2, 0.25])
-        (True, False)
-    """
-    mean_a, std_a = mean_std(first)
-    mean_b, std_b = mean_std(second)
-    return abs(mean_a - mean_b) > std_a + std_b
 
 
 def trend(values_per_seed: Sequence[Sequence[float]], sizes: Sequence[int], name: str) -> str:

@@ -45,3 +45,23 @@ def test_figure_links_match_the_numbers_the_page_gives(tmp_path):
 def test_a_section_without_the_expected_results_gives_no_finding():
     assert findings_markdown({"audit": ({"seconds": 1.0}, "## Audit")}) == ""
     assert findings_markdown({"unknown": ({}, "## Other")}) == ""
+
+
+def test_findings_word_the_studies_verdicts_from_the_results_dict():
+    # The summaries say B is best and the claim holds; the raw numbers alone would say
+    # otherwise. The findings word what the results dict holds: nothing is re-decided, and no
+    # section prose is parsed.
+    runs = {"A": {"metrics": {"MAP@R": [0.9, 0.9]}}, "B": {"metrics": {"MAP@R": [0.1, 0.1]}}}
+    losses = {"losses": runs, "before": {"MAP@R": [0.0, 0.0]},
+              "summary": {"metric": "MAP@R", "best": "B", "tied": [], "behind": ["A"],
+                          "no_gradient": [], "below_untrained": [],
+                          "clearly_below_untrained": []}}  # fmt: skip
+    batch = {"batch_sizes": [16, 64], "seeds": [0, 1], "settings": {}}
+    region = {"p_vs_batch_size": batch, "p_vs_batch_size_summary": {
+        "settings": {"trained_at_m": {"first": [0.1, 0.1], "last": [0.2, 0.2], "change": "rises"}},
+        "claim": {"verdict": "holds", "detail": ""}}}  # fmt: skip
+    text = findings_markdown({"losses": (losses, "## Losses"),
+                              "operating_region": (region, "## Operating region")})  # fmt: skip
+    assert "best MAP@R among the losses that train: B (0.100 ± 0.000)." in text
+    assert "for networks trained at each m P rises from 0.100 ± 0.000 to 0.200 ± 0.000" in text
+    assert "the claim holds." in text
