@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.monitor.test_options import BAD_OPTIONS
+from tests.helpers.monitor_options import BAD_OPTIONS
 
 pytest.importorskip("lightning")
 from gradlab import GradlabError

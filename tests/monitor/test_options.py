@@ -5,30 +5,8 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.sinks import JSONLSink
+from tests.helpers.monitor_options import BAD_OPTIONS
 from tests.helpers.training import train
-
-BAD_OPTIONS = [
-    ({"tau": -1}, r"tau must be .*got -1"),
-    ({"tau": float("nan")}, r"tau must be .*got nan"),
-    ({"preset": "bogus"}, r"preset must be one of \['cheap', 'default', 'full'\]; got 'bogus'"),
-    ({"every": 0}, r"every must be a positive integer n .*; got 0"),
-    ({"every": -3}, r"every must be a positive integer n .*; got -3"),
-    ({"every": 3.5}, r"every must be a positive integer n .*; got 3.5"),
-    ({"every": True}, r"every must be a positive integer n .*; got True"),
-    ({"every": "10"}, r"every must be a positive integer n .*; got '10'"),
-    ({"every": lambda: True}, r"every must be .* taking one argument \(the step\).*signature \(\)"),
-    ({"every": lambda a, b: True}, r"every must be .*signature \(a, b\)"),
-    ({"sinks": "neptune"}, r"sinks must name one of .*; got 'neptune'"),
-    ({"sinks": ["jsonl", 3]}, r"sinks must name one of .*; got 3"),
-    ({"sinks": 3}, r"sinks must be a sink name, a Sink, or a list of them .*got 3"),
-    ({"strict": "yes"}, r"strict must be True or False; got 'yes'"),
-    ({"distributed": "ddp"}, r"distributed must be 'auto' or 'local'; got 'ddp'"),
-    ({"quantities": ["loss"]}, r"quantities must be a list of Quantity instances; got \['loss'\]"),
-    ({"config": {"x": object()}}, r"config must hold JSON-ready values .*config\['x'\] is object"),
-    ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),
-    ({"config": {1: "a"}}, r"config keys must be strings; got key 1"),
-    ({"config": [("a", 1)]}, r"config must be a dict of JSON-ready settings"),
-]
 
 
 @pytest.mark.parametrize(("kwargs", "message"), BAD_OPTIONS)
