@@ -1,4 +1,8 @@
-"""Argument checks shared by the public functions. Each raises :class:`GradlabError`."""
+"""Argument checks shared by the public functions. Each raises :class:`GradlabError`.
+
+A public module (the losses, ``functional``, the Monitor and ``interop`` use it): every message
+names the argument, what was received and what is allowed.
+"""
 
 from __future__ import annotations
 
@@ -45,7 +49,12 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
 
 
 def check_optional_callable(name: str, value: object, signature: str = "") -> object:
-    """Return ``value`` if it is ``None`` or callable; else raise naming ``name``."""
+    """Return ``value`` if it is ``None`` or callable; else raise naming ``name``.
+
+    Example:
+        >>> check_optional_callable("on_scores", None) is None
+        True
+    """
     if value is not None and not callable(value):
         raise GradlabError(
             f"{name} must be None or a callable{signature}; got {type(value).__name__} {value!r}"
@@ -70,19 +79,24 @@ class ScoreRecorderSlot:
         self.validate = validate
 
     @property
-    def score_recorder(self):
+    def score_recorder(self) -> object:
         """``None`` or a callable (``_recorder_signature``); refused when assigned otherwise."""
         return self._score_recorder
 
     @score_recorder.setter
-    def score_recorder(self, recorder) -> None:
+    def score_recorder(self, recorder: object) -> None:
         self._score_recorder = check_optional_callable(
             "score_recorder", recorder, self._recorder_signature
         )
 
 
 def value_checks_enabled() -> bool:
-    """False inside :func:`skip_value_checks` (then no check may read a tensor value)."""
+    """False inside :func:`skip_value_checks` (then no check may read a tensor value).
+
+    Example:
+        >>> value_checks_enabled()
+        True
+    """
     return not _SKIP_VALUE_CHECKS.get()
 
 
@@ -103,7 +117,12 @@ def finite_flag(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def check_positive_finite(name: str, value: object) -> float:
-    """Return ``value`` as a float if it is a positive finite real number."""
+    """Return ``value`` as a float if it is a positive finite real number.
+
+    Example:
+        >>> check_positive_finite("tau", 1)
+        1.0
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
     number = float(value)
@@ -113,7 +132,12 @@ def check_positive_finite(name: str, value: object) -> float:
 
 
 def check_non_negative_finite(name: str, value: object) -> float:
-    """Return ``value`` as a float if it is a finite real number ``>= 0``."""
+    """Return ``value`` as a float if it is a finite real number ``>= 0``.
+
+    Example:
+        >>> check_non_negative_finite("margin", 0)
+        0.0
+    """
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")
     number = float(value)
@@ -123,7 +147,14 @@ def check_non_negative_finite(name: str, value: object) -> float:
 
 
 def check_positive_int(name: str, value: object) -> int:
-    """Return ``value`` if it is a positive integer (bools are refused)."""
+    """Return ``value`` if it is a positive integer (bools are refused).
+
+    Example:
+        >>> check_positive_int("num_bins", True)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: num_bins must be a positive integer; got True
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
         raise GradlabError(f"{name} must be a positive integer; got {value!r}")
     return value
@@ -147,6 +178,15 @@ def check_tensor(
             or integer, not bool or complex) or ``"any"``.
         finite: also refuse NaN and infinite entries (float tensors only). Reads a value
             (one host synchronisation on a GPU); skipped inside :func:`skip_value_checks`.
+
+    Returns:
+        ``value``, unchanged.
+
+    Example:
+        >>> check_tensor("labels", torch.zeros(3), ndims=(1,), kind="integer")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: labels must have an integer dtype; got torch.float32
     """
     if not isinstance(value, torch.Tensor):
         raise GradlabError(f"{name} must be a torch.Tensor; got {type(value).__name__}")
@@ -172,7 +212,15 @@ def check_tensor(
 
 
 def check_same_device(**tensors: torch.Tensor) -> None:
-    """Refuse tensors that live on different devices."""
+    """Refuse tensors that live on different devices.
+
+    Example:
+        >>> try:
+        ...     check_same_device(scores=torch.zeros(1), positives=torch.zeros(1, device="meta"))
+        ... except GradlabError as error:
+        ...     print(error)
+        tensors must be on one device; got scores on cpu, positives on meta
+    """
     devices = {name: tensor.device for name, tensor in tensors.items()}
     if len(set(devices.values())) > 1:
         listed = ", ".join(f"{name} on {device}" for name, device in devices.items())
@@ -180,7 +228,14 @@ def check_same_device(**tensors: torch.Tensor) -> None:
 
 
 def check_shape(name: str, value: torch.Tensor, expected: Sequence[int], hint: str) -> None:
-    """Refuse a tensor whose shape differs from ``expected``."""
+    """Refuse a tensor whose shape differs from ``expected``.
+
+    Example:
+        >>> check_shape("labels", torch.zeros(3), (4,), "one label per embedding")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: labels must have shape (4,) (one label per embedding); got (3,)
+    """
     if tuple(value.shape) != tuple(expected):
         raise GradlabError(
             f"{name} must have shape {tuple(expected)} ({hint}); got {tuple(value.shape)}"
