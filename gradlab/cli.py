@@ -1,7 +1,9 @@
 """The ``gradlab`` command: ``gradlab report | audit | plot`` (also ``python -m gradlab``).
 
 Every user error (a bad option value, a path that cannot be used, a device this machine does
-not have) ends in one line on stderr and exit code 2, before anything is written.
+not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
+follow :mod:`gradlab.paths`: a folder (``--out``) is created with its parents, a file
+(``--json``, ``--markdown``) only in a folder that exists.
 """
 
 from __future__ import annotations
@@ -63,8 +65,14 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
         help="no progress output (default: bars on a terminal, one line per stage otherwise)",
     )  # fmt: skip
     audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
-    audit.add_argument("--json", type=Path, help="write the records as JSON")
-    audit.add_argument("--markdown", type=Path, help="write a readable report with the formulas")
+    audit.add_argument(
+        "--json", type=Path,
+        help="write the records as JSON into this file (its folder must exist; none is created)",
+    )  # fmt: skip
+    audit.add_argument(
+        "--markdown", type=Path,
+        help="write a readable report with the formulas into this file (its folder must exist)",
+    )  # fmt: skip
     audit.add_argument(
         "--mutants", action="store_true",
         help="also check every mutant of every printed form; records get mutants, mutants_killed",
