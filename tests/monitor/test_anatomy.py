@@ -18,8 +18,8 @@ from gradlab.functional import (
 from gradlab.monitor import Monitor, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView, ScoreCapture
-from tests.monitor.test_values import expected_anatomy
 from tests.reference.anatomy_loops import anatomy_one_query
+from tests.reference.monitor_loops import anatomy_summary
 
 
 def _scores(seed=0, queries=6, candidates=18):
@@ -239,7 +239,7 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
                                    keep[q].tolist(), 1e-10, 1e-2)
                  for q in range(scores.shape[0])]  # fmt: skip
     kept = [a for a in per_query if a["num_positives"] and a["num_negatives"]]
-    for key, value in expected_anatomy(kept).items():  # every logged key
+    for key, value in anatomy_summary(kept).items():  # every logged key
         assert record[f"{prefix}{key}"] == pytest.approx(value, rel=1e-9, abs=1e-12), key
     assert not [key for key in record if key.startswith("anatomy_") and
                 not key.startswith(prefix)]  # fmt: skip
@@ -297,7 +297,7 @@ def _expected(grad, scores, positives, candidates):
                           share_10=math.nan)  # fmt: skip
         per_query.append(record)
     kept = [a for a in per_query if a["num_positives"] > 0 and a["num_negatives"] > 0]
-    return per_query, expected_anatomy(kept)
+    return per_query, anatomy_summary(kept)
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])

@@ -151,7 +151,8 @@ def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
     read without indexing); every count, P and AP against the float64 loops."""
     import gradlab
     from gradlab.functional.losses import recording
-    from tests.monitor.test_shared import QUANTITIES, _loop_reference, _values
+    from tests.helpers.monitor_values import QUANTITIES, logged_values
+    from tests.reference.monitor_loops import per_query_values
 
     generator = torch.Generator().manual_seed(4)
     labels = torch.arange(12) % 3  # four per class: three positives for every query
@@ -165,10 +166,10 @@ def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
     common = {"embeddings": embeddings, "labels": labels, "loss": loss.detach(),
               "embedding_grad": leaf.grad, "tau": TAU, "loss_kind": "exclude_query",
               "loss_tau": TAU}  # fmt: skip
-    loops = _loop_reference(embeddings.tolist(), labels.tolist(), TAU)
+    loops = per_query_values(embeddings.tolist(), labels.tolist(), TAU)
     mean = lambda values: math.fsum(values) / len(values)  # noqa: E731
     for batch in (BatchView(**common, loss_record=records[-1]), BatchView(**common)):
-        got = _values(batch, QUANTITIES)
+        got = logged_values(batch, QUANTITIES)
         for key in ("p_seed", "p_off_diagonal", "p_without_query"):
             assert got[key] == pytest.approx(mean(loops[key]), rel=1e-12), key
         assert got["gradient_count_mean"] == pytest.approx(mean(loops["counts"]), rel=1e-12)

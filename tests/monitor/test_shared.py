@@ -16,33 +16,23 @@ import torch
 
 import gradlab
 import gradlab.functional.diagnostics as diagnostics_module
-import gradlab.monitor.batch as batch_module
 from gradlab.functional.losses import recording
 from gradlab.functional.operating_region import operating_region_width
-from gradlab.functional.smooth_ap import group_by_positive_count
 from gradlab.monitor import (
     Decomposition,
-    EmbeddingGradNorm,
-    EmbeddingNorms,
     GradientAgreement,
     GradientCounts,
-    Loss,
     OperatingRegion,
     RelaxationGap,
     WeightedGradientCounts,
 )
 from gradlab.monitor.batch import BatchView
-from tests.reference.operating_region_loops import gradient_count, proportion
+from tests.helpers.monitor_values import logged_values
+from tests.reference.monitor_loops import per_query_values, quantiles
 from tests.reference.smooth_ap_loops import (
-    cosine,
-    decomposition_one_pair,
     loss_from_aps,
-    smooth_ap_one_query,
 )
-from tests.reference.tie_aware_loops import average_precision
 
-QUANTITIES = (Loss, EmbeddingNorms, EmbeddingGradNorm, OperatingRegion, WeightedGradientCounts,
-              Decomposition, RelaxationGap, GradientAgreement)  # fmt: skip
 TAU = 0.1
 LABELS = torch.tensor([0, 1, 0, 2, 1, 3, 0, 2, 4, 1, 3, 5, 0, 1])  # sizes 4, 4, 2, 2, 1, 1
 
@@ -65,14 +55,6 @@ def _views(dtype=torch.float64, tau=TAU, max_chunk=None):
     return BatchView(**common, loss_record=records[-1]), BatchView(**common)
 
 
-def _values(batch, quantities=QUANTITIES):
-    values = {}
-    with torch.no_grad():
-        for cls in quantities:
-            values.update(cls().compute(batch))
-    return {name: value.item() for name, value in values.items()}
-
-
 def _same(a: float, b: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or a == b
 
@@ -80,7 +62,7 @@ def _same(a: float, b: float) -> bool:
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_shared_and_independent_paths_log_identical_values(dtype):
     shared, independent = _views(dtype)
-    got, expected = _values(shared), _values(independent)
+    got, expected = logged_values(shared), logged_values(independent)
     assert got.keys() == expected.keys() and len(got) > 30
     different = {k: (got[k], expected[k]) for k in got if not _same(got[k], expected[k])}
     assert not different
@@ -111,82 +93,25 @@ def test_one_sigmoid_block_and_one_sort_per_logged_step(monkeypatch):
     monkeypatch.setattr(torch.Tensor, "sort", lambda self, *a, **k: sorts.append(1)
                         or original_sort(self, *a, **k))  # fmt: skip
     sorted_quantities = (OperatingRegion, GradientCounts, WeightedGradientCounts)
-    _values(shared, sorted_quantities)
+    logged_values(shared, sorted_quantities)
     assert len(sorts) == 1
-    _values(shared, (Decomposition, GradientAgreement))
+    logged_values(shared, (Decomposition, GradientAgreement))
     assert (len(blocks), len(grouping)) == (groups, 0)  # the loss's ranks reused
     sorts.clear(), blocks.clear()
-    _values(independent, (*sorted_quantities, Decomposition, GradientAgreement))
+    logged_values(independent, (*sorted_quantities, Decomposition, GradientAgreement))
     assert (len(sorts), len(blocks), len(grouping)) == (1, groups, 1)
 
 
 # --- against brute-force float64 loops ---------------------------------------------------------
 
 
-def _quantiles(values):
-    """10/50/90 % quantiles with linear interpolation (numpy's default), on a plain list."""
-    ordered = sorted(values)
-    result = []
-    for level in (0.1, 0.5, 0.9):
-        position = level * (len(ordered) - 1)
-        low = math.floor(position)
-        high = min(low + 1, len(ordered) - 1)
-        result.append(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
-    return result
-
-
-def _loop_reference(embeddings, labels, tau, eps=0.005):
-    vectors = [[x / math.sqrt(math.fsum(y * y for y in row)) for x in row] for row in embeddings]
-    size = len(labels)
-    rows = [[cosine(embeddings[q], embeddings[c]) for c in range(size)] for q in range(size)]
-    out = {"p_seed": [], "p_off_diagonal": [], "p_without_query": [], "counts": [],
-           "weighted": [], "smooth": [], "exact": [], "ad": [], "cb": [], "grad": [],
-           "ad_share": [], "ratio": [], "cosine": []}  # fmt: skip
-    for q in range(size):
-        out["p_seed"].append(proportion(rows[q], tau, eps))
-        out["p_off_diagonal"].append(proportion(rows[q], tau, eps, include_diagonal=False))
-        others = [s for c, s in enumerate(rows[q]) if c != q]
-        out["p_without_query"].append(proportion(others, tau, eps, include_diagonal=False))
-        positives = [labels[c] == labels[q] and c != q for c in range(size)]
-        keep = [c != q for c in range(size)]
-        for key, weighted in (("counts", False), ("weighted", True)):
-            out[key].append(gradient_count(rows[q], positives, tau, eps, weighted, keep))
-        candidates = [c for c in range(size) if c != q]
-        relevant = [labels[c] == labels[q] for c in candidates]
-        if not any(relevant):
-            continue
-        out["smooth"].append(smooth_ap_one_query([rows[q][c] for c in candidates], relevant, tau))
-        order = sorted(range(len(candidates)), key=lambda k: -rows[q][candidates[k]])
-        out["exact"].append(average_precision(order, relevant))
-        ad, cb = [0.0] * len(vectors[0]), [0.0] * len(vectors[0])
-        others_vectors = [vectors[c] for c in candidates]
-        for i, is_positive in enumerate(relevant):
-            if not is_positive:
-                continue
-            parts = decomposition_one_pair(vectors[q], others_vectors, relevant, i, tau)
-            scale = 1.0 / (sum(relevant) * parts["R"] ** 2)
-            ad = [a + scale * parts["A"] * d for a, d in zip(ad, parts["D"], strict=True)]
-            cb = [b - scale * parts["C"] * v for b, v in zip(cb, parts["B"], strict=True)]
-        norm_ad = math.sqrt(math.fsum(a * a for a in ad))
-        norm_cb = math.sqrt(math.fsum(b * b for b in cb))
-        out["ad"].append(norm_ad)
-        out["cb"].append(norm_cb)
-        out["grad"].append(math.sqrt(math.fsum((a + b) ** 2 for a, b in zip(ad, cb, strict=True))))
-        both = norm_ad * norm_cb  # a query with one positive has B = 0: no ratio, no cosine
-        dot = math.fsum(a * b for a, b in zip(ad, cb, strict=True))
-        out["ad_share"].append(norm_ad / (norm_ad + norm_cb))
-        out["ratio"].append(norm_ad / norm_cb if norm_cb > 0 else math.nan)
-        out["cosine"].append(dot / both if both > 0 else math.nan)
-    return {key: [v for v in values if not math.isnan(v)] for key, values in out.items()}
-
-
 def test_both_paths_match_brute_force_loops():
     shared, independent = _views()
     embeddings, labels = shared.embeddings.tolist(), LABELS.tolist()
-    loops = _loop_reference(embeddings, labels, TAU)
+    loops = per_query_values(embeddings, labels, TAU)
     mean = lambda values: math.fsum(values) / len(values)  # noqa: E731
     for batch in (shared, independent):
-        got = _values(batch)
+        got = logged_values(batch)
         for key in ("p_seed", "p_off_diagonal", "p_without_query"):
             assert got[key] == pytest.approx(mean(loops[key]), rel=1e-12), key
         assert got["gradient_count_mean"] == pytest.approx(mean(loops["counts"]), rel=1e-12)
@@ -200,7 +125,7 @@ def test_both_paths_match_brute_force_loops():
         for key, name in (("ad", "ad_norm"), ("cb", "cb_norm"), ("grad", "grad_norm"),
                           ("ad_share", "ad_share"), ("ratio", "ratio"), ("cosine", "cosine")):
             assert got[f"decomposition_{name}_mean"] == pytest.approx(mean(loops[key]), rel=1e-9)
-            quantiles = _quantiles(loops[key])
+            quantiles = quantiles(loops[key])
             for level, expected in zip(("q10", "q50", "q90"), quantiles, strict=True):
                 assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
         # the hand-written chain rule of agreement against autograd through the exact backward
@@ -225,11 +150,6 @@ def test_windows_of_width_zero_count_nothing():
     assert not shared.pair_counts(width).any()
     assert not shared.counts_at(shared.scores, width).any()
     assert not shared.query_inside(shared.scores, width).any()
-
-
-def test_batch_module_documents_the_shared_values():
-    assert "ONE sort" in batch_module.__doc__ and "ONE sigmoid block" in batch_module.__doc__
-    assert group_by_positive_count.__doc__.count("One host synchronisation")
 
 
 def test_exact_ap_from_the_shared_sort_handles_ties_and_drops_the_query():

@@ -32,8 +32,8 @@ from gradlab.monitor import (
 )
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView
-from tests.monitor.test_shared import _quantiles  # 10/50/90 %, linear interpolation
 from tests.reference.anatomy_loops import anatomy_one_query
+from tests.reference.monitor_loops import anatomy_summary, per_query_values, quantiles
 from tests.reference.operating_region_loops import gradient_count, proportion
 from tests.reference.smooth_ap_loops import cosine, slope, smooth_ap_one_query
 from tests.reference.tie_aware_loops import average_precision
@@ -62,7 +62,7 @@ def _compute(quantity, batch):
 # --- summaries: finite entries only, quantiles at 10/50/90 % -----------------------------------
 
 
-def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90_quantiles():
+def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90quantiles():
     from gradlab.monitor.quantities import _summaries
 
     finite = [0.3, -1.2, 4.0, 2.5, 0.0, 7.25, -0.5, 1.0, 3.3, 9.0, 0.1]
@@ -73,7 +73,7 @@ def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90_quantiles():
     got = {key: value.item() for key, value in values.items()}
     for prefix, kept in (("first", finite), ("second", [5.0])):
         assert got[f"{prefix}_mean"] == pytest.approx(_fsum_mean(kept), rel=1e-15)
-        for name, expected in zip(("q10", "q50", "q90"), _quantiles(kept), strict=True):
+        for name, expected in zip(("q10", "q50", "q90"), quantiles(kept), strict=True):
             assert got[f"{prefix}_{name}"] == pytest.approx(expected, rel=1e-15), (prefix, name)
     empty = _summaries(["none"], torch.full((1, 4), math.nan))
     assert all(math.isnan(value.item()) for value in empty.values())
@@ -402,38 +402,12 @@ def test_anatomy_values_equal_loops_for_every_key():
                  for q in range(queries)]  # fmt: skip
     kept = [a for a in per_query if a["num_positives"] > 0 and a["num_negatives"] > 0]
     assert len(kept) == queries - 2
-    expected = expected_anatomy(kept)
+    expected = anatomy_summary(kept)
     assert set(got) == {f"x_{key}" for key in expected}
     for key, value in expected.items():
         assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
     assert 0 < expected["queries_without_gradient"] < 1
     assert len({a["active_negatives"] for a in kept}) > 2  # the quantiles are not all equal
-
-
-def expected_anatomy(kept):
-    """The logged anatomy summary (keys without prefix) of the loop records of kept queries."""
-
-    def mean(values):
-        finite = [v for v in values if math.isfinite(v)]
-        return math.fsum(finite) / len(finite) if finite else math.nan
-
-    def span(a):
-        return max(a["num_negatives"] - 1, 1)
-
-    active = [a["active_negatives"] for a in kept]
-    expected = {
-        "active_negatives_mean": mean(active),
-        "active_negative_share": mean([a["active_negatives"] / a["num_negatives"] for a in kept]),
-        "active_positives": mean([a["active_positives"] for a in kept]),
-        "hardest_1pct_share": mean([a["share_1"] for a in kept]),
-        "hardest_10pct_share": mean([a["share_10"] for a in kept]),
-        "active_rank_depth": mean([(a["rank_mean"] - 1) / span(a) for a in kept]),
-        "deepest_active_rank": mean([(a["rank_max"] - 1) / span(a) for a in kept]),
-        "queries_without_gradient": mean([float(a["without"]) for a in kept]),
-    }
-    expected.update(zip(("active_negatives_q10", "active_negatives_q50", "active_negatives_q90"),
-                        _quantiles(active), strict=True))  # fmt: skip
-    return expected
 
 
 def test_anatomy_quantity_uses_its_thresholds_and_the_default_ones():
@@ -468,11 +442,10 @@ def test_anatomy_quantity_uses_its_thresholds_and_the_default_ones():
 
 def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
     from gradlab.monitor.quantities import Decomposition
-    from tests.monitor.test_shared import _loop_reference
 
     labels = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 3]
     embeddings = _random((12, 4), 3)
-    loops = _loop_reference(embeddings.tolist(), labels, TAU)
+    loops = per_query_values(embeddings.tolist(), labels, TAU)
     assert any(a < c for a, c in zip(loops["ad"], loops["cb"], strict=True))
     batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=TAU)
     got = _compute(Decomposition(), batch)
@@ -480,7 +453,7 @@ def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
     for key, name in zip(("ad", "cb", "grad", "ad_share", "ratio", "cosine"), names, strict=True):
         values = loops[key]
         assert got[f"decomposition_{name}_mean"] == pytest.approx(_fsum_mean(values), rel=1e-9)
-        for level, expected in zip(("q10", "q50", "q90"), _quantiles(values), strict=True):
+        for level, expected in zip(("q10", "q50", "q90"), quantiles(values), strict=True):
             assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
 
 
@@ -781,13 +754,12 @@ def test_decomposition_keeps_terms_whose_squares_underflow():
     an AD share of NaN. The loops compute in Python floats, where the squares are still normal.
     One positive per query: CB is exactly 0, so the ratio and the cosine are undefined."""
     from gradlab.monitor.quantities import Decomposition
-    from tests.monitor.test_shared import _loop_reference
 
     tau = 0.03
     angles = [math.radians(degrees) for degrees in (0, 10, 180, 190)]
     embeddings = torch.tensor([[math.cos(angle), math.sin(angle)] for angle in angles])
     labels = [0, 0, 1, 1]
-    loops = _loop_reference(embeddings.tolist(), labels, tau)
+    loops = per_query_values(embeddings.tolist(), labels, tau)
     assert 0 < max(loops["ad"]) ** 2 < torch.finfo(torch.float32).tiny
     batch = BatchView(embeddings=embeddings, labels=torch.tensor(labels), tau=tau)
     got = _compute(Decomposition(), batch)
