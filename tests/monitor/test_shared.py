@@ -125,8 +125,8 @@ def test_both_paths_match_brute_force_loops():
         for key, name in (("ad", "ad_norm"), ("cb", "cb_norm"), ("grad", "grad_norm"),
                           ("ad_share", "ad_share"), ("ratio", "ratio"), ("cosine", "cosine")):
             assert got[f"decomposition_{name}_mean"] == pytest.approx(mean(loops[key]), rel=1e-9)
-            quantiles = quantiles(loops[key])
-            for level, expected in zip(("q10", "q50", "q90"), quantiles, strict=True):
+            levels = quantiles(loops[key])
+            for level, expected in zip(("q10", "q50", "q90"), levels, strict=True):
                 assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
         # the hand-written chain rule of agreement against autograd through the exact backward
         assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-12)
