@@ -21,6 +21,7 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.extras import require
 from gradlab.validation import check_positive_int
 
 CELL = 10
@@ -58,7 +59,7 @@ def digit_pools(generator: torch.Generator) -> tuple[list[torch.Tensor], list[to
         >>> len(train), tuple(train[3].shape[1:]), bool(train[3].max() <= 1)
         (10, (8, 8), True)
     """
-    from sklearn.datasets import load_digits
+    load_digits = require("sklearn.datasets", "studies", "gradlab.data").load_digits
 
     digits = load_digits()
     images = torch.as_tensor(digits.images, dtype=torch.float32) / 16.0

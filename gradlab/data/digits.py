@@ -7,6 +7,7 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.extras import require
 
 
 class DigitsSplit(NamedTuple):
@@ -30,7 +31,7 @@ def load_digits_split(seen_classes: tuple[int, ...] = (0, 1, 2, 3, 4)) -> Digits
         >>> split.train_images.shape[1], sorted(set(split.test_labels.tolist()))
         (64, [5, 6, 7, 8, 9])
     """
-    from sklearn.datasets import load_digits
+    load_digits = require("sklearn.datasets", "studies", "gradlab.data").load_digits
 
     if not seen_classes or any(c not in range(10) for c in seen_classes):
         raise GradlabError(f"seen_classes must be a non-empty subset of 0..9; got {seen_classes}")
