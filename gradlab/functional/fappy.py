@@ -46,7 +46,12 @@ NORMALIZATIONS = ("paper", "official")
 
 
 def check_normalization(normalization: str) -> str:
-    """``normalization`` if it is one of :data:`NORMALIZATIONS`, else :class:`GradlabError`."""
+    """``normalization`` if it is one of :data:`NORMALIZATIONS`, else :class:`GradlabError`.
+
+    Example:
+        >>> check_normalization("official")
+        'official'
+    """
     if normalization not in NORMALIZATIONS:
         raise GradlabError(
             f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}"
@@ -207,7 +212,12 @@ def fappy_gradient_closed_form(
 def fappy_lemma1_as_printed(
     pair_similarity: float, negative_similarity: float, delta: float
 ) -> float:
-    """Seed 004's appendix value of ``dP_ij / ds_ik``: ``-h_right`` on ``[b_t, b_{t+1}]``."""
+    """The FAPPY appendix's value of ``dP_ij / ds_ik``: ``-h_right`` on ``[b_t, b_{t+1}]``.
+
+    Example:
+        >>> fappy_lemma1_as_printed(0.0, 2.0, 0.5)  # a negative outside the pair's bin
+        0.0
+    """
     lower, _, h_right = (float(v) for v in _bin_position(pair_similarity, delta))
     return -h_right if lower <= negative_similarity <= lower + delta else 0.0
 
@@ -224,6 +234,11 @@ def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
 
 
 def cosine_from_euclidean(distance: torch.Tensor) -> torch.Tensor:
-    """The inverse map: ``s = 1 - d^2 / 2`` for ``0 <= d <= 2``."""
+    """The inverse map: ``s = 1 - d^2 / 2`` for ``0 <= d <= 2``.
+
+    Example:
+        >>> cosine_from_euclidean(torch.tensor([0.0, 2.0]))
+        tensor([ 1., -1.])
+    """
     check_tensor("distance", distance, ndims=tuple(range(8)), kind="float", finite=True)
     return 1.0 - distance**2 / 2.0

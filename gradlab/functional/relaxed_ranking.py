@@ -82,7 +82,13 @@ def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
-    """``[..., num_bins]`` weights ``max(0, 1 - |x - d|)`` of each distance for bins ``d``."""
+    """``[..., num_bins]`` weights ``max(0, 1 - |x - d|)`` of each distance for bins ``d``.
+
+    Example:
+        >>> triangular_kernel(torch.tensor([0.25, 2.0]), num_bins=3)
+        tensor([[0.7500, 0.2500, 0.0000],
+                [0.0000, 0.0000, 1.0000]])
+    """
     centres = torch.arange(num_bins, dtype=distances.dtype, device=distances.device)
     return torch.clamp(1.0 - (distances.unsqueeze(-1) - centres).abs(), min=0.0)
 
@@ -107,6 +113,12 @@ def soft_histogram(
     Raises:
         GradlabError: wrong shapes or dtypes, NaN/inf distances, or a level outside
             ``0 .. num_levels - 1`` (one host read for both value checks).
+
+    Example:
+        >>> counts = soft_histogram(torch.tensor([[0.5, 2.0]]), torch.tensor([[1, 0]]), 3, 2)
+        >>> counts[0].T  # rows: level 0, level 1; columns: bins 0, 1, 2
+        tensor([[0.0000, 0.0000, 1.0000],
+                [0.5000, 0.5000, 0.0000]])
     """
     check_tensor("distances", distances, ndims=(2,), kind="float")
     check_tensor("levels", levels, ndims=(2,), kind="integer")
@@ -245,6 +257,12 @@ def minibatch_objective_terms(
     Each code queries the rest of the batch (the query is not its own candidate). Affinity is
     binary, ``v = [label_i == label_j]``. Returns ``(counts [M, b+1, 2], objective [M])``;
     ``objective`` is computed from ``counts`` so that ``d O_i / d counts`` is ``alpha`` of Eq. 24.
+
+    Example:
+        >>> codes = torch.tensor([[1.0, 1.0], [1.0, 0.9], [-1.0, -1.0], [-0.9, -1.0]])
+        >>> counts, objective = minibatch_objective_terms(codes, torch.tensor([0, 0, 1, 1]))
+        >>> tuple(counts.shape), objective.shape
+        ((4, 3, 2), torch.Size([4]))
     """
     batch = _minibatch_histograms(codes, labels, objective)
     return batch.counts, counts_objective(batch.counts, objective, method, level_gains, batch)

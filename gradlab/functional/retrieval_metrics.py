@@ -41,7 +41,15 @@ def recall_at_k(
 def in_batch_retrieval(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``[N, N - 1]`` cosine scores and positives, each item querying all the others."""
+    """``[N, N - 1]`` cosine scores and positives, each item querying all the others.
+
+    Example:
+        >>> scores, positives = in_batch_retrieval(torch.eye(3), torch.tensor([0, 0, 1]))
+        >>> positives
+        tensor([[ True, False],
+                [ True, False],
+                [False, False]])
+    """
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     normalized = F.normalize(embeddings.to(torch.float64), dim=1)
@@ -53,7 +61,15 @@ def in_batch_retrieval(
 def retrieval_report(
     scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict:
-    """Recall@K for each ``k`` and mAP (tie-aware AP averaged over queries with a positive)."""
+    """Recall@K for each ``k`` and mAP (tie-aware AP averaged over queries with a positive).
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
+        >>> positives = torch.tensor([[False, False, True], [False, True, False]])
+        >>> report = retrieval_report(scores, positives, ks=(1,))
+        >>> {key: round(value, 4) for key, value in report.items()}
+        {'recall@1': 0.5, 'mAP': 0.75}
+    """
     recalls = recall_at_k(scores, positives, ks)
     ap = tie_aware_ap(scores, positives)
     return {**{f"recall@{k}": value for k, value in recalls.items()}, "mAP": ap.nanmean().item()}
