@@ -19,6 +19,7 @@ from gradlab.functional.losses import (
     LossRecord,
     SmoothAPForward,
     fastap_loss,
+    has_ranking_signal,
     mean_ap_loss,
     no_ranking_signal,
     recording,
@@ -307,3 +308,17 @@ def test_fastap_loss_defaults_to_ten_bins():
     for bins in (8, 11):  # the case tells the default from its neighbours
         other = [fastap_query(embeddings.tolist(), labels.tolist(), q, bins) for q in range(10)]
         assert abs(loss_from_aps(other) - loss_from_aps(aps)) > 1e-3
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_has_ranking_signal_follows_a_loop_over_the_items(seed):
+    generator = torch.Generator().manual_seed(seed)
+    size = int(torch.randint(0, 7, (1,), generator=generator))
+    labels = torch.randint(0, 1 + seed % 4, (size,), generator=generator)
+    items = labels.tolist()
+    expected = any(
+        any(items[j] == items[i] for j in range(size) if j != i)
+        and any(items[j] != items[i] for j in range(size))
+        for i in range(size)
+    )
+    assert has_ranking_signal(labels).item() is expected
