@@ -201,7 +201,12 @@ def smooth_ap_terms(
     else:
         groups, ranks = forward
     ap = torch.full((num_queries,), float("nan"), dtype=scores.dtype, device=scores.device)
-    split = torch.zeros((2, num_queries, num_candidates), dtype=scores.dtype, device=scores.device)
+    # One group of every query (as group_by_positive_count makes them: ascending): its chunks
+    # are row slices, views instead of copies, and every row of ``split`` is written.
+    whole = len(groups) == 1 and groups[0].queries.shape[0] == num_queries
+    split = (torch.empty if whole else torch.zeros)(
+        (2, num_queries, num_candidates), dtype=scores.dtype, device=scores.device
+    )
     computed = []
     for index, group in enumerate(groups):
         parts = list(chunk_slices(group, num_candidates, max_chunk_elements))
@@ -210,7 +215,7 @@ def smooth_ap_terms(
             saved_a, saved_c = ranks[index]
         chunks_a, chunks_c = [], []
         for part in parts:
-            queries = group.queries[part]
+            queries = part if whole else group.queries[part]
             columns = group.positive_columns[part]
             block = sigmoid_block(scores[queries], columns, tau)
             candidate_rows = mask_rows(candidate_mask, queries)
@@ -234,8 +239,12 @@ def smooth_ap_terms(
             g_c = (-weights[..., 0] * column_sums[:, 1]).scatter_add_(
                 1, columns, coef_c * slope_positive
             )
-            split[0, queries] = g_a * scale
-            split[1, queries] = g_c * scale
+            if whole:  # written in place into the rows (a slice)
+                torch.mul(g_a, scale, out=split[0, queries])
+                torch.mul(g_c, scale, out=split[1, queries])
+            else:
+                split[0, queries] = g_a * scale
+                split[1, queries] = g_c * scale
         rank_a, rank_c = torch.cat(chunks_a), torch.cat(chunks_c)
         ap = ap.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
         computed.append((rank_a, rank_c))

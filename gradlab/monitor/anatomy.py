@@ -118,15 +118,18 @@ def _per_query_from_order(
         unranked = _row_any(torch.isnan(scores) & candidates)
 
     # At each position, the negatives up to it (int32 from bytes: a bool cumsum is ~10x slower).
-    rank = negatives.gather(1, order).view(torch.uint8).cumsum(dim=1, dtype=torch.int32)
+    negative_in_order = negatives.gather(1, order)
+    rank = negative_in_order.view(torch.uint8).cumsum(dim=1, dtype=torch.int32)
     active_ranks = torch.where(active_negative.gather(1, order), rank, 0)
     count = active_negatives.to(torch.float64)
     ranked = (count > 0) & ~unranked
-    rank_sum = active_ranks.sum(dim=1).to(torch.float64)
+    # At most 1 + 2 + ... + C: an int32 sum while that fits (~25x faster than through int64).
+    exact_in = torch.int32 if order.shape[1] < 1 << 16 else torch.int64
+    rank_sum = active_ranks.sum(dim=1, dtype=exact_in).to(torch.float64)
     rank_mean = torch.where(ranked, rank_sum / count.clamp(min=1), math.nan)
     rank_max = torch.where(ranked, active_ranks.amax(dim=1).to(torch.float64), math.nan)
 
-    mass = magnitude.masked_fill_(~negatives, 0.0).gather(1, order)  # magnitude not used below
+    mass = torch.where(negative_in_order, magnitude.gather(1, order), 0.0)
     mass = mass.to(torch.float64)  # summed in float64: converted once, not in every sum
     total = mass.sum(dim=1)
     defined = (total > 0) & ~unranked
