@@ -101,7 +101,7 @@ MONITOR_TESTS = {
     "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
                 "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
                 "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
-                "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_mutants.py",
+                "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_contract.py",
                 "tests/monitor/test_lock.py",
                 *(f"--deselect=tests/monitor/{test}" for test in (
                     "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",

@@ -1,4 +1,4 @@
-"""Monitor behaviour that mutation testing of gradlab/monitor/monitor.py found unchecked.
+"""Monitor behaviour a user relies on, checked in full: messages, header, lock, logged steps.
 
 Each test states what a user relies on: whole messages, header fields, which steps are logged,
 which lock file is left where. Expected values are written from the documented behaviour (the
