@@ -252,7 +252,9 @@ def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=
 
 
 def _difference_at(expression: sp.Expr, point: dict) -> sp.Expr:
-    value = expression.subs(point)
+    # xreplace, not subs: a plain substitution of symbols by rationals (the expression is
+    # concrete by now), re-evaluated exactly; subs' extra machinery doubled the audit's time.
+    value = expression.xreplace(point)
     return value if value.is_Rational else value.evalf(50)  # nsimplify sent 2e-40 to 0
 
 
