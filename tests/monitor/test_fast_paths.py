@@ -210,3 +210,38 @@ def test_an_unstable_sort_gives_the_same_window_counts_and_ap(kind):
     assert results[0].keys() == results[1].keys()
     for key, value in results[0].items():
         assert value == results[1][key] or (math.isnan(value) and math.isnan(results[1][key]))
+
+
+def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort():
+    """The float32 CPU sort (NumPy, one int64 key per entry) against ``torch.sort(stable=True)``:
+    same order and same floats, with ties, signed zeros (tied), infinities and NaN (last)."""
+    generator = torch.Generator().manual_seed(12)
+    scores = (torch.randn(7, 60, generator=generator) * 4).round() / 4  # many ties
+    scores[:, :4] = torch.tensor([0.0, -0.0, 0.0, -0.0])
+    scores[1, 7], scores[2, 9], scores[3, 11] = math.inf, -math.inf, math.nan
+    batch = _score_batch(scores)
+    expected = (-scores).sort(dim=1, stable=True)
+    assert torch.equal(batch.descending_order, expected.indices)
+    got = batch.negated_sorted
+    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
+    finite = ~torch.isnan(got)
+    assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
+
+
+@pytest.mark.parametrize("quantized", [False, True])
+def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
+    """Score matrices of at least _KEYED_SORT_FROM entries are searched row by row by NumPy:
+    P's pair counts and every entry's count against the window test itself."""
+    from gradlab.monitor.batch import _KEYED_SORT_FROM
+
+    size = int(_KEYED_SORT_FROM**0.5) + 2
+    generator = torch.Generator().manual_seed(13)
+    scores = torch.randn(size, size, generator=generator) * 0.3
+    width = 0.25
+    if quantized:
+        scores = (scores * 8).round() / 8  # differences of exactly 0.25: the window's edge
+    batch = _score_batch(scores)
+    rows, anchors = scores.unsqueeze(1), scores.unsqueeze(2)
+    inside = (rows < anchors + width) & (anchors < rows + width)  # [Q, anchor, j]
+    assert torch.equal(batch.entry_counts(width), inside.sum(dim=2))
+    assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
