@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -204,3 +205,18 @@ def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, mo
     assert code == 0
     assert measured == ([{"quick": True}] if measure else [])
     assert audited == [{"mutants": False, "p_vs_batch_size": measurement if measure else None}]
+
+
+@pytest.mark.slow
+def test_audit_without_measure_loads_no_study_and_records_the_claim_as_not_measured(tmp_path):
+    program = ("import json, sys; from gradlab.cli import main; "
+               f"code = main(['audit', '--json', {str(tmp_path / 'a.json')!r}]); "
+               "studies = ('gradlab.experiments', 'gradlab.training', 'gradlab.models', "
+               "'gradlab.data', 'gradlab.report'); "
+               "print(code, sorted(m for m in sys.modules if m.startswith(studies)))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=600)  # fmt: skip
+    assert result.stdout.strip().splitlines()[-1] == "0 []", result.stderr[-2000:]
+    records = json.loads((tmp_path / "a.json").read_text())
+    (claim,) = [r for r in records if r["label"] == "claim-p-grows-with-batch-size"]
+    assert claim["verdict"] == "inconclusive" and claim["detail"].startswith("not measured: ")
