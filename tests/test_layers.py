@@ -214,7 +214,9 @@ def private_imports_across_packages(paths) -> list[str]:
 
 
 def _sources():
-    return sorted(PACKAGE.rglob("*.py")) + sorted((ROOT / "analyses").rglob("*.py"))
+    """gradlab/ and the scripts that use it (analyses/, tools/, benchmarks/)."""
+    folders = [PACKAGE, ROOT / "analyses", ROOT / "tools", ROOT / "benchmarks"]
+    return [path for folder in folders for path in sorted(folder.rglob("*.py"))]
 
 
 def test_no_private_name_is_imported_across_packages():
