@@ -9,22 +9,26 @@ from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.losses import (
     BlackboxAPLoss,
+    DegenerateBatchWarning,
     FAPPYLoss,
     FastAPLoss,
     MaxViolationTripletLoss,
     NTXentLoss,
+    RankingLoss,
     SmoothAPLoss,
 )
 from gradlab.monitor import Monitor
 
 __all__ = [
     "BlackboxAPLoss",
+    "DegenerateBatchWarning",
     "FAPPYLoss",
     "FastAPLoss",
     "GradlabError",
     "MaxViolationTripletLoss",
     "Monitor",
     "NTXentLoss",
+    "RankingLoss",
     "SmoothAPLoss",
     "__version__",
 ]
