@@ -88,7 +88,16 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
     return " ".join(parts)
 
 
-def training_sentence(unseen_before, unseen_after, seen_before, seen_after) -> str:
+def training_sentence(
+    unseen_before: dict, unseen_after: dict, seen_before: dict, seen_after: dict
+) -> str:
+    """How mAP moved on the trained classes' held-out images and on the unseen classes.
+
+    Example:
+        >>> training_sentence({"mAP": 0.6}, {"mAP": 0.5}, {"mAP": 0.7}, {"mAP": 0.9})[:81]
+        'mAP on held-out images of the training classes rises from 0.700 to 0.900; on the '
+    """
+
     def change(before, after):
         delta = after["mAP"] - before["mAP"]
         return f"{'rises' if delta > 0 else 'falls'} from {before['mAP']:.3f} to {after['mAP']:.3f}"
@@ -136,7 +145,13 @@ def loss_comparison_text(results: dict, summary: dict | None = None) -> str:
 
 
 def best_loss_sentence(results: dict, summary: dict) -> str:
-    """``"Best MAP@R among the losses that train: NAME (mean ± std)."``"""
+    """``"Best MAP@R among the losses that train: NAME (mean ± std)."``
+
+    Example:
+        >>> results = {"losses": {"A": {"metrics": {"MAP@R": [0.4, 0.6]}}}}
+        >>> best_loss_sentence(results, {"best": "A", "metric": "MAP@R"})
+        'Best MAP@R among the losses that train: A (0.500 ± 0.100).'
+    """
     best = summary["best"]
     values = results["losses"][best]["metrics"][summary["metric"]]
     return f"Best {summary['metric']} among the losses that train: {best} ({cell(values)})."
@@ -163,7 +178,15 @@ def scenes_text(results: dict, summary: dict | None = None) -> str:
 
 
 def best_recall_sentences(results: dict, summary: dict) -> list[str]:
-    """One sentence per direction: the best R@1 and the pairs within its seed spread."""
+    """One sentence per direction: the best R@1 and the pairs within its seed spread.
+
+    Example:
+        >>> run = {"recall": {"i2t_R@1": [0.5, 0.5], "t2i_R@1": [0.25, 0.25]}}
+        >>> best = {"encoder": "VSRN", "loss": "NT-Xent", "tied": []}
+        >>> summary = {"best_recall_at_1": {"i2t": best, "t2i": best}}
+        >>> best_recall_sentences({"runs": {"VSRN": {"NT-Xent": run}}}, summary)[1]
+        'Best caption -> image R@1: VSRN with NT-Xent, 0.250 ± 0.000.'
+    """
     parts = []
     for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
         best = summary["best_recall_at_1"][direction]
@@ -223,7 +246,12 @@ def anatomy_comparison(results: dict) -> str:
 
 
 def family_title(stem: str) -> str:
-    """The title ``gradlab plot`` gives a quantity family (its file stem), for a caption."""
+    """The title ``gradlab plot`` gives a quantity family (its file stem), for a caption.
+
+    Example:
+        >>> family_title("no_such_family")
+        'no such family'
+    """
     from gradlab.plotting.monitor import FAMILIES
 
     family = FAMILIES.get(stem)

@@ -80,6 +80,13 @@ def run_audit(
     Returns:
         One JSON-ready record per claim: id, seed, label, claim, method, verdict, detail,
         citation, seconds (and mutants, mutants_killed, mutant_results with ``mutants``).
+
+    Example:
+        >>> from gradlab.symbolic.claims import Claim, Form, decide
+        >>> check = lambda form: decide(form.value == 2, "1 + 1 = 2", "not 2")
+        >>> (record,) = run_audit([Claim("mine", "eq1", "1 + 1 is 2", Form(2), check)])
+        >>> record["verdict"], record["detail"]
+        ('holds', '1 + 1 = 2')
     """
     if claims is not None and p_vs_batch_size is not None:
         raise GradlabError(
