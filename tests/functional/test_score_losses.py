@@ -322,7 +322,7 @@ def test_the_degenerate_check_stays_on_the_input_device(name):
         (dict(positives=torch.zeros(2, dtype=torch.float32)),
          r"^positives must be a \[Q, C\] bool mask or \[B\] integer labels; got a 1-D "
          r"torch.float32 tensor$"),
-        (dict(positives=torch.eye(2, dtype=torch.bool, device="meta")),
+        (dict(positives=torch.zeros(2, 2, dtype=torch.bool, device="meta")),
          r"^tensors must be on one device; got scores on cpu, positives on meta$"),
     ],
 )  # fmt: skip
