@@ -83,6 +83,7 @@ class LossAdapter:
         loss_tau: that SmoothAP loss's tau.
         recorder: the object whose ``score_recorder`` the Monitor sets on logged steps.
         smooth_ap: ``dL/dS`` is gradlab SmoothAP's exact gradient at the step's scores.
+        loss_fn: the loss itself, whose own counts (``degenerate_batches``) a step reads.
 
     Example:
         >>> adapter = adapt(lambda scores, positives: scores.sum(), inputs="scores")
@@ -98,6 +99,7 @@ class LossAdapter:
     loss_tau: float | None = None
     recorder: object | None = None
     smooth_ap: bool = False
+    loss_fn: object | None = None
 
     def why_not(self, needs: frozenset[str]) -> str | None:
         """Why a quantity with these needs cannot apply (its first unmet need), or None.
@@ -128,6 +130,8 @@ class LossAdapter:
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
         batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
+        # A count the watched loss keeps (gradlab's losses: batches without ranking signal).
+        batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
         if self.inputs == "scores":
             mask = score_positives(batch.embeddings, tensors[1])
             batch.positives = mask
@@ -208,7 +212,8 @@ def embedding_adapter(loss_fn: object, recorder: object | None = None, **kwargs)
         "loss_kind": f"{name} is not SmoothAP",
         "score_grad": f"{name} takes embeddings and exposes no score matrix. {EXPOSE_SCORES}",
     }
-    return LossAdapter(name, "embeddings", provides, missing, recorder=recorder, **kwargs)
+    return LossAdapter(name, "embeddings", provides, missing, recorder=recorder, loss_fn=loss_fn,
+                       **kwargs)  # fmt: skip
 
 
 def _gradlab_smooth_ap(loss_fn: object, inputs: str | None) -> LossAdapter | None:
@@ -241,7 +246,7 @@ def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:
         "loss_kind": ON_SCORES
     }
     return LossAdapter(f"the watched loss {loss_name(loss_fn)}", "scores", SCORE_VALUES,
-                       missing, recorder=recorder)  # fmt: skip
+                       missing, recorder=recorder, loss_fn=loss_fn)  # fmt: skip
 
 
 def _embeddings(loss_fn: object, inputs: str | None) -> LossAdapter:

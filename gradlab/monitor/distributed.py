@@ -83,6 +83,7 @@ def gather_batch(batch: BatchView) -> BatchView:
         tau=batch.tau,
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,
+        degenerate_batches=batch.degenerate_batches,
     )
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad)

@@ -23,88 +23,33 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from gradlab.errors import GradlabError
+from gradlab.monitor.quantities import QUANTITIES
+from gradlab.monitor.quantity import Plot, Quantity
 from gradlab.monitor.sinks import read_segments
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
 
-FAMILIES = {
-    "loss": ("Loss", ("loss",), "loss"),
-    "embeddings": ("Embedding norms", ("embedding_norm_mean", "embedding_norm_min",
-                   "embedding_norm_max"), "norm"),
-    "embedding_gradients": ("Gradient of the loss w.r.t. the embeddings", (
-                            "embedding_grad_norm", "embedding_grad_norm_row_mean"), "norm"),
-    "operating_region": ("Operating-region proportion P", ("p_seed", "p_off_diagonal",
-                         "p_without_query", "p_cross_modal"), "proportion"),
-    "decomposition": ("AD - CB decomposition (medians over queries)", ("decomposition_ad_norm_q50",
-                      "decomposition_cb_norm_q50", "decomposition_grad_norm_q50"), "norm"),
-    "decomposition_shape": ("AD share and cosine(AD, CB) (means over queries)",
-                            ("decomposition_ad_share_mean", "decomposition_cosine_mean"), "value"),
-    "gradient_counts": ("Queries with no entry in the sigmoid's operating region (seed 001 "
-                        "count: slope above eps; the anatomy panels show the actual gradient)",
-                        ("queries_without_gradient", "queries_without_gradient_weighted"),
-                        "queries"),
-    "relaxation_gap": ("Smooth AP vs exact AP", ("smooth_ap", "exact_ap", "relaxation_gap"), "AP"),
-    "gradient_agreement": ("Analytic vs backpropagated gradient", ("gradient_agreement_cosine",
-                           "gradient_agreement_relative_error"), "value"),
-    "degenerate_batches": ("Batches without ranking signal (no query has both a positive and a "
-                           "negative)", ("degenerate_batches", "degenerate_batch"), "batches"),
-    "anatomy_active_negatives": ("Negatives receiving gradient per query (mean; i2t / t2i: "
-                                 "cross-modal directions)", ("anatomy_active_negatives_mean",
-                                 "anatomy_i2t_active_negatives_mean",
-                                 "anatomy_t2i_active_negatives_mean"), "negatives"),
-    "anatomy_hardness": ("Hardness of the negatives receiving gradient: share of their gradient "
-                         "on the hardest 10 %, relative rank depth", ("anatomy_hardest_10pct_share",
-                         "anatomy_i2t_hardest_10pct_share", "anatomy_t2i_hardest_10pct_share",
-                         "anatomy_active_rank_depth", "anatomy_i2t_active_rank_depth",
-                         "anatomy_t2i_active_rank_depth"), "share / depth"),
-    "anatomy_without_gradient": ("Queries receiving no gradient (anatomy)", (
-                                 "anatomy_queries_without_gradient",
-                                 "anatomy_i2t_queries_without_gradient",
-                                 "anatomy_t2i_queries_without_gradient"), "share of queries"),
-}  # fmt: skip
 
-ZERO_BASED = frozenset({"operating_region", "gradient_counts", "degenerate_batches",
-                        "anatomy_active_negatives", "anatomy_without_gradient"})  # fmt: skip
+def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
+    """Family name -> :class:`~gradlab.monitor.quantity.Plot`, as the quantities declare them
+    (the first declaration of a family wins: a subclass repeats its parent's)."""
+    plots: dict[str, Plot] = {}
+    for quantity in quantities:
+        for plot in quantity.plots:
+            plots.setdefault(plot.family, plot)
+    return plots
+
+
+PLOTS = _plots(QUANTITIES)
+"""The figure families of gradlab's quantities, in drawing order."""
+
+FAMILIES = {family: (plot.title, plot.keys, plot.ylabel) for family, plot in PLOTS.items()}
+"""Family -> (title, keys, y label)."""
+
+ZERO_BASED = frozenset(family for family, plot in PLOTS.items() if plot.zero_based)
 """Families of counts and shares: their y axis starts at 0 (at least 0..1 when all are 0)."""
 
-LABELS = {
-    "loss": "loss",
-    "embedding_norm_mean": "mean norm",
-    "embedding_norm_min": "smallest norm",
-    "embedding_norm_max": "largest norm",
-    "embedding_grad_norm": "gradient norm (whole batch)",
-    "embedding_grad_norm_row_mean": "gradient norm per embedding (mean)",
-    "p_seed": "P (seed 002, Eq. 1)",
-    "p_off_diagonal": "P without the diagonal",
-    "p_without_query": "P without the query's own row and column",
-    "p_cross_modal": "P (cross-modal scores)",
-    "decomposition_ad_norm_q50": "|AD| (median)",
-    "decomposition_cb_norm_q50": "|CB| (median)",
-    "decomposition_grad_norm_q50": "|AD - CB| = gradient (median)",
-    "decomposition_ad_share_mean": "AD share (mean)",
-    "decomposition_cosine_mean": "cosine(AD, CB) (mean)",
-    "queries_without_gradient": "queries (count)",
-    "queries_without_gradient_weighted": "queries (weighted count)",
-    "smooth_ap": "Smooth AP",
-    "exact_ap": "exact AP",
-    "relaxation_gap": "Smooth AP - exact AP",
-    "gradient_agreement_cosine": "cosine(analytic, backpropagated)",
-    "gradient_agreement_relative_error": "relative error",
-    "degenerate_batches": "batches without ranking signal (total)",
-    "degenerate_batch": "this batch without ranking signal (0/1)",
-    "anatomy_active_negatives_mean": "negatives with gradient (mean per query)",
-    "anatomy_i2t_active_negatives_mean": "image -> text",
-    "anatomy_t2i_active_negatives_mean": "text -> image",
-    "anatomy_hardest_10pct_share": "share on the hardest 10 %",
-    "anatomy_i2t_hardest_10pct_share": "share on the hardest 10 % (image -> text)",
-    "anatomy_t2i_hardest_10pct_share": "share on the hardest 10 % (text -> image)",
-    "anatomy_active_rank_depth": "relative rank depth",
-    "anatomy_i2t_active_rank_depth": "relative rank depth (image -> text)",
-    "anatomy_t2i_active_rank_depth": "relative rank depth (text -> image)",
-    "anatomy_queries_without_gradient": "queries with dL/dS = 0 (share)",
-    "anatomy_i2t_queries_without_gradient": "queries with dL/dS = 0 (image -> text)",
-    "anatomy_t2i_queries_without_gradient": "queries with dL/dS = 0 (text -> image)",
-}
+LABELS = {key: label for plot in PLOTS.values() for key, label in plot.series}
 """Legend label of each logged key; a key not listed gets :func:`key_label`'s readable form."""
 
 
@@ -119,7 +64,6 @@ def key_label(key: str) -> str:
         return LABELS[key]
     words = key.replace("_q50", " (median)").replace("pct", " %").replace("_", " ")
     return " ".join(words.split())
-"""Family -> (title, keys, y label)."""
 
 Run = tuple[str, list[dict]]
 """A run to draw: its label and its records in step order."""

@@ -1,7 +1,9 @@
 """Runs never merge (refuse, resume, overwrite); log_dir checked at the call; short runs shown."""
 
 import csv
+import inspect
 import os
+import warnings
 
 import pytest
 import torch
@@ -157,3 +159,34 @@ def test_a_run_cut_short_mid_line_can_be_resumed_and_read(tmp_path):
     with pytest.warns(UserWarning, match=r"metrics.jsonl:5: skipped a line"):
         headers, records = read_jsonl(log)
     assert [r["step"] for r in records] == [0, 1, 2, 3, 4] and len(headers) == 2
+
+
+def test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped(tmp_path):
+    monitor = Monitor(tmp_path / "a", preset="cheap", every=1)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    loss_fn(embeddings, torch.arange(8) % 2).backward()  # no monitor.step() afterwards
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        monitor.close()
+    (warning,) = [w for w in caught if "monitor.step() was never called" in str(w.message)]
+    assert warning.category is RuntimeWarning
+    assert (warning.filename, warning.lineno) == (__file__, line)
+    assert "1 watched call(s)" in str(warning.message)
+    assert read_jsonl(tmp_path / "a" / "metrics.jsonl")[1] == []  # nothing was logged
+
+    with warnings.catch_warnings(record=True) as caught:  # leaving a with block: the same
+        warnings.simplefilter("always")
+        with Monitor(tmp_path / "b", preset="cheap", every=1) as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(embeddings, torch.arange(8) % 2)
+    (warning,) = [w for w in caught if "monitor.step() was never called" in str(w.message)]
+    assert warning.filename == __file__
+
+
+def test_close_is_quiet_when_steps_were_taken_or_nothing_was_watched(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        with Monitor(tmp_path / "a", preset="cheap", every=1) as monitor:
+            train(monitor, steps=2)
+        Monitor(tmp_path / "b", preset="cheap").close()

@@ -174,7 +174,7 @@ def test_legends_are_human_labels_and_panels_say_what_they_count(tmp_path, monke
     assert "Batches in which no query has a positive" not in titles
     assert "no query has both a positive and a negative" in titles
     assert "Queries without gradient entries" not in titles
-    assert "no entry in the sigmoid's operating region (seed 001 count" in titles
+    assert "no entry in the sigmoid's operating region (Bleeker & de Rijke's count" in titles
     assert monitor_plots.key_label("p_off_diagonal") == "P without the diagonal"
     assert monitor_plots.key_label("new_thing_q50") == "new thing (median)"  # fallback
 

@@ -1,0 +1,127 @@
+"""Loss adapters: how the Monitor reads a watched loss, from one registry.
+
+The README's NT-Xent and VSE++ Monitor examples are read out of README.md and run as written
+(no ``inputs=``): they must log their anatomy keys.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.monitor import Monitor, adapters, every, read_jsonl
+from gradlab.monitor.anatomy import Anatomy
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_score_example() -> tuple[str, str]:
+    """The README's two lines that watch NT-Xent and call it on a score matrix, and the loss
+    its comment names as the alternative (VSE++'s)."""
+    text = README.read_text(encoding="utf-8")
+    match = re.search(r"^(loss_fn = monitor\.watch\(gradlab\.NTXentLoss\(.*?\)\))\s*#.*?"
+                      r"(gradlab\.MaxViolationTripletLoss\([^)]*\))\n(loss = loss_fn\(.*?\))"
+                      r"\s*#", text, re.MULTILINE)  # fmt: skip
+    assert match, "README.md lost its NT-Xent Monitor example"
+    watch, alternative, call = match.groups()
+    return f"{watch}\n{call}\n", alternative
+
+
+@pytest.mark.parametrize("loss", ["NT-Xent", "VSE++"])
+def test_the_readmes_score_loss_examples_log_their_anatomy_as_written(tmp_path, loss):
+    code, alternative = _readme_score_example()
+    if loss == "VSE++":
+        code = re.sub(r"gradlab\.NTXentLoss\([^)]*\)", alternative, code)
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(6, 8, generator=generator, requires_grad=True)
+    captions = torch.randn(6, 8, generator=generator, requires_grad=True)
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        namespace = {"gradlab": gradlab, "monitor": monitor, "images": images,
+                     "captions": captions, "positives": torch.eye(6, dtype=torch.bool)}
+        exec(compile(code, str(README), "exec"), namespace)
+        namespace["loss"].backward()
+        record = monitor.step()
+    for direction in ("i2t", "t2i"):
+        assert f"anatomy_{direction}_active_negatives_mean" in record
+    assert "anatomy" not in monitor.not_logged
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(records) == 1 and "p_cross_modal" in records[0]
+
+
+@pytest.mark.parametrize(
+    ("make", "form"),
+    [
+        (lambda: gradlab.NTXentLoss(0.1), "scores"),
+        (lambda: gradlab.MaxViolationTripletLoss(0.2), "scores"),
+        (lambda: gradlab.SmoothAPLoss(0.05), "embeddings"),
+        (lambda: gradlab.FastAPLoss(), "embeddings"),
+        (lambda: (lambda embeddings, labels: embeddings.sum()), "embeddings"),
+    ],
+)
+def test_a_loss_is_watched_in_the_form_it_declares(make, form):
+    assert adapters.adapt(make()).inputs == form
+
+
+def test_a_loss_declaring_scores_is_watched_on_scores(tmp_path):
+    class MyScoreLoss(torch.nn.Module):
+        input_form = "scores"
+
+        def forward(self, scores, positives):
+            return -(scores * positives).sum() + scores.logsumexp(dim=1).sum()
+
+    scores = torch.randn(5, 5, requires_grad=True)
+    with Monitor(tmp_path, quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(MyScoreLoss())(scores, torch.eye(5, dtype=torch.bool)).backward()
+        record = monitor.step()
+    # No score_recorder: the hook on the scores argument reads the whole dL/dS.
+    assert "anatomy_i2t_active_positives" in record and "anatomy_t2i_active_positives" in record
+
+
+def test_an_explicit_inputs_wins_over_the_declared_form():
+    assert adapters.adapt(gradlab.NTXentLoss(0.1), inputs="embeddings").inputs == "embeddings"
+
+
+def test_a_registered_maker_is_asked_first_and_recognises_its_loss(monkeypatch):
+    def smooth_ap_by_attribute(loss_fn, inputs):
+        tau = getattr(loss_fn, "my_smooth_ap_tau", None)
+        if tau is None:
+            return None
+        return adapters.embedding_adapter(loss_fn, loss_kind="exclude_query", loss_tau=tau)
+
+    monkeypatch.setattr(adapters, "ADAPTERS", list(adapters.ADAPTERS))
+    assert adapters.register(smooth_ap_by_attribute) is smooth_ap_by_attribute
+
+    def mine(embeddings, labels):
+        return embeddings.sum()
+
+    mine.my_smooth_ap_tau = 0.2
+    adapter = adapters.adapt(mine)
+    assert (adapter.loss_kind, adapter.loss_tau) == ("exclude_query", 0.2)
+    assert adapter.why_not(frozenset({"loss_kind"})) is None
+    assert adapters.adapt(lambda e, y: e.sum()).loss_kind is None  # not recognised: the rest
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: adapters.adapt(42), "loss_fn must be callable"),
+        (lambda: adapters.adapt(len, inputs="logits"),
+         r"inputs must be one of \('embeddings', 'scores'\) or None; got 'logits'"),
+        (lambda: adapters.register("not a maker"), "maker must be a callable"),
+    ],
+)
+def test_bad_adapter_calls_name_the_argument(call, message):
+    with pytest.raises(GradlabError, match=message):
+        call()
+
+
+def test_an_unknown_need_is_named_as_such():
+    adapter = adapters.adapt(gradlab.NTXentLoss(0.1))
+    assert adapter.why_not(frozenset({"hessian"})) == (
+        "needs hessian, which the Monitor does not know"
+    )

@@ -1,0 +1,71 @@
+"""MonitorConfig: the Monitor's options written and checked once, shared with the callback."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gradlab import GradlabError
+from gradlab.monitor import Loss, Monitor, MonitorConfig, read_jsonl
+from tests.helpers.monitor_options import BAD_OPTIONS
+from tests.helpers.training import train
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD_OPTIONS)
+def test_bad_values_are_refused_when_the_config_is_made(kwargs, message):
+    with pytest.raises(GradlabError, match=message):
+        MonitorConfig(**kwargs)
+
+
+def test_the_config_is_frozen_and_normalised_once():
+    options = MonitorConfig(every=3, sinks="jsonl", quantities=[Loss()])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        options.tau = 0.5
+    assert options.sinks == ("jsonl",)
+    assert isinstance(options.quantities, tuple)
+    assert [options.every(step) for step in range(4)] == [True, False, False, True]
+
+
+def test_the_monitors_keywords_are_the_configs_fields():
+    import inspect
+
+    keywords = [name for name in inspect.signature(Monitor).parameters if name != "log_dir"]
+    assert keywords == MonitorConfig.names()
+    defaults = {name: parameter.default
+                for name, parameter in inspect.signature(Monitor).parameters.items()
+                if name != "log_dir"}  # fmt: skip
+    assert defaults == {field.name: field.default for field in dataclasses.fields(MonitorConfig)}
+
+
+def test_unknown_option_names_are_refused_with_the_allowed_ones():
+    with pytest.raises(GradlabError, match=r"monitor options must be among \['tau', .*\]; "
+                                           r"got \['temperature'\]"):  # fmt: skip
+        MonitorConfig.of({"temperature": 0.1, "tau": 0.1})
+
+
+def test_a_monitor_from_a_config_logs_as_one_from_keywords(tmp_path):
+    options = MonitorConfig(preset="cheap", every=2, config={"lr": 0.1})
+    with Monitor.from_config(tmp_path / "a", options) as first:
+        train(first, steps=4)
+    with Monitor(tmp_path / "b", preset="cheap", every=2, config={"lr": 0.1}) as second:
+        train(second, steps=4)
+    (header_a,), records_a = read_jsonl(tmp_path / "a" / "metrics.jsonl")
+    (header_b,), records_b = read_jsonl(tmp_path / "b" / "metrics.jsonl")
+    assert header_a["config"] == header_b["config"] and header_a["config"]["lr"] == 0.1
+    assert [r["step"] for r in records_a] == [r["step"] for r in records_b] == [0, 2, 3]
+    with pytest.raises(GradlabError, match="options must be a MonitorConfig"):
+        Monitor.from_config(tmp_path / "c", {"preset": "cheap"})
+
+
+def test_the_callback_takes_a_config_or_keywords_not_both(tmp_path):
+    pytest.importorskip("lightning")
+    from gradlab.integrations.lightning import GradlabCallback
+
+    options = MonitorConfig(tau=0.05, preset="cheap")
+    assert GradlabCallback(options=options).options is options
+    assert GradlabCallback(tau=0.05, preset="cheap").options == options
+    with pytest.raises(GradlabError, match="options must be a MonitorConfig"):
+        GradlabCallback(options=options, tau=0.1)
+    with pytest.raises(GradlabError, match="options must be a MonitorConfig"):
+        GradlabCallback(options={"tau": 0.1})
