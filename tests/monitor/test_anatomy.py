@@ -120,6 +120,7 @@ def test_score_inputs_skip_the_embedding_quantities_with_a_reason(tmp_path):
     assert math.isfinite(record["anatomy_i2t_active_rank_depth"])
 
 
+@pytest.mark.slow
 def test_plot_draws_the_anatomy_family_for_both_directions(tmp_path):
     from gradlab.plotting.monitor import plot_run
 

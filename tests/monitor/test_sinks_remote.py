@@ -26,6 +26,7 @@ def _run(log_dir, sink):
     return records
 
 
+@pytest.mark.slow
 def test_wandb_sink_starts_an_offline_run_with_the_jsonl_keys_and_steps(tmp_path):
     wandb = pytest.importorskip("wandb")
     records = _run(tmp_path, WandbSink(project="gradlab-tests"))

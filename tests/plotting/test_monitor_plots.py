@@ -43,6 +43,7 @@ def test_two_runs_get_one_colour_each_and_keys_a_line_style_each(tmp_path):
     assert lines[0][1] != lines[1][1] and lines[0][1] == lines[2][1]
 
 
+@pytest.mark.slow
 def test_plot_command_overlays_runs_into_their_common_parent(tmp_path, capsys):
     _run(tmp_path / "a")
     _run(tmp_path / "b", tau=0.1)
