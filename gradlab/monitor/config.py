@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from gradlab.errors import GradlabError
 from gradlab.monitor.quantities import PRESETS
 from gradlab.monitor.quantity import Quantity
-from gradlab.monitor.schedules import Schedule, every
+from gradlab.monitor.schedules import Schedule, default_schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
 from gradlab.validation import check_positive_finite
 
@@ -84,6 +84,30 @@ class MonitorConfig:
         if self.distributed not in DISTRIBUTED:
             raise GradlabError(f"distributed must be 'auto' or 'local'; got {self.distributed!r}")
         _check_config(self.config)
+
+    def make_quantities(self) -> list[Quantity]:
+        """The Monitor's quantities: the preset's (on :attr:`every` or the default schedule),
+        or the explicit ones, their schedules replaced by :attr:`every` when it is set.
+
+        Example:
+            >>> [q.name for q in MonitorConfig(preset="cheap").make_quantities()][:2]
+            ['loss', 'embedding_norm']
+        """
+        if self.quantities is None:
+            schedule = self.every or default_schedule()
+            return [cls(schedule) for cls in PRESETS[self.preset]]
+        for quantity in self.quantities if self.every is not None else ():
+            quantity.schedule = self.every
+        return list(self.quantities)
+
+    def make_sinks(self) -> list[Sink]:
+        """The Monitor's sinks: the instances given, and a new sink for each name.
+
+        Example:
+            >>> [type(sink).__name__ for sink in MonitorConfig(sinks=["jsonl", "csv"]).make_sinks()]
+            ['JSONLSink', 'CSVSink']
+        """
+        return [sink if isinstance(sink, Sink) else SINKS[sink]() for sink in self.sinks]
 
     @classmethod
     def names(cls) -> list[str]:

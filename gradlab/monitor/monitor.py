@@ -11,23 +11,19 @@ Usage::
         monitor.step()
     monitor.close()
 
-The Monitor names no quantity: it asks them. Each quantity declares what it needs
-(:mod:`gradlab.monitor.quantity`), the watched loss's adapter (:mod:`gradlab.monitor.adapters`)
-says what it can provide, and a quantity whose needs cannot be met is left out with the reason
-in the run header (``not_logged``). On a step that no quantity's schedule selects, ``watch``
-only calls the loss and ``step`` only advances a counter. On a logged step the watched call
-keeps detached references to the batch and hooks the gradients to read (not change) them;
-``step`` computes every due quantity under ``torch.no_grad()`` on the embeddings' device (each
-shared value once: :class:`~gradlab.monitor.batch.BatchView` caches them), stacks the scalars,
-moves them to the host once and writes one record. The run folder (resume, overwrite, lock)
-is :mod:`gradlab.monitor.run_folder`; the global batch under ``torch.distributed`` is
-:mod:`gradlab.monitor.distributed`.
+The Monitor names no quantity: it asks them. A quantity declares what it needs
+(:mod:`gradlab.monitor.quantity`), the loss's adapter (:mod:`gradlab.monitor.adapters`) what it
+provides; one whose needs cannot be met is left out, the reason in the header (``not_logged``).
+Off schedule, ``watch`` only calls the loss and ``step`` only counts. On a logged step the
+watched call keeps the batch (detached) and hooks the gradients to read them; ``step`` computes
+the due quantities under ``torch.no_grad()`` on the batch's device (each shared value once:
+:class:`~gradlab.monitor.batch.BatchView` caches them), moves the scalars to the host once and
+writes one record. Run folders: :mod:`~gradlab.monitor.run_folder`; ``torch.distributed``:
+:mod:`~gradlab.monitor.distributed`.
 """
 
 from __future__ import annotations
 
-import platform
-import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -36,18 +32,16 @@ from pathlib import Path
 
 import torch
 
-from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.functional.losses import recording
 from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, record_into
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import gather_batch, is_rank_zero
-from gradlab.monitor.quantities import PRESETS
 from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
-from gradlab.monitor.schedules import Schedule, default_schedule
-from gradlab.monitor.sinks import SINKS, Sink
+from gradlab.monitor.schedules import Schedule
+from gradlab.monitor.sinks import Sink
 from gradlab.validation import skip_value_checks
 
 DEFAULT_TAU = 0.01
@@ -71,29 +65,23 @@ class Monitor:
 
     Args:
         log_dir: folder of the run; created at the first record if missing.
-        tau: temperature used by the diagnostics (operating region, decomposition, counts).
-            ``None``: the watched SmoothAP loss's tau (gradlab's or pytorch-metric-learning's
-            ``temperature``), else ``DEFAULT_TAU`` (0.01). Given explicitly and different from
-            the watched SmoothAP loss's tau, it is kept and a ``UserWarning`` names both once.
-            The header's ``config`` records the tau used (``"tau"``) and where it came from.
-        every: a schedule for every quantity: an int ``n`` or a ``step -> bool`` callable.
-            ``None``: for a preset, :func:`~gradlab.monitor.schedules.default_schedule`; for
-            explicit ``quantities``, each one's own. The last step is also logged at
-            :meth:`close` if its schedule skipped it (with the quantities that need no
-            gradient).
+        tau: temperature of the diagnostics; ``None``: the watched SmoothAP loss's, else
+            ``DEFAULT_TAU``. An explicit tau that differs from the loss's warns once.
+        every: one schedule for every quantity (an int ``n`` or a ``step -> bool`` callable);
+            ``None``: the preset's :func:`~gradlab.monitor.schedules.default_schedule`, or each
+            explicit quantity's own. :meth:`close` logs a last step the schedule skipped.
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances.
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
         strict: raise a quantity's error instead of reporting it once and disabling it.
-        distributed: ``"auto"`` computes on the global batch (all-gather) when
-            ``torch.distributed`` is initialized, and only rank 0 writes; ``"local"`` never
-            gathers.
+        distributed: ``"auto"`` (the global batch under ``torch.distributed``, rank 0 writes)
+            or ``"local"``.
         config: extra JSON-ready settings stored in the header record.
         resume: continue the run in ``log_dir``.
         overwrite: replace the run in ``log_dir``.
 
-    Every option but ``log_dir`` is a field of :class:`~gradlab.monitor.config.MonitorConfig`,
-    checked there; :meth:`from_config` opens a Monitor from one.
+    Every option but ``log_dir`` is a field of :class:`~gradlab.monitor.config.MonitorConfig`
+    (documented and checked there); :meth:`from_config` opens a Monitor from one.
 
     Raises:
         GradlabError: ``log_dir`` cannot become a writable folder, or holds a run and neither
@@ -131,14 +119,8 @@ class Monitor:
         self.options = options
         self._tau_given = options.tau is not None
         self.tau = options.tau if self._tau_given else DEFAULT_TAU
-        if options.quantities is None:
-            schedule = options.every or default_schedule()
-            self.quantities = [cls(schedule) for cls in PRESETS[options.preset]]
-        else:
-            self.quantities = list(options.quantities)
-            for quantity in self.quantities if options.every is not None else ():
-                quantity.schedule = options.every
-        self.sinks = [sink if isinstance(sink, Sink) else SINKS[sink]() for sink in options.sinks]
+        self.quantities = options.make_quantities()
+        self.sinks = options.make_sinks()
         self.distributed = options.distributed
         self.strict = options.strict
         self.config = {"tau": self.tau, "tau_from": "argument" if self._tau_given else "default",
@@ -148,7 +130,6 @@ class Monitor:
         self.skipped_calls = 0  # loss calls the Monitor could not read
         self.calls = 0  # watched calls (and attached forwards) seen
         self._stepped = False
-        self._adapter = ATTACH_ADAPTER  # of the last watch() (or attach() alone)
         self._watched = False
         self._tau_warned = False
         self._pending: BatchView | None = None
@@ -187,10 +168,8 @@ class Monitor:
             inputs: ``"embeddings"`` or ``"scores"``; ``None``: the loss's own
                 ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
 
-        How the loss is read is its adapter's business (:mod:`gradlab.monitor.adapters`):
-        quantities that need what it cannot provide are left out and the run header says why
-        (``"not_logged"``). A call the Monitor cannot read still returns the loss; it is
-        reported once with a ``RuntimeWarning`` (``strict=True`` raises instead).
+        The loss's adapter (:mod:`gradlab.monitor.adapters`) says how it is read. A call the
+        Monitor cannot read still returns the loss, reported once with a ``RuntimeWarning``.
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
@@ -207,7 +186,7 @@ class Monitor:
         """
         adapter = adapt(loss_fn, inputs)
         self._adopt_tau(adapter)
-        self._adapter, self._watched = adapter, True
+        self._watched = True
         self._explain_not_logged(adapter)
 
         def watched(*args, **kwargs):
@@ -399,25 +378,11 @@ class Monitor:
         if self._opened:
             return
         self._closed = True  # a refused Monitor writes nothing, not even at close()
-        self.folder.claim()
-        self._closed = False
-        header = {
-            "gradlab": __version__,
-            "torch": torch.__version__,
-            "python": platform.python_version(),
-            "device": str(device) if device is not None else None,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "quantities": [q.name for q in self.quantities],
-            "config": self.config,
-        }
+        run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
-            header["not_logged"] = dict(self.not_logged)
-        header.update(self.folder.header())
-        if device is not None and device.type == "cuda":
-            header["device_name"] = torch.cuda.get_device_name(device)
-        for sink in self.sinks:
-            sink.open(self.log_dir, header)
-        self._opened = True
+            run["not_logged"] = dict(self.not_logged)
+        self.folder.open(run, device)
+        self._closed, self._opened = False, True
 
     def close(self, log_last_step: bool = True) -> None:
         """Log the last step if its schedule skipped it, then flush and close every sink.

@@ -11,10 +11,15 @@ the same folder is refused instead of interleaving records.
 
 from __future__ import annotations
 
+import platform
+import time
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
+from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.monitor import lock
 from gradlab.monitor.sinks import Sink
@@ -41,7 +46,7 @@ class RunFolder:
     Example:
         >>> import tempfile
         >>> folder = RunFolder(tempfile.mkdtemp(), [], resume=False, overwrite=False)
-        >>> folder.start_step, folder.header()
+        >>> folder.start_step, folder.previous
         (0, {})
     """
 
@@ -91,15 +96,39 @@ class RunFolder:
         self.start_step = max(known) + 1 if known else 0
         return {"resumed": {"from_step": self.start_step, "files": names}}
 
-    def header(self) -> dict:
-        """What the run header records about the folder's previous run (``resumed``,
-        ``overwrote``)."""
-        header = {}
+    def header(self, run: dict, device: torch.device | None = None) -> dict:
+        """The run's header record: versions, device and start time, then ``run`` (the
+        Monitor's quantities and config), then the folder's previous run (``resumed``,
+        ``overwrote``).
+
+        Example:
+            >>> import tempfile
+            >>> folder = RunFolder(tempfile.mkdtemp(), [], resume=False, overwrite=False)
+            >>> list(folder.header({"config": {}}))[:3]
+            ['gradlab', 'torch', 'python']
+        """
+        header = {
+            "gradlab": __version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "device": str(device) if device is not None else None,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **run,
+        }
         if "resumed" in self.previous:
             header["resumed"] = self.previous["resumed"]
         if "overwrite" in self.previous:
             header["overwrote"] = [path.name for path in self.previous["overwrite"]]
+        if device is not None and device.type == "cuda":
+            header["device_name"] = torch.cuda.get_device_name(device)
         return header
+
+    def open(self, run: dict, device: torch.device | None = None) -> None:
+        """Claim the folder (:meth:`claim`) and open every sink with the run's header."""
+        self.claim()
+        header = self.header(run, device)
+        for sink in self.sinks:
+            sink.open(self.path, header)
 
     def claim(self) -> None:
         """Create the folder, claim it exclusively and remove a run marked for overwrite.
