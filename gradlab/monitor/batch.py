@@ -335,7 +335,7 @@ class BatchView:
         """
         terms = self.smooth_ap_terms(tau, include_query)
         defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
-        return -terms.score_grad / defined
+        return terms.score_grad / -defined  # (-x) / d is x / (-d) bit for bit: one pass less
 
 
 _KEYED_SORT_FROM = 1 << 16

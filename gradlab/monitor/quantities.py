@@ -367,7 +367,10 @@ class DegenerateBatches(Quantity):
             values["degenerate_batches"] = torch.full(  # a kernel argument, not a copy
                 (), float(batch.degenerate_batches), dtype=torch.float64, device=device
             )
-        if batch.labels is not None:
+        if batch.labels is not None and "layout" in batch.__dict__:  # its mask, no new one
+            positives = _row_counts(batch.layout.positives)  # the query left out
+            negatives = batch.labels.shape[0] - 1 - positives
+        elif batch.labels is not None:
             same = _row_counts(batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1))
             positives, negatives = same - 1, batch.labels.shape[0] - same
         elif batch.positives is not None:
