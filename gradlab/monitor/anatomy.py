@@ -1,4 +1,4 @@
-"""Anatomy quantities: which pairs the trained loss gives gradient to (seed 001).
+"""Anatomy quantities: which pairs the trained loss gives gradient to (Bleeker & de Rijke, 2022).
 
 The Monitor captures the score matrix ``S`` a watched loss differentiated and reads ``dL/dS`` with
 a hook (never changing it, see :meth:`gradlab.Monitor.watch`); :class:`Anatomy` summarises

@@ -96,7 +96,8 @@ class EmbeddingGradNorm(Quantity):
 
 
 class OperatingRegion(Quantity):
-    """P (seed 002, Eq. 1, and off-diagonal) and the half-width w (in-batch batches)."""
+    """P (Brown et al. 2020, supplementary Eq. 1, and off-diagonal) and the half-width w
+    (in-batch batches)."""
 
     name = "operating_region"
     needs = frozenset({"scores", "sorted_scores"})
@@ -167,9 +168,10 @@ class Decomposition(Quantity):
 class GradientCounts(Quantity):
     """Entries with non-negligible slope per query (Bleeker & de Rijke), and queries with none.
 
-    This is seed 001's count: entries whose sigmoid slope exceeds ``threshold`` (the operating
-    region), not the gradient itself; ``queries_without_gradient`` can stay nonzero while the
-    true ``dL/dS`` is exactly 0 (a perfectly ranked batch). The actual gradient is measured by
+    This is Bleeker & de Rijke's (2022) count: entries whose sigmoid slope exceeds
+    ``threshold`` (the operating region), not the gradient itself; ``queries_without_gradient``
+    can stay nonzero while the true ``dL/dS`` is exactly 0 (a perfectly ranked batch). The
+    actual gradient is measured by
     :class:`~gradlab.monitor.anatomy.Anatomy` (``anatomy_queries_without_gradient``).
     """
 
@@ -206,7 +208,8 @@ class GradientCounts(Quantity):
         return values
 
     def _plain(self, batch: BatchView, positives: torch.Tensor) -> torch.Tensor:
-        """Seed 001's counts: windows ``|D_ij| < w`` of the positives in the step's one sort.
+        """Bleeker & de Rijke's counts: windows ``|D_ij| < w`` of the positives in the step's
+        one sort.
 
         The pair itself (``j = i``) and, in-batch, the query (not a candidate) are taken out.
         With the positives' groups at hand (the loss's record, at most two groups) only those
