@@ -1,6 +1,6 @@
 """What a logged step hands to the quantities: the batch, detached, computed on once.
 
-**Shared values** (DESIGN.md, "Performance model"). The quantities of one logged step share:
+**Shared values.** The quantities of one logged step share:
 
 * the score matrix: the watched loss's own (``loss_record``, when it is gradlab's SmoothAP)
   or one cosine matrix computed here; in-batch, the seed's ``m x m`` setting (query as its own
