@@ -22,7 +22,7 @@ report-check: $(STAMP)
 
 # The derivation audit's records (README's audit block is rendered from them by `make docs`).
 audit: $(STAMP)
-	$(BIN)/gradlab audit --mutants --json benchmarks/results/audit.json
+	$(BIN)/gradlab audit --measure --mutants --json benchmarks/results/audit.json
 
 # README tables and numbers from the JSON that produced them (tests/test_readme.py checks them).
 docs: $(STAMP)

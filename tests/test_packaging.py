@@ -367,3 +367,39 @@ def test_the_core_works_without_any_optional_package(tmp_path):
     records = [json.loads(line) for line in log if '"step"' in line]
     assert [record["step"] for record in records] == [0, 1, 2]
     assert all(len(record) > 3 for record in records)  # the default preset's quantities
+
+
+def test_import_gradlab_is_lazy_and_its_names_are_the_modules_objects():
+    """``import gradlab`` loads no torch (so the CLI refuses bad options before paying for it);
+    each top-level name resolves, on first use, to the object its module defines."""
+    code = """
+import sys
+import gradlab
+print("torch" in sys.modules)
+import gradlab.losses, gradlab.monitor, gradlab.functional
+same = [getattr(gradlab, n) is getattr(gradlab.losses, n)
+        for n in gradlab.__all__ if n.endswith(("Loss", "Warning"))]
+print(len(same), all(same), gradlab.Monitor is gradlab.monitor.Monitor)
+try:
+    gradlab.no_such_name
+except AttributeError as error:
+    print("AttributeError", error)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)  # fmt: skip
+    lines = result.stdout.splitlines()
+    assert lines[0] == "False"
+    assert lines[1] == "8 True True"
+    assert lines[2] == "AttributeError module 'gradlab' has no attribute 'no_such_name'"
+
+
+def test_the_cli_refuses_an_unwritable_output_before_importing_torch():
+    code = """
+import sys
+from gradlab.cli import main
+print(main(["audit", "--json", "/proc/x.json"]), "torch" in sys.modules)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)  # fmt: skip
+    assert result.stdout.split() == ["2", "False"]
+    assert len(result.stderr.strip().splitlines()) == 1

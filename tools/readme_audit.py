@@ -1,6 +1,6 @@
 """Renderer of the README's derivation-audit block from ``benchmarks/results/audit.json``.
 
-The JSON is written by ``gradlab audit --mutants --json benchmarks/results/audit.json``
+The JSON is written by ``gradlab audit --measure --mutants --json benchmarks/results/audit.json``
 (``make audit``); tests/symbolic/test_readme_audit.py checks that a fresh audit agrees with it.
 """
 
@@ -26,7 +26,7 @@ def audit(root: Path) -> str:
     undecided = [r for r in records if r["verdict"] == "inconclusive"]
     survivors = sum(r["mutants"] - r["mutants_killed"] for r in undecided)
     lines = [
-        f"`gradlab audit --mutants` checks **{len(records)}** printed claims of the five seeds: "
+        f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the five seeds: "
         f"{counts['holds']} hold, {counts['holds-with-correction']} hold only after a correction "
         f"(each correction checked by the same computation), {counts['fails']} fail, "
         f"{counts['inconclusive']} inconclusive. Its checks reject **{killed} of {mutants}** "
