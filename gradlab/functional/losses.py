@@ -238,6 +238,7 @@ def smooth_ap_loss(
         budget=DEFAULT_CHUNK_ELEMENTS,
         finite=finite if validate else None,
         stash=stash,
+        ranks_needed=records is not None,
     )
     if records is not None:
         if candidate_mask is not None:

@@ -56,10 +56,13 @@ class PositiveGroup:
     Attributes:
         queries: ``[G]`` row indices of the queries in this group.
         positive_columns: ``[G, n]`` candidate index of each positive, ascending per row.
+        has_negatives: whether some query of the group has a negative candidate. When none
+            has, every AP of the group is exactly 1 with a zero gradient (``C_i = 0``).
     """
 
     queries: torch.Tensor
     positive_columns: torch.Tensor
+    has_negatives: bool = True
 
     @property
     def num_positives(self) -> int:
@@ -67,7 +70,10 @@ class PositiveGroup:
 
 
 def group_by_positive_count(
-    positives: torch.Tensor, *, finite: dict[str, torch.Tensor] | None = None
+    positives: torch.Tensor,
+    *,
+    finite: dict[str, torch.Tensor] | None = None,
+    candidate_mask: torch.Tensor | None = None,
 ) -> list[PositiveGroup]:
     """Split the queries of a ``[Q, C]`` mask into groups of equal positive count.
 
@@ -79,7 +85,8 @@ def group_by_positive_count(
     sort of the counts, and the columns of the positives come from a static-size ``nonzero``
     whose size the transferred counts give, so nothing else has a data-dependent shape.
     ``finite`` names tensors whose finiteness is checked in the same transfer (no extra
-    synchronisation).
+    synchronisation), as is whether each group has a negative (``has_negatives``): a column
+    is a candidate where ``candidate_mask`` (``[Q, C]`` bool, ``None``: every column) says so.
 
     Raises:
         GradlabError: when a tensor of ``finite`` holds NaN or infinite entries.
@@ -93,15 +100,18 @@ def group_by_positive_count(
     num_candidates = positives.shape[1]
     device = positives.device
     counts = positives.sum(dim=1)
-    sizes = torch.zeros(num_candidates + 1, dtype=torch.long, device=device)
-    sizes.index_add_(0, counts, torch.ones_like(counts))
+    sizes = torch.zeros((2, num_candidates + 1), dtype=torch.long, device=device)
+    sizes[0].index_add_(0, counts, torch.ones_like(counts))
+    candidates = num_candidates if candidate_mask is None else candidate_mask.sum(dim=1)
+    sizes[1].index_add_(0, counts, (counts < candidates).long())  # queries with a negative
     names = list(finite or {})
     flags = [finite_flag(finite[name]).long().reshape(1) for name in names]
-    host = torch.cat([sizes, *flags]).tolist() if flags else sizes.tolist()  # the one transfer
-    for name, flag in zip(names, host[num_candidates + 1 :], strict=True):
+    host = torch.cat([sizes.flatten(), *flags]).tolist()  # the one transfer
+    for name, flag in zip(names, host[2 * (num_candidates + 1) :], strict=True):
         if not flag:
             raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
     host_sizes = host[: num_candidates + 1]
+    with_negatives = host[num_candidates + 1 : 2 * (num_candidates + 1)]
     present = [count for count in range(1, num_candidates + 1) if host_sizes[count]]
     if not present:
         return []
@@ -115,7 +125,8 @@ def group_by_positive_count(
     for count in present:
         queries = order[start : start + host_sizes[count]]
         within = torch.arange(count, device=device)
-        groups.append(PositiveGroup(queries, columns[row_start[queries].unsqueeze(1) + within]))
+        positive_columns = columns[row_start[queries].unsqueeze(1) + within]
+        groups.append(PositiveGroup(queries, positive_columns, bool(with_negatives[count])))
         start += host_sizes[count]
     return groups
 
@@ -258,13 +269,17 @@ def smooth_ap_with_ranks(
     budget: int,
     positives: torch.Tensor,
     candidate_mask: torch.Tensor | None,
+    ranks_needed: bool = True,
 ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
     """Per-query AP (NaN without positives) and the ``(A, C)`` of every group.
 
     Arguments as in :func:`smooth_ap_checked`, already checked; ``groups`` from
     :func:`group_by_positive_count` of ``positives``. Written with differentiable torch
     operations, so that the same code serves as the plain autograd path (``backward="autograd"``)
-    and, under ``no_grad``, as the forward of the exact backward.
+    and, under ``no_grad``, as the forward of the exact backward. Outside autograd, with
+    ``ranks_needed=False``, a group without negatives (``has_negatives``; a one-class batch) is
+    not computed: its AP is exactly 1 (NaN on a row with a non-finite score) at ``O(G C)`` cost,
+    and its ``(A, C)`` are placeholders (ones and zeros).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.8, 0.1]])
@@ -295,6 +310,11 @@ def smooth_ap_with_ranks(
     # No graph: one block buffer for every chunk, each group's ranks written in place.
     buffer = block_buffer(groups, num_candidates, budget, scores)
     for group in groups:
+        if not (group.has_negatives or ranks_needed):  # C_i = 0: A_i / R_i = 1 exactly
+            ap[group.queries] = 1.0 + 0.0 * scores[group.queries].sum(dim=1)
+            ones = scores.new_ones(group.positive_columns.shape)
+            saved.append((ones, torch.zeros_like(ones)))
+            continue
         a = scores.new_empty(group.positive_columns.shape)
         c = scores.new_empty(group.positive_columns.shape)
         for part in chunk_slices(group, num_candidates, budget):
@@ -320,8 +340,10 @@ class _SmoothAPExact(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, scores, positives, candidate_mask, tau, budget, groups, stash):  # type: ignore[override]
-        ap, saved = smooth_ap_with_ranks(scores, groups, tau, budget, positives, candidate_mask)
+    def forward(ctx, scores, positives, candidate_mask, tau, budget, groups, stash, ranks_needed):  # type: ignore[override]
+        ap, saved = smooth_ap_with_ranks(
+            scores, groups, tau, budget, positives, candidate_mask, ranks_needed
+        )
         if stash is not None:  # a recording caller keeps the ranks (see gradlab.functional.losses)
             stash.append(saved)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
@@ -340,12 +362,14 @@ class _SmoothAPExact(torch.autograd.Function):
             return (
                 _differentiable_backward(scores, positives, candidate_mask, tau, budget,
                                          ctx.groups, grad_ap),
-                None, None, None, None, None, None,
+                None, None, None, None, None, None, None,
             )  # fmt: skip
         num_candidates = scores.shape[1]
         grad_scores = torch.zeros_like(scores)
         buffer = block_buffer(ctx.groups, num_candidates, budget, scores)
         for index, group in enumerate(ctx.groups):
+            if not group.has_negatives:  # C_i = 0 and no negative: the gradient is exactly 0
+                continue
             ranks_a, ranks_c = flat[2 * index], flat[2 * index + 1]
             upstream = grad_ap[group.queries].unsqueeze(1) / (group.num_positives * tau)
             # d(A_i / R_i) = (C_i dA_i - A_i dC_i) / R_i^2: positives j enter A_i with weight
@@ -372,7 +396,7 @@ class _SmoothAPExact(torch.autograd.Function):
                 )
                 grad_rows = grad_rows.scatter_add(1, columns, -anchor_grad)
                 grad_scores[queries] = grad_rows  # each query lies in one chunk of one group
-        return grad_scores, None, None, None, None, None, None
+        return grad_scores, None, None, None, None, None, None, None
 
 
 def _differentiable_backward(
@@ -482,20 +506,26 @@ def smooth_ap_checked(
     budget: int = DEFAULT_CHUNK_ELEMENTS,
     finite: dict[str, torch.Tensor] | None = None,
     stash: list | None = None,
+    ranks_needed: bool = True,
 ) -> torch.Tensor:
     """:func:`smooth_ap` on arguments already checked; one host synchronisation.
 
     ``finite`` names tensors checked for NaN/inf in that synchronisation; ``stash`` (a list)
     receives ``(groups, [(A, C) per group])`` of the forward, for callers that reuse the ranks.
+    A caller that wants only the groups passes ``ranks_needed=False``: groups without a
+    negative then skip their ``O(G n C)`` blocks (see :func:`smooth_ap_with_ranks`).
     """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
     if candidate_mask is not None:
         positives = positives & candidate_mask
-    groups = group_by_positive_count(positives, finite=finite)
+    groups = group_by_positive_count(positives, finite=finite, candidate_mask=candidate_mask)
     saved: list | None = [] if stash is not None else None
     if backward == "exact":
-        ap = _SmoothAPExact.apply(work, positives, candidate_mask, tau, budget, groups, saved)
+        ranks_needed = ranks_needed and stash is not None
+        ap = _SmoothAPExact.apply(
+            work, positives, candidate_mask, tau, budget, groups, saved, ranks_needed
+        )
     else:
         ap, ranks = smooth_ap_with_ranks(work, groups, tau, budget, positives, candidate_mask)
         if saved is not None:
