@@ -53,15 +53,16 @@ LABELS = {key: label for plot in PLOTS.values() for key, label in plot.series}
 """Legend label of each logged key; a key not listed gets :func:`key_label`'s readable form."""
 
 
-def key_label(key: str) -> str:
-    """The legend label of a logged key: :data:`LABELS`, else the key made readable.
+def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
+    """The legend label of a logged key: ``labels`` (:data:`LABELS`), else the key made
+    readable.
 
     Example:
         >>> key_label("p_off_diagonal"), key_label("some_new_norm_q50")
         ('P without the diagonal', 'some new norm (median)')
     """
-    if key in LABELS:
-        return LABELS[key]
+    if key in labels:
+        return labels[key]
     words = key.replace("_q50", " (median)").replace("pct", " %").replace("_", " ")
     return " ".join(words.split())
 
@@ -133,20 +134,35 @@ def plot_runs(
     run_dirs: Sequence[str | Path],
     out: str | Path | None = None,
     labels: Sequence[str] | None = None,
+    quantities: Sequence[type[Quantity] | Quantity] = (),
 ) -> list[Path]:
     """Draw every family present in the runs' logs, runs overlaid; return the written paths.
 
     Writes ``<family>.png`` for each family and ``overview.png`` (one panel per family) into
     ``out``: by default ``RUN_DIR/figures`` for one run, ``<common parent>/figures`` for several.
+    The families are those gradlab's quantities declare (:data:`PLOTS`), plus those of
+    ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances).
+
+    Raises:
+        GradlabError: a bad ``out``, ``labels`` or ``quantities``; logs without a known key.
     """
     if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
         raise GradlabError(f"out must be a folder path or None; got {out!r}")
+    if isinstance(quantities, (str, Quantity)) or not all(
+        isinstance(q, Quantity) or (isinstance(q, type) and issubclass(q, Quantity))
+        for q in quantities
+    ):
+        raise GradlabError(
+            f"quantities must be a list of Quantity classes or instances; got {quantities!r}"
+        )
+    plots = _plots([*QUANTITIES, *quantities])
+    names = {key: label for plot in plots.values() for key, label in plot.series}
     runs = load_runs(run_dirs, labels)
     folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
     check_output_folder(folder, argument="out")
     present = {
-        family: [key for key in keys if any(key in r for _, records in runs for r in records)]
-        for family, (_, keys, _) in FAMILIES.items()
+        family: [key for key in plot.keys if any(key in r for _, records in runs for r in records)]
+        for family, plot in plots.items()
     }
     present = {family: keys for family, keys in present.items() if keys}
     if not present:
@@ -155,10 +171,10 @@ def plot_runs(
     written = []
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=(8, 4.2))
-        _draw_family(axis, family, keys, runs)
-        legend_below(axis, columns=3, handles=_legend(keys, runs), fontsize=8)
+        _draw_family(axis, family, keys, runs, plots=plots)
+        legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=8)
         written.append(save_figure(figure, folder / f"{family}.png"))
-    written.append(_overview(present, runs, folder / "overview.png"))
+    written.append(_overview(present, runs, folder / "overview.png", plots))
     return written
 
 
@@ -179,8 +195,11 @@ def _line_style(run_index: int, key_index: int, several: bool) -> dict:
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
-def _draw_family(axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80) -> None:
-    title, _, ylabel = FAMILIES[family]
+def _draw_family(
+    axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80, plots=PLOTS
+) -> None:
+    plot = plots[family]
+    title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
@@ -189,18 +208,18 @@ def _draw_family(axis, family: str, keys: list[str], runs: list[Run], wrap: int 
                 axis.plot(*zip(*points, strict=True),
                           **{"linewidth": 1.4, **_line_style(run_index, key_index, several)})
     axis.set(xlabel="optimizer step", ylabel=ylabel, title=textwrap.fill(title, wrap))
-    if family in ZERO_BASED:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
+    if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         largest = max((max(line.get_ydata(), default=0) for line in axis.get_lines()), default=0)
         axis.set_ylim(0, axis.get_ylim()[1] if largest > 0 else 1)
         for line in axis.get_lines():
             line.set_clip_on(False)  # markers at 0 drawn whole on the bottom edge
 
 
-def _key_handles(keys: list[str], several: bool) -> list[Line2D]:
+def _key_handles(keys: list[str], several: bool, labels=LABELS) -> list[Line2D]:
     if several:  # the keys in grey, by line style
         return [Line2D([], [], color="0.3", linestyle=LINE_STYLES[i % len(LINE_STYLES)],
-                       label=key_label(key)) for i, key in enumerate(keys)]  # fmt: skip
-    return [Line2D([], [], **_line_style(0, i, False), label=key_label(key))
+                       label=key_label(key, labels)) for i, key in enumerate(keys)]  # fmt: skip
+    return [Line2D([], [], **_line_style(0, i, False), label=key_label(key, labels))
             for i, key in enumerate(keys)]  # fmt: skip
 
 
@@ -209,21 +228,22 @@ def _run_handles(runs: list[Run]) -> list[Line2D]:
             for i, (name, _) in enumerate(runs)]  # fmt: skip
 
 
-def _legend(keys: list[str], runs: list[Run]) -> list[Line2D]:
+def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
     """One colour per run and one line style per key (several runs); one style per key (one)."""
     if len(runs) == 1:
-        return _key_handles(keys, several=False)
-    return _run_handles(runs) + (_key_handles(keys, several=True) if len(keys) > 1 else [])
+        return _key_handles(keys, False, labels)
+    return _run_handles(runs) + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
 
 
-def _overview(present: dict[str, list[str]], runs: list[Run], path: Path) -> Path:
+def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS) -> Path:
     columns = 2 if len(present) > 1 else 1
     rows = math.ceil(len(present) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.2 * rows), squeeze=False)
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
-        _draw_family(axis, family, keys, runs, wrap=60)
+        _draw_family(axis, family, keys, runs, wrap=60, plots=plots)
         if len(keys) > 1 or len(runs) == 1:
-            axis.legend(handles=_key_handles(keys, len(runs) > 1), fontsize=7, ncol=2,
+            labels = {key: label for key, label in plots[family].series}
+            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=7, ncol=2,
                         loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)

@@ -11,6 +11,7 @@ from matplotlib.colors import to_rgb
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor
 from gradlab.cli import main
+from gradlab.monitor import Plot, Quantity
 from gradlab.plotting.monitor import _draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, layout_problems
 from tests.helpers.training import train
@@ -213,3 +214,31 @@ def test_identical_runs_both_stay_visible(tmp_path):
     assert first.get_linewidth() > second.get_linewidth()
     assert first.get_markerfacecolor() == "none"  # hollow: the later run shows inside it
     plt.close(figure)
+
+
+class Spread(Quantity):
+    """A quantity defined here: the spread of the scores, with a figure family of its own."""
+
+    name = "score_spread"
+    needs = frozenset({"scores"})
+    keys = ("score_spread",)
+    plots = (Plot("score_spread", "Spread of the scores", "standard deviation",
+                  (("score_spread", "std of all scores"),), zero_based=True),)  # fmt: skip
+
+    def compute(self, batch):
+        return {"score_spread": batch.scores.std()}
+
+
+def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run", steps=3, quantities=[Spread()])
+    with pytest.raises(GradlabError, match="hold no known quantity"):
+        plot_runs([run], out=tmp_path / "without")
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs", quantities=[Spread])
+    (figure,) = figures.values()
+    axis = figure.axes[0]
+    assert axis.get_title() == "Spread of the scores"
+    assert axis.get_ylabel() == "standard deviation" and axis.get_ylim()[0] == 0
+    assert [t.get_text() for t in axis.get_legend().texts] == ["std of all scores"]
+    plt.close(figure)
+    with pytest.raises(GradlabError, match="quantities must be a list of Quantity classes"):
+        plot_runs([run], quantities=["score_spread"])
