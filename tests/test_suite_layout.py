@@ -22,7 +22,6 @@ PRIVATE_STILL_USED = {
                                    "gradlab.monitor.batch._KEYED_SORT_FROM"},
     "monitor/test_lock_claims.py": {"lock._read", "lock._pid_alive"},
     "monitor/test_values.py": {"gradlab.monitor.quantities._summaries"},
-    "plotting/test_monitor_plots.py": {"gradlab.plotting.monitor._draw_family"},
     "symbolic/test_fappy_claims.py": {
         *(f"gradlab.symbolic.fappy_claims.{name}" for name in (
             "_gradient_negative", "_histogram", "_probability", "_support", "_edge_values",

@@ -171,7 +171,7 @@ def plot_runs(
     written = []
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=(8, 4.2))
-        _draw_family(axis, family, keys, runs, plots=plots)
+        draw_family(axis, family, keys, runs, plots=plots)
         legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=8)
         written.append(save_figure(figure, folder / f"{family}.png"))
     written.append(_overview(present, runs, folder / "overview.png", plots))
@@ -195,9 +195,26 @@ def _line_style(run_index: int, key_index: int, several: bool) -> dict:
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
-def _draw_family(
+def draw_family(
     axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80, plots=PLOTS
 ) -> None:
+    """Draw one family's ``keys`` of ``runs`` onto a matplotlib ``axis`` (runs overlaid).
+
+    Args:
+        axis: a matplotlib Axes.
+        family: a family of ``plots`` (its title, y label and axis start).
+        keys: the family's keys to draw.
+        runs: ``(label, records)`` pairs, as :func:`load_runs` returns them.
+        wrap: the title's line width in characters.
+        plots: family -> :class:`~gradlab.monitor.quantity.Plot` (:data:`PLOTS`).
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> axis = Figure().subplots()
+        >>> draw_family(axis, "loss", ["loss"], [("run", [{"step": 0, "loss": 0.5}])])
+        >>> axis.get_title(), len(axis.get_lines())
+        ('Loss', 1)
+    """
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
@@ -240,7 +257,7 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
     rows = math.ceil(len(present) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.2 * rows), squeeze=False)
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
-        _draw_family(axis, family, keys, runs, wrap=60, plots=plots)
+        draw_family(axis, family, keys, runs, wrap=60, plots=plots)
         if len(keys) > 1 or len(runs) == 1:
             labels = {key: label for key, label in plots[family].series}
             axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=7, ncol=2,

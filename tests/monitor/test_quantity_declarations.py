@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.overrides import TorchFunctionMode
 
 import gradlab
 from gradlab.monitor import (
@@ -52,16 +52,17 @@ class RowMedian(Quantity):
         return {"row_median_mean": middle.mean()}
 
 
-class CountSorts(TorchDispatchMode):
-    """Counts the sort kernels torch runs inside the block."""
+class CountSorts(TorchFunctionMode):
+    """Counts the torch sorts called inside the block."""
+
+    SORTS = (torch.sort, torch.argsort, torch.Tensor.sort, torch.Tensor.argsort)
 
     def __init__(self):
         super().__init__()
         self.sorts = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func.overloadpacket in (torch.ops.aten.sort, torch.ops.aten.argsort):
-            self.sorts += 1
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        self.sorts += func in self.SORTS
         return func(*args, **(kwargs or {}))
 
 

@@ -12,7 +12,7 @@ import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor
 from gradlab.cli import main
 from gradlab.monitor import Plot, Quantity
-from gradlab.plotting.monitor import _draw_family, load_runs, plot_runs
+from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, layout_problems
 from tests.helpers.training import train
 
@@ -26,7 +26,7 @@ def _run(log_dir, steps=4, preset="cheap", **options):
 def _lines(runs, family):
     figure, axis = plt.subplots()
     keys = {"loss": ["loss"], "operating_region": ["p_seed", "p_off_diagonal"]}[family]
-    _draw_family(axis, family, keys, runs)
+    draw_family(axis, family, keys, runs)
     lines = [(to_rgb(line.get_color()), line.get_linestyle(), list(line.get_xdata()))
              for line in axis.get_lines()]  # fmt: skip
     plt.close(figure)
@@ -206,7 +206,7 @@ def test_counts_and_shares_start_at_zero(tmp_path, monkeypatch):
 def test_identical_runs_both_stay_visible(tmp_path):
     runs = load_runs([_run(tmp_path / "a", 2), _run(tmp_path / "b", 2)])
     figure, axis = plt.subplots()
-    _draw_family(axis, "loss", ["loss"], runs)
+    draw_family(axis, "loss", ["loss"], runs)
     first, second = axis.get_lines()
     assert list(first.get_ydata()) == list(second.get_ydata())  # the same series
     assert first.get_marker() != second.get_marker()
