@@ -86,7 +86,7 @@ def test_a_quantity_defined_outside_gradlab_logs_its_values_from_the_steps_sort(
     ]
     assert record["row_median_mean"] == pytest.approx(statistics.fmean(medians), abs=1e-12)
     assert "p_seed" in record
-    assert counter.sorts <= 1  # the two quantities share the step's one sort
+    assert counter.sorts <= 1  # at most one sort, shared by the two quantities
     headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
     assert "row_median" in headers[0]["quantities"]
 
