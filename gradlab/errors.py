@@ -22,7 +22,7 @@ class GradlabError(ValueError):
         ...     smooth_ap(torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), tau=-1.0)
         ... except GradlabError as error:
         ...     print(error)
-        tau must be a positive finite number; got -1.0
+        tau must be a finite number in [1e-30, inf) (1/tau must stay finite in float32); got -1.0
     """
 
 

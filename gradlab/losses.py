@@ -33,15 +33,20 @@ from gradlab.functional.losses import (
 from gradlab.functional.score_losses import (
     DIRECTIONS,
     REDUCTIONS,
+    check_margin,
     max_violation_triplet_loss,
     nt_xent_loss,
 )
 from gradlab.validation import (
     ScoreRecorderSlot,
+    check_embedding_size,
     check_non_negative_finite,
     check_positive_finite,
     check_positive_int,
+    check_real_device,
+    check_same_device,
     check_shape,
+    check_temperature,
     check_tensor,
     finite_flag,
     value_checks_enabled,
@@ -122,8 +127,11 @@ class RankingLoss(nn.Module):
         Shapes and dtypes are checked first (metadata only), so the flags are well defined.
         """
         check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+        check_embedding_size("embeddings", embeddings)
         check_tensor("labels", labels, ndims=(1,), kind="integer")
         check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+        check_real_device(embeddings=embeddings, labels=labels)
+        check_same_device(embeddings=embeddings, labels=labels)
         if not self.validate or not value_checks_enabled():
             return
         flags = torch.stack((finite_flag(embeddings), has_ranking_signal(labels))).tolist()
@@ -151,7 +159,8 @@ class SmoothAPLoss(RankingLoss):
     ``validate=False`` too.
 
     Args:
-        tau: sigmoid temperature, positive and finite (the paper uses 0.01).
+        tau: sigmoid temperature, finite and at least ``1e-30`` (``1/tau`` must fit float32;
+            the paper uses 0.01).
         include_query: in-batch only; count the query as its own candidate and positive, as
             the official Smooth-AP code and pytorch-metric-learning do.
         validate: refuse NaN/inf embeddings. The check shares the call's single host
@@ -173,7 +182,7 @@ class SmoothAPLoss(RankingLoss):
         self, tau: float = 0.01, include_query: bool = False, validate: bool = True
     ) -> None:
         super().__init__(validate)
-        self.tau = check_positive_finite("tau", tau)
+        self.tau = check_temperature("tau", tau)
         if not isinstance(include_query, bool):
             raise GradlabError(f"include_query must be a bool; got {include_query!r}")
         self.include_query = include_query
@@ -328,6 +337,7 @@ class BlackboxAPLoss(RankingLoss):
             return blackbox_ap_loss(
                 embeddings, labels, self.interpolation, self.margin, validate=False
             )
+        check_real_device(queries=embeddings, candidates=candidates, positives=positives)
         scores = cross_modal_layout(embeddings, candidates, positives, validate=False)
         if self.validate and value_checks_enabled():
             counts = positives.sum(dim=1)
@@ -339,7 +349,7 @@ class BlackboxAPLoss(RankingLoss):
             if not flags[1]:
                 self._on_degenerate()
         ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
-        return mean_ap_loss(ap, scores)
+        return mean_ap_loss(ap, scores, positives.any(dim=1))
 
     def extra_repr(self) -> str:
         return f"interpolation={self.interpolation}, margin={self.margin}"
@@ -393,7 +403,7 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
         validate: bool = True,
     ) -> None:
         super().__init__(direction, reduction, validate)
-        self.margin = check_non_negative_finite("margin", margin)
+        self.margin = check_margin(margin)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""
@@ -427,7 +437,7 @@ class NTXentLoss(_ScoreMatrixLoss):
         validate: bool = True,
     ) -> None:
         super().__init__(direction, reduction, validate)
-        self.temperature = check_positive_finite("temperature", temperature)
+        self.temperature = check_temperature("temperature", temperature)
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""

@@ -100,20 +100,112 @@ def value_checks_enabled() -> bool:
     return not _SKIP_VALUE_CHECKS.get()
 
 
-def finite_flag(tensor: torch.Tensor) -> torch.Tensor:
+def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tensor:
     """0-d bool tensor on ``tensor``'s device: every entry finite. Reads nothing back.
 
     One read-only reduction (NaN propagates through min/max), so a caller can put the flag
-    into the single transfer it makes anyway instead of synchronising once more.
+    into the single transfer it makes anyway instead of synchronising once more. With
+    ``bound``, every entry must also lie in ``[-bound, bound]`` (same reduction).
 
     Example:
         >>> finite_flag(torch.tensor([1.0, float("nan")])).item()
+        False
+        >>> finite_flag(torch.tensor([1.0, -3.0]), bound=2.0).item()
         False
     """
     if not tensor.is_floating_point() or tensor.numel() == 0:
         return torch.ones((), dtype=torch.bool, device=tensor.device)
     low, high = torch.aminmax(tensor.detach())
+    if bound is not None:
+        return (low >= -bound) & (high <= bound)  # False for NaN and for +-inf
     return torch.isfinite(low) & torch.isfinite(high)
+
+
+def check_in_range(
+    name: str, value: object, low: float, high: float = math.inf, reason: str = ""
+) -> float:
+    """Return ``value`` as a float if it is a finite real number in ``[low, high]``.
+
+    ``reason`` says why the range is what it is (printed in brackets in the message).
+
+    Example:
+        >>> check_in_range("tau", 0.5, 1e-30)
+        0.5
+        >>> try:
+        ...     check_in_range("tau", 1e-39, 1e-30, reason="1/tau must fit float32")
+        ... except GradlabError as error:
+        ...     print(error)
+        tau must be a finite number in [1e-30, inf) (1/tau must fit float32); got 1e-39
+    """
+    closing = ")" if high == math.inf else "]"
+    why = f" ({reason})" if reason else ""
+    message = f"{name} must be a finite number in [{low:g}, {high:g}{closing}{why}; got {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise GradlabError(message)
+    number = float(value)
+    if not (math.isfinite(number) and low <= number <= high):
+        raise GradlabError(message)
+    return number
+
+
+SMALLEST_TEMPERATURE = 1e-30
+"""The smallest temperature (SmoothAP's ``tau``, NT-Xent's ``T``) the losses accept.
+
+They divide scores by it and their gradients carry ``1/T``: below about ``3e-39``, ``1/T``
+overflows float32 (a NaN loss or gradient); the bound keeps eight decades of headroom.
+"""
+
+
+def check_temperature(name: str, value: object) -> float:
+    """Return ``value`` as a float if it is a finite temperature ``>= SMALLEST_TEMPERATURE``.
+
+    Example:
+        >>> check_temperature("tau", 0.01)
+        0.01
+        >>> try:
+        ...     check_temperature("tau", 1e-39)
+        ... except GradlabError as error:
+        ...     print(error)
+        tau must be a finite number in [1e-30, inf) (1/tau must stay finite in float32); got 1e-39
+    """
+    return check_in_range(
+        name, value, SMALLEST_TEMPERATURE, reason=f"1/{name} must stay finite in float32"
+    )
+
+
+def check_real_device(**tensors: torch.Tensor) -> None:
+    """Refuse meta tensors (shape without values): a loss cannot compute on them.
+
+    Example:
+        >>> try:
+        ...     check_real_device(embeddings=torch.zeros(2, 3, device="meta"))
+        ... except GradlabError as error:
+        ...     print(str(error)[:44])
+        embeddings is a meta tensor (a shape without
+    """
+    for name, tensor in tensors.items():
+        if isinstance(tensor, torch.Tensor) and tensor.is_meta:
+            raise GradlabError(
+                f"{name} is a meta tensor (a shape without values); pass a tensor on a real "
+                "device (cpu, cuda, ...)"
+            )
+
+
+def check_embedding_size(name: str, embeddings: torch.Tensor) -> None:
+    """Refuse ``[N, 0]`` embeddings: a zero-dimensional embedding has no cosine similarity.
+
+    Example:
+        >>> try:
+        ...     check_embedding_size("embeddings", torch.zeros(8, 0))
+        ... except GradlabError as error:
+        ...     print(error)
+        embeddings must have at least one embedding dimension; got shape (8, 0)
+    """
+    if embeddings.shape[1] == 0:
+        raise GradlabError(
+            f"{name} must have at least one embedding dimension; got shape "
+            f"{tuple(embeddings.shape)}"
+        )
 
 
 def check_positive_finite(name: str, value: object) -> float:

@@ -128,4 +128,5 @@ def blackbox_ap_loss(
     scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
     from gradlab.functional.losses import mean_ap_loss
 
-    return mean_ap_loss(blackbox_ap(scores, layout.positives, interpolation, margin), embeddings)
+    ap = blackbox_ap(scores, layout.positives, interpolation, margin)
+    return mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))

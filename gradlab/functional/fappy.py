@@ -39,9 +39,19 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_finite, check_same_device, check_shape, check_tensor
+from gradlab.validation import (
+    check_embedding_size,
+    check_in_range,
+    check_real_device,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 FAPPY_LARGEST_DELTA = 2.0
+FAPPY_SMALLEST_DELTA = 2.0**-20
+"""The narrowest bin accepted (about 9.5e-7): 2**21 bins over ``[-1, 1]``, near float32's
+resolution of a cosine (6e-8 at 1); much narrower bins only overflow the bin index."""
 NORMALIZATIONS = ("paper", "official")
 
 
@@ -53,26 +63,54 @@ def check_normalization(normalization: str) -> str:
         'official'
     """
     if normalization not in NORMALIZATIONS:
-        raise GradlabError(
-            f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}"
-        )
+        raise GradlabError(f"normalization must be one of {NORMALIZATIONS}; got {normalization!r}")
     return normalization
 
 
 def fappy_deltas(delta_min: float) -> list[float]:
     """The bin widths of Algorithm 1: 2.0 halving while at least ``delta_min`` (2.0 always runs).
 
+    ``delta_min`` must be at least :data:`FAPPY_SMALLEST_DELTA` (``2**-20``).
+
     Example:
         >>> fappy_deltas(0.2)
         [2.0, 1.0, 0.5, 0.25]
     """
-    delta_min = check_positive_finite("delta_min", delta_min)
+    delta_min = check_in_range(
+        "delta_min", delta_min, FAPPY_SMALLEST_DELTA, reason="narrower bins pass float32's "
+        "resolution of a cosine"
+    )  # fmt: skip
     deltas, current = [], FAPPY_LARGEST_DELTA
     while True:
         deltas.append(current)
         current /= 2.0
         if current < delta_min:
             return deltas
+
+
+def check_bin_width(delta: object) -> float:
+    """``delta`` as a float if it is in ``[2**-20, 2]`` and ``2 / delta`` is an integer.
+
+    Raises:
+        GradlabError: naming ``delta``, its value and the rule.
+
+    Example:
+        >>> check_bin_width(0.4)
+        0.4
+        >>> try:
+        ...     check_bin_width(0.3)
+        ... except GradlabError as error:
+        ...     print(error)
+        delta must divide 2 into whole bins (2 / delta an integer: 2.0, 1.0, 0.5, 0.4, ...); got 0.3
+    """
+    delta = check_in_range("delta", delta, FAPPY_SMALLEST_DELTA, FAPPY_LARGEST_DELTA)
+    bins = FAPPY_LARGEST_DELTA / delta
+    if abs(bins - round(bins)) > 1e-9 * bins:
+        raise GradlabError(
+            "delta must divide 2 into whole bins (2 / delta an integer: 2.0, 1.0, 0.5, 0.4, ...); "
+            f"got {delta!r}"
+        )
+    return delta
 
 
 def _bin_position(similarity: torch.Tensor, delta: float) -> tuple[torch.Tensor, ...]:
@@ -108,7 +146,8 @@ def false_positive_probability(
     Args:
         similarities: ``[B, B]`` cosine similarities.
         labels: ``[B]`` integer labels.
-        delta: bin width, ``2 / delta`` a positive integer (Algorithm 1's widths are).
+        delta: bin width in ``[2**-20, 2]`` with ``2 / delta`` an integer (Algorithm 1's
+            widths are); other widths are refused.
         pairs: optional ``(i, j)`` index tensors; default every positive pair with ``i < j``.
 
     Returns:
@@ -120,7 +159,7 @@ def false_positive_probability(
         >>> p
         tensor([1.])
     """
-    delta = check_positive_finite("delta", delta)
+    delta = check_bin_width(delta)
     check_tensor("similarities", similarities, ndims=(2,), kind="float", finite=True)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("similarities", similarities, (len(labels), len(labels)), "[B, B]")
@@ -172,8 +211,13 @@ def fappy_loss(
         0.0
     """
     normalization = check_normalization(normalization)
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+    check_embedding_size("embeddings", embeddings)
+    check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+    check_real_device(embeddings=embeddings, labels=labels)
+    check_same_device(embeddings=embeddings, labels=labels)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     normalized = F.normalize(embeddings, dim=1)
     similarities = normalized @ normalized.T
     loss = embeddings.sum() * 0.0

@@ -19,7 +19,14 @@ import math
 import torch
 import torch.nn.functional as F
 
-from gradlab.validation import check_positive_int, check_shape, check_tensor
+from gradlab.validation import (
+    check_embedding_size,
+    check_positive_int,
+    check_real_device,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 
 def fastap(
@@ -38,9 +45,13 @@ def fastap(
         >>> fastap(emb, torch.tensor([0, 0, 1, 1]), num_bins=10)
         tensor([1., 1., 1., 1.])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+    check_embedding_size("embeddings", embeddings)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+    check_real_device(embeddings=embeddings, labels=labels)
+    check_same_device(embeddings=embeddings, labels=labels)
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     num_bins = check_positive_int("num_bins", num_bins)
     normalized = F.normalize(embeddings, dim=1)
     distances = (2.0 - 2.0 * normalized @ normalized.T).clamp(min=0.0)

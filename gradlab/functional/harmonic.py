@@ -28,6 +28,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import require
+from gradlab.validation import check_tensor
 
 HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
@@ -77,10 +78,17 @@ def logarithmic_integral(x: torch.Tensor) -> torch.Tensor:
     Evaluated by the series ``gamma + ln ln x + sum_{n>=1} (ln x)^n / (n n!)`` (120 terms,
     float64; checked against ``mpmath.li``).
 
+    Integer tensors are promoted to the default float dtype (never truncated back).
+
     Example:
         >>> round(logarithmic_integral(torch.tensor([2.0], dtype=torch.float64)).item(), 6)
         1.045164
+        >>> logarithmic_integral(torch.tensor([2]))
+        tensor([1.0452])
     """
+    x = check_tensor("x", x, ndims=tuple(range(9)), kind="any_real")
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())
     if bool((x <= 1).any()) or bool((x > 1e6).any()):
         raise GradlabError("x must lie in (1, 1e6] for logarithmic_integral")
     return _LogarithmicIntegral.apply(x)
@@ -131,6 +139,19 @@ def _discount_partial_sum(x: torch.Tensor) -> torch.Tensor:
     return table[index].to(x.dtype) + (x - floor) * steps[index].to(x.dtype)
 
 
+def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
+    """``method="exact"`` indexes a table of partial sums: refuse NaN or infinite counts."""
+    if method != "exact":
+        return
+    for name, value in counts.items():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+            if not bool(torch.isfinite(value).all()):
+                raise GradlabError(
+                    f"{name} must be finite for method='exact' (the exact discount indexes a "
+                    "table of partial sums); it holds NaN or infinite entries"
+                )
+
+
 def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """A continuous stand-in for ``sum_{t=a+1}^b 1/log2(t+1)`` (seed 003, Eq. 14-16).
 
@@ -144,6 +165,7 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
         [1.0, 0.6895]
     """
     check_harmonic_method(method)
+    _check_exact_counts(method, a=a, b=b)
     if method == "log":
         return _li_antiderivative(b) - _li_antiderivative(a)
     if method == "midpoint":
@@ -199,6 +221,7 @@ def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
         tensor([1.])
     """
     check_harmonic_method(method)
+    _check_exact_counts(method, a=a, count=count)
     return _rate(discount_gap, _discount_derivative, a, count, method)
 
 

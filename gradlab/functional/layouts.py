@@ -21,7 +21,12 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import (
+    check_embedding_size,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 
 class RetrievalLayout(NamedTuple):
@@ -67,7 +72,7 @@ def in_batch_layout(
         (torch.Size([3, 3]), [[False, True], [False, False], [True, False]])
     """
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
-    _check_embedding_size("embeddings", embeddings)
+    check_embedding_size("embeddings", embeddings)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
@@ -79,15 +84,6 @@ def in_batch_layout(
     positives.fill_diagonal_(False)
     candidate_mask = torch.ones_like(positives).fill_diagonal_(False)
     return RetrievalLayout(scores, positives, candidate_mask)
-
-
-def _check_embedding_size(name: str, embeddings: torch.Tensor) -> None:
-    """Refuse ``[N, 0]`` embeddings: a zero-dimensional embedding has no cosine similarity."""
-    if embeddings.shape[1] == 0:
-        raise GradlabError(
-            f"{name} must have at least one embedding dimension; got shape "
-            f"{tuple(embeddings.shape)}"
-        )
 
 
 def drop_diagonal(matrix: torch.Tensor) -> torch.Tensor:
@@ -136,7 +132,7 @@ def cross_modal_layout(
             "queries and candidates must share their embedding size; got "
             f"{queries.shape[1]} and {candidates.shape[1]}"
         )
-    _check_embedding_size("queries", queries)
+    check_embedding_size("queries", queries)
     if queries.dtype != candidates.dtype:
         raise GradlabError(
             "queries and candidates must share one floating dtype; got queries "

@@ -25,7 +25,7 @@ from gradlab.functional.smooth_ap import (
     check_smooth_ap_inputs,
     smooth_ap_checked,
 )
-from gradlab.validation import count_noun
+from gradlab.validation import check_real_device, count_noun
 
 
 class SmoothAPForward(NamedTuple):
@@ -85,18 +85,29 @@ def recording() -> Iterator[list[LossRecord]]:
         _RECORDS.reset(token)
 
 
-def mean_ap_loss(ap: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    """``1 - mean AP`` over the queries that have a positive (AP not NaN).
+def mean_ap_loss(
+    ap: torch.Tensor, reference: torch.Tensor, defined: torch.Tensor | None = None
+) -> torch.Tensor:
+    """``1 - mean AP`` over the queries that have a positive.
+
+    ``defined`` is the ``[Q]`` bool mask of the queries that have a positive. Give it whenever
+    it is known: a query that has a positive but a NaN AP (a NaN embedding under
+    ``validate=False``, an overflow) then makes the loss NaN instead of leaving the mean
+    silently. ``None`` takes the queries whose AP is not NaN (NaN marks "no positive").
 
     When no query has a positive the loss is a zero attached to ``reference``'s graph, so
     ``backward()`` works and every gradient is zero. No value is read back to the host (no
     masked indexing, no ``bool()``): the mean is a masked sum over a count, on the device.
 
     Example:
-        >>> mean_ap_loss(torch.tensor([0.5, float("nan"), 1.0]), torch.zeros(1))
+        >>> ap = torch.tensor([0.5, float("nan"), 1.0])
+        >>> mean_ap_loss(ap, torch.zeros(1))
         tensor(0.2500)
+        >>> mean_ap_loss(ap, torch.zeros(1), defined=torch.tensor([True, True, True]))
+        tensor(nan)
     """
-    defined = ~torch.isnan(ap)
+    if defined is None:
+        defined = ~torch.isnan(ap)
     count = defined.sum()
     total = torch.where(defined, ap, torch.zeros_like(ap)).sum()
     loss = torch.where(count > 0, 1.0 - total / count.clamp(min=1), torch.zeros_like(total))
@@ -218,6 +229,8 @@ def smooth_ap_loss(
         0.25
     """
     in_batch = check_call_form(name, labels, extra, candidates, positives)
+    check_real_device(embeddings=embeddings, labels=labels, candidates=candidates,
+                      positives=positives)  # fmt: skip
     if in_batch:
         scores, positives, candidate_mask = in_batch_layout(
             embeddings, labels, include_query=include_query, validate=False
@@ -240,19 +253,18 @@ def smooth_ap_loss(
         stash=stash,
         ranks_needed=records is not None,
     )
+    with_positive = positives if candidate_mask is None else positives & candidate_mask
     if records is not None:
-        if candidate_mask is not None:
-            positives = positives & candidate_mask
         forward = SmoothAPForward(*stash[0])
         records.append(
-            LossRecord(scores, positives, candidate_mask, tau, include_query, in_batch, forward)
+            LossRecord(scores, with_positive, candidate_mask, tau, include_query, in_batch, forward)
         )
     if on_degenerate is not None:
         query_is_positive = include_query and in_batch
         per_query = scores.shape[1] - int(in_batch and not include_query)
         if no_ranking_signal(stash[0][0], per_query, query_is_positive):
             on_degenerate()
-    return mean_ap_loss(ap, scores)
+    return mean_ap_loss(ap, scores, with_positive.any(dim=1))
 
 
 def no_ranking_signal(
@@ -294,4 +306,5 @@ def fastap_loss(
         >>> fastap_loss(emb, torch.tensor([0, 0, 1, 1]))
         tensor(0.)
     """
-    return mean_ap_loss(fastap(embeddings, labels, num_bins, validate=validate), embeddings)
+    ap = fastap(embeddings, labels, num_bins, validate=validate)
+    return mean_ap_loss(ap, embeddings, (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(1) > 1)

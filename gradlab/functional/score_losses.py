@@ -42,10 +42,11 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.validation import (
-    check_non_negative_finite,
-    check_positive_finite,
+    check_in_range,
+    check_real_device,
     check_same_device,
     check_shape,
+    check_temperature,
     check_tensor,
     finite_flag,
     value_checks_enabled,
@@ -70,6 +71,7 @@ def score_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tens
     """
     check_tensor("scores", scores, ndims=(2,), kind="float")
     check_tensor("positives", positives, ndims=(1, 2), kind="any")
+    check_real_device(scores=scores, positives=positives)
     check_same_device(scores=scores, positives=positives)
     if positives.dim() == 2:
         if positives.dtype != torch.bool:
@@ -105,19 +107,25 @@ def _loss_mask(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
 
 
 def _one_sync(
-    scores: torch.Tensor, mask: torch.Tensor, direction: str, validate: bool, degenerate: bool
+    scores: torch.Tensor,
+    mask: torch.Tensor,
+    direction: str,
+    validate: bool,
+    degenerate: bool,
+    bound: tuple[float, str],
 ) -> bool:
     """The call's only host read: the finiteness flag and/or the no-ranking-signal flag.
 
     Returns whether no query of ``direction`` has both a positive and a negative (``False``
     when ``degenerate`` is not asked for). Reads nothing when neither flag is wanted.
+    ``bound`` is ``(largest |score|, why)``: larger finite scores overflow the loss's dtype.
     """
     if not isinstance(validate, bool):
         raise GradlabError(f"validate must be a bool; got {validate!r}")
     validate = validate and value_checks_enabled()
     if not (validate or degenerate):
         return False
-    flags = [finite_flag(scores)] if validate else []
+    flags = [finite_flag(scores, bound[0])] if validate else []
     if degenerate:
         signal = torch.zeros((), dtype=torch.bool, device=mask.device)
         for dim, name in ((1, "i2t"), (0, "t2i")):
@@ -126,7 +134,12 @@ def _one_sync(
         flags.append(~signal)
     host = torch.stack(flags).tolist()  # the one transfer
     if validate and not host[0]:
-        raise GradlabError("scores must be finite; it holds NaN or infinite entries")
+        if not bool(finite_flag(scores)):
+            raise GradlabError("scores must be finite; it holds NaN or infinite entries")
+        raise GradlabError(
+            f"scores must lie in [-{bound[0]:.3g}, {bound[0]:.3g}] ({bound[1]}); got a score of "
+            f"magnitude {float(scores.detach().abs().max()):.3g}"
+        )
     return bool(host[-1]) if degenerate else False
 
 
@@ -157,6 +170,22 @@ def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> tor
         )
         total = term if total is None else total + term
     return total
+
+
+LARGEST_MARGIN = 1e30
+"""The largest triplet margin accepted (larger ones overflow float32 next to the scores)."""
+
+
+def check_margin(margin: object) -> float:
+    """``margin`` as a float if it is finite and in ``[0, 1e30]``.
+
+    Example:
+        >>> check_margin(0.2)
+        0.2
+    """
+    return check_in_range(
+        "margin", margin, 0.0, LARGEST_MARGIN, reason="larger margins overflow float32"
+    )
 
 
 def _row_max_violation(
@@ -196,12 +225,13 @@ def max_violation_triplet_loss(
     Args:
         scores: ``[Q, C]`` float scores (images x captions).
         positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
-        margin: the margin ``alpha``, finite and ``>= 0`` (VSE++ uses 0.2).
+        margin: the margin ``alpha``, in ``[0, 1e30]`` (VSE++ uses 0.2).
         direction: ``"both"`` (i2t + t2i, VSE++), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the positive pairs (per direction) or ``"sum"`` (VSE++'s
             code sums over the batch).
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
-        validate: refuse NaN/inf scores (one host read, shared with ``on_degenerate``).
+        validate: refuse NaN/inf scores and scores beyond a quarter of the dtype's largest
+            value (the hinge would overflow); one host read, shared with ``on_degenerate``.
         on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
@@ -216,9 +246,10 @@ def max_violation_triplet_loss(
         0.3
     """
     mask = _loss_mask(scores, positives)
-    margin = check_non_negative_finite("margin", margin)
+    margin = check_margin(margin)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    if _one_sync(scores, mask, direction, validate, on_degenerate is not None):
+    bound = (torch.finfo(scores.dtype).max / 4, f"margin - s_qp + s_qn must fit {scores.dtype}")
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound):
         on_degenerate()
     return _by_direction(_row_max_violation, scores, mask, direction, on_scores, margin, reduction)
 
@@ -262,11 +293,13 @@ def nt_xent_loss(
     Args:
         scores: ``[Q, C]`` float scores (cosine similarities for the usual scale).
         positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
-        temperature: ``T``, positive and finite (0.1 here; CLIP learns it, SimCLR uses 0.1-0.5).
+        temperature: ``T``, finite and at least ``1e-30`` (``1/T`` must fit float32; 0.1 here,
+            CLIP learns it, SimCLR uses 0.1-0.5).
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
-        validate: refuse NaN/inf scores (one host read, shared with ``on_degenerate``).
+        validate: refuse NaN/inf scores and scores with ``|s| / T`` beyond half the dtype's
+            largest value (they overflow); one host read, shared with ``on_degenerate``.
         on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
@@ -282,8 +315,10 @@ def nt_xent_loss(
         0.3133
     """
     mask = _loss_mask(scores, positives)
-    temperature = check_positive_finite("temperature", temperature)
+    temperature = check_temperature("temperature", temperature)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    if _one_sync(scores, mask, direction, validate, on_degenerate is not None):
+    largest = torch.finfo(scores.dtype).max / 2 * temperature
+    bound = (largest, f"scores / temperature and their differences must fit {scores.dtype}")
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound):
         on_degenerate()
     return _by_direction(_row_info_nce, scores, mask, direction, on_scores, temperature, reduction)

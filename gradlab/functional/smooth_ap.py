@@ -33,10 +33,10 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.validation import (
-    check_positive_finite,
     check_positive_int,
     check_same_device,
     check_shape,
+    check_temperature,
     check_tensor,
     finite_flag,
 )
@@ -438,7 +438,7 @@ def check_smooth_ap_inputs(
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
         check_same_device(scores=scores, candidate_mask=candidate_mask)
-    return check_positive_finite("tau", tau)
+    return check_temperature("tau", tau)
 
 
 def smooth_ap(
@@ -457,7 +457,8 @@ def smooth_ap(
         scores: ``[Q, C]`` float tensor, query ``q``'s score for candidate ``c`` (larger ranks
             higher). float16/bfloat16 are computed in float32 and returned in their own dtype.
         positives: ``[Q, C]`` bool tensor, ``True`` where candidate ``c`` is relevant to ``q``.
-        tau: temperature of the sigmoid ``G``, positive and finite.
+        tau: temperature of the sigmoid ``G``, finite and at least ``1e-30``
+            (:data:`gradlab.validation.SMALLEST_TEMPERATURE`: ``1/tau`` must fit float32).
         candidate_mask: optional ``[Q, C]`` bool mask; ``False`` marks a column that is not a
             candidate of that query (neither positive nor negative, zero gradient). In-batch
             retrieval uses it to leave the query out of its own ranking without copying the
@@ -479,7 +480,7 @@ def smooth_ap(
 
     Raises:
         GradlabError: on a non-tensor, wrong shape, dtype or device, non-finite scores, or a
-            ``tau`` that is not positive and finite.
+            ``tau`` outside ``[1e-30, inf)``.
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.8, 0.1], [0.2, 0.5, 0.4]])

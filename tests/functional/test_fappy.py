@@ -196,9 +196,9 @@ LABELS3 = torch.zeros(3, dtype=torch.long)
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: fappy_deltas(0.0), "delta_min must be a positive finite number; got 0.0"),
+        (lambda: fappy_deltas(0.0), r"delta_min must be a finite number in \[9.53674e-07, inf\)"),
         (lambda: false_positive_probability(torch.ones(3, 3), LABELS3, 0.0),
-         "delta must be a positive finite number; got 0.0"),
+         r"delta must be a finite number in \[9.53674e-07, 2\]; got 0.0"),
         (lambda: false_positive_probability(torch.ones(3, 3, dtype=torch.long), LABELS3, 0.5),
          "similarities must have a floating dtype; got torch.int64"),
         (lambda: false_positive_probability(torch.full((3, 3), math.nan), LABELS3, 0.5),
