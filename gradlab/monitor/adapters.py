@@ -40,6 +40,7 @@ __all__ = [
     "INPUTS",
     "LossAdapter",
     "adapt",
+    "call_tensors",
     "declared_form",
     "embedding_adapter",
     "loss_name",
@@ -51,8 +52,8 @@ INPUTS = ("embeddings", "scores")
 """What the first argument of a watched loss is."""
 
 FORMS = {
-    "embeddings": "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates "
-    "[C, d], positives [Q, C] bool)",
+    "embeddings": "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates="
+    "[C, d], positives=[Q, C] bool)",
     "scores": "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)",
 }
 
@@ -171,6 +172,27 @@ class LossAdapter:
         if not captured and self.smooth_ap:
             captured = [_smooth_ap_capture(batch)]
         return captured
+
+
+TARGETS = ("embeddings", "queries", "scores", "labels", "candidates", "positives")
+"""Keyword arguments read by name, in this order, after the positional ones (the glossary's
+names: the first argument, then the targets)."""
+
+
+def call_tensors(args: tuple, kwargs: dict) -> list:
+    """The tensors of a loss call as the adapters read them: the positional arguments, then
+    those given by keyword under a name of :data:`TARGETS` (in that order, whatever the call's),
+    then any other tensor keyword argument.
+
+    Example:
+        >>> q, c, p = torch.zeros(2, 3), torch.zeros(4, 3), torch.zeros(2, 4, dtype=torch.bool)
+        >>> [t.shape[0] for t in call_tensors((q,), {"positives": p, "candidates": c})]
+        [2, 4, 2]
+    """
+    named = [kwargs[name] for name in TARGETS if isinstance(kwargs.get(name), torch.Tensor)]
+    others = [value for name, value in kwargs.items()
+              if name not in TARGETS and isinstance(value, torch.Tensor)]  # fmt: skip
+    return [*args, *named, *others]
 
 
 Maker = Callable[[object, str | None], LossAdapter | None]

@@ -34,7 +34,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.losses import recording
-from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, record_into
+from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, call_tensors, record_into
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import gather_batch, is_rank_zero
@@ -161,10 +161,10 @@ class Monitor:
 
         Args:
             loss_fn: the loss, any callable: ``loss_fn(embeddings, labels)``,
-                ``loss_fn(queries, candidates, positives)`` or, for a loss on a ``[Q, C]``
+                ``loss_fn(queries, candidates=..., positives=...)`` or, for a loss on a ``[Q, C]``
                 score matrix, ``loss_fn(scores, positives)`` with ``positives`` a ``[Q, C]``
                 bool mask or ``[B]`` labels of a square paired batch. Keyword arguments are
-                passed through; tensors among them are read after the positional ones.
+                passed through (:func:`~gradlab.monitor.adapters.call_tensors` reads them).
             inputs: ``"embeddings"`` or ``"scores"``; ``None``: the loss's own
                 ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
 
@@ -277,7 +277,7 @@ class Monitor:
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None):
         """Keep the batch of a logged step (detached) and hook the gradients to read."""
-        tensors = [*args, *(v for v in kwargs.values() if isinstance(v, torch.Tensor))]
+        tensors = call_tensors(args, kwargs)
         try:
             batch = adapter.read(tensors, loss, self.tau)
             if adapter.inputs == "embeddings":

@@ -125,3 +125,22 @@ def test_an_unknown_need_is_named_as_such():
     assert adapter.why_not(frozenset({"hessian"})) == (
         "needs hessian, which the Monitor does not know"
     )
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cross_modal_keywords_are_read_by_name_in_any_order(tmp_path, reverse):
+    generator = torch.Generator().manual_seed(4)
+    queries = torch.randn(5, 6, generator=generator, requires_grad=True)
+    candidates = torch.randn(7, 6, generator=generator, requires_grad=True)
+    positives = torch.zeros(5, 7, dtype=torch.bool)
+    positives[torch.arange(5), torch.arange(5)] = True
+    keywords = {"candidates": candidates, "positives": positives}
+    if reverse:
+        keywords = dict(reversed(keywords.items()))
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        loss_fn(queries, **keywords).backward()
+        record = monitor.step()
+    assert monitor.skipped_calls == 0
+    assert "p_cross_modal" in record and "anatomy_i2t_active_negatives_mean" in record
+    assert record["smooth_ap"] == pytest.approx(1 - loss_fn(queries, **keywords).item(), abs=1e-6)

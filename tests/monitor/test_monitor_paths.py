@@ -64,7 +64,7 @@ def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):
             watched(torch.zeros(4, 3), 5)
         expected = (
             "Monitor cannot read this loss call: expected loss(embeddings [B, d], labels [B]) or "
-            "loss(queries [Q, d], candidates [C, d], positives [Q, C] bool); got 2 tensor "
+            "loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); got 2 tensor "
             "argument(s): (Tensor[4, 3], int)"
         )
         assert str(raised.value) == expected
@@ -85,7 +85,7 @@ def test_the_first_unreadable_call_warns_with_the_whole_message(tmp_path):
             watched(torch.zeros(4, 3))
     assert [str(w.message) for w in caught] == [
         "gradlab.Monitor: a loss call it cannot read was not logged (expected loss(embeddings "
-        "[B, d], labels [B]) or loss(queries [Q, d], candidates [C, d], positives [Q, C] bool); "
+        "[B, d], labels [B]) or loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); "
         "got 1 tensor argument(s): (Tensor[4, 3])); training goes on, later such calls are "
         "skipped silently (strict=True raises instead)"
     ]
