@@ -9,6 +9,10 @@ incoming gradient ``g`` with respect to the ranks, the scores are perturbed to
 gradient of a piecewise-linear interpolation of the loss, *not* of the forward function.
 
 Ranks are computed by sorting, ``O(C log C)`` per query (seed 002's Table S2 ``O(n log n)``).
+
+**Second derivatives are refused.** The backward is not the derivative of the forward, so a
+second derivative has no meaning: ``torch.autograd.grad(..., create_graph=True)`` through Blackbox
+AP raises a :class:`GradlabError` naming ``create_graph`` (first derivatives are unaffected).
 """
 
 from __future__ import annotations
@@ -50,6 +54,13 @@ class BlackboxRanks(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_ranks):  # type: ignore[override]
+        if torch.is_grad_enabled():  # inside backward, grad mode is on exactly with create_graph
+            raise GradlabError(
+                "Blackbox AP has no second derivative: its backward is the blackbox "
+                "interpolation (Vlastelica et al., 2020), not the derivative of a function, so "
+                "torch.autograd.grad(..., create_graph=True) through it is refused; use "
+                "create_graph=False, or SmoothAP or FastAP, whose second derivatives are exact"
+            )
         scores, ranks = ctx.saved_tensors
         perturbed = descending_ranks(scores + ctx.interpolation * grad_ranks)
         return -(ranks - perturbed) / ctx.interpolation, None
