@@ -430,7 +430,8 @@ class Monitor:
         if step != self.step_count - 1 or any(q.should_compute(step) for q in enabled):
             return  # the last watched call was logged already (or its step never closed)
         due = [q for q in enabled if not q.needs_grad]
-        if not due or not args or not isinstance(args[0], torch.Tensor):
+        tensors = call_tensors(args, kwargs)
+        if not due or not tensors or not isinstance(tensors[0], torch.Tensor):
             return
         self._capture(args, kwargs, loss, adapter)
         batch, self._pending = self._pending, None

@@ -227,3 +227,15 @@ def test_a_watched_score_loss_runs_under_torch_compile(tmp_path):
     assert anatomy_keys
     for key in anatomy_keys:
         assert compiled[key] == pytest.approx(eager[key], rel=1e-5), key
+
+
+def test_a_last_step_called_by_keywords_is_logged_at_close(tmp_path):
+    with Monitor(tmp_path / "run", preset="cheap", every=every(5)) as monitor:
+        watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(3):  # steps 0, 1, 2: only 0 is on the schedule
+            embeddings = torch.randn(8, 4, requires_grad=True)
+            watched(embeddings=embeddings, labels=torch.arange(8) % 2).backward()
+            monitor.step()
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 2]
+    assert "loss" in records[1] and "embedding_grad_norm" not in records[1]
