@@ -81,7 +81,9 @@ def blackbox_ap(
         margin: subtracted from positive scores before ranking, non-negative.
 
     Returns:
-        ``[Q]`` AP (NaN for a query without positives). Its backward is the blackbox gradient.
+        ``[Q]`` AP (NaN for a query without positives). Its backward is the blackbox gradient;
+        a query without negatives (every candidate positive; ``-inf`` marks a non-candidate)
+        has AP 1 and a zero gradient.
 
     Example:
         >>> s = torch.tensor([[0.9, 0.5, 0.7]])
@@ -108,7 +110,11 @@ def blackbox_ap(
     rank_positive = BlackboxRanks.apply(positive_scores, interpolation)
     precision = torch.where(positives, rank_positive / rank_all, 0.0)
     counts = positives.sum(dim=1).to(scores.dtype)
-    return torch.where(counts > 0, precision.sum(dim=1) / counts.clamp(min=1.0), math.nan)
+    ap = torch.where(counts > 0, precision.sum(dim=1) / counts.clamp(min=1.0), math.nan)
+    # A query without negatives has AP 1 whatever the scores: its true gradient is 0, but the
+    # two interpolated ranks would not cancel, so it is held constant.
+    has_negative = (~positives & (scores > -math.inf)).any(dim=1)
+    return torch.where(has_negative | (counts == 0), ap, 1.0)
 
 
 def blackbox_ap_loss(
