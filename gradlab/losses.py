@@ -158,6 +158,10 @@ class SmoothAPLoss(RankingLoss):
     that accounting reads the group sizes the loss reads back anyway, so it runs with
     ``validate=False`` too.
 
+    Second derivatives are exact: under ``create_graph=True`` the backward differentiates the
+    plain forward instead of the closed form (at the memory cost of ``backward="autograd"``).
+    A query with a positive but a NaN AP makes the loss NaN (see ``docs/loss_reliability.md``).
+
     Args:
         tau: sigmoid temperature, finite and at least ``1e-30`` (``1/tau`` must fit float32;
             the paper uses 0.01).
@@ -213,7 +217,8 @@ class FAPPYLoss(RankingLoss):
     ``normalization="paper"`` (default) divides each scale's sum by all positive pairs as
     Algorithm 1 prints it; ``"official"`` divides the running loss by the scale's active pairs as
     the authors' Caffe layer does. In-batch only: its functional core,
-    :func:`gradlab.functional.fappy_loss`, pairs the items of one batch.
+    :func:`gradlab.functional.fappy_loss`, pairs the items of one batch. Plain autograd:
+    second derivatives (``create_graph=True``) are exact.
 
     Args:
         delta_min: the smallest bin width, positive and finite.
@@ -260,7 +265,8 @@ class FastAPLoss(RankingLoss):
     """``1 - mean FastAP`` (Cakir et al., CVPR 2019) with ``num_bins`` distance bins.
 
     ``loss(embeddings, labels)``. In-batch only: its functional core,
-    :func:`gradlab.functional.fastap`, builds each query's histogram from the batch.
+    :func:`gradlab.functional.fastap`, builds each query's histogram from the batch. Plain
+    autograd: second derivatives (``create_graph=True``) are exact.
 
     Args:
         num_bins: distance bins, a positive integer.
@@ -300,7 +306,9 @@ class BlackboxAPLoss(RankingLoss):
     Defaults from the Smooth-AP paper's comparison: ``interpolation`` (lambda) 4, ``margin``
     0.02. Called as ``loss(embeddings, labels)`` or, cross-modal, as
     ``loss(queries, candidates=candidates, positives=positives)`` (its core,
-    :func:`gradlab.functional.blackbox_ap`, takes any score matrix).
+    :func:`gradlab.functional.blackbox_ap`, takes any score matrix). Second derivatives are
+    refused: ``create_graph=True`` raises a :class:`GradlabError`, as the blackbox backward is
+    an interpolation, not a derivative.
 
     Args:
         interpolation: lambda, positive and finite.
@@ -387,6 +395,7 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
     """VSE++'s max-violation triplet loss on a score matrix (Faghri et al. 2018, Eq. 5).
 
     ``loss(scores, positives)``: see :func:`gradlab.functional.max_violation_triplet_loss`.
+    Plain autograd: second derivatives are exact. ``margin`` lies in ``[0, 1e30]``.
 
     Example:
         >>> loss_fn = MaxViolationTripletLoss(margin=0.2)
@@ -421,6 +430,7 @@ class NTXentLoss(_ScoreMatrixLoss):
     """NT-Xent / InfoNCE on a score matrix (Oord et al. 2018; SimCLR Eq. 1), several positives.
 
     ``loss(scores, positives)``: see :func:`gradlab.functional.nt_xent_loss`.
+    Plain autograd: second derivatives are exact. ``temperature`` is at least ``1e-30``.
 
     Example:
         >>> loss_fn = NTXentLoss(temperature=1.0, direction="i2t")
