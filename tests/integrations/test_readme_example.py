@@ -1,6 +1,6 @@
 """The README's Lightning example, run as written (W&B offline, MLflow on a local SQLite file).
 
-Done when (issue 12): metrics.jsonl, the W&B offline run and the MLflow store hold the same
+metrics.jsonl, the W&B offline run and the MLflow store hold the same
 quantities at the same steps. Each store is read back with its own library's files or client.
 """
 

@@ -4,7 +4,7 @@ The window counts, exact ranks and the step's one sort are checked on score matr
 through a loss record (any matrix, not only cosines): scores and widths are multiples of 1/8, so
 every sum is exact in float32 and float64 and the window edges ``s_j = s_i +- w`` are hit exactly,
 where ``<`` and ``<=`` part. The SmoothAP values are checked on cosine scores against the loops
-of tests/reference/smooth_ap_loops.py (seed 000 Eq. 1-2, seed 001 Eq. 2).
+of tests/reference/smooth_ap_loops.py (Brown et al. 2020, Eq. 1-2; Bleeker & de Rijke 2022, Eq. 2).
 """
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def recorded_in_batch(tau: float, include_query: bool) -> tuple[BatchView, list,
 
 
 def loop_ranks(embeddings, labels, tau, include_query):
-    """``{(q, i): (A, C)}`` for every query q and positive i (seed 000 Eq. 1-2)."""
+    """``{(q, i): (A, C)}`` for every query q and positive i (Brown et al. 2020, Eq. 1-2)."""
     ranks = {}
     for q, label in enumerate(labels):
         columns = [c for c in range(len(labels)) if include_query or c != q]

@@ -31,7 +31,7 @@ from tests.helpers.training import train
 from tests.reference.operating_region_loops import gradient_count, proportion
 from tests.reference.smooth_ap_loops import cosine
 
-DOCUMENTED_EPS = 0.005  # seed 002's operating-region threshold, also seed 001's count threshold
+DOCUMENTED_EPS = 0.005  # the operating region's threshold (Brown et al. 2020), also the count's
 
 
 def _batch(tau=0.01):

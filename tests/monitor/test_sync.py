@@ -8,7 +8,7 @@ nothing waits, so :class:`SyncCounter` patches those transfer points and counts 
 the code path: the count is what the same path would cost on a GPU. The CUDA test checks the
 same budgets with ``torch.cuda.set_sync_debug_mode`` (skipped without a GPU).
 
-Budgets (DESIGN.md, "Performance model"): SmoothAP's loss reads the group sizes once per call;
+Budgets: SmoothAP's loss reads the group sizes once per call;
 an off-schedule Monitor step adds nothing; a logged step moves its scalars to the host once.
 """
 
