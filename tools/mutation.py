@@ -22,7 +22,10 @@ full. See what would run, without mutmut::
     python tools/mutation.py --dry-run
 
 A change to the tests alone changes no hash: run the group again with ``--full`` (or
-``--recheck``) after adding tests that should kill a survivor.
+``--recheck``) after adding tests that should kill a survivor. Groups recorded before the
+per-function records existed were given them once with ``--adopt`` (hashes at the group's
+recorded commit, mutant counts from mutmut's own generator, no test run; it refuses a group
+whose generated count differs from the recorded one).
 
 Every mutant again (``make mutants-full``)::
 
