@@ -22,13 +22,15 @@ Monitor.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.layouts import RetrievalLayout
+from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantity import NEEDS
@@ -147,6 +149,71 @@ class LossAdapter:
             check_tensor("labels", tensors[1], ndims=(1,), kind="integer")
             check_shape("labels", tensors[1], first.shape[:1], "one label per embedding")
             batch.labels = tensors[1]
+        return batch
+
+    @contextmanager
+    def listening(self, score_grad: bool) -> Iterator[tuple[list[ScoreCapture], list]]:
+        """While a logged call runs: gradlab's losses record what they computed
+        (:func:`gradlab.functional.losses.recording`) and, when a quantity reads ``dL/dS``, the
+        loss's ``score_recorder`` keeps each score matrix. Yields both lists.
+
+        Example:
+            >>> import gradlab
+            >>> loss_fn = gradlab.NTXentLoss(0.1)
+            >>> with adapt(loss_fn).listening(score_grad=True) as (recorded, records):
+            ...     _ = loss_fn(torch.eye(3), torch.eye(3, dtype=torch.bool))
+            >>> [capture.direction for capture in recorded], loss_fn.score_recorder is None
+            (['i2t', 't2i'], True)
+        """
+        recorder = self.recorder if score_grad else None
+        recorded: list[ScoreCapture] = []
+        if recorder is not None:
+            recorder.score_recorder = record_into(recorded)
+        try:
+            with recording() as records:
+                yield recorded, records
+        finally:
+            if recorder is not None:
+                recorder.score_recorder = None
+
+    def capture(
+        self,
+        tensors: list,
+        loss: torch.Tensor | None,
+        tau: float,
+        *,
+        record: LossRecord | None = None,
+        recorded: Sequence[ScoreCapture] = (),
+        score_grad: bool = False,
+        embedding_grad: bool = False,
+    ) -> BatchView:
+        """The BatchView of a logged call (:meth:`read`), with hooks that read the gradients
+        the step's quantities need: ``dL/dS`` (:meth:`score_captures`) and the embeddings'.
+
+        Args:
+            tensors: the call's tensors (:func:`call_tensors`).
+            loss: the value the call returned.
+            tau: the Monitor's temperature.
+            record: what gradlab's SmoothAP recorded during the call (its scores and ranks).
+            recorded: the score matrices the loss handed its ``score_recorder``.
+            score_grad: whether a quantity reads ``dL/dS``.
+            embedding_grad: whether a quantity reads the embeddings' gradient.
+
+        Raises:
+            GradlabError: the call does not have this adapter's form.
+        """
+        batch = self.read(tensors, loss, tau)
+        if self.inputs == "embeddings":
+            batch.loss_record = record  # BatchView checks that it matches the layout
+        if score_grad:
+            batch.score_captures = self.score_captures(batch, tensors[0], list(recorded))
+        first = tensors[0]
+        if embedding_grad and self.inputs == "embeddings" and first.requires_grad:
+
+            def keep(grad: torch.Tensor) -> None:
+                batch.embedding_grad = grad.detach()  # read only: returning None keeps it
+
+            first.register_hook(keep)
         return batch
 
     def score_captures(

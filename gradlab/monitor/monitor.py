@@ -33,9 +33,8 @@ from pathlib import Path
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.losses import recording
-from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, call_tensors, record_into
-from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, call_tensors
+from gradlab.monitor.batch import BatchView
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import gather_batch, is_rank_zero
 from gradlab.monitor.quantity import Quantity
@@ -191,25 +190,14 @@ class Monitor:
 
         def watched(*args, **kwargs):
             self.calls += 1
-            logging = self._logging_now()
-            recorder = adapter.recorder if logging and self._wants("score_grad") else None
-            recorded: list[ScoreCapture] = []
-            if recorder is not None:
-                recorder.score_recorder = record_into(recorded)
-            records: list = []
-            try:
-                if logging:  # gradlab's SmoothAP records its scores and ranks for the quantities
-                    with recording() as records:
-                        loss = loss_fn(*args, **kwargs)
-                else:
-                    loss = loss_fn(*args, **kwargs)
-            finally:
-                if recorder is not None:
-                    recorder.score_recorder = None
+            if not self._logging_now():  # off schedule: only the call
+                loss = loss_fn(*args, **kwargs)
+                self._last_call = (self.step_count, args, kwargs, loss, adapter)
+                return loss
+            with adapter.listening(self._wants("score_grad")) as (recorded, records):
+                loss = loss_fn(*args, **kwargs)
             self._last_call = (self.step_count, args, kwargs, loss, adapter)
-            if logging:
-                self._capture(args, kwargs, loss, adapter, recorded,
-                              records[-1] if records else None)  # fmt: skip
+            self._capture(args, kwargs, loss, adapter, recorded, records[-1] if records else None)
             return loss
 
         watched.__wrapped__ = loss_fn
@@ -276,28 +264,16 @@ class Monitor:
         return any(need in q.needs for q in self.quantities if q.name not in self.disabled)
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None):
-        """Keep the batch of a logged step (detached) and hook the gradients to read."""
-        tensors = call_tensors(args, kwargs)
+        """Keep the batch of a logged step (detached), its gradients hooked to be read."""
         try:
-            batch = adapter.read(tensors, loss, self.tau)
-            if adapter.inputs == "embeddings":
-                batch.loss_record = record  # BatchView checks that it matches the layout
-            if self._wants("score_grad"):
-                batch.score_captures = adapter.score_captures(batch, tensors[0], list(recorded))
+            self._pending = adapter.capture(
+                call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
+                score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
+            )  # fmt: skip
         except Exception as error:
             if self.strict:
                 raise GradlabError(f"Monitor cannot read this loss call: {error}") from error
             self._skip_call(error)
-            return
-        embeddings = tensors[0]
-        if adapter.inputs == "embeddings" and embeddings.requires_grad and \
-                self._wants("embedding_grad"):  # fmt: skip
-
-            def keep_gradient(grad, batch=batch):
-                batch.embedding_grad = grad.detach()  # read only: returning None keeps grad as is
-
-            embeddings.register_hook(keep_gradient)
-        self._pending = batch
 
     def _skip_call(self, error: Exception) -> None:
         """Report the first unreadable call; count all of them."""

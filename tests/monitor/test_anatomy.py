@@ -8,14 +8,13 @@ import pytest
 import torch
 
 import gradlab
-import gradlab.monitor.monitor as monitor_module
 from gradlab.functional import (
     gradient_anatomy,
     max_violation_triplet_loss,
     nt_xent_loss,
     smooth_ap,
 )
-from gradlab.monitor import Monitor, every, read_jsonl
+from gradlab.monitor import Monitor, adapters, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from tests.reference.anatomy_loops import anatomy_one_query
@@ -149,13 +148,11 @@ def test_smooth_ap_without_a_recorded_graph_uses_the_shared_exact_gradient(tmp_p
     dL/dS when nothing was recorded) log the same anatomy."""
     import contextlib
 
-    import gradlab.monitor.monitor as monitor_module
-
     generator = torch.Generator().manual_seed(5)
     embeddings = torch.randn(20, 4, generator=generator, requires_grad=True)
     labels = torch.arange(20) % 5
     hooked = _log(tmp_path / "a", gradlab.SmoothAPLoss(0.05), embeddings, labels, "embeddings")
-    monkeypatch.setattr(monitor_module, "recording", contextlib.nullcontext)
+    monkeypatch.setattr(adapters, "recording", contextlib.nullcontext)
     shared = _log(tmp_path / "b", gradlab.SmoothAPLoss(0.05), embeddings, labels, "embeddings")
     assert "anatomy_active_negatives_mean" in hooked and "anatomy_active_negatives_mean" in shared
     for key, value in hooked.items():
@@ -208,7 +205,7 @@ def test_smooth_ap_anatomy_in_every_layout_with_and_without_the_loss_record(
     """The anatomy of gradlab's SmoothAPLoss is that of its dL/dS, here by autograd through the
     forward, read by the anatomy loops; both the hooked record and the shared exact gradient."""
     if not recorded:
-        monkeypatch.setattr(monitor_module, "recording", contextlib.nullcontext)
+        monkeypatch.setattr(adapters, "recording", contextlib.nullcontext)
     generator = torch.Generator().manual_seed(8)
     queries = torch.randn(9, 3, generator=generator, dtype=torch.float64)
     labels = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2, 3])
