@@ -308,7 +308,8 @@ def smooth_ap_with_ranks(
             saved.append((a, c))
         return ap, saved
     # No graph: one block buffer for every chunk, each group's ranks written in place.
-    buffer = block_buffer(groups, num_candidates, budget, scores)
+    computed = [group for group in groups if group.has_negatives or ranks_needed]
+    buffer = block_buffer(computed, num_candidates, budget, scores)
     for group in groups:
         if not (group.has_negatives or ranks_needed):  # C_i = 0: A_i / R_i = 1 exactly
             ap[group.queries] = 1.0 + 0.0 * scores[group.queries].sum(dim=1)
@@ -366,7 +367,8 @@ class _SmoothAPExact(torch.autograd.Function):
             )  # fmt: skip
         num_candidates = scores.shape[1]
         grad_scores = torch.zeros_like(scores)
-        buffer = block_buffer(ctx.groups, num_candidates, budget, scores)
+        computed = [group for group in ctx.groups if group.has_negatives]
+        buffer = block_buffer(computed, num_candidates, budget, scores)
         for index, group in enumerate(ctx.groups):
             if not group.has_negatives:  # C_i = 0 and no negative: the gradient is exactly 0
                 continue
