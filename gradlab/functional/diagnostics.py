@@ -248,8 +248,8 @@ def smooth_ap_terms(
         rank_a, rank_c = torch.cat(chunks_a), torch.cat(chunks_c)
         ap = ap.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
         computed.append((rank_a, rank_c))
-    score_grad = split[0] - split[1]
     terms = split @ vectors  # [2, Q, d]
+    score_grad = torch.sub(split[0], split[1], out=split[0])  # in place: no third [Q, C]
     undefined = torch.isnan(ap).unsqueeze(1)
     ad_term = terms[0].masked_fill(undefined, float("nan"))
     cb_term = (-terms[1]).masked_fill(undefined, float("nan"))

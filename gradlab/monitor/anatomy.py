@@ -129,15 +129,16 @@ def _per_query_from_order(
     rank_mean = torch.where(ranked, rank_sum / count.clamp(min=1), math.nan)
     rank_max = torch.where(ranked, active_ranks.amax(dim=1).to(torch.float64), math.nan)
 
-    mass = torch.where(negative_in_order, magnitude.gather(1, order), 0.0)
+    mass = magnitude.gather(1, order).masked_fill_(~negative_in_order, 0.0)
     mass = mass.to(torch.float64)  # summed in float64: converted once, not in every sum
     total = mass.sum(dim=1)
     defined = (total > 0) & ~unranked
     shares = []
+    kept, zero = torch.empty_like(mass), mass.new_zeros(())  # one buffer for both fractions
     for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
         hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).to(rank.dtype)
         hardest = hardest.unsqueeze(1)
-        top = torch.where(rank <= hardest, mass, 0.0).sum(dim=1)
+        top = torch.where(rank <= hardest, mass, zero, out=kept).sum(dim=1)
         shares.append(torch.where(defined, top / total.clamp(min=1e-300), math.nan))
     return _PerQuery(
         active_positives=_row_counts(active & positives),
