@@ -1,4 +1,32 @@
-"""Instrumented training: the Monitor, its quantities, schedules and sinks."""
+"""Instrumented training: the Monitor, its quantities, schedules and sinks.
+
+Modules: :mod:`~gradlab.monitor.monitor` (the :class:`Monitor`), :mod:`~gradlab.monitor.config`
+(its options, :class:`MonitorConfig`), :mod:`~gradlab.monitor.quantity` (the base of a logged
+quantity and what it may need), :mod:`~gradlab.monitor.quantities` and
+:mod:`~gradlab.monitor.anatomy` (gradlab's quantities), :mod:`~gradlab.monitor.adapters` (how a
+watched loss is read), :mod:`~gradlab.monitor.batch` (the step's shared values),
+:mod:`~gradlab.monitor.run_folder`, :mod:`~gradlab.monitor.lock`,
+:mod:`~gradlab.monitor.distributed`, :mod:`~gradlab.monitor.schedules` and
+:mod:`~gradlab.monitor.sinks`.
+
+A quantity of your own subclasses :class:`Quantity`, declares ``needs`` (names of
+:data:`NEEDS`), ``keys`` and, to be drawn by ``gradlab plot``, ``plots``; pass an instance in
+``Monitor(quantities=[...])``. Nothing else changes:
+
+    >>> import tempfile, torch, gradlab
+    >>> class ScoreSpread(Quantity):
+    ...     name = "score_spread"
+    ...     needs = frozenset({"scores"})
+    ...     keys = ("score_spread",)
+    ...     def compute(self, batch):
+    ...         return {"score_spread": batch.scores.std()}
+    >>> with Monitor(tempfile.mkdtemp(), quantities=[ScoreSpread()]) as monitor:
+    ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    ...     _ = loss_fn(torch.randn(8, 4), torch.arange(8) % 2)
+    ...     record = monitor.step()
+    >>> sorted(record)
+    ['score_spread', 'step']
+"""
 
 from gradlab.monitor.adapters import LossAdapter, adapt
 from gradlab.monitor.anatomy import Anatomy
