@@ -346,7 +346,10 @@ def _embeddings(loss_fn: object, inputs: str | None) -> LossAdapter:
 
 def declared_form(loss_fn: object) -> str | None:
     """What the loss says its first argument is: its ``input_form`` (``"embeddings"`` or
-    ``"scores"``); a loss with its own ``score_recorder`` is a score-matrix loss; else None.
+    ``"scores"``, a class attribute of gradlab's losses), or None when it says nothing.
+
+    Raises:
+        GradlabError: an ``input_form`` that is neither.
 
     Example:
         >>> import gradlab
@@ -354,9 +357,11 @@ def declared_form(loss_fn: object) -> str | None:
         ('scores', None)
     """
     form = getattr(loss_fn, "input_form", None)
-    if form in INPUTS:
-        return form
-    return "scores" if hasattr(loss_fn, "score_recorder") else None
+    if form is not None and form not in INPUTS:
+        raise GradlabError(
+            f"{loss_name(loss_fn)}.input_form must be one of {INPUTS}; got {form!r}"
+        )
+    return form
 
 
 ADAPTERS: list[Maker] = [_gradlab_smooth_ap, _pytorch_metric_learning, _score_matrix, _embeddings]

@@ -144,3 +144,33 @@ def test_cross_modal_keywords_are_read_by_name_in_any_order(tmp_path, reverse):
     assert monitor.skipped_calls == 0
     assert "p_cross_modal" in record and "anatomy_i2t_active_negatives_mean" in record
     assert record["smooth_ap"] == pytest.approx(1 - loss_fn(queries, **keywords).item(), abs=1e-6)
+
+
+def test_an_input_form_that_is_neither_is_refused_by_name():
+    class Odd(torch.nn.Module):
+        input_form = "logits"
+
+    with pytest.raises(GradlabError, match=r"^Odd.input_form must be one of \('embeddings', "
+                                           r"'scores'\); got 'logits'$"):  # fmt: skip
+        adapters.adapt(Odd())
+
+
+def test_a_loss_with_its_own_score_recorder_but_no_form_is_read_on_embeddings(tmp_path):
+    class Recording(torch.nn.Module):
+        """An embedding loss that hands its cosine matrix to a score_recorder."""
+
+        score_recorder = None
+
+        def forward(self, embeddings, labels):
+            normalized = torch.nn.functional.normalize(embeddings, dim=1)
+            scores = normalized @ normalized.T
+            if self.score_recorder is not None:
+                self.score_recorder("in_batch", scores, None)
+            same = labels.unsqueeze(0) == labels.unsqueeze(1)
+            return -(scores * same).sum() + scores.exp().sum()
+
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    with Monitor(tmp_path, quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(Recording())(embeddings, torch.arange(8) % 2).backward()
+        record = monitor.step()
+    assert "anatomy_active_negatives_mean" in record  # in-batch: no direction prefix
