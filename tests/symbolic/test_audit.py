@@ -17,6 +17,7 @@ from gradlab.functional import (
 from gradlab.symbolic import VERDICTS, derivations, format_table
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_every_record_is_complete_and_cited(audit_records):
     assert len(audit_records) >= 110
     for record in audit_records:
@@ -29,6 +30,7 @@ def test_every_record_is_complete_and_cited(audit_records):
         assert "raised" not in record["detail"], record["detail"]
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_every_claim_has_a_mutant_and_every_mutant_is_killed(audit_records):
     survivors = []
     for record in audit_records:
@@ -38,6 +40,7 @@ def test_every_claim_has_a_mutant_and_every_mutant_is_killed(audit_records):
     assert survivors == []
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_every_claim_is_decided(audit_records):
     # The batch-size conjecture, the last one left open, is decided by the quick measurement's
     # models trained at each m (issue 13's data); an inconclusive record leaves its mutants alive.
@@ -128,6 +131,7 @@ def test_cli_writes_json_and_markdown_with_citations(tmp_path, capsys):
         assert title in markdown
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_the_table_wraps_statements_instead_of_cutting_them(audit_records):
     table = format_table(audit_records, width=80)
     longest = max(audit_records, key=lambda r: len(r["claim"]["statement"]))

@@ -5,6 +5,8 @@ import io
 import json
 import re
 
+import pytest
+
 from tools.readme_audit import AUDIT_JSON
 from tools.readme_blocks import BLOCKS, ROOT, _load_renderers
 
@@ -17,6 +19,7 @@ def _block(text: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_readme_audit_block_agrees_with_a_fresh_audit(audit_records, tmp_path):
     target = tmp_path / AUDIT_JSON
     target.parent.mkdir(parents=True)
@@ -26,6 +29,7 @@ def test_readme_audit_block_agrees_with_a_fresh_audit(audit_records, tmp_path):
     assert _block(README) == fresh, "run `make audit docs` and commit README.md and the JSON"
 
 
+@pytest.mark.slow  # the whole audit, its measured claim included (trains)
 def test_committed_json_agrees_with_a_fresh_audit(audit_records):
     committed = json.loads((ROOT / AUDIT_JSON).read_text())
 
