@@ -19,7 +19,7 @@ from gradlab.symbolic.claims import Verdict
 from gradlab.symbolic.supplementary_claims import (
     TABLE_S1,
     TABLE_S1_CORRECTED,
-    _merge_sort_comparisons,
+    merge_sort_comparisons,
     check_batch_size_conjecture,
     check_overhead,
     check_table_s1,
@@ -100,21 +100,21 @@ def test_closed_forms_by_hand_for_small_sizes():
 @pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8, 13, 33])
 def test_sorted_inputs_give_the_closed_forms(size):
     descending = list(range(size, 0, -1))
-    assert _merge_sort_comparisons(descending) == merges_left_first(size)
-    assert _merge_sort_comparisons(descending[::-1]) == merges_right_first(size)
+    assert merge_sort_comparisons(descending) == merges_left_first(size)
+    assert merge_sort_comparisons(descending[::-1]) == merges_right_first(size)
 
 
 @pytest.mark.parametrize("size", [3, 5, 7, 11])
 def test_ties_go_to_the_left_run(size):
     # Equal items are taken from the left run first (a stable sort): counted like sorted input.
-    assert _merge_sort_comparisons([0.5] * size) == merges_left_first(size)
+    assert merge_sort_comparisons([0.5] * size) == merges_left_first(size)
 
 
 @pytest.mark.parametrize("size", [2, 4, 6, 9, 16, 31, 64, 100])
 def test_random_inputs_match_the_count_from_stable_sorts(size):
     rng = np.random.default_rng(size)
     for values in (rng.random(size), rng.integers(0, 3, size).astype(float)):  # distinct, tied
-        got = _merge_sort_comparisons(values)
+        got = merge_sort_comparisons(values)
         assert got == comparisons_from_sorted(list(values))
         assert merges_left_first(size) <= got <= worst_case(size)
 
