@@ -369,7 +369,8 @@ def _sorted_rows_on_cpu(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     """
     columns = scores.shape[1]
     magnitude = _KEY_TYPES[torch.float32][1]
-    values = np.negative(np.from_dlpack(scores))  # a new buffer; becomes the sorted floats
+    values = np.empty(scores.shape, dtype=np.float32)  # C order; becomes the sorted floats
+    np.negative(np.from_dlpack(scores.detach()), out=values)
     values += 0.0  # -0.0 and +0.0 tie, as floats do
     key = values.view(np.int32)
     flags = np.isnan(values)
@@ -399,7 +400,7 @@ def _search_rows(ordered: torch.Tensor, needles: torch.Tensor, side: str) -> tor
         return torch.searchsorted(ordered, needles, side=side)
     # int32 (a row holds fewer than 2^31 entries): half the memory of the step's largest cache
     found = np.empty(needles.shape, dtype=np.int32)
-    rows = zip(np.from_dlpack(ordered), np.from_dlpack(needles), strict=True)  # views
+    rows = zip(np.from_dlpack(ordered.detach()), np.from_dlpack(needles.detach()), strict=True)
     for row, (values, targets) in enumerate(rows):
         found[row] = np.searchsorted(values, targets, side=side)
     return torch.from_numpy(found)

@@ -212,14 +212,19 @@ def test_an_unstable_sort_gives_the_same_window_counts_and_ap(kind):
         assert value == results[1][key] or (math.isnan(value) and math.isnan(results[1][key]))
 
 
-def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort():
+@pytest.mark.parametrize("transposed", [False, True])
+def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort(transposed):
     """The float32 CPU sort (NumPy, one int64 key per entry) against ``torch.sort(stable=True)``:
-    same order and same floats, with ties, signed zeros (tied), infinities and NaN (last)."""
+    same order and same floats, with ties, signed zeros (tied), infinities and NaN (last); a
+    transposed view (a score matrix read by columns) sorts into contiguous rows too."""
     generator = torch.Generator().manual_seed(12)
     scores = (torch.randn(7, 60, generator=generator) * 4).round() / 4  # many ties
     scores[:, :4] = torch.tensor([0.0, -0.0, 0.0, -0.0])
     scores[1, 7], scores[2, 9], scores[3, 11] = math.inf, -math.inf, math.nan
+    if transposed:
+        scores = scores.T.contiguous().T  # the same values, not contiguous
     batch = _score_batch(scores)
+    assert batch.negated_sorted.is_contiguous() and batch.descending_order.is_contiguous()
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
     got = batch.negated_sorted
