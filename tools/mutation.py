@@ -93,10 +93,16 @@ _MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py
 _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
 MONITOR_TESTS = {
+    "adapters": ["tests/monitor/test_adapters.py", "tests/monitor/test_watch.py", *_MONITOR_VALUES,
+                 "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
               "tests/monitor/test_anatomy.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
+    "config": ["tests/monitor/test_config.py", "tests/monitor/test_options.py",
+               "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py"],
+    "distributed": ["tests/monitor/test_monitor_paths.py",
+                    "tests/monitor/test_monitor_contract.py"],
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
@@ -111,6 +117,10 @@ MONITOR_TESTS = {
                     "test_monitor.py::test_plot_command",
                     "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions",
                     "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after"))],
+    "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
+    "run_folder": ["tests/monitor/test_runs.py", "tests/monitor/test_lock.py",
+                   "tests/monitor/test_monitor_contract.py",
+                   "tests/monitor/test_sink_roundtrip.py"],
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
