@@ -355,3 +355,15 @@ def test_logarithmic_integral_promotes_integers():
 def test_discount_with_non_finite_counts_raises_a_gradlab_error(call, name):
     with pytest.raises(GradlabError, match=f"^{name} must be finite for method='exact'"):
         call()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize(
+    "make",
+    [gradlab.SmoothAPLoss, gradlab.FastAPLoss, gradlab.BlackboxAPLoss, gradlab.FAPPYLoss],
+    ids=["smooth_ap", "fastap", "blackbox_ap", "fappy"],
+)
+def test_labels_on_another_device_are_refused_by_name(make):
+    message = r"^tensors must be on one device; got embeddings on cuda"
+    with pytest.raises(GradlabError, match=message):
+        make()(torch.ones(8, 3, device="cuda"), LABELS)
