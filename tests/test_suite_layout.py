@@ -32,7 +32,6 @@ PRIVATE_STILL_USED = {
         f"gradlab.symbolic.minibatch_claims.{name}"
         for name in ("_counts", "_agreement", "_all_indices", "_counts_from_distances")
     },
-    "symbolic/test_smoothap_claims.py": {"smoothap_claims._problem"},
     "symbolic/test_tie_aware_claims.py": {
         f"gradlab.symbolic.tie_aware_claims.{name}" for name in (
             "_harmonic_gap", "_ties", "_ap_at", "_tie_cases", "_G", "_affinity", "_brute_force",

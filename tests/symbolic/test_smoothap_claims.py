@@ -195,14 +195,42 @@ def test_the_final_form_check_runs_its_8_documented_problems():
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
-def test_the_final_form_check_draws_exactly_seeds_0_to_7(monkeypatch):
-    # A ninth problem (seed 8) happens not to raise the doubled numerator's worst error above,
-    # so the seeds themselves are recorded: the detail says 8 problems.
-    from gradlab.symbolic import smoothap_claims
+def _problem_terms(seed: int, temperature: float = 0.2) -> list[tuple]:
+    """``(A, B, C, D)`` of Eq. 12-13 (Brown et al., 2020) per positive i, float64 loops, for the
+    check's documented problem ``seed``: query N(0, 0.16 I_3), 3 positives then 4 negatives."""
+    rng = np.random.default_rng(seed)
+    query, vectors = rng.normal(size=3) * 0.4, rng.normal(size=(7, 3)) * 0.4
+    scores, positive, terms = vectors @ query, [True] * 3 + [False] * 4, []
+    for i in range(3):
+        a, c, b, d = 1.0, 0.0, np.zeros(3), np.zeros(3)
+        for j in range(7):
+            if j == i:
+                continue
+            g = 1.0 / (1.0 + np.exp(-(scores[j] - scores[i]) / temperature))
+            slope = g * (1.0 - g) / temperature
+            if positive[j]:
+                a, b = a + g, b + slope * (vectors[i] - vectors[j])
+            else:
+                c, d = c + g, d + slope * (vectors[i] - vectors[j])
+        terms.append((a, b, c, d))
+    return terms
 
-    seeds, original = [], smoothap_claims._problem
-    monkeypatch.setattr(
-        smoothap_claims, "_problem", lambda seed: seeds.append(seed) or original(seed)
-    )
-    check_final_form(Form({"D_ij": s_j - s_i, "numerator": A_ * D_ - C_ * B_}))
-    assert seeds == list(range(8))
+
+@pytest.mark.parametrize(
+    ("extra", "worst_seed"),
+    [(D_, 7), (B_ / C_**2, 3), (D_ / A_**2, 8)],  # a changed draw moves one of these worsts
+)
+def test_the_final_form_check_draws_exactly_seeds_0_to_7(extra, worst_seed):
+    # A numerator AD - CB + X misses the gradient by mean_i X_i / (A_i + C_i)^2 (the rest is
+    # exact): the detail's worst error is that of seeds 0..7; a ninth problem (seed 8) would
+    # raise the worst of the last form.
+    x = sp.lambdify((A_, B_, C_, D_), extra, "numpy")
+    errors = []
+    for seed in range(9):
+        miss = sum(x(a, b, c, d) / (a + c) ** 2 for a, b, c, d in _problem_terms(seed)) / 3
+        errors.append(float(np.abs(miss).max()))
+    assert int(np.argmax(errors)) == worst_seed
+    verdict = check_final_form(Form({"D_ij": s_j - s_i, "numerator": A_ * D_ - C_ * B_ + extra}))
+    worst = max(errors[:8])
+    expected = f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
