@@ -345,3 +345,49 @@ def test_mask_shape_and_device_messages_name_the_mask(name):
         GradlabError, match=rf"^tensors must be on one device; got scores on cpu, {name} on meta$"
     ):
         smooth_ap(scores, **{**masks, name: good.to("meta")})
+
+
+# --- the memory-bounded passes: groups without negatives, one block buffer ---------------------
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 6),
+    candidates=st.integers(1, 8),
+    density=st.floats(0.0, 1.0),
+    masked=st.booleans(),
+)
+def test_has_negatives_says_whether_some_query_of_the_group_has_a_negative(
+    seed, queries, candidates, density, masked
+):
+    generator = torch.Generator().manual_seed(seed)
+    mask = torch.rand(queries, candidates, generator=generator) < 0.8 if masked else None
+    positives = torch.rand(queries, candidates, generator=generator) < density
+    if mask is not None:
+        positives &= mask
+    for group in group_by_positive_count(positives, candidate_mask=mask):
+        negatives = []  # a loop over the group's queries and their candidate columns
+        for q in group.queries.tolist():
+            columns = range(candidates) if mask is None else torch.nonzero(mask[q]).flatten()
+            negatives.append(any(not positives[q, int(c)] for c in columns))
+        assert group.has_negatives == any(negatives)
+
+
+@pytest.mark.parametrize("budget", [1, 7, 40, 10_000])
+@pytest.mark.parametrize("backward", ["exact", "autograd"])
+def test_groups_without_negatives_and_small_chunks_keep_the_loop_values_and_gradients(
+    budget, backward
+):
+    """Rows 0-2: every candidate positive (their group is skipped); rows 3-5: mixed."""
+    scores, _ = random_problem(11, 6, 5, 0.5, spread=0.3)
+    positives = torch.tensor(
+        [[1, 1, 1, 1, 1]] * 3 + [[1, 0, 1, 0, 0], [0, 1, 1, 1, 0], [1, 0, 0, 0, 1]]
+    ).bool()
+    leaf = scores.clone().requires_grad_(True)
+    ap = smooth_ap(leaf, positives, 0.1, backward=backward, max_chunk_elements=budget)
+    ap.sum().backward()
+    for q in range(6):
+        row, flags = scores[q].tolist(), positives[q].tolist()
+        assert ap[q].item() == pytest.approx(smooth_ap_one_query(row, flags, 0.1), abs=1e-12)
+        want = smooth_ap_one_query_gradient(row, flags, 0.1)
+        assert leaf.grad[q].tolist() == pytest.approx(want, abs=1e-12)
