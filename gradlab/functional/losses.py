@@ -242,7 +242,7 @@ def smooth_ap_loss(
         finite = {"queries": embeddings, "candidates": candidates}
     tau = check_smooth_ap_inputs(scores, positives, candidate_mask, tau)
     records = _RECORDS.get()
-    stash: list | None = [] if records is not None or on_degenerate is not None else None
+    stash: list = []  # the groups (always: they give the queries that have a positive)
     ap = smooth_ap_checked(
         scores,
         positives,
@@ -253,18 +253,23 @@ def smooth_ap_loss(
         stash=stash,
         ranks_needed=records is not None,
     )
-    with_positive = positives if candidate_mask is None else positives & candidate_mask
+    groups = stash[0][0]
     if records is not None:
+        if candidate_mask is not None:
+            positives = positives & candidate_mask
         forward = SmoothAPForward(*stash[0])
         records.append(
-            LossRecord(scores, with_positive, candidate_mask, tau, include_query, in_batch, forward)
+            LossRecord(scores, positives, candidate_mask, tau, include_query, in_batch, forward)
         )
     if on_degenerate is not None:
         query_is_positive = include_query and in_batch
         per_query = scores.shape[1] - int(in_batch and not include_query)
-        if no_ranking_signal(stash[0][0], per_query, query_is_positive):
+        if no_ranking_signal(groups, per_query, query_is_positive):
             on_degenerate()
-    return mean_ap_loss(ap, scores, with_positive.any(dim=1))
+    has_positive = torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
+    for group in groups:  # O(Q): no second [Q, C] mask
+        has_positive[group.queries] = True
+    return mean_ap_loss(ap, scores, has_positive)
 
 
 def no_ranking_signal(
