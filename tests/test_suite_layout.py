@@ -28,10 +28,6 @@ PRIVATE_STILL_USED = {
             "_eq6_limit", "_bin", "_run_recurrence", "_weight", "_discrete_truth")),
         "fappy._gradient_negative", "fappy._probability", "fappy._histogram",
     },
-    "symbolic/test_minibatch_claims.py": {
-        f"gradlab.symbolic.minibatch_claims.{name}"
-        for name in ("_counts", "_agreement", "_all_indices", "_counts_from_distances")
-    },
     "symbolic/test_tie_aware_claims.py": {
         f"gradlab.symbolic.tie_aware_claims.{name}" for name in (
             "_harmonic_gap", "_ties", "_ap_at", "_tie_cases", "_G", "_affinity", "_brute_force",

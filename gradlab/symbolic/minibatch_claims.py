@@ -23,13 +23,50 @@ SEED = "003_9ae9ec3ce43e30ad"
 BITS, ITEMS, LEVELS = 4, 6, (0, 1)
 
 
-def _counts(phi: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """``c[i, d, v]`` of every query i (the query is not its own candidate)."""
+def soft_counts(phi: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The soft histogram counts ``c[i, d, v]`` of He et al. (2018), from relaxed codes.
+
+    Item i's candidates are the other items j; their relaxed Hamming distance
+    ``d(x_i, x_j) = (b - phi_i . phi_j) / 2`` is spread over the bins ``d = 0..BITS`` (this
+    module's code length, 4) by the triangular kernel, into level ``v = 1`` when ``labels[i] == labels[j]`` and ``v = 0``
+    otherwise (:func:`soft_counts_from_distances`). Differentiable in ``phi``.
+
+    Args:
+        phi: relaxed codes, ``[b, M]`` (one column per item, entries in [-1, 1]; ``b = BITS``).
+        labels: class labels, ``[M]``.
+
+    Returns:
+        ``[M, BITS + 1, 2]``: the counts per query, bin and affinity level.
+
+    Example:
+        >>> import torch
+        >>> codes = torch.tensor([[1.0, 1.0, -1.0]] * 4)  # b = 4 bits, M = 3 items
+        >>> soft_counts(codes, torch.tensor([0, 0, 1]))[0].tolist()  # item 1 at 0, item 2 at 4
+        [[0.0, 1.0], [0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [1.0, 0.0]]
+    """
     distances = (phi.shape[0] - phi.T @ phi) / 2.0
-    return _counts_from_distances(distances, labels)
+    return soft_counts_from_distances(distances, labels)
 
 
-def _counts_from_distances(distances: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def soft_counts_from_distances(distances: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``c[i, d, v] = sum_(j != i) max(0, 1 - |D[i, j] - d|) [1(labels[i] = labels[j]) = v]``.
+
+    The counts of :func:`soft_counts` from any distance matrix (not necessarily symmetric), for
+    the bins ``d = 0..b`` of this module's batch (``b = BITS``).
+
+    Args:
+        distances: ``[M, M]``, row i the query's distance to each candidate.
+        labels: class labels, ``[M]``.
+
+    Returns:
+        ``[M, BITS + 1, 2]``, in the dtype of ``distances``.
+
+    Example:
+        >>> import torch
+        >>> distances = torch.tensor([[0.0, 1.5], [1.5, 0.0]], dtype=torch.float64)
+        >>> soft_counts_from_distances(distances, torch.tensor([3, 3]))[0, :, 1].tolist()
+        [0.0, 0.5, 0.5, 0.0, 0.0]
+    """
     centres = torch.arange(BITS + 1, dtype=distances.dtype)
     kernel = torch.clamp(1.0 - (distances.unsqueeze(-1) - centres).abs(), min=0.0)
     kernel = kernel * (~torch.eye(len(labels), dtype=torch.bool)).unsqueeze(-1)
@@ -50,14 +87,14 @@ def _batch() -> dict:
         return (weights * counts**2).sum(dim=(1, 2))  # O_i, any smooth function of c^(i)
 
     leaf = phi.clone().requires_grad_(True)
-    counts = _counts(leaf, labels)
+    counts = soft_counts(leaf, labels)
     (gradient,) = torch.autograd.grad(objective_terms(counts).mean(), leaf)
     counts_leaf = counts.detach().clone().requires_grad_(True)
     (alpha,) = torch.autograd.grad(objective_terms(counts_leaf).sum(), counts_leaf)
     (alpha_of_mean,) = torch.autograd.grad(objective_terms(counts_leaf).mean(), counts_leaf)
-    jacobian = torch.autograd.functional.jacobian(lambda p: _counts(p, labels), phi)
+    jacobian = torch.autograd.functional.jacobian(lambda p: soft_counts(p, labels), phi)
     distances = ((BITS - phi.T @ phi) / 2.0).requires_grad_(True)
-    by_distance = torch.autograd.functional.jacobian(lambda x: _counts_from_distances(x, labels),
+    by_distance = torch.autograd.functional.jacobian(lambda x: soft_counts_from_distances(x, labels),
                                                      distances)  # fmt: skip
     same = (labels.unsqueeze(0) == labels.unsqueeze(1)).numpy()
     indicator = np.stack([same == bool(v) for v in LEVELS], axis=-1).astype(float)  # [i, j, v]

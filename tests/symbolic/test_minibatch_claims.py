@@ -18,17 +18,17 @@ from gradlab.symbolic.minibatch_claims import (
     BITS,
     ITEMS,
     LEVELS,
-    _agreement,
-    _all_indices,
-    _counts,
-    _counts_from_distances,
     check_a_matrix,
     check_beta,
     check_beta_symmetry,
     check_diagonal_column,
     check_jacobian_matrix,
+    check_off_diagonal_column,
+    check_unified_column,
     count_eq37,
     eq37_with_operation_count,
+    soft_counts,
+    soft_counts_from_distances,
 )
 
 
@@ -59,7 +59,7 @@ def test_counts_from_distances_match_loops(seed):
     items = 7
     distances = rng.uniform(-0.5, BITS + 0.5, size=(items, items))  # not symmetric on purpose
     labels = rng.integers(0, 3, items)
-    got = _counts_from_distances(torch.tensor(distances), torch.tensor(labels))
+    got = soft_counts_from_distances(torch.tensor(distances), torch.tensor(labels))
     assert got.dtype == torch.float64
     np.testing.assert_allclose(got.numpy(), counts_by_loops(distances, labels), rtol=0, atol=1e-12)
 
@@ -75,14 +75,14 @@ def test_counts_from_codes_use_the_relaxed_hamming_distance():
             for i in range(5)
         ]
     )
-    got = _counts(torch.tensor(phi), torch.tensor(labels)).numpy()
+    got = soft_counts(torch.tensor(phi), torch.tensor(labels)).numpy()
     np.testing.assert_allclose(got, counts_by_loops(distances, labels), rtol=0, atol=1e-12)
 
 
 def test_identical_binary_codes_fall_in_bin_zero_of_their_own_level():
     # Two equal +-1 codes are at distance 0: each counts the other once, in d = 0, v = same.
     phi = torch.ones(BITS, 2, dtype=torch.float64)
-    got = _counts(phi, torch.tensor([1, 1]))
+    got = soft_counts(phi, torch.tensor([1, 1]))
     expected = np.zeros((2, BITS + 1, 2))
     expected[:, 0, 1] = 1.0
     np.testing.assert_array_equal(got.numpy(), expected)
@@ -132,17 +132,40 @@ def test_eq37_operations_by_hand(bits, levels, items, by_hand):
 # --- the checks' ranges and edges ------------------------------------------------------------
 
 
-def test_all_indices_cover_every_query_bin_level_and_candidate():
-    every = set(itertools.product(range(ITEMS), range(BITS + 1), LEVELS, range(ITEMS)))
-    assert list(_all_indices()) == sorted(every, key=lambda t: (t[0], t[1], t[2], t[3]))
-    assert set(_all_indices(skip_diagonal=True)) == {t for t in every if t[0] != t[3]}
+def _wrong_at(i: int, d: int, v: int, j: int) -> str:
+    """An addend that changes a printed piece at one index (i, d, v, j) only."""
+    return f" + (i == {i}) * (d == {d}) * (v == {v}) * (j == {j})"
+
+
+CORNERS = [(0, 0, 0, 1), (0, 0, 0, ITEMS - 1), (ITEMS - 1, BITS, 1, ITEMS - 2),
+           (ITEMS - 2, BITS, 1, ITEMS - 1), (ITEMS - 1, 0, 1, 0)]  # fmt: skip
+
+
+@pytest.mark.parametrize("index", CORNERS)
+def test_every_query_bin_level_and_candidate_is_checked(index):
+    # A form wrong at one (i, d, v, j), the first and last of each range among them, fails.
+    assert check_unified_column(Form(printed("eq30") + _wrong_at(*index))).verdict == "fails"
+    assert check_off_diagonal_column(Form(printed("eq25") + _wrong_at(*index))).verdict == "fails"
+    assert check_beta(Form(printed("eq28") + _wrong_at(*index))).verdict == "fails"
+
+
+@pytest.mark.parametrize("i", [0, ITEMS - 1])
+def test_the_unified_column_is_checked_on_the_diagonal_too(i):
+    assert check_unified_column(Form(printed("eq30") + _wrong_at(i, BITS, 1, i))).verdict == "fails"
+    assert check_beta(Form(printed("eq28") + _wrong_at(i, BITS, 1, i))).verdict == "holds"
 
 
 def test_agreement_is_strict_and_a_failure_says_by_how_much():
-    assert _agreement([(0.0, 0.0)], "x").verdict == "holds"
-    at_bound = _agreement([(1e-10, 0.0)], "x")
+    # beta(0, 1) of bin 0, level 0 is exactly 0 in the check's batch, printed and true alike, so
+    # an addend there is the whole error: 1e-10 is not below the tolerance 1e-10.
+    at = " * (i == 0) * (d == 0) * (v == 0) * (j == 1)"
+    below = check_beta(Form(printed("eq28") + " + 5e-11" + at))
+    assert (below.verdict, below.detail.split(" (")[0]) == (
+        "holds", "beta_(d,v)(i, j) matches autograd to 5.0e-11")
+    at_bound = check_beta(Form(printed("eq28") + " + 1e-10" + at))
     assert at_bound.verdict == "fails"
-    assert at_bound.detail.startswith("x differs from autograd by up to 1e-10 ")
+    assert at_bound.detail == (f"beta_(d,v)(i, j) differs from autograd by up to 1e-10 "
+                               f"(M = {ITEMS}, b = {BITS}).")  # fmt: skip
 
 
 def test_a_form_wrong_only_in_the_last_bin_is_caught():
