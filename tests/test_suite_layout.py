@@ -28,11 +28,6 @@ PRIVATE_STILL_USED = {
             "_eq6_limit", "_bin", "_run_recurrence", "_weight", "_discrete_truth")),
         "fappy._gradient_negative", "fappy._probability", "fappy._histogram",
     },
-    "symbolic/test_tie_aware_claims.py": {
-        f"gradlab.symbolic.tie_aware_claims.{name}" for name in (
-            "_harmonic_gap", "_ties", "_ap_at", "_tie_cases", "_G", "_affinity", "_brute_force",
-            "_tie_dcg", "_dcg_at", "_v", "_tie_ap")
-    },
 }  # fmt: skip
 """Test file -> the private gradlab names it still uses (to be replaced by public inputs or
 public reference modules by the owners of those modules)."""

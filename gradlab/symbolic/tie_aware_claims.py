@@ -10,6 +10,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import mpmath
 import numpy as np
@@ -43,18 +45,38 @@ log2 = sp.log(2)
 # --- transcriptions that take the printed pieces -------------------------------------------
 
 
-def _ties(scores):
+def tie_groups(scores: Sequence[float]) -> list[list[int]]:
+    """The ties of a ranking: item indices grouped by equal score, highest score first.
+
+    Args:
+        scores: one score per item.
+
+    Returns:
+        One list of indices per distinct score, each in item order.
+
+    Example:
+        >>> tie_groups([1, 3, 1, 2, 3])
+        [[1, 4], [3], [0, 2]]
+    """
     groups = {}
     for index, score in enumerate(scores):
         groups.setdefault(score, []).append(index)
     return [groups[s] for s in sorted(groups, reverse=True)]
 
 
-def _tie_ap(summand: sp.Expr, scores, relevant, cutoff) -> float:
-    """Sum of the printed per-item summand over the ties (Eq. 1-3), items up to ``cutoff``.
+def tie_ap(summand: sp.Expr, scores: Sequence[float], relevant: Sequence[bool],
+           cutoff: int) -> float:  # fmt: skip
+    """Sum of the printed per-item summand over the ties (He et al., 2018, Eq. 1-3), items up to
+    ``cutoff``: the tie-aware AP@k that a summand in ``n_pos, n, N_pos_prev, N_prev, j_, N_plus``
+    gives, evaluated in float64 ``math``.
 
     In a tie of one item, ``(n+ - 1)/(n - 1)`` is 0/0 (times ``j - N_prev - 1 = 0``); there the
     summand is the mean of its values at ``n = 1 -+ 1e-7`` (error O(1e-14), the limit).
+
+    Example:
+        >>> precision = (N_pos_prev + (j_ - N_prev - 1) * share + 1) / j_  # tie-aware, Eq. 2
+        >>> round(tie_ap(n_pos / n * precision / N_plus, (1, 1, 0), [True, False, True], 3), 12)
+        0.708333333333
     """
     raw = sp.lambdify((n_pos, n, N_pos_prev, N_prev, j_, N_plus), summand, "math")
 
@@ -65,7 +87,7 @@ def _tie_ap(summand: sp.Expr, scores, relevant, cutoff) -> float:
 
     total, position, positives_before = 0.0, 0, 0
     plus = sum(relevant)
-    for group in _ties(scores):
+    for group in tie_groups(scores):
         size, pos = len(group), sum(relevant[i] for i in group)
         for j in range(position + 1, min(position + size, cutoff) + 1):
             total += function(pos, size, positives_before, position, j, plus)
@@ -74,7 +96,24 @@ def _tie_ap(summand: sp.Expr, scores, relevant, cutoff) -> float:
     return total
 
 
-def _brute_force(metric, scores, labels, cutoff):
+def brute_force_tie_average(metric: Callable[[tuple[int, ...], Any, int], float],
+                            scores: Sequence[float], labels: Any, cutoff: int) -> float:  # fmt: skip
+    """The mean of ``metric(order, labels, cutoff)`` over every tie-consistent order (brute force).
+
+    An order is tie-consistent when it ranks the items by descending score, ties in any order;
+    every permutation is tried (for a handful of items only). This is the tie-aware truth of
+    He et al. (2018), Eq. 1, that the printed tie-wise sums are checked against.
+
+    Args:
+        metric: ``metric(order, labels, cutoff)``, e.g. :func:`ap_at` or :func:`dcg_at`.
+        scores: one score per item.
+        labels: passed to ``metric`` (relevance or gains).
+        cutoff: passed to ``metric``.
+
+    Example:
+        >>> brute_force_tie_average(ap_at, (1, 1, 0), [True, False, True], 3)  # 17/24
+        0.7083333333333333
+    """
     values = []
     for order in itertools.permutations(range(len(scores))):
         if all(scores[order[k]] >= scores[order[k + 1]] for k in range(len(order) - 1)):
@@ -82,7 +121,13 @@ def _brute_force(metric, scores, labels, cutoff):
     return sum(values) / len(values)
 
 
-def _ap_at(order, relevant, cutoff):
+def ap_at(order: Sequence[int], relevant: Sequence[bool], cutoff: int) -> float:
+    """AP@k of one order: precision at each relevant item's rank up to ``cutoff``, over ``N+``.
+
+    Example:
+        >>> ap_at((2, 0, 1, 3), [True, False, False, True], 4)  # hits at ranks 2 and 4
+        0.5
+    """
     hits, total = 0, 0.0
     for rank, item in enumerate(order, start=1):
         if relevant[item]:
@@ -92,13 +137,33 @@ def _ap_at(order, relevant, cutoff):
     return total / sum(relevant)
 
 
-def _dcg_at(order, gains, cutoff):
+def dcg_at(order: Sequence[int], gains: Sequence[float], cutoff: int) -> float:
+    """DCG@k of one order: ``sum_(rank <= cutoff) gain / log2(rank + 1)``.
+
+    Example:
+        >>> dcg_at((1, 0), (3, 1), 2)  # gain 1 at rank 1, gain 3 at rank 2
+        2.8927892607143724
+    """
     return sum(gains[item] / math.log2(rank + 1) for rank, item in enumerate(order, start=1)
                if rank <= cutoff)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8)
-def _tie_cases(seed=0, count=10, size=6):
+def tie_cases(seed: int = 0, count: int = 10, size: int = 6) -> tuple[tuple, ...]:
+    """The tie-aware checks' random cases, each with its brute-force truths.
+
+    Per case, drawn from ``numpy.random.default_rng(seed)`` in this order: scores in {0, 1, 2}
+    (ties), relevance (item 0 always relevant), gains in {0, 1, 2}, a cutoff in 1..size.
+
+    Returns:
+        ``count`` tuples ``(scores, relevant, gains, cutoff, AP@cutoff, AP, DCG@cutoff, DCG)``,
+        the last four by :func:`brute_force_tie_average`.
+
+    Example:
+        >>> case = tie_cases(0)[0]
+        >>> case[4] == brute_force_tie_average(ap_at, case[0], case[1], case[3])
+        True
+    """
     rng = np.random.default_rng(seed)
     cases = []
     for _ in range(count):
@@ -108,10 +173,10 @@ def _tie_cases(seed=0, count=10, size=6):
         gains = tuple(rng.integers(0, 3, size).tolist())
         cutoff = int(rng.integers(1, size + 1))
         cases.append((scores, tuple(relevant), gains, cutoff,
-                      _brute_force(_ap_at, scores, relevant, cutoff),
-                      _brute_force(_ap_at, scores, relevant, size),
-                      _brute_force(_dcg_at, scores, gains, cutoff),
-                      _brute_force(_dcg_at, scores, gains, size)))  # fmt: skip
+                      brute_force_tie_average(ap_at, scores, relevant, cutoff),
+                      brute_force_tie_average(ap_at, scores, relevant, size),
+                      brute_force_tie_average(dcg_at, scores, gains, cutoff),
+                      brute_force_tie_average(dcg_at, scores, gains, size)))  # fmt: skip
     return tuple(cases)
 
 
@@ -119,12 +184,23 @@ gain_sum, level_sum, disc = sp.symbols("sum_G sum_v_G_n_dv sum_D")
 jj = sp.Symbol("j", positive=True, integer=True)
 
 
-def _tie_dcg(form: Form, scores, gains, cutoff) -> float:
-    """Sum over ties of the printed tie value, the discount ``D(j)`` as printed."""
+def tie_dcg(form: Form, scores: Sequence[float], gains: Sequence[float], cutoff: int) -> float:
+    """Sum over ties of the printed tie value, the discount ``D(j)`` as printed (float64 math).
+
+    Args:
+        form: pieces ``"tie value"`` (in ``gain_sum, level_sum, n, disc``) and ``"D(j)"`` (in
+            ``jj``), as He et al. (2018), Eq. 5-6 print them.
+        scores, gains, cutoff: one ranking with ties, its gains, and k of DCG@k.
+
+    Example:
+        >>> pieces = {"tie value": gain_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)}
+        >>> round(tie_dcg(Form(pieces), (1, 1), (3, 1), 2), 12)  # (3 + 1) / 2 * (1 + 1/log2 3)
+        3.261859507143
+    """
     discount = sp.lambdify(jj, form.value["D(j)"], "math")
     value = sp.lambdify((gain_sum, level_sum, n, disc), form.value["tie value"], "math")
     total, position = 0.0, 0
-    for group in _ties(scores):
+    for group in tie_groups(scores):
         levels = {}
         for i in group:
             levels[gains[i]] = levels.get(gains[i], 0) + 1
@@ -139,28 +215,31 @@ def _tie_dcg(form: Form, scores, gains, cutoff) -> float:
 
 
 def check_ap_at_k(form: Form) -> Verdict:
-    return numeric_agreement(lambda c: _tie_ap(form.value, c[0], c[1], c[3]), lambda c: c[4],
-                             _tie_cases(), tolerance=1e-12)  # fmt: skip
+    return numeric_agreement(lambda c: tie_ap(form.value, c[0], c[1], c[3]), lambda c: c[4],
+                             tie_cases(), tolerance=1e-12)  # fmt: skip
 
 
 def check_ap_full(form: Form) -> Verdict:
-    return numeric_agreement(lambda c: _tie_ap(form.value, c[0], c[1], len(c[0])), lambda c: c[5],
-                             _tie_cases(1), tolerance=1e-12)  # fmt: skip
+    return numeric_agreement(lambda c: tie_ap(form.value, c[0], c[1], len(c[0])), lambda c: c[5],
+                             tie_cases(1), tolerance=1e-12)  # fmt: skip
 
 
 def check_dcg_at_k(form: Form) -> Verdict:
-    return numeric_agreement(lambda c: _tie_dcg(form, c[0], c[2], c[3]), lambda c: c[6],
-                             _tie_cases(2), tolerance=1e-12)  # fmt: skip
+    return numeric_agreement(lambda c: tie_dcg(form, c[0], c[2], c[3]), lambda c: c[6],
+                             tie_cases(2), tolerance=1e-12)  # fmt: skip
 
 
 def check_dcg_full(form: Form) -> Verdict:
-    return numeric_agreement(lambda c: _tie_dcg(form, c[0], c[2], len(c[0])), lambda c: c[7],
-                             _tie_cases(3), tolerance=1e-12)  # fmt: skip
+    return numeric_agreement(lambda c: tie_dcg(form, c[0], c[2], len(c[0])), lambda c: c[7],
+                             tie_cases(3), tolerance=1e-12)  # fmt: skip
 
 
-_affinity = sp.symbols("a1:5", integer=True)
-_v = sp.Symbol("v", integer=True)
-_G = sp.Function("G")
+affinities = sp.symbols("a1:5", integer=True)
+"""The affinity levels ``A(j)`` of a tie's four items (Eq. 6's check)."""
+v_level = sp.Symbol("v", integer=True)
+"""The affinity level ``v`` that Eq. 6 sums over."""
+gain = sp.Function("G")
+"""The gain ``G`` of an affinity level (any function; the check takes ``G(v) = v^2 + 1``)."""
 
 
 def check_level_regrouping(form: Form) -> Verdict:
@@ -168,8 +247,8 @@ def check_level_regrouping(form: Form) -> Verdict:
     levels = (0, 1, 2)
     worst = 0
     for assignment in itertools.product(levels, repeat=4):
-        point = dict(zip(_affinity, assignment, strict=True))
-        printed = sum(form.value.subs(point).subs(_v, v).replace(_G, lambda u: u**2 + 1).doit()
+        point = dict(zip(affinities, assignment, strict=True))
+        printed = sum(form.value.subs(point).subs(v_level, v).replace(gain, lambda u: u**2 + 1).doit()
                       for v in levels)  # fmt: skip
         truth = sum(u**2 + 1 for u in assignment)
         worst = max(worst, abs(int(printed) - truth))
@@ -204,7 +283,13 @@ def check_harmonic_closed_form(form: Form) -> Verdict:
                     "(N_(d-1), n_d) in (0,1), (3,4), (7,2), (10,11): ")  # fmt: skip
 
 
-def _harmonic_gap(before, size):
+def harmonic_partial_sum(before: int, size: int) -> float:
+    """``H(before + size) - H(before) = sum_(k = before + 1)^(before + size) 1/k`` (mpmath).
+
+    Example:
+        >>> round(harmonic_partial_sum(1, 2), 12)  # 1/2 + 1/3
+        0.833333333333
+    """
     return float(mpmath.harmonic(before + size) - mpmath.harmonic(before))
 
 
@@ -218,7 +303,7 @@ def check_log_approximation(form: Form) -> Verdict:
             value = float(approx(mpmath.mpf(before), mpmath.mpf(before + size)))
         except (ZeroDivisionError, ValueError):
             value = math.inf
-        errors[(before, size)] = abs(value - _harmonic_gap(before, size))
+        errors[(before, size)] = abs(value - harmonic_partial_sum(before, size))
     worst = max(errors, key=errors.get)
     first_bin = max(e for (before, _), e in errors.items() if before == 0)
     return decide(
@@ -236,7 +321,7 @@ def check_quadrature_rule(form: Form) -> Verdict:
     cases = [(x, y) for x in range(1, 40, 3) for y in range(1, 40, 5)]
     return numeric_agreement(
         lambda cs: sum(1 / (k - offset) for k in range(cs[0] + 1, cs[0] + cs[1] + 1)),
-        lambda cs: _harmonic_gap(*cs),
+        lambda cs: harmonic_partial_sum(*cs),
         cases,
         tolerance=1e-12,
     )
@@ -428,7 +513,7 @@ def claims() -> list[Claim]:
     eq5 = Form(dcg, context="DCG_T(R^(d)) with k = |S|")
     eq7 = Form({"tie value": level_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)},
                context="DCG_T(R^(d)) = 1/n_d sum_v G(v) n_(d,v) sum_j D(j)")  # fmt: skip
-    eq6 = Form(_G(_v) * sum(sp.KroneckerDelta(_v, x) for x in _affinity),
+    eq6 = Form(gain(v_level) * sum(sp.KroneckerDelta(v_level, x) for x in affinities),
                lhs="summand over v of Eq. 6 (tie of 4, n_(d,v) = sum_j 1[v = A(j)])")
     eq8 = Form(share + (N_pos_prev + 1 - share * (N_prev + 1)) / t, lhs="beta_d(t)")
     beta = sp.Symbol("beta_d(t)")
@@ -498,7 +583,7 @@ def claims() -> list[Claim]:
               mutants=(with_parameters(eq5, "1/n_d dropped", **{"tie value": gain_sum * disc}),)),
         Claim(SEED, "eq6", "the tie's gains regrouped by affinity level", eq6,
               check_level_regrouping, "exact, every assignment of levels",
-              mutants=(substituted(eq6, {_v: _v + 1}, "level index shifted in the indicator"),)),
+              mutants=(substituted(eq6, {v_level: v_level + 1}, "level index shifted in the indicator"),)),
         Claim(SEED, "eq7", "tie-aware DCG by affinity level", eq7, check_dcg_full,
               "float64 vs brute force",
               mutants=(with_parameters(eq7, "1/n_d dropped", **{"tie value": level_sum * disc}),)),

@@ -18,25 +18,17 @@ from sympy.utilities.lambdify import implemented_function
 
 from gradlab.symbolic.claims import Form
 from gradlab.symbolic.tie_aware_claims import (
-    _G,
     C_pos_prev,
     C_prev,
     N_d,
     N_plus,
     N_pos_prev,
     N_prev,
-    _affinity,
-    _ap_at,
-    _brute_force,
-    _dcg_at,
-    _harmonic_gap,
-    _tie_ap,
-    _tie_cases,
-    _tie_dcg,
-    _ties,
-    _v,
     a,
+    affinities,
+    ap_at,
     b,
+    brute_force_tie_average,
     c,
     c_pos,
     check_ap_at_k,
@@ -58,34 +50,42 @@ from gradlab.symbolic.tie_aware_claims import (
     check_one_item_bin,
     check_quadrature_rule,
     claims,
+    dcg_at,
     disc,
+    gain,
     gain_sum,
+    harmonic_partial_sum,
     j_,
     jj,
     n,
     n_pos,
     share,
+    tie_ap,
+    tie_cases,
+    tie_dcg,
+    tie_groups,
+    v_level,
 )
 
 
 def test_ties_group_indices_by_score_highest_score_first():
-    assert _ties([1, 3, 1, 2, 3]) == [[1, 4], [3], [0, 2]]
-    assert _ties([0.5]) == [[0]]
+    assert tie_groups([1, 3, 1, 2, 3]) == [[1, 4], [3], [0, 2]]
+    assert tie_groups([0.5]) == [[0]]
 
 
 def test_ap_at_a_cutoff_counts_precision_at_relevant_ranks_up_to_it():
     # order 2, 0, 1, 3 with items 0 and 3 relevant: hits at ranks 2 (1/2) and 4 (2/4)
     relevant = [True, False, False, True]
-    assert _ap_at((2, 0, 1, 3), relevant, 4) == pytest.approx((1 / 2 + 2 / 4) / 2, abs=1e-15)
-    assert _ap_at((2, 0, 1, 3), relevant, 3) == pytest.approx((1 / 2) / 2, abs=1e-15)
-    assert _ap_at((2, 0, 1, 3), relevant, 1) == 0.0
+    assert ap_at((2, 0, 1, 3), relevant, 4) == pytest.approx((1 / 2 + 2 / 4) / 2, abs=1e-15)
+    assert ap_at((2, 0, 1, 3), relevant, 3) == pytest.approx((1 / 2) / 2, abs=1e-15)
+    assert ap_at((2, 0, 1, 3), relevant, 1) == 0.0
 
 
 def test_dcg_at_a_cutoff_sums_gains_over_log2_of_rank_plus_one():
     gains = (3, 0, 1)
     # order 1, 2, 0: gains 0, 1, 3 at ranks 1, 2, 3
-    assert _dcg_at((1, 2, 0), gains, 3) == pytest.approx(1 / math.log2(3) + 3 / 2, abs=1e-15)
-    assert _dcg_at((1, 2, 0), gains, 2) == pytest.approx(1 / math.log2(3), abs=1e-15)
+    assert dcg_at((1, 2, 0), gains, 3) == pytest.approx(1 / math.log2(3) + 3 / 2, abs=1e-15)
+    assert dcg_at((1, 2, 0), gains, 2) == pytest.approx(1 / math.log2(3), abs=1e-15)
 
 
 def test_brute_force_averages_over_exactly_the_tie_consistent_orders():
@@ -96,7 +96,7 @@ def test_brute_force_averages_over_exactly_the_tie_consistent_orders():
         seen.append(order)
         return len(seen)
 
-    assert _brute_force(metric, (2, 1, 1), None, 3) == 1.5
+    assert brute_force_tie_average(metric, (2, 1, 1), None, 3) == 1.5
     assert sorted(seen) == [(0, 1, 2), (0, 2, 1)]
 
 
@@ -104,14 +104,14 @@ def test_brute_force_tie_aware_ap_matches_an_exact_rational_average():
     # scores (1, 1, 0), relevant items 0 and 2: orders (0, 1, 2) -> (1 + 2/3)/2 and
     # (1, 0, 2) -> (1/2 + 2/3)/2; the mean is 17/24
     truth = (Fraction(5, 3) / 2 + Fraction(7, 6) / 2) / 2
-    value = _brute_force(_ap_at, (1, 1, 0), [True, False, True], 3)
+    value = brute_force_tie_average(ap_at, (1, 1, 0), [True, False, True], 3)
     assert value == pytest.approx(float(truth), abs=1e-15)
 
 
 @pytest.mark.parametrize(("before", "size"), [(0, 1), (0, 5), (3, 4), (100, 7)])
 def test_harmonic_gap_is_the_partial_sum_of_reciprocals(before, size):
     truth = sum(Fraction(1, k) for k in range(before + 1, before + size + 1))
-    assert _harmonic_gap(before, size) == pytest.approx(float(truth), rel=1e-15)
+    assert harmonic_partial_sum(before, size) == pytest.approx(float(truth), rel=1e-15)
 
 
 # --- independent references ------------------------------------------------------------------
@@ -188,7 +188,7 @@ DCG_PIECES = {"tie value": gain_sum / n * disc, "D(j)": 1 / sp.log(jj + 1, 2)}
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
 def test_tie_cases_are_the_documented_draws_with_brute_force_truths(seed):
-    cases = _tie_cases(seed)
+    cases = tie_cases(seed)
     documented = _documented_cases(seed)
     assert [case[:4] for case in cases] == documented
     for case, (scores, relevant, gains, cutoff) in zip(cases, documented, strict=True):
@@ -199,12 +199,12 @@ def test_tie_cases_are_the_documented_draws_with_brute_force_truths(seed):
 
 
 def test_tie_cases_cover_ties_misses_and_every_cutoff():
-    cases = [case for seed in range(4) for case in _tie_cases(seed)]
+    cases = [case for seed in range(4) for case in tie_cases(seed)]
     assert {s for case in cases for s in case[0]} == {0, 1, 2}
     assert {g for case in cases for g in case[2]} == {0, 1, 2}
     assert {case[3] for case in cases} == {1, 2, 3, 4, 5, 6}
     assert any(not all(case[1]) for case in cases) and all(case[1][0] for case in cases)
-    assert _tie_cases(5, count=3, size=4)[2][:4] == _documented_cases(5, count=3, size=4)[2]
+    assert tie_cases(5, count=3, size=4)[2][:4] == _documented_cases(5, count=3, size=4)[2]
 
 
 HAND_CASES = [
@@ -218,7 +218,7 @@ HAND_CASES = [
 @pytest.mark.parametrize("cutoff", [1, 2, 3, 4])
 def test_tie_ap_sums_the_printed_summand_to_the_exact_tie_aware_ap(scores, relevant, cutoff):
     truth = _exact_tie_ap(scores, relevant, cutoff)
-    assert _tie_ap(AP_SUMMAND, scores, list(relevant), cutoff) == pytest.approx(
+    assert tie_ap(AP_SUMMAND, scores, list(relevant), cutoff) == pytest.approx(
         float(truth), abs=1e-13
     )
 
@@ -228,7 +228,7 @@ def test_tie_ap_sums_the_printed_summand_to_the_exact_tie_aware_ap(scores, relev
 def test_tie_dcg_sums_the_printed_tie_values_to_the_mean_over_tie_orders(scores, relevant, cutoff):
     gains = tuple(range(len(scores)))
     truth = _mean_tie_dcg(scores, gains, cutoff)
-    assert _tie_dcg(Form(DCG_PIECES), scores, gains, cutoff) == pytest.approx(truth, abs=1e-13)
+    assert tie_dcg(Form(DCG_PIECES), scores, gains, cutoff) == pytest.approx(truth, abs=1e-13)
 
 
 # --- the checks, given forms wrong by a little -----------------------------------------------
@@ -290,9 +290,9 @@ def test_a_dcg_discount_off_by_one_part_in_a_billion_fails(check):
 def test_a_regrouping_that_drops_one_affinity_level_fails_by_four_of_its_gains(level):
     # G(v) = v^2 + 1; the worst assignment puts all 4 items at the dropped level
     dropped = (
-        _G(_v)
-        * sum(sp.KroneckerDelta(_v, x) for x in _affinity)
-        * (1 - sp.KroneckerDelta(_v, level))
+        gain(v_level)
+        * sum(sp.KroneckerDelta(v_level, x) for x in affinities)
+        * (1 - sp.KroneckerDelta(v_level, level))
     )
     verdict = check_level_regrouping(Form(dropped))
     assert (verdict.verdict, verdict.detail) == (
@@ -716,7 +716,7 @@ def test_a_bin_of_one_item_is_approached_from_above():
 def test_the_ap_summand_is_evaluated_in_float64_math():
     # sqrt(n+_d - 2) at a tie with one positive: the math module raises where numpy gives nan
     with pytest.raises(ValueError, match="math domain error"):
-        _tie_ap(sp.sqrt(n_pos - 2), (1, 0), [True, False], 2)
+        tie_ap(sp.sqrt(n_pos - 2), (1, 0), [True, False], 2)
 
 
 @pytest.mark.parametrize(
@@ -729,7 +729,7 @@ def test_the_ap_summand_is_evaluated_in_float64_math():
 )
 def test_the_dcg_pieces_are_evaluated_in_float64_math(pieces):
     with pytest.raises(ValueError, match="math domain error"):
-        _tie_dcg(Form(pieces), (2, 1, 0), (1, 1, 1), 3)
+        tie_dcg(Form(pieces), (2, 1, 0), (1, 1, 1), 3)
 
 
 @pytest.mark.parametrize(
