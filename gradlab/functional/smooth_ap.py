@@ -16,6 +16,10 @@ next to a rank-counting ``G(D_ij)``; the two cannot both hold (see ``gradlab aud
 **Cost.** Only the positive rows of each query's difference matrix enter AP, so forward and
 backward evaluate ``sum_q |P_q| * C`` sigmoids, processed in chunks of at most
 ``max_chunk_elements`` entries; the dense ``Q * C * C`` tensor of the official code is never built.
+Each pass writes its chunks into one preallocated block (:func:`block_buffer`) and the ranks into
+preallocated tensors, so its extra memory is one block plus ``O(sum_q |P_q|)``, whatever the label
+layout. A query without negatives (a one-class batch) has AP exactly 1 and a zero gradient; its
+blocks are skipped.
 
 The backward is the closed form of ``d AP / d s`` (the score-space version of the seeds'
 ``AD - CB`` decomposition, Eq. 13 of seed 000):
