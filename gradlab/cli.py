@@ -39,6 +39,27 @@ def _section_names() -> list[str]:
     return list(SECTIONS)
 
 
+EXTRA_OF_COMMAND = {
+    "report": ("studies", ("sympy", "mpmath", "scipy", "sklearn", "matplotlib", "seaborn", "tqdm")),
+    "audit": ("audit", ("sympy", "mpmath", "scipy", "sklearn")),
+    "plot": ("plot", ("matplotlib", "seaborn")),
+}
+"""Command -> the extra it needs and the packages that extra installs (checked before work)."""
+
+
+def _check_extras(argv: list[str]) -> None:
+    """Refuse a command whose extra is not installed, in one line, before anything else runs."""
+    from gradlab.extras import is_installed, missing_extra
+
+    command = next((word for word in argv if not word.startswith("-")), None)
+    if command not in EXTRA_OF_COMMAND or {"-h", "--help"} & set(argv):
+        return
+    extra, packages = EXTRA_OF_COMMAND[command]
+    for package in packages:
+        if not is_installed(package):
+            raise missing_extra(package, extra, f"gradlab {command}")
+
+
 def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="gradlab", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=_version())
@@ -160,7 +181,12 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command's figures are files; a user's wins
-    arguments = _build_parser(with_sections="report" in argv).parse_args(argv)
+    try:
+        _check_extras(argv)
+        arguments = _build_parser(with_sections="report" in argv).parse_args(argv)
+    except GradlabError as error:
+        print(f"gradlab: {error}", file=sys.stderr)
+        return 2
     try:
         if arguments.command == "report":
             from gradlab.progress import set_progress_mode

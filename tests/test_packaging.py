@@ -403,3 +403,39 @@ print(main(["audit", "--json", "/proc/x.json"]), "torch" in sys.modules)
                             check=True)  # fmt: skip
     assert result.stdout.split() == ["2", "False"]
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    ("argv", "blocked", "extra"),
+    [
+        (["audit"], "scipy", "audit"),
+        (["audit", "--mutants"], "sklearn", "audit"),
+        (["report", "--quick", "--out", "{tmp}/r"], "matplotlib", "studies"),
+        (["report", "--only", "no_such_section"], "tqdm", "studies"),
+        (["plot", "{tmp}/no_such_run"], "seaborn", "plot"),
+    ],
+)
+def test_a_command_without_its_extra_is_one_line_and_exit_2(tmp_path, argv, blocked, extra):
+    """Each command checks its extra before any work: one line naming the extra, exit code 2,
+    nothing written (a user who installed only the core, or only ``[plot]``)."""
+    argv = [word.replace("{tmp}", str(tmp_path)) for word in argv]
+    code = f"""
+import importlib.abc, sys
+
+class Block(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] == {blocked!r}:
+            raise ImportError(f"blocked {{name}}", name=name)
+        return None
+
+sys.meta_path.insert(0, Block())
+from gradlab.cli import main
+print(main({argv!r}))
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=ROOT, timeout=300)  # fmt: skip
+    assert result.stdout.strip() == "2", result.stderr[-3000:]
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"pip install '{DISTRIBUTION}[{extra}]'" in lines[0]
+    assert list(tmp_path.iterdir()) == []

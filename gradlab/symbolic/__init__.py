@@ -8,10 +8,13 @@ The claim API is public: build a :class:`Claim` from a printed :class:`Form` and
 
 from gradlab.extras import missing_extra
 
-try:  # the audit extra, checked before the submodules import it
+try:  # the audit extra (its claim tables use all four), checked before the submodules import it
+    import mpmath  # noqa: F401
+    import scipy  # noqa: F401
+    import sklearn  # noqa: F401
     import sympy  # noqa: F401
 except ImportError as error:
-    raise missing_extra("sympy", "audit", "gradlab.symbolic") from error
+    raise missing_extra(error.name or "sympy", "audit", "gradlab.symbolic") from error
 
 from gradlab.symbolic.audit import all_claims, format_markdown, format_table, run_audit
 from gradlab.symbolic.claims import (

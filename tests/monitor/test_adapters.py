@@ -24,12 +24,13 @@ def _readme_score_example() -> tuple[str, str]:
     """The README's two lines that watch NT-Xent and call it on a score matrix, and the loss
     its comment names as the alternative (VSE++'s)."""
     text = README.read_text(encoding="utf-8")
-    match = re.search(r"^(loss_fn = monitor\.watch\(gradlab\.NTXentLoss\(.*?\)\))\s*#.*?"
+    match = re.search(r"^(monitor = gradlab\.Monitor\(.*?\))\s*#.*\n"
+                      r"(loss_fn = monitor\.watch\(gradlab\.NTXentLoss\(.*?\)\))\s*#.*?"
                       r"(gradlab\.MaxViolationTripletLoss\([^)]*\))\n(loss = loss_fn\(.*?\))"
                       r"\s*#", text, re.MULTILINE)  # fmt: skip
     assert match, "README.md lost its NT-Xent Monitor example"
-    watch, alternative, call = match.groups()
-    return f"{watch}\n{call}\n", alternative
+    make_monitor, watch, alternative, call = match.groups()
+    return f"{make_monitor}\n{watch}\n{call}\n", alternative
 
 
 @pytest.mark.parametrize("loss", ["NT-Xent", "VSE++"])
@@ -40,10 +41,11 @@ def test_the_readmes_score_loss_examples_log_their_anatomy_as_written(tmp_path, 
     generator = torch.Generator().manual_seed(0)
     images = torch.randn(6, 8, generator=generator, requires_grad=True)
     captions = torch.randn(6, 8, generator=generator, requires_grad=True)
-    with Monitor(tmp_path, preset="full", every=1) as monitor:
-        namespace = {"gradlab": gradlab, "monitor": monitor, "images": images,
-                     "captions": captions, "positives": torch.eye(6, dtype=torch.bool)}
-        exec(compile(code, str(README), "exec"), namespace)
+    code = re.sub(r'Monitor\("[^"]*"', f"Monitor({str(tmp_path)!r}", code)  # the log folder
+    namespace = {"gradlab": gradlab, "images": images, "captions": captions,
+                 "positives": torch.eye(6, dtype=torch.bool)}
+    exec(compile(code, str(README), "exec"), namespace)
+    with namespace["monitor"] as monitor:
         namespace["loss"].backward()
         record = monitor.step()
     for direction in ("i2t", "t2i"):
