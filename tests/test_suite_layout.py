@@ -22,12 +22,6 @@ PRIVATE_STILL_USED = {
                                    "gradlab.monitor.batch._KEYED_SORT_FROM"},
     "monitor/test_lock_claims.py": {"lock._read", "lock._pid_alive"},
     "monitor/test_values.py": {"gradlab.monitor.quantities._summaries"},
-    "symbolic/test_fappy_claims.py": {
-        *(f"gradlab.symbolic.fappy_claims.{name}" for name in (
-            "_gradient_negative", "_histogram", "_probability", "_support", "_edge_values",
-            "_eq6_limit", "_bin", "_run_recurrence", "_weight", "_discrete_truth")),
-        "fappy._gradient_negative", "fappy._probability", "fappy._histogram",
-    },
 }  # fmt: skip
 """Test file -> the private gradlab names it still uses (to be replaced by public inputs or
 public reference modules by the owners of those modules)."""

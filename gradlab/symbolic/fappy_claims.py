@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import sympy as sp
@@ -38,39 +39,99 @@ Nn, h_left, h_right, S_t, S_t1 = sp.symbols("|N| h_left h_right S_t S_(t+1)", po
 EQ7_SIDE = h_left * S_t + h_right * S_t1  # per negative set: h_left sum_(u>=t) + h_right sum_(u>=t+1)
 
 
-def _weight(similarity, u, delta, kernel=_weight_of):
+def kernel_weight(similarity: float, u: int, delta: float,
+                  kernel: Callable[..., float] = _weight_of) -> float:  # fmt: skip
+    """The weight of ``similarity`` on bin ``u`` (boundary ``b_u = -1 + u Delta``), Eq. 3.
+
+    Args:
+        similarity: a cosine in [-1, 1].
+        u: the bin index, ``0..2/delta``.
+        delta: the bin width Delta.
+        kernel: ``kernel(s, b_(u-1), b_u, b_(u+1), Delta)``; Eq. 3's triangle by default.
+
+    Example:
+        >>> kernel_weight(0.1, 2, 0.5)  # b_2 = 0: 1 - 0.1 / 0.5
+        0.8
+    """
     return kernel(similarity, -1 + (u - 1) * delta, -1 + u * delta, -1 + (u + 1) * delta, delta)
 
 
-def _bin(s_ij, delta):
+def pair_bin(s_ij: float, delta: float) -> tuple[int, int]:
+    """``(t, bins)``: the bin ``t`` with ``b_t <= s_ij < b_(t+1)`` (``s_ij = 1`` in the last
+    cell) and the number of boundaries ``2/Delta + 1``.
+
+    Example:
+        >>> pair_bin(-0.5, 0.25), pair_bin(1.0, 0.25)
+        ((2, 9), (7, 9))
+    """
     bins = round(2 / delta) + 1
     return min(math.floor((s_ij + 1) / delta), bins - 2), bins
 
 
-def _histogram(negatives, delta, normalizer=None, kernel=_weight_of):
+def negative_histogram(negatives: Sequence[float], delta: float,
+                       normalizer: Callable[[int], float] | None = None,
+                       kernel: Callable[..., float] = _weight_of) -> list[float]:  # fmt: skip
+    """The histogram ``h^u`` of a negative set on the boundaries ``b_u`` (Eq. 4-5).
+
+    Args:
+        negatives: the negatives' similarities to the anchor.
+        delta: the bin width Delta.
+        normalizer: ``|N| -> scale`` (``1/|N|`` by default, a distribution).
+        kernel: as in :func:`kernel_weight`.
+
+    Example:
+        >>> negative_histogram([-1.0, 0.5], 1.0)  # boundaries -1, 0, 1
+        [0.5, 0.25, 0.25]
+    """
     bins = round(2 / delta) + 1
     scale = (1 / len(negatives)) if normalizer is None else normalizer(len(negatives))
-    return [scale * sum(_weight(x, u, delta, kernel) for x in negatives) for u in range(bins)]
+    return [scale * sum(kernel_weight(x, u, delta, kernel) for x in negatives) for u in range(bins)]
 
 
-def _probability(s_ij, negatives_i, negatives_j, delta, side=EQ7_SIDE, normalizer=None,
+def pair_probability(s_ij, negatives_i, negatives_j, delta, side=EQ7_SIDE, normalizer=None,
                  heights=(0, 1)):  # fmt: skip
-    """Eq. 1-7 transcribed: ``heights`` are the bins (t + offset) of h_left, h_right."""
+    """``P_ij`` of Eq. 7 (the pair's heights times the negatives' mass at or above them, summed
+    over the negative sets of i and of j): Eq. 1-7 transcribed.
+
+    Args:
+        s_ij: the pair's similarity.
+        negatives_i, negatives_j: the similarities of the negatives of i and of j.
+        delta: the bin width Delta.
+        side: Eq. 7's combination of ``h_left, h_right, S_t, S_(t+1)`` for one negative set.
+        normalizer: as in :func:`negative_histogram`.
+        heights: the bins ``t + offset`` that carry ``h_left`` and ``h_right``.
+
+    Example:
+        >>> pair_probability(0.1, [1.0, 1.0], [1.0], 0.25)  # every negative above the pair
+        2.0
+    """
     combine = sp.lambdify((h_left, h_right, S_t, S_t1), side, "math")
-    t, _ = _bin(s_ij, delta)
-    left, right = _weight(s_ij, t + heights[0], delta), _weight(s_ij, t + heights[1], delta)
+    t, _ = pair_bin(s_ij, delta)
+    left, right = kernel_weight(s_ij, t + heights[0], delta), kernel_weight(s_ij, t + heights[1], delta)
     total = 0.0
     for negatives in (negatives_i, negatives_j):
-        h = _histogram(negatives, delta, normalizer)
+        h = negative_histogram(negatives, delta, normalizer)
         total += combine(left, right, sum(h[t:]), sum(h[t + 1 :]))
     return total
 
 
-def _gradient_negative(s_ij, s_ik, delta, count, step=1e-7):
-    """dP_ij/ds_ik for one negative of i (the others far below), central differences."""
+def negative_gradient(s_ij, s_ik, delta, count, step=1e-7):
+    """dP_ij/ds_ik for one negative of i (the others far below), central differences.
+
+    Args:
+        s_ij: the pair's similarity.
+        s_ik: the negative's similarity.
+        delta: the bin width Delta.
+        count: ``|N|``, the size of each negative set (the others sit at -0.999).
+        step: the finite-difference step.
+
+    Example:
+        >>> round(negative_gradient(-0.675, -0.6, 0.25, 4), 6)  # h_right / (|N| Delta)
+        0.3
+    """
     others = [-0.999] * (count - 1)
-    plus = _probability(s_ij, [s_ik + step, *others], [-0.999] * count, delta)
-    minus = _probability(s_ij, [s_ik - step, *others], [-0.999] * count, delta)
+    plus = pair_probability(s_ij, [s_ik + step, *others], [-0.999] * count, delta)
+    minus = pair_probability(s_ij, [s_ik - step, *others], [-0.999] * count, delta)
     return (plus - minus) / (2 * step)
 
 
@@ -84,7 +145,7 @@ def check_kernel(form: Form) -> Verdict:
     for delta in (2.0, 0.5, 0.125):
         bins = round(2 / delta) + 1
         for x in np.linspace(-1, 1, 101):
-            weights = [_weight(x, u, delta, kernel) for u in range(bins)]
+            weights = [kernel_weight(x, u, delta, kernel) for u in range(bins)]
             worst = max(worst, abs(sum(weights) - 1),
                         abs(sum(w * (-1 + u * delta) for u, w in enumerate(weights)) - x))  # fmt: skip
     return decide(worst < 1e-12, f"the weights of every s sum to 1 and their mean boundary is s "
@@ -98,21 +159,33 @@ def check_heights(form: Form) -> Verdict:
     worst = 0.0
     for delta in (0.5, 0.25):
         for x in np.linspace(-0.99, 0.99, 37):
-            t, _ = _bin(x, delta)
-            left, right = _weight(x, t + offsets[0], delta), _weight(x, t + offsets[1], delta)
+            t, _ = pair_bin(x, delta)
+            left, right = kernel_weight(x, t + offsets[0], delta), kernel_weight(x, t + offsets[1], delta)
             worst = max(worst, abs(left + right - 1), abs(left * (-1 + t * delta) + right * (-1 + (t + 1) * delta) - x))
     return decide(worst < 1e-12, f"h_left + h_right = 1 and h_left b_t + h_right b_(t+1) = s_ij (max error {worst:.1e}).",
                   f"the heights miss s_ij's mass or mean by {worst:.3g}.")  # fmt: skip
 
 
-def check_negative_histogram(form: Form) -> Verdict:
-    """Eq. 4-5: each negative histogram is a distribution whose mean is the negatives' mean."""
+def check_negative_histogram(
+    form: Form, histogram: Callable[..., list[float]] = negative_histogram
+) -> Verdict:
+    """Eq. 4-5: each negative histogram is a distribution whose mean is the negatives' mean.
+
+    Args:
+        form: the printed normaliser, in ``Nn``.
+        histogram: ``histogram(negatives, delta, normalizer)``, :func:`negative_histogram` by
+            default (the check of another histogram's mass and mean).
+
+    Example:
+        >>> check_negative_histogram(Form(1 / Nn)).verdict
+        'holds'
+    """
     normalizer = sp.lambdify(Nn, form.value, "math")
     rng = np.random.default_rng(4)
     worst = 0.0
     for _ in range(10):
         negatives = rng.uniform(-1, 1, int(rng.integers(1, 9))).tolist()
-        h = _histogram(negatives, 0.25, normalizer)
+        h = histogram(negatives, 0.25, normalizer)
         worst = max(worst, abs(sum(h) - 1), abs(sum(w * (-1 + u * 0.25) for u, w in enumerate(h)) - np.mean(negatives)))
     return decide(worst < 1e-12, f"sum_u h^u = 1 and sum_u h^u b_u = mean s over N_ij (max error {worst:.1e}).",
                   f"the histogram misses mass or mean by {worst:.3g}.")  # fmt: skip
@@ -132,11 +205,16 @@ def check_probability_definition(form: Form) -> Verdict:
                   "probabilities, not a probability.")  # fmt: skip
 
 
-def _discrete_truth(s_ij, negatives, delta):
-    """P(neg >= pair) for the kernel-discretised pair and negatives, by a double loop."""
-    t, bins = _bin(s_ij, delta)
-    pair = {t: _weight(s_ij, t, delta), t + 1: _weight(s_ij, t + 1, delta)}
-    h = _histogram(negatives, delta)
+def discrete_truth(s_ij, negatives, delta):
+    """P(neg >= pair) for the kernel-discretised pair and negatives, by a double loop.
+
+    Example:
+        >>> discrete_truth(0.0, [0.5], 1.0)  # pair on b_1 = 0, the negative half on b_1, b_2
+        1.0
+    """
+    t, bins = pair_bin(s_ij, delta)
+    pair = {t: kernel_weight(s_ij, t, delta), t + 1: kernel_weight(s_ij, t + 1, delta)}
+    h = negative_histogram(negatives, delta)
     return sum(p * h[u] for a, p in pair.items() for u in range(bins) if u >= a)
 
 
@@ -146,24 +224,50 @@ def check_eq7(form: Form) -> Verdict:
     cases = [(rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 5).tolist(), rng.uniform(-1, 1, 5).tolist())
              for _ in range(15)]  # fmt: skip
     exact = numeric_agreement(
-        lambda c: _probability(c[0], c[1], c[2], 0.25, form.value),
-        lambda c: _discrete_truth(c[0], c[1], 0.25) + _discrete_truth(c[0], c[2], 0.25),
+        lambda c: pair_probability(c[0], c[1], c[2], 0.25, form.value),
+        lambda c: discrete_truth(c[0], c[1], 0.25) + discrete_truth(c[0], c[2], 0.25),
         cases, tolerance=1e-12)  # fmt: skip
-    return all_hold([exact, _eq6_limit(form.value, rng)], "discrete P(s_neg >= s_pair) at Delta = 1/4, "
+    return all_hold([exact, eq6_limit(form.value, rng)], "discrete P(s_neg >= s_pair) at Delta = 1/4, "
                     "then Delta = 2^-8 against the empirical Eq. 6: ")  # fmt: skip
 
 
-def _eq6_limit(side, rng) -> Verdict:
+def eq6_limit(side, rng) -> Verdict:
     """Eq. 7 with ``side`` at Delta = 2^-8 against the empirical Eq. 6 (the shares of negatives
-    at or above s_ij) on 5 cases of 30 + 30 negatives drawn from ``rng``, within 0.04."""
+    at or above s_ij) on 5 cases of 30 + 30 negatives drawn from ``rng``, within 0.04.
+
+    Example:
+        >>> import numpy as np
+        >>> eq6_limit(EQ7_SIDE, np.random.default_rng(0)).verdict
+        'holds'
+    """
     fine = [(rng.uniform(-0.9, 0.9), rng.uniform(-1, 1, 30), rng.uniform(-1, 1, 30)) for _ in range(5)]
     return numeric_agreement(
-        lambda c: _probability(c[0], c[1].tolist(), c[2].tolist(), 2.0 / 2**9, side),
+        lambda c: pair_probability(c[0], c[1].tolist(), c[2].tolist(), 2.0 / 2**9, side),
         lambda c: np.mean(c[1] >= c[0]) + np.mean(c[2] >= c[0]), fine, tolerance=0.04)  # fmt: skip
 
 
-def _support(form: Form, delta=0.25, count=3):
-    """Where dP/ds_ik != 0, in bins relative to the pair's: sampled mid-bin offsets -3..3."""
+def support_mismatches(form: Form, delta: float = 0.25, count: int = 3,
+                       gradient: Callable[[float, float, float, int], float] = negative_gradient,
+                       ) -> list[tuple[int, float, bool]]:  # fmt: skip
+    """Where the printed support of dP/ds_ik disagrees with ``gradient``.
+
+    ``s_ij`` sits in bin ``t = 4`` (0.3 of the way up); ``s_ik`` is sampled at 0.2 and 0.7 of the
+    bins ``t + offset``, offsets -3..3, inside (-1, 1). A gradient counts as non-zero above 1e-6.
+
+    Args:
+        form: pieces ``"from bin"``, ``"to bin"``: the printed support is offsets in
+            ``[from, to)``.
+        delta: the bin width Delta.
+        count: ``|N|``, passed to ``gradient``.
+        gradient: ``gradient(s_ij, s_ik, delta, count)``, :func:`negative_gradient` by default.
+
+    Returns:
+        ``(offset, position in bin, gradient non-zero)`` wherever they disagree.
+
+    Example:
+        >>> support_mismatches(Form({"from bin": -1, "to bin": 1}))
+        []
+    """
     s_ij = -1 + 4 * delta + 0.3 * delta  # inside bin t = 4, h_left and h_right both > 0
     lower, upper = form.value["from bin"], form.value["to bin"]
     mismatches = []
@@ -172,15 +276,24 @@ def _support(form: Form, delta=0.25, count=3):
             s_ik = -1 + (4 + offset + fraction) * delta
             if not -1 < s_ik < 1:
                 continue
-            nonzero = abs(_gradient_negative(s_ij, s_ik, delta, count)) > 1e-6
+            nonzero = abs(gradient(s_ij, s_ik, delta, count)) > 1e-6
             claimed = lower <= offset < upper
             if nonzero != claimed:
                 mismatches.append((offset, fraction, nonzero))
     return mismatches
 
 
-def check_support(form: Form) -> Verdict:
-    mismatches = _support(form)
+def check_support(
+    form: Form, gradient: Callable[[float, float, float, int], float] = negative_gradient
+) -> Verdict:
+    """The appendix's support of dP/ds_ik (bins ``[from, to)`` around the pair's) against
+    ``gradient`` (:func:`negative_gradient` by default) at Delta = 1/4, ``|N| = 3``.
+
+    Example:
+        >>> check_support(Form({"from bin": -1, "to bin": 1})).verdict
+        'holds'
+    """
+    mismatches = support_mismatches(form, gradient=gradient)
     return decide(not mismatches,
                   "dP/ds_ik != 0 exactly on the printed bins (finite differences, Delta = 1/4, |N| = 3).",
                   "finite differences disagree with the printed support at (bin offset from b_t, "
@@ -193,7 +306,7 @@ def check_gradient_value(form: Form) -> Verdict:
     cases = []
     for delta, count in ((0.5, 3), (0.25, 5)):
         for s_ij in (0.1, 0.62, -0.4):
-            t, _ = _bin(s_ij, delta)
+            t, _ = pair_bin(s_ij, delta)
             for offset in (-0.7, -0.2, 0.3, 0.8, 1.4):
                 s_ik = -1 + (t + offset) * delta
                 if -1 < s_ik < 1:
@@ -205,10 +318,20 @@ def check_gradient_value(form: Form) -> Verdict:
         right = (s_ij - b_t) / delta
         return value(s_ik, b_t, 1 - right, right, delta, count)
 
-    return numeric_agreement(printed, lambda c: _gradient_negative(*c[:4]), cases, tolerance=1e-6)
+    return numeric_agreement(printed, lambda c: negative_gradient(*c[:4]), cases, tolerance=1e-6)
 
 
-def check_pair_gradient(form: Form) -> Verdict:
+def check_pair_gradient(
+    form: Form, probability: Callable[..., float] = pair_probability
+) -> Verdict:
+    """The appendix's dP_ij/ds_ij in ``h_i^t, h_j^t, Delta`` against central differences of
+    ``probability`` (:func:`pair_probability` by default) at 8 drawn pairs.
+
+    Example:
+        >>> hi, hj = sp.symbols("h_i^t h_j^t")
+        >>> check_pair_gradient(Form(-(hi + hj) / width)).verdict
+        'holds'
+    """
     value = sp.lambdify(sp.symbols("h_i^t h_j^t Delta"), form.value, "math")
     rng = np.random.default_rng(2)
     cases = []
@@ -220,13 +343,13 @@ def check_pair_gradient(form: Form) -> Verdict:
     def measured(c):
         s_ij, neg_i, neg_j, delta = c
         step = 1e-7
-        return (_probability(s_ij + step, neg_i, neg_j, delta)
-                - _probability(s_ij - step, neg_i, neg_j, delta)) / (2 * step)  # fmt: skip
+        return (probability(s_ij + step, neg_i, neg_j, delta)
+                - probability(s_ij - step, neg_i, neg_j, delta)) / (2 * step)  # fmt: skip
 
     def printed(c):
         s_ij, neg_i, neg_j, delta = c
-        t, _ = _bin(s_ij, delta)
-        return value(_histogram(neg_i, delta)[t], _histogram(neg_j, delta)[t], delta)
+        t, _ = pair_bin(s_ij, delta)
+        return value(negative_histogram(neg_i, delta)[t], negative_histogram(neg_j, delta)[t], delta)
 
     return numeric_agreement(printed, measured, cases, tolerance=1e-6)
 
@@ -270,7 +393,15 @@ def check_caption(form: Form) -> Verdict:
 L_run, L_scale, pairs_all, pairs_active = sp.symbols("L L_Delta count_positive_pairs count_active")
 
 
-def _run_recurrence(recurrence, scale_sums, active_counts, positive_pairs):
+def run_recurrence(recurrence: sp.Expr, scale_sums: Sequence[float],
+                   active_counts: Sequence[int], positive_pairs: int) -> float:  # fmt: skip
+    """Algorithm 1's loss recurrence over the scales: ``L <- recurrence(L, L_Delta, pairs,
+    active)`` from ``L = 0``, one step per scale.
+
+    Example:
+        >>> run_recurrence((L_run + L_scale) / 2, [1.0, 2.0], [1, 1], 4)  # (0 + 1)/2, then (0.5 + 2)/2
+        1.25
+    """
     step = sp.lambdify((L_run, L_scale, pairs_all, pairs_active), recurrence, "math")
     loss = 0.0
     for total, active in zip(scale_sums, active_counts, strict=True):
@@ -282,7 +413,7 @@ def check_fusion_weights(form: Form) -> Verdict:
     weights = []
     for index in range(4):
         sums = [1.0 if k == index else 0.0 for k in range(4)]
-        weights.append(_run_recurrence(form.value, sums, [1] * 4, 1))
+        weights.append(run_recurrence(form.value, sums, [1] * 4, 1))
     ratios = [weights[k + 1] / weights[k] for k in range(3)]
     return decide(all(abs(r - 2.0) < 1e-12 for r in ratios),
                   f"Delta = 2, 1, 1/2, 1/4 get the weights {weights}: each doubling of Delta halves it.",
@@ -304,7 +435,7 @@ def _batch_scales():
         total, count = 0.0, 0
         for i, j in pairs:
             negatives = [k for k in range(8) if labels[k] != labels[i]]
-            p = _probability(sims[i, j], sims[i, negatives].tolist(), sims[j, negatives].tolist(), delta)
+            p = pair_probability(sims[i, j], sims[i, negatives].tolist(), sims[j, negatives].tolist(), delta)
             on = 1.0 - sims[i, j] >= delta
             per_pair[(i, j, delta)] = p * on
             total += p * on
@@ -317,7 +448,7 @@ def _batch_scales():
 def check_normalization(form: Form) -> Verdict:
     """"The average loss on each positive pair": mean over pairs of sum_Delta alpha_Delta P."""
     pairs, deltas, per_pair, sums, active = _batch_scales()
-    got = _run_recurrence(form.value, sums, active, len(pairs))
+    got = run_recurrence(form.value, sums, active, len(pairs))
     alpha = {delta: 0.5 * deltas[-1] / delta for delta in deltas}  # smallest 1/2, halving
     truth = sum(alpha[d] * per_pair[(i, j, d)] for i, j in pairs for d in deltas) / len(pairs)
     return decide(abs(got - truth) < 1e-12,
@@ -339,11 +470,18 @@ def check_guard(form: Form) -> Verdict:
                   "only a null set of pairs passes line 5, so that scale adds nothing.")  # fmt: skip
 
 
-def _edge_values(normalizer):
+def edge_values(normalizer: Callable[[int], float]) -> list[float]:
+    """Eq. 7 with ``normalizer`` at the corners: ``s_ij`` in (-1, -0.99, 0.999, 1), one negative
+    at -1, 0 or 1 in each set, Delta in (2, 1/4); NaN where the normaliser divides by zero.
+
+    Example:
+        >>> len(edge_values(lambda n: 1 / n))
+        24
+    """
     values = []
     for s_ij, negative, delta in itertools.product((-1.0, -0.99, 0.999, 1.0), (-1.0, 0.0, 1.0), (2.0, 0.25)):
         try:
-            values.append(_probability(s_ij, [negative], [negative], delta, normalizer=normalizer))
+            values.append(pair_probability(s_ij, [negative], [negative], delta, normalizer=normalizer))
         except ZeroDivisionError:
             values.append(math.nan)
     return values
@@ -351,7 +489,7 @@ def _edge_values(normalizer):
 
 def check_edges(form: Form) -> Verdict:
     normalizer = sp.lambdify(Nn, form.value, "math")
-    values = _edge_values(normalizer)
+    values = edge_values(normalizer)
     good = all(math.isfinite(v) and 0.0 <= v <= 2.0 for v in values)
     return decide(good, f"Eq. 1-7 stay finite and in [0, 2] at s_ij in {{-1, -0.99, 0.999, 1}}, one negative, "
                   f"all other bins empty ({len(values)} cases).",

@@ -15,16 +15,6 @@ import sympy as sp
 
 from gradlab.symbolic.claims import Form
 from gradlab.symbolic.fappy_claims import (
-    _bin,
-    _discrete_truth,
-    _edge_values,
-    _eq6_limit,
-    _gradient_negative,
-    _histogram,
-    _probability,
-    _run_recurrence,
-    _support,
-    _weight,
     check_bin_count,
     check_caption,
     check_delta_l2,
@@ -43,6 +33,16 @@ from gradlab.symbolic.fappy_claims import (
     check_stability,
     check_table1_comparison,
     check_table2,
+    discrete_truth,
+    edge_values,
+    eq6_limit,
+    kernel_weight,
+    negative_gradient,
+    negative_histogram,
+    pair_bin,
+    pair_probability,
+    run_recurrence,
+    support_mismatches,
 )
 
 DELTAS = (2.0, 1.0, 0.5, 0.25, 0.125)
@@ -72,13 +72,14 @@ def _reference_bin(x: float, delta: float) -> int:
 def test_the_weight_is_the_triangle_around_each_boundary(delta):
     for x in np.linspace(-1, 1, 41):
         for u in range(len(_boundaries(delta))):
-            assert _weight(float(x), u, delta) == pytest.approx(_hat(float(x), u, delta), abs=1e-12)
+            expected = _hat(float(x), u, delta)
+            assert kernel_weight(float(x), u, delta) == pytest.approx(expected, abs=1e-12)
 
 
 @pytest.mark.parametrize("delta", DELTAS)
 def test_the_bin_is_the_last_boundary_below_and_the_count_is_2_over_delta_plus_1(delta):
     for x in [*np.linspace(-1, 1, 53), 1.0, -1.0, 1 - 1e-9]:
-        t, bins = _bin(float(x), delta)
+        t, bins = pair_bin(float(x), delta)
         assert bins == len(_boundaries(delta))
         assert t == _reference_bin(float(x), delta), x
 
@@ -86,9 +87,9 @@ def test_the_bin_is_the_last_boundary_below_and_the_count_is_2_over_delta_plus_1
 def test_a_similarity_on_a_boundary_opens_that_boundary_s_bin():
     # s = -0.5 lies exactly on b_2 at Delta = 1/4: its bin starts there, and s = 1 falls in the
     # last bin (t = n - 2), whose upper boundary is +1
-    assert _bin(-0.5, 0.25) == (2, 9)
-    assert _bin(1.0, 0.25) == (7, 9)
-    assert _bin(-1.0, 0.5) == (0, 5)
+    assert pair_bin(-0.5, 0.25) == (2, 9)
+    assert pair_bin(1.0, 0.25) == (7, 9)
+    assert pair_bin(-1.0, 0.5) == (0, 5)
 
 
 @pytest.mark.parametrize("delta", [0.5, 0.25])
@@ -98,12 +99,12 @@ def test_the_histogram_is_the_mean_of_the_triangles(delta):
         negatives = rng.uniform(-1, 1, count).tolist()
         bins = len(_boundaries(delta))
         expected = [sum(_hat(x, u, delta) for x in negatives) / count for u in range(bins)]
-        assert _histogram(negatives, delta) == pytest.approx(expected, abs=1e-12)
+        assert negative_histogram(negatives, delta) == pytest.approx(expected, abs=1e-12)
 
 
 def test_the_histogram_uses_the_given_normaliser():
     # normaliser 1/(2|N|): half of each unit-mass triangle
-    assert _histogram([-1.0, 0.0], 1.0, normalizer=lambda n: 1 / (2 * n)) == pytest.approx(
+    assert negative_histogram([-1.0, 0.0], 1.0, normalizer=lambda n: 1 / (2 * n)) == pytest.approx(
         [0.25, 0.25, 0.0]
     )
 
@@ -128,7 +129,7 @@ def test_the_probability_is_the_sum_of_the_two_sets_double_loops(delta):
         s_ij = float(rng.uniform(-0.95, 0.95))
         neg_i = rng.uniform(-1, 1, int(rng.integers(1, 6))).tolist()
         neg_j = rng.uniform(-1, 1, int(rng.integers(1, 6))).tolist()
-        got = _probability(s_ij, neg_i, neg_j, delta)
+        got = pair_probability(s_ij, neg_i, neg_j, delta)
         assert got == pytest.approx(
             _estimate(s_ij, neg_i, delta) + _estimate(s_ij, neg_j, delta), abs=1e-12
         )
@@ -137,9 +138,9 @@ def test_the_probability_is_the_sum_of_the_two_sets_double_loops(delta):
 def test_negatives_far_above_and_far_below_the_pair():
     # all negatives at +1: each set contributes 1 (P(neg >= pair) = 1); all at -1 with the pair
     # in an upper bin: each contributes 0
-    assert _probability(0.1, [1.0, 1.0], [1.0], 0.25) == pytest.approx(2.0, abs=1e-12)
-    assert _probability(0.6, [-1.0], [-1.0, -1.0], 0.25) == pytest.approx(0.0, abs=1e-12)
-    assert math.isfinite(_probability(1.0, [1.0], [-1.0], 0.25))
+    assert pair_probability(0.1, [1.0, 1.0], [1.0], 0.25) == pytest.approx(2.0, abs=1e-12)
+    assert pair_probability(0.6, [-1.0], [-1.0, -1.0], 0.25) == pytest.approx(0.0, abs=1e-12)
+    assert math.isfinite(pair_probability(1.0, [1.0], [-1.0], 0.25))
 
 
 def _estimate_general(s_ij, negatives, delta, offsets=(0, 1), side=None, scale=None):
@@ -164,7 +165,7 @@ def test_the_probability_puts_the_pair_s_heights_on_the_bins_it_is_given(offsets
     for _ in range(6):
         s_ij = float(rng.uniform(-0.7, 0.7))
         neg_i, neg_j = rng.uniform(-1, 1, 4).tolist(), rng.uniform(-1, 1, 3).tolist()
-        got = _probability(s_ij, neg_i, neg_j, 0.25, heights=offsets)
+        got = pair_probability(s_ij, neg_i, neg_j, 0.25, heights=offsets)
         expected = _estimate_general(s_ij, neg_i, 0.25, offsets) + _estimate_general(
             s_ij, neg_j, 0.25, offsets
         )
@@ -179,7 +180,7 @@ def test_the_probability_combines_the_sums_with_the_side_and_normaliser_it_is_gi
     for _ in range(6):
         s_ij = float(rng.uniform(-0.9, 0.9))
         neg_i, neg_j = rng.uniform(-1, 1, 5).tolist(), rng.uniform(-1, 1, 2).tolist()
-        got = _probability(s_ij, neg_i, neg_j, 0.5, side=swapped, normalizer=lambda n: 0.5)
+        got = pair_probability(s_ij, neg_i, neg_j, 0.5, side=swapped, normalizer=lambda n: 0.5)
 
         def side(left, right, above_t, above_t1):
             return left * above_t1 + 3 * right * above_t
@@ -199,7 +200,7 @@ def test_the_histogram_weighs_the_negatives_with_the_kernel_it_is_given():
         seen.append((x, low, middle, high, delta))
         return middle + 2 * x
 
-    h = _histogram([0.25, -0.5], 0.5, kernel=kernel)
+    h = negative_histogram([0.25, -0.5], 0.5, kernel=kernel)
     assert h == pytest.approx([(2 * -1.0 + 2 * -0.25) / 2 + 0.5 * u for u in range(5)])
     assert seen[:2] == [(0.25, -1.5, -1.0, -0.5, 0.5), (-0.5, -1.5, -1.0, -0.5, 0.5)]
 
@@ -222,14 +223,14 @@ def test_the_negative_gradient_is_the_slope_of_the_estimate(delta, count):
     for fraction in (-1.7, -1.2, -0.6, -0.1, 0.35, 0.8, 1.4):
         s_ik = s_ij + fraction * delta
         expected = _slope(s_ij, s_ik, delta, count)
-        assert _gradient_negative(s_ij, s_ik, delta, count) == pytest.approx(expected, abs=1e-6)
+        assert negative_gradient(s_ij, s_ik, delta, count) == pytest.approx(expected, abs=1e-6)
 
 
 def test_the_negative_gradient_is_h_over_n_delta_on_the_two_bins():
     # s_ij = -0.675 at Delta = 1/4: t = 1, h_left = 0.7, h_right = 0.3; |N| = 4
-    assert _gradient_negative(-0.675, -0.6, 0.25, 4) == pytest.approx(0.3 / (4 * 0.25), abs=1e-6)
-    assert _gradient_negative(-0.675, -0.8, 0.25, 4) == pytest.approx(0.7 / (4 * 0.25), abs=1e-6)
-    assert _gradient_negative(-0.675, -0.3, 0.25, 4) == 0.0
+    assert negative_gradient(-0.675, -0.6, 0.25, 4) == pytest.approx(0.3 / (4 * 0.25), abs=1e-6)
+    assert negative_gradient(-0.675, -0.8, 0.25, 4) == pytest.approx(0.7 / (4 * 0.25), abs=1e-6)
+    assert negative_gradient(-0.675, -0.3, 0.25, 4) == 0.0
 
 
 @pytest.mark.parametrize("delta", [0.5, 0.25])
@@ -239,17 +240,18 @@ def test_the_discrete_truth_is_the_double_loop_over_the_pair_and_negative_masses
         s_ij = float(rng.uniform(-0.95, 0.95))
         negatives = rng.uniform(-1, 1, int(rng.integers(1, 6))).tolist()
         expected = _estimate(s_ij, negatives, delta)
-        assert _discrete_truth(s_ij, negatives, delta) == pytest.approx(expected, abs=1e-12)
+        assert discrete_truth(s_ij, negatives, delta) == pytest.approx(expected, abs=1e-12)
 
 
 def test_the_support_samples_offsets_minus_3_to_3_twice_per_bin():
     # the gradient is non-zero on offsets -1 and 0 only (s_ij inside bin 4 at Delta = 1/4):
     # a claimed support from -4 to 5 is wrong at every sampled offset but those two
     wrong = [(o, f, False) for o in (-3, -2, 1, 2, 3) for f in (0.2, 0.7)]
-    assert _support(Form({"from bin": -4, "to bin": 5})) == wrong
-    assert _support(Form({"from bin": -1, "to bin": 1})) == []
-    assert _support(Form({"from bin": 0, "to bin": 1})) == [(-1, 0.2, True), (-1, 0.7, True)]
-    assert _support(Form({"from bin": -1, "to bin": 0})) == [(0, 0.2, True), (0, 0.7, True)]
+    assert support_mismatches(Form({"from bin": -4, "to bin": 5})) == wrong
+    assert support_mismatches(Form({"from bin": -1, "to bin": 1})) == []
+    halves = (0.2, 0.7)
+    assert support_mismatches(Form({"from bin": 0, "to bin": 1})) == [(-1, f, True) for f in halves]
+    assert support_mismatches(Form({"from bin": -1, "to bin": 0})) == [(0, f, True) for f in halves]
 
 
 def test_the_edge_values_are_eq7_at_the_documented_corners():
@@ -260,13 +262,13 @@ def test_the_edge_values_are_eq7_at_the_documented_corners():
         for delta in (2.0, 0.25)
     ]
     expected = [2 * _estimate(s_ij, [negative], delta) for s_ij, negative, delta in corners]
-    assert _edge_values(lambda n: 1 / n) == pytest.approx(expected, abs=1e-12)
-    halved = _edge_values(lambda n: 0.5 / n)
+    assert edge_values(lambda n: 1 / n) == pytest.approx(expected, abs=1e-12)
+    halved = edge_values(lambda n: 0.5 / n)
     assert halved == pytest.approx([value / 2 for value in expected], abs=1e-12)
 
 
 def test_an_edge_value_whose_division_fails_is_nan():
-    values = _edge_values(lambda n: 1 / (n - 1))
+    values = edge_values(lambda n: 1 / (n - 1))
     assert len(values) == 24 and all(math.isnan(v) for v in values)
 
 
@@ -275,14 +277,14 @@ def test_the_recurrence_runs_line_10_11_once_per_scale_from_zero():
 
     halving = (L_run + L_scale / pairs_all) / 2
     # ((((0 + 1/4) / 2 + 2/4) / 2 + 3/4) / 2 + 4/4) / 2 = (0.53125 + 1) / 2 by hand
-    assert _run_recurrence(halving, [1.0, 2.0, 3.0, 4.0], [1, 1, 1, 1], 4) == pytest.approx(
+    assert run_recurrence(halving, [1.0, 2.0, 3.0, 4.0], [1, 1, 1, 1], 4) == pytest.approx(
         0.765625, abs=1e-15
     )
     official = (L_run + L_scale) / pairs_active - pairs_all
     # (0 + 6) / 3 - 7 = -5, then (-5 + 1) / 2 - 7 = -9
-    assert _run_recurrence(official, [6.0, 1.0], [3, 2], 7) == pytest.approx(-9.0, abs=1e-15)
+    assert run_recurrence(official, [6.0, 1.0], [3, 2], 7) == pytest.approx(-9.0, abs=1e-15)
     with pytest.raises(ValueError, match="zip"):
-        _run_recurrence(halving, [1.0, 2.0], [1], 4)
+        run_recurrence(halving, [1.0, 2.0], [1], 4)
 
 
 # --- the checks, given forms the seed does not print -------------------------------------------
@@ -695,9 +697,10 @@ def test_the_support_skips_offsets_beyond_plus_1_and_samples_no_offset_4():
     # Delta = 1/5: s_ij = -0.14 in bin 4; offsets -3..3 all fall inside (-1, 1) (offset 4
     # would too: -1 + 8.2 / 5 = 0.64, but it is not sampled)
     wrong = [(o, f, False) for o in (-3, -2, 1, 2, 3) for f in (0.2, 0.7)]
-    assert _support(wide, delta=0.2) == wrong
+    assert support_mismatches(wide, delta=0.2) == wrong
     # Delta = 2/5: s_ij = 0.72 in the last bin; offsets 1..3 give s_ik >= 1.08, skipped
-    assert _support(wide, delta=0.4) == [(o, f, False) for o in (-3, -2) for f in (0.2, 0.7)]
+    expected = [(o, f, False) for o in (-3, -2) for f in (0.2, 0.7)]
+    assert support_mismatches(wide, delta=0.4) == expected
 
 
 def test_the_eq6_check_evaluates_a_piecewise_form_with_math():
@@ -758,7 +761,7 @@ def test_eq7_at_delta_2_to_minus_8_is_within_0_04_of_the_empirical_eq6():
     from gradlab.symbolic.fappy_claims import EQ7_SIDE
 
     errors, rng = _limit_errors(1)
-    verdict = _eq6_limit(EQ7_SIDE, rng)
+    verdict = eq6_limit(EQ7_SIDE, rng)
     assert max(errors) <= 0.04
     assert (verdict.verdict, verdict.detail) == (
         "holds",
@@ -770,7 +773,7 @@ def test_eq7_five_percent_heavy_at_delta_2_to_minus_8_is_off_by_more_than_0_04()
     from gradlab.symbolic.fappy_claims import EQ7_SIDE
 
     errors, rng = _limit_errors(1.05)
-    verdict = _eq6_limit(EQ7_SIDE * sp.Rational(105, 100), rng)
+    verdict = eq6_limit(EQ7_SIDE * sp.Rational(105, 100), rng)
     worst = int(np.argmax(errors))
     assert errors[worst] > 0.04
     assert (verdict.verdict, verdict.detail) == (
@@ -797,7 +800,7 @@ def test_a_side_with_max_is_evaluated_with_math_to_a_python_float():
     # max(h_left S_t, h_right S_(t+1)) per negative set, against the loop
     side = sp.Max(h_left * S_t, h_right * S_t1)
     neg_i, neg_j = [-0.3, 0.4, 0.9], [0.2, -0.8]
-    got = _probability(0.1, neg_i, neg_j, 0.25, side=side)
+    got = pair_probability(0.1, neg_i, neg_j, 0.25, side=side)
 
     def larger(left, right, above_t, above_t1):
         return max(left * above_t, right * above_t1)
@@ -870,7 +873,7 @@ def test_the_kernel_check_sums_the_weights_of_the_boundaries_minus_1_to_1_only()
 
 
 class _TiedDraws:
-    """A generator for ``_eq6_limit`` whose every draw is 0.0: s_ij = 0 and all 30 + 30
+    """A generator for ``eq6_limit`` whose every draw is 0.0: s_ij = 0 and all 30 + 30
     negatives tie with it, on the boundary b_256 of Delta = 2^-8."""
 
     def uniform(self, low, high, size=None):
@@ -882,8 +885,8 @@ def test_eq6_counts_negatives_tied_with_the_pair_as_at_or_above_it():
 
     # Eq. 6: P(s_ik >= s_ij) = 1 for every tied negative, on each side: 1 + 1 = 2. Eq. 7 puts
     # the pair and every negative wholly on b_256 (h_left = 1, S_t = 1): 2 as well
-    assert _probability(0.0, [0.0] * 30, [0.0] * 30, 2.0 / 2**9) == 2.0
-    verdict = _eq6_limit(EQ7_SIDE, _TiedDraws())
+    assert pair_probability(0.0, [0.0] * 30, [0.0] * 30, 2.0 / 2**9) == 2.0
+    verdict = eq6_limit(EQ7_SIDE, _TiedDraws())
     assert (verdict.verdict, verdict.detail) == (
         "holds",
         "max |printed - true| = 0.00e+00 over 5 cases.",
@@ -896,37 +899,34 @@ def test_the_support_skips_a_negative_exactly_at_plus_1():
     delta = 2 / 7.2
     assert -1 + (4 + 3 + 0.2) * delta == 1.0
     for claimed in ({"from bin": -4, "to bin": 5}, {"from bin": 0, "to bin": 0}):
-        sampled = {(o, f) for o, f, _ in _support(Form(claimed), delta=delta)}
+        sampled = {(o, f) for o, f, _ in support_mismatches(Form(claimed), delta=delta)}
         assert (3, 0.2) not in sampled
 
 
-def test_the_support_differentiates_with_three_negatives_as_its_detail_says(monkeypatch):
-    import gradlab.symbolic.fappy_claims as fappy
+def test_the_support_differentiates_with_three_negatives_as_its_detail_says():
+    from gradlab.symbolic.fappy_claims import check_support, negative_gradient
 
     counts = []
-    real = fappy._gradient_negative
 
     def recording(s_ij, s_ik, delta, count):
         counts.append(count)
-        return real(s_ij, s_ik, delta, count)
+        return negative_gradient(s_ij, s_ik, delta, count)
 
-    monkeypatch.setattr(fappy, "_gradient_negative", recording)
-    verdict = fappy.check_support(Form({"from bin": -1, "to bin": 1}))
+    verdict = check_support(Form({"from bin": -1, "to bin": 1}), gradient=recording)
     assert verdict.verdict == "holds" and "|N| = 3" in verdict.detail
     assert counts and set(counts) == {3}
 
 
-def test_the_support_counts_a_gradient_of_1e_6_as_zero_and_just_above_as_non_zero(monkeypatch):
-    import gradlab.symbolic.fappy_claims as fappy
-
+def test_the_support_counts_a_gradient_of_1e_6_as_zero_and_just_above_as_non_zero():
     # finite-difference noise is far below 1e-6: the support calls |dP/ds_ik| > 1e-6 non-zero
     sampled = [(o, f) for o in range(-3, 4) for f in (0.2, 0.7)]
-    monkeypatch.setattr(fappy, "_gradient_negative", lambda *args: 1e-6)
-    assert _support(Form({"from bin": -4, "to bin": 5})) == [(o, f, False) for o, f in sampled]
-    assert _support(Form({"from bin": 0, "to bin": 0})) == []
-    monkeypatch.setattr(fappy, "_gradient_negative", lambda *args: math.nextafter(1e-6, 1))
-    assert _support(Form({"from bin": -4, "to bin": 5})) == []
-    assert _support(Form({"from bin": 0, "to bin": 0})) == [(o, f, True) for o, f in sampled]
+    everywhere, nowhere = Form({"from bin": -4, "to bin": 5}), Form({"from bin": 0, "to bin": 0})
+    at_bound = lambda *args: 1e-6  # noqa: E731
+    above = lambda *args: math.nextafter(1e-6, 1)  # noqa: E731
+    assert support_mismatches(everywhere, gradient=at_bound) == [(o, f, False) for o, f in sampled]
+    assert support_mismatches(nowhere, gradient=at_bound) == []
+    assert support_mismatches(everywhere, gradient=above) == []
+    assert support_mismatches(nowhere, gradient=above) == [(o, f, True) for o, f in sampled]
 
 
 def test_the_guard_check_prints_the_admitted_lengths_when_every_scale_admits_pairs():
@@ -995,8 +995,8 @@ def test_a_kernel_whose_mean_misses_s_0_by_exactly_1e_12_fails():
     )
 
 
-def test_the_histogram_check_compares_the_mean_as_well_as_the_mass(monkeypatch):
-    import gradlab.symbolic.fappy_claims as fappy
+def test_the_histogram_check_compares_the_mean_as_well_as_the_mass():
+    from gradlab.symbolic.fappy_claims import Nn, check_negative_histogram
 
     # a histogram of the negated similarities (a distance's orientation) has the right mass
     # and the mirrored mean: off by 2 |mean| for each of the check's 10 documented sets
@@ -1005,18 +1005,17 @@ def test_the_histogram_check_compares_the_mean_as_well_as_the_mass(monkeypatch):
         bins = len(_boundaries(delta))
         return [scale * sum(_hat(-x, u, delta) for x in negatives) for u in range(bins)]
 
-    monkeypatch.setattr(fappy, "_histogram", mirrored)
     rng = np.random.default_rng(4)
     means = [np.mean(rng.uniform(-1, 1, int(rng.integers(1, 9)))) for _ in range(10)]
-    verdict = fappy.check_negative_histogram(Form(1 / fappy.Nn))
+    verdict = check_negative_histogram(Form(1 / Nn), histogram=mirrored)
     assert verdict.verdict == "fails"
     head, _, worst = verdict.detail.partition(" by ")
     assert head == "the histogram misses mass or mean"
     assert float(worst.removesuffix(".")) == pytest.approx(2 * max(abs(m) for m in means), rel=1e-3)
 
 
-def test_the_pair_gradient_check_samples_its_documented_pairs(monkeypatch):
-    import gradlab.symbolic.fappy_claims as fappy
+def test_the_pair_gradient_check_samples_its_documented_pairs():
+    from gradlab.symbolic.fappy_claims import check_pair_gradient, pair_probability, width
 
     # numpy default_rng(2): per Delta = 1/4, 1/2, four s_ij ~ U(-0.8, 0.8), each followed by
     # four negatives of i and four of j ~ U(-1, 1); the check differentiates at s_ij -+ 1e-7
@@ -1027,14 +1026,13 @@ def test_the_pair_gradient_check_samples_its_documented_pairs(monkeypatch):
             documented.append((float(rng.uniform(-0.8, 0.8)), delta))
             rng.uniform(-1, 1, 4), rng.uniform(-1, 1, 4)
     evaluated = []
-    real = fappy._probability
 
     def recording(s_ij, negatives_i, negatives_j, delta, *args, **kwargs):
         evaluated.append((s_ij, delta))
-        return real(s_ij, negatives_i, negatives_j, delta, *args, **kwargs)
+        return pair_probability(s_ij, negatives_i, negatives_j, delta, *args, **kwargs)
 
-    monkeypatch.setattr(fappy, "_probability", recording)
-    fappy.check_pair_gradient(Form(-(sp.Symbol("h_i^t") + sp.Symbol("h_j^t")) / fappy.width))
+    form = Form(-(sp.Symbol("h_i^t") + sp.Symbol("h_j^t")) / width)
+    assert check_pair_gradient(form, probability=recording).verdict == "holds"
     centres = [
         ((a + b) / 2, d) for (a, d), (b, _) in zip(evaluated[::2], evaluated[1::2], strict=True)
     ]
