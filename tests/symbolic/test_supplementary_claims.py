@@ -19,7 +19,6 @@ from gradlab.symbolic.claims import Verdict
 from gradlab.symbolic.supplementary_claims import (
     TABLE_S1,
     TABLE_S1_CORRECTED,
-    merge_sort_comparisons,
     check_batch_size_conjecture,
     check_overhead,
     check_table_s1,
@@ -27,6 +26,7 @@ from gradlab.symbolic.supplementary_claims import (
     count_fastap,
     count_smooth_ap,
     fastap_with_operation_count,
+    merge_sort_comparisons,
     order_check,
     run_pseudocode,
 )
