@@ -26,7 +26,8 @@ def audit(root: Path) -> str:
     undecided = [r for r in records if r["verdict"] == "inconclusive"]
     survivors = sum(r["mutants"] - r["mutants_killed"] for r in undecided)
     lines = [
-        f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the five seeds: "
+        f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
+        "five seeds: "
         f"{counts['holds']} hold, {counts['holds-with-correction']} hold only after a correction "
         f"(each correction checked by the same computation), {counts['fails']} fail, "
         f"{counts['inconclusive']} inconclusive. Its checks reject **{killed} of {mutants}** "
