@@ -306,7 +306,7 @@ def logged_step_rows(device, quick: bool, folder: str) -> list[dict]:
     """``logged_step_vs_loss`` at B = 112 and 1024 (``--logged-only`` runs only these)."""
     return [
         measure_logged_step(112, device, 5 if quick else 12, 10, folder),
-        measure_logged_step(1024, device, 2 if quick else 4, 2, folder),
+        measure_logged_step(1024, device, 2 if quick else 10, 2, folder),
     ]
 
 
