@@ -4,7 +4,7 @@
 :class:`LossRecord`: the ``[Q, C]`` score matrix it differentiated (still in the autograd graph,
 so a hook on it reads ``dL/dS``), its masks, and the ranks ``A`` and ``C`` its forward computed.
 The Monitor enters it on logged steps and reuses those values instead of recomputing them
-(DESIGN.md, "Performance model"). Outside the context nothing is kept and nothing is paid.
+(docs/design.md, "Performance model"). Outside the context nothing is kept and nothing is paid.
 """
 
 from __future__ import annotations
