@@ -360,26 +360,108 @@ SINKS = {
 """Sink classes by name (``Monitor(sinks=["jsonl", "csv"])``)."""
 
 
-def _json_lines(path: str | Path):
-    """The decoded objects of a JSONL file; a line cut short (a killed writer) is skipped with a
-    warning instead of failing the whole log."""
-    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            warnings.warn(
-                f"{path}:{number}: skipped a line that is not valid JSON (a write cut short?)",
-                UserWarning,
-                stacklevel=3,
-            )
+def _is_step(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
-def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
-    """``(headers, records)`` of a ``metrics.jsonl`` file; NaN/infinity strings decoded."""
+def _why_unreadable(raw: bytes) -> tuple[str | None, object]:
+    """``(None, object)`` for a line holding a header or a record, else ``(reason, None)``."""
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text", None
+    try:
+        value = json.loads(line)
+    except json.JSONDecodeError:
+        return "not valid JSON (a write cut short?)", None
+    if not isinstance(value, dict):
+        kind = {list: "array", str: "string", bool: "boolean", type(None): "null"}
+        return f"not a JSON object (a JSON {kind.get(type(value), 'number')})", None
+    if "header" in value:
+        if not isinstance(value["header"], dict):
+            return "a header that is not a JSON object", None
+    elif not _is_step(value.get("step")):
+        return 'a record without an integer "step"', None
+    return None, value
+
+
+def _lines(numbers: list[int], limit: int = 5) -> str:
+    shown = ", ".join(map(str, numbers[:limit]))
+    if len(numbers) == 1:
+        return f"line {shown}"
+    more = f" and {len(numbers) - limit} more" if len(numbers) > limit else ""
+    return f"lines {shown}{more}"
+
+
+def _json_objects(path: str | Path, strict: bool) -> list[dict]:
+    """The headers and records of a JSONL file, in order. A line that is neither (cut short by
+    a killed writer, not UTF-8, not a JSON object, a record without an integer ``"step"``) is
+    skipped, all of them reported in one warning with their count and line numbers; under
+    ``strict`` the first one raises :class:`GradlabError` instead."""
+    if not isinstance(strict, bool):
+        raise GradlabError(f"strict must be True or False; got {strict!r}")
+    objects: list[dict] = []
+    skipped: dict[str, list[int]] = {}
+    total = 0
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            if not raw.strip():
+                continue
+            total += 1
+            reason, value = _why_unreadable(raw)
+            if reason is None:
+                objects.append(value)
+            elif strict:
+                raise GradlabError(
+                    f"{path}:{number}: every line must be a gradlab header or record (a JSON "
+                    f'object with an integer "step"); this one is {reason}'
+                )
+            else:
+                skipped.setdefault(reason, []).append(number)
+    if skipped:
+        first = min(number for numbers in skipped.values() for number in numbers)
+        count = sum(map(len, skipped.values()))
+        if count == 1:
+            message = f"{path}:{first}: skipped a line that is {next(iter(skipped))}"
+        else:
+            reasons = "; ".join(f"{_lines(n)}: {reason}" for reason, n in skipped.items())
+            message = f"{path}:{first}: skipped {count} of {total} lines ({reasons})"
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return objects
+
+
+def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], list[dict]]:
+    """``(headers, records)`` of a ``metrics.jsonl`` file; NaN/infinity strings decoded.
+
+    Args:
+        path: The ``metrics.jsonl`` file.
+        strict: Raise on the first line that is not a header or a record. By default such
+            lines (a write cut short by a killed process, bytes that are not UTF-8, JSON that is
+            not an object, a record without an integer ``"step"``) are skipped, and one
+            ``UserWarning`` gives their count and line numbers.
+
+    Returns:
+        The headers (the ``"header"`` objects) and the records, each in file order.
+
+    Raises:
+        GradlabError: under ``strict``, a line that is not a header or a record; ``strict``
+            not a bool.
+        OSError: ``path`` cannot be read.
+
+    Example:
+        >>> import tempfile, warnings
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = path.write_text('{"header": {"run": 1}}\\n{"step": 0, "loss": "NaN"}\\n[1, 2]\\n')
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     read_jsonl(path)
+        ([{'run': 1}], [{'step': 0, 'loss': nan}])
+        >>> str(caught[0].message).split(": ", 1)[1]
+        'skipped a line that is not a JSON object (a JSON array)'
+    """
     headers, records = [], []
-    for record in _json_lines(path):
+    for record in _json_objects(path, strict):
         if "header" in record:
             headers.append(record["header"])
         else:
@@ -387,14 +469,24 @@ def read_jsonl(path: str | Path) -> tuple[list[dict], list[dict]]:
     return headers, records
 
 
-def read_segments(path: str | Path) -> list[tuple[dict, list[dict]]]:
+def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict, list[dict]]]:
     """``[(header, records), ...]``: each run (or resumption) of a ``metrics.jsonl`` apart.
 
     Logs written before runs were kept apart may hold several runs whose steps restart; this
-    splits them at each header so they can be drawn as separate lines.
+    splits them at each header so they can be drawn as separate lines. Records before any
+    header form a segment with the header ``{}``. Lines that are not a header or a record are
+    skipped with one warning, or refused under ``strict``, as by :func:`read_jsonl`.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = path.write_text('{"header": {"run": 1}}\\n{"step": 0}\\n{"header": {"run": 2}}\\n')
+        >>> read_segments(path)
+        [({'run': 1}, [{'step': 0}]), ({'run': 2}, [])]
     """
     segments: list[tuple[dict, list[dict]]] = []
-    for record in _json_lines(path):
+    for record in _json_objects(path, strict):
         if "header" in record:
             segments.append((record["header"], []))
         else:

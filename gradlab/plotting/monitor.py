@@ -96,14 +96,14 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                 f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(path)!r}"
             )
         pieces: list[list[dict]] = []
-        for header, records in read_segments(log):
+        for header, records in _read_log(log):
             if pieces and header.get("resumed"):
                 pieces[-1].extend(records)  # a resumption continues its run
             else:
                 pieces.append(list(records))
         pieces = [records for records in pieces if records]
         if not pieces:
-            raise GradlabError(f"{log} holds no logged step yet")
+            raise GradlabError(f"{log} holds no logged step yet")  # _read_log names what it skipped
         if len(pieces) > 1:
             warnings.warn(
                 f"{log} holds {len(pieces)} runs whose steps restart (appended before gradlab "
@@ -115,6 +115,44 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         else:
             runs.append((label, pieces[0]))
     return runs
+
+
+def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:
+    """:func:`~gradlab.monitor.sinks.read_segments` of ``log``; its warning about skipped lines
+    is passed on, or, when no record could be read, becomes a :class:`GradlabError`."""
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            segments = read_segments(log)
+    except OSError as error:
+        reason = error.strerror or error
+        raise GradlabError(f"run_dir: cannot read {str(log)!r}: {reason}") from None
+    skipped = [str(warning.message) for warning in caught]
+    if skipped and not any(records for _, records in segments):
+        raise GradlabError(
+            "run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+            f"{'; '.join(skipped)}, so no logged step is left"
+        )
+    for message in skipped:
+        warnings.warn(message, UserWarning, stacklevel=3)
+    return segments
+
+
+def _numbers_only(runs: list[Run], keys: set[str]) -> str | None:
+    """Drop the values of ``keys`` that are not numbers (strings, booleans, lists) from the
+    records, in place; return a note naming how many were dropped per key, or None."""
+    dropped: dict[str, int] = {}
+    for _, records in runs:
+        for record in records:
+            for key in keys & record.keys():
+                value = record[key]
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    del record[key]
+                    dropped[key] = dropped.get(key, 0) + 1
+    if not dropped:
+        return None
+    counts = ", ".join(f"{key} ({count})" for key, count in sorted(dropped.items()))
+    return f"ignored {sum(dropped.values())} logged value(s) that are not numbers: {counts}"
 
 
 def _check_labels(labels: Sequence[str]) -> None:
@@ -158,6 +196,9 @@ def plot_runs(
     plots = _plots([*QUANTITIES, *quantities])
     names = {key: label for plot in plots.values() for key, label in plot.series}
     runs = load_runs(run_dirs, labels)
+    note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
+    if note is not None:
+        warnings.warn(note, UserWarning, stacklevel=2)
     folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
     check_output_folder(folder, argument="out")
     present = {
@@ -292,4 +333,4 @@ def _default_out(paths: list[Path]) -> Path:
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)

@@ -178,3 +178,59 @@ def test_tensorboard_holds_the_header_as_json_text(tmp_path):
     accumulator.Reload()
     (event,) = accumulator.Tensors("gradlab/header/text_summary")
     assert json.loads(event.tensor_proto.string_val[0].decode()) == headers[0]
+
+
+# --- readers on malformed lines: skipped with one warning, or refused under strict=True ---------
+
+GOOD = b'{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n'
+MALFORMED = {
+    "not UTF-8 (a latin-1 byte)": (b'{"step": 1, "note": "caf\xe9"}\n', "not UTF-8 text"),
+    "cut short": (b'{"step": 1, "a": 0.\n', "not valid JSON (a write cut short?)"),
+    "a JSON array": (b"[1, 2, 3]\n", "not a JSON object (a JSON array)"),
+    "a JSON number": (b"42\n", "not a JSON object (a JSON number)"),
+    "JSON null": (b"null\n", "not a JSON object (a JSON null)"),
+    "a JSON string": (b'"step"\n', "not a JSON object (a JSON string)"),
+    "no step": (b'{"a": 2.0}\n', 'a record without an integer "step"'),
+    "a string step": (b'{"step": "1", "a": 2.0}\n', 'a record without an integer "step"'),
+    "a boolean step": (b'{"step": true, "a": 2.0}\n', 'a record without an integer "step"'),
+    "a header not an object": (b'{"header": [1]}\n', "a header that is not a JSON object"),
+}
+
+
+@pytest.mark.parametrize("reader", [read_jsonl, read_segments])
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_line_is_skipped_with_a_warning_naming_it(tmp_path, reader, case):
+    line, reason = MALFORMED[case]
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(GOOD + line + b'{"step": 2, "a": 0.5}\n')
+    with pytest.warns(UserWarning) as caught:
+        result = reader(path)
+    assert len(caught) == 1
+    assert str(caught[0].message) == f"{path}:3: skipped a line that is {reason}"
+    records = result[1] if reader is read_jsonl else result[0][1]
+    assert [r["step"] for r in records] == [0, 2]  # the lines around it are kept
+    with pytest.raises(GradlabError) as raised:
+        reader(path, strict=True)
+    assert str(raised.value).startswith(f"{path}:3: every line must be a gradlab header or record")
+    assert str(raised.value).endswith(f"this one is {reason}")
+
+
+def test_several_malformed_lines_are_counted_in_one_warning(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(GOOD + b"null\n\xff\xfe\nnull\n[]\n" + b'{"step": 1, "a": 1}\n')
+    with pytest.warns(UserWarning) as caught:
+        _, records = read_jsonl(path)
+    assert [str(w.message) for w in caught] == [
+        f"{path}:3: skipped 4 of 7 lines (lines 3, 5: not a JSON object (a JSON null); "
+        "line 4: not UTF-8 text; line 6: not a JSON object (a JSON array))"
+    ]
+    assert [r["step"] for r in records] == [0, 1]
+
+
+def test_random_bytes_give_no_record_and_strict_must_be_a_bool(tmp_path):
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes(bytes(range(128, 256)) * 3)
+    with pytest.warns(UserWarning, match="not UTF-8 text"):
+        assert read_jsonl(path) == ([], [])
+    with pytest.raises(GradlabError, match="strict must be True or False; got 'yes'"):
+        read_jsonl(path, strict="yes")
