@@ -44,6 +44,7 @@ __all__ = [
     "adapt",
     "call_tensors",
     "declared_form",
+    "describe_call",
     "embedding_adapter",
     "loss_name",
     "record_into",
@@ -122,11 +123,15 @@ class LossAdapter:
     def read(self, tensors: list, loss: torch.Tensor | None, tau: float) -> BatchView:
         """The BatchView of a call (positional arguments, then tensor keyword arguments).
 
+        Only the form's tensors are read: a second argument that is a 2-D float tensor is the
+        candidates (the positive mask follows), any other is the labels; tensors after them
+        (a per-sample ``weight=``, a positional extra) are ignored.
+
         Raises:
             GradlabError: the call does not have this adapter's form, saying why.
         """
         expected = FORMS[self.inputs]
-        if len(tensors) < 2 or not all(isinstance(t, torch.Tensor) for t in tensors[:3]):
+        if len(tensors) < 2 or not all(isinstance(t, torch.Tensor) for t in tensors[:2]):
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
         first = tensors[0]
         if first.dim() != 2 or not first.is_floating_point():
@@ -140,8 +145,10 @@ class LossAdapter:
             batch.positives = mask
             # The score matrix is the layout: P, counts and the relaxation gap read it directly.
             batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
-        elif len(tensors) >= 3:
-            check_tensor("candidates", tensors[1], ndims=(2,), kind="float")
+        elif tensors[1].dim() == 2 and tensors[1].is_floating_point():  # candidates [C, d]
+            # Further arguments (a weight, a margin) are not read: only the form's tensors are.
+            if len(tensors) < 3 or not isinstance(tensors[2], torch.Tensor):
+                raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
             check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
             check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
             batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
@@ -473,6 +480,23 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
         positives.fill_diagonal_(False)
         candidates = torch.ones_like(positives).fill_diagonal_(False)
     return ScoreCapture("in_batch", None, positives, candidates, smooth_ap_tau=batch.loss_tau)
+
+
+def describe_call(args: tuple, kwargs: dict) -> str:
+    """The arguments of a call as messages name them: position or keyword, type and shape.
+
+    Example:
+        >>> describe_call((torch.zeros(4, 3),), {"weight": torch.ones(4), "margin": 0.2})
+        'args[0]=Tensor[4, 3], weight=Tensor[4], margin=float'
+    """
+
+    def kind(value: object) -> str:
+        shape = list(value.shape) if isinstance(value, torch.Tensor) else ""
+        return f"{type(value).__name__}{shape}"
+
+    named = [(f"args[{index}]", value) for index, value in enumerate(args)]
+    named += list(kwargs.items())
+    return ", ".join(f"{name}={kind(value)}" for name, value in named) or "no argument"
 
 
 def _describe(values) -> str:

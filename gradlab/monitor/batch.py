@@ -126,6 +126,25 @@ class BatchView:
         dtype = self.embeddings.dtype
         return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
+    def finite_flags(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Two 0-d bool tensors on the batch's device (nothing read back): whether the inputs
+        (``embeddings``, ``candidates``) are finite, and whether they and every captured
+        ``dL/dS`` are.
+
+        Example:
+            >>> batch = BatchView(torch.tensor([[1.0, float("nan")]]), labels=torch.tensor([0]))
+            >>> [bool(flag) for flag in batch.finite_flags()]
+            [False, False]
+        """
+        inputs = torch.isfinite(self.embeddings).all()
+        if self.candidates is not None:
+            inputs = inputs & torch.isfinite(self.candidates).all()
+        grads = inputs
+        for capture in self.score_captures:
+            if capture.grad is not None:
+                grads = grads & torch.isfinite(capture.grad).all()
+        return inputs, grads
+
     @cached_property
     def scores(self) -> torch.Tensor:
         """``layout.scores`` in :attr:`compute_dtype`."""

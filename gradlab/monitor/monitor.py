@@ -33,7 +33,13 @@ from pathlib import Path
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.monitor.adapters import ATTACH_ADAPTER, LossAdapter, adapt, call_tensors
+from gradlab.monitor.adapters import (
+    ATTACH_ADAPTER,
+    LossAdapter,
+    adapt,
+    call_tensors,
+    describe_call,
+)
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import gather_batch, is_rank_zero
@@ -127,6 +133,8 @@ class Monitor:
         self.disabled: dict[str, str] = {}
         self.not_logged: dict[str, str] = {}  # quantity -> why it cannot apply to the loss
         self.skipped_calls = 0  # loss calls the Monitor could not read
+        # quantity -> logged steps on which it logged NaN because its input was not finite
+        self.not_finite: dict[str, int] = {}
         self.calls = 0  # watched calls (and attached forwards) seen
         self._stepped = False
         self._watched = False
@@ -273,14 +281,15 @@ class Monitor:
         except Exception as error:
             if self.strict:
                 raise GradlabError(f"Monitor cannot read this loss call: {error}") from error
-            self._skip_call(error)
+            self._skip_call(error, describe_call(args, kwargs))
 
-    def _skip_call(self, error: Exception) -> None:
-        """Report the first unreadable call; count all of them."""
+    def _skip_call(self, error: Exception, call: str) -> None:
+        """Report the first unreadable call (with the arguments it saw); count all of them."""
         self.skipped_calls += 1
         if self.skipped_calls == 1:
             warnings.warn(
-                f"gradlab.Monitor: a loss call it cannot read was not logged ({error}); "
+                f"gradlab.Monitor: a loss call it cannot read was not logged ({error}; the "
+                f"call's arguments: {call}); "
                 "training goes on, later such calls are skipped silently "
                 "(strict=True raises instead)",
                 RuntimeWarning,
@@ -298,7 +307,13 @@ class Monitor:
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> dict | None:
-        """Close the optimizer step: compute and write the due quantities. Returns the record."""
+        """Close the optimizer step: compute and write the due quantities. Returns the record.
+
+        Never an impossible value: on a step whose embeddings or scores are not finite (a loss
+        that does not validate them), every quantity that reads them logs NaN for each of its
+        keys; the first such step warns (``RuntimeWarning``) and :attr:`not_finite` counts the
+        steps per quantity.
+        """
         if self._closed:
             raise GradlabError("monitor.step() called after close()")
         step, batch = self.step_count, self._pending
@@ -315,30 +330,83 @@ class Monitor:
         """Compute ``due`` on ``batch`` (global under torch.distributed), write the record."""
         if self.distributed == "auto":
             batch = gather_batch(batch)
-        values: dict[str, torch.Tensor] = {}
+        computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
-        # No value is read back while computing (finite by construction: skip_value_checks);
-        # the stacked scalars cross to the host once, below.
+        # No value is read back while computing (skip_value_checks); the stacked scalars cross
+        # to the host once, in _transfer.
         with torch.no_grad(), skip_value_checks():
             for quantity in due:
                 try:
-                    values.update(quantity.compute(batch))
+                    computed.append((quantity, quantity.compute(batch)))
                 except Exception as error:
                     if self.strict:
                         raise
                     self._disable(quantity, error)
         if not is_rank_zero():
             return None
-        record = {"step": step}
-        if values:
-            names = list(values)
-            stacked = torch.stack([_scalar(values[name]) for name in names])
-            record.update(zip(names, stacked.tolist(), strict=True))  # the one transfer
+        record: dict = {"step": step}
+        with torch.no_grad():
+            record.update(self._transfer(step, batch, computed))
         self._open(batch.embeddings.device)
         for sink in self.sinks:
             sink.write(record)
         return record
+
+    def _transfer(
+        self, step: int, batch: BatchView, computed: list[tuple[Quantity, dict[str, torch.Tensor]]]
+    ) -> dict[str, float]:
+        """The step's values on the host, in the one transfer of the step.
+
+        A quantity whose values need finite input (:attr:`Quantity.trust`) logs NaN for every
+        key when the batch's embeddings or scores (or the ``dL/dS`` it reads) are not finite:
+        the flags are computed on the device (:meth:`BatchView.finite_flags`), applied there
+        with ``torch.where`` and travel with the values. The quantities concerned are counted
+        in :attr:`not_finite` and the first such step warns once (``RuntimeWarning``).
+        """
+        levels: list[list[tuple[Quantity, list[str]]]] = [[], [], []]
+        tensors: list[list[torch.Tensor]] = [[], [], []]
+        for quantity, values in computed:
+            if values:
+                levels[quantity.trust].append((quantity, list(values)))
+                tensors[quantity.trust].extend(_scalar(value) for value in values.values())
+        if not any(tensors):
+            return {}
+        parts, names = [], []
+        flags = batch.finite_flags() if tensors[1] or tensors[2] else None
+        for level in (0, 1, 2):
+            if not tensors[level]:
+                continue
+            stacked = torch.stack(tensors[level])
+            if level:
+                stacked = torch.where(flags[level - 1], stacked, torch.nan)
+            parts.append(stacked)
+            names.extend(name for _, keys in levels[level] for name in keys)
+        if flags is not None:  # 1.0 where the level's input was not finite
+            parts.append((~torch.stack(flags)).to(torch.float64))
+        host = torch.cat(parts).tolist()  # the one transfer
+        record = dict(zip(names, host, strict=False))
+        if flags is not None:
+            broken = [q.name for level in (1, 2) if host[len(names) + level - 1]
+                      for q, _ in levels[level]]  # fmt: skip
+            if broken:
+                self._report_not_finite(step, broken)
+        # The record's keys in the order the quantities computed them.
+        return {name: record[name] for _, values in computed for name in values}
+
+    def _report_not_finite(self, step: int, names: list[str]) -> None:
+        """Count the quantities that logged NaN for non-finite input; warn at the first."""
+        first = not self.not_finite
+        for name in names:
+            self.not_finite[name] = self.not_finite.get(name, 0) + 1
+        if first:
+            warnings.warn(
+                f"gradlab.Monitor: step {step}: the embeddings or scores (or dL/dS) are not "
+                f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key; "
+                "later such steps are counted in monitor.not_finite without a warning",
+                RuntimeWarning,
+                stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)
+            )
 
     def _disable(self, quantity: Quantity, error: Exception) -> None:
         message = "".join(traceback.format_exception(error))

@@ -52,6 +52,12 @@ NEEDS = {
 GRADIENT_NEEDS = frozenset({"embedding_grad", "score_grad"})
 """Needs that exist only after backward: the Monitor keeps gradients for these."""
 
+INPUT_NEEDS = frozenset({"embeddings", "scores", "sorted_scores", "descending_order",
+                         "smooth_ap_terms", "score_grad"})  # fmt: skip
+"""Needs computed from the call's embeddings or score matrix: a quantity with one of them logs
+NaN for every key on a step whose input is not finite (``score_grad``: nor ``dL/dS``), since
+sorts, counts and proportions of NaN scores are meaningless (see :meth:`Quantity.trust`)."""
+
 
 @dataclass(frozen=True)
 class Plot:
@@ -116,6 +122,20 @@ class Quantity:
 
     def should_compute(self, step: int) -> bool:
         return bool(self.schedule(step))
+
+    @property
+    def trust(self) -> int:
+        """What its values need to be meaningful: 0 nothing (the loss, the labels), 1 finite
+        inputs (:data:`INPUT_NEEDS`), 2 finite inputs and a finite ``dL/dS``. On a step that
+        breaks it, the Monitor logs NaN for every key of the quantity and warns once.
+
+        Example:
+            >>> Quantity().trust
+            0
+        """
+        if "score_grad" in self.needs:
+            return 2
+        return 1 if self.needs & INPUT_NEEDS else 0
 
     def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -86,7 +86,8 @@ def test_the_first_unreadable_call_warns_with_the_whole_message(tmp_path):
     assert [str(w.message) for w in caught] == [
         "gradlab.Monitor: a loss call it cannot read was not logged (expected loss(embeddings "
         "[B, d], labels [B]) or loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); "
-        "got 1 tensor argument(s): (Tensor[4, 3])); training goes on, later such calls are "
+        "got 1 tensor argument(s): (Tensor[4, 3]); the call's arguments: args[0]=Tensor[4, 3]); "
+        "training goes on, later such calls are "
         "skipped silently (strict=True raises instead)"
     ]
     assert monitor.skipped_calls == 2

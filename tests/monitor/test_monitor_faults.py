@@ -1,0 +1,215 @@
+"""The Monitor under faulty input: it never logs an impossible value and reads any call form.
+
+Table-driven, one row per case of the reliability probe:
+
+* non-finite embeddings (or scores) under a loss that does not validate: every quantity that
+  reads them logs NaN for every key, the others (the loss, the labels' counts) their value, one
+  ``RuntimeWarning`` names the quantities and ``monitor.not_finite`` counts them;
+* keyword orders and extra arguments (a ``weight=``, a positional extra): the record exists
+  with the keys and values of the plain positional call;
+* a call it truly cannot read: one warning that names the arguments it saw.
+
+The expectations come from the documented rule (NaN for every key of a quantity that reads
+non-finite input) and from the plain positional call, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Monitor
+
+B, D = 8, 4
+LABELS = torch.arange(B) % 2
+UNTOUCHED = {"step", "loss", "degenerate_batches", "degenerate_batch"}
+"""Keys that do not read the embeddings or scores: logged as they are."""
+
+
+def _embeddings(bad: float | None = None, row: int = 3) -> torch.Tensor:
+    values = torch.randn(B, D, generator=torch.Generator().manual_seed(0))
+    if bad is not None:
+        values[row] = bad
+    return values.requires_grad_(True)
+
+
+def _scores(bad: float | None = None) -> torch.Tensor:
+    values = torch.randn(B, B, generator=torch.Generator().manual_seed(1))
+    if bad is not None:
+        values[1, 2] = bad
+    return values.requires_grad_(True)
+
+
+def _run(loss_fn, call, steps: int = 1, preset: str = "full", tmp_path=None):
+    """Records of ``steps`` logged steps, the warnings raised, and the Monitor."""
+    records = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, preset=preset, every=1) as monitor:
+            watched = monitor.watch(loss_fn)
+            for step in range(steps):
+                loss = call(watched, step)
+                if loss.requires_grad:
+                    loss.backward()
+                records.append(monitor.step())
+    return records, [str(w.message) for w in caught], monitor
+
+
+def _is_valid(key: str, value: float) -> bool:
+    """A value a reader can trust: NaN, or inside the key's range."""
+    if math.isnan(value):
+        return True
+    if "cosine" in key:
+        return abs(value) <= 1 + 1e-12
+    if key.startswith("p_") or key.endswith("_share"):
+        return -1e-12 <= value <= 1 + 1e-12
+    counts = ("count", "queries_without_gradient", "active_", "norm", "degenerate", "depth")
+    if any(part in key for part in counts):
+        return value >= 0
+    return math.isfinite(value) or key == "loss"
+
+
+# --- non-finite input: NaN for every key that reads it, said once --------------------------------
+
+NAN_ROWS = {
+    "SmoothAP, NaN row": (lambda: gradlab.SmoothAPLoss(0.1, validate=False),
+                          lambda w, s: w(_embeddings(math.nan), LABELS)),
+    "SmoothAP include_query, inf row": (
+        lambda: gradlab.SmoothAPLoss(0.1, include_query=True, validate=False),
+        lambda w, s: w(_embeddings(math.inf), LABELS)),
+    "plain loss on embeddings, NaN row": (lambda: lambda e, y: e.sum(),
+                                          lambda w, s: w(_embeddings(math.nan), LABELS)),
+    "FastAP, NaN row": (lambda: gradlab.FastAPLoss(validate=False),
+                        lambda w, s: w(_embeddings(math.nan), LABELS)),
+    "NT-Xent, NaN score": (lambda: gradlab.NTXentLoss(0.1, validate=False),
+                           lambda w, s: w(_scores(math.nan), torch.eye(B, dtype=torch.bool))),
+    "VSE++, -inf score": (lambda: gradlab.MaxViolationTripletLoss(validate=False),
+                          lambda w, s: w(_scores(-math.inf), torch.eye(B, dtype=torch.bool))),
+    "cross-modal queries, NaN candidate": (
+        lambda: lambda queries, candidates, positives: queries.sum() + candidates.sum(),
+        lambda w, s: w(_embeddings(), candidates=_embeddings(math.nan, row=5),
+                       positives=torch.eye(B, dtype=torch.bool))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("make_loss", "call"), NAN_ROWS.values(), ids=NAN_ROWS.keys())
+def test_non_finite_input_logs_nan_for_every_key_that_reads_it(tmp_path, make_loss, call):
+    (record,), messages, monitor = _run(make_loss(), call, tmp_path=tmp_path)
+    read = sorted(set(record) - UNTOUCHED)
+    assert len(read) >= 2  # operating region at least (the cheapest form's quantities)
+    assert [key for key in read if not math.isnan(record[key])] == []
+    assert all(_is_valid(key, value) for key, value in record.items())
+    assert not math.isnan(record["degenerate_batch"])  # from the labels or the mask: still valid
+    warned = [m for m in messages if "not finite" in m]
+    assert len(warned) == 1 and "operating_region" in warned[0] and "step 0" in warned[0]
+    assert "operating_region" in monitor.not_finite and "loss" not in monitor.not_finite
+
+
+def test_the_warning_comes_once_and_finite_steps_log_their_values(tmp_path):
+    def call(watched, step):  # NaN at steps 0 and 2, finite at step 1
+        return watched(_embeddings(math.nan if step != 1 else None), LABELS)
+
+    records, messages, monitor = _run(gradlab.SmoothAPLoss(0.1, validate=False), call, steps=3,
+                                      preset="default", tmp_path=tmp_path)  # fmt: skip
+    assert len([m for m in messages if "not finite" in m]) == 1
+    assert monitor.not_finite["operating_region"] == 2
+    assert math.isnan(records[0]["p_seed"]) and math.isnan(records[2]["p_seed"])
+    assert 0 < records[1]["p_seed"] <= 1 and records[1]["gradient_count_mean"] >= 0
+
+
+def test_finite_input_says_nothing(tmp_path):
+    (record,), messages, monitor = _run(gradlab.SmoothAPLoss(0.1), lambda w, s: w(
+        _embeddings(), LABELS), tmp_path=tmp_path)  # fmt: skip
+    assert monitor.not_finite == {} and not [m for m in messages if "not finite" in m]
+    assert not math.isnan(record["p_seed"]) and not math.isnan(record["smooth_ap"])
+
+
+# --- call forms: any keyword order, extra arguments ignored ---------------------------------------
+
+
+def _weighted_smooth_ap(embeddings, labels, weight=None, margin=0.0):
+    loss = gradlab.SmoothAPLoss(0.1)(embeddings, labels)
+    return loss if weight is None else loss * weight.mean() + margin
+
+
+def _cross_modal(queries, candidates, positives, weight=None):
+    return (queries @ candidates.T).masked_fill(~positives, 0).sum()
+
+
+def _on_scores(scores, positives, weight=None):
+    return gradlab.NTXentLoss(0.1)(scores, positives)
+
+
+_on_scores.input_form = "scores"  # read as a score matrix, as gradlab's losses declare
+
+POSITIVES = torch.eye(B, dtype=torch.bool)
+CALL_ROWS = {
+    "labels= before embeddings=": (_weighted_smooth_ap,
+                                   lambda w, e: w(labels=LABELS, embeddings=e)),
+    "labels= after a positional": (_weighted_smooth_ap, lambda w, e: w(e, labels=LABELS)),
+    "extra weight= keyword": (_weighted_smooth_ap, lambda w, e: w(e, LABELS, weight=torch.ones(B))),
+    "extra weight= before labels=": (
+        _weighted_smooth_ap, lambda w, e: w(e, weight=torch.ones(B), labels=LABELS)),
+    "extra positional tensor": (_weighted_smooth_ap, lambda w, e: w(e, LABELS, torch.ones(B))),
+    "extra positional number": (_weighted_smooth_ap,
+                                lambda w, e: w(e, LABELS, torch.ones(B), 0.0)),
+    "cross-modal, positives= before candidates=": (
+        _cross_modal, lambda w, e: w(e, positives=POSITIVES, candidates=e.detach() * 2)),
+    "cross-modal, extra weight= keyword": (
+        _cross_modal, lambda w, e: w(e, e.detach() * 2, POSITIVES, weight=torch.ones(B))),
+    "scores, extra weight= keyword": (
+        _on_scores, lambda w, e: w(_scores(), POSITIVES, weight=torch.ones(B))),
+}  # fmt: skip
+PLAIN = {  # the same loss called plainly, positionally
+    _weighted_smooth_ap: lambda w, e: w(e, LABELS),
+    _cross_modal: lambda w, e: w(e, e.detach() * 2, POSITIVES),
+}
+
+
+@pytest.mark.parametrize(("loss_fn", "call"), CALL_ROWS.values(), ids=CALL_ROWS.keys())
+def test_any_keyword_order_and_extra_arguments_log_the_plain_calls_record(
+    tmp_path, loss_fn, call
+):
+    def run(how, folder):
+        return _run(loss_fn, lambda watched, step: how(watched, _embeddings()),
+                    preset="default", tmp_path=tmp_path / folder)  # fmt: skip
+
+    (record,), messages, monitor = run(call, "call")
+    plain = PLAIN.get(loss_fn, lambda w, e: w(_scores(), POSITIVES))
+    (expected,), _, _ = run(plain, "plain")
+    assert monitor.skipped_calls == 0 and not [m for m in messages if "cannot read" in m]
+    assert record is not None and record.keys() == expected.keys() and len(record) > 4
+    for key, value in expected.items():
+        if key != "loss":  # a weight or margin may change the loss, never the diagnostics
+            assert record[key] == pytest.approx(value, nan_ok=True), key
+
+
+# --- a call it truly cannot read: one warning naming the arguments it saw -------------------------
+
+UNREADABLE_ROWS = {
+    "1-D first argument, keywords": (
+        lambda w: w(torch.zeros(B), labels=LABELS, weight=torch.ones(B)),
+        "args[0]=Tensor[8], labels=Tensor[8], weight=Tensor[8]"),
+    "labels missing, extra keyword": (
+        lambda w: w(torch.zeros(B, D), weight=torch.ones(B)),
+        "args[0]=Tensor[8, 4], weight=Tensor[8]"),
+    "candidates without positives": (
+        lambda w: w(torch.zeros(B, D), torch.zeros(B, D), margin=0.2),
+        "args[0]=Tensor[8, 4], args[1]=Tensor[8, 4], margin=float"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("call", "seen"), UNREADABLE_ROWS.values(), ids=UNREADABLE_ROWS.keys())
+def test_an_unreadable_call_warns_once_with_the_arguments_it_saw(tmp_path, call, seen):
+    def loss_fn(*args, **kwargs):
+        return args[0].sum()
+
+    records, messages, monitor = _run(loss_fn, lambda watched, step: call(watched), steps=2,
+                                      preset="cheap", tmp_path=tmp_path)  # fmt: skip
+    warned = [m for m in messages if "cannot read" in m]
+    assert len(warned) == 1 and f"the call's arguments: {seen}" in warned[0]
+    assert monitor.skipped_calls == 2 and records == [None, None]
