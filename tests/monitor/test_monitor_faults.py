@@ -30,7 +30,7 @@ UNTOUCHED = {"step", "loss", "degenerate_batches", "degenerate_batch"}
 """Keys that do not read the embeddings or scores: logged as they are."""
 
 
-def _embeddings(bad: float | None = None, row: int = 3) -> torch.Tensor:
+def _embeddings(bad: float | None = None, row: int | list[int] = 3) -> torch.Tensor:
     values = torch.randn(B, D, generator=torch.Generator().manual_seed(0))
     if bad is not None:
         values[row] = bad
@@ -78,6 +78,12 @@ def _is_valid(key: str, value: float) -> bool:
 NAN_ROWS = {
     "SmoothAP, NaN row": (lambda: gradlab.SmoothAPLoss(0.1, validate=False),
                           lambda w, s: w(_embeddings(math.nan), LABELS)),
+    "SmoothAP, two NaN rows (P was -0.06)": (
+        lambda: gradlab.SmoothAPLoss(0.1, validate=False),
+        lambda w, s: w(_embeddings(math.nan, row=[0, 1]), LABELS)),
+    "SmoothAP, all rows NaN (P was -1, counts -3)": (
+        lambda: gradlab.SmoothAPLoss(0.1, validate=False),
+        lambda w, s: w(_embeddings(math.nan, row=list(range(B))), LABELS)),
     "SmoothAP include_query, inf row": (
         lambda: gradlab.SmoothAPLoss(0.1, include_query=True, validate=False),
         lambda w, s: w(_embeddings(math.inf), LABELS)),
@@ -101,8 +107,8 @@ def test_non_finite_input_logs_nan_for_every_key_that_reads_it(tmp_path, make_lo
     (record,), messages, monitor = _run(make_loss(), call, tmp_path=tmp_path)
     read = sorted(set(record) - UNTOUCHED)
     assert len(read) >= 2  # operating region at least (the cheapest form's quantities)
+    assert {key: value for key, value in record.items() if not _is_valid(key, value)} == {}
     assert [key for key in read if not math.isnan(record[key])] == []
-    assert all(_is_valid(key, value) for key, value in record.items())
     assert not math.isnan(record["degenerate_batch"])  # from the labels or the mask: still valid
     warned = [m for m in messages if "not finite" in m]
     assert len(warned) == 1 and "operating_region" in warned[0] and "step 0" in warned[0]

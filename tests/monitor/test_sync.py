@@ -14,6 +14,7 @@ an off-schedule Monitor step adds nothing; a logged step moves its scalars to th
 
 from __future__ import annotations
 
+import math
 import traceback
 import warnings
 
@@ -248,6 +249,21 @@ def test_a_logged_monitor_step_transfers_once(tmp_path, counter, preset):
     monitor.close()
     assert counter.count == 1, counter.calls
     assert "loss" in record
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_input_logs_nan_in_the_same_one_transfer(tmp_path, counter, bad):
+    monitor = gradlab.Monitor(tmp_path, tau=0.05, preset="full", every=1)
+    monitor.step()  # opens the sinks outside the counted steps
+    embeddings, labels = _batch()
+    with torch.no_grad():
+        embeddings[2] = bad
+    monitor.watch(gradlab.SmoothAPLoss(0.05, validate=False))(embeddings, labels).backward()
+    with counter, pytest.warns(RuntimeWarning, match="not finite"):
+        record = monitor.step()
+    monitor.close()
+    assert counter.count == 1, counter.calls  # the finiteness flags travel with the values
+    assert math.isnan(record["p_seed"]) and math.isnan(record["anatomy_active_negatives_mean"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
