@@ -3,7 +3,9 @@
 Every user error (a bad option value, a path that cannot be used, a device this machine does
 not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
 follow :mod:`gradlab.paths`: a folder (``--out``) is created with its parents, a file
-(``--json``, ``--markdown``) only in a folder that exists.
+(``--json``, ``--markdown``) only in a folder that exists. A log line that cannot be read is
+skipped with a one-line warning; a write that fails anyway ends in one line naming the path.
+Ctrl-C or SIGTERM during ``report`` removes the half-written report (exit codes 130, 143).
 """
 
 from __future__ import annotations
@@ -177,6 +179,40 @@ def check_report_folder(out: Path) -> Path:
     return out
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is so that its cleanup runs as for Ctrl-C."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(f"signal {signum}")
+
+
+def _write_report(out: Path, quick: bool, only: list[str] | None, device: str) -> None:
+    """Write the report into ``.OUT.partial`` beside ``out``, then move it into place.
+
+    SIGTERM is handled like Ctrl-C while the report is written (the staging folder is removed,
+    nothing is left behind); the previous handler is back before the finished report is moved.
+    """
+    import signal
+
+    from gradlab.report import run_report
+
+    staging = out.parent / f".{out.name}.partial"
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        try:
+            shutil.rmtree(staging, ignore_errors=True)
+            run_report(staging, quick=quick, only=only, device=device)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
+            raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    if out.exists():
+        shutil.rmtree(out)
+    staging.rename(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -190,22 +226,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if arguments.command == "report":
             from gradlab.progress import set_progress_mode
-            from gradlab.report import run_report
 
             device = check_device(arguments.device)
             out = check_report_folder(arguments.out)
             if arguments.no_progress:
                 set_progress_mode("off")
-            staging = out.parent / f".{out.name}.partial"
-            try:
-                shutil.rmtree(staging, ignore_errors=True)
-                run_report(staging, quick=arguments.quick, only=arguments.only, device=device)
-            except BaseException:
-                shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
-                raise
-            if out.exists():
-                shutil.rmtree(out)
-            staging.rename(out)
+            _write_report(out, arguments.quick, arguments.only, device)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):
@@ -239,9 +265,17 @@ def main(argv: list[str] | None = None) -> int:
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
+    except _Terminated:
+        print("gradlab: terminated (SIGTERM); nothing was written", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("gradlab: interrupted; nothing was written", file=sys.stderr)
         return 130
+    except OSError as error:
+        if error.filename is None:
+            raise  # not a file or path the user named: a bug, shown in full
+        print(f"gradlab: could not use {str(error.filename)!r}: {error.strerror}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,0 +1,213 @@
+"""The command line under bad files, unwritable paths and SIGTERM: one line, never a traceback.
+
+One row per fault. A malformed ``metrics.jsonl`` line is skipped with a one-line warning that
+counts it, or, when no record is left, refused in one line with exit code 2. Values that are not
+numbers are left out of the figures with a note. An output that cannot be written is refused in
+one line with exit code 2 before any work. SIGTERM during ``gradlab report`` removes the staging
+folder as Ctrl-C does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pytest
+
+from gradlab.cli import main
+from gradlab.plotting import monitor as monitor_plots
+
+HEADER = json.dumps({"header": {"quantities": ["loss"]}})
+GOOD = [HEADER, json.dumps({"step": 0, "loss": 0.5}), json.dumps({"step": 1, "loss": 0.25})]
+
+
+def _log(folder: Path, lines: list[bytes]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "metrics.jsonl").write_bytes(b"".join(line + b"\n" for line in lines))
+    return folder
+
+
+def _good_then(extra: bytes) -> list[bytes]:
+    return [line.encode() for line in GOOD] + [extra]
+
+
+# name -> (lines of metrics.jsonl, expected exit code, expected stderr line)
+MALFORMED_LOGS = {
+    "random bytes": (
+        [bytes(range(128, 256)), bytes(range(255, 127, -1))], 2,
+        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; {log}:1: "
+        "skipped 2 of 2 lines (lines 1, 2: not UTF-8 text), so no logged step is left",
+    ),
+    "a latin-1 byte in a valid log": (
+        _good_then(b'{"step": 2, "loss": 0.125, "note": "caf\xe9"}'), 0,
+        "gradlab: warning: {log}:4: skipped a line that is not UTF-8 text",
+    ),
+    "a JSON array line": (
+        _good_then(b"[2, 0.125]"), 0,
+        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON array)",
+    ),
+    "a JSON number line": (
+        _good_then(b"0.125"), 0,
+        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON number)",
+    ),
+    "a JSON null line": (
+        _good_then(b"null"), 0,
+        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON null)",
+    ),
+    "a record without step": (
+        _good_then(b'{"loss": 0.125}'), 0,
+        'gradlab: warning: {log}:4: skipped a line that is a record without an integer "step"',
+    ),
+    "a string step": (
+        _good_then(b'{"step": "2", "loss": 0.125}'), 0,
+        'gradlab: warning: {log}:4: skipped a line that is a record without an integer "step"',
+    ),
+    "a string value": (
+        _good_then(b'{"step": 2, "loss": "high"}'), 0,
+        "gradlab: warning: ignored 1 logged value(s) that are not numbers: loss (1)",
+    ),
+    "a boolean value": (
+        _good_then(b'{"step": 2, "loss": true}'), 0,
+        "gradlab: warning: ignored 1 logged value(s) that are not numbers: loss (1)",
+    ),
+    "only nulls and arrays": (
+        [b"null", b"[]", b"null"], 2,
+        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; {log}:1: "
+        "skipped 3 of 3 lines (lines 1, 3: not a JSON object (a JSON null); line 2: not a JSON "
+        "object (a JSON array)), so no logged step is left",
+    ),
+}  # fmt: skip
+
+
+def _run(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("case", list(MALFORMED_LOGS))
+def test_plot_on_a_malformed_log(tmp_path, capsys, monkeypatch, case):
+    lines, expected_code, expected_line = MALFORMED_LOGS[case]
+    run = _log(tmp_path / "run", lines)
+    drawn = []
+
+    def keep(figure, path):
+        drawn.append([line.get_xydata().tolist() for line in figure.axes[0].get_lines()])
+        plt.close(figure)
+        return path
+
+    monkeypatch.setattr(monitor_plots, "save_figure", keep)
+    code, _, stderr = _run(["plot", str(run), "--out", str(tmp_path / "figures")], capsys)
+    assert code == expected_code
+    assert stderr.splitlines() == [expected_line.format(log=run / "metrics.jsonl")]
+    if expected_code == 0:  # the loss figure holds the two good records only
+        assert drawn[0] == [[[0.0, 0.5], [1.0, 0.25]]]
+    else:
+        assert drawn == [] and not (tmp_path / "figures").exists()
+
+
+def _fail_if_called(*args, **kwargs):
+    raise AssertionError("the work started before the output path was checked")
+
+
+# name -> (argv, the option the one-line error names). /proc and /sys accept no new file even
+# from root; a 0o500 folder ({locked}) binds every user but root (those rows skip as root).
+UNWRITABLE_OUTPUTS = {
+    "plot --out under /proc": (["plot", "{run}", "--out", "/proc/figs"], "--out"),
+    "plot --out under /sys": (["plot", "{run}", "--out", "/sys/kernel/figs"], "--out"),
+    "plot --out in a 0o500 folder": (["plot", "{run}", "--out", "{locked}/figs"], "--out"),
+    "audit --json in /proc": (["audit", "--json", "/proc/records.json"], "--json"),
+    "audit --markdown in /sys": (["audit", "--markdown", "/sys/kernel/audit.md"], "--markdown"),
+    "audit --json in a 0o500 folder": (["audit", "--json", "{locked}/a.json"], "--json"),
+    "report --out under /proc/self": (
+        ["report", "--only", "audit", "--out", "/proc/self/new/report"], "--out"),
+    "report --out under /sys": (["report", "--only", "audit", "--out", "/sys/kernel/r"], "--out"),
+    "report --out in a 0o500 folder": (
+        ["report", "--only", "audit", "--out", "{locked}/r"], "--out"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(UNWRITABLE_OUTPUTS))
+def test_an_unwritable_output_is_refused_in_one_line_before_any_work(
+    tmp_path, capsys, monkeypatch, case
+):
+    import gradlab.plotting.monitor
+    import gradlab.report
+    import gradlab.symbolic.audit
+
+    argv, option = UNWRITABLE_OUTPUTS[case]
+    if "{locked}" in " ".join(argv) and (not hasattr(os, "geteuid") or os.geteuid() == 0):
+        pytest.skip("root writes into a 0o500 folder; the /proc and /sys rows cover root")
+    system = next((root for root in ("/proc/", "/sys/") if root in " ".join(argv)), None)
+    if system is not None and not Path(system).is_dir():
+        pytest.skip(f"no {system} on this system")
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", _fail_if_called)
+    monkeypatch.setattr(gradlab.report, "run_report", _fail_if_called)
+    monkeypatch.setattr(gradlab.plotting.monitor, "plot_runs", _fail_if_called)
+    locked = tmp_path / "read_only"
+    locked.mkdir(mode=0o500)
+    run = _log(tmp_path / "run", [line.encode() for line in GOOD])
+    argv = [arg.format(run=run, locked=locked) for arg in argv]
+    code, stdout, stderr = _run(argv, capsys)
+    assert code == 2
+    (line,) = stderr.splitlines()
+    assert line.startswith(f"gradlab: {option} must be a") and "gradlab can write" in line
+    assert stdout == ""
+
+
+def test_an_output_that_fails_while_written_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    """A write that fails after the check (the disk filled, the folder was locked meanwhile)."""
+    import gradlab.symbolic.audit
+
+    target = tmp_path / "records.json"
+
+    def denied(records, json_path, markdown_path):
+        raise PermissionError(13, "Permission denied", str(json_path))
+
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", lambda **options: [])
+    monkeypatch.setattr(gradlab.symbolic.audit, "format_table", lambda records: "table")
+    monkeypatch.setattr(gradlab.symbolic.audit, "write_outputs", denied)
+    code, _, stderr = _run(["audit", "--json", str(target)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [f"gradlab: could not use {str(target)!r}: Permission denied"]
+
+
+def _wait_for(condition, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX")
+def test_sigterm_during_report_leaves_nothing_behind(tmp_path):
+    out = tmp_path / "r"
+    staging = tmp_path / ".r.partial"
+    command = [sys.executable, "-m", "gradlab", "report", "--quick", "--only", "audit",
+               "--out", str(out), "--no-progress"]  # fmt: skip
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment
+    )
+    try:
+        assert _wait_for(staging.exists, 120), "the report never started writing"
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert not staging.exists() and not out.exists()
+    assert process.returncode != 0
+    assert stderr.splitlines() == ["gradlab: terminated (SIGTERM); nothing was written"]
