@@ -253,19 +253,32 @@ TARGETS = ("embeddings", "queries", "scores", "labels", "candidates", "positives
 names: the first argument, then the targets)."""
 
 
+FIRSTS = ("embeddings", "queries", "scores")
+"""Names of a loss's first argument (the one whose gradient is read)."""
+
+
 def call_tensors(args: tuple, kwargs: dict) -> list:
     """The tensors of a loss call as the adapters read them: the positional arguments, then
     those given by keyword under a name of :data:`TARGETS` (in that order, whatever the call's),
-    then any other tensor keyword argument.
+    then any other tensor keyword argument. A call with neither a positional argument nor one
+    of :data:`FIRSTS` starts with its first 2-D float tensor keyword (``features=``).
 
     Example:
         >>> q, c, p = torch.zeros(2, 3), torch.zeros(4, 3), torch.zeros(2, 4, dtype=torch.bool)
         >>> [t.shape[0] for t in call_tensors((q,), {"positives": p, "candidates": c})]
         [2, 4, 2]
+        >>> [t.dim() for t in call_tensors((), {"labels": torch.arange(2), "features": q})]
+        [2, 1]
     """
     named = [kwargs[name] for name in TARGETS if isinstance(kwargs.get(name), torch.Tensor)]
     others = [value for name, value in kwargs.items()
               if name not in TARGETS and isinstance(value, torch.Tensor)]  # fmt: skip
+    if not args and not any(isinstance(kwargs.get(name), torch.Tensor) for name in FIRSTS):
+        # The first argument under another name (features=, x=): the first 2-D float tensor.
+        lead = next((index for index, value in enumerate(others)
+                     if value.dim() == 2 and value.is_floating_point()), None)  # fmt: skip
+        if lead is not None:
+            named.insert(0, others.pop(lead))
     return [*args, *named, *others]
 
 

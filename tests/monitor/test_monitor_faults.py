@@ -142,6 +142,10 @@ def _weighted_smooth_ap(embeddings, labels, weight=None, margin=0.0):
     return loss if weight is None else loss * weight.mean() + margin
 
 
+def _features_smooth_ap(features, labels, weight=None):
+    return gradlab.SmoothAPLoss(0.1)(features, labels)
+
+
 def _cross_modal(queries, candidates, positives, weight=None):
     return (queries @ candidates.T).masked_fill(~positives, 0).sum()
 
@@ -157,6 +161,8 @@ CALL_ROWS = {
     "labels= before embeddings=": (_weighted_smooth_ap,
                                    lambda w, e: w(labels=LABELS, embeddings=e)),
     "labels= after a positional": (_weighted_smooth_ap, lambda w, e: w(e, labels=LABELS)),
+    "labels= before features= (another name)": (
+        _features_smooth_ap, lambda w, e: w(labels=LABELS, features=e, weight=torch.ones(B))),
     "extra weight= keyword": (_weighted_smooth_ap, lambda w, e: w(e, LABELS, weight=torch.ones(B))),
     "extra weight= before labels=": (
         _weighted_smooth_ap, lambda w, e: w(e, weight=torch.ones(B), labels=LABELS)),
@@ -173,6 +179,7 @@ CALL_ROWS = {
 PLAIN = {  # the same loss called plainly, positionally
     _weighted_smooth_ap: lambda w, e: w(e, LABELS),
     _cross_modal: lambda w, e: w(e, e.detach() * 2, POSITIVES),
+    _features_smooth_ap: lambda w, e: w(e, LABELS),
 }
 
 
