@@ -22,6 +22,7 @@ import pytest
 
 from gradlab.cli import main
 from gradlab.plotting import monitor as monitor_plots
+from tests.monitor.test_sinks import MALFORMED
 
 HEADER = json.dumps({"header": {"quantities": ["loss"]}})
 GOOD = [HEADER, json.dumps({"step": 0, "loss": 0.5}), json.dumps({"step": 1, "loss": 0.25})]
@@ -33,59 +34,38 @@ def _log(folder: Path, lines: list[bytes]) -> Path:
     return folder
 
 
-def _good_then(extra: bytes) -> list[bytes]:
-    return [line.encode() for line in GOOD] + [extra]
+GOOD_BYTES = [line.encode() for line in GOOD]
 
+# name -> (a fourth line after a valid log, why it is skipped): the readers' table, the probe's
+# cases; the plot draws the rest, exit 0
+SKIPPED_LINES = {
+    name: MALFORMED[name]
+    for name in ("not UTF-8 (a latin-1 byte)", "a JSON array", "a JSON number", "JSON null",
+                 "no step", "a string step", "a boolean step")
+}  # fmt: skip
 
-# name -> (lines of metrics.jsonl, expected exit code, expected stderr line)
-MALFORMED_LOGS = {
+# name -> a fourth line whose loss is not a number: left out of the figure with a note, exit 0
+NOT_NUMBERS = {
+    "a string value": b'{"step": 2, "loss": "high"}',
+    "a boolean value": b'{"step": 2, "loss": true}',
+}
+
+# name -> (the whole log, what the refusal says after the path); nothing left: exit 2
+NOTHING_READABLE = {
     "random bytes": (
-        [bytes(range(128, 256)), bytes(range(255, 127, -1))], 2,
-        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; {log}:1: "
-        "skipped 2 of 2 lines (lines 1, 2: not UTF-8 text), so no logged step is left",
-    ),
-    "a latin-1 byte in a valid log": (
-        _good_then(b'{"step": 2, "loss": 0.125, "note": "caf\xe9"}'), 0,
-        "gradlab: warning: {log}:4: skipped a line that is not UTF-8 text",
-    ),
-    "a JSON array line": (
-        _good_then(b"[2, 0.125]"), 0,
-        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON array)",
-    ),
-    "a JSON number line": (
-        _good_then(b"0.125"), 0,
-        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON number)",
-    ),
-    "a JSON null line": (
-        _good_then(b"null"), 0,
-        "gradlab: warning: {log}:4: skipped a line that is not a JSON object (a JSON null)",
-    ),
-    "a record without step": (
-        _good_then(b'{"loss": 0.125}'), 0,
-        'gradlab: warning: {log}:4: skipped a line that is a record without an integer "step"',
-    ),
-    "a string step": (
-        _good_then(b'{"step": "2", "loss": 0.125}'), 0,
-        'gradlab: warning: {log}:4: skipped a line that is a record without an integer "step"',
-    ),
-    "a string value": (
-        _good_then(b'{"step": 2, "loss": "high"}'), 0,
-        "gradlab: warning: ignored 1 logged value(s) that are not numbers: loss (1)",
-    ),
-    "a boolean value": (
-        _good_then(b'{"step": 2, "loss": true}'), 0,
-        "gradlab: warning: ignored 1 logged value(s) that are not numbers: loss (1)",
+        [bytes(range(128, 256)), bytes(range(255, 127, -1))],
+        ":1: skipped 2 of 2 lines (lines 1, 2: not UTF-8 text)",
     ),
     "only nulls and arrays": (
-        [b"null", b"[]", b"null"], 2,
-        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; {log}:1: "
-        "skipped 3 of 3 lines (lines 1, 3: not a JSON object (a JSON null); line 2: not a JSON "
-        "object (a JSON array)), so no logged step is left",
+        [b"null", b"[]", b"null"],
+        ":1: skipped 3 of 3 lines (lines 1, 3: not a JSON object (a JSON null); "
+        "line 2: not a JSON object (a JSON array))",
     ),
-}  # fmt: skip
+}
 
 
 def _run(argv, capsys):
+    """main(argv) -> (exit code, stdout, stderr); argparse's SystemExit counts as a return."""
     try:
         code = main(argv)
     except SystemExit as stop:
@@ -94,9 +74,9 @@ def _run(argv, capsys):
     return code, captured.out, captured.err
 
 
-@pytest.mark.parametrize("case", list(MALFORMED_LOGS))
-def test_plot_on_a_malformed_log(tmp_path, capsys, monkeypatch, case):
-    lines, expected_code, expected_line = MALFORMED_LOGS[case]
+def _plot(tmp_path, capsys, monkeypatch, lines):
+    """``gradlab plot`` of a log of ``lines`` -> (exit code, stderr lines, the log, the points of
+    each line of each figure drawn)."""
     run = _log(tmp_path / "run", lines)
     drawn = []
 
@@ -107,12 +87,37 @@ def test_plot_on_a_malformed_log(tmp_path, capsys, monkeypatch, case):
 
     monkeypatch.setattr(monitor_plots, "save_figure", keep)
     code, _, stderr = _run(["plot", str(run), "--out", str(tmp_path / "figures")], capsys)
-    assert code == expected_code
-    assert stderr.splitlines() == [expected_line.format(log=run / "metrics.jsonl")]
-    if expected_code == 0:  # the loss figure holds the two good records only
-        assert drawn[0] == [[[0.0, 0.5], [1.0, 0.25]]]
-    else:
-        assert drawn == [] and not (tmp_path / "figures").exists()
+    return code, stderr.splitlines(), run / "metrics.jsonl", drawn
+
+
+@pytest.mark.parametrize("case", list(SKIPPED_LINES))
+def test_plot_skips_a_malformed_line_with_a_one_line_warning(tmp_path, capsys, monkeypatch, case):
+    line, reason = SKIPPED_LINES[case]
+    code, stderr, log, drawn = _plot(tmp_path, capsys, monkeypatch, [*GOOD_BYTES, line.strip()])
+    assert code == 0
+    assert stderr == [f"gradlab: warning: {log}:4: skipped a line that is {reason}"]
+    assert drawn[0] == [[[0.0, 0.5], [1.0, 0.25]]]  # the two good records, nothing else
+
+
+@pytest.mark.parametrize("case", list(NOT_NUMBERS))
+def test_plot_ignores_values_that_are_not_numbers_with_a_note(tmp_path, capsys, monkeypatch, case):
+    lines = [*GOOD_BYTES, NOT_NUMBERS[case]]
+    code, stderr, _, drawn = _plot(tmp_path, capsys, monkeypatch, lines)
+    assert code == 0
+    assert stderr == ["gradlab: warning: ignored 1 logged value(s) that are not numbers: loss (1)"]
+    assert drawn[0] == [[[0.0, 0.5], [1.0, 0.25]]]
+
+
+@pytest.mark.parametrize("case", list(NOTHING_READABLE))
+def test_plot_refuses_a_log_with_nothing_readable_in_one_line(tmp_path, capsys, monkeypatch, case):
+    lines, detail = NOTHING_READABLE[case]
+    code, stderr, log, drawn = _plot(tmp_path, capsys, monkeypatch, lines)
+    assert code == 2
+    assert stderr == [
+        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+        f"{log}{detail}, so no logged step is left"
+    ]
+    assert drawn == [] and not (tmp_path / "figures").exists()
 
 
 def _fail_if_called(*args, **kwargs):
