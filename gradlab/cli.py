@@ -194,11 +194,13 @@ def _write_report(out: Path, quick: bool, only: list[str] | None, device: str) -
     nothing is left behind); the previous handler is back before the finished report is moved.
     """
     import signal
+    import threading
 
     from gradlab.report import run_report
 
     staging = out.parent / f".{out.name}.partial"
-    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    handles = threading.current_thread() is threading.main_thread()  # signals reach it only
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if handles else None
     try:
         try:
             shutil.rmtree(staging, ignore_errors=True)
@@ -207,7 +209,8 @@ def _write_report(out: Path, quick: bool, only: list[str] | None, device: str) -
             shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
             raise
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        if handles:
+            signal.signal(signal.SIGTERM, previous)
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)

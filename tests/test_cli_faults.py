@@ -216,3 +216,55 @@ def test_sigterm_during_report_leaves_nothing_behind(tmp_path):
     assert not staging.exists() and not out.exists()
     assert process.returncode != 0
     assert stderr.splitlines() == ["gradlab: terminated (SIGTERM); nothing was written"]
+
+
+def test_plot_on_a_log_that_cannot_be_read_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
+    run = _log(tmp_path / "run", GOOD_BYTES)
+
+    def denied(path, **options):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(monitor_plots, "read_segments", denied)
+    code, _, stderr = _run(["plot", str(run), "--out", str(tmp_path / "figures")], capsys)
+    assert code == 2
+    log = run / "metrics.jsonl"
+    assert stderr.splitlines() == [f"gradlab: run_dir: cannot read {str(log)!r}: Permission denied"]
+
+
+def _fake_report(seen):
+    def run_report(staging, **options):
+        seen.append(signal.getsignal(signal.SIGTERM))
+        staging.mkdir()
+        (staging / "results.json").write_text("{}")
+
+    return run_report
+
+
+def test_report_handles_sigterm_only_while_it_writes(tmp_path, monkeypatch):
+    import gradlab.report
+
+    seen = []
+    monkeypatch.setattr(gradlab.report, "run_report", _fake_report(seen))
+    before = signal.getsignal(signal.SIGTERM)
+    assert main(["report", "--only", "audit", "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    assert signal.getsignal(signal.SIGTERM) is before  # the previous handler is back
+    assert len(seen) == 1 and seen[0] is not before and callable(seen[0])
+    assert (tmp_path / "r" / "results.json").read_text() == "{}"
+
+
+def test_report_in_a_thread_runs_without_a_signal_handler(tmp_path, monkeypatch):
+    """signal.signal works in the main thread only; main() called elsewhere still reports."""
+    import threading
+
+    import gradlab.report
+
+    seen = []
+    monkeypatch.setattr(gradlab.report, "run_report", _fake_report(seen))
+    before = signal.getsignal(signal.SIGTERM)
+    codes = []
+    argv = ["report", "--only", "audit", "--out", str(tmp_path / "r"), "--no-progress"]
+    thread = threading.Thread(target=lambda: codes.append(main(argv)))
+    thread.start()
+    thread.join(timeout=60)
+    assert codes == [0] and seen == [before] and signal.getsignal(signal.SIGTERM) is before
+    assert (tmp_path / "r" / "results.json").read_text() == "{}"
