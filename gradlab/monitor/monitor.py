@@ -279,9 +279,11 @@ class Monitor:
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
             )  # fmt: skip
         except Exception as error:
+            call = describe_call(args, kwargs)
             if self.strict:
-                raise GradlabError(f"Monitor cannot read this loss call: {error}") from error
-            self._skip_call(error, describe_call(args, kwargs))
+                raise GradlabError(f"Monitor cannot read this loss call: {error}; the call's "
+                                   f"arguments: {call}") from error  # fmt: skip
+            self._skip_call(error, call)
 
     def _skip_call(self, error: Exception, call: str) -> None:
         """Report the first unreadable call (with the arguments it saw); count all of them."""

@@ -341,7 +341,10 @@ def test_unreadable_targets_are_named_in_full(tmp_path, make_args, message):
         watched = monitor.watch(lambda *args: args[0].sum())
         with pytest.raises(GradlabError) as raised:
             watched(*make_args())
-    assert str(raised.value) == f"Monitor cannot read this loss call: {message}"
+    seen = ", ".join(f"args[{i}]=Tensor{list(t.shape)}" for i, t in enumerate(make_args()))
+    assert str(raised.value) == (
+        f"Monitor cannot read this loss call: {message}; the call's arguments: {seen}"
+    )
 
 
 def test_each_watched_loss_keeps_its_own_inputs(tmp_path):

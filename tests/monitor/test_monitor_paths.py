@@ -65,15 +65,19 @@ def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):
         expected = (
             "Monitor cannot read this loss call: expected loss(embeddings [B, d], labels [B]) or "
             "loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); got 2 tensor "
-            "argument(s): (Tensor[4, 3], int)"
+            "argument(s): (Tensor[4, 3], int); the call's arguments: args[0]=Tensor[4, 3], "
+            "args[1]=int"
         )
         assert str(raised.value) == expected
         with pytest.raises(GradlabError) as raised:
             watched()
-        assert str(raised.value).endswith("; got no tensor")
+        assert str(raised.value).endswith("; got no tensor; the call's arguments: no argument")
         with pytest.raises(GradlabError) as raised:
             watched(torch.zeros(6), torch.zeros(2, 2))
-        assert str(raised.value).endswith("got 2 tensor argument(s): (Tensor[6], Tensor[2, 2])")
+        assert str(raised.value).endswith(
+            "got 2 tensor argument(s): (Tensor[6], Tensor[2, 2]); the call's arguments: "
+            "args[0]=Tensor[6], args[1]=Tensor[2, 2]"
+        )
 
 
 def test_the_first_unreadable_call_warns_with_the_whole_message(tmp_path):
