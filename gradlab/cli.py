@@ -253,11 +253,10 @@ def main(argv: list[str] | None = None) -> int:
         elif arguments.command == "plot":
             import warnings
 
-            from gradlab.plotting.monitor import plot_runs
+            from gradlab.plotting.monitor import _default_out, plot_runs
 
-            out = arguments.out
-            if out is not None:
-                out = check_output_folder(out, argument="--out")
+            out = arguments.out if arguments.out is not None else _default_out(arguments.run_dir)
+            out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 written = plot_runs(arguments.run_dir, out, arguments.label)

@@ -268,3 +268,20 @@ def test_report_in_a_thread_runs_without_a_signal_handler(tmp_path, monkeypatch)
     thread.join(timeout=60)
     assert codes == [0] and seen == [before] and signal.getsignal(signal.SIGTERM) is before
     assert (tmp_path / "r" / "results.json").read_text() == "{}"
+
+
+def test_plot_refuses_an_unwritable_default_figure_folder_before_reading(
+    tmp_path, capsys, monkeypatch
+):
+    """No --out: RUN_DIR/figures, checked like --out (simulated: root can write anywhere)."""
+    import gradlab.paths
+
+    run = _log(tmp_path / "run", GOOD_BYTES)
+    monkeypatch.setattr(gradlab.paths, "_writable_folder", lambda folder: folder != run)
+    monkeypatch.setattr(monitor_plots, "read_segments", _fail_if_called)
+    code, _, stderr = _run(["plot", str(run)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [
+        f"gradlab: --out must be a folder gradlab can write; got {str(run / 'figures')!r}, and "
+        f"nothing can be created in {str(run)!r}"
+    ]
