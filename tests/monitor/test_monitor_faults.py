@@ -23,6 +23,7 @@ import torch
 
 import gradlab
 from gradlab.monitor import Monitor
+from gradlab.monitor.batch import BatchView, ScoreCapture
 
 B, D = 8, 4
 LABELS = torch.arange(B) % 2
@@ -226,3 +227,34 @@ def test_an_unreadable_call_warns_once_with_the_arguments_it_saw(tmp_path, call,
     warned = [m for m in messages if "cannot read" in m]
     assert len(warned) == 1 and f"the call's arguments: {seen}" in warned[0]
     assert monitor.skipped_calls == 2 and records == [None, None]
+
+
+# --- the device-side finiteness flags, against a loop over the entries ---------------------------
+
+
+@pytest.mark.parametrize("where", ["embeddings", "candidates", "grad", "nowhere"])
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_finite_flags_match_a_loop_over_the_entries(where, bad, dtype):
+    generator = torch.Generator().manual_seed(2)
+    tensors = {name: torch.randn(shape, generator=generator).to(dtype)
+               for name, shape in (("embeddings", (5, 3)), ("candidates", (6, 3)),
+                                   ("grad", (5, 6)))}  # fmt: skip
+    if where != "nowhere":
+        tensors[where][4, 2] = bad
+    batch = BatchView(tensors["embeddings"], candidates=tensors["candidates"],
+                      positives=torch.eye(5, 6, dtype=torch.bool))  # fmt: skip
+    batch.score_captures = [ScoreCapture("i2t", None, batch.positives, grad=tensors["grad"]),
+                            ScoreCapture("t2i", None, batch.positives)]  # fmt: skip
+
+    def finite(name):
+        return all(math.isfinite(float(v)) for v in tensors[name].flatten().tolist())
+
+    expected_inputs = finite("embeddings") and finite("candidates")
+    inputs, grads = batch.finite_flags()
+    assert (bool(inputs), bool(grads)) == (expected_inputs, expected_inputs and finite("grad"))
+
+
+def test_finite_flags_of_an_empty_batch_are_true():
+    flags = BatchView(torch.zeros(0, 3), labels=torch.zeros(0, dtype=torch.long)).finite_flags()
+    assert [bool(flag) for flag in flags] == [True, True]
