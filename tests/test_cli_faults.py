@@ -22,7 +22,7 @@ import pytest
 
 from gradlab.cli import main
 from gradlab.plotting import monitor as monitor_plots
-from tests.monitor.test_sinks import MALFORMED
+from tests.helpers.malformed_logs import MALFORMED
 
 HEADER = json.dumps({"header": {"quantities": ["loss"]}})
 GOOD = [HEADER, json.dumps({"step": 0, "loss": 0.5}), json.dumps({"step": 1, "loss": 0.25})]

@@ -10,6 +10,7 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, read_segments
+from tests.helpers.malformed_logs import MALFORMED
 from tests.helpers.sink_data import TABLE, FixedTable, same
 from tests.helpers.training import train
 
@@ -183,18 +184,6 @@ def test_tensorboard_holds_the_header_as_json_text(tmp_path):
 # --- readers on malformed lines: skipped with one warning, or refused under strict=True ---------
 
 GOOD = b'{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n'
-MALFORMED = {
-    "not UTF-8 (a latin-1 byte)": (b'{"step": 1, "note": "caf\xe9"}\n', "not UTF-8 text"),
-    "cut short": (b'{"step": 1, "a": 0.\n', "not valid JSON (a write cut short?)"),
-    "a JSON array": (b"[1, 2, 3]\n", "not a JSON object (a JSON array)"),
-    "a JSON number": (b"42\n", "not a JSON object (a JSON number)"),
-    "JSON null": (b"null\n", "not a JSON object (a JSON null)"),
-    "a JSON string": (b'"step"\n', "not a JSON object (a JSON string)"),
-    "no step": (b'{"a": 2.0}\n', 'a record without an integer "step"'),
-    "a string step": (b'{"step": "1", "a": 2.0}\n', 'a record without an integer "step"'),
-    "a boolean step": (b'{"step": true, "a": 2.0}\n', 'a record without an integer "step"'),
-    "a header not an object": (b'{"header": [1]}\n', "a header that is not a JSON object"),
-}
 
 
 @pytest.mark.parametrize("reader", [read_jsonl, read_segments])
