@@ -88,6 +88,11 @@ class Monitor:
     Every option but ``log_dir`` is a field of :class:`~gradlab.monitor.config.MonitorConfig`
     (documented and checked there); :meth:`from_config` opens a Monitor from one.
 
+    No impossible value is logged: a quantity that reads non-finite embeddings or scores logs
+    NaN for its keys (:meth:`step`); ``not_finite`` counts such steps per quantity, and
+    ``skipped_calls`` the loss calls it could not read (the first one warns with the
+    arguments it saw).
+
     Raises:
         GradlabError: ``log_dir`` cannot become a writable folder, or holds a run and neither
             ``resume`` nor ``overwrite`` is set; any other invalid option.
