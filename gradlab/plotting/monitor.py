@@ -199,7 +199,7 @@ def plot_runs(
     note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=2)
-    folder = Path(out) if out is not None else _default_out([Path(p) for p in run_dirs])
+    folder = Path(out) if out is not None else default_out([Path(p) for p in run_dirs])
     check_output_folder(folder, argument="out")
     present = {
         family: [key for key in plot.keys if any(key in r for _, records in runs for r in records)]
@@ -326,7 +326,15 @@ def _default_labels(paths: list[Path]) -> list[str]:
     return names
 
 
-def _default_out(paths: list[Path]) -> Path:
+def default_out(paths: list[Path]) -> Path:
+    """Where ``gradlab plot`` writes by default: ``RUN_DIR/figures``, or for several runs the
+    ``figures`` folder of their common parent.
+
+    Example:
+        >>> from pathlib import Path
+        >>> default_out([Path("runs/a")]).as_posix()
+        'runs/a/figures'
+    """
     if len(paths) == 1:
         return paths[0] / "figures"
     return Path(os.path.commonpath([str(path.resolve()) for path in paths])) / "figures"
