@@ -39,15 +39,12 @@ from gradlab.functional.score_losses import (
 )
 from gradlab.validation import (
     ScoreRecorderSlot,
-    check_embedding_size,
+    check_embeddings_and_labels,
     check_non_negative_finite,
     check_positive_finite,
     check_positive_int,
     check_real_device,
-    check_same_device,
-    check_shape,
     check_temperature,
-    check_tensor,
     finite_flag,
     value_checks_enabled,
 )
@@ -83,8 +80,10 @@ class RankingLoss(nn.Module):
         degenerate_batches: how many batches without ranking signal this instance has seen.
 
     Example:
-        >>> sorted(cls.__name__ for cls in RankingLoss.__subclasses__())[:2]
-        ['BlackboxAPLoss', 'FAPPYLoss']
+        >>> losses = (SmoothAPLoss, FastAPLoss, FAPPYLoss, BlackboxAPLoss, NTXentLoss,
+        ...           MaxViolationTripletLoss)
+        >>> all(issubclass(cls, RankingLoss) for cls in losses)
+        True
         >>> NTXentLoss.input_form, SmoothAPLoss.input_form
         ('scores', 'embeddings')
     """
@@ -126,12 +125,7 @@ class RankingLoss(nn.Module):
 
         Shapes and dtypes are checked first (metadata only), so the flags are well defined.
         """
-        check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
-        check_embedding_size("embeddings", embeddings)
-        check_tensor("labels", labels, ndims=(1,), kind="integer")
-        check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
-        check_real_device(embeddings=embeddings, labels=labels)
-        check_same_device(embeddings=embeddings, labels=labels)
+        check_embeddings_and_labels(embeddings, labels)
         if not self.validate or not value_checks_enabled():
             return
         flags = torch.stack((finite_flag(embeddings), has_ranking_signal(labels))).tolist()
@@ -210,7 +204,31 @@ class SmoothAPLoss(RankingLoss):
         return f"tau={self.tau}, include_query={self.include_query}"
 
 
-class FAPPYLoss(RankingLoss):
+class _InBatchLoss(RankingLoss):
+    """A loss defined on one batch only: ``loss(embeddings, labels)``, no cross-modal form."""
+
+    input_form = "embeddings"
+
+    def forward(
+        self,
+        embeddings: torch.Tensor,
+        labels: torch.Tensor | None = None,
+        *extra: object,
+        candidates: torch.Tensor | None = None,
+        positives: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """``loss(embeddings, labels)``."""
+        check_call_form(type(self).__name__, labels, extra, candidates, positives, False)
+        self._check_in_batch(embeddings, labels)
+        return self._in_batch_loss(embeddings, labels)
+
+    def _in_batch_loss(
+        self, embeddings: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class FAPPYLoss(_InBatchLoss):
     """FAPPY, the multi-scale false-positive-probability loss (FAPPY paper, Algorithm 1).
 
     ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving down to ``delta_min``.
@@ -244,24 +262,14 @@ class FAPPYLoss(RankingLoss):
         self.deltas = fappy_deltas(self.delta_min)
         self.normalization = check_normalization(normalization)
 
-    def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor | None = None,
-        *extra: object,
-        candidates: torch.Tensor | None = None,
-        positives: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``loss(embeddings, labels)``."""
-        check_call_form(type(self).__name__, labels, extra, candidates, positives, False)
-        self._check_in_batch(embeddings, labels)
+    def _in_batch_loss(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return fappy_loss(embeddings, labels, self.delta_min, self.normalization, validate=False)
 
     def extra_repr(self) -> str:
         return f"delta_min={self.delta_min}, normalization={self.normalization!r}"
 
 
-class FastAPLoss(RankingLoss):
+class FastAPLoss(_InBatchLoss):
     """``1 - mean FastAP`` (Cakir et al., CVPR 2019) with ``num_bins`` distance bins.
 
     ``loss(embeddings, labels)``. In-batch only: its functional core,
@@ -283,17 +291,7 @@ class FastAPLoss(RankingLoss):
         super().__init__(validate)
         self.num_bins = check_positive_int("num_bins", num_bins)
 
-    def forward(
-        self,
-        embeddings: torch.Tensor,
-        labels: torch.Tensor | None = None,
-        *extra: object,
-        candidates: torch.Tensor | None = None,
-        positives: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """``loss(embeddings, labels)``."""
-        check_call_form(type(self).__name__, labels, extra, candidates, positives, False)
-        self._check_in_batch(embeddings, labels)
+    def _in_batch_loss(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return fastap_loss(embeddings, labels, self.num_bins, validate=False)
 
     def extra_repr(self) -> str:

@@ -208,6 +208,30 @@ def check_embedding_size(name: str, embeddings: torch.Tensor) -> None:
         )
 
 
+def check_embeddings_and_labels(
+    embeddings: torch.Tensor, labels: torch.Tensor, *, finite: bool = False
+) -> None:
+    """The in-batch inputs: ``embeddings [B, d]`` floats (``d >= 1``) and ``labels [B]``
+    integers, on one real device; with ``finite``, also refuse NaN or infinite embeddings
+    (one value read, after every metadata check).
+
+    Example:
+        >>> try:
+        ...     check_embeddings_and_labels(torch.zeros(4, 3), torch.zeros(5, dtype=torch.long))
+        ... except GradlabError as error:
+        ...     print(error)
+        labels must have shape (4,) (one label per embedding); got (5,)
+    """
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+    check_embedding_size("embeddings", embeddings)
+    check_tensor("labels", labels, ndims=(1,), kind="integer")
+    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+    check_real_device(embeddings=embeddings, labels=labels)
+    check_same_device(embeddings=embeddings, labels=labels)
+    if finite:
+        check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+
+
 def check_positive_finite(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a positive finite real number.
 

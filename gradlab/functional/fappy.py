@@ -40,9 +40,8 @@ import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.validation import (
-    check_embedding_size,
+    check_embeddings_and_labels,
     check_in_range,
-    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
@@ -211,13 +210,7 @@ def fappy_loss(
         0.0
     """
     normalization = check_normalization(normalization)
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
-    check_embedding_size("embeddings", embeddings)
-    check_tensor("labels", labels, ndims=(1,), kind="integer")
-    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
-    check_real_device(embeddings=embeddings, labels=labels)
-    check_same_device(embeddings=embeddings, labels=labels)
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
+    check_embeddings_and_labels(embeddings, labels, finite=validate)
     normalized = F.normalize(embeddings, dim=1)
     similarities = normalized @ normalized.T
     loss = embeddings.sum() * 0.0

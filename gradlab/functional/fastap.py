@@ -20,12 +20,8 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.validation import (
-    check_embedding_size,
+    check_embeddings_and_labels,
     check_positive_int,
-    check_real_device,
-    check_same_device,
-    check_shape,
-    check_tensor,
 )
 
 
@@ -45,13 +41,7 @@ def fastap(
         >>> fastap(emb, torch.tensor([0, 0, 1, 1]), num_bins=10)
         tensor([1., 1., 1., 1.])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
-    check_embedding_size("embeddings", embeddings)
-    check_tensor("labels", labels, ndims=(1,), kind="integer")
-    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
-    check_real_device(embeddings=embeddings, labels=labels)
-    check_same_device(embeddings=embeddings, labels=labels)
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
+    check_embeddings_and_labels(embeddings, labels, finite=validate)
     num_bins = check_positive_int("num_bins", num_bins)
     normalized = F.normalize(embeddings, dim=1)
     distances = (2.0 - 2.0 * normalized @ normalized.T).clamp(min=0.0)
