@@ -95,14 +95,17 @@ _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
 MONITOR_TESTS = {
     # test_anatomy and test_monitor_faults read what the adapters capture (first run without
     # them: 78 of 197 survivors were killed by these two files alone)
-    "adapters": ["tests/monitor/test_adapters.py", "tests/monitor/test_watch.py", *_MONITOR_VALUES,
+    "adapters": ["tests/monitor/test_adapters.py", "tests/monitor/test_adapters_messages.py",
+                 "tests/monitor/test_adapters_reading.py", "tests/monitor/test_watch.py",
+                 *_MONITOR_VALUES,
                  "tests/monitor/test_anatomy.py", "tests/monitor/test_monitor_faults.py",
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
               "tests/monitor/test_anatomy.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
-    "config": ["tests/monitor/test_config.py", "tests/monitor/test_options.py",
+    "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
+               "tests/monitor/test_options.py",
                "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py"],
     "distributed": ["tests/monitor/test_monitor_paths.py",
                     "tests/monitor/test_monitor_contract.py"],

@@ -1,0 +1,143 @@
+"""What the loss adapters tell a user whose call or loss they cannot read.
+
+A watched call the Monitor cannot read is reported with the form it expected and what it got
+(types and shapes); an unmet need names the need and why; the loss is named as the user wrote
+it. The wording is the behaviour here: the tests compare whole messages.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.monitor import adapters
+
+EMBEDDINGS_FORM = (
+    "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates=[C, d], "
+    "positives=[Q, C] bool)"
+)
+SCORES_FORM = "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)"
+
+
+def _message(call) -> str:
+    with pytest.raises(GradlabError) as caught:
+        call()
+    return str(caught.value)
+
+
+def _smooth_ap_read(tensors):
+    return adapters.adapt(gradlab.SmoothAPLoss(0.05)).read(tensors, None, 0.05)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "got"),
+    [
+        ([], "no tensor"),
+        ([torch.zeros(4, 3)], "1 tensor argument(s): (Tensor[4, 3])"),
+        ([torch.zeros(4, 3), 3], "2 tensor argument(s): (Tensor[4, 3], int)"),
+        ([torch.zeros(4), torch.arange(4)], "2 tensor argument(s): (Tensor[4], Tensor[4])"),
+        ([torch.zeros(4, 3, dtype=torch.int64), torch.arange(4)],
+         "2 tensor argument(s): (Tensor[4, 3], Tensor[4])"),
+        # queries and candidates without the positive mask
+        ([torch.zeros(2, 3), torch.zeros(5, 3)],
+         "2 tensor argument(s): (Tensor[2, 3], Tensor[5, 3])"),
+        ([torch.zeros(2, 3), torch.zeros(5, 3), 0.5],
+         "3 tensor argument(s): (Tensor[2, 3], Tensor[5, 3], float)"),
+    ],
+)  # fmt: skip
+def test_a_call_without_the_embedding_form_says_what_was_expected_and_what_came(tensors, got):
+    assert _message(lambda: _smooth_ap_read(tensors)) == f"expected {EMBEDDINGS_FORM}; got {got}"
+
+
+def test_a_score_loss_call_without_its_form_names_the_score_form():
+    adapter = adapters.adapt(gradlab.NTXentLoss(0.1))
+    message = _message(lambda: adapter.read([torch.zeros(3, 3)], None, 0.1))
+    assert message == f"expected {SCORES_FORM}; got 1 tensor argument(s): (Tensor[3, 3])"
+
+
+def test_extra_arguments_after_the_form_are_not_read():
+    embeddings, labels = torch.randn(4, 3), torch.tensor([0, 0, 1, 1])
+    batch = _smooth_ap_read([embeddings, labels, 0.5, "mean"])
+    assert batch.labels is labels and torch.equal(batch.embeddings, embeddings)
+
+
+@pytest.mark.parametrize(
+    ("tensors", "message"),
+    [
+        ([torch.zeros(4, 3), torch.zeros(4)],
+         "labels must have an integer dtype; got torch.float32"),
+        ([torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.int64)],
+         "labels must be 1-D; got shape (4, 2)"),
+        ([torch.zeros(4, 3), torch.arange(3)],
+         "labels must have shape (4,) (one label per embedding); got (3,)"),
+        ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, 5)],
+         "positives must be a bool tensor; got torch.float32"),
+        ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, dtype=torch.bool)],
+         "positives must be 2-D; got shape (2,)"),
+        ([torch.zeros(2, 3), torch.zeros(5, 3), torch.zeros(2, 4, dtype=torch.bool)],
+         "positives must have shape (2, 5) ([Q, C]); got (2, 4)"),
+    ],
+)  # fmt: skip
+def test_bad_targets_are_refused_naming_the_argument_and_what_is_allowed(tensors, message):
+    assert _message(lambda: _smooth_ap_read(tensors)) == message
+
+
+def test_a_loss_that_is_not_callable_is_refused_with_its_type_and_value():
+    assert _message(lambda: adapters.adapt(42)) == (
+        "loss_fn must be callable (a loss module or function); got int 42"
+    )
+
+
+def test_a_registry_that_recognises_nothing_names_the_loss(monkeypatch):
+    def my_loss(embeddings, labels):
+        return embeddings.sum()
+
+    monkeypatch.setattr(adapters, "ADAPTERS", [lambda loss_fn, inputs: None])
+    assert _message(lambda: adapters.adapt(my_loss)) == "no loss adapter recognises my_loss"
+
+
+def test_a_loss_is_named_by_its_function_or_class_name():
+    def my_ranking_loss(embeddings, labels):
+        return embeddings.sum()
+
+    assert adapters.loss_name(my_ranking_loss) == "my_ranking_loss"
+    assert adapters.loss_name(gradlab.NTXentLoss(0.1)) == "NTXentLoss"
+    assert adapters.adapt(my_ranking_loss).name == "the watched loss my_ranking_loss"
+    assert adapters.adapt(gradlab.NTXentLoss(0.1)).name == "the watched loss NTXentLoss"
+    assert adapters.adapt(gradlab.SmoothAPLoss(0.1)).name == "the watched loss SmoothAPLoss"
+
+
+def test_a_call_is_described_by_position_or_keyword_type_and_shape():
+    assert adapters.describe_call((), {}) == "no argument"
+    assert adapters.describe_call((torch.zeros(2, 3), 0.5), {"margin": 0.2, "w": torch.ones(2)}) \
+        == "args[0]=Tensor[2, 3], args[1]=float, margin=float, w=Tensor[2]"  # fmt: skip
+
+
+def test_an_unmet_need_without_a_reason_names_the_loss():
+    adapter = adapters.LossAdapter("the watched loss mine", "embeddings", frozenset({"embeddings"}))
+    assert adapter.why_not(frozenset({"embeddings", "loss"})) == (
+        "needs the loss value; the watched loss mine does not provide it"
+    )
+
+
+def test_several_unknown_needs_are_all_named():
+    adapter = adapters.adapt(gradlab.NTXentLoss(0.1))
+    assert adapter.why_not(frozenset({"hessian", "fisher"})) == (
+        "needs fisher, hessian, which the Monitor does not know"
+    )
+
+
+@pytest.mark.parametrize("need", ["embeddings", "embedding_grad", "smooth_ap_terms", "loss_kind"])
+def test_a_score_loss_says_it_is_watched_on_scores_for_what_it_cannot_provide(need):
+    adapter = adapters.adapt(gradlab.NTXentLoss(0.1))
+    described = {
+        "embeddings": "the embeddings",
+        "embedding_grad": "the gradient backpropagated into the embeddings",
+        "smooth_ap_terms": "SmoothAP's sigmoid block, computed from the embeddings",
+        "loss_kind": "a watched SmoothAP loss (its analytic gradient is compared)",
+    }[need]
+    assert adapter.why_not(frozenset({need})) == (
+        f"needs {described}; the loss is watched on a score matrix (inputs='scores')"
+    )

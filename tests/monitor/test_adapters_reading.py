@@ -1,0 +1,287 @@
+"""How the loss adapters read a watched loss and its calls.
+
+Which adapter a loss gets (gradlab's SmoothAP with its query convention, pytorch-metric-learning
+losses with their temperature, score-matrix losses, a loss exposing a recording distance), which
+tensors of a call are read and in what order, what a captured step holds (the loss's own
+counts, its recorded score matrix, gradients only where asked), checked against autograd and
+masks built here.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import adapters
+from gradlab.monitor.batch import ScoreCapture
+
+TAU = 0.05
+
+
+def _batch(seed: int = 0, size: int = 6):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(size, 4, generator=generator, dtype=torch.float64)
+    return embeddings.requires_grad_(True), torch.arange(size) // 2  # pairs
+
+
+def _same_label(labels: torch.Tensor) -> torch.Tensor:
+    return torch.tensor([[int(a) == int(b) for b in labels] for a in labels])
+
+
+class _Slot:
+    """An object that takes a score_recorder, as a recording distance does."""
+
+    score_recorder = None
+
+
+# Which adapter a loss gets
+
+
+@pytest.mark.parametrize(
+    ("include_query", "kind"), [(False, "exclude_query"), (True, "include_query")]
+)
+def test_gradlabs_smooth_ap_is_read_with_its_query_convention_and_tau(include_query, kind):
+    loss_fn = gradlab.SmoothAPLoss(0.07, include_query=include_query)
+    adapter = adapters.adapt(loss_fn)
+    assert (adapter.loss_kind, adapter.loss_tau, adapter.smooth_ap) == (kind, 0.07, True)
+    assert adapter.loss_fn is loss_fn and adapter.inputs == "embeddings"
+    assert {"loss_kind", "score_grad"} <= adapter.provides
+
+
+def test_a_loss_exposing_a_recording_distance_hands_its_scores_to_the_monitor():
+    class WithDistance(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.distance = _Slot()
+
+        def forward(self, embeddings, labels):
+            return embeddings.sum()
+
+    loss_fn = WithDistance()
+    adapter = adapters.adapt(loss_fn)
+    assert adapter.recorder is loss_fn.distance and "score_grad" in adapter.provides
+    assert adapters.adapt(lambda e, y: e.sum()).recorder is None
+
+
+@pytest.mark.parametrize("inputs", [None, "embeddings"])
+def test_pml_smooth_ap_is_recognised_with_its_temperature(inputs):
+    pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+    loss_fn = pml_losses.SmoothAPLoss(temperature=0.02)
+    adapter = adapters.adapt(loss_fn, inputs=inputs)
+    # PML's query is its own candidate
+    assert (adapter.loss_kind, adapter.loss_tau) == ("include_query", 0.02)
+    assert adapter.why_not(frozenset({"loss_kind"})) is None
+    assert adapter.loss_fn is loss_fn and adapter.name == "the watched loss SmoothAPLoss"
+
+
+def test_other_pml_losses_are_not_smooth_ap_and_record_through_their_distance():
+    pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+    from gradlab.interop.pml import RecordingCosineSimilarity
+
+    loss_fn = pml_losses.ContrastiveLoss(distance=RecordingCosineSimilarity())
+    adapter = adapters.adapt(loss_fn)
+    assert (adapter.loss_kind, adapter.loss_tau) == (None, None)
+    assert adapter.recorder is loss_fn.distance and adapter.loss_fn is loss_fn
+    assert adapter.why_not(frozenset({"loss_kind"})) == (
+        "needs a watched SmoothAP loss (its analytic gradient is compared); the watched loss "
+        "ContrastiveLoss is not SmoothAP"
+    )
+
+
+def test_a_pml_loss_watched_on_scores_is_read_on_scores():
+    pml_losses = pytest.importorskip("pytorch_metric_learning.losses")
+    adapter = adapters.adapt(pml_losses.SmoothAPLoss(temperature=0.02), inputs="scores")
+    assert (adapter.inputs, adapter.loss_kind, adapter.loss_tau) == ("scores", None, None)
+
+
+def test_a_score_loss_keeps_its_recorder_only_when_it_has_one():
+    loss_fn = gradlab.NTXentLoss(0.1)
+    assert adapters.adapt(loss_fn).recorder is loss_fn
+    assert adapters.adapt(loss_fn).loss_fn is loss_fn
+
+    def plain(scores, positives):
+        return scores.sum()
+
+    assert adapters.adapt(plain, inputs="scores").recorder is None
+
+
+def test_a_registered_maker_is_asked_before_gradlabs_own(monkeypatch):
+    monkeypatch.setattr(adapters, "ADAPTERS", list(adapters.ADAPTERS))
+    mine = adapters.LossAdapter("mine", "embeddings", frozenset({"embeddings"}))
+    adapters.register(lambda loss_fn, inputs: mine)
+    assert adapters.adapt(gradlab.SmoothAPLoss(0.05)) is mine
+
+
+# The tensors of a call
+
+
+def test_keyword_arguments_that_are_not_tensors_are_not_read():
+    embeddings, labels = torch.zeros(3, 2), torch.arange(3)
+    tensors = adapters.call_tensors((embeddings,), {"labels": labels, "margin": 0.2})
+    assert len(tensors) == 2 and tensors[0] is embeddings and tensors[1] is labels
+
+
+def test_after_a_positional_first_argument_keywords_keep_the_glossary_order():
+    embeddings, labels, extra = torch.zeros(3, 2), torch.arange(3), torch.ones(3, 5)
+    tensors = adapters.call_tensors((embeddings,), {"extra": extra, "labels": labels})
+    assert [id(t) for t in tensors] == [id(embeddings), id(labels), id(extra)]
+
+
+def test_the_first_argument_under_another_name_is_the_first_2d_float_keyword():
+    weight, features, labels = torch.ones(3), torch.zeros(3, 2), torch.arange(3)
+    tensors = adapters.call_tensors((), {"weight": weight, "features": features, "labels": labels})
+    assert [id(t) for t in tensors] == [id(features), id(labels), id(weight)]
+
+
+def test_a_call_without_a_2d_float_tensor_keeps_its_keywords():
+    labels, weight = torch.arange(3), torch.ones(3)
+    tensors = adapters.call_tensors((), {"labels": labels, "weight": weight})
+    assert [id(t) for t in tensors] == [id(labels), id(weight)]
+
+
+# What a step reads
+
+
+@pytest.mark.parametrize(
+    ("make", "call"),
+    [
+        (lambda: gradlab.SmoothAPLoss(TAU), lambda: (torch.randn(4, 3), torch.arange(4))),
+        (lambda: gradlab.NTXentLoss(0.1),
+         lambda: (torch.randn(4, 4), torch.zeros(4, 4, dtype=torch.bool))),
+    ],
+)  # fmt: skip
+def test_a_step_reads_the_losses_count_of_batches_without_signal(make, call):
+    loss_fn = make()
+    tensors = list(call())  # no positive pair: a degenerate batch
+    with pytest.warns(gradlab.DegenerateBatchWarning):
+        loss_fn(*tensors)
+    batch = adapters.adapt(loss_fn).read(tensors, None, TAU)
+    assert loss_fn.degenerate_batches == 1 and batch.degenerate_batches == 1
+
+
+def test_a_loss_without_a_count_reads_none():
+    tensors = [torch.zeros(2, 2), torch.arange(2)]
+    batch = adapters.adapt(lambda e, y: e.sum()).read(tensors, None, 0.1)
+    assert batch.degenerate_batches is None
+
+
+def test_the_loss_value_is_read_detached_or_left_out():
+    adapter = adapters.adapt(gradlab.SmoothAPLoss(TAU))
+    embeddings, labels = _batch()
+    assert adapter.read([embeddings, labels], None, TAU).loss is None
+    loss = (embeddings**2).sum()
+    batch = adapter.read([embeddings, labels], loss, TAU)
+    assert torch.equal(batch.loss, loss) and not batch.loss.requires_grad
+
+
+def test_a_score_call_is_its_own_layout():
+    scores, positives = torch.randn(3, 5), torch.rand(3, 5) < 0.5
+    batch = adapters.adapt(gradlab.NTXentLoss(0.1)).read([scores, positives], None, 0.1)
+    assert torch.equal(batch.layout.scores, scores) and batch.layout.positives is positives
+    assert batch.layout.candidate_mask is None and batch.positives is positives
+
+
+def test_a_capture_asks_for_no_gradient_by_default():
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    embeddings, labels = _batch()
+    loss = loss_fn(embeddings, labels)
+    batch = adapters.adapt(loss_fn).capture([embeddings, labels], loss, TAU)
+    loss.backward()
+    assert batch.score_captures == [] and batch.embedding_grad is None
+
+
+def test_the_embedding_gradient_is_kept_only_when_asked_on_embeddings():
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    adapter = adapters.adapt(loss_fn)
+    embeddings, labels = _batch()
+    kept = adapter.capture([embeddings, labels], None, TAU, embedding_grad=True)
+    unasked = adapter.capture([embeddings, labels], None, TAU, embedding_grad=False)
+    (expected,) = torch.autograd.grad(loss_fn(embeddings, labels), embeddings, retain_graph=True)
+    loss_fn(embeddings, labels).backward()
+    assert torch.equal(kept.embedding_grad, expected) and unasked.embedding_grad is None
+
+
+def test_a_score_call_never_fills_the_embedding_gradient():
+    scores = torch.randn(4, 4, requires_grad=True)
+    loss_fn = gradlab.NTXentLoss(0.1)
+    positives = torch.eye(4, dtype=torch.bool)
+    batch = adapters.adapt(loss_fn).capture([scores, positives], None, 0.1, embedding_grad=True)
+    loss_fn(scores, positives).backward()
+    assert batch.embedding_grad is None
+
+
+def test_smooth_ap_hands_its_recorded_score_matrix_and_its_gradient():
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    adapter = adapters.adapt(loss_fn)
+    embeddings, labels = _batch()
+    with adapter.listening(score_grad=True) as (recorded, records):
+        loss = loss_fn(embeddings, labels)
+    (record,) = records
+    record.scores.retain_grad()  # autograd's dL/dS, the reference
+    batch = adapter.capture([embeddings, labels], loss, TAU, record=record, recorded=recorded,
+                            score_grad=True)  # fmt: skip
+    assert batch.loss_record is record
+    loss.backward()
+    (capture,) = batch.score_captures
+    assert (capture.direction, capture.smooth_ap_tau) == ("in_batch", None)
+    assert torch.equal(capture.scores, record.scores.detach())
+    assert torch.equal(capture.grad, record.scores.grad)
+
+
+def test_a_score_call_keeps_no_loss_record():
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    embeddings, labels = _batch()
+    with adapters.adapt(loss_fn).listening(score_grad=False) as (_, records):
+        loss_fn(embeddings, labels)
+    scores = torch.randn(6, 6)
+    batch = adapters.adapt(gradlab.NTXentLoss(0.1)).capture(
+        [scores, torch.eye(6, dtype=torch.bool)], None, 0.1, record=records[0]
+    )
+    assert batch.loss_record is None
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_without_a_record_smooth_ap_reads_the_labels_with_its_query_convention(include_query):
+    embeddings, labels = _batch()
+    adapter = adapters.adapt(gradlab.SmoothAPLoss(TAU, include_query=include_query))
+    batch = adapter.capture([embeddings, labels], None, TAU, score_grad=True)
+    (capture,) = batch.score_captures
+    same = _same_label(labels)
+    eye = torch.eye(len(labels), dtype=torch.bool)
+    assert (capture.direction, capture.scores, capture.smooth_ap_tau) == ("in_batch", None, TAU)
+    if include_query:
+        assert torch.equal(capture.positives, same) and capture.candidates is None
+    else:
+        assert torch.equal(capture.positives, same & ~eye)
+        assert torch.equal(capture.candidates, ~eye)
+
+
+def test_a_recorded_in_batch_matrix_is_read_once_with_the_batch_masks():
+    embeddings, labels = _batch()
+    size = len(labels)
+    adapter = adapters.embedding_adapter(lambda e, y: e.sum(), _Slot())
+    kept = []
+    record = adapters.record_into(kept)
+    first, second = torch.randn(size, size), torch.randn(size, size)
+    record("in_batch", first, None)
+    record("in_batch", second, None)
+    record("in_batch", torch.randn(size, size + 1), None)  # another shape: not this batch's
+    batch = adapter.capture([embeddings, labels], None, TAU, recorded=kept, score_grad=True)
+    (capture,) = batch.score_captures
+    eye = torch.eye(size, dtype=torch.bool)
+    assert torch.equal(capture.scores, first) and capture.direction == "in_batch"
+    assert torch.equal(capture.positives, _same_label(labels) & ~eye)
+    assert torch.equal(capture.candidates, ~eye)
+
+
+def test_a_smooth_ap_adapter_with_a_recorder_reads_the_recorded_matrix():
+    embeddings, labels = _batch()
+    size = len(labels)
+    adapter = adapters.embedding_adapter(lambda e, y: e.sum(), _Slot(), smooth_ap=True,
+                                         loss_kind="exclude_query", loss_tau=TAU)  # fmt: skip
+    scores = torch.randn(size, size)
+    batch = adapter.capture([embeddings, labels], None, TAU, score_grad=True,
+                            recorded=[ScoreCapture("in_batch", scores, None)])  # fmt: skip
+    (capture,) = batch.score_captures
+    assert capture.scores is scores and capture.smooth_ap_tau is None
