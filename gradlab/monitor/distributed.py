@@ -1,18 +1,38 @@
-"""The Monitor under ``torch.distributed``: the global batch, and which rank writes.
+"""The Monitor under ``torch.distributed``: the global batch, the writing rank, staying in step.
 
 With ``distributed="auto"`` and an initialized process group the quantities are computed on
 the batch of every rank (embeddings, labels and their gradients all-gathered, the loss
 averaged), and only rank 0 writes. Score matrices captured for the anatomy stay the writing
 rank's own.
+
+Every logged step starts with one small collective, :func:`agree_on_step`: each rank offers
+its step number, its count of watched calls and what its batch holds, and every rank takes
+the same decision from the same table. The step is gathered only when all ranks hold a
+readable batch of the same step; when a rank has none (its loss call could not be read, or
+raised) the step is skipped on every rank; when the ranks' steps or call counts differ (a rank
+skipped ``monitor.step()``), the ranks are out of step and the Monitor stops gathering for the
+rest of the run rather than mix steps. So no rank is ever left waiting in a collective the
+others never join.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from gradlab.monitor.batch import BatchView
 
-__all__ = ["all_gather_rows", "gather_batch", "is_distributed", "is_rank_zero"]
+__all__ = [
+    "StepAgreement",
+    "agree_on_step",
+    "all_gather_rows",
+    "collective_device",
+    "decide",
+    "gather_batch",
+    "is_distributed",
+    "is_rank_zero",
+]
 
 
 def is_distributed() -> bool:
@@ -35,11 +55,125 @@ def is_rank_zero() -> bool:
     return not is_distributed() or torch.distributed.get_rank() == 0
 
 
-def all_gather_rows(tensor: torch.Tensor) -> torch.Tensor:
+_OFFER = ("step", "calls", "batch", "labels", "grad", "loss", "rows", "width")
+"""What each rank offers at a logged step (:func:`agree_on_step`), in order."""
+
+
+@dataclass(frozen=True)
+class StepAgreement:
+    """The decision every rank takes at a logged step (:func:`agree_on_step`).
+
+    Attributes:
+        log: gather the batch and log the step.
+        rows: each rank's number of rows (used by :func:`gather_batch`, no second exchange).
+        skipped: why the step is skipped on every rank (a rank has no batch, or the batches
+            differ in what they hold); ``None`` when it is logged or the ranks are out of step.
+        out_of_step: why the ranks are out of step (their steps or watched-call counts
+            differ); ``None`` otherwise.
+    """
+
+    log: bool
+    rows: tuple[int, ...] = ()
+    skipped: str | None = None
+    out_of_step: str | None = None
+
+
+def collective_device() -> torch.device:
+    """The device of this rank's collectives: its current CUDA device under NCCL, else CPU.
+
+    Example:
+        >>> collective_device()
+        device(type='cpu')
+    """
+    if is_distributed() and "nccl" in str(torch.distributed.get_backend()):
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
+    if batch is None:
+        return [step, calls, 0, 0, 0, 0, 0, 0]
+    embeddings = batch.embeddings
+    return [step, calls, 1, batch.labels is not None, batch.embedding_grad is not None,
+            batch.loss is not None, embeddings.shape[0],
+            embeddings.shape[1] if embeddings.dim() > 1 else -1]  # fmt: skip
+
+
+def decide(table: list[list[int]]) -> StepAgreement:
+    """The decision from every rank's offer (rows of ``table``, rank order); pure, no collective.
+
+    Args:
+        table: per rank ``[step, calls, has batch, has labels, has gradient, has loss, rows,
+            width]``.
+
+    Example:
+        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4], [3, 3, 1, 1, 1, 1, 6, 4]])
+        StepAgreement(log=True, rows=(8, 6), skipped=None, out_of_step=None)
+        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4], [3, 3, 0, 0, 0, 0, 0, 0]]).skipped
+        'rank 1 has no batch for step 3 (its loss call was not read, or raised)'
+    """
+    steps = [(row[0], row[1]) for row in table]
+    if len(set(steps)) > 1:
+        where = ", ".join(f"rank {rank} at step {step} after {calls} watched call(s)"
+                          for rank, (step, calls) in enumerate(steps))  # fmt: skip
+        return StepAgreement(log=False, out_of_step=f"the ranks are out of step ({where})")
+    step = steps[0][0]
+    missing = [rank for rank, row in enumerate(table) if not row[2]]
+    if missing:
+        ranks = ", ".join(f"rank {rank}" for rank in missing)
+        verb = "has" if len(missing) == 1 else "have"
+        return StepAgreement(log=False, skipped=f"{ranks} {verb} no batch for step {step} "
+                             "(its loss call was not read, or raised)")  # fmt: skip
+    held = {tuple(row[3:6]) for row in table}
+    widths = {row[7] for row in table}
+    if len(held) > 1 or len(widths) > 1:
+        detail = "; ".join(
+            f"rank {rank}: " + ", ".join(f"{name} {value}" for name, value
+                                         in zip(_OFFER[3:], row[3:], strict=True))
+            for rank, row in enumerate(table)
+        )  # fmt: skip
+        return StepAgreement(log=False, skipped=f"the ranks' batches for step {step} differ in "
+                             f"what they hold ({detail})")  # fmt: skip
+    return StepAgreement(log=True, rows=tuple(row[6] for row in table))
+
+
+def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreement:
+    """One collective at a logged step: every rank offers its step, its count of watched calls
+    and what its batch holds, and takes the same :func:`decide` decision from the same table.
+
+    Every rank must call it at the same logged steps (the schedule decides, the same on every
+    rank); a rank without a batch still calls it, with ``batch=None``. One small
+    ``all_gather`` and one host read of ``world_size x 8`` integers.
+
+    Args:
+        step: this rank's step number.
+        calls: this rank's count of watched calls so far.
+        batch: this rank's batch of the step, or ``None``.
+
+    Returns:
+        The :class:`StepAgreement`; without a process group, the one-rank decision.
+
+    Example:
+        >>> agree_on_step(0, 1, None).skipped
+        'rank 0 has no batch for step 0 (its loss call was not read, or raised)'
+    """
+    mine = _offer(step, calls, batch)
+    if not is_distributed():
+        return decide([mine])
+    device = batch.embeddings.device if batch is not None else collective_device()
+    offer = torch.tensor(mine, dtype=torch.int64, device=device)
+    table = [torch.empty_like(offer) for _ in range(torch.distributed.get_world_size())]
+    torch.distributed.all_gather(table, offer)
+    return decide(torch.stack(table).tolist())  # the one host read of the agreement
+
+
+def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -> torch.Tensor:
     """Concatenate ``tensor`` over ranks along dim 0 (the ranks' batches may differ in size).
 
     Args:
         tensor: this rank's rows ``[n_rank, ...]``.
+        rows: every rank's ``n_rank`` when already agreed (:class:`StepAgreement`); ``None``:
+            exchanged first (one more collective).
 
     Returns:
         ``[sum of n_rank, ...]``, rank 0's rows first.
@@ -53,20 +187,24 @@ def all_gather_rows(tensor: torch.Tensor) -> torch.Tensor:
         >>> torch.distributed.destroy_process_group()
     """
     world = torch.distributed.get_world_size()
-    size = torch.tensor([tensor.shape[0]], device=tensor.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    torch.distributed.all_gather(sizes, size)
-    largest = int(max(s.item() for s in sizes))
-    padded = torch.zeros((largest, *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
+    if rows is None:
+        size = torch.tensor([tensor.shape[0]], device=tensor.device)
+        sizes = [torch.zeros_like(size) for _ in range(world)]
+        torch.distributed.all_gather(sizes, size)
+        rows = tuple(int(s.item()) for s in sizes)
+    padded = torch.zeros((max(rows), *tensor.shape[1:]), dtype=tensor.dtype, device=tensor.device)
     padded[: tensor.shape[0]] = tensor
     parts = [torch.zeros_like(padded) for _ in range(world)]
     torch.distributed.all_gather(parts, padded)
-    return torch.cat([part[: int(s.item())] for part, s in zip(parts, sizes, strict=True)])
+    return torch.cat([part[:n] for part, n in zip(parts, rows, strict=True)])
 
 
-def gather_batch(batch: BatchView) -> BatchView:
+def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> BatchView:
     """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
     batch itself when no process group is initialized.
+
+    ``rows``: every rank's number of rows, from :func:`agree_on_step` (saves one exchange per
+    tensor); ``None``: exchanged per tensor.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(2), labels=torch.arange(2))
@@ -76,8 +214,8 @@ def gather_batch(batch: BatchView) -> BatchView:
     if not is_distributed():
         return batch
     gathered = BatchView(
-        embeddings=all_gather_rows(batch.embeddings),
-        labels=None if batch.labels is None else all_gather_rows(batch.labels),
+        embeddings=all_gather_rows(batch.embeddings, rows),
+        labels=None if batch.labels is None else all_gather_rows(batch.labels, rows),
         candidates=batch.candidates,
         positives=batch.positives,
         tau=batch.tau,
@@ -86,7 +224,7 @@ def gather_batch(batch: BatchView) -> BatchView:
         degenerate_batches=batch.degenerate_batches,
     )
     if batch.embedding_grad is not None:
-        gathered.embedding_grad = all_gather_rows(batch.embedding_grad)
+        gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)
     gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
     if batch.loss is not None:
         loss = batch.loss.clone().to(torch.float64)

@@ -42,7 +42,7 @@ from gradlab.monitor.adapters import (
 )
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.config import MonitorConfig
-from gradlab.monitor.distributed import gather_batch, is_rank_zero
+from gradlab.monitor.distributed import agree_on_step, gather_batch, is_distributed, is_rank_zero
 from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
@@ -78,7 +78,8 @@ class Monitor:
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances.
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
-        strict: raise a quantity's error instead of reporting it once and disabling it.
+        strict: raise a quantity's error instead of reporting it once and disabling it, and a
+            sink's fault instead of warning (the record is dropped either way).
         distributed: ``"auto"`` (the global batch under ``torch.distributed``, rank 0 writes)
             or ``"local"``.
         config: extra JSON-ready settings stored in the header record.
@@ -92,6 +93,20 @@ class Monitor:
     NaN for its keys (:meth:`step`); ``not_finite`` counts such steps per quantity, and
     ``skipped_calls`` the loss calls it could not read (the first one warns with the
     arguments it saw).
+
+    Logging never stops training: a sink that raises (a full disk: ``OSError``) drops that
+    record, ``dropped_records`` counts the dropped records per sink (by file name, else class
+    name), the first fault of each sink warns once (``RuntimeWarning`` with the sink, its path
+    and the error), the sink is retried at each logged step and the first record it takes
+    again notes the steps it missed (``dropped_steps``; :mod:`~gradlab.monitor.sinks`).
+    ``strict=True`` raises a :class:`GradlabError` naming the path and the error instead of the
+    warning, and the Monitor goes on as well. The folder's lock is released once, at close.
+
+    Under ``torch.distributed`` every rank agrees on each logged step before gathering
+    (:func:`~gradlab.monitor.distributed.agree_on_step`): a step some rank cannot log (its
+    loss call was unreadable or raised) is skipped on every rank and counted in
+    ``skipped_steps``; ranks out of step (one skipped ``monitor.step()``) stop logging, the
+    reason in ``out_of_step``, rather than mix the ranks' steps. No rank waits alone.
 
     Raises:
         GradlabError: ``log_dir`` cannot become a writable folder, or holds a run and neither
@@ -141,6 +156,10 @@ class Monitor:
         # quantity -> logged steps on which it logged NaN because its input was not finite
         self.not_finite: dict[str, int] = {}
         self.calls = 0  # watched calls (and attached forwards) seen
+        # torch.distributed: logged steps skipped on every rank (a rank had no batch), and why
+        # the ranks fell out of step (then nothing more is logged)
+        self.skipped_steps = 0
+        self.out_of_step: str | None = None
         self._stepped = False
         self._watched = False
         self._tau_warned = False
@@ -148,9 +167,10 @@ class Monitor:
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
         self._closed = False
-        self.folder = RunFolder(log_dir, self.sinks, resume=options.resume,
+        self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
                                 overwrite=options.overwrite, claim_now=is_rank_zero())  # fmt: skip
         self.log_dir = self.folder.path
+        self.dropped_records = self.folder.dropped_records  # sink name -> records it missed
         self.step_count = self.folder.start_step
 
     @classmethod
@@ -326,6 +346,8 @@ class Monitor:
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
         self.step_count += 1
+        if self._gathers():
+            return self._step_distributed(step, batch)
         if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
             return None
         due = [q for q in self.quantities if q.name not in self.disabled and q.should_compute(step)]
@@ -333,10 +355,61 @@ class Monitor:
             return None
         return self._record(step, batch, due)
 
-    def _record(self, step: int, batch: BatchView, due: list[Quantity]) -> dict | None:
-        """Compute ``due`` on ``batch`` (global under torch.distributed), write the record."""
+    def _gathers(self) -> bool:
+        """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
+        return self.distributed == "auto" and is_distributed()
+
+    def _scheduled(self, step: int) -> list[Quantity]:
+        """The quantities due at ``step`` by the schedule alone: the same on every rank."""
+        return [q for q in self.quantities if q.name not in self.not_logged
+                and q.should_compute(step)]  # fmt: skip
+
+    def _step_distributed(self, step: int, batch: BatchView | None) -> dict | None:
+        """A step under torch.distributed: every rank agrees first, even one without a batch
+        (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
+        if self.out_of_step is not None or not self._scheduled(step):
+            return None
+        rows = self._agree(step, batch, stacklevel=5)
+        if rows is None:
+            return None
+        due = [q for q in self._scheduled(step) if q.name not in self.disabled]
+        return self._record(step, batch, due, rows)
+
+    def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> tuple | None:
+        """The ranks' decision on a logged step: each rank's rows when it is logged, else
+        ``None`` (a skipped step is counted and warned once; ranks out of step stop logging)."""
+        agreement = agree_on_step(step, self.calls, batch)
+        if agreement.out_of_step is not None:
+            self.out_of_step = f"at step {step}, {agreement.out_of_step}"
+            warnings.warn(
+                f"gradlab.Monitor: {self.out_of_step}: a rank skipped monitor.step() or called "
+                "the loss more often than the others. The Monitor stops logging for the rest of "
+                "the run rather than mix the ranks' steps; call monitor.step() once per "
+                "optimizer step on every rank",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
+            return None
+        if not agreement.log:
+            self.skipped_steps += 1
+            if self.skipped_steps == 1:
+                warnings.warn(
+                    f"gradlab.Monitor: step {step} is not logged on any rank: "
+                    f"{agreement.skipped}; later such steps are counted in "
+                    "monitor.skipped_steps without a warning",
+                    RuntimeWarning,
+                    stacklevel=stacklevel,
+                )
+            return None
+        return agreement.rows
+
+    def _record(
+        self, step: int, batch: BatchView, due: list[Quantity], rows: tuple | None = None
+    ) -> dict | None:
+        """Compute ``due`` on ``batch`` (global under torch.distributed: ``rows`` per rank,
+        agreed), write the record."""
         if self.distributed == "auto":
-            batch = gather_batch(batch)
+            batch = gather_batch(batch, rows)
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
@@ -356,8 +429,7 @@ class Monitor:
         with torch.no_grad():
             record.update(self._transfer(step, batch, computed))
         self._open(batch.embeddings.device)
-        for sink in self.sinks:
-            sink.write(record)
+        self.folder.write(record)
         return record
 
     def _transfer(
@@ -465,29 +537,46 @@ class Monitor:
             if is_rank_zero():
                 try:
                     self._open(None)
-                    for sink in self.sinks:
-                        sink.close()
                 finally:
-                    self.folder.release()
+                    self.folder.close()
             self._closed = True
 
     def _log_last_step(self) -> None:
         """Write the last closed step if the schedules skipped it (quantities without gradient),
-        from the references the watched loss kept on its last call (no copy, no sync)."""
-        if self._last_call is None:
+        from the references the watched loss kept on its last call (no copy, no sync).
+
+        Under torch.distributed the decision to log it depends on the step number alone (the
+        same on every rank) and the ranks agree on it like on any logged step."""
+        last = self.step_count - 1
+        if self._gathers():
+            if last < 0 or self.out_of_step is not None or self._scheduled(last):
+                return
+            batch = self._last_batch(last)
+            rows = self._agree(last, batch, stacklevel=6)
+            if rows is not None:
+                due = [q for q in self.quantities if q.name not in self.disabled
+                       and not q.needs_grad]  # fmt: skip
+                self._record(last, batch, due, rows)
             return
-        step, args, kwargs, loss, adapter = self._last_call
         enabled = [q for q in self.quantities if q.name not in self.disabled]
-        if step != self.step_count - 1 or any(q.should_compute(step) for q in enabled):
-            return  # the last watched call was logged already (or its step never closed)
+        if self._last_call is None or any(q.should_compute(last) for q in enabled):
+            return  # nothing watched, or the last step was logged already
         due = [q for q in enabled if not q.needs_grad]
+        batch = self._last_batch(last) if due else None
+        if batch is not None:
+            self._record(last, batch, due)
+
+    def _last_batch(self, step: int) -> BatchView | None:
+        """The batch of the last watched call if it belongs to ``step`` and can be read."""
+        if self._last_call is None or self._last_call[0] != step:
+            return None  # no call, or its step never closed
+        _, args, kwargs, loss, adapter = self._last_call
         tensors = call_tensors(args, kwargs)
-        if not due or not tensors or not isinstance(tensors[0], torch.Tensor):
-            return
+        if not tensors or not isinstance(tensors[0], torch.Tensor):
+            return None
         self._capture(args, kwargs, loss, adapter)
         batch, self._pending = self._pending, None
-        if batch is not None:
-            self._record(step, batch, due)
+        return batch
 
     def __enter__(self) -> Monitor:
         return self

@@ -1,0 +1,132 @@
+"""Distributed runs stay in step: two gloo ranks, one of which misbehaves at step 1.
+
+Each case runs in two spawned processes with a time box: a rank left waiting in the Monitor's
+collective (the other rank never joins it) fails the test instead of hanging CI. The records
+are checked against the ranks' own per-step losses: a record's ``loss`` is the mean of the two
+ranks' losses at the SAME step, never rank 0 at step s with rank 1 at step s + 1.
+"""
+
+import json
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from gradlab.monitor import read_jsonl
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.distributed import agree_on_step, decide
+from tests.helpers.distributed_faults import FAULT_STEP, STEPS, fault_worker
+
+TIME_BOX_S = 60
+
+
+def _run(tmp_path, fault):
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    context = mp.start_processes(
+        fault_worker, args=(2, str(tmp_path / "init"), str(tmp_path), fault), nprocs=2,
+        join=False, start_method="spawn",
+    )  # fmt: skip
+    deadline = time.monotonic() + TIME_BOX_S
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail(f"fault {fault!r}: a rank still runs after {TIME_BOX_S} s (hung)")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    ranks = [json.loads((tmp_path / f"losses_{rank}.json").read_text()) for rank in range(2)]
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    return ranks, records
+
+
+def _mean_loss(ranks, step):
+    return (ranks[0]["losses"][str(step)] + ranks[1]["losses"][str(step)]) / 2
+
+
+@pytest.mark.slow
+def test_without_fault_every_step_logs_the_mean_of_both_ranks(tmp_path):
+    ranks, records = _run(tmp_path, "none")
+    assert [r["step"] for r in records] == list(range(STEPS))
+    for record in records:
+        assert record["loss"] == pytest.approx(_mean_loss(ranks, record["step"]), rel=1e-6)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["unreadable", "raises"])
+def test_a_rank_without_a_batch_skips_that_step_on_every_rank(tmp_path, fault):
+    ranks, records = _run(tmp_path, fault)
+    steps = [r["step"] for r in records]
+    assert steps == [s for s in range(STEPS) if s != FAULT_STEP]
+    for record in records:  # no record mixes the ranks' steps
+        assert record["loss"] == pytest.approx(_mean_loss(ranks, record["step"]), rel=1e-6)
+    assert [rank["skipped_steps"] for rank in ranks] == [1, 1]
+    told = [w for w in ranks[0]["warnings"] if "rank 1" in w and f"step {FAULT_STEP}" in w]
+    assert len(told) == 1, ranks[0]["warnings"]
+
+
+@pytest.mark.slow
+def test_a_rank_skipping_monitor_step_stops_the_gathering_without_mixing(tmp_path):
+    ranks, records = _run(tmp_path, "skips_step")
+    assert [r["step"] for r in records] == list(range(FAULT_STEP))  # logged until the skip
+    for record in records:
+        assert record["loss"] == pytest.approx(_mean_loss(ranks, record["step"]), rel=1e-6)
+    for rank in ranks:
+        assert rank["out_of_step"] and "rank 1" in rank["out_of_step"]
+        assert sum("out of step" in w for w in rank["warnings"]) == 1
+
+
+# --- the decision itself: every outcome from a synthetic table (no process group) -------------
+
+# [step, calls, has batch, has labels, has gradient, has loss, rows, width] per rank
+READY = [5, 6, 1, 1, 1, 1, 8, 4]
+
+
+def _rank(**changes):
+    names = ["step", "calls", "batch", "labels", "grad", "loss", "rows", "width"]
+    return [changes.get(name, value) for name, value in zip(names, READY, strict=True)]
+
+
+def test_ranks_with_the_same_step_and_readable_batches_log_with_their_row_counts():
+    agreement = decide([_rank(), _rank(rows=3), _rank(rows=8)])
+    assert agreement.log and agreement.rows == (8, 3, 8)
+    assert agreement.skipped is None and agreement.out_of_step is None
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ([_rank(), _rank(batch=0, labels=0, grad=0, loss=0, rows=0, width=0)], ["rank 1 has"]),
+        ([_rank(batch=0), _rank(), _rank(batch=0)], ["rank 0, rank 2 have"]),
+        ([_rank(), _rank(labels=0)], ["differ", "labels 0"]),
+        ([_rank(grad=0), _rank()], ["differ", "grad 0"]),
+        ([_rank(), _rank(width=5)], ["differ"]),
+    ],
+)
+def test_a_rank_without_a_usable_batch_skips_the_step_on_every_rank(table, named):
+    agreement = decide(table)
+    assert not agreement.log and agreement.out_of_step is None
+    assert f"step {READY[0]}" in agreement.skipped
+    for words in named:
+        assert words in agreement.skipped
+
+
+@pytest.mark.parametrize(
+    "table",
+    [[_rank(), _rank(step=6)], [_rank(), _rank(calls=7)], [_rank(step=4, batch=0), _rank()]],
+)
+def test_ranks_at_different_steps_or_call_counts_are_out_of_step(table):
+    agreement = decide(table)
+    assert not agreement.log and agreement.skipped is None
+    for rank, row in enumerate(table):
+        assert (
+            f"rank {rank} at step {row[0]} after {row[1]} watched call(s)" in agreement.out_of_step
+        )
+
+
+def test_one_rank_group_agrees_with_itself(one_rank_group):
+    view = BatchView(embeddings=torch.randn(6, 3), labels=torch.arange(6) % 2)
+    assert agree_on_step(2, 3, view).rows == (6,)
+    assert "rank 0 has no batch for step 2" in agree_on_step(2, 3, None).skipped
