@@ -88,10 +88,11 @@ class DigitStringNet(nn.Module):
 class DigitBackbone(nn.Module):
     """A small CNN pre-trained to classify 8 x 8 digits; frozen, it is the scene encoders' backbone.
 
-    Plays the part of seed 001 appendix B's ImageNet ResNet (VSE++) and Faster R-CNN region
-    features (VSRN). :meth:`feature_map` runs the conv layers on any image size (a whole
-    scene canvas for VSE++); :meth:`region_features` pools an 8 x 8 crop to 64 numbers (one
-    detector region for VSRN); :meth:`forward` classifies 8 x 8 digits (pre-training only).
+    Plays the part of the ImageNet ResNet (VSE++) and the Faster R-CNN region features (VSRN)
+    of Bleeker & de Rijke (2022), appendix B. :meth:`feature_map` runs the conv layers on any
+    image size (a whole scene canvas for VSE++); :meth:`region_features` pools an 8 x 8 crop
+    to 64 numbers (one detector region for VSRN); :meth:`forward` classifies 8 x 8 digits
+    (pre-training only).
 
     Example:
         >>> backbone = DigitBackbone()
@@ -166,7 +167,8 @@ def pretrain_digit_backbone(
 
 
 class GlobalImageProjection(nn.Module):
-    """VSE++'s image side (seed 001, B.1): frozen global features, a trained linear projection.
+    """VSE++'s image side (Bleeker & de Rijke, 2022, B.1): frozen global features, a trained
+    linear projection.
 
     Input: ``[N, F]`` features of the frozen backbone (computed once; see
     :func:`gradlab.experiments.digit_scenes.scene_features`); output on the unit sphere.
@@ -186,7 +188,7 @@ class GlobalImageProjection(nn.Module):
 
 
 class RegionRelationEncoder(nn.Module):
-    """VSRN's image side without its caption decoder (seed 001, B.2), in miniature.
+    """VSRN's image side without its caption decoder (Bleeker & de Rijke, 2022, B.2), in miniature.
 
     Region vectors (frozen backbone features of each detector box, with the box centre appended:
     the 8 x 8 crops alone carry no position, and the captions are about positions) are embedded
@@ -227,8 +229,9 @@ class RegionRelationEncoder(nn.Module):
 
 
 class CaptionGRU(nn.Module):
-    """The caption encoder of VSE++ and VSRN (seed 001, B.1): word embeddings trained from
-    scratch, a unidirectional GRU, the last step's state projected onto the unit sphere.
+    """The caption encoder of VSE++ and VSRN (Bleeker & de Rijke, 2022, B.1): word embeddings
+    trained from scratch, a unidirectional GRU, the last step's state projected onto the unit
+    sphere.
 
     Example:
         >>> CaptionGRU(25, 32)(torch.tensor([[3, 7, 16, 17, 3, 8], [3, 9, 0, 0, 0, 0]])).shape

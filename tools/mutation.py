@@ -191,7 +191,7 @@ def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
         'source_paths = ["gradlab/"]\n'
         # the symbolic record tests read the committed audit.json through tools/readme_audit;
         # test_adapters runs the README's Monitor examples as written
-        'also_copy = ["tools/", "benchmarks/results/", "README.md"]\n'
+        'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/"]\n'
         f"only_mutate = [{quoted}]\n"
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", '

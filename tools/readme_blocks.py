@@ -1,15 +1,15 @@
-"""README numbers from the JSON that produced them: ``make docs`` writes, the tests check.
+"""README and docs numbers from the JSON that produced them: ``make docs`` writes, tests check.
 
-The README holds generated blocks between two markers::
+README.md and the pages under docs/ hold generated blocks between two markers::
 
     <!-- generated: NAME -->
     ...text written by BLOCKS[NAME](root)...
     <!-- /generated: NAME -->
 
-``python tools/readme_blocks.py`` rewrites every block from its JSON (``make docs``);
-``python tools/readme_blocks.py --check`` exits 1 naming each block that differs (the test suite
-runs :func:`stale_blocks`). To add a block, register a renderer ``root -> markdown`` in
-``BLOCKS`` (by ``register``) and put the two markers into README.md.
+``python tools/readme_blocks.py`` rewrites every block of every page from its JSON (``make
+docs``); ``python tools/readme_blocks.py --check`` exits 1 naming each page and block that
+differs (the test suite runs :func:`stale_pages`). To add a block, register a renderer
+``root -> markdown`` in ``BLOCKS`` (by ``register``) and put the two markers into a page.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ RENDERER_MODULES = (
     "tools.readme_monitor",
     "tools.readme_studies",
     "tools.readme_testing",
+    "tools.docs_pages",
 )
 """Modules whose import registers renderers (kept apart so each table has one home)."""
 
@@ -92,21 +93,43 @@ def stale_blocks(readme: str, root: Path = ROOT) -> list[str]:
     return stale
 
 
+def pages(root: Path = ROOT) -> list[Path]:
+    """README.md and every markdown page under docs/: the files that may hold blocks."""
+    return [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+
+
+def block_names(text: str) -> list[str]:
+    """The names of the generated blocks in ``text``, in order."""
+    return [match["name"] for match in _BLOCK.finditer(text)]
+
+
+def stale_pages(root: Path = ROOT, json_root: Path | None = None) -> list[str]:
+    """``page: block`` for every block of :func:`pages` (under ``root``) that differs from a
+    fresh rendering of the JSON under ``json_root`` (default ``root``)."""
+    stale = []
+    for page in pages(root):
+        for name in stale_blocks(page.read_text(), json_root or root):
+            stale.append(f"{page.relative_to(root).as_posix()}: {name}")
+    return stale
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a block is stale")
-    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     arguments = parser.parse_args(argv)
-    text = arguments.readme.read_text()
     if arguments.check:
-        stale = stale_blocks(text)
+        stale = stale_pages()
         for name in stale:
-            print(f"README block out of date: {name} (run make docs)", file=sys.stderr)
+            print(f"generated block out of date: {name} (run make docs)", file=sys.stderr)
         return 1 if stale else 0
-    updated = render(text)
-    if updated != text:
-        arguments.readme.write_text(updated)
-    print(f"README: {len(_BLOCK.findall(text))} generated blocks rendered")
+    total = 0
+    for page in pages():
+        text = page.read_text()
+        total += len(block_names(text))
+        updated = render(text)
+        if updated != text:
+            page.write_text(updated)
+    print(f"README.md and docs/: {total} generated blocks rendered")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""README block ``studies``: the findings of issue 13's three studies, with their seed spreads.
+"""README block ``studies``: the findings of the three studies, with their seed spreads.
 
 Reads ``figures/studies/{p_vs_batch_size,loss_comparison,digit_scenes}.json`` (written by
 ``python analyses/studies.py``, the same experiment functions the report runs) and words them
@@ -38,8 +38,8 @@ def studies_block(root: Path) -> str:
         f"{studies_cpu / 60:.1f} "
         "min of CPU time of it (the operating-region section includes its other figures).",
         "",
-        "**P against batch size (seed 002, Fig. S7a), on 1000-class digit strings with the "
-        "seed's sampler.** " + p_vs_batch_size_text(batch),
+        "**P against batch size (Brown et al., 2020, Fig. S7a), on 1000-class digit strings "
+        "with Smooth-AP's sampler.** " + p_vs_batch_size_text(batch),
         "",
         f"**Ranking losses on unseen digit strings** ({len(losses['seeds'])} seeds, "
         f"{losses['settings']['steps']} steps each, mean ± std):",

@@ -3,7 +3,7 @@
 A 30 x 30 canvas is a 3 x 3 grid of 10 x 10 cells; a scene puts 2-4 digits (8 x 8 images of
 scikit-learn's digits, values drawn independently, repeats allowed) into distinct random cells,
 each shifted by up to one pixel, plus Gaussian pixel noise. The ground-truth digit boxes play the
-role of the detector regions of VSRN (seed 001, appendix B.2).
+role of the detector regions of VSRN (Bleeker & de Rijke, 2022, appendix B.2).
 
 Captions come from a small grammar over the digits and their spatial relations. A caption
 names one digit (the subject) and relates it to every other digit of the scene::

@@ -8,8 +8,8 @@ is the number: ``10 ** num_digits`` classes (leading zeros allowed), like Stanfo
 unseen, for retrieval evaluation; the digit images are split too, so test strings are written by
 hands the training strings never show.
 
-The Smooth-AP sampler (seed 002, Section 3: ``|P| = 4`` images per class, ``m / 4`` classes per
-batch) works at any batch size up to ``4 x`` the number of classes; see
+The Smooth-AP sampler (Brown et al., 2020, Section 3: ``|P| = 4`` images per class,
+``m / 4`` classes per batch) works at any batch size up to ``4 x`` the number of classes; see
 :class:`gradlab.data.FixedCountBatches`.
 """
 

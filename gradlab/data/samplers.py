@@ -80,7 +80,7 @@ class ClassBalancedBatches:
 
 class FixedCountBatches:
     """Batches of ``batch_size`` items, exactly ``per_class`` from each of ``batch_size /
-    per_class`` distinct classes (seed 002, Section 3: ``|P| = 4``, ``m / 4`` classes).
+    per_class`` distinct classes (Brown et al., 2020, Section 3: ``|P| = 4``, ``m / 4`` classes).
 
     Every class present needs at least ``per_class`` items; a batch takes ``per_class`` distinct
     items of each chosen class. Classes and items are drawn afresh for every batch, vectorised

@@ -1,4 +1,4 @@
-"""An image-caption miniature of Bleeker & de Rijke's setting (seed 001, app. B), 10 classes.
+"""An image-caption miniature of Bleeker & de Rijke's setting (2022, app. B), 10 classes.
 
 A VSE++-style dual encoder on the digits: an image encoder made of a frozen backbone (PCA of
 the training images, fitted once and not trained) and a trained linear projection; a caption

@@ -1,6 +1,6 @@
 """Image-caption retrieval on digit scenes: VSE++ and VSRN miniatures, three losses, per seed.
 
-Seed 001 (Bleeker & de Rijke), appendix B, in miniature on :mod:`gradlab.data.digit_scenes`:
+Bleeker & de Rijke (2022), appendix B, in miniature on :mod:`gradlab.data.digit_scenes`:
 
 * **VSE++** (B.1): a frozen backbone (:class:`gradlab.models.DigitBackbone`, pre-trained on digit
   classification) over the whole canvas, its feature map pooled to a 6 x 6 grid, and a trained
@@ -61,7 +61,8 @@ KS = (1, 5, 10)
 def smoothap_both_directions(
     scores: torch.Tensor, positives: torch.Tensor, tau: float = 0.01
 ) -> torch.Tensor:
-    """``2 - mean AP(image -> caption) - mean AP(caption -> image)`` with SmoothAP (seed 000)."""
+    """``2 - mean AP(image -> caption) - mean AP(caption -> image)`` with SmoothAP
+    (Bleeker & de Rijke, 2022)."""
     image_to_caption = smooth_ap(scores, positives, tau)
     caption_to_image = smooth_ap(scores.T.contiguous(), positives.T.contiguous(), tau)
     return 2.0 - image_to_caption.nanmean() - caption_to_image.nanmean()

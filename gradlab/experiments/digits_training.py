@@ -1,4 +1,4 @@
-"""SmoothAP on the digits with the Monitor attached (issue 8), the report's training section.
+"""SmoothAP on the digits with the Monitor attached, the report's training section.
 
 An embedding MLP is trained on four fifths of the images of classes 0-4 with class-balanced
 batches and evaluated (Recall@1/2/4/8 and mAP, each image querying all the others) before and

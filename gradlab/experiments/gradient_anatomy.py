@@ -1,6 +1,6 @@
-"""Which pairs receive gradient under SmoothAP, VSE++ max-violation and NT-Xent (seed 001).
+"""Which pairs receive gradient under SmoothAP, VSE++ max-violation and NT-Xent.
 
-Bleeker & de Rijke (seed 001, appendix B) train image-caption dual encoders where an image query
+Bleeker & de Rijke (2022, appendix B) train image-caption dual encoders where an image query
 has 5 positive captions and a caption query 1 positive image, and ask which pairs each loss
 sends gradient to, per direction. This study answers that on ONE batch of ONE trained model, so
 that the three losses are compared at identical scores:
@@ -42,7 +42,8 @@ from gradlab.models import EmbeddingMLP
 CAPTIONS_PER_IMAGE = 5
 DIGITS = 10
 SETTINGS = {"smooth_ap_tau": 0.01, "margin": 0.2, "temperature": 0.1}
-"""The losses' hyperparameters: seed 002's tau, VSE++'s margin, the report's NT-Xent temperature."""
+"""The losses' hyperparameters: Smooth-AP's tau, VSE++'s margin, the report's NT-Xent
+temperature."""
 
 
 def _smooth_ap_direction(scores, positives, tau, direction):

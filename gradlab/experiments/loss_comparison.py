@@ -6,10 +6,10 @@ other half (each test image queries all the others). Every loss trains the same
 :class:`gradlab.models.DigitStringNet` from the same initialization, on the same batches of the
 seed's sampler (4 images per class, ``m / 4`` classes), for the same number of steps:
 
-* SmoothAP (Brown et al. 2020; seed 000 Eq. 1), query excluded (the paper's definition) and
+* SmoothAP (Brown et al., 2020, Eq. 1), query excluded (the paper's definition) and
   included (the official code's), tau = 0.01;
 * FastAP (Cakir et al. 2019), 10 bins; Blackbox AP (Rolinek et al. 2020), lambda = 4, margin
-  0.02; FAPPY (seed 004, Algorithm 1);
+  0.02; FAPPY (Zhong et al., Algorithm 1);
 * a contrastive baseline (Hadsell et al. 2006 on cosine similarity: positives pulled to 1,
   negatives pushed below a margin of 0.5).
 

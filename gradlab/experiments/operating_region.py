@@ -1,8 +1,8 @@
-"""Operating-region analyses (issue 5): closed forms, P against batch size, training dynamics.
+"""Operating-region analyses: closed forms, P against batch size, training dynamics.
 
 ``p_against_batch_size`` here samples the 10-class digits (so m/8 images per class, the number
 of classes fixed): it separates the diagonal's share from the rest under uniform sampling. The
-seed's setting (4 images per class, m/4 classes) is :mod:`gradlab.experiments.p_vs_batch_size`.
+paper's setting (4 images per class, m/4 classes) is :mod:`gradlab.experiments.p_vs_batch_size`.
 
 Each function returns plain dicts of numbers (JSON-ready); figures are drawn from them by
 :mod:`gradlab.plotting.operating_region`.
@@ -66,7 +66,7 @@ def closed_form_curves(seed: int = 0) -> dict:
 def _batch_proportions(embeddings: torch.Tensor, tau: float, eps: float) -> dict[str, float]:
     """Batch means of P, split by which entries of the m x m per-query matrix they count.
 
-    The seed's matrix has the query among its candidates, with self-score exactly 1:
+    The paper's matrix has the query among its candidates, with self-score exactly 1:
     ``p_seed_definition`` (all m^2 entries), ``p_off_diagonal`` (the m(m-1) off-diagonal ones),
     ``p_query_column`` (pairs of the query's own column with another candidate) and
     ``p_without_query`` (pairs of two other candidates: SmoothAP's candidate set).
@@ -95,13 +95,13 @@ def _mean_of(values: list[dict[str, float]]) -> dict[str, float]:
 
 
 def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.005) -> dict:
-    """Fig. S7a of seed 002, with its two explanations measured apart.
+    """Fig. S7a of Brown et al., 2020, with its two explanations measured apart.
 
     (a) Fixed models (untrained, and trained on classes 0-4): batches of 16 to 1024 drawn from
         all 1797 digits, uniformly or class-balanced (8 classes of m/8). Uniform sampling alone
         changes only the diagonal share: ``E[P] = 1/m + (1 - 1/m) p_off``, ``p_off`` fixed.
     (b) One model per batch size, trained with SmoothAP on classes 0-4 for the same number of
-        epochs from the same initialization; mean P over the last epoch, as the seed measures.
+        epochs from the same initialization; mean P over the last epoch, as the paper measures.
     """
     digits = load_digits_split()
     all_images = torch.cat([digits.train_images, digits.test_images])
@@ -173,7 +173,7 @@ def _fixed_model_rows(
 
     ``uniform`` batches are drawn without regard to class: pairs of two other candidates are
     then identically distributed at every size, and only the shares of the diagonal (``1/m``)
-    and of the query's own column (``2(m-1)/m^2``) move the seed's P. The
+    and of the query's own column (``2(m-1)/m^2``) move the paper's P. The
     ``sampling_only_prediction`` combines those shares with the pair rates measured at the
     largest size. ``class_balanced`` batches take 8 classes of ``m/8`` items each.
     """
@@ -220,10 +220,10 @@ def _conclusion(fixed: dict, trained_rows: list[dict]) -> str:
         rows = fixed[name]
         gap = max(abs(r["p_seed_definition"] - r["sampling_only_prediction"]) for r in rows)
         parts.append(
-            f"Fixed {name.replace('_', ' model, ')} batches: the seed's P "
+            f"Fixed {name.replace('_', ' model, ')} batches: the paper's P "
             f"{_change(rows, 'p_seed_definition')}, while P over pairs of two other candidates "
             f"{_change(rows, 'p_without_query')}; the shares of the diagonal and of the query's "
-            f"own column predict the seed's P to within {gap:.3f} at every size."
+            f"own column predict the paper's P to within {gap:.3f} at every size."
         )
     balanced = fixed["trained_class_balanced"]
     parts.append(
@@ -231,7 +231,7 @@ def _conclusion(fixed: dict, trained_rows: list[dict]) -> str:
         f"other candidates {_change(balanced, 'p_without_query')}."
     )
     parts.append(
-        "One model trained per batch size (same epochs, same initialization): the seed's P "
+        "One model trained per batch size (same epochs, same initialization): the paper's P "
         f"{_change(trained_rows, 'p_seed_definition')} and P over pairs of two other candidates "
         f"{_change(trained_rows, 'p_without_query')}; the score spread "
         f"{_change(trained_rows, 'score_spread')}."

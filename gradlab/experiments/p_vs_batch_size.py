@@ -1,9 +1,10 @@
-"""P against mini-batch size under the seed's sampler, on 1000-class digit strings.
+"""P against mini-batch size under Smooth-AP's sampler, on 1000-class digit strings.
 
-Seed 002 (Smooth-AP supplementary, Section 3, Eq. 1 and Fig. S7a): P is the proportion of the
-``m x m`` difference-matrix entries of a query whose sigmoid slope exceeds ``eps = 0.005`` at
-``tau = 0.01``; the seed reports P rising with m, measured over one epoch of training on Stanford
-Online Products with ``|P| = 4`` images per class (so ``m / 4`` classes per batch). Here the
+Brown et al. (2020, Smooth-AP supplementary, Section 3, Eq. 1 and Fig. S7a): P is the
+proportion of the ``m x m`` difference-matrix entries of a query whose sigmoid slope exceeds
+``eps = 0.005`` at ``tau = 0.01``; the paper reports P rising with m, measured over one epoch
+of training on Stanford Online Products with ``|P| = 4`` images per class (so ``m / 4``
+classes per batch). Here the
 batches are drawn the same way from the 1000-class digit strings (:mod:`gradlab.data.
 digit_strings`), in three settings:
 
@@ -11,9 +12,9 @@ digit_strings`), in three settings:
   numbers at each m.
 * ``fixed_trained``: the same network after SmoothAP training at m = 64, the same batches.
 * ``trained_at_m``: one network per m, each fine-tuned with SmoothAP from the same start for the
-  same number of epochs (as the seed keeps everything but m equal); P is averaged over the
-  batches of the last epoch, as the seed measures. The start is the ``fixed_trained`` network,
-  as the seed starts from pre-trained weights: from the untrained network (all cosine scores
+  same number of epochs (as the paper keeps everything but m equal); P is averaged over the
+  batches of the last epoch, as the paper measures. The start is the ``fixed_trained`` network,
+  as the paper starts from pre-trained weights: from the untrained network (all cosine scores
   within 0.1 of each other, P = 1) the large-m runs take so few steps (12 at m = 1024 for three
   epochs) that they never leave the initial collapse, and P = 1 there says nothing about m.
 
@@ -39,7 +40,7 @@ from gradlab.models import DigitStringNet
 from gradlab.training import train_on_batches
 
 PER_CLASS = 4
-"""Images per class in a batch (seed 002: ``|P| = 4``)."""
+"""Images per class in a batch (Brown et al., 2020: ``|P| = 4``)."""
 
 KEYS = ("P", "P_positive_negative", "P_negative_negative")
 
@@ -53,7 +54,7 @@ def close_pair_proportions(
     all ``m^2`` entries of a query's difference matrix (the query is its own candidate, score 1).
     The two splits leave the query out: positive ``i`` (same label) against negative ``j``, and
     ordered pairs of two distinct negatives. Every class in the batch must hold the same number
-    of items (the seed's sampler), so every query has the same number of negatives. Stays on the
+    of items (Smooth-AP's sampler), so every query has the same number of negatives. Stays on the
     device of ``embeddings`` (no host synchronisation).
 
     Example:
@@ -126,7 +127,7 @@ def measure(
     tau: float = 0.01,
     eps: float = 0.005,
 ) -> dict:
-    """P (seed 002, Eq. 1) against batch size m under the seed's sampler, per seed.
+    """P (Brown et al., 2020, Eq. 1) against batch size m under Smooth-AP's sampler, per seed.
 
     Args:
         quick: small settings (m in 16, 64, 256; 30 training steps for the fixed trained
@@ -135,7 +136,7 @@ def measure(
         seeds: each seed fixes the data set (which numbers are unseen, which handwriting), the
             initialization and the batches.
         device: where the models run (``"cpu"`` or ``"cuda"``).
-        tau, eps: the seed's temperature and slope threshold.
+        tau, eps: the paper's temperature and slope threshold.
 
     Returns:
         ``{"batch_sizes": [m...], "per_class": 4, "seeds": [...], "tau", "eps", "settings":

@@ -22,7 +22,8 @@ TOLERANCE = 1e-3
 
 
 def harmonic_error_surface(max_before: int = 512, max_in_bin: int = 512) -> dict:
-    """``ln((a+n)/a) - (H(a+n) - H(a))`` over ``a = N_{d-1}`` and ``n = n_d`` (seed 003, Eq. 21)."""
+    """``ln((a+n)/a) - (H(a+n) - H(a))`` over ``a = N_{d-1}`` and ``n = n_d`` (He et al.,
+    2018, Eq. 21)."""
     before = np.unique(np.round(np.geomspace(1, max_before, 48))).astype(float)
     in_bin = np.unique(np.round(np.geomspace(1, max_in_bin, 48))).astype(float)
     grid_a, grid_n = np.meshgrid(before, in_bin, indexing="ij")

@@ -29,7 +29,7 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
     seed = results["seed_setting"]
     left.scatter([seed["tau"]], [seed["width"]], color="black", zorder=3)
     left.annotate(
-        f"seed 002: tau = {seed['tau']}, eps = {seed['eps']}\nw = {seed['width']:.4f}",
+        f"Brown et al. (2020): tau = {seed['tau']}, eps = {seed['eps']}\nw = {seed['width']:.4f}",
         (seed["tau"], seed["width"]),
         textcoords="axes fraction",
         xytext=(0.04, 0.80),
@@ -64,7 +64,8 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
 
 
 def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Path:
-    """Fig. S7a of seed 002 with its explanations separated (fixed models vs trained models)."""
+    """Fig. S7a of Brown et al. (2020) with its explanations separated (fixed models vs trained
+    models)."""
     results = load_results(source)
     apply_style()
     figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=False)

@@ -81,8 +81,9 @@ def _tie_aware(results: dict) -> list[Finding]:
     holds = "stays below" if harmonic["bound_holds"] else "exceeds"
     return [
         Finding(
-            f"Replacing a harmonic partial sum by a logarithm (seed 003) {holds} the paper's "
-            f"error bound everywhere on the grid (largest error/bound ratio "
+            f"Replacing a harmonic partial sum by a logarithm (He et al., 2018) {holds} the "
+            "paper's error bound "
+            f"everywhere on the grid (largest error/bound ratio "
             f"{harmonic['largest_error_over_bound']:.3f}).",
             "figures/tie_aware_harmonic_error.png",
         )
@@ -111,7 +112,8 @@ def _operating_region(results: dict) -> list[Finding]:
     verdict = summary["claim"]["verdict"]
     return [
         Finding(
-            f"Seed 002 reports the operating-region proportion P rising with the batch size; "
+            "Brown et al. (2020) report the operating-region proportion P rising with the batch "
+            "size; "
             f"under its own sampler (4 per class) from m = {sizes[0]} to {sizes[-1]}, "
             f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds). The audit's "
             f"decision rule on this measurement: the claim {VERDICT_WORDS[verdict]}.",

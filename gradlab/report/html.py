@@ -46,8 +46,8 @@ def slug(text: str) -> str:
     """The anchor of a heading: lower case, words joined by ``-``.
 
     Example:
-        >>> slug("Operating region (seed 002, Eq. 1)")
-        'operating-region-seed-002-eq-1'
+        >>> slug("Operating region (Brown et al., 2020, Eq. 1)")
+        'operating-region-brown-et-al-2020-eq-1'
     """
     words = re.findall(r"[a-z0-9]+", re.sub(r"<[^>]+>", "", text).lower())
     return "-".join(words) or "section"

@@ -43,7 +43,7 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
     sizes = batch["batch_sizes"]
     parts = [
         f"Batches of m = {sizes[0]} to {sizes[-1]} unseen 3-digit numbers, {batch['per_class']} "
-        f"images per number and m/{batch['per_class']} numbers per batch (seed 002's sampler), "
+        f"images per number and m/{batch['per_class']} numbers per batch (Smooth-AP's sampler), "
         f"{len(batch['seeds'])} seeds (each a different data set, initialization and batches)."
     ]
     for name, words in SETTING_WORDS.items():
@@ -77,10 +77,10 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
             verdicts.append(f"{words} P {change}")
     verdict = summary["claim"]["verdict"]
     parts.append(
-        f"Seed 002 reports P rising with m; here, {'; '.join(verdicts)} (the audit's decision "
-        f"rule on this measurement: {verdict}; the report's audit decides the claim from the "
-        "report's own measurement, `gradlab audit --measure` from the quick settings, where one "
-        "network is trained per m for one epoch). At a fixed network, m "
+        f"Brown et al. (2020) report P rising with m; here, {'; '.join(verdicts)} (the audit's "
+        f"decision rule on this measurement: {verdict}; the report's audit decides the claim from "
+        "the report's own measurement, `gradlab audit --measure` from the quick settings, where "
+        "one network is trained per m for one epoch). At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."

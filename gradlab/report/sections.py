@@ -78,7 +78,7 @@ def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[d
 
 
 def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
-    """Closed-form width, P against batch size under the seed's sampler, P over training."""
+    """Closed-form width, P against batch size under Smooth-AP's sampler, P over training."""
     from gradlab.plotting.studies import plot_p_vs_batch_size
 
     drawn = draw_figures(OPERATING_REGION_FIGURES, out / "figures", quick)
@@ -92,13 +92,13 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
     lines = [
         "## Operating region",
         "",
-        f"At tau = 0.01 and eps = 0.005 (seed 002) the slope exceeds eps exactly when "
+        f"At tau = 0.01 and eps = 0.005 (Brown et al., 2020) the slope exceeds eps exactly when "
         f"|D| < w = {closed['seed_setting']['width']:.4f}.",
         "",
         "![Width of the operating region against tau, and expected P against the score spread "
         "(lines) with simulations (dots)](figures/operating_region_closed_forms.png)",
         "",
-        "### P against mini-batch size (seed 002, Fig. S7a), the seed's sampler",
+        "### P against mini-batch size (Brown et al., 2020, Fig. S7a), Smooth-AP's sampler",
         "",
         p_vs_batch_size_text(batch, summary),
         "",
@@ -126,7 +126,7 @@ def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict
     surface = drawn["tie_aware_harmonic_error"]
     gap = drawn["tie_aware_relaxation_gap"]
     lines = [
-        "## Harmonic sums vs logarithms (seed 003)",
+        "## Harmonic sums vs logarithms (He et al., 2018)",
         "",
         "The error of ln((N+n)/N) against H(N+n) - H(N) "
         + ("stays below" if surface["bound_holds"] else "exceeds")
@@ -238,7 +238,7 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
     config = results["settings"]
     metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10", "rsum"]
     lines = [
-        "## Image-caption retrieval on digit scenes (seed 001, appendix B)",
+        "## Image-caption retrieval on digit scenes (Bleeker & de Rijke, 2022, appendix B)",
         "",
         f"Scenes of 2-4 handwritten digits on a 3 x 3 grid with five captions each from a "
         f"relation grammar ({config['train_scenes']} training scenes, {config['test_scenes']} "

@@ -20,7 +20,7 @@ pytest.importorskip("wandb")
 pytest.importorskip("mlflow")
 pytest.importorskip("sqlalchemy")
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "integrations.md"
 
 
 def _example() -> str:

@@ -17,7 +17,7 @@ from gradlab import GradlabError
 from gradlab.monitor import Monitor, adapters, every, read_jsonl
 from gradlab.monitor.anatomy import Anatomy
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+README = Path(__file__).resolve().parents[2] / "docs" / "monitor.md"
 
 
 def _readme_score_example() -> tuple[str, str]:

@@ -9,7 +9,7 @@ import shutil
 from tools.readme_blocks import ROOT
 from tools.readme_monitor import monitor_overhead
 
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "benchmarks.md").read_text()
 RESULT = "benchmarks/results/monitor.json"
 
 

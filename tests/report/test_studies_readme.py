@@ -25,7 +25,7 @@ def _copy(tmp_path):
 
 
 def test_studies_block_is_the_rendering_of_the_committed_json():
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "studies.md").read_text()
     render(readme)  # registers the renderers
     assert _block(readme) == BLOCKS["studies"](ROOT).rstrip("\n") + "\n"
 

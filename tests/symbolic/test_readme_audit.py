@@ -10,7 +10,7 @@ import pytest
 from tools.readme_audit import AUDIT_JSON
 from tools.readme_blocks import BLOCKS, ROOT, _load_renderers
 
-README = (ROOT / "README.md").read_text()
+README = (ROOT / "docs" / "audit.md").read_text()
 
 
 def _block(text: str) -> str:

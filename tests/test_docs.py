@@ -1,0 +1,117 @@
+"""The docs site: ``mkdocs build --strict`` passes (no broken link, reference or anchor), every
+public name has its API entry, and user-facing text cites papers, not internal ids."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import gradlab
+import gradlab.functional
+import gradlab.monitor
+from tools.readme_blocks import ROOT
+
+PUBLIC = (gradlab, gradlab.functional, gradlab.monitor)
+API_PAGES = {"gradlab": "api/gradlab", "gradlab.functional": "api/functional",
+             "gradlab.monitor": "api/monitor"}  # fmt: skip
+INTERNAL_IDS = re.compile(r"seed 00[0-4]|issue [0-9]+", re.IGNORECASE)
+"""What a reader cannot resolve: the audit's document keys and the project's issue numbers."""
+USER_FACING = ("README.md", "docs", "gradlab/experiments", "gradlab/report", "gradlab/plotting",
+               "gradlab/data", "gradlab/models.py", "examples")  # fmt: skip
+"""Files whose text a user reads (README, docs, the studies' docstrings, messages and prose)."""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    """The site built by ``mkdocs build --strict`` into a temporary folder."""
+    folder = tmp_path_factory.mktemp("site")
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return folder
+
+
+def _ids(page: Path) -> set[str]:
+    return set(re.findall(r'id="([\w.]+)"', page.read_text(encoding="utf-8")))
+
+
+def test_the_strict_build_writes_every_page_of_the_nav(site):
+    import yaml
+
+    config = yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=yaml.BaseLoader)
+
+    def leaves(entries):
+        for entry in entries:
+            for value in entry.values():
+                yield from leaves(value) if isinstance(value, list) else [value]
+
+    for source in leaves(config["nav"]):
+        built = "index.html" if source == "index.md" else source.removesuffix(".md") + "/index.html"
+        assert (site / built).is_file(), source
+
+
+def _entries(page: Path) -> dict[str, str]:
+    """Each documented object's id on a built API page -> the HTML up to the next entry."""
+    html = page.read_text(encoding="utf-8")
+    heads = list(re.finditer(r'<h[2-4] id="([\w.]+)" class="doc doc-heading"', html))
+    ends = [m.start() for m in heads[1:]] + [len(html)]
+    return {m[1]: html[m.end():end] for m, end in zip(heads, ends, strict=True)}
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_every_public_name_has_an_api_entry_with_a_summary(site, module):
+    entries = _entries(site / API_PAGES[module.__name__] / "index.html")
+    missing, silent = [], []
+    for name in module.__all__:
+        # A function defined in a module of its own name is documented at its full path.
+        found = [entries[key] for key in (f"{module.__name__}.{name}",
+                                          f"{module.__name__}.{name}.{name}") if key in entries]
+        if not found:
+            missing.append(name)
+        elif "<p>" not in found[0] and not name.isupper() and not name.startswith("__"):
+            silent.append(name)  # constants show their value instead of a summary
+    assert (missing, silent) == ([], [])
+
+
+def test_the_losses_page_pairs_every_loss_with_its_function():
+    page = (ROOT / "docs" / "losses.md").read_text()
+    table = page[page.index("| module"):page.index("\n\n", page.index("| module"))]
+    losses = [name for name in gradlab.__all__ if isinstance(getattr(gradlab, name), type)
+              and issubclass(getattr(gradlab, name), gradlab.RankingLoss)
+              and name != "RankingLoss"]  # fmt: skip
+    for name in losses:
+        assert f"[gradlab.{name}]" in table, name
+    for function in re.findall(r"\[gradlab\.functional\.([\w.]+)\]", table):
+        assert hasattr(gradlab.functional, function.split(".")[-1]), function
+
+
+def _user_facing_files() -> list[Path]:
+    files = []
+    for entry in USER_FACING:
+        path = ROOT / entry
+        if path.is_file():
+            files.append(path)
+        elif path.is_dir():
+            files += [p for p in sorted(path.rglob("*")) if p.suffix in (".md", ".py")]
+    return files
+
+
+def test_user_facing_text_cites_papers_not_internal_ids():
+    hits = []
+    for path in _user_facing_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if INTERNAL_IDS.search(line):
+                hits.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()[:80]}")
+    assert hits == []
+
+
+def test_the_internal_id_pattern_finds_what_it_should():
+    assert INTERNAL_IDS.search("as Seed 002 reports") and INTERNAL_IDS.search("(issue 13)")
+    assert not INTERNAL_IDS.search("3 seeds, seed spread; Brown et al. (2020), Eq. 1")
