@@ -16,6 +16,7 @@ from tools.mutation import (
     function_records,
     merge_incremental,
     plan,
+    unchecked_mutants,
 )
 
 MODULE = '''"""A tiny module."""
@@ -173,3 +174,31 @@ def test_a_group_without_function_records_or_with_full_runs_everything(repositor
     without = {key: value for key, value in recorded.items() if key != "functions"}
     assert "full" in plan(["pkg/*.py"], without, full=False, root=repository)
     assert "full" in plan(["pkg/other.py"], recorded, full=False, root=repository)
+
+
+def test_a_recheck_merge_leaves_out_a_function_added_since_the_recorded_run(repository):
+    recorded = _recorded(committed_hashes(["pkg/*.py"], repository))
+    _commit_edit(repository, "def half(x):", "def third(x):\n    return x / 3\n\n\ndef half(x):")
+    current = committed_hashes(["pkg/*.py"], repository)
+    fresh = {
+        "modules": ["pkg/*.py"],
+        "commit": "two",
+        "survivors": [],
+        "equivalent": {},
+        "functions": {"pkg.tiny.x_half": recorded["functions"]["pkg.tiny.x_half"]},
+    }
+    merged = merge_incremental(recorded, fresh, ["pkg.tiny.x_half"], current)
+    # third has no record yet: the next plain run finds it new and mutates it
+    assert "pkg.tiny.x_third" not in merged["functions"]
+    assert plan(["pkg/*.py"], merged, full=False, root=repository)["rerun"] == ["pkg.tiny.x_third"]
+
+
+def test_unchecked_mutants_are_those_of_the_asked_functions():
+    statuses = {
+        "m.x_f__mutmut_1": "not_checked",
+        "m.x_f__mutmut_2": "killed",
+        "m.x_g__mutmut_1": "not_checked",
+    }
+    assert unchecked_mutants(statuses, ["m.x_f"]) == ["m.x_f__mutmut_1"]
+    assert unchecked_mutants(statuses, ["m.x_h"]) == []
+    assert unchecked_mutants(statuses, None) == ["m.x_f__mutmut_1", "m.x_g__mutmut_1"]
