@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: report report-check audit docs test test-fast lint bench mutants mutants-full clean
+.PHONY: report report-check audit docs docs-check test test-fast lint bench mutants mutants-full clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,9 +24,17 @@ report-check: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/gradlab audit --measure --mutants --json benchmarks/results/audit.json
 
-# README tables and numbers from the JSON that produced them (tests/test_readme.py checks them).
+# The docs site: the generated blocks of README.md and docs/ from the JSON that produced them
+# (tests/test_readme.py checks them), then `mkdocs build --strict` into site/ (offline; broken
+# links, references and anchors fail it; tests/test_docs.py runs the same build).
 docs: $(STAMP)
 	$(BIN)/python tools/readme_blocks.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+# Render the built site in headless Chromium (Debian: apt-get install chromium): a screenshot of
+# each top-level page into site/screenshots; fails on broken links, missing images, console errors.
+docs-check: docs
+	$(BIN)/python tools/docs_check.py site
 
 # CI: every test, the slow tier included.
 test: $(STAMP) lint
@@ -60,4 +68,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/bench_smoothap.py
 
 clean:
-	rm -rf $(VENV) reports
+	rm -rf $(VENV) reports site

@@ -63,11 +63,11 @@ def _keys(keys: tuple[str, ...]) -> str:
         else:
             shown.append(f"`{key}`")
             index += 1
-    text = ", ".join(shown)
+    text = "<br>".join(shown)
     if directed:
         stem = keys[0].split("_", 1)[0]
         copies = ", ".join(f"`{stem}_{d}_*`" for d in DIRECTIONS)
-        text += f"; on cross-modal batches each also as {copies}"
+        text += f"<br>on cross-modal batches each also as {copies}"
     return text
 
 
@@ -114,7 +114,7 @@ def monitor_quantities(root: Path) -> str:
     for cls in quantity_classes():
         quantity = cls()
         presets = ", ".join(name for name, members in PRESETS.items() if cls in members)
-        needs = ", ".join(f"`{need}`" for need in sorted(quantity.needs)) or "-"
+        needs = "<br>".join(f"`{need}`" for need in sorted(quantity.needs)) or "-"
         lines.append(
             f"| `{cls.__name__}` | {_keys(tuple(quantity.keys))} | {_meaning(cls)} "
             f"| {presets or '-'} | {cost_class(frozenset(quantity.needs))} | {needs} |"
