@@ -1,0 +1,500 @@
+"""Compare a trick's gradients with the whole-batch reference: where they differ, by how much.
+
+:func:`compare_gradients` runs a reference step (the loss of the whole batch in one process) and
+a candidate step (the trick, in one process or ``world_size`` gloo processes) on the same model
+and batch, in float64 by default, and compares ``dL/dtheta``, ``dL/dqueries``,
+``dL/dcandidates`` and ``dL/dscores``. Each quantity agrees when its largest absolute
+difference is at most ``atol + rtol * max|reference|``; the verdict is that every recorded
+quantity agrees. Where one differs, the result says which parameters, rows (items), columns
+(candidates, memory slots apart) and processes, the least-squares factor between the two
+(``candidate = scale x reference``: a missing world-size factor shows as ``1/N``), and, for the
+scores, how many the candidate never computed and how many negatives per query still receive
+gradient.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import asdict, dataclass, field
+
+import torch
+from torch import nn
+
+from gradlab.equivalence.objectives import score_objective
+from gradlab.equivalence.problem import PairedBatch, positive_mask
+from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S, Gradients, run_distributed, run_step
+from gradlab.equivalence.steps import rank_of_rows
+from gradlab.errors import GradlabError
+from gradlab.validation import check_non_negative_finite, check_positive_finite
+
+__all__ = [
+    "QUANTITIES",
+    "EquivalenceResult",
+    "QuantityComparison",
+    "compare",
+    "compare_gradients",
+    "default_tolerance",
+]
+
+QUANTITIES = ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores", "scores")
+"""The compared quantities, in table order: four gradients and the score values themselves
+(where both steps computed them: a score computed from the wrong pair shows there)."""
+
+
+def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
+    """``(atol, rtol)`` for a dtype: ``(1e-10, 1e-10)`` in float64, ``(1e-5, 1e-4)`` in float32.
+
+    Example:
+        >>> default_tolerance(torch.float64)
+        (1e-10, 1e-10)
+    """
+    if dtype == torch.float64:
+        return 1e-10, 1e-10
+    if dtype == torch.float32:
+        return 1e-5, 1e-4
+    return 1e-2, 1e-2
+
+
+@dataclass
+class QuantityComparison:
+    """One gradient of the candidate against the reference's.
+
+    Attributes:
+        name: one of :data:`QUANTITIES`.
+        recorded: both steps recorded it (else the other fields are empty).
+        max_abs: ``max |candidate - reference|``.
+        reference_max: ``max |reference|``.
+        relative: ``max_abs / reference_max`` (0 when both are 0, inf when only the
+            reference is).
+        threshold: ``atol + rtol * reference_max``.
+        agrees: ``max_abs <= threshold``.
+        scale: the least-squares factor ``<candidate, reference> / <reference, reference>``
+            (NaN when the reference is zero).
+        scaled_agrees: ``candidate`` agrees with ``scale x reference``: the two differ by a
+            factor only.
+        parameters: ``dL/dtheta``: the parameters that differ.
+        rows: the rows (items, queries) that differ beyond the threshold.
+        columns: ``dL/dscores`` and ``scores``: the batch's candidate columns that differ.
+        memory_slots: ``dL/dscores`` and ``scores``: the memory slots (the columns after the
+            batch's) that differ.
+        ranks: the processes whose rows differ (``world_size > 1``).
+        worst: where the largest difference is, with both values.
+        unscored: ``dL/dscores``: scores the reference computed and the candidate never did.
+        negatives_with_gradient: ``dL/dscores``: mean negatives per query with a non-zero
+            gradient, ``{"reference": ..., "candidate": ...}``.
+    """
+
+    name: str
+    recorded: bool = True
+    max_abs: float = 0.0
+    reference_max: float = 0.0
+    relative: float = 0.0
+    threshold: float = 0.0
+    agrees: bool = True
+    scale: float = math.nan
+    scaled_agrees: bool = True
+    parameters: list[str] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    columns: list[int] = field(default_factory=list)
+    memory_slots: list[int] = field(default_factory=list)
+    ranks: list[int] = field(default_factory=list)
+    worst: dict = field(default_factory=dict)
+    unscored: int = 0
+    negatives_with_gradient: dict = field(default_factory=dict)
+
+    def where(self) -> str:
+        """Where the candidate differs, in words (empty when it agrees)."""
+        if not self.recorded:
+            return "not recorded by both steps"
+        parts = []
+        if not self.agrees and self.scaled_agrees and math.isfinite(self.scale):
+            parts.append(f"= {self.scale:.4g} x reference")
+        if self.parameters:
+            parts.append("parameters " + ", ".join(self.parameters))
+        if self.rows:
+            parts.append(f"rows {_ranges(self.rows)}")
+        if self.columns:
+            parts.append(f"columns {_ranges(self.columns)}")
+        if self.memory_slots:
+            parts.append(f"memory slots {_ranges(self.memory_slots)}")
+        if self.ranks:
+            parts.append(("rank " if len(self.ranks) == 1 else "ranks ")
+                         + ", ".join(map(str, self.ranks)))  # fmt: skip
+        if self.unscored:
+            parts.append(f"{self.unscored} scores never computed")
+        if self.negatives_with_gradient and not self.agrees:
+            counts = self.negatives_with_gradient
+            parts.append(f"negatives with gradient per query {counts['candidate']:.1f} "
+                         f"(reference {counts['reference']:.1f})")  # fmt: skip
+        return "; ".join(parts)
+
+
+def _ranges(values: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    spans = []
+    for value in values:
+        if spans and value == spans[-1][1] + 1:
+            spans[-1][1] = value
+        else:
+            spans.append([value, value])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _name(step: object) -> str:
+    return str(getattr(step, "name", None) or getattr(step, "__name__", type(step).__name__))
+
+
+def _differing(diff: torch.Tensor, threshold: float, dim: int) -> list[int]:
+    if diff.numel() == 0:
+        return []
+    other = tuple(d for d in range(diff.dim()) if d != dim)
+    largest = diff.amax(dim=other) if other else diff
+    return torch.nonzero(largest > threshold).flatten().tolist()
+
+
+def _measure(name: str, reference: torch.Tensor, candidate: torch.Tensor, atol: float,
+             rtol: float) -> QuantityComparison:  # fmt: skip
+    reference = reference.detach().to(torch.float64)
+    candidate = candidate.detach().to(torch.float64)
+    diff = (candidate - reference).abs()
+    max_abs = float(diff.max()) if diff.numel() else 0.0
+    reference_max = float(reference.abs().max()) if reference.numel() else 0.0
+    threshold = atol + rtol * reference_max
+    if reference_max > 0:
+        relative = max_abs / reference_max
+    else:
+        relative = 0.0 if max_abs == 0 else math.inf
+    norm = float((reference * reference).sum())
+    scale = float((candidate * reference).sum()) / norm if norm > 0 else math.nan
+    scaled = math.isfinite(scale) and float((candidate - scale * reference).abs().max()) <= (
+        atol + rtol * abs(scale) * reference_max
+    )
+    result = QuantityComparison(
+        name=name, max_abs=max_abs, reference_max=reference_max, relative=relative,
+        threshold=threshold, agrees=max_abs <= threshold, scale=scale,
+        scaled_agrees=max_abs <= threshold or scaled,
+    )  # fmt: skip
+    if diff.numel():
+        flat = int(diff.argmax())
+        index = list(torch.unravel_index(torch.tensor(flat), diff.shape))
+        index = [int(i) for i in index]
+        result.worst = {"index": index, "reference": float(reference.flatten()[flat]),
+                        "candidate": float(candidate.flatten()[flat])}  # fmt: skip
+    return result
+
+
+def _compare_parameters(reference: Gradients, candidate: Gradients, atol: float,
+                        rtol: float) -> QuantityComparison:  # fmt: skip
+    names = list(reference.parameters)
+    if set(names) != set(candidate.parameters):
+        raise GradlabError(
+            "the reference and the candidate must train the same parameters; got "
+            f"{sorted(names)} and {sorted(candidate.parameters)}"
+        )
+    ref = torch.cat([reference.parameters[n].detach().flatten().to(torch.float64) for n in names])
+    cand = torch.cat([candidate.parameters[n].detach().flatten().to(torch.float64) for n in names])
+    result = _measure("dL/dtheta", ref, cand, atol, rtol)
+    offsets = [0]
+    for n in names:
+        offsets.append(offsets[-1] + reference.parameters[n].numel())
+    diff = (cand - ref).abs()
+    result.parameters = [n for n, a, b in zip(names, offsets, offsets[1:], strict=False)
+                         if b > a and float(diff[a:b].max()) > result.threshold]  # fmt: skip
+    if result.worst:
+        flat = result.worst["index"][0]
+        position = next(i for i in range(len(names)) if offsets[i] <= flat < offsets[i + 1])
+        result.worst["parameter"] = names[position]
+        result.worst["index"] = [flat - offsets[position]]
+    return result
+
+
+def _located(
+    name: str,
+    reference: torch.Tensor,
+    candidate: torch.Tensor,
+    atol: float,
+    rtol: float,
+    batch: PairedBatch,
+    owner: torch.Tensor | None,
+) -> QuantityComparison:
+    """:func:`_measure`, and the rows (and columns, memory slots, processes) that differ."""
+    result = _measure(name, reference, candidate, atol, rtol)
+    diff = (candidate.to(torch.float64) - reference.to(torch.float64)).abs()
+    result.rows = _differing(diff, result.threshold, 0)
+    if owner is not None:
+        result.ranks = sorted({int(owner[r]) for r in result.rows})
+    if diff.shape[1] == batch.columns and name in ("dL/dscores", "scores"):
+        columns = _differing(diff, result.threshold, 1)
+        result.columns = [c for c in columns if c < batch.size]
+        result.memory_slots = [c - batch.size for c in columns if c >= batch.size]
+    return result
+
+
+def _negatives_with_gradient(grad: torch.Tensor, negatives: torch.Tensor, threshold: float):
+    counts = ((grad.abs() > threshold) & negatives).sum(dim=1).to(torch.float64)
+    return float(counts.mean()) if counts.numel() else 0.0
+
+
+def compare(
+    reference: Gradients,
+    candidate: Gradients,
+    batch: PairedBatch,
+    *,
+    atol: float | None = None,
+    rtol: float | None = None,
+    reference_name: str = "reference",
+    candidate_name: str = "candidate",
+    loss_name: str = "",
+) -> EquivalenceResult:
+    """Compare two steps' :class:`~gradlab.equivalence.runner.Gradients` on ``batch``.
+
+    :func:`compare_gradients` runs the steps and calls this; call it yourself on the results
+    of :func:`~gradlab.equivalence.run_distributed` (several steps per start of the processes).
+
+    Args:
+        reference: the reference's gradients.
+        candidate: the candidate's gradients.
+        batch: the whole batch they ran on (for the positives and the memory).
+        atol: absolute tolerance; ``None``: :func:`default_tolerance` of the gradients' dtype.
+        rtol: relative tolerance, times ``max|reference|``; ``None``: as ``atol``.
+        reference_name: the reference's name in the table.
+        candidate_name: the candidate's name in the table.
+        loss_name: the loss's name in the table.
+
+    Returns:
+        The :class:`EquivalenceResult`.
+
+    Example:
+        >>> import gradlab
+        >>> from gradlab.equivalence import FullBatch, run_step, synthetic_problem
+        >>> model, batch = synthetic_problem(batch_size=4)
+        >>> grads = run_step(FullBatch(gradlab.SmoothAPLoss()), model, batch)
+        >>> compare(grads, grads, batch).equivalent
+        True
+    """
+    dtype = next(iter(reference.parameters.values())).dtype if reference.parameters else (
+        torch.float64)  # fmt: skip
+    default_atol, default_rtol = default_tolerance(dtype)
+    atol = default_atol if atol is None else check_non_negative_finite("atol", atol)
+    rtol = default_rtol if rtol is None else check_non_negative_finite("rtol", rtol)
+    world = candidate.world_size
+    owner = rank_of_rows(batch.size, world)
+    quantities = [_compare_parameters(reference, candidate, atol, rtol)]
+    for name, attribute in zip(QUANTITIES[1:4], ("queries", "candidates", "scores"),
+                               strict=True):  # fmt: skip
+        ref, cand = getattr(reference, attribute), getattr(candidate, attribute)
+        if ref is None or cand is None:
+            quantities.append(QuantityComparison(name=name, recorded=False))
+            continue
+        if ref.shape != cand.shape:
+            raise GradlabError(f"{name}: the reference's shape {tuple(ref.shape)} and the "
+                               f"candidate's {tuple(cand.shape)} differ")  # fmt: skip
+        result = _located(name, ref, cand, atol, rtol, batch, owner if world > 1 else None)
+        if attribute == "scores":
+            result.unscored = int((reference.scored & ~candidate.scored).sum())
+            labels = batch.labels if batch.memory is None else torch.cat(
+                (batch.labels, batch.memory_labels))  # fmt: skip
+            negatives = ~positive_mask(batch.labels, labels)
+            result.negatives_with_gradient = {
+                "reference": _negatives_with_gradient(ref, negatives, result.threshold),
+                "candidate": _negatives_with_gradient(cand, negatives, result.threshold),
+            }
+        quantities.append(result)
+    if reference.score_values is None or candidate.score_values is None:
+        quantities.append(QuantityComparison(name="scores", recorded=False))
+    else:
+        both = reference.scored & candidate.scored
+        ref = torch.where(both, reference.score_values, 0.0)
+        cand = torch.where(both, candidate.score_values, 0.0)
+        quantities.append(_located("scores", ref, cand, atol, rtol, batch,
+                                   owner if world > 1 else None))  # fmt: skip
+    return EquivalenceResult(
+        reference=reference_name, candidate=candidate_name, loss=loss_name,
+        dtype=str(dtype).removeprefix("torch."), world_size=world, atol=atol, rtol=rtol,
+        reference_loss=reference.loss, candidate_loss=candidate.loss, quantities=quantities,
+    )  # fmt: skip
+
+
+@dataclass
+class EquivalenceResult:
+    """The comparison of a candidate step with the reference: a verdict and where they differ.
+
+    ``str(result)`` is a readable table; :meth:`to_dict` is JSON-ready.
+
+    Attributes:
+        reference: the reference step's name.
+        candidate: the candidate step's name.
+        loss: the loss's name.
+        dtype: the dtype the steps ran in.
+        world_size: the candidate's number of processes.
+        atol: absolute tolerance used.
+        rtol: relative tolerance used (times ``max|reference|``).
+        reference_loss: the reference's loss value.
+        candidate_loss: the candidate's loss value (averaged over processes).
+        quantities: one :class:`QuantityComparison` per entry of :data:`QUANTITIES`.
+    """
+
+    reference: str
+    candidate: str
+    loss: str
+    dtype: str
+    world_size: int
+    atol: float
+    rtol: float
+    reference_loss: float
+    candidate_loss: float
+    quantities: list[QuantityComparison]
+
+    @property
+    def equivalent(self) -> bool:
+        """Every quantity recorded by both steps agrees."""
+        return all(q.agrees for q in self.quantities if q.recorded)
+
+    @property
+    def differing(self) -> list[str]:
+        """The names of the quantities that differ."""
+        return [q.name for q in self.quantities if q.recorded and not q.agrees]
+
+    def __getitem__(self, name: str) -> QuantityComparison:
+        """The comparison of one quantity: ``result["dL/dscores"]``."""
+        for quantity in self.quantities:
+            if quantity.name == name:
+                return quantity
+        raise KeyError(f"{name!r}; the quantities are {list(QUANTITIES)}")
+
+    def to_dict(self) -> dict:
+        """The result as plain JSON-ready values (NaN and inf as strings)."""
+
+        def plain(value):
+            if isinstance(value, float) and not math.isfinite(value):
+                return str(value)
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [plain(v) for v in value]
+            return value
+
+        return plain({
+            "reference": self.reference, "candidate": self.candidate, "loss": self.loss,
+            "dtype": self.dtype, "world_size": self.world_size,
+            "tolerance": {"atol": self.atol, "rtol": self.rtol},
+            "reference_loss": self.reference_loss, "candidate_loss": self.candidate_loss,
+            "equivalent": self.equivalent, "differing": self.differing,
+            "quantities": {q.name: asdict(q) for q in self.quantities},
+        })  # fmt: skip
+
+    def __str__(self) -> str:
+        processes = f"{self.world_size} process" + ("es" if self.world_size != 1 else "")
+        lines = [
+            f"candidate {self.candidate} against reference {self.reference}"
+            + (f", {self.loss}" if self.loss else "")
+            + f"; {self.dtype}, {processes}",
+            f"loss: reference {self.reference_loss:.6g}, candidate {self.candidate_loss:.6g}",
+            f"tolerance per quantity: max|diff| <= {self.atol:g} + {self.rtol:g} x max|reference|",
+            "",
+            f"{'quantity':<16}{'max|diff|':>11}{'relative':>11}{'scale':>9}  {'verdict':<9}where",
+        ]
+        for q in self.quantities:
+            if not q.recorded:
+                lines.append(f"{q.name:<16}{'-':>11}{'-':>11}{'-':>9}  {'skipped':<9}"
+                             f"{q.where()}")  # fmt: skip
+                continue
+            verdict = "agrees" if q.agrees else "DIFFERS"
+            scale = f"{q.scale:.4g}" if math.isfinite(q.scale) else "-"
+            lines.append(f"{q.name:<16}{q.max_abs:>11.2e}{q.relative:>11.2e}{scale:>9}  "
+                         f"{verdict:<9}{q.where()}".rstrip())  # fmt: skip
+        lines.append("")
+        if self.equivalent:
+            lines.append("verdict: EQUIVALENT")
+        else:
+            lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ)")
+        return "\n".join(lines)
+
+
+def _check_step(name: str, step: object) -> None:
+    if not callable(step):
+        raise GradlabError(
+            f"{name} must be a step: a callable step(model, batch, probe) such as "
+            f"gradlab.equivalence.FullBatch(loss); got {type(step).__name__}"
+        )
+
+
+def compare_gradients(
+    reference: object,
+    candidate: object,
+    model: nn.Module,
+    batch: PairedBatch,
+    *,
+    world_size: int = 1,
+    dtype: torch.dtype = torch.float64,
+    atol: float | None = None,
+    rtol: float | None = None,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> EquivalenceResult:
+    """Does ``candidate`` give the same gradient as ``reference`` on ``model`` and ``batch``?
+
+    Both steps run on copies of ``model`` and ``batch`` cast to ``dtype`` (``model`` itself is
+    not changed): ``reference`` in this process, ``candidate`` here too when ``world_size`` is
+    1, else in ``world_size`` gloo processes on this machine (:func:`run_distributed`).
+
+    Args:
+        reference: the reference step, usually :class:`~gradlab.equivalence.FullBatch`.
+        candidate: the step to check: a built-in one or any callable
+            ``step(model, batch, probe)``.
+        model: the encoder of both sides.
+        batch: the whole batch.
+        world_size: processes of the candidate; must divide the batch size.
+        dtype: floating dtype of the comparison (float64 by default).
+        atol: absolute tolerance; ``None``: :func:`default_tolerance` of ``dtype``.
+        rtol: relative tolerance (times ``max|reference|``); ``None``: likewise.
+        timeout: seconds before a distributed run is stopped.
+
+    Returns:
+        The :class:`EquivalenceResult`: ``result.equivalent``, ``print(result)``.
+
+    Raises:
+        GradlabError: a bad argument, or a step that cannot run on this batch.
+
+    Example:
+        >>> import gradlab
+        >>> from gradlab.equivalence import Accumulation, FullBatch, GradCache, synthetic_problem
+        >>> model, batch = synthetic_problem(batch_size=8)
+        >>> loss = gradlab.NTXentLoss(temperature=0.5)
+        >>> compare_gradients(FullBatch(loss), GradCache(loss, chunk_size=3), model,
+        ...                   batch).equivalent
+        True
+        >>> result = compare_gradients(FullBatch(loss), Accumulation(loss, 2), model, batch)
+        >>> result.equivalent, result["dL/dscores"].unscored
+        (False, 32)
+    """
+    _check_step("reference", reference)
+    _check_step("candidate", candidate)
+    if not isinstance(model, nn.Module):
+        raise GradlabError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if not isinstance(batch, PairedBatch):
+        raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
+                           f"{type(batch).__name__}")  # fmt: skip
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
+    batch.shard(0, world_size)  # world_size: a positive integer that divides the batch
+    check_positive_finite("timeout", timeout)
+    for name, value in (("atol", atol), ("rtol", rtol)):
+        if value is not None:
+            check_non_negative_finite(name, value)
+    for step, world in ((reference, 1), (candidate, world_size)):
+        if hasattr(step, "check"):
+            step.check(batch, world)
+    model = copy.deepcopy(model).to(dtype)
+    batch = batch.to(dtype)
+    reference_grads = run_step(reference, model, batch)
+    if world_size == 1:
+        candidate_grads = run_step(candidate, model, batch)
+    else:
+        (candidate_grads,) = run_distributed([candidate], model, batch, world_size, timeout)
+    loss = getattr(reference, "loss", None)
+    loss_name = score_objective(loss).name if loss is not None else ""
+    return compare(
+        reference_grads, candidate_grads, batch, atol=atol, rtol=rtol,
+        reference_name=_name(reference), candidate_name=_name(candidate), loss_name=loss_name,
+    )  # fmt: skip

@@ -1,0 +1,193 @@
+"""Run a training step and collect its gradients: in this process, or in N gloo processes.
+
+:func:`run_step` runs a step on the whole batch here. :func:`run_distributed` spawns ``N``
+processes on this machine (``torch.distributed`` with the gloo backend, CPU), gives each its
+shard of the batch and a copy of the model, runs the step in every process, averages the
+parameters' gradients over the processes (as DistributedDataParallel does) and the probes'
+gradients likewise, and returns the result of rank 0. Every run is time-boxed: a process that
+still runs after ``timeout`` seconds (a collective that one process never joins) is killed and
+:class:`TimeoutError` raised, never a hang.
+
+Steps, the model and the batch travel to the processes by pickle: a step of your own must be
+importable by module and name (not defined in ``__main__`` or a notebook cell).
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from gradlab.equivalence.problem import GradientProbe, PairedBatch
+
+__all__ = ["Gradients", "run_distributed", "run_step"]
+
+DEFAULT_TIMEOUT_S = 120.0
+"""Seconds a distributed run may take before its processes are killed."""
+
+
+@dataclass
+class Gradients:
+    """The gradients of one step (float64 by default), at the whole batch's positions.
+
+    Attributes:
+        parameters: ``name -> dL/dtheta`` of every parameter that requires a gradient (zeros
+            where the step left none).
+        queries: ``[B, d]`` ``dL/dqueries``, or ``None`` when the step recorded none.
+        candidates: ``[B, d]`` ``dL/dcandidates``, or ``None``.
+        scores: ``[B, B + M]`` ``dL/dscores``, or ``None``.
+        scored: ``[B, B + M]`` bool, the scores the step computed (with ``scores``).
+        score_values: ``[B, B + M]``, their values (0 where not computed).
+        loss: the step's loss (averaged over processes).
+        world_size: the number of processes it ran in.
+    """
+
+    parameters: dict[str, torch.Tensor]
+    queries: torch.Tensor | None
+    candidates: torch.Tensor | None
+    scores: torch.Tensor | None
+    scored: torch.Tensor | None
+    score_values: torch.Tensor | None
+    loss: float
+    world_size: int = 1
+
+
+def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
+    with torch.no_grad():
+        return int(model(batch.query_inputs[:1]).shape[-1])
+
+
+def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
+    """Run ``step`` on this process's shard of ``batch`` with a fresh copy of ``model``."""
+    model = copy.deepcopy(model)
+    model.zero_grad(set_to_none=True)
+    dtype = next((p.dtype for p in model.parameters()), torch.float64)
+    probe = GradientProbe(batch.labels.shape[0], batch.columns, _embedding_size(model, batch),
+                          dtype=dtype)  # fmt: skip
+    loss = step(model, batch.shard(rank, world), probe)
+    loss = torch.as_tensor(0.0 if loss is None else loss, dtype=torch.float64).detach().clone()
+    parameters = {
+        name: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+        for name, p in model.named_parameters()
+        if p.requires_grad
+    }
+    if world > 1:
+        for value in parameters.values():
+            torch.distributed.all_reduce(value)
+            value.div_(world)
+        torch.distributed.all_reduce(loss)
+        loss /= world
+        probe.reduce()
+    recorded = probe.recorded
+    return Gradients(
+        parameters=parameters,
+        queries=probe.gradients["queries"] if recorded["queries"] else None,
+        candidates=probe.gradients["candidates"] if recorded["candidates"] else None,
+        scores=probe.gradients["scores"] if recorded["scores"] else None,
+        scored=probe.scored if recorded["scores"] else None,
+        score_values=probe.values if recorded["scores"] else None,
+        loss=float(loss),
+        world_size=world,
+    )
+
+
+def run_step(step, model: nn.Module, batch: PairedBatch) -> Gradients:
+    """Run ``step(model, batch, probe)`` once, in this process, on a copy of ``model``.
+
+    Args:
+        step: a built-in step or any callable ``step(model, batch, probe)``.
+        model: the encoder; it is copied, never changed.
+        batch: the whole batch.
+
+    Returns:
+        The step's :class:`Gradients`.
+
+    Example:
+        >>> import gradlab
+        >>> from gradlab.equivalence import FullBatch, synthetic_problem
+        >>> model, batch = synthetic_problem(batch_size=4)
+        >>> grads = run_step(FullBatch(gradlab.NTXentLoss()), model, batch)
+        >>> grads.scores.shape, grads.queries.dtype
+        (torch.Size([4, 4]), torch.float64)
+    """
+    return _execute(step, model, batch, 0, 1)
+
+
+def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
+    """One process of :func:`run_distributed` (importable by ``spawn``)."""
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{os.path.join(folder, 'rendezvous')}", rank=rank,
+        world_size=world, timeout=timedelta(seconds=timeout),
+    )  # fmt: skip
+    try:
+        job = torch.load(os.path.join(folder, "job.pt"), weights_only=False)
+        results = [_execute(step, job["model"], job["batch"], rank, world)
+                   for step in job["steps"]]  # fmt: skip
+        if rank == 0:
+            partial = os.path.join(folder, "results.partial")
+            torch.save(results, partial)
+            os.replace(partial, os.path.join(folder, "results.pt"))
+        torch.distributed.barrier()
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+def run_distributed(
+    steps, model: nn.Module, batch: PairedBatch, world_size: int = 2,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> list[Gradients]:  # fmt: skip
+    """Run each step in ``world_size`` gloo processes on this machine; rank 0's gradients.
+
+    The processes are started once for all ``steps`` (starting them costs seconds). Each
+    process runs every step on its shard (``batch.shard(rank, world_size)``) with a fresh copy
+    of ``model``; the parameters' gradients are averaged over the processes after each step.
+
+    Args:
+        steps: a sequence of steps (picklable: importable by module and name).
+        model: the encoder (picklable).
+        batch: the whole batch; ``world_size`` must divide its size.
+        world_size: the number of processes.
+        timeout: seconds before the processes are killed.
+
+    Returns:
+        One :class:`Gradients` per step, in order.
+
+    Raises:
+        TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
+        RuntimeError: a process raised (the message holds its traceback).
+    """
+    import torch.multiprocessing as mp
+
+    steps = list(steps)
+    batch.shard(0, world_size)  # checks world_size against the batch
+    with tempfile.TemporaryDirectory(prefix="gradlab-equivalence-") as folder:
+        torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))
+        context = mp.start_processes(_worker, args=(world_size, folder, float(timeout)),
+                                     nprocs=world_size, join=False,
+                                     start_method="spawn")  # fmt: skip
+        deadline = time.monotonic() + timeout
+        try:
+            while not context.join(timeout=0.5):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"the distributed run still ran after {timeout:g} s and was stopped (a "
+                        "process waits in a collective that another never joins?)"
+                    )
+        except mp.ProcessRaisedException as error:
+            raise RuntimeError(f"a process of the distributed run raised:\n{error}") from None
+        except mp.ProcessExitedException as error:
+            raise RuntimeError(f"a process of the distributed run died: {error}") from None
+        finally:
+            for process in context.processes:
+                if process.is_alive():
+                    process.kill()
+                    process.join(5)
+        return torch.load(Path(folder, "results.pt"), weights_only=False)
