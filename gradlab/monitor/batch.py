@@ -15,10 +15,19 @@
 
 Everything is computed in the embeddings' dtype (half precision in float32) on their device,
 and nothing is read back to the host: the Monitor moves the step's scalars once.
+
+**Memory.** On a CPU the step's large ``[Q, C]`` buffers (the sort, its searches, the sigmoid
+block, the anatomy's passes) come from a :class:`Workspace` that keeps them from one logged
+step to the next: fresh multi-megabyte buffers every step cost page faults (about 2 us per
+4 KiB page, a third of a logged step's time at B = 1024). The CUDA caching allocator already
+reuses its blocks, so on other devices the buffers are plain allocations.
 """
 
 from __future__ import annotations
 
+import sys
+import threading
+import weakref
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -63,6 +72,79 @@ def _all_finite(values: torch.Tensor) -> torch.Tensor:
     return torch.isfinite(low) & torch.isfinite(high)
 
 
+class Workspace:
+    """Buffers that one :class:`BatchView` at a time borrows, kept for the next one (CPU).
+
+    A view claims the workspace the first time it needs a buffer; while it is alive another
+    view gets plain allocations instead, so no two live views share memory. Buffers are kept
+    by name and grow to the largest size asked; at most ``max_bytes`` in all are kept (a
+    request beyond that is a plain allocation, released as usual).
+
+    Args:
+        max_bytes: the most memory kept between steps.
+
+    Example:
+        >>> workspace = Workspace()
+        >>> first = BatchView(torch.eye(3), labels=torch.arange(3), workspace=workspace)
+        >>> a = first.buffer("scratch", (3, 3), torch.float32)
+        >>> b = first.buffer("scratch", (2, 2), torch.float32)  # the same memory, reshaped
+        >>> a.data_ptr() == b.data_ptr(), workspace.kept_bytes
+        (True, 36)
+    """
+
+    def __init__(self, max_bytes: int = 256 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._owner: weakref.ref | None = None
+        self._buffers: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+    @property
+    def kept_bytes(self) -> int:
+        """Bytes held between steps."""
+        return sum(b.numel() * b.element_size() for b in self._buffers.values())
+
+    def claim(self, owner: object) -> bool:
+        """Whether ``owner`` may use the buffers: no other live owner holds them."""
+        current = None if self._owner is None else self._owner()
+        if current is not None and current is not owner:
+            return False
+        if current is None:
+            self._owner = weakref.ref(owner)
+        return True
+
+    def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """A CPU tensor of ``shape`` and ``dtype``, uninitialised, kept under ``name``."""
+        size = 1
+        for extent in shape:
+            size *= extent
+        key = (name, dtype)
+        kept = self._buffers.get(key)
+        if kept is None or kept.numel() < size:
+            fresh = torch.empty(size, dtype=dtype)
+            spare = self.max_bytes - self.kept_bytes
+            if kept is not None:
+                spare += kept.numel() * kept.element_size()
+            if size * fresh.element_size() > spare:
+                return fresh.view(shape)
+            self._buffers[key] = kept = fresh
+        return kept[:size].view(shape)
+
+
+_THREAD = threading.local()
+
+
+def thread_workspace() -> Workspace:
+    """This thread's :class:`Workspace`, the one a :class:`BatchView` uses when given none.
+
+    Example:
+        >>> thread_workspace() is thread_workspace()
+        True
+    """
+    workspace = getattr(_THREAD, "workspace", None)
+    if workspace is None:
+        workspace = _THREAD.workspace = Workspace()
+    return workspace
+
+
 @dataclass
 class BatchView:
     """The embeddings, targets and loss of one step, with shared derived values cached.
@@ -89,6 +171,47 @@ class BatchView:
     """Whether the step's sort keeps tied scores in column order (a stable sort, which the
     anatomy's ranks need); the Monitor turns it off when no due quantity reads the order
     (counts and P do not depend on it, and an unstable sort is about 10 % cheaper)."""
+    workspace: Workspace | None = field(default=None, repr=False, compare=False)
+    """Where the step's large CPU buffers come from (None: :func:`thread_workspace`). Tensors
+    this view hands out (its sort, its sigmoid block's gradient) live in it as long as the view
+    does: copy one to keep it after the view is gone."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        object.__setattr__(self, name, value)
+        if name == "embedding_grad" and value is not None:
+            self._leave_graph()
+
+    def _leave_graph(self) -> None:
+        """Once the embeddings' gradient has arrived, hold the recorded scores out of the
+        autograd graph (the view reads only their values).
+
+        The graph leads back to the embeddings, whose gradient hook holds this view: a cycle
+        through autograd's C++ objects that Python's collector cannot see, which kept every
+        logged step's view, its sort and its sigmoid block alive (~40 MB a step at B = 1024).
+        """
+        record = self.__dict__.get("loss_record")
+        if record is None or not record.scores.requires_grad:
+            return
+        detached = record._replace(scores=record.scores.detach())
+        object.__setattr__(self, "loss_record", detached)
+        if self.__dict__.get("record") is record:
+            self.__dict__["record"] = detached
+
+    @cached_property
+    def _claimed(self) -> Workspace | None:
+        if self.embeddings.device.type != "cpu":
+            return None
+        workspace = self.workspace if self.workspace is not None else thread_workspace()
+        return workspace if workspace.claim(self) else None
+
+    def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """An uninitialised tensor on the batch's device, from the workspace when it has one
+        for this view (see :class:`Workspace`), else a plain allocation. Each name is one
+        buffer: a caller uses a name only while nothing else of the view holds it."""
+        workspace = self._claimed
+        if workspace is None:
+            return torch.empty(shape, dtype=dtype, device=self.embeddings.device)
+        return workspace.take(name, shape, dtype)
 
     @cached_property
     def record(self) -> LossRecord | None:
@@ -165,7 +288,7 @@ class BatchView:
         # Negated, ascending and stable: the rows best first with ties by column (the order
         # the anatomy ranks by), ascending values for the searches, and no flip of either.
         if self.scores.device.type == "cpu" and self.scores.dtype == torch.float32:
-            return _sorted_rows_on_cpu(self.scores)  # stable: ties by column either way
+            return _sorted_rows_on_cpu(self.scores, self.buffer)  # stable: ties by column
         negated = -self.scores
         stable = self.ties_by_column
         # Integer keys pay back their few extra ops on large batches only.
@@ -211,7 +334,8 @@ class BatchView:
         key = ("upper", width)
         if key not in self._cache:
             ordered = self.negated_sorted  # s_j < a + w  <=>  -s_j > (-a) - w
-            below = _search_rows(ordered, self._shifted(width), side="right")
+            into = self.buffer(f"upper {width}", ordered.shape, torch.int32)
+            below = _search_rows(ordered, self._shifted(width), side="right", out=into)
             self._cache[key] = below.neg_().add_(ordered.shape[1])  # in place: C - below
         return self._cache[key]
 
@@ -220,7 +344,9 @@ class BatchView:
         counts' searches read it."""
         key = ("shifted", width)
         if key not in self._cache:
-            self._cache[key] = self.negated_sorted - width
+            ordered = self.negated_sorted
+            shifted = self.buffer(f"shifted {width}", ordered.shape, ordered.dtype)
+            self._cache[key] = torch.sub(ordered, width, out=shifted)
         return self._cache[key]
 
     def entry_counts(self, width: float) -> torch.Tensor:
@@ -385,40 +511,59 @@ def _order_key(values: torch.Tensor) -> torch.Tensor | None:
     return key.masked_fill_(torch.isnan(values), magnitude)
 
 
-def _sorted_rows_on_cpu(scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _sorted_rows_on_cpu(scores: torch.Tensor, buffer=None) -> tuple[torch.Tensor, torch.Tensor]:
     """``(-scores).sort(dim=1, stable=True)`` of a float32 CPU matrix, 2-3x faster (same result).
 
     Each entry becomes one int64 ``(order key << 32) | column`` (the key of :func:`_order_key`):
     distinct, so NumPy's sort of the rows (vectorised on CPUs that have it; torch's CPU sort is
     not) leaves them in the stable order, and the sorted floats and columns are read back from
     the halves. The floats come back bit for bit, except that ``-0.0`` comes back as ``+0.0``
-    (they tie, and every count and difference taken of the sorted rows is the same for both).
-    Written in place into the two outputs: every fresh ``[Q, C]`` temporary costs page faults
-    (at B = 1024 they had been a third of the sort's time).
+    (they tie, and every count and difference taken of the sorted rows is the same for both)
+    and a NaN as the NaN ``0x7FFFFFFF``. Every pass writes into the buffers ``buffer(name,
+    shape, dtype)`` gives (:meth:`BatchView.buffer`; fresh ones without it): a fresh ``[Q, C]``
+    temporary costs page faults.
     """
-    columns = scores.shape[1]
-    magnitude = _KEY_TYPES[torch.float32][1]
-    values = np.empty(scores.shape, dtype=np.float32)  # C order; becomes the sorted floats
+    rows, columns = scores.shape
+    if buffer is None:
+        buffer = lambda name, shape, dtype: torch.empty(shape, dtype=dtype)  # noqa: E731
+    shape = (rows, columns)
+    values = np.from_dlpack(buffer("sorted_values", shape, torch.float32))  # the sorted floats
+    combined = np.from_dlpack(buffer("sorted_order", shape, torch.int64))  # becomes the order
+    spare = np.from_dlpack(buffer("sort_spare", shape, torch.int32))
+    nan = np.from_dlpack(buffer("sort_nan", shape, torch.bool))
     np.negative(np.from_dlpack(scores.detach()), out=values)
     values += 0.0  # -0.0 and +0.0 tie, as floats do
     key = values.view(np.int32)
-    flags = np.isnan(values)
-    np.bitwise_xor(key, magnitude, out=key, where=key < 0)  # negatives reversed
-    np.copyto(key, magnitude, where=flags)  # NaN last, as in torch.sort
-    combined = key.astype(np.int64)  # becomes the order
-    combined <<= 32
-    combined |= np.arange(columns, dtype=np.int64)
+    np.isnan(values, out=nan)
+    _flip_negatives(key, spare)
+    np.copyto(key, _LARGEST_KEY, where=nan)  # NaN last, as in torch.sort
+    np.copyto(combined, key)
+    np.left_shift(combined, 32, out=combined)
+    np.bitwise_or(combined, np.arange(columns, dtype=np.int64), out=combined)
     combined.sort(axis=1)
-    np.right_shift(combined, 32, out=key, casting="unsafe")  # the high halves: int32 keys
-    np.less(key, 0, out=flags)
-    np.bitwise_xor(key, magnitude, out=key, where=flags)  # the key is its own inverse
-    combined &= 0xFFFFFFFF
+    high = 1 if sys.byteorder == "little" else 0  # the int32 half that holds the key
+    np.copyto(key, combined.view(np.int32)[:, high::2])
+    _flip_negatives(key, spare)  # the map is its own inverse
+    np.bitwise_and(combined, 0xFFFFFFFF, out=combined)
     return torch.from_numpy(values), torch.from_numpy(combined)
 
 
-def _search_rows(ordered: torch.Tensor, needles: torch.Tensor, side: str) -> torch.Tensor:
+_LARGEST_KEY = _KEY_TYPES[torch.float32][1]
+
+
+def _flip_negatives(key: np.ndarray, spare: np.ndarray) -> None:
+    """``key ^= (key >> 31) & 0x7FFFFFFF`` in place, through ``spare``: float32 bits to integers
+    in the floats' order (and back). Branch-free: a masked ``where=`` pass is ~25x slower."""
+    np.right_shift(key, 31, out=spare)
+    np.bitwise_and(spare, _LARGEST_KEY, out=spare)
+    np.bitwise_xor(key, spare, out=key)
+
+
+def _search_rows(
+    ordered: torch.Tensor, needles: torch.Tensor, side: str, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """``torch.searchsorted(ordered, needles, side=side)`` of ``[Q, C]`` rows (int64, or int32
-    from the NumPy path).
+    from the NumPy path, written into ``out`` (int32) when given).
 
     A large float32 CPU matrix is searched row by row by NumPy, whose search starts from the
     previous needle's position when the needles ascend (they do here): about 1.5x faster.
@@ -428,8 +573,9 @@ def _search_rows(ordered: torch.Tensor, needles: torch.Tensor, side: str) -> tor
     ):
         return torch.searchsorted(ordered, needles, side=side)
     # int32 (a row holds fewer than 2^31 entries): half the memory of the step's largest cache
-    found = np.empty(needles.shape, dtype=np.int32)
-    rows = zip(np.from_dlpack(ordered.detach()), np.from_dlpack(needles.detach()), strict=True)
-    for row, (values, targets) in enumerate(rows):
-        found[row] = np.searchsorted(values, targets, side=side)
-    return torch.from_numpy(found)
+    found = torch.empty(needles.shape, dtype=torch.int32) if out is None else out
+    rows = zip(np.from_dlpack(ordered.detach()), np.from_dlpack(needles.detach()),
+               np.from_dlpack(found), strict=True)  # fmt: skip
+    for values, targets, into in rows:
+        into[...] = np.searchsorted(values, targets, side=side)
+    return found

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from gradlab.functional.losses import LossRecord
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, Workspace
 from tests.reference.smooth_ap_loops import (
     cosine,
     sigmoid,
@@ -322,3 +322,76 @@ def test_the_loss_gradient_of_a_batch_with_one_defined_query_is_not_averaged_awa
     expected = torch.zeros(3, 5, dtype=torch.float64)
     expected[1] = -torch.tensor(gradient, dtype=torch.float64)
     torch.testing.assert_close(view.smooth_ap_loss_grad(0.1), expected, rtol=1e-10, atol=1e-13)
+
+
+# --- memory: the workspace, and no view kept past its step --------------------------------------
+
+
+def test_the_cpu_sort_puts_nan_of_either_sign_last_in_column_order():
+    """NaN of both signs sorts after +inf (as ``torch.sort``), ties by column: a NaN with its
+    sign bit set has the smallest integer bits of all and must be moved, not only flipped."""
+    scores = torch.tensor([[0.5, -math.nan, 1.0, math.nan, -math.inf, -0.0, 0.0, math.inf]])
+    scores = scores.repeat(3, 1)
+    view = cross_modal_view(scores)
+    # best first: inf, 1.0, 0.5, the zeros by column, -inf, then the NaN by column
+    assert view.descending_order.tolist() == [[7, 2, 0, 5, 6, 4, 1, 3]] * 3
+    ordered = view.negated_sorted
+    assert torch.isnan(ordered[:, 6:]).all() and not torch.isnan(ordered[:, :6]).any()
+    assert ordered[0, :6].tolist() == [-math.inf, -1.0, -0.5, 0.0, 0.0, math.inf]
+
+
+def test_views_sharing_a_workspace_never_share_memory_while_both_live():
+    workspace = Workspace()
+    first = in_batch_view(dyadic_scores(6, 6, seed=3), torch.tensor([0, 1, 0, 2, 1, 0]))
+    first.workspace = workspace
+    second = in_batch_view(dyadic_scores(6, 6, seed=4), torch.tensor([0, 1, 0, 2, 1, 0]))
+    second.workspace = workspace
+    expected = [(-view.layout.scores).sort(dim=1, stable=True).values for view in (first, second)]
+    first_sorted, second_sorted = first.negated_sorted, second.negated_sorted
+    assert first_sorted.data_ptr() != second_sorted.data_ptr()
+    assert torch.equal(first_sorted, expected[0]) and torch.equal(second_sorted, expected[1])
+    del first, first_sorted
+    third = in_batch_view(dyadic_scores(6, 6, seed=5), torch.tensor([0, 1, 0, 2, 1, 0]))
+    third.workspace = workspace
+    # the first view is gone: the third takes its buffers; the second's values stay intact
+    assert third.buffer("sorted_values", (6, 6), torch.float32).data_ptr() == workspace.take(
+        "sorted_values", (6, 6), torch.float32).data_ptr()  # fmt: skip
+    assert torch.equal(third.negated_sorted, (-third.layout.scores).sort(dim=1).values)
+    assert torch.equal(second.negated_sorted, expected[1])
+
+
+def test_a_workspace_keeps_at_most_its_budget():
+    workspace = Workspace(max_bytes=100)
+    kept = workspace.take("a", (5, 5), torch.float32)  # 100 bytes: kept
+    assert workspace.kept_bytes == 100
+    assert workspace.take("a", (2, 3), torch.float32).data_ptr() == kept.data_ptr()
+    workspace.take("b", (2,), torch.float32)  # no room left: a plain allocation
+    assert workspace.kept_bytes == 100
+    workspace.take("a", (30,), torch.float32)  # larger than the budget: not kept either
+    assert workspace.kept_bytes == 100
+
+
+def _log_four_steps(folder: str) -> None:
+    import gradlab
+
+    generator = torch.Generator().manual_seed(14)
+    embeddings = torch.randn(32, 8, generator=generator)
+    labels = torch.arange(8).repeat_interleave(4)
+    monitor = gradlab.Monitor(folder, preset="full", every=1)
+    watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    for _ in range(4):
+        leaf = embeddings.clone().requires_grad_(True)
+        watched(leaf, labels).backward()
+        monitor.step()
+    monitor.close()
+
+
+def test_logged_steps_release_their_views(tmp_path):
+    """A logged step's view (its sort, its sigmoid block) is freed with the step: the watched
+    embeddings' gradient hook holds the view, so the recorded scores must leave the autograd
+    graph, or the cycle through it keeps every step's view alive."""
+    import gc
+
+    _log_four_steps(str(tmp_path / "run"))
+    gc.collect()
+    assert not [view for view in gc.get_objects() if isinstance(view, BatchView)]
