@@ -34,9 +34,13 @@ EXTRAS = (
     "wandb",
     "mlflow",
     "lightning",
+    "transformers",
+    "sentence-transformers",
+    "open-clip",
     "all",
     "browser",
     "mutation",
+    "docs",
     "cockpit",
     "dev",
 )

@@ -1,0 +1,319 @@
+"""The Monitor as a Hugging Face ``TrainerCallback`` (the ``transformers`` extra).
+
+Usage with a ``transformers.Trainer`` whose ``compute_loss`` calls an in-batch loss::
+
+    callback = GradlabTrainerCallback(preset="default")
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))   # called in compute_loss as before
+    trainer = MyTrainer(model=model, args=args, train_dataset=data)
+    callback.attach(trainer)                              # before the report_to callbacks
+    trainer.train()
+
+and with a ``SentenceTransformerTrainer`` (the loss keeps its class; its similarity records the
+score matrix, :mod:`gradlab.integrations.sentence_transformers`)::
+
+    loss = MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    callback.watch(loss)                                  # returns the same module
+    trainer = SentenceTransformerTrainer(model=model, args=args, train_dataset=data, loss=loss)
+    callback.attach(trainer)
+
+What it does:
+
+* ``on_train_begin`` opens a :class:`gradlab.Monitor` in ``log_dir``, by default
+  ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`). Its steps are the Trainer's
+  ``global_step`` after each optimizer step (1, 2, ...), the numbers ``state.log_history``
+  uses. Without an ``every`` option the Monitor logs on the Trainer's logging steps
+  (``logging_steps``).
+* The watched loss feeds the Monitor only inside a training step (between ``on_step_begin`` and
+  ``on_step_end``): evaluation calls are passed straight through. The Monitor steps once per
+  optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
+  gradient accumulation the last micro-batch of the step is the one logged.
+* ``on_log`` adds the step's record, keys prefixed with ``prefix`` (``gradlab/anatomy_...``), to
+  the Trainer's ``logs`` and to the matching entry of ``state.log_history``, so every
+  ``report_to`` backend that runs after the callback receives them. The Trainer runs the
+  reporting callbacks before the callbacks passed as ``callbacks=[...]``: :meth:`attach` puts
+  this one in front of them (a callback that was not attached warns once when ``report_to``
+  names a backend).
+* Only the process of global rank 0 writes (the Monitor's own rule) and forwards values; under
+  ``torch.distributed`` the quantities describe the gathered global batch.
+* ``on_train_end`` closes the Monitor (the last step is logged then if its schedule skipped it).
+
+The callback never changes what is trained: the Monitor's hooks only read (parameters are
+bit-identical with and without it).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.extras import missing_extra
+from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.monitor import Monitor
+from gradlab.monitor.sinks import scalars
+from gradlab.paths import check_output_folder
+
+try:
+    from transformers import TrainerCallback
+except ImportError as error:  # pragma: no cover - exercised only without the package
+    raise missing_extra(
+        "transformers", "transformers", "gradlab.integrations.transformers"
+    ) from error
+
+__all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback"]
+
+DEFAULT_FOLDER = "gradlab_logs"
+"""The Monitor's folder under ``args.output_dir``."""
+
+REPORTING_MODULE = "transformers.integrations"
+"""Where the Trainer's ``report_to`` callbacks live (WandbCallback, TensorBoardCallback...)."""
+
+
+class _WatchedCall:
+    """What :meth:`GradlabTrainerCallback.watch` wraps: the Monitor's watch inside a step."""
+
+    def __init__(self, callback: GradlabTrainerCallback, loss_fn: Callable, name: str) -> None:
+        self.callback, self.loss_fn = callback, loss_fn
+        self.__name__, self.__wrapped__ = name, loss_fn
+        self.watched: dict[int, Callable] = {}  # id(Monitor) -> its watch of loss_fn
+
+    def __call__(self, *args, **kwargs):
+        return self.callback.call(self, args, kwargs)
+
+    def __getattr__(self, name: str):
+        """The wrapped loss's attributes (``temperature``, ``scale``...)."""
+        if name.startswith("__") or name in ("callback", "loss_fn", "watched"):
+            raise AttributeError(name)
+        return getattr(self.loss_fn, name)
+
+
+class LossForward:
+    """The bound ``forward`` of a loss module, as :meth:`gradlab.Monitor.watch` sees it.
+
+    :meth:`GradlabTrainerCallback.watch` replaces a module's ``forward`` by a watched call of
+    this object (the module keeps its class, which trainers check). ``loss_module`` is the
+    module: adapters (:mod:`gradlab.integrations.sentence_transformers`) recognise it.
+
+    Args:
+        loss_module: the loss module.
+
+    Example:
+        >>> call = LossForward(torch.nn.MSELoss())
+        >>> call(torch.zeros(2), torch.ones(2)).item(), call.__name__
+        (1.0, 'MSELoss')
+    """
+
+    def __init__(self, loss_module: torch.nn.Module) -> None:
+        self.loss_module = loss_module
+        self.forward = loss_module.forward  # the class's forward, bound: never the patched one
+        self.__name__ = type(loss_module).__name__
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+
+class GradlabTrainerCallback(TrainerCallback):
+    """Run a :class:`gradlab.Monitor` inside ``transformers.Trainer.train`` (module docstring).
+
+    Args:
+        log_dir: the Monitor's folder; ``None``: ``<args.output_dir>/gradlab_logs``.
+        prefix: key prefix of the values added to the Trainer's logs.
+        options: the Monitor's options as a :class:`~gradlab.monitor.config.MonitorConfig`
+            (instead of ``monitor_options``).
+        **monitor_options: any field of :class:`~gradlab.monitor.config.MonitorConfig`
+            (``tau``, ``preset``, ``every``, ``sinks``, ``resume``...), checked here.
+
+    Raises:
+        GradlabError: an unknown Monitor option or a bad option value, a ``log_dir`` that is a
+            file, a prefix that is not a string.
+
+    Example:
+        >>> callback = GradlabTrainerCallback(preset="cheap")
+        >>> callback.monitor is None  # opened when training starts
+        True
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path | None = None,
+        *,
+        prefix: str = "gradlab/",
+        options: MonitorConfig | None = None,
+        **monitor_options: Any,
+    ) -> None:
+        if log_dir is not None:
+            log_dir = check_output_folder(log_dir, argument="log_dir")
+        if options is None:
+            options = MonitorConfig.of(monitor_options)
+        elif not isinstance(options, MonitorConfig) or monitor_options:
+            raise GradlabError(
+                "options must be a MonitorConfig, given without other Monitor options; got "
+                f"{options!r} and {sorted(monitor_options)}"
+            )
+        if not isinstance(prefix, str):
+            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        self.log_dir = log_dir
+        self.prefix = prefix
+        self.options = options
+        self.monitor: Monitor | None = None
+        self.in_step = False
+        self.last_record: dict | None = None
+        self.attached = False
+        self._forwarded_step: int | None = None
+        self._warned_order = False
+
+    # --- wiring --------------------------------------------------------------------------------
+
+    def watch(self, loss_fn: Callable) -> Callable:
+        """Feed the Monitor from ``loss_fn`` during training steps.
+
+        A sentence-transformers loss module is returned itself, its ``forward`` replaced by a
+        watched call (the trainer checks the loss's class and reads its attributes; the
+        Monitor reads its :class:`~gradlab.integrations.sentence_transformers.RecordingSimilarity`).
+        Any other loss (a gradlab loss, a function) is wrapped, for a ``compute_loss`` that
+        calls it. Values and gradients are unchanged.
+
+        Args:
+            loss_fn: the loss.
+
+        Returns:
+            The sentence-transformers module itself, or a callable with the loss's signature.
+
+        Raises:
+            GradlabError: ``loss_fn`` is not callable, or a module watched twice.
+
+        Example:
+            >>> import gradlab
+            >>> callback = GradlabTrainerCallback()
+            >>> loss_fn = callback.watch(gradlab.NTXentLoss(0.1))
+            >>> scores, positives = torch.eye(2), torch.eye(2, dtype=torch.bool)
+            >>> loss_fn.temperature, float(loss_fn(scores, positives)) > 0
+            (0.1, True)
+        """
+        if not callable(loss_fn):
+            raise GradlabError(
+                f"loss_fn must be callable (a loss module or function); got {loss_fn!r}"
+            )
+        module = type(loss_fn).__module__.split(".")[0]
+        if not isinstance(loss_fn, torch.nn.Module) or module != "sentence_transformers":
+            return _WatchedCall(self, loss_fn, getattr(loss_fn, "__name__", type(loss_fn).__name__))
+        if isinstance(loss_fn.__dict__.get("forward"), _WatchedCall):
+            raise GradlabError(
+                f"loss_fn {type(loss_fn).__name__} is watched already; watch a loss once"
+            )
+        call = LossForward(loss_fn)
+        loss_fn.forward = _WatchedCall(self, call, call.__name__)
+        return loss_fn
+
+    def attach(self, trainer: Any) -> GradlabTrainerCallback:
+        """Put this callback in ``trainer``'s callbacks before its reporting callbacks.
+
+        The Trainer calls its callbacks in order and hands every ``on_log`` the same ``logs``;
+        the ``report_to`` callbacks come before those passed as ``callbacks=[...]``. Placed in
+        front of them, the callback adds gradlab's values to ``logs`` before they are reported.
+        Called once after the Trainer is made (a callback already in its list is moved).
+
+        Args:
+            trainer: a ``transformers.Trainer`` (or a subclass).
+
+        Returns:
+            The callback.
+
+        Raises:
+            GradlabError: ``trainer`` has no ``callback_handler``.
+        """
+        handler = getattr(trainer, "callback_handler", None)
+        callbacks = getattr(handler, "callbacks", None)
+        if not isinstance(callbacks, list):
+            raise GradlabError(
+                "trainer must be a transformers.Trainer (with a callback_handler); got "
+                f"{type(trainer).__name__}"
+            )
+        if self in callbacks:
+            callbacks.remove(self)
+        first = next((index for index, callback in enumerate(callbacks)
+                      if type(callback).__module__.startswith(REPORTING_MODULE)),
+                     len(callbacks))  # fmt: skip
+        callbacks.insert(first, self)
+        self.attached = True
+        return self
+
+    def call(self, wrapper: _WatchedCall, args: tuple, kwargs: dict):
+        """One call of a watched loss: through the Monitor inside a training step."""
+        monitor = self.monitor
+        if monitor is None or not self.in_step:
+            return wrapper.loss_fn(*args, **kwargs)
+        watched = wrapper.watched.get(id(monitor))
+        if watched is None:  # a new Monitor (a new train() call): forget the previous ones
+            wrapper.watched = {id(monitor): monitor.watch(wrapper.loss_fn)}
+            watched = wrapper.watched[id(monitor)]
+        return watched(*args, **kwargs)
+
+    # --- Trainer events ------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._close(log_last_step=False)  # a previous run that was not closed
+        folder = self.log_dir
+        if folder is None:
+            folder = Path(args.output_dir or ".") / DEFAULT_FOLDER
+        options = self.options
+        if options.every is None and options.quantities is None:
+            logging_steps = int(state.logging_steps or args.logging_steps or 1)
+            options = replace(options, every=max(1, logging_steps))
+        self.monitor = Monitor.from_config(folder, options)
+        self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
+        self.last_record = None
+        self._forwarded_step = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if self.monitor is not None:
+            self.monitor.step_count = int(state.global_step) + 1
+        self.in_step = True
+
+    def on_pre_optimizer_step(self, args, state, control, **kwargs):
+        if self.monitor is not None:
+            record = self.monitor.step()
+            if record is not None:
+                self.last_record = record
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.in_step = False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        record = self.last_record
+        if logs is None or record is None or record.get("step") != state.global_step:
+            return
+        if self._forwarded_step == state.global_step:  # the closing summary of the same step
+            return
+        self._forwarded_step = state.global_step
+        values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()
+                  if key != "step"}  # fmt: skip
+        logs.update(values)
+        history = state.log_history
+        if history and history[-1].get("step") == state.global_step:
+            history[-1].update(values)  # the Trainer appended its copy before calling on_log
+        if not self.attached and args.report_to and not self._warned_order:
+            self._warned_order = True
+            warnings.warn(
+                "GradlabTrainerCallback was not attached with callback.attach(trainer): the "
+                f"report_to callbacks ({', '.join(args.report_to)}) ran before it and did not "
+                "receive gradlab's values (metrics.jsonl and state.log_history have them)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self.in_step = False
+        self._close(log_last_step=True)
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _close(self, log_last_step: bool) -> None:
+        if self.monitor is not None:
+            monitor, self.monitor = self.monitor, None
+            monitor.close(log_last_step=log_last_step)

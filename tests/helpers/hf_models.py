@@ -1,0 +1,148 @@
+"""Tiny offline Hugging Face models for the integration tests: nothing is downloaded.
+
+* :func:`tiny_bert` and :class:`InBatchTrainer`: a randomly initialised one-layer BERT (hidden
+  32) trained by a ``transformers.Trainer`` whose ``compute_loss`` calls an in-batch loss on the
+  cosine scores of (query, document) token sequences.
+* :func:`caption_pairs`, :func:`word_level_tokenizer`, :func:`static_model` and
+  :func:`bert_sentence_model`: sentence-transformers models over a ``tokenizers`` WordLevel
+  tokenizer built in code from a small caption grammar (digit scenes: "three left of seven").
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import torch
+import torch.nn.functional as F
+
+DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
+RELATIONS = ("left of", "right of", "above", "below")
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def vocabulary() -> list[str]:
+    """Every word of the caption grammar, after the special tokens."""
+    words = {"a", "the", "digit", "is", "scene", "with", "and", "small", "large"}
+    words |= set(DIGITS) | {w for relation in RELATIONS for w in relation.split()}
+    return [*SPECIAL, *sorted(words)]
+
+
+def caption_pairs(count: int = 64, seed: int = 0) -> tuple[list[str], list[str]]:
+    """``count`` (anchor, positive) captions of distinct digit scenes, two phrasings each."""
+    rng = random.Random(seed)
+    scenes = list(itertools.permutations(range(10), 2))
+    rng.shuffle(scenes)
+    anchors, positives = [], []
+    for index, (first, second) in enumerate(scenes[:count]):
+        relation = RELATIONS[index % len(RELATIONS)]
+        size = ("small", "large")[index % 2]
+        anchors.append(f"{DIGITS[first]} {relation} {DIGITS[second]}")
+        positives.append(f"a scene with a {size} {DIGITS[first]} {relation} the digit "
+                         f"{DIGITS[second]}")  # fmt: skip
+    return anchors, positives
+
+
+def word_level_tokenizer():
+    """A ``tokenizers.Tokenizer`` (WordLevel, whitespace) over :func:`vocabulary`."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {word: index for index, word in enumerate(vocabulary())}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return tokenizer
+
+
+def fast_tokenizer():
+    """The WordLevel tokenizer as a ``transformers.PreTrainedTokenizerFast`` (BERT's tokens)."""
+    from tokenizers import processors
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = word_level_tokenizer()
+    words = vocabulary()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", words.index("[CLS]")),
+                                                 ("[SEP]", words.index("[SEP]"))],
+    )  # fmt: skip
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, pad_token="[PAD]",
+                                   unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]",
+                                   mask_token="[MASK]", model_max_length=32)  # fmt: skip
+
+
+def tiny_bert(seed: int = 0):
+    """A randomly initialised ``BertModel``: 1 layer, hidden 32, the grammar's vocabulary."""
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(vocabulary()), hidden_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, intermediate_size=64,
+                        max_position_embeddings=64)  # fmt: skip
+    return BertModel(config)
+
+
+class PairDataset(torch.utils.data.Dataset):
+    """(query, document) token ids of :func:`caption_pairs`, padded to one length."""
+
+    def __init__(self, count: int = 64, seed: int = 0) -> None:
+        tokenizer = fast_tokenizer()
+        anchors, positives = caption_pairs(count, seed)
+        self.queries = tokenizer(anchors, padding="max_length", max_length=16,
+                                 return_tensors="pt")  # fmt: skip
+        self.documents = tokenizer(positives, padding="max_length", max_length=16,
+                                   return_tensors="pt")  # fmt: skip
+
+    def __len__(self) -> int:
+        return self.queries["input_ids"].shape[0]
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"query_ids": self.queries["input_ids"][index],
+                "query_mask": self.queries["attention_mask"][index],
+                "document_ids": self.documents["input_ids"][index],
+                "document_mask": self.documents["attention_mask"][index]}  # fmt: skip
+
+
+def mean_pool(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of the last hidden states over the tokens, L2-normalised."""
+    hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return F.normalize((hidden * weights).sum(1) / weights.sum(1), dim=-1)
+
+
+def in_batch_trainer_class():
+    """A ``transformers.Trainer`` subclass whose ``compute_loss`` calls ``self.loss_fn`` on the
+    cosine scores of the batch's queries and documents (positives on the diagonal); it keeps
+    every training loss value in ``self.losses``."""
+    from transformers import Trainer
+
+    class InBatchTrainer(Trainer):
+        def __init__(self, *args, loss_fn=None, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.loss_fn = loss_fn
+            self.losses: list[float] = []
+
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            queries = mean_pool(model, inputs["query_ids"], inputs["query_mask"])
+            documents = mean_pool(model, inputs["document_ids"], inputs["document_mask"])
+            scores = queries @ documents.T
+            positives = torch.eye(len(scores), dtype=torch.bool)
+            loss = self.loss_fn(scores, positives)
+            if model.training:
+                self.losses.append(loss.item())
+            return (loss, {}) if return_outputs else loss
+
+        def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
+            with torch.no_grad():
+                return self.compute_loss(model, inputs).detach(), None, None
+
+    return InBatchTrainer
+
+
+def training_arguments(output_dir, **overrides):
+    """CPU ``TrainingArguments`` without checkpoints, progress bars or reporting."""
+    from transformers import TrainingArguments
+
+    options = {"output_dir": str(output_dir), "max_steps": 5, "per_device_train_batch_size": 8,
+               "learning_rate": 1e-3, "logging_steps": 1, "save_strategy": "no",
+               "report_to": "none", "use_cpu": True, "disable_tqdm": True, "seed": 0,
+               "remove_unused_columns": False, "dataloader_num_workers": 0}  # fmt: skip
+    return TrainingArguments(**{**options, **overrides})
