@@ -27,6 +27,7 @@ batch). Only queries with a positive and a negative are summarised:
 from __future__ import annotations
 
 import math
+import struct
 from typing import NamedTuple
 
 import torch
@@ -78,6 +79,34 @@ class _PerQuery(NamedTuple):
     without_gradient: torch.Tensor
 
 
+def _plain(device: torch.device):
+    """A ``buffer(name, shape, dtype)`` that allocates (no workspace)."""
+    return lambda name, shape, dtype: torch.empty(shape, dtype=dtype, device=device)
+
+
+def _activity_floor(absolute_threshold: float, dtype: torch.dtype) -> float | None:
+    """The smallest ``x`` of ``dtype`` with ``x > absolute_threshold`` as torch compares them
+    (float32 / float64; None for other dtypes): ``|G| > a`` is then ``|G| >= floor``, and the
+    two tests of an active entry become one, against a per-row threshold. Plain Python: torch
+    compares a float32 tensor with ``a`` rounded to float32, a float64 one with ``a`` itself.
+
+    Example:
+        >>> _activity_floor(1e-10, torch.float32) > 1e-10, _activity_floor(0.5, torch.float64)
+        (True, 0.5000000000000001)
+    """
+    if dtype == torch.float64:
+        return math.nextafter(absolute_threshold, math.inf)
+    if dtype != torch.float32:
+        return None
+    if absolute_threshold > _FLOAT32_MAX:  # rounds to inf: no finite |G| is above it
+        return math.inf
+    (bits,) = struct.unpack("<I", struct.pack("<f", absolute_threshold))  # nearest float32
+    return struct.unpack("<f", struct.pack("<I", bits + 1))[0]  # the next one up (a >= 0)
+
+
+_FLOAT32_MAX = float(torch.finfo(torch.float32).max)
+
+
 def _per_query_from_order(
     score_grad: torch.Tensor,
     scores: torch.Tensor,
@@ -86,64 +115,85 @@ def _per_query_from_order(
     order: torch.Tensor,
     absolute_threshold: float,
     relative_threshold: float,
+    buffer=None,
 ) -> _PerQuery:
     """:func:`gradient_anatomy`'s per-query statistics from a sort the step already made.
 
     ``order`` ``[Q, C]``: every column of each row by descending score, ties by column index
-    (``BatchView.descending_order``). Restricted to the negatives it is the order
-    :func:`gradient_anatomy` sorts them in, so a negative's rank is the number of negatives
-    up to its position, and the hardest ``k`` negatives are those up to the ``k``-th one: no
-    sort of its own, and sums where it keeps a ``[Q, C]`` float64 running sum. Same
-    definitions and NaN rules (its docstring); finite ``-inf``-free scores, as the Monitor's.
+    (``BatchView.descending_order``). Every statistic is per row, so the rows are read in that
+    order: ``dL/dS`` and the masks are gathered once, a negative's rank is then the running
+    count of negatives up to its position, and the hardest ``k`` negatives are the positions
+    up to the ``k``-th one (a prefix: its mass is read off a running sum). No sort of its own;
+    same definitions and NaN rules (:func:`gradient_anatomy`'s docstring); finite
+    ``-inf``-free scores, as the Monitor's. ``buffer(name, shape, dtype)`` gives the ``[Q, C]``
+    work buffers (:meth:`BatchView.buffer`: reused across steps on a CPU).
     """
+    buffer = buffer or _plain(order.device)
+    shape = tuple(order.shape)
+    magnitude = torch.gather(score_grad.detach(), 1, order,
+                             out=buffer("anatomy |G|", shape, score_grad.dtype))  # fmt: skip
+    magnitude.abs_().nan_to_num_(nan=0.0)  # finite from here: a 0/1 factor is exact
+    positive = torch.gather(positives, 1, order, out=buffer("anatomy P", shape, torch.bool))
+    negative = torch.bitwise_not(positive, out=buffer("anatomy N", shape, torch.bool))
     if candidates is not None:
-        positives = positives & candidates
-        negatives = candidates & ~positives
-    else:
-        negatives = ~positives
-    magnitude = score_grad.detach().abs().nan_to_num_(nan=0.0)
-    if candidates is not None:
-        magnitude.masked_fill_(~candidates, 0.0)
+        candidate = torch.gather(candidates, 1, order, out=buffer("anatomy C", shape, torch.bool))
+        positive &= candidate
+        negative &= candidate
+        magnitude.mul_(candidate)  # non-candidates have magnitude 0: never active
     largest = magnitude.amax(dim=1, keepdim=True)
-    # Non-candidates have magnitude 0, which is never above a threshold >= 0.
-    active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
-    active_negative = active & negatives
+    floor = _activity_floor(absolute_threshold, magnitude.dtype)
+    active = buffer("anatomy active", shape, torch.bool)
+    if floor is None:  # two tests
+        torch.gt(magnitude, absolute_threshold, out=active)
+        active &= magnitude >= relative_threshold * largest
+        any_active = _row_any(active)
+    else:  # one test: |G| >= max(floor, relative threshold x the row's largest)
+        threshold = torch.clamp(relative_threshold * largest, min=floor)
+        torch.ge(magnitude, threshold, out=active)
+        any_active = (largest >= threshold).squeeze(1)
+    both = buffer("anatomy active and", shape, torch.bool)
+    active_positives = _row_counts(torch.bitwise_and(active, positive, out=both))
+    active_negative = torch.bitwise_and(active, negative, out=both)
     active_negatives = _row_counts(active_negative)
-    num_negatives = _row_counts(negatives)
+    num_negatives = _row_counts(negative)
+    nan = torch.ne(scores, scores, out=buffer("anatomy NaN", shape, torch.bool))  # NaN only
     if candidates is None:
-        without = ~_row_any(active)
-        unranked = _row_any(torch.isnan(scores))
+        without = ~any_active
     else:
-        without = _row_any(candidates) & ~_row_any(active)
-        unranked = _row_any(torch.isnan(scores) & candidates)
+        without = _row_any(candidates) & ~any_active
+        nan &= candidates
+    unranked = _row_any(nan)
 
     # At each position, the negatives up to it (int32 from bytes: a bool cumsum is ~10x slower).
-    negative_in_order = negatives.gather(1, order)
-    rank = negative_in_order.view(torch.uint8).cumsum(dim=1, dtype=torch.int32)
-    active_ranks = torch.where(active_negative.gather(1, order), rank, 0)
+    rank = torch.cumsum(negative.view(torch.uint8), dim=1, dtype=torch.int32,
+                        out=buffer("anatomy rank", shape, torch.int32))  # fmt: skip
+    active_ranks = torch.mul(rank, active_negative, out=buffer("anatomy ranks", shape, torch.int32))
     count = active_negatives.to(torch.float64)
     ranked = (count > 0) & ~unranked
     # At most 1 + 2 + ... + C: an int32 sum while that fits (~25x faster than through int64).
-    exact_in = torch.int32 if order.shape[1] < 1 << 16 else torch.int64
+    exact_in = torch.int32 if shape[1] < 1 << 16 else torch.int64
     rank_sum = active_ranks.sum(dim=1, dtype=exact_in).to(torch.float64)
     rank_mean = torch.where(ranked, rank_sum / count.clamp(min=1), math.nan)
     rank_max = torch.where(ranked, active_ranks.amax(dim=1).to(torch.float64), math.nan)
 
-    mass = magnitude.gather(1, order).masked_fill_(~negative_in_order, 0.0)
-    mass = mass.to(torch.float64)  # summed in float64: converted once, not in every sum
-    total = mass.sum(dim=1)
+    mass = magnitude.mul_(negative)  # the negatives' |G|; magnitude is not read below
+    wide = buffer("anatomy mass", shape, torch.float64)
+    wide.copy_(mass)  # summed in float64
+    running = torch.cumsum(wide, dim=1, out=buffer("anatomy running", shape, torch.float64))
+    total = running[:, -1] if shape[1] else running.new_zeros(shape[0])
     defined = (total > 0) & ~unranked
     shares = []
-    kept, zero = torch.empty_like(mass), mass.new_zeros(())  # one buffer for both fractions
     for fraction in HARD_FRACTIONS:  # two fixed fractions, not a loop over queries
         hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).to(rank.dtype)
-        hardest = hardest.unsqueeze(1)
-        top = torch.where(rank <= hardest, mass, zero, out=kept).sum(dim=1)
+        # the positions whose rank is at most ``hardest``: a prefix of the row
+        inside = torch.searchsorted(rank, hardest.unsqueeze(1), right=True)
+        top = running.gather(1, (inside - 1).clamp(min=0)).squeeze(1)
+        top = torch.where(inside.squeeze(1) > 0, top, 0.0)
         shares.append(torch.where(defined, top / total.clamp(min=1e-300), math.nan))
     return _PerQuery(
-        active_positives=_row_counts(active & positives),
+        active_positives=active_positives,
         active_negatives=active_negatives,
-        num_positives=_row_counts(positives),
+        num_positives=_row_counts(positive),
         num_negatives=num_negatives,
         active_negative_rank_mean=rank_mean,
         active_negative_rank_max=rank_max,
@@ -172,11 +222,13 @@ def anatomy_values(
     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
     relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
     order: torch.Tensor | None = None,
+    buffer=None,
 ) -> Values:
     """The logged summary of one direction's anatomy (rows are queries), keys ``prefix + ...``.
 
     ``order``: the rows' columns by descending score, ties by column index, when the step has
-    sorted ``scores`` already (then no sort here; see :func:`_per_query_from_order`).
+    sorted ``scores`` already (then no sort here; see :func:`_per_query_from_order`, which
+    takes its work buffers from ``buffer(name, shape, dtype)`` when given).
     """
     if order is None:
         anatomy = gradient_anatomy(score_grad, scores, positives, candidates,
@@ -184,7 +236,8 @@ def anatomy_values(
                                    relative_threshold=relative_threshold)  # fmt: skip
     else:
         anatomy = _per_query_from_order(score_grad, scores, positives, candidates, order,
-                                        absolute_threshold, relative_threshold)  # fmt: skip
+                                        absolute_threshold, relative_threshold,
+                                        buffer)  # fmt: skip
     keep = (anatomy.num_positives > 0) & (anatomy.num_negatives > 0)
     active = anatomy.active_negatives.to(torch.float64)
     negatives = anatomy.num_negatives.to(torch.float64).clamp(min=1)
@@ -294,19 +347,18 @@ class Anatomy(Quantity):
                       and _same_matrix(scores, batch.scores))  # fmt: skip
             for name, transpose in views:
                 order = batch.descending_order if shared and not transpose else None
-                values.update(
-                    self._values(f"anatomy_{name}", capture, grad, scores, transpose, order)
-                )
+                values.update(self._values(f"anatomy_{name}", capture, grad, scores, transpose,
+                                           order, batch.buffer))  # fmt: skip
         return values
 
-    def _values(self, prefix: str, capture: ScoreCapture, grad, scores, transpose, order):
+    def _values(self, prefix: str, capture: ScoreCapture, grad, scores, transpose, order, buffer):
         def oriented(matrix):
             return None if matrix is None else (matrix.T if transpose else matrix)
 
         return anatomy_values(prefix, oriented(grad), oriented(scores),
                               oriented(capture.positives), oriented(capture.candidates),
                               self.absolute_threshold, self.relative_threshold,
-                              order)  # fmt: skip
+                              order, buffer)  # fmt: skip
 
 
 def _same_matrix(first: torch.Tensor, second: torch.Tensor) -> bool:

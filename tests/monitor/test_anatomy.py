@@ -339,6 +339,25 @@ def test_entries_at_the_thresholds():
         assert got["x_active_positives"].item() == 1.0
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_an_absolute_threshold_between_two_floats_is_applied_as_torch_compares(dtype):
+    """1e-10 is no float32: torch compares a float32 |G| with it rounded to float32, so the
+    rounded value itself is not above it and the next float up is (float64: 1e-10 itself).
+    Negatives at the float below, at and above it: one active, on both paths."""
+    at = torch.tensor(1e-10, dtype=dtype)
+    above = torch.nextafter(at, torch.tensor(1.0, dtype=dtype))
+    below = torch.nextafter(at, torch.tensor(0.0, dtype=dtype))
+    grad = torch.stack([below, at, above, above]).reshape(1, 4)
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=dtype)
+    positives = torch.tensor([[False, False, False, True]])
+    order = torch.tensor([[0, 1, 2, 3]])  # the columns by descending score
+    for given in (None, order):
+        got = anatomy_values("x_", grad, scores, positives, None, 1e-10, 0.0, order=given)
+        assert got["x_active_negatives_mean"].item() == 1.0
+        assert got["x_active_positives"].item() == 1.0
+        assert got["x_deepest_active_rank"].item() == 1.0  # rank 3 of 3 negatives
+
+
 def test_anatomy_keeps_its_schedule():
     quantity = Anatomy(every(3))
     assert [quantity.should_compute(step) for step in range(1, 7)] == [
