@@ -18,6 +18,7 @@ import copy
 import os
 import tempfile
 import time
+import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -129,8 +130,13 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
     )  # fmt: skip
     try:
         job = torch.load(os.path.join(folder, "job.pt"), weights_only=False)
-        results = [_execute(step, job["model"], job["batch"], rank, world)
-                   for step in job["steps"]]  # fmt: skip
+        try:
+            results = [_execute(step, job["model"], job["batch"], rank, world)
+                       for step in job["steps"]]  # fmt: skip
+        except BaseException:
+            with open(os.path.join(folder, f"error-{rank}.txt"), "w") as handle:
+                handle.write(f"{time.time()!r}\n{traceback.format_exc()}")
+            raise
         if rank == 0:
             partial = os.path.join(folder, "results.partial")
             torch.save(results, partial)
@@ -138,6 +144,21 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
         torch.distributed.barrier()
     finally:
         torch.distributed.destroy_process_group()
+
+
+def _first_error(folder: str) -> str | None:
+    """The traceback of the process that raised first (the others usually fail after it, in a
+    collective it left), and the last line of each other one."""
+    errors = []
+    for path in Path(folder).glob("error-*.txt"):
+        stamp, _, text = path.read_text().partition("\n")
+        errors.append((float(stamp), int(path.stem.removeprefix("error-")), text.rstrip()))
+    if not errors:
+        return None
+    errors.sort()
+    _, rank, text = errors[0]
+    others = "".join(f"\nthen rank {r}: {t.splitlines()[-1]}" for _, r, t in errors[1:])
+    return f"rank {rank} of the distributed run raised first:\n{text}{others}"
 
 
 def run_distributed(
@@ -182,7 +203,7 @@ def run_distributed(
                         "process waits in a collective that another never joins?)"
                     )
         except mp.ProcessRaisedException as error:
-            raise RuntimeError(f"a process of the distributed run raised:\n{error}") from None
+            raise RuntimeError(_first_error(folder) or f"a process raised:\n{error}") from None
         except mp.ProcessExitedException as error:
             raise RuntimeError(f"a process of the distributed run died: {error}") from None
         finally:

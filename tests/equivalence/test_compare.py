@@ -1,0 +1,360 @@
+"""The equivalence checker in one process: its reference, gradient caching, accumulation, the
+cross-batch memory and where it says the gradients differ.
+
+References are independent of the checker's machinery (its steps and probe): plain autograd
+through the loss modules' own call forms, the hand-derived ``dL/dS`` loops of
+``tests/reference/score_losses_loops.py``, the Smooth-AP loops, and counts worked out by hand.
+"""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gradlab
+from gradlab.equivalence import (
+    Accumulation,
+    AllGather,
+    CrossBatchMemory,
+    FullBatch,
+    GradCache,
+    PairedBatch,
+    compare_gradients,
+    run_step,
+    score_objective,
+    synthetic_problem,
+)
+from tests.helpers.equivalence_workers import ScaledQueryRow
+from tests.reference.score_losses_loops import score_loss
+from tests.reference.smooth_ap_loops import cross_modal_smooth_ap, loss_from_aps
+
+B = 16
+LOSSES = {
+    "smooth_ap": lambda: gradlab.SmoothAPLoss(tau=0.1),
+    "nt_xent": lambda: gradlab.NTXentLoss(temperature=0.5),
+    "max_violation": lambda: gradlab.MaxViolationTripletLoss(margin=0.2),
+}
+TIGHT = 1e-10
+
+
+@pytest.fixture(scope="module")
+def problem():
+    return synthetic_problem(batch_size=B, seed=3)
+
+
+def _plain_gradients(model, batch, loss):
+    """dL/dtheta, dL/dq, dL/dc, dL/dS of the whole batch by plain autograd, no probe."""
+    params = [p for _, p in model.named_parameters()]
+    q = model(batch.query_inputs)
+    c = model(batch.candidate_inputs)
+    positives = batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0)
+    if isinstance(loss, gradlab.SmoothAPLoss):  # its own cross-modal call form
+        value = loss(q, candidates=c, positives=positives)
+        scores = None
+        grads = torch.autograd.grad(value, [*params, q, c])
+        return grads[: len(params)], grads[-2], grads[-1], None
+    scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+    value = loss(scores, positives)
+    grads = torch.autograd.grad(value, [*params, q, c, scores])
+    return grads[: len(params)], grads[-3], grads[-2], grads[-1]
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_the_reference_step_is_plain_autograd_of_the_whole_batch(problem, name):
+    model, batch = problem
+    loss = LOSSES[name]()
+    grads = run_step(FullBatch(loss), model, batch)
+    params, dq, dc, ds = _plain_gradients(model, batch, loss)
+    for (pname, mine), theirs in zip(grads.parameters.items(), params, strict=True):
+        assert torch.allclose(mine, theirs, atol=1e-13, rtol=0), pname
+    assert torch.allclose(grads.queries, dq, atol=1e-13, rtol=0)
+    assert torch.allclose(grads.candidates, dc, atol=1e-13, rtol=0)
+    if ds is not None:
+        assert torch.allclose(grads.scores, ds, atol=1e-13, rtol=0)
+    assert bool(grads.scored.all())
+
+
+@pytest.mark.parametrize("name", ["nt_xent", "max_violation"])
+def test_the_reference_score_gradient_is_the_hand_derived_one(problem, name):
+    model, batch = problem
+    loss = LOSSES[name]()
+    grads = run_step(FullBatch(loss), model, batch)
+    positives = (batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0)).tolist()
+    option = 0.5 if name == "nt_xent" else 0.2
+    kind = "nt_xent" if name == "nt_xent" else "triplet"
+    value, grad = score_loss(kind, grads.score_values.tolist(), positives, option)
+    assert grads.loss == pytest.approx(value, abs=1e-12)
+    assert torch.allclose(grads.scores, torch.tensor(grad, dtype=torch.float64), atol=1e-12)
+
+
+def test_the_smooth_ap_objective_is_the_loops_smooth_ap(problem):
+    model, batch = problem
+    with torch.no_grad():
+        q, c = model(batch.query_inputs), model(batch.candidate_inputs)
+    positives = batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0)
+    scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+    mine = score_objective(gradlab.SmoothAPLoss(tau=0.1))(scores, positives)
+    aps = cross_modal_smooth_ap(q.tolist(), c.tolist(), positives.tolist(), 0.1)
+    assert float(mine) == pytest.approx(loss_from_aps(aps), abs=1e-12)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("chunk_size", [1, 3, B])
+def test_gradient_caching_is_the_whole_batch_gradient(problem, name, chunk_size):
+    model, batch = problem
+    loss = LOSSES[name]()
+    result = compare_gradients(FullBatch(loss), GradCache(loss, chunk_size), model, batch)
+    assert result.equivalent, str(result)
+    for quantity in result.quantities:
+        assert quantity.recorded and quantity.max_abs <= TIGHT, str(result)
+
+
+def test_gradient_caching_replays_each_chunks_random_state(problem):
+    _, batch = problem
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Dropout(0.5),
+                                torch.nn.Linear(16, 4)).double()  # fmt: skip
+    loss = gradlab.NTXentLoss(temperature=0.5)
+
+    def seeded(step):
+        def run(model, batch, probe):
+            torch.manual_seed(7)  # same draws from the first forward on, for both steps
+            return step(model, batch, probe)
+
+        return run
+
+    # Without the replay the dropout masks of the re-forward would differ from pass 1's.
+    grads = run_step(seeded(GradCache(loss, B)), model, batch)
+    reference = run_step(seeded(FullBatch(loss)), model, batch)
+    for name, value in reference.parameters.items():
+        assert torch.allclose(grads.parameters[name], value, atol=1e-12), name
+
+
+def _accumulated_gradient(model, batch, loss, k):
+    """Sum over micro-batches of plain autograd of each micro-batch's loss / k."""
+    params = [p for _, p in model.named_parameters()]
+    total = [torch.zeros_like(p) for p in params]
+    for part in torch.arange(B).chunk(k):
+        q = model(batch.query_inputs[part])
+        c = model(batch.candidate_inputs[part])
+        labels = batch.labels[part]
+        scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+        value = loss(scores, labels.unsqueeze(1) == labels.unsqueeze(0)) / k
+        for acc, g in zip(total, torch.autograd.grad(value, params), strict=True):
+            acc += g
+    return total
+
+
+@pytest.mark.parametrize("k", [2, 4, 8])
+def test_accumulation_is_flagged_with_the_negatives_it_loses(problem, k):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), Accumulation(loss, k), model, batch)
+    assert not result.equivalent
+    scores = result["dL/dscores"]
+    assert scores.unscored == B * B - k * (B // k) ** 2  # the off-block-diagonal pairs
+    # NT-Xent gives every scored negative gradient: B - 2 per query (classes of two) in the
+    # whole batch; in a micro-batch only those of its own micro-batch.
+    micro_negatives = sum(
+        int((batch.labels[part].unsqueeze(1) != batch.labels[part].unsqueeze(0)).sum())
+        for part in torch.arange(B).chunk(k)
+    )
+    assert scores.negatives_with_gradient["reference"] == pytest.approx(B - 2)
+    assert scores.negatives_with_gradient["candidate"] == pytest.approx(micro_negatives / B)
+    # and what it measured is the accumulated gradient, by an independent sum
+    grads = run_step(Accumulation(loss, k), model, batch)
+    expected = _accumulated_gradient(model, batch, loss, k)
+    for value, mine in zip(expected, grads.parameters.values(), strict=True):
+        assert torch.allclose(mine, value, atol=1e-12)
+    blocks = torch.block_diag(*[torch.ones(B // k, B // k)] * k).bool()
+    assert bool((grads.scores[~blocks] == 0).all())
+
+
+def test_one_micro_batch_is_the_whole_batch(problem):
+    model, batch = problem
+    loss = LOSSES["smooth_ap"]()
+    result = compare_gradients(FullBatch(loss), Accumulation(loss, 1), model, batch)
+    assert result.equivalent and result["dL/dtheta"].max_abs <= TIGHT
+
+
+@pytest.mark.parametrize("name", ["nt_xent", "smooth_ap"])
+def test_memory_updated_before_the_loss_is_flagged_at_the_overwritten_slots(name):
+    model, batch = synthetic_problem(batch_size=B, memory_size=24, seed=5)
+    loss = LOSSES[name]()
+    good = compare_gradients(FullBatch(loss), CrossBatchMemory(loss, "after"), model, batch)
+    assert good.equivalent and all(q.max_abs <= TIGHT for q in good.quantities), str(good)
+    bad = compare_gradients(FullBatch(loss), CrossBatchMemory(loss, "before"), model, batch)
+    assert not bad.equivalent
+    overwritten = sorted(((batch.memory_start + torch.arange(B)) % 24).tolist())
+    values = bad["scores"]
+    assert values.memory_slots == overwritten and values.columns == []
+    assert "memory slots 1-16" in str(bad)
+
+
+def test_a_planted_row_is_found_where_it_was_planted(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), ScaledQueryRow(loss, row=5), model, batch)
+    assert result.differing == ["dL/dtheta", "dL/dqueries"]
+    assert result["dL/dqueries"].rows == [5]
+    assert result["dL/dqueries"].worst["index"][0] == 5
+    assert result["dL/dcandidates"].max_abs <= TIGHT
+    assert result["dL/dscores"].max_abs <= TIGHT
+
+
+def test_the_table_and_the_dict_say_what_differs(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), Accumulation(loss, 4), model, batch)
+    text = str(result)
+    assert "verdict: NOT EQUIVALENT" in text
+    assert "Accumulation(micro_batches=4)" in text and "192 scores never computed" in text
+    record = json.loads(json.dumps(result.to_dict()))
+    assert record["equivalent"] is False
+    assert record["tolerance"] == {"atol": 1e-10, "rtol": 1e-10}
+    assert record["quantities"]["dL/dscores"]["unscored"] == 192
+    good = compare_gradients(FullBatch(loss), GradCache(loss, 4), model, batch)
+    assert str(good).endswith("verdict: EQUIVALENT")
+
+
+def test_a_factor_is_reported_as_a_scale(problem):
+    model, batch = problem
+    loss = LOSSES["smooth_ap"]()
+
+    def halved(model, batch, probe):
+        return FullBatch(lambda s, p: 0.5 * score_objective(loss)(s, p))(model, batch, probe)
+
+    result = compare_gradients(FullBatch(loss), halved, model, batch)
+    for name in ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores"):
+        assert result[name].scale == pytest.approx(0.5, abs=1e-12)
+        assert not result[name].agrees and result[name].scaled_agrees
+    assert result["scores"].agrees
+    assert "= 0.5 x reference" in str(result)
+
+
+def test_a_step_without_the_probe_is_compared_on_its_parameters(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+
+    def plain(model, batch, probe):
+        q, c = model(batch.query_inputs), model(batch.candidate_inputs)
+        scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+        value = loss(scores, batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0))
+        value.backward()
+        return value.detach()
+
+    result = compare_gradients(FullBatch(loss), plain, model, batch)
+    assert result.equivalent
+    assert [q.name for q in result.quantities if not q.recorded] == [
+        "dL/dqueries", "dL/dcandidates", "dL/dscores", "scores"]  # fmt: skip
+    assert "skipped" in str(result)
+
+
+def test_float32_uses_its_own_tolerance(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+    result = compare_gradients(FullBatch(loss), GradCache(loss, 5), model, batch,
+                               dtype=torch.float32)  # fmt: skip
+    assert result.dtype == "float32" and (result.atol, result.rtol) == (1e-5, 1e-4)
+    assert result.equivalent
+    assert next(model.parameters()).dtype == torch.float64  # the caller's model is untouched
+
+
+def _memory_batch():
+    return synthetic_problem(batch_size=4, memory_size=2)[1]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), 3, m, b),
+            "candidate must be a step",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), FullBatch(loss), "m", b),
+            "model must be a torch.nn.Module; got str",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), FullBatch(loss), m, (1, 2)),
+            "batch must be a gradlab.equivalence.PairedBatch; got tuple",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(
+                FullBatch(loss), FullBatch(loss), m, b, world_size=3
+            ),
+            "world_size must be a positive integer that divides the batch size 16; got 3",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(
+                FullBatch(loss), FullBatch(loss), m, b, dtype=torch.int64
+            ),
+            "dtype must be a floating torch dtype; got torch.int64",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), FullBatch(loss), m, b, atol=-1.0),
+            "atol must be",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), FullBatch(loss), m, b, timeout=0),
+            "timeout must be",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), Accumulation(loss, 3), m, b),
+            "micro_batches must divide the batch size per process (16); got 3",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(FullBatch(loss), CrossBatchMemory(loss), m, b),
+            "CrossBatchMemory needs a batch with a memory",
+        ),
+        (
+            lambda m, b, loss: compare_gradients(
+                FullBatch(loss), AllGather(loss), m, _memory_batch()
+            ),
+            "scores the batch only; got a batch with a memory of 2 entries",
+        ),
+        (lambda m, b, loss: GradCache(loss, chunk_size=0), "chunk_size must be a positive"),
+        (lambda m, b, loss: Accumulation(loss, micro_batches=2.0), "micro_batches must be"),
+        (lambda m, b, loss: AllGather(loss, gradient="yes"), "gradient must be a bool; got 'yes'"),
+        (lambda m, b, loss: AllGather(loss, loss_scale=-2), "loss_scale must be None or a"),
+        (
+            lambda m, b, loss: CrossBatchMemory(loss, enqueue="never"),
+            "enqueue must be one of ('after', 'before'); got 'never'",
+        ),
+        (lambda m, b, loss: FullBatch(42), "loss must be a gradlab loss"),
+        (
+            lambda m, b, loss: PairedBatch(torch.zeros(3, 2), torch.zeros(2, 2), torch.arange(3)),
+            "candidate_inputs must hold one row per label (3)",
+        ),
+        (
+            lambda m, b, loss: PairedBatch(torch.zeros(2, 2), torch.zeros(2, 2), torch.zeros(2)),
+            "labels must have an integer dtype",
+        ),
+        (
+            lambda m, b, loss: PairedBatch(
+                torch.zeros(2, 2), torch.zeros(2, 2), torch.arange(2), memory=torch.zeros(3, 2)
+            ),
+            "memory and memory_labels go together",
+        ),
+        (lambda m, b, loss: synthetic_problem(batch_size=5), "batch_size must be even"),
+    ],
+)
+def test_bad_input_is_refused_before_any_work(problem, call, message):
+    model, batch = problem
+    with pytest.raises(gradlab.GradlabError) as caught:
+        call(model, batch, LOSSES["nt_xent"]())
+    assert message in str(caught.value)
+
+
+def test_a_zero_reference_gives_inf_and_nan_as_strings_in_the_dict(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+
+    def nothing(model, batch, probe):  # no gradient at all
+        return None
+
+    result = compare_gradients(nothing, FullBatch(loss), model, batch)
+    record = result.to_dict()["quantities"]["dL/dtheta"]
+    assert (record["relative"], record["scale"], record["agrees"]) == ("inf", "nan", False)
+    json.dumps(result.to_dict(), allow_nan=False)

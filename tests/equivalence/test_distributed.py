@@ -1,0 +1,145 @@
+"""Gathered steps in two gloo processes against the whole batch in one: each correct variant
+agrees to 1e-10 in float64, each planted bug is flagged where it lives.
+
+Every step of the module runs in ONE start of the two processes (a module fixture): starting
+them costs seconds. Every run is time-boxed by the runner (a hung process fails the test with
+``TimeoutError`` instead of hanging CI); the last tests check that time box itself. The expected
+locations and factors are worked out by hand in each test's comment, not read from the checker.
+"""
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.equivalence import (
+    AllGather,
+    FullBatch,
+    GradCache,
+    compare,
+    run_distributed,
+    run_step,
+    synthetic_problem,
+)
+from tests.helpers.equivalence_workers import LocalFirstGather, RaisingStep, SleepingStep
+
+pytestmark = pytest.mark.slow
+
+B = 16
+WORLD = 2
+TIME_BOX_S = 120
+TIGHT = 1e-10
+RANK_1_ROWS = list(range(B // WORLD, B))
+LOSSES = {
+    "smooth_ap": gradlab.SmoothAPLoss(tau=0.1),
+    "nt_xent": gradlab.NTXentLoss(temperature=0.5),
+    "max_violation": gradlab.MaxViolationTripletLoss(margin=0.2),
+}
+I2T = gradlab.NTXentLoss(temperature=0.5, direction="i2t")
+
+
+def _steps():
+    steps = {}
+    for name, loss in LOSSES.items():
+        steps[name, "gather_with_gradient"] = AllGather(loss, gradient=True)
+        steps[name, "local_loss"] = AllGather(loss, gradient=True, local_loss=True)
+        steps[name, "gather_without_gradient_scaled"] = AllGather(loss, gradient=False)
+        steps[name, "gradient_cache"] = GradCache(loss, chunk_size=3)  # in each process
+    steps["i2t", "bug_gather_without_gradient"] = AllGather(I2T, gradient=False, local_loss=True)
+    steps["nt_xent", "bug_missing_world_size_factor"] = AllGather(
+        LOSSES["nt_xent"], gradient=False, loss_scale=1.0
+    )
+    steps["i2t", "local_loss"] = AllGather(I2T, gradient=True, local_loss=True)
+    steps["i2t", "bug_wrong_gather_order"] = LocalFirstGather(I2T)
+    return steps
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """``(name, variant) -> EquivalenceResult`` for every step of :func:`_steps`."""
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    model, batch = synthetic_problem(batch_size=B, seed=11)
+    steps = _steps()
+    results = run_distributed(list(steps.values()), model, batch, WORLD, timeout=TIME_BOX_S)
+    references = {}
+    out = {}
+    for (name, variant), step, grads in zip(steps, steps.values(), results, strict=True):
+        loss = I2T if name == "i2t" else LOSSES[name]
+        if name not in references:
+            references[name] = run_step(FullBatch(loss), model, batch)
+        out[name, variant] = compare(references[name], grads, batch, candidate_name=step.name)
+    return out
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+@pytest.mark.parametrize("variant", ["gather_with_gradient", "local_loss",
+                                     "gather_without_gradient_scaled"])  # fmt: skip
+def test_each_correct_gather_agrees_to_1e_10(runs, name, variant):
+    result = runs[name, variant]
+    assert result.equivalent, str(result)
+    assert result.world_size == WORLD
+    for quantity in result.quantities:
+        assert quantity.recorded and quantity.max_abs <= TIGHT, str(result)
+
+
+def test_the_local_loss_of_one_direction_agrees_too(runs):
+    result = runs["i2t", "local_loss"]
+    assert result.equivalent and result["dL/dtheta"].max_abs <= TIGHT, str(result)
+
+
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_gradient_caching_in_each_process_without_a_gather_is_not_the_whole_batch(runs, name):
+    # Each process caches its own 8 items: their queries never meet the other process's
+    # candidates, so the 2 x 8 x 8 cross-process scores are never computed.
+    result = runs[name, "gradient_cache"]
+    assert not result.equivalent
+    assert result["dL/dscores"].unscored == 2 * (B // 2) ** 2
+
+
+def test_gather_without_gradient_loses_the_other_processes_queries(runs):
+    # Local loss (rows only) over candidates gathered without gradient: a candidate receives
+    # gradient only from the queries of its own process. The scores and the queries' gradients
+    # are right; every candidate's gradient misses the other process's half.
+    result = runs["i2t", "bug_gather_without_gradient"]
+    assert not result.equivalent
+    assert result.differing == ["dL/dtheta", "dL/dcandidates"]
+    assert result["dL/dcandidates"].rows == list(range(B))
+    assert result["dL/dcandidates"].ranks == [0, 1]
+    assert result["dL/dscores"].max_abs <= TIGHT and result["scores"].max_abs <= TIGHT
+
+
+def test_a_missing_world_size_factor_is_a_factor_of_one_half(runs):
+    # Only a process's own rows carry gradient into its copy of the whole loss; averaging over
+    # two processes without the factor 2 halves every gradient, and changes no score.
+    result = runs["nt_xent", "bug_missing_world_size_factor"]
+    assert not result.equivalent
+    for name in ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores"):
+        assert result[name].scale == pytest.approx(1 / WORLD, abs=1e-12)
+        assert result[name].scaled_agrees and not result[name].agrees
+    assert result["scores"].max_abs <= TIGHT
+    assert "= 0.5 x reference" in str(result)
+
+
+def test_the_wrong_gather_order_is_found_on_rank_1(runs):
+    # Rank 0 puts its own candidates first, which is rank order: it is right. Rank 1 puts its
+    # own first too, so its queries are scored against shifted columns: its rows of the scores
+    # (values and gradients) and its queries' gradients are wrong, rank 0's are not.
+    result = runs["i2t", "bug_wrong_gather_order"]
+    assert not result.equivalent
+    for name in ("scores", "dL/dscores", "dL/dqueries"):
+        assert result[name].rows == RANK_1_ROWS, (name, str(result))
+        assert result[name].ranks == [1]
+    assert result["scores"].columns == list(range(B))
+
+
+def test_a_hung_process_is_stopped_by_the_time_box():
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(TimeoutError, match="still ran after 10 s"):
+        run_distributed([SleepingStep(None)], model, batch, WORLD, timeout=10)
+
+
+def test_a_raising_process_is_reported_with_its_message():
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(RuntimeError, match="rank 1 of the distributed run raised first") as caught:
+        run_distributed([RaisingStep()], model, batch, WORLD, timeout=TIME_BOX_S)
+    assert "RuntimeError: planted failure in the step" in str(caught.value)

@@ -1,0 +1,106 @@
+"""Training steps of the equivalence tests that are not gradlab's (importable by spawn).
+
+Each is a step as a user would write one, ``step(model, batch, probe)``, built from the public
+pieces of :mod:`gradlab.equivalence`:
+
+* :class:`LocalFirstGather`: an all-gather with gradient whose candidates are concatenated with
+  this process's own rows first while the positives assume rank order, the mistake that
+  sentence-transformers' pull request #3453 fixed (anchors trained towards other processes'
+  candidates as if they were their positives);
+* :class:`ScaledQueryRow`: the whole-batch loss with one query's gradient scaled (a planted
+  bug at a known row);
+* :class:`SleepingStep` and :class:`RaisingStep`: one process never reaches the collectives,
+  or raises, for the time box.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from gradlab.equivalence import (
+    cosine_scores,
+    gather_rows,
+    positive_mask,
+    process_rank,
+    score_objective,
+)
+
+
+@dataclass
+class LocalFirstGather:
+    """Local loss (rows only) over candidates gathered with gradient, own rows first."""
+
+    loss: object
+    name: str = "LocalFirstGather()"
+
+    def __call__(self, model, batch, probe):
+        objective = score_objective(self.loss)
+        queries = probe.queries(model(batch.query_inputs), batch.rows)
+        candidates = probe.candidates(model(batch.candidate_inputs), batch.rows)
+        parts = list(gather_rows(candidates, gradient=True).split(candidates.shape[0]))
+        rank = process_rank()
+        shuffled = torch.cat([parts[rank]] + [p for i, p in enumerate(parts) if i != rank])
+        labels = gather_rows(batch.labels, gradient=False)  # rank order, as the code assumes
+        scores = probe.scores(cosine_scores(queries, shuffled), batch.rows,
+                              torch.arange(batch.size))  # fmt: skip
+        loss = objective.row_loss(scores, positive_mask(batch.labels, labels))
+        loss.backward()
+        return loss.detach()
+
+
+@dataclass
+class ScaledQueryRow:
+    """The whole-batch loss in one process, with query ``row``'s gradient times ``factor``."""
+
+    loss: object
+    row: int
+    factor: float = 2.0
+
+    def __call__(self, model, batch, probe):
+        objective = score_objective(self.loss)
+        queries = probe.queries(model(batch.query_inputs), batch.rows)
+        mask = torch.ones(queries.shape[0], 1, dtype=queries.dtype)
+        mask[self.row] = self.factor
+        queries = queries * mask - (queries * (mask - 1)).detach()  # same value, row's grad x
+        candidates = probe.candidates(model(batch.candidate_inputs), batch.rows)
+        scores = probe.scores(cosine_scores(queries, candidates), batch.rows, batch.rows)
+        loss = objective(scores, positive_mask(batch.labels, batch.labels))
+        loss.backward()
+        return loss.detach()
+
+
+@dataclass
+class SleepingStep:
+    """Rank ``sleeper`` sleeps for ``seconds`` before its step: the others wait for it in the
+    first collective."""
+
+    loss: object
+    sleeper: int = 1
+    seconds: float = 600.0
+
+    def __call__(self, model, batch, probe):
+        if process_rank() == self.sleeper:
+            time.sleep(self.seconds)
+        queries = model(batch.query_inputs)
+        everyone = gather_rows(queries, gradient=True)
+        loss = everyone.square().sum()
+        loss.backward()
+        return loss.detach()
+
+
+@dataclass
+class RaisingStep:
+    """Rank ``raiser`` raises a RuntimeError with ``message``."""
+
+    raiser: int = 1
+    message: str = "planted failure in the step"
+
+    def __call__(self, model, batch, probe):
+        if process_rank() == self.raiser:
+            raise RuntimeError(self.message)
+        loss = model(batch.query_inputs).sum()
+        loss.backward()
+        return loss.detach()
