@@ -1,0 +1,101 @@
+"""The harmonic helpers' input rules: which counts the exact discount refuses, what
+``logarithmic_integral`` accepts, and the message when an extra ``harmonic_log_error`` needs is
+missing."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+import torch
+
+from gradlab import GradlabError
+from gradlab.functional.harmonic import (
+    discount_gap,
+    discount_rate,
+    harmonic_log_error,
+    logarithmic_integral,
+)
+
+NAN, INF = float("nan"), float("inf")
+
+
+def _exact_message(name: str) -> str:
+    return (
+        f"{name} must be finite for method='exact' (the exact discount indexes a table of partial "
+        "sums); it holds NaN or infinite entries"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "name"),
+    [
+        (lambda: discount_gap(torch.tensor([NAN]), torch.tensor([1.0])), "a"),
+        (lambda: discount_gap(torch.tensor([0.0, 1.0]), torch.tensor([2.0, INF])), "b"),
+        (lambda: discount_rate(torch.tensor([-INF]), torch.tensor([1.0])), "a"),
+        (lambda: discount_rate(torch.tensor([0.0]), torch.tensor([NAN])), "count"),
+    ],
+)
+def test_the_exact_discount_refuses_non_finite_counts_by_name(call, name):
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == _exact_message(name)
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint"])
+def test_the_continuous_discounts_let_nan_through(method):
+    a, b = torch.tensor([NAN, 0.0], dtype=torch.float64), torch.tensor([1.0, 1.0])
+    gap = discount_gap(a, b.double(), method)
+    assert math.isnan(gap[0].item()) and math.isfinite(gap[1].item())
+    rate = discount_rate(a, b.double(), method)
+    assert math.isnan(rate[0].item()) and math.isfinite(rate[1].item())
+
+
+def test_the_exact_discount_accepts_finite_and_empty_counts():
+    # 1/log2(2) + 1/log2(3): the sum itself, written out here
+    expected = 1.0 + 1.0 / math.log2(3.0)
+    gap = discount_gap(torch.tensor([0.0], dtype=torch.float64), torch.tensor([2.0]).double())
+    assert gap.item() == pytest.approx(expected, rel=1e-15)
+    empty = torch.zeros(0)
+    assert discount_gap(empty, empty).shape == (0,)
+
+
+@pytest.mark.parametrize(
+    ("x", "message"),
+    [
+        (torch.tensor([True]), "x must have a real floating or integer dtype; got torch.bool"),
+        (torch.full([1] * 9, 2.0),
+         "x must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D or 8-D; got shape "
+         "(1, 1, 1, 1, 1, 1, 1, 1, 1)"),
+        ([2.0], "x must be a torch.Tensor; got list"),
+    ],
+)  # fmt: skip
+def test_logarithmic_integral_refuses_bad_input_by_name(x, message):
+    with pytest.raises(GradlabError) as caught:
+        logarithmic_integral(x)
+    assert str(caught.value) == message
+
+
+def test_logarithmic_integral_of_integers_is_in_the_default_float_dtype():
+    values = logarithmic_integral(torch.tensor([2, 10]))
+    assert values.dtype == torch.get_default_dtype()
+    # li(2) and li(10) to 12 digits (Abramowitz and Stegun, Table 5.1; mpmath.li agrees)
+    assert values.tolist() == pytest.approx([1.045163780117, 6.165599504787], rel=1e-6)
+    assert logarithmic_integral(torch.full([1] * 8, 2.0)).shape == (1,) * 8
+
+
+@pytest.mark.parametrize(
+    ("module", "precision"), [("scipy.special", "float64"), ("mpmath", "mpmath")]
+)
+def test_harmonic_log_error_without_its_extra_names_the_function_and_the_extra(
+    monkeypatch, module, precision
+):
+    monkeypatch.setitem(sys.modules, module, None)  # as if not installed
+    with pytest.raises(GradlabError) as caught:
+        harmonic_log_error(10.0, 2.0, precision=precision)
+    package = module.split(".")[0]
+    assert str(caught.value) == (
+        f"harmonic_log_error needs the {package} package, which is not installed; install it "
+        "with: pip install 'gradlab-ranking[audit]'"
+    )
