@@ -24,10 +24,12 @@ report-check: $(STAMP)
 audit: $(STAMP)
 	$(BIN)/gradlab audit --measure --mutants --json benchmarks/results/audit.json
 
-# The docs site: the generated blocks of README.md and docs/ from the JSON that produced them
+# The docs site: the examples' outputs (tools/docs_examples.py runs examples/, about a minute),
+# the generated blocks of README.md and docs/ from the JSON that produced them
 # (tests/test_readme.py checks them), then `mkdocs build --strict` into site/ (offline; broken
 # links, references and anchors fail it; tests/test_docs.py runs the same build).
 docs: $(STAMP)
+	$(BIN)/python tools/docs_examples.py
 	$(BIN)/python tools/readme_blocks.py
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 

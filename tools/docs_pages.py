@@ -9,7 +9,7 @@ Each block is written from the declarations or the JSON that hold its facts, nev
   with the citations of :mod:`gradlab.symbolic.seeds`;
 * ``readme-findings``: the README's headline numbers (audit counts, speed against
   pytorch-metric-learning);
-* ``example-NAME``: the source of ``examples/NAME.py`` as the docs show it.
+* ``example-NAME``: ``examples/NAME.py``, its output and figure as the docs show them.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import inspect
 import re
 from pathlib import Path
 
-from tools.readme_blocks import load_json, register
+from tools.docs_examples import EXAMPLES
+from tools.readme_blocks import ROOT, load_json, register
 
 AUDIT_JSON = "benchmarks/results/audit.json"
 SUMMARY_SUFFIXES = ("mean", "q10", "q50", "q90")
@@ -195,7 +196,16 @@ def readme_findings(root: Path) -> str:
     )
 
 
-def example_source(root: Path, name: str) -> str:
-    """``examples/NAME.py`` as a fenced Python block."""
-    source = (root / "examples" / f"{name}.py").read_text().rstrip("\n")
-    return f"```python\n{source}\n```"
+def example_block(name: str) -> str:
+    """``examples/NAME.py``, what it printed and its figure (``docs/examples/NAME.*``, written
+    by tools/docs_examples.py), read from this checkout: code, not a JSON result."""
+    source = (ROOT / "examples" / f"{name}.py").read_text().rstrip("\n")
+    output = (ROOT / "docs" / "examples" / f"{name}.txt").read_text().rstrip("\n")
+    text = f"```python\n{source}\n```\n\nIt prints:\n\n```text\n{output}\n```"
+    if EXAMPLES[name] is not None:
+        text += f"\n\n![The figure examples/{name}.py draws](examples/{name}.png)"
+    return text
+
+
+for _name in EXAMPLES:
+    register(f"example-{_name}")(lambda root, name=_name: example_block(name))
