@@ -73,7 +73,10 @@ RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 EQUIVALENTS = ROOT / "tools" / "mutation_equivalents.json"
 
 FUNCTIONAL_TESTS = {
-    "blackbox_ap": ["tests/functional/test_fastap_blackbox.py"],
+    "blackbox_ap": [
+        "tests/functional/test_fastap_blackbox.py",
+        "tests/functional/test_blackbox_ap_rules.py",
+    ],
     "decomposition": ["tests/functional/test_decomposition.py"],
     "diagnostics": ["tests/functional/test_diagnostics.py", "tests/monitor/test_shared.py"],
     "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py"],

@@ -1,0 +1,72 @@
+"""Blackbox AP's rules: a query without negatives is held at AP 1 with a zero gradient, a query
+without candidates is NaN, ``validate`` decides which check refuses a NaN embedding, and a
+second derivative is refused with a message that says why and what to use instead."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradlab import GradlabError
+from gradlab.functional.blackbox_ap import blackbox_ap, blackbox_ap_loss
+
+INF = math.inf
+
+
+def _scores_and_positives():
+    """Row 0: every candidate positive. Row 1: positives and -inf non-candidates only.
+    Row 2: a positive and negatives (an ordinary query)."""
+    scores = torch.tensor(
+        [[0.9, 0.5, 0.7, 0.1], [0.3, -INF, 0.8, -INF], [0.2, 0.6, 0.4, 0.9]],
+        dtype=torch.float64,
+        requires_grad=True,
+    )
+    positives = torch.tensor(
+        [[True, True, True, True], [True, False, True, False], [True, False, False, False]]
+    )
+    return scores, positives
+
+
+def test_a_query_without_negatives_has_ap_one_and_no_gradient():
+    scores, positives = _scores_and_positives()
+    ap = blackbox_ap(scores, positives)
+    assert ap[:2].tolist() == [1.0, 1.0]
+    # the ordinary query: its positive ranks 4th of 4 (the others score higher)
+    assert ap[2].item() == pytest.approx(1 / 4)
+    (grad,) = torch.autograd.grad(ap.sum(), scores)
+    assert torch.count_nonzero(grad[:2]) == 0
+
+
+def test_a_query_without_candidates_or_positives_is_nan():
+    scores = torch.tensor([[-INF, -INF, -INF], [0.1, 0.2, 0.3]])
+    ap = blackbox_ap(scores, torch.zeros(2, 3, dtype=torch.bool))
+    assert math.isnan(ap[0].item()) and math.isnan(ap[1].item())
+
+
+def test_validate_refuses_a_nan_embedding_by_name_and_off_leaves_it_to_the_score_check():
+    embeddings = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
+    embeddings[0, 0] = math.nan
+    labels = torch.tensor([0, 0, 1, 1])
+    for call in (lambda: blackbox_ap_loss(embeddings, labels),
+                 lambda: blackbox_ap_loss(embeddings, labels, validate=True)):  # fmt: skip
+        with pytest.raises(GradlabError) as caught:
+            call()
+        assert str(caught.value) == "embeddings must be finite; it holds NaN or infinite entries"
+    with pytest.raises(GradlabError) as caught:
+        blackbox_ap_loss(embeddings, labels, validate=False)
+    assert str(caught.value) == "scores must not hold NaN or +inf (-inf marks a non-candidate)"
+
+
+def test_a_second_derivative_is_refused_saying_why_and_what_to_use():
+    scores, positives = _scores_and_positives()
+    loss = blackbox_ap(scores, positives).nansum()
+    with pytest.raises(GradlabError) as caught:
+        torch.autograd.grad(loss, scores, create_graph=True)
+    assert str(caught.value) == (
+        "Blackbox AP has no second derivative: its backward is the blackbox interpolation "
+        "(Vlastelica et al., 2020), not the derivative of a function, so "
+        "torch.autograd.grad(..., create_graph=True) through it is refused; use "
+        "create_graph=False, or SmoothAP or FastAP, whose second derivatives are exact"
+    )
