@@ -115,3 +115,14 @@ def test_user_facing_text_cites_papers_not_internal_ids():
 def test_the_internal_id_pattern_finds_what_it_should():
     assert INTERNAL_IDS.search("as Seed 002 reports") and INTERNAL_IDS.search("(issue 13)")
     assert not INTERNAL_IDS.search("3 seeds, seed spread; Brown et al. (2020), Eq. 1")
+
+
+def test_the_citation_metadata_names_this_version_and_license():
+    import yaml
+
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0"
+    assert (citation["version"], citation["license"]) == (gradlab.__version__, "MIT")
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+    readme = (ROOT / "README.md").read_text()
+    assert f"version = {{{gradlab.__version__}}}" in readme, "README's BibTeX names another version"
