@@ -1,8 +1,8 @@
-"""README block ``studies``: the findings of the three studies, with their seed spreads.
+"""Docs block ``studies`` (docs/studies.md): the three studies' findings, with their seed spreads.
 
 Reads ``figures/studies/{p_vs_batch_size,loss_comparison,digit_scenes}.json`` (written by
 ``python analyses/studies.py``, the same experiment functions the report runs) and words them
-with the report's own sentence builders, so README and report cannot disagree.
+with the report's own sentence builders, so the docs and the report cannot disagree.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Rendering only. Each function words a results dict that :mod:`gradlab.experiments` returned
 (the verdicts in it are computed there, once); the report's sections, its key findings and the
-README's generated blocks all call these, so they cannot disagree.
+generated blocks of the README and the docs all call these, so they cannot disagree.
 """
 
 from __future__ import annotations
