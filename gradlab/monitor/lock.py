@@ -132,24 +132,38 @@ def _remove_if_unchanged(path: Path, judged: dict | None) -> None:
 
 def _create_exclusive(path: Path, content: bytes) -> bool:
     """Create ``path`` holding ``content`` unless it exists (atomic: a hard link of a complete
-    temporary file, so no reader sees it empty; ``O_EXCL`` where links are unsupported)."""
+    temporary file, so no reader sees it empty; ``O_EXCL`` where links are unsupported).
+
+    A failure (a full disk: ``OSError``, raised) leaves no file behind: neither the temporary
+    file nor a lock created but not written.
+    """
     temporary = path.with_name(f"{path.name}.{uuid.uuid4().hex}")
-    temporary.write_bytes(content)
     try:
-        os.link(temporary, path)
-        return True
-    except FileExistsError:
-        return False
-    except OSError:  # no hard links on this file system
+        temporary.write_bytes(content)
         try:
-            descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.link(temporary, path)
+            return True
         except FileExistsError:
             return False
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(content)
-        return True
+        except OSError:  # no hard links on this file system
+            return _create_without_link(path, content)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def _create_without_link(path: Path, content: bytes) -> bool:
+    """``O_CREAT | O_EXCL``, then the content; a lock that could not be written is removed."""
+    try:
+        descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(content)
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
+    return True
 
 
 def release(log_dir: Path, token: str) -> None:

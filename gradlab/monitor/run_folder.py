@@ -7,12 +7,26 @@ first record is written), the choice of Hugging Face's ``Trainer(overwrite_outpu
 and W&B's ``resume=``. The first write claims the folder with an exclusive lock file
 (:mod:`gradlab.monitor.lock`), released at :meth:`RunFolder.release`, so a second Monitor on
 the same folder is refused instead of interleaving records.
+
+Logging never stops training: :meth:`RunFolder.write` and :meth:`RunFolder.close` catch what a
+sink raises (``OSError`` from a full disk, a lost connection, any ``Exception``), and a claim
+that fails for want of space. The record is dropped for that sink (counted in
+:attr:`RunFolder.dropped_records`), the first failure of each sink (and of the claim) is
+reported in one ``RuntimeWarning`` naming the sink, its path and the error, and the sink is
+retried at the next logged step; the first record it then takes notes the steps it missed
+(:data:`~gradlab.monitor.sinks.DROPPED_KEYS`). Recovery is silent. Under ``strict`` the same
+bookkeeping is done and a :class:`~gradlab.errors.GradlabError` naming the path and the error is
+raised instead of the warning. A fault never leaves a lock or temporary file behind, and the
+claim is released exactly once, at :meth:`RunFolder.close`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import platform
+import sys
 import time
+import warnings
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,7 +36,7 @@ import torch
 from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.monitor import lock
-from gradlab.monitor.sinks import Sink
+from gradlab.monitor.sinks import DROPPED_KEYS, Sink
 from gradlab.paths import check_output_folder
 
 __all__ = ["RunFolder"]
@@ -38,6 +52,11 @@ class RunFolder:
         overwrite: replace a run found there.
         claim_now: whether this process writes (rank 0): then a live Monitor holding the
             folder is refused at once.
+        strict: raise a sink's fault (as a :class:`GradlabError`) instead of warning.
+
+    Attributes:
+        dropped_records: by sink name (its file name, else its class name), the records that
+            sink could not write.
 
     Raises:
         GradlabError: ``log_dir`` cannot become a writable folder, is in use, or holds a run
@@ -58,11 +77,22 @@ class RunFolder:
         resume: bool,
         overwrite: bool,
         claim_now: bool = True,
+        strict: bool = False,
     ) -> None:
         self.path = check_output_folder(log_dir, argument="log_dir")
         self.sinks = list(sinks)
+        self.strict = strict
         self.start_step = 0
         self._token: str | None = None
+        self._unclaim: weakref.finalize | None = None
+        self._names = _sink_names(self.sinks)
+        self.dropped_records: dict[str, int] = dict.fromkeys(self._names, 0)
+        self._missed: list[list[int]] = [[] for _ in self.sinks]  # dropped, not yet noted
+        self._opened: set[int] = set()  # indices of the sinks open now
+        self._header: dict | None = None
+        self._claim_error: OSError | None = None  # of open(), not yet reported
+        self._open_errors: dict[int, Exception] = {}  # sinks open() failed, not yet reported
+        self._reported: set[str] = set()  # sinks (and the claim) whose fault was reported
         if self.path.is_dir() and claim_now:
             lock.refuse_if_in_use(self.path)  # a live Monitor writes there
         self.previous = self._previous_run(resume, overwrite)
@@ -124,11 +154,165 @@ class RunFolder:
         return header
 
     def open(self, run: dict, device: torch.device | None = None) -> None:
-        """Claim the folder (:meth:`claim`) and open every sink with the run's header."""
-        self.claim()
-        header = self.header(run, device)
-        for sink in self.sinks:
-            sink.open(self.path, header)
+        """Claim the folder (:meth:`claim`) and open every sink with the run's header.
+
+        A fault (a full disk) is not raised here: the record that follows (:meth:`write`, or
+        :meth:`close`) reports it, and the next one tries again. A claim that another
+        Monitor refuses raises.
+        """
+        try:
+            self.claim()
+        except OSError as error:
+            self._claim_error = error
+        self._header = self.header(run, device)  # not reached when the claim is refused
+        if self._token is not None:
+            for index in range(len(self.sinks)):
+                try:
+                    self._open_sink(index)
+                except Exception as error:
+                    self._open_errors[index] = error
+
+    def write(self, record: dict) -> None:
+        """Write ``record`` into every sink, opening those not open yet; never raises for a
+        sink's fault unless ``strict`` (see the module docstring).
+
+        Raises:
+            GradlabError: the folder was claimed by another Monitor meanwhile; under
+                ``strict``, a sink (or the claim) failed.
+
+        Example:
+            >>> import tempfile
+            >>> from gradlab.monitor.sinks import JSONLSink
+            >>> folder = RunFolder(tempfile.mkdtemp(), [JSONLSink()], resume=False,
+            ...                    overwrite=False)
+            >>> folder.open({"config": {}})
+            >>> folder.write({"step": 0, "loss": 0.5})
+            >>> folder.close()
+            >>> folder.dropped_records
+            {'metrics.jsonl': 0}
+        """
+        step = record["step"]
+        if self._header is None:
+            raise GradlabError(f"log_dir {str(self.path)!r} was refused to this Monitor")
+        faults: list[tuple[str, Path, BaseException]] = []
+        if not self._claimed(faults):
+            for index in range(len(self.sinks)):
+                self._drop(index, step)
+        else:
+            for index, sink in enumerate(self.sinks):
+                try:
+                    if index in self._open_errors:  # open() tried it for this very record
+                        raise self._open_errors.pop(index)
+                    self._open_sink(index)
+                    missed = self._missed[index]
+                    sink.write(_noted(record, missed) if missed else record)
+                except Exception as error:
+                    self._drop(index, step)
+                    faults.append((self._names[index], self._where(sink), error))
+                else:
+                    missed.clear()
+        self._report(faults, f"the record of step {step}")
+
+    def close(self) -> None:
+        """Open the sinks not open yet (a run that logged nothing gets its header), close
+        every sink and release the claim, once; a fault is handled as in :meth:`write`.
+
+        Raises:
+            GradlabError: under ``strict``, a sink (or the claim) failed.
+
+        Example:
+            >>> import tempfile
+            >>> folder = RunFolder(tempfile.mkdtemp(), [], resume=False, overwrite=False)
+            >>> folder.open({"config": {}})
+            >>> folder.close()
+            >>> folder.close()  # once is enough: the claim is already given back
+        """
+        faults: list[tuple[str, Path, BaseException]] = []
+        try:
+            if self._header is not None and self._claimed(faults):
+                for index, sink in enumerate(self.sinks):
+                    try:
+                        if index in self._open_errors:  # open() tried it just now
+                            raise self._open_errors.pop(index)
+                        self._open_sink(index)
+                    except Exception as error:
+                        faults.append((self._names[index], self._where(sink), error))
+            for index in sorted(self._opened):
+                sink = self.sinks[index]
+                try:
+                    sink.close()
+                except Exception as error:
+                    faults.append((self._names[index], self._where(sink), error))
+        finally:
+            self._opened.clear()
+            self._header = None
+            self.release()
+        self._report(faults, "the end of the run")
+
+    def _claimed(self, faults: list) -> bool:
+        """Whether the folder is claimed, trying again if it is not; a failure joins
+        ``faults``."""
+        if self._token is not None:
+            return True
+        error, self._claim_error = self._claim_error, None  # open()'s try is this step's
+        if error is None:
+            try:
+                self.claim()
+                return True
+            except OSError as raised:
+                error = raised
+            except GradlabError:  # another Monitor took the folder meanwhile: refused for good
+                self._header = None
+                raise
+        faults.append(("the claim of log_dir", self.path / lock.LOCK_NAME, error))
+        return False
+
+    def _open_sink(self, index: int) -> None:
+        if index in self._opened:
+            return
+        sink = self.sinks[index]
+        try:
+            sink.open(self.path, self._header)
+        except Exception:
+            # what the failed open left (a file handle, a writer) is given back; the open's
+            # error is the one reported
+            with contextlib.suppress(Exception):
+                sink.close()
+            raise
+        self._opened.add(index)
+
+    def _drop(self, index: int, step: int) -> None:
+        self.dropped_records[self._names[index]] += 1
+        self._missed[index].append(step)
+
+    def _where(self, sink: Sink) -> Path:
+        filename = getattr(sink, "filename", None)
+        return self.path / filename if isinstance(filename, str) else self.path
+
+    def _report(self, faults: list[tuple[str, Path, BaseException]], what: str) -> None:
+        """Warn once per sink (one warning for all those failing at once), or raise under
+        ``strict``."""
+        if self.strict and faults:
+            name, where, error = faults[0]
+            raise GradlabError(
+                f"{name} could not write {what} to {str(where)!r}: {type(error).__name__}: {error} "
+                "(strict=True; without it the record is dropped, counted in "
+                "monitor.dropped_records, and training goes on)"
+            ) from error
+        new = [(name, where, error) for name, where, error in faults if name not in self._reported]
+        if not new:
+            return
+        self._reported.update(name for name, _, _ in new)
+        listed = "; ".join(f"{name} ({str(where)!r}): {error}" for name, where, error in new)
+        warnings.warn(
+            f"gradlab.Monitor: could not write {what} ({listed}). Training goes on: a record "
+            "that cannot be written is dropped (monitor.dropped_records counts them per sink), "
+            "the sink is tried again at every logged step and the first record it takes notes "
+            "the steps it missed (dropped_steps); later faults of the same sink are not "
+            "reported again (strict=True raises instead)",
+            RuntimeWarning,
+            stacklevel=_outside_the_monitor(),
+        )
 
     def claim(self) -> None:
         """Create the folder, claim it exclusively and remove a run marked for overwrite.
@@ -139,21 +323,51 @@ class RunFolder:
         """
         self.path.mkdir(parents=True, exist_ok=True)
         self._token = lock.acquire(self.path)
-        appeared = [path.name for path in self._existing()]
-        if not self.previous and appeared:
-            self.release()
-            raise GradlabError(
-                f"log_dir {str(self.path)!r} already holds a run ({', '.join(appeared)}), "
-                "written by another Monitor since this one was created; runs never merge: "
-                "pass resume=True to continue it, overwrite=True to replace it, "
-                "or choose a new log_dir"
-            )
         self._unclaim = weakref.finalize(self, lock.release, self.path, self._token)
-        for path in self.previous.get("overwrite", ()):
-            path.unlink(missing_ok=True)
+        try:
+            appeared = [path.name for path in self._existing()]
+            if not self.previous and appeared:
+                raise GradlabError(
+                    f"log_dir {str(self.path)!r} already holds a run ({', '.join(appeared)}), "
+                    "written by another Monitor since this one was created; runs never merge: "
+                    "pass resume=True to continue it, overwrite=True to replace it, "
+                    "or choose a new log_dir"
+                )
+            for path in self.previous.get("overwrite", ()):
+                path.unlink(missing_ok=True)
+        except BaseException:
+            self.release()
+            raise
 
     def release(self) -> None:
-        """Give the claim back (no op when not claimed)."""
+        """Give the claim back, once (no op when not claimed)."""
         if self._token is not None:
-            lock.release(self.path, self._token)
-            self._token = None
+            token, self._token = self._token, None
+            self._unclaim.detach()
+            lock.release(self.path, token)
+
+
+def _noted(record: dict, missed: list[int]) -> dict:
+    """``record`` with the note of the steps a sink missed (:data:`DROPPED_KEYS`)."""
+    return {**record, DROPPED_KEYS[0]: len(missed), DROPPED_KEYS[1]: list(missed)}
+
+
+def _sink_names(sinks: Sequence[Sink]) -> list[str]:
+    """Each sink's name: its file name, else its class name; a repeated name gets `` #2``..."""
+    names: list[str] = []
+    for sink in sinks:
+        filename = getattr(sink, "filename", None)
+        name = filename if isinstance(filename, str) else type(sink).__name__
+        count = sum(1 for taken in names if taken == name or taken.startswith(f"{name} #"))
+        names.append(name if not count else f"{name} #{count + 1}")
+    return names
+
+
+def _outside_the_monitor() -> int:
+    """The ``stacklevel`` of the first caller outside :mod:`gradlab.monitor` (the training
+    loop's line), seen from the function that calls ``warnings.warn``."""
+    here = str(Path(__file__).parent)
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level

@@ -9,16 +9,30 @@ to install: ``pip install 'gradlab-ranking[wandb]'``) and import it only when th
 File sinks also say which files of a folder hold a previous run (:meth:`Sink.existing`) and,
 where they can, the last step logged there (:meth:`Sink.last_step`): the Monitor uses both to
 refuse, resume or overwrite a run, so that two runs never merge into one log.
+
+A sink that raises (a full disk, a lost connection) never stops training: the Monitor drops
+the record for that sink, warns once and retries at the next logged step. The first record a
+sink takes after such a fault carries two more keys, :data:`DROPPED_KEYS`: ``dropped_records``
+(how many records it missed since its last one) and ``dropped_steps`` (their steps).
+``metrics.jsonl`` keeps them in that record; ``metrics.csv``, whose columns are fixed, writes
+instead one row per dropped step holding only its step (every value empty); the TensorBoard,
+W&B and MLflow sinks log ``dropped_records`` as one more scalar. The JSONL and CSV sinks append
+each record whole or not at all: a write that fails half way is cut back, so a fault never
+leaves half a line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import importlib
+import io
 import json
 import math
+import os
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 from gradlab.errors import GradlabError
@@ -42,6 +56,10 @@ def decode_value(value: object) -> object:
     if value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
     return value
+
+
+DROPPED_KEYS = ("dropped_records", "dropped_steps")
+"""The keys the first record a sink takes after a fault carries (see the module docstring)."""
 
 
 def require_extra(module: str, extra: str, sink: str) -> None:
@@ -74,6 +92,10 @@ def scalars(record: dict) -> dict[str, float]:
 class Sink:
     """A destination for records: :meth:`open`, :meth:`write` (a flat dict), :meth:`close`.
 
+    Any method may raise (a full disk, a lost connection): the Monitor reports it and goes on
+    (see the module docstring). The first record a sink takes after such a fault holds the
+    :data:`DROPPED_KEYS` too.
+
     Attributes:
         patterns: glob patterns of the files this sink writes into the log folder (empty for
             sinks that write elsewhere, such as W&B and MLflow).
@@ -102,10 +124,12 @@ class Sink:
 
 
 class JSONLSink(Sink):
-    """``metrics.jsonl``: a header record, then one object per logged step, flushed each time.
+    """``metrics.jsonl``: a header record, then one object per logged step, each appended whole.
 
     A resumed run appends (a new header, holding ``"resumed"``, marks where it starts), so a
-    crash loses at most the record being written.
+    crash loses at most the record being written. A line that a killed writer left cut short
+    stays where it is, on its own line (the readers skip it with a warning). The first record
+    after a fault holds ``dropped_records`` and ``dropped_steps`` (see the module docstring).
     """
 
     def __init__(self, filename: str = "metrics.jsonl") -> None:
@@ -123,20 +147,53 @@ class JSONLSink(Sink):
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
         cut_short = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
-        self.handle = open(path, "a", encoding="utf-8")
-        if cut_short:  # a killed writer's last line: keep it on its own line
-            self.handle.write("\n")
-        self.write({"header": header})
+        self.handle = _open_append(path)
+        # a killed writer's last line: keep it on its own line
+        _append_or_close(self, (b"\n" if cut_short else b"") + _json_line({"header": header}))
 
     def write(self, record: dict) -> None:
-        encoded = {key: encode_value(value) for key, value in record.items()}
-        self.handle.write(json.dumps(encoded) + "\n")
-        self.handle.flush()
+        _append(self.handle, _json_line(record))
 
     def close(self) -> None:
         if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+            handle, self.handle = self.handle, None
+            handle.close()
+
+
+def _json_line(record: dict) -> bytes:
+    encoded = {key: encode_value(value) for key, value in record.items()}
+    return (json.dumps(encoded) + "\n").encode("utf-8")
+
+
+def _open_append(path: Path):
+    """``path`` opened to append, unbuffered: each write reaches the file system at once."""
+    return open(path, "ab", buffering=0)
+
+
+def _append(handle, data: bytes) -> None:
+    """Append ``data`` to the file ``handle`` whole or not at all: a write that fails part way
+    (a full disk writes what fits, then raises) is cut back to where it started, then raised."""
+    start = os.fstat(handle.fileno()).st_size
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[handle.write(view) :]
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.ftruncate(handle.fileno(), start)
+        raise
+
+
+def _append_or_close(sink: JSONLSink, data: bytes) -> None:
+    """:func:`_append` into ``sink.handle``; if that fails, the handle is closed (the sink is
+    not open) and the error raised."""
+    try:
+        _append(sink.handle, data)
+    except BaseException:
+        handle, sink.handle = sink.handle, None
+        with contextlib.suppress(OSError):
+            handle.close()
+        raise
 
 
 def _ends_with_newline(path: Path) -> bool:
@@ -145,14 +202,39 @@ def _ends_with_newline(path: Path) -> bool:
         return handle.read(1) == b"\n"
 
 
+def _complete_size(path: Path, block: int = 1 << 16) -> int:
+    """The size of ``path`` up to and including its last line end (0 if it has none)."""
+    with path.open("rb") as handle:
+        end = handle.seek(0, 2)
+        while end > 0:
+            start = max(0, end - block)
+            handle.seek(start)
+            found = handle.read(end - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            end = start
+    return 0
+
+
+def _complete_lines(path: Path) -> Iterator[str]:
+    """The lines of ``path`` that end with a line end (a last line cut short is left out)."""
+    with path.open("rb") as handle:
+        for line in handle:
+            if line.endswith(b"\n"):
+                yield line.decode("utf-8")
+
+
 class CSVSink(Sink):
     """``metrics.csv``: one row per logged step; columns are fixed by the first record.
 
     A reopened file (``resume=True``) keeps its header row and its columns: the new run's
     records are written under the old header (keys it lacks are dropped, columns a record lacks
     stay empty), so no row is shifted against the header. A last row cut short by a killed
-    writer is left on its own line. NaN and infinities are written as ``nan``, ``inf``,
-    ``-inf`` (``float()`` reads them back).
+    writer (no line end) is incomplete: :meth:`last_step` ignores it and reopening the file
+    removes it, so a resumed run writes that step again and no row is left half empty. NaN and
+    infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
+    the sink missed after a fault are written, before the next record, as rows holding only
+    their step (see the module docstring).
     """
 
     def __init__(self, filename: str = "metrics.csv") -> None:
@@ -161,41 +243,51 @@ class CSVSink(Sink):
         self.handle = None
         self.writer = None
         self.columns: list[str] | None = None  # the header of a reopened file
+        self._buffer = io.StringIO()
+        self._header_due = True
 
     def last_step(self, log_dir: Path) -> int | None:
         path = log_dir / self.filename
         if not path.is_file():
             return None
-        with path.open(newline="", encoding="utf-8") as handle:
-            steps = [int(float(row["step"])) for row in csv.DictReader(handle) if row.get("step")]
-        return max(steps, default=None)
+        rows = csv.DictReader(_complete_lines(path))
+        return max((int(float(row["step"])) for row in rows if row.get("step")), default=None)
 
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
-        reopened = path.is_file() and path.stat().st_size > 0
         # A sink object can serve one run after another: nothing of the last file carries over.
         self.writer, self.columns = None, None
-        if reopened:
-            with path.open(newline="", encoding="utf-8") as handle:
-                self.columns = next(csv.reader(handle), None)
-        self.handle = open(path, "a", newline="", encoding="utf-8")
-        if reopened and not _ends_with_newline(path):  # a killed writer's last row
-            self.handle.write("\r\n")
+        if path.is_file():
+            complete = _complete_size(path)
+            if complete < path.stat().st_size:  # a killed writer's last row: incomplete
+                os.truncate(path, complete)
+            if complete:
+                self.columns = next(csv.reader(_complete_lines(path)), None)
+        self._header_due = self.columns is None
+        self.handle = _open_append(path)
 
     def write(self, record: dict) -> None:
+        missed = record.get("dropped_steps") or ()
+        if missed or "dropped_records" in record:
+            record = {key: value for key, value in record.items() if key not in DROPPED_KEYS}
         if self.writer is None:
             self.writer = csv.DictWriter(
-                self.handle, fieldnames=self.columns or list(record), extrasaction="ignore"
+                self._buffer, fieldnames=self.columns or list(record), extrasaction="ignore"
             )
-            if self.columns is None:
-                self.writer.writeheader()
+        self._buffer.seek(0)
+        self._buffer.truncate()
+        if self._header_due:
+            self.writer.writeheader()
+        for step in missed:
+            self.writer.writerow({"step": step})
         self.writer.writerow(record)
-        self.handle.flush()
+        _append(self.handle, self._buffer.getvalue().encode("utf-8"))
+        self._header_due = False
 
     def close(self) -> None:
         if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+            handle, self.handle = self.handle, None
+            handle.close()
 
 
 class TensorBoardSink(Sink):
