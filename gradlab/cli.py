@@ -1,4 +1,4 @@
-"""The ``gradlab`` command: ``gradlab report | audit | plot`` (also ``python -m gradlab``).
+"""The ``gradlab`` command: ``report | audit | plot | check-equivalence`` (``python -m gradlab``).
 
 Every user error (a bad option value, a path that cannot be used, a device this machine does
 not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
@@ -62,7 +62,9 @@ def _check_extras(argv: list[str]) -> None:
             raise missing_extra(package, extra, f"gradlab {command}")
 
 
-def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
+def _build_parser(
+    with_sections: bool = True, with_candidates: bool = True
+) -> argparse.ArgumentParser:
     parser = _OneLineParser(prog="gradlab", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
@@ -119,7 +121,59 @@ def _build_parser(with_sections: bool = True) -> argparse.ArgumentParser:
         "--label", action="append", metavar="NAME",
         help="legend name of each run, in order; repeat once per run (default: folder names)",
     )  # fmt: skip
+    _add_check_equivalence(commands, with_candidates)
     return parser
+
+
+def _add_check_equivalence(commands, with_candidates: bool) -> None:
+    """The ``check-equivalence`` subcommand (its names are read only when it is named)."""
+    names = losses = None
+    if with_candidates:
+        from gradlab.equivalence.builtin import CANDIDATES, LOSSES
+
+        names, losses = list(CANDIDATES), list(LOSSES)
+    check = commands.add_parser(
+        "check-equivalence", help="does a large-batch trick give the whole-batch gradient? "
+        "Runs it on a small synthetic problem; exit 0 when it does, 1 when it does not",
+    )  # fmt: skip
+    check.add_argument("candidate", choices=names, metavar="CANDIDATE",
+                       help="the trick" + (f": one of {', '.join(names)}" if names else ""))
+    check.add_argument("--loss", default="nt-xent", choices=losses,
+                       help="the loss (default: %(default)s)")
+    check.add_argument("--processes", type=int, default=None,
+                       help="gloo processes of the trick (default: 2 for the gathers, else 1)")
+    check.add_argument("--batch-size", type=int, default=16, help="B, even (default: 16)")
+    check.add_argument("--chunk-size", type=int, default=4,
+                       help="gradient-cache's chunk (default: %(default)s)")
+    check.add_argument("--micro-batches", type=int, default=4,
+                       help="accumulation's micro-batches (default: %(default)s)")
+    check.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                       help="dtype of the comparison (default: %(default)s)")
+    check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")
+    check.add_argument("--json", type=Path,
+                       help="also write the result as JSON into this file (its folder must exist)")
+
+
+def _check_equivalence(arguments: argparse.Namespace) -> int:
+    """Run ``check-equivalence``: print the table; 0 when equivalent, 1 when not."""
+    import json
+
+    if arguments.json is not None:
+        check_output_file(arguments.json, argument="--json")
+    import torch
+
+    from gradlab.equivalence.builtin import check_builtin
+
+    result = check_builtin(
+        arguments.candidate, arguments.loss, processes=arguments.processes,
+        batch_size=arguments.batch_size, chunk_size=arguments.chunk_size,
+        micro_batches=arguments.micro_batches, dtype=getattr(torch, arguments.dtype),
+        seed=arguments.seed,
+    )  # fmt: skip
+    print(result)
+    if arguments.json is not None:
+        arguments.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    return 0 if result.equivalent else 1
 
 
 def check_device(device: str) -> str:
@@ -222,7 +276,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MPLBACKEND", "Agg")  # the command's figures are files; a user's wins
     try:
         _check_extras(argv)
-        arguments = _build_parser(with_sections="report" in argv).parse_args(argv)
+        arguments = _build_parser(
+            with_sections="report" in argv, with_candidates="check-equivalence" in argv
+        ).parse_args(argv)
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
         return 2
@@ -250,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
             records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement)
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
+        elif arguments.command == "check-equivalence":
+            return _check_equivalence(arguments)
         elif arguments.command == "plot":
             import warnings
 

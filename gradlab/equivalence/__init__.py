@@ -17,6 +17,7 @@ Example:
     True
 """
 
+from gradlab.equivalence.builtin import CANDIDATES, LOSSES, check_builtin
 from gradlab.equivalence.collectives import gather_rows, process_rank, world_size
 from gradlab.equivalence.compare import (
     QUANTITIES,
@@ -42,7 +43,9 @@ from gradlab.equivalence.steps import (
 from gradlab.equivalence.synthetic import synthetic_problem
 
 __all__ = [
+    "CANDIDATES",
     "ENQUEUE",
+    "LOSSES",
     "QUANTITIES",
     "Accumulation",
     "AllGather",
@@ -56,6 +59,7 @@ __all__ = [
     "QuantityComparison",
     "ScoreObjective",
     "Step",
+    "check_builtin",
     "compare",
     "compare_gradients",
     "cosine_scores",

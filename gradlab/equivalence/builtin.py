@@ -1,0 +1,141 @@
+"""The built-in candidates by name, on the synthetic problem: what ``gradlab check-equivalence``
+runs.
+
+Each name is one trick, as its users write it; :func:`check_builtin` runs it against the
+whole-batch reference (:class:`~gradlab.equivalence.FullBatch`) on
+:func:`~gradlab.equivalence.synthetic_problem` and returns the
+:class:`~gradlab.equivalence.EquivalenceResult`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gradlab.equivalence.compare import EquivalenceResult, compare_gradients
+from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S
+from gradlab.equivalence.steps import (
+    Accumulation,
+    AllGather,
+    CrossBatchMemory,
+    FullBatch,
+    GradCache,
+)
+from gradlab.equivalence.synthetic import synthetic_problem
+from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
+
+__all__ = ["CANDIDATES", "LOSSES", "builtin_candidate", "builtin_loss", "check_builtin"]
+
+CANDIDATES = {
+    "gradient-cache": "gradient caching: embeddings without graph, then a chunked re-forward",
+    "accumulation": "gradient accumulation over micro-batches (not equivalent: lost negatives)",
+    "gather": "all-gather with gradient, the whole loss in every process",
+    "gather-no-grad": "all-gather without gradient, own rows live, loss times the world size",
+    "local-loss": "all-gather with gradient, each process its own queries (open_clip)",
+    "local-loss-no-grad": "all-gather without gradient, local loss (not equivalent)",
+    "memory": "cross-batch memory, the batch enqueued after the loss",
+    "memory-before": "cross-batch memory, the batch enqueued before the loss (not equivalent)",
+}
+"""Candidate name -> what it does."""
+
+LOSSES = ("smooth-ap", "nt-xent", "max-violation")
+"""Loss names: gradlab's SmoothAPLoss, NTXentLoss and MaxViolationTripletLoss, defaults."""
+
+DEFAULT_PROCESSES = {"gather": 2, "gather-no-grad": 2, "local-loss": 2, "local-loss-no-grad": 2}
+"""Processes per candidate when not given (1 for the others)."""
+
+
+def builtin_loss(name: str) -> torch.nn.Module:
+    """The gradlab loss of a name of :data:`LOSSES`, with its default options.
+
+    Example:
+        >>> builtin_loss("nt-xent")
+        NTXentLoss(temperature=0.1, direction='both', reduction='mean')
+    """
+    import gradlab
+
+    factories = {"smooth-ap": gradlab.SmoothAPLoss, "nt-xent": gradlab.NTXentLoss,
+                 "max-violation": gradlab.MaxViolationTripletLoss}  # fmt: skip
+    if name not in factories:
+        raise GradlabError(f"--loss must be one of {', '.join(LOSSES)}; got {name!r}")
+    return factories[name]()
+
+
+def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batches: int = 4):
+    """The step of a name of :data:`CANDIDATES`.
+
+    Example:
+        >>> builtin_candidate("local-loss", builtin_loss("nt-xent")).name
+        'AllGather(gradient=True, local_loss=True, loss_scale=None)'
+    """
+    steps = {
+        "gradient-cache": lambda: GradCache(loss, check_positive_int("chunk_size", chunk_size)),
+        "accumulation": lambda: Accumulation(loss,
+                                             check_positive_int("micro_batches", micro_batches)),
+        "gather": lambda: AllGather(loss, gradient=True),
+        "gather-no-grad": lambda: AllGather(loss, gradient=False),
+        "local-loss": lambda: AllGather(loss, gradient=True, local_loss=True),
+        "local-loss-no-grad": lambda: AllGather(loss, gradient=False, local_loss=True),
+        "memory": lambda: CrossBatchMemory(loss, "after"),
+        "memory-before": lambda: CrossBatchMemory(loss, "before"),
+    }  # fmt: skip
+    if name not in steps:
+        raise GradlabError(f"candidate must be one of {', '.join(CANDIDATES)}; got {name!r}")
+    return steps[name]()
+
+
+def check_builtin(
+    candidate: str,
+    loss: str = "nt-xent",
+    *,
+    processes: int | None = None,
+    batch_size: int = 16,
+    chunk_size: int = 4,
+    micro_batches: int = 4,
+    dtype: torch.dtype = torch.float64,
+    seed: int = 0,
+    timeout: float = DEFAULT_TIMEOUT_S,
+) -> EquivalenceResult:
+    """Run a built-in candidate against the whole-batch reference on the synthetic problem.
+
+    Args:
+        candidate: a name of :data:`CANDIDATES`.
+        loss: a name of :data:`LOSSES`.
+        processes: gloo processes of the candidate; ``None``: 2 for the gathers, else 1.
+        batch_size: ``B`` of :func:`~gradlab.equivalence.synthetic_problem` (even).
+        chunk_size: ``gradient-cache``'s chunk.
+        micro_batches: ``accumulation``'s ``k``.
+        dtype: floating dtype of the comparison.
+        seed: seeds the model and the batch.
+        timeout: seconds before a distributed run is stopped.
+
+    Returns:
+        The :class:`~gradlab.equivalence.EquivalenceResult`.
+
+    Raises:
+        GradlabError: a bad name or option, checked before any work.
+
+    Example:
+        >>> check_builtin("gradient-cache", "smooth-ap", batch_size=8).equivalent
+        True
+    """
+    loss_fn = builtin_loss(loss)
+    if processes is None:
+        processes = DEFAULT_PROCESSES.get(candidate, 1)
+    for option, value in (("--processes", processes), ("--chunk-size", chunk_size),
+                          ("--micro-batches", micro_batches), ("--batch-size", batch_size)):
+        check_positive_int(option, value)  # fmt: skip
+    if batch_size % 2:
+        raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise GradlabError(f"--seed must be a non-negative integer; got {seed!r}")
+    step = builtin_candidate(candidate, loss_fn, chunk_size, micro_batches)
+    if candidate.startswith("memory") and processes != 1:
+        raise GradlabError(f"--processes must be 1 for {candidate} (the memory is one "
+                           f"process's); got {processes}")  # fmt: skip
+    memory = 2 * batch_size if candidate.startswith("memory") else 0
+    model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
+    if batch_size % processes:
+        raise GradlabError(f"--processes must divide --batch-size {batch_size}; got {processes}")
+    return compare_gradients(FullBatch(loss_fn), step, model, batch, world_size=processes,
+                             dtype=dtype, timeout=timeout)  # fmt: skip

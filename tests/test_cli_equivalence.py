@@ -1,0 +1,96 @@
+"""``gradlab check-equivalence``: the table, exit 0 when the trick is the whole-batch gradient,
+1 when it is not, and every bad argument one line on stderr with exit code 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gradlab.cli import main
+
+
+def _run(argv, capsys):
+    """``gradlab check-equivalence ARGV`` -> (exit code, stdout, stderr)."""
+    try:
+        status = main(["check-equivalence", *argv])
+    except SystemExit as usage_error:  # argparse's
+        status = usage_error.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "code"),
+    [
+        (["gradient-cache"], 0),
+        (["gradient-cache", "--loss", "smooth-ap", "--chunk-size", "3"], 0),
+        (["gradient-cache", "--loss", "max-violation", "--dtype", "float32"], 0),
+        (["memory", "--loss", "smooth-ap"], 0),
+        (["accumulation", "--micro-batches", "2"], 1),
+        (["memory-before"], 1),
+    ],
+)
+def test_one_process_candidates_exit_0_when_equivalent_and_1_when_not(capsys, argv, code):
+    status, out, err = _run(argv, capsys)
+    assert status == code, err
+    assert ("verdict: EQUIVALENT" in out) == (code == 0)
+    assert ("verdict: NOT EQUIVALENT" in out) == (code == 1)
+    assert "dL/dtheta" in out and "dL/dscores" in out
+    assert err == ""
+
+
+def test_accumulation_says_how_many_scores_it_never_computed(capsys):
+    # B = 16 in 4 micro-batches of 4: 4 x 16 of the 256 scores are computed, 192 are not.
+    status, out, _ = _run(["accumulation"], capsys)
+    assert status == 1
+    assert "192 scores never computed" in out
+
+
+def test_json_is_the_result(tmp_path, capsys):
+    target = tmp_path / "result.json"
+    status, _, _ = _run(["accumulation", "--micro-batches", "2", "--json", str(target)], capsys)
+    assert status == 1
+    record = json.loads(target.read_text())
+    assert record["equivalent"] is False and record["candidate"].startswith("Accumulation")
+    assert record["quantities"]["dL/dscores"]["unscored"] == 16 * 16 - 2 * 8 * 8
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["banana"], "invalid choice: 'banana'"),
+        ([], "CANDIDATE"),
+        (["gather", "--loss", "hinge"], "--loss"),
+        (["gather", "--processes", "0"], "--processes must be a positive integer; got 0"),
+        (["gather", "--processes", "two"], "--processes"),
+        (["gather", "--processes", "3"], "--processes must divide --batch-size 16; got 3"),
+        (["gather", "--batch-size", "7"], "--batch-size must be even"),
+        (["gradient-cache", "--chunk-size", "0"], "--chunk-size must be a positive integer"),
+        (["accumulation", "--micro-batches", "3"], "micro_batches must divide"),
+        (["memory", "--processes", "2"], "--processes must be 1 for memory"),
+        (["gather", "--seed", "-1"], "--seed must be a non-negative integer; got -1"),
+        (["gather", "--dtype", "float16"], "--dtype"),
+        (["gather", "--json", "/nonexistent-folder/x.json"], "--json"),
+    ],
+)
+def test_bad_arguments_are_one_line_and_exit_2(capsys, argv, needle):
+    status, out, err = _run(argv, capsys)
+    assert status == 2
+    assert out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert needle in err
+
+
+@pytest.mark.slow
+def test_the_console_command_runs_a_distributed_candidate():
+    # Two gloo processes started from the command itself (spawn re-imports its main module).
+    completed = subprocess.run(
+        [sys.executable, "-m", "gradlab", "check-equivalence", "local-loss-no-grad"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert completed.returncode == 1, completed.stderr[-2000:]
+    assert "2 processes" in completed.stdout
+    assert "dL/dcandidates" in completed.stdout and "ranks 0, 1" in completed.stdout
