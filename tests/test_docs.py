@@ -39,7 +39,7 @@ def site(tmp_path_factory) -> Path:
 
 
 def _ids(page: Path) -> set[str]:
-    return set(re.findall(r'id="([\w.]+)"', page.read_text(encoding="utf-8")))
+    return set(re.findall(r'id="([^"]+)"', page.read_text(encoding="utf-8")))
 
 
 def test_the_strict_build_writes_every_page_of_the_nav(site):
@@ -126,3 +126,21 @@ def test_the_citation_metadata_names_this_version_and_license():
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
     readme = (ROOT / "README.md").read_text()
     assert f"version = {{{gradlab.__version__}}}" in readme, "README's BibTeX names another version"
+
+
+def test_every_link_of_the_readme_reaches_a_file_and_its_anchor(site):
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(([^)\s]+)\)", readme)
+    assert len(links) >= 10
+    broken = []
+    for link in links:
+        if link.startswith(("http://", "https://")):
+            continue
+        path, _, anchor = link.partition("#")
+        if not (ROOT / path).is_file():
+            broken.append(link)
+        elif anchor:  # a docs page's anchor, as the built site names it
+            page = site / Path(path).relative_to("docs").with_suffix("") / "index.html"
+            if anchor not in _ids(page):
+                broken.append(link)
+    assert broken == []
