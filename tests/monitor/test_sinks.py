@@ -223,3 +223,62 @@ def test_random_bytes_give_no_record_and_strict_must_be_a_bool(tmp_path):
         assert read_jsonl(path) == ([], [])
     with pytest.raises(GradlabError, match="strict must be True or False; got 'yes'"):
         read_jsonl(path, strict="yes")
+
+
+# --- the note of dropped records, sink by sink --------------------------------------------------
+
+
+def test_csv_writes_the_dropped_steps_as_rows_holding_only_their_step(tmp_path):
+    sink = CSVSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5, "b": 2.0})
+    sink.write({"step": 3, "a": 0.5, "b": 1.0, "dropped_records": 2, "dropped_steps": [1, 2]})
+    sink.close()
+    assert (tmp_path / "metrics.csv").read_bytes() == (
+        b"step,a,b\r\n0,1.5,2.0\r\n1,,\r\n2,,\r\n3,0.5,1.0\r\n"
+    )
+
+
+def test_csv_whose_first_record_notes_dropped_steps_keeps_them_out_of_its_columns(tmp_path):
+    sink = CSVSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 1, "a": 1.5, "dropped_records": 1, "dropped_steps": [0]})
+    sink.close()
+    assert (tmp_path / "metrics.csv").read_bytes() == b"step,a\r\n0,\r\n1,1.5\r\n"
+
+
+def test_jsonl_keeps_the_note_of_dropped_steps_in_the_record(tmp_path):
+    sink = JSONLSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 2, "a": math.nan, "dropped_records": 2, "dropped_steps": [0, 1]})
+    sink.close()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert json.loads(lines[1]) == {"step": 2, "a": "NaN", "dropped_records": 2,
+                                    "dropped_steps": [0, 1]}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["JSONLSink", "CSVSink"])
+def test_a_failed_write_leaves_the_file_as_it_was(tmp_path, name):
+    sink = {"JSONLSink": JSONLSink, "CSVSink": CSVSink}[name]()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5})
+    path = sink.existing(tmp_path)[0]
+    before = path.read_bytes()
+    real = sink.handle
+
+    class HalfThenFull:  # a full disk: writes what fits, then raises
+        def write(self, data):
+            real.write(bytes(data[: len(data) // 2]))
+            raise OSError(28, "No space left on device")
+
+        def fileno(self):
+            return real.fileno()
+
+    sink.handle = HalfThenFull()
+    with pytest.raises(OSError, match="No space left"):
+        sink.write({"step": 1, "a": 2.5})
+    assert path.read_bytes() == before
+    sink.handle = real
+    sink.write({"step": 2, "a": 3.5})
+    sink.close()
+    assert path.read_bytes().startswith(before) and path.read_bytes().endswith(b"\n")
