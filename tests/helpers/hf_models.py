@@ -69,14 +69,15 @@ def fast_tokenizer():
                                    mask_token="[MASK]", model_max_length=32)  # fmt: skip
 
 
-def tiny_bert(seed: int = 0):
+def tiny_bert(seed: int = 0, dropout: float = 0.1):
     """A randomly initialised ``BertModel``: 1 layer, hidden 32, the grammar's vocabulary."""
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=len(vocabulary()), hidden_size=32, num_hidden_layers=1,
                         num_attention_heads=2, intermediate_size=64,
-                        max_position_embeddings=64)  # fmt: skip
+                        max_position_embeddings=64, hidden_dropout_prob=dropout,
+                        attention_probs_dropout_prob=dropout)  # fmt: skip
     return BertModel(config)
 
 
@@ -146,3 +147,42 @@ def training_arguments(output_dir, **overrides):
                "report_to": "none", "use_cpu": True, "disable_tqdm": True, "seed": 0,
                "remove_unused_columns": False, "dataloader_num_workers": 0}  # fmt: skip
     return TrainingArguments(**{**options, **overrides})
+
+
+def static_model(seed: int = 0, dim: int = 16):
+    """A ``SentenceTransformer`` of one ``StaticEmbedding`` over :func:`word_level_tokenizer`."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import StaticEmbedding
+
+    torch.manual_seed(seed)
+    return SentenceTransformer(modules=[StaticEmbedding(word_level_tokenizer(), embedding_dim=dim)],
+                               device="cpu")  # fmt: skip
+
+
+def bert_sentence_model(folder, seed: int = 0):
+    """A ``SentenceTransformer`` of :func:`tiny_bert` (no dropout) and mean pooling, saved to and
+    loaded from ``folder`` (no hub). Unlike a StaticEmbedding, its inputs split into
+    mini-batches (the cached losses) and its tokenizer is a transformers one (GIST)."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.base.modules import Transformer
+    from sentence_transformers.sentence_transformer.modules import Pooling
+
+    tiny_bert(seed, dropout=0.0).save_pretrained(folder)
+    fast_tokenizer().save_pretrained(folder)
+    return SentenceTransformer(modules=[Transformer(str(folder)), Pooling(32, "mean")],
+                               device="cpu")  # fmt: skip
+
+
+def sentence_features(model, *columns: list[str]) -> list[dict]:
+    """The model's inputs for each column of texts, as a loss receives them."""
+    return [model.preprocess(list(texts)) for texts in columns]
+
+
+def sentence_training_arguments(output_dir, **overrides):
+    """CPU ``SentenceTransformerTrainingArguments``: 5 steps, no checkpoint, no reporting."""
+    from sentence_transformers import SentenceTransformerTrainingArguments
+
+    options = {"output_dir": str(output_dir), "max_steps": 5, "per_device_train_batch_size": 16,
+               "learning_rate": 0.05, "logging_steps": 1, "save_strategy": "no",
+               "report_to": "none", "use_cpu": True, "disable_tqdm": True, "seed": 0}  # fmt: skip
+    return SentenceTransformerTrainingArguments(**{**options, **overrides})

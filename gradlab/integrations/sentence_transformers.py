@@ -1,0 +1,340 @@
+"""A recording similarity for sentence-transformers: the score matrix its losses differentiate.
+
+Give a sentence-transformers loss a :class:`RecordingSimilarity` and :meth:`gradlab.Monitor.watch`
+(or :meth:`gradlab.integrations.transformers.GradlabTrainerCallback.watch` inside a
+``SentenceTransformerTrainer``) reads the score matrix and ``dL/dS`` through hooks that only
+read, so the loss gets a gradient anatomy::
+
+    from sentence_transformers.sentence_transformer import losses
+    from gradlab.integrations.sentence_transformers import RecordingSimilarity
+
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    callback.watch(loss)           # or loss_fn = monitor.watch(loss) in a loop of your own
+
+:func:`record_scores` does the same for a loss made already (``GISTEmbedLoss`` takes no
+``similarity_fct`` argument: it wraps the loss's own cosine).
+
+How the calls are read (the layout of the losses as of sentence-transformers 6.2):
+
+* **MultipleNegativesRankingLoss** and **CachedMultipleNegativesRankingLoss** call the
+  similarity once per direction they use, in the order ``query_to_doc``, ``query_to_query``,
+  ``doc_to_query``, ``doc_to_doc`` (the cached loss: that sequence once per mini-batch of
+  ``mini_batch_size`` queries). ``query_to_doc`` is the ``[B, B (1 + k)]`` matrix of the anchors
+  against the positives and then the ``k`` columns of hard negatives: the positive of row ``i``
+  is column ``i`` (``rank x B + i`` when ``gather_across_devices``), the columns past ``B`` are
+  hard negatives. It is logged as ``anatomy_i2t_*``. ``doc_to_query`` (the symmetric term of
+  **MultipleNegativesSymmetricRankingLoss**, or ``directions`` naming it) is logged as
+  ``anatomy_t2i_*``: its columns are the documents as queries. The mini-batches of the cached
+  loss are stitched back into one ``[Q, C]`` matrix and one ``dL/dS`` (the cached loss runs
+  each mini-batch's backward inside its forward). ``query_to_query`` and ``doc_to_doc`` (extra
+  negatives in a joint softmax) are not recorded.
+* **GISTEmbedLoss** calls it for the anchor-positive matrix, then (as configured) the
+  anchor-anchor and positive-positive matrices and the anchor-negative matrix, each also for
+  the guide model without gradient (not recorded). The anchor-positive matrix, with the
+  anchor-negative matrix as further columns, is logged as ``anatomy_i2t_*``; the pairs the
+  guide masks as false negatives (set to ``-inf`` by the loss) are not candidates.
+* Any other loss: the first matrix with a gradient, positives on its diagonal.
+
+The Monitor never changes the loss: the similarity returns the wrapped function's matrix, value
+for value and gradient for gradient, and diagnostics never pass through the loss's return value
+(the trainer sums every entry of a loss that returns a dict).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.extras import missing_extra
+from gradlab.functional.layouts import RetrievalLayout
+from gradlab.monitor.adapters import SCORE_VALUES, LossAdapter, loss_name, register
+from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.validation import ScoreRecorderSlot
+
+try:
+    from sentence_transformers.util import cos_sim
+except ImportError as error:  # pragma: no cover - exercised only without the package
+    raise missing_extra("sentence_transformers", "sentence-transformers",
+                        "gradlab.integrations.sentence_transformers") from error  # fmt: skip
+
+__all__ = [
+    "MNRL_DIRECTIONS",
+    "RecordingSimilarity",
+    "SentenceTransformersAdapter",
+    "record_scores",
+    "sentence_transformers_adapter",
+]
+
+MNRL_DIRECTIONS = ("query_to_doc", "query_to_query", "doc_to_query", "doc_to_doc")
+"""The order in which MultipleNegativesRankingLoss computes its directions' matrices."""
+
+
+class RecordingSimilarity(ScoreRecorderSlot, torch.nn.Module):
+    """A similarity function for sentence-transformers losses whose matrices a Monitor reads.
+
+    Returns ``similarity_fct(a, b)`` unchanged; while a :class:`gradlab.Monitor` listens (it sets
+    ``score_recorder``), each matrix that carries a gradient is handed to it.
+
+    Args:
+        similarity_fct: the similarity to compute: ``cos_sim`` (sentence-transformers' default)
+            when None; GIST's ``torch.nn.CosineSimilarity(dim=-1)`` works on its broadcast
+            ``[B, 1, d]`` x ``[1, C, d]`` arguments too.
+
+    Raises:
+        GradlabError: ``similarity_fct`` is not callable.
+
+    Example:
+        >>> similarity = RecordingSimilarity()
+        >>> seen = []
+        >>> similarity.score_recorder = lambda direction, matrix, _: seen.append(matrix.shape)
+        >>> a = torch.randn(3, 4, requires_grad=True)
+        >>> torch.equal(similarity(a, a), cos_sim(a, a)), seen
+        (True, [torch.Size([3, 3])])
+    """
+
+    _recorder_signature = " (direction, matrix, mask)"
+
+    def __init__(self, similarity_fct: Callable | None = None) -> None:
+        super().__init__()
+        if similarity_fct is not None and not callable(similarity_fct):
+            raise GradlabError(
+                "similarity_fct must be a callable (a, b) -> [Q, C] matrix, or None for "
+                f"cos_sim; got {type(similarity_fct).__name__} {similarity_fct!r}"
+            )
+        self.similarity_fct = cos_sim if similarity_fct is None else similarity_fct
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        matrix = self.similarity_fct(a, b)
+        recorder = self.score_recorder
+        if recorder is not None and isinstance(matrix, torch.Tensor) and matrix.requires_grad:
+            recorder(None, matrix, None)  # the stitcher names the direction
+        return matrix
+
+    @property
+    def __name__(self) -> str:  # sentence-transformers names the similarity in model cards
+        return getattr(self.similarity_fct, "__name__", type(self.similarity_fct).__name__)
+
+
+def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
+    """Give a sentence-transformers loss a :class:`RecordingSimilarity` around its own
+    ``similarity_fct`` (for losses made already, and for ``GISTEmbedLoss``); returns the loss.
+
+    Args:
+        loss: a sentence-transformers loss with a ``similarity_fct`` attribute.
+
+    Raises:
+        GradlabError: ``loss`` has no ``similarity_fct``.
+
+    Example:
+        >>> loss = torch.nn.Module()
+        >>> loss.similarity_fct = torch.nn.CosineSimilarity(dim=-1)  # as GISTEmbedLoss has
+        >>> type(record_scores(loss).similarity_fct).__name__
+        'RecordingSimilarity'
+    """
+    current = getattr(loss, "similarity_fct", None)
+    if not callable(current):
+        raise GradlabError(
+            f"loss must be a sentence-transformers loss with a similarity_fct; "
+            f"{type(loss).__name__} has none"
+        )
+    if not isinstance(current, RecordingSimilarity):
+        loss.similarity_fct = RecordingSimilarity(current)
+    return loss
+
+
+class _Part:
+    """One recorded matrix: its values when recorded, the live tensor (the loss may mask it
+    in place afterwards) and its gradient once backward reaches it."""
+
+    def __init__(self, matrix: torch.Tensor, stitch: _Stitch) -> None:
+        self.scores = matrix.detach().clone()
+        self.live = matrix.detach()  # shares memory: sees the loss's in-place masking
+        self.grad: torch.Tensor | None = None
+        self.stitch = stitch
+
+        def keep(grad: torch.Tensor) -> None:
+            self.grad = grad.detach().clone()  # read only: returning None keeps it
+            stitch.complete()
+
+        matrix.register_hook(keep)
+
+
+class _Stitch:
+    """The parts of one direction's matrix, joined along ``dim`` into one capture."""
+
+    def __init__(self, direction: str, dim: int, offset: int) -> None:
+        self.direction, self.dim, self.offset = direction, dim, offset
+        self.parts: list[_Part] = []
+        self.extra: list[_Part] = []  # further columns (GIST's hard negatives)
+        self.capture: ScoreCapture | None = None
+
+    def all_parts(self) -> list[_Part]:
+        return [*self.parts, *self.extra]
+
+    def finish(self) -> ScoreCapture:
+        """The capture: stitched scores, positives, candidates; its grad once all parts have."""
+        blocks = [part.scores for part in self.parts]
+        scores = torch.cat(blocks, dim=self.dim)
+        queries = scores.shape[1] if self.dim == 1 else scores.shape[0]
+        rows = torch.arange(queries, device=scores.device)
+        positives = torch.zeros_like(scores, dtype=torch.bool)
+        if self.dim == 0:  # rows are the queries: the positive of row i is column offset + i
+            positives[rows, self.offset + rows] = True
+        else:  # columns are the queries: the positive of column j is row offset + j
+            positives[self.offset + rows, rows] = True
+        if self.extra:
+            scores = torch.cat([scores, *(part.scores for part in self.extra)], dim=1)
+            positives = torch.cat([positives, *(torch.zeros_like(part.scores, dtype=torch.bool)
+                                                for part in self.extra)], dim=1)  # fmt: skip
+        masked = torch.cat([_masked(part) for part in self.parts], dim=self.dim)
+        if self.extra:
+            masked = torch.cat([masked, *(_masked(part) for part in self.extra)], dim=1)
+        # Candidates: every column but those the loss masked (no host sync to ask whether any).
+        self.capture = ScoreCapture(self.direction, scores, positives, ~masked)
+        self.complete()
+        return self.capture
+
+    def complete(self) -> None:
+        """Set the capture's gradient when every part has one (a hook calls it)."""
+        if self.capture is None or any(part.grad is None for part in self.all_parts()):
+            return
+        grad = torch.cat([part.grad for part in self.parts], dim=self.dim)
+        if self.extra:
+            grad = torch.cat([grad, *(part.grad for part in self.extra)], dim=1)
+        self.capture.grad = grad
+
+
+def _masked(part: _Part) -> torch.Tensor:
+    """Entries the loss set to ``-inf`` after the similarity returned them (not candidates)."""
+    return torch.isneginf(part.live) & ~torch.isneginf(part.scores)
+
+
+class _Stitcher:
+    """The ``score_recorder`` of one logged loss call: names each recorded matrix by the loss's
+    call order (module docstring) and stitches mini-batches."""
+
+    def __init__(self, loss: object) -> None:
+        self.loss = loss
+        self.calls = 0
+        self.stitches: dict[str, _Stitch] = {}
+        self.offset = _rank_offset(loss)
+        directions = getattr(loss, "directions", None)
+        if isinstance(directions, tuple | list) and "query_to_doc" in directions:
+            self.roles = [name for name in MNRL_DIRECTIONS if name in directions]
+        elif type(loss).__name__ == "GISTEmbedLoss":
+            self.roles = ["gist_ap", *(["skip"] if getattr(loss, "contrast_anchors", False)
+                                       else []),
+                          *(["skip"] if getattr(loss, "contrast_positives", False) else []),
+                          "gist_an"]  # fmt: skip
+        else:
+            self.roles = ["query_to_doc"]
+
+    def record(self, _direction: object, matrix: torch.Tensor, _mask: object) -> None:
+        if type(self.loss).__name__ == "GISTEmbedLoss":
+            role = self.roles[self.calls] if self.calls < len(self.roles) else "skip"
+        else:
+            role = self.roles[self.calls % len(self.roles)]
+        self.calls += 1
+        if role in ("query_to_doc", "gist_ap"):
+            stitch = self._stitch("i2t", 0, matrix.shape[0])
+            stitch.parts.append(_Part(matrix, stitch))
+        elif role == "doc_to_query":  # similarity(queries, local_docs): columns are queries
+            stitch = self._stitch("t2i", 1, matrix.shape[1])
+            stitch.parts.append(_Part(matrix, stitch))
+        elif role == "gist_an" and "i2t" in self.stitches:
+            stitch = self.stitches["i2t"]
+            stitch.extra.append(_Part(matrix, stitch))
+
+    def _stitch(self, direction: str, dim: int, local: int) -> _Stitch:
+        if direction not in self.stitches:
+            self.stitches[direction] = _Stitch(direction, dim, self.offset * local)
+        return self.stitches[direction]
+
+    def finish(self) -> list[ScoreCapture]:
+        """The captures, ``i2t`` first."""
+        return [self.stitches[name].finish() for name in ("i2t", "t2i") if name in self.stitches]
+
+
+def _rank_offset(loss: object) -> int:
+    """This process's rank when the loss gathers the batch across processes, else 0 (the
+    positives of the local rows are then at ``rank x B + i``)."""
+    if not getattr(loss, "gather_across_devices", False):
+        return 0
+    distributed = torch.distributed
+    if distributed.is_available() and distributed.is_initialized():
+        return distributed.get_rank()
+    return 0
+
+
+class SentenceTransformersAdapter(LossAdapter):
+    """How the Monitor reads a sentence-transformers loss with a :class:`RecordingSimilarity`:
+    the recorded ``query_to_doc`` matrix is the step's score matrix (``inputs="scores"``), and
+    the recorded directions' ``dL/dS`` feed the anatomy. The call's own arguments (token ids)
+    are not read."""
+
+    def __init__(self, loss_fn: object, loss_module: torch.nn.Module) -> None:
+        similarity = loss_module.similarity_fct
+        name = f"the watched loss {loss_name(loss_module)}"
+        super().__init__(name, "scores", SCORE_VALUES, {}, recorder=similarity,
+                         loss_fn=loss_module)  # fmt: skip
+        self.loss_module = loss_module
+        self.missing = dict.fromkeys(
+            ("embeddings", "embedding_grad", "smooth_ap_terms", "loss_kind"),
+            f"{name} is read through its score matrix (its embeddings are not passed to it)",
+        )
+
+    @contextmanager
+    def listening(self, score_grad: bool) -> Iterator[tuple[list, list]]:
+        """Hand the similarity a stitcher for the call (the matrix is the step's scores even
+        when no quantity reads ``dL/dS``); yields ``([stitcher], [])``."""
+        stitcher = _Stitcher(self.loss_module)
+        self.recorder.score_recorder = stitcher.record
+        try:
+            yield [stitcher], []
+        finally:
+            self.recorder.score_recorder = None
+
+    def capture(self, tensors: list, loss: torch.Tensor | None, tau: float, *, recorded=(),
+                score_grad: bool = False, **_ignored: object) -> BatchView:  # fmt: skip
+        """The BatchView of a logged call, from the matrices the similarity recorded (the
+        call's tensors, gradlab's loss record and the embeddings' gradient do not apply)."""
+        stitcher = next((item for item in recorded if isinstance(item, _Stitcher)), None)
+        captures = stitcher.finish() if stitcher is not None else []
+        if not captures:
+            raise GradlabError(
+                f"{self.name} recorded no score matrix with a gradient: is its similarity_fct "
+                "the RecordingSimilarity the Monitor watches, and does the call run with "
+                "gradients enabled?"
+            )
+        primary = captures[0]
+        batch = self.read([primary.scores, primary.positives], loss, tau)
+        if type(self.loss_module).__name__ == "GISTEmbedLoss":  # masked false negatives
+            batch.__dict__["layout"] = RetrievalLayout(primary.scores, primary.positives,
+                                                       primary.candidates)  # fmt: skip
+        if score_grad:
+            batch.score_captures = captures
+        return batch
+
+
+def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:
+    """The adapter maker for sentence-transformers losses with a :class:`RecordingSimilarity`
+    (registered with :func:`gradlab.monitor.adapters.register` when this module is imported):
+    the loss itself, or the ``LossForward`` of
+    :meth:`~gradlab.integrations.transformers.GradlabTrainerCallback.watch`.
+
+    Example:
+        >>> sentence_transformers_adapter(len, None) is None
+        True
+    """
+    module = getattr(loss_fn, "loss_module", loss_fn)
+    if inputs not in (None, "scores") or not isinstance(module, torch.nn.Module):
+        return None
+    if not isinstance(getattr(module, "similarity_fct", None), RecordingSimilarity):
+        return None
+    return SentenceTransformersAdapter(loss_fn, module)
+
+
+register(sentence_transformers_adapter)

@@ -1,0 +1,236 @@
+"""RecordingSimilarity: the score matrices of sentence-transformers losses, read by a Monitor.
+
+References are independent: float64 cosine matrices of the model's embeddings and dL/dS from
+float64 re-implementations of each loss's formula (sentence-transformers 6.2's layout), with
+autograd on leaf score matrices.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("sentence_transformers")
+pytest.importorskip("datasets")
+
+from sentence_transformers.sentence_transformer import losses
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.integrations.sentence_transformers import (
+    RecordingSimilarity,
+    record_scores,
+    sentence_transformers_adapter,
+)
+from gradlab.integrations.transformers import GradlabTrainerCallback
+from gradlab.monitor import read_jsonl
+from tests.helpers.hf_models import (
+    bert_sentence_model,
+    caption_pairs,
+    sentence_features,
+    sentence_training_arguments,
+    static_model,
+)
+
+
+def embed(model, texts):
+    with torch.no_grad():
+        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
+
+
+def cosine64(first, second):
+    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
+
+
+def captured(loss, features):
+    """Call ``loss`` as a logged Monitor call does; backward; the step's BatchView."""
+    adapter = sentence_transformers_adapter(loss, None)
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(features, None)
+    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
+    value.backward()
+    return batch
+
+
+def test_mnrl_records_the_query_to_doc_matrix_with_hard_negatives_past_b():
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    negatives = positives[1:] + positives[:1]  # a hard negative per row, column B + i
+    loss = losses.MultipleNegativesRankingLoss(model, scale=20.0,
+                                               similarity_fct=RecordingSimilarity())  # fmt: skip
+    batch = captured(loss, sentence_features(model, anchors, positives, negatives))
+    (capture,) = batch.score_captures
+    scores = cosine64(embed(model, anchors), torch.cat([embed(model, positives),
+                                                        embed(model, negatives)]))  # fmt: skip
+    assert capture.direction == "i2t" and capture.scores.shape == (8, 16)
+    torch.testing.assert_close(capture.scores.to(torch.float64), scores, atol=1e-5, rtol=0)
+    expected_positives = torch.zeros(8, 16, dtype=torch.bool)
+    for row in range(8):
+        expected_positives[row, row] = True  # columns past B: hard negatives only
+    assert torch.equal(capture.positives, expected_positives)
+    # InfoNCE: dL/dS = scale (softmax(scale S) - onehot) / B, written out in float64.
+    grad = torch.zeros(8, 16, dtype=torch.float64)
+    for row in range(8):
+        exps = [math.exp(20.0 * float(value)) for value in scores[row]]
+        for column in range(16):
+            onehot = 1.0 if column == row else 0.0
+            grad[row, column] = 20.0 * (exps[column] / sum(exps) - onehot) / 8
+    torch.testing.assert_close(capture.grad.to(torch.float64), grad, atol=1e-5, rtol=0)
+    assert torch.equal(batch.scores, capture.scores)  # the step's score matrix
+
+
+def test_mnsrl_records_the_symmetric_term_as_t2i():
+    model = static_model()
+    anchors, positives = caption_pairs(6)
+    with pytest.warns(DeprecationWarning):
+        loss = losses.MultipleNegativesSymmetricRankingLoss(
+            model, scale=10.0, similarity_fct=RecordingSimilarity())
+    batch = captured(loss, sentence_features(model, anchors, positives))
+    i2t, t2i = batch.score_captures
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    scores = cosine64(embed(model, anchors), embed(model, positives))
+    # The loss in float64 on two leaf matrices: query_to_doc, and doc_to_query untransposed.
+    forward = scores.clone().requires_grad_()
+    backward = scores.clone().requires_grad_()
+    log_z = (torch.logsumexp(10.0 * forward, dim=1) + torch.logsumexp(10.0 * backward.T, dim=1))
+    (-(10.0 * forward.diagonal() - log_z / 2)).mean().backward()
+    torch.testing.assert_close(i2t.grad.to(torch.float64), forward.grad, atol=1e-5, rtol=0)
+    torch.testing.assert_close(t2i.grad.to(torch.float64), backward.grad, atol=1e-5, rtol=0)
+    assert torch.equal(t2i.positives, torch.eye(6, dtype=torch.bool))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("directions", [("query_to_doc",), ("query_to_doc", "doc_to_query")])
+def test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy(tmp_path,
+                                                                            directions):
+    model = bert_sentence_model(tmp_path / "bert")
+    anchors, positives = caption_pairs(12)
+    features = sentence_features(model, anchors, positives)
+    options = {"directions": directions, "partition_mode": "per_direction"}
+    plain = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity(),
+                                                **options)  # fmt: skip
+    cached = losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=4,
+                                                       similarity_fct=RecordingSimilarity(),
+                                                       **options)  # fmt: skip
+    one, stitched = captured(plain, features), captured(cached, features)
+    assert len(stitched.score_captures) == len(directions)
+    for first, second in zip(one.score_captures, stitched.score_captures, strict=True):
+        assert second.scores.shape == (12, 12) and second.direction == first.direction
+        torch.testing.assert_close(second.scores, first.scores, atol=1e-6, rtol=0)
+        torch.testing.assert_close(second.grad, first.grad, atol=1e-6, rtol=0)
+        assert torch.equal(second.positives, torch.eye(12, dtype=torch.bool))
+    records = []
+    for index, loss in enumerate((plain, cached)):
+        model.zero_grad()
+        with gradlab.Monitor(tmp_path / str(index), preset="full", every=1) as monitor:
+            monitor.watch(loss)(features, None).backward()
+            records.append(monitor.step())
+    keys = [key for key in records[0] if key.startswith(("anatomy_i2t_", "anatomy_t2i_"))]
+    assert len(keys) == 11 * len(directions)
+    for key in keys:
+        assert records[1][key] == pytest.approx(records[0][key], abs=1e-6, nan_ok=True), key
+
+
+@pytest.mark.slow
+def test_gist_records_anchor_positive_and_negative_columns_without_masked_pairs(tmp_path):
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(6)
+    negatives = caption_pairs(12)[1][6:]  # other scenes: no score ties with the positives
+    loss = record_scores(losses.GISTEmbedLoss(model, guide, temperature=0.05, margin=0.05))
+    batch = captured(loss, sentence_features(model, anchors, positives, negatives))
+    (capture,) = batch.score_captures
+    a, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
+    ga, gp, gn = (embed(guide, texts) for texts in (anchors, positives, negatives))
+    guided_positive = cosine64(ga, gp).diagonal().unsqueeze(1)
+    blocks = [(a, p, ga, gp, True), (a, a, ga, ga, False), (p, p, gp, gp, False),
+              (a, n, ga, gn, False)]  # fmt: skip
+    leaves, masks = [], []
+    for first, second, guide_first, guide_second, paired in blocks:
+        mask = cosine64(guide_first, guide_second) > guided_positive - 0.05  # absolute margin
+        if paired:
+            mask &= ~torch.eye(6, dtype=torch.bool)
+        leaves.append(cosine64(first, second).requires_grad_())
+        masks.append(mask)
+    logits = torch.cat([leaf.masked_fill(mask, -math.inf) for leaf, mask in zip(leaves, masks,
+                                                                                strict=True)], 1)
+    F.cross_entropy(logits / 0.05, torch.arange(6)).backward()
+    torch.testing.assert_close(capture.scores.to(torch.float64),
+                               torch.cat([leaves[0], leaves[3]], 1).detach(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(capture.grad.to(torch.float64),
+                               torch.cat([leaves[0].grad, leaves[3].grad], 1), atol=1e-5, rtol=0)
+    assert torch.equal(capture.candidates, ~torch.cat([masks[0], masks[3]], 1))
+    assert masks[0].any() and masks[3].any()  # the guide masked pairs in both blocks
+    assert capture.positives[:, :6].equal(torch.eye(6, dtype=torch.bool))
+    assert not capture.positives[:, 6:].any()
+
+
+def trainer_run(tmp_path, watch: bool):
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+
+    model = static_model()
+    anchors, positives = caption_pairs(64)
+    data = Dataset.from_dict({"anchor": anchors, "positive": positives})
+    if watch:
+        callback = GradlabTrainerCallback(preset="full")
+        loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+        assert callback.watch(loss) is loss
+    else:
+        callback, loss = None, losses.MultipleNegativesRankingLoss(model)
+    trainer = SentenceTransformerTrainer(model=model, args=sentence_training_arguments(tmp_path),
+                                         train_dataset=data, loss=loss,
+                                         callbacks=[callback] if callback else None)  # fmt: skip
+    if callback is not None:
+        callback.attach(trainer)
+    trainer.train()
+    return trainer
+
+
+@pytest.mark.slow
+def test_sentence_transformer_trainer_logs_the_anatomy_and_trains_bit_identically(tmp_path):
+    watched = trainer_run(tmp_path / "a", watch=True)
+    plain = trainer_run(tmp_path / "b", watch=False)
+    for (name, first), (_, second) in zip(watched.model.named_parameters(),
+                                          plain.model.named_parameters(), strict=True):  # fmt: skip
+        assert torch.equal(first, second), name
+    _, records = read_jsonl(tmp_path / "a" / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2, 3, 4, 5]
+    entries = [entry for entry in watched.state.log_history if "gradlab/loss" in entry]
+    assert [entry["step"] for entry in entries] == [1, 2, 3, 4, 5]
+    for record, entry in zip(records, entries, strict=True):
+        logged = {key.removeprefix("gradlab/") for key in entry if key.startswith("gradlab/")}
+        assert logged == set(record) - {"step"}
+        assert entry["gradlab/loss"] == record["loss"]
+    assert records[0]["anatomy_i2t_active_negatives_mean"] > 0
+    plain_losses = [entry["loss"] for entry in plain.state.log_history if "loss" in entry]
+    assert [record["loss"] for record in records] == pytest.approx(plain_losses, rel=1e-6)
+
+
+def test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient():
+    from sentence_transformers.util import cos_sim, dot_score
+
+    first = torch.randn(5, 4, requires_grad=True)
+    second = torch.randn(7, 4)
+    for function in (cos_sim, dot_score):
+        recording = RecordingSimilarity(function)
+        recording.score_recorder = lambda direction, matrix, mask: None
+        torch.testing.assert_close(recording(first, second), function(first, second),
+                                   atol=0, rtol=0)  # fmt: skip
+    assert RecordingSimilarity().__name__ == "cos_sim"
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(GradlabError, match="similarity_fct must be a callable"):
+        RecordingSimilarity(3)
+    with pytest.raises(GradlabError, match="has none"):
+        record_scores(torch.nn.Linear(2, 2))
+    with pytest.raises(GradlabError, match="score_recorder"):
+        RecordingSimilarity().score_recorder = 3
+    model = static_model()
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    adapter = sentence_transformers_adapter(loss, None)
+    with pytest.raises(GradlabError, match="recorded no score matrix"):
+        adapter.capture([], None, 0.01, recorded=[])
+    assert sentence_transformers_adapter(losses.MultipleNegativesRankingLoss(model), None) is None
