@@ -75,8 +75,10 @@ def _slug(title: str) -> str:
 
 
 def check_site(site: Path, screenshots: Path, chromium: str | None = None,
-               max_height: int = 4000) -> tuple[list[str], list[Path]]:
-    """Problems found and screenshots written for every nav page of the built ``site``."""
+               max_height: int = 4000,
+               pages: list[tuple[str, str]] | None = None) -> tuple[list[str], list[Path]]:
+    """Problems found and screenshots written for ``pages`` (``(title, url path)``, default
+    every nav page, :func:`nav_pages`) of the built ``site``."""
     from playwright.sync_api import sync_playwright
 
     from gradlab.report.browser_check import CHROMIUM_ARGS, find_chromium
@@ -103,7 +105,7 @@ def check_site(site: Path, screenshots: Path, chromium: str | None = None,
                 f"{current['url']}: failed request: {r.url[:160]}"))  # fmt: skip
             page.on("response", lambda r: r.status >= 400 and problems.append(
                 f"{current['url']}: HTTP {r.status}: {r.url[:160]}"))  # fmt: skip
-            for number, (title, path) in enumerate(nav_pages(), start=1):
+            for number, (title, path) in enumerate(pages or nav_pages(), start=1):
                 current["url"] = path or "index"
                 page.goto(base + path, wait_until="networkidle")
                 probe = page.evaluate(_PAGE_PROBE)
