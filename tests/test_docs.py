@@ -4,8 +4,6 @@ public name has its API entry, and user-facing text cites papers, not internal i
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +11,7 @@ import pytest
 import gradlab
 import gradlab.functional
 import gradlab.monitor
+from tools.docs_check import build_site
 from tools.readme_blocks import ROOT
 
 PUBLIC = (gradlab, gradlab.functional, gradlab.monitor)
@@ -29,11 +28,7 @@ USER_FACING = ("README.md", "docs", "gradlab/experiments", "gradlab/report", "gr
 def site(tmp_path_factory) -> Path:
     """The site built by ``mkdocs build --strict`` into a temporary folder."""
     folder = tmp_path_factory.mktemp("site")
-    completed = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    completed = build_site(folder)
     assert completed.returncode == 0, completed.stderr[-4000:]
     return folder
 

@@ -4,14 +4,11 @@ the intact site has no problem (needs Playwright and a Chromium, as the report's
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from gradlab.report.browser_check import find_chromium
-from tools.docs_check import check_site, nav_pages
-from tools.readme_blocks import ROOT
+from tools.docs_check import build_site, check_site, nav_pages
 
 pytest.importorskip("playwright.sync_api")
 if find_chromium() is None:
@@ -24,11 +21,7 @@ PAGES = [("Home", ""), ("Benchmarks", "benchmarks/")]
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     folder = tmp_path_factory.mktemp("site")
-    completed = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+    completed = build_site(folder)
     assert completed.returncode == 0, completed.stderr[-3000:]
     return folder
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import subprocess
 import sys
 import threading
 import urllib.parse
@@ -56,6 +57,15 @@ def nav_pages(config: Path = ROOT / "mkdocs.yml") -> list[tuple[str, str]]:
 
     walk(nav)
     return pages
+
+
+def build_site(folder: Path) -> subprocess.CompletedProcess:
+    """``mkdocs build --strict`` of this checkout into ``folder`` (what ``make docs`` runs)."""
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(folder)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
