@@ -19,6 +19,7 @@ from gradlab.equivalence.steps import (
     CrossBatchMemory,
     FullBatch,
     GradCache,
+    Step,
 )
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
@@ -48,6 +49,9 @@ DEFAULT_PROCESSES = {"gather": 2, "gather-no-grad": 2, "local-loss": 2, "local-l
 def builtin_loss(name: str) -> torch.nn.Module:
     """The gradlab loss of a name of :data:`LOSSES`, with its default options.
 
+    Raises:
+        GradlabError: an unknown name.
+
     Example:
         >>> builtin_loss("nt-xent")
         NTXentLoss(temperature=0.1, direction='both', reduction='mean')
@@ -61,8 +65,17 @@ def builtin_loss(name: str) -> torch.nn.Module:
     return factories[name]()
 
 
-def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batches: int = 4):
+def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batches: int = 4) -> Step:
     """The step of a name of :data:`CANDIDATES`.
+
+    Args:
+        name: a key of :data:`CANDIDATES`.
+        loss: the loss of the step.
+        chunk_size: ``gradient-cache``'s chunk.
+        micro_batches: ``accumulation``'s ``k``.
+
+    Raises:
+        GradlabError: an unknown name or a bad option.
 
     Example:
         >>> builtin_candidate("local-loss", builtin_loss("nt-xent")).name
@@ -122,8 +135,12 @@ def check_builtin(
     loss_fn = builtin_loss(loss)
     if processes is None:
         processes = DEFAULT_PROCESSES.get(candidate, 1)
-    for option, value in (("--processes", processes), ("--chunk-size", chunk_size),
-                          ("--micro-batches", micro_batches), ("--batch-size", batch_size)):
+    for option, value in (
+        ("--processes", processes),
+        ("--chunk-size", chunk_size),
+        ("--micro-batches", micro_batches),
+        ("--batch-size", batch_size),
+    ):
         check_positive_int(option, value)  # fmt: skip
     if batch_size % 2:
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")

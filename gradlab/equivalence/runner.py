@@ -19,6 +19,7 @@ import os
 import tempfile
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -27,6 +28,7 @@ import torch
 from torch import nn
 
 from gradlab.equivalence.problem import GradientProbe, PairedBatch
+from gradlab.validation import check_positive_finite
 
 __all__ = ["Gradients", "run_distributed", "run_step"]
 
@@ -99,7 +101,7 @@ def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) 
     )
 
 
-def run_step(step, model: nn.Module, batch: PairedBatch) -> Gradients:
+def run_step(step: Callable, model: nn.Module, batch: PairedBatch) -> Gradients:
     """Run ``step(model, batch, probe)`` once, in this process, on a copy of ``model``.
 
     Args:
@@ -162,7 +164,7 @@ def _first_error(folder: str) -> str | None:
 
 
 def run_distributed(
-    steps, model: nn.Module, batch: PairedBatch, world_size: int = 2,
+    steps: Sequence[Callable], model: nn.Module, batch: PairedBatch, world_size: int = 2,
     timeout: float = DEFAULT_TIMEOUT_S,
 ) -> list[Gradients]:  # fmt: skip
     """Run each step in ``world_size`` gloo processes on this machine; rank 0's gradients.
@@ -182,13 +184,25 @@ def run_distributed(
         One :class:`Gradients` per step, in order.
 
     Raises:
+        GradlabError: ``world_size`` does not divide the batch, or ``timeout`` is not positive.
         TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
-        RuntimeError: a process raised (the message holds its traceback).
+        RuntimeError: a process raised (the message holds the traceback of the first one).
+
+    Example:
+        A script that starts the processes needs the ``__main__`` guard (spawn re-imports it)::
+
+            if __name__ == "__main__":
+                model, batch = synthetic_problem(batch_size=16)
+                loss = gradlab.NTXentLoss()
+                gather, local = run_distributed(
+                    [AllGather(loss), AllGather(loss, local_loss=True)], model, batch, 2)
+                print(compare(run_step(FullBatch(loss), model, batch), gather, batch))
     """
     import torch.multiprocessing as mp
 
     steps = list(steps)
     batch.shard(0, world_size)  # checks world_size against the batch
+    check_positive_finite("timeout", timeout)
     with tempfile.TemporaryDirectory(prefix="gradlab-equivalence-") as folder:
         torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))
         context = mp.start_processes(_worker, args=(world_size, folder, float(timeout)),

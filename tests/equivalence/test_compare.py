@@ -19,8 +19,10 @@ from gradlab.equivalence import (
     CrossBatchMemory,
     FullBatch,
     GradCache,
+    GradientProbe,
     PairedBatch,
     compare_gradients,
+    run_distributed,
     run_step,
     score_objective,
     synthetic_problem,
@@ -338,6 +340,22 @@ def _memory_batch():
             "memory and memory_labels go together",
         ),
         (lambda m, b, loss: synthetic_problem(batch_size=5), "batch_size must be even"),
+        (lambda m, b, loss: GradientProbe(4, 4, 2).queries(torch.zeros(2, 2),
+                                                            torch.tensor([0, 4])),
+         "rows must hold global indices in [0, 4); got values from 0 to 4"),
+        (lambda m, b, loss: GradientProbe(4, 4, 2).candidates(torch.zeros(2, 2),
+                                                               torch.tensor([0])),
+         "rows must give one index per row of candidates (2); got 1"),
+        (lambda m, b, loss: GradientProbe(4, 4, 2).scores(torch.zeros(2, 3), torch.tensor([0, 1]),
+                                                           torch.tensor([0, 1])),
+         "rows and columns must index the score block of shape (2, 3); got 2 rows and 2 columns"),
+        (lambda m, b, loss: GradientProbe(4, 4, 2).scores(torch.zeros(1, 1), torch.tensor([0]),
+                                                           torch.tensor([0.5])),
+         "columns must have an integer dtype"),
+        (lambda m, b, loss: run_distributed([FullBatch(loss)], m, b, world_size=5),
+         "world_size must be a positive integer that divides the batch size 16; got 5"),
+        (lambda m, b, loss: run_distributed([FullBatch(loss)], m, b, timeout=-1.0),
+         "timeout must be"),
     ],
 )
 def test_bad_input_is_refused_before_any_work(problem, call, message):
@@ -358,3 +376,16 @@ def test_a_zero_reference_gives_inf_and_nan_as_strings_in_the_dict(problem):
     record = result.to_dict()["quantities"]["dL/dtheta"]
     assert (record["relative"], record["scale"], record["agrees"]) == ("inf", "nan", False)
     json.dumps(result.to_dict(), allow_nan=False)
+
+
+def test_owned_rows_count_each_row_once():
+    # Two copies of one score matrix, each owning one row: the probe holds dL/dS once.
+    probe = GradientProbe(size=2, columns=2, embedding_size=1)
+    scores = torch.tensor([[0.1, 0.2], [0.3, 0.4]], dtype=torch.float64, requires_grad=True)
+    weights = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    rows = torch.arange(2)
+    first = probe.scores(scores * 1, rows, rows, owned_rows=torch.tensor([0]))
+    second = probe.scores(scores * 1, rows, rows, owned_rows=torch.tensor([1]))
+    ((first * weights).sum() + (second * weights).sum()).backward()
+    assert probe.gradients["scores"].tolist() == weights.tolist()
+    assert probe.scored.all() and probe.values.tolist() == scores.tolist()
