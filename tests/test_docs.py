@@ -139,3 +139,17 @@ def test_every_link_of_the_readme_reaches_a_file_and_its_anchor(site):
             if anchor not in _ids(page):
                 broken.append(link)
     assert broken == []
+
+
+def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
+    from tests.reference.smooth_ap_loops import in_batch_smooth_ap
+
+    page = (ROOT / "docs" / "getting-started.md").read_text()
+    section = page[page.index("## A first loss"):]
+    code = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    namespace: dict = {}
+    exec(compile(code, "docs/getting-started.md", "exec"), namespace)
+    embeddings, labels = namespace["embeddings"], namespace["labels"]
+    assert embeddings.grad is not None and embeddings.grad.abs().sum() > 0
+    aps = in_batch_smooth_ap(embeddings.tolist(), labels.tolist(), 0.01, include_query=False)
+    assert abs(namespace["loss"].item() - (1 - sum(aps) / len(aps))) < 1e-5  # float32 loss
