@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import os
+import pickle
 import tempfile
 import time
 import traceback
@@ -28,6 +29,7 @@ import torch
 from torch import nn
 
 from gradlab.equivalence.problem import GradientProbe, PairedBatch
+from gradlab.errors import GradlabError
 from gradlab.validation import check_positive_finite
 
 __all__ = ["Gradients", "run_distributed", "run_step"]
@@ -184,7 +186,8 @@ def run_distributed(
         One :class:`Gradients` per step, in order.
 
     Raises:
-        GradlabError: ``world_size`` does not divide the batch, or ``timeout`` is not positive.
+        GradlabError: ``world_size`` does not divide the batch, ``timeout`` is not positive,
+            or a step cannot be pickled.
         TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
         RuntimeError: a process raised (the message holds the traceback of the first one).
 
@@ -204,7 +207,14 @@ def run_distributed(
     batch.shard(0, world_size)  # checks world_size against the batch
     check_positive_finite("timeout", timeout)
     with tempfile.TemporaryDirectory(prefix="gradlab-equivalence-") as folder:
-        torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))
+        try:
+            torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))
+        except (pickle.PicklingError, AttributeError, TypeError) as error:
+            raise GradlabError(
+                "steps, model and batch must be picklable to reach the processes (a step "
+                "defined at module level, not a lambda or a local function); got "
+                f"{type(error).__name__}: {error}"
+            ) from None
         context = mp.start_processes(_worker, args=(world_size, folder, float(timeout)),
                                      nprocs=world_size, join=False,
                                      start_method="spawn")  # fmt: skip

@@ -356,6 +356,8 @@ def _memory_batch():
          "world_size must be a positive integer that divides the batch size 16; got 5"),
         (lambda m, b, loss: run_distributed([FullBatch(loss)], m, b, timeout=-1.0),
          "timeout must be"),
+        (lambda m, b, loss: run_distributed([lambda m, b, p: None], m, b),
+         "steps, model and batch must be picklable"),
     ],
 )
 def test_bad_input_is_refused_before_any_work(problem, call, message):
