@@ -190,7 +190,8 @@ GROUPS = {
                                 [*tests, *DEFAULTS_TESTS, *LOSS_TESTS])
        for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"],
-               ["tests/test_losses.py", "tests/test_defaults.py", *LOSS_TESTS]),
+               ["tests/test_losses.py", "tests/test_loss_module_calls.py", "tests/test_defaults.py",
+                *LOSS_TESTS]),
     **{f"monitor/{module}": ([f"gradlab/monitor/{module}.py"], tests)
        for module, tests in MONITOR_TESTS.items()},
     **{f"symbolic/{module}": ([f"gradlab/symbolic/{module}.py"], tests)

@@ -1,0 +1,192 @@
+"""What the loss modules add to their functional cores: call-form messages that name the class,
+which check refuses a NaN input with ``validate`` on and off, Blackbox AP's cross-modal form
+(its parameters, meta tensors, degenerate accounting), the base class's rules for a user's
+subclass, and a degenerate-batch warning that never points into gradlab's own files."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.functional.blackbox_ap import blackbox_ap
+from gradlab.losses import DegenerateBatchWarning, RankingLoss
+
+CROSS_MODAL = "loss(queries, candidates=candidates, positives=positives)"
+CLASS_FORM = {
+    "SmoothAPLoss": f"loss(embeddings, labels) or {CROSS_MODAL}",
+    "BlackboxAPLoss": f"loss(embeddings, labels) or {CROSS_MODAL}",
+    "FastAPLoss": "loss(embeddings, labels)",
+    "FAPPYLoss": "loss(embeddings, labels)",
+}
+
+
+def _batch(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(8, 3, generator=generator, dtype=torch.float64)
+    return embeddings, torch.arange(8) % 3
+
+
+def _cross_modal(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(4, 3, generator=generator, dtype=torch.float64)
+    candidates = torch.randn(6, 3, generator=generator, dtype=torch.float64)
+    return queries, candidates
+
+
+def _message(call) -> str:
+    with pytest.raises(GradlabError) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("name", sorted(CLASS_FORM))
+def test_a_wrong_call_form_names_the_class_and_its_forms(name):
+    loss_fn = getattr(gradlab, name)()
+    embeddings, labels = _batch()
+    cross_modal = CROSS_MODAL in CLASS_FORM[name]
+    hint = " (cross-modal: pass candidates and positives by keyword)" if cross_modal else ""
+    assert _message(lambda: loss_fn(embeddings, labels, torch.ones(8))) == (
+        f"{name} takes {CLASS_FORM[name]}; got 3 positional arguments{hint}"
+    )
+    missing = f"{name} takes {CLASS_FORM[name]}; labels is missing"
+    assert _message(lambda: loss_fn(embeddings)) == missing
+
+
+@pytest.mark.parametrize(
+    ("make", "on", "off"),
+    [
+        (lambda **kw: gradlab.FAPPYLoss(0.25, **kw),
+         "embeddings must be finite; it holds NaN or infinite entries",
+         "similarities must be finite; it holds NaN or infinite entries"),
+        (lambda **kw: gradlab.BlackboxAPLoss(**kw),
+         "embeddings must be finite; it holds NaN or infinite entries",
+         "scores must not hold NaN or +inf (-inf marks a non-candidate)"),
+        (lambda **kw: gradlab.FastAPLoss(**kw),
+         "embeddings must be finite; it holds NaN or infinite entries", None),
+    ],
+)  # fmt: skip
+def test_validate_off_leaves_a_nan_embedding_to_the_functional_core(make, on, off):
+    """With validate=False the module checks nothing and asks its core not to either: what
+    remains is the core's own rule (FAPPY's and Blackbox AP's refuse NaN, FastAP's gives NaN)."""
+    embeddings, labels = _batch()
+    embeddings[1, 0] = math.nan
+    assert _message(lambda: make()(embeddings, labels)) == on
+    if off is None:
+        assert math.isnan(make(validate=False)(embeddings, labels).item())
+    else:
+        assert _message(lambda: make(validate=False)(embeddings, labels)) == off
+
+
+def test_cross_modal_blackbox_ap_refuses_nan_only_under_validate():
+    queries, candidates = _cross_modal()
+    queries[0, 0] = math.nan
+    positives = torch.eye(4, 6, dtype=torch.bool)
+
+    def call(**kw):
+        return gradlab.BlackboxAPLoss(**kw)(queries, candidates=candidates, positives=positives)
+
+    assert _message(call) == "queries and candidates must be finite; NaN or inf found"
+    assert _message(lambda: call(validate=False)) == (
+        "scores must not hold NaN or +inf (-inf marks a non-candidate)"
+    )
+
+
+@pytest.mark.parametrize("meta", ["queries", "candidates", "positives"])
+def test_cross_modal_blackbox_ap_refuses_a_meta_tensor_by_name(meta):
+    queries, candidates = _cross_modal()
+    tensors = {"queries": queries, "candidates": candidates,
+               "positives": torch.eye(4, 6, dtype=torch.bool)}  # fmt: skip
+    tensors[meta] = tensors[meta].to("meta")
+    loss_fn = gradlab.BlackboxAPLoss()
+
+    def call():
+        return loss_fn(tensors["queries"], candidates=tensors["candidates"],
+                       positives=tensors["positives"])  # fmt: skip
+
+    assert _message(call) == (
+        f"{meta} is a meta tensor (a shape without values); pass a tensor on a real device "
+        "(cpu, cuda, ...)"
+    )
+
+
+def test_cross_modal_blackbox_ap_uses_its_interpolation_and_margin():
+    queries, candidates = _cross_modal(3)
+    queries.requires_grad_(True)
+    positives = torch.zeros(4, 6, dtype=torch.bool)
+    positives[torch.arange(4), torch.tensor([0, 2, 4, 5])] = True
+    positives[0, 1] = True
+    loss_fn = gradlab.BlackboxAPLoss(interpolation=40.0, margin=0.5)
+    value = loss_fn(queries, candidates=candidates, positives=positives)
+    (grad,) = torch.autograd.grad(value, queries)
+    # the same loss from the functional core, written out here: cosine scores, mean AP
+    scores = F.normalize(queries, dim=1) @ F.normalize(candidates, dim=1).T
+    expected = 1.0 - blackbox_ap(scores, positives, 40.0, 0.5).mean()
+    (expected_grad,) = torch.autograd.grad(expected, queries)
+    assert value.item() == pytest.approx(expected.item(), abs=1e-12)
+    torch.testing.assert_close(grad, expected_grad, rtol=0, atol=1e-12)
+    assert torch.count_nonzero(grad) > 0
+
+
+@pytest.mark.parametrize(
+    ("rows", "counted"),
+    [
+        ([[0, 1], [1], [2, 3, 4], [5]], 0),  # ordinary rows, one to three positives
+        ([[0], [1], [2], [3]], 0),  # one positive per row still ranks it among negatives
+        ([[0, 1, 2, 3], [0, 1, 2, 3, 4, 5], [0, 1, 2, 3, 4, 5], [1, 2]], 0),  # many positives
+        ([[], [], [], []], 1),  # no positive anywhere
+        ([[0, 1, 2, 3, 4, 5]] * 4, 1),  # every candidate positive: no negative to rank below
+        ([[0, 1, 2, 3, 4, 5], [], [0, 1, 2, 3, 4, 5], []], 1),
+    ],
+)
+def test_cross_modal_blackbox_ap_counts_batches_without_ranking_signal(rows, counted):
+    queries, candidates = _cross_modal()
+    positives = torch.zeros(4, 6, dtype=torch.bool)
+    for row, columns in enumerate(rows):
+        positives[row, columns] = True
+    loss_fn = gradlab.BlackboxAPLoss()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss_fn(queries, candidates=candidates, positives=positives)
+    assert loss_fn.degenerate_batches == counted
+    assert len([w for w in caught if w.category is DegenerateBatchWarning]) == counted
+
+
+def test_a_users_subclass_validates_by_default_and_must_declare_a_known_form():
+    class MyLoss(RankingLoss):
+        input_form = "scores"
+
+    assert MyLoss().validate is True and MyLoss(validate=False).validate is False
+    with pytest.raises(GradlabError) as caught:
+
+        class Odd(RankingLoss):
+            input_form = "logits"
+
+    assert str(caught.value) == (
+        "Odd.input_form must be one of ('embeddings', 'scores'); got 'logits'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("make", "degenerate"),
+    [
+        (lambda: gradlab.SmoothAPLoss(0.1), lambda: (torch.randn(4, 3), torch.arange(4))),
+        (lambda: gradlab.FastAPLoss(), lambda: (torch.randn(4, 3), torch.arange(4))),
+        (lambda: gradlab.NTXentLoss(), lambda: (torch.rand(3, 4), torch.zeros(3, 4) > 0)),
+    ],
+)
+def test_the_degenerate_batch_warning_never_points_into_gradlab(make, degenerate):
+    """Under mutation testing too: the first frame outside gradlab is then a trampoline of the
+    mutation tool; either way not a file of the package."""
+    package = Path(gradlab.__file__).resolve().parent
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        make()(*degenerate())
+    (flagged,) = [w for w in caught if w.category is DegenerateBatchWarning]
+    assert package not in Path(flagged.filename).resolve().parents
