@@ -42,16 +42,15 @@ for value and gradient for gradient, and diagnostics never pass through the loss
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
-from gradlab.functional.layouts import RetrievalLayout
-from gradlab.monitor.adapters import SCORE_VALUES, LossAdapter, loss_name, register
-from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
+from gradlab.monitor.adapters import LossAdapter, loss_name, register
+from gradlab.monitor.batch import ScoreCapture
 from gradlab.validation import ScoreRecorderSlot
 
 try:
@@ -63,7 +62,6 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
 __all__ = [
     "MNRL_DIRECTIONS",
     "RecordingSimilarity",
-    "SentenceTransformersAdapter",
     "record_scores",
     "sentence_transformers_adapter",
 ]
@@ -145,73 +143,6 @@ def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
     return loss
 
 
-class _Part:
-    """One recorded matrix: its values when recorded, the live tensor (the loss may mask it
-    in place afterwards) and its gradient once backward reaches it."""
-
-    def __init__(self, matrix: torch.Tensor, stitch: _Stitch) -> None:
-        self.scores = matrix.detach().clone()
-        self.live = matrix.detach()  # shares memory: sees the loss's in-place masking
-        self.grad: torch.Tensor | None = None
-        self.stitch = stitch
-
-        def keep(grad: torch.Tensor) -> None:
-            self.grad = grad.detach().clone()  # read only: returning None keeps it
-            stitch.complete()
-
-        matrix.register_hook(keep)
-
-
-class _Stitch:
-    """The parts of one direction's matrix, joined along ``dim`` into one capture."""
-
-    def __init__(self, direction: str, dim: int, offset: int) -> None:
-        self.direction, self.dim, self.offset = direction, dim, offset
-        self.parts: list[_Part] = []
-        self.extra: list[_Part] = []  # further columns (GIST's hard negatives)
-        self.capture: ScoreCapture | None = None
-
-    def all_parts(self) -> list[_Part]:
-        return [*self.parts, *self.extra]
-
-    def finish(self) -> ScoreCapture:
-        """The capture: stitched scores, positives, candidates; its grad once all parts have."""
-        blocks = [part.scores for part in self.parts]
-        scores = torch.cat(blocks, dim=self.dim)
-        queries = scores.shape[1] if self.dim == 1 else scores.shape[0]
-        rows = torch.arange(queries, device=scores.device)
-        positives = torch.zeros_like(scores, dtype=torch.bool)
-        if self.dim == 0:  # rows are the queries: the positive of row i is column offset + i
-            positives[rows, self.offset + rows] = True
-        else:  # columns are the queries: the positive of column j is row offset + j
-            positives[self.offset + rows, rows] = True
-        if self.extra:
-            scores = torch.cat([scores, *(part.scores for part in self.extra)], dim=1)
-            positives = torch.cat([positives, *(torch.zeros_like(part.scores, dtype=torch.bool)
-                                                for part in self.extra)], dim=1)  # fmt: skip
-        masked = torch.cat([_masked(part) for part in self.parts], dim=self.dim)
-        if self.extra:
-            masked = torch.cat([masked, *(_masked(part) for part in self.extra)], dim=1)
-        # Candidates: every column but those the loss masked (no host sync to ask whether any).
-        self.capture = ScoreCapture(self.direction, scores, positives, ~masked)
-        self.complete()
-        return self.capture
-
-    def complete(self) -> None:
-        """Set the capture's gradient when every part has one (a hook calls it)."""
-        if self.capture is None or any(part.grad is None for part in self.all_parts()):
-            return
-        grad = torch.cat([part.grad for part in self.parts], dim=self.dim)
-        if self.extra:
-            grad = torch.cat([grad, *(part.grad for part in self.extra)], dim=1)
-        self.capture.grad = grad
-
-
-def _masked(part: _Part) -> torch.Tensor:
-    """Entries the loss set to ``-inf`` after the similarity returned them (not candidates)."""
-    return torch.isneginf(part.live) & ~torch.isneginf(part.scores)
-
-
 class _Stitcher:
     """The ``score_recorder`` of one logged loss call: names each recorded matrix by the loss's
     call order (module docstring) and stitches mini-batches."""
@@ -219,7 +150,7 @@ class _Stitcher:
     def __init__(self, loss: object) -> None:
         self.loss = loss
         self.calls = 0
-        self.stitches: dict[str, _Stitch] = {}
+        self.stitches: dict[str, Stitch] = {}
         self.offset = _rank_offset(loss)
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
@@ -238,19 +169,16 @@ class _Stitcher:
         else:
             role = self.roles[self.calls % len(self.roles)]
         self.calls += 1
-        if role in ("query_to_doc", "gist_ap"):
-            stitch = self._stitch("i2t", 0, matrix.shape[0])
-            stitch.parts.append(_Part(matrix, stitch))
+        if role in ("query_to_doc", "gist_ap"):  # rows are the local queries
+            self._stitch("i2t", matrix.shape[0]).add(matrix)
         elif role == "doc_to_query":  # similarity(queries, local_docs): columns are queries
-            stitch = self._stitch("t2i", 1, matrix.shape[1])
-            stitch.parts.append(_Part(matrix, stitch))
-        elif role == "gist_an" and "i2t" in self.stitches:
-            stitch = self.stitches["i2t"]
-            stitch.extra.append(_Part(matrix, stitch))
+            self._stitch("t2i", matrix.shape[1]).add(matrix, transposed=True)
+        elif role == "gist_an" and "i2t" in self.stitches:  # further columns: hard negatives
+            self.stitches["i2t"].add(matrix, block=1)
 
-    def _stitch(self, direction: str, dim: int, local: int) -> _Stitch:
+    def _stitch(self, direction: str, local: int) -> Stitch:
         if direction not in self.stitches:
-            self.stitches[direction] = _Stitch(direction, dim, self.offset * local)
+            self.stitches[direction] = Stitch(direction, self.offset * local)
         return self.stitches[direction]
 
     def finish(self) -> list[ScoreCapture]:
@@ -269,56 +197,6 @@ def _rank_offset(loss: object) -> int:
     return 0
 
 
-class SentenceTransformersAdapter(LossAdapter):
-    """How the Monitor reads a sentence-transformers loss with a :class:`RecordingSimilarity`:
-    the recorded ``query_to_doc`` matrix is the step's score matrix (``inputs="scores"``), and
-    the recorded directions' ``dL/dS`` feed the anatomy. The call's own arguments (token ids)
-    are not read."""
-
-    def __init__(self, loss_fn: object, loss_module: torch.nn.Module) -> None:
-        similarity = loss_module.similarity_fct
-        name = f"the watched loss {loss_name(loss_module)}"
-        super().__init__(name, "scores", SCORE_VALUES, {}, recorder=similarity,
-                         loss_fn=loss_module)  # fmt: skip
-        self.loss_module = loss_module
-        self.missing = dict.fromkeys(
-            ("embeddings", "embedding_grad", "smooth_ap_terms", "loss_kind"),
-            f"{name} is read through its score matrix (its embeddings are not passed to it)",
-        )
-
-    @contextmanager
-    def listening(self, score_grad: bool) -> Iterator[tuple[list, list]]:
-        """Hand the similarity a stitcher for the call (the matrix is the step's scores even
-        when no quantity reads ``dL/dS``); yields ``([stitcher], [])``."""
-        stitcher = _Stitcher(self.loss_module)
-        self.recorder.score_recorder = stitcher.record
-        try:
-            yield [stitcher], []
-        finally:
-            self.recorder.score_recorder = None
-
-    def capture(self, tensors: list, loss: torch.Tensor | None, tau: float, *, recorded=(),
-                score_grad: bool = False, **_ignored: object) -> BatchView:  # fmt: skip
-        """The BatchView of a logged call, from the matrices the similarity recorded (the
-        call's tensors, gradlab's loss record and the embeddings' gradient do not apply)."""
-        stitcher = next((item for item in recorded if isinstance(item, _Stitcher)), None)
-        captures = stitcher.finish() if stitcher is not None else []
-        if not captures:
-            raise GradlabError(
-                f"{self.name} recorded no score matrix with a gradient: is its similarity_fct "
-                "the RecordingSimilarity the Monitor watches, and does the call run with "
-                "gradients enabled?"
-            )
-        primary = captures[0]
-        batch = self.read([primary.scores, primary.positives], loss, tau)
-        if type(self.loss_module).__name__ == "GISTEmbedLoss":  # masked false negatives
-            batch.__dict__["layout"] = RetrievalLayout(primary.scores, primary.positives,
-                                                       primary.candidates)  # fmt: skip
-        if score_grad:
-            batch.score_captures = captures
-        return batch
-
-
 def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:
     """The adapter maker for sentence-transformers losses with a :class:`RecordingSimilarity`
     (registered with :func:`gradlab.monitor.adapters.register` when this module is imported):
@@ -332,9 +210,15 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     module = getattr(loss_fn, "loss_module", loss_fn)
     if inputs not in (None, "scores") or not isinstance(module, torch.nn.Module):
         return None
-    if not isinstance(getattr(module, "similarity_fct", None), RecordingSimilarity):
+    similarity = getattr(module, "similarity_fct", None)
+    if not isinstance(similarity, RecordingSimilarity):
         return None
-    return SentenceTransformersAdapter(loss_fn, module)
+    return RecordedScoresAdapter(
+        f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),
+        loss_fn=module, masked_candidates=type(module).__name__ == "GISTEmbedLoss",
+        hint=": is its similarity_fct the RecordingSimilarity the Monitor watches, and does "
+        "the call run with gradients enabled?",
+    )  # fmt: skip
 
 
 register(sentence_transformers_adapter)
