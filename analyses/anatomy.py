@@ -1,4 +1,4 @@
-"""Gradient anatomy (issue 11): SmoothAP, VSE++ max-violation and NT-Xent on one batch.
+"""Gradient anatomy: SmoothAP, VSE++ max-violation and NT-Xent on one batch.
 
 Writes figures/anatomy_comparison.json and figures/anatomy_comparison.png. Fixed seeds and one
 CPU thread: a rerun reproduces the JSON byte for byte.

@@ -1,4 +1,4 @@
-"""FAPPY Lemma 1 measured (issue 6): where dP_ij/ds_ik is non-zero, and its value.
+"""FAPPY Lemma 1 measured: where dP_ij/ds_ik is non-zero, and its value.
 
 Usage: python analyses/fappy_lemma1.py [--quick] [--out figures]
 """

@@ -1,5 +1,6 @@
-"""Operating-region figures (issue 5): closed forms, training dynamics, and P against batch size
-on the 10-class digits (uniform vs 8-class batches; the seed's sampler is analyses/studies.py).
+"""Operating-region figures: closed forms, training dynamics, and P against batch size
+on the 10-class digits (uniform vs 8-class batches; Brown et al.'s (2020) sampler is in
+analyses/studies.py).
 
 Usage: python analyses/operating_region.py [--quick] [--out figures]
 """

@@ -1,4 +1,4 @@
-"""The three per-seed studies of issue 13: P vs batch size, losses on digit strings, digit scenes.
+"""Three studies of the papers' claims: P vs batch size, losses on digit strings, digit scenes.
 
 Each study is one call into :mod:`gradlab.experiments`; its JSON and figures go into ``--out``.
 

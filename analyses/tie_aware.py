@@ -1,4 +1,4 @@
-"""Harmonic-vs-log figures (issue 4): the error surface and relaxed vs exact AP / DCG.
+"""Harmonic-vs-log figures: the error surface and relaxed vs exact AP / DCG.
 
 Usage: python analyses/tie_aware.py [--quick] [--out figures]
 """

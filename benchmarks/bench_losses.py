@@ -1,4 +1,5 @@
-"""Loss cost against mini-batch size: SmoothAP, FastAP, Blackbox AP and FAPPY (seed 002, Table S2).
+"""Loss cost against mini-batch size: SmoothAP, FastAP, Blackbox AP and FAPPY (Brown et al.
+2020, suppl., Table S2).
 
 Writes ``benchmarks/results/losses.json`` and ``figures/loss_cost.png`` (``_cuda`` with
 ``--device cuda``). Forward+backward from d = 512 embeddings, 4 per class, the losses

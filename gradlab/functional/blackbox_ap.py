@@ -8,7 +8,8 @@ incoming gradient ``g`` with respect to the ranks, the scores are perturbed to
 ``s' = s + lambda g`` and the returned gradient is ``-(rank(s) - rank(s')) / lambda``: the
 gradient of a piecewise-linear interpolation of the loss, *not* of the forward function.
 
-Ranks are computed by sorting, ``O(C log C)`` per query (seed 002's Table S2 ``O(n log n)``).
+Ranks are computed by sorting, ``O(C log C)`` per query (Brown et al. 2020, suppl., Table S2:
+``O(n log n)``).
 
 **Second derivatives are refused.** The backward is not the derivative of the forward, so a
 second derivative has no meaning: ``torch.autograd.grad(..., create_graph=True)`` through Blackbox

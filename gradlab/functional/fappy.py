@@ -1,4 +1,4 @@
-"""FAPPY: the false positive probability of positive pairs (seed 004, Eq. 1-7, Algorithm 1).
+"""FAPPY: the false positive probability of positive pairs (Zhong et al., Eq. 1-7, Algorithm 1).
 
 For bin width ``Delta`` the boundaries are ``b_m = -1 + m Delta``, ``m = 0 .. 2/Delta``. A
 positive pair ``<i, j>`` with cosine ``s_ij`` in ``[b_t, b_{t+1}]`` puts
@@ -15,7 +15,7 @@ Summing the kernel weights of one negative over ``u >= t`` gives
     dP_ij / ds_ik = ( h_left [s_ik in [b_{t-1}, b_t]]
                     + h_right [s_ik in [b_t, b_{t+1}]] ) / (|N| Delta)
 
-is non-zero on **two** bins: the pair's own bin and the one below it. Seed 004's Lemma 1 and its
+is non-zero on **two** bins: the pair's own bin and the one below it. Zhong et al.'s Lemma 1 and its
 appendix state one bin and the value ``-h_right`` (see :func:`fappy_gradient_closed_form` and
 ``gradlab audit``).
 
@@ -140,7 +140,7 @@ def false_positive_probability(
     *,
     pairs: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
-    """``P_ij^Delta`` (seed 004, Eq. 7) of every positive pair of a batch.
+    """``P_ij^Delta`` (Zhong et al., Eq. 7) of every positive pair of a batch.
 
     Args:
         similarities: ``[B, B]`` cosine similarities.
@@ -191,7 +191,7 @@ def fappy_loss(
     *,
     validate: bool = True,
 ) -> torch.Tensor:
-    """The multi-scale FAPPY loss of Algorithm 1 (seed 004) from embeddings and labels.
+    """The multi-scale FAPPY loss of Algorithm 1 (Zhong et al.) from embeddings and labels.
 
     Cosine similarities; scales from :func:`fappy_deltas`. A batch without positive pairs has
     loss 0 (attached to the graph).
@@ -260,7 +260,7 @@ def fappy_lemma1_as_printed(
 
 
 def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
-    """Distance of L2-normalized vectors from their cosine: ``sqrt(2 - 2 s)`` (seed 004, appendix).
+    """Distance of L2-normalized vectors from their cosine: ``sqrt(2 - 2 s)`` (Zhong et al., app.).
 
     Example:
         >>> euclidean_from_cosine(torch.tensor([1.0, 0.0, -1.0]))

@@ -1,4 +1,4 @@
-"""FastAP (Cakir et al., CVPR 2019): AP from histograms of distances (seed 002, Table S2).
+"""FastAP (Cakir et al., CVPR 2019): AP from histograms of distances (Brown et al. 2020, Table S2).
 
 Embeddings are L2-normalized; the squared Euclidean distance ``d = |x - y|^2 = 2 - 2 cos`` lies in
 ``[0, 4]``. With ``L`` bins the centres are ``z_l = l * 4/L`` (``l = 0 .. L``) and each distance

@@ -1,9 +1,9 @@
-"""Continuous replacements of harmonic and DCG-discount partial sums (seed 003, Eq. 11, 14, 17-21).
+"""Continuous replacements of harmonic and DCG-discount partial sums (He et al. 2018, Eq. 11-21).
 
 The relaxed tie-aware metrics need ``sum_{t=a+1}^{b} 1/t = H(b) - H(a)`` and
 ``sum_{t=a+1}^{b} 1/log2(t+1)`` for *real* counts ``a <= b``. Three replacements each:
 
-``"log"`` (the seed's Eq. 11 and 14)
+``"log"`` (the paper's Eq. 11 and 14)
     ``ln b - ln a`` and ``ln2 [li(b+1) - li(a+1)]``. Both diverge at the first bin (``a = 0``):
     ``ln 0`` and ``li(1)`` are ``-inf``. gradlab keeps the printed form for counts of at least one
     item and continues each antiderivative below one item by its tangent line at 1
@@ -107,7 +107,7 @@ def _li_antiderivative(x: torch.Tensor) -> torch.Tensor:
 
 
 def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:
-    """A continuous stand-in for ``H(b) - H(a) = sum_{t=a+1}^b 1/t`` (seed 003, Eq. 10-11).
+    """A continuous stand-in for ``H(b) - H(a) = sum_{t=a+1}^b 1/t`` (He et al. 2018, Eq. 10-11).
 
     Args:
         a, b: real counts ``0 <= a <= b`` (broadcastable tensors).
@@ -153,7 +153,7 @@ def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
 
 
 def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:
-    """A continuous stand-in for ``sum_{t=a+1}^b 1/log2(t+1)`` (seed 003, Eq. 14-16).
+    """A continuous stand-in for ``sum_{t=a+1}^b 1/log2(t+1)`` (He et al. 2018, suppl., Eq. 14-16).
 
     ``"log"`` is the printed ``ln2 [li(b+1) - li(a+1)]`` (finite below one item, see module
     docs), ``"midpoint"`` integrates from ``a + 1/2`` to ``b + 1/2``, ``"exact"`` interpolates
@@ -230,7 +230,7 @@ class HarmonicLogError(NamedTuple):
 
     Attributes:
         error: replacement minus ``H(a+n) - H(a)`` (the exact value).
-        paper_bound: seed 003's Eq. 21 bound ``n / (2 a^2)``.
+        paper_bound: He et al.'s (2018, suppl.) Eq. 21 bound ``n / (2 a^2)``.
         asymptotic: ``n / (2 a (a + n)) - (1/12) (1/a^2 - 1/(a+n)^2)``, the first two terms of
             the log method's error from the expansion of ``H`` (Eq. 17 carried one order further).
     """
@@ -248,9 +248,9 @@ def harmonic_log_error(
 ) -> HarmonicLogError:
     """The error of replacing ``H(a + n) - H(a)`` by ``ln((a + n)/a)`` (or another method).
 
-    Seed 003, Eq. 17-21: ``a = N_{d-1}`` items before the bin, ``n = n_d`` items in it. For
-    ``"log"`` this is the seed's Eq. 11 exactly (``a >= 1``; the first bin, ``a = 0``, is
-    infinite there).
+    He et al. (2018, suppl.), Eq. 17-21: ``a = N_{d-1}`` items before the bin, ``n = n_d``
+    items in it. For ``"log"`` this is the paper's Eq. 11 exactly (``a >= 1``; the first bin,
+    ``a = 0``, is infinite there).
 
     Args:
         a, n: broadcastable arrays, ``a >= 1`` and ``n >= 0``.

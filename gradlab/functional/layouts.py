@@ -4,13 +4,13 @@ Conventions (stated, not implied):
 
 * Scores are cosine similarities; a larger score ranks higher.
 * **In-batch retrieval.** Each item queries all the others. By default the query is *not* one
-  of its own candidates (Smooth-AP paper's definition, seed 000 Eq. 1): scores stay ``[B, B]``
-  and the diagonal is masked out through ``candidate_mask``. With ``include_query=True`` the query
-  is a candidate and its own positive, as in the official Smooth-AP code and
-  pytorch-metric-learning.
+  of its own candidates (Smooth-AP's definition; Bleeker & de Rijke 2022, App. A, Eq. 1):
+  scores stay ``[B, B]`` and the diagonal is masked out through ``candidate_mask``. With
+  ``include_query=True`` the query is a candidate and its own positive, as in the official
+  Smooth-AP code and pytorch-metric-learning.
 * **Cross-modal retrieval.** Queries of one modality against candidates of another, with an
-  explicit ``[Q, C]`` positive mask (seed 001, appendix B: an image has 5 positive captions,
-  a caption 1 positive image).
+  explicit ``[Q, C]`` positive mask (Bleeker & de Rijke 2022, appendix B: an image has 5
+  positive captions, a caption 1 positive image).
 """
 
 from __future__ import annotations

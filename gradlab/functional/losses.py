@@ -34,7 +34,7 @@ class SmoothAPForward(NamedTuple):
     Attributes:
         groups: the :class:`~gradlab.functional.smooth_ap.PositiveGroup` list of the call.
         ranks: one ``(A, C)`` pair of ``[G, n]`` tensors per group: ``A_i = R(i, S_P)`` and
-            ``C_i = R(i, S_Omega) - A_i`` (seed 000, Eq. 1-2).
+            ``C_i = R(i, S_Omega) - A_i`` (Bleeker & de Rijke 2022, App. A, Eq. 1-2).
     """
 
     groups: list[PositiveGroup]

@@ -1,4 +1,4 @@
-"""Relaxed tie-aware AP and DCG over soft Hamming histograms (seed 003, Eq. 13, 16, 22-37).
+"""Relaxed tie-aware AP and DCG over soft Hamming histograms (He et al. 2018, Eq. 13-37).
 
 Codes ``phi`` in ``[-1, 1]^b`` (``tanh`` of network outputs) have the relaxed Hamming distance
 ``d(i, j) = (b - phi_i . phi_j) / 2``. Each distance is spread over the integer bins
@@ -154,7 +154,7 @@ def relaxed_tie_aware_ap(
     method: str = "log",
     num_positives: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Relaxed tie-aware AP from soft counts (seed 003, Eq. 13), per query.
+    """Relaxed tie-aware AP from soft counts (He et al. 2018, suppl., Eq. 13), per query.
 
     Args:
         positive_counts: ``[Q, D]`` soft counts ``c+_d`` of relevant items per bin (bin 0 first),
@@ -213,7 +213,7 @@ def relaxed_tie_aware_ap(
 def relaxed_tie_aware_dcg(
     level_counts: torch.Tensor, level_gains: torch.Tensor, method: str = "log"
 ) -> torch.Tensor:
-    """Relaxed tie-aware DCG from soft counts ``[Q, D, V]`` (seed 003, Eq. 15-16), per query.
+    """Relaxed tie-aware DCG from soft counts ``[Q, D, V]`` (He et al. 2018, Eq. 15-16), per query.
 
     ``level_gains`` ``[V]`` holds ``G(v)`` of each affinity level. ``method="log"`` is the
     printed logarithmic integral (finite at the first bin), ``"midpoint"`` shifts it by 1/2,
@@ -314,12 +314,12 @@ def minibatch_gradient_matrix_form(
     method: str = "log",
     level_gains: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``d O / d phi`` of the minibatch objective ``O = mean_i O_i`` by seed 003's Eq. 37.
+    """``d O / d phi`` of the minibatch objective ``O = mean_i O_i`` (He et al. 2018, Eq. 37).
 
     ``d O / d Phi = -Phi / (2M) sum_{d,v} (A_{d,v} B_{d,v} + B_{d,v} A_{d,v})`` with
     ``A_{d,v} = diag(alpha^{(i)}_{d,v})`` (``alpha = d O_i / d c^{(i)}_{d,v}``, Eq. 24) and
     ``B_{d,v}(i, j) = [v_ij = v] delta'_d(d(i, j))`` (Eq. 28, zero diagonal). Returned as
-    ``[M, b]`` like ``codes`` (the transpose of the seed's ``b x M``). ``delta'_d(x)`` is the
+    ``[M, b]`` like ``codes`` (the transpose of the paper's ``b x M``). ``delta'_d(x)`` is the
     kernel's slope ``-sign(x - d)`` inside its open support ``|x - d| < 1`` and 0 at its kinks
     (``x = d`` and ``|x - d| = 1``), so at binary codes, where every distance is an integer,
     the result is 0 (autograd of the terms picks other values at the kinks).

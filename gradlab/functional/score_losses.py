@@ -1,6 +1,7 @@
 """Losses written on a score matrix: VSE++ max-violation triplet and NT-Xent / InfoNCE.
 
-These are the losses of the image-caption comparison in Bleeker & de Rijke (seed 001, appendix
+These are the losses of the image-caption comparison in Bleeker & de Rijke (2022,
+appendix
 B: VSE++ and VSRN trained with the max-violation triplet loss, against SmoothAP). Both take the
 ``[Q, C]`` score matrix of a cross-modal batch, not embeddings, so that the gradient anatomy
 (:func:`gradlab.functional.gradient_anatomy`) can read ``dL/dS`` directly.
@@ -213,8 +214,8 @@ def max_violation_triplet_loss(
 ) -> torch.Tensor:
     """VSE++'s max-violation (hardest-negative) triplet loss on a score matrix.
 
-    Faghri et al., VSE++ (BMVC 2018), Eq. 5, the loss of seed 001 appendix B: for every positive
-    pair ``(q, p)`` and the hardest negative of the query,
+    Faghri et al., VSE++ (BMVC 2018), Eq. 5, the loss of Bleeker & de Rijke (2022), appendix B:
+    for every positive pair ``(q, p)`` and the hardest negative of the query,
 
         i2t:  [margin - S[q, p] + max_{c not in P(q)} S[q, c]]_+
         t2i:  [margin - S[q, p] + max_{r not in P(p)} S[r, p]]_+     (columns as queries)

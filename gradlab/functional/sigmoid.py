@@ -1,7 +1,8 @@
 """The tempered sigmoid of SmoothAP and its slope.
 
-Seed 000, Eq. 2, 3 and 7 (seed 001, Eq. 6, 7 and 11): ``G(x; tau) = 1 / (1 + exp(-x / tau))``
-and its derivative ``dG/dx = G (1 - G) / tau``, which the seeds call ``sim(D_ij, tau)``.
+Bleeker & de Rijke (2022), appendix A, Eq. 2, 3 and 7 (Eq. 6, 7 and 11 of the long appendix):
+``G(x; tau) = 1 / (1 + exp(-x / tau))`` and its derivative ``dG/dx = G (1 - G) / tau``, which
+the papers call ``sim(D_ij, tau)``.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from gradlab.validation import check_positive_finite
 
 
 def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
-    """The smoothed step ``G(x; tau)`` (seed 000, Eq. 2).
+    """The smoothed step ``G(x; tau)`` (Bleeker & de Rijke 2022, App. A, Eq. 2).
 
     Example:
         >>> tempered_sigmoid(torch.tensor([0.0, 0.05]), tau=0.01)
@@ -23,7 +24,7 @@ def tempered_sigmoid(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
 
 
 def sigmoid_slope(x: torch.Tensor, tau: float = 0.01) -> torch.Tensor:
-    """The slope ``dG/dx = G (1 - G) / tau`` (seed 000, Eq. 3 and 7, ``sim(D_ij, tau)``).
+    """The slope ``dG/dx = G (1 - G) / tau`` (Bleeker & de Rijke 2022, Eq. 3, 7).
 
     Computed as ``sigmoid(x/tau) * sigmoid(-x/tau) / tau`` so that ``1 - G`` never cancels.
 

@@ -1,10 +1,10 @@
-"""Exact tie-aware AP and DCG (McSherry & Najork 2008; seed 003, Eq. 1-7).
+"""Exact tie-aware AP and DCG (McSherry & Najork 2008; He et al. (2018, suppl.), Eq. 1-7).
 
 Scores may tie (integer Hamming distances, histogram bins). The tie-aware value is the
 expectation of AP (or DCG) over every ordering of the tied items, uniformly at random, and it
 has a closed form per tie group. For a group ``g`` of ``n_g`` items holding ``n+_g`` relevant
-ones, that starts after ``N_{g-1}`` items of which ``N+_{g-1}`` are relevant (seed 003, Eq. 3
-and 8-10):
+ones, that starts after ``N_{g-1}`` items of which ``N+_{g-1}`` are relevant (He et al.
+2018, suppl., Eq. 3 and 8-10):
 
     AP_T  = 1/N+ sum_g (n+_g / n_g) [ A_g n_g + B_g (H(N_g) - H(N_{g-1})) ]
     A_g   = (n+_g - 1) / (n_g - 1)   (0 when n_g = 1, where it multiplies zero)
@@ -72,7 +72,7 @@ def _check_scores_and_labels(scores: object, labels: object, name: str, kind: st
 
 
 def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-    """Tie-aware average precision per query (seed 003, Eq. 2-3; McSherry & Najork).
+    """Tie-aware average precision per query (He et al. 2018, suppl., Eq. 2-3; McSherry & Najork).
 
     Args:
         scores: ``[C]`` or ``[Q, C]`` real or integer scores; larger ranks higher, equal
@@ -109,7 +109,7 @@ def tie_aware_ap_at_positives(
     positive_scores: torch.Tensor,
     candidate_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Tie-aware AP per query from its positives' scores, without sorting (seed 003, Eq. 3).
+    """Tie-aware AP per query from its positives' scores, without sorting (He et al. 2018, Eq. 3).
 
     The same value as :func:`tie_aware_ap` (up to float64 rounding), computed per positive
     instead of per tie group: positive ``i`` of a query lies in a tie group of
@@ -177,7 +177,8 @@ def tie_aware_ap_from_counts(
     a search of sorted rows): ``above`` ``[Q, g]`` is ``N_{g-1} = #{candidates c: s_c > s_i}``
     and ``tied`` ``[Q, g]`` is ``n = #{candidates c: s_c = s_i}`` (positive ``i`` included, so
     ``n >= 1``) for each of the ``g`` positives whose scores are ``positive_scores`` ``[Q, g]``.
-    Seed 003, Eq. 3 (module docstring). No argument checks: the callers' counts are trusted.
+    He et al. (2018, suppl.), Eq. 3 (module docstring). No argument checks: the callers' counts
+    are trusted.
 
     Example:
         >>> tie_aware_ap_from_counts(torch.tensor([[1.0]]), torch.tensor([[1]]),
@@ -196,7 +197,7 @@ def tie_aware_ap_from_counts(
 
 
 def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
-    """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (seed 003, Eq. 4-7).
+    """Tie-aware DCG per query with the discount ``1/log2(rank + 1)`` (He et al. 2018, Eq. 4-7).
 
     Args:
         scores: ``[C]`` or ``[Q, C]``; larger ranks higher, equal scores are tied.

@@ -1,6 +1,6 @@
-"""Seed 002's conjecture "P grows with mini-batch size", decided from a measurement.
+"""Brown et al.'s (2020) conjecture "P grows with mini-batch size", decided from a measurement.
 
-The measurement comes from ``gradlab.experiments.p_vs_batch_size.measure``, passed in: the seed's
+The measurement comes from ``gradlab.experiments.p_vs_batch_size.measure``, passed in: the paper's
 sampler (4 items per class, ``m/4`` classes), P of Eq. 1 per batch size ``m`` and per random seed,
 in several settings (a fixed untrained model, a fixed trained model, models trained at each m).
 The decision is a pure function of that dict, so it is tested on synthetic measurements.

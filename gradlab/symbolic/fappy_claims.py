@@ -1,4 +1,4 @@
-"""Audit of seed 004 (FAPPY): Eq. 1-7, Lemma 1 and its appendix, Fig. 2 and 4, Algorithm 1,
+"""Audit of FAPPY (Zhong, Li & Li): Eq. 1-7, Lemma 1 and its appendix, Fig. 2 and 4, Algorithm 1,
 Tables 1-2.
 
 The printed Eq. 3 kernel is one SymPy ``Piecewise``; every transcription below (Eq. 1-7 with
@@ -578,7 +578,7 @@ def check_bin_count(form: Form) -> Verdict:
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seed 004."""
+    """The audited claims of Zhong et al.."""
     t = sp.Symbol("t")
     eq1 = Form({"h_left bin": t, "h_right bin": t + 1}, context="h_left = w^(h_left bin) (Eq. 1)")
     eq2 = Form({"h_left bin": t, "h_right bin": t + 1}, context="h_right = w^(h_right bin) (Eq. 2)")

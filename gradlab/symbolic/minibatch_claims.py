@@ -1,4 +1,4 @@
-"""Audit of seed 003's minibatch backpropagation (Eq. 22-37) and its complexity claim.
+"""Audit of He et al.'s (2018, suppl.) minibatch backpropagation (Eq. 22-37) and its complexity claim.
 
 Each printed piece is a numpy expression (the form's value, shown as printed) evaluated on a
 small batch: codes ``Phi`` (``b x M``, Eq. 22), relaxed distances ``(b - phi_i . phi_j)/2``, soft
@@ -255,7 +255,7 @@ def check_b_matrix(form: Form) -> Verdict:
 def eq37_with_operation_count(
     phi: np.ndarray, alpha: np.ndarray, beta: np.ndarray
 ) -> tuple[np.ndarray, int]:
-    """Eq. 37 of seed 003 executed with numpy, and its scalar operations counted per array op.
+    """Eq. 37 of He et al. (2018, suppl.) executed with numpy, and its scalar operations counted per array op.
 
     ``-Phi sum_(d,v) (A B + B A) / (2M)`` with ``A = diag(alpha[d, v])`` applied as a scaling (not
     a matmul) and ``B = beta[d, v]``. Per (d, v): M^2 kernel slopes for B, 2 M^2 products for the
@@ -300,7 +300,7 @@ def check_complexity(form: Form) -> Verdict:
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seed 003, Eq. 22-37 and the complexity."""
+    """The audited claims of He et al. (2018, suppl.), Eq. 22-37 and the complexity."""
 
     def code(expression, lhs):
         return Form(expression, lhs=lhs, render=str)

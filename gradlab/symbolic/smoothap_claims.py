@@ -1,10 +1,11 @@
-"""Audit of the SmoothAP derivation: seed 000 (Eq. 1-14) and seed 001 (Eq. 1-18).
+"""Audit of the SmoothAP derivation of Bleeker & de Rijke (2022), appendix A: short and long version.
 
-Both seeds print the same chain with different numbers (001 = 000 + 4 from 000's Eq. 1 on), so
-each claim is built once per seed and every detail cites that seed's own numbers. The true
-SmoothAP is the rank-counting definition of seed 001, Eq. 2, smoothed: candidate ``j`` counts
-against positive ``i`` through ``G(s_j - s_i)``; its true gradient is autograd of that
-definition, transcribed here (not taken from gradlab.functional).
+Both versions print the same chain with different numbers (the long one's = the short one's + 4
+from Eq. 1 on), so each claim is built once per version and every detail cites that version's own
+numbers (short: Eq. 1-14, long: Eq. 1-18). The true SmoothAP is the rank-counting definition
+of the long version, Eq. 2, smoothed: candidate ``j`` counts against positive ``i`` through
+``G(s_j - s_i)``; its true gradient is autograd of that definition, transcribed here (not taken
+from gradlab.functional).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ A_, B_, C_, D_ = sp.symbols("A B C D")
 R_N = sp.Symbol("R(i,S_N)")
 P_sum, N_sum = sp.symbols("sum_P_G sum_N_G", positive=True)
 
-# the chain's equation numbers in seed 000; seed 001 adds 4
+# the chain's equation numbers in the short appendix; the long one adds 4
 CHAIN = {"def": 1, "G": 2, "dG": 3, "D": 4, "dD": 5, "dGD": 6, "sim": 7, "R_omega": 8,
          "R_p": 9, "dR": 10, "quotient": 11, "labels": 12, "final": 13, "negatives": 14}  # fmt: skip
 

@@ -1,4 +1,4 @@
-"""Audit of seed 002 (Smooth-AP supplementary): Eq. 1, Table S1, the batch-size conjecture,
+"""Audit of the Smooth-AP supplementary material (Brown et al. 2020): Eq. 1, Table S1, the batch-size conjecture,
 Table S2's complexities and its timing arithmetic.
 
 Complexity claims are checked against counted operations of a transcribed procedure: the ratio of
@@ -220,7 +220,7 @@ def fastap_with_operation_count(
 ) -> tuple[float, int]:
     """FastAP's histogram sum for one query, executed with numpy, and its scalar operations.
 
-    Seed 002, Table S2 (FastAP, Cakir et al.): soft histograms of the M distances in [0, 2] into
+    Brown et al. (2020, suppl.), Table S2 (FastAP, Cakir et al.): soft histograms of the M distances in [0, 2] into
     L bins (triangular kernel of width 2 / (L - 1), positives and all), their cumulative sums, and
     ``sum_l h+_l H+_l / H_l`` over the bins. Operations are counted per array operation: 2 M per
     bin (a kernel weight into each histogram), 2 L for the cumulative sums, 3 L for the AP terms.

@@ -1,4 +1,4 @@
-"""Audit of seed 003 (Hashing as Tie-Aware Learning to Rank, supplementary), Eq. 1-21, 26, 34.
+"""Audit of Hashing as Tie-Aware Learning to Rank (He et al. 2018, suppl.), Eq. 1-21, 26, 34.
 
 The printed summands and closed forms are SymPy expressions; the procedures that use them
 (sums over ties, over bins) lambdify them, and the truth is brute force over every tie-consistent
@@ -502,7 +502,7 @@ def check_sum_index(form: Form) -> Verdict:
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seed 003, Eq. 1-21, 26 and 34."""
+    """The audited claims of He et al. (2018, suppl.), Eq. 1-21, 26 and 34."""
     ap_summand = n_pos / n * (N_pos_prev + (j_ - N_prev - 1) * share + 1) / j_ / N_plus
     eq1 = Form(ap_summand, lhs="term j of AP_T@k (t_i = N_(i-1))")
     eq2 = Form(ap_summand, lhs="term j of AP_T, k = |S|")
