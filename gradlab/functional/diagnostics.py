@@ -7,6 +7,7 @@ in-batch retrieval problem, and per-query summaries of its ``A*D`` and ``C*B`` t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -15,6 +16,7 @@ import torch.nn.functional as F
 from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
+    block_size,
     chunk_slices,
     group_by_positive_count,
     mask_rows,
@@ -155,6 +157,7 @@ def smooth_ap_terms(
     candidate_mask: torch.Tensor | None = None,
     forward: tuple | None = None,
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
+    buffer: Callable[[str, tuple[int, ...], torch.dtype], torch.Tensor] | None = None,
 ) -> SmoothAPTerms:
     """SmoothAP, ``dAP/dS`` and the ``AD - CB`` decomposition from ONE sigmoid block.
 
@@ -179,6 +182,10 @@ def smooth_ap_terms(
         candidate_mask: optional ``[Q, C]`` bool candidate mask.
         forward: ``(groups, [(A, C)])`` of a SmoothAP forward on the same arguments.
         max_chunk_elements: entries of the block computed at once.
+        buffer: ``buffer(name, shape, dtype)`` gives the two large work tensors (the block
+            every chunk is written into, and the ``[2, Q, C]`` split whose first half becomes
+            ``score_grad``), e.g. buffers reused from one call to the next; ``None``: fresh
+            ones.
 
     Returns:
         :class:`SmoothAPTerms`. Without ``forward`` the grouping reads the group sizes back
@@ -204,9 +211,14 @@ def smooth_ap_terms(
     # One group of every query (as group_by_positive_count makes them: ascending): its chunks
     # are row slices, views instead of copies, and every row of ``split`` is written.
     whole = len(groups) == 1 and groups[0].queries.shape[0] == num_queries
-    split = (torch.empty if whole else torch.zeros)(
-        (2, num_queries, num_candidates), dtype=scores.dtype, device=scores.device
-    )
+    if buffer is None:
+        buffer = lambda name, shape, dtype: torch.empty(shape, dtype=dtype,  # noqa: E731
+                                                        device=scores.device)  # fmt: skip
+    split = buffer("terms split", (2, num_queries, num_candidates), scores.dtype)
+    if not whole:
+        split.zero_()
+    flat = buffer("terms block", (block_size(groups, num_candidates, max_chunk_elements),),
+                   scores.dtype)  # fmt: skip
     computed = []
     for index, group in enumerate(groups):
         parts = list(chunk_slices(group, num_candidates, max_chunk_elements))
@@ -217,7 +229,7 @@ def smooth_ap_terms(
         for part in parts:
             queries = part if whole else group.queries[part]
             columns = group.positive_columns[part]
-            block = sigmoid_block(scores[queries], columns, tau)
+            block = sigmoid_block(scores[queries], columns, tau, out=flat)
             candidate_rows = mask_rows(candidate_mask, queries)
             weights = rank_weights(positives[queries], candidate_rows, scores.dtype)
             if saved_a is None:

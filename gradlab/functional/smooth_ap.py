@@ -205,12 +205,23 @@ def block_buffer(
         >>> block_buffer(groups, 4, budget=20, like=torch.zeros(1)).shape  # one query: 4 * 4
         torch.Size([16])
     """
+    return like.new_empty(block_size(groups, num_candidates, budget))
+
+
+def block_size(groups: list[PositiveGroup], num_candidates: int, budget: int) -> int:
+    """Entries of the largest ``[k, n, C]`` block of any chunk of ``groups`` (the size of
+    :func:`block_buffer`).
+
+    Example:
+        >>> block_size(group_by_positive_count(torch.ones(3, 4, dtype=torch.bool)), 4, 20)
+        16
+    """
     largest = 0
     for group in groups:
         per_query = group.num_positives * num_candidates
         queries = min(len(group.queries), max(1, budget // max(1, per_query)))
         largest = max(largest, queries * per_query)
-    return like.new_empty(largest)
+    return largest
 
 
 def rank_sums(block: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -248,11 +259,12 @@ def rank_weights(
         dtype=dtype,
         device=positives_rows.device,
     )
-    weights[:, 0] = positives_rows
+    # From bytes: a bool -> float copy is ~5x slower than the same copy from uint8.
+    weights[:, 0] = positives_rows.view(torch.uint8)
     negatives = ~positives_rows
     if candidate_rows is not None:
         negatives &= candidate_rows
-    weights[:, 1] = negatives
+    weights[:, 1] = negatives.view(torch.uint8)
     return weights.transpose(1, 2)
 
 

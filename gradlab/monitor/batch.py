@@ -323,7 +323,10 @@ class BatchView:
         key = ("pairs", width)
         if key not in self._cache:
             size = self.negated_sorted.shape[1]
-            pairs = 2 * self._upper(width).sum(dim=1) - size * size
+            upper = self._upper(width)
+            # summed in int32 while C^2 fits (a sum into int64 converts every entry first)
+            exact_in = torch.int32 if upper.dtype == torch.int32 and size < 1 << 15 else None
+            pairs = 2 * upper.sum(dim=1, dtype=exact_in).long() - size * size
             self._cache[key] = pairs if width > 0 else torch.zeros_like(pairs)
         return self._cache[key]
 
@@ -479,6 +482,7 @@ class BatchView:
                 self.vectors,
                 candidate_mask=candidates,
                 forward=forward,
+                buffer=lambda name, shape, dtype: self.buffer(f"{name} {key}", shape, dtype),
             )
         return self._cache[key]
 
@@ -488,9 +492,14 @@ class BatchView:
         From :meth:`smooth_ap_terms` (the step's one sigmoid block): the mean runs over the
         queries with a positive, so ``dL/dS = -dAP/dS / (their number)``. No value is read.
         """
-        terms = self.smooth_ap_terms(tau, include_query)
-        defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
-        return terms.score_grad / -defined  # (-x) / d is x / (-d) bit for bit: one pass less
+        key = ("loss grad", tau, include_query)
+        if key not in self._cache:
+            terms = self.smooth_ap_terms(tau, include_query)
+            defined = (~torch.isnan(terms.ap)).sum().clamp(min=1)
+            into = self.buffer(str(key), terms.score_grad.shape, terms.score_grad.dtype)
+            # (-x) / d is x / (-d) bit for bit: one pass less
+            self._cache[key] = torch.div(terms.score_grad, -defined, out=into)
+        return self._cache[key]
 
 
 _KEYED_SORT_FROM = 1 << 16

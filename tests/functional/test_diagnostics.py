@@ -240,6 +240,35 @@ def test_smooth_ap_terms_match_the_loops(seed, masked, chunk):
         assert terms.score_grad[q].tolist() == pytest.approx(full, abs=TOL)
 
 
+@pytest.mark.parametrize("masked", [False, True])
+def test_smooth_ap_terms_in_given_buffers_match_the_loops(masked):
+    """Work buffers handed in hold leftovers (NaN here): every entry the terms read is written
+    first, also where some query has no positive (several groups: rows left to zero)."""
+    query, vectors, positives, keep = _cross_problem(4)
+    candidates = keep if masked else None
+    relevant = positives & keep if masked else positives
+    given = {}
+
+    def buffer(name, shape, dtype):
+        given[name] = torch.full(shape, math.nan, dtype=dtype)
+        return given[name]
+
+    terms = smooth_ap_terms(query @ vectors.T, relevant, 0.15, vectors, candidate_mask=candidates,
+                            max_chunk_elements=40, buffer=buffer)  # fmt: skip
+    assert set(given) == {"terms split", "terms block"}
+    assert terms.score_grad.data_ptr() == given["terms split"].data_ptr()
+    for q in range(query.shape[0]):
+        kept = [c for c in range(vectors.shape[0]) if not masked or keep[q, c]]
+        flags = [bool(relevant[q, c]) for c in kept]
+        _, ad, _, score_grad = _terms_by_loops(query[q].tolist(),
+                                               [vectors[c].tolist() for c in kept], flags, 0.15)
+        _assert_row(terms.ad_term[q], ad)
+        full = [0.0] * vectors.shape[0]
+        for c, value in zip(kept, score_grad, strict=True):
+            full[c] = value
+        assert terms.score_grad[q].tolist() == pytest.approx(full, abs=TOL)
+
+
 def test_smooth_ap_terms_reuses_the_ranks_of_a_forward():
     """With ``forward`` given, AP and the coefficients come from its ranks (nothing recomputed):
     ranks of another temperature give that temperature's AP, while the slopes stay at ``tau``."""
