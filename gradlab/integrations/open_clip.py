@@ -1,0 +1,189 @@
+"""open_clip's ``ClipLoss`` and ``SigLipLoss`` with logits that a Monitor reads.
+
+Wrap the loss once; the wrapper is called like the loss and returns what it returns::
+
+    import open_clip
+    from gradlab.integrations.open_clip import RecordingClipLoss
+
+    loss_fn = monitor.watch(RecordingClipLoss(open_clip.ClipLoss(local_loss=True,
+        gather_with_grad=True, rank=rank, world_size=world_size)))
+    total = loss_fn(image_features, text_features, logit_scale)   # logit_bias, output_dict too
+
+While a :class:`gradlab.Monitor` listens, the wrapper records the logits the loss computes (its
+``get_logits``, not a second computation) and reads ``dL/dlogits`` with hooks that only read:
+
+* ``ClipLoss`` on one process: ``logits_per_image`` ``[B, B]`` (``anatomy_i2t_*``) and
+  ``logits_per_text`` (``anatomy_t2i_*``), positives on the diagonal.
+* ``ClipLoss(local_loss=True)`` on ``world_size`` processes: local queries against global
+  candidates, ``[B, world_size x B]`` both ways, the positive of local row ``i`` at column
+  ``rank x B + i`` (``gather_with_grad`` or not).
+* ``ClipLoss`` without ``local_loss`` on several processes: the global ``[N, N]`` matrix, whose
+  gradient holds both terms (``logits_per_text`` is its transpose): rows read as image queries
+  and columns as text queries.
+* ``SigLipLoss``: every pair is its own binary term. The local ``[B, B]`` block (positives on
+  its diagonal) and the negative-only blocks of the other processes' texts are joined into one
+  ``[B, world_size x B]`` matrix, row chunks (``chunk_size``) stitched back; rows are read as
+  image queries and columns as text queries (texts of other processes have no positive and
+  are left out of that direction's summary).
+
+The loss itself is unchanged (values, gradients and its own state); a dict returned with
+``output_dict=True`` is logged as the sum of its values, as open_clip's training loop sums it.
+Without open_clip installed the wrapper works with any loss object of the same interface
+(``get_logits`` and ``forward(image_features, text_features, logit_scale, logit_bias,
+output_dict)``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
+from gradlab.monitor.adapters import LossAdapter, loss_name, register
+from gradlab.monitor.batch import ScoreCapture
+from gradlab.validation import ScoreRecorderSlot
+
+__all__ = ["RecordingClipLoss", "open_clip_adapter"]
+
+
+class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
+    """An open_clip ``ClipLoss`` or ``SigLipLoss`` whose logits a Monitor reads (module docstring).
+
+    Args:
+        loss: the open_clip loss (or an object with its ``get_logits`` and ``forward``).
+
+    Raises:
+        GradlabError: ``loss`` has no ``get_logits`` method or is not callable.
+
+    Example:
+        >>> class Loss(torch.nn.Module):  # the interface of open_clip's ClipLoss, one process
+        ...     world_size, local_loss = 1, False
+        ...     def get_logits(self, image, text, scale, bias=None):
+        ...         return scale * image @ text.T, scale * text @ image.T
+        ...     def forward(self, image, text, scale, bias=None, output_dict=False):
+        ...         per_image, per_text = self.get_logits(image, text, scale, bias)
+        ...         labels = torch.arange(len(image))
+        ...         return (torch.nn.functional.cross_entropy(per_image, labels)
+        ...                 + torch.nn.functional.cross_entropy(per_text, labels)) / 2
+        >>> loss = RecordingClipLoss(Loss())
+        >>> seen = []
+        >>> loss.score_recorder = lambda direction, matrix, _: seen.append(direction)
+        >>> value = loss(torch.eye(3), torch.eye(3), torch.tensor(10.0, requires_grad=True))
+        >>> seen
+        ['i2t', 't2i']
+    """
+
+    _recorder_signature = " (direction, matrix, mask)"
+
+    def __init__(self, loss: torch.nn.Module) -> None:
+        super().__init__()
+        if not callable(getattr(loss, "get_logits", None)) or not callable(loss):
+            raise GradlabError(
+                "loss must be an open_clip ClipLoss or SigLipLoss (with get_logits and forward); "
+                f"got {type(loss).__name__} {loss!r}"
+            )
+        self.loss = loss
+
+    def forward(
+        self,
+        image_features: torch.Tensor,
+        text_features: torch.Tensor,
+        logit_scale: torch.Tensor,
+        logit_bias: torch.Tensor | None = None,
+        output_dict: bool = False,
+    ):
+        """The wrapped loss's value (a tensor, or a dict with ``output_dict=True``)."""
+        recorder = self.score_recorder
+        if recorder is None:
+            return self._call(image_features, text_features, logit_scale, logit_bias,
+                              output_dict)  # fmt: skip
+        original = self.loss.get_logits
+        batch = image_features.shape[0]
+        calls = [0]
+
+        def recording_get_logits(*args, **kwargs):
+            logits = original(*args, **kwargs)
+            self._record(recorder, logits, calls[0], batch)
+            calls[0] += 1
+            return logits
+
+        self.loss.get_logits = recording_get_logits  # this call only: restored below
+        try:
+            return self._call(image_features, text_features, logit_scale, logit_bias,
+                              output_dict)  # fmt: skip
+        finally:
+            del self.loss.get_logits
+
+    def _call(self, image_features, text_features, logit_scale, logit_bias, output_dict):
+        if "logit_bias" in inspect.signature(self.loss.forward).parameters:
+            return self.loss(image_features, text_features, logit_scale, logit_bias=logit_bias,
+                             output_dict=output_dict)  # fmt: skip
+        if logit_bias is not None:  # open_clip < 3.0: ClipLoss without a bias
+            raise GradlabError(
+                f"logit_bias must be None for {type(self.loss).__name__}, whose forward takes "
+                f"no logit_bias; got a {type(logit_bias).__name__}"
+            )
+        return self.loss(image_features, text_features, logit_scale, output_dict=output_dict)
+
+    def _record(self, recorder, logits, call: int, batch: int) -> None:
+        """Name one ``get_logits`` result and hand it to the recorder (``(direction, matrix,
+        (block, offset))``: the stitch's column block and the positives' offset)."""
+        world = int(getattr(self.loss, "world_size", 1) or 1)
+        rank = int(getattr(self.loss, "rank", 0) or 0)
+        if isinstance(logits, tuple):  # ClipLoss: (logits_per_image, logits_per_text)
+            per_image, per_text = logits
+            if world > 1 and not getattr(self.loss, "local_loss", False):
+                recorder("both", per_image, (0, 0))  # global: per_text is its transpose
+                return
+            offset = rank * batch if world > 1 else 0
+            recorder("i2t", per_image, (0, offset))
+            recorder("t2i", per_text, (0, offset))
+            return
+        # SigLipLoss: one call per row chunk of each text block (the local block first).
+        chunk = int(getattr(self.loss, "chunk_size", 0) or 0)
+        chunks = math.ceil(batch / min(chunk, batch)) if chunk > 0 else 1
+        block = call // chunks
+        if world > 1 and getattr(self.loss, "dist_impl", None) == "gather" and block == 1 + rank:
+            return  # the "gather" exchange computes its own block again, with weight 0
+        recorder("both", logits, (block, 0))
+
+
+class _LogitsCollector:
+    """The ``score_recorder`` of one logged call: one :class:`Stitch` per direction."""
+
+    def __init__(self) -> None:
+        self.stitches: dict[str, Stitch] = {}
+
+    def record(self, direction: str, matrix: torch.Tensor, where: tuple[int, int]) -> None:
+        if not isinstance(matrix, torch.Tensor) or not matrix.requires_grad:
+            return
+        block, offset = where
+        if direction not in self.stitches:
+            self.stitches[direction] = Stitch(direction, offset)
+        self.stitches[direction].add(matrix, block=block)
+
+    def finish(self) -> list[ScoreCapture]:
+        order = ("both", "i2t", "t2i")
+        return [self.stitches[name].finish() for name in order if name in self.stitches]
+
+
+def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:
+    """The adapter maker for :class:`RecordingClipLoss` (registered with
+    :func:`gradlab.monitor.adapters.register` when this module is imported).
+
+    Example:
+        >>> open_clip_adapter(len, None) is None
+        True
+    """
+    if not isinstance(loss_fn, RecordingClipLoss) or inputs not in (None, "scores"):
+        return None
+    return RecordedScoresAdapter(
+        f"the watched loss {loss_name(loss_fn.loss)}", loss_fn, _LogitsCollector,
+        loss_fn=loss_fn.loss, hint=": does the call run with gradients enabled?",
+    )  # fmt: skip
+
+
+register(open_clip_adapter)

@@ -1,0 +1,213 @@
+"""RecordingClipLoss: the logits of open_clip's ClipLoss and SigLipLoss, read by a Monitor.
+
+Against stand-ins of open_clip's losses (tests/helpers/open_clip_losses.py: ``import open_clip``
+fails here, see there) and, where it imports, the real package. References: dL/dlogits written
+out in float64 loops (softmax cross-entropy; SigLIP's ``-log sigmoid``).
+"""
+
+import math
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
+from gradlab.monitor.anatomy import anatomy_values
+from tests.helpers.open_clip_losses import (
+    StandInClipLoss,
+    StandInSigLipLoss,
+    clip_worker,
+    features,
+)
+
+
+def recorded(loss, images, texts, scale, bias=None, output_dict=False):
+    """Call the wrapped loss as a logged Monitor call does; backward; the BatchView."""
+    wrapper = RecordingClipLoss(loss)
+    adapter = open_clip_adapter(wrapper, None)
+    with adapter.listening(score_grad=True) as (kept, _):
+        value = wrapper(images, texts, scale, bias, output_dict=output_dict)
+    batch = adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
+    (value["contrastive_loss"] if output_dict else value).backward()
+    return batch
+
+
+def logits64(queries, candidates, scale, bias=0.0):
+    return [[scale * sum(float(q) * float(c) for q, c in zip(query, candidate, strict=True))
+             + bias for candidate in candidates] for query in queries]  # fmt: skip
+
+
+def cross_entropy_grad(logits, positive_of, weight):
+    """dL/dlogits of ``weight x mean_i CE(row i, positive_of(i))``, float64 loops."""
+    grad = []
+    for row, values in enumerate(logits):
+        top = max(values)
+        exps = [math.exp(value - top) for value in values]
+        total = sum(exps)
+        grad.append([weight * (exp / total - (column == positive_of(row))) / len(logits)
+                     for column, exp in enumerate(exps)])  # fmt: skip
+    return torch.tensor(grad, dtype=torch.float64)
+
+
+def sigmoid_grad(logits, positive_block_columns, batch):
+    """dL/dlogits of SigLIP's ``-sum log sigmoid(label x logit) / B``, float64 loops."""
+    grad = []
+    for row, values in enumerate(logits):
+        line = []
+        for column, value in enumerate(values):
+            label = 1.0 if (column < positive_block_columns and column == row) else -1.0
+            line.append(-label / (1.0 + math.exp(label * value)) / batch)
+        grad.append(line)
+    return torch.tensor(grad, dtype=torch.float64)
+
+
+def close(actual, expected):
+    torch.testing.assert_close(actual.to(torch.float64), torch.as_tensor(expected,
+                               dtype=torch.float64), atol=1e-5, rtol=0)  # fmt: skip
+
+
+def test_clip_loss_records_both_directions_with_their_gradients():
+    images, texts = features(1, 5)
+    images.requires_grad_()
+    batch = recorded(StandInClipLoss(), images, texts, torch.tensor(10.0))
+    i2t, t2i = batch.score_captures
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    per_image = logits64(images.detach(), texts, 10.0)
+    per_text = logits64(texts, images.detach(), 10.0)
+    close(i2t.scores, per_image)
+    close(t2i.scores, torch.tensor(per_text).T)  # t2i: columns are the text queries
+    close(i2t.grad, cross_entropy_grad(per_image, lambda row: row, 0.5))
+    close(t2i.grad, cross_entropy_grad(per_text, lambda row: row, 0.5).T)
+    assert torch.equal(i2t.positives, torch.eye(5, dtype=torch.bool))
+    assert torch.equal(t2i.positives, torch.eye(5, dtype=torch.bool))
+
+
+def test_siglip_loss_records_the_logits_with_the_bias_as_one_matrix_read_both_ways():
+    images, texts = features(1, 4)
+    images.requires_grad_()
+    batch = recorded(StandInSigLipLoss(), images, texts, torch.tensor(10.0), torch.tensor(-3.0))
+    (capture,) = batch.score_captures
+    assert capture.direction == "both"
+    logits = logits64(images.detach(), texts, 10.0, -3.0)
+    close(capture.scores, logits)
+    close(capture.grad, sigmoid_grad(logits, 4, 4))
+
+
+def test_the_monitor_logs_gradlab_s_anatomy_of_the_logits_both_ways(tmp_path):
+    images, texts = features(1, 6, seed=3)
+    images.requires_grad_()
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(StandInClipLoss()))
+        loss_fn(images, texts, torch.tensor(20.0), output_dict=True)["contrastive_loss"].backward()
+        record = monitor.step()
+    per_image = torch.tensor(logits64(images.detach(), texts, 20.0), dtype=torch.float64)
+    per_text = torch.tensor(logits64(texts, images.detach(), 20.0), dtype=torch.float64)
+    eye = torch.eye(6, dtype=torch.bool)
+    expected = {
+        **anatomy_values("anatomy_i2t_", cross_entropy_grad(per_image.tolist(), int, 0.5),
+                         per_image, eye),
+        **anatomy_values("anatomy_t2i_", cross_entropy_grad(per_text.tolist(), int, 0.5),
+                         per_text, eye),
+    }  # fmt: skip
+    for key, value in expected.items():
+        assert record[key] == pytest.approx(float(value), abs=1e-6, nan_ok=True), key
+    # The logged loss of an output_dict call: its contrastive loss.
+    labels = torch.arange(6)
+    reference = (torch.nn.functional.cross_entropy(per_image, labels)
+                 + torch.nn.functional.cross_entropy(per_text, labels)) / 2  # fmt: skip
+    assert record["loss"] == pytest.approx(float(reference), rel=1e-5)
+
+
+def test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged():
+    images, texts = features(1, 5)
+    for loss, bias in ((StandInClipLoss(), None), (StandInSigLipLoss(), torch.tensor(-1.0))):
+        grads = []
+        for wrapped in (False, True):
+            image = images.clone().requires_grad_()
+            scale = torch.tensor(10.0, requires_grad=True)
+            call = RecordingClipLoss(loss) if wrapped else loss
+            if wrapped:
+                call.score_recorder = lambda direction, matrix, where: None
+            call(image, texts, scale, bias).backward()
+            grads.append((image.grad, scale.grad))
+        assert torch.equal(grads[0][0], grads[1][0]) and torch.equal(grads[0][1], grads[1][1])
+        assert "get_logits" not in loss.__dict__  # restored after the call
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_path, kind):
+    world, size = 2, 3
+    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), kind),
+             nprocs=world, join=True)  # fmt: skip
+    images, texts = features(world, size)
+    for rank in range(world):
+        captures = torch.load(tmp_path / f"rank{rank}.pt")
+        local = slice(rank * size, (rank + 1) * size)
+        if kind == "clip":  # local queries x global candidates, both ways
+            (d1, s1, p1, g1), (d2, s2, p2, g2) = captures
+            assert (d1, d2) == ("i2t", "t2i") and s1.shape == s2.T.shape == (size, world * size)
+            per_image = logits64(images[local], texts, 10.0)
+            per_text = logits64(texts[local], images, 10.0)
+            offset = rank * size
+            close(s1, per_image)
+            def positive(row, offset=offset):
+                return offset + row
+
+            close(g1, cross_entropy_grad(per_image, positive, 0.5))
+            close(g2, cross_entropy_grad(per_text, positive, 0.5).T)
+            positives = torch.zeros(size, world * size, dtype=torch.bool)
+            for row in range(size):
+                positives[row, offset + row] = True
+            assert torch.equal(p1, positives) and torch.equal(p2, positives.T)
+        else:  # the local block, then the other rank's texts as negatives
+            ((direction, scores, positives, grad),) = captures
+            other = slice((1 - rank) * size, (2 - rank) * size)
+            order = torch.cat([texts[local], texts[other]])
+            logits = logits64(images[local], order, 10.0, -2.0)
+            assert direction == "both" and scores.shape == (size, world * size)
+            close(scores, logits)
+            close(grad, sigmoid_grad(logits, size, size))
+            assert positives[:, :size].equal(torch.eye(size, dtype=torch.bool))
+            assert not positives[:, size:].any()
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(GradlabError, match="loss must be an open_clip ClipLoss"):
+        RecordingClipLoss(torch.nn.Linear(2, 2))
+    old_style = StandInClipLoss()
+    old_style.forward = lambda image, text, scale, output_dict=False: image.sum()  # < 3.0
+    with pytest.raises(GradlabError, match="logit_bias must be None"):
+        RecordingClipLoss(old_style)(torch.eye(2), torch.eye(2), torch.tensor(1.0),
+                                     torch.tensor(0.5))  # fmt: skip
+    adapter = open_clip_adapter(RecordingClipLoss(StandInClipLoss()), None)
+    with pytest.raises(GradlabError, match="recorded no score matrix"):
+        adapter.capture([], None, 0.01, recorded=[])
+    assert open_clip_adapter(StandInClipLoss(), None) is None
+
+
+def real_open_clip():
+    try:
+        import open_clip
+    except Exception as error:  # ImportError, or torchvision's RuntimeError against this torch
+        pytest.skip(f"open_clip does not import here ({type(error).__name__}: {error}); it is "
+                    "not in the dev extra: its torchvision wheel does not load against the CPU "
+                    "torch build that development pins")  # fmt: skip
+    return open_clip
+
+
+def test_the_real_open_clip_losses_are_recorded_like_the_stand_ins():
+    open_clip = real_open_clip()
+    images, texts = features(1, 5)
+    for real, stand_in, bias in (
+        (open_clip.loss.ClipLoss(), StandInClipLoss(), None),
+        (open_clip.loss.SigLipLoss(), StandInSigLipLoss(), torch.tensor(-2.0)),
+    ):
+        batches = [recorded(loss, images.clone().requires_grad_(), texts, torch.tensor(10.0),
+                            bias) for loss in (real, stand_in)]  # fmt: skip
+        for first, second in zip(*(batch.score_captures for batch in batches), strict=True):
+            assert first.direction == second.direction
+            close(first.scores, second.scores)
+            close(first.grad, second.grad)
