@@ -144,7 +144,8 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")
     check.add_argument("--batch-size", type=int, default=16, help="B, even (default: 16)")
     check.add_argument("--chunk-size", type=int, default=4,
-                       help="gradient-cache's chunk (default: %(default)s)")
+                       help="gradient-cache's chunk, cached-mnrl's mini-batch "
+                       "(default: %(default)s)")
     check.add_argument("--micro-batches", type=int, default=4,
                        help="accumulation's micro-batches (default: %(default)s)")
     check.add_argument("--dtype", default="float64", choices=["float64", "float32"],

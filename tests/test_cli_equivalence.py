@@ -29,11 +29,14 @@ def _run(argv, capsys):
         (["gradient-cache", "--loss", "smooth-ap", "--chunk-size", "3"], 0),
         (["gradient-cache", "--loss", "max-violation", "--dtype", "float32"], 0),
         (["memory", "--loss", "smooth-ap"], 0),
+        (["cached-mnrl", "--chunk-size", "3"], 0),
         (["accumulation", "--micro-batches", "2"], 1),
         (["memory-before"], 1),
     ],
 )
 def test_one_process_candidates_exit_0_when_equivalent_and_1_when_not(capsys, argv, code):
+    if argv[0] == "cached-mnrl":
+        pytest.importorskip("sentence_transformers")
     status, out, err = _run(argv, capsys)
     assert status == code, err
     assert ("verdict: EQUIVALENT" in out) == (code == 0)

@@ -30,6 +30,7 @@ from gradlab.equivalence.compare import (
 from gradlab.equivalence.objectives import ScoreObjective, score_objective
 from gradlab.equivalence.problem import GradientProbe, PairedBatch, cosine_scores, positive_mask
 from gradlab.equivalence.runner import Gradients, run_distributed, run_step
+from gradlab.equivalence.sentence_transformers import CachedMNRL
 from gradlab.equivalence.steps import (
     ENQUEUE,
     Accumulation,
@@ -49,6 +50,7 @@ __all__ = [
     "QUANTITIES",
     "Accumulation",
     "AllGather",
+    "CachedMNRL",
     "CrossBatchMemory",
     "EquivalenceResult",
     "FullBatch",

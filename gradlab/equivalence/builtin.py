@@ -9,10 +9,13 @@ whole-batch reference (:class:`~gradlab.equivalence.FullBatch`) on
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from gradlab.equivalence.compare import EquivalenceResult, compare_gradients
 from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S
+from gradlab.equivalence.sentence_transformers import CachedMNRL
 from gradlab.equivalence.steps import (
     Accumulation,
     AllGather,
@@ -36,6 +39,8 @@ CANDIDATES = {
     "local-loss-no-grad": "all-gather without gradient, local loss (not equivalent)",
     "memory": "cross-batch memory, the batch enqueued after the loss",
     "memory-before": "cross-batch memory, the batch enqueued before the loss (not equivalent)",
+    "cached-mnrl": "sentence-transformers' CachedMultipleNegativesRankingLoss (its own loss: "
+    "NT-Xent, temperature 1/20, rows as queries; every item its own class)",
 }
 """Candidate name -> what it does."""
 
@@ -71,7 +76,7 @@ def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batche
     Args:
         name: a key of :data:`CANDIDATES`.
         loss: the loss of the step.
-        chunk_size: ``gradient-cache``'s chunk.
+        chunk_size: ``gradient-cache``'s chunk (``cached-mnrl``'s mini-batch).
         micro_batches: ``accumulation``'s ``k``.
 
     Raises:
@@ -91,6 +96,7 @@ def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batche
         "local-loss-no-grad": lambda: AllGather(loss, gradient=False, local_loss=True),
         "memory": lambda: CrossBatchMemory(loss, "after"),
         "memory-before": lambda: CrossBatchMemory(loss, "before"),
+        "cached-mnrl": lambda: CachedMNRL(mini_batch_size=chunk_size),
     }  # fmt: skip
     if name not in steps:
         raise GradlabError(f"candidate must be one of {', '.join(CANDIDATES)}; got {name!r}")
@@ -113,10 +119,10 @@ def check_builtin(
 
     Args:
         candidate: a name of :data:`CANDIDATES`.
-        loss: a name of :data:`LOSSES`.
+        loss: a name of :data:`LOSSES` (``cached-mnrl`` computes its own loss).
         processes: gloo processes of the candidate; ``None``: 2 for the gathers, else 1.
         batch_size: ``B`` of :func:`~gradlab.equivalence.synthetic_problem` (even).
-        chunk_size: ``gradient-cache``'s chunk.
+        chunk_size: ``gradient-cache``'s chunk (``cached-mnrl``'s mini-batch).
         micro_batches: ``accumulation``'s ``k``.
         dtype: floating dtype of the comparison.
         seed: seeds the model and the batch.
@@ -154,5 +160,9 @@ def check_builtin(
     model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
     if batch_size % processes:
         raise GradlabError(f"--processes must divide --batch-size {batch_size}; got {processes}")
-    return compare_gradients(FullBatch(loss_fn), step, model, batch, world_size=processes,
-                             dtype=dtype, timeout=timeout)  # fmt: skip
+    reference = FullBatch(loss_fn)
+    if isinstance(step, CachedMNRL):  # its own loss, whose only positive is the pair's own
+        reference = step.reference()
+        batch = replace(batch, labels=torch.arange(batch_size))
+    return compare_gradients(reference, step, model, batch, world_size=processes, dtype=dtype,
+                             timeout=timeout)  # fmt: skip

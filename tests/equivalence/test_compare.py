@@ -391,3 +391,33 @@ def test_owned_rows_count_each_row_once():
     ((first * weights).sum() + (second * weights).sum()).backward()
     assert probe.gradients["scores"].tolist() == weights.tolist()
     assert probe.scored.all() and probe.values.tolist() == scores.tolist()
+
+
+@pytest.mark.parametrize("mini_batch_size", [1, 3, 16])
+def test_sentence_transformers_cached_mnrl_is_its_whole_batch_loss(problem, mini_batch_size):
+    pytest.importorskip("sentence_transformers")
+    from gradlab.equivalence.sentence_transformers import CachedMNRL
+
+    model, batch = problem
+    paired = PairedBatch(batch.query_inputs, batch.candidate_inputs, torch.arange(B))
+    step = CachedMNRL(scale=20.0, mini_batch_size=mini_batch_size)
+    result = compare_gradients(step.reference(), step, model, paired)
+    assert result.equivalent and result["dL/dtheta"].max_abs <= TIGHT, str(result)
+    # its reference, by plain autograd: softmax of 20 x cosine, the pair's own column the target
+    q, c = model(paired.query_inputs), model(paired.candidate_inputs)
+    logits = 20.0 * F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+    expected = torch.autograd.grad(F.cross_entropy(logits, torch.arange(B)),
+                                   list(model.parameters()))  # fmt: skip
+    mine = run_step(step, model, paired).parameters.values()
+    for value, theirs in zip(mine, expected, strict=True):
+        assert torch.allclose(value, theirs, atol=1e-12)
+
+
+def test_cached_mnrl_needs_one_class_per_item(problem):
+    pytest.importorskip("sentence_transformers")
+    from gradlab.equivalence.sentence_transformers import CachedMNRL
+
+    model, batch = problem  # classes of two
+    step = CachedMNRL(mini_batch_size=4)
+    with pytest.raises(gradlab.GradlabError, match="labels must all differ"):
+        compare_gradients(step.reference(), step, model, batch)
