@@ -130,7 +130,7 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
     torch.set_num_threads(1)
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{os.path.join(folder, 'rendezvous')}", rank=rank,
-        world_size=world, timeout=timedelta(seconds=timeout),
+        world_size=world, timeout=timedelta(seconds=2 * timeout + 30),  # the parent's box first
     )  # fmt: skip
     try:
         job = torch.load(os.path.join(folder, "job.pt"), weights_only=False)
