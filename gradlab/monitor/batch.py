@@ -85,9 +85,11 @@ class Workspace:
 
     Example:
         >>> workspace = Workspace()
-        >>> first = BatchView(torch.eye(3), labels=torch.arange(3), workspace=workspace)
-        >>> a = first.buffer("scratch", (3, 3), torch.float32)
-        >>> b = first.buffer("scratch", (2, 2), torch.float32)  # the same memory, reshaped
+        >>> view = BatchView(torch.eye(3), labels=torch.arange(3), workspace=workspace)
+        >>> workspace.claim(view), workspace.claim(BatchView(torch.eye(3)))  # one at a time
+        (True, False)
+        >>> a = workspace.take("scratch", (3, 3), torch.float32)
+        >>> b = workspace.take("scratch", (2, 2), torch.float32)  # the same memory, reshaped
         >>> a.data_ptr() == b.data_ptr(), workspace.kept_bytes
         (True, 36)
     """
@@ -126,7 +128,7 @@ class Workspace:
             if size * fresh.element_size() > spare:
                 return fresh.view(shape)
             self._buffers[key] = kept = fresh
-        return kept[:size].view(shape)
+        return (kept if kept.numel() == size else kept[:size]).view(shape)
 
 
 _THREAD = threading.local()
@@ -209,7 +211,10 @@ class BatchView:
         for this view (see :class:`Workspace`), else a plain allocation. Each name is one
         buffer: a caller uses a name only while nothing else of the view holds it."""
         workspace = self._claimed
-        if workspace is None:
+        size = 1
+        for extent in shape:
+            size *= extent
+        if workspace is None or size < _KEPT_FROM:  # small: the heap reuses it without faults
             return torch.empty(shape, dtype=dtype, device=self.embeddings.device)
         return workspace.take(name, shape, dtype)
 
@@ -501,6 +506,10 @@ class BatchView:
             self._cache[key] = torch.div(terms.score_grad, -defined, out=into)
         return self._cache[key]
 
+
+_KEPT_FROM = 1 << 14
+"""Buffers of at least this many entries come from the workspace (smaller ones cost no page
+faults: the allocator's heap serves them again)."""
 
 _KEYED_SORT_FROM = 1 << 16
 """Score matrices with at least this many entries are sorted by integer keys (B >= 256)."""

@@ -341,23 +341,29 @@ def test_the_cpu_sort_puts_nan_of_either_sign_last_in_column_order():
 
 
 def test_views_sharing_a_workspace_never_share_memory_while_both_live():
+    """128 x 128: large enough for the workspace (small buffers are plain allocations)."""
     workspace = Workspace()
-    first = in_batch_view(dyadic_scores(6, 6, seed=3), torch.tensor([0, 1, 0, 2, 1, 0]))
-    first.workspace = workspace
-    second = in_batch_view(dyadic_scores(6, 6, seed=4), torch.tensor([0, 1, 0, 2, 1, 0]))
-    second.workspace = workspace
-    expected = [(-view.layout.scores).sort(dim=1, stable=True).values for view in (first, second)]
+    labels = torch.arange(128) % 5
+
+    def view(seed):
+        made = in_batch_view(dyadic_scores(128, 128, seed=seed), labels)
+        made.workspace = workspace
+        return made
+
+    first, second = view(3), view(4)
+    expected = [(-v.layout.scores).sort(dim=1, stable=True).values for v in (first, second)]
     first_sorted, second_sorted = first.negated_sorted, second.negated_sorted
     assert first_sorted.data_ptr() != second_sorted.data_ptr()
     assert torch.equal(first_sorted, expected[0]) and torch.equal(second_sorted, expected[1])
+    kept = first_sorted.data_ptr()
     del first, first_sorted
-    third = in_batch_view(dyadic_scores(6, 6, seed=5), torch.tensor([0, 1, 0, 2, 1, 0]))
-    third.workspace = workspace
-    # the first view is gone: the third takes its buffers; the second's values stay intact
-    assert third.buffer("sorted_values", (6, 6), torch.float32).data_ptr() == workspace.take(
-        "sorted_values", (6, 6), torch.float32).data_ptr()  # fmt: skip
+    third = view(5)  # the first view is gone: the third takes its buffers
+    assert third.negated_sorted.data_ptr() == kept
     assert torch.equal(third.negated_sorted, (-third.layout.scores).sort(dim=1).values)
-    assert torch.equal(second.negated_sorted, expected[1])
+    assert torch.equal(second.negated_sorted, expected[1])  # intact
+    before = workspace.kept_bytes
+    third.buffer("small", (8, 8), torch.float32)
+    assert workspace.kept_bytes == before  # a small buffer is a plain allocation, not kept
 
 
 def test_a_workspace_keeps_at_most_its_budget():
