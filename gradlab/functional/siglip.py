@@ -1,0 +1,108 @@
+"""The sigmoid loss of SigLIP on a score matrix (Zhai et al., 2023).
+
+Zhai, Mustafa, Kolesnikov & Beyer, "Sigmoid Loss for Language Image Pre-Training" (ICCV 2023),
+Eq. 1 and Algorithm 1: every pair of a ``[Q, C]`` score matrix is its own binary problem,
+with label ``z = +1`` for a positive pair and ``-1`` otherwise, on the logit
+``scale x S + bias``:
+
+    L = -1/Q sum_{q, c} log sigmoid( z_qc (scale S_qc + bias) ).
+
+The gradient is ``dL/dS_qc = -z_qc scale sigmoid(-z_qc (scale S_qc + bias)) / Q``: no softmax
+couples the pairs, so a negative receives gradient in proportion to how far its logit sits on
+the positive side, whatever the other negatives do. The paper's initialisation is
+``scale = 10`` (``t' = log 10``) and ``bias = -10``. The loss has no direction: rows and columns
+are read alike (``on_scores`` is called once, with ``"both"``).
+
+Conventions as for :mod:`gradlab.functional.score_losses`: ``positives`` is a ``[Q, C]`` bool
+mask or ``[B]`` labels of a square paired batch; an empty matrix and (``validate``) NaN,
+infinite or overflowing scores raise a :class:`GradlabError`, in one host read.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.errors import GradlabError
+from gradlab.functional.score_losses import (
+    REDUCTIONS,
+    ScoreCallback,
+    _loss_mask,
+    _one_sync,
+)
+from gradlab.validation import check_in_range, check_positive_finite
+
+__all__ = ["SIGLIP_BIAS", "SIGLIP_SCALE", "sigmoid_pair_loss"]
+
+SIGLIP_SCALE = 10.0
+"""SigLIP's initial scale ``t = exp(t')``, ``t' = log 10`` (Zhai et al., 2023, Algorithm 1)."""
+
+SIGLIP_BIAS = -10.0
+"""SigLIP's initial bias ``b`` (Zhai et al., 2023, Algorithm 1)."""
+
+LARGEST_BIAS = 1e30
+"""The largest ``|bias|`` accepted (larger ones overflow float32 next to the scores)."""
+
+
+def check_siglip_options(scale: object, bias: object, reduction: object) -> tuple[float, float]:
+    """``scale`` (positive, finite), ``bias`` (finite, ``|bias| <= 1e30``) and ``reduction``.
+
+    Example:
+        >>> check_siglip_options(10, -10, "mean")
+        (10.0, -10.0)
+    """
+    scale = check_positive_finite("scale", scale)
+    bias = check_in_range("bias", bias, -LARGEST_BIAS, LARGEST_BIAS)
+    if reduction not in REDUCTIONS:
+        raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+    return scale, bias
+
+
+def sigmoid_pair_loss(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    scale: float = SIGLIP_SCALE,
+    bias: float = SIGLIP_BIAS,
+    *,
+    reduction: str = "mean",
+    on_scores: ScoreCallback | None = None,
+    validate: bool = True,
+) -> torch.Tensor:
+    """SigLIP's sigmoid loss on a score matrix (module docstring; Zhai et al. 2023, Eq. 1).
+
+    Args:
+        scores: ``[Q, C]`` float scores ``S`` (cosine similarities for the usual scale).
+        positives: ``[Q, C]`` bool mask (``z = +1``), or ``[B]`` labels of a square batch.
+        scale: ``t`` in the paper, positive and finite.
+        bias: ``b`` in the paper, finite.
+        reduction: ``"mean"`` divides the sum over all pairs by ``Q`` (the paper's ``1/|B|``),
+            ``"sum"`` does not.
+        on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
+        validate: refuse NaN/inf scores and scores whose logits overflow the dtype.
+
+    Returns:
+        A 0-d tensor.
+
+    Raises:
+        GradlabError: a bad argument, an empty score matrix, or (``validate``) bad scores.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> eye = torch.eye(2, dtype=torch.bool)
+        >>> loss = sigmoid_pair_loss(scores, eye, scale=1.0, bias=0.0)  # log(1 + e^-1) + log 2
+        >>> round(loss.item(), 4)
+        1.0064
+    """
+    mask = _loss_mask(scores, positives)
+    scale, bias = check_siglip_options(scale, bias, reduction)
+    if on_scores is not None and not callable(on_scores):
+        raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
+    largest = (torch.finfo(scores.dtype).max / 2 - abs(bias)) / scale
+    _one_sync(scores, mask, "both", validate, False,
+              (largest, f"scale x scores + bias must fit {scores.dtype}"))  # fmt: skip
+    alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
+    if on_scores is not None:
+        on_scores("both", alias, mask)
+    signs = torch.where(mask, 1.0, -1.0).to(scores.dtype)
+    total = -F.logsigmoid(signs * (scale * alias + bias)).sum()
+    return total if reduction == "sum" else total / scores.shape[0]

@@ -1,0 +1,97 @@
+"""SigLIP's sigmoid loss on a score matrix against float64 loops (Zhai et al. 2023, Eq. 1)."""
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.functional.siglip import sigmoid_pair_loss
+from gradlab.siglip_loss import SigLIPLoss
+
+
+def loop_loss_and_grad(scores, positives, scale, bias, reduction):
+    """The loss and dL/dS written out pair by pair, in float64."""
+    rows, columns = len(scores), len(scores[0])
+    weight = 1.0 if reduction == "sum" else 1.0 / rows
+    total, grad = 0.0, [[0.0] * columns for _ in range(rows)]
+    for q in range(rows):
+        for c in range(columns):
+            z = 1.0 if positives[q][c] else -1.0
+            logit = scale * float(scores[q][c]) + bias
+            total += math.log1p(math.exp(-z * logit))  # -log sigmoid(z logit)
+            grad[q][c] = -z * scale / (1.0 + math.exp(z * logit)) * weight
+    return total * weight, torch.tensor(grad, dtype=torch.float64)
+
+
+CASES = [  # (rows, columns, scale, bias, reduction, seed)
+    (4, 4, 10.0, -10.0, "mean", 0),
+    (3, 7, 2.5, 0.3, "mean", 1),
+    (5, 2, 1.0, 0.0, "sum", 2),
+    (6, 6, 30.0, -5.0, "sum", 3),
+]
+
+
+@pytest.mark.parametrize(("rows", "columns", "scale", "bias", "reduction", "seed"), CASES)
+def test_value_and_gradient_match_a_float64_loop(rows, columns, scale, bias, reduction, seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = (torch.rand(rows, columns, generator=generator, dtype=torch.float64) * 2 - 1)
+    positives = torch.rand(rows, columns, generator=generator) < 0.3
+    positives[0, 0] = True
+    scores.requires_grad_()
+    value = sigmoid_pair_loss(scores, positives, scale, bias, reduction=reduction)
+    value.backward()
+    expected, grad = loop_loss_and_grad(scores.tolist(), positives.tolist(), scale, bias,
+                                        reduction)  # fmt: skip
+    assert value.item() == pytest.approx(expected, rel=1e-12)
+    torch.testing.assert_close(scores.grad, grad, rtol=1e-10, atol=1e-12)
+
+
+def test_labels_of_a_square_batch_and_the_module_give_the_same_loss():
+    scores = torch.randn(4, 4, dtype=torch.float64)
+    labels = torch.tensor([0, 1, 0, 2])
+    mask = labels.unsqueeze(1) == labels.unsqueeze(0)
+    expected, _ = loop_loss_and_grad(scores.tolist(), mask.tolist(), 10.0, -10.0, "mean")
+    assert sigmoid_pair_loss(scores, labels).item() == pytest.approx(expected, rel=1e-12)
+    assert SigLIPLoss()(scores, labels).item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_open_clip_stand_in_computes_the_same_loss_from_features():
+    from tests.helpers.open_clip_losses import StandInSigLipLoss, features
+
+    images, texts = features(1, 5)
+    open_clip_style = StandInSigLipLoss()(images, texts, torch.tensor(10.0), torch.tensor(-10.0))
+    ours = SigLIPLoss()(images @ texts.T, torch.eye(5, dtype=torch.bool))
+    assert ours.item() == pytest.approx(open_clip_style.item(), rel=1e-6)
+
+
+def test_a_monitor_reads_the_whole_matrix_both_ways(tmp_path):
+    scores = torch.randn(6, 6, requires_grad=True)
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.watch(SigLIPLoss())(scores, torch.eye(6, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert record["anatomy_i2t_active_negatives_mean"] >= 0
+    assert record["anatomy_t2i_active_negatives_mean"] >= 0
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda s, p: sigmoid_pair_loss(s, p, scale=0.0), "scale must be a positive finite"),
+        (lambda s, p: sigmoid_pair_loss(s, p, scale=math.inf), "scale must be a positive"),
+        (lambda s, p: sigmoid_pair_loss(s, p, bias=math.nan), "bias must be a finite number"),
+        (lambda s, p: sigmoid_pair_loss(s, p, reduction="max"), "reduction must be one of"),
+        (lambda s, p: sigmoid_pair_loss(s, p, on_scores=3), "on_scores must be None or a"),
+        (lambda s, p: sigmoid_pair_loss(s, p[:1]), "positives"),
+        (lambda s, p: sigmoid_pair_loss(s * math.nan, p), "scores must be finite"),
+        (lambda s, p: sigmoid_pair_loss(s[:0], p[:0]), "at least one row"),
+        (lambda s, p: sigmoid_pair_loss(s * 1e38, p, scale=100.0), "scores must lie in"),
+        (lambda s, p: SigLIPLoss(bias=1e31), "bias must be a finite number"),
+        (lambda s, p: SigLIPLoss(reduction="none"), "reduction must be one of"),
+    ],
+)
+def test_bad_arguments_are_refused_naming_the_argument(call, match):
+    scores, positives = torch.randn(3, 3), torch.eye(3, dtype=torch.bool)
+    with pytest.raises(GradlabError, match=match):
+        call(scores, positives)
