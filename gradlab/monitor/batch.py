@@ -78,7 +78,8 @@ class Workspace:
     A view claims the workspace the first time it needs a buffer; while it is alive another
     view gets plain allocations instead, so no two live views share memory. Buffers are kept
     by name and grow to the largest size asked; at most ``max_bytes`` in all are kept (a
-    request beyond that is a plain allocation, released as usual).
+    request beyond that is a plain allocation, released as usual). A full-preset step keeps
+    about 75 MiB at B = 1024 (240 MiB at B = 2048); :meth:`release` frees them.
 
     Args:
         max_bytes: the most memory kept between steps.
@@ -103,6 +104,18 @@ class Workspace:
     def kept_bytes(self) -> int:
         """Bytes held between steps."""
         return sum(b.numel() * b.element_size() for b in self._buffers.values())
+
+    def release(self) -> None:
+        """Free the kept buffers (a view that holds some keeps its own until it is gone).
+
+        Example:
+            >>> workspace = Workspace()
+            >>> _ = workspace.take("scratch", (4, 4), torch.float32)
+            >>> workspace.release()
+            >>> workspace.kept_bytes
+            0
+        """
+        self._buffers.clear()
 
     def claim(self, owner: object) -> bool:
         """Whether ``owner`` may use the buffers: no other live owner holds them."""
