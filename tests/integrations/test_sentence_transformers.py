@@ -100,7 +100,6 @@ def test_mnsrl_records_the_symmetric_term_as_t2i():
     assert torch.equal(t2i.positives, torch.eye(6, dtype=torch.bool))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("directions", [("query_to_doc",), ("query_to_doc", "doc_to_query")])
 def test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy(tmp_path,
                                                                             directions):
@@ -132,7 +131,6 @@ def test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy(tm
         assert records[1][key] == pytest.approx(records[0][key], abs=1e-6, nan_ok=True), key
 
 
-@pytest.mark.slow
 def test_gist_records_anchor_positive_and_negative_columns_without_masked_pairs(tmp_path):
     model = bert_sentence_model(tmp_path / "model", seed=0)
     guide = bert_sentence_model(tmp_path / "guide", seed=1)
@@ -188,7 +186,6 @@ def trainer_run(tmp_path, watch: bool):
     return trainer
 
 
-@pytest.mark.slow
 def test_sentence_transformer_trainer_logs_the_anatomy_and_trains_bit_identically(tmp_path):
     watched = trainer_run(tmp_path / "a", watch=True)
     plain = trainer_run(tmp_path / "b", watch=False)

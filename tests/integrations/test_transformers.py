@@ -107,6 +107,7 @@ def test_the_monitor_schedule_follows_the_logging_steps(tmp_path):
     assert [entry["step"] for entry in gradlab_entries(trainer)] == [3, 6]
 
 
+@pytest.mark.slow
 def test_attached_the_report_to_backends_receive_gradlab_values(tmp_path):
     event_accumulator = pytest.importorskip(
         "tensorboard.backend.event_processing.event_accumulator"

@@ -43,7 +43,6 @@ def test_the_page_has_one_example_per_integration():
     assert len(blocks()) == 3
 
 
-@pytest.mark.slow
 def test_the_sentence_transformers_example(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
     from datasets import Dataset
@@ -57,7 +56,6 @@ def test_the_sentence_transformers_example(tmp_path, monkeypatch):
     assert_same_steps_and_keys(tmp_path, namespace["trainer"])
 
 
-@pytest.mark.slow
 def test_the_hugging_face_trainer_example(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     pytest.importorskip("tensorboard")
