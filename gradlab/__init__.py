@@ -11,6 +11,11 @@ The top-level names load on first use (PEP 562), so ``import gradlab`` itself is
     >>> loss_fn = gradlab.SmoothAPLoss(tau=0.01)
     >>> type(loss_fn).__module__
     'gradlab.losses'
+
+``gradlab.__version__`` is the installed version (PEP 440):
+
+    >>> gradlab.__version__.count(".") >= 2
+    True
 """
 
 from __future__ import annotations

@@ -54,7 +54,16 @@ INPUT_FORMS = ("embeddings", "scores")
 
 
 class DegenerateBatchWarning(UserWarning):
-    """A loss got a batch in which no query has a positive: its value is 0, its gradient 0."""
+    """A loss got a batch in which no query has a positive: its value is 0, its gradient 0.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     loss = SmoothAPLoss(0.05)(torch.randn(4, 3), torch.arange(4))  # all singletons
+        >>> float(loss), caught[0].category.__name__
+        (0.0, 'DegenerateBatchWarning')
+    """
 
 
 class RankingLoss(nn.Module):

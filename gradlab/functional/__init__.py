@@ -1,4 +1,12 @@
-"""Pure torch functions: the math of gradlab lives here and only here."""
+"""Pure torch functions: the math of gradlab lives here and only here.
+
+Constants: ``HARMONIC_METHODS``, the continuous stand-ins that :func:`harmonic_gap` and
+:func:`discount_gap` accept:
+
+    >>> from gradlab.functional import HARMONIC_METHODS
+    >>> HARMONIC_METHODS
+    ('log', 'midpoint', 'exact')
+"""
 
 from gradlab.functional.blackbox_ap import (
     BlackboxRanks,

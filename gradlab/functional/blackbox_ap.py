@@ -44,7 +44,17 @@ def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
 
 
 class BlackboxRanks(torch.autograd.Function):
-    """Exact ranks forward; ``-(rank(s) - rank(s + lambda g)) / lambda`` backward."""
+    """Exact ranks forward; ``-(rank(s) - rank(s + lambda g)) / lambda`` backward.
+
+    Example:
+        >>> scores = torch.tensor([[0.2, 0.9, 0.5]], requires_grad=True)
+        >>> ranks = BlackboxRanks.apply(scores, 4.0)
+        >>> ranks.tolist()
+        [[3.0, 1.0, 2.0]]
+        >>> ranks[0, 0].backward()  # s + 4 g = [4.2, 0.9, 0.5] ranks [1, 2, 3]
+        >>> scores.grad.tolist()  # -([3, 1, 2] - [1, 2, 3]) / 4
+        [[-0.5, 0.25, 0.25]]
+    """
 
     @staticmethod
     def forward(ctx, scores, interpolation):  # type: ignore[override]

@@ -233,6 +233,11 @@ class HarmonicLogError(NamedTuple):
         paper_bound: He et al.'s (2018, suppl.) Eq. 21 bound ``n / (2 a^2)``.
         asymptotic: ``n / (2 a (a + n)) - (1/12) (1/a^2 - 1/(a+n)^2)``, the first two terms of
             the log method's error from the expansion of ``H`` (Eq. 17 carried one order further).
+
+    Example:
+        >>> result = harmonic_log_error(np.array([10.0]), np.array([5.0]))
+        >>> bool(abs(result.error[0]) <= result.paper_bound[0])
+        True
     """
 
     error: np.ndarray

@@ -37,6 +37,11 @@ class RetrievalLayout(NamedTuple):
         positives: ``[Q, C]`` bool, relevant candidates.
         candidate_mask: ``[Q, C]`` bool or ``None``; ``False`` where a column is not a candidate of
             that query (the query itself in in-batch retrieval). ``None``: all are candidates.
+
+    Example:
+        >>> layout = in_batch_layout(torch.eye(4), torch.tensor([0, 0, 1, 1]))
+        >>> layout.scores.shape, layout.positives[0].tolist(), layout.candidate_mask[0].tolist()
+        (torch.Size([4, 4]), [False, True, False, False], [False, True, True, True])
     """
 
     scores: torch.Tensor

@@ -26,6 +26,17 @@ A quantity of your own subclasses :class:`Quantity`, declares ``needs`` (names o
     ...     record = monitor.step()
     >>> sorted(record)
     ['score_spread', 'step']
+
+Constants: ``NEEDS`` (what a quantity may need, with its meaning), ``PRESETS`` (the quantity
+classes of each preset), ``QUANTITIES`` (one quantity class per family, in the order
+``gradlab plot`` draws them) and ``SINKS`` (sink classes by name):
+
+    >>> sorted(NEEDS)[:3]
+    ['descending_order', 'embedding_grad', 'embeddings']
+    >>> [q.__name__ for q in PRESETS["cheap"]]
+    ['Loss', 'EmbeddingNorms', 'EmbeddingGradNorm', 'DegenerateBatches']
+    >>> QUANTITIES[0].__name__, sorted(SINKS)
+    ('Loss', ['csv', 'jsonl', 'mlflow', 'tensorboard', 'wandb'])
 """
 
 from gradlab.monitor.adapters import LossAdapter, adapt

@@ -94,5 +94,11 @@ def default_schedule(warmup: int = 10, early_every: int = 10, early: int = 200,
 
 
 def never(step: int) -> bool:
-    """A quantity that is switched off."""
+    """A quantity that is switched off.
+
+    Example:
+        >>> from gradlab.monitor import Loss
+        >>> Loss(never).should_compute(0)
+        False
+    """
     return False

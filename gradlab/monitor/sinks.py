@@ -99,6 +99,22 @@ class Sink:
     Attributes:
         patterns: glob patterns of the files this sink writes into the log folder (empty for
             sinks that write elsewhere, such as W&B and MLflow).
+
+    Example:
+        >>> import tempfile, torch, gradlab
+        >>> class ListSink(Sink):  # a sink of your own: records kept in memory
+        ...     def __init__(self):
+        ...         self.records = []
+        ...     def write(self, record):
+        ...         self.records.append(record)
+        >>> sink = ListSink()
+        >>> with gradlab.Monitor(tempfile.mkdtemp(), preset="cheap", every=1,
+        ...                      sinks=[sink]) as monitor:
+        ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        ...     loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        ...     _ = monitor.step()
+        >>> [record["step"] for record in sink.records], "loss" in sink.records[0]
+        ([0], True)
     """
 
     patterns: tuple[str, ...] = ()
@@ -130,6 +146,18 @@ class JSONLSink(Sink):
     crash loses at most the record being written. A line that a killed writer left cut short
     stays where it is, on its own line (the readers skip it with a warning). The first record
     after a fault holds ``dropped_records`` and ``dropped_steps`` (see the module docstring).
+
+    Example:
+        >>> import tempfile, torch, gradlab
+        >>> folder = tempfile.mkdtemp()
+        >>> with gradlab.Monitor(folder, preset="cheap", every=1,
+        ...                      sinks=[JSONLSink()]) as monitor:
+        ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        ...     loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        ...     _ = monitor.step()
+        >>> headers, records = read_jsonl(f"{folder}/metrics.jsonl")
+        >>> len(headers), [record["step"] for record in records]
+        (1, [0])
     """
 
     def __init__(self, filename: str = "metrics.jsonl") -> None:
@@ -235,6 +263,19 @@ class CSVSink(Sink):
     infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
     the sink missed after a fault are written, before the next record, as rows holding only
     their step (see the module docstring).
+
+    Example:
+        >>> import csv, tempfile, torch, gradlab
+        >>> folder = tempfile.mkdtemp()
+        >>> with gradlab.Monitor(folder, preset="cheap", every=1, sinks=["csv"]) as monitor:
+        ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        ...     for _ in range(2):
+        ...         loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        ...         _ = monitor.step()
+        >>> with open(f"{folder}/metrics.csv", newline="") as handle:
+        ...     rows = list(csv.DictReader(handle))
+        >>> [row["step"] for row in rows], "loss" in rows[0]
+        (['0', '1'], True)
     """
 
     def __init__(self, filename: str = "metrics.csv") -> None:
@@ -291,7 +332,12 @@ class CSVSink(Sink):
 
 
 class TensorBoardSink(Sink):
-    """TensorBoard event files in the log folder (the ``tensorboard`` extra)."""
+    """TensorBoard event files in the log folder (the ``tensorboard`` extra).
+
+    Example:
+        >>> TensorBoardSink().patterns  # the files a previous run left in the log folder
+        ('events.out.tfevents.*',)
+    """
 
     patterns = ("events.out.tfevents.*",)
 
@@ -334,6 +380,11 @@ class WandbSink(Sink):
             training loop's own.
         **init_kwargs: passed to ``wandb.init`` when no run is active (``project``, ``id``,
             ``resume``, ``mode``...).
+
+    Example:
+        >>> sink = WandbSink(prefix="diagnostics/", project="retrieval", mode="offline")
+        >>> sink.prefix, sink.init_kwargs  # wandb.init runs at the Monitor's first record
+        ('diagnostics/', {'project': 'retrieval', 'mode': 'offline'})
     """
 
     def __init__(self, prefix: str = "gradlab/", **init_kwargs) -> None:
@@ -388,6 +439,11 @@ class MLflowSink(Sink):
             one); set with ``mlflow.set_tracking_uri``, so it stays MLflow's URI afterwards.
         experiment: experiment name for a run this sink starts (default: MLflow's active one).
         run_name: name of a run this sink starts.
+
+    Example:
+        >>> sink = MLflowSink(experiment="retrieval", run_name="smoothap-tau-0.01")
+        >>> sink.prefix, sink.experiment  # the run starts at the Monitor's first record
+        ('gradlab/', 'retrieval')
     """
 
     def __init__(
