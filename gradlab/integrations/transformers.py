@@ -65,7 +65,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
         "transformers", "transformers", "gradlab.integrations.transformers"
     ) from error
 
-__all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback"]
+__all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback", "LossForward"]
 
 DEFAULT_FOLDER = "gradlab_logs"
 """The Monitor's folder under ``args.output_dir``."""
