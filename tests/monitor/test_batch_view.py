@@ -398,6 +398,10 @@ def test_logged_steps_release_their_views(tmp_path):
     graph, or the cycle through it keeps every step's view alive."""
     import gc
 
+    def live_views() -> list[BatchView]:
+        gc.collect()
+        return [view for view in gc.get_objects() if isinstance(view, BatchView)]
+
+    before = live_views()  # other tests' views, if any are still held
     _log_four_steps(str(tmp_path / "run"))
-    gc.collect()
-    assert not [view for view in gc.get_objects() if isinstance(view, BatchView)]
+    assert not [view for view in live_views() if not any(view is old for old in before)]
