@@ -28,13 +28,14 @@ caption encoder.
 from __future__ import annotations
 
 import copy
+import functools
 
 import torch
 import torch.nn.functional as F
 
 from gradlab.data.digit_scenes import DigitScenes, load_digit_scenes, vocabulary
 from gradlab.data.digit_strings import digit_pools
-from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import (
     gradient_anatomy,
@@ -50,7 +51,6 @@ from gradlab.models import (
     RegionRelationEncoder,
     pretrain_digit_backbone,
 )
-from gradlab.progress import progress
 
 GRID_POOL = 6
 """VSE++'s canvas feature map is average-pooled to ``GRID_POOL x GRID_POOL`` cells."""
@@ -196,7 +196,7 @@ def _train_one(
     device = tokens.device
     positives = None
     losses, logged_steps, records = [], [], []
-    for step, batch in enumerate(progress(batches, desc=f"digit scenes: {kind}, {loss_name}")):
+    for step, batch in enumerate(batches):
         batch = batch.to(device)
         images = _encode_images(kind, image_encoder, features, batch)
         captions = caption_encoder(tokens[batch].reshape(-1, tokens.shape[-1]))
@@ -233,8 +233,14 @@ def measure(
     encoders: tuple[str, ...] = ENCODERS,
     losses: tuple[str, ...] = tuple(LOSSES),
     tau: float = 0.01,
+    workers: int | None = None,
 ) -> dict:
     """Train each encoder with each loss for every seed; recall both ways and the anatomy.
+
+    Every (seed, encoder, loss) is one task (:func:`gradlab.experiments.runtime.run_tasks`)
+    that rebuilds the seed's scenes, backbone, initialization and batches from the seed alone
+    (once per process), so the numbers are the same whether the tasks run here one after the
+    other or on worker processes.
 
     Args:
         quick: small data and 20 steps (for tests); the full run uses 2000 training and 500
@@ -245,51 +251,87 @@ def measure(
         encoders: a subset of ``("VSE++", "VSRN")``.
         losses: a subset of :data:`LOSSES`.
         tau: SmoothAP's temperature.
+        workers: worker processes (``None``: those of the enclosing
+            :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
 
     Returns:
         ``{"settings", "seeds", "runs": {encoder: {loss: {"recall": {metric: [per seed]},
         "loss_history": [[per step] per seed], "anatomy": {"steps": [...], direction:
         {quantity: [[per logged step] per seed]}}}}}, "backbone_accuracy": [per seed]}``.
     """
-    with study_threads(device):
-        return _measure(quick, tuple(seeds), device, encoders, losses, tau)
-
-
-def _measure(quick, seeds, device, encoders, losses, tau) -> dict:
+    seeds, encoders, losses = tuple(seeds), tuple(encoders), tuple(losses)
     config = settings(quick)
+    tasks = [(quick, seed, device, kind, name, tau)
+             for seed in seeds for kind in (None, *encoders)
+             for name in ((None,) if kind is None else losses)]  # fmt: skip
+    outputs = run_tasks(
+        _scene_task, tasks, stage="digit scenes",
+        names=[f"seed {task[1]}" for task in tasks],
+        parts=[f"{task[3]}, {task[4]}" if task[3] else "backbone" for task in tasks],
+        detail=f"{_count(len(encoders), 'encoder')} x {_count(len(losses), 'loss')} trained",
+        workers=workers,
+    )  # fmt: skip
     runs: dict = {kind: {name: _empty_run() for name in losses} for kind in encoders}
     accuracies = []
-    vocab_size = len(vocabulary())
-    for seed in seeds:
-        train = load_digit_scenes(config["train_scenes"], "train", seed=seed)
-        test = load_digit_scenes(config["test_scenes"], "test", seed=seed)
-        pools = digit_pools(torch.Generator().manual_seed(seed))
-        backbone = _pretrained_backbone(pools, seed, device)
-        accuracies.append(_backbone_accuracy(backbone, pools[1], device))
-        train_features = scene_features(backbone, train)
-        test_features = scene_features(backbone, test)
-        train_tokens, test_tokens = train.tokens.to(device), test.tokens.to(device)
-        generator = torch.Generator().manual_seed(seed)
-        batches = [
-            torch.randperm(config["train_scenes"], generator=generator)[: config["batch_images"]]
-            for _ in range(config["steps"])
-        ]
-        for kind in encoders:
-            torch.manual_seed(seed)
-            initial = (
-                _image_encoder(kind, train_features, config["dims"]).to(device),
-                CaptionGRU(vocab_size, config["dims"]).to(device),
-            )
-            for name in losses:
-                image_encoder, caption_encoder, history, steps, anatomy = _train_one(
-                    kind, name, initial, train_features, train_tokens, batches,
-                    config["log_every"], config["lr"], tau,
-                )  # fmt: skip
-                recall = _evaluate(kind, image_encoder, caption_encoder, test_features,
-                                   test_tokens)  # fmt: skip
-                _append(runs[kind][name], recall, history, steps, anatomy)
+    for (_, _, _, kind, name, _), output in zip(tasks, outputs, strict=True):
+        if kind is None:
+            accuracies.append(output)
+        else:
+            _append(runs[kind][name], *output)
     return {"settings": {**config, "tau": tau}, "seeds": list(seeds), "runs": runs,
             "backbone_accuracy": accuracies}  # fmt: skip
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "es" if noun.endswith("s") else "s")
+
+
+@functools.lru_cache(maxsize=2)
+def _seed_setup(quick: bool, seed: int, device: str) -> tuple:
+    """``(backbone accuracy, train features, test features, train tokens, test tokens,
+    batches)`` of one seed, computed once per process (read, never changed, by its tasks)."""
+    config = settings(quick)
+    train = load_digit_scenes(config["train_scenes"], "train", seed=seed)
+    test = load_digit_scenes(config["test_scenes"], "test", seed=seed)
+    pools = digit_pools(torch.Generator().manual_seed(seed))
+    backbone = _pretrained_backbone(pools, seed, device)
+    accuracy = _backbone_accuracy(backbone, pools[1], device)
+    train_features = scene_features(backbone, train)
+    test_features = scene_features(backbone, test)
+    train_tokens, test_tokens = train.tokens.to(device), test.tokens.to(device)
+    generator = torch.Generator().manual_seed(seed)
+    batches = [
+        torch.randperm(config["train_scenes"], generator=generator)[: config["batch_images"]]
+        for _ in range(config["steps"])
+    ]
+    return accuracy, train_features, test_features, train_tokens, test_tokens, batches
+
+
+def _scene_task(quick: bool, seed: int, device: str, kind: str | None, name: str | None,
+                tau: float):  # fmt: skip
+    """One task of :func:`measure`: the seed's backbone accuracy (``kind`` None), or one
+    encoder trained with one loss: ``(recall, loss history, logged steps, anatomy)``."""
+    with study_threads(device):
+        setup = _seed_setup(quick, seed, device)
+        if kind is None:
+            return setup[0]
+        return _scene_run(quick, seed, device, kind, name, tau, setup)
+
+
+def _scene_run(quick, seed, device, kind, name, tau, setup) -> tuple:
+    config = settings(quick)
+    _, train_features, test_features, train_tokens, test_tokens, batches = setup
+    torch.manual_seed(seed)
+    initial = (
+        _image_encoder(kind, train_features, config["dims"]).to(device),
+        CaptionGRU(len(vocabulary()), config["dims"]).to(device),
+    )
+    image_encoder, caption_encoder, history, steps, anatomy = _train_one(
+        kind, name, initial, train_features, train_tokens, batches,
+        config["log_every"], config["lr"], tau,
+    )  # fmt: skip
+    recall = _evaluate(kind, image_encoder, caption_encoder, test_features, test_tokens)
+    return recall, history, steps, anatomy
 
 
 ANATOMY_KEYS = ("active_negatives", "share_without_gradient", "hardest_10pct_share")

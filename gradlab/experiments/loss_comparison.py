@@ -29,12 +29,11 @@ import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.experiments.metrics import map_at_r
-from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.models import DigitStringNet
-from gradlab.progress import progress
 from gradlab.training import embed, train_on_batches
 
 
@@ -112,8 +111,25 @@ def settings(quick: bool) -> dict:
             "test_numbers": 500}  # fmt: skip
 
 
-def measure(quick: bool = True, seeds: tuple[int, ...] = (0, 1, 2), device: str = "cpu") -> dict:
+def measure(
+    quick: bool = True,
+    seeds: tuple[int, ...] = (0, 1, 2),
+    device: str = "cpu",
+    workers: int | None = None,
+) -> dict:
     """Train the same network with each loss for every seed; retrieval on unseen numbers.
+
+    Every (seed, loss) pair is one task (:func:`gradlab.experiments.runtime.run_tasks`) that
+    rebuilds the seed's data, initialization and batches from the seed alone, so the numbers are
+    the same whether the tasks run here one after the other or on worker processes (only the
+    timings differ).
+
+    Args:
+        quick: small settings (for tests); the full run is the report's.
+        seeds: each fixes the data set, the initialization and the batches.
+        device: torch device.
+        workers: worker processes (``None``: those of the enclosing
+            :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
 
     Returns:
         ``{"settings", "seeds", "before": {metric: [per seed]}, "initial_score_range": [per
@@ -123,61 +139,81 @@ def measure(quick: bool = True, seeds: tuple[int, ...] = (0, 1, 2), device: str 
         "final_loss", "initial_loss", "initial_gradient_norm": [per seed]}}}``; the initial
         gradient norm is taken on the first batch's embeddings at the initialization.
     """
-    with study_threads(device):
-        return _measure(quick, tuple(seeds), device)
-
-
-def _measure(quick: bool, seeds: tuple[int, ...], device: str) -> dict:
+    seeds = tuple(seeds)
     config = settings(quick)
-    functions = loss_functions()
+    names = list(loss_functions())
+    tasks = [(quick, seed, name, device) for seed in seeds for name in [None, *names]]
+    outputs = run_tasks(
+        _seed_task, tasks, stage="loss comparison",
+        names=[f"seed {task[1]}" for task in tasks],
+        parts=[task[2] or "untrained network" for task in tasks],
+        detail=f"{len(names)} losses trained", workers=workers,
+    )  # fmt: skip
     results: dict = {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
                             "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}
-                     for name in functions}  # fmt: skip
+                     for name in names}  # fmt: skip
     before: dict[str, list[float]] = {}
     score_range: list[float] = []
-    for seed in seeds:
-        data = load_digit_strings(num_digits=3, per_class=config["per_class"], seed=seed)
-        kept = config["test_numbers"] * config["per_class"]  # the first numbers (sorted)
-        test_images, test_labels = data.test_images[:kept], data.test_labels[:kept]
-        train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
-        torch.manual_seed(seed)
-        initial = DigitStringNet().to(device)
-        for metric, value in evaluate(embed(initial, test_images), test_labels).items():
-            before.setdefault(metric, []).append(value)
-        sampler = FixedCountBatches(data.train_labels, config["batch_size"], 4, seed=seed)
-        batches = sampler.take(config["steps"])
-        with torch.no_grad():
-            timing_embeddings = initial(train_images[batches[0].to(device)])
-        timing_labels = train_labels[batches[0].to(device)]
-        unit = F.normalize(timing_embeddings, dim=1)
-        cosines = unit @ unit.T
-        score_range.append((cosines.max() - cosines.min()).item())
-        for name, loss_fn in progress(functions.items(), desc=f"loss comparison, seed {seed}"):
-            model = copy.deepcopy(initial)
-            started = time.perf_counter()
-            losses = train_on_batches(
-                model, train_images, train_labels, loss_fn, batches, lr=config["lr"]
-            )
-            step_seconds = (time.perf_counter() - started) / len(batches)
-            metrics = evaluate(embed(model, test_images), test_labels)
-            run = results[name]
-            for metric, value in metrics.items():
-                run["metrics"].setdefault(metric, []).append(value)
-            run["step_seconds"].append(step_seconds)
-            run["loss_seconds"].append(
-                _loss_seconds(loss_fn, timing_embeddings, timing_labels, config["timing_repeats"])
-            )
-            run["final_loss"].append(losses[-10:].mean().item())
-            run["initial_loss"].append(losses[0].item())
-            run["initial_gradient_norm"].append(
-                _gradient_norm(loss_fn, timing_embeddings, timing_labels)
-            )
+    for (_, _, name, _), output in zip(tasks, outputs, strict=True):
+        if name is None:
+            for metric, value in output["before"].items():
+                before.setdefault(metric, []).append(value)
+            score_range.append(output["score_range"])
+            continue
+        run = results[name]
+        for metric, value in output["metrics"].items():
+            run["metrics"].setdefault(metric, []).append(value)
+        for key in ("step_seconds", "loss_seconds", "final_loss", "initial_loss",
+                    "initial_gradient_norm"):  # fmt: skip
+            run[key].append(output[key])
     return {
         "settings": {**config, "classes_per_batch": config["batch_size"] // 4, "device": device},
         "seeds": list(seeds),
         "before": before,
         "initial_score_range": score_range,
         "losses": results,
+    }
+
+
+def _seed_task(quick: bool, seed: int, name: str | None, device: str) -> dict:
+    """One task of :func:`measure`: the untrained network's numbers (``name`` None) or one
+    loss trained, for one seed; everything rebuilt from the seed."""
+    with study_threads(device):
+        return _seed_run(quick, seed, name, device)
+
+
+def _seed_run(quick: bool, seed: int, name: str | None, device: str) -> dict:
+    config = settings(quick)
+    data = load_digit_strings(num_digits=3, per_class=config["per_class"], seed=seed)
+    kept = config["test_numbers"] * config["per_class"]  # the first numbers (sorted)
+    test_images, test_labels = data.test_images[:kept], data.test_labels[:kept]
+    train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
+    torch.manual_seed(seed)
+    initial = DigitStringNet().to(device)
+    sampler = FixedCountBatches(data.train_labels, config["batch_size"], 4, seed=seed)
+    batches = sampler.take(config["steps"])
+    with torch.no_grad():
+        timing_embeddings = initial(train_images[batches[0].to(device)])
+    timing_labels = train_labels[batches[0].to(device)]
+    if name is None:
+        unit = F.normalize(timing_embeddings, dim=1)
+        cosines = unit @ unit.T
+        return {"before": evaluate(embed(initial, test_images), test_labels),
+                "score_range": (cosines.max() - cosines.min()).item()}  # fmt: skip
+    loss_fn = loss_functions()[name]
+    model = copy.deepcopy(initial)
+    started = time.perf_counter()
+    losses = train_on_batches(model, train_images, train_labels, loss_fn, batches, lr=config["lr"])
+    step_seconds = (time.perf_counter() - started) / len(batches)
+    return {
+        "metrics": evaluate(embed(model, test_images), test_labels),
+        "step_seconds": step_seconds,
+        "loss_seconds": _loss_seconds(
+            loss_fn, timing_embeddings, timing_labels, config["timing_repeats"]
+        ),
+        "final_loss": losses[-10:].mean().item(),
+        "initial_loss": losses[0].item(),
+        "initial_gradient_norm": _gradient_norm(loss_fn, timing_embeddings, timing_labels),
     }
 
 

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
-from gradlab.experiments.runtime import study_threads
+from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import drop_diagonal, operating_region_proportion
 from gradlab.losses import SmoothAPLoss
@@ -126,8 +126,13 @@ def measure(
     device: str = "cpu",
     tau: float = 0.01,
     eps: float = 0.005,
+    workers: int | None = None,
 ) -> dict:
     """P (Brown et al., 2020, Eq. 1) against batch size m under Smooth-AP's sampler, per seed.
+
+    Each seed is one task (:func:`gradlab.experiments.runtime.run_tasks`) that builds its data,
+    networks and batches from the seed alone, so the numbers are the same whether the seeds run
+    here one after the other or on worker processes.
 
     Args:
         quick: small settings (m in 16, 64, 256; 30 training steps for the fixed trained
@@ -137,6 +142,8 @@ def measure(
             initialization and the batches.
         device: where the models run (``"cpu"`` or ``"cuda"``).
         tau, eps: the paper's temperature and slope threshold.
+        workers: worker processes (``None``: those of the enclosing
+            :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
 
     Returns:
         ``{"batch_sizes": [m...], "per_class": 4, "seeds": [...], "tau", "eps", "settings":
@@ -144,41 +151,24 @@ def measure(
         ...}}}`` with settings ``fixed_untrained``, ``fixed_trained`` and ``trained_at_m``,
         which also holds ``"steps"`` (optimizer steps per m) and ``"epochs"``.
     """
-    with study_threads(device):
-        return _measure(quick, tuple(seeds), device, tau, eps)
-
-
-def _measure(quick: bool, seeds: tuple[int, ...], device: str, tau: float, eps: float) -> dict:
-    sizes = [16, 64, 256] if quick else [16, 32, 64, 128, 256, 512, 1024]
-    draws = 3 if quick else 5
-    fixed_steps = 30 if quick else 400
-    epochs = 1 if quick else 2
-    lr = 1e-3
+    seeds = tuple(seeds)
+    sizes, _, fixed_steps, epochs = _sizes(quick)
+    tasks = [(quick, seed, device, tau, eps) for seed in seeds]
+    outputs = run_tasks(
+        _seed_task, tasks, stage="P against batch size",
+        names=[f"seed {seed}" for seed in seeds],
+        detail=f"{len(sizes)} batch sizes x 3 settings, {len(sizes) + 1} networks trained",
+        workers=workers,
+    )  # fmt: skip
     per_seed: dict[str, list[dict[str, list[float]]]] = {
         "fixed_untrained": [],
         "fixed_trained": [],
         "trained_at_m": [],
     }
-    trained_steps: list[int] = []
-    for seed in seeds:
-        data = load_digit_strings(num_digits=3, per_class=4 if quick else 6, seed=seed)
-        train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
-        test_images, test_labels = data.test_images.to(device), data.test_labels.to(device)
-        torch.manual_seed(seed)
-        initial = DigitStringNet().to(device)
-        per_seed["fixed_untrained"].append(
-            _split(_fixed_rows(initial, test_images, test_labels, sizes, draws, seed, tau, eps))
-        )
-        trained = copy.deepcopy(initial)
-        batches = FixedCountBatches(data.train_labels, 64, PER_CLASS, seed=seed).take(fixed_steps)
-        train_on_batches(trained, train_images, train_labels, SmoothAPLoss(tau), batches, lr=lr)
-        per_seed["fixed_trained"].append(
-            _split(_fixed_rows(trained, test_images, test_labels, sizes, draws, seed, tau, eps))
-        )
-        table, trained_steps = _trained_rows(
-            trained, train_images, train_labels, sizes, epochs, seed, tau, eps, lr
-        )
-        per_seed["trained_at_m"].append(_split(table))
+    trained_steps: list[int] = outputs[-1][1] if outputs else []  # the same for every seed
+    for output, _ in outputs:
+        for name, table in output.items():
+            per_seed[name].append(table)
     settings = {}
     for name, runs in per_seed.items():
         if runs:
@@ -195,6 +185,45 @@ def _measure(quick: bool, seeds: tuple[int, ...], device: str, tau: float, eps: 
         "eps": eps,
         "settings": settings,
     }
+
+
+def _sizes(quick: bool) -> tuple[list[int], int, int, int]:
+    """``(batch sizes, draws per size, fixed training steps, epochs per m)``."""
+    if quick:
+        return [16, 64, 256], 3, 30, 1
+    return [16, 32, 64, 128, 256, 512, 1024], 5, 400, 2
+
+
+def _seed_task(quick: bool, seed: int, device: str, tau: float, eps: float) -> tuple:
+    """One seed of :func:`measure`: ``({setting: {key: [per m]}}, steps per m)``."""
+    with study_threads(device):
+        return _seed_run(quick, seed, device, tau, eps)
+
+
+def _seed_run(quick: bool, seed: int, device: str, tau: float, eps: float) -> tuple:
+    sizes, draws, fixed_steps, epochs = _sizes(quick)
+    lr = 1e-3
+    data = load_digit_strings(num_digits=3, per_class=4 if quick else 6, seed=seed)
+    train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
+    test_images, test_labels = data.test_images.to(device), data.test_labels.to(device)
+    torch.manual_seed(seed)
+    initial = DigitStringNet().to(device)
+    tables = {
+        "fixed_untrained": _split(
+            _fixed_rows(initial, test_images, test_labels, sizes, draws, seed, tau, eps)
+        )
+    }
+    trained = copy.deepcopy(initial)
+    batches = FixedCountBatches(data.train_labels, 64, PER_CLASS, seed=seed).take(fixed_steps)
+    train_on_batches(trained, train_images, train_labels, SmoothAPLoss(tau), batches, lr=lr)
+    tables["fixed_trained"] = _split(
+        _fixed_rows(trained, test_images, test_labels, sizes, draws, seed, tau, eps)
+    )
+    table, steps = _trained_rows(
+        trained, train_images, train_labels, sizes, epochs, seed, tau, eps, lr
+    )
+    tables["trained_at_m"] = _split(table)
+    return tables, steps
 
 
 SUMMARIZED_SETTINGS = ("fixed_trained", "trained_at_m")

@@ -1,11 +1,47 @@
-"""Shared settings of the studies: CPU threads, seeds."""
+"""Shared settings of the studies: CPU threads, worker processes, one progress line per task.
+
+The studies' networks are tiny, so each runs on one torch thread (:func:`study_threads`) and a
+machine's cores are used by running the independent parts of a study (its seeds, or its
+losses) in parallel worker processes (:func:`run_tasks`). Every task seeds its own generators, so
+a task's numbers do not depend on where, when or beside what it runs, and the results are
+merged in task order: a parallel run returns exactly what the serial run returns.
+
+Example:
+    >>> run_tasks(divmod, [(7, 2), (9, 4)], stage="doctest", names=["a", "b"], workers=1)
+    [(3, 1), (2, 1)]
+"""
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
-from collections.abc import Iterator
+import multiprocessing
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
+
+from gradlab.errors import GradlabError
+from gradlab.progress import progress, progress_mode, set_progress_mode
+
+MAX_WORKERS = 8
+"""The most worker processes the studies start, whatever the number of cores."""
+
+
+class StudyError(RuntimeError):
+    """A task of a study failed; the message names the study and the task (its seed).
+
+    Example:
+        >>> try:
+        ...     run_tasks(int, [("7",), ("x",)], stage="parse", names=["seed 0", "seed 1"])
+        ... except StudyError as error:
+        ...     print(error)
+        parse, seed 1 failed: ValueError: invalid literal for int() with base 10: 'x'
+    """
 
 
 @contextlib.contextmanager
@@ -33,3 +69,275 @@ def study_threads(device: str, threads: int = 1) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the system has one).
+
+    Example:
+        >>> usable_cores() >= 1
+        True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def default_workers() -> int:
+    """Worker processes by default: the usable cores, at most :data:`MAX_WORKERS`.
+
+    Example:
+        >>> 1 <= default_workers() <= MAX_WORKERS
+        True
+    """
+    return min(usable_cores(), MAX_WORKERS)
+
+
+def check_workers(workers: object, argument: str = "workers") -> int:
+    """``workers`` if it is a whole number from 1 to :data:`MAX_WORKERS`, else a GradlabError.
+
+    Example:
+        >>> check_workers(2)
+        2
+        >>> check_workers(0)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: workers must be a whole number from 1 to 8; got 0
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAX_WORKERS:
+        raise GradlabError(
+            f"{argument} must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}"
+        )
+    return workers
+
+
+class _Pool:
+    """A spawn-context process pool started on first use, and the processes it started."""
+
+    def __init__(self, workers: int):
+        self.workers = workers
+        self.executor: concurrent.futures.ProcessPoolExecutor | None = None
+        self.before: set = set()
+
+    def get(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self.executor is None:
+            self.before = set(multiprocessing.active_children())
+            self.executor = concurrent.futures.ProcessPoolExecutor(
+                max_workers=self.workers,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_start_worker,
+            )
+        return self.executor
+
+    def close(self) -> None:
+        """Wait for the workers to exit (after the work is done)."""
+        if self.executor is not None:
+            self.executor.shutdown(wait=True)
+            self.executor = None
+
+    def stop(self) -> None:
+        """Cancel what has not started and end the workers now (Ctrl-C, SIGTERM, a failure)."""
+        if self.executor is None:
+            return
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        workers = [p for p in multiprocessing.active_children() if p not in self.before]
+        for process in workers:
+            process.terminate()
+        for process in workers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+        self.executor = None
+
+
+_workers = 1
+_shared: _Pool | None = None
+
+
+@contextlib.contextmanager
+def study_workers(workers: int) -> Iterator[None]:
+    """Run the studies called in this block on ``workers`` processes (1: in this process).
+
+    One pool of spawned processes serves every study of the block; it starts when a study first
+    needs it and its workers end with the block (at once if the block is left by an exception,
+    Ctrl-C or SIGTERM included, so that no worker outlives it).
+
+    Example:
+        >>> with study_workers(1):
+        ...     run_tasks(pow, [(2, 3)], stage="doctest", names=["a"])
+        [8]
+    """
+    global _workers, _shared
+    workers = check_workers(workers)
+    previous = (_workers, _shared)
+    _workers, _shared = workers, _Pool(workers) if workers > 1 else None
+    pool = _shared
+    try:
+        yield
+    except BaseException:
+        if pool is not None:
+            pool.stop()
+        raise
+    else:
+        if pool is not None:
+            pool.close()
+    finally:
+        _workers, _shared = previous
+
+
+def current_workers() -> int:
+    """The worker processes of the enclosing :func:`study_workers` block (1 outside any).
+
+    Example:
+        >>> current_workers()
+        1
+    """
+    return _workers
+
+
+def _start_worker() -> None:
+    """A worker: one torch thread, no progress output of its own, Ctrl-C left to the parent."""
+    torch.set_num_threads(1)
+    set_progress_mode("off")
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _say(text: str) -> None:
+    print(f"gradlab: {text}", file=sys.stderr, flush=True)
+
+
+def _timed(function: Callable, arguments: tuple) -> tuple[Any, float]:
+    started = time.perf_counter()
+    return function(*arguments), time.perf_counter() - started
+
+
+def _failure(error: BaseException, stage: str, name: str) -> BaseException:
+    """The error a failed task raises: a missing dependency stays itself (a report skips its
+    section), a GradlabError stays one (bad input, said in one line), both naming the task;
+    anything else becomes a StudyError naming the study and the task."""
+    if isinstance(error, ImportError):
+        error.add_note(f"in {stage}, {name}")
+        return error
+    if isinstance(error, GradlabError):
+        return GradlabError(f"{stage}, {name}: {error}")
+    return StudyError(f"{stage}, {name} failed: {type(error).__name__}: {error}")
+
+
+def run_tasks(
+    function: Callable[..., Any],
+    arguments: Sequence[tuple],
+    *,
+    stage: str,
+    names: Sequence[str],
+    parts: Sequence[str] | None = None,
+    detail: str = "",
+    unit: str = "seed",
+    workers: int | None = None,
+) -> list:
+    """``[function(*a) for a in arguments]``, on worker processes when more than one is asked.
+
+    Each task runs in a spawned process with one torch thread (or here, one after the other,
+    with ``workers=1``); the results come back in the order of ``arguments`` whatever the order
+    the tasks finish in. ``function`` must be a module-level function and the arguments and
+    results picklable. Tasks with the same name form a group (a seed whose losses are separate
+    tasks); progress is one line per finished group when it goes to a log (``gradlab: <stage>:
+    <name> done (<detail>, <s> s; <k> of <n> <unit>s done)``, the seconds summed over the
+    group's tasks), a bar on a terminal.
+
+    Args:
+        function: what each task calls; it must seed every generator it uses from its
+            arguments (never from a generator shared between tasks).
+        arguments: one tuple of positional arguments per task.
+        stage: the study, as the progress lines and errors name it.
+        names: one group name per task (``"seed 2"``), in the progress lines and errors.
+        parts: one label per task within its group (``"FAPPY"``), in errors; optional.
+        detail: what one group does (``"6 losses trained"``), for the progress lines.
+        unit: what a group is (``"seed"``), for the progress lines.
+        workers: worker processes; ``None``: those of the enclosing :func:`study_workers`
+            block (1 outside any). Never more processes than tasks.
+
+    Returns:
+        The results, in the order of ``arguments``.
+
+    Raises:
+        StudyError: a task raised; the message names the stage and the task (a GradlabError
+            stays a GradlabError with that message; an ImportError is raised as it is, with
+            the task in a note).
+
+    Example:
+        >>> run_tasks(max, [(1, 5), (7, 2)], stage="doctest", names=["a", "b"], workers=1)
+        [5, 7]
+    """
+    arguments = [tuple(a) for a in arguments]
+    names = list(names)
+    parts = [""] * len(arguments) if parts is None else list(parts)
+    if len(names) != len(arguments) or len(parts) != len(arguments):
+        raise GradlabError(
+            f"names and parts must hold one entry per task ({len(arguments)}); got "
+            f"{len(names)} names and {len(parts)} parts"
+        )
+    workers = current_workers() if workers is None else check_workers(workers)
+    workers = min(workers, len(arguments)) if arguments else 1
+    groups = list(dict.fromkeys(names))
+    left = {group: names.count(group) for group in groups}
+    seconds = dict.fromkeys(groups, 0.0)
+    plural = lambda n: f"{n} {unit}{'' if n == 1 else 's'}"  # noqa: E731
+    mode = progress_mode()
+    bar = progress(total=len(groups), desc=stage, unit=unit) if mode == "bar" else None
+    if mode == "lines":
+        where = "in this process" if workers == 1 else f"on {workers} worker processes"
+        tasks = "" if len(arguments) == len(groups) else f", {len(arguments)} tasks"
+        _say(f"{stage}: {plural(len(groups))}{tasks} {where} ...")
+    started = time.perf_counter()
+    results: list = [None] * len(arguments)
+
+    def finished(index: int, took: float) -> None:
+        group = names[index]
+        left[group] -= 1
+        seconds[group] += took
+        if left[group]:
+            return
+        if bar is not None:
+            bar.update(1)
+        elif mode == "lines":
+            done = sum(1 for g in groups if not left[g])
+            what = f"{detail}, " if detail else ""
+            _say(f"{stage}: {group} done ({what}{seconds[group]:.0f} s; "
+                 f"{done} of {plural(len(groups))} done)")  # fmt: skip
+
+    def failure(error: Exception, index: int) -> BaseException:
+        task = names[index] + (f" ({parts[index]})" if parts[index] else "")
+        return _failure(error, stage, task)
+
+    if workers == 1:
+        for index, task in enumerate(arguments):
+            try:
+                results[index], took = _timed(function, task)
+            except Exception as error:
+                raise failure(error, index) from error
+            finished(index, took)
+    else:
+        own = None if _shared is not None and _shared.workers >= workers else _Pool(workers)
+        pool = own if own is not None else _shared
+        try:
+            executor = pool.get()
+            futures = {executor.submit(_timed, function, task): i
+                       for i, task in enumerate(arguments)}  # fmt: skip
+            for future in concurrent.futures.as_completed(futures):
+                index = futures[future]
+                try:
+                    results[index], took = future.result()
+                except Exception as error:
+                    raise failure(error, index) from error
+                finished(index, took)
+        except BaseException:
+            pool.stop()  # Ctrl-C, SIGTERM or a failed task: no worker goes on
+            raise
+        if own is not None:
+            own.close()
+    if bar is not None:
+        bar.close()
+    elif mode == "lines":
+        _say(f"{stage} done ({plural(len(groups))}, {time.perf_counter() - started:.0f} s)")
+    return results
