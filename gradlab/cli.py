@@ -86,6 +86,12 @@ def _build_parser(
     )  # fmt: skip
     report.add_argument("--device", default="cpu", help=DEVICE_HELP)
     report.add_argument(
+        "--workers", type=_workers, default=None, metavar="N",
+        help="processes that run a study's seeds side by side, one torch thread each; 1 runs "
+        "everything in this process; the numbers are the same for any N (default: the usable "
+        "CPU cores, at most 8)",
+    )  # fmt: skip
+    report.add_argument(
         "--no-progress", action="store_true",
         help="no progress output (default: bars on a terminal, one line per stage otherwise)",
     )  # fmt: skip
@@ -238,11 +244,20 @@ class _Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the command is so that its cleanup runs as for Ctrl-C."""
 
 
+def _workers(text: str) -> int:
+    """``--workers``: a whole number from 1 to 8 (argparse turns the error into a usage line)."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= 8:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to 8; got {text!r}")
+    return int(text)
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     raise _Terminated(f"signal {signum}")
 
 
-def _write_report(out: Path, quick: bool, only: list[str] | None, device: str) -> None:
+def _write_report(
+    out: Path, quick: bool, only: list[str] | None, device: str, workers: int = 1
+) -> None:
     """Write the report into ``.OUT.partial`` beside ``out``, then move it into place.
 
     SIGTERM is handled like Ctrl-C while the report is written (the staging folder is removed,
@@ -259,7 +274,7 @@ def _write_report(out: Path, quick: bool, only: list[str] | None, device: str) -
     try:
         try:
             shutil.rmtree(staging, ignore_errors=True)
-            run_report(staging, quick=quick, only=only, device=device)
+            run_report(staging, quick=quick, only=only, device=device, workers=workers)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
             raise
@@ -291,7 +306,12 @@ def main(argv: list[str] | None = None) -> int:
             out = check_report_folder(arguments.out)
             if arguments.no_progress:
                 set_progress_mode("off")
-            _write_report(out, arguments.quick, arguments.only, device)
+            workers = arguments.workers
+            if workers is None:
+                from gradlab.experiments.runtime import default_workers
+
+                workers = default_workers()
+            _write_report(out, arguments.quick, arguments.only, device, workers)
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):
