@@ -36,24 +36,26 @@ SEEDS = {
         Seed("000_e0f8edb24a02ffe3", "Bleeker & de Rijke",
              LESSONS, "ECIR", "2022",
              "appendix A, short version",
-             "authors, title: seed header; venue, year: not printed in the seed (the paper's "
+             "authors, title: the text's header; venue, year: not printed in the text (the paper's "
              "publication record)"),
         Seed("001_69c8c92ba6da9a08", "Bleeker & de Rijke",
              LESSONS, "ECIR", "2022",
              "appendices A-B, long version",
-             "authors, title: seed header; venue, year: not printed in the seed (the paper's "
+             "authors, title: the text's header; venue, year: not printed in the text (the paper's "
              "publication record)"),
         Seed("002_9d7d2555864f9baa", "Brown, Xie, Kalogeiton & Zisserman",
              "Smooth-AP: Smoothing the Path Towards Large-Scale Image Retrieval", "ECCV", "2020",
              "supplementary material",
-             "authors, title: seed header; venue, year: seed 000's reference [1]"),
+             "authors, title: the text's header; venue, year: reference [1] of Bleeker & de "
+             "Rijke (2022)"),
         Seed("003_9ae9ec3ce43e30ad", "He, Cakir, Bargal & Sclaroff",
              "Hashing as Tie-Aware Learning to Rank", "CVPR", "2018", "supplementary material",
-             "title: seed header; authors, venue, year: seeds/README.md (not printed in the seed)"),
+             "title: the text's header; authors, venue, year: not printed in the text (the "
+             "paper's publication record)"),
         Seed("004_e426679a66883031", "Zhong, Li & Li",
              "Deep Metric Learning with False Positive Probability", "preprint", "n.d.",
              "paper with appendix",
-             "authors, title: seed header; venue and year are not printed in the seed"),
+             "authors, title: the text's header; venue and year are not printed in the text"),
     )
 }  # fmt: skip
 
