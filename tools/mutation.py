@@ -24,7 +24,9 @@ full. See what would run, without mutmut::
 A change to the tests alone changes no hash: run the group again with ``--full`` (or
 ``--recheck``) after adding tests that should kill a survivor. After an incremental run,
 ``--recheck`` runs again only the undetected mutants of the functions that run mutated and
-keeps the other functions' records. A run in which mutmut leaves asked-for mutants unchecked
+keeps the other functions' records. After judging a survivor equivalent (or dropping a judgement),
+``--reapply-equivalents --only GROUP`` re-reads the equivalents into the recorded group
+without running mutmut. A run in which mutmut leaves asked-for mutants unchecked
 (a test failing on the unmutated code stops its first, instrumented run) is not recorded: the
 driver prints the end of mutmut's output and exits 1. Groups recorded before the
 per-function records existed were given them once with ``--adopt`` (hashes at the group's
@@ -106,6 +108,19 @@ _MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py
                    "tests/monitor/test_monitor_defaults.py"]  # fmt: skip
 _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
+# The agreement's decision and the one-rank group in process; the two-rank gloo tests spawn
+# processes for about 15 s each, too slow per mutant.
+_DISTRIBUTED_IN_PROCESS = [
+    "tests/monitor/test_distributed_faults.py",
+    *(
+        f"--deselect=tests/monitor/test_distributed_faults.py::{test}"
+        for test in (
+            "test_without_fault_every_step_logs_the_mean_of_both_ranks",
+            "test_a_rank_without_a_batch_skips_that_step_on_every_rank",
+            "test_a_rank_skipping_monitor_step_stops_the_gathering_without_mixing",
+        )
+    ),
+]
 MONITOR_TESTS = {
     # test_anatomy and test_monitor_faults read what the adapters capture (first run without
     # them: 78 of 197 survivors were killed by these two files alone)
@@ -122,8 +137,9 @@ MONITOR_TESTS = {
                "tests/monitor/test_options.py",
                "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py"],
     "distributed": ["tests/monitor/test_monitor_paths.py",
-                    "tests/monitor/test_monitor_contract.py"],
-    "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py"],
+                    "tests/monitor/test_monitor_contract.py", *_DISTRIBUTED_IN_PROCESS],
+    "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py",
+             "tests/monitor/test_sink_faults.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
     # test_lock: the Monitor's claim of its folder (test_lock_claims calls no Monitor code).
@@ -131,7 +147,8 @@ MONITOR_TESTS = {
                 "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
                 "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
                 "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_contract.py",
-                "tests/monitor/test_lock.py",
+                "tests/monitor/test_lock.py", "tests/monitor/test_sink_faults.py",
+                *_DISTRIBUTED_IN_PROCESS,
                 *(f"--deselect=tests/monitor/{test}" for test in (
                     "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",
                     "test_monitor.py::test_plot_command",
@@ -140,12 +157,13 @@ MONITOR_TESTS = {
     "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_runs.py", "tests/monitor/test_lock.py",
                    "tests/monitor/test_monitor_contract.py",
-                   "tests/monitor/test_sink_roundtrip.py"],
+                   "tests/monitor/test_sink_roundtrip.py", "tests/monitor/test_sink_faults.py"],
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
                   "tests/monitor/test_monitor_defaults.py"],
     "sinks": ["tests/monitor/test_sinks.py", "tests/monitor/test_sink_roundtrip.py",
+              "tests/monitor/test_sink_faults.py",
               "tests/monitor/test_sinks_remote.py", "tests/monitor/test_runs.py",
               "tests/monitor/test_monitor_defaults.py"],
 }  # fmt: skip
@@ -394,6 +412,22 @@ def merge_incremental(old: dict, fresh: dict, rerun: list[str], current: dict[st
         "incremental": {"since": old.get("commit"), "functions": rerun},
         "functions": functions,
     }
+
+
+def reapply_equivalents(group: dict, equivalents: dict[str, str]) -> dict:
+    """A recorded group with its undetected mutants (survivors and equivalents) judged again
+    against ``equivalents``: after an entry is added or removed, without a mutmut run.
+
+    Example:
+        >>> group = {"functions": {"m.x_f": {"generated": 2, "killed": 1, "survived": 1,
+        ...          "no_tests": 0, "timeout": 0, "not_checked": 0}},
+        ...          "survivors": ["m.x_f__mutmut_2"], "equivalent": {}}
+        >>> judged = reapply_equivalents(group, {"m.x_f__mutmut_2": "the same sum"})
+        >>> judged["survivors"], judged["equivalent"], judged["killed_share_of_non_equivalent"]
+        ([], {'m.x_f__mutmut_2': 'the same sum'}, 1.0)
+    """
+    undetected = [*group["survivors"], *group["equivalent"]]
+    return {**group, **group_totals(group["functions"], undetected, equivalents)}
 
 
 def _equivalents() -> dict[str, str]:
@@ -664,6 +698,11 @@ def main(argv: list[str] | None = None) -> int:
         "from their recorded run (mutmut's generator, no tests), and exit",
     )  # fmt: skip
     parser.add_argument(
+        "--reapply-equivalents", action="store_true",
+        help="re-read tools/mutation_equivalents.json into each selected group's record (its "
+        "undetected mutants judged again, no mutmut run), and exit",
+    )  # fmt: skip
+    parser.add_argument(
         "--recheck", action="store_true",
         help="reuse each group's scratch clone (pulled to the committed tree) and run again "
         "only the mutants its last run left undetected: minutes after new tests",
@@ -693,6 +732,12 @@ def main(argv: list[str] | None = None) -> int:
     recorded = {}
     if arguments.out.exists():
         recorded = json.loads(arguments.out.read_text()).get("groups", {})
+    if arguments.reapply_equivalents:
+        judged = {name: reapply_equivalents(recorded[name], _equivalents())
+                  for name in groups if "functions" in recorded.get(name, {})}  # fmt: skip
+        write_results(arguments.out, judged, keep_commit=True)
+        print(f"mutation.py: equivalents re-read for {len(judged)} groups", file=sys.stderr)
+        return 0
     if arguments.adopt:
         adopted = {}
         for name in groups:
