@@ -30,7 +30,10 @@ def _run(argv, capsys):
         (["gradient-cache", "--loss", "max-violation", "--dtype", "float32"], 0),
         (["memory", "--loss", "smooth-ap"], 0),
         (["cached-mnrl", "--chunk-size", "3"], 0),
+        (["gradient-cache", "--loss", "siglip", "--chunk-size", "5"], 0),
+        (["memory", "--loss", "siglip"], 0),
         (["accumulation", "--micro-batches", "2"], 1),
+        (["accumulation", "--loss", "siglip"], 1),
         (["memory-before"], 1),
     ],
 )
@@ -67,6 +70,7 @@ def test_json_is_the_result(tmp_path, capsys):
         (["banana"], "invalid choice: 'banana'"),
         ([], "CANDIDATE"),
         (["gather", "--loss", "hinge"], "--loss"),
+        (["gather", "--loss", "sigmoid"], "siglip"),  # the choices name it
         (["gather", "--processes", "0"], "--processes must be a positive integer; got 0"),
         (["gather", "--processes", "two"], "--processes"),
         (["gather", "--processes", "3"], "--processes must divide --batch-size 16; got 3"),
@@ -85,6 +89,22 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, argv, needle):
     assert out == ""
     assert len(err.strip().splitlines()) == 1, err
     assert needle in err
+
+
+def test_siglip_accumulation_loses_the_cross_block_pairs_only(capsys):
+    # SigLIP's pairs are independent: of the 16 x 16 scores, the 4 blocks of 4 x 4 are computed
+    # and get the whole batch's gradient; the other 192 are never computed.
+    status, out, _ = _run(["accumulation", "--loss", "siglip"], capsys)
+    assert status == 1
+    assert "SigLIPLoss" in out and "192 scores never computed" in out
+
+
+@pytest.mark.slow
+def test_siglip_under_a_local_loss_with_gradient_is_equivalent(capsys):
+    # The paper's own scheme: each process its own images' rows against every text (2 processes).
+    status, out, err = _run(["local-loss", "--loss", "siglip"], capsys)
+    assert status == 0, err
+    assert "SigLIPLoss" in out and "2 processes" in out and "verdict: EQUIVALENT" in out
 
 
 @pytest.mark.slow

@@ -44,8 +44,9 @@ CANDIDATES = {
 }
 """Candidate name -> what it does."""
 
-LOSSES = ("smooth-ap", "nt-xent", "max-violation")
-"""Loss names: gradlab's SmoothAPLoss, NTXentLoss and MaxViolationTripletLoss, defaults."""
+LOSSES = ("smooth-ap", "nt-xent", "max-violation", "siglip")
+"""Loss names: gradlab's SmoothAPLoss, NTXentLoss, MaxViolationTripletLoss and SigLIPLoss,
+defaults."""
 
 DEFAULT_PROCESSES = {"gather": 2, "gather-no-grad": 2, "local-loss": 2, "local-loss-no-grad": 2}
 """Processes per candidate when not given (1 for the others)."""
@@ -60,11 +61,15 @@ def builtin_loss(name: str) -> torch.nn.Module:
     Example:
         >>> builtin_loss("nt-xent")
         NTXentLoss(temperature=0.1, direction='both', reduction='mean')
+        >>> builtin_loss("siglip")
+        SigLIPLoss(scale=10.0, bias=-10.0, reduction='mean')
     """
     import gradlab
+    from gradlab.siglip_loss import SigLIPLoss
 
     factories = {"smooth-ap": gradlab.SmoothAPLoss, "nt-xent": gradlab.NTXentLoss,
-                 "max-violation": gradlab.MaxViolationTripletLoss}  # fmt: skip
+                 "max-violation": gradlab.MaxViolationTripletLoss,
+                 "siglip": SigLIPLoss}  # fmt: skip
     if name not in factories:
         raise GradlabError(f"--loss must be one of {', '.join(LOSSES)}; got {name!r}")
     return factories[name]()

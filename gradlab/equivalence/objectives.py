@@ -18,8 +18,10 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.losses import mean_ap_loss
 from gradlab.functional.score_losses import max_violation_triplet_loss, nt_xent_loss
+from gradlab.functional.siglip import sigmoid_pair_loss
 from gradlab.functional.smooth_ap import smooth_ap
 from gradlab.losses import MaxViolationTripletLoss, NTXentLoss, SmoothAPLoss
+from gradlab.siglip_loss import SigLIPLoss
 
 __all__ = ["ScoreObjective", "score_objective"]
 
@@ -66,6 +68,10 @@ def score_objective(loss: object) -> ScoreObjective:
     * :class:`gradlab.SmoothAPLoss`: rows as queries (its cross-modal form, on cosine scores);
     * :class:`gradlab.NTXentLoss`, :class:`gradlab.MaxViolationTripletLoss`: their
       ``direction`` and ``reduction``;
+    * :class:`gradlab.siglip_loss.SigLIPLoss`: rows as queries only (Zhai et al., 2023, Eq. 1
+      sums every pair of the matrix once; a ``t2i`` direction would count each pair twice),
+      its ``scale``, ``bias`` and ``reduction`` (``"mean"`` divides by the rows, so a process's
+      local loss of ``B / N`` rows is ``N`` times its share and DDP's average is exact);
     * any other callable ``loss(scores, positives)``: taken as a loss whose queries are the
       rows, reduced by a mean (``reduction="sum"`` when it has that attribute).
 
@@ -79,6 +85,8 @@ def score_objective(loss: object) -> ScoreObjective:
         (('i2t', 't2i'), 'mean')
         >>> score_objective(gradlab.SmoothAPLoss(tau=0.01)).directions
         ('i2t',)
+        >>> score_objective(SigLIPLoss(scale=10.0, bias=-10.0)).directions
+        ('i2t',)
     """
     both = {"both": ("i2t", "t2i"), "i2t": ("i2t",), "t2i": ("t2i",)}
     if isinstance(loss, SmoothAPLoss):
@@ -91,10 +99,15 @@ def score_objective(loss: object) -> ScoreObjective:
         row = partial(max_violation_triplet_loss, margin=loss.margin, direction="i2t",
                       reduction=loss.reduction, validate=loss.validate)  # fmt: skip
         return ScoreObjective("MaxViolationTripletLoss", row, both[loss.direction], loss.reduction)
+    if isinstance(loss, SigLIPLoss):  # no direction: every pair once, as the rows' loss
+        row = partial(sigmoid_pair_loss, scale=loss.scale, bias=loss.bias,
+                      reduction=loss.reduction, validate=loss.validate)  # fmt: skip
+        return ScoreObjective("SigLIPLoss", row, ("i2t",), loss.reduction)
     if not callable(loss):
         raise GradlabError(
-            "loss must be a gradlab loss (SmoothAPLoss, NTXentLoss, MaxViolationTripletLoss) or "
-            f"a callable loss(scores, positives); got {type(loss).__name__} {loss!r}"
+            "loss must be a gradlab loss (SmoothAPLoss, NTXentLoss, MaxViolationTripletLoss, "
+            "SigLIPLoss) or a callable loss(scores, positives); got "
+            f"{type(loss).__name__} {loss!r}"
         )
     reduction = getattr(loss, "reduction", "mean")
     name = getattr(loss, "__name__", type(loss).__name__)

@@ -27,6 +27,7 @@ from gradlab.equivalence import (
     score_objective,
     synthetic_problem,
 )
+from gradlab.siglip_loss import SigLIPLoss
 from tests.helpers.equivalence_workers import ScaledQueryRow
 from tests.reference.score_losses_loops import score_loss
 from tests.reference.smooth_ap_loops import cross_modal_smooth_ap, loss_from_aps
@@ -36,6 +37,8 @@ LOSSES = {
     "smooth_ap": lambda: gradlab.SmoothAPLoss(tau=0.1),
     "nt_xent": lambda: gradlab.NTXentLoss(temperature=0.5),
     "max_violation": lambda: gradlab.MaxViolationTripletLoss(margin=0.2),
+    "siglip": lambda: SigLIPLoss(),  # scale 10, bias -10: the paper's initialisation
+    "siglip_sum": lambda: SigLIPLoss(scale=5.0, bias=-2.0, reduction="sum"),
 }
 TIGHT = 1e-10
 

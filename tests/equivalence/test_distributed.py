@@ -20,6 +20,7 @@ from gradlab.equivalence import (
     run_step,
     synthetic_problem,
 )
+from gradlab.siglip_loss import SigLIPLoss
 from tests.helpers.equivalence_workers import LocalFirstGather, RaisingStep, SleepingStep
 
 pytestmark = pytest.mark.slow
@@ -33,6 +34,8 @@ LOSSES = {
     "smooth_ap": gradlab.SmoothAPLoss(tau=0.1),
     "nt_xent": gradlab.NTXentLoss(temperature=0.5),
     "max_violation": gradlab.MaxViolationTripletLoss(margin=0.2),
+    "siglip": SigLIPLoss(),  # the paper's start: scale 10, bias -10, divided by the rows
+    "siglip_sum": SigLIPLoss(scale=5.0, bias=-2.0, reduction="sum"),
 }
 I2T = gradlab.NTXentLoss(temperature=0.5, direction="i2t")
 
@@ -45,9 +48,13 @@ def _steps():
         steps[name, "gather_without_gradient_scaled"] = AllGather(loss, gradient=False)
         steps[name, "gradient_cache"] = GradCache(loss, chunk_size=3)  # in each process
     steps["i2t", "bug_gather_without_gradient"] = AllGather(I2T, gradient=False, local_loss=True)
-    steps["nt_xent", "bug_missing_world_size_factor"] = AllGather(
-        LOSSES["nt_xent"], gradient=False, loss_scale=1.0
+    steps["siglip", "bug_gather_without_gradient"] = AllGather(
+        LOSSES["siglip"], gradient=False, local_loss=True
     )
+    for name in ("nt_xent", "siglip"):
+        steps[name, "bug_missing_world_size_factor"] = AllGather(
+            LOSSES[name], gradient=False, loss_scale=1.0
+        )
     steps["i2t", "local_loss"] = AllGather(I2T, gradient=True, local_loss=True)
     steps["i2t", "bug_wrong_gather_order"] = LocalFirstGather(I2T)
     return steps
@@ -96,11 +103,13 @@ def test_gradient_caching_in_each_process_without_a_gather_is_not_the_whole_batc
     assert result["dL/dscores"].unscored == 2 * (B // 2) ** 2
 
 
-def test_gather_without_gradient_loses_the_other_processes_queries(runs):
+@pytest.mark.parametrize("name", ["i2t", "siglip"])
+def test_gather_without_gradient_loses_the_other_processes_queries(runs, name):
     # Local loss (rows only) over candidates gathered without gradient: a candidate receives
     # gradient only from the queries of its own process. The scores and the queries' gradients
-    # are right; every candidate's gradient misses the other process's half.
-    result = runs["i2t", "bug_gather_without_gradient"]
+    # are right; every candidate's gradient misses the other process's half (SigLIP's sigmoid
+    # gives every cross-process negative pair a gradient, as NT-Xent's softmax does).
+    result = runs[name, "bug_gather_without_gradient"]
     assert not result.equivalent
     assert result.differing == ["dL/dtheta", "dL/dcandidates"]
     assert result["dL/dcandidates"].rows == list(range(B))
@@ -108,10 +117,11 @@ def test_gather_without_gradient_loses_the_other_processes_queries(runs):
     assert result["dL/dscores"].max_abs <= TIGHT and result["scores"].max_abs <= TIGHT
 
 
-def test_a_missing_world_size_factor_is_a_factor_of_one_half(runs):
+@pytest.mark.parametrize("name", ["nt_xent", "siglip"])
+def test_a_missing_world_size_factor_is_a_factor_of_one_half(runs, name):
     # Only a process's own rows carry gradient into its copy of the whole loss; averaging over
     # two processes without the factor 2 halves every gradient, and changes no score.
-    result = runs["nt_xent", "bug_missing_world_size_factor"]
+    result = runs[name, "bug_missing_world_size_factor"]
     assert not result.equivalent
     for name in ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores"):
         assert result[name].scale == pytest.approx(1 / WORLD, abs=1e-12)
