@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what static tools see; at run time __getattr__ loads these 
         SmoothAPLoss,
     )
     from gradlab.monitor import Monitor
+    from gradlab.siglip_loss import SigLIPLoss
 
 _FROM_LOSSES = frozenset({
     "BlackboxAPLoss",
@@ -61,6 +62,7 @@ __all__ = [
     "Monitor",
     "NTXentLoss",
     "RankingLoss",
+    "SigLIPLoss",
     "SmoothAPLoss",
     "__version__",
 ]
@@ -78,6 +80,10 @@ def __getattr__(name: str) -> Any:
         from gradlab.monitor import Monitor
 
         value = Monitor
+    elif name == "SigLIPLoss":
+        from gradlab.siglip_loss import SigLIPLoss
+
+        value = SigLIPLoss
     elif name == "functional":
         import gradlab.functional as value
     elif name == "losses":

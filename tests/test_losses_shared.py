@@ -18,7 +18,7 @@ import gradlab
 from gradlab import GradlabError
 from gradlab.losses import INPUT_FORMS, DegenerateBatchWarning, RankingLoss
 from tests.reference.histogram_losses_loops import fappy_algorithm1, fastap_query, ranked_ap
-from tests.reference.score_losses_loops import score_loss
+from tests.reference.score_losses_loops import score_loss, siglip_loss
 from tests.reference.smooth_ap_loops import (
     cosine,
     cross_modal_smooth_ap,
@@ -27,6 +27,7 @@ from tests.reference.smooth_ap_loops import (
 )
 
 TAU, BINS, DELTA_MIN, MARGIN, TEMPERATURE = 0.2, 10, 0.25, 0.2, 0.5
+SIGLIP_SCALE, SIGLIP_BIAS = 5.0, -2.0
 
 
 def _mean_defined(values):
@@ -77,8 +78,16 @@ CASES = {
         lambda **kw: gradlab.MaxViolationTripletLoss(MARGIN, **kw), "scores",
         lambda s, p: score_loss("triplet", s, p, MARGIN)[0],
     ),
+    "SigLIPLoss": Case(
+        lambda **kw: gradlab.SigLIPLoss(SIGLIP_SCALE, SIGLIP_BIAS, **kw), "scores",
+        lambda s, p: siglip_loss(s, p, SIGLIP_SCALE, SIGLIP_BIAS)[0],
+    ),
 }  # fmt: skip
 NAMES = sorted(CASES)
+PAIRWISE = {"SigLIPLoss"}
+"""Losses that classify each pair on its own (SigLIP, Zhai et al. 2023, Eq. 1): a batch without
+a positive, or without a negative, still has signal, so no batch is degenerate for them."""
+RANKING = [name for name in NAMES if name not in PAIRWISE]
 CORE_REFUSES_NON_FINITE = {"BlackboxAPLoss", "FAPPYLoss"}
 """Losses whose functional core checks finiteness itself, so validate=False cannot skip it."""
 
@@ -103,9 +112,11 @@ def test_the_table_covers_every_loss_of_the_package():
     while pending:
         for cls in pending.pop().__subclasses__():
             pending.append(cls)
-            if not cls.__name__.startswith("_") and cls.__module__ == "gradlab.losses":
+            if not cls.__name__.startswith("_") and cls.__module__.startswith("gradlab."):
                 found.add(cls.__name__)
-    assert found == set(CASES)
+    exported = {name for name in gradlab.__all__ if inspect.isclass(getattr(gradlab, name))
+                and issubclass(getattr(gradlab, name), RankingLoss) and name != "RankingLoss"}
+    assert found | exported == set(CASES)
     assert {name for name in CASES if hasattr(gradlab, name)} == set(CASES)  # exported
 
 
@@ -210,7 +221,23 @@ def test_bad_input_raises_an_error_naming_the_argument(name, position, bad, mess
 
 
 @pytest.mark.parametrize("degenerate", ["singletons", "one class"])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", sorted(PAIRWISE))
+def test_a_pairwise_loss_trains_on_batches_without_ranking_signal(name, degenerate):
+    case = CASES[name]
+    loss_fn = case.make()
+    first, second = _inputs(case.input_form, degenerate=degenerate)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = loss_fn(first, second)
+        value.backward()
+    assert value.item() == pytest.approx(case.reference(first.tolist(), second.tolist()),
+                                         rel=1e-12)  # fmt: skip
+    assert first.grad.abs().max() > 0 and loss_fn.degenerate_batches == 0
+    assert not [w for w in caught if w.category is DegenerateBatchWarning]
+
+
+@pytest.mark.parametrize("degenerate", ["singletons", "one class"])
+@pytest.mark.parametrize("name", RANKING)
 def test_a_degenerate_batch_is_zero_with_zero_gradient_counted_and_warned_once(name, degenerate):
     case = CASES[name]
     loss_fn = case.make()
@@ -243,7 +270,7 @@ def test_validate_off_counts_nothing_for_the_losses_that_would_read_for_it(name)
 
 
 @pytest.mark.parametrize("watched", [False, True])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", RANKING)
 def test_the_warning_points_at_the_line_that_called_the_loss(name, watched, tmp_path):
     case = CASES[name]
     loss_fn = case.make()

@@ -377,10 +377,11 @@ def test_import_gradlab_is_lazy_and_its_names_are_the_modules_objects():
 import sys
 import gradlab
 print("torch" in sys.modules)
-import gradlab.losses, gradlab.monitor, gradlab.functional
+import gradlab.losses, gradlab.monitor, gradlab.functional, gradlab.siglip_loss
 same = [getattr(gradlab, n) is getattr(gradlab.losses, n)
-        for n in gradlab.__all__ if n.endswith(("Loss", "Warning"))]
-print(len(same), all(same), gradlab.Monitor is gradlab.monitor.Monitor)
+        for n in gradlab.__all__ if n.endswith(("Loss", "Warning")) and n != "SigLIPLoss"]
+print(len(same), all(same), gradlab.Monitor is gradlab.monitor.Monitor,
+      gradlab.SigLIPLoss is gradlab.siglip_loss.SigLIPLoss)
 try:
     gradlab.no_such_name
 except AttributeError as error:
@@ -390,7 +391,7 @@ except AttributeError as error:
                             check=True)  # fmt: skip
     lines = result.stdout.splitlines()
     assert lines[0] == "False"
-    assert lines[1] == "8 True True"
+    assert lines[1] == "8 True True True"
     assert lines[2] == "AttributeError module 'gradlab' has no attribute 'no_such_name'"
 
 

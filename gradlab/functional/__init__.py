@@ -64,6 +64,7 @@ from gradlab.functional.relaxed_ranking import (
 )
 from gradlab.functional.retrieval_metrics import in_batch_retrieval, recall_at_k, retrieval_report
 from gradlab.functional.score_losses import max_violation_triplet_loss, nt_xent_loss
+from gradlab.functional.siglip import sigmoid_pair_loss
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
 from gradlab.functional.tie_aware import (
@@ -123,6 +124,7 @@ __all__ = [
     "relaxed_tie_aware_ap",
     "relaxed_tie_aware_dcg",
     "retrieval_report",
+    "sigmoid_pair_loss",
     "sigmoid_slope",
     "smooth_ap",
     "smooth_ap_decomposition",

@@ -1,6 +1,7 @@
-"""VSE++ max-violation and NT-Xent written with Python loops over plain floats (``math`` only).
+"""VSE++ max-violation, NT-Xent and SigLIP written with Python loops over plain floats.
 
-Independent of gradlab: straight from Faghri et al. (VSE++, Eq. 5) and SimCLR (Eq. 1), with the
+Independent of gradlab (``math`` only): straight from Faghri et al. (VSE++, Eq. 5), SimCLR
+(Eq. 1) and Zhai et al. (SigLIP, 2023, Eq. 1), with the
 conventions of :mod:`gradlab.functional.score_losses` (rows are i2t queries, columns t2i).
 Each loss comes with its gradient ``dL/dS`` derived by hand, not by autograd.
 """
@@ -76,3 +77,18 @@ def score_loss(name, scores, positives, option, direction="both", reduction="mea
             for c in range(cols):
                 grad[q][c] += part_grad[q][c] * scale
     return loss, grad
+
+
+def siglip_loss(scores, positives, scale, bias, reduction="mean"):
+    """(loss, dL/dS) of SigLIP's sigmoid loss: ``-log sigmoid(z (t s + b))`` summed over every
+    pair, ``z = +1`` for a positive and ``-1`` otherwise; ``"mean"`` divides by the rows."""
+    rows, columns = len(scores), len(scores[0])
+    weight = 1.0 if reduction == "sum" else 1.0 / rows
+    total, grad = 0.0, [[0.0] * columns for _ in range(rows)]
+    for q in range(rows):
+        for c in range(columns):
+            z = 1.0 if positives[q][c] else -1.0
+            logit = scale * float(scores[q][c]) + bias
+            total += math.log1p(math.exp(-z * logit))  # -log sigmoid(z logit)
+            grad[q][c] = -z * scale / (1.0 + math.exp(z * logit)) * weight
+    return total * weight, grad
