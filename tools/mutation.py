@@ -90,7 +90,12 @@ FUNCTIONAL_TESTS = {
         "tests/functional/test_relaxed_ranking.py",
     ],
     "layouts": ["tests/functional/test_layouts.py"],
-    "losses": ["tests/functional/test_functional_losses.py", "tests/test_losses.py"],
+    "losses": [
+        "tests/functional/test_functional_losses.py",
+        "tests/functional/test_functional_loss_calls.py",
+        "tests/test_losses.py",
+        "tests/test_loss_module_calls.py",
+    ],
     "operating_region": ["tests/functional/test_operating_region.py"],
     "relaxed_ranking": ["tests/functional/test_relaxed_ranking.py"],
     "retrieval_metrics": ["tests/functional/test_retrieval_metrics.py"],
