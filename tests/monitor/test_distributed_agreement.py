@@ -1,0 +1,258 @@
+"""The step agreement and the global batch of the Monitor under ``torch.distributed``.
+
+In process: a one-rank gloo group makes ``is_distributed()`` true, and a fake second rank
+(``torch.distributed.get_world_size``, ``all_gather`` and ``all_reduce`` replaced) shows what
+each rank offers, what the two-rank decision is and how the batch is put together.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.distributed import (
+    agree_on_step,
+    all_gather_rows,
+    collective_device,
+    decide,
+    gather_batch,
+)
+
+
+class _SecondRank:
+    """A fake rank 1: ``peer(tensor)`` is what it contributes where this rank gives ``tensor``."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, peer) -> None:
+        self.peer = peer
+        self.offered: list[torch.Tensor] = []
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+        monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
+        monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
+
+    def all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, *a, **k) -> None:
+        self.offered.append(tensor.clone())
+        if tensor.device.type == "meta":  # the offer's device is checked, its values are not
+            out[:] = [torch.as_tensor(self.peer(tensor)) for _ in out]
+            return
+        out[0].copy_(tensor)
+        out[1].copy_(self.peer(tensor))
+
+    def all_reduce(self, tensor: torch.Tensor, *a, **k) -> None:
+        tensor.add_(self.peer(tensor))
+
+
+def _batch(rows: int = 3, width: int = 2, **extra) -> BatchView:
+    embeddings = torch.arange(rows * width, dtype=torch.float64).reshape(rows, width)
+    return BatchView(embeddings=embeddings, **extra)
+
+
+# -- what each rank offers ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("extra", "held"),
+    [
+        ({}, [0, 0, 0]),
+        ({"labels": torch.arange(3)}, [1, 0, 0]),
+        ({"embedding_grad": torch.ones(3, 2)}, [0, 1, 0]),
+        ({"loss": torch.tensor(0.5)}, [0, 0, 1]),
+        ({"labels": torch.arange(3), "embedding_grad": torch.ones(3, 2),
+          "loss": torch.tensor(0.5)}, [1, 1, 1]),
+    ],
+)  # fmt: skip
+def test_a_rank_offers_its_step_calls_and_what_its_batch_holds(
+    one_rank_group, monkeypatch, extra, held
+):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    agreement = agree_on_step(7, 9, _batch(3, 2, **extra))
+    # [step, calls, has batch, has labels, has gradient, has loss, rows, width]
+    assert rank1.offered[0].tolist() == [7, 9, 1, *held, 3, 2]
+    assert rank1.offered[0].dtype == torch.int64
+    assert agreement.log is True
+    assert agreement.rows == (3, 3)
+
+
+def test_a_rank_without_a_batch_offers_zeros_after_its_step_and_calls(one_rank_group, monkeypatch):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    agree_on_step(4, 5, None)
+    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0]
+
+
+def test_one_dimensional_embeddings_offer_width_minus_one(one_rank_group, monkeypatch):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
+    assert rank1.offered[0].tolist() == [2, 2, 1, 0, 0, 0, 5, -1]
+
+
+def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_group, monkeypatch):
+    peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2])
+    _SecondRank(monkeypatch, lambda t: peer_offer)
+    batch = _batch(3, 2, labels=torch.arange(3), embedding_grad=torch.ones(3, 2),
+                   loss=torch.tensor(1.0))  # fmt: skip
+    agreement = agree_on_step(6, 6, batch)
+    assert (agreement.log, agreement.rows, agreement.skipped, agreement.out_of_step) == (
+        True, (3, 5), None, None)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("extra", "peer_offer", "differing"),
+    [
+        ({}, [6, 6, 1, 1, 0, 0, 3, 2], "labels"),
+        ({"labels": torch.arange(3)}, [6, 6, 1, 0, 0, 0, 3, 2], "labels"),
+        ({}, [6, 6, 1, 0, 1, 0, 3, 2], "grad"),
+        ({}, [6, 6, 1, 0, 0, 1, 3, 2], "loss"),
+        ({}, [6, 6, 1, 0, 0, 0, 3, 7], "width"),
+    ],
+)  # fmt: skip
+def test_ranks_whose_batches_hold_different_things_skip_the_step(
+    one_rank_group, monkeypatch, extra, peer_offer, differing
+):
+    _SecondRank(monkeypatch, lambda t: torch.tensor(peer_offer))
+    agreement = agree_on_step(6, 6, _batch(3, 2, **extra))
+    assert agreement.log is False
+    assert agreement.skipped.startswith("the ranks' batches for step 6 differ in what they hold")
+    assert agreement.out_of_step is None
+
+
+def test_a_batch_on_another_rank_without_a_batch_skips_the_step(one_rank_group, monkeypatch):
+    _SecondRank(monkeypatch, lambda t: torch.tensor([1, 1, 0, 0, 0, 0, 0, 0]))
+    agreement = agree_on_step(1, 1, _batch())
+    assert agreement.log is False
+    assert agreement.skipped == (
+        "rank 1 has no batch for step 1 (its loss call was not read, or raised)"
+    )
+
+
+def test_one_dimensional_embeddings_agree_with_a_rank_of_one_dimensional_embeddings(
+    one_rank_group, monkeypatch
+):
+    _SecondRank(monkeypatch, lambda t: torch.tensor([2, 2, 1, 0, 0, 0, 4, -1]))
+    agreement = agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
+    assert (agreement.log, agreement.rows) == (True, (5, 4))
+
+
+def test_the_offer_travels_on_the_device_of_the_batch_whatever_the_default_device(
+    one_rank_group, monkeypatch
+):
+    peer_offer = torch.tensor([0, 1, 1, 0, 0, 0, 3, 2])
+    rank1 = _SecondRank(monkeypatch, lambda t: peer_offer)
+    batch = BatchView(embeddings=torch.empty(3, 2, device="meta"))
+    agreement = agree_on_step(0, 1, batch)
+    assert rank1.offered[0].device.type == "meta"
+    assert agreement.rows == (3, 3)
+    cpu_batch = _batch()
+    with torch.device("meta"):
+        rank1.offered.clear()
+        agreement = agree_on_step(0, 1, cpu_batch)
+    assert rank1.offered[0].device.type == "cpu"
+    assert agreement.rows == (3, 3)
+
+
+def test_without_a_process_group_the_agreement_is_the_one_rank_decision():
+    agreement = agree_on_step(3, 4, _batch(6, 2))
+    assert (agreement.log, agreement.rows, agreement.skipped, agreement.out_of_step) == (
+        True, (6,), None, None)  # fmt: skip
+
+
+# -- the collectives' device ----------------------------------------------------------------
+
+
+def test_the_collectives_run_on_the_current_cuda_device_under_nccl(one_rank_group, monkeypatch):
+    assert collective_device() == torch.device("cpu")  # gloo
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "nccl")
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert collective_device() == torch.device("cuda", 1)
+
+
+# -- decide's messages ----------------------------------------------------------------------
+
+
+def test_ranks_at_different_steps_are_out_of_step_with_each_ranks_step_and_calls():
+    agreement = decide([[3, 3, 1, 1, 1, 1, 8, 4], [4, 5, 1, 1, 1, 1, 8, 4]])
+    assert agreement.log is False
+    assert agreement.skipped is None
+    assert agreement.out_of_step == (
+        "the ranks are out of step (rank 0 at step 3 after 3 watched call(s), "
+        "rank 1 at step 4 after 5 watched call(s))"
+    )
+
+
+def test_ranks_without_a_batch_are_named_in_the_skip():
+    one = decide([[2, 2, 1, 1, 1, 1, 8, 4], [2, 2, 0, 0, 0, 0, 0, 0]])
+    assert one.log is False
+    assert one.out_of_step is None
+    assert one.skipped == "rank 1 has no batch for step 2 (its loss call was not read, or raised)"
+    two = decide([[2, 2, 0, 0, 0, 0, 0, 0], [2, 2, 1, 1, 1, 1, 8, 4], [2, 2, 0, 0, 0, 0, 0, 0]])
+    assert two.skipped == (
+        "rank 0, rank 2 have no batch for step 2 (its loss call was not read, or raised)"
+    )
+
+
+def test_ranks_whose_batches_differ_are_told_what_each_holds():
+    agreement = decide([[5, 5, 1, 1, 1, 0, 8, 4], [5, 5, 1, 1, 0, 0, 8, 4]])
+    assert agreement.log is False
+    assert agreement.out_of_step is None
+    assert agreement.skipped == (
+        "the ranks' batches for step 5 differ in what they hold ("
+        "rank 0: labels 1, grad 1, loss 0, rows 8, width 4; "
+        "rank 1: labels 1, grad 0, loss 0, rows 8, width 4)"
+    )
+
+
+def test_a_table_row_of_the_wrong_length_is_refused_not_cut():
+    with pytest.raises(ValueError):
+        decide([[5, 5, 1, 1, 1, 0, 8, 4, 9], [5, 5, 1, 1, 0, 0, 8, 4, 9]])
+
+
+# -- the global batch -----------------------------------------------------------------------
+
+
+def test_rows_that_do_not_match_the_ranks_are_refused_not_cut(one_rank_group):
+    with pytest.raises(ValueError):
+        all_gather_rows(torch.arange(3), rows=(3, 2))
+
+
+def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
+    one_rank_group, monkeypatch
+):
+    _SecondRank(monkeypatch, lambda t: t + 10)
+    embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    candidates, positives = torch.ones(4, 2), torch.zeros(3, 4, dtype=torch.bool)
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
+                      candidates=candidates, positives=positives,
+                      embedding_grad=-embeddings, loss=torch.tensor(0.25))  # fmt: skip
+    gathered = gather_batch(batch, rows=(3, 2))  # rank 1 holds two rows
+    assert torch.equal(gathered.embeddings, torch.cat([embeddings, embeddings[:2] + 10]))
+    assert gathered.labels.tolist() == [0, 1, 1, 10, 11]
+    assert torch.equal(gathered.embedding_grad, torch.cat([-embeddings, -embeddings[:2] + 10]))
+    assert gathered.loss.dtype == torch.float64
+    assert gathered.loss.item() == (0.25 + 10.25) / 2
+    assert gathered.candidates is candidates
+    assert gathered.positives is positives
+
+
+def test_the_averaged_loss_is_summed_in_float64(one_rank_group, monkeypatch):
+    _SecondRank(monkeypatch, lambda t: torch.full_like(t, 2.0**-30))
+    gathered = gather_batch(_batch(loss=torch.tensor(1.0, dtype=torch.float32)), rows=(3, 3))
+    assert gathered.loss.item() == (1.0 + 2.0**-30) / 2
+
+
+def test_a_batch_without_labels_gradient_or_loss_gathers_only_the_embeddings(
+    one_rank_group, monkeypatch
+):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    gathered = gather_batch(_batch(), rows=(3, 3))
+    assert gathered.labels is None
+    assert gathered.embedding_grad is None
+    assert gathered.loss is None
+    assert len(rank1.offered) == 1
+
+
+@pytest.mark.parametrize(("rows", "exchanges"), [((3, 3), 3), (None, 6)])
+def test_agreed_rows_save_one_exchange_per_tensor(one_rank_group, monkeypatch, rows, exchanges):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    batch = _batch(labels=torch.arange(3), embedding_grad=torch.ones(3, 2))
+    gathered = gather_batch(batch, rows=rows)
+    assert len(rank1.offered) == exchanges
+    assert gathered.embeddings.shape == (6, 2)
