@@ -65,11 +65,16 @@ def _check_extras(argv: list[str]) -> None:
 def _build_parser(
     with_sections: bool = True, with_candidates: bool = True
 ) -> argparse.ArgumentParser:
-    parser = _OneLineParser(prog="gradlab", description=__doc__.splitlines()[0])
+    parser = _OneLineParser(
+        prog="gradlab",
+        description="gradlab: gradient diagnostics for ranking and contrastive losses. Each "
+        "command's options: gradlab COMMAND --help",
+    )
     parser.add_argument("--version", action="version", version=_version())
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
     commands.required = True
-    report = commands.add_parser("report", help="run the analyses and write the report")
+    report_help = "run the studies and the audit and write the report (HTML and Markdown)"
+    report = commands.add_parser("report", help=report_help, description=report_help)
     report.add_argument(
         "--out", type=Path, default=Path("reports/latest"),
         help="output folder, created if missing; a report there is replaced (default: %(default)s)",
@@ -95,7 +100,9 @@ def _build_parser(
         "--no-progress", action="store_true",
         help="no progress output (default: bars on a terminal, one line per stage otherwise)",
     )  # fmt: skip
-    audit = commands.add_parser("audit", help="check the seeds' printed equations by computation")
+    audit_help = ("check the papers' printed equations by computation (SymPy, float64), one "
+                  "verdict per claim")
+    audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
         "--json", type=Path,
         help="write the records as JSON into this file (its folder must exist; none is created)",
@@ -114,9 +121,8 @@ def _build_parser(
         "about a minute) to decide the one empirical claim; without it that claim is recorded "
         "as not measured and nothing is trained (default: off)",
     )  # fmt: skip
-    plot = commands.add_parser(
-        "plot", help="figures from Monitor log folders, several runs overlaid (headless)"
-    )
+    plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
+    plot = commands.add_parser("plot", help=plot_help, description=plot_help)
     plot.add_argument("run_dir", type=Path, nargs="+", help="one or more Monitor log folders")
     plot.add_argument(
         "--out", type=str,

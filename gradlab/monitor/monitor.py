@@ -163,6 +163,7 @@ class Monitor:
         self._stepped = False
         self._watched = False
         self._tau_warned = False
+        self._unwatched_warned = False
         self._pending: BatchView | None = None
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
@@ -346,6 +347,8 @@ class Monitor:
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
         self.step_count += 1
+        if batch is None and self.calls == 0:  # nothing watched was ever called
+            self._warn_unwatched(step)
         if self._gathers():
             return self._step_distributed(step, batch)
         if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
@@ -354,6 +357,21 @@ class Monitor:
         if not due:
             return None
         return self._record(step, batch, due)
+
+    def _warn_unwatched(self, step: int) -> None:
+        """Warn once when a step that would log finds no call of anything watched."""
+        if self._unwatched_warned or not self._scheduled(step):
+            return
+        self._unwatched_warned = True
+        what = ("the loss that monitor.watch() returned was never called" if self._watched
+                else "no watched loss or attached module has run")  # fmt: skip
+        warnings.warn(
+            f"gradlab.Monitor: step {step} logs nothing: {what}. Train with the wrapped loss "
+            "(loss_fn = monitor.watch(loss_fn), then call loss_fn), or attach the Monitor to "
+            "the embedding module (monitor.attach)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
 
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""

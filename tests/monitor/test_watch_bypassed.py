@@ -1,0 +1,74 @@
+"""A Monitor whose watched loss is never called says so at the first step that would log.
+
+The common slip: ``monitor.watch(loss_fn)`` without keeping its return value, so training
+calls the original loss and every record is empty. Without the warning, ``metrics.jsonl`` holds
+a header and nothing else, and nothing tells why.
+"""
+
+import inspect
+import warnings
+
+import torch
+
+import gradlab
+from gradlab.monitor import read_jsonl
+
+
+def _train(monitor, loss_fn, steps=3):
+    line = None
+    for _ in range(steps):
+        embeddings = torch.randn(8, 4, requires_grad=True)
+        loss_fn(embeddings, torch.arange(8) % 2).backward()
+        line = inspect.currentframe().f_lineno + 1
+        monitor.step()
+    return line
+
+
+def _unwatched(caught):
+    return [w for w in caught if "logs nothing" in str(w.message)]
+
+
+def test_training_with_the_original_loss_warns_once_at_the_callers_line(tmp_path):
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            monitor.watch(loss_fn)  # the slip: the wrapped loss is dropped
+            line = _train(monitor, loss_fn)
+    told = _unwatched(caught)
+    assert len(told) == 1
+    assert "step 0" in str(told[0].message) and "monitor.watch() returned" in str(told[0].message)
+    assert (told[0].filename, told[0].category) == (__file__, RuntimeWarning)
+    assert told[0].lineno in range(line - 5, line + 1)  # inside _train's loop, at step()
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert records == []
+
+
+def test_a_monitor_watching_nothing_says_nothing_is_watched(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            _train(monitor, gradlab.SmoothAPLoss(0.05))
+    told = _unwatched(caught)
+    assert len(told) == 1 and "no watched loss or attached module" in str(told[0].message)
+
+
+def test_the_wrapped_loss_logs_and_does_not_warn(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            _train(monitor, monitor.watch(gradlab.SmoothAPLoss(0.05)))
+    assert _unwatched(caught) == []
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+
+
+def test_an_off_schedule_step_without_a_call_does_not_warn(tmp_path):
+    never_due = [gradlab.monitor.Loss(lambda step: step >= 5)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=never_due) as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))
+            monitor.step()  # step 0 logs nothing by schedule: no call is expected
+            monitor.close(log_last_step=False)
+    assert _unwatched(caught) == []
