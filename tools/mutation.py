@@ -115,9 +115,10 @@ _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
 # The fault-injection tests, but the one that checks where the warning points: mutmut's
 # trampolines add frames, so a stacklevel that is right outside mutmut is wrong inside it.
-_SINK_FAULTS = ["tests/monitor/test_sink_faults.py",
-                "--deselect=tests/monitor/test_sink_faults.py::"
-                "test_the_warning_points_at_the_training_loop"]
+_SINK_FAULTS = [
+    "tests/monitor/test_sink_faults.py",
+    "--deselect=tests/monitor/test_sink_faults.py::test_the_warning_points_at_the_training_loop",
+]
 # The agreement's decision and the one-rank group in process; the two-rank gloo tests spawn
 # processes for about 15 s each, too slow per mutant.
 _DISTRIBUTED_IN_PROCESS = [
@@ -190,7 +191,7 @@ SYMBOLIC_TESTS = {
     "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py"],
     # the driver and its outputs on hand-built claims and records: seconds per mutant, where
     # the whole-audit tests of test_audit.py take about 30 s
-    "audit": ["tests/symbolic/test_audit_output.py"],
+    "audit": ["tests/symbolic/test_audit_output.py", "tests/symbolic/test_audit_measurement.py"],
     "batch_size": ["tests/symbolic/test_batch_size.py", *_CLAIM_RECORDS],
     "derivations": ["tests/symbolic/test_audit.py", *_CLAIM_RECORDS],
     "seeds": ["tests/symbolic/test_seeds.py", *_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
