@@ -12,7 +12,6 @@ from pathlib import Path
 
 import torch
 
-import gradlab
 from tests.reference.smooth_ap_loops import in_batch_smooth_ap
 from tools.readme_blocks import BLOCKS, ROOT, block_names, pages, render, stale_pages
 

@@ -180,14 +180,19 @@ def readme_findings(root: Path) -> str:
     from gradlab.symbolic.seeds import SEEDS
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
+    texts = len({r["seed"] for r in records})
+    steps = batch["settings"]["trained_at_m"]["steps"]
     speed = load_json(root, "benchmarks/results/smoothap.json")
     ratios = {int(size): value["pml_over_gradlab"] for size, value in speed["ratios"].items()}
     largest = max(ratios)
     return (
-        f"- **The audit** checks {len(records)} printed claims of {papers} papers by computation: "
-        f"{corrected} hold only after a correction and {fails} fail "
-        "([the audit, per paper](docs/audit.md)).\n"
-        f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} "
+        f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
+        f"by computation: {corrected} hold only after a correction and {fails} fail with "
+        "`gradlab audit --measure` (plain `gradlab audit` trains nothing and leaves the measured "
+        "claim inconclusive) ([the audit, per paper](docs/audit.md)).\n"
+        f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} The networks "
+        f"trained at each m took {steps[0]} optimizer steps at the smallest m and {steps[-1]} at "
+        "the largest, so training length differs with m too. "
         "([studies](docs/studies.md#studies-on-real-pixels-with-seed-spreads))\n"
         f"- **Speed.** gradlab's SmoothAP differentiates only the positive rows: at B = "
         f"{largest} its forward+backward is {ratios[largest]:.0f}x faster than "

@@ -27,7 +27,7 @@ def audit(root: Path) -> str:
     survivors = sum(r["mutants"] - r["mutants_killed"] for r in undecided)
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
-        "five seeds: "
+        f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
         f"{counts['holds']} hold, {counts['holds-with-correction']} hold only after a correction "
         f"(each correction checked by the same computation), {counts['fails']} fail, "
         f"{counts['inconclusive']} inconclusive. Its checks reject **{killed} of {mutants}** "

@@ -86,9 +86,9 @@ def p_ten_classes(root: Path) -> str:
     return (
         f"At a fixed model, uniformly drawn batches of {sizes[0]} to {sizes[-1]} hold the same "
         f"proportion of close pairs of two candidates ({untrained} untrained, {trained} "
-        "trained). The seed's P "
+        "trained). P as Eq. 1 defines it (`p_seed`) "
         "still moves with m, because Eq. 1 counts the m diagonal entries and the query's own "
-        "column (self-score exactly 1). Those two shares predict the seed's P to within "
+        "column (self-score exactly 1). Those two shares predict that P to within "
         f"{error:.3f} at every size."
     )
 
