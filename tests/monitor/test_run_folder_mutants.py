@@ -1,0 +1,239 @@
+"""The run folder's fault reports, claim and close, driven through ``RunFolder`` and a sink
+that fails on demand: what the user reads (the sink's name, its file, the error, what was
+being written) and what happens to the records after a failed or refused claim.
+"""
+
+from __future__ import annotations
+
+import errno
+import pathlib
+import warnings
+
+import pytest
+
+from gradlab import GradlabError
+from gradlab.monitor import Sink
+from gradlab.monitor.lock import LOCK_NAME
+from gradlab.monitor.run_folder import RunFolder
+
+STRICT_TAIL = (
+    " (strict=True; without it the record is dropped, counted in "
+    "monitor.dropped_records, and training goes on)"
+)
+
+
+class FlakySink(Sink):
+    """A sink writing ``filename`` (nothing on disk) that raises where ``fail`` says."""
+
+    def __init__(self, filename: str = "flaky.log") -> None:
+        self.filename = filename
+        self.fail: dict[str, BaseException] = {}
+        self.opened = 0
+        self.records: list[dict] = []
+
+    def open(self, log_dir, header):
+        self.opened += 1
+        if "open" in self.fail:
+            raise self.fail["open"]
+
+    def write(self, record):
+        if "write" in self.fail:
+            raise self.fail["write"]
+        self.records.append(record)
+
+    def close(self):
+        if "close" in self.fail:
+            raise self.fail["close"]
+
+
+def _full() -> OSError:
+    return OSError(errno.ENOSPC, "No space left on device")
+
+
+@pytest.fixture
+def full_lock(monkeypatch):
+    """While ``state["full"]``, the lock file cannot be written (the claim fails)."""
+    state = {"full": True}
+    write_bytes = pathlib.Path.write_bytes
+
+    def fake(path, data):
+        if state["full"]:
+            raise _full()
+        return write_bytes(path, data)
+
+    monkeypatch.setattr(pathlib.Path, "write_bytes", fake)
+    return state
+
+
+def _folder(tmp_path, *sinks, strict=False):
+    return RunFolder(tmp_path / "run", list(sinks), resume=False, overwrite=False, strict=strict)
+
+
+def test_a_strict_write_fault_names_the_sink_its_file_the_error_and_the_step(tmp_path):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink, strict=True)
+    folder.open({"config": {}})
+    sink.fail["write"] = _full()
+    with pytest.raises(GradlabError) as raised:
+        folder.write({"step": 3})
+    where = str(tmp_path / "run" / "flaky.log")
+    assert str(raised.value) == (
+        f"flaky.log could not write the record of step 3 to {where!r}: "
+        f"OSError: [Errno 28] No space left on device{STRICT_TAIL}"
+    )
+    sink.fail.clear()
+    folder.close()
+
+
+def test_one_warning_lists_every_sink_failing_at_once_with_its_file(tmp_path):
+    first, second = FlakySink("a.log"), FlakySink("b.log")
+    folder = _folder(tmp_path, first, second)
+    folder.open({"config": {}})
+    first.fail["write"] = second.fail["write"] = _full()
+    with pytest.warns(RuntimeWarning) as caught:
+        folder.write({"step": 2})
+    run = tmp_path / "run"
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert message.startswith(
+        f"gradlab.Monitor: could not write the record of step 2 (a.log ({str(run / 'a.log')!r}): "
+        f"[Errno 28] No space left on device; b.log ({str(run / 'b.log')!r}): "
+        "[Errno 28] No space left on device). Training goes on"
+    )
+    assert folder.dropped_records == {"a.log": 1, "b.log": 1}
+    first.fail.clear()
+    second.fail.clear()
+    folder.close()
+
+
+def test_a_sink_without_a_file_name_is_reported_at_the_folder(tmp_path):
+    class Remote(FlakySink):
+        pass
+
+    sink = Remote()
+    del sink.filename
+    folder = _folder(tmp_path, sink, strict=True)
+    folder.open({"config": {}})
+    sink.fail["write"] = ConnectionError("lost")
+    with pytest.raises(GradlabError) as raised:
+        folder.write({"step": 0})
+    assert str(raised.value).startswith(
+        f"Remote could not write the record of step 0 to {str(tmp_path / 'run')!r}: "
+        "ConnectionError: lost"
+    )
+    sink.fail.clear()
+    folder.close()
+
+
+def test_a_strict_close_fault_names_the_end_of_the_run_and_the_file(tmp_path):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink, strict=True)
+    folder.open({"config": {}})
+    folder.write({"step": 0})
+    sink.fail["close"] = _full()
+    with pytest.raises(GradlabError) as raised:
+        folder.close()
+    assert str(raised.value).startswith(
+        f"flaky.log could not write the end of the run to "
+        f"{str(tmp_path / 'run' / 'flaky.log')!r}: OSError: [Errno 28]"
+    )
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+
+
+def test_a_sink_that_could_not_open_is_reported_at_close_with_the_open_error(tmp_path):
+    sink = FlakySink()
+    sink.fail["open"] = _full()
+    sink.fail["close"] = ValueError("nothing to close")  # the failed open's clean-up
+    folder = _folder(tmp_path, sink, strict=True)
+    folder.open({"config": {}})
+    with pytest.raises(GradlabError) as raised:
+        folder.close()
+    assert str(raised.value).startswith(
+        f"flaky.log could not write the end of the run to "
+        f"{str(tmp_path / 'run' / 'flaky.log')!r}: OSError: [Errno 28] No space left on device"
+    )
+
+
+def test_a_sink_whose_open_and_clean_up_fail_reports_the_open_error(tmp_path):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink, strict=True)
+    folder.open({"config": {}})  # opened: no fault
+    folder.close()
+    sink.fail["open"] = PermissionError("read-only")
+    sink.fail["close"] = ValueError("nothing to close")
+    again = RunFolder(tmp_path / "run", [sink], resume=False, overwrite=False, strict=True)
+    again.open({"config": {}})
+    with pytest.raises(GradlabError) as raised:
+        again.write({"step": 0})
+    assert "PermissionError: read-only" in str(raised.value)
+
+
+def test_closing_twice_opens_no_sink_again(tmp_path):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink)
+    folder.open({"config": {}})
+    folder.close()
+    folder.close()
+    assert sink.opened == 1
+    assert not (tmp_path / "run" / LOCK_NAME).exists()
+    with pytest.raises(GradlabError, match="was refused to this Monitor"):
+        folder.write({"step": 1})
+
+
+def test_a_failed_claim_drops_the_record_and_is_reported_as_the_claim(tmp_path, full_lock):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink)
+    folder.open({"config": {}})
+    with pytest.warns(RuntimeWarning) as caught:
+        folder.write({"step": 0})
+    assert str(caught[0].message).startswith(
+        "gradlab.Monitor: could not write the record of step 0 (the claim of log_dir "
+        f"({str(tmp_path / 'run' / LOCK_NAME)!r}): [Errno 28] No space left on device)"
+    )
+    assert sink.records == []
+    assert folder.dropped_records == {"flaky.log": 1}
+    full_lock["full"] = False
+    folder.write({"step": 1})
+    assert [record["step"] for record in sink.records] == [1]
+    folder.close()
+
+
+def test_a_failed_claim_at_close_is_reported_under_strict(tmp_path, full_lock):
+    folder = _folder(tmp_path, FlakySink(), strict=True)
+    folder.open({"config": {}})
+    full_lock["full"] = False  # recovered, but open()'s failure is still to be reported
+    with pytest.raises(GradlabError) as raised:
+        folder.close()
+    assert str(raised.value).startswith(
+        "the claim of log_dir could not write the end of the run to "
+        f"{str(tmp_path / 'run' / LOCK_NAME)!r}: OSError: [Errno 28] No space left on device"
+    )
+
+
+def test_a_claim_that_fails_again_is_reported_with_its_error(tmp_path, full_lock):
+    folder = _folder(tmp_path, FlakySink(), strict=True)
+    folder.open({"config": {}})
+    for step in (0, 1):  # open()'s failure, then the retry's
+        with pytest.raises(GradlabError) as raised:
+            folder.write({"step": step})
+        assert f"of step {step} to " in str(raised.value)
+        assert "OSError: [Errno 28] No space left on device" in str(raised.value)
+
+
+def test_a_folder_taken_by_another_monitor_meanwhile_is_refused_for_good(tmp_path, full_lock):
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink)
+    folder.open({"config": {}})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        folder.write({"step": 0})  # the claim failed: dropped
+    full_lock["full"] = False
+    other = RunFolder(tmp_path / "run", [], resume=False, overwrite=False)
+    other.open({"config": {}})  # takes the folder
+    with pytest.raises(GradlabError, match="in use"):
+        folder.write({"step": 1})
+    with pytest.raises(GradlabError) as raised:
+        folder.write({"step": 2})
+    assert str(raised.value) == (f"log_dir {str(tmp_path / 'run')!r} was refused to this Monitor")
+    assert sink.records == []
+    other.close()
