@@ -202,7 +202,8 @@ SYMBOLIC_TESTS = {
     # the operation counters and helpers pinned against independent counts and loops
     "supplementary_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_supplementary_claims.py",
                              "tests/symbolic/test_batch_size.py"],
-    "minibatch_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_minibatch_claims.py"],
+    "minibatch_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_minibatch_claims.py",
+                         "tests/symbolic/test_soft_counts_edges.py"],
 }  # fmt: skip
 """Each module of ``gradlab/symbolic/`` -> its tests: mainly one test per claim comparing its whole
 record (verdict, detail, formulas, every mutant's verdict) with the committed audit.json, so a
