@@ -168,6 +168,8 @@ MONITOR_TESTS = {
                     "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after"))],
     "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
+                   "--deselect=tests/monitor/test_run_folder_mutants.py::"
+                   "test_the_fault_warning_points_at_the_line_that_wrote",
                    "tests/monitor/test_runs.py", "tests/monitor/test_lock.py",
                    "tests/monitor/test_monitor_contract.py",
                    "tests/monitor/test_sink_roundtrip.py", *_SINK_FAULTS],

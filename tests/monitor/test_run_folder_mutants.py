@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import pathlib
+import sys
 import warnings
 
 import pytest
@@ -237,3 +238,17 @@ def test_a_folder_taken_by_another_monitor_meanwhile_is_refused_for_good(tmp_pat
     assert str(raised.value) == (f"log_dir {str(tmp_path / 'run')!r} was refused to this Monitor")
     assert sink.records == []
     other.close()
+
+
+def test_the_fault_warning_points_at_the_line_that_wrote(tmp_path):
+    """Deselected under mutmut, whose trampolines add frames inside the monitor package."""
+    sink = FlakySink()
+    folder = _folder(tmp_path, sink)
+    folder.open({"config": {}})
+    sink.fail["write"] = _full()
+    with pytest.warns(RuntimeWarning) as caught:
+        line = sys._getframe().f_lineno + 1
+        folder.write({"step": 0})
+    assert (caught[0].filename, caught[0].lineno) == (__file__, line)
+    sink.fail.clear()
+    folder.close()
