@@ -3,6 +3,7 @@ public name has its API entry, and user-facing text cites papers, not internal i
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
@@ -153,3 +154,13 @@ def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
     assert embeddings.grad is not None and embeddings.grad.abs().sum() > 0
     aps = in_batch_smooth_ap(embeddings.tolist(), labels.tolist(), 0.01, include_query=False)
     assert abs(namespace["loss"].item() - (1 - sum(aps) / len(aps))) < 1e-5  # float32 loss
+    # The score-matrix call: NT-Xent in both directions (i2t + t2i), one positive per query on
+    # the diagonal, as a float64 loop of -log softmax.
+    scores = namespace["scores"].detach().double().tolist()
+    temperature, size = 0.1, len(scores)
+    expected = 0.0
+    for rows in (scores, [list(column) for column in zip(*scores, strict=True)]):
+        terms = [math.log(sum(math.exp(s / temperature) for s in row)) - row[q] / temperature
+                 for q, row in enumerate(rows)]  # fmt: skip
+        expected += sum(terms) / size
+    assert abs(namespace["ntxent"].item() - expected) < 1e-4 * max(1.0, expected)
