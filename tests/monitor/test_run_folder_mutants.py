@@ -96,10 +96,14 @@ def test_one_warning_lists_every_sink_failing_at_once_with_its_file(tmp_path):
     run = tmp_path / "run"
     assert len(caught) == 1
     message = str(caught[0].message)
-    assert message.startswith(
+    assert message == (
         f"gradlab.Monitor: could not write the record of step 2 (a.log ({str(run / 'a.log')!r}): "
         f"[Errno 28] No space left on device; b.log ({str(run / 'b.log')!r}): "
-        "[Errno 28] No space left on device). Training goes on"
+        "[Errno 28] No space left on device). Training goes on: a record that cannot be "
+        "written is dropped (monitor.dropped_records counts them per sink), the sink is tried "
+        "again at every logged step and the first record it takes notes the steps it missed "
+        "(dropped_steps); later faults of the same sink are not reported again "
+        "(strict=True raises instead)"
     )
     assert folder.dropped_records == {"a.log": 1, "b.log": 1}
     first.fail.clear()
@@ -252,3 +256,20 @@ def test_the_fault_warning_points_at_the_line_that_wrote(tmp_path):
     assert (caught[0].filename, caught[0].lineno) == (__file__, line)
     sink.fail.clear()
     folder.close()
+
+
+def test_sinks_sharing_a_file_name_are_counted_apart(tmp_path):
+    sinks = [FlakySink("x.log"), FlakySink("y.log"), FlakySink("x.log"), FlakySink("x.log")]
+    folder = _folder(tmp_path, *sinks)
+    assert folder.dropped_records == {"x.log": 0, "y.log": 0, "x.log #2": 0, "x.log #3": 0}
+
+
+def test_a_log_dir_under_missing_folders_is_created_at_the_claim(tmp_path):
+    sink = FlakySink()
+    path = tmp_path / "a" / "b" / "run"
+    folder = RunFolder(path, [sink], resume=False, overwrite=False)
+    folder.open({"config": {}})
+    assert (path / LOCK_NAME).is_file()
+    folder.write({"step": 0})
+    folder.close()
+    assert [record["step"] for record in sink.records] == [0]
