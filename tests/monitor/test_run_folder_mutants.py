@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import errno
 import pathlib
+import platform
 import sys
 import warnings
 
 import pytest
+import torch
 
+import gradlab
 from gradlab import GradlabError
-from gradlab.monitor import Sink
+from gradlab.monitor import JSONLSink, Sink
 from gradlab.monitor.lock import LOCK_NAME
 from gradlab.monitor.run_folder import RunFolder
 
@@ -66,8 +69,8 @@ def full_lock(monkeypatch):
     return state
 
 
-def _folder(tmp_path, *sinks, strict=False):
-    return RunFolder(tmp_path / "run", list(sinks), resume=False, overwrite=False, strict=strict)
+def _folder(tmp_path, *sinks, **options):
+    return RunFolder(tmp_path / "run", list(sinks), resume=False, overwrite=False, **options)
 
 
 def test_a_strict_write_fault_names_the_sink_its_file_the_error_and_the_step(tmp_path):
@@ -273,3 +276,73 @@ def test_a_log_dir_under_missing_folders_is_created_at_the_claim(tmp_path):
     folder.write({"step": 0})
     folder.close()
     assert [record["step"] for record in sink.records] == [0]
+
+
+def test_a_folder_held_by_a_live_monitor_is_refused_when_made(tmp_path):
+    holder = _folder(tmp_path, FlakySink())
+    holder.open({"config": {}})
+    with pytest.raises(GradlabError, match="in use"):
+        _folder(tmp_path, FlakySink())
+    holder.close()
+
+
+def test_a_previous_run_is_refused_with_its_files_and_the_choices(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    (run / "metrics.csv").write_text("")
+    with pytest.raises(GradlabError) as raised:
+        RunFolder(run, [JSONLSink(), gradlab.monitor.CSVSink()], resume=False, overwrite=False)
+    assert str(raised.value) == (
+        f"log_dir {str(run)!r} already holds a run (metrics.csv, metrics.jsonl); "
+        "pass resume=True to continue it, overwrite=True to replace it, or choose a new log_dir"
+    )
+
+
+class _Blind(FlakySink):
+    patterns = ("blind.log",)
+
+
+class _AlsoBlind(FlakySink):
+    patterns = ("other.log",)
+
+
+class _Unknown(FlakySink):
+    patterns = ("unknown.log",)
+
+    def last_step(self, log_dir):
+        return None
+
+
+def test_resuming_needs_a_sink_that_reads_the_last_step_back(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "blind.log").write_text("")
+    with pytest.raises(GradlabError) as raised:
+        RunFolder(run, [_Blind(), _AlsoBlind()], resume=True, overwrite=False)
+    assert str(raised.value) == (
+        f"resume=True needs the last step of the run in log_dir {str(run)!r}, "
+        "which _Blind cannot read back; add the 'jsonl' sink"
+    )
+    (run / "other.log").write_text("")
+    with pytest.raises(GradlabError, match="which _Blind, _AlsoBlind cannot read back"):
+        RunFolder(run, [_Blind(), _AlsoBlind()], resume=True, overwrite=False)
+
+
+def test_a_resumed_run_without_a_readable_step_starts_at_zero(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "unknown.log").write_text("")
+    folder = RunFolder(run, [_Unknown()], resume=True, overwrite=False)
+    assert folder.start_step == 0
+    assert folder.previous == {"resumed": {"from_step": 0, "files": ["unknown.log"]}}
+
+
+def test_the_header_names_the_versions_and_no_device(tmp_path):
+
+    header = _folder(tmp_path).header({"config": {"every": 1}})
+    assert header["gradlab"] == gradlab.__version__
+    assert header["torch"] == torch.__version__
+    assert header["python"] == platform.python_version()
+    assert header["device"] is None
+    assert header["config"] == {"every": 1}
