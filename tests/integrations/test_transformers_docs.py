@@ -58,7 +58,6 @@ def test_the_sentence_transformers_example(tmp_path, monkeypatch):
 
 def test_the_hugging_face_trainer_example(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
-    pytest.importorskip("tensorboard")
     from tests.helpers.hf_models import PairDataset, mean_pool, tiny_bert
 
     namespace = {"model": tiny_bert(), "train_dataset": PairDataset(32), "embed": mean_pool}
