@@ -40,7 +40,7 @@ from gradlab.monitor.adapters import (
     call_tensors,
     describe_call,
 )
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import agree_on_step, gather_batch, is_distributed, is_rank_zero
 from gradlab.monitor.quantity import Quantity
@@ -164,6 +164,8 @@ class Monitor:
         self._watched = False
         self._tau_warned = False
         self._unwatched_warned = False
+        # the large CPU buffers of a logged step, reused by the next one; freed by close()
+        self.workspace = Workspace()
         self._pending: BatchView | None = None
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
@@ -428,6 +430,8 @@ class Monitor:
         agreed), write the record."""
         if self.distributed == "auto":
             batch = gather_batch(batch, rows)
+        if batch.workspace is None:
+            batch.workspace = self.workspace
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
@@ -557,6 +561,7 @@ class Monitor:
                     self._open(None)
                 finally:
                     self.folder.close()
+            self.workspace.release()
             self._closed = True
 
     def _log_last_step(self) -> None:
