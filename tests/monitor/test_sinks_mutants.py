@@ -60,3 +60,16 @@ def test_a_row_cut_short_far_from_the_header_is_removed(tmp_path):
         warnings.simplefilter("error")
         rows = _reopen_and_write(path, 1)
     assert rows == [["step", "loss"], ["0", "0.25"], ["1", "0.5"]]
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"), [("true", "boolean"), ("null", "null"), ('"a"', "string")]
+)
+def test_a_json_value_that_is_not_an_object_is_named_by_its_kind(tmp_path, line, kind):
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 0}\n' + line + "\n")
+    with pytest.warns(UserWarning) as caught:
+        read_jsonl(path)
+    assert str(caught[0].message) == (
+        f"{path}:2: skipped a line that is not a JSON object (a JSON {kind})"
+    )
