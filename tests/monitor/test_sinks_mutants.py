@@ -73,3 +73,13 @@ def test_a_json_value_that_is_not_an_object_is_named_by_its_kind(tmp_path, line,
     assert str(caught[0].message) == (
         f"{path}:2: skipped a line that is not a JSON object (a JSON {kind})"
     )
+
+
+def test_the_dropped_counts_never_become_csv_columns(tmp_path):
+    sink = CSVSink()
+    sink.open(tmp_path, {"header": True})
+    sink.write({"step": 0, "loss": 0.5, "dropped_records": 0, "dropped_steps": []})
+    sink.write({"step": 1, "loss": 0.25})
+    sink.close()
+    with open(tmp_path / "metrics.csv", newline="") as handle:
+        assert list(csv.reader(handle)) == [["step", "loss"], ["0", "0.5"], ["1", "0.25"]]
