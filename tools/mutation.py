@@ -165,7 +165,8 @@ MONITOR_TESTS = {
                     "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",
                     "test_monitor.py::test_plot_command",
                     "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions",
-                    "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after"))],
+                    "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after",
+                    "test_runs.py::test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped"))],
     "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
                    "--deselect=tests/monitor/test_run_folder_mutants.py::"
