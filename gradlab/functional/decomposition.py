@@ -1,8 +1,8 @@
 """The ``AD - CB`` decomposition of the SmoothAP gradient with respect to the query.
 
-Seed 000, Eq. 8-14 (seed 001, Eq. 12-18). With raw dot-product scores ``s_j = q . v_j`` and
-the rank convention ``D_ij = s_j - s_i`` (see :mod:`gradlab.functional.smooth_ap`), for each
-positive ``i`` of query ``q``:
+Bleeker & de Rijke (2022), appendix A, Eq. 8-14 (Eq. 12-18 of the long version). With raw
+dot-product scores ``s_j = q . v_j`` and the rank convention ``D_ij = s_j - s_i`` (see
+:mod:`gradlab.functional.smooth_ap`), for each positive ``i`` of query ``q``:
 
     A_i = R(i, S_P)     = 1 + sum_{j in P, j != i} G(D_ij)
     C_i                 =     sum_{j in N}         G(D_ij)
@@ -10,11 +10,11 @@ positive ``i`` of query ``q``:
     B_i = sum_{j in P, j != i} sim(D_ij) (v_i - v_j)
     D_i = sum_{j in N}         sim(D_ij) (v_i - v_j)
 
-and ``dAP_q/dq = 1/|P| sum_i (A_i D_i - C_i B_i) / R_i^2`` (seed 000, Eq. 13).
+and ``dAP_q/dq = 1/|P| sum_i (A_i D_i - C_i B_i) / R_i^2`` (Bleeker & de Rijke 2022, Eq. 13).
 
-The vectors ``B_i`` and ``D_i`` carry ``(v_i - v_j)`` as the seeds print them. Under the rank
+The vectors ``B_i`` and ``D_i`` carry ``(v_i - v_j)`` as the papers print them. Under the rank
 convention ``dD_ij/dq = v_j - v_i = -(v_i - v_j)``, so ``dA_i/dq = -B_i`` and
-``dC_i/dq = -D_i``; the quotient rule then gives ``(A_i D_i - C_i B_i) / R_i^2``. The seeds reach
+``dC_i/dq = -D_i``; the quotient rule then gives ``(A_i D_i - C_i B_i) / R_i^2``. The papers reach
 the same final form through two compensating slips (a sign in Eq. 4/8 and the order of the
 quotient rule in Eq. 11/15); ``gradlab audit`` reports them step by step.
 """
@@ -54,6 +54,13 @@ class SmoothAPDecomposition(NamedTuple):
         ad_term: ``[Q, d]`` ``1/|P| sum_i A_i D_i / R_i^2``.
         cb_term: ``[Q, d]`` ``-1/|P| sum_i C_i B_i / R_i^2`` (the minus sign included).
         grad: ``[Q, d]`` ``dAP/dq = ad_term + cb_term`` (NaN for a query without positives).
+
+    Example:
+        >>> q = torch.tensor([1.0, 0.0], dtype=torch.float64)
+        >>> v = torch.tensor([[0.9, 0.1], [0.8, 0.3], [0.85, 0.0]], dtype=torch.float64)
+        >>> parts = smooth_ap_decomposition(q, v, torch.tensor([True, False, True]), tau=0.1)
+        >>> parts.positive_index.tolist(), bool(torch.equal(parts.rank_all, parts.A + parts.C))
+        ([0, 2], True)
     """
 
     query_index: torch.Tensor
@@ -77,7 +84,7 @@ def smooth_ap_decomposition(
     *,
     candidate_mask: torch.Tensor | None = None,
 ) -> SmoothAPDecomposition:
-    """Decompose ``dAP/dq`` into the seeds' ``A``, ``B``, ``C``, ``D`` terms.
+    """Decompose ``dAP/dq`` into the papers' ``A``, ``B``, ``C``, ``D`` terms.
 
     Scores are raw dot products ``s_j = q . v_j`` (normalize the inputs first for cosine), so
     ``dD_ij/dq = v_j - v_i`` holds exactly.
@@ -144,7 +151,7 @@ def smooth_ap_decomposition(
     neg = (~mask[query_index] & keep[query_index]).to(scores.dtype)
 
     step = tempered_sigmoid(differences, tau)
-    slope = sigmoid_slope(differences, tau)  # sim(D_ij; tau), seed 000 Eq. 7
+    slope = sigmoid_slope(differences, tau)  # sim(D_ij; tau), Bleeker & de Rijke Eq. 7
     A = 1.0 + (step * pos).sum(dim=1)
     C = (step * neg).sum(dim=1)
     rank_all = A + C

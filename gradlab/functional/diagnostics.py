@@ -36,8 +36,8 @@ def in_batch_decomposition(
     """The ``AD - CB`` decomposition of every in-batch query (cosine scores).
 
     Queries and candidates are the L2-normalized embeddings; each query's gradient is taken
-    with the candidates held fixed, as in seed 000. Without ``include_query`` a query is not
-    its own candidate.
+    with the candidates held fixed, as in Bleeker & de Rijke (2022, appendix A). Without
+    ``include_query`` a query is not its own candidate.
 
     Example:
         >>> emb = torch.randn(6, 4, dtype=torch.float64)
@@ -134,8 +134,8 @@ class SmoothAPTerms(NamedTuple):
     Attributes:
         ap: ``[Q]`` smooth AP (NaN for a query without positives).
         score_grad: ``[Q, C]`` ``dAP_q / ds_qc`` (zero rows for queries without positives).
-        ad_term: ``[Q, d]`` ``1/|P| sum_i A_i D_i / R_i^2`` (seed 000, Eq. 13), NaN rows for
-            queries without positives.
+        ad_term: ``[Q, d]`` ``1/|P| sum_i A_i D_i / R_i^2`` (Bleeker & de Rijke 2022, Eq. 13),
+            NaN rows for queries without positives.
         cb_term: ``[Q, d]`` ``-1/|P| sum_i C_i B_i / R_i^2``, NaN rows likewise.
         forward: the groups and ``(A, C)`` ranks used (see
             :class:`gradlab.functional.losses.SmoothAPForward`).
@@ -161,7 +161,8 @@ def smooth_ap_terms(
 ) -> SmoothAPTerms:
     """SmoothAP, ``dAP/dS`` and the ``AD - CB`` decomposition from ONE sigmoid block.
 
-    Seed 000, Eq. 1 and 8-14, with the rank convention of :mod:`gradlab.functional.smooth_ap`.
+    Bleeker & de Rijke (2022), appendix A, Eq. 1 and 8-14, with the rank convention of
+    :mod:`gradlab.functional.smooth_ap`.
     The positive rows of each query's difference matrix are evaluated once, in chunks: ``G``
     gives the ranks ``A`` and ``C`` (skipped when ``forward`` supplies the ranks a SmoothAP
     forward already computed), and ``G (1 - G)`` in place gives the slopes. For a query ``q``

@@ -1,7 +1,7 @@
 """Gradient anatomy: which (query, candidate) pairs of a score matrix receive gradient.
 
-Bleeker & de Rijke (seed 001, Sec. 5 and appendix B) ask, for the loss being trained, how many
-pairs per query actually receive gradient, how hard they are, and whether image->caption and
+Bleeker & de Rijke (2022, Sec. 5 and appendix B) ask, for the loss being trained, how many pairs
+per query actually receive gradient, how hard they are, and whether image->caption and
 caption->image queries differ. Their counts are SmoothAP-specific (entries of the difference
 matrix, :func:`gradlab.functional.gradient_counts`); the anatomy asks the same question of any
 loss written on a score matrix ``S`` ``[Q, C]`` by reading ``G = dL/dS`` directly.
@@ -81,6 +81,15 @@ class GradientAnatomy(NamedTuple):
             ``ceil(|N| / 100)`` negatives (NaN when the negatives carry no gradient).
         hardest_10pct_share: ``[Q]`` float64, the same for the hardest ``ceil(|N| / 10)``.
         without_gradient: ``[Q]`` bool, queries with a candidate and no active entry.
+
+    Example:
+        >>> anatomy = gradient_anatomy(torch.tensor([[-1.0, 0.5, 0.0]]),
+        ...                            torch.tensor([[0.9, 0.8, 0.1]]),
+        ...                            torch.tensor([[True, False, False]]))
+        >>> anatomy.num_positives.tolist(), anatomy.num_negatives.tolist()
+        ([1], [2])
+        >>> anatomy.without_gradient.tolist()  # the positive and one negative get gradient
+        [False]
     """
 
     active: torch.Tensor

@@ -1,12 +1,12 @@
 """The sigmoid operating region of SmoothAP and the proportion P of score differences inside it.
 
-Seed 002 (Smooth-AP supplementary, Section 3, Eq. 1): P is the proportion of the entries of a
-query's ``m x m`` difference matrix whose sigmoid slope exceeds a threshold,
+Brown et al. (2020), Smooth-AP supplementary material, Section 3, Eq. 1: P is the proportion of
+the entries of a query's ``m x m`` difference matrix whose sigmoid slope exceeds a threshold,
 
     P = sum_{i, j} [ |dG(D_ij)/dD_ij| > eps ] / m^2,      eps = 0.005, tau = 0.01.
 
-The slope ``G(1 - G)/tau`` (seed 000, Eq. 7) falls strictly as ``|D|`` grows, so the region is an
-interval: ``|dG/dD| > eps`` exactly when ``|D| < w`` with
+The slope ``G(1 - G)/tau`` (Bleeker & de Rijke 2022, Eq. 7) falls strictly as ``|D|`` grows, so
+the region is an interval: ``|dG/dD| > eps`` exactly when ``|D| < w`` with
 
     w = tau * ln((1 + r) / (1 - r)) = 2 tau artanh(r),      r = sqrt(1 - 4 eps tau),
 
@@ -15,9 +15,9 @@ and it is empty when the largest slope, ``1 / (4 tau)`` at ``D = 0``, is not abo
 ``O(C log C)`` per query instead of ``O(C^2)``. Entries at exactly ``|D| = w`` are decided up to
 floating-point rounding.
 
-Gradient counts follow Bleeker & de Rijke (seed 001): per query, the number of (positive ``i``,
+Gradient counts follow Bleeker & de Rijke (2022): per query, the number of (positive ``i``,
 candidate ``j != i``) entries whose slope, optionally divided by ``R(i, S_Omega)^2`` (the factor
-in front of every term of seed 000 Eq. 13), exceeds a threshold, and the queries with none.
+in front of every term of their Eq. 13), exceeds a threshold, and the queries with none.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
 
     Args:
         tau: sigmoid temperature, positive and finite.
-        eps: slope threshold, positive and finite (seed 002 uses 0.005).
+        eps: slope threshold, positive and finite (Brown et al. 2020 use 0.005).
 
     Returns:
         ``w = 2 tau artanh(sqrt(1 - 4 eps tau))``; ``0.0`` when the region is empty, which
@@ -125,14 +125,14 @@ def operating_region_proportion(
 ) -> torch.Tensor:
     """Proportion P of a query's difference-matrix entries inside the operating region.
 
-    Seed 002, Eq. 1, evaluated per query by sorting (``O(C log C)``).
+    Brown et al. (2020, suppl.), Eq. 1, evaluated per query by sorting (``O(C log C)``).
 
     Args:
         scores: ``[C]`` one query's candidate scores or ``[Q, C]`` a batch. A 1-D tensor is
             always read as ONE query (not as a batch of 1-candidate queries) and gives a 0-d
             result, the value of ``scores[None]``'s single entry.
-        tau: sigmoid temperature (seed 002: 0.01).
-        eps: slope threshold (seed 002: 0.005).
+        tau: sigmoid temperature (Brown et al. 2020: 0.01).
+        eps: slope threshold (Brown et al. 2020: 0.005).
         include_diagonal: count the ``j == i`` entries, as Eq. 1 does (they are always inside
             a non-empty region, so alone they contribute ``1/C``). ``False`` gives the
             off-diagonal proportion.
@@ -211,7 +211,7 @@ def expected_operating_region_proportion(
     """Expected P when a query's scores are i.i.d. Gaussian with standard deviation ``spread``.
 
     For ``i != j``, ``D_ij ~ N(0, 2 spread^2)``, so ``Pr(|D_ij| < w) = erf(w / (2 spread))``.
-    With the diagonal (Eq. 1 of seed 002) and ``C`` candidates,
+    With the diagonal (Eq. 1 of Brown et al. 2020) and ``C`` candidates,
     ``E[P] = 1/C + (1 - 1/C) erf(w / (2 spread))``; without it, or with ``num_candidates=None``
     (the large-batch limit), ``E[P] = erf(w / (2 spread))``.
 
@@ -241,6 +241,15 @@ class GradientCountSummary(NamedTuple):
         per_query: ``[Q]`` int64, entries (positive ``i``, candidate ``j != i``) above threshold.
         queries_without_gradient: how many queries that have a positive count zero entries.
         queries_with_positive: how many queries have at least one positive.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.5, 0.501, 0.2]])
+        >>> positives = torch.tensor([[True, False, False], [True, False, False]])
+        >>> summary = gradient_counts(scores, positives, tau=0.01)
+        >>> summary.per_query.tolist()  # only 0.5 vs 0.501 lies inside the operating region
+        [0, 1]
+        >>> summary.queries_without_gradient, summary.queries_with_positive
+        (1, 2)
     """
 
     per_query: torch.Tensor
@@ -261,9 +270,10 @@ def gradient_counts(
 
     An entry is a pair (positive ``i``, candidate ``j != i``). It counts when its sigmoid slope
     ``G'(D_ij) = G(1 - G)/tau`` exceeds ``threshold``; with ``weighted=True`` the slope is first
-    divided by ``R(i, S_Omega)^2``, the factor of seed 000 Eq. 13. Either way the test is a
-    window ``|D_ij| < w`` (``w`` from :func:`operating_region_width`, per row when weighted), so
-    counting costs ``O(C log C)`` per positive row after the ranks (``O(|P| C)``) are known.
+    divided by ``R(i, S_Omega)^2``, the factor of Bleeker & de Rijke's Eq. 13. Either way the test
+    is a window ``|D_ij| < w`` (``w`` from :func:`operating_region_width`, per row when
+    weighted), so counting costs ``O(C log C)`` per positive row after the ranks (``O(|P| C)``)
+    are known.
 
     Args:
         scores: ``[Q, C]`` scores.

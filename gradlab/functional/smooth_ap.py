@@ -1,7 +1,8 @@
 """Smooth average precision (SmoothAP) with an exact, memory-bounded backward.
 
-Seeds 000 (Eq. 1) and 001 (Eq. 5), and the Smooth-AP paper (seed 002, Table S1). For one query
-with candidate scores ``s`` and positive set ``P`` (negatives ``N``):
+Bleeker & de Rijke (2022), appendix A, Eq. 1 (Eq. 5 of the long version), and the Smooth-AP
+paper (Brown et al. 2020, suppl., Table S1). For one query with candidate scores ``s`` and
+positive set ``P`` (negatives ``N``):
 
     AP = 1/|P| * sum_{i in P} A_i / R_i
     A_i = 1 + sum_{j in P, j != i} G(D_ij)          (R(i, S_P), the smoothed rank among positives)
@@ -10,7 +11,7 @@ with candidate scores ``s`` and positive set ``P`` (negatives ``N``):
 
 **Sign convention.** ``D_ij = s_j - s_i``: the score of candidate ``j`` minus that of positive
 ``i``, so ``G(D_ij)`` is close to 1 when ``j`` is ranked above ``i`` and ``R_i`` is a rank
-(1 + the smoothed number of candidates scored above ``i``). The seeds print ``D_ij = s_i - s_j``
+(1 + the smoothed number of candidates scored above ``i``). The papers print ``D_ij = s_i - s_j``
 next to a rank-counting ``G(D_ij)``; the two cannot both hold (see ``gradlab audit``).
 
 **Cost.** Only the positive rows of each query's difference matrix enter AP, so forward and
@@ -21,8 +22,8 @@ preallocated tensors, so its extra memory is one block plus ``O(sum_q |P_q|)``, 
 layout. A query without negatives (a one-class batch) has AP exactly 1 and a zero gradient; its
 blocks are skipped.
 
-The backward is the closed form of ``d AP / d s`` (the score-space version of the seeds'
-``AD - CB`` decomposition, Eq. 13 of seed 000):
+The backward is the closed form of ``d AP / d s`` (the score-space version of the
+``AD - CB`` decomposition, Eq. 13 of Bleeker & de Rijke 2022):
 
     dAP/ds_j  =  1/|P| sum_{i in P, i != j} (pos_j / R_i - A_i / R_i^2) G'(D_ij)
     dAP/ds_i +=  -1/|P| sum_{j != i}          (pos_j / R_i - A_i / R_i^2) G'(D_ij)    (i in P)
@@ -469,7 +470,7 @@ def smooth_ap(
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     validate: bool = True,
 ) -> torch.Tensor:
-    """Smooth average precision of each query (seed 000, Eq. 1; seed 001, Eq. 5).
+    """Smooth average precision of each query (Bleeker & de Rijke 2022, Eq. 1; long version Eq. 5).
 
     Args:
         scores: ``[Q, C]`` float tensor, query ``q``'s score for candidate ``c`` (larger ranks

@@ -46,7 +46,13 @@ def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
 
 
 class Loss(Quantity):
-    """The loss value of the step."""
+    """The loss value of the step.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(2), loss=torch.tensor(0.5))
+        >>> float(Loss().compute(view)["loss"])
+        0.5
+    """
 
     name = "loss"
     needs = frozenset({"loss"})
@@ -60,7 +66,13 @@ class Loss(Quantity):
 
 
 class EmbeddingNorms(Quantity):
-    """Mean, smallest and largest L2 norm of the embeddings."""
+    """Mean, smallest and largest L2 norm of the embeddings.
+
+    Example:
+        >>> values = EmbeddingNorms().compute(BatchView(embeddings=2 * torch.eye(3)))
+        >>> {key: float(value) for key, value in values.items()}  # every row has norm 2
+        {'embedding_norm_mean': 2.0, 'embedding_norm_min': 2.0, 'embedding_norm_max': 2.0}
+    """
 
     name = "embedding_norm"
     needs = frozenset({"embeddings"})
@@ -76,7 +88,14 @@ class EmbeddingNorms(Quantity):
 
 
 class EmbeddingGradNorm(Quantity):
-    """Norm of the gradient backpropagated into the embeddings (whole batch and mean per row)."""
+    """Norm of the gradient backpropagated into the embeddings (whole batch and mean per row).
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(2), embedding_grad=torch.ones(2, 2))
+        >>> values = EmbeddingGradNorm().compute(view)  # whole: sqrt(4); per row: sqrt(2)
+        >>> [round(float(values[key]), 4) for key in EmbeddingGradNorm.keys]
+        [2.0, 1.4142]
+    """
 
     name = "embedding_grad_norm"
     needs = frozenset({"embeddings", "embedding_grad"})
@@ -97,7 +116,15 @@ class EmbeddingGradNorm(Quantity):
 
 class OperatingRegion(Quantity):
     """P (Brown et al. 2020, supplementary Eq. 1, and off-diagonal) and the half-width w
-    (in-batch batches)."""
+    (in-batch batches).
+
+    Example:
+        >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
+        ...                  tau=0.05)  # equal scores: every difference is 0, inside the region
+        >>> values = OperatingRegion().compute(view)
+        >>> float(values["p_seed"]), round(float(values["operating_region_width"]), 4)
+        (1.0, 0.4147)
+    """
 
     name = "operating_region"
     needs = frozenset({"scores", "sorted_scores"})
@@ -137,7 +164,13 @@ class OperatingRegion(Quantity):
 
 
 class Decomposition(Quantity):
-    """Norms of the AD and CB terms of dAP/dq, their ratio and cosine, |dAP/dq|: summaries."""
+    """Norms of the AD and CB terms of dAP/dq, their ratio and cosine, |dAP/dq|: summaries.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.randn(8, 4), labels=torch.arange(8) % 2, tau=0.05)
+        >>> len(Decomposition().compute(view))  # 6 statistics x mean, q10, q50, q90
+        24
+    """
 
     name = "decomposition"
     needs = frozenset({"embeddings", "smooth_ap_terms"})
@@ -173,6 +206,12 @@ class GradientCounts(Quantity):
     can stay nonzero while the true ``dL/dS`` is exactly 0 (a perfectly ranked batch). The
     actual gradient is measured by
     :class:`~gradlab.monitor.anatomy.Anatomy` (``anatomy_queries_without_gradient``).
+
+    Example:
+        >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
+        ...                  tau=0.05)  # one positive, 3 candidates: 2 entries j != i per query
+        >>> {key: float(value) for key, value in GradientCounts().compute(view).items()}
+        {'gradient_count_mean': 2.0, 'queries_without_gradient': 0.0}
     """
 
     name = "gradient_counts"
@@ -261,7 +300,15 @@ class GradientCounts(Quantity):
 
 
 class RelaxationGap(Quantity):
-    """Mean smooth AP against mean exact (tie-aware) AP of the same batch."""
+    """Mean smooth AP against mean exact (tie-aware) AP of the same batch.
+
+    Example:
+        >>> embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+        >>> view = BatchView(embeddings=embeddings, labels=torch.tensor([0, 0, 1, 1]), tau=0.01)
+        >>> values = RelaxationGap().compute(view)  # each positive ranked first: AP 1
+        >>> round(float(values["exact_ap"]), 12), abs(float(values["relaxation_gap"])) < 1e-12
+        (1.0, True)
+    """
 
     name = "relaxation_gap"
     needs = frozenset({"scores", "smooth_ap_terms"})
@@ -309,6 +356,17 @@ class GradientAgreement(Quantity):
     The analytic gradient is gradlab's SmoothAP (exact backward) of the same batch with the
     watched loss's tau and query convention; cosine near 1 and relative error near 0 mean the
     training loss computes SmoothAP.
+
+    Example:
+        >>> import tempfile, gradlab
+        >>> from gradlab.monitor.schedules import every
+        >>> with gradlab.Monitor(tempfile.mkdtemp(),
+        ...                      quantities=[GradientAgreement(every(1))]) as monitor:
+        ...     loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        ...     loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+        ...     record = monitor.step()
+        >>> round(record["gradient_agreement_cosine"], 9)  # analytic = backpropagated
+        1.0
     """
 
     name = "gradient_agreement"
@@ -340,7 +398,15 @@ class GradientAgreement(Quantity):
 
 
 class WeightedGradientCounts(GradientCounts):
-    """Gradient counts with and without the 1/R(i, S_Omega)^2 weight (needs the ranks)."""
+    """Gradient counts with and without the 1/R(i, S_Omega)^2 weight (needs the ranks).
+
+    Example:
+        >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
+        ...                  tau=0.05)
+        >>> sorted(WeightedGradientCounts().compute(view))  # doctest: +NORMALIZE_WHITESPACE
+        ['gradient_count_mean', 'gradient_count_mean_weighted', 'queries_without_gradient',
+         'queries_without_gradient_weighted']
+    """
 
     def __init__(self, schedule: Schedule | None = None, threshold: float = 0.005) -> None:
         super().__init__(schedule, threshold, weighted=True)
@@ -353,6 +419,11 @@ class DegenerateBatches(Quantity):
     counted (gradlab's :class:`~gradlab.losses.SmoothAPLoss` counts them at no cost; absent for
     losses that do not). ``degenerate_batch``: 1 if this logged batch is one, else 0 (any loss;
     from the labels or the positive mask, on the device).
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(4), labels=torch.arange(4))  # all singletons
+        >>> {key: float(value) for key, value in DegenerateBatches().compute(view).items()}
+        {'degenerate_batch': 1.0}
     """
 
     name = "degenerate_batches"

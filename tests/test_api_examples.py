@@ -1,0 +1,62 @@
+"""Every public name shows how it is used, in an example that runs as a doctest.
+
+Classes and functions carry the example in their own docstring; constants (whose attribute
+docstrings doctest does not collect) in their package's docstring. The examples themselves run
+in ``make test`` (``--doctest-modules`` over ``gradlab/``); this test checks that each name HAS
+one that doctest finds, so a new public name without an example fails here.
+"""
+
+import doctest
+import inspect
+import re
+import sys
+
+import pytest
+
+import gradlab
+import gradlab.functional
+import gradlab.monitor
+
+PUBLIC = [gradlab, gradlab.functional, gradlab.monitor]
+
+
+def _doctests(module) -> dict[str, list[str]]:
+    """Name of each docstring doctest finds in ``module`` -> the source of its examples."""
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    return {test.name: [example.source for example in test.examples]
+            for test in finder.find(module)}  # fmt: skip
+
+
+def _without_example(module) -> list[str]:
+    missing = []
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.isclass(obj) or inspect.isroutine(obj):
+            home = sys.modules[obj.__module__]
+            if not _doctests(home).get(f"{home.__name__}.{obj.__qualname__}"):
+                missing.append(name)
+        elif not any(re.search(rf"\b{re.escape(name)}\b", source)
+                     for source in _doctests(module).get(module.__name__, [])):  # fmt: skip
+            missing.append(name)  # a constant: shown in its package's example
+    return missing
+
+
+@pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
+def test_every_public_name_has_an_example_that_doctest_runs(module):
+    assert _without_example(module) == []
+
+
+def test_a_public_name_without_an_example_is_found(monkeypatch):
+    def undocumented_helper(x):
+        """A summary, but no example."""
+        return x
+
+    undocumented_helper.__module__ = "gradlab.functional.harmonic"
+    undocumented_helper.__qualname__ = "undocumented_helper"
+    monkeypatch.setattr(gradlab.functional, "undocumented_helper", undocumented_helper,
+                        raising=False)  # fmt: skip
+    names = [*gradlab.functional.__all__, "undocumented_helper", "NOT_SHOWN"]
+    monkeypatch.setattr(gradlab.functional, "__all__", names)
+    monkeypatch.setattr(gradlab.functional, "NOT_SHOWN", 3, raising=False)
+    missing = _without_example(gradlab.functional)
+    assert "undocumented_helper" in missing and "NOT_SHOWN" in missing
