@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -137,6 +138,9 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
     script = SCRIPT.format(root=str(ROOT), folder=str(tmp_path))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
+    workers: set[int] = set()
+    survivors: list[int] = []
+    stdout, stderr = "", "the stopped parent did not exit within 25 s"
     try:
         deadline = time.monotonic() + 25
         while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
@@ -144,15 +148,18 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
         workers = {int(path.name) for path in tmp_path.iterdir()}
         assert len(workers) == 2, "the two workers never started their tasks"
         process.send_signal(signum)
-        stdout, stderr = process.communicate(timeout=25)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            stdout, stderr = process.communicate(timeout=25)
     finally:
+        survivors = [pid for pid in workers if _alive(pid)]
+        for pid in survivors:  # a failed test leaves no process behind either
+            os.kill(pid, signal.SIGKILL)
         if process.poll() is None:
             process.kill()
-            process.communicate()
+        process.wait(timeout=30)  # not communicate: a surviving grandchild may hold the pipes
+    assert survivors == [], f"workers {survivors} outlived the stopped pool"
     assert stdout == "stopped\n", stderr
     assert "Traceback" not in stderr, stderr
-    for pid in workers:
-        assert not _alive(pid), f"worker {pid} outlived the stopped pool"
 
 
 def _alive(pid: int) -> bool:
