@@ -163,6 +163,9 @@ def study_workers(workers: int) -> Iterator[None]:
     needs it and its workers end with the block (at once if the block is left by an exception,
     Ctrl-C or SIGTERM included, so that no worker outlives it).
 
+    Workers are spawned, so a script that asks for more than one must guard its entry point
+    with ``if __name__ == "__main__":`` (each worker imports the script's module).
+
     Example:
         >>> with study_workers(1):
         ...     run_tasks(pow, [(2, 3)], stage="doctest", names=["a"])
