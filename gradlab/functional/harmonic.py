@@ -131,6 +131,8 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
 
 def _discount_partial_sum(x: torch.Tensor) -> torch.Tensor:
     """``F(x) = sum_{t=1}^x 1/log2(t+1)`` at integers, linear in between (float64)."""
+    if not x.is_floating_point():  # integer counts are promoted, never truncated
+        x = x.to(torch.get_default_dtype())
     floor = torch.floor(x).clamp(min=0.0)
     top = int(floor.max().item()) if floor.numel() else 0
     steps = 1.0 / torch.log2(torch.arange(2, top + 3, dtype=torch.float64, device=x.device))

@@ -14,7 +14,9 @@ from gradlab import GradlabError
 from gradlab.functional.harmonic import (
     discount_gap,
     discount_rate,
+    harmonic_gap,
     harmonic_log_error,
+    harmonic_rate,
     logarithmic_integral,
 )
 
@@ -99,3 +101,20 @@ def test_harmonic_log_error_without_its_extra_names_the_function_and_the_extra(
         f"harmonic_log_error needs the {package} package, which is not installed; install it "
         "with: pip install 'gradlab-ranking[audit]'"
     )
+
+
+def test_integer_counts_are_promoted_not_truncated_by_the_exact_discount():
+    # sum_{t=1}^{2} 1/log2(t+1) = 1 + 1/log2(3), by hand
+    expected = 1.0 + 1.0 / math.log2(3.0)
+    value = discount_gap(torch.tensor([0]), torch.tensor([2]), "exact")
+    assert value.dtype == torch.get_default_dtype()
+    assert value.item() == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("method", ["exact", "log", "midpoint"])
+@pytest.mark.parametrize("function", [discount_gap, discount_rate, harmonic_gap, harmonic_rate])
+def test_integer_and_float_counts_give_the_same_stand_in(function, method):
+    a, b = torch.tensor([0, 1, 3, 7]), torch.tensor([2, 4, 3, 12])
+    from_integers = function(a, b, method)
+    assert from_integers.is_floating_point()
+    torch.testing.assert_close(from_integers, function(a.float(), b.float(), method))
