@@ -1,4 +1,4 @@
-"""Rerunning a fast analysis reproduces its committed JSON byte for byte (issue 14).
+"""Rerunning a fast analysis reproduces its committed JSON byte for byte.
 
 Every ``analyses/`` script fixes its seeds and writes through :func:`gradlab.jsonio.write_json`,
 so a rerun on this machine must give the file in ``figures/`` exactly. The slow scripts
@@ -26,3 +26,13 @@ def test_rerun_reproduces_the_committed_json(script, tmp_path):
                    cwd=ROOT, check=True, capture_output=True, timeout=300)  # fmt: skip
     for name in FAST_ANALYSES[script]:
         assert (tmp_path / name).read_bytes() == (ROOT / "figures" / name).read_bytes(), name
+
+
+@pytest.mark.slow
+def test_rerun_of_the_accumulation_study_reproduces_its_committed_json(tmp_path):
+    out = tmp_path / "accumulation.json"
+    subprocess.run([sys.executable, str(ROOT / "analyses" / "accumulation.py"), "--out-json",
+                    str(out), "--figure", str(tmp_path / "accumulation.png")],
+                   cwd=ROOT, check=True, capture_output=True, timeout=300)  # fmt: skip
+    committed = ROOT / "benchmarks" / "results" / "accumulation.json"
+    assert out.read_bytes() == committed.read_bytes()
