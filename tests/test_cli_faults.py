@@ -195,6 +195,7 @@ def _wait_for(condition, seconds: float) -> bool:
     return condition()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGTERM") or sys.platform == "win32", reason="POSIX")
 def test_sigterm_during_report_leaves_nothing_behind(tmp_path):
     out = tmp_path / "r"

@@ -37,6 +37,7 @@ def _ids(page: Path) -> set[str]:
     return set(re.findall(r'id="([^"]+)"', page.read_text(encoding="utf-8")))
 
 
+@pytest.mark.slow
 def test_the_strict_build_writes_every_page_of_the_nav(site):
     import yaml
 
@@ -60,6 +61,7 @@ def _entries(page: Path) -> dict[str, str]:
     return {m[1]: html[m.end():end] for m, end in zip(heads, ends, strict=True)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", PUBLIC, ids=lambda m: m.__name__)
 def test_every_public_name_has_an_api_entry_with_a_summary(site, module):
     entries = _entries(site / API_PAGES[module.__name__] / "index.html")
@@ -123,6 +125,7 @@ def test_the_citation_metadata_names_this_version_and_license():
     assert f"version = {{{gradlab.__version__}}}" in readme, "README's BibTeX names another version"
 
 
+@pytest.mark.slow
 def test_every_link_of_the_readme_reaches_a_file_and_its_anchor(site):
     readme = (ROOT / "README.md").read_text()
     links = re.findall(r"\]\(([^)\s]+)\)", readme)

@@ -53,6 +53,7 @@ def heavy_modules_after(statement: str) -> list[str]:
 # --- (a) what `import gradlab` imports, and what it leaves alone ---------------------------------
 
 
+@pytest.mark.slow
 def test_import_gradlab_imports_no_optional_dependency_beyond_what_torch_imports():
     # torch itself imports tqdm when it is installed (torch.hub: `from tqdm import tqdm`), so the
     # baseline is what `import torch, numpy` pulls in; gradlab may add nothing to it.
@@ -67,6 +68,7 @@ def test_the_heavy_packages_are_installed_here_so_the_import_check_means_somethi
     assert missing == [], "the dev extra should install every optional package"
 
 
+@pytest.mark.slow
 def test_importing_gradlab_and_its_plotting_leaves_matplotlib_backend_alone():
     script = """
         import importlib, pkgutil

@@ -67,6 +67,7 @@ def test_a_small_study_on_two_workers_equals_the_serial_run(quiet):
     assert recall[0] != recall[1]
 
 
+@pytest.mark.slow
 def test_results_come_back_in_task_order_not_completion_order(quiet):
     # The first task sleeps longest, so it finishes last on two workers.
     tasks = [(2, 1.5), (3, 0.0), (4, 0.0)]
@@ -75,6 +76,7 @@ def test_results_come_back_in_task_order_not_completion_order(quiet):
     assert results == [4, 9, 16]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_failing_task_is_the_study_error_with_its_seed_named(quiet, workers):
     names = [f"seed {value}" for value in (1, 3, 5)]
@@ -130,6 +132,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
@@ -172,6 +175,7 @@ def _alive(pid: int) -> bool:
     return "Z" not in state.split()[1] and "python" in Path(f"/proc/{pid}/cmdline").read_text()
 
 
+@pytest.mark.slow
 def test_a_worker_has_one_torch_thread_and_no_progress_output(quiet):
     import torch
 
