@@ -160,7 +160,10 @@ MONITOR_TESTS = {
                 "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
                 "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_contract.py",
                 "tests/monitor/test_lock.py", *_SINK_FAULTS,
-                *_DISTRIBUTED_IN_PROCESS,
+                *_DISTRIBUTED_IN_PROCESS, "tests/monitor/test_distributed_agreement.py",
+                "tests/monitor/test_watch_bypassed.py", "tests/monitor/test_monitor_workspace.py",
+                "--deselect=tests/monitor/test_watch_bypassed.py::"
+                "test_training_with_the_original_loss_warns_once_at_the_callers_line",
                 *(f"--deselect=tests/monitor/{test}" for test in (
                     "test_watch.py::test_a_watched_score_loss_runs_under_torch_compile",
                     "test_monitor.py::test_plot_command",
