@@ -34,10 +34,10 @@ from typing import Any
 
 from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
+from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
-from gradlab.paths import check_output_folder
 
 try:
     from lightning.pytorch import Callback
@@ -134,17 +134,7 @@ class GradlabCallback(Callback):
         **monitor_options: Any,
     ) -> None:
         super().__init__()
-        if log_dir is not None:
-            log_dir = check_output_folder(log_dir, argument="log_dir")
-        if options is None:
-            options = MonitorConfig.of(monitor_options)  # the Monitor's own check of the values
-        elif not isinstance(options, MonitorConfig) or monitor_options:
-            raise GradlabError(
-                "options must be a MonitorConfig, given without other Monitor options; got "
-                f"{options!r} and {sorted(monitor_options)}"
-            )
-        if not isinstance(prefix, str):
-            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        log_dir, prefix, options = callback_settings(log_dir, prefix, options, monitor_options)
         if not isinstance(forward_to_loggers, bool):
             raise GradlabError(
                 f"forward_to_loggers must be True or False; got {forward_to_loggers!r}"

@@ -53,10 +53,10 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
+from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
-from gradlab.paths import check_output_folder
 
 try:
     from transformers import TrainerCallback
@@ -146,17 +146,7 @@ class GradlabTrainerCallback(TrainerCallback):
         options: MonitorConfig | None = None,
         **monitor_options: Any,
     ) -> None:
-        if log_dir is not None:
-            log_dir = check_output_folder(log_dir, argument="log_dir")
-        if options is None:
-            options = MonitorConfig.of(monitor_options)
-        elif not isinstance(options, MonitorConfig) or monitor_options:
-            raise GradlabError(
-                "options must be a MonitorConfig, given without other Monitor options; got "
-                f"{options!r} and {sorted(monitor_options)}"
-            )
-        if not isinstance(prefix, str):
-            raise GradlabError(f"prefix must be a string; got {prefix!r}")
+        log_dir, prefix, options = callback_settings(log_dir, prefix, options, monitor_options)
         self.log_dir = log_dir
         self.prefix = prefix
         self.options = options

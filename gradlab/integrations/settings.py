@@ -1,0 +1,50 @@
+"""The options every framework callback takes, checked one way: a log folder, a key prefix and
+the Monitor's options (a :class:`~gradlab.monitor.config.MonitorConfig` or its fields)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from gradlab.errors import GradlabError
+from gradlab.monitor.config import MonitorConfig
+from gradlab.paths import check_output_folder
+
+__all__ = ["callback_settings"]
+
+
+def callback_settings(
+    log_dir: str | Path | None,
+    prefix: object,
+    options: MonitorConfig | None,
+    monitor_options: dict[str, Any],
+) -> tuple[Path | None, str, MonitorConfig]:
+    """The checked ``(log_dir, prefix, options)`` of a callback, before any training starts.
+
+    Args:
+        log_dir: the Monitor's folder, or ``None`` (the callback picks one when training starts).
+        prefix: key prefix of the values the callback hands to the framework's loggers.
+        options: the Monitor's options as one :class:`MonitorConfig`, or ``None``.
+        monitor_options: the Monitor's options as keywords (only without ``options``).
+
+    Raises:
+        GradlabError: ``log_dir`` is a file, an unknown or bad Monitor option, ``options`` given
+            with keywords or not a MonitorConfig, a prefix that is not a string.
+
+    Example:
+        >>> _, prefix, options = callback_settings(None, "gradlab/", None, {"preset": "cheap"})
+        >>> prefix, options.preset
+        ('gradlab/', 'cheap')
+    """
+    if log_dir is not None:
+        log_dir = check_output_folder(log_dir, argument="log_dir")
+    if options is None:
+        options = MonitorConfig.of(monitor_options)  # the Monitor's own check of the values
+    elif not isinstance(options, MonitorConfig) or monitor_options:
+        raise GradlabError(
+            "options must be a MonitorConfig, given without other Monitor options; got "
+            f"{options!r} and {sorted(monitor_options)}"
+        )
+    if not isinstance(prefix, str):
+        raise GradlabError(f"prefix must be a string; got {prefix!r}")
+    return log_dir, prefix, options
