@@ -199,7 +199,8 @@ def format_markdown(records: list[dict]) -> str:
         f"| all papers | {_counts_row(records)} |",
     ]  # fmt: skip
     badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
-             "fails": "**FAILS**", "inconclusive": "*inconclusive*"}  # fmt: skip
+             "fails": "**FAILS**", "inconclusive": "*inconclusive*",
+             **{v: f"*{v.replace('-', ' ')}*" for v in VERDICTS[4:]}}  # fmt: skip
     for seed in seeds:
         mine = [r for r in records if r["seed"] == seed]
         counts = summary_counts(mine)

@@ -37,8 +37,13 @@ from typing import Any
 
 import sympy as sp
 
-VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive")
-_HOLDS, _CORRECTED, _FAILS, _UNDECIDED = VERDICTS
+VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
+            "reproduced", "not-reproduced", "not-testable-here")
+"""Derivations and statements checked by computation get the first four; an empirical claim about
+the authors' experiments gets ``reproduced`` / ``not-reproduced`` (each naming the setting: data,
+model, steps, seeds) or ``not-testable-here`` (it needs the authors' data), never ``fails``."""
+_HOLDS, _CORRECTED, _FAILS, _UNDECIDED, _REPRODUCED, _NOT_REPRODUCED, _NOT_TESTABLE = VERDICTS
+EMPIRICAL_VERDICTS = VERDICTS[4:]
 
 
 @dataclass(frozen=True)
