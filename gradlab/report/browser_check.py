@@ -1,7 +1,9 @@
 """Look at the report as a person would: render ``index.html`` in headless Chromium.
 
 The check loads the page in a real browser (Chromium driven by Playwright), saves a screenshot
-of the top screen and one of each ``<h2>`` section, and reports as problems every
+of the top screen and of every ``<h2>`` section to its end (a section taller than one tile is
+saved as several tiles, ``section-NN-<anchor>-K.png``, that together cover it), and reports as
+problems, each named with the section it sits in, every
 
 * link to an anchor (``href="#..."``) with no element of that id,
 * image the browser could not decode (``naturalWidth == 0``),
@@ -36,13 +38,14 @@ CHROMIUM_ARGS = [
 
 _PAGE_PROBE = r"""() => {
   const ids = new Set(Array.from(document.querySelectorAll('[id]')).map(e => e.id));
+  const top = e => e.getBoundingClientRect().top + window.scrollY;
   const anchors = Array.from(document.querySelectorAll('a[href^="#"]'))
-    .map(a => a.getAttribute('href').slice(1)).filter(id => !ids.has(id));
+    .filter(a => !ids.has(a.getAttribute('href').slice(1)))
+    .map(a => ({what: '#' + a.getAttribute('href').slice(1), top: top(a)}));
   const images = Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0)
-    .map(i => i.alt || i.src.slice(0, 60));
+    .map(i => ({what: i.alt || i.src.slice(0, 60), top: top(i)}));
   const sections = Array.from(document.querySelectorAll('h2')).map(h => {
-    const top = h.getBoundingClientRect().top + window.scrollY;
-    return {id: h.id, title: h.textContent, top: top};
+    return {id: h.id, title: h.textContent, top: top(h)};
   });
   const rawTags = (document.body.innerText.match(/<\/?[a-z][a-z0-9]*(\s[^<>]*)?>/gi) || [])
     .slice(0, 5);
@@ -53,11 +56,21 @@ _PAGE_PROBE = r"""() => {
 
 @dataclass
 class BrowserCheck:
-    """What the browser saw: problems found and screenshots written."""
+    """What the browser saw: problems found and screenshots written.
+
+    Attributes:
+        problems: one line per problem, naming the section it sits in.
+        screenshots: every PNG written (``top.png`` first, then each section's tiles).
+        sections: the ``<h2>`` titles, in page order.
+        section_heights: each section's height in CSS pixels, from its ``<h2>`` to the next.
+        tile_heights: per section, the heights of its tiles (they sum to its height).
+    """
 
     problems: list[str] = field(default_factory=list)
     screenshots: list[Path] = field(default_factory=list)
     sections: list[str] = field(default_factory=list)
+    section_heights: list[float] = field(default_factory=list)
+    tile_heights: list[list[float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +96,7 @@ def check_report_in_browser(
     chromium: str | Path | None = None,
     width: int = 1280,
     height: int = 900,
-    max_section_height: int = 2400,
+    max_tile_height: int = 2400,
 ) -> BrowserCheck:
     """Render ``report_dir/index.html`` in headless Chromium and check what it shows.
 
@@ -93,14 +106,24 @@ def check_report_in_browser(
             ``report_dir/screenshots``).
         chromium: the browser executable (see :func:`find_chromium`).
         width, height: the viewport, in CSS pixels.
-        max_section_height: a section's screenshot is cut at this height.
+        max_tile_height: a section taller than this is saved as several tiles of at most this
+            height (CSS pixels) that cover it to its end.
 
     Returns:
         A :class:`BrowserCheck`; ``ok`` is true when nothing was broken.
 
     Raises:
-        GradlabError: no ``index.html`` in ``report_dir``, or no browser or Playwright here.
+        GradlabError: no ``index.html`` in ``report_dir``, ``max_tile_height`` below 1, or no
+            browser or Playwright here.
     """
+    if (
+        isinstance(max_tile_height, bool)
+        or not isinstance(max_tile_height, int)
+        or max_tile_height < 1
+    ):
+        raise GradlabError(
+            f"max_tile_height must be a positive int (CSS pixels); got {max_tile_height!r}"
+        )
     page_path = Path(report_dir) / "index.html"
     if not page_path.is_file():
         raise GradlabError(f"report_dir must hold an index.html; {str(page_path)!r} is missing")
@@ -125,8 +148,10 @@ def check_report_in_browser(
             page = browser.new_page(viewport={"width": width, "height": height})
             page.on(
                 "console",
-                lambda message: message.type == "error"
-                and result.problems.append(f"console error: {message.text}"),
+                lambda message: (
+                    message.type == "error"
+                    and result.problems.append(f"console error: {message.text}")
+                ),
             )
             page.on(
                 "requestfailed",
@@ -134,28 +159,65 @@ def check_report_in_browser(
             )
             page.goto(page_path.resolve().as_uri(), wait_until="load")
             probe = page.evaluate(_PAGE_PROBE)
-            result.problems += [f"broken anchor: #{anchor}" for anchor in probe["anchors"]]
-            result.problems += [f"image not shown: {image}" for image in probe["images"]]
+            sections = probe["sections"]
+            where = _section_finder(sections)
+            result.problems += [
+                f"broken anchor: {found['what']}{where(found['top'])}" for found in probe["anchors"]
+            ]
+            result.problems += [
+                f"image not shown: {found['what']}{where(found['top'])}"
+                for found in probe["images"]
+            ]
             result.problems += [f"HTML shown as text: {tag}" for tag in probe["rawTags"]]
             top = folder / "top.png"
             page.screenshot(path=str(top))
             result.screenshots.append(top)
-            sections = probe["sections"]
             for number, section in enumerate(sections, start=1):
                 end = sections[number]["top"] if number < len(sections) else probe["height"]
-                clip_height = max(1, min(end - section["top"], max_section_height))
-                path = folder / f"section-{number:02d}-{section['id'] or 'untitled'}.png"
-                page.screenshot(
-                    path=str(path),
-                    full_page=True,
-                    clip={"x": 0, "y": section["top"], "width": probe["width"],
-                          "height": clip_height},
-                )  # fmt: skip
-                result.screenshots.append(path)
+                height = max(1.0, end - section["top"])
+                tiles = section_tiles(section["top"], height, max_tile_height)
+                stem = f"section-{number:02d}-{section['id'] or 'untitled'}"
+                for index, (y, tile_height) in enumerate(tiles, start=1):
+                    suffix = f"-{index}" if len(tiles) > 1 else ""
+                    path = folder / f"{stem}{suffix}.png"
+                    page.screenshot(
+                        path=str(path),
+                        full_page=True,
+                        clip={"x": 0, "y": y, "width": probe["width"], "height": tile_height},
+                    )
+                    result.screenshots.append(path)
                 result.sections.append(section["title"])
+                result.section_heights.append(height)
+                result.tile_heights.append([tile_height for _, tile_height in tiles])
         finally:
             browser.close()
     return result
+
+
+def section_tiles(top: float, height: float, max_tile_height: int) -> list[tuple[float, float]]:
+    """The ``(y, height)`` tiles covering ``[top, top + height)``, each at most ``max_tile_height``.
+
+    Example:
+        >>> section_tiles(100.0, 5000.0, 2400)
+        [(100.0, 2400.0), (2500.0, 2400.0), (4900.0, 200.0)]
+    """
+    tiles = []
+    covered = 0.0
+    while covered < height:
+        tile_height = min(float(max_tile_height), height - covered)
+        tiles.append((top + covered, tile_height))
+        covered += tile_height
+    return tiles
+
+
+def _section_finder(sections: list[dict]):
+    """``top -> " (in section 'Title')"``: the last section starting at or above ``top``."""
+
+    def where(top: float) -> str:
+        inside = [section["title"] for section in sections if section["top"] <= top]
+        return f" (in section {inside[-1]!r})" if inside else " (above the first section)"
+
+    return where
 
 
 def main(argv: list[str] | None = None) -> int:
