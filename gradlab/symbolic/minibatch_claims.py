@@ -17,7 +17,7 @@ import sympy as sp
 import torch
 
 from gradlab.symbolic.claims import Claim, Form, Verdict, decide, mutant
-from gradlab.symbolic.supplementary_claims import order_check
+from gradlab.symbolic.orders import order_check
 
 SEED = "003_9ae9ec3ce43e30ad"
 BITS, ITEMS, LEVELS = 4, 6, (0, 1)

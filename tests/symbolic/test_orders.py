@@ -1,0 +1,152 @@
+"""The order-of-growth check tells log factors apart, on counts worked out by hand.
+
+Every count here is a closed form written in the test (exact ``M^2``, ``M log2 M``, the operation
+count of Eq. 37 of He et al. 2018 by hand), never the output of a procedure under test.
+"""
+
+import math
+
+import pytest
+import sympy as sp
+
+from gradlab.errors import GradlabError
+from gradlab.symbolic.orders import ORDER_SPREAD, order_check
+
+M, L, n, p = sp.symbols("M L n p", positive=True)
+b, V = sp.symbols("b V", positive=True)
+
+
+def _grid(counts, **axes):
+    """``{((name, value), ...): count(**values)}`` over the product of the axes."""
+    names = sorted(axes)
+    points = [{}]
+    for name in names:
+        points = [{**point, name: value} for point in points for value in axes[name]]
+    return {tuple((name, point[name]) for name in names): counts(**point) for point in points}
+
+
+SQUARES = _grid(lambda M: M * M, M=(8, 32, 128, 512))
+"""One sigmoid per entry of an M x M difference matrix (Smooth-AP per query, Table S2)."""
+
+
+def test_the_true_order_of_an_exact_square_holds():
+    verdict = order_check(M**2, SQUARES)
+    assert verdict.verdict == "holds", verdict.detail
+    assert "stays within a factor 1.00 over 4 grid points" in verdict.detail
+
+
+@pytest.mark.parametrize("slip", [M**2 * sp.log(M), M**2 * sp.log(M, 2), M**2 / sp.log(M),
+                                  M**2 * sp.log(M) ** 2, M, M**3])  # fmt: skip
+def test_a_log_factor_or_a_power_too_many_or_too_few_is_rejected(slip):
+    # O(M^2 log M) printed for O(M^2): count / (M^2 log M) spreads only by log(512)/log(8) = 3,
+    # within the old allowance of 3; the last step 128 -> 512 shows a factor log(512)/log(128).
+    verdict = order_check(slip, SQUARES)
+    assert verdict.verdict == "fails", verdict.detail
+    assert "from M = 128 to 512" in verdict.detail
+
+
+def test_the_slip_names_the_order_that_fits_better():
+    verdict = order_check(M**2 * sp.log(M), SQUARES)
+    factor = math.log(128) / math.log(512)
+    assert f"changes by a factor {factor:.3g}, which M**2 follows better" in verdict.detail
+
+
+MERGE_SORT = _grid(lambda M: M * math.log2(M) / 2, M=(16, 256, 4096, 65536))
+"""Comparisons of a top-down merge sort of M already-sorted items, M a power of 2: M/2 log2 M."""
+
+
+def test_m_log_m_holds_and_m_log_squared_m_or_m_alone_are_rejected():
+    assert order_check(M * sp.log(M), MERGE_SORT).verdict == "holds"
+    assert order_check(M * sp.log(M, 2), MERGE_SORT).verdict == "holds"  # a constant factor
+    for slip in (M * sp.log(M) ** 2, M, M**2 * sp.log(M)):
+        assert order_check(slip, MERGE_SORT).verdict == "fails", slip
+
+
+def _eq37_count(b, V, M):
+    """Eq. 37's operations by hand: per (d, v) 5 M^2 (slopes, two scalings, two additions);
+    then b M^2 for Phi @ total and b M for the division; d = 0..b."""
+    return (b + 1) * V * 5 * M**2 + b * M**2 + b * M
+
+
+EQ37 = _grid(_eq37_count, b=(4, 32), V=(2, 8), M=(8, 64))
+
+
+def test_b_v_m_squared_holds_and_its_log_slip_is_rejected():
+    assert order_check(b * V * M**2, EQ37).verdict == "holds"
+    verdict = order_check(b * V * M**2 * sp.log(M), EQ37)  # O(b|V| M^2 log M)
+    assert verdict.verdict == "fails"
+    assert "from M = 8 to 64 (V = 2, b = 4)" in verdict.detail and "M**2*V*b follows better" in (
+        verdict.detail
+    )
+
+
+@pytest.mark.parametrize("slip", [b * M**2, V * M**2, b * V * M, b * V * M**2 * sp.log(b),
+                                  b * V * M**2 * sp.log(V)])  # fmt: skip
+def test_every_variable_of_a_product_order_is_stepped(slip):
+    assert order_check(slip, EQ37).verdict == "fails", slip
+
+
+def test_a_lower_order_term_is_read_on_the_last_step_where_it_weighs_least():
+    # count = M^2 + 4 M: on the last step 512 -> 4096, count / M^2 moves by 0.7 %, far less
+    # than a log factor (log 4096 / log 512 = 4/3), so M^2 holds and M^2 log M does not.
+    counts = _grid(lambda M: M * M + 4 * M, M=(8, 64, 512, 4096))
+    assert order_check(M**2, counts).verdict == "holds"
+    assert order_check(M**2 * sp.log(M), counts).verdict == "fails"
+    # On a grid that stops at M = 8 the 4 M term dominates the step 2 -> 8 (count / M^2 halves,
+    # log 8 / log 2 = 3): there M^2 / log M follows the counts better, so a short grid fails.
+    verdict = order_check(M**2, _grid(lambda M: M * M + 4 * M, M=(2, 8)))
+    assert verdict.verdict == "fails" and "M**2/log(M) follows better" in verdict.detail
+
+
+def test_a_variable_that_never_moves_alone_is_stepped_with_the_fewest_others():
+    # M = p + n beside p and n: ranking all M items costs M log2 M.
+    points = {(("M", p_ + n_), ("n", n_), ("p", p_)): (p_ + n_) * math.log2(p_ + n_)
+              for p_ in (4, 64, 1024) for n_ in (8, 128, 2048)}  # fmt: skip
+    assert order_check(M * sp.log(M), points).verdict == "holds"
+    verdict = order_check(n * sp.log(n), points)
+    assert verdict.verdict == "fails"
+    assert "from p = 64 to 1024 (M = 72 -> 1032, n = 8)" in verdict.detail
+
+
+def test_a_spread_of_exactly_the_allowed_factor_holds_and_beyond_fails():
+    # one step of six decades from M = 1 (log M = 0: powers only) with count / M = 1 then 3
+    assert ORDER_SPREAD == 3.0
+    assert order_check(M, {(("M", 1),): 1, (("M", 10**6),): 3 * 10**6}).verdict == "holds"
+    verdict = order_check(M, {(("M", 1),): 1, (("M", 10**6),): 3.5 * 10**6})
+    assert verdict.verdict == "fails"
+    assert "varies by a factor 3.5 over 2 grid points" in verdict.detail
+
+
+def test_a_single_log_factor_on_a_step_from_one_cannot_be_read_so_powers_decide():
+    # log 1 = 0: the step from 1 to 2 has no log candidate; count / M triples, which M^2 follows
+    # better (a factor 2) than M itself.
+    assert order_check(M, {(("M", 1),): 1, (("M", 2),): 6}).verdict == "fails"
+
+
+@pytest.mark.parametrize("order", [-(M**2), M**2 - 100, sp.log(M) - 3])
+def test_an_order_that_is_not_a_positive_cost_fails(order):
+    verdict = order_check(order, SQUARES)
+    assert verdict.verdict == "fails"
+    assert "not a cost (positive and finite) on the grid" in verdict.detail
+
+
+@pytest.mark.parametrize(("measured", "message"), [
+    ([((("M", 8),), 64)], "measured must map at least two grid points"),
+    ({(("M", 8),): 64}, "measured must map at least two grid points"),
+    ({(("M", 8),): 64, (("L", 8),): 64}, "every grid point of measured must name the variables"),
+    ({(("M", 0.5),): 1, (("M", 8),): 64}, "grid values in measured must be numbers >= 1"),
+    ({(("M", True),): 1, (("M", 8),): 64}, "grid values in measured must be numbers >= 1"),
+    ({(("M", 2),): 0, (("M", 8),): 64}, "counts in measured must be positive finite numbers"),
+    ({(("M", 2),): math.inf, (("M", 8),): 64}, "counts in measured must be positive finite"),
+    ({(("M", 2),): "4", (("M", 8),): 64}, "counts in measured must be positive finite numbers"),
+])  # fmt: skip
+def test_a_measured_grid_that_is_not_a_grid_is_refused(measured, message):
+    with pytest.raises(GradlabError, match=message):
+        order_check(M**2, measured)
+
+
+def test_an_order_must_be_an_expression_in_the_grids_variables():
+    with pytest.raises(GradlabError, match="order must be a SymPy expression; got 'M'"):
+        order_check("M", SQUARES)
+    with pytest.raises(GradlabError, match=r"uses \['L'\], which the grid does not name"):
+        order_check(L * M, SQUARES)
