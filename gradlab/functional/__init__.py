@@ -26,6 +26,18 @@ from gradlab.functional.fappy import (
     fappy_loss,
 )
 from gradlab.functional.fastap import fastap
+from gradlab.functional.geometry import (
+    EffectiveRank,
+    QueryMargins,
+    alignment,
+    chance_level,
+    effective_rank,
+    modality_gap,
+    normalized_std,
+    query_margins,
+    temperature_gradient,
+    uniformity,
+)
 from gradlab.functional.gradient_anatomy import GradientAnatomy, gradient_anatomy
 from gradlab.functional.harmonic import (
     HARMONIC_METHODS,
@@ -62,11 +74,24 @@ from gradlab.functional.relaxed_ranking import (
     soft_histogram,
     triangular_kernel,
 )
+from gradlab.functional.retrieval_at_scale import (
+    map_at_r,
+    nearest_neighbours,
+    precision_at_1,
+    r_precision,
+    retrieval_at_scale,
+)
 from gradlab.functional.retrieval_metrics import in_batch_retrieval, recall_at_k, retrieval_report
 from gradlab.functional.score_losses import max_violation_triplet_loss, nt_xent_loss
 from gradlab.functional.siglip import sigmoid_pair_loss
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.functional.smooth_ap import smooth_ap
+from gradlab.functional.suspects import (
+    SuspectSummary,
+    content_hashes,
+    false_negative_suspects,
+    suspect_summary,
+)
 from gradlab.functional.tie_aware import (
     harmonic_number,
     tie_aware_ap,
@@ -77,13 +102,19 @@ from gradlab.functional.tie_aware import (
 __all__ = [
     "HARMONIC_METHODS",
     "BlackboxRanks",
+    "EffectiveRank",
     "GradientAnatomy",
     "GradientCountSummary",
     "HarmonicLogError",
+    "QueryMargins",
     "RetrievalLayout",
     "SmoothAPDecomposition",
+    "SuspectSummary",
+    "alignment",
     "blackbox_ap",
     "blackbox_ap_loss",
+    "chance_level",
+    "content_hashes",
     "cosine_from_euclidean",
     "cross_modal_layout",
     "decomposition_norms",
@@ -91,8 +122,10 @@ __all__ = [
     "discount_gap",
     "discount_rate",
     "drop_diagonal",
+    "effective_rank",
     "euclidean_from_cosine",
     "expected_operating_region_proportion",
+    "false_negative_suspects",
     "false_positive_probability",
     "fappy_deltas",
     "fappy_gradient_closed_form",
@@ -110,19 +143,27 @@ __all__ = [
     "in_batch_layout",
     "in_batch_retrieval",
     "logarithmic_integral",
+    "map_at_r",
     "max_violation_triplet_loss",
     "mean_ap_loss",
     "minibatch_gradient_matrix_form",
     "minibatch_objective_terms",
+    "modality_gap",
+    "nearest_neighbours",
+    "normalized_std",
     "nt_xent_loss",
     "operating_region_is_empty",
     "operating_region_proportion",
     "operating_region_width",
     "operating_region_widths",
+    "precision_at_1",
+    "query_margins",
+    "r_precision",
     "recall_at_k",
     "relaxed_hamming_distances",
     "relaxed_tie_aware_ap",
     "relaxed_tie_aware_dcg",
+    "retrieval_at_scale",
     "retrieval_report",
     "sigmoid_pair_loss",
     "sigmoid_slope",
@@ -130,9 +171,12 @@ __all__ = [
     "smooth_ap_decomposition",
     "smooth_ap_loss",
     "soft_histogram",
+    "suspect_summary",
+    "temperature_gradient",
     "tempered_sigmoid",
     "tie_aware_ap",
     "tie_aware_dcg",
     "tie_aware_ndcg",
     "triangular_kernel",
+    "uniformity",
 ]

@@ -1,0 +1,477 @@
+"""The geometry of a batch of embeddings, its ranking margins and the temperature's gradient.
+
+Collapse, spread and separation measures that embedding-model users log, each a pure function:
+
+* :func:`alignment` and :func:`uniformity`: Wang & Isola (2020), Eq. 4 and Eq. 5 (uniformity
+  through a log-sum-exp, never ``log(mean(exp(...)))``, which underflows);
+* :func:`effective_rank`: RankMe (Garrido et al. 2023), the exponential of the entropy of the
+  normalised singular values of the **centred** embeddings, also returned over its largest
+  possible value ``min(N - 1, d)`` (a centred ``N x d`` matrix has rank at most ``N - 1``:
+  dividing by ``min(N, d)`` as MONAI's collapse metric does caps a full-rank batch at
+  ``(N - 1) / N`` when ``N <= d``);
+* :func:`normalized_std`: the per-dimension standard deviation of the L2-normalised
+  embeddings, averaged over dimensions, times ``sqrt(d)`` (SimSiam, Chen & He 2021, Sec. 4.1:
+  about 1 for spread-out embeddings, 0 for collapsed ones);
+* :func:`query_margins`: per query, the positive score, the hardest negative, the margin, the
+  share of negatives that violate it and in-batch R@1;
+* :func:`chance_level`: ``ln C``, the InfoNCE loss of a model that scores every candidate alike;
+* :func:`modality_gap`: the distance between the centroids of two modalities' normalised
+  embeddings (Liang et al. 2022, "Mind the Gap", Sec. 4.1);
+* :func:`temperature_gradient`: ``dL/d log s`` of InfoNCE with logits ``s * S`` in closed form,
+  ``s * (E_softmax[S] - S_positive)`` (the softmax-expected logit minus the positive logit).
+
+Conventions: scores are cosine similarities ``[Q, C]`` (a larger score ranks higher), rows are
+queries; ``candidate_mask`` False removes an entry (in-batch: the query itself); positives are
+candidates. Values that have no meaning for a query (no positive, no negative) are NaN.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.errors import GradlabError
+from gradlab.validation import check_in_range, check_same_device, check_shape, check_tensor
+
+__all__ = [
+    "DIRECTIONS",
+    "EffectiveRank",
+    "QueryMargins",
+    "alignment",
+    "chance_level",
+    "effective_rank",
+    "modality_gap",
+    "normalized_std",
+    "query_margins",
+    "temperature_gradient",
+    "uniformity",
+]
+
+DIRECTIONS = ("i2t", "t2i", "both")
+"""Directions of :func:`temperature_gradient`: rows as queries, columns as queries, or the
+mean of the two (CLIP's symmetric loss, Radford et al. 2021; open_clip's ``ClipLoss``)."""
+
+
+def _check_scores(
+    scores: torch.Tensor, positives: torch.Tensor, candidate_mask: torch.Tensor | None
+) -> None:
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
+    check_shape("positives", positives, scores.shape, "one flag per score")
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, positives=positives, candidate_mask=candidate_mask)
+    else:
+        check_same_device(scores=scores, positives=positives)
+
+
+def _check_embeddings(name: str, embeddings: torch.Tensor, least: int = 1) -> None:
+    check_tensor(name, embeddings, ndims=(2,), kind="float")
+    if embeddings.shape[0] < least or embeddings.shape[1] < 1:
+        raise GradlabError(
+            f"{name} must have at least {least} row(s) and 1 column; got shape "
+            f"{tuple(embeddings.shape)}"
+        )
+
+
+def _masks(
+    positives: torch.Tensor, candidate_mask: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Positives and negatives, both restricted to the candidates."""
+    if candidate_mask is None:
+        return positives, ~positives
+    return positives & candidate_mask, candidate_mask & ~positives
+
+
+def alignment(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    alpha: float = 2.0,
+    *,
+    candidate_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Alignment of positive pairs: Wang & Isola (2020), Eq. 4, from cosine scores.
+
+    ``E_(x, y) positive ||f(x) - f(y)||^alpha`` over unit vectors, whose squared distance is
+    ``2 - 2 s`` for the cosine score ``s``; the mean runs over every positive pair (entries of
+    ``positives`` that are candidates). 0: positives coincide; 4 (alpha = 2): they are opposite.
+
+    Args:
+        scores: ``[Q, C]`` cosine similarities.
+        positives: ``[Q, C]`` bool.
+        alpha: the exponent, > 0 (Wang & Isola use 2).
+        candidate_mask: ``[Q, C]`` bool or None (every entry a candidate).
+
+    Returns:
+        A 0-d float64 tensor; NaN when there is no positive pair.
+
+    Raises:
+        GradlabError: a bad tensor, shape, device or ``alpha``.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> float(alignment(scores, torch.tensor([[True, True], [False, True]])))  # 0, 2, 0
+        0.6666666666666666
+    """
+    _check_scores(scores, positives, candidate_mask)
+    alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
+    keep, _ = _masks(positives, candidate_mask)
+    squared = (2.0 - 2.0 * scores.to(torch.float64)).clamp(min=0.0)
+    distances = squared if alpha == 2.0 else squared.pow(alpha / 2.0)
+    return torch.where(keep, distances, 0.0).sum() / keep.sum()
+
+
+def uniformity(
+    embeddings: torch.Tensor, t: float = 2.0, *, gram: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Uniformity of the normalised embeddings: Wang & Isola (2020), Eq. 5, via log-sum-exp.
+
+    ``log mean_(i < j) exp(-t ||u_i - u_j||^2)`` over the distinct pairs of unit vectors
+    ``u_i = x_i / |x_i|``, with ``||u_i - u_j||^2 = 2 - 2 u_i . u_j``; computed as
+    ``logsumexp - log(N (N - 1))``, which stays finite where the mean of the exponentials
+    underflows. Lower is more uniform: 0 for identical points, about ``-2 t`` for points spread
+    over a high-dimensional sphere, ``-4 t`` for two opposite points.
+
+    Args:
+        embeddings: ``[N, d]``, N >= 2.
+        t: the kernel's scale, > 0 (Wang & Isola use 2).
+        gram: optional ``[N, N]`` cosine similarities of ``embeddings`` already computed (the
+            in-batch score matrix); used instead of a second product.
+
+    Returns:
+        A 0-d float64 tensor.
+
+    Raises:
+        GradlabError: a bad tensor, fewer than 2 rows, a ``gram`` of the wrong shape, or ``t``.
+
+    Example:
+        >>> round(float(uniformity(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))), 6)  # distance^2 4
+        -8.0
+    """
+    _check_embeddings("embeddings", embeddings, least=2)
+    t = check_in_range("t", t, 1e-12, 1e6)
+    size = embeddings.shape[0]
+    if gram is None:
+        unit = F.normalize(embeddings.to(torch.float64), dim=1)
+        gram = unit @ unit.T
+    else:
+        check_tensor("gram", gram, ndims=(2,), kind="float")
+        check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
+    exponents = (-t * (2.0 - 2.0 * gram.to(torch.float64)).clamp(min=0.0)).fill_diagonal_(-math.inf)
+    return torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
+
+
+class EffectiveRank(NamedTuple):
+    """:func:`effective_rank`'s result.
+
+    Attributes:
+        rank: ``exp(entropy)`` of the normalised singular values, in ``[1, min(N - 1, d)]``.
+        share: ``rank / min(N - 1, d)``, in ``(0, 1]``: 1 for a centred batch whose
+            ``min(N - 1, d)`` singular values are equal.
+
+    Example:
+        >>> float(effective_rank(torch.ones(5, 3)).rank)  # identical points
+        1.0
+    """
+
+    rank: torch.Tensor
+    share: torch.Tensor
+
+
+def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> EffectiveRank:
+    """Effective rank of the centred embeddings (RankMe, Garrido et al. 2023, Eq. 1).
+
+    ``exp(-sum_k p_k log p_k)`` with ``p_k = sigma_k / sum_j sigma_j`` for the singular values
+    ``sigma_k`` of the embeddings minus their mean. The singular values come from the
+    eigenvalues of the smaller Gram matrix (``[N, N]`` or ``[d, d]``) in float64; eigenvalues
+    below ``max(N, d) * eps(float64)`` times the largest are rounding and count as 0. A batch
+    whose points coincide has no spread at all: its effective rank is 1 by convention (the
+    smallest value; the entropy of one direction).
+
+    The share divides by ``min(N - 1, d)``, the largest rank a centred ``N x d`` matrix can
+    have: a collapse metric normalised by ``min(N, d)`` cannot reach 1 when ``N <= d``.
+
+    Args:
+        embeddings: ``[N, d]``, N >= 2.
+        normalize: L2-normalise the rows first (measure directions only).
+
+    Returns:
+        :class:`EffectiveRank` of 0-d float64 tensors.
+
+    Raises:
+        GradlabError: a bad tensor or fewer than 2 rows.
+
+    Example:
+        >>> simplex = torch.eye(4)  # 4 points, centred: 3 equal singular values
+        >>> [round(float(value), 6) for value in effective_rank(simplex)]
+        [3.0, 1.0]
+    """
+    _check_embeddings("embeddings", embeddings, least=2)
+    values = embeddings.to(torch.float64)
+    if normalize:
+        values = F.normalize(values, dim=1)
+    centred = values - values.mean(dim=0, keepdim=True)
+    rows, dims = centred.shape
+    gram = centred @ centred.T if rows <= dims else centred.T @ centred
+    eigenvalues = torch.linalg.eigvalsh(gram)
+    largest = eigenvalues[-1].clamp(min=0.0)
+    floor = largest * (max(rows, dims) * torch.finfo(torch.float64).eps)
+    singular = torch.where(eigenvalues > floor, eigenvalues, 0.0).clamp(min=0.0).sqrt()
+    total = singular.sum()
+    spread = total > 0
+    p = singular / torch.where(spread, total, 1.0)
+    entropy = -torch.where(p > 0, p * p.log(), 0.0).sum()
+    rank = torch.where(spread, entropy.exp(), 1.0)
+    return EffectiveRank(rank, rank / min(rows - 1, dims))
+
+
+def normalized_std(embeddings: torch.Tensor) -> torch.Tensor:
+    """Standard deviation of the L2-normalised embeddings, mean over dimensions, x ``sqrt(d)``.
+
+    SimSiam's collapse check (Chen & He 2021, Sec. 4.1): per dimension the population standard
+    deviation (divided by N) over the batch of ``x_i / |x_i|``, averaged over the ``d``
+    dimensions. Unit vectors spread uniformly over the sphere give about ``1 / sqrt(d)`` per
+    dimension, so the product with ``sqrt(d)`` is about 1; identical points give 0.
+
+    Args:
+        embeddings: ``[N, d]``, N >= 1.
+
+    Returns:
+        A 0-d float64 tensor.
+
+    Raises:
+        GradlabError: a bad tensor or an empty batch.
+
+    Example:
+        >>> float(normalized_std(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])))  # std 1 and 0: mean 1/2
+        0.7071067811865476
+    """
+    _check_embeddings("embeddings", embeddings)
+    unit = F.normalize(embeddings.to(torch.float64), dim=1)
+    return unit.std(dim=0, correction=0).mean() * math.sqrt(unit.shape[1])
+
+
+class QueryMargins(NamedTuple):
+    """:func:`query_margins`'s per-query values, each ``[Q]`` float64 (NaN where undefined).
+
+    Attributes:
+        positive: mean score of the query's positives (NaN: no positive).
+        hardest_positive: the lowest score among its positives.
+        hardest_negative: the highest score among its negatives (NaN: no negative).
+        margin: ``hardest_positive - hardest_negative`` (> 0: every positive above every
+            negative); NaN unless the query has both.
+        violation_share: share of its negatives scoring at least its hardest positive.
+        recall_at_1: 1 if its best positive scores strictly above every negative, else 0 (a tie
+            at the top counts as a miss); NaN unless the query has both.
+
+    Example:
+        >>> margins = query_margins(torch.tensor([[0.8, 0.3]]), torch.tensor([[True, False]]))
+        >>> round(float(margins.margin[0]), 4), float(margins.recall_at_1[0])
+        (0.5, 1.0)
+    """
+
+    positive: torch.Tensor
+    hardest_positive: torch.Tensor
+    hardest_negative: torch.Tensor
+    margin: torch.Tensor
+    violation_share: torch.Tensor
+    recall_at_1: torch.Tensor
+
+
+def query_margins(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidate_mask: torch.Tensor | None = None,
+) -> QueryMargins:
+    """Per query: positive score, hardest negative, margin, violation share and R@1.
+
+    One pass over ``[Q, C]`` (no sort): negatives are the candidates that are not positives.
+    R@1 is in-batch recall at 1 over the query's candidates.
+
+    Args:
+        scores: ``[Q, C]`` scores, a larger score ranks higher.
+        positives: ``[Q, C]`` bool.
+        candidate_mask: ``[Q, C]`` bool or None (every entry a candidate; in-batch, mask the
+            query itself).
+
+    Returns:
+        :class:`QueryMargins`.
+
+    Raises:
+        GradlabError: a bad tensor, shape or device.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.5, 0.7], [0.2, 0.1, 0.3]])
+        >>> out = query_margins(scores, torch.tensor([[True, False, False], [True, False, False]]))
+        >>> [round(v, 4) for v in out.margin.tolist()], out.recall_at_1.tolist()
+        ([0.2, -0.1], [1.0, 0.0])
+        >>> out.violation_share.tolist()  # negatives at or above the positive
+        [0.0, 0.5]
+    """
+    _check_scores(scores, positives, candidate_mask)
+    keep, negatives = _masks(positives, candidate_mask)
+    values = scores.to(torch.float64)
+    positive_count = keep.sum(dim=1)
+    negative_count = negatives.sum(dim=1)
+    has_positive, has_negative = positive_count > 0, negative_count > 0
+    positive = torch.where(keep, values, 0.0).sum(dim=1) / positive_count  # 0 / 0: NaN
+    hardest_positive = torch.where(keep, values, math.inf).amin(dim=1)
+    best_positive = torch.where(keep, values, -math.inf).amax(dim=1)
+    hardest_negative = torch.where(negatives, values, -math.inf).amax(dim=1)
+    hardest_positive = torch.where(has_positive, hardest_positive, math.nan)
+    hardest_negative = torch.where(has_negative, hardest_negative, math.nan)
+    both = has_positive & has_negative
+    violating = (negatives & (values >= hardest_positive.unsqueeze(1))).sum(dim=1)
+    violation_share = torch.where(
+        both, violating.to(torch.float64) / negative_count.clamp(min=1), math.nan
+    )
+    recall = torch.where(both, (best_positive > hardest_negative).to(torch.float64), math.nan)
+    return QueryMargins(positive, hardest_positive, hardest_negative,
+                        hardest_positive - hardest_negative, violation_share,
+                        recall)  # fmt: skip
+
+
+def chance_level(num_candidates: int) -> float:
+    """``ln C``: the InfoNCE loss when every one of a query's ``C`` candidates scores alike.
+
+    A loss that stays there ("loss 4.85 = ln 128") has learned nothing; a loss minus this level
+    near 0 signals collapse or a temperature too small to separate the scores. With several
+    positives (NT-Xent's mean over the positives) the level is the same.
+
+    Args:
+        num_candidates: ``C`` >= 1 (in-batch: ``B - 1``; a paired ``B x B`` batch: ``B``).
+
+    Returns:
+        ``ln C`` as a float.
+
+    Raises:
+        GradlabError: ``num_candidates`` not a positive integer.
+
+    Example:
+        >>> round(chance_level(128), 4)
+        4.852
+    """
+    if (
+        isinstance(num_candidates, bool)
+        or not isinstance(num_candidates, int)
+        or (num_candidates < 1)
+    ):
+        raise GradlabError(
+            f"num_candidates must be a positive integer (candidates per query); got "
+            f"{num_candidates!r}"
+        )
+    return math.log(num_candidates)
+
+
+def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+    """Distance between the centroids of two modalities' normalised embeddings.
+
+    Liang et al. (2022), "Mind the Gap", Sec. 4.1: ``|mean_i x_i/|x_i| - mean_j y_j/|y_j||``.
+    0 when both modalities share one centroid; at most 2.
+
+    Args:
+        queries: ``[Q, d]`` embeddings of one modality (e.g. images).
+        candidates: ``[C, d]`` embeddings of the other (e.g. captions).
+
+    Returns:
+        A 0-d float64 tensor.
+
+    Raises:
+        GradlabError: a bad tensor, an empty batch, or widths that differ.
+
+    Example:
+        >>> float(modality_gap(torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 2.0]])))
+        1.4142135623730951
+    """
+    _check_embeddings("queries", queries)
+    _check_embeddings("candidates", candidates)
+    check_shape("candidates", candidates, (candidates.shape[0], queries.shape[1]),
+                "the queries' embedding width")  # fmt: skip
+    check_same_device(queries=queries, candidates=candidates)
+    first = F.normalize(queries.to(torch.float64), dim=1).mean(dim=0)
+    second = F.normalize(candidates.to(torch.float64), dim=1).mean(dim=0)
+    return (first - second).norm()
+
+
+def _row_temperature_gradient(
+    logits: torch.Tensor, keep: torch.Tensor, candidates: torch.Tensor
+) -> torch.Tensor:
+    """Mean over the queries with a positive of ``E_softmax[z] - mean_positive z``."""
+    masked = torch.where(candidates, logits, -math.inf)
+    weights = torch.softmax(masked, dim=1)
+    expected = torch.where(candidates, weights * logits, 0.0).sum(dim=1)
+    count = keep.sum(dim=1)
+    positive = torch.where(keep, logits, 0.0).sum(dim=1) / count.clamp(min=1)
+    has = count > 0
+    per_query = torch.where(has, expected - positive, 0.0)
+    return per_query.sum() / has.sum().clamp(min=1)
+
+
+def temperature_gradient(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    scale: float | torch.Tensor,
+    *,
+    candidate_mask: torch.Tensor | None = None,
+    direction: str = "i2t",
+) -> torch.Tensor:
+    """``dL/d log s`` of InfoNCE with logits ``z = s S``, in closed form.
+
+    For a query with candidates ``c`` and positives ``P`` the loss (NT-Xent with several
+    positives: Oord et al. 2018; SimCLR, Chen et al. 2020, Eq. 1; temperature ``T = 1/s``) is
+    ``l = mean_(p in P) [ logsumexp_c z_c - z_p ]``; since ``dz/d log s = z``,
+
+        dl/d log s = sum_c softmax(z)_c z_c - mean_(p in P) z_p,
+
+    the softmax-expected logit minus the positive logit. It is <= 0 when the positive has the
+    largest logit (gradient descent then raises ``s``) and > 0 when the negatives outscore it on
+    average (descent lowers ``s``). The loss is the mean over the queries that
+    have a positive; ``"both"`` is the mean of the two directions (CLIP's symmetric loss,
+    Radford et al. 2021; open_clip's ``ClipLoss``), half of gradlab's ``nt_xent_loss(...,
+    direction="both")``, which sums them. For open_clip's ``logit_scale`` (``s = exp`` of the
+    parameter) this is the parameter's gradient; for a scale parameter itself, divide by ``s``.
+
+    Args:
+        scores: ``[Q, C]`` cosine similarities (not yet scaled).
+        positives: ``[Q, C]`` bool.
+        scale: ``s`` > 0, a number or a 0-d tensor (open_clip's ``logit_scale.exp()``,
+            sentence-transformers' ``scale``).
+        candidate_mask: ``[Q, C]`` bool or None.
+        direction: ``"i2t"`` (rows are queries), ``"t2i"`` (columns) or ``"both"`` (their mean).
+
+    Returns:
+        A 0-d float64 tensor; 0 when no query has a positive.
+
+    Raises:
+        GradlabError: a bad tensor, shape, device, ``direction`` or number ``scale``.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+        >>> eye = torch.eye(2, dtype=torch.bool)
+        >>> round(float(temperature_gradient(scores, eye, 1.0)), 4)  # e/(1+e) - 1
+        -0.2689
+    """
+    _check_scores(scores, positives, candidate_mask)
+    if direction not in DIRECTIONS:
+        raise GradlabError(f"direction must be one of {list(DIRECTIONS)}; got {direction!r}")
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1:
+            raise GradlabError(f"scale must be a number or a 1-element tensor; got shape "
+                               f"{tuple(scale.shape)}")  # fmt: skip
+        scale = scale.detach().reshape(()).to(device=scores.device, dtype=torch.float64)
+    else:
+        scale = check_in_range("scale", scale, 1e-30, 1e30)
+    values = scores.to(torch.float64)
+    keep, _ = _masks(positives, candidate_mask)
+    candidates = torch.ones_like(keep) if candidate_mask is None else candidate_mask
+    logits = values * scale
+    terms = []
+    if direction in ("i2t", "both"):
+        terms.append(_row_temperature_gradient(logits, keep, candidates))
+    if direction in ("t2i", "both"):
+        terms.append(_row_temperature_gradient(logits.T, keep.T, candidates.T))
+    return terms[0] if len(terms) == 1 else (terms[0] + terms[1]) / 2

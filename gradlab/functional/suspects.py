@@ -1,0 +1,228 @@
+"""False-negative suspects: in-batch negatives that may be positives in disguise.
+
+In a big batch of paired data (a caption and its image, a question and its answer) the other
+rows are the negatives, and duplicates or near-duplicates among them are pushed away as if they
+were unrelated. :func:`false_negative_suspects` flags a negative when
+
+* it shares the query's label (``labels``: a class, a source document) or content hash
+  (``hashes``: :func:`content_hashes` of the raw text or bytes: an exact duplicate), or
+* it scores too close to the query's positive, by the sign-safe rule
+  ``s_neg >= s_pos - |s_pos| * margin`` (``s_pos`` the query's lowest positive score). The
+  rule written as ``s_pos * (1 - margin)`` moves the threshold *up* when ``s_pos < 0``; the
+  absolute value keeps it below the positive for either sign (the fix of sentence-transformers'
+  GIST loss filter).
+
+:func:`suspect_summary` says how much of the step they take: their number, their share of the
+negatives' gradient mass ``sum |dL/dS|``, and their share of each query's ``k`` hardest
+negatives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.validation import (
+    check_in_range,
+    check_positive_int,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
+
+__all__ = ["SuspectSummary", "content_hashes", "false_negative_suspects", "suspect_summary"]
+
+
+def content_hashes(items: Iterable[str | bytes]) -> torch.Tensor:
+    """``[N]`` int64 hashes of texts or byte strings: equal items, equal hashes.
+
+    The first 8 bytes of BLAKE2b (stable across processes and machines, unlike ``hash()``).
+
+    Args:
+        items: strings (hashed as UTF-8) or bytes.
+
+    Returns:
+        An int64 CPU tensor, one hash per item (move it to the scores' device).
+
+    Raises:
+        GradlabError: an item that is neither ``str`` nor ``bytes``.
+
+    Example:
+        >>> hashes = content_hashes(["a cat", "a dog", "a cat"])
+        >>> bool(hashes[0] == hashes[2]), bool(hashes[0] == hashes[1])
+        (True, False)
+    """
+    values = []
+    for index, item in enumerate(items):
+        if isinstance(item, str):
+            item = item.encode("utf-8")
+        if not isinstance(item, bytes):
+            raise GradlabError(
+                f"items must be str or bytes; got {type(item).__name__} at position {index}"
+            )
+        digest = hashlib.blake2b(item, digest_size=8).digest()
+        values.append(int.from_bytes(digest, "little", signed=True))
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def _collisions(name: str, values: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+    """``[Q, C]`` equal entries of ``values`` (``[B]`` for a square or in-batch matrix, or a
+    pair ``(rows [Q], columns [C])``)."""
+    if values is None:
+        return None
+    rows, columns = values if isinstance(values, tuple) else (values, values)
+    for part, size, what in ((rows, shape[0], "one per query"),
+                             (columns, shape[1], "one per candidate")):  # fmt: skip
+        check_tensor(name, part, ndims=(1,), kind="any")
+        check_shape(name, part, (size,), what)
+    return rows.unsqueeze(1) == columns.unsqueeze(0)
+
+
+def false_negative_suspects(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidate_mask: torch.Tensor | None = None,
+    *,
+    labels: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+    hashes: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
+    margin: float | None = None,
+) -> torch.Tensor:
+    """``[Q, C]`` bool: the negatives suspected to be false negatives (module docstring).
+
+    Args:
+        scores: ``[Q, C]`` scores of the loss's layout (rows are queries).
+        positives: ``[Q, C]`` bool, the loss's positives (e.g. the diagonal of a paired batch).
+        candidate_mask: ``[Q, C]`` bool or None (every entry a candidate).
+        labels: ``[B]`` labels of a square batch (rows and columns alike) or a pair
+            ``(query_labels [Q], candidate_labels [C])``; a negative with the query's label is a
+            suspect.
+        hashes: the same for content hashes (:func:`content_hashes`).
+        margin: the score rule's relative margin, >= 0 (None: no score rule). 0 flags the
+            negatives that score at least the query's lowest positive.
+
+    Returns:
+        A bool tensor, never True on a positive or a non-candidate.
+
+    Raises:
+        GradlabError: no rule given, a bad tensor or shape, or a negative ``margin``.
+
+    Example:
+        >>> scores = torch.tensor([[-0.5, -0.52, -0.7], [0.1, 0.9, 0.85]])
+        >>> eye = torch.tensor([[True, False, False], [False, True, False]])
+        >>> false_negative_suspects(scores, eye, margin=0.1).tolist()  # -0.52 >= -0.5 - 0.05
+        [[False, True, False], [False, False, True]]
+    """
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
+    check_shape("positives", positives, scores.shape, "one flag per score")
+    check_same_device(scores=scores, positives=positives)
+    if labels is None and hashes is None and margin is None:
+        raise GradlabError("give at least one of labels, hashes or margin (the rules that flag "
+                           "a suspect); got none")  # fmt: skip
+    negatives = ~positives
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        negatives = negatives & candidate_mask
+        positives = positives & candidate_mask
+    flagged = torch.zeros_like(negatives)
+    for name, values in (("labels", labels), ("hashes", hashes)):
+        same = _collisions(name, values, scores.shape)
+        if same is not None:
+            flagged = flagged | same.to(flagged.device)
+    if margin is not None:
+        margin = check_in_range("margin", margin, 0.0, 1e6)
+        lowest = torch.where(positives, scores, math.inf).amin(dim=1, keepdim=True)
+        threshold = lowest - lowest.abs() * margin  # inf - inf = NaN: no positive, no flag
+        flagged = flagged | (scores >= threshold)
+    return flagged & negatives
+
+
+class SuspectSummary(NamedTuple):
+    """:func:`suspect_summary`'s 0-d float64 values.
+
+    Attributes:
+        count: suspects in the batch.
+        per_query: suspects per query (mean over the queries).
+        gradient_share: their share of the negatives' gradient mass ``sum |dL/dS|`` (NaN
+            without ``score_grad`` or when the negatives get none).
+        top_k_share: their share of each query's ``k`` hardest negatives (mean over the queries
+            with a negative; a query with fewer than ``k`` negatives counts all it has).
+
+    Example:
+        >>> eye = torch.eye(3, dtype=torch.bool)
+        >>> summary = suspect_summary(~eye, torch.zeros(3, 3), eye, k=1)  # every negative
+        >>> float(summary.count), float(summary.top_k_share)
+        (6.0, 1.0)
+    """
+
+    count: torch.Tensor
+    per_query: torch.Tensor
+    gradient_share: torch.Tensor
+    top_k_share: torch.Tensor
+
+
+def suspect_summary(
+    suspects: torch.Tensor,
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidate_mask: torch.Tensor | None = None,
+    score_grad: torch.Tensor | None = None,
+    k: int = 10,
+) -> SuspectSummary:
+    """How much of the step the suspects take: count, gradient share, share of the hardest.
+
+    Args:
+        suspects: ``[Q, C]`` bool (:func:`false_negative_suspects`).
+        scores: ``[Q, C]`` scores (the hardest negatives are the highest).
+        positives: ``[Q, C]`` bool.
+        candidate_mask: ``[Q, C]`` bool or None.
+        score_grad: ``[Q, C]`` ``dL/dS`` of the loss, or None.
+        k: how many hardest negatives per query, >= 1.
+
+    Returns:
+        :class:`SuspectSummary`.
+
+    Raises:
+        GradlabError: a bad tensor, shape or ``k``.
+
+    Example:
+        >>> scores = torch.tensor([[0.9, 0.8, 0.1, 0.0]])
+        >>> positives = torch.tensor([[True, False, False, False]])
+        >>> suspects = torch.tensor([[False, True, False, False]])
+        >>> grad = torch.tensor([[-1.0, 0.6, 0.2, 0.2]])
+        >>> summary = suspect_summary(suspects, scores, positives, None, grad, k=2)
+        >>> [round(float(value), 4) for value in summary]
+        [1.0, 1.0, 0.6, 0.5]
+    """
+    check_tensor("suspects", suspects, ndims=(2,), kind="bool")
+    check_tensor("scores", scores, ndims=(2,), kind="float")
+    check_shape("scores", scores, suspects.shape, "one score per flag")
+    check_shape("positives", positives, suspects.shape, "one flag per score")
+    k = check_positive_int("k", k)
+    negatives = ~positives if candidate_mask is None else candidate_mask & ~positives
+    suspects = suspects & negatives
+    count = suspects.sum().to(torch.float64)
+    per_query = count / max(suspects.shape[0], 1)
+    if score_grad is None:
+        gradient_share = torch.full((), math.nan, dtype=torch.float64, device=scores.device)
+    else:
+        check_shape("score_grad", score_grad, suspects.shape, "dL/dS of the scores")
+        mass = score_grad.detach().to(torch.float64).abs()
+        total = torch.where(negatives, mass, 0.0).sum()
+        gradient_share = torch.where(suspects, mass, 0.0).sum() / total  # 0 / 0: NaN
+    columns = min(k, scores.shape[1])
+    masked = torch.where(negatives, scores.to(torch.float64), -math.inf)
+    top = masked.topk(columns, dim=1).indices
+    in_top = negatives.gather(1, top)
+    hits = (suspects.gather(1, top) & in_top).sum(dim=1)
+    available = in_top.sum(dim=1)
+    has = available > 0
+    shares = torch.where(has, hits.to(torch.float64) / available.clamp(min=1), 0.0)
+    top_k_share = shares.sum() / has.sum()  # no query with a negative: NaN
+    return SuspectSummary(count, per_query, gradient_share, top_k_share)

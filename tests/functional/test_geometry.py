@@ -1,0 +1,236 @@
+"""Geometry, margins and the temperature's closed form against closed forms and float64 loops."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional import geometry
+from gradlab.functional.score_losses import nt_xent_loss
+
+
+def _unit_rows(matrix):
+    return [[x / math.sqrt(sum(v * v for v in row)) for x in row] for row in matrix]
+
+
+def _cosines(first, second):
+    a, b = _unit_rows(first.tolist()), _unit_rows(second.tolist())
+    return torch.tensor([[sum(x * y for x, y in zip(p, q, strict=True)) for q in b] for p in a],
+                        dtype=torch.float64)  # fmt: skip
+
+
+# ---- closed forms -----------------------------------------------------------------------------
+
+
+def test_identical_points_have_rank_one_and_no_spread():
+    points = torch.tensor([[0.3, -1.2, 2.0, 0.7]]).repeat(9, 1)
+    rank, share = geometry.effective_rank(points)
+    assert float(rank) == 1.0
+    assert float(share) == pytest.approx(1 / 4)
+    assert float(geometry.normalized_std(points)) == pytest.approx(0.0, abs=1e-12)
+    assert float(geometry.uniformity(points)) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("k", [1, 2, 5])
+def test_subspace_with_equal_singular_values_has_rank_k(k):
+    # 2k points +-e_i of a random k-dimensional subspace of R^12: centred, k equal singular
+    # values (sqrt 2 each), so the entropy is ln k.
+    generator = torch.Generator().manual_seed(k)
+    basis, _ = torch.linalg.qr(torch.randn(12, k, dtype=torch.float64, generator=generator))
+    points = torch.cat([basis.T, -basis.T]) + torch.linspace(-1, 1, 12, dtype=torch.float64)
+    rank, share = geometry.effective_rank(points)
+    assert float(rank) == pytest.approx(k, rel=1e-12)
+    assert float(share) == pytest.approx(k / min(2 * k - 1, 12), rel=1e-12)
+
+
+def test_share_reaches_one_when_points_fewer_than_dimensions():
+    # N = 5 points e_1..e_5 in R^16: centred, 4 equal singular values; a share over
+    # min(N, d) = 5 would stop at 4/5 (the 1/N floor this normalisation avoids).
+    points = torch.eye(16)[:5]
+    rank, share = geometry.effective_rank(points)
+    assert float(rank) == pytest.approx(4.0, rel=1e-12)
+    assert float(share) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_planted_modality_gap():
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randn(50, 8, generator=generator)
+    images[:, 0] = 0.0
+    texts = images.clone()
+    images[:, 0], texts[:, 0] = 1e4, -1e4  # every image near +e_0, every text near -e_0
+    assert float(geometry.modality_gap(images, texts)) == pytest.approx(2.0, abs=1e-3)
+    assert float(geometry.modality_gap(images, images)) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_chance_level_is_log_of_candidates_and_uniform_scores_reach_it():
+    assert geometry.chance_level(128) == pytest.approx(4.852030263919617)
+    scores = torch.zeros(6, 6)
+    loss = nt_xent_loss(scores, torch.eye(6, dtype=torch.bool), temperature=0.05, direction="i2t")
+    assert float(loss) == pytest.approx(geometry.chance_level(6), rel=1e-6)
+
+
+# ---- float64 loops ------------------------------------------------------------------------------
+
+
+def _loop_effective_rank(points):
+    centred = np.asarray(points, dtype=np.float64)
+    centred = centred - centred.mean(axis=0)
+    singular = np.linalg.svd(centred, compute_uv=False)
+    singular = singular[singular > singular[0] * 1e-12]
+    p = singular / singular.sum()
+    return math.exp(-sum(x * math.log(x) for x in p)), min(len(points) - 1, len(points[0]))
+
+
+@pytest.mark.parametrize(("rows", "dims"), [(7, 3), (5, 9), (40, 16)])
+def test_effective_rank_matches_an_svd(rows, dims):
+    points = torch.randn(rows, dims, generator=torch.Generator().manual_seed(rows * dims))
+    rank, share = geometry.effective_rank(points)
+    expected, most = _loop_effective_rank(points.tolist())
+    assert float(rank) == pytest.approx(expected, rel=1e-9)
+    assert float(share) == pytest.approx(expected / most, rel=1e-9)
+    normalized, _ = geometry.effective_rank(points, normalize=True)
+    expected, _ = _loop_effective_rank(_unit_rows(points.tolist()))
+    assert float(normalized) == pytest.approx(expected, rel=1e-9)
+
+
+def test_uniformity_and_std_match_loops():
+    points = torch.randn(11, 5, generator=torch.Generator().manual_seed(3))
+    units = _unit_rows(points.tolist())
+    pairs = [sum((a - b) ** 2 for a, b in zip(units[i], units[j], strict=True))
+             for i in range(11) for j in range(11) if i < j]  # fmt: skip
+    for t in (2.0, 0.5):
+        expected = math.log(sum(math.exp(-t * d) for d in pairs) / len(pairs))
+        assert float(geometry.uniformity(points, t)) == pytest.approx(expected, rel=1e-12)
+    gram = _cosines(points, points)
+    assert float(geometry.uniformity(points, gram=gram)) == pytest.approx(
+        float(geometry.uniformity(points))
+    )
+    columns = list(zip(*units, strict=True))
+    stds = [math.sqrt(sum((x - sum(c) / 11) ** 2 for x in c) / 11) for c in columns]
+    assert float(geometry.normalized_std(points)) == pytest.approx(sum(stds) / 5 * math.sqrt(5))
+
+
+def test_uniformity_stays_finite_where_the_plain_mean_underflows():
+    points = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
+    # exp(-400 * 4) underflows float64; the log-sum-exp does not.
+    assert float(geometry.uniformity(points, t=400.0)) == pytest.approx(-1600.0)
+
+
+def test_alignment_matches_a_loop():
+    queries = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
+    candidates = torch.randn(9, 4, generator=torch.Generator().manual_seed(6))
+    positives = torch.rand(6, 9, generator=torch.Generator().manual_seed(7)) < 0.4
+    mask = torch.rand(6, 9, generator=torch.Generator().manual_seed(8)) < 0.8
+    a, b = _unit_rows(queries.tolist()), _unit_rows(candidates.tolist())
+    for alpha in (2.0, 1.0):
+        pairs = [(i, j) for i in range(6) for j in range(9) if positives[i, j] and mask[i, j]]
+        distances = [sum((x - y) ** 2 for x, y in zip(a[i], b[j], strict=True)) ** (alpha / 2)
+                     for i, j in pairs]  # fmt: skip
+        scores = _cosines(queries, candidates).float()
+        got = geometry.alignment(scores, positives, alpha, candidate_mask=mask)
+        assert float(got) == pytest.approx(sum(distances) / len(distances), rel=1e-5)
+
+
+def _loop_margins(scores, positives, candidates):
+    out = []
+    rows = zip(scores.tolist(), positives.tolist(), candidates.tolist(), strict=True)
+    for row, pos, cand in rows:
+        p = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if is_pos and c]
+        n = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if not is_pos and c]
+        if not p or not n:
+            out.append(None)
+            continue
+        out.append((sum(p) / len(p), min(p), max(n), min(p) - max(n),
+                    sum(1 for s in n if s >= min(p)) / len(n), float(max(p) > max(n))))  # fmt: skip
+    return out
+
+
+def test_query_margins_match_a_loop():
+    generator = torch.Generator().manual_seed(11)
+    scores = torch.randint(-4, 5, (12, 10), generator=generator).float() / 4  # ties on purpose
+    positives = torch.rand(12, 10, generator=generator) < 0.3
+    candidates = torch.rand(12, 10, generator=generator) < 0.9
+    positives[0] = False  # a query without positives
+    positives[1] = candidates[1]  # one without negatives
+    got = geometry.query_margins(scores, positives, candidates)
+    for index, expected in enumerate(_loop_margins(scores, positives, candidates)):
+        if expected is None:
+            assert math.isnan(float(got.margin[index]))
+            assert math.isnan(float(got.recall_at_1[index]))
+            continue
+        values = [float(field[index]) for field in got]
+        assert values == pytest.approx(list(expected), abs=1e-12)
+
+
+def test_temperature_closed_form_equals_autograd():
+    generator = torch.Generator().manual_seed(2)
+    scores = torch.rand(7, 7, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.eye(7, dtype=torch.bool)
+    positives[2, 5] = True  # two positives for a query
+    for direction, halve in (("i2t", 1.0), ("t2i", 1.0), ("both", 0.5)):
+        log_scale = torch.tensor(math.log(14.0), dtype=torch.float64, requires_grad=True)
+        logits = scores * log_scale.exp()
+        loss = halve * nt_xent_loss(logits, positives, temperature=1.0, direction=direction)
+        (expected,) = torch.autograd.grad(loss, log_scale)
+        got = geometry.temperature_gradient(scores, positives, 14.0, direction=direction)
+        assert float(got) == pytest.approx(float(expected), rel=1e-10)
+
+
+def test_temperature_closed_form_matches_a_loop_with_a_candidate_mask():
+    generator = torch.Generator().manual_seed(4)
+    scores = torch.rand(6, 6, generator=generator, dtype=torch.float64)
+    labels = [0, 0, 1, 1, 2, 3]
+    positives = torch.tensor([[a == b and i != j for j, b in enumerate(labels)]
+                              for i, a in enumerate(labels)])  # fmt: skip
+    candidates = ~torch.eye(6, dtype=torch.bool)
+    scale = 7.5
+    per_query = []
+    for i in range(6):
+        cand = [j for j in range(6) if j != i]
+        pos = [j for j in cand if positives[i, j]]
+        if not pos:
+            continue
+        weights = [math.exp(scale * float(scores[i, j])) for j in cand]
+        logits = [scale * float(scores[i, j]) for j in cand]
+        expected = sum(w * z for w, z in zip(weights, logits, strict=True)) / sum(weights)
+        per_query.append(expected - sum(scale * float(scores[i, j]) for j in pos) / len(pos))
+    got = geometry.temperature_gradient(
+        scores, positives, torch.tensor(scale), candidate_mask=candidates
+    )
+    assert float(got) == pytest.approx(sum(per_query) / len(per_query), rel=1e-12)
+
+
+# ---- bad input ---------------------------------------------------------------------------
+
+_SCORES, _EYE = torch.zeros(3, 3), torch.eye(3, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: geometry.alignment(_SCORES, _EYE.float()), "positives must be a bool tensor"),
+    (lambda: geometry.alignment(_SCORES, _EYE[:2]), r"positives must have shape \(3, 3\)"),
+    (lambda: geometry.alignment(_SCORES, _EYE, alpha=0.0), "alpha must be a finite number"),
+    (lambda: geometry.uniformity(torch.zeros(1, 3)), "embeddings must have at least 2 row"),
+    (lambda: geometry.uniformity(torch.eye(3), t=-1.0), "t must be a finite number"),
+    (lambda: geometry.uniformity(torch.eye(3), gram=torch.eye(2)),
+     r"gram must have shape \(3, 3\)"),
+    (lambda: geometry.effective_rank(torch.zeros(3)), "embeddings must be 2-D"),
+    (lambda: geometry.normalized_std(torch.zeros(0, 3)), "embeddings must have at least 1 row"),
+    (lambda: geometry.query_margins(_SCORES, _EYE, torch.ones(2, 2, dtype=torch.bool)),
+     r"candidate_mask must have shape \(3, 3\)"),
+    (lambda: geometry.chance_level(0), "num_candidates must be a positive integer"),
+    (lambda: geometry.chance_level(True), "num_candidates must be a positive integer"),
+    (lambda: geometry.modality_gap(torch.eye(3), torch.eye(4)),
+     r"candidates must have shape \(4, 3\)"),
+    (lambda: geometry.temperature_gradient(_SCORES, _EYE, 1.0, direction="up"),
+     "direction must be one"),
+    (lambda: geometry.temperature_gradient(_SCORES, _EYE, -2.0), "scale must be a finite number"),
+    (lambda: geometry.temperature_gradient(_SCORES, _EYE, torch.ones(2)),
+     "scale must be a number or"),
+])  # fmt: skip
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(GradlabError, match=match):
+        call()

@@ -1,0 +1,122 @@
+"""False-negative suspects and their summary against float64 loops."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+
+import pytest
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional.suspects import content_hashes, false_negative_suspects, suspect_summary
+
+
+def _loop_suspects(scores, positives, candidates, labels, hashes, margin):
+    rows, columns = len(scores), len(scores[0])
+    flagged = [[False] * columns for _ in range(rows)]
+    for i in range(rows):
+        pos = [scores[i][j] for j in range(columns) if positives[i][j] and candidates[i][j]]
+        for j in range(columns):
+            if positives[i][j] or not candidates[i][j]:
+                continue
+            hit = labels is not None and labels[i] == labels[j]
+            hit = hit or (hashes is not None and hashes[i] == hashes[j])
+            if margin is not None and pos:
+                low = min(pos)
+                hit = hit or scores[i][j] >= low - abs(low) * margin
+            flagged[i][j] = hit
+    return flagged
+
+
+def _batch(seed, size=9):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(size, size, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.eye(size, dtype=torch.bool)
+    candidates = torch.rand(size, size, generator=generator) < 0.9
+    candidates.fill_diagonal_(True)
+    labels = torch.randint(0, 4, (size,), generator=generator)
+    return scores, positives, candidates, labels
+
+
+@pytest.mark.parametrize(
+    ("margin", "use_labels"), [(None, True), (0.0, False), (0.1, True), (0.5, False)]
+)
+def test_suspects_match_a_loop(margin, use_labels):
+    scores, positives, candidates, labels = _batch(1)
+    scores[3, 3] = -0.4  # a negative positive score: the sign-safe rule matters
+    hashes = torch.tensor([5, 6, 5, 7, 8, 9, 6, 1, 2])
+    got = false_negative_suspects(scores, positives, candidates,
+                                  labels=labels if use_labels else None, hashes=hashes,
+                                  margin=margin)  # fmt: skip
+    expected = _loop_suspects(scores.tolist(), positives.tolist(), candidates.tolist(),
+                              labels.tolist() if use_labels else None, hashes.tolist(),
+                              margin)  # fmt: skip
+    assert got.tolist() == expected
+
+
+def test_the_rule_is_sign_safe():
+    # positive score -0.5, margin 0.2: threshold -0.6 (the unsafe pos * (1 - m) gives -0.4)
+    scores = torch.tensor([[-0.5, -0.55, -0.45, -0.65]])
+    eye = torch.tensor([[True, False, False, False]])
+    assert false_negative_suspects(scores, eye, margin=0.2).tolist() == [[False, True, True, False]]
+    # margin 0: a negative tied with the positive is a suspect (>=)
+    tied = torch.tensor([[0.5, 0.5, 0.4]])
+    eye = torch.tensor([[True, False, False]])
+    assert false_negative_suspects(tied, eye, margin=0.0).tolist() == [[False, True, False]]
+
+
+def test_pairs_of_labels_for_a_rectangular_matrix():
+    scores = torch.zeros(2, 3)
+    positives = torch.tensor([[True, False, False], [False, True, False]])
+    got = false_negative_suspects(scores, positives, labels=(torch.tensor([1, 2]),
+                                                             torch.tensor([1, 1, 2])))  # fmt: skip
+    assert got.tolist() == [[False, True, False], [False, False, True]]
+
+
+def test_summary_matches_a_loop():
+    scores, positives, candidates, labels = _batch(2, size=12)
+    suspects = false_negative_suspects(scores, positives, candidates, labels=labels, margin=0.3)
+    grad = torch.randn(12, 12, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    k = 3
+    summary = suspect_summary(suspects, scores, positives, candidates, grad, k=k)
+    count, mass, suspect_mass, shares = 0, 0.0, 0.0, []
+    for i in range(12):
+        negatives = [j for j in range(12) if candidates[i, j] and not positives[i, j]]
+        count += sum(bool(suspects[i, j]) for j in negatives)
+        mass += sum(abs(float(grad[i, j])) for j in negatives)
+        suspect_mass += sum(abs(float(grad[i, j])) for j in negatives if suspects[i, j])
+        hardest = sorted(negatives, key=lambda j: -float(scores[i, j]))[:k]
+        if hardest:
+            shares.append(sum(bool(suspects[i, j]) for j in hardest) / len(hardest))
+    assert float(summary.count) == count
+    assert float(summary.per_query) == pytest.approx(count / 12)
+    assert float(summary.gradient_share) == pytest.approx(suspect_mass / mass, rel=1e-12)
+    assert float(summary.top_k_share) == pytest.approx(sum(shares) / len(shares), rel=1e-12)
+    without = suspect_summary(suspects, scores, positives, candidates, None, k=k)
+    assert math.isnan(float(without.gradient_share))
+
+
+def test_content_hashes_are_stable():
+    # BLAKE2b-64 of "abc" (hashlib), read little endian and signed: the same in every process
+    digest = hashlib.blake2b(b"abc", digest_size=8).digest()
+    expected = int.from_bytes(digest, "little", signed=True)
+    assert content_hashes(["abc", b"abc"]).tolist() == [expected, expected]
+    hashes = content_hashes(["x", "y", "x"]).tolist()
+    assert hashes[0] == hashes[2] != hashes[1]
+
+
+@pytest.mark.parametrize(("call", "match"), [
+    (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(2, dtype=torch.bool)),
+     "give at least one of labels, hashes or margin"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(2, dtype=torch.bool),
+                                     margin=-0.1), "margin must be a finite number"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(2, dtype=torch.bool),
+                                     labels=torch.zeros(3)), r"labels must have shape \(2,\)"),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2),
+                             torch.eye(2, dtype=torch.bool), k=0), "k must be a positive"),
+    (lambda: content_hashes(["a", 3]), "items must be str or bytes; got int at position 1"),
+])  # fmt: skip
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(GradlabError, match=match):
+        call()
