@@ -219,4 +219,4 @@ def test_audit_without_measure_loads_no_study_and_records_the_claim_as_not_measu
     assert result.stdout.strip().splitlines()[-1] == "0 []", result.stderr[-2000:]
     records = json.loads((tmp_path / "a.json").read_text())
     (claim,) = [r for r in records if r["label"] == "claim-p-grows-with-batch-size"]
-    assert claim["verdict"] == "inconclusive" and claim["detail"].startswith("not measured: ")
+    assert claim["verdict"] == "not-testable-here" and "not measured in this run" in claim["detail"]

@@ -21,7 +21,10 @@ digit_strings`), in three settings:
 Next to P (Eq. 1, query included with its self-score 1, diagonal counted) the proportion of close
 pairs is split by kind, with the query left out: ``P_positive_negative`` (a positive of the query
 against a negative, the pairs SmoothAP's ranking terms differentiate) and ``P_negative_negative``
-(two negatives). Every value is kept per seed.
+(two negatives). P itself is split into four additive parts (:func:`p_decomposition`): the
+diagonal (``1/m``, always inside), the query's own row and column, the rows of the query's other
+positives (the only rows that carry SmoothAP gradient) and the negative-only rows. Every value is
+kept per seed.
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ import torch.nn.functional as F
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
-from gradlab.functional import drop_diagonal, operating_region_proportion
+from gradlab.functional import (
+    drop_diagonal,
+    operating_region_proportion,
+    operating_region_width,
+)
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import DigitStringNet
 from gradlab.training import train_on_batches
@@ -42,7 +49,13 @@ from gradlab.training import train_on_batches
 PER_CLASS = 4
 """Images per class in a batch (Brown et al., 2020: ``|P| = 4``)."""
 
-KEYS = ("P", "P_positive_negative", "P_negative_negative")
+PARTS = ("P_diagonal", "P_own_row_column", "P_positive_rows", "P_negative_rows")
+"""The four additive parts of P (:func:`p_decomposition`), in its order."""
+
+KEYS = ("P", "P_positive_negative", "P_negative_negative", *PARTS)
+
+DATA = "unseen 3-digit strings (1000 classes) built from scikit-learn's digits"
+MODEL = "DigitStringNet (a small CNN)"
 
 
 def close_pair_proportions(
@@ -78,8 +91,55 @@ def close_pair_proportions(
     return torch.stack([seed_p, pos_neg, neg_neg])
 
 
+def p_decomposition(
+    embeddings: torch.Tensor, labels: torch.Tensor, tau: float = 0.01, eps: float = 0.005
+) -> torch.Tensor:
+    """``[4]`` batch means of P's parts: diagonal, own row and column, positive rows, negative rows.
+
+    For query ``q`` (each item of the batch in turn, cosine scores in float64, the query its own
+    candidate) the ``m^2`` entries ``D_ij = s_j - s_i`` of Eq. 1 (Brown et al., 2020) fall into
+    four groups: the ``m`` diagonal entries; row ``q`` and column ``q`` off the diagonal
+    (``2(m - 1)``); rows ``i`` of the query's other positives, columns ``j`` other than ``i`` and
+    ``q``; rows of negatives, likewise. Each part is the number of its entries inside the
+    operating region over ``m^2``, so the four add up to P. Needs no sampler: any labels.
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [0.01, 1.0]])
+        >>> [round(v, 4) for v in p_decomposition(emb, torch.tensor([0, 0, 1, 1])).tolist()]
+        [0.25, 0.125, 0.0, 0.125]
+    """
+    normalized = F.normalize(embeddings.to(torch.float64), dim=1)
+    scores = normalized @ normalized.T  # row q: query q's scores of every item
+    size = len(labels)
+    width = operating_region_width(tau, eps)
+    eye = torch.eye(size, dtype=torch.bool, device=scores.device)
+    same = labels.unsqueeze(0) == labels.unsqueeze(1)
+    own = scores.diagonal().unsqueeze(1)
+    # the comparisons of a window count: strictly inside (own - width, own + width)
+    near_query = (scores < own + width) & (scores > own - width) & ~eye
+
+    def rows(mask: torch.Tensor) -> torch.Tensor:
+        """Entries inside in the rows of ``mask``, off the diagonal and off column q."""
+        count = mask.sum(dim=1).to(torch.float64)
+        share = operating_region_proportion(scores, tau, eps, include_diagonal=False,
+                                            pairs="positive-rows", positives=mask)  # fmt: skip
+        inside = torch.round(share.nan_to_num(0.0) * count * (size - 1))
+        return inside - (near_query & mask).sum(dim=1)
+
+    diagonal = torch.full((size,), float(size) if width > 0 else 0.0, dtype=torch.float64,
+                          device=scores.device)  # fmt: skip
+    parts = torch.stack([diagonal, 2.0 * near_query.sum(dim=1), rows(same & ~eye), rows(~same)])
+    return (parts / size**2).mean(dim=1)
+
+
+def _proportions(embeddings, labels, tau, eps) -> torch.Tensor:
+    """``[len(KEYS)]``: :func:`close_pair_proportions` and :func:`p_decomposition`."""
+    return torch.cat([close_pair_proportions(embeddings, labels, tau, eps),
+                      p_decomposition(embeddings, labels, tau, eps)])  # fmt: skip
+
+
 def _fixed_rows(model, images, labels, sizes, draws, seed, tau, eps) -> torch.Tensor:
-    """``[len(sizes), 3]`` mean proportions over ``draws`` batches per size, fixed model."""
+    """``[len(sizes), len(KEYS)]`` mean proportions over ``draws`` batches per size, fixed model."""
     with torch.no_grad():
         model.eval()
         embeddings = torch.cat([model(images[i : i + 2048]) for i in range(0, len(images), 2048)])
@@ -87,8 +147,7 @@ def _fixed_rows(model, images, labels, sizes, draws, seed, tau, eps) -> torch.Te
     for size in sizes:
         batches = FixedCountBatches(labels.cpu(), size, PER_CLASS, seed=seed * 7919 + size)
         values = [
-            close_pair_proportions(embeddings[b.to(images.device)], labels[b.to(labels.device)],
-                                   tau, eps)
+            _proportions(embeddings[b.to(images.device)], labels[b.to(labels.device)], tau, eps)
             for b in batches.take(draws)
         ]  # fmt: skip
         rows.append(torch.stack(values).mean(dim=0))
@@ -96,7 +155,7 @@ def _fixed_rows(model, images, labels, sizes, draws, seed, tau, eps) -> torch.Te
 
 
 def _trained_rows(initial, images, labels, sizes, epochs, seed, tau, eps, lr):
-    """``([len(sizes), 3], steps)``: mean proportions over each run's last epoch."""
+    """``([len(sizes), len(KEYS)], steps)``: mean proportions over each run's last epoch."""
     rows, steps = [], []
     for size in sizes:
         model = copy.deepcopy(initial)
@@ -107,7 +166,7 @@ def _trained_rows(initial, images, labels, sizes, epochs, seed, tau, eps, lr):
 
         def record(step, embeddings, batch_labels, loss, start=last_epoch_start, log=logged):
             if step >= start:
-                log.append(close_pair_proportions(embeddings, batch_labels, tau, eps))
+                log.append(_proportions(embeddings, batch_labels, tau, eps))
 
         train_on_batches(model, images, labels, SmoothAPLoss(tau), batches, lr=lr, on_step=record)
         rows.append(torch.stack(logged).mean(dim=0))
@@ -146,10 +205,11 @@ def measure(
             :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
 
     Returns:
-        ``{"batch_sizes": [m...], "per_class": 4, "seeds": [...], "tau", "eps", "settings":
-        {name: {"P": [[P per m] per seed], "P_positive_negative": ..., "P_negative_negative":
-        ...}}}`` with settings ``fixed_untrained``, ``fixed_trained`` and ``trained_at_m``,
-        which also holds ``"steps"`` (optimizer steps per m) and ``"epochs"``.
+        ``{"batch_sizes": [m...], "data": ..., "model": ..., "per_class": 4, "seeds": [...],
+        "tau", "eps", "settings": {name: {"P": [[P per m] per seed], ...}}}``, one list per
+        key of :data:`KEYS` (P, the two close-pair shares, P's four parts), with settings
+        ``fixed_untrained``, ``fixed_trained`` and ``trained_at_m``, which also holds
+        ``"steps"`` (optimizer steps per m) and ``"epochs"``.
     """
     seeds = tuple(seeds)
     sizes, _, fixed_steps, epochs = _sizes(quick)
@@ -179,6 +239,8 @@ def measure(
     settings["fixed_trained"]["training"] = f"SmoothAP at m=64, {fixed_steps} steps"
     return {
         "batch_sizes": sizes,
+        "data": DATA,
+        "model": MODEL,
         "per_class": PER_CLASS,
         "seeds": list(seeds),
         "tau": tau,
@@ -234,18 +296,28 @@ def summarize(measurement: dict) -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
 
     Per setting of :data:`SUMMARIZED_SETTINGS` that was measured: P at the smallest and the
-    largest m per seed, and ``change``: ``"rises"`` or ``"falls"`` when the two means differ by
-    more than the sum of their seed stds, else ``"within_spread"``. ``claim`` is the audit's
-    decision (:func:`gradlab.symbolic.batch_size.decide_trend`) on the same measurement.
+    largest m per seed; ``change``: ``"rises"`` or ``"falls"`` when the two means differ by
+    more than the sum of their seed stds, else ``"within_spread"``; ``trend``: the paired t-test's
+    reading (:func:`gradlab.symbolic.batch_size.setting_trend`); ``parts``: the trend of each of
+    P's parts (:func:`p_decomposition`) and of P without its diagonal. ``claim`` is the audit's
+    verdict on the conjecture (``not-testable-here``: it needs the authors' data and network),
+    with ``miniature``, the decision rule's outcome on this measurement, and its detail.
 
     Example:
         >>> rising = {"batch_sizes": [16, 64], "per_class": 4, "seeds": [0, 1, 2], "settings":
         ...           {"trained_at_m": {"P": [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]}}}
         >>> summary = summarize(rising)
         >>> summary["settings"]["trained_at_m"]["change"], summary["claim"]["verdict"]
-        ('rises', 'holds')
+        ('rises', 'not-testable-here')
+        >>> summary["claim"]["miniature"]["outcome"]
+        'reproduced'
     """
-    from gradlab.symbolic.batch_size import decide_trend
+    from gradlab.symbolic.batch_size import (
+        conjecture_verdict,
+        decide_trend,
+        part_trends,
+        setting_trend,
+    )
 
     settings = {}
     for name in SUMMARIZED_SETTINGS:
@@ -257,6 +329,10 @@ def summarize(measurement: dict) -> dict:
             change = "within_spread"
         else:
             change = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"
-        settings[name] = {"first": first, "last": last, "change": change}
-    verdict, detail = decide_trend(measurement, "rises")
-    return {"settings": settings, "claim": {"verdict": verdict, "detail": detail}}
+        parts = {key: trend for key, (trend, _) in part_trends(measurement, name).items()}
+        settings[name] = {"first": first, "last": last, "change": change,
+                          "trend": setting_trend(values)[0], "parts": parts}  # fmt: skip
+    verdict, detail = conjecture_verdict(measurement, "rises")
+    outcome, why = decide_trend(measurement, "rises")
+    return {"settings": settings, "claim": {"verdict": verdict, "detail": detail,
+                                            "miniature": {"outcome": outcome, "detail": why}}}

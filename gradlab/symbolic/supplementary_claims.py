@@ -15,7 +15,7 @@ import numpy as np
 import sympy as sp
 from scipy.special import expit
 
-from gradlab.symbolic.batch_size import NOT_MEASURED, decide_trend
+from gradlab.symbolic.batch_size import conjecture_verdict
 from gradlab.symbolic.claims import (
     Claim,
     Form,
@@ -24,12 +24,11 @@ from gradlab.symbolic.claims import (
     mutant,
     numeric_agreement,
     scaled,
-    undecided,
     with_parameters,
 )
+from gradlab.symbolic.orders import order_check
 
 SEED = "002_9d7d2555864f9baa"
-ORDER_SPREAD = 3.0
 
 M, n, p, L = sp.symbols("M n p L", positive=True, integer=True)
 D, tau_s, threshold = sp.symbols("D tau eps", positive=True)
@@ -138,28 +137,25 @@ def check_table_s1(form: Form) -> Verdict:
 
 
 def check_batch_size_conjecture(form: Form, measurement: Mapping | None = None) -> Verdict:
-    """The conjecture decided by :func:`gradlab.symbolic.batch_size.decide_trend` on a measurement.
+    """The conjecture "P grows with m": not testable here, a miniature shown as context.
 
-    An empirical claim: its verdict needs P measured under Smooth-AP's sampler, which this module
-    never runs (a check trains nothing). The caller passes the measurement (the report its own,
-    ``gradlab audit --measure`` the quick one); without it the claim is ``inconclusive``, the
-    detail saying it was not measured.
+    An empirical claim about the authors' experiment (one epoch on Stanford Online Products with a
+    ResNet-50, Fig. S7a): a miniature cannot reproduce or refute it, so the verdict is
+    ``not-testable-here`` whatever is measured. A measurement passed in (the report its own,
+    ``gradlab audit --measure`` the quick one) is shown as context by
+    :func:`gradlab.symbolic.batch_size.conjecture_verdict`: the decision rule's outcome on the
+    named miniature and the trend of each of P's parts; this module never trains.
 
     Args:
         form: the printed form, ``{"P over m": "rises"}`` (or a mutant's trend).
         measurement: ``gradlab.experiments.p_vs_batch_size.measure``'s dict, or None.
 
     Example:
-        >>> check_batch_size_conjecture(Form({"P over m": "rises"})).detail.split(":")[0]
-        'not measured'
+        >>> verdict = check_batch_size_conjecture(Form({"P over m": "rises"}))
+        >>> verdict.verdict, verdict.detail.split(",")[0]
+        ('not-testable-here', 'needs Stanford Online Products with a ResNet-50')
     """
-    if measurement is None:
-        return undecided(f"{NOT_MEASURED}: P under the seed's sampler (4 per class, m/4 classes) "
-                         "is a measurement that the audit takes as an argument; run `gradlab audit "
-                         "--measure` (or the report) to decide it. The i.i.d. argument alone does "
-                         "not decide it: under that sampler a query's share of negative pairs "
-                         "grows with m.")  # fmt: skip
-    return Verdict(*decide_trend(measurement, form.value["P over m"]))
+    return Verdict(*conjecture_verdict(measurement, form.value["P over m"]))
 
 
 # --- complexities (Table S2, and the counted procedures) -------------------------------------
@@ -257,24 +253,6 @@ def count_smooth_ap(items: int) -> int:
     gt[0, :4] = 1.0
     run_pseudocode(TABLE_S1, rng.normal(size=(1, items)), gt, counter)
     return int(sum(counter))
-
-
-def order_check(order: sp.Expr, measured: dict) -> Verdict:
-    """Is ``count / order`` bounded above and below (within :data:`ORDER_SPREAD`) on the grid?"""
-    cost = sp.lambdify(sorted(order.free_symbols, key=str), order, "math")
-    names = [str(s) for s in sorted(order.free_symbols, key=str)]
-    ratios = []
-    for point, count in measured.items():
-        values = dict(point)
-        ratios.append(count / max(cost(*(values[name] for name in names)), 1e-300))
-    spread = max(ratios) / min(ratios)
-    grid = f"{len(measured)} grid points"
-    return decide(
-        spread <= ORDER_SPREAD,
-        f"counted operations / {order} stays within a factor {spread:.2f} over {grid}.",
-        f"counted operations / {order} varies by a factor {spread:.3g} over {grid}: "
-        "not the order of the count.",
-    )
 
 
 def _log2(value):

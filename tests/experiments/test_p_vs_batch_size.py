@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure
+from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure, p_decomposition
 
 
 def _slope_above(difference: float, tau: float, eps: float) -> bool:
@@ -45,6 +45,49 @@ def test_close_pair_proportions_match_the_definition(spread):
     embeddings = centre + spread * torch.randn(20, 8, generator=generator)
     measured = close_pair_proportions(embeddings, labels).tolist()
     assert measured == pytest.approx(_reference(embeddings, labels), abs=1e-12)
+
+
+def _parts_by_loops(embeddings, labels, tau=0.01, eps=0.005):
+    """P's four parts by visiting every entry of every query's m x m matrix (float64 loops)."""
+    normalized = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
+    labels = labels.tolist()
+    m = len(labels)
+    totals = [0.0, 0.0, 0.0, 0.0]
+    for q in range(m):
+        row = [sum(a * b for a, b in zip(normalized[q], y, strict=True)) for y in normalized]
+        for i in range(m):
+            for j in range(m):
+                if not _slope_above(row[j] - row[i], tau, eps):
+                    continue
+                if i == j:
+                    part = 0
+                elif q in (i, j):
+                    part = 1
+                elif labels[i] == labels[q]:
+                    part = 2
+                else:
+                    part = 3
+                totals[part] += 1 / m**2 / m
+    return totals
+
+
+@pytest.mark.parametrize(("spread", "classes", "per_class"), [(0.02, 5, 4), (0.1, 3, 4),
+                                                              (0.5, 4, 2), (0.05, 2, 3)])
+def test_p_decomposition_matches_a_loop_over_every_entry(spread, classes, per_class):
+    generator = torch.Generator().manual_seed(int(spread * 100) + classes)
+    labels = torch.arange(classes).repeat_interleave(per_class)
+    centre = torch.randn(1, 8, generator=generator)
+    embeddings = centre + spread * torch.randn(len(labels), 8, generator=generator)
+    parts = p_decomposition(embeddings, labels).tolist()
+    assert parts == pytest.approx(_parts_by_loops(embeddings, labels), abs=1e-12)
+    assert sum(parts) == pytest.approx(_reference(embeddings, labels)[0], abs=1e-12)  # = P
+
+
+def test_p_decomposition_of_identical_embeddings_counts_the_entries_of_each_part():
+    # Every entry inside: 1/m diagonal, 2(m-1)/m^2 own row and column, (k-1)(m-2)/m^2 positive
+    # rows (k per class), (m-k)(m-2)/m^2 negative rows. m = 8, k = 4: 8, 14, 18, 24 of 64.
+    parts = p_decomposition(torch.ones(8, 3), torch.arange(2).repeat_interleave(4)).tolist()
+    assert parts == pytest.approx([8 / 64, 14 / 64, 18 / 64, 24 / 64], abs=1e-15)
 
 
 def test_identical_embeddings_put_every_pair_inside():

@@ -23,13 +23,15 @@ def test_p_vs_batch_size_summary_reads_each_setting_and_the_claim():
                                                 "trained_at_m": falling}))  # fmt: skip
     assert list(summary["settings"]) == ["fixed_trained", "trained_at_m"]
     assert summary["settings"]["trained_at_m"] == {
-        "first": [0.40, 0.41, 0.39], "last": [0.30, 0.29, 0.31], "change": "falls"}
+        "first": [0.40, 0.41, 0.39], "last": [0.30, 0.29, 0.31], "change": "falls",
+        "trend": "falls", "parts": {}}  # changes -0.10, -0.12, -0.08: t = -8.7, df = 2
     assert summary["settings"]["fixed_trained"]["change"] == "within_spread"
-    assert summary["claim"]["verdict"] == "fails"  # a setting falls with confidence
+    assert summary["claim"]["verdict"] == "not-testable-here"  # the authors' data is needed
+    assert summary["claim"]["miniature"]["outcome"] == "not-reproduced"
     rising = [[0.30, 0.35, 0.40], [0.31, 0.36, 0.41], [0.29, 0.34, 0.40]]
     summary = p_vs_batch_size.summarize(_batch({"trained_at_m": rising}))
     assert summary["settings"]["trained_at_m"]["change"] == "rises"
-    assert summary["claim"]["verdict"] == "holds"
+    assert summary["claim"]["miniature"]["outcome"] == "reproduced"
 
 
 def _run(values, **extra):

@@ -21,9 +21,9 @@ def _batch_size_detail(claims) -> str:
 
 
 def test_the_measurement_reaches_the_measured_claim():
-    assert _batch_size_detail(all_claims()).startswith("not measured")
+    assert "not measured in this run" in _batch_size_detail(all_claims())
     # an empty measurement is decided from what it holds: nothing
-    assert _batch_size_detail(all_claims(p_vs_batch_size={})) == "the measurement holds no setting"
+    assert _batch_size_detail(all_claims(p_vs_batch_size={})).endswith("holds no setting")
 
 
 @pytest.mark.parametrize(("value", "kind"), [("quick", "str"), ([1, 2], "list")])

@@ -1,142 +1,200 @@
-"""The batch-size conjecture is decided from a measurement dict: rising, flat, noisy, saturated."""
+"""The batch-size decision rule on synthetic measurements: rising, falling, flat, noisy, saturated.
 
+Every expectation comes from a t statistic computed by hand in the test (mean, sample standard
+deviation and standard error of the per-seed changes, written out) against Student's t quantile
+read from a printed table: t_(0.975, 2) = 4.303 and t_(0.975, 3) = 3.182.
+"""
+
+import math
 import warnings
 
-import numpy as np
 import pytest
 
+from gradlab import GradlabError
 from gradlab.symbolic import Form
-from gradlab.symbolic.batch_size import FLAT_BAND, SATURATED, decide_trend, setting_trend
+from gradlab.symbolic.batch_size import (
+    FLAT_BAND,
+    SATURATED,
+    conjecture_verdict,
+    decide_trend,
+    paired_t,
+    part_trends,
+    setting_trend,
+)
 from gradlab.symbolic.supplementary_claims import check_batch_size_conjecture
 
-SIZES = [16, 32, 64, 128, 256]
+TABLE_T = {2: 4.303, 3: 3.182}  # two-sided 5 %, from a printed table of Student's t
 
 
-def measurement(rows_by_setting):
-    return {"batch_sizes": SIZES, "per_class": 4, "seeds": [0, 1, 2],
-            "settings": {name: {"P": rows} for name, rows in rows_by_setting.items()}}
+def by_hand(changes):
+    """(mean, standard error, t) of per-seed changes, written out."""
+    n = len(changes)
+    mean = sum(changes) / n
+    sd = math.sqrt(sum((c - mean) ** 2 for c in changes) / (n - 1))
+    return mean, sd / math.sqrt(n), mean / (sd / math.sqrt(n))
 
 
-def rows(start, stop, noise, seed=0):
-    rng = np.random.default_rng(seed)
-    base = np.linspace(start, stop, len(SIZES))
-    return [list(base + rng.normal(scale=noise, size=len(SIZES))) for _ in range(3)]
+def ends(changes, start=0.30):
+    """P at two batch sizes per seed with the given per-seed changes (seeds 0.01 apart)."""
+    return [[start + 0.01 * s, start + 0.01 * s + c] for s, c in enumerate(changes)]
 
 
-def test_rising_in_every_setting_holds_and_its_mutants_are_killed():
-    data = measurement({"fixed_untrained": rows(0.30, 0.45, 0.005),
-                        "trained_at_m": rows(0.2, 0.3, 0.005, 1)})
-    assert decide_trend(data, "rises")[0] == "holds"
-    assert decide_trend(data, "falls")[0] == "fails"
-    assert decide_trend(data, "flat")[0] == "fails"
-    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}), measurement=data)
-    assert verdict.verdict == "holds" and "fixed_untrained: rises" in verdict.detail
+def measurement(**settings):
+    return {"batch_sizes": [16, 256], "per_class": 4, "seeds": [0, 1, 2],
+            "data": "3-digit strings", "model": "a small CNN",
+            "settings": {name: {"P": rows, "epochs": 1} for name, rows in settings.items()}}
 
 
-def test_flat_setting_refutes_the_conjecture():
-    data = measurement({"fixed_untrained": rows(0.40, 0.401, 0.001),
-                        "trained_at_m": rows(0.2, 0.3, 0.005)})
-    assert setting_trend(data["settings"]["fixed_untrained"]["P"])[0] == "flat"
-    assert decide_trend(data, "rises")[0] == "fails"
+RISING = [0.10, 0.11, 0.12]  # mean 0.11, sd 0.01: t = 0.11 / (0.01 / sqrt 3) = 19.05
+FALLING = [-0.05, -0.06, -0.08]  # mean -0.0633, sd 0.0153: t = -7.18
+FLAT = [0.001, -0.001, 0.002]  # mean 0.00067, se 0.00088: interval +-0.0038, inside +-0.01
+NOISY = [0.10, -0.05, 0.02]  # mean 0.0233, se 0.0433: t = 0.54
+BORDERLINE = [0.07, 0.12, 0.17]  # mean 0.12, sd 0.05: t = 4.157, above 3 but below 4.303
 
 
-def test_falling_refutes_it():
-    data = measurement({"fixed_trained": rows(0.5, 0.3, 0.005)})
-    assert decide_trend(data, "rises")[0] == "fails"
+def test_the_t_statistic_matches_the_hand_computation():
+    for changes in (RISING, FALLING, FLAT, NOISY, BORDERLINE):
+        mean, error, t = by_hand(changes)
+        test = paired_t(changes)
+        assert test["mean"] == pytest.approx(mean, abs=1e-15)
+        assert test["standard_error"] == pytest.approx(error, rel=1e-12)
+        assert test["t"] == pytest.approx(t, rel=1e-12)
+        assert test["df"] == 2
+        assert test["critical"] == pytest.approx(TABLE_T[2], abs=5e-4)
+    assert paired_t([0.1, 0.2, 0.3, 0.4])["critical"] == pytest.approx(TABLE_T[3], abs=5e-4)
 
 
-def test_noise_larger_than_the_trend_is_inconclusive():
-    data = measurement({"fixed_trained": rows(0.30, 0.32, 0.05, 3)})
-    assert setting_trend(data["settings"]["fixed_trained"]["P"])[0] == "unclear"
-    assert decide_trend(data, "rises")[0] == "inconclusive"
-    assert decide_trend(data, "falls")[0] == "inconclusive"
+@pytest.mark.parametrize(("changes", "trend"), [
+    (RISING, "rises"), (FALLING, "falls"), (FLAT, "flat"), (NOISY, "unclear"),
+    (BORDERLINE, "unclear"),
+])  # fmt: skip
+def test_each_trend_follows_from_its_t_statistic(changes, trend):
+    mean, error, t = by_hand(changes)
+    if trend in ("rises", "falls"):
+        assert abs(t) > TABLE_T[2] and abs(mean) > FLAT_BAND
+    elif trend == "flat":
+        assert -FLAT_BAND < mean - TABLE_T[2] * error and mean + TABLE_T[2] * error < FLAT_BAND
+    else:
+        assert abs(t) < TABLE_T[2]
+    assert setting_trend(ends(changes))[0] == trend
 
 
-@pytest.mark.parametrize("level", [1.0, 0.0])
-def test_saturated_p_says_nothing(level):
-    data = measurement({"fixed_untrained": [[level] * len(SIZES)] * 3})
-    assert decide_trend(data, "rises")[0] == "inconclusive"
+def test_three_standard_errors_are_not_enough_with_two_degrees_of_freedom():
+    # t = 4.157: a rule of "3 standard errors" calls this a rise (p about 0.06 two-sided);
+    # with df = 2 the 5 % threshold is 4.303. Four seeds with t = 5.63 clear df = 3's 3.182.
+    assert by_hand(BORDERLINE)[2] > 3
+    assert setting_trend(ends(BORDERLINE))[0] == "unclear"
+    four = [0.07, 0.105, 0.135, 0.17]  # t = 5.63
+    assert by_hand(four)[2] > TABLE_T[3]
+    assert setting_trend(ends(four))[0] == "rises"
+
+
+def test_a_significant_change_inside_the_flat_band_is_flat_not_a_trend():
+    changes = [0.003, 0.0031, 0.0029]  # t = 52, but a change of 0.003 is flat for the claim
+    assert by_hand(changes)[2] > TABLE_T[2]
+    assert setting_trend(ends(changes))[0] == "flat"
+
+
+def test_identical_changes_in_every_seed_have_infinite_t():
+    trend, why = setting_trend(ends([0.05, 0.05, 0.05]))
+    assert trend == "rises" and "t = inf" in why
+    assert setting_trend(ends([0.0, 0.0, 0.0]))[0] == "flat"
+
+
+@pytest.mark.parametrize("level", [1.0, 1 - SATURATED, 0.0, SATURATED])
+def test_a_saturated_setting_is_uninformative_and_says_so(level):
+    trend, why = setting_trend([[level, level]] * 3)
+    assert trend == "saturated" and "uninformative" in why
 
 
 def test_one_seed_has_no_spread():
-    assert setting_trend([[0.1, 0.2, 0.3]])[0] == "unclear"
-
-
-def test_without_a_measurement_the_verdict_says_it_was_not_measured():
-    verdict = check_batch_size_conjecture(Form({"P over m": "rises"}))
-    assert verdict.verdict == "inconclusive"
-    assert verdict.detail.startswith("not measured: ")
-
-
-def test_the_seeds_pair_the_two_ends():
-    # Every seed falls by 0.05 while the seeds sit 0.1 apart: unpaired, the seed spread (0.1)
-    # hides the change; paired, every seed shows it.
-    data = [[0.30 + 0.1 * s, 0.25 + 0.1 * s] for s in range(3)]
-    data[1][1] -= 0.004
-    assert setting_trend(data)[0] == "falls"
-    data[0][1], data[0][0] = data[0][0], data[0][1]  # one seed now rises
-    assert setting_trend(data)[0] == "unclear"
-
-
-def test_a_significant_change_inside_the_flat_band_is_flat():
-    data = [[0.300, 0.303], [0.310, 0.3131], [0.290, 0.2929]]
-    assert setting_trend(data)[0] == "flat"
-
-
-# --- the decision's edges, one by one (mutation-testing survivors) ---------------------------
-
-
-def test_a_measurement_without_settings_is_inconclusive():
-    assert decide_trend({}) == ("inconclusive", "the measurement holds no setting")
-
-
-def test_the_detail_names_the_sizes_and_the_per_class_count_when_given():
-    data = measurement({"fixed_trained": rows(0.5, 0.3, 0.005)})
-    assert decide_trend(data)[1].startswith("m = 16..256, 4 per class: fixed_trained: falls (")
-    del data["per_class"]
-    assert decide_trend(data)[1].startswith("m = 16..256, ? per class: fixed_trained: falls (")
-    del data["batch_sizes"]
-    assert decide_trend(data)[1].startswith("fixed_trained: falls (mean P ")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy "degrees of freedom <= 0" on the way
+        trend, why = setting_trend([[0.1, 0.2, 0.3]])
+    assert trend == "unclear" and why.endswith("no seed spread, no t-test")
 
 
 @pytest.mark.parametrize("p_per_seed", [[[0.1]], [[0.1], [0.2]], [0.1, 0.2]])
 def test_fewer_than_two_batch_sizes_say_so(p_per_seed):
-    shape = np.asarray(p_per_seed).shape
-    assert setting_trend(p_per_seed) == (
-        "unclear", f"needs P at >= 2 batch sizes per seed; got shape {shape}"
-    )  # fmt: skip
+    trend, why = setting_trend(p_per_seed)
+    assert trend == "unclear" and why.startswith("needs P at >= 2 batch sizes per seed")
 
 
-def test_the_detail_counts_seeds_not_batch_sizes():
-    two_seeds = [[0.30, 0.32, 0.34, 0.40], [0.31, 0.33, 0.35, 0.42]]
-    trend, why = setting_trend(two_seeds)
-    assert trend == "rises" and why.endswith("2 seeds)")
-    assert "standard error 0.005 " in why  # changes 0.10, 0.11: std 0.00707 / sqrt(2)
+# --- the outcome on the named setting -------------------------------------------------------
 
 
-def test_one_seed_says_it_has_no_spread():
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no numpy "degrees of freedom <= 0" on the way
-        trend, why = setting_trend([[0.1, 0.2, 0.3]])
-    assert trend == "unclear" and why.endswith("1 seeds): no seed spread")
+@pytest.mark.parametrize(("changes", "predicted", "outcome"), [
+    (RISING, "rises", "reproduced"), (RISING, "falls", "not-reproduced"),
+    (FALLING, "rises", "not-reproduced"), (FALLING, "falls", "reproduced"),
+    (FLAT, "rises", "not-reproduced"), (FLAT, "flat", "reproduced"),
+    (NOISY, "rises", "inconclusive"), (NOISY, "falls", "inconclusive"),
+])  # fmt: skip
+def test_every_outcome_on_the_protocol_setting(changes, predicted, outcome):
+    got, detail = decide_trend(measurement(trained_at_m=ends(changes)), predicted)
+    assert got == outcome
+    assert detail.startswith("On trained_at_m: 3-digit strings, a small CNN, m = 16..256, one "
+                             "network trained per m for 1 epoch(s), 3 seeds: P ")  # fmt: skip
 
 
-@pytest.mark.parametrize("level", [1 - SATURATED, SATURATED])
-def test_saturation_includes_its_threshold(level):
-    trend, why = setting_trend([[level, level]] * 3)
-    assert trend == "unclear" and why.endswith("the measurement cannot show a trend")
+def test_the_saturated_untrained_setting_does_not_block_a_rise():
+    data = measurement(fixed_untrained=[[1.0, 1.0]] * 3, trained_at_m=ends(RISING))
+    outcome, detail = decide_trend(data, "rises")
+    assert outcome == "reproduced"
+    assert "Context, not deciding: fixed_untrained: saturated" in detail
 
 
-def test_a_change_of_exactly_the_flat_band_is_neither_a_trend_nor_flat():
-    # first and last P differ by exactly FLAT_BAND in every seed (0.01 - 0.0), no spread
-    values = [[0.0, 0.5, FLAT_BAND]] * 3
-    assert setting_trend(values)[0] == "unclear"
+def test_a_context_setting_that_disagrees_does_not_vote():
+    data = measurement(fixed_trained=ends(FALLING), trained_at_m=ends(RISING))
+    assert decide_trend(data, "rises")[0] == "reproduced"
+    data = measurement(fixed_trained=ends(RISING), trained_at_m=ends(NOISY))
+    assert decide_trend(data, "rises")[0] == "inconclusive"
 
 
-def test_a_small_change_with_a_large_spread_is_not_flat():
-    values = [[0.30, 0.35], [0.30, 0.25], [0.30, 0.305]]  # mean change +0.0017, SE 0.029
-    assert setting_trend(values)[0] == "unclear"
+def test_a_measurement_without_the_deciding_setting_is_inconclusive():
+    assert decide_trend({}) == ("inconclusive", "the measurement holds no setting")
+    outcome, detail = decide_trend(measurement(fixed_trained=ends(RISING)))
+    assert outcome == "inconclusive"
+    assert detail.startswith("the measurement lacks the deciding setting trained_at_m.")
 
 
-def test_the_default_prediction_is_the_seeds_rising_p():
-    assert decide_trend(measurement({"fixed_trained": rows(0.3, 0.5, 0.005)}))[0] == "holds"
+def test_a_prediction_that_is_no_trend_is_refused():
+    with pytest.raises(GradlabError, match="predicted must be 'rises', 'falls' or 'flat'; got"):
+        decide_trend(measurement(trained_at_m=ends(RISING)), "up")
+
+
+@pytest.mark.parametrize(("changes", "alpha"), [([0.1], 0.05), ([0.1, 0.2], 0.0)])
+def test_paired_t_refuses_what_it_cannot_test(changes, alpha):
+    with pytest.raises(GradlabError):
+        paired_t(changes, alpha)
+
+
+# --- the claim's verdict: not testable here, the miniature as context -----------------------
+
+
+def test_the_conjecture_is_not_testable_here_whatever_the_miniature_shows():
+    for changes in (RISING, FALLING, NOISY):
+        verdict, detail = conjecture_verdict(measurement(trained_at_m=ends(changes)))
+        assert verdict == "not-testable-here"
+        assert detail.startswith("needs Stanford Online Products with a ResNet-50, one epoch")
+    verdict, detail = conjecture_verdict(None)
+    assert verdict == "not-testable-here" and "`gradlab audit --measure`" in detail
+
+
+def test_the_detail_shows_the_miniatures_outcome_and_the_parts_of_p():
+    rows = ends(RISING)
+    diagonal = [[1 / 16, 1 / 256]] * 3  # 1/m: falls by 0.0586 in every seed
+    data = measurement(trained_at_m=rows)
+    data["settings"]["trained_at_m"]["P_diagonal"] = diagonal
+    trends = part_trends(data)
+    assert trends["P_diagonal"][0] == "falls"
+    assert trends["P without the diagonal"][0] == "rises"  # changes 0.1586, 0.1686, 0.1786
+    _, detail = conjecture_verdict(data)
+    assert "(its outcome: reproduced)" in detail
+    assert "the diagonal falls (" in detail
+
+
+def test_the_check_carries_the_forms_prediction():
+    data = measurement(trained_at_m=ends(RISING))
+    verdict = check_batch_size_conjecture(Form({"P over m": "falls"}), measurement=data)
+    assert verdict.verdict == "not-testable-here"
+    assert "(its outcome: not-reproduced)" in verdict.detail
