@@ -1,0 +1,279 @@
+"""Retrieval metrics of a whole evaluation set, in bounded memory: Precision@1, R-Precision,
+MAP@R and Recall@K from embeddings and labels.
+
+Musgrave, Belongie & Lim, 2020, "A Metric Learning Reality Check" (ECCV), Sec. 3.2, define
+R-Precision and MAP@R; this module follows pytorch-metric-learning's ``AccuracyCalculator``
+conventions so that numbers are comparable with papers that use it:
+
+* **Neighbours.** Cosine similarity; neighbours sorted by score, ties broken by the lower
+  candidate index (a deterministic order, unlike an arbitrary ``topk``).
+* **Same source.** Without ``candidates`` every embedding queries all the others (the query
+  itself is never its own neighbour; a duplicate at another index is).
+* **R.** A query's R is the number of candidates that share its label (the query excluded).
+  Queries with ``R = 0`` ("lone" queries) are left out of every average.
+* ``precision_at_1``: the share of queries whose nearest neighbour shares their label.
+* ``r_precision``: the share of relevant items among the first R neighbours.
+* ``map_at_r``: ``(1/R) sum_{i <= R} P(i) rel(i)``, with ``P(i)`` the precision at rank ``i``.
+* ``recall@k``: the share of queries with a relevant item among their ``k`` nearest.
+
+Memory and time: queries are scored in chunks of ``chunk_size`` rows, so the extra memory is
+``O(chunk_size * C + Q * k)`` instead of the ``O(Q * C)`` of a dense score matrix
+(Stanford Online Products' 60,502 test images would need about 29 GB in float64); time is
+``O(Q C d)`` for the products plus ``O(Q C)`` for the selection, with ``k = max(R) + ...``
+neighbours kept per query.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+from gradlab.errors import GradlabError
+from gradlab.validation import (
+    check_embedding_size,
+    check_embeddings_and_labels,
+    check_positive_int,
+    check_tensor,
+)
+
+DEFAULT_CHUNK_SIZE = 1024
+"""Query rows scored at once: ``1024 x 60,000`` float32 scores are about 250 MB."""
+
+
+def nearest_neighbours(
+    embeddings: torch.Tensor,
+    k: int,
+    *,
+    candidates: torch.Tensor | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> torch.Tensor:
+    """The ``[Q, k]`` indices of each query's ``k`` nearest candidates by cosine similarity.
+
+    Sorted by score (highest first), ties broken by the lower candidate index. Without
+    ``candidates`` the candidates are ``embeddings`` themselves and each query skips its own
+    index.
+
+    Args:
+        embeddings: ``[Q, d]`` float query embeddings.
+        k: neighbours per query, at most the number of candidates (minus one without
+            ``candidates``).
+        candidates: optional ``[C, d]`` candidate embeddings (same dtype and device).
+        chunk_size: query rows scored at once (bounds the memory).
+
+    Returns:
+        A ``[Q, k]`` int64 tensor of candidate indices.
+
+    Raises:
+        GradlabError: bad shapes, dtypes or sizes (checked before any work).
+
+    Example:
+        >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [1.0, 0.0]])
+        >>> nearest_neighbours(points, 2)
+        tensor([[3, 1],
+                [0, 3],
+                [1, 0],
+                [0, 1]])
+    """
+    queries, pool, same_source = _check_points(embeddings, candidates)
+    _check_k_and_chunk(k, chunk_size, pool.shape[0] - int(same_source))
+    return _neighbours(queries, pool, k, same_source, chunk_size)
+
+
+def retrieval_at_scale(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    candidates: torch.Tensor | None = None,
+    candidate_labels: torch.Tensor | None = None,
+    ks: Sequence[int] = (1, 2, 4, 8),
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> dict[str, float]:
+    """Precision@1, R-Precision, MAP@R and Recall@K of a whole evaluation set, in chunks.
+
+    Musgrave et al., 2020, Sec. 3.2 (definitions in the module docstring). Neighbours are
+    computed once and every metric is read from them.
+
+    Args:
+        embeddings: ``[Q, d]`` float query embeddings.
+        labels: ``[Q]`` integer labels of the queries.
+        candidates: optional ``[C, d]`` candidates; default: the queries themselves, each
+            query excluded from its own neighbours.
+        candidate_labels: ``[C]`` labels of ``candidates`` (required with them).
+        ks: the ``k`` of each Recall@K (positive integers).
+        chunk_size: query rows scored at once (bounds the memory).
+
+    Returns:
+        ``{"precision_at_1", "r_precision", "map_at_r", "recall@k" for k in ks, "queries"}``;
+        ``queries`` counts the queries with ``R >= 1`` that the averages are over. With no
+        such query every metric is NaN (documented, not an error: a split can lack
+        repeated labels) and ``queries`` is 0.
+
+    Raises:
+        GradlabError: bad shapes, dtypes, sizes, ``ks`` or ``chunk_size`` (before any work).
+
+    Example:
+        >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> metrics = retrieval_at_scale(points, torch.tensor([0, 0, 1, 1]), ks=(1,))
+        >>> metrics["precision_at_1"], metrics["map_at_r"], metrics["queries"]
+        (1.0, 1.0, 4.0)
+    """
+    queries, pool, same_source = _check_points(embeddings, candidates)
+    check_embeddings_and_labels(queries, labels)
+    if candidates is None:
+        if candidate_labels is not None:
+            raise GradlabError("candidate_labels needs candidates; got candidates=None")
+        pool_labels = labels
+    else:
+        if candidate_labels is None:
+            raise GradlabError("candidate_labels must be given with candidates; got None")
+        check_embeddings_and_labels(pool, candidate_labels)
+        pool_labels = candidate_labels
+    ks = tuple(ks)
+    if not ks:
+        raise GradlabError("ks must name at least one k; got ()")
+    for k in ks:
+        check_positive_int("ks", k)
+    available = pool.shape[0] - int(same_source)
+    _check_k_and_chunk(max(ks), chunk_size, available, name="ks")
+    relevant_count = _relevant_counts(labels, pool_labels, same_source)
+    depth = max(max(ks), int(relevant_count.max().item()) if relevant_count.numel() else 1, 1)
+    neighbours = _neighbours(queries, pool, min(depth, available), same_source, chunk_size)
+    return _metrics_from_neighbours(pool_labels[neighbours] == labels[:, None], relevant_count, ks)
+
+
+def precision_at_1(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+    """The share of queries whose nearest neighbour shares their label (lone queries skipped).
+
+    Options as for :func:`retrieval_at_scale`.
+
+    Example:
+        >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+        >>> precision_at_1(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
+        0.75
+    """
+    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["precision_at_1"]
+
+
+def r_precision(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+    """R-Precision (Musgrave et al., 2020, Sec. 3.2): relevant share of the first R neighbours.
+
+    Options as for :func:`retrieval_at_scale`.
+
+    Example:
+        >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+        >>> r_precision(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
+        0.75
+    """
+    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["r_precision"]
+
+
+def map_at_r(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+    """MAP@R (Musgrave et al., 2020, Sec. 3.2): ``(1/R) sum_{i <= R} P(i) rel(i)``, averaged.
+
+    Options as for :func:`retrieval_at_scale`.
+
+    Example:
+        >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+        >>> map_at_r(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
+        0.75
+    """
+    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["map_at_r"]
+
+
+def _check_points(
+    embeddings: torch.Tensor, candidates: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, bool]:
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
+    check_embedding_size("embeddings", embeddings)
+    if candidates is None:
+        return embeddings, embeddings, True
+    check_tensor("candidates", candidates, ndims=(2,), kind="float")
+    if candidates.shape[1] != embeddings.shape[1]:
+        raise GradlabError(
+            f"candidates must have the embeddings' dimension {embeddings.shape[1]}; "
+            f"got shape {tuple(candidates.shape)}"
+        )
+    if candidates.dtype != embeddings.dtype or candidates.device != embeddings.device:
+        raise GradlabError(
+            f"candidates must match the embeddings' dtype and device ({embeddings.dtype}, "
+            f"{embeddings.device}); got {candidates.dtype}, {candidates.device}"
+        )
+    return embeddings, candidates, False
+
+
+def _check_k_and_chunk(k: int, chunk_size: int, available: int, name: str = "k") -> None:
+    check_positive_int(name, k)
+    check_positive_int("chunk_size", chunk_size)
+    if k > available:
+        raise GradlabError(
+            f"{name} must be at most the number of candidates a query can see ({available}); "
+            f"got {k}"
+        )
+
+
+def _relevant_counts(
+    labels: torch.Tensor, pool_labels: torch.Tensor, same_source: bool
+) -> torch.Tensor:
+    """R per query: candidates sharing its label, the query itself not counted."""
+    values, counts = torch.unique(pool_labels, return_counts=True)
+    position = torch.searchsorted(values, labels).clamp(max=values.numel() - 1)
+    relevant = torch.where(values[position] == labels, counts[position], 0)
+    return relevant - int(same_source)
+
+
+def _neighbours(
+    queries: torch.Tensor, pool: torch.Tensor, k: int, same_source: bool, chunk_size: int
+) -> torch.Tensor:
+    unit_queries = F.normalize(queries, dim=1)
+    unit_pool = unit_queries if same_source else F.normalize(pool, dim=1)
+    found = torch.empty(queries.shape[0], k, dtype=torch.long, device=queries.device)
+    for start in range(0, queries.shape[0], chunk_size):
+        stop = min(start + chunk_size, queries.shape[0])
+        scores = unit_queries[start:stop] @ unit_pool.T
+        if same_source:
+            rows = torch.arange(stop - start, device=queries.device)
+            scores[rows, rows + start] = -torch.inf
+        found[start:stop] = _top_k_by_index(scores, k)
+    return found
+
+
+def _top_k_by_index(scores: torch.Tensor, k: int) -> torch.Tensor:
+    """The ``k`` highest scores per row, ties broken by the lower column index (exactly)."""
+    extra = min(k + 1, scores.shape[1])
+    values, columns = torch.topk(scores, extra, dim=1)
+    # Order the chosen columns by (score desc, index asc): sort by index, then stable by score.
+    by_index, order = columns.sort(dim=1)
+    values = values.gather(1, order)
+    ranked = values.sort(dim=1, descending=True, stable=True).indices
+    chosen = by_index.gather(1, ranked)
+    # Where the k-th and (k+1)-th scores tie, topk's choice among the tied is arbitrary:
+    # those rows are redone with a full stable sort (rare outside duplicated embeddings).
+    sorted_values = values.gather(1, ranked)
+    tied = sorted_values[:, k - 1] == sorted_values[:, -1] if extra > k else None
+    result = chosen[:, :k].clone()
+    if tied is not None and bool(tied.any()):
+        rows = tied.nonzero().squeeze(1)
+        result[rows] = scores[rows].sort(dim=1, descending=True, stable=True).indices[:, :k]
+    return result
+
+
+def _metrics_from_neighbours(
+    hits: torch.Tensor, relevant_count: torch.Tensor, ks: tuple[int, ...]
+) -> dict[str, float]:
+    """The metrics from ``hits [Q, depth]`` (neighbour shares the label) and R per query."""
+    kept = relevant_count > 0
+    hits, count = hits[kept].to(torch.float64), relevant_count[kept].to(torch.float64)
+    ranks = torch.arange(1, hits.shape[1] + 1, dtype=torch.float64, device=hits.device)
+    within_r = ranks[None, :] <= count[:, None]
+    precision = hits.cumsum(dim=1) / ranks
+    metrics = {
+        "precision_at_1": hits[:, 0].mean().item(),
+        "r_precision": ((hits * within_r).sum(dim=1) / count).mean().item(),
+        "map_at_r": ((precision * hits * within_r).sum(dim=1) / count).mean().item(),
+    }
+    for k in ks:
+        metrics[f"recall@{k}"] = hits[:, :k].amax(dim=1).mean().item()
+    metrics["queries"] = float(kept.sum().item())
+    return metrics
