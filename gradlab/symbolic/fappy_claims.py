@@ -89,7 +89,7 @@ def negative_histogram(negatives: Sequence[float], delta: float,
 
 
 def pair_probability(s_ij, negatives_i, negatives_j, delta, side=EQ7_SIDE, normalizer=None,
-                 heights=(0, 1)):  # fmt: skip
+                     heights=(0, 1), t=None):  # fmt: skip
     """``P_ij`` of Eq. 7 (the pair's heights times the negatives' mass at or above them, summed
     over the negative sets of i and of j): Eq. 1-7 transcribed.
 
@@ -100,13 +100,15 @@ def pair_probability(s_ij, negatives_i, negatives_j, delta, side=EQ7_SIDE, norma
         side: Eq. 7's combination of ``h_left, h_right, S_t, S_(t+1)`` for one negative set.
         normalizer: as in :func:`negative_histogram`.
         heights: the bins ``t + offset`` that carry ``h_left`` and ``h_right``.
+        t: the pair's bin (``s_ij`` in ``[b_t, b_(t+1)]``, the lemma's assumption, both ends
+            included); by default :func:`pair_bin`'s.
 
     Example:
         >>> pair_probability(0.1, [1.0, 1.0], [1.0], 0.25)  # every negative above the pair
         2.0
     """
     combine = sp.lambdify((h_left, h_right, S_t, S_t1), side, "math")
-    t, _ = pair_bin(s_ij, delta)
+    t = pair_bin(s_ij, delta)[0] if t is None else t
     left, right = kernel_weight(s_ij, t + heights[0], delta), kernel_weight(s_ij, t + heights[1], delta)
     total = 0.0
     for negatives in (negatives_i, negatives_j):
@@ -300,6 +302,85 @@ def check_support(
                   f"position in bin, gradient non-zero) = {mismatches}.")  # fmt: skip
 
 
+S_IJ, S_IK = sp.symbols("s_ij s_ik", real=True)
+STRICT_CORRECTED = sp.Or(sp.And(S_IK >= mid, S_IK <= hi, S_IJ > mid, S_IJ <= hi),
+                         sp.And(S_IK >= lo, S_IK <= mid, S_IJ >= mid, S_IJ < hi))  # fmt: skip
+"""Where ``P_ij^Delta`` moves with ``s_ik`` for ``s_ij`` in ``[b_t, b_(t+1)]``: the pair's bin
+while ``h_right > 0``, the bin below while ``h_left > 0``, both ends of each included."""
+
+
+def moves_with_negative(s_ij: float, s_ik: float, t: int, delta: float, count: int = 3,
+                        step: float = 1e-7) -> bool:  # fmt: skip
+    """Does Eq. 7 (pair in bin ``t``) change with ``s_ik`` on either side of it?
+
+    One-sided differences of :func:`pair_probability` with the pair's bin fixed at ``t``:
+    at a bin boundary (a kink of the piecewise-linear estimate) ``dP/ds_ik`` does not exist,
+    and ``P`` moves with ``s_ik`` when either one-sided slope exceeds 1e-6. The other
+    ``count - 1`` negatives of i and all of j sit at -0.999.
+
+    Example:
+        >>> moves_with_negative(0.0, 0.0, 4, 0.25)  # h_right = 0, but the bin below moves
+        True
+        >>> moves_with_negative(0.25, -0.1, 4, 0.25)  # s_ij = b_(t+1): h_left = 0
+        False
+    """
+    others, far = [-0.999] * (count - 1), [-0.999] * count
+
+    def value(x: float) -> float:
+        return pair_probability(s_ij, [x, *others], far, delta, t=t)
+
+    centre = value(s_ik)
+    return max(abs(value(s_ik + step) - centre), abs(centre - value(s_ik - step))) / step > 1e-6
+
+
+def strict_mismatches(form: Form, delta: float = 0.25) -> list[tuple[float, float, bool]]:
+    """Where the condition ``form.value`` (in ``s_ij, s_ik, b_(t-1), b_t, b_(t+1)``) disagrees
+    with :func:`moves_with_negative`.
+
+    The pair's bin is ``t = 4``; ``s_ij`` sits at 0, 0.3, 0.7 and 1 of it (both ends: the
+    lemma assumes ``s_ij`` in ``[b_t, b_(t+1)]``), ``s_ik`` at 0, 0.2 and 0.7 of the bins
+    ``t - 3 .. t + 3`` (every boundary a kink).
+
+    Returns:
+        ``(s_ij, s_ik, P moves)`` wherever they disagree (a condition that does not evaluate to
+        true or false disagrees everywhere).
+
+    Example:
+        >>> strict_mismatches(Form(STRICT_CORRECTED))
+        []
+    """
+    t = 4
+    bounds = {lo: -1 + (t - 1) * delta, mid: -1 + t * delta, hi: -1 + (t + 1) * delta}
+    mismatches = []
+    for f_ij in (0.0, 0.3, 0.7, 1.0):
+        s_ij = bounds[mid] + f_ij * delta
+        for offset in range(-3, 4):
+            for f_ik in (0.0, 0.2, 0.7):
+                s_ik = -1 + (t + offset + f_ik) * delta
+                moves = moves_with_negative(s_ij, s_ik, t, delta)
+                claimed = sp.sympify(form.value).subs({**bounds, S_IJ: s_ij, S_IK: s_ik})
+                if claimed not in (sp.true, sp.false) or bool(claimed) != moves:
+                    mismatches.append((round(s_ij, 6), round(s_ik, 6), moves))
+    return mismatches
+
+
+def check_strict_condition(form: Form) -> Verdict:
+    """The appendix's "strictly speaking" condition, its interval ends included: where does
+    ``P_ij^Delta`` move with ``s_ik``?
+
+    Example:
+        >>> check_strict_condition(Form(STRICT_CORRECTED)).verdict
+        'holds'
+    """
+    mismatches = strict_mismatches(form)
+    return decide(not mismatches,
+                  "P_ij^Delta moves with s_ik exactly where the condition holds, at every bin "
+                  "boundary and inside every bin (one-sided differences, Delta = 1/4, |N| = 3, "
+                  "s_ij at both ends of its bin and inside it).",
+                  f"one-sided differences disagree at {len(mismatches)} of 84 points, e.g. "
+                  f"(s_ij, s_ik, P moves) = {mismatches[:4]}.")  # fmt: skip
+
+
 def check_gradient_value(form: Form) -> Verdict:
     """The appendix's dP/ds_ik against finite differences, |N| Delta != 1."""
     value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
@@ -420,15 +501,21 @@ def check_fusion_weights(form: Form) -> Verdict:
                   f"Delta = 2, 1, 1/2, 1/4 get the weights {weights} (ratios {ratios}).")  # fmt: skip
 
 
-@functools.lru_cache(maxsize=1)
-def _batch_scales():
-    """Per-scale sums of P over active pairs, active counts and P per pair, for one batch."""
+def _batch():
+    """One batch: 8 random unit vectors in 3-d (4 classes), their cosines and positive pairs."""
     rng = np.random.default_rng(8)
     labels = [0, 0, 0, 1, 1, 2, 2, 3]
     vectors = rng.normal(size=(8, 3))
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     sims = vectors @ vectors.T
     pairs = [(i, j) for i in range(8) for j in range(i + 1, 8) if labels[i] == labels[j]]
+    return labels, sims, pairs
+
+
+@functools.lru_cache(maxsize=1)
+def _batch_scales():
+    """Per-scale sums of P over active pairs, active counts and P per pair, for one batch."""
+    labels, sims, pairs = _batch()
     deltas = [2.0, 1.0, 0.5, 0.25, 0.125]
     per_pair, sums, active = {}, [], []
     for delta in deltas:
@@ -459,15 +546,35 @@ def check_normalization(form: Form) -> Verdict:
 
 
 def check_guard(form: Form) -> Verdict:
-    """Does every scale Algorithm 1 visits admit pairs (a set of s_ij of positive length)?"""
-    lengths = {}
-    for delta in (2, 1, sp.Rational(1, 2), sp.Rational(1, 4)):
-        admitted = sp.solveset(form.value.subs(width, delta), s, sp.Interval(-1, 1))
-        lengths[str(delta)] = admitted.measure
-    empty = [d for d, length in lengths.items() if length == 0]
-    return decide(not empty, f"admitted lengths of s_ij per Delta_cur: {lengths}.",
-                  f"admitted lengths of s_ij per Delta_cur: {lengths}: at Delta_cur = {', '.join(empty)} "
-                  "only a null set of pairs passes line 5, so that scale adds nothing.")  # fmt: skip
+    """Algorithm 1's first scale: which ``s_ij`` pass line 5 at ``Delta_cur``, and what it adds.
+
+    ``form.value``: ``"guard"`` (a relation in ``s`` and ``Delta``), ``"Delta_cur"`` and
+    ``"only s_ij"``. Holds when the guard at ``Delta_cur`` admits exactly ``s_ij = only s_ij``
+    on [-1, 1] (a null set: no positive pair of a batch of random unit vectors passes, so the
+    scale adds 0), while the next three scales ``Delta_cur / 2, / 4, / 8`` admit sets of
+    positive length.
+
+    Example:
+        >>> check_guard(Form({"guard": 1 - s >= width, "Delta_cur": 2, "only s_ij": -1})).verdict
+        'holds'
+    """
+    guard, first = form.value["guard"], sp.sympify(form.value["Delta_cur"])
+    admitted = {d: sp.solveset(guard.subs(width, d), s, sp.Interval(-1, 1))
+                for d in (first, first / 2, first / 4, first / 8)}  # fmt: skip
+    lengths = {str(d): a.measure for d, a in admitted.items()}
+    _, sims, pairs = _batch()
+    passes = sp.lambdify((s, width), guard, "math")
+    active = sum(bool(passes(float(sims[i, j]), float(first))) for i, j in pairs)
+    single = admitted[first] == sp.FiniteSet(form.value["only s_ij"])
+    later = all(length > 0 for d, length in lengths.items() if d != str(first))
+    return decide(single and later and active == 0,
+                  f"at Delta_cur = {first} line 5 admits only s_ij = {form.value['only s_ij']}, a "
+                  f"null set ({active} of the {len(pairs)} positive pairs of a batch of 8 random "
+                  "unit vectors pass), so that scale adds 0 to L; the next scales admit s_ij in "
+                  f"sets of length {', '.join(str(v) for d, v in lengths.items() if d != str(first))}.",
+                  f"line 5 admits {admitted[first]} at Delta_cur = {first} ({active} of "
+                  f"{len(pairs)} positive pairs of the batch), not only s_ij = "
+                  f"{form.value['only s_ij']}; admitted lengths per Delta_cur: {lengths}.")  # fmt: skip
 
 
 def edge_values(normalizer: Callable[[int], float]) -> list[float]:
@@ -569,6 +676,87 @@ def check_fig2(form: Form) -> Verdict:
                   f"rounds to {printed}%.", f"{form.value['closer']}/{form.value['negatives']} = {exact:.4f}%, printed {printed}%.")  # fmt: skip
 
 
+def check_table2_stability(form: Form) -> Verdict:
+    """Table 2's "pretty stable": the largest spread of a column across the three Delta_min rows,
+    and the smallest lead of the worst FAPPY row over the best other method, from the table.
+
+    ``form.value``: ``"largest spread (points)"`` and ``"smallest lead (points)"``, as the
+    numbers show them; holds when both are the table's and the spread is below the lead.
+
+    Example:
+        >>> check_table2_stability(Form({"largest spread (points)": sp.Rational(7, 10),
+        ...                              "smallest lead (points)": sp.Rational(29, 10)})).verdict
+        'holds'
+    """
+    ours = [r for n, r in TABLE2.items() if n.startswith("Ours")]
+    others = [r for n, r in TABLE2.items() if not n.startswith("Ours")]
+    spread = round(max(max(col) - min(col) for col in zip(*ours, strict=True)), 6)
+    lead = round(min(min(o) - max(b) for o, b in
+                     zip(zip(*ours, strict=True), zip(*others, strict=True), strict=True)), 6)  # fmt: skip
+    stated = (float(form.value["largest spread (points)"]), float(form.value["smallest lead (points)"]))
+    right = abs(stated[0] - spread) < 1e-9 and abs(stated[1] - lead) < 1e-9
+    return decide(right and spread < lead,
+                  f"across Delta_min = 0.01, 0.001, 0.0001 a column of Table 2 moves by at most "
+                  f"{spread} points, less than FAPPY's smallest lead over the other methods "
+                  f"({lead} points).",
+                  f"Table 2 gives a largest spread of {spread} and a smallest lead of {lead} "
+                  f"points; the form states {stated[0]:g} and {stated[1]:g}.")  # fmt: skip
+
+
+DATASETS = {  # Section 4.1 as printed: (classes, images) of the whole set, train and test
+    "CUB-200-2011": {"all": (200, 11788), "train": (100, 5864), "test": (100, 5924)},
+    "Stanford Online Products": {"all": (22634, 120053), "train": (11318, 59551),
+                                 "test": (11316, 60502)},
+    "VehicleID": {"all": (26267, 221763), "train": (13134, 110178), "test": (13133, 111585),
+                  "small test": (800, 7332), "medium test": (1600, 12995),
+                  "large test": (2400, 20038)},
+}  # fmt: skip
+
+
+def check_datasets(form: Form) -> Verdict:
+    """Section 4.1's split arithmetic: train + test = the whole set (classes and images), each
+    VehicleID test split within the test set and within the next larger split.
+
+    ``form.value``: ``{"<dataset> <part> classes" | "<dataset> <part> images": count}``.
+
+    Example:
+        >>> printed = {f"{d} {p} {k}": v for d, parts in DATASETS.items()
+        ...            for p, pair in parts.items() for k, v in zip(("classes", "images"), pair)}
+        >>> check_datasets(Form(printed)).verdict
+        'holds'
+    """
+    value = {key: int(v) for key, v in form.value.items()}
+    problems = []
+    for name in DATASETS:
+        for kind in ("classes", "images"):
+            whole, train, test = (value[f"{name} {part} {kind}"] for part in ("all", "train", "test"))
+            if train + test != whole:
+                problems.append(f"{name}: {train} + {test} training and test {kind} != {whole}")
+    splits = [value[f"VehicleID {size} test {kind}"] for size in ("small", "medium", "large")
+              for kind in ("classes", "images")]  # fmt: skip
+    bound = (value["VehicleID test classes"], value["VehicleID test images"])
+    if not (splits[0] < splits[2] < splits[4] <= bound[0] and splits[1] < splits[3] < splits[5] <= bound[1]):
+        problems.append(f"VehicleID test splits (vehicles, images) {splits} not nested in the test set {bound}")
+    return decide(not problems, "training + test = the whole set in classes and images for all three "
+                  "datasets, and VehicleID's small < medium < large test splits lie within its test set.",
+                  "; ".join(problems) + ".")  # fmt: skip
+
+
+def check_fig2_eq6(form: Form) -> Verdict:
+    """Fig. 2's rate against Eq. 6: with ``n_i`` of ``N`` negatives at or above the pair on i's
+    side and ``n_j`` on j's, Eq. 6 is ``n_i/N + n_j/N``; is ``form.value`` that, for every count?
+
+    Example:
+        >>> n_i, n_j, n = sp.symbols("n_i n_j N", positive=True)
+        >>> check_fig2_eq6(Form(n_i / n)).verdict
+        'fails'
+    """
+    n_i, n_j, n = sp.symbols("n_i n_j N", positive=True)
+    equation6 = sp.Symbol("P_i") + sp.Symbol("P_j")
+    truth = equation6.subs({sp.Symbol("P_i"): n_i / n, sp.Symbol("P_j"): n_j / n})
+    return symbolic_equality(form.value, truth, [n_i, n_j, n])
+
+
 def check_bin_count(form: Form) -> Verdict:
     count = sp.lambdify(width, form.value, "math")
     wrong = [(d, len(np.arange(-1, 1 + d / 2, d)), count(d)) for d in (2.0, 1.0, 0.5, 0.25, 0.01)
@@ -594,14 +782,15 @@ def claims() -> list[Claim]:
                                    (h_left / (Nn * width), (s >= mid - width) & (s < mid)), (0, True))  # fmt: skip
     hi_t, hj_t = sp.symbols("h_i^t h_j^t")
     pair = Form(hi_t + hj_t, lhs="dP/ds_ij")
-    strict = Form({"from bin": 0, "to bin": 1},
-                  context="dP/ds_ik != 0 iff s_ik in (b_(t + from bin), b_(t + to bin)], s_ij in (b_t, b_(t+1)]")
+    strict = Form(sp.And(S_IK > mid, S_IK <= hi, S_IJ > mid, S_IJ <= hi),
+                  context="P_ij^Delta moves with s_ik (dP/ds_ik != 0) exactly where")
     l2 = Form(sp.sqrt(2 - 2 * s), lhs="d_xy^L2 (s = cos)")
     delta_l2 = Form(sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi), lhs="Delta^L2")
     caption = Form({"d_t": sp.sqrt(2 - 2 * hi), "d_(t+1)": sp.sqrt(2 - 2 * mid)},
                    context="the ring [d_(t+1), d_t] of s_ij in [b_t, b_(t+1)]")  # fmt: skip
     fusion = Form((L_run + L_scale / pairs_all) / 2, lhs="L after a scale (lines 10-11)")
-    guard = Form(1 - s >= width, lhs="line 5 guard (Delta = Delta_cur)")
+    guard = Form({"guard": 1 - s >= width, "Delta_cur": 2, "only s_ij": -1},
+                 context="Algorithm 1 line 5 at its first scale")
     normalization = Form((L_run + L_scale / pairs_all) / 2, lhs="L after a scale (Algorithm 1 as printed)")
     official = (L_run + L_scale) / sp.Max(pairs_active, 1) / 2
     edges = Form(1 / Nn, lhs="normaliser of Eq. 4-5")
@@ -614,6 +803,13 @@ def claims() -> list[Claim]:
     table2 = Form({"margin (points)": 0}, context="Table 2: FAPPY outperforms the other methods")
     fig2 = Form({"closer": 5, "negatives": 7, "printed percent": sp.Rational(714, 10)}, context="Fig. 2: 5/7 ~ 71.4%")
     bins = Form(2 / width + 1, lhs="n")
+    table2_spread = Form({"largest spread (points)": sp.Rational(7, 10), "smallest lead (points)": sp.Rational(29, 10)},
+                         context="Table 2 across Delta_min")  # fmt: skip
+    datasets = Form({f"{d} {part} {kind}": v for d, parts in DATASETS.items() for part, pair in parts.items()
+                     for kind, v in zip(("classes", "images"), pair, strict=True)},
+                    context="Section 4.1's splits")  # fmt: skip
+    n_i, n_j, n_neg = sp.symbols("n_i n_j N", positive=True)
+    fig2_eq6 = Form(n_i / n_neg, lhs="P_ij of Fig. 2 (n_i = 5 of N = 7 negatives closer on i's side)")
     return [
         Claim(SEED, "eq1", "h_left is the pair's weight on bin b_t", eq1, check_heights,
               "float64: heights sum to 1 and reproduce s_ij",
@@ -656,11 +852,22 @@ def claims() -> list[Claim]:
               check_pair_gradient, "float64 central differences of Eq. 1-7, Delta = 1/4, 1/2",
               correction=mutant(pair, -(hi_t + hj_t) / width, "corrected"),
               mutants=(mutant(pair, -(hi_t + hj_t) / width, "-(h_i^t + h_j^t)/Delta"),)),
-        Claim(SEED, "claim-strict-condition", "the strict condition of the appendix", strict,
-              check_support, "float64 central differences of Eq. 1-7",
-              correction=with_parameters(strict, "corrected", **{"from bin": -1}),
-              mutants=(with_parameters(strict, "from the bin below", **{"from bin": -1}),),
-              note="Corrected: s_ik in [b_(t-1), b_(t+1)) with s_ij strictly inside its bin."),
+        Claim(SEED, "claim-strict-condition",
+              "the appendix's strict condition: dP/ds_ik != 0 iff s_ik, s_ij in (b_t, b_(t+1)]",
+              strict, check_strict_condition,
+              "float64 one-sided differences of Eq. 1-7 at every bin boundary and inside each bin",
+              correction=mutant(strict, STRICT_CORRECTED, "corrected"),
+              mutants=(mutant(strict, STRICT_CORRECTED.xreplace({S_IJ > mid: S_IJ >= mid}),
+                              "s_ij = b_t allowed on the pair's bin"),
+                       mutant(strict, STRICT_CORRECTED.xreplace({S_IK >= mid: S_IK > mid, S_IK <= hi: S_IK < hi}),
+                              "s_ik's ends open on the pair's bin"),
+                       mutant(strict, STRICT_CORRECTED.xreplace({S_IJ < hi: S_IJ <= hi}),
+                              "the bin below with s_ij = b_(t+1)")),
+              note="Corrected: P_ij^Delta moves with s_ik (a one-sided derivative is non-zero) iff "
+              "s_ik in [b_t, b_(t+1)] with s_ij in (b_t, b_(t+1)] (h_right > 0), or s_ik in "
+              "[b_(t-1), b_t] with s_ij in [b_t, b_(t+1)) (h_left > 0). The printed condition has "
+              "the right ends for s_ij on the pair's bin; it misses the bin below (as lemma1 does) "
+              "and s_ik = b_t, where P has a kink."),
         Claim(SEED, "claim-l2-equivalence", "cosine and L2 distance (appendix)", l2, check_l2,
               "sympy.simplify", mutants=(mutant(l2, sp.sqrt(2 - s), "factor 2 dropped"),)),
         Claim(SEED, "claim-delta-l2", "Delta^L2 grows with Delta (appendix)", delta_l2,
@@ -678,11 +885,16 @@ def claims() -> list[Claim]:
               check_fusion_weights, "the recurrence executed on one-hot scale sums",
               mutants=(mutant(fusion, L_run + L_scale / pairs_all, "halving dropped"),
                        mutant(fusion, (L_run + L_scale / pairs_all) / 4, "quartered"))),
-        Claim(SEED, "claim-algorithm1-guard", "every scale of Algorithm 1 admits pairs (line 5)",
-              guard, check_guard, "sympy.solveset on [-1, 1]",
-              mutants=(mutant(guard, 1 - s >= width / 2, "Delta_cur / 2"),),
-              note="The authors' Caffe layer uses the same guard; at Delta_cur = 2 only s_ij = -1 "
-              "passes, so the weight 1/2^K of the widest scale is spent on nothing."),
+        Claim(SEED, "claim-algorithm1-guard",
+              "an edge case of Algorithm 1: at Delta_cur = 2 only s_ij = -1 passes line 5, so that "
+              "scale adds 0", guard, check_guard,
+              "sympy.solveset on [-1, 1]; line 5 on a batch of 8 random unit vectors",
+              mutants=(with_parameters(guard, "guard 1 - s_ij > Delta_cur", guard=1 - s > width),
+                       with_parameters(guard, "first scale Delta_cur = 1", Delta_cur=1),
+                       with_parameters(guard, "s_ij = 0 passes", **{"only s_ij": 0})),
+              note="The paper does not claim that every scale admits pairs: this records what its "
+              "guard does. The authors' Caffe layer uses the same guard. The other scales keep "
+              "their weights; the widest scale's weight is spent on nothing."),
         Claim(SEED, "claim-algorithm1-normalization",
               "Algorithm 1 returns the average fused loss over all positive pairs", normalization,
               check_normalization, "the recurrence on per-scale sums of Eq. 7 (loops) vs the mean",
@@ -711,6 +923,28 @@ def claims() -> list[Claim]:
               "better than the state of the art on CUB, slightly below the histogram loss on SOP",
               comparison, check_table1_comparison, "arithmetic on Table 1",
               mutants=(with_parameters(comparison, "better on SOP too", **{"Stanford Online Products": 1}),)),
+        Claim(SEED, "claim-table2-stable",
+              "Table 2's match rates are 'pretty stable' across Delta_min (what the numbers show)",
+              table2_spread, check_table2_stability, "arithmetic on Table 2",
+              mutants=(with_parameters(table2_spread, "spread 0.5 (Table 1's bound)",
+                                       **{"largest spread (points)": sp.Rational(1, 2)}),
+                       with_parameters(table2_spread, "lead 3.8 (small gallery, top 1)",
+                                       **{"smallest lead (points)": sp.Rational(38, 10)}))),
+        Claim(SEED, "claim-datasets", "Section 4.1's train and test splits add up to the datasets",
+              datasets, check_datasets, "arithmetic on Section 4.1",
+              mutants=(with_parameters(datasets, "CUB test 5,942 images", **{"CUB-200-2011 test images": 5942}),
+                       with_parameters(datasets, "SOP 11,316 training classes",
+                                       **{"Stanford Online Products train classes": 11316}),
+                       with_parameters(datasets, "VehicleID medium split of 16,000 vehicles",
+                                       **{"VehicleID medium test classes": 16000}))),
+        Claim(SEED, "claim-fig2-eq6", "Fig. 2's false positive probability 5/7 is Eq. 6's P_ij",
+              fig2_eq6, check_fig2_eq6, "sympy: Eq. 6 with n_i, n_j of N negatives on each side",
+              correction=mutant(fig2_eq6, (n_i + n_j) / n_neg, "corrected"),
+              mutants=(mutant(fig2_eq6, (n_i + n_j) / (2 * n_neg), "the two sides averaged"),
+                       mutant(fig2_eq6, n_j / n_neg, "j's side only")),
+              note="Fig. 2 counts the negatives on one side; Eq. 6 adds the shares of i's and j's "
+              "sides, (5 + n_j)/7 for Fig. 2's pair, which is 5/7 only when no negative is at or "
+              "above the pair on j's side (halved as eq6's correction does, it is (5 + n_j)/14)."),
         Claim(SEED, "claim-table2-outperforms", "FAPPY outperforms the others on VehicleID (Table 2)",
               table2, check_table2, "arithmetic on Table 2",
               mutants=(with_parameters(table2, "by 5 points", **{"margin (points)": 5}),)),

@@ -787,7 +787,7 @@ def test_every_fappy_correction_is_named_corrected():
     from gradlab.symbolic.fappy_claims import claims
 
     corrected = [claim.label for claim in claims() if claim.correction is not None]
-    assert len(corrected) == 7
+    assert len(corrected) == 8
     for claim in claims():
         assert claim.printed.name == "printed", claim.label
         if claim.correction is not None:
@@ -929,51 +929,53 @@ def test_the_support_counts_a_gradient_of_1e_6_as_zero_and_just_above_as_non_zer
     assert support_mismatches(nowhere, gradient=above) == [(o, f, True) for o, f in sampled]
 
 
-def test_the_guard_check_prints_the_admitted_lengths_when_every_scale_admits_pairs():
-    from gradlab.symbolic.fappy_claims import check_guard, s, width
+def _guard(**changes):
+    from gradlab.symbolic.fappy_claims import s, width
 
-    # 1 - s >= Delta/2 admits s in [-1, 1 - Delta/2]: length 2 - Delta/2
-    verdict = check_guard(Form(1 - s >= width / 2))
-    lengths = [2 - sp.Rational(d) / 2 for d in ("2", "1", "1/2", "1/4")]
-    assert lengths == [1, sp.Rational(3, 2), sp.Rational(7, 4), sp.Rational(15, 8)]
+    return Form({"guard": 1 - s >= width, "Delta_cur": 2, "only s_ij": -1, **changes})
+
+
+def test_the_guard_admits_only_minus_1_at_delta_2_and_no_pair_of_the_batch():
+    from gradlab.symbolic.fappy_claims import check_guard
+
+    # 1 - s >= 2 on [-1, 1]: s = -1 only; 1 - s >= 1, 1/2, 1/4: s <= 0, 1/2, 3/4 (lengths 1, 3/2,
+    # 7/4 by hand); the batch's cosines of random vectors are never exactly -1
+    verdict = check_guard(_guard())
     assert (verdict.verdict, verdict.detail) == (
         "holds",
-        "admitted lengths of s_ij per Delta_cur: {'2': 1, '1': 3/2, '1/2': 7/4, '1/4': 15/8}.",
+        "at Delta_cur = 2 line 5 admits only s_ij = -1, a null set (0 of the 5 positive pairs of "
+        "a batch of 8 random unit vectors pass), so that scale adds 0 to L; the next scales admit "
+        "s_ij in sets of length 1, 3/2, 7/4.",
     )
 
 
-def test_the_guard_check_lists_every_empty_scale_and_looks_at_s_in_minus_1_to_1_only():
+@pytest.mark.parametrize(
+    ("changes", "admitted"),
+    [
+        ({"Delta_cur": 1}, "Interval(-1, 0)"),  # a whole interval passes
+        ({"Delta_cur": 3}, "EmptySet"),  # nothing passes
+        ({"only s_ij": 0}, "{-1}"),  # the wrong point
+        ({"strict": True}, "EmptySet"),  # 1 - s > 2 on [-1, 1]: nothing
+    ],
+)
+def test_the_guard_fails_unless_exactly_the_stated_point_passes(changes, admitted):
     from gradlab.symbolic.fappy_claims import check_guard, s, width
 
-    # 1 - s >= 2 Delta: s <= -3 (none) at Delta = 2, s = -1 only at Delta = 1, then [-1, 0]
-    # and [-1, 1/2]
-    verdict = check_guard(Form(1 - s >= 2 * width))
-    assert (verdict.verdict, verdict.detail) == (
-        "fails",
-        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 1, '1/4': 3/2}: at "
-        "Delta_cur = 2, 1 only a null set of pairs passes line 5, so that scale adds nothing.",
-    )
-    # s >= 1 admits the single cosine s = 1 of [-1, 1] (nothing beyond +1 is a cosine)
-    verdict = check_guard(Form(s >= 1))
-    assert (verdict.verdict, verdict.detail) == (
-        "fails",
-        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 0, '1/4': 0}: at "
-        "Delta_cur = 2, 1, 1/2, 1/4 only a null set of pairs passes line 5, so that scale adds "
-        "nothing.",
-    )
-
-
-def test_the_guard_check_solves_for_its_own_s_ij_not_for_another_symbol():
-    from gradlab.symbolic.fappy_claims import check_guard, width
-
-    # a plain Symbol("s") is not the module's real s_ij: the guard then does not constrain
-    # s_ij, and SymPy's solveset gives the empty set for a condition free of the unknown, so no
-    # scale admits a pair (the check does not guess which symbol is meant)
-    verdict = check_guard(Form(1 - sp.Symbol("s") >= width))
+    if changes.pop("strict", False):
+        changes["guard"] = 1 - s > width
+    verdict = check_guard(_guard(**changes))
     assert verdict.verdict == "fails"
-    assert verdict.detail.startswith(
-        "admitted lengths of s_ij per Delta_cur: {'2': 0, '1': 0, '1/2': 0, '1/4': 0}: "
-    )
+    assert verdict.detail.startswith(f"line 5 admits {admitted} at Delta_cur = ")
+
+
+def test_the_guard_fails_when_a_later_scale_admits_no_pair():
+    from gradlab.symbolic.fappy_claims import check_guard, s, width
+
+    # 1 - s >= 2 whatever Delta_cur: s = -1 only at every scale, so the later scales admit
+    # nothing either (lengths 0)
+    verdict = check_guard(_guard(guard=(1 - s >= 2 + 0 * width)))
+    assert verdict.verdict == "fails"
+    assert "{'2': 0, '1': 0, '1/2': 0, '1/4': 0}" in verdict.detail
 
 
 def test_a_kernel_whose_mean_misses_s_0_by_exactly_1e_12_fails():
@@ -1070,3 +1072,129 @@ def test_the_l2_check_takes_the_vectors_as_real():
         "holds",
         "sympy.simplify reduces printed minus true to 0.",
     )
+
+
+# --- the strict condition, Table 2's spread, Section 4.1's arithmetic, Fig. 2 against Eq. 6 ---
+
+
+def _moves_by_hand(s_ij, s_ik, t=4, delta=0.25, count=3):
+    """Does Eq. 7 with the pair in bin t change with s_ik on either side? The pair's heights
+    are the triangles on b_t and b_(t+1); the negative adds hat_t(s_ik) + hat_(t+1)(s_ik) + ...
+    to S_t and hat_(t+1)(s_ik) + ... to S_(t+1), over all boundaries at or above them."""
+    edges = _boundaries(delta)
+
+    def p(x):
+        left, right = _hat(s_ij, t, delta), _hat(s_ij, t + 1, delta)
+        above_t = sum(_hat(x, u, delta) for u in range(t, len(edges))) / count
+        above_t1 = sum(_hat(x, u, delta) for u in range(t + 1, len(edges))) / count
+        return left * above_t + right * above_t1
+
+    step = 1e-6
+    return max(abs(p(s_ik + step) - p(s_ik)), abs(p(s_ik) - p(s_ik - step))) / step > 1e-4
+
+
+def _strict_points():
+    return [(0.25 * f_ij, -1 + (4 + o + f_ik) * 0.25) for f_ij in (0.0, 0.3, 0.7, 1.0)
+            for o in range(-3, 4) for f_ik in (0.0, 0.2, 0.7)]  # fmt: skip
+
+
+def test_where_the_pair_moves_with_a_negative_matches_a_hand_derivation():
+    from gradlab.symbolic.fappy_claims import moves_with_negative
+
+    for s_ij, s_ik in _strict_points():
+        assert moves_with_negative(s_ij, s_ik, 4, 0.25) == _moves_by_hand(s_ij, s_ik), (s_ij, s_ik)
+
+
+def test_the_strict_condition_as_printed_misses_the_bin_below_and_s_ik_on_b_t():
+    from gradlab.symbolic.fappy_claims import S_IJ, S_IK, check_strict_condition, hi, mid
+
+    printed = sp.And(S_IK > mid, S_IK <= hi, S_IJ > mid, S_IJ <= hi)
+    expected = []
+    for s_ij, s_ik in _strict_points():
+        claimed = 0 < s_ik <= 0.25 and 0 < s_ij <= 0.25  # b_t = 0, b_(t+1) = 1/4
+        if claimed != _moves_by_hand(s_ij, s_ik):
+            expected.append((round(s_ij, 6), round(s_ik, 6), not claimed))
+    assert len(expected) == 13
+    verdict = check_strict_condition(Form(printed))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith(f"one-sided differences disagree at {len(expected)} of 84 ")
+    assert str(expected[:4]) in verdict.detail
+
+
+def test_the_corrected_strict_condition_holds_and_each_flipped_end_fails():
+    from gradlab.symbolic.fappy_claims import STRICT_CORRECTED, check_strict_condition
+
+    assert check_strict_condition(Form(STRICT_CORRECTED)).verdict == "holds"
+    flip = {sp.StrictGreaterThan: sp.GreaterThan, sp.GreaterThan: sp.StrictGreaterThan,
+            sp.StrictLessThan: sp.LessThan, sp.LessThan: sp.StrictLessThan}  # fmt: skip
+    relations = STRICT_CORRECTED.atoms(sp.Rel)
+    assert len(relations) == 8
+    for relation in relations:
+        flipped = STRICT_CORRECTED.xreplace({relation: flip[type(relation)](*relation.args)})
+        assert check_strict_condition(Form(flipped)).verdict == "fails", relation
+
+
+def test_a_strict_condition_that_does_not_evaluate_fails_everywhere():
+    from gradlab.symbolic.fappy_claims import S_IK, check_strict_condition
+
+    verdict = check_strict_condition(Form(S_IK > sp.Symbol("c")))
+    assert verdict.verdict == "fails" and " 84 of 84 " in verdict.detail
+
+
+def test_table2_moves_by_0_7_points_across_delta_min_and_leads_by_2_9():
+    from gradlab.symbolic.fappy_claims import check_table2_stability
+
+    # by hand from the printed table: small top 5 78.6 - 77.9 and medium top 5 72.6 - 71.9 are
+    # the largest spreads; large top 1 42.4 - 39.5 is the smallest lead
+    right = {"largest spread (points)": sp.Rational(7, 10),
+             "smallest lead (points)": sp.Rational(29, 10)}  # fmt: skip
+    assert check_table2_stability(Form(right)).verdict == "holds"
+    for key, wrong in (("largest spread (points)", sp.Rational(6, 10)),
+                       ("smallest lead (points)", 3)):  # fmt: skip
+        verdict = check_table2_stability(Form({**right, key: wrong}))
+        assert verdict.verdict == "fails"
+        assert verdict.detail.startswith(
+            "Table 2 gives a largest spread of 0.7 and a smallest lead of 2.9"
+        )
+
+
+def _printed_datasets():
+    # Section 4.1 retyped here, one (dataset, part, classes, images) per printed phrase
+    printed = [
+        ("CUB-200-2011", "all", 200, 11788), ("CUB-200-2011", "train", 100, 5864),
+        ("CUB-200-2011", "test", 100, 5924),
+        ("Stanford Online Products", "all", 22634, 120053),
+        ("Stanford Online Products", "train", 11318, 59551),
+        ("Stanford Online Products", "test", 11316, 60502),
+        ("VehicleID", "all", 26267, 221763), ("VehicleID", "train", 13134, 110178),
+        ("VehicleID", "test", 13133, 111585), ("VehicleID", "small test", 800, 7332),
+        ("VehicleID", "medium test", 1600, 12995), ("VehicleID", "large test", 2400, 20038),
+    ]  # fmt: skip
+    value = {}
+    for dataset, part, classes, images in printed:
+        value[f"{dataset} {part} classes"], value[f"{dataset} {part} images"] = classes, images
+    return value
+
+
+def test_section_4_1_adds_up_and_a_wrong_count_is_named():
+    from gradlab.symbolic.fappy_claims import check_datasets
+
+    assert 5864 + 5924 == 11788 and 59551 + 60502 == 120053 and 110178 + 111585 == 221763
+    assert check_datasets(Form(_printed_datasets())).verdict == "holds"
+    wrong = {**_printed_datasets(), "Stanford Online Products train classes": 11316}
+    verdict = check_datasets(Form(wrong))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails",
+        "Stanford Online Products: 11316 + 11316 training and test classes != 22634.",
+    )
+    verdict = check_datasets(Form({**_printed_datasets(), "VehicleID large test classes": 1500}))
+    assert verdict.verdict == "fails" and "not nested" in verdict.detail
+
+
+def test_fig2_s_one_sided_rate_is_not_eq6_and_the_two_sided_one_is():
+    from gradlab.symbolic.fappy_claims import check_fig2_eq6
+
+    n_i, n_j, n = sp.symbols("n_i n_j N", positive=True)
+    assert check_fig2_eq6(Form(n_i / n)).verdict == "fails"
+    assert check_fig2_eq6(Form((n_i + n_j) / n)).verdict == "holds"
+    assert check_fig2_eq6(Form((n_i + n_j) / (2 * n))).verdict == "fails"
