@@ -18,11 +18,14 @@ from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     block_size,
     chunk_slices,
+    column_weights,
+    covers_every_query,
     group_by_positive_count,
     mask_rows,
     rank_sums,
     rank_weights,
     sigmoid_block,
+    write_column_weights,
 )
 from gradlab.validation import check_same_device, check_shape, check_tensor
 
@@ -158,6 +161,7 @@ def smooth_ap_terms(
     forward: tuple | None = None,
     max_chunk_elements: int = DEFAULT_CHUNK_ELEMENTS,
     buffer: Callable[[str, tuple[int, ...], torch.dtype], torch.Tensor] | None = None,
+    column_weights_split: torch.Tensor | None = None,
 ) -> SmoothAPTerms:
     """SmoothAP, ``dAP/dS`` and the ``AD - CB`` decomposition from ONE sigmoid block.
 
@@ -187,6 +191,10 @@ def smooth_ap_terms(
             every chunk is written into, and the ``[2, Q, C]`` split whose first half becomes
             ``score_grad``), e.g. buffers reused from one call to the next; ``None``: fresh
             ones.
+        column_weights_split: the ``[2, Q, C]`` split that SmoothAP's exact backward of the
+            same call recorded (:class:`~gradlab.functional.smooth_ap.RecordedColumnWeights`:
+            the same chunks, the same operations, so the same numbers), with ``forward``: no
+            sigmoid block is evaluated, and the split is used (and overwritten) in place.
 
     Returns:
         :class:`SmoothAPTerms`. Without ``forward`` the grouping reads the group sizes back
@@ -211,7 +219,13 @@ def smooth_ap_terms(
     ap = torch.full((num_queries,), float("nan"), dtype=scores.dtype, device=scores.device)
     # One group of every query (as group_by_positive_count makes them: ascending): its chunks
     # are row slices, views instead of copies, and every row of ``split`` is written.
-    whole = len(groups) == 1 and groups[0].queries.shape[0] == num_queries
+    whole = covers_every_query(groups, num_queries)
+    if column_weights_split is not None and ranks is not None:
+        computed = []
+        for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
+            ap = ap.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
+            computed.append((rank_a, rank_c))
+        return _terms_from_split(ap, column_weights_split, vectors, (groups, computed))
     if buffer is None:
         buffer = lambda name, shape, dtype: torch.empty(shape, dtype=dtype,  # noqa: E731
                                                         device=scores.device)  # fmt: skip
@@ -240,30 +254,25 @@ def smooth_ap_terms(
                 rank_a, rank_c = saved_a[part], saved_c[part]
             chunks_a.append(rank_a)
             chunks_c.append(rank_c)
-            squared = (rank_a + rank_c) ** 2
-            coef_a, coef_c = rank_a / squared, rank_c / squared
             slope = block.addcmul_(block, block, value=-1.0)  # G (1 - G); 0 at j == i
-            slope_positive, slope_negative = rank_sums(slope, weights)
-            column_sums = torch.bmm(torch.stack((coef_a, coef_c), dim=1), slope)  # [k, 2, C]
-            scale = 1.0 / (group.num_positives * tau)
-            g_a = (-weights[..., 1] * column_sums[:, 0]).scatter_add_(
-                1, columns, coef_a * slope_negative
-            )
-            g_c = (-weights[..., 0] * column_sums[:, 1]).scatter_add_(
-                1, columns, coef_c * slope_positive
-            )
-            if whole:  # written in place into the rows (a slice)
-                torch.mul(g_a, scale, out=split[0, queries])
-                torch.mul(g_c, scale, out=split[1, queries])
-            else:
-                split[0, queries] = g_a * scale
-                split[1, queries] = g_c * scale
+            g_a, g_c = column_weights(slope, weights, columns, rank_sums(slope, weights),
+                                      (rank_a, rank_c))  # fmt: skip
+            write_column_weights(split, queries, whole, g_a, g_c,
+                                 1.0 / (group.num_positives * tau))  # fmt: skip
         rank_a, rank_c = torch.cat(chunks_a), torch.cat(chunks_c)
         ap = ap.index_put((group.queries,), (rank_a / (rank_a + rank_c)).mean(dim=1))
         computed.append((rank_a, rank_c))
+    return _terms_from_split(ap, split, vectors, (groups, computed))
+
+
+def _terms_from_split(
+    ap: torch.Tensor, split: torch.Tensor, vectors: torch.Tensor, forward: tuple
+) -> SmoothAPTerms:
+    """:class:`SmoothAPTerms` from the ``[2, Q, C]`` column weights (``score_grad`` is written
+    into ``split[0]``)."""
     terms = split @ vectors  # [2, Q, d]
     score_grad = torch.sub(split[0], split[1], out=split[0])  # in place: no third [Q, C]
     undefined = torch.isnan(ap).unsqueeze(1)
     ad_term = terms[0].masked_fill(undefined, float("nan"))
     cb_term = (-terms[1]).masked_fill(undefined, float("nan"))
-    return SmoothAPTerms(ap, score_grad, ad_term, cb_term, (groups, computed))
+    return SmoothAPTerms(ap, score_grad, ad_term, cb_term, forward)

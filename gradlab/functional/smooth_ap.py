@@ -32,6 +32,8 @@ The backward is the closed form of ``d AP / d s`` (the score-space version of th
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -279,6 +281,140 @@ def mask_rows(mask: torch.Tensor | None, queries: torch.Tensor) -> torch.Tensor 
     return None if mask is None else mask[queries]
 
 
+def column_weights(
+    slope: torch.Tensor,
+    weights: torch.Tensor,
+    columns: torch.Tensor,
+    slope_sums: tuple[torch.Tensor, torch.Tensor],
+    ranks: tuple[torch.Tensor, torch.Tensor],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The candidate weights ``gA`` and ``gC`` of one chunk (Bleeker & de Rijke 2022, App. A,
+    Eq. 13 in score space): ``dAP_q/ds_qj = gA_qj - gC_qj``.
+
+    With ``a_i = A_i / R_i^2``, ``c_i = C_i / R_i^2`` and ``sim = G (1 - G)`` (``slope``,
+    ``[k, n, C]``, zero at ``j == i``):
+
+        gA_qj = [j = i] a_i sum_{k in N} sim_ik  -  [j in N] sum_i a_i sim_ij
+        gC_qj = [j = i] c_i sum_{k in P} sim_ik  -  [j in P] sum_i c_i sim_ij
+
+    Args:
+        slope: ``[k, n, C]`` sigmoid slopes of the chunk's positive rows.
+        weights: ``[k, C, 2]`` positive and negative indicators (:func:`rank_weights`).
+        columns: ``[k, n]`` the positives' columns.
+        slope_sums: ``(sum over positives, sum over negatives)`` of ``slope``
+            (:func:`rank_sums`).
+        ranks: ``(A, C)``, ``[k, n]`` each.
+
+    Returns:
+        ``(gA, gC)``, ``[k, C]`` each, before the factor ``1 / (|P| tau)``, which
+        :func:`write_column_weights` applies as it writes them (one pass).
+
+    Example:
+        >>> scores, positives = torch.tensor([[0.3, 0.1, 0.2]]), torch.tensor([[1, 0, 1]]) > 0
+        >>> columns, weights = torch.tensor([[0, 2]]), rank_weights(positives, None, torch.float32)
+        >>> block = sigmoid_block(scores, columns, tau=0.1)
+        >>> sums = rank_sums(block, weights)
+        >>> ranks = (1.0 + sums[0], sums[1])
+        >>> slope = block.addcmul_(block, block, value=-1.0)
+        >>> g_a, g_c = column_weights(slope, weights, columns, rank_sums(slope, weights), ranks)
+        >>> g_a.shape, g_c.shape
+        (torch.Size([1, 3]), torch.Size([1, 3]))
+    """
+    slope_positive, slope_negative = slope_sums
+    rank_a, rank_c = ranks
+    squared = (rank_a + rank_c) ** 2
+    coef_a, coef_c = rank_a / squared, rank_c / squared
+    column_sums = torch.bmm(torch.stack((coef_a, coef_c), dim=1), slope)  # [k, 2, C]
+    g_a = (-weights[..., 1] * column_sums[:, 0]).scatter_add_(1, columns, coef_a * slope_negative)
+    g_c = (-weights[..., 0] * column_sums[:, 1]).scatter_add_(1, columns, coef_c * slope_positive)
+    return g_a, g_c
+
+
+def write_column_weights(
+    split: torch.Tensor,
+    queries: torch.Tensor | slice,
+    whole: bool,
+    g_a: torch.Tensor,
+    g_c: torch.Tensor,
+    scale: float,
+) -> None:
+    """``split[0, queries] = gA * scale`` and ``split[1, queries] = gC * scale`` (in place into
+    row slices when one group holds every query, ``whole``).
+
+    Example:
+        >>> split = torch.zeros(2, 1, 2)
+        >>> write_column_weights(split, slice(0, 1), True, torch.ones(1, 2), torch.ones(1, 2), 2.0)
+        >>> split.flatten().tolist()
+        [2.0, 2.0, 2.0, 2.0]
+    """
+    if whole:  # written in place into the rows (a slice)
+        torch.mul(g_a, scale, out=split[0, queries])
+        torch.mul(g_c, scale, out=split[1, queries])
+    else:
+        split[0, queries] = g_a * scale
+        split[1, queries] = g_c * scale
+
+
+def covers_every_query(groups: list[PositiveGroup], num_queries: int) -> bool:
+    """Whether ``groups`` is one group of every query, in order (its chunks are row slices).
+
+    Example:
+        >>> covers_every_query(group_by_positive_count(torch.eye(3) > 0), 3)
+        True
+    """
+    return len(groups) == 1 and groups[0].queries.shape[0] == num_queries
+
+
+@dataclass
+class RecordedColumnWeights:
+    """The ``[2, Q, C]`` candidate weights ``(gA, gC)`` (:func:`column_weights`) of one SmoothAP
+    call, filled by its exact backward inside :func:`recording_column_weights`.
+
+    ``split`` stays ``None`` until the backward ran (and when it took the differentiable path
+    or a group had no negative); it is then what
+    :func:`gradlab.functional.diagnostics.smooth_ap_terms` computes from the same scores,
+    groups and ranks, bit for bit (the same operations on the same chunks), so a caller passes
+    it there instead of evaluating the sigmoid block a second time.
+
+    Attributes:
+        tau: the call's temperature.
+        budget: its ``max_chunk_elements``.
+        split: ``[2, Q, C]`` (``gA``, ``gC``), rows of queries without positives zero.
+    """
+
+    tau: float
+    budget: int
+    split: torch.Tensor | None = None
+
+
+_COLUMN_WEIGHTS: ContextVar[list[RecordedColumnWeights] | None] = ContextVar(
+    "gradlab_smooth_ap_column_weights", default=None
+)
+
+
+@contextmanager
+def recording_column_weights() -> Iterator[list[RecordedColumnWeights]]:
+    """Inside the block, each recorded SmoothAP loss call (one that keeps its ranks, as
+    :func:`gradlab.functional.losses.smooth_ap_loss` does) appends a
+    :class:`RecordedColumnWeights` that its exact backward fills: the candidate weights of the
+    ``AD - CB`` decomposition at the cost of one more ``[k, 2, n] x [k, n, C]`` product per
+    chunk, on the sigmoid block the backward evaluates anyway.
+
+    Example:
+        >>> from gradlab.functional.losses import smooth_ap_loss
+        >>> emb = torch.randn(6, 3, requires_grad=True)
+        >>> with recording_column_weights() as weights:
+        ...     loss = smooth_ap_loss(emb, torch.tensor([0, 0, 1, 1, 2, 2]))
+        >>> loss.backward()
+        >>> weights[0].split.shape
+        torch.Size([2, 6, 6])
+    """
+    weights: list[RecordedColumnWeights] = []
+    with ExitStack() as restore:  # the previous list (or none) again on the way out
+        restore.callback(_COLUMN_WEIGHTS.reset, _COLUMN_WEIGHTS.set(weights))
+        yield weights
+
+
 def smooth_ap_with_ranks(
     scores: torch.Tensor,
     groups: list[PositiveGroup],
@@ -362,8 +498,13 @@ class _SmoothAPExact(torch.autograd.Function):
         ap, saved = smooth_ap_with_ranks(
             scores, groups, tau, budget, positives, candidate_mask, ranks_needed
         )
+        ctx.column_weights = None
         if stash is not None:  # a recording caller keeps the ranks (see gradlab.functional.losses)
             stash.append(saved)
+            listening = _COLUMN_WEIGHTS.get()
+            if listening is not None:  # the backward fills them (recording_column_weights)
+                ctx.column_weights = RecordedColumnWeights(tau, budget)
+                listening.append(ctx.column_weights)
         ctx.groups, ctx.tau, ctx.budget = groups, tau, budget
         ctx.has_candidates = candidate_mask is not None
         flat = [t for pair in saved for t in pair]
@@ -386,11 +527,13 @@ class _SmoothAPExact(torch.autograd.Function):
         grad_scores = torch.zeros_like(scores)
         computed = [group for group in ctx.groups if group.has_negatives]
         buffer = block_buffer(computed, num_candidates, budget, scores)
+        split, whole = _column_weights_split(ctx, scores, computed)
         for index, group in enumerate(ctx.groups):
             if not group.has_negatives:  # C_i = 0 and no negative: the gradient is exactly 0
                 continue
             ranks_a, ranks_c = flat[2 * index], flat[2 * index + 1]
             upstream = grad_ap[group.queries].unsqueeze(1) / (group.num_positives * tau)
+            scale = 1.0 / (group.num_positives * tau)
             # d(A_i / R_i) = (C_i dA_i - A_i dC_i) / R_i^2: positives j enter A_i with weight
             # C_i / R_i^2, negatives enter C_i with weight -A_i / R_i^2 (the AD - CB form).
             squared_rank = (ranks_a + ranks_c) ** 2
@@ -407,6 +550,12 @@ class _SmoothAPExact(torch.autograd.Function):
                 coefs = torch.stack((coef_positive[part], coef_negative[part]), dim=1)
                 column_sums = torch.bmm(coefs, slope)  # [k, 2, C]
                 slope_positive, slope_negative = rank_sums(slope, weights)  # [k, n] each
+                if split is not None:  # the decomposition's weights, as smooth_ap_terms has them
+                    rows = part if whole else queries
+                    g_a, g_c = column_weights(slope, weights, columns,
+                                              (slope_positive, slope_negative),
+                                              (ranks_a[part], ranks_c[part]))  # fmt: skip
+                    write_column_weights(split, rows, whole, g_a, g_c, scale)
                 grad_rows = (
                     weights[..., 0] * column_sums[:, 0] - weights[..., 1] * column_sums[:, 1]
                 )
@@ -415,7 +564,25 @@ class _SmoothAPExact(torch.autograd.Function):
                 )
                 grad_rows = grad_rows.scatter_add(1, columns, -anchor_grad)
                 grad_scores[queries] = grad_rows  # each query lies in one chunk of one group
+        if split is not None:
+            ctx.column_weights.split, ctx.column_weights = split, None
         return grad_scores, None, None, None, None, None, None, None
+
+
+def _column_weights_split(
+    ctx, scores: torch.Tensor, computed: list[PositiveGroup]
+) -> tuple[torch.Tensor | None, bool]:
+    """The ``[2, Q, C]`` tensor the backward writes the recorded column weights into (zeroed
+    unless one group covers every row), or ``None`` when none are recorded or a group has no
+    negative (its blocks are skipped here; ``smooth_ap_terms`` computes them)."""
+    recorded = ctx.column_weights
+    if recorded is None or len(computed) != len(ctx.groups):
+        return None, False
+    whole = covers_every_query(ctx.groups, scores.shape[0])
+    split = scores.new_empty((2, *scores.shape))
+    if not whole:
+        split.zero_()
+    return split, whole
 
 
 def _differentiable_backward(

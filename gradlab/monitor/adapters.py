@@ -32,6 +32,7 @@ from gradlab.errors import GradlabError
 from gradlab.functional.layouts import RetrievalLayout
 from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
+from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column_weights
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantity import NEEDS
 from gradlab.validation import check_shape, check_tensor
@@ -104,6 +105,9 @@ class LossAdapter:
     recorder: object | None = None
     smooth_ap: bool = False
     loss_fn: object | None = None
+    _column_weights: list[RecordedColumnWeights] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     def why_not(self, needs: frozenset[str]) -> str | None:
         """Why a quantity with these needs cannot apply (its first unmet need), or None.
@@ -177,7 +181,8 @@ class LossAdapter:
         if recorder is not None:
             recorder.score_recorder = record_into(recorded)
         try:
-            with recording() as records:
+            with recording() as records, recording_column_weights() as weights:
+                self._column_weights = weights  # SmoothAP's backward fills them (capture)
                 yield recorded, records
         finally:
             if recorder is not None:
@@ -210,8 +215,11 @@ class LossAdapter:
             GradlabError: the call does not have this adapter's form.
         """
         batch = self.read(tensors, loss, tau)
+        weights, self._column_weights = self._column_weights, []
         if self.inputs == "embeddings":
             batch.loss_record = record  # BatchView checks that it matches the layout
+            if record is not None and weights:  # one per recorded SmoothAP call: the last
+                batch.loss_column_weights = weights[-1]
         if score_grad:
             batch.score_captures = self.score_captures(batch, tensors[0], list(recorded))
         first = tensors[0]

@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
 from gradlab.functional.losses import LossRecord, SmoothAPForward
+from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS, RecordedColumnWeights
 
 
 @dataclass
@@ -179,6 +180,10 @@ class BatchView:
     loss_tau: float | None = None
     loss_record: LossRecord | None = None
     """What the watched gradlab loss computed (``gradlab.functional.losses.recording``)."""
+    loss_column_weights: RecordedColumnWeights | None = None
+    """The column weights the same call's exact backward recorded
+    (``gradlab.functional.smooth_ap.recording_column_weights``): once it ran,
+    :meth:`smooth_ap_terms` at the loss's tau starts from them instead of a sigmoid block."""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
     degenerate_batches: int | None = None  # batches without positives so far (watched loss)
     score_captures: list[ScoreCapture] = field(default_factory=list)  # anatomy (dL/dS)
@@ -501,8 +506,24 @@ class BatchView:
                 candidate_mask=candidates,
                 forward=forward,
                 buffer=lambda name, shape, dtype: self.buffer(f"{name} {key}", shape, dtype),
+                column_weights_split=None if forward is None else self._recorded_split(tau),
             )
         return self._cache[key]
+
+    def _recorded_split(self, tau: float) -> torch.Tensor | None:
+        """The column weights the loss's backward recorded for the recorded call (whose tau and
+        query convention the caller has matched), handed out once; ``None`` if there are none
+        or they were computed otherwise (another tau, chunk size or dtype)."""
+        recorded = self.loss_column_weights
+        if recorded is None or recorded.split is None:
+            return None
+        split = recorded.split
+        if (recorded.tau != tau or recorded.budget != DEFAULT_CHUNK_ELEMENTS
+                or split.shape[1:] != self.scores.shape
+                or split.dtype != self.scores.dtype):  # fmt: skip
+            return None
+        recorded.split = None  # smooth_ap_terms writes dAP/dS into it
+        return split
 
     def smooth_ap_loss_grad(self, tau: float, include_query: bool = False) -> torch.Tensor:
         """``dL/dS`` ``[Q, C]`` of gradlab's ``1 - mean smooth AP`` at the step's scores.

@@ -1,0 +1,137 @@
+"""The decomposition's column weights taken from SmoothAP's own exact backward.
+
+Inside ``recording_column_weights()`` the backward of a recorded SmoothAP loss call also writes
+the ``[2, Q, C]`` weights ``(gA, gC)`` that ``smooth_ap_terms`` would compute from a second
+sigmoid block. They must be those numbers bit for bit (the Monitor logs the same values with
+and without them), and every value logged from them must still match float64 loops.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+import gradlab.functional.diagnostics as diagnostics_module
+from gradlab.functional.diagnostics import smooth_ap_terms
+from gradlab.functional.losses import recording
+from gradlab.functional.smooth_ap import recording_column_weights
+from gradlab.monitor import Decomposition, GradientAgreement, RelaxationGap
+from gradlab.monitor.batch import BatchView
+from tests.helpers.monitor_values import logged_values
+from tests.reference.monitor_loops import per_query_values
+
+UNEVEN = torch.tensor([0, 1, 0, 2, 1, 3, 0, 2, 4, 1, 3, 5, 0, 1])  # groups of 3, 3, 1, 1, 0, 0
+EVEN = torch.arange(8).repeat_interleave(4)  # one group of every query
+
+
+def _recorded_call(labels, dtype, tau, include_query=False, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(len(labels), 6, generator=generator, dtype=dtype)
+    embeddings.requires_grad_(True)
+    loss_fn = gradlab.SmoothAPLoss(tau, include_query=include_query)
+    with recording() as records, recording_column_weights() as weights:
+        loss = loss_fn(embeddings, labels)
+    loss.backward()
+    return embeddings, loss, records[-1], weights
+
+
+def _views(labels, dtype, tau):
+    embeddings, loss, record, weights = _recorded_call(labels, dtype, tau)
+    common = dict(embeddings=embeddings.detach(), labels=labels, loss=loss.detach(),
+                  embedding_grad=embeddings.grad.detach(), tau=tau, loss_kind="exclude_query",
+                  loss_tau=tau)  # fmt: skip
+    recorded = BatchView(**common, loss_record=record, loss_column_weights=weights[0])
+    return recorded, BatchView(**common, loss_record=record), BatchView(**common)
+
+
+def _identical(got, expected):
+    torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+
+
+@pytest.mark.parametrize("labels", [UNEVEN, EVEN], ids=["groups", "one-group"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("include_query", [False, True])
+def test_the_backward_records_the_weights_smooth_ap_terms_computes(labels, dtype, include_query):
+    embeddings, _, record, weights = _recorded_call(labels, dtype, 0.05, include_query)
+    assert len(weights) == 1 and weights[0].split is not None
+    vectors = torch.nn.functional.normalize(embeddings.detach(), dim=1)
+    recorded = weights[0].split.clone()
+    computed = smooth_ap_terms(record.scores.detach(), record.positives, 0.05, vectors,
+                               candidate_mask=record.candidate_mask,
+                               forward=tuple(record.forward))  # fmt: skip
+    # score_grad = gA - gC is written over gA: compare both halves through it and gC
+    _identical(recorded[0] - recorded[1], computed.score_grad)
+    from_split = smooth_ap_terms(record.scores.detach(), record.positives, 0.05, vectors,
+                                 candidate_mask=record.candidate_mask,
+                                 forward=tuple(record.forward),
+                                 column_weights_split=recorded)  # fmt: skip
+    for name in ("ap", "score_grad", "ad_term", "cb_term"):
+        _identical(getattr(from_split, name), getattr(computed, name))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_monitor_logs_the_same_values_with_the_recorded_weights(dtype):
+    recorded, shared, independent = _views(UNEVEN, dtype, 0.1)
+    got = logged_values(recorded)
+    assert recorded.loss_column_weights.split is None  # taken: no second sigmoid block
+    for other in (shared, independent):
+        expected = logged_values(other)
+        assert got.keys() == expected.keys()
+        assert all(got[k] == expected[k] or (math.isnan(got[k]) and math.isnan(expected[k]))
+                   for k in got)  # fmt: skip
+
+
+def test_values_from_the_recorded_weights_match_float64_loops():
+    recorded, _, _ = _views(UNEVEN, torch.float64, 0.1)
+    got = logged_values(recorded, (Decomposition, RelaxationGap, GradientAgreement))
+    loops = per_query_values(recorded.embeddings.tolist(), UNEVEN.tolist(), 0.1)
+    assert got["smooth_ap"] == pytest.approx(math.fsum(loops["smooth"]) / len(loops["smooth"]),
+                                             rel=1e-12)  # fmt: skip
+    for key, name in (("ad", "ad_norm"), ("cb", "cb_norm"), ("grad", "grad_norm")):
+        mean = math.fsum(loops[key]) / len(loops[key])
+        assert got[f"decomposition_{name}_mean"] == pytest.approx(mean, rel=1e-9), key
+    assert got["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_weights_of_another_tau_or_a_skipped_backward_are_not_used():
+    recorded, _, _ = _views(EVEN, torch.float64, 0.1)
+    assert recorded.smooth_ap_terms(0.2) is not None  # another tau: computed, weights kept
+    assert recorded.loss_column_weights.split is not None
+    embeddings = torch.randn(6, 3, requires_grad=True)
+    with recording_column_weights() as weights:
+        gradlab.SmoothAPLoss(0.1)(embeddings, torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert weights[0].split is None  # no backward: nothing recorded
+
+
+def test_a_query_without_negatives_leaves_the_weights_unrecorded():
+    embeddings = torch.randn(4, 3, requires_grad=True)
+    with recording_column_weights() as weights, pytest.warns(Warning, match="ranking signal"):
+        loss = gradlab.SmoothAPLoss(0.1)(embeddings, torch.zeros(4, dtype=torch.long))
+    loss.backward()
+    assert weights[0].split is None  # smooth_ap_terms computes that group itself
+
+
+def test_a_second_order_backward_records_nothing():
+    embeddings = torch.randn(6, 3, requires_grad=True)
+    with recording_column_weights() as weights:
+        loss = gradlab.SmoothAPLoss(0.1)(embeddings, torch.tensor([0, 0, 1, 1, 2, 2]))
+    (grad,) = torch.autograd.grad(loss, embeddings, create_graph=True)
+    assert weights[0].split is None and grad.requires_grad
+
+
+def test_a_watched_loss_hands_its_weights_to_the_step(tmp_path, monkeypatch):
+    blocks = []
+    original = diagnostics_module.sigmoid_block
+    monkeypatch.setattr(diagnostics_module, "sigmoid_block",
+                        lambda *a, **k: blocks.append(1) or original(*a, **k))  # fmt: skip
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = torch.randn(16, 4, requires_grad=True)
+        loss_fn(embeddings, torch.arange(16) % 4).backward()
+        record = monitor.step()
+    assert not blocks  # the decomposition, agreement and anatomy read the backward's weights
+    assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert math.isfinite(record["decomposition_ad_norm_mean"])
