@@ -200,7 +200,8 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         normalize: L2-normalise the rows first (measure directions only).
 
     Returns:
-        :class:`EffectiveRank` of 0-d float64 tensors.
+        :class:`EffectiveRank` of 0-d float64 tensors (NaN for a batch with NaN or infinite
+        entries).
 
     Raises:
         GradlabError: a bad tensor or fewer than 2 rows.
@@ -217,7 +218,10 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     centred = values - values.mean(dim=0, keepdim=True)
     rows, dims = centred.shape
     gram = centred @ centred.T if rows <= dims else centred.T @ centred
-    eigenvalues = torch.linalg.eigvalsh(gram)
+    # NaN or inf (in the input, or a Gram that overflows) make eigvalsh raise: decompose zeros
+    # instead and answer NaN, without reading the flag back.
+    finite = torch.isfinite(gram).all()
+    eigenvalues = torch.linalg.eigvalsh(torch.where(finite, gram, 0.0))
     largest = eigenvalues[-1].clamp(min=0.0)
     floor = largest * (max(rows, dims) * torch.finfo(torch.float64).eps)
     singular = torch.where(eigenvalues > floor, eigenvalues, 0.0).clamp(min=0.0).sqrt()
@@ -225,7 +229,7 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     spread = total > 0
     p = singular / torch.where(spread, total, 1.0)
     entropy = -torch.where(p > 0, p * p.log(), 0.0).sum()
-    rank = torch.where(spread, entropy.exp(), 1.0)
+    rank = torch.where(finite, torch.where(spread, entropy.exp(), 1.0), math.nan)
     return EffectiveRank(rank, rank / min(rows - 1, dims))
 
 

@@ -41,11 +41,10 @@ classes of each preset), ``QUANTITIES`` (one quantity class per family, in the o
 
 from gradlab.monitor.adapters import LossAdapter, adapt
 from gradlab.monitor.anatomy import Anatomy
-from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.config import PRESETS, QUANTITIES, MonitorConfig
+from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.quantities import (
-    PRESETS,
-    QUANTITIES,
     Decomposition,
     DegenerateBatches,
     EmbeddingGradNorm,
@@ -70,6 +69,7 @@ from gradlab.monitor.sinks import (
     read_jsonl,
     read_segments,
 )
+from gradlab.monitor.suspects import Suspects
 
 __all__ = [
     "NEEDS",
@@ -78,16 +78,19 @@ __all__ = [
     "SINKS",
     "Anatomy",
     "CSVSink",
+    "ChanceLevel",
     "Decomposition",
     "DegenerateBatches",
     "EmbeddingGradNorm",
     "EmbeddingNorms",
+    "Geometry",
     "GradientAgreement",
     "GradientCounts",
     "JSONLSink",
     "Loss",
     "LossAdapter",
     "MLflowSink",
+    "Margins",
     "Monitor",
     "MonitorConfig",
     "OperatingRegion",
@@ -95,6 +98,8 @@ __all__ = [
     "Quantity",
     "RelaxationGap",
     "Sink",
+    "Suspects",
+    "Temperature",
     "TensorBoardSink",
     "WandbSink",
     "WeightedGradientCounts",

@@ -13,13 +13,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 from gradlab.errors import GradlabError
-from gradlab.monitor.quantities import PRESETS
+from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
+from gradlab.monitor.quantities import PRESETS as BASE_PRESETS
+from gradlab.monitor.quantities import QUANTITIES as BASE_QUANTITIES
 from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.schedules import Schedule, default_schedule, every
 from gradlab.monitor.sinks import SINKS, Sink
+from gradlab.monitor.suspects import Suspects
 from gradlab.validation import check_positive_finite
 
-__all__ = ["DISTRIBUTED", "MonitorConfig"]
+__all__ = ["DISTRIBUTED", "PRESETS", "QUANTITIES", "MonitorConfig"]
+
+PRESETS = {
+    "cheap": BASE_PRESETS["cheap"],
+    "default": (*BASE_PRESETS["default"], Geometry, Margins),
+    "full": (*BASE_PRESETS["full"], Geometry, Margins),
+}
+"""Quantity classes of each preset, from cheap to full: :mod:`gradlab.monitor.quantities`'
+presets with the geometry and margins of :mod:`gradlab.monitor.geometry` in the default and
+full ones."""
+
+QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Suspects)
+"""gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
 DISTRIBUTED = ("auto", "local")
 """``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather."""

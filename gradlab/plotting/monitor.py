@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
 
 from gradlab.errors import GradlabError
-from gradlab.monitor.quantities import QUANTITIES
+from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
 from gradlab.monitor.sinks import read_segments
 from gradlab.paths import check_output_folder

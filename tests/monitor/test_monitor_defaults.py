@@ -80,7 +80,7 @@ def test_monitor_defaults_preset_sinks_tau_and_schedule(tmp_path):
     monitor = Monitor(tmp_path)
     names = [q.name for q in monitor.quantities]
     assert names == ["loss", "embedding_norm", "embedding_grad_norm", "operating_region",
-                     "gradient_counts", "degenerate_batches"]  # fmt: skip
+                     "gradient_counts", "degenerate_batches", "geometry", "margins"]  # fmt: skip
     assert not any(isinstance(q, WeightedGradientCounts) for q in monitor.quantities)
     assert [type(s) for s in monitor.sinks] == [JSONLSink]
     assert monitor.tau == 0.01 and monitor.strict is False and monitor.distributed == "auto"

@@ -62,7 +62,7 @@ def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
     for selection in (runs, runs[:1]):
         with captured_figures(monkeypatch, monitor_plots) as figures:
             plot_runs(selection, tmp_path / "figures")
-        assert len(figures) == 7  # loss, norms, gradient norms, P, counts, degenerate, overview
+        assert len(figures) == 11  # loss, norms, grads, P, counts, degenerate, 4 geometry, overview
         for figure in figures:
             assert layout_problems(figure) == [], figure.axes[0].get_title()
             labels = [t.get_text() for legend in [*figure.legends,

@@ -1,0 +1,314 @@
+"""Geometry, margin, chance-level and temperature quantities of a logged step.
+
+What embedding-model users ask of a run ("are my embeddings collapsing?", "is the loss stuck at
+chance?", "what is the learnable scale doing?"), each a small :class:`Quantity` whose math is a
+call into :mod:`gradlab.functional.geometry`, from what the step already has (the embeddings
+and the step's one score matrix); reductions stay on the device (no host sync).
+
+* :class:`Geometry` (embeddings): alignment and uniformity (Wang & Isola 2020), effective rank
+  of the centred embeddings and its share of ``min(N - 1, d)`` (RankMe), the normalised
+  standard deviation x ``sqrt(d)`` (SimSiam) and, for a cross-modal batch, the modality gap.
+* :class:`Margins` (the score matrix, in the loss's units): per query the positive score, the
+  hardest negative, their margin, the share of negatives violating it and in-batch R@1, means
+  over the queries that have both a positive and a negative.
+* :class:`ChanceLevel` (InfoNCE-family losses): the loss minus ``ln C``.
+* :class:`Temperature` (a softmax scale, learnable or fixed): its value, ``dL/d log s`` in
+  closed form, the parameter's own gradient when it has one, and whether a clamp holds it.
+
+Cost at B = 112 (d = 64, one CPU thread): about 0.3 ms for :class:`Geometry` (the effective
+rank's eigenvalues come from the smaller Gram matrix, ``[min(B, d)]^2``, never an SVD of the
+``[B, d]`` batch) and 0.1 ms for :class:`Margins`: one pass over the scores, no sort.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional import geometry as measures
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.quantity import Plot, Quantity, Values
+from gradlab.monitor.schedules import Schedule
+
+__all__ = ["ChanceLevel", "Geometry", "Margins", "Temperature"]
+
+
+def _finite_means(rows: torch.Tensor) -> torch.Tensor:
+    """``[k]``: mean of the finite entries of each row of ``rows`` ``[k, n]`` (NaN if none)."""
+    finite = torch.isfinite(rows)
+    return torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)
+
+
+class Geometry(Quantity):
+    """Alignment, uniformity, effective rank, normalised std and modality gap of the batch.
+
+    In-batch, the positive pairs are those of the labels and the uniformity reads the step's
+    cosine score matrix (no second product); cross-modal, the alignment runs over the
+    ``positives`` of the queries x candidates scores, the other values describe the queries
+    (the watched call's ``embeddings``) and ``geometry_modality_gap`` compares them with the
+    candidates.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
+        >>> values = Geometry().compute(view)  # 4 orthogonal points: a regular simplex
+        >>> [round(float(values[key]), 4) for key in ("geometry_alignment",
+        ...                                           "geometry_effective_rank_share")]
+        [2.0, 1.0]
+    """
+
+    name = "geometry"
+    needs = frozenset({"embeddings", "scores"})
+    keys = ("geometry_alignment", "geometry_uniformity", "geometry_effective_rank",
+            "geometry_effective_rank_share", "geometry_std", "geometry_modality_gap")  # fmt: skip
+    plots = (
+        Plot("geometry", "Alignment and uniformity (Wang & Isola 2020; lower is better for "
+             "both)", "value", (
+                 ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
+                 ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)"))),
+        Plot("geometry_collapse", "Collapse: effective rank / min(N - 1, d) and "
+             "std of normalised embeddings x sqrt(d) (1: spread, 0: collapsed)", "share", (
+                 ("geometry_effective_rank_share", "effective rank / min(N - 1, d)"),
+                 ("geometry_std", "std x sqrt(d)"),
+                 ("geometry_modality_gap", "modality gap |centroid difference|")),
+             zero_based=True),
+    )  # fmt: skip
+
+    def compute(self, batch: BatchView) -> Values:
+        embeddings = batch.embeddings
+        layout = batch.layout
+        in_batch = batch.labels is not None
+        rank = measures.effective_rank(embeddings)
+        values = {
+            "geometry_alignment": measures.alignment(layout.scores, layout.positives,
+                                            candidate_mask=layout.candidate_mask),
+            "geometry_uniformity": measures.uniformity(embeddings, gram=layout.scores if in_batch
+                                              else None) if embeddings.shape[0] > 1 else None,
+            "geometry_effective_rank": rank.rank,
+            "geometry_effective_rank_share": rank.share,
+            "geometry_std": measures.normalized_std(embeddings),
+        }  # fmt: skip
+        if not in_batch and batch.candidates is not None:
+            values["geometry_modality_gap"] = measures.modality_gap(embeddings, batch.candidates)
+        return {key: value for key, value in values.items() if value is not None}
+
+
+class Margins(Quantity):
+    """Per query: positive score, hardest negative, margin, violation share, R@1 (means).
+
+    Read from the step's score matrix in the loss's own units (cosine scores when the loss is
+    watched on embeddings; logits when it is watched on a score matrix); the means run over
+    the queries that have both a positive and a negative. A margin that stays negative with a
+    violation share near 1 is a batch the model does not separate; R@1 is in-batch recall at 1.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.tensor([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]]),
+        ...                  labels=torch.tensor([0, 0, 1]))
+        >>> values = Margins().compute(view)  # margins 0.8 - 0.0 and 0.8 - 0.6
+        >>> round(float(values["margin_mean"]), 4), float(values["margin_recall_at_1"])
+        (0.5, 1.0)
+    """
+
+    name = "margins"
+    needs = frozenset({"scores"})
+    keys = ("margin_positive_score", "margin_hardest_negative", "margin_mean",
+            "margin_violation_share", "margin_recall_at_1")  # fmt: skip
+    plots = (
+        Plot("margins", "Positive score, hardest negative and their margin (means over "
+             "queries)", "score", (
+                 ("margin_positive_score", "positive score"),
+                 ("margin_hardest_negative", "hardest negative"),
+                 ("margin_mean", "margin: hardest positive - hardest negative"))),
+        Plot("margin_violations", "Negatives at or above the positive, and in-batch R@1",
+             "share", (
+                 ("margin_violation_share", "negatives violating the margin (share)"),
+                 ("margin_recall_at_1", "in-batch R@1")), zero_based=True),
+    )  # fmt: skip
+
+    def compute(self, batch: BatchView) -> Values:
+        layout = batch.layout
+        margins = measures.query_margins(batch.scores, layout.positives, layout.candidate_mask)
+        rows = torch.stack([margins.positive, margins.hardest_negative, margins.margin,
+                            margins.violation_share, margins.recall_at_1])  # fmt: skip
+        both = torch.isfinite(margins.margin)
+        means = _finite_means(torch.where(both, rows, math.nan))
+        return dict(zip(self.keys, means.unbind(), strict=True))
+
+
+class ChanceLevel(Quantity):
+    """The loss minus ``ln C``, InfoNCE's loss when every candidate scores alike.
+
+    For InfoNCE-family losses (NT-Xent, CLIP's loss, sentence-transformers'
+    MultipleNegativesRankingLoss): a value near 0 means the model has learned nothing (open_clip
+    users' "the loss stays at 4.85 = ln 128"). ``C`` is the number of candidates per query:
+    ``B - 1`` in-batch, the columns of a cross-modal matrix. A loss summed over both directions
+    (gradlab's ``NTXentLoss(direction="both")``) sits at ``2 ln C``: pass ``terms=2``. Other
+    losses have other chance levels: this quantity is not in a preset.
+
+    Args:
+        schedule: ``step -> bool``.
+        terms: how many InfoNCE terms the loss sums (1, or 2 for a summed symmetric loss).
+
+    Raises:
+        GradlabError: ``terms`` not a positive integer.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
+        ...                  loss=torch.tensor(math.log(2.0)))
+        >>> round(float(ChanceLevel().compute(view)["loss_minus_chance"]), 6)  # C = 2 candidates
+        0.0
+    """
+
+    name = "chance_level"
+    needs = frozenset({"loss", "scores"})
+    keys = ("loss_minus_chance", "chance_level")
+    plots = (Plot("chance_level", "Loss minus its chance level ln C (InfoNCE: 0 = chance)",
+                  "loss", (("loss_minus_chance", "loss - ln C"),)),)  # fmt: skip
+
+    def __init__(self, schedule: Schedule | None = None, terms: int = 1) -> None:
+        super().__init__(schedule)
+        if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
+            raise GradlabError(f"terms must be a positive integer (InfoNCE terms the loss sums, "
+                               f"1 or 2); got {terms!r}")  # fmt: skip
+        self.terms = terms
+
+    def compute(self, batch: BatchView) -> Values:
+        if batch.loss is None:
+            return {}
+        columns = batch.scores.shape[1]
+        candidates = columns - 1 if batch.labels is not None else columns
+        if candidates < 1:
+            return {}
+        level = self.terms * measures.chance_level(candidates)
+        loss = batch.loss.detach().to(torch.float64).reshape(())
+        level_value = torch.full((), level, dtype=torch.float64, device=loss.device)
+        return {"loss_minus_chance": loss - level, "chance_level": level_value}
+
+
+ScaleSource = float | torch.Tensor | Callable[[], "float | torch.Tensor"]
+
+
+class Temperature(Quantity):
+    """A softmax scale ``s`` (logits ``s * S``): its value, ``dL/d log s``, clamp hits.
+
+    ``temperature_log_scale_grad`` is the closed form
+    :func:`gradlab.functional.temperature_gradient` on the step's cosine scores: the
+    softmax-expected logit minus the positive logit, averaged over the queries (negative: the
+    loss wants a larger scale, a sharper softmax; positive: a smaller one). When ``scale`` is a
+    tensor with a gradient (a learnable parameter, read before ``optimizer.zero_grad()``),
+    ``temperature_log_scale_grad_observed`` is that gradient as ``dL/d log s``: the two agree
+    when the watched loss is the batch's InfoNCE (half of it for each direction of a symmetric
+    loss: ``direction="both"`` is their mean).
+
+    Args:
+        schedule: ``step -> bool``.
+        scale: the parameter, a number, or a callable returning either; None: ``1 / tau``
+            (the Monitor's tau). open_clip: ``model.logit_scale`` with ``log_scale=True``;
+            sentence-transformers' losses: ``loss.scale`` (a number, 20 by default).
+        log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.
+        clamp: ``(low, high)`` bounds applied to the parameter (open_clip clamps
+            ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
+            parameter sits on either bound.
+        direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: ``"i2t"`` in-batch, ``"both"`` for
+            a cross-modal batch.
+        logits: the step's score matrix is already ``s * S`` (a loss watched on its logits, as
+            open_clip's); False: it holds the cosine scores ``S`` (a loss watched on embeddings).
+
+    Raises:
+        GradlabError: a bad ``clamp``, ``direction`` or ``scale``.
+
+    Example:
+        >>> logit_scale = torch.nn.Parameter(torch.tensor(math.log(100.0)))
+        >>> quantity = Temperature(scale=logit_scale, log_scale=True, clamp=(0.0, math.log(100)))
+        >>> view = BatchView(embeddings=torch.eye(2), candidates=torch.eye(2),
+        ...                  positives=torch.eye(2, dtype=torch.bool))
+        >>> values = quantity.compute(view)
+        >>> round(float(values["temperature_scale"]), 4), float(values["temperature_clamp_hit"])
+        (100.0, 1.0)
+    """
+
+    name = "temperature"
+    needs = frozenset({"scores"})
+    keys = ("temperature_scale", "temperature_log_scale_grad",
+            "temperature_log_scale_grad_observed", "temperature_clamp_hit")  # fmt: skip
+    plots = (
+        Plot("temperature", "Softmax scale s (1 / temperature)", "scale", (
+            ("temperature_scale", "scale s"),)),
+        Plot("temperature_gradient", "dL/d log s: softmax-expected logit minus the positive "
+             "logit (< 0: the loss wants a larger scale)", "dL/d log s", (
+                 ("temperature_log_scale_grad", "closed form"),
+                 ("temperature_log_scale_grad_observed", "the parameter's gradient"))),
+        Plot("temperature_clamp", "Scale on its clamp (0/1)", "hit", (
+            ("temperature_clamp_hit", "clamp hit"),), zero_based=True),
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        schedule: Schedule | None = None,
+        scale: ScaleSource | None = None,
+        *,
+        log_scale: bool = False,
+        clamp: tuple[float, float] | None = None,
+        direction: str | None = None,
+        logits: bool = False,
+    ) -> None:
+        super().__init__(schedule)
+        number = isinstance(scale, (int, float, torch.Tensor)) and not isinstance(scale, bool)
+        if scale is not None and not (number or callable(scale)):
+            raise GradlabError(f"scale must be a number, a tensor or a callable returning one; "
+                               f"got {type(scale).__name__}")  # fmt: skip
+        if isinstance(scale, torch.Tensor) and scale.numel() != 1:
+            raise GradlabError(f"scale must hold one value; got shape {tuple(scale.shape)}")
+        for flag, value in (("log_scale", log_scale), ("logits", logits)):
+            if not isinstance(value, bool):
+                raise GradlabError(f"{flag} must be True or False; got {value!r}")
+        if clamp is not None:
+            valid = (
+                isinstance(clamp, (tuple, list))
+                and len(clamp) == 2
+                and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in clamp)
+            )
+            if not valid or not clamp[0] < clamp[1]:
+                raise GradlabError(f"clamp must be a pair (low, high) of numbers with low < high; "
+                                   f"got {clamp!r}")  # fmt: skip
+            clamp = (float(clamp[0]), float(clamp[1]))
+        if direction is not None and direction not in ("i2t", "t2i", "both"):
+            raise GradlabError(f"direction must be 'i2t', 't2i', 'both' or None; got "
+                               f"{direction!r}")  # fmt: skip
+        self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
+        self.logits = logits
+
+    def _parameter(self, batch: BatchView) -> torch.Tensor:
+        """The parameter's value (``s`` or ``log s``) as a 0-d float64 tensor on the device."""
+        source = self.scale() if callable(self.scale) else self.scale
+        device = batch.embeddings.device
+        if source is None:
+            value = 1.0 / batch.tau
+            return torch.full((), math.log(value) if self.log_scale else value,
+                              dtype=torch.float64, device=device)  # fmt: skip
+        if isinstance(source, torch.Tensor):
+            return source.detach().reshape(()).to(device=device, dtype=torch.float64)
+        return torch.full((), float(source), dtype=torch.float64, device=device)
+
+    def compute(self, batch: BatchView) -> Values:
+        parameter = self._parameter(batch)
+        scale = parameter.exp() if self.log_scale else parameter
+        layout = batch.layout
+        direction = self.direction or ("i2t" if batch.labels is not None else "both")
+        scores = batch.scores / scale if self.logits else batch.scores
+        values = {
+            "temperature_scale": scale,
+            "temperature_log_scale_grad": measures.temperature_gradient(
+                scores, layout.positives, scale, candidate_mask=layout.candidate_mask,
+                direction=direction),
+        }  # fmt: skip
+        grad = getattr(self.scale, "grad", None)
+        if isinstance(grad, torch.Tensor):
+            grad = grad.detach().reshape(()).to(device=scale.device, dtype=torch.float64)
+            values["temperature_log_scale_grad_observed"] = grad if self.log_scale else grad * scale
+        if self.clamp is not None:
+            low, high = self.clamp
+            values["temperature_clamp_hit"] = ((parameter <= low) | (parameter >= high)).double()
+        return values

@@ -1,0 +1,141 @@
+"""False-negative suspects among a step's negatives: how many, and how much gradient they take.
+
+:class:`Suspects` flags the negatives of the step's score matrix that may be positives in
+disguise (:func:`gradlab.functional.false_negative_suspects`): a label or content-hash
+collision with the query, or a score too close to the query's positive by the sign-safe rule
+``s_neg >= s_pos - |s_pos| * margin``. It logs their number, their share of the negatives'
+gradient mass ``sum |dL/dS|`` (from the watched loss's ``dL/dS``) and their share of each
+query's ``k`` hardest negatives (:func:`gradlab.functional.suspect_summary`).
+
+Labels and hashes change with every batch: pass a callable that returns the current batch's
+(the one the watched loss sees), as :meth:`gradlab.Monitor.attach` takes its labels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional.suspects import false_negative_suspects, suspect_summary
+from gradlab.monitor.batch import BatchView
+from gradlab.monitor.quantity import Plot, Quantity, Values
+from gradlab.monitor.schedules import Schedule
+from gradlab.validation import check_in_range, check_positive_int
+
+__all__ = ["Suspects"]
+
+Source = Callable[[], "torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None"]
+
+
+class Suspects(Quantity):
+    """Suspected false negatives of the step: count, gradient share, share of the hardest.
+
+    Keys: ``suspects_count`` (in the batch), ``suspects_per_query``,
+    ``suspects_gradient_share`` (of the negatives' ``sum |dL/dS|``; needs a watched loss whose
+    score matrix gradient the Monitor reads) and ``suspects_top_k_share``.
+
+    Args:
+        schedule: ``step -> bool``.
+        labels: callable returning the batch's collision labels: ``[B]`` for a paired or
+            in-batch matrix, or ``(query_labels, candidate_labels)``; None: no label rule.
+        hashes: the same for content hashes (:func:`gradlab.functional.content_hashes`).
+        margin: the score rule's relative margin (>= 0); None: no score rule. Default 0:
+            negatives scoring at least the query's lowest positive.
+        k: the hardest negatives per query that ``suspects_top_k_share`` looks at.
+        gradient: read ``dL/dS`` for ``suspects_gradient_share`` (the Monitor then hooks the
+            loss's score matrix; a loss without one leaves the quantity out unless False).
+
+    Raises:
+        GradlabError: no rule, a non-callable source, a negative margin or a bad ``k``.
+
+    Example:
+        >>> import math
+        >>> view = BatchView(embeddings=torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1]]),
+        ...                  candidates=torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0]]),
+        ...                  positives=torch.eye(3, dtype=torch.bool))
+        >>> quantity = Suspects(margin=0.05, gradient=False)  # rows 0 and 2 are near-duplicates
+        >>> values = quantity.compute(view)
+        >>> float(values["suspects_count"]), float(values["suspects_top_k_share"])
+        (2.0, 0.3333333333333333)
+    """
+
+    name = "suspects"
+    keys = ("suspects_count", "suspects_per_query", "suspects_gradient_share",
+            "suspects_top_k_share")  # fmt: skip
+    plots = (
+        Plot("suspects", "Suspected false negatives per query", "negatives", (
+            ("suspects_per_query", "suspects per query"),), zero_based=True),
+        Plot("suspects_share", "Suspected false negatives: share of the negatives' gradient and "
+             "of the hardest negatives", "share", (
+                 ("suspects_gradient_share", "share of sum |dL/dS| over negatives"),
+                 ("suspects_top_k_share", "share of the k hardest negatives")),
+             zero_based=True),
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        schedule: Schedule | None = None,
+        labels: Source | None = None,
+        hashes: Source | None = None,
+        margin: float | None = 0.0,
+        k: int = 10,
+        gradient: bool = True,
+    ) -> None:
+        super().__init__(schedule)
+        for name, source in (("labels", labels), ("hashes", hashes)):
+            if source is not None and not callable(source):
+                raise GradlabError(f"{name} must be a callable returning the current batch's "
+                                   f"{name} (a tensor); got {type(source).__name__}")  # fmt: skip
+        if labels is None and hashes is None and margin is None:
+            raise GradlabError("give at least one of labels, hashes or margin (the rules that "
+                               "flag a suspect); got none")  # fmt: skip
+        self.margin = None if margin is None else check_in_range("margin", margin, 0.0, 1e6)
+        self.k = check_positive_int("k", k)
+        if not isinstance(gradient, bool):
+            raise GradlabError(f"gradient must be True or False; got {gradient!r}")
+        self.labels, self.hashes = labels, hashes
+        self.needs = frozenset({"scores", "score_grad"} if gradient else {"scores"})
+
+    def compute(self, batch: BatchView) -> Values:
+        layout = batch.layout
+        scores = batch.scores
+        device = scores.device
+
+        def current(source):
+            if source is None:
+                return None
+            value = source()
+            if isinstance(value, tuple):
+                return tuple(part.to(device) for part in value)
+            return None if value is None else value.to(device)
+
+        labels, hashes = current(self.labels), current(self.hashes)
+        if labels is None and hashes is None and self.margin is None:
+            return {}
+        suspects = false_negative_suspects(scores, layout.positives, layout.candidate_mask,
+                                           labels=labels, hashes=hashes,
+                                           margin=self.margin)  # fmt: skip
+        summary = suspect_summary(suspects, scores, layout.positives, layout.candidate_mask,
+                                  self._score_grad(batch), self.k)  # fmt: skip
+        values = {"suspects_count": summary.count, "suspects_per_query": summary.per_query,
+                  "suspects_top_k_share": summary.top_k_share}  # fmt: skip
+        if "score_grad" in self.needs:
+            values["suspects_gradient_share"] = summary.gradient_share
+        return values
+
+    def _score_grad(self, batch: BatchView) -> torch.Tensor | None:
+        """The watched loss's ``dL/dS`` of the step's score matrix (rows as queries), if any."""
+        if "score_grad" not in self.needs:
+            return None
+        for capture in batch.score_captures:
+            if capture.direction not in ("in_batch", "i2t", "both"):
+                continue
+            grad = capture.grad
+            if grad is None and capture.smooth_ap_tau is not None:
+                include_query = capture.direction == "in_batch" and capture.candidates is None
+                grad = batch.smooth_ap_loss_grad(capture.smooth_ap_tau, include_query)
+            if grad is not None and tuple(grad.shape) == tuple(batch.scores.shape):
+                return grad
+        return None

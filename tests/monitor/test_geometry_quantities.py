@@ -1,0 +1,194 @@
+"""Geometry, margins, chance level and temperature as logged by a Monitor, against float64 loops."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.errors import GradlabError
+from gradlab.monitor import ChanceLevel, Geometry, Margins, Monitor, Temperature, every
+from gradlab.monitor.batch import BatchView
+from tests.reference import geometry_loops as loops
+
+
+def _labelled_batch(seed=0, size=24, dims=6, classes=6):
+    generator = torch.Generator().manual_seed(seed)
+    centres = torch.randn(classes, dims, generator=generator)
+    labels = torch.arange(size) % classes
+    embeddings = centres[labels] + 0.8 * torch.randn(size, dims, generator=generator)
+    return embeddings, labels
+
+
+def test_default_preset_logs_geometry_and_margins_that_match_loops(tmp_path):
+    embeddings, labels = _labelled_batch()
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        leaf = embeddings.clone().requires_grad_(True)
+        loss_fn(leaf, labels).backward()
+        record = monitor.step()
+    points, same = embeddings.tolist(), (labels[:, None] == labels[None, :]).tolist()
+    size = len(points)
+    positives = [[same[i][j] and i != j for j in range(size)] for i in range(size)]
+    candidates = [[i != j for j in range(size)] for i in range(size)]
+    rank, share = loops.effective_rank(points)
+    expected = {
+        "geometry_alignment": loops.alignment(points, points, positives),
+        "geometry_uniformity": loops.uniformity(points),
+        "geometry_effective_rank": rank,
+        "geometry_effective_rank_share": share,
+        "geometry_std": loops.normalized_std(points),
+    }
+    for key, value in expected.items():
+        assert record[key] == pytest.approx(value, rel=1e-5), key
+    names = ("margin_positive_score", "margin_hardest_negative", "margin_mean",
+             "margin_violation_share", "margin_recall_at_1")  # fmt: skip
+    reference = loops.margins(loops.cosines(points, points), positives, candidates)
+    assert [record[name] for name in names] == pytest.approx(reference, abs=1e-6)
+    assert "geometry_modality_gap" not in record
+
+
+def test_cross_modal_geometry_and_margins_match_loops():
+    generator = torch.Generator().manual_seed(1)
+    images = torch.randn(10, 5, generator=generator) + torch.tensor([2.0, 0, 0, 0, 0])
+    texts = images + 0.5 * torch.randn(10, 5, generator=generator) - torch.tensor([4.0, 0, 0, 0, 0])
+    positives = torch.eye(10, dtype=torch.bool)
+    positives[3, 7] = True
+    positives[5, 5] = False  # a query without a positive: left out of the margins' means
+    view = BatchView(embeddings=images, candidates=texts, positives=positives)
+    values = Geometry().compute(view)
+    a, b, pos = images.tolist(), texts.tolist(), positives.tolist()
+    assert float(values["geometry_modality_gap"]) == pytest.approx(loops.modality_gap(a, b))
+    assert float(values["geometry_alignment"]) == pytest.approx(
+        loops.alignment(a, b, pos), rel=1e-5
+    )
+    assert float(values["geometry_uniformity"]) == pytest.approx(loops.uniformity(a), rel=1e-9)
+    margins = Margins().compute(view)
+    reference = loops.margins(loops.cosines(a, b), pos, [[True] * 10] * 10)
+    assert [float(v) for v in margins.values()] == pytest.approx(reference, abs=1e-6)
+
+
+def test_collapsed_batch_reads_rank_one_and_no_spread():
+    view = BatchView(embeddings=torch.tensor([[0.2, 1.0, -0.5]]).repeat(8, 1),
+                     labels=torch.arange(8) % 2)  # fmt: skip
+    values = Geometry().compute(view)
+    assert float(values["geometry_effective_rank"]) == 1.0
+    assert float(values["geometry_std"]) == pytest.approx(0.0, abs=1e-6)
+    assert float(values["geometry_alignment"]) == pytest.approx(0.0, abs=1e-6)
+    assert float(values["geometry_uniformity"]) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_chance_level_subtracts_ln_c_per_term():
+    size = 9
+    view = BatchView(embeddings=torch.ones(size, 3), labels=torch.arange(size) % 3,
+                     loss=torch.tensor(math.log(size - 1) + 0.25))  # fmt: skip
+    values = ChanceLevel().compute(view)
+    assert float(values["loss_minus_chance"]) == pytest.approx(0.25, abs=1e-6)
+    cross = BatchView(
+        embeddings=torch.eye(4),
+        candidates=torch.eye(4),
+        positives=torch.eye(4, dtype=torch.bool),
+        loss=torch.tensor(2 * math.log(4), dtype=torch.float64),
+    )
+    assert float(ChanceLevel(terms=2).compute(cross)["loss_minus_chance"]) == pytest.approx(0.0)
+
+
+def _clip_step(monitor, logit_scale, images, texts, direction):
+    loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction=direction))
+    unit_images = torch.nn.functional.normalize(images, dim=1)
+    unit_texts = torch.nn.functional.normalize(texts, dim=1)
+    logits = logit_scale.exp() * unit_images @ unit_texts.T
+    loss = loss_fn(logits, torch.eye(images.shape[0], dtype=torch.bool))
+    loss.backward()
+    return monitor.step()
+
+
+@pytest.mark.parametrize("direction", ["i2t", "both"])
+def test_temperature_closed_form_equals_the_parameter_gradient(tmp_path, direction):
+    generator = torch.Generator().manual_seed(2)
+    images, texts = torch.randn(12, 8, generator=generator), torch.randn(12, 8, generator=generator)
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(1 / 0.07)))
+    quantity = Temperature(every(1), scale=logit_scale, log_scale=True, logits=True,
+                           clamp=(0.0, math.log(100.0)), direction=direction)  # fmt: skip
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        record = _clip_step(monitor, logit_scale, images, texts, direction)
+    halve = 2.0 if direction == "both" else 1.0  # NTXentLoss sums the directions; CLIP averages
+    assert record["temperature_log_scale_grad"] == pytest.approx(
+        record["temperature_log_scale_grad_observed"] / halve, rel=1e-4)  # fmt: skip
+    scores = loops.cosines(images.tolist(), texts.tolist())
+    eye = [[i == j for j in range(12)] for i in range(12)]
+    rows = loops.temperature_gradient(scores, eye, 1 / 0.07)
+    if direction == "both":
+        columns = [list(column) for column in zip(*scores, strict=True)]
+        rows = (rows + loops.temperature_gradient(columns, eye, 1 / 0.07)) / 2
+    assert record["temperature_log_scale_grad"] == pytest.approx(rows, rel=1e-4)
+    assert record["temperature_scale"] == pytest.approx(1 / 0.07, rel=1e-6)
+    assert record["temperature_clamp_hit"] == 0.0
+
+
+def test_clamp_hit_at_either_bound_and_a_plain_scale():
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]))
+    for value, hit in ((math.log(100.0), 1.0), (0.0, 1.0), (2.0, 0.0)):
+        quantity = Temperature(scale=lambda value=value: torch.tensor(value), log_scale=True,
+                               clamp=(0.0, math.log(100.0)))  # fmt: skip
+        assert float(quantity.compute(view)["temperature_clamp_hit"]) == hit
+    values = Temperature(scale=20.0).compute(view)  # sentence-transformers' fixed scale
+    assert float(values["temperature_scale"]) == 20.0
+    assert "temperature_log_scale_grad_observed" not in values
+    scores = loops.cosines(torch.eye(3).tolist(), torch.eye(3).tolist())
+    positives = [[False, True, False], [True, False, False], [False, False, False]]
+    candidates = [[i != j for j in range(3)] for i in range(3)]
+    expected = loops.temperature_gradient(scores, positives, 20.0, candidates)
+    assert float(values["temperature_log_scale_grad"]) == pytest.approx(expected)
+    default = Temperature().compute(view)  # no scale: 1 / the Monitor's tau
+    assert float(default["temperature_scale"]) == pytest.approx(1 / view.tau)
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: Temperature(scale="20"), "scale must be a number, a tensor or a callable"),
+    (lambda: Temperature(scale=True), "scale must be a number, a tensor or a callable"),
+    (lambda: Temperature(scale=torch.ones(2)), "scale must hold one value"),
+    (lambda: Temperature(log_scale=1), "log_scale must be True or False"),
+    (lambda: Temperature(logits="yes"), "logits must be True or False"),
+    (lambda: Temperature(clamp=(5.0, 1.0)), "clamp must be a pair"),
+    (lambda: Temperature(clamp=(0.0,)), "clamp must be a pair"),
+    (lambda: Temperature(direction="sideways"), "direction must be 'i2t', 't2i', 'both'"),
+    (lambda: ChanceLevel(terms=0), "terms must be a positive integer"),
+])  # fmt: skip
+def test_bad_options_are_refused_when_made(make, match):
+    with pytest.raises(GradlabError, match=match):
+        make()
+
+
+def test_a_learnable_scale_itself_reads_its_gradient_times_the_scale(tmp_path):
+    generator = torch.Generator().manual_seed(3)
+    queries, answers = (
+        torch.randn(9, 4, generator=generator),
+        torch.randn(9, 4, generator=generator),
+    )
+    scale = torch.nn.Parameter(torch.tensor(20.0))  # s itself, not log s
+    with Monitor(tmp_path, quantities=[Temperature(every(1), scale=scale, logits=True,
+                                                   direction="i2t")]) as monitor:  # fmt: skip
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+        unit_q = torch.nn.functional.normalize(queries, dim=1)
+        unit_a = torch.nn.functional.normalize(answers, dim=1)
+        loss_fn(scale * unit_q @ unit_a.T, torch.eye(9, dtype=torch.bool)).backward()
+        record = monitor.step()
+    expected = float(scale.grad) * 20.0  # dL/dlog s = s dL/ds
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(expected, rel=1e-6)
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_cross_modal_batch_defaults_to_both_directions():
+    generator = torch.Generator().manual_seed(4)
+    images, texts = torch.randn(5, 3, generator=generator), torch.randn(5, 3, generator=generator)
+    view = BatchView(embeddings=images, candidates=texts, positives=torch.eye(5, dtype=torch.bool))
+    got = float(Temperature(scale=10.0).compute(view)["temperature_log_scale_grad"])
+    scores = loops.cosines(images.tolist(), texts.tolist())
+    eye = [[i == j for j in range(5)] for i in range(5)]
+    columns = [list(column) for column in zip(*scores, strict=True)]
+    expected = (loops.temperature_gradient(scores, eye, 10.0)
+                + loops.temperature_gradient(columns, eye, 10.0)) / 2  # fmt: skip
+    assert got == pytest.approx(expected, rel=1e-6)

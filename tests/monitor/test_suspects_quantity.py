@@ -1,0 +1,84 @@
+"""The suspects quantity in a Monitor run, against a float64 loop of InfoNCE's dL/dS."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.errors import GradlabError
+from gradlab.functional import content_hashes
+from gradlab.monitor import Monitor, Suspects, every
+
+
+def _infonce_row_grad(scores, temperature):
+    """dL/dS of mean-over-rows InfoNCE with the diagonal positive: (softmax - onehot) / (T Q)."""
+    size = len(scores)
+    grad = []
+    for i, row in enumerate(scores):
+        top = max(row)
+        weights = [math.exp((s - top) / temperature) for s in row]
+        total = sum(weights)
+        grad.append([(w / total - (i == j)) / (temperature * size) for j, w in enumerate(weights)])
+    return grad
+
+
+def test_counts_and_shares_match_a_loop(tmp_path):
+    generator = torch.Generator().manual_seed(0)
+    texts = ["a red circle", "two squares", "a red circle", "a blue line", "two squares", "x"]
+    scores = torch.rand(6, 6, generator=generator, dtype=torch.float64) * 2 - 1
+    scores.fill_diagonal_(0.9)
+    scores[1, 5] = 0.95  # a score-rule suspect (margin 0: at least the positive)
+    hashes = content_hashes(texts)
+    quantity = Suspects(every(1), hashes=lambda: hashes, margin=0.0, k=2)
+    temperature = 0.1
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=temperature, direction="i2t"))
+        leaf = scores.clone().requires_grad_(True)
+        loss_fn(leaf, torch.eye(6, dtype=torch.bool)).backward()
+        record = monitor.step()
+    flagged = {(0, 2), (2, 0), (1, 4), (4, 1), (1, 5)}  # duplicates both ways, and the rule
+    values = scores.tolist()
+    flagged |= {(i, j) for i in range(6) for j in range(6) if i != j and values[i][j] >= 0.9}
+    grad = _infonce_row_grad(values, temperature)
+    negatives = [(i, j) for i in range(6) for j in range(6) if i != j]
+    mass = sum(abs(grad[i][j]) for i, j in negatives)
+    shares = []
+    for i in range(6):
+        hardest = sorted((j for j in range(6) if j != i), key=lambda j: -values[i][j])[:2]
+        shares.append(sum((i, j) in flagged for j in hardest) / 2)
+    assert record["suspects_count"] == len(flagged)
+    assert record["suspects_per_query"] == pytest.approx(len(flagged) / 6)
+    share = sum(abs(grad[i][j]) for i, j in flagged) / mass
+    assert record["suspects_gradient_share"] == pytest.approx(share, rel=1e-9)
+    assert record["suspects_top_k_share"] == pytest.approx(sum(shares) / 6, rel=1e-12)
+
+
+def test_in_batch_labels_and_no_gradient(tmp_path):
+    embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(1))
+    labels = torch.arange(8) % 4
+    sources = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])  # items 0 and 4 share a source, and so on
+    quantity = Suspects(every(1), labels=lambda: sources, margin=None, gradient=False)
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(True), labels).backward()
+        record = monitor.step()
+    pairs = [(i, j) for i in range(8) for j in range(8)
+             if i != j and labels[i] != labels[j] and sources[i] == sources[j]]  # fmt: skip
+    assert record["suspects_count"] == len(pairs)
+    assert "suspects_gradient_share" not in record
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (lambda: Suspects(labels=None, hashes=None, margin=None), "give at least one of labels"),
+    (lambda: Suspects(labels=torch.zeros(3)), "labels must be a callable"),
+    (lambda: Suspects(hashes=[1, 2]), "hashes must be a callable"),
+    (lambda: Suspects(margin=-1.0), "margin must be a finite number"),
+    (lambda: Suspects(k=0), "k must be a positive"),
+    (lambda: Suspects(gradient=1), "gradient must be True or False"),
+])  # fmt: skip
+def test_bad_options_are_refused_when_made(make, match):
+    with pytest.raises(GradlabError, match=match):
+        make()
