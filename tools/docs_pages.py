@@ -173,8 +173,8 @@ def readme_findings(root: Path) -> str:
     from gradlab.report.findings import FINDERS
 
     batch = load_json(root, "figures/studies/p_vs_batch_size.json")
-    (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch})
     records = load_json(root, AUDIT_JSON)
+    (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch, "audit_records": records})
     corrected = sum(r["verdict"] == "holds-with-correction" for r in records)
     fails = sum(r["verdict"] == "fails" for r in records)
     from gradlab.symbolic.seeds import SEEDS

@@ -15,38 +15,58 @@ AUDIT_JSON = "benchmarks/results/audit.json"
 
 @register("audit")
 def audit(root: Path) -> str:
-    """Counts, mutants killed, and every claim that does not simply hold, with its paper."""
+    """Counts, distinct problems and mutants, per paper, and every claim that does not simply
+    hold, with its paper and root cause."""
+    return audit_block(load_json(root, AUDIT_JSON))
+
+
+def audit_block(records: list[dict]) -> str:
+    """The audit block's markdown for ``records`` (audit.json's list).
+
+    Verdict counts come from the records, one column per verdict of
+    :data:`gradlab.symbolic.claims.VERDICTS` (the outcomes of empirical claims in their own
+    columns, never counted as failures); "distinct problems" counts the records that do not
+    hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
+    """
+    from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, distinct_problems
     from gradlab.symbolic.claims import VERDICTS
     from gradlab.symbolic.seeds import SEEDS
 
-    records = load_json(root, AUDIT_JSON)
     counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
-    mutants = sum(r["mutants"] for r in records)
-    killed = sum(r["mutants_killed"] for r in records)
-    undecided = [r for r in records if r["verdict"] == "inconclusive"]
-    survivors = sum(r["mutants"] - r["mutants_killed"] for r in undecided)
+    mutants = sum(r.get("mutants", 0) for r in records)
+    killed = sum(r.get("mutants_killed", 0) for r in records)
+    covered = sum(r.get("mutants", 0) >= 3 and r.get("mutant_operators", 0) >= 2 for r in records)
+    failing = [r for r in records if r["verdict"] in PROBLEM_VERDICTS]
+    outcomes = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS[4:]]
     lines = [
         f"`gradlab audit --measure --mutants` checks **{len(records)}** printed claims of the "
         f"{len(SEEDS)} texts of {len({seed.title for seed in SEEDS.values()})} papers: "
         f"{counts['holds']} hold, {counts['holds-with-correction']} hold only after a correction "
         f"(each correction checked by the same computation), {counts['fails']} fail, "
-        f"{counts['inconclusive']} inconclusive. Its checks reject **{killed} of {mutants}** "
-        f"mutants of the printed forms"
-        + (f"; the {survivors} survivors belong to the inconclusive claim, which no mutant can "
-           "change until its measurement decides." if survivors == mutants - killed and survivors
-           else "."),
+        f"{counts['inconclusive']} inconclusive"
+        + f"; of the claims about the authors' experiments, {', '.join(outcomes)} (outcomes "
+        "on a named setting, not failures)"
+        + f". The {len(failing)} claims that do not hold show **{distinct_problems(failing)} "
+        "distinct problems** (claims that share one root cause count once). Its checks reject "
+        f"**{killed} of {mutants}** mutants of the forms that hold; {covered} of {len(records)} "
+        "claims have at least 3 mutants from at least 2 operators.",
         "",
-        "| paper | claims | holds | with correction | fails | inconclusive |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
+        "| paper | claims | distinct problems | " + " | ".join(VERDICT_WORDS[v] for v in VERDICTS)
+        + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in VERDICTS) + " |",
+    ]  # fmt: skip
     for key, seed in SEEDS.items():
         mine = [r for r in records if r["seed"] == key]
         cells = " | ".join(str(sum(r["verdict"] == v for r in mine)) for v in VERDICTS)
-        lines.append(f"| `{key[:3]}` {seed.citation()} | {len(mine)} | {cells} |")
-    lines += ["", "Every claim that does not simply hold:", "",
-              "| claim | verdict | statement |", "| --- | --- | --- |"]  # fmt: skip
+        lines.append(f"| `{key[:3]}` {seed.citation()} | {len(mine)} | "
+                     f"{distinct_problems(mine)} | {cells} |")  # fmt: skip
+    lines += ["", "Every claim that does not simply hold, with its root cause where several "
+              "claims share one:", "", "| claim | verdict | root cause | statement |",
+              "| --- | --- | --- | --- |"]  # fmt: skip
     for record in records:
         if record["verdict"] != "holds":
             short = f"{record['seed'][:3]}:{record['label']}"
-            lines.append(f"| `{short}` | {record['verdict']} | {record['claim']['statement']} |")
+            cause = record.get("cause") or "-"
+            lines.append(f"| `{short}` | {VERDICT_WORDS[record['verdict']]} | {cause} "
+                         f"| {record['claim']['statement']} |")  # fmt: skip
     return "\n".join(lines)

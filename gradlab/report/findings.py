@@ -16,7 +16,10 @@ from typing import NamedTuple
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.report.html import slug
 from gradlab.report.prose import best_loss_sentence, best_recall_sentences
-from gradlab.report.summaries import cell
+from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, cell, distinct_problems
+
+EMPIRICAL = ("reproduced", "not-reproduced", "not-testable-here")
+"""Outcomes of claims about the authors' experiments: worded apart, never counted as failures."""
 
 
 class Finding(NamedTuple):
@@ -33,17 +36,46 @@ def _audit(results: dict) -> list[Finding]:
         f"The audit checks {total} printed claims of the five seed papers by computation: "
         f"{counts.get('holds', 0)} hold, {counts.get('holds-with-correction', 0)} hold only "
         f"after a correction (each correction re-checked), {counts.get('fails', 0)} fail and "
-        f"{counts.get('inconclusive', 0)} stay inconclusive."
+        f"{counts.get('inconclusive', 0)} stay inconclusive"
     )
+    empirical = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in EMPIRICAL if counts.get(v)]
+    if empirical:
+        text += (
+            "; of the claims about the authors' experiments, " + ", ".join(empirical)
+            + " (outcomes, not failures)"
+        )  # fmt: skip
+    text += "."
     records = results.get("records", [])
+    failing = [r for r in records if r["verdict"] in PROBLEM_VERDICTS]
+    if failing:
+        per_paper = []
+        for seed in dict.fromkeys(r["seed"] for r in records):
+            mine = [r for r in failing if r["seed"] == seed]
+            if mine:
+                per_paper.append(f"{_paper(seed)}: {len(mine)} records, "
+                                 f"{distinct_problems(mine)} problems")  # fmt: skip
+        text += (
+            f" The {len(failing)} records that do not hold show {distinct_problems(failing)} "
+            f"distinct problems (records sharing one root cause count once; "
+            f"{'; '.join(per_paper)})."
+        )
     mutants = sum(r.get("mutants", 0) for r in records)
     if mutants:
         killed = sum(r.get("mutants_killed", 0) for r in records)
         text += (
-            f" {killed} of {mutants} deliberately wrong variants of the printed forms are "
+            f" {killed} of {mutants} deliberately wrong variants of the forms that hold are "
             "told apart."
         )
     return [Finding(text)]
+
+
+def _paper(seed: str) -> str:
+    """``Authors (year), part`` of an audited text, its key where it is not a seed."""
+    from gradlab.symbolic.seeds import SEEDS
+
+    if seed not in SEEDS:
+        return seed
+    return f"{SEEDS[seed].authors} ({SEEDS[seed].year}), {SEEDS[seed].part}"
 
 
 def _verification(results: dict) -> list[Finding]:
@@ -90,6 +122,10 @@ def _tie_aware(results: dict) -> list[Finding]:
     ]
 
 
+BATCH_SIZE_CLAIM = "claim-p-grows-with-batch-size"
+"""The audit's label of Brown et al.'s (2020) batch-size conjecture (Fig. S7a)."""
+
+
 def _operating_region(results: dict) -> list[Finding]:
     batch = results.get("p_vs_batch_size")
     if not batch:
@@ -109,21 +145,27 @@ def _operating_region(results: dict) -> list[Finding]:
             parts.append(f"{words} P {setting['change']} from {first} to {last}")
     if not parts:
         return []
-    verdict = summary["claim"]["verdict"]
+    claim = summary["claim"]
+    record = next((r for r in results.get("audit_records", []) if r["label"] == BATCH_SIZE_CLAIM),
+                  claim)  # fmt: skip
+    verdict = VERDICT_WORDS[record["verdict"]]
+    needs = re.match(r"needs [^(.]*", record.get("detail", ""))
+    if needs:
+        verdict += f" ({needs.group(0).rstrip(', ')})"
+    miniature = claim.get("miniature", {}).get("outcome")
+    context = (
+        f"; the decision rule's outcome on this miniature: {VERDICT_WORDS[miniature]}"
+        if miniature else ""
+    )  # fmt: skip
     return [
         Finding(
             "Brown et al. (2020) report the operating-region proportion P rising with the batch "
-            "size; "
+            f"size; the audit's verdict: {verdict}. As context, "
             f"under its own sampler (4 per class) from m = {sizes[0]} to {sizes[-1]}, "
-            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds). The audit's "
-            f"decision rule on this measurement: the claim {VERDICT_WORDS[verdict]}.",
+            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds){context}.",
             "figures/p_vs_batch_size.png",
         )
     ]
-
-
-VERDICT_WORDS = {"holds": "holds", "fails": "fails", "inconclusive": "stays undecided"}
-"""Verdicts of :func:`gradlab.symbolic.batch_size.decide_trend` as words in a sentence."""
 
 
 def _training(results: dict) -> list[Finding]:
@@ -190,6 +232,8 @@ def findings_markdown(sections: dict[str, tuple[dict, str]]) -> str:
         finder = FINDERS.get(name)
         if finder is None:
             continue
+        if name == "operating_region" and "audit" in sections:
+            results = {**results, "audit_records": sections["audit"][0].get("records", [])}
         try:
             findings = finder(results)
         except (KeyError, IndexError, TypeError, ValueError):

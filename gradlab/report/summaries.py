@@ -1,13 +1,14 @@
-"""Sentences and table cells from per-seed values: mean +- std, and whether a gap exceeds it.
+"""Sentences and table cells from results: per-seed values (mean +- std, and whether a gap
+exceeds it) and audit records (verdict counts, distinct problems).
 
 Rendering only: the numbers, and whether two settings differ by more than their seed spread,
-come from :mod:`gradlab.experiments` (:mod:`gradlab.experiments.statistics`); these helpers
-put them in words.
+come from :mod:`gradlab.experiments` (:mod:`gradlab.experiments.statistics`); the verdicts from
+the audit's records (``gradlab audit --json``). These helpers count and put them in words.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from gradlab.experiments.statistics import mean_std, separated
 
@@ -43,3 +44,43 @@ def trend(values_per_seed: Sequence[Sequence[float]], sizes: Sequence[int], name
         f"{name} {verb} from {cell(first)} (m={sizes[0]}) to {cell(last)} (m={sizes[-1]}), "
         "more than the seed spread"
     )
+
+
+PROBLEM_VERDICTS = ("holds-with-correction", "fails")
+"""Verdicts of a printed form that does not hold: each such record shows a problem. The outcomes
+of empirical claims (reproduced, not reproduced, not testable here) are not among them."""
+
+VERDICT_WORDS = {
+    "holds": "holds",
+    "holds-with-correction": "holds with a correction",
+    "fails": "fails",
+    "inconclusive": "inconclusive",
+    "reproduced": "reproduced",
+    "not-reproduced": "not reproduced",
+    "not-testable-here": "not testable here",
+}
+"""Each audit verdict as words in a sentence or a column heading."""
+
+
+def problem_key(record: Mapping) -> str:
+    """What a record's problem is counted by: its ``cause``, else the record itself.
+
+    Example:
+        >>> problem_key({"id": "p:eq1", "cause": "sign convention"}), problem_key({"id": "p:eq2"})
+        ('sign convention', 'p:eq2')
+    """
+    return record.get("cause") or record["id"]
+
+
+def distinct_problems(records: Iterable[Mapping]) -> int:
+    """How many distinct problems the records show: records whose verdict is one of
+    :data:`PROBLEM_VERDICTS`, those that share a ``cause`` counted once.
+
+    Example:
+        >>> records = [{"id": "a", "verdict": "fails", "cause": "sign"},
+        ...            {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
+        ...            {"id": "c", "verdict": "fails"}, {"id": "d", "verdict": "not-testable-here"}]
+        >>> distinct_problems(records)
+        2
+    """
+    return len({problem_key(r) for r in records if r["verdict"] in PROBLEM_VERDICTS})

@@ -64,4 +64,55 @@ def test_findings_word_the_studies_verdicts_from_the_results_dict():
                               "operating_region": (region, "## Operating region")})  # fmt: skip
     assert "best MAP@R among the losses that train: B (0.100 ± 0.000)." in text
     assert "for networks trained at each m P rises from 0.100 ± 0.000 to 0.200 ± 0.000" in text
-    assert "the claim holds." in text
+    assert "the audit's verdict: holds." in text
+
+
+def _records():
+    """A synthetic audit: two papers, one cause shared by three records, three records without
+    a cause, and the three outcomes of empirical claims (never failures)."""
+    rows = [("p1", "eq1", "holds", ""), ("p1", "eq2", "holds-with-correction", "sign"),
+            ("p1", "eq3", "holds-with-correction", "sign"), ("p1", "eq4", "fails", "sign"),
+            ("p1", "eq5", "fails", ""), ("p2", "eq1", "holds-with-correction", ""),
+            ("p2", "eq2", "fails", ""), ("p2", "claim-a", "not-testable-here", "why"),
+            ("p2", "claim-b", "reproduced", ""), ("p2", "claim-c", "not-reproduced", ""),
+            ("p2", "eq3", "inconclusive", "")]  # fmt: skip
+    return [{"id": f"{s}:{label}", "seed": s, "label": label, "verdict": v, "cause": c,
+             "mutants": 3, "mutants_killed": 3 - (label == "eq3")}
+            for s, label, v, c in rows]  # fmt: skip
+
+
+def test_the_audit_finding_counts_verdicts_and_distinct_problems_from_the_records():
+    records = _records()
+    counts = {}
+    for record in records:
+        counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
+    text = findings_markdown({"audit": ({"counts": counts, "records": records}, "## Audit")})
+    # by hand: 1 holds, 3 corrected, 3 fail, 1 inconclusive; p1's four records that do not
+    # hold are 2 problems (the cause "sign" once, eq5), p2's two are 2; 33 mutants, 31 killed
+    assert "checks 11 printed claims" in text
+    assert "1 hold, 3 hold only after a correction" in text and "3 fail and 1 stay" in text
+    assert "1 reproduced, 1 not reproduced, 1 not testable here (outcomes, not failures)" in text
+    assert "The 6 records that do not hold show 4 distinct problems" in text
+    assert "p1: 4 records, 2 problems; p2: 2 records, 2 problems" in text
+    assert "31 of 33 deliberately wrong variants" in text
+
+
+def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
+    batch = {"batch_sizes": [16, 64], "seeds": [0, 1], "settings": {}}
+    summary = {"settings": {"trained_at_m": {"first": [0.1, 0.1], "last": [0.3, 0.3],
+                                             "change": "rises"}},
+               "claim": {"verdict": "holds", "detail": "",
+                         "miniature": {"outcome": "not-reproduced"}}}  # fmt: skip
+    record = {"id": "x:claim-p-grows-with-batch-size", "seed": "x",
+              "label": "claim-p-grows-with-batch-size", "verdict": "not-testable-here",
+              "detail": "needs Some Data with Some Net, one epoch (Brown et al., 2020). More."}
+    audit = {"counts": {"not-testable-here": 1}, "records": [record]}
+    sections = {"audit": (audit, "## Audit"),
+                "operating_region": ({"p_vs_batch_size": batch,
+                                      "p_vs_batch_size_summary": summary}, "## Region")}
+    text = findings_markdown(sections)
+    # the record's verdict, not the summary's "holds"; its reason up to the parenthesis
+    assert ("the audit's verdict: not testable here (needs Some Data with Some Net, one "
+            "epoch). As context,") in text
+    assert "the decision rule's outcome on this miniature: not reproduced." in text
+    assert "the audit's verdict: holds" not in text

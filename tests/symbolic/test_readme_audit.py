@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from tools.readme_audit import AUDIT_JSON
-from tools.readme_blocks import BLOCKS, ROOT, _load_renderers
+from tools.readme_audit import AUDIT_JSON, audit_block
+from tools.readme_blocks import BLOCKS, ROOT, _load_renderers, stale_blocks
 
 README = (ROOT / "docs" / "audit.md").read_text()
 
@@ -47,3 +47,56 @@ def test_readme_example_audits_a_derivation_of_your_own():
     with contextlib.redirect_stdout(output):
         exec(compile(code, "README example", "exec"), {})
     assert output.getvalue().strip() == "holds 2 of 2"
+
+
+S000, S004 = "000_e0f8edb24a02ffe3", "004_e426679a66883031"
+
+
+def _synthetic():
+    """Eight records of two papers: three share the cause "sign", one fails on its own, one is
+    not testable here and one reproduced (outcomes, not problems); mutants 3 each, one survivor,
+    one record with a single operator."""
+    rows = [(S000, "eq1", "holds", ""), (S000, "eq2", "holds-with-correction", "sign"),
+            (S000, "eq3", "holds-with-correction", "sign"), (S004, "eq1", "fails", "sign"),
+            (S004, "eq2", "fails", ""), (S004, "claim-a", "not-testable-here", ""),
+            (S004, "claim-b", "reproduced", ""), (S004, "eq3", "holds", "")]  # fmt: skip
+    return [{"id": f"{seed}:{label}", "seed": seed, "label": label, "verdict": verdict,
+             "cause": cause, "claim": {"statement": f"statement {label}"}, "mutants": 3,
+             "mutants_killed": 3 - (label == "eq3" and seed == S004),
+             "mutant_operators": 1 if label == "eq2" and seed == S000 else 2}
+            for seed, label, verdict, cause in rows]  # fmt: skip
+
+
+def _row(block, key):
+    line = next(line for line in block.splitlines() if line.startswith(f"| `{key[:3]}` "))
+    return [cell.strip() for cell in line.split("|")[2:-1]]
+
+
+def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records():
+    block = audit_block(_synthetic())
+    # by hand: 2 hold, 2 corrected, 2 fail, 0 inconclusive, 1 reproduced, 0 not reproduced,
+    # 1 not testable here; the 4 records that do not hold are 2 problems ("sign" and 004:eq2)
+    assert "checks **8** printed claims" in block
+    assert "2 hold, 2 hold only after a correction" in block and "2 fail, 0 inconclusive" in block
+    assert "1 reproduced, 0 not reproduced, 1 not testable here (outcomes" in block
+    assert "The 4 claims that do not hold show **2 distinct problems**" in block
+    assert "**23 of 24** mutants" in block and "7 of 8 claims have at least 3 mutants" in block
+    # per paper: claims, distinct problems, then one column per verdict in VERDICTS' order
+    assert _row(block, S000) == ["3", "1", "1", "2", "0", "0", "0", "0", "0"]
+    assert _row(block, S004) == ["5", "2", "1", "0", "2", "0", "1", "0", "1"]
+    assert "| `004:claim-a` | not testable here | - | statement claim-a |" in block
+    assert "| `004:eq1` | fails | sign | statement eq1 |" in block
+
+
+def test_a_changed_cause_alone_makes_the_audit_block_stale(tmp_path):
+    # the verdicts stay; only the grouping of problems changes: the block must notice
+    records = json.loads((ROOT / AUDIT_JSON).read_text())
+    target = tmp_path / AUDIT_JSON
+    target.parent.mkdir(parents=True)
+    target.write_text(json.dumps(records))
+    assert "audit" not in stale_blocks(README, tmp_path)
+    problems = [r for r in records if r["verdict"] in ("holds-with-correction", "fails")]
+    for record in problems[:2]:
+        record["cause"] = "one shared cause"
+    target.write_text(json.dumps(records))
+    assert "audit" in stale_blocks(README, tmp_path)
