@@ -19,8 +19,9 @@ conventions so that numbers are comparable with papers that use it:
 Memory and time: queries are scored in chunks of ``chunk_size`` rows, so the extra memory is
 ``O(chunk_size * C + Q * k)`` instead of the ``O(Q * C)`` of a dense score matrix
 (Stanford Online Products' 60,502 test images would need about 29 GB in float64); time is
-``O(Q C d)`` for the products plus ``O(Q C)`` for the selection, with ``k = max(R) + ...``
-neighbours kept per query.
+``O(Q C d)`` for the products plus ``O(Q C)`` for the selection, with ``k = max(R, max(ks))``
+neighbours kept per query. Without ``candidates`` the score matrix is symmetric, so only its
+upper triangle is computed, in ``[chunk_size, chunk_size]`` blocks (half the products).
 """
 
 from __future__ import annotations
@@ -38,8 +39,9 @@ from gradlab.validation import (
     check_tensor,
 )
 
-DEFAULT_CHUNK_SIZE = 1024
-"""Query rows scored at once: ``1024 x 60,000`` float32 scores are about 250 MB."""
+DEFAULT_CHUNK_SIZE = 2048
+"""Query rows scored at once: ``2048 x 60,000`` float32 scores are about 490 MB (with separate
+candidates); without them blocks are ``2048 x 2048`` (16 MB)."""
 
 
 def nearest_neighbours(
@@ -227,16 +229,56 @@ def _neighbours(
     queries: torch.Tensor, pool: torch.Tensor, k: int, same_source: bool, chunk_size: int
 ) -> torch.Tensor:
     unit_queries = F.normalize(queries, dim=1)
-    unit_pool = unit_queries if same_source else F.normalize(pool, dim=1)
+    if same_source:
+        return _neighbours_of_each_other(unit_queries, k, chunk_size)
+    unit_pool = F.normalize(pool, dim=1)
     found = torch.empty(queries.shape[0], k, dtype=torch.long, device=queries.device)
     for start in range(0, queries.shape[0], chunk_size):
         stop = min(start + chunk_size, queries.shape[0])
-        scores = unit_queries[start:stop] @ unit_pool.T
-        if same_source:
-            rows = torch.arange(stop - start, device=queries.device)
-            scores[rows, rows + start] = -torch.inf
-        found[start:stop] = _top_k_by_index(scores, k)
+        found[start:stop] = _top_k_by_index(unit_queries[start:stop] @ unit_pool.T, k)
     return found
+
+
+def _neighbours_of_each_other(unit: torch.Tensor, k: int, tile: int) -> torch.Tensor:
+    """Same-source neighbours from the upper triangle of ``unit @ unit.T`` only: each
+    ``[tile, tile]`` block serves its rows and, transposed, its columns (half the products)."""
+    count = unit.shape[0]
+    best_scores = torch.full((count, k), -torch.inf, dtype=unit.dtype, device=unit.device)
+    best_columns = torch.full((count, k), count, dtype=torch.long, device=unit.device)
+    for row in range(0, count, tile):
+        row_stop = min(row + tile, count)
+        for column in range(row, count, tile):
+            column_stop = min(column + tile, count)
+            block = unit[row:row_stop] @ unit[column:column_stop].T
+            if column == row:
+                block.fill_diagonal_(-torch.inf)  # a query is never its own neighbour
+            _merge(best_scores, best_columns, slice(row, row_stop), block, column)
+            if column != row:
+                transposed = block.T.contiguous()  # topk on a strided view is ~3x slower
+                _merge(best_scores, best_columns, slice(column, column_stop), transposed, row)
+    return best_columns
+
+
+def _merge(
+    best_scores: torch.Tensor,
+    best_columns: torch.Tensor,
+    rows: slice,
+    block: torch.Tensor,
+    offset: int,
+) -> None:
+    """Fold a block's exact top k (columns ``offset + j``) into the rows' running top k.
+
+    Every row receives its column blocks in increasing column order (the blocks left of the
+    diagonal through transposes, at earlier outer steps), so the running top k holds lower
+    columns than the block: a stable sort by score alone keeps ties in column order.
+    """
+    k = best_scores.shape[1]
+    local = _top_k_by_index(block, min(k, block.shape[1]))
+    scores = torch.cat([best_scores[rows], block.gather(1, local)], dim=1)
+    columns = torch.cat([best_columns[rows], local + offset], dim=1)
+    ranked = scores.sort(dim=1, descending=True, stable=True)
+    best_scores[rows] = ranked.values[:, :k]
+    best_columns[rows] = columns.gather(1, ranked.indices[:, :k])
 
 
 def _top_k_by_index(scores: torch.Tensor, k: int) -> torch.Tensor:
