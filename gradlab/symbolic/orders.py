@@ -151,8 +151,9 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
         except (ZeroDivisionError, ValueError, OverflowError):
             value = complex(math.nan)
         if value.imag != 0 or not 0 < value.real < math.inf:
-            return decide(False, "", f"{order} is {value.real if value.imag == 0 else value} at "
-                          f"{point}: not a cost (positive and finite) on the grid.")  # fmt: skip
+            shown = value.real if value.imag == 0 else value
+            problem = f"{order} is {shown} at {point}: not a cost (positive, finite) on the grid."
+            return decide(not problem, "", problem)
         ratios.append(count / value.real)
     spread = max(ratios) / min(ratios)
     grid = f"{len(rows)} grid points"

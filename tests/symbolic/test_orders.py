@@ -127,7 +127,7 @@ def test_a_single_log_factor_on_a_step_from_one_cannot_be_read_so_powers_decide(
 def test_an_order_that_is_not_a_positive_cost_fails(order):
     verdict = order_check(order, SQUARES)
     assert verdict.verdict == "fails"
-    assert "not a cost (positive and finite) on the grid" in verdict.detail
+    assert "not a cost (positive, finite) on the grid" in verdict.detail
 
 
 @pytest.mark.parametrize(("measured", "message"), [
