@@ -389,7 +389,7 @@ class Monitor:
         (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
         if self.out_of_step is not None or not self._scheduled(step):
             return None
-        rows = self._agree(step, batch, stacklevel=5)
+        rows = self._agree(step, batch, stacklevel=4)  # the caller of step()
         if rows is None:
             return None
         due = [q for q in self._scheduled(step) if q.name not in self.disabled]
@@ -575,7 +575,7 @@ class Monitor:
             if last < 0 or self.out_of_step is not None or self._scheduled(last):
                 return
             batch = self._last_batch(last)
-            rows = self._agree(last, batch, stacklevel=6)
+            rows = self._agree(last, batch, stacklevel=5)  # the caller of close()
             if rows is not None:
                 due = [q for q in self.quantities if q.name not in self.disabled
                        and not q.needs_grad]  # fmt: skip

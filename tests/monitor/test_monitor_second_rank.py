@@ -1,0 +1,166 @@
+"""The Monitor's logged steps under ``torch.distributed``, in process, beside a simulated rank.
+
+A one-rank gloo group makes the Monitor gather; ``get_world_size``, ``all_gather`` and
+``all_reduce`` are replaced by a second rank that holds the same batch as this one (so a record
+holds this rank's values) and whose offer at the step agreement can be changed: another step
+number (it skipped ``monitor.step()``: the ranks are out of step) or no batch (its loss call
+was not read: the step is skipped on every rank). The expectations are the documented contract
+of :class:`gradlab.Monitor`: which steps are written, the counters, the one warning and its
+words, and how many collectives a logged step costs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import read_jsonl
+
+ROWS, WIDTH = 6, 4
+OFFER_LENGTH = 8  # [step, calls, has batch, has labels, has gradient, has loss, rows, width]
+
+
+class MirrorRank:
+    """Rank 1 holds this rank's batch; ``offers(step, offer)`` may change what it offers."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None) -> None:
+        self.offers = offers or (lambda step, offer: offer)
+        self.gathers: list[str] = []  # "offer" or "rows", one per all_gather
+        self.reduces = 0
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+        monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
+        monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
+
+    def all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, *a, **k) -> None:
+        is_offer = tensor.dtype == torch.int64 and tuple(tensor.shape) == (OFFER_LENGTH,)
+        self.gathers.append("offer" if is_offer else "rows")
+        out[0].copy_(tensor)
+        if is_offer:
+            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), tensor.tolist())))
+        else:
+            out[1].copy_(tensor)
+
+    def all_reduce(self, tensor: torch.Tensor, *a, **k) -> None:
+        self.reduces += 1
+        tensor.mul_(2)
+
+
+def _batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(step)
+    embeddings = torch.randn(ROWS, WIDTH, generator=generator, dtype=torch.float64)
+    return embeddings.requires_grad_(True), torch.arange(ROWS) % 2
+
+
+def _train(monitor: gradlab.Monitor, steps: int) -> tuple[list, list[float]]:
+    """Train ``steps`` steps; returns what each ``monitor.step()`` returned and the losses."""
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    returned, losses = [], []
+    for step in range(steps):
+        embeddings, labels = _batch(step)
+        loss = loss_fn(embeddings, labels)
+        loss.backward()
+        losses.append(float(loss))
+        returned.append(monitor.step())
+    return returned, losses
+
+
+def _run(tmp_path, steps: int):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+        returned, losses = _train(monitor, steps)
+        monitor.close()
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    return monitor, returned, losses, records, caught
+
+
+def _runtime_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if w.category is RuntimeWarning]
+
+
+def test_ranks_that_agree_log_every_step_with_one_exchange_per_tensor(tmp_path, one_rank_group,
+                                                                       monkeypatch):  # fmt: skip
+    rank1 = MirrorRank(monkeypatch)
+    monitor, returned, losses, records, caught = _run(tmp_path, steps=3)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["step"] for r in returned] == [0, 1, 2]
+    # the mean over two ranks that computed the same loss
+    assert [r["loss"] for r in records] == pytest.approx(losses, rel=1e-12)
+    assert _runtime_warnings(caught) == []
+    assert (monitor.skipped_steps, monitor.out_of_step) == (0, None)
+    # per logged step: the agreement, then embeddings, labels and their gradient, each once
+    # (the agreed row counts are reused: no exchange of sizes); the loss averaged once
+    assert rank1.gathers == ["offer", "rows", "rows", "rows"] * 3
+    assert rank1.reduces == 3
+
+
+def test_a_rank_without_a_batch_skips_the_step_counts_it_and_warns_once(tmp_path, one_rank_group,
+                                                                        monkeypatch):  # fmt: skip
+    def no_batch_at_odd_steps(step, offer):
+        return offer[:2] + [0] * 6 if step % 2 else offer
+
+    MirrorRank(monkeypatch, no_batch_at_odd_steps)
+    monitor, returned, _, records, caught = _run(tmp_path, steps=5)
+    assert [r["step"] for r in records] == [0, 2, 4]
+    assert [r is None for r in returned] == [False, True, False, True, False]
+    assert monitor.skipped_steps == 2
+    assert monitor.out_of_step is None
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 1 is not logged on any rank: rank 1 has no batch for step 1 "
+        "(its loss call was not read, or raised); later such steps are counted in "
+        "monitor.skipped_steps without a warning"
+    ]
+
+
+def test_ranks_out_of_step_stop_logging_for_the_rest_of_the_run(tmp_path, one_rank_group,
+                                                                 monkeypatch):  # fmt: skip
+    def one_step_ahead_at_step_2(step, offer):
+        return [step + 1, *offer[1:]] if step == 2 else offer
+
+    MirrorRank(monkeypatch, one_step_ahead_at_step_2)
+    monitor, returned, _, records, caught = _run(tmp_path, steps=5)
+    # the ranks agree again after step 2, but the run is not trusted any more
+    assert [r["step"] for r in records] == [0, 1]
+    assert [r is None for r in returned] == [False, False, True, True, True]
+    assert monitor.skipped_steps == 0
+    where = ("the ranks are out of step (rank 0 at step 2 after 3 watched call(s), rank 1 at "
+             "step 3 after 3 watched call(s))")  # fmt: skip
+    assert monitor.out_of_step == f"at step 2, {where}"
+    assert _runtime_warnings(caught) == [
+        f"gradlab.Monitor: at step 2, {where}: a rank skipped monitor.step() or called the loss "
+        "more often than the others. The Monitor stops logging for the rest of the run rather "
+        "than mix the ranks' steps; call monitor.step() once per optimizer step on every rank"
+    ]
+
+
+def test_the_distributed_warnings_point_at_the_callers_step_and_close(tmp_path, one_rank_group,
+                                                                      monkeypatch):  # fmt: skip
+    def skipped_then_out_of_step(step, offer):
+        if step == 1:  # skipped at monitor.step()
+            return offer[:2] + [0] * 6
+        if step == 3:  # out of step at close(), which logs the step the schedule skipped
+            return [step + 1, *offer[1:]]
+        return offer
+
+    MirrorRank(monkeypatch, skipped_then_out_of_step)
+    every_other = [gradlab.monitor.Loss(lambda step: step % 2 == 1 and step < 3)]
+    monitor = gradlab.Monitor(tmp_path / "run", quantities=every_other)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    lines = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(4):
+            embeddings, labels = _batch(step)
+            loss_fn(embeddings, labels).backward()
+            lines.append(inspect.currentframe().f_lineno + 1)
+            monitor.step()
+        close_line = inspect.currentframe().f_lineno + 1
+        monitor.close()
+    told = [w for w in caught if w.category is RuntimeWarning]
+    assert [("not logged on any rank" in str(w.message), "out of step" in str(w.message))
+            for w in told] == [(True, False), (False, True)]  # fmt: skip
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, lines[1]), (__file__, close_line)]
