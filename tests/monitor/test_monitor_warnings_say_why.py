@@ -1,0 +1,142 @@
+"""What the Monitor's warnings say, word for word, and what they count.
+
+A warning is the only thing that tells a user why a run logged nothing, or NaN: each one names
+the step, what happened and the fix, comes once as a ``RuntimeWarning`` and leaves a counter on
+the Monitor for the later cases. The expected texts are the documented messages, written out.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import EmbeddingNorms, Loss, MonitorConfig, OperatingRegion, read_jsonl
+
+B, D = 8, 4
+LABELS = torch.arange(B) % 2
+FIX = ("Train with the wrapped loss (loss_fn = monitor.watch(loss_fn), then call loss_fn), or "
+       "attach the Monitor to the embedding module (monitor.attach)")  # fmt: skip
+
+
+def _embeddings(step: int, bad: float | None = None) -> torch.Tensor:
+    values = torch.randn(B, D, generator=torch.Generator().manual_seed(step))
+    if bad is not None:
+        values[2] = bad
+    return values.requires_grad_(True)
+
+
+def _runtime_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if w.category is RuntimeWarning]
+
+
+@pytest.mark.parametrize(
+    ("watch", "what"),
+    [
+        (True, "the loss that monitor.watch() returned was never called"),
+        (False, "no watched loss or attached module has run"),
+    ],
+)
+def test_a_step_that_logs_nothing_says_why_and_how_to_fix_it(tmp_path, watch, what):
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            if watch:
+                monitor.watch(loss_fn)  # the wrapped loss is dropped
+            for step in range(2):
+                loss_fn(_embeddings(step), LABELS).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [f"gradlab.Monitor: step 0 logs nothing: {what}. {FIX}"]
+
+
+def test_forwards_of_an_attached_module_are_counted_as_calls(tmp_path):
+    module = torch.nn.Linear(D, D)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(tmp_path, preset="cheap", every=1)
+        monitor.attach(module, LABELS)
+        for step in range(3):
+            module(_embeddings(step))
+        monitor.close()  # no monitor.step(): nothing was logged
+    assert monitor.calls == 3
+    assert _runtime_warnings(caught) == [
+        f"gradlab.Monitor: 3 watched call(s) but monitor.step() was never called, so nothing "
+        f"was logged in {str(tmp_path)!r}; call monitor.step() after each optimizer step"
+    ]
+
+
+def _train_with_nan_at_steps_0_and_2(tmp_path):
+    quantities = [Loss(), EmbeddingNorms(), OperatingRegion()]
+    records, lines = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=quantities) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.1, validate=False))
+            for step in range(3):
+                bad = math.nan if step != 1 else None
+                loss_fn(_embeddings(step, bad), LABELS).backward()
+                lines.append(inspect.currentframe().f_lineno + 1)
+                records.append(monitor.step())
+    return monitor, records, caught, lines
+
+
+def test_non_finite_input_is_said_once_naming_every_quantity_and_counted_per_step(tmp_path):
+    monitor, records, caught, _ = _train_with_nan_at_steps_0_and_2(tmp_path)
+    norm_keys = ["embedding_norm_mean", "embedding_norm_min", "embedding_norm_max"]
+    for record in (records[0], records[2]):
+        assert all(math.isnan(record[key]) for key in [*norm_keys, "p_seed"])
+    assert not any(math.isnan(records[1][key]) for key in [*norm_keys, "p_seed"])
+    assert monitor.not_finite == {"embedding_norm": 2, "operating_region": 2}
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 0: the embeddings or scores (or dL/dS) are not finite (NaN or "
+        "infinite), so embedding_norm, operating_region logged NaN for every key; later such "
+        "steps are counted in monitor.not_finite without a warning"
+    ]
+    _, written = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in written] == [0, 1, 2]
+
+
+def test_the_non_finite_warning_points_at_the_callers_step(tmp_path):
+    _, _, caught, lines = _train_with_nan_at_steps_0_and_2(tmp_path)
+    (told,) = [w for w in caught if w.category is RuntimeWarning]
+    assert (told.filename, told.lineno) == (__file__, lines[0])
+
+
+def test_a_loss_called_without_tensors_is_skipped_and_close_logs_nothing_for_it(tmp_path):
+    def closure_loss():  # reads its batch from elsewhere: nothing for the Monitor to read
+        return gradlab.SmoothAPLoss(0.05)(_embeddings(0), LABELS)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=2) as monitor:
+            loss_fn = monitor.watch(closure_loss)
+            for _ in range(2):  # step 0 is logged, step 1 is not: close() looks at it
+                loss_fn().backward()
+                monitor.step()
+    assert monitor.skipped_calls == 1
+    assert len([m for m in _runtime_warnings(caught) if "cannot read" in m]) == 1
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert records == []
+
+
+def test_a_monitor_from_a_config_takes_every_option_of_it(tmp_path):
+    options = MonitorConfig(tau=0.07, every=3, preset="cheap", sinks=("csv",), config={"lr": 0.5})
+    with gradlab.Monitor.from_config(tmp_path / "run", options) as monitor:
+        loss_fn = monitor.watch(lambda embeddings, labels: embeddings.pow(2).mean())
+        for step in range(4):
+            loss_fn(_embeddings(step), LABELS).backward()
+            monitor.step()
+    assert monitor.log_dir == tmp_path / "run"
+    assert (monitor.tau, monitor.config["tau_from"]) == (0.07, "argument")
+    assert monitor.config["lr"] == 0.5
+    assert sorted(path.name for path in monitor.log_dir.iterdir()) == ["metrics.csv"]
+    steps = (monitor.log_dir / "metrics.csv").read_text().splitlines()[1:]
+    assert [row.split(",")[0] for row in steps] == ["0", "3"]
+    with pytest.raises(gradlab.GradlabError, match=r"^options must be a MonitorConfig; got "
+                       r"\{'preset': 'cheap'\}$"):  # fmt: skip
+        gradlab.Monitor.from_config(tmp_path / "other", {"preset": "cheap"})
