@@ -162,6 +162,8 @@ MONITOR_TESTS = {
                 "tests/monitor/test_lock.py", *_SINK_FAULTS,
                 *_DISTRIBUTED_IN_PROCESS, "tests/monitor/test_distributed_agreement.py",
                 "tests/monitor/test_watch_bypassed.py", "tests/monitor/test_monitor_workspace.py",
+                "tests/monitor/test_monitor_second_rank.py",
+                "tests/monitor/test_monitor_warnings_say_why.py",
                 "--deselect=tests/monitor/test_watch_bypassed.py::"
                 "test_training_with_the_original_loss_warns_once_at_the_callers_line",
                 *(f"--deselect=tests/monitor/{test}" for test in (
@@ -169,7 +171,11 @@ MONITOR_TESTS = {
                     "test_monitor.py::test_plot_command",
                     "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions",
                     "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after",
-                    "test_runs.py::test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped"))],
+                    "test_runs.py::test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped",
+                    "test_monitor_second_rank.py::"
+                    "test_the_distributed_warnings_point_at_the_callers_step_and_close",
+                    "test_monitor_warnings_say_why.py::"
+                    "test_the_non_finite_warning_points_at_the_callers_step"))],
     "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
                    "--deselect=tests/monitor/test_run_folder_mutants.py::"
@@ -181,7 +187,8 @@ MONITOR_TESTS = {
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
                   "tests/monitor/test_monitor_defaults.py"],
-    "sinks": ["tests/monitor/test_sinks_mutants.py",
+    "sinks": ["tests/monitor/test_sinks_mutants.py", "tests/monitor/test_sink_failed_open.py",
+              "tests/monitor/test_sink_reopen_untouched.py",
               "tests/monitor/test_sinks.py", "tests/monitor/test_sink_roundtrip.py",
               *_SINK_FAULTS,
               "tests/monitor/test_sinks_remote.py", "tests/monitor/test_runs.py",
