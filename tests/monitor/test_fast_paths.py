@@ -233,10 +233,11 @@ def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort(transposed):
     assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
 
 
-@pytest.mark.parametrize("quantized", [False, True])
+@pytest.mark.parametrize("quantized", [False, True, "specials"])
 def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
-    """Score matrices of at least _KEYED_SORT_FROM entries are searched row by row by NumPy:
-    P's pair counts and every entry's count against the window test itself."""
+    """Score matrices of at least _KEYED_SORT_FROM entries are searched row by row by NumPy
+    (P's counts compare the floats' integer order keys): P's pair counts and every entry's
+    count against the window test itself, also with signed zeros."""
     from gradlab.monitor.batch import _KEYED_SORT_FROM
 
     size = int(_KEYED_SORT_FROM**0.5) + 2
@@ -245,6 +246,10 @@ def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
     width = 0.25
     if quantized:
         scores = (scores * 8).round() / 8  # differences of exactly 0.25: the window's edge
+    if quantized == "specials":
+        pick = torch.rand(size, size, generator=generator)
+        scores[pick < 0.1] = -0.0  # and +0.0 from the rounding: they tie
+        scores[(pick > 0.1) & (pick < 0.12)] = 1.0 - 2.0**-24  # the float just below 1
     batch = _score_batch(scores)
     rows, anchors = scores.unsqueeze(1), scores.unsqueeze(2)
     inside = (rows < anchors + width) & (anchors < rows + width)  # [Q, anchor, j]
