@@ -1,0 +1,309 @@
+"""Image data sets on disk with the metric-learning conventions: class-disjoint train and test.
+
+Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
+
+* ``"class-halves"``: an ``ImageFolder`` tree ``root/<class>/<image>``; classes sorted by name,
+  the first half trains and the second half tests. That is the convention of CUB-200-2011
+  (classes 1-100 train, 101-200 test) and Cars-196 (1-98 / 99-196) in Oh Song et al., 2016
+  ("Deep Metric Learning via Lifted Structured Feature Embedding", Sec. 5) and the papers after.
+* ``"online-products"``: Stanford Online Products as distributed: ``root/Ebay_train.txt`` and
+  ``root/Ebay_test.txt``, each a header line ``image_id class_id super_class_id path`` and one
+  line per image (``path`` relative to ``root``).
+* ``"list"``: an explicit ``list_file`` of ``path label`` lines (paths relative to ``root``);
+  ``split`` is then only a name.
+
+``"auto"`` is ``"online-products"`` when ``root`` holds ``Ebay_train.txt``, else
+``"class-halves"``. Images are read with Pillow when an item is fetched; the standard transforms
+(:func:`train_transform`, :func:`eval_transform`) are written in plain torch (resize, crop, flip,
+ImageNet normalisation) so that no torchvision is needed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
+
+SPLITS = ("train", "test")
+LAYOUTS = ("auto", "class-halves", "online-products", "list")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+Transform = Callable[[object], torch.Tensor]
+
+
+@dataclass
+class ImageFolderSplit(torch.utils.data.Dataset):
+    """One split of an image data set: ``dataset[i]`` is ``(image [3, H, W] float, label)``.
+
+    Attributes:
+        root: the data set's folder.
+        split: ``"train"`` or ``"test"`` (or the list file's name).
+        paths: image files, in a fixed order.
+        labels: ``[N]`` int64 labels, renumbered ``0..classes-1`` in order of first appearance.
+        class_names: the original class of each label (folder name or list/Ebay id).
+        transform: ``PIL image -> tensor``.
+
+    Example:
+        >>> from PIL import Image
+        >>> split = ImageFolderSplit(Path("."), "test", [], torch.zeros(0, dtype=torch.long), [],
+        ...                          eval_transform(8))
+        >>> len(split), tuple(split.transform(Image.new("RGB", (9, 9))).shape)
+        (0, (3, 8, 8))
+    """
+
+    root: Path
+    split: str
+    paths: list[Path]
+    labels: torch.Tensor
+    class_names: list[str]
+    transform: Transform
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        from PIL import Image
+
+        path = self.paths[index]
+        try:
+            with Image.open(path) as image:
+                picture = image.convert("RGB")
+        except (OSError, ValueError) as error:
+            raise GradlabError(f"image {str(path)!r} cannot be read: {error}") from None
+        return self.transform(picture), int(self.labels[index])
+
+
+def image_folder(
+    root: str | Path,
+    split: str = "train",
+    *,
+    layout: str = "auto",
+    list_file: str | Path | None = None,
+    transform: Transform | None = None,
+    image_size: int = 224,
+) -> ImageFolderSplit:
+    """One split of an image data set on disk (see the module docstring for the layouts).
+
+    Args:
+        root: the data set's folder.
+        split: ``"train"`` or ``"test"``.
+        layout: ``"auto"``, ``"class-halves"``, ``"online-products"`` or ``"list"``.
+        list_file: the ``path label`` file of the ``"list"`` layout.
+        transform: ``PIL image -> tensor``; default :func:`train_transform` for ``"train"``,
+            else :func:`eval_transform`, at ``image_size``.
+        image_size: side of the square images the default transforms make.
+
+    Returns:
+        An :class:`ImageFolderSplit`; its ``labels`` feed :class:`gradlab.data.FixedCountBatches`.
+
+    Raises:
+        GradlabError: a missing or malformed folder or list file, named with what was expected,
+            before any image is read.
+
+    Example:
+        >>> import tempfile
+        >>> from PIL import Image
+        >>> root = Path(tempfile.mkdtemp())
+        >>> for name in ("a", "b", "c", "d"):
+        ...     (root / name).mkdir()
+        ...     for i in range(2):
+        ...         Image.new("RGB", (8, 8)).save(root / name / f"{i}.png")
+        >>> train = image_folder(root, "train", image_size=4)
+        >>> len(train), train.class_names, tuple(train[0][0].shape)
+        (4, ['a', 'b'], (3, 4, 4))
+    """
+    root = Path(root)
+    if split not in SPLITS and layout != "list":
+        raise GradlabError(f"split must be one of {SPLITS}; got {split!r}")
+    if layout not in LAYOUTS:
+        raise GradlabError(f"layout must be one of {LAYOUTS}; got {layout!r}")
+    check_positive_int("image_size", image_size)
+    if not root.is_dir():
+        raise GradlabError(f"root must be an existing folder of images; {str(root)!r} is not")
+    if layout == "auto":
+        layout = "online-products" if (root / "Ebay_train.txt").is_file() else "class-halves"
+    if layout == "list":
+        if list_file is None:
+            raise GradlabError("list_file must name a 'path label' file with layout='list'")
+        entries = _read_list(Path(list_file), root)
+    elif list_file is not None:
+        raise GradlabError(f"list_file is read only with layout='list'; got layout={layout!r}")
+    elif layout == "online-products":
+        entries = _read_online_products(root, split)
+    else:
+        entries = _class_halves(root, split)
+    missing = [path for path, _ in entries if not path.is_file()]
+    if missing:
+        raise GradlabError(
+            f"{len(missing)} of {len(entries)} listed images are missing under {str(root)!r}, "
+            f"e.g. {str(missing[0])!r}"
+        )
+    names: dict[str, int] = {}
+    labels = [names.setdefault(name, len(names)) for _, name in entries]
+    if transform is None:
+        transform = train_transform(image_size) if split == "train" else eval_transform(image_size)
+    return ImageFolderSplit(
+        root=root,
+        split=split,
+        paths=[path for path, _ in entries],
+        labels=torch.tensor(labels, dtype=torch.long),
+        class_names=list(names),
+        transform=transform,
+    )
+
+
+def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
+    classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
+    if len(classes) < 2:
+        raise GradlabError(
+            f"root {str(root)!r} must hold at least two class folders (root/<class>/<image>), "
+            f"or Ebay_train.txt and Ebay_test.txt; found {len(classes)} folder(s)"
+        )
+    half = len(classes) // 2
+    chosen = classes[:half] if split == "train" else classes[half:]
+    entries = [
+        (path, name)
+        for name in chosen
+        for path in sorted((root / name).iterdir())
+        if path.suffix.lower() in IMAGE_SUFFIXES
+    ]
+    if not entries:
+        raise GradlabError(
+            f"the {split} classes of {str(root)!r} ({chosen[0]} .. {chosen[-1]}) hold no images "
+            f"(expected files ending in {', '.join(IMAGE_SUFFIXES)})"
+        )
+    return entries
+
+
+def _read_online_products(root: Path, split: str) -> list[tuple[Path, str]]:
+    listing = root / f"Ebay_{split}.txt"
+    if not listing.is_file():
+        raise GradlabError(
+            f"Stanford Online Products needs {str(listing)!r} (as distributed: a header "
+            "'image_id class_id super_class_id path', then one line per image)"
+        )
+    lines = listing.read_text().splitlines()
+    header = lines[0].split() if lines else []
+    if header != ["image_id", "class_id", "super_class_id", "path"]:
+        raise GradlabError(
+            f"{str(listing)!r} line 1 must be 'image_id class_id super_class_id path'; "
+            f"got {lines[0] if lines else '(empty file)'!r}"
+        )
+    entries = []
+    for number, line in enumerate(lines[1:], start=2):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 4 or not fields[1].isdigit():
+            raise GradlabError(
+                f"{str(listing)!r} line {number} must be 'image_id class_id super_class_id "
+                f"path' with an integer class_id; got {line!r}"
+            )
+        entries.append((root / fields[3], fields[1]))
+    if not entries:
+        raise GradlabError(f"{str(listing)!r} lists no images")
+    return entries
+
+
+def _read_list(list_file: Path, root: Path) -> list[tuple[Path, str]]:
+    if not list_file.is_file():
+        raise GradlabError(f"list_file {str(list_file)!r} does not exist")
+    entries = []
+    for number, line in enumerate(list_file.read_text().splitlines(), start=1):
+        fields = line.rsplit(maxsplit=1)
+        if not line.strip():
+            continue
+        if len(fields) != 2:
+            raise GradlabError(
+                f"{str(list_file)!r} line {number} must be 'path label'; got {line!r}"
+            )
+        entries.append((root / fields[0], fields[1]))
+    if not entries:
+        raise GradlabError(f"list_file {str(list_file)!r} lists no images")
+    return entries
+
+
+def _to_tensor(picture) -> torch.Tensor:
+    data = torch.frombuffer(bytearray(picture.tobytes()), dtype=torch.uint8)
+    image = data.view(picture.height, picture.width, 3).permute(2, 0, 1)
+    return image.to(torch.float32) / 255.0
+
+
+def _normalise(image: torch.Tensor) -> torch.Tensor:
+    mean = torch.tensor(IMAGENET_MEAN).view(3, 1, 1)
+    std = torch.tensor(IMAGENET_STD).view(3, 1, 1)
+    return (image - mean) / std
+
+
+def eval_transform(image_size: int = 224) -> Transform:
+    """Resize the short side to ``image_size * 8 / 7`` (256 for 224), centre-crop, normalise.
+
+    Example:
+        >>> from PIL import Image
+        >>> tuple(eval_transform(16)(Image.new("RGB", (40, 20))).shape)
+        (3, 16, 16)
+    """
+    check_positive_int("image_size", image_size)
+    short = round(image_size * 8 / 7)
+
+    def apply(picture) -> torch.Tensor:
+        from PIL import Image
+
+        scale = short / min(picture.size)
+        width, height = (max(image_size, round(side * scale)) for side in picture.size)
+        resized = picture.resize((width, height), Image.BILINEAR)
+        left, top = (width - image_size) // 2, (height - image_size) // 2
+        crop = resized.crop((left, top, left + image_size, top + image_size))
+        return _normalise(_to_tensor(crop))
+
+    return apply
+
+
+def train_transform(image_size: int = 224, seed: int | None = None) -> Transform:
+    """Random resized crop (scale 0.16-1, aspect 3/4-4/3), horizontal flip, normalise.
+
+    The usual metric-learning training augmentation (e.g. Brown et al., 2020, Sec. 5.1).
+    ``seed`` makes the crops repeatable (a private generator; torch's global one is untouched).
+
+    Example:
+        >>> from PIL import Image
+        >>> tuple(train_transform(16, seed=0)(Image.new("RGB", (40, 20))).shape)
+        (3, 16, 16)
+    """
+    check_positive_int("image_size", image_size)
+    generator = torch.Generator()
+    fresh = int.from_bytes(os.urandom(8), "little") >> 1
+    generator.manual_seed(seed if seed is not None else fresh)
+
+    def uniform(low: float, high: float) -> float:
+        return low + (high - low) * torch.rand((), generator=generator).item()
+
+    def apply(picture) -> torch.Tensor:
+        from PIL import Image
+
+        width, height = picture.size
+        box = (0, 0, width, height)
+        for _ in range(10):
+            area = width * height * uniform(0.16, 1.0)
+            ratio = math.exp(uniform(math.log(3 / 4), math.log(4 / 3)))
+            crop_w, crop_h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+            if 0 < crop_w <= width and 0 < crop_h <= height:
+                left = int(uniform(0, width - crop_w + 1))
+                top = int(uniform(0, height - crop_h + 1))
+                box = (left, top, left + crop_w, top + crop_h)
+                break
+        crop = picture.crop(box).resize((image_size, image_size), Image.BILINEAR)
+        if uniform(0.0, 1.0) < 0.5:
+            crop = crop.transpose(Image.FLIP_LEFT_RIGHT)
+        return _normalise(_to_tensor(crop))
+
+    return apply
