@@ -244,7 +244,7 @@ def conjecture_verdict(measurement: Mapping | None, predicted: str = "rises") ->
         )
     outcome, detail = decide_trend(measurement, predicted)
     trends = part_trends(measurement)
-    words = [f"{PARTS.get(key, key)} {trend} ({why})" for key, (trend, why) in trends.items()]
+    words = [f"{PARTS.get(key, key)}: {trend} ({why})" for key, (trend, why) in trends.items()]
     shown = (f" P's parts there (shares of the m^2 entries; the four add up to P): "
              f"{'; '.join(words)}." if words else "")  # fmt: skip
     return NOT_TESTABLE_HERE, (f"{NEEDS}. A miniature, as context only (its outcome: {outcome}). "

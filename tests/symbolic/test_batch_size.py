@@ -190,7 +190,7 @@ def test_the_detail_shows_the_miniatures_outcome_and_the_parts_of_p():
     assert trends["P without the diagonal"][0] == "rises"  # changes 0.1586, 0.1686, 0.1786
     _, detail = conjecture_verdict(data)
     assert "(its outcome: reproduced)" in detail
-    assert "the diagonal falls (" in detail
+    assert "the diagonal: falls (" in detail
 
 
 def test_the_check_carries_the_forms_prediction():
