@@ -31,7 +31,7 @@ The backward is the closed form of ``d AP / d s`` (the score-space version of th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -380,11 +380,14 @@ class RecordedColumnWeights:
         tau: the call's temperature.
         budget: its ``max_chunk_elements``.
         split: ``[2, Q, C]`` (``gA``, ``gC``), rows of queries without positives zero.
+        buffer: ``buffer(name, shape, dtype)`` that gives ``split`` its memory (e.g. a buffer
+            kept from one step to the next); ``None``: a fresh tensor. Dropped once used.
     """
 
     tau: float
     budget: int
     split: torch.Tensor | None = None
+    buffer: Callable[[str, tuple[int, ...], torch.dtype], torch.Tensor] | None = None
 
 
 _COLUMN_WEIGHTS: ContextVar[list[RecordedColumnWeights] | None] = ContextVar(
@@ -579,7 +582,12 @@ def _column_weights_split(
     if recorded is None or len(computed) != len(ctx.groups):
         return None, False
     whole = covers_every_query(ctx.groups, scores.shape[0])
-    split = scores.new_empty((2, *scores.shape))
+    shape = (2, *scores.shape)
+    buffer, recorded.buffer = recorded.buffer, None  # nothing of the caller's kept past here
+    if buffer is None:
+        split = scores.new_empty(shape)
+    else:
+        split = buffer("recorded column weights", shape, scores.dtype)
     if not whole:
         split.zero_()
     return split, whole

@@ -33,7 +33,7 @@ from gradlab.functional.layouts import RetrievalLayout
 from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
 from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column_weights
-from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace
 from gradlab.monitor.quantity import NEEDS
 from gradlab.validation import check_shape, check_tensor
 
@@ -108,6 +108,7 @@ class LossAdapter:
     _column_weights: list[RecordedColumnWeights] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
+    _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
 
     def why_not(self, needs: frozenset[str]) -> str | None:
         """Why a quantity with these needs cannot apply (its first unmet need), or None.
@@ -220,6 +221,7 @@ class LossAdapter:
             batch.loss_record = record  # BatchView checks that it matches the layout
             if record is not None and weights:  # one per recorded SmoothAP call: the last
                 batch.loss_column_weights = weights[-1]
+                self._lend_workspace(batch, weights[-1])
         if score_grad:
             batch.score_captures = self.score_captures(batch, tensors[0], list(recorded))
         first = tensors[0]
@@ -230,6 +232,19 @@ class LossAdapter:
 
             first.register_hook(keep)
         return batch
+
+    def _lend_workspace(self, batch: BatchView, weights: RecordedColumnWeights) -> None:
+        """The backward writes the column weights into the workspace that the previous step's
+        view was given (the Monitor's own; no page faults), claimed by this step's view; before
+        any step, into a fresh tensor."""
+        batch.on_workspace = self._keep_workspace
+        if batch.workspace is None and self._workspace is not None:
+            batch.workspace = self._workspace
+        if batch.workspace is not None:
+            weights.buffer = batch.buffer
+
+    def _keep_workspace(self, workspace: Workspace) -> None:
+        self._workspace = workspace
 
     def score_captures(
         self, batch: BatchView, first: torch.Tensor, recorded: list[ScoreCapture]

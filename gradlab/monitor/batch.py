@@ -28,6 +28,7 @@ from __future__ import annotations
 import sys
 import threading
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -196,10 +197,19 @@ class BatchView:
     this view hands out (its sort, its sigmoid block's gradient) live in it as long as the view
     does: copy one to keep it after the view is gone."""
 
+    on_workspace: Callable[[Workspace], None] | None = field(default=None, repr=False,
+                                                              compare=False)  # fmt: skip
+    """Called with the workspace when one is given to this view (the Monitor gives its own at
+    the step): a loss adapter remembers it for the next step's backward."""
+
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
         if name == "embedding_grad" and value is not None:
             self._leave_graph()
+        elif name == "workspace" and value is not None:
+            listener = self.__dict__.get("on_workspace")
+            if listener is not None:
+                listener(value)
 
     def _leave_graph(self) -> None:
         """Once the embeddings' gradient has arrived, hold the recorded scores out of the

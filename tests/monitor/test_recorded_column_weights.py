@@ -19,7 +19,7 @@ from gradlab.functional.diagnostics import smooth_ap_terms
 from gradlab.functional.losses import recording
 from gradlab.functional.smooth_ap import recording_column_weights
 from gradlab.monitor import Decomposition, GradientAgreement, RelaxationGap
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, Workspace
 from tests.helpers.monitor_values import logged_values
 from tests.reference.monitor_loops import per_query_values
 
@@ -135,3 +135,26 @@ def test_a_watched_loss_hands_its_weights_to_the_step(tmp_path, monkeypatch):
     assert not blocks  # the decomposition, agreement and anatomy read the backward's weights
     assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
     assert math.isfinite(record["decomposition_ad_norm_mean"])
+
+
+def test_from_the_second_step_the_backward_writes_into_the_monitors_workspace(tmp_path):
+    size, kept = 128, []
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(3):
+            embeddings = torch.randn(size, 8, requires_grad=True)
+            loss_fn(embeddings, torch.arange(size) % 32).backward()
+            monitor.step()
+            kept.append(monitor.workspace.kept_bytes)
+    # step 1: a fresh tensor (no workspace known yet); step 2: the weights' buffer joins the
+    # Monitor's workspace; step 3: the same buffers again
+    assert (kept[1] - kept[0], kept[2] - kept[1]) == (2 * size * size * 4, 0)
+
+
+def test_a_view_tells_its_listener_the_workspace_it_is_given():
+    seen = []
+    view = BatchView(torch.eye(2), on_workspace=seen.append)
+    view.workspace = None  # nothing to tell
+    workspace = Workspace()
+    view.workspace = workspace
+    assert seen == [workspace]
