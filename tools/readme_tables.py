@@ -99,7 +99,8 @@ def finding_p_vs_batch_size(root: Path) -> str:
     from gradlab.report.findings import FINDERS
 
     batch = load_json(root, "figures/studies/p_vs_batch_size.json")
-    (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch})
+    records = load_json(root, "benchmarks/results/audit.json")
+    (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch, "audit_records": records})
     return f"- **P against batch size (Fig. S7a).** {finding.text}"
 
 
@@ -140,3 +141,44 @@ def tie_aware_gap(root: Path) -> str:
         f"{largest_gap('ap', 'log'):.1e} (AP) and {largest_gap('dcg', 'log'):.2g} (DCG) away at "
         "the largest scale (`figures/tie_aware_relaxation_gap.png`)."
     )
+
+
+@register("retrieval-at-scale")
+def retrieval_at_scale_table(root: Path) -> str:
+    """gradlab's chunked retrieval metrics against pytorch-metric-learning + faiss-cpu
+    (benchmarks/results/retrieval.json)."""
+    result = load_json(root, "benchmarks/results/retrieval.json")
+    sizes, median, ratio = result["sizes"], result["median"], result["ratio_gradlab_over_pml_faiss"]
+    conditions = result["conditions"]
+    names = {"gradlab": "gradlab `retrieval_at_scale`",
+             "pml_faiss": "pytorch-metric-learning `AccuracyCalculator` + faiss-cpu"}  # fmt: skip
+    lines = ["| method | wall | CPU | peak extra memory |", "| --- | --- | --- | --- |"]
+    for key, name in names.items():
+        row = median[key]
+        lines.append(
+            f"| {name} | {duration(row['wall_seconds'])} | {duration(row['cpu_seconds'])} "
+            f"| {row['peak_extra_mib']:.0f} MiB |"
+        )
+    target = result["targets"]["peak_extra_mib"]
+    memory_met = median["gradlab"]["peak_extra_mib"] <= target
+    time_met = ratio["cpu_seconds"] <= result["targets"]["cpu_ratio_gradlab_over_pml_faiss"]
+    load = ", ".join(f"{value:.1f}" for value in conditions["load_average_1_5_15_before"])
+    difference = result["largest_metric_difference"]
+    agreement = (
+        "Both give the same Precision@1, R-Precision and MAP@R to the last digit."
+        if difference == 0
+        else f"Their Precision@1, R-Precision and MAP@R differ by at most {difference:.1e} "
+        "(faiss ranks by L2 distance, gradlab by cosine: on unit vectors the same order up to "
+        "float32 rounding)."
+    )
+    lines += [
+        "",
+        f"N = {sizes['count']:,} embeddings of dimension {sizes['dim']} in {sizes['classes']:,} "
+        f"classes, each querying all the others; one thread each, {len(result['rounds'])} "
+        f"interleaved round(s), load average {load} at the start. gradlab / faiss: "
+        f"**{ratio['cpu_seconds']:.2f}x** CPU time, {ratio['wall_seconds']:.2f}x wall "
+        f"(target <= 1: {'met' if time_met else '**not met**'}); gradlab's peak extra memory "
+        f"{median['gradlab']['peak_extra_mib']:.0f} MiB (target <= {target} MiB: "
+        f"{'met' if memory_met else '**not met**'}). {agreement}",
+    ]
+    return "\n".join(lines)
