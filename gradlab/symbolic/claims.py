@@ -7,10 +7,12 @@ what it should follow from (the definitions, autograd, brute force); the display
 text and LaTeX) is rendered from the same form, so display and check cannot diverge.
 
 A correction is data too: :func:`evaluate` returns ``holds-with-correction`` only when the same
-check, run on the corrected form, returns ``holds``. Each claim carries mutants of its printed
-form (a flipped sign, a dropped factor, swapped arguments, a shifted index); a mutant is *killed*
-when its verdict differs from the printed form's. A check returns only ``holds``, ``fails`` or
-``inconclusive``, and only through :func:`decide`, :func:`symbolic_equality`,
+check, run on the corrected form, returns ``holds``. The check itself is tested by mutants of the
+*accepted* form (the printed form when it holds, else the correction): the claim's hand-written
+slips plus the mutants of :mod:`gradlab.symbolic.mutation_operators` (a flipped sign, a shifted
+bound, a dropped factor or term, a changed exponent or log factor, swapped arguments). A mutant
+is *killed* when the check does not return ``holds`` for it. A check returns only ``holds``,
+``fails`` or ``inconclusive``, and only through :func:`decide`, :func:`symbolic_equality`,
 :func:`numeric_agreement` or :func:`undecided`, each of which computes the outcome.
 
 Example: audit a derivation of your own (the gradient of the softplus ``log(1 + e^x)``):
@@ -24,8 +26,12 @@ Example: audit a derivation of your own (the gradient of the softplus ``log(1 + 
     >>> claim = Claim("mine", "eq1", "softplus' is the sigmoid", printed, check,
     ...               method="sympy.diff", mutants=(negated(printed),))
     >>> record = audit_claim(claim, mutants=True)
-    >>> record["verdict"], record["mutants"], record["mutants_killed"]
-    ('holds', 1, 1)
+    >>> record["verdict"], record["mutants"] == record["mutants_killed"], record["mutant_operators"]
+    ('holds', True, 6)
+    >>> for m in record["mutant_results"][:2]:
+    ...     print(m["operator"], m["formula"], m["killed"])
+    slip d softplus/dx = -exp(x)/(exp(x) + 1) True
+    sign d softplus/dx = exp(x)/(exp(x) - 1) True
 """
 
 from __future__ import annotations
@@ -158,8 +164,14 @@ class Claim:
         check: ``check(form) -> Verdict``; returns ``holds``, ``fails`` or ``inconclusive``.
         method: how the verdict is derived.
         correction: the corrected form, if the printed one fails and a fix is known.
-        mutants: mutants of the printed form (see :func:`negated`, :func:`scaled`, ...).
+        mutants: hand-written "plausible slips": mutants of the accepted form (see
+            :meth:`accepted`), each named by what a reader would get wrong. The audit adds the
+            mutants of :mod:`gradlab.symbolic.mutation_operators` to them.
         note: context added to the verdict's detail (cites the seed's own equation numbers).
+        inapplicable: operator name -> why that mutation operator does not apply to this form
+            (``"pseudocode string: no SymPy tree"``).
+        cause: a short identifier of the root cause that records with one underlying problem
+            share (``"sign-convention D_ij = s_i - s_j"``); empty when the claim holds.
     """
 
     seed: str
@@ -171,25 +183,41 @@ class Claim:
     correction: Form | None = None
     mutants: tuple[Form, ...] = ()
     note: str = ""
+    inapplicable: dict[str, str] = field(default_factory=dict, compare=False)
+    cause: str = ""
 
     @property
     def id(self) -> str:
         return f"{self.seed}:{self.label}"
 
+    def accepted(self, verdict: Verdict | None = None) -> Form:
+        """The form the check accepts: the printed one when it holds, else the correction.
+
+        Mutants are made from this form. Without a correction (the printed form fails or is
+        undecided and no fix is known) it is the printed form.
+
+        Args:
+            verdict: the printed form's verdict, if already computed (else it is computed).
+        """
+        if self.correction is None:
+            return self.printed
+        verdict = self.check(self.printed) if verdict is None else verdict
+        return self.printed if verdict.verdict == _HOLDS else self.correction
+
 
 def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
-    """Run ``claim.check`` on ``form`` (default the printed form), then on the correction.
+    """Run ``claim.check`` on the printed form, then on the correction.
 
-    ``holds-with-correction`` comes out only when the check of ``form`` fails and the same check
-    of ``claim.correction`` holds.
+    ``holds-with-correction`` comes out only for the printed form, when its check fails and the
+    same check of ``claim.correction`` holds. Any other ``form`` (a mutant) gets the check's own
+    verdict: a mutant is never turned into ``holds-with-correction``.
     """
-    form = claim.printed if form is None else form
-    first = claim.check(form)
-    if first.verdict == _CORRECTED:
-        raise ValueError(f"{claim.id}: a check may not return {_CORRECTED!r} itself")
+    if form is not None and form is not claim.printed:
+        return _checked(claim, form)
+    first = _checked(claim, claim.printed)
     if first.verdict != _FAILS or claim.correction is None:
         return first
-    fixed = claim.check(claim.correction)
+    fixed = _checked(claim, claim.correction)
     if fixed.verdict != _HOLDS:
         return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "
                        f"hold either: {fixed.detail}")  # fmt: skip
@@ -200,8 +228,51 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     )
 
 
+def _checked(claim: Claim, form: Form) -> Verdict:
+    verdict = claim.check(form)
+    if verdict.verdict == _CORRECTED:
+        raise ValueError(f"{claim.id}: a check may not return {_CORRECTED!r} itself")
+    return verdict
+
+
+SLIP = "slip"
+"""The operator name of a hand-written mutant (a claim's ``mutants``)."""
+
+
+def claim_mutants(claim: Claim, accepted: Form | None = None) -> list[tuple[str, Form]]:
+    """The mutants the audit checks: the claim's slips, then the operators' mutants.
+
+    Each is a mutant of the accepted form (:meth:`Claim.accepted`). A mutant whose text equals
+    the printed form's or the correction's, or an earlier mutant's, is left out: it is not a
+    slip, and checking it would test nothing.
+
+    Returns:
+        ``(operator, Form)`` pairs; hand-written slips have the operator :data:`SLIP`.
+    """
+    from gradlab.symbolic.mutation_operators import generate
+
+    accepted = claim.accepted() if accepted is None else accepted
+    seen = {claim.printed.text()} | ({claim.correction.text()} if claim.correction else set())
+    pairs: list[tuple[str, Form]] = []
+    for form in claim.mutants:
+        text = form.text()
+        if text not in seen:
+            seen.add(text)
+            pairs.append((SLIP, form))
+    # every generated mutant is checked, even of an operator the claim calls inapplicable: a
+    # reason explains a missing operator, it never removes a mutant
+    return pairs + generate(accepted, exclude_texts=seen)
+
+
 def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
-    """The JSON record of one claim; with ``mutants`` every mutant is checked as well."""
+    """The JSON record of one claim; with ``mutants`` every mutant is checked as well.
+
+    With ``mutants`` the record gets ``mutated_form`` (``"printed"`` or ``"correction"``: the
+    accepted form), ``mutant_results`` (per mutant its operator, name, formula, verdict and
+    ``killed``: the check does not return ``holds``), the counts ``mutants``,
+    ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
+    and ``inapplicable`` (operator -> why it does not apply).
+    """
     verdict = evaluate(claim)
     record = {
         "id": claim.id,
@@ -216,18 +287,24 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         "method": claim.method,
         "verdict": verdict.verdict,
         "detail": f"{verdict.detail} {claim.note}".strip(),
+        "cause": claim.cause,
     }
     if mutants:
+        printed_holds = verdict.verdict == _HOLDS
+        accepted = claim.printed if printed_holds or claim.correction is None else claim.correction
         outcomes = []
-        for form in claim.mutants:
-            got = evaluate(claim, form)
+        for operator, form in claim_mutants(claim, accepted):
+            got = _checked(claim, form)
             outcomes.append(
-                {"mutant": form.name, "formula": form.text(), "verdict": got.verdict,
-                 "killed": got.verdict != verdict.verdict}
-            )
+                {"operator": operator, "mutant": form.name, "formula": form.text(),
+                 "verdict": got.verdict, "killed": got.verdict != _HOLDS}
+            )  # fmt: skip
+        record["mutated_form"] = "printed" if accepted is claim.printed else "correction"
         record["mutants"] = len(outcomes)
+        record["mutant_operators"] = len({o["operator"] for o in outcomes})
         record["mutants_killed"] = sum(o["killed"] for o in outcomes)
         record["mutant_results"] = outcomes
+        record["inapplicable"] = dict(claim.inapplicable)
     return record
 
 

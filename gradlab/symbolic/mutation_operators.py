@@ -1,0 +1,620 @@
+"""Mutation operators: slightly wrong versions of a claim's accepted form, made by rule.
+
+A check is only as good as its ability to reject a wrong formula. Each operator here takes a
+:class:`~gradlab.symbolic.claims.Form` and returns mutants of it: the same form with one small
+change to its :attr:`~gradlab.symbolic.claims.Form.value`, named by what changed. The value may
+be a SymPy expression or relation, a number, or a dict / tuple / list of those (the parameters of
+a transcribed procedure); the operators walk SymPy trees generically (``Add``, ``Mul``, ``Pow``,
+``Sum`` / ``Product`` limits, relations, ``Piecewise`` pieces and conditions, the arguments of
+functions) and the entries of containers. A code string (pseudocode) has no tree: no operator
+applies to it, and the claim says so in its ``inapplicable`` reasons.
+
+The operators, in the order :func:`generate` applies them (:data:`OPERATORS`):
+
+- ``sign``: the sign of the whole value, of one term of a sum, or of one side of a relation.
+- ``shift``: strict <-> non-strict for a relation; a ``Sum`` / ``Product`` bound, an integer
+  symbol (an index) or an integer constant shifted by 1.
+- ``factor``: one factor of a product dropped (numbers first); the value multiplied by 2.
+- ``term``: one term of a sum dropped; two terms of a difference swapped (``a - b -> b - a``);
+  one piece of a ``Piecewise`` or one condition of an ``And`` / ``Or`` dropped.
+- ``exponent``: a numeric power ``p`` changed to ``p - 1`` or ``p + 1`` (``R**2 -> R``).
+- ``log``: a ``log`` factor removed (``log(a) -> a``) or added (``times log(M)``), for orders.
+- ``swap``: two symbols exchanged everywhere, two arguments of a function, the two sides of a
+  relation, or the values of two entries of a dict / tuple.
+
+Each operator returns at most :data:`CAP` mutants in a fixed order, so an audit of a hundred
+claims stays fast. :func:`generate` runs them all and discards a mutant whose text equals one
+of ``exclude_texts`` (the printed form, the correction), an earlier mutant, or one that SymPy
+*proves* equal to the form (``simplify(a - b) == 0``, e.g. swapping the arguments of a symmetric
+function): such a mutant is not wrong, so no check could kill it.
+
+Example:
+    >>> import sympy as sp
+    >>> from gradlab.symbolic.claims import Form
+    >>> from gradlab.symbolic.mutation_operators import exponent, generate
+    >>> R, A = sp.symbols("R A", positive=True)
+    >>> [m.text() for m in exponent(Form(A / R**2))]
+    ['A/R', 'A/R**3']
+    >>> [(operator, m.name) for operator, m in generate(Form(A / R**2))][:3]
+    [('sign', 'sign flipped'), ('factor', 'factor A dropped'), ('factor', 'factor R**(-2) dropped')]
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from itertools import combinations, islice
+from typing import Any
+
+import sympy as sp
+from sympy.core.relational import Relational
+
+from gradlab.errors import GradlabError
+from gradlab.symbolic.claims import Form
+
+OPERATORS = ("sign", "shift", "factor", "term", "exponent", "log", "swap")
+"""The operator names, in the order :func:`generate` applies them."""
+
+CAP = 4
+"""At most this many mutants per operator and form."""
+
+_STRICT = {sp.StrictLessThan: sp.LessThan, sp.LessThan: sp.StrictLessThan,
+           sp.StrictGreaterThan: sp.GreaterThan, sp.GreaterThan: sp.StrictGreaterThan}  # fmt: skip
+_NUMBERS = (int, float, sp.Number)
+
+Path = tuple  # keys / indices from the value's root to a node
+
+
+# --- walking a value: every node with its path, and rebuilding with one node replaced ---------
+
+
+def _children(node: Any) -> list[tuple[Any, Any]]:
+    """``(step, child)`` pairs of a node: dict keys, tuple indices, SymPy argument indices."""
+    if isinstance(node, dict):
+        return list(node.items())
+    if isinstance(node, (tuple, list)):
+        return list(enumerate(node))
+    if isinstance(node, sp.MatrixBase):
+        return [(index, entry) for index, entry in enumerate(node)]
+    if isinstance(node, sp.Basic) and not node.is_Atom:
+        return list(enumerate(node.args))
+    return []
+
+
+def _nodes(value: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
+    """Every node of ``value``, pre-order (a node before its children), with its path."""
+    yield path, value
+    for step, child in _children(value):
+        yield from _nodes(child, (*path, step))
+
+
+def _rebuilt(node: Any, path: Path, new: Any) -> Any:
+    """``node`` with the node at ``path`` replaced by ``new`` (SymPy re-canonicalises)."""
+    if not path:
+        return new
+    step, rest = path[0], path[1:]
+    if isinstance(node, dict):
+        return {**node, step: _rebuilt(node[step], rest, new)}
+    if isinstance(node, (tuple, list)):
+        items = list(node)
+        items[step] = _rebuilt(items[step], rest, new)
+        return type(node)(items)
+    if isinstance(node, sp.MatrixBase):
+        entries = list(node)
+        entries[step] = _rebuilt(entries[step], rest, new)
+        return type(node)(node.rows, node.cols, entries)
+    args = list(node.args)
+    args[step] = _rebuilt(args[step], rest, new)
+    return node.func(*args)
+
+
+def _parent(value: Any, path: Path) -> Any:
+    node = value
+    for step in path[:-1]:
+        container = isinstance(node, (dict, tuple, list, sp.MatrixBase))
+        node = node[step] if container else node.args[step]
+    return node
+
+
+def _is_root(value: Any, path: Path) -> bool:
+    """True for the top of a SymPy tree: the value itself or an entry of a container."""
+    return not path or not isinstance(_parent(value, path), sp.Basic)
+
+
+def _short(node: Any, width: int = 40) -> str:
+    text = sp.sstr(node) if isinstance(node, sp.Basic) else str(node)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _where(path: Path, value: Any) -> str:
+    """``" in <key>"`` for a node inside a dict entry, naming which entry changed."""
+    if path and isinstance(value, dict):
+        return f" in {path[0]}"
+    if path and isinstance(value, (tuple, list)):
+        return f" in part {path[0] + 1}"
+    return ""
+
+
+def _is_expr(node: Any) -> bool:
+    return isinstance(node, sp.Expr) and not isinstance(node, sp.MatrixBase)
+
+
+def _is_number(node: Any) -> bool:
+    return isinstance(node, _NUMBERS) and not isinstance(node, bool)
+
+
+def _free_symbols(value: Any) -> list[sp.Symbol]:
+    symbols: set = set()
+    for _, node in _nodes(value):
+        if isinstance(node, sp.Basic) and not isinstance(node, sp.MatrixBase):
+            symbols |= {s for s in node.free_symbols if isinstance(s, sp.Symbol)}
+    return sorted(symbols, key=sp.default_sort_key)
+
+
+def _substituted(value: Any, changes: dict) -> Any:
+    """``value`` with ``xreplace`` applied to every SymPy node of it (containers kept)."""
+    if isinstance(value, dict):
+        return {key: _substituted(entry, changes) for key, entry in value.items()}
+    if isinstance(value, (tuple, list)):
+        return type(value)(_substituted(entry, changes) for entry in value)
+    if isinstance(value, sp.Basic):
+        return value.xreplace(changes)
+    return value
+
+
+# --- the rules: each yields (description, new value) candidates, in a fixed order -------------
+
+Candidates = Iterator[tuple[str, Any]]
+
+
+def _sign_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        where = _where(path, value)
+        if _is_root(value, path) and (_is_expr(node) or _is_number(node)) and node != 0:
+            yield f"sign flipped{where}", _rebuilt(value, path, -node)
+        if isinstance(node, Relational):
+            for side, name in ((0, "left"), (1, "right")):
+                if node.args[side] != 0:
+                    flipped = node.func(*(-a if i == side else a for i, a in enumerate(node.args)))
+                    yield f"sign of the {name} side flipped{where}", _rebuilt(value, path, flipped)
+        if isinstance(node, sp.Add):
+            for index, term in enumerate(node.args):
+                terms = [-t if i == index else t for i, t in enumerate(node.args)]
+                yield (f"sign of term {_short(term)} flipped{where}",
+                       _rebuilt(value, path, sp.Add(*terms)))  # fmt: skip
+
+
+def _shift_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        where = _where(path, value)
+        if type(node) in _STRICT:
+            yield (f"{node.rel_op} -> {_STRICT[type(node)].rel_op}{where}",
+                   _rebuilt(value, path, _STRICT[type(node)](*node.args)))  # fmt: skip
+        if isinstance(node, (sp.Sum, sp.Product, sp.Integral)):
+            for index, limit in enumerate(node.limits):
+                if len(limit) != 3:
+                    continue
+                for bound, name in ((1, "lower"), (2, "upper")):
+                    for delta in (1, -1):
+                        limits = list(node.limits)
+                        moved = list(limit)
+                        moved[bound] = limit[bound] + delta
+                        limits[index] = tuple(moved)
+                        changed = node.func(node.function, *limits)
+                        yield (f"{name} bound of {limit[0]}: {_short(limit[bound])} -> "
+                               f"{_short(limit[bound] + delta)}{where}",
+                               _rebuilt(value, path, changed))  # fmt: skip
+    for symbol in _free_symbols(value):
+        if symbol.is_integer:
+            for delta, sign in ((1, "+"), (-1, "-")):
+                yield (f"index {symbol} -> {symbol} {sign} 1",
+                       _substituted(value, {symbol: symbol + delta}))  # fmt: skip
+    for path, node in _nodes(value):
+        if not _integer_constant(value, path, node):
+            continue
+        where = _where(path, value)
+        for delta in (1, -1):
+            shifted = node + delta
+            yield f"constant {node} -> {shifted}{where}", _rebuilt(value, path, shifted)
+
+
+def _integer_constant(value: Any, path: Path, node: Any) -> bool:
+    """An integer that a reader could misread by 1: a term, a side, an argument, an entry.
+
+    Coefficients and exponents are left to ``factor`` and ``exponent``.
+    """
+    if isinstance(node, bool) or not isinstance(node, (int, sp.Integer)):
+        return False
+    if _is_root(value, path):
+        return isinstance(node, int) or path != ()
+    parent = _parent(value, path)
+    return isinstance(parent, (sp.Add, Relational, sp.Function)) and not isinstance(
+        parent, (sp.Pow, sp.Mul)
+    )
+
+
+def _factor_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        if not isinstance(node, sp.Mul):
+            continue
+        where = _where(path, value)
+        coefficient, rest = node.as_coeff_Mul()
+        if coefficient.is_Number and abs(coefficient) != 1:
+            kept = rest if coefficient > 0 else -rest
+            yield f"factor {_short(abs(coefficient))} dropped{where}", _rebuilt(value, path, kept)
+        symbolic = [f for f in node.args if not f.is_Number]
+        for index, factor in enumerate(node.args):
+            if factor.is_Number or len(symbolic) < 2:
+                continue  # -s_j is a signed term, not a product: sign and term handle it
+            others = sp.Mul(*(f for i, f in enumerate(node.args) if i != index))
+            yield f"factor {_short(factor)} dropped{where}", _rebuilt(value, path, others)
+    for path, node in _nodes(value):
+        if not _is_root(value, path):
+            continue
+        where = _where(path, value)
+        if (_is_expr(node) or _is_number(node)) and node != 0:
+            yield f"multiplied by 2{where}", _rebuilt(value, path, 2 * node)
+        elif isinstance(node, Relational) and node.args[0] != 0:
+            doubled = node.func(2 * node.args[0], node.args[1])
+            yield f"left side multiplied by 2{where}", _rebuilt(value, path, doubled)
+
+
+def _term_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        where = _where(path, value)
+        if isinstance(node, sp.Add):
+            for index, term in enumerate(node.args):
+                rest = sp.Add(*(t for i, t in enumerate(node.args) if i != index))
+                yield f"term {_short(term)} dropped{where}", _rebuilt(value, path, rest)
+            positive = [t for t in node.args if not t.could_extract_minus_sign()]
+            negative = [t for t in node.args if t.could_extract_minus_sign()]
+            for plus in positive:
+                for minus in negative:
+                    others = [t for t in node.args if t not in (plus, minus)]
+                    swapped = sp.Add(*others, -minus, -plus)
+                    yield (f"{_short(plus)} and {_short(-minus)} swapped in a difference{where}",
+                           _rebuilt(value, path, swapped))  # fmt: skip
+        if isinstance(node, sp.Piecewise) and len(node.args) > 1:
+            for index, piece in enumerate(node.args):
+                pieces = [p for i, p in enumerate(node.args) if i != index]
+                yield (f"piece {index + 1} ({_short(piece.expr)}) dropped{where}",
+                       _rebuilt(value, path, sp.Piecewise(*pieces)))  # fmt: skip
+        if isinstance(node, (sp.And, sp.Or)):
+            for index, condition in enumerate(node.args):
+                rest = node.func(*(c for i, c in enumerate(node.args) if i != index))
+                yield f"condition {_short(condition)} dropped{where}", _rebuilt(value, path, rest)
+
+
+def _exponent_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        if not (isinstance(node, sp.Pow) and node.exp.is_Rational):
+            continue
+        where = _where(path, value)
+        for delta in (1, -1):
+            power = node.exp + delta
+            if power == 0:
+                continue
+            changed = node.base**power
+            yield (f"exponent of {_short(node.base)}: {node.exp} -> {power}{where}",
+                   _rebuilt(value, path, changed))  # fmt: skip
+
+
+def _log_candidates(value: Any) -> Candidates:
+    for path, node in _nodes(value):
+        where = _where(path, value)
+        if isinstance(node, sp.Mul):
+            for index, factor in enumerate(node.args):
+                if isinstance(factor, sp.log) or (
+                    isinstance(factor, sp.Pow) and isinstance(factor.base, sp.log)
+                ):
+                    others = sp.Mul(*(f for i, f in enumerate(node.args) if i != index))
+                    yield (f"log factor {_short(factor)} removed{where}",
+                           _rebuilt(value, path, others))  # fmt: skip
+        if isinstance(node, sp.log):
+            inside = node.args[0]
+            yield f"{_short(node)} -> {_short(inside)}{where}", _rebuilt(value, path, inside)
+    for path, node in _nodes(value):
+        if _is_root(value, path) and _is_expr(node) and not node.is_number:
+            for symbol in sorted(node.free_symbols, key=sp.default_sort_key):
+                yield f"times log({symbol}){_where(path, value)}", _rebuilt(
+                    value, path, node * sp.log(symbol)
+                )
+
+
+def _swap_candidates(value: Any) -> Candidates:
+    for first, second in combinations(_free_symbols(value), 2):
+        yield f"{first} <-> {second}", _substituted(value, {first: second, second: first})
+    for path, node in _nodes(value):
+        where = _where(path, value)
+        if isinstance(node, Relational):
+            yield f"sides swapped{where}", _rebuilt(value, path, node.func(node.rhs, node.lhs))
+        elif (isinstance(node, sp.Function) and len(node.args) >= 2
+              and not isinstance(node, (sp.Piecewise, sp.And, sp.Or))):  # fmt: skip
+            for i, j in combinations(range(len(node.args)), 2):
+                args = list(node.args)
+                args[i], args[j] = args[j], args[i]
+                yield (f"arguments {i + 1} and {j + 1} of {node.func} swapped{where}",
+                       _rebuilt(value, path, node.func(*args)))  # fmt: skip
+    if isinstance(value, (dict, tuple, list)):
+        steps = [step for step, entry in _children(value) if _is_expr(entry) or _is_number(entry)]
+        for first, second in combinations(steps, 2):
+            if value[first] == value[second]:
+                continue
+            changed = _rebuilt(_rebuilt(value, (first,), value[second]), (second,), value[first])
+            names = (first, second) if isinstance(value, dict) else (first + 1, second + 1)
+            yield f"values of {names[0]} and {names[1]} swapped", changed
+
+
+_RULES: dict[str, Callable[[Any], Candidates]] = {
+    "sign": _sign_candidates,
+    "shift": _shift_candidates,
+    "factor": _factor_candidates,
+    "term": _term_candidates,
+    "exponent": _exponent_candidates,
+    "log": _log_candidates,
+    "swap": _swap_candidates,
+}
+
+
+# --- equivalence: a mutant SymPy proves equal to the form is not a mutant ---------------------
+
+
+def _numeric_point(symbols: Iterable[sp.Symbol], seed: int) -> dict:
+    generator = random.Random(seed)
+    point = {}
+    for symbol in symbols:
+        if symbol.is_integer:
+            point[symbol] = sp.Integer(generator.randint(2, 9))
+        else:
+            point[symbol] = sp.Rational(generator.randint(11, 97), generator.randint(3, 13))
+    return point
+
+
+def _differs_numerically(difference: sp.Expr) -> bool:
+    """True if ``difference`` is clearly non-zero at a random point (a cheap refutation)."""
+    symbols = sorted(difference.free_symbols, key=sp.default_sort_key)
+    for seed in (1, 2):
+        try:
+            number = complex(difference.xreplace(_numeric_point(symbols, seed)).evalf(30))
+        except (TypeError, ValueError, ZeroDivisionError):
+            return False  # undefined functions, sums left symbolic: let simplify decide
+        if number != number or abs(number) == float("inf"):
+            return False
+        if abs(number) > 1e-12:
+            return True
+    return False
+
+
+def _zero(difference: sp.Expr) -> bool:
+    if difference == 0:
+        return True
+    if _differs_numerically(difference):
+        return False
+    if difference.has(sp.Sum):  # simplify takes seconds on symbolic sums: not proven equal
+        return False
+    try:
+        return sp.simplify(difference) == 0
+    except Exception:  # SymPy cannot decide: not proven equal, so the mutant stays
+        return False
+
+
+def equivalent(first: Any, second: Any) -> bool:
+    """True only if SymPy *proves* two form values equal (``simplify(a - b) == 0`` per part).
+
+    Containers are compared entry by entry, relations side by side (same relation), numbers and
+    strings by value. Anything not proven equal counts as different.
+
+    Example:
+        >>> import sympy as sp
+        >>> x, y = sp.symbols("x y")
+        >>> equivalent(sp.Max(x, y), sp.Max(y, x)), equivalent(x - y, y - x)
+        (True, False)
+    """
+    if isinstance(first, dict) and isinstance(second, dict):
+        return first.keys() == second.keys() and all(equivalent(first[k], second[k]) for k in first)
+    if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)):
+        return len(first) == len(second) and all(map(equivalent, first, second))
+    if isinstance(first, sp.MatrixBase) and isinstance(second, sp.MatrixBase):
+        return first.shape == second.shape and all(map(equivalent, first, second))
+    if _is_number(first) and _is_number(second):
+        return sp.sympify(first) == sp.sympify(second)
+    if _is_expr(first) and _is_expr(second):
+        return _zero(sp.expand(first - second))
+    if isinstance(first, sp.Basic) and isinstance(second, sp.Basic):
+        if first == second:
+            return True
+        if isinstance(first, Relational) and type(first) is type(second):
+            return all(map(equivalent, first.args, second.args))
+        return False
+    return first == second
+
+
+# --- the public operators ---------------------------------------------------------------------
+
+
+def _apply(operator: str, form: Form, limit: int) -> list[Form]:
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+        raise GradlabError(f"limit must be a non-negative int; got {limit!r}")
+    own = form.text()
+    seen = {own}
+    found: list[Form] = []
+    for description, value in _RULES[operator](form.value):
+        if len(found) >= limit:
+            break
+        candidate = replace(form, value=value, name=description)
+        text = candidate.text()
+        if text in seen:
+            continue
+        seen.add(text)
+        found.append(candidate)
+    return found
+
+
+def sign(form: Form, limit: int = CAP) -> list[Form]:
+    """Flip the sign of the whole value, of one term of a sum, or of one side of a relation.
+
+    Example:
+        >>> import sympy as sp
+        >>> a, b = sp.symbols("a b")
+        >>> [m.text() for m in sign(Form(a - b))]
+        ['-a + b', '-a - b', 'a + b']
+    """
+    return _apply("sign", form, limit)
+
+
+def shift(form: Form, limit: int = CAP) -> list[Form]:
+    """Strict <-> non-strict; a sum's bound, an integer index or an integer constant by +-1.
+
+    Example:
+        >>> import sympy as sp
+        >>> s = sp.Symbol("s")
+        >>> [m.name for m in shift(Form(s < 1))]
+        ['< -> <=', 'constant 1 -> 2', 'constant 1 -> 0']
+    """
+    return _apply("shift", form, limit)
+
+
+def factor(form: Form, limit: int = CAP) -> list[Form]:
+    """Drop one factor of a product (numeric coefficients first), or multiply the value by 2.
+
+    Example:
+        >>> import sympy as sp
+        >>> x, y = sp.symbols("x y")
+        >>> [m.text() for m in factor(Form(x * y / 2))]  # 2 * (x*y/2) repeats the first
+        ['x*y', 'y/2', 'x/2']
+    """
+    return _apply("factor", form, limit)
+
+
+def term(form: Form, limit: int = CAP) -> list[Form]:
+    """Drop one term of a sum, swap the two sides of a difference, drop a piece or condition.
+
+    Example:
+        >>> import sympy as sp
+        >>> R = sp.Symbol("R")
+        >>> [m.text() for m in term(Form(R - 1))]
+        ['R', '-1', '1 - R']
+    """
+    return _apply("term", form, limit)
+
+
+def exponent(form: Form, limit: int = CAP) -> list[Form]:
+    """Change a numeric power ``p`` to ``p + 1`` or ``p - 1`` (never to 0).
+
+    Example:
+        >>> import sympy as sp
+        >>> R = sp.Symbol("R")
+        >>> [m.name for m in exponent(Form(R**2))]
+        ['exponent of R: 2 -> 3', 'exponent of R: 2 -> 1']
+    """
+    return _apply("exponent", form, limit)
+
+
+def log(form: Form, limit: int = CAP) -> list[Form]:
+    """Remove a ``log`` factor (``log(a) -> a``) or multiply by ``log`` of a symbol.
+
+    Example:
+        >>> import sympy as sp
+        >>> M = sp.Symbol("M", positive=True)
+        >>> [m.text() for m in log(Form(M**2 * sp.log(M)))]
+        ['M**2', 'M**3', 'M**2*log(M)**2']
+    """
+    return _apply("log", form, limit)
+
+
+def swap(form: Form, limit: int = CAP) -> list[Form]:
+    """Exchange two symbols, two arguments of a function, the sides of a relation, two entries.
+
+    Example:
+        >>> import sympy as sp
+        >>> i, j = sp.symbols("s_i s_j")
+        >>> [m.text() for m in swap(Form(i - 2 * j))]
+        ['-2*s_i + s_j']
+    """
+    return _apply("swap", form, limit)
+
+
+OPERATOR_FUNCTIONS: dict[str, Callable[..., list[Form]]] = {
+    "sign": sign, "shift": shift, "factor": factor, "term": term,
+    "exponent": exponent, "log": log, "swap": swap,
+}  # fmt: skip
+"""Operator name -> function, in the order of :data:`OPERATORS`."""
+
+
+def generate(
+    form: Form, exclude_texts: Iterable[str] = (), *, cap: int = CAP
+) -> list[tuple[str, Form]]:
+    """Every operator's mutants of ``form``: ``(operator, mutant)`` pairs, in a fixed order.
+
+    A candidate is discarded when its text equals one of ``exclude_texts`` (the printed form and
+    the correction), the form's own text or an earlier mutant's, and when SymPy proves its value
+    equal to the form's (:func:`equivalent`). Each operator contributes at most ``cap`` mutants
+    that survive those filters.
+
+    Args:
+        form: the accepted form (the printed one when it holds, else the correction).
+        exclude_texts: texts no mutant may have.
+        cap: at most this many mutants per operator.
+
+    Returns:
+        ``(operator name, Form)`` pairs; each Form's ``name`` says what changed.
+
+    Raises:
+        GradlabError: if ``cap`` is not a non-negative int.
+
+    Example:
+        >>> import sympy as sp
+        >>> s_i, s_j = sp.symbols("s_i s_j")
+        >>> for operator, mutant in generate(Form(s_i - s_j), cap=1):
+        ...     print(f"{operator:6} {mutant.text():22} {mutant.name}")
+        sign   -s_i + s_j             sign flipped
+        factor 2*s_i - 2*s_j          multiplied by 2
+        term   -s_j                   term s_i dropped
+        log    (s_i - s_j)*log(s_i)   times log(s_i)
+    """
+    if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+        raise GradlabError(f"cap must be a non-negative int; got {cap!r}")
+    if isinstance(form.value, str):
+        return []
+    seen = {form.text(), *exclude_texts}
+    out: list[tuple[str, Form]] = []
+    for operator in OPERATORS:
+        taken = 0
+        for description, value in _RULES[operator](form.value):
+            if taken >= cap:
+                break
+            candidate = replace(form, value=value, name=description)
+            text = candidate.text()
+            if text in seen:
+                continue
+            seen.add(text)
+            if equivalent(value, form.value):
+                continue
+            out.append((operator, candidate))
+            taken += 1
+    return out
+
+
+def inapplicable_to_code(what: str = "pseudocode string") -> dict[str, str]:
+    """The ``inapplicable`` reasons of a form whose value is a code string: no operator applies.
+
+    Example:
+        >>> inapplicable_to_code()["sign"]
+        'pseudocode string: no SymPy tree'
+    """
+    return {operator: f"{what}: no SymPy tree" for operator in OPERATORS}
+
+
+def candidates(operator: str, value: Any) -> list[tuple[str, Any]]:
+    """All ``(description, value)`` candidates of one operator, unfiltered and uncapped.
+
+    Example:
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x")
+        >>> candidates("exponent", x**2)
+        [('exponent of x: 2 -> 3', x**3), ('exponent of x: 2 -> 1', x)]
+    """
+    if operator not in _RULES:
+        raise GradlabError(f"operator must be one of {OPERATORS}; got {operator!r}")
+    return list(islice(_RULES[operator](value), 1000))
