@@ -80,6 +80,7 @@ def _batch() -> dict:
     """The namespace every printed expression is evaluated in, with the autograd truths."""
     generator = torch.Generator().manual_seed(3)
     phi = torch.tanh(2.0 * torch.randn(BITS, ITEMS, generator=generator, dtype=torch.float64))
+    phi[:, 5] = -phi[:, 0]  # a distance near b: the last bin d = b is used too
     labels = torch.randint(0, 3, (ITEMS,), generator=generator)
     weights = torch.randn(ITEMS, BITS + 1, len(LEVELS), generator=generator, dtype=torch.float64)
 
@@ -299,8 +300,59 @@ def check_complexity(form: Form) -> Verdict:
     return order_check(form.value, counts)
 
 
+d_bin = sp.Symbol("d", nonnegative=True)
+"""The histogram bin index summed over (Sec. B: N+ = sum_d n+_d)."""
+bits = sp.Symbol("b", integer=True, positive=True)
+"""The code length ``b``: the bins are d = 0..b."""
+relevant_count = sp.Function("c^+")
+"""``c^+(d)``: the relaxed count of relevant items in bin d (:func:`soft_counts`, level v = 1)."""
+
+
+def _relevant_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """Relaxed codes whose histograms reach both end bins: an item's copy (distance near 0) and
+    its negation (distance near b), each with the item's label; three draws."""
+    batches = []
+    for seed in (0, 1, 2):
+        generator = torch.Generator().manual_seed(seed)
+        phi = torch.tanh(2.0 * torch.randn(BITS, ITEMS, generator=generator, dtype=torch.float64))
+        phi[:, 4], phi[:, 5] = phi[:, 0], -phi[:, 1]
+        batches.append((phi, torch.tensor([0, 1, 2, 3, 0, 1])))
+    return batches
+
+
+def check_relevant_total(form: Form) -> Verdict:
+    """Sec. B: N+ = sum_d n+_d is not changed by the relaxation. The printed sum over the relaxed
+    counts (triangular kernel) against the number of relevant candidates, every query of three
+    batches; a bin outside d = 0..b does not exist."""
+    worst, failure = 0.0, ""
+    for phi, labels in _relevant_batches():
+        counts = soft_counts(phi, labels)[..., 1]
+        for query in range(ITEMS):
+            truth = int(((labels == labels[query]).sum() - 1).item())
+            try:
+                summed = sp.sympify(form.value).subs(bits, BITS).doit()
+                lookup = {}
+                for applied in summed.atoms(sp.core.function.AppliedUndef):
+                    (index,) = applied.args
+                    if not (index.is_integer and 0 <= int(index) <= BITS):
+                        raise KeyError(f"bin {index} does not exist (bins 0..{BITS})")
+                    lookup[applied] = sp.Float(float(counts[query, int(index)]), 30)
+                value = float(summed.xreplace(lookup))
+            except (KeyError, TypeError, ValueError) as error:
+                failure = f"the printed sum does not evaluate: {error}"
+                break
+            worst = max(worst, abs(value - truth))
+        if failure:
+            break
+    failure = failure or f"the printed sum differs from N+ by up to {worst:.3g}."
+    return decide(worst < 1e-12 and failure.startswith("the printed sum differs"),
+                  f"sum over d = 0..b of the relaxed c+_d equals N+ to {worst:.1e} for every query "
+                  f"of 3 batches of relaxed codes (M = {ITEMS}, b = {BITS}, triangular kernel: a "
+                  "partition of unity on [0, b]).", failure)  # fmt: skip
+
+
 def claims() -> list[Claim]:
-    """The audited claims of He et al. (2018, suppl.), Eq. 22-37 and the complexity."""
+    """The audited claims of He et al. (2018, suppl.), Eq. 22-37, the complexity and N+ (Sec. B)."""
 
     def code(expression, lhs):
         return Form(expression, lhs=lhs, render=str)
@@ -328,61 +380,101 @@ def claims() -> list[Claim]:
     eq37 = code(EQ37, "dO/dPhi")
     M, V, b = sp.symbols("M V b", positive=True)
     complexity = Form(b * V * M**2, lhs="cost of Eq. 37 (|V| = V)")
+    relevant_total = Form(sp.Sum(relevant_count(d_bin), (d_bin, 0, bits)), lhs="N+")
     return [
         Claim(SEED, "eq22", "the minibatch codes as a b x M matrix", eq22, check_layout,
               "Eq. 37 applied to the printed layout vs autograd",
-              mutants=(mutant(eq22, "stack(phis, axis=0)", "items as rows (M x b)"),)),
+              mutants=(mutant(eq22, "stack(phis, axis=0)", "items as rows (M x b)"),
+                       mutant(eq22, "stack(phis[::-1], axis=1)", "items in reverse order"),
+                       mutant(eq22, "-stack(phis, axis=1)", "sign flipped"))),
         Claim(SEED, "eq23", "chain rule through the soft counts", eq23, check_chain_rule,
               "float64: autograd alpha and dc/dPhi combined as printed vs autograd dO/dPhi",
-              mutants=(mutant(eq23, chain_mutant, "1/M dropped"),)),
+              mutants=(mutant(eq23, chain_mutant, "1/M dropped"),
+                       mutant(eq23, "-" + chain, "sign flipped"),
+                       mutant(eq23, chain.replace("range(b + 1)", "range(b)"), "bin d = b left out"))),
         Claim(SEED, "eq24", "alpha is the derivative of the query's own objective", eq24,
               check_alpha, "Eq. 23 with the printed alpha vs autograd",
-              mutants=(mutant(eq24, "grad_O_c", "derivative of the batch mean O"),)),
+              mutants=(mutant(eq24, "grad_O_c", "derivative of the batch mean O"),
+                       mutant(eq24, "-grad_Oi_c", "sign flipped"),
+                       mutant(eq24, "grad_Oi_c[::-1]", "queries in reverse order"))),
         Claim(SEED, "eq25", "a candidate's column through the distance (chain rule)", eq25,
               check_off_diagonal_column, "float64 vs autograd Jacobian",
               mutants=(mutant(eq25, "dprime[d][i, j] * dD_dphi_j[i]", "affinity indicator dropped"),
-                       mutant(eq25, "-ind[i, j, v] * dprime[d][i, j] * dD_dphi_j[i]", "sign flipped"))),
+                       mutant(eq25, "-ind[i, j, v] * dprime[d][i, j] * dD_dphi_j[i]", "sign flipped"),
+                       mutant(eq25, "ind[i, j, v] * dprime[d][i, j] * dD_dphi_j[j]", "phi(x_i) -> phi(x_j)"))),
         Claim(SEED, "eq27", "a candidate's column with the shorthand beta", eq27,
               check_off_diagonal_column, "float64 vs autograd Jacobian",
               mutants=(mutant(eq27, "beta[d][v][i, j] * (phi[:, i] / 2)", "sign flipped"),
-                       mutant(eq27, "beta[d][v][i, j] * (-phi[:, j] / 2)", "phi(x_i) -> phi(x_j)"))),
+                       mutant(eq27, "beta[d][v][i, j] * (-phi[:, j] / 2)", "phi(x_i) -> phi(x_j)"),
+                       mutant(eq27, "beta[d][v][i, j] * (-phi[:, i])", "1/2 dropped"))),
         Claim(SEED, "eq28", "beta, the derivative of the count by the distance", eq28, check_beta,
               "float64 vs autograd dc/dd",
-              mutants=(mutant(eq28, "(1 - ind[i, j, v]) * dprime[d][i, j]", "indicator negated"),)),
+              mutants=(mutant(eq28, "(1 - ind[i, j, v]) * dprime[d][i, j]", "indicator negated"),
+                       mutant(eq28, "-ind[i, j, v] * dprime[d][i, j]", "sign flipped"),
+                       mutant(eq28, "ind[i, j, v] * dprime[min(d + 1, b)][i, j]", "next bin's slope"))),
         Claim(SEED, "claim-beta-symmetric", "beta is symmetric, beta(i, j) = beta(j, i)", symmetric,
               check_beta_symmetry, "float64, beta from Eq. 28 with the printed distance",
               mutants=(mutant(symmetric, "(b - phi.T @ phi) / 2 + 0.1 * np.arange(M)[:, None]",
-                              "distance made asymmetric"),)),
+                              "distance made asymmetric"),
+                       mutant(symmetric, "(b - phi.T @ phi[:, ::-1]) / 2", "candidates in reverse order"),
+                       mutant(symmetric, "(b - phi.T @ np.abs(phi)) / 2", "|phi_j| for phi_j"))),
         Claim(SEED, "eq29", "the query's own column", eq29, check_diagonal_column,
               "float64 vs autograd Jacobian",
               mutants=(mutant(eq29, "sum(beta[d][v][i, k] * (-phi[:, i] / 2) for k in range(M) if k != i)",
-                              "phi(x_k) -> phi(x_i)"),)),
+                              "phi(x_k) -> phi(x_i)"),
+                       mutant(eq29, "sum(beta[d][v][i, k] * (phi[:, k] / 2) for k in range(M) if k != i)",
+                              "sign flipped"),
+                       mutant(eq29, "sum(beta[d][v][i, k] * (-phi[:, k]) for k in range(M) if k != i)",
+                              "1/2 dropped"))),
         Claim(SEED, "eq30", "one formula for every column (beta(i, i) = 0)", eq30,
               check_unified_column, "float64 vs autograd Jacobian",
-              mutants=(mutant(eq30, "-0.5 * beta[d][v][i, j] * phi[:, i]", "1[j = i] term dropped"),)),
+              mutants=(mutant(eq30, "-0.5 * beta[d][v][i, j] * phi[:, i]", "1[j = i] term dropped"),
+                       mutant(eq30, eq30.value.replace("(j == i)", "(j != i)"), "1[j != i] for 1[j = i]"),
+                       mutant(eq30, eq30.value.replace("-0.5 *", "0.5 *", 1), "sign of the first term flipped"))),
         Claim(SEED, "eq31", "the Jacobian in matrix form", eq31, check_jacobian_matrix,
               "float64 vs autograd Jacobian",
               mutants=(mutant(eq31, "-0.5 * outer(phi[:, i], beta[d][v][i])", "Phi beta e_i^T dropped"),
                        mutant(eq31, "0.5 * (outer(phi[:, i], beta[d][v][i]) + outer(phi @ beta[d][v][i], e(i)))",
-                              "sign flipped"))),
+                              "sign flipped"),
+                       mutant(eq31, "-(outer(phi[:, i], beta[d][v][i]) + outer(phi @ beta[d][v][i], e(i)))",
+                              "1/2 dropped"))),
         Claim(SEED, "eq32", "Eq. 23 restated before reordering", eq32, check_chain_rule,
-              "float64 vs autograd", mutants=(mutant(eq32, chain_mutant, "1/M dropped"),)),
+              "float64 vs autograd",
+              mutants=(mutant(eq32, chain_mutant, "1/M dropped"), mutant(eq32, "-" + chain, "sign flipped"),
+                       mutant(eq32, chain.replace("for v in V", "for v in V[1:]"), "level v = 0 left out"))),
         Claim(SEED, "eq33", "Eq. 31 substituted into Eq. 32", eq33, check_gradient,
               "float64 vs autograd",
-              mutants=(mutant(eq33, eq33.value.replace("-0.5", "0.5"), "sign flipped"),)),
+              mutants=(mutant(eq33, eq33.value.replace("-0.5", "0.5"), "sign flipped"),
+                       mutant(eq33, eq33.value.replace(") / M", ")"), "1/M dropped"),
+                       mutant(eq33, eq33.value.replace("e(i)", "e(0)"), "e_1 for e_i"))),
         Claim(SEED, "eq35", "A_(d,v) = diag(alpha^(1), ..., alpha^(M))", eq35, check_a_matrix,
               "float64: Eq. 34's sums vs Phi A B^T and Phi B A",
-              mutants=(mutant(eq35, "diag(alpha[::-1, d, v])", "alpha order reversed"),)),
+              mutants=(mutant(eq35, "diag(alpha[::-1, d, v])", "alpha order reversed"),
+                       mutant(eq35, "-diag(alpha[:, d, v])", "sign flipped"),
+                       mutant(eq35, "diag(alpha[:, d, 1 - v])", "the other affinity level"))),
         Claim(SEED, "eq36", "B_(d,v) has the columns beta^(i)", eq36, check_b_matrix,
               "float64: Eq. 34's sums vs Phi A B^T and Phi B A",
               mutants=(mutant(eq36, "stack([beta[d][v][i] for i in range(M)][::-1], axis=1)",
-                              "column order reversed"),),
+                              "column order reversed"),
+                       mutant(eq36, "-stack([beta[d][v][i] for i in range(M)], axis=1)", "sign flipped"),
+                       mutant(eq36, "stack([beta[d][1 - v][i] for i in range(M)], axis=1)",
+                              "the other affinity level")),
               note="beta is symmetric, so rows or columns give the same B."),
         Claim(SEED, "eq37", "the minibatch gradient in matrix form", eq37, check_gradient,
               "float64 vs autograd (transcribed, not gradlab's implementation)",
               mutants=(mutant(eq37, EQ37.replace(" + B(d, v) @ A(d, v)", ""), "B A dropped"),
-                       mutant(eq37, EQ37.replace("(2 * M)", "M"), "1/2 dropped"))),
+                       mutant(eq37, EQ37.replace("(2 * M)", "M"), "1/2 dropped"),
+                       mutant(eq37, EQ37.replace("-(phi", "(phi"), "sign flipped"))),
         Claim(SEED, "claim-complexity", "Eq. 37 costs O(b |V| M^2)", complexity, check_complexity,
               "scalar operations of Eq. 37 executed, b, |V| and M varied",
-              mutants=(mutant(complexity, b * M**2, "|V| dropped"), mutant(complexity, b * V * M**3, "M^3"))),
+              mutants=(mutant(complexity, b * M**2, "|V| dropped"), mutant(complexity, b * V * M**3, "M^3"),
+                       mutant(complexity, b * V * M**2 * sp.log(M), "an extra log M"))),
+        Claim(SEED, "claim-relevant-total", "N+ = sum_d n+_d is not affected by the relaxation (Sec. B)",
+              relevant_total, check_relevant_total,
+              "float64: the relaxed counts of three batches summed as printed vs the hard count",
+              mutants=(mutant(relevant_total, sp.Sum(relevant_count(d_bin), (d_bin, 1, bits)), "bin 0 left out"),
+                       mutant(relevant_total, sp.Sum(relevant_count(d_bin), (d_bin, 0, bits - 1)),
+                              "bin b left out")),
+              note="The triangular kernel spreads each relaxed distance in [0, b] over the bins with "
+              "weights that sum to 1, so the relaxed counts keep N+ exactly (and its gradient is 0)."),
     ]  # fmt: skip

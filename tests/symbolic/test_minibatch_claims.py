@@ -10,6 +10,7 @@ import itertools
 
 import numpy as np
 import pytest
+import sympy as sp
 import torch
 
 from gradlab.symbolic import Form
@@ -161,7 +162,9 @@ def test_agreement_is_strict_and_a_failure_says_by_how_much():
     at = " * (i == 0) * (d == 0) * (v == 0) * (j == 1)"
     below = check_beta(Form(printed("eq28") + " + 5e-11" + at))
     assert (below.verdict, below.detail.split(" (")[0]) == (
-        "holds", "beta_(d,v)(i, j) matches autograd to 5.0e-11")
+        "holds",
+        "beta_(d,v)(i, j) matches autograd to 5.0e-11",
+    )
     at_bound = check_beta(Form(printed("eq28") + " + 1e-10" + at))
     assert at_bound.verdict == "fails"
     assert at_bound.detail == (f"beta_(d,v)(i, j) differs from autograd by up to 1e-10 "
@@ -228,3 +231,49 @@ def test_complexity_mutants_fail_by_the_spread_of_the_hand_count(order):
     assert (
         f"varies by a factor {max(ratios) / min(ratios):.3g} over 8 grid points" in verdict.detail
     )
+
+
+# --- N+ under the relaxation (Sec. B) and the slips of the code forms ---------------------
+
+
+def _claim(label: str):
+    return next(c for c in minibatch.claims() if c.label == label)
+
+
+def test_the_relaxed_counts_keep_n_plus_for_every_query():
+    assert minibatch.check_relevant_total(_claim("claim-relevant-total").printed).verdict == "holds"
+    # the same by loops: the triangular weights of a distance in [0, b] sum to 1
+    rng = np.random.default_rng(5)
+    codes = np.tanh(2 * rng.normal(size=(BITS, ITEMS)))
+    distances = (BITS - codes.T @ codes) / 2
+    labels = np.array([0, 1, 0, 1, 0, 2])
+    counts = counts_by_loops(distances, labels)
+    for i in range(ITEMS):
+        assert counts[i, :, 1].sum() == pytest.approx((labels == labels[i]).sum() - 1, abs=1e-12)
+
+
+B = minibatch.bits
+
+
+@pytest.mark.parametrize(("lower", "upper"), [(1, B), (0, B - 1), (-1, B), (0, B + 1)])
+def test_a_sum_over_other_bins_than_0_to_b_is_not_n_plus(lower, upper):
+    # the batches hold a copy (distance near 0) and a negation (near b) of a relevant item
+    total = Form(sp.Sum(minibatch.relevant_count(minibatch.d_bin), (minibatch.d_bin, lower, upper)))
+    assert minibatch.check_relevant_total(total).verdict == "fails"
+
+
+@pytest.mark.parametrize("label", ["eq22", "eq23", "eq24", "eq25", "eq27", "eq28",
+                                   "claim-beta-symmetric", "eq29", "eq30", "eq31", "eq32", "eq33",
+                                   "eq35", "eq36", "eq37"])  # fmt: skip
+def test_each_code_form_has_three_slips_and_the_check_rejects_each(label):
+    claim = _claim(label)
+    assert claim.check(claim.printed).verdict == "holds"
+    assert len(claim.mutants) >= 3
+    for slip in claim.mutants:
+        assert claim.check(slip).verdict == "fails", (label, slip.name)
+
+
+def test_the_batch_reaches_the_last_bin():
+    # without an item near distance b, leaving out bin d = b would change nothing
+    slip = _claim("eq23").printed.value.replace("range(b + 1)", "range(b)")
+    assert minibatch.check_chain_rule(Form(slip)).verdict == "fails"
