@@ -1,0 +1,256 @@
+"""Backbones for the studies on your own data: timm, torchvision or your own function, with an
+embedding head, built with random weights or from a local checkpoint (never downloaded).
+
+A backbone is named by a spec string:
+
+* ``timm:NAME``: ``timm.create_model(NAME, pretrained=False, num_classes=0)``;
+* ``torchvision:NAME``: ``torchvision.models.get_model(NAME, weights=None)`` with its
+  classifier (``fc``, ``classifier`` or ``heads``) replaced by the identity;
+* ``module:function`` (e.g. ``mypackage.nets:resnet18``): ``function()`` returns an
+  ``nn.Module`` mapping ``[B, 3, H, W]`` images to ``[B, F]`` features.
+
+``weights`` names a local file (``torch.save`` of a state dict, or of a dict holding one under
+``state_dict`` or ``model``) loaded into the backbone before the head is added, strictly: a
+checkpoint of another architecture is refused with the keys that do not fit.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
+
+KINDS = ("timm", "torchvision", "module:function")
+
+
+class EmbeddingNet(nn.Module):
+    """A backbone's ``[B, F]`` features through a linear head to ``[B, embedding_dim]``.
+
+    Example:
+        >>> net = EmbeddingNet(nn.Sequential(nn.Flatten(), nn.Linear(12, 5)), 5, 3)
+        >>> tuple(net(torch.zeros(2, 3, 2, 2)).shape)
+        (2, 3)
+    """
+
+    def __init__(self, backbone: nn.Module, features: int, embedding_dim: int) -> None:
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(features, embedding_dim)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        features = self.backbone(images)
+        if features.dim() != 2:
+            features = features.flatten(1)
+        return self.head(features)
+
+
+def build_backbone(
+    spec: str,
+    *,
+    embedding_dim: int = 128,
+    weights: str | Path | None = None,
+    image_size: int = 224,
+) -> EmbeddingNet:
+    """Build ``spec``'s backbone (random weights or ``weights``) with an embedding head.
+
+    Args:
+        spec: ``timm:NAME``, ``torchvision:NAME`` or ``module:function``.
+        embedding_dim: the head's output size.
+        weights: a local checkpoint of the backbone (never a download).
+        image_size: the side of the images; used once to find the feature size of a backbone
+            that does not state it (``num_features``).
+
+    Returns:
+        An :class:`EmbeddingNet`.
+
+    Raises:
+        GradlabError: an unknown spec, a library that cannot be imported, a function that does
+            not return a module, a missing checkpoint or one of another architecture; each one
+            line naming the spec or file.
+
+    Example:
+        >>> net = build_backbone("gradlab.backbones:tiny_resnet", embedding_dim=16, image_size=32)
+        >>> tuple(net(torch.zeros(2, 3, 32, 32)).shape)
+        (2, 16)
+    """
+    check_positive_int("embedding_dim", embedding_dim)
+    check_positive_int("image_size", image_size)
+    if not isinstance(spec, str) or ":" not in spec:
+        raise GradlabError(
+            f"backbone must be 'timm:NAME', 'torchvision:NAME' or 'module:function'; got {spec!r}"
+        )
+    kind, name = spec.split(":", 1)
+    if not name:
+        raise GradlabError(f"backbone {spec!r} names no model after the colon")
+    if kind == "timm":
+        backbone = _timm(name)
+    elif kind == "torchvision":
+        backbone = _torchvision(name)
+    else:
+        backbone = _user_function(kind, name, spec)
+    if weights is not None:
+        _load_weights(backbone, Path(weights), spec)
+    features = _feature_size(backbone, image_size, spec)
+    return EmbeddingNet(backbone, features, embedding_dim)
+
+
+def _import(library: str, spec: str):
+    try:
+        return importlib.import_module(library)
+    except Exception as error:
+        first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise GradlabError(
+            f"backbone {spec!r} needs {library}, which cannot be imported here: {first_line}"
+        ) from None
+
+
+def _timm(name: str) -> nn.Module:
+    timm = _import("timm", f"timm:{name}")
+    try:
+        return timm.create_model(name, pretrained=False, num_classes=0)
+    except RuntimeError as error:  # timm: "Unknown model (NAME)"
+        raise GradlabError(f"backbone 'timm:{name}': {error}") from None
+
+
+def _torchvision(name: str) -> nn.Module:
+    models = _import("torchvision.models", f"torchvision:{name}")
+    try:
+        model = models.get_model(name, weights=None)
+    except ValueError as error:  # torchvision: "Unknown model NAME"
+        raise GradlabError(f"backbone 'torchvision:{name}': {error}") from None
+    for attribute in ("fc", "classifier", "heads", "head"):
+        if isinstance(getattr(model, attribute, None), nn.Module):
+            setattr(model, attribute, nn.Identity())
+            return model
+    raise GradlabError(
+        f"backbone 'torchvision:{name}' has no fc, classifier or heads layer to replace"
+    )
+
+
+def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module:
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as error:
+        raise GradlabError(f"backbone {spec!r}: module {module_name!r} cannot be imported "
+                           f"({error})") from None  # fmt: skip
+    function = getattr(module, function_name, None)
+    if not callable(function):
+        raise GradlabError(f"backbone {spec!r}: {module_name} has no function {function_name!r}")
+    model = function()
+    if not isinstance(model, nn.Module):
+        raise GradlabError(
+            f"backbone {spec!r}: {function_name}() must return a torch.nn.Module; "
+            f"got {type(model).__name__}"
+        )
+    return model
+
+
+def _load_weights(backbone: nn.Module, path: Path, spec: str) -> None:
+    if not path.is_file():
+        raise GradlabError(f"weights {str(path)!r} is not a file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as error:
+        raise GradlabError(
+            f"weights {str(path)!r} cannot be read as a checkpoint: {error}"
+        ) from None
+    if isinstance(state, dict):
+        for key in ("state_dict", "model"):
+            if isinstance(state.get(key), dict):
+                state = state[key]
+                break
+    tensors = isinstance(state, dict) and all(isinstance(v, torch.Tensor) for v in state.values())
+    if not tensors:
+        raise GradlabError(f"weights {str(path)!r} holds no state dict of tensors")
+    own = backbone.state_dict()
+    mismatched = {
+        "missing": [key for key in own if key not in state],
+        "unexpected": [key for key in state if key not in own],
+        "shape differs": [
+            key for key, value in state.items() if key in own and own[key].shape != value.shape
+        ],
+    }
+    if any(mismatched.values()):
+        parts = [
+            f"{label} {', '.join(keys[:3])}{' ...' if len(keys) > 3 else ''}"
+            for label, keys in mismatched.items()
+            if keys
+        ]
+        raise GradlabError(
+            f"weights {str(path)!r} do not fit backbone {spec!r}: {'; '.join(parts)}"
+        )
+    backbone.load_state_dict(state)
+
+
+def _feature_size(backbone: nn.Module, image_size: int, spec: str) -> int:
+    stated = getattr(backbone, "num_features", None)
+    if isinstance(stated, int) and stated > 0:
+        return stated
+    was_training = backbone.training
+    backbone.eval()
+    try:
+        with torch.no_grad():
+            parameter = next(backbone.parameters(), None)
+            device = parameter.device if parameter is not None else torch.device("cpu")
+            features = backbone(torch.zeros(1, 3, image_size, image_size, device=device))
+    except Exception as error:
+        raise GradlabError(
+            f"backbone {spec!r} failed on a [1, 3, {image_size}, {image_size}] image: {error}"
+        ) from None
+    finally:
+        backbone.train(was_training)
+    if not isinstance(features, torch.Tensor) or features.dim() < 2:
+        raise GradlabError(f"backbone {spec!r} must return [B, F] features; got {features!r:.60}")
+    return int(features[0].numel())
+
+
+class _BasicBlock(nn.Module):
+    def __init__(self, inputs: int, outputs: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(inputs, outputs, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(outputs)
+        self.conv2 = nn.Conv2d(outputs, outputs, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(outputs)
+        self.shortcut = (
+            nn.Sequential(
+                nn.Conv2d(inputs, outputs, 1, stride, bias=False), nn.BatchNorm2d(outputs)
+            )
+            if stride != 1 or inputs != outputs
+            else nn.Identity()
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+def tiny_resnet(width: int = 16) -> nn.Module:
+    """A small ResNet in plain torch (He et al., 2016, basic blocks), for tests and CPU runs.
+
+    Three stages of one basic block (``width``, ``2 width``, ``4 width`` channels), global
+    average pooling; ``num_features = 4 width``. Usable as ``--backbone
+    gradlab.backbones:tiny_resnet``.
+
+    Example:
+        >>> net = tiny_resnet(8)
+        >>> net.num_features, tuple(net(torch.zeros(2, 3, 32, 32)).shape)
+        (32, (2, 32))
+    """
+    check_positive_int("width", width)
+    net = nn.Sequential(
+        nn.Conv2d(3, width, 3, 1, 1, bias=False),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        _BasicBlock(width, width, 1),
+        _BasicBlock(width, 2 * width, 2),
+        _BasicBlock(2 * width, 4 * width, 2),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+    )
+    net.num_features = 4 * width
+    return net
