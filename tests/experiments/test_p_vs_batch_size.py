@@ -107,12 +107,18 @@ def test_measure_returns_the_audited_interface(quick_result):
     sizes = result["batch_sizes"]
     assert sizes == sorted(sizes) and sizes[0] == 16 and all(m % 4 == 0 for m in sizes)
     assert {"fixed_untrained", "fixed_trained"} <= set(result["settings"])
+    parts = ("P_diagonal", "P_own_row_column", "P_positive_rows", "P_negative_rows")
     for setting in result["settings"].values():
-        for key in ("P", "P_positive_negative", "P_negative_negative"):
+        for key in ("P", "P_positive_negative", "P_negative_negative", *parts):
             assert len(setting[key]) == 3
             for per_seed in setting[key]:
                 assert len(per_seed) == len(sizes)
                 assert all(0.0 <= value <= 1.0 for value in per_seed)
+        for seed in range(3):  # the four parts add up to P; the diagonal alone is 1/m
+            for k, m in enumerate(sizes):
+                total = sum(setting[key][seed][k] for key in parts)
+                assert total == pytest.approx(setting["P"][seed][k], abs=1e-12)
+                assert setting["P_diagonal"][seed][k] == pytest.approx(1 / m, abs=1e-15)
 
 
 @pytest.mark.slow
