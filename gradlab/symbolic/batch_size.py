@@ -143,7 +143,9 @@ def setting_name(measurement: Mapping, setting: str = PROTOCOL_SETTING) -> str:
     if sizes:
         parts.append(f"m = {sizes[0]}..{sizes[-1]}")
     if "epochs" in data:
-        parts.append(f"one network trained per m for {data['epochs']} epoch(s)")
+        steps = data.get("steps") or []
+        counted = f" ({steps[0]} to {steps[-1]} optimizer steps)" if steps else ""
+        parts.append(f"one network trained per m for {data['epochs']} epoch(s){counted}")
     elif "training" in data:
         parts.append(str(data["training"]))
     parts.append(f"{len(measurement.get('seeds', []))} seeds")

@@ -136,6 +136,15 @@ def test_every_outcome_on_the_protocol_setting(changes, predicted, outcome):
                              "network trained per m for 1 epoch(s), 3 seeds: P ")  # fmt: skip
 
 
+def test_the_setting_is_named_with_its_optimizer_steps_when_measured():
+    data = measurement(trained_at_m=ends(RISING))
+    data["settings"]["trained_at_m"]["steps"] = [376, 6]
+    assert decide_trend(data)[1].startswith(
+        "On trained_at_m: 3-digit strings, a small CNN, m = 16..256, one network trained per m "
+        "for 1 epoch(s) (376 to 6 optimizer steps), 3 seeds: P rises ("
+    )  # fmt: skip
+
+
 def test_the_saturated_untrained_setting_does_not_block_a_rise():
     data = measurement(fixed_untrained=[[1.0, 1.0]] * 3, trained_at_m=ends(RISING))
     outcome, detail = decide_trend(data, "rises")
