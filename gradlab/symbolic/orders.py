@@ -118,7 +118,8 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
     positive and finite at every grid point fails.
 
     Args:
-        order: a SymPy expression in (some of) the grid's variables, e.g. ``M**2``.
+        order: a SymPy expression in (some of) the grid's variables, e.g. ``M**2``, or an
+            ``O(...)`` of one (SymPy's ``Order``, which absorbs constant factors).
         measured: grid point -> count; a grid point is a tuple of ``(name, value)`` pairs with
             the same names at every point, values >= 1 (``(("M", 8),)``), counts positive.
 
@@ -139,6 +140,9 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
     names, rows = _grid(measured)
     if not isinstance(order, sp.Expr):
         raise GradlabError(f"order must be a SymPy expression; got {order!r}")
+    if isinstance(order, sp.Order):  # O(g): a magnitude; SymPy writes log M as log(1/M) in it
+        order = sp.expand_log(order.expr, force=True)
+        order = -order if order.could_extract_minus_sign() else order
     symbols = sorted(order.free_symbols, key=str)
     unknown = [str(s) for s in symbols if str(s) not in names]
     if unknown:

@@ -150,3 +150,13 @@ def test_an_order_must_be_an_expression_in_the_grids_variables():
         order_check("M", SQUARES)
     with pytest.raises(GradlabError, match=r"uses \['L'\], which the grid does not name"):
         order_check(L * M, SQUARES)
+
+
+def test_an_o_term_is_read_as_its_magnitude_constants_absorbed():
+    at_infinity = ((b, sp.oo), (V, sp.oo), (M, sp.oo))
+    assert order_check(sp.O(b * V * M**2, *at_infinity), EQ37).verdict == "holds"
+    assert 2 * sp.O(b * V * M**2, *at_infinity) == sp.O(b * V * M**2, *at_infinity)
+    # SymPy writes O(b V M^2 log M) with log(1/M); it is still the slip O(b|V| M^2 log M)
+    slip = sp.O(b * V * M**2 * sp.log(M), *at_infinity)
+    verdict = order_check(slip, EQ37)
+    assert verdict.verdict == "fails" and "M**2*V*b follows better" in verdict.detail
