@@ -796,7 +796,7 @@ def claims(p_vs_batch_size: Mapping | None = None) -> list[Claim]:
               mutants=(mutant(blackbox_fixed, M * sp.log(M) ** 2, "log squared"),
                        mutant(blackbox_fixed, M, "log dropped (a linear pass)"),
                        mutant(blackbox_fixed, M**2, "M^2 (comparing every pair)")),
-              note="Ranking needs all M = p + n items sorted; with |P| = 4 fixed (the seed's "
+              note="Ranking needs all M = p + n items sorted; with |P| = 4 fixed (the paper's "
               "setting) n log n and M log M are the same order.",
               cause="order in n where the sort is over M = p + n"),
         Claim(SEED, "claim-table-s2-fastap", "FastAP costs O(ML) per query", fastap,
