@@ -45,6 +45,7 @@ EXTRA_OF_COMMAND = {
     "report": ("studies", ("sympy", "mpmath", "scipy", "sklearn", "matplotlib", "seaborn", "tqdm")),
     "audit": ("audit", ("sympy", "mpmath", "scipy", "sklearn")),
     "plot": ("plot", ("matplotlib", "seaborn")),
+    "study": ("studies", ("scipy", "sklearn", "matplotlib", "seaborn", "PIL")),
 }
 """Command -> the extra it needs and the packages that extra installs (checked before work)."""
 
@@ -134,7 +135,79 @@ def _build_parser(
         help="legend name of each run, in order; repeat once per run (default: folder names)",
     )  # fmt: skip
     _add_check_equivalence(commands, with_candidates)
+    _add_study(commands)
     return parser
+
+
+def _int_list(text: str) -> list[int]:
+    """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2)."""
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be integers separated by commas, e.g. 16,32,64; got {text!r}"
+        ) from None
+
+
+def _add_study(commands) -> None:
+    """The ``study`` subcommand: a study of the report on the user's own images and backbone."""
+    study_help = ("run a study on your own image folder and backbone: P against batch size "
+                  "with Smooth-AP's protocol (Brown et al., 2020, Fig. S7a)")  # fmt: skip
+    study = commands.add_parser("study", help=study_help, description=study_help)
+    study.add_argument("name", choices=["p-vs-batch-size"], help="the study")
+    study.add_argument("--data", type=Path, required=True,
+                       help="image folder: root/<class>/<image> (first half of the classes "
+                       "trains), Stanford Online Products (Ebay_train.txt), or see --list-file")
+    study.add_argument("--split", default="train", help="split to train on (default: train)")
+    study.add_argument("--list-file", type=Path,
+                       help="'path label' lines (paths relative to --data) instead of a layout")
+    study.add_argument("--backbone", default="gradlab.backbones:tiny_resnet",
+                       help="timm:NAME, torchvision:NAME or module:function (default: %(default)s)")
+    study.add_argument("--weights", type=Path,
+                       help="local checkpoint of the backbone (default: random initial weights)")
+    study.add_argument("--embedding-dim", type=int, default=512, help="(default: %(default)s)")
+    study.add_argument("--image-size", type=int, default=224, help="(default: %(default)s)")
+    study.add_argument("--batch-sizes", type=_int_list, default=[16, 32, 64, 128, 256],
+                       help="m values, multiples of 4, comma-separated (default: 16,...,256)")
+    study.add_argument("--epochs", type=int, default=1,
+                       help="epochs per m; P averages the last (default: %(default)s)")
+    study.add_argument("--seeds", type=_int_list, default=[0],
+                       help="comma-separated seeds (default: 0)")
+    study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
+    study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
+    study.add_argument("--device", default="cpu", help=DEVICE_HELP)
+    study.add_argument("--out", type=Path, default=Path("study"),
+                       help="folder for p_vs_batch_size.json and .png (default: %(default)s)")
+
+
+def _run_study(arguments: argparse.Namespace) -> None:
+    """``gradlab study p-vs-batch-size``: check everything, train, write JSON and figure."""
+    import json
+
+    from gradlab.experiments.image_studies import check_batch_sizes, p_vs_batch_size_on_images
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    device = check_device(arguments.device)
+    check_batch_sizes(arguments.batch_sizes)
+    out = check_output_folder(arguments.out, argument="--out")
+    measurement = p_vs_batch_size_on_images(
+        arguments.data, split=arguments.split, layout="list" if arguments.list_file else "auto",
+        list_file=arguments.list_file, backbone=arguments.backbone, weights=arguments.weights,
+        embedding_dim=arguments.embedding_dim, image_size=arguments.image_size,
+        batch_sizes=arguments.batch_sizes, epochs=arguments.epochs, seeds=arguments.seeds,
+        device=device, lr=arguments.lr, amp=arguments.amp,
+    )  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "p_vs_batch_size.json"
+    path.write_text(json.dumps(measurement, indent=2) + "\n")
+    from gradlab.plotting.studies import plot_p_vs_batch_size
+
+    figure = plot_p_vs_batch_size(measurement, out / "p_vs_batch_size.png")
+    summary = summarize(measurement)["settings"].get("trained_at_m", {})
+    print(f"wrote {path} and {figure}")
+    if summary:
+        print(f"P from m = {measurement['batch_sizes'][0]} to {measurement['batch_sizes'][-1]}: "
+              f"{summary['trend']} (paired t-test over {len(measurement['seeds'])} seed(s))")
 
 
 def _add_check_equivalence(commands, with_candidates: bool) -> None:
@@ -335,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "check-equivalence":
             return _check_equivalence(arguments)
+        elif arguments.command == "study":
+            _run_study(arguments)
         elif arguments.command == "plot":
             import warnings
 
