@@ -82,7 +82,7 @@ def check_operating_region(form: Form) -> Verdict:
     value = form.value
     problem = _eq1_problem(value)
     if problem:
-        return decide(False, "", f"Eq. 1's form cannot be evaluated: {problem}.")
+        return decide(not problem, "", f"Eq. 1's form cannot be evaluated: {problem}.")
     slope = sp.lambdify((D, tau_s), value["|dG/dD|"], "numpy")
     normalizer = sp.lambdify(m_, value["denominator"], "numpy")
     eps = float(value["threshold"])
@@ -91,9 +91,10 @@ def check_operating_region(form: Form) -> Verdict:
     for scores in cases:
         size = len(scores)
         bounds = [sp.sympify(value[key]).subs(m_, size) for key in EQ1_RANGES]
-        if any(not b.is_integer or not 0 <= int(b) <= size - 1 for b in bounds):
+        inside = all(b.is_integer and 0 <= int(b) <= size - 1 for b in bounds)
+        if not inside:
             shown = ", ".join(f"{k} = {b}" for k, b in zip(EQ1_RANGES, bounds, strict=True))
-            return decide(False, "", f"at m = {size} the ranges ({shown}) leave the m x m "
+            return decide(inside, "", f"at m = {size} the ranges ({shown}) leave the m x m "
                           f"matrix, whose indices run 0..{size - 1}.")  # fmt: skip
 
     def printed(scores):
@@ -410,7 +411,7 @@ def _checked_order(form: Form, counts: dict) -> Verdict:
     """:func:`order_form_problem`, then :func:`gradlab.symbolic.orders.order_check`."""
     problem = order_form_problem(form.value)
     if problem:
-        return decide(False, "", f"not written as an order: {problem}.")
+        return decide(not problem, "", f"not written as an order: {problem}.")
     return order_check(form.value, counts)
 
 
@@ -458,8 +459,8 @@ def check_overhead(form: Form) -> Verdict:
     shown = (f"Smooth-AP's loss time exceeds the others' by {gaps} ms; the smallest whole-ms "
              f"bound above the largest gap is {tight} ms")
     if backbones != {backbone}:
-        return decide(False, "", f"Table S2's backbone takes {sorted(backbones)} ms, not "
-                      f"{backbone:g}.")  # fmt: skip
+        return decide(backbones == {backbone}, "", f"Table S2's backbone takes "
+                      f"{sorted(backbones)} ms, not {backbone:g}.")  # fmt: skip
     return decide(
         bound == tight,
         f"{shown} ({times['Smooth-AP']} ms is {times['Smooth-AP'] / backbone:.2%} of the "
@@ -601,7 +602,7 @@ def check_fig_s5(form: Form) -> Verdict:
         problems = [f"|P| = {s} is not a whole number >= 1" for s in sizes
                     if not (sp.sympify(s).is_integer and int(s) >= 1)]  # fmt: skip
     if problems:
-        return decide(False, "", "; ".join(problems) + ".")
+        return decide(not problems, "", "; ".join(problems) + ".")
     perfect = [k + 1 for k, a in enumerate(after) if float(a) == 1.0]
     if sorted(int(c) for c in named) != perfect:
         problems.append(f"AP = 1.000 in cases {[CASES[k - 1] for k in perfect]}, not in cases "
@@ -614,14 +615,14 @@ def check_fig_s5(form: Form) -> Verdict:
     problems += [f"no ranking with |P| = {s} has AP {v:.3f}" for (s, v), ok in outcomes.items()
                  if ok is False]  # fmt: skip
     if problems:
-        return decide(False, "", "; ".join(problems) + ".")
+        return decide(not problems, "", "; ".join(problems) + ".")
     if any(ok is None for ok in outcomes.values()):
         return undecided("the search for a ranking ran out of its budget")
     gains = ", ".join(f"{CASES[k]} {float(a) - float(b):+.3f}"
                       for k, (b, a) in enumerate(zip(before, after, strict=True)))  # fmt: skip
     pinned = int(sizes[1])
     top = (pinned - 1 + pinned / (pinned + 1)) / pinned  # one negative before the last positive
-    return decide(True, f"every printed AP is attainable with its |P| (a ranking found for each; "
+    return decide(not problems, f"every printed AP is attainable with its |P| (a ranking found for each; "
                   f"with |P| = {pinned} for (b) the largest AP below 1 is {top:.4f}, one "
                   f"negative just before the last positive); AP = 1 only in cases "
                   f"{[CASES[k - 1] for k in perfect]}, each |P| within the {shown} shown; "
@@ -702,8 +703,9 @@ def check_fig_s7_gradients(form: Form) -> Verdict:
     inside the region).
     """
     expression = sp.sympify(form.value)
-    if not expression.free_symbols <= {m_, n_pos}:
-        return decide(False, "", f"{expression} is not a count in m and |P|.")
+    counts = expression.free_symbols <= {m_, n_pos}
+    if not counts:
+        return decide(counts, "", f"{expression} is not a count in m and |P|.")
     grid = [(size, k) for size in (6, 9, 16) for k in (1, 2, 4)]
     wrong = []
     for size, k in grid:
