@@ -981,7 +981,9 @@ def claims() -> list[Claim]:
                  context="TALR-AP, AP_T on CIFAR-10 (setting 1) at 12, 24, 32, 48 bits")  # fmt: skip
     pi, pj = sp.Symbol("phi_i"), sp.Symbol("phi_j")
     eq26 = Form(-pi / 2, lhs="d d(x_i, x_j) / d phi(x_j)")
-    ell, d = sp.Symbol("l", integer=True, nonnegative=True), sp.Symbol("d", integer=True, nonnegative=True)
+    # summation indices without the integer assumption: the shift operator moves the bounds of a
+    # Sum, and substituting d + 1 for a bound index is no form
+    ell, d = sp.Symbol("l", nonnegative=True), sp.Symbol("d", nonnegative=True)
     T = sp.Function("T")
     eq34 = Form(sp.Sum(T(d), (ell, 0, 3)), lhs="outer sum of Eq. 34 (b = 3)")
     return [
@@ -1019,10 +1021,11 @@ def claims() -> list[Claim]:
         Claim(SEED, "eq11", "the harmonic partial sum by a logarithm, for every bin", eq11,
               check_log_approximation, "mpmath on a grid of bins, first bin included",
               correction=mutant(eq11, sp.log((N_d + sp.Rational(1, 2)) / (N_prev + sp.Rational(1, 2))), "corrected"),
-              mutants=(mutant(eq11, sp.log((N_d + sp.Rational(1, 2)) / (N_prev + sp.Rational(1, 2))),
-                              "integral from N_(d-1) + 1/2 to N_d + 1/2"),),
-              note="For N_(d-1) >= 1 the log overestimates by at most n_d/(2 N_(d-1)^2); at the "
-              "first bin ln(N_d/0) diverges."),
+              mutants=(mutant(eq11, sp.log((N_d + sp.Rational(1, 2)) / N_prev), "only the upper limit moved"),
+                       mutant(eq11, sp.log((N_d + 1) / (N_prev + 1)), "limits moved by 1, not 1/2")),
+              note="For N_(d-1) >= 1 the log overestimates by at most (1/N_(d-1) - 1/N_d)/2 = "
+              "n_d/(2 N_(d-1) N_d); at the first bin ln(N_d/0) diverges.",
+              cause="first bin: the relaxation integrates from N_(d-1) = 0"),
         Claim(SEED, "claim-midpoint-rule", "Eq. 11 is the midpoint rule applied in reverse",
               midpoint, check_quadrature_rule, "mpmath, the rule's nodes against the sum",
               correction=with_parameters(midpoint, "corrected", **{"node offset from the cell's right edge": 0}),
@@ -1031,7 +1034,8 @@ def claims() -> list[Claim]:
                        with_parameters(midpoint, "cells of width 1/2", **{"cell width": sp.Rational(1, 2)})),
               note="The sum over t = N_(d-1)+1..N_d is the right-endpoint Riemann sum of "
               "int_(N_(d-1))^(N_d) dt/t (an underestimate); the midpoint rule would integrate from "
-              "N_(d-1) + 1/2 to N_d + 1/2."),
+              "N_(d-1) + 1/2 to N_d + 1/2.",
+              cause="the harmonic sum is the right-endpoint rule, not the midpoint rule"),
         Claim(SEED, "eq12", "Eq. 10 with Eq. 11's logarithm", eq12, check_eq12, "sympy.simplify",
               mutants=(substituted(eq12, {N_d: N_prev, N_prev: N_d}, "log ratio inverted"),)),
         Claim(SEED, "eq13", "the relaxed AP_r (algebra from Eq. 12)", eq13, check_eq13_algebra,
@@ -1039,20 +1043,26 @@ def claims() -> list[Claim]:
         Claim(SEED, "claim-eq13-first-bin", "AP_r is finite at the first bin (C_(d-1) = 0)",
               Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_first_bin, "sympy.limit",
               correction=Form(_eq13(midpoint_log), lhs="AP_r(R^(d))", name="corrected"),
-              mutants=(Form(_eq13(midpoint_log), lhs="AP_r(R^(d))", name="midpoint logarithm"),)),
+              mutants=(Form(_eq13(sp.log((N_d + sp.Rational(1, 2)) / C_prev)), lhs="AP_r(R^(d))",
+                            name="only the upper limit moved"),),
+              cause="first bin: the relaxation integrates from N_(d-1) = 0"),
         Claim(SEED, "claim-eq13-one-item-bin", "AP_r is finite at a bin of one item (c_d -> 1)",
               Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_one_item_bin,
               "mpmath, 40 digits, c = 1 + 1e-6 .. 1 + 1e-18",
               correction=Form(_eq13(exact_gap), lhs="AP_r(R^(d))", name="corrected"),
-              mutants=(Form(_eq13(exact_gap), lhs="AP_r(R^(d))", name="exact harmonic gap"),),
+              mutants=(Form(_eq13(sp.harmonic(N_d) - sp.harmonic(C_prev + 1)), lhs="AP_r(R^(d))",
+                            name="harmonic gap from C_(d-1) + 1"),),
               note="With ln the (c+ - 1)/(c - 1) factor has a pole at c = 1; with the exact "
-              "harmonic gap (digamma) the singularity is removable. gradlab clamps the factor."),
+              "harmonic gap (digamma) the singularity is removable. gradlab clamps the factor.",
+              cause="(c+ - 1)/(c - 1) has a pole at a bin of one item"),
         Claim(SEED, "claim-eq13-empty-bin", "AP_r is defined at an empty bin (c_d = 0)",
               Form(_eq13(sp.log(N_d / C_prev)), lhs="AP_r(R^(d))"), check_empty_bin, "sympy.subs",
               correction=Form(eq13_share, lhs="AP_r(R^(d)), c+ = rho c", name="corrected"),
-              mutants=(Form(eq13_share, lhs="AP_r(R^(d)), c+ = rho c", name="c+/c as a share rho"),),
+              mutants=(Form(eq13_share.subs(rho, 1 - rho), lhs="AP_r(R^(d)), c+ = rho c",
+                            name="the irrelevant share for rho"),),
               note="As printed c+_d / c_d is 0/0 at an empty bin; written through the share rho = "
-              "c+/c the term is 0 there (gradlab.functional.relaxed_tie_aware_ap does so)."),
+              "c+/c the term is 0 there (gradlab.functional.relaxed_tie_aware_ap does so).",
+              cause="c+/c is 0/0 at an empty bin"),
         Claim(SEED, "eq14", "the discount sum as an integral (substitution)", eq14, check_eq14,
               "mpmath.quad", mutants=(with_parameters(eq14, "limits not shifted", lower=a, upper=b),
                                       with_parameters(eq14, "ln 2 dropped", factor=1))),
@@ -1064,9 +1074,10 @@ def claims() -> list[Claim]:
         Claim(SEED, "claim-eq16-first-bin", "DCG_r is finite at the first bin", first_bin_li,
               check_li_first_bin, "mpmath.li",
               correction=mutant(first_bin_li, sp.li(b + sp.Rational(3, 2)) - sp.li(a + sp.Rational(3, 2)), "corrected"),
-              mutants=(mutant(first_bin_li, sp.li(b + sp.Rational(3, 2)) - sp.li(a + sp.Rational(3, 2)),
-                              "integral from C_(d-1) + 1/2"),),
-              note="Li(1) = -inf; integrating from a + 1/2 (the midpoint rule) keeps it finite."),
+              mutants=(mutant(first_bin_li, sp.li(b + 1) - sp.li(a + sp.Rational(3, 2)),
+                              "only the lower limit moved"),),
+              note="Li(1) = -inf; integrating from a + 1/2 (the midpoint rule) keeps it finite.",
+              cause="first bin: the relaxation integrates from N_(d-1) = 0"),
         Claim(SEED, "eq17", "asymptotic expansion of H(N)", eq17, check_expansion, "mpmath",
               mutants=(dropped_half(eq17), flipped_half(eq17), weaker_order(eq17))),
         Claim(SEED, "eq18", "the expansion at N_d", eq18, check_expansion, "mpmath",
@@ -1079,9 +1090,10 @@ def claims() -> list[Claim]:
         Claim(SEED, "eq21", "the error bound as a chain of equal orders", eq21, check_eq21,
               "sympy.limit of consecutive ratios",
               correction=mutant(eq21, chain[:3], "corrected"),
-              mutants=(mutant(eq21, chain[:3], "last step dropped"),),
+              mutants=(mutant(eq21, (chain[0], chain[1], chain[3]), "n_d/(2 N_(d-1)^2) as the last step"),),
               note="1/(2N_(d-1)) - 1/(2N_d) = n_d/(2 N_(d-1) N_d) exactly; n_d/(2 N_(d-1)^2) is an "
-              "upper bound, not the same order when n_d / N_(d-1) grows."),
+              "upper bound, not the same order when n_d / N_(d-1) grows.",
+              cause="n_d/(2 N_(d-1)^2) bounds the error, it is not of its order"),
         Claim(SEED, "claim-no-ties", "with no ties (n_d in {0, 1}) the sum in Eq. 11 is 0 or "
               "1/N_d, evaluated directly: no approximation error", no_ties, check_no_ties,
               "exact rational sums, N_(d-1) = 0..59",
@@ -1125,7 +1137,8 @@ def claims() -> list[Claim]:
         Claim(SEED, "eq34", "reordering the sums (outer index)", eq34, check_sum_index,
               "sympy.summation",
               correction=mutant(eq34, sp.Sum(T(d), (d, 0, 3)), "corrected"),
-              mutants=(mutant(eq34, sp.Sum(T(d), (d, 0, 3)), "outer index d"),),
+              mutants=(mutant(eq34, sp.Sum(T(d), (d, 1, 3)), "outer sum from d = 1"),),
               note="Eq. 34 sums over l while its summand is indexed by d; read sum_(d=0)^b as in "
-              "Eq. 33 and 37."),
+              "Eq. 33 and 37.",
+              cause="outer summation index printed as l"),
     ]  # fmt: skip
