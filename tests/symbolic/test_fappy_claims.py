@@ -555,12 +555,15 @@ def test_table1_signs_reversed_on_both_datasets_print_both_problems():
 
 def test_table2_s_smallest_gap_is_2_9_points_not_more():
     # Table 2, large top 1: worst FAPPY 42.4 - best other 39.5 = 2.9, the smallest column gap
-    assert check_table2(Form({"margin (points)": 2.8})).verdict == "holds"
-    verdict = check_table2(Form({"margin (points)": 2.9}))
-    assert (verdict.verdict, verdict.detail) == (
-        "fails",
-        "the smallest gap is 2.9 points, not > 2.9.",
-    )
+    # the stated margin is that gap at the table's 0.1-point resolution: 2.9, not 2.8 or 3
+    assert check_table2(Form({"margin (points)": sp.Rational(29, 10)})).verdict == "holds"
+    for margin in (sp.Rational(28, 10), 3):
+        verdict = check_table2(Form({"margin (points)": margin}))
+        assert (verdict.verdict, verdict.detail) == (
+            "fails",
+            f"the smallest gap is 2.9 points, not the stated {float(margin):g} (at the table's "
+            "0.1-point resolution).",
+        )
 
 
 def test_a_recurrence_a_millionth_heavy_is_not_the_mean_fused_loss():
@@ -648,11 +651,15 @@ def test_eq7_a_billionth_heavy_misses_the_double_loop_where_p_is_largest():
 def test_table1_s_largest_change_is_0_4_points_not_less():
     # CUB R@16 of the three FAPPY rows: 90.5, 90.7, 90.3, a spread of 0.4 points
     assert check_stability(Form({"bound (points)": sp.Rational(41, 100)})).verdict == "holds"
+    assert check_stability(Form({"bound (points)": sp.Rational(1, 2)})).verdict == "holds"
     verdict = check_stability(Form({"bound (points)": sp.Rational(2, 5)}))
     assert (verdict.verdict, verdict.detail) == (
         "fails",
-        "the largest change across Delta_min in Table 1 is 0.4 points, not < 0.4.",
+        "the largest change across Delta_min in Table 1 is 0.4 points, not in [-0.1, 0.4) (below "
+        "the bound, and the bound the tightest at half-point resolution).",
     )
+    # a bound of 1 point is true but not the paper's: 0.4 < 0.5, the tighter half-point step
+    assert check_stability(Form({"bound (points)": 1})).verdict == "fails"
 
 
 @pytest.mark.parametrize("key", ["d_t", "d_(t+1)"])
@@ -1077,7 +1084,7 @@ def test_the_l2_check_takes_the_vectors_as_real():
 # --- the strict condition, Table 2's spread, Section 4.1's arithmetic, Fig. 2 against Eq. 6 ---
 
 
-def _moves_by_hand(s_ij, s_ik, t=4, delta=0.25, count=3):
+def _moves_by_hand(s_ij, s_ik, t=10, delta=0.125, count=3):
     """Does Eq. 7 with the pair in bin t change with s_ik on either side? The pair's heights
     are the triangles on b_t and b_(t+1); the negative adds hat_t(s_ik) + hat_(t+1)(s_ik) + ...
     to S_t and hat_(t+1)(s_ik) + ... to S_(t+1), over all boundaries at or above them."""
@@ -1094,7 +1101,8 @@ def _moves_by_hand(s_ij, s_ik, t=4, delta=0.25, count=3):
 
 
 def _strict_points():
-    return [(0.25 * f_ij, -1 + (4 + o + f_ik) * 0.25) for f_ij in (0.0, 0.3, 0.7, 1.0)
+    # the check's grid: b_t = 1/4 at Delta = 1/8 (t = 10), s_ij at 0, 0.3, 0.7, 1 of its bin
+    return [(0.25 + 0.125 * f_ij, -1 + (10 + o + f_ik) * 0.125) for f_ij in (0.0, 0.3, 0.7, 1.0)
             for o in range(-3, 4) for f_ik in (0.0, 0.2, 0.7)]  # fmt: skip
 
 
@@ -1102,7 +1110,8 @@ def test_where_the_pair_moves_with_a_negative_matches_a_hand_derivation():
     from gradlab.symbolic.fappy_claims import moves_with_negative
 
     for s_ij, s_ik in _strict_points():
-        assert moves_with_negative(s_ij, s_ik, 4, 0.25) == _moves_by_hand(s_ij, s_ik), (s_ij, s_ik)
+        expected = _moves_by_hand(s_ij, s_ik)
+        assert moves_with_negative(s_ij, s_ik, 10, 0.125) == expected, (s_ij, s_ik)
 
 
 def test_the_strict_condition_as_printed_misses_the_bin_below_and_s_ik_on_b_t():
@@ -1111,10 +1120,11 @@ def test_the_strict_condition_as_printed_misses_the_bin_below_and_s_ik_on_b_t():
     printed = sp.And(S_IK > mid, S_IK <= hi, S_IJ > mid, S_IJ <= hi)
     expected = []
     for s_ij, s_ik in _strict_points():
-        claimed = 0 < s_ik <= 0.25 and 0 < s_ij <= 0.25  # b_t = 0, b_(t+1) = 1/4
+        claimed = 0.25 < s_ik <= 0.375 and 0.25 < s_ij <= 0.375  # b_t = 1/4, b_(t+1) = 3/8
         if claimed != _moves_by_hand(s_ij, s_ik):
             expected.append((round(s_ij, 6), round(s_ik, 6), not claimed))
-    assert len(expected) == 13
+    # the printed condition leaves out the bin below and s_ik = b_t: it disagrees somewhere
+    assert any(s_ik < 0.25 for _, s_ik, _ in expected)
     verdict = check_strict_condition(Form(printed))
     assert verdict.verdict == "fails"
     assert verdict.detail.startswith(f"one-sided differences disagree at {len(expected)} of 84 ")
@@ -1128,7 +1138,7 @@ def test_the_corrected_strict_condition_holds_and_each_flipped_end_fails():
     flip = {sp.StrictGreaterThan: sp.GreaterThan, sp.GreaterThan: sp.StrictGreaterThan,
             sp.StrictLessThan: sp.LessThan, sp.LessThan: sp.StrictLessThan}  # fmt: skip
     relations = STRICT_CORRECTED.atoms(sp.Rel)
-    assert len(relations) == 8
+    assert len(relations) == 6
     for relation in relations:
         flipped = STRICT_CORRECTED.xreplace({relation: flip[type(relation)](*relation.args)})
         assert check_strict_condition(Form(flipped)).verdict == "fails", relation
@@ -1198,3 +1208,83 @@ def test_fig2_s_one_sided_rate_is_not_eq6_and_the_two_sided_one_is():
     assert check_fig2_eq6(Form(n_i / n)).verdict == "fails"
     assert check_fig2_eq6(Form((n_i + n_j) / n)).verdict == "holds"
     assert check_fig2_eq6(Form((n_i + n_j) / (2 * n))).verdict == "fails"
+
+
+# --- the second checks that reject slips of the accepted forms --------------------------------
+
+
+def test_eq6_corrected_is_the_share_of_the_pooled_negatives_and_its_slips_are_not():
+    from gradlab.symbolic.fappy_claims import check_pooled_rate
+
+    p_i, p_j = sp.symbols("P_i P_j")
+    # 7 + 7 negatives: (k_i + k_j) / 14 = (k_i / 7 + k_j / 7) / 2, by hand
+    assert check_pooled_rate(Form((p_i + p_j) / 2)).verdict == "holds"
+    for slip in (p_i + p_j, p_i / 2, (p_i - p_j) / 2, -(p_i + p_j) / 2):
+        assert check_pooled_rate(Form(slip)).verdict == "fails", slip
+
+
+def test_a_negative_distance_and_wrong_delta_l2_are_rejected():
+    from gradlab.symbolic.fappy_claims import (
+        check_delta_l2_vectors,
+        check_distance_sign,
+        hi,
+        mid,
+        s,
+    )
+
+    assert check_distance_sign(Form(sp.sqrt(2 - 2 * s))).verdict == "holds"
+    assert check_distance_sign(Form(-sp.sqrt(2 - 2 * s))).verdict == "fails"
+    printed = sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi)
+    assert check_delta_l2_vectors(Form(printed)).verdict == "holds"
+    for slip in (2 * printed, -printed, sp.sqrt(2 - mid) - sp.sqrt(2 - hi)):
+        assert check_delta_l2_vectors(Form(slip)).verdict == "fails", slip
+
+
+def test_the_fusion_weights_are_per_positive_pair_and_start_at_one_half():
+    from gradlab.symbolic.fappy_claims import L_run, L_scale, check_fusion_average, pairs_all
+
+    assert check_fusion_average(Form((L_run + L_scale / pairs_all) / 2)).verdict == "holds"
+    for slip in ((L_run + L_scale) / 2, L_run + L_scale / pairs_all,
+                 (L_run - L_scale / pairs_all) / 2, (L_scale + L_run / pairs_all) / 2):  # fmt: skip
+        assert check_fusion_average(Form(slip)).verdict == "fails", slip
+
+
+def test_at_s_ij_minus_1_every_negative_counts_once_per_side():
+    from gradlab.symbolic.fappy_claims import Nn, check_bottom_corner
+
+    assert check_bottom_corner(Form(1 / Nn)).verdict == "holds"
+    # 1/|N|^2 and log|N| / |N| agree with 1/|N| at one negative only
+    for slip in (1 / Nn**2, sp.log(Nn) / Nn):
+        assert check_bottom_corner(Form(slip)).verdict == "fails", slip
+
+
+def test_the_guarded_divisions_average_where_there_is_something_to_average():
+    from gradlab.symbolic.fappy_claims import L_scale, Nn, check_divisions_elsewhere, pairs_all
+
+    right = {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)}
+    assert check_divisions_elsewhere(Form(right)).verdict == "holds"
+    for key, slip in (("h normaliser", 2 / sp.Max(Nn, 1)), ("h normaliser", -1 / sp.Max(Nn, 1)),
+                      ("line 10", L_scale), ("line 10", 1 / sp.Max(pairs_all, 1))):  # fmt: skip
+        assert check_divisions_elsewhere(Form({**right, key: slip})).verdict == "fails", slip
+
+
+def test_a_record_rejects_a_form_its_check_cannot_evaluate():
+    from gradlab.symbolic.fappy_claims import claims
+
+    by_label = {claim.label: claim for claim in claims()}
+    p_i, p_j = sp.symbols("P_i P_j")
+    # log of a rate 0: math refuses; the record's check names the error instead of raising
+    verdict = by_label["eq6"].check(Form((p_i + p_j) / 2 * sp.log(p_i)))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith("the form cannot be evaluated where the check needs it (")
+    assert "math domain error" in verdict.detail
+
+
+def test_heights_on_a_bin_that_is_no_index_and_a_fractional_count_fail():
+    t = sp.Symbol("t")
+    verdict = check_heights(Form({"h_left bin": t * sp.log(t), "h_right bin": t + 1}))
+    assert verdict.verdict == "fails" and "are not bin indices" in verdict.detail
+    assert check_heights(Form({"h_left bin": -t, "h_right bin": t + 1})).verdict == "fails"
+    # 5 of 71.4 negatives is 7.0 %: a printed 7 % would round right, but 71.4 is no count
+    fig2 = {"closer": 5, "negatives": sp.Rational(357, 5), "printed percent": 7}
+    assert check_fig2(Form(fig2)).verdict == "fails"
