@@ -231,7 +231,13 @@ TABLE_S1_SLIPS = {
 
 
 def table_s1_slips(corrected: Form) -> tuple[Form, ...]:
-    """The hand-written slips of the corrected Table S1 (:data:`TABLE_S1_SLIPS`), as mutants."""
+    """The hand-written slips of the corrected Table S1 (:data:`TABLE_S1_SLIPS`), as mutants.
+
+    Example:
+        >>> slips = table_s1_slips(Form(TABLE_S1_CORRECTED, render=str))
+        >>> [check_table_s1(slip).verdict for slip in slips[:2]]
+        ['fails', 'fails']
+    """
     return tuple(mutant(corrected, corrected.value.replace(right, wrong), name)
                  for name, (right, wrong) in TABLE_S1_SLIPS.items())  # fmt: skip
 
@@ -450,6 +456,10 @@ def check_overhead(form: Form) -> Verdict:
     and another method's is below it, and it is the bound the table supports: the smallest whole
     number of ms above the largest gap (a looser bound, 6 ms, is true but not what the table
     shows). The backbone time must be the table's for every method.
+
+    Example:
+        >>> [check_overhead(Form({"bound (ms)": b, "backbone (ms)": 705})).verdict for b in (3, 6)]
+        ['holds', 'fails']
     """
     bound, backbone = float(form.value["bound (ms)"]), float(form.value["backbone (ms)"])
     times = TABLE_S2_LOSS_MS
@@ -590,6 +600,14 @@ def check_fig_s5(form: Form) -> Verdict:
     (:func:`ap_attainable`); the cases whose Smooth-AP AP is 1.000 must be exactly those the text
     names (AP = 1 exactly when every positive precedes every negative), and their |P| must fit
     in the top 13 shown; every case gains.
+
+    Example:
+        >>> table = {"|P|": (11, 5, 7, 11), "baseline AP": (0.854, 0.967, 0.335, 0.433),
+        ...          "Smooth-AP AP": (1, 1, 0.758, 0.971), "AP = 1 for cases": (1, 2)}
+        >>> check_fig_s5(Form(table)).verdict
+        'holds'
+        >>> check_fig_s5(Form({**table, "|P|": (11, 6, 7, 11)})).detail
+        'no ranking with |P| = 6 has AP 0.967.'
     """
     value = form.value
     sizes, named = _numbers(value, "|P|"), _numbers(value, "AP = 1 for cases")
@@ -647,6 +665,10 @@ def check_fig_s6(form: Form) -> Verdict:
 
     The printed row ``AP 0.240 0.637 0.348 0.844 0.435 0.774`` read as (baseline, Smooth-AP)
     per query: every AP in (0, 1] and every Smooth-AP AP above its baseline.
+
+    Example:
+        >>> check_fig_s6(Form({"baseline AP": (0.24, 0.348), "Smooth-AP AP": (0.637, 0.3)})).detail
+        'case b falls from 0.348 to 0.3.'
     """
     before, after = _numbers(form.value, "baseline AP"), _numbers(form.value, "Smooth-AP AP")
     problems = _ap_table_problems(before, after)
@@ -658,7 +680,12 @@ def check_fig_s6(form: Form) -> Verdict:
 
 
 def check_not_testable(reason: str) -> Callable[[Form], Verdict]:
-    """A check for a claim about the authors' experiments that only their data could decide."""
+    """A check for a claim about the authors' experiments that only their data could decide.
+
+    Example:
+        >>> check_not_testable("needs their data")(Form("any")).verdict
+        'not-testable-here'
+    """
 
     def check(form: Form) -> Verdict:
         return Verdict(NOT_TESTABLE_HERE, reason)
@@ -701,6 +728,10 @@ def check_fig_s7_gradients(form: Form) -> Verdict:
     inside the region (Fig. S7's caption: all m^2); autograd of the corrected Table S1 counts the
     entries with a non-zero gradient for m in {6, 9, 16} and |P| in {1, 2, 4} (every difference
     inside the region).
+
+    Example:
+        >>> check_fig_s7_gradients(Form(n_pos * (m_ - 1))).verdict
+        'holds'
     """
     expression = sp.sympify(form.value)
     counts = expression.free_symbols <= {m_, n_pos}
