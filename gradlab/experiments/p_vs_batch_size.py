@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
+from gradlab.errors import GradlabError
 from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import (
@@ -45,6 +46,7 @@ from gradlab.functional import (
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import DigitStringNet
 from gradlab.training import train_on_batches
+from gradlab.validation import check_tensor
 
 PER_CLASS = 4
 """Images per class in a batch (Brown et al., 2020: ``|P| = 4``)."""
@@ -107,7 +109,17 @@ def p_decomposition(
         >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [0.01, 1.0]])
         >>> [round(v, 4) for v in p_decomposition(emb, torch.tensor([0, 0, 1, 1])).tolist()]
         [0.25, 0.125, 0.0, 0.125]
+
+    Raises:
+        GradlabError: ``embeddings`` not a finite ``[m, d]`` float tensor, ``labels`` not an
+            ``[m]`` integer or bool tensor of the same length.
     """
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_tensor("labels", labels, ndims=(1,), kind="any")
+    if labels.dtype.is_floating_point or labels.is_complex() or len(labels) != len(embeddings):
+        raise GradlabError(f"labels must be an integer tensor with one label per embedding "
+                           f"({len(embeddings)}); got {labels.dtype} of shape "
+                           f"{tuple(labels.shape)}")  # fmt: skip
     normalized = F.normalize(embeddings.to(torch.float64), dim=1)
     scores = normalized @ normalized.T  # row q: query q's scores of every item
     size = len(labels)

@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+from gradlab import GradlabError
 from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure, p_decomposition
 
 
@@ -88,6 +89,18 @@ def test_p_decomposition_of_identical_embeddings_counts_the_entries_of_each_part
     # rows (k per class), (m-k)(m-2)/m^2 negative rows. m = 8, k = 4: 8, 14, 18, 24 of 64.
     parts = p_decomposition(torch.ones(8, 3), torch.arange(2).repeat_interleave(4)).tolist()
     assert parts == pytest.approx([8 / 64, 14 / 64, 18 / 64, 24 / 64], abs=1e-15)
+
+
+@pytest.mark.parametrize(("embeddings", "labels", "argument"), [
+    (torch.ones(4), torch.arange(4), "embeddings"),
+    (torch.ones(4, 2, dtype=torch.int64), torch.arange(4), "embeddings"),
+    (torch.tensor([[1.0, float("nan")]] * 4), torch.arange(4), "embeddings"),
+    (torch.ones(4, 2), torch.arange(3), "labels"),
+    (torch.ones(4, 2), torch.zeros(4), "labels"),
+])  # fmt: skip
+def test_p_decomposition_refuses_bad_input_naming_the_argument(embeddings, labels, argument):
+    with pytest.raises(GradlabError, match=f"^{argument} must"):
+        p_decomposition(embeddings, labels)
 
 
 def test_identical_embeddings_put_every_pair_inside():
