@@ -986,7 +986,8 @@ def claims() -> list[Claim]:
               correction=mutant(eq6, (sp.Symbol("P_i") + sp.Symbol("P_j")) / 2, "corrected"),
               mutants=(mutant(eq6, (sp.Symbol("P_i") + sp.Symbol("P_j")) / 2, "mean of the two"),),
               note="Eq. 6 adds the false positive rates of i and of j, so it ranges over [0, 2]; "
-              "Eq. 7 estimates this sum (see eq7). Halving it changes the loss by a constant factor."),
+              "Eq. 7 estimates this sum (see eq7). Halving it changes the loss by a constant factor.",
+              cause=CAUSE_EQ6),
         Claim(SEED, "eq7", "the histogram estimate of P_ij", eq7, check_eq7,
               "float64: double loop over bins, and Delta -> 0 vs Eq. 6",
               mutants=(mutant(eq7, h_left * S_t1 + h_right * S_t, "S_t and S_(t+1) swapped"),
@@ -996,12 +997,14 @@ def claims() -> list[Claim]:
               check_support, "float64 central differences of Eq. 1-7",
               correction=with_parameters(support, "corrected", **{"from bin": -1}),
               mutants=(with_parameters(support, "from the bin below", **{"from bin": -1}),),
-              note="The support is two bins, [b_(t-1), b_(t+1)), when h_left, h_right > 0."),
+              note="The support is two bins, [b_(t-1), b_(t+1)), when h_left, h_right > 0.",
+              cause=CAUSE_LEMMA1),
         Claim(SEED, "claim-lemma1-value", "the gradient with respect to a negative (appendix)",
               lemma_value, check_gradient_value,
               "float64 central differences of Eq. 1-7, |N| Delta = 1.5 and 1.25",
               correction=mutant(lemma_value, corrected_value, "corrected"),
-              mutants=(mutant(lemma_value, corrected_value, "h/(|N| Delta) on two bins"),)),
+              mutants=(mutant(lemma_value, corrected_value, "h/(|N| Delta) on two bins"),),
+              cause=CAUSE_LEMMA1),
         Claim(SEED, "claim-pair-gradient", "the gradient with respect to the pair (appendix)", pair,
               check_pair_gradient, "float64 central differences of Eq. 1-7, Delta = 1/4, 1/2",
               correction=mutant(pair, -(hi_t + hj_t) / width, "corrected"),
@@ -1022,7 +1025,8 @@ def claims() -> list[Claim]:
               "b_t (h_right > 0), or s_ik in [b_(t-1), b_t] with s_ij < b_(t+1) (h_left > 0). The "
               "printed condition has "
               "the right ends for s_ij on the pair's bin; it misses the bin below (as lemma1 does) "
-              "and s_ik = b_t, where P has a kink."),
+              "and s_ik = b_t, where P has a kink.",
+              cause=CAUSE_LEMMA1),
         Claim(SEED, "claim-l2-equivalence", "cosine and L2 distance (appendix)", l2, check_l2,
               "sympy.simplify", mutants=(mutant(l2, sp.sqrt(2 - s), "factor 2 dropped"),)),
         Claim(SEED, "claim-delta-l2", "Delta^L2 grows with Delta (appendix)", delta_l2,
@@ -1099,7 +1103,8 @@ def claims() -> list[Claim]:
                        mutant(fig2_eq6, n_j / n_neg, "j's side only")),
               note="Fig. 2 counts the negatives on one side; Eq. 6 adds the shares of i's and j's "
               "sides, (5 + n_j)/7 for Fig. 2's pair, which is 5/7 only when no negative is at or "
-              "above the pair on j's side (halved as eq6's correction does, it is (5 + n_j)/14)."),
+              "above the pair on j's side (halved as eq6's correction does, it is (5 + n_j)/14).",
+              cause=CAUSE_EQ6),
         Claim(SEED, "claim-table2-outperforms", "FAPPY outperforms the others on VehicleID (Table 2)",
               table2, check_table2, "arithmetic on Table 2",
               mutants=(with_parameters(table2, "by 5 points", **{"margin (points)": 5}),)),
@@ -1109,6 +1114,11 @@ def claims() -> list[Claim]:
             if claim.label in SECOND_CHECKS else replace(claim, check=_evaluable(claim.check))
             for claim in records]  # fmt: skip
 
+
+CAUSE_LEMMA1 = "Lemma 1: dP/ds_ik taken on the pair's bin only, as -h_right"
+"""The appendix's derivative in s_ik, behind lemma1, its value and the strict condition."""
+CAUSE_EQ6 = "Eq. 6: the two sides' false positive rates added"
+"""Eq. 6's sum of two rates, behind eq6 and Fig. 2's one-sided 5/7."""
 
 SECOND_CHECKS = {
     "eq6": (check_pooled_rate, "the share of the pooled negatives at or above s_ij"),

@@ -1288,3 +1288,19 @@ def test_heights_on_a_bin_that_is_no_index_and_a_fractional_count_fail():
     # 5 of 71.4 negatives is 7.0 %: a printed 7 % would round right, but 71.4 is no count
     fig2 = {"closer": 5, "negatives": sp.Rational(357, 5), "printed percent": 7}
     assert check_fig2(Form(fig2)).verdict == "fails"
+
+
+def test_records_with_one_root_cause_share_it_and_none_of_them_holds():
+    from gradlab.symbolic.claims import evaluate
+    from gradlab.symbolic.fappy_claims import claims
+
+    groups = {}
+    for claim in claims():
+        if claim.cause:
+            groups.setdefault(claim.cause, set()).add(claim.label)
+            assert evaluate(claim).verdict != "holds", claim.label
+    # the appendix's one derivative in s_ik; Eq. 6's sum of two sides (Fig. 2 counts one)
+    assert sorted(groups.values(), key=len) == [
+        {"eq6", "claim-fig2-eq6"},
+        {"lemma1", "claim-lemma1-value", "claim-strict-condition"},
+    ]
