@@ -1,8 +1,12 @@
-"""Audit of Hashing as Tie-Aware Learning to Rank (He et al. 2018, suppl.), Eq. 1-21, 26, 34.
+"""Audit of Hashing as Tie-Aware Learning to Rank (He et al. 2018, suppl.), Eq. 1-21, 26, 34, the
+remarks of Sec. B-C (no ties, the tightened Eq. 11), footnote 1 and the table of Sec. D.
 
 The printed summands and closed forms are SymPy expressions; the procedures that use them
 (sums over ties, over bins) lambdify them, and the truth is brute force over every tie-consistent
-ordering, exact rational sums, or mpmath. Eq. 22-37 are in :mod:`minibatch_claims`.
+ordering, exact rational sums, or mpmath. Approximations are held to derived bounds: the
+trapezoid bound of a convex discount (:func:`discount_tolerance`) per bin, the next
+Euler-Maclaurin term, the error's own size over bins whose ratio ``n_d / N_(d-1)`` varies over
+decades. Eq. 22-37 and "N+ is unaffected by the relaxation" are in :mod:`minibatch_claims`.
 """
 
 from __future__ import annotations
@@ -906,7 +910,8 @@ def check_sum_index(form: Form) -> Verdict:
 
 
 def claims() -> list[Claim]:
-    """The audited claims of He et al. (2018, suppl.), Eq. 1-21, 26 and 34."""
+    """The audited claims of He et al. (2018, suppl.): Eq. 1-21, 26 and 34, Sec. B-C's remarks,
+    footnote 1 and Sec. D's table."""
     ap_summand = n_pos / n * (N_pos_prev + (j_ - N_prev - 1) * share + 1) / j_ / N_plus
     eq1 = Form(ap_summand, lhs="term j of AP_T@k (t_i = N_(i-1))")
     eq2 = Form(ap_summand, lhs="term j of AP_T, k = |S|")
