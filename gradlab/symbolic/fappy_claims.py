@@ -630,6 +630,59 @@ def check_empty_negative_set(form: Form) -> Verdict:
                   f"give {outcomes}.")  # fmt: skip
 
 
+Delta_min = sp.Symbol("Delta_min", positive=True)
+FIG5_RINGS = {"near": 0.2, "far": -0.6}
+"""Fig. 5's rings as two negatives of a pair at s_ij = 0.3: one inside the finest scale's
+support, one reached only by Delta = 1 and 2 (the easier hard level)."""
+
+
+def ring_weights(alpha: sp.Expr, s_ij: float = 0.3, finest: float = 0.25) -> dict[str, float]:
+    """The fused loss's gradient weight on each of :data:`FIG5_RINGS`: ``sum_Delta alpha(Delta)
+    |dP^Delta/ds_ik|`` over Delta = 2, 1, 1/2, 1/4 (Delta_min = 1/4), 3 negatives per side.
+
+    Example:
+        >>> weights = ring_weights(Delta_min / (2 * width))
+        >>> weights["near"] > weights["far"]
+        True
+    """
+    weight = sp.lambdify((width, Delta_min), alpha, "math")
+    deltas = [finest * 2**k for k in range(4)]
+    return {ring: sum(weight(d, finest) * abs(negative_gradient(s_ij, s_ik, d, 3)) for d in deltas)
+            for ring, s_ik in FIG5_RINGS.items()}  # fmt: skip
+
+
+def check_fig5(form: Form) -> Verdict:
+    """Fig. 5's caption: which ring of negatives the fused loss weighs most.
+
+    ``form.value``: ``"alpha"`` (a scale's weight in ``Delta`` and ``Delta_min``) and
+    ``"farther ring heavier"`` (+1 if the farthest ring gets the most weight, -1 if the nearest).
+    Holds when ``alpha`` gives Algorithm 1's weights (lines 10-11 run on one-hot scale sums)
+    and the sign is that of :func:`ring_weights`' far minus near.
+
+    Example:
+        >>> check_fig5(Form({"alpha": Delta_min / (2 * width), "farther ring heavier": -1})).verdict
+        'holds'
+    """
+    weight = sp.lambdify((width, Delta_min), form.value["alpha"], "math")
+    deltas = [2.0, 1.0, 0.5, 0.25]
+    algorithm = [run_recurrence((L_run + L_scale / pairs_all) / 2,
+                                [1.0 if k == index else 0.0 for k in range(4)], [1] * 4, 1)
+                 for index in range(4)]  # fmt: skip
+    stated = [float(weight(d, 0.25)) for d in deltas]
+    if max(abs(a - b) for a, b in zip(stated, algorithm, strict=True)) > 1e-15:
+        return decide(False, "", f"alpha gives the weights {stated} to Delta = 2 .. 1/4; "
+                      f"Algorithm 1 gives {algorithm}.")  # fmt: skip
+    weights = ring_weights(form.value["alpha"])
+    sign = 1 if weights["far"] > weights["near"] else -1
+    heavier = int(form.value["farther ring heavier"])
+    text = (f"with Algorithm 1's weights {algorithm} (Delta = 2 .. 1/4) a negative at s_ik = "
+            f"{FIG5_RINGS['near']} of a pair at s_ij = 0.3 gets the gradient weight "
+            f"{weights['near']:.3f}, one at s_ik = {FIG5_RINGS['far']} (reached only by Delta = 1, "
+            f"2) {weights['far']:.3f}: the {'farthest' if sign > 0 else 'nearest'} ring weighs most")
+    return decide(heavier == sign, text + ".", text + ", not the "
+                  f"{'farthest' if heavier > 0 else 'nearest'}.")  # fmt: skip
+
+
 # --- second conditions: what the checks above do not pin, so that slips of a form are rejected --
 
 
@@ -957,6 +1010,10 @@ def claims() -> list[Claim]:
                   context="Table 2: FAPPY outperforms the other methods in every column by at least")
     fig2 = Form({"closer": 5, "negatives": 7, "printed percent": sp.Rational(714, 10)}, context="Fig. 2: 5/7 ~ 71.4%")
     bins = Form(2 / width + 1, lhs="n")
+    fig5 = Form({"alpha": Delta_min / (2 * width), "farther ring heavier": 1},
+                context="Fig. 5: the scale of width Delta weighs alpha; farther ring heavier = 1 when "
+                "the ring of negatives farthest from the positive gets the most weight, -1 when the "
+                "nearest does")  # fmt: skip
     table2_spread = Form({"largest spread (points)": sp.Rational(7, 10), "smallest lead (points)": sp.Rational(29, 10)},
                          context="Table 2 across Delta_min")  # fmt: skip
     datasets = Form({f"{d} {part} {kind}": v for d, parts in DATASETS.items() for part, pair in parts.items()
@@ -1073,6 +1130,20 @@ def claims() -> list[Claim]:
               "without positive pairs."),
         Claim(SEED, "claim-fig2-rate", "Fig. 2: 5 of 7 negatives closer is 71.4%", fig2, check_fig2,
               "arithmetic", mutants=(with_parameters(fig2, "5/6", negatives=6),)),
+        Claim(SEED, "claim-fig5-caption",
+              "Fig. 5's caption: the fused loss gives the most weight to the ring of negatives "
+              "farthest from the positive (the easier hard level)", fig5, check_fig5,
+              "lines 10-11 run for the weights; finite differences of Eq. 1-7 per scale",
+              correction=with_parameters(fig5, "corrected", **{"farther ring heavier": -1}),
+              mutants=(with_parameters(fig5, "weights doubling with Delta",
+                                       alpha=width / 4, **{"farther ring heavier": -1}),
+                       with_parameters(fig5, "equal weights", alpha=sp.Rational(1, 2),
+                                       **{"farther ring heavier": -1})),
+              note="Algorithm 1 halves a scale's weight as Delta doubles, and a scale's gradient "
+              "on a negative is h/(|N| Delta): the finest scales, which weigh most, reach only "
+              "negatives near the pair's similarity, so the nearest ring weighs most, as the "
+              "text's 'greater importance to the easier hard level' (the smallest Delta) says "
+              "and the caption's darkest far ring does not."),
         Claim(SEED, "claim-bin-count", "n = 2/Delta + 1 boundaries from -1 to +1", bins, check_bin_count,
               "counting", mutants=(mutant(bins, 2 / width, "+1 dropped"),)),
         Claim(SEED, "claim-table1-stability", "Recall@K changes less than 0.5% across Delta_min",

@@ -794,7 +794,7 @@ def test_every_fappy_correction_is_named_corrected():
     from gradlab.symbolic.fappy_claims import claims
 
     corrected = [claim.label for claim in claims() if claim.correction is not None]
-    assert len(corrected) == 8
+    assert len(corrected) == 9
     for claim in claims():
         assert claim.printed.name == "printed", claim.label
         if claim.correction is not None:
@@ -1304,3 +1304,24 @@ def test_records_with_one_root_cause_share_it_and_none_of_them_holds():
         {"eq6", "claim-fig2-eq6"},
         {"lemma1", "claim-lemma1-value", "claim-strict-condition"},
     ]
+
+
+def test_fig5_s_far_ring_weighs_least_under_algorithm_1_s_weights():
+    from gradlab.symbolic.fappy_claims import Delta_min, check_fig5, ring_weights, width
+
+    # by hand: alpha = 1/16, 1/8, 1/4, 1/2 for Delta = 2, 1, 1/2, 1/4, each times the slope of
+    # the double-loop estimate at s_ij = 0.3, 3 negatives per side
+    alpha = {2.0: 1 / 16, 1.0: 1 / 8, 0.5: 1 / 4, 0.25: 1 / 2}
+    expected = {ring: sum(a * abs(_slope(0.3, s_ik, d, 3)) for d, a in alpha.items())
+                for ring, s_ik in (("near", 0.2), ("far", -0.6))}  # fmt: skip
+    weights = ring_weights(Delta_min / (2 * width))
+    assert weights == pytest.approx(expected, abs=1e-6)
+    assert expected["near"] > expected["far"]
+    printed = {"alpha": Delta_min / (2 * width), "farther ring heavier": 1}
+    assert check_fig5(Form(printed)).verdict == "fails"
+    assert check_fig5(Form({**printed, "farther ring heavier": -1})).verdict == "holds"
+    # weights that grow with Delta are not Algorithm 1's, whichever ring they favour
+    for heavier in (1, -1):
+        slip = {"alpha": width / 4, "farther ring heavier": heavier}
+        verdict = check_fig5(Form(slip))
+        assert verdict.verdict == "fails" and "Algorithm 1 gives" in verdict.detail
