@@ -54,8 +54,10 @@ from common import RESULTS, machine_info, synchronize, write_results
 import gradlab
 from gradlab.data import load_digits_split
 from gradlab.models import EmbeddingMLP, SmallConvNet
-from gradlab.monitor import every
-from gradlab.monitor.quantities import PRESETS
+from gradlab.monitor import PRESETS, every
+
+FULL = PRESETS["full"]
+"""The full preset's quantity classes, each also timed alone."""
 
 TAU = 0.01
 DENSE_START = 200
@@ -217,42 +219,82 @@ def _past_dense_start(step, monitor) -> None:
         step(monitor.step_count)
 
 
-def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str) -> dict:
-    """A logged full-preset step (watched call + monitor.step, loss excluded) over the loss."""
-    generator = torch.Generator().manual_seed(0)
-    embeddings = torch.randn(batch, 64, generator=generator).to(device)
-    labels = torch.arange(batch // 4, device=device).repeat_interleave(4)
-    loss_fn = gradlab.SmoothAPLoss(TAU)
-    monitors = {"full_step": gradlab.Monitor(f"{folder}/logged_{batch}", tau=TAU, preset="full",
-                                             every=1)}  # fmt: skip
-    for quantity in PRESETS["full"]:  # each quantity of the full preset alone
-        monitors[quantity.name] = gradlab.Monitor(
-            f"{folder}/logged_{batch}_{quantity.name}", tau=TAU, quantities=[quantity(every(1))]
-        )
+FIXED_COST_BATCH = 16
+"""The batch of the fixed-cost probe: the same logged step on ``[16, 16]`` score matrices, where
+nearly all of its time is per-operation dispatch and Python, not arithmetic."""
+
+
+def _logged_pair(embeddings, labels, loss_fn, monitor):
+    """The plain loss step and the logged step (watched call + backward + monitor.step())."""
 
     def plain(_index):
         leaf = embeddings.detach().requires_grad_(True)
         loss_fn(leaf, labels).backward()
 
-    def logged(monitor):
-        watched = monitor.watch(loss_fn)
+    watched = monitor.watch(loss_fn) if monitor is not None else None
 
-        def step(_index):
-            leaf = embeddings.detach().requires_grad_(True)
-            watched(leaf, labels).backward()
-            monitor.step()
+    def step(_index):
+        leaf = embeddings.detach().requires_grad_(True)
+        watched(leaf, labels).backward()
+        monitor.step()
 
-        return step
+    return plain, step
 
+
+def _batch(batch: int, device):
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(batch, 64, generator=generator).to(device)
+    return embeddings, torch.arange(batch // 4, device=device).repeat_interleave(4)
+
+
+def torch_op_count(step) -> int:
+    """Aten operations dispatched by one call of ``step(0)`` (every op, views included)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        calls = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.calls += 1
+            return func(*args, **(kwargs or {}))
+
+    with Count():
+        step(0)
+    return Count.calls
+
+
+def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str) -> dict:
+    """A logged full-preset step (watched call + monitor.step, loss excluded) over the loss."""
+    embeddings, labels = _batch(batch, device)
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    monitors = {"full_step": gradlab.Monitor(f"{folder}/logged_{batch}", tau=TAU, preset="full",
+                                             every=1)}  # fmt: skip
+    for quantity in FULL:  # each quantity of the full preset alone
+        monitors[quantity.name] = gradlab.Monitor(
+            f"{folder}/logged_{batch}_{quantity.name}", tau=TAU, quantities=[quantity(every(1))]
+        )
+    plain = _logged_pair(embeddings, labels, loss_fn, None)[0]
     steps = {"loss_forward_backward": plain}
-    steps.update({f"loss_and_logged_{name}": logged(m) for name, m in monitors.items()})
+    steps.update({f"loss_and_logged_{name}": _logged_pair(embeddings, labels, loss_fn, m)[1]
+                  for name, m in monitors.items()})  # fmt: skip
+    fixed = FIXED_COST_BATCH if batch > FIXED_COST_BATCH else None
+    if fixed is not None:  # the same step on a tiny batch, timed alongside (one thread only)
+        small = _batch(fixed, device)
+        monitors["fixed"] = gradlab.Monitor(f"{folder}/logged_{batch}_at_{fixed}", tau=TAU,
+                                            preset="full", every=1)  # fmt: skip
+        small_plain, small_logged = _logged_pair(*small, loss_fn, monitors["fixed"])
     for name in steps:
         for index in range(2):
             steps[name](index)
     samples = interleave(steps, device, rounds, block)
-    cpu = one_thread_cpu(steps, device, rounds, block)
+    probes = {} if fixed is None else {"small_loss": small_plain, "small_logged": small_logged}
+    for probe in probes.values():
+        probe(0), probe(1)
+    cpu = one_thread_cpu({**steps, **probes}, device, rounds, block)
+    ops = torch_op_count(steps["loss_and_logged_full_step"]) - torch_op_count(plain)
     for monitor in monitors.values():
         monitor.close()
+    monitors.pop("fixed", None)
     summary = summarize(samples, "loss_forward_backward")
     medians = summary["step_seconds_median"]
     loss_seconds = medians["loss_forward_backward"]
@@ -273,6 +315,14 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         name: (statistics.median(cpu[f"loss_and_logged_{name}"]) - cpu_loss) / cpu_loss
         for name in monitors
     }
+    floor = {}
+    if fixed is not None:  # what the logged step costs where there is almost nothing to compute
+        small_cost = statistics.median(cpu["small_logged"]) - statistics.median(cpu["small_loss"])
+        floor = {
+            "one_thread_cpu_fixed_cost_batch": fixed,
+            "one_thread_cpu_fixed_cost_seconds": small_cost,
+            "one_thread_cpu_fixed_cost_over_loss": small_cost / cpu_loss,
+        }
     return {
         "batch": batch,
         "loss_forward_backward_seconds": loss_seconds,
@@ -285,6 +335,8 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         "one_thread_cpu_logged_quantity_alone_over_loss": dict(
             sorted(cpu_over_loss.items(), key=lambda kv: -kv[1])
         ),
+        **floor,
+        "torch_ops_per_logged_full_step": ops,
         "rounds": rounds,
         "steps_per_block": block,
     }
@@ -336,7 +388,11 @@ def main() -> None:
         for row in rows:
             print(f"B = {row['batch']}: logged full step / loss, one-thread CPU "
                   f"{row['one_thread_cpu_logged_full_step_over_loss']:.2f}x, wall "
-                  f"{row['logged_full_step_over_loss']:.2f}x")  # fmt: skip
+                  f"{row['logged_full_step_over_loss']:.2f}x, "
+                  f"{row['torch_ops_per_logged_full_step']} torch ops")  # fmt: skip
+            if "one_thread_cpu_fixed_cost_over_loss" in row:
+                print(f"  the same step at B = {FIXED_COST_BATCH}: "
+                      f"{row['one_thread_cpu_fixed_cost_over_loss']:.2f}x this loss")  # fmt: skip
         print(json.dumps(rows, indent=1))
         return
     load_before = os.getloadavg()
