@@ -901,7 +901,7 @@ def check_distance_gradient(form: Form) -> Verdict:
 
 @_form_errors_fail
 def check_sum_index(form: Form) -> Verdict:
-    d = sp.Symbol("d", integer=True, nonnegative=True)
+    d = sp.Symbol("d", nonnegative=True)  # as in the form (no integer assumption: see claims())
     term = sp.Function("T")
     return symbolic_equality(form.value.doit(), sp.summation(term(d), (d, 0, 3)).doit(), [d])
 
