@@ -3,16 +3,16 @@
 A printed cost ``O(g)`` is checked against the operations a transcribed procedure actually
 performs on a grid of sizes. A spread of ``count / g`` alone cannot see a log factor over a
 short grid (from M = 8 to 512, ``log M`` grows by a factor 3), so :func:`order_check` asks a
-sharper question: which of the candidate orders ``g``, ``g * v^a`` (``a`` in :data:`POWERS`) and
-``g * log(v)^b`` (``b`` in :data:`LOG_POWERS`), for each grid variable ``v``, follows the counts
+sharper question: which of the candidate orders ``g``, ``g * v^p`` (``p`` in :data:`POWERS`) and
+``g * log(v)^q`` (``q`` in :data:`LOG_POWERS`), for each grid variable ``v``, follows the counts
 best on ``v``'s last step, from its second-largest to its largest grid value, where lower-order
 terms weigh least. The printed order holds only if it is that best candidate on every variable
 (no power and no log factor of any variable fits better) and ``count / g`` stays within a factor
 :data:`ORDER_SPREAD` over the whole grid.
 
 The criterion, on one step from ``v0`` to ``v1`` with the other variables fixed: with
-``r = count / g``, the candidate ``(a, b)`` leaves the residual
-``ln(r1 / r0) - a ln(v1 / v0) - b ln(ln v1 / ln v0)`` (the change of ``count / candidate`` over
+``r = count / g``, the candidate ``(p, q)`` leaves the residual
+``ln(r1 / r0) - p ln(v1 / v0) - q ln(ln v1 / ln v0)`` (the change of ``count / candidate`` over
 the step, in log); the best candidate has the smallest ``|residual|`` (the simpler one wins a
 tie). Steps keep the other variables fixed; a variable that never moves alone (``M = p + n``
 beside ``p`` and ``n``) is stepped with as few others moving as the grid has.
@@ -34,13 +34,13 @@ ORDER_SPREAD = 3.0
 constant)."""
 
 POWERS = (-1, 1)
-"""The powers ``a`` of a grid variable that the candidate orders ``g v^a`` try."""
+"""The powers ``p`` of a grid variable that the candidate orders ``g v^p`` try."""
 
 LOG_POWERS = (-2, -1, 1, 2)
-"""The powers ``b`` of ``log v`` that the candidate orders ``g log^b v`` try."""
+"""The powers ``q`` of ``log v`` that the candidate orders ``g log^q v`` try."""
 
 CANDIDATES = ((0, 0), *((a, 0) for a in POWERS), *((0, b) for b in LOG_POWERS))
-"""``(a, b)`` of every candidate order ``g v^a log^b v``: ``g`` itself, one power of ``v`` more or
+"""``(p, q)`` of every candidate order ``g v^p log^q v``: ``g`` itself, one power of ``v`` more or
 less, or up to two log factors more or less (not both: a power and a log factor together
 can mimic a small change, e.g. ``v^-1 log^2 v`` on a step from 4 to 32)."""
 
@@ -94,7 +94,7 @@ def _moved(name: str, before: float, after: float) -> str:
 
 
 def _best_candidate(change: float, low: float, high: float) -> tuple[int, int, float]:
-    """``(a, b, |residual|)`` of the candidate ``v^a log^b v`` that best explains ``change``."""
+    """``(p, q, |residual|)`` of the candidate ``v^p log^q v`` that best explains ``change``."""
     span = math.log(high / low)
     log_span = math.log(math.log(high) / math.log(low)) if low > 1 else math.nan
     best = None
@@ -112,7 +112,7 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
     """Is ``order`` the order of growth of counted operations (log factors told apart)?
 
     ``holds`` if, on the last step of every grid variable, ``order`` is the best of the
-    candidate orders ``order * v^a * log(v)^b`` (module docstring: the criterion), and
+    candidate orders ``order * v^p`` and ``order * log(v)^q`` (module docstring: the criterion), and
     ``count / order`` stays within a factor :data:`ORDER_SPREAD` over the grid; else
     ``fails``, naming the step and the candidate that fits better. An order that is not
     positive and finite at every grid point fails.
@@ -183,7 +183,7 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
     return decide(
         not problems,
         f"counted operations / {order} stays within a factor {spread:.2f} over {grid}, and on the "
-        f"last step of each variable ({stepped}) no order {order} * v^a (a in {list(POWERS)}) or "
-        f"{order} * log(v)^b (b in {list(LOG_POWERS)}) follows the counts better.",
+        f"last step of each variable ({stepped}) no order {order} * v^p (p in {list(POWERS)}) or "
+        f"{order} * log(v)^q (q in {list(LOG_POWERS)}) follows the counts better.",
         "; ".join(problems) + ": not the order of the count.",
     )
