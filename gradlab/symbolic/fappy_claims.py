@@ -790,6 +790,41 @@ def check_divisions_elsewhere(form: Form) -> Verdict:
                   "none.", f"the divisions miss the mean (or 0 for none) by {worst:.3g}.")  # fmt: skip
 
 
+def check_gradient_at_kinks(form: Form) -> Verdict:
+    """dP/ds_ik on the bin boundaries, where Eq. 7 has kinks: the printed value against the
+    right one-sided difference (the convention of bins ``[b_u, b_(u+1))``), |N| = 3, 5.
+
+    Example:
+        >>> corrected = sp.Piecewise((h_right / (Nn * width), (s >= mid) & (s < mid + width)),
+        ...                          (h_left / (Nn * width), (s >= mid - width) & (s < mid)),
+        ...                          (0, True))
+        >>> check_gradient_at_kinks(Form(corrected)).verdict
+        'holds'
+    """
+    value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
+    cases = []
+    for delta, count in ((0.5, 3), (0.25, 5)):
+        for s_ij in (0.1, 0.62, -0.4):
+            t, _ = pair_bin(s_ij, delta)
+            for offset in (-2, -1, 0, 1, 2):
+                if -1 < -1 + (t + offset) * delta < 1:
+                    cases.append((s_ij, -1 + (t + offset) * delta, delta, count, t))
+
+    def printed(c):
+        s_ij, s_ik, delta, count, t = c
+        b_t = -1 + t * delta
+        right = (s_ij - b_t) / delta
+        return value(s_ik, b_t, 1 - right, right, delta, count)
+
+    def right_slope(c, step=1e-7):
+        s_ij, s_ik, delta, count, _ = c
+        others, far = [-0.999] * (count - 1), [-0.999] * count
+        ahead = pair_probability(s_ij, [s_ik + step, *others], far, delta)
+        return (ahead - pair_probability(s_ij, [s_ik, *others], far, delta)) / step
+
+    return numeric_agreement(printed, right_slope, cases, tolerance=1e-6)
+
+
 def _evaluable(check: Callable[[Form], Verdict]) -> Callable[[Form], Verdict]:
     """``check``, with a form it cannot evaluate (a root or log of a negative number, a division
     by zero, a symbol left over) rejected with the error as its reason."""
@@ -1197,6 +1232,8 @@ SECOND_CHECKS = {
     "claim-delta-l2": (check_delta_l2_vectors, "float64 distances of unit vectors"),
     "claim-fusion-weights": (check_fusion_average, "weights per positive pair"),
     "claim-edges": (check_bottom_corner, "P_ij = 2 at s_ij = -1"),
+    "claim-lemma1-value": (check_gradient_at_kinks, "right one-sided differences at the bin "
+                           "boundaries (bins [b_u, b_(u+1)))"),
     "claim-empty-negative-set": (check_divisions_elsewhere, "the mean where counts are positive"),
 }
 """Label -> a second check (and its method) that pins what the record's first check leaves

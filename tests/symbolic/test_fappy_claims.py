@@ -1325,3 +1325,26 @@ def test_fig5_s_far_ring_weighs_least_under_algorithm_1_s_weights():
         slip = {"alpha": width / 4, "farther ring heavier": heavier}
         verdict = check_fig5(Form(slip))
         assert verdict.verdict == "fails" and "Algorithm 1 gives" in verdict.detail
+
+
+def test_at_the_kinks_the_value_is_the_right_one_sided_slope():
+    from gradlab.symbolic.fappy_claims import Nn, check_gradient_at_kinks, hi, mid, s, width
+
+    del hi  # b_(t+1) is b_t + Delta in this form
+    # by hand at s_ij = 0.1, Delta = 1/2 (t = 2, b_t = 0, h_right = 0.2), s_ik = b_t, |N| = 3:
+    # just above b_t the negative moves S_(t+1) at 1/(|N| Delta), so the slope is 0.2 / 1.5
+    step = 1e-6
+    ahead = _estimate(0.1, [step, -0.999, -0.999], 0.5) - _estimate(0.1, [0.0, -0.999, -0.999], 0.5)
+    assert ahead / step == pytest.approx(0.2 / 1.5, abs=1e-6)
+    h_left, h_right = sp.symbols("h_left h_right", positive=True)
+    corrected = sp.Piecewise((h_right / (Nn * width), (s >= mid) & (s < mid + width)),
+                             (h_left / (Nn * width), (s >= mid - width) & (s < mid)), (0, True))
+    assert check_gradient_at_kinks(Form(corrected)).verdict == "holds"
+    flip = {sp.StrictLessThan: sp.LessThan, sp.GreaterThan: sp.StrictGreaterThan,
+            sp.LessThan: sp.StrictLessThan, sp.StrictGreaterThan: sp.GreaterThan}  # fmt: skip
+    relations = {str(r): r for r in corrected.atoms(sp.Rel)}
+    # the pair's bin closed above, the bin below open below, the pair's bin open below
+    for text in ("s < Delta + b_t", "s >= -Delta + b_t", "b_t <= s"):
+        relation = relations[text]
+        slip = corrected.xreplace({relation: flip[type(relation)](*relation.args)})
+        assert check_gradient_at_kinks(Form(slip)).verdict == "fails", slip
