@@ -85,7 +85,7 @@ def _meaning(cls: type) -> str:
 
 def quantity_classes() -> list[type]:
     """Every quantity class of ``QUANTITIES`` and of the presets, in ``QUANTITIES`` order."""
-    from gradlab.monitor.quantities import PRESETS, QUANTITIES
+    from gradlab.monitor.config import PRESETS, QUANTITIES
 
     classes = list(QUANTITIES)
     for preset in PRESETS.values():
@@ -106,7 +106,7 @@ def cost_class(needs: frozenset[str]) -> str:
 @register("monitor-quantities")
 def monitor_quantities(root: Path) -> str:
     """One row per quantity class: name, keys, meaning, presets, cost class, needs."""
-    from gradlab.monitor.quantities import PRESETS
+    from gradlab.monitor.config import PRESETS
 
     lines = [
         "| quantity | keys | meaning | presets | cost class | needs |",
