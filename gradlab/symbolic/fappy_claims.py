@@ -392,17 +392,24 @@ def check_strict_condition(form: Form) -> Verdict:
                   f"(s_ij, s_ik, P moves) = {mismatches[:4]}.")  # fmt: skip
 
 
-def check_gradient_value(form: Form) -> Verdict:
-    """The appendix's dP/ds_ik against finite differences, |N| Delta != 1."""
-    value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
+def _gradient_cases(offsets: Sequence[float]) -> list[tuple]:
+    """``(s_ij, s_ik, Delta, |N|, t)`` for s_ik at ``offsets`` (in bins) from the pair's bin
+    start, three pairs at each of (Delta, |N|) = (1/2, 3), (1/4, 5), inside (-1, 1)."""
     cases = []
     for delta, count in ((0.5, 3), (0.25, 5)):
         for s_ij in (0.1, 0.62, -0.4):
             t, _ = pair_bin(s_ij, delta)
-            for offset in (-0.7, -0.2, 0.3, 0.8, 1.4):
+            for offset in offsets:
                 s_ik = -1 + (t + offset) * delta
                 if -1 < s_ik < 1:
                     cases.append((s_ij, s_ik, delta, count, t))
+    return cases
+
+
+def check_gradient_value(form: Form) -> Verdict:
+    """The appendix's dP/ds_ik against finite differences, |N| Delta != 1."""
+    value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
+    cases = _gradient_cases((-0.7, -0.2, 0.3, 0.8, 1.4))
 
     def printed(c):
         s_ij, s_ik, delta, count, t = c
@@ -802,13 +809,7 @@ def check_gradient_at_kinks(form: Form) -> Verdict:
         'holds'
     """
     value = sp.lambdify((s, mid, h_left, h_right, width, Nn), form.value, "math")
-    cases = []
-    for delta, count in ((0.5, 3), (0.25, 5)):
-        for s_ij in (0.1, 0.62, -0.4):
-            t, _ = pair_bin(s_ij, delta)
-            for offset in (-2, -1, 0, 1, 2):
-                if -1 < -1 + (t + offset) * delta < 1:
-                    cases.append((s_ij, -1 + (t + offset) * delta, delta, count, t))
+    cases = _gradient_cases((-2, -1, 0, 1, 2))
 
     def printed(c):
         s_ij, s_ik, delta, count, t = c
