@@ -193,7 +193,8 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     smallest value; the entropy of one direction).
 
     The share divides by ``min(N - 1, d)``, the largest rank a centred ``N x d`` matrix can
-    have: a collapse metric normalised by ``min(N, d)`` cannot reach 1 when ``N <= d``.
+    have: a collapse metric normalised by ``min(N, d)`` cannot reach 1 when ``N <= d``. On a
+    CUDA device ``torch.linalg.eigvalsh`` synchronises with the host.
 
     Args:
         embeddings: ``[N, d]``, N >= 2.

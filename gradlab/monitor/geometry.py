@@ -49,7 +49,9 @@ class Geometry(Quantity):
     cosine score matrix (no second product); cross-modal, the alignment runs over the
     ``positives`` of the queries x candidates scores, the other values describe the queries
     (the watched call's ``embeddings``) and ``geometry_modality_gap`` compares them with the
-    candidates.
+    candidates. On a CUDA device the effective rank's ``torch.linalg.eigvalsh`` synchronises with
+    the host once per logged step (torch checks its convergence there): the one exception to
+    the Monitor's single transfer per logged step.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
