@@ -325,7 +325,12 @@ def _relevant_batches() -> list[tuple[torch.Tensor, torch.Tensor]]:
 def check_relevant_total(form: Form) -> Verdict:
     """Sec. B: N+ = sum_d n+_d is not changed by the relaxation. The printed sum over the relaxed
     counts (triangular kernel) against the number of relevant candidates, every query of three
-    batches; a bin outside d = 0..b does not exist."""
+    batches; a bin outside d = 0..b does not exist.
+
+    Example:
+        >>> check_relevant_total(Form(sp.Sum(relevant_count(d_bin), (d_bin, 0, bits)))).verdict
+        'holds'
+    """
     worst, failure = 0.0, ""
     for phi, labels in _relevant_batches():
         counts = soft_counts(phi, labels)[..., 1]

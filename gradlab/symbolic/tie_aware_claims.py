@@ -420,7 +420,12 @@ def _log_gap_errors(form: Form) -> dict[tuple[int, int], tuple[float, float]]:
 
 @_form_errors_fail
 def check_log_approximation(form: Form) -> Verdict:
-    """Eq. 11 on every bin, the first (N_(d-1) = 0) included, within :func:`log_gap_tolerance`."""
+    """Eq. 11 on every bin, the first (N_(d-1) = 0) included, within :func:`log_gap_tolerance`.
+
+    Example:
+        >>> check_log_approximation(Form(sp.harmonic(N_d) - sp.harmonic(N_prev))).verdict
+        'holds'
+    """
     errors = _log_gap_errors(form)
     over = {bin_: e for bin_, (e, tol) in errors.items() if not e <= tol}
     worst = max(errors, key=lambda k: errors[k][0] / errors[k][1])
@@ -757,7 +762,12 @@ def _error_order_problems(term: sp.Expr) -> tuple[list[str], dict]:
 
 @_form_errors_fail
 def check_eq20(form: Form) -> Verdict:
-    """The printed term is the size of ln(N_d/N_(d-1)) - (H(N_d) - H(N_(d-1))) on every bin ratio."""
+    """The printed term is the size of ln(N_d/N_(d-1)) - (H(N_d) - H(N_(d-1))) on every bin ratio.
+
+    Example:
+        >>> check_eq20(Form((N_d - N_prev) / (2 * N_prev**2))).verdict  # Eq. 21's last step
+        'fails'
+    """
     problems, at_largest = _error_order_problems(form.value)
     shown = ", ".join(f"{v:.6f} (n_d / N_(d-1) = {r})" for r, v in at_largest.items())
     return decide(not problems,
@@ -771,7 +781,12 @@ def check_eq20(form: Form) -> Verdict:
 @_form_errors_fail
 def check_eq21(form: Form) -> Verdict:
     """The O-chain starts at Eq. 20's term, and each term is the size of Eq. 11's error on every
-    bin ratio (Eq. 20's test)."""
+    bin ratio (Eq. 20's test).
+
+    Example:
+        >>> check_eq21(Form((1 / (2 * a) - 1 / (2 * b), n / (2 * a * b)))).verdict
+        'holds'
+    """
     problems = []
     start = sp.sympify(form.value[0]) - (1 / (2 * a) - 1 / (2 * b))
     if sp.simplify(start) != 0:  # as a function of N_(d-1) = a and N_d = b, as Eq. 20 prints it
@@ -795,7 +810,12 @@ TIGHTENED_BINS = tuple((before, size) for before in (1, 2, 10, 100, 1000) for si
 def check_tightened(form: Form) -> Verdict:
     """Eq. 11 with the 1/(2N) terms of Eq. 17: closer to the harmonic gap than Eq. 11 on every bin
     after the first, and within the next Euler-Maclaurin term ``1/(12 N_(d-1)^2) - 1/(12 N_d^2)
-    + 1/(120 N_d^4)`` (``H(N) = gamma + ln N + 1/(2N) - 1/(12N^2) + e``, ``0 < e < 1/(120N^4)``)."""
+    + 1/(120 N_d^4)`` (``H(N) = gamma + ln N + 1/(2N) - 1/(12N^2) + e``, ``0 < e < 1/(120N^4)``).
+
+    Example:
+        >>> check_tightened(Form(sp.log(N_d / N_prev))).verdict  # Eq. 11 itself is not tighter
+        'fails'
+    """
     tightened = sp.lambdify((N_prev, N_d), form.value, "mpmath")
     problems = []
     with mpmath.workdps(30):  # local: a global precision would change later claims' numbers
@@ -820,7 +840,13 @@ def check_tightened(form: Form) -> Verdict:
 def check_linear_discount(form: Form) -> Verdict:
     """Footnote 1: the integral relaxation for ``D(t)``: the relaxed sum is ``int_a^b D`` (its
     derivatives in the limits are ``D(b)`` and ``-D(a)``, zero at ``a = b``) and relaxes
-    ``sum_(t=a+1)^b D(t)`` within :func:`discount_tolerance` on the bins after the first."""
+    ``sum_(t=a+1)^b D(t)`` within :func:`discount_tolerance` on the bins after the first.
+
+    Example:
+        >>> t = sp.Symbol("t", positive=True)
+        >>> check_linear_discount(Form({"D(t)": 1 / t, "relaxed sum": sp.log(b / a)})).verdict
+        'holds'
+    """
     discount, relaxed = sp.sympify(form.value["D(t)"]), sp.sympify(form.value["relaxed sum"])
     t_ = sp.Symbol("t", positive=True)
     as_integral = [sp.simplify(sp.diff(relaxed, b) - discount.subs(t_, b)) == 0,
@@ -850,7 +876,13 @@ def check_linear_discount(form: Form) -> Verdict:
 @_form_errors_fail
 def check_table_d(form: Form) -> Verdict:
     """The table of Sec. D as printed: every entry an AP_T in [0, 1], and the alpha -> oo row above
-    the alpha = 40 row at every bit length."""
+    the alpha = 40 row at every bit length.
+
+    Example:
+        >>> check_table_d(Form({"alpha = 40": (0.7, 0.8, 0.8, 0.8),
+        ...                     "alpha -> oo": (0.8, 0.9, 0.9, 0.9)})).verdict
+        'holds'
+    """
     fixed, continued = form.value["alpha = 40"], form.value["alpha -> oo"]
     bits = (12, 24, 32, 48)
     entries = [float(x) for x in (*fixed, *continued)]
@@ -872,7 +904,12 @@ N_d_index = sp.Symbol("N_d", integer=True, positive=True)
 
 @_form_errors_fail
 def check_no_ties(form: Form) -> Verdict:
-    """With n_d in {0, 1} the sum of Eq. 11 is evaluated directly: 0, or 1/N_d, exactly?"""
+    """With n_d in {0, 1} the sum of Eq. 11 is evaluated directly: 0, or 1/N_d, exactly?
+
+    Example:
+        >>> check_no_ties(Form({"n_d = 0": sp.Integer(0), "n_d = 1": 1 / N_d_index})).verdict
+        'holds'
+    """
     wrong = []
     for before in range(0, 60):
         for size, key in ((0, "n_d = 0"), (1, "n_d = 1")):
