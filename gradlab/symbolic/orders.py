@@ -14,8 +14,8 @@ The criterion, on one step from ``v0`` to ``v1`` with the other variables fixed:
 ``r = count / g``, the candidate ``(p, q)`` leaves the residual
 ``ln(r1 / r0) - p ln(v1 / v0) - q ln(ln v1 / ln v0)`` (the change of ``count / candidate`` over
 the step, in log); the best candidate has the smallest ``|residual|`` (the simpler one wins a
-tie). Steps keep the other variables fixed; a variable that never moves alone (``M = p + n``
-beside ``p`` and ``n``) is stepped with as few others moving as the grid has.
+tie). Steps keep the other variables fixed; a variable that never moves alone (a total ``M``
+beside the two counts it adds up) is stepped with as few others moving as the grid has.
 """
 
 from __future__ import annotations
