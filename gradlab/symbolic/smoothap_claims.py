@@ -10,11 +10,15 @@ from gradlab.functional).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import sympy as sp
 import torch
 from scipy.special import expit
 from sklearn.metrics import average_precision_score
+from sympy.core.function import AppliedUndef
+from sympy.core.relational import Relational
 
 from gradlab.symbolic.claims import (
     Claim,
@@ -28,6 +32,7 @@ from gradlab.symbolic.claims import (
     scaled,
     substituted,
     symbolic_equality,
+    undecided,
     with_parameters,
 )
 
@@ -43,6 +48,9 @@ R_N = sp.Symbol("R(i,S_N)")
 P_sum, N_sum = sp.symbols("sum_P_G sum_N_G", positive=True)
 
 # the chain's equation numbers in the short appendix; the long one adds 4
+SIGN_CONVENTION = "sign-convention D_ij = s_i - s_j"
+"""The one root cause of the records that fail with the stated ``D_ij = s_i - s_j``."""
+
 CHAIN = {"def": 1, "G": 2, "dG": 3, "D": 4, "dD": 5, "dGD": 6, "sim": 7, "R_omega": 8,
          "R_p": 9, "dR": 10, "quotient": 11, "labels": 12, "final": 13, "negatives": 14}  # fmt: skip
 
@@ -51,7 +59,214 @@ def sigmoid(value, temperature=tau):
     return 1 / (1 + sp.exp(-value / temperature))
 
 
-# --- numeric transcriptions (float64) ------------------------------------------------------
+# --- the chain as SymPy sums over index ranges ------------------------------------------------
+#
+# The sets are index ranges: the query's positives are j = 1..n_P (S_P), its negatives
+# j = n_P + 1..n_P + n_N (S_N); "j != i" is the factor (1 - KroneckerDelta(i, j)). ``G`` and
+# ``sim`` stay undefined functions of ``D[i, j]`` (Eq. 2 / 6 and Eq. 7 / 11 define them), ``D[i, j]``
+# is whatever the form's ``D_ij`` piece says, and ``R(i, S)`` is whatever the form's ``R(i, S)``
+# piece says: the checks evaluate exactly the printed expression, sums, 1 + and exponents included.
+
+i_, j_ = sp.symbols("i j")  # summation indices: not shifted as free integers
+n_pos, n_neg = sp.symbols("n_P n_N", integer=True, positive=True)
+s_ix, v_ix, D_ix = sp.IndexedBase("s"), sp.IndexedBase("v"), sp.IndexedBase("D")
+G_, sim_, R_ = sp.Function("G"), sp.Function("sim"), sp.Function("R")
+S_OMEGA, S_P, S_N = sp.symbols("S_Omega S_P S_N")
+SETS = {"R(i, S_Omega)": S_OMEGA, "R(i, S_P)": S_P, "R(i, S_N)": S_N}
+RANGES = ("S_P: j = 1..n_P, S_N: j = n_P + 1..n_P + n_N, KroneckerDelta(i, j) for j != i; "
+          "sim(x) = G(x)(1 - G(x))/tau, v one coordinate of a candidate")  # fmt: skip
+
+
+def over_positives(term: sp.Expr) -> sp.Expr:
+    """``sum_(j in S_P, j != i) term`` with the positives at ``j = 1..n_P``.
+
+    Example:
+        >>> over_positives(G_IJ)
+        Sum((1 - KroneckerDelta(i, j))*G(D[i, j]), (j, 1, n_P))
+    """
+    return sp.Sum((1 - sp.KroneckerDelta(i_, j_)) * term, (j_, 1, n_pos))
+
+
+def over_negatives(term: sp.Expr) -> sp.Expr:
+    """``sum_(j in S_N) term`` with the negatives at ``j = n_P + 1..n_P + n_N``.
+
+    Example:
+        >>> over_negatives(G_IJ)
+        Sum(G(D[i, j]), (j, n_P + 1, n_N + n_P))
+    """
+    return sp.Sum(term, (j_, n_pos + 1, n_pos + n_neg))
+
+
+G_IJ = G_(D_ix[i_, j_])
+SIM_IJ = sim_(D_ix[i_, j_]) * (v_ix[i_] - v_ix[j_])
+D_PRINTED, D_RANK = s_ix[i_] - s_ix[j_], s_ix[j_] - s_ix[i_]
+R_OMEGA_SUMS = 1 + over_positives(G_IJ) + over_negatives(G_IJ)
+R_P_SUMS = 1 + over_positives(G_IJ)
+R_N_SUMS = 1 + over_negatives(G_IJ)
+AP_SUMS = sp.Sum(R_P_SUMS / R_OMEGA_SUMS, (i_, 1, n_pos)) / n_pos
+
+
+def _final_expression(c_term: sp.Expr) -> sp.Expr:
+    """Eq. 13 / 17 (``c_term`` the brace C) or Eq. 14 / 18 (``c_term = R(i, S_N) - 1``)."""
+    numerator = R_(i_, S_P) * over_negatives(SIM_IJ) - c_term * over_positives(SIM_IJ)
+    return sp.Sum(numerator / R_(i_, S_OMEGA) ** 2, (i_, 1, n_pos)) / n_pos
+
+
+FINAL_13 = _final_expression(over_negatives(G_IJ))
+FINAL_14 = _final_expression(R_(i_, S_N) - 1)
+
+
+class _NotEvaluableError(ValueError):
+    """A (mutated) form whose expression does not reduce to a number on a concrete problem."""
+
+
+class _Evaluator:
+    """Evaluates a form's pieces numerically, straight from the SymPy tree, vectorised over cases.
+
+    ``scores [cases, count]`` (and ``coordinates [cases, count, d]``, one coordinate per column)
+    are the candidates' values of ``s[k]`` and ``v[k]`` (``k = 1..count``); every ``Sum`` is a
+    loop over its (evaluated) bounds, ``KroneckerDelta`` and relations compare evaluated values,
+    ``G``, ``sim``, ``R(., S)`` and ``D[., .]`` are looked up as described above. Anything else
+    (a symbol without a value, an index out of range, an unknown function) is not evaluable.
+    """
+
+    def __init__(self, pieces: dict, sizes: dict, temperature: float, scores, coordinates=None):
+        self.pieces, self.sizes, self.temperature = pieces, sizes, temperature
+        self.count = scores.shape[1]
+        self.s = scores[:, :, None] if coordinates is not None else scores
+        self.v = coordinates
+        self.depth = 0
+
+    def index(self, node, env) -> int:
+        value = self.value(node, env)
+        if np.ndim(value) or value != int(value) or not 1 <= int(value) <= self.count:
+            raise _NotEvaluableError(f"index {node} = {value} is outside 1..{self.count}")
+        return int(value)
+
+    def integer(self, node, env) -> int:
+        value = self.value(node, env)
+        if np.ndim(value) or value != int(value):
+            raise _NotEvaluableError(f"bound {node} = {value} is not an integer")
+        return int(value)
+
+    def value(self, node, env):
+        self.depth += 1
+        if self.depth > 200:
+            raise _NotEvaluableError("definitions refer to each other")
+        try:
+            return self._value(node, env)
+        finally:
+            self.depth -= 1
+
+    def _value(self, node, env):
+        if isinstance(node, sp.Number):
+            return float(node)
+        if isinstance(node, sp.Symbol):
+            if node in env:
+                return env[node]
+            if node in self.sizes:
+                return self.sizes[node]
+            raise _NotEvaluableError(f"{node} has no value")
+        if isinstance(node, sp.Indexed):
+            if node.base in (s_ix, v_ix) and len(node.indices) == 1:
+                k = self.index(node.indices[0], env) - 1
+                if node.base == s_ix:
+                    return self.s[:, k]
+                if self.v is None:
+                    raise _NotEvaluableError("v has no value in this check")
+                return self.v[:, k]
+            if node.base == D_ix and len(node.indices) == 2 and "D_ij" in self.pieces:
+                a, b = (self.index(k, env) for k in node.indices)
+                return self.value(self.pieces["D_ij"], {**env, i_: a, j_: b})
+            raise _NotEvaluableError(f"{node} has no definition in the form")
+        if isinstance(node, sp.Add):
+            return sum((self.value(a, env) for a in node.args[1:]), self.value(node.args[0], env))
+        if isinstance(node, sp.Mul):
+            product = self.value(node.args[0], env)
+            for factor in node.args[1:]:
+                product = product * self.value(factor, env)
+            return product
+        if isinstance(node, sp.Pow):
+            base, power = self.value(node.base, env), self.value(node.exp, env)
+            with np.errstate(all="ignore"):
+                return np.power(np.asarray(base, dtype=float), power)
+        if isinstance(node, sp.Sum):
+            return self.sum(node.function, list(node.limits), env)
+        if isinstance(node, sp.KroneckerDelta):
+            a, b = (self.integer(k, env) for k in node.args)
+            return float(a == b)
+        if isinstance(node, sp.Piecewise):
+            conditions = [np.asarray(self.value(c, env), dtype=bool) for _, c in node.args]
+            values = [self.value(e, env) for e, _ in node.args]
+            return np.select(np.broadcast_arrays(*conditions), np.broadcast_arrays(*values), np.nan)
+        if node is sp.true or node is sp.false:
+            return bool(node)
+        if isinstance(node, Relational):
+            left, right = self.value(node.lhs, env), self.value(node.rhs, env)
+            return _RELATIONS[type(node)](left, right)
+        if isinstance(node, (sp.exp, sp.log)):
+            with np.errstate(all="ignore"):
+                return (np.exp if isinstance(node, sp.exp) else np.log)(self.value(node.args[0], env))
+        if isinstance(node, AppliedUndef):
+            return self.function(node, env)
+        raise _NotEvaluableError(f"{type(node).__name__} cannot be evaluated here")
+
+    def sum(self, body, limits, env):
+        (variable, low, high), rest = limits[0], limits[1:]
+        total = 0.0
+        for k in range(self.integer(low, env), self.integer(high, env) + 1):
+            inner = {**env, variable: k}
+            total = total + (self.sum(body, rest, inner) if rest else self.value(body, inner))
+        return total
+
+    def function(self, node, env):
+        name = node.func.__name__
+        if name in ("G", "sim") and len(node.args) == 1:
+            g = expit(self.value(node.args[0], env) / self.temperature)
+            return g if name == "G" else g * (1 - g) / self.temperature
+        if name == "R" and len(node.args) == 2:
+            definition = {SETS[k]: v for k, v in self.pieces.items() if k in SETS}.get(node.args[1])
+            if definition is None:
+                raise _NotEvaluableError(f"{node} has no definition in the form")
+            return self.value(definition, {**env, i_: self.index(node.args[0], env)})
+        raise _NotEvaluableError(f"{node} has no definition in the form")
+
+
+_RELATIONS = {sp.StrictLessThan: np.less, sp.LessThan: np.less_equal, sp.StrictGreaterThan: np.greater,
+              sp.GreaterThan: np.greater_equal, sp.Equality: np.equal, sp.Unequality: np.not_equal}  # fmt: skip
+
+
+def _numeric(form: Form, key: str, sizes: dict, temperature: float, scores, coordinates=None,
+             indices=(None,)):  # fmt: skip
+    """The form's ``key`` piece evaluated on ``scores [cases, count]`` (and ``coordinates
+    [cases, count, d]``): ``[len(indices), cases(, d)]``; ``sizes`` gives ``n_pos``, ``n_neg`` (or
+    ``m``), ``indices`` the values of ``i`` (``None``: ``i`` is bound in the piece).
+
+    Example:
+        >>> form = Form({"R(i, S_P)": R_P_SUMS, "D_ij": D_RANK})
+        >>> _numeric(form, "R(i, S_P)", {n_pos: 3, n_neg: 0}, 1e-4, np.array([[0.1, 0.3, 0.2]]),
+        ...          indices=(1, 2, 3)).ravel().tolist()
+        [3.0, 1.0, 2.0]
+    """
+    if not isinstance(form.value, dict) or key not in form.value:
+        raise _NotEvaluableError(f"the form has no {key!r} piece")
+    evaluator = _Evaluator(form.value, sizes, temperature, scores, coordinates)
+    shape = scores.shape[:1] + (() if coordinates is None else coordinates.shape[2:])
+    out = []
+    for i in indices:
+        with np.errstate(all="ignore"):
+            value = evaluator.value(form.value[key], {} if i is None else {i_: i})
+        out.append(np.broadcast_to(np.asarray(value, dtype=float), shape))
+    return np.stack(out)
+
+
+def _evaluated(build):
+    """Run ``build()``; a form that does not evaluate fails (with the reason) instead of raising."""
+    try:
+        return build(), None
+    except (_NotEvaluableError, TypeError, ValueError, KeyError, IndexError, AttributeError,
+            NameError, ZeroDivisionError) as error:  # fmt: skip
+        return None, undecided(f"the form does not evaluate on a concrete problem: {error}")
 
 
 def _problem(seed: int, positives: int = 3, negatives: int = 4, dims: int = 3):
@@ -60,22 +275,6 @@ def _problem(seed: int, positives: int = 3, negatives: int = 4, dims: int = 3):
     vectors = rng.normal(size=(positives + negatives, dims)) * 0.4
     mask = np.array([True] * positives + [False] * negatives)
     return query, vectors, mask
-
-
-def _difference(form: Form):
-    """``D(s_i, s_j)`` as printed, vectorised over ``s_j``."""
-    function = sp.lambdify((s_i, s_j), form.value["D_ij"], "numpy")
-    return lambda scores, i: np.asarray(function(scores[i], scores), dtype=float)
-
-
-def _smooth_ap(scores, mask, temperature, difference):
-    """Eq. 1 (000) / Eq. 5 (001) with the printed ``D_ij``."""
-    total = 0.0
-    for i in np.flatnonzero(mask):
-        g = expit(difference(scores, i) / temperature)
-        g[i] = 0.0
-        total += (1.0 + g[mask].sum()) / (1.0 + g.sum())
-    return total / mask.sum()
 
 
 def _true_gradient(query, vectors, mask, temperature):
@@ -91,64 +290,88 @@ def _true_gradient(query, vectors, mask, temperature):
     return grad.numpy()
 
 
-def _final_form(form: Form, query, vectors, mask, temperature):
-    """Eq. 13 (000) / 17 (001), or 14 / 18 with ``C`` written through ``R(i, S_N)``.
-
-    ``A``, ``C`` (and ``R(i, S_N) = 1 + sum_N G``, the set rank of 001 Eq. 2) use the printed
-    ``D_ij``; ``B``, ``D`` use ``sim (v_i - v_j)`` as printed; the numerator is the printed one.
-    """
-    difference = _difference(form)
-    numerator = sp.lambdify((A_, B_, C_, D_), form.value["numerator"], "numpy")
-    c_of = sp.lambdify((C_, R_N), form.value.get("C", C_), "numpy")
-    scores = vectors @ query
-    grad = np.zeros_like(query)
-    for i in np.flatnonzero(mask):
-        g = expit(difference(scores, i) / temperature)
-        slope = g * (1 - g) / temperature
-        positive, negative = mask & (np.arange(len(scores)) != i), ~mask
-        a = 1.0 + g[positive].sum()
-        c_true = g[negative].sum()
-        c = c_of(c_true, 1.0 + c_true)
-        b_vec = (slope[positive, None] * (vectors[i] - vectors[positive])).sum(axis=0)
-        d_vec = (slope[negative, None] * (vectors[i] - vectors[negative])).sum(axis=0)
-        grad += numerator(a, b_vec, c, d_vec) / (a + c_true) ** 2
-    return grad / mask.sum()
+def _smooth_rank(scores, i: int, keep, temperature: float) -> float:
+    """``1 + sum_(j in keep, j != i) sigmoid((s_j - s_i) / tau)``: 001 Eq. 2 with the indicator
+    replaced by the sigmoid (A.1's last sentence), a float64 loop."""
+    return 1.0 + sum(1.0 / (1.0 + np.exp(-(scores[j] - scores[i]) / temperature))
+                     for j in keep if j != i)  # fmt: skip
 
 
-def _exact_rank_cases(seed: int = 1):
-    rng = np.random.default_rng(seed)
-    cases = []
-    for _ in range(20):
-        scores = rng.permutation(12) * 0.1
-        mask = rng.random(12) < 0.5
-        mask[0] = True
-        cases.append((scores, mask, int(np.flatnonzero(mask)[0])))
-    return cases
+def _smooth_ap(scores, positives: int, temperature: float) -> float:
+    """SmoothAP from :func:`_smooth_rank`, the positives first: a float64 loop."""
+    everyone = range(len(scores))
+    return float(np.mean([_smooth_rank(scores, i, range(positives), temperature)
+                          / _smooth_rank(scores, i, everyone, temperature)
+                          for i in range(positives)]))  # fmt: skip
+
+
+AP_PROBLEMS = 10
+FINITE_TAU = 0.5
+
+
+@functools.lru_cache(maxsize=1)
+def _ap_references():
+    """Scores ``[10, 7]`` of the AP problems, their AP (scikit-learn) and SmoothAP at tau = 0.5."""
+    problems = [_problem(seed) for seed in range(AP_PROBLEMS)]
+    scores = np.array([vectors @ query for query, vectors, _ in problems])
+    exact = np.array([average_precision_score(mask, row) for (_, _, mask), row in zip(problems, scores, strict=True)])
+    smooth = np.array([_smooth_ap(row, 3, FINITE_TAU) for row in scores])
+    return scores, exact, smooth
+
+
+@functools.lru_cache(maxsize=1)
+def _gradient_references(temperature: float = 0.2):
+    """Scores ``[8, 7]``, coordinates ``[8, 7, 3]`` and autograd gradients ``[8, 3]``."""
+    problems = [_problem(seed) for seed in range(8)]
+    scores = np.array([vectors @ query for query, vectors, _ in problems])
+    vectors = np.array([vectors for _, vectors, _ in problems])
+    gradients = np.array([_true_gradient(*problem, temperature) for problem in problems])
+    return scores, vectors, gradients
+
+
+def _agreement(printed, truth, tolerance: float, what: str) -> Verdict:
+    """:func:`numeric_agreement` of two precomputed arrays, case by case (``what`` says which)."""
+    verdict = numeric_agreement(lambda k: printed[k], lambda k: truth[k], range(len(truth)),
+                                tolerance=tolerance)  # fmt: skip
+    return Verdict(verdict.verdict, f"{what}: {verdict.detail}")
 
 
 # --- the checks: each is a function of the printed form ----------------------------------------
 
 
 def check_definition(form: Form) -> Verdict:
-    difference = _difference(form)
-    cases = [_problem(seed) for seed in range(10)]
-    return numeric_agreement(
-        lambda c: _smooth_ap(c[1] @ c[0], c[2], 1e-4, difference),
-        lambda c: average_precision_score(c[2], c[1] @ c[0]),
-        cases,
-        tolerance=1e-6,
-    )
+    """Eq. 1 / 5 written out for 3 positives and 4 negatives: at tau = 1e-4 against scikit-learn
+    AP, at tau = 0.5 against SmoothAP (Eq. 2's rank with the sigmoid) from a float64 loop."""
+    scores, exact, smooth = _ap_references()
+    sizes = {n_pos: 3, n_neg: 4}
+    values, failed = _evaluated(lambda: [_numeric(form, "AP_q", sizes, t, scores)[0]
+                                         for t in (1e-4, FINITE_TAU)])  # fmt: skip
+    if failed:
+        return failed
+    return all_hold([_agreement(values[0], exact, 1e-6, "tau = 1e-4 vs AP"),
+                     _agreement(values[1], smooth, 1e-12, "tau = 0.5 vs SmoothAP")])  # fmt: skip
 
 
 def check_sigmoid_limit(form: Form) -> Verdict:
+    """Eq. 2 / 6: a step at 0 in the limit tau -> 0+, symmetric (``G(z) + G(-z) = 1``, so a pair
+    of candidates shares one unit of rank), finite with ``G(0) = 1/2``, a function of ``z / tau``.
+    """
     g = sp.Lambda(z, form.value)
     upper = sp.limit(g(z), tau, 0, "+")
     lower = sp.limit(g(-z), tau, 0, "+")
-    return decide(
+    step = decide(
         upper == 1 and lower == 0,
         "lim_{tau->0+} G(z) = 1 and G(-z) = 0 for z > 0 (sympy.limit): a smooth step.",
         f"lim_(tau->0+) G(z) = {upper} and G(-z) = {lower} for z > 0: not a step up at 0.",
     )
+    w, c = sp.Symbol("w", real=True), sp.Symbol("c", positive=True)
+    at_zero = sp.limit(g(w), w, 0)
+    return all_hold([
+        step,
+        decide(at_zero == sp.Rational(1, 2), "G(0) = 1/2.", f"G(z) -> {at_zero} as z -> 0, not 1/2."),
+        symbolic_equality(g(w) + g(-w), sp.Integer(1), [w, tau]),
+        symbolic_equality(form.value.subs({z: c * w, tau: c * tau}), g(w), [w, tau, c]),
+    ], "step at 0, G(0) = 1/2, G(z) + G(-z) = 1, G(c z; c tau) = G(z; tau): ")  # fmt: skip
 
 
 def check_sigmoid_derivative(form: Form) -> Verdict:
@@ -196,30 +419,43 @@ def check_sim_definition(form: Form) -> Verdict:
     return symbolic_equality(form.value.subs(g, sigmoid(z)), sp.diff(sigmoid(z), z), [z, tau])
 
 
-def _check_rank(form: Form, only_positives: bool) -> Verdict:
-    difference = _difference(form)
+RANK_SIZES = (5, 7)
 
-    def printed(case):
-        scores, mask, i = case
-        keep = mask if only_positives else np.ones_like(mask)
-        g = expit(difference(scores, i) / 1e-4)
-        g[i] = 0.0
-        return 1.0 + g[keep].sum()
 
-    def true_rank(case):
-        scores, mask, i = case
-        keep = mask if only_positives else np.ones_like(mask)
-        return 1.0 + np.sum((scores > scores[i]) & keep)
+def _rank_cases(seed: int = 1):
+    """20 orders of 5 positives (first) and 7 negatives, scores 0.1 apart, each positive as i."""
+    rng = np.random.default_rng(seed)
+    orders = [rng.permutation(sum(RANK_SIZES)) * 0.1 for _ in range(20)]
+    return [(scores, i) for scores in orders for i in range(RANK_SIZES[0])]
 
-    return numeric_agreement(printed, true_rank, _exact_rank_cases(), tolerance=1e-6)
+
+def _check_rank(form: Form, key: str) -> Verdict:
+    """``R(i, S)`` of Eq. 8-9 / 12-13 written out for every positive i: at tau = 1e-4 against
+    the count of candidates (of S) scored above i, at tau = 0.5 against the smoothed rank."""
+    cases = _rank_cases()
+    orders = np.array([scores for scores, i in cases[:: RANK_SIZES[0]]])
+    sizes, positives = {n_pos: RANK_SIZES[0], n_neg: RANK_SIZES[1]}, range(1, RANK_SIZES[0] + 1)
+    values, failed = _evaluated(lambda: [_numeric(form, key, sizes, t, orders, indices=tuple(positives))
+                                         for t in (1e-4, FINITE_TAU)])  # fmt: skip
+    if failed:
+        return failed
+    counted = range(sum(RANK_SIZES) if SETS[key] == S_OMEGA else RANK_SIZES[0])
+    exact = [1.0 + np.sum(scores[list(counted)] > scores[i]) for scores, i in cases]
+    smooth = [_smooth_rank(scores, i, counted, FINITE_TAU) for scores, i in cases]
+
+    def printed(value):  # [positive, order] -> the cases' order (order, positive)
+        return value.T.ravel()
+
+    return all_hold([_agreement(printed(values[0]), exact, 1e-6, "tau = 1e-4 vs exact ranks"),
+                     _agreement(printed(values[1]), smooth, 1e-12, "tau = 0.5 vs smoothed ranks")])  # fmt: skip
 
 
 def check_rank_all(form: Form) -> Verdict:
-    return _check_rank(form, only_positives=False)
+    return _check_rank(form, "R(i, S_Omega)")
 
 
 def check_rank_positives(form: Form) -> Verdict:
-    return _check_rank(form, only_positives=True)
+    return _check_rank(form, "R(i, S_P)")
 
 
 def check_rank_gradient(form: Form) -> Verdict:
@@ -241,12 +477,37 @@ def check_rank_gradient(form: Form) -> Verdict:
     return all_hold(verdicts)
 
 
+QUOTIENT_EXAMPLE = {"R_P": 1 + x, "R_Omega": 3 + x + x**2}
+"""Rank-like functions (positive, growing) at which a wrong quotient rule's error is measured."""
+
+
 def check_quotient_rule(form: Form) -> Verdict:
+    """Eq. 11 / 15 against ``d(R_P / R_Omega)/dx`` for abstract ``R_P(x)``, ``R_Omega(x)``.
+
+    A failure also gives the error relative to the true derivative, at x = 1, 2, 3 for the
+    functions of :data:`QUOTIENT_EXAMPLE`: an absolute difference alone can look like rounding.
+    """
     num, den = sp.Function("R_P")(x), sp.Function("R_Omega")(x)
     printed = form.value.subs({sp.Symbol("R_P"): num, sp.Symbol("R_Omega"): den,
                                sp.Symbol("dR_P"): sp.diff(num, x),
                                sp.Symbol("dR_Omega"): sp.diff(den, x)})  # fmt: skip
-    return symbolic_equality(printed, sp.diff(num / den, x), [x])
+    truth = sp.diff(num / den, x)
+    verdict = symbolic_equality(printed, truth, [x])
+    concrete = {num: QUOTIENT_EXAMPLE["R_P"], den: QUOTIENT_EXAMPLE["R_Omega"]}
+    relative, ratios = [], set()
+    for point in (1, 2, 3):
+        got, want = (sp.nsimplify(e.subs(concrete).doit().subs(x, point)) for e in (printed, truth))
+        relative.append(abs(float((got - want) / want)))
+        ratios.add(sp.simplify(got / want))
+    sign_error = ratios == {-1}
+    example = ", ".join(f"{k}(x) = {sp.sstr(v)}" for k, v in QUOTIENT_EXAMPLE.items())
+    return decide(
+        verdict.verdict == "holds",
+        verdict.detail,
+        f"{verdict.detail[:-1]}; relative to the true derivative that is an error of "
+        f"{100 * max(relative):.0f} % (x = 1, 2, 3 with {example})"
+        + (": printed = -true, a sign error, not rounding." if sign_error else "."),
+    )
 
 
 def check_labelled_rewrite(form: Form) -> Verdict:
@@ -262,10 +523,16 @@ def check_ad_cb_rewrite(form: Form) -> Verdict:
 
 
 def check_final_form(form: Form) -> Verdict:
-    cases = [(*_problem(seed), 0.2) for seed in range(8)]
-    worst = max(
-        float(np.max(np.abs(_final_form(form, *c) - _true_gradient(*c)))) for c in cases
+    """Eq. 13-14 / 17-18 written out (3 positives, 4 negatives, 3 coordinates, tau = 0.2) for 8
+    random problems, against autograd of SmoothAP."""
+    scores, vectors, gradients = _gradient_references()
+    printed, failed = _evaluated(
+        lambda: _numeric(form, "dAP_q/dq", {n_pos: 3, n_neg: 4}, 0.2, scores, vectors)[0]
     )
+    if failed:
+        return failed
+    errors = np.abs(printed - gradients).max(axis=1)
+    worst = float(np.nanmax(errors)) if not np.isnan(errors).any() else float("nan")
     return decide(
         worst < 1e-10,
         f"equals autograd of SmoothAP to {worst:.1e} (8 random problems, tau = 0.2).",
@@ -310,40 +577,138 @@ def check_ap_with_ranks(form: Form) -> Verdict:
                              tolerance=1e-12)  # fmt: skip
 
 
-def _indicator_rank(relation):
-    function = sp.lambdify((s_i, s_j), relation, "numpy")
-    return lambda scores, i: 1 + int(np.sum(function(scores[i], np.delete(scores, i))))
+m_ = sp.Symbol("m", integer=True, positive=True)
+INDICATOR_SIZE = 10
+
+
+def indicator(relation: sp.Basic) -> sp.Piecewise:
+    """``1{relation}`` as a SymPy ``Piecewise``.
+
+    Example:
+        >>> indicator(sp.StrictLessThan(s_ix[i_] - s_ix[j_], 0))
+        Piecewise((1, s[i] - s[j] < 0), (0, True))
+    """
+    return sp.Piecewise((1, relation), (0, True))
+
+
+def _tied_rank_cases(seed: int):
+    """20 score vectors of 10 candidates with ties (integers 0..5), every candidate as i."""
+    rng = np.random.default_rng(seed)
+    vectors = [rng.integers(0, 6, size=INDICATOR_SIZE).astype(float) for _ in range(20)]
+    return [(scores, i) for scores in vectors for i in range(INDICATOR_SIZE)]
+
+
+def _check_indicator_rank(form: Form, seed: int) -> Verdict:
+    """``R(i, S)`` written out for 10 candidates, every i, scores with ties, against the rank
+    read off a descending sort: 1 + the position of the first score equal to ``s_i``."""
+    cases = _tied_rank_cases(seed)
+    vectors = np.array([scores for scores, _ in cases[::INDICATOR_SIZE]])
+    everyone = tuple(range(1, INDICATOR_SIZE + 1))
+    value, failed = _evaluated(lambda: _numeric(form, "R(i, S)", {m_: INDICATOR_SIZE}, 1.0, vectors,
+                                                indices=everyone))  # fmt: skip
+    if failed:
+        return failed
+    truth = [1 + int(np.flatnonzero(np.sort(scores)[::-1] == scores[i])[0]) for scores, i in cases]
+    verdict = numeric_agreement(lambda k: value.T.ravel()[k], lambda k: truth[k],
+                                range(len(truth)), tolerance=0.0)  # fmt: skip
+    return verdict
 
 
 def check_exact_rank(form: Form) -> Verdict:
-    rank = _indicator_rank(form.value)
-    rng = np.random.default_rng(6)
-    cases = [(rng.normal(size=12), int(rng.integers(12))) for _ in range(20)]
-
-    def from_sorting(case):
-        scores, i = case
-        return 1 + int(np.flatnonzero(np.argsort(-scores, kind="stable") == i)[0])
-
-    return numeric_agreement(lambda c: rank(*c), from_sorting, cases, tolerance=0.0)
+    """001 Eq. 2 against the rank read off a sort (ties share the best rank)."""
+    return _check_indicator_rank(form, 6)
 
 
 def check_matrix_difference(form: Form) -> Verdict:
     matrix, stated = form.value["D"], form.value["D_ij"]
     s = sp.symbols("s1:4")
-    return all_hold([
-        symbolic_equality(stated.subs({s_i: s[i], s_j: s[j]}, simultaneous=True), matrix[i, j], list(s))
-        for i in range(3) for j in range(3) if i != j
-    ], "entry (i, j) of the printed matrix against the stated D_ij: ")  # fmt: skip
+    try:
+        verdicts = [
+            symbolic_equality(stated.subs({s_i: s[i], s_j: s[j]}, simultaneous=True), matrix[i, j],
+                              list(s))
+            for i in range(3) for j in range(3) if i != j
+        ]
+    except TypeError as error:  # a symbol other than s_i, s_j, s1..s3 left in the form
+        return undecided(f"the form does not evaluate for s1..s3: {error}")
+    return all_hold(verdicts, "entry (i, j) of the printed matrix against the stated D_ij: ")  # fmt: skip
 
 
 def check_indicator_rank(form: Form) -> Verdict:
-    """001 Eq. 4: ``1 + sum 1{D_ij > 0}`` with the stated ``D_ij`` against Eq. 2's rank."""
-    relation = sp.StrictGreaterThan(form.value["D_ij"], 0)
-    rank = _indicator_rank(relation)
-    rng = np.random.default_rng(4)
-    cases = [(rng.permutation(10).astype(float), int(rng.integers(10))) for _ in range(20)]
-    return numeric_agreement(lambda c: rank(*c), lambda c: 1 + np.sum(c[0] > c[0][c[1]]), cases,
-                             tolerance=0.0)  # fmt: skip
+    """001 Eq. 4: ``1 + sum 1{D_ij > 0}`` against Eq. 2's rank, and the form's ``D_ij`` against
+    entry (i, j) of Eq. 3's matrix as drawn (rows of scores minus columns of scores)."""
+    scores = np.random.default_rng(5).normal(size=(1, INDICATOR_SIZE))
+    ones = np.ones((INDICATOR_SIZE, 1))
+    drawn = ones @ scores - scores.T @ ones.T
+    pairs = [(a, b) for a in range(1, INDICATOR_SIZE + 1) for b in range(1, INDICATOR_SIZE + 1)]
+
+    def entries():
+        evaluator = _Evaluator(form.value, {m_: INDICATOR_SIZE}, 1.0, scores)
+        return [float(np.asarray(evaluator.value(D_ix[a, b], {})).ravel()[0]) for a, b in pairs]
+
+    printed, failed = _evaluated(entries)
+    if failed:
+        return failed
+    matrix = _agreement(printed, [drawn[a - 1, b - 1] for a, b in pairs], 1e-12,
+                        "D_ij against Eq. 3's matrix as drawn")  # fmt: skip
+    return all_hold([_check_indicator_rank(form, 4), matrix])
+
+
+# --- plausible slips: mutants of the accepted form that a reader of the chain would make ------
+
+
+def _ap_slips(ap: Form) -> tuple[Form, ...]:
+    """Eq. 1 / 5 (accepted form) with the 1 + of the numerator dropped, with j = i counted, with
+    the negatives' sum starting at the last positive, without the 1/|S_P|."""
+    positives_all = sp.Sum(G_IJ, (j_, 1, n_pos))
+    negatives_from = sp.Sum(G_IJ, (j_, n_pos, n_pos + n_neg))
+    return (
+        with_parameters(ap, "1 + dropped from the numerator",
+                        AP_q=sp.Sum(over_positives(G_IJ) / R_OMEGA_SUMS, (i_, 1, n_pos)) / n_pos),
+        with_parameters(ap, "j = i counted", AP_q=sp.Sum(
+            (1 + positives_all) / (1 + positives_all + over_negatives(G_IJ)), (i_, 1, n_pos)) / n_pos),
+        with_parameters(ap, "negatives' sum from j = n_P", AP_q=sp.Sum(
+            R_P_SUMS / (1 + over_positives(G_IJ) + negatives_from), (i_, 1, n_pos)) / n_pos),
+        with_parameters(ap, "1/|S_P| dropped", AP_q=AP_SUMS * n_pos),
+    )  # fmt: skip
+
+
+def _rank_slips(rank: Form, key: str) -> tuple[Form, ...]:
+    """Eq. 8-9 / 12-13 (accepted form) with the 1 + dropped, with j = i counted, with the sum
+    over the positives stopping one short."""
+    expression = rank.value[key]
+    return (
+        with_parameters(rank, "1 + dropped", **{key: expression - 1}),
+        with_parameters(rank, "j = i counted",
+                        **{key: expression.xreplace({1 - sp.KroneckerDelta(i_, j_): 1})}),
+        with_parameters(rank, "positives' sum stops at n_P - 1",
+                        **{key: expression.xreplace({(j_, 1, n_pos): (j_, 1, n_pos - 1)})}),
+    )  # fmt: skip
+
+
+def _final_slips(final: Form) -> tuple[Form, ...]:
+    """Eq. 13-14 / 17-18 (accepted form) with R for R^2, with the 1 + of R(i, S_P) dropped, with
+    B and D swapped; Eq. 14 / 18 also with C = R(i, S_N), without the -1."""
+    expression = final.value["dAP_q/dq"]
+    slips = [
+        with_parameters(final, "R(i, S_Omega) for R(i, S_Omega)^2", **{
+            "dAP_q/dq": expression.xreplace({R_(i_, S_OMEGA) ** -2: 1 / R_(i_, S_OMEGA)})}),
+        with_parameters(final, "1 + dropped from R(i, S_P)", **{"R(i, S_P)": R_P_SUMS - 1}),
+        with_parameters(final, "B and D swapped", **{"dAP_q/dq": expression.xreplace({
+            over_positives(SIM_IJ): over_negatives(SIM_IJ),
+            over_negatives(SIM_IJ): over_positives(SIM_IJ)})}),
+    ]
+    if R_(i_, S_N) in expression.atoms(sp.Function):
+        slips.append(with_parameters(final, "C = R(i, S_N), the -1 dropped", **{
+            "dAP_q/dq": expression.xreplace({R_(i_, S_N) - 1: R_(i_, S_N)})}))
+    return tuple(slips)
+
+
+def _indicator_slip(form: Form, relation: sp.Basic, name: str) -> Form:
+    """Eq. 2 / 4 with the indicator's relation replaced."""
+    rank = form.value["R(i, S)"]
+    (old,) = rank.atoms(sp.Piecewise)  # SymPy folds the j != i factor into its first piece
+    new = sp.Piecewise((old.args[0][0], relation), (0, True))
+    return with_parameters(form, name, **{"R(i, S)": rank.xreplace({old: new})})
 
 
 # --- the claims ------------------------------------------------------------------------------
@@ -351,7 +716,7 @@ def check_indicator_rank(form: Form) -> Verdict:
 
 def _chain(seed: str, offset: int) -> list[Claim]:
     n = {key: number + offset for key, number in CHAIN.items()}
-    sj_si = {"D_ij": s_j - s_i}
+    sj_si = {"D_ij": D_RANK}
 
     def label(key):
         return f"eq{n[key]}"
@@ -359,8 +724,8 @@ def _chain(seed: str, offset: int) -> list[Claim]:
     def form(value, name_of_lhs="", context=""):
         return Form(value, lhs=name_of_lhs, context=context)
 
-    definition = form({"D_ij": s_i - s_j}, context=f"AP_q = 1/|S_P| sum_i (1 + sum_P G(D_ij)) / "
-                      f"(1 + sum_P G(D_ij) + sum_N G(D_ij)) (Eq. {n['def']})")  # fmt: skip
+    definition = form({"AP_q": AP_SUMS, "D_ij": D_PRINTED},
+                      context=f"SmoothAP (Eq. {n['def']}); {RANGES}")  # fmt: skip
     g_form = form(sigmoid(z), "G(z; tau)")
     g = sigmoid(f)
     dg_form = form(g * (1 - g) / tau * sp.diff(f, x), "dG(f(x); tau)/dx")
@@ -370,20 +735,24 @@ def _chain(seed: str, offset: int) -> list[Claim]:
     gsym = sp.Symbol("G")
     dgd_form = form(gsym * (1 - gsym) / tau * (s_i - s_j), "dG(D_ij)/dq (componentwise, s -> v)")
     sim_form = form(gsym * (1 - gsym) / tau, "sim(D_ij, tau)")
-    r_omega = form({"D_ij": s_i - s_j}, context=f"R(i, S_Omega) = 1 + sum_P G(D_ij) + sum_N "
-                   f"G(D_ij) (Eq. {n['R_omega']}), D_ij of Eq. {n['D']}")  # fmt: skip
-    r_p = form({"D_ij": s_i - s_j}, context=f"R(i, S_P) = 1 + sum_P G(D_ij) (Eq. {n['R_p']}), "
-               f"D_ij of Eq. {n['D']}")  # fmt: skip
+    r_omega = form({"R(i, S_Omega)": R_OMEGA_SUMS, "D_ij": D_PRINTED},
+                   context=f"Eq. {n['R_omega']}, D_ij of Eq. {n['D']}; {RANGES}")  # fmt: skip
+    r_p = form({"R(i, S_P)": R_P_SUMS, "D_ij": D_PRINTED},
+               context=f"Eq. {n['R_p']}, D_ij of Eq. {n['D']}; {RANGES}")  # fmt: skip
     dr_form = form(gsym * (1 - gsym) / tau * (s_i - s_j),
                    f"summand of dR(i,S_Omega)/dq = B + D (Eq. {n['dR']}), s -> v")  # fmt: skip
     r_p_s, r_o_s, dr_p, dr_o = sp.symbols("R_P R_Omega dR_P dR_Omega")
     quotient = form((r_p_s * dr_o - r_o_s * dr_p) / r_o_s**2, "dAP_i/dq")
     labelled = form(A_ * (B_ + D_) - (A_ + C_) * D_, f"numerator of Eq. {n['labels']} by its braces")
-    final_context = (f"dAP/dq = 1/|S_P| sum_i numerator / R(i,S_Omega)^2, A, C, R with Eq. "
-                     f"{n['D']}'s D_ij; B, D with sim (v_i - v_j)")  # fmt: skip
-    final = form({"D_ij": s_i - s_j, "numerator": A_ * D_ - C_ * B_}, context=final_context)
-    negatives = form({"D_ij": s_i - s_j, "numerator": A_ * D_ - C_ * B_, "C": R_N - 1},
-                     context=final_context + "; C written as R(i, S_N) - 1")  # fmt: skip
+    final_context = (f"A = R(i, S_P), C = sum_N G(D_ij), B and D the sums over S_P and S_N of "
+                     f"sim(D_ij)(v_i - v_j), R(i, S) as Eq. {n['R_omega']}-{n['R_p']} define it, "
+                     f"D_ij of Eq. {n['D']}; {RANGES}")  # fmt: skip
+    ranks = {"R(i, S_Omega)": R_OMEGA_SUMS, "R(i, S_P)": R_P_SUMS}
+    final = form({"dAP_q/dq": FINAL_13, **ranks, "D_ij": D_PRINTED},
+                 context=f"Eq. {n['final']}: {final_context}")  # fmt: skip
+    negatives = form({"dAP_q/dq": FINAL_14, **ranks, "R(i, S_N)": R_N_SUMS, "D_ij": D_PRINTED},
+                     context=f"Eq. {n['negatives']}, C written as R(i, S_N) - 1: "
+                     f"{final_context}")  # fmt: skip
     rank_note = (f"The tau -> 0 limit is checked at tau = 1e-4; with D_ij = s_i - s_j (Eq. {n['D']}) "
                  "G(D_ij) ~ 1 when j ranks *below* i, so the sum counts the wrong side.")  # fmt: skip
     if seed == SEED_000:
@@ -394,13 +763,14 @@ def _chain(seed: str, offset: int) -> list[Claim]:
         rn_note = ("001 Eq. 2 defines R(i, S) for any set S, so R(i, S_N) - 1 = C is defined and "
                    "Eq. 18 has the status of Eq. 17.")  # fmt: skip
     swap = {s_i: s_j, s_j: s_i}
+    ap, r_o, r_p_c = (with_parameters(f, "corrected", **sj_si) for f in (definition, r_omega, r_p))
+    final_c, negatives_c = (with_parameters(f, "corrected", **sj_si) for f in (final, negatives))
     claims = [
         Claim(seed, label("def"), "SmoothAP is a smooth approximation of AP", definition,
               check_definition, "float64, tau -> 0 vs scikit-learn AP",
-              correction=mutant(definition, sj_si, "corrected"),
-              mutants=(with_parameters(definition, "D_ij arguments swapped", **sj_si),),
+              correction=ap, mutants=_ap_slips(ap), cause=SIGN_CONVENTION,
               note=rank_note),
-        Claim(seed, label("G"), "G is a smooth step", g_form, check_sigmoid_limit, "sympy.limit",
+        Claim(seed, label("G"), "G is a smooth step in z / tau, symmetric about 0", g_form, check_sigmoid_limit, "sympy.limit",
               mutants=(mutant(g_form, 1 / (1 + sp.exp(z / tau)), "exponent sign flipped"),)),
         Claim(seed, label("dG"), "derivative of G", dg_form, check_sigmoid_derivative,
               "sympy.diff + simplify", mutants=(negated(dg_form), scaled(dg_form, tau))),
@@ -419,13 +789,12 @@ def _chain(seed: str, offset: int) -> list[Claim]:
               "sympy.diff", mutants=(scaled(sim_form, tau), negated(sim_form))),
         Claim(seed, label("R_omega"), "R(i, S_Omega) is the rank of i among all candidates",
               r_omega, check_rank_all, "float64 (tau = 1e-4) vs exact ranks",
-              correction=mutant(r_omega, sj_si, "corrected"),
-              mutants=(with_parameters(r_omega, "D_ij arguments swapped", **sj_si),),
+              correction=r_o, mutants=_rank_slips(r_o, "R(i, S_Omega)"), cause=SIGN_CONVENTION,
               note=rank_note),
         Claim(seed, label("R_p"), "R(i, S_P) is the rank of i among positives", r_p,
               check_rank_positives, "float64 (tau = 1e-4) vs exact ranks",
-              correction=mutant(r_p, sj_si, "corrected"),
-              mutants=(with_parameters(r_p, "D_ij arguments swapped", **sj_si),), note=rank_note),
+              correction=r_p_c, mutants=_rank_slips(r_p_c, "R(i, S_P)"), note=rank_note,
+              cause=SIGN_CONVENTION),
         Claim(seed, label("dR"), "gradient of R(i, S_Omega)", dr_form, check_rank_gradient,
               "sympy.diff + simplify (3 candidates, d = 2)",
               mutants=(substituted(dr_form, swap, "v_i and v_j swapped"),),
@@ -433,26 +802,30 @@ def _chain(seed: str, offset: int) -> list[Claim]:
               "D_ij = s_j - s_i the gradient is -(B + D)."),
         Claim(seed, label("quotient"), "quotient rule for dAP/dq", quotient, check_quotient_rule,
               "sympy.diff on abstract functions",
-              correction=negated(quotient), mutants=(negated(quotient),),
+              correction=negated(quotient), cause="quotient rule reversed", mutants=(
+                  scaled(negated(quotient), r_o_s), substituted(
+                      negated(quotient), {dr_p: dr_o, dr_o: dr_p}, "dR_P and dR_Omega swapped"),
+                  mutant(quotient, (r_o_s * dr_p - r_p_s * dr_o) / r_p_s**2, "R_P^2 below")),
               note=f"The printed numerator R_P dR_Omega - R_Omega dR_P of Eq. {n['quotient']} is the "
               "negative of the quotient rule for d(R_P / R_Omega)/dq."),
         Claim(seed, label("labels"), f"Eq. {n['quotient']} with the A, B, C, D braces", labelled,
               check_labelled_rewrite, "sympy identity",
               correction=mutant(labelled, A_ * (B_ + D_) - (A_ + C_) * B_, "corrected"),
-              mutants=(mutant(labelled, A_ * (B_ + D_) - (A_ + C_) * B_, "last brace B"),),
+              cause="brace B labelled D", mutants=(
+                  mutant(labelled, A_ * (B_ + D_) - A_ * B_, "A for the brace A + C"),
+                  mutant(labelled, A_ * B_ - (A_ + C_) * B_, "B for the brace B + D"),
+                  mutant(labelled, A_ * (B_ + D_) - (A_ + C_) * (B_ + D_), "B + D for B")),
               note=f"Eq. {n['dR']} calls sum_(j in P, j != i) sim(D_ij)(v_i - v_j) B; the last "
               f"brace of Eq. {n['labels']} calls it D."),
         Claim(seed, label("final"), "final AD - CB form of dAP/dq", final, check_final_form,
               "float64 vs autograd of SmoothAP",
-              correction=with_parameters(final, "corrected", **sj_si),
-              mutants=(with_parameters(final, "D_ij arguments swapped", **sj_si),),
+              correction=final_c, mutants=_final_slips(final_c), cause=SIGN_CONVENTION,
               note=f"With ranks G(s_j - s_i) for A, C, R and B, D exactly as printed the form is "
               f"exact: the sign slip of Eq. {n['D']} and the reversed quotient rule of Eq. "
               f"{n['quotient']} cancel."),
         Claim(seed, label("negatives"), "final form with R(i, S_N)", negatives, check_final_form,
               "float64 vs autograd of SmoothAP",
-              correction=with_parameters(negatives, "corrected", **sj_si),
-              mutants=(with_parameters(negatives, "D_ij arguments swapped", **sj_si),),
+              correction=negatives_c, mutants=_final_slips(negatives_c), cause=SIGN_CONVENTION,
               note=rn_note),
     ]  # fmt: skip
     rewrite = Form(A_ * D_ - C_ * B_, lhs="A (B + D) - (A + C) B")
@@ -472,41 +845,65 @@ def claims() -> list[Claim]:
     a001 = Form({"A": P_sum}, context="the brace A of Eq. 12-13 (over the sum alone), used as "
                 "R(i,S_P) = A and R(i,S_Omega) = A + C in Eq. 16-17")  # fmt: skip
     ap = Form(sp.Symbol("R_P") / sp.Symbol("R_Omega"), lhs="summand of AP_q (Eq. 1)")
-    rank = Form(sp.StrictLessThan(s_i - s_j, 0), lhs="counted term of R(i, S) (Eq. 2)")
+    over_s = (j_, 1, m_)
+    rank = Form({"R(i, S)": 1 + sp.Sum((1 - sp.KroneckerDelta(i_, j_))
+                                       * indicator(sp.StrictLessThan(s_ix[i_] - s_ix[j_], 0)), over_s)},
+                context="Eq. 2; S: j = 1..m, KroneckerDelta(i, j) for i != j")  # fmt: skip
     s = sp.symbols("s1:4")
     ones = sp.ones(3, 1)
     matrix = ones * sp.Matrix([list(s)]) - sp.Matrix(s) * ones.T
     d3 = Form({"D": sp.ImmutableMatrix(matrix), "D_ij": s_i - s_j},
               context="Eq. 3 for m = 3, stated D_ij")  # fmt: skip
-    d4 = Form({"D_ij": s_i - s_j}, context="R(i, S) = 1 + sum_j 1{D_ij > 0} (Eq. 4)")
+    d4 = Form({"R(i, S)": 1 + sp.Sum((1 - sp.KroneckerDelta(i_, j_))
+                                     * indicator(sp.StrictGreaterThan(D_ix[i_, j_], 0)), over_s),
+               "D_ij": D_RANK},
+              context="Eq. 4 with D as Eq. 3 draws it (entry (i, j) = s_j - s_i); S: j = 1..m, "
+              "KroneckerDelta(i, j) for i != j")  # fmt: skip
     records += [
         Claim(SEED_000, "claim-label-a", "000 labels A consistently (Eq. 8, Eq. 9, Eq. 12-13)",
               a000, check_a_label_000, "sympy identity",
               correction=with_parameters(a000, "corrected", **{"A (Eq. 9)": 1 + P_sum}),
-              mutants=(with_parameters(a000, "Eq. 9 brace over 1 + sum", **{"A (Eq. 9)": 1 + P_sum}),),
+              cause="brace A over the sum without its 1", mutants=(
+                  with_parameters(a000, "Eq. 8 brace over the sum alone",
+                                  **{"A (Eq. 8)": P_sum, "A (Eq. 9)": 1 + P_sum}),
+                  with_parameters(a000, "both braces over the sum alone", **{"A (Eq. 8)": P_sum}),
+                  with_parameters(a000, "Eq. 9 brace over 1 + sum_P + sum_N",
+                                  **{"A (Eq. 8)": 1 + P_sum, "A (Eq. 9)": 1 + P_sum + N_sum})),
               note="Eq. 8 puts A over 1 + sum_P G(D_ij), Eq. 9 over the sum alone; Eq. 12-13 use "
               "R(i, S_P) = A, which is Eq. 8's reading."),
         Claim(SEED_001, "claim-label-a", "the brace A of Eq. 12-13 is the A of Eq. 16-17", a001,
               check_a_label_001, "sympy identity",
               correction=with_parameters(a001, "corrected", A=1 + P_sum),
-              mutants=(with_parameters(a001, "A over 1 + sum", A=1 + P_sum),),
+              cause="brace A over the sum without its 1", mutants=(
+                  with_parameters(a001, "A over the whole rank", A=1 + P_sum + N_sum),
+                  with_parameters(a001, "A over 1 + sum_N", A=1 + N_sum)),
               note="Eq. 16-17 need A = 1 + sum_P G(D_ij), not the sum alone as Eq. 12-13 label it "
               "(000 Eq. 8 has it right, 000 Eq. 9 does not)."),
         Claim(SEED_001, "eq1", "AP from ranks", ap, check_ap_with_ranks,
               "float64 vs scikit-learn AP (exact ranks, no ties)",
               mutants=(mutant(ap, sp.Symbol("R_Omega") / sp.Symbol("R_P"), "ratio inverted"),)),
         Claim(SEED_001, "eq2", "the rank", rank, check_exact_rank,
-              "exact integer ranks vs sorting",
-              mutants=(mutant(rank, sp.StrictLessThan(s_j - s_i, 0), "s_i and s_j swapped"),)),
+              "exact integer ranks vs sorting (scores with ties)", mutants=(
+                  _indicator_slip(rank, sp.StrictLessThan(s_ix[j_] - s_ix[i_], 0),
+                                  "s_i and s_j swapped"),
+                  _indicator_slip(rank, sp.LessThan(s_ix[i_] - s_ix[j_], 0), "<= for <: ties count"),
+                  with_parameters(rank, "1 + dropped", **{"R(i, S)": rank.value["R(i, S)"] - 1}))),
         Claim(SEED_001, "eq3", "the difference matrix has D_ij = s_i - s_j", d3,
               check_matrix_difference, "sympy.Matrix",
-              correction=with_parameters(d3, "corrected", D_ij=s_j - s_i),
-              mutants=(with_parameters(d3, "stated D_ij swapped", D_ij=s_j - s_i),),
+              correction=with_parameters(d3, "corrected", D_ij=s_j - s_i), cause=SIGN_CONVENTION,
+              mutants=(
+                  with_parameters(d3, "matrix transposed", D=sp.ImmutableMatrix(matrix.T),
+                                  D_ij=s_j - s_i),
+                  with_parameters(d3, "D_ij = s_j", D_ij=s_j)),
               note="The printed matrix has entry (i, j) = s_j - s_i, not the s_i - s_j the text "
               "states; the matrix is the rank convention that Eq. 4 needs."),
-        Claim(SEED_001, "eq4", "rank from D", d4, check_indicator_rank, "exact integer ranks",
-              correction=with_parameters(d4, "corrected", D_ij=s_j - s_i),
-              mutants=(with_parameters(d4, "D_ij swapped", D_ij=s_j - s_i),),
-              note="With the matrix's D_ij = s_j - s_i (Eq. 3 as drawn) Eq. 4 reproduces Eq. 2."),
+        Claim(SEED_001, "eq4", "rank from D", d4, check_indicator_rank,
+              "exact integer ranks vs sorting (scores with ties)", mutants=(
+                  with_parameters(d4, "D_ij as the text states it", D_ij=D_PRINTED),
+                  _indicator_slip(d4, sp.GreaterThan(D_ix[i_, j_], 0), ">= for >: ties count"),
+                  with_parameters(d4, "1 + dropped", **{"R(i, S)": d4.value["R(i, S)"] - 1})),
+              note="Not charged: with D as Eq. 3 draws it (entry (i, j) = s_j - s_i) Eq. 4 "
+              "reproduces Eq. 2's rank, ties included. The clash with the text's D_ij = s_i - s_j "
+              "is Eq. 3's, and counted there."),
     ]  # fmt: skip
     return records

@@ -13,13 +13,18 @@ import pytest
 import sympy as sp
 import torch
 
-from gradlab.symbolic.claims import Form
+from gradlab.symbolic.claims import Form, with_parameters
 from gradlab.symbolic.smoothap_claims import (
     A_,
     B_,
     C_,
     D_,
-    R_N,
+    D_RANK,
+    G_IJ,
+    R_,
+    S_OMEGA,
+    S_P,
+    SIM_IJ,
     check_ap_with_ranks,
     check_exact_rank,
     check_final_form,
@@ -29,59 +34,106 @@ from gradlab.symbolic.smoothap_claims import (
     check_rank_positives,
     check_sigmoid_limit,
     check_sigmoid_of_difference_gradient,
+    claims,
+    i_,
+    j_,
+    m_,
+    n_pos,
+    over_negatives,
+    over_positives,
     s_i,
+    s_ix,
     s_j,
     tau,
     z,
 )
 
 R_P, R_OMEGA = sp.symbols("R_P R_Omega")
+CLAIMS = {claim.id.split("_")[0] + ":" + claim.label: claim for claim in claims()}
+
+
+def _accepted(short_id: str) -> Form:
+    claim = CLAIMS[short_id]
+    return claim.correction or claim.printed
 
 
 def _worst(detail: str) -> float:
     return float(re.search(r"max \|printed - true\| = ([-+.e0-9]+)", detail).group(1))
 
 
-@pytest.mark.parametrize("check", [check_rank_all, check_rank_positives])
-def test_a_rank_with_a_hundredfold_flatter_difference_is_no_step_at_tau_1e_4(check):
+@pytest.mark.parametrize(("check", "short_id"), [(check_rank_all, "000:eq8"),
+                                                 (check_rank_positives, "000:eq9")])
+def test_a_rank_with_a_hundredfold_flatter_difference_is_no_step_at_tau_1e_4(check, short_id):
     # The exact-rank cases space their scores 0.1 apart: with D_ij / 100 the nearest candidate
     # above i counts G(0.1 / 100 / 1e-4) = G(10) = 1 - 4.54e-5, short of 1 by far more than the
     # 1e-6 tolerance, and at most 11 candidates fall short (< 5.0e-4 in all).
-    verdict = check(Form({"D_ij": (s_j - s_i) / 100}))
-    assert verdict.verdict == "fails"
+    accepted = _accepted(short_id)
+    verdict = check(with_parameters(accepted, "flat", D_ij=D_RANK / 100))
+    assert verdict.verdict == "fails" and verdict.detail.startswith("tau = 1e-4 vs exact ranks")
     assert 4.5e-5 < _worst(verdict.detail) < 5.0e-4
-    assert check(Form({"D_ij": s_j - s_i})).verdict == "holds"
+    assert check(accepted).verdict == "holds"
 
 
-def test_an_exact_rank_one_too_high_everywhere_fails():
-    # each of the 11 other candidates adds 1/8: the sum is the count + 1.375, truncated to + 1
-    verdict = check_exact_rank(Form(sp.Heaviside(s_j - s_i) + sp.Rational(1, 8)))
-    assert (verdict.verdict, verdict.detail) == (
-        "fails",
-        "max |printed - true| = 1 (case 0 of 20).",
-    )
+def _eq2_with(counted, extra=0):
+    """001 Eq. 2 as a form counting ``counted`` for each j != i (a SymPy relation in s[i], s[j]),
+    plus ``extra`` per candidate j != i."""
+    rank = _accepted("001:eq2")
+    other = 1 - sp.KroneckerDelta(i_, j_)
+    term = sp.Piecewise((other, counted), (0, True)) + extra * other
+    return with_parameters(rank, "test", **{"R(i, S)": 1 + sp.Sum(term, (j_, 1, m_))})
 
 
-def test_the_exact_rank_check_runs_its_20_documented_cases():
-    # 20 cases of 12 N(0, 1) scores and a random i (numpy default_rng(6)); with s_i and s_j
-    # swapped the rank counts the candidates below i, |below - above| = |11 - 2 above|
-    rng = np.random.default_rng(6)
-    errors = []
-    for _ in range(20):
-        scores, i = rng.normal(size=12), int(rng.integers(12))
-        above = int(np.flatnonzero(np.sort(scores)[::-1] == scores[i])[0])
-        errors.append(abs(11 - 2 * above))
-    worst = max(errors)
-    verdict = check_exact_rank(Form(sp.StrictLessThan(s_j - s_i, 0)))
-    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 20)."
+def _tied_cases(seed):
+    # 20 vectors of 10 integer scores in 0..5 (ties), every candidate as i (default_rng(seed))
+    rng = np.random.default_rng(seed)
+    vectors = [rng.integers(0, 6, size=10) for _ in range(20)]
+    return [(scores, i) for scores in vectors for i in range(10)]
+
+
+def test_an_exact_rank_one_and_three_eighths_too_high_everywhere_fails():
+    # each of the 9 other candidates adds 1/8 to its indicator: every rank is 9/8 too high
+    relation = sp.StrictLessThan(s_ix[i_] - s_ix[j_], 0)
+    verdict = check_exact_rank(_eq2_with(relation, sp.Rational(1, 8)))
+    expected = "max |printed - true| = 1.12 (case 0 of 200)."  # 9/8 = 1.125, printed to 3 digits
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
+def test_the_exact_rank_check_runs_its_200_documented_cases():
+    # with s_i and s_j swapped the rank counts the candidates below i instead of above
+    errors = [abs(int(np.sum(scores < scores[i])) - int(np.sum(scores > scores[i])))
+              for scores, i in _tied_cases(6)]
+    worst = max(errors)
+    verdict = check_exact_rank(_eq2_with(sp.StrictLessThan(s_ix[j_] - s_ix[i_], 0)))
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+def test_an_exact_rank_that_counts_ties_fails_by_the_number_of_ties():
+    errors = [int(np.sum(scores == scores[i])) - 1 for scores, i in _tied_cases(6)]
+    worst = max(errors)
+    verdict = check_exact_rank(_eq2_with(sp.LessThan(s_ix[i_] - s_ix[j_], 0)))
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+    assert check_exact_rank(_accepted("001:eq2")).verdict == "holds"
+
+
 def test_an_indicator_rank_that_also_counts_the_next_lower_score_fails():
-    # scores are a permutation of 0..9: s_j - s_i + 2 > 0 also counts s_j = s_i - 1, so the rank
-    # is one too high wherever s_i > 0
-    verdict = check_indicator_rank(Form({"D_ij": s_j - s_i + 2}))
-    assert verdict.verdict == "fails" and _worst(verdict.detail) == 1
+    # D_ij + 2 > 0 also counts the ties and the scores one lower (integer scores)
+    errors = [int(np.sum(scores == scores[i])) - 1 + int(np.sum(scores == scores[i] - 1))
+              for scores, i in _tied_cases(4)]
+    worst = max(errors)
+    accepted = _accepted("001:eq4")
+    verdict = check_indicator_rank(with_parameters(accepted, "test", D_ij=D_RANK + 2))
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    assert (verdict.verdict, verdict.detail) == ("fails", expected)
+    assert check_indicator_rank(accepted).verdict == "holds"
+
+
+def test_an_indicator_rank_with_d_doubled_counts_right_but_is_not_eq_3s_matrix():
+    # 1{2 D_ij > 0} = 1{D_ij > 0}: the rank part holds, the entries are twice Eq. 3's
+    verdict = check_indicator_rank(with_parameters(_accepted("001:eq4"), "test", D_ij=2 * D_RANK))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith("D_ij against Eq. 3's matrix as drawn")
 
 
 def test_ap_from_ranks_rejects_a_ratio_off_by_one_part_in_a_billion():
@@ -112,7 +164,19 @@ def test_a_sigmoid_with_its_exponent_flipped_steps_down_and_says_so():
     # 1 / (1 + e^(z / tau)) -> 0 and 1 / (1 + e^(-z / tau)) -> 1 as tau -> 0+, for z > 0
     verdict = check_sigmoid_limit(Form(1 / (1 + sp.exp(z / tau))))
     assert verdict.verdict == "fails"
-    assert verdict.detail == ("lim_(tau->0+) G(z) = 0 and G(-z) = 1 for z > 0: not a step up at 0.")
+    assert verdict.detail.endswith(
+        ": lim_(tau->0+) G(z) = 0 and G(-z) = 1 for z > 0: not a step up at 0."
+    )
+
+
+@pytest.mark.parametrize(("value", "what"), [
+    (1 / (1 - sp.exp(-z / tau)), "G(z) -> oo as z -> 0, not 1/2."),  # a pole at 0
+    ((1 + sp.exp(-z / tau)) ** -2, "G(z) -> 1/4 as z -> 0, not 1/2."),  # a step, not symmetric
+    (1 / (1 + sp.exp(-z / tau**2)), "printed minus true"),  # a step in z / tau^2
+])  # fmt: skip
+def test_a_step_that_is_not_the_symmetric_step_in_z_over_tau_fails(value, what):
+    verdict = check_sigmoid_limit(Form(value))
+    assert verdict.verdict == "fails" and what in verdict.detail
 
 
 def test_a_step_that_does_not_reach_0_below_zero_is_no_step():
@@ -145,28 +209,6 @@ def test_a_wrong_rank_gradient_is_shown_at_a_point_of_the_query_and_three_candid
     assert _witness_variables(verdict.detail) == names
 
 
-def test_the_final_form_through_r_of_s_n_needs_its_minus_one():
-    # C = sum_N G(D_ij) = R(i, S_N) - 1 (001 Eq. 2's set rank); C = R(i, S_N) adds 1 to C
-    numerator = A_ * D_ - C_ * B_
-    corrected = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N - 1}))
-    without = check_final_form(Form({"D_ij": s_j - s_i, "numerator": numerator, "C": R_N}))
-    assert (corrected.verdict, without.verdict) == ("holds", "fails")
-
-
-def test_the_indicator_rank_check_runs_its_20_documented_cases():
-    # 20 cases: the scores a permutation of 0..9, i uniform (default_rng(4)); D_ij = s_j - s_i + 10
-    # is > 0 for every j, so the rank is 10 where the true one is 10 - s_i: the error is s_i
-    rng = np.random.default_rng(4)
-    errors = []
-    for _ in range(20):
-        scores, i = rng.permutation(10), int(rng.integers(10))
-        errors.append(int(scores[i]))
-    worst = max(errors)
-    verdict = check_indicator_rank(Form({"D_ij": s_j - s_i + 10}))
-    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 20)."
-    assert (verdict.verdict, verdict.detail) == ("fails", expected)
-
-
 def _smooth_ap_gradient(query, vectors, positive, temperature):
     """d SmoothAP / d query by autograd, the rank written as 1 + sum_(j != i) G(s_j - s_i)."""
     q = torch.tensor(query, requires_grad=True)
@@ -189,7 +231,8 @@ def test_the_final_form_check_runs_its_8_documented_problems():
         query, vectors = rng.normal(size=3) * 0.4, rng.normal(size=(7, 3)) * 0.4
         positive = np.array([True] * 3 + [False] * 4)
         worst = max(worst, np.abs(_smooth_ap_gradient(query, vectors, positive, 0.2)).max())
-    form = Form({"D_ij": s_j - s_i, "numerator": 2 * (A_ * D_ - C_ * B_)})
+    accepted = _accepted("000:eq13")
+    form = with_parameters(accepted, "test", **{"dAP_q/dq": 2 * accepted.value["dAP_q/dq"]})
     verdict = check_final_form(form)
     expected = f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
@@ -230,7 +273,13 @@ def test_the_final_form_check_draws_exactly_seeds_0_to_7(extra, worst_seed):
         miss = sum(x(a, b, c, d) / (a + c) ** 2 for a, b, c, d in _problem_terms(seed)) / 3
         errors.append(float(np.abs(miss).max()))
     assert int(np.argmax(errors)) == worst_seed
-    verdict = check_final_form(Form({"D_ij": s_j - s_i, "numerator": A_ * D_ - C_ * B_ + extra}))
+    # the braces of Eq. 13 as the form's sums: A = R(i, S_P), B, C, D the sums over S_P / S_N
+    braces = {A_: R_(i_, S_P), B_: over_positives(SIM_IJ), C_: over_negatives(G_IJ),
+              D_: over_negatives(SIM_IJ)}  # fmt: skip
+    accepted = _accepted("000:eq13")
+    added = sp.Sum(extra.xreplace(braces) / R_(i_, S_OMEGA) ** 2, (i_, 1, n_pos)) / n_pos
+    form = with_parameters(accepted, "test", **{"dAP_q/dq": accepted.value["dAP_q/dq"] + added})
+    verdict = check_final_form(form)
     worst = max(errors[:8])
     expected = f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
