@@ -46,7 +46,10 @@ def test_readme_example_audits_a_derivation_of_your_own():
     output = io.StringIO()
     with contextlib.redirect_stdout(output):
         exec(compile(code, "README example", "exec"), {})
-    assert output.getvalue().strip() == "holds 2 of 2"
+    # the output the page promises in its comment, every mutant killed
+    promised = re.search(r"print\(.*\)  # (.*)\n", code).group(1)
+    assert output.getvalue().strip() == promised
+    assert re.fullmatch(r"holds (\d+) of \1", promised)
 
 
 S000, S004 = "000_e0f8edb24a02ffe3", "004_e426679a66883031"
