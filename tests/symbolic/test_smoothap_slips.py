@@ -97,3 +97,18 @@ def test_a_dropped_one_plus_in_the_final_forms_r_of_s_p_is_rejected(paper, label
     rank = _without_leading_one(accepted.value["R(i, S_P)"])
     slip = _piece(accepted, "R(i, S_P)", rank, "no 1 +")
     _assert_rejected(f"{paper}:{label}", slip)
+
+
+@pytest.mark.parametrize("short_id", ["000:eq1", "000:eq8", "001:eq12", "001:eq17"])
+@pytest.mark.parametrize("shift", [-1, 1])
+def test_a_shifted_lower_bound_of_the_negatives_sum_is_rejected(short_id, shift):
+    # the negatives' sum starts one early (it counts the last positive) or one late (it misses
+    # the first negative)
+    accepted = _accepted(short_id)
+    key = next(k for k in accepted.value if k != "D_ij")
+    value = accepted.value[key]
+    sums = [s for s in value.atoms(sp.Sum) if s.limits[0][1] != 1]
+    assert sums  # the sum over S_N starts at n_P + 1
+    shifted = {s: s.func(s.function, (s.limits[0][0], s.limits[0][1] + shift, s.limits[0][2]))
+               for s in sums}  # fmt: skip
+    _assert_rejected(short_id, _piece(accepted, key, value.xreplace(shifted), "bound shifted"))
