@@ -753,12 +753,13 @@ def _chain(seed: str, offset: int) -> list[Claim]:
     negatives = form({"dAP_q/dq": FINAL_14, **ranks, "R(i, S_N)": R_N_SUMS, "D_ij": D_PRINTED},
                      context=f"Eq. {n['negatives']}, C written as R(i, S_N) - 1: "
                      f"{final_context}")  # fmt: skip
-    rank_note = (f"The tau -> 0 limit is checked at tau = 1e-4; with D_ij = s_i - s_j (Eq. {n['D']}) "
+    rank_note = ("The tau -> 0 limit is checked at tau = 1e-4 (and tau = 0.5 against the "
+                 f"sigmoid-smoothed rank); with D_ij = s_i - s_j (Eq. {n['D']}) "
                  "G(D_ij) ~ 1 when j ranks *below* i, so the sum counts the wrong side.")  # fmt: skip
     if seed == SEED_000:
-        rn_note = ("000 never defines R(i, S_N); read like Eq. 8-9 as 1 + sum_N G(D_ij) (as 001 "
-                   "Eq. 2 defines R(i, S) for any set), so C = R(i, S_N) - 1 and Eq. 14 has the "
-                   "status of Eq. 13.")  # fmt: skip
+        rn_note = ("The short version never defines R(i, S_N); read like Eq. 8-9 as "
+                   "1 + sum_N G(D_ij) (as the long version's Eq. 2 defines R(i, S) for any set), "
+                   "so C = R(i, S_N) - 1 and Eq. 14 has the status of Eq. 13.")  # fmt: skip
     else:
         rn_note = ("001 Eq. 2 defines R(i, S) for any set S, so R(i, S_N) - 1 = C is defined and "
                    "Eq. 18 has the status of Eq. 17.")  # fmt: skip
@@ -767,7 +768,7 @@ def _chain(seed: str, offset: int) -> list[Claim]:
     final_c, negatives_c = (with_parameters(f, "corrected", **sj_si) for f in (final, negatives))
     claims = [
         Claim(seed, label("def"), "SmoothAP is a smooth approximation of AP", definition,
-              check_definition, "float64, tau -> 0 vs scikit-learn AP",
+              check_definition, "float64: tau = 1e-4 vs scikit-learn AP, tau = 0.5 vs SmoothAP",
               correction=ap, mutants=_ap_slips(ap), cause=SIGN_CONVENTION,
               note=rank_note),
         Claim(seed, label("G"), "G is a smooth step in z / tau, symmetric about 0", g_form, check_sigmoid_limit, "sympy.limit",
@@ -788,11 +789,11 @@ def _chain(seed: str, offset: int) -> list[Claim]:
         Claim(seed, label("sim"), "definition of sim = dG/dD", sim_form, check_sim_definition,
               "sympy.diff", mutants=(scaled(sim_form, tau), negated(sim_form))),
         Claim(seed, label("R_omega"), "R(i, S_Omega) is the rank of i among all candidates",
-              r_omega, check_rank_all, "float64 (tau = 1e-4) vs exact ranks",
+              r_omega, check_rank_all, "float64: tau = 1e-4 vs exact ranks, tau = 0.5 vs smoothed ranks",
               correction=r_o, mutants=_rank_slips(r_o, "R(i, S_Omega)"), cause=SIGN_CONVENTION,
               note=rank_note),
         Claim(seed, label("R_p"), "R(i, S_P) is the rank of i among positives", r_p,
-              check_rank_positives, "float64 (tau = 1e-4) vs exact ranks",
+              check_rank_positives, "float64: tau = 1e-4 vs exact ranks, tau = 0.5 vs smoothed ranks",
               correction=r_p_c, mutants=_rank_slips(r_p_c, "R(i, S_P)"), note=rank_note,
               cause=SIGN_CONVENTION),
         Claim(seed, label("dR"), "gradient of R(i, S_Omega)", dr_form, check_rank_gradient,
@@ -860,7 +861,7 @@ def claims() -> list[Claim]:
               context="Eq. 4 with D as Eq. 3 draws it (entry (i, j) = s_j - s_i); S: j = 1..m, "
               "KroneckerDelta(i, j) for i != j")  # fmt: skip
     records += [
-        Claim(SEED_000, "claim-label-a", "000 labels A consistently (Eq. 8, Eq. 9, Eq. 12-13)",
+        Claim(SEED_000, "claim-label-a", "the short version labels A consistently (Eq. 8, 9, 12-13)",
               a000, check_a_label_000, "sympy identity",
               correction=with_parameters(a000, "corrected", **{"A (Eq. 9)": 1 + P_sum}),
               cause="brace A over the sum without its 1", mutants=(
@@ -878,7 +879,7 @@ def claims() -> list[Claim]:
                   with_parameters(a001, "A over the whole rank", A=1 + P_sum + N_sum),
                   with_parameters(a001, "A over 1 + sum_N", A=1 + N_sum)),
               note="Eq. 16-17 need A = 1 + sum_P G(D_ij), not the sum alone as Eq. 12-13 label it "
-              "(000 Eq. 8 has it right, 000 Eq. 9 does not)."),
+              "(the short version's Eq. 8 has it right, its Eq. 9 does not)."),
         Claim(SEED_001, "eq1", "AP from ranks", ap, check_ap_with_ranks,
               "float64 vs scikit-learn AP (exact ranks, no ties)",
               mutants=(mutant(ap, sp.Symbol("R_Omega") / sp.Symbol("R_P"), "ratio inverted"),)),
