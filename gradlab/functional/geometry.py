@@ -223,14 +223,12 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     # instead and answer NaN, without reading the flag back.
     finite = torch.isfinite(gram).all()
     eigenvalues = torch.linalg.eigvalsh(torch.where(finite, gram, 0.0))
-    largest = eigenvalues[-1].clamp(min=0.0)
-    floor = largest * (max(rows, dims) * torch.finfo(torch.float64).eps)
-    singular = torch.where(eigenvalues > floor, eigenvalues, 0.0).clamp(min=0.0).sqrt()
+    floor = eigenvalues[-1].clamp(min=0.0) * (max(rows, dims) * torch.finfo(torch.float64).eps)
+    singular = torch.where(eigenvalues > floor, eigenvalues, 0.0).sqrt_()
     total = singular.sum()
-    spread = total > 0
-    p = singular / torch.where(spread, total, 1.0)
-    entropy = -torch.where(p > 0, p * p.log(), 0.0).sum()
-    rank = torch.where(finite, torch.where(spread, entropy.exp(), 1.0), math.nan)
+    p = singular / total  # no spread at all: 0 / 0, replaced below
+    entropy = torch.xlogy(p, p).sum().neg_()
+    rank = torch.where(finite & (total > 0), entropy.exp(), torch.where(finite, 1.0, math.nan))
     return EffectiveRank(rank, rank / min(rows - 1, dims))
 
 
