@@ -43,8 +43,9 @@ def all_claims(*, p_vs_batch_size: Mapping | None = None) -> list[Claim]:
 
     Example:
         >>> claim = next(c for c in all_claims() if c.label == "claim-p-grows-with-batch-size")
-        >>> claim.check(claim.printed).detail.split(":")[0]
-        'not measured'
+        >>> verdict = claim.check(claim.printed)
+        >>> verdict.verdict, "not measured in this run" in verdict.detail
+        ('not-testable-here', True)
     """
     if p_vs_batch_size is not None and not isinstance(p_vs_batch_size, Mapping):
         raise GradlabError(
@@ -73,13 +74,16 @@ def run_audit(
 
     Args:
         claims: the claims to check (default :func:`all_claims`).
-        mutants: also check every mutant of every printed form.
+        mutants: also check the mutants of every claim's accepted form (its slips and the
+            operators' mutants, :func:`gradlab.symbolic.claims.claim_mutants`).
         p_vs_batch_size: the measurement passed to :func:`all_claims` (only with the default
             claims; claims built by the caller carry their own).
 
     Returns:
         One JSON-ready record per claim: id, seed, label, claim, method, verdict, detail,
-        citation, seconds (and mutants, mutants_killed, mutant_results with ``mutants``).
+        cause, citation, seconds (with ``mutants`` also mutated_form, mutants,
+        mutant_operators, mutants_killed, mutant_results, inapplicable and
+        equivalent_mutants_dropped).
 
     Example:
         >>> from gradlab.symbolic.claims import Claim, Form, decide
@@ -106,10 +110,11 @@ def run_audit(
                           "latex": claim.printed.latex(), "correction": None},
                 "method": claim.method, "verdict": "inconclusive",
                 "detail": f"the check raised {type(error).__name__}: {error}\n"
-                f"{traceback.format_exc(limit=2)}",
+                f"{traceback.format_exc(limit=2)}", "cause": claim.cause,
             }  # fmt: skip
             if mutants:
-                record.update(mutants=len(claim.mutants), mutants_killed=0, mutant_results=[])
+                record.update(mutants=len(claim.mutants), mutant_operators=0, mutants_killed=0,
+                              mutant_results=[], inapplicable=dict(claim.inapplicable))  # fmt: skip
         record["citation"] = citation(claim.seed)
         record["seconds"] = round(time.perf_counter() - start, 4)
         records.append(record)
@@ -118,6 +123,78 @@ def run_audit(
 
 def summary_counts(records: list[dict]) -> dict[str, int]:
     return {verdict: sum(r["verdict"] == verdict for r in records) for verdict in VERDICTS}
+
+
+MIN_MUTANTS = 3
+"""Every record's check must reject at least this many mutants of its accepted form ..."""
+MIN_OPERATORS = 2
+"""... made by at least this many operators, unless the claim says why the others do not apply."""
+
+
+def mutant_shortfalls(record: dict) -> list[str]:
+    """What keeps a record's mutants from testing its check; empty when nothing does.
+
+    A record falls short when it has fewer than :data:`MIN_MUTANTS` mutants; when they come
+    from fewer than :data:`MIN_OPERATORS` operators and an operator that made none has no
+    stated reason (the claim's ``inapplicable``); when a mutant survives (its check returns
+    ``holds``); or when a mutant's formula is the printed form's or the correction's.
+
+    Example:
+        >>> record = {"mutants": 2, "mutants_killed": 2, "inapplicable": {}, "claim":
+        ...           {"formula": "x = 1", "correction": None}, "mutant_results": [
+        ...     {"operator": "sign", "formula": "x = -1", "killed": True, "mutant": "sign"},
+        ...     {"operator": "sign", "formula": "x = 1", "killed": True, "mutant": "no-op"}]}
+        >>> for line in mutant_shortfalls(record):
+        ...     print(line)
+        2 mutants (fewer than 3)
+        1 operator (sign); no reason given for: shift, factor, term, exponent, log, swap
+        mutant 'no-op' is the printed form or the correction: x = 1
+    """
+    return [line for lines in _shortfalls(record).values() for line in lines]
+
+
+def _shortfalls(record: dict) -> dict[str, list[str]]:
+    from gradlab.symbolic.mutation_operators import OPERATORS
+
+    if "mutants" not in record:
+        return {"count": ["the audit ran without mutants"]}
+    results = record.get("mutant_results", [])
+    found: dict[str, list[str]] = {"count": [], "operators": [], "survivors": [], "own": []}
+    if record["mutants"] < MIN_MUTANTS:
+        found["count"].append(f"{record['mutants']} mutants (fewer than {MIN_MUTANTS})")
+    used = list(dict.fromkeys(result["operator"] for result in results))
+    reasons = record.get("inapplicable", {})
+    unexplained = [op for op in OPERATORS if op not in used and op not in reasons]
+    if len(used) < MIN_OPERATORS and unexplained:
+        found["operators"].append(
+            f"{len(used)} operator{'' if len(used) == 1 else 's'} ({', '.join(used) or 'none'}); "
+            f"no reason given for: {', '.join(unexplained)}"
+        )
+    own = {record["claim"]["formula"], record["claim"].get("correction")}
+    for result in results:
+        if not result["killed"]:
+            found["survivors"].append(f"mutant survives ({result['operator']}: "
+                                      f"{result['mutant']}): {result['formula']}")  # fmt: skip
+        if result["formula"] in own:
+            found["own"].append(f"mutant {result['mutant']!r} is the printed form or the "
+                                f"correction: {result['formula']}")  # fmt: skip
+    return found
+
+
+def mutant_summary(records: list[dict]) -> str:
+    """One line: records, mutants, killed, records short of mutants, records with survivors.
+
+    Example:
+        >>> print(mutant_summary([]))
+        records: 0, mutants: 0, killed: 0; below 3 mutants / 2 operators without a stated reason: 0
+    """
+    kinds = [_shortfalls(record) for record in records]
+    few = sum(bool(kind["count"] or kind["operators"]) for kind in kinds)
+    line = (f"records: {len(records)}, mutants: {sum(r['mutants'] for r in records)}, "
+            f"killed: {sum(r['mutants_killed'] for r in records)}; below {MIN_MUTANTS} mutants "
+            f"/ {MIN_OPERATORS} operators without a stated reason: {few}")  # fmt: skip
+    surviving = sum(bool(kind["survivors"]) for kind in kinds)
+    return line + (f"; records with a surviving mutant: {surviving}" if surviving else "")
 
 
 def _short_id(record: dict) -> str:
@@ -149,9 +226,7 @@ def format_table(records: list[dict], width: int = 110) -> str:
     counts = summary_counts(records)
     lines += ["-" * width, ", ".join(f"{v}: {c}" for v, c in counts.items())]
     if with_mutants:
-        total = sum(r["mutants"] for r in records)
-        killed = sum(r["mutants_killed"] for r in records)
-        lines.append(f"mutants killed: {killed} of {total}")
+        lines.append(mutant_summary(records))
     seeds = dict.fromkeys(r["seed"] for r in records)
     lines += ["", "seeds:"]
     for key in seeds:
@@ -191,7 +266,8 @@ def format_markdown(records: list[dict]) -> str:
         "",
         "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
         "rationals, float64/mpmath against autograd or brute force); a correction counts only "
-        "when the same check holds on it, and each check must reject mutants of the printed form.",
+        "when the same check holds on it, and each check must reject mutants of the accepted form "
+        "(the printed form when it holds, else the correction).",
         "",
         header,
         *(f"| {citation(key)} <small>`{key}`</small> | "

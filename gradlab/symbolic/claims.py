@@ -43,6 +43,8 @@ from typing import Any
 
 import sympy as sp
 
+from gradlab.symbolic.mutation_operators import equivalent, generate
+
 VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
             "reproduced", "not-reproduced", "not-testable-here")
 """Derivations and statements checked by computation get the first four; an empirical claim about
@@ -249,8 +251,6 @@ def claim_mutants(claim: Claim, accepted: Form | None = None) -> list[tuple[str,
     Returns:
         ``(operator, Form)`` pairs; hand-written slips have the operator :data:`SLIP`.
     """
-    from gradlab.symbolic.mutation_operators import generate
-
     accepted = claim.accepted() if accepted is None else accepted
     seen = {claim.printed.text()} | ({claim.correction.text()} if claim.correction else set())
     pairs: list[tuple[str, Form]] = []
@@ -292,9 +292,13 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     if mutants:
         printed_holds = verdict.verdict == _HOLDS
         accepted = claim.printed if printed_holds or claim.correction is None else claim.correction
-        outcomes = []
+        outcomes, equivalent_dropped = [], []
         for operator, form in claim_mutants(claim, accepted):
-            got = _checked(claim, form)
+            got = _mutant_verdict(claim, form)
+            accepted_as_equal = operator != SLIP and got.verdict == _HOLDS
+            if accepted_as_equal and equivalent(form.value, accepted.value):
+                equivalent_dropped.append(form.name)  # proven equal: not a wrong formula
+                continue
             outcomes.append(
                 {"operator": operator, "mutant": form.name, "formula": form.text(),
                  "verdict": got.verdict, "killed": got.verdict != _HOLDS}
@@ -305,7 +309,16 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         record["mutants_killed"] = sum(o["killed"] for o in outcomes)
         record["mutant_results"] = outcomes
         record["inapplicable"] = dict(claim.inapplicable)
+        record["equivalent_mutants_dropped"] = equivalent_dropped
     return record
+
+
+def _mutant_verdict(claim: Claim, form: Form) -> Verdict:
+    """The check's verdict on a mutant; a check that raises rejects it (``inconclusive``)."""
+    try:
+        return _checked(claim, form)
+    except Exception as error:  # the mutant is malformed for the check: it is not accepted
+        return undecided(f"the check raised {type(error).__name__} on this mutant: {error}")
 
 
 # --- the deciding helpers: each computes its outcome ------------------------------------------

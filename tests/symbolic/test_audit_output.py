@@ -100,10 +100,18 @@ def test_a_record_holds_the_claim_its_verdict_mutants_and_citation():
         "id": f"{S000}:eq1", "seed": S000, "label": "eq1",
         "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
                   "correction": None},
-        "method": "comparison", "verdict": "holds", "detail": "it is one.",
-        "mutants": 1, "mutants_killed": 1,
-        "mutant_results": [{"mutant": "doubled", "formula": "x = 2", "verdict": "fails",
-                            "killed": True}],
+        "method": "comparison", "verdict": "holds", "detail": "it is one.", "cause": "",
+        # the slip 2, then 1 -> -1 (sign) and 1 -> 0 (shift); 1 -> 2 (shift) and 2 * 1 (factor)
+        # repeat the slip's text
+        "mutated_form": "printed", "mutants": 3, "mutant_operators": 3, "mutants_killed": 3,
+        "mutant_results": [
+            {"operator": "slip", "mutant": "doubled", "formula": "x = 2", "verdict": "fails",
+             "killed": True},
+            {"operator": "sign", "mutant": "sign flipped", "formula": "x = -1",
+             "verdict": "fails", "killed": True},
+            {"operator": "shift", "mutant": "constant 1 -> 0", "formula": "x = 0",
+             "verdict": "fails", "killed": True}],
+        "inapplicable": {}, "equivalent_mutants_dropped": [],
         "citation": CITATION_000,
     }  # fmt: skip
 
@@ -125,10 +133,11 @@ def test_a_check_that_raises_is_recorded_inconclusive_with_its_error(mutants):
         "id": "mine:eq1", "seed": "mine", "label": "eq1",
         "claim": {"statement": "x is one", "formula": "x = 1", "latex": "\\text{x} = 1",
                   "correction": None},
-        "method": "comparison", "verdict": "inconclusive", "citation": "mine",
+        "method": "comparison", "verdict": "inconclusive", "citation": "mine", "cause": "",
     }  # fmt: skip
     if mutants:  # none decided: none killed
-        expected.update(mutants=1, mutants_killed=0, mutant_results=[])
+        expected.update(mutants=1, mutant_operators=0, mutants_killed=0, mutant_results=[],
+                        inapplicable={})  # fmt: skip
     assert broken == expected
     assert fine["verdict"] == "holds" and ("mutants" in fine) == mutants
 
@@ -143,7 +152,7 @@ def test_a_check_runs_at_15_digits_whatever_the_callers_precision():
     with mpmath.workdps(40):
         run_audit([_one_claim(check=check)], mutants=True)
         assert mpmath.mp.dps == 40  # given back to the caller
-    assert seen == [15, 15]  # the printed form, then its mutant
+    assert seen == [15] * 4  # the printed form, then its three mutants
 
 
 def test_seconds_is_the_checks_wall_time_rounded_to_a_tenth_of_a_millisecond(monkeypatch):
@@ -175,6 +184,8 @@ def _record(seed, label, verdict, statement, *, mutants=None, correction=None, *
     return record
 
 
+NO_EMPIRICAL = ", reproduced: 0, not-reproduced: 0, not-testable-here: 0"
+"""The empirical verdicts' counts, zero in every table here."""
 LONG = "a statement long enough to wrap onto a second line of the table"
 RECORDS = [
     _record(S002, "eq2", "holds", "short statement", mutants=(2, 2)),
@@ -186,10 +197,12 @@ RECORDS = [
 def test_summary_counts_every_verdict_in_order_zeros_included():
     counts = summary_counts([*RECORDS, _record("m", "eq2", "fails", "s")])
     assert list(counts.items()) == [("holds", 1), ("holds-with-correction", 1), ("fails", 2),
-                                    ("inconclusive", 0)]  # fmt: skip
+                                    ("inconclusive", 0), ("reproduced", 0), ("not-reproduced", 0),
+                                    ("not-testable-here", 0)]  # fmt: skip
     assert summary_counts([]) == dict.fromkeys(
-        ("holds", "holds-with-correction", "fails", "inconclusive"), 0
-    )
+        ("holds", "holds-with-correction", "fails", "inconclusive", "reproduced",
+         "not-reproduced", "not-testable-here"), 0
+    )  # fmt: skip
 
 
 def test_the_table_puts_statements_beside_their_rows_when_30_characters_fit():
@@ -204,8 +217,9 @@ def test_the_table_puts_statements_beside_their_rows_when_30_characters_fit():
         pad + "table",
         "mine:eq1    holds-with-correction 0/1     ",
         "-" * 72,
-        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0",
-        "mutants killed: 3 of 6",
+        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0" + NO_EMPIRICAL,
+        "records: 3, mutants: 6, killed: 3; below 3 mutants / 2 operators without a stated "
+        "reason: 3",
         "",
         "seeds:",
         "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
@@ -230,8 +244,9 @@ def test_the_table_puts_statements_below_their_rows_when_30_characters_do_not_fi
         "mine:eq1    holds-with-correction 0/1",
         "    ",
         "-" * 71,
-        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0",
-        "mutants killed: 3 of 6",
+        "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0" + NO_EMPIRICAL,
+        "records: 3, mutants: 6, killed: 3; below 3 mutants / 2 operators without a stated "
+        "reason: 3",
         "",
         "seeds:",
         "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
@@ -252,7 +267,7 @@ def test_a_table_without_mutants_has_no_mutant_column_and_ids_at_least_5_wide():
         "-" * 60,
         "m:e1  inconclusive          s t",
         "-" * 60,
-        "holds: 0, holds-with-correction: 0, fails: 0, inconclusive: 1",
+        "holds: 0, holds-with-correction: 0, fails: 0, inconclusive: 1" + NO_EMPIRICAL,
         "",
         "seeds:",
         "  m  m",
@@ -284,19 +299,20 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "",
         "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
         "rationals, float64/mpmath against autograd or brute force); a correction counts only "
-        "when the same check holds on it, and each check must reject mutants of the printed form.",
+        "when the same check holds on it, and each check must reject mutants of the accepted form "
+        "(the printed form when it holds, else the correction).",
         "",
-        "| paper | claims | holds | holds-with-correction | fails | inconclusive "
-        "| mutants killed |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-        f"| {CITATION_000} <small>`{S000}`</small> | 1 | 0 | 1 | 0 | 0 | 1 / 2 |",
-        "| mine <small>`mine`</small> | 1 | 0 | 0 | 1 | 0 | 1 / 1 |",
-        "| all papers | 2 | 0 | 1 | 1 | 0 | 2 / 3 |",
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive | reproduced "
+        "| not-reproduced | not-testable-here | mutants killed |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        f"| {CITATION_000} <small>`{S000}`</small> | 1 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 1 / 2 |",
+        "| mine <small>`mine`</small> | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 / 1 |",
+        "| all papers | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 0 | 2 / 3 |",
         "",
         f"## {CITATION_000}",
         "",
         f"<small>seed `{S000}`</small>. holds: 0, holds-with-correction: 1, fails: 0, "
-        "inconclusive: 0",
+        "inconclusive: 0" + NO_EMPIRICAL,
         "",
         "<details>",
         "<summary>The 1 claims of this paper, each with its check</summary>",
@@ -323,7 +339,8 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "",
         "## mine",
         "",
-        "<small>seed `mine`</small>. holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0",
+        "<small>seed `mine`</small>. holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0"
+        + NO_EMPIRICAL,
         "",
         "<details>",
         "<summary>The 1 claims of this paper, each with its check</summary>",
@@ -360,10 +377,11 @@ def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict(
     del records[1]["claim"]["correction"]  # a record written before corrections were recorded
     markdown = format_markdown(records).split("\n")
     assert markdown[4:8] == [
-        "| paper | claims | holds | holds-with-correction | fails | inconclusive |",
-        "| --- | --- | --- | --- | --- | --- |",
-        "| m <small>`m`</small> | 2 | 1 | 0 | 0 | 1 |",
-        "| all papers | 2 | 1 | 0 | 0 | 1 |",
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive | reproduced "
+        "| not-reproduced | not-testable-here |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| m <small>`m`</small> | 2 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |",
+        "| all papers | 2 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |",
     ]
     assert "| `m:eq1` | holds | s1 |" in markdown
     assert "| `m:eq2` | *inconclusive* | s2 |" in markdown
@@ -374,9 +392,10 @@ def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict(
 def test_markdown_of_no_records_counts_zero_without_a_mutant_column():
     markdown = format_markdown([]).split("\n")
     assert markdown[4:] == [
-        "| paper | claims | holds | holds-with-correction | fails | inconclusive |",
-        "| --- | --- | --- | --- | --- | --- |",
-        "| all papers | 0 | 0 | 0 | 0 | 0 |",
+        "| paper | claims | holds | holds-with-correction | fails | inconclusive | reproduced "
+        "| not-reproduced | not-testable-here |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| all papers | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 |",
     ]
 
 

@@ -1,0 +1,106 @@
+"""Mutants in a claim's record: made from the accepted form, judged by the check alone.
+
+The claims here are small and their truths are written independently of the code under test
+(expanded polynomials, hand-computed corrections), so each expected verdict is known in advance.
+"""
+
+import sympy as sp
+
+from gradlab.symbolic.claims import (
+    SLIP,
+    Claim,
+    Form,
+    audit_claim,
+    claim_mutants,
+    decide,
+    evaluate,
+    mutant,
+    symbolic_equality,
+)
+
+a, b, R, x = sp.symbols("a b R x")
+
+
+def _rank_claim(**extra) -> Claim:
+    """A printed ``C = R`` whose truth is ``C = R - 1`` (the -1 of 000:eq14's count)."""
+    def check(form):
+        return symbolic_equality(form.value, R - 1, [R])
+
+    return Claim("mine", "eq14", "C counts the positives ranked above", Form(R, lhs="C"), check,
+                 correction=Form(R - 1, lhs="C", name="corrected"), **extra)  # fmt: skip
+
+
+def test_a_mutant_of_a_corrected_claim_is_never_turned_into_holds_with_correction():
+    claim = _rank_claim()
+    assert evaluate(claim).verdict == "holds-with-correction"  # the printed form's verdict
+    slip = mutant(claim.printed, 2 * R, "doubled")
+    assert evaluate(claim, slip).verdict == "fails"  # its own verdict, not the printed form's
+
+
+def test_mutants_are_made_from_the_correction_when_the_printed_form_fails():
+    record = audit_claim(_rank_claim(), mutants=True)
+    formulas = [m["formula"] for m in record["mutant_results"]]
+    assert record["mutated_form"] == "correction"
+    # the -1 dropped from the correction is the printed form itself: never a mutant
+    assert "C = R" not in formulas and "C = R - 1" not in formulas
+    # sign of -1 flipped, the constant moved, R - 1 -> 1 - R: slips of the correction
+    assert {"C = R + 1", "C = R - 2", "C = 1 - R"} <= set(formulas)
+    assert record["mutants_killed"] == record["mutants"] >= 3 and record["mutant_operators"] >= 2
+
+
+def test_a_hand_written_slip_equal_to_the_printed_form_or_correction_is_dropped():
+    claim = _rank_claim(mutants=(Form(R, lhs="C", name="the -1 dropped"),
+                                 Form(R - 1, lhs="C", name="no change"),
+                                 Form(R - 2, lhs="C", name="one too many subtracted")))  # fmt: skip
+    pairs = claim_mutants(claim)
+    slips = [(op, form.name) for op, form in pairs if op == SLIP]
+    assert slips == [(SLIP, "one too many subtracted")]
+    assert [form.text() for _, form in pairs].count("C = R - 2") == 1  # not generated again
+
+
+def test_a_check_that_accepts_everything_kills_no_mutant():
+    claim = Claim("mine", "eq1", "anything goes", Form(a - b),
+                  lambda form: decide(True, "accepted", "never"))  # fmt: skip
+    record = audit_claim(claim, mutants=True)
+    assert record["mutants"] >= 3 and record["mutants_killed"] == 0
+    assert all(m["verdict"] == "holds" and not m["killed"] for m in record["mutant_results"])
+
+
+def test_a_mutant_proven_equal_to_the_form_is_dropped_and_named():
+    def check(form):
+        return symbolic_equality(form.value, a**2 - 2 * a * b + b**2, [a, b])
+
+    record = audit_claim(Claim("mine", "eq2", "a square", Form((a - b) ** 2), check), mutants=True)
+    # a - b -> b - a gives (b - a)^2: equal, so no check could reject it
+    assert "a and b swapped in a difference" in record["equivalent_mutants_dropped"]
+    assert "(-a + b)**2" not in [m["formula"] for m in record["mutant_results"]]
+    assert record["mutants_killed"] == record["mutants"]
+
+
+def test_a_check_that_raises_on_a_mutant_rejects_it_and_says_so():
+    def check(form):
+        if form.value != x:
+            raise ZeroDivisionError("no")
+        return decide(True, "x is x", "")
+
+    record = audit_claim(Claim("mine", "eq3", "x", Form(x), check), mutants=True)
+    assert record["verdict"] == "holds" and record["mutants"] >= 1
+    first = record["mutant_results"][0]
+    assert first["killed"] and first["verdict"] == "inconclusive"
+    assert first["mutant"] and "ZeroDivisionError" not in first["formula"]
+
+
+def test_a_record_carries_cause_and_inapplicable_reasons():
+    claim = Claim("mine", "claim-code", "code", Form("s1 - s2", render=str),
+                  lambda form: decide(form.value == "s1 - s2", "same", "differs"),
+                  mutants=(Form("s2 - s1", name="sign flipped", render=str),),
+                  inapplicable={"sign": "code string: no SymPy tree"},
+                  cause="sign convention")  # fmt: skip
+    record = audit_claim(claim, mutants=True)
+    assert record["cause"] == "sign convention"
+    assert record["inapplicable"] == {"sign": "code string: no SymPy tree"}
+    assert record["mutant_results"] == [
+        {"operator": "slip", "mutant": "sign flipped", "formula": "s2 - s1", "verdict": "fails",
+         "killed": True}
+    ]  # fmt: skip
+    assert (record["mutants"], record["mutant_operators"], record["mutants_killed"]) == (1, 1, 1)

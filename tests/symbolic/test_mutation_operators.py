@@ -1,0 +1,169 @@
+"""The mutation operators on small expressions: each mutant derived by hand from the rule.
+
+Expected mutants are written out from the operator's rule (what a reader would get wrong), not
+taken from the code's output; SymPy prints them in its canonical order, so each expectation is
+built as a SymPy object and compared by its text.
+"""
+
+import pytest
+import sympy as sp
+
+from gradlab.errors import GradlabError
+from gradlab.symbolic.claims import Form
+from gradlab.symbolic.mutation_operators import (
+    CAP,
+    OPERATORS,
+    candidates,
+    equivalent,
+    exponent,
+    factor,
+    generate,
+    inapplicable_to_code,
+    log,
+    shift,
+    sign,
+    swap,
+    term,
+)
+
+a, b, x, y, R, A = sp.symbols("a b x y R A")
+M = sp.Symbol("M", positive=True)
+k, n = sp.symbols("k n", integer=True)
+t = sp.Symbol("t", integer=True)
+
+
+def texts(forms):
+    return [form.text() for form in forms]
+
+
+def strs(*values):
+    return [sp.sstr(value) for value in values]
+
+
+def test_sign_flips_the_whole_value_then_each_term():
+    # a - b: -(a - b); then term a -> -a; then term -b -> +b
+    assert texts(sign(Form(a - b))) == strs(b - a, -a - b, a + b)
+
+
+def test_sign_flips_one_side_of_a_relation():
+    got = texts(sign(Form(sp.Lt(x - 1, y))))
+    assert sp.sstr(sp.Lt(1 - x, y)) in got and sp.sstr(sp.Lt(x - 1, -y)) in got
+
+
+def test_shift_turns_strict_into_non_strict_and_moves_constants_by_one():
+    assert texts(shift(Form(sp.Lt(x, 1)))) == strs(sp.Le(x, 1), sp.Lt(x, 2), sp.Lt(x, 0))
+    assert texts(shift(Form(sp.Ge(x, y)))) == strs(sp.Gt(x, y))
+
+
+def test_shift_moves_each_bound_of_a_sum_by_one():
+    got = texts(shift(Form(sp.Sum(t**2, (t, 1, n)))))
+    assert got[:4] == strs(
+        sp.Sum(t**2, (t, 2, n)), sp.Sum(t**2, (t, 0, n)),
+        sp.Sum(t**2, (t, 1, n + 1)), sp.Sum(t**2, (t, 1, n - 1)),
+    )  # fmt: skip
+
+
+def test_shift_moves_an_integer_index_everywhere_and_leaves_real_symbols_alone():
+    assert texts(shift(Form(x / k))) == strs(x / (k + 1), x / (k - 1))
+    assert texts(shift(Form(x / y))) == []  # no integer symbol, no integer constant
+
+
+def test_factor_drops_each_factor_numbers_first_then_doubles():
+    assert texts(factor(Form(3 * x * y))) == strs(x * y, 3 * y, 3 * x, 6 * x * y)
+
+
+def test_factor_never_turns_a_negated_term_into_a_constant():
+    # -b in a - b is a signed term: dropping b would leave a - 1, which is no slip of a factor
+    assert texts(factor(Form(a - b))) == strs(2 * a - 2 * b)
+
+
+def test_term_drops_each_term_then_swaps_the_difference():
+    assert texts(term(Form(R - 1))) == strs(R, sp.Integer(-1), 1 - R)
+
+
+def test_term_drops_a_piece_and_a_condition():
+    piecewise = sp.Piecewise((x, sp.And(x >= 0, x <= 1)), (0, True))
+    got = texts(term(Form(piecewise)))
+    assert sp.sstr(sp.Piecewise((0, True))) in got  # piece 1 dropped
+    assert sp.sstr(sp.Piecewise((x, x <= 1), (0, True))) in got  # condition x >= 0 dropped
+
+
+def test_exponent_moves_a_numeric_power_by_one_and_never_to_zero():
+    assert texts(exponent(Form(A / R**2))) == strs(A / R, A / R**3)
+    assert texts(exponent(Form(R**2))) == strs(R**3, R)
+    assert texts(exponent(Form(1 / R))) == strs(R**-2)  # -1 + 1 = 0 is no power
+
+
+def test_log_removes_a_log_factor_or_adds_one():
+    # M^2 log M: the log factor dropped; log(M) -> M; times log(M)
+    assert texts(log(Form(M**2 * sp.log(M)))) == strs(M**2, M**3, M**2 * sp.log(M) ** 2)
+    assert texts(log(Form(M**2))) == strs(M**2 * sp.log(M))
+
+
+def test_swap_exchanges_symbols_sides_and_entries():
+    s_i, s_j = sp.symbols("s_i s_j")
+    assert texts(swap(Form(s_i - 2 * s_j))) == strs(s_j - 2 * s_i)
+    assert sp.sstr(sp.Lt(1, x)) in texts(swap(Form(sp.Lt(x, 1))))
+    entries = Form({"left": t, "right": t + 1})
+    assert texts(swap(entries)) == ["left = t + 1, right = t"]
+
+
+def test_operators_reach_into_dict_entries_and_name_the_entry():
+    form = Form({"D": a - b, "n": 3})
+    flipped = sign(form)
+    assert flipped[0].text() == "D = -a + b, n = 3" and flipped[0].name == "sign flipped in D"
+    assert "D = a - b, n = -3" in texts(flipped)
+    assert "D = a - b, n = 4" in texts(shift(form))
+
+
+def test_the_lhs_and_context_of_a_form_are_kept():
+    form = Form(R**2, lhs="denominator", context="Eq. 14")
+    assert texts(exponent(form)) == ["Eq. 14, with denominator = R**3",
+                                     "Eq. 14, with denominator = R"]  # fmt: skip
+
+
+def test_at_most_cap_mutants_per_operator_in_a_fixed_order():
+    value = sum(sp.symbols("p0:9"))
+    first, second = texts(sign(Form(value))), texts(sign(Form(value)))
+    assert first == second and len(first) == CAP
+    assert len(sign(Form(value), limit=2)) == 2
+    assert len(candidates("sign", value)) == 10  # the whole sum, then each of its 9 terms
+
+
+def test_generate_tags_each_mutant_with_its_operator_and_excludes_given_texts():
+    form = Form(a - b)
+    got = generate(form, exclude_texts={sp.sstr(b - a)})
+    assert sp.sstr(b - a) not in [m.text() for _, m in got]
+    assert {op for op, _ in got} <= set(OPERATORS)
+    assert len({m.text() for _, m in got}) == len(got)  # no text twice
+    assert form.text() not in [m.text() for _, m in got]
+    assert [op for op, _ in generate(form, cap=1)] == ["sign", "factor", "term", "log"]
+
+
+def test_generate_gives_nothing_for_a_code_string_and_the_reasons_say_why():
+    assert generate(Form("D = s1 - s2")) == []
+    reasons = inapplicable_to_code("numpy expression")
+    assert set(reasons) == set(OPERATORS) and reasons["swap"] == "numpy expression: no SymPy tree"
+
+
+def test_equivalence_is_proven_not_guessed():
+    assert equivalent(sp.Max(x, y), sp.Max(y, x))
+    assert equivalent((x + 1) ** 2, x**2 + 2 * x + 1)
+    assert equivalent(sp.KroneckerDelta(k, n), sp.KroneckerDelta(n, k))
+    assert not equivalent(x - y, y - x)
+    assert not equivalent(sp.Lt(x, 1), sp.Le(x, 1))
+    assert equivalent({"a": x * (y + 1)}, {"a": x * y + x}) and not equivalent({"a": x}, {"b": x})
+    assert not equivalent(sp.Sum(1 / t, (t, 1, n)), sp.Sum(1 / t, (t, 1, n + 1)))
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])
+def test_a_bad_cap_is_refused_naming_the_value(bad):
+    with pytest.raises(GradlabError, match=f"cap must be a non-negative int; got {bad!r}"):
+        generate(Form(x), cap=bad)
+    with pytest.raises(GradlabError, match="limit must be a non-negative int"):
+        sign(Form(x), limit=bad)
+
+
+def test_an_unknown_operator_is_refused_naming_the_choices():
+    with pytest.raises(GradlabError, match=r"operator must be one of .*; got 'flip'"):
+        candidates("flip", x)
