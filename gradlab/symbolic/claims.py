@@ -261,6 +261,8 @@ def claim_mutants(claim: Claim, accepted: Form | None = None) -> list[tuple[str,
             pairs.append((SLIP, form))
     # every generated mutant is checked, even of an operator the claim calls inapplicable: a
     # reason explains a missing operator, it never removes a mutant
+    # at most 4 per operator (mutation_operators.CAP): the whole audit, about 1900 mutants of 125
+    # claims, takes about 23 s on a two-core machine
     return pairs + generate(accepted, exclude_texts=seen)
 
 
