@@ -382,7 +382,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
         value = _difference_at(concrete, point)
         if value != 0 and abs(complex(value)) > 1e-40:
             shown = {str(k): str(v) for k, v in point.items()}
-            return False, (shown, str(sp.N(value, 8))), "exact evaluation"
+            return False, (shown, str(sp.N(value, 8)), point, value), "exact evaluation"
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
@@ -395,12 +395,38 @@ def symbolic_equality(
     *,
     sampler: Callable[[random.Random], dict] | None = None,
     points: int = 12,
+    relative: bool = False,
 ) -> Verdict:
-    """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness."""
+    """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness.
+
+    With ``relative`` the witness also gives the true value there and the relative error
+    ``|printed - true| / |true|``, so that a sign error does not read like rounding.
+
+    Example:
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x")
+        >>> detail = symbolic_equality(-x, x, [x], relative=True).detail
+        >>> for part in detail.split("; "):
+        ...     print(part)
+        printed minus true is -174.00000 at {'x': '87'} (exact evaluation)
+        true value 87.000000, relative error 2 (200 %).
+    """
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
-    point, difference = counterexample or ("", "")
-    witness = "" if same else f"printed minus true is {difference} at {point} ({how})."
-    return decide(same, f"{how}.", witness)
+    if same:
+        return decide(True, f"{how}.", "")
+    point, difference, raw_point, value = counterexample
+    witness = f"printed minus true is {difference} at {point} ({how})"
+    if relative:
+        true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
+        witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
+    return decide(False, "", witness + ".")
+
+
+def _relative(difference: Any, true_value: Any) -> str:
+    """``relative error R (P %)`` of a difference against the true value (infinite at 0)."""
+    size = abs(complex(true_value))
+    ratio = abs(complex(difference)) / size if size else float("inf")
+    return f"relative error {ratio:.3g} ({100 * ratio:.3g} %)"
 
 
 def numeric_agreement(
@@ -409,18 +435,31 @@ def numeric_agreement(
     cases: Iterable[object],
     *,
     tolerance: float,
+    relative: bool = False,
 ) -> Verdict:
-    """``holds`` if ``|printed(case) - truth(case)| <= tolerance`` for every case."""
+    """``holds`` if ``|printed(case) - truth(case)| <= tolerance`` for every case.
+
+    With ``relative`` the detail also gives the relative error ``|printed - true| / |true|``
+    at the case of the largest absolute error.
+
+    Example:
+        >>> verdict = numeric_agreement(lambda c: -c, lambda c: c, [1e-4, 2e-4], tolerance=1e-6,
+        ...                             relative=True)
+        >>> print(verdict.verdict, verdict.detail)
+        fails max |printed - true| = 0.0004 (case 1 of 2); relative error 2 (200 %) there.
+    """
     cases = list(cases)
-    worst, worst_case = 0.0, 0
+    worst, worst_case, worst_true = 0.0, 0, 0.0
     for index, case in enumerate(cases):
-        error = abs(float(printed(case)) - float(truth(case)))
+        true_value = float(truth(case))
+        error = abs(float(printed(case)) - true_value)
         if not error <= worst:  # NaN counts as the worst
-            worst, worst_case = error, index
+            worst, worst_case, worst_true = error, index, true_value
+    there = f"; {_relative(worst, worst_true)} there" if relative and worst else ""
     return decide(
         worst <= tolerance,
-        f"max |printed - true| = {worst:.2e} over {len(cases)} cases.",
-        f"max |printed - true| = {worst:.3g} (case {worst_case} of {len(cases)}).",
+        f"max |printed - true| = {worst:.2e} over {len(cases)} cases{there}.",
+        f"max |printed - true| = {worst:.3g} (case {worst_case} of {len(cases)}){there}.",
     )
 
 

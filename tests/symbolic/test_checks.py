@@ -84,7 +84,7 @@ def test_a_check_cannot_return_holds_with_correction_itself():
 def test_mutants_are_run_and_counted():
     record = audit_claim(_derivative_claim(g * (1 - g) / tau), mutants=True)
     assert record["verdict"] == "holds"
-    assert (record["mutants"], record["mutants_killed"]) == (2, 2)
+    assert record["mutants"] == record["mutants_killed"] > 2  # 2 slips + the operators' mutants
     # a check that cannot tell the printed form from its mutants kills none
     blind = Claim("mine", "eq2", "blind", Form(x), lambda form: decide(True, "ok", ""),
                   mutants=(negated(Form(x)),))
