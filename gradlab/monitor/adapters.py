@@ -23,7 +23,7 @@ Monitor.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -167,7 +167,9 @@ class LossAdapter:
     def listening(self, score_grad: bool) -> Iterator[tuple[list[ScoreCapture], list]]:
         """While a logged call runs: gradlab's losses record what they computed
         (:func:`gradlab.functional.losses.recording`) and, when a quantity reads ``dL/dS``, the
-        loss's ``score_recorder`` keeps each score matrix. Yields both lists.
+        loss's ``score_recorder`` keeps each score matrix and SmoothAP's exact backward records
+        its column weights (for the step's ``smooth_ap_terms``, :meth:`capture`). Yields the
+        score matrices and the records.
 
         Example:
             >>> import gradlab
@@ -182,8 +184,9 @@ class LossAdapter:
         if recorder is not None:
             recorder.score_recorder = record_into(recorded)
         try:
-            with recording() as records, recording_column_weights() as weights:
-                self._column_weights = weights  # SmoothAP's backward fills them (capture)
+            with recording() as records, ExitStack() as stack:
+                if score_grad:  # dL/dS is read: SmoothAP's backward records its column weights
+                    self._column_weights = stack.enter_context(recording_column_weights())
                 yield recorded, records
         finally:
             if recorder is not None:

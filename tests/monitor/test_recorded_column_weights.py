@@ -8,6 +8,7 @@ and without them), and every value logged from them must still match float64 loo
 
 from __future__ import annotations
 
+import importlib
 import math
 
 import pytest
@@ -22,6 +23,9 @@ from gradlab.monitor import Decomposition, GradientAgreement, RelaxationGap
 from gradlab.monitor.batch import BatchView, Workspace
 from tests.helpers.monitor_values import logged_values
 from tests.reference.monitor_loops import per_query_values
+
+smooth_ap_module = importlib.import_module("gradlab.functional.smooth_ap")  # the function
+# gradlab.functional.smooth_ap shadows the module's name on the package
 
 UNEVEN = torch.tensor([0, 1, 0, 2, 1, 3, 0, 2, 4, 1, 3, 5, 0, 1])  # groups of 3, 3, 1, 1, 0, 0
 EVEN = torch.arange(8).repeat_interleave(4)  # one group of every query
@@ -158,3 +162,19 @@ def test_a_view_tells_its_listener_the_workspace_it_is_given():
     workspace = Workspace()
     view.workspace = workspace
     assert seen == [workspace]
+
+
+@pytest.mark.parametrize(("preset", "recorded"), [("default", False), ("full", True)])
+def test_the_backward_records_weights_only_when_a_quantity_reads_dl_ds(
+    tmp_path, monkeypatch, preset, recorded
+):
+    calls = []
+    original = smooth_ap_module.column_weights
+    monkeypatch.setattr(smooth_ap_module, "column_weights",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))  # fmt: skip
+    with gradlab.Monitor(tmp_path, preset=preset, every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = torch.randn(16, 4, requires_grad=True)
+        loss_fn(embeddings, torch.arange(16) % 4).backward()
+        monitor.step()
+    assert bool(calls) == recorded  # the default preset's backward does no extra work
