@@ -224,15 +224,29 @@ def format_table(records: list[dict], width: int = 110) -> str:
             lines.append(row.rstrip())
             lines += ["    " + part for part in wrapped]
     counts = summary_counts(records)
-    lines += ["-" * width, ", ".join(f"{v}: {c}" for v, c in counts.items())]
+    lines += ["-" * width, *_item_lines([f"{v}: {c}" for v, c in counts.items()], width)]
     if with_mutants:
-        lines.append(mutant_summary(records))
+        lines += textwrap.wrap(mutant_summary(records), width)
     seeds = dict.fromkeys(r["seed"] for r in records)
     lines += ["", "seeds:"]
     for key in seeds:
         wrapped = textwrap.wrap(citation(key), width - 7) or [key]
         lines += [f"  {key[:3]}  {wrapped[0]}"] + [f"       {part}" for part in wrapped[1:]]
     return "\n".join(lines)
+
+
+def _item_lines(items: list[str], width: int) -> list[str]:
+    """``items`` joined by ``", "``, broken into lines of at most ``width`` between items only."""
+    lines: list[str] = []
+    for index, item in enumerate(items):
+        comma = 1 if index < len(items) - 1 else 0  # room for the comma that may end the line
+        if lines and len(lines[-1]) + 2 + len(item) + comma <= width:
+            lines[-1] += ", " + item
+        else:
+            if lines:
+                lines[-1] += ","
+            lines.append(item)
+    return lines
 
 
 def _counts_row(records: list[dict]) -> str:

@@ -412,14 +412,15 @@ def symbolic_equality(
         true value 87.000000, relative error 2 (200 %).
     """
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
-    if same:
-        return decide(True, f"{how}.", "")
-    point, difference, raw_point, value = counterexample
-    witness = f"printed minus true is {difference} at {point} ({how})"
-    if relative:
-        true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
-        witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
-    return decide(False, "", witness + ".")
+    witness = ""
+    if not same:
+        point, difference, raw_point, value = counterexample
+        witness = f"printed minus true is {difference} at {point} ({how})"
+        if relative:
+            true_value = _difference_at(_concretize(sp.sympify(truth)), raw_point)
+            witness += f"; true value {sp.N(true_value, 8)}, {_relative(value, true_value)}"
+        witness += "."
+    return decide(same, f"{how}.", witness)
 
 
 def _relative(difference: Any, true_value: Any) -> str:
