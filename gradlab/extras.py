@@ -30,6 +30,7 @@ EXTRAS = (
     "plot",
     "studies",
     "pml",
+    "faiss",
     "tensorboard",
     "wandb",
     "mlflow",

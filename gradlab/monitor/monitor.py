@@ -216,8 +216,8 @@ class Monitor:
             ...     scores = torch.randn(4, 4, requires_grad=True)
             ...     loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
             ...     record = monitor.step()
-            >>> len(monitor.not_logged), len(record) > 20  # six need the embeddings
-            (6, True)
+            >>> len(monitor.not_logged), len(record) > 20  # seven need the embeddings
+            (7, True)
         """
         adapter = adapt(loss_fn, inputs)
         self._adopt_tau(adapter)

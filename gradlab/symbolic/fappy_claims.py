@@ -27,6 +27,7 @@ from gradlab.symbolic.claims import (
     mutant,
     numeric_agreement,
     symbolic_equality,
+    undecided,
     with_parameters,
 )
 
@@ -169,8 +170,9 @@ def check_heights(form: Form) -> Verdict:
         for x in np.linspace(-0.99, 0.99, 37):
             t, _ = pair_bin(x, delta)
             bins = [sp.sympify(form.value[key]).subs(sp.Symbol("t"), t) for key in ("h_left bin", "h_right bin")]
-            if not all(b.is_integer for b in bins):
-                return decide(False, "", f"the heights' bins {bins} at t = {t} are not bin indices.")
+            indices = all(b.is_integer for b in bins)
+            if not indices:
+                return decide(indices, "", f"the heights' bins {bins} at t = {t} are not bin indices.")
             left, right = kernel_weight(x, int(bins[0]), delta), kernel_weight(x, int(bins[1]), delta)
             worst = max(worst, abs(left + right - 1), abs(left * (-1 + t * delta) + right * (-1 + (t + 1) * delta) - x))
     return decide(worst < 1e-12, f"h_left + h_right = 1 and h_left b_t + h_right b_(t+1) = s_ij (max error {worst:.1e}).",
@@ -676,8 +678,9 @@ def check_fig5(form: Form) -> Verdict:
                                 [1.0 if k == index else 0.0 for k in range(4)], [1] * 4, 1)
                  for index in range(4)]  # fmt: skip
     stated = [float(weight(d, 0.25)) for d in deltas]
-    if max(abs(a - b) for a, b in zip(stated, algorithm, strict=True)) > 1e-15:
-        return decide(False, "", f"alpha gives the weights {stated} to Delta = 2 .. 1/4; "
+    gap = max(abs(a - b) for a, b in zip(stated, algorithm, strict=True))
+    if gap > 1e-15:
+        return decide(gap <= 1e-15, "", f"alpha gives the weights {stated} to Delta = 2 .. 1/4; "
                       f"Algorithm 1 gives {algorithm}.")  # fmt: skip
     weights = ring_weights(form.value["alpha"])
     sign = 1 if weights["far"] > weights["near"] else -1
@@ -835,8 +838,8 @@ def _evaluable(check: Callable[[Form], Verdict]) -> Callable[[Form], Verdict]:
         try:
             return check(form)
         except (ArithmeticError, ValueError, TypeError, SyntaxError, NameError) as error:
-            return decide(False, "", "the form cannot be evaluated where the check needs it "
-                          f"({type(error).__name__}: {error}).")  # fmt: skip
+            return undecided("the form cannot be evaluated where the check needs it "
+                             f"({type(error).__name__}: {error}).")  # fmt: skip
 
     return checked
 
@@ -911,8 +914,9 @@ def check_table2(form: Form) -> Verdict:
 def check_fig2(form: Form) -> Verdict:
     printed = float(form.value["printed percent"])
     counts = sp.sympify(form.value["closer"]), sp.sympify(form.value["negatives"])
-    if not (all(c.is_integer and c >= 0 for c in counts) and counts[0] <= counts[1]):
-        return decide(False, "", f"{counts[0]} of {counts[1]} negatives is not a count of negatives.")
+    valid = all(c.is_integer and c >= 0 for c in counts) and counts[0] <= counts[1]
+    if not valid:
+        return decide(bool(valid), "", f"{counts[0]} of {counts[1]} negatives is not a count of negatives.")
     exact = 100 * form.value["closer"] / form.value["negatives"]
     return decide(abs(round(exact, 1) - printed) < 1e-9, f"{form.value['closer']}/{form.value['negatives']} = {exact:.4f}% "
                   f"rounds to {printed}%.", f"{form.value['closer']}/{form.value['negatives']} = {exact:.4f}%, printed {printed}%.")  # fmt: skip

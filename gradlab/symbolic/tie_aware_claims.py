@@ -434,11 +434,11 @@ def check_log_approximation(form: Form) -> Verdict:
     rule = ("tolerance per bin (1/N_(d-1) - 1/N_d)/2, the trapezoid bound of the logarithm's "
             "own error (1/t convex; Eq. 20's order), and 1/2 at the first bin N_(d-1) = 0")  # fmt: skip
     if not over:
-        return decide(True, f"|approximation - harmonic gap| is within the {rule} on all "
+        return decide(not over, f"|approximation - harmonic gap| is within the {rule} on all "
                       f"{len(errors)} bins (N_(d-1) up to 1000, n_d up to 1000); at the first bin "
                       f"it is {first_bin:.3g}.", "")  # fmt: skip
     shown = worst if worst in over else next(iter(over))
-    return decide(False, "", f"|approximation - harmonic gap| exceeds the {rule} on {len(over)} "
+    return decide(not over, "", f"|approximation - harmonic gap| exceeds the {rule} on {len(over)} "
                   f"of {len(errors)} bins: {errors[shown][0]:.3g} at (N_(d-1), n_d) = {shown} "
                   f"(tolerance {errors[shown][1]:.3g}); "
                   + (f"{len(later)} of them with N_(d-1) >= 1." if later

@@ -799,7 +799,7 @@ def test_eq15_integrates_over_the_documented_bins(monkeypatch):
     expected = []
     for before, counts in _eq15_cases():
         expected += [(before + 1, before + sum(counts) + 1), (before, before + sum(counts))]
-    assert intervals == expected
+    assert sorted(intervals) == sorted(expected)  # which side is integrated first is free
 
 
 def _expansion_with_ratios(ratios):
