@@ -15,6 +15,7 @@ from gradlab.symbolic import run_audit
 from gradlab.symbolic.audit import MIN_MUTANTS, MIN_OPERATORS, mutant_shortfalls
 from gradlab.symbolic.claims import SLIP, Claim, Form, decide, symbolic_equality
 from gradlab.symbolic.mutation_operators import OPERATORS
+from tests.helpers.audit_shortfalls import KNOWN_SHORTFALLS
 
 pytestmark = pytest.mark.slow
 
@@ -39,22 +40,6 @@ def _done_when(record: dict) -> list[str]:
     problems += [f"survives: {r['operator']}: {r['formula']}" for r in results
                  if r["verdict"] == "holds"]  # fmt: skip
     return problems
-
-
-KNOWN_SHORTFALLS = {
-    # Empirical claims the audit cannot rerun (not testable here): no mutant is generated yet.
-    "002_9d7d2555864f9baa:claim-fig-s1-s4-gains": "not testable here; no slips written yet",
-    "002_9d7d2555864f9baa:claim-p-explains-table5": "not testable here; no slips written yet",
-    "002_9d7d2555864f9baa:claim-p-grows-with-batch-size": "not testable here; no slips written",
-    # Judged equivalent by hand, not yet proved by the engine: the kernel is continuous at its
-    # bin ends, so strict <-> non-strict flips give the same function; the swap rewrites the
-    # same inequality; SymPy's Piecewise takes the first matching piece at s = b_t.
-    "004_e426679a66883031:eq3": "4 strict/non-strict flips of a continuous kernel",
-    "004_e426679a66883031:claim-algorithm1-guard": "1 - Delta >= s is 1 - s >= Delta",
-    "004_e426679a66883031:claim-lemma1-value": "a flip Piecewise never reaches",
-}
-"""Records that fall short of the done-when today, each with the reason; the test fails when
-the list grows or when a listed record is fixed (then remove it here)."""
 
 
 def test_every_record_has_enough_mutants_none_its_own_form_all_killed(records):
