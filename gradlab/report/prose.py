@@ -10,7 +10,7 @@ from __future__ import annotations
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.statistics import separated
 from gradlab.functional import HARMONIC_METHODS
-from gradlab.report.summaries import cell, trend
+from gradlab.report.summaries import VERDICT_WORDS, cell, trend
 
 CHECK_WORDS = {"vs": "against", "fd": "finite differences", "eq37": "Eq. 37", "ap": "AP",
                "dcg": "DCG", "fappy": "FAPPY", "fastap": "FastAP"}  # fmt: skip
@@ -75,12 +75,13 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
             verdicts.append(f"{words} P does not move beyond the seed spread")
         elif change is not None:
             verdicts.append(f"{words} P {change}")
-    verdict = summary["claim"]["verdict"]
+    verdict = VERDICT_WORDS[summary["claim"]["verdict"]]
+    miniature = VERDICT_WORDS[summary["claim"]["miniature"]["outcome"]]
     parts.append(
-        f"Brown et al. (2020) report P rising with m; here, {'; '.join(verdicts)} (the audit's "
-        f"decision rule on this measurement: {verdict}; the report's audit decides the claim from "
-        "the report's own measurement, `gradlab audit --measure` from the quick settings, where "
-        "one network is trained per m for one epoch). At a fixed network, m "
+        f"Brown et al. (2020) report P rising with m, measured on Stanford Online Products with a "
+        f"ResNet-50; here, on this miniature, {'; '.join(verdicts)}. The audit records the claim "
+        f"as {verdict} (it needs the authors' data and network); the decision rule's reading of "
+        f"this miniature alone is: {miniature}. At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."
