@@ -83,6 +83,7 @@ FUNCTIONAL_TESTS = {
     "diagnostics": ["tests/functional/test_diagnostics.py", "tests/monitor/test_shared.py"],
     "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py"],
     "fastap": ["tests/functional/test_fastap_blackbox.py"],
+    "geometry": ["tests/functional/test_geometry.py", "tests/monitor/test_geometry_quantities.py"],
     "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
     "harmonic": [
         "tests/functional/test_harmonic.py",
@@ -105,6 +106,7 @@ FUNCTIONAL_TESTS = {
     ],
     "sigmoid": ["tests/functional/test_sigmoid.py", "tests/functional/test_decomposition.py"],
     "smooth_ap": ["tests/functional/test_smooth_ap.py"],
+    "suspects": ["tests/functional/test_suspects.py", "tests/monitor/test_suspects_quantity.py"],
     "tie_aware": ["tests/functional/test_tie_aware.py", "tests/functional/test_relaxed_ranking.py"],
 }
 """Each module of ``gradlab/functional/`` -> the test files that cover it (a run stays short)."""
@@ -150,6 +152,8 @@ MONITOR_TESTS = {
     "distributed": ["tests/monitor/test_distributed_agreement.py",
                     "tests/monitor/test_monitor_paths.py",
                     "tests/monitor/test_monitor_contract.py", *_DISTRIBUTED_IN_PROCESS],
+    # the quantities against float64 loops (tests/reference/geometry_loops.py)
+    "geometry": ["tests/monitor/test_geometry_quantities.py", *_MONITOR_VALUES],
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py",
              *_SINK_FAULTS],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
@@ -191,6 +195,7 @@ MONITOR_TESTS = {
                    "tests/monitor/test_monitor.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
                   "tests/monitor/test_monitor_defaults.py"],
+    "suspects": ["tests/monitor/test_suspects_quantity.py", *_MONITOR_VALUES],
     "sinks": ["tests/monitor/test_sinks_mutants.py", "tests/monitor/test_sink_failed_open.py",
               "tests/monitor/test_sink_reopen_untouched.py",
               "tests/monitor/test_sinks.py", "tests/monitor/test_sink_roundtrip.py",
