@@ -10,6 +10,10 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
+	# open_clip without its dependencies: the wrapper's tests load its loss.py by file (it
+	# imports only torch); `import open_clip` needs torchvision, whose wheel does not load
+	# against the CPU torch build and breaks `import lightning` (so no torchvision here).
+	$(BIN)/python -m pip install --quiet --no-deps -c constraints.txt open_clip_torch
 	touch $(STAMP)
 
 report: $(STAMP)

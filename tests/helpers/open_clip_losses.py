@@ -1,19 +1,67 @@
-"""Stand-ins for open_clip's ``ClipLoss`` and ``SigLipLoss`` (open_clip 3.3.0,
-``src/open_clip/loss.py``), written for these tests from its documented interface.
+"""open_clip's own ``loss.py`` loaded by file, and stand-ins of its ``ClipLoss`` and
+``SigLipLoss`` (open_clip 3.3.0, ``src/open_clip/loss.py``) written for these tests from its
+documented interface.
 
 ``import open_clip`` fails on the development machine (it imports torchvision, whose wheel on
-the package index does not load against the CPU torch build), so the wrapper is tested against
-these: the same attributes (``local_loss``, ``gather_with_grad``, ``rank``, ``world_size``,
-``dist_impl``), the same ``get_logits`` and ``forward(image_features, text_features,
-logit_scale, logit_bias, output_dict)``, the same arithmetic (CLIP: mean of the two
-cross-entropies, labels offset by ``rank x B`` under ``local_loss``; SigLIP: ``-log sigmoid`` of
-``+-1`` labels times the logits, summed and divided by ``B``, other ranks' texts as
-negative-only blocks). tests/integrations/test_open_clip.py runs the same checks against the
-real package where it imports. Also the two-process worker of the distributed test.
+the package index does not load against the CPU torch build), but its ``loss.py`` imports only
+torch: :func:`open_clip_loss_module` loads that file from the installed package (``make test``
+installs open_clip_torch without its dependencies) and the wrapper is tested against it. The
+stand-ins keep the tests meaningful where open_clip is not installed at all: the same
+attributes (``local_loss``, ``gather_with_grad``, ``rank``, ``world_size``, ``dist_impl``), the
+same ``get_logits`` and ``forward(image_features, text_features, logit_scale, logit_bias,
+output_dict)``, the same arithmetic (CLIP: mean of the two cross-entropies, labels offset by
+``rank x B`` under ``local_loss``; SigLIP: ``-log sigmoid`` of ``+-1`` labels times the logits,
+summed and divided by ``B``, other ranks' texts as negative-only blocks).
+tests/integrations/test_open_clip.py runs the same checks against the real package where it
+imports. Also the two-process worker of the distributed test.
 """
 
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
 import torch
 import torch.nn.functional as F
+
+LOSS_FILE_MODULE = "gradlab_tests_open_clip_loss"
+"""The name open_clip's ``loss.py`` is registered under when loaded by file (not
+``open_clip.loss``: that would look like the package imported)."""
+
+
+def open_clip_loss_file() -> Path | None:
+    """``open_clip/loss.py`` of the installed package, found without importing the package."""
+    spec = importlib.util.find_spec("open_clip")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "loss.py"
+    return path if path.is_file() else None
+
+
+def open_clip_loss_module() -> ModuleType:
+    """open_clip's ``loss.py`` loaded by file (it imports only torch); skips the calling test
+    when open_clip is not installed."""
+    if LOSS_FILE_MODULE in sys.modules:
+        return sys.modules[LOSS_FILE_MODULE]
+    path = open_clip_loss_file()
+    if path is None:
+        pytest.skip("open_clip is not installed (make test installs open_clip_torch without its "
+                    "dependencies, for its loss.py)")  # fmt: skip
+    spec = importlib.util.spec_from_file_location(LOSS_FILE_MODULE, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[LOSS_FILE_MODULE] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def loss_classes(source: str) -> tuple[type, type]:
+    """``(ClipLoss, SigLipLoss)`` of ``source``: ``"loss.py"`` (open_clip's file) or
+    ``"stand-in"``."""
+    if source == "loss.py":
+        module = open_clip_loss_module()
+        return module.ClipLoss, module.SigLipLoss
+    return StandInClipLoss, StandInSigLipLoss
 
 
 def gathered(features: torch.Tensor, with_grad: bool, keep_local: bool) -> torch.Tensor:
@@ -106,9 +154,13 @@ def features(world: int, size: int, dim: int = 8, seed: int = 0):
     return images, texts
 
 
-def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str) -> None:
-    """One rank of the distributed test: record a stand-in loss's logits, save the captures."""
+def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
+                source: str = "stand-in") -> None:  # fmt: skip
+    """One rank of the distributed test: record the logits of ``source``'s loss (see
+    :func:`loss_classes`), save the captures."""
     from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
+
+    clip_loss, siglip_loss = loss_classes(source)
 
     torch.distributed.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
                                          world_size=world)  # fmt: skip
@@ -118,11 +170,10 @@ def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str) -> N
     image = images[local].clone().requires_grad_()
     text = texts[local].clone().requires_grad_()
     if kind == "siglip":
-        loss = StandInSigLipLoss(rank=rank, world_size=world)
+        loss = siglip_loss(rank=rank, world_size=world)
         bias = torch.tensor(-2.0)
     else:
-        loss = StandInClipLoss(local_loss=True, gather_with_grad=True, rank=rank,
-                               world_size=world)  # fmt: skip
+        loss = clip_loss(local_loss=True, gather_with_grad=True, rank=rank, world_size=world)
         bias = None
     wrapper = RecordingClipLoss(loss)
     adapter = open_clip_adapter(wrapper, None)

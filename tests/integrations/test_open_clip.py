@@ -1,8 +1,10 @@
 """RecordingClipLoss: the logits of open_clip's ClipLoss and SigLipLoss, read by a Monitor.
 
-Against stand-ins of open_clip's losses (tests/helpers/open_clip_losses.py: ``import open_clip``
-fails here, see there) and, where it imports, the real package. References: dL/dlogits written
-out in float64 loops (softmax cross-entropy; SigLIP's ``-log sigmoid``).
+Against open_clip's own ``loss.py`` loaded by file from the installed package (``import
+open_clip`` fails here, see tests/helpers/open_clip_losses.py), against stand-ins of its losses
+(where open_clip is not installed at all) and, where ``import open_clip`` works, a tiny
+``open_clip.model.CLIP``. References: dL/dlogits written out in float64 loops (softmax
+cross-entropy; SigLIP's ``-log sigmoid``).
 """
 
 import math
@@ -20,7 +22,11 @@ from tests.helpers.open_clip_losses import (
     StandInSigLipLoss,
     clip_worker,
     features,
+    loss_classes,
 )
+
+SOURCES = ("loss.py", "stand-in")
+"""open_clip's loss.py loaded by file, and the stand-ins (tests/helpers/open_clip_losses.py)."""
 
 
 def recorded(loss, images, texts, scale, bias=None, output_dict=False):
@@ -68,10 +74,12 @@ def close(actual, expected):
                                dtype=torch.float64), atol=1e-5, rtol=0)  # fmt: skip
 
 
-def test_clip_loss_records_both_directions_with_their_gradients():
+@pytest.mark.parametrize("source", SOURCES)
+def test_clip_loss_records_both_directions_with_their_gradients(source):
+    clip_loss, _ = loss_classes(source)
     images, texts = features(1, 5)
     images.requires_grad_()
-    batch = recorded(StandInClipLoss(), images, texts, torch.tensor(10.0))
+    batch = recorded(clip_loss(), images, texts, torch.tensor(10.0))
     i2t, t2i = batch.score_captures
     assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
     per_image = logits64(images.detach(), texts, 10.0)
@@ -84,10 +92,12 @@ def test_clip_loss_records_both_directions_with_their_gradients():
     assert torch.equal(t2i.positives, torch.eye(5, dtype=torch.bool))
 
 
-def test_siglip_loss_records_the_logits_with_the_bias_as_one_matrix_read_both_ways():
+@pytest.mark.parametrize("source", SOURCES)
+def test_siglip_loss_records_the_logits_with_the_bias_as_one_matrix_read_both_ways(source):
+    _, siglip_loss = loss_classes(source)
     images, texts = features(1, 4)
     images.requires_grad_()
-    batch = recorded(StandInSigLipLoss(), images, texts, torch.tensor(10.0), torch.tensor(-3.0))
+    batch = recorded(siglip_loss(), images, texts, torch.tensor(10.0), torch.tensor(-3.0))
     (capture,) = batch.score_captures
     assert capture.direction == "both"
     logits = logits64(images.detach(), texts, 10.0, -3.0)
@@ -95,11 +105,13 @@ def test_siglip_loss_records_the_logits_with_the_bias_as_one_matrix_read_both_wa
     close(capture.grad, sigmoid_grad(logits, 4, 4))
 
 
-def test_the_monitor_logs_gradlab_s_anatomy_of_the_logits_both_ways(tmp_path):
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_monitor_logs_gradlab_s_anatomy_of_the_logits_both_ways(tmp_path, source):
+    clip_loss, _ = loss_classes(source)
     images, texts = features(1, 6, seed=3)
     images.requires_grad_()
     with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
-        loss_fn = monitor.watch(RecordingClipLoss(StandInClipLoss()))
+        loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
         loss_fn(images, texts, torch.tensor(20.0), output_dict=True)["contrastive_loss"].backward()
         record = monitor.step()
     per_image = torch.tensor(logits64(images.detach(), texts, 20.0), dtype=torch.float64)
@@ -120,9 +132,30 @@ def test_the_monitor_logs_gradlab_s_anatomy_of_the_logits_both_ways(tmp_path):
     assert record["loss"] == pytest.approx(float(reference), rel=1e-5)
 
 
-def test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged():
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_monitor_logs_gradlab_s_anatomy_of_the_siglip_logits_both_ways(tmp_path, source):
+    _, siglip_loss = loss_classes(source)
+    images, texts = features(1, 5, seed=4)
+    images.requires_grad_()
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(siglip_loss()))
+        loss_fn(images, texts, torch.tensor(10.0), torch.tensor(-3.0)).backward()
+        record = monitor.step()
+    logits = logits64(images.detach(), texts, 10.0, -3.0)
+    grad = sigmoid_grad(logits, 5, 5)
+    scores = torch.tensor(logits, dtype=torch.float64)
+    eye = torch.eye(5, dtype=torch.bool)
+    expected = {**anatomy_values("anatomy_i2t_", grad, scores, eye),
+                **anatomy_values("anatomy_t2i_", grad.T, scores.T, eye)}  # fmt: skip
+    for key, value in expected.items():
+        assert record[key] == pytest.approx(float(value), abs=1e-6, nan_ok=True), key
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged(source):
+    clip_loss, siglip_loss = loss_classes(source)
     images, texts = features(1, 5)
-    for loss, bias in ((StandInClipLoss(), None), (StandInSigLipLoss(), torch.tensor(-1.0))):
+    for loss, bias in ((clip_loss(), None), (siglip_loss(), torch.tensor(-1.0))):
         grads = []
         for wrapped in (False, True):
             image = images.clone().requires_grad_()
@@ -137,10 +170,13 @@ def test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged():
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("source", SOURCES)
 @pytest.mark.parametrize("kind", ["clip", "siglip"])
-def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_path, kind):
+def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_path, kind,
+                                                                            source):  # fmt: skip
+    loss_classes(source)  # skips here when open_clip is not installed
     world, size = 2, 3
-    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), kind),
+    mp.spawn(clip_worker, args=(world, str(tmp_path / "init"), str(tmp_path), kind, source),
              nprocs=world, join=True)  # fmt: skip
     images, texts = features(world, size)
     for rank in range(world):
@@ -189,12 +225,13 @@ def test_bad_arguments_are_refused():
 
 
 def real_open_clip():
+    """The open_clip package, or a skip that says why it does not import here."""
     try:
         import open_clip
     except Exception as error:  # ImportError, or torchvision's RuntimeError against this torch
-        pytest.skip(f"open_clip does not import here ({type(error).__name__}: {error}); it is "
-                    "not in the dev extra: its torchvision wheel does not load against the CPU "
-                    "torch build that development pins")  # fmt: skip
+        pytest.skip(f"open_clip does not import here ({type(error).__name__}: {error}); "
+                    "development installs it without torchvision, whose wheel does not load "
+                    "against the CPU torch build it pins; its loss.py is tested by file")
     return open_clip
 
 
@@ -211,3 +248,40 @@ def test_the_real_open_clip_losses_are_recorded_like_the_stand_ins():
             assert first.direction == second.direction
             close(first.scores, second.scores)
             close(first.grad, second.grad)
+
+
+def tiny_clip(open_clip):
+    """A randomly initialised ``open_clip.model.CLIP``: one layer per tower, width 32."""
+    torch.manual_seed(0)
+    return open_clip.model.CLIP(
+        embed_dim=16,
+        vision_cfg=open_clip.model.CLIPVisionCfg(layers=1, width=32, head_width=16,
+                                                 patch_size=8, image_size=16),
+        text_cfg=open_clip.model.CLIPTextCfg(context_length=8, vocab_size=40, width=32,
+                                             heads=2, layers=1),
+    )  # fmt: skip
+
+
+def test_a_tiny_open_clip_model_trains_with_its_loss_recorded(tmp_path):
+    open_clip = real_open_clip()
+    model = tiny_clip(open_clip)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    generator = torch.Generator().manual_seed(2)
+    images = torch.randn(4, 3, 16, 16, generator=generator)
+    texts = torch.randint(0, 40, (4, 8), generator=generator)
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(open_clip.ClipLoss()))
+        for _ in range(2):
+            image_features, text_features, logit_scale = model(images, texts)
+            batch = recorded(open_clip.ClipLoss(), image_features.detach().requires_grad_(),
+                             text_features.detach(), logit_scale.detach())  # fmt: skip
+            loss_fn(image_features, text_features, logit_scale).backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            record = monitor.step()
+            i2t, _ = batch.score_captures
+            per_image = logits64(image_features.detach(), text_features.detach(),
+                                 float(logit_scale))  # fmt: skip
+            close(i2t.scores, per_image)
+            close(i2t.grad, cross_entropy_grad(per_image, int, 0.5))
+            assert record["anatomy_i2t_active_negatives_mean"] >= 0

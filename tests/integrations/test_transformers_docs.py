@@ -2,8 +2,9 @@
 
 Each block runs in a fresh folder with the names its text says the reader brings: a
 SentenceTransformer and (anchor, positive) pairs, a tiny BERT with its pooling and token-id
-pairs, and, for open_clip (which does not import on the development machine), the stand-in of
-its ClipLoss from tests/helpers/open_clip_losses.py with a small two-tower model.
+pairs, and, for open_clip (which does not import on the development machine), its ClipLoss from
+its own loss.py loaded by file (tests/helpers/open_clip_losses.py) with a small two-tower model;
+where ``import open_clip`` works, the package itself with a tiny ``open_clip.model.CLIP``.
 """
 
 import re
@@ -81,18 +82,38 @@ class TwoTowers(torch.nn.Module):
                 self.logit_scale.exp())  # fmt: skip
 
 
-def test_the_open_clip_example(tmp_path, monkeypatch):
-    from tests.helpers.open_clip_losses import StandInClipLoss
-
-    model = TwoTowers()
-    generator = torch.Generator().manual_seed(1)
-    loader = [(torch.randn(6, 12, generator=generator), torch.randn(6, 10, generator=generator))
-              for _ in range(3)]  # fmt: skip
-    namespace = {"open_clip": types.SimpleNamespace(ClipLoss=StandInClipLoss), "model": model,
-                 "loader": loader, "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}
+def run_open_clip_example(tmp_path, monkeypatch, open_clip, model, loader) -> None:
+    """The open_clip block with ``open_clip`` and ``model`` given; its log holds one record
+    per step with both directions' anatomy."""
+    namespace = {"open_clip": open_clip, "model": model, "loader": loader,
+                 "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}  # fmt: skip
     run_block(2, namespace, tmp_path, monkeypatch)
     _, records = read_jsonl(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
-    assert [record["step"] for record in records] == [0, 1, 2]
+    assert [record["step"] for record in records] == list(range(len(loader)))
     for record in records:
         assert record["anatomy_i2t_active_negatives_mean"] >= 0
         assert record["anatomy_t2i_active_negatives_mean"] >= 0
+
+
+@pytest.mark.parametrize("source", ["loss.py", "stand-in"])
+def test_the_open_clip_example(tmp_path, monkeypatch, source):
+    """open_clip's ClipLoss from its own loss.py, loaded by file (``import open_clip`` fails
+    here), or the stand-in where open_clip is not installed, with a two-tower model."""
+    from tests.helpers.open_clip_losses import loss_classes
+
+    clip_loss, _ = loss_classes(source)
+    generator = torch.Generator().manual_seed(1)
+    loader = [(torch.randn(6, 12, generator=generator), torch.randn(6, 10, generator=generator))
+              for _ in range(3)]  # fmt: skip
+    run_open_clip_example(tmp_path, monkeypatch, types.SimpleNamespace(ClipLoss=clip_loss),
+                          TwoTowers(), loader)  # fmt: skip
+
+
+def test_the_open_clip_example_with_the_package_and_a_tiny_clip(tmp_path, monkeypatch):
+    from tests.integrations.test_open_clip import real_open_clip, tiny_clip
+
+    open_clip = real_open_clip()
+    generator = torch.Generator().manual_seed(1)
+    loader = [(torch.randn(4, 3, 16, 16, generator=generator),
+               torch.randint(0, 40, (4, 8), generator=generator)) for _ in range(3)]  # fmt: skip
+    run_open_clip_example(tmp_path, monkeypatch, open_clip, tiny_clip(open_clip), loader)
