@@ -18,7 +18,11 @@ per seed and with the same batches. Evaluation on unseen scenes (unseen handwrit
 Recall@1/5/10 in both directions and rsum (their sum, in percent). Over training, the gradient
 anatomy (:func:`gradlab.functional.gradient_anatomy`, which reads ``dL/dS``) of each loss in
 both directions: how many negatives per query receive gradient, the share of queries that
-receive none, and the share of the negative gradient mass on the hardest 10 % of negatives.
+receive none, and the share of the negative gradient mass on the hardest 10 % of negatives; and
+the geometry of the batch's embeddings (:mod:`gradlab.functional.geometry`): the alignment of
+the positive pairs and the uniformity of each modality (Wang & Isola 2020, Eq. 4 and 5), each
+modality's effective rank over ``min(N - 1, d)`` (RankMe, Garrido et al. 2023) and the
+modality gap between their centroids (Liang et al. 2022).
 
 The backbone is frozen, so its features are computed once per data set
 (:func:`scene_features`); training then touches only the projection / region encoder and the
@@ -44,6 +48,7 @@ from gradlab.functional import (
     recall_at_k,
     smooth_ap,
 )
+from gradlab.functional.geometry import alignment, effective_rank, modality_gap, uniformity
 from gradlab.models import (
     CaptionGRU,
     DigitBackbone,
@@ -161,6 +166,29 @@ def _anatomy_record(name: str, scores: torch.Tensor, positives: torch.Tensor, ta
     return torch.stack(rows)
 
 
+GEOMETRY_KEYS = ("alignment", "uniformity_images", "uniformity_captions", "rank_share_images",
+                 "rank_share_captions", "modality_gap")  # fmt: skip
+"""The geometry logged over training (:func:`_geometry_record`), in its order."""
+
+
+def _geometry_record(images: torch.Tensor, captions: torch.Tensor, scores: torch.Tensor,
+                     positives: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """``[6]`` float64 on the device, in :data:`GEOMETRY_KEYS`' order: the alignment of the
+    (image, caption) positives (Wang & Isola 2020, Eq. 4, from the cosine scores), the
+    uniformity of the images and of the captions (Eq. 5), the effective rank of each over
+    ``min(N - 1, d)`` (RankMe) and the modality gap between their centroids (Liang et al. 2022).
+    The embeddings are unit vectors, so ``scores`` are cosines."""
+    images, captions = images.detach(), captions.detach()
+    return torch.stack([
+        alignment(scores.detach(), positives),
+        uniformity(images),
+        uniformity(captions),
+        effective_rank(images).share,
+        effective_rank(captions).share,
+        modality_gap(images, captions),
+    ])  # fmt: skip
+
+
 def _evaluate(kind, image_encoder, caption_encoder, features, tokens) -> dict[str, float]:
     with torch.no_grad():
         images = _encode_images(kind, image_encoder, features, slice(None))
@@ -185,7 +213,8 @@ def _train_one(
     log_every: int,
     lr: float,
     tau: float,
-) -> tuple[torch.nn.Module, torch.nn.Module, list[float], list[int], torch.Tensor]:
+) -> tuple[torch.nn.Module, torch.nn.Module, list[float], list[int], torch.Tensor,
+           torch.Tensor]:  # fmt: skip
     image_encoder, caption_encoder = (copy.deepcopy(m) for m in initial)
     parameters = list(image_encoder.parameters()) + list(caption_encoder.parameters())
     optimizer = torch.optim.Adam(parameters, lr=lr)
@@ -195,7 +224,7 @@ def _train_one(
     per_image = tokens.shape[1]
     device = tokens.device
     positives = None
-    losses, logged_steps, records = [], [], []
+    losses, logged_steps, records, geometry = [], [], [], []
     for step, batch in enumerate(batches):
         batch = batch.to(device)
         images = _encode_images(kind, image_encoder, features, batch)
@@ -213,8 +242,10 @@ def _train_one(
         if logging:
             logged_steps.append(step)
             records.append(_anatomy_record(loss_name, scores, positives, tau))
+            geometry.append(_geometry_record(images, captions, scores, positives))
     history = torch.stack(losses).cpu().tolist()
-    return image_encoder, caption_encoder, history, logged_steps, torch.stack(records).cpu()
+    return (image_encoder, caption_encoder, history, logged_steps, torch.stack(records).cpu(),
+            torch.stack(geometry).cpu())  # fmt: skip
 
 
 def settings(quick: bool) -> dict:
@@ -257,7 +288,9 @@ def measure(
     Returns:
         ``{"settings", "seeds", "runs": {encoder: {loss: {"recall": {metric: [per seed]},
         "loss_history": [[per step] per seed], "anatomy": {"steps": [...], direction:
-        {quantity: [[per logged step] per seed]}}}}}, "backbone_accuracy": [per seed]}``.
+        {quantity: [[per logged step] per seed]}}, "geometry": {quantity: [[per logged step]
+        per seed]}}}}, "backbone_accuracy": [per seed]}`` (the geometry's quantities:
+        :data:`GEOMETRY_KEYS`, at the anatomy's steps).
     """
     seeds, encoders, losses = tuple(seeds), tuple(encoders), tuple(losses)
     config = settings(quick)
@@ -310,7 +343,8 @@ def _seed_setup(quick: bool, seed: int, device: str) -> tuple:
 def _scene_task(quick: bool, seed: int, device: str, kind: str | None, name: str | None,
                 tau: float):  # fmt: skip
     """One task of :func:`measure`: the seed's backbone accuracy (``kind`` None), or one
-    encoder trained with one loss: ``(recall, loss history, logged steps, anatomy)``."""
+    encoder trained with one loss: ``(recall, loss history, logged steps, anatomy,
+    geometry)``."""
     with study_threads(device):
         setup = _seed_setup(quick, seed, device)
         if kind is None:
@@ -326,12 +360,12 @@ def _scene_run(quick, seed, device, kind, name, tau, setup) -> tuple:
         _image_encoder(kind, train_features, config["dims"]).to(device),
         CaptionGRU(len(vocabulary()), config["dims"]).to(device),
     )
-    image_encoder, caption_encoder, history, steps, anatomy = _train_one(
+    image_encoder, caption_encoder, history, steps, anatomy, geometry = _train_one(
         kind, name, initial, train_features, train_tokens, batches,
         config["log_every"], config["lr"], tau,
     )  # fmt: skip
     recall = _evaluate(kind, image_encoder, caption_encoder, test_features, test_tokens)
-    return recall, history, steps, anatomy
+    return recall, history, steps, anatomy, geometry
 
 
 ANATOMY_KEYS = ("active_negatives", "share_without_gradient", "hardest_10pct_share")
@@ -346,10 +380,12 @@ def _empty_run() -> dict:
             "i2t": {k: [] for k in ANATOMY_KEYS},
             "t2i": {k: [] for k in ANATOMY_KEYS},
         },
+        "geometry": {k: [] for k in GEOMETRY_KEYS},
     }
 
 
-def _append(run: dict, recall: dict, history: list, steps: list, anatomy: torch.Tensor) -> None:
+def _append(run: dict, recall: dict, history: list, steps: list, anatomy: torch.Tensor,
+            geometry: torch.Tensor) -> None:  # fmt: skip
     for metric, value in recall.items():
         run["recall"].setdefault(metric, []).append(value)
     run["loss_history"].append(history)
@@ -357,6 +393,8 @@ def _append(run: dict, recall: dict, history: list, steps: list, anatomy: torch.
     for d, direction in enumerate(("i2t", "t2i")):
         for q, key in enumerate(ANATOMY_KEYS):
             run["anatomy"][direction][key].append(anatomy[:, d, q].tolist())
+    for q, key in enumerate(GEOMETRY_KEYS):
+        run["geometry"][key].append(geometry[:, q].tolist())
 
 
 def _pretrained_backbone(pools, seed: int, device: str) -> DigitBackbone:

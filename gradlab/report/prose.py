@@ -246,6 +246,57 @@ def anatomy_comparison(results: dict) -> str:
     return " ".join(parts)
 
 
+GEOMETRY_COLUMNS = ("alignment", "uniformity_images", "uniformity_captions",
+                    "rank_share_images", "rank_share_captions", "modality_gap")  # fmt: skip
+"""The digit-scenes geometry in the table's column order
+(:data:`gradlab.experiments.digit_scenes.GEOMETRY_KEYS`)."""
+
+
+def geometry_text(results: dict) -> str:
+    """The embeddings' geometry at the last logged step, per encoder and loss, and per encoder
+    and modality the loss that keeps the most effective rank (against the seed spread).
+
+    Example:
+        >>> geometry = {key: [[0.5, 0.4], [0.5, 0.2]] for key in GEOMETRY_COLUMNS}
+        >>> run = {"geometry": geometry, "anatomy": {"steps": [0, 5]}}
+        >>> text = geometry_text({"runs": {"VSRN": {"NT-Xent": run}}})
+        >>> print(text.splitlines()[-1].replace(" and ", "\\n"))
+        VSRN at step 5: the most effective rank under NT-Xent for the images (0.300 ± 0.100)
+        under NT-Xent for the captions (0.300 ± 0.100).
+    """
+    lines = [
+        "Each logged step's batch (its images and their captions, unit vectors), mean ± std "
+        "over seeds at the last logged step: alignment of the (image, caption) positives, mean "
+        "|u - v|^2 (Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, "
+        "log mean exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each "
+        "modality's centred embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: every "
+        "direction used alike, 1/min(N - 1, d): collapsed to a line); modality gap, the distance "
+        "between the two centroids (Liang et al. 2022).",
+        "",
+        "| encoder | loss | alignment | uniformity images | captions | effective rank / "
+        "min(N - 1, d) images | captions | modality gap |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    sentences = []
+    for encoder, runs in results["runs"].items():
+        for loss, run in runs.items():
+            cells = [cell([seed[-1] for seed in run["geometry"][key]], 3)
+                     for key in GEOMETRY_COLUMNS]  # fmt: skip
+            lines.append(f"| {encoder} | {loss} | " + " | ".join(cells) + " |")
+        parts = []
+        for modality in ("images", "captions"):
+            last = {loss: [seed[-1] for seed in run["geometry"][f"rank_share_{modality}"]]
+                    for loss, run in runs.items()}  # fmt: skip
+            best = max(last, key=lambda loss, last=last: sum(last[loss]) / len(last[loss]))
+            tied = [loss for loss in last if loss != best and not separated(last[loss], last[best])]
+            part = f"under {best} for the {modality} ({cell(last[best])}"
+            parts.append(part + (f"; within its seed spread: {', '.join(tied)})" if tied else ")"))
+        step = next(iter(runs.values()))["anatomy"]["steps"][-1]
+        joined = " and ".join(parts)
+        sentences.append(f"{encoder} at step {step}: the most effective rank {joined}.")
+    return "\n".join([*lines, "", " ".join(sentences)])
+
+
 def family_title(stem: str) -> str:
     """The title ``gradlab plot`` gives a quantity family (its file stem), for a caption.
 

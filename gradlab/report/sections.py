@@ -27,6 +27,7 @@ from gradlab.report.prose import (
     anatomy_text,
     check_label,
     family_title,
+    geometry_text,
     lemma1_verdict,
     loss_comparison_text,
     p_vs_batch_size_text,
@@ -257,7 +258,9 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
 
 
 def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
-    """Digit scenes: VSE++ and VSRN miniatures, three losses, recall and gradient anatomy."""
+    """Digit scenes: VSE++ and VSRN miniatures, three losses, recall, gradient anatomy and the
+    embeddings' geometry."""
+    from gradlab.plotting.scene_geometry import plot_scene_geometry
     from gradlab.plotting.studies import plot_scene_anatomy, plot_scene_recall
 
     results = digit_scenes.measure(quick=quick, device=device)
@@ -265,6 +268,7 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
     results["summary"] = digit_scenes.summarize(results)
     plot_scene_recall(results, out / "figures" / "digit_scenes_recall.png")
     plot_scene_anatomy(results, out / "figures" / "digit_scenes_anatomy.png")
+    plot_scene_geometry(results, out / "figures" / "digit_scenes_geometry.png")
     config = results["settings"]
     metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10", "rsum"]
     lines = [
@@ -295,7 +299,12 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
               anatomy_text(results), "",
               "![How many negatives per query receive gradient, the share of queries without "
               "gradient and the hardest negatives' share of the gradient, over training, both "
-              "directions](figures/digit_scenes_anatomy.png)"]  # fmt: skip
+              "directions](figures/digit_scenes_anatomy.png)", "",
+              "### Embedding geometry over training", "",
+              geometry_text(results), "",
+              "![Alignment, uniformity, effective rank and modality gap of each batch's images "
+              "and captions over training, per encoder and loss]"
+              "(figures/digit_scenes_geometry.png)"]  # fmt: skip
     return results, "\n".join(lines)
 
 

@@ -7,6 +7,7 @@ from gradlab.data.digit_scenes import load_digit_scenes
 from gradlab.experiments import digit_scenes, loss_comparison
 from gradlab.experiments.metrics import map_at_r
 from gradlab.models import DigitBackbone
+from tests.reference import geometry_loops as loops
 
 
 def _map_at_r_loop(scores, relevant):
@@ -86,6 +87,13 @@ def test_digit_scenes_measure_contract_and_per_direction_anatomy():
         }  # fmt: skip
         assert all(len(values) == 2 for values in run["recall"].values())
         assert len(run["anatomy"]["i2t"]["active_negatives"][0]) == len(run["anatomy"]["steps"])
+        assert set(run["geometry"]) == set(digit_scenes.GEOMETRY_KEYS)
+        for key, seeds in run["geometry"].items():
+            assert len(seeds) == 2 and all(len(s) == len(run["anatomy"]["steps"]) for s in seeds)
+            values = [value for seed in seeds for value in seed]
+            low, high = {"alignment": (0, 4), "modality_gap": (0, 2)}.get(
+                key, (-8, 0) if key.startswith("uniformity") else (0, 1))
+            assert all(low <= value <= high for value in values), (key, values)
     # NT-Xent's softmax gives every negative some gradient; max-violation at most one negative
     # caption per image (its hardest) and one image per caption in its own direction.
     nt_xent = runs["NT-Xent"]["anatomy"]
@@ -93,3 +101,26 @@ def test_digit_scenes_measure_contract_and_per_direction_anatomy():
     assert nt_xent["i2t"]["active_negatives"][0][0] > 0.5 * (5 * batch - 5)
     assert max(max(seed) for seed in hardest["i2t"]["active_negatives"]) <= 1.0
     assert max(max(seed) for seed in hardest["t2i"]["active_negatives"]) <= 1.0
+
+
+def test_scene_geometry_matches_float64_loops():
+    """Alignment, both uniformities, both effective-rank shares and the modality gap of one
+    batch of images (2 captions each) against tests/reference/geometry_loops.py."""
+    generator = torch.Generator().manual_seed(5)
+    images = torch.nn.functional.normalize(torch.randn(5, 4, generator=generator), dim=1)
+    captions = torch.nn.functional.normalize(
+        images.repeat_interleave(2, dim=0) + torch.randn(10, 4, generator=generator), dim=1)
+    positives = torch.eye(5, dtype=torch.bool).repeat_interleave(2, dim=1)
+    record = digit_scenes._geometry_record(images, captions, images @ captions.T, positives)
+    rows, columns = images.tolist(), captions.tolist()
+    expected = [
+        loops.alignment(rows, columns, positives.tolist()),
+        loops.uniformity(rows),
+        loops.uniformity(columns),
+        loops.effective_rank(rows)[1],
+        loops.effective_rank(columns)[1],
+        loops.modality_gap(rows, columns),
+    ]
+    assert record.dtype == torch.float64 and record.shape == (len(digit_scenes.GEOMETRY_KEYS),)
+    torch.testing.assert_close(record, torch.tensor(expected, dtype=torch.float64), atol=1e-5,
+                               rtol=0)  # fmt: skip
