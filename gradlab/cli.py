@@ -1,4 +1,5 @@
-"""The ``gradlab`` command: ``report | audit | plot | check-equivalence`` (``python -m gradlab``).
+"""The ``gradlab`` command: ``report | audit | plot | check-equivalence | study | plan``
+(``python -m gradlab``).
 
 Every user error (a bad option value, a path that cannot be used, a device this machine does
 not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
@@ -139,6 +140,7 @@ def _build_parser(
     )  # fmt: skip
     _add_check_equivalence(commands, with_candidates)
     _add_study(commands)
+    _add_plan(commands)
     return parser
 
 
@@ -152,65 +154,150 @@ def _int_list(text: str) -> list[int]:
         ) from None
 
 
+STUDIES = {
+    "p-vs-batch-size": "P against the batch size with Smooth-AP's protocol (Brown et al., 2020, "
+    "Fig. S7a): p_vs_batch_size.json",
+    "losses": "the ranking losses trained alike, retrieval on the test split and cost per step: "
+    "loss_comparison_mM.json per batch size",
+    "anatomy": "which pairs receive gradient under SmoothAP, VSE++ and NT-Xent over training "
+    "(Bleeker & de Rijke, 2022): gradient_anatomy.json",
+}
+"""``gradlab study NAME``: what each study measures and the JSON it writes."""
+
+DEFAULT_STUDY_BATCH_SIZES = {"p-vs-batch-size": [16, 32, 64, 128, 256], "losses": [64],
+                             "anatomy": [64]}  # fmt: skip
+
+
 def _add_study(commands) -> None:
     """The ``study`` subcommand: a study of the report on the user's own images and backbone."""
-    study_help = ("run a study on your own image folder and backbone: P against batch size "
-                  "with Smooth-AP's protocol (Brown et al., 2020, Fig. S7a)")  # fmt: skip
+    study_help = ("run a study of the report on your own image folder and backbone; writes its "
+                  "JSON, figures, summary.md and index.html")  # fmt: skip
     study = commands.add_parser("study", help=study_help, description=study_help)
-    study.add_argument("name", choices=["p-vs-batch-size"], help="the study")
-    study.add_argument("--data", type=Path, required=True,
+    study.add_argument("name", choices=list(STUDIES), metavar="NAME",
+                       help="; ".join(f"{name}: {text}" for name, text in STUDIES.items()))
+    study.add_argument("--data", type=Path,
                        help="image folder: root/<class>/<image> (first half of the classes "
-                       "trains), Stanford Online Products (Ebay_train.txt), or see --list-file")
+                       "trains, second half tests), Stanford Online Products (Ebay_train.txt, "
+                       "Ebay_test.txt), or see --list-file (required unless --render)")
     study.add_argument("--split", default="train", help="split to train on (default: train)")
     study.add_argument("--list-file", type=Path,
                        help="'path label' lines (paths relative to --data) instead of a layout")
+    study.add_argument("--test-list-file", type=Path,
+                       help="with --list-file: the evaluation images of losses and anatomy")
     study.add_argument("--backbone", default="gradlab.backbones:tiny_resnet",
                        help="timm:NAME, torchvision:NAME or module:function (default: %(default)s)")
     study.add_argument("--weights", type=Path,
                        help="local checkpoint of the backbone (default: random initial weights)")
     study.add_argument("--embedding-dim", type=int, default=512, help="(default: %(default)s)")
     study.add_argument("--image-size", type=int, default=224, help="(default: %(default)s)")
-    study.add_argument("--batch-sizes", type=_int_list, default=[16, 32, 64, 128, 256],
-                       help="m values, multiples of 4, comma-separated (default: 16,...,256)")
+    study.add_argument("--batch-sizes", type=_int_list,
+                       help="m values, multiples of 4, comma-separated (default: 16,32,64,128,256 "
+                       "for p-vs-batch-size, 64 for losses and anatomy)")
     study.add_argument("--epochs", type=int, default=1,
-                       help="epochs per m; P averages the last (default: %(default)s)")
+                       help="epochs per m (p-vs-batch-size: P averages the last) "
+                       "(default: %(default)s)")
     study.add_argument("--seeds", type=_int_list, default=[0],
                        help="comma-separated seeds (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
     study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
     study.add_argument("--device", default="cpu", help=DEVICE_HELP)
     study.add_argument("--out", type=Path, default=Path("study"),
-                       help="folder for p_vs_batch_size.json and .png (default: %(default)s)")
+                       help="folder for the JSON, figures, summary.md and index.html "
+                       "(default: %(default)s)")
+    study.add_argument("--render", action="store_true",
+                       help="train nothing: draw the figures and write summary.md and "
+                       "index.html from the JSON an earlier run left in --out")
 
 
 def _run_study(arguments: argparse.Namespace) -> None:
-    """``gradlab study p-vs-batch-size``: check everything, train, write JSON and figure."""
+    """``gradlab study NAME``: check everything, train, write JSON, figures and the pages."""
     import json
 
-    from gradlab.experiments.image_studies import check_batch_sizes, p_vs_batch_size_on_images
-    from gradlab.experiments.p_vs_batch_size import summarize
+    from gradlab.report.user_studies import render_study_folder, write_study_report
 
+    name = arguments.name
+    if arguments.render:
+        for path in render_study_folder(name, arguments.out):
+            print(f"wrote {path}")
+        return
+    if arguments.data is None:
+        raise GradlabError(f"gradlab study {name} needs --data FOLDER (or --render)")
     device = check_device(arguments.device)
-    check_batch_sizes(arguments.batch_sizes)
+    from gradlab.experiments import image_studies
+
+    sizes = arguments.batch_sizes or DEFAULT_STUDY_BATCH_SIZES[name]
+    image_studies.check_batch_sizes(sizes)
     out = check_output_folder(arguments.out, argument="--out")
-    measurement = p_vs_batch_size_on_images(
-        arguments.data, split=arguments.split, layout="list" if arguments.list_file else "auto",
+    options = dict(
+        split=arguments.split, layout="list" if arguments.list_file else "auto",
         list_file=arguments.list_file, backbone=arguments.backbone, weights=arguments.weights,
         embedding_dim=arguments.embedding_dim, image_size=arguments.image_size,
-        batch_sizes=arguments.batch_sizes, epochs=arguments.epochs, seeds=arguments.seeds,
+        batch_sizes=sizes, epochs=arguments.epochs, seeds=arguments.seeds,
         device=device, lr=arguments.lr, amp=arguments.amp,
     )  # fmt: skip
+    if name == "p-vs-batch-size":
+        results = image_studies.p_vs_batch_size_on_images(arguments.data, **options)
+        files = {"p_vs_batch_size.json": results}
+    else:
+        study = (image_studies.loss_comparison_on_images if name == "losses"
+                 else image_studies.anatomy_on_images)  # fmt: skip
+        results = study(arguments.data, test_list_file=arguments.test_list_file, **options)
+        files = ({f"loss_comparison_m{m}.json": value for m, value in results.items()}
+                 if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    path = out / "p_vs_batch_size.json"
-    path.write_text(json.dumps(measurement, indent=2) + "\n")
-    from gradlab.plotting.studies import plot_p_vs_batch_size
+    for file_name, value in files.items():
+        (out / file_name).write_text(json.dumps(value, indent=2) + "\n")
+        print(f"wrote {out / file_name}")
+    for path in write_study_report(name, results, out):
+        print(f"wrote {path}")
+    if name == "p-vs-batch-size":
+        from gradlab.experiments.p_vs_batch_size import summarize
 
-    figure = plot_p_vs_batch_size(measurement, out / "p_vs_batch_size.png")
-    summary = summarize(measurement)["settings"].get("trained_at_m", {})
-    print(f"wrote {path} and {figure}")
-    if summary:
-        print(f"P from m = {measurement['batch_sizes'][0]} to {measurement['batch_sizes'][-1]}: "
-              f"{summary['trend']} (paired t-test over {len(measurement['seeds'])} seed(s))")
+        summary = summarize(results)["settings"].get("trained_at_m", {})
+        if summary:
+            sizes, seeds = results["batch_sizes"], results["seeds"]
+            print(f"P from m = {sizes[0]} to {sizes[-1]}: {summary['trend']} (paired t-test "
+                  f"over {len(seeds)} seed(s))")  # fmt: skip
+
+
+def _add_plan(commands) -> None:
+    """The ``plan`` subcommand: a loss's peak extra memory and time per step at a batch size."""
+    from gradlab.experiments.planner import PLAN_LOSSES
+
+    plan_help = ("peak extra memory and time per step of a loss at a batch size: measured on "
+                 "the device if it is here, else estimated from a stated model")  # fmt: skip
+    plan = commands.add_parser("plan", help=plan_help, description=plan_help)
+    plan.add_argument("--loss", default="smooth_ap", choices=list(PLAN_LOSSES),
+                      help="(default: %(default)s)")  # fmt: skip
+    plan.add_argument("--batch-size", type=int, required=True,
+                      help="m, a multiple of --per-class")  # fmt: skip
+    plan.add_argument("--dim", type=int, required=True, help="embedding dimension d")
+    plan.add_argument("--per-class", type=int, default=4,
+                      help="images per class in a batch (default: %(default)s)")  # fmt: skip
+    plan.add_argument("--device", default=None,
+                      help="cpu, cuda or cuda:N (default: cuda if one is here, else cpu); a "
+                      "device that is not here is estimated for")  # fmt: skip
+    plan.add_argument("--estimate", action="store_true",
+                      help="estimate even where the device is here (SmoothAP only)")
+
+
+def _run_plan(arguments: argparse.Namespace) -> None:
+    """``gradlab plan``: check the arguments, measure or estimate, print four lines."""
+    import torch
+
+    from gradlab.experiments.planner import check_loss_plan, format_plan, plan
+
+    check_loss_plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class)
+    device = arguments.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        absent = torch.device(device).type == "cuda" and not torch.cuda.is_available()
+    except (RuntimeError, ValueError, TypeError):
+        absent = False  # not a device: check_device says so in one line
+    if not absent:  # a CUDA device that is not here is estimated for
+        check_device(device)
+    result = plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class,
+                  device, estimate=arguments.estimate or absent)  # fmt: skip
+    print(format_plan(result))
 
 
 def _add_check_equivalence(commands, with_candidates: bool) -> None:
@@ -413,6 +500,8 @@ def main(argv: list[str] | None = None) -> int:
             return _check_equivalence(arguments)
         elif arguments.command == "study":
             _run_study(arguments)
+        elif arguments.command == "plan":
+            _run_plan(arguments)
         elif arguments.command == "plot":
             import warnings
 

@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 
 from gradlab.backbones import build_backbone
 from gradlab.data import FixedCountBatches
-from gradlab.data.image_folder import ImageFolderSplit, image_folder
+from gradlab.data.image_folder import ImageFolderSplit, image_folder, train_transform
 from gradlab.errors import GradlabError
 from gradlab.experiments.p_vs_batch_size import (
     KEYS,
@@ -29,6 +30,7 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
+from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.validation import check_positive_finite, check_positive_int
 
@@ -109,14 +111,10 @@ def p_vs_batch_size_on_images(
         ...     print(error)
         root must be an existing folder of images; '/no/such/folder' is not
     """
-    check_positive_int("epochs", epochs)
-    check_positive_finite("lr", lr)
-    seeds = [int(seed) for seed in seeds]
-    if not seeds:
-        raise GradlabError("seeds must name at least one seed; got none")
-    dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
-    sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
-    build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
+    dataset, sizes, seeds = _setup(
+        data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
+        batch_sizes, epochs, seeds, lr,
+    )  # fmt: skip
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
     steps: list[int] = []
     for seed in seeds:
@@ -132,10 +130,7 @@ def p_vs_batch_size_on_images(
             per_seed[key].append([row[index] for row in rows])
     return {
         "batch_sizes": sizes,
-        "data": f"{Path(data).name}, {split} split ({len(dataset)} images, "
-        f"{len(dataset.class_names)} classes)",
-        "model": f"{backbone} with a linear head to {embedding_dim} dimensions"
-        + (f", from {Path(weights).name}" if weights is not None else ", random initial weights"),
+        **_describe(data, dataset, backbone, embedding_dim, weights),
         "per_class": PER_CLASS,
         "seeds": seeds,
         "tau": tau,
@@ -152,19 +147,129 @@ def _train_at(
     model = build_backbone(
         backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size
     ).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    loss_fn = SmoothAPLoss(tau)
     sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
     batches = sampler.take(epochs * len(sampler))
     last_epoch = (epochs - 1) * len(sampler)
-    autocast_type = torch.bfloat16 if torch.device(device).type == "cpu" else torch.float16
-    scaler = torch.amp.GradScaler(enabled=amp and torch.device(device).type == "cuda")
     logged = []
+
+    def record(step, embeddings, labels):
+        if step >= last_epoch:
+            logged.append(torch.cat([close_pair_proportions(embeddings, labels, tau, eps),
+                                     p_decomposition(embeddings, labels, tau, eps)]))  # fmt: skip
+
+    seeded = _seeded(dataset, image_size, seed * 7919 + size)
+    _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, on_step=record)
+    return torch.stack(logged).mean(dim=0).cpu().tolist(), len(batches)
+
+
+LOSS_METRICS = ("recall@1", "recall@2", "recall@4", "recall@8", "R-Precision", "MAP@R")
+"""The image studies' retrieval metrics (:func:`gradlab.functional.retrieval_at_scale`'s, under
+the names of the bundled loss comparison; its tie-aware mAP needs the whole ranking and is left
+out at data-set scale)."""
+
+ANATOMY_LOSSES = ("SmoothAP", "VSE++ max-violation", "NT-Xent")
+"""The losses of the anatomy study (the report's digit-scenes anatomy, Bleeker & de Rijke 2022)."""
+
+ANATOMY_DIRECTION = "in_batch"
+"""The anatomy study's one direction: each image of the batch queries the others."""
+
+
+def _setup(
+    data, split, layout, list_file, backbone, weights, embedding_dim, image_size, batch_sizes,
+    epochs, seeds, lr,
+) -> tuple[ImageFolderSplit, list[int], list[int]]:  # fmt: skip
+    """Every check of a study before it trains: ``(training split, batch sizes, seeds)``."""
+    check_positive_int("epochs", epochs)
+    check_positive_finite("lr", lr)
+    seeds = [int(seed) for seed in seeds]
+    if not seeds:
+        raise GradlabError("seeds must name at least one seed; got none")
+    dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
+    sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
+    build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
+    return dataset, sizes, seeds
+
+
+def _test_split(data, test_split, layout, list_file, test_list_file, image_size):
+    """The evaluation split: the other class half / ``Ebay_test.txt``, or ``test_list_file``."""
+    if layout == "list" or list_file is not None:
+        if test_list_file is None:
+            raise GradlabError("test_list_file must name the evaluation images' 'path label' "
+                               "file when the training images come from a list file")  # fmt: skip
+        return image_folder(data, test_split, layout="list", list_file=test_list_file,
+                            image_size=image_size)  # fmt: skip
+    return image_folder(data, test_split, layout=layout, image_size=image_size)
+
+
+def _describe(data, dataset: ImageFolderSplit, backbone, embedding_dim, weights) -> dict:
+    return {
+        "data": f"{Path(data).name}, {dataset.split} split ({len(dataset)} images, "
+        f"{len(dataset.class_names)} classes)",
+        "model": f"{backbone} with a linear head to {embedding_dim} dimensions"
+        + (f", from {Path(weights).name}" if weights is not None else ", random initial weights"),
+    }
+
+
+def _seeded(dataset: ImageFolderSplit, image_size: int, seed: int) -> ImageFolderSplit:
+    """``dataset`` whose training crops and flips come from ``seed`` alone, so that every loss
+    and every m of a seed sees the same augmented images in the same order."""
+    import dataclasses
+
+    return dataclasses.replace(dataset, transform=train_transform(image_size, seed=seed))
+
+
+def _batch_images(dataset: ImageFolderSplit, batch: torch.Tensor, device: str) -> torch.Tensor:
+    return torch.stack([dataset[int(i)][0] for i in batch]).to(device)
+
+
+def _autocast(device: str, amp: bool):
+    kind = torch.device(device).type
+    return torch.autocast(kind, dtype=torch.bfloat16 if kind == "cpu" else torch.float16,
+                          enabled=amp)  # fmt: skip
+
+
+@torch.no_grad()
+def embed_split(
+    model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False,
+    batch_size: int = 128,
+) -> torch.Tensor:  # fmt: skip
+    """``[N, d]`` float32 embeddings of a split, in evaluation mode, ``batch_size`` at a time."""
+    was_training = model.training
+    model.eval()
+    parts = []
+    for start in range(0, len(dataset), batch_size):
+        index = torch.arange(start, min(start + batch_size, len(dataset)))
+        with _autocast(device, amp):
+            parts.append(model(_batch_images(dataset, index, device)).float().cpu())
+    model.train(was_training)
+    return torch.cat(parts)
+
+
+def evaluate_split(
+    model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False
+) -> dict[str, float]:
+    """Recall@1/2/4/8, R-Precision and MAP@R on a split, each image querying all the others
+    (Musgrave et al., 2020; :func:`gradlab.functional.retrieval_at_scale`, bounded memory)."""
+    from gradlab.functional.retrieval_at_scale import retrieval_at_scale
+
+    embeddings = embed_split(model, dataset, device, amp)
+    ks = tuple(k for k in (1, 2, 4, 8) if k < len(dataset))
+    metrics = retrieval_at_scale(embeddings, dataset.labels, ks=ks)
+    return {"recall@1": metrics["precision_at_1"],
+            **{f"recall@{k}": metrics[f"recall@{k}"] for k in ks if k > 1},
+            "R-Precision": metrics["r_precision"], "MAP@R": metrics["map_at_r"]}  # fmt: skip
+
+
+def _train_steps(model, dataset, batches, loss_fn, device, lr, amp, on_step=None) -> list[float]:
+    """Adam over ``batches`` (index tensors of ``dataset``); the loss of every step."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    scaler = torch.amp.GradScaler(enabled=amp and torch.device(device).type == "cuda")
+    losses = []
     model.train()
     for step, batch in enumerate(batches):
-        images = torch.stack([dataset[int(i)][0] for i in batch]).to(device)
+        images = _batch_images(dataset, batch, device)
         labels = dataset.labels[batch].to(device)
-        with torch.autocast(torch.device(device).type, dtype=autocast_type, enabled=amp):
+        with _autocast(device, amp):
             embeddings = model(images)
         embeddings = embeddings.float()
         loss = loss_fn(embeddings, labels)
@@ -172,8 +277,312 @@ def _train_at(
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
-        if step >= last_epoch:
-            detached = embeddings.detach()
-            logged.append(torch.cat([close_pair_proportions(detached, labels, tau, eps),
-                                     p_decomposition(detached, labels, tau, eps)]))  # fmt: skip
-    return torch.stack(logged).mean(dim=0).cpu().tolist(), len(batches)
+        losses.append(loss.detach())
+        if on_step is not None:
+            on_step(step, embeddings.detach(), labels)
+    return torch.stack(losses).cpu().tolist()
+
+
+def loss_comparison_on_images(
+    data: str | Path,
+    *,
+    split: str = "train",
+    test_split: str = "test",
+    layout: str = "auto",
+    list_file: str | Path | None = None,
+    test_list_file: str | Path | None = None,
+    backbone: str = "gradlab.backbones:tiny_resnet",
+    weights: str | Path | None = None,
+    embedding_dim: int = 512,
+    image_size: int = 224,
+    batch_sizes: Sequence[int] = (64,),
+    epochs: int = 1,
+    seeds: Sequence[int] = (0,),
+    device: str = "cpu",
+    lr: float = 1e-5,
+    amp: bool = False,
+    tau: float = 0.01,
+    timing_repeats: int = 3,
+) -> dict[int, dict]:
+    """The report's loss comparison on your images and backbone, one result per batch size.
+
+    For every seed and batch size m, the losses of
+    :func:`gradlab.experiments.loss_comparison.loss_functions` (SmoothAP both ways, Brown et
+    al., 2020; FastAP, Cakir et al., 2019; Blackbox AP, Rolinek et al., 2020; FAPPY; a
+    contrastive baseline) each train the same network from the same weights on the same
+    batches of the 4-per-class sampler for ``epochs`` epochs; retrieval is measured on the
+    class-disjoint test split (:func:`evaluate_split`), with each loss's cost per step.
+
+    Args:
+        data, split, layout, list_file: the training images (:func:`gradlab.data.image_folder`).
+        test_split, test_list_file: the evaluation images (``test_list_file`` with a list file).
+        backbone, weights, embedding_dim, image_size: the network
+            (:func:`gradlab.backbones.build_backbone`).
+        batch_sizes, epochs, seeds, device, lr, amp: as :func:`p_vs_batch_size_on_images`.
+        tau: SmoothAP's temperature.
+        timing_repeats: forward + backward passes of each loss timed (median).
+
+    Returns:
+        ``{m: result}``, each result in the schema of
+        :func:`gradlab.experiments.loss_comparison.measure` (``settings``, ``seeds``, ``before``,
+        ``initial_score_range``, ``losses``), read by its ``summarize`` and the report's figure.
+
+    Raises:
+        GradlabError: as :func:`p_vs_batch_size_on_images`, and a list file without
+            ``test_list_file``; all before any training.
+
+    Example:
+        >>> try:
+        ...     loss_comparison_on_images("/no/such/folder")
+        ... except GradlabError as error:
+        ...     print(error)
+        root must be an existing folder of images; '/no/such/folder' is not
+    """
+    import copy
+    import time
+
+    from gradlab.experiments.loss_comparison import _gradient_norm, _loss_seconds, loss_functions
+
+    check_positive_int("timing_repeats", timing_repeats)
+    dataset, sizes, seeds = _setup(
+        data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
+        batch_sizes, epochs, seeds, lr,
+    )  # fmt: skip
+    test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
+    losses = loss_functions(tau)
+    described = _describe(data, dataset, backbone, embedding_dim, weights)
+    results: dict[int, dict] = {}
+    for size in sizes:
+        results[size] = {
+            "settings": {"per_class": PER_CLASS, "batch_size": size,
+                         "classes_per_batch": size // PER_CLASS, "epochs": epochs, "steps": 0,
+                         "lr": lr, "timing_repeats": timing_repeats, "device": device,
+                         "amp": amp, "tau": tau, **described,
+                         "test_data": f"{test.split} split ({len(test)} images, "
+                         f"{len(test.class_names)} classes)"},
+            "seeds": seeds, "before": {}, "initial_score_range": [],
+            "losses": {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
+                              "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}
+                       for name in losses},
+        }  # fmt: skip
+    for seed in seeds:
+        torch.manual_seed(seed)
+        initial = build_backbone(backbone, embedding_dim=embedding_dim, weights=weights,
+                                 image_size=image_size).to(device)  # fmt: skip
+        before = evaluate_split(initial, test, device, amp)
+        for size in sizes:
+            result = results[size]
+            for metric, value in before.items():
+                result["before"].setdefault(metric, []).append(value)
+            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
+            batches = sampler.take(epochs * len(sampler))
+            result["settings"]["steps"] = len(batches)
+            timing_images = _batch_images(_seeded(dataset, image_size, seed), batches[0], device)
+            with torch.no_grad(), _autocast(device, amp):
+                first = initial.eval()(timing_images).float()
+            initial.train()
+            first_labels = dataset.labels[batches[0]].to(device)
+            unit = torch.nn.functional.normalize(first, dim=1)
+            cosines = unit @ unit.T
+            result["initial_score_range"].append((cosines.max() - cosines.min()).item())
+            for name, loss_fn in losses.items():
+                model = copy.deepcopy(initial)
+                started = time.perf_counter()
+                seeded = _seeded(dataset, image_size, seed * 7919 + size)
+                history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp)
+                run = result["losses"][name]
+                run["step_seconds"].append((time.perf_counter() - started) / len(batches))
+                for metric, value in evaluate_split(model, test, device, amp).items():
+                    run["metrics"].setdefault(metric, []).append(value)
+                run["loss_seconds"].append(_loss_seconds(loss_fn, first, first_labels,
+                                                         timing_repeats))  # fmt: skip
+                run["final_loss"].append(sum(history[-10:]) / len(history[-10:]))
+                run["initial_loss"].append(history[0])
+                run["initial_gradient_norm"].append(_gradient_norm(loss_fn, first, first_labels))
+                score = run["metrics"]["MAP@R"][-1]
+                print(f"losses: seed {seed}, m = {size}, {name}: {len(batches)} steps, "
+                      f"MAP@R = {score:.4f}", file=sys.stderr, flush=True)  # fmt: skip
+    return results
+
+
+def _anatomy_losses(tau: float) -> dict:
+    """Name -> ``loss(scores [m, m - 1], positives)`` of one direction (each image querying
+    the others), as the report's scenes study writes them (Bleeker & de Rijke, 2022)."""
+    from gradlab.experiments.digit_scenes import _one_direction_losses
+
+    return {name: _one_direction_losses(name, tau)[0] for name in ANATOMY_LOSSES}
+
+
+def in_batch_anatomy(
+    embeddings: torch.Tensor, labels: torch.Tensor, loss_fn, tau: float = 0.01
+) -> torch.Tensor:
+    """``[3]``: mean active negatives per query, share of queries without gradient, hardest-10 %
+    share of the negative gradient mass, of ``loss_fn``'s ``dL/dS`` on the in-batch scores.
+
+    The cosine scores of the batch lose their diagonal (``[m, m - 1]``: each image queries the
+    others, :func:`gradlab.functional.in_batch_retrieval`), so a query is never its own
+    candidate; :func:`gradlab.functional.gradient_anatomy` reads the gradient in float64.
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
+        >>> loss = _anatomy_losses(0.01)["VSE++ max-violation"]
+        >>> in_batch_anatomy(emb, torch.tensor([0, 0, 1, 1]), loss).tolist()
+        [0.0, 1.0, nan]
+    """
+    from gradlab.functional import gradient_anatomy, in_batch_retrieval
+
+    scores, positives = in_batch_retrieval(embeddings.detach(), labels)
+    leaf = scores.clone().requires_grad_(True)
+    (grad,) = torch.autograd.grad(loss_fn(leaf, positives), leaf)
+    anatomy = gradient_anatomy(grad, scores, positives)
+    return torch.stack([anatomy.active_negatives.double().mean(),
+                        anatomy.without_gradient.double().mean(),
+                        anatomy.hardest_10pct_share.nanmean()])  # fmt: skip
+
+
+def anatomy_on_images(
+    data: str | Path,
+    *,
+    split: str = "train",
+    test_split: str = "test",
+    layout: str = "auto",
+    list_file: str | Path | None = None,
+    test_list_file: str | Path | None = None,
+    backbone: str = "gradlab.backbones:tiny_resnet",
+    weights: str | Path | None = None,
+    embedding_dim: int = 512,
+    image_size: int = 224,
+    batch_sizes: Sequence[int] = (64,),
+    epochs: int = 1,
+    seeds: Sequence[int] = (0,),
+    device: str = "cpu",
+    lr: float = 1e-5,
+    amp: bool = False,
+    tau: float = 0.01,
+    logs: int = 10,
+) -> dict:
+    """The report's gradient anatomy over training (Bleeker & de Rijke, 2022, Sec. 5), on your
+    images and backbone.
+
+    For every seed, batch size m and loss of :data:`ANATOMY_LOSSES` (SmoothAP, tau = ``tau``;
+    VSE++'s max-violation triplet loss; NT-Xent), the network trains from the same weights on
+    the same 4-per-class batches for ``epochs`` epochs, each image of a batch querying the
+    others; at ``logs`` evenly spaced steps (and the last) :func:`in_batch_anatomy` reads the
+    loss's own ``dL/dS`` on that training batch. Retrieval on the test split at the end.
+
+    Args:
+        As :func:`loss_comparison_on_images`; ``logs``: anatomy records per run.
+
+    Returns:
+        The schema of :func:`gradlab.experiments.digit_scenes.measure` with one "encoder" per
+        batch size (``"m = 64"``) and one direction, ``"in_batch"``: ``{"settings", "seeds",
+        "runs": {encoder: {loss: {"recall": {metric: [per seed]}, "loss_history": [[per step]
+        per seed], "anatomy": {"steps", "in_batch": {quantity: [[per logged step] per
+        seed]}}, "geometry": {quantity: [[per logged step] per seed]}}}}}`` with the geometry
+        of :data:`IMAGE_GEOMETRY_KEYS` (:func:`in_batch_geometry`).
+
+    Raises:
+        GradlabError: as :func:`loss_comparison_on_images`.
+
+    Example:
+        >>> try:
+        ...     anatomy_on_images("/no/such/folder")
+        ... except GradlabError as error:
+        ...     print(error)
+        root must be an existing folder of images; '/no/such/folder' is not
+    """
+    from gradlab.experiments.digit_scenes import ANATOMY_KEYS
+
+    check_positive_int("logs", logs)
+    dataset, sizes, seeds = _setup(
+        data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
+        batch_sizes, epochs, seeds, lr,
+    )  # fmt: skip
+    test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
+    losses = _anatomy_losses(tau)
+    runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
+        "steps": [], ANATOMY_DIRECTION: {key: [] for key in ANATOMY_KEYS}},
+        "geometry": {key: [] for key in IMAGE_GEOMETRY_KEYS}}
+        for name in losses} for size in sizes}  # fmt: skip
+    for seed in seeds:
+        torch.manual_seed(seed)
+        initial = build_backbone(backbone, embedding_dim=embedding_dim, weights=weights,
+                                 image_size=image_size).to(device)  # fmt: skip
+        for size in sizes:
+            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
+            batches = sampler.take(epochs * len(sampler))
+            for name, loss_fn in losses.items():
+                seeded = _seeded(dataset, image_size, seed * 7919 + size)
+                recall, history, steps, table, shape = _anatomy_run(
+                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, tau
+                )
+                run = runs[f"m = {size}"][name]
+                for metric, value in recall.items():
+                    run["recall"].setdefault(metric, []).append(value)
+                run["loss_history"].append(history)
+                run["anatomy"]["steps"] = steps
+                for column, key in enumerate(ANATOMY_KEYS):
+                    run["anatomy"][ANATOMY_DIRECTION][key].append(table[:, column].tolist())
+                for column, key in enumerate(IMAGE_GEOMETRY_KEYS):
+                    run["geometry"][key].append(shape[:, column].tolist())
+                print(f"anatomy: seed {seed}, m = {size}, {name}: {len(batches)} steps",
+                      file=sys.stderr, flush=True)  # fmt: skip
+    return {
+        "settings": {"tau": tau, "batch_sizes": sizes, "epochs": epochs, "lr": lr,
+                     "per_class": PER_CLASS, "device": device, "amp": amp,
+                     "directions": [ANATOMY_DIRECTION],
+                     **_describe(data, dataset, backbone, embedding_dim, weights),
+                     "test_data": f"{test.split} split ({len(test)} images, "
+                     f"{len(test.class_names)} classes)"},
+        "seeds": seeds,
+        "runs": runs,
+    }  # fmt: skip
+
+
+def _anatomy_run(initial, dataset, test, batches, loss_fn, logs, device, lr, amp, tau) -> tuple:
+    """One network trained with one loss: ``(recall, losses, logged steps, [logs, 3] table)``."""
+    import copy
+
+    every, last = max(1, len(batches) // logs), len(batches) - 1
+    records, steps, geometry = [], [], []
+
+    def record(step, embeddings, labels):
+        if step % every == 0 or step == last:
+            steps.append(step)
+            records.append(in_batch_anatomy(embeddings, labels, loss_fn, tau))
+            geometry.append(in_batch_geometry(embeddings, labels))
+
+    def in_batch_loss(embeddings, labels):
+        unit = F.normalize(embeddings, dim=1)
+        same = labels.unsqueeze(0) == labels.unsqueeze(1)
+        return loss_fn(drop_diagonal(unit @ unit.T), drop_diagonal(same))
+
+    model = copy.deepcopy(initial)
+    history = _train_steps(model, dataset, batches, in_batch_loss, device, lr, amp, record)
+    recall = evaluate_split(model, test, device, amp)
+    return recall, history, steps, torch.stack(records).cpu(), torch.stack(geometry).cpu()
+
+
+IMAGE_GEOMETRY_KEYS = ("alignment", "uniformity_images", "rank_share_images")
+"""The geometry the anatomy study logs: the scenes study's (:data:`gradlab.experiments.
+digit_scenes.GEOMETRY_KEYS`) that need no second modality."""
+
+
+def in_batch_geometry(embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``[3]`` float64 in :data:`IMAGE_GEOMETRY_KEYS`' order: the alignment of the batch's
+    positive pairs (Wang & Isola 2020, Eq. 4, from the in-batch cosine scores), the uniformity
+    of its unit embeddings (Eq. 5) and their effective rank's share (RankMe, Garrido et al.
+    2023).
+
+    Example:
+        >>> emb = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+        >>> in_batch_geometry(emb, torch.tensor([0, 0, 1, 1]))[0].item()  # positives coincide
+        0.0
+    """
+    from gradlab.functional import in_batch_retrieval
+    from gradlab.functional.geometry import alignment, effective_rank, uniformity
+
+    unit = F.normalize(embeddings.detach().to(torch.float64), dim=1)
+    scores, positives = in_batch_retrieval(unit, labels)
+    return torch.stack([alignment(scores, positives), uniformity(unit),
+                        effective_rank(unit).share.to(torch.float64)])  # fmt: skip

@@ -25,6 +25,12 @@ def _save(figure, path: str | Path) -> Path:
     return path
 
 
+def _data_name(result: dict, bundled: str) -> str:
+    """The data a result was measured on: its own ``data`` entry (a user's study), else the
+    bundled miniature's name."""
+    return result.get("data") or result.get("settings", {}).get("data") or bundled
+
+
 def _mean_std(values) -> tuple[np.ndarray, np.ndarray]:
     array = np.asarray(values, dtype=float)
     return np.nanmean(array, axis=0), np.nanstd(array, axis=0)
@@ -66,7 +72,8 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
     axes[0].set_ylabel("proportion inside the operating region")
     axes[0].legend(fontsize=8, loc="center left")
     figure.suptitle(
-        f"P against batch size on unseen 3-digit strings, 4 images per class and m/4 classes, "
+        f"P against batch size on {_data_name(result, 'unseen 3-digit strings')}, 4 images per "
+        f"class and m/4 classes, "
         f"{len(result['seeds'])} seeds (faint: each seed; bars: mean +- std)",
         fontsize=10,
     )
@@ -77,7 +84,7 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     """Recall@1, mAP and MAP@R of each loss on unseen numbers (seeds as dots, mean +- std)."""
     result = _load(source)
     names = list(result["losses"])
-    metrics = ["recall@1", "mAP", "MAP@R"]
+    metrics = [m for m in ("recall@1", "mAP", "MAP@R") if m in result["before"]]
     figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(18, 4.4))
     figure.subplots_adjust(wspace=0.35)
     positions = np.arange(len(names))
@@ -102,7 +109,8 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     cost.set_title("loss forward + backward (ms)")
     cost.grid(alpha=0.3, axis="y")
     figure.suptitle(
-        f"Losses on unseen 3-digit numbers, {len(result['seeds'])} seeds, same network, "
+        f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {len(result['seeds'])} "
+        f"seeds, same network, "
         f"batches and {result['settings']['steps']} steps (dots: seeds; bars: mean +- std)",
         fontsize=10,
     )
@@ -139,6 +147,14 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
     return _save(figure, path)
 
 
+DIRECTION_TITLES = {
+    "i2t": "image -> caption",
+    "t2i": "caption -> image",
+    "in_batch": "image -> the batch's other images",
+}
+"""The anatomy's directions: the scenes' two, and the image studies' one (each image of a batch
+querying the others)."""
+
 ANATOMY_TITLES = {
     "active_negatives": "active negatives per query",
     "share_without_gradient": "queries without gradient",
@@ -152,22 +168,26 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     encoders = list(result["runs"])
     losses = list(next(iter(result["runs"].values())))
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
-    styles = ["-", "--"]
-    figure, axes = plt.subplots(len(ANATOMY_TITLES), 2, figsize=(11, 9), sharex=True)
+    styles = {"-": "solid", "--": "dashed", ":": "dotted", "-.": "dash-dotted"}
+    first = result["runs"][encoders[0]][losses[0]]["anatomy"]
+    directions = [direction for direction in DIRECTION_TITLES if direction in first]
+    figure, axes = plt.subplots(
+        len(ANATOMY_TITLES), len(directions), figsize=(5.5 * len(directions), 9), sharex=True,
+        squeeze=False,
+    )  # fmt: skip
     for row, (key, title) in enumerate(ANATOMY_TITLES.items()):
-        for column, direction in enumerate(("i2t", "t2i")):
+        for column, direction in enumerate(directions):
             axis = axes[row, column]
             for e, encoder in enumerate(encoders):
                 for index, loss in enumerate(losses):
                     anatomy = result["runs"][encoder][loss]["anatomy"]
                     mean, std = _mean_std(anatomy[direction][key])
                     steps = anatomy["steps"]
-                    axis.plot(steps, mean, styles[e % 2], color=colours[index],
+                    axis.plot(steps, mean, list(styles)[e % 4], color=colours[index],
                               label=f"{encoder}, {loss}")  # fmt: skip
                     axis.fill_between(steps, mean - std, mean + std, color=colours[index],
                                       alpha=0.15)  # fmt: skip
-            way = "image -> caption" if direction == "i2t" else "caption -> image"
-            axis.set_title(f"{title} ({way})", fontsize=9)
+            axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=9)
             axis.grid(alpha=0.3)
             if key == "active_negatives":
                 axis.set_yscale("log")
@@ -176,9 +196,11 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
                   bbox_to_anchor=(0.5, -0.04))  # fmt: skip
+    lines = ", ".join(f"{list(styles.values())[e % 4]} {encoder}"
+                      for e, encoder in enumerate(encoders))  # fmt: skip
     figure.suptitle(
         "Gradient anatomy over training (dL/dS of each direction's own term; band: +- std over "
-        "seeds; solid VSE++, dashed VSRN)",
+        f"seeds; {lines})",
         fontsize=10,
     )
     return _save(figure, path)

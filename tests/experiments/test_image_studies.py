@@ -1,5 +1,6 @@
-"""`gradlab study p-vs-batch-size` on image folders written from the bundled digits: the bundled
-study's JSON schema, the figure, and one-line errors for bad input."""
+"""`gradlab study p-vs-batch-size | losses | anatomy` on image folders written from the bundled
+digits: the bundled studies' JSON schema, the report's figures and pages, and one-line errors
+for bad input."""
 
 from __future__ import annotations
 
@@ -110,11 +111,133 @@ def test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure(
     assert "seed 1, m = 16: 2 steps" in err
 
 
+@pytest.fixture(scope="module")
+def class_halves(tmp_path_factory):
+    """The class-halves layout (CUB-200, Cars-196): root/<class>/<image>, first half trains."""
+    root = tmp_path_factory.mktemp("halves")
+    for label, number, picture in _digits():
+        (root / f"digit_{label}").mkdir(exist_ok=True)
+        picture.save(root / f"digit_{label}" / f"{number}.png")
+    return root
+
+
+def _schema(value):
+    """The nested keys of a JSON value: dicts by key, lists by their first element."""
+    if isinstance(value, dict):
+        return {key: _schema(item) for key, item in value.items()}
+    if isinstance(value, list) and value:
+        return [_schema(value[0])]
+    return type(value).__name__ if not isinstance(value, (int, float)) else "number"
+
+
+def _bundled_loss_comparison(monkeypatch):
+    """The bundled loss comparison at its smallest: one seed, two steps, 20 test numbers."""
+    from gradlab.experiments import loss_comparison
+
+    small = {"per_class": 4, "batch_size": 16, "steps": 2, "lr": 1e-3, "timing_repeats": 1,
+             "test_numbers": 20}  # fmt: skip
+    monkeypatch.setattr(loss_comparison, "settings", lambda quick: dict(small))
+    return loss_comparison.measure(quick=True, seeds=(0,), workers=1)
+
+
+@pytest.mark.slow
+def test_the_losses_study_writes_the_bundled_schema_and_the_reports_page(
+    class_halves, tmp_path, capsys, monkeypatch
+):
+    from gradlab.experiments.loss_comparison import loss_functions, summarize
+
+    out = tmp_path / "losses"
+    argv = ["study", "losses", "--data", str(class_halves), "--out", str(out), *SMALL,
+            "--batch-sizes", "8", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    result = json.loads((out / "loss_comparison_m8.json").read_text())
+    bundled = _bundled_loss_comparison(monkeypatch)
+    assert set(result) == set(bundled)
+    assert set(result["losses"]) == set(bundled["losses"]) == set(loss_functions())
+    for name, run in result["losses"].items():
+        assert _schema({k: v for k, v in run.items() if k != "metrics"}) == _schema(
+            {k: v for k, v in bundled["losses"][name].items() if k != "metrics"}
+        ), name
+        # mAP (tie-aware, the whole ranking) is left out at data-set scale; R-Precision added
+        assert set(run["metrics"]) == set(bundled["losses"][name]["metrics"]) - {"mAP"} | {
+            "R-Precision"
+        }
+        assert all(len(values) == 1 for values in run["metrics"].values())
+    assert set(result["settings"]) >= set(bundled["settings"]) - {"test_numbers"}
+    # 4 train classes x 6 images = 24 images: 3 steps of 8 in one epoch
+    assert result["settings"]["steps"] == 3 and result["settings"]["batch_size"] == 8
+    assert "test split (24 images, 4 classes)" in result["settings"]["test_data"]
+    assert summarize(result)["best"] in result["losses"]
+    assert (out / "loss_comparison_m8.png").read_bytes()[:4] == b"\x89PNG"
+    page = (out / "summary.md").read_text()
+    assert "## Ranking losses at m = 8, on your data" in page
+    assert "![" in page and "(loss_comparison_m8.png)" in page
+    assert (out / "index.html").read_text().count("<img") == 1
+    # --render redraws the same page from the JSON alone
+    written = page
+    (out / "summary.md").unlink()
+    assert main(["study", "losses", "--render", "--out", str(out)]) == 0
+    assert (out / "summary.md").read_text() == written
+
+
+@pytest.mark.slow
+def test_the_anatomy_study_writes_the_scenes_schema_over_training(
+    online_products, tmp_path, capsys
+):
+    from gradlab.experiments.digit_scenes import ANATOMY_KEYS, GEOMETRY_KEYS, LOSSES
+
+    out = tmp_path / "anatomy"
+    argv = ["study", "anatomy", "--data", str(online_products), "--out", str(out), *SMALL,
+            "--batch-sizes", "8", "--seeds", "0", "--epochs", "2"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    result = json.loads((out / "gradient_anatomy.json").read_text())
+    assert set(result) == {"settings", "seeds", "runs"} and list(result["runs"]) == ["m = 8"]
+    runs = result["runs"]["m = 8"]
+    assert set(runs) == set(LOSSES)
+    for run in runs.values():
+        # a run of digit_scenes.measure: {"recall", "loss_history", "anatomy", "geometry"}
+        assert set(run) == {"recall", "loss_history", "anatomy", "geometry"}
+        assert set(run["anatomy"]) == {"steps", "in_batch"}
+        assert set(run["anatomy"]["in_batch"]) == set(ANATOMY_KEYS)
+        steps = run["anatomy"]["steps"]
+        assert steps[0] == 0 and steps[-1] == 5 and steps == sorted(set(steps))  # 2 x 3 steps
+        for values in run["anatomy"]["in_batch"].values():
+            assert len(values) == 1 and len(values[0]) == len(steps)
+        assert len(run["loss_history"][0]) == 6 and "MAP@R" in run["recall"]
+        # the scenes' geometry that needs no captions, at the same logged steps
+        assert set(run["geometry"]) == set(GEOMETRY_KEYS) - {
+            "uniformity_captions", "rank_share_captions", "modality_gap"}  # fmt: skip
+        for values in run["geometry"].values():
+            assert len(values) == 1 and len(values[0]) == len(steps)
+    # VSE++'s max-violation sends gradient to one negative per query (or none): never more
+    active = runs["VSE++ max-violation"]["anatomy"]["in_batch"]["active_negatives"][0]
+    assert all(value <= 1.0 for value in active)
+    assert (out / "gradient_anatomy.png").read_bytes()[:4] == b"\x89PNG"
+    assert "| m = 8 | SmoothAP |" in (out / "summary.md").read_text()
+
+
+def test_render_without_a_study_json_is_one_line_and_exit_code_2(tmp_path, capsys):
+    assert main(["study", "anatomy", "--render", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "holds no gradient_anatomy.json" in err, err
+
+
+def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
+    assert main(["study", "losses", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "needs --data FOLDER" in err, err
+
+
+@pytest.mark.parametrize("study", ["p-vs-batch-size", "losses", "anatomy"])
 @pytest.mark.parametrize(
     "change, message",
     [
         ({"--data": "/no/such/folder"}, "root must be an existing folder of images"),
         ({"--backbone": "no_such_net"}, "backbone must be 'timm:NAME'"),
+        ({"--backbone": "no_such_module:net"}, "module 'no_such_module' cannot be imported"),
+        ({"--backbone": "tests.helpers.backbones:nothing"}, "has no function 'nothing'"),
+        ({"--data": "EMPTY"}, "must hold at least two class folders"),
+        ({"--epochs": "0"}, "epochs must be"),
         ({"--batch-sizes": "8,30"}, "batch size must be a multiple of 4"),
         ({"--batch-sizes": "8,x"}, "must be integers separated by commas"),
         ({"--batch-sizes": "8,64"}, r"at most 4 x 4 classes = 16"),
@@ -123,7 +246,7 @@ def test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure(
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2_before_training(
-    online_products, tmp_path, capsys, change, message
+    online_products, tmp_path, capsys, study, change, message
 ):
     import torch
 
@@ -133,10 +256,10 @@ def test_bad_input_is_one_line_and_exit_code_2_before_training(
     torch.save(four_channel_resnet(width=2).state_dict(), wrong)
     options = dict(zip(SMALL[::2], SMALL[1::2], strict=True))
     options.update({"--data": str(online_products), "--out": str(tmp_path / "out")})
-    options.update(
-        {key: str(wrong) if value == "WRONG" else value for key, value in change.items()}
-    )
-    argv = ["study", "p-vs-batch-size"] + [part for pair in options.items() for part in pair]
+    (tmp_path / "empty").mkdir()
+    placeholders = {"WRONG": str(wrong), "EMPTY": str(tmp_path / "empty")}
+    options.update({key: placeholders.get(value, value) for key, value in change.items()})
+    argv = ["study", study] + [part for pair in options.items() for part in pair]
     try:
         code = main(argv)
     except SystemExit as exit_:  # argparse's own errors (a malformed list) exit directly
@@ -144,4 +267,19 @@ def test_bad_input_is_one_line_and_exit_code_2_before_training(
     assert code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(message, err), err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("study", ["losses", "anatomy"])
+def test_a_list_file_without_test_images_is_one_line_and_exit_code_2(
+    online_products, tmp_path, capsys, study
+):
+    listing = tmp_path / "train.txt"
+    rows = (online_products / "Ebay_train.txt").read_text().splitlines()[1:]
+    listing.write_text("\n".join(f"{row.split()[3]} {row.split()[1]}" for row in rows) + "\n")
+    argv = ["study", study, "--data", str(online_products), "--list-file", str(listing),
+            "--out", str(tmp_path / "out"), *SMALL]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "test_list_file must name" in err, err
     assert not (tmp_path / "out").exists()

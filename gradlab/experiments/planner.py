@@ -1,0 +1,299 @@
+"""How much memory and time a loss needs at a batch size: ``gradlab plan``.
+
+Users of the official Smooth-AP code ask why a batch of 384 does not fit a 32 GB V100 (its
+difference tensors are ``[m, m, m]``). :func:`plan` answers for gradlab's losses: the peak
+*extra* memory of one forward + backward pass of the loss on ``[m, d]`` float32 embeddings
+with the 4-per-class sampler's labels (the backbone's activations come on top), and its time.
+
+* **Measured** on the device when it is here: on CUDA ``torch.cuda.max_memory_allocated`` above
+  the allocation before the call; on CPU the C allocator's bytes in use (glibc's
+  ``mallinfo2``), read after every torch operation of the call (:class:`PeakBytes`), so the peak
+  is the largest sum of live tensors, without the resident-set noise of a process.
+* **Estimated** where the device is not here (``--device cuda`` on a machine without one), from
+  the stated model of :func:`estimate_smooth_ap`: the tensors gradlab's chunked SmoothAP keeps
+  and the blocks it computes in (:mod:`gradlab.functional.smooth_ap`), and a time that grows as
+  ``m^2`` at fixed ``d`` and images per class, scaled from a measurement at a small batch here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.validation import check_positive_int
+
+PLAN_LOSSES = {
+    "smooth_ap": "SmoothAP (query excluded)",
+    "smooth_ap_query_included": "SmoothAP (query included)",
+    "fast_ap": "FastAP",
+    "blackbox_ap": "Blackbox AP",
+    "fappy": "FAPPY",
+    "contrastive": "Contrastive",
+}
+"""``--loss`` name -> the loss of :func:`gradlab.experiments.loss_comparison.loss_functions`."""
+
+ESTIMATED = ("smooth_ap", "smooth_ap_query_included")
+"""The losses with a stated memory model (:func:`estimate_smooth_ap`)."""
+
+CALIBRATION_BATCH = 256
+"""The batch size whose time, measured here, the time estimate scales by ``(m / 256)^2``."""
+
+TRANSIENT_ROWS = 8
+"""``[rows, C]`` float32 temporaries alive beside the block in the backward's chunk loop
+(the row slice of the scores, its differences, the ``[rows, 2, C]`` column sums, the row
+gradients), read from :mod:`gradlab.functional.smooth_ap`'s backward."""
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]  # fmt: skip
+
+
+def _mallinfo2() -> Callable[[], int] | None:
+    """Bytes the C allocator has handed out (heap and mmapped), or ``None`` off glibc >= 2.33."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        function = libc.mallinfo2
+    except (OSError, AttributeError):
+        return None
+    function.restype = _MallInfo2
+
+    def in_use() -> int:
+        info = function()
+        return int(info.uordblks + info.hblkhd)
+
+    return in_use
+
+
+class PeakBytes:
+    """Peak of the CPU allocator's bytes in use over a block, read after every torch operation.
+
+    A :class:`torch.utils._python_dispatch.TorchDispatchMode` sees every operation of the
+    forward and of the backward (autograd's too); after each it reads glibc's ``mallinfo2``.
+    ``peak`` is the largest reading above the one at entry: the most bytes the block's tensors
+    held at once (a temporary freed inside one kernel is not seen). ``available`` is False off
+    glibc, where nothing is measured.
+
+    Example:
+        >>> with PeakBytes() as meter:
+        ...     _ = torch.ones(1 << 20) * 2.0  # two 4 MiB tensors, alive together
+        >>> not meter.available or meter.peak >= 8 << 20
+        True
+    """
+
+    def __init__(self) -> None:
+        self._in_use = _mallinfo2()
+        self.available = self._in_use is not None
+        self.peak = 0
+        self._mode: Any = None
+
+    def __enter__(self) -> PeakBytes:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        if self._in_use is None:
+            return self
+        meter, read = self, self._in_use
+        start = read()
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                meter.peak = max(meter.peak, read() - start)
+                return out
+
+        with _Mode():  # the first dispatch in a process imports and caches (tens of MiB)
+            torch.zeros(2).add(1.0).sum()
+        self.peak, start = 0, read()
+        self._mode = _Mode()
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+
+
+def _inputs(batch_size: int, dim: int, per_class: int, device: str, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(batch_size, dim, generator=generator).to(device)
+    labels = (torch.arange(batch_size) // per_class).to(device)
+    return embeddings.requires_grad_(True), labels
+
+
+def _loss(name: str, tau: float):
+    from gradlab.experiments.loss_comparison import loss_functions
+
+    return loss_functions(tau)[PLAN_LOSSES[name]]
+
+
+def _sync(device: str) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_loss(
+    loss: str, batch_size: int, dim: int, per_class: int = 4, device: str = "cpu",
+    repeats: int = 5, tau: float = 0.01,
+) -> dict:  # fmt: skip
+    """Peak extra bytes and median seconds of one forward + backward of ``loss``, measured here.
+
+    Returns:
+        ``{"peak_extra_bytes", "seconds", "method"}``; ``peak_extra_bytes`` is ``None`` on a
+        CPU without glibc's ``mallinfo2``.
+
+    Example:
+        >>> cost = measure_loss("contrastive", 64, 16)
+        >>> cost["seconds"] > 0, cost["method"].split(":")[0]
+        (True, 'measured on cpu')
+    """
+    check_loss_plan(loss, batch_size, dim, per_class)
+    loss_fn = _loss(loss, tau)
+    embeddings, labels = _inputs(batch_size, dim, per_class, device)
+    loss_fn(embeddings, labels).backward()  # warm-up: kernels and lazy initialisation
+    embeddings.grad = None
+    if torch.device(device).type == "cuda":
+        _sync(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        loss_fn(embeddings, labels).backward()
+        _sync(device)
+        peak: int | None = torch.cuda.max_memory_allocated(device) - before
+        method = f"measured on {device}: torch.cuda.max_memory_allocated above the start"
+    else:
+        embeddings.grad = None
+        with PeakBytes() as meter:
+            loss_fn(embeddings, labels).backward()
+        peak = meter.peak if meter.available else None
+        method = "measured on cpu: the C allocator's bytes in use (mallinfo2) after every op"
+    times = []
+    for _ in range(repeats):
+        embeddings.grad = None
+        _sync(device)
+        started = time.perf_counter()
+        loss_fn(embeddings, labels).backward()
+        _sync(device)
+        times.append(time.perf_counter() - started)
+    return {"peak_extra_bytes": peak, "seconds": statistics.median(times), "method": method}
+
+
+def estimate_smooth_ap(
+    batch_size: int, dim: int, per_class: int = 4, include_query: bool = False,
+    budget: int | None = None,
+) -> int:  # fmt: skip
+    """Peak extra bytes of gradlab's SmoothAP forward + backward, from its stated model.
+
+    The in-batch call on ``[m, d]`` float32 embeddings with ``m / k`` classes of ``k`` keeps
+    (:mod:`gradlab.functional.smooth_ap`): the ``[m, m]`` scores and, in the backward, their
+    ``[m, m]`` gradient (``8 m^2`` bytes); two ``[m, m]`` bool masks, the positives and the
+    candidates (``2 m^2``); the ``[m, d]`` unit embeddings and their gradient (``8 m d``); one
+    block of ``rows x n x m`` entries (``n = k - 1`` positives per query, ``k`` with the query
+    included; ``rows = budget // (n m)``, at least 1 and at most m) and
+    :data:`TRANSIENT_ROWS` ``[rows, m]`` temporaries of the chunk loop:
+
+        bytes = 10 m^2 + 8 m d + 4 rows m (n + TRANSIENT_ROWS)
+
+    A model of this implementation, checked against :class:`PeakBytes` on CPU at small sizes
+    (``tests/experiments/test_planner.py``); the official code's dense ``[m, m, m]`` tensors
+    are not in it.
+
+    Example:
+        >>> round(estimate_smooth_ap(384, 512) / 2**20, 1)  # MiB at the issue's batch
+        9.1
+    """
+    from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS
+
+    check_loss_plan("smooth_ap", batch_size, dim, per_class)
+    budget = DEFAULT_CHUNK_ELEMENTS if budget is None else check_positive_int("budget", budget)
+    m = batch_size
+    positives = per_class if include_query else per_class - 1
+    rows = min(m, max(1, budget // (positives * m)))
+    return 10 * m * m + 8 * m * dim + 4 * rows * m * (positives + TRANSIENT_ROWS)
+
+
+def check_loss_plan(loss: str, batch_size: int, dim: int, per_class: int) -> None:
+    """Refuse an unknown loss, a non-positive size, or a batch the sampler cannot make."""
+    if loss not in PLAN_LOSSES:
+        raise GradlabError(f"loss must be one of {', '.join(PLAN_LOSSES)}; got {loss!r}")
+    check_positive_int("batch size", batch_size)
+    check_positive_int("dim", dim)
+    check_positive_int("per_class", per_class)
+    if per_class < 2:
+        raise GradlabError(f"per_class must be at least 2 (a query needs a positive); got "
+                           f"{per_class}")  # fmt: skip
+    if batch_size % per_class:
+        raise GradlabError(f"batch size must be a multiple of {per_class} ({per_class} images "
+                           f"per class); got {batch_size}")  # fmt: skip
+
+
+def plan(
+    loss: str, batch_size: int, dim: int, per_class: int = 4, device: str = "cpu",
+    estimate: bool = False, tau: float = 0.01,
+) -> dict:  # fmt: skip
+    """Peak extra memory and time per step of ``loss``: measured on ``device`` when it is here
+    (and ``estimate`` is False), else estimated (:func:`estimate_smooth_ap`).
+
+    Returns:
+        ``{"loss", "batch_size", "dim", "per_class", "device", "peak_extra_bytes", "seconds",
+        "method"}``; the estimate's time is this machine's CPU time at
+        :data:`CALIBRATION_BATCH` scaled by ``(m / 256)^2`` and says so.
+
+    Raises:
+        GradlabError: bad arguments, or an estimate asked for a loss without a stated model.
+
+    Example:
+        >>> result = plan("smooth_ap", 384, 512, estimate=True)
+        >>> result["method"].startswith("estimated"), round(result["peak_extra_bytes"] / 2**20, 1)
+        (True, 9.1)
+    """
+    check_loss_plan(loss, batch_size, dim, per_class)
+    kind = torch.device(device).type
+    present = kind == "cpu" or (kind == "cuda" and torch.cuda.is_available())
+    result = {"loss": PLAN_LOSSES[loss], "batch_size": batch_size, "dim": dim,
+              "per_class": per_class, "device": device}  # fmt: skip
+    if present and not estimate:
+        return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
+    if loss not in ESTIMATED:
+        raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
+                           f"device is (without --estimate; --device cpu runs here)")  # fmt: skip
+    include = loss == "smooth_ap_query_included"
+    small = min(batch_size, CALIBRATION_BATCH - CALIBRATION_BATCH % per_class)
+    calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
+    seconds = calibration["seconds"] * (batch_size / small) ** 2
+    return result | {
+        "peak_extra_bytes": estimate_smooth_ap(batch_size, dim, per_class, include),
+        "seconds": seconds,
+        "method": f"estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + "
+        f"the chunk's block and temporaries, bytes); time: this CPU's at m = {small}, scaled "
+        f"by (m / {small})^2",
+    }
+
+
+def format_plan(result: dict) -> str:
+    """The plan as the lines ``gradlab plan`` prints.
+
+    Example:
+        >>> print(format_plan({"loss": "FastAP", "batch_size": 8, "dim": 4, "per_class": 4,
+        ...     "device": "cpu", "peak_extra_bytes": 3 << 20, "seconds": 0.002,
+        ...     "method": "measured on cpu"}))
+        FastAP at m = 8 (4 per class), d = 4, on cpu
+        peak extra memory: 3.0 MiB (the loss's forward + backward; the backbone's come on top)
+        time per step:     2.00 ms (forward + backward of the loss)
+        how: measured on cpu
+    """
+    peak = result["peak_extra_bytes"]
+    memory = "not measurable here" if peak is None else f"{peak / 2**20:.1f} MiB"
+    return "\n".join([
+        f"{result['loss']} at m = {result['batch_size']} ({result['per_class']} per class), "
+        f"d = {result['dim']}, on {result['device']}",
+        f"peak extra memory: {memory} (the loss's forward + backward; the backbone's come on "
+        "top)",
+        f"time per step:     {1e3 * result['seconds']:.2f} ms (forward + backward of the loss)",
+        f"how: {result['method']}",
+    ])  # fmt: skip

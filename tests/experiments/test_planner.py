@@ -1,0 +1,131 @@
+"""`gradlab plan`: the loss's peak extra memory and time per step, measured or estimated.
+
+The estimate's memory model (:func:`gradlab.experiments.planner.estimate_smooth_ap`) is checked
+against the measurement on CPU at small sizes; its time is printed, never asserted.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+from gradlab.cli import main
+from gradlab.errors import GradlabError
+from gradlab.experiments.planner import (
+    PeakBytes,
+    estimate_smooth_ap,
+    measure_loss,
+    plan,
+)
+
+needs_mallinfo = pytest.mark.skipif(
+    not PeakBytes().available, reason="glibc's mallinfo2 is not here: CPU memory not measurable"
+)
+
+BAND = (0.8, 1.3)
+"""Estimate / measurement allowed: the model counts the tensors the implementation keeps; the
+allocator's bookkeeping and small temporaries are not in it."""
+
+
+@needs_mallinfo
+def test_the_meter_sees_tensors_alive_together_and_not_those_freed_before():
+    mib = 1 << 20
+    with PeakBytes() as together:
+        first = torch.ones(mib)  # 4 MiB
+        second = first * 2.0  # 4 MiB more while the first lives
+        del first, second
+    with PeakBytes() as one_at_a_time:
+        for _ in range(3):
+            value = torch.ones(mib)
+            del value
+    assert 8 * mib <= together.peak < 9 * mib
+    assert 4 * mib <= one_at_a_time.peak < 5 * mib
+
+
+@needs_mallinfo
+@pytest.mark.parametrize(
+    "loss, include", [("smooth_ap", False), ("smooth_ap_query_included", True)]
+)
+@pytest.mark.parametrize("batch_size, dim", [(256, 64), (512, 512), (1024, 64)])
+def test_the_memory_model_matches_the_measurement_at_small_sizes(loss, include, batch_size, dim):
+    measured = measure_loss(loss, batch_size, dim, repeats=1)
+    estimated = estimate_smooth_ap(batch_size, dim, include_query=include)
+    ratio = estimated / measured["peak_extra_bytes"]
+    # the time estimate, shown beside the measurement, never asserted
+    timed = plan(loss, batch_size, dim, estimate=True)["seconds"]
+    seconds = measured["seconds"]
+    print(f"{loss} m={batch_size} d={dim}: memory estimate / measurement {ratio:.3f}; time "
+          f"estimate {1e3 * timed:.1f} ms, measured {1e3 * seconds:.1f} ms")  # fmt: skip
+    assert BAND[0] <= ratio <= BAND[1]
+
+
+@needs_mallinfo
+def test_a_model_without_the_score_gradient_falls_outside_the_band():
+    """The check rejects a mutant model: the backward's [m, m] gradient (4 m^2 bytes) dropped."""
+    batch_size, dim = 2048, 64
+    measured = measure_loss("smooth_ap", batch_size, dim, repeats=1)["peak_extra_bytes"]
+    mutant = estimate_smooth_ap(batch_size, dim) - 4 * batch_size**2
+    assert not BAND[0] <= mutant / measured <= BAND[1]
+    assert BAND[0] <= estimate_smooth_ap(batch_size, dim) / measured <= BAND[1]
+
+
+def test_the_model_counts_the_blocks_of_the_chunk_loop():
+    from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS
+
+    # m = 4096, 3 positives per query: rows = 2^20 // (3 * 4096) = 85 rows per block
+    m, d, rows = 4096, 512, DEFAULT_CHUNK_ELEMENTS // (3 * 4096)
+    assert estimate_smooth_ap(m, d) == 10 * m * m + 8 * m * d + 4 * rows * m * (3 + 8)
+    # a budget that holds every row: one block of m rows
+    assert estimate_smooth_ap(8, 4, budget=10**6) == 10 * 64 + 8 * 32 + 4 * 8 * 8 * (3 + 8)
+
+
+def test_plan_prints_the_measurement_on_cpu(capsys):
+    assert main(["plan", "--loss", "contrastive", "--batch-size", "64", "--dim", "16",
+                 "--device", "cpu"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "Contrastive at m = 64 (4 per class), d = 16, on cpu"
+    assert re.fullmatch(r"peak extra memory: (\d+\.\d MiB|not measurable here) .*", lines[1])
+    assert re.fullmatch(r"time per step: +\d+\.\d\d ms .*", lines[2])
+    assert lines[3].startswith("how: measured on cpu")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here: it is measured")
+def test_plan_estimates_for_a_cuda_device_that_is_not_here(capsys):
+    assert main(["plan", "--loss", "smooth_ap", "--batch-size", "384", "--dim", "512",
+                 "--device", "cuda"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    expected = estimate_smooth_ap(384, 512) / 2**20
+    assert f"peak extra memory: {expected:.1f} MiB" in out
+    assert "how: estimated" in out and "scaled by (m / 256)^2" in out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--batch-size", "386", "--dim", "512"], "batch size must be a multiple of 4"),
+        (["--batch-size", "384", "--dim", "0"], "dim must be"),
+        (["--batch-size", "384", "--dim", "512", "--loss", "nope"], "invalid choice: 'nope'"),
+        (["--batch-size", "384", "--dim", "512", "--device", "banana"], "--device must be"),
+        (["--batch-size", "384", "--dim", "512", "--device", "cuda:x"], "--device must be"),
+        (["--batch-size", "384", "--dim", "512", "--loss", "fast_ap", "--estimate"],
+         "'fast_ap' has no stated memory model"),
+        (["--dim", "512"], "the following arguments are required: --batch-size"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
+    try:
+        code = main(["plan", *argv])
+    except SystemExit as exit_:  # argparse's own errors exit directly
+        code = exit_.code
+    assert code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_plan_refuses_bad_arguments_before_it_measures():
+    with pytest.raises(GradlabError, match="loss must be one of"):
+        plan("smooth-ap", 384, 512)
+    with pytest.raises(GradlabError, match="per_class must be at least 2"):
+        plan("smooth_ap", 384, 512, per_class=1)
