@@ -1,17 +1,19 @@
 """gradlab plot: runs overlaid (one colour per run), restarting logs split with a warning."""
 
+import math
 import re
 import warnings
 
 import matplotlib.pyplot as plt
 import pytest
 import seaborn as sns
+import torch
 from matplotlib.colors import to_rgb
 
 import gradlab.plotting.monitor as monitor_plots
-from gradlab import GradlabError, Monitor
+from gradlab import GradlabError, Monitor, NTXentLoss
 from gradlab.cli import main
-from gradlab.monitor import Plot, Quantity
+from gradlab.monitor import Plot, Quantity, read_jsonl
 from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, layout_problems
 from tests.helpers.training import train
@@ -242,3 +244,69 @@ def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monke
     plt.close(figure)
     with pytest.raises(GradlabError, match="quantities must be a list of Quantity classes"):
         plot_runs([run], quantities=["score_spread"])
+
+
+GEOMETRY_FAMILIES = ("geometry", "geometry_collapse", "margins", "margin_violations",
+                     "chance_level", "temperature", "temperature_gradient", "temperature_clamp",
+                     "suspects", "suspects_share")  # fmt: skip
+
+
+def _clip_run(log_dir, steps=6):
+    """Two towers with open_clip's learnable logit scale (log s, clamped to [0, ln 100]), the
+    default preset and the temperature, chance-level and suspect quantities."""
+    from gradlab.functional import content_hashes
+    from gradlab.monitor import PRESETS, ChanceLevel, Suspects, Temperature, every
+
+    torch.manual_seed(0)
+    towers = torch.nn.ModuleList([torch.nn.Linear(6, 8), torch.nn.Linear(6, 8)])
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(1 / 0.07)))
+    optimizer = torch.optim.SGD([{"params": towers.parameters(), "lr": 0.5},
+                                 {"params": [logit_scale], "lr": 0.05}])  # fmt: skip
+    hashes = content_hashes(["a", "b", "a", "c", "d", "e", "b", "f"])  # two duplicated captions
+    quantities = [*(kind(every(1)) for kind in PRESETS["default"]),
+                  Temperature(every(1), scale=logit_scale, log_scale=True, logits=True,
+                              clamp=(0.0, math.log(100.0))),
+                  ChanceLevel(every(1), terms=2),
+                  Suspects(every(1), hashes=lambda: hashes)]  # fmt: skip
+    generator = torch.Generator().manual_seed(1)
+    with Monitor(log_dir, quantities=quantities) as monitor:
+        loss_fn = monitor.watch(NTXentLoss(temperature=1.0, direction="both"))
+        for _ in range(steps):
+            images, texts = torch.randn(2, 8, 6, generator=generator)
+            unit = [torch.nn.functional.normalize(tower(x), dim=1)
+                    for tower, x in zip(towers, (images, texts), strict=True)]  # fmt: skip
+            logits = logit_scale.exp() * unit[0] @ unit[1].T
+            loss_fn(logits, torch.eye(8, dtype=torch.bool)).backward()
+            optimizer.step()
+            with torch.no_grad():  # open_clip's training loop clamps after each step
+                logit_scale.clamp_(0.0, math.log(100.0))
+            monitor.step()  # before zero_grad: the parameter's gradient is still there
+            optimizer.zero_grad()
+    return log_dir
+
+
+def test_plot_draws_the_geometry_temperature_and_suspect_families(tmp_path, monkeypatch):
+    """A SmoothAP run on embeddings (the default preset's geometry and margins) and a CLIP-like
+    run on logits (temperature, chance level, suspects): every family is drawn, each line the
+    logged values of its run and key."""
+    logs = [_run(tmp_path / "embeddings", steps=5, preset="default"), _clip_run(tmp_path / "clip")]
+    records = [read_jsonl(log / "metrics.jsonl")[1] for log in logs]
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        paths = plot_runs(logs, tmp_path / "figures")
+    drawn = {path.stem: figure for path, figure in zip(paths, figures, strict=True)}
+    assert set(GEOMETRY_FAMILIES) <= set(drawn)
+    for family in GEOMETRY_FAMILIES:
+        figure = drawn[family]
+        assert layout_problems(figure) == [], family
+        expected = []
+        for run in records:
+            for key in monitor_plots.PLOTS[family].keys:
+                points = [(r["step"], r[key]) for r in run if key in r and math.isfinite(r[key])]
+                if points:
+                    expected.append(tuple(zip(*points, strict=True)))
+        lines = [(tuple(line.get_xdata()), tuple(line.get_ydata()))
+                 for line in figure.axes[0].get_lines()]  # fmt: skip
+        assert lines == expected, family
+        plt.close(figure)
+    clip = records[1]
+    assert all(0 < r["temperature_scale"] <= 100.0 + 1e-9 for r in clip)
