@@ -109,6 +109,10 @@ def test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure(
     assert (out / "p_vs_batch_size.png").read_bytes()[:4] == b"\x89PNG"
     err = capsys.readouterr().err
     assert "seed 1, m = 16: 2 steps" in err
+    trend = summarize(result)["settings"]["trained_at_m"]["trend"]
+    page = (out / "summary.md").read_text()
+    assert f"P from m = 8 to m = 16: {trend} (paired t-test" in page
+    assert "(p_vs_batch_size.png)" in page and (out / "index.html").is_file()
 
 
 @pytest.fixture(scope="module")
@@ -283,3 +287,25 @@ def test_a_list_file_without_test_images_is_one_line_and_exit_code_2(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "test_list_file must name" in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_render_writes_the_reports_verdict_on_a_saved_p_measurement(tmp_path, capsys):
+    """A rising P over three seeds: the page carries summarize's trend and the table's means."""
+    rows = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]
+    parts = {"P_diagonal": [[1 / 8, 1 / 16]] * 3, "P_own_row_column": [[0.0, 0.0]] * 3,
+             "P_positive_rows": [[0.1, 0.1]] * 3, "P_negative_rows": [[0.1, 0.2]] * 3}  # fmt: skip
+    measurement = {
+        "batch_sizes": [8, 16], "data": "mine, train split", "model": "net", "per_class": 4,
+        "seeds": [0, 1, 2], "tau": 0.01, "eps": 0.005,
+        "settings": {"trained_at_m": {"P": rows, "P_positive_negative": rows,
+                                      "P_negative_negative": rows, **parts, "steps": [3, 2],
+                                      "epochs": 1}},
+    }  # fmt: skip
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(measurement))
+    assert main(["study", "p-vs-batch-size", "--render", "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "summary.md").read_text()
+    trend = summarize(measurement)["settings"]["trained_at_m"]["trend"]
+    assert f"P from m = 8 to m = 16: {trend} (paired t-test" in page
+    mean = sum(row[1] for row in rows) / 3
+    assert f"| 16 | 2 | {mean:.4f} ± " in page
+    assert (tmp_path / "p_vs_batch_size.png").read_bytes()[:4] == b"\x89PNG"
