@@ -200,6 +200,9 @@ def _add_study(commands) -> None:
                        help="comma-separated seeds (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
     study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
+    study.add_argument("--loader-workers", type=int, default=0, metavar="N",
+                       help="processes that load and augment the images; the numbers do not "
+                       "depend on it (default: 0, this process)")  # fmt: skip
     study.add_argument("--device", default="cpu", help=DEVICE_HELP)
     study.add_argument("--out", type=Path, default=Path("study"),
                        help="folder for the JSON, figures, summary.md and index.html "
@@ -233,7 +236,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
         list_file=arguments.list_file, backbone=arguments.backbone, weights=arguments.weights,
         embedding_dim=arguments.embedding_dim, image_size=arguments.image_size,
         batch_sizes=sizes, epochs=arguments.epochs, seeds=arguments.seeds,
-        device=device, lr=arguments.lr, amp=arguments.amp,
+        device=device, lr=arguments.lr, amp=arguments.amp, workers=arguments.loader_workers,
     )  # fmt: skip
     if name == "p-vs-batch-size":
         results = image_studies.p_vs_batch_size_on_images(arguments.data, **options)

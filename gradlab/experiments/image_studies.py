@@ -22,7 +22,12 @@ import torch.nn.functional as F
 
 from gradlab.backbones import build_backbone
 from gradlab.data import FixedCountBatches
-from gradlab.data.image_folder import ImageFolderSplit, image_folder, train_transform
+from gradlab.data.image_folder import (
+    ImageFolderSplit,
+    eval_transform,
+    image_folder,
+    train_transform,
+)
 from gradlab.errors import GradlabError
 from gradlab.experiments.p_vs_batch_size import (
     KEYS,
@@ -78,6 +83,7 @@ def p_vs_batch_size_on_images(
     device: str = "cpu",
     lr: float = 1e-5,
     amp: bool = False,
+    workers: int = 0,
     tau: float = 0.01,
     eps: float = 0.005,
 ) -> dict:
@@ -94,6 +100,8 @@ def p_vs_batch_size_on_images(
         device: ``"cpu"`` or ``"cuda"``.
         lr: Adam's learning rate (the paper fine-tunes at 1e-5).
         amp: mixed precision (bfloat16 on CPU, float16 with loss scaling on CUDA).
+        workers: processes that load and augment the images (0: this one); the numbers do not
+            depend on it (:class:`StudyImages`).
         tau, eps: the paper's temperature and slope threshold.
 
     Returns:
@@ -113,7 +121,7 @@ def p_vs_batch_size_on_images(
     """
     dataset, sizes, seeds = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr,
+        batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
     steps: list[int] = []
@@ -121,7 +129,8 @@ def p_vs_batch_size_on_images(
         rows, steps = [], []
         for size in sizes:
             row, count = _train_at(dataset, size, seed, backbone, weights, embedding_dim,
-                                   image_size, epochs, device, lr, amp, tau, eps)  # fmt: skip
+                                   image_size, epochs, device, lr, amp, tau, eps,
+                                   workers)  # fmt: skip
             rows.append(row)
             steps.append(count)
             print(f"p-vs-batch-size: seed {seed}, m = {size}: {count} steps, "
@@ -141,7 +150,7 @@ def p_vs_batch_size_on_images(
 
 def _train_at(
     dataset: ImageFolderSplit, size, seed, backbone, weights, embedding_dim, image_size, epochs,
-    device, lr, amp, tau, eps,
+    device, lr, amp, tau, eps, workers=0,
 ) -> tuple[list[float], int]:  # fmt: skip
     torch.manual_seed(seed)
     model = build_backbone(
@@ -158,7 +167,7 @@ def _train_at(
                                      p_decomposition(embeddings, labels, tau, eps)]))  # fmt: skip
 
     seeded = _seeded(dataset, image_size, seed * 7919 + size)
-    _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, on_step=record)
+    _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, record, workers)
     return torch.stack(logged).mean(dim=0).cpu().tolist(), len(batches)
 
 
@@ -176,10 +185,12 @@ ANATOMY_DIRECTION = "in_batch"
 
 def _setup(
     data, split, layout, list_file, backbone, weights, embedding_dim, image_size, batch_sizes,
-    epochs, seeds, lr,
+    epochs, seeds, lr, workers=0,
 ) -> tuple[ImageFolderSplit, list[int], list[int]]:  # fmt: skip
     """Every check of a study before it trains: ``(training split, batch sizes, seeds)``."""
     check_positive_int("epochs", epochs)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
     check_positive_finite("lr", lr)
     seeds = [int(seed) for seed in seeds]
     if not seeds:
@@ -210,16 +221,69 @@ def _describe(data, dataset: ImageFolderSplit, backbone, embedding_dim, weights)
     }
 
 
-def _seeded(dataset: ImageFolderSplit, image_size: int, seed: int) -> ImageFolderSplit:
-    """``dataset`` whose training crops and flips come from ``seed`` alone, so that every loss
-    and every m of a seed sees the same augmented images in the same order."""
-    import dataclasses
+class StudyImages(torch.utils.data.Dataset):
+    """The images of a split for a study, loadable by worker processes in any number.
 
-    return dataclasses.replace(dataset, transform=train_transform(image_size, seed=seed))
+    ``seed=None``: the evaluation transform (:func:`gradlab.data.image_folder.eval_transform`),
+    keys are indices. With a seed: the training crop and flip of item ``(index, draw)`` come
+    from ``(seed, draw)`` alone (``draw`` counts the images of a run's batches), so every loss
+    and m of a seed sees the same augmented images, however many workers load them.
+
+    Example:
+        >>> from PIL import Image
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> for name in ("a", "b"):
+        ...     (root / name).mkdir()
+        ...     Image.new("RGB", (9, 9), (40, 80, 120)).save(root / name / "0.png")
+        >>> crops = StudyImages(image_folder(root, "train"), image_size=4, seed=0)
+        >>> bool(torch.equal(crops[0, 3][0], crops[0, 3][0])), crops[0, 3][1]
+        (True, 0)
+    """
+
+    def __init__(self, dataset: ImageFolderSplit, image_size: int, seed: int | None = None):
+        import dataclasses
+
+        self.split = dataclasses.replace(dataset, transform=_no_transform)  # picklable
+        self.image_size, self.seed = image_size, seed
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, key) -> tuple[torch.Tensor, int]:
+        import dataclasses
+        import hashlib
+
+        if self.seed is None:
+            index, transform = int(key), eval_transform(self.image_size)
+        else:
+            index, draw = key
+            digest = hashlib.blake2b(f"{self.seed}:{draw}".encode(), digest_size=8).digest()
+            seed = int.from_bytes(digest, "little") >> 1
+            transform = train_transform(self.image_size, seed=seed)
+        return dataclasses.replace(self.split, transform=transform)[index]
+
+    def loader(self, batches: Sequence[torch.Tensor], workers: int = 0):
+        """``(images, labels)`` of each batch of indices, in order, with ``workers`` processes."""
+        keys, draw = [], 0
+        for batch in batches:
+            indices = batch.tolist()
+            keys.append([(index, draw + place) for place, index in enumerate(indices)]
+                        if self.seed is not None else indices)  # fmt: skip
+            draw += len(indices)
+        return torch.utils.data.DataLoader(self, batch_sampler=keys, num_workers=workers)
 
 
-def _batch_images(dataset: ImageFolderSplit, batch: torch.Tensor, device: str) -> torch.Tensor:
-    return torch.stack([dataset[int(i)][0] for i in batch]).to(device)
+def _no_transform(picture):
+    raise GradlabError("StudyImages sets each item's transform; none was set")
+
+
+def _seeded(dataset: ImageFolderSplit, image_size: int, seed: int) -> StudyImages:
+    return StudyImages(dataset, image_size, seed)
+
+
+def _first_batch(images: StudyImages, batch: torch.Tensor, device: str) -> torch.Tensor:
+    return next(iter(images.loader([batch])))[0].to(device)
 
 
 def _autocast(device: str, amp: bool):
@@ -231,28 +295,36 @@ def _autocast(device: str, amp: bool):
 @torch.no_grad()
 def embed_split(
     model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False,
-    batch_size: int = 128,
+    batch_size: int = 128, workers: int = 0,
 ) -> torch.Tensor:  # fmt: skip
-    """``[N, d]`` float32 embeddings of a split, in evaluation mode, ``batch_size`` at a time."""
+    """``[N, d]`` float32 embeddings of a split (evaluation transform, evaluation mode),
+    ``batch_size`` images at a time, loaded by ``workers`` processes."""
     was_training = model.training
     model.eval()
+    image_size = _image_size(dataset)
+    batches = list(torch.arange(len(dataset)).split(batch_size))
     parts = []
-    for start in range(0, len(dataset), batch_size):
-        index = torch.arange(start, min(start + batch_size, len(dataset)))
+    for images, _ in StudyImages(dataset, image_size).loader(batches, workers):
         with _autocast(device, amp):
-            parts.append(model(_batch_images(dataset, index, device)).float().cpu())
+            parts.append(model(images.to(device)).float().cpu())
     model.train(was_training)
     return torch.cat(parts)
 
 
+def _image_size(dataset: ImageFolderSplit) -> int:
+    """The side of the split's images (its transform's output), read from its first image."""
+    return int(dataset[0][0].shape[-1])
+
+
 def evaluate_split(
-    model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False
-) -> dict[str, float]:
+    model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False,
+    workers: int = 0,
+) -> dict[str, float]:  # fmt: skip
     """Recall@1/2/4/8, R-Precision and MAP@R on a split, each image querying all the others
     (Musgrave et al., 2020; :func:`gradlab.functional.retrieval_at_scale`, bounded memory)."""
     from gradlab.functional.retrieval_at_scale import retrieval_at_scale
 
-    embeddings = embed_split(model, dataset, device, amp)
+    embeddings = embed_split(model, dataset, device, amp, workers=workers)
     ks = tuple(k for k in (1, 2, 4, 8) if k < len(dataset))
     metrics = retrieval_at_scale(embeddings, dataset.labels, ks=ks)
     return {"recall@1": metrics["precision_at_1"],
@@ -260,17 +332,18 @@ def evaluate_split(
             "R-Precision": metrics["r_precision"], "MAP@R": metrics["map_at_r"]}  # fmt: skip
 
 
-def _train_steps(model, dataset, batches, loss_fn, device, lr, amp, on_step=None) -> list[float]:
-    """Adam over ``batches`` (index tensors of ``dataset``); the loss of every step."""
+def _train_steps(
+    model, images: StudyImages, batches, loss_fn, device, lr, amp, on_step=None, workers=0
+) -> list[float]:
+    """Adam over ``batches`` (index tensors of the split); the loss of every step."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scaler = torch.amp.GradScaler(enabled=amp and torch.device(device).type == "cuda")
     losses = []
     model.train()
-    for step, batch in enumerate(batches):
-        images = _batch_images(dataset, batch, device)
-        labels = dataset.labels[batch].to(device)
+    for step, (batch_images, labels) in enumerate(images.loader(batches, workers)):
+        batch_images, labels = batch_images.to(device), labels.to(device)
         with _autocast(device, amp):
-            embeddings = model(images)
+            embeddings = model(batch_images)
         embeddings = embeddings.float()
         loss = loss_fn(embeddings, labels)
         optimizer.zero_grad(set_to_none=True)
@@ -301,6 +374,7 @@ def loss_comparison_on_images(
     device: str = "cpu",
     lr: float = 1e-5,
     amp: bool = False,
+    workers: int = 0,
     tau: float = 0.01,
     timing_repeats: int = 3,
 ) -> dict[int, dict]:
@@ -318,7 +392,8 @@ def loss_comparison_on_images(
         test_split, test_list_file: the evaluation images (``test_list_file`` with a list file).
         backbone, weights, embedding_dim, image_size: the network
             (:func:`gradlab.backbones.build_backbone`).
-        batch_sizes, epochs, seeds, device, lr, amp: as :func:`p_vs_batch_size_on_images`.
+        batch_sizes, epochs, seeds, device, lr, amp, workers: as
+            :func:`p_vs_batch_size_on_images`.
         tau: SmoothAP's temperature.
         timing_repeats: forward + backward passes of each loss timed (median).
 
@@ -346,7 +421,7 @@ def loss_comparison_on_images(
     check_positive_int("timing_repeats", timing_repeats)
     dataset, sizes, seeds = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr,
+        batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
     losses = loss_functions(tau)
@@ -369,7 +444,7 @@ def loss_comparison_on_images(
         torch.manual_seed(seed)
         initial = build_backbone(backbone, embedding_dim=embedding_dim, weights=weights,
                                  image_size=image_size).to(device)  # fmt: skip
-        before = evaluate_split(initial, test, device, amp)
+        before = evaluate_split(initial, test, device, amp, workers)
         for size in sizes:
             result = results[size]
             for metric, value in before.items():
@@ -377,7 +452,7 @@ def loss_comparison_on_images(
             sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
             batches = sampler.take(epochs * len(sampler))
             result["settings"]["steps"] = len(batches)
-            timing_images = _batch_images(_seeded(dataset, image_size, seed), batches[0], device)
+            timing_images = _first_batch(_seeded(dataset, image_size, seed), batches[0], device)
             with torch.no_grad(), _autocast(device, amp):
                 first = initial.eval()(timing_images).float()
             initial.train()
@@ -389,10 +464,11 @@ def loss_comparison_on_images(
                 model = copy.deepcopy(initial)
                 started = time.perf_counter()
                 seeded = _seeded(dataset, image_size, seed * 7919 + size)
-                history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp)
+                history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp,
+                                       workers=workers)  # fmt: skip
                 run = result["losses"][name]
                 run["step_seconds"].append((time.perf_counter() - started) / len(batches))
-                for metric, value in evaluate_split(model, test, device, amp).items():
+                for metric, value in evaluate_split(model, test, device, amp, workers).items():
                     run["metrics"].setdefault(metric, []).append(value)
                 run["loss_seconds"].append(_loss_seconds(loss_fn, first, first_labels,
                                                          timing_repeats))  # fmt: skip
@@ -458,6 +534,7 @@ def anatomy_on_images(
     device: str = "cpu",
     lr: float = 1e-5,
     amp: bool = False,
+    workers: int = 0,
     tau: float = 0.01,
     logs: int = 10,
 ) -> dict:
@@ -496,7 +573,7 @@ def anatomy_on_images(
     check_positive_int("logs", logs)
     dataset, sizes, seeds = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
-        batch_sizes, epochs, seeds, lr,
+        batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
     losses = _anatomy_losses(tau)
@@ -514,7 +591,7 @@ def anatomy_on_images(
             for name, loss_fn in losses.items():
                 seeded = _seeded(dataset, image_size, seed * 7919 + size)
                 recall, history, steps, table, shape = _anatomy_run(
-                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, tau
+                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, tau, workers
                 )
                 run = runs[f"m = {size}"][name]
                 for metric, value in recall.items():
@@ -539,7 +616,9 @@ def anatomy_on_images(
     }  # fmt: skip
 
 
-def _anatomy_run(initial, dataset, test, batches, loss_fn, logs, device, lr, amp, tau) -> tuple:
+def _anatomy_run(
+    initial, images, test, batches, loss_fn, logs, device, lr, amp, tau, workers
+) -> tuple:
     """One network trained with one loss: ``(recall, losses, logged steps, [logs, 3] table)``."""
     import copy
 
@@ -558,8 +637,9 @@ def _anatomy_run(initial, dataset, test, batches, loss_fn, logs, device, lr, amp
         return loss_fn(drop_diagonal(unit @ unit.T), drop_diagonal(same))
 
     model = copy.deepcopy(initial)
-    history = _train_steps(model, dataset, batches, in_batch_loss, device, lr, amp, record)
-    recall = evaluate_split(model, test, device, amp)
+    history = _train_steps(model, images, batches, in_batch_loss, device, lr, amp, record,
+                           workers)  # fmt: skip
+    recall = evaluate_split(model, test, device, amp, workers)
     return recall, history, steps, torch.stack(records).cpu(), torch.stack(geometry).cpu()
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gradlab.cli import main
+from gradlab.errors import GradlabError
 from gradlab.experiments.p_vs_batch_size import KEYS, summarize
 
 Image = pytest.importorskip("PIL.Image")
@@ -309,3 +310,25 @@ def test_render_writes_the_reports_verdict_on_a_saved_p_measurement(tmp_path, ca
     mean = sum(row[1] for row in rows) / 3
     assert f"| 16 | 2 | {mean:.4f} ± " in page
     assert (tmp_path / "p_vs_batch_size.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_the_numbers_do_not_depend_on_the_loader_workers(class_halves):
+    """Each image's crop comes from (seed, draw) alone: two worker processes load the same
+    batches as this process does, so the trained networks' P agree exactly."""
+    from gradlab.experiments.image_studies import p_vs_batch_size_on_images
+
+    options = dict(backbone="tests.helpers.backbones:four_channel_resnet", embedding_dim=8,
+                   image_size=16, batch_sizes=[8], seeds=[0], lr=1e-3)  # fmt: skip
+    here = p_vs_batch_size_on_images(class_halves, workers=0, **options)
+    loaded = p_vs_batch_size_on_images(class_halves, workers=2, **options)
+    assert loaded == here
+    reseeded = p_vs_batch_size_on_images(class_halves, workers=0, **options | {"seeds": [1]})
+    assert reseeded["settings"] != here["settings"]  # the check can tell runs apart
+
+
+def test_a_negative_worker_count_is_refused_before_training(class_halves):
+    from gradlab.experiments.image_studies import loss_comparison_on_images
+
+    with pytest.raises(GradlabError, match="workers must be a whole number >= 0; got -1"):
+        loss_comparison_on_images(class_halves, workers=-1)
