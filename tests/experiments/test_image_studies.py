@@ -247,6 +247,7 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
         ({"--batch-sizes": "8,x"}, "must be integers separated by commas"),
         ({"--batch-sizes": "8,64"}, r"at most 4 x 4 classes = 16"),
         ({"--weights": "WRONG"}, "do not fit backbone"),
+        ({"--weights": "TEXT"}, "cannot be read as a checkpoint of tensors"),
         ({"--device": "banana"}, "--device must be a torch device"),
     ],
 )
@@ -262,7 +263,9 @@ def test_bad_input_is_one_line_and_exit_code_2_before_training(
     options = dict(zip(SMALL[::2], SMALL[1::2], strict=True))
     options.update({"--data": str(online_products), "--out": str(tmp_path / "out")})
     (tmp_path / "empty").mkdir()
-    placeholders = {"WRONG": str(wrong), "EMPTY": str(tmp_path / "empty")}
+    (tmp_path / "notes.pt").write_text("not a checkpoint\n")
+    placeholders = {"WRONG": str(wrong), "EMPTY": str(tmp_path / "empty"),
+                    "TEXT": str(tmp_path / "notes.pt")}  # fmt: skip
     options.update({key: placeholders.get(value, value) for key, value in change.items()})
     argv = ["study", study] + [part for pair in options.items() for part in pair]
     try:
