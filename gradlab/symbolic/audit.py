@@ -27,6 +27,7 @@ from gradlab.symbolic import (
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
 from gradlab.symbolic.seeds import SEEDS, citation
 
+NOT_TESTABLE = VERDICTS[-1]
 AUDIT_DECIMAL_DIGITS = 15
 """mpmath's working precision for a check that does not set its own (mpmath's default)."""
 
@@ -134,7 +135,9 @@ MIN_OPERATORS = 2
 def mutant_shortfalls(record: dict) -> list[str]:
     """What keeps a record's mutants from testing its check; empty when nothing does.
 
-    A record falls short when it has fewer than :data:`MIN_MUTANTS` mutants; when they come
+    A record falls short when it has fewer than :data:`MIN_MUTANTS` mutants (unless it is
+    ``not-testable-here`` and states for every operator why none applies: a check that cannot
+    look at the authors' data rejects no form, so a mutant of it would test nothing); when they come
     from fewer than :data:`MIN_OPERATORS` operators and an operator that made none has no
     stated reason (the claim's ``inapplicable``); when a mutant survives (its check returns
     ``holds``); or when a mutant's formula is the printed form's or the correction's.
@@ -160,10 +163,11 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
         return {"count": ["the audit ran without mutants"]}
     results = record.get("mutant_results", [])
     found: dict[str, list[str]] = {"count": [], "operators": [], "survivors": [], "own": []}
-    if record["mutants"] < MIN_MUTANTS:
+    reasons = record.get("inapplicable", {})
+    untestable = record.get("verdict") == NOT_TESTABLE and set(OPERATORS) <= set(reasons)
+    if record["mutants"] < MIN_MUTANTS and not untestable:
         found["count"].append(f"{record['mutants']} mutants (fewer than {MIN_MUTANTS})")
     used = list(dict.fromkeys(result["operator"] for result in results))
-    reasons = record.get("inapplicable", {})
     unexplained = [op for op in OPERATORS if op not in used and op not in reasons]
     if len(used) < MIN_OPERATORS and unexplained:
         found["operators"].append(

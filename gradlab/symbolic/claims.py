@@ -11,7 +11,9 @@ check, run on the corrected form, returns ``holds``. The check itself is tested 
 *accepted* form (the printed form when it holds, else the correction): the claim's hand-written
 slips plus the mutants of :mod:`gradlab.symbolic.mutation_operators` (a flipped sign, a shifted
 bound, a dropped factor or term, a changed exponent or log factor, swapped arguments). A mutant
-is *killed* when the check does not return ``holds`` for it. A check returns only ``holds``,
+is *killed* when the check rejects it (:data:`REJECTED`: ``fails``, ``inconclusive`` or
+``not-reproduced``); a mutant of a claim that is not testable here comes back
+``not-testable-here`` as its claim does, which rejects nothing. A check returns only ``holds``,
 ``fails`` or ``inconclusive``, and only through :func:`decide`, :func:`symbolic_equality`,
 :func:`numeric_agreement` or :func:`undecided`, each of which computes the outcome.
 
@@ -52,6 +54,9 @@ the authors' experiments gets ``reproduced`` / ``not-reproduced`` (each naming t
 model, steps, seeds) or ``not-testable-here`` (it needs the authors' data), never ``fails``."""
 _HOLDS, _CORRECTED, _FAILS, _UNDECIDED, _REPRODUCED, _NOT_REPRODUCED, _NOT_TESTABLE = VERDICTS
 EMPIRICAL_VERDICTS = VERDICTS[4:]
+REJECTED = (_FAILS, _UNDECIDED, _NOT_REPRODUCED)
+"""The verdicts that kill a mutant: the check rejects it (``holds``, ``reproduced`` and
+``not-testable-here`` do not: a check that cannot look at the data cannot reject a wrong form)."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,9 @@ class Claim:
             (``"pseudocode string: no SymPy tree"``).
         cause: a short identifier of the root cause that records with one underlying problem
             share (``"sign-convention D_ij = s_i - s_j"``); empty when the claim holds.
+        domain: substitutions the source's definitions fix (``{b_(t+1): b_t + Delta}``, a
+            positive symbol for a width), under which a mutant the check accepts is proven equal
+            to the accepted form (:func:`gradlab.symbolic.mutation_operators.equivalent`).
     """
 
     seed: str
@@ -187,6 +195,7 @@ class Claim:
     note: str = ""
     inapplicable: dict[str, str] = field(default_factory=dict, compare=False)
     cause: str = ""
+    domain: dict = field(default_factory=dict, compare=False)
 
     @property
     def id(self) -> str:
@@ -271,9 +280,11 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
 
     With ``mutants`` the record gets ``mutated_form`` (``"printed"`` or ``"correction"``: the
     accepted form), ``mutant_results`` (per mutant its operator, name, formula, verdict and
-    ``killed``: the check does not return ``holds``), the counts ``mutants``,
+    ``killed``: the verdict is one of :data:`REJECTED`), the counts ``mutants``,
     ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
-    and ``inapplicable`` (operator -> why it does not apply).
+    ``inapplicable`` (operator -> why it does not apply) and ``equivalent_mutants_dropped``
+    (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
+    under the claim's ``domain`` when it has one, which the name then states).
     """
     verdict = evaluate(claim)
     record = {
@@ -295,15 +306,16 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         printed_holds = verdict.verdict == _HOLDS
         accepted = claim.printed if printed_holds or claim.correction is None else claim.correction
         outcomes, equivalent_dropped = [], []
+        given = f" (given {_default_text(claim.domain)})" if claim.domain else ""
         for operator, form in claim_mutants(claim, accepted):
             got = _mutant_verdict(claim, form)
             accepted_as_equal = operator != SLIP and got.verdict == _HOLDS
-            if accepted_as_equal and equivalent(form.value, accepted.value):
-                equivalent_dropped.append(form.name)  # proven equal: not a wrong formula
+            if accepted_as_equal and equivalent(form.value, accepted.value, claim.domain or None):
+                equivalent_dropped.append(form.name + given)  # proven equal: not a wrong formula
                 continue
             outcomes.append(
                 {"operator": operator, "mutant": form.name, "formula": form.text(),
-                 "verdict": got.verdict, "killed": got.verdict != _HOLDS}
+                 "verdict": got.verdict, "killed": got.verdict in REJECTED}
             )  # fmt: skip
         record["mutated_form"] = "printed" if accepted is claim.printed else "correction"
         record["mutants"] = len(outcomes)

@@ -39,6 +39,11 @@ EQ3 = sp.Piecewise(((s - lo) / width, (s >= lo) & (s <= mid)), ((hi - s) / width
 _weight_of = sp.lambdify((s, lo, mid, hi, width), EQ3, "math")
 Nn, h_left, h_right, S_t, S_t1 = sp.symbols("|N| h_left h_right S_t S_(t+1)", positive=True)
 EQ7_SIDE = h_left * S_t + h_right * S_t1  # per negative set: h_left sum_(u>=t) + h_right sum_(u>=t+1)
+POSITIVE_WIDTH = sp.Symbol("Delta_(>0)", positive=True)
+BINS = {lo: mid - POSITIVE_WIDTH, hi: mid + POSITIVE_WIDTH, width: POSITIVE_WIDTH}
+"""The bins' definition (b_u = -1 + u Delta, Delta > 0) as substitutions: under it the audit proves
+a mutant of Eq. 3 or of the appendix's gradient equal to the accepted form (a strict bound where
+the kernel is continuous, or where an earlier piece already applies), so it is dropped, not killed."""
 
 
 def kernel_weight(similarity: float, u: int, delta: float,
@@ -1069,7 +1074,7 @@ def claims() -> list[Claim]:
               "float64: heights sum to 1 and reproduce s_ij",
               mutants=(with_parameters(eq2, "h_right from bin t + 2", **{"h_right bin": t + 2}),)),
         Claim(SEED, "eq3", "triangular weights", eq3, check_kernel,
-              "float64: partition of unity and mean over all bins",
+              "float64: partition of unity and mean over all bins", domain=BINS,
               mutants=(mutant(eq3, EQ3.subs(width, 2 * width), "Delta doubled"),
                        mutant(eq3, sp.Piecewise(((hi - s) / width, (s >= lo) & (s <= mid)),
                                                 ((s - lo) / width, (s >= mid) & (s <= hi)), (0, True)),
@@ -1100,6 +1105,7 @@ def claims() -> list[Claim]:
               lemma_value, check_gradient_value,
               "float64 central differences of Eq. 1-7, |N| Delta = 1.5 and 1.25",
               correction=mutant(lemma_value, corrected_value, "corrected"),
+              domain={width: POSITIVE_WIDTH},
               mutants=(mutant(lemma_value, corrected_value, "h/(|N| Delta) on two bins"),),
               cause=CAUSE_LEMMA1),
         Claim(SEED, "claim-pair-gradient", "the gradient with respect to the pair (appendix)", pair,

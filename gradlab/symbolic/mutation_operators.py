@@ -42,10 +42,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from itertools import combinations, islice
+from itertools import combinations, islice, pairwise
 from typing import Any, Protocol
 
 import sympy as sp
@@ -424,11 +425,22 @@ def _zero(difference: sp.Expr) -> bool:
         return False
 
 
-def equivalent(first: Any, second: Any) -> bool:
+def equivalent(first: Any, second: Any, domain: dict | None = None) -> bool:
     """True only if SymPy *proves* two form values equal (``simplify(a - b) == 0`` per part).
 
-    Containers are compared entry by entry, relations side by side (same relation), numbers and
-    strings by value. Anything not proven equal counts as different.
+    Containers are compared entry by entry, numbers and strings by value. Two inequalities are
+    equal when their sides' differences are (``1 - s >= Delta`` is ``1 - Delta >= s``), two
+    equations when the differences are equal up to sign. An expression with a ``Piecewise`` in
+    one variable is compared on the whole real line: at every boundary point of its conditions
+    and on every open interval between them (:func:`_piecewise_equal`). Anything not proven equal
+    counts as different.
+
+    Args:
+        first: one form value.
+        second: the other.
+        domain: substitutions the source's definitions fix, applied to both values first (for
+            instance ``{b_(t+1): b_t + Delta, Delta: Delta_positive}`` where ``Delta_positive``
+            is a positive symbol: equal bin widths, a positive width). None: no substitution.
 
     Example:
         >>> import sympy as sp
@@ -436,7 +448,15 @@ def equivalent(first: Any, second: Any) -> bool:
         >>> x, y = sp.symbols("x y")
         >>> equivalent(sp.Max(x, y), sp.Max(y, x)), equivalent(x - y, y - x)
         (True, False)
+        >>> equivalent(1 - x >= y, 1 - y >= x), equivalent(1 - x >= y, 1 - y > x)
+        (True, False)
+        >>> left = sp.Piecewise((1, (x >= 0) & (x < 1)), (2, (x < 0) & (x >= -1)), (0, True))
+        >>> equivalent(left, sp.Piecewise((1, (x >= 0) & (x < 1)), (2, (x <= 0) & (x >= -1)),
+        ...                               (0, True)))  # x = 0: the first piece wins either way
+        True
     """
+    if domain:
+        first, second = _substituted(first, domain), _substituted(second, domain)
     if isinstance(first, dict) and isinstance(second, dict):
         return first.keys() == second.keys() and all(equivalent(first[k], second[k]) for k in first)
     if isinstance(first, (tuple, list)) and isinstance(second, (tuple, list)):
@@ -446,14 +466,118 @@ def equivalent(first: Any, second: Any) -> bool:
     if _is_number(first) and _is_number(second):
         return sp.sympify(first) == sp.sympify(second)
     if _is_expr(first) and _is_expr(second):
+        piecewise = first.has(sp.Piecewise) or second.has(sp.Piecewise)
+        if piecewise and _piecewise_equal(first, second):
+            return True
         return _zero(sp.expand(first - second))
     if isinstance(first, sp.Basic) and isinstance(second, sp.Basic):
         if first == second:
             return True
-        if isinstance(first, Relational) and type(first) is type(second):
-            return all(map(equivalent, first.args, second.args))
+        if isinstance(first, Relational) and isinstance(second, Relational):
+            return _same_relation(first, second)
         return False
     return first == second
+
+
+_ORIENTED = {sp.GreaterThan: (">=", 1), sp.LessThan: (">=", -1),
+             sp.StrictGreaterThan: (">", 1), sp.StrictLessThan: (">", -1)}  # fmt: skip
+"""An inequality as ``(kind, sign)``: ``a >= b`` is ``a - b >= 0``, ``a <= b`` is ``b - a >= 0``."""
+
+
+def _same_relation(first: Relational, second: Relational) -> bool:
+    """Two relations proven equal: the same inequality of their sides' differences (or the same
+    equation up to the sign of the difference)."""
+    if all(map(equivalent, first.args, second.args)) and type(first) is type(second):
+        return True
+    one, other = first.lhs - first.rhs, second.lhs - second.rhs
+    if type(first) in _ORIENTED and type(second) in _ORIENTED:
+        (kind, sign), (kind_other, sign_other) = _ORIENTED[type(first)], _ORIENTED[type(second)]
+        return kind == kind_other and _zero(sp.expand(sign * one - sign_other * other))
+    if type(first) is type(second) and isinstance(first, (sp.Eq, sp.Ne)):
+        return _zero(sp.expand(one - other)) or _zero(sp.expand(one + other))
+    return False
+
+
+def _decided(relation: Relational) -> Any:
+    """``sp.true`` / ``sp.false`` if SymPy can tell the sign of ``lhs - rhs``, else None."""
+    difference = sp.factor(sp.simplify(relation.lhs - relation.rhs))
+    if isinstance(relation, (sp.Eq, sp.Ne)):
+        zero = difference.is_zero
+        return None if zero is None else sp.sympify(zero == isinstance(relation, sp.Eq))
+    kind, sign = _ORIENTED[type(relation)]
+    oriented = sign * difference
+    truth = oriented.is_nonnegative if kind == ">=" else oriented.is_positive
+    return None if truth is None else sp.sympify(truth)
+
+
+def _boundary(relation: Relational, variable: sp.Symbol) -> sp.Expr | None:
+    """Where ``relation`` (linear in ``variable``, a non-zero numeric slope) changes truth."""
+    difference = sp.expand(relation.lhs - relation.rhs)
+    slope = difference.coeff(variable)
+    if not slope.is_number or slope == 0 or sp.expand(difference - slope * variable).has(variable):
+        return None
+    return sp.simplify(-(difference - slope * variable) / slope)
+
+
+def _sample_points(points: list[sp.Expr]) -> list[sp.Expr] | None:
+    """The boundary points in order, a point inside each open interval between them and one
+    beyond each end (``a + (b - a)/(1 + v)``, ``v`` a positive dummy: every point of the interval
+    at once); None if SymPy cannot order them."""
+    unique: list[sp.Expr] = []
+    for point in points:
+        if not any(sp.simplify(point - seen) == 0 for seen in unique):
+            unique.append(point)
+    for a, b in combinations(unique, 2):
+        if sp.simplify(a - b).is_zero is not False or sp.simplify(a - b).is_positive is None:
+            return None
+    ordered = sorted(unique, key=functools.cmp_to_key(
+        lambda a, b: 1 if sp.simplify(a - b).is_positive else -1))  # fmt: skip
+    v = sp.Dummy("v", positive=True)
+    inside = [a + (b - a) / (1 + v) for a, b in pairwise(ordered)]
+    return [ordered[0] - v, *ordered, *inside, ordered[-1] + v]
+
+
+def _piecewise_equal(first: sp.Expr, second: sp.Expr) -> bool:
+    """True if SymPy proves two expressions with ``Piecewise`` parts equal on the whole line.
+
+    For a variable that every condition compares linearly with an expression of the other
+    symbols, the boundary points are ordered (their differences must have a known sign); at
+    each point, inside each open interval and beyond each end every condition is decided and
+    the two selected pieces must simplify to the same expression.
+    """
+    relations = [r for e in (first, second) for p in e.atoms(sp.Piecewise)
+                 for _, condition in p.args for r in sp.sympify(condition).atoms(Relational)]
+    if not relations:
+        return False
+    common = set.intersection(*(r.free_symbols for r in relations))
+    for variable in sorted(common, key=sp.default_sort_key):
+        points = [_boundary(r, variable) for r in relations]
+        samples = None if any(p is None for p in points) else _sample_points(points)
+        if samples is None:
+            continue
+        if all(_equal_at(first, second, variable, x) for x in samples):
+            return True
+    return False
+
+
+def _equal_at(first: sp.Expr, second: sp.Expr, variable: sp.Symbol, point: sp.Expr) -> bool:
+    """Both expressions at ``variable = point``, every condition decided, proven equal."""
+    values = []
+    for expression in (first, second):
+        value = expression.xreplace({variable: point})
+        undecided = False
+
+        def decide(relation: Relational) -> Any:
+            nonlocal undecided
+            truth = _decided(relation)
+            undecided = undecided or truth is None
+            return relation if truth is None else truth
+
+        value = value.replace(lambda node: isinstance(node, Relational), decide)
+        if undecided or value.has(sp.Piecewise):
+            return False
+        values.append(value)
+    return sp.simplify(values[0] - values[1]) == 0
 
 
 def _same(first: Any, second: Any) -> bool:

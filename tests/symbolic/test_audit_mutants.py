@@ -13,11 +13,14 @@ import sympy as sp
 
 from gradlab.symbolic import run_audit
 from gradlab.symbolic.audit import MIN_MUTANTS, MIN_OPERATORS, mutant_shortfalls
-from gradlab.symbolic.claims import SLIP, Claim, Form, decide, symbolic_equality
+from gradlab.symbolic.claims import SLIP, Claim, Form, Verdict, decide, symbolic_equality
 from gradlab.symbolic.mutation_operators import OPERATORS
 from tests.helpers.audit_shortfalls import KNOWN_SHORTFALLS
 
 pytestmark = pytest.mark.slow
+
+REJECTING = ("fails", "inconclusive", "not-reproduced")
+"""A mutant is killed when its check rejects it; not-testable-here rejects nothing."""
 
 
 @pytest.fixture(scope="module")
@@ -31,14 +34,15 @@ def _done_when(record: dict) -> list[str]:
     problems = []
     operators = {result["operator"] for result in results}
     missing = [op for op in OPERATORS if op not in operators and op not in record["inapplicable"]]
-    if len(results) < MIN_MUTANTS:
+    untestable = record["verdict"] == "not-testable-here" and not missing and not results
+    if len(results) < MIN_MUTANTS and not untestable:
         problems.append(f"{len(results)} mutants")
     if len(operators) < MIN_OPERATORS and missing:
         problems.append(f"operators {sorted(operators)}, no reason for {missing}")
     own = {record["claim"]["formula"], record["claim"]["correction"]}
     problems += [f"equals its own form: {r['formula']}" for r in results if r["formula"] in own]
     problems += [f"survives: {r['operator']}: {r['formula']}" for r in results
-                 if r["verdict"] == "holds"]  # fmt: skip
+                 if r["verdict"] not in REJECTING]  # fmt: skip
     return problems
 
 
@@ -51,7 +55,7 @@ def test_the_counts_agree_with_the_mutant_results(records):
     for record in records:
         results = record["mutant_results"]
         assert record["mutants"] == len(results), record["id"]
-        assert record["mutants_killed"] == sum(r["verdict"] != "holds" for r in results)
+        assert record["mutants_killed"] == sum(r["verdict"] in REJECTING for r in results)
         assert record["mutant_operators"] == len({r["operator"] for r in results})
         assert set(record["inapplicable"]) <= set(OPERATORS), record["id"]
         assert len({r["formula"] for r in results}) == len(results), record["id"]
@@ -96,3 +100,21 @@ def test_a_record_of_slips_alone_needs_a_reason_for_every_operator():
     assert {r["operator"] for r in without["mutant_results"]} == {SLIP}
     assert _done_when(without) == [f"operators ['{SLIP}'], no reason for {list(OPERATORS)}"]
     assert _done_when(with_reasons) == [] and mutant_shortfalls(with_reasons) == []
+
+
+def test_a_not_testable_claim_needs_a_reason_for_every_operator_and_kills_nothing():
+    # its mutants come back not-testable-here, as it does: none is killed, so slips would
+    # survive; without mutants it meets the done-when only with a reason for every operator
+    untestable = lambda form: Verdict("not-testable-here", "needs their data")  # noqa: E731
+    slip = (Form("P falls", name="direction flipped", render=str),)
+    code = Form("P rises", render=str)
+    reasons = dict.fromkeys(OPERATORS, "needs their data: no form can be rejected")
+    slipped, some, every = run_audit([
+        Claim("mine", "claim-a", "P rises", code, untestable, mutants=slip, inapplicable=reasons),
+        Claim("mine", "claim-b", "P rises", code, untestable, inapplicable={"sign": "data"}),
+        Claim("mine", "claim-c", "P rises", code, untestable, inapplicable=reasons),
+    ], mutants=True)  # fmt: skip
+    assert slipped["mutants_killed"] == 0 and mutant_shortfalls(slipped)
+    assert "survives: slip: P falls" in _done_when(slipped)
+    assert _done_when(some) and mutant_shortfalls(some)
+    assert _done_when(every) == [] and mutant_shortfalls(every) == []

@@ -156,6 +156,50 @@ def test_equivalence_is_proven_not_guessed():
     assert not equivalent(sp.Sum(1 / t, (t, 1, n)), sp.Sum(1 / t, (t, 1, n + 1)))
 
 
+def test_two_inequalities_are_equal_when_their_differences_are():
+    assert equivalent(1 - x >= y, 1 - y >= x) and equivalent(x >= y, y <= x)
+    assert equivalent(sp.Lt(x, y + 1), sp.Gt(y - x, -1))
+    assert not equivalent(1 - x >= y, 1 - y > x) and not equivalent(x >= y, x <= y)
+    assert not equivalent(1 - x >= y, 1 - y >= 2 * x)
+    assert equivalent(sp.Eq(x, y), sp.Eq(y - x, 0)) and not equivalent(sp.Eq(x, y), sp.Eq(x, 2 * y))
+
+
+# the triangle of Eq. 3 (Zhong et al.): continuous at its three ends when the bins are equal
+low, mid, high, width = sp.symbols("b_(t-1) b_t b_(t+1) Delta", real=True)
+positive = sp.Symbol("Delta_(>0)", positive=True)
+BINS = {low: mid - positive, high: mid + positive, width: positive}
+
+
+def _triangle(left_open=False, middle_open=False):
+    rise = (x > low) if left_open else (x >= low)
+    top = (x < mid) if middle_open else (x <= mid)
+    return sp.Piecewise(((x - low) / width, rise & top),
+                        ((high - x) / width, (x >= mid) & (x <= high)), (0, True))  # fmt: skip
+
+
+def test_a_strict_bound_where_a_piecewise_is_continuous_is_proven_equal():
+    assert equivalent(_triangle(left_open=True), _triangle(), BINS)
+    assert equivalent(_triangle(middle_open=True), _triangle(), BINS)
+    # without equal bins the triangle's top is not continuous: at x = b_t the open top takes
+    # the falling piece, (b_(t+1) - b_t)/Delta instead of (b_t - b_(t-1))/Delta
+    assert not equivalent(_triangle(middle_open=True), _triangle())
+    point = {low: 0, mid: 1, high: 3, width: 1, x: 1}
+    assert _triangle(middle_open=True).subs(point) == 2 and _triangle().subs(point) == 1
+    # equal too (0 at b_(t-1) either way), but with the bins' order unknown nothing is proven
+    assert not equivalent(_triangle(left_open=True), _triangle())
+
+
+def test_a_strict_bound_at_a_jump_or_an_unordered_boundary_is_not_proven_equal():
+    assert not equivalent(sp.Piecewise((1, x < 0), (0, True)), sp.Piecewise((1, x <= 0), (0, True)))
+    step = sp.Piecewise((width, (x >= mid) & (x < mid + width)), (0, True))
+    closed = sp.Piecewise((width, (x >= mid) & (x <= mid + width)), (0, True))
+    assert not equivalent(step, closed, {width: positive})  # the step is Delta > 0 at the end
+    assert not equivalent(step, closed)  # Delta's sign unknown: the ends cannot be ordered
+    # an earlier piece that already covers the flipped point: equal
+    first_wins = sp.Piecewise((1, x >= 0), (2, (x <= 0) & (x > -1)), (0, True))
+    assert equivalent(first_wins, sp.Piecewise((1, x >= 0), (2, (x < 0) & (x > -1)), (0, True)))
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])
 def test_a_bad_cap_is_refused_naming_the_value(bad):
     with pytest.raises(GradlabError, match=f"cap must be a non-negative int; got {bad!r}"):
