@@ -177,7 +177,11 @@ def readme_findings(root: Path) -> str:
     (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch, "audit_records": records})
     corrected = sum(r["verdict"] == "holds-with-correction" for r in records)
     fails = sum(r["verdict"] == "fails" for r in records)
+    untestable = sum(r["verdict"] == "not-testable-here" for r in records)
+    from gradlab.report.summaries import distinct_problems
     from gradlab.symbolic.seeds import SEEDS
+
+    problems = distinct_problems(records)
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
     texts = len({r["seed"] for r in records})
@@ -187,9 +191,10 @@ def readme_findings(root: Path) -> str:
     largest = max(ratios)
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
-        f"by computation: {corrected} hold only after a correction and {fails} fail with "
-        "`gradlab audit --measure` (plain `gradlab audit` trains nothing and leaves the measured "
-        "claim inconclusive) ([the audit, per paper](docs/audit.md)).\n"
+        f"by computation: {corrected} hold only after a correction and {fails} fail, "
+        f"{problems} distinct problems in all (claims that share one root cause count once); "
+        f"{untestable} claims about the authors' experiments are not testable here "
+        "([the audit, per paper](docs/audit.md)).\n"
         f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} The networks "
         f"trained at each m took {steps[0]} optimizer steps at the smallest m and {steps[-1]} at "
         "the largest, so training length differs with m too. "

@@ -36,6 +36,14 @@ def audit_block(records: list[dict]) -> str:
     mutants = sum(r.get("mutants", 0) for r in records)
     killed = sum(r.get("mutants_killed", 0) for r in records)
     covered = sum(r.get("mutants", 0) >= 3 and r.get("mutant_operators", 0) >= 2 for r in records)
+    from gradlab.symbolic.mutation_operators import OPERATORS
+
+    untestable = sum(r["verdict"] == "not-testable-here" and not r.get("mutants", 0)
+                     and set(OPERATORS) <= set(r.get("inapplicable", {}))
+                     for r in records)  # fmt: skip
+    reasons = (f"; the {untestable} claims not testable here have none and say for every "
+               "operator why (a check that cannot look at the authors' data rejects no form)"
+               if untestable else "")  # fmt: skip
     failing = [r for r in records if r["verdict"] in PROBLEM_VERDICTS]
     outcomes = [f"{counts[v]} {VERDICT_WORDS[v]}" for v in VERDICTS[4:]]
     lines = [
@@ -49,7 +57,7 @@ def audit_block(records: list[dict]) -> str:
         + f". The {len(failing)} claims that do not hold show **{distinct_problems(failing)} "
         "distinct problems** (claims that share one root cause count once). Its checks reject "
         f"**{killed} of {mutants}** mutants of the forms that hold; {covered} of {len(records)} "
-        "claims have at least 3 mutants from at least 2 operators.",
+        f"claims have at least 3 mutants from at least 2 operators{reasons}.",
         "",
         "| paper | claims | distinct problems | " + " | ".join(VERDICT_WORDS[v] for v in VERDICTS)
         + " |",

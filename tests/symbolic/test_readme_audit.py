@@ -103,3 +103,18 @@ def test_a_changed_cause_alone_makes_the_audit_block_stale(tmp_path):
         record["cause"] = "one shared cause"
     target.write_text(json.dumps(records))
     assert "audit" in stale_blocks(README, tmp_path)
+
+
+def test_the_block_says_which_claims_go_without_mutants_and_why():
+    from gradlab.symbolic.mutation_operators import OPERATORS
+
+    records = _synthetic()
+    reasons = dict.fromkeys(OPERATORS, "needs the authors' data")
+    untestable = next(r for r in records if r["verdict"] == "not-testable-here")
+    assert "say for every operator why" not in audit_block(records)
+    untestable.update(mutants=0, mutants_killed=0, mutant_operators=0, inapplicable=reasons)
+    block = audit_block(records)
+    assert ("6 of 8 claims have at least 3 mutants from at least 2 operators; the 1 claims not "
+            "testable here have none and say for every operator why") in block
+    untestable["inapplicable"] = dict.fromkeys(OPERATORS[:-1], "needs the authors' data")
+    assert "say for every operator why" not in audit_block(records)  # one operator unexplained
