@@ -231,3 +231,137 @@ _SCORES, _EYE = torch.zeros(3, 3), torch.eye(3, dtype=torch.bool)
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(GradlabError, match=match):
         call()
+
+
+_MASK2 = torch.ones(2, 2, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: geometry.alignment(_SCORES, _EYE, candidate_mask=_MASK2),
+     "candidate_mask must have shape (3, 3) (one flag per score); got (2, 2)"),
+    (lambda: geometry.alignment(_SCORES, _EYE, alpha=1e7),
+     "alpha must be a finite number in [1e-12, 1e+06]; got 10000000.0"),
+    (lambda: geometry.temperature_gradient(_SCORES, _EYE, 1.0, candidate_mask=_MASK2),
+     "candidate_mask must have shape (3, 3) (one flag per score); got (2, 2)"),
+    (lambda: geometry.temperature_gradient(_SCORES, _EYE, 1e31),
+     "scale must be a finite number in [1e-30, 1e+30]; got 1e+31"),
+    (lambda: geometry.uniformity(torch.eye(3), t=1e7),
+     "t must be a finite number in [1e-12, 1e+06]; got 10000000.0"),
+    (lambda: geometry.uniformity(torch.eye(3), gram=torch.zeros(3, 3, dtype=torch.long)),
+     "gram must have a floating dtype; got torch.int64"),
+    (lambda: geometry.uniformity(torch.eye(3), gram=torch.eye(2)),
+     "gram must have shape (3, 3) (the embeddings' cosine similarities); got (2, 2)"),
+    (lambda: geometry.effective_rank(torch.ones(1, 3)),
+     "embeddings must have at least 2 row(s) and 1 column; got shape (1, 3)"),
+    (lambda: geometry.modality_gap(torch.zeros(0, 3), torch.eye(3)),
+     "queries must have at least 1 row(s) and 1 column; got shape (0, 3)"),
+    (lambda: geometry.modality_gap(torch.eye(3), torch.zeros(0, 3)),
+     "candidates must have at least 1 row(s) and 1 column; got shape (0, 3)"),
+    (lambda: geometry.modality_gap(torch.eye(3), torch.eye(4)),
+     "candidates must have shape (4, 3) (the queries' embedding width); got (4, 4)"),
+    (lambda: geometry.modality_gap(torch.eye(3), torch.eye(3, device="meta")),
+     "tensors must be on one device; got queries on cpu, candidates on meta"),
+    (lambda: geometry.modality_gap(torch.eye(3, device="meta"), torch.eye(3)),
+     "tensors must be on one device; got queries on meta, candidates on cpu"),
+])  # fmt: skip
+def test_bad_input_messages_word_for_word(call, message):
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == message
+
+
+def test_bounds_are_inclusive_where_documented():
+    assert float(geometry.chance_level(1)) == 0.0  # one candidate: the loss is 0 at chance
+    scores = torch.tensor([[0.5, 0.1], [0.2, 0.4]])
+    eye = torch.eye(2, dtype=torch.bool)
+    for scale in (0.5, 1e30):  # a scale below 1 is a temperature above 1
+        expected = loops.temperature_gradient(scores.tolist(), eye.tolist(), scale)
+        got = geometry.temperature_gradient(scores, eye, scale)
+        assert float(got) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("size", [1e-9, 1e-3, 1.0, 1e4])
+def test_effective_rank_does_not_depend_on_the_embeddings_scale(size):
+    """RankMe normalises the singular values: scaling every point leaves the rank unchanged,
+    including where all singular values are far below 1."""
+    points = torch.randn(7, 5, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    rank, share = loops.effective_rank((points * size).tolist())
+    got = geometry.effective_rank(points * size)
+    assert [float(got.rank), float(got.share)] == pytest.approx([rank, share], rel=1e-9)
+
+
+def test_float32_input_gives_float64_values_as_close_as_float64_input():
+    """Every value is computed in float64: float32 input (rounded once) matches the loops to
+    float32's rounding of the input, far below float32 arithmetic's error."""
+    generator = torch.Generator().manual_seed(12)
+    points = torch.randn(9, 6, generator=generator).double()
+    other = torch.randn(9, 6, generator=generator).double()
+    labels = torch.arange(9) % 3
+    positives = (labels[:, None] == labels[None]) & ~torch.eye(9, dtype=torch.bool)
+    candidates = ~torch.eye(9, dtype=torch.bool)
+    scores = _cosines(points, points)
+    low = (points.float(), other.float(), scores.float())
+    values = {
+        "alignment": geometry.alignment(low[2], positives, candidate_mask=candidates),
+        "uniformity": geometry.uniformity(low[0], gram=low[2]),
+        "std": geometry.normalized_std(low[0]),
+        "gap": geometry.modality_gap(low[0], low[1]),
+        "temperature": geometry.temperature_gradient(low[2], positives, 14.0,
+                                                     candidate_mask=candidates),
+        "recall": geometry.query_margins(low[2], positives, candidates).recall_at_1,
+    }  # fmt: skip
+    assert all(value.dtype == torch.float64 for value in values.values())
+    rows = [[float(x) for x in row] for row in low[2].tolist()]
+    expected = {
+        "alignment": sum(2 - 2 * rows[i][j] for i in range(9) for j in range(9) if positives[i, j])
+        / int(positives.sum()),
+        "uniformity": math.log(sum(math.exp(-2 * (2 - 2 * rows[i][j])) for i in range(9)
+                                   for j in range(9) if i != j) / 72),
+        "std": loops.normalized_std(low[0].tolist()),
+        "gap": loops.modality_gap(low[0].tolist(), low[1].tolist()),
+        "temperature": loops.temperature_gradient(rows, positives.tolist(), 14.0,
+                                                  candidates.tolist()),
+    }  # fmt: skip
+    for key, value in expected.items():
+        assert float(values[key]) == pytest.approx(value, rel=1e-12, abs=1e-12), key
+
+
+def test_margins_and_temperature_of_queries_with_one_negative_or_one_positive():
+    """A query with exactly one negative (its violation share is 0 or 1), and a batch where one
+    query alone has a positive (the mean runs over that one), against the loops."""
+    scores = torch.tensor([[0.9, 0.2, 0.95, 0.1], [0.3, 0.8, 0.1, 0.5], [0.4, 0.6, 0.7, 0.2]],
+                          dtype=torch.float64)  # fmt: skip
+    positives = torch.tensor([[True, False, False, False], [False, True, False, False],
+                              [False, False, False, False]])  # fmt: skip
+    candidates = torch.tensor([[True, False, True, False], [True, True, True, True],
+                               [True, True, True, True]])  # fmt: skip
+    got = geometry.query_margins(scores, positives, candidates)
+    for index, expected in enumerate(_loop_margins(scores, positives, candidates)):
+        values = [float(field[index]) for field in got]
+        if expected is None:
+            assert math.isnan(values[3])
+        else:
+            assert values == pytest.approx(list(expected), abs=1e-12)
+    assert float(got.violation_share[0]) == 1.0  # its one negative outscores the positive
+    alone = positives.clone()
+    alone[1] = False  # only query 0 has a positive
+    expected = loops.temperature_gradient(scores.tolist(), alone.tolist(), 3.0,
+                                          candidates.tolist())  # fmt: skip
+    got = geometry.temperature_gradient(scores, alone, 3.0, candidate_mask=candidates)
+    assert float(got) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_positive_outside_the_candidates_is_no_positive():
+    """The diagonal marked positive but masked out of the candidates: the closed form and the
+    alignment read only the candidates' positives."""
+    scores = torch.tensor([[1.0, 0.6, 0.1], [0.2, 1.0, 0.5], [0.7, 0.4, 1.0]], dtype=torch.float64)
+    positives = torch.eye(3, dtype=torch.bool)
+    positives[0, 1] = positives[2, 0] = True
+    candidates = ~torch.eye(3, dtype=torch.bool)
+    inside = positives & candidates
+    expected = loops.temperature_gradient(scores.tolist(), inside.tolist(), 5.0,
+                                          candidates.tolist())  # fmt: skip
+    got = geometry.temperature_gradient(scores, positives, 5.0, candidate_mask=candidates)
+    assert float(got) == pytest.approx(expected, rel=1e-12)
+    alignment = geometry.alignment(scores, positives, candidate_mask=candidates)
+    assert float(alignment) == pytest.approx(((2 - 1.2) + (2 - 1.4)) / 2, rel=1e-12)

@@ -120,3 +120,97 @@ def test_content_hashes_are_stable():
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(GradlabError, match=match):
         call()
+
+
+_TWO = torch.eye(2, dtype=torch.bool)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: false_negative_suspects(torch.zeros(2, 2, dtype=torch.long), _TWO, margin=0.0),
+     "scores must have a floating dtype; got torch.int64"),
+    (lambda: false_negative_suspects(torch.zeros(2), _TWO, margin=0.0),
+     "scores must be 2-D; got shape (2,)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(2), margin=0.0),
+     "positives must be a bool tensor; got torch.float32"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), torch.eye(3, dtype=torch.bool),
+                                     margin=0.0),
+     "positives must have shape (2, 2) (one flag per score); got (3, 3)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2, device="meta"), _TWO, margin=0.0),
+     "tensors must be on one device; got scores on meta, positives on cpu"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO.to("meta"), margin=0.0),
+     "tensors must be on one device; got scores on cpu, positives on meta"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO),
+     "give at least one of labels, hashes or margin (the rules that flag a suspect); got none"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, torch.ones(2, 2), margin=0.0),
+     "candidate_mask must be a bool tensor; got torch.float32"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, torch.ones(3, 3, dtype=torch.bool),
+                                     margin=0.0),
+     "candidate_mask must have shape (2, 2) (one flag per score); got (3, 3)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, hashes=torch.zeros(3)),
+     "hashes must have shape (2,) (one per query); got (3,)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, labels=torch.zeros(2, 2)),
+     "labels must be 1-D; got shape (2, 2)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 3), torch.zeros(2, 3, dtype=torch.bool),
+                                     labels=(torch.zeros(2), torch.zeros(2))),
+     "labels must have shape (3,) (one per candidate); got (2,)"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=2e6),
+     "margin must be a finite number in [0, 1e+06]; got 2000000.0"),
+    (lambda: suspect_summary(torch.zeros(2, 2), torch.zeros(2, 2), _TWO),
+     "suspects must be a bool tensor; got torch.float32"),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(3, 3), _TWO),
+     "scores must have shape (2, 2) (one score per flag); got (3, 3)"),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2), _TWO, None,
+                             torch.zeros(3, 3)),
+     "score_grad must have shape (2, 2) (dL/dS of the scores); got (3, 3)"),
+])  # fmt: skip
+def test_bad_input_messages_word_for_word(call, message):
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == message
+
+
+def test_hashes_and_labels_of_any_integer_dtype_and_utf8():
+    scores = torch.zeros(3, 3)
+    eye = torch.eye(3, dtype=torch.bool)
+    for values in (torch.tensor([1, 2, 1], dtype=torch.int8), torch.tensor([True, False, True])):
+        got = false_negative_suspects(scores, eye, hashes=values)
+        assert got.tolist() == [[False, False, True], [False, False, False],
+                                [True, False, False]]  # fmt: skip
+    hashes = content_hashes(["é", "é".encode()])  # one text as str and as its UTF-8 bytes
+    assert hashes.dtype == torch.int64 and hashes[0] == hashes[1]
+    assert content_hashes([]).dtype == torch.int64
+
+
+def _loop_summary(suspects, scores, positives, candidates, grad, k):
+    rows, columns = len(scores), len(scores[0])
+    count, mass, suspect_mass, shares = 0, 0.0, 0.0, []
+    for i in range(rows):
+        negatives = [j for j in range(columns) if candidates[i][j] and not positives[i][j]]
+        count += sum(suspects[i][j] for j in negatives)
+        mass += sum(abs(grad[i][j]) for j in negatives)
+        suspect_mass += sum(abs(grad[i][j]) for j in negatives if suspects[i][j])
+        hardest = sorted(negatives, key=lambda j: -scores[i][j])[:k]
+        if hardest:
+            shares.append(sum(suspects[i][j] for j in hardest) / len(hardest))
+    return count, count / rows, suspect_mass / mass, sum(shares) / len(shares)
+
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_summary_of_a_rectangular_float32_batch_matches_a_loop(k):
+    """4 queries x 13 candidates in float32: a query without negatives, one with a single
+    negative, and queries with more than the default k = 10; values in float64."""
+    generator = torch.Generator().manual_seed(6)
+    scores = torch.rand(4, 13, generator=generator)
+    grad = torch.randn(4, 13, generator=generator) * 1e-3
+    positives = torch.zeros(4, 13, dtype=torch.bool)
+    positives[:, 0] = True
+    candidates = torch.ones(4, 13, dtype=torch.bool)
+    candidates[1, 1:] = False  # query 1: no negative
+    candidates[2, 2:] = False  # query 2: one negative
+    suspects = torch.rand(4, 13, generator=generator) < 0.4
+    options = {} if k is None else {"k": k}
+    got = suspect_summary(suspects, scores, positives, candidates, grad, **options)
+    expected = _loop_summary(suspects.tolist(), scores.tolist(), positives.tolist(),
+                             candidates.tolist(), grad.tolist(), k or 10)  # fmt: skip
+    assert all(value.dtype == torch.float64 for value in got)
+    assert [float(value) for value in got] == pytest.approx(list(expected), rel=1e-12)
