@@ -271,7 +271,21 @@ class StudyImages(torch.utils.data.Dataset):
             keys.append([(index, draw + place) for place, index in enumerate(indices)]
                         if self.seed is not None else indices)  # fmt: skip
             draw += len(indices)
-        return torch.utils.data.DataLoader(self, batch_sampler=keys, num_workers=workers)
+        return _one_line_errors(
+            torch.utils.data.DataLoader(self, batch_sampler=keys, num_workers=workers)
+        )
+
+
+def _one_line_errors(loader):
+    """The loader's batches; a worker's :class:`GradlabError` (an unreadable image) comes back
+    as its own one line, not as the worker's traceback that the DataLoader wraps it in."""
+    try:
+        yield from loader
+    except GradlabError as error:
+        lines = str(error).strip().splitlines()
+        last = lines[-1] if lines else ""
+        prefix = f"{GradlabError.__module__}.{GradlabError.__name__}: "
+        raise GradlabError(last.removeprefix(prefix) if len(lines) > 1 else str(error)) from None
 
 
 def _no_transform(picture):

@@ -335,3 +335,20 @@ def test_a_negative_worker_count_is_refused_before_training(class_halves):
 
     with pytest.raises(GradlabError, match="workers must be a whole number >= 0; got -1"):
         loss_comparison_on_images(class_halves, workers=-1)
+
+
+@pytest.mark.parametrize("workers", ["0", "1"])
+def test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader(
+    class_halves, tmp_path, capsys, workers
+):
+    import shutil
+
+    root = shutil.copytree(class_halves, tmp_path / "data")
+    for image in (root / "digit_1").iterdir():
+        image.write_bytes(b"xx")  # every image of a training class: the first batch holds one
+    argv = ["study", "p-vs-batch-size", "--data", str(root), "--out", str(tmp_path / "out"),
+            *SMALL, "--batch-sizes", "16", "--seeds", "0", "--loader-workers", workers]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(r"image '.*digit_1.*' cannot be read", err), err
+    assert not (tmp_path / "out").exists()
