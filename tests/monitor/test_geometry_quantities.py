@@ -192,3 +192,69 @@ def test_a_cross_modal_batch_defaults_to_both_directions():
     expected = (loops.temperature_gradient(scores, eye, 10.0)
                 + loops.temperature_gradient(columns, eye, 10.0)) / 2  # fmt: skip
     assert got == pytest.approx(expected, rel=1e-6)
+
+
+def test_schedules_are_kept():
+    for quantity in (ChanceLevel(every(3)), Temperature(every(3)), Geometry(every(3)),
+                     Margins(every(3))):  # fmt: skip
+        assert [quantity.should_compute(step) for step in range(4)] == [True, False, False, True]
+
+
+def test_values_are_float64_from_float32_inputs():
+    """A float32 batch, a float32 learnable scale with its gradient, a float32 loss: every
+    logged value is float64, and the clamp is hit exactly on its bound."""
+    scale = torch.nn.Parameter(torch.tensor(20.0))
+    scale.grad = torch.tensor(0.5)
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
+                     loss=torch.tensor(0.25))  # fmt: skip
+    quantities = [Temperature(scale=scale, clamp=(1.0, 20.0)), Temperature(scale=20.0),
+                  Temperature(log_scale=True), ChanceLevel(), Geometry(), Margins()]  # fmt: skip
+    for quantity in quantities:
+        for key, value in quantity.compute(view).items():
+            assert value.dtype == torch.float64, (type(quantity).__name__, key)
+    values = quantities[0].compute(view)
+    assert float(values["temperature_clamp_hit"]) == 1.0  # s = 20.0 sits on the upper bound
+    assert float(values["temperature_log_scale_grad_observed"]) == 0.5 * 20.0
+    default = quantities[2].compute(view)  # no scale, log_scale: still s = 1 / tau
+    assert float(default["temperature_scale"]) == pytest.approx(1 / view.tau)
+    chance = quantities[3].compute(view)  # in-batch: C = 2 candidates
+    assert float(chance["chance_level"]) == math.log(2)
+    assert float(chance["loss_minus_chance"]) == pytest.approx(0.25 - math.log(2))
+
+
+def test_one_candidate_has_chance_level_zero():
+    view = BatchView(embeddings=torch.eye(2), labels=torch.tensor([0, 0]), loss=torch.tensor(0.3))
+    values = ChanceLevel().compute(view)  # in-batch, 2 items: 1 candidate per query
+    assert float(values["chance_level"]) == 0.0
+    assert float(values["loss_minus_chance"]) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize("points", [torch.eye(2), torch.tensor([[1.0], [-1.0], [2.0]])])
+def test_small_batches_still_log_the_uniformity(points):
+    """Two points, or one dimension: the uniformity is defined (N >= 2) and logged."""
+    labels = torch.arange(len(points)) % 2
+    values = Geometry().compute(BatchView(embeddings=points, labels=labels))
+    assert float(values["geometry_uniformity"]) == pytest.approx(loops.uniformity(points.tolist()))
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: ChanceLevel(terms=1.5),
+     "terms must be a positive integer (InfoNCE terms the loss sums, 1 or 2); got 1.5"),
+    (lambda: Temperature(scale="20"),
+     "scale must be a number, a tensor or a callable returning one; got str"),
+    (lambda: Temperature(clamp=(1.0, 1.0)),
+     "clamp must be a pair (low, high) of numbers with low < high; got (1.0, 1.0)"),
+    (lambda: Temperature(clamp=(0, True)),
+     "clamp must be a pair (low, high) of numbers with low < high; got (0, True)"),
+])  # fmt: skip
+def test_bad_options_word_for_word(make, message):
+    with pytest.raises(GradlabError) as caught:
+        make()
+    assert str(caught.value) == message
+
+
+def test_every_direction_is_accepted():
+    view = BatchView(embeddings=torch.eye(3), candidates=torch.eye(3),
+                     positives=torch.eye(3, dtype=torch.bool))  # fmt: skip
+    for direction in ("i2t", "t2i", "both"):
+        assert "temperature_log_scale_grad" in Temperature(direction=direction).compute(view)

@@ -82,3 +82,81 @@ def test_in_batch_labels_and_no_gradient(tmp_path):
 def test_bad_options_are_refused_when_made(make, match):
     with pytest.raises(GradlabError, match=match):
         make()
+
+
+def _ap_grad_share(embeddings, labels, sources, tau, k):
+    """SmoothAP in-batch (query excluded): the suspects' share of sum |dAP/dS| over the
+    negatives (the loss's 1/(queries) factor cancels in a share), their share of each query's
+    k hardest negatives, and their count, by loops."""
+    from tests.reference.smooth_ap_loops import cosine, smooth_ap_one_query_gradient
+
+    size = len(labels)
+    mass = suspect_mass = 0.0
+    shares, count = [], 0
+    for q in range(size):
+        others = [c for c in range(size) if c != q]
+        scores = [cosine(embeddings[q], embeddings[c]) for c in others]
+        positives = [labels[c] == labels[q] for c in others]
+        grad = smooth_ap_one_query_gradient(scores, positives, tau)
+        negatives = [i for i, c in enumerate(others) if not positives[i]]
+        flagged = {i for i in negatives if sources[others[i]] == sources[q]}
+        count += len(flagged)
+        mass += sum(abs(grad[i]) for i in negatives)
+        suspect_mass += sum(abs(grad[i]) for i in flagged)
+        hardest = sorted(negatives, key=lambda i: -scores[i])[:k]
+        shares.append(sum(i in flagged for i in hardest) / len(hardest))
+    return suspect_mass / mass, sum(shares) / len(shares), count
+
+
+def test_a_smooth_ap_loss_s_gradient_share_and_the_default_k(tmp_path):
+    """SmoothAP watched on embeddings: dL/dS comes from the loss's own terms; 14 items of 7
+    classes leave 12 negatives per query, more than the default k = 10."""
+    generator = torch.Generator().manual_seed(4)
+    embeddings = torch.randn(14, 5, generator=generator, dtype=torch.float64)
+    labels = torch.arange(14) % 7
+    sources = torch.arange(14) % 5  # items of one source collide across classes
+    quantity = Suspects(every(1), labels=lambda: sources, margin=None)
+    with Monitor(tmp_path, quantities=[quantity], tau=0.05) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+        record = monitor.step()
+    share, top_k, count = _ap_grad_share(embeddings.tolist(), labels.tolist(), sources.tolist(),
+                                         0.05, 10)  # fmt: skip
+    assert record["suspects_count"] == count
+    assert record["suspects_per_query"] == pytest.approx(count / 14)
+    assert record["suspects_gradient_share"] == pytest.approx(share, rel=1e-9)
+    assert record["suspects_top_k_share"] == pytest.approx(top_k, rel=1e-12)
+
+
+def test_the_default_rule_flags_negatives_at_or_above_the_lowest_positive():
+    """Suspects() alone: the score rule with margin 0, in the scores' own units."""
+    from gradlab.monitor.batch import BatchView
+    from tests.reference.geometry_loops import cosines
+
+    generator = torch.Generator().manual_seed(9)
+    queries, candidates = torch.randn(2, 5, 3, generator=generator, dtype=torch.float64)
+    positives = torch.eye(5, dtype=torch.bool)
+    view = BatchView(embeddings=queries, candidates=candidates, positives=positives)
+    values = Suspects(gradient=False).compute(view)
+    rows = cosines(queries.tolist(), candidates.tolist())
+    flagged = [(i, j) for i in range(5) for j in range(5) if i != j and rows[i][j] >= rows[i][i]]
+    assert 0 < len(flagged) < 20
+    assert float(values["suspects_count"]) == len(flagged)
+
+
+def test_the_schedule_is_kept():
+    assert not Suspects(every(2), margin=0.0).should_compute(1)
+    assert Suspects(every(2), margin=0.0).should_compute(2)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: Suspects(labels=None, hashes=None, margin=None),
+     "give at least one of labels, hashes or margin (the rules that flag a suspect); got none"),
+    (lambda: Suspects(labels=torch.zeros(3)),
+     "labels must be a callable returning the current batch's labels (a tensor); got Tensor"),
+    (lambda: Suspects(margin=2e6), "margin must be a finite number in [0, 1e+06]; got 2000000.0"),
+])  # fmt: skip
+def test_bad_options_word_for_word(make, message):
+    with pytest.raises(GradlabError) as caught:
+        make()
+    assert str(caught.value) == message
