@@ -104,3 +104,31 @@ def test_a_record_carries_cause_and_inapplicable_reasons():
          "killed": True}
     ]  # fmt: skip
     assert (record["mutants"], record["mutant_operators"], record["mutants_killed"]) == (1, 1, 1)
+
+
+def test_a_mutant_equal_only_under_the_claims_domain_is_dropped_with_the_domain_named():
+    # a ramp up to b then down to b + w: at x = b both pieces give 1 only when the ramp's width
+    # is w too; a check that samples only equal widths accepts the strict top either way
+    low, top, width = sp.symbols("l b w", real=True)
+    positive = sp.Symbol("w_(>0)", positive=True)
+
+    def ramp(top_condition):
+        return sp.Piecewise(((x - low) / width, (x >= low) & top_condition),
+                            ((top + width - x) / width, (x >= top) & (x <= top + width)),
+                            (0, True))  # fmt: skip
+
+    def check(form):  # the ramp 0 -> 1 -> 0 over [0, 2], its hand-written values at x = k/4
+        value = sp.lambdify((x, low, top, width), form.value, "math")
+        truth = [max(0.0, 1 - abs(k / 4 - 1)) for k in range(-2, 11)]
+        got = [float(value(k / 4, 0.0, 1.0, 1.0)) for k in range(-2, 11)]
+        return decide(got == truth, "agrees on the grid", "differs on the grid")
+
+    printed = Form(ramp(x <= top), lhs="w(x)")
+    strict = mutant(printed, ramp(x < top), "strict top")
+    domain = {low: top - positive, width: positive}
+    plain = audit_claim(Claim("mine", "eq3", "ramp", printed, check), mutants=True)
+    given = audit_claim(Claim("mine", "eq3", "ramp", printed, check, domain=domain), mutants=True)
+    assert check(strict).verdict == "holds"  # the check cannot tell them apart
+    assert any(m["formula"] == strict.text() and not m["killed"] for m in plain["mutant_results"])
+    assert "<= -> < (given l = b - w_(>0), w = w_(>0))" in given["equivalent_mutants_dropped"]
+    assert strict.text() not in [m["formula"] for m in given["mutant_results"]]
