@@ -65,7 +65,7 @@ def _check_extras(argv: list[str]) -> None:
 
 
 def _build_parser(
-    with_sections: bool = True, with_candidates: bool = True
+    with_sections: bool = True, with_candidates: bool = True, with_plan_losses: bool = True
 ) -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="gradlab",
@@ -140,7 +140,7 @@ def _build_parser(
     )  # fmt: skip
     _add_check_equivalence(commands, with_candidates)
     _add_study(commands)
-    _add_plan(commands)
+    _add_plan(commands, with_plan_losses)
     return parser
 
 
@@ -263,14 +263,17 @@ def _run_study(arguments: argparse.Namespace) -> None:
                   f"over {len(seeds)} seed(s))")  # fmt: skip
 
 
-def _add_plan(commands) -> None:
-    """The ``plan`` subcommand: a loss's peak extra memory and time per step at a batch size."""
-    from gradlab.experiments.planner import PLAN_LOSSES
+def _add_plan(commands, with_losses: bool) -> None:
+    """The ``plan`` subcommand (its loss names are read only when it is named)."""
+    losses = None
+    if with_losses:
+        from gradlab.experiments.planner import PLAN_LOSSES
 
+        losses = list(PLAN_LOSSES)
     plan_help = ("peak extra memory and time per step of a loss at a batch size: measured on "
                  "the device if it is here, else estimated from a stated model")  # fmt: skip
     plan = commands.add_parser("plan", help=plan_help, description=plan_help)
-    plan.add_argument("--loss", default="smooth_ap", choices=list(PLAN_LOSSES),
+    plan.add_argument("--loss", default="smooth_ap", choices=losses,
                       help="(default: %(default)s)")  # fmt: skip
     plan.add_argument("--batch-size", type=int, required=True,
                       help="m, a multiple of --per-class")  # fmt: skip
@@ -465,7 +468,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _check_extras(argv)
         arguments = _build_parser(
-            with_sections="report" in argv, with_candidates="check-equivalence" in argv
+            with_sections="report" in argv, with_candidates="check-equivalence" in argv,
+            with_plan_losses="plan" in argv,
         ).parse_args(argv)
     except GradlabError as error:
         print(f"gradlab: {error}", file=sys.stderr)
