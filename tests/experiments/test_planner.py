@@ -129,3 +129,14 @@ def test_plan_refuses_bad_arguments_before_it_measures():
         plan("smooth-ap", 384, 512)
     with pytest.raises(GradlabError, match="per_class must be at least 2"):
         plan("smooth_ap", 384, 512, per_class=1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_plan_measures_on_a_cuda_device_that_is_here(capsys):
+    assert main(["plan", "--loss", "smooth_ap", "--batch-size", "384", "--dim", "512",
+                 "--device", "cuda"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "how: measured on cuda: torch.cuda.max_memory_allocated" in out
+    peak = float(re.search(r"peak extra memory: (\d+\.\d) MiB", out)[1])
+    # the [384, 384] scores and their gradient alone take 1.1 MiB
+    assert peak >= 8 * 384 * 384 / 2**20
