@@ -263,6 +263,25 @@ _MASK2 = torch.ones(2, 2, dtype=torch.bool)
      "tensors must be on one device; got queries on cpu, candidates on meta"),
     (lambda: geometry.modality_gap(torch.eye(3, device="meta"), torch.eye(3)),
      "tensors must be on one device; got queries on meta, candidates on cpu"),
+    (lambda: geometry.alignment(torch.zeros(3, 3, dtype=torch.long), _EYE),
+     "scores must have a floating dtype; got torch.int64"),
+    (lambda: geometry.alignment(_SCORES, torch.eye(2, dtype=torch.bool)),
+     "positives must have shape (3, 3) (one flag per score); got (2, 2)"),
+    (lambda: geometry.alignment(_SCORES, _EYE, candidate_mask=torch.ones(3, 3)),
+     "candidate_mask must be a bool tensor; got torch.float32"),
+    (lambda: geometry.alignment(_SCORES.to("meta"), _EYE),
+     "tensors must be on one device; got scores on meta, positives on cpu"),
+    (lambda: geometry.alignment(_SCORES, _EYE.to("meta")),
+     "tensors must be on one device; got scores on cpu, positives on meta"),
+    (lambda: geometry.alignment(_SCORES, _EYE, candidate_mask=_EYE.to("meta")),
+     "tensors must be on one device; got scores on cpu, positives on cpu, candidate_mask on "
+     "meta"),
+    (lambda: geometry.uniformity(torch.zeros(3, 3, dtype=torch.long)),
+     "embeddings must have a floating dtype; got torch.int64"),
+    (lambda: geometry.alignment(_SCORES, _EYE, alpha=1e6 + 0.5),
+     "alpha must be a finite number in [1e-12, 1e+06]; got 1000000.5"),
+    (lambda: geometry.uniformity(torch.eye(3), t=1e6 + 0.5),
+     "t must be a finite number in [1e-12, 1e+06]; got 1000000.5"),
 ])  # fmt: skip
 def test_bad_input_messages_word_for_word(call, message):
     with pytest.raises(GradlabError) as caught:
@@ -365,3 +384,12 @@ def test_a_positive_outside_the_candidates_is_no_positive():
     assert float(got) == pytest.approx(expected, rel=1e-12)
     alignment = geometry.alignment(scores, positives, candidate_mask=candidates)
     assert float(alignment) == pytest.approx(((2 - 1.2) + (2 - 1.4)) / 2, rel=1e-12)
+
+
+def test_one_dimensional_embeddings_are_measured():
+    """d = 1 is a valid width: points on a line have effective rank 1 and spread."""
+    line = torch.tensor([[1.0], [2.0], [4.0]])
+    rank = geometry.effective_rank(line)
+    assert [float(rank.rank), float(rank.share)] == [1.0, 1.0]  # min(N - 1, d) = 1
+    assert float(geometry.normalized_std(torch.tensor([[1.0], [-2.0]]))) == 1.0  # +-1: std 1
+    assert float(geometry.modality_gap(line, -line)) == 2.0

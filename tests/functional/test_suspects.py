@@ -155,8 +155,16 @@ _TWO = torch.eye(2, dtype=torch.bool)
      "labels must have shape (3,) (one per candidate); got (2,)"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=2e6),
      "margin must be a finite number in [0, 1e+06]; got 2000000.0"),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, margin=1e6 + 0.5),
+     "margin must be a finite number in [0, 1e+06]; got 1000000.5"),
     (lambda: suspect_summary(torch.zeros(2, 2), torch.zeros(2, 2), _TWO),
      "suspects must be a bool tensor; got torch.float32"),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool),
+                             torch.zeros(2, 2, dtype=torch.long), _TWO),
+     "scores must have a floating dtype; got torch.int64"),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2),
+                             torch.eye(3, dtype=torch.bool)),
+     "positives must have shape (2, 2) (one flag per score); got (3, 3)"),
     (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(3, 3), _TWO),
      "scores must have shape (2, 2) (one score per flag); got (3, 3)"),
     (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2), _TWO, None,
@@ -208,9 +216,20 @@ def test_summary_of_a_rectangular_float32_batch_matches_a_loop(k):
     candidates[1, 1:] = False  # query 1: no negative
     candidates[2, 2:] = False  # query 2: one negative
     suspects = torch.rand(4, 13, generator=generator) < 0.4
+    suspects[2, 1] = True  # query 2's one negative is a suspect: its share is 1
     options = {} if k is None else {"k": k}
     got = suspect_summary(suspects, scores, positives, candidates, grad, **options)
     expected = _loop_summary(suspects.tolist(), scores.tolist(), positives.tolist(),
                              candidates.tolist(), grad.tolist(), k or 10)  # fmt: skip
     assert all(value.dtype == torch.float64 for value in got)
     assert [float(value) for value in got] == pytest.approx(list(expected), rel=1e-12)
+
+
+def test_summary_of_one_query_without_a_gradient():
+    scores = torch.tensor([[0.9, 0.8, 0.1]])
+    positives = torch.tensor([[True, False, False]])
+    suspects = torch.tensor([[False, True, True]])
+    summary = suspect_summary(suspects, scores, positives, k=1)
+    assert [float(summary.count), float(summary.per_query), float(summary.top_k_share)] == [
+        2.0, 2.0, 1.0]  # fmt: skip
+    assert summary.gradient_share.dtype == torch.float64 and math.isnan(summary.gradient_share)
