@@ -160,3 +160,27 @@ def test_bad_options_word_for_word(make, message):
     with pytest.raises(GradlabError) as caught:
         make()
     assert str(caught.value) == message
+
+
+def test_smooth_ap_s_exact_gradient_when_the_loss_recorded_no_matrix():
+    """A SmoothAP capture without a hooked matrix (its ``smooth_ap_tau`` set, no ``grad``): the
+    gradient share comes from SmoothAP's exact dL/dS at the step's scores, the query excluded
+    in-batch; a ``"t2i"`` capture before it is skipped. Against the float64 loop."""
+    from gradlab.monitor.batch import BatchView, ScoreCapture
+
+    generator = torch.Generator().manual_seed(4)
+    embeddings = torch.randn(14, 5, generator=generator, dtype=torch.float64)
+    labels = torch.arange(14) % 7
+    sources = torch.arange(14) % 5
+    positives = (labels[:, None] == labels[None]) & ~torch.eye(14, dtype=torch.bool)
+    candidates = ~torch.eye(14, dtype=torch.bool)
+    view = BatchView(embeddings=embeddings, labels=labels, tau=0.05)
+    view.score_captures = [ScoreCapture("t2i", None, positives.T, grad=torch.ones(14, 14)),
+                           ScoreCapture("in_batch", None, positives, candidates,
+                                        smooth_ap_tau=0.05)]  # fmt: skip
+    values = Suspects(labels=lambda: sources, margin=None).compute(view)
+    share, top_k, count = _ap_grad_share(embeddings.tolist(), labels.tolist(), sources.tolist(),
+                                         0.05, 10)  # fmt: skip
+    assert float(values["suspects_count"]) == count
+    assert float(values["suspects_gradient_share"]) == pytest.approx(share, rel=1e-9)
+    assert float(values["suspects_top_k_share"]) == pytest.approx(top_k, rel=1e-12)
