@@ -207,8 +207,11 @@ def test_values_are_float64_from_float32_inputs():
     scale.grad = torch.tensor(0.5)
     view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
                      loss=torch.tensor(0.25))  # fmt: skip
+    log_scale = torch.nn.Parameter(torch.tensor(3.0))
+    log_scale.grad = torch.tensor(-0.25)
     quantities = [Temperature(scale=scale, clamp=(1.0, 20.0)), Temperature(scale=20.0),
-                  Temperature(log_scale=True), ChanceLevel(), Geometry(), Margins()]  # fmt: skip
+                  Temperature(log_scale=True), ChanceLevel(), Geometry(), Margins(),
+                  Temperature(scale=log_scale, log_scale=True)]  # fmt: skip
     for quantity in quantities:
         for key, value in quantity.compute(view).items():
             assert value.dtype == torch.float64, (type(quantity).__name__, key)

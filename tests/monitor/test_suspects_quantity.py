@@ -84,7 +84,7 @@ def test_bad_options_are_refused_when_made(make, match):
         make()
 
 
-def _ap_grad_share(embeddings, labels, sources, tau, k):
+def _ap_grad_share(embeddings, labels, sources, tau, k, include_query=False):
     """SmoothAP in-batch (query excluded): the suspects' share of sum |dAP/dS| over the
     negatives (the loss's 1/(queries) factor cancels in a share), their share of each query's
     k hardest negatives, and their count, by loops."""
@@ -94,12 +94,12 @@ def _ap_grad_share(embeddings, labels, sources, tau, k):
     mass = suspect_mass = 0.0
     shares, count = [], 0
     for q in range(size):
-        others = [c for c in range(size) if c != q]
+        others = [c for c in range(size) if include_query or c != q]
         scores = [cosine(embeddings[q], embeddings[c]) for c in others]
         positives = [labels[c] == labels[q] for c in others]
         grad = smooth_ap_one_query_gradient(scores, positives, tau)
         negatives = [i for i, c in enumerate(others) if not positives[i]]
-        flagged = {i for i in negatives if sources[others[i]] == sources[q]}
+        flagged = {i for i in negatives if sources[others[i]] == sources[q]}  # never q itself
         count += len(flagged)
         mass += sum(abs(grad[i]) for i in negatives)
         suspect_mass += sum(abs(grad[i]) for i in flagged)
@@ -155,6 +155,8 @@ def test_the_schedule_is_kept():
     (lambda: Suspects(labels=torch.zeros(3)),
      "labels must be a callable returning the current batch's labels (a tensor); got Tensor"),
     (lambda: Suspects(margin=2e6), "margin must be a finite number in [0, 1e+06]; got 2000000.0"),
+    (lambda: Suspects(margin=1e6 + 0.5),
+     "margin must be a finite number in [0, 1e+06]; got 1000000.5"),
 ])  # fmt: skip
 def test_bad_options_word_for_word(make, message):
     with pytest.raises(GradlabError) as caught:
@@ -184,3 +186,51 @@ def test_smooth_ap_s_exact_gradient_when_the_loss_recorded_no_matrix():
     assert float(values["suspects_count"]) == count
     assert float(values["suspects_gradient_share"]) == pytest.approx(share, rel=1e-9)
     assert float(values["suspects_top_k_share"]) == pytest.approx(top_k, rel=1e-12)
+
+
+def test_smooth_ap_s_exact_gradient_with_the_query_among_its_candidates():
+    """In-batch SmoothAP whose candidates include the query (no candidate mask): the query is
+    its own positive, and dL/dS is SmoothAP's with the query included."""
+    from gradlab.monitor.batch import BatchView, ScoreCapture
+
+    generator = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(12, 4, generator=generator, dtype=torch.float64)
+    labels = torch.arange(12) % 4
+    sources = torch.arange(12) % 5
+    positives = labels[:, None] == labels[None]
+    view = BatchView(embeddings=embeddings, labels=labels, tau=0.05, loss_kind="include_query")
+    view.score_captures = [ScoreCapture("in_batch", None, positives, None, smooth_ap_tau=0.05)]
+    values = Suspects(labels=lambda: sources, margin=None).compute(view)
+    share, _, _ = _ap_grad_share(embeddings.tolist(), labels.tolist(), sources.tolist(), 0.05,
+                                 10, include_query=True)  # fmt: skip
+    assert float(values["suspects_gradient_share"]) == pytest.approx(share, rel=1e-9)
+
+
+def test_a_cross_modal_capture_read_both_ways_gives_its_gradient():
+    from gradlab.monitor.batch import BatchView, ScoreCapture
+
+    generator = torch.Generator().manual_seed(6)
+    queries, candidates = torch.randn(2, 4, 3, generator=generator, dtype=torch.float64)
+    positives = torch.eye(4, dtype=torch.bool)
+    grad = torch.randn(4, 4, generator=generator, dtype=torch.float64)
+    view = BatchView(embeddings=queries, candidates=candidates, positives=positives)
+    view.score_captures = [ScoreCapture("both", None, positives, grad=grad)]
+    hashes = torch.tensor([1, 2, 1, 3])
+    values = Suspects(hashes=lambda: hashes, margin=None).compute(view)
+    flagged = [(0, 2), (2, 0)]
+    negatives = [(i, j) for i in range(4) for j in range(4) if i != j]
+    mass = sum(abs(float(grad[i, j])) for i, j in negatives)
+    expected = sum(abs(float(grad[i, j])) for i, j in flagged) / mass
+    assert float(values["suspects_gradient_share"]) == pytest.approx(expected, rel=1e-12)
+
+
+def test_sources_that_return_none():
+    """A labels source that returns None this step: the other rules still run; with no rule
+    left the quantity logs nothing."""
+    from gradlab.monitor.batch import BatchView
+
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]))
+    assert Suspects(labels=lambda: None, margin=None, gradient=False).compute(view) == {}
+    values = Suspects(labels=lambda: None, margin=0.0, gradient=False).compute(view)
+    # orthogonal points: queries 0 and 1 score their positive 0 and item 2 ties it (>=)
+    assert float(values["suspects_count"]) == 2.0
