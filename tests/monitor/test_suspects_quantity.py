@@ -234,3 +234,25 @@ def test_sources_that_return_none():
     values = Suspects(labels=lambda: None, margin=0.0, gradient=False).compute(view)
     # orthogonal points: queries 0 and 1 score their positive 0 and item 2 ties it (>=)
     assert float(values["suspects_count"]) == 2.0
+
+
+def test_pairs_of_labels_and_an_unread_capture_first():
+    """A cross-modal batch with (query labels, candidate labels) from its source; a capture
+    without a gradient (not SmoothAP) before the one that has it is passed over."""
+    from gradlab.monitor.batch import BatchView, ScoreCapture
+
+    generator = torch.Generator().manual_seed(7)
+    queries, candidates = torch.randn(2, 3, 4, generator=generator, dtype=torch.float64)
+    positives = torch.eye(3, dtype=torch.bool)
+    grad = torch.randn(3, 3, generator=generator, dtype=torch.float64)
+    view = BatchView(embeddings=queries, candidates=candidates, positives=positives)
+    view.score_captures = [ScoreCapture("i2t", None, positives),
+                           ScoreCapture("i2t", None, positives, grad=grad)]  # fmt: skip
+    pair = (torch.tensor([0, 1, 2]), torch.tensor([1, 1, 0]))  # query 0 ~ candidate 2, 1 ~ 0
+    values = Suspects(labels=lambda: pair, margin=None).compute(view)
+    flagged = [(0, 2), (1, 0)]
+    negatives = [(i, j) for i in range(3) for j in range(3) if i != j]
+    mass = sum(abs(float(grad[i, j])) for i, j in negatives)
+    assert float(values["suspects_count"]) == 2.0
+    expected = sum(abs(float(grad[i, j])) for i, j in flagged) / mass
+    assert float(values["suspects_gradient_share"]) == pytest.approx(expected, rel=1e-12)
