@@ -15,9 +15,10 @@ and the step's one score matrix); reductions stay on the device (no host sync).
 * :class:`Temperature` (a softmax scale, learnable or fixed): its value, ``dL/d log s`` in
   closed form, the parameter's own gradient when it has one, and whether a clamp holds it.
 
-Cost at B = 112 (d = 64, one CPU thread): about 0.3 ms for :class:`Geometry` (the effective
-rank's eigenvalues come from the smaller Gram matrix, ``[min(B, d)]^2``, never an SVD of the
-``[B, d]`` batch) and 0.1 ms for :class:`Margins`: one pass over the scores, no sort.
+Cost: :class:`Geometry`'s effective rank takes its eigenvalues from the smaller Gram matrix,
+``[min(B, d)]^2``, never an SVD of the ``[B, d]`` batch, and in-batch its uniformity reuses the
+step's cosine scores; :class:`Margins` is one pass over the scores, no sort. Both are in the
+default preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
 """
 
 from __future__ import annotations
