@@ -200,6 +200,60 @@ def test_a_strict_bound_at_a_jump_or_an_unordered_boundary_is_not_proven_equal()
     assert equivalent(first_wins, sp.Piecewise((1, x >= 0), (2, (x < 0) & (x > -1)), (0, True)))
 
 
+def test_relations_of_different_kinds_are_not_equal():
+    assert not equivalent(x >= y, sp.Eq(x, y)) and not equivalent(sp.Eq(x, y), x >= y)
+    assert not equivalent(sp.Eq(x, y), sp.Ne(x, y))
+    assert equivalent(sp.Eq(x, y), sp.Eq(x - y, 0)) and equivalent(sp.Ne(x, y), sp.Ne(y, x))
+
+
+def test_a_piecewise_proof_reads_the_boundary_off_a_slope_other_than_one():
+    # 2x < 1 and 2x <= 1 differ at x = 1/2 only: a boundary at 2 would miss it
+    assert not equivalent(sp.Piecewise((1, 2 * x < 1), (0, True)),
+                          sp.Piecewise((1, 2 * x <= 1), (0, True)))  # fmt: skip
+    assert equivalent(sp.Piecewise((2 * x - 1, 2 * x < 1), (0, True)),
+                      sp.Piecewise((2 * x - 1, 2 * x <= 1), (0, True)))  # fmt: skip
+
+
+def test_a_piecewise_proof_looks_inside_every_interval():
+    # the two differ only strictly between 0 and 1
+    inside = (x > 0) & (x < 1)
+    one, two = sp.Piecewise((1, inside), (0, True)), sp.Piecewise((2, inside), (0, True))
+    assert not equivalent(one, two)
+
+
+def test_a_piecewise_proof_tries_each_variable_of_the_conditions():
+    # x enters the conditions squared (no boundary in x); in y the boundary is -x^2
+    shifted = y + x**2
+    assert equivalent(sp.Piecewise((shifted, shifted >= 0), (0, True)),
+                      sp.Piecewise((shifted, shifted > 0), (0, True)))  # fmt: skip
+
+
+def test_what_a_piecewise_proof_cannot_decide_stays_unproven():
+    flag = sp.Symbol("flag")  # a condition that is no relation: never decided
+    assert not equivalent(sp.Piecewise((1, flag), (0, True)), sp.Integer(0))
+    assert not equivalent(sp.Piecewise((1, (x < 0) & flag), (0, True)),
+                          sp.Piecewise((1, (x <= 0) & flag), (0, True)))  # fmt: skip
+    assert not equivalent(sp.Piecewise((1, x**2 < 1), (0, True)),
+                          sp.Piecewise((1, x**2 <= 1), (0, True)))  # fmt: skip
+
+
+def test_a_relation_is_decided_from_the_sign_of_its_difference():
+    from gradlab.symbolic.mutation_operators import _decided
+
+    w = sp.Symbol("w", positive=True)
+    unevaluated = {"evaluate": False}
+    assert _decided(sp.Eq(w - w, 0, **unevaluated)) == sp.true
+    assert _decided(sp.Ne(w - w, 0, **unevaluated)) == sp.false
+    assert _decided(sp.Eq(w, 0, **unevaluated)) == sp.false
+    assert _decided(sp.Ne(w, 0, **unevaluated)) == sp.true
+    assert _decided(sp.Ge(w - w, 0, **unevaluated)) == sp.true
+    assert _decided(sp.Gt(w - w, 0, **unevaluated)) == sp.false
+    assert _decided(sp.Le(w, 0, **unevaluated)) == sp.false
+    assert _decided(sp.Lt(-w, 0, **unevaluated)) == sp.true
+    assert _decided(sp.Ge(x, 0, **unevaluated)) is None
+    assert _decided(sp.Eq(x, 0, **unevaluated)) is None
+
+
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])
 def test_a_bad_cap_is_refused_naming_the_value(bad):
     with pytest.raises(GradlabError, match=f"cap must be a non-negative int; got {bad!r}"):
