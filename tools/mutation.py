@@ -80,7 +80,11 @@ FUNCTIONAL_TESTS = {
         "tests/functional/test_blackbox_ap_rules.py",
     ],
     "decomposition": ["tests/functional/test_decomposition.py"],
-    "diagnostics": ["tests/functional/test_diagnostics.py", "tests/monitor/test_shared.py"],
+    "diagnostics": [
+        "tests/functional/test_diagnostics.py",
+        "tests/monitor/test_shared.py",
+        "tests/monitor/test_recorded_column_weights.py",  # the split from SmoothAP's backward
+    ],
     "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py"],
     "fastap": ["tests/functional/test_fastap_blackbox.py"],
     "geometry": ["tests/functional/test_geometry.py", "tests/monitor/test_geometry_quantities.py"],
@@ -105,7 +109,10 @@ FUNCTIONAL_TESTS = {
         "tests/functional/test_score_losses_inputs.py",
     ],
     "sigmoid": ["tests/functional/test_sigmoid.py", "tests/functional/test_decomposition.py"],
-    "smooth_ap": ["tests/functional/test_smooth_ap.py"],
+    "smooth_ap": [
+        "tests/functional/test_smooth_ap.py",
+        "tests/monitor/test_recorded_column_weights.py",  # the backward's recorded weights
+    ],
     "suspects": ["tests/functional/test_suspects.py", "tests/monitor/test_suspects_quantity.py"],
     "tie_aware": ["tests/functional/test_tie_aware.py", "tests/functional/test_relaxed_ranking.py"],
 }
