@@ -93,6 +93,12 @@ def _build_parser(
     )  # fmt: skip
     report.add_argument("--device", default="cpu", help=DEVICE_HELP)
     report.add_argument(
+        "--studies", type=Path, nargs="+", metavar="DIR",
+        help="folders written by gradlab study: each study saved there becomes a section after "
+        "the bundled ones (its tables, verdicts and figures, rendered from its JSON; nothing is "
+        "trained), headed with the data and backbone it ran on (default: none)",
+    )  # fmt: skip
+    report.add_argument(
         "--workers", type=_workers, default=None, metavar="N",
         help="processes that run a study's seeds side by side, one torch thread each; 1 runs "
         "everything in this process; the numbers are the same for any N (default: the usable "
@@ -431,8 +437,9 @@ def _raise_terminated(signum: int, frame: object) -> None:
 
 
 def _write_report(
-    out: Path, quick: bool, only: list[str] | None, device: str, workers: int = 1
-) -> None:
+    out: Path, quick: bool, only: list[str] | None, device: str, workers: int = 1,
+    studies: list[Path] | None = None,
+) -> None:  # fmt: skip
     """Write the report into ``.OUT.partial`` beside ``out``, then move it into place.
 
     SIGTERM is handled like Ctrl-C while the report is written (the staging folder is removed,
@@ -449,7 +456,8 @@ def _write_report(
     try:
         try:
             shutil.rmtree(staging, ignore_errors=True)
-            run_report(staging, quick=quick, only=only, device=device, workers=workers)
+            run_report(staging, quick=quick, only=only, device=device, workers=workers,
+                       studies=studies)  # fmt: skip
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
             raise
@@ -479,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
             from gradlab.progress import set_progress_mode
 
             device = check_device(arguments.device)
+            if arguments.studies:
+                from gradlab.report.user_studies import check_study_folders
+
+                check_study_folders(arguments.studies)  # read again by the report; cheap
             out = check_report_folder(arguments.out)
             if arguments.no_progress:
                 set_progress_mode("off")
@@ -487,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                 from gradlab.experiments.runtime import default_workers
 
                 workers = default_workers()
-            _write_report(out, arguments.quick, arguments.only, device, workers)
+            _write_report(out, arguments.quick, arguments.only, device, workers,
+                          arguments.studies)  # fmt: skip
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
             for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):

@@ -215,8 +215,13 @@ def figure_numbers(markdown: str) -> dict[str, int]:
     return numbers
 
 
-def findings_markdown(sections: dict[str, tuple[dict, str]]) -> str:
+def findings_markdown(
+    sections: dict[str, tuple[dict, str]],
+    finders: dict[str, Callable[[dict], list[Finding]]] | None = None,
+) -> str:
     """The "Key findings" section for ``sections`` (name -> (results, markdown), page order).
+
+    ``finders`` adds finders by section name to :data:`FINDERS` (a user's study, say).
 
     Example:
         >>> audit = {"counts": {"holds": 3, "holds-with-correction": 1, "fails": 1,
@@ -229,7 +234,7 @@ def findings_markdown(sections: dict[str, tuple[dict, str]]) -> str:
     numbers = figure_numbers("\n".join(markdown for _, markdown in sections.values()))
     lines = ["## Key findings", ""]
     for name, (results, markdown) in sections.items():
-        finder = FINDERS.get(name)
+        finder = {**FINDERS, **(finders or {})}.get(name)
         if finder is None:
             continue
         if name == "operating_region" and "audit" in sections:

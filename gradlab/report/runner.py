@@ -30,6 +30,11 @@ from gradlab.report.sections import (
     training_section,
     verification_section,
 )
+from gradlab.report.user_studies import (
+    check_study_folders,
+    study_findings,
+    study_report_section,
+)
 
 Section = Callable[[Path, bool, str], tuple[dict, str]]
 
@@ -52,6 +57,7 @@ def run_report(
     only: list[str] | None = None,
     device: str = "cpu",
     workers: int = 1,
+    studies: list[Path] | None = None,
 ) -> dict:
     """Run the selected sections; write ``summary.md``, ``index.html``, ``results.json``.
 
@@ -66,6 +72,10 @@ def run_report(
         workers: processes that run a study's seeds (and losses) side by side, one torch thread
             each (:func:`gradlab.experiments.runtime.study_workers`); 1 runs everything in this
             process. The numbers are the same for any value; only the timings differ.
+        studies: folders written by ``gradlab study``: each study saved there becomes a section
+            after the bundled ones, rendered from its JSON (nothing is trained), with its
+            findings; checked before any section runs
+            (:func:`gradlab.report.user_studies.check_study_folders`).
 
     Returns:
         The results as written to ``results.json``.
@@ -85,6 +95,7 @@ def run_report(
     if unknown:
         raise GradlabError(f"only must name report sections {list(SECTIONS)}; got {unknown}")
     workers = check_workers(workers)
+    user_studies = check_study_folders(studies or [])
     out = Path(out)
     (out / "figures").mkdir(parents=True, exist_ok=True)
     results = {
@@ -129,6 +140,14 @@ def run_report(
             stage.close()  # only here: after Ctrl-C nothing is said done
             _record(results, rendered, markdown, name, section_results, section_markdown,
                     started, cpu_started)  # fmt: skip
+    finders = {}
+    for number, run in enumerate(user_studies, start=1):
+        # A user's study: its saved JSON rendered as on its own page, its figures drawn here.
+        name, started, cpu_started = f"study {number}", time.perf_counter(), time.process_time()
+        study_results, study_markdown = study_report_section(run, out, number)
+        _record(results, rendered, markdown, name, study_results, study_markdown, started,
+                cpu_started)  # fmt: skip
+        finders[name] = study_findings
     results["workers"] = workers
     # The workers have ended with the block above, so their CPU time is counted now.
     results["cpu_seconds"] = {
@@ -137,7 +156,7 @@ def run_report(
     }
     write_json(out / "results.json", results)
     # Findings first: one sentence per section, each linked to its figure and section.
-    text = "\n".join([*intro, findings_markdown(rendered), "", *markdown])
+    text = "\n".join([*intro, findings_markdown(rendered, finders), "", *markdown])
     (out / "summary.md").write_text(text)
     (out / "index.html").write_text(markdown_to_html(text, out))
     return results

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import NamedTuple
 
 from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.experiments.digit_scenes import ANATOMY_KEYS
+from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
 from gradlab.report.prose import best_loss_sentence
 from gradlab.report.summaries import cell
@@ -28,13 +30,14 @@ STUDY_FILES = {
 """Study name -> the JSON file(s) ``gradlab study NAME`` writes (a glob for one per m)."""
 
 
-def p_vs_batch_size_markdown(measurement: dict, figure: str) -> str:
-    """P per m (mean ± std over seeds) and the paired t-test's trend of P and of its parts."""
+def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on your data") -> str:
+    """P per m (mean ± std over seeds) and the paired t-test's trend of P and of its parts;
+    ``where`` ends the heading."""
     summary = p_vs_batch_size.summarize(measurement)
     setting = measurement["settings"]["trained_at_m"]
     sizes = measurement["batch_sizes"]
     lines = [
-        "## P against the batch size (Brown et al., 2020, Fig. S7a), on your data",
+        f"## P against the batch size (Brown et al., 2020, Fig. S7a){where}",
         "",
         f"{measurement['data']}; {measurement['model']}. For each m one network from the same "
         f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
@@ -64,13 +67,14 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str) -> str:
     return "\n".join(lines)
 
 
-def loss_comparison_markdown(results: dict, figure: str) -> str:
-    """The losses' retrieval on the test split and their cost per step, as the report's table."""
+def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your data") -> str:
+    """The losses' retrieval on the test split and their cost per step, as the report's table;
+    ``where`` ends the heading."""
     config = results["settings"]
     order = ("recall@1", "recall@2", "recall@4", "recall@8", "mAP", "R-Precision", "MAP@R")
     metrics = [metric for metric in order if metric in results["before"]]
     lines = [
-        f"## Ranking losses at m = {config['batch_size']}, on your data",
+        f"## Ranking losses at m = {config['batch_size']}{where}",
         "",
         f"{config['data']}; {config['model']}. The same initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
@@ -113,11 +117,12 @@ def _losses_text(results: dict) -> str:
     return text
 
 
-def anatomy_markdown(results: dict, figure: str) -> str:
-    """The anatomy at the last logged step and the test-split retrieval, per m and loss."""
+def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") -> str:
+    """The anatomy at the last logged step and the test-split retrieval, per m and loss;
+    ``where`` ends the heading."""
     config = results["settings"]
     lines = [
-        "## Gradient anatomy over training (Bleeker & de Rijke, 2022), on your data",
+        f"## Gradient anatomy over training (Bleeker & de Rijke, 2022){where}",
         "",
         f"{config['data']}; {config['model']}. Each loss trains its own network from the same "
         f"weights on the same 4-per-class batches for {config['epochs']} epoch(s); dL/dS of the "
@@ -144,6 +149,33 @@ def anatomy_markdown(results: dict, figure: str) -> str:
     return "\n".join(lines)
 
 
+def _draw(name: str, results: dict, folder: Path, prefix: str = "",
+          where: str = ", on your data") -> tuple[list[Path], list[str]]:  # fmt: skip
+    """Draw a study's figures into ``folder`` (file names after ``prefix``) and return them with
+    the markdown of each of its sections, which cite a figure by ``prefix`` and its file name."""
+    from gradlab.plotting.studies import (
+        plot_loss_comparison,
+        plot_p_vs_batch_size,
+        plot_scene_anatomy,
+    )
+
+    stem = prefix.rsplit("/", 1)[-1]
+    if name == "p-vs-batch-size":
+        figures = [plot_p_vs_batch_size(results, folder / f"{stem}p_vs_batch_size.png")]
+        return figures, [p_vs_batch_size_markdown(results, prefix + "p_vs_batch_size.png", where)]
+    if name == "losses":
+        figures, sections = [], []
+        for size, measurement in results.items():
+            file = f"loss_comparison_m{size}.png"
+            figures.append(plot_loss_comparison(measurement, folder / f"{stem}{file}"))
+            sections.append(loss_comparison_markdown(measurement, prefix + file, where))
+        return figures, sections
+    if name == "anatomy":
+        figures = [plot_scene_anatomy(results, folder / f"{stem}gradient_anatomy.png")]
+        return figures, [anatomy_markdown(results, prefix + "gradient_anatomy.png", where)]
+    raise GradlabError(f"study must be one of {list(STUDY_FILES)}; got {name!r}")
+
+
 def write_study_report(name: str, results: dict, out: Path) -> list[Path]:
     """Draw the figures of a ``gradlab study NAME`` result and write ``summary.md`` and
     ``index.html`` into ``out``; return the written files.
@@ -151,45 +183,168 @@ def write_study_report(name: str, results: dict, out: Path) -> list[Path]:
     ``results`` is the study's JSON: one measurement for ``p-vs-batch-size`` and ``anatomy``,
     ``{m: measurement}`` for ``losses``.
     """
-    from gradlab.plotting.studies import (
-        plot_loss_comparison,
-        plot_p_vs_batch_size,
-        plot_scene_anatomy,
-    )
-
     out = Path(out)
-    if name == "p-vs-batch-size":
-        figures = [plot_p_vs_batch_size(results, out / "p_vs_batch_size.png")]
-        sections = [p_vs_batch_size_markdown(results, figures[0].name)]
-    elif name == "losses":
-        figures, sections = [], []
-        for size, measurement in results.items():
-            figures.append(plot_loss_comparison(measurement, out / f"loss_comparison_m{size}.png"))
-            sections.append(loss_comparison_markdown(measurement, figures[-1].name))
-    elif name == "anatomy":
-        figures = [plot_scene_anatomy(results, out / "gradient_anatomy.png")]
-        sections = [anatomy_markdown(results, figures[0].name)]
-    else:
-        raise GradlabError(f"study must be one of {list(STUDY_FILES)}; got {name!r}")
+    figures, sections = _draw(name, results, out)
     text = "\n\n".join(["# gradlab study: " + name, *sections]) + "\n"
     (out / "summary.md").write_text(text)
     (out / "index.html").write_text(markdown_to_html(text, out, title=f"gradlab study {name}"))
     return [*figures, out / "summary.md", out / "index.html"]
 
 
-def render_study_folder(name: str, folder: Path) -> list[Path]:
-    """Render the JSON a ``gradlab study NAME`` run left in ``folder`` (figures, ``summary.md``,
-    ``index.html``), e.g. after copying it from the GPU machine."""
+REQUIRED_KEYS = {
+    "p-vs-batch-size": (("batch_sizes", "data", "model", "per_class", "seeds", "tau", "eps",
+                         "settings"), ("trained_at_m",)),
+    "losses": (("settings", "seeds", "before", "losses"),
+               ("batch_size", "classes_per_batch", "steps", "data", "model", "test_data")),
+    "anatomy": (("settings", "seeds", "runs"), ("data", "model", "epochs", "test_data")),
+}  # fmt: skip
+"""Study name -> (top-level keys, ``settings`` keys) its JSON needs to be rendered."""
+
+
+class StudyRun(NamedTuple):
+    """The saved result of one ``gradlab study NAME`` run: the JSON as its renderers take it."""
+
+    name: str
+    folder: Path
+    paths: list[Path]
+    results: dict
+
+
+def _read_study(name: str, path: Path, argument: str) -> dict:
+    """One study JSON, checked for the keys its renderers read."""
+    prefix = f"{argument}: " if argument else ""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError as error:
+        raise GradlabError(
+            f"{prefix}{str(path)!r} is not JSON ({error.msg}, line {error.lineno}); expected "
+            f"the JSON of gradlab study {name}"
+        ) from None
+    top, settings = REQUIRED_KEYS[name]
+    missing = [key for key in top if not isinstance(data, dict) or key not in data]
+    if not missing:
+        held = data["settings"]
+        missing = [f"settings.{key}" for key in settings
+                   if not isinstance(held, dict) or key not in held]  # fmt: skip
+    if missing:
+        raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: it "
+                           f"lacks {', '.join(missing)}")  # fmt: skip
+    return data
+
+
+def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
+    """Read the JSON a ``gradlab study NAME`` run left in ``folder``, checked for the keys its
+    renderers read; a missing file or another schema raises :class:`GradlabError`."""
     folder = Path(folder)
     if name not in STUDY_FILES:
         raise GradlabError(f"study must be one of {list(STUDY_FILES)}; got {name!r}")
     paths = sorted(folder.glob(STUDY_FILES[name]))
     if not paths:
-        raise GradlabError(f"{str(folder)!r} holds no {STUDY_FILES[name]} of a gradlab study")
+        prefix = f"{argument}: " if argument else ""
+        raise GradlabError(f"{prefix}{str(folder)!r} holds no {STUDY_FILES[name]} of a gradlab "
+                           "study")  # fmt: skip
     if name == "losses":
-        loaded = [json.loads(path.read_text()) for path in paths]
+        loaded = [_read_study(name, path, argument) for path in paths]
         results = {data["settings"]["batch_size"]: data for data in
                    sorted(loaded, key=lambda data: data["settings"]["batch_size"])}  # fmt: skip
     else:
-        results = json.loads(paths[0].read_text())
-    return write_study_report(name, results, folder)
+        results = _read_study(name, paths[0], argument)
+    return StudyRun(name, folder, paths, results)
+
+
+def check_study_folders(folders: list[Path], argument: str = "--studies") -> list[StudyRun]:
+    """Every study saved in each of ``folders`` (folders written by ``gradlab study``), in the
+    order given and, within a folder, in :data:`STUDY_FILES` order.
+
+    Checked before any work: a missing folder, one that holds no study JSON and a JSON without
+    the keys its study's renderers read each raise :class:`GradlabError` naming ``argument``.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     try:
+        ...         check_study_folders([Path(folder)])
+        ...     except GradlabError as error:
+        ...         print(str(error).split(" holds")[1])
+         no study JSON (p_vs_batch_size.json, loss_comparison_m*.json, gradient_anatomy.json); \
+give a folder written by gradlab study
+    """
+    runs = []
+    for folder in map(Path, folders):
+        if not folder.is_dir():
+            raise GradlabError(f"{argument}: {str(folder)!r} is not a folder; give folders "
+                               "written by gradlab study")  # fmt: skip
+        names = [name for name, files in STUDY_FILES.items() if any(folder.glob(files))]
+        if not names:
+            raise GradlabError(f"{argument}: {str(folder)!r} holds no study JSON "
+                               f"({', '.join(STUDY_FILES.values())}); give a folder written by "
+                               "gradlab study")  # fmt: skip
+        runs += [load_study(name, folder, argument) for name in names]
+    return runs
+
+
+def render_study_folder(name: str, folder: Path) -> list[Path]:
+    """Render the JSON a ``gradlab study NAME`` run left in ``folder`` (figures, ``summary.md``,
+    ``index.html``), e.g. after copying it from the GPU machine."""
+    run = load_study(name, folder)
+    return write_study_report(name, run.results, run.folder)
+
+
+def _measurements(run: StudyRun) -> list[dict]:
+    """The run's measurements: one per batch size for ``losses``, else the one."""
+    return list(run.results.values()) if run.name == "losses" else [run.results]
+
+
+def _ran_on(name: str, measurement: dict) -> tuple[str, str]:
+    """(data folder, backbone) from a measurement's ``data`` and ``model`` lines, as
+    :mod:`gradlab.experiments.image_studies` writes them (``"NAME, train split (...)"``,
+    ``"BACKBONE with a linear head to ..."``)."""
+    described = measurement if name == "p-vs-batch-size" else measurement["settings"]
+    data = str(described["data"]).split(",", 1)[0]
+    return data, str(described["model"]).split(" with a linear head", 1)[0]
+
+
+def study_report_section(run: StudyRun, out: Path, number: int) -> tuple[dict, str]:
+    """A saved study as a section of the report in ``out``: its figures drawn into
+    ``out / "figures"`` (named ``studyN_...``), its tables and verdicts as on the study's own
+    page, its heading naming the data and the backbone it ran on.
+
+    Returns the results the report keeps (the study's JSON, where it came from) and the
+    markdown, one ``##`` heading per section of the study.
+    """
+    data, backbone = _ran_on(run.name, _measurements(run)[0])
+    figures, sections = _draw(run.name, run.results, Path(out) / "figures",
+                              prefix=f"figures/study{number}_",
+                              where=f", your study on {data} with {backbone}")  # fmt: skip
+    files = ", ".join(f"`{path}`" for path in run.paths)
+    source = (f"Read from {files}, written by `gradlab study {run.name}` at its own settings "
+              "(the report's --quick does not change them).")  # fmt: skip
+    sections = [section.replace("\n\n", f"\n\n{source}\n\n", 1) for section in sections]
+    results = {"study": run.name, "folder": str(run.folder), "data": data, "backbone": backbone,
+               "files": [str(path) for path in run.paths],
+               "figures": [f"figures/{figure.name}" for figure in figures],
+               "results": run.results}  # fmt: skip
+    return results, "\n\n".join(sections)
+
+
+def study_findings(section: dict) -> list[Finding]:
+    """The key findings of a study section (:func:`study_report_section`'s results): the P
+    trend of :func:`gradlab.experiments.p_vs_batch_size.summarize`, the best loss of
+    :func:`gradlab.experiments.loss_comparison.summarize` per m; the anatomy has no verdict."""
+    on = f"In your study on {section['data']} with {section['backbone']}"
+    results, figures = section["results"], section["figures"]
+    if section["study"] == "p-vs-batch-size":
+        trend = p_vs_batch_size.summarize(results)["settings"]["trained_at_m"]
+        sizes = results["batch_sizes"]
+        return [Finding(f"{on}, P from m = {sizes[0]} to m = {sizes[-1]}: {trend['trend']} "
+                        f"(paired t-test over {len(results['seeds'])} seed(s); mean P "
+                        f"{cell(trend['first'])} to {cell(trend['last'])}).",
+                        figures[0])]  # fmt: skip
+    if section["study"] == "losses":
+        findings = []
+        for (size, measurement), figure in zip(results.items(), figures, strict=True):
+            sentence = best_loss_sentence(measurement, loss_comparison.summarize(measurement))
+            findings.append(Finding(f"{on} at m = {size}, {sentence[:1].lower()}{sentence[1:]}",
+                                    figure))  # fmt: skip
+        return findings
+    return []
