@@ -24,7 +24,8 @@ def test_quick_report_writes_every_output(tmp_path):
     assert page.count("data:image/png;base64,") == len(figures)  # self-contained
     for heading in ("Derivation audit", "Numeric verification", "Harmonic sums", "Operating region",
                     "SmoothAP training on real data", "Ranking losses on unseen digit strings",
-                    "Image-caption retrieval on digit scenes", "Gradient anatomy"):  # fmt: skip
+                    "Image-caption retrieval on digit scenes", "Gradient anatomy",
+                    "Embedding geometry over training"):  # fmt: skip
         assert heading in summary
     training = results["sections"]["training"]
     assert 0.0 <= training["unseen_classes_after"]["mAP"] <= 1.0
@@ -38,6 +39,7 @@ def test_quick_report_writes_every_output(tmp_path):
     assert all(len(run["metrics"]["MAP@R"]) >= 3 for run in losses.values())
     scenes = results["sections"]["scenes"]["runs"]
     assert set(scenes) == {"VSE++", "VSRN"}
+    assert "figures/digit_scenes_geometry.png" in figures
     for runs in scenes.values():
         assert set(runs) == {"SmoothAP", "VSE++ max-violation", "NT-Xent"}
         assert all(len(run["recall"]["rsum"]) >= 3 for run in runs.values())
