@@ -200,7 +200,8 @@ class Temperature(Quantity):
     :func:`gradlab.functional.temperature_gradient` on the step's cosine scores: the
     softmax-expected logit minus the positive logit, averaged over the queries (negative: the
     loss wants a larger scale, a sharper softmax; positive: a smaller one). When ``scale`` is a
-    tensor with a gradient (a learnable parameter, read before ``optimizer.zero_grad()``),
+    tensor with a gradient (a learnable parameter; its value is taken at the watched loss call,
+    the scale the loss used, and its gradient at ``monitor.step()``, before ``zero_grad()``),
     ``temperature_log_scale_grad_observed`` is that gradient as ``dL/d log s``: the two agree
     when the watched loss is the batch's InfoNCE (half of it for each direction of a symmetric
     loss: ``direction="both"`` is their mean).
@@ -295,8 +296,15 @@ class Temperature(Quantity):
             return source.detach().reshape(()).to(device=device, dtype=torch.float64)
         return torch.full((), float(source), dtype=torch.float64, device=device)
 
+    def at_call(self, batch: BatchView) -> None:
+        """Keep the parameter's value at the watched call: the scale the loss used (by
+        ``monitor.step()`` an ``optimizer.step()`` may have moved it)."""
+        batch._cache[("temperature parameter", id(self))] = self._parameter(batch).clone()
+
     def compute(self, batch: BatchView) -> Values:
-        parameter = self._parameter(batch)
+        parameter = batch._cache.get(("temperature parameter", id(self)))
+        if parameter is None:  # no watched call captured (a view built by hand)
+            parameter = self._parameter(batch)
         scale = parameter.exp() if self.log_scale else parameter
         layout = batch.layout
         direction = self.direction or ("i2t" if batch.labels is not None else "both")

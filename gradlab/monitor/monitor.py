@@ -306,6 +306,10 @@ class Monitor:
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
             )  # fmt: skip
+            step = self.step_count
+            for quantity in self.quantities:  # what the optimizer step will move, taken now
+                if quantity.name not in self.disabled and quantity.should_compute(step):
+                    quantity.at_call(self._pending)
         except Exception as error:
             call = describe_call(args, kwargs)
             if self.strict:

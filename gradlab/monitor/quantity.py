@@ -137,5 +137,16 @@ class Quantity:
             return 2
         return 1 if self.needs & INPUT_NEEDS else 0
 
+    def at_call(self, batch: BatchView) -> None:
+        """Called when the Monitor captures the watched loss call of a step it logs: before
+        backward and before the optimizer changes the parameters. A quantity that reads state
+        the optimizer step moves (a learnable scale) takes it here, on the device, into
+        ``batch`` (nothing is read back to the host). Default: nothing.
+
+        Example:
+            >>> Quantity().at_call(BatchView(torch.eye(2), labels=torch.arange(2))) is None
+            True
+        """
+
     def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -261,3 +261,31 @@ def test_every_direction_is_accepted():
                      positives=torch.eye(3, dtype=torch.bool))  # fmt: skip
     for direction in ("i2t", "t2i", "both"):
         assert "temperature_log_scale_grad" in Temperature(direction=direction).compute(view)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_scale_is_the_one_the_loss_used_not_the_optimizers_next(tmp_path, dtype):
+    # The documented loop: loss, backward, optimizer.step(), then monitor.step(). The logged
+    # scale and its closed form belong to the call, before the update moved the parameter.
+    generator = torch.Generator().manual_seed(5)
+    queries = torch.randn(9, 4, generator=generator, dtype=dtype)
+    answers = torch.randn(9, 4, generator=generator, dtype=dtype)
+    scale = torch.nn.Parameter(torch.tensor(20.0, dtype=dtype))
+    optimizer = torch.optim.SGD([scale], lr=50.0)  # a visible move of the scale
+    with Monitor(tmp_path, quantities=[Temperature(every(1), scale=scale, logits=True,
+                                                   direction="i2t")]) as monitor:  # fmt: skip
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+        unit_q = torch.nn.functional.normalize(queries, dim=1)
+        unit_a = torch.nn.functional.normalize(answers, dim=1)
+        loss_fn(scale * unit_q @ unit_a.T, torch.eye(9, dtype=torch.bool)).backward()
+        observed = float(scale.grad) * 20.0  # dL/dlog s at the scale the loss used
+        optimizer.step()
+        assert abs(float(scale) - 20.0) > 1e-3  # the optimizer moved it
+        record = monitor.step()
+    assert record["temperature_scale"] == pytest.approx(20.0, rel=1e-12)
+    cosines = loops.cosines(queries.tolist(), answers.tolist())
+    eye = [[i == j for j in range(9)] for i in range(9)]
+    expected = loops.temperature_gradient(cosines, eye, 20.0)
+    tolerance = 1e-9 if dtype == torch.float64 else 1e-4
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=tolerance)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(observed, rel=1e-6)
