@@ -207,11 +207,14 @@ def test_relations_of_different_kinds_are_not_equal():
 
 
 def test_a_piecewise_proof_reads_the_boundary_off_a_slope_other_than_one():
-    # 2x < 1 and 2x <= 1 differ at x = 1/2 only: a boundary at 2 would miss it
-    assert not equivalent(sp.Piecewise((1, 2 * x < 1), (0, True)),
-                          sp.Piecewise((1, 2 * x <= 1), (0, True)))  # fmt: skip
-    assert equivalent(sp.Piecewise((2 * x - 1, 2 * x < 1), (0, True)),
-                      sp.Piecewise((2 * x - 1, 2 * x <= 1), (0, True)))  # fmt: skip
+    # SymPy keeps 2x + y^2 < 1 as written (2x < 1 it rewrites as x < 1/2); only x gives a
+    # boundary, (1 - y^2)/2, where the two sides differ unless the value is 0 there
+    level = 2 * x + y**2 - 1
+    assert sp.Piecewise((1, level < 0), (0, True)).args[0][1] == (2 * x + y**2 < 1)
+    assert not equivalent(sp.Piecewise((1, level < 0), (0, True)),
+                          sp.Piecewise((1, level <= 0), (0, True)))  # fmt: skip
+    assert equivalent(sp.Piecewise((level, level < 0), (0, True)),
+                      sp.Piecewise((level, level <= 0), (0, True)))  # fmt: skip
 
 
 def test_a_piecewise_proof_looks_inside_every_interval():
