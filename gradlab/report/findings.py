@@ -15,7 +15,11 @@ from typing import NamedTuple
 
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.report.html import slug
-from gradlab.report.prose import best_loss_sentence, best_recall_sentences
+from gradlab.report.prose import (
+    best_loss_sentence,
+    best_recall_sentences,
+    pml_grouping_sentence,
+)
 from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, cell, distinct_problems
 
 EMPIRICAL = ("reproduced", "not-reproduced", "not-testable-here")
@@ -23,10 +27,58 @@ EMPIRICAL = ("reproduced", "not-reproduced", "not-testable-here")
 
 
 class Finding(NamedTuple):
-    """A sentence, and the figure (path as cited in the markdown) that shows it, if any."""
+    """A sentence, the figure (path as cited in the markdown) that shows it, if any, and its
+    place: the headlines (rank 0, 1, 2) open the list, the rest follow in page order."""
 
     text: str
     figure: str | None = None
+    rank: int = 3
+
+
+DERIVATION_AUTHORS = "Bleeker & de Rijke"
+"""The authors of the SmoothAP gradient derivation: their slips are the first finding."""
+
+
+def _problems_by_paper(records: list[dict]) -> dict[str, list[dict]]:
+    """``Authors (year)`` -> its records that do not hold as printed, in record order."""
+    from gradlab.symbolic.seeds import SEEDS
+
+    papers: dict[str, list[dict]] = {}
+    for record in records:
+        if record["verdict"] in PROBLEM_VERDICTS:
+            seed = SEEDS.get(record["seed"])
+            paper = f"{seed.authors} ({seed.year})" if seed else record["seed"]
+            papers.setdefault(paper, []).append(record)
+    return papers
+
+
+def _causes(records: list[dict]) -> str:
+    """Each distinct problem once, with the number of records it accounts for."""
+    counts: dict[str, int] = {}
+    for record in records:
+        key = record.get("cause") or record["label"]
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{cause} ({n} record{'s' if n > 1 else ''})" for cause, n in counts.items())
+
+
+def _headlines(records: list[dict]) -> list[Finding]:
+    """The derivation's slips first (rank 0), then every other paper's problems (rank 2)."""
+    findings = []
+    for paper, mine in _problems_by_paper(records).items():
+        corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
+        tail = ("; each correction re-checked by computation holds" if corrected else
+                f"; {sum(r['verdict'] == 'fails' for r in mine)} fail even corrected")
+        if paper.startswith(DERIVATION_AUTHORS):
+            findings.append(Finding(
+                f"{paper}'s SmoothAP gradient derivation: {len(mine)} of its printed steps hold "
+                f"only after a correction, from {distinct_problems(mine)} distinct slips: "
+                f"{_causes(mine)}{tail}.", rank=0))  # fmt: skip
+        else:
+            findings.append(Finding(
+                f"{paper}: {len(mine)} printed claims do not hold as printed, "
+                f"{distinct_problems(mine)} distinct problems: {_causes(mine)}{tail}.",
+                rank=2))  # fmt: skip
+    return findings
 
 
 def _audit(results: dict) -> list[Finding]:
@@ -66,7 +118,7 @@ def _audit(results: dict) -> list[Finding]:
             f" {killed} of {mutants} deliberately wrong variants of the forms that hold are "
             "told apart."
         )
-    return [Finding(text)]
+    return [*_headlines(records), Finding(text)]
 
 
 def _paper(seed: str) -> str:
@@ -86,6 +138,9 @@ def _verification(results: dict) -> list[Finding]:
             f"in float64; the largest difference is {max(errors):.1e}."
         )
     ]
+    grouping = results.get("pml_smooth_ap")
+    if grouping:
+        findings.append(Finding(pml_grouping_sentence(grouping), rank=1))
     lemma = results.get("fappy_lemma1")
     if lemma:
         support = (
@@ -232,7 +287,7 @@ def findings_markdown(
         - The audit checks 5 printed claims of the five seed papers by computation: 3 hold, 1 hold only after a correction (each correction re-checked), 1 fail and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
     """  # noqa: E501
     numbers = figure_numbers("\n".join(markdown for _, markdown in sections.values()))
-    lines = ["## Key findings", ""]
+    ranked: list[tuple[int, str]] = []
     for name, (results, markdown) in sections.items():
         finder = {**FINDERS, **(finders or {})}.get(name)
         if finder is None:
@@ -251,5 +306,8 @@ def findings_markdown(
                 links.append(f"[Figure {number}](#figure-{number})")
             if heading:
                 links.append(f"[{heading.group(1)}](#{slug(heading.group(1))})")
-            lines.append(f"- {finding.text}" + (f" ({'; '.join(links)})" if links else ""))
+            ranked.append((finding.rank,
+                           f"- {finding.text}" + (f" ({'; '.join(links)})" if links else "")))
+    ranked.sort(key=lambda item: item[0])  # stable: page order within a rank
+    lines = ["## Key findings", "", *(line for _, line in ranked)]
     return "\n".join(lines) if len(lines) > 2 else ""

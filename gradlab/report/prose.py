@@ -347,3 +347,46 @@ def lemma1_verdict(results: dict) -> str:
         + ("the measurement agrees with that value." if results["lemma_value_matches"]
            else "the measurement does not agree with that value.")
     )  # fmt: skip
+
+
+def pml_grouping_sentence(result: dict) -> str:
+    """What the measured batches show about pytorch-metric-learning's SmoothAP grouping.
+
+    Every claim is read from ``result`` (:func:`gradlab.experiments.pml_grouping.grouping_check`):
+    which grouping the library's loss equals in every batch, in which batches it equals SmoothAP
+    over the classes, and how far apart the two are at the largest batch.
+
+    Example:
+        >>> rows = [dict(classes=2, per_class=2, batch=4, equals_blocks=True, equals_classes=True,
+        ...              difference_classes=0.0),
+        ...         dict(classes=28, per_class=4, batch=112, equals_blocks=True,
+        ...              equals_classes=False, difference_classes=0.007)]
+        >>> pml_grouping_sentence({"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows})[:72]
+        "pytorch-metric-learning 2.9.0's SmoothAPLoss equals SmoothAP over consec"
+    """
+    rows = result["rows"]
+    version = result["pml_version"]
+    blocks = [r for r in rows if r["equals_blocks"]]
+    classes = [r for r in rows if r["equals_classes"]]
+    square = [r for r in rows if r["classes"] == r["per_class"]]
+    largest = max(rows, key=lambda r: r["batch"])
+
+    def layouts(chosen: list[dict]) -> str:
+        return ", ".join(f"{r['classes']} x {r['per_class']}" for r in chosen) or "none"
+
+    if len(blocks) == len(rows):
+        first = (f"pytorch-metric-learning {version}'s SmoothAPLoss equals SmoothAP over "
+                 f"consecutive blocks of n_classes items in every measured batch (classes x "
+                 f"items per class: {layouts(rows)}; to {result['agreement']:.0e})")  # fmt: skip
+    else:
+        first = (f"pytorch-metric-learning {version}'s SmoothAPLoss equals SmoothAP over "
+                 f"consecutive blocks of n_classes items in {len(blocks)} of {len(rows)} "
+                 f"measured batches ({layouts(blocks)})")  # fmt: skip
+    where = "only where there are as many classes as items per class" if classes == square else (
+        "in these batches")
+    second = f"and SmoothAP over the true classes {where} ({layouts(classes)})"
+    if largest["equals_classes"]:
+        return f"{first}, {second}."
+    return (f"{first}, {second}: at {largest['classes']} classes of {largest['per_class']} "
+            f"(B = {largest['batch']}) it optimises another grouping, "
+            f"{largest['difference_classes']:.1e} away from SmoothAP's loss.")  # fmt: skip

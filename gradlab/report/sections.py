@@ -14,7 +14,9 @@ import re
 from pathlib import Path
 
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
+from gradlab.experiments.pml_grouping import grouping_check
 from gradlab.experiments.verification import gradient_error_table
+from gradlab.extras import install_hint
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.figure_tables import (
@@ -31,6 +33,7 @@ from gradlab.report.prose import (
     lemma1_verdict,
     loss_comparison_text,
     p_vs_batch_size_text,
+    pml_grouping_sentence,
     relaxation_summary,
     scenes_text,
     training_sentence,
@@ -105,7 +108,22 @@ def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[d
                  "pair's bin: the pair's bin and the bin below it, never one bin as Lemma 1 "
                  "states](figures/fappy_lemma1_gradient.png)")  # fmt: skip
     summary = {k: v for k, v in lemma.items() if not isinstance(v, list)}
-    return {"gradient_errors": table, "fappy_lemma1": summary}, "\n".join(lines)
+    grouping = grouping_check()
+    lines += ["", "### pytorch-metric-learning's SmoothAPLoss, measured", ""]
+    if grouping is None:
+        lines.append(f"pytorch-metric-learning is not installed (`{install_hint('pml')}`): "
+                     "not measured.")  # fmt: skip
+    else:
+        lines += [pml_grouping_sentence(grouping), "",
+                  "| classes x per class | pytorch-metric-learning | SmoothAP, true classes | "
+                  "SmoothAP, blocks of n_classes |", "| --- | --- | --- | --- |"]  # fmt: skip
+        lines += [f"| {r['classes']} x {r['per_class']} | {r['pml_loss']:.6f} | "
+                  f"{r['smooth_ap_loss_classes']:.6f} | {r['smooth_ap_loss_blocks']:.6f} |"
+                  for r in grouping["rows"]]  # fmt: skip
+    results = {"gradient_errors": table, "fappy_lemma1": summary}
+    if grouping is not None:
+        results["pml_smooth_ap"] = grouping
+    return results, "\n".join(lines)
 
 
 def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
