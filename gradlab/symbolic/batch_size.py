@@ -36,6 +36,9 @@ NOT_TESTABLE_HERE = "not-testable-here"
 """The conjecture's verdict: it is about the authors' data and network (see :data:`NEEDS`)."""
 NEEDS = ("needs Stanford Online Products with a ResNet-50, one epoch of training per m (Brown et "
          "al., 2020, Fig. S7a)")  # fmt: skip
+WHERE_TESTABLE = ("`gradlab study p-vs-batch-size` runs that protocol on a local copy of the "
+                  "data and a backbone")  # fmt: skip
+"""Where the claim can be tested: the study command on the authors' data set."""
 ALPHA = 0.05
 """Two-sided level of the paired t-test on the decisive setting."""
 FLAT_BAND = 0.01
@@ -240,7 +243,8 @@ def conjecture_verdict(measurement: Mapping | None, predicted: str = "rises") ->
     """
     if measurement is None:
         return NOT_TESTABLE_HERE, (
-            f"{NEEDS}. The miniature was {NOT_MEASURED} in this run: `gradlab audit --measure` "
+            f"{NEEDS}; {WHERE_TESTABLE}. The miniature was {NOT_MEASURED} in this run: "
+            "`gradlab audit --measure` "
             "takes the quick one (3-digit strings, a small CNN, m = 16..256, one epoch per m, "
             "3 seeds), shown here as context."
         )
@@ -249,5 +253,5 @@ def conjecture_verdict(measurement: Mapping | None, predicted: str = "rises") ->
     words = [f"{PARTS.get(key, key)}: {trend} ({why})" for key, (trend, why) in trends.items()]
     shown = (f" P's parts there (shares of the m^2 entries; the four add up to P): "
              f"{'; '.join(words)}." if words else "")  # fmt: skip
-    return NOT_TESTABLE_HERE, (f"{NEEDS}. A miniature, as context only (its outcome: {outcome}). "
-                               f"{detail}{shown}")  # fmt: skip
+    return NOT_TESTABLE_HERE, (f"{NEEDS}; {WHERE_TESTABLE}. A miniature, as context only (its "
+                               f"outcome: {outcome}). {detail}{shown}")  # fmt: skip

@@ -185,8 +185,10 @@ def test_the_conjecture_is_not_testable_here_whatever_the_miniature_shows():
         verdict, detail = conjecture_verdict(measurement(trained_at_m=ends(changes)))
         assert verdict == "not-testable-here"
         assert detail.startswith("needs Stanford Online Products with a ResNet-50, one epoch")
+        assert "`gradlab study p-vs-batch-size` runs that protocol" in detail  # where it can be
     verdict, detail = conjecture_verdict(None)
     assert verdict == "not-testable-here" and "`gradlab audit --measure`" in detail
+    assert "`gradlab study p-vs-batch-size` runs that protocol" in detail
 
 
 def test_the_detail_shows_the_miniatures_outcome_and_the_parts_of_p():
