@@ -168,10 +168,10 @@ def _anatomy_record(name: str, scores: torch.Tensor, positives: torch.Tensor, ta
 
 GEOMETRY_KEYS = ("alignment", "uniformity_images", "uniformity_captions", "rank_share_images",
                  "rank_share_captions", "modality_gap")  # fmt: skip
-"""The geometry logged over training (:func:`_geometry_record`), in its order."""
+"""The geometry logged over training (:func:`geometry_record`), in its order."""
 
 
-def _geometry_record(images: torch.Tensor, captions: torch.Tensor, scores: torch.Tensor,
+def geometry_record(images: torch.Tensor, captions: torch.Tensor, scores: torch.Tensor,
                      positives: torch.Tensor) -> torch.Tensor:  # fmt: skip
     """``[6]`` float64 on the device, in :data:`GEOMETRY_KEYS`' order: the alignment of the
     (image, caption) positives (Wang & Isola 2020, Eq. 4, from the cosine scores), the
@@ -242,7 +242,7 @@ def _train_one(
         if logging:
             logged_steps.append(step)
             records.append(_anatomy_record(loss_name, scores, positives, tau))
-            geometry.append(_geometry_record(images, captions, scores, positives))
+            geometry.append(geometry_record(images, captions, scores, positives))
     history = torch.stack(losses).cpu().tolist()
     return (image_encoder, caption_encoder, history, logged_steps, torch.stack(records).cpu(),
             torch.stack(geometry).cpu())  # fmt: skip

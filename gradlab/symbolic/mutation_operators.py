@@ -498,8 +498,14 @@ def _same_relation(first: Relational, second: Relational) -> bool:
     return False
 
 
-def _decided(relation: Relational) -> Any:
-    """``sp.true`` / ``sp.false`` if SymPy can tell the sign of ``lhs - rhs``, else None."""
+def relation_truth(relation: Relational) -> Any:
+    """``sp.true`` / ``sp.false`` if SymPy can tell the sign of ``lhs - rhs``, else None.
+
+    Example:
+        >>> w, x = sp.Symbol("w", positive=True), sp.Symbol("x")
+        >>> relation_truth(sp.Gt(w, 0, evaluate=False)), relation_truth(sp.Ge(x, 0))
+        (True, None)
+    """
     difference = sp.factor(sp.simplify(relation.lhs - relation.rhs))
     if isinstance(relation, (sp.Eq, sp.Ne)):
         zero = difference.is_zero
@@ -569,7 +575,7 @@ def _equal_at(first: sp.Expr, second: sp.Expr, variable: sp.Symbol, point: sp.Ex
 
         def decide(relation: Relational) -> Any:
             nonlocal undecided
-            truth = _decided(relation)
+            truth = relation_truth(relation)
             undecided = undecided or truth is None
             return relation if truth is None else truth
 

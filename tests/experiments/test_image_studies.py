@@ -14,24 +14,9 @@ import pytest
 from gradlab.cli import main
 from gradlab.errors import GradlabError
 from gradlab.experiments.p_vs_batch_size import KEYS, summarize
+from tests.helpers.study_images import CLASSES, SMALL, digit_images
 
 Image = pytest.importorskip("PIL.Image")
-CLASSES = 8
-PER_CLASS = 6
-SMALL = [
-    "--backbone", "tests.helpers.backbones:four_channel_resnet", "--image-size", "16",
-    "--embedding-dim", "8", "--batch-sizes", "8,16", "--seeds", "0,1", "--lr", "1e-3",
-]  # fmt: skip
-
-
-def _digits():
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    for label in range(CLASSES):
-        for number, row in enumerate((digits.target == label).nonzero()[0][:PER_CLASS]):
-            pixels = (digits.images[row] * 255 / 16).astype("uint8")
-            yield label, number, Image.fromarray(pixels, mode="L").convert("RGB")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +24,7 @@ def online_products(tmp_path_factory):
     """Stanford Online Products' layout: Ebay_train.txt / Ebay_test.txt, class folders."""
     root = tmp_path_factory.mktemp("sop")
     rows = {"train": [], "test": []}
-    for image_id, (label, number, picture) in enumerate(_digits(), start=1):
+    for image_id, (label, number, picture) in enumerate(digit_images(), start=1):
         relative = f"digit_{label}_final/{number}.JPG"
         (root / relative).parent.mkdir(exist_ok=True)
         picture.save(root / relative, format="JPEG")
@@ -120,7 +105,7 @@ def test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure(
 def class_halves(tmp_path_factory):
     """The class-halves layout (CUB-200, Cars-196): root/<class>/<image>, first half trains."""
     root = tmp_path_factory.mktemp("halves")
-    for label, number, picture in _digits():
+    for label, number, picture in digit_images():
         (root / f"digit_{label}").mkdir(exist_ok=True)
         picture.save(root / f"digit_{label}" / f"{number}.png")
     return root

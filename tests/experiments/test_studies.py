@@ -111,7 +111,7 @@ def test_scene_geometry_matches_float64_loops():
     captions = torch.nn.functional.normalize(
         images.repeat_interleave(2, dim=0) + torch.randn(10, 4, generator=generator), dim=1)
     positives = torch.eye(5, dtype=torch.bool).repeat_interleave(2, dim=1)
-    record = digit_scenes._geometry_record(images, captions, images @ captions.T, positives)
+    record = digit_scenes.geometry_record(images, captions, images @ captions.T, positives)
     rows, columns = images.tolist(), captions.tolist()
     expected = [
         loops.alignment(rows, columns, positives.tolist()),

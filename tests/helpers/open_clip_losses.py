@@ -185,3 +185,26 @@ def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
                f"{out}/rank{rank}.pt")  # fmt: skip
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+def real_open_clip():
+    """The open_clip package, or a skip that says why it does not import here."""
+    try:
+        import open_clip
+    except Exception as error:  # ImportError, or torchvision's RuntimeError against this torch
+        pytest.skip(f"open_clip does not import here ({type(error).__name__}: {error}); "
+                    "development installs it without torchvision, whose wheel does not load "
+                    "against the CPU torch build it pins; its loss.py is tested by file")
+    return open_clip
+
+
+def tiny_clip(open_clip):
+    """A randomly initialised ``open_clip.model.CLIP``: one layer per tower, width 32."""
+    torch.manual_seed(0)
+    return open_clip.model.CLIP(
+        embed_dim=16,
+        vision_cfg=open_clip.model.CLIPVisionCfg(layers=1, width=32, head_width=16,
+                                                 patch_size=8, image_size=16),
+        text_cfg=open_clip.model.CLIPTextCfg(context_length=8, vocab_size=40, width=32,
+                                             heads=2, layers=1),
+    )  # fmt: skip

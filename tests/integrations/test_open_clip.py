@@ -23,6 +23,8 @@ from tests.helpers.open_clip_losses import (
     clip_worker,
     features,
     loss_classes,
+    real_open_clip,
+    tiny_clip,
 )
 
 SOURCES = ("loss.py", "stand-in")
@@ -224,16 +226,6 @@ def test_bad_arguments_are_refused():
     assert open_clip_adapter(StandInClipLoss(), None) is None
 
 
-def real_open_clip():
-    """The open_clip package, or a skip that says why it does not import here."""
-    try:
-        import open_clip
-    except Exception as error:  # ImportError, or torchvision's RuntimeError against this torch
-        pytest.skip(f"open_clip does not import here ({type(error).__name__}: {error}); "
-                    "development installs it without torchvision, whose wheel does not load "
-                    "against the CPU torch build it pins; its loss.py is tested by file")
-    return open_clip
-
 
 def test_the_real_open_clip_losses_are_recorded_like_the_stand_ins():
     open_clip = real_open_clip()
@@ -249,17 +241,6 @@ def test_the_real_open_clip_losses_are_recorded_like_the_stand_ins():
             close(first.scores, second.scores)
             close(first.grad, second.grad)
 
-
-def tiny_clip(open_clip):
-    """A randomly initialised ``open_clip.model.CLIP``: one layer per tower, width 32."""
-    torch.manual_seed(0)
-    return open_clip.model.CLIP(
-        embed_dim=16,
-        vision_cfg=open_clip.model.CLIPVisionCfg(layers=1, width=32, head_width=16,
-                                                 patch_size=8, image_size=16),
-        text_cfg=open_clip.model.CLIPTextCfg(context_length=8, vocab_size=40, width=32,
-                                             heads=2, layers=1),
-    )  # fmt: skip
 
 
 def test_a_tiny_open_clip_model_trains_with_its_loss_recorded(tmp_path):

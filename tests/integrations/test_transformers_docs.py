@@ -110,7 +110,7 @@ def test_the_open_clip_example(tmp_path, monkeypatch, source):
 
 
 def test_the_open_clip_example_with_the_package_and_a_tiny_clip(tmp_path, monkeypatch):
-    from tests.integrations.test_open_clip import real_open_clip, tiny_clip
+    from tests.helpers.open_clip_losses import real_open_clip, tiny_clip
 
     open_clip = real_open_clip()
     generator = torch.Generator().manual_seed(1)

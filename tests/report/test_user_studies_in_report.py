@@ -19,7 +19,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison, p_vs_batch_size
 
 pytest.importorskip("PIL.Image")
-from tests.experiments.test_image_studies import SMALL, _digits
+from tests.helpers.study_images import SMALL, digit_images
 
 REPORT = ["report", "--quick", "--only", "tie_aware", "--workers", "1", "--no-progress"]
 """The cheapest report: one bundled section (seconds), then the user's studies."""
@@ -38,7 +38,7 @@ def study_folder(tmp_path_factory):
     """`gradlab study p-vs-batch-size` and `gradlab study losses` on the class-halves folder,
     both into one folder (a folder may hold several studies)."""
     root = tmp_path_factory.mktemp("data") / "halves"
-    for label, number, picture in _digits():
+    for label, number, picture in digit_images():
         (root / f"digit_{label}").mkdir(parents=True, exist_ok=True)
         picture.save(root / f"digit_{label}" / f"{number}.png")
     out = tmp_path_factory.mktemp("studies") / "mine"

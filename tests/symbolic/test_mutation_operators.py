@@ -241,20 +241,20 @@ def test_what_a_piecewise_proof_cannot_decide_stays_unproven():
 
 
 def test_a_relation_is_decided_from_the_sign_of_its_difference():
-    from gradlab.symbolic.mutation_operators import _decided
+    from gradlab.symbolic.mutation_operators import relation_truth
 
     w = sp.Symbol("w", positive=True)
     unevaluated = {"evaluate": False}
-    assert _decided(sp.Eq(w - w, 0, **unevaluated)) == sp.true
-    assert _decided(sp.Ne(w - w, 0, **unevaluated)) == sp.false
-    assert _decided(sp.Eq(w, 0, **unevaluated)) == sp.false
-    assert _decided(sp.Ne(w, 0, **unevaluated)) == sp.true
-    assert _decided(sp.Ge(w - w, 0, **unevaluated)) == sp.true
-    assert _decided(sp.Gt(w - w, 0, **unevaluated)) == sp.false
-    assert _decided(sp.Le(w, 0, **unevaluated)) == sp.false
-    assert _decided(sp.Lt(-w, 0, **unevaluated)) == sp.true
-    assert _decided(sp.Ge(x, 0, **unevaluated)) is None
-    assert _decided(sp.Eq(x, 0, **unevaluated)) is None
+    assert relation_truth(sp.Eq(w - w, 0, **unevaluated)) == sp.true
+    assert relation_truth(sp.Ne(w - w, 0, **unevaluated)) == sp.false
+    assert relation_truth(sp.Eq(w, 0, **unevaluated)) == sp.false
+    assert relation_truth(sp.Ne(w, 0, **unevaluated)) == sp.true
+    assert relation_truth(sp.Ge(w - w, 0, **unevaluated)) == sp.true
+    assert relation_truth(sp.Gt(w - w, 0, **unevaluated)) == sp.false
+    assert relation_truth(sp.Le(w, 0, **unevaluated)) == sp.false
+    assert relation_truth(sp.Lt(-w, 0, **unevaluated)) == sp.true
+    assert relation_truth(sp.Ge(x, 0, **unevaluated)) is None
+    assert relation_truth(sp.Eq(x, 0, **unevaluated)) is None
 
 
 @pytest.mark.parametrize("bad", [-1, 1.5, True, "4"])
