@@ -182,6 +182,10 @@ def readme_findings(root: Path) -> str:
     from gradlab.symbolic.seeds import SEEDS
 
     problems = distinct_problems(records)
+    from gradlab.report.findings import problems_by_paper
+
+    per_paper = "; ".join(f"{paper}: {len(mine)} claims, {distinct_problems(mine)} problems"
+                          for paper, mine in problems_by_paper(records).items())  # fmt: skip
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
     texts = len({r["seed"] for r in records})
@@ -192,7 +196,8 @@ def readme_findings(root: Path) -> str:
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
         f"by computation: {corrected} hold only after a correction and {fails} fail, "
-        f"{problems} distinct problems in all (claims that share one root cause count once); "
+        f"{problems} distinct problems in all (claims that share one root cause count once; "
+        f"{per_paper}); "
         f"{untestable} claims about the authors' experiments are not testable here "
         "([the audit, per paper](docs/audit.md)).\n"
         f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} The networks "

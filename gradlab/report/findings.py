@@ -39,8 +39,15 @@ DERIVATION_AUTHORS = "Bleeker & de Rijke"
 """The authors of the SmoothAP gradient derivation: their slips are the first finding."""
 
 
-def _problems_by_paper(records: list[dict]) -> dict[str, list[dict]]:
-    """``Authors (year)`` -> its records that do not hold as printed, in record order."""
+def problems_by_paper(records: list[dict]) -> dict[str, list[dict]]:
+    """``Authors (year)`` -> its records that do not hold as printed, in record order (the two
+    versions of one paper are one paper).
+
+    Example:
+        >>> problems_by_paper([{"seed": "x", "verdict": "holds-with-correction"},
+        ...                    {"seed": "x", "verdict": "holds"}])
+        {'x': [{'seed': 'x', 'verdict': 'holds-with-correction'}]}
+    """
     from gradlab.symbolic.seeds import SEEDS
 
     papers: dict[str, list[dict]] = {}
@@ -64,7 +71,7 @@ def _causes(records: list[dict]) -> str:
 def _headlines(records: list[dict]) -> list[Finding]:
     """The derivation's slips first (rank 0), then every other paper's problems (rank 2)."""
     findings = []
-    for paper, mine in _problems_by_paper(records).items():
+    for paper, mine in problems_by_paper(records).items():
         corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
         tail = ("; each correction re-checked by computation holds" if corrected else
                 f"; {sum(r['verdict'] == 'fails' for r in mine)} fail even corrected")

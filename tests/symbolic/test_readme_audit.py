@@ -118,3 +118,20 @@ def test_the_block_says_which_claims_go_without_mutants_and_why():
             "testable here have none and say for every operator why") in block
     untestable["inapplicable"] = dict.fromkeys(OPERATORS[:-1], "needs the authors' data")
     assert "say for every operator why" not in audit_block(records)  # one operator unexplained
+
+
+def test_the_readme_finding_gives_claims_and_distinct_problems_per_paper():
+    from gradlab.symbolic.seeds import SEEDS
+
+    records = json.loads((ROOT / AUDIT_JSON).read_text())
+    papers: dict[str, list[dict]] = {}
+    for record in records:  # both versions of a paper are one paper: keyed by authors and year
+        if record["verdict"] in ("holds-with-correction", "fails"):
+            seed = SEEDS[record["seed"]]
+            papers.setdefault(f"{seed.authors} ({seed.year})", []).append(record)
+    finding = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                   if line.startswith("- **The audit**"))  # fmt: skip
+    assert len(papers) >= 2
+    for paper, mine in papers.items():
+        problems = len({r["cause"] or r["id"] for r in mine})
+        assert f"{paper}: {len(mine)} claims, {problems} problems" in finding
