@@ -74,6 +74,14 @@ def test_the_backward_records_the_weights_smooth_ap_terms_computes(labels, dtype
                                  column_weights_split=recorded)  # fmt: skip
     for name in ("ap", "score_grad", "ad_term", "cb_term"):
         _identical(getattr(from_split, name), getattr(computed, name))
+    # the groups and ranks handed on (a BatchView reads its forward from them)
+    (groups, ranks), (expected_groups, expected_ranks) = from_split.forward, computed.forward
+    assert len(groups) == len(expected_groups) and len(ranks) == len(expected_ranks)
+    for group, expected in zip(groups, expected_groups, strict=True):
+        _identical(group.queries, expected.queries)
+    for (rank_a, rank_c), (expected_a, expected_c) in zip(ranks, expected_ranks, strict=True):
+        _identical(rank_a, expected_a)
+        _identical(rank_c, expected_c)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
