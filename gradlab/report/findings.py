@@ -73,7 +73,7 @@ def _headlines(records: list[dict]) -> list[Finding]:
     findings = []
     for paper, mine in problems_by_paper(records).items():
         corrected = all(r["verdict"] == "holds-with-correction" for r in mine)
-        tail = ("; each correction re-checked by computation holds" if corrected else
+        tail = ("; every correction holds when re-checked by computation" if corrected else
                 f"; {sum(r['verdict'] == 'fails' for r in mine)} fail even corrected")
         if paper.startswith(DERIVATION_AUTHORS):
             findings.append(Finding(
