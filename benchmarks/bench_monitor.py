@@ -7,7 +7,8 @@ Settings, each against a plain baseline measured in the same run:
 
 * ``cnn``: a three-conv CNN on 3x32x32 inputs, batch 112 (28 classes x 4), SmoothAP (tau 0.01,
   the Monitor's tau too, so the logged step reuses the loss's scores and ranks). Default preset
-  every step, full preset every step, and the default preset on its default schedule.
+  every step, the same without its geometry and margins families (what those two add), full
+  preset every step, and the default preset on its default schedule.
 * ``cnn_pml``: the same CNN trained with pytorch-metric-learning's ``MultiSimilarityLoss``
   through gradlab's recording distance (``gradlab.interop.pml``); default preset every step.
 * ``mlp``: an MLP on the digits, batch 100, SmoothAP; default preset on its default schedule.
@@ -55,9 +56,12 @@ import gradlab
 from gradlab.data import load_digits_split
 from gradlab.models import EmbeddingMLP, SmallConvNet
 from gradlab.monitor import PRESETS, every
+from gradlab.monitor.geometry import Geometry, Margins
 
 FULL = PRESETS["full"]
 """The full preset's quantity classes, each also timed alone."""
+BASE_DEFAULT = tuple(q for q in PRESETS["default"] if q not in (Geometry, Margins))
+"""The default preset without the geometry and margins families."""
 
 TAU = 0.01
 DENSE_START = 200
@@ -182,6 +186,12 @@ def measure_training(setting: str, device, rounds: int, block: int, folder: str)
         )
         monitors["full_every_step"] = gradlab.Monitor(
             f"{folder}/{setting}_full", tau=TAU, preset="full", every=1
+        )
+        # The default preset as it was before the geometry and margins joined it: what those
+        # two families add is the difference from default_every_step, in the same rounds.
+        monitors["default_without_geometry_every_step"] = gradlab.Monitor(
+            f"{folder}/{setting}_default_base", tau=TAU,
+            quantities=[quantity(every(1)) for quantity in BASE_DEFAULT],
         )
     elif setting == "cnn_pml":
         monitors["default_every_step"] = gradlab.Monitor(

@@ -70,6 +70,8 @@ def monitor_overhead(root: Path) -> str:
     rows = [
         ("CNN 3x32x32, batch 112, SmoothAP: default preset every step", "cnn",
          "default_every_step", "cnn_default_every_step"),
+        ("CNN, batch 112, SmoothAP: default preset without its geometry and margins, every "
+         "step", "cnn", "default_without_geometry_every_step", None),
         ("CNN, batch 112, SmoothAP: full preset every step", "cnn", "full_every_step",
          "cnn_full_every_step"),
         ("CNN, batch 112, SmoothAP: default preset, default schedule (every 50)",
@@ -80,7 +82,7 @@ def monitor_overhead(root: Path) -> str:
          "every step", "cnn_pml", "default_every_step", "cnn_pml_default_every_step"),
     ]  # fmt: skip
     for label, setting, config, target_key in rows:
-        if setting not in runs:
+        if setting not in runs or config not in runs[setting]["ratio"]:
             lines.append(f"| {label} | - | not measured | | | |")
             continue
         target = None if target_key is None else targets[target_key]
