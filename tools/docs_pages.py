@@ -30,6 +30,7 @@ NEED_COST = {
     "loss_kind": (0, "none"),
     "embeddings": (1, "O(B d)"),
     "embedding_grad": (1, "O(B d)"),
+    "features": (2, "O(B^2)"),
     "scores": (2, "O(B^2)"),
     "score_grad": (2, "O(B^2)"),
     "smooth_ap_terms": (3, "O(B^2 g) sigmoid block"),

@@ -77,6 +77,8 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
     """
 
     _recorder_signature = " (direction, matrix, mask)"
+    operands: tuple[torch.Tensor, torch.Tensor] | None = None
+    """``(image_features, text_features)`` of the call being recorded (else None)."""
 
     def __init__(self, loss: torch.nn.Module) -> None:
         super().__init__()
@@ -111,11 +113,13 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
             return logits
 
         self.loss.get_logits = recording_get_logits  # this call only: restored below
+        self.operands = (image_features, text_features)  # the collector keeps them
         try:
             return self._call(image_features, text_features, logit_scale, logit_bias,
                               output_dict)  # fmt: skip
         finally:
             del self.loss.get_logits
+            self.operands = None
 
     def _call(self, image_features, text_features, logit_scale, logit_bias, output_dict):
         if "logit_bias" in inspect.signature(self.loss.forward).parameters:
@@ -154,12 +158,16 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
 class _LogitsCollector:
     """The ``score_recorder`` of one logged call: one :class:`Stitch` per direction."""
 
-    def __init__(self) -> None:
+    def __init__(self, wrapper: RecordingClipLoss) -> None:
         self.stitches: dict[str, Stitch] = {}
+        self.wrapper = wrapper
+        self.operands: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def record(self, direction: str, matrix: torch.Tensor, where: tuple[int, int]) -> None:
         if not isinstance(matrix, torch.Tensor) or not matrix.requires_grad:
             return
+        if self.operands is None and self.wrapper.operands is not None:
+            self.operands = tuple(x.detach() for x in self.wrapper.operands)
         block, offset = where
         if direction not in self.stitches:
             self.stitches[direction] = Stitch(direction, offset)
@@ -168,6 +176,11 @@ class _LogitsCollector:
     def finish(self) -> list[ScoreCapture]:
         order = ("both", "i2t", "t2i")
         return [self.stitches[name].finish() for name in order if name in self.stitches]
+
+    def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """This process's image and text features: the first capture's rows and columns in
+        one process (gathered logits have more: then the adapter leaves them out)."""
+        return self.operands
 
 
 def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:
@@ -181,8 +194,8 @@ def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None
     if not isinstance(loss_fn, RecordingClipLoss) or inputs not in (None, "scores"):
         return None
     return RecordedScoresAdapter(
-        f"the watched loss {loss_name(loss_fn.loss)}", loss_fn, _LogitsCollector,
-        loss_fn=loss_fn.loss, hint=": does the call run with gradients enabled?",
+        f"the watched loss {loss_name(loss_fn.loss)}", loss_fn, lambda: _LogitsCollector(loss_fn),
+        loss_fn=loss_fn.loss, features=True, hint=": does the call run with gradients enabled?",
     )  # fmt: skip
 
 

@@ -10,7 +10,9 @@ matrix (``inputs="scores"``), and every capture feeds the anatomy.
 
 A collector has ``record(direction, matrix, mask)`` (the ``score_recorder`` protocol of
 :class:`gradlab.validation.ScoreRecorderSlot`) and ``finish() -> list[ScoreCapture]``, called
-once after the loss call.
+once after the loss call. A collector that saw the embeddings the first capture compares also
+has ``features() -> (queries [Q, d], candidates [C, d]) | None``: the geometry quantities read
+them (:attr:`gradlab.monitor.batch.BatchView.features`).
 
 Example:
     >>> class Collector:
@@ -156,6 +158,8 @@ class RecordedScoresAdapter(LossAdapter):
         loss_fn: the loss, whose attributes a step may read.
         masked_candidates: the captures' ``candidates`` mark pairs the loss left out (then the
             step's layout uses them too).
+        features: the collectors have ``features()`` (the adapter provides the ``features``
+            need).
         hint: what to check when a call recorded nothing (ends the error message).
     """
 
@@ -167,14 +171,17 @@ class RecordedScoresAdapter(LossAdapter):
         *,
         loss_fn: object | None = None,
         masked_candidates: bool = False,
+        features: bool = False,
         hint: str = "",
     ) -> None:
-        super().__init__(name, "scores", SCORE_VALUES, {}, recorder=recorder, loss_fn=loss_fn)
+        provides = SCORE_VALUES | {"features"} if features else SCORE_VALUES
+        super().__init__(name, "scores", provides, {}, recorder=recorder, loss_fn=loss_fn)
         self.collector = collector
         self.masked_candidates = masked_candidates
+        self.features = features
         self.hint = hint
         self.missing = dict.fromkeys(
-            ("embeddings", "embedding_grad", "smooth_ap_terms", "loss_kind"),
+            ("embeddings", "features", "embedding_grad", "smooth_ap_terms", "loss_kind"),
             f"{name} is read through the score matrices it records",
         )
 
@@ -206,6 +213,17 @@ class RecordedScoresAdapter(LossAdapter):
         if self.masked_candidates and primary.candidates is not None:
             batch.__dict__["layout"] = RetrievalLayout(primary.scores, primary.positives,
                                                        primary.candidates)  # fmt: skip
+        if self.features:
+            batch.features = _matching(collector.features(), primary.scores.shape)
         if score_grad:
             batch.score_captures = captures
         return batch
+
+
+def _matching(features: tuple | None, shape: torch.Size) -> tuple | None:
+    """``features`` when its queries and candidates are the rows and columns of a ``shape``
+    matrix (not so for a matrix gathered from other processes), else None."""
+    if features is None:
+        return None
+    queries, candidates = features
+    return features if (queries.shape[0], candidates.shape[0]) == tuple(shape) else None

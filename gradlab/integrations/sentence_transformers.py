@@ -104,11 +104,18 @@ class RecordingSimilarity(ScoreRecorderSlot, torch.nn.Module):
             )
         self.similarity_fct = cos_sim if similarity_fct is None else similarity_fct
 
+    operands: tuple[torch.Tensor, torch.Tensor] | None = None
+    """``(a, b)`` of the call being recorded, while the recorder runs (else None)."""
+
     def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         matrix = self.similarity_fct(a, b)
         recorder = self.score_recorder
         if recorder is not None and isinstance(matrix, torch.Tensor) and matrix.requires_grad:
-            recorder(None, matrix, None)  # the stitcher names the direction
+            self.operands = (a, b)  # the stitcher keeps the embeddings it compares
+            try:
+                recorder(None, matrix, None)  # the stitcher names the direction
+            finally:
+                self.operands = None
         return matrix
 
     @property
@@ -151,6 +158,8 @@ class _Stitcher:
         self.loss = loss
         self.calls = 0
         self.stitches: dict[str, Stitch] = {}
+        self.queries: list[torch.Tensor] = []  # the i2t matrix's row chunks' embeddings
+        self.candidates: dict[int, torch.Tensor] = {}  # its column blocks' embeddings
         self.offset = _rank_offset(loss)
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
@@ -171,10 +180,30 @@ class _Stitcher:
         self.calls += 1
         if role in ("query_to_doc", "gist_ap"):  # rows are the local queries
             self._stitch("i2t", matrix.shape[0]).add(matrix)
+            self._keep_operands(0)
         elif role == "doc_to_query":  # similarity(queries, local_docs): columns are queries
             self._stitch("t2i", matrix.shape[1]).add(matrix, transposed=True)
         elif role == "gist_an" and "i2t" in self.stitches:  # further columns: hard negatives
             self.stitches["i2t"].add(matrix, block=1)
+            self._keep_operands(1)
+
+    def _keep_operands(self, block: int) -> None:
+        """The embeddings the i2t matrix's piece compares: its rows' (block 0) and its columns'
+        (once per block). GIST's ``[B, 1, d]`` and ``[1, C, d]`` broadcast become rows."""
+        operands = getattr(getattr(self.loss, "similarity_fct", None), "operands", None)
+        if operands is None:
+            return
+        a, b = (x.detach().reshape(-1, x.shape[-1]) for x in operands)
+        if block == 0:
+            self.queries.append(a)
+        self.candidates.setdefault(block, b)
+
+    def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The embeddings of the i2t matrix: its queries and its candidates, block by block."""
+        if not self.queries or 0 not in self.candidates:
+            return None
+        blocks = [self.candidates[block] for block in sorted(self.candidates)]
+        return torch.cat(self.queries), torch.cat(blocks)
 
     def _stitch(self, direction: str, local: int) -> Stitch:
         if direction not in self.stitches:
@@ -216,8 +245,8 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     return RecordedScoresAdapter(
         f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),
         loss_fn=module, masked_candidates=type(module).__name__ == "GISTEmbedLoss",
-        hint=": is its similarity_fct the RecordingSimilarity the Monitor watches, and does "
-        "the call run with gradients enabled?",
+        features=True, hint=": is its similarity_fct the RecordingSimilarity the Monitor "
+        "watches, and does the call run with gradients enabled?",
     )  # fmt: skip
 
 

@@ -61,8 +61,8 @@ FORMS = {
     "scores": "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)",
 }
 
-EMBEDDING_VALUES = frozenset({"embeddings", "loss", "embedding_grad", "scores", "sorted_scores",
-                              "descending_order", "smooth_ap_terms"})  # fmt: skip
+EMBEDDING_VALUES = frozenset({"embeddings", "features", "loss", "embedding_grad", "scores",
+                              "sorted_scores", "descending_order", "smooth_ap_terms"})  # fmt: skip
 """What a call on embeddings provides (the scores are their cosine matrix)."""
 
 SCORE_VALUES = frozenset({"loss", "scores", "sorted_scores", "descending_order", "score_grad"})
@@ -147,7 +147,7 @@ class LossAdapter:
         batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
         if self.inputs == "scores":
             mask = score_positives(batch.embeddings, tensors[1])
-            batch.positives = mask
+            batch.positives, batch.on_scores = mask, True
             # The score matrix is the layout: P, counts and the relaxation gap read it directly.
             batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
         elif tensors[1].dim() == 2 and tensors[1].is_floating_point():  # candidates [C, d]

@@ -185,6 +185,12 @@ class BatchView:
     """The column weights the same call's exact backward recorded
     (``gradlab.functional.smooth_ap.recording_column_weights``): once it ran,
     :meth:`smooth_ap_terms` at the loss's tau starts from them instead of a sigmoid block."""
+    on_scores: bool = False
+    """The watched call's first argument is a score matrix: ``embeddings`` holds it."""
+    features: tuple[torch.Tensor, torch.Tensor] | None = None
+    """With ``on_scores``: the embeddings that matrix compares, ``(queries [Q, d], candidates
+    [C, d])``, when the integration that recorded it saw them (the matrix may be logits, a
+    scale times their cosine)."""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
     degenerate_batches: int | None = None  # batches without positives so far (watched loss)
     score_captures: list[ScoreCapture] = field(default_factory=list)  # anatomy (dL/dS)
@@ -277,6 +283,23 @@ class BatchView:
             self.embeddings, self.candidates, self.positives, validate=False
         )
         return RetrievalLayout(scores, self.positives, None)
+
+    @cached_property
+    def compared(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor] | None:
+        """The embeddings the step's scores compare: ``(queries, candidates, cosine)``.
+
+        ``candidates`` is None in-batch (the queries are the candidates); ``cosine`` is their
+        ``[Q, C]`` cosine matrix, laid out as :attr:`layout` (the layout's own scores when the
+        call was on embeddings). On a score matrix: from :attr:`features`, or None when the
+        integration did not see them (a matrix gathered from other processes).
+        """
+        if not self.on_scores:
+            return self.embeddings, self.candidates, self.layout.scores
+        if self.features is None:
+            return None
+        queries, candidates = self.features
+        return queries, candidates, cross_modal_layout(queries, candidates, self.layout.positives,
+                                                       validate=False)  # fmt: skip
 
     @cached_property
     def self_scores(self) -> torch.Tensor:

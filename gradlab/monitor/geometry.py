@@ -50,9 +50,13 @@ class Geometry(Quantity):
     cosine score matrix (no second product); cross-modal, the alignment runs over the
     ``positives`` of the queries x candidates scores, the other values describe the queries
     (the watched call's ``embeddings``) and ``geometry_modality_gap`` compares them with the
-    candidates. On a CUDA device the effective rank's ``torch.linalg.eigvalsh`` synchronises with
-    the host once per logged step (torch checks its convergence there): the one exception to
-    the Monitor's single transfer per logged step.
+    candidates. A loss read through a recorded score matrix (sentence-transformers' recording
+    similarity, open_clip's wrapper) is measured on the embeddings that matrix compares, in
+    cosine units even when the matrix holds logits; where the integration did not see them (a
+    matrix gathered from other processes) the step logs no geometry. On a CUDA device the
+    effective rank's ``torch.linalg.eigvalsh`` synchronises with the host once per logged step
+    (torch checks its convergence there): the one exception to the Monitor's single transfer
+    per logged step.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
@@ -63,7 +67,7 @@ class Geometry(Quantity):
     """
 
     name = "geometry"
-    needs = frozenset({"embeddings", "scores"})
+    needs = frozenset({"features"})
     keys = ("geometry_alignment", "geometry_uniformity", "geometry_effective_rank",
             "geometry_effective_rank_share", "geometry_std", "geometry_modality_gap")  # fmt: skip
     plots = (
@@ -80,21 +84,24 @@ class Geometry(Quantity):
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
-        embeddings = batch.embeddings
+        compared = batch.compared
+        if compared is None:  # a recorded matrix whose embeddings the integration did not see
+            return {}
+        embeddings, candidates, cosine = compared
         layout = batch.layout
-        in_batch = batch.labels is not None
+        in_batch = candidates is None
         rank = measures.effective_rank(embeddings)
         values = {
-            "geometry_alignment": measures.alignment(layout.scores, layout.positives,
+            "geometry_alignment": measures.alignment(cosine, layout.positives,
                                             candidate_mask=layout.candidate_mask),
-            "geometry_uniformity": measures.uniformity(embeddings, gram=layout.scores if in_batch
+            "geometry_uniformity": measures.uniformity(embeddings, gram=cosine if in_batch
                                               else None) if embeddings.shape[0] > 1 else None,
             "geometry_effective_rank": rank.rank,
             "geometry_effective_rank_share": rank.share,
             "geometry_std": measures.normalized_std(embeddings),
         }  # fmt: skip
-        if not in_batch and batch.candidates is not None:
-            values["geometry_modality_gap"] = measures.modality_gap(embeddings, batch.candidates)
+        if not in_batch:
+            values["geometry_modality_gap"] = measures.modality_gap(embeddings, candidates)
         return {key: value for key, value in values.items() if value is not None}
 
 

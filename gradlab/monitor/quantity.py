@@ -35,6 +35,7 @@ Values = dict[str, torch.Tensor]
 
 NEEDS = {
     "embeddings": "the embeddings",
+    "features": "the embeddings the score matrix compares",
     "loss": "the loss value",
     "embedding_grad": "the gradient backpropagated into the embeddings",
     "scores": "the score matrix",
@@ -45,14 +46,15 @@ NEEDS = {
     "score_grad": "dL/dS of the loss's score matrix",
 }
 """What a quantity may need, each a value :class:`BatchView` provides (computed once per step):
-``embeddings``, ``loss``, ``embedding_grad`` (fields), ``scores``, ``sorted_scores``
+``embeddings``, ``loss``, ``embedding_grad`` (fields), ``features`` (:attr:`BatchView.compared`:
+the embeddings, or those an integration saw the score matrix compare), ``scores``, ``sorted_scores``
 (``negated_sorted``), ``descending_order`` (the sort, stable), ``smooth_ap_terms``,
 ``loss_kind`` (the watched loss is SmoothAP) and ``score_grad`` (``score_captures``)."""
 
 GRADIENT_NEEDS = frozenset({"embedding_grad", "score_grad"})
 """Needs that exist only after backward: the Monitor keeps gradients for these."""
 
-INPUT_NEEDS = frozenset({"embeddings", "scores", "sorted_scores", "descending_order",
+INPUT_NEEDS = frozenset({"embeddings", "features", "scores", "sorted_scores", "descending_order",
                          "smooth_ap_terms", "score_grad"})  # fmt: skip
 """Needs computed from the call's embeddings or score matrix: a quantity with one of them logs
 NaN for every key on a step whose input is not finite (``score_grad``: nor ``dL/dS``), since

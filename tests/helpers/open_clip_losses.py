@@ -183,6 +183,8 @@ def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
     value.backward()
     torch.save([(c.direction, c.scores, c.positives, c.grad) for c in batch.score_captures],
                f"{out}/rank{rank}.pt")  # fmt: skip
+    # local features against gathered candidates: not the matrix's, so no geometry is read
+    torch.save(batch.features is None and batch.compared is None, f"{out}/rank{rank}_none.pt")
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 

@@ -26,6 +26,7 @@ from tests.helpers.open_clip_losses import (
     real_open_clip,
     tiny_clip,
 )
+from tests.reference import geometry_loops as loops
 
 SOURCES = ("loss.py", "stand-in")
 """open_clip's loss.py loaded by file, and the stand-ins (tests/helpers/open_clip_losses.py)."""
@@ -183,6 +184,7 @@ def test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets(tmp_
     images, texts = features(world, size)
     for rank in range(world):
         captures = torch.load(tmp_path / f"rank{rank}.pt")
+        assert torch.load(tmp_path / f"rank{rank}_none.pt")  # no geometry of gathered logits
         local = slice(rank * size, (rank + 1) * size)
         if kind == "clip":  # local queries x global candidates, both ways
             (d1, s1, p1, g1), (d2, s2, p2, g2) = captures
@@ -266,3 +268,27 @@ def test_a_tiny_open_clip_model_trains_with_its_loss_recorded(tmp_path):
             close(i2t.scores, per_image)
             close(i2t.grad, cross_entropy_grad(per_image, int, 0.5))
             assert record["anatomy_i2t_active_negatives_mean"] >= 0
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_geometry_is_that_of_the_features_in_cosine_units_not_the_logits(tmp_path, source):
+    clip_loss, _ = loss_classes(source)
+    images, texts = features(1, 6, seed=5)
+    images.requires_grad_()
+    with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
+        loss_fn(images, texts, torch.tensor(20.0)).backward()  # logits: 20 x cosine
+        record = monitor.step()
+    a, b = images.detach().tolist(), texts.tolist()
+    diagonal = [[i == j for j in range(6)] for i in range(6)]
+    rank, share = loops.effective_rank(a)
+    expected = {
+        "geometry_alignment": loops.alignment(a, b, diagonal),
+        "geometry_uniformity": loops.uniformity(a),
+        "geometry_effective_rank": rank,
+        "geometry_effective_rank_share": share,
+        "geometry_std": loops.normalized_std(a),
+        "geometry_modality_gap": loops.modality_gap(a, b),
+    }
+    for key, value in expected.items():
+        assert record[key] == pytest.approx(value, rel=1e-5, abs=1e-9), key

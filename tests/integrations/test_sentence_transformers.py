@@ -32,6 +32,7 @@ from tests.helpers.hf_models import (
     sentence_training_arguments,
     static_model,
 )
+from tests.reference import geometry_loops as loops
 
 
 def embed(model, texts):
@@ -78,6 +79,32 @@ def test_mnrl_records_the_query_to_doc_matrix_with_hard_negatives_past_b():
             grad[row, column] = 20.0 * (exps[column] / sum(exps) - onehot) / 8
     torch.testing.assert_close(capture.grad.to(torch.float64), grad, atol=1e-5, rtol=0)
     assert torch.equal(batch.scores, capture.scores)  # the step's score matrix
+
+
+def test_the_geometry_is_that_of_the_anchors_against_positives_and_hard_negatives(tmp_path):
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    negatives = positives[2:] + positives[:2]
+    loss = losses.MultipleNegativesRankingLoss(model, scale=20.0,
+                                               similarity_fct=RecordingSimilarity())  # fmt: skip
+    with gradlab.Monitor(tmp_path, preset="default", every=1) as monitor:
+        monitor.watch(loss)(sentence_features(model, anchors, positives, negatives),
+                            None).backward()  # fmt: skip
+        record = monitor.step()
+    a = embed(model, anchors).tolist()
+    b = torch.cat([embed(model, positives), embed(model, negatives)]).tolist()
+    diagonal = [[column == row for column in range(16)] for row in range(8)]
+    rank, share = loops.effective_rank(a)
+    expected = {
+        "geometry_alignment": loops.alignment(a, b, diagonal),
+        "geometry_uniformity": loops.uniformity(a),
+        "geometry_effective_rank": rank,
+        "geometry_effective_rank_share": share,
+        "geometry_std": loops.normalized_std(a),
+        "geometry_modality_gap": loops.modality_gap(a, b),
+    }
+    for key, value in expected.items():
+        assert record[key] == pytest.approx(value, rel=1e-5, abs=1e-9), key
 
 
 def test_mnsrl_records_the_symmetric_term_as_t2i():
@@ -127,6 +154,8 @@ def test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy(tm
             records.append(monitor.step())
     keys = [key for key in records[0] if key.startswith(("anatomy_i2t_", "anatomy_t2i_"))]
     assert len(keys) == 11 * len(directions)
+    keys += [key for key in records[0] if key.startswith("geometry_")]  # stitched features
+    assert len(keys) == 11 * len(directions) + 6
     for key in keys:
         assert records[1][key] == pytest.approx(records[0][key], abs=1e-6, nan_ok=True), key
 

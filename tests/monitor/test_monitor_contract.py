@@ -268,7 +268,7 @@ def test_score_inputs_explain_every_quantity_that_needs_embeddings(tmp_path):
         "gradient_agreement": needs_embeddings,
         "relaxation_gap": needs_terms,
         "gradient_counts": needs_terms,  # the weighted counts of the full preset
-        "geometry": needs_embeddings,
+        "geometry": f"needs the embeddings the score matrix compares; {on_scores}",
     }
 
 
