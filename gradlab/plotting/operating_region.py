@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -10,6 +12,7 @@ from matplotlib.lines import Line2D
 from gradlab.plotting.style import (
     apply_style,
     batch_size_axis,
+    constant_value,
     legend_below,
     load_results,
     save_figure,
@@ -103,29 +106,48 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
 
 
 def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
-    """Loss, P, queries without gradient and the AD / CB split over a SmoothAP run."""
+    """Loss, P, queries without gradient and the AD / CB split over a SmoothAP run.
+
+    A panel whose every series keeps one value over the run (no query without gradient, say)
+    is not drawn: a line under the figure states the value instead."""
     results = load_results(source)
     history = results["history"]
     steps = [h["step"] for h in history]
     apply_style()
-    figure, axes = plt.subplots(2, 2, figsize=(12, 8), sharex=True)
-    axes[0, 0].plot(steps, [h["loss"] for h in history])
-    axes[0, 0].set(ylabel="1 - mean smooth AP", title="SmoothAP loss")
-    axes[0, 1].plot(steps, [h["p_seed_definition"] for h in history], label="seed Eq. 1")
-    axes[0, 1].plot(steps, [h["p_without_query"] for h in history], label="pairs of others")
-    axes[0, 1].set(ylabel="proportion P", title="Operating-region proportion")
-    axes[0, 1].legend()
-    axes[1, 0].plot(steps, [h["share_without_gradient"] for h in history], label="slope > eps")
-    axes[1, 0].plot(
-        steps, [h["share_without_weighted_gradient"] for h in history], label="slope / R^2 > eps"
-    )
-    axes[1, 0].set(
-        xlabel="optimizer step", ylabel="share of queries", title="Queries with no gradient entry"
-    )
-    axes[1, 0].legend()
-    axes[1, 1].plot(steps, [h["ad_share"] for h in history], label="|AD| / (|AD| + |CB|)")
-    axes[1, 1].plot(steps, [h["ad_cb_cosine"] for h in history], label="cosine(AD, CB)")
-    axes[1, 1].set(xlabel="optimizer step", ylabel="mean over queries", title="AD - CB split")
-    axes[1, 1].legend()
-    figure.suptitle(f"SmoothAP on digits 0-4, batch {results['batch_size']}, tau={results['tau']}")
+    panels = [
+        ("SmoothAP loss", "1 - mean smooth AP", [("loss", "loss")]),
+        ("Operating-region proportion", "proportion P",
+         [("p_seed_definition", "seed Eq. 1"), ("p_without_query", "pairs of others")]),
+        ("Queries with no gradient entry", "share of queries",
+         [("share_without_gradient", "slope > eps"),
+          ("share_without_weighted_gradient", "slope / R^2 > eps")]),
+        ("AD - CB split", "mean over queries",
+         [("ad_share", "|AD| / (|AD| + |CB|)"), ("ad_cb_cosine", "cosine(AD, CB)")]),
+    ]  # fmt: skip
+    flat = {title: [(label, constant_value([h[key] for h in history])) for key, label in series]
+            for title, _, series in panels}  # fmt: skip
+    drawn = [panel for panel in panels if any(v is None for _, v in flat[panel[0]])]
+    columns = 2 if len(drawn) == 4 else len(drawn)
+    rows = math.ceil(len(drawn) / columns)
+    figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.8 * rows + 0.6),
+                                sharex=True, squeeze=False, layout="constrained")  # fmt: skip
+    for axis, (title, ylabel, series) in zip(axes.flat, drawn, strict=True):
+        for index, (key, label) in enumerate(series):
+            style = series_style(index)
+            axis.plot(steps, [h[key] for h in history], color=style["color"],
+                      linestyle=style["linestyle"], label=label)  # fmt: skip
+        axis.set(ylabel=ylabel, title=title)
+        if len(series) > 1:
+            axis.legend()
+    for axis in axes[-1]:
+        axis.set_xlabel("optimizer step")
+    notes = []
+    for title, values in flat.items():
+        if all(value is not None for _, value in values):
+            numbers = " and ".join(dict.fromkeys(f"{value:g}" for _, value in values))
+            labels = " and ".join(label for label, _ in values)
+            notes.append(f"{title}: {numbers} at each of the {len(steps)} logged steps "
+                         f"({labels}; not drawn)")  # fmt: skip
+    title = f"SmoothAP on digits 0-4, batch {results['batch_size']}, tau={results['tau']}"
+    figure.suptitle("\n".join([title, *(textwrap.fill(note, 100) for note in notes)]))
     return save_figure(figure, path)

@@ -14,7 +14,7 @@ def plot_retrieval_before_after(source: dict | str | Path, path: str | Path) -> 
     """Recall@K and mAP before and after training, unseen and seen classes."""
     results = load_results(source)
     apply_style()
-    figure, axes = plt.subplots(1, 2, figsize=(12, 4.2), sharey=True)
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4.2), sharey=True, layout="constrained")
     panels = [
         ("Unseen classes 5-9", "unseen_classes_before", "unseen_classes_after"),
         ("Seen classes 0-4, held-out images", "seen_classes_held_out_before",
@@ -28,8 +28,10 @@ def plot_retrieval_before_after(source: dict | str | Path, path: str | Path) -> 
             x + 0.2, [results[after_key][m] for m in metrics], 0.4, label="after SmoothAP training"
         )
         axis.set_xticks(x, metrics)
-        axis.set(title=title, ylabel="score (fraction)", ylim=(0, 1.25))
-        axis.legend(loc="upper center", ncol=2, fontsize=9)
+        axis.set(title=title, ylim=(0, 1))
+    axes[0].set_ylabel("score (fraction)")
+    figure.legend(*axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=2,
+                  frameon=False)  # fmt: skip
     figure.suptitle("Digits retrieval with an MLP embedding (each image queries all the others)")
     return save_figure(figure, path)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.lines import Line2D
 
 
 def _load(source: dict | str | Path) -> dict:
@@ -48,34 +49,64 @@ PROPORTIONS = {
 }
 
 
+def _repeats(setting: dict) -> dict[str, str]:
+    """Proportion -> the earlier proportion it equals at every seed and m (drawn once)."""
+    same: dict[str, str] = {}
+    for index, key in enumerate(PROPORTIONS):
+        for earlier in list(PROPORTIONS)[:index]:
+            if earlier not in same and np.allclose(setting[key], setting[earlier], rtol=0,
+                                                   atol=1e-12, equal_nan=True):  # fmt: skip
+                same[key] = earlier
+                break
+    return same
+
+
 def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
-    """One panel per setting: P and the two close-pair proportions against m, per seed + mean."""
+    """One panel per setting: P and the two close-pair proportions against m, per seed + mean.
+
+    A proportion equal to an earlier one at every seed and m (all three are 1 for an untrained
+    network) is drawn once and named in a note on the panel, not hidden under the other."""
     result = _load(source)
     sizes = result["batch_sizes"]
     names = [name for name in SETTING_TITLES if name in result["settings"]]
-    figure, axes = plt.subplots(1, len(names), figsize=(4.6 * len(names), 3.8), sharey=True)
+    figure, axes = plt.subplots(1, len(names), figsize=(4 * len(names), 4.4), sharey=True,
+                                layout="constrained")  # fmt: skip
     axes = np.atleast_1d(axes)
     for axis, name in zip(axes, names, strict=True):
         setting = result["settings"][name]
+        repeats = _repeats(setting)
         for key, (label, colour, marker) in PROPORTIONS.items():
+            if key in repeats:
+                continue
             for per_seed in setting[key]:
                 axis.plot(sizes, per_seed, color=colour, alpha=0.25, lw=0.8)
             mean, std = _mean_std(setting[key])
             axis.errorbar(sizes, mean, yerr=std, color=colour, marker=marker, ms=4, capsize=3,
                           label=label)  # fmt: skip
+        notes = [
+            f"{' and '.join(PROPORTIONS[k][0] for k in repeats if repeats[k] == earlier)}:\n"
+            f"the same as {PROPORTIONS[earlier][0].split(' (')[0]} at every seed and m"
+            for earlier in dict.fromkeys(repeats.values())
+        ]  # fmt: skip
+        if notes:
+            axis.text(0.5, 0.5, "\n".join(notes), transform=axis.transAxes, ha="center",
+                      va="center", fontsize=10, color="0.25")  # fmt: skip
         axis.set_xscale("log", base=2)
         axis.set_xticks(sizes, [str(m) for m in sizes])
         axis.set_xlabel("mini-batch size m")
-        axis.set_title(SETTING_TITLES[name], fontsize=10)
+        axis.set_title(SETTING_TITLES[name], fontsize=11)
         axis.set_ylim(-0.02, 1.02)
         axis.grid(alpha=0.3)
     axes[0].set_ylabel("proportion inside the operating region")
-    axes[0].legend(fontsize=8, loc="center left")
+    handles = [Line2D([], [], color=colour, marker=marker, ms=4, label=label)
+               for label, colour, marker in PROPORTIONS.values()]  # fmt: skip
+    figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
+                  frameon=False)  # fmt: skip
     figure.suptitle(
-        f"P against batch size on {_data_name(result, 'unseen 3-digit strings')}, 4 images per "
+        f"P against batch size on {_data_name(result, 'unseen 3-digit strings')},\n4 images per "
         f"class and m/4 classes, "
         f"{len(result['seeds'])} seeds (faint: each seed; bars: mean +- std)",
-        fontsize=10,
+        fontsize=11,
     )
     return _save(figure, path)
 

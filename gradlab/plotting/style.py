@@ -9,6 +9,7 @@ own); the ``gradlab`` command picks Agg for itself unless ``MPLBACKEND`` is set.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from gradlab.extras import require
@@ -57,6 +58,20 @@ def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
     axis.set_xscale("log")
     axis.set_xticks(sizes, [str(size) for size in sizes])
     axis.xaxis.set_minor_formatter(NullFormatter())
+
+
+def constant_value(values) -> float | None:
+    """The value every finite entry of ``values`` shares, or None when they differ (or none is
+    finite). A series that never moves is stated in words, not drawn as a full-size flat line.
+
+    Example:
+        >>> constant_value([0, 0.0, float("nan"), 0]), constant_value([0, 1e-9])
+        (0.0, None)
+    """
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    if not finite or any(v != finite[0] for v in finite):
+        return None
+    return finite[0]
 
 
 def load_results(source: dict | str | Path) -> dict:

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from gradlab.plotting.style import apply_style, load_results, save_figure
+from gradlab.plotting.style import apply_style, load_results, save_figure, series_style
 
 
 def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
@@ -18,25 +18,26 @@ def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
     before, in_bin = np.array(results["before"]), np.array(results["in_bin"])
     log_error = np.array(results["surfaces"]["log"]["error"])
     bound = np.array(results["paper_bound"])
-    figure, (left, right) = plt.subplots(1, 2, figsize=(14.5, 5), gridspec_kw={"wspace": 0.35})
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5), layout="constrained")
     image = left.pcolormesh(
         in_bin, before, log_error, norm=LogNorm(), shading="auto", cmap="viridis"
     )
     contours = left.contour(in_bin, before, bound, levels=[1e-4, 1e-3, 1e-2, 1e-1], colors="white")
-    left.clabel(contours, fmt=lambda v: f"bound {v:g}", fontsize=8)
+    left.clabel(contours, fmt=lambda v: f"{v:g}", fontsize=10)
     left.set(
         xscale="log",
         yscale="log",
-        xlabel="items in the bin, n_d",
-        ylabel="items before the bin, N_{d-1}",
-        title="Error of ln((N+n)/N) for H(N+n) - H(N)",
+        xlabel="items in the bin, $n_d$",
+        ylabel="items before the bin, $N_{d-1}$",
+        title="Error of $\\ln((N+n)/N)$ for $H(N+n) - H(N)$\n(white: the bound $n/(2N^2)$)",
     )
     figure.colorbar(image, ax=left, label="ln-sum error")
-    for index, n in enumerate([1, 8, 64, 512]):
+    # blue, orange, green, purple: n_d = 8 and 512 no longer two oranges (palette's 1 and 3)
+    for index, n in zip((0, 1, 2, 4), [1, 8, 64, 512], strict=True):
         column = int(np.argmin(np.abs(in_bin - n)))
-        color = f"C{index}"
+        color = series_style(index)["color"]
         right.plot(
-            before, log_error[:, column], color=color, label=f"log, n_d = {in_bin[column]:.0f}"
+            before, log_error[:, column], color=color, label=f"$n_d$ = {in_bin[column]:.0f}"
         )
         right.plot(before, bound[:, column], "--", color=color, alpha=0.6)
         midpoint = np.abs(np.array(results["surfaces"]["midpoint"]["error"])[:, column])
@@ -44,11 +45,11 @@ def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
     right.set(
         xscale="log",
         yscale="log",
-        xlabel="items before the bin, N_{d-1}",
+        xlabel="items before the bin, $N_{d-1}$",
         ylabel="absolute error",
-        title="Log (solid), bound n/(2N^2) (dashed), midpoint (dotted)",
+        title="Log (solid), bound $n/(2N^2)$ (dashed),\nmidpoint (dotted)",
     )
-    right.legend(fontsize=8)
+    right.legend(fontsize=10)
     return save_figure(figure, path)
 
 
