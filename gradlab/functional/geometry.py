@@ -120,9 +120,17 @@ def alignment(
     _check_scores(scores, positives, candidate_mask)
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     keep, _ = _masks(positives, candidate_mask)
-    squared = (2.0 - 2.0 * scores.to(torch.float64)).clamp(min=0.0)
-    distances = squared if alpha == 2.0 else squared.pow(alpha / 2.0)
-    return torch.where(keep, distances, 0.0).sum() / keep.sum()
+    # One float64 copy, changed in place: a fresh [Q, C] temporary per step costs page faults.
+    distances = _squared_distances(scores)
+    if alpha != 2.0:
+        distances.pow_(alpha / 2.0)
+    return distances.masked_fill_(~keep, 0.0).sum() / keep.sum()
+
+
+def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
+    """``max(2 - 2 s, 0)`` in a new float64 tensor: the squared distance of unit vectors whose
+    cosine is ``s`` (a cosine rounded above 1 is distance 0)."""
+    return scores.to(torch.float64, copy=True).mul_(-2.0).add_(2.0).clamp_(min=0.0)
 
 
 def uniformity(
@@ -161,7 +169,7 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
-    exponents = (-t * (2.0 - 2.0 * gram.to(torch.float64)).clamp(min=0.0)).fill_diagonal_(-math.inf)
+    exponents = _squared_distances(gram).mul_(-t).fill_diagonal_(-math.inf)
     return torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
 
 
@@ -317,18 +325,23 @@ def query_margins(
     """
     _check_scores(scores, positives, candidate_mask)
     keep, negatives = _masks(positives, candidate_mask)
-    values = scores.to(torch.float64)
     positive_count = keep.sum(dim=1)
     negative_count = negatives.sum(dim=1)
     has_positive, has_negative = positive_count > 0, negative_count > 0
-    positive = torch.where(keep, values, 0.0).sum(dim=1) / positive_count  # 0 / 0: NaN
-    hardest_positive = torch.where(keep, values, math.inf).amin(dim=1)
-    best_positive = torch.where(keep, values, -math.inf).amax(dim=1)
-    hardest_negative = torch.where(negatives, values, -math.inf).amax(dim=1)
-    hardest_positive = torch.where(has_positive, hardest_positive, math.nan)
-    hardest_negative = torch.where(has_negative, hardest_negative, math.nan)
+    # Smallest and largest entries are exact in the scores' own dtype: one [Q, C] buffer in it
+    # serves every masked pass (fresh temporaries per pass cost page faults on large batches).
+    values = scores.detach()
+    masked = torch.where(keep, values, 0.0)
+    positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
+    above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
+    lowest = torch.where(keep, values, above, out=masked).amin(dim=1)
+    best_positive = torch.where(keep, values, below, out=masked).amax(dim=1)
+    hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
+    violating = (negatives & (values >= lowest.unsqueeze(1))).sum(dim=1)
+    hardest_positive = torch.where(has_positive, lowest.to(torch.float64), math.nan)
+    hardest_negative = torch.where(has_negative, hardest_negative.to(torch.float64), math.nan)
+    best_positive = best_positive.to(torch.float64)
     both = has_positive & has_negative
-    violating = (negatives & (values >= hardest_positive.unsqueeze(1))).sum(dim=1)
     violation_share = torch.where(
         both, violating.to(torch.float64) / negative_count.clamp(min=1), math.nan
     )

@@ -393,3 +393,18 @@ def test_one_dimensional_embeddings_are_measured():
     assert [float(rank.rank), float(rank.share)] == [1.0, 1.0]  # min(N - 1, d) = 1
     assert float(geometry.normalized_std(torch.tensor([[1.0], [-2.0]]))) == 1.0  # +-1: std 1
     assert float(geometry.modality_gap(line, -line)) == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_caller_s_scores_and_gram_are_left_as_they_were(dtype):
+    generator = torch.Generator().manual_seed(7)
+    points = torch.randn(6, 3, generator=generator, dtype=dtype)
+    unit = points / points.norm(dim=1, keepdim=True)
+    scores = unit @ unit.T
+    kept = scores.clone()
+    positives = torch.eye(6, dtype=torch.bool).roll(1, dims=1)
+    geometry.alignment(scores, positives)
+    geometry.alignment(scores, positives, alpha=1.0)
+    geometry.uniformity(points, gram=scores)
+    geometry.query_margins(scores, positives)
+    assert torch.equal(scores, kept)
