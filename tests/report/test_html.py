@@ -66,3 +66,15 @@ def test_inline_tags_render_and_other_markup_is_shown_as_text(tmp_path):
     page = _page(tmp_path, "# T\n\nThe id <small>`000:eq1`</small> and <script>x</script>.")
     assert "<small><code>000:eq1</code></small>" in page
     assert "&lt;script&gt;x&lt;/script&gt;" in page and "<script>" not in page
+
+
+def test_a_table_renders_its_header_and_rows_never_the_separator(tmp_path):
+    text = "\n".join(["# T", "", "| loss | verdict |", "| --- | --- |", "| SmoothAP | holds |",
+                      "| FAPPY | fails |"])  # fmt: skip
+    page = _page(tmp_path, text)
+    table = re.search(r"<table>(.*?)</table>", page).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", table) == ["loss", "verdict"]
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
+    assert cells == [["SmoothAP", "holds"], ["FAPPY", "fails"]]
+    assert "---" not in page
