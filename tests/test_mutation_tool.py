@@ -14,7 +14,9 @@ from tools.mutation import (
     committed_hashes,
     function_hashes,
     function_records,
+    judge,
     merge_incremental,
+    mutant_diffs,
     plan,
     unchecked_mutants,
 )
@@ -202,3 +204,46 @@ def test_unchecked_mutants_are_those_of_the_asked_functions():
     assert unchecked_mutants(statuses, ["m.x_f"]) == ["m.x_f__mutmut_1"]
     assert unchecked_mutants(statuses, ["m.x_h"]) == []
     assert unchecked_mutants(statuses, None) == ["m.x_f__mutmut_1", "m.x_g__mutmut_1"]
+
+
+SPREAD = """
+
+def spread(x):
+    a = x + 1
+    b = a * 3
+    c = b - 4
+    d = c + 5
+    return d / 2
+"""
+
+
+def _mutant_with(diffs, removed, added):
+    """The one mutant whose diff turns the line ``removed`` into ``added``."""
+    found = [m for m, lines in diffs.items()
+             if f"-    {removed}" in lines and f"+    {added}" in lines]  # fmt: skip
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_a_judgement_follows_its_diff_across_renumbering_and_drops_when_its_line_changes(
+    repository,
+):
+    pytest.importorskip("mutmut")
+    _commit_edit(repository, "class Scale:", SPREAD.lstrip("\n") + "\n\nclass Scale:")
+    before = mutant_diffs(None, ["pkg.tiny"], repository)
+    judged_as = _mutant_with(before, "return d / 2", "return d * 2")
+    entry = {"mutant": judged_as, "diff": before[judged_as], "reason": "a stand-in reason"}
+    # an edit four lines above (outside the diff's context) adds mutants before it
+    _commit_edit(repository, "a = x + 1", "a = (x + 1) * 1")
+    after = mutant_diffs(None, ["pkg.tiny"], repository)
+    renumbered = _mutant_with(after, "return d / 2", "return d * 2")
+    assert renumbered != judged_as  # mutmut numbers it anew
+    assert after.get(judged_as) != entry["diff"]  # the old name now names another mutant
+    assert judge(list(after), after, [entry]) == {renumbered: "a stand-in reason"}
+    # the same edit in another function is not judged by it
+    other = renumbered.replace("x_spread", "x_double")
+    assert judge([other], {other: after[renumbered]}, [entry]) == {}
+    # the line the judgement describes changes: the judgement attaches to nothing
+    _commit_edit(repository, "return d / 2", "return d / 4")
+    changed = mutant_diffs(None, ["pkg.tiny"], repository)
+    assert judge(list(changed), changed, [entry]) == {}

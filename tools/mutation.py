@@ -8,7 +8,12 @@ only the tests that cover the mutated function (mutmut records which tests reach
 function on a first, instrumented run). It writes ``benchmarks/results/mutation.json``: per
 group, mutants generated, killed, survived, without covering tests and timed out, the
 survivors by name, and the survivors judged equivalent with their one-line reason (from
-``tools/mutation_equivalents.json``: a change no input can observe).
+``tools/mutation_equivalents.json``: a change no input can observe). A judgement is stored with
+the mutant's diff (what ``mutmut show`` prints, without line numbers) and holds for the mutant
+of the same function with the same diff, however mutmut numbers it after an edit elsewhere;
+when the lines of its diff change it attaches to nothing. Record one with::
+
+    python tools/mutation.py --judge MUTANT "why no input can observe it"
 
 Incremental by default. The JSON records, per group, the commit of its run and for every
 mutated function (mutmut's key, e.g. ``gradlab.functional.harmonic.x_harmonic_number`` or
@@ -56,7 +61,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import copy
+import difflib
 import fcntl
 import fnmatch
 import hashlib
@@ -422,12 +429,13 @@ def function_records(statuses: dict[str, str], hashes: dict[str, str]) -> dict[s
     return functions
 
 
-def group_totals(functions: dict[str, dict], undetected: list[str], equivalents: dict) -> dict:
-    """A group's counts, equivalents, share and survivors from its function records and the
-    names of its undetected (survived or untested) mutants."""
+def group_totals(functions: dict[str, dict], undetected: list[str], judged: dict[str, str]) -> dict:
+    """A group's counts, equivalents, share and survivors from its function records, the
+    names of its undetected (survived or untested) mutants and the reasons of those judged
+    equivalent (:func:`judge`)."""
     counts = {key: sum(f[key] for f in functions.values())
               for key in ("generated", *COUNTED, "not_checked")}  # fmt: skip
-    judged = {m: equivalents[m] for m in sorted(undetected) if m in equivalents}
+    judged = {m: judged[m] for m in sorted(undetected) if m in judged}
     return {
         **counts,
         "equivalent": judged,
@@ -437,6 +445,123 @@ def group_totals(functions: dict[str, dict], undetected: list[str], equivalents:
         ),
         "survivors": sorted(m for m in undetected if m not in judged),
     }  # fmt: skip
+
+
+def diff_lines(diff: str) -> list[str]:
+    """What describes a mutant in the diff ``mutmut show`` prints: its hunks' context, removed
+    and added lines, without the file names and with each hunk header cut to ``@@`` (the line
+    numbers move when code above the mutation changes; the mutation does not).
+
+    Example:
+        >>> diff_lines("--- m.py\\n+++ m.py\\n@@ -2,2 +2,2 @@\\n     y = 1\\n-    return x + y\\n"
+        ...            "+    return x - y")
+        ['@@', '     y = 1', '-    return x + y', '+    return x - y']
+    """
+    lines = diff.splitlines()[2:]
+    return ["@@" if line.startswith("@@") else line for line in lines]
+
+
+def _module_of(mutant: str) -> str:
+    """The dotted module of a mutant name (``a.b.xǁC.Dǁf__mutmut_1`` -> ``a.b``)."""
+    head = function_of(mutant)
+    cut = min(i for i in (head.find(".x_"), head.find(".xǁ")) if i >= 0)
+    return head[:cut]
+
+
+@contextlib.contextmanager
+def _mutmut_generator():
+    """mutmut's generator, run in a scratch folder (it reads its configuration there)."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    here = Path.cwd()
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chdir(scratch)
+        try:
+            Path("pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["gradlab/"]\n')
+            yield mutate_file_contents
+        finally:
+            os.chdir(here)
+
+
+def mutant_diffs(
+    names: list[str] | None, modules: list[str], root: Path = ROOT, rev: str = "HEAD"
+) -> dict[str, list[str]]:
+    """:func:`diff_lines` of mutants as mutmut generates them from the committed source at
+    ``rev`` (no test runs, no scratch clone): those of ``names``, or (None) every mutant of the
+    dotted ``modules``. Names whose function no longer exists at ``rev`` are left out."""
+    import libcst as cst
+    from mutmut.mutation.diff_apply import generated_function_names, parse_generated_function
+    from mutmut.utils.format_utils import orig_function_and_class_names_from_key
+
+    def function_code(lines: list[str], spans: dict, generated: str, local: str) -> str:
+        """One generated function, named as in the source (mutmut's ``show`` does the same)."""
+        span = spans[generated]
+        original, owner = orig_function_and_class_names_from_key(local)
+        parsed = parse_generated_function("".join(lines[span.start - 1 : span.end]),
+                                          name=generated, is_method=owner is not None)  # fmt: skip
+        return cst.Module([parsed.with_changes(name=cst.Name(original))]).code.strip()
+
+    wanted = None if names is None else set(names)
+    if wanted is not None:
+        modules = sorted({_module_of(m) for m in wanted})
+    diffs = {}
+    with _mutmut_generator() as generate:
+        for module in modules:
+            path = module.replace(".", "/") + ".py"
+            shown = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=root,
+                                   capture_output=True, text=True)  # fmt: skip
+            if shown.returncode:
+                continue
+            mutated = generate(path, shown.stdout)
+            lines = mutated.code.splitlines(keepends=True)
+            spans = mutated.line_span_by_function_name
+            originals = {}
+            for local in mutated.mutant_names:
+                name = f"{module}.{local}"
+                if wanted is not None and name not in wanted:
+                    continue
+                orig, generated = generated_function_names(local)
+                if orig not in originals:
+                    originals[orig] = function_code(lines, spans, orig, local)
+                changed = function_code(lines, spans, generated, local)
+                diffs[name] = diff_lines("\n".join(difflib.unified_diff(
+                    originals[orig].split("\n"), changed.split("\n"),
+                    fromfile=path, tofile=path, lineterm="")))  # fmt: skip
+    return diffs
+
+
+def judge(undetected: list[str], diffs: dict[str, list[str]], equivalents: list[dict]) -> dict:
+    """The undetected mutants judged equivalent: mutant name -> reason.
+
+    A judgement (an entry of ``tools/mutation_equivalents.json``: the ``mutant`` it was written
+    for, that mutant's ``diff`` (:func:`diff_lines`) and the ``reason``) holds for the mutant of
+    the same function with the same diff, whatever mutmut numbers it now: an edit elsewhere in
+    the function renumbers its mutants but leaves the judgement attached; an edit of the lines
+    the diff shows detaches it (a judgement of code that changed is not carried over).
+
+    Example:
+        >>> entry = {"mutant": "m.x_f__mutmut_2", "diff": ["@@", "-    a", "+    b"],
+        ...          "reason": "the same sum"}
+        >>> judge(["m.x_f__mutmut_5", "m.x_g__mutmut_2"],
+        ...       {"m.x_f__mutmut_5": ["@@", "-    a", "+    b"],
+        ...        "m.x_g__mutmut_2": ["@@", "-    a", "+    b"]}, [entry])
+        {'m.x_f__mutmut_5': 'the same sum'}
+    """
+    reasons = {(function_of(e["mutant"]), tuple(e["diff"])): e["reason"] for e in equivalents}
+    judged = {}
+    for mutant in sorted(undetected):
+        key = (function_of(mutant), tuple(diffs.get(mutant, ())))
+        if key in reasons:
+            judged[mutant] = reasons[key]
+    return judged
+
+
+def _judged(undetected: list[str], root: Path, rev: str) -> dict[str, str]:
+    """:func:`judge` of a run's undetected mutants against the recorded judgements."""
+    equivalents = _equivalents()
+    if not undetected or not equivalents:
+        return {}
+    return judge(undetected, mutant_diffs(undetected, [], root, rev), equivalents)
 
 
 def merge_incremental(old: dict, fresh: dict, rerun: list[str], current: dict[str, str]) -> dict:
@@ -450,32 +575,73 @@ def merge_incremental(old: dict, fresh: dict, rerun: list[str], current: dict[st
     fresh_undetected = [m for m in [*fresh["survivors"], *fresh["equivalent"]]
                         if function_of(m) in rerun]  # fmt: skip
     functions = dict(sorted(functions.items()))
+    # the kept functions are unchanged since, so their mutants' names hold at fresh's commit
+    undetected = [*kept_undetected, *fresh_undetected]
     return {
         **fresh,
-        **group_totals(functions, [*kept_undetected, *fresh_undetected], _equivalents()),
+        **group_totals(functions, undetected, _judged(undetected, ROOT, fresh["commit"])),
         "incremental": {"since": old.get("commit"), "functions": rerun},
         "functions": functions,
     }
 
 
-def reapply_equivalents(group: dict, equivalents: dict[str, str]) -> dict:
+def reapply_equivalents(group: dict, equivalents: list[dict], diffs: dict[str, list[str]]) -> dict:
     """A recorded group with its undetected mutants (survivors and equivalents) judged again
-    against ``equivalents``: after an entry is added or removed, without a mutmut run.
+    against ``equivalents`` (:func:`judge`; ``diffs``: the undetected mutants' diffs at the
+    group's commit): after an entry is added or removed, without a mutmut run.
 
     Example:
         >>> group = {"functions": {"m.x_f": {"generated": 2, "killed": 1, "survived": 1,
         ...          "no_tests": 0, "timeout": 0, "not_checked": 0}},
         ...          "survivors": ["m.x_f__mutmut_2"], "equivalent": {}}
-        >>> judged = reapply_equivalents(group, {"m.x_f__mutmut_2": "the same sum"})
+        >>> entry = {"mutant": "m.x_f__mutmut_1", "diff": ["@@", "-a", "+b"], "reason": "same"}
+        >>> judged = reapply_equivalents(group, [entry], {"m.x_f__mutmut_2": ["@@", "-a", "+b"]})
         >>> judged["survivors"], judged["equivalent"], judged["killed_share_of_non_equivalent"]
-        ([], {'m.x_f__mutmut_2': 'the same sum'}, 1.0)
+        ([], {'m.x_f__mutmut_2': 'same'}, 1.0)
     """
     undetected = [*group["survivors"], *group["equivalent"]]
-    return {**group, **group_totals(group["functions"], undetected, equivalents)}
+    judged = judge(undetected, diffs, equivalents)
+    return {**group, **group_totals(group["functions"], undetected, judged)}
 
 
-def _equivalents() -> dict[str, str]:
-    return json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
+def _undetected_diffs(group: dict) -> dict[str, list[str]]:
+    undetected = [*group["survivors"], *group["equivalent"]]
+    return mutant_diffs(undetected, [], ROOT, group["commit"]) if undetected else {}
+
+
+def _equivalents() -> list[dict]:
+    return json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else []
+
+
+def write_equivalents(entries: list[dict], path: Path = EQUIVALENTS) -> None:
+    """Write the judgements sorted by mutant, one JSON line per diff line (diff-friendly)."""
+    entries = sorted(entries, key=lambda e: (function_of(e["mutant"]), e["diff"], e["mutant"]))
+    path.write_text(json.dumps(entries, indent=1) + "\n")
+
+
+def add_judgements(recorded: dict[str, dict], judgements: list[tuple[str, str]]) -> set[str]:
+    """Record ``(mutant, reason)`` judgements of recorded undetected mutants in
+    ``tools/mutation_equivalents.json`` (each with its diff at its group's commit; a judgement
+    of the same function and diff is replaced). Returns the groups they belong to.
+
+    Raises:
+        ValueError: a mutant that no recorded group left undetected.
+    """
+    entries = _equivalents()
+    touched = set()
+    for mutant, reason in judgements:
+        owner = next((name for name, group in recorded.items()
+                      if mutant in [*group.get("survivors", []), *group.get("equivalent", {})]),
+                     None)  # fmt: skip
+        if owner is None:
+            raise ValueError(f"{mutant} is no recorded group's undetected mutant")
+        diff = mutant_diffs([mutant], [], ROOT, recorded[owner]["commit"])[mutant]
+        entries = [e for e in entries if (function_of(e["mutant"]), e["diff"])
+                   != (function_of(mutant), diff)]  # fmt: skip
+        entries.append({"mutant": mutant, "diff": diff, "reason": reason})
+        touched.add(owner)
+    write_equivalents(entries)
+    return touched
 
 
 def killed_share(killed: int, undetected: int, equivalent: int) -> float | None:
@@ -550,7 +716,7 @@ def run_group(
         "modules": only_mutate,
         "tests": tests,
         "commit": _head(workdir),
-        **group_totals(records, undetected, _equivalents()),
+        **group_totals(records, undetected, _judged(undetected, workdir, "HEAD")),
         "seconds": round(time.perf_counter() - started, 1),
         "functions": records,
     }
@@ -678,25 +844,17 @@ def adopt(group: dict) -> dict:
     differs from the recorded one (another mutmut version) or when untested mutants cannot be
     told from survivors. Recorded timeouts are counted as killed in the function records.
     """
-    from mutmut.mutation.file_mutation import mutate_file_contents  # mutmut's generator
-
     if group["no_tests"]:
         raise AdoptionError("untested mutants are not named per function in the record")
     hashes = committed_hashes(group["modules"], ROOT, group["commit"])
     statuses = dict.fromkeys([*group["survivors"], *group["equivalent"]], "survived")
-    with tempfile.TemporaryDirectory() as scratch:
-        here = Path.cwd()
-        os.chdir(scratch)  # mutmut's configuration is read from the working folder
-        try:
-            Path("pyproject.toml").write_text('[tool.mutmut]\nsource_paths = ["gradlab/"]\n')
-            for path in sorted({"/".join(k.split(".")[:-1]) for k in hashes}):
-                shown = ["git", "show", f"{group['commit']}:{path}.py"]
-                source = subprocess.run(shown, cwd=ROOT, check=True, capture_output=True,
-                                        text=True).stdout  # fmt: skip
-                for mutant in mutate_file_contents(f"{path}.py", source).mutant_names:
-                    statuses.setdefault(f"{path.replace('/', '.')}.{mutant}", "killed")
-        finally:
-            os.chdir(here)
+    with _mutmut_generator() as generate:
+        for path in sorted({"/".join(k.split(".")[:-1]) for k in hashes}):
+            shown = ["git", "show", f"{group['commit']}:{path}.py"]
+            source = subprocess.run(shown, cwd=ROOT, check=True, capture_output=True,
+                                    text=True).stdout  # fmt: skip
+            for mutant in generate(f"{path}.py", source).mutant_names:
+                statuses.setdefault(f"{path.replace('/', '.')}.{mutant}", "killed")
     if len(statuses) != group["generated"]:
         raise AdoptionError(f"mutmut generates {len(statuses)} mutants at {group['commit']}, "
                               f"the recorded run {group['generated']}")  # fmt: skip
@@ -747,6 +905,11 @@ def main(argv: list[str] | None = None) -> int:
         "undetected mutants judged again, no mutmut run), and exit",
     )  # fmt: skip
     parser.add_argument(
+        "--judge", nargs=2, action="append", default=[], metavar=("MUTANT", "REASON"),
+        help="record a recorded survivor as equivalent with a one-sentence reason (stored with "
+        "its diff in tools/mutation_equivalents.json), re-judge its group and exit",
+    )  # fmt: skip
+    parser.add_argument(
         "--recheck", action="store_true",
         help="reuse each group's scratch clone (pulled to the committed tree) and run again "
         "only the mutants its last run left undetected: minutes after new tests",
@@ -776,8 +939,16 @@ def main(argv: list[str] | None = None) -> int:
     recorded = {}
     if arguments.out.exists():
         recorded = json.loads(arguments.out.read_text()).get("groups", {})
-    if arguments.reapply_equivalents:
-        judged = {name: reapply_equivalents(recorded[name], _equivalents())
+    if arguments.judge:
+        try:
+            touched = add_judgements(recorded, [tuple(j) for j in arguments.judge])
+        except ValueError as error:
+            print(f"mutation.py: --judge: {error}", file=sys.stderr)
+            return 2
+        groups = {name: GROUPS.get(name) for name in touched}
+    if arguments.reapply_equivalents or arguments.judge:
+        judged = {name: reapply_equivalents(recorded[name], _equivalents(),
+                                            _undetected_diffs(recorded[name]))
                   for name in groups if "functions" in recorded.get(name, {})}  # fmt: skip
         write_results(arguments.out, judged, keep_commit=True)
         print(f"mutation.py: equivalents re-read for {len(judged)} groups", file=sys.stderr)
