@@ -3,13 +3,16 @@
 The deep-metric-learning protocol of CUB / Stanford Online Products, on the 1000-class digit
 strings (:mod:`gradlab.data.digit_strings`): train on half of the numbers, retrieve on the unseen
 other half (each test image queries all the others). Every loss trains the same
-:class:`gradlab.models.DigitStringNet` from the same initialization, on the same batches of the
-seed's sampler (4 images per class, ``m / 4`` classes), for the same number of steps:
+:class:`gradlab.models.DigitStringNet` from the same initialization (:func:`centre_head`), on the
+same batches of the seed's sampler (4 images per class, ``m / 4`` classes), for the same number
+of steps:
 
 * SmoothAP (Brown et al., 2020, Eq. 1), query excluded (the paper's definition) and
   included (the official code's), tau = 0.01;
-* FastAP (Cakir et al. 2019), 10 bins; Blackbox AP (Rolinek et al. 2020), lambda = 4, margin
-  0.02; FAPPY (Zhong et al., Algorithm 1);
+* FastAP (Cakir et al. 2019), Blackbox AP (Rolinek et al. 2020) and FAPPY (Zhong et al.,
+  Algorithm 1), each with a small sweep of its hyperparameters (:data:`CANDIDATES`) chosen per
+  seed on held-out training numbers (:func:`validation_split`, :func:`select_candidate`; the
+  protocol of Musgrave et al. 2020), never on the test numbers;
 * a contrastive baseline (Hadsell et al. 2006 on cosine similarity: positives pulled to 1,
   negatives pushed below a margin of 0.5).
 
@@ -21,13 +24,16 @@ loss's forward and backward pass on a batch of embeddings, and the whole trainin
 from __future__ import annotations
 
 import copy
+import functools
 import statistics
 import time
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
+from gradlab.errors import GradlabError
 from gradlab.experiments.metrics import map_at_r
 from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
@@ -61,7 +67,8 @@ def contrastive_loss(
 
 
 def loss_functions(tau: float = 0.01) -> dict:
-    """Name -> ``loss(embeddings, labels)`` of every loss of the study."""
+    """Name -> ``loss(embeddings, labels)`` of every loss of the study, at its default settings
+    (the first candidate of :data:`CANDIDATES` for the losses without a batch-size dependence)."""
     return {
         "SmoothAP (query excluded)": SmoothAPLoss(tau),
         "SmoothAP (query included)": SmoothAPLoss(tau, include_query=True),
@@ -70,6 +77,110 @@ def loss_functions(tau: float = 0.01) -> dict:
         "FAPPY": FAPPYLoss(),
         "Contrastive": contrastive_loss,
     }
+
+
+CANDIDATES: dict[str, list[dict]] = {
+    "SmoothAP (query excluded)": [{"tau": 0.01}],
+    "SmoothAP (query included)": [{"tau": 0.01}],
+    "FastAP": [{"bins": 20}, {"bins": 10}],
+    "Blackbox AP": [
+        {"lambda": 4.0, "margin": 0.02},
+        {"lambda": 4.0, "margin": 0.0},
+        {"interpolation": 4.0, "margin": 0.02},
+        {"interpolation": 4.0, "margin": 0.0},
+    ],
+    "FAPPY": [{"delta_min": 0.01}, {"delta_min": 0.001}],
+    "Contrastive": [{"margin": 0.5}],
+}
+"""Each loss's sweep, the paper's recommendation first (chosen on a tie).
+
+* SmoothAP: tau = 0.01 (Brown et al. 2020, Section 4), no sweep.
+* FastAP: L = 20 bins, the setting Brown et al. (2020, supplementary) take from Cakir et al.
+  (2019) for the largest data set, and L = 10.
+* Blackbox AP: lambda = 4 and margin 0.02 (Rolinek et al. 2020, as Brown et al. take them),
+  and margin 0. ``lambda`` is on the official code's scale, whose ranks are divided by the
+  number of candidates ``C`` (the batch size); :class:`gradlab.losses.BlackboxAPLoss` ranks
+  ``1..C``, so its ``interpolation`` is ``lambda * C`` (the same perturbation and gradient).
+  The two ``interpolation = 4`` candidates are this library's default, lambda = 4 read on its
+  own rank scale.
+* FAPPY: Delta_min = 0.01 and 0.001 (Zhong et al., Table 1: Recall@K within 0.5 % over both).
+* Contrastive: margin 0.5 (the study's baseline), no sweep.
+"""
+
+GRADIENT_STEPS = 10
+"""Training steps over which each run's loss gradient norm is recorded (the reason given for a
+loss that does not beat the untrained network)."""
+
+
+def make_loss(name: str, params: dict, batch_size: int):
+    """The loss ``name`` of the study with one candidate's ``params`` (:data:`CANDIDATES`).
+
+    Example:
+        >>> make_loss("Blackbox AP", {"lambda": 4.0, "margin": 0.02}, 128)
+        BlackboxAPLoss(interpolation=512.0, margin=0.02)
+    """
+    if name.startswith("SmoothAP"):
+        return SmoothAPLoss(params["tau"], include_query="included" in name)
+    if name == "FastAP":
+        return FastAPLoss(params["bins"])
+    if name == "Blackbox AP":
+        interpolation = params.get("interpolation") or params["lambda"] * batch_size
+        return BlackboxAPLoss(interpolation, params["margin"])
+    if name == "FAPPY":
+        return FAPPYLoss(params["delta_min"])
+    if name == "Contrastive":
+        return functools.partial(contrastive_loss, margin=params["margin"])
+    raise GradlabError(f"name must be one of {list(CANDIDATES)}; got {name!r}")
+
+
+def select_candidate(validation: Sequence[float]) -> int:
+    """The selection rule: the candidate with the highest validation MAP@R, the first on a tie.
+
+    Only validation values enter (the validation split's numbers, never the test numbers).
+
+    Example:
+        >>> select_candidate([0.10, 0.30, 0.30, 0.20])
+        1
+    """
+    if not validation:
+        raise GradlabError("validation must hold one value per candidate; got none")
+    best = max(validation)
+    return next(index for index, value in enumerate(validation) if value == best)
+
+
+def validation_split(
+    labels: torch.Tensor, count: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Indices ``(fit, validation)`` of the training images: ``count`` of the training numbers,
+    drawn by ``seed``, are held out for choosing hyperparameters; the others are trained on.
+
+    Example:
+        >>> fit, held = validation_split(torch.tensor([5, 5, 7, 7, 9, 9]), 1, seed=0)
+        >>> sorted(fit.tolist() + held.tolist()), len(held)
+        ([0, 1, 2, 3, 4, 5], 2)
+    """
+    numbers = labels.unique()
+    if not 0 < count < len(numbers):
+        raise GradlabError(
+            f"count must be between 1 and {len(numbers) - 1} (the training numbers less one); "
+            f"got {count}"
+        )
+    order = torch.randperm(len(numbers), generator=torch.Generator().manual_seed(seed))
+    held = torch.isin(labels, numbers[order[:count]])
+    return (~held).nonzero().flatten(), held.nonzero().flatten()
+
+
+def centre_head(model: DigitStringNet, images: torch.Tensor) -> None:
+    """Data-dependent initialization: shift the head's bias so that the mean embedding of
+    ``images`` is 0 (Kraehenbuehl et al. 2016 centre each layer's output the same way).
+
+    The CNN's ReLU features are all positive, so at PyTorch's default initialization every
+    embedding points the same way (cosine scores of a batch within about 0.001 of each other):
+    a histogram loss whose guard skips such pairs (FAPPY, Algorithm 1) or a rank loss whose
+    margin exceeds the spread never moves it. Every loss and the untrained network start here.
+    """
+    with torch.no_grad():
+        model.head.bias -= model(images).mean(dim=0)
 
 
 def evaluate(embeddings: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
@@ -103,12 +214,19 @@ def _gradient_norm(loss_fn, embeddings: torch.Tensor, labels: torch.Tensor) -> f
 
 
 def settings(quick: bool) -> dict:
-    """Sizes of the study."""
+    """Sizes of the study; ``sweep`` False trains only each loss's first candidate (the
+    paper's recommendation, :func:`candidates`)."""
     if quick:
         return {"per_class": 4, "batch_size": 64, "steps": 15, "lr": 1e-3, "timing_repeats": 3,
-                "test_numbers": 250}  # fmt: skip
+                "test_numbers": 250, "validation_numbers": 100, "sweep": False}  # fmt: skip
     return {"per_class": 6, "batch_size": 128, "steps": 200, "lr": 1e-3, "timing_repeats": 10,
-            "test_numbers": 500}  # fmt: skip
+            "test_numbers": 500, "validation_numbers": 100, "sweep": True}  # fmt: skip
+
+
+SELECTION_RULE = (
+    "per seed and loss, the candidate with the highest MAP@R on the validation numbers (held-out "
+    "training numbers; never a test number), the paper's recommendation on a tie"
+)
 
 
 def measure(
@@ -119,14 +237,19 @@ def measure(
 ) -> dict:
     """Train the same network with each loss for every seed; retrieval on unseen numbers.
 
-    Every (seed, loss) pair is one task (:func:`gradlab.experiments.runtime.run_tasks`) that
-    rebuilds the seed's data, initialization and batches from the seed alone, so the numbers are
-    the same whether the tasks run here one after the other or on worker processes (only the
-    timings differ).
+    Per seed, ``validation_numbers`` of the training numbers are held out
+    (:func:`validation_split`); every candidate of a loss's sweep (:data:`CANDIDATES`) trains on
+    the other training numbers, and the one with the best validation MAP@R
+    (:func:`select_candidate`) is the loss's run on the test numbers. Every (seed, loss,
+    candidate) is one task (:func:`gradlab.experiments.runtime.run_tasks`) that rebuilds the
+    seed's data, initialization (:func:`centre_head`) and batches from the seed alone, so the
+    numbers are the same whether the tasks run here one after the other or on worker processes
+    (only the timings differ).
 
     Args:
         quick: small settings (for tests); the full run is the report's.
-        seeds: each fixes the data set, the initialization and the batches.
+        seeds: each fixes the data set, the validation split, the initialization and the
+            batches.
         device: torch device.
         workers: worker processes (``None``: those of the enclosing
             :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
@@ -134,64 +257,121 @@ def measure(
     Returns:
         ``{"settings", "seeds", "before": {metric: [per seed]}, "initial_score_range": [per
         seed] (largest minus smallest cosine score of the first batch at the initialization),
-        "losses": {name: {"metrics":
-        {metric: [per seed]}, "loss_seconds": [per seed], "step_seconds": [per seed],
-        "final_loss", "initial_loss", "initial_gradient_norm": [per seed]}}}``; the initial
-        gradient norm is taken on the first batch's embeddings at the initialization.
+        "losses": {name: {"metrics": {metric: [per seed]}, "loss_seconds", "step_seconds",
+        "final_loss", "initial_loss", "initial_gradient_norm", "early_gradient_norm" (mean
+        over the first :data:`GRADIENT_STEPS` steps): [per seed] of the chosen candidate,
+        "sweep": {"candidates": [params], "validation": [[per candidate] per seed],
+        "chosen": [index per seed]}}}}``. Gradient norms are taken with respect to the
+        embeddings of the step's batch.
     """
     seeds = tuple(seeds)
     config = settings(quick)
-    names = list(loss_functions())
-    tasks = [(quick, seed, name, device) for seed in seeds for name in [None, *names]]
+    tasks = [(quick, seed, None, 0, device) for seed in seeds]
+    tasks += [
+        (quick, seed, name, index, device)
+        for seed in seeds
+        for name in CANDIDATES
+        for index in range(len(candidates(name, quick)))
+    ]
     outputs = run_tasks(
         _seed_task, tasks, stage="loss comparison",
         names=[f"seed {task[1]}" for task in tasks],
-        parts=[task[2] or "untrained network" for task in tasks],
-        detail=f"{len(names)} losses trained", workers=workers,
+        parts=[_part(task[2], task[3]) for task in tasks],
+        detail=f"{len(tasks) // len(seeds) - 1} training runs of {len(CANDIDATES)} losses",
+        workers=workers,
     )  # fmt: skip
-    results: dict = {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
-                            "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}
-                     for name in names}  # fmt: skip
+    keys = ("step_seconds", "loss_seconds", "final_loss", "initial_loss",
+            "initial_gradient_norm", "early_gradient_norm")  # fmt: skip
+    runs = {task[1:4]: output for task, output in zip(tasks, outputs, strict=True)}
     before: dict[str, list[float]] = {}
-    score_range: list[float] = []
-    for (_, _, name, _), output in zip(tasks, outputs, strict=True):
-        if name is None:
-            for metric, value in output["before"].items():
-                before.setdefault(metric, []).append(value)
-            score_range.append(output["score_range"])
-            continue
-        run = results[name]
-        for metric, value in output["metrics"].items():
-            run["metrics"].setdefault(metric, []).append(value)
-        for key in ("step_seconds", "loss_seconds", "final_loss", "initial_loss",
-                    "initial_gradient_norm"):  # fmt: skip
-            run[key].append(output[key])
+    for seed in seeds:
+        for metric, value in runs[seed, None, 0]["before"].items():
+            before.setdefault(metric, []).append(value)
+    results: dict = {}
+    for name in CANDIDATES:
+        trained = candidates(name, quick)
+        sweep = {"candidates": trained, "validation": [], "chosen": []}
+        run: dict = {"metrics": {}, **{key: [] for key in keys}, "sweep": sweep}
+        for seed in seeds:
+            validation = [runs[seed, name, i]["validation"] for i in range(len(trained))]
+            chosen = select_candidate(validation)
+            run["sweep"]["validation"].append(validation)
+            run["sweep"]["chosen"].append(chosen)
+            output = runs[seed, name, chosen]
+            for metric, value in output["metrics"].items():
+                run["metrics"].setdefault(metric, []).append(value)
+            for key in keys:
+                run[key].append(output[key])
+        results[name] = run
     return {
-        "settings": {**config, "classes_per_batch": config["batch_size"] // 4, "device": device},
+        "settings": {
+            **config,
+            "classes_per_batch": config["batch_size"] // 4,
+            "device": device,
+            "gradient_steps": GRADIENT_STEPS,
+            "selection_rule": SELECTION_RULE,
+            "initialization": "head bias centred on the training images",
+        },
         "seeds": list(seeds),
         "before": before,
-        "initial_score_range": score_range,
+        "initial_score_range": [runs[seed, None, 0]["score_range"] for seed in seeds],
         "losses": results,
     }
 
 
-def _seed_task(quick: bool, seed: int, name: str | None, device: str) -> dict:
-    """One task of :func:`measure`: the untrained network's numbers (``name`` None) or one
-    loss trained, for one seed; everything rebuilt from the seed."""
-    with study_threads(device):
-        return _seed_run(quick, seed, name, device)
+def candidates(name: str, quick: bool) -> list[dict]:
+    """The candidates of loss ``name`` that the study trains: its whole sweep
+    (:data:`CANDIDATES`), or its first candidate where the settings have no sweep.
+
+    Example:
+        >>> candidates("FAPPY", quick=True), len(candidates("FAPPY", quick=False))
+        ([{'delta_min': 0.01}], 2)
+    """
+    return CANDIDATES[name] if settings(quick)["sweep"] else CANDIDATES[name][:1]
 
 
-def _seed_run(quick: bool, seed: int, name: str | None, device: str) -> dict:
+def _part(name: str | None, index: int) -> str:
+    """A task's label within its seed, for progress lines and errors."""
+    if name is None:
+        return "untrained network"
+    params = ", ".join(f"{key} {value:g}" for key, value in CANDIDATES[name][index].items())
+    return f"{name} ({params})"
+
+
+def study_split(quick: bool, seed: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The seed's images and labels as the study uses them: ``"fit"`` (the training numbers
+    trained on), ``"validation"`` (the held-out training numbers, :func:`validation_split`) and
+    ``"test"`` (the first ``test_numbers`` unseen numbers)."""
     config = settings(quick)
     data = load_digit_strings(num_digits=3, per_class=config["per_class"], seed=seed)
     kept = config["test_numbers"] * config["per_class"]  # the first numbers (sorted)
-    test_images, test_labels = data.test_images[:kept], data.test_labels[:kept]
-    train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
+    fit, held = validation_split(data.train_labels, config["validation_numbers"], seed)
+    return {
+        "fit": (data.train_images[fit], data.train_labels[fit]),
+        "validation": (data.train_images[held], data.train_labels[held]),
+        "test": (data.test_images[:kept], data.test_labels[:kept]),
+    }
+
+
+def _seed_task(quick: bool, seed: int, name: str | None, index: int, device: str) -> dict:
+    """One task of :func:`measure`: the untrained network's numbers (``name`` None) or one
+    candidate of one loss trained, for one seed; everything rebuilt from the seed."""
+    with study_threads(device):
+        return _seed_run(quick, seed, name, index, device)
+
+
+def _seed_run(quick: bool, seed: int, name: str | None, index: int, device: str) -> dict:
+    config = settings(quick)
+    split = study_split(quick, seed)
+    test_images, test_labels = split["test"]
+    train_images, train_labels = split["fit"]
+    train_images = train_images.to(device)
     torch.manual_seed(seed)
     initial = DigitStringNet().to(device)
-    sampler = FixedCountBatches(data.train_labels, config["batch_size"], 4, seed=seed)
+    centre_head(initial, train_images)
+    sampler = FixedCountBatches(train_labels, config["batch_size"], 4, seed=seed)
     batches = sampler.take(config["steps"])
+    train_labels = train_labels.to(device)
     with torch.no_grad():
         timing_embeddings = initial(train_images[batches[0].to(device)])
     timing_labels = train_labels[batches[0].to(device)]
@@ -200,12 +380,23 @@ def _seed_run(quick: bool, seed: int, name: str | None, device: str) -> dict:
         cosines = unit @ unit.T
         return {"before": evaluate(embed(initial, test_images), test_labels),
                 "score_range": (cosines.max() - cosines.min()).item()}  # fmt: skip
-    loss_fn = loss_functions()[name]
+    loss_fn = make_loss(name, CANDIDATES[name][index], config["batch_size"])
     model = copy.deepcopy(initial)
+    norms: list[float] = []
+
+    def record(step: int, embeddings: torch.Tensor, labels: torch.Tensor, _loss) -> None:
+        if step < GRADIENT_STEPS:
+            norms.append(_gradient_norm(loss_fn, embeddings, labels))
+
     started = time.perf_counter()
-    losses = train_on_batches(model, train_images, train_labels, loss_fn, batches, lr=config["lr"])
+    losses = train_on_batches(model, train_images, train_labels, loss_fn, batches,
+                              lr=config["lr"], on_step=record)  # fmt: skip
     step_seconds = (time.perf_counter() - started) / len(batches)
+    held_scores, held_relevant = in_batch_retrieval(
+        embed(model, split["validation"][0]).cpu(), split["validation"][1]
+    )
     return {
+        "validation": map_at_r(held_scores, held_relevant),
         "metrics": evaluate(embed(model, test_images), test_labels),
         "step_seconds": step_seconds,
         "loss_seconds": _loss_seconds(
@@ -214,42 +405,66 @@ def _seed_run(quick: bool, seed: int, name: str | None, device: str) -> dict:
         "final_loss": losses[-10:].mean().item(),
         "initial_loss": losses[0].item(),
         "initial_gradient_norm": _gradient_norm(loss_fn, timing_embeddings, timing_labels),
+        "early_gradient_norm": statistics.fmean(norms),
     }
 
 
 def summarize(results: dict, metric: str = "MAP@R") -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
 
-    Losses whose gradient was exactly 0 at the initialization in every seed (``no_gradient``)
-    never move the network and are ranked only if no loss trains. Among the others, ``best`` has
-    the highest mean ``metric``; ``tied`` are within the seed spread of it (gap below the sum
-    of the two stds), ``behind`` further. ``below_untrained``: mean below the untrained
-    network's; ``clearly_below_untrained``: by more than the spread.
+    A loss is ranked only if its mean ``metric`` beats the untrained network's by more than
+    the seed spread (:func:`gradlab.experiments.statistics.separated`: gap above the sum of the
+    two stds) and its gradient was not exactly 0 at the initialization in every seed
+    (``no_gradient``: such a loss never moves the network). The others are listed ``apart``,
+    each with its measured reason. Among the ranked, ``best`` has the highest mean ``metric``
+    (None when no loss is ranked); ``tied`` are within the seed spread of it, ``behind``
+    further. ``below_untrained``: mean below the untrained network's;
+    ``clearly_below_untrained``: by more than the spread.
 
     Example:
         >>> runs = {"A": {"metrics": {"MAP@R": [0.5, 0.52]}},
         ...         "B": {"metrics": {"MAP@R": [0.49, 0.5]}},
         ...         "C": {"metrics": {"MAP@R": [0.2, 0.21]}}}
         >>> summary = summarize({"losses": runs, "before": {"MAP@R": [0.3, 0.31]}})
-        >>> summary["best"], summary["tied"], summary["behind"], summary["clearly_below_untrained"]
-        ('A', ['B'], ['C'], ['C'])
+        >>> summary["best"], summary["tied"], list(summary["apart"]), summary["behind"]
+        ('A', ['B'], ['C'], [])
     """
     runs = results["losses"]
-    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
-    moved = [n for n in runs if n not in flat] or list(runs)
-    ranked = sorted(moved, key=lambda name: -mean_std(runs[name]["metrics"][metric])[0])
-    best = ranked[0]
-    best_values = runs[best]["metrics"][metric]
-    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"][metric], best_values)]
     before = results["before"][metric]
+    flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
+    beats = [n for n in runs if n not in flat and _beats(runs[n]["metrics"][metric], before)]
+    apart = {n: _reason(runs[n], before, metric, n in flat) for n in runs if n not in beats}
+    ranked = sorted(beats, key=lambda name: -mean_std(runs[name]["metrics"][metric])[0])
+    best = ranked[0] if ranked else None
+    top = runs[best]["metrics"][metric] if best else []
+    tied = [n for n in ranked[1:] if not separated(runs[n]["metrics"][metric], top)]
     worse = [n for n in runs if mean_std(runs[n]["metrics"][metric])[0] < mean_std(before)[0]]
     return {
         "metric": metric,
         "best": best,
+        "ranked": ranked,
         "tied": tied,
         "behind": [n for n in ranked[1:] if n not in tied],
+        "apart": apart,
         "no_gradient": flat,
         "below_untrained": worse,
         "clearly_below_untrained": [n for n in worse if separated(runs[n]["metrics"][metric],
                                                                   before)],
     }  # fmt: skip
+
+
+def _beats(values: Sequence[float], before: Sequence[float]) -> bool:
+    """Mean above the untrained network's by more than the seed spread."""
+    return mean_std(values)[0] > mean_std(before)[0] and separated(values, before)
+
+
+def _reason(run: dict, before: Sequence[float], metric: str, flat: bool) -> dict:
+    """What was measured of a loss listed apart: its gap to the untrained network against the
+    spread, its gradient norms and its training loss (means over seeds where recorded)."""
+    mean, std = mean_std(run["metrics"][metric])
+    before_mean, before_std = mean_std(before)
+    reason = {"gap": mean - before_mean, "spread": std + before_std, "no_gradient": flat}
+    for key in ("initial_gradient_norm", "early_gradient_norm", "initial_loss", "final_loss"):
+        if run.get(key):
+            reason[key] = mean_std(run[key])[0]
+    return reason

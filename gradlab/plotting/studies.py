@@ -115,6 +115,7 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     """Recall@1, mAP and MAP@R of each loss on unseen numbers (seeds as dots, mean +- std)."""
     result = _load(source)
     names = list(result["losses"])
+    apart = (result.get("summary") or {}).get("apart", {})
     metrics = [m for m in ("recall@1", "mAP", "MAP@R") if m in result["before"]]
     figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(18, 4.4))
     figure.subplots_adjust(wspace=0.35)
@@ -124,10 +125,12 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
             values = result["losses"][name]["metrics"][metric]
             axis.scatter([index] * len(values), values, color="tab:gray", s=12, zorder=3)
             mean, std = _mean_std(values)
-            axis.errorbar(index, mean, yerr=std, fmt="o", color="tab:blue", capsize=4, zorder=4)
+            colour = "tab:gray" if name in apart else "tab:blue"
+            axis.errorbar(index, mean, yerr=std, fmt="o", color=colour, capsize=4, zorder=4)
         before, _ = _mean_std(result["before"][metric])
         axis.axhline(before, color="tab:red", ls="--", lw=1, label="untrained")
-        axis.set_xticks(positions, names, rotation=35, ha="right", fontsize=8)
+        labels = [f"{name} (apart)" if name in apart else name for name in names]
+        axis.set_xticks(positions, labels, rotation=35, ha="right", fontsize=8)
         axis.set_title(metric)
         axis.grid(alpha=0.3, axis="y")
     axes[0].legend(fontsize=8)

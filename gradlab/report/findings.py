@@ -19,6 +19,7 @@ from gradlab.report.prose import (
     best_loss_sentence,
     best_recall_sentences,
     pml_grouping_sentence,
+    scope_sentence,
 )
 from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, cell, distinct_problems
 
@@ -248,6 +249,10 @@ def _losses(results: dict) -> list[Finding]:
     summary = results.get("summary") or loss_comparison.summarize(results)
     sentence = best_loss_sentence(results, summary)
     sentence = sentence[:1].lower() + sentence[1:]
+    if summary.get("apart"):
+        sentence += (f" Listed apart with their measured reasons: "
+                     f"{', '.join(summary['apart'])}.")  # fmt: skip
+    sentence += " " + scope_sentence(results)
     return [Finding(f"On unseen digit strings, {sentence}", "figures/loss_comparison.png")]
 
 

@@ -112,7 +112,8 @@ def training_sentence(
 
 
 def loss_comparison_text(results: dict, summary: dict | None = None) -> str:
-    """Which losses are ahead on MAP@R, and which gaps are within the seed spread.
+    """Which losses beat the untrained network and are ranked, which are listed apart and why,
+    and what the comparison can and cannot show.
 
     ``summary`` is :func:`gradlab.experiments.loss_comparison.summarize` of ``results``
     (computed here when not given).
@@ -126,36 +127,109 @@ def loss_comparison_text(results: dict, summary: dict | None = None) -> str:
         )
     if summary["behind"]:
         text += f" Behind it by more than the spread: {', '.join(summary['behind'])}."
-    if summary["no_gradient"]:
-        text += (
-            f" {', '.join(summary['no_gradient'])}: loss gradient exactly 0 at the "
-            "initialization in every seed (the untrained network's cosine scores of a batch span "
-            f"at most {max(results.get('initial_score_range', [float('nan')])):.4f}), so "
-            "training never moves the network: its numbers are the untrained ones."
-        )
-    before = results["before"]["MAP@R"]
-    if summary["below_untrained"]:
-        text += (f" Mean MAP@R below the untrained network's ({cell(before)}): "
-                 f"{', '.join(summary['below_untrained'])}")  # fmt: skip
-        clearly = summary["clearly_below_untrained"]
-        text += (
-            f"; by more than the spread: {', '.join(clearly)}." if clearly else
-            ", all within the seed spread."
-        )
-    return text
+    text += apart_text(results, summary)
+    return text + " " + scope_sentence(results)
 
 
 def best_loss_sentence(results: dict, summary: dict) -> str:
-    """``"Best MAP@R among the losses that train: NAME (mean ± std)."``
+    """The best of the losses that beat the untrained network by more than the seed spread.
 
     Example:
-        >>> results = {"losses": {"A": {"metrics": {"MAP@R": [0.4, 0.6]}}}}
+        >>> results = {"losses": {"A": {"metrics": {"MAP@R": [0.4, 0.6]}}},
+        ...            "before": {"MAP@R": [0.1, 0.1]}}
         >>> best_loss_sentence(results, {"best": "A", "metric": "MAP@R"})
-        'Best MAP@R among the losses that train: A (0.500 ± 0.100).'
+        'Best MAP@R among the losses that beat the untrained network (0.100 ± 0.000) by more than the seed spread: A (0.500 ± 0.100).'
+    """  # noqa: E501
+    metric, best = summary["metric"], summary["best"]
+    before = cell(results["before"][metric])
+    if best is None:
+        return (f"No loss beats the untrained network's {metric} ({before}) by more than the "
+                "seed spread.")  # fmt: skip
+    values = results["losses"][best]["metrics"][metric]
+    return (f"Best {metric} among the losses that beat the untrained network ({before}) by more "
+            f"than the seed spread: {best} ({cell(values)}).")  # fmt: skip
+
+
+def apart_text(results: dict, summary: dict) -> str:
+    """The losses listed apart (not ranked), each with its measured reason; empty if none.
+
+    Example:
+        >>> runs = {"B": {"metrics": {"MAP@R": [0.1, 0.1]}, "initial_gradient_norm": [0.0, 0.0]}}
+        >>> reason = {"gap": 0.0, "spread": 0.0, "no_gradient": True, "initial_gradient_norm": 0.0}
+        >>> summary = {"metric": "MAP@R", "apart": {"B": reason}}
+        >>> apart_text({"losses": runs, "initial_score_range": [0.001]}, summary)[:60]
+        ' Listed apart, not ranked (MAP@R not above the untrained net'
     """
-    best = summary["best"]
-    values = results["losses"][best]["metrics"][summary["metric"]]
-    return f"Best {summary['metric']} among the losses that train: {best} ({cell(values)})."
+    if not summary["apart"]:
+        return ""
+    metric = summary["metric"]
+    parts = [f"{name}, {cell(results['losses'][name]['metrics'][metric])}: "
+             f"{_apart_reason(results, reason)}"
+             for name, reason in summary["apart"].items()]  # fmt: skip
+    return (f" Listed apart, not ranked ({metric} not above the untrained network's by more than "
+            f"the seed spread): {'; '.join(parts)}.")  # fmt: skip
+
+
+def _apart_reason(results: dict, reason: dict) -> str:
+    """One loss's measured reason, in words."""
+    if reason["no_gradient"]:
+        spread = max(results.get("initial_score_range", [float("nan")]))
+        return (
+            "loss gradient exactly 0 on the first batch at the initialization in every seed "
+            f"(the untrained network's cosine scores of a batch span at most {spread:.4f})"
+        )
+    words = (f"gap to the untrained network {reason['gap']:+.4f} against a spread of "
+             f"{reason['spread']:.4f}")  # fmt: skip
+    steps = results.get("settings", {}).get("gradient_steps")
+    if "early_gradient_norm" in reason and steps:
+        words += (f"; loss gradient norm over the first {steps} steps "
+                  f"{reason['early_gradient_norm']:.3g}")  # fmt: skip
+    elif "initial_gradient_norm" in reason:
+        words += f"; loss gradient norm at the initialization {reason['initial_gradient_norm']:.3g}"
+    if "initial_loss" in reason and "final_loss" in reason:
+        change = "rose" if reason["final_loss"] > reason["initial_loss"] else "fell"
+        words += (f"; training loss {change} from {reason['initial_loss']:.3f} to "
+                  f"{reason['final_loss']:.3f}")  # fmt: skip
+    return words
+
+
+def scope_sentence(results: dict) -> str:
+    """What the comparison can and cannot show, from its settings."""
+    config = results.get("settings", {})
+    sweep = max((len(run.get("sweep", {}).get("candidates", [])) for run in
+                 results["losses"].values()), default=0)  # fmt: skip
+    chosen = (
+        f", each loss's hyperparameters chosen from at most {sweep} settings on held-out "
+        "training numbers"
+        if sweep > 1
+        else ", each loss at its paper's settings"
+    )
+    return (
+        f"This ranks the losses for one small CNN trained from scratch for "
+        f"{config.get('steps', '?')} steps, {len(results.get('seeds', []))} seeds{chosen}; "
+        "it cannot show how they rank with a pre-trained backbone, longer training or a "
+        "wider search, as on CUB-200 or Stanford Online Products."
+    )
+
+
+def sweep_lines(results: dict) -> list[str]:
+    """A markdown table of each loss's sweep: validation MAP@R per candidate and the seeds
+    that chose it; empty where no loss has more than one candidate."""
+    rows = []
+    for name, run in results["losses"].items():
+        sweep = run.get("sweep")
+        if not sweep or len(sweep["candidates"]) < 2:
+            continue
+        for index, params in enumerate(sweep["candidates"]):
+            values = [per_seed[index] for per_seed in sweep["validation"]]
+            chosen = [str(seed) for seed, pick in zip(results["seeds"], sweep["chosen"],
+                                                      strict=True) if pick == index]  # fmt: skip
+            setting = ", ".join(f"{key} {value:g}" for key, value in params.items())
+            rows.append(f"| {name} | {setting} | {cell(values)} | {', '.join(chosen) or '-'} |")
+    if not rows:
+        return []
+    return ["| loss | setting | validation MAP@R | chosen in seeds |", "| --- | --- | --- | --- |",
+            *rows]  # fmt: skip
 
 
 def scenes_text(results: dict, summary: dict | None = None) -> str:

@@ -19,7 +19,7 @@ from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.experiments.digit_scenes import ANATOMY_KEYS
 from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
-from gradlab.report.prose import best_loss_sentence
+from gradlab.report.prose import apart_text, best_loss_sentence
 from gradlab.report.summaries import cell
 
 STUDY_FILES = {
@@ -106,15 +106,7 @@ def _losses_text(results: dict) -> str:
                  f"{', '.join(summary['tied'])}.")  # fmt: skip
     if summary["behind"]:
         text += f" Behind it by more than the spread: {', '.join(summary['behind'])}."
-    if summary["no_gradient"]:
-        spread = max(results.get("initial_score_range", [float("nan")]))
-        text += (f" {', '.join(summary['no_gradient'])}: loss gradient exactly 0 on the first "
-                 f"batch at the initialization in every seed (its cosine scores span at most "
-                 f"{spread:.4f}); it is ranked apart from the losses that train.")  # fmt: skip
-    if summary["below_untrained"]:
-        text += (f" Mean MAP@R below the untrained network's ({cell(results['before']['MAP@R'])}"
-                 f"): {', '.join(summary['below_untrained'])}.")  # fmt: skip
-    return text
+    return text + apart_text(results, summary)
 
 
 def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") -> str:

@@ -47,12 +47,17 @@ def test_loss_comparison_summary_ranks_the_losses_that_train():
             "far": _run([0.10, 0.12]),  # below the untrained network by more than the spread
             "stuck": _run([0.99, 0.99], initial_gradient_norm=[0.0, 0.0]),
             "slightly_low": _run([0.20, 0.39]),  # mean 0.295 < 0.30, within the spread of it
+            "ahead": _run([0.40, 0.42]),  # above the untrained network, behind the best
         },
     }
     summary = loss_comparison.summarize(results)
     assert summary["best"] == "best"  # "stuck" has the highest MAP@R but never trained
+    assert summary["ranked"] == ["best", "close", "ahead"]
     assert summary["tied"] == ["close"]
-    assert summary["behind"] == ["slightly_low", "far"]  # 0.295 +- 0.095: gap 0.205 > 0.105
+    assert summary["behind"] == ["ahead"]  # 0.41 +- 0.01 against 0.50 +- 0.01: gap 0.09 > 0.02
+    # Not above the untrained network by more than the spread: listed apart, never ranked.
+    assert list(summary["apart"]) == ["far", "stuck", "slightly_low"]
+    assert summary["apart"]["stuck"]["no_gradient"] and not summary["apart"]["far"]["no_gradient"]
     assert summary["no_gradient"] == ["stuck"]
     assert summary["below_untrained"] == ["far", "slightly_low"]
     assert summary["clearly_below_untrained"] == ["far"]

@@ -62,7 +62,8 @@ def test_findings_word_the_studies_verdicts_from_the_results_dict():
         "claim": {"verdict": "holds", "detail": ""}}}  # fmt: skip
     text = findings_markdown({"losses": (losses, "## Losses"),
                               "operating_region": (region, "## Operating region")})  # fmt: skip
-    assert "best MAP@R among the losses that train: B (0.100 ± 0.000)." in text
+    assert ("best MAP@R among the losses that beat the untrained network (0.000 ± 0.000) by "
+            "more than the seed spread: B (0.100 ± 0.000).") in text
     assert "for networks trained at each m P rises from 0.100 ± 0.000 to 0.200 ± 0.000" in text
     assert "the audit's verdict: holds." in text
 

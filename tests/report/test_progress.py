@@ -45,13 +45,14 @@ def test_each_seed_gets_one_line_that_names_it_and_what_it_counts(lines, capsys)
 
 def test_the_loss_comparison_says_it_trained_six_losses_per_seed(lines, capsys, monkeypatch):
     tiny = {"per_class": 4, "batch_size": 16, "steps": 2, "lr": 1e-3, "timing_repeats": 1,
-            "test_numbers": 8}  # fmt: skip
+            "test_numbers": 8, "validation_numbers": 8, "sweep": False}  # fmt: skip
     monkeypatch.setattr(loss_comparison, "settings", lambda quick: dict(tiny))
     results = loss_comparison.measure(seeds=(3,), workers=1)
     assert len(results["losses"]) == 6
     _matches([
         r"gradlab: loss comparison: 1 seed, 7 tasks in this process \.\.\.",
-        r"gradlab: loss comparison: seed 3 done \(6 losses trained, \d+ s; 1 of 1 seed done\)",
+        r"gradlab: loss comparison: seed 3 done \(6 training runs of 6 losses, \d+ s; 1 of 1 seed "
+        r"done\)",
         r"gradlab: loss comparison done \(1 seed, \d+ s\)",
     ], capsys.readouterr().err)  # fmt: skip
 
