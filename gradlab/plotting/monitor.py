@@ -213,7 +213,7 @@ def plot_runs(
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=(8, 4.2))
         draw_family(axis, family, keys, runs, plots=plots)
-        legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=8)
+        legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=9)
         written.append(save_figure(figure, folder / f"{family}.png"))
     written.append(_overview(present, runs, folder / "overview.png", plots))
     return written
@@ -224,15 +224,21 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
     return plot_runs([run_dir], out)
 
 
-def _line_style(run_index: int, key_index: int, several: bool) -> dict:
-    """Several runs: the run's colour and marker (hollow, larger and wider for earlier runs, so
-    a run under an identical later one still shows), the key's line style. One run: the key's
-    series style."""
+MARKS = 8
+"""About this many markers per line when several runs are overlaid."""
+
+
+def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
+                runs: int = 1) -> dict:  # fmt: skip
+    """Several runs: the run's colour and marker, the key's line style. Each run marks about
+    :data:`MARKS` of its ``points`` steps, at steps the other runs leave unmarked, so a run
+    under an identical later one still shows its own markers and the first steps do not become
+    a blob of markers. One run: the key's series style."""
     if not several:
         return {**series_style(key_index), "markersize": 3}
+    step = max(runs, (max(points, 1) // MARKS) // runs * runs)  # a multiple of the run count
     return {"color": series_style(run_index)["color"], "marker": series_style(run_index)["marker"],
-            "markersize": max(9 - 2.5 * run_index, 3), "markerfacecolor": "none",
-            "linewidth": max(3.2 - 0.9 * run_index, 1.0),
+            "markersize": 5, "markevery": (run_index % step, step), "linewidth": 1.6,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
@@ -263,14 +269,70 @@ def draw_family(
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
             if points:
-                axis.plot(*zip(*points, strict=True),
-                          **{"linewidth": 1.4, **_line_style(run_index, key_index, several)})
-    axis.set(xlabel="optimizer step", ylabel=ylabel, title=textwrap.fill(title, wrap))
+                style = _line_style(run_index, key_index, several, len(points), len(runs))
+                axis.plot(*zip(*points, strict=True), **{"linewidth": 1.4, **style})
+    axis.set_xlabel("optimizer step")
+    axis.set_ylabel(ylabel)
+    axis.set_title(textwrap.fill(title, wrap), pad=10)  # clear of the top tick label
+    values = [v for line in axis.get_lines() for v in line.get_ydata()]
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
-        largest = max((max(line.get_ydata(), default=0) for line in axis.get_lines()), default=0)
-        axis.set_ylim(0, axis.get_ylim()[1] if largest > 0 else 1)
-        for line in axis.get_lines():
-            line.set_clip_on(False)  # markers at 0 drawn whole on the bottom edge
+        top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
+        axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
+    elif spans_decades(values):
+        axis.set_yscale("log")
+
+
+def spans_decades(values, decades: float = 3) -> bool:
+    """Whether positive ``values`` span at least ``decades`` powers of ten (a quantity that
+    collapses towards 0 is read on a log axis); False when one is 0 or negative.
+
+    Example:
+        >>> spans_decades([1.4, 0.4, 2e-6, 5e-10]), spans_decades([1.4, 0.0, 2e-6])
+        (True, False)
+    """
+    values = [v for v in values if math.isfinite(v)]
+    if not values or min(values) <= 0:
+        return False
+    return math.log10(max(values) / min(values)) >= decades
+
+
+FLAT = 1e-5
+"""A family whose every logged series stays within this of its first value is flat: a report
+states its values in a sentence instead of a full-size figure of flat lines."""
+
+
+def flat_families(runs: list[Run], plots=PLOTS, tolerance: float = FLAT) -> dict[str, str]:
+    """Family -> a sentence with its values, for each family present in ``runs`` whose every
+    series stays within ``tolerance`` (all zero, say).
+
+    Example:
+        >>> runs = [("run", [{"step": 0, "loss": 0.5, "degenerate_batches": 0},
+        ...                  {"step": 1, "loss": 0.4, "degenerate_batches": 0}])]
+        >>> flat_families(runs)["degenerate_batches"].split(":")[1]
+        ' batches without ranking signal (total) 0 at each of the 2 logged steps'
+    """
+    flat = {}
+    for family, plot in plots.items():
+        parts = []
+        for key, label in plot.series:
+            values = [r[key] for _, records in runs for r in records
+                      if key in r and _finite(r[key])]  # fmt: skip
+            if not values:
+                continue
+            low, high = min(values), max(values)
+            if high - low > tolerance:
+                break
+            steps = len(values) // len(runs)
+            if low == high:
+                parts.append(f"{label} {low:g} at each of the {steps} logged steps")
+            elif f"{low:.3g}" == f"{high:.3g}":
+                parts.append(f"{label} {low:.3g} (to within {high - low:.1g})")
+            else:
+                parts.append(f"{label} between {low:.3g} and {high:.3g}")
+        else:
+            if parts:
+                flat[family] = f"{plot.title}: {'; '.join(parts)}"
+    return flat
 
 
 def _key_handles(keys: list[str], several: bool, labels=LABELS) -> list[Line2D]:
@@ -282,7 +344,7 @@ def _key_handles(keys: list[str], several: bool, labels=LABELS) -> list[Line2D]:
 
 
 def _run_handles(runs: list[Run]) -> list[Line2D]:
-    return [Line2D([], [], **_line_style(i, 0, True), label=name)
+    return [Line2D([], [], **{**_line_style(i, 0, True), "markevery": None}, label=name)
             for i, (name, _) in enumerate(runs)]  # fmt: skip
 
 
@@ -296,12 +358,12 @@ def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
 def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS) -> Path:
     columns = 2 if len(present) > 1 else 1
     rows = math.ceil(len(present) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(6.5 * columns, 4.2 * rows), squeeze=False)
+    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.4 * rows), squeeze=False)
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
-        draw_family(axis, family, keys, runs, wrap=60, plots=plots)
+        draw_family(axis, family, keys, runs, wrap=45, plots=plots)
         if len(keys) > 1 or len(runs) == 1:
             labels = {key: label for key, label in plots[family].series}
-            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=7, ncol=2,
+            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=9, ncol=1,
                         loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)

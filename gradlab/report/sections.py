@@ -204,10 +204,12 @@ def tie_aware_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict
 def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """SmoothAP on real data (digits) with the Monitor: retrieval before and after, and figures."""
     from gradlab.experiments.digits_training import digits_training
+    from gradlab.plotting.monitor import flat_families, load_runs
     from gradlab.plotting.report_figures import plot_retrieval_before_after
 
     results = digits_training(out, quick=quick, device=device)
     plot_retrieval_before_after(results, out / "figures" / "training_retrieval.png")
+    flat = flat_families(load_runs([out / results["run_dir"]]))
     unseen_before, unseen_after = results["unseen_classes_before"], results["unseen_classes_after"]
     seen_before = results["seen_classes_held_out_before"]
     seen_after = results["seen_classes_held_out_after"]
@@ -235,8 +237,12 @@ def training_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict,
         "held-out images of the trained digits 0-4](figures/training_retrieval.png)",
         "",
         *(f"![The Monitor's log of this run: {family_title(Path(f).stem)}]({f})" + "\n"
-          for f in results["figures"]),
+          for f in results["figures"] if Path(f).stem not in flat and Path(f).stem != "overview"),
     ]  # fmt: skip
+    # the overview repeats the figures above; a flat family's values say more than its lines
+    if flat:
+        lines += ["Flat over the whole run, so not drawn:", "",
+                  *(f"- {sentence}" for sentence in flat.values())]  # fmt: skip
     return results, "\n".join(lines)
 
 
@@ -345,9 +351,3 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
               "and captions over training, per encoder and loss]"
               "(figures/digit_scenes_geometry.png)"]  # fmt: skip
     return results, "\n".join(lines)
-
-
-
-
-
-

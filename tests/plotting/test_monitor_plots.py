@@ -15,7 +15,7 @@ from gradlab import GradlabError, Monitor, NTXentLoss
 from gradlab.cli import main
 from gradlab.monitor import Plot, Quantity, read_jsonl
 from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
-from tests.helpers.figure_layout import captured_figures, layout_problems
+from tests.helpers.figure_layout import captured_figures, hidden_series, layout_problems
 from tests.helpers.training import train
 
 
@@ -199,22 +199,30 @@ def test_counts_and_shares_start_at_zero(tmp_path, monkeypatch):
     for title, figure in figures.items():
         bottom, top = figure.axes[0].get_ylim()
         if title.startswith(("Batches without", "Queries with no entry", "Operating-region")):
-            assert bottom == 0, (title, bottom)
+            assert bottom == -0.03 * top, (title, bottom)  # a zero line shows above the frame
+            assert not [p for p in hidden_series(figure) if "frame" in p], title
         if title.startswith("Batches without"):
             assert top == 1, (title, top)  # all zero: 0..1, not -0.04..0.04
         plt.close(figure)
 
 
-def test_identical_runs_both_stay_visible(tmp_path):
-    runs = load_runs([_run(tmp_path / "a", 2), _run(tmp_path / "b", 2)])
+def test_identical_runs_both_stay_visible_without_a_marker_on_every_step(tmp_path):
+    steps = 24
+    runs = load_runs([_run(tmp_path / "a", steps), _run(tmp_path / "b", steps)])
     figure, axis = plt.subplots()
     draw_family(axis, "loss", ["loss"], runs)
     first, second = axis.get_lines()
     assert list(first.get_ydata()) == list(second.get_ydata())  # the same series
+    assert hidden_series(figure) == []  # the first run's markers show beside the second's
+    marked = [set(range(line.get_markevery()[0], steps, line.get_markevery()[1]))
+              for line in (first, second)]  # fmt: skip
+    assert not marked[0] & marked[1]  # the runs mark different steps
+    assert all(len(m) <= steps // 2 for m in marked)  # not a marker on every step
     assert first.get_marker() != second.get_marker()
-    assert first.get_markersize() > second.get_markersize()  # drawn first, larger: it shows
-    assert first.get_linewidth() > second.get_linewidth()
-    assert first.get_markerfacecolor() == "none"  # hollow: the later run shows inside it
+    assert first.get_markerfacecolor() != "none"  # small filled markers, not large open ones
+    for line in (first, second):  # a mutant: every step marked, the same size, the first hidden
+        line.set_markevery(None)
+    assert hidden_series(figure) == ["panel 0: series line 0 is hidden under line 1"]
     plt.close(figure)
 
 
@@ -239,7 +247,8 @@ def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monke
     (figure,) = figures.values()
     axis = figure.axes[0]
     assert axis.get_title() == "Spread of the scores"
-    assert axis.get_ylabel() == "standard deviation" and axis.get_ylim()[0] == 0
+    bottom, top = axis.get_ylim()
+    assert axis.get_ylabel() == "standard deviation" and bottom == -0.03 * top  # from 0
     assert [t.get_text() for t in axis.get_legend().texts] == ["std of all scores"]
     plt.close(figure)
     with pytest.raises(GradlabError, match="quantities must be a list of Quantity classes"):
@@ -310,3 +319,38 @@ def test_plot_draws_the_geometry_temperature_and_suspect_families(tmp_path, monk
         plt.close(figure)
     clip = records[1]
     assert all(0 < r["temperature_scale"] <= 100.0 + 1e-9 for r in clip)
+
+
+def _records(**series):
+    steps = len(next(iter(series.values())))
+    return [("run", [{"step": step, **{key: values[step] for key, values in series.items()}}
+                     for step in range(steps)])]  # fmt: skip
+
+
+def test_a_quantity_collapsing_over_decades_is_read_on_a_log_axis():
+    collapsing = [1.4, 1.3, 0.4, 1e-3, 2e-6, 3e-9, 1e-12, 5e-13]
+    keys = ["decomposition_ad_norm_q50", "decomposition_cb_norm_q50"]
+    for values, scale in ((collapsing, "log"), ([*collapsing[:-1], 0.0], "linear"),
+                          ([1.4, 1.1, 0.9, 0.5, 0.2, 0.1, 0.05, 0.02], "linear")):  # fmt: skip
+        figure, axis = plt.subplots()
+        runs = _records(**{keys[0]: values, keys[1]: [v / 10 for v in values]})
+        draw_family(axis, "decomposition", keys, runs)
+        assert axis.get_yscale() == scale, values
+        plt.close(figure)
+
+
+def test_flat_families_are_stated_with_their_values():
+    runs = _records(loss=[0.5, 0.4, 0.3], degenerate_batches=[0, 0, 0], degenerate_batch=[0, 0, 0],
+                    gradient_agreement_cosine=[1.0, 0.9999999, 1.0],
+                    gradient_agreement_relative_error=[1e-7, 2e-7, 1.5e-7])  # fmt: skip
+    flat = monitor_plots.flat_families(runs)
+    assert set(flat) == {"degenerate_batches", "gradient_agreement"}  # the loss moves
+    labels = dict(monitor_plots.PLOTS["degenerate_batches"].series)
+    assert flat["degenerate_batches"] == (
+        f"{monitor_plots.PLOTS['degenerate_batches'].title}: "
+        f"{labels['degenerate_batches']} 0 at each of the 3 logged steps; "
+        f"{labels['degenerate_batch']} 0 at each of the 3 logged steps")
+    assert "1 (to within 1e-07)" in flat["gradient_agreement"]
+    assert "between 1e-07 and 2e-07" in flat["gradient_agreement"]
+    moved = _records(degenerate_batches=[0, 0, 1], degenerate_batch=[0, 0, 1])
+    assert monitor_plots.flat_families(moved) == {}

@@ -6,6 +6,7 @@ import re
 import pytest
 
 from gradlab.cli import main
+from gradlab.plotting.monitor import flat_families, load_runs
 from gradlab.report import SECTIONS
 
 
@@ -29,6 +30,13 @@ def test_quick_report_writes_every_output(tmp_path):
         assert heading in summary
     training = results["sections"]["training"]
     assert 0.0 <= training["unseen_classes_after"]["mAP"] <= 1.0
+    # The Monitor's flat families are sentences, not full-size flat lines; no overview repeats
+    # the figures (the families are read again from the run's log here).
+    flat = flat_families(load_runs([out / training["run_dir"]]))
+    assert "figures/training/overview.png" not in figures
+    assert [f for f in figures if f.startswith("figures/training/")]
+    for family, sentence in flat.items():
+        assert f"figures/training/{family}.png" not in figures and f"- {sentence}" in summary
     # Every study keeps one value per seed (issue 13), and the page shows their spread.
     batch = results["sections"]["operating_region"]["p_vs_batch_size"]
     per_seed = batch["settings"]["fixed_trained"]["P"]
