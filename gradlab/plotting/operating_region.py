@@ -71,7 +71,7 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
     models)."""
     results = load_results(source)
     apply_style()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8), sharey=False)
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11.5, 5), layout="constrained")
     for index, (name, rows) in enumerate(results["fixed_model"].items()):
         if not name.endswith("uniform"):
             continue
@@ -90,7 +90,7 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
         title="(a) Fixed model, batches of size m",
     )
     batch_size_axis(left, sizes)
-    left.legend(fontsize=8)
+    left.legend(fontsize=9.5)
     rows = results["trained_per_batch_size"]
     sizes = [r["batch_size"] for r in rows]
     right.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", label="P, seed Eq. 1")

@@ -62,15 +62,15 @@ def plot_scene_geometry(source: dict | str | Path, path: str | Path) -> Path:
                 colour = COLOURS[index % len(COLOURS)]
                 axis.plot(steps, mean, STYLES[e % 2], color=colour, label=f"{encoder}, {loss}")
                 axis.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.15)
-        axis.set_title(title, fontsize=9)
+        axis.set_title(title, fontsize=10)
         axis.grid(alpha=0.3)
         if zero_based:
             axis.set_ylim(bottom=0)
     for axis in axes[-1]:
         axis.set_xlabel("training step")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
-                  bbox_to_anchor=(0.5, -0.05))  # fmt: skip
+    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=10,
+                  bbox_to_anchor=(0.5, -0.06))  # fmt: skip
     figure.suptitle(
         f"Embedding geometry over training, each batch's images and captions (band: +- std "
         f"over {len(result['seeds'])} seeds; solid VSE++, dashed VSRN)",

@@ -7,6 +7,7 @@ faintly and the mean with a one-standard-deviation bar, and returns the written 
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -84,8 +85,9 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
             axis.errorbar(sizes, mean, yerr=std, color=colour, marker=marker, ms=4, capsize=3,
                           label=label)  # fmt: skip
         notes = [
-            f"{' and '.join(PROPORTIONS[k][0] for k in repeats if repeats[k] == earlier)}:\n"
-            f"the same as {PROPORTIONS[earlier][0].split(' (')[0]} at every seed and m"
+            textwrap.fill(
+                f"{' and '.join(PROPORTIONS[k][0] for k in repeats if repeats[k] == earlier)}: "
+                f"the same as {PROPORTIONS[earlier][0].split(' (')[0]} at every seed and m", 36)
             for earlier in dict.fromkeys(repeats.values())
         ]  # fmt: skip
         if notes:
@@ -157,7 +159,8 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
     encoders = list(result["runs"])
     losses = list(next(iter(result["runs"].values())))
     metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10"]
-    figure, axes = plt.subplots(1, len(encoders), figsize=(6.5 * len(encoders), 4), sharey=True)
+    figure, axes = plt.subplots(1, len(encoders), figsize=(5.6 * len(encoders), 4), sharey=True,
+                                layout="constrained")  # fmt: skip
     axes = np.atleast_1d(axes)
     width = 0.8 / len(losses)
     colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
@@ -168,15 +171,15 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
             stds = [float(np.std(recall[m])) for m in metrics]
             x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
             axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index])
-        axis.set_xticks(np.arange(len(metrics)), metrics, fontsize=8)
+        axis.set_xticks(np.arange(len(metrics)), metrics, fontsize=9, rotation=30)
         axis.set_title(encoder)
         axis.set_ylim(0, 1)
         axis.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("recall on unseen scenes")
-    axes[0].legend(fontsize=8)
+    axes[0].legend(fontsize=10)
     figure.suptitle(
         f"Digit scenes: recall both ways, {len(result['seeds'])} seeds (bars: mean +- std)",
-        fontsize=10,
+        fontsize=11,
     )
     return _save(figure, path)
 
@@ -196,8 +199,34 @@ ANATOMY_TITLES = {
 }
 
 
+def _coinciding(series: dict[tuple[str, str], np.ndarray]) -> dict[float, list[tuple[str, str]]]:
+    """Value -> the (encoder, loss) series that keep exactly that value at every step, for
+    values that two losses or more keep (their lines would lie on each other)."""
+    groups: dict[float, list[tuple[str, str]]] = {}
+    for name, mean in series.items():
+        finite = mean[np.isfinite(mean)]
+        if len(finite) and np.all(finite == finite[0]):
+            groups.setdefault(float(finite[0]), []).append(name)
+    return {value: names for value, names in groups.items()
+            if len({loss for _, loss in names}) > 1}  # fmt: skip
+
+
+def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
+    """'loss (both encoders)' or 'encoder, loss' for each loss, in order."""
+    losses = list(dict.fromkeys(loss for _, loss in names))
+    parts = []
+    for loss in losses:
+        own = [encoder for encoder, other in names if other == loss]
+        every = "both encoders" if len(encoders) == 2 else "every encoder"
+        parts.append(f"{loss} ({every if len(own) == len(encoders) else ', '.join(own)})")
+    return "; ".join(parts)
+
+
 def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
-    """Gradient anatomy over training: rows quantities, columns directions, lines losses."""
+    """Gradient anatomy over training: rows quantities, columns directions, lines losses.
+
+    Losses that keep the same value at every step (no query without gradient, say) are named
+    with the value on the panel instead of drawn as lines on top of each other."""
     result = _load(source)
     encoders = list(result["runs"])
     losses = list(next(iter(result["runs"].values())))
@@ -206,35 +235,55 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     first = result["runs"][encoders[0]][losses[0]]["anatomy"]
     directions = [direction for direction in DIRECTION_TITLES if direction in first]
     figure, axes = plt.subplots(
-        len(ANATOMY_TITLES), len(directions), figsize=(5.5 * len(directions), 9), sharex=True,
-        squeeze=False,
+        len(ANATOMY_TITLES), len(directions), figsize=(5.2 * len(directions), 9.5), sharex=True,
+        squeeze=False, layout="constrained",
     )  # fmt: skip
     for row, (key, title) in enumerate(ANATOMY_TITLES.items()):
         for column, direction in enumerate(directions):
             axis = axes[row, column]
+            means = {(encoder, loss): _mean_std(
+                         result["runs"][encoder][loss]["anatomy"][direction][key])
+                     for encoder in encoders for loss in losses}  # fmt: skip
+            together = _coinciding({name: mean for name, (mean, _) in means.items()})
+            hidden = {name for names in together.values() for name in names}
             for e, encoder in enumerate(encoders):
                 for index, loss in enumerate(losses):
-                    anatomy = result["runs"][encoder][loss]["anatomy"]
-                    mean, std = _mean_std(anatomy[direction][key])
-                    steps = anatomy["steps"]
+                    if (encoder, loss) in hidden:
+                        continue
+                    mean, std = means[encoder, loss]
+                    steps = result["runs"][encoder][loss]["anatomy"]["steps"]
                     axis.plot(steps, mean, list(styles)[e % 4], color=colours[index],
                               label=f"{encoder}, {loss}")  # fmt: skip
-                    axis.fill_between(steps, mean - std, mean + std, color=colours[index],
-                                      alpha=0.15)  # fmt: skip
-            axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=9)
+                    # counts and shares: the band stops at 0
+                    axis.fill_between(steps, np.maximum(mean - std, 0), mean + std,
+                                      color=colours[index], alpha=0.15)  # fmt: skip
+            notes = [f"{value:g} at every step:\n{_named(names, encoders)}"
+                     for value, names in together.items()]  # fmt: skip
+            if notes:  # in the middle of an empty panel, else at its top
+                axis.text(0.5, 0.95 if axis.lines else 0.5,
+                          "\n".join(textwrap.fill(note, 48) for note in notes),
+                          transform=axis.transAxes, ha="center",
+                          va="top" if axis.lines else "center", fontsize=9,
+                          color="0.25")  # fmt: skip
+            if not axis.lines:
+                axis.set_yticks([])
+            axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=10)
             axis.grid(alpha=0.3)
-            if key == "active_negatives":
+            if key == "active_negatives" and axis.lines:
                 axis.set_yscale("log")
     for axis in axes[-1]:
         axis.set_xlabel("training step")
-    handles, labels = axes[0, 0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=8,
-                  bbox_to_anchor=(0.5, -0.04))  # fmt: skip
+    handles = [Line2D([], [], color=colours[index], linestyle=list(styles)[e % 4],
+                      label=f"{encoder}, {loss}")
+               for e, encoder in enumerate(encoders)
+               for index, loss in enumerate(losses)]  # fmt: skip
+    figure.legend(handles=handles, loc="outside lower center", ncol=3, fontsize=10,
+                  frameon=False)  # fmt: skip
     lines = ", ".join(f"{list(styles.values())[e % 4]} {encoder}"
                       for e, encoder in enumerate(encoders))  # fmt: skip
     figure.suptitle(
-        "Gradient anatomy over training (dL/dS of each direction's own term; band: +- std over "
+        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: +- std over "
         f"seeds; {lines})",
-        fontsize=10,
+        fontsize=11,
     )
     return _save(figure, path)

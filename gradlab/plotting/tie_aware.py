@@ -33,8 +33,8 @@ def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
     )
     figure.colorbar(image, ax=left, label="ln-sum error")
     # blue, orange, green, purple: n_d = 8 and 512 no longer two oranges (palette's 1 and 3)
-    for index, n in zip((0, 1, 2, 4), [1, 8, 64, 512], strict=True):
-        column = int(np.argmin(np.abs(in_bin - n)))
+    columns = dict.fromkeys(int(np.argmin(np.abs(in_bin - n))) for n in (1, 8, 64, 512))
+    for index, column in zip((0, 1, 2, 4), columns, strict=False):  # a coarse grid: fewer
         color = series_style(index)["color"]
         right.plot(
             before, log_error[:, column], color=color, label=f"$n_d$ = {in_bin[column]:.0f}"

@@ -213,10 +213,13 @@ class _Shape:
         self.stroke = line.get_linewidth() * px / 2 if stroked else -np.inf
         self.size = line.get_markersize() * px / 2
         self.linestyle = line.get_linestyle()
+        self.opaque = line.get_alpha() is None or line.get_alpha() >= 1
 
     def covers(self, under: _Shape, tolerance: float) -> bool:
-        """Whether every point of ``under``'s stroke and markers lies inside this series' stroke
-        (solid, or dashed like ``under``) or its markers."""
+        """Whether every point of ``under``'s stroke and markers lies inside this opaque series'
+        stroke (solid, or dashed like ``under``) or its markers."""
+        if not self.opaque:  # the series under it shows through
+            return False
         stroke = self.stroke if self.linestyle in ("-", under.linestyle) else -np.inf
         for points, half in ((under.samples, under.stroke), (under.markers, under.size)):
             if not len(points):
@@ -225,7 +228,8 @@ class _Shape:
             if len(self.vertices):
                 inside |= _distance_to_path(points, self.vertices) + half <= stroke + tolerance
             if len(self.markers):
-                inside |= _distance_to_path(points, self.markers) + half <= self.size + tolerance
+                nearest = np.linalg.norm(points[:, None, :] - self.markers[None], axis=2).min(1)
+                inside |= nearest + half <= self.size + tolerance
             if not inside.all():
                 return False
         return bool(len(under.samples) or len(under.markers))
@@ -260,7 +264,9 @@ def hidden_series(figure: Figure, tolerance_px: float = 1.0) -> list[str]:
 
 
 def layout_problems(figure: Figure, page_width_px: int = PAGE_WIDTH_PX) -> list[str]:
-    """Legends that cover a data point, annotations that leave their panel."""
+    """Legends that cover a data point, annotations that leave their panel, text too small on
+    the report's page (:func:`small_text`), titles touching other text
+    (:func:`overlapping_titles`), series hidden under others (:func:`hidden_series`)."""
     figure.canvas.draw()
     renderer = figure.canvas.get_renderer()
     problems = []
@@ -279,6 +285,9 @@ def layout_problems(figure: Figure, page_width_px: int = PAGE_WIDTH_PX) -> list[
                           and extent.y0 >= panel.y0 - 1 and extent.y1 <= panel.y1 + 1)  # fmt: skip
                 if not inside:
                     problems.append(f"panel {number}: text {text.get_text()[:30]!r} leaves it")
+    problems += small_text(figure, page_width_px)
+    problems += overlapping_titles(figure)
+    problems += hidden_series(figure)
     return problems
 
 

@@ -1,5 +1,6 @@
 """The anatomy comparison study (analyses/anatomy.py): reproducible, closed-form shapes hold."""
 
+import copy
 import math
 
 import pytest
@@ -48,7 +49,10 @@ def test_the_figure_draws_each_loss_and_direction_share_by_rank(quick, tmp_path,
             assert name in axis.get_title() and str(checkpoint["steps"]) in axis.get_title()
             expected = []
             for direction in ("i2t", "t2i"):  # solid, then dashed: the finite shares by rank
-                shares = checkpoint["losses"][name][direction]["mass_share_by_rank"]
+                part = checkpoint["losses"][name][direction]
+                if part["largest_abs_grad"] < quick["settings"]["absolute_threshold"]:
+                    continue  # rounding noise below the stated floor is not drawn
+                shares = part["mass_share_by_rank"]
                 points = [(rank, share) for rank, share in enumerate(shares, 1)
                           if isinstance(share, (int, float)) and math.isfinite(share)]  # fmt: skip
                 if points:
@@ -67,3 +71,23 @@ def test_bad_study_options_name_the_argument(kwargs, argument):
 
     with pytest.raises(GradlabError, match=argument):
         measure(**kwargs)
+
+
+def test_gradients_below_the_floor_are_not_drawn_as_a_distribution(quick, tmp_path, monkeypatch):
+    """A SmoothAP checkpoint whose largest |dL/dS| is 4e-14 (rounding noise) once drew how that
+    noise spreads over the negatives; below the anatomy's absolute threshold it is not drawn."""
+    noisy = copy.deepcopy(quick)
+    record = noisy["checkpoints"][-1]["losses"]["SmoothAP"]
+    floor = noisy["settings"]["absolute_threshold"]
+    for direction, largest in (("i2t", 4e-14), ("t2i", 0.3)):
+        record[direction]["largest_abs_grad"] = largest
+        record[direction]["mass_share_by_rank"] = [0.5, 0.3, 0.2]
+    with captured_figures(monkeypatch, plot_module) as figures:
+        plot_anatomy_comparison(noisy, tmp_path / "anatomy.png")
+    names = list(noisy["checkpoints"][0]["losses"])
+    axis = figures[0].axes[(len(noisy["checkpoints"]) - 1) * len(names) + names.index("SmoothAP")]
+    assert [line.get_label() for line in axis.get_lines()] == ["caption -> image"]
+    summary = " ".join(text.get_text() for text in axis.texts)
+    assert "4e-14 < floor: not drawn" in summary
+    assert f"below {floor:g} not drawn" in figures[0].get_suptitle()
+    assert layout_problems(figures[0]) == []

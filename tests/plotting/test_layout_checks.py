@@ -13,6 +13,7 @@ from tests.helpers.figure_layout import (
     PAGE_WIDTH_PX,
     SAVED_DPI,
     hidden_series,
+    layout_problems,
     overlapping_titles,
     small_text,
 )
@@ -130,3 +131,8 @@ def test_hidden_series_rejects_a_zero_line_on_the_frame():
     figure.axes[0].set_ylim(-0.05, 1)
     assert hidden_series(figure) == []
 
+
+def test_layout_problems_runs_every_check():
+    assert any("hidden" in p for p in layout_problems(_untrained_p([1.0, 1.0, 1.0])))
+    assert any("touches" in p for p in layout_problems(_retrieval(None)))
+    assert any("pt on the page" in p for p in layout_problems(_overview(6.5, 7)))

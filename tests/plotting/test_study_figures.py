@@ -1,0 +1,98 @@
+"""The studies' figures as a reader sees them: proportions that coincide named instead of drawn
+on top of each other, losses that never move named with their value, layouts that pass the
+checks of tests/helpers/figure_layout.py."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+import gradlab.plotting.studies as module
+from tests.helpers.figure_layout import hidden_series, layout_problems
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    kept = []
+    monkeypatch.setattr(module, "_save", lambda figure, path: kept.append(figure) or path)
+    yield kept
+    plt.close("all")
+
+
+def _p_result() -> dict:
+    """Three seeds, three batch sizes: untrained, every proportion 1; trained, three apart."""
+    rng = np.random.default_rng(0)
+    ones = np.ones((3, 3)).tolist()
+
+    def apart(centre):
+        return (centre + 0.05 * rng.random((3, 3))).tolist()
+
+    return {"batch_sizes": [16, 64, 256], "seeds": [0, 1, 2], "settings": {
+        "fixed_untrained": {"P": ones, "P_positive_negative": ones, "P_negative_negative": ones},
+        "fixed_trained": {"P": apart(0.3), "P_positive_negative": apart(0.5),
+                          "P_negative_negative": apart(0.1)}}}  # fmt: skip
+
+
+def test_p_against_m_names_proportions_equal_to_p_instead_of_hiding_them(figures):
+    result = _p_result()
+    module.plot_p_vs_batch_size(result, "p.png")
+    (figure,) = figures
+    untrained, trained = figure.axes
+    assert layout_problems(figure) == []
+    assert [c.get_label() for c in untrained.containers] == [module.PROPORTIONS["P"][0]]
+    (note,) = [t.get_text().replace("\n", " ") for t in untrained.texts]
+    assert "positive-negative pairs and negative-negative pairs" in note and "same as P" in note
+    assert len(trained.containers) == 3 and not trained.texts
+    labels = [t.get_text() for t in figure.legends[0].texts]
+    assert labels == [label for label, _, _ in module.PROPORTIONS.values()]
+
+
+def test_the_old_p_panel_drew_two_proportions_under_the_third():
+    """The mutant: every proportion drawn, as before; the hidden-series check rejects it."""
+    figure, axis = plt.subplots()
+    for label, colour, marker in module.PROPORTIONS.values():
+        axis.errorbar([16, 64, 256], [1, 1, 1], yerr=[0, 0, 0], color=colour, marker=marker,
+                      ms=4, capsize=3, label=label)  # fmt: skip
+    assert len(hidden_series(figure)) == 2
+
+
+def _scenes(zero_losses: tuple[str, ...]) -> dict:
+    """Two encoders x three losses, four logged steps; ``zero_losses`` never leave a query
+    without gradient, the others do at some steps."""
+    rng = np.random.default_rng(1)
+    losses = ("SmoothAP", "VSE++ max-violation", "NT-Xent")
+    runs = {}
+    for encoder in ("VSE++", "VSRN"):
+        runs[encoder] = {}
+        for loss in losses:
+            anatomy = {"steps": [0, 5, 10, 15]}
+            for direction in ("i2t", "t2i"):
+                anatomy[direction] = {
+                    "active_negatives": (1 + 10 * rng.random((2, 4))).tolist(),
+                    "share_without_gradient": (np.zeros((2, 4)) if loss in zero_losses
+                                               else 0.1 * rng.random((2, 4))).tolist(),
+                    "hardest_10pct_share": rng.random((2, 4)).tolist(),
+                }  # fmt: skip
+            runs[encoder][loss] = {"anatomy": anatomy}
+    return {"seeds": [0, 1], "runs": runs}
+
+
+def test_scene_anatomy_names_losses_that_stay_at_zero_instead_of_stacking_their_lines(figures):
+    module.plot_scene_anatomy(_scenes(("VSE++ max-violation", "NT-Xent")), "a.png")
+    (figure,) = figures
+    assert layout_problems(figure) == []
+    panel = figure.axes[2]  # queries without gradient, image -> caption
+    assert {line.get_label() for line in panel.get_lines()} == {"VSE++, SmoothAP",
+                                                                "VSRN, SmoothAP"}  # fmt: skip
+    (note,) = [t.get_text().replace("\n", " ") for t in panel.texts]
+    assert note.startswith("0 at every step:")
+    assert "VSE++ max-violation (both encoders)" in note and "NT-Xent (both encoders)" in note
+    assert len(figure.axes[0].get_lines()) == 6  # nothing coincides there: every line drawn
+
+
+def test_scene_anatomy_with_a_single_loss_at_zero_draws_it(figures):
+    module.plot_scene_anatomy(_scenes(("NT-Xent",)), "a.png")
+    (figure,) = figures
+    assert len(figure.axes[2].get_lines()) == 6 and not figure.axes[2].texts
+    assert layout_problems(figure) == []
