@@ -94,6 +94,7 @@ def _activity_floor(absolute_threshold: float, dtype: torch.dtype) -> float | No
         >>> _activity_floor(1e-10, torch.float32) > 1e-10, _activity_floor(0.5, torch.float64)
         (True, 0.5000000000000001)
     """
+    absolute_threshold = abs(absolute_threshold)  # -0.0 (>= 0) is 0.0: no sign bit below
     if dtype == torch.float64:
         return math.nextafter(absolute_threshold, math.inf)
     if dtype != torch.float32:

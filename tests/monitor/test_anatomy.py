@@ -358,6 +358,24 @@ def test_an_absolute_threshold_between_two_floats_is_applied_as_torch_compares(d
         assert got["x_deepest_active_rank"].item() == 1.0  # rank 3 of 3 negatives
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_negative_zero_absolute_threshold_is_zero_on_both_paths(dtype):
+    """-0.0 passes the ``>= 0`` check: no |G| of an all-zero row is above it (its float32 bits
+    carry the sign, so the next float "up" from them is a negative one, below every |G|)."""
+    grad = torch.tensor([[0.0, 0.0, 0.0, 0.0], [0.0, 0.5, 0.0, 0.25]], dtype=dtype)
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]], dtype=dtype)
+    positives = torch.tensor([[True, False, False, False], [True, False, False, False]])
+    per_query = [anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                   [True] * 4, 0.0, 0.5) for q in range(2)]  # fmt: skip
+    expected = anatomy_summary(per_query)
+    assert per_query[0]["without"] and per_query[1]["active_negatives"] == 2
+    order = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 3]])  # the columns by descending score
+    for given in (None, order):
+        got = anatomy_values("x_", grad, scores, positives, None, -0.0, 0.5, order=given)
+        for key, value in expected.items():
+            assert got[f"x_{key}"].item() == pytest.approx(value, rel=1e-12, abs=1e-15), key
+
+
 def test_anatomy_keeps_its_schedule():
     quantity = Anatomy(every(3))
     assert [quantity.should_compute(step) for step in range(1, 7)] == [
