@@ -298,7 +298,9 @@ def _expected(grad, scores, positives, candidates):
     return per_query, anatomy_summary(kept)
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+# float16 / bfloat16: no single threshold of that dtype, so the shared-order path tests
+# |G| > a and |G| >= r * max separately
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("sorted_by_step", [True, False])
 def test_edge_queries_on_both_paths_equal_the_loops(dtype, masked, sorted_by_step):
@@ -356,6 +358,24 @@ def test_an_absolute_threshold_between_two_floats_is_applied_as_torch_compares(d
         assert got["x_active_negatives_mean"].item() == 1.0
         assert got["x_active_positives"].item() == 1.0
         assert got["x_deepest_active_rank"].item() == 1.0  # rank 3 of 3 negatives
+        # its largest |G| is the float just above the threshold: the query has gradient
+        assert got["x_queries_without_gradient"].item() == 0.0
+
+
+def test_rank_sums_past_the_int32_range_on_the_shared_order_path():
+    """One positive ranked first and 65,536 active negatives: their ranks 1..65,536 sum to
+    65,536 * 65,537 / 2 > 2^31 - 1, so the mean rank (65,537 / 2, depth 1/2 by the closed
+    form (mean - 1) / (N - 1)) needs a sum wider than int32."""
+    columns = 65_537
+    grad = torch.ones(1, columns)
+    scores = torch.linspace(1.0, 0.0, columns).reshape(1, columns)
+    positives = torch.zeros(1, columns, dtype=torch.bool)
+    positives[0, 0] = True
+    order = torch.arange(columns).reshape(1, columns)  # the columns by descending score
+    assert (columns - 1) * columns // 2 > 2**31 - 1
+    got = anatomy_values("x_", grad, scores, positives, None, 0.0, 0.5, order=order)
+    assert got["x_active_negatives_mean"].item() == columns - 1
+    assert got["x_active_rank_depth"].item() == pytest.approx(0.5, rel=1e-12)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
