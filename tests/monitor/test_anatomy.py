@@ -456,3 +456,14 @@ def test_an_empty_batch_keeps_its_anatomy_on_the_device_of_its_scores():
     positives = torch.zeros(0, 5, dtype=torch.bool, device="meta")
     values = anatomy_values("i2t_", torch.empty(0, 5, device="meta"), scores, positives)
     assert {value.device.type for value in values.values()} == {"meta"}
+
+
+def test_the_shared_order_path_keeps_its_work_on_the_device_of_its_scores():
+    """Without a workspace the shared-order path allocates its own work buffers: on the
+    scores' device (meta standing in for an accelerator), never on the host."""
+    scores = torch.empty(3, 5, device="meta")
+    positives = torch.zeros(3, 5, dtype=torch.bool, device="meta")
+    order = torch.empty(3, 5, dtype=torch.long, device="meta")
+    values = anatomy_values("x_", torch.empty(3, 5, device="meta"), scores, positives,
+                            order=order)  # fmt: skip
+    assert {value.device.type for value in values.values()} == {"meta"}
