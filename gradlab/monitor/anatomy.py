@@ -289,8 +289,8 @@ class Anatomy(Quantity):
     keys = tuple(f"anatomy_{direction}{statistic}"
                  for direction in DIRECTION_PREFIXES for statistic in LOGGED)  # fmt: skip
     plots = (
-        Plot("anatomy_active_negatives", "Negatives receiving gradient per query (mean; i2t / "
-             "t2i: cross-modal directions)", "negatives", (
+        Plot("anatomy_active_negatives", "Negatives receiving gradient per query (mean)",
+             "negatives", (
                  ("anatomy_active_negatives_mean", "negatives with gradient (mean per query)"),
                  ("anatomy_i2t_active_negatives_mean", "image -> text"),
                  ("anatomy_t2i_active_negatives_mean", "text -> image")), zero_based=True),

@@ -218,8 +218,7 @@ class GradientCounts(Quantity):
     needs = frozenset({"scores", "sorted_scores"})
     keys = ("gradient_count_mean", "queries_without_gradient")
     plots = (Plot("gradient_counts", "Queries with no entry in the sigmoid's operating region "
-                  "(Bleeker & de Rijke's count: slope above eps; the anatomy panels show the "
-                  "actual gradient)", "queries", (
+                  "(Bleeker & de Rijke's count: slope above eps)", "queries", (
                       ("queries_without_gradient", "queries (count)"),
                       ("queries_without_gradient_weighted", "queries (weighted count)")),
                   zero_based=True),)  # fmt: skip
