@@ -310,15 +310,20 @@ class FastAPLoss(_InBatchLoss):
 class BlackboxAPLoss(RankingLoss):
     """``1 - mean AP`` with blackbox-differentiated ranks (Rolinek et al., CVPR 2020).
 
-    Defaults from the Smooth-AP paper's comparison: ``interpolation`` (lambda) 4, ``margin``
-    0.02. Called as ``loss(embeddings, labels)`` or, cross-modal, as
+    Defaults ``interpolation`` 4 and ``margin`` 0.02. The interpolation is the blackbox
+    lambda for ranks counted ``1..C``; the authors' code ranks normalised by ``C``, so the
+    lambda = 4 that Brown et al. (2020, supplementary) take from Rolinek et al. is
+    ``interpolation = 4 * C`` here (``C = B - 1`` in-batch), not the default (see
+    :func:`gradlab.functional.blackbox_ap`).
+    Called as ``loss(embeddings, labels)`` or, cross-modal, as
     ``loss(queries, candidates=candidates, positives=positives)`` (its core,
     :func:`gradlab.functional.blackbox_ap`, takes any score matrix). Second derivatives are
     refused: ``create_graph=True`` raises a :class:`GradlabError`, as the blackbox backward is
     an interpolation, not a derivative.
 
     Args:
-        interpolation: lambda, positive and finite.
+        interpolation: lambda for integer ranks (the authors' lambda times ``C``), positive
+            and finite.
         margin: subtracted from positive scores before ranking, non-negative.
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
             With ``False`` the core still refuses NaN scores (a NaN has no rank).

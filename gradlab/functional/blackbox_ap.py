@@ -83,12 +83,17 @@ def blackbox_ap(
     interpolation: float = 4.0,
     margin: float = 0.02,
 ) -> torch.Tensor:
-    """Per-query AP with blackbox-differentiated ranks (defaults lambda = 4, margin = 0.02).
+    """Per-query AP with blackbox-differentiated ranks (defaults interpolation 4, margin 0.02).
+
+    ``interpolation`` perturbs the scores for ranks counted ``1..C``. The authors' code
+    (blackbox-backprop's ``TrueRanker``, used by Rolinek et al. 2020) ranks over ``C``,
+    normalised to ``(0, 1]``: its ``lambda`` is ``interpolation = lambda * C`` here (``lambda = 4``
+    on rows of 128 candidates: 512). The default 4 is ``lambda = 4 / C`` on the authors' scale.
 
     Args:
         scores: ``[Q, C]`` scores (larger ranks higher).
         positives: ``[Q, C]`` bool relevance.
-        interpolation: lambda, positive.
+        interpolation: lambda for integer ranks (the authors' lambda times ``C``), positive.
         margin: subtracted from positive scores before ranking, non-negative.
 
     Returns:
@@ -141,7 +146,8 @@ def blackbox_ap_loss(
     Args:
         embeddings: ``[B, d]`` floating.
         labels: ``[B]`` integer classes.
-        interpolation: lambda of :func:`blackbox_ap`.
+        interpolation: of :func:`blackbox_ap` (the authors' lambda times ``B - 1``, the
+            candidates of a query).
         margin: margin of :func:`blackbox_ap`.
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
 

@@ -1,6 +1,7 @@
 """Blackbox AP's rules: a query without negatives is held at AP 1 with a zero gradient, a query
 without candidates is NaN, ``validate`` decides which check refuses a NaN embedding, and a
-second derivative is refused with a message that says why and what to use instead."""
+second derivative is refused with a message that says why and what to use instead; the
+interpolation is the official implementation's lambda times the row length."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from gradlab import GradlabError
-from gradlab.functional.blackbox_ap import blackbox_ap, blackbox_ap_loss
+from gradlab.functional.blackbox_ap import BlackboxRanks, blackbox_ap, blackbox_ap_loss
 
 INF = math.inf
 
@@ -70,3 +71,38 @@ def test_a_second_derivative_is_refused_saying_why_and_what_to_use():
         "torch.autograd.grad(..., create_graph=True) through it is refused; use "
         "create_graph=False, or SmoothAP or FastAP, whose second derivatives are exact"
     )
+
+
+def _official_normalised_ranks(row):
+    """blackbox-backprop's ``rank_normalised`` (Vlastelica et al. 2020; Rolinek et al. 2020's
+    code): 1-based descending ranks, ties by index, over the row's length ``C``."""
+    size = len(row)
+    return [(1 + sum(1 for j, other in enumerate(row) if other > value or (other == value
+                                                                         and j < i))) / size
+            for i, value in enumerate(row)]  # fmt: skip
+
+
+@pytest.mark.parametrize("lam", [0.5, 4.0, 30.0])
+def test_interpolation_is_the_official_lambda_times_the_row_length(lam):
+    # The official ranker ranks normalised by C; gradlab ranks 1..C. For a loss sum(w r / C),
+    # the official backward perturbs s by lambda w and returns -(r^ - r^') / lambda; gradlab's
+    # with interpolation lambda C is the same gradient, and with lambda alone another one.
+    generator = torch.Generator().manual_seed(int(lam * 10))
+    scores = torch.randn(4, 9, generator=generator, dtype=torch.float64)
+    weights = torch.randn(4, 9, generator=generator, dtype=torch.float64)
+    size = scores.shape[1]
+    expected = []
+    for row, weight in zip(scores.tolist(), weights.tolist(), strict=True):
+        before = _official_normalised_ranks(row)
+        after = _official_normalised_ranks([s + lam * w for s, w in zip(row, weight,
+                                                                         strict=True)])  # fmt: skip
+        expected.append([-(b - a) / lam for b, a in zip(before, after, strict=True)])
+    expected = torch.tensor(expected, dtype=torch.float64)
+
+    def gradient(interpolation):
+        leaf = scores.clone().requires_grad_()
+        (BlackboxRanks.apply(leaf, interpolation) * weights / size).sum().backward()
+        return leaf.grad
+
+    torch.testing.assert_close(gradient(lam * size), expected, rtol=0, atol=1e-12)
+    assert not torch.allclose(gradient(lam), expected)
