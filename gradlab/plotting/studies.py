@@ -19,7 +19,8 @@ def _load(source: dict | str | Path) -> dict:
     return source if isinstance(source, dict) else json.loads(Path(source).read_text())
 
 
-def _save(figure, path: str | Path) -> Path:
+def save_figure(figure, path: str | Path) -> Path:
+    """Write ``figure`` as PNG at the report's 110 dpi, trimmed to its content, and close it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path, dpi=110, bbox_inches="tight")
@@ -110,47 +111,55 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
         f"{len(result['seeds'])} seeds (faint: each seed; bars: mean +- std)",
         fontsize=11,
     )
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
-    """Recall@1, mAP and MAP@R of each loss on unseen numbers (seeds as dots, mean +- std)."""
+    """Recall@1, mAP and MAP@R of each loss on unseen numbers (seeds as dots, mean +- std), and
+    each loss's forward + backward time; a loss listed apart (it did not beat the untrained
+    network) is drawn in grey and labelled so."""
     result = _load(source)
     names = list(result["losses"])
     apart = (result.get("summary") or {}).get("apart", {})
     metrics = [m for m in ("recall@1", "mAP", "MAP@R") if m in result["before"]]
-    figure, axes = plt.subplots(1, len(metrics) + 1, figsize=(18, 4.4))
-    figure.subplots_adjust(wspace=0.35)
+    panels = len(metrics) + 1
+    rows = (panels + 1) // 2
+    figure, grid = plt.subplots(rows, 2, figsize=(11, 4.3 * rows), layout="constrained")
+    axes = list(np.atleast_1d(grid).ravel())
+    for unused in axes[panels:]:
+        unused.remove()
     positions = np.arange(len(names))
+    labels = [f"{name} (apart)" if name in apart else name for name in names]
     for axis, metric in zip(axes, metrics, strict=False):
         for index, name in enumerate(names):
             values = result["losses"][name]["metrics"][metric]
-            axis.scatter([index] * len(values), values, color="tab:gray", s=12, zorder=3)
+            axis.scatter([index] * len(values), values, color="tab:gray", s=14, zorder=3)
             mean, std = _mean_std(values)
             colour = "tab:gray" if name in apart else "tab:blue"
             axis.errorbar(index, mean, yerr=std, fmt="o", color=colour, capsize=4, zorder=4)
         before, _ = _mean_std(result["before"][metric])
         axis.axhline(before, color="tab:red", ls="--", lw=1, label="untrained")
-        labels = [f"{name} (apart)" if name in apart else name for name in names]
-        axis.set_xticks(positions, labels, rotation=35, ha="right", fontsize=8)
-        axis.set_title(metric)
+        axis.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
+        axis.tick_params(axis="y", labelsize=10)
+        axis.set_title(metric, fontsize=11)
         axis.grid(alpha=0.3, axis="y")
-    axes[0].legend(fontsize=8)
-    cost = axes[-1]
+    axes[0].legend(fontsize=10, loc="best")
+    cost = axes[panels - 1]
     for index, name in enumerate(names):
         mean, std = _mean_std(result["losses"][name]["loss_seconds"])
         cost.bar(index, 1e3 * mean, yerr=1e3 * std, color="tab:green", capsize=3)
-    cost.set_xticks(positions, names, rotation=35, ha="right", fontsize=8)
+    cost.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
+    cost.tick_params(axis="y", labelsize=10)
     cost.set_yscale("log")
-    cost.set_title("loss forward + backward (ms)")
+    cost.set_title("loss forward + backward (ms)", fontsize=11)
     cost.grid(alpha=0.3, axis="y")
     figure.suptitle(
         f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {len(result['seeds'])} "
-        f"seeds, same network, "
-        f"batches and {result['settings']['steps']} steps (dots: seeds; bars: mean +- std)",
-        fontsize=10,
+        f"seeds, same network, batches and {result['settings']['steps']} steps\n(dots: seeds; "
+        "bars: mean +- std; dashed: the untrained network)",
+        fontsize=11,
     )
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
@@ -181,7 +190,7 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
         f"Digit scenes: recall both ways, {len(result['seeds'])} seeds (bars: mean +- std)",
         fontsize=11,
     )
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 DIRECTION_TITLES = {
@@ -286,4 +295,4 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
         f"seeds; {lines})",
         fontsize=11,
     )
-    return _save(figure, path)
+    return save_figure(figure, path)

@@ -19,7 +19,7 @@ PAGE_WIDTH_PX = int(re.search(r"body \{[^}]*max-width:\s*(\d+)px", STYLE).group(
 """The report's page width in CSS pixels: a wider figure is shown scaled down to it."""
 
 SAVED_DPI = 110
-"""The resolution gradlab's figures are saved at (``apply_style`` and the studies' ``_save``)."""
+"""The resolution gradlab's figures are saved at (``apply_style``; the studies' ``save_figure``)."""
 
 SMALLEST_TEXT_PT = 8.0
 """No text below this size, as a reader sees it on the report's page."""

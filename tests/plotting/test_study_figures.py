@@ -4,6 +4,9 @@ checks of tests/helpers/figure_layout.py."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -15,7 +18,7 @@ from tests.helpers.figure_layout import hidden_series, layout_problems
 @pytest.fixture
 def figures(monkeypatch):
     kept = []
-    monkeypatch.setattr(module, "_save", lambda figure, path: kept.append(figure) or path)
+    monkeypatch.setattr(module, "save_figure", lambda figure, path: kept.append(figure) or path)
     yield kept
     plt.close("all")
 
@@ -96,3 +99,35 @@ def test_scene_anatomy_with_a_single_loss_at_zero_draws_it(figures):
     (figure,) = figures
     assert len(figure.axes[2].get_lines()) == 6 and not figure.axes[2].texts
     assert layout_problems(figure) == []
+
+
+@pytest.fixture(scope="module")
+def losses():
+    path = Path(__file__).resolve().parents[2] / "figures" / "studies" / "loss_comparison.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_the_loss_comparison_reads_on_the_page(losses, figures):
+    module.plot_loss_comparison(losses, "losses.png")
+    assert layout_problems(figures[0]) == []
+
+
+def test_the_loss_comparison_draws_each_loss_and_the_untrained_line_where_labelled(
+    losses, figures
+):
+    summary = dict(losses.get("summary") or {}, apart={"FastAP": {"reason": "planted"}})
+    module.plot_loss_comparison(dict(losses, summary=summary), "losses.png")
+    panels = {axis.get_title(): axis for axis in figures[0].axes}
+    names = list(losses["losses"])
+    axis = panels["MAP@R"]
+    labels = [tick.get_text() for tick in axis.get_xticklabels()]
+    assert labels == [f"{n} (apart)" if n == "FastAP" else n for n in names]
+    untrained = [line for line in axis.get_lines() if line.get_label() == "untrained"]
+    assert len(untrained) == 1
+    assert untrained[0].get_ydata()[0] == pytest.approx(np.mean(losses["before"]["MAP@R"]))
+    for index, name in enumerate(names):  # the mean of each loss at its own tick
+        values = losses["losses"][name]["metrics"]["MAP@R"]
+        means = [y for line in axis.get_lines() if line.get_label() != "untrained"
+                 for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
+                 if x == index]  # fmt: skip
+        assert np.mean(values) == pytest.approx(means[0])
