@@ -12,7 +12,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 
-from gradlab.plotting.studies import _load, _mean_std, _save
+from gradlab.plotting.studies import _load, _mean_std, save_figure
 
 GEOMETRY_PANELS = {
     "alignment": ("alignment of the positives\nmean |u - v|^2 (0: they coincide)", False),
@@ -76,4 +76,4 @@ def plot_scene_geometry(source: dict | str | Path, path: str | Path) -> Path:
         f"over {len(result['seeds'])} seeds; solid VSE++, dashed VSRN)",
         fontsize=10,
     )
-    return _save(figure, path)
+    return save_figure(figure, path)
