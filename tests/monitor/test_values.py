@@ -632,7 +632,8 @@ def test_agreement_uses_the_loss_tau_or_the_monitor_tau_without_one(tmp_path):
         (None, [[True, True], [False, False]], 1.0),  # no row has both
     ],
 )
-def test_degenerate_batch_flag_per_row(labels, positives, flag):
+@pytest.mark.parametrize("layout_made", [False, True], ids=["alone", "after_the_layout"])
+def test_degenerate_batch_flag_per_row(labels, positives, flag, layout_made):
     from gradlab.monitor import DegenerateBatches
 
     if labels is not None:
@@ -641,6 +642,8 @@ def test_degenerate_batch_flag_per_row(labels, positives, flag):
         mask = torch.tensor(positives)
         batch = BatchView(embeddings=_random((mask.shape[0], 2), 28), positives=mask,
                           candidates=_random((mask.shape[1], 2), 29))  # fmt: skip
+    if layout_made:  # another quantity of the step made the masks: the counts come from them
+        assert batch.layout is not None
     assert _compute(DegenerateBatches(), batch) == {"degenerate_batch": flag}
 
 
