@@ -172,7 +172,13 @@ def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorde
     tensor = torch.tensor(labels)
     batch = (_batch_with_record(embeddings, tensor, TAU) if recorded
              else BatchView(embeddings=embeddings, labels=tensor, tau=TAU))  # fmt: skip
-    got = _compute(GradientCounts(threshold=threshold, weighted=True), batch)
+    quantity = GradientCounts(threshold=threshold, weighted=True)
+    got = _compute(quantity, batch)
+    # it declares what it logs, and needs what the plain counts need plus SmoothAP's terms
+    assert set(quantity.keys) == set(got) == {
+        f"{name}{suffix}" for name in ("gradient_count_mean", "queries_without_gradient")
+        for suffix in ("", "_weighted")}  # fmt: skip
+    assert quantity.needs >= GradientCounts(threshold=threshold).needs | {"smooth_ap_terms"}
     for suffix, weighted in (("", False), ("_weighted", True)):
         counts = _in_batch_count_reference(embeddings.tolist(), labels, TAU, threshold, weighted)
         assert got[f"gradient_count_mean{suffix}"] == pytest.approx(_fsum_mean(counts), rel=1e-12)
