@@ -627,19 +627,24 @@ def add_judgements(recorded: dict[str, dict], judgements: list[tuple[str, str]])
     Raises:
         ValueError: a mutant that no recorded group left undetected.
     """
-    entries = _equivalents()
-    touched = set()
-    for mutant, reason in judgements:
-        owner = next((name for name, group in recorded.items()
-                      if mutant in [*group.get("survivors", []), *group.get("equivalent", {})]),
-                     None)  # fmt: skip
-        if owner is None:
+    owners = {}
+    for mutant, _ in judgements:
+        owners[mutant] = next((name for name, group in recorded.items()
+                               if mutant in [*group.get("survivors", []),
+                                             *group.get("equivalent", {})]), None)  # fmt: skip
+        if owners[mutant] is None:
             raise ValueError(f"{mutant} is no recorded group's undetected mutant")
-        diff = mutant_diffs([mutant], [], ROOT, recorded[owner]["commit"])[mutant]
+    diffs = {}
+    for owner in set(owners.values()):  # one generator run per group
+        mutants = [m for m, o in owners.items() if o == owner]
+        diffs.update(mutant_diffs(mutants, [], ROOT, recorded[owner]["commit"]))
+    entries = _equivalents()
+    for mutant, reason in judgements:
+        diff = diffs[mutant]
         entries = [e for e in entries if (function_of(e["mutant"]), e["diff"])
                    != (function_of(mutant), diff)]  # fmt: skip
         entries.append({"mutant": mutant, "diff": diff, "reason": reason})
-        touched.add(owner)
+    touched = set(owners.values())
     write_equivalents(entries)
     return touched
 
