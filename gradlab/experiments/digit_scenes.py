@@ -37,7 +37,12 @@ import functools
 import torch
 import torch.nn.functional as F
 
-from gradlab.data.digit_scenes import DigitScenes, load_digit_scenes, vocabulary
+from gradlab.data.digit_scenes import (
+    CAPTIONS_PER_IMAGE,
+    DigitScenes,
+    load_digit_scenes,
+    vocabulary,
+)
 from gradlab.data.digit_strings import digit_pools
 from gradlab.experiments.runtime import run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
@@ -311,7 +316,8 @@ def measure(
             accuracies.append(output)
         else:
             _append(runs[kind][name], *output)
-    return {"settings": {**config, "tau": tau}, "seeds": list(seeds), "runs": runs,
+    return {"settings": {**config, "tau": tau, "captions_per_image": CAPTIONS_PER_IMAGE},
+            "seeds": list(seeds), "runs": runs,
             "backbone_accuracy": accuracies}  # fmt: skip
 
 
@@ -414,35 +420,96 @@ DIRECTIONS = ("i2t", "t2i")
 """Image -> caption and caption -> image retrieval."""
 
 
+def chance_recall_at_1(results: dict) -> dict[str, float]:
+    """R@1 of random scores on the test set, per direction, from its sizes in ``settings``.
+
+    An image query has ``captions_per_image`` positives among ``test_scenes *
+    captions_per_image`` captions, a caption query 1 positive among ``test_scenes`` images; a
+    random ranking puts a positive first with probability positives / candidates.
+
+    Example:
+        >>> chance_recall_at_1({"settings": {"test_scenes": 500, "captions_per_image": 5}})
+        {'i2t': 0.002, 't2i': 0.002}
+    """
+    config = results["settings"]
+    scenes = config["test_scenes"]
+    per_image = config.get("captions_per_image", CAPTIONS_PER_IMAGE)
+    return {"i2t": per_image / (scenes * per_image), "t2i": 1 / scenes}
+
+
+CHANCE_FACTOR = 2.0
+"""A loss is compared only if its mean R@1 is at least this many times chance both ways."""
+
+
 def summarize(results: dict) -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
 
-    ``best_recall_at_1[direction]``: the (encoder, loss) with the highest mean R@1 that way, and
-    ``tied``, the pairs within its seed spread (gap below the sum of the two stds).
-    ``best_rsum[encoder]``: that encoder's loss with the highest mean rsum, and its ``tied``
-    losses.
+    A (encoder, loss) is compared only if its mean R@1 is at least :data:`CHANCE_FACTOR` times
+    chance (:func:`chance_recall_at_1`) in both directions; the others never trained and are
+    listed ``apart[encoder][loss]`` with their measured numbers (mean R@1 each way, and the
+    training loss at the first step and over the last 10 steps, means over seeds), never
+    ranked. Among the compared: ``best_recall_at_1[direction]``, the pair with the highest mean
+    R@1 that way (None when none is compared), and ``tied``, the pairs within its seed spread
+    (gap below the sum of the two stds); ``best_rsum[encoder]``, that encoder's compared loss
+    with the highest mean rsum (``loss`` None when none) and its ``tied`` losses.
 
     Example:
         >>> recall = lambda r1, rsum: {"recall": {"i2t_R@1": r1, "t2i_R@1": r1, "rsum": rsum}}
         >>> runs = {"VSE++": {"SmoothAP": recall([0.5, 0.6], [300, 310]),
-        ...                   "NT-Xent": recall([0.2, 0.21], [200, 201])}}
-        >>> summary = summarize({"runs": runs})
+        ...                   "NT-Xent": recall([0.2, 0.21], [200, 201]),
+        ...                   "VSE++ max-violation": recall([0.01, 0.0], [3, 2])}}
+        >>> summary = summarize({"runs": runs, "settings": {"test_scenes": 100}})
         >>> summary["best_recall_at_1"]["t2i"], summary["best_rsum"]["VSE++"]
         ({'encoder': 'VSE++', 'loss': 'SmoothAP', 'tied': []}, {'loss': 'SmoothAP', 'tied': []})
+        >>> list(summary["apart"]["VSE++"])
+        ['VSE++ max-violation']
     """
+    chance = chance_recall_at_1(results)
+    apart: dict = {}
+    compared: dict = {}
+    for encoder, runs in results["runs"].items():
+        apart[encoder] = {loss: _apart_numbers(run) for loss, run in runs.items()
+                          if not _above_chance(run, chance)}  # fmt: skip
+        compared[encoder] = {loss: run for loss, run in runs.items() if loss not in apart[encoder]}
     best_recall = {}
     for direction in DIRECTIONS:
         key = f"{direction}_R@1"
         entries = {(encoder, loss): run["recall"][key]
-                   for encoder, runs in results["runs"].items()
+                   for encoder, runs in compared.items()
                    for loss, run in runs.items()}  # fmt: skip
-        best = max(entries, key=lambda k: mean_std(entries[k])[0])
-        tied = [list(k) for k in entries if k != best and not separated(entries[k], entries[best])]
-        best_recall[direction] = {"encoder": best[0], "loss": best[1], "tied": tied}
+        best_recall[direction] = _best(entries)
+        if best_recall[direction]:
+            best, tied = best_recall[direction]
+            best_recall[direction] = {"encoder": best[0], "loss": best[1],
+                                      "tied": [list(k) for k in tied]}  # fmt: skip
     best_rsum = {}
-    for encoder, runs in results["runs"].items():
-        rsums = {loss: run["recall"]["rsum"] for loss, run in runs.items()}
-        best = max(rsums, key=lambda loss: mean_std(rsums[loss])[0])
-        tied = [loss for loss in rsums if loss != best and not separated(rsums[loss], rsums[best])]
-        best_rsum[encoder] = {"loss": best, "tied": tied}
-    return {"best_recall_at_1": best_recall, "best_rsum": best_rsum}
+    for encoder, runs in compared.items():
+        found = _best({loss: run["recall"]["rsum"] for loss, run in runs.items()})
+        best_rsum[encoder] = {"loss": found[0], "tied": found[1]} if found else {
+            "loss": None, "tied": []}
+    return {"chance": chance, "chance_factor": CHANCE_FACTOR, "apart": apart,
+            "best_recall_at_1": best_recall, "best_rsum": best_rsum}  # fmt: skip
+
+
+def _above_chance(run: dict, chance: dict[str, float]) -> bool:
+    """Mean R@1 at least :data:`CHANCE_FACTOR` times chance in both directions."""
+    return all(mean_std(run["recall"][f"{d}_R@1"])[0] >= CHANCE_FACTOR * chance[d]
+               for d in DIRECTIONS)  # fmt: skip
+
+
+def _apart_numbers(run: dict) -> dict:
+    """What was measured of a run listed apart: mean R@1 each way, and its training loss at the
+    first step and over the last 10 (means over seeds, where the history is recorded)."""
+    numbers = {f"{d}_R@1": mean_std(run["recall"][f"{d}_R@1"])[0] for d in DIRECTIONS}
+    if run.get("loss_history"):
+        numbers["initial_loss"] = mean_std([h[0] for h in run["loss_history"]])[0]
+        numbers["final_loss"] = mean_std([mean_std(h[-10:])[0] for h in run["loss_history"]])[0]
+    return numbers
+
+
+def _best(entries: dict) -> tuple | None:
+    """``(key with the highest mean, [keys within its seed spread])``; None if no entries."""
+    if not entries:
+        return None
+    best = max(entries, key=lambda k: mean_std(entries[k])[0])
+    return best, [k for k in entries if k != best and not separated(entries[k], entries[best])]

@@ -259,6 +259,11 @@ def _losses(results: dict) -> list[Finding]:
 def _scenes(results: dict) -> list[Finding]:
     summary = results.get("summary") or digit_scenes.summarize(results)
     sentences = best_recall_sentences(results, summary)
+    apart = [f"{encoder} with {loss}" for encoder, losses in summary["apart"].items()
+             for loss in losses]  # fmt: skip
+    if apart:
+        sentences.append(f"Listed apart, not compared (R@1 not at least "
+                         f"{summary['chance_factor']:g} x chance both ways): {', '.join(apart)}.")
     return [Finding(" ".join(sentences), "figures/digit_scenes_recall.png")]
 
 

@@ -186,11 +186,22 @@ def _apart_reason(results: dict, reason: dict) -> str:
                   f"{reason['early_gradient_norm']:.3g}")  # fmt: skip
     elif "initial_gradient_norm" in reason:
         words += f"; loss gradient norm at the initialization {reason['initial_gradient_norm']:.3g}"
-    if "initial_loss" in reason and "final_loss" in reason:
-        change = "rose" if reason["final_loss"] > reason["initial_loss"] else "fell"
-        words += (f"; training loss {change} from {reason['initial_loss']:.3f} to "
-                  f"{reason['final_loss']:.3f}")  # fmt: skip
-    return words
+    return "; ".join([words, *loss_change_words(reason)])
+
+
+def loss_change_words(reason: dict) -> list[str]:
+    """``["training loss fell from A to B"]`` (first step, mean of the last 10) where both are
+    measured, else ``[]``.
+
+    Example:
+        >>> loss_change_words({"initial_loss": 0.8, "final_loss": 0.4})
+        ['training loss fell from 0.800 to 0.400']
+    """
+    if "initial_loss" not in reason or "final_loss" not in reason:
+        return []
+    change = "rose" if reason["final_loss"] > reason["initial_loss"] else "fell"
+    return [f"training loss {change} from {reason['initial_loss']:.3f} to "
+            f"{reason['final_loss']:.3f}"]  # fmt: skip
 
 
 def scope_sentence(results: dict) -> str:
@@ -233,7 +244,8 @@ def sweep_lines(results: dict) -> list[str]:
 
 
 def scenes_text(results: dict, summary: dict | None = None) -> str:
-    """Best R@1 each way, and per encoder the loss with the best rsum, against the seed spread.
+    """Best R@1 each way, and per encoder the loss with the best rsum, against the seed spread,
+    among the runs above twice chance; the others listed apart with their numbers; the scope.
 
     ``summary`` is :func:`gradlab.experiments.digit_scenes.summarize` of ``results`` (computed
     here when not given).
@@ -241,19 +253,66 @@ def scenes_text(results: dict, summary: dict | None = None) -> str:
     summary = digit_scenes.summarize(results) if summary is None else summary
     parts = best_recall_sentences(results, summary)
     for encoder, best in summary["best_rsum"].items():
+        if best["loss"] is None:
+            parts.append(f"{encoder}: no loss above {_chance_words(summary)}, so its losses are "
+                         "not ranked.")  # fmt: skip
+            continue
         rsum = results["runs"][encoder][best["loss"]]["recall"]["rsum"]
         sentence = f"{encoder}: highest rsum with {best['loss']} ({cell(rsum, 1)})"
-        sentence += (
-            f", not separated from {', '.join(best['tied'])} by more than the seed spread."
-            if best["tied"]
-            else ", ahead of the other losses by more than the seed spread."
-        )
+        if best["tied"]:
+            sentence += (f", not separated from {', '.join(best['tied'])} by more than the seed "
+                         "spread.")  # fmt: skip
+        elif len(results["runs"][encoder]) - len(summary["apart"][encoder]) > 1:
+            sentence += ", ahead of the other compared losses by more than the seed spread."
+        else:
+            sentence += f", the only one of its losses above {_chance_words(summary)}."
         parts.append(sentence)
-    return " ".join(parts)
+    parts += [scenes_apart_text(summary), scenes_scope_sentence(results)]
+    return " ".join(part for part in parts if part)
+
+
+def _chance_words(summary: dict) -> str:
+    return f"{summary['chance_factor']:g} x chance R@1 both ways"
+
+
+def scenes_apart_text(summary: dict) -> str:
+    """The (encoder, loss) runs listed apart, each with its measured R@1 both ways and its
+    training loss; empty if none.
+
+    Example:
+        >>> summary = {"chance": {"i2t": 0.002, "t2i": 0.002}, "chance_factor": 2.0,
+        ...            "apart": {"VSE++": {"NT-Xent": {"i2t_R@1": 0.003, "t2i_R@1": 0.001}}}}
+        >>> scenes_apart_text(summary)
+        'Listed apart, not ranked, as they did not train here (mean R@1 not at least 2 x chance R@1 both ways; chance 0.0020 image -> caption, 0.0020 caption -> image): VSE++ with NT-Xent (R@1 0.0030 image -> caption, 0.0010 caption -> image).'
+    """  # noqa: E501
+    parts = [f"{encoder} with {loss} (" + ", ".join(
+                 [f"R@1 {numbers['i2t_R@1']:.4f} image -> caption, {numbers['t2i_R@1']:.4f} "
+                  "caption -> image", *loss_change_words(numbers)]) + ")"
+             for encoder, losses in summary["apart"].items()
+             for loss, numbers in losses.items()]  # fmt: skip
+    if not parts:
+        return ""
+    chance = summary["chance"]
+    return (f"Listed apart, not ranked, as they did not train here (mean R@1 not at least "
+            f"{_chance_words(summary)}; chance {chance['i2t']:.4f} image -> caption, "
+            f"{chance['t2i']:.4f} caption -> image): {'; '.join(parts)}.")  # fmt: skip
+
+
+def scenes_scope_sentence(results: dict) -> str:
+    """What the scenes comparison can and cannot show, from its settings."""
+    config = results.get("settings", {})
+    return (
+        f"This compares losses on miniatures (a frozen digit backbone, {config.get('steps', '?')} "
+        f"steps, {len(results.get('seeds', []))} seeds, every loss at its paper's setting); a "
+        "loss listed apart did not train in this setup, so the comparison says nothing about "
+        "it, and none of it shows how the losses rank on Flickr30k or MS-COCO with pre-trained "
+        "encoders and full training."
+    )
 
 
 def best_recall_sentences(results: dict, summary: dict) -> list[str]:
-    """One sentence per direction: the best R@1 and the pairs within its seed spread.
+    """One sentence per direction: the best R@1 and the pairs within its seed spread, among
+    the runs compared (none: a sentence that says so).
 
     Example:
         >>> run = {"recall": {"i2t_R@1": [0.5, 0.5], "t2i_R@1": [0.25, 0.25]}}
@@ -265,6 +324,9 @@ def best_recall_sentences(results: dict, summary: dict) -> list[str]:
     parts = []
     for direction, words in (("i2t", "image -> caption"), ("t2i", "caption -> image")):
         best = summary["best_recall_at_1"][direction]
+        if best is None:
+            parts.append(f"No {words} R@1 is compared: no run is above {_chance_words(summary)}.")
+            continue
         values = results["runs"][best["encoder"]][best["loss"]]["recall"][f"{direction}_R@1"]
         sentence = f"Best {words} R@1: {best['encoder']} with {best['loss']}, {cell(values)}"
         if best["tied"]:
