@@ -257,6 +257,15 @@ LOSS_TESTS = ["tests/test_losses_shared.py", "tests/test_loss_reliability.py"]
 """The losses' shared behaviour (validate, degenerate batches, second derivatives, parameters
 that would overflow, bad input), run for every functional group and for the loss modules."""
 
+_DATA_TESTS = ["tests/data/test_data.py", "tests/data/test_seeds_and_handwriting.py",
+               "tests/data/test_digit_strings.py", "tests/data/test_image_folder.py",
+               "tests/data/test_samplers.py"]
+STUDY_TESTS = {
+    "data/samplers": _DATA_TESTS,
+    "data/digit_strings": _DATA_TESTS,
+}
+"""Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
+
 GROUPS = {
     **{f"functional/{module}": ([f"gradlab/functional/{module}.py"],
                                 [*tests, *DEFAULTS_TESTS, *LOSS_TESTS])
@@ -268,6 +277,7 @@ GROUPS = {
        for module, tests in MONITOR_TESTS.items()},
     **{f"symbolic/{module}": ([f"gradlab/symbolic/{module}.py"], tests)
        for module, tests in SYMBOLIC_TESTS.items()},
+    **{group: ([f"gradlab/{group}.py"], tests) for group, tests in STUDY_TESTS.items()},
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
@@ -322,6 +332,10 @@ PACKAGES = {
     "monitor": "gradlab/monitor/",
     "symbolic": "gradlab/symbolic/",
     "losses.py": "gradlab/losses.py",
+    "data": "gradlab/data/",
+    "experiments": "gradlab/experiments/",
+    "report": "gradlab/report/",
+    "cli.py": "gradlab/cli.py",
 }
 """Roll-up name -> the path prefix of the modules its groups mutate."""
 
