@@ -8,7 +8,9 @@ from gradlab.data import ClassBalancedBatches, FixedCountBatches
 
 
 def _same(first, second):
-    return len(first) == len(second) and all(torch.equal(a, b) for a, b in zip(first, second, strict=False))
+    if len(first) != len(second):
+        return False
+    return all(torch.equal(a, b) for a, b in zip(first, second, strict=True))
 
 
 @pytest.mark.parametrize(
