@@ -257,9 +257,14 @@ LOSS_TESTS = ["tests/test_losses_shared.py", "tests/test_loss_reliability.py"]
 """The losses' shared behaviour (validate, degenerate batches, second derivatives, parameters
 that would overflow, bad input), run for every functional group and for the loss modules."""
 
-_DATA_TESTS = ["tests/data/test_data.py", "tests/data/test_seeds_and_handwriting.py",
-               "tests/data/test_digit_strings.py", "tests/data/test_image_folder.py",
-               "tests/data/test_samplers.py"]
+_DATA_TESTS = [
+    "tests/data/test_data.py",
+    "tests/data/test_seeds_and_handwriting.py",
+    "tests/data/test_digit_strings.py",
+    "tests/data/test_image_folder.py",
+    "tests/data/test_samplers.py",
+    "tests/data/test_digit_string_images.py",
+]
 STUDY_TESTS = {
     "data/samplers": _DATA_TESTS,
     "data/digit_strings": _DATA_TESTS,
