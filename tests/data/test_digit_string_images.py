@@ -60,3 +60,47 @@ def test_the_noise_has_the_stated_spread_and_pixels_stay_in_the_unit_range():
     spread = float((noisy - clean)[middle].std())
     assert 0.09 < spread < 0.11
     assert abs(float((noisy - clean)[middle].mean())) < 0.01
+
+
+def test_shifts_spread_evenly_over_the_allowed_offsets():
+    data = load_digit_strings(2, per_class=4, seed=SEED, max_shift=1, noise=0.0)
+    train_pools, _ = digit_pools(torch.Generator().manual_seed(SEED))
+    unshifted = total = 0
+    for image, label in zip(data.train_images[::2], data.train_labels[::2].tolist(), strict=True):
+        for cell, digit in zip(_glyphs(image, 2), divmod(label, 10), strict=True):
+            total += 1
+            unshifted += (0, 0) in _match(cell, _candidates(train_pools[digit], [(0, 0)]))
+    # nine equally likely offsets: about 1 cell in 9 stays in place
+    assert unshifted / total < 0.2
+
+
+def test_the_noise_is_drawn_from_the_seed_not_the_global_generator():
+    from gradlab.data import digit_strings
+
+    images = []
+    for global_seed in (1, 2):
+        digit_strings._generate.cache_clear()
+        torch.manual_seed(global_seed)
+        images.append(load_digit_strings(2, per_class=4, seed=SEED).train_images)
+    assert torch.equal(*images)
+
+
+def test_the_documented_defaults():
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(
+            load_digit_strings(2),
+            load_digit_strings(2, per_class=8, seed=0, max_shift=1, noise=0.1),
+            strict=True,
+        )
+    )
+
+
+def test_the_pools_split_each_digit_in_half():
+    from sklearn.datasets import load_digits
+
+    counts = torch.bincount(torch.as_tensor(load_digits().target), minlength=10).tolist()
+    train, test = digit_pools(torch.Generator().manual_seed(0))
+    assert len(train) == len(test) == 10
+    assert [len(p) for p in train] == [c // 2 for c in counts]
+    assert [len(p) for p in test] == [c - c // 2 for c in counts]
