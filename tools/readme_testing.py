@@ -8,13 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tools.mutation import GROUPS, package_of
+from tools.mutation import GROUPS, PACKAGES, package_of
 from tools.readme_blocks import load_json, register
 
 MUTATION_JSON = "benchmarks/results/mutation.json"
-PACKAGES = ("functional", "monitor", "symbolic", "losses.py")
-"""The packages scored, in README order (a package not yet run says so)."""
-
 
 def _modules_per_package() -> dict[str, int]:
     """How many groups (modules) ``tools/mutation.py`` defines for each package (the code
