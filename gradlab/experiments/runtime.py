@@ -139,8 +139,12 @@ class _Pool:
         """Cancel what has not started and end the workers now (Ctrl-C, SIGTERM, a failure)."""
         if self.executor is None:
             return
+        # The executor's own processes (read before shutdown: its management thread may reap
+        # them meanwhile) and any other child started since: terminate and join every one.
+        owned = list((getattr(self.executor, "_processes", None) or {}).values())
         self.executor.shutdown(wait=False, cancel_futures=True)
-        workers = [p for p in multiprocessing.active_children() if p not in self.before]
+        started = [p for p in multiprocessing.active_children() if p not in self.before]
+        workers = list({id(p): p for p in [*owned, *started]}.values())
         for process in workers:
             process.terminate()
         for process in workers:
