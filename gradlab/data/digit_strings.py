@@ -143,6 +143,16 @@ def load_digit_strings(
     return DigitStrings(*(tensor.clone() for tensor in cached))
 
 
+def clear_generated() -> None:
+    """Forget the data sets :func:`load_digit_strings` has generated in this process (it keeps
+    the last six argument sets): the memory is freed and the next call generates afresh.
+
+    Example:
+        >>> clear_generated()
+    """
+    _generate.cache_clear()
+
+
 @functools.lru_cache(maxsize=6)
 def _generate(
     num_digits: int = 3,

@@ -274,7 +274,7 @@ def measure(
         for index in range(len(candidates(name, quick)))
     ]
     outputs = run_tasks(
-        _seed_task, tasks, stage="loss comparison",
+        seed_task, tasks, stage="loss comparison",
         names=[f"seed {task[1]}" for task in tasks],
         parts=[_part(task[2], task[3]) for task in tasks],
         detail=f"{len(tasks) // len(seeds) - 1} training runs of {len(CANDIDATES)} losses",
@@ -353,7 +353,7 @@ def study_split(quick: bool, seed: int) -> dict[str, tuple[torch.Tensor, torch.T
     }
 
 
-def _seed_task(quick: bool, seed: int, name: str | None, index: int, device: str) -> dict:
+def seed_task(quick: bool, seed: int, name: str | None, index: int, device: str) -> dict:
     """One task of :func:`measure`: the untrained network's numbers (``name`` None) or one
     candidate of one loss trained, for one seed; everything rebuilt from the seed."""
     with study_threads(device):

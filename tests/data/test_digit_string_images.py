@@ -79,7 +79,7 @@ def test_the_noise_is_drawn_from_the_seed_not_the_global_generator():
 
     images = []
     for global_seed in (1, 2):
-        digit_strings._generate.cache_clear()
+        digit_strings.clear_generated()
         torch.manual_seed(global_seed)
         images.append(load_digit_strings(2, per_class=4, seed=SEED).train_images)
     assert torch.equal(*images)

@@ -57,7 +57,7 @@ def _planted_task(quick, seed, name, index, device):
 
 
 def test_measure_keeps_the_candidate_with_the_best_validation_value(monkeypatch):
-    monkeypatch.setattr(loss_comparison, "_seed_task", _planted_task)
+    monkeypatch.setattr(loss_comparison, "seed_task", _planted_task)
     monkeypatch.setitem(loss_comparison.CANDIDATES, "FastAP", [{"bins": 20}, {"bins": 10}])
     results = loss_comparison.measure(quick=False, seeds=(0, 1), workers=1)
     fastap, fappy = results["losses"]["FastAP"], results["losses"]["FAPPY"]
