@@ -143,7 +143,8 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     workers: set[int] = set()
     survivors: list[int] = []
-    stdout, stderr = "", "the stopped parent did not exit within 25 s"
+    stdout, stderr = "", "the stopped parent did not exit within 90 s"
+    exited = False
     try:
         deadline = time.monotonic() + 25
         while len(list(tmp_path.iterdir())) < 2 and time.monotonic() < deadline:
@@ -152,7 +153,10 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
         assert len(workers) == 2, "the two workers never started their tasks"
         process.send_signal(signum)
         with contextlib.suppress(subprocess.TimeoutExpired):
-            stdout, stderr = process.communicate(timeout=25)
+            # generous: under a loaded full suite, terminating and joining spawned workers can
+            # take long; a parent still at work is reported as such, not as leaked workers
+            stdout, stderr = process.communicate(timeout=90)
+            exited = True
     finally:
         survivors = [pid for pid in workers if _alive(pid)]
         for pid in survivors:  # a failed test leaves no process behind either
@@ -160,6 +164,7 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
         if process.poll() is None:
             process.kill()
         process.wait(timeout=30)  # not communicate: a surviving grandchild may hold the pipes
+    assert exited, stderr
     assert survivors == [], f"workers {survivors} outlived the stopped pool"
     assert stdout == "stopped\n", stderr
     assert "Traceback" not in stderr, stderr
