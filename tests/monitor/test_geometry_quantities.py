@@ -33,14 +33,7 @@ def test_default_preset_logs_geometry_and_margins_that_match_loops(tmp_path):
     size = len(points)
     positives = [[same[i][j] and i != j for j in range(size)] for i in range(size)]
     candidates = [[i != j for j in range(size)] for i in range(size)]
-    rank, share = loops.effective_rank(points)
-    expected = {
-        "geometry_alignment": loops.alignment(points, points, positives),
-        "geometry_uniformity": loops.uniformity(points),
-        "geometry_effective_rank": rank,
-        "geometry_effective_rank_share": share,
-        "geometry_std": loops.normalized_std(points),
-    }
+    expected = loops.logged_geometry(points, None, positives)
     for key, value in expected.items():
         assert record[key] == pytest.approx(value, rel=1e-5), key
     names = ("margin_positive_score", "margin_hardest_negative", "margin_mean",

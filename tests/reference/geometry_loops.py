@@ -90,3 +90,20 @@ def temperature_gradient(scores, positives, scale, candidates=None):
         expected = sum(w * z for w, z in zip(weights, logits, strict=True)) / sum(weights)
         per_query.append(expected - sum(scale * row[j] for j in pos) / len(pos))
     return sum(per_query) / len(per_query)
+
+
+def logged_geometry(queries, candidates, positives):
+    """The Geometry quantity's keys from the loops: alignment over ``positives`` of queries x
+    candidates, the queries' uniformity, effective rank and spread, and (``candidates`` not
+    None: a cross-modal batch) the modality gap. In-batch, ``candidates`` is None."""
+    rank, share = effective_rank(queries)
+    values = {
+        "geometry_alignment": alignment(queries, candidates or queries, positives),
+        "geometry_uniformity": uniformity(queries),
+        "geometry_effective_rank": rank,
+        "geometry_effective_rank_share": share,
+        "geometry_std": normalized_std(queries),
+    }
+    if candidates is not None:
+        values["geometry_modality_gap"] = modality_gap(queries, candidates)
+    return values
