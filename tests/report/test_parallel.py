@@ -144,7 +144,7 @@ SIGTERM_HANG = pytest.mark.xfail(
 @pytest.mark.parametrize(
     "signum",
     [pytest.param(signal.SIGINT, marks=SIGTERM_HANG),
-     pytest.param(signal.SIGTERM, marks=SIGTERM_HANG)],  # fmt: skip
+     pytest.param(signal.SIGTERM, marks=SIGTERM_HANG)],
 )
 def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
     # Each task writes its worker's pid and sleeps; the signal goes to the parent only (as
