@@ -395,11 +395,13 @@ def loss_comparison_on_images(
     """The report's loss comparison on your images and backbone, one result per batch size.
 
     For every seed and batch size m, the losses of
-    :func:`gradlab.experiments.loss_comparison.loss_functions` (SmoothAP both ways, Brown et
-    al., 2020; FastAP, Cakir et al., 2019; Blackbox AP, Rolinek et al., 2020; FAPPY; a
-    contrastive baseline) each train the same network from the same weights on the same
-    batches of the 4-per-class sampler for ``epochs`` epochs; retrieval is measured on the
-    class-disjoint test split (:func:`evaluate_split`), with each loss's cost per step.
+    :func:`gradlab.experiments.loss_comparison.loss_functions` at their papers' recommended
+    settings for batches of m (SmoothAP both ways, Brown et al., 2020; FastAP, Cakir et al.,
+    2019; Blackbox AP, Rolinek et al., 2020; FAPPY; a contrastive baseline; no sweep on your
+    images: the report's study chooses among a small sweep on a validation split) each train
+    the same network from the same weights on the same batches of the 4-per-class sampler for
+    ``epochs`` epochs; retrieval is measured on the class-disjoint test split
+    (:func:`evaluate_split`), with each loss's cost per step.
 
     Args:
         data, split, layout, list_file: the training images (:func:`gradlab.data.image_folder`).
@@ -438,7 +440,7 @@ def loss_comparison_on_images(
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
-    losses = loss_functions(tau)
+    names = list(loss_functions(tau))
     described = _describe(data, dataset, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
     for size in sizes:
@@ -452,7 +454,7 @@ def loss_comparison_on_images(
             "seeds": seeds, "before": {}, "initial_score_range": [],
             "losses": {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
                               "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}
-                       for name in losses},
+                       for name in names},
         }  # fmt: skip
     for seed in seeds:
         torch.manual_seed(seed)
@@ -474,7 +476,7 @@ def loss_comparison_on_images(
             unit = torch.nn.functional.normalize(first, dim=1)
             cosines = unit @ unit.T
             result["initial_score_range"].append((cosines.max() - cosines.min()).item())
-            for name, loss_fn in losses.items():
+            for name, loss_fn in loss_functions(tau, size).items():
                 model = copy.deepcopy(initial)
                 started = time.perf_counter()
                 seeded = _seeded(dataset, image_size, seed * 7919 + size)

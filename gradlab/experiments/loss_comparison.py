@@ -41,6 +41,7 @@ from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.models import DigitStringNet
 from gradlab.training import embed, train_on_batches
+from gradlab.validation import check_positive_int
 
 
 def contrastive_loss(
@@ -66,17 +67,23 @@ def contrastive_loss(
     return pull + push
 
 
-def loss_functions(tau: float = 0.01) -> dict:
-    """Name -> ``loss(embeddings, labels)`` of every loss of the study, at its default settings
-    (the first candidate of :data:`CANDIDATES` for the losses without a batch-size dependence)."""
-    return {
-        "SmoothAP (query excluded)": SmoothAPLoss(tau),
-        "SmoothAP (query included)": SmoothAPLoss(tau, include_query=True),
-        "FastAP": FastAPLoss(10),
-        "Blackbox AP": BlackboxAPLoss(),
-        "FAPPY": FAPPYLoss(),
-        "Contrastive": contrastive_loss,
-    }
+def loss_functions(tau: float = 0.01, batch_size: int = 128) -> dict:
+    """Name -> ``loss(embeddings, labels)`` of every loss of the study at the settings its paper
+    recommends: the first candidate of each sweep in :data:`CANDIDATES` (SmoothAP at ``tau``),
+    built for batches of ``batch_size`` (Blackbox AP's interpolation is ``lambda x
+    batch_size``). No sweep is run: the report's study chooses among :data:`CANDIDATES` on a
+    validation split; a study on other data starts from these.
+
+    Example:
+        >>> losses = loss_functions(0.01, batch_size=64)
+        >>> losses["Blackbox AP"], losses["FastAP"]
+        (BlackboxAPLoss(interpolation=256.0, margin=0.02), FastAPLoss(num_bins=20))
+    """
+    check_positive_int("batch_size", batch_size)
+    recommended = {name: sweep[0] for name, sweep in CANDIDATES.items()}
+    for name in ("SmoothAP (query excluded)", "SmoothAP (query included)"):
+        recommended[name] = {**recommended[name], "tau": tau}
+    return {name: make_loss(name, params, batch_size) for name, params in recommended.items()}
 
 
 CANDIDATES: dict[str, list[dict]] = {

@@ -127,10 +127,10 @@ def _inputs(batch_size: int, dim: int, per_class: int, device: str, seed: int = 
     return embeddings.requires_grad_(True), labels
 
 
-def _loss(name: str, tau: float):
+def _loss(name: str, tau: float, batch_size: int):
     from gradlab.experiments.loss_comparison import loss_functions
 
-    return loss_functions(tau)[PLAN_LOSSES[name]]
+    return loss_functions(tau, batch_size)[PLAN_LOSSES[name]]
 
 
 def _sync(device: str) -> None:
@@ -154,7 +154,7 @@ def measure_loss(
         (True, 'measured on cpu')
     """
     check_loss_plan(loss, batch_size, dim, per_class)
-    loss_fn = _loss(loss, tau)
+    loss_fn = _loss(loss, tau, batch_size)
     embeddings, labels = _inputs(batch_size, dim, per_class, device)
     loss_fn(embeddings, labels).backward()  # warm-up: kernels and lazy initialisation
     embeddings.grad = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison
 from gradlab.experiments.statistics import mean_std
 from gradlab.report.prose import loss_comparison_text
@@ -109,3 +110,24 @@ def test_when_no_loss_beats_the_untrained_network_none_is_ranked():
     summary = loss_comparison.summarize(results)
     assert summary["best"] is None and summary["ranked"] == []
     assert loss_comparison_text(results, summary).startswith("No loss beats the untrained")
+
+
+@pytest.mark.parametrize("batch_size", [32, 112])
+def test_studies_on_other_data_start_from_each_papers_recommended_settings(batch_size):
+    # The papers' numbers, not the study's table: Blackbox AP lambda = 4 on ranks divided by
+    # the candidates (Rolinek et al. 2020) and margin 0.02, FastAP with 20 bins (Cakir et al.
+    # 2019, as Brown et al. 2020 take them), FAPPY's Delta_min = 0.01, SmoothAP at the given tau.
+    losses = loss_comparison.loss_functions(0.05, batch_size)
+    assert losses["Blackbox AP"].interpolation == pytest.approx(4.0 * batch_size)
+    assert losses["Blackbox AP"].margin == pytest.approx(0.02)
+    assert losses["FastAP"].num_bins == 20
+    assert losses["FAPPY"].delta_min == pytest.approx(0.01)
+    for name, included in (("SmoothAP (query excluded)", False),
+                           ("SmoothAP (query included)", True)):  # fmt: skip
+        assert (losses[name].tau, losses[name].include_query) == (0.05, included)
+    assert losses["Contrastive"].keywords == {"margin": 0.5}
+
+
+def test_the_recommended_settings_need_a_positive_batch_size():
+    with pytest.raises(GradlabError, match="batch_size must be a positive integer; got 0"):
+        loss_comparison.loss_functions(0.01, 0)
