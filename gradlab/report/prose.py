@@ -390,14 +390,16 @@ GEOMETRY_COLUMNS = ("alignment", "uniformity_images", "uniformity_captions",
 
 def geometry_text(results: dict) -> str:
     """The embeddings' geometry at the last logged step, per encoder and loss, and per encoder
-    and modality the loss that keeps the most effective rank (against the seed spread).
+    and modality the loss that keeps the highest effective rank (against the seed spread),
+    among the runs that trained: those in ``results["summary"]["apart"]`` (listed apart, as
+    :func:`scenes_text` says) are left out of that comparison.
 
     Example:
         >>> geometry = {key: [[0.5, 0.4], [0.5, 0.2]] for key in GEOMETRY_COLUMNS}
         >>> run = {"geometry": geometry, "anatomy": {"steps": [0, 5]}}
         >>> text = geometry_text({"runs": {"VSRN": {"NT-Xent": run}}})
         >>> print(text.splitlines()[-1].replace(" and ", "\\n"))
-        VSRN at step 5: the most effective rank under NT-Xent for the images (0.300 ± 0.100)
+        VSRN at step 5: the highest effective rank under NT-Xent for the images (0.300 ± 0.100)
         under NT-Xent for the captions (0.300 ± 0.100).
     """
     lines = [
@@ -419,17 +421,23 @@ def geometry_text(results: dict) -> str:
             cells = [cell([seed[-1] for seed in run["geometry"][key]], 3)
                      for key in GEOMETRY_COLUMNS]  # fmt: skip
             lines.append(f"| {encoder} | {loss} | " + " | ".join(cells) + " |")
+        apart = results.get("summary", {}).get("apart", {}).get(encoder, {})
+        compared = {loss: run for loss, run in runs.items() if loss not in apart}
+        if not compared:
+            continue
         parts = []
         for modality in ("images", "captions"):
             last = {loss: [seed[-1] for seed in run["geometry"][f"rank_share_{modality}"]]
-                    for loss, run in runs.items()}  # fmt: skip
+                    for loss, run in compared.items()}  # fmt: skip
             best = max(last, key=lambda loss, last=last: sum(last[loss]) / len(last[loss]))
             tied = [loss for loss in last if loss != best and not separated(last[loss], last[best])]
             part = f"under {best} for the {modality} ({cell(last[best])}"
             parts.append(part + (f"; within its seed spread: {', '.join(tied)})" if tied else ")"))
         step = next(iter(runs.values()))["anatomy"]["steps"][-1]
         joined = " and ".join(parts)
-        sentences.append(f"{encoder} at step {step}: the most effective rank {joined}.")
+        left_out = f" (listed apart, not compared: {', '.join(apart)})" if apart else ""
+        sentences.append(f"{encoder} at step {step}: the highest effective rank {joined}"
+                         f"{left_out}.")
     return "\n".join([*lines, "", " ".join(sentences)])
 
 
