@@ -53,10 +53,11 @@ class Geometry(Quantity):
     candidates. A loss read through a recorded score matrix (sentence-transformers' recording
     similarity, open_clip's wrapper) is measured on the embeddings that matrix compares, in
     cosine units even when the matrix holds logits; where the integration did not see them (a
-    matrix gathered from other processes) the step logs no geometry. On a CUDA device the
-    effective rank's ``torch.linalg.eigvalsh`` synchronises with the host once per logged step
-    (torch checks its convergence there): the one exception to the Monitor's single transfer
-    per logged step.
+    matrix gathered from other processes) the step logs no geometry. A batch of one query
+    (a short last batch) logs no uniformity and no effective rank: both need two points. On a
+    CUDA device the effective rank's ``torch.linalg.eigvalsh`` synchronises with the host once
+    per logged step (torch checks its convergence there): the one exception to the Monitor's
+    single transfer per logged step.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
@@ -90,19 +91,20 @@ class Geometry(Quantity):
         embeddings, candidates, cosine = compared
         layout = batch.layout
         in_batch = candidates is None
-        rank = measures.effective_rank(embeddings)
         values = {
             "geometry_alignment": measures.alignment(cosine, layout.positives,
                                             candidate_mask=layout.candidate_mask),
-            "geometry_uniformity": measures.uniformity(embeddings, gram=cosine if in_batch
-                                              else None) if embeddings.shape[0] > 1 else None,
-            "geometry_effective_rank": rank.rank,
-            "geometry_effective_rank_share": rank.share,
             "geometry_std": measures.normalized_std(embeddings),
         }  # fmt: skip
+        if embeddings.shape[0] > 1:  # one query (a last short batch): no pairs, no spread
+            rank = measures.effective_rank(embeddings)
+            values["geometry_uniformity"] = measures.uniformity(
+                embeddings, gram=cosine if in_batch else None)
+            values["geometry_effective_rank"] = rank.rank
+            values["geometry_effective_rank_share"] = rank.share
         if not in_batch:
             values["geometry_modality_gap"] = measures.modality_gap(embeddings, candidates)
-        return {key: value for key, value in values.items() if value is not None}
+        return {key: values[key] for key in self.keys if key in values}
 
 
 class Margins(Quantity):

@@ -1,0 +1,85 @@
+"""Geometry, temperature and chance level at their edges: a batch of one query, values kept on
+the batch's device (the meta device stands in for an accelerator: a value created on the CPU by
+mistake shows up there), and the in-batch uniformity read from the step's own score matrix."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.overrides import TorchFunctionMode
+
+from gradlab.monitor import ChanceLevel, Geometry, Temperature
+from gradlab.monitor.batch import BatchView
+from gradlab.validation import skip_value_checks
+from tests.reference import geometry_loops as loops
+
+
+def test_one_query_logs_what_one_point_defines_and_nothing_else():
+    query, candidates = torch.tensor([[3.0, 4.0]]), torch.tensor([[1.0, 0.0], [0.0, 2.0]])
+    view = BatchView(embeddings=query, candidates=candidates,
+                     positives=torch.tensor([[True, False]]))  # fmt: skip
+    values = Geometry().compute(view)
+    assert set(values) == {"geometry_alignment", "geometry_std", "geometry_modality_gap"}
+    # |u - v|^2 of the unit query (0.6, 0.8) and its positive (1, 0)
+    assert float(values["geometry_alignment"]) == pytest.approx((0.6 - 1.0) ** 2 + 0.8**2)
+    assert float(values["geometry_std"]) == 0.0  # one point has no spread
+    gap = loops.modality_gap(query.tolist(), candidates.tolist())
+    assert float(values["geometry_modality_gap"]) == pytest.approx(gap)
+
+
+def test_two_queries_log_every_key_again():
+    view = BatchView(embeddings=torch.eye(2), candidates=torch.eye(2),
+                     positives=torch.eye(2, dtype=torch.bool))  # fmt: skip
+    assert set(Geometry().compute(view)) == set(Geometry.keys)
+
+
+def _on_meta(**extra) -> BatchView:
+    embeddings = torch.empty(6, 4, device="meta")
+    labels = torch.empty(6, dtype=torch.long, device="meta")
+    return BatchView(embeddings=embeddings, labels=labels, tau=0.05, **extra)
+
+
+@pytest.mark.parametrize("quantity", [
+    ChanceLevel(),
+    Temperature(),  # 1 / tau
+    Temperature(scale=20.0),  # a number
+    Temperature(scale=torch.tensor(math.log(20.0)), log_scale=True),  # a CPU tensor
+], ids=["chance", "tau", "number", "tensor"])  # fmt: skip
+def test_values_stay_on_the_batchs_device(quantity):
+    view = _on_meta(loss=torch.empty((), device="meta"))
+    with torch.no_grad(), skip_value_checks():
+        values = quantity.compute(view)
+    assert values and {str(value.device) for value in values.values()} == {"meta"}
+
+
+def test_the_observed_gradient_is_moved_to_the_batchs_device():
+    scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    scale.grad = torch.tensor(0.25)  # on the CPU, as an optimizer on another device leaves it
+    with torch.no_grad(), skip_value_checks():
+        values = Temperature(scale=scale, log_scale=True).compute(_on_meta())
+    assert str(values["temperature_log_scale_grad_observed"].device) == "meta"
+
+
+class _Products(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.matmul, torch.mm, torch.Tensor.matmul, torch.Tensor.__matmul__):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_in_batch_uniformity_reads_the_steps_score_matrix_instead_of_a_second_product():
+    generator = torch.Generator().manual_seed(0)
+    view = BatchView(embeddings=torch.randn(12, 5, generator=generator),
+                     labels=torch.arange(12) % 3)  # fmt: skip
+    view.scores  # the step's score matrix exists before the quantity runs (the Monitor's case)
+    with _Products() as products:
+        values = Geometry().compute(view)
+    assert products.count == 1  # the effective rank's Gram matrix only
+    expected = loops.uniformity(view.embeddings.tolist())
+    assert float(values["geometry_uniformity"]) == pytest.approx(expected, rel=1e-6)
