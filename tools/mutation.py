@@ -170,8 +170,8 @@ MONITOR_TESTS = {
                     "tests/monitor/test_monitor_paths.py",
                     "tests/monitor/test_monitor_contract.py", *_DISTRIBUTED_IN_PROCESS],
     # the quantities against float64 loops (tests/reference/geometry_loops.py)
-    "geometry": ["tests/monitor/test_geometry_quantities.py", "tests/monitor/test_geometry_edges.py",
-                 *_MONITOR_VALUES],
+    "geometry": ["tests/monitor/test_geometry_quantities.py",
+                 "tests/monitor/test_geometry_edges.py", *_MONITOR_VALUES],
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py",
              *_SINK_FAULTS],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses

@@ -77,7 +77,7 @@ def test_in_batch_uniformity_reads_the_steps_score_matrix_instead_of_a_second_pr
     generator = torch.Generator().manual_seed(0)
     view = BatchView(embeddings=torch.randn(12, 5, generator=generator),
                      labels=torch.arange(12) % 3)  # fmt: skip
-    view.scores  # the step's score matrix exists before the quantity runs (the Monitor's case)
+    assert view.scores.shape == (12, 12)  # the step's matrix exists first (the Monitor's case)
     with _Products() as products:
         values = Geometry().compute(view)
     assert products.count == 1  # the effective rank's Gram matrix only
