@@ -83,3 +83,23 @@ def test_in_batch_uniformity_reads_the_steps_score_matrix_instead_of_a_second_pr
     assert products.count == 1  # the effective rank's Gram matrix only
     expected = loops.uniformity(view.embeddings.tolist())
     assert float(values["geometry_uniformity"]) == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_positive_masked_out_of_the_candidates_leaves_the_alignment():
+    # A recorded layout whose candidate mask drops a positive (a masked false negative, as
+    # a loss that filters suspected duplicates records it): the alignment runs over the
+    # positives that are candidates only.
+    points = torch.tensor([[1.0, 0.0], [0.0, 1.0], [0.6, 0.8]])
+    view = BatchView(embeddings=points, labels=torch.tensor([0, 0, 0]))
+    layout = view.layout
+    candidates = layout.candidate_mask.clone()
+    candidates[0, 1] = candidates[1, 0] = False  # the pair (0, 1) is no candidate
+    view.layout = type(layout)(layout.scores, layout.positives, candidates)
+    kept = [(0, 2), (2, 0), (1, 2), (2, 1)]
+    unit = points.tolist()
+    expected = sum((unit[i][0] - unit[j][0]) ** 2 + (unit[i][1] - unit[j][1]) ** 2
+                   for i, j in kept) / len(kept)  # fmt: skip
+    value = float(Geometry().compute(view)["geometry_alignment"])
+    assert value == pytest.approx(expected)
+    assert value != pytest.approx(float(Geometry().compute(
+        BatchView(embeddings=points, labels=torch.tensor([0, 0, 0])))["geometry_alignment"]))
