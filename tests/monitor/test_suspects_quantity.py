@@ -11,6 +11,8 @@ import gradlab
 from gradlab.errors import GradlabError
 from gradlab.functional import content_hashes
 from gradlab.monitor import Monitor, Suspects, every
+from gradlab.monitor.batch import BatchView
+from gradlab.validation import skip_value_checks
 
 
 def _infonce_row_grad(scores, temperature):
@@ -256,3 +258,14 @@ def test_pairs_of_labels_and_an_unread_capture_first():
     assert float(values["suspects_count"]) == 2.0
     expected = sum(abs(float(grad[i, j])) for i, j in flagged) / mass
     assert float(values["suspects_gradient_share"]) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("paired", [False, True], ids=["one", "pair"])
+def test_suspect_labels_kept_on_the_cpu_are_moved_to_the_batchs_device(paired):
+    labels = torch.arange(6) // 2  # the user's labels, on the CPU
+    source = (lambda: (labels, labels)) if paired else (lambda: labels)
+    with torch.no_grad(), skip_value_checks():
+        values = Suspects(labels=source, gradient=False).compute(BatchView(
+            embeddings=torch.empty(6, 4, device="meta"),
+            labels=torch.empty(6, dtype=torch.long, device="meta")))
+    assert values and {str(value.device) for value in values.values()} == {"meta"}
