@@ -103,4 +103,3 @@ def test_a_positive_masked_out_of_the_candidates_leaves_the_alignment():
     assert value == pytest.approx(expected)
     assert value != pytest.approx(float(Geometry().compute(
         BatchView(embeddings=points, labels=torch.tensor([0, 0, 0])))["geometry_alignment"]))
-
