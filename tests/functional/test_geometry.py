@@ -123,7 +123,7 @@ def test_alignment_matches_a_loop():
     positives = torch.rand(6, 9, generator=torch.Generator().manual_seed(7)) < 0.4
     mask = torch.rand(6, 9, generator=torch.Generator().manual_seed(8)) < 0.8
     a, b = _unit_rows(queries.tolist()), _unit_rows(candidates.tolist())
-    for alpha in (2.0, 1.0):
+    for alpha in (2.0, 1.0, 3.0):
         pairs = [(i, j) for i in range(6) for j in range(9) if positives[i, j] and mask[i, j]]
         distances = [sum((x - y) ** 2 for x, y in zip(a[i], b[j], strict=True)) ** (alpha / 2)
                      for i, j in pairs]  # fmt: skip
@@ -330,6 +330,9 @@ def test_float32_input_gives_float64_values_as_close_as_float64_input():
         "recall": geometry.query_margins(low[2], positives, candidates).recall_at_1,
     }  # fmt: skip
     assert all(value.dtype == torch.float64 for value in values.values())
+    margins = geometry.query_margins(low[2], positives, candidates)
+    assert {field: value.dtype for field, value in margins._asdict().items()} == dict.fromkeys(
+        geometry.QueryMargins._fields, torch.float64)
     rows = [[float(x) for x in row] for row in low[2].tolist()]
     expected = {
         "alignment": sum(2 - 2 * rows[i][j] for i in range(9) for j in range(9) if positives[i, j])
@@ -408,3 +411,12 @@ def test_the_caller_s_scores_and_gram_are_left_as_they_were(dtype):
     geometry.uniformity(points, gram=scores)
     geometry.query_margins(scores, positives)
     assert torch.equal(scores, kept)
+
+
+def test_a_cpu_scale_follows_the_scores_to_their_device():
+    # The meta device stands in for an accelerator: a scale left on the CPU would make a CPU
+    # value there.
+    scores = torch.empty(4, 4, device="meta")
+    positives = torch.eye(4, dtype=torch.bool, device="meta")
+    value = geometry.temperature_gradient(scores, positives, torch.tensor(14.0))
+    assert str(value.device) == "meta"
