@@ -31,6 +31,12 @@ from gradlab.progress import progress, progress_mode, set_progress_mode
 MAX_WORKERS = 8
 """The most worker processes the studies start, whatever the number of cores."""
 
+_POLL_SECONDS = 0.5
+"""The longest the parent waits for a task without looking at its pending signals."""
+
+_JOIN_SECONDS = 10.0
+"""The longest :meth:`_Pool.stop` waits for one worker (or the pool's thread) to end."""
+
 
 class StudyError(RuntimeError):
     """A task of a study failed; the message names the study and the task (its seed).
@@ -136,23 +142,33 @@ class _Pool:
             self.executor = None
 
     def stop(self) -> None:
-        """Cancel what has not started and end the workers now (Ctrl-C, SIGTERM, a failure)."""
-        if self.executor is None:
+        """Cancel what has not started and end the workers now (Ctrl-C, SIGTERM, a failure).
+
+        Called outside any lock of ``concurrent.futures`` (the signal's exception has left the
+        wait by then), it never waits unboundedly: the workers are terminated (then killed)
+        with bounded joins, and the executor's management thread gets a bounded join too, so
+        that the interpreter's exit (which joins that thread) does not wait on it either.
+        """
+        executor, self.executor = self.executor, None
+        if executor is None:
             return
-        # The executor's own processes (read before shutdown: its management thread may reap
-        # them meanwhile) and any other child started since: terminate and join every one.
-        owned = list((getattr(self.executor, "_processes", None) or {}).values())
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # The executor's own processes and management thread (read before shutdown, which
+        # drops them, and before the thread may reap the processes) and any other child
+        # started since: end every process first, so that no queued task starts meanwhile.
+        owned = list((getattr(executor, "_processes", None) or {}).values())
+        manager = getattr(executor, "_executor_manager_thread", None)
         started = [p for p in multiprocessing.active_children() if p not in self.before]
         workers = list({id(p): p for p in [*owned, *started]}.values())
         for process in workers:
             process.terminate()
+        executor.shutdown(wait=False, cancel_futures=True)
         for process in workers:
-            process.join(timeout=10)
+            process.join(timeout=_JOIN_SECONDS)
             if process.is_alive():
                 process.kill()
-                process.join(timeout=10)
-        self.executor = None
+                process.join(timeout=_JOIN_SECONDS)
+        if manager is not None:
+            manager.join(timeout=_JOIN_SECONDS)
 
 
 _workers = 1
@@ -331,13 +347,22 @@ def run_tasks(
             executor = pool.get()
             futures = {executor.submit(_timed, function, task): i
                        for i, task in enumerate(arguments)}  # fmt: skip
-            for future in concurrent.futures.as_completed(futures):
-                index = futures[future]
-                try:
-                    results[index], took = future.result()
-                except Exception as error:
-                    raise failure(error, index) from error
-                finished(index, took)
+            pending = set(futures)
+            while pending:
+                # A bounded wait, not as_completed's unbounded one: the main thread comes back
+                # to Python code at least every _POLL_SECONDS, so a signal whose C handler ran
+                # while it slept in a lock raises here instead of when a task next finishes.
+                done, pending = concurrent.futures.wait(
+                    pending, timeout=_POLL_SECONDS,
+                    return_when=concurrent.futures.FIRST_COMPLETED,
+                )  # fmt: skip
+                for future in sorted(done, key=futures.__getitem__):
+                    index = futures[future]
+                    try:
+                        results[index], took = future.result()
+                    except Exception as error:
+                        raise failure(error, index) from error
+                    finished(index, took)
         except BaseException:
             pool.stop()  # Ctrl-C, SIGTERM or a failed task: no worker goes on
             raise
