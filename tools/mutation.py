@@ -272,6 +272,12 @@ STUDY_TESTS = {
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
+LIBRARY_TESTS = {
+    "interop/pml": ["tests/interop/test_pml.py"],
+}
+"""Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests
+(small random models, CPU, seconds per mutant)."""
+
 GROUPS = {
     **{f"functional/{module}": ([f"gradlab/functional/{module}.py"],
                                 [*tests, *DEFAULTS_TESTS, *LOSS_TESTS])
@@ -284,6 +290,7 @@ GROUPS = {
     **{f"symbolic/{module}": ([f"gradlab/symbolic/{module}.py"], tests)
        for module, tests in SYMBOLIC_TESTS.items()},
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in STUDY_TESTS.items()},
+    **{group: ([f"gradlab/{group}.py"], tests) for group, tests in LIBRARY_TESTS.items()},
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
@@ -342,6 +349,8 @@ PACKAGES = {
     "experiments": "gradlab/experiments/",
     "report": "gradlab/report/",
     "cli.py": "gradlab/cli.py",
+    "interop": "gradlab/interop/",
+    "integrations": "gradlab/integrations/",
 }
 """Roll-up name -> the path prefix of the modules its groups mutate."""
 
