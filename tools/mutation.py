@@ -269,6 +269,7 @@ _DATA_TESTS = [
 STUDY_TESTS = {
     "data/samplers": _DATA_TESTS,
     "data/digit_strings": _DATA_TESTS,
+    "models": ["tests/test_models.py", "tests/test_models_reference.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
@@ -277,6 +278,12 @@ LIBRARY_TESTS = {
 }
 """Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests
 (small random models, CPU, seconds per mutant)."""
+
+PLOTTING_TESTS = {
+    "plotting/style": ["tests/plotting/test_style.py"],
+}
+"""Plotting module (``gradlab/<group>.py``) -> its fast figure tests (tiny inputs, Agg, seconds
+per mutant): they read the drawn Axes back, never the module's helpers."""
 
 GROUPS = {
     **{f"functional/{module}": ([f"gradlab/functional/{module}.py"],
@@ -291,6 +298,7 @@ GROUPS = {
        for module, tests in SYMBOLIC_TESTS.items()},
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in STUDY_TESTS.items()},
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in LIBRARY_TESTS.items()},
+    **{group: ([f"gradlab/{group}.py"], tests) for group, tests in PLOTTING_TESTS.items()},
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
@@ -349,8 +357,11 @@ PACKAGES = {
     "experiments": "gradlab/experiments/",
     "report": "gradlab/report/",
     "cli.py": "gradlab/cli.py",
+    "models.py": "gradlab/models.py",
+    "training.py": "gradlab/training.py",
     "interop": "gradlab/interop/",
     "integrations": "gradlab/integrations/",
+    "plotting": "gradlab/plotting/",
 }
 """Roll-up name -> the path prefix of the modules its groups mutate."""
 
