@@ -14,6 +14,8 @@ from gradlab.functional import gradient_anatomy, in_batch_layout  # noqa: E402
 from gradlab.interop.pml import (  # noqa: E402
     RecordingCosineSimilarity,
     RecordingDotProductSimilarity,
+    recording_distance,
+    smooth_ap_temperature,
 )
 from gradlab.monitor import Monitor, every  # noqa: E402
 from gradlab.monitor.anatomy import Anatomy  # noqa: E402
@@ -176,6 +178,10 @@ BAD_CALLS = [
     (([[1.0, 2.0]],), "query_emb must be a torch.Tensor"),
     ((torch.full((4, 3), float("nan")),), "query_emb must be finite"),
     ((torch.randn(4, 3), torch.tensor([[0.0, float("inf"), 0.0]])), "ref_emb must be finite"),
+    (
+        (torch.randn(4, 3), torch.randn(4, 3, device="meta")),
+        "one device; got query_emb on cpu, ref_emb on meta",
+    ),
 ]
 
 
@@ -205,3 +211,65 @@ def test_validate_false_skips_only_the_finiteness_check(cls):
         cls(validate=1)
     with pytest.raises(GradlabError, match="query_emb must be 2-D"):
         cls(validate=False)(torch.randn(5))
+
+
+# --- what a Monitor reads: the direction and the matrix of each call, and which losses record --
+
+
+def _cosine_reference(query, ref):
+    """Cosine similarities by a float64 loop over pairs."""
+    out = torch.empty(len(query), len(ref), dtype=torch.float64)
+    for i, q in enumerate(query.tolist()):
+        for j, r in enumerate(ref.tolist()):
+            dot = sum(a * b for a, b in zip(q, r, strict=True))
+            out[i, j] = dot / (sum(a * a for a in q) ** 0.5 * sum(b * b for b in r) ** 0.5)
+    return out
+
+
+@pytest.mark.parametrize("cls", DISTANCES)
+def test_a_query_against_other_references_is_recorded_as_i2t_and_the_batch_as_in_batch(cls):
+    query, ref = torch.randn(3, 4, dtype=torch.float64), torch.randn(5, 4, dtype=torch.float64)
+    seen = []
+    distance = cls()
+    distance.score_recorder = lambda direction, matrix, mask: seen.append((direction, matrix, mask))
+    returned = distance(query, ref)
+    distance(query)
+    distance(query, query)  # PML passes the batch twice
+    assert [direction for direction, _, _ in seen] == ["i2t", "in_batch", "in_batch"]
+    assert seen[0][1] is returned and seen[0][2] is None
+    torch.testing.assert_close(returned, _cosine_reference(query, ref))  # both normalise
+
+
+@pytest.mark.parametrize(
+    ("cls", "pml_cls"),
+    [
+        (RecordingCosineSimilarity, pml_distances.CosineSimilarity),
+        (RecordingDotProductSimilarity, pml_distances.DotProductSimilarity),
+    ],
+)
+def test_constructor_arguments_reach_pml_as_pml_takes_them(cls, pml_cls):
+    embeddings = torch.tensor([[3.0, 4.0], [1.0, 0.0]], dtype=torch.float64)
+    options = {"power": 2}  # the matrix squared, in both
+    torch.testing.assert_close(cls(**options)(embeddings), pml_cls(**options)(embeddings))
+    with pytest.raises(TypeError) as pml_error:  # PML's distances take keywords only
+        pml_cls(False)
+    with pytest.raises(TypeError) as ours:
+        cls(False)
+    assert "positional argument" in str(ours.value) and "positional argument" in str(
+        pml_error.value
+    )
+
+
+def test_recording_distance_finds_only_a_recording_distance():
+    recording = RecordingCosineSimilarity()
+    assert recording_distance(pml_losses.TripletMarginLoss(distance=recording)) is recording
+    plain = pml_losses.TripletMarginLoss(distance=pml_distances.CosineSimilarity())
+    assert recording_distance(plain) is None
+    assert recording_distance(pml_losses.NTXentLoss()) is None
+    assert recording_distance(torch.nn.MSELoss()) is None  # no distance at all
+
+
+def test_smooth_ap_temperature_reads_the_temperature_the_loss_was_built_with():
+    assert smooth_ap_temperature(pml_losses.SmoothAPLoss(temperature=0.05)) == 0.05
+    assert smooth_ap_temperature(pml_losses.SmoothAPLoss(temperature=0.25)) == 0.25
+    assert smooth_ap_temperature(pml_losses.NTXentLoss(temperature=0.05)) is None
