@@ -1,0 +1,165 @@
+"""The shared look and I/O of every gradlab figure, read back from matplotlib: the rcParams a
+figure is drawn with, where the legend sits, the batch-size axis, which series are stated in
+words, and what a saved figure leaves on disk. References are matplotlib's and seaborn's own
+objects (another library), never the values gradlab computes."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import seaborn as sns
+from matplotlib.colors import to_hex
+from matplotlib.lines import Line2D
+
+from gradlab.plotting import apply_style, batch_size_axis, load_results, save_figure
+from gradlab.plotting.style import LINE_STYLES, MARKERS, constant_value, legend_below, series_style
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(autouse=True)
+def _fresh_style():
+    plt.rcdefaults()
+    yield
+    plt.close("all")
+    plt.rcdefaults()
+
+
+def test_apply_style_sets_the_documented_look():
+    apply_style()
+    params = plt.rcParams
+    assert params["figure.dpi"] == 110
+    assert params["savefig.bbox"] == "tight"
+    assert params["axes.titleweight"] == "bold"
+    # seaborn's white grid: grid on, white face
+    assert params["axes.grid"] is True
+    assert to_hex(params["axes.facecolor"]) == "#ffffff"
+    # the colour-blind palette is the colour cycle, in order
+    cycle = [to_hex(c) for c in params["axes.prop_cycle"].by_key()["color"]]
+    assert cycle == [to_hex(c) for c in sns.color_palette("colorblind")]
+    # notebook context, not paper (0.8x) or talk (1.5x): seaborn's unscaled sizes
+    reference = sns.plotting_context("notebook")
+    assert params["axes.labelsize"] == reference["axes.labelsize"]
+    assert params["font.size"] == reference["font.size"]
+
+
+def test_a_saved_figure_is_cropped_to_its_content(tmp_path):
+    apply_style()
+    figure = plt.figure(figsize=(4, 3))
+    figure.text(0.5, 0.5, "x", fontsize=8)
+    image = plt.imread(save_figure(figure, tmp_path / "f.png"))
+    height, width = image.shape[:2]
+    # at 110 dpi the full figure is 440 x 330 px; 'tight' keeps the small text only
+    assert width < 100 and height < 100
+
+
+def test_series_styles_cycle_through_ten_colours_and_six_dash_marker_pairs():
+    palette = [to_hex(c) for c in sns.color_palette("colorblind", 10)]
+    styles = [series_style(i) for i in range(30)]
+    assert [to_hex(s["color"]) for s in styles] == [palette[i % 10] for i in range(30)]
+    first_six = [(str(s["linestyle"]), s["marker"]) for s in styles[:6]]
+    assert len({ls for ls, _ in first_six}) == 6 and len({m for _, m in first_six}) == 6
+    for i in range(6, 30):
+        assert styles[i]["linestyle"] == styles[i - 6]["linestyle"]
+        assert styles[i]["marker"] == styles[i - 6]["marker"]
+    assert styles[0]["linestyle"] == "-"  # the first series is solid
+    # every style is one matplotlib draws, and draws differently from the others
+    dashes = set()
+    for style in styles[:6]:
+        line = Line2D([0, 1], [0, 1], linestyle=style["linestyle"], marker=style["marker"])
+        dashes.add((line.get_linestyle(), str(line._dash_pattern)))
+    assert len(dashes) == 6
+    assert len(LINE_STYLES) == len(MARKERS) == 6
+
+
+def test_the_legend_sits_centred_under_the_axes_without_a_frame():
+    figure, axis = plt.subplots(figsize=(6, 4))
+    for i in range(4):
+        axis.plot([0, 1], [i, i + 1], label=f"series {i}")
+    legend_below(axis, columns=2, fontsize=7)
+    figure.canvas.draw()
+    legend = axis.get_legend()
+    renderer = figure.canvas.get_renderer()
+    box = legend.get_window_extent(renderer)
+    axes_box = axis.get_window_extent(renderer)
+    assert box.y1 < axes_box.y0  # below the axes, outside the data
+    assert abs((box.x0 + box.x1) / 2 - (axes_box.x0 + axes_box.x1) / 2) < 2
+    assert not legend.get_frame_on()
+    texts = legend.get_texts()
+    assert [t.get_text() for t in texts] == [f"series {i}" for i in range(4)]
+    assert {t.get_fontsize() for t in texts} == {7}
+    columns = {round(t.get_window_extent(renderer).x0) for t in texts}
+    rows = {round(t.get_window_extent(renderer).y0) for t in texts}
+    assert len(columns) == 2 and len(rows) == 2
+
+
+def test_the_default_legend_has_two_columns():
+    figure, axis = plt.subplots()
+    for i in range(4):
+        axis.plot([0, 1], [i, i], label=str(i))
+    legend_below(axis)
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    columns = {round(t.get_window_extent(renderer).x0) for t in axis.get_legend().get_texts()}
+    assert len(columns) == 2
+
+
+def test_the_batch_size_axis_is_logarithmic_and_ticked_at_the_sizes():
+    figure, axis = plt.subplots()
+    sizes = [8, 32, 128, 512]
+    axis.plot(sizes, [1, 2, 3, 4])
+    batch_size_axis(axis, sizes)
+    figure.canvas.draw()
+    assert axis.get_xscale() == "log"
+    assert list(axis.get_xticks()) == sizes
+    assert [t.get_text() for t in axis.get_xticklabels()] == ["8", "32", "128", "512"]
+    minor = [t.get_text() for t in axis.get_xticklabels(minor=True)]
+    assert minor and all(text == "" for text in minor)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([], None),
+        ([math.nan, math.inf], None),
+        ([5], 5.0),
+        ([2, 2.0, math.nan, -math.inf, 2], 2.0),
+        ([0, 1e-9], None),
+        ([1, 1, 2], None),
+        ([3, 4, 3], None),
+        (["text", None, 7, 7.0], 7.0),
+        ([np.float64(0.25), 0.25], 0.25),
+    ],
+)
+def test_a_series_that_never_moves_is_recognised(values, expected):
+    got = constant_value(values)
+    assert got == expected and (got is None) == (expected is None)
+    if got is not None:
+        assert type(got) is float
+
+
+def test_results_come_from_a_dict_or_a_json_file(tmp_path):
+    results = {"runs": [1, 2], "name": "x"}
+    assert load_results(results) is results
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(results))
+    assert load_results(path) == results
+    assert load_results(str(path)) == results
+
+
+def test_save_figure_writes_a_png_in_a_new_folder_and_closes_the_figure(tmp_path):
+    figure, axis = plt.subplots()
+    axis.plot([0, 1], [0, 1])
+    target = tmp_path / "deep" / "er" / "fig.png"
+    written = save_figure(figure, str(target))
+    assert isinstance(written, Path) and written == target
+    assert target.read_bytes()[:8] == PNG_MAGIC
+    assert not plt.fignum_exists(figure.number)
+    # a second figure into the same, now existing, folder
+    again = plt.figure()
+    assert save_figure(again, target.with_name("two.png")).read_bytes()[:8] == PNG_MAGIC
