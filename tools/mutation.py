@@ -270,6 +270,7 @@ STUDY_TESTS = {
     "data/samplers": _DATA_TESTS,
     "data/digit_strings": _DATA_TESTS,
     "models": ["tests/test_models.py", "tests/test_models_reference.py"],
+    "training": ["tests/test_training.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
