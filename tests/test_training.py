@@ -126,7 +126,8 @@ def test_train_on_batches_is_adam_over_the_given_batches_and_skips_frozen_parame
         model = _model()
         model.layers[0].weight.requires_grad_(False)
         losses = train_on_batches(model, images, labels, _spread, batch_lists,
-                                  on_step=lambda *args: seen.append(args), **settings)  # fmt: skip
+                                  on_step=lambda *args, seen=seen: seen.append(args),
+                                  **settings)  # fmt: skip
         reference = _model()
         frozen = reference.layers[0].weight.detach().clone()
         reference.layers[0].weight.requires_grad_(False)
