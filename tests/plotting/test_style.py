@@ -87,7 +87,9 @@ def test_the_legend_sits_centred_under_the_axes_without_a_frame():
     renderer = figure.canvas.get_renderer()
     box = legend.get_window_extent(renderer)
     axes_box = axis.get_window_extent(renderer)
-    assert box.y1 < axes_box.y0  # below the axes, outside the data
+    ticks = [t.get_window_extent(renderer) for t in axis.get_xticklabels() if t.get_text()]
+    assert box.y1 < min(t.y0 for t in ticks)  # below the axes and its tick labels
+    assert box.y1 > axes_box.y0 - 0.3 * axes_box.height  # yet close under them
     assert abs((box.x0 + box.x1) / 2 - (axes_box.x0 + axes_box.x1) / 2) < 2
     assert not legend.get_frame_on()
     texts = legend.get_texts()
@@ -160,6 +162,9 @@ def test_save_figure_writes_a_png_in_a_new_folder_and_closes_the_figure(tmp_path
     assert isinstance(written, Path) and written == target
     assert target.read_bytes()[:8] == PNG_MAGIC
     assert not plt.fignum_exists(figure.number)
-    # a second figure into the same, now existing, folder
+    # a second figure into the same, now existing, folder, while a third is the current one:
+    # the saved figure is the one closed
     again = plt.figure()
+    current = plt.figure()
     assert save_figure(again, target.with_name("two.png")).read_bytes()[:8] == PNG_MAGIC
+    assert not plt.fignum_exists(again.number) and plt.fignum_exists(current.number)
