@@ -265,10 +265,12 @@ _DATA_TESTS = [
     "tests/data/test_image_folder.py",
     "tests/data/test_samplers.py",
     "tests/data/test_digit_string_images.py",
+    "tests/data/test_digits_split.py",
 ]
 STUDY_TESTS = {
     "data/samplers": _DATA_TESTS,
     "data/digit_strings": _DATA_TESTS,
+    "data/digits": _DATA_TESTS,
     "models": ["tests/test_models.py", "tests/test_models_reference.py"],
     "training": ["tests/test_training.py"],
 }
