@@ -23,6 +23,7 @@ from gradlab.models import (
     SmallConvNet,
     pretrain_digit_backbone,
 )
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 
 
 def _params(model):
@@ -164,6 +165,14 @@ def test_region_relation_encoder_matches_a_per_scene_loop():
         assert torch.allclose(out[n], expected / expected.norm(), atol=1e-10), n
     assert _count(RegionRelationEncoder(66)) == (_linear_count(66, 64) + 6 * _linear_count(64, 64)
                                                  + _gru_count(64, 64))  # fmt: skip
+
+
+def test_region_relation_encoder_masks_on_the_regions_device():
+    torch.manual_seed(0)
+    encoder = RegionRelationEncoder(5, 4)
+    regions, counts = torch.randn(2, 3, 5), torch.tensor([1, 3])
+    assert_unchanged_under_another_default_device(lambda: encoder(regions, counts),
+                                                  regions.device)  # fmt: skip
 
 
 def test_caption_gru_reads_up_to_the_last_word_and_treats_0_as_padding():
