@@ -234,3 +234,10 @@ def test_pretraining_defaults_are_150_steps_of_128_from_seed_0():
     reference = _pretrain_by_hand(images, labels, 150, 0, 128)
     for ours, theirs in zip(trained.parameters(), reference.parameters(), strict=True):
         assert torch.equal(ours, theirs.detach())
+
+
+def test_pretraining_builds_the_backbone_on_the_images_device():
+    # meta stands in for a GPU: a backbone left on the CPU could not read meta images
+    images, labels = _data(count=20)
+    trained = pretrain_digit_backbone(images.to("meta"), labels.to("meta"), steps=2, batch_size=4)
+    assert {parameter.device for parameter in trained.parameters()} == {torch.device("meta")}
