@@ -220,3 +220,42 @@ def test_features_reach_the_step_only_when_they_are_the_matrixs_rows_and_columns
     assert (batch.features is features) is matches
     assert matches or batch.features is None
     assert "features" not in RecordedScoresAdapter("demo", recorder, _Collector).provides
+
+
+def test_the_batch_carries_the_loss_value_tau_and_the_recorded_layout():
+    recorder = _Recorder()
+    adapter = RecordedScoresAdapter("demo", recorder, _Collector, masked_candidates=True)
+    matrix = torch.randn(3, 3)
+    with adapter.listening(score_grad=False) as (recorded, _):
+        recorder.score_recorder("i2t", matrix, None)
+    loss = {"contrastive": torch.tensor(2.0), "distill": torch.tensor(0.5)}
+    batch = adapter.capture([], loss, 0.07, recorded=recorded)
+    assert batch.loss.item() == 2.5 and batch.tau == 0.07
+    torch.testing.assert_close(batch.layout.scores, matrix)
+    assert torch.equal(batch.layout.positives, torch.eye(3, dtype=torch.bool))
+
+
+def test_quantities_it_cannot_read_say_why_and_a_step_reads_the_losss_counts():
+    class Loss:
+        degenerate_batches = 7
+
+    recorder = _Recorder()
+    adapter = RecordedScoresAdapter("the watched loss Demo", recorder, _Collector, loss_fn=Loss())
+    why = "the watched loss Demo is read through the score matrices it records"
+    for need in ("embeddings", "features", "embedding_grad", "smooth_ap_terms", "loss_kind"):
+        assert adapter.why_not(frozenset({need})).endswith(f"; {why}"), need
+    with adapter.listening(score_grad=False) as (recorded, _):
+        recorder.score_recorder("i2t", torch.randn(3, 3), None)
+    assert adapter.capture([], torch.tensor(1.0), 0.01, recorded=recorded).degenerate_batches == 7
+
+
+def test_without_a_hint_the_message_ends_at_the_gradient():
+    adapter = RecordedScoresAdapter("demo", _Recorder(), _Collector)
+    with pytest.raises(GradlabError, match=r"recorded no score matrix with a gradient$"):
+        adapter.capture([], torch.tensor(1.0), 0.01)
+
+
+def test_positives_are_a_bool_mask():
+    stitch = Stitch("i2t")
+    stitch.add(_leaf(2, 2, 10))
+    assert stitch.finish().positives.dtype == torch.bool
