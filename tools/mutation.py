@@ -279,6 +279,7 @@ STUDY_TESTS = {
 LIBRARY_TESTS = {
     "interop/pml": ["tests/interop/test_pml.py"],
     "integrations/recorded": ["tests/integrations/test_recorded.py"],
+    "integrations/settings": ["tests/integrations/test_settings.py"],
 }
 """Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests
 (small random models, CPU, seconds per mutant)."""
