@@ -138,6 +138,7 @@ def test_train_on_batches_is_adam_over_the_given_batches_and_skips_frozen_parame
         assert [args[0] for args in seen] == [0, 1, 2]
         assert all(args[3].dim() == 0 for args in seen)
         assert [args[3].item() for args in seen] == expected
-        for (_, _, step_labels, _), batch in zip(seen, batch_lists, strict=True):
+        for (_, embeddings, step_labels, _), batch in zip(seen, batch_lists, strict=True):
             assert torch.equal(step_labels, labels[batch])
+            assert embeddings.shape == (len(batch), 3) and not embeddings.requires_grad
     assert train_on_batches(_model(), images, labels, _spread, []).shape == (0,)
