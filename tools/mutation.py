@@ -118,6 +118,7 @@ FUNCTIONAL_TESTS = {
     "sigmoid": ["tests/functional/test_sigmoid.py", "tests/functional/test_decomposition.py"],
     "smooth_ap": [
         "tests/functional/test_smooth_ap.py",
+        "tests/functional/test_smooth_ap_blocks.py",
         "tests/monitor/test_recorded_column_weights.py",  # the backward's recorded weights
     ],
     "suspects": ["tests/functional/test_suspects.py", "tests/monitor/test_suspects_quantity.py"],
