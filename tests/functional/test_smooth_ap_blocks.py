@@ -60,3 +60,12 @@ def test_the_double_backward_of_a_batch_without_positives_is_zero():
     total = torch.nan_to_num(ap).sum() + 0.0 * scores.sum()
     (grad,) = torch.autograd.grad(total, scores, create_graph=True)
     assert torch.equal(grad, torch.zeros_like(scores))
+
+
+def test_a_query_whose_every_candidate_is_positive_has_ap_one_even_when_its_scores_sum_to_zero():
+    scores = torch.tensor([[0.5, -0.5, 0.0], [0.3, 0.1, 0.2]], requires_grad=True)
+    positives = torch.tensor([[True, True, True], [True, False, False]])
+    ap = smooth_ap(scores, positives, 0.1)
+    assert float(ap[0]) == 1.0  # no negative: every positive ranks first
+    ap.sum().backward()
+    assert torch.equal(scores.grad[0], torch.zeros(3))
