@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.test_parallel import descendants
+from tests.helpers.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -36,7 +36,6 @@ SCRIPT = textwrap.dedent(
     from gradlab.progress import set_progress_mode
     from tests.experiments.test_runtime_signals import _record_and_sleep
 
-    runtime._POLL_SECONDS = {poll!r}
     folder = Path({folder!r})
 
     def interrupt_from_another_thread():
@@ -55,9 +54,9 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _stops(folder: Path, poll: float | None) -> tuple[bool, str, str]:
+def _stops(folder: Path) -> tuple[bool, str, str]:
     """Run SCRIPT; whether the parent exited within 90 s (its tasks sleep 600 s), its output."""
-    script = SCRIPT.format(root=str(ROOT), folder=str(folder), poll=poll)
+    script = SCRIPT.format(root=str(ROOT), folder=str(folder))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
@@ -81,9 +80,7 @@ def _stops(folder: Path, poll: float | None) -> tuple[bool, str, str]:
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pthread_kill, spawned pool")
 def test_a_signal_handled_off_the_main_thread_still_stops_the_pool(tmp_path):
-    from gradlab.experiments.runtime import _POLL_SECONDS
-
-    exited, stdout, stderr = _stops(tmp_path, _POLL_SECONDS)
+    exited, stdout, stderr = _stops(tmp_path)
     assert exited, "the parent slept through a SIGINT handled on another thread"
     assert stdout == "stopped\n", stderr
     assert "Traceback" not in stderr, stderr

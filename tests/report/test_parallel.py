@@ -18,6 +18,7 @@ from gradlab import GradlabError
 from gradlab.experiments import digit_scenes
 from gradlab.experiments.runtime import StudyError, check_workers, run_tasks, study_workers
 from gradlab.progress import set_progress_mode
+from tests.helpers.processes import descendants
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -175,16 +176,6 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
     assert survivors == [], f"workers {survivors} outlived the stopped pool"
     assert stdout == "stopped\n", stderr
     assert "Traceback" not in stderr, stderr
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes under ``pid`` (children, theirs, ...) as /proc lists them now."""
-    found: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for child in (task / "children").read_text().split():
-                found += [int(child), *descendants(int(child))]
-    return found
 
 
 def _signal_state(pid: int) -> str:
