@@ -18,7 +18,7 @@ from tools.readme_blocks import ROOT
 PUBLIC = (gradlab, gradlab.functional, gradlab.monitor)
 API_PAGES = {"gradlab": "api/gradlab", "gradlab.functional": "api/functional",
              "gradlab.monitor": "api/monitor"}  # fmt: skip
-INTERNAL_IDS = re.compile(r"seed 00[0-4]|issue [0-9]+", re.IGNORECASE)
+INTERNAL_IDS = re.compile(r"seeds? 00[0-4]|issue [0-9]+", re.IGNORECASE)
 """What a reader cannot resolve: the audit's document keys and the project's issue numbers."""
 USER_FACING = ("README.md", "docs", "gradlab", "examples")
 """Files whose text a user reads (README, docs, every docstring and message of the package)."""
@@ -111,6 +111,7 @@ def test_user_facing_text_cites_papers_not_internal_ids():
 
 def test_the_internal_id_pattern_finds_what_it_should():
     assert INTERNAL_IDS.search("as Seed 002 reports") and INTERNAL_IDS.search("(issue 13)")
+    assert INTERNAL_IDS.search("SmoothAP (seeds 000-002)")
     assert not INTERNAL_IDS.search("3 seeds, seed spread; Brown et al. (2020), Eq. 1")
 
 

@@ -127,7 +127,9 @@ def gradient_error_table(seed: int = 0, trials: int = 10) -> dict[str, dict[str,
     """Every hand-written or closed-form gradient of gradlab against an independent one."""
     generator = torch.Generator().manual_seed(seed)
     return {
-        "SmoothAP (seeds 000-002)": smoothap_gradient_errors(generator, trials),
+        "SmoothAP (Brown et al., 2020; Bleeker & de Rijke, 2022)": smoothap_gradient_errors(
+            generator, trials
+        ),
         "tie-aware relaxations (He et al., 2018)": tie_aware_gradient_errors(generator, trials),
         "FAPPY and FastAP (Zhong et al., Table S2)": histogram_loss_gradient_errors(
             generator, trials

@@ -839,7 +839,7 @@ def _chain(seed: str, offset: int) -> list[Claim]:
 
 
 def claims() -> list[Claim]:
-    """The audited claims of seeds 000 and 001."""
+    """The audited claims of Bleeker & de Rijke (2022), appendix A and appendices A-B."""
     records = _chain(SEED_000, 0) + _chain(SEED_001, 4)
     a000 = Form({"A (Eq. 8)": 1 + P_sum, "A (Eq. 9)": P_sum},
                 context="the brace A over R(i, S_Omega) (Eq. 8) and over R(i, S_P) (Eq. 9)")  # fmt: skip
