@@ -525,8 +525,9 @@ def main(argv: list[str] | None = None) -> int:
         elif arguments.command == "plot":
             import warnings
 
-            from gradlab.plotting.monitor import default_out, plot_runs
+            from gradlab.plotting.monitor import check_run_dirs, default_out, plot_runs
 
+            check_run_dirs(arguments.run_dir)  # a wrong run folder is named before --out
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:

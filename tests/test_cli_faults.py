@@ -286,3 +286,17 @@ def test_plot_refuses_an_unwritable_default_figure_folder_before_reading(
         f"gradlab: --out must be a folder gradlab can write; got {str(run / 'figures')!r}, and "
         f"nothing can be created in {str(run)!r}"
     ]
+
+
+def test_plot_of_a_folder_without_a_run_names_the_run_folder_not_the_default_out(
+    tmp_path, capsys
+):
+    """No --out and no run there: the run folder is the mistake, not RUN_DIR/figures."""
+    missing = tmp_path / "no_run_here"
+    code, _, stderr = _run(["plot", str(missing)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [
+        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+        f"got {str(missing)!r}"
+    ]
+    assert not missing.exists()  # nothing created for a run that is not there

@@ -88,13 +88,10 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         )
     else:
         _check_labels(labels)
+    check_run_dirs(paths)
     runs: list[Run] = []
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
-        if not log.is_file():
-            raise GradlabError(
-                f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(path)!r}"
-            )
         pieces: list[list[dict]] = []
         for header, records in _read_log(log):
             if pieces and header.get("resumed"):
@@ -115,6 +112,25 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         else:
             runs.append((label, pieces[0]))
     return runs
+
+
+def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
+    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read): the first check of
+    ``gradlab plot``, before its output folder is looked at.
+
+    Raises:
+        GradlabError: a folder without a ``metrics.jsonl``, named.
+
+    Example:
+        >>> check_run_dirs(["/no/such/run"])
+        Traceback (most recent call last):
+            ...
+        gradlab.errors.GradlabError: run_dir must hold a metrics.jsonl written by gradlab.Monitor; got '/no/such/run'
+    """  # noqa: E501
+    for run_dir in run_dirs:
+        if not (Path(run_dir) / "metrics.jsonl").is_file():
+            raise GradlabError(f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+                               f"got {str(Path(run_dir))!r}")  # fmt: skip
 
 
 def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:
