@@ -527,7 +527,8 @@ def main(argv: list[str] | None = None) -> int:
 
             from gradlab.plotting.monitor import check_run_dirs, default_out, plot_runs
 
-            check_run_dirs(arguments.run_dir)  # a wrong run folder is named before --out
+            if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
+                check_run_dirs(arguments.run_dir)
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:
