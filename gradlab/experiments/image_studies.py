@@ -432,7 +432,12 @@ def loss_comparison_on_images(
     import copy
     import time
 
-    from gradlab.experiments.loss_comparison import _gradient_norm, _loss_seconds, loss_functions
+    from gradlab.experiments.loss_comparison import (
+        CANDIDATES,
+        _gradient_norm,
+        _loss_seconds,
+        loss_functions,
+    )
 
     check_positive_int("timing_repeats", timing_repeats)
     dataset, sizes, seeds = _setup(
@@ -440,7 +445,7 @@ def loss_comparison_on_images(
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
-    names = list(loss_functions(tau))
+    names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
     for size in sizes:

@@ -115,8 +115,8 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
 
 
 def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
-    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read): the first check of
-    ``gradlab plot``, before its output folder is looked at.
+    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read). ``gradlab plot``
+    calls it before looking at its default output folder, ``RUN_DIR/figures``.
 
     Raises:
         GradlabError: a folder without a ``metrics.jsonl``, named.
