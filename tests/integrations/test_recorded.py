@@ -259,3 +259,16 @@ def test_positives_are_a_bool_mask():
     stitch = Stitch("i2t")
     stitch.add(_leaf(2, 2, 10))
     assert stitch.finish().positives.dtype == torch.bool
+
+
+def test_positives_are_built_on_the_scores_device_not_torchs_default_device():
+    # A user who set torch's default device elsewhere (torch.set_default_device("cuda"))
+    # while the scores live on the CPU. Without a GPU, the "meta" device stands in for the
+    # other device: index tensors made there cannot select the CPU scores' positives.
+    matrix = _leaf(3, 4, 10)
+    stitch = Stitch("i2t", offset=1)
+    stitch.add(matrix)
+    with torch.device("meta"):
+        capture = stitch.finish()
+    assert capture.positives.device == matrix.device
+    assert [tuple(p) for p in capture.positives.nonzero().tolist()] == [(0, 1), (1, 2), (2, 3)]
