@@ -272,6 +272,8 @@ STUDY_TESTS = {
     "data/samplers": _DATA_TESTS,
     "data/digit_strings": _DATA_TESTS,
     "data/digits": _DATA_TESTS,
+    "data/image_folder": ["tests/data/test_image_folder.py"],
+    "data/digit_scenes": ["tests/data/test_digit_scenes.py"],
     "models": ["tests/test_models.py", "tests/test_models_reference.py"],
     "training": ["tests/test_training.py"],
 }
@@ -287,6 +289,7 @@ LIBRARY_TESTS = {
 
 PLOTTING_TESTS = {
     "plotting/style": ["tests/plotting/test_style.py"],
+    "plotting/monitor": ["tests/plotting/test_monitor_summaries.py"],
 }
 """Plotting module (``gradlab/<group>.py``) -> its fast figure tests (tiny inputs, Agg, seconds
 per mutant): they read the drawn Axes back, never the module's helpers."""
