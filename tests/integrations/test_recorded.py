@@ -10,6 +10,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch, loss_value
 from gradlab.monitor.batch import ScoreCapture
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 
 
 def _leaf(rows, cols, seed):
@@ -262,13 +263,14 @@ def test_positives_are_a_bool_mask():
 
 
 def test_positives_are_built_on_the_scores_device_not_torchs_default_device():
-    # A user who set torch's default device elsewhere (torch.set_default_device("cuda"))
-    # while the scores live on the CPU. Without a GPU, the "meta" device stands in for the
-    # other device: index tensors made there cannot select the CPU scores' positives.
+    # A user who set torch's default device elsewhere (torch.set_default_device("cuda")) while
+    # the scores live on the CPU; "meta" stands in for the other device.
     matrix = _leaf(3, 4, 10)
-    stitch = Stitch("i2t", offset=1)
-    stitch.add(matrix)
-    with torch.device("meta"):
+
+    def finish():
+        stitch = Stitch("i2t", offset=1)
+        stitch.add(matrix)
         capture = stitch.finish()
-    assert capture.positives.device == matrix.device
-    assert [tuple(p) for p in capture.positives.nonzero().tolist()] == [(0, 1), (1, 2), (2, 3)]
+        return capture.scores, capture.positives, capture.candidates
+
+    assert_unchanged_under_another_default_device(finish, matrix.device)
