@@ -276,6 +276,8 @@ STUDY_TESTS = {
     "data/digit_scenes": ["tests/data/test_digit_scenes.py"],
     "models": ["tests/test_models.py", "tests/test_models_reference.py"],
     "training": ["tests/test_training.py"],
+    "experiments/statistics": ["tests/experiments/test_statistics.py"],
+    "experiments/metrics": ["tests/experiments/test_metrics.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
