@@ -30,6 +30,18 @@ class _OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+class _CommandParser(_OneLineParser):
+    """A command's parser: an option it does not know is its error, pointing to its own help
+    (argparse hands a command's leftovers to the top-level parser, which would point to
+    ``gradlab --help``)."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
+        arguments, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return arguments, extras
+
+
 def _version() -> str:
     import gradlab
 
@@ -73,7 +85,7 @@ def _build_parser(
         "command's options: gradlab COMMAND --help",
     )
     parser.add_argument("--version", action="version", version=_version())
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_OneLineParser)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_CommandParser)
     commands.required = True
     report_help = "run the studies and the audit and write the report (HTML and Markdown)"
     report = commands.add_parser("report", help=report_help, description=report_help)
