@@ -291,7 +291,8 @@ LIBRARY_TESTS = {
 
 PLOTTING_TESTS = {
     "plotting/style": ["tests/plotting/test_style.py"],
-    "plotting/monitor": ["tests/plotting/test_monitor_summaries.py"],
+    "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
+                         "tests/plotting/test_monitor_summaries.py"],
 }
 """Plotting module (``gradlab/<group>.py``) -> its fast figure tests (tiny inputs, Agg, seconds
 per mutant): they read the drawn Axes back, never the module's helpers."""
