@@ -13,7 +13,10 @@ Collapse, spread and separation measures that embedding-model users log, each a 
   embeddings, averaged over dimensions, times ``sqrt(d)`` (SimSiam, Chen & He 2021, Sec. 4.1:
   about 1 for spread-out embeddings, 0 for collapsed ones);
 * :func:`query_margins`: per query, the positive score, the hardest negative, the margin, the
-  share of negatives that violate it and in-batch R@1;
+  share of negatives that violate it and in-batch R@1; :func:`in_batch_margins` gives the same
+  for an in-batch matrix with fewer passes, reading a sort of its rows it is given;
+* :func:`in_batch_alignment_uniformity`: alignment and uniformity of one in-batch cosine
+  matrix from one float64 copy (the same values as the two functions);
 * :func:`chance_level`: ``ln C``, the InfoNCE loss of a model that scores every candidate alike;
 * :func:`modality_gap`: the distance between the centroids of two modalities' normalised
   embeddings (Liang et al. 2022, "Mind the Gap", Sec. 4.1);
@@ -43,6 +46,8 @@ __all__ = [
     "alignment",
     "chance_level",
     "effective_rank",
+    "in_batch_alignment_uniformity",
+    "in_batch_margins",
     "modality_gap",
     "normalized_std",
     "query_margins",
@@ -171,6 +176,67 @@ def uniformity(
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
     exponents = _squared_distances(gram).mul_(-t).fill_diagonal_(-math.inf)
     return torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
+
+
+def _in_batch_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    """Check a square ``[N, N]`` in-batch matrix; its positives without the diagonal (the
+    query is not its own candidate: a positive there is none, as with ``candidate_mask``)."""
+    _check_scores(scores, positives, None)
+    if scores.shape[0] != scores.shape[1]:
+        raise GradlabError(f"scores must be a square [N, N] in-batch matrix; got shape "
+                           f"{tuple(scores.shape)}")  # fmt: skip
+    return positives.clone().fill_diagonal_(False)
+
+
+def in_batch_alignment_uniformity(
+    scores: torch.Tensor, positives: torch.Tensor, alpha: float = 2.0, t: float = 2.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`alignment` and :func:`uniformity` of an in-batch cosine matrix, in one pass.
+
+    Wang & Isola (2020), Eq. 4 and Eq. 5, from one float64 copy of the squared distances
+    ``2 - 2 s`` (the two functions make one each): the alignment over ``positives`` (every
+    entry but the diagonal a candidate), the uniformity over every pair ``i != j`` of the
+    ``N`` embeddings whose cosine matrix ``scores`` is. The values are those of
+    ``alignment(scores, positives, alpha, candidate_mask=~eye)`` and
+    ``uniformity(embeddings, t, gram=scores)``, bit for bit.
+
+    Args:
+        scores: ``[N, N]`` cosine similarities of a batch with itself, N >= 2.
+        positives: ``[N, N]`` bool (the diagonal is no positive: the query is not its own
+            candidate).
+        alpha: the alignment's exponent, > 0.
+        t: the uniformity's scale, > 0.
+
+    Returns:
+        ``(alignment, uniformity)``, 0-d float64 tensors (alignment NaN without positives).
+
+    Raises:
+        GradlabError: a bad tensor, shape, device, ``alpha`` or ``t``; fewer than 2 rows.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 1.0, -1.0], [1.0, 1.0, -1.0], [-1.0, -1.0, 1.0]])
+        >>> positives = torch.tensor([[False, True, False], [True, False, False],
+        ...                           [False, False, False]])
+        >>> aligned, spread = in_batch_alignment_uniformity(scores, positives)
+        >>> float(aligned)  # the one positive pair coincides
+        0.0
+        >>> # pairs (0, 1) at distance 0, four ordered pairs with point 2 at squared distance 4
+        >>> round(float(spread), 6) == round(math.log((2 + 4 * math.exp(-8.0)) / 6), 6)
+        True
+    """
+    positives = _in_batch_positives(scores, positives)
+    if scores.shape[0] < 2:
+        raise GradlabError(f"scores must hold at least 2 embeddings; got shape "
+                           f"{tuple(scores.shape)}")  # fmt: skip
+    alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
+    t = check_in_range("t", t, 1e-12, 1e6)
+    size = scores.shape[0]
+    distances = _squared_distances(scores)
+    powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
+    aligned = torch.where(positives, powered, 0.0).sum() / positives.sum()
+    exponents = distances.mul_(-t).fill_diagonal_(-math.inf)
+    spread = torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
+    return aligned, spread
 
 
 class EffectiveRank(NamedTuple):
@@ -346,6 +412,79 @@ def query_margins(
         both, violating.to(torch.float64) / negative_count.clamp(min=1), math.nan
     )
     recall = torch.where(both, (best_positive > hardest_negative).to(torch.float64), math.nan)
+    return QueryMargins(positive, hardest_positive, hardest_negative,
+                        hardest_positive - hardest_negative, violation_share,
+                        recall)  # fmt: skip
+
+
+def in_batch_margins(
+    scores: torch.Tensor, positives: torch.Tensor, negated_sorted: torch.Tensor | None = None
+) -> QueryMargins:
+    """:func:`query_margins` of an in-batch matrix, from a sort of its rows.
+
+    In-batch every entry is a candidate but the query's own (the diagonal), so the negatives
+    scoring at least the hardest positive are the entries of the row at or above it, less its
+    positives and less the query when it is there: a binary search of the sorted row, not a
+    pass over the matrix; R@1 likewise counts the entries above the hardest negative. The
+    result equals ``query_margins(scores, positives, ~eye)`` for finite scores (NaN scores give
+    undefined counts; the Monitor logs NaN for such a step).
+
+    Args:
+        scores: ``[N, N]`` scores of a batch with itself, a larger score ranks higher.
+        positives: ``[N, N]`` bool (the diagonal is no positive: the query is not its own
+            candidate).
+        negated_sorted: ``[N, N]``: each row of ``-scores`` sorted ascending (a sort the caller
+            has already made, such as the Monitor's one sort of the step); None: sorted here
+            (``O(N^2 log N)``, more than :func:`query_margins`' passes cost).
+
+    Returns:
+        :class:`QueryMargins`.
+
+    Raises:
+        GradlabError: a bad tensor, shape or device.
+
+    Example:
+        >>> scores = torch.tensor([[1.0, 0.9, 0.5], [0.9, 1.0, 0.95], [0.5, 0.95, 1.0]])
+        >>> positives = torch.tensor([[False, True, False], [True, False, False],
+        ...                           [False, False, False]])
+        >>> out = in_batch_margins(scores, positives)
+        >>> [round(v, 4) for v in out.margin.tolist()[:2]], out.recall_at_1.tolist()[:2]
+        ([0.4, -0.05], [1.0, 0.0])
+    """
+    positives = _in_batch_positives(scores, positives)
+    values = scores.detach()
+    if negated_sorted is None:
+        negated_sorted = (-values).sort(dim=1).values
+    else:
+        check_tensor("negated_sorted", negated_sorted, ndims=(2,), kind="float")
+        check_shape("negated_sorted", negated_sorted, scores.shape, "each row of -scores sorted")
+        check_same_device(scores=scores, negated_sorted=negated_sorted)
+    size = scores.shape[1]
+    # Row counts summed as bytes (a bool sum goes through int64: several times slower).
+    positive_count = positives.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+    negative_count = (size - 1) - positive_count  # every other column not a positive
+    negatives = torch.logical_not(positives).fill_diagonal_(False)
+    has_positive, has_negative = positive_count > 0, negative_count > 0
+    masked = torch.where(positives, values, 0.0)
+    positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
+    above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
+    lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
+    hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
+    own = values.diagonal()
+    # Entries s >= lowest: -s <= -lowest in the ascending rows of -scores; every positive is
+    # among them, and the query when its own score is.
+    at_least = torch.searchsorted(negated_sorted, (-lowest).unsqueeze(1), side="right")
+    violating = at_least.squeeze(1) - positive_count - (own >= lowest).to(positive_count.dtype)
+    # Entries s > hardest negative other than the query: positives only, so R@1 is 1 when any.
+    higher = torch.searchsorted(negated_sorted, (-hardest_negative).unsqueeze(1), side="left")
+    best_above = (higher.squeeze(1) - (own > hardest_negative).long()) > 0
+    hardest_positive = torch.where(has_positive, lowest.to(torch.float64), math.nan)
+    hardest_negative = torch.where(has_negative, hardest_negative.to(torch.float64), math.nan)
+    both = has_positive & has_negative
+    violation_share = torch.where(
+        both, violating.to(torch.float64) / negative_count.clamp(min=1), math.nan
+    )
+    recall = torch.where(both, best_above.to(torch.float64), math.nan)
     return QueryMargins(positive, hardest_positive, hardest_negative,
                         hardest_positive - hardest_negative, violation_share,
                         recall)  # fmt: skip

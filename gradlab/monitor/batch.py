@@ -272,17 +272,29 @@ class BatchView:
         record = self.record
         if self.labels is not None:
             if record is None:
-                return in_batch_layout(self.embeddings, self.labels, validate=False)
-            positives = self.labels.unsqueeze(0) == self.labels.unsqueeze(1)
-            positives.fill_diagonal_(False)
-            candidates = torch.ones_like(positives).fill_diagonal_(False)
-            return RetrievalLayout(record.scores.detach(), positives, candidates)
+                layout = in_batch_layout(self.embeddings, self.labels, validate=False)
+            else:
+                positives = self.labels.unsqueeze(0) == self.labels.unsqueeze(1)
+                positives.fill_diagonal_(False)
+                candidates = torch.ones_like(positives).fill_diagonal_(False)
+                layout = RetrievalLayout(record.scores.detach(), positives, candidates)
+            self._cache["labels layout"] = layout  # see every_candidate_but_the_query
+            return layout
         if record is not None:
             return RetrievalLayout(record.scores.detach(), self.positives, None)
         scores = cross_modal_layout(
             self.embeddings, self.candidates, self.positives, validate=False
         )
         return RetrievalLayout(scores, self.positives, None)
+
+    @property
+    def every_candidate_but_the_query(self) -> bool:
+        """Whether :attr:`layout` is the in-batch one built from the labels: every entry a
+        candidate but the query's own (the diagonal), the positives the other entries of the
+        query's label. False for a layout an integration or a caller set (its candidate mask
+        may drop more). Read from the objects only (no value)."""
+        layout = self.__dict__.get("layout")
+        return layout is not None and self._cache.get("labels layout") is layout
 
     @cached_property
     def compared(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor] | None:

@@ -16,9 +16,11 @@ and the step's one score matrix); reductions stay on the device (no host sync).
   closed form, the parameter's own gradient when it has one, and whether a clamp holds it.
 
 Cost: :class:`Geometry`'s effective rank takes its eigenvalues from the smaller Gram matrix,
-``[min(B, d)]^2``, never an SVD of the ``[B, d]`` batch, and in-batch its uniformity reuses the
-step's cosine scores; :class:`Margins` is one pass over the scores, no sort. Both are in the
-default preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
+``[min(B, d)]^2``, never an SVD of the ``[B, d]`` batch, and in-batch its alignment and
+uniformity read one float64 copy of the step's cosine scores; :class:`Margins` makes a few
+passes over the scores and, in-batch when another quantity has sorted them (P does, in every
+preset), counts the violations and R@1 by binary searches of that sort. Both are in the default
+preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
 """
 
 from __future__ import annotations
@@ -91,15 +93,19 @@ class Geometry(Quantity):
         embeddings, candidates, cosine = compared
         layout = batch.layout
         in_batch = candidates is None
-        values = {
-            "geometry_alignment": measures.alignment(cosine, layout.positives,
-                                            candidate_mask=layout.candidate_mask),
-            "geometry_std": measures.normalized_std(embeddings),
-        }  # fmt: skip
+        values = {"geometry_std": measures.normalized_std(embeddings)}
+        standard = in_batch and batch.every_candidate_but_the_query
+        if standard and embeddings.shape[0] > 1:  # both from one copy of the distances
+            values["geometry_alignment"], values["geometry_uniformity"] = (
+                measures.in_batch_alignment_uniformity(cosine, layout.positives))
+        else:
+            values["geometry_alignment"] = measures.alignment(
+                cosine, layout.positives, candidate_mask=layout.candidate_mask)
         if embeddings.shape[0] > 1:  # one query (a last short batch): no pairs, no spread
             rank = measures.effective_rank(embeddings)
-            values["geometry_uniformity"] = measures.uniformity(
-                embeddings, gram=cosine if in_batch else None)
+            if "geometry_uniformity" not in values:
+                values["geometry_uniformity"] = measures.uniformity(
+                    embeddings, gram=cosine if in_batch else None)
             values["geometry_effective_rank"] = rank.rank
             values["geometry_effective_rank_share"] = rank.share
         if not in_batch:
@@ -141,7 +147,13 @@ class Margins(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
-        margins = measures.query_margins(batch.scores, layout.positives, layout.candidate_mask)
+        # In-batch, the query its only non-candidate: binary searches of the step's sort.
+        if batch.every_candidate_but_the_query and batch.has_sort:
+            margins = measures.in_batch_margins(batch.scores, layout.positives,
+                                                batch.negated_sorted)  # fmt: skip
+        else:
+            margins = measures.query_margins(batch.scores, layout.positives,
+                                             layout.candidate_mask)  # fmt: skip
         rows = torch.stack([margins.positive, margins.hardest_negative, margins.margin,
                             margins.violation_share, margins.recall_at_1])  # fmt: skip
         both = torch.isfinite(margins.margin)

@@ -10,7 +10,8 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from gradlab.monitor import ChanceLevel, Geometry, Temperature
+from gradlab.functional import geometry
+from gradlab.monitor import ChanceLevel, Geometry, Margins, OperatingRegion, Temperature
 from gradlab.monitor.batch import BatchView
 from gradlab.validation import skip_value_checks
 from tests.reference import geometry_loops as loops
@@ -103,3 +104,52 @@ def test_a_positive_masked_out_of_the_candidates_leaves_the_alignment():
     assert value == pytest.approx(expected)
     assert value != pytest.approx(float(Geometry().compute(
         BatchView(embeddings=points, labels=torch.tensor([0, 0, 0])))["geometry_alignment"]))
+
+
+def _labelled(seed: int = 2):
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4])  # two queries without a positive
+    embeddings = torch.randint(-2, 3, (len(labels), 3), generator=generator).float()
+    return embeddings + 0.01 * (embeddings == 0).all(dim=1, keepdim=True)  # no zero row
+
+
+def test_margins_read_the_step_s_sort_and_log_what_the_dense_pass_logs(monkeypatch):
+    # Coarse integer embeddings: many tied cosine scores. After P has sorted the rows, the
+    # margins count by searches of that sort; they must log exactly what the dense pass does.
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4])
+    sorted_view = BatchView(embeddings=_labelled(), labels=labels)
+    OperatingRegion().compute(sorted_view)
+    assert sorted_view.has_sort
+    dense = Margins().compute(BatchView(embeddings=_labelled(), labels=labels))
+    calls = []
+    original = geometry.query_margins
+    monkeypatch.setattr(geometry, "query_margins",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))  # fmt: skip
+    searched = Margins().compute(sorted_view)
+    assert not calls  # the sorted path ran
+    assert searched.keys() == dense.keys() == set(Margins.keys)
+    assert all(torch.equal(searched[k], dense[k]) for k in dense)
+    expected = loops.margins(*(t.tolist() for t in (
+        sorted_view.scores, sorted_view.layout.positives, sorted_view.layout.candidate_mask)))
+    logged = [float(searched[key]) for key in Margins.keys]
+    assert logged == pytest.approx(expected, abs=1e-6)
+
+
+def test_a_layout_with_its_own_candidate_mask_keeps_the_dense_margins_and_alignment():
+    # A layout a loss recorded (suspected duplicates masked out): the in-batch shortcuts, which
+    # assume the query is the only non-candidate, must not run, even after a sort.
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4])
+    view = BatchView(embeddings=_labelled(), labels=labels)
+    layout = view.layout
+    candidates = layout.candidate_mask.clone()
+    candidates[:, 5] = False  # column 5 is no one's candidate
+    candidates[5, 5] = False
+    view.layout = type(layout)(layout.scores, layout.positives, candidates)
+    OperatingRegion().compute(view)
+    margins, geometry_values = Margins().compute(view), Geometry().compute(view)
+    expected = loops.margins(view.scores.tolist(), layout.positives.tolist(), candidates.tolist())
+    assert [float(margins[key]) for key in Margins.keys] == pytest.approx(expected, abs=1e-6)
+    keep = layout.positives & candidates
+    cosine = layout.scores.double()
+    alignment = float((2 - 2 * cosine[keep]).clamp(min=0).mean())
+    assert float(geometry_values["geometry_alignment"]) == pytest.approx(alignment)

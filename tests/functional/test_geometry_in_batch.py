@@ -1,0 +1,163 @@
+"""The in-batch forms of the margins and of alignment + uniformity: the same values as the
+general functions (bit for bit) and as float64 loops, on scores with ties, queries without a
+positive or a negative, and a query whose own score is not its row's largest."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from gradlab.errors import GradlabError
+from gradlab.functional import geometry
+
+SIZES = (4, 4, 3, 1, 1)  # classes: two singletons have no positive
+
+
+def _batch(seed: int, ties: bool = True):
+    generator = torch.Generator().manual_seed(seed)
+    labels = torch.repeat_interleave(torch.arange(len(SIZES)), torch.tensor(SIZES))
+    size = len(labels)
+    if ties:  # a coarse grid: many equal scores, the query's own among them
+        scores = torch.randint(-4, 5, (size, size), generator=generator).float() / 4
+    else:
+        scores = torch.randn(size, size, generator=generator)
+    positives = labels.unsqueeze(0) == labels.unsqueeze(1)
+    positives.fill_diagonal_(False)
+    return scores, positives
+
+
+def _loop_margins(scores, positives):
+    """Per query: (mean positive, lowest positive, highest negative, margin, violation share,
+    R@1) over the other entries of the row, or None without a positive or a negative."""
+    out = []
+    for q, (row, flags) in enumerate(zip(scores.tolist(), positives.tolist(), strict=True)):
+        p = [s for j, (s, f) in enumerate(zip(row, flags, strict=True)) if f and j != q]
+        n = [s for j, (s, f) in enumerate(zip(row, flags, strict=True)) if not f and j != q]
+        if not p or not n:
+            out.append(None)
+            continue
+        out.append((sum(p) / len(p), min(p), max(n), min(p) - max(n),
+                    sum(1 for s in n if s >= min(p)) / len(n), float(max(p) > max(n))))  # fmt: skip
+    return out
+
+
+def _same(first: torch.Tensor, second: torch.Tensor) -> bool:
+    return torch.equal(torch.nan_to_num(first, nan=-7.0), torch.nan_to_num(second, nan=-7.0))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("ties", [True, False])
+def test_in_batch_margins_equal_the_general_ones_bit_for_bit(seed, ties):
+    scores, positives = _batch(seed, ties)
+    candidates = ~torch.eye(len(scores), dtype=torch.bool)
+    general = geometry.query_margins(scores, positives, candidates)
+    for given in (None, (-scores).sort(dim=1).values, (-scores).sort(dim=1, stable=True).values):
+        fast = geometry.in_batch_margins(scores, positives, given)
+        for name, a, b in zip(general._fields, fast, general, strict=True):
+            assert _same(a, b), name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_in_batch_margins_match_a_loop(seed):
+    scores, positives = _batch(seed)
+    got = geometry.in_batch_margins(scores, positives)
+    expected = _loop_margins(scores, positives)
+    assert sum(e is None for e in expected) == 2 and sum(e is not None for e in expected) > 8
+    for index, values in enumerate(expected):
+        if values is None:
+            assert math.isnan(float(got.margin[index]))
+            assert math.isnan(float(got.recall_at_1[index]))
+            assert math.isnan(float(got.violation_share[index]))
+            continue
+        assert [float(field[index]) for field in got] == pytest.approx(list(values), abs=1e-12)
+
+
+def test_the_query_s_own_score_is_never_counted():
+    # Row 0: the query scores itself 0.9, above its positive (0.5) and its negatives (0.6, 0.2):
+    # one violation (0.6), R@1 0 (0.6 > 0.5). Row 1: its own score 0.1 is the row's lowest;
+    # rows 2 and 3 rank their positive (0.7) first.
+    scores = torch.tensor([[0.9, 0.5, 0.6, 0.2],
+                           [0.5, 0.1, 0.3, 0.4],
+                           [0.6, 0.3, 2.0, 0.7],
+                           [0.2, 0.4, 0.7, 0.8]])  # fmt: skip
+    positives = torch.tensor([[False, True, False, False],
+                              [True, False, False, False],
+                              [False, False, False, True],
+                              [False, False, True, False]])  # fmt: skip
+    got = geometry.in_batch_margins(scores, positives)
+    expected = _loop_margins(scores, positives)
+    for index, values in enumerate(expected):
+        assert [float(field[index]) for field in got] == pytest.approx(list(values), abs=1e-7)
+    assert got.violation_share.tolist()[:2] == [0.5, 0.0]
+    assert got.recall_at_1.tolist() == [0.0, 1.0, 1.0, 1.0]
+
+
+def test_a_row_of_positives_only_and_a_batch_of_one():
+    scores = torch.tensor([[1.0, 0.4], [0.4, 1.0]])
+    positives = torch.tensor([[False, True], [True, False]])
+    got = geometry.in_batch_margins(scores, positives)
+    assert got.positive.tolist() == pytest.approx([0.4, 0.4])
+    assert all(math.isnan(v) for v in got.margin.tolist() + got.hardest_negative.tolist())
+    one = geometry.in_batch_margins(torch.ones(1, 1), torch.zeros(1, 1, dtype=torch.bool))
+    assert all(math.isnan(float(field[0])) for field in one)
+
+
+@pytest.mark.parametrize("alpha,t", [(2.0, 2.0), (1.0, 0.5), (3.0, 4.0)])
+def test_alignment_and_uniformity_equal_the_two_functions_bit_for_bit(alpha, t):
+    points = torch.randn(13, 6, generator=torch.Generator().manual_seed(4))
+    unit = torch.nn.functional.normalize(points, dim=1)
+    gram = unit @ unit.T
+    _, positives = _batch(0)
+    positives = positives[:13, :13]
+    candidates = ~torch.eye(13, dtype=torch.bool)
+    aligned, spread = geometry.in_batch_alignment_uniformity(gram, positives, alpha, t)
+    assert torch.equal(aligned, geometry.alignment(gram, positives, alpha,
+                                                   candidate_mask=candidates))  # fmt: skip
+    assert torch.equal(spread, geometry.uniformity(points, t, gram=gram))
+    # and against a float64 loop over the unit vectors
+    rows = unit.double().tolist()
+    distance = [[sum((a - b) ** 2 for a, b in zip(u, v, strict=True)) for v in rows] for u in rows]
+    pairs = [(i, j) for i in range(13) for j in range(13) if positives[i, j]]
+    expected = sum(distance[i][j] ** (alpha / 2) for i, j in pairs) / len(pairs)
+    assert float(aligned) == pytest.approx(expected, rel=1e-5)
+    spread_loop = math.log(sum(math.exp(-t * distance[i][j]) for i in range(13)
+                               for j in range(13) if i != j) / (13 * 12))  # fmt: skip
+    assert float(spread) == pytest.approx(spread_loop, rel=1e-5)
+
+
+def test_a_positive_on_the_diagonal_is_none_as_with_a_candidate_mask():
+    scores, positives = _batch(3, ties=False)
+    flagged = positives.clone().fill_diagonal_(True)
+    candidates = ~torch.eye(len(scores), dtype=torch.bool)
+    general = geometry.query_margins(scores, flagged, candidates)
+    for name, a, b in zip(general._fields, geometry.in_batch_margins(scores, flagged), general,
+                          strict=True):  # fmt: skip
+        assert _same(a, b), name
+    gram = scores / scores.abs().max()
+    aligned, _ = geometry.in_batch_alignment_uniformity(gram, flagged)
+    assert torch.equal(aligned, geometry.alignment(gram, flagged, candidate_mask=candidates))
+    assert torch.equal(flagged.diagonal(), torch.ones(len(scores), dtype=torch.bool))  # kept
+
+
+def test_the_caller_s_scores_are_left_as_they_were():
+    scores, positives = _batch(1, ties=False)
+    kept = scores.clone()
+    geometry.in_batch_alignment_uniformity(scores, positives)
+    geometry.in_batch_margins(scores, positives)
+    assert torch.equal(scores, kept)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda s, p: geometry.in_batch_margins(s[:, :5], p[:, :5]), r"square \[N, N\].*\(13, 5\)"),
+    (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 12)), "negated_sorted"),
+    (lambda s, p: geometry.in_batch_alignment_uniformity(s[:1, :1], p[:1, :1]),
+     r"at least 2 embeddings.*\(1, 1\)"),
+    (lambda s, p: geometry.in_batch_alignment_uniformity(s, p, alpha=0.0), "alpha"),
+    (lambda s, p: geometry.in_batch_alignment_uniformity(s, p, t=-1.0), "t must"),
+])  # fmt: skip
+def test_bad_input_names_the_argument(call, match):
+    scores, positives = _batch(2)
+    with pytest.raises(GradlabError, match=match):
+        call(scores, positives)
