@@ -278,6 +278,8 @@ STUDY_TESTS = {
     "training": ["tests/test_training.py"],
     "experiments/statistics": ["tests/experiments/test_statistics.py"],
     "experiments/metrics": ["tests/experiments/test_metrics.py"],
+    "report/prose": ["tests/report/test_prose.py", "tests/report/test_geometry_prose.py",
+                     "tests/experiments/test_summaries.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 

@@ -57,6 +57,14 @@ def test_tied_scores_rank_the_earlier_candidate_first():
     assert map_at_r(scores, torch.tensor([[True, False, False, True]])) == 0.5
 
 
+def test_ties_keep_index_order_in_a_long_row():
+    # 120 equal scores (a sort that is not stable reorders ties from about 100 items on): the
+    # 10 relevant candidates listed first fill the first 10 positions, so AP@R is 1.
+    relevant = torch.zeros(2, 120, dtype=torch.bool)
+    relevant[:, :10] = True
+    assert map_at_r(torch.zeros(2, 120), relevant) == 1.0
+
+
 @pytest.mark.parametrize(
     ("scores", "relevant", "named"),
     [
@@ -64,7 +72,11 @@ def test_tied_scores_rank_the_earlier_candidate_first():
         (torch.zeros(2, 3, dtype=torch.long), torch.zeros(2, 3, dtype=torch.bool), "scores"),
         (torch.zeros(2, 3), torch.zeros(2, 3), "relevant"),
         (torch.zeros(2, 3), torch.zeros(3, dtype=torch.bool), "relevant"),
-        (torch.zeros(2, 3), torch.zeros(2, 4, dtype=torch.bool), "relevant must have shape (2, 3)"),
+        (
+            torch.zeros(2, 3),
+            torch.zeros(2, 4, dtype=torch.bool),
+            "relevant must have shape (2, 3) (one flag per score); got (2, 4)",
+        ),
     ],
 )
 def test_bad_input_is_named(scores, relevant, named):
