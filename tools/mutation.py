@@ -280,6 +280,7 @@ STUDY_TESTS = {
     "experiments/metrics": ["tests/experiments/test_metrics.py"],
     "report/prose": ["tests/report/test_prose.py", "tests/report/test_geometry_prose.py",
                      "tests/experiments/test_summaries.py"],
+    "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 

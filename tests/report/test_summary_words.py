@@ -1,0 +1,88 @@
+"""The report's cells and trend words (gradlab.report.summaries): mean ± population std of the
+seeds, the verb a trend gets against the seed spread, and how audit records count as problems.
+Expected cells come from a float64 loop here, never from the module's helpers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gradlab.report.summaries import (
+    PROBLEM_VERDICTS,
+    VERDICT_WORDS,
+    cell,
+    distinct_problems,
+    problem_key,
+    trend,
+)
+
+
+def _mean_std(values):
+    kept = [v for v in values if not math.isnan(v)]
+    mean = sum(kept) / len(kept)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in kept) / len(kept))
+
+
+@pytest.mark.parametrize("digits", [1, 3, 5])
+def test_a_cell_is_the_mean_and_population_std_at_the_asked_digits(digits):
+    values = [0.125, 0.5, 0.75, math.nan]
+    mean, std = _mean_std(values)
+    assert cell(values, digits) == f"{mean:.{digits}f} ± {std:.{digits}f}"
+    assert cell([0.25, 0.375]) == f"{0.3125:.3f} ± {0.0625:.3f}"  # three digits by default
+
+
+SIZES = [16, 64, 1024]
+
+
+def _cells(values):
+    return [f"{m:.3f} ± {s:.3f}" for m, s in map(_mean_std, values)]
+
+
+@pytest.mark.parametrize(("curves", "verb"), [
+    ([[0.30, 0.9, 0.20], [0.32, 0.1, 0.21]], "falls"),
+    ([[0.20, 0.9, 0.30], [0.21, 0.1, 0.32]], "rises"),
+])  # fmt: skip
+def test_a_trend_beyond_the_spread_says_which_way_from_first_to_last(curves, verb):
+    first, last = _cells([[c[0] for c in curves], [c[-1] for c in curves]])
+    assert trend(curves, SIZES, "P") == (
+        f"P {verb} from {first} (m=16) to {last} (m=1024), more than the seed spread"
+    )
+
+
+def test_a_trend_within_the_spread_names_no_direction():
+    # 0.2 ± 0.1 at m = 16 against 0.35 ± 0.05 at the end: gap 0.15, not above the summed 0.15
+    curves = [[0.1, 0.9, 0.3], [0.3, 0.0, 0.4]]
+    first, last = _cells([[0.1, 0.3], [0.3, 0.4]])
+    assert trend(curves, SIZES, "the share") == (
+        f"the share stays within the seed spread: {first} at m=16, {last} at m=1024"
+    )
+
+
+def test_every_verdict_has_its_words():
+    assert VERDICT_WORDS == {
+        "holds": "holds",
+        "holds-with-correction": "holds with a correction",
+        "fails": "fails",
+        "inconclusive": "inconclusive",
+        "reproduced": "reproduced",
+        "not-reproduced": "not reproduced",
+        "not-testable-here": "not testable here",
+    }
+
+
+def test_problems_are_the_corrected_and_failing_records_counted_by_cause():
+    assert set(PROBLEM_VERDICTS) == {"holds-with-correction", "fails"}
+    records = [
+        {"id": "a", "verdict": "fails", "cause": "sign"},
+        {"id": "b", "verdict": "holds-with-correction", "cause": "sign"},
+        {"id": "c", "verdict": "fails", "cause": ""},  # no cause: the record is its own problem
+        {"id": "d", "verdict": "holds-with-correction"},
+        {"id": "e", "verdict": "holds", "cause": "other"},
+        {"id": "f", "verdict": "inconclusive", "cause": "third"},
+        {"id": "g", "verdict": "not-reproduced", "cause": "fourth"},
+        {"id": "h", "verdict": "not-testable-here"},
+    ]
+    assert distinct_problems(records) == 3  # sign, c, d
+    assert distinct_problems(records[4:]) == 0
+    assert [problem_key(r) for r in records[:4]] == ["sign", "sign", "c", "d"]
