@@ -146,7 +146,8 @@ def _build_parser(
     )  # fmt: skip
     plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
     plot = commands.add_parser("plot", help=plot_help, description=plot_help)
-    plot.add_argument("run_dir", type=Path, nargs="+", help="one or more Monitor log folders")
+    plot.add_argument("run_dir", type=Path, nargs="+",
+                      help="one or more Monitor log folders (or their metrics.jsonl)")
     plot.add_argument(
         "--out", type=str,
         help="figure folder (default: RUN_DIR/figures for one run, "

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from gradlab.errors import GradlabError
 from gradlab.monitor.config import QUANTITIES
@@ -72,6 +73,7 @@ Run = tuple[str, list[dict]]
 
 def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = None) -> list[Run]:
     """Read each ``RUN_DIR/metrics.jsonl``; split logs whose steps restart (with a warning).
+    A run may be given as its ``metrics.jsonl`` instead of its folder (:func:`run_folder`).
 
     Raises:
         GradlabError: a folder without ``metrics.jsonl``, a log without records, labels that do
@@ -79,7 +81,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     """
     if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
         raise GradlabError(f"run_dirs must be a non-empty list of run folders; got {run_dirs!r}")
-    paths = [Path(run_dir) for run_dir in run_dirs]
+    paths = [run_folder(run_dir) for run_dir in run_dirs]
     if labels is None:
         labels = _default_labels(paths)
     elif len(labels) != len(paths):
@@ -114,12 +116,28 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     return runs
 
 
+def run_folder(path: str | Path) -> Path:
+    """The run folder of ``path``: the folder itself, or the folder of a ``metrics.jsonl`` file.
+
+    Example:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "metrics.jsonl").write_text("")
+        >>> run_folder(folder / "metrics.jsonl") == run_folder(folder) == folder
+        True
+    """
+    path = Path(path)
+    return path.parent if path.name == "metrics.jsonl" and path.is_file() else path
+
+
 def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
-    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read). ``gradlab plot``
-    calls it before looking at its default output folder, ``RUN_DIR/figures``.
+    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read); a run's
+    ``metrics.jsonl`` stands for its folder (:func:`run_folder`). ``gradlab plot`` calls it
+    before looking at its default output folder, ``RUN_DIR/figures``.
 
     Raises:
-        GradlabError: a folder without a ``metrics.jsonl``, named.
+        GradlabError: a folder without a ``metrics.jsonl``, or a file other than a
+            ``metrics.jsonl``, named.
 
     Example:
         >>> check_run_dirs(["/no/such/run"])
@@ -128,7 +146,11 @@ def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
         gradlab.errors.GradlabError: run_dir must hold a metrics.jsonl written by gradlab.Monitor; got '/no/such/run'
     """  # noqa: E501
     for run_dir in run_dirs:
-        if not (Path(run_dir) / "metrics.jsonl").is_file():
+        if Path(run_dir).is_file() and run_folder(run_dir) == Path(run_dir):
+            raise GradlabError(f"run_dir must be a folder written by gradlab.Monitor; got the file "
+                               f"{str(Path(run_dir))!r} (pass the run folder, the one that holds "
+                               "metrics.jsonl)")  # fmt: skip
+        if not (run_folder(run_dir) / "metrics.jsonl").is_file():
             raise GradlabError(f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
                                f"got {str(Path(run_dir))!r}")  # fmt: skip
 
@@ -215,7 +237,7 @@ def plot_runs(
     note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=2)
-    folder = Path(out) if out is not None else default_out([Path(p) for p in run_dirs])
+    folder = Path(out) if out is not None else default_out([run_folder(p) for p in run_dirs])
     check_output_folder(folder, argument="out")
     present = {
         family: [key for key in plot.keys if any(key in r for _, records in runs for r in records)]
@@ -288,6 +310,7 @@ def draw_family(
                 style = _line_style(run_index, key_index, several, len(points), len(runs))
                 axis.plot(*zip(*points, strict=True), **{"linewidth": 1.4, **style})
     axis.set_xlabel("optimizer step")
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=10)  # clear of the top tick label
     values = [v for line in axis.get_lines() for v in line.get_ydata()]
@@ -406,13 +429,14 @@ def _default_labels(paths: list[Path]) -> list[str]:
 
 def default_out(paths: list[Path]) -> Path:
     """Where ``gradlab plot`` writes by default: ``RUN_DIR/figures``, or for several runs the
-    ``figures`` folder of their common parent.
+    ``figures`` folder of their common parent (a ``metrics.jsonl`` stands for its folder).
 
     Example:
         >>> from pathlib import Path
         >>> default_out([Path("runs/a")]).as_posix()
         'runs/a/figures'
     """
+    paths = [run_folder(path) for path in paths]
     if len(paths) == 1:
         return paths[0] / "figures"
     return Path(os.path.commonpath([str(path.resolve()) for path in paths])) / "figures"

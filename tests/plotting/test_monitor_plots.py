@@ -354,3 +354,36 @@ def test_flat_families_are_stated_with_their_values():
     assert "between 1e-07 and 2e-07" in flat["gradient_agreement"]
     moved = _records(degenerate_batches=[0, 0, 1], degenerate_batch=[0, 0, 1])
     assert monitor_plots.flat_families(moved) == {}
+
+
+def test_the_step_axis_has_integer_ticks_only(tmp_path, monkeypatch):
+    # 3 steps (0, 1, 2): matplotlib's default locator would tick 0.25, 0.5, ...
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        plot_runs([_run(tmp_path / "run", steps=3)], out=tmp_path / "figs")
+    axes = [axis for figure in figures for axis in figure.axes if axis.get_visible()]
+    assert len(axes) > len(figures)  # the overview's panels too
+    for axis in axes:
+        axis.figure.canvas.draw()
+        low, high = axis.get_xlim()
+        ticks = [t for t in axis.get_xticks() if low <= t <= high]
+        assert len(ticks) >= 2 and all(t == round(t) for t in ticks), (axis.get_title(), ticks)
+    for figure in figures:
+        plt.close(figure)
+
+
+def test_plot_takes_a_metrics_jsonl_as_its_run_folder(tmp_path, capsys):
+    run = _run(tmp_path / "run", steps=2)
+    assert main(["plot", str(run / "metrics.jsonl")]) == 0
+    written = capsys.readouterr().out
+    assert f"wrote {run / 'figures' / 'overview.png'}" in written, written
+    assert (run / "figures" / "loss.png").is_file()
+    assert [label for label, _ in load_runs([run / "metrics.jsonl"])] == ["run"]
+
+
+def test_plot_refuses_another_file_in_one_line_asking_for_the_folder(tmp_path, capsys):
+    run = _run(tmp_path / "run", steps=1)
+    (run / "notes.txt").write_text("mine")
+    assert main(["plot", str(run / "notes.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "pass the run folder" in err and "notes.txt" in err, err
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl", "notes.txt"]
