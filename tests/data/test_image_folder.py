@@ -3,6 +3,7 @@ bundled digits, class-disjoint splits, the transforms, and one-line errors for b
 
 from __future__ import annotations
 
+import numpy
 import pytest
 import torch
 
@@ -170,3 +171,279 @@ def test_training_crops_are_flipped_left_to_right_about_half_the_time():
     flipped = [bool(image[0, :, 0].mean() > image[0, :, -1].mean()) for image in
                (transform(picture) for _ in range(60))]  # fmt: skip
     assert 15 <= sum(flipped) <= 45  # a fair coin: outside this range with p < 1e-4
+
+
+# ---- the splits' contents and their default transforms ---------------------------------------
+
+
+def test_a_split_knows_its_folder_and_name(class_folders):
+    split = image_folder(class_folders, "test", image_size=8)
+    assert split.root == class_folders and split.split == "test"
+    assert split.labels.dtype == torch.int64
+
+
+def _varies(split):
+    fetched = [split[0][0] for _ in range(8)]  # a fresh crop and flip each time
+    return any(not torch.equal(fetched[0], other) for other in fetched[1:])
+
+
+def test_training_items_are_augmented_and_test_items_are_the_centre_crop(class_folders, tmp_path):
+    size = 12
+    train, test = (
+        image_folder(class_folders, split, image_size=size) for split in ("train", "test")
+    )
+    assert _varies(train)
+    with Image.open(test.paths[0]) as picture:
+        centre = eval_transform(size)(picture.convert("RGB"))
+    assert torch.equal(test[0][0], centre) and not _varies(test)
+    listing = tmp_path / "pairs.txt"
+    listing.write_text("class_003/0.png 7\nclass_005/1.png 9\n")
+    mine = image_folder(class_folders, "train", layout="list", list_file=listing, image_size=size)
+    assert _varies(mine)
+    named = image_folder(class_folders, "mine", layout="list", list_file=listing, image_size=size)
+    assert torch.equal(named[0][0], centre)  # a list's own split name: the evaluation transform
+
+
+def test_the_default_image_side_is_224(class_folders):
+    assert tuple(image_folder(class_folders, "test")[0][0].shape) == (3, 224, 224)
+    picture = Image.new("RGB", (30, 20))
+    assert (
+        tuple(eval_transform()(picture).shape)
+        == tuple(train_transform()(picture).shape)
+        == (3, 224, 224)
+    )
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P", "I;16"])
+def test_any_picture_mode_is_read_as_three_colour_channels(tmp_path, mode):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (16, 16), (64, 128, 192)).convert(mode).save(tmp_path / name / "0.png")
+    image, _ = image_folder(tmp_path, "test", image_size=14)[0]
+    expected = eval_transform(14)(Image.new("RGB", (16, 16), (64, 128, 192)).convert(mode)
+                                  .convert("RGB"))  # fmt: skip
+    assert image.shape == (3, 14, 14) and torch.equal(image, expected)
+
+
+def test_auto_picks_the_layout_from_the_folder(class_folders, online_products, tmp_path):
+    stray = tmp_path / "x.txt"
+    for root, layout in ((class_folders, "class-halves"), (online_products, "online-products")):
+        with pytest.raises(
+            GradlabError, match=f"read only with layout='list'; got layout='{layout}'"
+        ):
+            image_folder(root, list_file=stray)
+
+
+def test_a_path_with_spaces_in_a_list_file_keeps_them(tmp_path):
+    (tmp_path / "my class").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "my class" / "a b.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("my class/a b.png  cat 3\n")
+    with pytest.raises(GradlabError, match="listed images are missing"):  # label: the last word
+        image_folder(tmp_path, "mine", layout="list", list_file=listing)
+    listing.write_text("my class/a b.png 3\n")
+    split = image_folder(tmp_path, "mine", layout="list", list_file=listing)
+    assert split.paths == [tmp_path / "my class" / "a b.png"] and split.class_names == ["3"]
+
+
+def test_a_blank_line_in_an_online_products_list_is_skipped(online_products, tmp_path):
+    listing = (online_products / "Ebay_test.txt").read_text().splitlines()
+    (tmp_path / "Ebay_train.txt").write_text("\n".join([*listing[:3], "", *listing[3:]]) + "\n")
+    for line in listing[1:]:
+        path = line.split()[3]
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_bytes((online_products / path).read_bytes())
+    assert len(image_folder(tmp_path, "train", image_size=8)) == len(listing) - 1
+
+
+# ---- errors name the file, the line and what was expected ------------------------------------
+
+SOP_HEADER = "image_id class_id super_class_id path"
+
+
+def _message(call):
+    with pytest.raises(GradlabError) as caught:
+        call()
+    return str(caught.value)
+
+
+def test_missing_folders_and_images_are_named(tmp_path):
+    nowhere = tmp_path / "nowhere"
+    assert _message(lambda: image_folder(nowhere)) == (
+        f"root must be an existing folder of images; {str(nowhere)!r} is not"
+    )
+    (tmp_path / "only").mkdir()
+    assert f"root {str(tmp_path)!r} must hold at least two class folders" in _message(
+        lambda: image_folder(tmp_path)
+    )
+    (tmp_path / "Ebay_train.txt").write_text(f"{SOP_HEADER}\n1 1 1 a/gone.jpg\n2 1 1 a/b.jpg\n")
+    assert _message(lambda: image_folder(tmp_path)) == (
+        f"2 of 2 listed images are missing under {str(tmp_path)!r}, "
+        f"e.g. {str(tmp_path / 'a' / 'gone.jpg')!r}"
+    )
+
+
+def test_an_empty_half_names_its_classes_and_the_suffixes_read(tmp_path):
+    for name in ("a", "b", "c", "d"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "c" / "notes.txt").write_text("not an image")
+    assert _message(lambda: image_folder(tmp_path, "test")) == (
+        f"the test classes of {str(tmp_path)!r} (c .. d) hold no images "
+        "(expected files ending in .jpg, .jpeg, .png, .bmp, .gif, .webp)"
+    )
+
+
+def test_online_products_errors_name_the_list_and_the_expected_header(tmp_path):
+    train = tmp_path / "Ebay_train.txt"
+    train.write_text(f"{SOP_HEADER}\n")
+    assert _message(lambda: image_folder(tmp_path, "test")) == (
+        f"Stanford Online Products needs {str(tmp_path / 'Ebay_test.txt')!r} (as distributed: "
+        f"a header '{SOP_HEADER}', then one line per image)"
+    )
+    assert _message(lambda: image_folder(tmp_path)) == f"{str(train)!r} lists no images"
+    train.write_text("")
+    assert _message(lambda: image_folder(tmp_path)) == (
+        f"{str(train)!r} line 1 must be '{SOP_HEADER}'; got '(empty file)'"
+    )
+    train.write_text(f"id class path\n{SOP_HEADER}\n")
+    assert _message(lambda: image_folder(tmp_path)) == (
+        f"{str(train)!r} line 1 must be '{SOP_HEADER}'; got 'id class path'"
+    )
+    train.write_text(f"{SOP_HEADER}\n1 1 1 a.jpg\n1 x 1 a.jpg\n")
+    assert _message(lambda: image_folder(tmp_path)) == (
+        f"{str(train)!r} line 3 must be '{SOP_HEADER}' with an integer class_id; got '1 x 1 a.jpg'"
+    )
+
+
+def test_list_file_errors_name_the_file_and_the_line(class_folders, tmp_path):
+    def read(listing):
+        return _message(lambda: image_folder(class_folders, "x", layout="list",
+                                             list_file=listing))  # fmt: skip
+
+    listing = tmp_path / "list.txt"
+    assert read(listing) == f"list_file {str(listing)!r} does not exist"
+    listing.write_text("\n  \n")
+    assert read(listing) == f"list_file {str(listing)!r} lists no images"
+    listing.write_text("class_000/0.png 1\nlonely\n")
+    assert read(listing) == f"{str(listing)!r} line 2 must be 'path label'; got 'lonely'"
+    assert _message(lambda: image_folder(class_folders, layout="list")) == (
+        "list_file must name a 'path label' file with layout='list'"
+    )
+
+
+@pytest.mark.parametrize("transform", [eval_transform, train_transform])
+def test_the_transforms_refuse_a_bad_image_side(transform):
+    with pytest.raises(GradlabError, match=r"^image_size must be a positive integer"):
+        transform(0)
+
+
+# ---- the transforms' geometry, read from a picture whose pixels spell their coordinates ---------
+
+
+def _coordinates(width, height):
+    """Red 10 + 4 x, green 10 + 4 y, blue 200: every pixel says where it is, and padding (black)
+    shows."""
+    assert width <= 61 and height <= 61
+    pixels = torch.stack(torch.meshgrid(torch.arange(height), torch.arange(width), indexing="ij"))
+    rgb = torch.stack([10 + 4 * pixels[1], 10 + 4 * pixels[0], torch.full_like(pixels[0], 200)])
+    return Image.fromarray(rgb.permute(1, 2, 0).to(torch.uint8).numpy(), mode="RGB")
+
+
+def _pixels(image):
+    """A transform's output back in 0..255 (its ImageNet normalisation undone)."""
+    mean, std = torch.tensor([0.485, 0.456, 0.406]), torch.tensor([0.229, 0.224, 0.225])
+    return (image * std.view(3, 1, 1) + mean.view(3, 1, 1)) * 255
+
+
+def _box(image, width, height):
+    """The picture's region an upscaled crop shows: (left, top, right, bottom), right and bottom
+    exclusive, and whether it was flipped. Upscaling keeps the crop's corner pixels as they are."""
+    pixels = _pixels(image)
+    assert torch.allclose(pixels[2], torch.tensor(200.0), atol=0.01)  # no padding anywhere
+    corners = pixels[:2, [0, -1]][:, :, [0, -1]]  # [channel, row, column]
+    assert torch.allclose(corners, corners.round(), atol=0.01)
+    xs, ys = ((corners[c].round() - 10) / 4 for c in (0, 1))
+    assert torch.equal(xs, xs.round()) and torch.equal(ys, ys.round())
+    left, right = int(xs.min()), int(xs.max())
+    top, bottom = int(ys.min()), int(ys.max())
+    assert 0 <= left <= right < width and 0 <= top <= bottom < height
+    return left, top, right + 1, bottom + 1, bool(xs[0, 0] > xs[0, 1])
+
+
+def _train_boxes(width, height, draws, size=64, seed=0):
+    transform, picture = train_transform(size, seed=seed), _coordinates(width, height)
+    return [_box(transform(picture), width, height) for _ in range(draws)]
+
+
+def test_training_crops_cover_16_to_100_percent_at_aspect_3_4_to_4_3():
+    width, height = 60, 45
+    boxes = _train_boxes(width, height, 300)
+    sides = [(right - left, bottom - top) for left, top, right, bottom, _ in boxes]
+    shares = [w * h / (width * height) for w, h in sides]
+    aspects = [w / h for w, h in sides]
+    # rounding each side to whole pixels moves the share and the aspect a little
+    assert 0.16 * 0.9 <= min(shares) and max(shares) <= 1.0
+    assert 0.75 * 0.94 <= min(aspects) and max(aspects) <= 4 / 3 / 0.94
+    assert min(shares) < 0.25 and max(shares) > 0.7  # the whole range is drawn
+    assert min(aspects) < 0.8 and max(aspects) > 1.25
+    assert len(set(sides)) > 100
+
+
+def test_training_crops_reach_every_edge_of_the_picture():
+    width, height = 7, 6
+    boxes = _train_boxes(width, height, 400, size=16)
+    assert any(left == 0 and right < width for left, _, right, _, _ in boxes)
+    assert any(right == width and left > 0 for left, _, right, _, _ in boxes)
+    assert any(top == 0 and bottom < height for _, top, _, bottom, _ in boxes)
+    assert any(bottom == height and top > 0 for _, top, _, bottom, _ in boxes)
+    assert any(right - left == width and bottom - top < height for left, top, right, bottom, _
+               in boxes)  # fmt: skip
+    assert any(bottom - top == height and right - left < width for left, top, right, bottom, _
+               in boxes)  # fmt: skip
+
+
+@pytest.mark.parametrize(("width", "height"), [(1, 3), (3, 1), (1, 1)])
+def test_a_picture_one_pixel_across_still_gets_whole_pixel_crops(width, height):
+    boxes = _train_boxes(width, height, 200, size=8)
+    sides = {(right - left, bottom - top) for left, top, right, bottom, _ in boxes}
+    assert all(w >= 1 and h >= 1 for w, h in sides)
+    if width * height > 1:
+        assert len(sides) > 1  # crops smaller than the picture, not only the whole of it
+
+
+def test_a_strip_no_crop_fits_is_taken_whole():
+    # 40 x 1: a crop of 16 % of the area at aspect <= 4/3 is at least two pixels high
+    boxes = _train_boxes(40, 1, 50, size=48)
+    assert {box[:4] for box in boxes} == {(0, 0, 40, 1)}
+    assert 10 <= sum(box[4] for box in boxes) <= 40  # still flipped half the time
+
+
+def test_the_evaluation_crop_is_the_central_seven_eighths_of_the_short_side():
+    # image_size 14: the short side is resized to 14 * 8 / 7 = 16 pixels. A 16 x 16 picture is
+    # not resized at all, so the crop is its central 14 x 14 pixels as they are.
+    picture = _coordinates(16, 16)
+    image = eval_transform(14)(picture)
+    expected = torch.tensor(numpy.array(picture), dtype=torch.float32)  # [16, 16, 3]
+    torch.testing.assert_close(_pixels(image), expected[1:15, 1:15].permute(2, 0, 1),
+                               atol=1e-3, rtol=0)  # fmt: skip
+    # twice as large: resized by 1/2 (each output pixel the mean of a 2 x 2 block), same crop
+    half = eval_transform(14)(_coordinates(32, 32))
+    torch.testing.assert_close(_pixels(half)[:2, 0, 0], torch.tensor([10 + 4 * 2.5] * 2),
+                               atol=1e-3, rtol=0)  # fmt: skip
+
+
+def test_resizing_never_overshoots_an_edge():
+    # bilinear resampling mixes neighbours; a sharper kernel (bicubic, Lanczos) rings at edges
+    picture = Image.new("RGB", (9, 9), (50, 50, 50))
+    picture.paste((200, 200, 200), (4, 0, 9, 9))
+    for transform in (eval_transform(40), train_transform(40, seed=0)):
+        for _ in range(5):
+            pixels = _pixels(transform(picture))
+            assert pixels.min() >= 50 - 0.01 and pixels.max() <= 200 + 0.01
+            assert ((pixels > 51) & (pixels < 199)).any()  # an edge pixel mixes the two
+
+
+def test_unseeded_transforms_draw_fresh_seeds():
+    picture = _coordinates(20, 20)
+    drawn = [train_transform(16)(picture) for _ in range(30)]
+    assert len({tuple(image.flatten().tolist()) for image in drawn}) > 20
