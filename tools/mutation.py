@@ -281,6 +281,8 @@ STUDY_TESTS = {
     "report/prose": ["tests/report/test_prose.py", "tests/report/test_geometry_prose.py",
                      "tests/experiments/test_summaries.py"],
     "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
+    "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
+                        "tests/report/test_headline_findings.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 

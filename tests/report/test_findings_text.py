@@ -1,0 +1,340 @@
+"""The key findings read whole, one line per finding, from hand-made section results: which
+statistic each quotes, the word it uses for a change, its links, and the order of the list."""
+
+from __future__ import annotations
+
+import math
+
+from gradlab.report.findings import (
+    BATCH_SIZE_CLAIM,
+    Finding,
+    figure_numbers,
+    findings_markdown,
+    problems_by_paper,
+)
+from gradlab.symbolic.seeds import SEEDS
+
+SHORT, LONG, BROWN = "000_e0f8edb24a02ffe3", "001_69c8c92ba6da9a08", "002_9d7d2555864f9baa"
+
+
+def _cell(values, digits=3):
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def _paper(seed):
+    return f"{SEEDS[seed].authors} ({SEEDS[seed].year})"
+
+
+def _lines(sections, **finders):
+    return findings_markdown(sections, finders or None).splitlines()
+
+
+def _record(seed, label, verdict, cause="", **extra):
+    return {
+        "id": f"{seed}:{label}",
+        "seed": seed,
+        "label": label,
+        "verdict": verdict,
+        "cause": cause,
+        **extra,
+    }
+
+
+def test_problems_are_grouped_by_paper_both_versions_as_one():
+    records = [
+        _record(SHORT, "eq1", "fails"),
+        _record(LONG, "eq2", "holds-with-correction"),
+        _record(LONG, "eq3", "holds"),
+        _record("other", "x", "fails"),
+        _record(BROWN, "c", "not-reproduced"),
+        _record(BROWN, "d", "inconclusive"),
+    ]
+    assert problems_by_paper(records) == {_paper(SHORT): records[:2], "other": [records[3]]}
+    assert _paper(SHORT) == _paper(LONG)
+
+
+def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
+    records = [
+        _record(BROWN, "eq1", "fails", "diagonal"),
+        _record(BROWN, "eq2", "holds-with-correction"),
+        _record(BROWN, "eq3", "fails", "diagonal"),
+        _record(SHORT, "eq8", "holds-with-correction", "sign"),
+        _record(LONG, "eq9", "holds-with-correction", "sign"),
+        _record(LONG, "eq11", "holds-with-correction", "quotient rule"),
+        _record(LONG, "eq12", "holds"),
+    ]
+    lines = _lines({"audit": ({"counts": {"fails": 2}, "records": records}, "## Audit")})
+    assert lines[:2] == ["## Key findings", ""]
+    assert lines[2] == (
+        f"- {_paper(SHORT)}'s SmoothAP gradient derivation: 3 of its printed steps hold only "
+        "after a correction, from 2 distinct slips: sign (2 records); quotient rule (1 record); "
+        "every correction holds when re-checked by computation. ([Audit](#audit))"
+    )
+    assert lines[3] == (
+        f"- {_paper(BROWN)}: 3 printed claims do not hold as printed, 2 distinct problems: "
+        "diagonal (2 records); eq2 (1 record); 2 fail even corrected. ([Audit](#audit))"
+    )
+    assert lines[4].startswith("- The audit checks 2 printed claims")
+    assert len(lines) == 5
+
+
+def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
+    records = [
+        _record(BROWN, "eq1", "fails", "diagonal", mutants=4, mutants_killed=3),
+        _record(BROWN, "eq2", "holds", mutants=2, mutants_killed=2),
+        _record("custom", "eq1", "holds-with-correction", "diagonal", mutants=1),
+        _record("custom", "eq2", "fails"),
+        _record(BROWN, "claim", "not-testable-here"),
+    ]
+    counts = {
+        "holds": 1,
+        "holds-with-correction": 1,
+        "fails": 2,
+        "not-testable-here": 1,
+        "reproduced": 2,
+    }
+    audit = {"counts": counts, "records": records}
+    line = _lines({"audit": (audit, "text, no heading")})[-1]
+    brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
+    assert line == (
+        "- The audit checks 7 printed claims of the five seed papers by computation: 1 hold, "
+        "1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
+        "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
+        "testable here (outcomes, not failures). The 3 records that do not hold show 2 distinct "
+        "problems (records sharing one root cause count once; "
+        f"{brown}: 1 records, 1 problems; custom: 2 records, 2 problems). 5 of 7 deliberately "
+        "wrong variants of the forms that hold are told apart."
+    )
+    plain = _lines({"audit": ({"counts": {"holds": 2}}, "## Audit")})
+    assert plain[2] == (
+        "- The audit checks 2 printed claims of the five seed papers by computation: 2 hold, 0 "
+        "hold only after a correction (each correction re-checked), 0 fail and 0 stay "
+        "inconclusive. ([Audit](#audit))"
+    )
+
+
+def _lemma(below, matches):
+    return {
+        "configurations": 60,
+        "nonzero_share_in_bin_below": below,
+        "lemma_value_matches": matches,
+        "sign_of_nonzero": "positive",
+    }
+
+
+def test_the_verification_lines_quote_the_largest_error_the_grouping_and_the_lemma():
+    errors = {"a": {"x": 2e-14, "y": 3.14e-12}, "b": {"z": 1e-13}}
+    rows = [
+        {
+            "classes": 2,
+            "per_class": 2,
+            "batch": 4,
+            "equals_blocks": True,
+            "equals_classes": True,
+            "difference_classes": 0.0,
+        }
+    ]
+    grouping = {"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows}
+    results = {
+        "gradient_errors": errors,
+        "pml_smooth_ap": grouping,
+        "fappy_lemma1": _lemma(0.875, False),
+    }
+    markdown = "## Checks\n\n![lemma](figures/fappy_lemma1_gradient.png)"
+    lines = _lines({"verification": (results, markdown)})
+    assert lines[2].startswith("- pytorch-metric-learning 2.9.0's SmoothAPLoss equals SmoothAP")
+    assert lines[3] == (
+        "- Every analytic gradient gradlab uses agrees with autograd or finite differences in "
+        "float64; the largest difference is 3.1e-12. ([Checks](#checks))"
+    )
+    assert lines[4] == (
+        "- FAPPY's Lemma 1 measured over 60 configurations: the gradient reaches the pair's bin "
+        "and the bin below it (88% of negatives in the bin below), with a positive value, not "
+        "the value the lemma prints. ([Figure 1](#figure-1); [Checks](#checks))"
+    )
+    results = {"gradient_errors": errors, "fappy_lemma1": _lemma(0.0, True)}
+    lines = _lines({"verification": (results, "## Checks")})
+    assert len(lines) == 4
+    assert lines[3] == (
+        "- FAPPY's Lemma 1 measured over 60 configurations: the gradient reaches the pair's bin "
+        "only (0% of negatives in the bin below), with a positive value, as the lemma states. "
+        "([Checks](#checks))"
+    )
+
+
+def test_the_harmonic_bound_line_says_whether_it_holds():
+    for holds, words in ((True, "stays below"), (False, "exceeds")):
+        results = {"harmonic_error": {"bound_holds": holds, "largest_error_over_bound": 0.5}}
+        assert _lines({"tie_aware": (results, "## Sums")})[2] == (
+            f"- Replacing a harmonic partial sum by a logarithm (He et al., 2018) {words} the "
+            "paper's error bound everywhere on the grid (largest error/bound ratio 0.500). "
+            "([Sums](#sums))"
+        )
+
+
+BATCH = {"batch_sizes": [16, 64, 256], "seeds": [0, 1, 2], "settings": {}}
+
+
+def _region(settings, claim):
+    return {
+        "p_vs_batch_size": BATCH,
+        "p_vs_batch_size_summary": {"settings": settings, "claim": claim},
+    }
+
+
+def test_the_batch_size_line_words_each_setting_and_the_verdict():
+    settings = {
+        "fixed_trained": {"first": [0.1, 0.2], "last": [0.15, 0.1], "change": "within_spread"},
+        "trained_at_m": {"first": [0.3, 0.2], "last": [0.1, 0.1], "change": "falls"},
+    }
+    claim = {"verdict": "not-testable-here", "miniature": {"outcome": "reproduced"}}
+    record = _record(
+        BROWN,
+        BATCH_SIZE_CLAIM,
+        "inconclusive",
+        detail="needs the authors' network, data, and time. More.",
+    )
+    other = _record(BROWN, "other", "fails", detail="needs nothing")
+    sections = {
+        "audit": ({"counts": {}, "records": [other, record]}, ""),
+        "operating_region": (_region(settings, claim), "## Region"),
+    }
+    assert _lines(sections)[-1] == (
+        "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
+        "size; the audit's verdict: inconclusive (needs the authors' network, data, and time). "
+        "As context, under its own sampler (4 per class) from m = 16 to 256, at a fixed trained "
+        f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
+        f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
+        "(mean ± std over 3 seeds); the decision rule's outcome on this miniature: reproduced. "
+        "([Region](#region))"
+    )
+    # Without the audit section the summary's own verdict is quoted; without a miniature
+    # outcome or a "needs" detail nothing is added.
+    alone = {
+        "operating_region": (
+            _region(
+                {"trained_at_m": settings["trained_at_m"]},
+                {"verdict": "holds", "detail": "checked"},
+            ),
+            "",
+        )
+    }
+    assert _lines(alone)[-1] == (
+        "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
+        "size; the audit's verdict: holds. As context, under its own sampler (4 per class) from "
+        f"m = 16 to 256, for networks trained at each m P falls from {_cell([0.3, 0.2])} to "
+        f"{_cell([0.1, 0.1])} (mean ± std over 3 seeds)."
+    )
+
+
+def test_no_batch_size_line_without_a_measured_setting():
+    claim = {"verdict": "holds"}
+    assert findings_markdown({"operating_region": (_region({}, claim), "## R")}) == ""
+    assert findings_markdown({"operating_region": ({}, "## R")}) == ""
+
+
+def test_the_batch_size_line_computes_its_summary_when_none_is_stored():
+    curves = [[0.40, 0.35, 0.30], [0.41, 0.36, 0.29], [0.39, 0.34, 0.31]]
+    batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
+    line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
+    first, last = _cell([0.40, 0.41, 0.39]), _cell([0.30, 0.29, 0.31])
+    assert f"for networks trained at each m P falls from {first} to {last}" in line
+
+
+def test_the_training_line_says_which_way_unseen_map_moved():
+    def results(before, after):
+        return {
+            "unseen_classes_before": {"mAP": before},
+            "unseen_classes_after": {"mAP": after},
+            "seen_classes_held_out_before": {"mAP": 0.5},
+            "seen_classes_held_out_after": {"mAP": 0.75},
+        }
+
+    assert _lines({"training": (results(0.25, 0.5), "")})[2] == (
+        "- SmoothAP training on digits 0-4 lifts held-out mAP of the trained classes from 0.500 "
+        "to 0.750, while mAP on the unseen digits 5-9 rises from 0.250 to 0.500."
+    )
+    assert _lines({"training": (results(0.5, 0.5), "")})[2].endswith(
+        "digits 5-9 falls from 0.500 to 0.500."
+    )
+
+
+def test_the_loss_line_starts_lower_case_and_lists_the_apart_losses():
+    runs = {
+        "A": {"metrics": {"MAP@R": [0.5, 0.7]}},
+        "B": {"metrics": {"MAP@R": [0.1, 0.1]}},
+        "C": {"metrics": {"MAP@R": [0.1, 0.2]}},
+    }
+    summary = {"metric": "MAP@R", "best": "A", "apart": {"B": {}, "C": {}}}
+    results = {
+        "losses": runs,
+        "before": {"MAP@R": [0.2, 0.2]},
+        "summary": summary,
+        "seeds": [0],
+        "settings": {"steps": 9},
+    }
+    markdown = "## Losses\n\n![c](figures/other.png)\n![l](figures/loss_comparison.png)"
+    assert _lines({"losses": (results, markdown)})[2] == (
+        f"- On unseen digit strings, best MAP@R among the losses that beat the untrained network "
+        f"({_cell([0.2, 0.2])}) by more than the seed spread: A ({_cell([0.5, 0.7])}). Listed "
+        "apart with their measured reasons: B, C. This ranks the losses for one small CNN "
+        "trained from scratch for 9 steps, 1 seeds, each loss at its paper's settings; it "
+        "cannot show how they rank with a pre-trained backbone, longer training or a wider "
+        "search, as on CUB-200 or Stanford Online Products. ([Figure 2](#figure-2); "
+        "[Losses](#losses))"
+    )
+
+
+def test_the_scenes_line_names_the_best_and_the_apart_runs():
+    run = {"recall": {"i2t_R@1": [0.5, 0.75], "t2i_R@1": [0.25, 0.25]}}
+    best = {"encoder": "VSRN", "loss": "x", "tied": []}
+    summary = {
+        "best_recall_at_1": {"i2t": best, "t2i": best},
+        "chance_factor": 2.5,
+        "apart": {"VSRN": {"y": {}}, "VSE++": {"y": {}, "z": {}}},
+    }
+    line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, "")})[2]
+    assert line == (
+        f"- Best image -> caption R@1: VSRN with x, {_cell([0.5, 0.75])}. Best caption -> image "
+        f"R@1: VSRN with x, {_cell([0.25, 0.25])}. Listed apart, not compared (R@1 not at least "
+        "2.5 x chance both ways): VSRN with y, VSE++ with y, VSE++ with z."
+    )
+    summary["apart"] = {"VSRN": {}}
+    line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, "")})[2]
+    assert line.endswith(f"caption -> image R@1: VSRN with x, {_cell([0.25, 0.25])}.")
+
+
+def test_added_finders_rank_and_follow_page_order():
+    def mine(results):
+        return [
+            Finding(f"late {results['n']}"),
+            Finding("first", rank=0),
+            Finding("fig", "figures/z.png", rank=1),
+        ]
+
+    def broken(results):
+        return [Finding(f"{results['missing']}")]
+
+    sections = {
+        "tie_aware": (
+            {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}},
+            "## T",
+        ),
+        "mine": ({"n": 4}, "![a](figures/a.png)\n![z](figures/z.png)  \n"),
+        "broken": ({}, "## B"),
+    }
+    lines = _lines(sections, mine=mine, broken=broken)
+    assert lines[2:4] == ["- first", "- fig ([Figure 2](#figure-2))"]
+    assert lines[4].startswith("- Replacing a harmonic partial sum")
+    assert lines[5] == "- late 4"
+    assert len(lines) == 6
+
+
+def test_figures_are_numbered_by_first_appearance_on_their_own_line():
+    markdown = (
+        "![a](figures/a.png)\ntext ![x](figures/x.png)\n![b](figures/b.png) \n"
+        "![a again](figures/a.png)\n![c](figures/c.png)"
+    )
+    assert figure_numbers(markdown) == {"figures/a.png": 1, "figures/b.png": 2, "figures/c.png": 4}
