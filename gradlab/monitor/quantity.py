@@ -82,10 +82,30 @@ class Plot:
         return tuple(key for key, _ in self.series)
 
 
+_LANE_WORDS = 255
+"""Words of 8 flags one int64 lane sum may add: each of its 8 byte lanes stays below 256."""
+
+
 def _row_counts(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` int32: True entries per row, summed as bytes (a bool sum or ``any`` goes through
-    int64 or a slower kernel: several times slower on a CPU at B = 1024)."""
-    return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+    """``[Q]`` int32: True entries per row of a ``[Q, C]`` bool mask.
+
+    A bool sum goes through int64, and a byte sum into int32 converts every entry first (a
+    ``[Q, C]`` int32 temporary: most of its cost at B = 1024). A contiguous row of ``C = 8 k``
+    flags is instead read as ``k`` int64 words of 8 bytes, each byte 0 or 1: summing words
+    sums the 8 byte lanes side by side, without carries while a lane adds at most 255 bytes
+    (chunks of 255 words), and the lanes of the sum add up to the row's count. About 10x
+    faster on a CPU at B = 1024; other masks take the byte sum.
+    """
+    rows, columns = mask.shape
+    if not mask.is_contiguous() or columns % 8 or columns < 64 or mask.data_ptr() % 8:
+        return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+    words = mask.view(torch.uint8).view(torch.int64)  # [Q, C / 8]
+    counts = None
+    for start in range(0, words.shape[1], _LANE_WORDS):
+        lanes = words[:, start:start + _LANE_WORDS].sum(dim=1)  # [Q] int64: 8 byte lanes
+        part = lanes.view(torch.uint8).view(rows, 8).sum(dim=1, dtype=torch.int32)
+        counts = part if counts is None else counts.add_(part)
+    return counts
 
 
 def _row_any(mask: torch.Tensor) -> torch.Tensor:

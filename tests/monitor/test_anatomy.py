@@ -467,3 +467,34 @@ def test_the_shared_order_path_keeps_its_work_on_the_device_of_its_scores():
     values = anatomy_values("x_", torch.empty(3, 5, device="meta"), scores, positives,
                             order=order)  # fmt: skip
     assert {value.device.type for value in values.values()} == {"meta"}
+
+
+@pytest.mark.parametrize("columns", [64, 72, 2040, 2048, 4096, 4104])
+def test_wide_rows_count_like_the_loops_on_the_shared_order_path(columns):
+    """Rows of 64 or more columns, a multiple of 8 (the Monitor counts their flags 8 at a time,
+    in chunks past 2,040 columns) or not: the counts equal the loops', rows and their
+    transposes (non-contiguous masks) alike."""
+    generator = torch.Generator().manual_seed(columns)
+    rows = 5
+    grad = torch.randn(rows, columns, generator=generator, dtype=torch.float64)
+    grad[grad.abs() < 0.8] = 0.0  # about 40 % of the entries get no gradient
+    scores = torch.randn(rows, columns, generator=generator, dtype=torch.float64)
+    positives = torch.rand(rows, columns, generator=generator) < 0.3
+    positives[0] = True  # a row of positives only
+    positives[1] = False  # and one of negatives but one: 2,047 flags of a 2,048-column row
+    positives[1, 0] = True
+    candidates = torch.rand(rows, columns, generator=generator) < 0.9
+    for masked in (None, candidates):
+        keep = torch.ones_like(positives) if masked is None else masked
+        _, expected = _expected(grad, scores, positives, keep)
+        got = anatomy_values("x_", grad, scores, positives, masked, ABSOLUTE, RELATIVE,
+                             order=_descending_order(scores))  # fmt: skip
+        for key in ("active_negatives_mean", "active_positives", "active_negative_share"):
+            assert got[f"x_{key}"].item() == pytest.approx(expected[key], rel=1e-12), key
+    # the same matrices stored transposed: every mask a non-contiguous view
+    flipped = [t.T.contiguous().T for t in (grad, scores, positives, candidates)]
+    _, expected = _expected(*flipped)
+    got = anatomy_values("x_", *flipped[:3], flipped[3], ABSOLUTE, RELATIVE,
+                         order=_descending_order(scores))  # fmt: skip
+    assert got["x_active_negatives_mean"].item() == pytest.approx(
+        expected["active_negatives_mean"], rel=1e-12)
