@@ -283,6 +283,8 @@ STUDY_TESTS = {
     "report/summaries": ["tests/report/test_summary_words.py", "tests/report/test_prose.py"],
     "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
                         "tests/report/test_headline_findings.py"],
+    "experiments/planner": ["tests/experiments/test_plan_results.py",
+                            "tests/experiments/test_planner.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
