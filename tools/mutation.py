@@ -285,6 +285,7 @@ STUDY_TESTS = {
                         "tests/report/test_headline_findings.py"],
     "experiments/planner": ["tests/experiments/test_plan_results.py",
                             "tests/experiments/test_planner.py"],
+    "report/figure_tables": ["tests/report/test_figure_tables.py"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
