@@ -469,13 +469,14 @@ def test_the_shared_order_path_keeps_its_work_on_the_device_of_its_scores():
     assert {value.device.type for value in values.values()} == {"meta"}
 
 
-@pytest.mark.parametrize("columns", [64, 72, 2040, 2048, 4096, 4104])
-def test_wide_rows_count_like_the_loops_on_the_shared_order_path(columns):
-    """Rows of 64 or more columns, a multiple of 8 (the Monitor counts their flags 8 at a time,
-    in chunks past 2,040 columns) or not: the counts equal the loops', rows and their
-    transposes (non-contiguous masks) alike."""
+@pytest.mark.parametrize("columns", [2048, *(pytest.param(c, marks=pytest.mark.slow)
+                                     for c in (72, 2040, 4100, 4104))])  # fmt: skip
+def test_large_masks_count_like_the_loops_on_the_shared_order_path(columns):
+    """Masks of 2^17 entries or more whose rows hold a multiple of 8 columns (the Monitor
+    counts their flags 8 at a time, in chunks past 2,040 columns) or not: the counts equal the
+    loops', rows and their transposes (non-contiguous masks) alike."""
     generator = torch.Generator().manual_seed(columns)
-    rows = 5
+    rows = -(-(1 << 17) // columns)
     grad = torch.randn(rows, columns, generator=generator, dtype=torch.float64)
     grad[grad.abs() < 0.8] = 0.0  # about 40 % of the entries get no gradient
     scores = torch.randn(rows, columns, generator=generator, dtype=torch.float64)
