@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from gradlab import GradlabError
-from gradlab.data.digit_strings import digit_pools
 from gradlab.data.digit_scenes import (
     RELATION_PHRASES,
     WORDS,
@@ -18,6 +17,7 @@ from gradlab.data.digit_scenes import (
     tokenize,
     vocabulary,
 )
+from gradlab.data.digit_strings import digit_pools
 
 OPPOSITE = {"left": "right", "right": "left", "above": "below", "below": "above"}
 
