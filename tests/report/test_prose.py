@@ -10,7 +10,7 @@ import math
 
 import pytest
 
-from gradlab.experiments import p_vs_batch_size
+from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.functional import HARMONIC_METHODS
 from gradlab.plotting.monitor import FAMILIES
 from gradlab.report import prose
@@ -33,7 +33,8 @@ def test_check_labels_spell_out_every_abbreviation():
 SIZES = [16, 64, 256]
 FALLING = [[0.40, 0.35, 0.30], [0.42, 0.36, 0.28]]
 RISING = [[0.10, 0.15, 0.30], [0.12, 0.16, 0.32]]
-FLAT = [[0.999, 0.5, 0.999], [0.999, 0.7, 0.999]]  # min exactly 0.999: still worded as a trend
+FLAT = [[0.999, 0.5, 0.999], [0.999, 0.7, 0.999]]
+EDGE = [[0.999, 1.0, 1.0], [1.0, 1.0, 0.999]]  # min exactly 0.999: still worded as a trend
 
 
 def _batch(**settings):
@@ -76,7 +77,7 @@ def _claim_sentence(verdicts, verdict_words, miniature_words):
 def test_p_vs_batch_size_text_words_each_setting_and_the_audits_verdict():
     batch = _batch(
         fixed_untrained=_setting([[1.0, 1.0, 0.9995], [1.0, 1.0, 1.0]], FALLING, FALLING),
-        fixed_trained=_setting(FLAT, RISING, FALLING),
+        fixed_trained=_setting(EDGE, RISING, FALLING),
         trained_at_m=_setting(FALLING, FLAT, RISING, steps=[40, 10, 3]),
     )
     summary = {
@@ -92,7 +93,7 @@ def test_p_vs_batch_size_text_words_each_setting_and_the_audits_verdict():
         "and batches).",
         "At the untrained network: P = 1 at every m and every seed (all cosine scores lie within "
         "the operating region's width of each other), so this setting cannot show a trend.",
-        f"At a fixed network trained with SmoothAP at m = 64: {_stays('P', FLAT)}; "
+        f"At a fixed network trained with SmoothAP at m = 64: {_stays('P', EDGE)}; "
         f"{_moves('the positive-negative share', RISING, 'rises')}; "
         f"{_moves('the negative-negative share', FALLING, 'falls')}.",
         "With one network fine-tuned at each m (same start, same epochs): "
@@ -116,6 +117,12 @@ def test_p_vs_batch_size_text_skips_missing_settings_and_computes_its_summary():
     assert "At the untrained network" not in text and "At a fixed network trained" not in text
     verdict = p_vs_batch_size.summarize(batch)["settings"]["trained_at_m"]["change"]
     assert f"here, on this miniature, with one network fine-tuned per m P {verdict}." in text
+    # a setting after a missing one is still worded
+    batch = _batch(fixed_trained=_setting(RISING, RISING, RISING))
+    assert (
+        f"At a fixed network trained with SmoothAP at m = 64: {_moves('P', RISING, 'rises')};"
+        in (prose.p_vs_batch_size_text(batch))
+    )
 
 
 def test_training_sentence_says_which_way_map_moved():
@@ -147,6 +154,7 @@ def test_loss_comparison_text_names_the_best_the_tied_the_behind_and_the_apart()
             "close": _run([0.45, 0.55]),
             "other": _run([0.40, 0.44]),
             "behind": _run([0.35, 0.37]),
+            "last": _run([0.33, 0.34]),
             "dead": _run([0.31, 0.31], initial_gradient_norm=[0.0, 0.0]),
             "flat": _run([0.29, 0.33]),
         },
@@ -155,7 +163,7 @@ def test_loss_comparison_text_names_the_best_the_tied_the_behind_and_the_apart()
         "metric": "MAP@R",
         "best": "best",
         "tied": ["close", "other"],
-        "behind": ["behind"],
+        "behind": ["behind", "last"],
         "apart": {
             "dead": {"no_gradient": True, "gap": 0.0, "spread": 0.01},
             "flat": {
@@ -173,21 +181,36 @@ def test_loss_comparison_text_names_the_best_the_tied_the_behind_and_the_apart()
         f"Best MAP@R among the losses that beat the untrained network ({_cell([0.30, 0.32])}) by "
         f"more than the seed spread: best ({_cell([0.5, 0.6])}). Within the seed spread of it "
         "(gap below the sum of the two stds): close, other. Behind it by more than the spread: "
-        "behind. Listed apart, not ranked (MAP@R not above the untrained network's by more than "
-        f"the seed spread): dead, {_cell([0.31, 0.31])}: loss gradient exactly 0 on the first "
-        "batch at the initialization in every seed (the untrained network's cosine scores of a "
-        f"batch span at most 0.0031); flat, {_cell([0.29, 0.33])}: gap to the untrained network "
-        "-0.0001 against a spread of 0.0321; loss gradient norm over the first 5 steps 0.0123; "
-        "training loss fell from 0.500 to 0.500. This ranks the losses for one small CNN trained "
-        "from scratch for 120 steps, 2 seeds, each loss at its paper's settings; it cannot show "
-        "how they rank with a pre-trained backbone, longer training or a wider search, as on "
-        "CUB-200 or Stanford Online Products."
+        "behind, last. Listed apart, not ranked (MAP@R not above the untrained network's by "
+        f"more than the seed spread): dead, {_cell([0.31, 0.31])}: loss gradient exactly 0 on "
+        "the first batch at the initialization in every seed (the untrained network's cosine "
+        f"scores of a batch span at most 0.0031); flat, {_cell([0.29, 0.33])}: gap to the "
+        "untrained network -0.0001 against a spread of 0.0321; loss gradient norm over the "
+        "first 5 steps 0.0123; training loss fell from 0.500 to 0.500. This ranks the losses "
+        "for one small CNN trained from scratch for 120 steps, 2 seeds, each loss at its "
+        "paper's settings; it cannot show how they rank with a pre-trained backbone, longer "
+        "training or a wider search, as on CUB-200 or Stanford Online Products."
     )
     assert prose.loss_comparison_text(results, summary) == expected
 
 
+def test_loss_comparison_text_computes_its_summary_when_not_given():
+    results = {
+        "before": {"MAP@R": [0.30, 0.30]},
+        "seeds": [0, 1],
+        "losses": {
+            "best": _run([0.49, 0.51]),
+            "ahead": _run([0.40, 0.42]),
+            "far": _run([0.10, 0.12]),
+        },
+    }
+    summary = loss_comparison.summarize(results)
+    assert summary["best"] == "best" and summary["apart"]
+    assert prose.loss_comparison_text(results) == prose.loss_comparison_text(results, summary)
+
+
 def test_apart_reasons_fall_back_to_the_initial_gradient_and_an_unknown_score_range():
-    results = {"losses": {"a": _run([0.1]), "b": _run([0.2]), "c": _run([0.3])}, "settings": {}}
+    results = {"losses": {"a": _run([0.1]), "b": _run([0.2]), "c": _run([0.3])}}  # no settings
     summary = {
         "metric": "MAP@R",
         "apart": {
@@ -292,6 +315,10 @@ def test_sweep_lines_are_a_markdown_table_of_each_candidate():
     ]
     results["losses"]["swept"]["sweep"]["chosen"] = [0, 1, 0]
     assert prose.sweep_lines(results)[2].endswith("| 3, 8 |")
+    # choices that do not match the seeds are refused, not paired up to the shorter list
+    results["losses"]["swept"]["sweep"]["chosen"] = [1, 1]
+    with pytest.raises(ValueError, match="zip"):
+        prose.sweep_lines(results)
     del results["losses"]["swept"]
     assert prose.sweep_lines(results) == []
 
@@ -329,7 +356,7 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
             "t2i": {"encoder": "A", "loss": "x", "tied": []},
         },
         "best_rsum": {
-            "A": {"loss": "x", "tied": ["y"]},
+            "A": {"loss": "x", "tied": ["y", "z"]},
             "B": {"loss": "x", "tied": []},
             "C": {"loss": None, "tied": []},
             "D": {"loss": "x", "tied": []},
@@ -347,7 +374,7 @@ def test_scenes_text_words_ties_leads_single_runs_and_unranked_encoders():
         f"Best image -> caption R@1: A with x, {_cell([0.5, 0.6])}; within its seed spread: C "
         "with x, A with z.",
         f"Best caption -> image R@1: A with x, {_cell([0.4, 0.5])}.",
-        f"A: highest rsum with x ({_cell([300.0, 310.0], 1)}), not separated from y by more "
+        f"A: highest rsum with x ({_cell([300.0, 310.0], 1)}), not separated from y, z by more "
         "than the seed spread.",
         f"B: highest rsum with x ({_cell([100.0, 100.0], 1)}), the only one of its losses above "
         "2 x chance R@1 both ways.",
@@ -386,7 +413,7 @@ def test_scenes_without_compared_runs_say_so_each_way():
 
 def _anatomy(active_i2t, active_t2i, share=0.25, hardest=0.5):
     def per_seed(last):
-        return [[99.0, value] for value in last]
+        return [[99.0, 98.0, value] for value in last]
 
     return {
         direction: {
@@ -400,16 +427,18 @@ def _anatomy(active_i2t, active_t2i, share=0.25, hardest=0.5):
 
 def test_anatomy_text_tabulates_the_last_step_and_compares_smoothap_with_nt_xent():
     runs = {
+        "VSRN": {"SmoothAP": {"anatomy": _anatomy([1.0, 1.0], [1.0, 1.0])}},
         "VSE++": {
             "SmoothAP": {"anatomy": _anatomy([40.0, 42.0], [3.0, 5.0])},
             "NT-Xent": {"anatomy": _anatomy([10.0, 12.0], [4.0, 6.0], 0.125, 0.75)},
         },
-        "VSRN": {"SmoothAP": {"anatomy": _anatomy([1.0, 1.0], [1.0, 1.0])}},
     }
     lines = prose.anatomy_text({"settings": {"batch_images": 8}, "runs": runs}).splitlines()
-    assert lines[0].endswith(
-        "An image query has 5 positive and 35 negative captions; a caption "
-        "query 1 positive and 7 negative images."
+    assert lines[0] == (
+        "Read from dL/dS of each direction's own term (gradlab.functional.gradient_anatomy: an "
+        "entry is active above 1 % of its query's largest |dL/dS|), at the last logged step, "
+        "mean ± std over seeds. An image query has 5 positive and 35 negative captions; a "
+        "caption query 1 positive and 7 negative images."
     )
     assert lines[1] == ""
     assert lines[2] == (
@@ -423,8 +452,8 @@ def test_anatomy_text_tabulates_the_last_step_and_compares_smoothap_with_nt_xent
         *[_cell([0.125] * 2, 2)] * 2,
         *[_cell([0.75] * 2, 2)] * 2,
     ]
-    assert lines[5] == "| VSE++ | NT-Xent | " + " | ".join(cells) + " |"
-    assert lines[6].startswith("| VSRN | SmoothAP | 1.00 ± 0.00 |")
+    assert lines[4].startswith("| VSRN | SmoothAP | 1.00 ± 0.00 |")
+    assert lines[6] == "| VSE++ | NT-Xent | " + " | ".join(cells) + " |"
     assert lines[7] == ""
     assert lines[8] == (
         f"VSE++, image queries: SmoothAP sends gradient to {_cell([40.0, 42.0], 1)} negatives, "
@@ -436,38 +465,67 @@ def test_anatomy_text_tabulates_the_last_step_and_compares_smoothap_with_nt_xent
 
 
 def _geometry(rank_images, rank_captions, other=0.5):
-    geometry = {key: [[9.0, other], [9.0, other]] for key in prose.GEOMETRY_COLUMNS}
-    geometry["rank_share_images"] = [[9.0, value] for value in rank_images]
-    geometry["rank_share_captions"] = [[9.0, value] for value in rank_captions]
+    geometry = {key: [[9.0, 8.0, other], [9.0, 8.0, other]] for key in prose.GEOMETRY_COLUMNS}
+    geometry["rank_share_images"] = [[9.0, 8.0, value] for value in rank_images]
+    geometry["rank_share_captions"] = [[9.0, 8.0, value] for value in rank_captions]
     return {"geometry": geometry, "anatomy": {"steps": [0, 7, 12]}}
+
+
+GEOMETRY_HEADER = (
+    "Each logged step's batch (its images and their captions, unit vectors), mean ± std over "
+    "seeds at the last logged step: alignment of the (image, caption) positives, mean |u - v|^2 "
+    "(Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, log mean "
+    "exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each modality's centred "
+    "embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: every direction used alike, "
+    "1/min(N - 1, d): collapsed to a line); modality gap, the distance between the two "
+    "centroids (Liang et al. 2022)."
+)
 
 
 def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
     runs = {
+        "VSE++": {"gone": _geometry([0.9, 0.9], [0.9, 0.9])},  # every run apart: no sentence
         "VSRN": {
             "a": _geometry([0.4, 0.52], [0.9, 0.9], 0.25),
             "b": _geometry([0.5, 0.6], [0.1, 0.1]),
+            "d": _geometry([0.45, 0.55], [0.1, 0.1]),
             "c": _geometry([0.1, 0.1], [0.2, 0.2]),
-        }
+        },
     }
-    text = prose.geometry_text({"runs": runs, "summary": {"apart": {"VSRN": {"c": {}}}}})
-    lines = text.splitlines()
-    assert lines[1:4] == [
+    apart = {"VSE++": {"gone": {}}, "VSRN": {"c": {}}}
+    lines = prose.geometry_text({"runs": runs, "summary": {"apart": apart}}).splitlines()
+    assert lines[:4] == [
+        GEOMETRY_HEADER,
         "",
         "| encoder | loss | alignment | uniformity images | captions | effective rank / "
         "min(N - 1, d) images | captions | modality gap |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    assert lines[4] == (
+    assert lines[5] == (
         "| VSRN | a | 0.250 ± 0.000 | 0.250 ± 0.000 | 0.250 ± 0.000 | "
         f"{_cell([0.4, 0.52])} | {_cell([0.9, 0.9])} | 0.250 ± 0.000 |"
     )
-    assert lines[-2] == ""
-    # b's images (0.55 ± 0.05) and a's (0.46 ± 0.06) are within the spread; c is not compared
+    assert len(lines) == 11 and lines[-2] == ""
+    # b's images (0.55 ± 0.05), a's (0.46 ± 0.06) and d's (0.5 ± 0.05) are within the spread
     assert lines[-1] == (
         f"VSRN at step 12: the highest effective rank under b for the images ({_cell([0.5, 0.6])}"
-        f"; within its seed spread: a) and under a for the captions ({_cell([0.9, 0.9])}) "
+        f"; within its seed spread: a, d) and under a for the captions ({_cell([0.9, 0.9])}) "
         "(listed apart, not compared: c)."
+    )
+
+
+def test_geometry_names_the_highest_mean_rank_of_each_encoder():
+    # one seed at 0.6 against three at 0.5: the mean decides, not the sum
+    runs = {
+        "A": {"many": _geometry([0.5, 0.5, 0.5], [0.2, 0.2, 0.2]), "one": _geometry([0.6], [0.3])},
+        "B": {"only": _geometry([0.25, 0.25], [0.125, 0.125])},
+    }
+    sentence = prose.geometry_text({"runs": runs}).splitlines()[-1]
+    assert sentence == (
+        "A at step 12: the highest effective rank under one for the images (0.600 ± 0.000) and "
+        "under one for the captions (0.300 ± 0.000). B at step 12: the highest effective rank "
+        "under only for the images (0.250 ± 0.000) and under only for the captions "
+        "(0.125 ± 0.000)."
     )
 
 
@@ -481,7 +539,7 @@ def test_relaxation_summary_says_where_each_variant_settles():
     runs = []
     for objective in ("ap", "dcg"):
         for method in HARMONIC_METHODS:
-            for bits, settles in ((8, 0.5), (16, None)):
+            for bits, settles in ((8, 0.5), (16, 2.0 if method == "exact" else None)):
                 settled = settles if method == "exact" or objective == "ap" else None
                 runs.append(
                     {
@@ -501,12 +559,19 @@ def test_relaxation_summary_says_where_each_variant_settles():
             "gap_at_largest_scale": 9.0,
         }
     )
-    text = prose.relaxation_summary({"runs": runs, "tolerance": 1e-4, "scales": [0.1, 1234.5]})
+    text = prose.relaxation_summary(
+        {"runs": runs, "tolerance": 1e-4, "scales": [0.1, 50.0, 1234.5]}
+    )
     sentences = text.split(". ")
     assert len(sentences) == 2 * len(HARMONIC_METHODS)
     assert sentences[0] == (
         f"AP {HARMONIC_METHODS[0]}: within 0.0001 of the exact value for 8 bits "
         "from scale 0.5; largest gap at scale 1.23e+03: 1.60e-02"
+    )
+    exact_ap = next(s for s in sentences if s.startswith("AP exact"))
+    assert exact_ap == (
+        "AP exact: within 0.0001 of the exact value for 8 bits from scale 0.5, 16 bits from scale "
+        "2; largest gap at scale 1.23e+03: 1.60e-02"
     )
     log_dcg = next(s for s in sentences if s.startswith("DCG log"))
     assert log_dcg.startswith("DCG log: within 0.0001 of the exact value at no scale tried;")
@@ -518,8 +583,8 @@ def test_lemma1_verdict_quotes_the_shares_and_whether_the_printed_value_holds(ma
         "configurations": 60,
         "delta": 0.25,
         "nonzero_share_in_pair_bin": 0.956,
-        "nonzero_share_in_bin_below": 0.5,
-        "nonzero_share_elsewhere": 0.0,
+        "nonzero_share_in_bin_below": 0.75,
+        "nonzero_share_elsewhere": 0.6,
         "sign_of_nonzero": "positive",
         "max_abs_closed_form_error": 3.4e-13,
         "lemma_value_matches": matches,
@@ -527,7 +592,7 @@ def test_lemma1_verdict_quotes_the_shares_and_whether_the_printed_value_holds(ma
     ending = "agrees with that value." if matches else "does not agree with that value."
     assert prose.lemma1_verdict(results) == (
         "Over 60 configurations (Delta = 0.25), dP_ij/ds_ik is non-zero for 96% of negatives in "
-        "the pair's bin, 50% of those in the bin below it and 0% elsewhere; every non-zero value "
+        "the pair's bin, 75% of those in the bin below it and 60% elsewhere; every non-zero value "
         "is positive and the closed form (h_left or h_right)/(|N| Delta) matches autograd to "
         "3.4e-13. Lemma 1 claims one bin and the value -h_right; the measurement " + ending
     )
