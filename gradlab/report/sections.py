@@ -56,7 +56,7 @@ def p_vs_batch_size_measurement(quick: bool, device: str) -> dict:
 def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """The derivation audit: every printed claim of the seeds with its verdict; the empirical
     claim decided from the report's own P-vs-m measurement."""
-    from gradlab.symbolic.audit import all_claims, format_markdown, run_audit, summary_counts
+    from gradlab.symbolic.audit import all_claims, run_audit, summary_counts
 
     measurement = p_vs_batch_size_measurement(quick, device)
     claims = all_claims(p_vs_batch_size=measurement)
@@ -72,9 +72,15 @@ def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, st
         stage.update(len(own))
         stage.close()  # not on an exception: nothing is said done after Ctrl-C
     (out / "audit.json").write_text(json.dumps(records, indent=1))
-    # One level down: the audit is one section of the report, each paper a subsection.
-    body = re.sub(r"^(#{1,5}) ", r"#\1 ", format_markdown(records), flags=re.MULTILINE)
-    return {"counts": summary_counts(records), "records": records}, body
+    return {"counts": summary_counts(records), "records": records}, audit_markdown(records)
+
+
+def audit_markdown(records: list[dict]) -> str:
+    """The audit's markdown one level down: the audit is one section of the report (``##
+    Derivation audit``), each paper a subsection headed by its citation."""
+    from gradlab.symbolic.audit import format_markdown
+
+    return re.sub(r"^(#{1,5}) ", r"#\1 ", format_markdown(records), flags=re.MULTILINE)
 
 
 def paper_label(key: str) -> str:

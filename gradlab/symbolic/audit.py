@@ -1,7 +1,8 @@
 """Run every audited claim (optionally with its mutants) and format the records.
 
 Outputs: a terminal table (statements wrapped, never cut), JSON records, and markdown with a
-seed table of citations and every formula in plain text and LaTeX.
+table of the papers and every formula in plain text and LaTeX. The table and the markdown name
+each paper by its citation (authors, year, title); its document key is only in the JSON.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from gradlab.symbolic import (
     tie_aware_claims,
 )
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
-from gradlab.symbolic.seeds import SEEDS, citation
+from gradlab.symbolic.seeds import citation
 
 NOT_TESTABLE = VERDICTS[-1]
 AUDIT_DECIMAL_DIGITS = 15
@@ -201,41 +202,58 @@ def mutant_summary(records: list[dict]) -> str:
     return line + (f"; records with a surviving mutant: {surviving}" if surviving else "")
 
 
-def _short_id(record: dict) -> str:
-    return f"{record['seed'][:3]}:{record['label']}" if record["seed"] in SEEDS else record["id"]
+def _by_paper(records: list[dict]) -> dict[str, list[dict]]:
+    """Document key -> its records, papers in the order of their first record."""
+    papers: dict[str, list[dict]] = {}
+    for record in records:
+        papers.setdefault(record["seed"], []).append(record)
+    return papers
 
 
 def format_table(records: list[dict], width: int = 110) -> str:
-    """A plain-text table: short id, verdict, mutants killed, and the whole statement.
+    """A plain-text table grouped by paper: each paper's citation (authors, year, title, as
+    :func:`gradlab.symbolic.seeds.citation` gives it), then its claims indented by 2: label,
+    verdict, mutants killed, and the whole statement.
 
-    Statements are wrapped, never cut; when the terminal is too narrow for a statement column
-    of 30 characters, each statement goes on the lines below its row.
+    Citations and statements are wrapped, never cut; when the terminal is too narrow for a
+    statement column of 30 characters, each statement goes on the lines below its row.
+
+    Example:
+        >>> record = {"seed": "my-notes", "label": "eq1", "verdict": "holds",
+        ...           "claim": {"statement": "1 + 1 is 2"}}
+        >>> print(format_table([record], width=60))
+        claim verdict               statement
+        ------------------------------------------------------------
+        my-notes
+          eq1 holds                 1 + 1 is 2
+        ------------------------------------------------------------
+        holds: 1, holds-with-correction: 0, fails: 0,
+        inconclusive: 0, reproduced: 0, not-reproduced: 0,
+        not-testable-here: 0
     """
     with_mutants = any("mutants" in r for r in records)
-    id_width = max([len(_short_id(r)) for r in records] + [5])
+    id_width = max([2 + len(r["label"]) for r in records] + [5])  # labels indented by 2
     head = f"{'claim':{id_width}} {'verdict':21} " + ("mutants " if with_mutants else "")
     beside = width - len(head) >= 30
     room = width - len(head) if beside else width - 4
     lines = [f"{head}statement" if beside else head.rstrip(), "-" * width]
-    for record in records:
-        killed = f"{record['mutants_killed']}/{record['mutants']}".ljust(8) if with_mutants else ""
-        wrapped = textwrap.wrap(record["claim"]["statement"], room) or [""]
-        row = f"{_short_id(record):{id_width}} {record['verdict']:21} {killed}"
-        if beside:
-            lines.append(row + wrapped[0])
-            lines += [" " * len(head) + part for part in wrapped[1:]]
-        else:
-            lines.append(row.rstrip())
-            lines += ["    " + part for part in wrapped]
+    for key, mine in _by_paper(records).items():
+        lines += textwrap.wrap(citation(key), width) or [key]
+        for record in mine:
+            killed = (f"{record['mutants_killed']}/{record['mutants']}".ljust(8)
+                      if with_mutants else "")  # fmt: skip
+            wrapped = textwrap.wrap(record["claim"]["statement"], room) or [""]
+            row = f"{'  ' + record['label']:{id_width}} {record['verdict']:21} {killed}"
+            if beside:
+                lines.append(row + wrapped[0])
+                lines += [" " * len(head) + part for part in wrapped[1:]]
+            else:
+                lines.append(row.rstrip())
+                lines += ["    " + part for part in wrapped]
     counts = summary_counts(records)
     lines += ["-" * width, *_item_lines([f"{v}: {c}" for v, c in counts.items()], width)]
     if with_mutants:
         lines += textwrap.wrap(mutant_summary(records), width)
-    seeds = dict.fromkeys(r["seed"] for r in records)
-    lines += ["", "seeds:"]
-    for key in seeds:
-        wrapped = textwrap.wrap(citation(key), width - 7) or [key]
-        lines += [f"  {key[:3]}  {wrapped[0]}"] + [f"       {part}" for part in wrapped[1:]]
     return "\n".join(lines)
 
 
@@ -272,15 +290,16 @@ def _formula_lines(name: str, formula: str) -> list[str]:
 
 
 def format_markdown(records: list[dict]) -> str:
-    """A readable report grouped by paper: citation, verdict counts, then each claim folded."""
-    seeds = dict.fromkeys(r["seed"] for r in records)
+    """A readable report grouped by paper: a section headed by the paper's citation (authors,
+    year, title), its verdict counts, then each claim by its label, folded."""
+    papers = _by_paper(records)
     with_mutants = bool(records) and all("mutants" in r for r in records)
     header = ("| paper | claims | " + " | ".join(VERDICTS)
               + (" | mutants killed |\n" if with_mutants else " |\n")
               + "| --- | --- | " + " | ".join("---" for _ in VERDICTS)
               + (" | --- |" if with_mutants else " |"))  # fmt: skip
     lines = [
-        "# Derivation audit of the seed documents",
+        "# Derivation audit",
         "",
         "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
         "rationals, float64/mpmath against autograd or brute force); a correction counts only "
@@ -288,35 +307,33 @@ def format_markdown(records: list[dict]) -> str:
         "(the printed form when it holds, else the correction).",
         "",
         header,
-        *(f"| {citation(key)} <small>`{key}`</small> | "
-          f"{_counts_row([r for r in records if r['seed'] == key])} |" for key in seeds),
+        *(f"| {citation(key)} | {_counts_row(mine)} |" for key, mine in papers.items()),
         f"| all papers | {_counts_row(records)} |",
     ]  # fmt: skip
     badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*",
              **{v: f"*{v.replace('-', ' ')}*" for v in VERDICTS[4:]}}  # fmt: skip
-    for seed in seeds:
-        mine = [r for r in records if r["seed"] == seed]
+    for key, mine in papers.items():
         counts = summary_counts(mine)
         lines += [
             "",
-            f"## {citation(seed)}",
+            f"## {citation(key)}",
             "",
-            f"<small>seed `{seed}`</small>. " + ", ".join(f"{v}: {c}" for v, c in counts.items()),
+            ", ".join(f"{v}: {c}" for v, c in counts.items()),
             "",
             "<details>",
             f"<summary>The {len(mine)} claims of this paper, each with its check</summary>",
             "",
             "| claim | verdict | statement |",
             "| --- | --- | --- |",
-            *(f"| `{_short_id(r)}` | {badge[r['verdict']]} | {r['claim']['statement']} |"
+            *(f"| `{r['label']}` | {badge[r['verdict']]} | {r['claim']['statement']} |"
               for r in mine),
             "",
         ]  # fmt: skip
         for record in mine:
             lines += [
                 "<details>",
-                f"<summary><code>{_short_id(record)}</code>: {record['claim']['statement']} "
+                f"<summary><code>{record['label']}</code>: {record['claim']['statement']} "
                 f"({record['verdict']})</summary>",
                 "",
                 *_formula_lines("printed", record["claim"]["formula"]),

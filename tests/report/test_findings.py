@@ -117,3 +117,31 @@ def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
             "epoch). As context,") in text
     assert "the decision rule's outcome on this miniature: not reproduced." in text
     assert "the audit's verdict: holds" not in text
+
+
+def test_the_audit_section_is_linked_from_its_finding_and_names_papers_not_keys(tmp_path):
+    """The report's audit section on the committed records: the finding's link and every link
+    of the page reach an anchor; the section and its papers are headed by name, not by key."""
+    import html
+    import json
+
+    from gradlab.report.sections import audit_markdown
+    from gradlab.symbolic.audit import summary_counts
+    from gradlab.symbolic.seeds import SEEDS
+    from tools.readme_blocks import ROOT
+
+    records = json.loads((ROOT / "benchmarks/results/audit.json").read_text())
+    body = audit_markdown(records)
+    results = {"counts": summary_counts(records), "records": records}
+    findings = findings_markdown({"audit": (results, body)})
+    assert "([Derivation audit](#derivation-audit))" in findings
+    page = markdown_to_html("# R\n\n" + findings + "\n\n" + body, tmp_path)
+    ids = re.findall(r'id="([^"]+)"', page)
+    assert len(ids) == len(set(ids))
+    for target in re.findall(r'href="#([^"]+)"', page):
+        assert target in ids, target
+    headings = [html.unescape(re.sub(r"<[^>]+>", "", h))
+                for h in re.findall(r"<h3[^>]*>(.*?)</h3>", page)]  # fmt: skip
+    assert headings == [seed.citation() for seed in SEEDS.values()]
+    for key in SEEDS:
+        assert key not in page and f"<code>{key[:3]}:" not in page, key

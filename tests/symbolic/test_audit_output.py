@@ -206,61 +206,54 @@ def test_summary_counts_every_verdict_in_order_zeros_included():
 
 
 def test_the_table_puts_statements_beside_their_rows_when_30_characters_fit():
-    # claim column: the longest short id (11); verdict: 21; mutants: 8; statement: 72 - 42 = 30
-    pad = " " * 42
+    # each paper's citation, then its claims; claim column: 2 + the longest label (9); verdict:
+    # 21; mutants: 8; statement: 72 - 40 = 32
+    pad = " " * 40
     expected = [
-        "claim       verdict               mutants statement",
+        "claim     verdict               mutants statement",
         "-" * 72,
-        "002:eq2     holds                 2/2     short statement",
-        "000:claim-x fails                 1/3     a statement long enough to",
-        pad + "wrap onto a second line of the",
-        pad + "table",
-        "mine:eq1    holds-with-correction 0/1     ",
+        "Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing the Path",
+        "Towards Large-Scale Image Retrieval. ECCV, supplementary material.",
+        "  eq2     holds                 2/2     short statement",
+        "Bleeker & de Rijke (2022). Do Lessons from Metric Learning Generalize to",
+        "Image-Caption Retrieval? ECIR, appendix A, short version.",
+        "  claim-x fails                 1/3     a statement long enough to wrap",
+        pad + "onto a second line of the table",
+        "mine",
+        "  eq1     holds-with-correction 0/1     ",
         "-" * 72,
         # both lines wrapped at 72 columns: the counts between items, the summary between words
         "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0,",
         "reproduced: 0, not-reproduced: 0, not-testable-here: 0",
         "records: 3, mutants: 6, killed: 3; below 3 mutants / 2 operators without",
         "a stated reason: 3",
-        "",
-        "seeds:",
-        "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
-        "       the Path Towards Large-Scale Image Retrieval. ECCV, supplementary",
-        "       material.",
-        "  000  Bleeker & de Rijke (2022). Do Lessons from Metric Learning",
-        "       Generalize to Image-Caption Retrieval? ECIR, appendix A, short",
-        "       version.",
-        "  min  mine",
     ]
     assert format_table(RECORDS, width=72).split("\n") == expected
 
 
 def test_the_table_puts_statements_below_their_rows_when_30_characters_do_not_fit():
-    expected = [
-        "claim       verdict               mutants",
-        "-" * 71,
-        "002:eq2     holds                 2/2",
+    expected = [  # 69 - 40 = 29 < 30
+        "claim     verdict               mutants",
+        "-" * 69,
+        "Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing the",
+        "Path Towards Large-Scale Image Retrieval. ECCV, supplementary",
+        "material.",
+        "  eq2     holds                 2/2",
         "    short statement",
-        "000:claim-x fails                 1/3",
+        "Bleeker & de Rijke (2022). Do Lessons from Metric Learning Generalize",
+        "to Image-Caption Retrieval? ECIR, appendix A, short version.",
+        "  claim-x fails                 1/3",
         "    a statement long enough to wrap onto a second line of the table",
-        "mine:eq1    holds-with-correction 0/1",
+        "mine",
+        "  eq1     holds-with-correction 0/1",
         "    ",
-        "-" * 71,
+        "-" * 69,
         "holds: 1, holds-with-correction: 1, fails: 1, inconclusive: 0,",
         "reproduced: 0, not-reproduced: 0, not-testable-here: 0",
         "records: 3, mutants: 6, killed: 3; below 3 mutants / 2 operators",
         "without a stated reason: 3",
-        "",
-        "seeds:",
-        "  002  Brown, Xie, Kalogeiton & Zisserman (2020). Smooth-AP: Smoothing",
-        "       the Path Towards Large-Scale Image Retrieval. ECCV,",
-        "       supplementary material.",
-        "  000  Bleeker & de Rijke (2022). Do Lessons from Metric Learning",
-        "       Generalize to Image-Caption Retrieval? ECIR, appendix A, short",
-        "       version.",
-        "  min  mine",
     ]
-    assert format_table(RECORDS, width=71).split("\n") == expected
+    assert format_table(RECORDS, width=69).split("\n") == expected
 
 
 def test_a_table_without_mutants_has_no_mutant_column_and_ids_at_least_5_wide():
@@ -268,28 +261,27 @@ def test_a_table_without_mutants_has_no_mutant_column_and_ids_at_least_5_wide():
     assert format_table(records[:1], width=60).split("\n") == [
         "claim verdict               statement",
         "-" * 60,
-        "m:e1  inconclusive          s t",
+        "m",
+        "  e1  inconclusive          s t",
         "-" * 60,
         "holds: 0, holds-with-correction: 0, fails: 0,",
         "inconclusive: 1, reproduced: 0, not-reproduced: 0,",
         "not-testable-here: 0",
-        "",
-        "seeds:",
-        "  m  m",
     ]
-    assert format_table(records[1:], width=40).split("\n")[:3] == [
-        "claim       verdict",  # 40 - 34 < 30: the statement goes below
+    assert format_table(records[1:], width=40).split("\n")[:5] == [
+        "claim verdict",  # 40 - 28 < 30: the statement goes below
         "-" * 40,
-        "my-notes:e2 holds",
+        "my-notes",
+        "  e2  holds",
+        "    ",
     ]
-    assert format_table(records[1:], width=40).split("\n")[-1] == "  my-  my-notes"
 
 
 def test_a_citation_too_long_for_the_width_keeps_every_word():
-    table = format_table([_record(S002, "eq1", "holds", "s")], width=40)
-    assert "Smooth-AP" in table and table.endswith("material.")
-    seeds = table.split("seeds:\n")[1].splitlines()
-    assert max(len(line) for line in seeds) <= 40 and len(seeds) == 5
+    lines = format_table([_record(S002, "eq1", "holds", "s")], width=40).splitlines()
+    cited = lines[2:lines.index("  eq1 holds")]
+    assert " ".join(cited) == CITATION_002
+    assert max(len(line) for line in cited) <= 40 and len(cited) == 4
 
 
 def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas():
@@ -300,7 +292,7 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
                 latex="\\texttt{line1 line2}", method="exec", detail="D two"),
     ]  # fmt: skip
     expected = [
-        "# Derivation audit of the seed documents",
+        "# Derivation audit",
         "",
         "Each printed claim is data (its printed form), checked by computation (SymPy, exact "
         "rationals, float64/mpmath against autograd or brute force); a correction counts only "
@@ -310,24 +302,23 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "| paper | claims | holds | holds-with-correction | fails | inconclusive | reproduced "
         "| not-reproduced | not-testable-here | mutants killed |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        f"| {CITATION_000} <small>`{S000}`</small> | 1 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 1 / 2 |",
-        "| mine <small>`mine`</small> | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 / 1 |",
+        f"| {CITATION_000} | 1 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 1 / 2 |",
+        "| mine | 1 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 1 / 1 |",
         "| all papers | 2 | 0 | 1 | 1 | 0 | 0 | 0 | 0 | 2 / 3 |",
         "",
         f"## {CITATION_000}",
         "",
-        f"<small>seed `{S000}`</small>. holds: 0, holds-with-correction: 1, fails: 0, "
-        "inconclusive: 0" + NO_EMPIRICAL,
+        "holds: 0, holds-with-correction: 1, fails: 0, inconclusive: 0" + NO_EMPIRICAL,
         "",
         "<details>",
         "<summary>The 1 claims of this paper, each with its check</summary>",
         "",
         "| claim | verdict | statement |",
         "| --- | --- | --- |",
-        "| `000:eq3` | **holds with correction** | S one |",
+        "| `eq3` | **holds with correction** | S one |",
         "",
         "<details>",
-        "<summary><code>000:eq3</code>: S one (holds-with-correction)</summary>",
+        "<summary><code>eq3</code>: S one (holds-with-correction)</summary>",
         "",
         "- printed: `a = b`",
         "- LaTeX: $a = b$",
@@ -344,18 +335,17 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
         "",
         "## mine",
         "",
-        "<small>seed `mine`</small>. holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0"
-        + NO_EMPIRICAL,
+        "holds: 0, holds-with-correction: 0, fails: 1, inconclusive: 0" + NO_EMPIRICAL,
         "",
         "<details>",
         "<summary>The 1 claims of this paper, each with its check</summary>",
         "",
         "| claim | verdict | statement |",
         "| --- | --- | --- |",
-        "| `mine:claim-two` | **FAILS** | S two |",
+        "| `claim-two` | **FAILS** | S two |",
         "",
         "<details>",
-        "<summary><code>mine:claim-two</code>: S two (fails)</summary>",
+        "<summary><code>claim-two</code>: S two (fails)</summary>",
         "",
         "- printed:",
         "",
@@ -385,11 +375,11 @@ def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict(
         "| paper | claims | holds | holds-with-correction | fails | inconclusive | reproduced "
         "| not-reproduced | not-testable-here |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-        "| m <small>`m`</small> | 2 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |",
+        "| m | 2 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |",
         "| all papers | 2 | 1 | 0 | 0 | 1 | 0 | 0 | 0 |",
     ]
-    assert "| `m:eq1` | holds | s1 |" in markdown
-    assert "| `m:eq2` | *inconclusive* | s2 |" in markdown
+    assert "| `eq1` | holds | s1 |" in markdown
+    assert "| `eq2` | *inconclusive* | s2 |" in markdown
     assert "- verdict: *inconclusive*" in markdown
     assert not any(line.startswith(("- mutants", "- corrected")) for line in markdown)
 
@@ -436,11 +426,12 @@ def test_below_its_row_a_statement_fills_the_width_after_a_4_space_indent():
                _record("m", "eq2", "holds", too_long, mutants=(1, 1))]  # fmt: skip
     lines = format_table(records, width=65).split("\n")  # 65 - 36 < 30: statements below
     row = "holds                 1/1"
-    assert lines[2:7] == [f"m:eq1 {row}", "    " + fits, f"m:eq2 {row}", "    " + "x" * 32,
+    assert lines[2:8] == ["m", f"  eq1 {row}", "    " + fits, f"  eq2 {row}", "    " + "x" * 32,
                           "    " + "y" * 32]  # fmt: skip
 
 
 def test_the_table_is_110_characters_wide_by_default():
     lines = format_table(RECORDS).split("\n")
     assert lines[1] == "-" * 110 and lines[0].endswith("statement")
-    assert lines[2] == "002:eq2     holds                 2/2     short statement"
+    assert lines[2].startswith("Brown, Xie") and max(len(line) for line in lines) == 110
+    assert "  eq2     holds                 2/2     short statement" in lines
