@@ -125,10 +125,20 @@ def test_a_resumption_after_an_empty_start_is_the_run(tmp_path):
 def test_a_broken_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
     records = _records(loss=LOSS)
     run = _log(tmp_path / "run", ({"run": 1}, [records[0], "garbage{", *records[1:]]))
-    with pytest.warns(UserWarning, match=r"metrics.jsonl:3: skipped a line") as caught:
+    with pytest.warns(UserWarning, match=r"metrics.jsonl:3: skipped a line"):
         runs = load_runs([run])
     assert runs == [("run", records)]
-    assert caught[0].filename == __file__  # points at the caller's line
+
+
+def test_the_warnings_point_at_the_line_that_called(tmp_path, monkeypatch):
+    broken = _log(tmp_path / "broken", ({"run": 1}, ["garbage{", *_records(loss=LOSS)]))
+    with pytest.warns(UserWarning, match="skipped a line") as caught:
+        load_runs([broken])
+    assert [warning.filename for warning in caught] == [__file__]
+    words = _run(tmp_path / "words", loss=[0.5, "x", 0.25, 0.125])
+    with pytest.warns(UserWarning, match="not numbers") as caught:
+        _close(_drawn(monkeypatch, [words], tmp_path / "figs")[0])
+    assert [warning.filename for warning in caught] == [__file__]
 
 
 def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
@@ -250,7 +260,6 @@ def test_values_that_are_not_numbers_are_dropped_with_a_count(tmp_path, monkeypa
     assert [str(w.message) for w in caught] == [
         "ignored 4 logged value(s) that are not numbers: loss (3), p_seed (1)"
     ]
-    assert caught[0].filename == __file__
     assert _lines(figures["loss"].axes[0]) == [([0], [0.9])]
     assert _lines(figures["operating_region"].axes[0]) == [([0, 2, 3], [0.5, 0.3, 0.2])]
     _close(figures)
