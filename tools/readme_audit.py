@@ -28,6 +28,7 @@ def audit_block(records: list[dict]) -> str:
     columns, never counted as failures); "distinct problems" counts the records that do not
     hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
     """
+    from gradlab.report.sections import paper_label
     from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, distinct_problems
     from gradlab.symbolic.claims import VERDICTS
     from gradlab.symbolic.seeds import SEEDS
@@ -66,15 +67,15 @@ def audit_block(records: list[dict]) -> str:
     for key, seed in SEEDS.items():
         mine = [r for r in records if r["seed"] == key]
         cells = " | ".join(str(sum(r["verdict"] == v for r in mine)) for v in VERDICTS)
-        lines.append(f"| `{key[:3]}` {seed.citation()} | {len(mine)} | "
+        lines.append(f"| {seed.citation()} | {len(mine)} | "
                      f"{distinct_problems(mine)} | {cells} |")  # fmt: skip
     lines += ["", "Every claim that does not simply hold, with its root cause where several "
-              "claims share one:", "", "| claim | verdict | root cause | statement |",
-              "| --- | --- | --- | --- |"]  # fmt: skip
+              "claims share one:", "", "| paper | claim | verdict | root cause | statement |",
+              "| --- | --- | --- | --- | --- |"]  # fmt: skip
     for record in records:
         if record["verdict"] != "holds":
-            short = f"{record['seed'][:3]}:{record['label']}"
             cause = record.get("cause") or "-"
-            lines.append(f"| `{short}` | {VERDICT_WORDS[record['verdict']]} | {cause} "
+            lines.append(f"| {paper_label(record['seed'])} | `{record['label']}` "
+                         f"| {VERDICT_WORDS[record['verdict']]} | {cause} "
                          f"| {record['claim']['statement']} |")  # fmt: skip
     return "\n".join(lines)

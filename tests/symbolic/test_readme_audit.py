@@ -71,7 +71,10 @@ def _synthetic():
 
 
 def _row(block, key):
-    line = next(line for line in block.splitlines() if line.startswith(f"| `{key[:3]}` "))
+    from gradlab.symbolic.seeds import SEEDS
+
+    line = next(line for line in block.splitlines()
+                if line.startswith(f"| {SEEDS[key].citation()} |"))  # fmt: skip
     return [cell.strip() for cell in line.split("|")[2:-1]]
 
 
@@ -87,8 +90,11 @@ def test_the_audit_block_counts_verdicts_and_distinct_problems_from_the_records(
     # per paper: claims, distinct problems, then one column per verdict in VERDICTS' order
     assert _row(block, S000) == ["3", "1", "1", "2", "0", "0", "0", "0", "0"]
     assert _row(block, S004) == ["5", "2", "1", "0", "2", "0", "1", "0", "1"]
-    assert "| `004:claim-a` | not testable here | - | statement claim-a |" in block
-    assert "| `004:eq1` | fails | sign | statement eq1 |" in block
+    # each claim by its paper's authors, year and part, and its label; no document key
+    zhong = "Zhong et al. n.d., paper with appendix"
+    assert f"| {zhong} | `claim-a` | not testable here | - | statement claim-a |" in block
+    assert f"| {zhong} | `eq1` | fails | sign | statement eq1 |" in block
+    assert not re.search(r"\b00[0-4]\b|00[0-4]_", block), block
 
 
 def test_a_changed_cause_alone_makes_the_audit_block_stale(tmp_path):
