@@ -21,7 +21,7 @@ from gradlab import GradlabError
 from gradlab.monitor import Plot, Quantity
 from gradlab.plotting.monitor import check_run_dirs, draw_family, load_runs, plot_run, plot_runs
 from gradlab.plotting.style import LINE_STYLES
-from tests.helpers.figure_layout import captured_figures
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 PALETTE = [to_rgb(colour) for colour in sns.color_palette("colorblind", 10)]
 LOSS = [0.9, 0.7, 0.6, 0.55]
@@ -485,3 +485,19 @@ def test_line_styles_cycle_through_the_styles_for_many_keys(tmp_path):
     styles = [line.get_linestyle() for line in axis.get_lines()[: len(keys)]]
     assert styles[:4] == ["-", "--", "-.", ":"] and styles[-1] == styles[0]  # cycled
     plt.close(figure)
+
+
+def test_figures_of_hand_written_runs_have_no_layout_problems(tmp_path, monkeypatch):
+    # a long title over two keys, six keys, each run its own colour and marker
+    steps = 12
+    ramp = [s / steps for s in range(steps)]
+    series = {"queries_without_gradient": [s % 3 for s in range(steps)],
+              "queries_without_gradient_weighted": [(s % 3) / 2 for s in range(steps)],
+              **{key: [0.1 + r / (i + 1) for r in ramp] for i, key
+                 in enumerate(monitor_plots.PLOTS["anatomy_hardness"].keys)}}  # fmt: skip
+    runs = [_run(tmp_path / name, **series) for name in ("first run", "second run", "third")]
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    assert len(figures) == 3
+    for name, figure in figures.items():
+        assert layout_problems(figure) == [], name
+    _close(figures)
