@@ -80,6 +80,13 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
     assert len(lines) == 5
 
 
+def _audit_line(line, claims):
+    """The audit line after "by computation: ", once its head counts ``claims`` claims."""
+    head, tail = line.split(" by computation: ")
+    assert head.startswith(f"- The audit checks {claims} printed claims"), head
+    return tail
+
+
 def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     records = [
         _record(BROWN, "eq1", "fails", "diagonal", mutants=4, mutants_killed=3),
@@ -98,9 +105,8 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     audit = {"counts": counts, "records": records}
     line = _lines({"audit": (audit, "text, no heading")})[-1]
     brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
-    assert line == (
-        "- The audit checks 7 printed claims of the five seed papers by computation: 1 hold, "
-        "1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
+    assert _audit_line(line, 7) == (
+        "1 hold, 1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
         "testable here (outcomes, not failures). The 3 records that do not hold show 2 distinct "
         "problems (records sharing one root cause count once; "
@@ -108,11 +114,30 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
         "wrong variants of the forms that hold are told apart."
     )
     plain = _lines({"audit": ({"counts": {"holds": 2}}, "## Audit")})
-    assert plain[2] == (
-        "- The audit checks 2 printed claims of the five seed papers by computation: 2 hold, 0 "
-        "hold only after a correction (each correction re-checked), 0 fail and 0 stay "
+    assert _audit_line(plain[2], 2) == (
+        "2 hold, 0 hold only after a correction (each correction re-checked), 0 fail and 0 stay "
         "inconclusive. ([Audit](#audit))"
     )
+    assert _audit_line(_lines({"audit": ({"counts": {"fails": 1}}, "")})[2], 1) == (
+        "0 hold, 0 hold only after a correction (each correction re-checked), 1 fail and 0 stay "
+        "inconclusive."
+    )
+
+
+def test_the_headlines_lead_the_list_whatever_the_page_order():
+    records = [_record(BROWN, "eq1", "fails"), _record(SHORT, "eq8", "holds-with-correction")]
+    rows = [{"classes": 2, "per_class": 2, "batch": 4, "equals_blocks": True,
+             "equals_classes": True, "difference_classes": 0.0}]  # fmt: skip
+    verification = {
+        "gradient_errors": {"a": {"x": 1e-13}},
+        "pml_smooth_ap": {"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows},
+    }
+    harmonic = {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}}
+    sections = {"tie_aware": (harmonic, ""), "verification": (verification, ""),
+                "audit": ({"counts": {"fails": 1}, "records": records}, "")}  # fmt: skip
+    starts = [line[:16] for line in _lines(sections)[2:]]
+    assert starts == [f"- {_paper(SHORT)}"[:16], "- pytorch-metric", f"- {_paper(BROWN)}"[:16],
+                      "- Replacing a ha", "- Every analytic", "- The audit chec"]  # fmt: skip
 
 
 def _lemma(below, matches):
@@ -194,21 +219,24 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         BROWN,
         BATCH_SIZE_CLAIM,
         "inconclusive",
-        detail="needs the authors' network, data, and time. More.",
+        detail="needs the authors' network, data, and CUDA-X, (Brown et al., 2020). More.",
     )
     other = _record(BROWN, "other", "fails", detail="needs nothing")
     sections = {
         "audit": ({"counts": {}, "records": [other, record]}, ""),
-        "operating_region": (_region(settings, claim), "## Region"),
+        "operating_region": (
+            _region(settings, claim),
+            "## Region\n\n![P](figures/p_vs_batch_size.png)",
+        ),
     }
     assert _lines(sections)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
-        "size; the audit's verdict: inconclusive (needs the authors' network, data, and time). "
+        "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
         "As context, under its own sampler (4 per class) from m = 16 to 256, at a fixed trained "
         f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
         f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
         "(mean ± std over 3 seeds); the decision rule's outcome on this miniature: reproduced. "
-        "([Region](#region))"
+        "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
     # outcome or a "needs" detail nothing is added.
@@ -216,7 +244,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         "operating_region": (
             _region(
                 {"trained_at_m": settings["trained_at_m"]},
-                {"verdict": "holds", "detail": "checked"},
+                {"verdict": "holds"},
             ),
             "",
         )
@@ -227,6 +255,9 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         f"m = 16 to 256, for networks trained at each m P falls from {_cell([0.3, 0.2])} to "
         f"{_cell([0.1, 0.1])} (mean ± std over 3 seeds)."
     )
+    # an audit section without records: the summary's verdict, still a finding
+    alone["audit"] = ({"counts": {"holds": 1}}, "")
+    assert any(line.startswith("- Brown et al. (2020) report") for line in _lines(alone))
 
 
 def test_no_batch_size_line_without_a_measured_setting():
@@ -295,11 +326,12 @@ def test_the_scenes_line_names_the_best_and_the_apart_runs():
         "chance_factor": 2.5,
         "apart": {"VSRN": {"y": {}}, "VSE++": {"y": {}, "z": {}}},
     }
-    line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, "")})[2]
+    figure = "![r](figures/digit_scenes_recall.png)"
+    line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, figure)})[2]
     assert line == (
         f"- Best image -> caption R@1: VSRN with x, {_cell([0.5, 0.75])}. Best caption -> image "
         f"R@1: VSRN with x, {_cell([0.25, 0.25])}. Listed apart, not compared (R@1 not at least "
-        "2.5 x chance both ways): VSRN with y, VSE++ with y, VSE++ with z."
+        "2.5 x chance both ways): VSRN with y, VSE++ with y, VSE++ with z. ([Figure 1](#figure-1))"
     )
     summary["apart"] = {"VSRN": {}}
     line = _lines({"scenes": ({"runs": {"VSRN": {"x": run}}, "summary": summary}, "")})[2]
@@ -318,12 +350,13 @@ def test_added_finders_rank_and_follow_page_order():
         return [Finding(f"{results['missing']}")]
 
     sections = {
+        "unknown": ({}, "## U"),  # no finder: skipped
+        "broken": ({}, "## B"),  # its finder fails on these results: skipped
         "tie_aware": (
             {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}},
             "## T",
         ),
         "mine": ({"n": 4}, "![a](figures/a.png)\n![z](figures/z.png)  \n"),
-        "broken": ({}, "## B"),
     }
     lines = _lines(sections, mine=mine, broken=broken)
     assert lines[2:4] == ["- first", "- fig ([Figure 2](#figure-2))"]
