@@ -126,18 +126,35 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
 
 def test_the_headlines_lead_the_list_whatever_the_page_order():
     records = [_record(BROWN, "eq1", "fails"), _record(SHORT, "eq8", "holds-with-correction")]
-    rows = [{"classes": 2, "per_class": 2, "batch": 4, "equals_blocks": True,
-             "equals_classes": True, "difference_classes": 0.0}]  # fmt: skip
+    rows = [
+        {
+            "classes": 2,
+            "per_class": 2,
+            "batch": 4,
+            "equals_blocks": True,
+            "equals_classes": True,
+            "difference_classes": 0.0,
+        }
+    ]
     verification = {
         "gradient_errors": {"a": {"x": 1e-13}},
         "pml_smooth_ap": {"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows},
     }
     harmonic = {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}}
-    sections = {"tie_aware": (harmonic, ""), "verification": (verification, ""),
-                "audit": ({"counts": {"fails": 1}, "records": records}, "")}  # fmt: skip
+    sections = {
+        "tie_aware": (harmonic, ""),
+        "verification": (verification, ""),
+        "audit": ({"counts": {"fails": 1}, "records": records}, ""),
+    }
     starts = [line[:16] for line in _lines(sections)[2:]]
-    assert starts == [f"- {_paper(SHORT)}"[:16], "- pytorch-metric", f"- {_paper(BROWN)}"[:16],
-                      "- Replacing a ha", "- Every analytic", "- The audit chec"]  # fmt: skip
+    assert starts == [
+        f"- {_paper(SHORT)}"[:16],
+        "- pytorch-metric",
+        f"- {_paper(BROWN)}"[:16],
+        "- Replacing a ha",
+        "- Every analytic",
+        "- The audit chec",
+    ]
 
 
 def _lemma(below, matches):
@@ -371,3 +388,29 @@ def test_figures_are_numbered_by_first_appearance_on_their_own_line():
         "![a again](figures/a.png)\n![c](figures/c.png)"
     )
     assert figure_numbers(markdown) == {"figures/a.png": 1, "figures/b.png": 2, "figures/c.png": 4}
+
+
+def test_the_loss_and_scenes_lines_compute_their_summaries_when_none_is_stored():
+    from gradlab.experiments import digit_scenes, loss_comparison
+
+    runs = {
+        "best": {"metrics": {"MAP@R": [0.49, 0.51]}},
+        "far": {"metrics": {"MAP@R": [0.10, 0.12]}},
+    }
+    losses = {"before": {"MAP@R": [0.30, 0.30]}, "seeds": [0, 1], "losses": runs}
+    stored = {**losses, "summary": loss_comparison.summarize(losses)}
+    assert stored["summary"]["best"] == "best"
+    assert _lines({"losses": (losses, "")}) == _lines({"losses": (stored, "")})
+
+    def scene(i2t, t2i):
+        return {"recall": {"i2t_R@1": i2t, "t2i_R@1": t2i, "rsum": [100.0, 100.0]}}
+
+    scenes = {
+        "settings": {"test_scenes": 100, "captions_per_image": 5},
+        "runs": {
+            "VSRN": {"x": scene([0.5, 0.5], [0.4, 0.4]), "stuck": scene([0.01, 0.01], [0.01, 0.01])}
+        },
+    }
+    stored = {**scenes, "summary": digit_scenes.summarize(scenes)}
+    assert list(stored["summary"]["apart"]["VSRN"]) == ["stuck"]  # the line lists it apart
+    assert _lines({"scenes": (scenes, "")}) == _lines({"scenes": (stored, "")})
