@@ -8,6 +8,7 @@ import itertools
 import re
 
 import pytest
+import torch
 
 from gradlab.errors import GradlabError
 from gradlab.experiments.planner import (
@@ -196,3 +197,35 @@ def test_the_printed_plan():
     assert (
         format_plan(result).splitlines()[1].startswith("peak extra memory: not measurable here (")
     )
+
+
+@pytest.mark.skipif(not PeakBytes().available, reason="glibc's mallinfo2 is not here")
+def test_the_meter_counts_mapped_blocks_reads_zero_when_idle_and_stops_at_exit():
+    meter = PeakBytes()
+    assert meter.peak == 0  # nothing measured yet
+    with meter:
+        pass
+    assert meter.peak == 0  # a block without tensors holds nothing
+    mib = 1 << 20
+    with PeakBytes() as large:
+        # 48 MiB: above glibc's largest mmap threshold (32 MiB), so always a mapped block
+        block = torch.ones(12 * mib)
+        del block
+    assert 48 * mib <= large.peak < 49 * mib
+    after = torch.ones(12 * mib)  # outside the block: not counted
+    assert meter.peak == 0 and large.peak < 49 * mib
+    del after
+
+
+def test_measuring_leaves_the_global_random_state_alone(monkeypatch):
+    monkeypatch.setattr("time.perf_counter", _Clock(itertools.repeat(0.5)))
+    torch.manual_seed(123)
+    expected = torch.rand(4)
+    torch.manual_seed(123)
+    measure_loss("contrastive", 8, 4, repeats=1)
+    assert torch.equal(torch.rand(4), expected)
+
+
+def test_two_images_per_class_are_enough():
+    check_loss_plan("smooth_ap", 8, 4, 2)  # a query with one positive
+    assert estimate_smooth_ap(8, 4, per_class=2, budget=10**6) == _model_bytes(8, 4, 1, 8)
