@@ -13,7 +13,17 @@ settings.register_profile("dev", max_examples=40, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+SLOW_DOCTESTS = {
+    "gradlab.report.runner.run_report": "writes a whole report: seconds",
+}
+"""Library examples (doctests) that `make test-fast` leaves out; `make test` runs them."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m "not slow" deselects by marker
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if isinstance(item, pytest.DoctestItem) and item.name in SLOW_DOCTESTS:
+            item.add_marker(pytest.mark.slow)
     if torch.cuda.is_available():
         return
     skip_gpu = pytest.mark.skip(reason="needs a CUDA device")

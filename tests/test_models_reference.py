@@ -228,6 +228,7 @@ def test_pretraining_follows_the_documented_recipe_and_keeps_the_global_rng(seed
     assert not trained.training
 
 
+@pytest.mark.slow  # 150 training steps, twice: seconds
 def test_pretraining_defaults_are_150_steps_of_128_from_seed_0():
     images, labels = _data(count=40, seed=1)
     trained = pretrain_digit_backbone(images, labels)

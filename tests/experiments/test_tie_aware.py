@@ -10,6 +10,7 @@ from gradlab.report.prose import relaxation_summary
 from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
+@pytest.mark.slow  # a 64 x 64 error surface and its figure: seconds
 def test_error_surface_respects_the_paper_bound(tmp_path, monkeypatch):
     results = harmonic_error_surface(max_before=64, max_in_bin=64)
     assert results["bound_holds"] and 0.0 < results["largest_error_over_bound"] <= 1.0

@@ -73,6 +73,7 @@ def test_bad_study_options_name_the_argument(kwargs, argument):
         measure(**kwargs)
 
 
+@pytest.mark.slow  # draws the whole figure again (seconds); the fast tier draws it once above
 def test_gradients_below_the_floor_are_not_drawn_as_a_distribution(quick, tmp_path, monkeypatch):
     """A SmoothAP checkpoint whose largest |dL/dS| is 4e-14 (rounding noise) once drew how that
     noise spreads over the negatives; below the anatomy's absolute threshold it is not drawn."""

@@ -40,6 +40,7 @@ def test_wandb_sink_starts_an_offline_run_with_the_jsonl_keys_and_steps(tmp_path
             assert same(row[f"gradlab/{key}"], value) and same(record[key], value)
 
 
+@pytest.mark.slow  # starts a W&B offline run (a service process): seconds
 def test_wandb_sink_logs_into_the_active_run_and_leaves_it_open(tmp_path):
     wandb = pytest.importorskip("wandb")
     run = wandb.init(dir=str(tmp_path), project="gradlab-tests")
@@ -134,6 +135,7 @@ def test_a_prefix_that_is_not_a_string_is_refused_in_full(sink):
     assert str(raised.value) == "prefix must be a string; got 3"
 
 
+@pytest.mark.slow  # starts its own W&B offline run: seconds; the next test starts one fast
 def test_wandb_sink_stores_the_header_and_the_step_axis_of_its_own_run(tmp_path):
     pytest.importorskip("wandb")
     sink = WandbSink(project="gradlab-tests")

@@ -38,6 +38,7 @@ def _overview(width_per_panel: float, legend_size: float):
     return figure
 
 
+@pytest.mark.slow  # saves and reads back a PNG: seconds; the last test checks small text fast
 def test_small_text_rejects_the_old_overview_and_measures_the_saved_png(tmp_path):
     old = _overview(6.5, 7)  # 13 inches wide, 7 pt legends: 6.3 pt on a 1100 px page
     problems = small_text(old)

@@ -193,6 +193,7 @@ def test_norms_and_gradient_norms_have_separate_axes(tmp_path, monkeypatch):
     assert "Embedding norms" in figures and "Gradient of the loss w.r.t. the embeddings" in figures
 
 
+@pytest.mark.slow  # trains with the full preset and draws every family: seconds
 def test_counts_and_shares_start_at_zero(tmp_path, monkeypatch):
     run = _run(tmp_path / "run", steps=3, preset="full")  # no degenerate batch: all zero
     figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
@@ -294,6 +295,7 @@ def _clip_run(log_dir, steps=6):
     return log_dir
 
 
+@pytest.mark.slow  # trains a run and draws every family: seconds
 def test_plot_draws_the_geometry_temperature_and_suspect_families(tmp_path, monkeypatch):
     """A SmoothAP run on embeddings (the default preset's geometry and margins) and a CLIP-like
     run on logits (temperature, chance level, suspects): every family is drawn, each line the

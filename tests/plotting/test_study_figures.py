@@ -94,6 +94,7 @@ def test_scene_anatomy_names_losses_that_stay_at_zero_instead_of_stacking_their_
     assert len(figure.axes[0].get_lines()) == 6  # nothing coincides there: every line drawn
 
 
+@pytest.mark.slow  # seconds of drawing; the test above draws the same figure
 def test_scene_anatomy_with_a_single_loss_at_zero_draws_it(figures):
     module.plot_scene_anatomy(_scenes(("NT-Xent",)), "a.png")
     (figure,) = figures
@@ -107,6 +108,7 @@ def losses():
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow  # seconds of layout checks; the test below draws the same figure
 def test_the_loss_comparison_reads_on_the_page(losses, figures):
     module.plot_loss_comparison(losses, "losses.png")
     assert layout_problems(figures[0]) == []

@@ -61,12 +61,14 @@ def test_a_folder_without_a_page_is_named(tmp_path):
         check_report_in_browser(tmp_path)
 
 
+@pytest.mark.slow  # starts Chromium: seconds
 def test_a_broken_image_is_named_with_the_section_it_sits_in(tmp_path):
     markdown = SOUND.replace("## Second section", "![Gone](figures/gone.png)\n\n## Second section")
     result = check_report_in_browser(_report(tmp_path / "bad", markdown))
     assert "image not shown: Gone (in section 'First section')" in result.problems
 
 
+@pytest.mark.slow  # starts Chromium: seconds
 def test_a_tall_section_is_tiled_to_its_end(tmp_path):
     tall = "\n\n".join(f"Paragraph {n} of a long section." for n in range(120))
     markdown = SOUND.replace("## Second section\n\ntext", "## Second section\n\n" + tall)

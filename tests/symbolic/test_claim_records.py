@@ -22,16 +22,37 @@ def _without_timing(record: dict) -> dict:
 MEASURED = "claim-p-grows-with-batch-size"
 """The claim decided by the quick P-vs-m measurement, which trains networks: slow tier only."""
 
+FAST_TIER = {
+    "000_e0f8edb24a02ffe3:eq4",  # smoothap_claims: a SymPy identity
+    "002_9d7d2555864f9baa:claim-table-s1",  # supplementary_claims: the pseudocode executed
+    "003_9ae9ec3ce43e30ad:eq9",  # tie_aware_claims: sympy.simplify
+    "003_9ae9ec3ce43e30ad:eq17",  # tie_aware_claims: mpmath
+    "003_9ae9ec3ce43e30ad:eq30",  # minibatch_claims: float64 against autograd
+    "004_e426679a66883031:claim-fig4-caption",  # fappy_claims: float64 on three bins
+}
+"""The claims whose records `make test-fast` reproduces: one or two of each claim module, each
+checked (with its mutants) in a fraction of a second. Every claim together takes about 40
+CPU-seconds, so the others run in the slow tier (`make test`)."""
+
 
 @pytest.mark.parametrize("claim_id", [
-    pytest.param(claim_id, marks=pytest.mark.slow) if claim_id.endswith(f":{MEASURED}")
-    else claim_id
+    claim_id if claim_id in FAST_TIER and not claim_id.endswith(f":{MEASURED}")
+    else pytest.param(claim_id, marks=pytest.mark.slow)
     for claim_id in sorted(COMMITTED)
 ])  # fmt: skip
 def test_claim_reproduces_its_committed_record(audit_record, claim_id):
     assert _without_timing(audit_record(claim_id)) == _without_timing(COMMITTED[claim_id])
 
 
+def test_the_fast_tier_reproduces_a_claim_of_every_claim_module():
+    from gradlab.symbolic.audit import MODULES
+
+    module_of = {claim.id: module for module in MODULES for claim in module.claims()}
+    assert FAST_TIER <= set(COMMITTED)
+    assert {module_of[claim_id] for claim_id in FAST_TIER} == set(MODULES)
+
+
+@pytest.mark.slow  # checks every claim with its mutants: about 40 CPU-seconds
 def test_no_check_leaves_a_global_precision_behind(audit_record):
     # check_expansion once set mpmath.mp.dps = 40 for good, so the claims after it computed
     # their errors at 40 digits: eq16's record depended on which claims ran before it.

@@ -4,6 +4,7 @@ The claims here are small and their truths are written independently of the code
 (expanded polynomials, hand-computed corrections), so each expected verdict is known in advance.
 """
 
+import pytest
 import sympy as sp
 
 from gradlab.symbolic.claims import (
@@ -106,6 +107,7 @@ def test_a_record_carries_cause_and_inapplicable_reasons():
     assert (record["mutants"], record["mutant_operators"], record["mutants_killed"]) == (1, 1, 1)
 
 
+@pytest.mark.slow  # proves the mutant equal on the domain with SymPy: about 7 CPU-seconds
 def test_a_mutant_equal_only_under_the_claims_domain_is_dropped_with_the_domain_named():
     # a ramp up to b then down to b + w: at x = b both pieces give 1 only when the ramp's width
     # is w too; a check that samples only equal widths accepts the strict top either way

@@ -591,6 +591,7 @@ def test_claims_about_the_authors_experiments_are_not_testable_here_and_never_fa
             assert verdict in ("holds", "holds-with-correction"), (claim.label, verdict)
 
 
+@pytest.mark.slow  # checks every claim of the module with its mutants
 def test_every_record_has_three_killed_mutants_from_two_operators_or_says_why_not():
     from gradlab.symbolic.claims import audit_claim
 
