@@ -153,3 +153,79 @@ def test_a_layout_with_its_own_candidate_mask_keeps_the_dense_margins_and_alignm
     cosine = layout.scores.double()
     alignment = float((2 - 2 * cosine[keep]).clamp(min=0).mean())
     assert float(geometry_values["geometry_alignment"]) == pytest.approx(alignment)
+
+
+def _spy(monkeypatch, *names):
+    """Count the calls of ``gradlab.functional.geometry`` functions the quantities make."""
+    calls = dict.fromkeys(names, 0)
+    for name in names:
+        original = getattr(geometry, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        monkeypatch.setattr(geometry, name, counted)
+    return calls
+
+
+@pytest.mark.parametrize("size,dims", [(2, 3), (6, 1), (9, 4)])
+def test_the_in_batch_step_takes_alignment_and_uniformity_from_one_copy(monkeypatch, size,
+                                                                        dims):  # fmt: skip
+    # Two points, one dimension: still the one-copy path, the values of the two functions.
+    generator = torch.Generator().manual_seed(size)
+    embeddings = torch.randn(size, dims, generator=generator)
+    labels = torch.arange(size) // 2  # pairs (and a singleton)
+    expected = Geometry().compute(BatchView(embeddings=embeddings, labels=labels))
+    calls = _spy(monkeypatch, "in_batch_alignment_uniformity", "alignment", "uniformity")
+    values = Geometry().compute(BatchView(embeddings=embeddings, labels=labels))
+    assert calls == {"in_batch_alignment_uniformity": 1, "alignment": 0, "uniformity": 0}
+    assert values.keys() == expected.keys() and "geometry_uniformity" in values
+    assert all(torch.equal(values[key], expected[key]) for key in values)
+    unit = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
+    pairs = [(i, j) for i in range(size) for j in range(size) if i != j and labels[i] == labels[j]]
+    distance = [sum((a - b) ** 2 for a, b in zip(unit[i], unit[j], strict=True)) for i, j in pairs]
+    assert float(values["geometry_alignment"]) == pytest.approx(
+        sum(distance) / len(distance), rel=1e-5, abs=1e-7)
+
+
+def test_one_in_batch_query_logs_its_spread_and_no_pairs():
+    values = Geometry().compute(BatchView(embeddings=torch.tensor([[3.0, 4.0]]),
+                                          labels=torch.tensor([0])))  # fmt: skip
+    assert set(values) == {"geometry_alignment", "geometry_std"}
+    assert math.isnan(float(values["geometry_alignment"]))  # no positive pair
+    assert float(values["geometry_std"]) == 0.0
+
+
+def test_a_layout_with_its_own_mask_still_reads_the_step_s_scores_for_uniformity(monkeypatch):
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4])
+    view = BatchView(embeddings=_labelled(), labels=labels)
+    layout = view.layout
+    view.layout = type(layout)(layout.scores, layout.positives, layout.candidate_mask.clone())
+    calls = _spy(monkeypatch, "in_batch_alignment_uniformity", "uniformity")
+    with _Products() as products:
+        values = Geometry().compute(view)
+    assert products.count == 1  # the effective rank's Gram matrix only
+    assert calls == {"in_batch_alignment_uniformity": 0, "uniformity": 1}
+    expected = loops.uniformity(view.embeddings.tolist())
+    assert float(values["geometry_uniformity"]) == pytest.approx(expected, rel=1e-6)
+
+
+class _Sorts(TorchFunctionMode):
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.sort, torch.Tensor.sort, torch.argsort, torch.Tensor.argsort):
+            self.count += 1
+        return func(*args, **(kwargs or {}))
+
+
+def test_margins_search_the_step_s_sort_instead_of_sorting_again():
+    labels = torch.tensor([0, 0, 0, 1, 1, 2, 2, 2, 2, 3, 4])
+    view = BatchView(embeddings=_labelled(), labels=labels)
+    OperatingRegion().compute(view)
+    with _Sorts() as sorts:
+        Margins().compute(view)
+    assert sorts.count == 0
