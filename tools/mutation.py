@@ -94,7 +94,8 @@ FUNCTIONAL_TESTS = {
     ],
     "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py"],
     "fastap": ["tests/functional/test_fastap_blackbox.py"],
-    "geometry": ["tests/functional/test_geometry.py", "tests/monitor/test_geometry_quantities.py"],
+    "geometry": ["tests/functional/test_geometry.py", "tests/functional/test_geometry_in_batch.py",
+                 "tests/monitor/test_geometry_quantities.py"],
     "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
     "harmonic": [
         "tests/functional/test_harmonic.py",
@@ -203,7 +204,9 @@ MONITOR_TESTS = {
                     # preset (its not_logged table lacks it); back in once it is updated
                     "test_monitor_contract.py::"
                     "test_score_inputs_explain_every_quantity_that_needs_embeddings"))],
-    "quantity": ["tests/monitor/test_quantity_declarations.py", *_MONITOR_VALUES, *_MONITOR_RUNS],
+    # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
+    "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
+                 *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
                    "--deselect=tests/monitor/test_run_folder_mutants.py::"
                    "test_the_fault_warning_points_at_the_line_that_wrote",
