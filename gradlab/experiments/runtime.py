@@ -6,6 +6,11 @@ losses) in parallel worker processes (:func:`run_tasks`). Every task seeds its o
 a task's numbers do not depend on where, when or beside what it runs, and the results are
 merged in task order: a parallel run returns exactly what the serial run returns.
 
+Several studies can share the workers side by side (the report does): each runs in a thread
+of its own inside :func:`parent_turn`, which lets one thread at a time run the parent's own code
+(drawing, the audit, a study's merging) and hands the turn on while a thread waits for its
+tasks, so the workers stay busy while the parent works.
+
 Example:
     >>> run_tasks(divmod, [(7, 2), (9, 4)], stage="doctest", names=["a", "b"], workers=1)
     [(3, 1), (2, 1)]
@@ -19,6 +24,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -124,8 +130,12 @@ class _Pool:
         self.workers = workers
         self.executor: concurrent.futures.ProcessPoolExecutor | None = None
         self.before: set = set()
+        self.stopped = False
 
     def get(self) -> concurrent.futures.ProcessPoolExecutor:
+        if self.stopped:  # another study's failure or a signal ended it: start nothing new
+            raise StudyError("the worker processes were stopped (another study failed, or the "
+                             "run was interrupted)")  # fmt: skip
         if self.executor is None:
             self.before = set(multiprocessing.active_children())
             self.executor = concurrent.futures.ProcessPoolExecutor(
@@ -150,6 +160,7 @@ class _Pool:
         that the interpreter's exit (which joins that thread) does not wait on it either.
         """
         executor, self.executor = self.executor, None
+        self.stopped = True
         if executor is None:
             return
         # The executor's own processes and management thread (read before shutdown, which
@@ -217,6 +228,49 @@ def current_workers() -> int:
         1
     """
     return _workers
+
+
+_turn = threading.Lock()
+_holding = threading.local()
+
+
+@contextlib.contextmanager
+def parent_turn() -> Iterator[None]:
+    """Run the block as the parent's one running thread among those that take turns.
+
+    Threads that each run a study (the report's sections side by side) enter this block: one
+    runs at a time, and :func:`run_tasks` hands the turn on while its thread waits for the
+    worker processes, taking it back before it merges the results. Code in the block never
+    runs beside another thread's, so the parent's global state (matplotlib's, torch's random
+    generator) is used by one study at a time, as in a serial run.
+
+    Example:
+        >>> with parent_turn():
+        ...     run_tasks(abs, [(-2,)], stage="doctest", names=["a"], workers=1)
+        [2]
+    """
+    _turn.acquire()
+    _holding.active = True
+    try:
+        yield
+    finally:
+        _holding.active = False
+        _turn.release()
+
+
+@contextlib.contextmanager
+def _turn_handed_on() -> Iterator[None]:
+    """Within :func:`parent_turn`, let the other threads run while this one waits."""
+    if not getattr(_holding, "active", False):
+        yield
+        return
+    _holding.active = False
+    _turn.release()
+    try:
+        yield
+    finally:
+        _turn.acquire()
+        _holding.active = True
 
 
 def _start_worker() -> None:
@@ -352,10 +406,11 @@ def run_tasks(
                 # A bounded wait, not as_completed's unbounded one: the main thread comes back
                 # to Python code at least every _POLL_SECONDS, so a signal whose C handler ran
                 # while it slept in a lock raises here instead of when a task next finishes.
-                done, pending = concurrent.futures.wait(
-                    pending, timeout=_POLL_SECONDS,
-                    return_when=concurrent.futures.FIRST_COMPLETED,
-                )  # fmt: skip
+                with _turn_handed_on():  # other studies' parent code runs meanwhile
+                    done, pending = concurrent.futures.wait(
+                        pending, timeout=_POLL_SECONDS,
+                        return_when=concurrent.futures.FIRST_COMPLETED,
+                    )  # fmt: skip
                 for future in sorted(done, key=futures.__getitem__):
                     index = futures[future]
                     try:

@@ -7,7 +7,9 @@ by relative path.
 
 from __future__ import annotations
 
+import functools
 import platform
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -16,7 +18,12 @@ import torch
 
 import gradlab
 from gradlab.errors import GradlabError
-from gradlab.experiments.runtime import check_workers, study_threads, study_workers
+from gradlab.experiments.runtime import (
+    check_workers,
+    parent_turn,
+    study_threads,
+    study_workers,
+)
 from gradlab.jsonio import write_json
 from gradlab.progress import progress
 from gradlab.report.findings import findings_markdown
@@ -71,7 +78,10 @@ def run_report(
         device: where the studies' networks run.
         workers: processes that run a study's seeds (and losses) side by side, one torch thread
             each (:func:`gradlab.experiments.runtime.study_workers`); 1 runs everything in this
-            process. The numbers are the same for any value; only the timings differ.
+            process. With more than one, the sections run side by side too: while one waits
+            for its workers, the next does its own part here (threads that take turns,
+            :func:`gradlab.experiments.runtime.parent_turn`). The numbers are the same for any
+            value; only the timings differ (each section's ``seconds`` then overlap).
         studies: folders written by ``gradlab study``: each study saved there becomes a section
             after the bundled ones, rendered from its JSON (nothing is trained), with its
             findings; checked before any section runs
@@ -119,34 +129,27 @@ def run_report(
     markdown: list[str] = []
     rendered: dict[str, tuple[dict, str]] = {}
     cpu_started_report, children_started = time.process_time(), _children_cpu()
-    with study_workers(workers):  # one pool of worker processes for every study
-        for number, name in enumerate(names, start=1):
-            # Not progress(names): its lines say a stage is done even when Ctrl-C ends it.
-            stage = progress(desc=f"report section {number} of {len(names)}: {name}",
-                             unit="section")  # fmt: skip
-            started, cpu_started = time.perf_counter(), time.process_time()
-            try:
-                # One CPU thread: the studies' kernels are small, and two threads on a shared
-                # 2-core machine made their steps several times slower
-                # (gradlab.experiments.runtime).
-                with study_threads(device):
-                    section_results, section_markdown = SECTIONS[name](out, quick, device)
-            except (ImportError, ModuleNotFoundError) as error:
-                results["skipped"][name] = f"{type(error).__name__}: {error}"
-                markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({error}).", ""]
-                stage.close()
-                continue
-            stage.update(1)
-            stage.close()  # only here: after Ctrl-C nothing is said done
-            _record(results, rendered, markdown, name, section_results, section_markdown,
-                    started, cpu_started)  # fmt: skip
+    run = functools.partial(_run_section, out=out, quick=quick, device=device, total=len(names))
+    # One CPU thread: the studies' kernels are small, and two threads on a shared 2-core
+    # machine made their steps several times slower (gradlab.experiments.runtime).
+    with study_workers(workers), study_threads(device):  # one pool for every study
+        if workers > 1 and len(names) > 1:
+            outcomes = _side_by_side(names, run)
+        else:
+            outcomes = [run(number, name) for number, name in enumerate(names, start=1)]
+    for name, outcome in zip(names, outcomes, strict=True):
+        if isinstance(outcome, str):  # a missing dependency
+            results["skipped"][name] = outcome
+            markdown += [f"## {name}", "", f"Skipped: a dependency is missing ({outcome}).", ""]
+        else:
+            _record(results, rendered, markdown, name, *outcome)
     finders = {}
-    for number, run in enumerate(user_studies, start=1):
+    for number, study in enumerate(user_studies, start=1):
         # A user's study: its saved JSON rendered as on its own page, its figures drawn here.
-        name, started, cpu_started = f"study {number}", time.perf_counter(), time.process_time()
-        study_results, study_markdown = study_report_section(run, out, number)
-        _record(results, rendered, markdown, name, study_results, study_markdown, started,
-                cpu_started)  # fmt: skip
+        name, started, cpu_started = f"study {number}", time.perf_counter(), time.thread_time()
+        study_results, study_markdown = study_report_section(study, out, number)
+        _record(results, rendered, markdown, name, study_results, study_markdown,
+                _timing(started, cpu_started))  # fmt: skip
         finders[name] = study_findings
     results["workers"] = workers
     # The workers have ended with the block above, so their CPU time is counted now.
@@ -162,13 +165,74 @@ def run_report(
     return results
 
 
+def _run_section(number: int, name: str, *, out: Path, quick: bool, device: str,
+                 total: int) -> tuple[dict, str, dict] | str:  # fmt: skip
+    """One section: ``(results, markdown, timing)``, or the reason a dependency is missing."""
+    # Not progress(names): its lines say a stage is done even when Ctrl-C ends it.
+    stage = progress(desc=f"report section {number} of {total}: {name}", unit="section")
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    try:
+        section_results, section_markdown = SECTIONS[name](out, quick, device)
+    except (ImportError, ModuleNotFoundError) as error:
+        stage.close()
+        return f"{type(error).__name__}: {error}"
+    timing = _timing(started, cpu_started)
+    stage.update(1)
+    stage.close()  # only here: after Ctrl-C nothing is said done
+    return section_results, section_markdown, timing
+
+
+def _side_by_side(names: list[str], run: Callable[[int, str], object]) -> list:
+    """Run the sections in threads that take turns (:func:`parent_turn`): while one waits for
+    its studies' worker processes, the next runs its own part (the audit, small studies,
+    drawing), so the workers and this process work at once. A section's numbers do not change
+    (each task seeds its own generators; the parent's code never runs beside another's).
+
+    The first failure (or Ctrl-C here) ends the others: the pool is stopped by
+    :func:`study_workers` as the exception leaves it, and the threads, daemons, are not
+    waited for.
+    """
+    outcomes: list = [None] * len(names)
+    failures: list[BaseException] = []
+    done = threading.Event()
+
+    def section(index: int) -> None:
+        try:
+            with parent_turn():
+                if not failures:
+                    outcomes[index] = run(index + 1, names[index])
+        except BaseException as error:  # handed to the main thread
+            failures.append(error)
+        finally:
+            if failures or all(o is not None for o in outcomes):
+                done.set()
+
+    threads = [threading.Thread(target=section, args=(index,), daemon=True,
+                                name=f"report section {name}")
+               for index, name in enumerate(names)]  # fmt: skip
+    for thread in threads:  # in report order: the first to ask takes the first turn
+        thread.start()
+    # A bounded wait, so that Ctrl-C reaches this thread at once.
+    while not done.wait(timeout=0.5):
+        pass
+    if failures:
+        raise failures[0]
+    return outcomes
+
+
+def _timing(started: float, cpu_started: float) -> dict:
+    """Wall seconds since ``started``; CPU seconds of this thread since ``cpu_started``."""
+    return {"seconds": round(time.perf_counter() - started, 1),
+            "cpu_seconds": round(time.thread_time() - cpu_started, 1)}  # fmt: skip
+
+
 def _record(results: dict, rendered: dict, markdown: list, name: str, section_results: dict,
-            section_markdown: str, started: float, cpu_started: float) -> None:  # fmt: skip
+            section_markdown: str, timing: dict) -> None:  # fmt: skip
     """Add a finished section's results, with its wall and CPU seconds, to the report."""
-    section_results["seconds"] = round(time.perf_counter() - started, 1)
-    # Process CPU time too: on a shared machine wall time also counts other people's work. With
-    # worker processes it is this process's only; the report's ``cpu_seconds`` adds theirs.
-    section_results["cpu_seconds"] = round(time.process_time() - cpu_started, 1)
+    # CPU time too: on a shared machine wall time also counts other people's work. It is this
+    # process's part (the thread that ran the section); the report's ``cpu_seconds`` adds the
+    # workers'. Sections run side by side overlap in wall time.
+    section_results.update(timing)
     results["sections"][name] = section_results
     rendered[name] = (section_results, section_markdown)
     markdown += [section_markdown, ""]

@@ -1,0 +1,130 @@
+"""The report's sections side by side: while one waits for its workers the next runs its own
+part, one section's own code at a time, the same numbers as one after the other."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from gradlab.experiments.runtime import run_tasks
+from gradlab.progress import set_progress_mode
+from gradlab.report import runner
+
+
+@pytest.fixture
+def quiet():
+    set_progress_mode("off")
+    yield
+    set_progress_mode("auto")
+
+
+def _pause(folder: str, seconds: float) -> float:
+    """A worker task (module-level: a spawned worker imports it) that notes its process."""
+    (Path(folder) / str(os.getpid())).write_text("")
+    time.sleep(seconds)
+    return seconds
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not count)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return "Z" not in next(line for line in status.splitlines() if line.startswith("State:"))
+
+
+def _sections(log: list, folder: Path, fail: str | None = None):
+    """Sections that log when their own code runs (and on which thread) around their tasks."""
+    busy = threading.Lock()
+
+    def make(name: str, tasks: int):
+        def section(out, quick, device):
+            for phase in ("before", "after"):
+                if phase == "after" and tasks:
+                    run_tasks(_pause, [(str(folder), 1.5)] * tasks, stage=name,
+                              names=["seed 0"] * tasks)  # fmt: skip
+                # the section's own code: it must never run beside another section's
+                assert busy.acquire(blocking=False), f"{name} ran beside another section"
+                log.append((name, phase, time.perf_counter()))
+                if name == fail and phase == "after":
+                    busy.release()
+                    raise ValueError(f"{name} failed")
+                time.sleep(0.3)
+                busy.release()
+            return {"value": name.upper()}, f"## {name}"
+
+        return section
+
+    return {"pooled": make("pooled", 2), "local": make("local", 0),
+            "later": make("later", 2)}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_sections_overlap_their_waits_and_keep_their_order(tmp_path, monkeypatch, quiet):
+    log: list = []
+    monkeypatch.setattr(runner, "SECTIONS", _sections(log, tmp_path))
+    results = runner.run_report(tmp_path, workers=2)
+    assert list(results["sections"]) == ["pooled", "local", "later"]
+    assert [results["sections"][n]["value"] for n in results["sections"]] == [
+        "POOLED", "LOCAL", "LATER"]
+    at = {(name, phase): when for name, phase, when in log}
+    # "local" ran while "pooled" waited for its workers: before pooled's own code resumed
+    assert at[("local", "after")] < at[("pooled", "after")]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.index("## pooled") < summary.index("## local") < summary.index("## later")
+
+
+@pytest.mark.slow
+def test_one_worker_runs_the_sections_one_after_the_other(tmp_path, monkeypatch, quiet):
+    log: list = []
+    monkeypatch.setattr(runner, "SECTIONS", _sections(log, tmp_path))
+    runner.run_report(tmp_path, workers=1)
+    order = [(name, phase) for name, phase, _ in log]
+    assert order == [(n, p) for n in ("pooled", "local", "later") for p in ("before", "after")]
+
+
+@pytest.mark.slow
+def test_a_failing_section_fails_the_report_and_leaves_no_worker(tmp_path, monkeypatch, quiet):
+    log: list = []
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    monkeypatch.setattr(runner, "SECTIONS", _sections(log, pids, fail="pooled"))
+    with pytest.raises(ValueError, match="pooled failed"):
+        runner.run_report(tmp_path / "report", workers=2)
+    workers = [int(path.name) for path in pids.iterdir()]
+    assert workers  # the pool did start
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in workers if _alive(pid)] == []
+
+
+@pytest.mark.slow
+def test_quick_sections_side_by_side_give_the_serial_numbers(tmp_path, quiet):
+    only = ["tie_aware", "losses", "scenes"]
+    serial = runner.run_report(tmp_path / "serial", quick=True, only=only, workers=1)
+    side = runner.run_report(tmp_path / "side", quick=True, only=only, workers=2)
+
+    def numbers(value):  # everything but timings (seconds anywhere) and the worker count
+        if isinstance(value, dict):
+            return {k: numbers(v) for k, v in value.items()
+                    if "second" not in k and k != "workers"}  # fmt: skip
+        return [numbers(v) for v in value] if isinstance(value, list) else value
+
+    assert json.dumps(numbers(side), sort_keys=True) == json.dumps(numbers(serial),
+                                                                   sort_keys=True)  # fmt: skip
+    assert "step_seconds" in json.dumps(serial)  # timings were there, and left out
+    # the pages differ only in timing columns (ms per step); the sections keep their order
+    pages = [(tmp_path / run / "summary.md").read_text() for run in ("serial", "side")]
+    for page in pages:
+        headings = [line for line in page.splitlines() if line.startswith("## ")]
+        assert headings[1:] == ["## Harmonic sums vs logarithms (He et al., 2018)",
+                                "## Ranking losses on unseen digit strings",
+                                "## Image-caption retrieval on digit scenes (Bleeker & de Rijke, "
+                                "2022, appendix B)"]  # fmt: skip
