@@ -490,9 +490,10 @@ def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
             "b": _geometry([0.5, 0.6], [0.1, 0.1]),
             "d": _geometry([0.45, 0.55], [0.1, 0.1]),
             "c": _geometry([0.1, 0.1], [0.2, 0.2]),
+            "e": _geometry([0.99, 0.99], [0.99, 0.99]),  # apart: its rank is not compared
         },
     }
-    apart = {"VSE++": {"gone": {}}, "VSRN": {"c": {}}}
+    apart = {"VSE++": {"gone": {}}, "VSRN": {"c": {}, "e": {}}}
     lines = prose.geometry_text({"runs": runs, "summary": {"apart": apart}}).splitlines()
     assert lines[:4] == [
         GEOMETRY_HEADER,
@@ -505,12 +506,12 @@ def test_geometry_text_tabulates_and_names_the_highest_rank_with_its_ties():
         "| VSRN | a | 0.250 ± 0.000 | 0.250 ± 0.000 | 0.250 ± 0.000 | "
         f"{_cell([0.4, 0.52])} | {_cell([0.9, 0.9])} | 0.250 ± 0.000 |"
     )
-    assert len(lines) == 11 and lines[-2] == ""
+    assert len(lines) == 12 and lines[-2] == ""
     # b's images (0.55 ± 0.05), a's (0.46 ± 0.06) and d's (0.5 ± 0.05) are within the spread
     assert lines[-1] == (
         f"VSRN at step 12: the highest effective rank under b for the images ({_cell([0.5, 0.6])}"
         f"; within its seed spread: a, d) and under a for the captions ({_cell([0.9, 0.9])}) "
-        "(listed apart, not compared: c)."
+        "(listed apart, not compared: c, e)."
     )
 
 
