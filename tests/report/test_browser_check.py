@@ -45,9 +45,12 @@ def test_a_sound_page_passes_with_one_screenshot_per_section(tmp_path):
     [
         ("- see [the table](#no-such-anchor)",
          "broken anchor: #no-such-anchor (in section 'Second section')"),
-        ("![Lost figure](figures/missing.png)",
-         "image not shown: Lost figure (in section 'Second section')"),
-        ("A cell with <div class='x'> in it.", "HTML shown as text: <div class='x'>"),
+        # each case starts Chromium (seconds): the fast tier checks the first only
+        pytest.param("![Lost figure](figures/missing.png)",
+                     "image not shown: Lost figure (in section 'Second section')",
+                     marks=pytest.mark.slow),
+        pytest.param("A cell with <div class='x'> in it.", "HTML shown as text: <div class='x'>",
+                     marks=pytest.mark.slow),
     ],
 )  # fmt: skip
 def test_broken_pages_are_reported(tmp_path, broken, expected):
