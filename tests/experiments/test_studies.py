@@ -5,34 +5,8 @@ import torch
 
 from gradlab.data.digit_scenes import load_digit_scenes
 from gradlab.experiments import digit_scenes, loss_comparison
-from gradlab.experiments.metrics import map_at_r
 from gradlab.models import DigitBackbone
 from tests.reference import geometry_loops as loops
-
-
-def _map_at_r_loop(scores, relevant):
-    values = []
-    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
-        r = sum(flags)
-        if r == 0:
-            continue
-        order = sorted(range(len(row)), key=lambda j: (-row[j], j))
-        hits, total = 0, 0.0
-        for position, j in enumerate(order[:r], start=1):
-            if flags[j]:
-                hits += 1
-                total += hits / position
-        values.append(total / r)
-    return sum(values) / len(values)
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_map_at_r_matches_a_loop(seed):
-    generator = torch.Generator().manual_seed(seed)
-    scores = torch.randint(0, 6, (12, 15), generator=generator).double()  # many ties
-    relevant = torch.rand(12, 15, generator=generator) < 0.3
-    relevant[0] = False  # a query without relevant items is skipped
-    assert map_at_r(scores, relevant) == pytest.approx(_map_at_r_loop(scores, relevant), abs=1e-12)
 
 
 def test_contrastive_loss_matches_a_loop():

@@ -23,6 +23,12 @@ def _cell(values, digits=3):
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+GROUPING = {"pml_version": "2.9.0", "agreement": 1e-6, "rows": [
+    {"classes": 2, "per_class": 2, "batch": 4, "equals_blocks": True, "equals_classes": True,
+     "difference_classes": 0.0}]}  # fmt: skip
+"""One measured batch where the library's loss equals SmoothAP both ways."""
+
+
 def _paper(seed):
     return f"{SEEDS[seed].authors} ({SEEDS[seed].year})"
 
@@ -126,19 +132,9 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
 
 def test_the_headlines_lead_the_list_whatever_the_page_order():
     records = [_record(BROWN, "eq1", "fails"), _record(SHORT, "eq8", "holds-with-correction")]
-    rows = [
-        {
-            "classes": 2,
-            "per_class": 2,
-            "batch": 4,
-            "equals_blocks": True,
-            "equals_classes": True,
-            "difference_classes": 0.0,
-        }
-    ]
     verification = {
         "gradient_errors": {"a": {"x": 1e-13}},
-        "pml_smooth_ap": {"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows},
+        "pml_smooth_ap": GROUPING,
     }
     harmonic = {"harmonic_error": {"bound_holds": True, "largest_error_over_bound": 0.25}}
     sections = {
@@ -168,17 +164,7 @@ def _lemma(below, matches):
 
 def test_the_verification_lines_quote_the_largest_error_the_grouping_and_the_lemma():
     errors = {"a": {"x": 2e-14, "y": 3.14e-12}, "b": {"z": 1e-13}}
-    rows = [
-        {
-            "classes": 2,
-            "per_class": 2,
-            "batch": 4,
-            "equals_blocks": True,
-            "equals_classes": True,
-            "difference_classes": 0.0,
-        }
-    ]
-    grouping = {"pml_version": "2.9.0", "agreement": 1e-6, "rows": rows}
+    grouping = GROUPING
     results = {
         "gradient_errors": errors,
         "pml_smooth_ap": grouping,
