@@ -188,36 +188,79 @@ def _side_by_side(names: list[str], run: Callable[[int, str], object]) -> list:
     drawing), so the workers and this process work at once. A section's numbers do not change
     (each task seeds its own generators; the parent's code never runs beside another's).
 
-    The first failure (or Ctrl-C here) ends the others: the pool is stopped by
-    :func:`study_workers` as the exception leaves it, and the threads, daemons, are not
-    waited for.
+    The first failure ends the others, and so does Ctrl-C (or SIGTERM) here: the sections not
+    started are skipped, the running ones are interrupted where they are (as Ctrl-C stops a
+    serial run: no section is said done, nothing more is written) and waited for, and the
+    pool is stopped by :func:`study_workers` as the exception leaves it.
     """
     outcomes: list = [None] * len(names)
     failures: list[BaseException] = []
+    ended = [False] * len(names)
     done = threading.Event()
+
+    entered = [threading.Event() for _ in names]
 
     def section(index: int) -> None:
         try:
-            with parent_turn():
-                if not failures:
-                    outcomes[index] = run(index + 1, names[index])
-        except BaseException as error:  # handed to the main thread
-            failures.append(error)
-        finally:
-            if failures or all(o is not None for o in outcomes):
-                done.set()
+            try:
+                with parent_turn():
+                    entered[index].set()
+                    if not failures:
+                        outcomes[index] = run(index + 1, names[index])
+            except BaseException as error:  # handed to the main thread
+                failures.append(error)
+            finally:
+                ended[index] = True
+                entered[index].set()
+                if failures or all(ended):
+                    done.set()
+        except BaseException:  # an interrupt that arrived as the section ended
+            done.set()
 
     threads = [threading.Thread(target=section, args=(index,), daemon=True,
                                 name=f"report section {name}")
                for index, name in enumerate(names)]  # fmt: skip
-    for thread in threads:  # in report order: the first to ask takes the first turn
-        thread.start()
-    # A bounded wait, so that Ctrl-C reaches this thread at once.
-    while not done.wait(timeout=0.5):
-        pass
-    if failures:
-        raise failures[0]
+    try:
+        # In report order: each section asks for its first turn once the one before has had
+        # its own (a lock takes its waiters in no set order).
+        for thread, turn in zip(threads, entered, strict=True):
+            thread.start()
+            while not turn.wait(timeout=0.5):  # bounded: Ctrl-C reaches this thread at once
+                pass
+        while not done.wait(timeout=0.5):
+            pass
+        if failures:
+            raise failures[0]
+    except BaseException as error:
+        if not failures:
+            failures.append(error)  # the sections not started yet skip their turn
+        for thread, finished in zip(threads, ended, strict=True):
+            if thread.ident is not None and thread.is_alive() and not finished:
+                _interrupt(thread, type(error) if isinstance(error, KeyboardInterrupt)
+                           else _StoppedError)  # fmt: skip
+        for thread in threads:
+            if thread.ident is not None:  # started
+                thread.join(timeout=_STOP_SECONDS)
+        raise
     return outcomes
+
+
+class _StoppedError(Exception):
+    """Raised in a section's thread when another section failed."""
+
+
+_STOP_SECONDS = 10.0
+"""The longest the report waits for one interrupted section to unwind."""
+
+
+def _interrupt(thread: threading.Thread, error: type[BaseException]) -> None:
+    """Raise ``error`` in ``thread`` at its next Python instruction (CPython's
+    ``PyThreadState_SetAsyncExc``: a thread blocked in a lock or a long C call sees it when
+    it returns)."""
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident),
+                                               ctypes.py_object(error))  # fmt: skip
 
 
 def _timing(started: float, cpu_started: float) -> dict:

@@ -3,8 +3,13 @@ part, one section's own code at a time, the same numbers as one after the other.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import subprocess
+import sys
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -14,6 +19,9 @@ import pytest
 from gradlab.experiments.runtime import run_tasks
 from gradlab.progress import set_progress_mode
 from gradlab.report import runner
+from tests.helpers.processes import descendants
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -128,3 +136,77 @@ def test_quick_sections_side_by_side_give_the_serial_numbers(tmp_path, quiet):
                                 "## Ranking losses on unseen digit strings",
                                 "## Image-caption retrieval on digit scenes (Bleeker & de Rijke, "
                                 "2022, appendix B)"]  # fmt: skip
+
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    sys.path.insert(0, {root!r})
+    from gradlab.experiments.runtime import run_tasks
+    from gradlab.progress import set_progress_mode
+    from gradlab.report import runner
+    from tests.report.test_side_by_side import _pause
+
+    folder = Path({folder!r})
+
+    def pooled(out, quick, device):
+        run_tasks(_pause, [(str(folder / "pids"), 60.0)] * 2, stage="pooled",
+                  names=["seed 0", "seed 1"])
+        (folder / "pooled-after").write_text("")
+        return {{}}, "## pooled"
+
+    def local(out, quick, device):
+        while len(list((folder / "pids").iterdir())) < 2:  # both workers at their tasks
+            time.sleep(0.1)
+        (folder / "local-started").write_text("")
+        for _ in range(30):  # its own code, in Python: 3 s unless interrupted
+            time.sleep(0.1)
+        (folder / "local-after").write_text("")
+        return {{}}, "## local"
+
+    runner.SECTIONS = {{"pooled": pooled, "local": local}}
+    set_progress_mode("lines")
+    try:
+        runner.run_report(folder / "report", workers=2)
+    except KeyboardInterrupt:
+        time.sleep(6)  # as a caller cleans up: a section still running would write now
+        print("stopped", flush=True)
+    """
+)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_ctrl_c_stops_the_running_section_and_the_waiting_one(tmp_path):
+    # "local" runs its own code while "pooled" waits for two workers: Ctrl-C must stop both
+    # where they are (nothing after it is written, no section said done) and end the workers.
+    (tmp_path / "pids").mkdir()
+    script = SCRIPT.format(root=str(ROOT), folder=str(tmp_path))
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+    workers: list[int] = []
+    try:
+        deadline = time.monotonic() + 150  # spawning two workers under load takes a while
+        while time.monotonic() < deadline and not (tmp_path / "local-started").exists():
+            time.sleep(0.05)
+        workers = [int(path.name) for path in (tmp_path / "pids").iterdir()]
+        assert len(workers) == 2 and (tmp_path / "local-started").exists()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        for pid in [*workers, *descendants(process.pid)]:
+            with contextlib.suppress(ProcessLookupError):
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+        if process.poll() is None:
+            process.kill()
+        process.wait(timeout=30)
+    assert stdout == "stopped\n", stderr
+    assert "Traceback" not in stderr and "Exception in thread" not in stderr, stderr
+    assert "done" not in stderr, stderr  # no section (and no seed) said done
+    assert not (tmp_path / "local-after").exists() and not (tmp_path / "pooled-after").exists()
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [pid for pid in workers if _alive(pid)] == []
