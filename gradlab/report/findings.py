@@ -92,8 +92,9 @@ def _headlines(records: list[dict]) -> list[Finding]:
 def _audit(results: dict) -> list[Finding]:
     counts = results["counts"]
     total = sum(counts.values())
+    records = results.get("records", [])
     text = (
-        f"The audit checks {total} printed claims of the five seed papers by computation: "
+        f"The audit checks {total} printed claims{_texts(records)} by computation: "
         f"{counts.get('holds', 0)} hold, {counts.get('holds-with-correction', 0)} hold only "
         f"after a correction (each correction re-checked), {counts.get('fails', 0)} fail and "
         f"{counts.get('inconclusive', 0)} stay inconclusive"
@@ -105,7 +106,6 @@ def _audit(results: dict) -> list[Finding]:
             + " (outcomes, not failures)"
         )  # fmt: skip
     text += "."
-    records = results.get("records", [])
     failing = [r for r in records if r["verdict"] in PROBLEM_VERDICTS]
     if failing:
         per_paper = []
@@ -127,6 +127,19 @@ def _audit(results: dict) -> list[Finding]:
             "told apart."
         )
     return [*_headlines(records), Finding(text)]
+
+
+def _texts(records: list[dict]) -> str:
+    """`` in N texts of M papers`` of the audited records (two versions of a paper are one
+    paper), or nothing without records."""
+    from gradlab.symbolic.seeds import SEEDS
+
+    keys = {record["seed"] for record in records}
+    if not keys:
+        return ""
+    papers = {SEEDS[key].title if key in SEEDS else key for key in keys}
+    return (f" in {len(keys)} text{'s' * (len(keys) > 1)} of {len(papers)} "
+            f"paper{'s' * (len(papers) > 1)}")  # fmt: skip
 
 
 def _paper(seed: str) -> str:
@@ -301,7 +314,7 @@ def findings_markdown(
         >>> print(findings_markdown({"audit": (audit, "## Derivation audit")}))
         ## Key findings
         <BLANKLINE>
-        - The audit checks 5 printed claims of the five seed papers by computation: 3 hold, 1 hold only after a correction (each correction re-checked), 1 fail and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
+        - The audit checks 5 printed claims by computation: 3 hold, 1 hold only after a correction (each correction re-checked), 1 fail and 0 stay inconclusive. ([Derivation audit](#derivation-audit))
     """  # noqa: E501
     numbers = figure_numbers("\n".join(markdown for _, markdown in sections.values()))
     ranked: list[tuple[int, str]] = []

@@ -135,6 +135,9 @@ def test_the_audit_section_is_linked_from_its_finding_and_names_papers_not_keys(
     results = {"counts": summary_counts(records), "records": records}
     findings = findings_markdown({"audit": (results, body)})
     assert "([Derivation audit](#derivation-audit))" in findings
+    texts, papers = len(SEEDS), len({seed.title for seed in SEEDS.values()})  # 2 versions, 1 paper
+    assert f"checks {len(records)} printed claims in {texts} texts of {papers} papers" in findings
+    assert "seed" not in findings
     page = markdown_to_html("# R\n\n" + findings + "\n\n" + body, tmp_path)
     ids = re.findall(r'id="([^"]+)"', page)
     assert len(ids) == len(set(ids))
