@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import functools
 import multiprocessing
 import os
 import signal
@@ -271,6 +272,47 @@ def _turn_handed_on() -> Iterator[None]:
     finally:
         _turn.acquire()
         _holding.active = True
+
+
+def computed_once(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` computed once per (hashable) arguments in this process, and shared.
+
+    Unlike :func:`functools.lru_cache`, a call made while the first call with the same
+    arguments is still running (another section side by side, while the first waits for its
+    workers) waits for that result, handing on the parent's turn (:func:`parent_turn`),
+    instead of computing it again. A call that raised is not kept: the next one computes.
+
+    Example:
+        >>> calls = []
+        >>> square = computed_once(lambda x: calls.append(x) or x * x)
+        >>> square(3), square(3), calls
+        (9, 9, [3])
+    """
+    results: dict = {}
+    lock = threading.Lock()
+
+    @functools.wraps(function)
+    def once(*arguments: Any) -> Any:
+        with lock:
+            entry = results.get(arguments)
+            first = entry is None
+            if first:
+                entry = results[arguments] = concurrent.futures.Future()
+        if first:
+            try:
+                entry.set_result(function(*arguments))
+            except BaseException as error:
+                with lock:
+                    results.pop(arguments, None)
+                entry.set_exception(error)
+                raise
+            return entry.result()
+        with _turn_handed_on():  # the first call's section needs the turn to finish
+            while True:
+                with contextlib.suppress(concurrent.futures.TimeoutError):
+                    return entry.result(timeout=_POLL_SECONDS)
+
+    return once
 
 
 def _start_worker() -> None:

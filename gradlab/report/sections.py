@@ -8,13 +8,13 @@ from :mod:`gradlab.report.figure_tables`.
 from __future__ import annotations
 
 import copy
-import functools
 import json
 import re
 from pathlib import Path
 
 from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.pml_grouping import grouping_check
+from gradlab.experiments.runtime import computed_once
 from gradlab.experiments.verification import gradient_error_table
 from gradlab.extras import install_hint
 from gradlab.jsonio import write_json
@@ -42,7 +42,7 @@ from gradlab.report.prose import (
 from gradlab.report.summaries import cell
 
 
-@functools.lru_cache(maxsize=2)
+@computed_once  # the audit and the operating-region section, side by side, share one run
 def _p_vs_batch_size(quick: bool, device: str) -> dict:
     return p_vs_batch_size.measure(quick=quick, device=device)
 

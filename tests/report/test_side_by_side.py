@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gradlab.experiments.runtime import run_tasks
+from gradlab.experiments.runtime import computed_once, run_tasks
 from gradlab.progress import set_progress_mode
 from gradlab.report import runner
 from tests.helpers.processes import descendants
@@ -210,3 +210,41 @@ def test_ctrl_c_stops_the_running_section_and_the_waiting_one(tmp_path):
     while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [pid for pid in workers if _alive(pid)] == []
+
+
+def test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran():
+    started, release, calls = threading.Event(), threading.Event(), []
+
+    @computed_once
+    def measure(setting):
+        calls.append(setting)
+        started.set()
+        assert release.wait(timeout=30)
+        return {"setting": setting}
+
+    got = {}
+    first = threading.Thread(target=lambda: got.setdefault("first", measure("quick")))
+    first.start()
+    assert started.wait(timeout=30)
+    second = threading.Thread(target=lambda: got.setdefault("second", measure("quick")))
+    second.start()
+    time.sleep(0.3)  # the second caller is waiting now, not computing
+    release.set()
+    first.join(timeout=30), second.join(timeout=30)
+    assert calls == ["quick"] and got["first"] is got["second"] == {"setting": "quick"}
+    assert measure("full") == {"setting": "full"} and calls == ["quick", "full"]
+
+
+def test_a_failed_computation_is_not_kept():
+    calls = []
+
+    @computed_once
+    def fails_once(x):
+        calls.append(x)
+        if len(calls) == 1:
+            raise ValueError("first try")
+        return x
+
+    with pytest.raises(ValueError, match="first try"):
+        fails_once(2)
+    assert fails_once(2) == 2 and calls == [2, 2]
