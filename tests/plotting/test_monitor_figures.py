@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import textwrap
 import warnings
 from itertools import pairwise
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pytest
@@ -19,9 +21,18 @@ from matplotlib.colors import to_rgb
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError
 from gradlab.monitor import Plot, Quantity
-from gradlab.plotting.monitor import check_run_dirs, draw_family, load_runs, plot_run, plot_runs
+from gradlab.plotting.monitor import (
+    check_run_dirs,
+    draw_family,
+    flat_families,
+    load_runs,
+    plot_run,
+    plot_runs,
+    run_folder,
+)
 from gradlab.plotting.style import LINE_STYLES
 from tests.helpers.figure_layout import captured_figures, layout_problems
+from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 PALETTE = [to_rgb(colour) for colour in sns.color_palette("colorblind", 10)]
 LOSS = [0.9, 0.7, 0.6, 0.55]
@@ -95,8 +106,12 @@ def test_given_labels_name_the_runs(tmp_path):
 def test_a_log_whose_steps_restart_is_one_line_per_run_with_a_warning(tmp_path):
     run = _log(tmp_path / "old", ({"run": 1}, _records(loss=LOSS)), ({"run": 2}, []),
                ({"run": 3}, _records(loss=LOSS[:3])))  # fmt: skip
-    with pytest.warns(UserWarning, match=r"metrics.jsonl holds 2 runs whose steps restart"):
+    with pytest.warns(UserWarning) as caught:
         runs = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'} holds 2 runs whose steps restart (appended before gradlab kept "
+        "runs apart); each is drawn as its own line"
+    ]
     assert runs == [("old (run 1)", _records(loss=LOSS)), ("old (run 2)", _records(loss=LOSS[:3]))]
 
 
@@ -131,14 +146,24 @@ def test_a_broken_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
 
 
 def test_the_warnings_point_at_the_line_that_called(tmp_path, monkeypatch):
-    broken = _log(tmp_path / "broken", ({"run": 1}, ["garbage{", *_records(loss=LOSS)]))
-    with pytest.warns(UserWarning, match="skipped a line") as caught:
-        load_runs([broken])
-    assert [warning.filename for warning in caught] == [__file__]
+    """Counted in the program's own frames, so that it holds under mutation testing too."""
+    named, warn = [], warnings.warn
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):
+        if sys._getframe(1).f_globals.get("__name__") == monitor_plots.__name__:
+            named.append(frame_named_by_stacklevel(stacklevel).f_code.co_filename)
+        else:  # the log reader's own warning, which gradlab plot passes on
+            warn(message, category, stacklevel + 1, **kwargs)
+
+    broken = _log(tmp_path / "broken", ({"run": 1}, ["garbage{", *_records(loss=LOSS)]),
+                  ({"run": 2}, _records(loss=LOSS)))  # fmt: skip
     words = _run(tmp_path / "words", loss=[0.5, "x", 0.25, 0.125])
-    with pytest.warns(UserWarning, match="not numbers") as caught:
-        _close(_drawn(monkeypatch, [words], tmp_path / "figs")[0])
-    assert [warning.filename for warning in caught] == [__file__]
+    with captured_figures(monkeypatch, monitor_plots) as figures, monkeypatch.context() as patch:
+        patch.setattr(warnings, "warn", record)
+        load_runs([broken])  # a skipped line, and two runs in one log
+        plot_runs([words], tmp_path / "figs")  # a value that is not a number
+    _close(dict(enumerate(figures)))
+    assert named == [__file__] * 3
 
 
 def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
@@ -396,6 +421,7 @@ def test_figures_go_next_to_one_run_or_into_the_common_parent(tmp_path, monkeypa
 
 def test_a_written_figure_is_a_png_file(tmp_path):
     paths = plot_run(_run(tmp_path / "a", loss=LOSS), tmp_path / "figs")
+    assert paths == [tmp_path / "figs" / "loss.png", tmp_path / "figs" / "overview.png"]
     assert [path.read_bytes()[:8] for path in paths] == [b"\x89PNG\r\n\x1a\n"] * 2
 
 
@@ -500,4 +526,179 @@ def test_figures_of_hand_written_runs_have_no_layout_problems(tmp_path, monkeypa
     assert len(figures) == 3
     for name, figure in figures.items():
         assert layout_problems(figure) == [], name
+    _close(figures)
+
+
+# ---- more of what a reader sees ---------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/mem").exists(), reason="needs Linux's /proc/self/mem")
+def test_a_log_that_cannot_be_read_is_named_with_the_reason(tmp_path):
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").symlink_to("/proc/self/mem")  # a file; reading fails
+    log = tmp_path / "run" / "metrics.jsonl"
+    with pytest.raises(GradlabError) as caught:
+        load_runs([tmp_path / "run"])
+    assert str(caught.value) == f"run_dir: cannot read {str(log)!r}: Input/output error"
+
+
+def test_the_refusal_of_a_log_of_broken_lines_says_what_was_skipped(tmp_path):
+    run = _log(tmp_path / "run", (None, ["garbage{"]))
+    with pytest.raises(GradlabError) as caught:
+        load_runs([run])
+    message = str(caught.value)
+    assert message.startswith("run_dir must hold a metrics.jsonl written by gradlab.Monitor; ")
+    assert message.endswith(", so no logged step is left") and ":1:" in message
+
+
+def test_every_repeated_label_is_named(tmp_path):
+    runs = [_run(tmp_path / name, loss=LOSS) for name in "abcde"]
+    with pytest.raises(GradlabError) as caught:
+        load_runs(runs, ["x", "y", "x", "y", "z"])
+    assert str(caught.value) == ("labels must differ from each other; got 'x', 'y' more than "
+                                 "once in ['x', 'y', 'x', 'y', 'z']")  # fmt: skip
+
+
+def test_a_runs_metrics_jsonl_stands_for_its_folder_and_other_files_are_refused(tmp_path):
+    run = _run(tmp_path / "a", loss=LOSS)
+    assert run_folder(run / "metrics.jsonl") == run_folder(run) == run
+    assert load_runs([run / "metrics.jsonl"]) == [("a", _records(loss=LOSS))]
+    (run / "notes.txt").write_text("not a log")
+    for other in (run / "notes.txt", tmp_path / "elsewhere" / "metrics.jsonl"):
+        assert run_folder(other) == other
+    with pytest.raises(GradlabError) as caught:
+        load_runs([run / "notes.txt"])
+    assert str(caught.value) == (
+        f"run_dir must be a folder written by gradlab.Monitor; got the file "
+        f"{str(run / 'notes.txt')!r} (pass the run folder, the one that holds metrics.jsonl)"
+    )
+
+
+def test_titles_wrap_at_80_characters_and_at_45_in_the_overview(tmp_path, monkeypatch):
+    class Titled(Quantity):
+        name = "titled"
+        needs = frozenset({"scores"})
+        keys = ("long", "short")
+        plots = (
+            Plot("long", f"{'a' * 40} {'b' * 40}", "v", (("long", "long"),)),  # 81 wide
+            Plot("short", f"{'c' * 22} {'d' * 23}", "v", (("short", "short"),)),
+        )  # 46 wide
+
+        def compute(self, batch):
+            return {}
+
+    run = _run(tmp_path / "a", long=LOSS, short=LOSS)
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs", quantities=[Titled])
+    assert figures["long"].axes[0].get_title() == f"{'a' * 40}\n{'b' * 40}"
+    assert figures["short"].axes[0].get_title() == f"{'c' * 22} {'d' * 23}"  # 45 + 1 < 80
+    assert [axis.get_title() for axis in figures["overview"].axes] == [
+        f"{'a' * 40}\n{'b' * 40}",
+        f"{'c' * 22}\n{'d' * 23}",
+    ]
+    _close(figures)
+
+
+def test_two_runs_are_told_apart_by_colour(tmp_path):
+    runs = load_runs([_run(tmp_path / name, p_seed=P_SEED, p_off_diagonal=P_SEED) for name in "ab"])
+    figure, axis = plt.subplots()
+    draw_family(axis, "operating_region", ["p_seed", "p_off_diagonal"], runs)
+    colours = [to_rgb(line.get_color()) for line in axis.get_lines()]
+    assert colours == [PALETTE[0], PALETTE[0], PALETTE[1], PALETTE[1]]
+    plt.close(figure)
+
+
+def test_runs_of_different_lengths_never_mark_the_same_step(tmp_path):
+    lengths = (16, 24, 16, 40)
+    runs = load_runs([_run(tmp_path / f"r{i}", loss=[1 / (s + 1) for s in range(n)])
+                      for i, n in enumerate(lengths)])  # fmt: skip
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], runs)
+    marked = []
+    for line, steps in zip(axis.get_lines(), lengths, strict=True):
+        start, every = line.get_markevery()
+        marked.append(set(range(start, steps, every)))
+    assert all(marked) and all(not one & two for i, one in enumerate(marked)
+                               for two in marked[i + 1 :])  # fmt: skip
+    plt.close(figure)
+
+
+def test_the_step_axis_is_ticked_at_whole_steps(tmp_path):
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], load_runs([_run(tmp_path / "a", loss=LOSS[:3])]))
+    ticks = axis.get_xticks()
+    assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks)
+    plt.close(figure)
+
+
+def test_zero_based_axes_reach_the_largest_value_and_stop_below_1_for_small_shares(tmp_path):
+    run = _run(tmp_path / "a", queries_without_gradient=[0, 2, 5, 3], p_seed=[0.0, 0.1, 0.2, 0.1],
+               degenerate_batches=["NaN"] * 4)  # fmt: skip
+    runs = load_runs([run])
+    limits = {}
+    for family, keys in (("gradient_counts", ["queries_without_gradient"]),
+                         ("operating_region", ["p_seed"]),
+                         ("degenerate_batches", ["degenerate_batches"])):  # fmt: skip
+        figure, axis = plt.subplots()
+        draw_family(axis, family, keys, runs)
+        limits[family] = axis.get_ylim()
+        plt.close(figure)
+    bottom, top = limits["gradient_counts"]
+    assert top >= 5 and bottom == -0.03 * top
+    bottom, top = limits["operating_region"]
+    assert 0.2 <= top < 0.5 and bottom == -0.03 * top  # the data's own range, from 0
+    assert limits["degenerate_batches"] == (-0.03, 1.0)  # nothing finite: 0..1
+
+
+def test_a_family_with_one_series_never_logged_is_still_flat():
+    runs = [("a", [{"step": s, "degenerate_batch": 0} for s in range(3)])]
+    assert flat_families(runs) == {
+        "degenerate_batches": (
+            f"{monitor_plots.PLOTS['degenerate_batches'].title}: this batch without ranking signal "
+            "(0/1) 0 at each of the 3 logged steps"
+        )
+    }
+
+
+def test_legends_of_the_runs_show_solid_lines(tmp_path, monkeypatch):
+    runs = [_run(tmp_path / name, p_seed=P_SEED, p_off_diagonal=P_SEED) for name in "ab"]
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    handles = figures["operating_region"].axes[0].get_legend().legend_handles
+    assert [h.get_linestyle() for h in handles] == ["-", "-", "-", "--"]  # runs, then keys
+    assert [h.get_linestyle() for h in figures["overview"].legends[0].legend_handles] == ["-"] * 2
+    _close(figures)
+
+
+def _in_figure(artist, figure):
+    return artist.get_window_extent().transformed(figure.transFigure.inverted())
+
+
+@pytest.mark.parametrize("names", [("a",), ("a", "b"), ("a", "b", "c", "d")])
+def test_overview_panels_fill_the_figure_with_their_legends_below_them(tmp_path, monkeypatch,
+                                                                       names):  # fmt: skip
+    runs = [
+        _run(tmp_path / name, loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED) for name in names
+    ]
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    overview = figures["overview"]
+    overview.canvas.draw()
+    loss_panel, p_panel = overview.axes
+    left, right = loss_panel.get_position(), p_panel.get_position()
+    assert left.x1 < right.x0 and math.isclose(left.y0, right.y0)  # side by side
+    assert left.x0 < 0.2 and right.x1 > 0.8 and left.height > 0.35
+    legend = p_panel.get_legend()
+    box, panel = _in_figure(legend, overview), _in_figure(p_panel, overview)
+    assert box.y1 <= panel.y0 and abs((box.x0 + box.x1) / 2 - (panel.x0 + panel.x1) / 2) < 0.01
+    assert not legend.get_frame_on() and box.height > 1.5 * box.width / 10  # stacked
+    colours = {to_rgb(h.get_color()) for h in legend.legend_handles}
+    assert colours == ({to_rgb("0.3")} if len(names) > 1 else set(PALETTE[:2]))
+    if len(names) > 1:  # the runs' legend: one row above every title, inside the figure
+        (runs_legend,) = overview.legends
+        box = _in_figure(runs_legend, overview)
+        titles = [_in_figure(axis.title, overview) for axis in overview.axes]
+        assert box.y0 >= max(title.y1 for title in titles) - 1e-6 and box.y1 <= 1.0
+        assert abs((box.x0 + box.x1) / 2 - 0.5) < 0.01 and not runs_legend.get_frame_on()
+        rows = {round(text.get_window_extent().y0) for text in runs_legend.texts}
+        assert len(rows) == 1
+    else:
+        assert overview.legends == []
     _close(figures)
