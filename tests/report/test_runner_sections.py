@@ -1,0 +1,246 @@
+"""run_report on tiny stand-in sections (fast: nothing trained, no worker process started):
+what it writes, in which order, skipped sections, and sections side by side stopping together."""
+
+from __future__ import annotations
+
+import json
+import platform
+import threading
+import time
+
+import pytest
+import torch
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.experiments.runtime import computed_once
+from gradlab.progress import set_progress_mode
+from gradlab.report import runner
+
+
+@pytest.fixture
+def quiet():
+    set_progress_mode("off")
+    yield
+    set_progress_mode("auto")
+
+
+def _section(name: str, log: list, busy: float = 0.0):
+    def section(out, quick, device):
+        log.append((name, quick, device, (out / "figures").is_dir()))
+        started = time.thread_time()
+        while time.thread_time() - started < busy:  # CPU time of this thread
+            pass
+        return {"value": name.upper()}, f"## {name}\n\ntext of {name}"
+
+    return section
+
+
+def _fakes(monkeypatch, log: list, **extra) -> None:
+    sections = {name: _section(name, log) for name in ("one", "two", "three")}
+    monkeypatch.setattr(runner, "SECTIONS", {**sections, **extra})
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_every_section_runs_in_report_order_and_is_written(tmp_path, monkeypatch, quiet, workers):
+    log: list = []
+    _fakes(monkeypatch, log)
+    out = tmp_path / "new" / "report"
+    results = runner.run_report(out, quick=True, device="cpu", workers=workers)
+    assert [entry[0] for entry in log] == ["one", "two", "three"]
+    assert all(entry[1:] == (True, "cpu", True) for entry in log)
+    assert list(results["sections"]) == ["one", "two", "three"]
+    assert [s["value"] for s in results["sections"].values()] == ["ONE", "TWO", "THREE"]
+    assert results["skipped"] == {} and results["workers"] == workers
+    assert results["gradlab"] == gradlab.__version__ and results["torch"] == torch.__version__
+    assert results["machine"] == platform.platform()
+    assert results["quick"] is True and results["device"] == "cpu"
+    assert json.loads((out / "results.json").read_text()) == results
+    summary = (out / "summary.md").read_text()
+    lines = summary.splitlines()
+    assert lines[0] == "# gradlab report"
+    assert lines[2] == (
+        f"gradlab {gradlab.__version__}, torch {torch.__version__}, device cpu, "
+        "quick settings (small data and few steps: numbers are not the study's)."
+    )
+    assert summary.index("## one\n\ntext of one\n") < summary.index("## two") < summary.index(
+        "## three\n\ntext of three\n")  # fmt: skip
+    assert "text of three" in (out / "index.html").read_text()
+
+
+def test_the_selected_sections_run_in_the_order_given(tmp_path, monkeypatch, quiet):
+    log: list = []
+    _fakes(monkeypatch, log)
+    results = runner.run_report(tmp_path, only=["three", "one"], device="meta")
+    assert [entry[0] for entry in log] == ["three", "one"]
+    assert list(results["sections"]) == ["three", "one"]
+    assert results["quick"] is False and results["device"] == "meta"
+    intro = (tmp_path / "summary.md").read_text().splitlines()[2]
+    assert intro == f"gradlab {gradlab.__version__}, torch {torch.__version__}, device meta."
+
+
+def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
+    log: list = []
+    _fakes(monkeypatch, log)
+    with pytest.raises(GradlabError) as raised:
+        runner.run_report(tmp_path / "r", only=["one", "four", "five"])
+    assert str(raised.value) == ("only must name report sections ['one', 'two', 'three']; got "
+                                 "['four', 'five']")  # fmt: skip
+    assert log == [] and not (tmp_path / "r").exists()
+    with pytest.raises(GradlabError, match="workers"):
+        runner.run_report(tmp_path / "r", workers=0)
+    assert log == [] and not (tmp_path / "r").exists()
+
+
+def test_each_section_gets_its_own_seconds_and_the_report_its_cpu(tmp_path, monkeypatch, quiet):
+    log: list = []
+    monkeypatch.setattr(runner, "SECTIONS", {"busy": _section("busy", log, busy=0.4),
+                                             "idle": _section("idle", log)})  # fmt: skip
+    results = runner.run_report(tmp_path, workers=1)
+    busy, idle = results["sections"]["busy"], results["sections"]["idle"]
+    for timing in (busy, idle):
+        for key in ("seconds", "cpu_seconds"):
+            assert timing[key] == round(timing[key], 1) and timing[key] >= 0
+    assert busy["cpu_seconds"] >= 0.4 and busy["seconds"] >= busy["cpu_seconds"] - 0.05
+    assert idle["cpu_seconds"] < 0.4  # its own thread's time, not the report's so far
+    cpu = results["cpu_seconds"]
+    assert set(cpu) == {"this_process", "workers"}
+    assert cpu["this_process"] >= 0.4 and cpu["workers"] >= 0
+    assert cpu["this_process"] == round(cpu["this_process"], 1)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_section_missing_a_dependency_is_skipped_and_the_rest_run(tmp_path, monkeypatch, quiet,
+                                                                    workers):  # fmt: skip
+    log: list = []
+
+    def needs_wandb(out, quick, device):
+        raise ImportError("No module named 'wandb'")
+
+    _fakes(monkeypatch, log, wandb=needs_wandb)
+    results = runner.run_report(tmp_path, only=["one", "wandb", "two"], workers=workers)
+    assert results["skipped"] == {"wandb": "ImportError: No module named 'wandb'"}
+    assert list(results["sections"]) == ["one", "two"]
+    summary = (tmp_path / "summary.md").read_text()
+    note = "## wandb\n\nSkipped: a dependency is missing (ImportError: No module named 'wandb').\n"
+    assert summary.index("## one") < summary.index(note) < summary.index("## two")
+
+
+def _progress_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("gradlab: report section")]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_each_section_says_its_number_and_when_it_is_done(tmp_path, monkeypatch, capsys, workers):
+    log: list = []
+
+    def needs_wandb(out, quick, device):
+        raise ModuleNotFoundError("No module named 'wandb'")
+
+    _fakes(monkeypatch, log, wandb=needs_wandb)
+    set_progress_mode("lines")
+    try:
+        runner.run_report(tmp_path, only=["one", "wandb"], workers=workers)
+    finally:
+        set_progress_mode("auto")
+    said = _progress_lines(capsys.readouterr().err)
+    assert said[0] == "gradlab: report section 1 of 2: one ..."
+    assert said[1].startswith("gradlab: report section 1 of 2: one done (1 section, ")
+    assert said[2] == "gradlab: report section 2 of 2: wandb ..."
+    assert said[3].startswith("gradlab: report section 2 of 2: wandb done (0 sections, ")  # skipped
+    assert len(said) == 4
+
+
+def _stoppable(name: str, log: list, shared, seen: list):
+    """A section that waits for ``shared`` (handing on its turn), noting what stopped it."""
+
+    def section(out, quick, device):
+        log.append((name, "before"))
+        try:
+            shared("slow")
+        except BaseException as error:
+            seen.append(type(error).__name__)
+            raise
+        log.append((name, "after"))
+        return {}, f"## {name}"
+
+    return section
+
+
+def _stopping(error: type[BaseException], log: list):
+    def section(out, quick, device):
+        log.append(("stopper", "before"))
+        raise error("stopped here")
+
+    return section
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, ValueError])
+def test_side_by_side_a_failure_or_ctrl_c_stops_the_waiting_section_and_skips_the_rest(
+        tmp_path, monkeypatch, quiet, error):  # fmt: skip
+    started, release = threading.Event(), threading.Event()
+
+    @computed_once
+    def shared(setting):
+        started.set()
+        release.wait(timeout=60)
+        return setting
+
+    # computed first outside the report, so that the report's section waits for it (its turn
+    # handed on, as while it waits for worker processes) and the next one runs meanwhile
+    computing = threading.Thread(target=shared, args=("slow",), daemon=True)
+    computing.start()
+    assert started.wait(timeout=30)
+    log: list = []
+    seen: list = []
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "waiting": _stoppable("waiting", log, shared, seen),
+        "stopper": _stopping(error, log),
+        "later": _section("later", log),
+    })  # fmt: skip
+    try:
+        with pytest.raises(error, match="stopped here"):
+            runner.run_report(tmp_path / "r", workers=2)
+        # the waiting section was interrupted where it was, with the same kind of stop for
+        # Ctrl-C (and another error for a failure elsewhere); the later one never started
+        assert log == [("waiting", "before"), ("stopper", "before")]
+        assert seen == [error.__name__ if error is KeyboardInterrupt else "_StoppedError"]
+        assert not (tmp_path / "r" / "results.json").exists()
+    finally:
+        release.set()
+        computing.join(timeout=30)
+
+
+def test_side_by_side_a_section_that_waits_lets_the_next_run_and_keeps_its_place(
+        tmp_path, monkeypatch, quiet):  # fmt: skip
+    started, release = threading.Event(), threading.Event()
+
+    @computed_once
+    def shared(setting):
+        started.set()
+        release.wait(timeout=60)
+        return setting
+
+    computing = threading.Thread(target=shared, args=("slow",), daemon=True)
+    computing.start()
+    assert started.wait(timeout=30)
+    log: list = []
+
+    def releasing(out, quick, device):
+        log.append(("releasing", "before"))
+        release.set()  # runs while "waiting" waits: it would hang otherwise
+        return {"value": "R"}, "## releasing"
+
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "waiting": _stoppable("waiting", log, shared, []),
+        "releasing": releasing,
+    })  # fmt: skip
+    try:
+        results = runner.run_report(tmp_path, workers=2)
+    finally:
+        release.set()
+        computing.join(timeout=30)
+    assert log == [("waiting", "before"), ("releasing", "before"), ("waiting", "after")]
+    assert list(results["sections"]) == ["waiting", "releasing"]
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.index("## waiting") < summary.index("## releasing")
