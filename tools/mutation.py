@@ -289,6 +289,19 @@ STUDY_TESTS = {
     "experiments/planner": ["tests/experiments/test_plan_results.py",
                             "tests/experiments/test_planner.py"],
     "report/figure_tables": ["tests/report/test_figure_tables.py"],
+    # in-process tests first (threads, one worker); two pool tests (about 10 s each: spawned
+    # workers) for the pool's own code, not the signal tests (20 s each)
+    "experiments/runtime": [
+        "tests/experiments/test_runtime_turns.py",
+        "tests/report/test_side_by_side.py::"
+        "test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran",
+        "tests/report/test_side_by_side.py::test_a_failed_computation_is_not_kept",
+        "tests/report/test_parallel.py::test_results_come_back_in_task_order_not_completion_order",
+        "tests/report/test_parallel.py::test_a_failing_task_is_the_study_error_with_its_seed_named",
+    ],
+    # stand-in sections (no study trained), side by side without worker processes
+    "report/runner": ["tests/report/test_runner_sections.py",
+                      "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
