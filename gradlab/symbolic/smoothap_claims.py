@@ -35,6 +35,7 @@ from gradlab.symbolic.claims import (
     undecided,
     with_parameters,
 )
+from gradlab.symbolic.seeds import SEEDS
 
 SEED_000 = "000_e0f8edb24a02ffe3"
 SEED_001 = "001_69c8c92ba6da9a08"
@@ -278,7 +279,8 @@ def _problem(seed: int, positives: int = 3, negatives: int = 4, dims: int = 3):
 
 
 def _true_gradient(query, vectors, mask, temperature):
-    """Autograd of SmoothAP (rank convention, 001 Eq. 2 smoothed) w.r.t. the query, float64."""
+    """Autograd of SmoothAP (rank convention: Eq. 2 of Bleeker & de Rijke (2022, long version),
+    smoothed) w.r.t. the query, float64."""
     q = torch.tensor(query, requires_grad=True)
     scores = torch.tensor(vectors) @ q
     total = torch.zeros((), dtype=torch.float64)
@@ -291,8 +293,9 @@ def _true_gradient(query, vectors, mask, temperature):
 
 
 def _smooth_rank(scores, i: int, keep, temperature: float) -> float:
-    """``1 + sum_(j in keep, j != i) sigmoid((s_j - s_i) / tau)``: 001 Eq. 2 with the indicator
-    replaced by the sigmoid (A.1's last sentence), a float64 loop."""
+    """``1 + sum_(j in keep, j != i) sigmoid((s_j - s_i) / tau)``: Eq. 2 of Bleeker & de Rijke
+    (2022, long version) with the indicator replaced by the sigmoid (A.1's last sentence), a
+    float64 loop."""
     return 1.0 + sum(1.0 / (1.0 + np.exp(-(scores[j] - scores[i]) / temperature))
                      for j in keep if j != i)  # fmt: skip
 
@@ -541,7 +544,8 @@ def check_final_form(form: Form) -> Verdict:
 
 
 def check_a_label_001(form: Form) -> Verdict:
-    """001: Eq. 16-17 use ``R(i,S_Omega) = A + C`` and ``R(i,S_P) = A`` with Eq. 12-13's A."""
+    """Bleeker & de Rijke (2022, long version): Eq. 16-17 use ``R(i,S_Omega) = A + C`` and
+    ``R(i,S_P) = A`` with Eq. 12-13's A."""
     a = form.value["A"]
     r_omega, r_p = 1 + P_sum + N_sum, 1 + P_sum
     return all_hold([symbolic_equality(a + N_sum, r_omega, [P_sum, N_sum]),
@@ -549,7 +553,8 @@ def check_a_label_001(form: Form) -> Verdict:
 
 
 def check_a_label_000(form: Form) -> Verdict:
-    """000: the A of Eq. 8, the A of Eq. 9 and the A that Eq. 12-13 use are one quantity."""
+    """Bleeker & de Rijke (2022, short version): the A of Eq. 8, the A of Eq. 9 and the A that
+    Eq. 12-13 use are one quantity."""
     a8, a9 = form.value["A (Eq. 8)"], form.value["A (Eq. 9)"]
     return all_hold([
         symbolic_equality(a8, a9, [P_sum, N_sum]),
@@ -615,7 +620,8 @@ def _check_indicator_rank(form: Form, seed: int) -> Verdict:
 
 
 def check_exact_rank(form: Form) -> Verdict:
-    """001 Eq. 2 against the rank read off a sort (ties share the best rank)."""
+    """Eq. 2 of Bleeker & de Rijke (2022, long version) against the rank read off a sort (ties
+    share the best rank)."""
     return _check_indicator_rank(form, 6)
 
 
@@ -634,8 +640,9 @@ def check_matrix_difference(form: Form) -> Verdict:
 
 
 def check_indicator_rank(form: Form) -> Verdict:
-    """001 Eq. 4: ``1 + sum 1{D_ij > 0}`` against Eq. 2's rank, and the form's ``D_ij`` against
-    entry (i, j) of Eq. 3's matrix as drawn (rows of scores minus columns of scores)."""
+    """Eq. 4 of Bleeker & de Rijke (2022, long version): ``1 + sum 1{D_ij > 0}`` against Eq. 2's
+    rank, and the form's ``D_ij`` against entry (i, j) of Eq. 3's matrix as drawn (rows of scores
+    minus columns of scores)."""
     scores = np.random.default_rng(5).normal(size=(1, INDICATOR_SIZE))
     ones = np.ones((INDICATOR_SIZE, 1))
     drawn = ones @ scores - scores.T @ ones.T
@@ -761,7 +768,9 @@ def _chain(seed: str, offset: int) -> list[Claim]:
                    "1 + sum_N G(D_ij) (as the long version's Eq. 2 defines R(i, S) for any set), "
                    "so C = R(i, S_N) - 1 and Eq. 14 has the status of Eq. 13.")  # fmt: skip
     else:
-        rn_note = ("001 Eq. 2 defines R(i, S) for any set S, so R(i, S_N) - 1 = C is defined and "
+        long = SEEDS[SEED_001]
+        rn_note = (f"Eq. 2 of {long.authors} ({long.year}, {long.part}) defines R(i, S) for any "
+                   "set S, so R(i, S_N) - 1 = C is defined and "
                    "Eq. 18 has the status of Eq. 17.")  # fmt: skip
     swap = {s_i: s_j, s_j: s_i}
     ap, r_o, r_p_c = (with_parameters(f, "corrected", **sj_si) for f in (definition, r_omega, r_p))
