@@ -57,6 +57,11 @@ SECTIONS: dict[str, Section] = {
 
 """Report sections by name, in report order."""
 
+WORKER_SECTIONS = ("audit", "losses", "scenes")
+"""Sections whose studies run on the worker processes (the P-vs-m study, the loss comparison,
+the scenes): side by side they start first, so that the workers have every task queued while
+the other sections run in this process."""
+
 
 def run_report(
     out: Path,
@@ -221,9 +226,12 @@ def _side_by_side(names: list[str], run: Callable[[int, str], object]) -> list:
                                 name=f"report section {name}")
                for index, name in enumerate(names)]  # fmt: skip
     try:
-        # In report order: each section asks for its first turn once the one before has had
-        # its own (a lock takes its waiters in no set order).
-        for thread, turn in zip(threads, entered, strict=True):
+        # Those with workers' tasks first, then the others, each in report order: a section
+        # asks for its first turn once the one before has had its own (a lock takes its
+        # waiters in no set order).
+        starts = sorted(range(len(names)), key=lambda i: names[i] not in WORKER_SECTIONS)
+        for index in starts:
+            thread, turn = threads[index], entered[index]
             thread.start()
             while not turn.wait(timeout=0.5):  # bounded: Ctrl-C reaches this thread at once
                 pass
