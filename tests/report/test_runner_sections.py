@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import platform
+import subprocess
+import sys
 import threading
 import time
 
@@ -25,9 +27,12 @@ def quiet():
     set_progress_mode("auto")
 
 
-def _section(name: str, log: list, busy: float = 0.0):
+def _section(name: str, log: list, busy: float = 0.0, threads: list | None = None):
     def section(out, quick, device):
         log.append((name, quick, device, (out / "figures").is_dir()))
+        if threads is not None:
+            here = threading.current_thread()
+            threads.append((here.name, here.daemon))
         started = time.thread_time()
         while time.thread_time() - started < busy:  # CPU time of this thread
             pass
@@ -63,6 +68,7 @@ def test_every_section_runs_in_report_order_and_is_written(tmp_path, monkeypatch
         f"gradlab {gradlab.__version__}, torch {torch.__version__}, device cpu, "
         "quick settings (small data and few steps: numbers are not the study's)."
     )
+    assert "text of one\n\n## two\n\ntext of two\n\n## three" in summary
     assert summary.index("## one\n\ntext of one\n") < summary.index("## two") < summary.index(
         "## three\n\ntext of three\n")  # fmt: skip
     assert "text of three" in (out / "index.html").read_text()
@@ -94,13 +100,17 @@ def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
 
 def test_each_section_gets_its_own_seconds_and_the_report_its_cpu(tmp_path, monkeypatch, quiet):
     log: list = []
-    monkeypatch.setattr(runner, "SECTIONS", {"busy": _section("busy", log, busy=0.4),
+    monkeypatch.setattr(runner, "SECTIONS", {"busy": _section("busy", log, busy=0.45),
                                              "idle": _section("idle", log)})  # fmt: skip
+    started = time.perf_counter()
     results = runner.run_report(tmp_path, workers=1)
+    elapsed = time.perf_counter() - started
     busy, idle = results["sections"]["busy"], results["sections"]["idle"]
     for timing in (busy, idle):
         for key in ("seconds", "cpu_seconds"):
-            assert timing[key] == round(timing[key], 1) and timing[key] >= 0
+            assert isinstance(timing[key], float) and timing[key] == round(timing[key], 1)
+            assert 0 <= timing[key] <= elapsed + 0.05  # within the report's own run
+    # 0.45 s of CPU, rounded to tenths: 0.5 (or 0.4 where the float lies just below)
     assert busy["cpu_seconds"] >= 0.4 and busy["seconds"] >= busy["cpu_seconds"] - 0.05
     assert idle["cpu_seconds"] < 0.4  # its own thread's time, not the report's so far
     cpu = results["cpu_seconds"]
@@ -244,3 +254,53 @@ def test_side_by_side_a_section_that_waits_lets_the_next_run_and_keeps_its_place
     assert list(results["sections"]) == ["waiting", "releasing"]
     summary = (tmp_path / "summary.md").read_text()
     assert summary.index("## waiting") < summary.index("## releasing")
+
+
+def test_side_by_side_sections_run_in_named_daemon_threads(tmp_path, monkeypatch, quiet):
+    log: list = []
+    threads: list = []
+    monkeypatch.setattr(runner, "SECTIONS", {name: _section(name, log, threads=threads)
+                                             for name in ("one", "two")})  # fmt: skip
+    runner.run_report(tmp_path, workers=2)
+    # daemon threads: a section that hangs after Ctrl-C cannot keep the process alive
+    assert threads == [("report section one", True), ("report section two", True)]
+    runner.run_report(tmp_path, workers=1)  # one after the other: in the caller's thread
+    assert threads[2:] == [(threading.current_thread().name, threading.current_thread().daemon)] * 2
+
+
+def test_sections_with_worker_tasks_start_first_and_keep_their_place(tmp_path, monkeypatch, quiet):
+    log: list = []
+    pooled = runner.WORKER_SECTIONS[0]
+    names = ["first", pooled, "last"]
+    monkeypatch.setattr(runner, "SECTIONS", {name: _section(name, log) for name in names})
+    results = runner.run_report(tmp_path, workers=2)
+    assert [entry[0] for entry in log] == [pooled, "first", "last"]
+    assert list(results["sections"]) == names
+    runner.run_report(tmp_path, workers=1)  # one after the other: in report order
+    assert [entry[0] for entry in log[3:]] == names
+
+
+def _burn_in_a_child(out, quick, device):
+    code = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return {}, "## child"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="getrusage is POSIX")
+def test_the_workers_cpu_is_that_of_the_children_ended_during_the_report(
+    tmp_path, monkeypatch, quiet
+):
+    import resource
+
+    def children() -> float:
+        usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return usage.ru_utime + usage.ru_stime
+
+    monkeypatch.setattr(runner, "SECTIONS", {"child": _burn_in_a_child})
+    before = children()
+    results = runner.run_report(tmp_path, workers=1)
+    spent = children() - before
+    assert spent >= 0.3
+    assert abs(results["cpu_seconds"]["workers"] - spent) <= 0.05 + 1e-9
+    monkeypatch.setitem(sys.modules, "resource", None)  # a system without it (Windows)
+    assert runner.run_report(tmp_path, workers=1)["cpu_seconds"]["workers"] == 0.0
