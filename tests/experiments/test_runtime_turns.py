@@ -1,10 +1,12 @@
-"""The studies' runtime in this process: threads, worker settings, the parent's turn, errors and
-progress lines of run_tasks with one worker (fast: no worker process is started)."""
+"""The studies' runtime: threads, worker settings, the parent's turn, errors and
+progress lines of run_tasks with one worker (fast: no worker process but in the slow test)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
+import sys
 import threading
 import time
 
@@ -277,3 +279,42 @@ def test_waiting_for_a_shared_result_after_a_turn_was_left_keeps_no_turn():
     computing.join(timeout=30)
     with parent_turn():  # and the turn is still free
         pass
+
+
+def test_usable_cores_read_the_affinity_mask_else_the_core_count(monkeypatch):
+    if hasattr(os, "sched_getaffinity"):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {5})
+        monkeypatch.setattr(os, "cpu_count", lambda: 6)
+        assert usable_cores() == 1
+        monkeypatch.delattr(os, "sched_getaffinity")
+    for counted, expected in [(3, 3), (1, 1), (None, 1)]:
+        monkeypatch.setattr(os, "cpu_count", lambda counted=counted: counted)
+        assert usable_cores() == expected
+
+
+def test_progress_lines_reach_a_buffered_log_at_once(lines, monkeypatch):
+    raw = io.BytesIO()
+    log = io.TextIOWrapper(raw, encoding="utf-8")  # buffered: nothing reaches raw unflushed
+    monkeypatch.setattr(sys, "stderr", log)
+    run_tasks(abs, [(-1,)], stage="logged", names=["seed 0"], workers=1)
+    assert raw.getvalue().decode().count("gradlab: logged") == 3
+
+
+def test_a_groups_seconds_stay_within_the_run(lines, capsys):
+    started = time.perf_counter()
+    run_tasks(_sleep_then, [(0.6,)], stage="nap", names=["seed 0"], workers=1)
+    elapsed = time.perf_counter() - started
+    for line in capsys.readouterr().err.splitlines()[1:]:
+        seconds = int(re.search(r"(\d+) s[;)]", line).group(1))
+        assert seconds <= elapsed + 0.5, line  # a duration of this run, rounded
+
+
+@pytest.mark.slow
+def test_after_a_failed_study_the_blocks_pool_starts_nothing_new(quiet):
+    # spawns two workers (seconds): the pool's stop is what the other tests cannot reach
+    with study_workers(2):
+        with pytest.raises(StudyError, match=r"^s, b failed: ValueError"):
+            run_tasks(int, [("1",), ("x",)], stage="s", names=["a", "b"])
+        with pytest.raises(StudyError, match=r"^the worker processes were stopped"):
+            run_tasks(int, [("2",), ("3",)], stage="t", names=["a", "b"])
+        assert run_tasks(int, [("4",)], stage="u", names=["a"]) == [4]  # one task: here
