@@ -6,7 +6,8 @@ becomes hundreds of lines of noise. :func:`progress` therefore picks one of thre
 * ``"bar"``: a tqdm bar (stderr is a terminal; tqdm comes with the ``studies`` extra and is
   imported only here);
 * ``"lines"``: one line ``gradlab: <stage> ...`` when the stage starts and one
-  ``gradlab: <stage> done (<n> steps, <s> s)`` when it ends (stderr is not a terminal);
+  ``gradlab: <stage> done (<n> steps, <s> s)`` when it ends (stderr is not a terminal), or
+  ``gradlab: <stage> stopped (<k> of <n> steps, <s> s)`` when it ends early (Ctrl-C, an error);
 * ``"off"``: nothing (``gradlab report --no-progress``).
 
 The mode is chosen once per process (:func:`set_progress_mode`; ``"auto"`` decides from
@@ -85,8 +86,8 @@ class _PlainProgress:
     def __enter__(self) -> _PlainProgress:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        self.close(stopped=exc_type is not None)
 
     def update(self, n: int = 1) -> None:
         self.count += n
@@ -94,11 +95,19 @@ class _PlainProgress:
     def set_postfix(self, *args: Any, **kwargs: Any) -> None:
         """Ignored: a plain log gets no per-step detail."""
 
-    def close(self) -> None:
+    def close(self, stopped: bool = False) -> None:
+        """Say the stage is done, or that it stopped: left by an exception (Ctrl-C) or short
+        of its ``total`` (``stopped (k of n steps, ...)``), so that no log calls unfinished
+        work done."""
         if self.closed:
             return
         self.closed = True
         seconds = time.perf_counter() - self.started
+        if stopped or (self.total is not None and self.count < self.total):
+            reached = (self._count(self.count) if self.total is None
+                       else f"{self.count} of {self._count(self.total)}")  # fmt: skip
+            self._say(f"{self.desc} stopped ({reached}, {seconds:.1f} s)")
+            return
         self._say(f"{self.desc} done ({self._count(self.count)}, {seconds:.1f} s)")
 
 

@@ -238,3 +238,24 @@ def test_audit_without_measure_loads_no_study_and_records_the_claim_as_not_measu
     records = json.loads((tmp_path / "a.json").read_text())
     (claim,) = [r for r in records if r["label"] == "claim-p-grows-with-batch-size"]
     assert claim["verdict"] == "not-testable-here" and "not measured in this run" in claim["detail"]
+
+
+def test_a_stage_left_early_says_stopped_not_done(capsys):
+    set_progress_mode("lines")
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            for index in progress(range(5), desc="stage three"):
+                if index == 2:
+                    raise KeyboardInterrupt
+        with pytest.raises(ValueError), progress(desc="stage four", unit="seed") as stage:
+            stage.update(1)
+            raise ValueError("fails")
+        with progress(total=2, desc="stage five") as stage:
+            stage.update(2)
+    finally:
+        set_progress_mode("auto")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[1].startswith("gradlab: stage three stopped (2 of 5 steps, ")
+    assert lines[3].startswith("gradlab: stage four stopped (1 seed, ")
+    assert lines[5].startswith("gradlab: stage five done (2 steps, ")
+    assert not any("three done" in line or "four done" in line for line in lines)
