@@ -102,9 +102,9 @@ def test_each_section_gets_its_own_seconds_and_the_report_its_cpu(tmp_path, monk
     log: list = []
     monkeypatch.setattr(runner, "SECTIONS", {"busy": _section("busy", log, busy=0.45),
                                              "idle": _section("idle", log)})  # fmt: skip
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     results = runner.run_report(tmp_path, workers=1)
-    elapsed = time.perf_counter() - started
+    elapsed, cpu_spent = time.perf_counter() - started, time.process_time() - cpu_started
     busy, idle = results["sections"]["busy"], results["sections"]["idle"]
     for timing in (busy, idle):
         for key in ("seconds", "cpu_seconds"):
@@ -115,7 +115,7 @@ def test_each_section_gets_its_own_seconds_and_the_report_its_cpu(tmp_path, monk
     assert idle["cpu_seconds"] < 0.4  # its own thread's time, not the report's so far
     cpu = results["cpu_seconds"]
     assert set(cpu) == {"this_process", "workers"}
-    assert cpu["this_process"] >= 0.4 and cpu["workers"] >= 0
+    assert 0.4 <= cpu["this_process"] <= cpu_spent + 0.05 and cpu["workers"] >= 0
     assert cpu["this_process"] == round(cpu["this_process"], 1)
 
 
@@ -304,3 +304,65 @@ def test_the_workers_cpu_is_that_of_the_children_ended_during_the_report(
     assert abs(results["cpu_seconds"]["workers"] - spent) <= 0.05 + 1e-9
     monkeypatch.setitem(sys.modules, "resource", None)  # a system without it (Windows)
     assert runner.run_report(tmp_path, workers=1)["cpu_seconds"]["workers"] == 0.0
+
+
+def _saved_p_study(folder, data: str) -> None:
+    """A saved `gradlab study p-vs-batch-size` result (three seeds, m = 8, 16)."""
+    rows = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]
+    parts = {"P_diagonal": [[1 / 8, 1 / 16]] * 3, "P_own_row_column": [[0.0, 0.0]] * 3,
+             "P_positive_rows": [[0.1, 0.1]] * 3, "P_negative_rows": [[0.1, 0.2]] * 3}  # fmt: skip
+    folder.mkdir()
+    (folder / "p_vs_batch_size.json").write_text(json.dumps({
+        "batch_sizes": [8, 16], "data": f"{data}, train split (24 images, 4 classes)",
+        "model": "timm:resnet50 with a linear head to 512 dimensions, random initial weights",
+        "per_class": 4, "seeds": [0, 1, 2], "tau": 0.01, "eps": 0.005,
+        "settings": {"trained_at_m": {"P": rows, "P_positive_negative": rows,
+                                      "P_negative_negative": rows, **parts, "steps": [3, 2],
+                                      "epochs": 1}},
+    }))  # fmt: skip
+
+
+def test_saved_studies_follow_the_sections_numbered_with_their_findings(
+    tmp_path, monkeypatch, quiet
+):
+    pytest.importorskip("matplotlib")
+    log: list = []
+    monkeypatch.setattr(runner, "SECTIONS", {"one": _section("one", log)})
+    _saved_p_study(tmp_path / "first", "sop")
+    _saved_p_study(tmp_path / "second", "cub")
+    out = tmp_path / "report"
+    results = runner.run_report(out, studies=[tmp_path / "first", tmp_path / "second"])
+    assert list(results["sections"]) == ["one", "study 1", "study 2"]
+    for number in (1, 2):
+        section = results["sections"][f"study {number}"]
+        assert section["folder"] == str(tmp_path / ("first" if number == 1 else "second"))
+        assert {"seconds", "cpu_seconds"} <= set(section)
+        assert (out / "figures" / f"study{number}_p_vs_batch_size.png").exists()
+    summary = (out / "summary.md").read_text()
+    headings = [line for line in summary.splitlines() if line.startswith("## ")]
+    assert headings[1] == "## one" and len(headings) == 4
+    assert headings[2].endswith("your study on sop with timm:resnet50")
+    assert headings[3].endswith("your study on cub with timm:resnet50")
+    findings = summary[summary.index("## Key findings") : summary.index("## one")]
+    assert findings.count("P from m = 8 to m = 16: rises") == 2  # one finding per study
+    assert json.loads((out / "results.json").read_text()) == results
+
+
+def test_the_defaults_one_process_on_the_cpu_in_the_callers_thread(tmp_path, monkeypatch, quiet):
+    seen: list = []
+
+    def section(out, quick, device):
+        seen.append((device, torch.get_num_threads(), threading.current_thread().name))
+        return {}, "## alone"
+
+    monkeypatch.setattr(runner, "SECTIONS", {"alone": section})
+    before = torch.get_num_threads()
+    results = runner.run_report(tmp_path)
+    assert results["workers"] == 1 and results["device"] == "cpu"
+    here = threading.current_thread().name
+    assert seen == [("cpu", 1, here)]  # one torch thread while the section runs
+    assert torch.get_num_threads() == before
+    results = runner.run_report(tmp_path, workers=2)  # one section: nothing to run beside it
+    assert seen[1] == ("cpu", 1, here)
+    lines = (tmp_path / "summary.md").read_text().splitlines()
+    assert lines[1] == "" and lines[3] == ""
