@@ -162,8 +162,11 @@ MONITOR_TESTS = {
                  "tests/monitor/test_recorded_column_weights.py",
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
+    # test_fast_paths / test_monitor_workspace: the CPU sort, searches and buffers of large
+    # matrices (past _KEYED_SORT_FROM) against references
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
-              "tests/monitor/test_anatomy.py"],
+              "tests/monitor/test_anatomy.py", "tests/monitor/test_fast_paths.py",
+              "tests/monitor/test_monitor_workspace.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",
