@@ -161,3 +161,46 @@ def test_bad_input_names_the_argument(call, match):
     scores, positives = _batch(2)
     with pytest.raises(GradlabError, match=match):
         call(scores, positives)
+
+
+def test_a_query_with_one_negative_has_its_share_and_margin():
+    # Query 0: positives 1 and 2, one negative (3) at 0.7 between them: share 1 of 1.
+    scores = torch.tensor([[1.0, 0.9, 0.5, 0.7],
+                           [0.9, 1.0, 0.8, 0.1],
+                           [0.5, 0.8, 1.0, 0.2],
+                           [0.7, 0.1, 0.2, 1.0]])  # fmt: skip
+    positives = torch.tensor([[False, True, True, False],
+                              [True, False, True, False],
+                              [True, True, False, False],
+                              [False, False, False, False]])  # fmt: skip
+    got = geometry.in_batch_margins(scores, positives)
+    assert got.violation_share.tolist()[:3] == [1.0, 0.0, 0.0]
+    assert got.margin.tolist()[0] == pytest.approx(0.5 - 0.7)
+    assert got.recall_at_1.tolist()[:3] == [1.0, 1.0, 1.0]
+    assert math.isnan(got.margin.tolist()[3])  # no positive
+
+
+def test_every_field_is_float64_from_float32_scores():
+    scores, positives = _batch(5, ties=False)
+    assert scores.dtype == torch.float32
+    assert {field.dtype for field in geometry.in_batch_margins(scores, positives)} == {
+        torch.float64}
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 13, dtype=torch.long)),
+     "negated_sorted must have a floating dtype; got torch.int64"),
+    (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 12)),
+     "negated_sorted must have shape (13, 13) (each row of -scores sorted); got (13, 12)"),
+    (lambda s, p: geometry.in_batch_margins(s, p, torch.zeros(13, 13, device="meta")),
+     "tensors must be on one device; got scores on cpu, negated_sorted on meta"),
+    (lambda s, p: geometry.in_batch_alignment_uniformity(s, p, alpha=1.0000001e6),
+     "alpha must be a finite number in [1e-12, 1e+06]; got 1000000.1"),
+    (lambda s, p: geometry.in_batch_alignment_uniformity(s, p, t=1.0000001e6),
+     "t must be a finite number in [1e-12, 1e+06]; got 1000000.1"),
+])  # fmt: skip
+def test_bad_input_messages_word_for_word(call, message):
+    scores, positives = _batch(2)
+    with pytest.raises(GradlabError) as error:
+        call(scores, positives)
+    assert str(error.value) == message
