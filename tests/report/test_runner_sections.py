@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import platform
+import signal
 import subprocess
 import sys
 import threading
@@ -366,3 +367,44 @@ def test_the_defaults_one_process_on_the_cpu_in_the_callers_thread(tmp_path, mon
     assert seen[1] == ("cpu", 1, here)
     lines = (tmp_path / "summary.md").read_text().splitlines()
     assert lines[1] == "" and lines[3] == ""
+
+
+def test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest(
+    tmp_path, monkeypatch, quiet
+):
+    started, release = threading.Event(), threading.Event()
+
+    @computed_once
+    def shared(setting):
+        started.set()
+        release.wait(timeout=60)
+        return setting
+
+    computing = threading.Thread(target=shared, args=("slow",), daemon=True)
+    computing.start()
+    assert started.wait(timeout=30)
+    log: list = []
+    seen: list = []
+
+    def ctrl_c(out, quick, device):
+        log.append(("ctrl_c", "before"))
+        signal.raise_signal(signal.SIGINT)  # handled in the main thread: Ctrl-C there
+        for _ in range(100):  # its own code goes on until it is interrupted too
+            time.sleep(0.05)
+        log.append(("ctrl_c", "after"))
+        return {}, "## ctrl_c"
+
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "waiting": _stoppable("waiting", log, shared, seen),
+        "ctrl_c": ctrl_c,
+        "later": _section("later", log),
+    })  # fmt: skip
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_report(tmp_path / "r", workers=2)
+        assert log == [("waiting", "before"), ("ctrl_c", "before")]
+        assert seen == ["KeyboardInterrupt"]
+        assert not (tmp_path / "r" / "results.json").exists()
+    finally:
+        release.set()
+        computing.join(timeout=30)
