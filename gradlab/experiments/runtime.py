@@ -231,8 +231,14 @@ def current_workers() -> int:
     return _workers
 
 
-_turn = threading.Lock()
-_holding = threading.local()
+_turn = threading.RLock()
+"""The parent's turn. An RLock knows its owner (recorded in C as it is taken), so a thread
+gives the turn back exactly when it holds it, even when an exception raised in it from
+outside (the report's Ctrl-C) arrives just after it took the turn."""
+
+
+def _holds_turn() -> bool:
+    return _turn._is_owned()  # the owner check of threading's RLock (C-level in CPython)
 
 
 @contextlib.contextmanager
@@ -250,28 +256,25 @@ def parent_turn() -> Iterator[None]:
         ...     run_tasks(abs, [(-2,)], stage="doctest", names=["a"], workers=1)
         [2]
     """
-    _turn.acquire()
-    _holding.active = True
     try:
+        _turn.acquire()  # inside the try: an interrupt right after it still gives it back
         yield
     finally:
-        _holding.active = False
-        _turn.release()
+        if _holds_turn():
+            _turn.release()
 
 
 @contextlib.contextmanager
 def _turn_handed_on() -> Iterator[None]:
     """Within :func:`parent_turn`, let the other threads run while this one waits."""
-    if not getattr(_holding, "active", False):
+    if not _holds_turn():  # not within parent_turn: nothing to hand on
         yield
         return
-    _holding.active = False
     _turn.release()
     try:
         yield
     finally:
         _turn.acquire()
-        _holding.active = True
 
 
 def computed_once(function: Callable[..., Any]) -> Callable[..., Any]:
