@@ -132,20 +132,6 @@ def test_alignment_matches_a_loop():
         assert float(got) == pytest.approx(sum(distances) / len(distances), rel=1e-5)
 
 
-def _loop_margins(scores, positives, candidates):
-    out = []
-    rows = zip(scores.tolist(), positives.tolist(), candidates.tolist(), strict=True)
-    for row, pos, cand in rows:
-        p = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if is_pos and c]
-        n = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if not is_pos and c]
-        if not p or not n:
-            out.append(None)
-            continue
-        out.append((sum(p) / len(p), min(p), max(n), min(p) - max(n),
-                    sum(1 for s in n if s >= min(p)) / len(n), float(max(p) > max(n))))  # fmt: skip
-    return out
-
-
 def test_query_margins_match_a_loop():
     generator = torch.Generator().manual_seed(11)
     scores = torch.randint(-4, 5, (12, 10), generator=generator).float() / 4  # ties on purpose
@@ -154,7 +140,8 @@ def test_query_margins_match_a_loop():
     positives[0] = False  # a query without positives
     positives[1] = candidates[1]  # one without negatives
     got = geometry.query_margins(scores, positives, candidates)
-    for index, expected in enumerate(_loop_margins(scores, positives, candidates)):
+    expected_rows = loops.query_margins(scores.tolist(), positives.tolist(), candidates.tolist())
+    for index, expected in enumerate(expected_rows):
         if expected is None:
             assert math.isnan(float(got.margin[index]))
             assert math.isnan(float(got.recall_at_1[index]))
@@ -358,7 +345,8 @@ def test_margins_and_temperature_of_queries_with_one_negative_or_one_positive():
     candidates = torch.tensor([[True, False, True, False], [True, True, True, True],
                                [True, True, True, True]])  # fmt: skip
     got = geometry.query_margins(scores, positives, candidates)
-    for index, expected in enumerate(_loop_margins(scores, positives, candidates)):
+    expected_rows = loops.query_margins(scores.tolist(), positives.tolist(), candidates.tolist())
+    for index, expected in enumerate(expected_rows):
         values = [float(field[index]) for field in got]
         if expected is None:
             assert math.isnan(values[3])

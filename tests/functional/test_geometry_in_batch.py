@@ -11,6 +11,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional import geometry
+from tests.reference import geometry_loops as loops
 
 SIZES = (4, 4, 3, 1, 1)  # classes: two singletons have no positive
 
@@ -29,18 +30,9 @@ def _batch(seed: int, ties: bool = True):
 
 
 def _loop_margins(scores, positives):
-    """Per query: (mean positive, lowest positive, highest negative, margin, violation share,
-    R@1) over the other entries of the row, or None without a positive or a negative."""
-    out = []
-    for q, (row, flags) in enumerate(zip(scores.tolist(), positives.tolist(), strict=True)):
-        p = [s for j, (s, f) in enumerate(zip(row, flags, strict=True)) if f and j != q]
-        n = [s for j, (s, f) in enumerate(zip(row, flags, strict=True)) if not f and j != q]
-        if not p or not n:
-            out.append(None)
-            continue
-        out.append((sum(p) / len(p), min(p), max(n), min(p) - max(n),
-                    sum(1 for s in n if s >= min(p)) / len(n), float(max(p) > max(n))))  # fmt: skip
-    return out
+    """The loops' margins with every entry a candidate but the query's own."""
+    candidates = (~torch.eye(len(scores), dtype=torch.bool)).tolist()
+    return loops.query_margins(scores.tolist(), positives.tolist(), candidates)
 
 
 def _same(first: torch.Tensor, second: torch.Tensor) -> bool:

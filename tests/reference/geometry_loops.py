@@ -76,6 +76,21 @@ def margins(scores, positives, candidates):
     return [sum(column) / len(rows) for column in zip(*rows, strict=True)]
 
 
+def query_margins(scores, positives, candidates):
+    """Per query: (mean positive, lowest positive, highest negative, margin, violation share,
+    R@1) over its candidates, or None without a positive or a negative (nested lists in)."""
+    out = []
+    for row, pos, cand in zip(scores, positives, candidates, strict=True):
+        p = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if is_pos and c]
+        n = [s for s, is_pos, c in zip(row, pos, cand, strict=True) if not is_pos and c]
+        if not p or not n:
+            out.append(None)
+            continue
+        out.append((sum(p) / len(p), min(p), max(n), min(p) - max(n),
+                    sum(1 for s in n if s >= min(p)) / len(n), float(max(p) > max(n))))  # fmt: skip
+    return out
+
+
 def temperature_gradient(scores, positives, scale, candidates=None):
     """dL/dlog s of mean-over-queries InfoNCE (logits scale * scores), rows as queries."""
     per_query = []
