@@ -292,6 +292,25 @@ STUDY_TESTS = {
     "experiments/planner": ["tests/experiments/test_plan_results.py",
                             "tests/experiments/test_planner.py"],
     "report/figure_tables": ["tests/report/test_figure_tables.py"],
+    "experiments/loss_comparison": [
+        "tests/experiments/test_loss_selection.py",
+        "tests/experiments/test_summaries.py::test_loss_comparison_summary_ranks_the_losses_that_train",
+        "tests/experiments/test_studies.py::test_contrastive_loss_matches_a_loop",
+        "tests/experiments/test_plan_results.py::test_the_plan_losses_are_the_comparisons_losses",
+    ],
+    "experiments/digit_scenes": [
+        "tests/experiments/test_summaries.py",
+        "tests/experiments/test_studies.py::test_scene_features_read_each_box",
+        "tests/experiments/test_studies.py::test_scene_geometry_matches_float64_loops",
+    ],
+    "experiments/captions_miniature": [
+        "tests/functional/test_score_losses.py::test_the_caption_study_losses_are_reproduced",
+    ],
+    "experiments/fappy_lemma": ["tests/experiments/test_fappy_lemma.py"],
+    "experiments/pml_grouping": ["tests/experiments/test_pml_grouping.py"],
+    "experiments/verification": [
+        "tests/functional/test_fappy.py::test_closed_form_gradient_matches_autograd",
+    ],
     # in-process tests first (threads, one worker); two pool tests (about 10 s each: spawned
     # workers) for the pool's own code, not the signal tests (20 s each)
     "experiments/runtime": [
@@ -320,6 +339,7 @@ PLOTTING_TESTS = {
     "plotting/style": ["tests/plotting/test_style.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
                          "tests/plotting/test_monitor_summaries.py"],
+    "plotting/losses": ["tests/experiments/test_fappy_lemma.py"],
 }
 """Plotting module (``gradlab/<group>.py``) -> its fast figure tests (tiny inputs, Agg, seconds
 per mutant): they read the drawn Axes back, never the module's helpers."""
