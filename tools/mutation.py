@@ -324,6 +324,19 @@ STUDY_TESTS = {
     # stand-in sections (no study trained), side by side without worker processes
     "report/runner": ["tests/report/test_runner_sections.py",
                       "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
+    # main([...]) in process: no subprocesses (slow marker), no network trained, no whole audit;
+    # the cached-mnrl case imports sentence-transformers (about 12 s)
+    "cli": ["tests/test_cli.py", "tests/test_cli_faults.py", "tests/test_cli_equivalence.py",
+            "-m", "not slow",
+            "--deselect=tests/test_cli_equivalence.py::"
+            "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]"],
+    "report/html": ["tests/report/test_html.py"],
+    # its checks on given pages and probes; no Chromium start (seconds each) per mutant
+    "report/browser_check": ["tests/report/test_browser_check.py", "-m", "not slow",
+                             "--deselect=tests/report/test_browser_check.py::"
+                             "test_a_sound_page_passes_with_one_screenshot_per_section",
+                             "--deselect=tests/report/test_browser_check.py::"
+                             "test_broken_pages_are_reported"],
 }
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
