@@ -332,7 +332,8 @@ STUDY_TESTS = {
             "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]"],
     "report/html": ["tests/report/test_html.py"],
     # its checks on given pages and probes; no Chromium start (seconds each) per mutant
-    "report/browser_check": ["tests/report/test_browser_check.py", "-m", "not slow",
+    "report/browser_check": ["tests/report/test_browser_check_driver.py",
+                             "tests/report/test_browser_check.py", "-m", "not slow",
                              "--deselect=tests/report/test_browser_check.py::"
                              "test_a_sound_page_passes_with_one_screenshot_per_section",
                              "--deselect=tests/report/test_browser_check.py::"
