@@ -311,6 +311,28 @@ STUDY_TESTS = {
     "experiments/verification": [
         "tests/functional/test_fappy.py::test_closed_form_gradient_matches_autograd",
     ],
+    "experiments/p_vs_batch_size": [
+        *(f"tests/experiments/test_p_vs_batch_size.py::{name}" for name in (
+            "test_close_pair_proportions_match_the_definition",
+            "test_p_decomposition_matches_a_loop_over_every_entry",
+            "test_p_decomposition_of_identical_embeddings_counts_the_entries_of_each_part",
+            "test_p_decomposition_refuses_bad_input_naming_the_argument",
+            "test_identical_embeddings_put_every_pair_inside")),
+        "tests/experiments/test_summaries.py::"
+        "test_p_vs_batch_size_summary_reads_each_setting_and_the_claim",
+    ],
+    "experiments/operating_region": [
+        "tests/experiments/test_operating_region.py::"
+        "test_closed_forms_match_an_independent_expectation_and_simulation",
+    ],
+    # the checks before training and the render of a saved result (no network trained)
+    "experiments/image_studies": [
+        *(f"tests/experiments/test_image_studies.py::{name}" for name in (
+            "test_bad_input_is_one_line_and_exit_code_2_before_training",
+            "test_a_list_file_without_test_images_is_one_line_and_exit_code_2",
+            "test_a_negative_worker_count_is_refused_before_training",
+            "test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader")),
+    ],
     # in-process tests first (threads, one worker); two pool tests (about 10 s each: spawned
     # workers) for the pool's own code, not the signal tests (20 s each)
     "experiments/runtime": [
