@@ -346,6 +346,13 @@ STUDY_TESTS = {
     # stand-in sections (no study trained), side by side without worker processes
     "report/runner": ["tests/report/test_runner_sections.py",
                       "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
+    # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
+    "report/user_studies": ["tests/report/test_user_studies_in_report.py", "-m", "not slow"],
+    # stand-in studies; the verification section at its quick size (seconds)
+    "report/sections": [
+        "tests/report/test_findings.py",
+        "tests/report/test_runner.py::test_report_verification_section_writes_outputs",
+    ],
     # main([...]) in process: no subprocesses (slow marker), no network trained, no whole audit;
     # the cached-mnrl case imports sentence-transformers (about 12 s)
     "cli": ["tests/test_cli.py", "tests/test_cli_faults.py", "tests/test_cli_equivalence.py",
