@@ -8,6 +8,7 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
+from matplotlib.ticker import MaxNLocator
 
 from gradlab.plotting.style import (
     apply_style,
@@ -137,6 +138,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
             axis.plot(steps, [h[key] for h in history], color=style["color"],
                       linestyle=style["linestyle"], label=label)  # fmt: skip
         axis.set(ylabel=ylabel, title=title)
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
         if len(series) > 1:
             axis.legend()
     for axis in axes[-1]:
