@@ -380,6 +380,8 @@ LIBRARY_TESTS = {
 
 PLOTTING_TESTS = {
     "plotting/style": ["tests/plotting/test_style.py"],
+    "plotting/anatomy": ["tests/plotting/test_anatomy_figure.py"],
+    "plotting/operating_region": ["tests/plotting/test_operating_region_plots.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
                          "tests/plotting/test_monitor_summaries.py"],
     "plotting/losses": ["tests/experiments/test_fappy_lemma.py"],
