@@ -76,12 +76,18 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     A run may be given as its ``metrics.jsonl`` instead of its folder (:func:`run_folder`).
 
     Raises:
-        GradlabError: a folder without ``metrics.jsonl``, a log without records, labels that do
-            not match the runs.
+        GradlabError: a folder without ``metrics.jsonl``, a log without records, a run named
+            twice (its folder and its ``metrics.jsonl`` count as one), labels that do not match
+            the runs.
     """
     if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
         raise GradlabError(f"run_dirs must be a non-empty list of run folders; got {run_dirs!r}")
     paths = [run_folder(run_dir) for run_dir in run_dirs]
+    resolved = [path.resolve() for path in paths]
+    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
+    if repeated:  # the same run drawn twice is one run under two labels
+        raise GradlabError(f"run_dirs must name each run once; got {', '.join(repeated)} more "
+                           f"than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
     if labels is None:
         labels = _default_labels(paths)
     elif len(labels) != len(paths):

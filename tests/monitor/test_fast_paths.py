@@ -1,4 +1,4 @@
-"""The Monitor's fast paths (issue 11's cost targets) against independent references.
+"""The Monitor's fast paths against independent references.
 
 Each fast path is checked on random and on tied inputs against a path that does not share its
 shortcut: the tie-aware AP of the relaxation gap, from a search of the step's one sort or from

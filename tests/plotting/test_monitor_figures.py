@@ -103,6 +103,15 @@ def test_given_labels_name_the_runs(tmp_path):
     assert [label for label, _ in runs] == ["tau 0.01", "tau 0.1"]
 
 
+@pytest.mark.parametrize("second", ["folder", "metrics.jsonl", "relative"])
+def test_a_run_named_twice_is_an_error_naming_it(tmp_path, monkeypatch, second):
+    run = _run(tmp_path / "a", loss=LOSS)
+    monkeypatch.chdir(tmp_path)
+    again = {"folder": run, "metrics.jsonl": run / "metrics.jsonl", "relative": Path("a")}[second]
+    with pytest.raises(GradlabError, match=r"run_dirs must name each run once; got .*a more"):
+        load_runs([run, again])
+
+
 def test_a_log_whose_steps_restart_is_one_line_per_run_with_a_warning(tmp_path):
     run = _log(tmp_path / "old", ({"run": 1}, _records(loss=LOSS)), ({"run": 2}, []),
                ({"run": 3}, _records(loss=LOSS[:3])))  # fmt: skip
