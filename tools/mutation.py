@@ -374,6 +374,40 @@ LIBRARY_TESTS = {
     "interop/pml": ["tests/interop/test_pml.py"],
     "integrations/recorded": ["tests/integrations/test_recorded.py"],
     "integrations/settings": ["tests/integrations/test_settings.py"],
+    # no DDP (two spawned processes) and no W&B/MLflow subprocess runs: a tiny Trainer in-process
+    "integrations/lightning": [
+        *(f"tests/integrations/test_lightning.py::{name}" for name in (
+            "test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers",
+            "test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes",
+            "test_a_failing_fit_closes_the_monitor_with_valid_records",
+            "test_a_second_fit_into_the_same_log_dir_is_refused",
+            "test_bad_calls_raise_naming_the_argument",
+            "test_a_log_dir_that_is_a_file_is_refused_at_the_call")),
+        "tests/integrations/test_lightning_options.py",
+    ],
+    # the tiny-BERT trainings of a few steps, not the full-preset one (18 s)
+    "integrations/transformers": [
+        *(f"tests/integrations/test_transformers.py::{name}" for name in (
+            "test_gradient_accumulation_logs_one_record_per_optimizer_step",
+            "test_evaluation_calls_are_not_logged",
+            "test_the_monitor_schedule_follows_the_logging_steps",
+            "test_attach_moves_the_callback_before_the_reporting_callbacks",
+            "test_the_watched_loss_is_the_loss_outside_a_training_step",
+            "test_bad_arguments_are_refused_with_the_argument_and_the_value",
+            "test_no_warning_is_raised_when_nothing_is_reported")),
+    ],
+    "integrations/sentence_transformers": ["tests/integrations/test_sentence_transformers.py"],
+    # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
+    "integrations/open_clip": [
+        *(f"tests/integrations/test_open_clip.py::{name}" for name in (
+            "test_clip_loss_records_both_directions_with_their_gradients",
+            "test_siglip_loss_records_the_logits_with_the_bias_as_one_matrix_read_both_ways",
+            "test_the_monitor_logs_gradlab_s_anatomy_of_the_logits_both_ways",
+            "test_the_monitor_logs_gradlab_s_anatomy_of_the_siglip_logits_both_ways",
+            "test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged",
+            "test_bad_arguments_are_refused",
+            "test_the_geometry_is_that_of_the_features_in_cosine_units_not_the_logits")),
+    ],
 }
 """Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests
 (small random models, CPU, seconds per mutant)."""
