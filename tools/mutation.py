@@ -347,7 +347,8 @@ STUDY_TESTS = {
     "report/runner": ["tests/report/test_runner_sections.py",
                       "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
-    "report/user_studies": ["tests/report/test_user_studies_in_report.py", "-m", "not slow"],
+    "report/user_studies": ["tests/report/test_user_studies_pages.py",
+                            "tests/report/test_user_studies_in_report.py", "-m", "not slow"],
     # stand-in studies; the verification section at its quick size (seconds)
     "report/sections": [
         "tests/report/test_findings.py",

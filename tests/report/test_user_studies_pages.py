@@ -1,0 +1,338 @@
+"""A saved `gradlab study` result rendered: its tables, verdicts, figures and findings.
+
+Hand-built study JSON (no network trained): every number a reader sees is recomputed here
+from the JSON with :mod:`statistics` (means and population stds), the figure a section cites
+is read back from the folder, and the verdict words are written out for fixtures chosen so
+that each verdict is clear-cut.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from gradlab.errors import GradlabError
+from gradlab.report.user_studies import (
+    STUDY_FILES,
+    anatomy_markdown,
+    check_study_folders,
+    load_study,
+    loss_comparison_markdown,
+    p_vs_batch_size_markdown,
+    render_study_folder,
+    study_findings,
+    study_report_section,
+    write_study_report,
+)
+
+
+def _cell(values, digits=3):
+    return f"{statistics.fmean(values):.{digits}f} ± {statistics.pstdev(values):.{digits}f}"
+
+
+def _losses(size: int) -> dict:
+    """A losses result at one m: A best, B within A's spread, C behind, D below the
+    untrained network (listed apart); four of the seven metrics measured."""
+    metric = {"A": [0.60, 0.62, 0.61], "B": [0.59, 0.61, 0.60], "C": [0.40, 0.41, 0.42],
+              "D": [0.10, 0.11, 0.12]}  # fmt: skip
+
+    def run(name, shift):
+        values = metric[name]
+        return {"metrics": {"recall@1": [v + 0.1 for v in values],
+                            "mAP": [v + 0.05 for v in values],
+                            "R-Precision": [v - 0.01 for v in values], "MAP@R": values},
+                "loss_seconds": [0.001 * shift, 0.002 * shift, 0.0015 * shift],
+                "step_seconds": [0.01 * shift, 0.03 * shift, 0.02 * shift]}  # fmt: skip
+
+    return {
+        "settings": {"batch_size": size, "classes_per_batch": size // 4, "steps": 7,
+                     "data": "cub, train split (40 images, 10 classes)",
+                     "model": "resnet18 with a linear head to 64 dimensions, random weights",
+                     "test_data": "test split (20 images)"},
+        "seeds": [0, 1, 2],
+        "before": {"recall@1": [0.3, 0.31, 0.32], "mAP": [0.25, 0.26, 0.27],
+                   "R-Precision": [0.2, 0.21, 0.2], "MAP@R": [0.2, 0.2, 0.21]},
+        "losses": {name: run(name, shift) for shift, name in enumerate("ABCD", start=1)},
+    }  # fmt: skip
+
+
+def _p(rows) -> dict:
+    """A p-vs-batch-size result over three seeds at m = 8, 16, 32."""
+    diagonal = [[1 / 8, 1 / 16, 1 / 32]] * 3
+    return {
+        "batch_sizes": [8, 16, 32], "data": "sop, train split (24 images, 4 classes)",
+        "model": "timm:resnet50 with a linear head to 512 dimensions, random initial weights",
+        "per_class": 4, "seeds": [0, 1, 2], "tau": 0.01, "eps": 0.005,
+        "settings": {"trained_at_m": {
+            "P": rows, "P_diagonal": diagonal,
+            "P_positive_negative": [[v / 2 for v in row] for row in rows],
+            "P_negative_negative": [[v / 3 for v in row] for row in rows],
+            "P_own_row_column": [[0.0] * 3] * 3, "P_positive_rows": [[0.1] * 3] * 3,
+            "P_negative_rows": [[0.1, 0.2, 0.3]] * 3, "steps": [5, 3, 2], "epochs": 2}},
+    }  # fmt: skip
+
+
+RISING = [[0.30, 0.40, 0.50], [0.31, 0.42, 0.52], [0.29, 0.41, 0.51]]
+
+
+def _anatomy() -> dict:
+    """An anatomy result: two batch sizes, two losses, two seeds, three logged steps."""
+
+    def run(offset):
+        return {"recall": {"MAP@R": [0.3 + offset, 0.34 + offset]},
+                "anatomy": {"steps": [0, 4, 9], "in_batch": {
+                    "active_negatives": [[9.0, 6.0, 3.0 + offset], [8.0, 5.0, 5.0 + offset]],
+                    "share_without_gradient": [[0.0, 0.1, 0.2], [0.0, 0.2, 0.4]],
+                    "hardest_10pct_share": [[0.5, 0.6, 0.7], [0.5, 0.6, 0.9]]}}}  # fmt: skip
+
+    return {
+        "settings": {"data": "cars, train split (30 images, 6 classes)",
+                     "model": "resnet18 with a linear head to 32 dimensions", "epochs": 3,
+                     "test_data": "test split (12 images)"},
+        "seeds": [0, 1],
+        "runs": {"m = 8": {"SmoothAP": run(0.0), "triplet": run(0.1)},
+                 "m = 16": {"SmoothAP": run(0.2), "triplet": run(0.3)}},
+    }  # fmt: skip
+
+
+def _rows(markdown: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")]
+            for line in markdown.splitlines() if line.startswith("|")]  # fmt: skip
+
+
+def test_the_loss_table_quotes_every_loss_and_the_untrained_network_from_the_json():
+    results = _losses(8)
+    text = loss_comparison_markdown(results, "figures/x.png", where=", here")
+    lines = text.splitlines()
+    assert lines[0] == "## Ranking losses at m = 8, here"
+    assert ("cub, train split (40 images, 10 classes); resnet18 with a linear head to 64 "
+            "dimensions, random weights. The same initialization and batches (8 images: 4 of "
+            "each of 2 classes) and 7 Adam steps for every loss; retrieval on the test split "
+            "(20 images), every image querying all the others. Mean ± std over 3 seed(s):"
+            ) in text  # fmt: skip
+    metrics = ["recall@1", "mAP", "R-Precision", "MAP@R"]  # in the report's order
+    rows = _rows(text)
+    assert rows[0] == ["loss", *metrics, "loss fwd+bwd (ms)", "training step (ms)"]
+    assert rows[1] == ["---"] * 7
+    assert rows[2] == ["untrained", *(_cell(results["before"][m]) for m in metrics), "", ""]
+    for row, (name, run) in zip(rows[3:], results["losses"].items(), strict=True):
+        assert row == [name, *(_cell(run["metrics"][m]) for m in metrics),
+                       _cell([1000 * s for s in run["loss_seconds"]], 2),
+                       _cell([1000 * s for s in run["step_seconds"]], 1)]  # fmt: skip
+    assert lines[-1].endswith("and its own cost per step](figures/x.png)")
+    assert text.count("](") == 1
+
+
+def test_the_loss_verdicts_name_the_best_the_tied_the_behind_and_those_apart():
+    results = _losses(16)
+    text = loss_comparison_markdown(results, "f.png")
+    assert text.splitlines()[0] == "## Ranking losses at m = 16, on your data"
+    before = _cell(results["before"]["MAP@R"])
+    best = _cell(results["losses"]["A"]["metrics"]["MAP@R"])
+    verdict = (f"Best MAP@R among the losses that beat the untrained network ({before}) by more "
+               f"than the seed spread: A ({best}). Within the seed spread of it (gap below the "
+               "sum of the two stds): B. Behind it by more than the spread: C. Listed apart, "
+               "not ranked (MAP@R not above the untrained network's by more than the seed "
+               f"spread): D, {_cell(results['losses']['D']['metrics']['MAP@R'])}: ")  # fmt: skip
+    assert verdict in text
+    # without a tied or a behind loss, neither sentence is written
+    del results["losses"]["B"], results["losses"]["C"]
+    alone = loss_comparison_markdown(results, "f.png")
+    assert f"A ({best}). Listed apart" in alone
+    assert "Within the seed spread" not in alone and "Behind it" not in alone
+
+
+def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
+    measurement = _p(RISING)
+    text = p_vs_batch_size_markdown(measurement, "figures/p.png", where=", there")
+    assert text.splitlines()[0] == ("## P against the batch size (Brown et al., 2020, Fig. S7a), "
+                                    "there")  # fmt: skip
+    assert ("sop, train split (24 images, 4 classes); timm:resnet50 with a linear head to 512 "
+            "dimensions, random initial weights. For each m one network from the same weights, "
+            "2 epoch(s) of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
+            "averaged over the last epoch's batches. Mean ± std over 3 seed(s):") in text
+    setting = measurement["settings"]["trained_at_m"]
+    rows = _rows(text)
+    assert rows[0] == ["m", "steps", "P", "P without the diagonal", "positive-negative",
+                       "negative-negative"]  # fmt: skip
+    assert len(rows) == 2 + 3
+    for index, (row, size) in enumerate(zip(rows[2:], measurement["batch_sizes"], strict=True)):
+        column = lambda key, i=index: [run[i] for run in setting[key]]  # noqa: E731
+        without = [p - d for p, d in zip(column("P"), column("P_diagonal"), strict=True)]
+        assert row == [str(size), str(setting["steps"][index]), _cell(column("P"), 4),
+                       _cell(without, 4), _cell(column("P_positive_negative"), 4),
+                       _cell(column("P_negative_negative"), 4)]  # fmt: skip
+    assert ("P from m = 8 to m = 32: rises (paired t-test over the seeds; one seed cannot show a "
+            "trend). Its parts: ") in text
+    assert text.splitlines()[-1].endswith("every seed faint, mean and std as error bars]"
+                                          "(figures/p.png)")  # fmt: skip
+
+
+def test_the_anatomy_table_quotes_the_last_logged_step_per_batch_and_loss():
+    results = _anatomy()
+    text = anatomy_markdown(results, "figures/a.png", where=", yours")
+    assert text.splitlines()[0] == ("## Gradient anatomy over training (Bleeker & de Rijke, "
+                                    "2022), yours")  # fmt: skip
+    assert ("cars, train split (30 images, 6 classes); resnet18 with a linear head to 32 "
+            "dimensions. Each loss trains its own network from the same weights on the same "
+            "4-per-class batches for 3 epoch(s);") in text
+    assert ("At the last logged step, mean ± std over 2 seed(s); MAP@R on the test split (12 "
+            "images):") in text
+    rows = _rows(text)
+    assert rows[0] == ["batch", "loss", "active negatives", "queries without gradient",
+                       "hardest-10 % share", "MAP@R"]  # fmt: skip
+    expected = []
+    for encoder, runs in results["runs"].items():
+        for loss, run in runs.items():
+            quantities = run["anatomy"]["in_batch"]
+            expected.append([encoder, loss, *(_cell([seed[-1] for seed in quantities[key]], 2)
+                                              for key in ("active_negatives",
+                                                          "share_without_gradient",
+                                                          "hardest_10pct_share")),
+                             _cell(run["recall"]["MAP@R"])])  # fmt: skip
+    assert rows[2:] == expected
+    assert text.splitlines()[-1].endswith("hardest negatives' share, over training](figures/a.png)")
+
+
+def _png(path) -> bool:
+    return path.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "anatomy"])
+def test_a_study_page_has_its_heading_its_section_and_its_figure(tmp_path, name):
+    results = _p(RISING) if name == "p-vs-batch-size" else _anatomy()
+    written = write_study_report(name, results, tmp_path)
+    figure = {"p-vs-batch-size": "p_vs_batch_size.png", "anatomy": "gradient_anatomy.png"}[name]
+    assert written == [tmp_path / figure, tmp_path / "summary.md", tmp_path / "index.html"]
+    assert _png(tmp_path / figure)
+    summary = (tmp_path / "summary.md").read_text()
+    assert summary.startswith(f"# gradlab study: {name}\n\n## ")
+    assert summary.endswith(f"]({figure})\n")
+    assert re.findall(r"\]\(([^)]+\.png)\)", summary) == [figure]
+    page = (tmp_path / "index.html").read_text()
+    assert f"<title>gradlab study {name}</title>" in page
+    assert page.count("data:image/png;base64,") == 1
+
+
+def test_a_losses_page_has_one_section_and_figure_per_batch_size(tmp_path):
+    for size in (16, 8):
+        (tmp_path / f"loss_comparison_m{size}.json").write_text(json.dumps(_losses(size)))
+    written = render_study_folder("losses", tmp_path)
+    assert [p.name for p in written] == ["loss_comparison_m8.png", "loss_comparison_m16.png",
+                                         "summary.md", "index.html"]  # fmt: skip
+    assert all(_png(p) for p in written[:2])
+    summary = (tmp_path / "summary.md").read_text()
+    headings = re.findall(r"^## .*$", summary, flags=re.M)
+    assert headings == ["## Ranking losses at m = 8, on your data",
+                        "## Ranking losses at m = 16, on your data"]  # fmt: skip
+    assert re.findall(r"\]\(([^)]+\.png)\)", summary) == ["loss_comparison_m8.png",
+                                                         "loss_comparison_m16.png"]  # fmt: skip
+
+
+def test_an_unknown_study_is_refused_naming_the_studies():
+    expected = re.escape(f"study must be one of {list(STUDY_FILES)}; got 'speed'")
+    with pytest.raises(GradlabError, match=f"^{expected}$"):
+        write_study_report("speed", {}, ".")
+    with pytest.raises(GradlabError, match=f"^{expected}$"):
+        load_study("speed", ".")
+
+
+def test_a_folder_without_the_studys_file_is_refused_naming_it(tmp_path):
+    folder = str(tmp_path)
+    with pytest.raises(GradlabError, match=f"^{re.escape(repr(folder))} holds no "
+                                           r"gradient_anatomy\.json of a gradlab study$"):
+        load_study("anatomy", tmp_path)
+    with pytest.raises(GradlabError, match=r"^--data: .* holds no loss_comparison_m\*\.json "):
+        load_study("losses", tmp_path, "--data")
+
+
+def test_a_bad_json_is_refused_naming_the_argument_the_file_and_what_is_missing(tmp_path):
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps({"settings": [], "seeds": [],
+                                                                "runs": {}}))  # fmt: skip
+    path = repr(str(tmp_path / "gradient_anatomy.json"))
+    with pytest.raises(GradlabError, match=re.escape(
+            f"{path} is not the JSON of gradlab study anatomy: it lacks settings.data, "
+            "settings.model, settings.epochs, settings.test_data")):  # fmt: skip
+        load_study("anatomy", tmp_path)
+    (tmp_path / "gradient_anatomy.json").write_text("[\n\n")
+    with pytest.raises(GradlabError, match=r"^--x: .* is not JSON \(Expecting value, line 3\); "
+                                           r"expected the JSON of gradlab study anatomy$"):
+        load_study("anatomy", tmp_path, "--x")
+
+
+def test_a_folder_with_several_studies_gives_them_in_the_studies_order(tmp_path):
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
+    (tmp_path / "loss_comparison_m8.json").write_text(json.dumps(_losses(8)))
+    (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(_p(RISING)))
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "loss_comparison_m4.json").write_text(json.dumps(_losses(4)))
+    runs = check_study_folders([other, tmp_path])
+    assert [(run.name, run.folder) for run in runs] == [
+        ("losses", other), ("p-vs-batch-size", tmp_path), ("losses", tmp_path),
+        ("anatomy", tmp_path)]  # fmt: skip
+    assert runs[0].paths == [other / "loss_comparison_m4.json"]
+    assert list(runs[2].results) == [8]
+    assert runs[3].results == _anatomy()
+
+
+def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_path):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for size in (8, 4):
+        (folder / f"loss_comparison_m{size}.json").write_text(json.dumps(_losses(size)))
+    (run,) = check_study_folders([folder])
+    out = tmp_path / "report"
+    results, markdown = study_report_section(run, out, 2)
+    on = "your study on cub with resnet18"
+    assert re.findall(r"^## .*$", markdown, flags=re.M) == [
+        f"## Ranking losses at m = 4, {on}", f"## Ranking losses at m = 8, {on}"]
+    files = f"`{folder / 'loss_comparison_m4.json'}`, `{folder / 'loss_comparison_m8.json'}`"
+    source = (f"Read from {files}, "
+              "written by `gradlab study losses` at its own settings (the report's --quick does "
+              "not change them).")  # fmt: skip
+    # once per section, right after its heading
+    assert markdown.count(source) == 2
+    assert f"## Ranking losses at m = 4, {on}\n\n{source}\n\ncub, train split" in markdown
+    figures = ["figures/study2_loss_comparison_m4.png", "figures/study2_loss_comparison_m8.png"]
+    assert re.findall(r"\]\(([^)]+\.png)\)", markdown) == figures
+    assert all(_png(out / figure) for figure in figures)
+    assert results == {"study": "losses", "folder": str(folder), "data": "cub",
+                       "backbone": "resnet18", "files": [str(p) for p in run.paths],
+                       "figures": figures, "results": run.results}  # fmt: skip
+    findings = study_findings(results)
+    best = _cell(_losses(4)["losses"]["A"]["metrics"]["MAP@R"])
+    before = _cell(_losses(4)["before"]["MAP@R"])
+    assert [f.figure for f in findings] == figures
+    assert [f.text for f in findings] == [
+        f"In your study on cub with resnet18 at m = {size}, best MAP@R among the losses that "
+        f"beat the untrained network ({before}) by more than the seed spread: A ({best})."
+        for size in (4, 8)]  # fmt: skip
+
+
+def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tmp_path):
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "p_vs_batch_size.json").write_text(json.dumps(_p(RISING)))
+    (run,) = check_study_folders([folder])
+    results, _ = study_report_section(run, tmp_path / "report", 1)
+    (finding,) = study_findings(results)
+    first, last = _cell([row[0] for row in RISING]), _cell([row[-1] for row in RISING])
+    assert finding.text == ("In your study on sop with timm:resnet50, P from m = 8 to m = 32: "
+                            f"rises (paired t-test over 3 seed(s); mean P {first} to {last}).")
+    assert finding.figure == "figures/study1_p_vs_batch_size.png"
+
+
+def test_a_saved_anatomy_study_is_a_section_without_a_finding(tmp_path):
+    folder = tmp_path / "a"
+    folder.mkdir()
+    (folder / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
+    (run,) = check_study_folders([folder])
+    results, markdown = study_report_section(run, tmp_path / "report", 4)
+    assert markdown.startswith("## Gradient anatomy over training (Bleeker & de Rijke, 2022), "
+                               "your study on cars with resnet18\n\nRead from")  # fmt: skip
+    assert results["figures"] == ["figures/study4_gradient_anatomy.png"]
+    assert study_findings(results) == []
