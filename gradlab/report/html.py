@@ -62,7 +62,8 @@ def _inline(text: str) -> str:
     text = re.sub(rf"&lt;(/?)({'|'.join(INLINE_TAGS)})&gt;", r"<\1\2>", text)
     text = re.sub(
         r"\[([^\]]+)\]\((#[\w-]+|https?://[^)\s]+)\)",
-        lambda m: f'<a href="{html.escape(m.group(2))}">{m.group(1)}</a>',
+        # the text is escaped already: an address's & is &amp; here, escaped once, not twice
+        lambda m: f'<a href="{html.escape(html.unescape(m.group(2)))}">{m.group(1)}</a>',
         text,
     )
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
@@ -178,8 +179,9 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
                 items.append(f"<li>{_inline(lines[index].lstrip()[2:])}</li>")
                 index += 1
             blocks.append(f"<ul>{''.join(items)}</ul>")
-        else:
-            paragraph = []
+        else:  # text: this line (whatever it starts with), then lines that start no block
+            paragraph = [line.strip()]
+            index += 1
             while (
                 index < len(lines)
                 and lines[index].strip()

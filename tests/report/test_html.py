@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import re
+import threading
+
+import pytest
 
 from gradlab.report.html import markdown_to_html, slug
 from tests.helpers.images import PNG
@@ -78,3 +82,120 @@ def test_a_table_renders_its_header_and_rows_never_the_separator(tmp_path):
     cells = [re.findall(r"<td[^>]*>([^<]*)</td>", row) for row in rows]
     assert cells == [["SmoothAP", "holds"], ["FAPPY", "fails"]]
     assert "---" not in page
+
+
+def _within_a_minute(markdown, root):
+    """The page, or an AssertionError if it is not done in a minute (it used to loop forever)."""
+    pages = []
+    worker = threading.Thread(target=lambda: pages.append(markdown_to_html(markdown, root)),
+                              daemon=True)  # fmt: skip
+    worker.start()
+    worker.join(60)
+    assert pages, f"markdown_to_html did not finish on {markdown!r}"
+    return pages[0]
+
+
+@pytest.mark.parametrize(
+    "line, paragraph",
+    [("#1 is the best m", "#1 is the best m"),
+     ("![P](figures/a.png) and more", "![P](figures/a.png) and more"),
+     ("<summary>open", "&lt;summary&gt;open"),
+     ("</details> closed", "&lt;/details&gt; closed")],
+)  # fmt: skip
+def test_a_line_that_starts_no_block_is_text_of_its_paragraph(tmp_path, line, paragraph):
+    page = _within_a_minute(f"# T\n\n{line}\nnext line\n\nAfter.", tmp_path)
+    assert re.findall(r"<p>(.*?)</p>", page) == [f"{paragraph} next line", "After."]
+
+
+def test_verdict_cells_are_coloured_and_other_cells_not(tmp_path):
+    text = "\n".join(["| claim | verdict |", "|---|---|", "| a | holds |",
+                      "| b | **holds with correction** |", "| c | **FAILS** |",
+                      "| d | *inconclusive* |", "| e | holds mostly |"])  # fmt: skip
+    page = _page(tmp_path, text)
+    verdicts = re.findall(r"<td( class=\"[\w-]+\")?>(.*?)</td>", page)[1::2]
+    assert verdicts == [
+        (' class="holds"', "holds"),
+        (' class="holds-with-correction"', "<strong>holds with correction</strong>"),
+        (' class="fails"', "<strong>FAILS</strong>"),
+        (' class="inconclusive"', "<em>inconclusive</em>"),
+        ("", "holds mostly"),
+    ]
+    assert "<th>claim</th><th>verdict</th>" in page
+
+
+def test_inline_markup_links_code_bold_and_emphasis(tmp_path):
+    text = ('See [the audit](#audit), [docs](https://example.org/a?b=1&c="2") and '
+            "[no](javascript:alert). Use `x*y*z` **bold** *em* but a*b*c stays; "
+            'quotes "stay".')  # fmt: skip
+    (paragraph,) = re.findall(r"<p>(.*?)</p>", _page(tmp_path, "# T\n\n" + text))
+    assert paragraph == (
+        'See <a href="#audit">the audit</a>, '
+        '<a href="https://example.org/a?b=1&amp;c=&quot;2&quot;">docs</a> and '
+        "[no](javascript:alert). "
+        "Use <code>x*y*z</code> <strong>bold</strong> <em>em</em> but a*b*c stays; "
+        'quotes "stay".'
+    )
+
+
+def test_headings_of_every_level_get_anchors_and_only_level_two_is_listed(tmp_path):
+    page = _page(tmp_path, "# Top\n\n## A b\n\n### Sub `x`\n\n###### Six\n\n####### Seven\n\n## C")
+    assert re.findall(r"<h(\d) id=\"([\w-]+)\">(.*?)</h\d>", page) == [
+        ("1", "top", "Top"), ("2", "a-b", "A b"), ("3", "sub-x", "Sub <code>x</code>"),
+        ("6", "six", "Six"), ("2", "c", "C"),
+    ]  # fmt: skip
+    assert "<p>####### Seven</p>" in page
+    toc = re.search(r'<nav class="toc"><strong>Contents</strong><ol>(.*?)</ol></nav>', page)
+    assert toc.group(1) == '<li><a href="#a-b">A b</a></li><li><a href="#c">C</a></li>'
+
+
+def test_three_equal_headings_count_on(tmp_path):
+    page = _page(tmp_path, "# R\n\n## R\n\n## R\n\n### R")
+    assert re.findall(r'id="([\w-]+)"', page) == ["r", "r-2", "r-3", "r-4"]
+
+
+def test_the_contents_need_two_sections_and_go_where_the_page_allows(tmp_path):
+    assert 'class="toc"' not in _page(tmp_path, "# T\n\n## Only\n\ntext")
+    # findings last: the contents close the page
+    page = _page(tmp_path, "# T\n\n## A\n\na\n\n## Key findings\n\n- f")
+    assert page.index("<ul><li>f</li></ul>") < page.index('<nav class="toc">')
+    assert page.index('<nav class="toc">') < page.index("</body>")
+    # findings first among several: before the section after them, not later
+    page = _page(tmp_path, "# T\n\n## Key findings\n\n- f\n\n## B\n\nb\n\n## C\n\nc")
+    assert page.index("<ul><li>f</li></ul>") < page.index('<nav class="toc">')
+    assert page.index('<nav class="toc">') < page.index('id="b"')
+    # no title: the contents come first
+    body = _page(tmp_path, "## A\n\na\n\n## B\n\nb").split("<body>\n")[1]
+    assert body.startswith('<nav class="toc">')
+
+
+def test_a_figure_whose_file_is_missing_keeps_its_path_and_a_safe_caption(tmp_path):
+    page = _page(tmp_path, '# T\n\n![Say "hi" & <b>`P`</b>](figures/none.png)')
+    alt = "Say &quot;hi&quot; &amp; &lt;b&gt;`P`&lt;/b&gt;"
+    assert f'<img alt="{alt}" src="figures/none.png">' in page
+    assert '<strong>Figure 1.</strong> Say "hi" &amp; &lt;b&gt;<code>P</code>&lt;/b&gt;' in page
+    embedded = _page(tmp_path, "# T\n\n![a](figures/a.png)")
+    expected = "data:image/png;base64," + base64.b64encode(PNG).decode("ascii")
+    assert f'src="{expected}"' in embedded
+
+
+def test_lists_paragraphs_details_and_the_title(tmp_path):
+    text = "\n".join(["# T", "first line", "  second line", "", "- one `a`", "  - two", "",
+                      '<details open class="x">', "<summary>More **b**</summary>", "inner",
+                      "</details>", "  | k |", "  |---|", "  | v |"])  # fmt: skip
+    page = markdown_to_html(text, tmp_path, title="Mine <&>")
+    assert "<title>Mine &lt;&amp;&gt;</title>" in page
+    body = page.split("<body>\n")[1].split("\n</body>")[0].split("\n")
+    assert body == [
+        '<h1 id="t">T</h1>', "<p>first line second line</p>",
+        "<ul><li>one <code>a</code></li><li>two</li></ul>",
+        '<details open class="x">', "<summary>More <strong>b</strong></summary>", "<p>inner</p>",
+        "</details>",
+        "<table><thead><tr><th>k</th></tr></thead><tbody><tr><td>v</td></tr></tbody></table>",
+    ]  # fmt: skip
+    assert page.startswith("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>")
+    assert page.endswith("</body></html>\n")
+
+
+def test_slug_of_markup_and_of_nothing():
+    assert slug("<small>Extra</small> Table 2") == "extra-table-2"
+    assert slug("!!! ---") == "section"
