@@ -294,6 +294,7 @@ STUDY_TESTS = {
     "report/figure_tables": ["tests/report/test_figure_tables.py"],
     "experiments/loss_comparison": [
         "tests/experiments/test_loss_selection.py",
+        "tests/experiments/test_loss_comparison_runs.py",
         "tests/experiments/test_summaries.py::test_loss_comparison_summary_ranks_the_losses_that_train",
         "tests/experiments/test_studies.py::test_contrastive_loss_matches_a_loop",
         "tests/experiments/test_plan_results.py::test_the_plan_losses_are_the_comparisons_losses",
