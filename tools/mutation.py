@@ -350,11 +350,8 @@ STUDY_TESTS = {
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
     "report/user_studies": ["tests/report/test_user_studies_pages.py",
                             "tests/report/test_user_studies_in_report.py", "-m", "not slow"],
-    # stand-in studies; the verification section at its quick size (seconds)
-    "report/sections": [
-        "tests/report/test_findings.py",
-        "tests/report/test_runner.py::test_report_verification_section_writes_outputs",
-    ],
+    # each section with stand-in studies, figures and prose (milliseconds; no network trained)
+    "report/sections": ["tests/report/test_sections_stand_ins.py", "tests/report/test_findings.py"],
     # main([...]) in process: no subprocesses (slow marker), no network trained, no whole audit;
     # the cached-mnrl case imports sentence-transformers (about 12 s)
     "cli": ["tests/test_cli.py", "tests/test_cli_faults.py", "tests/test_cli_equivalence.py",
