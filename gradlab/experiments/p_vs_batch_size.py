@@ -56,7 +56,6 @@ PARTS = ("P_diagonal", "P_own_row_column", "P_positive_rows", "P_negative_rows")
 
 KEYS = ("P", "P_positive_negative", "P_negative_negative", *PARTS)
 
-DATA = "unseen 3-digit strings (1000 classes) built from scikit-learn's digits"
 MODEL = "DigitStringNet (a small CNN)"
 
 
@@ -206,9 +205,10 @@ def measure(
     here one after the other or on worker processes.
 
     Args:
-        quick: small settings (m in 16, 64, 256; 30 training steps for the fixed trained
-            model; one epoch per m for ``trained_at_m``), about 4 s per seed on one CPU thread.
-            The full run takes m from 16 to 1024, 400 steps and two epochs per m.
+        quick: small settings (:func:`settings`: m in 16, 64, 256; 30 training steps for
+            the fixed trained model; one epoch per m for ``trained_at_m``), about 4 s per seed
+            on one CPU thread. The full run takes m from 16 to 1024, 400 steps and two epochs
+            per m.
         seeds: each seed fixes the data set (which numbers are unseen, which handwriting), the
             initialization and the batches.
         device: where the models run (``"cpu"`` or ``"cuda"``).
@@ -224,12 +224,13 @@ def measure(
         ``"steps"`` (optimizer steps per m) and ``"epochs"``.
     """
     seeds = tuple(seeds)
-    sizes, _, fixed_steps, epochs = _sizes(quick)
-    tasks = [(quick, seed, device, tau, eps) for seed in seeds]
+    sizes = settings(quick)
+    tasks = [(sizes, seed, device, tau, eps) for seed in seeds]
     outputs = run_tasks(
         _seed_task, tasks, stage="P against batch size",
         names=[f"seed {seed}" for seed in seeds],
-        detail=f"{len(sizes)} batch sizes x 3 settings, {len(sizes) + 1} networks trained",
+        detail=f"{len(sizes['batch_sizes'])} batch sizes x 3 settings, "
+        f"{len(sizes['batch_sizes']) + 1} networks trained",
         workers=workers,
     )  # fmt: skip
     per_seed: dict[str, list[dict[str, list[float]]]] = {
@@ -241,54 +242,71 @@ def measure(
     for output, _ in outputs:
         for name, table in output.items():
             per_seed[name].append(table)
-    settings = {}
+    by_setting = {}
     for name, runs in per_seed.items():
         if runs:
-            settings[name] = {key: [run[key] for run in runs] for key in KEYS}
-    if "trained_at_m" in settings:
-        settings["trained_at_m"]["steps"] = trained_steps
-        settings["trained_at_m"]["epochs"] = epochs
-    settings["fixed_trained"]["training"] = f"SmoothAP at m=64, {fixed_steps} steps"
+            by_setting[name] = {key: [run[key] for run in runs] for key in KEYS}
+    if "trained_at_m" in by_setting:
+        by_setting["trained_at_m"]["steps"] = trained_steps
+        by_setting["trained_at_m"]["epochs"] = sizes["epochs"]
+    by_setting["fixed_trained"]["training"] = (
+        f"SmoothAP at m={sizes['fixed_batch_size']}, {sizes['fixed_steps']} steps"
+    )
+    digits = sizes["num_digits"]
     return {
-        "batch_sizes": sizes,
-        "data": DATA,
+        "batch_sizes": sizes["batch_sizes"],
+        "data": f"unseen {digits}-digit strings ({10**digits} classes) built from scikit-learn's "
+        "digits",
         "model": MODEL,
         "per_class": PER_CLASS,
         "seeds": list(seeds),
         "tau": tau,
         "eps": eps,
-        "settings": settings,
+        "settings": by_setting,
     }
 
 
-def _sizes(quick: bool) -> tuple[list[int], int, int, int]:
-    """``(batch sizes, draws per size, fixed training steps, epochs per m)``."""
+def settings(quick: bool) -> dict:
+    """Sizes of the study: the m values, batches drawn per m for the fixed models, the fixed
+    trained model's batch size and steps, epochs per m, the data set (digits per number, images
+    per number) and Adam's learning rate.
+
+    Example:
+        >>> settings(quick=True)["batch_sizes"], settings(quick=False)["batch_sizes"][-1]
+        ([16, 64, 256], 1024)
+    """
     if quick:
-        return [16, 64, 256], 3, 30, 1
-    return [16, 32, 64, 128, 256, 512, 1024], 5, 400, 2
+        return {"batch_sizes": [16, 64, 256], "draws": 3, "fixed_batch_size": 64,
+                "fixed_steps": 30, "epochs": 1, "num_digits": 3, "images_per_number": 4,
+                "lr": 1e-3}  # fmt: skip
+    return {"batch_sizes": [16, 32, 64, 128, 256, 512, 1024], "draws": 5, "fixed_batch_size": 64,
+            "fixed_steps": 400, "epochs": 2, "num_digits": 3, "images_per_number": 6,
+            "lr": 1e-3}  # fmt: skip
 
 
-def _seed_task(quick: bool, seed: int, device: str, tau: float, eps: float) -> tuple:
-    """One seed of :func:`measure`: ``({setting: {key: [per m]}}, steps per m)``."""
+def _seed_task(study: dict, seed: int, device: str, tau: float, eps: float) -> tuple:
+    """One seed of :func:`measure` (``study``: its :func:`settings`): ``({setting: {key: [per
+    m]}}, steps per m)``."""
     with study_threads(device):
-        return _seed_run(quick, seed, device, tau, eps)
+        return _seed_run(study, seed, device, tau, eps)
 
 
-def _seed_run(quick: bool, seed: int, device: str, tau: float, eps: float) -> tuple:
-    sizes, draws, fixed_steps, epochs = _sizes(quick)
-    lr = 1e-3
-    data = load_digit_strings(num_digits=3, per_class=4 if quick else 6, seed=seed)
+def _seed_run(study: dict, seed: int, device: str, tau: float, eps: float) -> tuple:
+    sizes, draws, epochs, lr = (study[k] for k in ("batch_sizes", "draws", "epochs", "lr"))
+    data = load_digit_strings(num_digits=study["num_digits"],
+                              per_class=study["images_per_number"], seed=seed)  # fmt: skip
     train_images, train_labels = data.train_images.to(device), data.train_labels.to(device)
     test_images, test_labels = data.test_images.to(device), data.test_labels.to(device)
     torch.manual_seed(seed)
-    initial = DigitStringNet().to(device)
+    initial = DigitStringNet(num_digits=study["num_digits"]).to(device)
     tables = {
         "fixed_untrained": _split(
             _fixed_rows(initial, test_images, test_labels, sizes, draws, seed, tau, eps)
         )
     }
     trained = copy.deepcopy(initial)
-    batches = FixedCountBatches(data.train_labels, 64, PER_CLASS, seed=seed).take(fixed_steps)
+    batches = FixedCountBatches(data.train_labels, study["fixed_batch_size"], PER_CLASS,
+                                seed=seed).take(study["fixed_steps"])  # fmt: skip
     train_on_batches(trained, train_images, train_labels, SmoothAPLoss(tau), batches, lr=lr)
     tables["fixed_trained"] = _split(
         _fixed_rows(trained, test_images, test_labels, sizes, draws, seed, tau, eps)
