@@ -1,0 +1,222 @@
+"""GradlabCallback's hooks called directly with a stand-in Trainer (no ``Trainer.fit``: fast).
+
+The stand-in has what the hooks read: ``training``, ``optimizers``, ``is_global_zero``,
+``loggers``, ``log_dir``, ``default_root_dir`` and ``strategy.broadcast``. The logged losses are
+compared with the loss called outside the callback.
+"""
+
+import pickle
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+from lightning.pytorch.loggers import CSVLogger
+
+import gradlab
+from gradlab.integrations.lightning import DEFAULT_FOLDER, GradlabCallback, TrainerLoggersSink
+from gradlab.monitor import read_jsonl
+
+
+class RecordingLogger:
+    """A logger that keeps every ``log_metrics`` call (not a TensorBoard or CSV logger)."""
+
+    def __init__(self, version=None):
+        self.version = version
+        self.calls = []
+
+    def log_metrics(self, metrics, step=None):
+        self.calls.append((dict(metrics), step))
+
+
+def same(value):
+    """One process's broadcast: the value itself."""
+    return value
+
+
+def stand_in_trainer(tmp_path, *, rank_zero=True, loggers=(), log_dir=None, broadcast=None):
+    return SimpleNamespace(
+        training=True, optimizers=[object(), object()], is_global_zero=rank_zero,
+        loggers=list(loggers), log_dir=None if log_dir is None else str(log_dir),
+        default_root_dir=str(tmp_path / "root"),
+        strategy=SimpleNamespace(broadcast=broadcast or same),
+    )  # fmt: skip
+
+
+def batches(count):
+    generator = torch.Generator().manual_seed(7)
+    return [(torch.randn(12, 8, generator=generator, requires_grad=True), torch.arange(12) % 3)
+            for _ in range(count)]  # fmt: skip
+
+
+def run_steps(callback, trainer, count, loss_fn):
+    """``count`` optimizer steps through the hooks; returns the losses of the training calls."""
+    watched = callback.watch(loss_fn)
+    losses = []
+    for embeddings, labels in batches(count):
+        loss = watched(embeddings, labels)
+        loss.backward()
+        losses.append(loss.item())
+        callback.on_before_optimizer_step(trainer, None, trainer.optimizers[1])  # not the first
+        callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    return losses
+
+
+def test_the_sink_forwards_the_prefixed_scalars_at_the_record_s_step_from_rank_zero_only(
+    tmp_path,
+):
+    first, second = RecordingLogger(), RecordingLogger()
+    record = {"step": 7, "loss": 0.25, "count": 3, "note": "text", "flag": True}
+    TrainerLoggersSink(stand_in_trainer(tmp_path, loggers=[first, second]), "run/").write(record)
+    for logger in (first, second):
+        assert logger.calls == [({"run/loss": 0.25, "run/count": 3.0}, 7)]
+        assert type(logger.calls[0][1]) is int
+    other = RecordingLogger()
+    TrainerLoggersSink(stand_in_trainer(tmp_path, rank_zero=False, loggers=[other])).write(record)
+    assert other.calls == []
+    default = RecordingLogger()
+    TrainerLoggersSink(stand_in_trainer(tmp_path, loggers=[default])).write(record)
+    assert set(default.calls[0][0]) == {"gradlab/loss", "gradlab/count"}
+
+
+def test_one_record_per_first_optimizer_step_numbered_from_zero_and_forwarded(tmp_path):
+    logger = RecordingLogger()
+    trainer = stand_in_trainer(tmp_path, loggers=[logger])
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, prefix="lit/")
+    callback.setup(trainer, None, "validate")
+    assert callback.monitor is None  # only fitting opens the Monitor
+    callback.setup(trainer, None, "fit")
+    assert callback.monitor is not None
+    losses = run_steps(callback, trainer, 3, gradlab.SmoothAPLoss(0.05))
+    reference = [gradlab.SmoothAPLoss(0.05)(e.detach(), labels).item()
+                 for e, labels in batches(3)]  # fmt: skip
+    assert losses == pytest.approx(reference, rel=1e-6)
+    callback.on_train_end(trainer, None)
+    assert callback.monitor is None
+    callback.on_fit_end(trainer, None)  # closing twice is harmless
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1, 2]
+    assert [record["loss"] for record in records] == pytest.approx(reference, rel=1e-6)
+    assert [step for _, step in logger.calls] == [0, 1, 2]
+    assert [values["lit/loss"] for values, _ in logger.calls] == pytest.approx(reference,
+                                                                                rel=1e-6)
+
+
+def test_calls_outside_training_are_passed_through_and_not_logged(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    (embeddings, labels), (other, other_labels) = batches(2)
+    assert torch.equal(watched(embeddings, labels), gradlab.SmoothAPLoss(0.05)(embeddings, labels))
+    callback.setup(trainer, None, "fit")
+    trainer.training = False  # validation inside fit
+    watched(other * 2.0, other_labels)
+    trainer.training = True
+    training_loss = watched(embeddings, labels)
+    training_loss.backward()
+    trainer.training = False
+    watched(other * 2.0, other_labels)  # after backward, before the optimizer step
+    callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.on_train_end(trainer, None)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0]
+    assert records[0]["loss"] == pytest.approx(training_loss.item(), rel=1e-6)
+
+
+def test_without_forwarding_the_loggers_receive_nothing(tmp_path):
+    logger = RecordingLogger()
+    trainer = stand_in_trainer(tmp_path, loggers=[logger])
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1,
+                               forward_to_loggers=False)  # fmt: skip
+    callback.setup(trainer, None, "fit")
+    run_steps(callback, trainer, 2, gradlab.SmoothAPLoss(0.05))
+    callback.on_train_end(trainer, None)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1] and logger.calls == []
+
+
+@pytest.mark.parametrize(
+    ("end", "steps"),
+    [
+        (lambda callback, trainer: callback.on_train_end(trainer, None), [0, 2, 3]),
+        (lambda callback, trainer: callback.on_fit_end(trainer, None), [0, 2, 3]),
+        (lambda callback, trainer: callback.on_exception(trainer, None, RuntimeError()), [0, 2]),
+        (lambda callback, trainer: callback.teardown(trainer, None, "fit"), [0, 2]),
+    ],
+)
+def test_the_last_step_is_logged_at_the_end_of_training_not_after_a_failure(tmp_path, end,
+                                                                           steps):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=2)
+    callback.setup(trainer, None, "fit")
+    run_steps(callback, trainer, 4, gradlab.SmoothAPLoss(0.05))
+    callback.teardown(trainer, None, "validate")  # not the end of fitting
+    assert callback.monitor is not None
+    end(callback, trainer)
+    assert callback.monitor is None
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == steps
+
+
+def test_a_new_fit_opens_a_new_monitor_that_the_watched_loss_feeds(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, resume=True)
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    callback.setup(trainer, None, "fit")
+    watched = callback.watch(loss_fn)
+    for embeddings, labels in batches(2):
+        watched(embeddings, labels).backward()
+        callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.setup(trainer, None, "fit")  # the previous fit was not closed: setup closes it
+    for embeddings, labels in batches(1):
+        watched(embeddings, labels).backward()
+        callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.on_train_end(trainer, None)
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert len(headers) == 2 and [record["step"] for record in records] == [0, 1, 2]
+
+
+def test_the_watched_loss_pickles_after_a_training_call_and_reads_the_loss_s_attributes(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap")  # the default schedule
+    callback.setup(trainer, None, "fit")
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    ((embeddings, labels),) = batches(1)
+    watched(embeddings, labels).backward()
+    callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.on_train_end(trainer, None)
+    copy = pickle.loads(pickle.dumps(watched))  # a second fit with ddp_spawn pickles the module
+    assert copy.tau == 0.05 and copy.callback.monitor is None
+    blank = type(watched).__new__(type(watched))  # as unpickling sees it: no attributes yet
+    for name in ("callback", "loss_fn", "_inner", "__reduce_ex__x", "tau"):
+        with pytest.raises(AttributeError, match="loss_fn" if name == "tau" else name):
+            getattr(blank, name)  # an AttributeError naming it, not a recursion
+
+
+def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):
+    def folder(**options):
+        callback = GradlabCallback(preset="cheap")
+        trainer = stand_in_trainer(tmp_path, **options)
+        callback.setup(trainer, None, "fit")
+        try:
+            return Path(callback.monitor.log_dir)
+        finally:
+            callback.on_exception(trainer, None, RuntimeError())
+
+    assert folder(log_dir=tmp_path / "logs") == tmp_path / "logs" / DEFAULT_FOLDER
+    assert folder() == tmp_path / "root" / DEFAULT_FOLDER  # no log_dir: the root folder
+    # A logger whose folder is shared (W&B, MLflow): one folder per run id, chosen on rank 0.
+    shared = [RecordingLogger(version="run7")]
+    assert folder(log_dir=tmp_path / "cwd", loggers=shared) == (
+        tmp_path / "cwd" / DEFAULT_FOLDER / "run7")
+    assert folder(log_dir=tmp_path / "b", loggers=[RecordingLogger(version=None)]) == (
+        tmp_path / "b" / DEFAULT_FOLDER)
+    assert folder(log_dir=tmp_path / "c", loggers=[CSVLogger(tmp_path / "csv")]) == (
+        tmp_path / "c" / DEFAULT_FOLDER)  # CSV and TensorBoard folders are per run already
+    assert folder(log_dir=tmp_path / "d", loggers=shared, rank_zero=False) == (
+        tmp_path / "d" / DEFAULT_FOLDER)  # this stand-in's broadcast keeps the local value
+    chosen = str(tmp_path / "from_rank_zero")
+    assert folder(log_dir=tmp_path / "e", broadcast=lambda value: chosen) == Path(chosen)
