@@ -383,6 +383,7 @@ LIBRARY_TESTS = {
             "test_bad_calls_raise_naming_the_argument",
             "test_a_log_dir_that_is_a_file_is_refused_at_the_call")),
         "tests/integrations/test_lightning_options.py",
+        "tests/integrations/test_lightning_hooks.py",
     ],
     # the tiny-BERT trainings of a few steps, not the full-preset one (18 s)
     "integrations/transformers": [
