@@ -334,15 +334,14 @@ STUDY_TESTS = {
             "test_a_negative_worker_count_is_refused_before_training",
             "test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader")),
     ],
-    # in-process tests first (threads, one worker); two pool tests (about 10 s each: spawned
-    # workers) for the pool's own code, not the signal tests (20 s each)
+    # in process (the pool's executor stood in by threads, milliseconds); one test spawns real
+    # workers (last, about 10 s), not the signal tests (20 s each)
     "experiments/runtime": [
-        "tests/experiments/test_runtime_turns.py",
+        "tests/experiments/test_runtime_pool.py",
         "tests/report/test_side_by_side.py::"
         "test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran",
         "tests/report/test_side_by_side.py::test_a_failed_computation_is_not_kept",
-        "tests/report/test_parallel.py::test_results_come_back_in_task_order_not_completion_order",
-        "tests/report/test_parallel.py::test_a_failing_task_is_the_study_error_with_its_seed_named",
+        "tests/experiments/test_runtime_turns.py",
     ],
     # stand-in sections (no study trained), side by side without worker processes
     "report/runner": ["tests/report/test_runner_sections.py",
