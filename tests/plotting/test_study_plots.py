@@ -1,0 +1,536 @@
+"""The per-seed studies' figures on small hand-written results (no training): which proportion,
+loss or direction is drawn under which label, colour and marker, means and +- std bars computed
+by hand, log axes where asked, tick labels, the notes that replace series lying on each other,
+and the data each title names. The drawn Axes are read back; expected values are hand-computed
+from the inputs."""
+
+from __future__ import annotations
+
+import textwrap
+
+import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.collections import PathCollection
+from matplotlib.colors import to_rgba
+from matplotlib.container import BarContainer
+from PIL import Image
+
+import gradlab.plotting.studies as module
+
+NAN = float("nan")
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Draw with matplotlib's default style (another figure's seaborn theme turns every grid on)
+    and keep the figure instead of saving it."""
+    kept = []
+
+    def draw(function, result):
+        monkeypatch.setattr(module, "save_figure", lambda figure, path: kept.append(figure) or path)
+        assert function(result, "f.png") == "f.png"
+        return kept[-1]
+
+    with matplotlib.rc_context():
+        matplotlib.rcdefaults()
+        yield draw
+    plt.close("all")
+
+
+def _errorbar(container):
+    """(x, y, y - err, y + err) of an errorbar's points."""
+    line, _, (bars,) = container
+    spans = [(segment[0][1], segment[1][1]) for segment in bars.get_segments()]
+    return [(float(x), float(y), low, high)
+            for (x, y), (low, high) in zip(line.get_xydata(), spans, strict=True)]  # fmt: skip
+
+
+# ---- P against batch size ------------------------------------------------------------------
+
+
+def _p_result(**settings):
+    return {"batch_sizes": [16, 64], "seeds": [0, 1], "settings": settings}
+
+
+APART = {"P": [[0.2, 0.4], [0.4, 0.6]], "P_positive_negative": [[0.5, 0.7], [0.7, 0.9]],
+         "P_negative_negative": [[0.1, NAN], [0.3, 0.1]]}  # fmt: skip
+
+
+def test_p_draws_each_proportion_per_seed_faintly_and_its_mean_with_a_std_bar(drawn):
+    figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=APART))
+    (axis,) = figure.axes
+    labels = [c.get_label() for c in axis.containers]
+    assert labels == ["P (Brown et al., 2020, Eq. 1)", "positive-negative pairs",
+                      "negative-negative pairs"]  # fmt: skip
+    expected = {  # mean +- population std over the two seeds, by hand; the NaN left out
+        "P": [(16, 0.3, 0.2, 0.4), (64, 0.5, 0.4, 0.6)],
+        "P_positive_negative": [(16, 0.6, 0.5, 0.7), (64, 0.8, 0.7, 0.9)],
+        "P_negative_negative": [(16, 0.2, 0.1, 0.3), (64, 0.1, 0.1, 0.1)],
+    }
+    colours = {"P": "black", "P_positive_negative": "tab:red", "P_negative_negative": "tab:blue"}
+    markers = {"P": "o", "P_positive_negative": "s", "P_negative_negative": "^"}
+    for container, key in zip(axis.containers, expected, strict=True):
+        assert np.array(_errorbar(container)) == pytest.approx(np.array(expected[key]))
+        line = container.lines[0]
+        assert to_rgba(line.get_color()) == to_rgba(colours[key])
+        assert (line.get_marker(), line.get_markersize()) == (markers[key], 4)
+        caps = container.lines[1]
+        assert len(caps) == 2 and caps[0].get_markersize() == 6  # capsize 3 on each side
+    faint = [line for line in axis.get_lines() if line.get_alpha() == 0.25]
+    assert len(faint) == 6
+    seeds = [list(line.get_ydata()) for line in faint]
+    assert seeds == [[0.2, 0.4], [0.4, 0.6], [0.5, 0.7], [0.7, 0.9], [0.1, NAN], [0.3, 0.1]] or (
+        np.allclose(seeds, [[0.2, 0.4], [0.4, 0.6], [0.5, 0.7], [0.7, 0.9], [0.1, NAN],
+                            [0.3, 0.1]], equal_nan=True))  # fmt: skip
+    for line, key in zip(faint, [k for k in expected for _ in range(2)], strict=True):
+        assert to_rgba(line.get_color(), 0.25) == to_rgba(colours[key], 0.25)
+        assert line.get_linewidth() == 0.8 and list(line.get_xdata()) == [16, 64]
+    assert not axis.texts
+
+
+def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
+    figure = drawn(module.plot_p_vs_batch_size,
+                   _p_result(trained_at_m=APART, fixed_untrained=APART))  # fmt: skip
+    untrained, trained = figure.axes  # in the order of the settings' titles, not of the dict
+    assert [untrained.get_title(), trained.get_title()] == [
+        "fixed model, untrained",
+        "one model fine-tuned at each m",
+    ]
+    for axis in figure.axes:
+        assert axis.title.get_fontsize() == 11
+        assert axis.get_xscale() == "log"
+        assert axis.xaxis.get_transform().base == 2
+        assert list(axis.get_xticks()) == [16, 64]
+        assert [t.get_text() for t in axis.get_xticklabels()] == ["16", "64"]
+        assert axis.get_xlabel() == "mini-batch size m"
+        assert axis.get_ylim() == pytest.approx((-0.02, 1.02))
+        assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
+    assert untrained.get_ylabel() == "proportion inside the operating region"
+    assert trained.get_ylabel() == ""
+    assert untrained.get_shared_y_axes().joined(untrained, trained)
+    assert figure.get_size_inches() == pytest.approx((8, 4.4))
+    (legend,) = figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "P (Brown et al., 2020, Eq. 1)",
+        "positive-negative pairs",
+        "negative-negative pairs",
+    ]
+    assert [(to_rgba(h.get_color()), h.get_marker(), h.get_markersize())
+            for h in legend.legend_handles] == [(to_rgba("black"), "o", 4),
+                                                (to_rgba("tab:red"), "s", 4),
+                                                (to_rgba("tab:blue"), "^", 4)]  # fmt: skip
+    assert {t.get_fontsize() for t in legend.get_texts()} == {10}
+    assert not legend.get_frame_on() and legend._ncols == 3
+    box = legend.get_window_extent(figure.canvas.get_renderer())
+    assert box.y1 <= untrained.get_window_extent().y0
+    title = figure._suptitle
+    assert title.get_text() == (
+        "P against batch size on unseen 3-digit strings,\n4 images per class and m/4 classes, "
+        "2 seeds (faint: each seed; bars: mean +- std)"
+    )
+    assert title.get_fontsize() == 11
+
+
+def test_the_p_title_names_the_data_a_result_was_measured_on(drawn):
+    figure = drawn(module.plot_p_vs_batch_size, dict(_p_result(fixed_trained=APART), data="mine"))
+    assert figure._suptitle.get_text().startswith("P against batch size on mine,\n")
+    result = dict(_p_result(fixed_trained=APART))
+    result["settings"] = dict(result["settings"], data="theirs")
+    figure = drawn(module.plot_p_vs_batch_size, result)
+    assert figure._suptitle.get_text().startswith("P against batch size on theirs,\n")
+
+
+def test_a_proportion_equal_to_an_earlier_one_is_named_not_drawn(drawn):
+    near = [[0.2 + 1e-13, 0.4], [0.4, 0.6]]  # equal to P within 1e-12
+    setting = {"P": APART["P"], "P_positive_negative": near, "P_negative_negative": near}
+    figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
+    (axis,) = figure.axes
+    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)"]
+    assert len([line for line in axis.get_lines() if line.get_alpha() == 0.25]) == 2
+    (note,) = axis.texts
+    assert note.get_text() == textwrap.fill(
+        "positive-negative pairs and negative-negative pairs: the same as P at every seed and m",
+        36)  # fmt: skip
+    assert note.get_position() == (0.5, 0.5) and note.get_transform() == axis.transAxes
+    assert (note.get_ha(), note.get_va(), note.get_fontsize()) == ("center", "center", 10)
+    assert to_rgba(note.get_color()) == to_rgba("0.25")
+
+
+def test_a_proportion_equal_to_the_second_is_named_after_it(drawn):
+    apart = [[0.5 + 1e-6, 0.7], [0.7, 0.9]]  # 1e-6 from P_positive_negative: drawn
+    for third, drawn_labels in ((APART["P_positive_negative"], 2), (apart, 3)):
+        setting = dict(APART, P_negative_negative=third)
+        figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
+        (axis,) = figure.axes
+        assert len(axis.containers) == drawn_labels
+    setting = dict(APART, P_negative_negative=APART["P_positive_negative"])
+    figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
+    (note,) = figure.axes[0].texts
+    assert note.get_text().replace("\n", " ") == (
+        "negative-negative pairs: the same as positive-negative pairs at every seed and m"
+    )
+
+
+def test_nans_at_the_same_places_are_equal(drawn):
+    setting = {key: [[NAN, 0.5], [0.25, NAN]] for key in APART}
+    figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_untrained=setting))
+    (axis,) = figure.axes
+    assert len(axis.containers) == 1
+    assert (
+        axis.texts[0]
+        .get_text()
+        .replace("\n", " ")
+        .startswith("positive-negative pairs and negative-negative pairs: the same as P at")
+    )
+
+
+# ---- loss comparison ------------------------------------------------------------------------
+
+
+def _losses(before=("recall@1", "mAP", "MAP@R"), summary=None):
+    result = {
+        "seeds": [0, 1],
+        "settings": {"steps": 7},
+        "before": {metric: [0.1, 0.3] for metric in before},
+        "losses": {
+            "SmoothAP": {"metrics": {m: [0.6, 0.8] for m in before},
+                         "loss_seconds": [0.002, 0.004]},
+            "FastAP": {"metrics": {m: [0.2, 0.2] for m in before},
+                       "loss_seconds": [0.01, 0.03]},
+        },
+    }  # fmt: skip
+    if summary is not None:
+        result["summary"] = summary
+    return result
+
+
+def test_each_metric_panel_draws_seeds_means_and_the_untrained_line(drawn):
+    figure = drawn(module.plot_loss_comparison, _losses(summary={"apart": {"FastAP": {}}}))
+    assert [axis.get_title() for axis in figure.axes] == [
+        "recall@1",
+        "mAP",
+        "MAP@R",
+        "loss forward + backward (ms)",
+    ]
+    for axis in figure.axes[:3]:
+        assert axis.title.get_fontsize() == 11
+        dots = [c for c in axis.collections if isinstance(c, PathCollection)]
+        assert [c.get_offsets().tolist() for c in dots] == [[[0, 0.6], [0, 0.8]],
+                                                            [[1, 0.2], [1, 0.2]]]  # fmt: skip
+        for dots_of_loss in dots:
+            assert to_rgba(dots_of_loss.get_facecolor()[0]) == to_rgba("tab:gray")
+            assert dots_of_loss.get_sizes()[0] == 14 and dots_of_loss.get_zorder() == 3
+        smooth, fast = axis.containers
+        assert np.array(_errorbar(smooth)) == pytest.approx(np.array([[0, 0.7, 0.6, 0.8]]))
+        assert np.array(_errorbar(fast)) == pytest.approx(np.array([[1, 0.2, 0.2, 0.2]]))
+        assert to_rgba(smooth.lines[0].get_color()) == to_rgba("tab:blue")
+        assert to_rgba(fast.lines[0].get_color()) == to_rgba("tab:gray")  # listed apart
+        assert smooth.lines[0].get_marker() == "o" and smooth.lines[0].get_linestyle() == "None"
+        assert smooth.lines[2][0].get_zorder() == 4 and smooth.lines[1][0].get_markersize() == 8
+        (untrained,) = [line for line in axis.get_lines() if line.get_label() == "untrained"]
+        assert list(untrained.get_ydata()) == pytest.approx([0.2, 0.2])
+        assert to_rgba(untrained.get_color()) == to_rgba("tab:red")
+        assert (untrained.get_linestyle(), untrained.get_linewidth()) == ("--", 1)
+        assert list(axis.get_xticks()) == [0, 1]
+        labels = axis.get_xticklabels()
+        assert [t.get_text() for t in labels] == ["SmoothAP", "FastAP (apart)"]
+        assert {(t.get_rotation(), t.get_ha(), t.get_fontsize()) for t in labels} == {
+            (30, "right", 10)
+        }
+        assert {t.get_fontsize() for t in axis.get_yticklabels()} == {10}
+        assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
+        assert not any(g.get_visible() for g in axis.get_xgridlines())
+    legend = figure.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["untrained"]
+    assert {t.get_fontsize() for t in legend.get_texts()} == {10}
+    assert figure.axes[1].get_legend() is None
+
+
+def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
+    figure = drawn(module.plot_loss_comparison, _losses())
+    cost = figure.axes[-1]
+    (smooth,), (fast,) = [c.patches for c in cost.containers if isinstance(c, BarContainer)]
+    assert (smooth.get_height(), fast.get_height()) == pytest.approx((3.0, 20.0))
+    assert [p.get_x() + p.get_width() / 2 for p in (smooth, fast)] == pytest.approx([0, 1])
+    assert to_rgba(smooth.get_facecolor()) == to_rgba("tab:green")
+    spans = [sorted(s[:, 1]) for c in cost.collections for s in c.get_segments()]
+    assert np.array(spans) == pytest.approx(np.array([[2.0, 4.0], [10.0, 30.0]]))
+    assert cost.get_yscale() == "log"
+    assert [t.get_text() for t in cost.get_xticklabels()] == ["SmoothAP", "FastAP"]
+    assert {(t.get_rotation(), t.get_ha(), t.get_fontsize()) for t in cost.get_xticklabels()} == {
+        (30, "right", 10)
+    }
+    assert {t.get_fontsize() for t in cost.get_yticklabels()} == {10}
+    assert cost.title.get_fontsize() == 11
+    assert all(g.get_alpha() == 0.3 for g in cost.get_ygridlines())
+    assert not any(g.get_visible() for g in cost.get_xgridlines())
+    assert figure.get_size_inches() == pytest.approx((11, 8.6))
+    assert figure.get_layout_engine() is not None
+    title = figure._suptitle
+    assert title.get_text() == (
+        "Losses on unseen 3-digit numbers, 2 seeds, same network, batches and 7 steps\n(dots: "
+        "seeds; bars: mean +- std; dashed: the untrained network)"
+    )
+    assert title.get_fontsize() == 11
+
+
+def test_fewer_metrics_leave_no_empty_panel(drawn):
+    figure = drawn(module.plot_loss_comparison, _losses(before=("mAP", "recall@1")))
+    assert [axis.get_title() for axis in figure.axes] == [
+        "recall@1",
+        "mAP",
+        "loss forward + backward (ms)",
+    ]
+    assert figure.get_size_inches() == pytest.approx((11, 8.6))
+    figure = drawn(module.plot_loss_comparison,
+                   dict(_losses(before=("MAP@R",)), data="a user's data"))  # fmt: skip
+    assert [axis.get_title() for axis in figure.axes] == ["MAP@R", "loss forward + backward (ms)"]
+    assert figure.get_size_inches() == pytest.approx((11, 4.3))
+    assert figure._suptitle.get_text().startswith("Losses on a user's data, 2 seeds")
+
+
+# ---- scene recall ---------------------------------------------------------------------------
+
+METRICS = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10"]
+
+
+def _recall_result(encoders=("VSE++", "VSRN")):
+    runs = {}
+    for e, encoder in enumerate(encoders):
+        runs[encoder] = {}
+        for index, loss in enumerate(("SmoothAP", "VSE++ max", "NT-Xent")):
+            base = 0.1 * e + 0.2 * index
+            recall = {m: [base + 0.01 * k, base + 0.01 * k + 0.04] for k, m in enumerate(METRICS)}
+            runs[encoder][loss] = {"recall": recall}
+    return {"seeds": [0, 1], "runs": runs}
+
+
+def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
+    figure = drawn(module.plot_scene_recall, _recall_result())
+    width = 0.8 / 3
+    colours = ["tab:blue", "tab:orange", "tab:green"]
+    for e, axis in enumerate(figure.axes):
+        assert axis.get_title() == ("VSE++", "VSRN")[e]
+        bars = [c for c in axis.containers if isinstance(c, BarContainer)]
+        assert [c.get_label() for c in bars] == ["SmoothAP", "VSE++ max", "NT-Xent"]
+        for index, container in enumerate(bars):
+            base = 0.1 * e + 0.2 * index
+            centres = [k + (index - 1) * width for k in range(6)]
+            assert [p.get_x() + p.get_width() / 2 for p in container] == pytest.approx(centres)
+            assert [p.get_width() for p in container] == pytest.approx([width] * 6)
+            assert [p.get_height() for p in container] == pytest.approx(
+                [base + 0.01 * k + 0.02 for k in range(6)]
+            )
+            assert {to_rgba(p.get_facecolor()) for p in container} == {to_rgba(colours[index])}
+            spans = [sorted(s[:, 1]) for s in container.errorbar.lines[2][0].get_segments()]
+            assert np.array(spans) == pytest.approx(
+                np.array([[base + 0.01 * k, base + 0.01 * k + 0.04] for k in range(6)])
+            )
+            assert container.errorbar.lines[1][0].get_markersize() == 4  # capsize 2
+        assert list(axis.get_xticks()) == list(range(6))
+        labels = axis.get_xticklabels()
+        assert [t.get_text() for t in labels] == METRICS
+        assert {(t.get_fontsize(), t.get_rotation()) for t in labels} == {(9, 30)}
+        assert axis.get_ylim() == (0, 1)
+        assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
+        assert not any(g.get_visible() for g in axis.get_xgridlines())
+    first, second = figure.axes
+    assert (first.get_ylabel(), second.get_ylabel()) == ("recall on unseen scenes", "")
+    assert first.get_shared_y_axes().joined(first, second)
+    legend = first.get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == ["SmoothAP", "VSE++ max", "NT-Xent"]
+    assert {t.get_fontsize() for t in legend.get_texts()} == {10}
+    assert second.get_legend() is None
+    assert figure.get_size_inches() == pytest.approx((11.2, 4))
+    assert figure._suptitle.get_text() == (
+        "Digit scenes: recall both ways, 2 seeds (bars: mean +- std)"
+    )
+    assert figure._suptitle.get_fontsize() == 11
+
+
+def test_scene_recall_of_one_encoder_is_one_panel(drawn):
+    figure = drawn(module.plot_scene_recall, _recall_result(encoders=("VSRN",)))
+    (axis,) = figure.axes
+    assert axis.get_title() == "VSRN"
+    assert figure.get_size_inches() == pytest.approx((5.6, 4))
+
+
+# ---- scene anatomy --------------------------------------------------------------------------
+
+
+def _anatomy(encoders=("VSE++", "VSRN"), directions=("i2t", "t2i"), flat=()):
+    """Per encoder and loss two seeds at steps 0, 5, 10: a loss in ``flat`` keeps 0 queries
+    without gradient; values are ``base`` + [0, 1, 2] per seed, seed 2 one higher."""
+    runs = {}
+    for e, encoder in enumerate(encoders):
+        runs[encoder] = {}
+        for index, loss in enumerate(("SmoothAP", "VSE++ max", "NT-Xent")):
+            anatomy = {"steps": [0, 5, 10]}
+            for direction in directions:
+                base = 1 + e + 3 * index
+                anatomy[direction] = {
+                    "active_negatives": [[base, base + 1, base + 2],
+                                         [base + 1, base + 2, base + 3]],
+                    "share_without_gradient": [[0.0] * 3] * 2 if loss in flat else
+                    [[0.1, 0.3, 0.2], [0.3, 0.1, 0.0]],
+                    "hardest_10pct_share": [[0.5, 0.6, 0.7], [0.5, 0.6, 0.7]],
+                }  # fmt: skip
+            runs[encoder][loss] = {"anatomy": anatomy}
+    return {"seeds": [0, 1], "runs": runs}
+
+
+LABELS = [f"{encoder}, {loss}" for encoder in ("VSE++", "VSRN")
+          for loss in ("SmoothAP", "VSE++ max", "NT-Xent")]  # fmt: skip
+
+
+def test_scene_anatomy_draws_a_line_per_encoder_and_loss_with_a_band_from_zero(drawn):
+    figure = drawn(module.plot_scene_anatomy, _anatomy())
+    axes = figure.axes
+    assert len(axes) == 6
+    assert [axis.get_title() for axis in axes] == [
+        f"{what} ({way})"
+        for what in ("active negatives per query", "queries without gradient",
+                     "hardest 10 % negatives' gradient share")
+        for way in ("image -> caption", "caption -> image")]  # fmt: skip
+    assert {axis.title.get_fontsize() for axis in axes} == {10}
+    colours = [to_rgba(c) for c in ("tab:blue", "tab:orange", "tab:green")] * 2
+    for axis in axes:
+        lines = axis.get_lines()
+        assert [line.get_label() for line in lines] == LABELS
+        assert [line.get_linestyle() for line in lines] == ["-"] * 3 + ["--"] * 3
+        assert [to_rgba(line.get_color()) for line in lines] == colours
+        assert all(list(line.get_xdata()) == [0, 5, 10] for line in lines)
+        assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
+    active = axes[0]
+    for e in range(2):
+        for index in range(3):
+            base = 1 + e + 3 * index
+            line = active.get_lines()[3 * e + index]
+            assert list(line.get_ydata()) == [base + 0.5, base + 1.5, base + 2.5]
+    assert active.get_yscale() == "log" and axes[2].get_yscale() == "linear"
+    # share without gradient: mean [0.2, 0.2, 0.1], std [0.1, 0.1, 0.1]; band clipped at 0
+    share = axes[2]
+    assert list(share.get_lines()[0].get_ydata()) == pytest.approx([0.2, 0.2, 0.1])
+    band = share.collections[0]
+    assert to_rgba(band.get_facecolor()[0])[:3] == to_rgba("tab:blue")[:3]
+    assert band.get_alpha() == 0.15
+    ys = {(x, round(y, 9)) for x, y in band.get_paths()[0].vertices}
+    assert {(0, 0.1), (0, 0.3), (5, 0.1), (5, 0.3), (10, 0.0), (10, 0.2)} <= ys
+    hardest = axes[4]
+    band = hardest.collections[0]
+    assert np.ptp(band.get_paths()[0].vertices[:, 1]) == pytest.approx(0.2)  # no spread: 0.5-0.7
+    assert [axis.get_xlabel() for axis in axes] == [""] * 4 + ["training step"] * 2
+    assert axes[0].get_shared_x_axes().joined(axes[0], axes[5])
+
+
+def test_scene_anatomy_names_the_encoders_in_legend_and_title(drawn):
+    figure = drawn(module.plot_scene_anatomy, _anatomy())
+    (legend,) = figure.legends
+    assert [t.get_text() for t in legend.get_texts()] == LABELS
+    assert [h.get_linestyle() for h in legend.legend_handles] == ["-"] * 3 + ["--"] * 3
+    assert [to_rgba(h.get_color()) for h in legend.legend_handles] == [
+        to_rgba(c) for c in ("tab:blue", "tab:orange", "tab:green")
+    ] * 2
+    assert {t.get_fontsize() for t in legend.get_texts()} == {10}
+    assert not legend.get_frame_on() and legend._ncols == 3
+    box = legend.get_window_extent(figure.canvas.get_renderer())
+    assert box.y1 <= min(axis.get_window_extent().y0 for axis in figure.axes)
+    assert figure._suptitle.get_text() == (
+        "Gradient anatomy over training (dL/dS of each direction's own term;\nband: +- std over "
+        "seeds; solid VSE++, dashed VSRN)"
+    )
+    assert figure._suptitle.get_fontsize() == 11
+    assert figure.get_size_inches() == pytest.approx((10.4, 9.5))
+
+
+def test_losses_that_keep_one_value_are_named_on_the_panel(drawn):
+    figure = drawn(module.plot_scene_anatomy, _anatomy(flat=("VSE++ max", "NT-Xent")))
+    share = figure.axes[2]
+    assert [line.get_label() for line in share.get_lines()] == ["VSE++, SmoothAP", "VSRN, SmoothAP"]
+    assert len(share.collections) == 2
+    (note,) = share.texts
+    assert note.get_text() == textwrap.fill(
+        "0 at every step:\nVSE++ max (both encoders); NT-Xent (both encoders)", 48
+    )
+    assert note.get_position() == (0.5, 0.95) and note.get_transform() == share.transAxes
+    assert (note.get_ha(), note.get_va(), note.get_fontsize()) == ("center", "top", 9)
+    assert to_rgba(note.get_color()) == to_rgba("0.25")
+    assert len(share.get_yticks()) > 0
+    # every panel elsewhere draws every line
+    assert all(len(axis.get_lines()) == 6 for axis in figure.axes if axis is not share
+               and axis is not figure.axes[3])  # fmt: skip
+
+
+def test_a_panel_where_every_loss_keeps_its_value_is_a_centred_note(drawn):
+    figure = drawn(module.plot_scene_anatomy,
+                   _anatomy(flat=("SmoothAP", "VSE++ max", "NT-Xent"), encoders=("A", "B", "C"),
+                            directions=("in_batch",)))  # fmt: skip
+    share = figure.axes[1]
+    assert share.get_title() == "queries without gradient (image -> the batch's other images)"
+    assert not share.get_lines() and len(share.get_yticks()) == 0
+    assert share.get_yscale() == "linear"
+    (note,) = share.texts
+    assert note.get_text() == textwrap.fill(
+        "0 at every step:\nSmoothAP (every encoder); VSE++ max (every encoder); NT-Xent (every "
+        "encoder)", 48)  # fmt: skip
+    assert note.get_position() == (0.5, 0.5) and note.get_va() == "center"
+    assert [axis.get_xlabel() for axis in figure.axes] == ["", "", "training step"]
+    assert figure.get_size_inches() == pytest.approx((5.2, 9.5))
+    styles = [h.get_linestyle() for h in figure.legends[0].legend_handles]
+    assert styles == ["-"] * 3 + ["--"] * 3 + [":"] * 3
+    assert figure._suptitle.get_text().endswith("solid A, dashed B, dotted C)")
+
+
+def test_an_active_negatives_panel_without_lines_stays_linear(drawn):
+    result = _anatomy(flat=("SmoothAP", "VSE++ max", "NT-Xent"), directions=("i2t",))
+    for encoder in result["runs"].values():
+        for run in encoder.values():
+            run["anatomy"]["i2t"]["active_negatives"] = [[4, NAN, 4], [4, 4, NAN]]
+    figure = drawn(module.plot_scene_anatomy, result)
+    active = figure.axes[0]
+    assert not active.get_lines() and active.get_yscale() == "linear"
+    assert active.texts[0].get_text().startswith("4 at every step:")
+
+
+@pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:Degrees of freedom")
+def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
+    result = _anatomy()
+    runs = result["runs"]
+    runs["VSE++"]["SmoothAP"]["anatomy"]["i2t"]["share_without_gradient"] = [[0.0] * 3] * 2
+    runs["VSRN"]["NT-Xent"]["anatomy"]["i2t"]["share_without_gradient"] = [[0.0] * 3] * 2
+    runs["VSRN"]["VSE++ max"]["anatomy"]["i2t"]["share_without_gradient"] = [[0.5] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    share = figure.axes[2]
+    assert len(share.get_lines()) == 4
+    assert {line.get_label() for line in share.get_lines()} == {
+        "VSRN, SmoothAP",
+        "VSE++, VSE++ max",
+        "VSRN, VSE++ max",
+        "VSE++, NT-Xent",
+    }
+    (note,) = share.texts
+    assert note.get_text() == textwrap.fill("0 at every step:\nSmoothAP (VSE++); NT-Xent (VSRN)",
+                                            48)  # fmt: skip
+    runs["VSRN"]["SmoothAP"]["anatomy"]["i2t"]["share_without_gradient"] = [[NAN, 0.0, 0.0]] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    (note,) = figure.axes[2].texts
+    assert note.get_text() == textwrap.fill(
+        "0 at every step:\nSmoothAP (both encoders); NT-Xent (VSRN)", 48
+    )
+
+
+# ---- saving ----------------------------------------------------------------------------------
+
+
+def test_save_figure_writes_a_trimmed_110_dpi_png_in_a_new_folder_and_closes_it(tmp_path):
+    figure = plt.figure(figsize=(4, 4))
+    figure.text(0.5, 0.5, "x", fontsize=10)
+    path = module.save_figure(figure, str(tmp_path / "new" / "deeper" / "f.png"))
+    assert path == tmp_path / "new" / "deeper" / "f.png"
+    assert not plt.fignum_exists(figure.number)
+    with Image.open(path) as image:
+        assert image.format == "PNG"
+        assert image.info["dpi"] == pytest.approx((110, 110), abs=0.01)
+        assert max(image.size) < 100  # trimmed to the letter, not 440 px wide
