@@ -1,0 +1,280 @@
+"""GradlabTrainerCallback's events called in the Trainer's order with stand-in arguments.
+
+No ``Trainer.train`` (seconds, for the mutation group): ``args`` and ``state`` are stand-ins with
+the fields the callback reads, and :func:`train_steps` calls the events as
+``transformers.Trainer`` does (``on_step_begin``, the loss, backward, ``on_pre_optimizer_step``,
+``global_step += 1``, ``on_step_end``, ``on_log`` on logging steps). Logged losses are compared
+with the loss called outside the callback.
+"""
+
+import warnings
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.integrations.transformers import (
+    DEFAULT_FOLDER,
+    GradlabTrainerCallback,
+    LossForward,
+)
+from gradlab.monitor import read_jsonl
+
+
+def arguments(tmp_path, **fields):
+    return SimpleNamespace(**{"output_dir": str(tmp_path / "out"), "logging_steps": 1,
+                              "report_to": [], **fields})  # fmt: skip
+
+
+def trainer_state(global_step=0, logging_steps=None):
+    return SimpleNamespace(global_step=global_step, logging_steps=logging_steps, log_history=[])
+
+
+def batch(seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(6, 6, generator=generator, requires_grad=True)
+    return scores, torch.eye(6, dtype=torch.bool)
+
+
+def train_steps(callback, args, state, loss_fn, steps, micro_batches=1, log_every=1):
+    """The Trainer's event order; returns the logs dict of each logging step and the loss
+    value of each micro-batch."""
+    logs_per_step, losses = {}, []
+    for _ in range(steps):
+        callback.on_step_begin(args, state, None)
+        for micro in range(micro_batches):
+            value = loss_fn(*batch(100 * state.global_step + micro))
+            value.backward()
+            losses.append(value.item())
+        callback.on_pre_optimizer_step(args, state, None)
+        state.global_step += 1
+        callback.on_step_end(args, state, None)
+        if state.global_step % log_every == 0:
+            logs = {"loss": losses[-1]}
+            state.log_history.append({**logs, "step": state.global_step})
+            callback.on_log(args, state, None, logs=logs)
+            logs_per_step[state.global_step] = logs
+    return logs_per_step, losses
+
+
+def reference_loss(seed):
+    return gradlab.NTXentLoss(0.05)(*batch(seed)).item()
+
+
+def test_records_carry_the_global_step_after_the_optimizer_step_and_reach_the_logs(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap", prefix="g/")
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    logs, losses = train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 3)
+    callback.on_train_end(args, state, None)
+    assert callback.monitor is None
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2, 3]  # as log_history counts
+    assert losses == pytest.approx([reference_loss(100 * step) for step in range(3)], rel=1e-6)
+    for record, entry in zip(records, state.log_history, strict=True):
+        step = record["step"]
+        assert logs[step]["g/loss"] == record["loss"] == pytest.approx(losses[step - 1])
+        assert entry["step"] == step and entry["g/loss"] == record["loss"]
+        assert "g/step" not in logs[step] and entry["loss"] == logs[step]["loss"]
+        gradlab_keys = {key for key in logs[step] if key.startswith("g/")}
+        assert gradlab_keys == {f"g/{key}" for key in record if key != "step"}
+
+
+def test_with_gradient_accumulation_the_last_micro_batch_of_each_step_is_logged(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    _, losses = train_steps(callback, args, state, loss_fn, 2, micro_batches=3)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
+    assert [record["loss"] for record in records] == pytest.approx(
+        [reference_loss(2), reference_loss(102)], rel=1e-6)
+    assert losses[2] == pytest.approx(reference_loss(2), rel=1e-6)
+
+
+def test_a_resumed_training_continues_the_step_numbers(tmp_path):
+    callback = GradlabTrainerCallback(tmp_path / "run", preset="cheap")
+    args, state = arguments(tmp_path), trainer_state(global_step=10)
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 2)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [11, 12]
+    assert [entry["step"] for entry in state.log_history if "gradlab/loss" in entry] == [11, 12]
+
+
+def test_calls_outside_a_training_step_are_passed_through_and_not_logged(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    assert loss_fn(*batch(0)).item() == reference_loss(0)  # before training starts
+    callback.on_train_begin(args, state, None)
+    loss_fn(*batch(5)).backward()  # an evaluation before the first step
+    callback.on_step_begin(args, state, None)
+    loss_fn(*batch(0)).backward()
+    callback.on_pre_optimizer_step(args, state, None)
+    state.global_step += 1
+    callback.on_step_end(args, state, None)
+    loss_fn(*batch(5)).backward()  # an evaluation between the steps
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1]
+    assert records[0]["loss"] == pytest.approx(reference_loss(0), rel=1e-6)
+
+
+def test_on_log_adds_each_step_once_and_only_to_its_own_history_entry(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    callback.on_log(args, state, None, logs={"loss": 1.0})  # nothing recorded yet
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 1)
+    assert "gradlab/loss" in state.log_history[-1]
+    summary = {"train_runtime": 1.0}  # the Trainer's closing summary at the same step
+    state.log_history.append({**summary, "step": 1})
+    callback.on_log(args, state, None, logs=summary)
+    assert summary == {"train_runtime": 1.0}
+    assert "gradlab/loss" not in state.log_history[-1]
+    callback.on_log(args, state, None, logs=None)  # no logs: nothing to do
+    state.global_step = 2  # a log of a later step whose record does not exist
+    later = {"loss": 2.0}
+    state.log_history.append({**later, "step": 2})
+    callback.on_log(args, state, None, logs=later)
+    assert later == {"loss": 2.0} and "gradlab/loss" not in state.log_history[-1]
+    callback.on_train_end(args, state, None)
+
+
+def test_the_history_entry_of_another_step_is_left_alone(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 1, log_every=2)
+    state.log_history.append({"eval_loss": 3.0, "step": 0})  # not this step's entry
+    logs = {"loss": 1.0}
+    callback.on_log(args, state, None, logs=logs)
+    assert "gradlab/loss" in logs and state.log_history[-1] == {"eval_loss": 3.0, "step": 0}
+    callback.on_train_end(args, state, None)
+
+
+@pytest.mark.parametrize(
+    ("options", "state_steps", "argument_steps", "logged"),
+    [
+        ({}, 2, 1, [2, 4]),  # the state's logging_steps first
+        ({}, None, 3, [3, 4]),  # then the arguments'
+        ({}, None, 0, [1, 2, 3, 4]),  # then every step
+        ({"every": 1}, 2, 2, [1, 2, 3, 4]),  # an explicit schedule is kept
+    ],
+)
+def test_without_a_schedule_the_monitor_logs_on_the_logging_steps(tmp_path, options, state_steps,
+                                                                 argument_steps, logged):
+    callback = GradlabTrainerCallback(preset="cheap", **options)
+    args = arguments(tmp_path, logging_steps=argument_steps)
+    state = trainer_state(logging_steps=state_steps)
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 4)
+    callback.on_train_end(args, state, None)  # and the last step, 4, if the schedule skipped it
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == logged
+
+
+def test_explicit_quantities_keep_their_own_schedules(tmp_path):
+    from gradlab.monitor import quantities
+
+    callback = GradlabTrainerCallback(quantities=[quantities.Loss()])
+    args, state = arguments(tmp_path, logging_steps=3), trainer_state()
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 2)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]  # the default schedule, not 3
+
+
+def test_without_an_output_dir_the_folder_is_in_the_working_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path, output_dir=None), trainer_state()
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 1)
+    callback.on_train_end(args, state, None)
+    assert (tmp_path / DEFAULT_FOLDER / "metrics.jsonl").is_file()
+
+
+def test_a_second_training_feeds_its_own_monitor(tmp_path):
+    callback = GradlabTrainerCallback(tmp_path / "run", preset="cheap", resume=True)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, loss_fn, 2)
+    callback.on_train_begin(args, state, None)  # not closed: the next train() closes it
+    train_steps(callback, args, state, loss_fn, 1)
+    callback.on_train_end(args, state, None)
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert len(headers) == 2 and [record["step"] for record in records] == [1, 2, 3]
+
+
+def test_an_unattached_callback_warns_once_naming_the_backends(tmp_path):
+    def run(callback, report_to):
+        args, state = arguments(tmp_path, report_to=report_to), trainer_state()
+        callback.on_train_begin(args, state, None)
+        train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 2)
+        callback.on_train_end(args, state, None)
+
+    with pytest.warns(RuntimeWarning, match=r"not attached.*\(wandb, tensorboard\) ran before") \
+            as caught:
+        run(GradlabTrainerCallback(tmp_path / "a", preset="cheap"), ["wandb", "tensorboard"])
+    assert len([w for w in caught if "not attached" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        run(GradlabTrainerCallback(tmp_path / "b", preset="cheap"), [])
+        attached = GradlabTrainerCallback(tmp_path / "c", preset="cheap")
+        attached.attach(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[])))
+        run(attached, ["wandb"])
+
+
+def reporting(name):
+    return type(name, (), {"__module__": "transformers.integrations.integration_utils"})()
+
+
+def test_attach_puts_the_callback_before_the_first_reporting_callback_once():
+    other, wandb, board = object(), reporting("WandbCallback"), reporting("TensorBoardCallback")
+    callback = GradlabTrainerCallback()
+    callbacks = [other, wandb, callback, board]
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=callbacks))
+    assert callback.attach(trainer) is callback and callback.attached
+    assert callbacks == [other, callback, wandb, board]
+    plain = [other]
+    GradlabTrainerCallback().attach(SimpleNamespace(callback_handler=SimpleNamespace(
+        callbacks=plain)))  # fmt: skip
+    assert plain[0] is other and len(plain) == 2  # no reporting callback: at the end
+    with pytest.raises(GradlabError, match=r"trainer must be a transformers\.Trainer.*Namespace"):
+        callback.attach(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=None)))
+
+
+def test_watch_wraps_a_plain_loss_and_keeps_its_name_and_attributes():
+    def my_loss(scores, positives):
+        return gradlab.NTXentLoss(0.1)(scores, positives)
+
+    callback = GradlabTrainerCallback()
+    wrapped = callback.watch(my_loss)
+    assert wrapped.__name__ == "my_loss" and wrapped.__wrapped__ is my_loss
+    module = callback.watch(gradlab.NTXentLoss(0.1))
+    assert module.__name__ == "NTXentLoss" and module.temperature == 0.1
+    mse = torch.nn.MSELoss()
+    assert callback.watch(mse) is not mse  # not a sentence-transformers loss: wrapped
+    blank = type(wrapped).__new__(type(wrapped))  # no attributes yet (as copy and pickle see it)
+    for name in ("callback", "loss_fn", "watched", "__deepcopy__"):
+        with pytest.raises(AttributeError, match=name):
+            getattr(blank, name)
+
+
+def test_loss_forward_calls_the_class_s_forward_under_the_class_name():
+    module = torch.nn.L1Loss()
+    call = LossForward(module)
+    module.forward = lambda *args: torch.tensor(-1.0)  # a patched forward is not called
+    assert call(torch.zeros(3), torch.full((3,), 2.0)).item() == 2.0
+    assert call.__name__ == "L1Loss" and call.loss_module is module
