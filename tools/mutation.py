@@ -394,6 +394,7 @@ LIBRARY_TESTS = {
             "test_the_watched_loss_is_the_loss_outside_a_training_step",
             "test_bad_arguments_are_refused_with_the_argument_and_the_value",
             "test_no_warning_is_raised_when_nothing_is_reported")),
+        "tests/integrations/test_transformers_events.py",
     ],
     "integrations/sentence_transformers": ["tests/integrations/test_sentence_transformers.py"],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
