@@ -309,9 +309,13 @@ STUDY_TESTS = {
     ],
     "experiments/fappy_lemma": ["tests/experiments/test_fappy_lemma.py"],
     "experiments/pml_grouping": ["tests/experiments/test_pml_grouping.py"],
-    "experiments/verification": [
-        "tests/functional/test_fappy.py::test_closed_form_gradient_matches_autograd",
+    "experiments/verification": ["tests/experiments/test_verification.py"],
+    # checkpoints of 1 and 2 steps instead of 10 and 30, a miniature of the digits
+    "experiments/gradient_anatomy": [
+        "tests/experiments/test_gradient_anatomy_study.py",
+        "tests/monitor/test_anatomy_study.py::test_bad_study_options_name_the_argument",
     ],
+    "experiments/digits_training": ["tests/experiments/test_digits_training.py"],
     "experiments/p_vs_batch_size": [
         *(f"tests/experiments/test_p_vs_batch_size.py::{name}" for name in (
             "test_close_pair_proportions_match_the_definition",
