@@ -332,10 +332,9 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
         from gradlab.equivalence.builtin import CANDIDATES, LOSSES
 
         names, losses = list(CANDIDATES), list(LOSSES)
-    check = commands.add_parser(
-        "check-equivalence", help="does a large-batch trick give the whole-batch gradient? "
-        "Runs it on a small synthetic problem; exit 0 when it does, 1 when it does not",
-    )  # fmt: skip
+    check_help = ("does a large-batch trick give the whole-batch gradient? Runs it on a small "
+                  "synthetic problem; exit 0 when it does, 1 when it does not")  # fmt: skip
+    check = commands.add_parser("check-equivalence", help=check_help, description=check_help)
     check.add_argument("candidate", choices=names, metavar="CANDIDATE",
                        help="the trick" + (f": one of {', '.join(names)}" if names else ""))
     check.add_argument("--loss", default="nt-xent", choices=losses,

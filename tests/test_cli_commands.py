@@ -1,0 +1,671 @@
+"""What a user of each ``gradlab`` command sees, in process and without training anything.
+
+The work behind a command (the studies, the planner, the report) is replaced by stand-ins that
+record what they were given, so each test checks the command's own part: the help it prints,
+the options it hands on, the files it writes where, the lines it prints, and its one-line errors
+with exit code 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.cli import check_device, check_report_folder, main
+from gradlab.errors import GradlabError
+
+
+def _run(argv, capsys):
+    """main(argv) -> (exit code, stdout, stderr); argparse's SystemExit counts as a return."""
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _options_of(help_text):
+    """argparse's help -> {first word of each argument's invocation: its help, one line}."""
+    options, current = {}, None
+    for line in help_text.splitlines():
+        entry = re.match(r"^  (\S+(?: \S+)*?)(?: {2,}(\S.*))?$", line)
+        if entry and not line.startswith("   "):
+            current = entry.group(1).split()[0].rstrip(",")
+            options[current] = entry.group(2) or ""
+        elif current is not None and line.startswith("   "):
+            options[current] = f"{options[current]} {line.strip()}".strip()
+        else:
+            current = None
+    return options
+
+
+# command -> (its description, {argument: (how its help starts, how it ends)})
+HELP = {
+    "report": ("run the studies and the audit and write the report (HTML and Markdown)", {
+        "--out": ("output folder, created if missing", "(default: reports/latest)"),
+        "--quick": ("small settings", "(default: off)"),
+        "--only": ("run only this section; repeatable; one of audit,", "(default: all sections)"),
+        "--device": ("torch device of the training sections", "(default: cpu)"),
+        "--studies": ("folders written by gradlab study", "(default: none)"),
+        "--workers": ("processes that run a study's seeds side by side",
+                      "(default: the usable CPU cores, at most 8)"),
+        "--no-progress": ("no progress output", "one line per stage otherwise)"),
+    }),
+    "audit": ("check the papers' printed equations by computation (SymPy, float64), one "
+              "verdict per claim", {
+        "--json": ("write the records as JSON into this file", "none is created)"),
+        "--markdown": ("write a readable report with the formulas", "(its folder must exist)"),
+        "--mutants": ("also check mutants of each claim's accepted form",
+                      "from 2 operators without a stated reason"),
+        "--measure": ("also measure P against batch size", "(default: off)"),
+    }),
+    "plot": ("figures from Monitor log folders, several runs overlaid (headless)", {
+        "run_dir": ("one or more Monitor log folders", "(or their metrics.jsonl)"),
+        "--out": ("figure folder", "<their common parent>/figures for several)"),
+        "--label": ("legend name of each run, in order", "(default: folder names)"),
+    }),
+    "study": ("run a study of the report on your own image folder and backbone; writes its "
+              "JSON, figures, summary.md and index.html", {
+        "NAME": ("p-vs-batch-size: P against the batch size", "gradient_anatomy.json"),
+        "--data": ("image folder: root/<class>/<image>", "(required unless --render)"),
+        "--split": ("split to train on", "(default: train)"),
+        "--list-file": ("'path label' lines", "instead of a layout"),
+        "--test-list-file": ("with --list-file: the evaluation images", "losses and anatomy"),
+        "--backbone": ("timm:NAME, torchvision:NAME or module:function",
+                       "(default: gradlab.backbones:tiny_resnet)"),
+        "--weights": ("local checkpoint of the backbone", "(default: random initial weights)"),
+        "--embedding-dim": ("(default: 512)", "(default: 512)"),
+        "--image-size": ("(default: 224)", "(default: 224)"),
+        "--batch-sizes": ("m values, multiples of 4", "64 for losses and anatomy)"),
+        "--epochs": ("epochs per m", "(default: 1)"),
+        "--seeds": ("comma-separated seeds", "(default: 0)"),
+        "--lr": ("Adam", "(default: 1e-05)"),
+        "--amp": ("mixed precision", "(default: off)"),
+        "--loader-workers": ("processes that load and augment the images",
+                             "(default: 0, this process)"),
+        "--device": ("torch device of the training sections", "(default: cpu)"),
+        "--out": ("folder for the JSON, figures, summary.md and index.html", "(default: study)"),
+        "--render": ("train nothing", "an earlier run left in --out"),
+    }),
+    "plan": ("peak extra memory and time per step of a loss at a batch size: measured on the "
+             "device if it is here, else estimated from a stated model", {
+        "--loss": ("(default: smooth_ap)", "(default: smooth_ap)"),
+        "--batch-size": ("m, a multiple of --per-class", "m, a multiple of --per-class"),
+        "--dim": ("embedding dimension d", "embedding dimension d"),
+        "--per-class": ("images per class in a batch", "(default: 4)"),
+        "--device": ("cpu, cuda or cuda:N", "a device that is not here is estimated for"),
+        "--estimate": ("estimate even where the device is here", "(SmoothAP only)"),
+    }),
+    "check-equivalence": ("does a large-batch trick give the whole-batch gradient? Runs it on a "
+                          "small synthetic problem; exit 0 when it does, 1 when it does not", {
+        "CANDIDATE": ("the trick: one of gradient-cache,", "cached-mnrl"),
+        "--loss": ("the loss", "(default: nt-xent)"),
+        "--processes": ("gloo processes of the trick", "(default: 2 for the gathers, else 1)"),
+        "--batch-size": ("B, even", "(default: 16)"),
+        "--chunk-size": ("gradient-cache's chunk, cached-mnrl's mini-batch", "(default: 4)"),
+        "--micro-batches": ("accumulation's micro-batches", "(default: 4)"),
+        "--dtype": ("dtype of the comparison", "(default: float64)"),
+        "--seed": ("seeds the problem", "(default: 0)"),
+        "--json": ("also write the result as JSON into this file", "(its folder must exist)"),
+    }),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("command", list(HELP))
+def test_each_command_prints_its_help_with_every_option_and_its_default(
+    command, capsys, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option: no wrapping to undo
+    code, out, err = _run([command, "--help"], capsys)
+    assert (code, err) == (0, "")
+    description, expected = HELP[command]
+    assert out.startswith(f"usage: gradlab {command} ")
+    assert f"\n\n{description}\n\n" in out
+    options = _options_of(out)
+    assert set(options) == {"-h", *expected}
+    for option, (start, end) in expected.items():
+        assert options[option].startswith(start), (option, options[option])
+        assert options[option].endswith(end), (option, options[option])
+
+
+def test_the_top_level_help_lists_each_command_with_its_help(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = _run(["--help"], capsys)
+    assert code == 0
+    assert out.startswith("usage: gradlab [-h] [--version] COMMAND ...")
+    description = ("gradlab: gradient diagnostics for ranking and contrastive losses. Each "
+                   "command's options: gradlab COMMAND --help")  # fmt: skip
+    assert f"\n\n{description}\n\n" in out
+    # a long name has its help on the next line
+    listed = dict(re.findall(r"^    (\S+)\s+(\S.*)$", out, flags=re.MULTILINE))
+    assert listed == {command: description for command, (description, _) in HELP.items()}
+
+
+def test_the_plan_and_equivalence_choices_are_the_registered_ones(capsys, monkeypatch):
+    from gradlab.equivalence.builtin import CANDIDATES, LOSSES
+    from gradlab.experiments.planner import PLAN_LOSSES
+
+    monkeypatch.setenv("COLUMNS", "400")
+    _, out, _ = _run(["plan", "--help"], capsys)
+    assert f"--loss {{{','.join(PLAN_LOSSES)}}}" in out
+    _, out, _ = _run(["check-equivalence", "--help"], capsys)
+    assert f"--loss {{{','.join(LOSSES)}}}" in out
+    assert _options_of(out)["CANDIDATE"] == f"the trick: one of {', '.join(CANDIDATES)}"
+
+
+def test_a_missing_extra_is_one_line_naming_it_and_help_still_works(capsys, monkeypatch):
+    import gradlab.extras
+
+    absent = {"seaborn", "sympy"}
+    monkeypatch.setattr(gradlab.extras, "is_installed", lambda module: module not in absent)
+    code, out, err = _run(["plot", "some_run"], capsys)
+    assert (code, out) == (2, "")
+    (line,) = err.splitlines()
+    assert line.startswith("gradlab: gradlab plot needs the seaborn package")
+    assert "gradlab-ranking[plot]" in line
+    code, _, err = _run(["--no-progress", "audit"], capsys)  # the command is the first word
+    assert code == 2 and "gradlab audit needs the sympy package" in err
+    assert "gradlab-ranking[audit]" in err
+    for help_flag in ("-h", "--help"):
+        code, out, _ = _run(["plot", help_flag], capsys)
+        assert code == 0 and out.startswith("usage: gradlab plot")
+    # a command that needs no extra is not held back
+    code, _, err = _run(["plan", "--dim", "8"], capsys)
+    assert code == 2 and "required: --batch-size" in err
+
+
+def test_the_figures_backend_is_agg_unless_the_user_chose_one(capsys, monkeypatch):
+    monkeypatch.delenv("MPLBACKEND", raising=False)
+    _run(["--version"], capsys)
+    assert os.environ["MPLBACKEND"] == "Agg"
+    monkeypatch.setenv("MPLBACKEND", "pdf")
+    _run(["--version"], capsys)
+    assert os.environ["MPLBACKEND"] == "pdf"
+
+
+def test_without_arguments_main_reads_the_command_line(capsys, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["gradlab", "--version"])
+    code, out, _ = _run(None, capsys)
+    assert code == 0 and out == f"gradlab {gradlab.__version__}\n"
+
+
+# --- report -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def reports(monkeypatch):
+    """A stand-in run_report: records where and how it was asked to write, writes a report."""
+    import gradlab.report
+
+    calls = []
+
+    def run_report(out, **options):
+        calls.append((out, options))
+        out.mkdir(parents=True)  # as run_report does
+        (out / "summary.md").write_text("# report\n")
+
+    monkeypatch.setattr(gradlab.report, "run_report", run_report)
+    return calls
+
+
+def test_report_hands_its_options_on_and_writes_beside_the_folder(tmp_path, capsys, reports):
+    out = tmp_path / "deep" / "er" / "mine"
+    argv = ["report", "--out", str(out), "--quick", "--only", "audit", "--only", "losses",
+            "--workers", "3", "--no-progress"]  # fmt: skip
+    code, stdout, _ = _run(argv, capsys)
+    assert code == 0 and stdout == f"report written to {out}\n"
+    ((staging, options),) = reports
+    assert staging == out.parent / ".mine.partial"
+    assert options == {"quick": True, "only": ["audit", "losses"], "device": "cpu",
+                       "workers": 3, "studies": None}  # fmt: skip
+    assert (out / "summary.md").is_file() and not staging.exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["mine"]
+
+
+def test_report_defaults_and_progress_mode(tmp_path, capsys, reports, monkeypatch):
+    import gradlab.experiments.runtime
+    import gradlab.progress
+
+    modes = []
+    monkeypatch.setattr(gradlab.progress, "set_progress_mode", modes.append)
+    monkeypatch.setattr(gradlab.experiments.runtime, "default_workers", lambda: 5)
+    monkeypatch.chdir(tmp_path)
+    code, stdout, _ = _run(["report"], capsys)
+    assert code == 0 and stdout == "report written to reports/latest\n"
+    ((staging, options),) = reports
+    assert staging == Path("reports") / ".latest.partial"
+    assert options == {"quick": False, "only": None, "device": "cpu", "workers": 5,
+                       "studies": None}  # fmt: skip
+    assert modes == []  # progress as the terminal decides
+    code, _, _ = _run(["report", "--out", "other", "--no-progress"], capsys)
+    assert code == 0 and modes == ["off"]
+
+
+@pytest.mark.parametrize("text, workers", [("1", 1), ("8", 8), (" 4 ", 4)])
+def test_workers_from_one_to_eight_are_taken(tmp_path, capsys, reports, text, workers):
+    code, _, err = _run(["report", "--out", str(tmp_path / "r"), "--workers", text], capsys)
+    assert code == 0, err
+    assert reports[0][1]["workers"] == workers
+
+
+@pytest.mark.parametrize("text", ["0", "9", "-1", "two", "2.5", ""])
+def test_other_workers_are_one_line_naming_the_option(tmp_path, capsys, reports, text):
+    code, out, err = _run(["report", "--out", str(tmp_path / "r"), "--workers", text], capsys)
+    assert (code, out, reports) == (2, "", [])
+    assert err == (f"gradlab report: error: argument --workers: must be a whole number from 1 "
+                   f"to 8; got {text!r} (see gradlab report --help)\n")  # fmt: skip
+
+
+def test_report_checks_the_study_folders_before_writing(tmp_path, capsys, reports):
+    code, out, err = _run(["report", "--out", str(tmp_path / "r"), "--studies",
+                           str(tmp_path / "nothing")], capsys)  # fmt: skip
+    assert (code, out, reports) == (2, "", [])
+    assert err.count("\n") == 1 and "--studies" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("marker", ["results.json", "index.html", "summary.md"])
+def test_a_folder_holding_a_report_file_may_be_replaced(tmp_path, marker):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "notes.txt").write_text("x")
+    with pytest.raises(GradlabError, match=r"--out: .* holds files that are not a gradlab report"):
+        check_report_folder(out)
+    (out / marker).write_text("x")
+    assert check_report_folder(out) == out
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert check_report_folder(empty) == empty
+    assert check_report_folder(tmp_path / "new") == tmp_path / "new"
+
+
+def test_a_report_folder_named_like_a_marker_does_not_count(tmp_path):
+    out = tmp_path / "r"
+    (out / "results.json").mkdir(parents=True)  # a folder, not the file a report writes
+    with pytest.raises(GradlabError, match="not a gradlab report"):
+        check_report_folder(out)
+
+
+def test_sigterm_while_writing_is_exit_143_and_leaves_nothing(tmp_path, capsys, monkeypatch):
+    import signal
+
+    import gradlab.report
+
+    def terminated(out, **options):
+        out.mkdir()
+        (out / "results.json").write_text("{}")
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)
+
+    monkeypatch.setattr(gradlab.report, "run_report", terminated)
+    code, out, err = _run(["report", "--out", str(tmp_path / "r")], capsys)
+    assert (code, out) == (143, "")
+    assert err == "gradlab: terminated (SIGTERM); nothing was written\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_an_os_error_without_a_path_is_a_bug_shown_in_full(tmp_path, capsys, monkeypatch):
+    import gradlab.report
+
+    def broken(out, **options):
+        raise OSError("no path here")
+
+    monkeypatch.setattr(gradlab.report, "run_report", broken)
+    with pytest.raises(OSError, match="no path here"):
+        main(["report", "--out", str(tmp_path / "r")])
+
+
+# --- audit --------------------------------------------------------------------------------
+
+
+def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeypatch):
+    import gradlab.symbolic.audit as audit
+
+    calls = []
+    monkeypatch.setattr(audit, "run_audit", lambda **options: calls.append(options) or ["rec"])
+    monkeypatch.setattr(audit, "format_table", lambda records: f"table of {records}")
+    monkeypatch.setattr(audit, "write_outputs", lambda *args: calls.append(args))
+    target, markdown = tmp_path / "a.json", tmp_path / "a.md"
+    argv = ["audit", "--mutants", "--json", str(target), "--markdown", str(markdown)]
+    code, out, err = _run(argv, capsys)
+    assert (code, out, err) == (0, "table of ['rec']\n", "")
+    assert calls == [{"mutants": True, "p_vs_batch_size": None}, (["rec"], target, markdown)]
+
+
+# --- plot ---------------------------------------------------------------------------------
+
+
+def test_plot_hands_on_labels_prints_warnings_and_what_it_wrote(tmp_path, capsys, monkeypatch):
+    import warnings
+
+    import gradlab.plotting.monitor as plots
+
+    calls = []
+
+    def plot_runs(runs, out, labels):
+        calls.append((runs, out, labels))
+        warnings.warn("run b has no loss", UserWarning, stacklevel=1)
+        warnings.warn("run b has no loss", UserWarning, stacklevel=1)  # each one, not once
+        return [out / "loss.png", out / "tau.png"]
+
+    monkeypatch.setattr(plots, "plot_runs", plot_runs)
+    runs = [tmp_path / "a", tmp_path / "b"]
+    figures = tmp_path / "new" / "figures"
+    argv = ["plot", *map(str, runs), "--out", str(figures), "--label", "A", "--label", "B"]
+    code, out, err = _run(argv, capsys)
+    assert code == 0
+    assert calls == [(runs, figures, ["A", "B"])]
+    assert out == f"wrote {figures / 'loss.png'}\nwrote {figures / 'tau.png'}\n"
+    assert err == "gradlab: warning: run b has no loss\n" * 2
+
+
+def test_plot_without_out_writes_to_the_runs_figures_folder(tmp_path, capsys, monkeypatch):
+    import gradlab.plotting.monitor as plots
+
+    calls = []
+    monkeypatch.setattr(plots, "plot_runs", lambda runs, out, labels: calls.append(out) or [])
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("")
+    code, out, err = _run(["plot", str(run)], capsys)
+    assert (code, out, err) == (0, "", "")
+    assert calls == [run / "figures"]
+
+
+# --- study --------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def studies(monkeypatch):
+    """Stand-ins for the image studies and the pages: record what they get, return results."""
+    from gradlab.experiments import image_studies
+    from gradlab.report import user_studies
+
+    calls = []
+
+    def study(kind):
+        def run(data, **options):
+            calls.append((kind, data, options))
+            sizes = options["batch_sizes"]
+            if kind == "losses":
+                return {m: {"m": m, "kind": kind} for m in sizes}
+            return {"kind": kind, "batch_sizes": sizes, "seeds": options["seeds"]}
+
+        return run
+
+    monkeypatch.setattr(image_studies, "p_vs_batch_size_on_images", study("p"))
+    monkeypatch.setattr(image_studies, "loss_comparison_on_images", study("losses"))
+    monkeypatch.setattr(image_studies, "anatomy_on_images", study("anatomy"))
+
+    def pages(name, results, out):
+        calls.append(("pages", name, results, out))
+        return [out / "summary.md", out / "index.html"]
+
+    monkeypatch.setattr(user_studies, "write_study_report", pages)
+    return calls
+
+
+def _trend(monkeypatch, trained_at_m):
+    import gradlab.experiments.p_vs_batch_size as p_study
+
+    monkeypatch.setattr(p_study, "summarize",
+                        lambda results: {"settings": {"trained_at_m": trained_at_m}})  # fmt: skip
+
+
+def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
+    tmp_path, capsys, studies, monkeypatch
+):
+    _trend(monkeypatch, {"trend": "rises"})
+    data, out = tmp_path / "images", tmp_path / "a" / "b"
+    argv = [
+        "study",
+        "p-vs-batch-size",
+        "--data",
+        str(data),
+        "--out",
+        str(out),
+        "--split",
+        "val",
+        "--backbone",
+        "timm:tiny",
+        "--weights",
+        str(tmp_path / "w.pt"),
+        "--embedding-dim",
+        "32",
+        "--image-size",
+        "48",
+        "--batch-sizes",
+        "8,16,24",
+        "--epochs",
+        "2",
+        "--seeds",
+        "3,4",
+        "--lr",
+        "0.5",
+        "--amp",
+        "--loader-workers",
+        "2",
+    ]
+    code, stdout, err = _run(argv, capsys)
+    assert (code, err) == (0, "")
+    (kind, given_data, options), pages = studies
+    assert (kind, given_data) == ("p", data)
+    assert options == dict(
+        split="val", layout="auto", list_file=None, backbone="timm:tiny",
+        weights=tmp_path / "w.pt", embedding_dim=32, image_size=48, batch_sizes=[8, 16, 24],
+        epochs=2, seeds=[3, 4], device="cpu", lr=0.5, amp=True, workers=2,
+    )  # fmt: skip
+    results = {"kind": "p", "batch_sizes": [8, 16, 24], "seeds": [3, 4]}
+    assert json.loads((out / "p_vs_batch_size.json").read_text()) == results
+    assert (out / "p_vs_batch_size.json").read_text().endswith("}\n")
+    assert pages == ("pages", "p-vs-batch-size", results, out)
+    assert stdout.splitlines() == [
+        f"wrote {out / 'p_vs_batch_size.json'}", f"wrote {out / 'summary.md'}",
+        f"wrote {out / 'index.html'}",
+        "P from m = 8 to 24: rises (paired t-test over 2 seed(s))",
+    ]  # fmt: skip
+
+
+def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, studies, monkeypatch):
+    _trend(monkeypatch, {})
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(tmp_path / "o")]
+    code, stdout, _ = _run(argv, capsys)
+    assert code == 0 and "P from" not in stdout
+    options = studies[0][2]
+    assert options["batch_sizes"] == [16, 32, 64, 128, 256]  # the study's default sizes
+    assert options["seeds"] == [0] and options["epochs"] == 1 and options["lr"] == 1e-5
+    assert (options["embedding_dim"], options["image_size"]) == (512, 224)
+    assert options["backbone"] == "gradlab.backbones:tiny_resnet" and options["amp"] is False
+    assert (options["split"], options["workers"], options["weights"]) == ("train", 0, None)
+
+
+def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
+    tmp_path, capsys, studies
+):
+    out = tmp_path / "o"
+    lists = (tmp_path / "train.txt", tmp_path / "test.txt")
+    argv = [
+        "study",
+        "losses",
+        "--data",
+        str(tmp_path),
+        "--out",
+        str(out),
+        "--batch-sizes",
+        "8,,12,",
+        "--list-file",
+        str(lists[0]),
+        "--test-list-file",
+        str(lists[1]),
+    ]
+    code, stdout, _ = _run(argv, capsys)
+    assert code == 0
+    (kind, _, options), _pages = studies
+    assert kind == "losses"
+    assert options["layout"] == "list" and options["list_file"] == lists[0]
+    assert options["test_list_file"] == lists[1] and options["batch_sizes"] == [8, 12]
+    assert json.loads((out / "loss_comparison_m8.json").read_text()) == {"m": 8, "kind": "losses"}
+    assert json.loads((out / "loss_comparison_m12.json").read_text())["m"] == 12
+    assert stdout.splitlines()[:2] == [f"wrote {out / 'loss_comparison_m8.json'}",
+                                       f"wrote {out / 'loss_comparison_m12.json'}"]  # fmt: skip
+
+
+def test_the_anatomy_study_writes_its_json(tmp_path, capsys, studies):
+    out = tmp_path / "o"
+    code, stdout, _ = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
+                           capsys)  # fmt: skip
+    assert code == 0
+    (kind, _, options), _pages = studies
+    assert kind == "anatomy" and options["batch_sizes"] == [64]
+    assert options["test_list_file"] is None
+    assert json.loads((out / "gradient_anatomy.json").read_text())["kind"] == "anatomy"
+    assert stdout.splitlines()[0] == f"wrote {out / 'gradient_anatomy.json'}"
+    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json"]
+
+
+def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studies, monkeypatch):
+    from gradlab.report import user_studies
+
+    rendered = []
+
+    def render(name, out):
+        rendered.append((name, out))
+        return [out / "a.png", out / "index.html"]
+
+    monkeypatch.setattr(user_studies, "render_study_folder", render)
+    code, stdout, _ = _run(["study", "losses", "--render", "--out", str(tmp_path)], capsys)
+    assert code == 0 and studies == [] and rendered == [("losses", tmp_path)]
+    assert stdout == f"wrote {tmp_path / 'a.png'}\nwrote {tmp_path / 'index.html'}\n"
+
+
+@pytest.mark.parametrize(
+    "extra, named",
+    [(["--batch-sizes", "16,x"], "argument --batch-sizes: must be integers separated by commas, "
+                                 "e.g. 16,32,64; got '16,x'"),
+     (["--seeds", "1;2"], "argument --seeds: must be integers separated by commas"),
+     (["--batch-sizes", "6"], "batch"),
+     (["--device", "banana"], "--device must be a torch device such as cpu or cuda; got 'banana'")],
+)  # fmt: skip
+def test_a_study_refuses_bad_options_in_one_line_before_training(
+    tmp_path, capsys, studies, extra, named
+):
+    out = tmp_path / "o"
+    code, stdout, err = _run(["study", "losses", "--data", str(tmp_path), "--out", str(out),
+                              *extra], capsys)  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert err.count("\n") == 1 and named in err
+    assert not out.exists()
+
+
+def test_a_study_without_data_names_the_option(tmp_path, capsys, studies):
+    code, _, err = _run(["study", "anatomy", "--out", str(tmp_path / "o")], capsys)
+    assert code == 2 and studies == []
+    assert err == "gradlab: gradlab study anatomy needs --data FOLDER (or --render)\n"
+
+
+# --- plan ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    import gradlab.experiments.planner as planner
+
+    calls = []
+
+    def plan(loss, batch_size, dim, per_class, device, estimate):
+        calls.append((loss, batch_size, dim, per_class, device, estimate))
+        return "the plan"
+
+    monkeypatch.setattr(planner, "plan", plan)
+    monkeypatch.setattr(planner, "format_plan", lambda result: f"printed {result}")
+    return calls
+
+
+def test_plan_hands_on_its_options_and_prints_the_plan(capsys, plans):
+    argv = ["plan", "--loss", "contrastive", "--batch-size", "24", "--dim", "8",
+            "--per-class", "3", "--device", "cpu", "--estimate"]  # fmt: skip
+    code, out, err = _run(argv, capsys)
+    assert (code, out, err) == (0, "printed the plan\n", "")
+    assert plans == [("contrastive", 24, 8, 3, "cpu", True)]
+
+
+def test_plan_measures_on_the_device_that_is_here(capsys, plans, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, _, _ = _run(["plan", "--batch-size", "16", "--dim", "8"], capsys)
+    assert code == 0
+    assert plans == [("smooth_ap", 16, 8, 4, "cpu", False)]
+
+
+def test_plan_estimates_for_a_cuda_device_that_is_not_here(capsys, plans, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    code, _, err = _run(["plan", "--batch-size", "16", "--dim", "8", "--device", "cuda:3"],
+                        capsys)  # fmt: skip
+    assert (code, err) == (0, "")
+    assert plans == [("smooth_ap", 16, 8, 4, "cuda:3", True)]
+
+
+def test_plan_defaults_to_cuda_where_one_is_here(capsys, plans, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    code, _, err = _run(["plan", "--batch-size", "16", "--dim", "8"], capsys)
+    assert (code, err) == (0, "")
+    assert plans == [("smooth_ap", 16, 8, 4, "cuda", False)]
+    code, _, err = _run(["plan", "--batch-size", "16", "--dim", "8", "--device", "cuda:1"],
+                        capsys)  # fmt: skip
+    assert code == 2 and "--device cuda:1: only 1 CUDA device(s) visible" in err
+
+
+@pytest.mark.parametrize("device", ["banana", "meta", "cuda:x"])
+def test_plan_refuses_a_device_torch_cannot_use_in_one_line(capsys, plans, device):
+    code, out, err = _run(["plan", "--batch-size", "16", "--dim", "8", "--device", device],
+                          capsys)  # fmt: skip
+    assert (code, out, plans) == (2, "", [])
+    assert err.count("\n") == 1 and err.startswith("gradlab: --device must be")
+
+
+# --- check_device -------------------------------------------------------------------------
+
+
+def test_check_device_on_a_machine_with_two_cuda_devices(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert check_device("cuda") == "cuda"
+    assert check_device("cuda:1") == "cuda:1"
+    with pytest.raises(GradlabError) as raised:
+        check_device("cuda:2")
+    assert str(raised.value) == "--device cuda:2: only 2 CUDA device(s) visible"
+
+
+def test_check_device_without_cuda_names_the_torch_build(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(GradlabError) as raised:
+        check_device("cuda:0")
+    assert str(raised.value) == (f"--device cuda:0: this torch build ({torch.__version__}) sees "
+                                 "no CUDA device; use --device cpu")  # fmt: skip
+
+
+def test_check_device_of_mps_asks_whether_it_is_here(monkeypatch):
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert check_device("mps") == "mps"
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    with pytest.raises(GradlabError) as raised:
+        check_device("mps")
+    assert str(raised.value) == "--device mps: MPS is not available here; use --device cpu"
+
+
+@pytest.mark.parametrize("device", ["meta", "xla"])
+def test_check_device_refuses_other_device_types(device):
+    with pytest.raises(GradlabError) as raised:
+        check_device(device)
+    assert str(raised.value) == f"--device must be cpu, cuda[:N] or mps; got {device!r}"
+
+
+def test_check_device_keeps_the_users_spelling():
+    assert check_device("cpu:0") == "cpu:0"
