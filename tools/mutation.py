@@ -357,7 +357,8 @@ STUDY_TESTS = {
     "report/sections": ["tests/report/test_sections_stand_ins.py", "tests/report/test_findings.py"],
     # main([...]) in process: no subprocesses (slow marker), no network trained, no whole audit;
     # the cached-mnrl case imports sentence-transformers (about 12 s)
-    "cli": ["tests/test_cli.py", "tests/test_cli_faults.py", "tests/test_cli_equivalence.py",
+    "cli": ["tests/test_cli_commands.py", "tests/test_cli.py", "tests/test_cli_faults.py",
+            "tests/test_cli_equivalence.py",
             "-m", "not slow",
             "--deselect=tests/test_cli_equivalence.py::"
             "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]"],
