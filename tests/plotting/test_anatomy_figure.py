@@ -76,8 +76,34 @@ def test_each_panel_draws_the_finite_shares_by_rank_solid_then_dashed(drawn):
             assert line.get_marker() == style["marker"]
             assert (line.get_markersize(), line.get_linewidth()) == (3.5, 1.4)
     assert i2t.get_linestyle() == "-" and t2i.get_linestyle() == "--"
-    (only,) = b0.get_lines()
+    (only,) = b0.get_lines()  # keeps the caption -> image style without the solid line
     assert only.get_label() == "caption -> image" and only.get_linestyle() == "--"
+    assert to_rgba(only.get_color()) == to_rgba(series_style(1)["color"])
+    assert only.get_marker() == series_style(1)["marker"]
+
+
+def test_columns_follow_the_first_checkpoints_losses_and_one_panel_is_drawn_alone(drawn):
+    record = _record()
+    second = record["checkpoints"][1]
+    second["losses"] = {"B": second["losses"]["B"], "A": second["losses"]["A"]}
+    figure = drawn(record)
+    assert [axis.get_title() for axis in figure.axes] == [
+        "A, after 0 steps",
+        "B, after 0 steps",
+        "A, after 40 steps",
+        "B, after 40 steps",
+    ]
+    assert [_points(line) for line in figure.axes[2].get_lines()] == [
+        [(1, 1.0)],
+        [(1, 0.25), (2, 0.75)],
+    ]
+    alone = {"checkpoints": [{"steps": 5, "losses": {"B": second["losses"]["B"]}}]}
+    (axis,) = drawn(alone).axes
+    assert axis.get_title() == "B, after 5 steps"
+    assert [_points(line) for line in axis.get_lines()] == [[(1, 0.1), (2, 0.2), (3, 0.7)],
+                                                            [(1, 0.4), (2, 0.6)]]  # fmt: skip
+    assert axis.get_xlabel() == "negative's rank by score (1 = hardest)"
+    assert axis.get_ylabel() == "share of the negative gradient"
 
 
 def test_panels_are_titled_by_loss_and_step_on_shared_log_rank_axes(drawn):
@@ -201,3 +227,13 @@ def test_the_summary_gives_one_line_pair_per_direction():
         "t2i: nan of 45 negatives active,\n  3/5 queries without gradient, max |dL/dS| 7e-05"
     )
     assert math.isnan(float(module.anatomy_summary(record).split("t2i: ")[1].split(" ")[0]))
+
+
+def test_the_legend_takes_each_directions_first_line_wherever_it_appears(drawn):
+    record = _record()
+    for name in ("A", "B"):  # no image -> caption line in the first row
+        record["checkpoints"][0]["losses"][name]["i2t"]["largest_abs_grad"] = 0.0
+    (legend,) = drawn(record).legends
+    assert [text.get_text() for text in legend.get_texts()] == ["caption -> image",
+                                                                "image -> caption"]  # fmt: skip
+    assert [handle.get_linestyle() for handle in legend.legend_handles] == ["--", "-"]
