@@ -208,6 +208,9 @@ def test_a_sound_page_is_ok_and_every_section_is_one_screenshot_to_its_end(
     assert result.section_heights == [end - top for top, end in zip(tops, ends, strict=True)]
     assert result.tile_heights == [[end - top] for top, end in zip(tops, ends, strict=True)]
     assert browser.closed
+    # a second check writes over the first one's screenshots
+    again = check_report_in_browser(report, shots, chromium=chromium)
+    assert [path.name for path in again.screenshots] == names
 
 
 def test_a_tall_section_is_saved_as_numbered_tiles_that_cover_it(monkeypatch, report, chromium):
@@ -317,7 +320,8 @@ def test_the_command_exit_codes_and_lines(monkeypatch, report, chromium, tmp_pat
     assert captured.err.count("\n") == 1
 
 
-def test_the_command_help_says_what_it_checks(capsys):
+def test_the_command_help_says_what_it_checks(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")  # one line per option
     with pytest.raises(SystemExit) as stop:
         browser_check.main(["--help"])
     assert stop.value.code == 0
@@ -325,3 +329,9 @@ def test_the_command_help_says_what_it_checks(capsys):
     assert out.startswith("usage: python -m gradlab.report.browser_check")
     assert "Look at the report as a person would" in out
     assert "default: REPORT_DIR/screenshots" in out
+    text = " ".join(out.split())
+    assert "report_dir a folder written by gradlab report options:" in text
+    assert text.endswith(
+        "--screenshots SCREENSHOTS default: REPORT_DIR/screenshots "
+        "--chromium CHROMIUM browser executable (default: found on PATH)"
+    )
