@@ -401,7 +401,8 @@ LIBRARY_TESTS = {
             "test_no_warning_is_raised_when_nothing_is_reported")),
         "tests/integrations/test_transformers_events.py",
     ],
-    "integrations/sentence_transformers": ["tests/integrations/test_sentence_transformers.py"],
+    "integrations/sentence_transformers": ["tests/integrations/test_sentence_transformers.py",
+                                            "tests/integrations/test_sentence_transformers_roles.py"],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
     "integrations/open_clip": [
         *(f"tests/integrations/test_open_clip.py::{name}" for name in (

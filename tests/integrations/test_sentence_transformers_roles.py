@@ -1,0 +1,172 @@
+"""Which sentence-transformers similarity call becomes which recorded matrix (tiny models).
+
+References: float64 cosine matrices of the models' embeddings, GIST's guide mask and
+cross-entropy written out on leaf matrices (sentence-transformers 6.2's GISTEmbedLoss), and
+positives placed by hand.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("sentence_transformers")
+
+from sentence_transformers.sentence_transformer import losses
+from sentence_transformers.util import cos_sim
+
+from gradlab.integrations.sentence_transformers import (
+    RecordingSimilarity,
+    record_scores,
+    sentence_transformers_adapter,
+)
+from gradlab.integrations.transformers import LossForward
+from tests.helpers.hf_models import (
+    bert_sentence_model,
+    caption_pairs,
+    sentence_features,
+    static_model,
+)
+
+
+def embed(model, texts):
+    with torch.no_grad():
+        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
+
+
+def cosine64(first, second):
+    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
+
+
+def captured(loss, features, inputs=None):
+    adapter = sentence_transformers_adapter(loss, inputs)
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(features, None)
+    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
+    value.backward()
+    return batch
+
+
+@pytest.mark.parametrize(
+    ("contrast_anchors", "contrast_positives"), [(False, False), (True, False), (False, True)]
+)
+def test_gist_joins_the_negatives_whichever_extra_blocks_it_contrasts(tmp_path, contrast_anchors,
+                                                                     contrast_positives):
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(6)
+    negatives = caption_pairs(12)[1][6:]
+    loss = record_scores(losses.GISTEmbedLoss(
+        model, guide, temperature=0.05, margin=0.05, contrast_anchors=contrast_anchors,
+        contrast_positives=contrast_positives))  # fmt: skip
+    batch = captured(loss, sentence_features(model, anchors, positives, negatives))
+    (capture,) = batch.score_captures
+    a, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
+    ga, gp, gn = (embed(guide, texts) for texts in (anchors, positives, negatives))
+    guided_positive = cosine64(ga, gp).diagonal().unsqueeze(1)
+    blocks = [(a, p, ga, gp, True)]
+    if contrast_anchors:
+        blocks.append((a, a, ga, ga, False))
+    if contrast_positives:
+        blocks.append((p, p, gp, gp, False))
+    blocks.append((a, n, ga, gn, False))
+    leaves, masks = [], []
+    for first, second, guide_first, guide_second, paired in blocks:
+        mask = cosine64(guide_first, guide_second) > guided_positive - 0.05
+        if paired:
+            mask &= ~torch.eye(6, dtype=torch.bool)
+        leaves.append(cosine64(first, second).requires_grad_())
+        masks.append(mask)
+    logits = torch.cat([leaf.masked_fill(mask, -math.inf)
+                        for leaf, mask in zip(leaves, masks, strict=True)], 1)  # fmt: skip
+    F.cross_entropy(logits / 0.05, torch.arange(6)).backward()
+    assert capture.scores.shape == (6, 12)
+    torch.testing.assert_close(capture.scores.to(torch.float64),
+                               torch.cat([leaves[0], leaves[-1]], 1).detach(), atol=1e-5, rtol=0)
+    torch.testing.assert_close(capture.grad.to(torch.float64),
+                               torch.cat([leaves[0].grad, leaves[-1].grad], 1), atol=1e-5, rtol=0)
+    assert torch.equal(capture.candidates, ~torch.cat([masks[0], masks[-1]], 1))
+    positives_expected = torch.zeros(6, 12, dtype=torch.bool)
+    positives_expected[:, :6] = torch.eye(6, dtype=torch.bool)
+    assert torch.equal(capture.positives, positives_expected)
+
+
+@pytest.mark.parametrize("mode", ["joint"])
+def test_mnrl_with_three_directions_records_query_to_doc_and_doc_to_query_only(mode):
+    model = static_model()
+    anchors, positives = caption_pairs(5)
+    loss = losses.MultipleNegativesRankingLoss(
+        model, similarity_fct=RecordingSimilarity(), partition_mode=mode,
+        directions=("query_to_doc", "query_to_query", "doc_to_query"))  # fmt: skip
+    i2t, t2i = captured(loss, sentence_features(model, anchors, positives)).score_captures
+    scores = cosine64(embed(model, anchors), embed(model, positives))
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    torch.testing.assert_close(i2t.scores.to(torch.float64), scores, atol=1e-5, rtol=0)
+    torch.testing.assert_close(t2i.scores.to(torch.float64), scores, atol=1e-5, rtol=0)
+    eye = torch.eye(5, dtype=torch.bool)
+    assert torch.equal(i2t.positives, eye) and torch.equal(t2i.positives, eye)
+
+
+def test_two_calls_of_the_loss_in_one_listening_are_stitched_per_direction_in_order():
+    model = static_model()
+    anchors, positives = caption_pairs(4)
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity(),
+                                               directions=("query_to_doc", "doc_to_query"))
+    adapter = sentence_transformers_adapter(loss, "scores")
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(sentence_features(model, anchors, positives), None)
+    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
+    assert [capture.direction for capture in batch.score_captures] == ["i2t", "t2i"]
+
+
+def test_the_adapter_reads_a_recording_loss_or_its_loss_forward_and_nothing_else():
+    model = static_model()
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    assert sentence_transformers_adapter(loss, None) is not None
+    assert sentence_transformers_adapter(loss, "scores") is not None
+    assert sentence_transformers_adapter(LossForward(loss), None) is not None
+    assert sentence_transformers_adapter(loss, "embeddings") is None
+    assert sentence_transformers_adapter(RecordingSimilarity(), None) is None  # no similarity_fct
+    assert sentence_transformers_adapter(len, None) is None
+    anchors, positives = caption_pairs(4)
+    batch = captured(LossForward(loss), sentence_features(model, anchors, positives))
+    (capture,) = batch.score_captures
+    scores = cosine64(embed(model, anchors), embed(model, positives))
+    torch.testing.assert_close(capture.scores.to(torch.float64), scores, atol=1e-5, rtol=0)
+
+
+def test_the_recorder_sees_only_matrices_with_a_gradient_and_the_operands_during_the_call():
+    similarity = RecordingSimilarity()
+    seen = []
+
+    def recorder(direction, matrix, mask):
+        seen.append((direction, matrix.shape, mask, [x.shape for x in similarity.operands]))
+
+    similarity.score_recorder = recorder
+    a, b = torch.randn(3, 4, requires_grad=True), torch.randn(5, 4)
+    similarity(a.detach(), b)  # no gradient: not recorded
+    matrix = similarity(a, b)
+    assert seen == [(None, (3, 5), None, [(3, 4), (5, 4)])]
+    torch.testing.assert_close(matrix, cos_sim(a, b), atol=0, rtol=0)
+    assert similarity.operands is None  # kept only while the recorder runs
+
+    def failing(direction, matrix, mask):
+        raise RuntimeError("recorder failed")
+
+    similarity.score_recorder = failing
+    with pytest.raises(RuntimeError, match="recorder failed"):
+        similarity(a, b)
+    assert similarity.operands is None
+
+
+def test_names_and_rewrapping():
+    assert RecordingSimilarity(torch.nn.CosineSimilarity(dim=-1)).__name__ == "CosineSimilarity"
+    assert RecordingSimilarity(cos_sim).__name__ == "cos_sim"
+    loss = losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity())
+    similarity = loss.similarity_fct
+    assert record_scores(loss) is loss and loss.similarity_fct is similarity  # not wrapped twice
+    plain = losses.MultipleNegativesRankingLoss(static_model())
+    record_scores(plain)
+    assert type(plain.similarity_fct) is RecordingSimilarity
+    assert plain.similarity_fct.similarity_fct is cos_sim
