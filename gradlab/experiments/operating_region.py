@@ -103,12 +103,11 @@ def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.
     (b) One model per batch size, trained with SmoothAP on classes 0-4 for the same number of
         epochs from the same initialization; mean P over the last epoch, as the paper measures.
     """
+    sizes = batch_size_settings(quick)
     digits = load_digits_split()
     all_images = torch.cat([digits.train_images, digits.test_images])
     all_labels = torch.cat([digits.train_labels, digits.test_labels])
-    epochs = 3 if quick else 15
-    sizes_fixed = [16, 32, 64, 128, 256] if quick else [16, 32, 64, 128, 256, 512, 1024]
-    sizes_trained = [16, 64, 256] if quick else [16, 32, 64, 128, 256, 512]
+    epochs, sizes_fixed, sizes_trained = sizes["epochs"], sizes["fixed"], sizes["trained"]
 
     torch.manual_seed(0)
     initial = EmbeddingMLP()
@@ -123,7 +122,7 @@ def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.
         embeddings = embed(model, all_images)
         for sampling in ("uniform", "class_balanced"):
             fixed[f"{name}_{sampling}"] = _fixed_model_rows(
-                embeddings, all_labels, sizes_fixed, sampling, tau, eps
+                embeddings, all_labels, sizes_fixed, sampling, tau, eps, sizes["draws"]
             )
 
     trained_rows = []
@@ -158,6 +157,31 @@ def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.
         "trained_per_batch_size": trained_rows,
         "conclusion": _conclusion(fixed, trained_rows),
     }
+
+
+def batch_size_settings(quick: bool) -> dict:
+    """Sizes of :func:`p_against_batch_size`: SmoothAP epochs, the m values of the fixed models
+    and of the trained ones, and the batches drawn per m for the fixed models.
+
+    Example:
+        >>> batch_size_settings(quick=True)["trained"]
+        [16, 64, 256]
+    """
+    if quick:
+        return {"epochs": 3, "fixed": [16, 32, 64, 128, 256], "trained": [16, 64, 256],
+                "draws": 20}  # fmt: skip
+    return {"epochs": 15, "fixed": [16, 32, 64, 128, 256, 512, 1024],
+            "trained": [16, 32, 64, 128, 256, 512], "draws": 20}  # fmt: skip
+
+
+def dynamics_settings(quick: bool) -> dict:
+    """Sizes of :func:`training_dynamics`: SmoothAP epochs and the batch (classes x per class).
+
+    Example:
+        >>> dynamics_settings(quick=True)
+        {'epochs': 4, 'per_class': 16, 'classes_per_batch': 4}
+    """
+    return {"epochs": 4 if quick else 25, "per_class": 16, "classes_per_batch": 4}
 
 
 def _fixed_model_rows(
@@ -275,12 +299,14 @@ def training_dynamics(quick: bool = False, tau: float = 0.01, eps: float = 0.005
             }
         )
 
+    sizes = dynamics_settings(quick)
     train_embedding(
         model, digits.train_images, digits.train_labels, SmoothAPLoss(tau),
-        per_class=16, classes_per_batch=4, epochs=4 if quick else 25, on_step=record,
-        progress="SmoothAP training dynamics",
+        per_class=sizes["per_class"], classes_per_batch=sizes["classes_per_batch"],
+        epochs=sizes["epochs"], on_step=record, progress="SmoothAP training dynamics",
     )  # fmt: skip
-    return {"tau": tau, "eps": eps, "batch_size": 64, "history": history}
+    batch_size = sizes["per_class"] * sizes["classes_per_batch"]
+    return {"tau": tau, "eps": eps, "batch_size": batch_size, "history": history}
 
 
 def _nanmean(values: torch.Tensor) -> float:

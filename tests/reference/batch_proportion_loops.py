@@ -60,3 +60,32 @@ def batch_proportions(
                   *(part / m**2 for part in parts)]  # fmt: skip
         sums = [total + value for total, value in zip(sums, values, strict=True)]
     return [total / m for total in sums]
+
+
+def entry_shares(embeddings: Sequence[Sequence[float]], tau: float, eps: float) -> dict[str, float]:
+    """Batch means of the operating-region shares of each query's ``m x m`` matrix (the query
+    its own candidate, self-score 1): ``p_seed_definition`` (all ``m^2`` entries),
+    ``p_off_diagonal`` (the ``m(m - 1)`` entries off the diagonal), ``p_query_column`` (the
+    query against each other candidate) and ``p_without_query`` (two distinct other
+    candidates)."""
+    score = cosine_scores(embeddings)
+    m = len(score)
+    sums = dict.fromkeys(("p_seed_definition", "p_off_diagonal", "p_query_column",
+                          "p_without_query"), 0.0)  # fmt: skip
+    for q in range(m):
+        row = score[q]
+        counts = {key: [0, 0] for key in sums}
+        for i in range(m):
+            for j in range(m):
+                inside = slope(row[j] - row[i], tau) > eps
+                keys = ["p_seed_definition"]
+                if i != j:
+                    keys.append("p_off_diagonal")
+                    keys.append("p_query_column" if i == q else
+                                "p_without_query" if j != q else "")  # fmt: skip
+                for key in filter(None, keys):
+                    counts[key][0] += inside
+                    counts[key][1] += 1
+        for key, (inside, total) in counts.items():
+            sums[key] += inside / total if total else math.nan
+    return {key: total / m for key, total in sums.items()}

@@ -1,0 +1,266 @@
+"""The operating-region studies at tiny sizes: every share they report against float64 loops
+over the batches and embeddings they used, the words of the conclusion against the numbers, the
+seeded starts, the sizes they say they ran.
+
+The sizes come from the public ``batch_size_settings`` and ``dynamics_settings``; the samplers,
+``embed`` and the training loop are watched (wrapped, not replaced) to read what the study saw.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gradlab.data import ClassBalancedBatches, load_digits_split
+from gradlab.experiments import operating_region as study
+from gradlab.functional import decomposition_norms, in_batch_decomposition
+from gradlab.models import EmbeddingMLP
+from gradlab.training import embed, train_embedding
+from tests.reference.batch_proportion_loops import cosine_scores, entry_shares
+from tests.reference.operating_region_loops import gradient_count
+
+SIZES = {"epochs": 2, "fixed": [16, 32], "trained": [16, 32], "draws": 3}
+DYNAMICS = {"epochs": 1, "per_class": 4, "classes_per_batch": 4}
+TAU, EPS = 0.02, 0.004
+SHARES = ("p_seed_definition", "p_off_diagonal", "p_query_column", "p_without_query")
+
+
+def _watch(patch) -> dict:
+    seen: dict[str, list] = {"samplers": [], "embeds": [], "trainings": []}
+
+    class Watched(ClassBalancedBatches):
+        def __init__(self, labels, per_class, classes_per_batch=None, seed=0):
+            super().__init__(labels, per_class, classes_per_batch, seed=seed)
+            self.record = {"labels": labels.clone(), "per_class": per_class,
+                           "classes_per_batch": classes_per_batch, "taken": []}  # fmt: skip
+            seen["samplers"].append(self.record)
+
+        def take(self, count):
+            batches = super().take(count)
+            self.record["taken"].extend(batch.clone() for batch in batches)
+            return batches
+
+    def watched_embed(model, images, *args, **kwargs):
+        embeddings = embed(model, images, *args, **kwargs)
+        seen["embeds"].append({"model": copy.deepcopy(model), "images": images,
+                               "embeddings": embeddings.detach().clone()})  # fmt: skip
+        return embeddings
+
+    def watched_training(model, images, labels, loss_fn, **options):
+        record = {"start": copy.deepcopy(model.state_dict()), "model": model, "images": images,
+                  "labels": labels, "tau": loss_fn.tau, "steps": [], **options}  # fmt: skip
+        on_step = options.pop("on_step", None)
+
+        def step(index, embeddings, batch_labels, loss):
+            record["steps"].append((index, embeddings.clone(), batch_labels.clone(), loss))
+            if on_step is not None:
+                on_step(index, embeddings, batch_labels, loss)
+
+        seen["trainings"].append(record)
+        return train_embedding(model, images, labels, loss_fn, on_step=step, **options)
+
+    patch.setattr(study, "ClassBalancedBatches", Watched)
+    patch.setattr(study, "embed", watched_embed)
+    patch.setattr(study, "train_embedding", watched_training)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def batch_size_run():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "batch_size_settings", lambda quick: copy.deepcopy(SIZES))
+        seen = _watch(patch)
+        result = study.p_against_batch_size(quick=True, tau=TAU, eps=EPS)
+    return result, seen
+
+
+@pytest.fixture(scope="module")
+def dynamics_run():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "dynamics_settings", lambda quick: copy.deepcopy(DYNAMICS))
+        seen = _watch(patch)
+        result = study.training_dynamics(quick=True, tau=TAU, eps=EPS)
+    return result, seen
+
+
+def _loop_means(embeddings, batches):
+    rows = [entry_shares(embeddings[b].tolist(), TAU, EPS) for b in batches]
+    return {key: sum(row[key] for row in rows) / len(rows) for key in SHARES}
+
+
+def _same_weights(state, model) -> bool:
+    return all(torch.equal(state[key], value) for key, value in model.state_dict().items())
+
+
+def test_the_batch_size_study_reports_the_sizes_it_ran(batch_size_run):
+    result, seen = batch_size_run
+    assert (result["tau"], result["eps"], result["epochs"]) == (TAU, EPS, SIZES["epochs"])
+    names = {f"{model}_{sampling}" for model in ("untrained", "trained")
+             for sampling in ("uniform", "class_balanced")}  # fmt: skip
+    assert set(result["fixed_model"]) == names
+    for rows in result["fixed_model"].values():
+        assert [row["batch_size"] for row in rows] == SIZES["fixed"]
+        assert all(row["batches"] == SIZES["draws"] for row in rows)
+    trained = result["trained_per_batch_size"]
+    assert [row["batch_size"] for row in trained] == SIZES["trained"]
+    fixed_training, *per_m = seen["trainings"]
+    assert len(per_m) == len(SIZES["trained"])
+    for training, row, m in zip(per_m, trained, SIZES["trained"], strict=True):
+        assert (training["per_class"], training["classes_per_batch"]) == (m // 4, 4)
+        assert training["epochs"] == SIZES["epochs"] and training["tau"] == TAU
+        assert row["steps"] == len(training["steps"])
+        assert all(len(batch_labels) == m for _, _, batch_labels, _ in training["steps"])
+    assert (fixed_training["per_class"], fixed_training["classes_per_batch"]) == (16, 4)
+    assert fixed_training["epochs"] == SIZES["epochs"] and fixed_training["tau"] == TAU
+
+
+def test_every_network_trains_on_the_seen_classes_from_one_seeded_start(batch_size_run):
+    _, seen = batch_size_run
+    digits = load_digits_split()
+    torch.manual_seed(0)
+    initial = EmbeddingMLP()
+    for training in seen["trainings"]:
+        assert _same_weights(training["start"], initial)
+        assert torch.equal(training["images"], digits.train_images)
+        assert torch.equal(training["labels"], digits.train_labels)
+        assert set(training["labels"].tolist()) == {0, 1, 2, 3, 4}
+
+
+def test_fixed_models_embed_all_digits_and_class_balanced_rows_are_loops(batch_size_run):
+    result, seen = batch_size_run
+    digits = load_digits_split()
+    all_images = torch.cat([digits.train_images, digits.test_images])
+    all_labels = torch.cat([digits.train_labels, digits.test_labels])
+    untrained, trained = seen["embeds"][:2]
+    torch.manual_seed(0)
+    assert _same_weights(untrained["model"].state_dict(), EmbeddingMLP())
+    assert _same_weights(trained["model"].state_dict(), seen["trainings"][0]["model"])
+    for embedded in (untrained, trained):
+        assert torch.equal(embedded["images"], all_images)
+    balanced = [s for s in seen["samplers"] if len(s["labels"]) == len(all_labels)]
+    assert len(balanced) == 2 * len(SIZES["fixed"])
+    for index, (name, embedded) in enumerate((("untrained", untrained), ("trained", trained))):
+        rows = result["fixed_model"][f"{name}_class_balanced"]
+        for k, (row, m) in enumerate(zip(rows, SIZES["fixed"], strict=True)):
+            sampler = balanced[index * len(SIZES["fixed"]) + k]
+            assert (sampler["per_class"], sampler["classes_per_batch"]) == (m // 8, 8)
+            assert torch.equal(sampler["labels"], all_labels)
+            assert len(sampler["taken"]) == SIZES["draws"]
+            expected = _loop_means(embedded["embeddings"], sampler["taken"])
+            assert {key: row[key] for key in SHARES} == pytest.approx(expected, abs=1e-9)
+
+
+def test_uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run):
+    """Per query, m of the m^2 entries are the diagonal (always inside), 2(m - 1) pair the
+    query's own column with a candidate and (m - 1)(m - 2) pair two other candidates: the
+    identities hold for every batch, so for the means of any size; the prediction is the same
+    split with the column and pair shares of the largest size."""
+    result, _ = batch_size_run
+    for name in ("untrained_uniform", "trained_uniform"):
+        rows = result["fixed_model"][name]
+        column, pairs = rows[-1]["p_query_column"], rows[-1]["p_without_query"]
+        for row in rows:
+            m = row["batch_size"]
+            seed_p, off = row["p_seed_definition"], row["p_off_diagonal"]
+            assert seed_p == pytest.approx(1 / m + (m - 1) / m * off, abs=1e-12)
+            split = (2 * row["p_query_column"] + (m - 2) * row["p_without_query"]) / m
+            assert off == pytest.approx(split, abs=1e-12)
+            predicted = 1 / m + 2 * (m - 1) / m**2 * column + (m - 1) * (m - 2) / m**2 * pairs
+            assert row["sampling_only_prediction"] == pytest.approx(predicted, abs=1e-12)
+            assert 0.0 < off < 1.0
+
+
+def test_trained_rows_average_the_last_epoch_and_measure_the_score_spread(batch_size_run):
+    result, seen = batch_size_run
+    digits = load_digits_split()
+    spreads = seen["embeds"][2:]
+    for row, training, spread in zip(result["trained_per_batch_size"], seen["trainings"][1:],
+                                     spreads, strict=True):  # fmt: skip
+        per_epoch = len(training["steps"]) // SIZES["epochs"]
+        last = [e for step, e, _, _ in training["steps"]
+                if step >= (SIZES["epochs"] - 1) * per_epoch]  # fmt: skip
+        assert len(last) == per_epoch
+        rows = [entry_shares(e.tolist(), TAU, EPS) for e in last]
+        for key in SHARES:
+            assert row[key] == pytest.approx(sum(r[key] for r in rows) / len(rows), abs=1e-9)
+        assert torch.equal(spread["images"], digits.train_images)
+        assert _same_weights(spread["model"].state_dict(), training["model"])
+        vectors = spread["embeddings"].numpy().astype(np.float64)
+        unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+        scores = unit @ unit.T  # numpy in float64, not the study's torch float32
+        assert row["score_spread"] == pytest.approx(scores.std(ddof=1), abs=1e-6)
+
+
+def _change_words(rows, key):
+    first, last = rows[0][key], rows[-1][key]
+    m0, m1 = rows[0]["batch_size"], rows[-1]["batch_size"]
+    if abs(last - first) < 0.01:
+        return f"stays near {last:.3f} ({first:.3f} at m={m0}, {last:.3f} at m={m1})"
+    word = "rises" if last > first else "falls"
+    return f"{word} from {first:.3f} (m={m0}) to {last:.3f} (m={m1})"
+
+
+def test_the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
+    result, _ = batch_size_run
+    text = result["conclusion"]
+    for name in ("untrained_uniform", "trained_uniform"):
+        rows = result["fixed_model"][name]
+        gap = max(abs(r["p_seed_definition"] - r["sampling_only_prediction"]) for r in rows)
+        model = name.split("_")[0]
+        assert (f"Fixed {model} model, uniform batches: the paper's P "
+                f"{_change_words(rows, 'p_seed_definition')}, while P over pairs of two other "
+                f"candidates {_change_words(rows, 'p_without_query')}; the shares of the diagonal"
+                f" and of the query's own column predict the paper's P to within {gap:.3f} at "
+                "every size.") in text  # fmt: skip
+    balanced = result["fixed_model"]["trained_class_balanced"]
+    assert (f"class-balanced batches (8 classes of m/8): P over pairs of two other candidates "
+            f"{_change_words(balanced, 'p_without_query')}.") in text  # fmt: skip
+    trained = result["trained_per_batch_size"]
+    assert (f"the paper's P {_change_words(trained, 'p_seed_definition')} and P over pairs of "
+            f"two other candidates {_change_words(trained, 'p_without_query')}; the score spread "
+            f"{_change_words(trained, 'score_spread')}.") in text  # fmt: skip
+
+
+def test_the_dynamics_record_every_step_against_loops(dynamics_run):
+    result, seen = dynamics_run
+    (training,) = seen["trainings"]
+    m = DYNAMICS["per_class"] * DYNAMICS["classes_per_batch"]
+    assert (result["tau"], result["eps"], result["batch_size"]) == (TAU, EPS, m)
+    assert (training["per_class"], training["classes_per_batch"], training["epochs"]) == (
+        DYNAMICS["per_class"],
+        DYNAMICS["classes_per_batch"],
+        DYNAMICS["epochs"],
+    )
+    assert training["tau"] == TAU
+    torch.manual_seed(1)
+    assert _same_weights(training["start"], EmbeddingMLP())
+    history = result["history"]
+    assert [h["step"] for h in history] == [step for step, *_ in training["steps"]]
+    assert len(history) > 10
+    for record, (_, embeddings, labels, loss) in zip(history, training["steps"], strict=True):
+        assert record["loss"] == loss
+        shares = entry_shares(embeddings.tolist(), TAU, EPS)
+        assert {key: record[key] for key in SHARES} == pytest.approx(shares, abs=1e-9)
+        score = cosine_scores(embeddings.double().tolist())
+        counts, weighted = [], []
+        for q in range(m):
+            others = [j for j in range(m) if j != q]
+            row = [score[q][j] for j in others]
+            positives = [bool(labels[j] == labels[q]) for j in others]
+            counts.append(gradient_count(row, positives, TAU, EPS, False))
+            weighted.append(gradient_count(row, positives, TAU, EPS, True))
+        assert record["mean_gradient_count"] == pytest.approx(sum(counts) / m, abs=1e-12)
+        assert record["share_without_gradient"] == pytest.approx(counts.count(0) / m, abs=1e-12)
+        assert record["share_without_weighted_gradient"] == pytest.approx(
+            weighted.count(0) / m, abs=1e-12
+        )
+        norms = decomposition_norms(in_batch_decomposition(embeddings.double(), labels, TAU))
+        for key, name in (("ad_share", "ad_share"), ("ad_cb_cosine", "cosine"),
+                          ("grad_norm", "grad_norm")):  # fmt: skip
+            kept = [v for v in norms[name].tolist() if not math.isnan(v)]
+            expected = sum(kept) / len(kept) if kept else math.nan
+            assert record[key] == pytest.approx(expected, abs=1e-9, nan_ok=True), key
