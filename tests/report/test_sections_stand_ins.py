@@ -9,6 +9,7 @@ here only where the section puts them.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import statistics
@@ -70,10 +71,13 @@ def calls(monkeypatch):
     return _Calls(monkeypatch)
 
 
+_DEVICES = itertools.count()
+
+
 def _device(request) -> str:
     """A device name of this test alone: the P-vs-m measurement is computed once per settings
-    and process, so each test measures with its own."""
-    return f"stand-in {request.node.name}"
+    and process (a test run twice in one process included), so each call has its own."""
+    return f"stand-in {request.node.name} {next(_DEVICES)}"
 
 
 def _measurement(tag):
