@@ -325,10 +325,12 @@ STUDY_TESTS = {
             "test_identical_embeddings_put_every_pair_inside")),
         "tests/experiments/test_summaries.py::"
         "test_p_vs_batch_size_summary_reads_each_setting_and_the_claim",
+        "tests/experiments/test_p_vs_batch_size_runs.py",  # measure() at tiny sizes
     ],
     "experiments/operating_region": [
         "tests/experiments/test_operating_region.py::"
         "test_closed_forms_match_an_independent_expectation_and_simulation",
+        "tests/experiments/test_operating_region_runs.py",  # both studies at tiny sizes
     ],
     # the checks before training and the render of a saved result (no network trained)
     "experiments/image_studies": [
