@@ -23,10 +23,16 @@ def map_at_r(scores: torch.Tensor, relevant: torch.Tensor) -> float:
     check_tensor("relevant", relevant, ndims=(2,), kind="bool")
     check_shape("relevant", relevant, scores.shape, "one flag per score")
     order = torch.sort(scores, dim=1, descending=True, stable=True).indices
-    ranked = relevant.gather(1, order).to(torch.float64)
+    ranked = relevant.gather(1, order)
     count = relevant.sum(dim=1)
-    positions = torch.arange(1, scores.shape[1] + 1, device=scores.device)
-    within = positions.unsqueeze(0) <= count.unsqueeze(1)
-    precision = ranked.cumsum(dim=1) / positions
-    per_query = (precision * ranked * within).sum(dim=1) / count.clamp(min=1)
+    # Only a relevant item's position has a term, P(i) = (relevant items up to i) / i: the
+    # terms go at their positions in a [Q, C] row of zeros, so that each row's sum adds the
+    # same numbers in the same order as a sum over every position would.
+    query, rank = ranked.nonzero(as_tuple=True)  # each query's relevant items, in rank order
+    hits = torch.arange(1, len(query) + 1, device=scores.device) - (count.cumsum(0) - count)[query]
+    position = rank + 1
+    kept = position <= count[query]  # within the first R
+    terms = torch.zeros(scores.shape, dtype=torch.float64, device=scores.device)
+    terms[query[kept], rank[kept]] = hits[kept].to(torch.float64) / position[kept]
+    per_query = terms.sum(dim=1) / count.clamp(min=1)
     return per_query[count > 0].mean().item()

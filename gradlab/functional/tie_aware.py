@@ -89,14 +89,42 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     """
     single = _check_scores_and_labels(scores, positives, "positives", "bool")
     rows, rel = (scores.unsqueeze(0), positives.unsqueeze(0)) if single else (scores, positives)
-    groups = TieGroups(rows)
-    in_group = groups.group_sum(rel)
-    in_groups_before = in_group.cumsum(dim=1) - in_group
-    n, before = groups.sizes, groups.before
+    # Only the groups that hold a positive have a term. Their counts are integers (exact),
+    # read from each row's sort; their terms are placed at their group's index in a [Q, C]
+    # row of zeros, so that each row's sum adds the same numbers in the same order as a sum
+    # over every group would.
+    size = rows.shape[1]
+    sorted_scores, order = rows.sort(dim=1, descending=True, stable=True)
+    ranked = rel.gather(1, order)
+    starts = torch.ones_like(ranked)  # rank r opens a tie group
+    starts[:, 1:] = sorted_scores[:, 1:] != sorted_scores[:, :-1]
+    query, rank = ranked.nonzero(as_tuple=True)  # each query's positives, in rank order
+    if bool(starts.all()):  # no ties: every group is one item, group = rank
+        group, opened, closed = rank, None, None
+    else:
+        ends = torch.ones_like(ranked)  # rank r closes a tie group
+        ends[:, :-1] = starts[:, 1:]
+        position = torch.arange(size, device=rows.device).expand(rows.shape)
+        opened = torch.where(starts, position, 0).cummax(dim=1).values  # N_{g-1} at a rank
+        closed = torch.where(ends, position, size).flip(1).cummin(dim=1).values.flip(1) + 1
+        group = (starts.long().cumsum(dim=1) - 1)[query, rank]
+    _, in_group = torch.unique_consecutive(query * max(1, size) + group, return_counts=True)
+    first = in_group.cumsum(dim=0) - in_group  # a group's first positive in that list
+    query, group, rank = query[first], group[first], rank[first]
+    row_first = rel.sum(dim=1).cumsum(dim=0) - rel.sum(dim=1)  # a query's first positive
+    in_groups_before = (first - row_first[query]).to(torch.float64)  # N+_{g-1}
+    in_group = in_group.to(torch.float64)  # n+
+    if opened is None:
+        before = rank.to(torch.float64)
+        n = torch.ones_like(before)
+    else:
+        before = opened[query, rank].to(torch.float64)
+        n = closed[query, rank].to(torch.float64) - before
     share = torch.where(n > 1, (in_group - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
     offset = in_groups_before + 1.0 - share * (before + 1.0)
     harmonic = harmonic_number(before + n) - harmonic_number(before)
-    per_group = torch.where(
+    per_group = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
+    per_group[query, group] = torch.where(
         in_group > 0, in_group / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
     )
     total = rel.sum(dim=1).to(torch.float64)
