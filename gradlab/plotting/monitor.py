@@ -83,11 +83,6 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
         raise GradlabError(f"run_dirs must be a non-empty list of run folders; got {run_dirs!r}")
     paths = [run_folder(run_dir) for run_dir in run_dirs]
-    resolved = [path.resolve() for path in paths]
-    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
-    if repeated:  # the same run drawn twice is one run under two labels
-        raise GradlabError(f"run_dirs must name each run once; got {', '.join(repeated)} more "
-                           f"than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
     if labels is None:
         labels = _default_labels(paths)
     elif len(labels) != len(paths):
@@ -96,6 +91,11 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         )
     else:
         _check_labels(labels)
+    resolved = [path.resolve() for path in paths]
+    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
+    if repeated:  # the same run drawn twice is one run under two labels
+        raise GradlabError(f"run_dirs must name each run once; got {', '.join(repeated)} more "
+                           f"than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
     check_run_dirs(paths)
     runs: list[Run] = []
     for path, label in zip(paths, labels, strict=True):
