@@ -305,6 +305,7 @@ STUDY_TESTS = {
         "tests/experiments/test_studies.py::test_scene_geometry_matches_float64_loops",
     ],
     "experiments/captions_miniature": [
+        "tests/experiments/test_captions_miniature.py",
         "tests/functional/test_score_losses.py::test_the_caption_study_losses_are_reproduced",
     ],
     "experiments/fappy_lemma": ["tests/experiments/test_fappy_lemma.py"],

@@ -25,6 +25,7 @@ from torch import nn
 from gradlab.data import load_digits_split
 from gradlab.functional import gradient_counts, recall_at_k, smooth_ap
 from gradlab.progress import progress
+from gradlab.validation import check_positive_int
 
 WORDS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
 TEMPLATES = [
@@ -156,8 +157,26 @@ def _count_record(step: int, forward, backward) -> dict:
     }
 
 
-def caption_miniature(quick: bool = False, device: str = "cpu", tau: float = 0.01) -> dict:
-    """Train the dual encoder with each loss; recall both ways and SmoothAP's gradient counts."""
+def caption_miniature(
+    quick: bool = False, device: str = "cpu", tau: float = 0.01, steps: int | None = None
+) -> dict:
+    """Train the dual encoder with each loss; recall both ways and SmoothAP's gradient counts.
+
+    Args:
+        quick: 60 training steps per loss instead of 400.
+        device: torch device.
+        tau: SmoothAP's temperature, for its loss and for the gradient counts.
+        steps: training steps per loss, overriding ``quick`` (tests use a few).
+
+    Returns:
+        ``{"steps", "batch", "losses": {name: {"loss_history": [per step], "gradient_counts":
+        [every 10th step], "recall": {"i2t_recall@K", "t2i_recall@K"}}}}``.
+
+    Raises:
+        GradlabError: ``steps`` not a positive integer (before any training).
+    """
+    if steps is not None:
+        check_positive_int("steps", steps)
     digits = load_digits_split(seen_classes=tuple(range(10)))
     images, labels = digits.train_images, digits.train_labels
     held_out = torch.arange(len(labels)) % 5 == 0
@@ -173,7 +192,7 @@ def caption_miniature(quick: bool = False, device: str = "cpu", tau: float = 0.0
         ImageEncoder(images[~held_out]).to(device),
         CaptionEncoder(len(vocabulary)).to(device),
     )
-    steps = 60 if quick else 400
+    steps = steps if steps is not None else 60 if quick else 400
     results = {"steps": steps, "batch": "10 images of distinct digits x 5 captions", "losses": {}}
     for name, loss_fn in LOSSES.items():
         image_encoder, caption_encoder = (copy.deepcopy(m) for m in initial)

@@ -1,0 +1,221 @@
+"""The image-caption miniature (Bleeker & de Rijke 2022, app. B, on the 10 digits): its captions,
+its encoders, its losses against float64 loops, and a run of 11 steps against the protocol of the
+module's docstring run by hand (each loss's numbers under its own name, one initialization for
+all, recall on the held-out images)."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from gradlab.data import load_digits_split
+from gradlab.errors import GradlabError
+from gradlab.experiments import captions_miniature as study
+from gradlab.functional import gradient_counts
+from tests.reference import score_losses_loops, smooth_ap_loops
+
+STEPS = 11  # gradient counts at steps 0 and 10
+
+SEVEN = [
+    "a handwritten seven",
+    "the digit seven",
+    "a small picture of the number seven",
+    "seven written by hand",
+    "an image that shows a seven",
+]
+
+
+def _sentence(tokens, vocabulary):
+    words = {index: word for word, index in vocabulary.items()}
+    return " ".join(words[t] for t in tokens.tolist() if t != 0)
+
+
+def test_each_digit_has_five_captions_that_name_it():
+    tokens, vocabulary = study.caption_tokens()
+    assert tokens.shape == (10, 5, 7)  # the longest caption has 7 words
+    assert vocabulary["<pad>"] == 0 and len(set(vocabulary.values())) == len(vocabulary)
+    assert [_sentence(t, vocabulary) for t in tokens[7]] == SEVEN
+    assert _sentence(tokens[0, 3], vocabulary) == "zero written by hand"
+    assert tokens[7, 0, 3:].eq(0).all() and tokens[7, 2].ne(0).all()  # padding after the words
+
+
+def test_the_image_encoder_projects_onto_the_top_principal_components():
+    images = load_digits_split(seen_classes=tuple(range(10))).train_images[:300].double()
+    encoder = study.ImageEncoder(images.float(), dims=5, components=6)
+    assert [name for name, _ in encoder.named_parameters()] == [
+        "projection.weight", "projection.bias"]  # fmt: skip
+    centred = (images - images.mean(dim=0)).numpy()
+    _, vectors = np.linalg.eigh(centred.T @ centred)
+    top = vectors[:, ::-1][:, :6]  # eigenvectors of the 6 largest eigenvalues
+    basis = encoder.basis.double().numpy()
+    np.testing.assert_allclose(basis.T @ basis, np.eye(6), atol=1e-4)
+    np.testing.assert_allclose(np.abs(top.T @ basis), np.eye(6), atol=1e-3)  # same directions
+    np.testing.assert_allclose(encoder.mean.double().numpy(), images.mean(dim=0), atol=1e-6)
+    out = encoder(images[:4].float())
+    features = (images[:4] - images.mean(dim=0)) @ torch.from_numpy(basis)
+    expected = features @ encoder.projection.weight.double().T + encoder.projection.bias.double()
+    expected = expected / expected.norm(dim=1, keepdim=True)
+    torch.testing.assert_close(out.double(), expected, atol=1e-5, rtol=0)
+
+
+def test_the_caption_encoder_reads_only_the_words_and_returns_unit_vectors():
+    torch.manual_seed(0)
+    encoder = study.CaptionEncoder(12, dims=6, hidden=8)
+    short = torch.tensor([[3, 5, 2, 0, 0, 0]])
+    out = encoder(torch.cat([short, torch.tensor([[3, 5, 2, 7, 1, 4]])]))
+    alone = encoder(short[:, :3])
+    torch.testing.assert_close(out[0], alone[0], atol=1e-6, rtol=0)
+    assert not torch.allclose(out[0], out[1], atol=1e-3)
+    torch.testing.assert_close(out.norm(dim=1), torch.ones(2), atol=1e-6, rtol=0)
+    assert encoder.embedding.embedding_dim == 32 and encoder.gru.hidden_size == 8
+
+
+def _batch(seed=0, images=3, per_image=5):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.rand(images, images * per_image, generator=generator, dtype=torch.float64)
+    positives = torch.eye(images, dtype=torch.bool).repeat_interleave(per_image, dim=1)
+    return 2 * scores - 1, positives
+
+
+def _smoothap_loop(scores, positives, tau):
+    rows, cols = scores.tolist(), positives.tolist()
+    forward = [
+        smooth_ap_loops.smooth_ap_one_query(r, p, tau) for r, p in zip(rows, cols, strict=True)
+    ]
+    backward = [smooth_ap_loops.smooth_ap_one_query(r, p, tau) for r, p in
+                zip(scores.T.tolist(), positives.T.tolist(), strict=True)]  # fmt: skip
+    return 2.0 - math.fsum(forward) / len(forward) - math.fsum(backward) / len(backward)
+
+
+@pytest.mark.parametrize("tau", [0.01, 0.3])
+def test_smoothap_both_ways_matches_a_loop(tau):
+    scores, positives = _batch()
+    found = study.smoothap_both_directions(scores, positives, tau).item()
+    assert found == pytest.approx(_smoothap_loop(scores, positives, tau), rel=1e-12)
+
+
+def test_the_default_smoothap_temperature_is_the_papers():
+    scores, positives = _batch(seed=1)
+    found = study.smoothap_both_directions(scores, positives).item()
+    assert found == pytest.approx(_smoothap_loop(scores, positives, 0.01), rel=1e-12)
+
+
+def _loop(name, scores, positives, option):
+    return score_losses_loops.score_loss(name, scores.tolist(), positives.tolist(), option)[0]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_triplet_and_info_nce_losses_match_loops_at_their_defaults(seed):
+    scores, positives = _batch(seed)
+    # VSE++ (Faghri et al. 2018) margin 0.2; NT-Xent at temperature 0.1, both directions
+    assert study.max_violation_triplet(scores, positives).item() == pytest.approx(
+        _loop("triplet", scores, positives, 0.2), rel=1e-12)  # fmt: skip
+    assert study.nt_xent(scores, positives).item() == pytest.approx(
+        _loop("nt_xent", scores, positives, 0.1), rel=1e-12)  # fmt: skip
+    assert study.max_violation_triplet(scores, positives, margin=0.5).item() == pytest.approx(
+        _loop("triplet", scores, positives, 0.5), rel=1e-12)  # fmt: skip
+
+
+def test_a_step_count_that_is_not_a_positive_integer_is_refused_before_training():
+    with pytest.raises(GradlabError, match=r"^steps must be a positive integer; got 0$"):
+        study.caption_miniature(steps=0)
+
+
+REFERENCE_LOSSES = {  # name -> the paper's loss as a loop, at the study's settings
+    "SmoothAP": lambda s, p: _smoothap_loop(s, p, 0.01),
+    "VSE++ max-violation": lambda s, p: _loop("triplet", s, p, 0.2),
+    "NT-Xent": lambda s, p: _loop("nt_xent", s, p, 0.1),
+}
+
+
+def _recall_loop(scores, relevant, k):
+    hits = 0
+    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
+        top = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        hits += any(flags[j] for j in top)
+    return hits / len(scores)
+
+
+def _by_hand():
+    """The docstring's protocol: every 5th image held out; one initialization (torch seed 0);
+    batches of one training image per digit (generator seed 1); Adam at 3e-3."""
+    digits = load_digits_split(seen_classes=tuple(range(10)))
+    images, labels = digits.train_images, digits.train_labels
+    held = torch.arange(len(labels)) % 5 == 0
+    tokens, vocabulary = study.caption_tokens()
+    torch.manual_seed(0)
+    initial = study.ImageEncoder(images[~held]), study.CaptionEncoder(len(vocabulary))
+    generator = torch.Generator().manual_seed(1)
+    train = torch.nonzero(~held).flatten()
+    members = [torch.nonzero(labels[~held] == d).flatten() for d in range(10)]
+    batches = [train[torch.stack([m[torch.randint(len(m), (1,), generator=generator)][0]
+                                  for m in members])] for _ in range(STEPS)]  # fmt: skip
+    positives = torch.eye(10, dtype=torch.bool).repeat_interleave(5, dim=1)
+    captions = tokens.reshape(50, -1)
+    first = (initial[0](images[batches[0]]) @ initial[1](captions).T).detach().double()
+    counts = [gradient_counts(first, positives, 0.01),
+              gradient_counts(first.T.contiguous(), positives.T.contiguous(), 0.01)]  # fmt: skip
+    out = {"initial": {n: loss(first, positives) for n, loss in REFERENCE_LOSSES.items()},
+           "counts": counts}  # fmt: skip
+    image_encoder, caption_encoder = copy.deepcopy(initial[0]), copy.deepcopy(initial[1])
+    parameters = [*image_encoder.parameters(), *caption_encoder.parameters()]
+    optimizer = torch.optim.Adam(parameters, lr=3e-3)
+    for batch in batches:  # NT-Xent: 5 positive captions per image, 1 positive image per caption
+        logits = image_encoder(images[batch]) @ caption_encoder(captions).T / 0.1
+        image_to_caption = -(logits.log_softmax(dim=1) * positives).sum(dim=1) / 5
+        caption_to_image = -(logits.T.log_softmax(dim=1) * positives.T).sum(dim=1)
+        loss = image_to_caption.mean() + caption_to_image.mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        scores = (image_encoder(images[held]) @ caption_encoder(captions).T).double()
+    relevant = labels[held].unsqueeze(1) == torch.arange(10).repeat_interleave(5).unsqueeze(0)
+    out["recall"] = {f"i2t_recall@{k}": _recall_loop(scores, relevant, k) for k in (1, 5, 10)}
+    out["recall"] |= {f"t2i_recall@{k}": _recall_loop(scores.T, relevant.T, k) for k in (1, 5, 10)}
+    return out
+
+
+@pytest.fixture(scope="module")
+def run():
+    return study.caption_miniature(steps=STEPS)
+
+
+@pytest.fixture(scope="module")
+def by_hand():
+    return _by_hand()
+
+
+@pytest.mark.slow
+def test_each_loss_starts_from_the_same_network_on_the_same_batch(run, by_hand):
+    assert run["steps"] == STEPS and list(run["losses"]) == list(REFERENCE_LOSSES)
+    for name, result in run["losses"].items():
+        assert len(result["loss_history"]) == STEPS
+        assert result["loss_history"][0] == pytest.approx(by_hand["initial"][name], rel=1e-4), name
+        assert result["loss_history"][-1] != result["loss_history"][0]
+
+
+@pytest.mark.slow
+def test_smoothaps_gradient_counts_are_read_every_tenth_step_in_both_directions(run, by_hand):
+    forward, backward = by_hand["counts"]
+    for result in run["losses"].values():
+        counts = result["gradient_counts"]
+        assert [c["step"] for c in counts] == [0, 10]
+        assert counts[0] == pytest.approx({
+            "step": 0,
+            "i2t_share_without_gradient": forward.queries_without_gradient / 10,
+            "t2i_share_without_gradient": backward.queries_without_gradient / 50,
+            "i2t_mean_count": forward.per_query.double().mean().item(),
+            "t2i_mean_count": backward.per_query.double().mean().item(),
+        })  # fmt: skip
+    assert forward.per_query.double().mean() != backward.per_query.double().mean()
+
+
+@pytest.mark.slow
+def test_recall_is_read_on_the_held_out_images_against_each_distinct_caption(run, by_hand):
+    recall = run["losses"]["NT-Xent"]["recall"]
+    assert recall == pytest.approx(by_hand["recall"], abs=1e-9)
