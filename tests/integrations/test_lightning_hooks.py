@@ -57,7 +57,7 @@ def run_steps(callback, trainer, count, loss_fn):
     watched = callback.watch(loss_fn)
     losses = []
     for embeddings, labels in batches(count):
-        loss = watched(embeddings, labels)
+        loss = watched(embeddings, labels=labels)  # keywords reach the loss too
         loss.backward()
         losses.append(loss.item())
         callback.on_before_optimizer_step(trainer, None, trainer.optimizers[1])  # not the first
@@ -163,7 +163,7 @@ def test_the_last_step_is_logged_at_the_end_of_training_not_after_a_failure(tmp_
 
 def test_a_new_fit_opens_a_new_monitor_that_the_watched_loss_feeds(tmp_path):
     trainer = stand_in_trainer(tmp_path)
-    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, resume=True)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=2, resume=True)
     loss_fn = gradlab.SmoothAPLoss(0.05)
     callback.setup(trainer, None, "fit")
     watched = callback.watch(loss_fn)
@@ -176,7 +176,14 @@ def test_a_new_fit_opens_a_new_monitor_that_the_watched_loss_feeds(tmp_path):
         callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
     callback.on_train_end(trainer, None)
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert len(headers) == 2 and [record["step"] for record in records] == [0, 1, 2]
+    # Step 1 of the first fit (off the schedule) is not logged when the next fit closes the
+    # unclosed Monitor: the resumed run's step 1 is the second fit's batch, logged at its end.
+    assert len(headers) == 2 and [record["step"] for record in records] == [0, 1]
+    assert headers[1]["resumed"]["from_step"] == 1
+    ((embeddings, labels),) = batches(1)
+    assert records[1]["loss"] == pytest.approx(loss_fn(embeddings, labels).item(), rel=1e-6)
+    assert torch.equal(watched(embeddings, labels=labels),
+                       loss_fn(embeddings, labels))  # after the fit: the loss itself
 
 
 def test_the_watched_loss_pickles_after_a_training_call_and_reads_the_loss_s_attributes(tmp_path):
@@ -220,3 +227,16 @@ def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):
         tmp_path / "d" / DEFAULT_FOLDER)  # this stand-in's broadcast keeps the local value
     chosen = str(tmp_path / "from_rank_zero")
     assert folder(log_dir=tmp_path / "e", broadcast=lambda value: chosen) == Path(chosen)
+
+
+def test_options_given_as_a_monitor_config_are_used(tmp_path):
+    from gradlab.monitor.config import MonitorConfig
+
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", options=MonitorConfig(preset="cheap", every=3))
+    callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])  # before setup: no-op
+    callback.setup(trainer, None, "fit")
+    run_steps(callback, trainer, 5, gradlab.SmoothAPLoss(0.05))
+    callback.on_exception(trainer, None, RuntimeError())
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 3]
