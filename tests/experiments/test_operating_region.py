@@ -22,6 +22,7 @@ from tests.helpers.figure_layout import captured_figures, layout_problems
 from tests.reference.smooth_ap_loops import slope
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_closed_forms_match_an_independent_expectation_and_simulation(tmp_path, monkeypatch):
     # For i.i.d. N(0, s^2) scores, D = s_i - s_j ~ N(0, 2 s^2) and P(|D| < w) = erf(w / 2s),
     # with w the root of the reference slope |dG/dD| = eps (scipy, not gradlab).

@@ -44,6 +44,7 @@ def test_values_match_loop_reference(seed, queries, candidates, density, tau):
             assert got[q].item() == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 @given(
     seed=st.integers(0, 2**31 - 1),
     queries=st.integers(1, 5),

@@ -35,6 +35,7 @@ def test_each_loss_has_its_closed_form_anatomy(quick):
         assert losses["SmoothAP"]["t2i"]["queries"] == 50
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_the_figure_draws_each_loss_and_direction_share_by_rank(quick, tmp_path, monkeypatch):
     with captured_figures(monkeypatch, plot_module) as figures:
         plot_anatomy_comparison(quick, tmp_path / "anatomy.png")

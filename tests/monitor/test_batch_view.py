@@ -392,6 +392,7 @@ def _log_four_steps(folder: str) -> None:
     monitor.close()
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_logged_steps_release_their_views(tmp_path):
     """A logged step's view (its sort, its sigmoid block) is freed with the step: the watched
     embeddings' gradient hook holds the view, so the recorded scores must leave the autograd

@@ -408,6 +408,7 @@ def test_a_lock_that_cannot_be_written_leaves_no_file(tmp_path, disk, monkeypatc
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_plot_and_read_jsonl_understand_a_dropped_note(tmp_path, disk):
     from gradlab.plotting.monitor import plot_runs
 

@@ -148,6 +148,7 @@ def test_wandb_sink_stores_the_header_and_the_step_axis_of_its_own_run(tmp_path)
     assert metrics[("", "gradlab/*")] == "gradlab/step"
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_wandb_sink_updates_the_header_of_an_active_run_each_time(tmp_path):
     wandb = pytest.importorskip("wandb")
     run = wandb.init(dir=str(tmp_path), project="gradlab-tests", config={"gradlab": "user's"})

@@ -133,6 +133,7 @@ def test_hidden_series_rejects_a_zero_line_on_the_frame():
     assert hidden_series(figure) == []
 
 
+@pytest.mark.slow  # seconds: left out of make test-fast
 def test_layout_problems_runs_every_check():
     assert any("hidden" in p for p in layout_problems(_untrained_p([1.0, 1.0, 1.0])))
     assert any("touches" in p for p in layout_problems(_retrieval(None)))
