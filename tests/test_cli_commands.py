@@ -669,3 +669,39 @@ def test_check_device_refuses_other_device_types(device):
 
 def test_check_device_keeps_the_users_spelling():
     assert check_device("cpu:0") == "cpu:0"
+
+
+def test_a_staging_folder_left_by_a_crash_is_cleared_first(tmp_path, capsys, monkeypatch):
+    import gradlab.report
+
+    def run_report(out, **options):  # as the real one: into the folder, whatever is there
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "results.json").write_text("{}")
+
+    monkeypatch.setattr(gradlab.report, "run_report", run_report)
+    stale = tmp_path / ".r.partial"
+    stale.mkdir()
+    (stale / "from_last_time.png").write_text("stale")
+    code, _, _ = _run(["report", "--out", str(tmp_path / "r")], capsys)
+    assert code == 0
+    assert sorted(p.name for p in (tmp_path / "r").iterdir()) == ["results.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+
+
+def _json_layout(text):
+    """The layout every JSON file of gradlab has: indented by two spaces, one final newline."""
+    lines = text.split("\n")
+    assert lines[-1] == "" and lines[-2] == "}"
+    assert lines[1].startswith('  "') and not lines[1].startswith("   ")
+
+
+def test_the_json_files_are_indented_by_two_spaces_and_end_with_a_newline(
+    tmp_path, capsys, studies
+):
+    out = tmp_path / "o"
+    assert _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)], capsys)[0] == 0
+    _json_layout((out / "gradient_anatomy.json").read_text())
+    target = tmp_path / "result.json"
+    argv = ["check-equivalence", "accumulation", "--micro-batches", "2", "--json", str(target)]
+    assert _run(argv, capsys)[0] == 1
+    _json_layout(target.read_text())
