@@ -317,6 +317,7 @@ STUDY_TESTS = {
         "tests/monitor/test_anatomy_study.py::test_bad_study_options_name_the_argument",
     ],
     "experiments/digits_training": ["tests/experiments/test_digits_training.py"],
+    "experiments/tie_aware": ["tests/experiments/test_tie_aware_miniature.py"],
     "experiments/p_vs_batch_size": [
         *(f"tests/experiments/test_p_vs_batch_size.py::{name}" for name in (
             "test_close_pair_proportions_match_the_definition",
@@ -416,6 +417,7 @@ LIBRARY_TESTS = {
             "test_the_wrapper_returns_the_loss_s_value_and_gradients_unchanged",
             "test_bad_arguments_are_refused",
             "test_the_geometry_is_that_of_the_features_in_cosine_units_not_the_logits")),
+        "tests/integrations/test_open_clip_ranks.py",
     ],
 }
 """Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests

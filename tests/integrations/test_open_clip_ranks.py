@@ -1,0 +1,223 @@
+"""RecordingClipLoss on one rank of several, in one process (fast; the gloo pair is in
+test_open_clip.py): the other ranks' features are given, as a gather without gradient returns
+them, so the recorded blocks, positives and ``dL/dlogits`` can be checked against float64 loops
+(softmax cross-entropy, SigLIP's ``-log sigmoid``)."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from gradlab import GradlabError
+from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
+from tests.helpers.open_clip_losses import StandInClipLoss, StandInSigLipLoss, features
+
+SIZE, WORLD, SCALE, BIAS = 3, 2, 10.0, -2.0
+
+
+def logits64(queries, candidates, scale, bias=0.0):
+    return [[scale * sum(float(q) * float(c) for q, c in zip(query, candidate, strict=True))
+             + bias for candidate in candidates] for query in queries]  # fmt: skip
+
+
+def cross_entropy_grad(logits, positive_of, weight):
+    """dL/dlogits of ``weight x mean_i CE(row i, positive_of(i))``, float64 loops."""
+    grad = []
+    for row, values in enumerate(logits):
+        top = max(values)
+        exps = [math.exp(value - top) for value in values]
+        total = sum(exps)
+        grad.append([weight * (exp / total - (column == positive_of(row))) / len(logits)
+                     for column, exp in enumerate(exps)])  # fmt: skip
+    return torch.tensor(grad, dtype=torch.float64)
+
+
+def sigmoid_grad(logits, positive_columns, batch):
+    """dL/dlogits of ``-sum log sigmoid(label x logit) / B``, positives on the diagonal of the
+    first ``positive_columns`` columns, float64 loops."""
+    return torch.tensor([[-(1.0 if column < positive_columns and column == row else -1.0)
+                          / (1.0 + math.exp((1.0 if column < positive_columns and column == row
+                                             else -1.0) * value)) / batch
+                          for column, value in enumerate(values)]
+                         for row, values in enumerate(logits)], dtype=torch.float64)  # fmt: skip
+
+
+def close(actual, expected):
+    torch.testing.assert_close(actual.to(torch.float64), torch.as_tensor(expected,
+                               dtype=torch.float64), atol=1e-5, rtol=0)  # fmt: skip
+
+
+class GivenRanksClipLoss(StandInClipLoss):
+    """The ClipLoss stand-in on rank ``rank`` whose gather returns the given global features
+    with this rank's rows replaced by the local ones (they keep their gradient)."""
+
+    def __init__(self, images, texts, **options):
+        super().__init__(**options)
+        self.all_images, self.all_texts = images, texts
+
+    def gather(self, everything, local):
+        rows = slice(self.rank * len(local), (self.rank + 1) * len(local))
+        return torch.cat([everything[: rows.start], local, everything[rows.stop:]])
+
+    def get_logits(self, image_features, text_features, logit_scale, logit_bias=None):
+        images = self.gather(self.all_images, image_features)
+        texts = self.gather(self.all_texts, text_features)
+        if self.local_loss:
+            return logit_scale * image_features @ texts.T, logit_scale * text_features @ images.T
+        per_image = logit_scale * images @ texts.T
+        return per_image, per_image.T
+
+
+def recorded(loss, image, text, bias=None):
+    wrapper = RecordingClipLoss(loss)
+    adapter = open_clip_adapter(wrapper, "scores")
+    with adapter.listening(score_grad=True) as (kept, _):
+        value = wrapper(image, text, torch.tensor(SCALE), bias)
+    batch = adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
+    value.backward()
+    return batch
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_local_loss_puts_the_positive_of_row_i_at_rank_times_b_plus_i(rank):
+    images, texts = features(WORLD, SIZE)
+    local = slice(rank * SIZE, (rank + 1) * SIZE)
+    loss = GivenRanksClipLoss(images, texts, local_loss=True, rank=rank, world_size=WORLD)
+    batch = recorded(loss, images[local].clone().requires_grad_(), texts[local].clone())
+    i2t, t2i = batch.score_captures
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    per_image = logits64(images[local], texts, SCALE)
+    per_text = logits64(texts[local], images, SCALE)
+    offset = rank * SIZE
+    close(i2t.scores, per_image)
+    close(t2i.scores, torch.tensor(per_text).T)
+    close(i2t.grad, cross_entropy_grad(per_image, lambda row: offset + row, 0.5))
+    close(t2i.grad, cross_entropy_grad(per_text, lambda row: offset + row, 0.5).T)
+    positives = torch.zeros(SIZE, WORLD * SIZE, dtype=torch.bool)
+    for row in range(SIZE):
+        positives[row, offset + row] = True
+    assert torch.equal(i2t.positives, positives) and torch.equal(t2i.positives, positives.T)
+
+
+def test_a_global_loss_is_one_matrix_read_both_ways():
+    images, texts = features(WORLD, SIZE, seed=1)
+    loss = GivenRanksClipLoss(images, texts, local_loss=False, rank=1, world_size=WORLD)
+    batch = recorded(loss, images[SIZE:].clone().requires_grad_(), texts[SIZE:].clone())
+    (capture,) = batch.score_captures
+    assert capture.direction == "both"
+    logits = logits64(images, texts, SCALE)
+    close(capture.scores, logits)
+    transposed = torch.tensor(logits).T.tolist()
+    grad = (cross_entropy_grad(logits, int, 0.5) + cross_entropy_grad(transposed, int, 0.5).T)
+    close(capture.grad, grad)
+    assert torch.equal(capture.positives, torch.eye(WORLD * SIZE, dtype=torch.bool))
+
+
+class GivenRanksSigLipLoss(StandInSigLipLoss):
+    """The SigLipLoss stand-in on rank ``rank``: the other ranks' texts are given; ``dist_impl``
+    ``"gather"`` computes every block again, its own with weight 0, as open_clip 3.3 does;
+    ``chunk_size`` splits every block's rows into chunks (one ``get_logits`` call each)."""
+
+    def __init__(self, texts, dist_impl, chunk_size=0, **options):
+        super().__init__(**options)
+        self.all_texts, self.dist_impl, self.chunk_size = texts, dist_impl, chunk_size
+
+    def _loss(self, image_features, text_features, logit_scale, logit_bias, negative_only):
+        rows = self.chunk_size or len(image_features)
+        total = 0.0
+        for start in range(0, len(image_features), rows):
+            chunk = image_features[start:start + rows]
+            logits = self.get_logits(chunk, text_features, logit_scale, logit_bias)
+            labels = -torch.ones_like(logits)
+            if not negative_only:
+                labels[:, start:start + rows] += 2 * torch.eye(len(chunk), dtype=logits.dtype)
+            total = total - F.logsigmoid(labels * logits).sum() / image_features.shape[0]
+        return total
+
+    def forward(self, image_features, text_features, logit_scale, logit_bias, output_dict=False):
+        loss = self._loss(image_features, text_features, logit_scale, logit_bias, False)
+        texts = list(self.all_texts.chunk(self.world_size))
+        texts[self.rank] = text_features
+        if self.dist_impl == "gather":
+            for index in range(self.world_size):
+                loss = loss + float(index != self.rank) * self._loss(
+                    image_features, texts[index], logit_scale, logit_bias, True)
+        else:  # the shift exchange: left neighbours first
+            for step in range(1, self.world_size):
+                source = texts[(self.rank - step) % self.world_size]
+                loss = loss + self._loss(image_features, source, logit_scale, logit_bias, True)
+        return {"contrastive_loss": loss} if output_dict else loss
+
+
+@pytest.mark.parametrize("dist_impl", ["gather", "shift"])
+@pytest.mark.parametrize("chunk_size", [0, 2, 5])
+@pytest.mark.parametrize("rank", [0, 1])
+def test_siglip_blocks_of_other_ranks_join_the_local_block_once(rank, chunk_size, dist_impl):
+    images, texts = features(WORLD, SIZE, seed=2)
+    local = slice(rank * SIZE, (rank + 1) * SIZE)
+    other = slice((1 - rank) * SIZE, (2 - rank) * SIZE)
+    loss = GivenRanksSigLipLoss(texts, dist_impl, chunk_size, rank=rank, world_size=WORLD)
+    batch = recorded(loss, images[local].clone().requires_grad_(), texts[local].clone(),
+                     torch.tensor(BIAS))  # fmt: skip
+    (capture,) = batch.score_captures
+    assert capture.direction == "both" and capture.scores.shape == (SIZE, WORLD * SIZE)
+    logits = logits64(images[local], torch.cat([texts[local], texts[other]]), SCALE, BIAS)
+    close(capture.scores, logits)
+    close(capture.grad, sigmoid_grad(logits, SIZE, SIZE))
+    positives = torch.zeros(SIZE, WORLD * SIZE, dtype=torch.bool)
+    positives[:, :SIZE] = torch.eye(SIZE, dtype=torch.bool)
+    assert torch.equal(capture.positives, positives)
+
+
+def test_a_call_without_gradient_records_nothing():
+    images, texts = features(1, 4)
+    wrapper = RecordingClipLoss(StandInClipLoss())
+    adapter = open_clip_adapter(wrapper, None)
+    with adapter.listening(score_grad=True) as (kept, _), torch.no_grad():
+        value = wrapper(images, texts, torch.tensor(SCALE))
+    with pytest.raises(GradlabError, match="recorded no score matrix"):
+        adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
+
+
+def test_an_old_loss_without_a_bias_argument_is_called_without_it():
+    seen = []
+
+    class OldClipLoss(StandInClipLoss):  # open_clip < 3.0: forward without logit_bias
+        def forward(self, image_features, text_features, logit_scale, output_dict=False):
+            seen.append(output_dict)
+            return super().forward(image_features, text_features, logit_scale, None, output_dict)
+
+    images, texts = features(1, 4)
+    value = RecordingClipLoss(OldClipLoss())(images, texts, torch.tensor(SCALE), None,
+                                             output_dict=True)  # fmt: skip
+    expected = StandInClipLoss()(images, texts, torch.tensor(SCALE), None, output_dict=True)
+    assert seen == [True] and value.keys() == {"contrastive_loss"}
+    assert torch.equal(value["contrastive_loss"], expected["contrastive_loss"])
+    with_bias = StandInSigLipLoss()
+    outputs = RecordingClipLoss(with_bias)(images, texts, torch.tensor(SCALE), torch.tensor(BIAS),
+                                           output_dict=True)  # fmt: skip
+    reference = with_bias(images, texts, torch.tensor(SCALE), torch.tensor(BIAS))
+    assert torch.equal(outputs["contrastive_loss"], reference)
+
+
+def test_a_failing_loss_leaves_its_get_logits_and_the_operands_as_they_were():
+    class Failing(StandInClipLoss):
+        def forward(self, *args, **kwargs):
+            self.get_logits(*args[:3])
+            raise RuntimeError("loss failed")
+
+    loss = Failing()
+    wrapper = RecordingClipLoss(loss)
+    wrapper.score_recorder = lambda direction, matrix, where: None
+    images, texts = features(1, 3)
+    with pytest.raises(RuntimeError, match="loss failed"):
+        wrapper(images.clone().requires_grad_(), texts, torch.tensor(SCALE))
+    assert "get_logits" not in loss.__dict__ and wrapper.operands is None
+
+
+def test_the_adapter_takes_the_wrapper_for_scores_only():
+    wrapper = RecordingClipLoss(StandInClipLoss())
+    assert open_clip_adapter(wrapper, None) is not None
+    assert open_clip_adapter(wrapper, "scores") is not None
+    assert open_clip_adapter(wrapper, "embeddings") is None
