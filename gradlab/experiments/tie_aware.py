@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.functional import (
     HARMONIC_METHODS,
     harmonic_log_error,
@@ -17,6 +18,7 @@ from gradlab.functional import (
     tie_aware_dcg,
 )
 from gradlab.progress import progress
+from gradlab.validation import check_positive_int
 
 TOLERANCE = 1e-3
 
@@ -62,20 +64,38 @@ def _exact_metrics(raw: torch.Tensor, labels: torch.Tensor) -> tuple[float, floa
     return ap, dcg
 
 
-def relaxation_gap_against_scale(quick: bool = False, seed: int = 0) -> dict:
+def relaxation_gap_against_scale(
+    quick: bool = False, seed: int = 0, items: int = 64, classes: int = 4
+) -> dict:
     """Relaxed AP_r / DCG_r against exact AP_T / DCG_T as the tanh scale grows.
 
-    Random class-structured codes (64 items, 4 classes) of 12, 24, 32 and 48 bits; the exact
-    metrics use ``sign(raw)`` and integer Hamming distances, the relaxed ones ``tanh(scale raw)``.
-    For each variant, ``settles_at`` is the smallest scale from which the gap stays within
-    ``1e-3`` for every larger scale tried (``None``: never).
+    Random class-structured codes (``items`` codes of ``classes`` classes: 64 of 4 in the
+    report; fewer make a miniature for tests) of 12, 24, 32 and 48 bits (12 and 24 when
+    ``quick``); the exact metrics use ``sign(raw)`` and integer Hamming distances, the relaxed
+    ones ``tanh(scale raw)``. For each variant, ``settles_at`` is the smallest scale from which
+    the gap stays within ``1e-3`` for every larger scale tried (``None``: never).
+
+    Raises:
+        GradlabError: ``items`` or ``classes`` not a positive integer, or ``classes > items``
+            (checked before any work).
     """
+    check_positive_int("items", items)
+    check_positive_int("classes", classes)
+    if classes > items:
+        raise GradlabError(f"classes must be at most items ({items}); got {classes!r}")
     generator = torch.Generator().manual_seed(seed)
     scales = [float(s) for s in np.geomspace(0.5, 1e5, 12 if quick else 30)]
     bit_counts = [12, 24] if quick else [12, 24, 32, 48]
-    results = {"scales": scales, "bits": bit_counts, "tolerance": TOLERANCE, "runs": []}
+    results = {
+        "scales": scales,
+        "bits": bit_counts,
+        "items": items,
+        "classes": classes,
+        "tolerance": TOLERANCE,
+        "runs": [],
+    }
     for bits in progress(bit_counts, desc="tie-aware: relaxed vs exact AP/DCG per code length"):
-        raw, labels = _class_codes(bits, 64, 4, generator)
+        raw, labels = _class_codes(bits, items, classes, generator)
         exact_ap, exact_dcg = _exact_metrics(raw, labels)
         for objective, exact in (("ap", exact_ap), ("dcg", exact_dcg)):
             for method in HARMONIC_METHODS:
