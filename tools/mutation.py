@@ -300,6 +300,7 @@ STUDY_TESTS = {
         "tests/experiments/test_plan_results.py::test_the_plan_losses_are_the_comparisons_losses",
     ],
     "experiments/digit_scenes": [
+        "tests/experiments/test_digit_scenes_runs.py",
         "tests/experiments/test_summaries.py",
         "tests/experiments/test_studies.py::test_scene_features_read_each_box",
         "tests/experiments/test_studies.py::test_scene_geometry_matches_float64_loops",

@@ -1,0 +1,284 @@
+"""The digit-scenes study (Bleeker & de Rijke 2022, app. B, in miniature) trained at its smallest:
+random stand-in scenes and digit pools, a backbone with random weights, 4 steps of 4 scenes. Each
+(encoder, loss)'s numbers land under its names, all losses of a seed start from one
+initialization on the same batches, the seed is honoured, and the anatomy, geometry and recall
+are those of the protocol of the module's docstring run by hand from public pieces."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+
+import pytest
+import torch
+
+from gradlab.data.digit_scenes import DigitScenes, vocabulary
+from gradlab.experiments import digit_scenes
+from gradlab.functional import (
+    gradient_anatomy,
+    max_violation_triplet_loss,
+    nt_xent_loss,
+    smooth_ap,
+)
+from gradlab.models import CaptionGRU, DigitBackbone, GlobalImageProjection, RegionRelationEncoder
+from tests.reference import score_losses_loops, smooth_ap_loops
+
+TINY = {"train_scenes": 10, "test_scenes": 6, "steps": 4, "batch_images": 4, "dims": 8,
+        "lr": 2e-3, "log_every": 2}  # fmt: skip
+# The study keeps each seed's setup for the life of its process: seeds no other test of this
+# process has used (the pid differs in every process), so each run here computes its own.
+FIRST = 100 + os.getpid() % 997
+SEEDS = (FIRST, FIRST + 1)
+TAU = 0.05
+
+
+def _stand_in_scenes(num_scenes, split="train", seed=0):
+    generator = torch.Generator().manual_seed(seed * 2 + (split == "test"))
+    counts = torch.randint(2, 5, (num_scenes,), generator=generator)
+    corners = torch.randint(0, 23, (num_scenes, 4, 2), generator=generator)
+    boxes = torch.cat([corners, corners + 8], dim=-1)
+    boxes = boxes * (torch.arange(4) < counts.unsqueeze(1)).unsqueeze(-1)
+    tokens = torch.randint(1, len(vocabulary()), (num_scenes, 5, 6), generator=generator)
+    return DigitScenes(torch.rand(num_scenes, 1, 30, 30, generator=generator), None, boxes,
+                       None, counts, None, tokens)  # fmt: skip
+
+
+def _stand_in_pools(generator):
+    """Pools whose images all hold their digit's value / 10: a label can be read off its image."""
+    sizes = torch.randint(3, 6, (2, 10), generator=generator)
+    return tuple([torch.full((int(n), 8, 8), v / 10) for v, n in enumerate(row)] for row in sizes)
+
+
+def _stand_in_backbone(images, labels, seed):
+    assert torch.equal(labels, (images.mean(dim=(1, 2)) * 10).round().long())
+    torch.manual_seed(seed)
+    return DigitBackbone()
+
+
+@pytest.fixture(scope="module")
+def run():
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(digit_scenes, "settings", lambda quick: dict(TINY))
+        patch.setattr(digit_scenes, "load_digit_scenes", _stand_in_scenes)
+        patch.setattr(digit_scenes, "digit_pools", _stand_in_pools)
+        patch.setattr(digit_scenes, "pretrain_digit_backbone", _stand_in_backbone)
+        return digit_scenes.measure(quick=False, seeds=SEEDS, tau=TAU, workers=1)
+
+
+def _smoothap_loop(scores, positives, tau, directions=("i2t", "t2i")):
+    total = 0.0
+    for direction in directions:
+        s, p = (scores, positives) if direction == "i2t" else (scores.T, positives.T)
+        aps = [smooth_ap_loops.smooth_ap_one_query(r, q, tau)
+               for r, q in zip(s.tolist(), p.tolist(), strict=True)]  # fmt: skip
+        total += 1.0 - math.fsum(aps) / len(aps)
+    return total
+
+
+def _score_loss_loop(name, option):
+    return lambda s, p: score_losses_loops.score_loss(name, s.tolist(), p.tolist(), option)[0]
+
+
+LOOPS = {  # the papers' losses as loops at the study's settings
+    "SmoothAP": lambda s, p: _smoothap_loop(s.double(), p, TAU),
+    "VSE++ max-violation": _score_loss_loop("triplet", 0.2),
+    "NT-Xent": _score_loss_loop("nt_xent", 0.1),
+}
+DIRECTED = {  # each direction's own term, for the anatomy
+    "SmoothAP": lambda d: lambda s, p: (
+        1.0 - smooth_ap(*((s, p) if d == "i2t" else (s.T, p.T)), TAU).nanmean()),
+    "VSE++ max-violation": lambda d: lambda s, p: max_violation_triplet_loss(s, p, direction=d),
+    "NT-Xent": lambda d: lambda s, p: nt_xent_loss(s, p, direction=d),
+}  # fmt: skip
+
+
+def _setup(seed):
+    """The seed's data, features and batches, by hand."""
+    train, test = _stand_in_scenes(10, "train", seed), _stand_in_scenes(6, "test", seed)
+    pools = _stand_in_pools(torch.Generator().manual_seed(seed))
+    torch.manual_seed(seed)
+    backbone = DigitBackbone()
+    train_features = digit_scenes.scene_features(backbone, train)
+    test_features = digit_scenes.scene_features(backbone, test)
+    mean = train_features["global"].mean(dim=0)
+    std = train_features["global"].std(dim=0, unbiased=False)
+    std[std == 0] = 1.0  # a constant feature is only centred
+    train_features["global"] = (train_features["global"] - mean) / std
+    test_features["global"] = (test_features["global"] - mean) / std
+    generator = torch.Generator().manual_seed(seed)
+    batches = [torch.randperm(10, generator=generator)[:4] for _ in range(4)]
+    images = torch.cat(pools[1]).reshape(-1, 1, 8, 8)
+    labels = torch.cat([torch.full((len(p),), v) for v, p in enumerate(pools[1])])
+    with torch.no_grad():
+        accuracy = (backbone(images).argmax(dim=1) == labels).double().mean().item()
+    return accuracy, train, test, train_features, test_features, batches
+
+
+def _encoders(kind, seed, features):
+    torch.manual_seed(seed)
+    image = (GlobalImageProjection(features["global"].shape[1], 8) if kind == "VSE++"
+             else RegionRelationEncoder(features["regions"].shape[2], 8))  # fmt: skip
+    return image, CaptionGRU(len(vocabulary()), 8)
+
+
+def _images(kind, encoder, features, index):
+    if kind == "VSE++":
+        return encoder(features["global"][index])
+    return encoder(features["regions"][index], features["counts"][index])
+
+
+POSITIVES = torch.eye(4, dtype=torch.bool).repeat_interleave(5, dim=1)
+
+
+@pytest.mark.slow
+def test_each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run):
+    assert run["seeds"] == list(SEEDS)
+    assert list(run["runs"]) == ["VSE++", "VSRN"]
+    for kind, runs in run["runs"].items():
+        assert list(runs) == ["SmoothAP", "VSE++ max-violation", "NT-Xent"]
+        for s, seed in enumerate(SEEDS):
+            _, train, _, features, _, batches = _setup(seed)
+            image_encoder, caption_encoder = _encoders(kind, seed, features)
+            images = _images(kind, image_encoder, features, batches[0])
+            captions = caption_encoder(train.tokens[batches[0]].reshape(20, -1))
+            scores = (images @ captions.T).detach()
+            for name, result in runs.items():
+                expected = LOOPS[name](scores.double(), POSITIVES)
+                assert result["loss_history"][s][0] == pytest.approx(expected, rel=1e-4), (
+                    kind, name, seed)  # fmt: skip
+                assert len(result["loss_history"][s]) == 4
+
+
+@pytest.mark.slow
+def test_the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run):
+    assert run["backbone_accuracy"] == pytest.approx([_setup(seed)[0] for seed in SEEDS])
+    histories = run["runs"]["VSRN"]["NT-Xent"]["loss_history"]
+    assert histories[0] != histories[1]
+
+
+@pytest.mark.slow
+def test_the_settings_record_the_temperature_and_the_caption_count(run):
+    config = run["settings"]
+    assert (config["tau"], config["captions_per_image"]) == (TAU, 5)
+    assert config["steps"] == 4 and "standardised" in config["global_features"]
+
+
+@pytest.mark.slow
+def test_anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run):
+    _, train, _, features, _, batches = _setup(SEEDS[1])
+    for kind in ("VSE++", "VSRN"):
+        image_encoder, caption_encoder = _encoders(kind, SEEDS[1], features)
+        with torch.no_grad():
+            images = _images(kind, image_encoder, features, batches[0])
+            captions = caption_encoder(train.tokens[batches[0]].reshape(20, -1))
+        scores = images @ captions.T
+        geometry = digit_scenes.geometry_record(images, captions, scores, POSITIVES)
+        for name, result in run["runs"][kind].items():
+            assert result["anatomy"]["steps"] == [0, 2, 3]  # every 2nd step and the last
+            for q, key in enumerate(digit_scenes.GEOMETRY_KEYS):
+                assert len(result["geometry"][key][1]) == 3
+                expected = pytest.approx(geometry[q].item(), rel=1e-4, abs=1e-6)
+                assert result["geometry"][key][1][0] == expected, (kind, name, key)
+            for direction in ("i2t", "t2i"):
+                leaf = scores.clone().requires_grad_(True)
+                (grad,) = torch.autograd.grad(DIRECTED[name](direction)(leaf, POSITIVES), leaf)
+                if direction == "t2i":
+                    grad, read, positive = grad.T, scores.T, POSITIVES.T
+                else:
+                    read, positive = scores, POSITIVES
+                anatomy = gradient_anatomy(grad, read, positive)
+                expected = {
+                    "active_negatives": anatomy.active_negatives.double().mean().item(),
+                    "share_without_gradient": anatomy.without_gradient.double().mean().item(),
+                    "hardest_10pct_share": anatomy.hardest_10pct_share.nanmean().item(),
+                }
+                found = {k: v[1][0] for k, v in result["anatomy"][direction].items()}
+                assert found == pytest.approx(expected, rel=1e-4, abs=1e-6, nan_ok=True), (
+                    kind, name, direction)  # fmt: skip
+
+
+def _recall_loop(scores, relevant, k):
+    hits = 0
+    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
+        top = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        hits += any(flags[j] for j in top)
+    return hits / len(scores)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("kind", "name"), [("VSE++", "NT-Xent"), ("VSRN", "SmoothAP")])
+def test_recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
+    seed = SEEDS[0]
+    _, train, test, features, test_features, batches = _setup(seed)
+    image_encoder, caption_encoder = (copy.deepcopy(m) for m in _encoders(kind, seed, features))
+    optimizer = torch.optim.Adam([*image_encoder.parameters(), *caption_encoder.parameters()],
+                                 lr=2e-3)  # fmt: skip
+    for batch in batches:
+        scores = _images(kind, image_encoder, features, batch) @ caption_encoder(
+            train.tokens[batch].reshape(20, -1)).T  # fmt: skip
+        loss = sum(DIRECTED[name](d)(scores, POSITIVES) for d in ("i2t", "t2i"))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        scores = (_images(kind, image_encoder, test_features, slice(None)) @ caption_encoder(
+            test.tokens.reshape(30, -1)).T).double()  # fmt: skip
+    relevant = torch.eye(6, dtype=torch.bool).repeat_interleave(5, dim=1)
+    expected = {f"i2t_R@{k}": _recall_loop(scores, relevant, k) for k in (1, 5, 10)}
+    expected |= {f"t2i_R@{k}": _recall_loop(scores.T, relevant.T, k) for k in (1, 5, 10)}
+    expected["rsum"] = 100 * sum(expected.values())
+    found = {metric: values[0] for metric, values in run["runs"][kind][name]["recall"].items()}
+    assert found == pytest.approx(expected, abs=1e-9)
+
+
+def test_smoothap_both_ways_matches_a_loop():
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.rand(3, 15, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.eye(3, dtype=torch.bool).repeat_interleave(5, dim=1)
+    for tau in (0.01, 0.2):
+        found = digit_scenes.smoothap_both_directions(scores, positives, tau).item()
+        assert found == pytest.approx(_smoothap_loop(scores, positives, tau), rel=1e-12)
+    assert digit_scenes.smoothap_both_directions(scores, positives).item() == pytest.approx(
+        _smoothap_loop(scores, positives, 0.01), rel=1e-12)  # fmt: skip
+
+
+def test_global_features_are_standardised_with_the_training_statistics_only():
+    train = {"global": torch.tensor([[1.0, 4.0, 2.0], [3.0, 4.0, 6.0]]), "counts": torch.ones(2)}
+    test = {"global": torch.tensor([[5.0, 3.0, 4.0]]), "regions": torch.zeros(1)}
+    train_out, test_out = digit_scenes.standardise_global(train, test)
+    # per feature: mean (2, 4, 4), population std (1, -, 2); the constant feature only centred
+    assert train_out["global"].tolist() == [[-1.0, 0.0, -1.0], [1.0, 0.0, 1.0]]
+    assert test_out["global"].tolist() == [[3.0, -1.0, 0.0]]
+    assert train_out["counts"] is train["counts"] and test_out["regions"] is test["regions"]
+
+
+class _StopError(Exception):
+    """Ends a run once its tasks are laid out."""
+
+
+@pytest.mark.parametrize(
+    ("encoders", "losses", "words"),
+    [
+        (("VSRN",), ("NT-Xent",), "1 encoder x 1 loss trained"),
+        (("VSE++", "VSRN"), ("NT-Xent", "SmoothAP"), "2 encoders x 2 losses trained"),
+    ],
+)
+def test_progress_counts_the_encoders_and_losses_trained_per_seed(
+    monkeypatch, encoders, losses, words
+):
+    seen = {}
+
+    def laid_out(function, tasks, **options):
+        seen.update(options, tasks=tasks)
+        raise _StopError
+
+    monkeypatch.setattr(digit_scenes, "run_tasks", laid_out)
+    with pytest.raises(_StopError):
+        digit_scenes.measure(seeds=(3, 8), encoders=encoders, losses=losses, tau=0.2)
+    assert seen["detail"] == words
+    per_seed = 1 + len(encoders) * len(losses)  # the backbone, then each trained pair
+    assert seen["names"] == ["seed 3"] * per_seed + ["seed 8"] * per_seed
+    assert seen["parts"][:per_seed] == ["backbone"] + [
+        f"{e}, {n}" for e in encoders for n in losses]  # fmt: skip
+    assert {task[5] for task in seen["tasks"]} == {0.2}
