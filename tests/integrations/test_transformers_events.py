@@ -278,3 +278,34 @@ def test_loss_forward_calls_the_class_s_forward_under_the_class_name():
     module.forward = lambda *args: torch.tensor(-1.0)  # a patched forward is not called
     assert call(torch.zeros(3), torch.full((3,), 2.0)).item() == 2.0
     assert call.__name__ == "L1Loss" and call.loss_module is module
+
+
+def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tmp_path):
+    pytest.importorskip("sentence_transformers")
+    from sentence_transformers.sentence_transformer import losses
+
+    from gradlab.integrations.sentence_transformers import RecordingSimilarity
+    from tests.helpers.hf_models import caption_pairs, sentence_features, static_model
+
+    model = static_model()
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    features = sentence_features(model, *caption_pairs(6))
+    expected = loss(features, None).item()
+    callback = GradlabTrainerCallback(preset="full")
+    assert callback.watch(loss) is loss and type(loss) is losses.MultipleNegativesRankingLoss
+    assert loss(features, None).item() == expected  # outside a step: the loss itself
+    with pytest.raises(GradlabError, match="MultipleNegativesRankingLoss is watched already"):
+        callback.watch(loss)
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    value = loss(features, None)
+    value.backward()
+    callback.on_pre_optimizer_step(args, state, None)
+    state.global_step += 1
+    callback.on_step_end(args, state, None)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1]
+    assert records[0]["loss"] == pytest.approx(expected, rel=1e-6) == value.item()
+    assert any(key.startswith("anatomy_i2t_") for key in records[0])  # its score matrix was read
