@@ -1,0 +1,370 @@
+"""The image-folder studies called directly at tiny sizes (16-pixel crops, an 8-dimensional
+head, batches of 8 and 16): the numbers they report against float64 loops over what they
+trained on, the sizes and labels they write, the seeds they honour, and that the test split's
+classes are never trained on.
+
+The loss and the evaluation are watched (wrapped, not replaced) to read the embeddings of every
+step and the split each evaluation saw.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+from gradlab.backbones import build_backbone
+from gradlab.data.image_folder import image_folder
+from gradlab.errors import GradlabError
+from gradlab.experiments import image_studies as study
+from gradlab.functional.gradient_anatomy import (
+    DEFAULT_ABSOLUTE_THRESHOLD,
+    DEFAULT_RELATIVE_THRESHOLD,
+)
+from gradlab.losses import SmoothAPLoss
+from tests.helpers.study_images import CLASSES, PER_CLASS, digit_images
+from tests.reference import geometry_loops
+from tests.reference.anatomy_loops import anatomy_one_query
+from tests.reference.batch_proportion_loops import KEYS, batch_proportions
+from tests.reference.retrieval_loops import map_at_r
+
+BACKBONE = "tests.helpers.backbones:four_channel_resnet"
+SMALL = {"backbone": BACKBONE, "embedding_dim": 8, "image_size": 16, "lr": 1e-3}
+TAU, EPS = 0.05, 0.004
+TRAIN_IMAGES = CLASSES // 2 * PER_CLASS  # the first half of the classes trains
+
+
+@pytest.fixture(scope="module")
+def halves(tmp_path_factory):
+    root = tmp_path_factory.mktemp("halves")
+    for label, number, picture in digit_images():
+        (root / f"digit_{label}").mkdir(exist_ok=True)
+        picture.save(root / f"digit_{label}" / f"{number}.png")
+    return root
+
+
+def _watch(patch) -> dict:
+    seen: dict[str, list] = {"losses": [], "models": [], "evaluated": []}
+
+    class WatchedLoss(SmoothAPLoss):
+        def __init__(self, tau, *args, **kwargs):
+            super().__init__(tau, *args, **kwargs)
+            self.calls = []
+            seen["losses"].append(self)
+
+        def forward(self, embeddings, labels):
+            self.calls.append((embeddings.detach().clone(), labels.clone()))
+            return super().forward(embeddings, labels)
+
+    def watched_build(*args, **kwargs):
+        model = build_backbone(*args, **kwargs)
+        seen["models"].append(copy.deepcopy(model.state_dict()))
+        return model
+
+    real_evaluate = study.evaluate_split
+
+    def watched_evaluate(model, dataset, *args, **kwargs):
+        metrics = real_evaluate(model, dataset, *args, **kwargs)
+        seen["evaluated"].append({"dataset": dataset, "metrics": metrics})
+        return metrics
+
+    patch.setattr(study, "SmoothAPLoss", WatchedLoss)
+    patch.setattr(study, "build_backbone", watched_build)
+    patch.setattr(study, "evaluate_split", watched_evaluate)
+    return seen
+
+
+@pytest.fixture(scope="module")
+def p_run(halves):
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        result = study.p_vs_batch_size_on_images(
+            halves, batch_sizes=[8, 16], seeds=[0, 1], epochs=2, tau=TAU, eps=EPS, **SMALL
+        )
+    return result, seen
+
+
+def test_the_p_study_labels_its_sizes_data_and_network(p_run, halves):
+    result, _ = p_run
+    assert result["batch_sizes"] == [8, 16] and result["seeds"] == [0, 1]
+    assert (result["per_class"], result["tau"], result["eps"]) == (4, TAU, EPS)
+    assert result["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
+    assert (
+        result["model"] == f"{BACKBONE} with a linear head to 8 dimensions, random initial weights"
+    )
+    trained = result["settings"]["trained_at_m"]
+    assert trained["epochs"] == 2
+    assert trained["steps"] == [2 * math.ceil(TRAIN_IMAGES / m) for m in (8, 16)]
+    for key in KEYS:
+        assert [len(run) for run in trained[key]] == [2, 2], key
+
+
+def test_the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run):
+    result, seen = p_run
+    runs = seen["losses"]
+    assert len(runs) == 4  # (seed, m) in order: (0, 8), (0, 16), (1, 8), (1, 16)
+    trained = result["settings"]["trained_at_m"]
+    for index, loss in enumerate(runs):
+        seed_index, size_index = divmod(index, 2)
+        m = (8, 16)[size_index]
+        assert loss.tau == TAU
+        per_epoch = math.ceil(TRAIN_IMAGES / m)
+        assert len(loss.calls) == 2 * per_epoch
+        for _, labels in loss.calls:  # 4 images of each of m / 4 training classes
+            counts = torch.bincount(labels)
+            assert sorted(counts[counts > 0].tolist()) == [4] * (m // 4)
+            assert set(labels.tolist()) <= set(range(CLASSES // 2))
+        rows = [batch_proportions(e.tolist(), y.tolist(), TAU, EPS)
+                for e, y in loss.calls[per_epoch:]]  # fmt: skip
+        for k, key in enumerate(KEYS):
+            expected = sum(row[k] for row in rows) / len(rows)
+            assert trained[key][seed_index][size_index] == pytest.approx(expected, abs=1e-9), key
+    assert trained["P"][0] != trained["P"][1]
+
+
+def test_each_seed_starts_every_batch_size_from_its_own_weights(p_run):
+    _, seen = p_run
+    _, *starts = seen["models"]  # the first: the check before training
+    assert len(starts) == 4
+
+    def same(a, b):
+        return all(torch.equal(a[key], b[key]) for key in a)
+
+    assert same(starts[0], starts[1]) and same(starts[2], starts[3])
+    assert not same(starts[0], starts[2])
+    torch.manual_seed(1)
+    assert same(build_backbone(BACKBONE, embedding_dim=8, image_size=16).state_dict(), starts[2])
+
+
+def _retrieval_loops(embeddings, labels):
+    unit = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
+    n = len(unit)
+    scores, relevant, recall = [], [], {1: [], 2: [], 4: [], 8: []}
+    r_precision = []
+    for q in range(n):
+        others = [j for j in range(n) if j != q]
+        row = [sum(a * b for a, b in zip(unit[q], unit[j], strict=True)) for j in others]
+        flags = [labels[j] == labels[q] for j in others]
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j))
+        for k in recall:
+            recall[k].append(float(any(flags[j] for j in order[:k])))
+        r = sum(flags)
+        r_precision.append(sum(flags[j] for j in order[:r]) / r)
+        scores.append(row)
+        relevant.append(flags)
+    metrics = {f"recall@{k}": sum(v) / n for k, v in recall.items()}
+    metrics["R-Precision"] = sum(r_precision) / n
+    metrics["MAP@R"] = map_at_r(torch.tensor(scores), torch.tensor(relevant))
+    return metrics
+
+
+def test_evaluate_split_is_retrieval_over_the_whole_split_against_loops(halves):
+    test = image_folder(halves, "test", image_size=16)
+    torch.manual_seed(3)
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=16)
+    model.train()
+    metrics = study.evaluate_split(model, test)
+    assert model.training  # put back as it was
+    model.eval()
+    with torch.no_grad():
+        embeddings = model(torch.stack([test[i][0] for i in range(len(test))]))
+    labels = [test[i][1] for i in range(len(test))]
+    expected = _retrieval_loops(embeddings, labels)
+    assert set(metrics) == set(expected)
+    assert {key: metrics[key] for key in expected} == pytest.approx(expected, abs=1e-6)
+    split = study.embed_split(model, test, batch_size=5)  # any chunking: the same embeddings
+    torch.testing.assert_close(split, embeddings, atol=1e-5, rtol=0)
+
+
+@pytest.fixture(scope="module")
+def loss_run(halves):
+    from gradlab.experiments import loss_comparison
+
+    calls: dict[str, list[float]] = {}
+    real = loss_comparison.loss_functions
+
+    def watched_losses(tau, size):
+        def watch(name, loss_fn):
+            def run(embeddings, labels):
+                value = loss_fn(embeddings, labels)
+                calls.setdefault(name, []).append(float(value.detach()))
+                return value
+
+            return run
+
+        return {name: watch(name, fn) for name, fn in real(tau, size).items()}
+
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        patch.setattr(loss_comparison, "loss_functions", watched_losses)
+        result = study.loss_comparison_on_images(
+            halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, timing_repeats=1, **SMALL
+        )
+    return result, seen, calls
+
+
+def test_the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves):
+    from gradlab.experiments.loss_comparison import loss_functions
+
+    result, seen, _ = loss_run
+    assert list(result) == [8]
+    run = result[8]
+    settings = run["settings"]
+    steps = 2 * math.ceil(TRAIN_IMAGES / 8)
+    assert {key: settings[key] for key in ("per_class", "batch_size", "classes_per_batch",
+                                            "epochs", "steps", "lr", "timing_repeats",
+                                            "device", "amp", "tau")} == {
+        "per_class": 4, "batch_size": 8, "classes_per_batch": 2, "epochs": 2, "steps": steps,
+        "lr": 1e-3, "timing_repeats": 1, "device": "cpu", "amp": False, "tau": TAU}  # fmt: skip
+    assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
+    assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
+    assert run["seeds"] == [0]
+    assert list(run["losses"]) == list(loss_functions(TAU, 8))
+    train_classes = {f"digit_{label}" for label in range(CLASSES // 2)}
+    assert len(seen["evaluated"]) == 1 + len(run["losses"])  # before, then each loss
+    for evaluated in seen["evaluated"]:
+        assert evaluated["dataset"].split == "test"
+        assert len(evaluated["dataset"]) == TRAIN_IMAGES
+        assert not set(evaluated["dataset"].class_names) & train_classes
+    before, *after = seen["evaluated"]
+    assert run["before"] == {key: [value] for key, value in before["metrics"].items()}
+    for (name, loss), evaluated in zip(run["losses"].items(), after, strict=True):
+        assert loss["metrics"] == {key: [v] for key, v in evaluated["metrics"].items()}, name
+    assert len(run["initial_score_range"]) == 1 and 0.0 <= run["initial_score_range"][0] <= 2.0
+
+
+def test_the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run):
+    result, _, calls = loss_run
+    run = result[8]
+    steps = run["settings"]["steps"]
+    for name, loss in run["losses"].items():
+        history = calls[name][:steps]  # training first, then the timing on the first batch
+        assert loss["initial_loss"] == [pytest.approx(history[0], abs=1e-6)], name
+        last = history[-10:]
+        assert loss["final_loss"] == [pytest.approx(sum(last) / len(last), abs=1e-6)], name
+        assert len(loss["step_seconds"]) == len(loss["loss_seconds"]) == 1
+        assert loss["step_seconds"][0] > 0 and loss["loss_seconds"][0] > 0
+        assert len(loss["initial_gradient_norm"]) == 1 and loss["initial_gradient_norm"][0] >= 0
+
+
+@pytest.fixture(scope="module")
+def anatomy_run(halves):
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        result = study.anatomy_on_images(
+            halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, logs=2, **SMALL
+        )
+    return result, seen
+
+
+def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, halves):
+    from gradlab.experiments.digit_scenes import ANATOMY_KEYS
+
+    result, seen = anatomy_run
+    settings = result["settings"]
+    assert settings["batch_sizes"] == [8] and settings["epochs"] == 2 and settings["tau"] == TAU
+    assert settings["per_class"] == 4 and settings["directions"] == ["in_batch"]
+    assert (settings["lr"], settings["device"], settings["amp"]) == (1e-3, "cpu", False)
+    assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
+    assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
+    assert result["seeds"] == [0] and list(result["runs"]) == ["m = 8"]
+    steps = 2 * math.ceil(TRAIN_IMAGES / 8)  # 6 steps, logs = 2: every third step and the last
+    runs = result["runs"]["m = 8"]
+    assert list(runs) == list(study.ANATOMY_LOSSES)
+    for (name, run), evaluated in zip(runs.items(), seen["evaluated"], strict=True):
+        assert run["anatomy"]["steps"] == [0, 3, steps - 1], name
+        assert len(run["loss_history"]) == 1 and len(run["loss_history"][0]) == steps
+        for key in ANATOMY_KEYS:
+            assert len(run["anatomy"]["in_batch"][key][0]) == 3
+        for key in study.IMAGE_GEOMETRY_KEYS:
+            assert len(run["geometry"][key][0]) == 3
+        assert run["recall"] == {key: [value] for key, value in evaluated["metrics"].items()}
+        assert evaluated["dataset"].split == "test"
+
+
+def test_in_batch_anatomy_reads_the_losss_gradient_like_a_loop():
+    generator = torch.Generator().manual_seed(4)
+    embeddings = torch.randn(8, 3, generator=generator)
+    labels = torch.tensor([0, 0, 1, 1, 1, 2, 2, 3])
+    weights = torch.randn(8, 7, generator=generator, dtype=torch.float64)
+    weights[2, :] = 0.0  # a query without gradient
+    weights[weights.abs() < 0.3] = 0.0
+
+    def linear(scores, positives):  # dL/dS = weights
+        return (scores.double() * weights).sum()
+
+    values = study.in_batch_anatomy(embeddings, labels, linear).tolist()
+    scores = geometry_loops.cosines(embeddings.tolist(), embeddings.tolist())
+    records = []
+    for q in range(8):
+        others = [j for j in range(8) if j != q]
+        records.append(anatomy_one_query(
+            weights[q].tolist(), [scores[q][j] for j in others],
+            [bool(labels[j] == labels[q]) for j in others], [True] * 7,
+            DEFAULT_ABSOLUTE_THRESHOLD, DEFAULT_RELATIVE_THRESHOLD))  # fmt: skip
+    shares = [r["share_10"] for r in records if not math.isnan(r["share_10"])]
+    expected = [sum(r["active_negatives"] for r in records) / 8,
+                sum(r["without"] for r in records) / 8, sum(shares) / len(shares)]  # fmt: skip
+    assert values == pytest.approx(expected, abs=1e-9)
+    assert expected[1] > 0 and expected[0] > 0
+
+
+def test_in_batch_geometry_matches_float64_loops():
+    generator = torch.Generator().manual_seed(6)
+    embeddings = torch.randn(8, 5, generator=generator)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 2, 3])
+    positives = [[i != j and bool(labels[i] == labels[j]) for j in range(8)] for i in range(8)]
+    points = embeddings.tolist()
+    expected = [
+        geometry_loops.alignment(points, points, positives),
+        geometry_loops.uniformity(points),
+        geometry_loops.effective_rank(geometry_loops.unit_rows(points))[1],  # unit rows
+    ]
+    values = study.in_batch_geometry(embeddings, labels)
+    assert values.dtype == torch.float64
+    assert values.tolist() == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize(("sizes", "classes", "message"), [
+    ([], None, "batch sizes must name at least one size; got none"),
+    ([8, 0], None, "batch size must be"),
+    ([8, 10], None, "batch size must be a multiple of 4 (4 images per class, as Smooth-AP "
+                    "samples); got 10"),
+    ([8, 20], 4, "batch size must be at most 4 x 4 classes = 16 for this split; got 20"),
+])  # fmt: skip
+def test_batch_sizes_are_refused_with_what_the_sampler_allows(sizes, classes, message):
+    with pytest.raises(GradlabError, match=f"^{message.replace('(', '.').replace(')', '.')}"):
+        study.check_batch_sizes(sizes, classes)
+
+
+def test_batch_sizes_the_sampler_can_make_pass_unchanged():
+    assert study.check_batch_sizes((4, 16), 4) == [4, 16]
+    assert study.check_batch_sizes([1024]) == [1024]
+
+
+@pytest.mark.parametrize(("option", "message"), [
+    ({"workers": True}, "workers must be a whole number >= 0; got True"),
+    ({"workers": 1.0}, "workers must be a whole number >= 0; got 1.0"),
+    ({"seeds": []}, "seeds must name at least one seed; got none"),
+    ({"epochs": 0}, "epochs must be"),
+    ({"lr": 0.0}, "lr must be"),
+    ({"batch_sizes": [32]}, "batch size must be at most 4 x 4 classes = 16"),
+])  # fmt: skip
+def test_each_study_refuses_bad_options_before_training(halves, option, message):
+    for function in (study.p_vs_batch_size_on_images, study.loss_comparison_on_images,
+                     study.anatomy_on_images):  # fmt: skip
+        with pytest.raises(GradlabError, match=f"^{message}"):
+            function(halves, **(SMALL | option))
+
+
+def test_weights_are_named_in_the_model_label(halves, tmp_path):
+    torch.manual_seed(0)
+    weights = tmp_path / "start.pt"
+    network = build_backbone(BACKBONE, embedding_dim=8, image_size=16)
+    torch.save(network.backbone.state_dict(), weights)  # a checkpoint of the backbone alone
+    result = study.p_vs_batch_size_on_images(halves, batch_sizes=[16], seeds=[0], epochs=1,
+                                             weights=weights, **SMALL)  # fmt: skip
+    assert result["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
+    assert result["settings"]["trained_at_m"]["steps"] == [math.ceil(TRAIN_IMAGES / 16)]
