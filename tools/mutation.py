@@ -342,6 +342,7 @@ STUDY_TESTS = {
             "test_a_list_file_without_test_images_is_one_line_and_exit_code_2",
             "test_a_negative_worker_count_is_refused_before_training",
             "test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader")),
+        "tests/experiments/test_image_studies_runs.py",  # the three studies at tiny sizes
     ],
     # in process (the pool's executor stood in by threads, milliseconds); one test spawns real
     # workers (last, about 10 s), not the signal tests (20 s each)
@@ -430,7 +431,9 @@ PLOTTING_TESTS = {
     "plotting/studies": ["tests/plotting/test_study_plots.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
                          "tests/plotting/test_monitor_summaries.py"],
-    "plotting/losses": ["tests/experiments/test_fappy_lemma.py"],
+    "plotting/losses": ["tests/plotting/test_loss_figures.py",
+                        "tests/experiments/test_fappy_lemma.py::test_lemma1_measurement"],
+    "plotting/tie_aware": ["tests/plotting/test_tie_aware_figures.py"],
 }
 """Plotting module (``gradlab/<group>.py``) -> its fast figure tests (tiny inputs, Agg, seconds
 per mutant): they read the drawn Axes back, never the module's helpers."""
@@ -474,8 +477,9 @@ def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
         "\n[tool.mutmut]\n"
         'source_paths = ["gradlab/"]\n'
         # the symbolic record tests read the committed audit.json through tools/readme_audit;
-        # test_adapters runs the README's Monitor examples as written
-        'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/"]\n'
+        # test_adapters runs the README's Monitor examples as written; the study tests compare
+        # the studies' full settings with those of the published runs (figures/studies/)
+        'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/", "figures/studies/"]\n'
         f"only_mutate = [{quoted}]\n"
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", '
