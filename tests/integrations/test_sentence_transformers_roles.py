@@ -170,3 +170,37 @@ def test_names_and_rewrapping():
     record_scores(plain)
     assert type(plain.similarity_fct) is RecordingSimilarity
     assert plain.similarity_fct.similarity_fct is cos_sim
+
+
+class GatheringLoss(torch.nn.Module):
+    """A loss in sentence-transformers' layout that compares its rank's anchors with every
+    rank's documents (given here, as ``gather_across_devices`` would gather them)."""
+
+    def __init__(self, documents, rank, gather_across_devices=True):
+        super().__init__()
+        self.similarity_fct = RecordingSimilarity()
+        self.documents, self.rank = documents, rank
+        self.gather_across_devices = gather_across_devices
+
+    def forward(self, anchors, _labels):
+        scores = self.similarity_fct(anchors, self.documents) * 20.0
+        labels = torch.arange(len(anchors)) + self.rank * len(anchors)
+        return F.cross_entropy(scores, labels)
+
+
+@pytest.mark.parametrize("gather", [True, False])
+def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(monkeypatch,
+                                                                              gather):
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    generator = torch.Generator().manual_seed(3)
+    documents = torch.randn(8, 5, generator=generator)
+    anchors = (documents[4:] + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
+    (capture,) = captured(GatheringLoss(documents, 1, gather), anchors).score_captures
+    expected = torch.zeros(4, 8, dtype=torch.bool)
+    for row in range(4):
+        expected[row, 4 + row if gather else row] = True  # without gathering: no offset
+    assert torch.equal(capture.positives, expected)
+    torch.testing.assert_close(capture.scores.to(torch.float64),
+                               cosine64(anchors.detach().double(), documents.double()),
+                               atol=1e-6, rtol=0)  # fmt: skip
