@@ -7,8 +7,10 @@ are those of the protocol of the module's docstring run by hand from public piec
 from __future__ import annotations
 
 import copy
+import json
 import math
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -282,3 +284,20 @@ def test_progress_counts_the_encoders_and_losses_trained_per_seed(
     assert seen["parts"][:per_seed] == ["backbone"] + [
         f"{e}, {n}" for e in encoders for n in losses]  # fmt: skip
     assert {task[5] for task in seen["tasks"]} == {0.2}
+
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "figures" / "studies" / "digit_scenes.json"
+
+
+def test_the_published_scenes_study_was_measured_with_the_full_settings():
+    """The numbers docs/studies.md quotes come from a run with the settings the code has now."""
+    published = json.loads(PUBLISHED.read_text())
+    recorded, full = published["settings"], digit_scenes.settings(False)
+    assert {key: recorded[key] for key in full} == full
+    assert recorded["global_features"] == digit_scenes.GLOBAL_FEATURES
+    assert list(published["runs"]["VSRN"]) == list(digit_scenes.LOSSES)
+    # the quick study only shrinks the sizes: same batch, embedding, optimiser step
+    quick = digit_scenes.settings(True)
+    for key in ("batch_images", "dims", "lr"):
+        assert quick[key] == full[key], key
+    assert set(quick) == set(full)

@@ -6,7 +6,9 @@ public pieces."""
 
 from __future__ import annotations
 
+import json
 import statistics
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -274,3 +276,21 @@ def test_evaluate_quotes_recall_and_map_at_r_of_each_item_querying_the_others():
     assert found["MAP@R"] == pytest.approx(_map_at_r_loop(embeddings, labels))
     scores, relevant = in_batch_retrieval(embeddings, labels)
     assert found["MAP@R"] == pytest.approx(map_at_r(scores, relevant))
+
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "figures" / "studies" / "loss_comparison.json"
+
+
+def test_the_published_comparison_was_measured_with_the_full_settings_and_sweeps():
+    """The numbers docs/studies.md quotes come from a run with the settings the code has now."""
+    published = json.loads(PUBLISHED.read_text())
+    recorded, full = published["settings"], loss_comparison.settings(False)
+    assert {key: recorded[key] for key in full} == full
+    assert recorded["gradient_steps"] == loss_comparison.GRADIENT_STEPS
+    assert recorded["selection_rule"] == loss_comparison.SELECTION_RULE
+    sweeps = {name: run["sweep"]["candidates"] for name, run in published["losses"].items()}
+    assert sweeps == loss_comparison.CANDIDATES
+    # the quick study only shrinks the sizes: same optimiser step, same validation split
+    quick = loss_comparison.settings(True)
+    assert (quick["lr"], quick["validation_numbers"]) == (full["lr"], full["validation_numbers"])
+    assert set(quick) == set(full)
