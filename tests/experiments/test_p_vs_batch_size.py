@@ -1,41 +1,16 @@
 """P against batch size: the batch proportions against a float64 loop, and measure()'s contract."""
 
-import math
-
 import pytest
 import torch
 
 from gradlab import GradlabError
 from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure, p_decomposition
-
-
-def _slope_above(difference: float, tau: float, eps: float) -> bool:
-    sigmoid = 1.0 / (1.0 + math.exp(-difference / tau))
-    return sigmoid * (1.0 - sigmoid) / tau > eps
+from tests.reference.batch_proportion_loops import batch_proportions
 
 
 def _reference(embeddings, labels, tau=0.01, eps=0.005):
-    """Eq. 1 by its definition (slope of every difference), and the two splits, by loops."""
-    normalized = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
-    labels = labels.tolist()
-    m = len(labels)
-    def dot(x, y):
-        return sum(a * b for a, b in zip(x, y, strict=True))
-
-    score = [[dot(x, y) for y in normalized] for x in normalized]
-    seed_p, pos_neg, neg_neg = [], [], []
-    for q in range(m):
-        row = score[q]
-        inside = sum(_slope_above(row[j] - row[i], tau, eps) for i in range(m) for j in range(m))
-        seed_p.append(inside / m**2)
-        positives = [i for i in range(m) if i != q and labels[i] == labels[q]]
-        negatives = [j for j in range(m) if labels[j] != labels[q]]
-        pn = [_slope_above(row[j] - row[i], tau, eps) for i in positives for j in negatives]
-        pairs = [(i, j) for i in negatives for j in negatives if i != j]
-        nn = [_slope_above(row[j] - row[i], tau, eps) for i, j in pairs]
-        pos_neg.append(sum(pn) / len(pn))
-        neg_neg.append(sum(nn) / len(nn))
-    return [sum(v) / m for v in (seed_p, pos_neg, neg_neg)]
+    """Eq. 1 and the two close-pair splits by float64 loops (tests/reference)."""
+    return batch_proportions(embeddings.tolist(), labels.tolist(), tau, eps)[:3]
 
 
 @pytest.mark.parametrize("spread", [0.02, 0.1, 0.5])
@@ -49,31 +24,13 @@ def test_close_pair_proportions_match_the_definition(spread):
 
 
 def _parts_by_loops(embeddings, labels, tau=0.01, eps=0.005):
-    """P's four parts by visiting every entry of every query's m x m matrix (float64 loops)."""
-    normalized = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
-    labels = labels.tolist()
-    m = len(labels)
-    totals = [0.0, 0.0, 0.0, 0.0]
-    for q in range(m):
-        row = [sum(a * b for a, b in zip(normalized[q], y, strict=True)) for y in normalized]
-        for i in range(m):
-            for j in range(m):
-                if not _slope_above(row[j] - row[i], tau, eps):
-                    continue
-                if i == j:
-                    part = 0
-                elif q in (i, j):
-                    part = 1
-                elif labels[i] == labels[q]:
-                    part = 2
-                else:
-                    part = 3
-                totals[part] += 1 / m**2 / m
-    return totals
+    """P's four parts by visiting every entry of every query's m x m matrix (tests/reference)."""
+    return batch_proportions(embeddings.tolist(), labels.tolist(), tau, eps)[3:]
 
 
-@pytest.mark.parametrize(("spread", "classes", "per_class"), [(0.02, 5, 4), (0.1, 3, 4),
-                                                              (0.5, 4, 2), (0.05, 2, 3)])
+@pytest.mark.parametrize(
+    ("spread", "classes", "per_class"), [(0.02, 5, 4), (0.1, 3, 4), (0.5, 4, 2), (0.05, 2, 3)]
+)
 def test_p_decomposition_matches_a_loop_over_every_entry(spread, classes, per_class):
     generator = torch.Generator().manual_seed(int(spread * 100) + classes)
     labels = torch.arange(classes).repeat_interleave(per_class)
@@ -137,8 +94,9 @@ def test_measure_returns_the_audited_interface(quick_result):
 @pytest.mark.slow
 def test_measure_is_deterministic_and_seeds_differ(quick_result):
     again = measure(quick=True, seeds=(1,))
-    assert again["settings"]["fixed_trained"]["P"][0] == quick_result["settings"]["fixed_trained"][
-        "P"
-    ][1]
+    assert (
+        again["settings"]["fixed_trained"]["P"][0]
+        == quick_result["settings"]["fixed_trained"]["P"][1]
+    )
     first, second = quick_result["settings"]["fixed_trained"]["P"][:2]
     assert first != second
