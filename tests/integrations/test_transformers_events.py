@@ -309,3 +309,17 @@ def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tm
     assert [record["step"] for record in records] == [1]
     assert records[0]["loss"] == pytest.approx(expected, rel=1e-6) == value.item()
     assert any(key.startswith("anatomy_i2t_") for key in records[0])  # its score matrix was read
+
+
+def test_a_second_train_call_forwards_its_own_steps_again(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    for run in ("first", "second"):
+        args, state = arguments(tmp_path / run), trainer_state()
+        callback.on_train_begin(args, state, None)
+        assert callback.last_record is None  # nothing of the previous run is forwarded
+        logs, _ = train_steps(callback, args, state, loss_fn, 2)
+        callback.on_train_end(args, state, None)
+        assert [step for step, entry in logs.items() if "gradlab/loss" in entry] == [1, 2]
+        _, records = read_jsonl(tmp_path / run / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+        assert [record["step"] for record in records] == [1, 2]
