@@ -62,6 +62,7 @@ class _Page:
                 handler(_Request(url_failed))
 
     def evaluate(self, script):
+        assert isinstance(script, str) and script.startswith("() =>"), script  # a JS function
         if self.browser.fail_on_evaluate:
             raise RuntimeError("the page crashed")
         return self.browser.probe
@@ -248,10 +249,11 @@ def test_the_browser_is_closed_when_the_page_fails(monkeypatch, report, chromium
 
 def test_without_playwright_the_extra_is_named(monkeypatch, report, chromium):
     monkeypatch.setitem(sys.modules, "playwright.sync_api", None)
-    with pytest.raises(
-        GradlabError, match=r"needs Playwright: pip install 'gradlab-ranking\[browser\]'"
-    ):
+    with pytest.raises(GradlabError) as raised:
         check_report_in_browser(report, chromium=chromium)
+    assert str(raised.value) == (
+        "the browser check needs Playwright: pip install 'gradlab-ranking[browser]'"
+    )
     assert not (report / "screenshots").exists()
 
 
@@ -259,8 +261,10 @@ def test_a_browser_that_is_not_there_is_named(monkeypatch, report, tmp_path):
     missing = tmp_path / "no-such-chromium"
     with pytest.raises(GradlabError) as raised:
         check_report_in_browser(report, chromium=missing)
-    assert f"chromium: no browser found (tried {missing})" in str(raised.value)
-    assert "GRADLAB_CHROMIUM" in str(raised.value)
+    assert str(raised.value) == (
+        f"chromium: no browser found (tried {missing}); install Debian's chromium or set "
+        "GRADLAB_CHROMIUM"
+    )
     monkeypatch.delenv("GRADLAB_CHROMIUM", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(GradlabError) as raised:
@@ -299,6 +303,8 @@ def test_find_chromium_takes_the_argument_then_the_variable_then_path_in_order(
 
 
 def test_the_command_exit_codes_and_lines(monkeypatch, report, chromium, tmp_path, capsys):
+    monkeypatch.delenv("GRADLAB_CHROMIUM", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))  # only --chromium names a browser
     _install(monkeypatch, _Browser(_probe(THREE, 2000.0)))
     shots = tmp_path / "shots"
     argv = [str(report), "--screenshots", str(shots), "--chromium", str(chromium)]
@@ -335,3 +341,39 @@ def test_the_command_help_says_what_it_checks(capsys, monkeypatch):
         "--screenshots SCREENSHOTS default: REPORT_DIR/screenshots "
         "--chromium CHROMIUM browser executable (default: found on PATH)"
     )
+
+
+def test_the_defaults_are_a_1280_by_900_viewport_and_tiles_of_2400_pixels(
+    monkeypatch, report, chromium
+):
+    sections = [("exact", "Exact", 0.0), ("over", "Over", 2400.0)]
+    browser = _install(monkeypatch, _Browser(_probe(sections, height=4800.5)))
+    result = check_report_in_browser(report, chromium=chromium)
+    assert browser.pages[0].viewport == {"width": 1280, "height": 900}
+    assert result.tile_heights == [[2400.0], [2400.0, 0.5]]
+    assert [path.name for path in result.screenshots] == [
+        "top.png", "section-01-exact.png", "section-02-over-1.png", "section-02-over-2.png",
+    ]  # fmt: skip
+
+
+def test_tiles_of_one_pixel_are_allowed(monkeypatch, report, chromium):
+    _install(monkeypatch, _Browser(_probe([("a", "A", 10.0)], height=13.0)))
+    result = check_report_in_browser(report, chromium=chromium, max_tile_height=1)
+    assert result.tile_heights == [[1.0, 1.0, 1.0]]
+
+
+def test_a_folder_without_a_page_is_named_with_the_page_it_lacks(tmp_path):
+    with pytest.raises(GradlabError) as raised:
+        check_report_in_browser(tmp_path)
+    page = str(tmp_path / "index.html")
+    assert str(raised.value) == f"report_dir must hold an index.html; {page!r} is missing"
+
+
+def test_a_page_without_sections_gets_the_top_screenshot_only(
+    monkeypatch, report, chromium, capsys
+):
+    _install(monkeypatch, _Browser(_probe([], height=500.0)))
+    assert browser_check.main([str(report), "--chromium", str(chromium)]) == 0
+    shots = report / "screenshots"
+    assert capsys.readouterr().out == f"1 screenshots (0 sections) in {shots}; 0 problems\n"
+    assert sorted(path.name for path in shots.iterdir()) == ["top.png"]
