@@ -58,10 +58,10 @@ def plot_relaxation_gap(source: dict | str | Path, path: str | Path) -> Path:
     results = load_results(source)
     apply_style()
     bits = results["bits"]
+    # squeeze=False: one code length is a 2 x 1 grid (atleast_2d made it 1 x 2)
     figure, axes = plt.subplots(
-        2, len(bits), figsize=(4 * len(bits), 7.5), sharex=True, sharey=True
+        2, len(bits), figsize=(4 * len(bits), 7.5), sharex=True, sharey=True, squeeze=False
     )
-    axes = np.atleast_2d(axes)
     styles = {"log": "-", "midpoint": "--", "exact": ":"}
     for row, objective in enumerate(("ap", "dcg")):
         for column, bit_count in enumerate(bits):

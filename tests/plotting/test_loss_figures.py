@@ -1,0 +1,112 @@
+"""The other AP losses' figures read back from their Axes on small hand-made results: FAPPY's
+Lemma 1 (which points under which label, the two bins it shades) and loss cost against batch
+size (one line per loss, its fitted order in its label)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from matplotlib.colors import to_rgba
+
+import gradlab.plotting.losses as module
+from tests.helpers.figure_layout import captured_figures
+
+
+@pytest.fixture
+def figures(monkeypatch):
+    with captured_figures(monkeypatch, module) as kept:
+        yield kept
+    plt.close("all")
+
+
+def _lemma() -> dict:
+    position = [0.5, -0.5, 2.0, -1.5, 0.25]
+    return {
+        "delta": 0.2,
+        "negatives": 3,
+        "position": position,
+        "measured": [1.1, 2.2, 0.0, 0.0, 3.3],
+        "closed_form": [1.0, 2.0, 0.0, 0.0, 3.0],
+        "lemma_as_printed": [-0.7, 0.0, 0.0, 0.0, -0.9],
+    }
+
+
+def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their_positions(
+    figures,
+):
+    result = _lemma()
+    module.plot_lemma1(result, "l.png")
+    (figure,) = figures
+    axis = figure.axes[0]
+    by_label = {c.get_label(): c for c in axis.collections if len(c.get_offsets())}
+    points = {label: c.get_offsets().tolist() for label, c in by_label.items()}
+    order = np.argsort(result["position"])
+    assert points == {
+        "autograd": [list(p) for p in zip(result["position"], result["measured"], strict=True)],
+        "closed form (h_left or h_right)/(|N| Delta)": [
+            [result["position"][k], result["closed_form"][k]] for k in order
+        ],
+        "Lemma 1 as printed: -h_right": [
+            list(p) for p in zip(result["position"], result["lemma_as_printed"], strict=True)
+        ],
+    }
+    # the closed form on top of the measured points, the printed value marked x in red
+    assert (
+        by_label["closed form (h_left or h_right)/(|N| Delta)"].get_zorder()
+        > by_label["autograd"].get_zorder()
+    )
+    printed = by_label["Lemma 1 as printed: -h_right"]
+    assert tuple(printed.get_facecolor()[0]) == to_rgba("C3")
+    # the shaded bins: the pair's [0, 1] and the one below [-1, 0], named in the legend
+    spans = {
+        p.get_label(): p.get_path().transformed(p.get_patch_transform()).get_extents().x0
+        for p in axis.patches
+    }
+    assert spans == {
+        "pair's bin [b_t, b_t+1] (Lemma 1's support)": 0.0,
+        "bin below [b_t-1, b_t]": -1.0,
+    }
+    assert [p.get_width() for p in axis.patches] == [1.0, 1.0]
+    assert axis.get_xlim() == (-3, 3)
+    assert axis.get_ylabel() == "dP_ij / ds_ik" and "(s_ik - b_t) / Delta" in axis.get_xlabel()
+    assert axis.get_title() == "FAPPY Lemma 1, measured (Delta = 0.2, |N| = 3)"
+    legend = [t.get_text() for t in axis.get_legend().get_texts()]
+    assert set(legend) == set(points) | set(spans)
+
+
+def _cost() -> dict:
+    timings = []
+    for loss, slope in (("SmoothAP", 2.0), ("FastAP", 1.0)):
+        for size in (16, 64, 256):
+            timings.append({"loss": loss, "batch_size": size, "median_seconds": 1e-6 * size**slope})
+    return {
+        "fitted_order": {"SmoothAP": 1.987, "FastAP": 1.0049},
+        "claimed": {"SmoothAP": "O(M^2)", "FastAP": "O(M)"},
+        "timings": timings,
+        "machine": {"device": "cpu (1 thread)"},
+        "dims": 128,
+    }
+
+
+def test_the_cost_figure_draws_one_line_per_loss_in_milliseconds_with_its_fitted_order(figures):
+    result = _cost()
+    module.plot_loss_cost(result, "c.png")
+    (figure,) = figures
+    axis = figure.axes[0]
+    lines = axis.get_lines()
+    assert [line.get_label() for line in lines] == [
+        "SmoothAP: time ~ M^1.99 (claimed O(M^2))",
+        "FastAP: time ~ M^1.00 (claimed O(M))",
+    ]
+    for line, slope in zip(lines, (2.0, 1.0), strict=True):
+        assert list(line.get_xdata()) == [16, 64, 256]
+        assert list(line.get_ydata()) == pytest.approx([1e-3 * s**slope for s in (16, 64, 256)])
+        assert line.get_marker() == "o" and line.get_linestyle() == "-"
+    assert (axis.get_xscale(), axis.get_yscale()) == ("log", "log")
+    assert axis.get_xlabel() == "mini-batch size M (4 per class)"
+    assert axis.get_ylabel() == "forward + backward time (ms)"
+    assert axis.get_title() == "Loss cost on cpu (1 thread), d = 128"
+    assert [t.get_text() for t in axis.get_legend().get_texts()] == [
+        line.get_label() for line in lines
+    ]
