@@ -46,6 +46,28 @@ def _figures(markdown: str) -> list[str]:
     return re.findall(r"^!\[[^\]]*\]\(([^)]+)\)$", markdown, flags=re.M)
 
 
+def _layout(markdown: str) -> list[str]:
+    """The section's paragraphs in order: a table as ``table``, a figure as ``figure PATH``
+    once checked to be one image of its own with a sentence-case caption."""
+    layout = []
+    for paragraph in markdown.rstrip("\n").split("\n\n"):
+        if paragraph.startswith("|"):
+            assert all(line.startswith("|") and line.endswith("|")
+                       for line in paragraph.splitlines()), paragraph  # fmt: skip
+            layout.append("table")
+            continue
+        if not paragraph.startswith("!["):
+            layout.append(paragraph)
+            continue
+        image = re.fullmatch(r"!\[([^\]]+)\]\((figures/\w+\.png)\)", paragraph)
+        assert image, paragraph
+        caption = image.group(1)
+        assert caption[0].isupper() and not re.search(r"\b[A-Z]{4,}\b", caption), caption
+        assert "XX" not in caption
+        layout.append(f"figure {image.group(2)}")
+    return layout
+
+
 class _Calls:
     """Stand-ins that record their arguments and return what they were given."""
 
@@ -124,7 +146,8 @@ def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
     calls.replace(audit, "run_audit", value=lambda own, mutants: [
         {"claim": claims.index(c), "mutants": mutants} for c in own])  # fmt: skip
     calls.replace(audit, "summary_counts", value=lambda records: {"counted": len(records)})
-    calls.replace(audit, "format_markdown", returns="# Audit\n## One paper")
+    calls.replace(audit, "format_markdown",
+                  value=lambda records: f"# Audit of {len(records)}\n## One paper")
     device = _device(request)
     set_progress_mode("lines")
     try:
@@ -140,7 +163,8 @@ def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
                {"claim": 1, "mutants": not quick}]  # fmt: skip
     assert results == {"counts": {"counted": 3}, "records": records}
     assert json.loads((tmp_path / "audit.json").read_text()) == records
-    assert markdown == "## Audit\n### One paper"
+    assert markdown == "## Audit of 3\n### One paper"
+    assert (tmp_path / "audit.json").read_text().splitlines()[1] == " {"  # one space a level
     with_mutants = ", with 5 mutants" if not quick else ""
     lines = [re.sub(r", [\d.]+ s\)$", ")", line) for line in capsys.readouterr().err.splitlines()]
     assert lines == [
@@ -153,6 +177,17 @@ def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
         f"gradlab: audit: paper 2 of 2, x_paper{', with 1 mutants' if not quick else ''} "
         "done (1 claim)",
     ]  # fmt: skip
+
+
+def test_the_audit_measures_p_on_the_cpu_by_default(monkeypatch, tmp_path):
+    from gradlab.symbolic import audit
+
+    asked = []
+    monkeypatch.setattr(sections, "p_vs_batch_size_measurement",
+                        lambda quick, device: asked.append((quick, device)) or {})
+    monkeypatch.setattr(audit, "all_claims", lambda p_vs_batch_size: [])
+    assert audit_section(tmp_path, True)[0]["records"] == []
+    assert asked == [(True, "cpu")]
 
 
 def test_the_p_measurement_is_measured_once_per_settings_and_handed_out_as_copies(
@@ -210,6 +245,10 @@ def test_the_verification_section_tabulates_every_error_and_says_pml_is_missing(
     assert lines[pml_at + 2].startswith("pytorch-metric-learning is not installed (`pip install")
     assert lines[pml_at + 2].endswith("`): not measured.")
     assert lines[-1] == lines[pml_at + 2]
+    assert _layout(markdown) == [lines[0], "table", "### FAPPY Lemma 1, measured",
+                                 "LEMMA VERDICT 0.25", "figure figures/fappy_lemma1_gradient.png",
+                                 lines[pml_at], lines[-1]]  # fmt: skip
+    assert "dP_ij/ds_ik" in markdown and "Lemma 1 states" in markdown
 
 
 def test_the_verification_section_tabulates_pml_against_smoothap(calls, tmp_path):
@@ -232,6 +271,7 @@ def test_the_verification_section_tabulates_pml_against_smoothap(calls, tmp_path
     assert lines[-1] == ("Each value is 1 - mean SmoothAP (tau = 0.01, the query its own "
                          "candidate, as the library computes it) on one batch of random float64 "
                          "embeddings sorted by class.")  # fmt: skip
+    assert _layout(markdown)[-4:] == [lines[pml_at], "PML SENTENCE 0.01", "table", lines[-1]]
 
 
 # --- operating region --------------------------------------------------------------------------
@@ -278,9 +318,13 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
     assert lines[lines.index(headings[1]) + 2] == "P TEXT p falls"
     assert lines[lines.index(headings[2]) + 2] == (
         "After 42 steps: P = 0.123, share of queries without gradient = 0.500, |AD| share = 0.000.")
-    cited = re.findall(r"\]\(([^)]+\.png)\)", markdown.replace("]\n(", "]("))
-    assert cited == ["figures/operating_region_closed_forms.png", "figures/p_vs_batch_size.png",
-                     "figures/operating_region_training_dynamics.png"]  # fmt: skip
+    assert _layout(markdown) == [
+        "## Operating region", lines[2], "figure figures/operating_region_closed_forms.png",
+        headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
+        lines[lines.index(headings[2]) + 2],
+        "figure figures/operating_region_training_dynamics.png"]  # fmt: skip
+    assert "P against the score spread" in markdown and "P, gradient counts and the AD/CB" in (
+        markdown)
 
 
 # --- tie-aware ---------------------------------------------------------------------------------
@@ -310,6 +354,9 @@ def test_the_tie_aware_section_says_whether_the_bound_holds_and_keeps_the_runs_w
                         + " the paper's bound n/(2N^2) on the whole grid; the largest error/bound "
                         "ratio is 0.988.")  # fmt: skip
     assert "GAP SUMMARY 2" in lines
+    assert _layout(markdown) == [lines[0], lines[2], "figure figures/tie_aware_harmonic_error.png",
+                                 "GAP SUMMARY 2", "figure figures/tie_aware_relaxation_gap.png"]
+    assert "against N (right)" in markdown and "AP/DCG" in markdown  # the paper's symbols
     assert lines.index("GAP SUMMARY 2") > lines.index(_line(lines, "tie_aware_harmonic_error"))
     cited = re.findall(r"\]\(([^)]+\.png)\)", markdown.replace("]\n(", "]("))
     assert cited == ["figures/tie_aware_harmonic_error.png", "figures/tie_aware_relaxation_gap.png"]
@@ -371,9 +418,19 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
     flat_at = lines.index("Flat over the whole run, so not drawn:")
     assert lines[flat_at:] == ["Flat over the whole run, so not drawn:", "",
                                "- FLAT ONE is 0 throughout.", "- FLAT TWO is 1 throughout."]
+    figures = ["figure figures/p_share.png", "figure figures/ad_split.png"]
+    assert _layout(markdown) == [lines[0], lines[2], "table", "TRAINING 4",
+                                 "figure figures/training_retrieval.png", *figures,
+                                 "Flat over the whole run, so not drawn:",
+                                 "- FLAT ONE is 0 throughout.\n- FLAT TWO is 1 throughout."]
+    assert "on the unseen digits 5-9 and on held-out images of the trained digits 0-4" in markdown
     # nothing flat: no such list
     calls.replace(monitor, "flat_families", returns={})
-    _, markdown = training_section(tmp_path, True, "stand-in")
+    _, markdown = training_section(tmp_path, False)
+    assert calls.called("digits_training")[1] == ((tmp_path,), {"quick": False, "device": "cpu"})
+    assert _layout(markdown)[4:] == ["figure figures/training_retrieval.png",
+                                     "figure figures/p_share.png", "figure figures/flat_one.png",
+                                     "figure figures/ad_split.png"]  # fmt: skip
     assert "Flat over" not in markdown
     assert _figures(markdown)[1:] == ["figures/p_share.png", "figures/flat_one.png",
                                       "figures/ad_split.png"]  # fmt: skip
@@ -416,8 +473,8 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
                   value=lambda r, s: f"LOSS TEXT {len(r['losses'])} {s['best']}")
     calls.replace(sections, "sweep_lines", returns=sweep)
     (tmp_path / "figures").mkdir()  # as the report makes it
-    results, markdown = loss_comparison_section(tmp_path, False, "stand-in")
-    assert calls.called("measure") == [((), {"quick": False, "device": "stand-in"})]
+    results, markdown = loss_comparison_section(tmp_path, False)
+    assert calls.called("measure") == [((), {"quick": False, "device": "cpu"})]
     # the JSON beside the figure is the measurement, the results add the summary
     assert json.loads((tmp_path / "figures" / "loss_comparison.json").read_text()) == measured
     assert results == {**measured, "summary": {"apart": {"flat": {}}, "best": "x"}}
@@ -448,6 +505,10 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
     else:
         assert "Each loss's sweep" not in markdown
     assert _figures(markdown) == ["figures/loss_comparison.png"]
+    sweeps = [lines[text_at + 2], "\n".join(sweep)] if sweep else []
+    assert _layout(markdown) == [lines[0], lines[2], "table", "LOSS TEXT 3 x", *sweeps,
+                                 "figure figures/loss_comparison.png"]
+    assert "Recall@1, mAP and MAP@R of each loss" in markdown
 
 
 # --- the scenes --------------------------------------------------------------------------------
@@ -486,8 +547,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
     calls.replace(sections, "anatomy_text", value=lambda r: f"ANATOMY TEXT {len(r['runs'])}")
     calls.replace(sections, "geometry_text", value=lambda r: f"GEOMETRY TEXT {r['seeds']}")
     (tmp_path / "figures").mkdir()  # as the report makes it
-    results, markdown = scenes_section(tmp_path, True, "stand-in")
-    assert calls.called("measure") == [((), {"quick": True, "device": "stand-in"})]
+    results, markdown = scenes_section(tmp_path, True)
+    assert calls.called("measure") == [((), {"quick": True, "device": "cpu"})]
     assert json.loads((tmp_path / "figures" / "digit_scenes.json").read_text()) == measured
     assert results == {**measured, "summary": {"best": "InfoNCE"}}
     for name, file in [("plot_scene_recall", "digit_scenes_recall.png"),
@@ -521,3 +582,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
     assert lines.index(_line(lines, "digit_scenes_recall.png")) < order[1]
     assert order[2] < lines.index(_line(lines, "digit_scenes_anatomy.png")) < order[3]
     assert order[4] < lines.index(_line(lines, "digit_scenes_geometry.png"))
+    assert _layout(markdown) == [
+        lines[0], lines[2], "table", "SCENES TEXT InfoNCE", "figure figures/digit_scenes_recall.png",
+        "### Gradient anatomy over training", "ANATOMY TEXT 2",
+        "figure figures/digit_scenes_anatomy.png", "### Embedding geometry over training",
+        "GEOMETRY TEXT [3, 4]", "figure figures/digit_scenes_geometry.png"]  # fmt: skip
