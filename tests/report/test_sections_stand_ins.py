@@ -583,7 +583,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
     assert order[2] < lines.index(_line(lines, "digit_scenes_anatomy.png")) < order[3]
     assert order[4] < lines.index(_line(lines, "digit_scenes_geometry.png"))
     assert _layout(markdown) == [
-        lines[0], lines[2], "table", "SCENES TEXT InfoNCE", "figure figures/digit_scenes_recall.png",
+        lines[0], lines[2], "table", "SCENES TEXT InfoNCE",
+        "figure figures/digit_scenes_recall.png",
         "### Gradient anatomy over training", "ANATOMY TEXT 2",
         "figure figures/digit_scenes_anatomy.png", "### Embedding geometry over training",
         "GEOMETRY TEXT [3, 4]", "figure figures/digit_scenes_geometry.png"]  # fmt: skip
