@@ -7,6 +7,7 @@ public pieces."""
 from __future__ import annotations
 
 import json
+import re
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,8 +21,10 @@ from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison
 from gradlab.experiments.metrics import map_at_r
 from gradlab.experiments.runtime import StudyError
+from gradlab.experiments.statistics import mean_std
 from gradlab.functional import in_batch_retrieval
 from gradlab.models import DigitStringNet
+from gradlab.progress import set_progress_mode
 from gradlab.training import embed, train_on_batches
 from tests.reference import retrieval_loops
 
@@ -294,3 +297,78 @@ def test_the_published_comparison_was_measured_with_the_full_settings_and_sweeps
     quick = loss_comparison.settings(True)
     assert (quick["lr"], quick["validation_numbers"]) == (full["lr"], full["validation_numbers"])
     assert set(quick) == set(full)
+
+
+def test_measure_is_quick_on_the_cpu_unless_told_and_records_what_it_did(monkeypatch):
+    monkeypatch.setattr(loss_comparison, "seed_task", _planted)
+    results = loss_comparison.measure(seeds=(0,), workers=1)
+    assert results["settings"]["device"] == "cpu"
+    assert {k: results["settings"][k] for k in loss_comparison.settings(True)} == (
+        loss_comparison.settings(True))  # fmt: skip
+    assert all(len(run["sweep"]["candidates"]) == 1 for run in results["losses"].values())
+    published = json.loads(PUBLISHED.read_text())["settings"]
+    for key in ("initialization", "selection_rule"):
+        assert results["settings"][key] == published[key], key
+
+
+def test_progress_says_how_many_runs_of_how_many_losses_each_seed_trained(monkeypatch, capsys):
+    monkeypatch.setattr(loss_comparison, "seed_task", _planted)
+    set_progress_mode("lines")
+    try:
+        loss_comparison.measure(quick=False, seeds=(5,), workers=1)
+    finally:
+        set_progress_mode("auto")
+    runs = sum(len(sweep) for sweep in loss_comparison.CANDIDATES.values())
+    assert re.search(
+        rf"^gradlab: loss comparison: seed 5 done \({runs} training runs of 6 losses, ",
+        capsys.readouterr().err, flags=re.MULTILINE,
+    )  # fmt: skip
+
+
+def test_a_failing_untrained_network_is_named_so(monkeypatch):
+    def failing(quick, seed, name, index, device):
+        if name is None:
+            raise RuntimeError("planted")
+        return _planted(quick, seed, name, index, device)
+
+    monkeypatch.setattr(loss_comparison, "seed_task", failing)
+    with pytest.raises(StudyError, match=r"^loss comparison, seed 2 \(untrained network\) failed"):
+        loss_comparison.measure(seeds=(2,), workers=1)
+
+
+def test_the_quick_batches_hold_whole_classes_of_four():
+    assert loss_comparison.settings(True)["batch_size"] % 4 == 0
+
+
+def test_the_default_losses_are_the_full_studys():
+    losses = loss_comparison.loss_functions()
+    assert losses["SmoothAP (query excluded)"].tau == 0.01
+    full = loss_comparison.settings(False)["batch_size"]
+    assert losses["Blackbox AP"].interpolation == pytest.approx(4.0 * full)
+
+
+def test_the_contrastive_loss_stays_on_the_labels_device():
+    embeddings = torch.empty(6, 3, device="meta")
+    labels = torch.tensor([0, 0, 1, 1, 2, 2], device="meta")
+    assert loss_comparison.contrastive_loss(embeddings, labels).device.type == "meta"
+
+
+def _summary_run(values, gradient=(1.0, 3.0)):
+    return {"metrics": {"MAP@R": values}, "initial_gradient_norm": list(gradient)}
+
+
+def test_a_runner_up_outside_the_spread_is_behind_and_an_equal_mean_is_not_below():
+    before = [0.25, 0.375]  # binary fractions: the means below are exactly equal
+    results = {"before": {"MAP@R": before}, "losses": {
+        "best": _summary_run([0.75, 0.8125]),
+        "second": _summary_run([0.5, 0.5625]),
+        "level": _summary_run([0.125, 0.5]),  # the untrained mean, a wider spread
+    }}  # fmt: skip
+    summary = loss_comparison.summarize(results)
+    assert summary["ranked"] == ["best", "second"] and summary["behind"] == ["second"]
+    assert summary["tied"] == [] and list(summary["apart"]) == ["level"]
+    assert summary["below_untrained"] == [] and summary["clearly_below_untrained"] == []
+    reason = summary["apart"]["level"]
+    assert reason["gap"] == pytest.approx(0.0, abs=1e-12)
+    spread = mean_std([0.125, 0.5])[1] + mean_std(before)[1]
+    assert reason["spread"] == pytest.approx(spread) and reason["initial_gradient_norm"] == 2.0
