@@ -74,6 +74,9 @@ def test_closed_forms_draw_a_width_curve_per_eps_on_log_log_axes(drawn):
     assert [t.get_text() for t in legend.get_texts()] == ["eps = 0.001", "eps = 0.005"]
     box = legend.get_window_extent(figure.canvas.get_renderer())
     assert box.y1 <= left.get_window_extent().y0  # below the panel
+    assert figure.get_size_inches() == pytest.approx((12, 5.2))
+    left_box, right_box = (axis.get_position() for axis in figure.axes)  # side by side
+    assert left_box.x1 < right_box.x0 and left_box.y0 == pytest.approx(right_box.y0)
 
 
 def test_closed_forms_draw_expected_lines_and_simulated_markers_per_tau(drawn):
@@ -163,6 +166,8 @@ def test_p_against_batch_size_draws_three_curves_per_uniform_model(drawn):
     ]
     width, height = figure.get_size_inches()
     assert (width, height) == pytest.approx((11.5, 5))
+    left_box, right_box = (axis.get_position() for axis in figure.axes)  # side by side
+    assert left_box.x1 < right_box.x0 and left_box.y0 == pytest.approx(right_box.y0)
     assert figure.get_layout_engine() is not None
 
 
@@ -241,6 +246,9 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
                                                            "optimizer step"]  # fmt: skip
     assert figure.axes[0].get_shared_x_axes().joined(figure.axes[0], figure.axes[3])
     assert figure.get_size_inches() == pytest.approx((9.2, 8.2))
+    boxes = [axis.get_position() for axis in figure.axes]  # two rows of two
+    assert boxes[0].x1 < boxes[1].x0 and boxes[2].x1 < boxes[3].x0
+    assert boxes[2].y1 < boxes[0].y0 and boxes[1].y0 == pytest.approx(boxes[0].y0)
     assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
 
 
@@ -310,4 +318,6 @@ def test_three_moving_panels_stand_in_one_row(drawn):
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
     assert len(figure.axes) == 3
     assert figure.get_size_inches() == pytest.approx((13.8, 4.4))
+    boxes = [axis.get_position() for axis in figure.axes]
+    assert boxes[0].x1 < boxes[1].x0 and boxes[1].x1 < boxes[2].x0
     assert [axis.get_xlabel() for axis in figure.axes] == ["optimizer step"] * 3
