@@ -201,10 +201,34 @@ def _png(path) -> bool:
     return path.read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.fixture
+def plots(monkeypatch):
+    """The study figures stood in by a PNG header (the figures have tests of their own in
+    tests/plotting/): ``(figure function, the results it drew, path)`` per call."""
+    from pathlib import Path
+
+    from gradlab.plotting import studies
+
+    drawn: list = []
+    for name in ("plot_p_vs_batch_size", "plot_loss_comparison", "plot_scene_anatomy"):
+        def stand_in(results, path, name=name):
+            drawn.append((name, results, Path(path)))
+            Path(path).parent.mkdir(parents=True, exist_ok=True)  # as the figures do
+            Path(path).write_bytes(b"\x89PNG stand-in")
+            return Path(path)
+
+        monkeypatch.setattr(studies, name, stand_in)
+    return drawn
+
+
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "anatomy"])
-def test_a_study_page_has_its_heading_its_section_and_its_figure(tmp_path, name):
+def test_a_study_page_has_its_heading_its_section_and_its_figure(tmp_path, request, name):
     results = _p(RISING) if name == "p-vs-batch-size" else _anatomy()
+    if name == "anatomy":  # the p figure is drawn for real (a second), this one stood in
+        drawn = request.getfixturevalue("plots")
     written = write_study_report(name, results, tmp_path)
+    if name == "anatomy":
+        assert drawn == [("plot_scene_anatomy", results, tmp_path / "gradient_anatomy.png")]
     figure = {"p-vs-batch-size": "p_vs_batch_size.png", "anatomy": "gradient_anatomy.png"}[name]
     assert written == [tmp_path / figure, tmp_path / "summary.md", tmp_path / "index.html"]
     assert _png(tmp_path / figure)
@@ -217,10 +241,12 @@ def test_a_study_page_has_its_heading_its_section_and_its_figure(tmp_path, name)
     assert page.count("data:image/png;base64,") == 1
 
 
-def test_a_losses_page_has_one_section_and_figure_per_batch_size(tmp_path):
+def test_a_losses_page_has_one_section_and_figure_per_batch_size(tmp_path, plots):
     for size in (16, 8):
         (tmp_path / f"loss_comparison_m{size}.json").write_text(json.dumps(_losses(size)))
     written = render_study_folder("losses", tmp_path)
+    assert plots == [("plot_loss_comparison", _losses(size),
+                      tmp_path / f"loss_comparison_m{size}.png") for size in (8, 16)]
     assert [p.name for p in written] == ["loss_comparison_m8.png", "loss_comparison_m16.png",
                                          "summary.md", "index.html"]  # fmt: skip
     assert all(_png(p) for p in written[:2])
@@ -279,7 +305,7 @@ def test_a_folder_with_several_studies_gives_them_in_the_studies_order(tmp_path)
     assert runs[3].results == _anatomy()
 
 
-def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_path):
+def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_path, plots):
     folder = tmp_path / "mine"
     folder.mkdir()
     for size in (8, 4):
@@ -300,6 +326,8 @@ def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_pa
     figures = ["figures/study2_loss_comparison_m4.png", "figures/study2_loss_comparison_m8.png"]
     assert re.findall(r"\]\(([^)]+\.png)\)", markdown) == figures
     assert all(_png(out / figure) for figure in figures)
+    assert plots == [("plot_loss_comparison", _losses(size),
+                      out / "figures" / f"study2_loss_comparison_m{size}.png") for size in (4, 8)]
     assert results == {"study": "losses", "folder": str(folder), "data": "cub",
                        "backbone": "resnet18", "files": [str(p) for p in run.paths],
                        "figures": figures, "results": run.results}  # fmt: skip
@@ -326,7 +354,7 @@ def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tm
     assert finding.figure == "figures/study1_p_vs_batch_size.png"
 
 
-def test_a_saved_anatomy_study_is_a_section_without_a_finding(tmp_path):
+def test_a_saved_anatomy_study_is_a_section_without_a_finding(tmp_path, plots):
     folder = tmp_path / "a"
     folder.mkdir()
     (folder / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
