@@ -320,15 +320,11 @@ STUDY_TESTS = {
     "experiments/digits_training": ["tests/experiments/test_digits_training.py"],
     "experiments/tie_aware": ["tests/experiments/test_tie_aware_miniature.py"],
     "experiments/p_vs_batch_size": [
-        *(f"tests/experiments/test_p_vs_batch_size.py::{name}" for name in (
-            "test_close_pair_proportions_match_the_definition",
-            "test_p_decomposition_matches_a_loop_over_every_entry",
-            "test_p_decomposition_of_identical_embeddings_counts_the_entries_of_each_part",
-            "test_p_decomposition_refuses_bad_input_naming_the_argument",
-            "test_identical_embeddings_put_every_pair_inside")),
+        "tests/experiments/test_p_vs_batch_size.py",
+        "tests/experiments/test_p_vs_batch_size_runs.py",  # measure() at tiny sizes
         "tests/experiments/test_summaries.py::"
         "test_p_vs_batch_size_summary_reads_each_setting_and_the_claim",
-        "tests/experiments/test_p_vs_batch_size_runs.py",  # measure() at tiny sizes
+        "-m", "not slow",  # not measure(quick=True): 40 s
     ],
     "experiments/operating_region": [
         "tests/experiments/test_operating_region.py::"

@@ -1,5 +1,7 @@
 """P against batch size: the batch proportions against a float64 loop, and measure()'s contract."""
 
+import math
+
 import pytest
 import torch
 
@@ -100,3 +102,84 @@ def test_measure_is_deterministic_and_seeds_differ(quick_result):
     )
     first, second = quick_result["settings"]["fixed_trained"]["P"][:2]
     assert first != second
+
+
+@pytest.mark.parametrize(("tau", "eps"), [(0.05, 0.004), (0.002, 0.02)])
+def test_the_proportions_use_the_given_tau_and_eps(tau, eps):
+    generator = torch.Generator().manual_seed(11)
+    labels = torch.arange(4).repeat_interleave(3)
+    embeddings = torch.randn(1, 6, generator=generator) + 0.6 * torch.randn(
+        12, 6, generator=generator
+    )
+    values = close_pair_proportions(embeddings, labels, tau, eps).tolist()
+    loops = batch_proportions(embeddings.tolist(), labels.tolist(), tau, eps)
+    assert values == pytest.approx(loops[:3], abs=1e-12)
+    assert p_decomposition(embeddings, labels, tau, eps).tolist() == pytest.approx(
+        loops[3:], abs=1e-12
+    )
+    defaults = batch_proportions(embeddings.tolist(), labels.tolist(), 0.01, 0.005)
+    assert loops != pytest.approx(defaults, abs=1e-3)  # the settings change the numbers
+
+
+def test_two_negatives_make_one_pair_each_way_and_one_makes_none():
+    # m = 4, two classes of two: each query has two negatives, so two ordered negative pairs
+    two = close_pair_proportions(torch.ones(4, 2), torch.tensor([0, 0, 1, 1])).tolist()
+    assert two == [1.0, 1.0, 1.0]
+    # two singletons: each query has one negative (no pair of two) and no other positive
+    one = close_pair_proportions(torch.ones(2, 2), torch.tensor([0, 1]))
+    assert one[0].item() == 1.0 and math.isnan(one[1].item()) and math.isnan(one[2].item())
+
+
+def test_a_window_of_zero_width_holds_no_entry_not_even_the_diagonal():
+    # the slope of the sigmoid never exceeds 1 / (4 tau) = 0.25 < eps: the window is empty
+    parts = p_decomposition(torch.ones(8, 3), torch.arange(2).repeat_interleave(4), 1.0, 0.5)
+    assert parts.tolist() == [0.0, 0.0, 0.0, 0.0]
+    assert close_pair_proportions(torch.ones(8, 3), torch.arange(8) // 4, 1.0, 0.5).tolist() == [
+        0.0,
+        0.0,
+        0.0,
+    ]
+
+
+def test_labels_of_the_wrong_shape_are_refused_under_their_name():
+    with pytest.raises(GradlabError, match=r"^labels must"):
+        p_decomposition(torch.ones(4, 2), torch.zeros(4, 1, dtype=torch.int64))
+
+
+def test_the_summary_reads_each_settings_own_parts_and_quotes_the_measurement():
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    measurement = {"batch_sizes": [16, 64], "per_class": 4, "seeds": [0, 1, 2], "settings": {
+        "fixed_trained": {"P": [[0.3, 0.4], [0.31, 0.42], [0.29, 0.41]],
+                          "P_diagonal": [[1 / 16, 1 / 64]] * 3},
+        "trained_at_m": {"P": [[0.5, 0.3], [0.52, 0.31], [0.49, 0.29]],
+                         "P_negative_rows": [[0.2, 0.1], [0.21, 0.1], [0.19, 0.11]]}}}  # fmt: skip
+    summary = summarize(measurement)
+    fixed, trained = summary["settings"]["fixed_trained"], summary["settings"]["trained_at_m"]
+    # every seed's P rises by about 0.1 on fixed_trained and falls by 0.2 on trained_at_m
+    assert (fixed["change"], fixed["trend"]) == ("rises", "rises")
+    assert (trained["change"], trained["trend"]) == ("falls", "falls")
+    assert fixed["parts"] == {"P_diagonal": "falls", "P without the diagonal": "rises"}
+    assert trained["parts"] == {"P_negative_rows": "falls"}
+    assert set(summary["claim"]) == {"verdict", "detail", "miniature"}
+    assert set(summary["claim"]["miniature"]) == {"outcome", "detail"}
+    assert summary["claim"]["miniature"]["outcome"] == "not-reproduced"  # predicted: rises
+    detail = summary["claim"]["detail"]
+    assert "not-reproduced" in detail and "trained_at_m" in detail
+    assert "predicted: rises" in summary["claim"]["miniature"]["detail"]
+
+
+def test_the_settings_are_those_the_documentation_states():
+    """measure()'s docstring: quick m in 16, 64, 256, 30 steps of the fixed trained model at
+    m = 64, one epoch per m; full m from 16 to 1024 (doubling), 400 steps, two epochs per m;
+    the module's data: 3-digit strings (1000 classes)."""
+    from gradlab.experiments.p_vs_batch_size import settings
+
+    quick, full = settings(quick=True), settings(quick=False)
+    assert quick["batch_sizes"] == [16, 64, 256]
+    assert full["batch_sizes"] == [16 * 2**k for k in range(7)]
+    assert (quick["fixed_steps"], quick["epochs"], full["fixed_steps"], full["epochs"]) == (
+        30, 1, 400, 2)  # fmt: skip
+    for sizes in (quick, full):
+        assert sizes["fixed_batch_size"] == 64 and sizes["num_digits"] == 3
+        assert sizes["images_per_number"] >= 4 and sizes["draws"] >= 1 and sizes["lr"] > 0

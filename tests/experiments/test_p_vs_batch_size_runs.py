@@ -23,7 +23,7 @@ from tests.reference.batch_proportion_loops import KEYS, batch_proportions
 
 TINY = {"batch_sizes": [8, 16], "draws": 2, "fixed_batch_size": 16, "fixed_steps": 4,
         "epochs": 2, "num_digits": 2, "images_per_number": 4, "lr": 1e-2}  # fmt: skip
-TAU, EPS = 0.002, 0.005  # a window narrow enough that the trained network's P is below 1
+TAU, EPS = 0.002, 0.004  # not the defaults; a window where the trained P is below 1
 SEEDS = (0, 1)
 SAMPLERS_PER_SEED = 3 * len(TINY["batch_sizes"]) + 1  # two fixed settings, training, per m
 
