@@ -137,3 +137,28 @@ def test_a_single_seed_has_no_band_width():
     assert np.ptp(band.get_paths()[0].vertices[:, 1]) == pytest.approx(0.3)  # 0.5 - 0.2 of the mean
     assert "over 1 seeds" in figure._suptitle.get_text()
     plt.close(figure)
+
+
+def test_five_losses_wrap_the_four_colours_and_a_third_encoder_is_solid_again(monkeypatch):
+    losses = ("L0", "L1", "L2", "L3", "L4")
+    run = {"anatomy": {"steps": [0, 1]}, "geometry": {key: [[0.2, 0.3]] for key in KEYS}}
+    result = {"seeds": [0], "runs": {enc: dict.fromkeys(losses, run) for enc in "ABC"}}
+    with captured_figures(monkeypatch, module) as figures:
+        module.plot_scene_geometry(result, "g.png")
+    (figure,) = figures
+    lines = figure.axes[0].get_lines()
+    assert [line.get_label() for line in lines] == [
+        f"{e}, {loss}" for e in "ABC" for loss in losses
+    ]
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:blue"]
+    assert [to_rgba(line.get_color()) for line in lines] == [to_rgba(c) for c in colours] * 3
+    assert [line.get_linestyle() for line in lines] == ["-"] * 5 + ["--"] * 5 + ["-"] * 5
+    plt.close(figure)
+
+
+def test_the_legend_hangs_just_below_the_figure(figure):
+    (legend,) = figure.legends
+    figure.canvas.draw()
+    box = legend.get_window_extent(figure.canvas.get_renderer())
+    pad = legend.borderaxespad * 10 * figure.dpi / 72  # the legend's pad at 10 pt, in pixels
+    assert box.y0 - pad == pytest.approx(-0.06 * figure.bbox.height, abs=1)
