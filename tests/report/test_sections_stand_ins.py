@@ -190,6 +190,21 @@ def test_the_audit_measures_p_on_the_cpu_by_default(monkeypatch, tmp_path):
     assert asked == [(True, "cpu")]
 
 
+def test_the_operating_region_measures_p_on_the_cpu_by_default(calls, monkeypatch, tmp_path):
+    asked = []
+
+    def measurement(quick, device):
+        asked.append((quick, device))
+        raise KeyError("enough")
+
+    calls.replace(sections, "draw_figures", returns={"operating_region_closed_forms": {},
+                                                     "operating_region_training_dynamics": {}})
+    monkeypatch.setattr(sections, "p_vs_batch_size_measurement", measurement)
+    with pytest.raises(KeyError, match="enough"):
+        operating_region_section(tmp_path, False)
+    assert asked == [(False, "cpu")]
+
+
 def test_the_p_measurement_is_measured_once_per_settings_and_handed_out_as_copies(
     calls, request
 ):
@@ -283,7 +298,7 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
     from gradlab.plotting import studies
 
     closed = {"seed_setting": {"width": 0.0123456, "tau": 0.01}, "curves": [1, 2]}
-    history = [{"step": 0}, {"step": 41, "p_seed_definition": 0.12345,
+    history = [{"step": 0}, {"step": 1}, {"step": 41, "p_seed_definition": 0.12345,
                              "share_without_gradient": 0.5, "ad_share": 0.0004}]  # fmt: skip
     calls.replace(sections, "draw_figures", returns={
         "operating_region_closed_forms": closed,
@@ -467,7 +482,8 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
 
     measured = _loss_results()
     calls.replace(loss_comparison, "measure", value=lambda **k: json.loads(json.dumps(measured)))
-    calls.replace(loss_comparison, "summarize", returns={"apart": {"flat": {}}, "best": "x"})
+    calls.replace(loss_comparison, "summarize",
+                  value=lambda r: {"apart": {"flat": {}}, "best": "x" * len(r["seeds"][:1])})
     calls.replace(studies, "plot_loss_comparison")
     calls.replace(sections, "loss_comparison_text",
                   value=lambda r, s: f"LOSS TEXT {len(r['losses'])} {s['best']}")
@@ -486,7 +502,8 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
             "numbers) and 40 Adam steps for every loss, trained on 440 of the 500 training "
             "3-digit numbers (60 more are held out to choose each loss's hyperparameters: "
             "highest MAP@R) and evaluated on 100 of the 500 unseen ones (5 images each; every "
-            "image queries all the others). Mean ± std over 3 seeds;") in lines[2]
+            "image queries all the others). Mean ± std over 3 seeds; losses listed apart (not "
+            "ranked) are marked:") in lines[2]
     rows = _rows(markdown)
     assert rows[0] == ["loss", *LOSS_METRICS, "loss fwd+bwd (ms)", "training step (ms)"]
     assert rows[1] == ["---"] * 9
@@ -539,7 +556,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
 
     measured = _scene_results(features)
     calls.replace(digit_scenes, "measure", value=lambda **k: json.loads(json.dumps(measured)))
-    calls.replace(digit_scenes, "summarize", returns={"best": "InfoNCE"})
+    calls.replace(digit_scenes, "summarize", value=lambda r: {"best": r["runs"]["VSRN"]
+                                                              and "InfoNCE"})
     for module, name in [(studies, "plot_scene_recall"), (studies, "plot_scene_anatomy"),
                          (scene_geometry, "plot_scene_geometry")]:  # fmt: skip
         calls.replace(module, name)
