@@ -9,6 +9,7 @@ The sizes come from the public ``batch_size_settings`` and ``dynamics_settings``
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import numpy as np
@@ -264,3 +265,44 @@ def test_the_dynamics_record_every_step_against_loops(dynamics_run):
             kept = [v for v in norms[name].tolist() if not math.isnan(v)]
             expected = sum(kept) / len(kept) if kept else math.nan
             assert record[key] == pytest.approx(expected, abs=1e-9, nan_ok=True), key
+
+
+def _width_by_root(tau: float, eps: float) -> float:
+    """Half-width of |dG/dD| > eps from the reference slope (scipy's root; 0 when the sigmoid's
+    steepest slope 1 / (4 tau) does not exceed eps)."""
+    from scipy.optimize import brentq
+
+    from tests.reference.smooth_ap_loops import slope
+
+    if 1 / (4 * tau) <= eps:
+        return 0.0
+    return brentq(lambda d: slope(d, tau) - eps, 0.0, 100.0 * tau + 10.0, xtol=1e-15)
+
+
+def test_the_closed_form_curves_span_their_axes_under_their_labels():
+    results = study.closed_form_curves()
+    taus, spreads = results["taus"], results["spreads"]
+    # tau from 1e-4 to 10 and the spread from 1e-3 to 1, evenly on a log axis
+    for values, low, high in ((taus, 1e-4, 10.0), (spreads, 1e-3, 1.0)):
+        assert values[0] == pytest.approx(low, rel=1e-12)
+        assert values[-1] == pytest.approx(high, rel=1e-12)
+        ratios = [b / a for a, b in itertools.pairwise(values)]
+        assert max(ratios) == pytest.approx(min(ratios), rel=1e-9) and len(values) >= 20
+    assert list(results["widths"]) == ["0.0005", "0.005", "0.05", "0.5"]
+    for eps, widths in results["widths"].items():
+        expected = [_width_by_root(tau, float(eps)) for tau in taus]
+        assert widths == pytest.approx(expected, rel=1e-9, abs=1e-15), eps
+    assert list(results["expected_proportion"]) == ["0.005", "0.01", "0.05"]
+    assert list(results["simulated_proportion"]) == ["0.005", "0.01", "0.05"]
+    for points in results["simulated_proportion"].values():  # every half decade, 1e-3 to 1
+        assert [s for s, _ in points] == pytest.approx([10 ** (k / 2) for k in range(-6, 1)])
+    setting = results["seed_setting"]
+    assert (setting["tau"], setting["eps"]) == (0.01, 0.005)
+    assert setting["width"] == pytest.approx(_width_by_root(0.01, 0.005), rel=1e-9)
+
+
+def test_the_simulation_follows_its_seed():
+    default, again = study.closed_form_curves(), study.closed_form_curves(seed=0)
+    other = study.closed_form_curves(seed=1)
+    assert default["simulated_proportion"] == again["simulated_proportion"]
+    assert other["simulated_proportion"] != default["simulated_proportion"]
