@@ -7,6 +7,7 @@ the fields the callback reads, and :func:`train_steps` calls the events as
 with the loss called outside the callback.
 """
 
+import linecache
 import warnings
 from types import SimpleNamespace
 
@@ -47,7 +48,8 @@ def train_steps(callback, args, state, loss_fn, steps, micro_batches=1, log_ever
     for _ in range(steps):
         callback.on_step_begin(args, state, None)
         for micro in range(micro_batches):
-            value = loss_fn(*batch(100 * state.global_step + micro))
+            scores, positives = batch(100 * state.global_step + micro)
+            value = loss_fn(scores, positives=positives)  # keywords reach the loss too
             value.backward()
             losses.append(value.item())
         callback.on_pre_optimizer_step(args, state, None)
@@ -205,16 +207,32 @@ def test_without_an_output_dir_the_folder_is_in_the_working_directory(tmp_path, 
 
 
 def test_a_second_training_feeds_its_own_monitor(tmp_path):
-    callback = GradlabTrainerCallback(tmp_path / "run", preset="cheap", resume=True)
+    callback = GradlabTrainerCallback(tmp_path / "run", preset="cheap", every=2, resume=True)
     loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
     args, state = arguments(tmp_path), trainer_state()
     callback.on_train_begin(args, state, None)
-    train_steps(callback, args, state, loss_fn, 2)
+    train_steps(callback, args, state, loss_fn, 3)
     callback.on_train_begin(args, state, None)  # not closed: the next train() closes it
     train_steps(callback, args, state, loss_fn, 1)
     callback.on_train_end(args, state, None)
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert len(headers) == 2 and [record["step"] for record in records] == [1, 2, 3]
+    # Step 3 (off the schedule) of the unclosed run is not logged; step 4 is the second run's.
+    assert len(headers) == 2 and [record["step"] for record in records] == [2, 4]
+    assert records[1]["loss"] == pytest.approx(reference_loss(300), rel=1e-6)
+
+
+def test_an_evaluation_after_the_last_step_does_not_hide_it(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap", every=2)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    loss_fn(*batch(7))  # an evaluation before the first step
+    train_steps(callback, args, state, loss_fn, 3)
+    loss_fn(*batch(7))  # the evaluation at the end of training, after on_step_end
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [2, 3]  # the last step, off the schedule
+    assert records[1]["loss"] == pytest.approx(reference_loss(200), rel=1e-6)
 
 
 def test_an_unattached_callback_warns_once_naming_the_backends(tmp_path):
@@ -227,7 +245,14 @@ def test_an_unattached_callback_warns_once_naming_the_backends(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"not attached.*\(wandb, tensorboard\) ran before") \
             as caught:
         run(GradlabTrainerCallback(tmp_path / "a", preset="cheap"), ["wandb", "tensorboard"])
-    assert len([w for w in caught if "not attached" in str(w.message)]) == 1
+    (warning,) = [w for w in caught if "not attached" in str(w.message)]
+    text = str(warning.message)
+    assert text.startswith("GradlabTrainerCallback was not attached with callback.attach(trainer)")
+    assert text.endswith("did not receive gradlab's values (metrics.jsonl and "
+                         "state.log_history have them)")  # where the values are instead
+    # It points at the line that called on_log (the Trainer's callback handler), not gradlab.
+    assert warning.filename == __file__
+    assert "callback.on_log(" in linecache.getline(warning.filename, warning.lineno)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         run(GradlabTrainerCallback(tmp_path / "b", preset="cheap"), [])
@@ -251,7 +276,7 @@ def test_attach_puts_the_callback_before_the_first_reporting_callback_once():
     GradlabTrainerCallback().attach(SimpleNamespace(callback_handler=SimpleNamespace(
         callbacks=plain)))  # fmt: skip
     assert plain[0] is other and len(plain) == 2  # no reporting callback: at the end
-    with pytest.raises(GradlabError, match=r"trainer must be a transformers\.Trainer.*Namespace"):
+    with pytest.raises(GradlabError, match=r"^trainer must be a transformers\.Trainer.*Namespace"):
         callback.attach(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=None)))
 
 
@@ -276,7 +301,7 @@ def test_loss_forward_calls_the_class_s_forward_under_the_class_name():
     module = torch.nn.L1Loss()
     call = LossForward(module)
     module.forward = lambda *args: torch.tensor(-1.0)  # a patched forward is not called
-    assert call(torch.zeros(3), torch.full((3,), 2.0)).item() == 2.0
+    assert call(torch.zeros(3), target=torch.full((3,), 2.0)).item() == 2.0
     assert call.__name__ == "L1Loss" and call.loss_module is module
 
 
@@ -323,3 +348,17 @@ def test_a_second_train_call_forwards_its_own_steps_again(tmp_path):
         assert [step for step, entry in logs.items() if "gradlab/loss" in entry] == [1, 2]
         _, records = read_jsonl(tmp_path / run / "out" / DEFAULT_FOLDER / "metrics.jsonl")
         assert [record["step"] for record in records] == [1, 2]
+
+
+def test_the_step_numbers_follow_global_step_even_after_a_step_without_an_optimizer_event(
+    tmp_path,
+):
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    state.global_step = 4  # steps the callback did not see (a subclass that skipped its events)
+    train_steps(callback, args, state, loss_fn, 1)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [5]  # as state.log_history numbers it
