@@ -351,7 +351,7 @@ STUDY_TESTS = {
         "tests/experiments/test_runtime_turns.py",
     ],
     # stand-in sections (no study trained), side by side without worker processes
-    "report/runner": ["tests/report/test_runner_sections.py",
+    "report/runner": ["tests/report/test_runner_page.py", "tests/report/test_runner_sections.py",
                       "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
     "report/user_studies": ["tests/report/test_user_studies_pages.py",

@@ -1,0 +1,75 @@
+"""The report's page as a reader gets it: the whole summary.md of stand-in sections, and the CPU
+time of the report's child processes (system time included)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.progress import set_progress_mode
+from gradlab.report import runner
+
+
+@pytest.fixture
+def quiet():
+    set_progress_mode("off")
+    yield
+    set_progress_mode("auto")
+
+
+def _section(name):
+    def section(out, quick, device):
+        return {"value": name}, f"## {name}\n\ntext of {name}"
+
+    return section
+
+
+def _needs_wandb(out, quick, device):
+    raise ImportError("No module named 'wandb'")
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_the_page_is_the_intro_then_each_section_or_its_skip_note_in_order(
+    tmp_path, monkeypatch, quiet, workers
+):
+    monkeypatch.setattr(runner, "SECTIONS", {"one": _section("one"), "wandb": _needs_wandb,
+                                             "two": _section("two")})  # fmt: skip
+    runner.run_report(tmp_path, only=["two", "wandb", "one"], device="cpu", workers=workers)
+    expected = (
+        "# gradlab report\n\n"
+        f"gradlab {gradlab.__version__}, torch {torch.__version__}, device cpu.\n\n\n\n"
+        "## two\n\ntext of two\n\n"
+        "## wandb\n\nSkipped: a dependency is missing (ImportError: No module named 'wandb').\n\n"
+        "## one\n\ntext of one\n"
+    )  # no finding for a stand-in section: nothing between the intro and the sections
+    assert (tmp_path / "summary.md").read_text() == expected
+
+
+_SYSTEM_TIME = """
+import os, time
+started = time.process_time()
+while time.process_time() - started < 0.4:
+    os.stat("/")  # a system call: system CPU time, not only user time
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="getrusage is POSIX")
+def test_the_workers_cpu_adds_the_childrens_user_and_system_time(tmp_path, monkeypatch, quiet):
+    import resource
+
+    def burn(out, quick, device):
+        subprocess.run([sys.executable, "-c", _SYSTEM_TIME], check=True)
+        return {}, "## child"
+
+    monkeypatch.setattr(runner, "SECTIONS", {"child": burn})
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    workers = runner.run_report(tmp_path)["cpu_seconds"]["workers"]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+    assert system >= 0.1  # the child's system calls took system time
+    assert workers == round(workers, 1)
+    assert abs(workers - (user + system)) <= 0.05 + 1e-9
