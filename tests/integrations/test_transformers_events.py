@@ -362,3 +362,18 @@ def test_the_step_numbers_follow_global_step_even_after_a_step_without_an_optimi
     callback.on_train_end(args, state, None)
     _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
     assert [record["step"] for record in records] == [5]  # as state.log_history numbers it
+
+
+def test_an_evaluation_before_any_step_is_not_a_watched_call(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "watched calls but no step" would warn
+        for run, steps in (("first", 1), ("second", 0)):  # the second: evaluation only
+            args, state = arguments(tmp_path / run), trainer_state()
+            callback.on_train_begin(args, state, None)
+            loss_fn(*batch(7))
+            train_steps(callback, args, state, loss_fn, steps)
+            callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "second" / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert records == []
