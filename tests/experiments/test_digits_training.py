@@ -78,8 +78,8 @@ def miniature(monkeypatch):
         seen.update(model=model, losses=list(losses))
         return losses
 
-    def recording_plot(run_dir, out):
-        seen.update(plot_run=(Path(run_dir), Path(out)))
+    def recording_plot(run_dir, out, overview=True):
+        seen.update(plot_run=(Path(run_dir), Path(out)), overview=overview)
         return [Path(out) / "a.png", Path(out) / "b.png"]
 
     monkeypatch.setattr(study, "train_embedding", recording_train)
@@ -121,6 +121,7 @@ def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature,
     run_dir = tmp_path / "runs" / "digits_smoothap"
     assert result["run_dir"] == str(Path("runs") / "digits_smoothap")
     assert seen["plot_run"] == (run_dir, tmp_path / "figures" / "training")
+    assert seen["overview"] is False  # the report never shows it: not drawn
     assert result["figures"] == [
         str(Path("figures") / "training" / name) for name in ("a.png", "b.png")
     ]
@@ -140,6 +141,11 @@ def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature
     again = study.digits_training(tmp_path / "b", quick=True)
     assert first == {**again, "figures": first["figures"]}
     assert all(torch.equal(v, seen["model"].state_dict()[k]) for k, v in first_model.items())
+    embeddings = torch.randn(12, 5, generator=torch.Generator().manual_seed(2))
+    labels = torch.arange(12) % 3  # the default tau: Smooth-AP's 0.01 (Brown et al. 2020)
+    assert torch.allclose(
+        seen["loss_fn"](embeddings, labels), SmoothAPLoss(0.01)(embeddings, labels)
+    )
     full = study.digits_training(tmp_path / "c", quick=False)
     assert full["epochs"] == seen["options"]["epochs"] > first["epochs"]
     assert full["steps"] == len(seen["losses"]) > first["steps"]

@@ -56,7 +56,11 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
         by_label["closed form (h_left or h_right)/(|N| Delta)"].get_zorder()
         > by_label["autograd"].get_zorder()
     )
+    measured, closed = by_label["autograd"], by_label["closed form (h_left or h_right)/(|N| Delta)"]
     printed = by_label["Lemma 1 as printed: -h_right"]
+    # small closed-form dots inside the larger measured points; the printed value in between
+    assert closed.get_sizes()[0] < printed.get_sizes()[0] < measured.get_sizes()[0]
+    assert closed.get_zorder() > measured.get_zorder() > max(p.get_zorder() for p in axis.patches)
     assert tuple(printed.get_facecolor()[0]) == to_rgba("C3")
     # the shaded bins: the pair's [0, 1] and the one below [-1, 0], named in the legend
     spans = {
@@ -68,6 +72,11 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
         "bin below [b_t-1, b_t]": -1.0,
     }
     assert [p.get_width() for p in axis.patches] == [1.0, 1.0]
+    # light shading in two colours, neither that of a series
+    shades = [to_rgba(p.get_facecolor()) for p in axis.patches]
+    assert all(0 < shade[3] < 0.3 for shade in shades) and shades[0][:3] != shades[1][:3]
+    series = [tuple(c.get_facecolor()[0][:3]) for c in by_label.values()]
+    assert len(set(series)) == 3 and not {s[:3] for s in shades} & set(series)
     assert axis.get_xlim() == (-3, 3)
     assert axis.get_ylabel() == "dP_ij / ds_ik" and "(s_ik - b_t) / Delta" in axis.get_xlabel()
     assert axis.get_title() == "FAPPY Lemma 1, measured (Delta = 0.2, |N| = 3)"
