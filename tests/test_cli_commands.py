@@ -507,8 +507,8 @@ def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
     ]
     code, stdout, _ = _run(argv, capsys)
     assert code == 0
-    (kind, _, options), _pages = studies
-    assert kind == "losses"
+    (kind, data, options), _pages = studies
+    assert (kind, data) == ("losses", tmp_path)
     assert options["layout"] == "list" and options["list_file"] == lists[0]
     assert options["test_list_file"] == lists[1] and options["batch_sizes"] == [8, 12]
     assert json.loads((out / "loss_comparison_m8.json").read_text()) == {"m": 8, "kind": "losses"}
@@ -522,8 +522,9 @@ def test_the_anatomy_study_writes_its_json(tmp_path, capsys, studies):
     code, stdout, _ = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
                            capsys)  # fmt: skip
     assert code == 0
-    (kind, _, options), _pages = studies
-    assert kind == "anatomy" and options["batch_sizes"] == [64]
+    (kind, data, options), _pages = studies
+    assert (kind, data) == ("anatomy", tmp_path)
+    assert options["batch_sizes"] == [64]
     assert options["test_list_file"] is None
     assert json.loads((out / "gradient_anatomy.json").read_text())["kind"] == "anatomy"
     assert stdout.splitlines()[0] == f"wrote {out / 'gradient_anatomy.json'}"
@@ -705,3 +706,26 @@ def test_the_json_files_are_indented_by_two_spaces_and_end_with_a_newline(
     argv = ["check-equivalence", "accumulation", "--micro-batches", "2", "--json", str(target)]
     assert _run(argv, capsys)[0] == 1
     _json_layout(target.read_text())
+
+
+def test_a_study_refuses_an_unusable_out_naming_it(tmp_path, capsys, studies):
+    taken = tmp_path / "a_file"
+    taken.write_text("x")
+    code, out, err = _run(["study", "losses", "--data", str(tmp_path), "--out", str(taken)],
+                          capsys)  # fmt: skip
+    assert (code, out, studies) == (2, "", [])
+    assert err.startswith("gradlab: --out must be a folder")
+    assert f"{str(taken)!r}, which is an existing file" in err and err.count("\n") == 1
+
+
+def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatch):
+    from gradlab.report import user_studies
+
+    checked = []
+    monkeypatch.setattr(user_studies, "check_study_folders", checked.append)
+    folders = [tmp_path / "s1", tmp_path / "s2"]
+    argv = ["report", "--out", str(tmp_path / "r"), "--studies", *map(str, folders)]
+    code, _, err = _run(argv, capsys)
+    assert (code, err) == (0, "")
+    assert checked == [folders]
+    assert reports[0][1]["studies"] == folders
