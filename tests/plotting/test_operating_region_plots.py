@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 import gradlab.plotting.operating_region as module
 from gradlab.plotting.style import series_style
@@ -200,11 +201,11 @@ KEYS = ("loss", "p_seed_definition", "p_without_query", "share_without_gradient"
         "share_without_weighted_gradient", "ad_share", "ad_cb_cosine")  # fmt: skip
 
 
-def _history(**constant):
+def _history(steps=(10, 20, 30), **constant):
     """Three logged steps; every key moves unless given a constant value."""
     rng = np.random.default_rng(0)
     return [{"step": step, **{key: constant.get(key, float(rng.random())) for key in KEYS}}
-            for step in (0, 1, 2)]  # fmt: skip
+            for step in steps]  # fmt: skip
 
 
 def _dynamics(history):
@@ -250,10 +251,11 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
     assert boxes[0].x1 < boxes[1].x0 and boxes[2].x1 < boxes[3].x0
     assert boxes[2].y1 < boxes[0].y0 and boxes[1].y0 == pytest.approx(boxes[0].y0)
     assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
 
 
 def test_training_dynamics_tick_whole_steps_only(drawn):
-    figure = drawn(module.plot_training_dynamics, _dynamics(_history()))
+    figure = drawn(module.plot_training_dynamics, _dynamics(_history(steps=(0, 1, 2))))
     figure.canvas.draw()
     for axis in figure.axes:
         ticks = [t for t in axis.get_xticks() if 0 <= t <= 2]
@@ -318,6 +320,7 @@ def test_three_moving_panels_stand_in_one_row(drawn):
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
     assert len(figure.axes) == 3
     assert figure.get_size_inches() == pytest.approx((13.8, 4.4))
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     boxes = [axis.get_position() for axis in figure.axes]
     assert boxes[0].x1 < boxes[1].x0 and boxes[1].x1 < boxes[2].x0
     assert [axis.get_xlabel() for axis in figure.axes] == ["optimizer step"] * 3
