@@ -277,8 +277,10 @@ def test_a_folder_holding_a_report_file_may_be_replaced(tmp_path, marker):
     out = tmp_path / "r"
     out.mkdir()
     (out / "notes.txt").write_text("x")
-    with pytest.raises(GradlabError, match=r"--out: .* holds files that are not a gradlab report"):
+    with pytest.raises(GradlabError) as raised:
         check_report_folder(out)
+    assert str(raised.value) == (f"--out: {str(out)!r} holds files that are not a gradlab "
+                                 "report; choose a new or empty folder")  # fmt: skip
     (out / marker).write_text("x")
     assert check_report_folder(out) == out
     empty = tmp_path / "empty"
@@ -413,16 +415,20 @@ def studies(monkeypatch):
 
 
 def _trend(monkeypatch, trained_at_m):
+    """summarize() stand-in: the trend given, for the results it must be given (a list)."""
     import gradlab.experiments.p_vs_batch_size as p_study
 
+    summarized = []
     monkeypatch.setattr(p_study, "summarize",
-                        lambda results: {"settings": {"trained_at_m": trained_at_m}})  # fmt: skip
+                        lambda results: summarized.append(results)
+                        or {"settings": {"trained_at_m": trained_at_m}})  # fmt: skip
+    return summarized
 
 
 def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     tmp_path, capsys, studies, monkeypatch
 ):
-    _trend(monkeypatch, {"trend": "rises"})
+    summarized = _trend(monkeypatch, {"trend": "rises"})
     data, out = tmp_path / "images", tmp_path / "a" / "b"
     argv = [
         "study",
@@ -466,6 +472,7 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     assert json.loads((out / "p_vs_batch_size.json").read_text()) == results
     assert (out / "p_vs_batch_size.json").read_text().endswith("}\n")
     assert pages == ("pages", "p-vs-batch-size", results, out)
+    assert summarized == [results]
     assert stdout.splitlines() == [
         f"wrote {out / 'p_vs_batch_size.json'}", f"wrote {out / 'summary.md'}",
         f"wrote {out / 'index.html'}",
@@ -729,3 +736,73 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     assert (code, err) == (0, "")
     assert checked == [folders]
     assert reports[0][1]["studies"] == folders
+
+
+def test_a_study_writes_into_an_existing_folder(tmp_path, capsys, studies):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    argv = ["study", "anatomy", "--data", str(tmp_path), "--out", str(out)]
+    assert _run(argv, capsys)[0] == 0
+    assert _run(argv, capsys)[0] == 0  # and again: the second run replaces its JSON
+    assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json", "notes.txt"]
+
+
+def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
+    import gradlab.equivalence.builtin as builtin
+
+    calls = []
+
+    class Result:
+        equivalent = True
+
+        def __str__(self):
+            return "the table"
+
+    def check_builtin(candidate, loss, **options):
+        calls.append((candidate, loss, options))
+        return Result()
+
+    monkeypatch.setattr(builtin, "check_builtin", check_builtin)
+    argv = ["check-equivalence", "gather", "--loss", "siglip", "--processes", "4",
+            "--batch-size", "8", "--chunk-size", "2", "--micro-batches", "2",
+            "--dtype", "float32", "--seed", "7"]  # fmt: skip
+    code, out, _ = _run(argv, capsys)
+    assert (code, out) == (0, "the table\n")
+    assert calls == [
+        (
+            "gather",
+            "siglip",
+            dict(
+                processes=4,
+                batch_size=8,
+                chunk_size=2,
+                micro_batches=2,
+                dtype=torch.float32,
+                seed=7,
+            ),
+        )
+    ]
+    calls.clear()
+    _run(["check-equivalence", "memory"], capsys)
+    assert calls == [
+        (
+            "memory",
+            "nt-xent",
+            dict(
+                processes=None,
+                batch_size=16,
+                chunk_size=4,
+                micro_batches=4,
+                dtype=torch.float64,
+                seed=0,
+            ),
+        )
+    ]
+
+
+def test_check_equivalence_names_an_unusable_json_before_any_work(tmp_path, capsys):
+    target = tmp_path / "missing" / "x.json"
+    code, out, err = _run(["check-equivalence", "memory", "--json", str(target)], capsys)
+    assert (code, out) == (2, "")
+    assert err.startswith("gradlab: --json must be a") and err.count("\n") == 1
