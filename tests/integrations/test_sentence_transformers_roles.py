@@ -16,6 +16,7 @@ pytest.importorskip("sentence_transformers")
 from sentence_transformers.sentence_transformer import losses
 from sentence_transformers.util import cos_sim
 
+from gradlab import GradlabError
 from gradlab.integrations.sentence_transformers import (
     RecordingSimilarity,
     record_scores,
@@ -170,6 +171,8 @@ def test_names_and_rewrapping():
     record_scores(plain)
     assert type(plain.similarity_fct) is RecordingSimilarity
     assert plain.similarity_fct.similarity_fct is cos_sim
+    with pytest.raises(GradlabError, match="similarity_fct; Linear has none"):
+        record_scores(torch.nn.Linear(2, 2))  # the loss's class is named
 
 
 class GatheringLoss(torch.nn.Module):
