@@ -301,3 +301,22 @@ def test_the_published_scenes_study_was_measured_with_the_full_settings():
     for key in ("batch_images", "dims", "lr"):
         assert quick[key] == full[key], key
     assert set(quick) == set(full)
+
+
+def test_scene_features_follow_the_backbones_device():
+    """The meta device stands in for an accelerator: every tensor made on the way must follow
+    the backbone there (mixing devices raises)."""
+    scenes = _stand_in_scenes(3, seed=1)
+    features = digit_scenes.scene_features(DigitBackbone().to("meta"), scenes)
+    assert {key: value.device.type for key, value in features.items()} == {
+        "global": "meta", "regions": "meta", "counts": "meta"}  # fmt: skip
+    assert features["global"].shape == (3, 16 * digit_scenes.GRID_POOL**2)
+    assert features["regions"].shape == (3, 4, 66) and features["counts"].shape == (3,)
+
+
+def test_chance_assumes_five_captions_per_image_when_the_results_do_not_say():
+    chance = digit_scenes.chance_recall_at_1({"settings": {"test_scenes": 40}})
+    assert chance == pytest.approx({"i2t": 5 / (40 * 5), "t2i": 1 / 40})
+    chance = digit_scenes.chance_recall_at_1(
+        {"settings": {"test_scenes": 40, "captions_per_image": 2}})  # fmt: skip
+    assert chance == pytest.approx({"i2t": 2 / (40 * 2), "t2i": 1 / 40})
