@@ -50,7 +50,9 @@ def digits_training(out: Path, quick: bool = False, device: str = "cpu", tau: fl
         )  # fmt: skip
     after = evaluate(model, digits.test_images, digits.test_labels)
     seen_after = evaluate(model, seen_images, seen_labels)
-    figures = plot_run(run_dir, out / "figures" / "training")
+    # No overview: the report shows each family's own figure, and the overview (one panel per
+    # family, repeating them) took a third of this section's CPU time to draw.
+    figures = plot_run(run_dir, out / "figures" / "training", overview=False)
     return {
         "epochs": epochs,
         "steps": len(losses),

@@ -217,6 +217,7 @@ def plot_runs(
     out: str | Path | None = None,
     labels: Sequence[str] | None = None,
     quantities: Sequence[type[Quantity] | Quantity] = (),
+    overview: bool = True,
 ) -> list[Path]:
     """Draw every family present in the runs' logs, runs overlaid; return the written paths.
 
@@ -224,6 +225,8 @@ def plot_runs(
     ``out``: by default ``RUN_DIR/figures`` for one run, ``<common parent>/figures`` for several.
     The families are those gradlab's quantities declare (:data:`PLOTS`), plus those of
     ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances).
+    ``overview=False`` leaves the overview out (a page that shows every family's own figure;
+    it is the slowest figure to draw).
 
     Raises:
         GradlabError: a bad ``out``, ``labels`` or ``quantities``; logs without a known key.
@@ -259,13 +262,15 @@ def plot_runs(
         draw_family(axis, family, keys, runs, plots=plots)
         legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=9)
         written.append(save_figure(figure, folder / f"{family}.png"))
-    written.append(_overview(present, runs, folder / "overview.png", plots))
+    if overview:
+        written.append(_overview(present, runs, folder / "overview.png", plots))
     return written
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
+def plot_run(run_dir: str | Path, out: str | Path | None = None,
+             overview: bool = True) -> list[Path]:  # fmt: skip
     """:func:`plot_runs` of one run (figures in ``RUN_DIR/figures`` by default)."""
-    return plot_runs([run_dir], out)
+    return plot_runs([run_dir], out, overview=overview)
 
 
 MARKS = 8
