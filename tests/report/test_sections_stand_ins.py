@@ -420,7 +420,10 @@ def test_the_training_section_tabulates_retrieval_before_and_after_and_lists_fla
         results["seen_classes_held_out_before"], results["seen_classes_held_out_after"]), {})]
     lines = markdown.splitlines()
     assert lines[0] == "## SmoothAP training on real data (digits)"
-    assert "classes 0-4 for 3 epochs (27 steps, class-balanced batches" in markdown
+    assert lines[2] == ("An MLP embedding trained with SmoothAP (tau = 0.01) on classes 0-4 for 3 "
+                        "epochs (27 steps, class-balanced batches of 5 classes x 8), the Monitor "
+                        "logging the full preset every other step. Each image queries all the "
+                        "others.")  # fmt: skip
     assert _rows(markdown) == [
         ["metric", "unseen 5-9 before", "unseen 5-9 after", "seen 0-4 (held out) before",
          "seen 0-4 after"], ["---"] * 5,
@@ -566,7 +569,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
     for module, name in [(studies, "plot_scene_recall"), (studies, "plot_scene_anatomy"),
                          (scene_geometry, "plot_scene_geometry")]:  # fmt: skip
         calls.replace(module, name)
-    calls.replace(sections, "scenes_text", value=lambda r, s: f"SCENES TEXT {s['best']}")
+    calls.replace(sections, "scenes_text",
+                  value=lambda r, s: f"SCENES TEXT {s['best']}, {len(r['seeds'])} seeds")
     calls.replace(sections, "anatomy_text", value=lambda r: f"ANATOMY TEXT {len(r['runs'])}")
     calls.replace(sections, "geometry_text", value=lambda r: f"GEOMETRY TEXT {r['seeds']}")
     (tmp_path / "figures").mkdir()  # as the report makes it
@@ -596,7 +600,7 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
                 for encoder, runs in measured["runs"].items() for loss, run in runs.items()]
     assert rows[2:] == expected
     order = [lines.index(text) for text in (
-        "SCENES TEXT InfoNCE", "### Gradient anatomy over training", "ANATOMY TEXT 2",
+        "SCENES TEXT InfoNCE, 2 seeds", "### Gradient anatomy over training", "ANATOMY TEXT 2",
         "### Embedding geometry over training", "GEOMETRY TEXT [3, 4]")]  # fmt: skip
     assert order == sorted(order)
     cited = re.findall(r"\]\(([^)]+\.png)\)", markdown.replace("]\n(", "]("))
@@ -606,7 +610,7 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
     assert order[2] < lines.index(_line(lines, "digit_scenes_anatomy.png")) < order[3]
     assert order[4] < lines.index(_line(lines, "digit_scenes_geometry.png"))
     assert _layout(markdown) == [
-        lines[0], lines[2], "table", "SCENES TEXT InfoNCE",
+        lines[0], lines[2], "table", "SCENES TEXT InfoNCE, 2 seeds",
         "figure figures/digit_scenes_recall.png",
         "### Gradient anatomy over training", "ANATOMY TEXT 2",
         "figure figures/digit_scenes_anatomy.png", "### Embedding geometry over training",
