@@ -149,12 +149,41 @@ def test_miniature_sizes_are_checked_before_any_work(options, argument):
         relaxation_gap_against_scale(quick=True, **options)
 
 
-def test_the_report_s_run_is_64_codes_of_4_classes_from_seed_0():
-    """The report calls the study with these defaults; its figure and prose quote them."""
-    import inspect
+class _StopError(Exception):
+    pass
 
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(relaxation_gap_against_scale).parameters.items()
-    }
-    assert (defaults["items"], defaults["classes"], defaults["seed"]) == (64, 4, 0)
+
+def test_the_report_s_run_is_64_codes_of_4_classes_from_seed_0_at_four_code_lengths(monkeypatch):
+    """The report calls the study with its defaults: 12, 24, 32 and 48 bits (12 and 24 when
+    quick), 64 codes of 4 classes drawn from seed 0. The progress line names the study; the
+    first code length's sign codes are caught where the exact metrics start, then it stops."""
+    import gradlab.experiments.tie_aware as study
+
+    seen = {}
+
+    def progress(items, desc):
+        seen.setdefault("progress", []).append((list(items), desc))
+        return iter(items)
+
+    def distances(codes):
+        seen["codes"] = codes
+        raise _StopError
+
+    monkeypatch.setattr(study, "progress", progress)
+    monkeypatch.setattr(study, "relaxed_hamming_distances", distances)
+    with pytest.raises(_StopError):
+        relaxation_gap_against_scale()
+    ((bits, desc),) = seen["progress"]
+    assert bits == [12, 24, 32, 48]
+    assert "tie-aware" in desc and "AP/DCG" in desc
+    _, raw, _ = next(_codes(0, 64, 4, [12]))
+    assert torch.equal(seen["codes"], torch.sign(raw))
+    monkeypatch.setattr(study, "relaxed_hamming_distances", lambda codes: 1 / 0)
+    monkeypatch.setattr(study, "progress", lambda items, desc: iter(()))  # no code length run
+    full = relaxation_gap_against_scale()
+    quick = relaxation_gap_against_scale(quick=True, items=3, classes=3)  # one code per class
+    assert (full["items"], full["classes"], full["runs"]) == (64, 4, [])
+    assert (full["bits"], quick["bits"]) == ([12, 24, 32, 48], [12, 24])
+    for result in (full, quick):
+        assert result["scales"] == pytest.approx(np.geomspace(0.5, 1e5, len(result["scales"])))
+    assert len(quick["scales"]) < 20 < len(full["scales"])
