@@ -67,6 +67,7 @@ def test_retrieval_draws_before_and_after_bars_side_by_side_per_metric(drawn):
         "Digits retrieval with an MLP embedding (each image queries all the others)"
     )
     assert figure.get_size_inches() == pytest.approx((10, 4.2))
+    assert unseen.get_position().x1 < seen.get_position().x0  # side by side
     assert figure.get_layout_engine() is not None
 
 
@@ -113,6 +114,9 @@ def test_captions_draw_each_losss_10_step_mean_over_its_first_loss(drawn):
         "Image-caption miniature (digits, 5 templated captions per image)"
     )
     assert figure.get_size_inches() == pytest.approx((16, 4.5))
+    assert len(figure.axes) == 3
+    boxes = [axis.get_position() for axis in figure.axes]  # in one row
+    assert boxes[0].x1 < boxes[1].x0 and boxes[1].x1 < boxes[2].x0
 
 
 def test_a_loss_that_starts_at_zero_is_divided_by_a_tiny_floor_not_by_zero(drawn):
