@@ -58,8 +58,7 @@ def _stand_in_backbone(images, labels, seed):
     return DigitBackbone()
 
 
-@pytest.fixture(scope="module")
-def run():
+def _run():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(digit_scenes, "settings", lambda quick: dict(TINY))
         patch.setattr(digit_scenes, "load_digit_scenes", _stand_in_scenes)
@@ -133,8 +132,7 @@ def _images(kind, encoder, features, index):
 POSITIVES = torch.eye(4, dtype=torch.bool).repeat_interleave(5, dim=1)
 
 
-@pytest.mark.slow
-def test_each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run):
+def _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run):
     assert run["seeds"] == list(SEEDS)
     assert list(run["runs"]) == ["VSE++", "VSRN"]
     for kind, runs in run["runs"].items():
@@ -152,22 +150,19 @@ def test_each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_net
                 assert len(result["loss_history"][s]) == 4
 
 
-@pytest.mark.slow
-def test_the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run):
+def _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run):
     assert run["backbone_accuracy"] == pytest.approx([_setup(seed)[0] for seed in SEEDS])
     histories = run["runs"]["VSRN"]["NT-Xent"]["loss_history"]
     assert histories[0] != histories[1]
 
 
-@pytest.mark.slow
-def test_the_settings_record_the_temperature_and_the_caption_count(run):
+def _the_settings_record_the_temperature_and_the_caption_count(run):
     config = run["settings"]
     assert (config["tau"], config["captions_per_image"]) == (TAU, 5)
     assert config["steps"] == 4 and "standardised" in config["global_features"]
 
 
-@pytest.mark.slow
-def test_anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run):
+def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run):
     _, train, _, features, _, batches = _setup(SEEDS[1])
     for kind in ("VSE++", "VSRN"):
         image_encoder, caption_encoder = _encoders(kind, SEEDS[1], features)
@@ -208,9 +203,7 @@ def _recall_loop(scores, relevant, k):
     return hits / len(scores)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("kind", "name"), [("VSE++", "NT-Xent"), ("VSRN", "SmoothAP")])
-def test_recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
+def _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
     seed = SEEDS[0]
     _, train, test, features, test_features, batches = _setup(seed)
     image_encoder, caption_encoder = (copy.deepcopy(m) for m in _encoders(kind, seed, features))
@@ -320,3 +313,17 @@ def test_chance_assumes_five_captions_per_image_when_the_results_do_not_say():
     chance = digit_scenes.chance_recall_at_1(
         {"settings": {"test_scenes": 40, "captions_per_image": 2}})  # fmt: skip
     assert chance == pytest.approx({"i2t": 2 / (40 * 2), "t2i": 1 / 40})
+
+
+@pytest.mark.slow
+def test_a_tiny_run_is_the_protocol_run_by_hand():
+    """Each check reads the same run, computed once in this one test (a mutation tool credits a
+    function to the test that first calls it, so a run shared by several tests would be
+    credited to the first alone)."""
+    run = _run()
+    _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run)
+    _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run)
+    _the_settings_record_the_temperature_and_the_caption_count(run)
+    _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run)
+    for kind, name in (("VSE++", "NT-Xent"), ("VSRN", "SmoothAP")):
+        _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name)
