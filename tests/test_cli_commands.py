@@ -806,3 +806,47 @@ def test_check_equivalence_names_an_unusable_json_before_any_work(tmp_path, caps
     code, out, err = _run(["check-equivalence", "memory", "--json", str(target)], capsys)
     assert (code, out) == (2, "")
     assert err.startswith("gradlab: --json must be a") and err.count("\n") == 1
+
+
+def _usage(command):
+    from gradlab.equivalence.builtin import LOSSES
+    from gradlab.experiments.planner import PLAN_LOSSES
+
+    return {
+        "report": "[-h] [--out OUT] [--quick] [--only SECTION] [--device DEVICE] "
+                  "[--studies DIR [DIR ...]] [--workers N] [--no-progress]",
+        "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure]",
+        "plot": "[-h] [--out OUT] [--label NAME] run_dir [run_dir ...]",
+        "study": "[-h] [--data DATA] [--split SPLIT] [--list-file LIST_FILE] "
+                 "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "
+                 "[--embedding-dim EMBEDDING_DIM] [--image-size IMAGE_SIZE] "
+                 "[--batch-sizes BATCH_SIZES] [--epochs EPOCHS] [--seeds SEEDS] [--lr LR] "
+                 "[--amp] [--loader-workers N] [--device DEVICE] [--out OUT] [--render] NAME",
+        "plan": f"[-h] [--loss {{{','.join(PLAN_LOSSES)}}}] --batch-size BATCH_SIZE --dim DIM "
+                "[--per-class PER_CLASS] [--device DEVICE] [--estimate]",
+        "check-equivalence": f"[-h] [--loss {{{','.join(LOSSES)}}}] [--processes PROCESSES] "
+                             "[--batch-size BATCH_SIZE] [--chunk-size CHUNK_SIZE] "
+                             "[--micro-batches MICRO_BATCHES] [--dtype {float64,float32}] "
+                             "[--seed SEED] [--json JSON] CANDIDATE",
+    }[command]  # fmt: skip
+
+
+@pytest.mark.parametrize("command", list(HELP))
+def test_each_usage_line_names_every_option_with_its_placeholder(command, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    _, out, _ = _run([command, "--help"], capsys)
+    assert out.splitlines()[0] == f"usage: gradlab {command} {_usage(command)}"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--version"], ["audit", "--help"], ["study", "--help"]],
+)
+def test_a_command_loads_only_the_names_it_offers(argv, capsys, monkeypatch):
+    """The sections, tricks and plan losses are read only for the command that lists them."""
+    lazy = ("gradlab.report.runner", "gradlab.equivalence.builtin", "gradlab.experiments.planner")
+    for module in lazy:
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    code, _, _ = _run(argv, capsys)
+    assert code == 0
+    assert [module for module in lazy if module in sys.modules] == []
