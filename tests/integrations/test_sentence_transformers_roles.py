@@ -91,6 +91,12 @@ def test_gist_joins_the_negatives_whichever_extra_blocks_it_contrasts(tmp_path, 
     positives_expected = torch.zeros(6, 12, dtype=torch.bool)
     positives_expected[:, :6] = torch.eye(6, dtype=torch.bool)
     assert torch.equal(capture.positives, positives_expected)
+    # The step's layout leaves out the pairs the guide masked; its features are the anchors
+    # against the positives and negatives (GIST's [B, 1, d] x [1, C, d] operands as rows).
+    assert torch.equal(batch.layout.candidate_mask, ~torch.cat([masks[0], masks[-1]], 1))
+    queries, candidates = batch.features
+    torch.testing.assert_close(queries.to(torch.float64), a, atol=1e-6, rtol=0)
+    torch.testing.assert_close(candidates.to(torch.float64), torch.cat([p, n]), atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize("mode", ["joint"])
@@ -161,6 +167,21 @@ def test_the_recorder_sees_only_matrices_with_a_gradient_and_the_operands_during
     assert similarity.operands is None
 
 
+def test_the_error_messages_name_the_loss_and_what_to_check():
+    with pytest.raises(GradlabError, match=r"^similarity_fct must be a callable \(a, b\) -> "
+                       r"\[Q, C\] matrix, or None for cos_sim; got int 3$"):
+        RecordingSimilarity(3)
+    loss = losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity())
+    adapter = sentence_transformers_adapter(loss, None)
+    with pytest.raises(GradlabError) as caught:
+        adapter.capture([], None, 0.01, recorded=[])
+    message = str(caught.value)
+    assert message.startswith("the watched loss MultipleNegativesRankingLoss recorded no score "
+                              "matrix with a gradient: is its similarity_fct the "
+                              "RecordingSimilarity the Monitor watches")
+    assert message.endswith("and does the call run with gradients enabled?")
+
+
 def test_names_and_rewrapping():
     assert RecordingSimilarity(torch.nn.CosineSimilarity(dim=-1)).__name__ == "CosineSimilarity"
     assert RecordingSimilarity(cos_sim).__name__ == "cos_sim"
@@ -207,3 +228,36 @@ def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(mon
     torch.testing.assert_close(capture.scores.to(torch.float64),
                                cosine64(anchors.detach().double(), documents.double()),
                                atol=1e-6, rtol=0)  # fmt: skip
+
+
+class CountingLoss(GatheringLoss):
+    """A loss of the user's own with a RecordingSimilarity that counts its degenerate batches
+    (as gradlab's losses do) and has no ``gather_across_devices`` attribute."""
+
+    degenerate_batches = 3
+
+    def __init__(self, documents):
+        super().__init__(documents, 0)
+        del self.gather_across_devices
+
+
+def test_a_loss_of_one_s_own_is_read_with_its_counts_and_no_offset(monkeypatch):
+    generator = torch.Generator().manual_seed(4)
+    documents = torch.randn(4, 5, generator=generator)
+    anchors = (documents + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
+    batch = captured(CountingLoss(documents), anchors)
+    assert batch.degenerate_batches == 3  # the step reads the loss's own counts
+    assert torch.equal(batch.score_captures[0].positives, torch.eye(4, dtype=torch.bool))
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    batch = captured(CountingLoss(documents), anchors)  # no gather attribute: no offset
+    assert torch.equal(batch.score_captures[0].positives, torch.eye(4, dtype=torch.bool))
+
+
+def test_gathering_without_an_initialised_process_group_has_no_offset():
+    generator = torch.Generator().manual_seed(5)
+    documents = torch.randn(4, 5, generator=generator)
+    anchors = (documents + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
+    assert not torch.distributed.is_initialized()
+    (capture,) = captured(GatheringLoss(documents, 0, True), anchors).score_captures
+    assert torch.equal(capture.positives, torch.eye(4, dtype=torch.bool))
