@@ -9,7 +9,10 @@ on; the expected numbers are recomputed from those by tests/reference/batch_prop
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import inspect
+import io
 import math
 
 import pytest
@@ -58,12 +61,19 @@ def run():
         trainings.append(seen)
         return train_on_batches(model, images, labels, loss_fn, batches, lr=lr, on_step=step)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(study, "settings", lambda quick: copy.deepcopy(TINY))
+    asked: list = []
+
+    def tiny_settings(quick):
+        asked.append(quick)
+        return copy.deepcopy(TINY)
+
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as err:
+        patch.setattr(study, "settings", tiny_settings)
         patch.setattr(study, "FixedCountBatches", Watched)
         patch.setattr(study, "train_on_batches", watched_training)
         result = study.measure(quick=True, seeds=SEEDS, tau=TAU, eps=EPS, workers=1)
-    return result, samplers, trainings
+    assert asked == [True]  # the quick sizes were asked for
+    return result, samplers, trainings, err.getvalue()
 
 
 def _data(seed):
@@ -88,7 +98,7 @@ def _embed(model, images):
 
 
 def test_the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run):
-    result, samplers, trainings = run
+    result, samplers, trainings, _ = run
     assert result["batch_sizes"] == TINY["batch_sizes"] and result["seeds"] == list(SEEDS)
     assert (result["per_class"], result["tau"], result["eps"]) == (4, TAU, EPS)
     assert "unseen 2-digit strings (100 classes)" in result["data"]
@@ -120,7 +130,7 @@ def test_the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run):
 
 
 def test_train_and_test_never_share_images_or_classes(run):
-    _, samplers, trainings = run
+    _, samplers, trainings, _ = run
     for seed_index, seed in enumerate(SEEDS):
         data = _data(seed)
         assert not set(data.train_labels.tolist()) & set(data.test_labels.tolist())
@@ -137,7 +147,7 @@ def test_train_and_test_never_share_images_or_classes(run):
 
 
 def test_the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run):
-    result, samplers, trainings = run
+    result, samplers, trainings, _ = run
     count = len(TINY["batch_sizes"])
     for seed_index, seed in enumerate(SEEDS):
         data = _data(seed)
@@ -164,7 +174,7 @@ def test_the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run):
 
 
 def test_trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run):
-    result, _, trainings = run
+    result, _, trainings, _ = run
     images = len(_data(0).train_labels)
     for seed_index in range(len(SEEDS)):
         fixed = trainings[3 * seed_index]["model"].state_dict()
@@ -183,7 +193,7 @@ def test_trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_sta
 
 
 def test_each_seed_has_its_own_data_network_and_numbers(run):
-    result, _, trainings = run
+    result, _, trainings, _ = run
     assert not torch.equal(_data(0).test_labels, _data(1).test_labels)
     assert any(not torch.equal(a, b) for a, b in
                zip(trainings[0]["start"].values(), trainings[3]["start"].values(),
@@ -191,3 +201,17 @@ def test_each_seed_has_its_own_data_network_and_numbers(run):
     for setting in ("fixed_trained", "trained_at_m"):  # the untrained P is 1 at both seeds
         first, second = result["settings"][setting]["P"]
         assert first != second, setting
+
+
+def test_the_progress_lines_name_the_stage_and_its_work(run):
+    *_, err = run
+    sizes = len(TINY["batch_sizes"])
+    for seed in SEEDS:
+        assert (f"gradlab: P against batch size: seed {seed} done ({sizes} batch sizes x 3 "
+                f"settings, {sizes + 1} networks trained, ") in err  # fmt: skip
+
+
+def test_the_defaults_are_the_quick_run_and_the_papers_tau_and_eps():
+    defaults = {name: p.default for name, p in inspect.signature(study.measure).parameters.items()}
+    # Brown et al. (2020), supplementary Sec. 3: tau = 0.01, eps = 0.005
+    assert (defaults["quick"], defaults["tau"], defaults["eps"]) == (True, 0.01, 0.005)
