@@ -74,6 +74,35 @@ def test_the_caption_encoder_reads_only_the_words_and_returns_unit_vectors():
     assert encoder.embedding.embedding_dim == 32 and encoder.gru.hidden_size == 8
 
 
+def test_a_one_word_caption_reads_its_word_alone_and_every_word_is_trained():
+    torch.manual_seed(1)
+    encoder = study.CaptionEncoder(12, dims=6, hidden=8)
+    padded = encoder(torch.tensor([[1, 0, 0], [4, 2, 0]]))
+    torch.testing.assert_close(padded[0], encoder(torch.tensor([[1]]))[0], atol=1e-6, rtol=0)
+    padded.sum().backward()
+    used = encoder.embedding.weight.grad.abs().sum(dim=1)
+    assert (used[[1, 2, 4]] > 0).all()  # each word's embedding is trained, "a" (id 1) too
+
+
+def test_the_quick_and_full_studies_train_60_and_400_steps_per_loss(monkeypatch):
+    seen = []
+
+    def stop_at_the_bar(iterable, total, desc):
+        seen.append((total, desc))
+        raise _StopError
+
+    monkeypatch.setattr(study, "progress", stop_at_the_bar)
+    for options in ({}, {"quick": True}, {"quick": True, "steps": 7}):
+        with pytest.raises(_StopError):
+            study.caption_miniature(**options)
+    assert seen == [(400, "captions miniature, SmoothAP"), (60, "captions miniature, SmoothAP"),
+                    (7, "captions miniature, SmoothAP")]  # fmt: skip
+
+
+class _StopError(Exception):
+    """Ends a study at its first progress bar."""
+
+
 def _batch(seed=0, images=3, per_image=5):
     generator = torch.Generator().manual_seed(seed)
     scores = torch.rand(images, images * per_image, generator=generator, dtype=torch.float64)
@@ -118,6 +147,16 @@ def test_the_triplet_and_info_nce_losses_match_loops_at_their_defaults(seed):
         _loop("nt_xent", scores, positives, 0.1), rel=1e-12)  # fmt: skip
     assert study.max_violation_triplet(scores, positives, margin=0.5).item() == pytest.approx(
         _loop("triplet", scores, positives, 0.5), rel=1e-12)  # fmt: skip
+
+
+def test_info_nce_averages_over_every_positive_of_a_query_both_ways():
+    generator = torch.Generator().manual_seed(4)
+    scores = torch.rand(4, 6, generator=generator, dtype=torch.float64) * 2 - 1
+    positives = torch.tensor([[1, 1, 0, 0, 0, 0], [0, 0, 1, 0, 0, 1], [1, 0, 0, 1, 0, 0],
+                              [0, 0, 0, 0, 1, 0]], dtype=torch.bool)  # fmt: skip
+    # a caption (column 0) with two positive images, an image with two positive captions
+    assert study.nt_xent(scores, positives).item() == pytest.approx(
+        _loop("nt_xent", scores, positives, 0.1), rel=1e-12)  # fmt: skip
 
 
 def test_a_step_count_that_is_not_a_positive_integer_is_refused_before_training():
