@@ -199,3 +199,11 @@ def test_lists_paragraphs_details_and_the_title(tmp_path):
 def test_slug_of_markup_and_of_nothing():
     assert slug("<small>Extra</small> Table 2") == "extra-table-2"
     assert slug("!!! ---") == "section"
+
+
+def test_a_figure_an_indented_list_and_text_without_blank_lines_between(tmp_path):
+    page = markdown_to_html("![F](figures/none.png)\nText after.\n  - a\n- b", tmp_path)
+    body = page.split("<body>\n")[1].split("\n</body>")[0].split("\n")
+    assert body[1:] == ["<p>Text after.</p>", "<ul><li>a</li><li>b</li></ul>"]
+    assert body[0].startswith('<figure id="figure-1">')
+    assert "<title>gradlab report</title>" in page  # the default title
