@@ -263,3 +263,34 @@ def test_a_study_waiting_for_its_workers_hands_the_turn_on(pools, quiet):
     thread.start()
     thread.join(timeout=30)
     assert results == [True, True, True]
+
+
+class _Bar:
+    """A stand-in progress bar: how it was made and what was said to it."""
+
+    def __init__(self, log, **keywords):
+        self.log = log
+        log.append(("bar", keywords))
+
+    def update(self, n=1):
+        self.log.append(("update", n))
+
+    def close(self):
+        self.log.append(("close",))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_on_a_terminal_one_bar_counts_the_finished_groups(pools, monkeypatch, capsys, workers):
+    from gradlab.experiments import runtime
+
+    log: list = []
+    monkeypatch.setattr(runtime, "progress", lambda **keywords: _Bar(log, **keywords))
+    set_progress_mode("bar")
+    try:
+        assert run_tasks(abs, [(-1,), (-2,), (-3,)], stage="toy", names=["a", "b", "a"],
+                         unit="run", workers=workers) == [1, 2, 3]  # fmt: skip
+    finally:
+        set_progress_mode("auto")
+    assert log == [("bar", {"total": 2, "desc": "toy", "unit": "run"}), ("update", 1),
+                   ("update", 1), ("close",)]  # fmt: skip
+    assert capsys.readouterr().err == ""  # the bar, not lines
