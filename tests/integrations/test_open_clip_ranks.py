@@ -221,3 +221,70 @@ def test_the_adapter_takes_the_wrapper_for_scores_only():
     assert open_clip_adapter(wrapper, None) is not None
     assert open_clip_adapter(wrapper, "scores") is not None
     assert open_clip_adapter(wrapper, "embeddings") is None
+
+
+class MinimalClipLoss(torch.nn.Module):
+    """Only the interface (``get_logits`` and ``forward``): no ``world_size``, ``rank``,
+    ``local_loss`` attributes; with ``attributes`` they are all None."""
+
+    def __init__(self, attributes=False):
+        super().__init__()
+        if attributes:
+            self.world_size = self.rank = self.local_loss = None
+        self.degenerate_batches = 2  # counts a step reads from the loss
+
+    def get_logits(self, image, text, scale, bias=None):
+        return scale * image @ text.T, scale * text @ image.T
+
+    def forward(self, image, text, scale, bias=None, output_dict=False):
+        per_image, per_text = self.get_logits(image, text, scale, bias)
+        labels = torch.arange(len(image))
+        return (F.cross_entropy(per_image, labels) + F.cross_entropy(per_text, labels)) / 2
+
+
+class MinimalSigLipLoss(torch.nn.Module):
+    """SigLIP's interface only: no ``world_size``, ``rank`` or ``chunk_size`` (or all None)."""
+
+    def __init__(self, attributes=False):
+        super().__init__()
+        if attributes:
+            self.world_size = self.rank = self.chunk_size = None
+
+    def get_logits(self, image, text, scale, bias=None):
+        return scale * image @ text.T + bias
+
+    def forward(self, image_features, text_features, logit_scale, logit_bias, output_dict=False):
+        logits = self.get_logits(image_features, text_features, logit_scale, logit_bias)
+        labels = 2 * torch.eye(len(logits)) - 1
+        return -F.logsigmoid(labels * logits).sum() / len(image_features)
+
+
+@pytest.mark.parametrize("attributes", [False, True])
+def test_a_loss_with_only_the_interface_is_read_as_one_process(attributes):
+    images, texts = features(1, 4, seed=6)
+    batch = recorded(MinimalClipLoss(attributes), images.clone().requires_grad_(), texts)
+    i2t, t2i = batch.score_captures
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    per_image = logits64(images, texts, SCALE)
+    close(i2t.grad, cross_entropy_grad(per_image, int, 0.5))
+    assert torch.equal(i2t.positives, torch.eye(4, dtype=torch.bool))
+    assert batch.degenerate_batches == 2  # the loss's own count reaches the step
+    batch = recorded(MinimalSigLipLoss(attributes), images.clone().requires_grad_(), texts,
+                     torch.tensor(BIAS))  # fmt: skip
+    (capture,) = batch.score_captures
+    logits = logits64(images, texts, SCALE, BIAS)
+    assert capture.direction == "both" and capture.scores.shape == (4, 4)
+    close(capture.scores, logits)
+    close(capture.grad, sigmoid_grad(logits, 4, 4))
+
+
+def test_a_call_without_gradient_names_the_loss_and_what_to_check():
+    images, texts = features(1, 3)
+    wrapper = RecordingClipLoss(StandInClipLoss())
+    adapter = open_clip_adapter(wrapper, None)
+    with adapter.listening(score_grad=True) as (kept, _), torch.no_grad():
+        value = wrapper(images, texts, torch.tensor(SCALE))
+    with pytest.raises(GradlabError) as caught:
+        adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
+    assert str(caught.value) == ("the watched loss StandInClipLoss recorded no score matrix with "
+                                 "a gradient: does the call run with gradients enabled?")
