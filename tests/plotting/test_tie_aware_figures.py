@@ -3,6 +3,8 @@ label, style and colour, on small hand-made results (no study run)."""
 
 from __future__ import annotations
 
+import warnings
+
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -21,9 +23,11 @@ def figures(monkeypatch):
 
 
 def _surface() -> dict:
-    """Items before the bin 1..5, in the bin 1, 2, 4, ..., 1024: per (a, n) a distinct error."""
+    """Items before the bin 1..5, in the bin 1 to 1024: per (a, n) a distinct error."""
     before = [1.0, 2.0, 3.0, 4.0, 5.0]
-    in_bin = [float(2**k) for k in range(11)]
+    # neighbours of 8, 64 and 512 on the grid: the columns drawn are the nearest, not next to it
+    in_bin = [1.0, 2.0, 4.0, 7.0, 8.0, 9.0, 16.0, 32.0, 63.0, 64.0, 65.0, 128.0, 256.0, 511.0,
+              512.0, 513.0, 1024.0]  # fmt: skip
     a, n = np.meshgrid(before, in_bin, indexing="ij")
     return {
         "before": before,
@@ -39,28 +43,41 @@ def _surface() -> dict:
 
 def test_the_error_figure_draws_log_bound_and_midpoint_per_bin_size_in_one_colour(figures):
     result = _surface()
-    module.plot_harmonic_error(result, "h.png")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing for the reader to puzzle over on stderr
+        assert module.plot_harmonic_error(result, "h.png") == "h.png"
     (figure,) = figures
+    assert tuple(figure.get_size_inches()) == (12, 5)
+    assert type(figure.get_layout_engine()).__name__ == "ConstrainedLayoutEngine"
     left, right = figure.axes[:2]
     error = np.array(result["surfaces"]["log"]["error"])
     bound = np.array(result["paper_bound"])
     mesh = left.collections[0]
     assert np.array_equal(np.asarray(mesh.get_array()).ravel(), error.ravel())
-    assert isinstance(mesh.norm, LogNorm)
+    assert isinstance(mesh.norm, LogNorm) and mesh.get_cmap().name == "viridis"
+    assert mesh.colorbar is not None and mesh.colorbar.ax is figure.axes[2]
     assert (left.get_xscale(), left.get_yscale()) == ("log", "log")
-    assert "n_d" in left.get_xlabel() and "N_{d-1}" in left.get_ylabel()
-    assert "n/(2N^2)" in left.get_title()
+    assert left.get_xlabel() == "items in the bin, $n_d$"
+    assert left.get_ylabel() == "items before the bin, $N_{d-1}$"
+    assert left.get_title() == (
+        "Error of $\\ln((N+n)/N)$ for $H(N+n) - H(N)$\n(white: the bound $n/(2N^2)$)"
+    )
     contours = [c for c in left.collections[1:] if hasattr(c, "levels")]
     assert [list(c.levels) for c in contours] == [[1e-4, 1e-3, 1e-2, 1e-1]]
+    # the bound's contours are white, as the title says, and labelled with their level
+    assert all(to_rgb(colour) == (1, 1, 1) for colour in contours[0].get_edgecolor())
+    labels = [text for text in left.texts]
+    assert labels and {t.get_text() for t in labels} <= {"0.0001", "0.001", "0.01", "0.1"}
+    assert all(t.get_fontsize() == 10 for t in labels)
     assert figure.axes[2].get_ylabel() == "ln-sum error"  # the colour bar
     # right panel: n_d = 1, 8, 64, 512 -> columns 0, 3, 6, 9; per column solid, dashed, dotted
     lines = right.get_lines()
     assert len(lines) == 12
     colours = []
-    for index, column in enumerate((0, 3, 6, 9)):
+    for index, column in enumerate((0, 4, 9, 14)):
         solid, dashed, dotted = lines[3 * index : 3 * index + 3]
         assert [line.get_linestyle() for line in (solid, dashed, dotted)] == ["-", "--", ":"]
-        assert solid.get_label() == f"$n_d$ = {2**column}"
+        assert solid.get_label() == f"$n_d$ = {result['in_bin'][column]:.0f}"
         for line, series in (
             (solid, error),
             (dashed, bound),
@@ -73,15 +90,17 @@ def test_the_error_figure_draws_log_bound_and_midpoint_per_bin_size_in_one_colou
         colours.append(to_rgb(solid.get_color()))
     assert colours == [to_rgb(series_style(i)["color"]) for i in (0, 1, 2, 4)]
     assert (right.get_xscale(), right.get_yscale()) == ("log", "log")
-    assert "N_{d-1}" in right.get_xlabel() and right.get_ylabel() == "absolute error"
-    assert "(solid)" in right.get_title() and "(dotted)" in right.get_title()
-    legend = [text.get_text() for text in right.get_legend().get_texts()]
-    assert legend == [f"$n_d$ = {2**c}" for c in (0, 3, 6, 9)]
+    assert right.get_xlabel() == "items before the bin, $N_{d-1}$"
+    assert right.get_ylabel() == "absolute error"
+    assert right.get_title() == "Log (solid), bound $n/(2N^2)$ (dashed),\nmidpoint (dotted)"
+    legend = right.get_legend().get_texts()
+    assert [text.get_text() for text in legend] == [f"$n_d$ = {n}" for n in (1, 8, 64, 512)]
+    assert all(text.get_fontsize() == 10 for text in legend)
 
 
 def test_a_coarse_grid_draws_each_nearest_column_once(figures):
     result = _surface()
-    keep = [0, 1, 2]  # n_d 1, 2, 4: every size asked for is nearest to 1, 4, 4, 4
+    keep = [0, 1, 2]  # n_d 1, 2, 4: the sizes asked for are nearest to 1, 4, 4, 4
     result["in_bin"] = [result["in_bin"][k] for k in keep]
     for key in ("paper_bound", "asymptotic"):
         result[key] = [[row[k] for k in keep] for row in result[key]]
@@ -119,8 +138,9 @@ def _gap_result(bits) -> dict:
 @pytest.mark.parametrize("bits", [(12, 24), (12,)])
 def test_the_gap_figure_draws_each_run_in_its_panel_with_its_method_s_style(figures, bits):
     result = _gap_result(bits)
-    module.plot_relaxation_gap(result, "g.png")
+    assert module.plot_relaxation_gap(result, "g.png") == "g.png"
     (figure,) = figures
+    assert tuple(figure.get_size_inches()) == (4 * len(bits), 7.5)
     panels = np.array(figure.axes).reshape(2, len(bits))
     styles = {"log": "-", "midpoint": "--", "exact": ":"}
     for row, objective in enumerate(("ap", "dcg")):
@@ -138,6 +158,9 @@ def test_the_gap_figure_draws_each_run_in_its_panel_with_its_method_s_style(figu
                 assert np.array_equal(line.get_xdata(), result["scales"])
                 assert np.array_equal(line.get_ydata(), [max(g, 1e-17) for g in run["gaps"]])
             assert list(tolerance.get_ydata()) == [2e-3, 2e-3]
+            # grey, as the title says, and thinner than the gaps
+            assert to_rgb(tolerance.get_color()) == to_rgb("grey")
+            assert tolerance.get_linewidth() < min(line.get_linewidth() for line in drawn)
             ylabel = f"|{objective.upper()}_r - {objective.upper()}_T|"
             assert axis.get_ylabel() == (ylabel if column == 0 else "")
             assert axis.get_xlabel() == ("tanh scale alpha" if row == 1 else "")
@@ -149,5 +172,15 @@ def test_the_gap_figure_draws_each_run_in_its_panel_with_its_method_s_style(figu
         "Relaxed vs exact tie-aware metrics (16 items, 2 classes); grey: 0.002"
     )
     # shared axes: every panel shows the same scale and gap ranges
-    assert len({axis.get_ylim() for axis in panels.flat}) == 1
-    assert len({axis.get_xlim() for axis in panels.flat}) == 1
+    for axis in panels.flat:
+        assert axis.get_shared_x_axes().joined(axis, panels[0, 0])
+        assert axis.get_shared_y_axes().joined(axis, panels[0, 0])
+
+
+def test_results_saved_before_the_sizes_were_recorded_are_the_report_s_64_codes_of_4(figures):
+    result = _gap_result((12,))
+    del result["items"], result["classes"]
+    module.plot_relaxation_gap(result, "g.png")
+    assert figures[0].get_suptitle() == (
+        "Relaxed vs exact tie-aware metrics (64 items, 4 classes); grey: 0.002"
+    )
