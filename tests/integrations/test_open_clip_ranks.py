@@ -121,7 +121,9 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
 
     def __init__(self, texts, dist_impl, chunk_size=0, **options):
         super().__init__(**options)
-        self.all_texts, self.dist_impl, self.chunk_size = texts, dist_impl, chunk_size
+        self.all_texts, self.chunk_size = texts, chunk_size
+        if dist_impl is not None:  # None: a loss without the attribute (exchanges like shift)
+            self.dist_impl = dist_impl
 
     def _loss(self, image_features, text_features, logit_scale, logit_bias, negative_only):
         rows = self.chunk_size or len(image_features)
@@ -139,7 +141,7 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
         loss = self._loss(image_features, text_features, logit_scale, logit_bias, False)
         texts = list(self.all_texts.chunk(self.world_size))
         texts[self.rank] = text_features
-        if self.dist_impl == "gather":
+        if getattr(self, "dist_impl", None) == "gather":
             for index in range(self.world_size):
                 loss = loss + float(index != self.rank) * self._loss(
                     image_features, texts[index], logit_scale, logit_bias, True)
@@ -150,8 +152,8 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
         return {"contrastive_loss": loss} if output_dict else loss
 
 
-@pytest.mark.parametrize("dist_impl", ["gather", "shift"])
-@pytest.mark.parametrize("chunk_size", [0, 2, 5])
+@pytest.mark.parametrize("dist_impl", ["gather", "shift", None])
+@pytest.mark.parametrize("chunk_size", [0, 1, 2, 5])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_siglip_blocks_of_other_ranks_join_the_local_block_once(rank, chunk_size, dist_impl):
     images, texts = features(WORLD, SIZE, seed=2)
@@ -254,7 +256,7 @@ class MinimalSigLipLoss(torch.nn.Module):
         return scale * image @ text.T + bias
 
     def forward(self, image_features, text_features, logit_scale, logit_bias, output_dict=False):
-        logits = self.get_logits(image_features, text_features, logit_scale, logit_bias)
+        logits = self.get_logits(image_features, text_features, logit_scale, bias=logit_bias)
         labels = 2 * torch.eye(len(logits)) - 1
         return -F.logsigmoid(labels * logits).sum() / len(image_features)
 
@@ -288,3 +290,16 @@ def test_a_call_without_gradient_names_the_loss_and_what_to_check():
         adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
     assert str(caught.value) == ("the watched loss StandInClipLoss recorded no score matrix with "
                                  "a gradient: does the call run with gradients enabled?")
+
+
+def test_refusals_name_the_loss_and_the_value():
+    with pytest.raises(GradlabError) as caught:
+        RecordingClipLoss(torch.nn.Linear(2, 2))
+    assert str(caught.value).startswith("loss must be an open_clip ClipLoss or SigLipLoss (with "
+                                        "get_logits and forward); got Linear Linear(")
+    old_style = StandInClipLoss()
+    old_style.forward = lambda image, text, scale, output_dict=False: image.sum()
+    with pytest.raises(GradlabError, match=r"^logit_bias must be None for StandInClipLoss, whose "
+                       r"forward takes no logit_bias; got a Tensor$"):
+        RecordingClipLoss(old_style)(torch.eye(2), torch.eye(2), torch.tensor(1.0),
+                                     torch.tensor(0.5))  # fmt: skip
