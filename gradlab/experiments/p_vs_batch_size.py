@@ -45,7 +45,7 @@ from gradlab.functional import (
 )
 from gradlab.losses import SmoothAPLoss
 from gradlab.models import DigitStringNet
-from gradlab.training import train_on_batches
+from gradlab.training import embed, train_on_batches
 from gradlab.validation import check_tensor
 
 PER_CLASS = 4
@@ -152,8 +152,7 @@ def _proportions(embeddings, labels, tau, eps) -> torch.Tensor:
 def _fixed_rows(model, images, labels, sizes, draws, seed, tau, eps) -> torch.Tensor:
     """``[len(sizes), len(KEYS)]`` mean proportions over ``draws`` batches per size, fixed model."""
     with torch.no_grad():
-        model.eval()
-        embeddings = torch.cat([model(images[i : i + 2048]) for i in range(0, len(images), 2048)])
+        embeddings = embed(model, images, batch_size=2048)
     rows = []
     for size in sizes:
         batches = FixedCountBatches(labels.cpu(), size, PER_CLASS, seed=seed * 7919 + size)
