@@ -29,10 +29,10 @@ def map_at_r(scores: torch.Tensor, relevant: torch.Tensor) -> float:
     # terms go at their positions in a [Q, C] row of zeros, so that each row's sum adds the
     # same numbers in the same order as a sum over every position would.
     query, rank = ranked.nonzero(as_tuple=True)  # each query's relevant items, in rank order
-    hits = torch.arange(1, len(query) + 1, device=scores.device) - (count.cumsum(0) - count)[query]
+    hits = torch.ones_like(query).cumsum(dim=0) - (count.cumsum(dim=0) - count)[query]
     position = rank + 1
     kept = position <= count[query]  # within the first R
-    terms = torch.zeros(scores.shape, dtype=torch.float64, device=scores.device)
+    terms = scores.new_zeros(scores.shape, dtype=torch.float64)
     terms[query[kept], rank[kept]] = hits[kept].to(torch.float64) / position[kept]
     per_query = terms.sum(dim=1) / count.clamp(min=1)
     return per_query[count > 0].mean().item()

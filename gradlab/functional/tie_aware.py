@@ -104,7 +104,7 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     else:
         ends = torch.ones_like(ranked)  # rank r closes a tie group
         ends[:, :-1] = starts[:, 1:]
-        position = torch.arange(size, device=rows.device).expand(rows.shape)
+        position = torch.ones_like(ranked, dtype=torch.long).cumsum(dim=1) - 1
         opened = torch.where(starts, position, 0).cummax(dim=1).values  # N_{g-1} at a rank
         closed = torch.where(ends, position, size).flip(1).cummin(dim=1).values.flip(1) + 1
         group = (starts.long().cumsum(dim=1) - 1)[query, rank]
@@ -123,7 +123,7 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
     share = torch.where(n > 1, (in_group - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
     offset = in_groups_before + 1.0 - share * (before + 1.0)
     harmonic = harmonic_number(before + n) - harmonic_number(before)
-    per_group = torch.zeros(rows.shape, dtype=torch.float64, device=rows.device)
+    per_group = torch.zeros_like(ranked, dtype=torch.float64)
     per_group[query, group] = torch.where(
         in_group > 0, in_group / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
     )
