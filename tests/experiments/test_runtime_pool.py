@@ -294,3 +294,19 @@ def test_on_a_terminal_one_bar_counts_the_finished_groups(pools, monkeypatch, ca
     assert log == [("bar", {"total": 2, "desc": "toy", "unit": "run"}), ("update", 1),
                    ("update", 1), ("close",)]  # fmt: skip
     assert capsys.readouterr().err == ""  # the bar, not lines
+
+
+@pytest.mark.parametrize("bad", [True, False, 2.0, "2", 0, 9])
+def test_workers_must_be_a_whole_number_from_one_to_eight_not_a_bool(bad):
+    from gradlab.experiments.runtime import check_workers
+
+    with pytest.raises(GradlabError, match=rf"^workers must be a whole number from 1 to 8; got "
+                                           rf"{re.escape(repr(bad))}$"):  # fmt: skip
+        check_workers(bad)
+
+
+def test_a_groups_seconds_add_up_its_tasks_run_side_by_side(pools, lines, capsys):
+    run_tasks(_late, [(1, 0.3), (2, 0.3)], stage="nap", names=["seed 0", "seed 0"], workers=2)
+    done = capsys.readouterr().err.splitlines()[1]
+    # 0.6 s in the group's two tasks, rounded: 1 (one task alone would say 0)
+    assert re.fullmatch(r"gradlab: nap: seed 0 done \(1 s; 1 of 1 seed done\)", done), done
