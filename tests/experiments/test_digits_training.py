@@ -66,6 +66,12 @@ def miniature(monkeypatch):
     real_train = study.train_embedding
 
     def recording_train(model, images, labels, loss_fn, **options):
+        batches = seen.setdefault("batches", [])
+
+        def recording_loss(embeddings, batch_labels):
+            batches.append(batch_labels.tolist())
+            return loss_fn(embeddings, batch_labels)
+
         seen.update(
             images=images.clone(),
             labels=labels.clone(),
@@ -74,7 +80,7 @@ def miniature(monkeypatch):
             options=options,
         )
         seen["untrained"].load_state_dict(model.state_dict())
-        losses = real_train(model, images, labels, loss_fn, **options)
+        losses = real_train(model, images, labels, recording_loss, **options)
         seen.update(model=model, losses=list(losses))
         return losses
 
@@ -131,7 +137,28 @@ def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature,
         for line in path.read_text().splitlines()
         if line.strip()
     ]
-    assert logged, "the Monitor wrote no record"
+    # the Monitor's log: the run's settings, the full preset, every other step, the step's loss
+    header, *records = logged
+    config = header["header"]["config"]
+    assert (config["tau"], config["preset"], config["epochs"]) == (0.05, "full", 4)
+    steps = [r["step"] for r in records]  # and the last step, logged when the run closes
+    assert [s for s in steps if s % 2 == 0] == list(range(0, result["steps"], 2))
+    assert all(s % 2 == 0 or s == result["steps"] - 1 for s in steps)
+    assert records[0]["loss"] == pytest.approx(seen["losses"][0], rel=1e-6)
+    # class-balanced batches: every seen class, the same number of images of each
+    for batch in seen["batches"]:
+        counts = [batch.count(c) for c in sorted(set(batch))]
+        assert sorted(set(batch)) == sorted(set(small.train_labels.tolist()))
+        assert len(set(counts)) == 1 and counts[0] > 1
+    assert "digits" in seen["options"]["progress"] and "SmoothAP" in seen["options"]["progress"]
+    # the untrained model is the report's: EmbeddingMLP drawn from seed 0
+    torch.manual_seed(0)
+    reference = EmbeddingMLP()
+    assert all(
+        torch.equal(v, seen["untrained"].state_dict()[k]) for k, v in reference.state_dict().items()
+    )
+    # the report replaces its output: a second run into the same folder replaces the log
+    study.digits_training(tmp_path, quick=True, tau=0.05)
 
 
 def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature, tmp_path):
