@@ -380,17 +380,15 @@ LIBRARY_TESTS = {
     "interop/pml": ["tests/interop/test_pml.py"],
     "integrations/recorded": ["tests/integrations/test_recorded.py"],
     "integrations/settings": ["tests/integrations/test_settings.py"],
-    # no DDP (two spawned processes) and no W&B/MLflow subprocess runs: a tiny Trainer in-process
+    # the hooks called with a stand-in Trainer (seconds); of test_lightning.py only the tests
+    # that fit nothing (a Trainer.fit takes seconds per mutant on a loaded machine)
     "integrations/lightning": [
+        "tests/integrations/test_lightning_hooks.py",
+        "tests/integrations/test_lightning_options.py",
         *(f"tests/integrations/test_lightning.py::{name}" for name in (
-            "test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers",
             "test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes",
-            "test_a_failing_fit_closes_the_monitor_with_valid_records",
-            "test_a_second_fit_into_the_same_log_dir_is_refused",
             "test_bad_calls_raise_naming_the_argument",
             "test_a_log_dir_that_is_a_file_is_refused_at_the_call")),
-        "tests/integrations/test_lightning_options.py",
-        "tests/integrations/test_lightning_hooks.py",
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
@@ -401,8 +399,18 @@ LIBRARY_TESTS = {
             "test_the_watched_loss_is_the_loss_outside_a_training_step",
             "test_bad_arguments_are_refused_with_the_argument_and_the_value")),
     ],
-    "integrations/sentence_transformers": ["tests/integrations/test_sentence_transformers.py",
-                                            "tests/integrations/test_sentence_transformers_roles.py"],
+    # no SentenceTransformerTrainer run (seconds per mutant); the roles tests call the losses
+    "integrations/sentence_transformers": [
+        "tests/integrations/test_sentence_transformers_roles.py",
+        *(f"tests/integrations/test_sentence_transformers.py::{name}" for name in (
+            "test_mnrl_records_the_query_to_doc_matrix_with_hard_negatives_past_b",
+            "test_the_geometry_is_that_of_the_anchors_against_positives_and_hard_negatives",
+            "test_mnsrl_records_the_symmetric_term_as_t2i",
+            "test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy",
+            "test_gist_records_anchor_positive_and_negative_columns_without_masked_pairs",
+            "test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient",
+            "test_bad_arguments_are_refused")),
+    ],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
     "integrations/open_clip": [
         *(f"tests/integrations/test_open_clip.py::{name}" for name in (
