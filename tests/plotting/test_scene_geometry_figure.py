@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -39,7 +40,11 @@ def _result():
 
 @pytest.fixture
 def figure(monkeypatch, tmp_path):
-    with captured_figures(monkeypatch, module) as figures:
+    # a user's larger default text (a notebook's style) leaves the figure's own sizes alone
+    with (
+        captured_figures(monkeypatch, module) as figures,
+        matplotlib.rc_context({"font.size": 13, "legend.fontsize": 13, "axes.titlesize": 13}),
+    ):
         assert module.plot_scene_geometry(_result(), tmp_path / "g.png") == tmp_path / "g.png"
     (drawn,) = figures
     yield drawn
@@ -108,6 +113,7 @@ def test_the_bottom_row_names_the_step_and_the_legend_names_every_line(figure):
         f"{enc}, {loss}" for enc, loss, _, _ in SERIES
     ]
     assert {t.get_fontsize() for t in legend.get_texts()} == {10}
+    assert [h.get_linestyle() for h in legend.legend_handles] == ["-", "-", "--", "--"]
     assert legend._ncols == 3
     box = legend.get_window_extent(figure.canvas.get_renderer())
     assert box.y1 <= min(axis.get_window_extent().y0 for axis in figure.axes[3:])
