@@ -240,3 +240,13 @@ def test_options_given_as_a_monitor_config_are_used(tmp_path):
     callback.on_exception(trainer, None, RuntimeError())
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 3]
+
+
+def test_the_default_prefix_is_gradlab(tmp_path):
+    logger = RecordingLogger()
+    trainer = stand_in_trainer(tmp_path, loggers=[logger])
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    callback.setup(trainer, None, "fit")
+    losses = run_steps(callback, trainer, 1, gradlab.SmoothAPLoss(0.05))
+    callback.on_train_end(trainer, None)
+    assert logger.calls[0][0]["gradlab/loss"] == pytest.approx(losses[0], rel=1e-6)
