@@ -15,6 +15,7 @@ import pytest
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
+from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
 import gradlab.plotting.studies as module
@@ -35,6 +36,8 @@ def drawn(monkeypatch):
 
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
+        # a user's larger default text leaves the figures' own sizes alone
+        matplotlib.rcParams.update({"font.size": 13, "legend.fontsize": 13})
         yield draw
     plt.close("all")
 
@@ -110,6 +113,8 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
     assert untrained.get_ylabel() == "proportion inside the operating region"
     assert trained.get_ylabel() == ""
     assert untrained.get_shared_y_axes().joined(untrained, trained)
+    assert untrained.get_position().x1 < trained.get_position().x0  # side by side
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     assert figure.get_size_inches() == pytest.approx((8, 4.4))
     (legend,) = figure.legends
     assert [t.get_text() for t in legend.get_texts()] == [
@@ -159,7 +164,7 @@ def test_a_proportion_equal_to_an_earlier_one_is_named_not_drawn(drawn):
 
 
 def test_a_proportion_equal_to_the_second_is_named_after_it(drawn):
-    apart = [[0.5 + 1e-6, 0.7], [0.7, 0.9]]  # 1e-6 from P_positive_negative: drawn
+    apart = [[0.5 + 1e-9, 0.7], [0.7, 0.9]]  # 1e-9 from P_positive_negative: drawn
     for third, drawn_labels in ((APART["P_positive_negative"], 2), (apart, 3)):
         setting = dict(APART, P_negative_negative=third)
         figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
@@ -171,6 +176,14 @@ def test_a_proportion_equal_to_the_second_is_named_after_it(drawn):
     assert note.get_text().replace("\n", " ") == (
         "negative-negative pairs: the same as positive-negative pairs at every seed and m"
     )
+
+
+def test_a_proportion_after_a_repeated_one_is_still_drawn(drawn):
+    setting = dict(APART, P_positive_negative=APART["P"])
+    figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
+    (axis,) = figure.axes
+    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)",
+                                                        "negative-negative pairs"]  # fmt: skip
 
 
 def test_nans_at_the_same_places_are_equal(drawn):
@@ -268,6 +281,9 @@ def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
     assert not any(g.get_visible() for g in cost.get_xgridlines())
     assert figure.get_size_inches() == pytest.approx((11, 8.6))
     assert figure.get_layout_engine() is not None
+    boxes = [axis.get_position() for axis in figure.axes]  # two rows of two
+    assert boxes[0].x1 < boxes[1].x0 and boxes[2].x1 < boxes[3].x0
+    assert boxes[2].y1 < boxes[0].y0 and boxes[2].x0 == pytest.approx(boxes[0].x0)
     title = figure._suptitle
     assert title.get_text() == (
         "Losses on unseen 3-digit numbers, 2 seeds, same network, batches and 7 steps\n(dots: "
@@ -527,6 +543,7 @@ def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
 def test_save_figure_writes_a_trimmed_110_dpi_png_in_a_new_folder_and_closes_it(tmp_path):
     figure = plt.figure(figsize=(4, 4))
     figure.text(0.5, 0.5, "x", fontsize=10)
+    other = plt.figure()  # the current figure: left open
     path = module.save_figure(figure, str(tmp_path / "new" / "deeper" / "f.png"))
     assert path == tmp_path / "new" / "deeper" / "f.png"
     assert not plt.fignum_exists(figure.number)
@@ -534,3 +551,7 @@ def test_save_figure_writes_a_trimmed_110_dpi_png_in_a_new_folder_and_closes_it(
         assert image.format == "PNG"
         assert image.info["dpi"] == pytest.approx((110, 110), abs=0.01)
         assert max(image.size) < 100  # trimmed to the letter, not 440 px wide
+    assert plt.fignum_exists(other.number)
+    again = module.save_figure(plt.figure(), tmp_path / "new" / "g.png")  # the folder exists
+    assert again.is_file()
+    plt.close(other)
