@@ -97,7 +97,7 @@ def _embed(model, images):
         return model(images)
 
 
-def test_the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run):
+def _the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run):
     result, samplers, trainings, _ = run
     assert result["batch_sizes"] == TINY["batch_sizes"] and result["seeds"] == list(SEEDS)
     assert (result["per_class"], result["tau"], result["eps"]) == (4, TAU, EPS)
@@ -129,7 +129,7 @@ def test_the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run):
         assert training["lr"] == TINY["lr"] and training["tau"] == TAU
 
 
-def test_train_and_test_never_share_images_or_classes(run):
+def _train_and_test_never_share_images_or_classes(run):
     _, samplers, trainings, _ = run
     for seed_index, seed in enumerate(SEEDS):
         data = _data(seed)
@@ -146,7 +146,7 @@ def test_train_and_test_never_share_images_or_classes(run):
             assert torch.equal(training["labels"], data.train_labels)
 
 
-def test_the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run):
+def _the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run):
     result, samplers, trainings, _ = run
     count = len(TINY["batch_sizes"])
     for seed_index, seed in enumerate(SEEDS):
@@ -173,7 +173,7 @@ def test_the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run):
     assert all(0.0 < value < 1.0 for row in trained_p for value in row)  # not a trivial 1
 
 
-def test_trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run):
+def _trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run):
     result, _, trainings, _ = run
     images = len(_data(0).train_labels)
     for seed_index in range(len(SEEDS)):
@@ -192,7 +192,7 @@ def test_trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_sta
             assert reported == pytest.approx(expected, abs=1e-9), (seed_index, m)
 
 
-def test_each_seed_has_its_own_data_network_and_numbers(run):
+def _each_seed_has_its_own_data_network_and_numbers(run):
     result, _, trainings, _ = run
     assert not torch.equal(_data(0).test_labels, _data(1).test_labels)
     assert any(not torch.equal(a, b) for a, b in
@@ -203,7 +203,7 @@ def test_each_seed_has_its_own_data_network_and_numbers(run):
         assert first != second, setting
 
 
-def test_the_progress_lines_name_the_stage_and_its_work(run):
+def _the_progress_lines_name_the_stage_and_its_work(run):
     *_, err = run
     sizes = len(TINY["batch_sizes"])
     for seed in SEEDS:
@@ -215,3 +215,17 @@ def test_the_defaults_are_the_quick_run_and_the_papers_tau_and_eps():
     defaults = {name: p.default for name, p in inspect.signature(study.measure).parameters.items()}
     # Brown et al. (2020), supplementary Sec. 3: tau = 0.01, eps = 0.005
     assert (defaults["quick"], defaults["tau"], defaults["eps"]) == (True, 0.01, 0.005)
+
+
+def test_measure_at_tiny_sizes_reports_what_it_ran(run):
+    """One test over the one run, so that mutation testing (which credits a module fixture's
+    work to the first test using it) runs every check below for every mutant."""
+    _the_result_is_labelled_with_the_sizes_seeds_and_training_it_ran(run)
+    _train_and_test_never_share_images_or_classes(run)
+    _the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run)
+    _trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run)
+    _each_seed_has_its_own_data_network_and_numbers(run)
+    _the_progress_lines_name_the_stage_and_its_work(run)
+    result = run[0]
+    assert result["data"].endswith("built from scikit-learn's digits")
+    assert result["model"] == "DigitStringNet (a small CNN)"
