@@ -12,6 +12,7 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from cycler import cycler
 from matplotlib.collections import PathCollection
 from matplotlib.colors import to_rgba
 from matplotlib.container import BarContainer
@@ -37,7 +38,14 @@ def drawn(monkeypatch):
     with matplotlib.rc_context():
         matplotlib.rcdefaults()
         # a user's larger default text leaves the figures' own sizes alone
-        matplotlib.rcParams.update({"font.size": 13, "legend.fontsize": 13})
+        # and another colour cycle leaves the figures' own colours alone
+        matplotlib.rcParams.update(
+            {
+                "font.size": 13,
+                "legend.fontsize": 13,
+                "axes.prop_cycle": cycler(color=["black", "0.5"]),
+            }
+        )
         yield draw
     plt.close("all")
 
@@ -360,10 +368,24 @@ def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
     assert {t.get_fontsize() for t in legend.get_texts()} == {10}
     assert second.get_legend() is None
     assert figure.get_size_inches() == pytest.approx((11.2, 4))
+    assert first.get_position().x1 < second.get_position().x0  # side by side
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
     assert figure._suptitle.get_text() == (
         "Digit scenes: recall both ways, 2 seeds (bars: mean +- std)"
     )
     assert figure._suptitle.get_fontsize() == 11
+
+
+def test_scene_recall_colours_four_losses_and_starts_at_zero(drawn):
+    result = _recall_result(encoders=("VSE++",))
+    losses = result["runs"]["VSE++"]
+    losses["L4"] = {"recall": {m: [0.0, 0.0, 0.9] for m in METRICS}}  # mean - std below 0
+    figure = drawn(module.plot_scene_recall, result)
+    (axis,) = figure.axes
+    bars = [c for c in axis.containers if isinstance(c, BarContainer)]
+    colours = ["tab:blue", "tab:orange", "tab:green", "tab:purple"]
+    assert [to_rgba(c.patches[0].get_facecolor()) for c in bars] == [to_rgba(c) for c in colours]
+    assert axis.get_ylim() == (0, 1)
 
 
 def test_scene_recall_of_one_encoder_is_one_panel(drawn):
