@@ -86,7 +86,7 @@ def p_run(halves):
     return result, seen
 
 
-def test_the_p_study_labels_its_sizes_data_and_network(p_run, halves):
+def _the_p_study_labels_its_sizes_data_and_network(p_run, halves):
     result, _ = p_run
     assert result["batch_sizes"] == [8, 16] and result["seeds"] == [0, 1]
     assert (result["per_class"], result["tau"], result["eps"]) == (4, TAU, EPS)
@@ -101,7 +101,7 @@ def test_the_p_study_labels_its_sizes_data_and_network(p_run, halves):
         assert [len(run) for run in trained[key]] == [2, 2], key
 
 
-def test_the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run):
+def _the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run):
     result, seen = p_run
     runs = seen["losses"]
     assert len(runs) == 4  # (seed, m) in order: (0, 8), (0, 16), (1, 8), (1, 16)
@@ -124,7 +124,7 @@ def test_the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run):
     assert trained["P"][0] != trained["P"][1]
 
 
-def test_each_seed_starts_every_batch_size_from_its_own_weights(p_run):
+def _each_seed_starts_every_batch_size_from_its_own_weights(p_run):
     _, seen = p_run
     _, *starts = seen["models"]  # the first: the check before training
     assert len(starts) == 4
@@ -205,7 +205,7 @@ def loss_run(halves):
     return result, seen, calls
 
 
-def test_the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves):
+def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves):
     from gradlab.experiments.loss_comparison import loss_functions
 
     result, seen, _ = loss_run
@@ -235,7 +235,7 @@ def test_the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(
     assert len(run["initial_score_range"]) == 1 and 0.0 <= run["initial_score_range"][0] <= 2.0
 
 
-def test_the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run):
+def _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run):
     result, _, calls = loss_run
     run = result[8]
     steps = run["settings"]["steps"]
@@ -368,3 +368,18 @@ def test_weights_are_named_in_the_model_label(halves, tmp_path):
                                              weights=weights, **SMALL)  # fmt: skip
     assert result["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
     assert result["settings"]["trained_at_m"]["steps"] == [math.ceil(TRAIN_IMAGES / 16)]
+
+
+def test_the_p_study_at_tiny_sizes_reports_what_it_ran(halves, p_run):
+    """One test over the one run, so that mutation testing (which credits a module
+    fixture's work to the first test using it) runs every check for every mutant."""
+    _the_p_study_labels_its_sizes_data_and_network(p_run, halves)
+    _the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run)
+    _each_seed_starts_every_batch_size_from_its_own_weights(p_run)
+
+
+def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
+    """One test over the one run, so that mutation testing (which credits a module
+    fixture's work to the first test using it) runs every check for every mutant."""
+    _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves)
+    _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run)

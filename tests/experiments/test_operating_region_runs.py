@@ -97,7 +97,7 @@ def _same_weights(state, model) -> bool:
     return all(torch.equal(state[key], value) for key, value in model.state_dict().items())
 
 
-def test_the_batch_size_study_reports_the_sizes_it_ran(batch_size_run):
+def _the_batch_size_study_reports_the_sizes_it_ran(batch_size_run):
     result, seen = batch_size_run
     assert (result["tau"], result["eps"], result["epochs"]) == (TAU, EPS, SIZES["epochs"])
     names = {f"{model}_{sampling}" for model in ("untrained", "trained")
@@ -119,7 +119,7 @@ def test_the_batch_size_study_reports_the_sizes_it_ran(batch_size_run):
     assert fixed_training["epochs"] == SIZES["epochs"] and fixed_training["tau"] == TAU
 
 
-def test_every_network_trains_on_the_seen_classes_from_one_seeded_start(batch_size_run):
+def _every_network_trains_on_the_seen_classes_from_one_seeded_start(batch_size_run):
     _, seen = batch_size_run
     digits = load_digits_split()
     torch.manual_seed(0)
@@ -131,7 +131,7 @@ def test_every_network_trains_on_the_seen_classes_from_one_seeded_start(batch_si
         assert set(training["labels"].tolist()) == {0, 1, 2, 3, 4}
 
 
-def test_fixed_models_embed_all_digits_and_class_balanced_rows_are_loops(batch_size_run):
+def _fixed_models_embed_all_digits_and_class_balanced_rows_are_loops(batch_size_run):
     result, seen = batch_size_run
     digits = load_digits_split()
     all_images = torch.cat([digits.train_images, digits.test_images])
@@ -155,7 +155,7 @@ def test_fixed_models_embed_all_digits_and_class_balanced_rows_are_loops(batch_s
             assert {key: row[key] for key in SHARES} == pytest.approx(expected, abs=1e-9)
 
 
-def test_uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run):
+def _uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run):
     """Per query, m of the m^2 entries are the diagonal (always inside), 2(m - 1) pair the
     query's own column with a candidate and (m - 1)(m - 2) pair two other candidates: the
     identities hold for every batch, so for the means of any size; the prediction is the same
@@ -175,7 +175,7 @@ def test_uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run):
             assert 0.0 < off < 1.0
 
 
-def test_trained_rows_average_the_last_epoch_and_measure_the_score_spread(batch_size_run):
+def _trained_rows_average_the_last_epoch_and_measure_the_score_spread(batch_size_run):
     result, seen = batch_size_run
     digits = load_digits_split()
     spreads = seen["embeds"][2:]
@@ -205,7 +205,7 @@ def _change_words(rows, key):
     return f"{word} from {first:.3f} (m={m0}) to {last:.3f} (m={m1})"
 
 
-def test_the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
+def _the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
     result, _ = batch_size_run
     text = result["conclusion"]
     for name in ("untrained_uniform", "trained_uniform"):
@@ -306,3 +306,14 @@ def test_the_simulation_follows_its_seed():
     other = study.closed_form_curves(seed=1)
     assert default["simulated_proportion"] == again["simulated_proportion"]
     assert other["simulated_proportion"] != default["simulated_proportion"]
+
+
+def test_p_against_batch_size_at_tiny_sizes_reports_what_it_ran(batch_size_run):
+    """One test over the one run, so that mutation testing (which credits a module
+    fixture's work to the first test using it) runs every check for every mutant."""
+    _the_batch_size_study_reports_the_sizes_it_ran(batch_size_run)
+    _every_network_trains_on_the_seen_classes_from_one_seeded_start(batch_size_run)
+    _fixed_models_embed_all_digits_and_class_balanced_rows_are_loops(batch_size_run)
+    _uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run)
+    _trained_rows_average_the_last_epoch_and_measure_the_score_spread(batch_size_run)
+    _the_conclusion_words_each_trend_from_its_numbers(batch_size_run)
