@@ -276,6 +276,9 @@ def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
     assert (smooth.get_height(), fast.get_height()) == pytest.approx((3.0, 20.0))
     assert [p.get_x() + p.get_width() / 2 for p in (smooth, fast)] == pytest.approx([0, 1])
     assert to_rgba(smooth.get_facecolor()) == to_rgba("tab:green")
+    for container in (c for c in cost.containers if isinstance(c, BarContainer)):
+        caps = container.errorbar.lines[1]
+        assert len(caps) == 2 and caps[0].get_markersize() == 6  # capsize 3 on each side
     spans = [sorted(s[:, 1]) for c in cost.collections for s in c.get_segments()]
     assert np.array(spans) == pytest.approx(np.array([[2.0, 4.0], [10.0, 30.0]]))
     assert cost.get_yscale() == "log"
