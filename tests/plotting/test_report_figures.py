@@ -5,6 +5,7 @@ inputs."""
 
 from __future__ import annotations
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -176,3 +177,10 @@ def test_captions_draw_queries_without_gradient_per_direction(drawn):
     legend = counts.get_legend()
     assert [t.get_text() for t in legend.get_texts()] == [line.get_label() for line in lines]
     assert {t.get_fontsize() for t in legend.get_texts()} == {7}
+
+
+def test_the_directions_keep_their_dashes_under_a_users_dotted_default(drawn):
+    with matplotlib.rc_context({"lines.linestyle": ":"}):
+        figure = drawn(module.plot_captions, _captions())
+    styles = [line.get_linestyle() for line in figure.axes[2].get_lines()]
+    assert styles == ["-", "--"] * 3
