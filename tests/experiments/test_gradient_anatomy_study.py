@@ -106,6 +106,8 @@ def test_the_study_scores_one_held_out_batch_and_reads_each_direction_s_own_grad
     assert torch.get_num_threads() == threads and seen["threads"] == [1, 1]
     assert len(seen["asked"]) == 2 and seen["asked"][-1] < 60  # quick: short of the full 60
     settings = result["settings"]
+    assert settings["training_loss"] == "NT-Xent (both directions)"
+    assert result["batch"] == "10 held-out images of distinct digits x their 50 captions"
     assert settings["seed"] == seed and settings["smooth_ap_tau"] == study.SETTINGS["smooth_ap_tau"]
     assert settings["absolute_threshold"] == DEFAULT_ABSOLUTE_THRESHOLD
     assert settings["relative_threshold"] == DEFAULT_RELATIVE_THRESHOLD
@@ -120,13 +122,24 @@ def test_the_study_scores_one_held_out_batch_and_reads_each_direction_s_own_grad
         members = torch.nonzero(labels == digit).flatten()
         chosen.append(int(members[torch.randint(len(members), (1,), generator=generator)]))
     batch = images[chosen]
-    trained = {tuple(row) for row in digits.train_images[~held_out].tolist()}
+    # training batches: one image per digit among the other four fifths, from seed + 1
+    train_images, train_labels = digits.train_images[~held_out], digits.train_labels[~held_out]
+    generator = torch.Generator().manual_seed(seed + 1)
+    training = []
+    for _ in range(max(MINIATURE)):
+        picks = []
+        for digit in range(10):
+            members = torch.nonzero(train_labels == digit).flatten()
+            picks.append(int(members[torch.randint(len(members), (1,), generator=generator)]))
+        training.append(train_images[picks])
     forwards = [c["forward"] for c in seen["checkpoints"]]
+    assert forwards == [1, 3]  # one training step, its checkpoint, one more step, its checkpoint
+    assert len(seen["inputs"]) == 4
     for index, inputs in enumerate(seen["inputs"]):
         if index in forwards:
             assert torch.equal(inputs, batch)
-        else:  # training: never a held-out image
-            assert all(tuple(row) in trained for row in inputs.tolist())
+        else:
+            assert torch.equal(inputs, training.pop(0))
     positives = [[c // 5 == labels[i] for c in range(50)] for i in chosen]
     assert len(result["checkpoints"]) == 2
     calls = iter(seen["anatomy"])
