@@ -134,7 +134,9 @@ def test_the_adapter_reads_a_recording_loss_or_its_loss_forward_and_nothing_else
     assert sentence_transformers_adapter(loss, "scores") is not None
     assert sentence_transformers_adapter(LossForward(loss), None) is not None
     assert sentence_transformers_adapter(loss, "embeddings") is None
-    assert sentence_transformers_adapter(RecordingSimilarity(), None) is None  # no similarity_fct
+    # the similarity itself: its similarity_fct is cos_sim, not a RecordingSimilarity
+    assert sentence_transformers_adapter(RecordingSimilarity(), None) is None
+    assert sentence_transformers_adapter(torch.nn.Linear(2, 2), None) is None  # none at all
     assert sentence_transformers_adapter(len, None) is None
     anchors, positives = caption_pairs(4)
     batch = captured(LossForward(loss), sentence_features(model, anchors, positives))
