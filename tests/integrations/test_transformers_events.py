@@ -250,9 +250,6 @@ def test_an_unattached_callback_warns_once_naming_the_backends(tmp_path):
     assert text.startswith("GradlabTrainerCallback was not attached with callback.attach(trainer)")
     assert text.endswith("did not receive gradlab's values (metrics.jsonl and "
                          "state.log_history have them)")  # where the values are instead
-    # It points at the line that called on_log (the Trainer's callback handler), not gradlab.
-    assert warning.filename == __file__
-    assert "callback.on_log(" in linecache.getline(warning.filename, warning.lineno)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         run(GradlabTrainerCallback(tmp_path / "b", preset="cheap"), [])
@@ -377,3 +374,16 @@ def test_an_evaluation_before_any_step_is_not_a_watched_call(tmp_path):
             callback.on_train_end(args, state, None)
     _, records = read_jsonl(tmp_path / "second" / "out" / DEFAULT_FOLDER / "metrics.jsonl")
     assert records == []
+
+
+def test_the_unattached_warning_points_at_the_line_that_called_on_log(tmp_path):
+    callback = GradlabTrainerCallback(tmp_path / "run", preset="cheap")
+    args, state = arguments(tmp_path, report_to=["wandb"]), trainer_state()
+    callback.on_train_begin(args, state, None)
+    with pytest.warns(RuntimeWarning, match="not attached") as caught:
+        train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 1)
+    callback.on_train_end(args, state, None)
+    (warning,) = [w for w in caught if "not attached" in str(w.message)]
+    # The Trainer's callback handler's line, not gradlab's (here: train_steps' on_log call).
+    assert warning.filename == __file__
+    assert "callback.on_log(" in linecache.getline(warning.filename, warning.lineno)
