@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 from matplotlib.colors import to_rgba
+from matplotlib.markers import MarkerStyle
 
 import gradlab.plotting.losses as module
 from tests.helpers.figure_layout import captured_figures
@@ -36,7 +37,7 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
     figures,
 ):
     result = _lemma()
-    module.plot_lemma1(result, "l.png")
+    assert module.plot_lemma1(result, "l.png") == "l.png"
     (figure,) = figures
     axis = figure.axes[0]
     by_label = {c.get_label(): c for c in axis.collections if len(c.get_offsets())}
@@ -58,6 +59,9 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
     )
     measured, closed = by_label["autograd"], by_label["closed form (h_left or h_right)/(|N| Delta)"]
     printed = by_label["Lemma 1 as printed: -h_right"]
+    marker = MarkerStyle("x")
+    cross = marker.get_path().transformed(marker.get_transform()).vertices
+    assert np.array_equal(printed.get_paths()[0].vertices, cross)  # crosses, not dots
     # small closed-form dots inside the larger measured points; the printed value in between
     assert closed.get_sizes()[0] < printed.get_sizes()[0] < measured.get_sizes()[0]
     assert closed.get_zorder() > measured.get_zorder() > max(p.get_zorder() for p in axis.patches)
@@ -78,7 +82,12 @@ def test_the_lemma_figure_draws_measured_closed_form_and_printed_values_at_their
     series = [tuple(c.get_facecolor()[0][:3]) for c in by_label.values()]
     assert len(set(series)) == 3 and not {s[:3] for s in shades} & set(series)
     assert axis.get_xlim() == (-3, 3)
-    assert axis.get_ylabel() == "dP_ij / ds_ik" and "(s_ik - b_t) / Delta" in axis.get_xlabel()
+    assert axis.get_ylabel() == "dP_ij / ds_ik"
+    assert axis.get_xlabel() == (
+        "(s_ik - b_t) / Delta   (position of the negative relative to the pair's bin)"
+    )
+    # the legend sits lower left, below the positive derivatives of the pair's bin
+    assert axis.get_legend()._loc == 3  # matplotlib's code of "lower left"
     assert axis.get_title() == "FAPPY Lemma 1, measured (Delta = 0.2, |N| = 3)"
     legend = [t.get_text() for t in axis.get_legend().get_texts()]
     assert set(legend) == set(points) | set(spans)
@@ -100,7 +109,7 @@ def _cost() -> dict:
 
 def test_the_cost_figure_draws_one_line_per_loss_in_milliseconds_with_its_fitted_order(figures):
     result = _cost()
-    module.plot_loss_cost(result, "c.png")
+    assert module.plot_loss_cost(result, "c.png") == "c.png"
     (figure,) = figures
     axis = figure.axes[0]
     lines = axis.get_lines()
