@@ -486,8 +486,10 @@ def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
         'source_paths = ["gradlab/"]\n'
         # the symbolic record tests read the committed audit.json through tools/readme_audit;
         # test_adapters runs the README's Monitor examples as written; the study tests compare
-        # the studies' full settings with those of the published runs (figures/studies/)
-        'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/", "figures/studies/"]\n'
+        # the studies' full settings with those of the published runs (figures/studies/), the
+        # Lemma 1 test its first configurations with those of the published figure
+        'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/", "figures/studies/", '
+        '"figures/fappy_lemma1_gradient.json"]\n'
         f"only_mutate = [{quoted}]\n"
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", '
