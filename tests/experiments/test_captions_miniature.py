@@ -17,6 +17,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments import captions_miniature as study
 from gradlab.functional import gradient_counts
 from tests.reference import score_losses_loops, smooth_ap_loops
+from tests.reference.retrieval_loops import recall_at_k
 
 STEPS = 2  # a few seconds per run; gradient counts at step 0
 
@@ -171,14 +172,6 @@ REFERENCE_LOSSES = {  # name -> the paper's loss as a loop, at the study's setti
 }
 
 
-def _recall_loop(scores, relevant, k):
-    hits = 0
-    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
-        top = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
-        hits += any(flags[j] for j in top)
-    return hits / len(scores)
-
-
 def _by_hand():
     """The docstring's protocol: every 5th image held out; one initialization (torch seed 0);
     batches of one training image per digit (generator seed 1); Adam at 3e-3."""
@@ -214,8 +207,8 @@ def _by_hand():
     with torch.no_grad():
         scores = (image_encoder(images[held]) @ caption_encoder(captions).T).double()
     relevant = labels[held].unsqueeze(1) == torch.arange(10).repeat_interleave(5).unsqueeze(0)
-    out["recall"] = {f"i2t_recall@{k}": _recall_loop(scores, relevant, k) for k in (1, 5, 10)}
-    out["recall"] |= {f"t2i_recall@{k}": _recall_loop(scores.T, relevant.T, k) for k in (1, 5, 10)}
+    out["recall"] = {f"i2t_recall@{k}": recall_at_k(scores, relevant, k) for k in (1, 5, 10)}
+    out["recall"] |= {f"t2i_recall@{k}": recall_at_k(scores.T, relevant.T, k) for k in (1, 5, 10)}
     return out
 
 

@@ -25,6 +25,7 @@ from gradlab.functional import (
 )
 from gradlab.models import CaptionGRU, DigitBackbone, GlobalImageProjection, RegionRelationEncoder
 from tests.reference import score_losses_loops, smooth_ap_loops
+from tests.reference.retrieval_loops import recall_at_k
 
 TINY = {"train_scenes": 10, "test_scenes": 6, "steps": 4, "batch_images": 4, "dims": 8,
         "lr": 2e-3, "log_every": 2}  # fmt: skip
@@ -195,14 +196,6 @@ def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run)
                     kind, name, direction)  # fmt: skip
 
 
-def _recall_loop(scores, relevant, k):
-    hits = 0
-    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
-        top = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
-        hits += any(flags[j] for j in top)
-    return hits / len(scores)
-
-
 def _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
     seed = SEEDS[0]
     _, train, test, features, test_features, batches = _setup(seed)
@@ -220,8 +213,8 @@ def _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
         scores = (_images(kind, image_encoder, test_features, slice(None)) @ caption_encoder(
             test.tokens.reshape(30, -1)).T).double()  # fmt: skip
     relevant = torch.eye(6, dtype=torch.bool).repeat_interleave(5, dim=1)
-    expected = {f"i2t_R@{k}": _recall_loop(scores, relevant, k) for k in (1, 5, 10)}
-    expected |= {f"t2i_R@{k}": _recall_loop(scores.T, relevant.T, k) for k in (1, 5, 10)}
+    expected = {f"i2t_R@{k}": recall_at_k(scores, relevant, k) for k in (1, 5, 10)}
+    expected |= {f"t2i_R@{k}": recall_at_k(scores.T, relevant.T, k) for k in (1, 5, 10)}
     expected["rsum"] = 100 * sum(expected.values())
     found = {metric: values[0] for metric, values in run["runs"][kind][name]["recall"].items()}
     assert found == pytest.approx(expected, abs=1e-9)

@@ -21,3 +21,13 @@ def map_at_r(scores, relevant) -> float:
                 total += hits / position
         values.append(total / r)
     return sum(values) / len(values)
+
+
+def recall_at_k(scores, relevant, k) -> float:
+    """Share of queries (rows) with a relevant candidate among their ``k`` highest scores, ties
+    broken by column order, one Python loop per query."""
+    hits = 0
+    for row, flags in zip(scores.tolist(), relevant.tolist(), strict=True):
+        top = sorted(range(len(row)), key=lambda j: (-row[j], j))[:k]
+        hits += any(flags[j] for j in top)
+    return hits / len(scores)
