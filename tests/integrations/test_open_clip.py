@@ -7,7 +7,6 @@ open_clip`` fails here, see tests/helpers/open_clip_losses.py), against stand-in
 cross-entropy; SigLIP's ``-log sigmoid``).
 """
 
-import math
 
 import pytest
 import torch
@@ -27,6 +26,7 @@ from tests.helpers.open_clip_losses import (
     tiny_clip,
 )
 from tests.reference import geometry_loops as loops
+from tests.reference.open_clip_loops import cross_entropy_grad, logits64, sigmoid_grad
 
 SOURCES = ("loss.py", "stand-in")
 """open_clip's loss.py loaded by file, and the stand-ins (tests/helpers/open_clip_losses.py)."""
@@ -41,35 +41,6 @@ def recorded(loss, images, texts, scale, bias=None, output_dict=False):
     batch = adapter.capture([], value, 0.01, recorded=kept, score_grad=True)
     (value["contrastive_loss"] if output_dict else value).backward()
     return batch
-
-
-def logits64(queries, candidates, scale, bias=0.0):
-    return [[scale * sum(float(q) * float(c) for q, c in zip(query, candidate, strict=True))
-             + bias for candidate in candidates] for query in queries]  # fmt: skip
-
-
-def cross_entropy_grad(logits, positive_of, weight):
-    """dL/dlogits of ``weight x mean_i CE(row i, positive_of(i))``, float64 loops."""
-    grad = []
-    for row, values in enumerate(logits):
-        top = max(values)
-        exps = [math.exp(value - top) for value in values]
-        total = sum(exps)
-        grad.append([weight * (exp / total - (column == positive_of(row))) / len(logits)
-                     for column, exp in enumerate(exps)])  # fmt: skip
-    return torch.tensor(grad, dtype=torch.float64)
-
-
-def sigmoid_grad(logits, positive_block_columns, batch):
-    """dL/dlogits of SigLIP's ``-sum log sigmoid(label x logit) / B``, float64 loops."""
-    grad = []
-    for row, values in enumerate(logits):
-        line = []
-        for column, value in enumerate(values):
-            label = 1.0 if (column < positive_block_columns and column == row) else -1.0
-            line.append(-label / (1.0 + math.exp(label * value)) / batch)
-        grad.append(line)
-    return torch.tensor(grad, dtype=torch.float64)
 
 
 def close(actual, expected):

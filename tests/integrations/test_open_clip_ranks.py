@@ -3,7 +3,6 @@ test_open_clip.py): the other ranks' features are given, as a gather without gra
 them, so the recorded blocks, positives and ``dL/dlogits`` can be checked against float64 loops
 (softmax cross-entropy, SigLIP's ``-log sigmoid``)."""
 
-import math
 
 import pytest
 import torch
@@ -12,35 +11,9 @@ import torch.nn.functional as F
 from gradlab import GradlabError
 from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
 from tests.helpers.open_clip_losses import StandInClipLoss, StandInSigLipLoss, features
+from tests.reference.open_clip_loops import cross_entropy_grad, logits64, sigmoid_grad
 
 SIZE, WORLD, SCALE, BIAS = 3, 2, 10.0, -2.0
-
-
-def logits64(queries, candidates, scale, bias=0.0):
-    return [[scale * sum(float(q) * float(c) for q, c in zip(query, candidate, strict=True))
-             + bias for candidate in candidates] for query in queries]  # fmt: skip
-
-
-def cross_entropy_grad(logits, positive_of, weight):
-    """dL/dlogits of ``weight x mean_i CE(row i, positive_of(i))``, float64 loops."""
-    grad = []
-    for row, values in enumerate(logits):
-        top = max(values)
-        exps = [math.exp(value - top) for value in values]
-        total = sum(exps)
-        grad.append([weight * (exp / total - (column == positive_of(row))) / len(logits)
-                     for column, exp in enumerate(exps)])  # fmt: skip
-    return torch.tensor(grad, dtype=torch.float64)
-
-
-def sigmoid_grad(logits, positive_columns, batch):
-    """dL/dlogits of ``-sum log sigmoid(label x logit) / B``, positives on the diagonal of the
-    first ``positive_columns`` columns, float64 loops."""
-    return torch.tensor([[-(1.0 if column < positive_columns and column == row else -1.0)
-                          / (1.0 + math.exp((1.0 if column < positive_columns and column == row
-                                             else -1.0) * value)) / batch
-                          for column, value in enumerate(values)]
-                         for row, values in enumerate(logits)], dtype=torch.float64)  # fmt: skip
 
 
 def close(actual, expected):
