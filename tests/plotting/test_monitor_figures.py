@@ -108,8 +108,17 @@ def test_a_run_named_twice_is_an_error_naming_it(tmp_path, monkeypatch, second):
     run = _run(tmp_path / "a", loss=LOSS)
     monkeypatch.chdir(tmp_path)
     again = {"folder": run, "metrics.jsonl": run / "metrics.jsonl", "relative": Path("a")}[second]
-    with pytest.raises(GradlabError, match=r"run_dirs must name each run once; got .*a more"):
+    with pytest.raises(GradlabError) as caught:
         load_runs([run, again])
+    assert str(caught.value) == (f"run_dirs must name each run once; got {run.resolve()} more "
+                                 f"than once in {[str(run), str(again)]!r}")
+
+
+def test_every_run_named_twice_is_listed_in_order(tmp_path):
+    first, second = _run(tmp_path / "b", loss=LOSS), _run(tmp_path / "a", loss=LOSS)
+    with pytest.raises(GradlabError) as caught:
+        load_runs([first, second, second, first])
+    assert f"got {second.resolve()}, {first.resolve()} more than once" in str(caught.value)
 
 
 def test_a_log_whose_steps_restart_is_one_line_per_run_with_a_warning(tmp_path):
