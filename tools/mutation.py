@@ -311,7 +311,8 @@ STUDY_TESTS = {
     ],
     "experiments/fappy_lemma": ["tests/experiments/test_fappy_lemma.py"],
     "experiments/pml_grouping": ["tests/experiments/test_pml_grouping.py"],
-    "experiments/verification": ["tests/experiments/test_verification.py"],
+    "experiments/verification": ["tests/experiments/test_verification.py",
+                                 "tests/experiments/test_verification_inputs.py"],
     # checkpoints of 1 and 2 steps instead of 10 and 30, a miniature of the digits
     "experiments/gradient_anatomy": [
         "tests/experiments/test_gradient_anatomy_study.py",

@@ -39,7 +39,14 @@ def _max_error(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def smoothap_gradient_errors(generator: torch.Generator, trials: int) -> dict[str, float]:
-    """SmoothAP: AD - CB decomposition vs autograd; exact backward vs autograd and FD."""
+    """SmoothAP: AD - CB decomposition vs autograd; exact backward vs autograd and FD.
+
+    Each trial draws, in float64 from ``generator``, four queries and twenty vectors in eight
+    dimensions (Gaussian, standard deviation 0.2, so that score differences are of the order of
+    the temperature 0.05 and the sigmoid of Smooth-AP (Brown et al., 2020) is not saturated) and a
+    positive mask with about a quarter positives, the first vector positive for every query.
+    Returns the largest error of each check over ``trials``.
+    """
     worst = {"decomposition_vs_autograd": 0.0, "exact_vs_autograd": 0.0, "exact_vs_fd": 0.0}
     for _ in range(trials):
         query = torch.randn(4, 8, generator=generator, dtype=torch.float64) * 0.2
@@ -69,7 +76,13 @@ def smoothap_gradient_errors(generator: torch.Generator, trials: int) -> dict[st
 
 
 def tie_aware_gradient_errors(generator: torch.Generator, trials: int) -> dict[str, float]:
-    """He et al. (2018), Eq. 37 (matrix form) vs autograd; relaxed AP vs finite differences."""
+    """He et al. (2018), Eq. 37 (matrix form) vs autograd; relaxed AP vs finite differences.
+
+    Each trial draws, in float64 from ``generator``, eight relaxed codes of six bits (tanh of
+    a Gaussian) with labels from three classes, and for the relaxed AP seven distance bins: a
+    count in [0, 3) per bin and a positive count that is a uniform share of it. Returns the
+    largest error of each check over ``trials``.
+    """
     worst: dict[str, float] = {}
     for _ in range(trials):
         codes = torch.tanh(2.0 * torch.randn(8, 6, generator=generator, dtype=torch.float64))
@@ -96,7 +109,14 @@ def tie_aware_gradient_errors(generator: torch.Generator, trials: int) -> dict[s
 
 
 def histogram_loss_gradient_errors(generator: torch.Generator, trials: int) -> dict[str, float]:
-    """FAPPY closed-form dP/ds_ik vs autograd; FastAP autograd vs finite differences."""
+    """FAPPY closed-form dP/ds_ik vs autograd; FastAP autograd vs finite differences.
+
+    Seven items in three classes of two, two and three (every item has a positive and
+    negatives). Each trial draws, in float64 from ``generator``, a symmetric similarity matrix
+    with unit diagonal whose off-diagonal entries are the mean of two uniform draws on [-1, 1]
+    (so every bin of width 0.25 of Zhong et al.'s histogram is reached), and seven embeddings in
+    four dimensions for FastAP. Returns the largest error of each check over ``trials``.
+    """
     worst = {"fappy_closed_form_vs_autograd": 0.0, "fastap_vs_fd": 0.0}
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 2])
     for _ in range(trials):
