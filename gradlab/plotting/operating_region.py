@@ -110,7 +110,10 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
     """Loss, P, queries without gradient and the AD / CB split over a SmoothAP run.
 
     A panel whose every series keeps one value over the run (no query without gradient, say)
-    is not drawn: a line under the figure states the value instead."""
+    is not drawn: a line under the figure states the value instead. When no panel moves at all
+    (every series constant, as in a run logged at one step), every panel is drawn, each series
+    a flat line on a y-range that extends half the panel's largest magnitude (at least 0.5)
+    below its lowest value and above its highest."""
     results = load_results(source)
     history = results["history"]
     steps = [h["step"] for h in history]
@@ -127,7 +130,8 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
     ]  # fmt: skip
     flat = {title: [(label, constant_value([h[key] for h in history])) for key, label in series]
             for title, _, series in panels}  # fmt: skip
-    drawn = [panel for panel in panels if any(v is None for _, v in flat[panel[0]])]
+    moving = [panel for panel in panels if any(v is None for _, v in flat[panel[0]])]
+    drawn = moving or panels  # nothing moves: draw the flat lines rather than an empty figure
     columns = 2 if len(drawn) == 4 else len(drawn)
     rows = math.ceil(len(drawn) / columns)
     figure, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.8 * rows + 0.6),
@@ -138,6 +142,10 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
             axis.plot(steps, [h[key] for h in history], color=style["color"],
                       linestyle=style["linestyle"], label=label)  # fmt: skip
         axis.set(ylabel=ylabel, title=title)
+        values = [value for _, value in flat[title]]
+        if None not in values:  # matplotlib's own range for a flat line is a sliver around it
+            pad = 0.5 * max(1.0, *(abs(v) for v in values))
+            axis.set_ylim(min(values) - pad, max(values) + pad)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
         if len(series) > 1:
             axis.legend()
@@ -145,7 +153,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
         axis.set_xlabel("optimizer step")
     notes = []
     for title, values in flat.items():
-        if all(value is not None for _, value in values):
+        if moving and all(value is not None for _, value in values):
             numbers = " and ".join(dict.fromkeys(f"{value:g}" for _, value in values))
             labels = " and ".join(label for label, _ in values)
             notes.append(f"{title}: {numbers} at each of the {len(steps)} logged steps "

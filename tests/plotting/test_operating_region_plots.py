@@ -15,7 +15,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 
 import gradlab.plotting.operating_region as module
 from gradlab.plotting.style import series_style
-from tests.helpers.figure_layout import captured_figures
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
 @pytest.fixture
@@ -324,3 +324,35 @@ def test_three_moving_panels_stand_in_one_row(drawn):
     boxes = [axis.get_position() for axis in figure.axes]
     assert boxes[0].x1 < boxes[1].x0 and boxes[1].x1 < boxes[2].x0
     assert [axis.get_xlabel() for axis in figure.axes] == ["optimizer step"] * 3
+
+
+FLAT = {"loss": 0.7, "p_seed_definition": 0.5, "p_without_query": 0.125,
+        "share_without_gradient": 0.0, "share_without_weighted_gradient": 1.0,
+        "ad_share": 0.25, "ad_cb_cosine": -1.0}  # fmt: skip
+
+
+@pytest.mark.parametrize("steps", [(10, 20, 30), (4,)], ids=["three steps", "one step"])
+def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps):
+    """Every series constant (a one-step run is one): no panel would be left to draw, so every
+    panel is drawn, each series a flat line inside a y-range with room on both sides."""
+    history = _history(steps=steps, **FLAT)
+    figure = drawn(module.plot_training_dynamics, _dynamics(history))
+    assert [axis.get_title() for axis in figure.axes] == [
+        "SmoothAP loss",
+        "Operating-region proportion",
+        "Queries with no gradient entry",
+        "AD - CB split",
+    ]
+    keys = [["loss"], ["p_seed_definition", "p_without_query"],
+            ["share_without_gradient", "share_without_weighted_gradient"],
+            ["ad_share", "ad_cb_cosine"]]  # fmt: skip
+    for axis, own in zip(figure.axes, keys, strict=True):
+        assert [_points(line) for line in axis.get_lines()] == [
+            [(step, FLAT[key]) for step in steps] for key in own
+        ]
+        low, high = axis.get_ylim()  # not matplotlib's sliver of +-5 % around a flat line
+        assert high - low >= max(1.0, *(abs(FLAT[key]) for key in own)), axis.get_title()
+        for key in own:  # each line well inside the panel, not on its frame
+            assert 0.1 < (FLAT[key] - low) / (high - low) < 0.9, (axis.get_title(), low, high)
+    assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
+    assert layout_problems(figure) == []
