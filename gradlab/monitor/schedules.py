@@ -1,4 +1,9 @@
-"""Schedules: plain ``step -> bool`` callables, counted in optimizer steps (from 0)."""
+"""Schedules: plain ``step -> bool`` callables, counted in optimizer steps (from 0).
+
+The package's schedules are small objects rather than closures, so that a Monitor's options
+and the callbacks holding them can be pickled (Lightning's ``ddp_spawn`` pickles callbacks);
+each reads as the call that made it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +16,25 @@ from gradlab.validation import check_positive_int
 Schedule = Callable[[int], bool]
 
 
+class Every:
+    """The schedule of :func:`every`: steps 0, n, 2n, ...
+
+    Example:
+        >>> schedule = Every(4)
+        >>> schedule, [s for s in range(10) if schedule(s)]
+        (every(4), [0, 4, 8])
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = check_positive_int("n", n)
+
+    def __call__(self, step: int) -> bool:
+        return step % self.n == 0
+
+    def __repr__(self) -> str:
+        return f"every({self.n!r})"
+
+
 def every(n: int) -> Schedule:
     """Steps 0, n, 2n, ...
 
@@ -18,8 +42,7 @@ def every(n: int) -> Schedule:
         >>> [s for s in range(10) if every(4)(s)]
         [0, 4, 8]
     """
-    n = check_positive_int("n", n)
-    return lambda step: step % n == 0
+    return Every(n)
 
 
 def log_spaced(base: float = 2.0) -> Schedule:
@@ -33,13 +56,37 @@ def log_spaced(base: float = 2.0) -> Schedule:
         >>> [s for s in range(40) if log_spaced()(s)]
         [0, 1, 2, 4, 8, 16, 32]
     """
-    base = _check_base(base)
-    points: set[int] = {0}
-    value = 1.0
-    while value < 1e12:
-        points.add(round(value))
-        value *= base
-    return lambda step: step in points
+    return LogSpaced(base)
+
+
+class LogSpaced:
+    """The schedule of :func:`log_spaced`: step 0 and the rounded powers of ``base`` below 1e12.
+
+    Pickled as its base (the steps are worked out again when it is loaded).
+
+    Example:
+        >>> schedule = LogSpaced(3)
+        >>> schedule, [s for s in range(40) if schedule(s)]
+        (log_spaced(3.0), [0, 1, 3, 9, 27])
+    """
+
+    def __init__(self, base: float = 2.0) -> None:
+        self.base = _check_base(base)
+        points: set[int] = {0}
+        value = 1.0
+        while value < 1e12:
+            points.add(round(value))
+            value *= self.base
+        self.points = frozenset(points)
+
+    def __call__(self, step: int) -> bool:
+        return step in self.points
+
+    def __reduce__(self) -> tuple:
+        return (type(self), (self.base,))
+
+    def __repr__(self) -> str:
+        return f"log_spaced({self.base!r})"
 
 
 _MAX_POINTS = 100_000
@@ -67,9 +114,28 @@ def dense_warmup(warmup: int = 100, then_every: int = 50) -> Schedule:
         >>> [s for s in range(12) if dense_warmup(3, 5)(s)]
         [0, 1, 2, 5, 10]
     """
-    warmup = check_positive_int("warmup", warmup)
-    then_every = check_positive_int("then_every", then_every)
-    return lambda step: step < warmup or step % then_every == 0
+    return DenseWarmup(warmup, then_every)
+
+
+class DenseWarmup:
+    """The schedule of :func:`dense_warmup`: every step during ``warmup``, then every
+    ``then_every``.
+
+    Example:
+        >>> schedule = DenseWarmup(3, 5)
+        >>> schedule, [s for s in range(12) if schedule(s)]
+        (dense_warmup(warmup=3, then_every=5), [0, 1, 2, 5, 10])
+    """
+
+    def __init__(self, warmup: int = 100, then_every: int = 50) -> None:
+        self.warmup = check_positive_int("warmup", warmup)
+        self.then_every = check_positive_int("then_every", then_every)
+
+    def __call__(self, step: int) -> bool:
+        return step < self.warmup or step % self.then_every == 0
+
+    def __repr__(self) -> str:
+        return f"dense_warmup(warmup={self.warmup!r}, then_every={self.then_every!r})"
 
 
 def default_schedule(warmup: int = 10, early_every: int = 10, early: int = 200,
@@ -82,15 +148,37 @@ def default_schedule(warmup: int = 10, early_every: int = 10, early: int = 200,
         >>> [s for s in range(260) if default_schedule()(s)][8:]
         [8, 9, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150, 160, 170, 180, 190, 200, 250]
     """  # noqa: E501
-    warmup = check_positive_int("warmup", warmup)
-    early_every = check_positive_int("early_every", early_every)
-    early = check_positive_int("early", early)
-    then_every = check_positive_int("then_every", then_every)
-    return lambda step: (
-        step < warmup
-        or (step < early and step % early_every == 0)
-        or step % then_every == 0
-    )
+    return DefaultSchedule(warmup, early_every, early, then_every)
+
+
+class DefaultSchedule:
+    """The schedule of :func:`default_schedule`: every step of the first ``warmup``, every
+    ``early_every`` up to ``early``, then every ``then_every``.
+
+    Example:
+        >>> schedule = DefaultSchedule(2, 3, 10, 7)
+        >>> schedule, [s for s in range(22) if schedule(s)]  # doctest: +NORMALIZE_WHITESPACE
+        (default_schedule(warmup=2, early_every=3, early=10, then_every=7),
+         [0, 1, 3, 6, 7, 9, 14, 21])
+    """
+
+    def __init__(self, warmup: int = 10, early_every: int = 10, early: int = 200,
+                 then_every: int = 50) -> None:  # fmt: skip
+        self.warmup = check_positive_int("warmup", warmup)
+        self.early_every = check_positive_int("early_every", early_every)
+        self.early = check_positive_int("early", early)
+        self.then_every = check_positive_int("then_every", then_every)
+
+    def __call__(self, step: int) -> bool:
+        return (
+            step < self.warmup
+            or (step < self.early and step % self.early_every == 0)
+            or step % self.then_every == 0
+        )
+
+    def __repr__(self) -> str:
+        return (f"default_schedule(warmup={self.warmup!r}, early_every={self.early_every!r}, "
+                f"early={self.early!r}, then_every={self.then_every!r})")  # fmt: skip
 
 
 def never(step: int) -> bool:

@@ -1,5 +1,7 @@
 """GradlabCallback checks the Monitor option values where they are given, not in Trainer.fit."""
 
+import pickle
+
 import pytest
 
 from tests.helpers.monitor_options import BAD_OPTIONS
@@ -15,3 +17,13 @@ def test_bad_monitor_option_values_are_refused_by_the_callback(tmp_path, kwargs,
         GradlabCallback(tmp_path / "run", **kwargs)
     assert not (tmp_path / "run").exists()
 
+
+
+def test_a_pickled_callback_with_every_5_still_logs_every_fifth_step(tmp_path):
+    """Lightning's ddp_spawn pickles the callbacks to start its processes."""
+    callback = pickle.loads(pickle.dumps(GradlabCallback(tmp_path / "run", every=5)))
+    assert callback.monitor is None and callback.log_dir == tmp_path / "run"
+    quantities = callback.options.make_quantities()
+    assert quantities
+    for quantity in quantities:
+        assert [s for s in range(23) if quantity.should_compute(s)] == [0, 5, 10, 15, 20]

@@ -1,11 +1,14 @@
 """Schedule constructors refuse values that would hang, be silently wrong, or never log."""
 
 import math
+import pickle
 
 import pytest
 
 from gradlab import GradlabError
-from gradlab.monitor.schedules import default_schedule, dense_warmup, every, log_spaced
+from gradlab.monitor import schedules
+from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.schedules import default_schedule, dense_warmup, every, log_spaced, never
 
 
 @pytest.mark.parametrize(
@@ -83,3 +86,54 @@ def test_never_logs_any_step():
     from gradlab.monitor.schedules import never
 
     assert not any(never(step) for step in range(1000))
+
+
+PROVIDED = [  # each schedule the package provides, with its first logged steps listed by hand
+    (lambda: every(5), [0, 5, 10, 15, 20, 25, 30, 35]),
+    (lambda: every(1), [0, 1, 2, 3, 4, 5, 6, 7]),
+    (lambda: log_spaced(), [0, 1, 2, 4, 8, 16, 32, 64]),
+    (lambda: log_spaced(3), [0, 1, 3, 9, 27, 81, 243, 729]),
+    (lambda: dense_warmup(3, 5), [0, 1, 2, 5, 10, 15, 20, 25]),
+    (lambda: default_schedule(warmup=2, early_every=3, early=10, then_every=7),
+     [0, 1, 3, 6, 7, 9, 14, 21]),
+    (lambda: never, []),
+]  # fmt: skip
+
+
+def _logged(schedule, steps=2000):
+    return [step for step in range(steps) if schedule(step)]
+
+
+@pytest.mark.parametrize(("make", "first"), PROVIDED)
+def test_every_schedule_survives_a_pickle_round_trip(make, first):
+    """Lightning's ddp_spawn pickles the callbacks, and with them their schedules."""
+    schedule = make()
+    assert _logged(schedule)[:8] == first
+    copy = pickle.loads(pickle.dumps(schedule))
+    assert _logged(copy) == _logged(schedule)
+    assert all(type(copy(step)) is bool for step in range(50))
+    assert repr(copy) == repr(schedule)
+
+
+@pytest.mark.parametrize(
+    ("make", "text"),
+    [
+        (lambda: every(5), "every(5)"),
+        (lambda: log_spaced(), "log_spaced(2.0)"),
+        (lambda: log_spaced(3), "log_spaced(3.0)"),
+        (lambda: dense_warmup(3, 5), "dense_warmup(warmup=3, then_every=5)"),
+        (lambda: default_schedule(),
+         "default_schedule(warmup=10, early_every=10, early=200, then_every=50)"),
+    ],
+)  # fmt: skip
+def test_a_schedule_reads_as_the_call_that_made_it(make, text):
+    schedule = make()
+    assert repr(schedule) == text
+    remade = eval(text, vars(schedules))  # the repr is the call: it makes the same schedule
+    assert _logged(remade) == _logged(schedule)
+
+
+def test_a_pickled_monitor_config_with_every_5_still_logs_every_fifth_step():
+    options = pickle.loads(pickle.dumps(MonitorConfig(every=5, preset="cheap")))
+    for quantity in options.make_quantities():
+        assert [s for s in range(23) if quantity.should_compute(s)] == [0, 5, 10, 15, 20]
