@@ -1,10 +1,12 @@
 """The report's markdown (a small dialect) as one self-contained HTML page, figures embedded.
 
 The dialect: ``#``-headings (each gets an anchor; ``##`` headings make the table of contents),
-paragraphs, pipe tables, ``- `` bullet lists, ``![caption](path)`` figures (numbered in page
-order, "Figure N." prepended to the caption, PNG embedded as base64), ``[text](#anchor)`` and
-``[text](https://...)`` links, and raw ``<details>``, ``<summary>...</summary>``, ``</details>``
-lines that fold what lies between them. The table of contents is placed after a
+paragraphs, pipe tables, ``- `` bullet lists, ``*emphasis*`` and ``**strong**`` (no space just
+inside the asterisks, as in CommonMark, so a product such as ``2 * 3 * 4`` stays text),
+``![caption](path)`` figures (numbered in page order, "Figure N." prepended to the caption,
+PNG embedded as base64), ``[text](#anchor)`` and ``[text](https://...)`` links, and raw
+``<details>``, ``<summary>...</summary>``, ``</details>`` lines that fold what lies between
+them. The table of contents is placed after a
 ``## Key findings`` section when the page has one, else right after the title.
 """
 
@@ -57,6 +59,10 @@ INLINE_TAGS = ("small", "code", "sup", "sub", "em", "strong")
 """Inline HTML tags that the markdown may use literally; every other ``<`` is shown as text."""
 
 
+_FLANKED = r"[^*\s](?:[^*]*[^*\s])?"
+"""What emphasis may enclose: no asterisk, and neither starting nor ending with whitespace."""
+
+
 def _inline(text: str) -> str:
     text = html.escape(text, quote=False)
     text = re.sub(rf"&lt;(/?)({'|'.join(INLINE_TAGS)})&gt;", r"<\1\2>", text)
@@ -67,8 +73,9 @@ def _inline(text: str) -> str:
         text,
     )
     text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    text = re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", text)
-    return re.sub(r"(?<![\w*])\*([^*]+)\*(?![\w*])", r"<em>\1</em>", text)
+    # CommonMark's flanking rule: no space just inside the asterisks, so 2 * 3 * 4 stays text
+    text = re.sub(rf"\*\*({_FLANKED})\*\*", r"<strong>\1</strong>", text)
+    return re.sub(rf"(?<![\w*])\*({_FLANKED})\*(?![\w*])", r"<em>\1</em>", text)
 
 
 def _figure(number: int, caption: str, source: str, root: Path) -> str:

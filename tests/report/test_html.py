@@ -137,6 +137,24 @@ def test_inline_markup_links_code_bold_and_emphasis(tmp_path):
     )
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("The product 2 * 3 * 4 is 24.", "The product 2 * 3 * 4 is 24."),
+        ("Then 2 ** 3 ** 2 is large.", "Then 2 ** 3 ** 2 is large."),
+        ("A * b* and *c * d.", "A * b* and *c * d."),
+        ("Mixed 2 * 3 and *em* here.", "Mixed 2 * 3 and <em>em</em> here."),
+        ("Both *one word* and **two words** mark.",
+         "Both <em>one word</em> and <strong>two words</strong> mark."),
+        ("Single *x* letters.", "Single <em>x</em> letters."),
+    ],
+)  # fmt: skip
+def test_asterisks_with_space_inside_are_text_not_emphasis(tmp_path, text, shown):
+    """CommonMark's flanking rule: an opening ``*`` is not followed by a space, a closing one
+    not preceded by one, so the asterisks of a product stay as they are."""
+    (paragraph,) = re.findall(r"<p>(.*?)</p>", _page(tmp_path, "# T\n\n" + text))
+    assert paragraph == shown
+
 def test_headings_of_every_level_get_anchors_and_only_level_two_is_listed(tmp_path):
     page = _page(tmp_path, "# Top\n\n## A b\n\n### Sub `x`\n\n###### Six\n\n####### Seven\n\n## C")
     assert re.findall(r"<h(\d) id=\"([\w-]+)\">(.*?)</h\d>", page) == [
