@@ -352,8 +352,12 @@ STUDY_TESTS = {
         "tests/experiments/test_runtime_turns.py",
     ],
     # stand-in sections (no study trained), side by side without worker processes
+    # not the test that raises SIGINT in a section: under mutmut's trampolines the Ctrl-C does
+    # not reach run_report (its stats pass saw no KeyboardInterrupt)
     "report/runner": ["tests/report/test_runner_page.py", "tests/report/test_runner_sections.py",
-                      "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done"],
+                      "tests/report/test_progress.py::test_after_ctrl_c_no_section_is_said_done",
+                      "--deselect=tests/report/test_runner_sections.py::"
+                      "test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest"],
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
     "report/user_studies": ["tests/report/test_user_studies_pages.py",
                             "tests/report/test_user_studies_in_report.py", "-m", "not slow"],
