@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -222,9 +223,9 @@ def _section_finder(sections: list[dict]):
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m gradlab.report.browser_check REPORT_DIR``: 0 ok, 1 problems, 2 no browser."""
-    parser = argparse.ArgumentParser(
-        prog="python -m gradlab.report.browser_check", description=__doc__.splitlines()[0]
-    )
+    summary = re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0])  # a terminal shows no reST
+    parser = argparse.ArgumentParser(prog="python -m gradlab.report.browser_check",
+                                     description=summary)  # fmt: skip
     parser.add_argument("report_dir", type=Path, help="a folder written by gradlab report")
     parser.add_argument("--screenshots", type=Path, help="default: REPORT_DIR/screenshots")
     parser.add_argument("--chromium", help="browser executable (default: found on PATH)")

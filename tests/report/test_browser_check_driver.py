@@ -377,3 +377,14 @@ def test_a_page_without_sections_gets_the_top_screenshot_only(
     shots = report / "screenshots"
     assert capsys.readouterr().out == f"1 screenshots (0 sections) in {shots}; 0 problems\n"
     assert sorted(path.name for path in shots.iterdir()) == ["top.png"]
+
+
+def test_the_command_help_is_plain_text_without_backticks(capsys, monkeypatch):
+    """--help is read in a terminal, where reST's ``literal`` markup is noise."""
+    monkeypatch.setenv("COLUMNS", "400")
+    with pytest.raises(SystemExit) as stop:
+        browser_check.main(["--help"])
+    assert stop.value.code == 0
+    out = capsys.readouterr().out
+    assert "`" not in out
+    assert "render index.html in headless Chromium" in out
