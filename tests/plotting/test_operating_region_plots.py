@@ -201,6 +201,13 @@ KEYS = ("loss", "p_seed_definition", "p_without_query", "share_without_gradient"
         "share_without_weighted_gradient", "ad_share", "ad_cb_cosine")  # fmt: skip
 
 
+TITLES = ["SmoothAP loss", "Operating-region proportion", "Queries with no gradient entry",
+          "AD - CB split"]  # fmt: skip
+PANEL_KEYS = [["loss"], ["p_seed_definition", "p_without_query"],
+              ["share_without_gradient", "share_without_weighted_gradient"],
+              ["ad_share", "ad_cb_cosine"]]  # fmt: skip
+
+
 def _history(steps=(10, 20, 30), **constant):
     """Three logged steps; every key moves unless given a constant value."""
     rng = np.random.default_rng(0)
@@ -215,21 +222,16 @@ def _dynamics(history):
 def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
     history = _history()
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
-    titles = ["SmoothAP loss", "Operating-region proportion", "Queries with no gradient entry",
-              "AD - CB split"]  # fmt: skip
-    assert [axis.get_title() for axis in figure.axes] == titles
+    assert [axis.get_title() for axis in figure.axes] == TITLES
     assert [axis.get_ylabel() for axis in figure.axes] == [
         "1 - mean smooth AP",
         "proportion P",
         "share of queries",
         "mean over queries",
     ]
-    keys = [["loss"], ["p_seed_definition", "p_without_query"],
-            ["share_without_gradient", "share_without_weighted_gradient"],
-            ["ad_share", "ad_cb_cosine"]]  # fmt: skip
     labels = [["loss"], ["seed Eq. 1", "pairs of others"], ["slope > eps", "slope / R^2 > eps"],
               ["|AD| / (|AD| + |CB|)", "cosine(AD, CB)"]]  # fmt: skip
-    for axis, own, names in zip(figure.axes, keys, labels, strict=True):
+    for axis, own, names in zip(figure.axes, PANEL_KEYS, labels, strict=True):
         assert [_points(line) for line in axis.get_lines()] == [
             [(h["step"], h[key]) for h in history] for key in own
         ]
@@ -337,16 +339,8 @@ def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps):
     panel is drawn, each series a flat line inside a y-range with room on both sides."""
     history = _history(steps=steps, **FLAT)
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
-    assert [axis.get_title() for axis in figure.axes] == [
-        "SmoothAP loss",
-        "Operating-region proportion",
-        "Queries with no gradient entry",
-        "AD - CB split",
-    ]
-    keys = [["loss"], ["p_seed_definition", "p_without_query"],
-            ["share_without_gradient", "share_without_weighted_gradient"],
-            ["ad_share", "ad_cb_cosine"]]  # fmt: skip
-    for axis, own in zip(figure.axes, keys, strict=True):
+    assert [axis.get_title() for axis in figure.axes] == TITLES
+    for axis, own in zip(figure.axes, PANEL_KEYS, strict=True):
         assert [_points(line) for line in axis.get_lines()] == [
             [(step, FLAT[key]) for step in steps] for key in own
         ]
