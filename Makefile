@@ -51,11 +51,17 @@ docs-check: docs
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
 
-# The edit loop: every test but those marked slow (at most 90 s on two cores). Slow: what takes
-# seconds, such as most of the audit's claim records (the fast tier reproduces one or two quick
-# claims of each claim module), all but two Chromium starts, all but one W&B run, whole figures.
+# The edit loop (at most 90 s on two cores): every test but those marked slow, and without the
+# modules of the Lightning and Hugging Face integrations (importing those frameworks costs each
+# worker seconds before a test runs; `make test` runs them). Slow: what takes about a second or
+# more, such as most of the audit's claim records (the fast tier reproduces one or two quick
+# claims of each claim module), all but one Chromium start, all but one W&B run, whole figures,
+# the tiny study runs, and the checks that start a Python process or read every module.
+FRAMEWORK_MODULES = --ignore-glob='*/integrations/*lightning*' \
+	--ignore-glob='*/integrations/*transformers*' \
+	--ignore-glob='*/integrations/test_readme_example.py'
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -n 2 -m "not slow"
+	$(BIN)/python -m pytest -n 2 -m "not slow" $(FRAMEWORK_MODULES)
 
 # ruff, then the import contract of pyproject.toml ([tool.importlinter]): the library never
 # imports the studies or the CLI.
