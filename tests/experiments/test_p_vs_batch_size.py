@@ -170,9 +170,10 @@ def test_the_summary_reads_each_settings_own_parts_and_quotes_the_measurement():
 
 
 def test_the_settings_are_those_the_documentation_states():
-    """measure()'s docstring: quick m in 16, 64, 256, 30 steps of the fixed trained model at
-    m = 64, one epoch per m; full m from 16 to 1024 (doubling), 400 steps, two epochs per m;
-    the module's data: 3-digit strings (1000 classes)."""
+    """measure()'s and settings()'s docstrings: quick m in 16, 64, 256, 3 batches per m, 30
+    steps of the fixed trained model at m = 64, one epoch per m, 4 images per number; full m
+    from 16 to 1024 (doubling), 5 batches per m, 400 steps, two epochs per m, 6 images per
+    number; both 3-digit strings (1000 classes) and Adam at 1e-3."""
     from gradlab.experiments.p_vs_batch_size import settings
 
     quick, full = settings(quick=True), settings(quick=False)
@@ -182,4 +183,23 @@ def test_the_settings_are_those_the_documentation_states():
         30, 1, 400, 2)  # fmt: skip
     for sizes in (quick, full):
         assert sizes["fixed_batch_size"] == 64 and sizes["num_digits"] == 3
-        assert sizes["images_per_number"] >= 4 and sizes["draws"] >= 1 and sizes["lr"] > 0
+        assert sizes["lr"] == 1e-3
+    assert (quick["draws"], quick["images_per_number"]) == (3, 4)
+    assert (full["draws"], full["images_per_number"]) == (5, 6)
+
+
+@pytest.mark.parametrize("proportions", [close_pair_proportions, p_decomposition])
+def test_float32_embeddings_are_scored_in_float64(proportions):
+    # the docstrings: cosine scores in float64. At tau = 1e-6 the window is about 1e-6 wide,
+    # where float32 scores (rounding near 6e-8 per entry, summed over 16 dimensions) move entries
+    # across its edges: the float32 input must give what its float64 copy gives
+    generator = torch.Generator().manual_seed(5)
+    labels = torch.arange(4).repeat_interleave(4)
+    embeddings = (torch.randn(1, 16, generator=generator)
+                  + 0.01 * torch.randn(16, 16, generator=generator)).float()  # fmt: skip
+    single = proportions(embeddings, labels, 1e-6, 0.005)
+    double = proportions(embeddings.double(), labels, 1e-6, 0.005)
+    assert single.dtype == torch.float64
+    assert single.tolist() == double.tolist()
+    # entries on both sides of the window's edges
+    assert 0 < close_pair_proportions(embeddings.double(), labels, 1e-6, 0.005)[0] < 1
