@@ -221,8 +221,13 @@ def measure(
         key of :data:`KEYS` (P, the two close-pair shares, P's four parts), with settings
         ``fixed_untrained``, ``fixed_trained`` and ``trained_at_m``, which also holds
         ``"steps"`` (optimizer steps per m) and ``"epochs"``.
+
+    Raises:
+        GradlabError: ``seeds`` empty.
     """
     seeds = tuple(seeds)
+    if not seeds:
+        raise GradlabError("seeds must name at least one seed; got ()")
     sizes = settings(quick)
     tasks = [(sizes, seed, device, tau, eps) for seed in seeds]
     outputs = run_tasks(
@@ -237,7 +242,7 @@ def measure(
         "fixed_trained": [],
         "trained_at_m": [],
     }
-    trained_steps: list[int] = outputs[-1][1] if outputs else []  # the same for every seed
+    trained_steps: list[int] = outputs[-1][1]  # the same for every seed
     for output, _ in outputs:
         for name, table in output.items():
             per_seed[name].append(table)

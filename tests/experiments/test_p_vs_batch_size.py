@@ -203,3 +203,58 @@ def test_float32_embeddings_are_scored_in_float64(proportions):
     assert single.tolist() == double.tolist()
     # entries on both sides of the window's edges
     assert 0 < close_pair_proportions(embeddings.double(), labels, 1e-6, 0.005)[0] < 1
+
+
+def _stand_in_tasks(monkeypatch, steps):
+    """run_tasks stood in: it records what measure() hands it and answers each task with a
+    table whose every value is the task's seed (so each seed's numbers can be told apart)."""
+    from gradlab.experiments import p_vs_batch_size as study
+
+    handed: list = []
+
+    def run_tasks(function, tasks, **options):
+        handed.append((tasks, options))
+        outputs = []
+        for sizes, seed, *_ in tasks:
+            table = {key: [float(seed)] * len(sizes["batch_sizes"]) for key in study.KEYS}
+            settings = ("fixed_untrained", "fixed_trained", "trained_at_m")
+            outputs.append(({name: table for name in settings}, steps))
+        return outputs
+
+    monkeypatch.setattr(study, "run_tasks", run_tasks)
+    return handed
+
+
+def test_measure_hands_each_seed_its_task_with_the_defaults_of_the_docstring(monkeypatch):
+    from gradlab.experiments.p_vs_batch_size import settings
+
+    handed = _stand_in_tasks(monkeypatch, steps=[7, 3, 1])
+    result = measure()
+    # quick sizes, seeds 0, 1, 2, the CPU, Brown et al.'s tau = 0.01 and eps = 0.005, and the
+    # workers of the enclosing block
+    ((tasks, options),) = handed
+    assert tasks == [(settings(quick=True), seed, "cpu", 0.01, 0.005) for seed in (0, 1, 2)]
+    assert options["workers"] is None
+    assert options["names"] == ["seed 0", "seed 1", "seed 2"]
+    assert result["settings"]["fixed_trained"]["P"] == [[0.0] * 3, [1.0] * 3, [2.0] * 3]
+    assert result["settings"]["trained_at_m"]["steps"] == [7, 3, 1]
+    assert (result["tau"], result["eps"], result["seeds"]) == (0.01, 0.005, [0, 1, 2])
+
+
+def test_measure_passes_its_arguments_on_and_reads_one_seeds_steps(monkeypatch):
+    from gradlab.experiments.p_vs_batch_size import settings
+
+    handed = _stand_in_tasks(monkeypatch, steps=[5, 2])
+    result = measure(quick=False, seeds=(9,), device="meta", tau=0.02, eps=0.001, workers=3)
+    ((tasks, options),) = handed
+    assert tasks == [(settings(quick=False), 9, "meta", 0.02, 0.001)]
+    assert options["workers"] == 3
+    assert result["settings"]["trained_at_m"]["steps"] == [5, 2]  # one seed: its own steps
+    assert result["settings"]["trained_at_m"]["P"] == [[9.0] * 7]
+
+
+def test_measure_refuses_no_seeds_before_any_work(monkeypatch):
+    handed = _stand_in_tasks(monkeypatch, steps=[])
+    with pytest.raises(GradlabError, match=r"^seeds must name at least one seed; got \(\)$"):
+        measure(seeds=())
+    assert handed == []
