@@ -164,9 +164,12 @@ MONITOR_TESTS = {
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     # test_fast_paths / test_monitor_workspace: the CPU sort, searches and buffers of large
     # matrices (past _KEYED_SORT_FROM) against references
+    # test_batch_view_inputs: empty, non-finite, meta-device, float64-default and long rows;
+    # test_recorded_column_weights: the backward's weights handed to smooth_ap_terms once
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
               "tests/monitor/test_anatomy.py", "tests/monitor/test_fast_paths.py",
-              "tests/monitor/test_monitor_workspace.py"],
+              "tests/monitor/test_monitor_workspace.py", "tests/monitor/test_batch_view_inputs.py",
+              "tests/monitor/test_recorded_column_weights.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",
@@ -209,6 +212,7 @@ MONITOR_TESTS = {
                     "test_score_inputs_explain_every_quantity_that_needs_embeddings"))],
     # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
+                 "tests/monitor/test_mask_layouts.py",  # transposed, odd-length, unaligned masks
                  *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
                    "--deselect=tests/monitor/test_run_folder_mutants.py::"
