@@ -408,3 +408,66 @@ def test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest(
     finally:
         release.set()
         computing.join(timeout=30)
+
+
+def test_a_cpu_report_runs_its_sections_on_one_torch_thread_and_restores_the_setting(
+    tmp_path, monkeypatch, quiet
+):
+    seen: list = []
+
+    def section(out, quick, device):
+        seen.append(torch.get_num_threads())
+        return {}, "## threads"
+
+    monkeypatch.setattr(runner, "SECTIONS", {"threads": section})
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runner.run_report(tmp_path, device="cpu")
+        assert seen == [1] and torch.get_num_threads() == 2
+        runner.run_report(tmp_path, device="meta")  # another device: torch's setting untouched
+        assert seen == [1, 2]
+    finally:
+        torch.set_num_threads(before)
+
+
+class _Stop(Exception):
+    """Raised in the main thread by a signal handler: an error that reaches run_report's own
+    thread (as Ctrl-C does) while sections run beside it."""
+
+
+def test_side_by_side_an_error_in_the_callers_thread_stops_the_sections_and_skips_the_rest(
+    tmp_path, monkeypatch, quiet
+):
+    def stop(signum, frame):
+        raise _Stop("stopped in the caller's thread")
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    log: list = []
+    seen: list = []
+
+    def raising(out, quick, device):
+        log.append(("raising", "before"))
+        signal.raise_signal(signal.SIGUSR1)  # handled in the main thread
+        try:
+            for _ in range(100):  # holds its turn until it is interrupted too
+                time.sleep(0.05)
+        except BaseException as error:
+            seen.append(type(error).__name__)
+            raise
+        log.append(("raising", "after"))
+        return {}, "## raising"
+
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "raising": raising, "waiting": _section("waiting", log), "never": _section("never", log),
+    })  # fmt: skip
+    try:
+        with pytest.raises(_Stop, match="stopped in the caller's thread"):
+            runner.run_report(tmp_path / "r", workers=2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    # the running section is stopped with another error than the caller's, the one waiting
+    # for its turn never runs, the last is never started, and nothing is written
+    assert log == [("raising", "before")]
+    assert seen == ["_StoppedError"]
+    assert not (tmp_path / "r" / "results.json").exists()
