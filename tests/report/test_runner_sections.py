@@ -431,7 +431,7 @@ def test_a_cpu_report_runs_its_sections_on_one_torch_thread_and_restores_the_set
         torch.set_num_threads(before)
 
 
-class _Stop(Exception):
+class _StopError(Exception):
     """Raised in the main thread by a signal handler: an error that reaches run_report's own
     thread (as Ctrl-C does) while sections run beside it."""
 
@@ -440,7 +440,7 @@ def test_side_by_side_an_error_in_the_callers_thread_stops_the_sections_and_skip
     tmp_path, monkeypatch, quiet
 ):
     def stop(signum, frame):
-        raise _Stop("stopped in the caller's thread")
+        raise _StopError("stopped in the caller's thread")
 
     previous = signal.signal(signal.SIGUSR1, stop)
     log: list = []
@@ -462,7 +462,7 @@ def test_side_by_side_an_error_in_the_callers_thread_stops_the_sections_and_skip
         "raising": raising, "waiting": _section("waiting", log), "never": _section("never", log),
     })  # fmt: skip
     try:
-        with pytest.raises(_Stop, match="stopped in the caller's thread"):
+        with pytest.raises(_StopError, match="stopped in the caller's thread"):
             runner.run_report(tmp_path / "r", workers=2)
     finally:
         signal.signal(signal.SIGUSR1, previous)
