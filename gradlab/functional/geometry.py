@@ -3,7 +3,8 @@
 Collapse, spread and separation measures that embedding-model users log, each a pure function:
 
 * :func:`alignment` and :func:`uniformity`: Wang & Isola (2020), Eq. 4 and Eq. 5 (uniformity
-  through a log-sum-exp, never ``log(mean(exp(...)))``, which underflows);
+  as a log of a sum that never underflows: the exponentials as they are up to ``t = 50``,
+  where the smallest is ``exp(-200)``, and a shifted log-sum-exp past it);
 * :func:`effective_rank`: RankMe (Garrido et al. 2023), the exponential of the entropy of the
   normalised singular values of the **centred** embeddings, also returned over its largest
   possible value ``min(N - 1, d)`` (a centred ``N x d`` matrix has rank at most ``N - 1``:
@@ -138,16 +139,43 @@ def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
     return scores.to(torch.float64, copy=True).mul_(-2.0).add_(2.0).clamp_(min=0.0)
 
 
+_UNSHIFTED_T = 50.0
+"""Up to this ``t`` every kernel value ``exp(-t d)`` of a squared distance ``d`` in ``[0, 4]``
+is at least ``exp(-200)``, a normal float64: :func:`_log_mean_kernel` sums them as they are."""
+
+
+def _log_mean_kernel(distances: torch.Tensor, t: float) -> torch.Tensor:
+    """``log mean_(i != j) exp(-t d_ij)`` of an ``[N, N]`` float64 matrix of squared distances
+    of unit vectors (N >= 2), computed in place in ``distances``.
+
+    For ``t`` up to :data:`_UNSHIFTED_T` the exponentials are summed off the diagonal as they
+    are (no value underflows or exceeds 1); past it, as a log-sum-exp shifted by the largest
+    exponent. Either way no second ``[N, N]`` temporary is made.
+    """
+    size = distances.shape[0]
+    exponents = distances.mul_(-t)
+    if t <= _UNSHIFTED_T:
+        total = exponents.exp_().fill_diagonal_(0.0).sum()
+        return total.log_() - math.log(size * (size - 1))
+    flat = exponents.fill_diagonal_(-math.inf).reshape(-1)
+    largest = flat.amax()
+    largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
+    total = flat.sub_(largest).exp_().sum()
+    return total.log_() + largest - math.log(size * (size - 1))
+
+
 def uniformity(
     embeddings: torch.Tensor, t: float = 2.0, *, gram: torch.Tensor | None = None
 ) -> torch.Tensor:
-    """Uniformity of the normalised embeddings: Wang & Isola (2020), Eq. 5, via log-sum-exp.
+    """Uniformity of the normalised embeddings: Wang & Isola (2020), Eq. 5.
 
     ``log mean_(i < j) exp(-t ||u_i - u_j||^2)`` over the distinct pairs of unit vectors
-    ``u_i = x_i / |x_i|``, with ``||u_i - u_j||^2 = 2 - 2 u_i . u_j``; computed as
-    ``logsumexp - log(N (N - 1))``, which stays finite where the mean of the exponentials
-    underflows. Lower is more uniform: 0 for identical points, about ``-2 t`` for points spread
-    over a high-dimensional sphere, ``-4 t`` for two opposite points.
+    ``u_i = x_i / |x_i|``, with ``||u_i - u_j||^2 = 2 - 2 u_i . u_j``; computed as the log of
+    the sum over ordered pairs ``i != j`` minus ``log(N (N - 1))``. Up to ``t = 50`` no
+    exponential underflows (the smallest is ``exp(-200)``); past it the sum is a log-sum-exp
+    shifted by the largest exponent, so the value stays finite where the plain mean of the
+    exponentials would underflow. Lower is more uniform: 0 for identical points, about
+    ``-2 t`` for points spread over a high-dimensional sphere, ``-4 t`` for two opposite points.
 
     Args:
         embeddings: ``[N, d]``, N >= 2.
@@ -174,8 +202,7 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
-    exponents = _squared_distances(gram).mul_(-t).fill_diagonal_(-math.inf)
-    return torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
+    return _log_mean_kernel(_squared_distances(gram), t)
 
 
 def _in_batch_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
@@ -230,13 +257,10 @@ def in_batch_alignment_uniformity(
                            f"{tuple(scores.shape)}")  # fmt: skip
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     t = check_in_range("t", t, 1e-12, 1e6)
-    size = scores.shape[0]
     distances = _squared_distances(scores)
     powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
     aligned = torch.where(positives, powered, 0.0).sum() / positives.sum()
-    exponents = distances.mul_(-t).fill_diagonal_(-math.inf)
-    spread = torch.logsumexp(exponents.reshape(-1), dim=0) - math.log(size * (size - 1))
-    return aligned, spread
+    return aligned, _log_mean_kernel(distances, t)
 
 
 class EffectiveRank(NamedTuple):

@@ -117,6 +117,24 @@ def test_uniformity_stays_finite_where_the_plain_mean_underflows():
     assert float(geometry.uniformity(points, t=400.0)) == pytest.approx(-1600.0)
 
 
+@pytest.mark.parametrize("t", [2.0, 49.9, 50.0, 50.1, 120.0, 400.0])
+def test_uniformity_matches_a_high_precision_loop_on_both_sides_of_the_shift(t):
+    # Up to t = 50 the exponentials are summed as they are, past it shifted by the largest:
+    # both must give the mean over pairs computed with 60 digits (mpmath), spread or clustered.
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 60
+    spread = torch.randn(9, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
+    clustered = spread * 0.01 + torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
+    for points in (spread, clustered):
+        units = _unit_rows(points.tolist())
+        pairs = [sum((mpmath.mpf(a) - mpmath.mpf(b)) ** 2
+                     for a, b in zip(units[i], units[j], strict=True))
+                 for i in range(9) for j in range(9) if i < j]  # fmt: skip
+        expected = mpmath.log(mpmath.fsum(mpmath.exp(-t * d) for d in pairs) / len(pairs))
+        got = float(geometry.uniformity(points, t))
+        assert got == pytest.approx(float(expected), rel=1e-12, abs=1e-12 * t)
+
+
 def test_alignment_matches_a_loop():
     queries = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
     candidates = torch.randn(9, 4, generator=torch.Generator().manual_seed(6))
