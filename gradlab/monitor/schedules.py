@@ -70,7 +70,7 @@ class LogSpaced:
         (log_spaced(3.0), [0, 1, 3, 9, 27])
     """
 
-    def __init__(self, base: float = 2.0) -> None:
+    def __init__(self, base: float) -> None:
         self.base = _check_base(base)
         points: set[int] = {0}
         value = 1.0
@@ -127,7 +127,7 @@ class DenseWarmup:
         (dense_warmup(warmup=3, then_every=5), [0, 1, 2, 5, 10])
     """
 
-    def __init__(self, warmup: int = 100, then_every: int = 50) -> None:
+    def __init__(self, warmup: int, then_every: int) -> None:
         self.warmup = check_positive_int("warmup", warmup)
         self.then_every = check_positive_int("then_every", then_every)
 
@@ -162,8 +162,7 @@ class DefaultSchedule:
          [0, 1, 3, 6, 7, 9, 14, 21])
     """
 
-    def __init__(self, warmup: int = 10, early_every: int = 10, early: int = 200,
-                 then_every: int = 50) -> None:  # fmt: skip
+    def __init__(self, warmup: int, early_every: int, early: int, then_every: int) -> None:
         self.warmup = check_positive_int("warmup", warmup)
         self.early_every = check_positive_int("early_every", early_every)
         self.early = check_positive_int("early", early)
