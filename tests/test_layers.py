@@ -219,6 +219,7 @@ def _sources():
     return [path for folder in folders for path in sorted(folder.rglob("*.py"))]
 
 
+@pytest.mark.slow
 def test_no_private_name_is_imported_across_packages():
     assert private_imports_across_packages(_sources()) == []
 
@@ -260,6 +261,7 @@ def _side_doors(paths) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_module_loads_gradlab_through_importlib():
     assert _side_doors(sorted(PACKAGE.rglob("*.py"))) == []
 

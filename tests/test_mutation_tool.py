@@ -225,6 +225,7 @@ def _mutant_with(diffs, removed, added):
     return found[0]
 
 
+@pytest.mark.slow
 def test_a_judgement_follows_its_diff_across_renumbering_and_drops_when_its_line_changes(
     repository,
 ):

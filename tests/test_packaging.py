@@ -273,6 +273,7 @@ sys.meta_path.insert(0, Blocker())
 BLOCKED = (*HEAVY, "tensorboard", "pytorch_metric_learning", "lightning")
 
 
+@pytest.mark.slow
 def test_the_core_works_without_any_optional_package(tmp_path):
     script = BLOCKER.format(blocked=BLOCKED) + textwrap.dedent(f"""
         import doctest, importlib, inspect, json, pkgutil
@@ -372,6 +373,7 @@ def test_the_core_works_without_any_optional_package(tmp_path):
     assert all(len(record) > 3 for record in records)  # the default preset's quantities
 
 
+@pytest.mark.slow
 def test_import_gradlab_is_lazy_and_its_names_are_the_modules_objects():
     """``import gradlab`` loads no torch (so the CLI refuses bad options before paying for it);
     each top-level name resolves, on first use, to the object its module defines."""

@@ -128,6 +128,7 @@ def test_the_private_scan_finds_imports_attributes_and_patches(source, expected)
     assert private_gradlab_uses(ast.parse(source)) == expected
 
 
+@pytest.mark.slow
 def test_no_test_module_imports_another():
     offenders = {
         path.relative_to(TESTS).as_posix(): found
@@ -143,6 +144,7 @@ def test_no_test_reads_a_docstring():
     assert offenders == []
 
 
+@pytest.mark.slow
 def test_private_gradlab_names_are_only_those_still_listed():
     new = {}
     for path in _test_modules():

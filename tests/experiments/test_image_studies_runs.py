@@ -378,6 +378,7 @@ def test_the_p_study_at_tiny_sizes_reports_what_it_ran(halves, p_run):
     _each_seed_starts_every_batch_size_from_its_own_weights(p_run)
 
 
+@pytest.mark.slow
 def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     """One test over the one run, so that mutation testing (which credits a module
     fixture's work to the first test using it) runs every check for every mutant."""

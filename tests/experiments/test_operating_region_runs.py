@@ -226,6 +226,7 @@ def _the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
             f"{_change_words(trained, 'score_spread')}.") in text  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_dynamics_record_every_step_against_loops(dynamics_run):
     result, seen = dynamics_run
     (training,) = seen["trainings"]
@@ -308,6 +309,7 @@ def test_the_simulation_follows_its_seed():
     assert other["simulated_proportion"] != default["simulated_proportion"]
 
 
+@pytest.mark.slow
 def test_p_against_batch_size_at_tiny_sizes_reports_what_it_ran(batch_size_run):
     """One test over the one run, so that mutation testing (which credits a module
     fixture's work to the first test using it) runs every check for every mutant."""

@@ -125,6 +125,7 @@ def _sleep_then(value: float) -> float:
     return value
 
 
+@pytest.mark.slow
 def test_a_groups_seconds_add_up_its_tasks(lines, capsys):
     run_tasks(_sleep_then, [(0.6,), (0.6,)], stage="nap", names=["seed 0", "seed 0"],
               workers=1)  # fmt: skip
@@ -260,6 +261,7 @@ def test_a_thread_waiting_for_a_shared_result_hands_the_turn_on_and_takes_it_bac
     assert events == ["third ran", ("second got", 42), "second left", "fourth ran"]
 
 
+@pytest.mark.slow
 def test_waiting_for_a_shared_result_after_a_turn_was_left_keeps_no_turn():
     # After a parent_turn block this thread holds no turn: waiting must not hand one on.
     with parent_turn():

@@ -29,6 +29,7 @@ def problem(seed, queries, candidates, dims, density):
     density=st.floats(0.05, 1.0),
     tau=st.sampled_from([0.01, 0.05, 0.5]),
 )
+@pytest.mark.slow
 def test_grad_equals_autograd_of_smooth_ap(seed, queries, candidates, dims, density, tau):
     query, vectors, positives = problem(seed, queries, candidates, dims, density)
     parts = smooth_ap_decomposition(query, vectors, positives, tau)

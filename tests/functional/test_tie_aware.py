@@ -103,6 +103,7 @@ def _loop_counts(scores, columns, candidates):
     levels=st.sampled_from([3, 6, 1000]),  # heavy ties, some, (almost) none
     with_candidates=st.booleans(),
 )
+@pytest.mark.slow
 def test_ap_at_positives_equals_the_tie_averaged_loop(seed, levels, with_candidates):
     """The sort-free path against brute force over tie-consistent orders, per query."""
     rng = np.random.default_rng(seed)

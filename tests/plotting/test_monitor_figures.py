@@ -537,6 +537,7 @@ def test_line_styles_cycle_through_the_styles_for_many_keys(tmp_path):
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_figures_of_hand_written_runs_have_no_layout_problems(tmp_path, monkeypatch):
     # a long title over two keys, six keys, each run its own colour and marker
     steps = 12

@@ -359,6 +359,7 @@ def test_flat_families_are_stated_with_their_values():
     assert monitor_plots.flat_families(moved) == {}
 
 
+@pytest.mark.slow
 def test_the_step_axis_has_integer_ticks_only(tmp_path, monkeypatch):
     # 3 steps (0, 1, 2): matplotlib's default locator would tick 0.25, 0.5, ...
     with captured_figures(monkeypatch, monitor_plots) as figures:
@@ -374,6 +375,7 @@ def test_the_step_axis_has_integer_ticks_only(tmp_path, monkeypatch):
         plt.close(figure)
 
 
+@pytest.mark.slow
 def test_plot_takes_a_metrics_jsonl_as_its_run_folder(tmp_path, capsys):
     run = _run(tmp_path / "run", steps=2)
     assert main(["plot", str(run / "metrics.jsonl")]) == 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import pytest
 
 import gradlab.plotting.operating_region as module
 from tests.helpers.figure_layout import captured_figures, layout_problems
@@ -13,6 +14,7 @@ FIGURES = Path(__file__).resolve().parents[2] / "figures"
 CLOSED_FORMS = FIGURES / "operating_region_closed_forms.json"
 
 
+@pytest.mark.slow
 def test_closed_forms_keep_legends_off_the_data_and_text_inside(monkeypatch, tmp_path):
     with captured_figures(monkeypatch, module) as figures:
         module.plot_closed_forms(CLOSED_FORMS, tmp_path / "f.png")

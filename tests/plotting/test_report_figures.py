@@ -120,6 +120,7 @@ def test_captions_draw_each_losss_10_step_mean_over_its_first_loss(drawn):
     assert boxes[0].x1 < boxes[1].x0 and boxes[1].x1 < boxes[2].x0
 
 
+@pytest.mark.slow
 def test_a_loss_that_starts_at_zero_is_divided_by_a_tiny_floor_not_by_zero(drawn):
     results = _captions()
     history = [0.0] * 5 + [1e-12] * 5 + [2e-12]

@@ -81,6 +81,7 @@ def _scenes(zero_losses: tuple[str, ...]) -> dict:
     return {"seeds": [0, 1], "runs": runs}
 
 
+@pytest.mark.slow
 def test_scene_anatomy_names_losses_that_stay_at_zero_instead_of_stacking_their_lines(figures):
     module.plot_scene_anatomy(_scenes(("VSE++ max-violation", "NT-Xent")), "a.png")
     (figure,) = figures

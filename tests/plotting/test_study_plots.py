@@ -334,6 +334,7 @@ def _recall_result(encoders=("VSE++", "VSRN")):
     return {"seeds": [0, 1], "runs": runs}
 
 
+@pytest.mark.slow
 def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
     figure = drawn(module.plot_scene_recall, _recall_result())
     width = 0.8 / 3

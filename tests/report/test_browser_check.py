@@ -30,6 +30,7 @@ SOUND = "\n\n".join([
 ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_sound_page_passes_with_one_screenshot_per_section(tmp_path):
     result = check_report_in_browser(_report(tmp_path / "ok", SOUND), tmp_path / "shots")
     assert result.ok, result.problems

@@ -43,6 +43,7 @@ def test_each_seed_gets_one_line_that_names_it_and_what_it_counts(lines, capsys)
     ], capsys.readouterr().err)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_loss_comparison_says_it_trained_six_losses_per_seed(lines, capsys, monkeypatch):
     tiny = {"per_class": 4, "batch_size": 16, "steps": 2, "lr": 1e-3, "timing_repeats": 1,
             "test_numbers": 8, "validation_numbers": 8, "sweep": False}  # fmt: skip

@@ -177,6 +177,7 @@ def _triangle(left_open=False, middle_open=False):
                         ((high - x) / width, (x >= mid) & (x <= high)), (0, True))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_strict_bound_where_a_piecewise_is_continuous_is_proven_equal():
     assert equivalent(_triangle(left_open=True), _triangle(), BINS)
     assert equivalent(_triangle(middle_open=True), _triangle(), BINS)

@@ -11,6 +11,7 @@ from gradlab.symbolic import audit_claim, evaluate
 from gradlab.symbolic.temperature_claims import claims
 
 
+@pytest.mark.slow
 def test_the_closed_form_holds_and_every_mutant_is_killed():
     (claim,) = claims()
     assert evaluate(claim).verdict == "holds"
