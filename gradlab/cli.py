@@ -244,6 +244,10 @@ def _run_study(arguments: argparse.Namespace) -> None:
         return
     if arguments.data is None:
         raise GradlabError(f"gradlab study {name} needs --data FOLDER (or --render)")
+    if arguments.test_list_file is not None and arguments.list_file is None:
+        raise GradlabError(f"--test-list-file applies only with --list-file (the training images' "
+                           f"'path label' file); got --test-list-file "
+                           f"'{arguments.test_list_file}' without --list-file")  # fmt: skip
     device = check_device(arguments.device)
     from gradlab.experiments import image_studies
 

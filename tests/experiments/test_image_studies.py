@@ -342,3 +342,19 @@ def test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and re.search(r"image '.*digit_1.*' cannot be read", err), err
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("study", ["p-vs-batch-size", "losses", "anatomy"])
+def test_test_images_without_a_list_file_is_one_line_and_exit_code_2(
+    online_products, tmp_path, capsys, study
+):
+    """--test-list-file applies only with --list-file: alone it is refused, not ignored."""
+    listing = tmp_path / "test.txt"
+    listing.write_text("a.jpg 0\n")
+    argv = ["study", study, "--data", str(online_products), "--test-list-file", str(listing),
+            "--out", str(tmp_path / "out"), *SMALL]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--test-list-file" in err and "--list-file" in err, err
+    assert str(listing) in err, err
+    assert not (tmp_path / "out").exists()
