@@ -441,7 +441,8 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
             embeddings).
 
     Raises:
-        GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
+        GradlabError: ``loss_fn`` is not callable or is a class (not yet a loss), or ``inputs``
+            is not allowed.
 
     Example:
         >>> import gradlab
@@ -452,6 +453,11 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
         raise GradlabError(
             "loss_fn must be callable (a loss module or function); got "
             f"{type(loss_fn).__name__} {loss_fn!r}"
+        )
+    if isinstance(loss_fn, type):  # callable, but calling it builds a loss from the batch
+        raise GradlabError(
+            "loss_fn must be a loss module or function, not a class; got the class "
+            f"{loss_fn.__name__} (create the loss first: {loss_fn.__name__}(...))"
         )
     if inputs is not None and inputs not in INPUTS:
         raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")

@@ -90,6 +90,16 @@ def test_a_loss_that_is_not_callable_is_refused_with_its_type_and_value():
     )
 
 
+def test_a_loss_class_instead_of_an_instance_is_refused_before_any_call():
+    """watch(gradlab.SmoothAPLoss) without parentheses: refused at watch, not at the first step."""
+    import gradlab
+
+    assert _message(lambda: adapters.adapt(gradlab.SmoothAPLoss)) == (
+        "loss_fn must be a loss module or function, not a class; got the class SmoothAPLoss "
+        "(create the loss first: SmoothAPLoss(...))"
+    )
+
+
 def test_a_registry_that_recognises_nothing_names_the_loss(monkeypatch):
     def my_loss(embeddings, labels):
         return embeddings.sum()
