@@ -364,3 +364,14 @@ def test_a_saved_anatomy_study_is_a_section_without_a_finding(tmp_path, plots):
                                "your study on cars with resnet18\n\nRead from")  # fmt: skip
     assert results["figures"] == ["figures/study4_gradient_anatomy.png"]
     assert study_findings(results) == []
+
+
+def test_several_tied_or_behind_losses_are_listed_with_commas():
+    import copy
+
+    results = _losses(16)
+    losses = results["losses"]
+    losses["E"], losses["F"] = copy.deepcopy(losses["B"]), copy.deepcopy(losses["C"])
+    text = loss_comparison_markdown(results, "f.png")
+    assert ("(gap below the sum of the two stds): B, E. Behind it by more than the spread: "
+            "C, F.") in text
