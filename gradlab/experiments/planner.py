@@ -218,7 +218,8 @@ def estimate_smooth_ap(
 
 
 def check_loss_plan(loss: str, batch_size: int, dim: int, per_class: int) -> None:
-    """Refuse an unknown loss, a non-positive size, or a batch the sampler cannot make."""
+    """Refuse an unknown loss, a non-positive size, or a batch the sampler cannot make (or of one
+    class, which gives no query a negative)."""
     if loss not in PLAN_LOSSES:
         raise GradlabError(f"loss must be one of {', '.join(PLAN_LOSSES)}; got {loss!r}")
     check_positive_int("batch size", batch_size)
@@ -230,6 +231,10 @@ def check_loss_plan(loss: str, batch_size: int, dim: int, per_class: int) -> Non
     if batch_size % per_class:
         raise GradlabError(f"batch size must be a multiple of {per_class} ({per_class} images "
                            f"per class); got {batch_size}")  # fmt: skip
+    if batch_size < 2 * per_class:
+        raise GradlabError(f"batch size must hold at least two classes ({2 * per_class} or more "
+                           f"at {per_class} per class: a query needs a negative); got "
+                           f"{batch_size}")  # fmt: skip
 
 
 def plan(

@@ -69,6 +69,8 @@ def test_the_memory_model_refuses_a_bad_budget_or_batch():
         (("fast_ap", 8, 4, 0), "per_class must be a positive integer"),
         (("fast_ap", 8, 4, 1), "per_class must be at least 2 (a query needs a positive); got 1"),
         (("fast_ap", 10, 4, 4), "batch size must be a multiple of 4 (4 images per class); got 10"),
+        (("fast_ap", 4, 4, 4), "batch size must hold at least two classes (8 or more at 4 "
+                               "per class: a query needs a negative); got 4"),
     ],
 )
 def test_bad_plans_are_refused_naming_the_argument(args, message):
