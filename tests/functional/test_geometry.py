@@ -122,17 +122,18 @@ def test_uniformity_matches_a_high_precision_loop_on_both_sides_of_the_shift(t):
     # Up to t = 50 the exponentials are summed as they are, past it shifted by the largest:
     # both must give the mean over pairs computed with 60 digits (mpmath), spread or clustered.
     mpmath = pytest.importorskip("mpmath")
-    mpmath.mp.dps = 60
     spread = torch.randn(9, 3, generator=torch.Generator().manual_seed(11), dtype=torch.float64)
     clustered = spread * 0.01 + torch.tensor([1.0, 0.0, 0.0], dtype=torch.float64)
     for points in (spread, clustered):
         units = _unit_rows(points.tolist())
-        pairs = [sum((mpmath.mpf(a) - mpmath.mpf(b)) ** 2
-                     for a, b in zip(units[i], units[j], strict=True))
-                 for i in range(9) for j in range(9) if i < j]  # fmt: skip
-        expected = mpmath.log(mpmath.fsum(mpmath.exp(-t * d) for d in pairs) / len(pairs))
+        with mpmath.workdps(60):  # mpmath's precision is global: set here only
+            pairs = [sum((mpmath.mpf(a) - mpmath.mpf(b)) ** 2
+                         for a, b in zip(units[i], units[j], strict=True))
+                     for i in range(9) for j in range(9) if i < j]  # fmt: skip
+            expected = float(mpmath.log(mpmath.fsum(mpmath.exp(-t * d) for d in pairs)
+                                        / len(pairs)))  # fmt: skip
         got = float(geometry.uniformity(points, t))
-        assert got == pytest.approx(float(expected), rel=1e-12, abs=1e-12 * t)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12 * t)
 
 
 def test_alignment_matches_a_loop():
