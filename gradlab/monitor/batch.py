@@ -242,8 +242,9 @@ class BatchView:
 
     def buffer(self, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """An uninitialised tensor on the batch's device, from the workspace when it has one
-        for this view (see :class:`Workspace`), else a plain allocation. Each name is one
-        buffer: a caller uses a name only while nothing else of the view holds it."""
+        for this view (see :class:`Workspace`) and the tensor has at least 16384 entries (a
+        128 x 128 matrix), else a plain allocation. Each name is one buffer: a caller uses a
+        name only while nothing else of the view holds it."""
         workspace = self._claimed
         size = 1
         for extent in shape:

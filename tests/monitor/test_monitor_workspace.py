@@ -4,7 +4,7 @@ close(): nothing stays allocated after the run, and the thread's default workspa
 import torch
 
 import gradlab
-from gradlab.monitor.batch import thread_workspace
+from gradlab.monitor.batch import BatchView, Workspace, thread_workspace
 
 
 def _logged_steps(monitor, steps=2, batch=256):
@@ -36,3 +36,33 @@ def test_two_monitors_do_not_share_buffers(tmp_path):
     finally:
         first.close()
         second.close()
+
+
+def test_sigmoid_blocks_of_one_step_keep_their_own_buffers():
+    """A step that evaluates the sigmoid block at two temperatures and both query conventions
+    (a quantity's own tau beside the loss's) keeps each result: none is overwritten by the next,
+    though all come from one workspace (B = 130: buffers large enough to be kept)."""
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(130, 8, generator=generator)
+    labels = torch.arange(130) % 13
+    settings = [(0.05, False), (0.1, False), (0.05, True)]
+    shared = BatchView(embeddings, labels=labels, workspace=Workspace())
+    kept = [shared.smooth_ap_terms(tau, include_query) for tau, include_query in settings]
+    assert shared.workspace.kept_bytes > 0
+    for (tau, include_query), terms in zip(settings, kept, strict=True):
+        alone = BatchView(embeddings, labels=labels, workspace=Workspace())
+        expected = alone.smooth_ap_terms(tau, include_query)
+        for name in ("ap", "score_grad", "ad_term", "cb_term"):
+            torch.testing.assert_close(getattr(terms, name), getattr(expected, name),
+                                       rtol=0, atol=0, equal_nan=True)  # fmt: skip
+
+
+def test_buffers_from_128_x_128_entries_up_are_kept():
+    """Smaller buffers are plain allocations (the allocator's heap serves them again without
+    page faults); from 16384 entries up they are kept for the next step."""
+    workspace = Workspace()
+    view = BatchView(torch.eye(3), labels=torch.arange(3), workspace=workspace)
+    view.buffer("small", (127, 128), torch.float32)
+    assert workspace.kept_bytes == 0
+    view.buffer("kept", (128, 128), torch.float32)
+    assert workspace.kept_bytes == 128 * 128 * 4

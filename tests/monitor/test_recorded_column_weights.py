@@ -8,6 +8,7 @@ and without them), and every value logged from them must still match float64 loo
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import math
 
@@ -186,3 +187,34 @@ def test_the_backward_records_weights_only_when_a_quantity_reads_dl_ds(
         loss_fn(embeddings, torch.arange(16) % 4).backward()
         monitor.step()
     assert bool(calls) == recorded  # the default preset's backward does no extra work
+
+
+@pytest.mark.parametrize("differs", ["tau", "budget", "shape", "dtype"])
+def test_weights_recorded_under_other_settings_are_left_alone(differs):
+    """Weights that do not describe the step's call (one setting differs, the others match) are
+    neither taken nor read: the terms are computed, equal to a view without weights."""
+    embeddings, loss, record, weights = _recorded_call(UNEVEN, torch.float64, 0.1)
+    split = weights[0].split
+    changed = {"tau": {"tau": 0.2}, "budget": {"budget": weights[0].budget // 2},
+               "shape": {"split": split[:, :, :-1]},
+               "dtype": {"split": split.to(torch.float32)}}[differs]  # fmt: skip
+    other = dataclasses.replace(weights[0], **changed)
+    common = dict(embeddings=embeddings.detach(), labels=UNEVEN, loss=loss.detach(),
+                  embedding_grad=embeddings.grad.detach(), tau=0.1, loss_kind="exclude_query",
+                  loss_tau=0.1, loss_record=record)  # fmt: skip
+    terms = BatchView(**common, loss_column_weights=other).smooth_ap_terms(0.1)
+    assert other.split is not None  # not taken
+    expected = BatchView(**common).smooth_ap_terms(0.1)
+    for name in ("ap", "score_grad", "ad_term", "cb_term"):
+        _identical(getattr(terms, name), getattr(expected, name))
+
+
+def test_weights_of_the_other_query_convention_are_left_alone():
+    """The loss excluded the query; terms with the query as its own candidate (the seed's
+    setting) are another computation: the recorded weights are not read for them."""
+    recorded, _, independent = _views(UNEVEN, torch.float64, 0.1)
+    terms = recorded.smooth_ap_terms(0.1, include_query=True)
+    assert recorded.loss_column_weights.split is not None  # kept for the loss's own setting
+    expected = independent.smooth_ap_terms(0.1, include_query=True)
+    for name in ("ap", "score_grad", "ad_term", "cb_term"):
+        _identical(getattr(terms, name), getattr(expected, name))
