@@ -16,7 +16,7 @@ import torch
 
 from gradlab.functional import drop_diagonal, tie_aware_ap
 from gradlab.monitor import RelaxationGap
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, Workspace
 
 TAU = 0.05
 
@@ -273,6 +273,7 @@ def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype):
     torch.set_default_dtype(default_dtype)
     try:
         batch = _score_batch(scores)
+        batch.workspace = Workspace()  # buffers made now, not kept from an earlier test
         order, ordered = batch.descending_order, batch.negated_sorted
         entries, pairs = batch.entry_counts(width), batch.pair_counts(width)
     finally:
