@@ -195,3 +195,21 @@ def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
                  for q, row in enumerate(rows)]  # fmt: skip
         expected += sum(terms) / size
     assert abs(namespace["ntxent"].item() - expected) < 1e-4 * max(1.0, expected)
+
+
+def test_every_relative_link_of_the_docs_pages_reaches_a_file_where_github_shows_them():
+    """Each page is also read on the repository's web view, where a relative link resolves
+    from the page's own folder: an image under ``figures/`` must be written ``../figures/``
+    (the site build maps it back, ``tools/docs_hooks.py``)."""
+    broken = []
+    pages = sorted((ROOT / "docs").rglob("*.md"))
+    assert len(pages) >= 10
+    for page in pages:
+        text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.DOTALL)
+        for link in re.findall(r"\]\(([^)\s]+)\)", text):
+            path = link.partition("#")[0]
+            if not path or re.match(r"[a-z]+:", path):  # an anchor here, or another site
+                continue
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)}: {link}")
+    assert broken == []

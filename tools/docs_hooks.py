@@ -1,13 +1,16 @@
 """MkDocs hook: the committed figures of ``figures/`` join the site as ``figures/...``.
 
 The figures are written by the analyses and the report into ``figures/`` at the repository
-root (the README and the report cite them there); the docs pages show the same files as
-``figures/NAME.png`` without a copy under ``docs/``. mkdocs.yml loads this file
+root (the README and the report cite them there); the docs pages show the same files
+without a copy under ``docs/``. A page links one as ``../figures/NAME.png``, the path from
+``docs/`` that the repository's web view resolves; for the site the link becomes
+``figures/NAME.png``, the file :func:`on_files` adds. mkdocs.yml loads this file
 (``hooks: [tools/docs_hooks.py]``).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from mkdocs.structure.files import File, Files
@@ -25,3 +28,14 @@ def on_files(files: Files, config) -> Files:
             files.append(File(relative, src_dir=str(ROOT), dest_dir=config["site_dir"],
                               use_directory_urls=config["use_directory_urls"]))  # fmt: skip
     return files
+
+
+_UP_TO_ROOT = re.compile(r"\]\(\.\./(" + "|".join(FOLDERS) + r")/")
+
+
+def on_page_markdown(markdown: str, page, config, files) -> str:
+    """``](../figures/...`` (a page's link as the repository shows it) becomes the site's
+    ``](figures/...``, for pages directly under ``docs/``."""
+    if "/" in page.file.src_uri:  # a page in a subfolder keeps its links
+        return markdown
+    return _UP_TO_ROOT.sub(lambda match: f"]({match.group(1)}/", markdown)
