@@ -10,15 +10,20 @@ missing package is one clear error (``pip install 'gradlab-ranking[plot]'``) ins
 Example:
     >>> require("json", "plot").__name__  # installed: the module itself
     'json'
-    >>> install_hint("plot")
+    >>> install_hint("plot", installed_from=None)
     "pip install 'gradlab-ranking[plot]'"
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
+import json
+import shlex
+from pathlib import Path
 from types import ModuleType
+from urllib.parse import unquote, urlparse
 
 from gradlab.errors import GradlabError
 
@@ -64,11 +69,42 @@ class MissingExtraError(GradlabError, ImportError):
     extra: str
 
 
-def install_hint(extra: str) -> str:
-    """The command that installs ``extra``: ``pip install 'gradlab-ranking[<extra>]'``.
+def local_source() -> tuple[Path, bool] | None:
+    """The folder this copy of gradlab was installed from, and whether editably (``pip install
+    -e``), from pip's record of the install (``direct_url.json``, PEP 610); ``None`` for an
+    install from a package index or a wheel file, or when that folder is gone.
+
+    Example:
+        >>> source = local_source()  # a clone installed with pip install -e . gives its folder
+        >>> source is None or (source[0] / "pyproject.toml").is_file()
+        True
+    """
+    # the installed record (a build's egg-info in a clone's root, first on the path there,
+    # has no direct_url.json)
+    recorded = next((text for found in importlib.metadata.distributions(name=DISTRIBUTION)
+                     if (text := found.read_text("direct_url.json"))), None)  # fmt: skip
+    try:
+        info = json.loads(recorded or "{}")
+    except ValueError:
+        return None
+    url = urlparse(str(info.get("url", "")))
+    if url.scheme != "file" or not isinstance(info.get("dir_info"), dict):
+        return None
+    folder = Path(unquote(url.path))
+    if not (folder / "pyproject.toml").is_file():
+        return None
+    return folder, bool(info["dir_info"].get("editable"))
+
+
+def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "auto") -> str:
+    """The command that installs ``extra``: ``pip install 'gradlab-ranking[<extra>]'``, and for
+    a copy installed from a folder (a clone) the command that adds the extra to that copy.
 
     Args:
         extra: one of :data:`EXTRAS`.
+        installed_from: ``(folder, editable)`` of a copy installed from a folder, ``None`` for
+            one installed from a package index; ``"auto"`` (the default): how this copy was
+            installed (:func:`local_source`).
 
     Returns:
         The pip command as a string.
@@ -77,12 +113,21 @@ def install_hint(extra: str) -> str:
         GradlabError: ``extra`` is not an extra of the distribution.
 
     Example:
-        >>> install_hint("lightning")
+        >>> install_hint("lightning", installed_from=None)
         "pip install 'gradlab-ranking[lightning]'"
-    """
+        >>> print(install_hint("plot", installed_from=(Path("/src/clone"), True)))
+        pip install 'gradlab-ranking[plot]' (this copy was installed from /src/clone: pip install -e '/src/clone[plot]')
+    """  # noqa: E501
     if extra not in EXTRAS:
         raise GradlabError(f"extra must be one of {list(EXTRAS)}; got {extra!r}")
-    return f"pip install '{DISTRIBUTION}[{extra}]'"
+    hint = f"pip install '{DISTRIBUTION}[{extra}]'"
+    source = local_source() if installed_from == "auto" else installed_from
+    if source is None:
+        return hint
+    folder, editable = source
+    local = shlex.quote(f"{folder}[{extra}]")
+    return (f"{hint} (this copy was installed from {folder}: pip install "
+            f"{'-e ' if editable else ''}{local})")  # fmt: skip
 
 
 def is_installed(module: str) -> bool:
@@ -116,8 +161,8 @@ def missing_extra(module: str, extra: str, feature: str | None = None) -> Missin
         A :class:`MissingExtraError` for the caller to raise.
 
     Example:
-        >>> print(missing_extra("seaborn", "plot", "gradlab.plotting"))
-        gradlab.plotting needs the seaborn package, which is not installed; install it with: pip install 'gradlab-ranking[plot]'
+        >>> print(missing_extra("seaborn", "plot", "gradlab.plotting"))  # doctest: +ELLIPSIS
+        gradlab.plotting needs the seaborn package, which is not installed; install it with: pip install 'gradlab-ranking[plot]'...
     """  # noqa: E501
     hint = install_hint(extra)
     package = module.split(".")[0]

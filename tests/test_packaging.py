@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -222,7 +223,7 @@ def test_require_returns_the_module_when_installed():
 def test_require_names_the_extra_and_the_missing_package(module, extra, feature, start):
     expected = (
         f"{start}gradlab_no_such_package package, which is not installed; "
-        f"install it with: pip install 'gradlab-ranking[{extra}]'"
+        f"install it with: {install_hint(extra)}"
     )
     with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
         require(module, extra, feature)
@@ -445,3 +446,25 @@ print(main({argv!r}))
     assert len(lines) == 1, result.stderr
     assert f"pip install '{DISTRIBUTION}[{extra}]'" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_copy_installed_from_a_folder_is_told_how_to_add_an_extra_there(tmp_path):
+    """The distribution name is the index's; a clone installed with ``pip install -e .`` (or
+    ``pip install .``) is also given the command for its own folder, which works whether or
+    not the name is on the index. The folder and mode are pip's record of this install."""
+    records = [found.read_text("direct_url.json")
+               for found in importlib.metadata.distributions(name="gradlab-ranking")]  # fmt: skip
+    recorded = next((json.loads(text) for text in records if text), None)
+    index_form = "pip install 'gradlab-ranking[plot]'"
+    if recorded is None or not recorded["url"].startswith("file://"):
+        assert install_hint("plot") == index_form
+    else:
+        folder = recorded["url"].removeprefix("file://")
+        mode = "-e " if recorded["dir_info"].get("editable") else ""
+        assert install_hint("plot") == (f"{index_form} (this copy was installed from {folder}: "
+                                        f"pip install {mode}'{folder}[plot]')")  # fmt: skip
+    assert install_hint("plot", installed_from=None) == index_form
+    odd = tmp_path / "it's here"
+    hint = install_hint("audit", installed_from=(odd, False))
+    assert hint.endswith(f"from {odd}: pip install {shlex.quote(f'{odd}[audit]')})")
+    assert shlex.split(hint.rsplit(": ", 1)[1].rstrip(")")) == ["pip", "install", f"{odd}[audit]"]

@@ -36,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gradlab.errors import GradlabError
-from gradlab.extras import is_installed
+from gradlab.extras import install_hint, is_installed
 
 
 def encode_value(value: object) -> object:
@@ -71,7 +71,7 @@ def require_extra(module: str, extra: str, sink: str) -> None:
     if not is_installed(module):
         raise GradlabError(
             f"sinks=[{sink!r}] needs the {module} package, which is not installed; "
-            f"install it with: pip install 'gradlab-ranking[{extra}]'"
+            f"install it with: {install_hint(extra)}"
         )
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gradlab.errors import GradlabError
+from gradlab.extras import install_hint
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
 """Executables tried, in order, when neither an argument nor ``GRADLAB_CHROMIUM`` names one."""
@@ -138,7 +139,7 @@ def check_report_in_browser(
         from playwright.sync_api import sync_playwright
     except ImportError:
         raise GradlabError(
-            "the browser check needs Playwright: pip install 'gradlab-ranking[browser]'"
+            f"the browser check needs Playwright: {install_hint('browser')}"
         ) from None
     folder = Path(screenshots) if screenshots is not None else Path(report_dir) / "screenshots"
     folder.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from gradlab import GradlabError
+from gradlab.extras import install_hint
 from gradlab.functional.harmonic import (
     discount_gap,
     discount_rate,
@@ -99,7 +100,7 @@ def test_harmonic_log_error_without_its_extra_names_the_function_and_the_extra(
     package = module.split(".")[0]
     assert str(caught.value) == (
         f"harmonic_log_error needs the {package} package, which is not installed; install it "
-        "with: pip install 'gradlab-ranking[audit]'"
+        f"with: {install_hint('audit')}"
     )
 
 

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from gradlab import GradlabError, Monitor
+from gradlab.extras import install_hint
 from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
 from gradlab.monitor.sinks import SINKS, read_segments
 from tests.helpers.malformed_logs import MALFORMED
@@ -128,10 +129,10 @@ def test_require_extra_names_a_package_whose_parent_is_missing():
 
     # find_spec raises ModuleNotFoundError here (the parent package does not exist)
     with pytest.raises(GradlabError) as raised:
-        require_extra("gradlab_no_such_package.child", "child", "child")
+        require_extra("gradlab_no_such_package.child", "wandb", "child")
     assert str(raised.value) == (
         "sinks=['child'] needs the gradlab_no_such_package.child package, which is not "
-        "installed; install it with: pip install 'gradlab-ranking[child]'"
+        f"installed; install it with: {install_hint('wandb')}"
     )
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from gradlab.errors import GradlabError
+from gradlab.extras import install_hint
 from gradlab.report import browser_check
 from gradlab.report.browser_check import (
     CHROMIUM_ARGS,
@@ -252,7 +253,7 @@ def test_without_playwright_the_extra_is_named(monkeypatch, report, chromium):
     with pytest.raises(GradlabError) as raised:
         check_report_in_browser(report, chromium=chromium)
     assert str(raised.value) == (
-        "the browser check needs Playwright: pip install 'gradlab-ranking[browser]'"
+        f"the browser check needs Playwright: {install_hint('browser')}"
     )
     assert not (report / "screenshots").exists()
 
