@@ -1,6 +1,7 @@
 """Shared test settings: one torch thread per xdist worker, float64 where it matters."""
 
 import os
+import signal
 import sys
 
 import pytest
@@ -50,3 +51,12 @@ def offline_trackers(monkeypatch):
         while mlflow.active_run() is not None:
             mlflow.end_run()
         mlflow.set_tracking_uri(None)  # None: back to MLFLOW_TRACKING_URI or the default
+
+
+@pytest.fixture
+def ctrl_c_raises():
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in this process during the test, as at a
+    terminal, also when the suite runs with SIGINT ignored (started as a background job)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

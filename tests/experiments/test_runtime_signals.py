@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.processes import descendants
+from tests.helpers.processes import descendants, sigint_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -58,7 +58,8 @@ def _stops(folder: Path) -> tuple[bool, str, str]:
     """Run SCRIPT; whether the parent exited within 90 s (its tasks sleep 600 s), its output."""
     script = SCRIPT.format(root=str(ROOT), folder=str(folder))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=sigint_as_at_a_terminal)  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while len(list(folder.iterdir())) < 2 and time.monotonic() < deadline:

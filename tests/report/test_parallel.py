@@ -18,7 +18,7 @@ from gradlab import GradlabError
 from gradlab.experiments import digit_scenes
 from gradlab.experiments.runtime import StudyError, check_workers, run_tasks, study_workers
 from gradlab.progress import set_progress_mode
-from tests.helpers.processes import descendants
+from tests.helpers.processes import descendants, sigint_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -142,7 +142,8 @@ def test_a_signal_stops_the_pool_and_leaves_no_worker_behind(tmp_path, signum):
     # `kill` sends it), which must end both workers before it returns.
     script = SCRIPT.format(root=str(ROOT), folder=str(tmp_path))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=sigint_as_at_a_terminal)  # fmt: skip
     workers: set[int] = set()
     survivors: list[int] = []
     stdout, stderr = "", "the stopped parent did not exit within 90 s"

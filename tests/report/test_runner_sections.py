@@ -370,7 +370,7 @@ def test_the_defaults_one_process_on_the_cpu_in_the_callers_thread(tmp_path, mon
 
 
 def test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest(
-    tmp_path, monkeypatch, quiet
+    tmp_path, monkeypatch, quiet, ctrl_c_raises
 ):
     started, release = threading.Event(), threading.Event()
 

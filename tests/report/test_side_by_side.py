@@ -19,7 +19,7 @@ import pytest
 from gradlab.experiments.runtime import computed_once, run_tasks
 from gradlab.progress import set_progress_mode
 from gradlab.report import runner
-from tests.helpers.processes import descendants
+from tests.helpers.processes import descendants, sigint_as_at_a_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -184,7 +184,8 @@ def test_ctrl_c_stops_the_running_section_and_the_waiting_one(tmp_path):
     (tmp_path / "pids").mkdir()
     script = SCRIPT.format(root=str(ROOT), folder=str(tmp_path))
     process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+                               stderr=subprocess.PIPE, text=True,
+                               preexec_fn=sigint_as_at_a_terminal)  # fmt: skip
     workers: list[int] = []
     try:
         deadline = time.monotonic() + 150  # spawning two workers under load takes a while
