@@ -55,7 +55,9 @@ class MonitorConfig:
         strict: raise a quantity's error instead of reporting it once and disabling it.
         distributed: ``"auto"`` or ``"local"`` (:data:`DISTRIBUTED`).
         config: extra JSON-ready settings stored in the run header.
-        resume: continue the run already in ``log_dir``.
+        resume: continue the run already in ``log_dir`` from its last logged step + 1; a
+            folder without a run starts a new one at step 0, so one command serves a job's
+            first launch and each restart after a preemption.
         overwrite: replace the run already in ``log_dir``.
 
     Raises:

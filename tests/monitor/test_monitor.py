@@ -122,6 +122,19 @@ def test_jsonl_header_and_append_on_resume(tmp_path):
         json.loads(line)  # every line is valid JSON
 
 
+def test_resume_on_a_folder_without_a_run_starts_one_at_step_zero(tmp_path):
+    """One command for a job's first launch and its restarts: resume=True on an empty (or
+    absent) folder starts a run; the next launch continues it."""
+    for run in (1, 2):
+        with Monitor(tmp_path / "job", preset="cheap", every=1, config={"run": run},
+                     resume=True) as monitor:  # fmt: skip
+            train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path / "job" / "metrics.jsonl")
+    assert [h["config"]["run"] for h in headers] == [1, 2]
+    assert "resumed" not in headers[0] and headers[1]["resumed"]["from_step"] == 2
+    assert [r["step"] for r in records] == [0, 1, 2, 3]
+
+
 def test_csv_sink_round_trips(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
         train(monitor, steps=3)
