@@ -112,8 +112,9 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
     A panel whose every series keeps one value over the run (no query without gradient, say)
     is not drawn: a line under the figure states the value instead. When no panel moves at all
     (every series constant, as in a run logged at one step), every panel is drawn, each series
-    a flat line on a y-range that extends half the panel's largest magnitude (at least 0.5)
-    below its lowest value and above its highest."""
+    a flat line on the range its quantity can take (0 to 1 for the loss, P and the shares, -1
+    to 1 beside the cosine), padded by 15 % so that no line lies on the frame; a run of one
+    logged step shows each value as a point at that step."""
     results = load_results(source)
     history = results["history"]
     steps = [h["step"] for h in history]
@@ -128,6 +129,8 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
         ("AD - CB split", "mean over queries",
          [("ad_share", "|AD| / (|AD| + |CB|)"), ("ad_cb_cosine", "cosine(AD, CB)")]),
     ]  # fmt: skip
+    ranges = dict(zip([title for title, _, _ in panels], [(0, 1), (0, 1), (0, 1), (-1, 1)],
+                      strict=True))  # what each panel's quantities can take  # fmt: skip
     flat = {title: [(label, constant_value([h[key] for h in history])) for key, label in series]
             for title, _, series in panels}  # fmt: skip
     moving = [panel for panel in panels if any(v is None for _, v in flat[panel[0]])]
@@ -140,13 +143,19 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
         for index, (key, label) in enumerate(series):
             style = series_style(index)
             axis.plot(steps, [h[key] for h in history], color=style["color"],
-                      linestyle=style["linestyle"], label=label)  # fmt: skip
+                      linestyle=style["linestyle"], label=label,
+                      marker="o" if len(steps) == 1 else None)  # one step: a point  # fmt: skip
         axis.set(ylabel=ylabel, title=title)
         values = [value for _, value in flat[title]]
         if None not in values:  # matplotlib's own range for a flat line is a sliver around it
-            pad = 0.5 * max(1.0, *(abs(v) for v in values))
-            axis.set_ylim(min(values) - pad, max(values) + pad)
+            low, high = ranges[title]
+            low, high = min(low, *values), max(high, *values)
+            pad = 0.15 * (high - low)
+            axis.set_ylim(low - pad, high + pad)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
+        if len(steps) == 1:  # one tick at the step (the locator alone falls back to fractions)
+            axis.set_xticks(steps)
+            axis.set_xlim(steps[0] - 1, steps[0] + 1)
         if len(series) > 1:
             axis.legend()
     for axis in axes[-1]:
