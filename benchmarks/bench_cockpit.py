@@ -11,7 +11,6 @@ Usage: python benchmarks/bench_cockpit.py [--quick]
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -23,7 +22,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS
+from common import RESULTS, argument_parser
 
 from gradlab.models import SmallConvNet
 
@@ -35,7 +34,7 @@ def classifier() -> nn.Sequential:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--quick", action="store_true")
     arguments = parser.parse_args()
     warnings.simplefilter("ignore")

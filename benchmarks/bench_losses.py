@@ -11,7 +11,6 @@ Usage: python benchmarks/bench_losses.py [--device cuda] [--quick]
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -19,7 +18,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interleaved_medians, machine_info, write_results
+from common import argument_parser, interleaved_medians, machine_info, write_results
 
 from gradlab import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
 from gradlab.plotting.losses import plot_loss_cost
@@ -33,7 +32,7 @@ CLAIMED = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
     arguments = parser.parse_args()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import resource
 import subprocess
 import sys
@@ -110,7 +111,8 @@ def run_case(batch: int, layout: str, cap_gib: float) -> dict[str, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument("--case", nargs=2, metavar=("BATCH", "LAYOUT"))
     parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 2048])
     parser.add_argument("--layouts", nargs="+", default=list(LAYOUTS), choices=LAYOUTS)

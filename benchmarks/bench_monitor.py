@@ -37,7 +37,6 @@ Usage: python benchmarks/bench_monitor.py [--device cuda] [--quick] [--logged-on
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -50,7 +49,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, machine_info, synchronize, write_results
+from common import RESULTS, argument_parser, machine_info, synchronize, write_results
 
 import gradlab
 from gradlab.data import load_digits_split
@@ -375,7 +374,7 @@ def logged_step_rows(device, quick: bool, folder: str) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import sys
@@ -74,7 +75,8 @@ def measure(function, *args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK} (a smoke run)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS / "retrieval.json")

@@ -26,7 +26,13 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import interleaved_medians, machine_info, peak_memory_mib, write_results
+from common import (
+    argument_parser,
+    interleaved_medians,
+    machine_info,
+    peak_memory_mib,
+    write_results,
+)
 
 import gradlab
 
@@ -88,7 +94,7 @@ def forward_backward(loss_fn, embeddings, labels):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argument_parser(__doc__)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quick", action="store_true", help="fewer repeats, smaller scaling")
     parser.add_argument("--probe", nargs=2, metavar=("METHOD", "B"), help=argparse.SUPPRESS)

@@ -8,9 +8,11 @@ on CUDA with ``torch.cuda.max_memory_allocated``; on CPU with the kernel's peak 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import platform
+import re
 import statistics
 import time
 from collections.abc import Callable
@@ -92,3 +94,12 @@ def write_results(name: str, payload: dict) -> Path:
     path = RESULTS / name
     path.write_text(json.dumps(payload, indent=2))
     return path
+
+
+def argument_parser(doc: str, whole: bool = True) -> argparse.ArgumentParser:
+    """A parser whose ``--help`` shows the script's docstring as a terminal shows text: its
+    lines and bullets as written (the whole docstring, or its first line), without reST's
+    double backticks."""
+    text = doc.strip() if whole else doc.strip().splitlines()[0]
+    return argparse.ArgumentParser(description=re.sub(r"``(.+?)``", r"\1", text),
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)

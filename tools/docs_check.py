@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
+import re
 import subprocess
 import sys
 import threading
@@ -154,7 +155,8 @@ def _check_link(site: Path, base: str, source: str, link: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument("site", type=Path, help="the folder mkdocs build wrote (site/)")
     parser.add_argument("--screenshots", type=Path, help="default: SITE/screenshots")
     parser.add_argument("--chromium", help="browser executable (default: found on PATH)")

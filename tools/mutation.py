@@ -70,6 +70,7 @@ import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -1089,7 +1090,8 @@ class AdoptionError(Exception):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument(
         "--group", action="append", default=[],
         help="NAME=GLOB[,GLOB]: a custom group to mutate, with --tests",

@@ -114,7 +114,8 @@ def stale_pages(root: Path = ROOT, json_root: Path | None = None) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
     parser.add_argument("--check", action="store_true", help="exit 1 if a block is stale")
     arguments = parser.parse_args(argv)
     if arguments.check:
