@@ -349,10 +349,17 @@ def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps):
         for key in own:  # each line well inside the panel, not on its frame
             assert 0.1 < (FLAT[key] - low) / (high - low) < 0.9, (axis.get_title(), low, high)
         # a share or proportion never shows far below 0 or above 1, a cosine beyond +-1
+        # what the quantities can take (a share or P 0-1, a cosine -1-1), padded by 15 %
         bottom, top = (-1.0, 1.0) if "ad_cb_cosine" in own else (0.0, 1.0)
-        assert bottom - 0.2 * (top - bottom) <= low and high <= top + 0.2 * (top - bottom)
+        span = top - bottom
+        assert (low, high) == pytest.approx((bottom - 0.15 * span, top + 0.15 * span))
+        markers = [line.get_marker() not in ("None", None, "") for line in axis.get_lines()]
         if len(steps) == 1:  # a line through one point draws nothing: each shows as a marker
-            assert all(line.get_marker() not in ("None", None, "") for line in axis.get_lines())
+            assert all(markers)
             assert list(axis.get_xticks()) == list(steps)  # the step, not fractions around it
+            left, right = axis.get_xlim()
+            assert (left + right) / 2 == steps[0] and right - left >= 1  # the step centred
+        else:  # lines alone: markers on every logged step would crowd a long run
+            assert not any(markers)
     assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
     assert layout_problems(figure) == []
