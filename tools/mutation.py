@@ -242,10 +242,15 @@ _CLAIM_RECORDS = ["tests/symbolic/test_claim_definitions.py",
                   "tests/symbolic/test_claim_records.py", "tests/symbolic/test_checks.py",
                   "tests/symbolic/test_claims_api.py"]  # fmt: skip
 SYMBOLIC_TESTS = {
-    "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py"],
+    "claims": [*_CLAIM_RECORDS, "tests/symbolic/test_no_verdict_literals.py",
+               "tests/symbolic/test_claims_mutants.py", "tests/symbolic/test_claims_relative.py"],
     # the driver and its outputs on hand-built claims and records: seconds per mutant, where
     # the whole-audit tests of test_audit.py take about 30 s
-    "audit": ["tests/symbolic/test_audit_output.py", "tests/symbolic/test_audit_measurement.py"],
+    "audit": ["tests/symbolic/test_audit_output.py", "tests/symbolic/test_audit_measurement.py",
+              *(f"tests/symbolic/test_audit_mutants.py::{name}" for name in (
+                  "test_a_check_that_accepts_every_mutant_fails_the_done_when",
+                  "test_a_record_of_slips_alone_needs_a_reason_for_every_operator",
+                  "test_a_not_testable_claim_needs_a_reason_for_every_operator_and_kills_nothing"))],
     "batch_size": ["tests/symbolic/test_batch_size.py", *_CLAIM_RECORDS],
     "derivations": ["tests/symbolic/test_audit.py", *_CLAIM_RECORDS],
     "seeds": ["tests/symbolic/test_seeds.py", *_CLAIM_RECORDS, "tests/symbolic/test_audit.py"],
