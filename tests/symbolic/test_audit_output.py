@@ -17,9 +17,11 @@ import sympy as sp
 from gradlab.errors import GradlabError
 from gradlab.symbolic import audit
 from gradlab.symbolic.audit import (
+    NOT_TESTABLE,
     all_claims,
     format_markdown,
     format_table,
+    mutant_shortfalls,
     run_audit,
     summary_counts,
     write_outputs,
@@ -435,3 +437,54 @@ def test_the_table_is_110_characters_wide_by_default():
     assert lines[1] == "-" * 110 and lines[0].endswith("statement")
     assert lines[2].startswith("Brown, Xie") and max(len(line) for line in lines) == 110
     assert "  eq2     holds                 2/2     short statement" in lines
+
+
+ALL_OPERATORS = ("sign", "shift", "factor", "term", "exponent", "log", "swap")
+"""The audit's mutation operators, in the order its messages list them."""
+EVERY_REASON = {operator: "does not apply" for operator in ALL_OPERATORS}
+
+
+def _mutant(operator, name, formula, killed=True):
+    return {"operator": operator, "mutant": name, "formula": formula, "killed": killed}
+
+
+def _record(results, mutants=None, reasons=None, verdict="holds", correction=None):
+    return {"mutants": len(results) if mutants is None else mutants, "verdict": verdict,
+            "mutant_results": results, "inapplicable": reasons or {},
+            "claim": {"formula": "x = 1", "correction": correction}}  # fmt: skip
+
+
+SHORTFALL_CASES = {
+    "no mutants run": ({"verdict": "holds"}, ["the audit ran without mutants"]),
+    "few, one operator, its own form": (
+        _record([_mutant("sign", "sign", "x = -1"), _mutant("sign", "no-op", "x = 1")]),
+        ["2 mutants (fewer than 3)",
+         "1 operator (sign); no reason given for: shift, factor, term, exponent, log, swap",
+         "mutant 'no-op' is the printed form or the correction: x = 1"]),
+    "two operators, a survivor, the correction": (
+        _record([_mutant("sign", "s1", "x = -1"), _mutant("shift", "s2", "x = 3", killed=False),
+                 _mutant("shift", "s3", "x = 2")], correction="x = 2"),
+        ["mutant survives (shift: s2): x = 3",
+         "mutant 's3' is the printed form or the correction: x = 2"]),
+    "no results recorded": (
+        {"mutants": 3, "verdict": "holds", "inapplicable": {}, "claim": {"formula": "x = 1"}},
+        ["0 operators (none); no reason given for: sign, shift, factor, term, exponent, log, "
+         "swap"]),
+    "every reason, but a testable verdict": (
+        _record([], reasons=EVERY_REASON), ["0 mutants (fewer than 3)"]),
+    "not testable, every reason": (_record([], verdict=NOT_TESTABLE, reasons=EVERY_REASON), []),
+    "not testable, a reason missing": (
+        _record([], verdict=NOT_TESTABLE, reasons={"sign": "does not apply"}),
+        ["0 mutants (fewer than 3)",
+         "0 operators (none); no reason given for: shift, factor, term, exponent, log, swap"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(SHORTFALL_CASES))
+def test_mutant_shortfalls_name_each_kind_in_the_records_words(case):
+    """The lines the audit prints when a record's mutants fall short, written out from the rule
+    (at least 3 mutants, from at least 2 operators or a reason for each silent one, none
+    surviving, none equal to the printed form or the correction; a claim that cannot be
+    tested here needs no mutant if every operator has a reason)."""
+    record, expected = SHORTFALL_CASES[case]
+    assert mutant_shortfalls(record) == expected
