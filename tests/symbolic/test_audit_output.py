@@ -444,11 +444,11 @@ ALL_OPERATORS = ("sign", "shift", "factor", "term", "exponent", "log", "swap")
 EVERY_REASON = {operator: "does not apply" for operator in ALL_OPERATORS}
 
 
-def _mutant(operator, name, formula, killed=True):
+def _result(operator, name, formula, killed=True):
     return {"operator": operator, "mutant": name, "formula": formula, "killed": killed}
 
 
-def _record(results, mutants=None, reasons=None, verdict="holds", correction=None):
+def _short(results, mutants=None, reasons=None, verdict="holds", correction=None):
     return {"mutants": len(results) if mutants is None else mutants, "verdict": verdict,
             "mutant_results": results, "inapplicable": reasons or {},
             "claim": {"formula": "x = 1", "correction": correction}}  # fmt: skip
@@ -457,13 +457,13 @@ def _record(results, mutants=None, reasons=None, verdict="holds", correction=Non
 SHORTFALL_CASES = {
     "no mutants run": ({"verdict": "holds"}, ["the audit ran without mutants"]),
     "few, one operator, its own form": (
-        _record([_mutant("sign", "sign", "x = -1"), _mutant("sign", "no-op", "x = 1")]),
+        _short([_result("sign", "sign", "x = -1"), _result("sign", "no-op", "x = 1")]),
         ["2 mutants (fewer than 3)",
          "1 operator (sign); no reason given for: shift, factor, term, exponent, log, swap",
          "mutant 'no-op' is the printed form or the correction: x = 1"]),
     "two operators, a survivor, the correction": (
-        _record([_mutant("sign", "s1", "x = -1"), _mutant("shift", "s2", "x = 3", killed=False),
-                 _mutant("shift", "s3", "x = 2")], correction="x = 2"),
+        _short([_result("sign", "s1", "x = -1"), _result("shift", "s2", "x = 3", killed=False),
+                 _result("shift", "s3", "x = 2")], correction="x = 2"),
         ["mutant survives (shift: s2): x = 3",
          "mutant 's3' is the printed form or the correction: x = 2"]),
     "no results recorded": (
@@ -471,10 +471,10 @@ SHORTFALL_CASES = {
         ["0 operators (none); no reason given for: sign, shift, factor, term, exponent, log, "
          "swap"]),
     "every reason, but a testable verdict": (
-        _record([], reasons=EVERY_REASON), ["0 mutants (fewer than 3)"]),
-    "not testable, every reason": (_record([], verdict=NOT_TESTABLE, reasons=EVERY_REASON), []),
+        _short([], reasons=EVERY_REASON), ["0 mutants (fewer than 3)"]),
+    "not testable, every reason": (_short([], verdict=NOT_TESTABLE, reasons=EVERY_REASON), []),
     "not testable, a reason missing": (
-        _record([], verdict=NOT_TESTABLE, reasons={"sign": "does not apply"}),
+        _short([], verdict=NOT_TESTABLE, reasons={"sign": "does not apply"}),
         ["0 mutants (fewer than 3)",
          "0 operators (none); no reason given for: shift, factor, term, exponent, log, swap"]),
 }  # fmt: skip
