@@ -19,6 +19,7 @@ from gradlab.symbolic.batch_size import (
     decide_trend,
     paired_t,
     part_trends,
+    setting_name,
     setting_trend,
 )
 from gradlab.symbolic.supplementary_claims import check_batch_size_conjecture
@@ -209,3 +210,42 @@ def test_the_check_carries_the_forms_prediction():
     verdict = check_batch_size_conjecture(Form({"P over m": "falls"}), measurement=data)
     assert verdict.verdict == "not-testable-here"
     assert "(its outcome: not-reproduced)" in verdict.detail
+
+
+SETTING_NAMES = {
+    "nothing named": ({}, "trained_at_m", "trained_at_m: data not named, model not named, 0 seeds"),
+    "a setting described by its training": (
+        {"data": "digits", "model": "an MLP", "batch_sizes": [8, 16, 64], "seeds": [0, 1],
+         "settings": {"fixed": {"training": "trained once at m = 32"}}}, "fixed",
+        "fixed: digits, an MLP, m = 8..64, trained once at m = 32, 2 seeds"),
+    "epochs with their optimizer steps": (
+        {"data": "digits", "model": "an MLP", "seeds": [0],
+         "settings": {"trained_at_m": {"epochs": 2, "steps": [40, 10]}}}, "trained_at_m",
+        "trained_at_m: digits, an MLP, one network trained per m for 2 epoch(s) (40 to 10 "
+        "optimizer steps), 1 seeds"),
+    "a setting the measurement lacks": (
+        {"data": "digits", "model": "an MLP", "seeds": [0], "settings": {"other": {}}},
+        "trained_at_m", "trained_at_m: digits, an MLP, 1 seeds"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(SETTING_NAMES))
+def test_a_setting_is_named_in_words_with_what_the_measurement_records(case):
+    """The words a verdict quotes for its setting, written out: what is missing says so."""
+    measurement, setting, expected = SETTING_NAMES[case]
+    assert setting_name(measurement, setting) == expected
+
+
+def test_a_verdict_names_its_setting_and_lists_the_others_as_context():
+    rising, falling = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]], [[0.4, 0.3], [0.42, 0.31]]
+    measurement = {"data": "digits", "model": "an MLP", "seeds": [0, 1, 2],
+                   "settings": {"trained_at_m": {"P": rising}, "fixed": {"P": falling}}}
+    outcome, detail = decide_trend(measurement)
+    assert outcome == "reproduced"
+    assert "trained_at_m: digits, an MLP, 3 seeds" in detail
+    assert " Context, not deciding: fixed: falls (" in detail
+    alone = decide_trend({"settings": {"trained_at_m": {"P": rising}}})[1]
+    assert "Context" not in alone and alone.endswith("; predicted: rises.")  # nothing after it
+    assert decide_trend({"settings": {"trained_at_m": {"P": rising}}}, "flat")[0] == (
+        "not-reproduced")
+    assert decide_trend({}) == ("inconclusive", "the measurement holds no setting")
