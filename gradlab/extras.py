@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
@@ -69,6 +70,7 @@ class MissingExtraError(GradlabError, ImportError):
     extra: str
 
 
+@functools.cache  # how this copy was installed does not change while it runs
 def local_source() -> tuple[Path, bool] | None:
     """The folder this copy of gradlab was installed from, and whether editably (``pip install
     -e``), from pip's record of the install (``direct_url.json``, PEP 610); ``None`` for an
@@ -118,8 +120,7 @@ def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "a
         >>> print(install_hint("plot", installed_from=(Path("/src/clone"), True)))
         pip install 'gradlab-ranking[plot]' (this copy was installed from /src/clone: pip install -e '/src/clone[plot]')
     """  # noqa: E501
-    if extra not in EXTRAS:
-        raise GradlabError(f"extra must be one of {list(EXTRAS)}; got {extra!r}")
+    _check_extra(extra)
     hint = f"pip install '{DISTRIBUTION}[{extra}]'"
     source = local_source() if installed_from == "auto" else installed_from
     if source is None:
@@ -128,6 +129,11 @@ def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "a
     local = shlex.quote(f"{folder}[{extra}]")
     return (f"{hint} (this copy was installed from {folder}: pip install "
             f"{'-e ' if editable else ''}{local})")  # fmt: skip
+
+
+def _check_extra(extra: str) -> None:
+    if extra not in EXTRAS:
+        raise GradlabError(f"extra must be one of {list(EXTRAS)}; got {extra!r}")
 
 
 def is_installed(module: str) -> bool:
@@ -194,7 +200,7 @@ def require(module: str, extra: str, feature: str | None = None) -> ModuleType:
         >>> require("math", "audit").sqrt(4.0)
         2.0
     """
-    install_hint(extra)  # check the extra before any import
+    _check_extra(extra)  # before any import (the hint itself is built only on failure)
     try:
         return importlib.import_module(module)
     except ImportError as error:
