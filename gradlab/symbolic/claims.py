@@ -38,6 +38,7 @@ Example: audit a derivation of your own (the gradient of the softplus ``log(1 + 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -45,6 +46,7 @@ from typing import Any
 
 import sympy as sp
 
+from gradlab.errors import GradlabError
 from gradlab.symbolic.mutation_operators import equivalent, generate
 
 VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
@@ -453,7 +455,11 @@ def numeric_agreement(
     """``holds`` if ``|printed(case) - truth(case)| <= tolerance`` for every case.
 
     With ``relative`` the detail also gives the relative error ``|printed - true| / |true|``
-    at the case of the largest absolute error.
+    at the case of the largest absolute error. No cases: ``holds`` (nothing disagrees), and the
+    detail says "over 0 cases".
+
+    Raises:
+        GradlabError: ``tolerance`` not a finite number >= 0 (checked before any case runs).
 
     Example:
         >>> verdict = numeric_agreement(lambda c: -c, lambda c: c, [1e-4, 2e-4], tolerance=1e-6,
@@ -461,6 +467,10 @@ def numeric_agreement(
         >>> print(verdict.verdict, verdict.detail)
         fails max |printed - true| = 0.0004 (case 1 of 2); relative error 2 (200 %) there.
     """
+    valid = isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
+    if not (valid and math.isfinite(tolerance) and tolerance >= 0):
+        raise GradlabError(f"tolerance must be a finite number >= 0 (the largest |printed - true| "
+                           f"that agrees); got {tolerance!r}")  # fmt: skip
     cases = list(cases)
     worst, worst_case, worst_true = 0.0, 0, 0.0
     for index, case in enumerate(cases):
