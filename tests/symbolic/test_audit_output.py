@@ -22,6 +22,7 @@ from gradlab.symbolic.audit import (
     format_markdown,
     format_table,
     mutant_shortfalls,
+    mutant_summary,
     run_audit,
     summary_counts,
     write_outputs,
@@ -488,3 +489,58 @@ def test_mutant_shortfalls_name_each_kind_in_the_records_words(case):
     tested here needs no mutant if every operator has a reason)."""
     record, expected = SHORTFALL_CASES[case]
     assert mutant_shortfalls(record) == expected
+
+
+def test_the_statement_column_goes_beside_the_rows_at_exactly_30_characters():
+    # the header with a mutant column is 40 characters (claim 9, verdict 21, mutants 8)
+    assert format_table(RECORDS, width=70).split("\n")[0].endswith(" statement")
+    assert format_table(RECORDS, width=69).split("\n")[0].endswith(" mutants")
+
+
+@pytest.mark.parametrize("width", range(26, 121))
+def test_the_verdict_counts_fill_each_line_with_whole_items(width):
+    """The counts line, checked against its rule rather than a copy of the code: the lines
+    joined are the items joined by ", "; no line is wider than ``width`` (a line ended by a
+    comma counts it); and no line could have taken the next item (with its own trailing comma
+    unless it is the last)."""
+    records = [_record("m", "eq1", "holds", "s")]
+    lines = format_table(records, width=width).split("\n")
+    counts = lines[len(lines) - lines[::-1].index("-" * width):]  # after the last rule
+    items = [f"{verdict}: {count}" for verdict, count in summary_counts(records).items()]
+    assert " ".join(counts) == ", ".join(items)
+    assert all(len(line) <= width for line in counts)
+    for line, following in zip(counts, counts[1:]):
+        first = following.split(", ")[0].rstrip(",")
+        trailing = 0 if first == items[-1] else 1
+        assert len(line) - 1 + 2 + len(first) + trailing > width, (line, following)
+
+
+def test_the_summary_counts_records_with_a_surviving_mutant_not_the_mutants():
+    two_survive = _short([_result("sign", "a", "x = -1", killed=False),
+                          _result("shift", "b", "x = 2", killed=False),
+                          _result("shift", "c", "x = 3")])  # fmt: skip
+    one_survives = _short([_result("sign", "a", "x = -1", killed=False),
+                           _result("shift", "b", "x = 2"), _result("shift", "c", "x = 3")])
+    none_survive = _short([_result("sign", "a", "x = -1"), _result("shift", "b", "x = 2"),
+                           _result("shift", "c", "x = 3")])  # fmt: skip
+    records = [dict(r, mutants_killed=sum(x["killed"] for x in r["mutant_results"]))
+               for r in (two_survive, one_survives, none_survive)]  # fmt: skip
+    assert mutant_summary(records).endswith("; records with a surviving mutant: 2")
+    assert "surviving" not in mutant_summary(records[2:])
+
+
+@pytest.mark.parametrize(("verdict", "badge"), [("reproduced", "*reproduced*"),
+                                                ("not-reproduced", "*not reproduced*"),
+                                                ("not-testable-here", "*not testable here*")])
+def test_markdown_writes_the_empirical_verdicts_in_words(verdict, badge):
+    markdown = format_markdown([_record("m", "eq1", verdict, "s1")]).split("\n")
+    assert f"| `eq1` | {badge} | s1 |" in markdown
+
+
+def test_the_measurement_given_to_the_audit_reaches_the_default_claims(monkeypatch):
+    given = []
+    monkeypatch.setattr(audit, "all_claims",
+                        lambda **kwargs: given.append(kwargs) or [_one_claim()])  # fmt: skip
+    measurement = {"batch_sizes": [8, 16]}
+    run_audit(p_vs_batch_size=measurement)
+    assert given == [{"p_vs_batch_size": measurement}]
