@@ -5,10 +5,14 @@ deviation and standard error of the per-seed changes, written out) against Stude
 read from a printed table: t_(0.975, 2) = 4.303 and t_(0.975, 3) = 3.182.
 """
 
+import inspect
 import math
 import warnings
+from fractions import Fraction
 
 import pytest
+from scipy.stats import sem
+from scipy.stats import t as student_t
 
 from gradlab import GradlabError
 from gradlab.symbolic import Form
@@ -249,3 +253,99 @@ def test_a_verdict_names_its_setting_and_lists_the_others_as_context():
     assert decide_trend({"settings": {"trained_at_m": {"P": rising}}}, "flat")[0] == (
         "not-reproduced")
     assert decide_trend({}) == ("inconclusive", "the measurement holds no setting")
+
+
+# --- boundaries of the rule, defaults and the measurement's wording --------------------------
+
+
+def test_paired_t_names_what_it_refuses():
+    with pytest.raises(GradlabError, match=r"changes must hold one change per seed, at least 2; "
+                       r"got \[0\.1\]"):  # fmt: skip
+        paired_t([0.1])
+    for alpha in (1.0, 1.5, 0.0):
+        with pytest.raises(GradlabError, match=rf"alpha must lie in \(0, 1\); got {alpha!r}"):
+            paired_t([0.1, 0.2], alpha)
+
+
+def test_paired_t_takes_any_real_numbers_as_floats():
+    floats = paired_t([0.1, 0.2, 0.4])
+    assert paired_t([Fraction(1, 10), Fraction(2, 10), Fraction(4, 10)]) == floats
+    assert paired_t([1, 2, 4]) == paired_t([1.0, 2.0, 4.0])
+
+
+@pytest.mark.parametrize(("changes", "t"), [([0.0, 0.0, 0.0], 0.0), ([1.0, 1.0], math.inf),
+                                            ([-0.5, -0.5, -0.5], -math.inf)])
+def test_changes_without_spread_give_t_0_or_infinite(changes, t):
+    assert paired_t(changes)["t"] == t
+
+
+def test_the_interval_is_scipys_students_t_interval():
+    changes = [0.07, 0.12, 0.17, 0.05]
+    test = paired_t(changes, alpha=0.1)
+    mean = sum(changes) / len(changes)
+    low, high = student_t.interval(0.9, len(changes) - 1, loc=mean, scale=sem(changes))
+    assert test["low"] == pytest.approx(low, rel=1e-12)
+    assert test["high"] == pytest.approx(high, rel=1e-12)
+
+
+def test_the_level_alpha_reaches_the_t_test():
+    # t = 3 with 2 degrees of freedom: above t_(0.9, 2) = 1.886 (alpha 0.2), below 4.303 (0.05)
+    spread = 0.1 / 3 * math.sqrt(3)  # sd of the changes so that se = 0.1 / 3
+    changes = [0.1 - spread, 0.1, 0.1 + spread]
+    assert by_hand(changes)[2] == pytest.approx(3.0)
+    assert setting_trend(ends(changes))[0] == "unclear"
+    trend, why = setting_trend(ends(changes), alpha=0.2)
+    assert trend == "rises" and "two-sided 0.2" in why
+
+
+EXACT_START = 2.0**-8
+"""A start whose sum with 0.01 is exact in float64 (both on the 2^-59 grid below 2^-6), so that
+the change of P is the float 0.01 itself."""
+
+
+@pytest.mark.parametrize("sign", [1, -1])
+def test_a_change_of_exactly_the_flat_band_is_neither_a_trend_nor_flat(sign):
+    start, end = EXACT_START, EXACT_START + FLAT_BAND
+    rows = [[start, end]] * 2 if sign > 0 else [[end, start]] * 2
+    assert rows[0][1] - rows[0][0] == sign * FLAT_BAND  # every seed changes by exactly the band
+    trend, why = setting_trend(rows)
+    assert trend == "unclear", why  # "beyond" the band and "inside" it are both strict
+
+
+def test_a_t_equal_to_the_critical_value_is_not_significant(monkeypatch):
+    from gradlab.symbolic import batch_size
+
+    at_the_line = {"mean": 0.5, "standard_error": 0.1, "t": 4.0, "df": 2, "critical": 4.0,
+                   "low": 0.1, "high": 0.9}  # fmt: skip
+    monkeypatch.setattr(batch_size, "paired_t", lambda changes, alpha: at_the_line)
+    assert setting_trend(ends(RISING))[0] == "unclear"
+
+
+def test_the_verdict_names_the_setting_it_was_asked_about():
+    data = measurement(other=ends(RISING))
+    outcome, detail = decide_trend(data, "rises", setting="other")
+    assert outcome == "reproduced" and detail.startswith("On other: ")
+
+
+@pytest.mark.parametrize("data", [{}, {"settings": {}}, {"settings": {"other": {"P": [[0.1]]}}}])
+def test_parts_of_a_setting_the_measurement_lacks_are_none(data):
+    assert part_trends(data) == {}
+
+
+def test_the_unmeasured_detail_describes_the_quick_miniature_it_offers():
+    from gradlab.experiments import p_vs_batch_size
+
+    quick = p_vs_batch_size.settings(quick=True)
+    seeds = inspect.signature(p_vs_batch_size.measure).parameters["seeds"].default
+    sizes, epochs = quick["batch_sizes"], quick["epochs"]
+    model = p_vs_batch_size.MODEL.split("(")[-1].rstrip(")")  # "a small CNN"
+    expected = (f"`gradlab audit --measure` takes the quick one ({quick['num_digits']}-digit "
+                f"strings, {model}, m = {sizes[0]}..{sizes[-1]}, "
+                f"{'one epoch' if epochs == 1 else f'{epochs} epochs'} per m, {len(seeds)} "
+                f"seeds), shown here as context.")  # fmt: skip
+    assert conjecture_verdict(None)[1].endswith(expected)
+
+
+def test_a_measurement_without_ps_parts_shows_none():
+    detail = conjecture_verdict(measurement(trained_at_m=ends(RISING)))[1]
+    assert "P's parts" not in detail and detail.endswith("predicted: rises.")
