@@ -7,6 +7,7 @@ timing, the verdict counts, and the terminal table and markdown report, compared
 written out by hand from the format each docstring describes.
 """
 
+import itertools
 import json
 import re
 
@@ -509,7 +510,7 @@ def test_the_verdict_counts_fill_each_line_with_whole_items(width):
     items = [f"{verdict}: {count}" for verdict, count in summary_counts(records).items()]
     assert " ".join(counts) == ", ".join(items)
     assert all(len(line) <= width for line in counts)
-    for line, following in zip(counts, counts[1:]):
+    for line, following in itertools.pairwise(counts):
         first = following.split(", ")[0].rstrip(",")
         trailing = 0 if first == items[-1] else 1
         assert len(line) - 1 + 2 + len(first) + trailing > width, (line, following)
