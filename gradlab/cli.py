@@ -216,7 +216,7 @@ def _add_study(commands) -> None:
                        help="epochs per m (p-vs-batch-size: P averages the last) "
                        "(default: %(default)s)")
     study.add_argument("--seeds", type=_int_list, default=[0],
-                       help="comma-separated seeds (default: 0)")
+                       help="comma-separated distinct seeds >= 0 (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
     study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
     study.add_argument("--loader-workers", type=int, default=0, metavar="N",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from numbers import Integral
 from pathlib import Path
 
 import torch
@@ -96,7 +97,7 @@ def p_vs_batch_size_on_images(
         image_size: side of the training crops.
         batch_sizes: the m values, multiples of 4.
         epochs: epochs per m; P is averaged over the last one (the paper: one epoch).
-        seeds: each seed fixes the initial weights and the batches.
+        seeds: distinct whole numbers >= 0; each fixes the initial weights and the batches.
         device: ``"cpu"`` or ``"cuda"``.
         lr: Adam's learning rate (the paper fine-tunes at 1e-5).
         amp: mixed precision (bfloat16 on CPU, float16 with loss scaling on CUDA).
@@ -110,7 +111,8 @@ def p_vs_batch_size_on_images(
 
     Raises:
         GradlabError: a missing or malformed folder, an unknown backbone, weights of another
-            architecture or a batch size the sampler cannot make; all before any training.
+            architecture, a batch size the sampler cannot make, or seeds that are not distinct
+            whole numbers >= 0; all before any training.
 
     Example:
         >>> try:
@@ -192,9 +194,14 @@ def _setup(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
     check_positive_finite("lr", lr)
-    seeds = [int(seed) for seed in seeds]
-    if not seeds:
+    given = list(seeds)
+    if not given:
         raise GradlabError("seeds must name at least one seed; got none")
+    whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
+    seeds = [int(seed) for seed in given] if whole else []
+    if not whole or len(set(seeds)) != len(seeds):
+        # a repeated seed would count one run twice in every mean and spread over the seeds
+        raise GradlabError(f"seeds must be distinct whole numbers >= 0; got {given!r}")
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
