@@ -16,10 +16,8 @@ Needs: pytorch-metric-learning and faiss-cpu (``pip install 'gradlab-ranking[pml
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
-import re
 import resource
 import statistics
 import sys
@@ -31,7 +29,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.common import RESULTS, machine_info, peak_memory_mib
+from benchmarks.common import RESULTS, argument_parser, machine_info, peak_memory_mib
 from gradlab.functional.retrieval_at_scale import retrieval_at_scale
 
 FULL = {"count": 60_000, "dim": 512, "classes": 11_318}
@@ -75,8 +73,7 @@ def measure(function, *args) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=re.sub(r"``(.+?)``", r"\1", __doc__.splitlines()[0]))  # plain text
+    parser = argument_parser(__doc__, whole=False)
     parser.add_argument("--quick", action="store_true", help=f"sizes {QUICK} (a smoke run)")
     parser.add_argument("--rounds", type=int, default=1, help="interleaved rounds (default 1)")
     parser.add_argument("--out", type=Path, default=RESULTS / "retrieval.json")
