@@ -29,10 +29,15 @@ from tests.reference.retrieval_loops import recall_at_k
 
 TINY = {"train_scenes": 10, "test_scenes": 6, "steps": 4, "batch_images": 4, "dims": 8,
         "lr": 2e-3, "log_every": 2}  # fmt: skip
-# The study keeps each seed's setup for the life of its process: seeds no other test of this
-# process has used (the pid differs in every process), so each run here computes its own.
-FIRST = 100 + os.getpid() % 997
-SEEDS = (FIRST, FIRST + 1)
+
+
+def _fresh_seeds() -> tuple[int, int]:
+    """Two seeds no other process has used: the study keeps each seed's setup for the life of
+    its process, and a process forked from one that ran the study (as a mutation tool forks a
+    child per mutant) inherits that cache; taken from the pid when the run starts, so each
+    process computes its own setup."""
+    first = 100 + os.getpid()
+    return first, first + 1
 TAU = 0.05
 
 
@@ -59,13 +64,13 @@ def _stand_in_backbone(images, labels, seed):
     return DigitBackbone()
 
 
-def _run():
+def _run(seeds):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(digit_scenes, "settings", lambda quick: dict(TINY))
         patch.setattr(digit_scenes, "load_digit_scenes", _stand_in_scenes)
         patch.setattr(digit_scenes, "digit_pools", _stand_in_pools)
         patch.setattr(digit_scenes, "pretrain_digit_backbone", _stand_in_backbone)
-        return digit_scenes.measure(quick=False, seeds=SEEDS, tau=TAU, workers=1)
+        return digit_scenes.measure(quick=False, seeds=seeds, tau=TAU, workers=1)
 
 
 def _smoothap_loop(scores, positives, tau, directions=("i2t", "t2i")):
@@ -133,12 +138,12 @@ def _images(kind, encoder, features, index):
 POSITIVES = torch.eye(4, dtype=torch.bool).repeat_interleave(5, dim=1)
 
 
-def _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run):
-    assert run["seeds"] == list(SEEDS)
+def _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run, seeds):
+    assert run["seeds"] == list(seeds)
     assert list(run["runs"]) == ["VSE++", "VSRN"]
     for kind, runs in run["runs"].items():
         assert list(runs) == ["SmoothAP", "VSE++ max-violation", "NT-Xent"]
-        for s, seed in enumerate(SEEDS):
+        for s, seed in enumerate(seeds):
             _, train, _, features, _, batches = _setup(seed)
             image_encoder, caption_encoder = _encoders(kind, seed, features)
             images = _images(kind, image_encoder, features, batches[0])
@@ -151,8 +156,8 @@ def _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network
                 assert len(result["loss_history"][s]) == 4
 
 
-def _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run):
-    assert run["backbone_accuracy"] == pytest.approx([_setup(seed)[0] for seed in SEEDS])
+def _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run, seeds):
+    assert run["backbone_accuracy"] == pytest.approx([_setup(seed)[0] for seed in seeds])
     histories = run["runs"]["VSRN"]["NT-Xent"]["loss_history"]
     assert histories[0] != histories[1]
 
@@ -163,10 +168,10 @@ def _the_settings_record_the_temperature_and_the_caption_count(run):
     assert config["steps"] == 4 and "standardised" in config["global_features"]
 
 
-def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run):
-    _, train, _, features, _, batches = _setup(SEEDS[1])
+def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run, seeds):
+    _, train, _, features, _, batches = _setup(seeds[1])
     for kind in ("VSE++", "VSRN"):
-        image_encoder, caption_encoder = _encoders(kind, SEEDS[1], features)
+        image_encoder, caption_encoder = _encoders(kind, seeds[1], features)
         with torch.no_grad():
             images = _images(kind, image_encoder, features, batches[0])
             captions = caption_encoder(train.tokens[batches[0]].reshape(20, -1))
@@ -196,8 +201,7 @@ def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run)
                     kind, name, direction)  # fmt: skip
 
 
-def _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name):
-    seed = SEEDS[0]
+def _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name, seed):
     _, train, test, features, test_features, batches = _setup(seed)
     image_encoder, caption_encoder = (copy.deepcopy(m) for m in _encoders(kind, seed, features))
     optimizer = torch.optim.Adam([*image_encoder.parameters(), *caption_encoder.parameters()],
@@ -313,10 +317,11 @@ def test_a_tiny_run_is_the_protocol_run_by_hand():
     """Each check reads the same run, computed once in this one test (a mutation tool credits a
     function to the test that first calls it, so a run shared by several tests would be
     credited to the first alone)."""
-    run = _run()
-    _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run)
-    _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run)
+    seeds = _fresh_seeds()
+    run = _run(seeds)
+    _each_run_lands_under_its_encoder_and_loss_and_starts_from_the_seeds_network(run, seeds)
+    _the_seed_fixes_the_backbone_and_the_accuracy_is_read_on_the_test_pools(run, seeds)
     _the_settings_record_the_temperature_and_the_caption_count(run)
-    _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run)
+    _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run, seeds)
     for kind, name in (("VSE++", "NT-Xent"), ("VSRN", "SmoothAP")):
-        _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name)
+        _recall_is_that_of_the_encoders_trained_by_hand(run, kind, name, seeds[0])
