@@ -86,7 +86,7 @@ HELP = {
         "--image-size": ("(default: 224)", "(default: 224)"),
         "--batch-sizes": ("m values, multiples of 4", "64 for losses and anatomy)"),
         "--epochs": ("epochs per m", "(default: 1)"),
-        "--seeds": ("comma-separated seeds", "(default: 0)"),
+        "--seeds": ("comma-separated distinct seeds >= 0", "(default: 0)"),
         "--lr": ("Adam", "(default: 1e-05)"),
         "--amp": ("mixed precision", "(default: off)"),
         "--loader-workers": ("processes that load and augment the images",
