@@ -277,3 +277,21 @@ def test_the_batch_reaches_the_last_bin():
     # without an item near distance b, leaving out bin d = b would change nothing
     slip = _claim("eq23").printed.value.replace("range(b + 1)", "range(b)")
     assert minibatch.check_chain_rule(Form(slip)).verdict == "fails"
+
+
+def test_a_sum_that_differs_says_by_how_much_and_one_past_the_bins_names_the_bin():
+    def total(lower, upper):
+        summed = sp.Sum(minibatch.relevant_count(minibatch.d_bin), (minibatch.d_bin, lower, upper))
+        return minibatch.check_relevant_total(Form(summed)).detail
+
+    assert total(1, B).startswith("the printed sum differs from N+ by up to ")
+    assert total(0, B + 1) == (f"the printed sum does not evaluate: 'bin {BITS + 1} does not "
+                               f"exist (bins 0..{BITS})'")  # fmt: skip
+
+
+def test_the_relevant_total_check_reads_the_same_batches_every_time():
+    printed = _claim("claim-relevant-total").printed
+    slip = Form(sp.Sum(minibatch.relevant_count(minibatch.d_bin), (minibatch.d_bin, 1, B)))
+    details = {minibatch.check_relevant_total(form).detail for form in (slip, slip, slip)}
+    assert len(details) == 1  # seeded draws: the worst difference printed is the same
+    assert minibatch.check_relevant_total(printed).verdict == "holds"
