@@ -343,16 +343,9 @@ STUDY_TESTS = {
         "test_closed_forms_match_an_independent_expectation_and_simulation",
         "tests/experiments/test_operating_region_runs.py",  # both studies at tiny sizes
     ],
-    # the parts that train nothing; a test that enters a study function (its checks) runs for
-    # each of its 630 mutants, seconds each: the studies' own tiny runs are left out for now
-    "experiments/image_studies": [
-        *(f"tests/experiments/test_image_studies_runs.py::{name}" for name in (
-            "test_evaluate_split_is_retrieval_over_the_whole_split_against_loops",
-            "test_in_batch_anatomy_reads_the_losss_gradient_like_a_loop",
-            "test_in_batch_geometry_matches_float64_loops",
-            "test_batch_sizes_are_refused_with_what_the_sampler_allows",
-            "test_batch_sizes_the_sampler_can_make_pass_unchanged")),
-    ],
+    # the three studies at tiny sizes on two classes of generated images (about 6 s for the
+    # whole file; a mutant runs only the tests that reach its function)
+    "experiments/image_studies": ["tests/experiments/test_image_studies_runs.py"],
     # in process (the pool's executor stood in by threads, milliseconds); one test spawns real
     # workers (last, about 10 s), not the signal tests (20 s each)
     "experiments/runtime": [
