@@ -344,8 +344,16 @@ STUDY_TESTS = {
         "tests/experiments/test_operating_region_runs.py",  # both studies at tiny sizes
     ],
     # the three studies at tiny sizes on two classes of generated images (about 6 s for the
-    # whole file; a mutant runs only the tests that reach its function)
-    "experiments/image_studies": ["tests/experiments/test_image_studies_runs.py"],
+    # whole file; a mutant runs only the tests that reach its function), and the command's
+    # error paths (one line, exit code 2) without its four whole-study runs
+    "experiments/image_studies": [
+        "tests/experiments/test_image_studies_runs.py", "tests/experiments/test_image_studies.py",
+        *(f"--deselect=tests/experiments/test_image_studies.py::{name}" for name in (
+            "test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure",
+            "test_the_losses_study_writes_the_bundled_schema_and_the_reports_page",
+            "test_the_anatomy_study_writes_the_scenes_schema_over_training",
+            "test_the_numbers_do_not_depend_on_the_loader_workers")),
+    ],
     # in process (the pool's executor stood in by threads, milliseconds); one test spawns real
     # workers (last, about 10 s), not the signal tests (20 s each)
     "experiments/runtime": [
