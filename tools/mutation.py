@@ -342,6 +342,7 @@ STUDY_TESTS = {
         "tests/experiments/test_operating_region.py::"
         "test_closed_forms_match_an_independent_expectation_and_simulation",
         "tests/experiments/test_operating_region_runs.py",  # both studies at tiny sizes
+        "tests/experiments/test_operating_region_settings.py",  # against the published JSON
     ],
     # the three studies at tiny sizes on two classes of generated images (about 6 s for the
     # whole file; a mutant runs only the tests that reach its function), and the command's
