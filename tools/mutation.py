@@ -505,9 +505,12 @@ def _mutmut_config(only_mutate: list[str], tests: list[str]) -> str:
         # the symbolic record tests read the committed audit.json through tools/readme_audit;
         # test_adapters runs the README's Monitor examples as written; the study tests compare
         # the studies' full settings with those of the published runs (figures/studies/), the
-        # Lemma 1 test its first configurations with those of the published figure
+        # Lemma 1 test its first configurations with those of the published figure, the
+        # operating-region tests its settings with those of its two published studies
         'also_copy = ["tools/", "benchmarks/results/", "README.md", "docs/", "figures/studies/", '
-        '"figures/fappy_lemma1_gradient.json"]\n'
+        '"figures/fappy_lemma1_gradient.json", '
+        '"figures/operating_region_p_vs_batch_size_10_classes.json", '
+        '"figures/operating_region_training_dynamics.json"]\n'
         f"only_mutate = [{quoted}]\n"
         f"pytest_add_cli_args_test_selection = [{selected}]\n"
         'pytest_add_cli_args = ["-p", "no:xdist", "-p", "no:cacheprovider", "-q", '
