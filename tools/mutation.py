@@ -349,6 +349,7 @@ STUDY_TESTS = {
     # error paths (one line, exit code 2) without its four whole-study runs
     "experiments/image_studies": [
         "tests/experiments/test_image_studies_runs.py", "tests/experiments/test_image_studies.py",
+        "tests/experiments/test_image_studies_defaults.py",
         *(f"--deselect=tests/experiments/test_image_studies.py::{name}" for name in (
             "test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure",
             "test_the_losses_study_writes_the_bundled_schema_and_the_reports_page",

@@ -388,3 +388,36 @@ def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     fixture's work to the first test using it) runs every check for every mutant."""
     _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves)
     _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run)
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_every_study_starts_every_network_from_the_given_weights(
+    halves, tmp_path, name
+):
+    torch.manual_seed(0)
+    network = build_backbone(BACKBONE, embedding_dim=8, image_size=16)
+    with torch.no_grad():  # unlike any random start the study could draw
+        for parameter in network.backbone.parameters():
+            parameter.add_(1.0)
+    weights = tmp_path / "start.pt"
+    torch.save(network.backbone.state_dict(), weights)
+    built = []
+
+    def watched_build(*args, **kwargs):
+        model = build_backbone(*args, **kwargs)
+        built.append({k: v.clone() for k, v in model.backbone.state_dict().items()})
+        return model
+
+    function = {"p-vs-batch-size": study.p_vs_batch_size_on_images,
+                "losses": study.loss_comparison_on_images, "anatomy": study.anatomy_on_images}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "build_backbone", watched_build)
+        result = function[name](halves, batch_sizes=[8], seeds=[0], epochs=1, weights=weights,
+                                **SMALL)  # fmt: skip
+    assert built  # the check before training, then each seed's start
+    for state in built:
+        for key, value in network.backbone.state_dict().items():
+            torch.testing.assert_close(state[key], value, rtol=0, atol=0, msg=key)
+    described = {"p-vs-batch-size": lambda: result, "losses": lambda: result[8]["settings"],
+                 "anatomy": lambda: result["settings"]}[name]()  # where each study says it
+    assert described["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
