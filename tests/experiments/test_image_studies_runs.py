@@ -9,7 +9,9 @@ step and the split each evaluation saw.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import math
 
 import pytest
@@ -80,9 +82,11 @@ def _watch(patch) -> dict:
 def p_run(halves):
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
-        result = study.p_vs_batch_size_on_images(
-            halves, batch_sizes=[8, 16], seeds=[0, 1], epochs=2, tau=TAU, eps=EPS, **SMALL
-        )
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            result = study.p_vs_batch_size_on_images(
+                halves, batch_sizes=[8, 16], seeds=[0, 1], epochs=2, tau=TAU, eps=EPS, **SMALL
+            )
+    seen["stderr"] = said.getvalue()
     return result, seen
 
 
@@ -199,9 +203,11 @@ def loss_run(halves):
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
         patch.setattr(loss_comparison, "loss_functions", watched_losses)
-        result = study.loss_comparison_on_images(
-            halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, timing_repeats=1, **SMALL
-        )
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            result = study.loss_comparison_on_images(
+                halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, timing_repeats=1, **SMALL
+            )
+    seen["stderr"] = said.getvalue()
     return result, seen, calls
 
 
@@ -253,9 +259,11 @@ def _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run):
 def anatomy_run(halves):
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
-        result = study.anatomy_on_images(
-            halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, logs=2, **SMALL
-        )
+        with contextlib.redirect_stderr(io.StringIO()) as said:
+            result = study.anatomy_on_images(
+                halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, logs=2, **SMALL
+            )
+    seen["stderr"] = said.getvalue()
     return result, seen
 
 
@@ -282,6 +290,8 @@ def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, ha
             assert len(run["geometry"][key][0]) == 3
         assert run["recall"] == {key: [value] for key, value in evaluated["metrics"].items()}
         assert evaluated["dataset"].split == "test"
+    assert _said(seen, "anatomy:") == [f"anatomy: seed 0, m = 8, {name}: {steps} steps"
+                                       for name in runs]  # fmt: skip
 
 
 def test_in_batch_anatomy_reads_the_losss_gradient_like_a_loop():
@@ -374,9 +384,23 @@ def test_weights_are_named_in_the_model_label(halves, tmp_path):
     assert result["settings"]["trained_at_m"]["steps"] == [math.ceil(TRAIN_IMAGES / 16)]
 
 
+def _said(seen, prefix):
+    return [line for line in seen["stderr"].splitlines() if line.startswith(prefix)]
+
+
+def _the_p_study_says_each_runs_steps_and_p_on_stderr(p_run):
+    result, seen = p_run
+    trained = result["settings"]["trained_at_m"]
+    expected = [f"p-vs-batch-size: seed {seed}, m = {m}: {trained['steps'][k]} steps, "
+                f"P = {trained['P'][s][k]:.4f}"
+                for s, seed in enumerate((0, 1)) for k, m in enumerate((8, 16))]  # fmt: skip
+    assert _said(seen, "p-vs-batch-size:") == expected
+
+
 def test_the_p_study_at_tiny_sizes_reports_what_it_ran(halves, p_run):
     """One test over the one run, so that mutation testing (which credits a module
     fixture's work to the first test using it) runs every check for every mutant."""
+    _the_p_study_says_each_runs_steps_and_p_on_stderr(p_run)
     _the_p_study_labels_its_sizes_data_and_network(p_run, halves)
     _the_p_study_averages_a_loop_over_the_last_epochs_batches(p_run)
     _each_seed_starts_every_batch_size_from_its_own_weights(p_run)
@@ -388,6 +412,11 @@ def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     fixture's work to the first test using it) runs every check for every mutant."""
     _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves)
     _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run)
+    result, seen, _ = loss_run
+    run = result[8]
+    assert _said(seen, "losses:") == [
+        f"losses: seed 0, m = 8, {name}: {run['settings']['steps']} steps, "
+        f"MAP@R = {loss['metrics']['MAP@R'][0]:.4f}" for name, loss in run["losses"].items()]
 
 
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
