@@ -48,7 +48,19 @@ def halves(tmp_path_factory):
 
 
 def _watch(patch) -> dict:
-    seen: dict[str, list] = {"losses": [], "models": [], "evaluated": []}
+    seen: dict[str, list] = {"losses": [], "models": [], "evaluated": [], "sampler_seeds": [],
+                             "augmentation_seeds": []}  # fmt: skip
+
+    class WatchedSampler(study.FixedCountBatches):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            seen["sampler_seeds"].append(kwargs.get("seed"))
+
+    class WatchedImages(study.StudyImages):
+        def __init__(self, dataset, image_size, seed=None):
+            super().__init__(dataset, image_size, seed)
+            if dataset.split == "train":  # the training images of a run
+                seen["augmentation_seeds"].append(seed)
 
     class WatchedLoss(SmoothAPLoss):
         def __init__(self, tau, *args, **kwargs):
@@ -73,6 +85,8 @@ def _watch(patch) -> dict:
         return metrics
 
     patch.setattr(study, "SmoothAPLoss", WatchedLoss)
+    patch.setattr(study, "FixedCountBatches", WatchedSampler)
+    patch.setattr(study, "StudyImages", WatchedImages)
     patch.setattr(study, "build_backbone", watched_build)
     patch.setattr(study, "evaluate_split", watched_evaluate)
     return seen
@@ -140,6 +154,10 @@ def _each_seed_starts_every_batch_size_from_its_own_weights(p_run):
     assert not same(starts[0], starts[2])
     torch.manual_seed(1)
     assert same(build_backbone(BACKBONE, embedding_dim=8, image_size=16).state_dict(), starts[2])
+    # each (seed, m) draws its own batches and its own crops: no seed is left to a default
+    for kind in ("sampler_seeds", "augmentation_seeds"):
+        drawn = seen[kind]
+        assert len(drawn) == 4 and None not in drawn and len(set(drawn)) == 4, (kind, drawn)
 
 
 def _retrieval_loops(embeddings, labels):
@@ -292,6 +310,8 @@ def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, ha
         assert evaluated["dataset"].split == "test"
     assert _said(seen, "anatomy:") == [f"anatomy: seed 0, m = 8, {name}: {steps} steps"
                                        for name in runs]  # fmt: skip
+    assert seen["sampler_seeds"] and None not in seen["sampler_seeds"]  # seeded batches
+    assert len(seen["augmentation_seeds"]) == len(runs) and None not in seen["augmentation_seeds"]
 
 
 def test_in_batch_anatomy_reads_the_losss_gradient_like_a_loop():
@@ -417,6 +437,8 @@ def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     assert _said(seen, "losses:") == [
         f"losses: seed 0, m = 8, {name}: {run['settings']['steps']} steps, "
         f"MAP@R = {loss['metrics']['MAP@R'][0]:.4f}" for name, loss in run["losses"].items()]
+    assert seen["sampler_seeds"] and None not in seen["sampler_seeds"]  # seeded batches
+    assert None not in seen["augmentation_seeds"]  # the timing batch and each loss's crops
 
 
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
