@@ -46,7 +46,8 @@ class ImageFolderSplit(torch.utils.data.Dataset):
 
     Attributes:
         root: the data set's folder.
-        split: ``"train"`` or ``"test"`` (or the list file's name).
+        split: ``"train"`` or ``"test"``: the split asked for (with the ``"list"`` layout, any
+            name the caller gives); only ``"train"`` images are augmented.
         paths: image files, in a fixed order.
         labels: ``[N]`` int64 labels, renumbered ``0..classes-1`` in order of first appearance.
         class_names: the original class of each label (folder name or list/Ebay id).

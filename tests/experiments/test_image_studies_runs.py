@@ -472,3 +472,29 @@ def test_every_study_starts_every_network_from_the_given_weights(
     described = {"p-vs-batch-size": lambda: result, "losses": lambda: result[8]["settings"],
                  "anatomy": lambda: result["settings"]}[name]()  # where each study says it
     assert described["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
+
+
+def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_size(
+    halves, tmp_path
+):
+    def listing(name, labels, per_class):
+        rows = [f"digit_{label}/{number}.png {label}" for label in labels
+                for number in range(per_class)]  # fmt: skip
+        (tmp_path / name).write_text("\n".join(rows) + "\n")
+        return tmp_path / name, rows
+
+    train, _ = listing("train.txt", range(CLASSES // 2), PER_CLASS)
+    test, rows = listing("test.txt", range(CLASSES // 2, CLASSES), 2)  # 2 of each: not a half
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        study.anatomy_on_images(halves, layout="list", list_file=train, test_list_file=test,
+                                batch_sizes=[8], seeds=[0], epochs=1, logs=1,
+                                **SMALL)  # fmt: skip
+    assert seen["evaluated"]
+    for evaluated in seen["evaluated"]:
+        dataset = evaluated["dataset"]
+        assert [p.relative_to(halves).as_posix() for p in dataset.paths] == [
+            row.split()[0] for row in rows]
+        assert dataset.class_names == [str(label) for label in range(CLASSES // 2, CLASSES)]
+        assert dataset.split == "test"  # not augmented: the evaluation transform
+        assert dataset[0][0].shape == (3, SMALL["image_size"], SMALL["image_size"])
