@@ -487,9 +487,12 @@ def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_
     test, rows = listing("test.txt", range(CLASSES // 2, CLASSES), 2)  # 2 of each: not a half
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
-        study.anatomy_on_images(halves, layout="list", list_file=train, test_list_file=test,
-                                batch_sizes=[8], seeds=[0], epochs=1, logs=1,
-                                **SMALL)  # fmt: skip
+        result = study.anatomy_on_images(halves, layout="list", list_file=train,
+                                         test_list_file=test, batch_sizes=[8], seeds=[0],
+                                         epochs=1, logs=2, **SMALL)  # fmt: skip
+    # 24 training images, 3 steps of 8; logs = 2 means every 3 // 2 = 1st step and the last
+    for name, run in result["runs"]["m = 8"].items():
+        assert run["anatomy"]["steps"] == [0, 1, 2], name
     assert seen["evaluated"]
     for evaluated in seen["evaluated"]:
         dataset = evaluated["dataset"]
