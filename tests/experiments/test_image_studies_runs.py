@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import io
 import math
 
@@ -501,3 +502,50 @@ def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_
         assert dataset.class_names == [str(label) for label in range(CLASSES // 2, CLASSES)]
         assert dataset.split == "test"  # not augmented: the evaluation transform
         assert dataset[0][0].shape == (3, SMALL["image_size"], SMALL["image_size"])
+
+
+def _train_half(halves):
+    return image_folder(halves, "train", image_size=SMALL["image_size"])
+
+
+def test_a_training_item_is_a_crop_fixed_by_its_seed_and_draw_alone(halves):
+    images = study.StudyImages(_train_half(halves), SMALL["image_size"], seed=3)
+    again = study.StudyImages(_train_half(halves), SMALL["image_size"], seed=3)
+    other = study.StudyImages(_train_half(halves), SMALL["image_size"], seed=4)
+    picture, label = images[2, 5]
+    assert picture.shape == (3, SMALL["image_size"], SMALL["image_size"])
+    assert label == int(_train_half(halves).labels[2])
+    assert torch.equal(picture, again[2, 5][0])  # another instance, the same crop
+    crops = [images[2, draw][0] for draw in range(8)]
+    assert any(not torch.equal(crops[0], crop) for crop in crops[1:])  # draws differ
+    assert any(not torch.equal(images[2, d][0], other[2, d][0]) for d in range(8))  # seeds too
+
+
+def test_the_loader_counts_draws_across_the_batches_of_a_run(halves):
+    images = study.StudyImages(_train_half(halves), SMALL["image_size"], seed=7)
+    batches = [torch.tensor([4, 0, 9]), torch.tensor([2, 4]), torch.tensor([1])]
+    loaded = list(images.loader(batches))
+    draw = 0
+    for batch, (pictures, labels) in zip(batches, loaded, strict=True):
+        for place, index in enumerate(batch.tolist()):
+            expected, label = images[index, draw]
+            assert torch.equal(pictures[place], expected) and int(labels[place]) == label
+            draw += 1
+
+
+def test_an_item_read_without_the_studys_transform_says_so(halves):
+    images = study.StudyImages(_train_half(halves), SMALL["image_size"])
+    with pytest.raises(GradlabError, match=r"^StudyImages sets each item's transform; none was "
+                       r"set$"):  # fmt: skip
+        images.split[0]
+
+
+def test_a_split_of_four_images_has_recall_at_1_and_2_only(halves):
+    torch.manual_seed(0)
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=SMALL["image_size"])
+    small = image_folder(halves, "test", image_size=SMALL["image_size"])
+    keep = [0, 1, PER_CLASS, PER_CLASS + 1]  # two images of each of two classes
+    small = dataclasses.replace(small, paths=[small.paths[i] for i in keep],
+                                labels=small.labels[keep])  # fmt: skip
+    metrics = study.evaluate_split(model, small)
+    assert list(metrics) == ["recall@1", "recall@2", "R-Precision", "MAP@R"]
