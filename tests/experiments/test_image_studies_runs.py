@@ -355,7 +355,7 @@ def test_in_batch_geometry_matches_float64_loops():
     ]
     values = study.in_batch_geometry(embeddings, labels)
     assert values.dtype == torch.float64
-    assert values.tolist() == pytest.approx(expected, abs=1e-6)
+    assert values.tolist() == pytest.approx(expected, abs=1e-9)  # float64 throughout
 
 
 @pytest.mark.parametrize(("sizes", "classes", "message"), [
@@ -549,3 +549,16 @@ def test_a_split_of_four_images_has_recall_at_1_and_2_only(halves):
                                 labels=small.labels[keep])  # fmt: skip
     metrics = study.evaluate_split(model, small)
     assert list(metrics) == ["recall@1", "recall@2", "R-Precision", "MAP@R"]
+
+
+def test_embed_split_is_the_model_in_eval_mode_on_each_image_as_the_split_gives_it(halves):
+    torch.manual_seed(0)
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=SMALL["image_size"])
+    split = image_folder(halves, "test", image_size=SMALL["image_size"])
+    model.train()
+    embedded = study.embed_split(model, split, batch_size=7)
+    assert model.training  # its mode given back
+    model.eval()
+    with torch.no_grad():
+        expected = model(torch.stack([split[i][0] for i in range(len(split))]))
+    torch.testing.assert_close(embedded, expected, atol=1e-5, rtol=0)
