@@ -245,6 +245,9 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
         "lr": 1e-3, "timing_repeats": 1, "device": "cpu", "amp": False, "tau": TAU}  # fmt: skip
     assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
+    assert set(settings) == {"per_class", "batch_size", "classes_per_batch", "epochs", "steps",
+                             "lr", "timing_repeats", "device", "amp", "tau", "data", "model",
+                             "test_data"}  # the bundled loss comparison's keys, no other
     assert run["seeds"] == [0]
     assert list(run["losses"]) == list(loss_functions(TAU, 8))
     train_classes = {f"digit_{label}" for label in range(CLASSES // 2)}
@@ -562,3 +565,12 @@ def test_embed_split_is_the_model_in_eval_mode_on_each_image_as_the_split_gives_
     with torch.no_grad():
         expected = model(torch.stack([split[i][0] for i in range(len(split))]))
     torch.testing.assert_close(embedded, expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("function", "option"), [
+    (study.loss_comparison_on_images, "timing_repeats"), (study.anatomy_on_images, "logs")])
+def test_the_loss_and_anatomy_studies_name_a_count_below_1_before_training(
+    halves, function, option
+):
+    with pytest.raises(GradlabError, match=rf"^{option} must be a positive integer"):
+        function(halves, **SMALL, **{option: 0})
