@@ -64,7 +64,7 @@ def test_a_verdict_given_to_accepted_is_used_without_a_new_check():
 
 def test_a_printed_form_that_holds_keeps_its_verdict_though_a_correction_is_given():
     calls: dict = {}
-    claim = _count_claim(R - 1, R - 1 + 0 * R + 1 - 1, calls)  # a correction equal to it
+    claim = _count_claim(R - 1, R - 1, calls)  # a correction equal to it
     verdict = evaluate(claim)
     assert verdict.verdict == "holds" and "orrect" not in verdict.detail
     assert calls == {"C = R - 1": 1}  # the correction is never checked
