@@ -198,10 +198,9 @@ def _setup(
     if not given:
         raise GradlabError("seeds must name at least one seed; got none")
     whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
-    seeds = [int(seed) for seed in given] if whole else []
-    if not whole or len(set(seeds)) != len(seeds):
-        # a repeated seed would count one run twice in every mean and spread over the seeds
+    if not whole or len(set(given)) != len(given):  # a repeated seed: one run counted twice
         raise GradlabError(f"seeds must be distinct whole numbers >= 0; got {given!r}")
+    seeds = [int(seed) for seed in given]
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)

@@ -38,7 +38,6 @@ Example: audit a derivation of your own (the gradient of the softplus ``log(1 + 
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -46,8 +45,8 @@ from typing import Any
 
 import sympy as sp
 
-from gradlab.errors import GradlabError
 from gradlab.symbolic.mutation_operators import equivalent, generate
+from gradlab.validation import check_in_range
 
 VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
             "reproduced", "not-reproduced", "not-testable-here")
@@ -467,10 +466,7 @@ def numeric_agreement(
         >>> print(verdict.verdict, verdict.detail)
         fails max |printed - true| = 0.0004 (case 1 of 2); relative error 2 (200 %) there.
     """
-    valid = isinstance(tolerance, (int, float)) and not isinstance(tolerance, bool)
-    if not (valid and math.isfinite(tolerance) and tolerance >= 0):
-        raise GradlabError(f"tolerance must be a finite number >= 0 (the largest |printed - true| "
-                           f"that agrees); got {tolerance!r}")  # fmt: skip
+    check_in_range("tolerance", tolerance, 0.0, reason="the largest |printed - true| that agrees")
     cases = list(cases)
     worst, worst_case, worst_true = 0.0, 0, 0.0
     for index, case in enumerate(cases):
