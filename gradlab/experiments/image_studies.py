@@ -43,6 +43,19 @@ from gradlab.validation import check_positive_finite, check_positive_int
 DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
 
 
+def run_seed(seed: int, batch_size: int) -> int:
+    """The seed of run (``seed``, m = ``batch_size``)'s batches and training crops:
+    ``seed * 7919 + m``, distinct for every pair with m < 7919 (7919 is prime), so that no two
+    runs of a study share their batches; pass it to :class:`gradlab.data.FixedCountBatches`
+    and :class:`StudyImages` to draw a run's batches and crops again.
+
+    Example:
+        >>> run_seed(0, 64), run_seed(1, 64)
+        (64, 7983)
+    """
+    return seed * 7919 + batch_size
+
+
 def check_batch_sizes(batch_sizes: Sequence[int], classes: int | None = None) -> list[int]:
     """Batch sizes for the 4-per-class sampler: positive multiples of 4, at most 4 x classes.
 
@@ -158,7 +171,7 @@ def _train_at(
     model = build_backbone(
         backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size
     ).to(device)
-    sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
+    sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=run_seed(seed, size))
     batches = sampler.take(epochs * len(sampler))
     last_epoch = (epochs - 1) * len(sampler)
     logged = []
@@ -168,7 +181,7 @@ def _train_at(
             logged.append(torch.cat([close_pair_proportions(embeddings, labels, tau, eps),
                                      p_decomposition(embeddings, labels, tau, eps)]))  # fmt: skip
 
-    seeded = _seeded(dataset, image_size, seed * 7919 + size)
+    seeded = _seeded(dataset, image_size, run_seed(seed, size))
     _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, record, workers)
     return torch.stack(logged).mean(dim=0).cpu().tolist(), len(batches)
 
@@ -288,10 +301,9 @@ def _one_line_errors(loader):
     try:
         yield from loader
     except GradlabError as error:
-        lines = str(error).strip().splitlines()
-        last = lines[-1] if lines else ""
+        last = (str(error).strip().splitlines() or [""])[-1]  # a traceback's last line
         prefix = f"{GradlabError.__module__}.{GradlabError.__name__}: "
-        raise GradlabError(last.removeprefix(prefix) if len(lines) > 1 else str(error)) from None
+        raise GradlabError(last.removeprefix(prefix)) from None
 
 
 def _no_transform(picture):
@@ -476,7 +488,7 @@ def loss_comparison_on_images(
             result = results[size]
             for metric, value in before.items():
                 result["before"].setdefault(metric, []).append(value)
-            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
+            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=run_seed(seed, size))
             batches = sampler.take(epochs * len(sampler))
             result["settings"]["steps"] = len(batches)
             timing_images = _first_batch(_seeded(dataset, image_size, seed), batches[0], device)
@@ -490,7 +502,7 @@ def loss_comparison_on_images(
             for name, loss_fn in loss_functions(tau, size).items():
                 model = copy.deepcopy(initial)
                 started = time.perf_counter()
-                seeded = _seeded(dataset, image_size, seed * 7919 + size)
+                seeded = _seeded(dataset, image_size, run_seed(seed, size))
                 history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp,
                                        workers=workers)  # fmt: skip
                 run = result["losses"][name]
@@ -516,9 +528,7 @@ def _anatomy_losses(tau: float) -> dict:
     return {name: _one_direction_losses(name, tau)[0] for name in ANATOMY_LOSSES}
 
 
-def in_batch_anatomy(
-    embeddings: torch.Tensor, labels: torch.Tensor, loss_fn, tau: float = 0.01
-) -> torch.Tensor:
+def in_batch_anatomy(embeddings: torch.Tensor, labels: torch.Tensor, loss_fn) -> torch.Tensor:
     """``[3]``: mean active negatives per query, share of queries without gradient, hardest-10 %
     share of the negative gradient mass, of ``loss_fn``'s ``dL/dS`` on the in-batch scores.
 
@@ -613,12 +623,12 @@ def anatomy_on_images(
         initial = build_backbone(backbone, embedding_dim=embedding_dim, weights=weights,
                                  image_size=image_size).to(device)  # fmt: skip
         for size in sizes:
-            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=seed * 7919 + size)
+            sampler = FixedCountBatches(dataset.labels, size, PER_CLASS, seed=run_seed(seed, size))
             batches = sampler.take(epochs * len(sampler))
             for name, loss_fn in losses.items():
-                seeded = _seeded(dataset, image_size, seed * 7919 + size)
+                seeded = _seeded(dataset, image_size, run_seed(seed, size))
                 recall, history, steps, table, shape = _anatomy_run(
-                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, tau, workers
+                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, workers
                 )
                 run = runs[f"m = {size}"][name]
                 for metric, value in recall.items():
@@ -643,9 +653,7 @@ def anatomy_on_images(
     }  # fmt: skip
 
 
-def _anatomy_run(
-    initial, images, test, batches, loss_fn, logs, device, lr, amp, tau, workers
-) -> tuple:
+def _anatomy_run(initial, images, test, batches, loss_fn, logs, device, lr, amp, workers) -> tuple:
     """One network trained with one loss: ``(recall, losses, logged steps, [logs, 3] table)``."""
     import copy
 
@@ -655,7 +663,7 @@ def _anatomy_run(
     def record(step, embeddings, labels):
         if step % every == 0 or step == last:
             steps.append(step)
-            records.append(in_batch_anatomy(embeddings, labels, loss_fn, tau))
+            records.append(in_batch_anatomy(embeddings, labels, loss_fn))
             geometry.append(in_batch_geometry(embeddings, labels))
 
     def in_batch_loss(embeddings, labels):
