@@ -50,12 +50,17 @@ def halves(tmp_path_factory):
 
 def _watch(patch) -> dict:
     seen: dict[str, list] = {"losses": [], "models": [], "evaluated": [], "sampler_seeds": [],
-                             "augmentation_seeds": []}  # fmt: skip
+                             "augmentation_seeds": [], "batches": [], "forwards": []}  # fmt: skip
 
     class WatchedSampler(study.FixedCountBatches):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             seen["sampler_seeds"].append(kwargs.get("seed"))
+
+        def take(self, count):
+            batches = super().take(count)
+            seen["batches"].append([batch.clone() for batch in batches])
+            return batches
 
     class WatchedImages(study.StudyImages):
         def __init__(self, dataset, image_size, seed=None):
@@ -73,9 +78,13 @@ def _watch(patch) -> dict:
             self.calls.append((embeddings.detach().clone(), labels.clone()))
             return super().forward(embeddings, labels)
 
+    def forward_seen(module, inputs, output):  # kept by copy.deepcopy: every copy's forwards
+        seen["forwards"].append((module.training, output.detach().clone()))
+
     def watched_build(*args, **kwargs):
         model = build_backbone(*args, **kwargs)
         seen["models"].append(copy.deepcopy(model.state_dict()))
+        model.register_forward_hook(forward_seen)
         return model
 
     real_evaluate = study.evaluate_split
@@ -156,9 +165,16 @@ def _each_seed_starts_every_batch_size_from_its_own_weights(p_run):
     torch.manual_seed(1)
     assert same(build_backbone(BACKBONE, embedding_dim=8, image_size=16).state_dict(), starts[2])
     # each (seed, m) draws its own batches and its own crops: no seed is left to a default
+    runs = [study.run_seed(seed, m) for seed in (0, 1) for m in (8, 16)]
+    assert len(set(runs)) == 4
     for kind in ("sampler_seeds", "augmentation_seeds"):
-        drawn = seen[kind]
-        assert len(drawn) == 4 and None not in drawn and len(set(drawn)) == 4, (kind, drawn)
+        assert seen[kind] == runs, kind
+
+
+def test_run_seeds_are_whole_numbers_distinct_for_every_seed_and_batch_size():
+    seeds = [study.run_seed(seed, m) for seed in range(20) for m in range(4, 4096, 4)]
+    assert all(type(seed) is int and seed >= 0 for seed in seeds)
+    assert len(set(seeds)) == len(seeds)
 
 
 def _retrieval_loops(embeddings, labels):
@@ -201,6 +217,9 @@ def test_evaluate_split_is_retrieval_over_the_whole_split_against_loops(halves):
     torch.testing.assert_close(split, embeddings, atol=1e-5, rtol=0)
 
 
+LOSS_EPOCHS = 4  # 12 steps of 8: the final loss (the last 10 steps' mean) is not every step's
+
+
 @pytest.fixture(scope="module")
 def loss_run(halves):
     from gradlab.experiments import loss_comparison
@@ -223,9 +242,9 @@ def loss_run(halves):
         seen = _watch(patch)
         patch.setattr(loss_comparison, "loss_functions", watched_losses)
         with contextlib.redirect_stderr(io.StringIO()) as said:
-            result = study.loss_comparison_on_images(
-                halves, batch_sizes=[8], seeds=[0], epochs=2, tau=TAU, timing_repeats=1, **SMALL
-            )
+            result = study.loss_comparison_on_images(halves, batch_sizes=[8], seeds=[0],
+                                                     epochs=LOSS_EPOCHS, tau=TAU,
+                                                     timing_repeats=1, **SMALL)  # fmt: skip
     seen["stderr"] = said.getvalue()
     return result, seen, calls
 
@@ -237,11 +256,12 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
     assert list(result) == [8]
     run = result[8]
     settings = run["settings"]
-    steps = 2 * math.ceil(TRAIN_IMAGES / 8)
+    steps = LOSS_EPOCHS * math.ceil(TRAIN_IMAGES / 8)
     assert {key: settings[key] for key in ("per_class", "batch_size", "classes_per_batch",
                                             "epochs", "steps", "lr", "timing_repeats",
                                             "device", "amp", "tau")} == {
-        "per_class": 4, "batch_size": 8, "classes_per_batch": 2, "epochs": 2, "steps": steps,
+        "per_class": 4, "batch_size": 8, "classes_per_batch": 2, "epochs": LOSS_EPOCHS,
+        "steps": steps,
         "lr": 1e-3, "timing_repeats": 1, "device": "cpu", "amp": False, "tau": TAU}  # fmt: skip
     assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
@@ -255,12 +275,67 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
     for evaluated in seen["evaluated"]:
         assert evaluated["dataset"].split == "test"
         assert len(evaluated["dataset"]) == TRAIN_IMAGES
+        assert evaluated["dataset"][0][0].shape == (3, SMALL["image_size"], SMALL["image_size"])
         assert not set(evaluated["dataset"].class_names) & train_classes
     before, *after = seen["evaluated"]
     assert run["before"] == {key: [value] for key, value in before["metrics"].items()}
     for (name, loss), evaluated in zip(run["losses"].items(), after, strict=True):
         assert loss["metrics"] == {key: [v] for key, v in evaluated["metrics"].items()}, name
     assert len(run["initial_score_range"]) == 1 and 0.0 <= run["initial_score_range"][0] <= 2.0
+
+
+def _start(seen) -> torch.nn.Module:
+    """The network a seed's runs start from, rebuilt from the weights the study drew."""
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=SMALL["image_size"])
+    model.load_state_dict(seen["models"][1])  # [0]: the check before training
+    return model
+
+
+def _first_crops(halves, batch, seed):
+    """The training crops of a run's first batch, drawn again from its seed."""
+    images = study.StudyImages(_train_half(halves), SMALL["image_size"], seed=seed)
+    return next(iter(images.loader([batch])))[0]
+
+
+def _first_training_forwards(seen, steps):
+    trained = [output for training, output in seen["forwards"] if training]
+    assert len(trained) % steps == 0
+    return trained[::steps]  # each run's first step
+
+
+def _every_loss_starts_from_one_network_on_the_runs_first_batch(loss_run, halves):
+    """Every loss's first step: the seed's start on the crops of run_seed(seed, m); the timing
+    batch: the same first batch at the start, in evaluation mode, from the seed's own crops."""
+    from gradlab.experiments.loss_comparison import loss_functions
+
+    result, seen, _ = loss_run
+    run = result[8]
+    steps = run["settings"]["steps"]
+    assert seen["sampler_seeds"] == [study.run_seed(0, 8)]
+    (batches,) = seen["batches"]
+    assert len(batches) == steps
+    start = _start(seen).train()
+    with torch.no_grad():
+        expected = start(_first_crops(halves, batches[0], study.run_seed(0, 8)))
+    firsts = _first_training_forwards(seen, steps)
+    assert len(firsts) == len(run["losses"])
+    for name, first in zip(run["losses"], firsts, strict=True):
+        torch.testing.assert_close(first, expected, rtol=0, atol=1e-6, msg=name)
+    # evaluation-mode forwards: the test split before training, the timing batch, then each
+    # loss's network on the test split
+    timing = [output for training, output in seen["forwards"] if not training][1]
+    with torch.no_grad():
+        expected = _start(seen).eval()(_first_crops(halves, batches[0], 0))  # running stats
+    torch.testing.assert_close(timing, expected, rtol=0, atol=1e-6)
+    cosines = [value for row in geometry_loops.cosines(timing.tolist(), timing.tolist())
+               for value in row]  # fmt: skip
+    assert run["initial_score_range"] == [pytest.approx(max(cosines) - min(cosines), abs=1e-6)]
+    labels = _train_half(halves).labels[batches[0]]
+    for name, loss_fn in loss_functions(TAU, 8).items():
+        leaf = timing.clone().requires_grad_(True)
+        loss_fn(leaf, labels).backward()
+        norm = math.sqrt(sum(value * value for value in leaf.grad.flatten().tolist()))
+        assert run["losses"][name]["initial_gradient_norm"] == [pytest.approx(norm, rel=1e-5)]
 
 
 def _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run):
@@ -304,6 +379,8 @@ def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, ha
     runs = result["runs"]["m = 8"]
     assert list(runs) == list(study.ANATOMY_LOSSES)
     for (name, run), evaluated in zip(runs.items(), seen["evaluated"], strict=True):
+        assert set(run) == {"recall", "loss_history", "anatomy", "geometry"}, name
+        assert set(run["anatomy"]) == {"steps", "in_batch"}, name
         assert run["anatomy"]["steps"] == [0, 3, steps - 1], name
         assert len(run["loss_history"]) == 1 and len(run["loss_history"][0]) == steps
         for key in ANATOMY_KEYS:
@@ -316,6 +393,52 @@ def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, ha
                                        for name in runs]  # fmt: skip
     assert seen["sampler_seeds"] and None not in seen["sampler_seeds"]  # seeded batches
     assert len(seen["augmentation_seeds"]) == len(runs) and None not in seen["augmentation_seeds"]
+
+
+def _in_batch_loss_loops(name, embeddings, labels):
+    """The anatomy study's training loss on a batch, each image querying the others, with the
+    library's defaults (VSE++'s margin, NT-Xent's temperature) and TAU for SmoothAP."""
+    import inspect
+
+    from gradlab.functional import max_violation_triplet_loss, nt_xent_loss
+    from tests.reference.score_losses_loops import score_loss
+    from tests.reference.smooth_ap_loops import in_batch_smooth_ap
+
+    points, labels = embeddings.double().tolist(), labels.tolist()
+    if name == "SmoothAP":
+        aps = in_batch_smooth_ap(points, labels, TAU, include_query=False)
+        return 1.0 - sum(aps) / len(aps)
+    n = len(labels)
+    scores = geometry_loops.cosines(points, points)
+    rows = [[scores[q][c] for c in range(n) if c != q] for q in range(n)]
+    positives = [[labels[c] == labels[q] for c in range(n) if c != q] for q in range(n)]
+    function, option, key = ((max_violation_triplet_loss, "triplet", "margin")
+                             if name == "VSE++ max-violation"
+                             else (nt_xent_loss, "nt_xent", "temperature"))  # fmt: skip
+    default = inspect.signature(function).parameters[key].default
+    return score_loss(option, rows, positives, default, direction="i2t")[0]
+
+
+def test_every_anatomy_loss_trains_from_one_network_on_the_runs_crops(anatomy_run, halves):
+    """Each loss's first step: the seed's start on the crops of run_seed(seed, m), its loss
+    the loss named, on the batch's cosines without their diagonal, against float64 loops."""
+    result, seen = anatomy_run
+    runs = result["runs"]["m = 8"]
+    steps = len(runs["SmoothAP"]["loss_history"][0])
+    assert seen["sampler_seeds"] == [study.run_seed(0, 8)]
+    assert seen["augmentation_seeds"] == [study.run_seed(0, 8)] * len(runs)
+    (batches,) = seen["batches"]
+    with torch.no_grad():
+        expected = _start(seen).train()(_first_crops(halves, batches[0], study.run_seed(0, 8)))
+    labels = _train_half(halves).labels[batches[0]]
+    firsts = _first_training_forwards(seen, steps)
+    assert len(firsts) == len(runs)
+    for (name, run), first in zip(runs.items(), firsts, strict=True):
+        torch.testing.assert_close(first, expected, rtol=0, atol=1e-6, msg=name)
+        loss = _in_batch_loss_loops(name, first, labels)
+        assert run["loss_history"][0][0] == pytest.approx(loss, abs=1e-5), name
+    values = {name: run["loss_history"][0][0] for name, run in runs.items()}
+    assert len(set(values.values())) == len(values)  # three losses, three values
 
 
 def test_in_batch_anatomy_reads_the_losss_gradient_like_a_loop():
@@ -436,6 +559,7 @@ def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     fixture's work to the first test using it) runs every check for every mutant."""
     _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss_run, halves)
     _the_loss_study_quotes_each_losss_own_first_and_last_steps(loss_run)
+    _every_loss_starts_from_one_network_on_the_runs_first_batch(loss_run, halves)
     result, seen, _ = loss_run
     run = result[8]
     assert _said(seen, "losses:") == [
@@ -481,14 +605,9 @@ def test_every_study_starts_every_network_from_the_given_weights(
 def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_size(
     halves, tmp_path
 ):
-    def listing(name, labels, per_class):
-        rows = [f"digit_{label}/{number}.png {label}" for label in labels
-                for number in range(per_class)]  # fmt: skip
-        (tmp_path / name).write_text("\n".join(rows) + "\n")
-        return tmp_path / name, rows
-
-    train, _ = listing("train.txt", range(CLASSES // 2), PER_CLASS)
-    test, rows = listing("test.txt", range(CLASSES // 2, CLASSES), 2)  # 2 of each: not a half
+    train = _listing(tmp_path, "train.txt", range(CLASSES // 2), PER_CLASS)
+    test = _listing(tmp_path, "test.txt", range(CLASSES // 2, CLASSES), 2)  # not a half
+    rows = test.read_text().splitlines()
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
         result = study.anatomy_on_images(halves, layout="list", list_file=train,
@@ -505,6 +624,46 @@ def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_
         assert dataset.class_names == [str(label) for label in range(CLASSES // 2, CLASSES)]
         assert dataset.split == "test"  # not augmented: the evaluation transform
         assert dataset[0][0].shape == (3, SMALL["image_size"], SMALL["image_size"])
+
+
+def _listing(tmp_path, name, labels, per_class):
+    rows = [f"digit_{label}/{number}.png {label}" for label in labels
+            for number in range(per_class)]  # fmt: skip
+    (tmp_path / name).write_text("\n".join(rows) + "\n")
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("function", [study.loss_comparison_on_images, study.anatomy_on_images])
+def test_a_list_file_without_a_test_list_file_is_refused_before_training(
+    halves, tmp_path, capsys, function
+):
+    train = _listing(tmp_path, "train.txt", range(CLASSES // 2), PER_CLASS)
+    with pytest.raises(GradlabError) as refused:
+        function(halves, layout="list", list_file=train, batch_sizes=[8], **SMALL)
+    assert str(refused.value) == ("test_list_file must name the evaluation images' 'path "
+                                  "label' file when the training images come from a list file")
+    assert capsys.readouterr().err == ""  # no run began
+
+
+def test_the_p_study_trains_on_the_list_files_images(halves, tmp_path):
+    listed = _listing(tmp_path, "some.txt", [0, 1, 5], 4)  # 12 images of three classes
+    result = study.p_vs_batch_size_on_images(halves, layout="list", list_file=listed,
+                                             batch_sizes=[8], seeds=[0], **SMALL)  # fmt: skip
+    assert result["data"] == f"{halves.name}, train split (12 images, 3 classes)"
+    assert result["settings"]["trained_at_m"]["steps"] == [math.ceil(12 / 8)]
+
+
+def test_the_p_study_trains_on_the_split_it_is_given(halves):
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        result = study.p_vs_batch_size_on_images(halves, split="test", batch_sizes=[8],
+                                                 seeds=[0], **SMALL)  # fmt: skip
+    assert result["data"] == f"{halves.name}, test split ({TRAIN_IMAGES} images, 4 classes)"
+    test_classes = set(range(CLASSES // 2, CLASSES))
+    (loss,) = seen["losses"]
+    for _, labels in loss.calls:  # the test half's digits; image_folder labels them 0..3
+        assert len(set(labels.tolist())) == 2
+    assert set(image_folder(halves, "test").class_names) == {f"digit_{d}" for d in test_classes}
 
 
 def _train_half(halves):
@@ -552,6 +711,8 @@ def test_a_split_of_four_images_has_recall_at_1_and_2_only(halves):
                                 labels=small.labels[keep])  # fmt: skip
     metrics = study.evaluate_split(model, small)
     assert list(metrics) == ["recall@1", "recall@2", "R-Precision", "MAP@R"]
+    pair = dataclasses.replace(small, paths=small.paths[:2], labels=small.labels[:2])
+    assert list(study.evaluate_split(model, pair)) == ["recall@1", "R-Precision", "MAP@R"]
 
 
 def test_embed_split_is_the_model_in_eval_mode_on_each_image_as_the_split_gives_it(halves):
