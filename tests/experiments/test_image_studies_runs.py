@@ -265,6 +265,7 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
         "lr": 1e-3, "timing_repeats": 1, "device": "cpu", "amp": False, "tau": TAU}  # fmt: skip
     assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
+    assert type(settings["classes_per_batch"]) is int  # written to JSON as 2, not 2.0
     assert set(settings) == {"per_class", "batch_size", "classes_per_batch", "epochs", "steps",
                              "lr", "timing_repeats", "device", "amp", "tau", "data", "model",
                              "test_data"}  # the bundled loss comparison's keys, no other
@@ -364,7 +365,14 @@ def anatomy_run(halves):
     return result, seen
 
 
-def test_the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, halves):
+def test_the_anatomy_study_at_tiny_sizes_reports_what_it_ran(anatomy_run, halves):
+    """One test over the one run, so that mutation testing (which credits a module
+    fixture's work to the first test using it) runs every check for every mutant."""
+    _the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, halves)
+    _every_anatomy_loss_trains_from_one_network_on_the_runs_crops(anatomy_run, halves)
+
+
+def _the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, halves):
     from gradlab.experiments.digit_scenes import ANATOMY_KEYS
 
     result, seen = anatomy_run
@@ -419,7 +427,7 @@ def _in_batch_loss_loops(name, embeddings, labels):
     return score_loss(option, rows, positives, default, direction="i2t")[0]
 
 
-def test_every_anatomy_loss_trains_from_one_network_on_the_runs_crops(anatomy_run, halves):
+def _every_anatomy_loss_trains_from_one_network_on_the_runs_crops(anatomy_run, halves):
     """Each loss's first step: the seed's start on the crops of run_seed(seed, m), its loss
     the loss named, on the batch's cosines without their diagonal, against float64 loops."""
     result, seen = anatomy_run
@@ -602,20 +610,25 @@ def test_every_study_starts_every_network_from_the_given_weights(
     assert described["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
 
 
+@pytest.mark.parametrize("name", ["losses", "anatomy"])
 def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_size(
-    halves, tmp_path
+    halves, tmp_path, name
 ):
     train = _listing(tmp_path, "train.txt", range(CLASSES // 2), PER_CLASS)
     test = _listing(tmp_path, "test.txt", range(CLASSES // 2, CLASSES), 2)  # not a half
     rows = test.read_text().splitlines()
+    options = dict(layout="list", list_file=train, test_list_file=test, batch_sizes=[8],
+                   seeds=[0], epochs=1, **SMALL)  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
-        result = study.anatomy_on_images(halves, layout="list", list_file=train,
-                                         test_list_file=test, batch_sizes=[8], seeds=[0],
-                                         epochs=1, logs=2, **SMALL)  # fmt: skip
-    # 24 training images, 3 steps of 8; logs = 2 means every 3 // 2 = 1st step and the last
-    for name, run in result["runs"]["m = 8"].items():
-        assert run["anatomy"]["steps"] == [0, 1, 2], name
+        if name == "anatomy":
+            result = study.anatomy_on_images(halves, logs=2, **options)
+            # 24 training images, 3 steps of 8; logs = 2: every 3 // 2 = 1st step and the last
+            for loss, run in result["runs"]["m = 8"].items():
+                assert run["anatomy"]["steps"] == [0, 1, 2], loss
+        else:
+            result = study.loss_comparison_on_images(halves, timing_repeats=1, **options)
+            assert result[8]["settings"]["steps"] == 3
     assert seen["evaluated"]
     for evaluated in seen["evaluated"]:
         dataset = evaluated["dataset"]
