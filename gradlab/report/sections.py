@@ -276,7 +276,8 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
         f"loss's hyperparameters: {config['selection_rule']}) and evaluated on "
         f"{config['test_numbers']} of the 500 unseen ones ({config['per_class']} images each; "
         f"every image queries all the others). Mean ± std over {len(results['seeds'])} seeds; "
-        "losses listed apart (not ranked) are marked:",
+        + ("losses listed apart (not ranked) are marked (apart):" if apart
+           else "no loss is listed apart:"),
         "",
         "| loss | " + " | ".join(metrics) + " | loss fwd+bwd (ms) | training step (ms) |",
         "| --- |" + " --- |" * (len(metrics) + 2),

@@ -477,6 +477,22 @@ def _loss_results():
     }  # fmt: skip
 
 
+def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
+    from gradlab.plotting import studies
+
+    measured = _loss_results()
+    calls.replace(loss_comparison, "measure", value=lambda **k: json.loads(json.dumps(measured)))
+    calls.replace(loss_comparison, "summarize", value=lambda r: {"apart": {}, "best": "x"})
+    calls.replace(studies, "plot_loss_comparison")
+    calls.replace(sections, "loss_comparison_text", value=lambda r, s: "LOSS TEXT")
+    calls.replace(sections, "sweep_lines", value=lambda r: [])
+    (tmp_path / "figures").mkdir()
+    _, markdown = loss_comparison_section(tmp_path, False)
+    lines = markdown.splitlines()
+    assert lines[2].endswith("Mean ± std over 3 seeds; no loss is listed apart:")
+    assert "(apart)" not in markdown
+
+
 @pytest.mark.parametrize("sweep", [[], ["SWEEP 1", "SWEEP 2"]])
 def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_settings(
     calls, tmp_path, sweep
@@ -506,7 +522,7 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
             "3-digit numbers (60 more are held out to choose each loss's hyperparameters: "
             "highest MAP@R) and evaluated on 100 of the 500 unseen ones (5 images each; every "
             "image queries all the others). Mean ± std over 3 seeds; losses listed apart (not "
-            "ranked) are marked:") in lines[2]
+            "ranked) are marked (apart):") in lines[2]
     rows = _rows(markdown)
     assert rows[0] == ["loss", *LOSS_METRICS, "loss fwd+bwd (ms)", "training step (ms)"]
     assert rows[1] == ["---"] * 9
