@@ -623,8 +623,10 @@ def check_fig_s5(form: Form) -> Verdict:
         return decide(not problems, "", "; ".join(problems) + ".")
     perfect = [k + 1 for k, a in enumerate(after) if float(a) == 1.0]
     if sorted(int(c) for c in named) != perfect:
+        letters = [CASES[int(c) - 1] if float(c).is_integer() and 1 <= c <= len(CASES)
+                   else str(c) for c in named]  # fmt: skip
         problems.append(f"AP = 1.000 in cases {[CASES[k - 1] for k in perfect]}, not in cases "
-                        f"{named}")  # fmt: skip
+                        f"{letters}")  # fmt: skip
     problems += [f"case {CASES[k - 1]} has |P| = {sizes[k - 1]}, more than the {shown} shown"
                  for k in perfect if int(sizes[k - 1]) > int(shown)]  # fmt: skip
     outcomes = {(int(s), float(v)): ap_attainable(int(s), float(v))

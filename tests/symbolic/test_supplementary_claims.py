@@ -414,10 +414,28 @@ def test_eq1_with_a_range_outside_the_matrix_says_so(key, bound):
     shifted = with_parameters(_eq1(), "shifted", **{key: sp.sympify(bound, locals={
         "m": supplementary.m_})})  # fmt: skip
     verdict = supplementary.check_operating_region(shifted)
-    assert verdict.verdict == "fails" and "leave the m x m matrix" in verdict.detail
+    m = int(np.random.default_rng(7).integers(5, 40))  # the documented sample's first size
+    ranges = {"i from": 0, "i to": m - 1, "j from": 0, "j to": m - 1,
+              key: sp.sympify(bound, locals={"m": m})}  # fmt: skip
+    shown = ", ".join(f"{name} = {value}" for name, value in ranges.items())
+    assert (verdict.verdict, verdict.detail) == ("fails", f"at m = {m} the ranges ({shown}) "
+                                                 f"leave the m x m matrix, whose indices run "
+                                                 f"0..{m - 1}.")  # fmt: skip
 
 
 # --- Table S1: what R_pos holds, as printed and read element-wise --------------------------
+
+
+def test_table_s1_detail_recognises_r_pos_as_the_rank_among_positives_when_it_is():
+    """The corrected code with a wrong last line: its R_pos is the rank among the positives
+    (every draw), so the detail blames the loss, not R_pos."""
+    code = supplementary.TABLE_S1_CORRECTED.replace("loss = 1 - AP", "loss = 2 - AP")
+    verdict = supplementary.check_table_s1(Form(code))
+    draws = 10  # the documented sample: 10 draws of 9 scores
+    assert verdict.verdict == "fails"
+    assert verdict.detail.endswith(f"As printed, R_pos has shape (9,): R_pos is the rank among "
+                                   f"the positives in {draws} of {draws} draws, and the loss "
+                                   f"takes {draws} values over the draws.")  # fmt: skip
 
 
 def test_table_s1_detail_says_that_even_element_wise_r_pos_is_not_the_rank_among_positives():
@@ -503,6 +521,33 @@ def test_fig_s5_holds_and_a_wrong_positive_count_or_case_fails():
     assert six.verdict == "fails" and "no ranking with |P| = 6 has AP 0.967" in six.detail
     for slip in claim.mutants:
         assert claim.check(slip).verdict == "fails", slip.name
+
+
+_FIG_S5 = {"|P|": (11, 5, 7, 11), "baseline AP": (0.854, 0.967, 0.335, 0.433),
+           "Smooth-AP AP": (1, 1, 0.758, 0.971), "AP = 1 for cases": (1, 2)}  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "detail"), [
+    # a Smooth-AP AP no ranking of its |P| gives (7 positives: 0.999 needs a negative after
+    # rank 7000); the baseline's are attainable
+    ({"Smooth-AP AP": (1, 1, 0.999, 0.971)}, "no ranking with |P| = 7 has AP 0.999."),
+    ({"AP = 1 for cases": (1, 3)}, "AP = 1.000 in cases ['a', 'b'], not in cases ['a', 'c']."),
+    ({"AP = 1 for cases": (2, 9)}, "AP = 1.000 in cases ['a', 'b'], not in cases ['b', '9.0']."),
+    ({"|P|": (14, 5, 7, 11)}, "case a has |P| = 14, more than the 13 shown."),
+    ({"|P|": (0, 5, 7, 11)}, "|P| = 0 is not a whole number >= 1."),
+    ({"|P|": (3 / 2, 5, 7, 11)}, "|P| = 1.5 is not a whole number >= 1."),
+    ({"|P|": (11, 5, 7)}, "3 values of |P| for 4 queries."),
+    ({"baseline AP": (0.854, 1.2, 0.335, 0.433)}, "AP 1.2 outside (0, 1]."),
+])  # fmt: skip
+def test_fig_s5_names_what_is_wrong_with_a_table(change, detail):
+    verdict = supplementary.check_fig_s5(Form({**_FIG_S5, **change}))
+    assert (verdict.verdict, verdict.detail) == ("fails", detail)
+
+
+def test_fig_s5_takes_every_whole_positive_count_up_to_the_13_shown():
+    assert supplementary.check_fig_s5(Form({**_FIG_S5, "|P|": (13, 5, 7, 11)})).verdict == "holds"
+    one = supplementary.check_fig_s5(Form({**_FIG_S5, "|P|": (1, 5, 7, 11)}))
+    assert one.detail == "no ranking with |P| = 1 has AP 0.854."  # a count, not a refusal
 
 
 def test_fig_s6_gains_by_hand_and_the_row_read_across_fails():
