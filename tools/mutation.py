@@ -309,12 +309,14 @@ STUDY_TESTS = {
         "tests/experiments/test_summaries.py::test_loss_comparison_summary_ranks_the_losses_that_train",
         "tests/experiments/test_studies.py::test_contrastive_loss_matches_a_loop",
         "tests/experiments/test_plan_results.py::test_the_plan_losses_are_the_comparisons_losses",
+        "tests/experiments/test_runtime_seeds.py",  # measure() refuses bad seeds before tasks
     ],
     "experiments/digit_scenes": [
         "tests/experiments/test_digit_scenes_runs.py",
         "tests/experiments/test_summaries.py",
         "tests/experiments/test_studies.py::test_scene_features_read_each_box",
         "tests/experiments/test_studies.py::test_scene_geometry_matches_float64_loops",
+        "tests/experiments/test_runtime_seeds.py",
     ],
     "experiments/captions_miniature": [
         "tests/experiments/test_captions_miniature.py",
@@ -336,6 +338,7 @@ STUDY_TESTS = {
         "tests/experiments/test_p_vs_batch_size_runs.py",  # measure() at tiny sizes
         "tests/experiments/test_summaries.py::"
         "test_p_vs_batch_size_summary_reads_each_setting_and_the_claim",
+        "tests/experiments/test_runtime_seeds.py",
         "-m", "not slow",  # not measure(quick=True): 40 s
     ],
     "experiments/operating_region": [
@@ -364,6 +367,7 @@ STUDY_TESTS = {
         "test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran",
         "tests/report/test_side_by_side.py::test_a_failed_computation_is_not_kept",
         "tests/experiments/test_runtime_turns.py",
+        "tests/experiments/test_runtime_seeds.py",
     ],
     # stand-in sections (no study trained), side by side without worker processes
     # not the test that raises SIGINT in a section: under mutmut's trampolines the Ctrl-C does

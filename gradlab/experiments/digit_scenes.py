@@ -44,7 +44,7 @@ from gradlab.data.digit_scenes import (
     vocabulary,
 )
 from gradlab.data.digit_strings import digit_pools
-from gradlab.experiments.runtime import run_tasks, study_threads
+from gradlab.experiments.runtime import check_seeds, run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import (
     gradient_anatomy,
@@ -325,8 +325,11 @@ def measure(
         {quantity: [[per logged step] per seed]}}, "geometry": {quantity: [[per logged step]
         per seed]}}}}, "backbone_accuracy": [per seed]}`` (the geometry's quantities:
         :data:`GEOMETRY_KEYS`, at the anatomy's steps).
+
+    Raises:
+        GradlabError: ``seeds`` empty, repeated, or not whole numbers >= 0.
     """
-    seeds, encoders, losses = tuple(seeds), tuple(encoders), tuple(losses)
+    seeds, encoders, losses = tuple(check_seeds(seeds)), tuple(encoders), tuple(losses)
     config = settings(quick)
     tasks = [(quick, seed, device, kind, name, tau)
              for seed in seeds for kind in (None, *encoders)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
-from numbers import Integral
 from pathlib import Path
 
 import torch
@@ -36,6 +35,7 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
+from gradlab.experiments.runtime import check_seeds
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.validation import check_positive_finite, check_positive_int
@@ -207,13 +207,7 @@ def _setup(
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
     check_positive_finite("lr", lr)
-    given = list(seeds)
-    if not given:
-        raise GradlabError("seeds must name at least one seed; got none")
-    whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
-    if not whole or len(set(given)) != len(given):  # a repeated seed: one run counted twice
-        raise GradlabError(f"seeds must be distinct whole numbers >= 0; got {given!r}")
-    seeds = [int(seed) for seed in given]
+    seeds = check_seeds(seeds)
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)

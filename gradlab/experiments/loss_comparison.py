@@ -35,7 +35,7 @@ import torch.nn.functional as F
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.errors import GradlabError
 from gradlab.experiments.metrics import map_at_r
-from gradlab.experiments.runtime import run_tasks, study_threads
+from gradlab.experiments.runtime import check_seeds, run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
@@ -270,8 +270,11 @@ def measure(
         "sweep": {"candidates": [params], "validation": [[per candidate] per seed],
         "chosen": [index per seed]}}}}``. Gradient norms are taken with respect to the
         embeddings of the step's batch.
+
+    Raises:
+        GradlabError: ``seeds`` empty, repeated, or not whole numbers >= 0.
     """
-    seeds = tuple(seeds)
+    seeds = tuple(check_seeds(seeds))
     config = settings(quick)
     tasks = [(quick, seed, None, 0, device) for seed in seeds]
     tasks += [

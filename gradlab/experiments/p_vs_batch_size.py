@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.errors import GradlabError
-from gradlab.experiments.runtime import run_tasks, study_threads
+from gradlab.experiments.runtime import check_seeds, run_tasks, study_threads
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import (
     drop_diagonal,
@@ -223,11 +223,9 @@ def measure(
         ``"steps"`` (optimizer steps per m) and ``"epochs"``.
 
     Raises:
-        GradlabError: ``seeds`` empty.
+        GradlabError: ``seeds`` empty, repeated, or not whole numbers >= 0.
     """
-    seeds = tuple(seeds)
-    if not seeds:
-        raise GradlabError("seeds must name at least one seed; got ()")
+    seeds = tuple(check_seeds(seeds))
     sizes = settings(quick)
     tasks = [(sizes, seed, device, tau, eps) for seed in seeds]
     outputs = run_tasks(

@@ -27,7 +27,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -122,6 +123,32 @@ def check_workers(workers: object, argument: str = "workers") -> int:
             f"{argument} must be a whole number from 1 to {MAX_WORKERS}; got {workers!r}"
         )
     return workers
+
+
+def check_seeds(seeds: object) -> list[int]:
+    """The seeds of a study's runs: at least one, each a distinct whole number >= 0.
+
+    A repeated seed would count one run twice in every mean and spread, and no study can run
+    without a seed: both are refused before any work, with the seeds given.
+
+    Example:
+        >>> check_seeds((0, 2))
+        [0, 2]
+        >>> check_seeds([0, 1, 0])
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: seeds must be distinct whole numbers >= 0; got [0, 1, 0]
+    """
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
+        raise GradlabError(f"seeds must be a sequence of distinct whole numbers >= 0; got "
+                           f"{seeds!r}")  # fmt: skip
+    given = list(seeds)
+    if not given:
+        raise GradlabError("seeds must name at least one seed; got none")
+    whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
+    if not whole or len(set(given)) != len(given):
+        raise GradlabError(f"seeds must be distinct whole numbers >= 0; got {given!r}")
+    return [int(seed) for seed in given]
 
 
 class _Pool:

@@ -255,6 +255,6 @@ def test_measure_passes_its_arguments_on_and_reads_one_seeds_steps(monkeypatch):
 
 def test_measure_refuses_no_seeds_before_any_work(monkeypatch):
     handed = _stand_in_tasks(monkeypatch, steps=[])
-    with pytest.raises(GradlabError, match=r"^seeds must name at least one seed; got \(\)$"):
+    with pytest.raises(GradlabError, match=r"^seeds must name at least one seed; got none$"):
         measure(seeds=())
     assert handed == []
