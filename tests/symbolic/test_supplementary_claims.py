@@ -472,7 +472,49 @@ def test_overhead_bound_is_the_whole_ms_above_the_largest_gap():
     assert f"(6.6 ms is {6.6 / 705:.2%} of the 705 ms backbone)" in verdict.detail
     for bound in (2, 4, 6):
         assert _overhead(bound).verdict == "fails", bound
-    assert _overhead(3, backbone=700).verdict == "fails"
+    assert _overhead(2).detail.endswith("the smallest whole-ms bound above the largest gap is 3 "
+                                        "ms, not 2 ms.")  # fmt: skip
+    other = _overhead(3, backbone=700)
+    assert (other.verdict, other.detail) == ("fails",
+                                             "Table S2's backbone takes [705.0] ms, not 700.")
+
+
+def test_a_gradient_count_in_other_symbols_is_named_and_fails():
+    import sympy as sp
+
+    verdict = supplementary.check_fig_s7_gradients(Form(supplementary.n_pos * sp.Symbol("x")))
+    assert (verdict.verdict, verdict.detail) == ("fails", "x*|P| is not a count in m and |P|.")
+
+
+@pytest.mark.parametrize("positives", [0, -1, 2.0, True, "3"])
+def test_ap_attainable_refuses_a_positive_count_that_is_not_an_int_of_at_least_1(positives):
+    from gradlab.errors import GradlabError
+
+    with pytest.raises(GradlabError) as refused:
+        supplementary.ap_attainable(positives, 0.5)
+    assert str(refused.value) == f"positives must be an int >= 1; got {positives!r}"
+
+
+def test_an_eq1_form_without_its_threshold_cannot_be_evaluated():
+    pieces = {key: value for key, value in _eq1().value.items() if key != "threshold"}
+    verdict = supplementary.check_operating_region(Form(pieces))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "Eq. 1's form cannot be evaluated: threshold = nan is not an expression in [] "
+                 "alone.")  # fmt: skip
+
+
+@pytest.mark.parametrize("key", ["threshold", "j to"])
+def test_an_eq1_form_with_a_piece_in_other_symbols_cannot_be_evaluated(key):
+    import sympy as sp
+
+    from gradlab.symbolic.claims import with_parameters
+
+    symbols = {"threshold": "[]", "j to": "['m']"}[key]
+    stray = with_parameters(_eq1(), "stray", **{key: sp.Symbol("y")})
+    verdict = supplementary.check_operating_region(stray)
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", f"Eq. 1's form cannot be evaluated: {key} = y is not an expression in "
+                 f"{symbols} alone.")  # fmt: skip
 
 
 # --- Fig. S5 and S6: the printed APs -------------------------------------------------------
