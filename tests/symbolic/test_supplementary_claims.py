@@ -580,6 +580,10 @@ _FIG_S5 = {"|P|": (11, 5, 7, 11), "baseline AP": (0.854, 0.967, 0.335, 0.433),
     ({"|P|": (3 / 2, 5, 7, 11)}, "|P| = 1.5 is not a whole number >= 1."),
     ({"|P|": (11, 5, 7)}, "3 values of |P| for 4 queries."),
     ({"baseline AP": (0.854, 1.2, 0.335, 0.433)}, "AP 1.2 outside (0, 1]."),
+    # every problem of a stage, joined
+    ({"baseline AP": (1.2, 0.967, 1.5, 0.433)}, "AP 1.2 outside (0, 1]; AP 1.5 outside (0, 1]."),
+    ({"AP = 1 for cases": (1,), "Smooth-AP AP": (1, 1, 0.999, 0.971)},
+     "AP = 1.000 in cases ['a', 'b'], not in cases ['a']; no ranking with |P| = 7 has AP 0.999."),
 ])  # fmt: skip
 def test_fig_s5_names_what_is_wrong_with_a_table(change, detail):
     verdict = supplementary.check_fig_s5(Form({**_FIG_S5, **change}))
