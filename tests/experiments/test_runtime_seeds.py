@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gradlab.errors import GradlabError
-from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size, runtime
+from gradlab.experiments import digit_scenes, loss_comparison, p_vs_batch_size
 from gradlab.experiments.runtime import check_seeds
 
 
@@ -39,7 +39,6 @@ def test_bad_seeds_are_refused_with_what_was_given(seeds, message):
 def test_each_bundled_study_refuses_a_repeated_seed_before_any_task(monkeypatch, study):
     handed = []
     monkeypatch.setattr(study, "run_tasks", lambda *args, **kwargs: handed.append(args))
-    monkeypatch.setattr(runtime, "run_tasks", lambda *args, **kwargs: handed.append(args))
     with pytest.raises(GradlabError, match=r"^seeds must be distinct whole numbers >= 0; got "
                        r"\[0, 0\]$"):  # fmt: skip
         study.measure(seeds=(0, 0))
