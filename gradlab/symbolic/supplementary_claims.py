@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
+from fractions import Fraction
+from typing import TYPE_CHECKING
 
 import numpy as np
 import sympy as sp
@@ -32,6 +34,9 @@ from gradlab.symbolic.claims import (
     with_parameters,
 )
 from gradlab.symbolic.orders import order_check
+
+if TYPE_CHECKING:
+    import torch
 
 OPERATOR_NAMES = ("sign", "shift", "factor", "term", "exponent", "log", "swap")
 """The mutation operators of :mod:`gradlab.symbolic.mutation_operators`, for ``inapplicable``."""
@@ -541,9 +546,12 @@ def ap_attainable(positives: int, value: float, decimals: int = 3) -> bool | Non
     """Can a ranking with ``positives`` relevant items have an AP that rounds to ``value``?
 
     AP over a whole retrieval set is ``(1/p) sum_k k / r_k`` for the ranks ``r_1 < ... < r_p``
-    of the positives. A ranking found is checked by recomputing its AP; absence is proved by
-    an exhaustive search (quick near 1, where the attainable values are few: with p = 5 the
-    largest AP below 1 is ``(4 + 5/6) / 5 = 0.9667``, so 0.98 cannot be printed).
+    of the positives. An AP rounds to ``value`` when it lies within half a unit of the last
+    decimal of it, halves rounded up (``1/16 = 0.0625`` prints as 0.063). A ranking found is
+    checked by recomputing its AP in exact fractions; absence is proved by an exhaustive
+    search (quick near 1, where the attainable
+    values are few: with p = 5 the largest AP below 1 is ``(4 + 5/6) / 5 = 0.9667``, so 0.98
+    cannot be printed).
 
     Returns:
         True (a ranking exists), False (none does), None (the search ran out of budget).
@@ -554,16 +562,18 @@ def ap_attainable(positives: int, value: float, decimals: int = 3) -> bool | Non
     """
     if isinstance(positives, bool) or not isinstance(positives, int) or positives < 1:
         raise GradlabError(f"positives must be an int >= 1; got {positives!r}")
-    half = 0.5 * 10.0**-decimals
-    low, high = (value - half) * positives, (value + half) * positives
+    printed = Fraction(str(round(value, decimals)))
+    half = Fraction(1, 2 * 10**decimals)
+    bounds = (printed - half, printed + half)  # half up: [low, high)
+    # The searches work in floats; the ranking found is judged in exact fractions.
+    low, high = (float(bound * positives) for bound in bounds)
     ranks = _ap_by_constructing(positives, low, high) or _ap_by_search(positives, low, high)
     if ranks is None:
         return None
     if not ranks:
         return False
-    ap = sum(k / r for k, r in enumerate(ranks, 1)) / positives
-    return round(ap, decimals) == round(value, decimals) and all(
-        a < b for a, b in zip([0, *ranks], ranks, strict=False))  # fmt: skip
+    ap = sum(Fraction(k, r) for k, r in enumerate(ranks, 1)) / positives
+    return bounds[0] <= ap < bounds[1]  # the ranks ascend by construction
 
 
 def _numbers(value, key: str) -> list:
@@ -698,15 +708,26 @@ def check_not_testable(reason: str) -> Callable[[Form], Verdict]:
 # --- Fig. S7: which entries of D receive gradient ---------------------------------------------
 
 
-def count_gradient_entries(size: int, positives: int) -> int:
-    """Entries of ``D`` with a non-zero gradient of the corrected Table S1 loss (autograd).
+def table_s1_gradient(size: int, positives: int) -> torch.Tensor:
+    """``dL/dD`` of the corrected Table S1 loss at scores ``0.001 * k`` (autograd, float64).
 
-    Scores ``0.001 * k`` (every difference within the operating region at tau = 0.01), the
-    first ``positives`` items relevant; ``D`` is a leaf and the code runs in torch.
+    ``D_ij = s_j - s_i`` is a leaf; the loss is ``1 - mean_(i in P) R_pos(i) / R(i)`` with
+    ``R(i) = 1 + sum_(j != i) sigmoid(D_ij / 0.01)`` and ``R_pos`` the same sum over the
+    relevant ``j``; the first ``positives`` items are relevant. Every difference lies within
+    the operating region at tau = 0.01.
+
+    Args:
+        size: ``m``, the number of items, >= 2.
+        positives: ``|P|``, from 1 to ``size``.
+
+    Returns:
+        A ``[size, size]`` float64 tensor: row ``i`` is zero unless item ``i`` is relevant,
+        and the diagonal is zero.
 
     Example:
-        >>> count_gradient_entries(6, 2)  # the two positives' rows, off the diagonal: 2 x 5
-        10
+        >>> gradient = table_s1_gradient(3, 1)
+        >>> [[value != 0 for value in row] for row in gradient.tolist()]
+        [[False, True, True], [False, False, False], [False, False, False]]
     """
     import torch
 
@@ -720,7 +741,18 @@ def count_gradient_entries(size: int, positives: int) -> int:
     rank_pos = 1 + (sig * off * gt).sum(1)
     loss = 1 - (gt * rank_pos / rank).sum() / gt.sum()
     (grad,) = torch.autograd.grad(loss, d)
-    return int((grad != 0).sum())
+    return grad
+
+
+def count_gradient_entries(size: int, positives: int) -> int:
+    """Entries of ``D`` with a non-zero gradient of the corrected Table S1 loss
+    (:func:`table_s1_gradient`).
+
+    Example:
+        >>> count_gradient_entries(6, 2)  # the two positives' rows, off the diagonal: 2 x 5
+        10
+    """
+    return int((table_s1_gradient(size, positives) != 0).sum())
 
 
 def check_fig_s7_gradients(form: Form) -> Verdict:

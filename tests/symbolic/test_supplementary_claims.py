@@ -9,6 +9,7 @@ up, so it makes ``n - t`` comparisons, t the trailing run of the merged order fr
 """
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -449,6 +450,26 @@ def test_table_s1_detail_says_that_even_element_wise_r_pos_is_not_the_rank_among
             "positives in none of the draws, and the loss is 0 on every draw") in detail
 
 
+def test_table_s1_code_that_does_not_run_fails_and_the_detail_names_the_error_per_reading():
+    # the name is undefined as printed and in the element-wise reading alike
+    code = TABLE_S1.replace("R_pos = gt.T * R", "R_pos = gt.T * R * undefined_name")
+    verdict = check_table_s1(Form(code, render=str))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.endswith("As printed the code raises NameError; read element-wise "
+                                   "(gt[0] * R) the code raises NameError.")  # fmt: skip
+
+
+def test_table_s1_r_pos_off_the_rank_among_positives_by_1e_9_is_not_that_rank():
+    # 1e-9 off: far outside the 1e-12 of the comparison, inside a default relative tolerance
+    line = "R_pos = 1 + sum(D_ * (1 - eye(m)) * gt, 1)"
+    code = TABLE_S1_CORRECTED.replace(line, line.replace("1 + sum", "1 + 1e-9 + sum"))
+    verdict = check_table_s1(Form(code, render=str))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.endswith("As printed, R_pos has shape (9,): R_pos is the rank among the "
+                                   "positives in none of the draws, and the loss takes 10 values "
+                                   "over the draws.")  # fmt: skip
+
+
 def test_every_table_s1_slip_changes_a_line_and_fails():
     slips = supplementary.table_s1_slips(Form(TABLE_S1_CORRECTED, render=str))
     assert len(slips) == len(supplementary.TABLE_S1_SLIPS) >= 3
@@ -520,13 +541,21 @@ def test_an_eq1_form_with_a_piece_in_other_symbols_cannot_be_evaluated(key):
 # --- Fig. S5 and S6: the printed APs -------------------------------------------------------
 
 
+def _printed_as(ap: Fraction) -> set[float]:
+    """The 3-decimal value an exact AP is printed as, halves rounded up: the k / 1000 with
+    k / 1000 - 1/2000 <= ap < k / 1000 + 1/2000, that is 2000 ap - 1 < 2k <= 2000 ap + 1."""
+    return {k / 1000 for k in range(math.floor((2000 * ap - 1) / 2) + 1,
+                                    math.floor((2000 * ap + 1) / 2) + 1)}  # fmt: skip
+
+
 def _all_aps(positives: int, items: int) -> set[float]:
     """Every AP (3 decimals) of ``positives`` relevant items among ``items``, by enumeration."""
     from itertools import combinations
 
     values = set()
     for ranks in combinations(range(1, items + 1), positives):
-        values.add(round(sum(k / r for k, r in enumerate(ranks, 1)) / positives, 3))
+        ap = sum(Fraction(k, r) for k, r in enumerate(ranks, 1)) / positives
+        values |= _printed_as(ap)
     return values
 
 
@@ -538,6 +567,34 @@ def test_attainable_aps_near_one_match_an_enumeration_of_rankings(positives):
     for thousandths in range(900, 1001):
         value = thousandths / 1000
         assert supplementary.ap_attainable(positives, value) == (value in seen), value
+
+
+def test_one_positive_attains_exactly_the_printed_reciprocals_ties_either_way():
+    # AP = 1 / r; from r = 2000 on, 1 / r is at most half a thousandth (printed 0.000 or 0.001)
+    seen = set().union(*(_printed_as(Fraction(1, r)) for r in range(1, 2001)))
+    assert 0.063 in seen and 0.062 not in seen  # 1/16 = 0.0625, a half: rounded up
+    assert supplementary.ap_attainable(1, 0.0634)  # read to 3 decimals: 0.063
+    for thousandths in range(1, 1001):
+        value = thousandths / 1000
+        assert supplementary.ap_attainable(1, value) == (value in seen), value
+
+
+def test_two_positives_attain_the_aps_of_an_enumeration_from_0_3_up():
+    # AP = (1/r1 + 2/r2) / 2 = (r2 + 2 r1) / (2 r1 r2) with r1 < r2. An AP of 0.2995 or more
+    # needs r1 <= 4 (r1 = 5 gives at most (1/5 + 2/6) / 2 = 0.267); as r2 grows the AP falls
+    # to 1 / (2 r1), within 1e-5 of it from r2 = 1e5 on, which smaller r2 print alike.
+    seen = set()
+    for first in range(1, 5):
+        second = np.arange(first + 1, 100_001, dtype=np.int64)
+        numerator, denominator = second + 2 * first, 2 * first * second
+        # k with 2000 AP - 1 < 2k <= 2000 AP + 1 (halves up), times 2 denominator: exact
+        low = (2000 * numerator - denominator) // (2 * denominator) + 1
+        high = (2000 * numerator + denominator) // (2 * denominator)
+        for a, b in zip(low.tolist(), high.tolist(), strict=True):
+            seen.update(k / 1000 for k in range(a, b + 1))
+    for thousandths in range(300, 1001):
+        value = thousandths / 1000
+        assert supplementary.ap_attainable(2, value) == (value in seen), value
 
 
 def test_the_baseline_of_fig_s5_b_pins_its_positives():
@@ -575,6 +632,7 @@ _FIG_S5 = {"|P|": (11, 5, 7, 11), "baseline AP": (0.854, 0.967, 0.335, 0.433),
     ({"Smooth-AP AP": (1, 1, 0.999, 0.971)}, "no ranking with |P| = 7 has AP 0.999."),
     ({"AP = 1 for cases": (1, 3)}, "AP = 1.000 in cases ['a', 'b'], not in cases ['a', 'c']."),
     ({"AP = 1 for cases": (2, 9)}, "AP = 1.000 in cases ['a', 'b'], not in cases ['b', '9.0']."),
+    ({"AP = 1 for cases": (2, 8)}, "AP = 1.000 in cases ['a', 'b'], not in cases ['b', 'h']."),
     ({"|P|": (14, 5, 7, 11)}, "case a has |P| = 14, more than the 13 shown."),
     ({"|P|": (0, 5, 7, 11)}, "|P| = 0 is not a whole number >= 1."),
     ({"|P|": (3 / 2, 5, 7, 11)}, "|P| = 1.5 is not a whole number >= 1."),
@@ -588,6 +646,13 @@ _FIG_S5 = {"|P|": (11, 5, 7, 11), "baseline AP": (0.854, 0.967, 0.335, 0.433),
 def test_fig_s5_names_what_is_wrong_with_a_table(change, detail):
     verdict = supplementary.check_fig_s5(Form({**_FIG_S5, **change}))
     assert (verdict.verdict, verdict.detail) == ("fails", detail)
+
+
+def test_fig_s5_is_inconclusive_when_the_search_for_a_ranking_gives_up(monkeypatch):
+    monkeypatch.setattr(supplementary, "ap_attainable", lambda positives, value: None)
+    verdict = supplementary.check_fig_s5(Form(_FIG_S5))
+    assert (verdict.verdict, verdict.detail) == (
+        "inconclusive", "the search for a ranking ran out of its budget")
 
 
 def test_fig_s5_takes_every_whole_positive_count_up_to_the_13_shown():
@@ -609,20 +674,55 @@ def test_fig_s6_gains_by_hand_and_the_row_read_across_fails():
         assert claim.check(slip).verdict == "fails", slip.name
 
 
+@pytest.mark.parametrize(("before", "after", "detail"), [
+    ((0, 0.3), (0.5, 1.5), "AP 0.0 outside (0, 1]; AP 1.5 outside (0, 1]."),  # no gain computed
+    ((0.5, 0.3), (0.5, 0.4), "case a falls from 0.5 to 0.5."),  # an equal AP is no gain
+    (("x",), (0.5,), "AP x outside (0, 1]."),  # a symbol is no AP
+])  # fmt: skip
+def test_fig_s6_names_each_problem_of_a_table(before, after, detail):
+    import sympy as sp
+
+    value = {"baseline AP": sp.Tuple(*map(sp.sympify, before)),
+             "Smooth-AP AP": sp.Tuple(*map(sp.sympify, after))}  # fmt: skip
+    verdict = supplementary.check_fig_s6(Form(value))
+    assert (verdict.verdict, verdict.detail) == ("fails", detail)
+
+
+def test_fig_s6_reads_a_single_number_as_one_query():
+    verdict = supplementary.check_fig_s6(Form({"baseline AP": 0.24, "Smooth-AP AP": 0.637}))
+    # 0.637 - 0.240 = 0.397, 0.397 / 0.240 = 165 %
+    assert (verdict.verdict, verdict.detail) == (
+        "holds", "every query gains: a +0.397 (+165%) (AP points, relative gain).")
+
+
 @pytest.mark.parametrize(("order", "problem"), [
     ("M**2", ""), ("n*log(n)", ""), ("L*M", ""), ("M**2*log(M)**2", ""),
-    ("2*M**2", "the factor 2 of 2*M**2"), ("(M + 1)**2", "the factor (M + 1)**2"),
+    ("2*M**2", "the factor 2"), ("(M + 1)**2", "the factor (M + 1)**2"),
     ("M*log(M)/log(2)", "the factor 1/log(2)"), ("-M**2", "the factor -1"),
+    ("M*sin(M)", "the factor sin(M)"),  # a function of one argument other than log
 ])  # fmt: skip
 def test_an_order_is_a_product_of_powers_of_variables_and_their_logs(order, problem):
     import sympy as sp
 
     symbols = {name: sp.Symbol(name, positive=True) for name in ("M", "n", "L")}
-    got = supplementary.order_form_problem(sp.sympify(order, locals=symbols))
-    assert got.startswith(problem) and bool(got) == bool(problem)
+    expression = sp.sympify(order, locals=symbols)
+    got = supplementary.order_form_problem(expression)
+    if problem:
+        assert got == (f"{problem} of {expression} is not a positive power of a variable or of "
+                       f"its log")  # fmt: skip
+    else:
+        assert got == ""
     if problem:
         verdict = supplementary.check_smooth_ap_order(Form(sp.sympify(order, locals=symbols)))
         assert verdict.verdict == "fails" and verdict.detail.startswith("not written as an order")
+
+
+def test_an_unevaluated_zeroth_power_is_no_order_of_growth():
+    import sympy as sp
+
+    M = sp.Symbol("M", positive=True)
+    order = sp.Mul(M, sp.Pow(M, 0, evaluate=False), evaluate=False)  # M * M**0, as written
+    assert supplementary.order_form_problem(order).startswith("the factor M**0 of ")
 
 
 # --- Fig. S7: which entries receive gradient -----------------------------------------------
@@ -656,6 +756,42 @@ def _entries_with_gradient_by_differences(size: int, positives: int) -> int:
 def test_gradient_entries_match_finite_differences(size, positives):
     got = supplementary.count_gradient_entries(size, positives)
     assert got == _entries_with_gradient_by_differences(size, positives)
+
+
+def _table_s1_gradient_by_hand(size: int, positives: int) -> list[list[float]]:
+    """dL/dD_ij of 1 - mean over the relevant i of R_pos(i) / R(i), derived by hand (float64
+    loops): -(1/|P|) sigmoid'(D_ij) ([j relevant] / R(i) - R_pos(i) / R(i)^2) for relevant i,
+    j != i; sigmoid'(x) = sigmoid (1 - sigmoid) / tau."""
+    scores = [0.001 * k for k in range(size)]
+    grad = [[0.0] * size for _ in range(size)]
+    for i in range(positives):
+        sig = [1 / (1 + math.exp(-(scores[j] - scores[i]) / 0.01)) for j in range(size)]
+        rank = 1 + sum(sig[j] for j in range(size) if j != i)
+        rank_pos = 1 + sum(sig[j] for j in range(positives) if j != i)
+        for j in range(size):
+            if j != i:
+                slope = sig[j] * (1 - sig[j]) / 0.01
+                grad[i][j] = -slope * ((j < positives) / rank - rank_pos / rank**2) / positives
+    return grad
+
+
+@pytest.mark.parametrize(("size", "positives"), [(5, 1), (6, 2), (7, 3), (4, 4)])
+def test_table_s1_gradient_is_the_gradient_derived_by_hand(size, positives):
+    import torch
+
+    got = supplementary.table_s1_gradient(size, positives)
+    assert got.dtype == torch.float64 and got.shape == (size, size)
+    expected = torch.tensor(_table_s1_gradient_by_hand(size, positives), dtype=torch.float64)
+    torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_fig_s7_check_tries_m_16_and_names_each_setting_a_count_gets_wrong():
+    # right at m = 6 and 9, off by (m - 6)(m - 9) = 70 at m = 16 only
+    m, k = supplementary.m_, supplementary.n_pos
+    verdict = supplementary.check_fig_s7_gradients(Form(k * (m - 1) + (m - 6) * (m - 9)))
+    wrong = [f"m = 16, |P| = {p}: {p * 15} receive gradient, not {p * 15 + 70}" for p in (1, 2, 4)]
+    assert (verdict.verdict, verdict.detail) == ("fails",
+                                                 "; ".join(wrong) + " (3 of 9 settings differ).")
 
 
 def test_fig_s7_as_printed_fails_and_the_positive_rows_hold():
