@@ -1232,7 +1232,8 @@ def test_a_negative_distance_and_wrong_delta_l2_are_rejected():
         s,
     )
 
-    assert check_distance_sign(Form(sp.sqrt(2 - 2 * s))).verdict == "holds"
+    holds = check_distance_sign(Form(sp.sqrt(2 - 2 * s)))  # 0 at s = 1
+    assert (holds.verdict, holds.detail) == ("holds", "non-negative on [-1, 1] (min 0).")
     assert check_distance_sign(Form(-sp.sqrt(2 - 2 * s))).verdict == "fails"
     printed = sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi)
     assert check_delta_l2_vectors(Form(printed)).verdict == "holds"
@@ -1243,7 +1244,9 @@ def test_a_negative_distance_and_wrong_delta_l2_are_rejected():
 def test_the_fusion_weights_are_per_positive_pair_and_start_at_one_half():
     from gradlab.symbolic.fappy_claims import L_run, L_scale, check_fusion_average, pairs_all
 
-    assert check_fusion_average(Form((L_run + L_scale / pairs_all) / 2)).verdict == "holds"
+    holds = check_fusion_average(Form((L_run + L_scale / pairs_all) / 2))
+    assert (holds.verdict, holds.detail) == ("holds", "the finest scale weighs 1/2 and each "
+                                             "coarser one half as much, per positive pair.")
     for slip in ((L_run + L_scale) / 2, L_run + L_scale / pairs_all,
                  (L_run - L_scale / pairs_all) / 2, (L_scale + L_run / pairs_all) / 2):  # fmt: skip
         assert check_fusion_average(Form(slip)).verdict == "fails", slip
@@ -1252,7 +1255,9 @@ def test_the_fusion_weights_are_per_positive_pair_and_start_at_one_half():
 def test_at_s_ij_minus_1_every_negative_counts_once_per_side():
     from gradlab.symbolic.fappy_claims import Nn, check_bottom_corner
 
-    assert check_bottom_corner(Form(1 / Nn)).verdict == "holds"
+    holds = check_bottom_corner(Form(1 / Nn))
+    assert (holds.verdict, holds.detail) == (
+        "holds", "P_ij = 2 at s_ij = -1 for 1, 2 and 3 negatives per side.")
     # 1/|N|^2 and log|N| / |N| agree with 1/|N| at one negative only
     for slip in (1 / Nn**2, sp.log(Nn) / Nn):
         assert check_bottom_corner(Form(slip)).verdict == "fails", slip
@@ -1262,9 +1267,16 @@ def test_the_guarded_divisions_average_where_there_is_something_to_average():
     from gradlab.symbolic.fappy_claims import L_scale, Nn, check_divisions_elsewhere, pairs_all
 
     right = {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)}
-    assert check_divisions_elsewhere(Form(right)).verdict == "holds"
+    holds = check_divisions_elsewhere(Form(right))
+    assert (holds.verdict, holds.detail) == (
+        "holds", "the mean over |N| negatives and over the positive pairs, 0 for none.")
+    # the last two are right for every count the check tries but one negative (one pair)
+    one_off = Nn * (Nn - 2) * (Nn - 3) * (Nn - 4) * (Nn - 5)
+    pair_off = pairs_all * (pairs_all - 2) * (pairs_all - 3) * (pairs_all - 4)
     for key, slip in (("h normaliser", 2 / sp.Max(Nn, 1)), ("h normaliser", -1 / sp.Max(Nn, 1)),
-                      ("line 10", L_scale), ("line 10", 1 / sp.Max(pairs_all, 1))):  # fmt: skip
+                      ("line 10", L_scale), ("line 10", 1 / sp.Max(pairs_all, 1)),
+                      ("h normaliser", right["h normaliser"] + one_off),
+                      ("line 10", right["line 10"] + pair_off)):  # fmt: skip
         assert check_divisions_elsewhere(Form({**right, key: slip})).verdict == "fails", slip
 
 
@@ -1287,7 +1299,9 @@ def test_heights_on_a_bin_that_is_no_index_and_a_fractional_count_fail():
     assert check_heights(Form({"h_left bin": -t, "h_right bin": t + 1})).verdict == "fails"
     # 5 of 71.4 negatives is 7.0 %: a printed 7 % would round right, but 71.4 is no count
     fig2 = {"closer": 5, "negatives": sp.Rational(357, 5), "printed percent": 7}
-    assert check_fig2(Form(fig2)).verdict == "fails"
+    verdict = check_fig2(Form(fig2))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "5 of 357/5 negatives is not a count of negatives.")
 
 
 def test_records_with_one_root_cause_share_it_and_none_of_them_holds():
@@ -1318,8 +1332,14 @@ def test_fig5_s_far_ring_weighs_least_under_algorithm_1_s_weights():
     assert weights == pytest.approx(expected, abs=1e-6)
     assert expected["near"] > expected["far"]
     printed = {"alpha": Delta_min / (2 * width), "farther ring heavier": 1}
-    assert check_fig5(Form(printed)).verdict == "fails"
-    assert check_fig5(Form({**printed, "farther ring heavier": -1})).verdict == "holds"
+    said = (f"with Algorithm 1's weights {list(alpha.values())} (Delta = 2 .. 1/4) a negative at "
+            f"s_ik = 0.2 of a pair at s_ij = 0.3 gets the gradient weight {expected['near']:.3f}, "
+            f"one at s_ik = -0.6 (reached only by Delta = 1, 2) {expected['far']:.3f}: the "
+            f"nearest ring weighs most")  # fmt: skip
+    verdict = check_fig5(Form(printed))
+    assert (verdict.verdict, verdict.detail) == ("fails", said + ", not the farthest.")
+    verdict = check_fig5(Form({**printed, "farther ring heavier": -1}))
+    assert (verdict.verdict, verdict.detail) == ("holds", said + ".")
     # weights that grow with Delta are not Algorithm 1's, whichever ring they favour
     for heavier in (1, -1):
         slip = {"alpha": width / 4, "farther ring heavier": heavier}
