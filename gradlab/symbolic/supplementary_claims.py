@@ -196,7 +196,8 @@ def _r_pos_diagnosis(code: str, cases) -> str:
 
     Computed for the code as given and, when it multiplies ``gt.T * R``, for the element-wise
     reading ``gt[0] * R`` too: both are compared with the rank among the positives
-    (:func:`_ranks_among_positives`) and the loss is evaluated on every draw.
+    (:func:`_ranks_among_positives`) and the loss is evaluated on every draw (read to 12
+    decimals: a loss that varies only beyond them is reported as constant).
     """
     readings = {"as printed": code}
     if "gt.T * R" in code:

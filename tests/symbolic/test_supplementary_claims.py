@@ -406,6 +406,25 @@ def test_eq1_with_a_range_that_skips_a_row_or_column_fails(key, bound):
     assert supplementary.check_operating_region(shifted).verdict == "fails"
 
 
+def test_eq1_without_the_last_column_misses_its_entries_in_the_region():
+    from gradlab.symbolic.claims import with_parameters
+
+    shifted = with_parameters(_eq1(), "shifted", **{"j to": supplementary.m_ - 2})
+    verdict = supplementary.check_operating_region(shifted)
+    # the documented sample; the form misses the entries (i, m - 1) whose slope
+    # sigmoid (1 - sigmoid) / tau exceeds 0.005, out of m^2 (float64 loops)
+    rng = np.random.default_rng(7)
+    cases = [rng.normal(scale=0.05, size=int(rng.integers(5, 40))) for _ in range(12)]
+    errors = []
+    for scores in cases:
+        m, last = len(scores), scores[-1]
+        slopes = [1 / (1 + math.exp(-(last - s_i) / 0.01)) for s_i in scores]
+        errors.append(sum(g * (1 - g) / 0.01 > 0.005 for g in slopes) / m**2)
+    worst = max(errors)
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", f"max |printed - true| = {worst:.3g} (case {errors.index(worst)} of 12).")
+
+
 @pytest.mark.parametrize(("key", "bound"), [("j to", "m"), ("i from", -1)])
 def test_eq1_with_a_range_outside_the_matrix_says_so(key, bound):
     import sympy as sp
@@ -457,6 +476,13 @@ def test_table_s1_code_that_does_not_run_fails_and_the_detail_names_the_error_pe
     assert verdict.verdict == "fails"
     assert verdict.detail.endswith("As printed the code raises NameError; read element-wise "
                                    "(gt[0] * R) the code raises NameError.")  # fmt: skip
+
+
+def test_table_s1_detail_reads_the_loss_to_12_decimals():
+    # 1 - AP * 4e-13 varies only past the 12th decimal over the draws: a constant loss there
+    code = TABLE_S1_CORRECTED.replace("loss = 1 - AP", "loss = 1 - AP * 4e-13")
+    verdict = check_table_s1(Form(code, render=str))
+    assert verdict.detail.endswith("and the loss is 1 on every draw, whatever the scores.")
 
 
 def test_table_s1_r_pos_off_the_rank_among_positives_by_1e_9_is_not_that_rank():
