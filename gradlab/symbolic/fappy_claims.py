@@ -537,8 +537,7 @@ def _batch():
     return labels, sims, pairs
 
 
-@functools.lru_cache(maxsize=1)
-def _batch_scales():
+def _batch_scales():  # not cached: a cache filled before a mutation run forks hides _batch
     """Per-scale sums of P over active pairs, active counts and P per pair, for one batch."""
     labels, sims, pairs = _batch()
     deltas = [2.0, 1.0, 0.5, 0.25, 0.125]

@@ -10,8 +10,6 @@ from gradlab.functional).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import sympy as sp
 import torch
@@ -113,8 +111,6 @@ def _final_expression(c_term: sp.Expr) -> sp.Expr:
     return sp.Sum(numerator / R_(i_, S_OMEGA) ** 2, (i_, 1, n_pos)) / n_pos
 
 
-FINAL_13 = _final_expression(over_negatives(G_IJ))
-FINAL_14 = _final_expression(R_(i_, S_N) - 1)
 
 
 class _NotEvaluableError(ValueError):
@@ -312,7 +308,6 @@ AP_PROBLEMS = 10
 FINITE_TAU = 0.5
 
 
-@functools.lru_cache(maxsize=1)
 def _ap_references():
     """Scores ``[10, 7]`` of the AP problems, their AP (scikit-learn) and SmoothAP at tau = 0.5."""
     problems = [_problem(seed) for seed in range(AP_PROBLEMS)]
@@ -322,7 +317,6 @@ def _ap_references():
     return scores, exact, smooth
 
 
-@functools.lru_cache(maxsize=1)
 def _gradient_references(temperature: float = 0.2):
     """Scores ``[8, 7]``, coordinates ``[8, 7, 3]`` and autograd gradients ``[8, 3]``."""
     problems = [_problem(seed) for seed in range(8)]
@@ -755,9 +749,13 @@ def _chain(seed: str, offset: int) -> list[Claim]:
                      f"sim(D_ij)(v_i - v_j), R(i, S) as Eq. {n['R_omega']}-{n['R_p']} define it, "
                      f"D_ij of Eq. {n['D']}; {RANGES}")  # fmt: skip
     ranks = {"R(i, S_Omega)": R_OMEGA_SUMS, "R(i, S_P)": R_P_SUMS}
-    final = form({"dAP_q/dq": FINAL_13, **ranks, "D_ij": D_PRINTED},
+    # built here, not at import: a module constant or a cache would be computed once before a
+    # mutation run forks its workers, so no mutant of these helpers would ever run
+    final_13, final_14 = (_final_expression(over_negatives(G_IJ)),
+                          _final_expression(R_(i_, S_N) - 1))  # fmt: skip
+    final = form({"dAP_q/dq": final_13, **ranks, "D_ij": D_PRINTED},
                  context=f"Eq. {n['final']}: {final_context}")  # fmt: skip
-    negatives = form({"dAP_q/dq": FINAL_14, **ranks, "R(i, S_N)": R_N_SUMS, "D_ij": D_PRINTED},
+    negatives = form({"dAP_q/dq": final_14, **ranks, "R(i, S_N)": R_N_SUMS, "D_ij": D_PRINTED},
                      context=f"Eq. {n['negatives']}, C written as R(i, S_N) - 1: "
                      f"{final_context}")  # fmt: skip
     rank_note = ("The tau -> 0 limit is checked at tau = 1e-4 (and tau = 0.5 against the "
