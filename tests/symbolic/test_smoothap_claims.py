@@ -283,3 +283,37 @@ def test_the_final_form_check_draws_exactly_seeds_0_to_7(extra, worst_seed):
     worst = max(errors[:8])
     expected = f"differs from autograd of SmoothAP by up to {worst:.3g} (8 random problems)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
+
+
+# --- forms the checks cannot evaluate: inconclusive, with the reason -------------------------
+
+
+def _unevaluable_forms():
+    from gradlab.symbolic import smoothap_claims as claims
+
+    s, v, i, rank, positives = claims.s_ix, claims.v_ix, claims.i_, claims.R_, claims.S_P
+    return [
+        ({"other": 1}, "the form has no 'AP_q' piece"),
+        # R(1, S_P) defined by itself: the evaluation stops instead of recursing without end
+        ({"AP_q": rank(1, positives), "R(i, S_P)": rank(i, positives)},
+         "definitions refer to each other"),
+        ({"AP_q": v[1]}, "v has no value in this check"),  # scores only, no coordinates
+        ({"AP_q": rank(1, positives)}, "R(1, S_P) has no definition in the form"),
+        ({"AP_q": sp.Symbol("y")}, "y has no value"),
+        ({"AP_q": s[9]}, "index 9 = 9.0 is outside 1..7"),  # 3 positives + 4 negatives
+        ({"AP_q": s[sp.Rational(3, 2)]}, "index 3/2 = 1.5 is outside 1..7"),
+        ({"AP_q": sp.Sum(s[i], (i, 1, sp.Rational(5, 2)))}, "bound 5/2 = 2.5 is not an integer"),
+        ({"AP_q": sp.sin(s[1])}, "sin cannot be evaluated here"),
+        # functions of one argument other than G and sim, of two other than R
+        ({"AP_q": sp.Function("F")(s[1])}, "F(s[1]) has no definition in the form"),
+        ({"AP_q": sp.Function("H")(1, positives)}, "H(1, S_P) has no definition in the form"),
+    ]  # fmt: skip
+
+
+def test_a_form_that_does_not_evaluate_is_inconclusive_and_says_why():
+    from gradlab.symbolic.smoothap_claims import check_definition
+
+    for value, reason in _unevaluable_forms():
+        verdict = check_definition(Form(value))
+        assert (verdict.verdict, verdict.detail) == (
+            "inconclusive", f"the form does not evaluate on a concrete problem: {reason}"), value
