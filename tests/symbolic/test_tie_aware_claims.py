@@ -78,6 +78,13 @@ from gradlab.symbolic.tie_aware_claims import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _fresh_tie_cases():
+    """Each test draws the tie cases itself: ``tie_cases`` keeps its draws (lru_cache), and a
+    mutation run forks its workers after a clean run, whose draws they would reuse."""
+    tie_cases.cache_clear()
+
+
 def test_ties_group_indices_by_score_highest_score_first():
     assert tie_groups([1, 3, 1, 2, 3]) == [[1, 4], [3], [0, 2]]
     assert tie_groups([0.5]) == [[0]]
