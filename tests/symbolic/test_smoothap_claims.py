@@ -317,3 +317,26 @@ def test_a_form_that_does_not_evaluate_is_inconclusive_and_says_why():
         verdict = check_definition(Form(value))
         assert (verdict.verdict, verdict.detail) == (
             "inconclusive", f"the form does not evaluate on a concrete problem: {reason}"), value
+
+
+def test_a_sigmoid_twice_as_steep_holds_in_the_limit_and_fails_at_tau_one_half():
+    """G(2 D) in place of G(D) is a step as tau -> 0 (the AP and rank checks at tau = 1e-4
+    agree) but not SmoothAP's sigmoid at tau = 0.5: the detail names that comparison."""
+    from gradlab.symbolic.smoothap_claims import G_, claims
+
+    def steeper(form):
+        twice = {key: piece.replace(lambda node: isinstance(node, sp.Function) and node.func == G_,
+                                    lambda node: G_(2 * node.args[0]))
+                 for key, piece in form.value.items()}  # fmt: skip
+        return Form(twice)
+
+    by_label = {}
+    for claim in claims():
+        by_label.setdefault(claim.label, claim)
+    for label, compared in (("eq1", "tau = 0.5 vs SmoothAP: "),
+                            ("eq8", "tau = 0.5 vs smoothed ranks: ")):  # fmt: skip
+        claim = by_label[label]
+        form = claim.correction or claim.printed
+        assert claim.check(form).verdict == "holds", label
+        verdict = claim.check(steeper(form))
+        assert verdict.verdict == "fails" and verdict.detail.startswith(compared), label
