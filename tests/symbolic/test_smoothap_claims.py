@@ -340,3 +340,17 @@ def test_a_sigmoid_twice_as_steep_holds_in_the_limit_and_fails_at_tau_one_half()
         assert claim.check(form).verdict == "holds", label
         verdict = claim.check(steeper(form))
         assert verdict.verdict == "fails" and verdict.detail.startswith(compared), label
+
+
+def test_a_final_form_undefined_on_some_problems_fails_with_nan():
+    """Eq. 13 plus 0 * sqrt(s_1), unevaluated: NaN on the problems where s_1 < 0 and the
+    gradient elsewhere. NaN is no agreement, however close the other problems are."""
+    from gradlab.symbolic.smoothap_claims import claims, s_ix
+
+    claim = next(c for c in claims() if c.check.__name__ == "check_final_form")
+    value = dict((claim.correction or claim.printed).value)
+    nothing = sp.Mul(0, sp.sqrt(s_ix[1]), evaluate=False)
+    value["dAP_q/dq"] = sp.Add(value["dAP_q/dq"], nothing, evaluate=False)
+    verdict = claim.check(Form(value))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "differs from autograd of SmoothAP by up to nan (8 random problems).")
