@@ -354,3 +354,25 @@ def test_a_final_form_undefined_on_some_problems_fails_with_nan():
     verdict = claim.check(Form(value))
     assert (verdict.verdict, verdict.detail) == (
         "fails", "differs from autograd of SmoothAP by up to nan (8 random problems).")
+
+
+def test_a_quotient_rule_slip_reports_its_largest_relative_error_over_x_1_2_3():
+    from gradlab.symbolic.smoothap_claims import QUOTIENT_EXAMPLE, check_quotient_rule
+
+    r_p, r_omega, d_p, d_omega = sp.symbols("R_P R_Omega dR_P dR_Omega")
+    example = "R_P(x) = x + 1, R_Omega(x) = x**2 + x + 3"
+    assert {k: str(v) for k, v in QUOTIENT_EXAMPLE.items()} == {"R_P": "x + 1",
+                                                               "R_Omega": "x**2 + x + 3"}
+    # by hand, with R_P = x + 1 and R_Omega = x^2 + x + 3:
+    # dR_P / R_Omega (second term dropped) is off by (2x^2 + 3x + 1) / |x^2 + 2x - 2| of the
+    # truth: 6, 2.5, 2.15 at x = 1, 2, 3; the quotient over R_Omega instead of its square is
+    # the truth times R_Omega, off by R_Omega - 1 = x^2 + x + 2 of it: 4, 8, 14
+    for slip, worst in ((d_p / r_omega, 6.0),
+                        ((d_p * r_omega - r_p * d_omega) / r_omega, 14.0)):  # fmt: skip
+        detail = check_quotient_rule(Form(slip)).detail
+        assert detail.endswith(f"; relative to the true derivative that is an error of "
+                               f"{100 * worst:.0f} % (x = 1, 2, 3 with {example})."), slip
+    flipped = check_quotient_rule(Form((r_p * d_omega - r_omega * d_p) / r_omega**2))
+    assert flipped.verdict == "fails"
+    assert flipped.detail.endswith(f"(x = 1, 2, 3 with {example}): printed = -true, a sign "
+                                   f"error, not rounding.")  # fmt: skip
