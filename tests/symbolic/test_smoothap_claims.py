@@ -376,3 +376,20 @@ def test_a_quotient_rule_slip_reports_its_largest_relative_error_over_x_1_2_3():
     assert flipped.verdict == "fails"
     assert flipped.detail.endswith(f"(x = 1, 2, 3 with {example}): printed = -true, a sign "
                                    f"error, not rounding.")  # fmt: skip
+
+
+def test_the_indicator_check_reads_every_entry_of_the_difference_matrix():
+    """D_ij scaled by 1.1 on one row or column keeps every sign (the same ranks) but not the
+    matrix of Eq. 3: the first and last rows and columns are all compared."""
+    from gradlab.symbolic.smoothap_claims import INDICATOR_SIZE, claims, i_, j_
+
+    claim = next(c for c in claims() if c.check.__name__ == "check_indicator_rank")
+    form = claim.correction or claim.printed
+    assert claim.check(form).verdict == "holds"
+    for index in (i_, j_):
+        for line in (1, INDICATOR_SIZE):
+            value = dict(form.value)
+            value["D_ij"] = value["D_ij"] * (1 + sp.KroneckerDelta(index, line) / 10)
+            verdict = claim.check(Form(value))
+            assert verdict.verdict == "fails", (index, line)
+            assert verdict.detail.startswith("D_ij against Eq. 3's matrix as drawn: "), verdict
