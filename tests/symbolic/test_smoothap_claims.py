@@ -393,3 +393,14 @@ def test_the_indicator_check_reads_every_entry_of_the_difference_matrix():
             verdict = claim.check(Form(value))
             assert verdict.verdict == "fails", (index, line)
             assert verdict.detail.startswith("D_ij against Eq. 3's matrix as drawn: "), verdict
+
+
+def test_a_stated_difference_with_a_stray_symbol_is_inconclusive():
+    from gradlab.symbolic.smoothap_claims import claims
+
+    claim = next(c for c in claims() if c.check.__name__ == "check_matrix_difference")
+    value = dict((claim.correction or claim.printed).value)
+    value["D_ij"] = value["D_ij"] + sp.Symbol("y")  # y has no value for s1..s3
+    verdict = claim.check(Form(value))
+    assert verdict.verdict == "inconclusive"
+    assert verdict.detail.startswith("the form does not evaluate for s1..s3: ")
