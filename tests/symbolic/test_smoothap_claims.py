@@ -404,3 +404,18 @@ def test_a_stated_difference_with_a_stray_symbol_is_inconclusive():
     verdict = claim.check(Form(value))
     assert verdict.verdict == "inconclusive"
     assert verdict.detail.startswith("the form does not evaluate for s1..s3: ")
+
+
+def test_a_sum_over_two_indices_at_once_is_evaluated_over_both():
+    """Eq. 2's rank with its sum written as Sum(term / 2, (j, 1, m), (k, 1, 2)): the same
+    rank, so the check holds only if both limits of the one Sum are looped over."""
+    from gradlab.symbolic.smoothap_claims import claims
+
+    claim = next(c for c in claims() if c.check.__name__ == "check_exact_rank")
+    value = dict((claim.correction or claim.printed).value)
+    inner = next(node for node in sp.preorder_traversal(value["R(i, S)"])
+                 if isinstance(node, sp.Sum))  # fmt: skip
+    k = sp.Symbol("k", integer=True)
+    value["R(i, S)"] = value["R(i, S)"].subs(inner, sp.Sum(inner.function / 2, *inner.limits,
+                                                           (k, 1, 2)))  # fmt: skip
+    assert claim.check(Form(value)).verdict == "holds"
