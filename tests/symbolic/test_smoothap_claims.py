@@ -419,3 +419,15 @@ def test_a_sum_over_two_indices_at_once_is_evaluated_over_both():
     value["R(i, S)"] = value["R(i, S)"].subs(inner, sp.Sum(inner.function / 2, *inner.limits,
                                                            (k, 1, 2)))  # fmt: skip
     assert claim.check(Form(value)).verdict == "holds"
+
+
+def test_a_smooth_rank_is_no_exact_rank():
+    """1 + sum_(j != i) G(s_j - s_i) (the sigmoid at tau = 1) in place of the indicators:
+    evaluated (not refused) and wrong by more than a rank somewhere."""
+    from gradlab.symbolic.smoothap_claims import G_, claims, i_, j_, m_, s_ix
+
+    smooth = 1 + sp.Sum(G_(s_ix[j_] - s_ix[i_]) * (1 - sp.KroneckerDelta(i_, j_)), (j_, 1, m_))
+    claim = next(c for c in claims() if c.check.__name__ == "check_exact_rank")
+    verdict = claim.check(Form({"R(i, S)": smooth}))
+    assert verdict.verdict == "fails" and verdict.detail.startswith("max |printed - true| = ")
+    assert float(verdict.detail.split("= ")[1].split(" ")[0]) > 1
