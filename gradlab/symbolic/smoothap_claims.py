@@ -117,6 +117,10 @@ class _NotEvaluableError(ValueError):
     """A (mutated) form whose expression does not reduce to a number on a concrete problem."""
 
 
+_MAX_DEPTH = 64
+"""Levels of nesting the evaluator follows before it calls the definitions circular."""
+
+
 class _Evaluator:
     """Evaluates a form's pieces numerically, straight from the SymPy tree, vectorised over cases.
 
@@ -147,11 +151,17 @@ class _Evaluator:
         return int(value)
 
     def value(self, node, env):
+        # The forms of the audit nest about 20 levels deep; definitions that refer to each
+        # other recurse without end. 64 levels stay far below Python's recursion limit even
+        # when every call is wrapped (a tracer, a mutation tool), and a RecursionError that
+        # still occurs is reported alike.
         self.depth += 1
-        if self.depth > 200:
+        if self.depth > _MAX_DEPTH:
             raise _NotEvaluableError("definitions refer to each other")
         try:
             return self._value(node, env)
+        except RecursionError:
+            raise _NotEvaluableError("definitions refer to each other") from None
         finally:
             self.depth -= 1
 
