@@ -111,8 +111,6 @@ def _final_expression(c_term: sp.Expr) -> sp.Expr:
     return sp.Sum(numerator / R_(i_, S_OMEGA) ** 2, (i_, 1, n_pos)) / n_pos
 
 
-
-
 class _NotEvaluableError(ValueError):
     """A (mutated) form whose expression does not reduce to a number on a concrete problem."""
 

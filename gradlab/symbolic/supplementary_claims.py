@@ -550,9 +550,8 @@ def ap_attainable(positives: int, value: float, decimals: int = 3) -> bool | Non
     of the positives. An AP rounds to ``value`` when it lies within half a unit of the last
     decimal of it, halves rounded up (``1/16 = 0.0625`` prints as 0.063). A ranking found is
     checked by recomputing its AP in exact fractions; absence is proved by an exhaustive
-    search (quick near 1, where the attainable
-    values are few: with p = 5 the largest AP below 1 is ``(4 + 5/6) / 5 = 0.9667``, so 0.98
-    cannot be printed).
+    search (quick near 1, where the attainable values are few: with p = 5 the largest AP
+    below 1 is ``(4 + 5/6) / 5 = 0.9667``, so 0.98 cannot be printed).
 
     Returns:
         True (a ranking exists), False (none does), None (the search ran out of budget).
@@ -725,11 +724,19 @@ def table_s1_gradient(size: int, positives: int) -> torch.Tensor:
         A ``[size, size]`` float64 tensor: row ``i`` is zero unless item ``i`` is relevant,
         and the diagonal is zero.
 
+    Raises:
+        GradlabError: ``size`` not an int >= 2, or ``positives`` not an int from 1 to ``size``.
+
     Example:
         >>> gradient = table_s1_gradient(3, 1)
         >>> [[value != 0 for value in row] for row in gradient.tolist()]
         [[False, True, True], [False, False, False], [False, False, False]]
     """
+    for name, value, low, high in (("size", size, 2, None), ("positives", positives, 1, size)):
+        whole = isinstance(value, int) and not isinstance(value, bool)
+        if not whole or value < low or (high is not None and value > high):
+            allowed = f"an int >= {low}" if high is None else f"an int from {low} to {high}"
+            raise GradlabError(f"{name} must be {allowed}; got {value!r}")
     import torch
 
     scores = torch.arange(size, dtype=torch.float64) * 0.001

@@ -811,6 +811,23 @@ def test_table_s1_gradient_is_the_gradient_derived_by_hand(size, positives):
     torch.testing.assert_close(got, expected, rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.parametrize(("size", "positives", "message"), [
+    (1, 1, "size must be an int >= 2; got 1"),
+    (4.0, 1, "size must be an int >= 2; got 4.0"),
+    (True, 1, "size must be an int >= 2; got True"),
+    (4, 0, "positives must be an int from 1 to 4; got 0"),
+    (4, 5, "positives must be an int from 1 to 4; got 5"),
+    (4, "2", "positives must be an int from 1 to 4; got '2'"),
+])  # fmt: skip
+def test_table_s1_gradient_refuses_sizes_it_cannot_build(size, positives, message):
+    from gradlab.errors import GradlabError
+
+    for function in (supplementary.table_s1_gradient, supplementary.count_gradient_entries):
+        with pytest.raises(GradlabError) as raised:
+            function(size, positives)
+        assert str(raised.value) == message
+
+
 def test_fig_s7_check_tries_m_16_and_names_each_setting_a_count_gets_wrong():
     # right at m = 6 and 9, off by (m - 6)(m - 9) = 70 at m = 16 only
     m, k = supplementary.m_, supplementary.n_pos
