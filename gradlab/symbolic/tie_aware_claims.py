@@ -521,6 +521,8 @@ def relaxation_check(form: Form) -> Verdict:
                             mpmath.mpf(plus), mpmath.mpf(before + size), mpmath.mpf(pos) / size))  # fmt: skip
         exact = _exact_tie_term(before, size, pos, pos_before, plus)
         excess = abs(got - float(exact)) / allowed if got.imag == 0 else math.inf
+        if math.isnan(excess):  # NaN is no agreement; as inf it is kept, not overwritten
+            excess = math.inf
         if not excess <= worst:
             worst, where = excess, (before, size, pos, pos_before, got.real, float(exact))
     failure = ""

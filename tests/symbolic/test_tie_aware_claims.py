@@ -1066,3 +1066,16 @@ def test_the_midpoint_rule_record_carries_the_cell_width():
     assert check_quadrature_rule(claim.correction).verdict == "holds"
     halved = Form({**claim.correction.value, "cell width": sp.Rational(1, 2)})
     assert check_quadrature_rule(halved).verdict == "fails"
+
+
+@pytest.mark.parametrize("at", [4, 20])
+def test_a_relaxation_undefined_on_some_bins_fails_and_says_where(at):
+    """Eq. 13 plus 0 * log(C_(d-1) - at), unevaluated: NaN on the bins with C_(d-1) = at and
+    exact elsewhere. NaN is no agreement, on a middle bin (where later bins agree) as on the
+    last ones."""
+    exact = _claim("claim-eq13-one-item-bin").correction.value  # AP_T at integer counts
+    nothing = sp.Mul(0, sp.log(C_prev - at), evaluate=False)
+    verdict = relaxation_check(Form(sp.Add(exact, nothing, evaluate=False)))
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith("at integer counts it is not AP_T(R^(d)): nan against ")
+    assert f"at C_(d-1) = {at}," in verdict.detail
