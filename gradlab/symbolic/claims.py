@@ -38,6 +38,7 @@ Example: audit a derivation of your own (the gradient of the softplus ``log(1 + 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -472,7 +473,8 @@ def numeric_agreement(
     for index, case in enumerate(cases):
         true_value = float(truth(case))
         error = abs(float(printed(case)) - true_value)
-        if not error <= worst:  # NaN counts as the worst
+        # NaN counts as the worst, and the first one stays: a later case must not replace it
+        if not error <= worst and not math.isnan(worst):
             worst, worst_case, worst_true = error, index, true_value
     there = f"; {_relative(worst, worst_true)} there" if relative and worst else ""
     return decide(
