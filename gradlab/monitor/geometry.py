@@ -39,12 +39,6 @@ from gradlab.monitor.schedules import Schedule
 __all__ = ["ChanceLevel", "Geometry", "Margins", "Temperature"]
 
 
-def _finite_means(rows: torch.Tensor) -> torch.Tensor:
-    """``[k]``: mean of the finite entries of each row of ``rows`` ``[k, n]`` (NaN if none)."""
-    finite = torch.isfinite(rows)
-    return torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)
-
-
 class Geometry(Quantity):
     """Alignment, uniformity, effective rank, normalised std and modality gap of the batch.
 
@@ -156,8 +150,10 @@ class Margins(Quantity):
                                              layout.candidate_mask)  # fmt: skip
         rows = torch.stack([margins.positive, margins.hardest_negative, margins.margin,
                             margins.violation_share, margins.recall_at_1])  # fmt: skip
-        both = torch.isfinite(margins.margin)
-        means = _finite_means(torch.where(both, rows, math.nan))
+        # The queries with a positive and a negative: their margin is a number (NaN scores
+        # make every key NaN in the Monitor, whatever is computed here).
+        both = torch.logical_not(torch.isnan(margins.margin))
+        means = torch.where(both, rows, 0.0).sum(dim=1) / both.sum()  # none: 0 / 0, NaN
         return dict(zip(self.keys, means.unbind(), strict=True))
 
 
