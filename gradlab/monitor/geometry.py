@@ -85,6 +85,7 @@ class Geometry(Quantity):
         if compared is None:  # a recorded matrix whose embeddings the integration did not see
             return {}
         embeddings, candidates, cosine = compared
+        embeddings = embeddings.to(torch.float64)  # once: each measure works in float64
         layout = batch.layout
         in_batch = candidates is None
         values = {"geometry_std": measures.normalized_std(embeddings)}
