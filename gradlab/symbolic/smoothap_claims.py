@@ -151,15 +151,12 @@ class _Evaluator:
     def value(self, node, env):
         # The forms of the audit nest about 20 levels deep; definitions that refer to each
         # other recurse without end. 64 levels stay far below Python's recursion limit even
-        # when every call is wrapped (a tracer, a mutation tool), and a RecursionError that
-        # still occurs is reported alike.
+        # when every call is wrapped (a tracer, a mutation tool).
         self.depth += 1
         if self.depth > _MAX_DEPTH:
             raise _NotEvaluableError("definitions refer to each other")
         try:
             return self._value(node, env)
-        except RecursionError:
-            raise _NotEvaluableError("definitions refer to each other") from None
         finally:
             self.depth -= 1
 
