@@ -143,7 +143,7 @@ class OperatingRegion(Quantity):
     def compute(self, batch: BatchView) -> Values:
         width = operating_region_width(batch.tau, self.eps)  # a Python float: no transfer
         width_value = torch.full((), width, dtype=torch.float64, device=batch.embeddings.device)
-        # Eq. 1 per query from the step's one sort (the pairs inside each row's window).
+        # Eq. 1 per query: the pairs inside each row's window (BatchView.pair_counts).
         inside = batch.pair_counts(width).to(torch.float64)
         size = batch.scores.shape[1]
         if batch.labels is None:
