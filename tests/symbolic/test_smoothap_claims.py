@@ -307,7 +307,18 @@ def _unevaluable_forms():
         # functions of one argument other than G and sim, of two other than R
         ({"AP_q": sp.Function("F")(s[1])}, "F(s[1]) has no definition in the form"),
         ({"AP_q": sp.Function("H")(1, positives)}, "H(1, S_P) has no definition in the form"),
+        # ... even when R(i, S_P) is defined: only R of two arguments is a rank
+        ({"AP_q": sp.Function("H")(1, positives), "R(i, S_P)": sp.Integer(1)},
+         "H(1, S_P) has no definition in the form"),
+        ({"AP_q": claims_module().D_ix[1, 2]}, "D[1, 2] has no definition in the form"),
+        ({"AP_q": s[i]}, "i has no value"),  # i free where no sum binds it
     ]  # fmt: skip
+
+
+def claims_module():
+    from gradlab.symbolic import smoothap_claims
+
+    return smoothap_claims
 
 
 def test_a_form_that_does_not_evaluate_is_inconclusive_and_says_why():
@@ -317,6 +328,43 @@ def test_a_form_that_does_not_evaluate_is_inconclusive_and_says_why():
         verdict = check_definition(Form(value))
         assert (verdict.verdict, verdict.detail) == (
             "inconclusive", f"the form does not evaluate on a concrete problem: {reason}"), value
+
+
+def test_an_index_or_bound_that_differs_between_problems_is_inconclusive():
+    """s[s_1] or a sum up to s_1: the score varies over the problems, so it is no index."""
+    from gradlab.symbolic.smoothap_claims import check_definition
+
+    s, i = s_ix, i_
+    for value, start in (({"AP_q": s[s[1]]}, "index s[1] = ["),
+                         ({"AP_q": sp.Sum(s[i], (i, 1, s[1]))}, "bound s[1] = [")):  # fmt: skip
+        verdict = check_definition(Form(value))
+        assert verdict.verdict == "inconclusive", verdict.detail
+        assert verdict.detail.startswith(
+            f"the form does not evaluate on a concrete problem: {start}"), verdict.detail
+
+
+def test_the_summation_index_reaches_exponents_and_comparisons():
+    """sum_(i=1..3) s_1^i [s_1 < s_i] is a number on every problem: the check compares it with
+    AP (and it is not AP), rather than finding it unevaluable."""
+    from gradlab.symbolic.smoothap_claims import check_definition
+
+    s, i = s_ix, i_
+    below = sp.StrictLessThan(s[1], s[i], evaluate=False)
+    piece = sp.Sum(s[1] ** i * sp.Piecewise((1, below), (0, True)), (i, 1, 3))
+    verdict = check_definition(Form({"AP_q": piece}))
+    assert verdict.verdict == "fails", verdict.detail
+
+
+def test_exp_and_log_in_a_form_evaluate_as_themselves():
+    """log(exp(AP_q)) is AP_q, so the definition still holds; exp(AP_q) is not AP_q."""
+    from gradlab.symbolic.smoothap_claims import check_definition
+
+    accepted = _accepted("000:eq1")  # AP_q of Brown et al. (2020), Eq. 1
+    ap = accepted.value["AP_q"]
+    wrapped = sp.log(sp.exp(ap, evaluate=False), evaluate=False)
+    assert check_definition(with_parameters(accepted, "test", AP_q=wrapped)).verdict == "holds"
+    raised = with_parameters(accepted, "test", AP_q=sp.exp(ap, evaluate=False))
+    assert check_definition(raised).verdict == "fails"
 
 
 def test_a_sigmoid_twice_as_steep_holds_in_the_limit_and_fails_at_tau_one_half():
