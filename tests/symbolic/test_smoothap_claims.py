@@ -367,6 +367,39 @@ def test_exp_and_log_in_a_form_evaluate_as_themselves():
     assert check_definition(raised).verdict == "fails"
 
 
+def _witness(detail: str) -> tuple[float, dict]:
+    """The printed difference and the point of a symbolic_equality witness in ``detail``."""
+    found = re.search(r"printed minus true is ([-+.e0-9]+) at (\{[^}]*\})", detail)
+    point = {name: sp.Rational(value) for name, value in ast.literal_eval(found.group(2)).items()}
+    return float(found.group(1)), point
+
+
+@pytest.mark.parametrize("law", ["symmetry", "scale"])
+def test_a_step_that_breaks_symmetry_or_the_scale_law_fails_at_a_named_point(law):
+    """Both forms are steps at 0 with G(0) = 1/2. The first adds an even bump, so
+    G(w) + G(-w) != 1; the second adds z to the exponent, so G(c z; c tau) != G(z; tau). The
+    witness names the variables w, tau (and c) and the difference there, checked here in
+    exact arithmetic."""
+    sigmoid = 1 / (1 + sp.exp(-z / tau))
+    if law == "symmetry":
+        form = sigmoid + z**2 / tau**2 * sp.exp(-(z**2) / tau**2)
+    else:
+        form = 1 / (1 + sp.exp(-z / tau - z))
+    verdict = check_sigmoid_limit(Form(form))
+    assert verdict.verdict == "fails"
+    printed, point = _witness(verdict.detail)
+    w, c = sp.Symbol("w"), sp.Symbol("c")
+    if law == "symmetry":
+        assert set(point) == {"w", "tau"}
+        true = form.subs({z: w, tau: point["tau"]}) + form.subs({z: -w, tau: point["tau"]}) - 1
+        difference = true.subs(w, point["w"])
+    else:
+        assert set(point) == {"w", "tau", "c"}
+        scaled = form.subs({z: point["c"] * w, tau: point["c"] * point["tau"]})
+        difference = (scaled - form.subs({z: w, tau: point["tau"]})).subs(w, point["w"])
+    assert float(sp.N(difference, 30)) == pytest.approx(printed, rel=1e-7)
+
+
 def test_a_sigmoid_twice_as_steep_holds_in_the_limit_and_fails_at_tau_one_half():
     """G(2 D) in place of G(D) is a step as tau -> 0 (the AP and rank checks at tau = 1e-4
     agree) but not SmoothAP's sigmoid at tau = 0.5: the detail names that comparison."""
