@@ -604,7 +604,8 @@ def _tied_rank_cases(seed: int):
 
 def _check_indicator_rank(form: Form, seed: int) -> Verdict:
     """``R(i, S)`` written out for 10 candidates, every i, scores with ties, against the rank
-    read off a descending sort: 1 + the position of the first score equal to ``s_i``."""
+    read off a descending sort: 1 + the position of the first score equal to ``s_i``. A
+    sigmoid ``G`` in the form is evaluated at tau = 1."""
     cases = _tied_rank_cases(seed)
     vectors = np.array([scores for scores, _ in cases[::INDICATOR_SIZE]])
     everyone = tuple(range(1, INDICATOR_SIZE + 1))

@@ -108,6 +108,26 @@ def test_the_exact_rank_check_runs_its_200_documented_cases():
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
+def test_a_smooth_rank_is_no_exact_rank_by_its_gap_at_tau_one():
+    """1 + sum_(j != i) G(s_j - s_i) with G evaluated at the check's tau = 1: the largest gap
+    to the rank read off a sort, from a float64 loop over the same 200 cases."""
+    from gradlab.symbolic.smoothap_claims import G_
+
+    other = 1 - sp.KroneckerDelta(i_, j_)
+    smooth = 1 + sp.Sum(other * G_(s_ix[j_] - s_ix[i_]), (j_, 1, m_))
+    form = with_parameters(_accepted("001:eq2"), "test", **{"R(i, S)": smooth})
+    errors = []
+    for scores, i in _tied_cases(6):
+        soft = 1 + sum(1 / (1 + np.exp(-(float(scores[j]) - float(scores[i]))))
+                       for j in range(10) if j != i)  # fmt: skip
+        errors.append(abs(soft - (1 + int(np.sum(scores > scores[i])))))
+    verdict = check_exact_rank(form)
+    assert verdict.verdict == "fails"
+    assert _worst(verdict.detail) == pytest.approx(max(errors), rel=5e-3)  # printed to 3 digits
+    case = int(re.search(r"case (\d+) of 200", verdict.detail).group(1))
+    assert errors[case] == pytest.approx(max(errors), rel=1e-12)
+
+
 def test_an_exact_rank_that_counts_ties_fails_by_the_number_of_ties():
     errors = [int(np.sum(scores == scores[i])) - 1 for scores, i in _tied_cases(6)]
     worst = max(errors)
