@@ -68,13 +68,27 @@ def inside(a: float, b: float, width: float) -> bool:
     return a < b + width and b < a + width
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["keys", "search"])
+def test_pair_counts_of_rows_of_46341_candidates_do_not_overflow_int32(dtype):
+    """Two queries whose 46341 scores each lie within one window of each other: C^2 =
+    2147488281 pairs per row, past int32. P sums the searched counts of every entry (cached
+    first by entry_counts): int32 counts from the float32 keys (a matrix this large is
+    searched by its keys), int64 from torch's float64 search."""
+    columns = 46341
+    generator = torch.Generator().manual_seed(0)
+    view = cross_modal_view((torch.rand(2, columns, generator=generator) / 64).to(dtype))
+    view.entry_counts(0.5)  # the per-entry counts P then reuses
+    assert view.pair_counts(0.5).tolist() == [columns * columns] * 2
+
+
 @pytest.mark.parametrize("case", [0, 1], ids=["cross-modal", "in-batch"])
 def test_pair_and_entry_counts_match_loops_width_after_width(case):
     view, rows, _ = views()[case]
     for width in WIDTHS:
         pairs = [sum(inside(a, b, width) for a in row for b in row) for row in rows]
         entries = [[sum(inside(a, b, width) for b in row) for a in row] for row in rows]
-        assert view.pair_counts(width).tolist() == pairs, width
+        found = view.pair_counts(width)
+        assert found.dtype == torch.long and found.tolist() == pairs, width
         counts = view.entry_counts(width)
         assert counts.dtype == torch.long and counts.tolist() == entries, width
 
