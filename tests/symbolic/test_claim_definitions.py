@@ -77,3 +77,13 @@ def test_every_claim_definition_matches_the_committed_audit(module) -> None:
             assert claim.correction.name == expected_name, claim.id
         # The note ends the detail (audit_claim appends it after the check's own text).
         assert record["detail"].endswith(claim.note), claim.id
+
+
+@pytest.mark.parametrize("module", MODULES, ids=_module_name)
+def test_no_hand_written_slip_repeats_the_printed_form_or_the_correction(module) -> None:
+    """The audit leaves such a slip out (it is not a slip: checking it would test nothing), so
+    a claim that lists one only seems to carry a mutant of its own."""
+    for claim in module.claims():
+        accepted = {claim.printed.text()} | ({claim.correction.text()} if claim.correction else set())
+        repeated = [slip.name for slip in claim.mutants if slip.text() in accepted]
+        assert repeated == [], claim.id
