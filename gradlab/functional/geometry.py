@@ -17,7 +17,7 @@ Collapse, spread and separation measures that embedding-model users log, each a 
   share of negatives that violate it and in-batch R@1; :func:`in_batch_margins` gives the same
   for an in-batch matrix with fewer passes, reading a sort of its rows it is given;
 * :func:`in_batch_alignment_uniformity`: alignment and uniformity of one in-batch cosine
-  matrix from one float64 copy (the same values as the two functions);
+  matrix, without building its ``[N, N]`` masks (the same values as the two functions);
 * :func:`chance_level`: ``ln C``, the InfoNCE loss of a model that scores every candidate alike;
 * :func:`modality_gap`: the distance between the centroids of two modalities' normalised
   embeddings (Liang et al. 2022, "Mind the Gap", Sec. 4.1);
@@ -126,11 +126,22 @@ def alignment(
     _check_scores(scores, positives, candidate_mask)
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     keep, _ = _masks(positives, candidate_mask)
-    # One float64 copy, changed in place: a fresh [Q, C] temporary per step costs page faults.
-    distances = _squared_distances(scores)
-    if alpha != 2.0:
-        distances.pow_(alpha / 2.0)
-    return distances.masked_fill_(~keep, 0.0).sum() / keep.sum()
+    return _block_sums(scores, keep, alpha, None)[0] / keep.sum()
+
+
+_BLOCK_ENTRIES = 1 << 15
+"""Entries per block of rows in the float64 passes over a CPU score matrix (256 KiB): a block
+stays in cache and the allocator hands the same memory back, where a fresh ``[B, B]`` float64
+matrix costs a page fault per 4 KiB (about half of those passes' time at B = 1024)."""
+
+
+def _row_blocks(scores: torch.Tensor) -> list[slice]:
+    """Row slices of ``scores`` of at most :data:`_BLOCK_ENTRIES` entries (at least one row),
+    on a CPU; one slice of every row elsewhere (a GPU's caching allocator reuses its blocks,
+    and each slice costs kernel launches)."""
+    rows, columns = scores.shape
+    step = rows if scores.device.type != "cpu" else max(1, _BLOCK_ENTRIES // max(columns, 1))
+    return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 
 def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
@@ -139,29 +150,51 @@ def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
     return scores.to(torch.float64, copy=True).mul_(-2.0).add_(2.0).clamp_(min=0.0)
 
 
+def _block_sums(
+    scores: torch.Tensor, keep: torch.Tensor | None, alpha: float, t: float | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """One pass over the squared distances ``d = 2 - 2 s`` of ``scores``, block of rows by
+    block, in float64: ``sum over keep of d^(alpha / 2)`` (``keep`` given) and, for a square
+    cosine matrix of N >= 2 unit vectors (``t`` given), ``sum over i != j of exp(-t d - m)``
+    with ``m`` the largest exponent past :data:`_UNSHIFTED_T` (``None`` up to it: no
+    exponential underflows there), found in one more pass as ``-t`` times the smallest
+    distance off the diagonal. Returns ``(aligned, kernel, m)``."""
+    blocks = _row_blocks(scores)
+    zero = torch.zeros((), dtype=torch.float64, device=scores.device)
+    largest = None
+    if t is not None and t > _UNSHIFTED_T:
+        nearest = torch.full((), math.inf, dtype=torch.float64, device=scores.device)
+        for rows in blocks:
+            distances = _squared_distances(scores[rows])
+            distances.diagonal(rows.start).fill_(math.inf)  # entry (i, i) of row i
+            nearest = torch.minimum(nearest, distances.amin())
+        largest = nearest.mul_(-t)
+        largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
+    aligned, kernel = zero, zero.clone()
+    for rows in blocks:
+        distances = _squared_distances(scores[rows])
+        if keep is not None:
+            powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
+            aligned = aligned + torch.where(keep[rows], powered, 0.0).sum()
+        if t is not None:  # in place: the alignment has read the distances
+            exponents = distances.mul_(-t)
+            if largest is not None:
+                exponents.sub_(largest)
+            values = exponents.exp_()
+            values.diagonal(rows.start).fill_(0.0)
+            kernel = kernel + values.sum()
+    return aligned, kernel, largest
+
+
 _UNSHIFTED_T = 50.0
 """Up to this ``t`` every kernel value ``exp(-t d)`` of a squared distance ``d`` in ``[0, 4]``
-is at least ``exp(-200)``, a normal float64: :func:`_log_mean_kernel` sums them as they are."""
+is at least ``exp(-200)``, a normal float64: :func:`_block_sums` sums them as they are."""
 
 
-def _log_mean_kernel(distances: torch.Tensor, t: float) -> torch.Tensor:
-    """``log mean_(i != j) exp(-t d_ij)`` of an ``[N, N]`` float64 matrix of squared distances
-    of unit vectors (N >= 2), computed in place in ``distances``.
-
-    For ``t`` up to :data:`_UNSHIFTED_T` the exponentials are summed off the diagonal as they
-    are (no value underflows or exceeds 1); past it, as a log-sum-exp shifted by the largest
-    exponent. Either way no second ``[N, N]`` temporary is made.
-    """
-    size = distances.shape[0]
-    exponents = distances.mul_(-t)
-    if t <= _UNSHIFTED_T:
-        total = exponents.exp_().fill_diagonal_(0.0).sum()
-        return total.log_() - math.log(size * (size - 1))
-    flat = exponents.fill_diagonal_(-math.inf).reshape(-1)
-    largest = flat.amax()
-    largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
-    total = flat.sub_(largest).exp_().sum()
-    return total.log_() + largest - math.log(size * (size - 1))
+def _log_mean(kernel: torch.Tensor, largest: torch.Tensor | None, size: int) -> torch.Tensor:
+    """``log mean_(i != j) exp(-t d_ij)`` of N = ``size`` points from :func:`_block_sums`."""
+    value = kernel.log() - math.log(size * (size - 1))
+    return value if largest is None else value + largest
 
 
 def uniformity(
@@ -202,7 +235,8 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
-    return _log_mean_kernel(_squared_distances(gram), t)
+    _, kernel, largest = _block_sums(gram, None, 2.0, t)
+    return _log_mean(kernel, largest, size)
 
 
 def _in_batch_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
@@ -218,14 +252,14 @@ def _in_batch_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.
 def in_batch_alignment_uniformity(
     scores: torch.Tensor, positives: torch.Tensor, alpha: float = 2.0, t: float = 2.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`alignment` and :func:`uniformity` of an in-batch cosine matrix, in one pass.
+    """:func:`alignment` and :func:`uniformity` of an in-batch cosine matrix.
 
-    Wang & Isola (2020), Eq. 4 and Eq. 5, from one float64 copy of the squared distances
-    ``2 - 2 s`` (the two functions make one each): the alignment over ``positives`` (every
-    entry but the diagonal a candidate), the uniformity over every pair ``i != j`` of the
-    ``N`` embeddings whose cosine matrix ``scores`` is. The values are those of
+    Wang & Isola (2020), Eq. 4 and Eq. 5, from the squared distances ``2 - 2 s`` (in float64,
+    a block of rows at a time on a CPU): the alignment over ``positives`` (every entry but the
+    diagonal a candidate), the uniformity over every pair ``i != j`` of the ``N`` embeddings
+    whose cosine matrix ``scores`` is. The values are those of
     ``alignment(scores, positives, alpha, candidate_mask=~eye)`` and
-    ``uniformity(embeddings, t, gram=scores)``, bit for bit.
+    ``uniformity(embeddings, t, gram=scores)``, bit for bit, without the candidate mask.
 
     Args:
         scores: ``[N, N]`` cosine similarities of a batch with itself, N >= 2.
@@ -257,10 +291,8 @@ def in_batch_alignment_uniformity(
                            f"{tuple(scores.shape)}")  # fmt: skip
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     t = check_in_range("t", t, 1e-12, 1e6)
-    distances = _squared_distances(scores)
-    powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
-    aligned = torch.where(positives, powered, 0.0).sum() / positives.sum()
-    return aligned, _log_mean_kernel(distances, t)
+    aligned, kernel, largest = _block_sums(scores, positives, alpha, t)
+    return aligned / positives.sum(), _log_mean(kernel, largest, scores.shape[0])
 
 
 class EffectiveRank(NamedTuple):

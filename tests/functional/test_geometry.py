@@ -136,6 +136,43 @@ def test_uniformity_matches_a_high_precision_loop_on_both_sides_of_the_shift(t):
         assert got == pytest.approx(expected, rel=1e-12, abs=1e-12 * t)
 
 
+@pytest.mark.parametrize(("t", "near_pair"), [(2.0, False), (1e5, False), (1e5, True)])
+def test_uniformity_and_alignment_of_300_points_match_loops(t, near_pair):
+    """300 points: on a CPU the float64 passes go through the cosine matrix in blocks of rows
+    (three here, the diagonal at a different column in each). The points spread over the
+    sphere on a Fibonacci lattice, so at t = 1e5 every exp(-t d) underflows: only the shift by
+    the nearest pair off the diagonal keeps the value. With ``near_pair`` two points of the
+    first block nearly coincide, and that pair, not one of the last block, sets the shift."""
+    golden = math.pi * (3.0 - math.sqrt(5.0))
+    heights = [1.0 - 2.0 * (k + 0.5) / 300 for k in range(300)]
+    points = torch.tensor([[math.sqrt(1 - z * z) * math.cos(golden * k),
+                            math.sqrt(1 - z * z) * math.sin(golden * k), z]
+                           for k, z in enumerate(heights)], dtype=torch.float64)  # fmt: skip
+    if near_pair:
+        points[5] = points[6] + torch.tensor([1e-3, 0.0, 0.0], dtype=torch.float64)
+    units = _unit_rows(points.tolist())
+    distances = [[sum((x - y) ** 2 for x, y in zip(a, b, strict=True)) for b in units]
+                 for a in units]  # fmt: skip
+    pairs = [distances[i][j] for i in range(300) for j in range(300) if i != j]
+    nearest = min(pairs)
+    assert near_pair or t < 50 or math.exp(-t * nearest) == 0.0  # every term underflows
+    shifted = math.fsum(math.exp(-t * (d - nearest)) for d in pairs)
+    expected = math.log(shifted / len(pairs)) - t * nearest
+    # d = 2 - 2 s from a cosine s carries an absolute error near 1e-16, t times in the value
+    assert float(geometry.uniformity(points, t)) == pytest.approx(expected, rel=1e-12,
+                                                                  abs=1e-14 * t)  # fmt: skip
+    labels = torch.arange(300) % 7
+    positives = (labels.unsqueeze(0) == labels.unsqueeze(1)).fill_diagonal_(False)
+    kept = [distances[i][j] for i in range(300) for j in range(300) if positives[i, j]]
+    gram = _cosines(points, points)
+    assert float(geometry.alignment(gram, positives)) == pytest.approx(
+        math.fsum(kept) / len(kept), rel=1e-12)  # fmt: skip
+    together = geometry.in_batch_alignment_uniformity(gram, positives, t=t)
+    apart = (geometry.alignment(gram, positives, candidate_mask=~torch.eye(300, dtype=torch.bool)),
+             geometry.uniformity(points, t, gram=gram))  # fmt: skip
+    assert [float(v) for v in together] == [float(v) for v in apart]  # bit for bit
+
+
 def test_alignment_matches_a_loop():
     queries = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
     candidates = torch.randn(9, 4, generator=torch.Generator().manual_seed(6))
