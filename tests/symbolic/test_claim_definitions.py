@@ -84,6 +84,8 @@ def test_no_hand_written_slip_repeats_the_printed_form_or_the_correction(module)
     """The audit leaves such a slip out (it is not a slip: checking it would test nothing), so
     a claim that lists one only seems to carry a mutant of its own."""
     for claim in module.claims():
-        accepted = {claim.printed.text()} | ({claim.correction.text()} if claim.correction else set())
+        accepted = {claim.printed.text()}
+        if claim.correction is not None:
+            accepted.add(claim.correction.text())
         repeated = [slip.name for slip in claim.mutants if slip.text() in accepted]
         assert repeated == [], claim.id

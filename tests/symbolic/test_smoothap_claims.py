@@ -408,7 +408,7 @@ def test_a_step_that_breaks_symmetry_or_the_scale_law_fails_at_a_named_point(law
     verdict = check_sigmoid_limit(Form(form))
     assert verdict.verdict == "fails"
     printed, point = _witness(verdict.detail)
-    w, c = sp.Symbol("w"), sp.Symbol("c")
+    w = sp.Symbol("w")
     if law == "symmetry":
         assert set(point) == {"w", "tau"}
         true = form.subs({z: w, tau: point["tau"]}) + form.subs({z: -w, tau: point["tau"]}) - 1
