@@ -389,9 +389,12 @@ class BatchView:
         """``[Q]``: pairs ``(i, j)`` of row ``q`` (``i = j`` and, in-batch, the query included)
         inside the window, ``s_j < s_i + width`` and ``s_i < s_j + width``.
 
-        One search of every entry in the sorted rows: with ``u_i = #{j: s_j < s_i + width}``,
-        the pairs inside number ``2 sum_i u_i - C^2`` (the pairs outside on one side are, with
-        ``i`` and ``j`` swapped, the complement of those counted by ``u``). Cached per width.
+        With ``u_i = #{j: s_j < s_i + width}`` the pairs inside number ``2 sum_i u_i - C^2``
+        (the pairs outside on one side are, with ``i`` and ``j`` swapped, the complement of
+        those counted by ``u``). On a float32 CPU matrix only the row sums of ``u`` are needed:
+        one sort of each row's order keys merged with those of the shifted row
+        (:func:`_row_sums_at_or_below`); otherwise, or when the counts of every entry are
+        already cached, one search of every entry in the sorted rows. Cached per width.
         """
         key = ("pairs", width)
         if key not in self._cache:
@@ -692,7 +695,8 @@ def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
 
 def _row_sums_at_or_below(keys: torch.Tensor, needles: torch.Tensor, buffer) -> torch.Tensor:
     """``[Q]`` int64: per row, the sum over the needles of ``#{j: keys_j <= needle}``, the row
-    sums of ``searchsorted(keys, needles, side="right")``, for int32 rows that both ascend.
+    sums of ``searchsorted(keys, needles, side="right")`` for ascending int32 ``keys`` (the
+    merge does not need either row in order: each needle's count depends only on the values).
 
     One sort of each row's keys and needles merged (``2 key + 1`` for a needle, so a needle
     follows the keys equal to it): the ``k``-th needle lands at position ``p_k`` after the
