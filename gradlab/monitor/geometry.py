@@ -17,7 +17,8 @@ and the step's one score matrix); reductions stay on the device (no host sync).
 
 Cost: :class:`Geometry`'s effective rank takes its eigenvalues from the smaller Gram matrix,
 ``[min(B, d)]^2``, never an SVD of the ``[B, d]`` batch, and in-batch its alignment and
-uniformity read one float64 copy of the step's cosine scores; :class:`Margins` makes a few
+uniformity read the step's cosine scores once, in float64 blocks of rows (no ``[B, B]``
+float64 copy on a CPU); :class:`Margins` makes a few
 passes over the scores and, in-batch when another quantity has sorted them (P does, in every
 preset), counts the violations and R@1 by binary searches of that sort. Both are in the default
 preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
