@@ -702,7 +702,9 @@ def check_fig5(form: Form) -> Verdict:
 
 def check_pooled_rate(form: Form) -> Verdict:
     """Eq. 6 (corrected) as the false positive rate of the pair: the share of its 7 + 7 pooled
-    negatives at or above s_ij, on 200 random configurations.
+    negatives at or above s_ij, on 200 random configurations (NumPy's ``default_rng(6)`` draws,
+    per configuration, s_ij and then the 7 negatives of i and the 7 of j, all uniform on
+    [-1, 1]).
 
     Example:
         >>> check_pooled_rate(Form((sp.Symbol("P_i") + sp.Symbol("P_j")) / 2)).verdict

@@ -1223,6 +1223,33 @@ def test_eq6_corrected_is_the_share_of_the_pooled_negatives_and_its_slips_are_no
         assert check_pooled_rate(Form(slip)).verdict == "fails", slip
 
 
+def test_the_pooled_rate_check_fails_other_rates_by_their_documented_worst_cases():
+    """P_i alone, P_i^2 and P_i / 2 + P_j / 3 are not the share of the 14 pooled negatives at
+    or above s_ij: each check's largest error and its case, recomputed on the documented draws
+    (three forms, so that another sample cannot match all three by chance)."""
+    import re
+
+    from gradlab.symbolic.fappy_claims import check_pooled_rate
+
+    rng = np.random.default_rng(6)
+    shares = []
+    for _ in range(200):
+        s_ij = rng.uniform(-1, 1)
+        of_i, of_j = rng.uniform(-1, 1, 7), rng.uniform(-1, 1, 7)
+        k_i, k_j = sum(x >= s_ij for x in of_i), sum(x >= s_ij for x in of_j)
+        shares.append((k_i / 7, k_j / 7, (k_i + k_j) / 14))
+    p_i, p_j = sp.symbols("P_i P_j")
+    for form, rate in ((p_i, lambda a, b: a), (p_i**2, lambda a, b: a * a),
+                       (p_i / 2 + p_j / 3, lambda a, b: a / 2 + b / 3)):  # fmt: skip
+        errors = [abs(rate(a, b) - pooled) for a, b, pooled in shares]
+        verdict = check_pooled_rate(Form(form))
+        found = re.search(r"= ([-+.e0-9]+) \(case (\d+) of (\d+)\)", verdict.detail)
+        assert verdict.verdict == "fails", form
+        assert float(found.group(1)) == pytest.approx(max(errors), rel=5e-3), form  # 3 digits
+        assert errors[int(found.group(2))] == pytest.approx(max(errors), rel=1e-12), form
+        assert found.group(3) == "200", form
+
+
 def test_a_negative_distance_and_wrong_delta_l2_are_rejected():
     from gradlab.symbolic.fappy_claims import (
         check_delta_l2_vectors,
