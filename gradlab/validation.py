@@ -276,6 +276,23 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_int_in_range(name: str, value: object, low: int, high: int | None = None) -> int:
+    """Return ``value`` if it is an int in ``[low, high]`` (no upper bound when ``high`` is
+    None; bools are refused).
+
+    Example:
+        >>> check_int_in_range("positives", 5, 1, 4)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: positives must be an int from 1 to 4; got 5
+    """
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if not whole or value < low or (high is not None and value > high):
+        allowed = f"an int >= {low}" if high is None else f"an int from {low} to {high}"
+        raise GradlabError(f"{name} must be {allowed}; got {value!r}")
+    return value
+
+
 def check_tensor(
     name: str,
     value: object,

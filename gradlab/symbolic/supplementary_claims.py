@@ -20,7 +20,6 @@ import numpy as np
 import sympy as sp
 from scipy.special import expit
 
-from gradlab.errors import GradlabError
 from gradlab.symbolic.batch_size import NOT_TESTABLE_HERE, conjecture_verdict
 from gradlab.symbolic.claims import (
     Claim,
@@ -34,6 +33,7 @@ from gradlab.symbolic.claims import (
     with_parameters,
 )
 from gradlab.symbolic.orders import order_check
+from gradlab.validation import check_int_in_range
 
 if TYPE_CHECKING:
     import torch
@@ -560,8 +560,7 @@ def ap_attainable(positives: int, value: float, decimals: int = 3) -> bool | Non
         >>> ap_attainable(5, 0.967), ap_attainable(4, 0.967), ap_attainable(6, 0.967)
         (True, False, False)
     """
-    if isinstance(positives, bool) or not isinstance(positives, int) or positives < 1:
-        raise GradlabError(f"positives must be an int >= 1; got {positives!r}")
+    check_int_in_range("positives", positives, 1)
     printed = Fraction(str(round(value, decimals)))
     half = Fraction(1, 2 * 10**decimals)
     bounds = (printed - half, printed + half)  # half up: [low, high)
@@ -732,11 +731,7 @@ def table_s1_gradient(size: int, positives: int) -> torch.Tensor:
         >>> [[value != 0 for value in row] for row in gradient.tolist()]
         [[False, True, True], [False, False, False], [False, False, False]]
     """
-    for name, value, low, high in (("size", size, 2, None), ("positives", positives, 1, size)):
-        whole = isinstance(value, int) and not isinstance(value, bool)
-        if not whole or value < low or (high is not None and value > high):
-            allowed = f"an int >= {low}" if high is None else f"an int from {low} to {high}"
-            raise GradlabError(f"{name} must be {allowed}; got {value!r}")
+    check_int_in_range("positives", positives, 1, check_int_in_range("size", size, 2))
     import torch
 
     scores = torch.arange(size, dtype=torch.float64) * 0.001
