@@ -576,13 +576,20 @@ def check_guard(form: Form) -> Verdict:
     ``"only s_ij"``. Holds when the guard at ``Delta_cur`` admits exactly ``s_ij = only s_ij``
     on [-1, 1] (a null set: no positive pair of a batch of random unit vectors passes, so the
     scale adds 0), while the next three scales ``Delta_cur / 2, / 4, / 8`` admit sets of
-    positive length.
+    positive length. Only cosines in [-1, 1] count: what the guard admits above 1 does not.
+
+    Raises:
+        ValueError: the guard has symbols other than ``s`` and ``Delta`` (a claim's record
+            rejects such a form as not evaluable).
 
     Example:
         >>> check_guard(Form({"guard": 1 - s >= width, "Delta_cur": 2, "only s_ij": -1})).verdict
         'holds'
     """
     guard, first = form.value["guard"], sp.sympify(form.value["Delta_cur"])
+    extra = guard.free_symbols - {s, width}
+    if extra:
+        raise ValueError(f"the guard has symbols other than s and Delta: {sorted(map(str, extra))}")
     admitted = {d: sp.solveset(guard.subs(width, d), s, sp.Interval(-1, 1))
                 for d in (first, first / 2, first / 4, first / 8)}  # fmt: skip
     lengths = {str(d): a.measure for d, a in admitted.items()}
@@ -686,15 +693,18 @@ def check_fig5(form: Form) -> Verdict:
     if gap > 1e-15:
         return decide(gap <= 1e-15, "", f"alpha gives the weights {stated} to Delta = 2 .. 1/4; "
                       f"Algorithm 1 gives {algorithm}.")  # fmt: skip
+    rings = {1: "farthest", -1: "nearest"}
+    heavier = form.value["farther ring heavier"]
+    if heavier not in rings:
+        return decide(False, "", f"'farther ring heavier' is {heavier}, not +1 (the farthest ring "
+                      "weighs most) or -1 (the nearest).")  # fmt: skip
     weights = ring_weights(form.value["alpha"])
     sign = 1 if weights["far"] > weights["near"] else -1
-    heavier = int(form.value["farther ring heavier"])
     text = (f"with Algorithm 1's weights {algorithm} (Delta = 2 .. 1/4) a negative at s_ik = "
             f"{FIG5_RINGS['near']} of a pair at s_ij = 0.3 gets the gradient weight "
             f"{weights['near']:.3f}, one at s_ik = {FIG5_RINGS['far']} (reached only by Delta = 1, "
-            f"2) {weights['far']:.3f}: the {'farthest' if sign > 0 else 'nearest'} ring weighs most")
-    return decide(heavier == sign, text + ".", text + ", not the "
-                  f"{'farthest' if heavier > 0 else 'nearest'}.")  # fmt: skip
+            f"2) {weights['far']:.3f}: the {rings[sign]} ring weighs most")
+    return decide(heavier == sign, text + ".", text + f", not the {rings[heavier]}.")
 
 
 # --- second conditions: what the checks above do not pin, so that slips of a form are rejected --
@@ -736,7 +746,8 @@ def check_distance_sign(form: Form) -> Verdict:
 
 def check_delta_l2_vectors(form: Form) -> Verdict:
     """Delta^L2 against the distances of real unit vectors: ``|u - v(b_t)| - |u - v(b_(t+1))|``
-    with ``cos(u, v(b)) = b``, float64, at 8 bins.
+    with ``cos(u, v(b)) = b``, float64, at 8 bins: ``b_t = -0.9, -0.5, 0, 0.4`` with
+    ``b_(t+1) = b_t + 0.05`` and ``b_t + 0.3``.
 
     Example:
         >>> check_delta_l2_vectors(Form(sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi))).verdict
@@ -754,7 +765,8 @@ def check_delta_l2_vectors(form: Form) -> Verdict:
 
 def check_fusion_average(form: Form) -> Verdict:
     """Lines 10-11 per positive pair: one-hot scale sums over 1 and over 3 positive pairs get
-    the weights 1/16, 1/8, 1/4, 1/2 (Delta = 2 .. 1/4) divided by the pair count.
+    the weights 1/16, 1/8, 1/4, 1/2 (Delta = 2 .. 1/4) divided by the pair count (one active
+    pair per scale, so the active count does not enter).
 
     Example:
         >>> check_fusion_average(Form((L_run + L_scale / pairs_all) / 2)).verdict
@@ -789,7 +801,8 @@ def check_bottom_corner(form: Form) -> Verdict:
 
 def check_divisions_elsewhere(form: Form) -> Verdict:
     """The guarded divisions of Eq. 4-5 and line 10: the mean where there is something to
-    average (|N| = 1..5, 1..4 positive pairs), 0 where there is nothing.
+    average (|N| = 1..5; 1..4 positive pairs with scale totals 0.7 and 2.5), 0 where there is
+    nothing (a division left unguarded raises there: math refuses a division by zero).
 
     Example:
         >>> check_divisions_elsewhere(Form({"h normaliser": 1 / sp.Max(Nn, 1),
@@ -808,7 +821,8 @@ def check_divisions_elsewhere(form: Form) -> Verdict:
 
 def check_gradient_at_kinks(form: Form) -> Verdict:
     """dP/ds_ik on the bin boundaries, where Eq. 7 has kinks: the printed value against the
-    right one-sided difference (the convention of bins ``[b_u, b_(u+1))``), |N| = 3, 5.
+    right one-sided difference (the convention of bins ``[b_u, b_(u+1))``), |N| = 3, 5, with
+    ``s_ik`` on the boundaries ``b_(t-2) .. b_(t+2)`` that lie inside (-1, 1).
 
     Example:
         >>> corrected = sp.Piecewise((h_right / (Nn * width), (s >= mid) & (s < mid + width)),

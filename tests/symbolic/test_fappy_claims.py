@@ -1395,3 +1395,286 @@ def test_at_the_kinks_the_value_is_the_right_one_sided_slope():
         relation = relations[text]
         slip = corrected.xreplace({relation: flip[type(relation)](*relation.args)})
         assert check_gradient_at_kinks(Form(slip)).verdict == "fails", slip
+
+
+# --- what each check samples, where its tolerance ends, what it rejects -------------------------
+
+
+def test_the_probability_puts_the_heights_on_the_bin_it_is_given_at_the_bin_s_top():
+    # s_ij = b_5 = 0.25 at Delta = 1/4 lies in [b_4, b_5] (t = 4, the lemma's closed bin) and in
+    # [b_5, b_6] (pair_bin's t = 5). With heights on b_(t+1), b_(t+2) the two bins differ:
+    # t = 4 puts the pair's whole mass (the triangle on b_5) on b_(t+1), t = 5 puts none anywhere
+    neg_i, neg_j = [-0.3, 0.4, 0.9], [0.2, -0.8]
+    edges = _boundaries(0.25)
+
+    def by_hand(negatives, t):
+        mass = [sum(_hat(x, u, 0.25) for x in negatives) / len(negatives)
+                for u in range(len(edges))]  # fmt: skip
+        left, right = _hat(0.25, t + 1, 0.25), _hat(0.25, t + 2, 0.25)
+        return left * sum(mass[t:]) + right * sum(mass[t + 1 :])
+
+    for t in (4, 5):
+        got = pair_probability(0.25, neg_i, neg_j, 0.25, heights=(1, 2), t=t)
+        assert got == pytest.approx(by_hand(neg_i, t) + by_hand(neg_j, t), abs=1e-12), t
+    assert by_hand(neg_i, 4) > 0.1 and by_hand(neg_i, 5) == 0.0
+
+
+@pytest.mark.parametrize("name", ["guard", "ring_weights", "fig5", "pooled_rate", "distance_sign",
+                                  "bottom_corner", "normaliser", "line_10", "kinks"])  # fmt: skip
+def test_the_second_checks_evaluate_their_forms_with_math(name):
+    from gradlab.symbolic import fappy_claims as fc
+
+    # roots of negative numbers wherever the check evaluates: math refuses them (a NumPy
+    # lambdify would pass nan on as a plain failure)
+    p_i = sp.Symbol("P_i")
+    right = {"h normaliser": 1 / sp.Max(fc.Nn, 1), "line 10": fc.L_scale / sp.Max(fc.pairs_all, 1)}
+    calls = {
+        "guard": lambda: fc.check_guard(Form({"guard": sp.sqrt(fc.s - 2) <= fc.width,
+                                              "Delta_cur": 2, "only s_ij": -1})),
+        "ring_weights": lambda: fc.ring_weights(sp.sqrt(-fc.width)),
+        "fig5": lambda: fc.check_fig5(Form({"alpha": sp.sqrt(-fc.width),
+                                            "farther ring heavier": -1})),
+        "pooled_rate": lambda: fc.check_pooled_rate(Form(sp.sqrt(p_i - 2))),
+        "distance_sign": lambda: fc.check_distance_sign(Form(sp.sqrt(fc.s - 2))),
+        "bottom_corner": lambda: fc.check_bottom_corner(Form(sp.sqrt(fc.Nn - 10))),
+        "normaliser": lambda: fc.check_divisions_elsewhere(
+            Form({**right, "h normaliser": sp.sqrt(fc.Nn - 10)})),
+        "line_10": lambda: fc.check_divisions_elsewhere(
+            Form({**right, "line 10": sp.sqrt(fc.L_scale - 10)})),
+        "kinks": lambda: fc.check_gradient_at_kinks(Form(sp.sqrt(fc.s - 2))),
+    }  # fmt: skip
+    with pytest.raises(ValueError, match="math domain error"):
+        calls[name]()
+
+
+def _kinks_corrected():
+    from gradlab.symbolic.fappy_claims import Nn, mid, s, width
+
+    h_left, h_right = sp.symbols("h_left h_right", positive=True)
+    return sp.Piecewise((h_right / (Nn * width), (s >= mid) & (s < mid + width)),
+                        (h_left / (Nn * width), (s >= mid - width) & (s < mid)),
+                        (0, True))  # fmt: skip
+
+
+def test_the_kink_check_samples_negatives_inside_minus_1_and_1_two_bins_either_side():
+    from gradlab.symbolic.fappy_claims import check_gradient_at_kinks, mid, s, width
+
+    corrected = _kinks_corrected()
+
+    def bumped(where):
+        return corrected + sp.Piecewise((1, where), (0, True))
+
+    # no similarity lies at or below -1 inside the domain: a form wrong only there still holds
+    assert check_gradient_at_kinks(Form(bumped(s <= -1))).verdict == "holds"
+    # s_ik = b_(t-2) and b_(t+2) are sampled (s_ij = 0.62 at Delta = 1/2 puts b_(t-2) at -0.5,
+    # s_ij = -0.4 puts b_(t+2) at 0.5), b_(t-3) and b_(t+3) are not
+    for lo_, hi_, sampled in ((-2.5, -1.5, True), (1.5, 2.5, True), (2.5, 3.5, False)):
+        where = (s > mid + lo_ * width) & (s < mid + hi_ * width)
+        verdict = check_gradient_at_kinks(Form(bumped(where))).verdict
+        assert verdict == ("fails" if sampled else "holds"), (lo_, hi_)
+
+
+def test_section_4_1_splits_must_grow_strictly_and_may_fill_the_test_set():
+    from gradlab.symbolic.fappy_claims import check_datasets
+
+    printed = _printed_datasets()
+    # VehicleID's test set has 13,133 vehicles and 111,585 images; small/medium/large splits
+    # must be strictly nested (a split equal to the next larger one is not "smaller"), the
+    # large one may be the whole test set; classes are bounded by classes, images by images
+    cases = {
+        "VehicleID small test classes": (1600, "fails"),  # = medium
+        "VehicleID medium test classes": (2400, "fails"),  # = large
+        "VehicleID large test classes": (13133, "holds"),  # = the test set
+        "VehicleID small test images": (12995, "fails"),  # = medium
+        "VehicleID medium test images": (20038, "fails"),  # = large
+        "VehicleID large test images": (111585, "holds"),  # = the test set
+    }
+    for key, (count, expected) in cases.items():
+        assert check_datasets(Form({**printed, key: count})).verdict == expected, key
+    # more vehicles than the test set has, though fewer than its images
+    verdict = check_datasets(Form({**printed, "VehicleID large test classes": 20000}))
+    assert verdict.verdict == "fails" and "not nested" in verdict.detail
+    # a split whose images shrink is caught even while its vehicles grow
+    verdict = check_datasets(Form({**printed, "VehicleID small test images": 13000}))
+    assert verdict.verdict == "fails" and "not nested" in verdict.detail
+    two = {**printed, "CUB-200-2011 train images": 5865,
+           "Stanford Online Products test classes": 11317}  # fmt: skip
+    verdict = check_datasets(Form(two))
+    assert verdict.detail == (
+        "CUB-200-2011: 5865 + 5924 training and test images != 11788; "
+        "Stanford Online Products: 11318 + 11317 training and test classes != 22634."
+    )
+
+
+def test_table2_s_stability_names_both_stated_numbers_when_wrong():
+    from gradlab.symbolic.fappy_claims import check_table2_stability
+
+    stated = {"largest spread (points)": sp.Rational(6, 10),
+              "smallest lead (points)": sp.Rational(3)}  # fmt: skip
+    verdict = check_table2_stability(Form(stated))
+    assert verdict.detail == (
+        f"Table 2 gives a largest spread of 0.7 and a smallest lead of 2.9 points; the form "
+        f"states {0.6:g} and {3.0:g}."
+    )
+
+
+def test_a_stability_bound_half_a_point_above_the_largest_change_is_the_tightest():
+    # the largest change is 0.4 points; bounds in [0.4 + 0, 0.4 + 0.5) are tight at the printed
+    # half-point resolution, 0.9 is their upper end (0.9 - 0.5 = 0.4 in doubles as well)
+    assert 0.9 - 0.5 == 0.4
+    assert check_stability(Form({"bound (points)": sp.Rational(9, 10)})).verdict == "holds"
+    assert check_stability(Form({"bound (points)": sp.Rational(91, 100)})).verdict == "fails"
+
+
+def test_fig2_s_count_may_be_all_negatives_but_not_more():
+    verdict = check_fig2(Form({"closer": 7, "negatives": 7, "printed percent": 100}))
+    assert (verdict.verdict, verdict.detail) == ("holds", "7/7 = 100.0000% rounds to 100.0%.")
+    more = {"closer": 8, "negatives": 7, "printed percent": sp.Rational(1143, 10)}  # 114.3 %
+    verdict = check_fig2(Form(more))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "8 of 7 negatives is not a count of negatives.")
+
+
+def test_fig5_s_sign_must_be_plus_or_minus_1():
+    from gradlab.symbolic.fappy_claims import Delta_min, check_fig5, width
+
+    for sign in (0, 2, sp.Rational(1, 2)):
+        verdict = check_fig5(Form({"alpha": Delta_min / (2 * width), "farther ring heavier": sign}))
+        assert (verdict.verdict, verdict.detail) == (
+            "fails",
+            f"'farther ring heavier' is {sign}, not +1 (the farthest ring weighs most) or -1 "
+            "(the nearest).",
+        )
+    # SymPy's integers are the same signs
+    form = {"alpha": Delta_min / (2 * width), "farther ring heavier": sp.Integer(-1)}
+    holds = check_fig5(Form(form))
+    assert holds.verdict == "holds"
+
+
+def test_the_distance_check_samples_nine_points_of_minus_1_to_1():
+    from gradlab.symbolic.fappy_claims import check_distance_sign, s
+
+    grid = [-1 + k / 4 for k in range(9)]
+    # negative only between 0.1 and 0.2, where none of the nine points lies: the sample misses it
+    dip = (s - sp.Rational(1, 10)) * (s - sp.Rational(1, 5))
+    lowest = min((x - 0.1) * (x - 0.2) for x in grid)
+    verdict = check_distance_sign(Form(dip))
+    assert (verdict.verdict, verdict.detail) == (
+        "holds", f"non-negative on [-1, 1] (min {lowest:.3g}).")
+    # negative only below -1, outside the cosines' range
+    assert check_distance_sign(Form(s + 1)).verdict == "holds"
+    assert check_distance_sign(Form(s - sp.Rational(1, 2))).verdict == "fails"
+
+
+def test_the_delta_l2_vector_check_compares_at_its_documented_bins():
+    from gradlab.symbolic.fappy_claims import check_delta_l2_vectors, hi, mid
+
+    printed = sp.sqrt(2 - 2 * mid) - sp.sqrt(2 - 2 * hi)
+    # b_t = -0.9, -0.5, 0, 0.4 are sampled: a form wrong near one of them fails, near 0.5 holds
+    for centre, sampled in ((-0.9, True), (-0.5, True), (0.0, True), (0.4, True), (0.5, False)):
+        bump = sp.Piecewise((1, (mid > centre - 0.05) & (mid < centre + 0.05)), (0, True))
+        verdict = check_delta_l2_vectors(Form(printed + bump)).verdict
+        assert verdict == ("fails" if sampled else "holds"), centre
+
+
+def test_the_fusion_average_runs_one_and_three_pairs_with_one_active_pair_per_scale():
+    from gradlab.symbolic.fappy_claims import (
+        L_run,
+        L_scale,
+        check_fusion_average,
+        pairs_active,
+        pairs_all,
+    )
+
+    right = (L_run + L_scale / pairs_all) / 2
+    for count in (1, 3):  # wrong at one pair count only: each count the check runs is needed
+        slip = right + sp.Piecewise((1, sp.Eq(pairs_all, count)), (0, True))
+        assert check_fusion_average(Form(slip)).verdict == "fails", count
+    # the active count is 1 at every scale, so a form that multiplies by it is not told apart
+    assert check_fusion_average(Form(right * pairs_active)).verdict == "holds"
+
+
+def test_the_bottom_corner_needs_the_normaliser_at_one_two_and_three_negatives():
+    from gradlab.symbolic.fappy_claims import Nn, check_bottom_corner
+
+    for count in (1, 2, 3):
+        slip = sp.Piecewise((2 / Nn, sp.Eq(Nn, count)), (1 / Nn, True))
+        verdict = check_bottom_corner(Form(slip))
+        assert verdict.verdict == "fails" and verdict.detail.startswith("P_ij at s_ij = -1"), count
+
+
+def test_the_divisions_check_tries_its_documented_counts_and_totals_only():
+    from gradlab.symbolic.fappy_claims import L_scale, Nn, check_divisions_elsewhere, pairs_all
+
+    right = {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)}
+
+    def off_where(key, where):
+        return Form({**right, key: right[key] + sp.Piecewise((1, where), (0, True))})
+
+    # |N| = 1..5, 1..4 positive pairs, totals 0.7 and 2.5
+    assert check_divisions_elsewhere(off_where("h normaliser", sp.Eq(Nn, 6))).verdict == "holds"
+    assert check_divisions_elsewhere(off_where("line 10", sp.Eq(pairs_all, 5))).verdict == "holds"
+    for total in (0.7, 2.5):
+        where = (L_scale > total - 0.05) & (L_scale < total + 0.05) & (pairs_all > 0)
+        assert check_divisions_elsewhere(off_where("line 10", where)).verdict == "fails", total
+    # an unguarded division is evaluated at zero, where math refuses it
+    for key, bare in (("h normaliser", 1 / Nn), ("line 10", L_scale / pairs_all)):
+        with pytest.raises(ZeroDivisionError):
+            check_divisions_elsewhere(Form({**right, key: bare}))
+    # 1e-12 for no pairs: the tolerance is strict
+    leak = sp.Piecewise((sp.Float(1e-12), sp.Eq(pairs_all, 0)), (L_scale / pairs_all, True))
+    verdict = check_divisions_elsewhere(Form({**right, "line 10": leak}))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", "the divisions miss the mean (or 0 for none) by 1e-12.")
+
+
+def test_the_guard_counts_cosines_in_minus_1_to_1_only():
+    from gradlab.symbolic.fappy_claims import check_guard, s, width
+
+    # at Delta = 2: s <= -1 or s >= 3/2; at Delta = 1, 1/2, 1/4: s <= 0, 1/2, 3/4 (or >= 3/2)
+    guard = (s - (1 - width)) * (s - sp.Rational(3, 2)) >= 0
+    verdict = check_guard(Form({"guard": guard, "Delta_cur": 2, "only s_ij": -1}))
+    assert verdict.verdict == "holds" and verdict.detail.endswith("sets of length 1, 3/2, 7/4.")
+
+
+def test_a_record_names_a_leftover_symbol_of_the_guard():
+    from gradlab.symbolic.fappy_claims import check_guard, claims, s, width
+
+    by_label = {claim.label: claim for claim in claims()}
+    form = Form({"guard": 1 - s >= width + sp.Symbol("c"), "Delta_cur": 2, "only s_ij": -1})
+    with pytest.raises(ValueError, match=r"symbols other than s and Delta: \['c'\]"):
+        check_guard(form)
+    verdict = by_label["claim-algorithm1-guard"].check(form)
+    assert (verdict.verdict, verdict.detail) == (
+        "inconclusive",
+        "the form cannot be evaluated where the check needs it (ValueError: the guard has "
+        "symbols other than s and Delta: ['c']).",
+    )
+
+
+def test_a_record_with_a_second_check_is_named_after_both():
+    from gradlab.symbolic import fappy_claims as fc
+
+    for claim in fc.claims():
+        if claim.label in fc.SECOND_CHECKS:
+            first, second = claim.check.__name__.split("_and_")
+            assert second == fc.SECOND_CHECKS[claim.label][0].__name__, claim.label
+            assert callable(getattr(fc, first)) and first.startswith("check_"), claim.label
+
+
+def test_the_strict_condition_samples_s_ij_at_0_3_and_0_7_of_its_bin():
+    from gradlab.symbolic.fappy_claims import (
+        S_IJ,
+        STRICT_CORRECTED,
+        check_strict_condition,
+        hi,
+        mid,
+    )
+
+    # false around 0.3 (or 0.7) of the pair's bin, where P moves with the negatives in the bin:
+    # the check must visit those points to see it
+    for centre in (0.3, 0.7):
+        width = hi - mid
+        gap = (S_IJ > mid + (centre - 0.05) * width) & (S_IJ < mid + (centre + 0.05) * width)
+        verdict = check_strict_condition(Form(STRICT_CORRECTED & ~gap))
+        assert verdict.verdict == "fails", centre
