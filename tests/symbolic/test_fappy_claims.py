@@ -1678,3 +1678,15 @@ def test_the_strict_condition_samples_s_ij_at_0_3_and_0_7_of_its_bin():
         gap = (S_IJ > mid + (centre - 0.05) * width) & (S_IJ < mid + (centre + 0.05) * width)
         verdict = check_strict_condition(Form(STRICT_CORRECTED & ~gap))
         assert verdict.verdict == "fails", centre
+
+
+@pytest.mark.parametrize("above, moves", [(4.5e-7, True), (3e-7, False)])
+def test_a_pair_just_above_b_t_moves_with_a_negative_in_its_bin_above_a_slope_of_1e_6(above, moves):
+    from gradlab.symbolic.fappy_claims import moves_with_negative
+
+    # by hand: with s_ik inside [b_t, b_(t+1)] only S_(t+1) moves, at 1/(|N| Delta), so dP/ds_ik
+    # is h_right / (|N| Delta) with h_right = (s_ij - b_t)/Delta; |N| = 3, Delta = 1/8
+    delta, b_t = 0.125, 0.25
+    slope = above / (3 * delta)
+    assert (slope > 1e-6) == moves and abs(slope - 1e-6) > 1e-7
+    assert moves_with_negative(b_t + above * delta, b_t + 0.5 * delta, 10, delta) == moves
