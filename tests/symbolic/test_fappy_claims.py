@@ -1690,3 +1690,23 @@ def test_a_pair_just_above_b_t_moves_with_a_negative_in_its_bin_above_a_slope_of
     slope = above / (3 * delta)
     assert (slope > 1e-6) == moves and abs(slope - 1e-6) > 1e-7
     assert moves_with_negative(b_t + above * delta, b_t + 0.5 * delta, 10, delta) == moves
+
+
+def test_fig5_s_weights_are_evaluated_with_math_branch_by_branch():
+    from gradlab.symbolic.fappy_claims import Delta_min, check_fig5, width
+
+    # the first branch divides by zero at Delta = 2 but is not taken there: math evaluates only
+    # the branch taken (a NumPy lambdify evaluates every branch and raises ZeroDivisionError)
+    alpha = sp.Piecewise((1 / (width - 2), width > 2), (Delta_min / (2 * width), True))
+    verdict = check_fig5(Form({"alpha": alpha, "farther ring heavier": -1}))
+    assert verdict.verdict == "holds"
+
+
+def test_the_bottom_corner_fails_a_normaliser_a_tenth_heavy():
+    from gradlab.symbolic.fappy_claims import Nn, check_bottom_corner
+
+    # P_ij = 2 x 1.1 = 2.2 for every count: off by 0.2, far above the 1e-12 tolerance
+    verdict = check_bottom_corner(Form(sp.Rational(11, 10) / Nn))
+    assert verdict.verdict == "fails"
+    values = [float(v) for v in verdict.detail.split("[")[1].split("]")[0].split(",")]
+    assert values == pytest.approx([2.2] * 3, abs=1e-12)
