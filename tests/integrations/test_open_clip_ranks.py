@@ -73,9 +73,34 @@ def test_local_loss_puts_the_positive_of_row_i_at_rank_times_b_plus_i(rank):
     assert torch.equal(i2t.positives, positives) and torch.equal(t2i.positives, positives.T)
 
 
-def test_a_global_loss_is_one_matrix_read_both_ways():
+class GivenRanksGlobalLoss(GivenRanksClipLoss):
+    """The global ClipLoss stand-in without a ``local_loss`` attribute at all: read as global,
+    as open_clip's default (``local_loss=False``)."""
+
+    def __init__(self, images, texts, **options):
+        super().__init__(images, texts, local_loss=False, **options)
+        del self.local_loss
+
+    def get_logits(self, image_features, text_features, logit_scale, logit_bias=None):
+        images = self.gather(self.all_images, image_features)
+        per_image = logit_scale * images @ self.gather(self.all_texts, text_features).T
+        return per_image, per_image.T
+
+    def forward(self, image_features, text_features, logit_scale, logit_bias=None,
+                output_dict=False):  # fmt: skip
+        per_image, per_text = self.get_logits(image_features, text_features, logit_scale)
+        labels = torch.arange(per_image.shape[0])
+        return (F.cross_entropy(per_image, labels) + F.cross_entropy(per_text, labels)) / 2
+
+
+@pytest.mark.parametrize("attribute", [True, False])
+def test_a_global_loss_is_one_matrix_read_both_ways(attribute):
     images, texts = features(WORLD, SIZE, seed=1)
-    loss = GivenRanksClipLoss(images, texts, local_loss=False, rank=1, world_size=WORLD)
+    if attribute:
+        loss = GivenRanksClipLoss(images, texts, local_loss=False, rank=1, world_size=WORLD)
+    else:
+        loss = GivenRanksGlobalLoss(images, texts, rank=1, world_size=WORLD)
+        assert not hasattr(loss, "local_loss")
     batch = recorded(loss, images[SIZE:].clone().requires_grad_(), texts[SIZE:].clone())
     (capture,) = batch.score_captures
     assert capture.direction == "both"
@@ -90,16 +115,19 @@ def test_a_global_loss_is_one_matrix_read_both_ways():
 class GivenRanksSigLipLoss(StandInSigLipLoss):
     """The SigLipLoss stand-in on rank ``rank``: the other ranks' texts are given; ``dist_impl``
     ``"gather"`` computes every block again, its own with weight 0, as open_clip 3.3 does;
-    ``chunk_size`` splits every block's rows into chunks (one ``get_logits`` call each)."""
+    ``chunk_size`` splits every block's rows into chunks (one ``get_logits`` call each; None:
+    a loss without the attribute, one call per block)."""
 
     def __init__(self, texts, dist_impl, chunk_size=0, **options):
         super().__init__(**options)
-        self.all_texts, self.chunk_size = texts, chunk_size
+        self.all_texts = texts
+        if chunk_size is not None:
+            self.chunk_size = chunk_size
         if dist_impl is not None:  # None: a loss without the attribute (exchanges like shift)
             self.dist_impl = dist_impl
 
     def _loss(self, image_features, text_features, logit_scale, logit_bias, negative_only):
-        rows = self.chunk_size or len(image_features)
+        rows = getattr(self, "chunk_size", 0) or len(image_features)
         total = 0.0
         for start in range(0, len(image_features), rows):
             chunk = image_features[start:start + rows]
@@ -126,7 +154,7 @@ class GivenRanksSigLipLoss(StandInSigLipLoss):
 
 
 @pytest.mark.parametrize("dist_impl", ["gather", "shift", None])
-@pytest.mark.parametrize("chunk_size", [0, 1, 2, 5])
+@pytest.mark.parametrize("chunk_size", [None, 0, 1, 2, 5])
 @pytest.mark.parametrize("rank", [0, 1])
 def test_siglip_blocks_of_other_ranks_join_the_local_block_once(rank, chunk_size, dist_impl):
     images, texts = features(WORLD, SIZE, seed=2)
@@ -266,3 +294,45 @@ def test_refusals_name_the_loss_and_the_value():
                        r"forward takes no logit_bias; got a Tensor$"):
         RecordingClipLoss(old_style)(torch.eye(2), torch.eye(2), torch.tensor(1.0),
                                      torch.tensor(0.5))  # fmt: skip
+
+
+class BareClipLoss(torch.nn.Module):
+    """ClipLoss's interface and nothing else: no ``world_size``, ``rank`` or ``local_loss``."""
+
+    def get_logits(self, image_features, text_features, logit_scale, logit_bias=None):
+        return (logit_scale * image_features @ text_features.T,
+                logit_scale * text_features @ image_features.T)  # fmt: skip
+
+    def forward(self, image_features, text_features, logit_scale, logit_bias=None,
+                output_dict=False):  # fmt: skip
+        per_image, per_text = self.get_logits(image_features, text_features, logit_scale)
+        labels = torch.arange(per_image.shape[0])
+        return (F.cross_entropy(per_image, labels) + F.cross_entropy(per_text, labels)) / 2
+
+
+@pytest.mark.parametrize("attributes", [{}, {"world_size": None, "rank": None},
+                                        {"world_size": 0, "rank": 0}])  # fmt: skip
+def test_a_loss_without_process_attributes_is_read_as_one_process(attributes):
+    images, texts = features(1, SIZE, seed=3)
+    loss = BareClipLoss()
+    for name, value in attributes.items():
+        setattr(loss, name, value)
+    batch = recorded(loss, images.clone().requires_grad_(), texts.clone())
+    i2t, t2i = batch.score_captures
+    assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
+    per_image, per_text = logits64(images, texts, SCALE), logits64(texts, images, SCALE)
+    close(i2t.scores, per_image)
+    close(t2i.scores, torch.tensor(per_text).T)
+    close(i2t.grad, cross_entropy_grad(per_image, int, 0.5))
+    eye = torch.eye(SIZE, dtype=torch.bool)
+    assert torch.equal(i2t.positives, eye) and torch.equal(t2i.positives, eye)
+
+
+@pytest.mark.parametrize("count", [None, 3])
+def test_the_loss_s_own_degenerate_batch_count_is_read(count):
+    images, texts = features(1, SIZE)
+    loss = StandInClipLoss()
+    if count is not None:
+        loss.degenerate_batches = count
+    batch = recorded(loss, images.clone().requires_grad_(), texts.clone())
+    assert batch.degenerate_batches == count
