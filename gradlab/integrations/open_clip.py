@@ -56,7 +56,8 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         loss: the open_clip loss (or an object with its ``get_logits`` and ``forward``).
 
     Raises:
-        GradlabError: ``loss`` has no ``get_logits`` method or is not callable.
+        GradlabError: ``loss`` has no ``get_logits`` method or is not callable, or it runs on
+            several processes (``world_size`` above 1) without a ``rank``.
 
     Example:
         >>> class Loss(torch.nn.Module):  # the interface of open_clip's ClipLoss, one process
@@ -86,6 +87,12 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
             raise GradlabError(
                 "loss must be an open_clip ClipLoss or SigLipLoss (with get_logits and forward); "
                 f"got {type(loss).__name__} {loss!r}"
+            )
+        world = getattr(loss, "world_size", 1) or 1
+        if world != 1 and getattr(loss, "rank", None) is None:
+            raise GradlabError(
+                f"loss has world_size {world} but no rank: on several processes the positives' "
+                "columns depend on the rank (set loss.rank, as open_clip's losses do)"
             )
         self.loss = loss
 

@@ -336,3 +336,19 @@ def test_the_loss_s_own_degenerate_batch_count_is_read(count):
         loss.degenerate_batches = count
     batch = recorded(loss, images.clone().requires_grad_(), texts.clone())
     assert batch.degenerate_batches == count
+
+
+def test_a_loss_on_several_processes_without_a_rank_is_refused():
+    loss = BareClipLoss()
+    loss.world_size = WORLD
+    with pytest.raises(GradlabError) as caught:
+        RecordingClipLoss(loss)
+    assert str(caught.value) == (
+        f"loss has world_size {WORLD} but no rank: on several processes the positives' columns "
+        "depend on the rank (set loss.rank, as open_clip's losses do)"
+    )
+    loss.rank = None
+    with pytest.raises(GradlabError, match="but no rank"):
+        RecordingClipLoss(loss)
+    loss.rank = 1
+    assert RecordingClipLoss(loss).loss is loss
