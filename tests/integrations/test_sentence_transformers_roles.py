@@ -22,7 +22,7 @@ from gradlab.integrations.sentence_transformers import (
     record_scores,
     sentence_transformers_adapter,
 )
-from gradlab.integrations.transformers import LossForward
+from gradlab.integrations.transformers import GradlabTrainerCallback, LossForward
 from tests.helpers.hf_models import (
     bert_sentence_model,
     caption_pairs,
@@ -196,6 +196,9 @@ def test_names_and_rewrapping():
     assert plain.similarity_fct.similarity_fct is cos_sim
     with pytest.raises(GradlabError, match="similarity_fct; Linear has none"):
         record_scores(torch.nn.Linear(2, 2))  # the loss's class is named
+    # a watched module keeps its class; its forward is named after it (as the Monitor names it)
+    watched = GradlabTrainerCallback().watch(losses.MultipleNegativesRankingLoss(static_model()))
+    assert watched.forward.__name__ == "MultipleNegativesRankingLoss"
 
 
 class GatheringLoss(torch.nn.Module):

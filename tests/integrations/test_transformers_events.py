@@ -387,3 +387,24 @@ def test_the_unattached_warning_points_at_the_line_that_called_on_log(tmp_path):
     # The Trainer's callback handler's line, not gradlab's (here: train_steps' on_log call).
     assert warning.filename == __file__
     assert "callback.on_log(" in linecache.getline(warning.filename, warning.lineno)
+
+
+def test_an_evaluation_before_the_first_step_is_not_logged_as_that_step(tmp_path):
+    # eval_on_start: the Trainer evaluates between on_train_begin and the first on_step_begin;
+    # a first step that never calls the watched loss then has nothing to log
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    callback.on_train_begin(args, state, None)
+    scores, positives = batch(5)
+    value = loss_fn(scores, positives=positives)  # the evaluation, its mask by keyword
+    assert value.item() == reference_loss(5)
+    value.backward()
+    callback.on_step_begin(args, state, None)
+    with pytest.warns(RuntimeWarning, match="step 1 logs nothing: no watched loss"):
+        callback.on_pre_optimizer_step(args, state, None)
+    state.global_step += 1
+    callback.on_step_end(args, state, None)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert records == []
