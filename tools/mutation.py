@@ -424,6 +424,8 @@ LIBRARY_TESTS = {
             "test_attach_moves_the_callback_before_the_reporting_callbacks",
             "test_the_watched_loss_is_the_loss_outside_a_training_step",
             "test_bad_arguments_are_refused_with_the_argument_and_the_value")),
+        # a watched sentence-transformers module (no training): its forward's name
+        "tests/integrations/test_sentence_transformers_roles.py::test_names_and_rewrapping",
     ],
     # no SentenceTransformerTrainer run (seconds per mutant); the roles tests call the losses
     "integrations/sentence_transformers": [
