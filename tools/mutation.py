@@ -400,6 +400,16 @@ STUDY_TESTS = {
 """Study module (``gradlab/<group>.py``) -> its fast tests (seconds per mutant: no report runs)."""
 
 LIBRARY_TESTS = {
+    # the argument checks every public function runs first: their own tests and the call
+    # tests of the losses, whose messages name the argument, the value and what is allowed
+    "validation": ["tests/test_validation.py", "tests/test_defaults.py",
+                   "tests/test_loss_module_calls.py", "tests/test_losses.py",
+                   "tests/functional/test_functional_loss_calls.py"],
+    "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
+    "jsonio": ["tests/test_jsonio.py"],
+    "extras": ["tests/test_packaging.py"],
+    "siglip_loss": ["tests/functional/test_siglip.py", "tests/equivalence/test_siglip.py",
+                    "tests/test_loss_module_calls.py"],
     "interop/pml": ["tests/interop/test_pml.py"],
     "integrations/recorded": ["tests/integrations/test_recorded.py"],
     "integrations/settings": ["tests/integrations/test_settings.py"],
