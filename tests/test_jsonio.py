@@ -44,3 +44,23 @@ def test_write_json_round_trips(tmp_path):
     path = write_json(tmp_path / "r.json", {"a": [1.0, 2.25]})
     assert json.loads(path.read_text()) == {"a": [1.0, 2.25]}
     assert path.read_text().endswith("}\n")
+
+
+def test_the_digits_reach_every_level_and_the_file():
+    value = {"a": [np.array([1.23456]), (2.34567,)], "b": torch.tensor(3.45678)}
+    assert rounded(value, digits=3) == {"a": [[1.23], [2.35]], "b": 3.46}
+    assert dumps(1.23456, digits=3) == "1.23"
+
+
+def test_write_json_rounds_to_the_digits_it_is_given(tmp_path):
+    path = write_json(tmp_path / "r.json", 1.23456, digits=3)
+    assert path.read_text() == "1.23\n"
+
+
+def test_other_objects_are_written_as_their_text(tmp_path):
+    assert rounded(tmp_path) == str(tmp_path)
+    assert rounded({"where": tmp_path / "a"}) == {"where": str(tmp_path / "a")}
+
+
+def test_the_text_is_indented_by_one_space():
+    assert dumps({"a": [1, 2.5]}) == '{\n "a": [\n  1,\n  2.5\n ]\n}'

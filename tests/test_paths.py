@@ -93,3 +93,35 @@ def test_a_value_that_is_not_a_path_is_refused_by_name(check, bad):
     with pytest.raises(GradlabError, match=r"^out_path must be a (file|folder) path") as caught:
         check(bad, argument="out_path")
     assert repr(bad) in str(caught.value)
+
+
+def test_each_refusal_names_the_argument_the_path_and_the_reason(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    missing, under = tmp_path / "missing" / "x.json", tmp_path / "afile" / "x.json"
+    cases = [
+        (check_output_file, missing,
+         f"--json must be a file in an existing folder; got {str(missing)!r}, but the folder "
+         f"{str(missing.parent)!r} does not exist (gradlab creates no folder for a file: create "
+         "it first)"),
+        (check_output_file, under,
+         f"--json must be a file in an existing folder; got {str(under)!r}, but "
+         f"{str(under.parent)!r} is a file, not a folder"),
+        (check_output_folder, tmp_path / "afile",
+         f"--json must be a folder or a path where one can be created; got "
+         f"{str(tmp_path / 'afile')!r}, which is an existing file"),
+        (check_output_folder, tmp_path / "afile" / "sub",
+         f"--json must be a folder or a path where one can be created; got "
+         f"{str(tmp_path / 'afile' / 'sub')!r}, but {str(tmp_path / 'afile')!r} is a file"),
+    ]  # fmt: skip
+    for check, path, message in cases:
+        with pytest.raises(GradlabError) as caught:
+            check(path, argument="--json")
+        assert str(caught.value) == message
+
+
+@needs_proc
+def test_a_folder_that_takes_no_new_file_is_named():
+    with pytest.raises(GradlabError) as caught:
+        check_output_file("/proc/x.json", argument="--json")
+    assert str(caught.value) == ("--json must be a path gradlab can write; got '/proc/x.json', "
+                                 "and files cannot be written in '/proc'")
