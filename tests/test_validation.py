@@ -1,9 +1,31 @@
 """The shared argument checks of gradlab.validation: what they accept and how they refuse."""
 
-import pytest
+import math
 
+import pytest
+import torch
+
+import gradlab
 from gradlab.errors import GradlabError
-from gradlab.validation import check_int_in_range
+from gradlab.validation import (
+    check_embeddings_and_labels,
+    check_in_range,
+    check_int_in_range,
+    check_non_negative_finite,
+    check_optional_callable,
+    check_positive_finite,
+    check_positive_int,
+    check_same_device,
+    check_tensor,
+    count_noun,
+    finite_flag,
+)
+
+
+def _refusal(call):
+    with pytest.raises(GradlabError) as raised:
+        call()
+    return str(raised.value)
 
 
 @pytest.mark.parametrize(("value", "low", "high"), [(2, 2, None), (7, 2, None), (1, 1, 4),
@@ -24,3 +46,146 @@ def test_anything_else_is_refused_with_the_name_the_range_and_the_value(value, l
     with pytest.raises(GradlabError) as raised:
         check_int_in_range("count", value, low, high)
     assert str(raised.value) == f"count must be {allowed}; got {value!r}"
+
+
+def test_a_count_agrees_with_its_noun():
+    assert [count_noun(n, "query", "queries") for n in (0, 1, 2)] == [
+        "0 queries", "1 query", "2 queries"]
+    assert [count_noun(n, "pair") for n in (1, 2)] == ["1 pair", "2 pairs"]
+
+
+def test_an_optional_callable_is_none_or_callable_and_named_when_not():
+    assert check_optional_callable("hook", None) is None
+    assert check_optional_callable("hook", len) is len
+    assert _refusal(lambda: check_optional_callable("hook", 3)) == (
+        "hook must be None or a callable; got int 3")
+    assert _refusal(lambda: check_optional_callable("hook", "f", " (a, b)")) == (
+        "hook must be None or a callable (a, b); got str 'f'")
+
+
+def test_a_loss_s_validate_switch_must_be_a_bool():
+    assert gradlab.NTXentLoss(0.1, validate=False).validate is False
+    assert _refusal(lambda: gradlab.NTXentLoss(0.1, validate="no")) == (
+        "validate must be a bool; got 'no'")
+
+
+def test_the_finite_flag_is_a_0_d_bool_on_the_tensor_s_device():
+    for tensor in (torch.zeros(0), torch.zeros(3, dtype=torch.long), torch.tensor([1.0])):
+        flag = finite_flag(tensor)
+        assert flag.shape == () and flag.dtype == torch.bool and bool(flag), tensor
+    assert finite_flag(torch.zeros(0, device="meta")).device.type == "meta"
+    assert not finite_flag(torch.tensor([math.nan]))  # one entry is read too
+    assert not finite_flag(torch.tensor([math.inf, 1.0]))
+    assert not finite_flag(torch.tensor([1.0, -math.inf]))
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ([-2.0, 1.0], True), ([1.0, 2.0], True),  # both ends of [-bound, bound] are inside
+    ([-3.0, 1.0], False), ([1.0, 3.0], False), ([math.nan, 1.0], False), ([math.inf], False),
+])  # fmt: skip
+def test_the_finite_flag_with_a_bound_keeps_every_entry_in_minus_bound_to_bound(values, expected):
+    assert bool(finite_flag(torch.tensor(values), bound=2.0)) is expected
+
+
+def test_a_number_in_range_is_returned_as_a_float_and_the_range_is_printed():
+    assert check_in_range("x", 0, 0, 1) == 0.0 and check_in_range("x", 1, 0, 1) == 1.0
+    assert _refusal(lambda: check_in_range("x", 2, 0, 1)) == (
+        "x must be a finite number in [0, 1]; got 2")
+    assert _refusal(lambda: check_in_range("x", -1, 0)) == (
+        "x must be a finite number in [0, inf); got -1")
+    assert _refusal(lambda: check_in_range("x", math.nan, 0, reason="why")) == (
+        "x must be a finite number in [0, inf) (why); got nan")
+    for value in (True, "1", None):
+        assert _refusal(lambda value=value: check_in_range("x", value, 0, 2)) == (
+            f"x must be a finite number in [0, 2]; got {value!r}")
+
+
+@pytest.mark.parametrize(("check", "allowed"), [
+    (check_positive_finite, "a positive finite number"),
+    (check_non_negative_finite, "a non-negative finite number"),
+])  # fmt: skip
+def test_positive_and_non_negative_numbers_refuse_bools_text_and_infinities(check, allowed):
+    for value in (True, "1", math.inf, -1):
+        refused = _refusal(lambda value=value: check("x", value))
+        assert refused == f"x must be {allowed}; got {value!r}"
+    assert check("x", 2) == 2.0
+
+
+def test_a_positive_int_starts_at_1_and_refuses_text():
+    assert check_positive_int("n", 1) == 1
+    for value in (0, "2", 2.0, False):
+        assert _refusal(lambda value=value: check_positive_int("n", value)) == (
+            f"n must be a positive integer; got {value!r}")
+
+
+@pytest.mark.parametrize(("value", "ndims", "kind", "message"), [
+    ([1.0], (1,), "any", "x must be a torch.Tensor; got list"),
+    (torch.zeros(1, 1, 1), (1, 2), "any", "x must be 1-D or 2-D; got shape (1, 1, 1)"),
+    (torch.zeros(2, dtype=torch.long), (1,), "float",
+     "x must have a floating dtype; got torch.int64"),
+    (torch.zeros(2), (1,), "bool", "x must be a bool tensor; got torch.float32"),
+    (torch.zeros(2, dtype=torch.bool), (1,), "integer",
+     "x must have an integer dtype; got torch.bool"),
+    (torch.zeros(2, dtype=torch.complex64), (1,), "integer",
+     "x must have an integer dtype; got torch.complex64"),
+    (torch.zeros(2, dtype=torch.bool), (1,), "any_real",
+     "x must have a real floating or integer dtype; got torch.bool"),
+    (torch.zeros(2, dtype=torch.complex64), (1,), "any_real",
+     "x must have a real floating or integer dtype; got torch.complex64"),
+])  # fmt: skip
+def test_a_tensor_of_the_wrong_kind_is_refused_naming_what_is_allowed(value, ndims, kind, message):
+    assert _refusal(lambda: check_tensor("x", value, ndims=ndims, kind=kind)) == message
+
+
+def test_tensors_of_the_right_kind_are_returned_unchanged():
+    for value, kind in ((torch.zeros(2), "float"), (torch.zeros(2, dtype=torch.bool), "bool"),
+                        (torch.zeros(2, dtype=torch.int32), "integer"),
+                        (torch.zeros(2), "any_real"),
+                        (torch.zeros(2, dtype=torch.long), "any_real")):  # fmt: skip
+        assert check_tensor("x", value, ndims=(1,), kind=kind) is value
+
+
+def test_finite_tensors_refuse_an_infinity_at_either_end():
+    for values in ([math.inf, 1.0], [1.0, -math.inf], [math.nan]):
+        assert _refusal(lambda values=values: check_tensor(
+            "x", torch.tensor(values), ndims=(1,), kind="float", finite=True)) == (
+            "x must be finite; it holds NaN or infinite entries")
+
+
+def test_tensors_on_two_devices_are_named_with_their_devices():
+    check_same_device(a=torch.zeros(1), b=torch.zeros(1))
+    refused = _refusal(lambda: check_same_device(a=torch.zeros(1), b=torch.zeros(1, device="meta")))
+    assert refused == "tensors must be on one device; got a on cpu, b on meta"
+
+
+@pytest.mark.parametrize(("embeddings", "labels", "message"), [
+    ([[1.0]], torch.zeros(1, dtype=torch.long), "embeddings must be a torch.Tensor; got list"),
+    (torch.zeros(4), torch.zeros(4, dtype=torch.long), "embeddings must be 2-D; got shape (4,)"),
+    (torch.zeros(4, 3, dtype=torch.long), torch.zeros(4, dtype=torch.long),
+     "embeddings must have a floating dtype; got torch.int64"),
+    (torch.zeros(4, 0), torch.zeros(4, dtype=torch.long),
+     "embeddings must have at least one embedding dimension; got shape (4, 0)"),
+    (torch.zeros(4, 3), [0, 1, 2, 3], "labels must be a torch.Tensor; got list"),
+    (torch.zeros(4, 3), torch.zeros(4, 1, dtype=torch.long),
+     "labels must be 1-D; got shape (4, 1)"),
+    (torch.zeros(4, 3), torch.zeros(4), "labels must have an integer dtype; got torch.float32"),
+    (torch.zeros(4, 3), torch.zeros(5, dtype=torch.long),
+     "labels must have shape (4,) (one label per embedding); got (5,)"),
+    (torch.zeros(4, 3, device="meta"), torch.zeros(4, dtype=torch.long),
+     "embeddings is a meta tensor (a shape without values); pass a tensor on a real device "
+     "(cpu, cuda, ...)"),
+    (torch.zeros(4, 3), torch.zeros(4, dtype=torch.long, device="meta"),
+     "labels is a meta tensor (a shape without values); pass a tensor on a real device "
+     "(cpu, cuda, ...)"),
+])  # fmt: skip
+def test_in_batch_inputs_are_refused_naming_the_argument_and_what_is_wrong(embeddings, labels,
+                                                                           message):
+    assert _refusal(lambda: check_embeddings_and_labels(embeddings, labels)) == message
+
+
+def test_in_batch_embeddings_must_be_finite_only_when_asked():
+    embeddings, labels = torch.zeros(4, 3), torch.zeros(4, dtype=torch.long)
+    embeddings[2, 1] = math.nan
+    check_embeddings_and_labels(embeddings, labels)
+    assert _refusal(lambda: check_embeddings_and_labels(embeddings, labels, finite=True)) == (
+        "embeddings must be finite; it holds NaN or infinite entries")
