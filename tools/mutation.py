@@ -407,7 +407,14 @@ LIBRARY_TESTS = {
                    "tests/functional/test_functional_loss_calls.py"],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
     "jsonio": ["tests/test_jsonio.py"],
-    "extras": ["tests/test_packaging.py"],
+    # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
+    "extras": [f"tests/test_packaging.py::{name}" for name in (
+        "test_require_returns_the_module_when_installed",
+        "test_require_names_the_extra_and_the_missing_package",
+        "test_an_unknown_extra_is_refused_before_any_import",
+        "test_missing_extra_and_is_installed",
+        "test_a_missing_extra_is_a_gradlab_error_and_an_import_error",
+        "test_a_copy_installed_from_a_folder_is_told_how_to_add_an_extra_there")],
     "siglip_loss": ["tests/test_siglip_loss.py", "tests/functional/test_siglip.py",
                     "tests/equivalence/test_siglip.py",
                     "tests/test_loss_module_calls.py"],
