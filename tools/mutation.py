@@ -83,6 +83,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 EQUIVALENTS = ROOT / "tools" / "mutation_equivalents.json"
 
 FUNCTIONAL_TESTS = {
+    "siglip": ["tests/functional/test_siglip.py", "tests/test_siglip_loss.py",
+               "tests/equivalence/test_siglip.py"],
+    "retrieval_at_scale": ["tests/functional/test_retrieval_at_scale.py"],
     "blackbox_ap": [
         "tests/functional/test_fastap_blackbox.py",
         "tests/functional/test_blackbox_ap_rules.py",
@@ -263,6 +266,11 @@ SYMBOLIC_TESTS = {
                              "tests/symbolic/test_batch_size.py"],
     "minibatch_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_minibatch_claims.py",
                          "tests/symbolic/test_soft_counts_edges.py"],
+    "temperature_claims": [*_CLAIM_RECORDS, "tests/symbolic/test_temperature_claims.py"],
+    # the engine's helpers: their own tests and the mutants every claim is fed
+    "orders": ["tests/symbolic/test_orders.py", "tests/symbolic/test_claims_mutants.py"],
+    "mutation_operators": ["tests/symbolic/test_mutation_operators.py",
+                           "tests/symbolic/test_claims_mutants.py"],
 }  # fmt: skip
 """Each module of ``gradlab/symbolic/`` -> its tests: mainly one test per claim comparing its whole
 record (verdict, detail, formulas, every mutant's verdict) with the committed audit.json, so a
