@@ -229,6 +229,20 @@ def test_require_names_the_extra_and_the_missing_package(module, extra, feature,
         require(module, extra, feature)
 
 
+def test_require_names_the_package_a_module_imports_when_that_one_is_missing(tmp_path,
+                                                                            monkeypatch):
+    # the module is there; the package it imports is not: the message names the latter
+    (tmp_path / "gradlab_wrapper_here.py").write_text("import gradlab_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(GradlabError) as caught:
+        require("gradlab_wrapper_here", "plot", "a feature")
+    assert str(caught.value) == (
+        "a feature needs the gradlab_no_such_dependency package, which is not installed; "
+        f"install it with: {install_hint('plot')}"
+    )
+    assert caught.value.name == "gradlab_no_such_dependency"
+
+
 @pytest.mark.parametrize("extra", ["", "plots", "gradlab" + "[plot]", None])
 def test_an_unknown_extra_is_refused_before_any_import(extra):
     with pytest.raises(GradlabError, match=r"extra must be one of \[.*'plot'.*\]; got "):

@@ -419,6 +419,7 @@ LIBRARY_TESTS = {
     "extras": [f"tests/test_packaging.py::{name}" for name in (
         "test_require_returns_the_module_when_installed",
         "test_require_names_the_extra_and_the_missing_package",
+        "test_require_names_the_package_a_module_imports_when_that_one_is_missing",
         "test_an_unknown_extra_is_refused_before_any_import",
         "test_missing_extra_and_is_installed",
         "test_a_missing_extra_is_a_gradlab_error_and_an_import_error",
