@@ -78,7 +78,9 @@ def sigmoid_pair_loss(
         reduction: ``"mean"`` divides the sum over all pairs by ``Q`` (the paper's ``1/|B|``),
             ``"sum"`` does not.
         on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
-        validate: refuse NaN/inf scores and scores whose logits overflow the dtype.
+        validate: refuse NaN/inf scores and scores whose logits overflow the dtype: every
+            ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the dtype's largest finite
+            value (half of it: headroom for the sum and the gradient).
 
     Returns:
         A 0-d tensor.

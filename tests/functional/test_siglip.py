@@ -88,3 +88,18 @@ def test_bad_arguments_are_refused_naming_the_argument(call, match):
     scores, positives = torch.randn(3, 3), torch.eye(3, dtype=torch.bool)
     with pytest.raises(GradlabError, match=match):
         call(scores, positives)
+
+
+@pytest.mark.parametrize(("scale", "bias"), [(1.0, -10.0), (10.0, 1e30), (1e3, 0.0)])
+def test_scores_are_refused_beyond_half_the_dtype_s_range_of_logits(scale, bias):
+    # the documented bound: |s| <= (max / 2 - |b|) / t, max = float32's largest finite value
+    bound = (torch.finfo(torch.float32).max / 2 - abs(bias)) / scale
+    eye = torch.eye(2, dtype=torch.bool)
+    inside = torch.tensor([[bound * (1 - 1e-5), 0.0], [0.0, 0.5]])
+    sigmoid_pair_loss(inside, eye, scale=scale, bias=bias, reduction="sum")  # accepted
+    outside = torch.tensor([[-bound * (1 + 1e-5), 0.0], [0.0, 0.5]])
+    assert torch.isfinite(outside).all()
+    with pytest.raises(GradlabError, match=r"^scores must lie in \[-"):
+        sigmoid_pair_loss(outside, eye, scale=scale, bias=bias)
+    # without validation nothing is read, so nothing is refused
+    sigmoid_pair_loss(outside, eye, scale=scale, bias=bias, validate=False)
