@@ -103,3 +103,13 @@ def test_scores_are_refused_beyond_half_the_dtype_s_range_of_logits(scale, bias)
         sigmoid_pair_loss(outside, eye, scale=scale, bias=bias)
     # without validation nothing is read, so nothing is refused
     sigmoid_pair_loss(outside, eye, scale=scale, bias=bias, validate=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float64])
+def test_the_loss_keeps_the_scores_dtype(dtype):
+    scores = torch.tensor([[0.5, 0.1], [0.2, 0.7]], dtype=dtype)
+    loss = sigmoid_pair_loss(scores, torch.eye(2, dtype=torch.bool))
+    assert loss.dtype == dtype
+    expected, _ = siglip_loss(scores.double().tolist(), torch.eye(2, dtype=torch.bool).tolist(),
+                              10.0, -10.0)
+    assert loss.item() == pytest.approx(expected, rel=1e-2)
