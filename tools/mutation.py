@@ -270,7 +270,16 @@ SYMBOLIC_TESTS = {
     # the engine's helpers: their own tests and the mutants every claim is fed
     "orders": ["tests/symbolic/test_orders.py", "tests/symbolic/test_claims_mutants.py"],
     "mutation_operators": ["tests/symbolic/test_mutation_operators.py",
-                           "tests/symbolic/test_claims_mutants.py"],
+                           "tests/symbolic/test_claims_mutants.py",
+                           # the fast tier's records, every generated mutant listed (seconds;
+                           # all the records take about 40 s per mutant)
+                           *(f"tests/symbolic/test_claim_records.py::"
+                             f"test_claim_reproduces_its_committed_record[{claim}]" for claim in (
+                                 "000_e0f8edb24a02ffe3:eq4",
+                                 "002_9d7d2555864f9baa:claim-table-s1",
+                                 "003_9ae9ec3ce43e30ad:eq17", "003_9ae9ec3ce43e30ad:eq30",
+                                 "003_9ae9ec3ce43e30ad:eq9",
+                                 "004_e426679a66883031:claim-fig4-caption"))],
 }  # fmt: skip
 """Each module of ``gradlab/symbolic/`` -> its tests: mainly one test per claim comparing its whole
 record (verdict, detail, formulas, every mutant's verdict) with the committed audit.json, so a
