@@ -421,7 +421,9 @@ LIBRARY_TESTS = {
     # tests of the losses, whose messages name the argument, the value and what is allowed
     "validation": ["tests/test_validation.py", "tests/test_defaults.py",
                    "tests/test_loss_module_calls.py", "tests/test_losses.py",
-                   "tests/functional/test_functional_loss_calls.py"],
+                   "tests/functional/test_functional_loss_calls.py",
+                   # the recording distances, the one user of ScoreRecorderSlot's validate
+                   "tests/interop/test_pml.py::test_validate_false_skips_only_the_finiteness_check"],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
     "jsonio": ["tests/test_jsonio.py"],
     # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
