@@ -727,3 +727,14 @@ def test_overview_panels_fill_the_figure_with_their_legends_below_them(tmp_path,
     else:
         assert overview.legends == []
     _close(figures)
+
+
+def test_every_row_of_the_overview_is_as_tall_as_a_one_panel_overview(tmp_path, monkeypatch):
+    one, _ = _drawn(monkeypatch, [_run(tmp_path / "a", loss=LOSS)], tmp_path / "one")
+    run = _run(tmp_path / "b", loss=LOSS, p_seed=P_SEED, queries_without_gradient=[0, 0, 1, 1])
+    three, _ = _drawn(monkeypatch, [run], tmp_path / "three")  # two rows of two panels
+    assert three["overview"].get_figheight() == pytest.approx(
+        2 * one["overview"].get_figheight(), rel=1e-12)
+    assert three["overview"].axes[3].get_visible() is False  # the fourth panel is hidden
+    _close(one)
+    _close(three)
