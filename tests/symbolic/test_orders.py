@@ -160,3 +160,157 @@ def test_an_o_term_is_read_as_its_magnitude_constants_absorbed():
     slip = sp.O(b * V * M**2 * sp.log(M), *at_infinity)
     verdict = order_check(slip, EQ37)
     assert verdict.verdict == "fails" and "M**2*V*b follows better" in verdict.detail
+
+
+def test_a_grid_of_one_point_is_refused_with_an_example_of_a_grid():
+    measured = {(("M", 8),): 64}
+    with pytest.raises(GradlabError) as error:
+        order_check(M**2, measured)
+    assert str(error.value) == (
+        "measured must map at least two grid points to counts, e.g. {(('M', 8),): 64, "
+        f"(('M', 64),): 4096}}; got {measured!r}"
+    )
+
+
+def test_a_power_too_few_is_reported_in_full():
+    # count = M^2 and the printed order M: count / M = M spreads by 512 / 8 = 64 over the grid,
+    # and on the last step 128 -> 512 it grows by 512 / 128 = 4, exactly one more power of M
+    # (residual 0), so M**2 follows better. A grid of one variable names no others.
+    verdict = order_check(M, SQUARES)
+    assert verdict.verdict == "fails"
+    assert verdict.detail == (
+        "counted operations / M varies by a factor 64 over 4 grid points; from M = 128 to 512 "
+        "count / M changes by a factor 4, which M**2 follows better: not the order of the count."
+    )
+
+
+def test_a_product_order_that_holds_names_the_last_step_of_each_variable():
+    # count = M^2 n + M: the lower-order M weighs 1 / (M n) against M^2 n, least on the last steps.
+    def count(M, n):
+        return M * M * n + M
+
+    counts = _grid(count, M=(8, 32, 128), n=(2, 4, 16))
+    ratios = [count(**dict(point)) / (dict(point)["M"] ** 2 * dict(point)["n"]) for point in counts]
+    spread = max(ratios) / min(ratios)  # 1 + 1/16 at (8, 2) over 1 + 1/2048 at (128, 16)
+    verdict = order_check(M**2 * n, counts)
+    assert verdict.verdict == "holds", verdict.detail
+    assert verdict.detail == (
+        f"counted operations / M**2*n stays within a factor {spread:.2f} over 9 grid points, and "
+        "on the last step of each variable (M 32 -> 128, n 4 -> 16) no order M**2*n * v^p "
+        "(p in [-1, 1]) or M**2*n * log(v)^q (q in [-2, -1, 1, 2]) follows the counts better."
+    )
+
+
+def test_a_variable_held_at_one_value_is_skipped_and_the_others_are_still_stepped():
+    # L is named by the grid but never moves; M moves from 128 to 512 with count M^2. The slip
+    # M^2 log M spreads only by log(512) / log(128) = 9 / 7 (within the allowance), so only M's
+    # step tells it apart: count / (M^2 log M) shrinks by 7 / 9, which M**2 follows exactly.
+    counts = _grid(lambda L, M: M * M, L=(4,), M=(128, 512))
+    verdict = order_check(M**2 * sp.log(M), counts)
+    assert verdict.verdict == "fails"
+    assert "from M = 128 to 512 (L = 4) count / M**2*log(M) changes by a factor 0.778" in (
+        verdict.detail
+    )
+    holds = order_check(M**2, counts)
+    assert holds.verdict == "holds" and "last step of each variable (M 128 -> 512)" in holds.detail
+
+
+def test_a_step_is_read_with_the_other_variables_fixed_when_the_grid_has_such_pairs():
+    # count = M^2 n read as M^2: count / M^2 = n, so n's step 8 -> 64 shows n (a factor 8 = 64 / 8),
+    # while M's steps with n fixed show nothing; the diagonal pair (M, n) = (8, 8) -> (64, 64),
+    # where n moves too, must not be read as M's step (it would blame M for n's factor).
+    counts = _grid(lambda M, n: M * M * n, M=(8, 64), n=(8, 64))
+    verdict = order_check(M**2, counts)
+    assert verdict.detail == (
+        "counted operations / M**2 varies by a factor 8 over 4 grid points; from n = 8 to 64 "
+        "(M = 8) count / M**2 changes by a factor 8, which M**2*n follows better: not the order "
+        "of the count."
+    )
+
+
+def test_an_o_term_of_a_symbol_without_assumptions_is_read_as_its_magnitude():
+    # With a plain symbol SymPy keeps O(m^2 log m) as m**2*log(1/m); its magnitude is still
+    # m^2 log m, which an exact count m^2 ln m follows (count / order = 1 everywhere).
+    m = sp.Symbol("M")
+    counts = _grid(lambda M: M * M * math.log(M), M=(8, 64, 512))
+    order = sp.O(m**2 * sp.log(m), (m, sp.oo))
+    assert order.expr != m**2 * sp.log(m)  # the 1/m form, not the plain one
+    verdict = order_check(order, counts)
+    assert verdict.verdict == "holds", verdict.detail
+
+
+def test_a_slip_in_a_symbol_without_assumptions_names_the_simplified_better_order():
+    # M**2*log(M) for exact squares: the log factor divides out in the better order M**2
+    m = sp.Symbol("M")
+    verdict = order_check(m**2 * sp.log(m), SQUARES)
+    assert verdict.verdict == "fails"
+    assert "which M**2 follows better" in verdict.detail
+
+
+def test_exact_integer_grid_values_past_64_bits_are_evaluated():
+    # a binary search over M = 2**64 .. 2**70 items makes log2 M comparisons: 64, 67, 70
+    counts = {(("M", 2**k),): k for k in (64, 67, 70)}
+    verdict = order_check(sp.log(M), counts)
+    assert verdict.verdict == "holds", verdict.detail
+
+
+def test_an_order_that_cannot_be_evaluated_at_a_grid_point_fails():
+    # 1 / (M - 8) divides by zero at M = 8
+    order = 1 / (M - 8)
+    verdict = order_check(order, SQUARES)
+    assert verdict.verdict == "fails"
+    assert verdict.detail.startswith(f"{order} is ")
+    assert verdict.detail.endswith(" at {'M': 8}: not a cost (positive, finite) on the grid.")
+
+
+def test_an_order_of_zero_at_a_grid_point_is_not_a_cost():
+    verdict = order_check(M - 8, SQUARES)  # M - 8 = 0 at M = 8
+    assert verdict.verdict == "fails"
+    assert verdict.detail == "M - 8 is 0.0 at {'M': 8}: not a cost (positive, finite) on the grid."
+
+
+def test_an_order_that_overflows_to_infinity_is_not_a_cost():
+    # 2 * 1e308 exceeds the largest float (about 1.8e308): the order is inf there
+    counts = {(("M", 8),): 8, (("M", 1e308),): 1e308}
+    verdict = order_check(2 * M, counts)
+    assert verdict.verdict == "fails"
+    assert verdict.detail == (
+        "2*M is inf at {'M': 1e+308}: not a cost (positive, finite) on the grid."
+    )
+
+
+def test_an_order_with_a_complex_value_shows_that_value():
+    # (8 - 16)^(1/3): the principal cube root of -8 is 2 e^(i pi / 3) = 1 + i sqrt(3)
+    order = (M - 16) ** sp.Rational(1, 3)
+    verdict = order_check(order, SQUARES)
+    assert verdict.verdict == "fails"
+    shown = verdict.detail.removeprefix(f"{order} is ").split(" at {'M': 8}")[0]
+    assert complex(shown) == pytest.approx(complex(1, math.sqrt(3)))
+
+
+def test_an_exact_tie_between_the_order_and_a_log_factor_goes_to_the_order():
+    # On the step M = 2 -> h with count / M = 1 then r, the order M leaves the residual |ln r| and
+    # M log M leaves |ln r - ln(ln h / ln 2)|: an exact tie when ln r is half of ln(ln h / ln 2)
+    # (no other candidate comes close: a power of M moves ln(h / 2) >= ln 84). The simpler one,
+    # M, wins the tie (module docstring); one float more and M log M is strictly better.
+    for h in range(168, 512):  # ln h / ln 2 in [7.4, 9]: r in [e, 3], within the spread allowance
+        half = math.log(math.log(h) / math.log(2)) / 2
+        ties = [r for r in _floats_around(math.exp(half)) if math.log(r) == half and r * h / h == r]
+        if ties:
+            break
+    assert ties, "no float r with ln r exactly on the tie"
+    r = ties[0]
+    assert order_check(M, {(("M", 2),): 2, (("M", h),): r * h}).verdict == "holds"
+    above = next(s for s in _floats_around(r) if s > r and math.log(s) > half and s * h / h == s)
+    verdict = order_check(M, {(("M", 2),): 2, (("M", h),): above * h})
+    assert verdict.verdict == "fails" and "which M*log(M) follows better" in verdict.detail
+
+
+def _floats_around(x, steps=16):
+    """x and the ``steps`` floats on either side of it, nearest first."""
+    down = up = x
+    around = [x]
+    for _ in range(steps):
+        down, up = math.nextafter(down, 0), math.nextafter(up, math.inf)
+        around += [down, up]
+    return around
