@@ -696,8 +696,8 @@ def check_fig5(form: Form) -> Verdict:
     rings = {1: "farthest", -1: "nearest"}
     heavier = form.value["farther ring heavier"]
     if heavier not in rings:
-        return decide(False, "", f"'farther ring heavier' is {heavier}, not +1 (the farthest ring "
-                      "weighs most) or -1 (the nearest).")  # fmt: skip
+        return decide(heavier in rings, "", f"'farther ring heavier' is {heavier}, not +1 (the "
+                      "farthest ring weighs most) or -1 (the nearest).")  # fmt: skip
     weights = ring_weights(form.value["alpha"])
     sign = 1 if weights["far"] > weights["near"] else -1
     text = (f"with Algorithm 1's weights {algorithm} (Delta = 2 .. 1/4) a negative at s_ik = "

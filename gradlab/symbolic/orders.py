@@ -63,10 +63,14 @@ def _grid(measured: Mapping) -> tuple[list[str], list[tuple[dict, float]]]:
                for v in values.values()):  # fmt: skip
             raise GradlabError(f"grid values in measured must be numbers >= 1; got {point!r}")
         number = isinstance(count, (int, float)) and not isinstance(count, bool)
-        if not number or not 0 < count < math.inf:
+        try:
+            value = float(count) if number else math.nan
+        except OverflowError:  # an int beyond the largest float
+            value = math.inf
+        if not 0 < value < math.inf:
             raise GradlabError(f"counts in measured must be positive finite numbers; got {count!r} "
                                f"at {point!r}")  # fmt: skip
-        rows.append((values, float(count)))
+        rows.append((values, value))
     return names, rows
 
 
@@ -127,8 +131,9 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
         The verdict, its detail giving the spread and, on failure, the better candidate.
 
     Raises:
-        GradlabError: if ``measured`` is not such a grid, or ``order`` has a symbol the grid
-            does not name.
+        GradlabError: if ``measured`` is not such a grid, ``order`` has a symbol the grid
+            does not name or cannot be evaluated in floats (a function Python's ``math``
+            lacks), or a count and the order are too far apart for a float ratio.
 
     Example:
         >>> import sympy as sp
@@ -152,13 +157,22 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
     for point, count in rows:
         try:
             value = complex(cost(*(point[str(s)] for s in symbols)))
-        except (ZeroDivisionError, ValueError, OverflowError):
+        except OverflowError:  # math.exp(1000), or an int beyond the largest float
+            value = complex(math.inf)
+        except (ZeroDivisionError, ValueError):
             value = complex(math.nan)
+        except (NameError, TypeError, AttributeError) as error:  # e.g. a function math lacks
+            raise GradlabError(f"order {order} cannot be evaluated in floats at {point} "
+                               f"({type(error).__name__}: {error})") from error  # fmt: skip
         if value.imag != 0 or not 0 < value.real < math.inf:
             shown = value.real if value.imag == 0 else value
             problem = f"{order} is {shown} at {point}: not a cost (positive, finite) on the grid."
             return decide(not problem, "", problem)
-        ratios.append(count / value.real)
+        ratio = count / value.real
+        if not 0 < ratio < math.inf:
+            raise GradlabError(f"count / order is {ratio} at {point} (count {count}, {order} = "
+                               f"{value.real}): too far apart for floats")  # fmt: skip
+        ratios.append(ratio)
     spread = max(ratios) / min(ratios)
     grid = f"{len(rows)} grid points"
     problems = []

@@ -314,3 +314,34 @@ def _floats_around(x, steps=16):
         down, up = math.nextafter(down, 0), math.nextafter(up, math.inf)
         around += [down, up]
     return around
+
+
+def test_an_order_math_cannot_evaluate_is_refused_naming_the_function():
+    with pytest.raises(GradlabError) as error:
+        order_check(M * sp.LambertW(M), SQUARES)
+    assert str(error.value) == (
+        "order M*LambertW(M) cannot be evaluated in floats at {'M': 8} (NameError: name "
+        "'LambertW' is not defined)"
+    )
+
+
+def test_an_order_that_overflows_a_float_is_infinite_not_nan():
+    # 200! and e^1000 exceed the largest float (about 1.8e308): math raises OverflowError
+    # (e^200 is about 7e86, a float: exp first overflows at M = 1000)
+    counts = {(("M", 200),): 5, (("M", 1000),): 6}
+    for order, where in ((sp.factorial(M), 200), (sp.exp(M), 1000)):
+        verdict = order_check(order, counts)
+        assert (verdict.verdict, verdict.detail) == (
+            "fails",
+            f"{order} is inf at {{'M': {where}}}: not a cost (positive, finite) on the grid.")
+
+
+def test_counts_beyond_floats_or_too_small_for_the_ratio_are_refused():
+    huge = {(("M", 8),): 10**400, (("M", 16),): 10**401}
+    with pytest.raises(GradlabError, match=r"^counts in measured must be positive finite numbers"):
+        order_check(M, huge)
+    tiny = {(("M", 8),): 5e-324, (("M", 16),): 1e-323}  # 5e-324 / 8 rounds to 0
+    with pytest.raises(GradlabError) as error:
+        order_check(M, tiny)
+    assert str(error.value) == (
+        "count / order is 0.0 at {'M': 8} (count 5e-324, M = 8.0): too far apart for floats")
