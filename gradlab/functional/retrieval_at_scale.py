@@ -6,7 +6,11 @@ R-Precision and MAP@R; this module follows pytorch-metric-learning's ``AccuracyC
 conventions so that numbers are comparable with papers that use it:
 
 * **Neighbours.** Cosine similarity; neighbours sorted by score, ties broken by the lower
-  candidate index (a deterministic order, unlike an arbitrary ``topk``).
+  candidate index (a deterministic order, unlike an arbitrary ``topk``). Ties are ties of the
+  computed scores: without ``candidates`` each pair's score comes from one block of the upper
+  triangle, and blocks of different shapes can round a float32 dot product differently, so two
+  bitwise-identical candidates may differ in the last bit and leave index order (a
+  ``chunk_size`` of at least the number of embeddings scores everything in one block).
 * **Same source.** Without ``candidates`` every embedding queries all the others (the query
   itself is never its own neighbour; a duplicate at another index is).
 * **R.** A query's R is the number of candidates that share its label (the query excluded).

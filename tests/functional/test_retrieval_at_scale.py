@@ -204,3 +204,193 @@ def test_lone_queries_are_left_out_and_no_relevant_pair_gives_nan():
 def test_bad_input_is_refused_with_a_named_argument(call, message):
     with pytest.raises(GradlabError, match=message):
         call()
+
+
+def _brute_neighbours(embeddings, k, candidates=None):
+    """A float64 loop: every candidate's cosine, ranked by (score desc, index asc)."""
+    same_source = candidates is None
+    pool = embeddings if same_source else candidates
+    unit = F.normalize(embeddings.double(), dim=1)
+    unit_pool = F.normalize(pool.double(), dim=1)
+    rows = []
+    for q in range(len(embeddings)):
+        order = sorted(
+            (j for j in range(len(pool)) if not (same_source and j == q)),
+            key=lambda j: (-float(unit[q] @ unit_pool[j]), j),
+        )
+        rows.append(order[:k])
+    return rows
+
+
+@pytest.mark.parametrize("chunk_size", [1, 2, 3, 100])
+def test_neighbours_among_separate_candidates_equal_a_float64_loop_in_any_chunking(chunk_size):
+    # Ten 2-D queries (more rows than dimensions) against 13 candidates: every chunk must be
+    # scored, and the candidates, not the queries, must be searched.
+    generator = torch.Generator().manual_seed(11)
+    queries = torch.randn(10, 2, generator=generator)
+    candidates = torch.randn(13, 2, generator=generator)
+    found = nearest_neighbours(queries, 4, candidates=candidates, chunk_size=chunk_size)
+    assert found.tolist() == _brute_neighbours(queries, 4, candidates)
+
+
+def test_neighbours_are_ranked_by_cosine_not_by_dot_product():
+    # Query 0 = (1, 0): cos to (0.9, 0.1) is 0.9 / 0.906 = 0.994, to (5, 4) it is 5 / 6.40 = 0.78,
+    # so (0.9, 0.1) is nearer although the dot product with (5, 4) is larger (5 > 0.9).
+    # Query 1 = (0.9, 0.1): cos to (1, 0) is 0.994 and to (5, 4) 4.9 / (0.906 * 6.40) = 0.845.
+    # Query 2 = (5, 4): cos to (0.9, 0.1) is 0.845 and to (1, 0) 0.78.
+    points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [5.0, 4.0]])
+    assert nearest_neighbours(points, 2).tolist() == [[1, 2], [0, 2], [1, 0]]
+    assert nearest_neighbours(points, 2).tolist() == _brute_neighbours(points, 2)
+
+
+def test_k_may_equal_the_number_of_candidates_a_query_can_see():
+    generator = torch.Generator().manual_seed(12)
+    points, labels = torch.randn(4, 3, generator=generator), torch.tensor([0, 1, 0, 1])
+    # Each of 4 points sees the 3 others: k = 3 is the largest allowed and ranks all of them.
+    assert nearest_neighbours(points, 3).tolist() == _brute_neighbours(points, 3)
+    ours = retrieval_at_scale(points, labels, ks=(3,))
+    expected = _loop(points, labels, ks=(3,))
+    assert ours == pytest.approx(expected, abs=1e-12)
+    # Every query has its one relevant point among the 3 it sees: Recall@3 is 1.
+    assert ours["recall@3"] == 1.0
+
+
+def test_recall_at_k_looks_deeper_than_the_largest_r():
+    # Labels in pairs: R = 1 for every query, so Recall@5 needs neighbours beyond rank R.
+    generator = torch.Generator().manual_seed(14)
+    embeddings, labels = torch.randn(12, 3, generator=generator), torch.arange(12) // 2
+    ks = (1, 5)
+    ours = retrieval_at_scale(embeddings, labels, ks=ks)
+    expected = _loop(embeddings, labels, ks=ks)
+    assert expected["recall@5"] > expected["recall@1"]  # the data tells the depths apart
+    assert ours == pytest.approx(expected, abs=1e-12)
+
+
+def test_query_labels_missing_from_the_candidates_make_lone_queries():
+    # Candidate labels are {1, 3}. Queries labelled 2 (between them) and 7 (above them all)
+    # have R = 0 and are left out; queries labelled 1 and 3 have R = 2 each.
+    queries = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [-1.0, 0.5], [0.3, -1.0]])
+    query_labels = torch.tensor([1, 3, 2, 7, 1])
+    candidates = torch.tensor([[1.0, 0.1], [0.1, 1.0], [0.9, -0.2], [-0.5, 1.0]])
+    candidate_labels = torch.tensor([1, 3, 1, 3])
+    ours = retrieval_at_scale(
+        queries, query_labels, candidates=candidates, candidate_labels=candidate_labels, ks=(1, 2)
+    )
+    expected = _loop(queries, query_labels, candidates, candidate_labels, ks=(1, 2))
+    assert ours["queries"] == expected["queries"] == 3.0
+    assert ours == pytest.approx(expected, abs=1e-12)
+
+
+def test_no_queries_against_candidates_give_nan_metrics():
+    # Zero queries: no query has R >= 1, so (as documented) every metric is NaN, queries is 0.
+    metrics = retrieval_at_scale(
+        torch.zeros(0, 2),
+        torch.zeros(0, dtype=torch.long),
+        candidates=torch.ones(3, 2),
+        candidate_labels=torch.tensor([0, 0, 1]),
+        ks=(1, 2),
+    )
+    assert set(metrics) == {"precision_at_1", "r_precision", "map_at_r", "recall@1",
+                            "recall@2", "queries"}  # fmt: skip
+    assert metrics["queries"] == 0.0
+    assert all(math.isnan(value) for key, value in metrics.items() if key != "queries")
+
+
+def test_shortcuts_work_on_sets_smaller_than_the_default_ks():
+    # The docstring example: 4 points, R = 1 each. Query 3 = (0.8, 0.3) has cosines 0.970 to
+    # (0.9, 0.1) (label 0), 0.936 to (1, 0) and 0.351 to (0, 1): a miss. The others find a
+    # point of their own label first, so P@1 = R-Precision = MAP@R = 3/4 (R = 1).
+    points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+    labels = torch.tensor([0, 0, 1, 1])
+    assert precision_at_1(points, labels) == 0.75
+    assert r_precision(points, labels) == 0.75
+    assert map_at_r(points, labels) == 0.75
+    # Two points of one label: each sees one candidate, the other, a hit.
+    pair = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    pair_labels = torch.tensor([4, 4])
+    assert precision_at_1(pair, pair_labels) == 1.0
+    assert r_precision(pair, pair_labels) == 1.0
+    assert map_at_r(pair, pair_labels) == 1.0
+
+
+def test_shortcuts_pass_their_options_on():
+    # Among themselves the two queries (labels 0 and 1) would be lone (NaN); against the
+    # candidates each finds its own label first (cos 0.995 against 0.0995): all metrics 1.
+    queries, labels = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([0, 1])
+    options = {
+        "candidates": torch.tensor([[1.0, 0.1], [0.1, 1.0]]),
+        "candidate_labels": torch.tensor([0, 1]),
+        "chunk_size": 1,
+    }
+    assert precision_at_1(queries, labels, **options) == 1.0
+    assert r_precision(queries, labels, **options) == 1.0
+    assert map_at_r(queries, labels, **options) == 1.0
+
+
+def test_float64_embeddings_are_ranked_at_float64_precision():
+    # Query 0 = (1, 0); point 1 has cosine 0.5 - 2e-12 and point 2 has cosine 0.5 - 1e-12.
+    # Both round to 0.5 in float32, but in float64 point 2 is nearer. Chunks of 1 make the
+    # two candidates reach query 0 in separate blocks.
+    cosines = [0.5 - 2e-12, 0.5 - 1e-12]
+    points = torch.tensor(
+        [[1.0, 0.0]] + [[c, math.sqrt(1.0 - c * c)] for c in cosines], dtype=torch.float64
+    )
+    assert nearest_neighbours(points, 1, chunk_size=1)[0].tolist() == [2]
+    assert nearest_neighbours(points, 1, chunk_size=1).tolist() == _brute_neighbours(points, 1)
+
+
+def test_ties_behind_distinct_leaders_are_broken_by_the_lower_index():
+    query = torch.tensor([[1.0, 0.0]])
+    # Candidate 0 has cos 1; candidates 1 to 4 are one point with cos 0: the second place is
+    # a four-way tie, won by index 1.
+    tied_second = torch.tensor([[1.0, 0.0]] + [[0.0, 1.0]] * 4)
+    assert nearest_neighbours(query, 2, candidates=tied_second).tolist() == [[0, 1]]
+    # Cos 1, then cos 2 / sqrt(5) = 0.894, then a five-way tie at cos 0 won by index 2.
+    tied_third = torch.tensor([[1.0, 0.0], [2.0, 1.0]] + [[0.0, 1.0]] * 5)
+    assert nearest_neighbours(query, 3, candidates=tied_third).tolist() == [[0, 1, 2]]
+
+
+def test_long_ties_keep_index_order():
+    query = torch.tensor([[1.0, 0.0]])
+    # Forty identical candidates: all tie, so the two nearest are the two lowest indices.
+    assert nearest_neighbours(query, 2, candidates=torch.ones(40, 2)).tolist() == [[0, 1]]
+    # Twenty identical candidates at cos 1 followed by five at cos 0 (no tie at the 20th
+    # place): the twenty come in index order.
+    leaders = torch.tensor([[1.0, 0.0]] * 20 + [[0.0, 1.0]] * 5)
+    assert nearest_neighbours(query, 20, candidates=leaders).tolist() == [list(range(20))]
+    # The same points as one set: each of the 25 sees the other 24. Row 0 ranks the other 19
+    # leaders (cos 1) then row 20, the lowest of the cos-0 rows; row 20 ranks its four copies
+    # 21-24 (cos 1) first, then the lowest 16 leaders (cos 0).
+    found = nearest_neighbours(leaders, 20, chunk_size=7)
+    assert found[0].tolist() == [*range(1, 20), 20]
+    assert found[20].tolist() == [21, 22, 23, 24, *range(16)]
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: retrieval_at_scale(torch.zeros(4), torch.zeros(4, dtype=torch.long)),
+         "embeddings must be 2-D; got shape (4,)"),
+        (lambda: nearest_neighbours(torch.zeros(3, 2, dtype=torch.long), 1),
+         "embeddings must have a floating dtype; got torch.int64"),
+        (lambda: retrieval_at_scale(torch.zeros(4, 0), torch.zeros(4, dtype=torch.long)),
+         "embeddings must have at least one embedding dimension; got shape (4, 0)"),
+        (lambda: nearest_neighbours(torch.zeros(4, 2), 1, candidates=torch.zeros(3)),
+         "candidates must be 2-D; got shape (3,)"),
+        (lambda: nearest_neighbours(torch.zeros(4, 2), 1,
+                                    candidates=torch.zeros(3, 2, dtype=torch.long)),
+         "candidates must have a floating dtype; got torch.int64"),
+        (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
+                                    candidate_labels=torch.zeros(3, dtype=torch.long)),
+         "candidate_labels needs candidates; got candidates=None"),
+        (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
+                                    candidates=torch.zeros(3, 2)),
+         "candidate_labels must be given with candidates; got None"),
+        (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), ks=()),
+         "ks must name at least one k; got ()"),
+    ],
+)  # fmt: skip
+def test_bad_input_messages_are_exact(call, message):
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == message
