@@ -345,3 +345,10 @@ def test_counts_beyond_floats_or_too_small_for_the_ratio_are_refused():
         order_check(M, tiny)
     assert str(error.value) == (
         "count / order is 0.0 at {'M': 8} (count 5e-324, M = 8.0): too far apart for floats")
+
+
+def test_a_ratio_that_overflows_a_float_is_refused():
+    # M^-60 at M = 1e5 is 1e-300; a count of 1e10 over it is 1e310, past the largest float
+    counts = {(("M", 10),): 1.0, (("M", 1e5),): 1e10}
+    with pytest.raises(GradlabError, match=r"^count / order is inf at \{'M': 100000.0\}"):
+        order_check(M**-60, counts)
