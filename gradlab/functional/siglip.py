@@ -80,7 +80,7 @@ def sigmoid_pair_loss(
         on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
         validate: refuse NaN/inf scores and scores whose logits overflow the dtype: every
             ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the dtype's largest finite
-            value (half of it: headroom for the sum and the gradient).
+            value, so that every logit ``t s + b`` stays within half of it.
 
     Returns:
         A 0-d tensor.
