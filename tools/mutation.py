@@ -423,7 +423,9 @@ LIBRARY_TESTS = {
                    "tests/test_loss_module_calls.py", "tests/test_losses.py",
                    "tests/functional/test_functional_loss_calls.py",
                    # the recording distances, the one user of ScoreRecorderSlot's validate
-                   "tests/interop/test_pml.py::test_validate_false_skips_only_the_finiteness_check"],
+                   *(f"tests/interop/test_pml.py::{name}" for name in (
+                       "test_validate_false_skips_only_the_finiteness_check",
+                       "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
     "jsonio": ["tests/test_jsonio.py"],
     # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
