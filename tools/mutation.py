@@ -270,6 +270,7 @@ SYMBOLIC_TESTS = {
     # the engine's helpers: their own tests and the mutants every claim is fed
     "orders": ["tests/symbolic/test_orders.py", "tests/symbolic/test_claims_mutants.py"],
     "mutation_operators": ["tests/symbolic/test_mutation_operators.py",
+                           "tests/symbolic/test_mutation_equivalence.py",
                            "tests/symbolic/test_claims_mutants.py",
                            # the fast tier's records, every generated mutant listed (seconds;
                            # all the records take about 40 s per mutant)

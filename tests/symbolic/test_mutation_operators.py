@@ -269,3 +269,222 @@ def test_a_bad_cap_is_refused_naming_the_value(bad):
 def test_an_unknown_operator_is_refused_naming_the_choices():
     with pytest.raises(GradlabError, match=r"operator must be one of .*; got 'flip'"):
         candidates("flip", x)
+
+
+# --- the rules applied by hand to small values: each list is derived in the comment above it --
+
+
+def test_sign_walks_a_tuple_and_names_the_part_from_one():
+    # the tuple itself is no expression; part 1 (a - b) is a root: flipped whole, then its terms
+    # a and -b; part 2 (the int 3) is a root: flipped
+    assert candidates("sign", (a - b, 3)) == [
+        ("sign flipped in part 1", (b - a, 3)),
+        ("sign of term a flipped in part 1", (-a - b, 3)),
+        ("sign of term -b flipped in part 1", (a + b, 3)),
+        ("sign flipped in part 2", (a - b, -3)),
+    ]
+
+
+def test_sign_flips_each_entry_of_a_matrix():
+    # a matrix is no expression, its entries are roots: x, then 2
+    got = candidates("sign", sp.Matrix([[x, 2]]))
+    assert got == [("sign flipped", sp.Matrix([[-x, 2]])), ("sign flipped", sp.Matrix([[x, -2]]))]
+
+
+def test_sign_flips_a_non_zero_constant_and_leaves_zero_alone():
+    assert candidates("sign", sp.Integer(1)) == [("sign flipped", sp.Integer(-1))]
+    assert candidates("sign", sp.Integer(0)) == []
+
+
+def test_sign_names_the_side_of_a_relation_it_flips_and_skips_a_zero_side():
+    # x < 1: the left side x, then the right side 1; a relation is not flipped as a whole
+    assert candidates("sign", sp.Lt(x, 1)) == [
+        ("sign of the left side flipped", sp.Lt(-x, 1)),
+        ("sign of the right side flipped", sp.Lt(x, -1)),
+    ]
+    assert candidates("sign", sp.Lt(x, 0)) == [("sign of the left side flipped", sp.Lt(-x, 0))]
+    # inside a dict entry the entry is named and the rest of the dict kept
+    assert candidates("sign", {"c": sp.Lt(x, 1)}) == [
+        ("sign of the left side flipped in c", {"c": sp.Lt(-x, 1)}),
+        ("sign of the right side flipped in c", {"c": sp.Lt(x, -1)}),
+    ]
+
+
+def test_shift_names_the_entry_of_a_relation_it_loosens():
+    # x < y: strict -> non-strict; x, y are real, no integer constant
+    assert candidates("shift", {"c": sp.Lt(x, y)}) == [("< -> <= in c", {"c": sp.Le(x, y)})]
+
+
+def test_shift_skips_a_limit_without_bounds_and_moves_the_next_one():
+    # limits (x,) (indefinite: skipped) and (y, 0, 1): lower 0 -> 1, 0 -> -1, upper 1 -> 2,
+    # 1 -> 0; x, y are real (no index) and the 0, 1 of a limit are bounds, not constants
+    integral = sp.Integral(x * y, x, (y, 0, 1))
+    assert candidates("shift", integral) == [
+        ("lower bound of y: 0 -> 1", sp.Integral(x * y, x, (y, 1, 1))),
+        ("lower bound of y: 0 -> -1", sp.Integral(x * y, x, (y, -1, 1))),
+        ("upper bound of y: 1 -> 2", sp.Integral(x * y, x, (y, 0, 2))),
+        ("upper bound of y: 1 -> 0", sp.Integral(x * y, x, (y, 0, 0))),
+    ]
+
+
+def test_shift_moves_the_bounds_of_a_sum_inside_a_dict_entry():
+    # Sum over a (real) from 1 to 3 of x: no integer symbol, 1 and 3 are bounds, not constants
+    def total(lower, upper):
+        return {"s": sp.Sum(x, (a, lower, upper))}
+
+    assert candidates("shift", total(1, 3)) == [
+        ("lower bound of a: 1 -> 2 in s", total(2, 3)),
+        ("lower bound of a: 1 -> 0 in s", total(0, 3)),
+        ("upper bound of a: 3 -> 4 in s", total(1, 4)),
+        ("upper bound of a: 3 -> 2 in s", total(1, 2)),
+    ]
+
+
+def test_shift_names_an_index_moved_up_and_down():
+    # x/k: k is the only integer symbol; the -1 of k**-1 is an exponent, not a constant
+    assert candidates("shift", x / k) == [
+        ("index k -> k + 1", x / (k + 1)),
+        ("index k -> k - 1", x / (k - 1)),
+    ]
+
+
+def test_factor_skips_a_unit_coefficient_and_keeps_the_sign_of_a_negative_one():
+    # x*y: coefficient 1 (nothing to drop), x dropped, y dropped, then doubled
+    assert candidates("factor", x * y) == [
+        ("factor x dropped", y), ("factor y dropped", x), ("multiplied by 2", 2 * x * y),
+    ]  # fmt: skip
+    # -3xy: 3 dropped (the sign stays), x dropped, y dropped, then doubled
+    assert candidates("factor", -3 * x * y) == [
+        ("factor 3 dropped", -x * y), ("factor x dropped", -3 * y),
+        ("factor y dropped", -3 * x), ("multiplied by 2", -6 * x * y),
+    ]  # fmt: skip
+
+
+def test_factor_drops_a_factor_of_a_product_inside_a_sum_keeping_the_sum():
+    # x*y + 1: the product x*y loses x, then y, the 1 stays; then the whole sum doubled
+    assert candidates("factor", x * y + 1) == [
+        ("factor x dropped", y + 1), ("factor y dropped", x + 1),
+        ("multiplied by 2", 2 * (x * y + 1)),
+    ]  # fmt: skip
+
+
+def test_factor_doubles_a_number_but_not_zero():
+    assert candidates("factor", {"n": 3}) == [("multiplied by 2 in n", {"n": 6})]
+    assert candidates("factor", sp.Integer(1)) == [("multiplied by 2", sp.Integer(2))]
+    assert candidates("factor", sp.Integer(0)) == []
+
+
+def test_factor_doubles_the_left_side_of_a_relation_unless_it_is_zero():
+    assert candidates("factor", sp.Lt(x, y)) == [("left side multiplied by 2", sp.Lt(2 * x, y))]
+    assert candidates("factor", sp.Lt(x, 0)) == [("left side multiplied by 2", sp.Lt(2 * x, 0))]
+    assert candidates("factor", sp.Lt(1, x)) == [("left side multiplied by 2", sp.Lt(2, x))]
+    assert candidates("factor", sp.Lt(0, x)) == []
+    assert candidates("factor", {"c": sp.Lt(x, y)}) == [
+        ("left side multiplied by 2 in c", {"c": sp.Lt(2 * x, y)}),
+    ]
+
+
+def test_term_swaps_a_difference_and_keeps_the_other_terms():
+    # a + b - y: each term dropped; then a - y -> y - a and b - y -> y - b, the rest kept
+    assert candidates("term", a + b - y) == [
+        ("term a dropped", b - y), ("term b dropped", a - y), ("term -y dropped", a + b),
+        ("a and y swapped in a difference", b + y - a),
+        ("b and y swapped in a difference", a + y - b),
+    ]  # fmt: skip
+
+
+def test_term_drops_each_piece_of_a_piecewise_in_a_dict_entry_but_never_the_only_one():
+    pieces = sp.Piecewise((x, x > 0), (y, True))
+    # piece 1 dropped leaves y everywhere; piece 2 dropped leaves x where x > 0
+    assert candidates("term", {"p": pieces}) == [
+        ("piece 1 (x) dropped in p", {"p": sp.Piecewise((y, True))}),
+        ("piece 2 (y) dropped in p", {"p": sp.Piecewise((x, x > 0))}),
+    ]
+    assert candidates("term", sp.Piecewise((x, x > 0))) == []  # one piece: nothing to drop
+
+
+def test_term_drops_each_condition_of_an_and_keeping_the_other():
+    got = dict(candidates("term", sp.And(x > 0, y > 0)))
+    assert got == {"condition x > 0 dropped": y > 0, "condition y > 0 dropped": x > 0}
+
+
+def test_log_names_the_removed_factor_and_the_dict_entry():
+    # M^2 log M in entry c: the log factor removed; log(M) -> M; times log(M)
+    value = M**2 * sp.log(M)
+    assert candidates("log", {"c": value}) == [
+        ("log factor log(M) removed in c", {"c": M**2}),
+        ("log(M) -> M in c", {"c": M**3}),
+        ("times log(M) in c", {"c": value * sp.log(M)}),
+    ]
+
+
+def test_swap_exchanges_the_sides_of_a_relation_in_a_dict_entry():
+    # one free symbol (no pair to exchange); the relation's sides swapped in entry c; a
+    # relation is no expression, so there are no entry values to exchange
+    assert candidates("swap", {"c": sp.Lt(x, 1)}) == [("sides swapped in c", {"c": sp.Lt(1, x)})]
+
+
+def test_swap_exchanges_every_pair_of_arguments_of_a_function():
+    f = sp.Function("f")
+    # f(x, 1, 2): pairs (1, 2), (1, 3), (2, 3) of its three arguments
+    assert candidates("swap", f(x, 1, 2)) == [
+        ("arguments 1 and 2 of f swapped", f(1, x, 2)),
+        ("arguments 1 and 3 of f swapped", f(2, 1, x)),
+        ("arguments 2 and 3 of f swapped", f(x, 2, 1)),
+    ]
+    assert candidates("swap", {"g": f(x, 1)}) == [
+        ("arguments 1 and 2 of f swapped in g", {"g": f(1, x)}),
+    ]
+
+
+def test_swap_exchanges_numeric_entries_skipping_equal_ones_and_counts_parts_from_one():
+    assert candidates("swap", {"p": 2, "q": 3}) == [("values of p and q swapped", {"p": 3, "q": 2})]
+    # p and q are equal (no change); p <-> r, then q <-> r
+    assert candidates("swap", {"p": 1, "q": 1, "r": 2}) == [
+        ("values of p and r swapped", {"p": 2, "q": 1, "r": 1}),
+        ("values of q and r swapped", {"p": 1, "q": 2, "r": 1}),
+    ]
+    assert candidates("swap", (1, 2, 3)) == [
+        ("values of 1 and 2 swapped", (2, 1, 3)),
+        ("values of 1 and 3 swapped", (3, 2, 1)),
+        ("values of 2 and 3 swapped", (1, 3, 2)),
+    ]
+
+
+def test_candidates_stop_at_a_thousand():
+    # 46 distinct numeric entries: C(46, 2) = 1035 pairs to swap, cut at 1000
+    got = candidates("swap", {f"p{i}": i for i in range(46)})
+    assert len(got) == 1000 and got[0][0] == "values of p0 and p1 swapped"
+
+
+def test_an_operator_skips_the_forms_own_text_and_repeats_then_goes_on():
+    # x + y < 1: x <-> y prints as the form itself (skipped); then its sides swapped
+    assert texts(swap(Form(x + y < 1))) == [sp.sstr(sp.Lt(1, x + y))]
+    # x*y/2: 1/2 dropped, x dropped, y dropped; doubling repeats the first
+    assert texts(factor(Form(x * y / 2))) == strs(x * y, y / 2, x / 2)
+
+
+def test_a_zero_limit_or_cap_gives_no_mutant():
+    assert sign(Form(x), limit=0) == []
+    assert generate(Form(x), cap=0) == []
+
+
+def test_generate_drops_a_mutant_equal_to_the_form_even_when_its_text_differs():
+    from dataclasses import dataclass
+    from typing import Any
+
+    @dataclass(frozen=True)
+    class Named:  # a form whose text shows its name: only the value can tell a repeat
+        value: Any
+        name: str = "printed"
+
+        def text(self) -> str:
+            return f"{self.name}: {sp.sstr(self.value)}"
+
+    # swap of x + y < 1: x <-> y gives the same relation (dropped), then the sides swapped
+    swapped = [m for operator, m in generate(Named(x + y < 1)) if operator == "swap"]
+    assert [(m.name, m.value) for m in swapped] == [("sides swapped", sp.Lt(1, x + y))]
+
+
+def test_the_default_reason_for_code_names_a_pseudocode_string():
+    assert inapplicable_to_code() == dict.fromkeys(OPERATORS, "pseudocode string: no SymPy tree")
