@@ -17,6 +17,7 @@ from gradlab.functional.retrieval_at_scale import (
     r_precision,
     retrieval_at_scale,
 )
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 
 PML_KEYS = {
     "precision_at_1": "precision_at_1",
@@ -394,3 +395,19 @@ def test_bad_input_messages_are_exact(call, message):
     with pytest.raises(GradlabError) as caught:
         call()
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_results_stay_on_the_input_device_whatever_the_default_device(separate):
+    # Internal tensors are made on the embeddings' device: with torch's default device
+    # elsewhere ("meta" here; "cuda" with CPU embeddings in practice) nothing changes.
+    embeddings, labels = _lattice(40, 16, 3, 5)
+    candidates, candidate_labels = _lattice(30, 16, 4, 5) if separate else (None, None)
+
+    def run():
+        found = nearest_neighbours(embeddings, 3, candidates=candidates, chunk_size=7)
+        metrics = retrieval_at_scale(embeddings, labels, candidates=candidates,
+                                     candidate_labels=candidate_labels, chunk_size=7)
+        return found, sorted(metrics.items())
+
+    assert_unchanged_under_another_default_device(run, embeddings.device)
