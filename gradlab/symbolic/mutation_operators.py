@@ -50,6 +50,7 @@ from itertools import combinations, islice, pairwise
 from typing import Any, Protocol
 
 import sympy as sp
+from sympy.concrete.expr_with_limits import ExprWithLimits
 from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 
@@ -160,11 +161,16 @@ def _is_number(node: Any) -> bool:
 
 
 def _free_symbols(value: Any) -> list[sp.Symbol]:
-    symbols: set = set()
-    for _, node in _nodes(value):
-        if isinstance(node, sp.Basic) and not isinstance(node, sp.MatrixBase):
-            symbols |= {s for s in node.free_symbols if isinstance(s, sp.Symbol)}
-    return sorted(symbols, key=sp.default_sort_key)
+    """The symbols free in ``value`` that no sum, product or integral of it binds: renaming or
+    shifting a bound variable would move its limits, and a free symbol that shares its name
+    would be captured, so both are left alone."""
+    free: set = set()
+    bound: set = set()
+    for path, node in _nodes(value):
+        if isinstance(node, sp.Basic) and _is_root(value, path):
+            free |= {s for s in node.free_symbols if isinstance(s, sp.Symbol)}
+            bound |= {v for inner in node.atoms(ExprWithLimits) for v in inner.variables}
+    return sorted(free - bound, key=sp.default_sort_key)
 
 
 def _substituted(value: Any, changes: dict) -> Any:
@@ -463,8 +469,10 @@ def equivalent(first: Any, second: Any, domain: dict | None = None) -> bool:
         return len(first) == len(second) and all(map(equivalent, first, second))
     if isinstance(first, sp.MatrixBase) and isinstance(second, sp.MatrixBase):
         return first.shape == second.shape and all(map(equivalent, first, second))
-    if _is_number(first) and _is_number(second):
-        return sp.sympify(first) == sp.sympify(second)
+    if _is_number(first) and _is_number(second):  # 0.5 and 1/2 too: a float is its value
+        return sp.sympify(first) - sp.sympify(second) == 0
+    if _is_number(first) or _is_number(second):  # a number beside an expression: sin^2 + cos^2
+        first, second = sp.sympify(first), sp.sympify(second)
     if _is_expr(first) and _is_expr(second):
         piecewise = first.has(sp.Piecewise) or second.has(sp.Piecewise)
         if piecewise and _piecewise_equal(first, second):

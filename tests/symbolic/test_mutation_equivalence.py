@@ -76,6 +76,20 @@ def test_numbers_and_strings_are_compared_by_value():
     assert not equivalent("a = b", "b = a")
 
 
+def test_a_python_number_beside_an_expression_is_compared_as_a_number():
+    # A form's part may be a plain int or float (a transcribed constant): 1 and 1.0 equal
+    # sin^2 + cos^2 as the SymPy 1 does, 2 does not.
+    assert equivalent(1, ONE) and equivalent(ONE, 1) and equivalent(1.0, ONE)
+    assert not equivalent(2, ONE) and not equivalent(ONE, 2)
+    assert not equivalent(x, 1)
+
+
+def test_a_float_equals_the_rational_it_writes():
+    assert equivalent(0.5, sp.Rational(1, 2)) and equivalent(sp.Rational(1, 2), 0.5)
+    assert equivalent(sp.Float(0.25), sp.Rational(1, 4))
+    assert not equivalent(0.5, sp.Rational(1, 3))
+
+
 def test_a_sympy_number_equal_to_an_identity_is_proven_equal():
     # 1 = sin(x)**2 + cos(x)**2 for every x: a number against a non-number expression.
     assert equivalent(sp.Integer(1), ONE)

@@ -63,6 +63,32 @@ def test_shift_moves_each_bound_of_a_sum_by_one():
     )  # fmt: skip
 
 
+def test_a_sums_own_variable_is_neither_shifted_nor_swapped():
+    # t is bound by the sum: moving it would move its limits (SymPy refuses t + 1 as a
+    # variable), and swapping it with n would capture n. Only the bounds and the free n move
+    # (n -> n +- 1 repeats the upper bound's move: a repeated mutant counts once).
+    total = sp.Sum(t**2, (t, 1, n))
+    assert texts(shift(Form(total), limit=10)) == strs(
+        sp.Sum(t**2, (t, 2, n)), sp.Sum(t**2, (t, 0, n)),
+        sp.Sum(t**2, (t, 1, n + 1)), sp.Sum(t**2, (t, 1, n - 1)),
+    )  # fmt: skip
+    assert [name for name, _ in candidates("shift", total)][4:] == [
+        "index n -> n + 1", "index n -> n - 1"]  # fmt: skip
+    assert dict(candidates("swap", total * x)) == {"n <-> x": sp.Sum(t**2, (t, 1, x)) * n}
+
+
+def test_a_free_symbol_named_like_a_sums_variable_is_left_alone():
+    # {s: sum_t t^2 up to n, u: t + k}: the t of u shares the bound t's name, so renaming it
+    # would rename the sum's variable too (or be captured by it); k and n still move.
+    value = {"s": sp.Sum(t**2, (t, 1, n)), "u": t + k}
+    names = [name for name, _ in candidates("shift", value)]
+    assert not any(name.startswith("index t") for name in names)
+    assert "index k -> k + 1" in names and "index n -> n + 1" in names
+    assert dict(candidates("swap", value))["k <-> n"] == {"s": sp.Sum(t**2, (t, 1, k)),
+                                                         "u": t + n}  # fmt: skip
+    assert not any("t <->" in name or "<-> t" in name for name, _ in candidates("swap", value))
+
+
 def test_shift_moves_an_integer_index_everywhere_and_leaves_real_symbols_alone():
     assert texts(shift(Form(x / k))) == strs(x / (k + 1), x / (k - 1))
     assert texts(shift(Form(x / y))) == []  # no integer symbol, no integer constant
