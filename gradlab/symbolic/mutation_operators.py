@@ -469,11 +469,13 @@ def equivalent(first: Any, second: Any, domain: dict | None = None) -> bool:
         return len(first) == len(second) and all(map(equivalent, first, second))
     if isinstance(first, sp.MatrixBase) and isinstance(second, sp.MatrixBase):
         return first.shape == second.shape and all(map(equivalent, first, second))
-    if _is_number(first) and _is_number(second):  # 0.5 and 1/2 too: a float is its value
-        return sp.sympify(first) - sp.sympify(second) == 0
-    if _is_number(first) or _is_number(second):  # a number beside an expression: sin^2 + cos^2
+    if _is_number(first) or _is_number(second):  # 0.5 and 1/2, 1 and sin^2 + cos^2: as SymPy's
+        if not all(isinstance(v, (sp.Basic, *_NUMBERS)) for v in (first, second)):
+            return first == second  # a number and a string or a container: never equal
         first, second = sp.sympify(first), sp.sympify(second)
     if _is_expr(first) and _is_expr(second):
+        if first == second:  # the same tree (oo - oo would be NaN, not 0)
+            return True
         piecewise = first.has(sp.Piecewise) or second.has(sp.Piecewise)
         if piecewise and _piecewise_equal(first, second):
             return True

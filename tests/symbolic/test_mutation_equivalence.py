@@ -84,6 +84,30 @@ def test_a_python_number_beside_an_expression_is_compared_as_a_number():
     assert not equivalent(x, 1)
 
 
+def test_a_number_is_never_equal_to_its_string_or_to_a_container():
+    assert not equivalent(2, "2") and not equivalent("2", 2)
+    assert not equivalent(1, [1]) and not equivalent((1,), 1)
+
+
+def test_the_same_tree_is_equal_even_where_its_difference_is_undefined():
+    # oo - oo is NaN, not 0: equality of the trees decides first.
+    assert equivalent(sp.oo, sp.oo) and equivalent(x + sp.oo, x + sp.oo)
+    assert not equivalent(sp.oo, -sp.oo)
+
+
+class _Undecidable(sp.Function):
+    """A function SymPy cannot evaluate numerically and whose simplification raises."""
+
+    def _eval_simplify(self, **kwargs):
+        raise ValueError("no simplification")
+
+
+def test_a_difference_sympy_fails_to_simplify_is_not_proven_equal():
+    # Not evaluable at a point (no numeric refutation), and simplify raises on the difference:
+    # undecided, so the two stay different (the mutant is kept).
+    assert not equivalent(_Undecidable(x), 0)
+
+
 def test_a_float_equals_the_rational_it_writes():
     assert equivalent(0.5, sp.Rational(1, 2)) and equivalent(sp.Rational(1, 2), 0.5)
     assert equivalent(sp.Float(0.25), sp.Rational(1, 4))

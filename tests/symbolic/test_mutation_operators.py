@@ -26,7 +26,7 @@ from gradlab.symbolic.mutation_operators import (
     term,
 )
 
-a, b, x, y, R, A = sp.symbols("a b x y R A")
+a, b, x, y, z, R, A = sp.symbols("a b x y z R A")
 M = sp.Symbol("M", positive=True)
 k, n = sp.symbols("k n", integer=True)
 t = sp.Symbol("t", integer=True)
@@ -87,6 +87,12 @@ def test_a_free_symbol_named_like_a_sums_variable_is_left_alone():
     assert dict(candidates("swap", value))["k <-> n"] == {"s": sp.Sum(t**2, (t, 1, k)),
                                                          "u": t + n}  # fmt: skip
     assert not any("t <->" in name or "<-> t" in name for name, _ in candidates("swap", value))
+
+
+def test_a_lambdas_own_argument_is_bound_too():
+    # Lambda(x, x * y) binds x: only y and the free z can be exchanged.
+    value = (sp.Lambda(x, x * y), z)
+    assert [name for name, _ in candidates("swap", value) if "<->" in name] == ["y <-> z"]
 
 
 def test_shift_moves_an_integer_index_everywhere_and_leaves_real_symbols_alone():
