@@ -428,6 +428,7 @@ LIBRARY_TESTS = {
                        "test_validate_false_skips_only_the_finiteness_check",
                        "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
+    "progress": ["tests/report/test_progress.py"],
     "jsonio": ["tests/test_jsonio.py"],
     # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
     "extras": [f"tests/test_packaging.py::{name}" for name in (
@@ -496,6 +497,21 @@ LIBRARY_TESTS = {
 """Library adapter module (``gradlab/<group>.py``: interop/, integrations/) -> its fast tests
 (small random models, CPU, seconds per mutant)."""
 
+EQUIVALENCE_TESTS = [
+    "tests/equivalence/test_compare.py", "tests/equivalence/test_siglip.py",
+    "tests/equivalence/test_docs_page.py", "tests/test_cli_equivalence.py",
+    # in process only: the two-process runs start gloo workers (seconds each; mutmut's
+    # coverage does not follow them), the cached-mnrl case imports sentence-transformers
+    "--deselect=tests/equivalence/test_docs_page.py::test_the_two_process_example_runs",
+    "--deselect=tests/test_cli_equivalence.py::"
+    "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]",
+    "--deselect=tests/test_cli_equivalence.py::test_the_console_command_runs_a_distributed_candidate",
+]
+"""The equivalence modules' fast tests: one process, small problems (seconds per mutant)."""
+
+EQUIVALENCE_MODULES = ("builtin", "collectives", "compare", "objectives", "problem", "runner",
+                       "sentence_transformers", "steps", "synthetic")  # fmt: skip
+
 PLOTTING_TESTS = {
     "plotting/style": ["tests/plotting/test_style.py"],
     "plotting/anatomy": ["tests/plotting/test_anatomy_figure.py"],
@@ -526,6 +542,8 @@ GROUPS = {
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in STUDY_TESTS.items()},
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in LIBRARY_TESTS.items()},
     **{group: ([f"gradlab/{group}.py"], tests) for group, tests in PLOTTING_TESTS.items()},
+    **{f"equivalence/{module}": ([f"gradlab/equivalence/{module}.py"], EQUIVALENCE_TESTS)
+       for module in EQUIVALENCE_MODULES},
 }  # fmt: skip
 """Group name -> (mutmut ``only_mutate`` globs, test paths that may kill its mutants)."""
 
@@ -595,6 +613,7 @@ PACKAGES = {
     "interop": "gradlab/interop/",
     "integrations": "gradlab/integrations/",
     "plotting": "gradlab/plotting/",
+    "equivalence": "gradlab/equivalence/",
 }
 """Roll-up name -> the path prefix of the modules its groups mutate."""
 
