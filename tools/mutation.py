@@ -429,6 +429,9 @@ LIBRARY_TESTS = {
                        "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
     "progress": ["tests/report/test_progress.py"],
+    # the losses' warnings; the tests of where they point cannot run under mutmut (its
+    # trampolines are frames caller_stacklevel counts): those mutants are killed by hand
+    "errors": ["tests/test_losses_shared.py", "tests/test_losses.py"],
     "jsonio": ["tests/test_jsonio.py"],
     # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
     "extras": [f"tests/test_packaging.py::{name}" for name in (
