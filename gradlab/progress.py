@@ -76,12 +76,14 @@ class _PlainProgress:
             print(f"gradlab: {text}", file=sys.stderr, flush=True)
 
     def __iter__(self) -> Iterator:
+        finished = False
         try:
             for item in self.iterable if self.iterable is not None else ():
                 yield item
                 self.count += 1
-        finally:
-            self.close()
+            finished = True
+        finally:  # left early (a break, an error, Ctrl-C): stopped, even without a total
+            self.close(stopped=not finished)
 
     def __enter__(self) -> _PlainProgress:
         return self

@@ -428,7 +428,7 @@ LIBRARY_TESTS = {
                        "test_validate_false_skips_only_the_finiteness_check",
                        "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
-    "progress": ["tests/report/test_progress.py"],
+    "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],
     # the losses' warnings; the tests of where they point cannot run under mutmut (its
     # trampolines are frames caller_stacklevel counts): those mutants are killed by hand
     "errors": ["tests/test_losses_shared.py", "tests/test_losses.py"],
@@ -501,6 +501,8 @@ LIBRARY_TESTS = {
 (small random models, CPU, seconds per mutant)."""
 
 EQUIVALENCE_TESTS = [
+    "tests/equivalence/test_synthetic.py", "tests/equivalence/test_objectives.py",
+    "tests/equivalence/test_collectives.py",
     "tests/equivalence/test_compare.py", "tests/equivalence/test_siglip.py",
     "tests/equivalence/test_docs_page.py", "tests/test_cli_equivalence.py",
     # in process only: the two-process runs start gloo workers (seconds each; mutmut's

@@ -55,8 +55,10 @@ def synthetic_problem(
     if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
         raise GradlabError(f"memory_size must be a non-negative integer; got {memory_size!r}")
     generator = torch.Generator().manual_seed(seed)
+    # The CPU generator only: torch.manual_seed would also seed (or queue a seed for) every
+    # CUDA generator, which fork_rng(devices=[]) does not restore.
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        torch.default_generator.manual_seed(seed)
         model = nn.Sequential(nn.Linear(input_size, 16), nn.Tanh(),
                               nn.Linear(16, embedding_size)).to(dtype)  # fmt: skip
     classes = batch_size // 2
