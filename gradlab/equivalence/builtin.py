@@ -26,7 +26,7 @@ from gradlab.equivalence.steps import (
 )
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_int
+from gradlab.validation import check_positive_finite, check_positive_int
 
 __all__ = ["CANDIDATES", "LOSSES", "builtin_candidate", "builtin_loss", "check_builtin"]
 
@@ -157,14 +157,17 @@ def check_builtin(
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GradlabError(f"--seed must be a non-negative integer; got {seed!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
+    check_positive_finite("timeout", timeout)
     step = builtin_candidate(candidate, loss_fn, chunk_size, micro_batches)
     if candidate.startswith("memory") and processes != 1:
         raise GradlabError(f"--processes must be 1 for {candidate} (the memory is one "
                            f"process's); got {processes}")  # fmt: skip
-    memory = 2 * batch_size if candidate.startswith("memory") else 0
-    model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
     if batch_size % processes:
         raise GradlabError(f"--processes must divide --batch-size {batch_size}; got {processes}")
+    memory = 2 * batch_size if candidate.startswith("memory") else 0
+    model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
     reference = FullBatch(loss_fn)
     if isinstance(step, CachedMNRL):  # its own loss, whose only positive is the pair's own
         reference = step.reference()

@@ -40,6 +40,10 @@ def synthetic_problem(
     Returns:
         ``(model, batch)``.
 
+    Raises:
+        GradlabError: a size that is not a positive integer (``batch_size`` odd),
+            ``memory_size`` negative, ``dtype`` not a floating torch dtype; before any work.
+
     Example:
         >>> model, batch = synthetic_problem(batch_size=6, memory_size=8)
         >>> batch.labels.bincount().tolist(), batch.memory.shape
@@ -54,6 +58,8 @@ def synthetic_problem(
     check_positive_int("embedding_size", embedding_size)
     if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
         raise GradlabError(f"memory_size must be a non-negative integer; got {memory_size!r}")
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
     generator = torch.Generator().manual_seed(seed)
     # The CPU generator only: torch.manual_seed would also seed (or queue a seed for) every
     # CUDA generator, which fork_rng(devices=[]) does not restore.

@@ -212,3 +212,10 @@ def test_leaves_the_accelerators_generators_alone(monkeypatch):
     monkeypatch.setattr(torch.cuda, "manual_seed_all", refuse)
     _, batch = synthetic_problem(batch_size=4, seed=2)
     assert batch.labels.bincount().tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("dtype", ["float64", torch.int64, torch.bool])
+def test_a_dtype_that_is_not_a_floating_torch_dtype_is_refused(dtype):
+    with pytest.raises(GradlabError, match=re.escape(f"dtype must be a floating torch dtype; got "
+                                                     f"{dtype!r}")):  # fmt: skip
+        synthetic_problem(dtype=dtype)

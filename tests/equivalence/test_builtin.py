@@ -1,0 +1,303 @@
+"""The built-in candidates by name (``gradlab.equivalence.builtin``): the step and the loss each
+name builds, the verdict ``check_builtin`` reaches for it, and every bad name or option refused
+with a message that names the argument, the value and what is allowed.
+
+The expected steps are read from :data:`CANDIDATES`' descriptions and the steps' docstrings; the
+expected reference losses are computed here from ``synthetic_problem`` with the loss modules'
+own call forms, not through the checker. Only the one-process candidates run, except one slow
+test of a two-process default.
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import gradlab
+from gradlab.equivalence import (
+    Accumulation,
+    AllGather,
+    CachedMNRL,
+    CrossBatchMemory,
+    GradCache,
+    synthetic_problem,
+)
+from gradlab.equivalence.builtin import (
+    CANDIDATES,
+    LOSSES,
+    builtin_candidate,
+    builtin_loss,
+    check_builtin,
+)
+from gradlab.errors import GradlabError
+from gradlab.siglip_loss import SigLIPLoss
+
+B = 16
+"""``check_builtin``'s default batch size."""
+
+CANDIDATE_NAMES = (
+    "gradient-cache, accumulation, gather, gather-no-grad, local-loss, local-loss-no-grad, "
+    "memory, memory-before, cached-mnrl"
+)
+
+EXPECTED_STEPS = {
+    # name: (type, options), with chunk_size=3 and micro_batches=2 passed.
+    "gradient-cache": (GradCache, {"chunk_size": 3}),
+    "accumulation": (Accumulation, {"micro_batches": 2}),
+    "gather": (AllGather, {"gradient": True, "local_loss": False, "loss_scale": None}),
+    # "loss times the world size": loss_scale None is the world size for gradient=False
+    "gather-no-grad": (AllGather, {"gradient": False, "local_loss": False, "loss_scale": None}),
+    "local-loss": (AllGather, {"gradient": True, "local_loss": True, "loss_scale": None}),
+    "local-loss-no-grad": (AllGather, {"gradient": False, "local_loss": True, "loss_scale": None}),
+    "memory": (CrossBatchMemory, {"enqueue": "after"}),
+    "memory-before": (CrossBatchMemory, {"enqueue": "before"}),
+    # temperature 1/20: scale 20; chunk_size is its mini-batch
+    "cached-mnrl": (CachedMNRL, {"scale": 20.0, "mini_batch_size": 3}),
+}
+
+EXPECTED_LOSSES = {
+    "smooth-ap": gradlab.SmoothAPLoss,
+    "nt-xent": gradlab.NTXentLoss,
+    "max-violation": gradlab.MaxViolationTripletLoss,
+    "siglip": SigLIPLoss,
+}
+
+
+def _nt_xent_reference_loss(seed, dtype):
+    """Default NT-Xent of the whole synthetic batch, by the loss module's own call form."""
+    model, batch = synthetic_problem(B, seed=seed, dtype=dtype)
+    with torch.no_grad():
+        q, c = model(batch.query_inputs), model(batch.candidate_inputs)
+        scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+        positives = batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0)
+        return float(gradlab.NTXentLoss()(scores, positives))
+
+
+# --- the names ------------------------------------------------------------------------------
+
+
+def test_the_names_are_the_documented_ones():
+    assert LOSSES == ("smooth-ap", "nt-xent", "max-violation", "siglip")
+    assert ", ".join(CANDIDATES) == CANDIDATE_NAMES
+    assert all(isinstance(text, str) and text for text in CANDIDATES.values())
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_LOSSES))
+def test_each_loss_name_is_its_gradlab_loss_with_default_options(name):
+    loss = builtin_loss(name)
+    expected = EXPECTED_LOSSES[name]
+    assert type(loss) is expected
+    assert repr(loss) == repr(expected())
+
+
+def test_the_documented_loss_defaults():
+    assert repr(builtin_loss("nt-xent")) == (
+        "NTXentLoss(temperature=0.1, direction='both', reduction='mean')"
+    )
+    assert repr(builtin_loss("siglip")) == "SigLIPLoss(scale=10.0, bias=-10.0, reduction='mean')"
+
+
+def test_an_unknown_loss_name_is_refused_with_the_choices():
+    message = "--loss must be one of smooth-ap, nt-xent, max-violation, siglip; got 'hinge'"
+    with pytest.raises(GradlabError) as error:
+        builtin_loss("hinge")
+    assert str(error.value) == message
+
+
+# --- builtin_candidate ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", list(EXPECTED_STEPS))
+def test_each_candidate_name_is_its_step_with_its_options(name):
+    loss = builtin_loss("nt-xent")
+    step = builtin_candidate(name, loss, chunk_size=3, micro_batches=2)
+    kind, options = EXPECTED_STEPS[name]
+    assert type(step) is kind
+    assert {option: getattr(step, option) for option in options} == options
+    if kind is not CachedMNRL:  # cached-mnrl computes its own loss
+        assert step.loss is loss
+
+
+def test_every_described_candidate_has_a_step():
+    assert set(CANDIDATES) == set(EXPECTED_STEPS)
+
+
+def test_the_default_chunk_and_micro_batches_are_four():
+    loss = builtin_loss("smooth-ap")
+    assert builtin_candidate("gradient-cache", loss).chunk_size == 4
+    assert builtin_candidate("cached-mnrl", loss).mini_batch_size == 4
+    assert builtin_candidate("accumulation", loss).micro_batches == 4
+
+
+def test_the_documented_candidate_name():
+    step = builtin_candidate("local-loss", builtin_loss("nt-xent"))
+    assert step.name == "AllGather(gradient=True, local_loss=True, loss_scale=None)"
+
+
+def test_an_unknown_candidate_name_is_refused_with_the_choices():
+    with pytest.raises(GradlabError) as error:
+        builtin_candidate("banana", builtin_loss("nt-xent"))
+    assert str(error.value) == f"candidate must be one of {CANDIDATE_NAMES}; got 'banana'"
+
+
+BAD_CANDIDATE_OPTIONS = [
+    ("gradient-cache", {"chunk_size": 0}, "chunk_size must be a positive integer; got 0"),
+    ("gradient-cache", {"chunk_size": True}, "chunk_size must be a positive integer; got True"),
+    ("accumulation", {"micro_batches": -1}, "micro_batches must be a positive integer; got -1"),
+    ("accumulation", {"micro_batches": 2.0}, "micro_batches must be a positive integer; got 2.0"),
+]  # fmt: skip
+
+
+def _case_id(candidate, options):
+    return "-".join([candidate, *(f"{key}={value}" for key, value in options.items())])
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    BAD_CANDIDATE_OPTIONS,
+    ids=[_case_id(name, options) for name, options, _ in BAD_CANDIDATE_OPTIONS],
+)
+def test_a_bad_candidate_option_is_refused_by_name(name, options, message):
+    with pytest.raises(GradlabError) as error:
+        builtin_candidate(name, builtin_loss("nt-xent"), **options)
+    assert str(error.value) == message
+
+
+# --- check_builtin: verdicts ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("candidate", "step_name", "equivalent"),
+    [
+        ("gradient-cache", "GradCache(chunk_size=4)", True),
+        ("accumulation", "Accumulation(micro_batches=4)", False),  # lost negatives
+        ("memory", "CrossBatchMemory(enqueue='after')", True),
+        ("memory-before", "CrossBatchMemory(enqueue='before')", False),
+    ],
+)
+def test_one_process_candidates_with_the_defaults(candidate, step_name, equivalent):
+    result = check_builtin(candidate)
+    assert result.equivalent is equivalent
+    assert result.candidate == step_name
+    assert result.reference == "FullBatch()"
+    assert result.loss == "NTXentLoss"  # the default loss
+    assert result.world_size == 1
+    assert result.dtype == "float64"
+
+
+def test_accumulation_loses_the_negatives_of_the_other_micro_batches():
+    # B = 16 in 4 micro-batches of 4: each query scores its 4 candidates, 12 never.
+    result = check_builtin("accumulation")
+    scores = result["dL/dscores"]
+    assert scores.unscored == B * B - 4 * 4 * 4
+    # 16 candidates less the query's 2 positives (classes of two), whole batch
+    assert scores.negatives_with_gradient["reference"] == B - 2
+    assert scores.negatives_with_gradient["candidate"] < B - 2
+
+
+def test_the_batch_size_and_micro_batches_reach_the_problem_and_the_step():
+    # B = 8 in 2 micro-batches of 4: 2 x 4 x 4 of the 8 x 8 scores are computed.
+    result = check_builtin("accumulation", "max-violation", batch_size=8, micro_batches=2)
+    assert result.candidate == "Accumulation(micro_batches=2)"
+    assert result.loss == "MaxViolationTripletLoss"
+    assert result["dL/dscores"].unscored == 8 * 8 - 2 * 4 * 4
+
+
+def test_the_memory_holds_twice_the_batch():
+    # Columns: the B candidates and a memory of 2B = 32; every memory entry belongs to one of
+    # the 8 classes of two queries, so a query has 2 + 2 * 32 / 16 = 6 positives on average.
+    result = check_builtin("memory")
+    assert result["dL/dscores"].negatives_with_gradient["reference"] == B + 2 * B - 6
+
+
+def test_the_chunk_size_reaches_gradient_caching():
+    result = check_builtin("gradient-cache", "siglip", chunk_size=5)
+    assert result.equivalent
+    assert result.candidate == "GradCache(chunk_size=5)"
+    assert result.loss == "SigLIPLoss"
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_the_seed_picks_the_model_and_the_batch(seed):
+    expected = _nt_xent_reference_loss(seed, torch.float64)
+    result = check_builtin("gradient-cache", seed=seed)
+    assert result.reference_loss == pytest.approx(expected, rel=1e-12, abs=0)
+
+
+def test_the_default_seed_is_zero():
+    expected = _nt_xent_reference_loss(0, torch.float64)
+    assert check_builtin("gradient-cache").reference_loss == pytest.approx(expected, rel=1e-12)
+    assert expected != pytest.approx(_nt_xent_reference_loss(1, torch.float64), rel=1e-6)
+
+
+def test_the_dtype_is_the_problems_and_the_comparisons():
+    result = check_builtin("gradient-cache", dtype=torch.float32)
+    assert result.dtype == "float32"
+    assert (result.atol, result.rtol) == (1e-5, 1e-4)  # float32's tolerance
+    expected = _nt_xent_reference_loss(0, torch.float32)
+    assert result.reference_loss == pytest.approx(expected, rel=1e-6, abs=0)
+
+
+def test_cached_mnrl_is_checked_against_its_own_loss():
+    pytest.importorskip("sentence_transformers")
+    # Whatever --loss says: NT-Xent, temperature 1/20, rows as queries, every item its own class.
+    result = check_builtin("cached-mnrl", "smooth-ap", chunk_size=3)
+    assert result.equivalent, str(result)
+    assert result.candidate == "CachedMNRL(scale=20.0, mini_batch_size=3)"
+    assert result["dL/dtheta"].recorded
+    model, batch = synthetic_problem(B)
+    with torch.no_grad():
+        q, c = model(batch.query_inputs), model(batch.candidate_inputs)
+        scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
+    expected = float(F.cross_entropy(20.0 * scores, torch.arange(B)))
+    assert result.reference_loss == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_gather_without_gradient_runs_in_two_processes_and_is_equivalent():
+    # Own rows live, the loss times the world size: the whole-batch gradient, 2 processes.
+    result = check_builtin("gather-no-grad", timeout=60)
+    assert result.equivalent, str(result)
+    assert result.world_size == 2
+    assert result.candidate == "AllGather(gradient=False, local_loss=False, loss_scale=None)"
+
+
+# --- check_builtin: bad options -------------------------------------------------------------
+
+
+BAD_OPTIONS = [
+    ("gather", {"loss": "hinge"},
+        "--loss must be one of smooth-ap, nt-xent, max-violation, siglip; got 'hinge'"),
+    ("banana", {}, f"candidate must be one of {CANDIDATE_NAMES}; got 'banana'"),
+    ("gather", {"processes": 0}, "--processes must be a positive integer; got 0"),
+    ("gradient-cache", {"chunk_size": 0}, "--chunk-size must be a positive integer; got 0"),
+    ("accumulation", {"micro_batches": 0},
+        "--micro-batches must be a positive integer; got 0"),
+    ("gradient-cache", {"batch_size": 0}, "--batch-size must be a positive integer; got 0"),
+    ("gradient-cache", {"batch_size": 7}, "--batch-size must be even (classes of two); got 7"),
+    ("gradient-cache", {"seed": -1}, "--seed must be a non-negative integer; got -1"),
+    ("gradient-cache", {"seed": True}, "--seed must be a non-negative integer; got True"),
+    ("gradient-cache", {"seed": 1.5}, "--seed must be a non-negative integer; got 1.5"),
+    ("memory", {"processes": 2},
+        "--processes must be 1 for memory (the memory is one process's); got 2"),
+    ("memory-before", {"processes": 4},
+        "--processes must be 1 for memory-before (the memory is one process's); got 4"),
+    ("gather", {"processes": 3}, "--processes must divide --batch-size 16; got 3"),
+    ("gradient-cache", {"timeout": 0}, "timeout must be a positive finite number; got 0"),
+    ("gradient-cache", {"dtype": "float64"},
+        "dtype must be a floating torch dtype; got 'float64'"),
+    ("gradient-cache", {"dtype": torch.int64},
+        "dtype must be a floating torch dtype; got torch.int64"),
+    ("accumulation", {"micro_batches": 3},
+        "micro_batches must divide the batch size per process (16); got 3"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("candidate", "options", "message"),
+    BAD_OPTIONS,
+    ids=[_case_id(candidate, options) for candidate, options, _ in BAD_OPTIONS],
+)
+def test_check_builtin_refuses_a_bad_name_or_option(candidate, options, message):
+    with pytest.raises(GradlabError) as error:
+        check_builtin(candidate, **options)
+    assert str(error.value) == message
