@@ -71,11 +71,16 @@ class CachedMNRL(Step):
         return FullBatch(NTXentLoss(temperature=1.0 / self.scale, direction="i2t"))
 
     def check(self, batch: PairedBatch, world: int) -> None:
-        """sentence-transformers installed; one process; every item its own class (the loss's
-        only positive is the pair's own)."""
+        """sentence-transformers installed; one process; no memory (the loss scores the batch
+        only); every item its own class (the loss's only positive is the pair's own)."""
         require("sentence_transformers", "sentence-transformers", "gradlab.equivalence.CachedMNRL")
         if world != 1:
             raise GradlabError(f"CachedMNRL runs in one process here; got world_size={world}")
+        if batch.memory is not None:
+            raise GradlabError(
+                f"CachedMNRL scores the batch only; got a batch with a memory of "
+                f"{batch.memory_size} entries (that is for CrossBatchMemory)"
+            )
         if batch.labels.unique().numel() != batch.labels.numel():
             raise GradlabError(
                 "CachedMNRL treats only an anchor's own positive as positive: the batch's labels "
