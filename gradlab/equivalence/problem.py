@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_tensor
+from gradlab.validation import check_int_in_range, check_tensor
 
 __all__ = ["GradientProbe", "PairedBatch", "cosine_scores", "positive_mask"]
 
@@ -99,6 +99,18 @@ class PairedBatch:
                 f"memory_start must be an integer in [0, {max(self.memory_size, 1)}); "
                 f"got {self.memory_start!r}"
             )
+        if self.size is not None:  # the whole batch holds at least this shard
+            check_int_in_range("size", self.size, count)
+        size = count if self.size is None else self.size
+        if self.rows is not None:
+            check_tensor("rows", self.rows, ndims=(1,), kind="integer")
+            distinct = self.rows.unique()
+            if (self.rows.shape[0] != count or distinct.shape[0] != count
+                    or int(distinct[0]) < 0 or int(distinct[-1]) >= size):  # fmt: skip
+                raise GradlabError(
+                    f"rows must hold {count} distinct indices in [0, {size}) (one per item of "
+                    f"the whole batch); got {self.rows.tolist()}"
+                )
         if self.rows is None:
             object.__setattr__(self, "rows", torch.arange(count))
         if self.size is None:

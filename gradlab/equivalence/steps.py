@@ -394,10 +394,19 @@ def rank_of_rows(size: int, world: int) -> torch.Tensor:
     """The process that holds each of ``size`` items when they are split into ``world`` equal,
     contiguous shards.
 
+    Raises:
+        GradlabError: ``size`` or ``world`` not a positive integer, or ``world`` not dividing
+            ``size`` (shards of unequal size).
+
     Example:
         >>> rank_of_rows(4, 2).tolist()
         [0, 0, 1, 1]
     """
+    check_positive_int("size", size)
+    check_positive_int("world", world)
+    if size % world:
+        raise GradlabError(f"world must divide size (equal shards); got size={size}, "
+                           f"world={world}")  # fmt: skip
     return torch.arange(size) // (size // world)
 
 
