@@ -65,8 +65,11 @@ class Gradients:
 
 
 def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
+    """The model's output width, from one row through a copy in eval mode: the step's model
+    is not run (a BatchNorm's running statistics and a dropout's draws stay the step's), and a
+    BatchNorm in training mode would refuse a single row."""
     with torch.no_grad():
-        return int(model(batch.query_inputs[:1]).shape[-1])
+        return int(copy.deepcopy(model).eval()(batch.query_inputs[:1]).shape[-1])
 
 
 def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
