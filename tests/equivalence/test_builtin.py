@@ -261,6 +261,13 @@ def test_gather_without_gradient_runs_in_two_processes_and_is_equivalent():
     assert result.candidate == "AllGather(gradient=False, local_loss=False, loss_scale=None)"
 
 
+@pytest.mark.slow
+def test_the_timeout_reaches_the_distributed_run():
+    # Starting two gloo processes takes far longer than 10 ms: the run is stopped.
+    with pytest.raises(TimeoutError):
+        check_builtin("gather", timeout=0.01)
+
+
 # --- check_builtin: bad options -------------------------------------------------------------
 
 
