@@ -505,6 +505,7 @@ EQUIVALENCE_TESTS = [
     "tests/equivalence/test_collectives.py", "tests/equivalence/test_builtin.py", "-m", "not slow",
     "tests/equivalence/test_cached_mnrl_step.py", "tests/equivalence/test_problem.py",
     "tests/equivalence/test_steps.py", "tests/equivalence/test_runner.py",
+    "tests/equivalence/test_compare_results.py", "tests/equivalence/test_compare_measures.py",
     "tests/equivalence/test_compare.py", "tests/equivalence/test_siglip.py",
     "tests/equivalence/test_docs_page.py", "tests/test_cli_equivalence.py",
     # in process only: the two-process runs start gloo workers (seconds each; mutmut's

@@ -192,8 +192,11 @@ def _compare_parameters(reference: Gradients, candidate: Gradients, atol: float,
             "the reference and the candidate must train the same parameters; got "
             f"{sorted(names)} and {sorted(candidate.parameters)}"
         )
-    ref = torch.cat([reference.parameters[n].detach().flatten().to(torch.float64) for n in names])
-    cand = torch.cat([candidate.parameters[n].detach().flatten().to(torch.float64) for n in names])
+    empty = [torch.zeros(0, dtype=torch.float64)]  # no trainable parameter: nothing differs
+    ref = torch.cat(empty + [reference.parameters[n].detach().flatten().to(torch.float64)
+                             for n in names])  # fmt: skip
+    cand = torch.cat(empty + [candidate.parameters[n].detach().flatten().to(torch.float64)
+                              for n in names])  # fmt: skip
     result = _measure("dL/dtheta", ref, cand, atol, rtol)
     offsets = [0]
     for n in names:
