@@ -5,21 +5,10 @@ gathers between processes (rows in rank order, the backward's all-reduce) are ch
 two-process runs of ``test_distributed.py``.
 """
 
-import pytest
 import torch
 import torch.distributed as dist
 
 from gradlab.equivalence.collectives import gather_rows, process_rank, world_size
-
-
-@pytest.fixture
-def group_of_one(tmp_path):
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_without_a_group_one_process_of_rank_0_is_the_whole_batch():

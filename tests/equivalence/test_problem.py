@@ -12,7 +12,6 @@ import math
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from gradlab.equivalence import GradientProbe, PairedBatch, cosine_scores, positive_mask
 from gradlab.errors import GradlabError
@@ -410,16 +409,6 @@ def test_score_rows_must_be_an_integer_tensor():
 
 
 # GradientProbe.reduce
-
-
-@pytest.fixture
-def group_of_one(tmp_path):
-    if not dist.is_available():
-        pytest.skip("torch.distributed is not available")
-    store = dist.FileStore(str(tmp_path / "store"), 1)
-    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
 
 
 def test_reduce_in_a_group_of_one_keeps_this_process_accumulators(group_of_one):
