@@ -21,7 +21,12 @@ from gradlab.equivalence import (
     synthetic_problem,
 )
 from gradlab.siglip_loss import SigLIPLoss
-from tests.helpers.equivalence_workers import LocalFirstGather, RaisingStep, SleepingStep
+from tests.helpers.equivalence_workers import (
+    DefaultGather,
+    LocalFirstGather,
+    RaisingStep,
+    SleepingStep,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -57,6 +62,7 @@ def _steps():
         )
     steps["i2t", "local_loss"] = AllGather(I2T, gradient=True, local_loss=True)
     steps["i2t", "bug_wrong_gather_order"] = LocalFirstGather(I2T)
+    steps["nt_xent", "gather_rows_default"] = DefaultGather(LOSSES["nt_xent"])
     return steps
 
 
@@ -140,6 +146,14 @@ def test_the_wrong_gather_order_is_found_on_rank_1(runs):
         assert result[name].rows == RANK_1_ROWS, (name, str(result))
         assert result[name].ranks == [1]
     assert result["scores"].columns == list(range(B))
+
+
+def test_gather_rows_gathers_with_gradient_by_default(runs):
+    # gather_rows(x) is documented to carry gradient back to every process's rows: the whole
+    # loss in each process over rows gathered so is the whole-batch gradient (averaged over
+    # the two processes, each computing all of it).
+    result = runs["nt_xent", "gather_rows_default"]
+    assert result.equivalent, str(result)
 
 
 def test_a_hung_process_is_stopped_by_the_time_box():

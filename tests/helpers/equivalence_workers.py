@@ -9,6 +9,8 @@ pieces of :mod:`gradlab.equivalence`:
   candidates as if they were their positives);
 * :class:`ScaledQueryRow`: the whole-batch loss with one query's gradient scaled (a planted
   bug at a known row);
+* :class:`DefaultGather`: the whole loss in every process over queries and candidates
+  gathered with ``gather_rows``' default (with gradient), as a user who trusts it writes;
 * :class:`SleepingStep` and :class:`RaisingStep`: one process never reaches the collectives,
   or raises, for the time box.
 """
@@ -68,6 +70,26 @@ class ScaledQueryRow:
         candidates = probe.candidates(model(batch.candidate_inputs), batch.rows)
         scores = probe.scores(cosine_scores(queries, candidates), batch.rows, batch.rows)
         loss = objective(scores, positive_mask(batch.labels, batch.labels))
+        loss.backward()
+        return loss.detach()
+
+
+@dataclass
+class DefaultGather:
+    """The whole-batch loss in every process, over rows gathered by ``gather_rows(x)``."""
+
+    loss: object
+    name: str = "DefaultGather()"
+
+    def __call__(self, model, batch, probe):
+        objective = score_objective(self.loss)
+        queries = probe.queries(model(batch.query_inputs), batch.rows)
+        candidates = probe.candidates(model(batch.candidate_inputs), batch.rows)
+        labels = gather_rows(batch.labels, gradient=False)
+        everyone = torch.arange(batch.size)
+        scores = probe.scores(cosine_scores(gather_rows(queries), gather_rows(candidates)),
+                              everyone, everyone)  # fmt: skip
+        loss = objective(scores, positive_mask(labels, labels))
         loss.backward()
         return loss.detach()
 
