@@ -23,6 +23,7 @@ from gradlab.equivalence import (
 from gradlab.siglip_loss import SigLIPLoss
 from tests.helpers.equivalence_workers import (
     DefaultGather,
+    ExitingStep,
     LocalFirstGather,
     RaisingStep,
     SleepingStep,
@@ -167,3 +168,10 @@ def test_a_raising_process_is_reported_with_its_message():
     with pytest.raises(RuntimeError, match="rank 1 of the distributed run raised first") as caught:
         run_distributed([RaisingStep()], model, batch, WORLD, timeout=TIME_BOX_S)
     assert "RuntimeError: planted failure in the step" in str(caught.value)
+
+
+def test_a_process_that_dies_without_raising_is_reported():
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(RuntimeError, match=r"^a process of the distributed run died: ") as caught:
+        run_distributed([ExitingStep()], model, batch, WORLD, timeout=TIME_BOX_S)
+    assert "exit code 3" in str(caught.value)  # torch's words for the process's exit

@@ -11,12 +11,13 @@ pieces of :mod:`gradlab.equivalence`:
   bug at a known row);
 * :class:`DefaultGather`: the whole loss in every process over queries and candidates
   gathered with ``gather_rows``' default (with gradient), as a user who trusts it writes;
-* :class:`SleepingStep` and :class:`RaisingStep`: one process never reaches the collectives,
-  or raises, for the time box.
+* :class:`SleepingStep`, :class:`RaisingStep` and :class:`ExitingStep`: one process never
+  reaches the collectives, raises, or dies without raising, for the time box.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 
@@ -123,6 +124,21 @@ class RaisingStep:
     def __call__(self, model, batch, probe):
         if process_rank() == self.raiser:
             raise RuntimeError(self.message)
+        loss = model(batch.query_inputs).sum()
+        loss.backward()
+        return loss.detach()
+
+
+@dataclass
+class ExitingStep:
+    """Rank ``leaver`` ends its process at once with exit ``code``, raising nothing."""
+
+    leaver: int = 1
+    code: int = 3
+
+    def __call__(self, model, batch, probe):
+        if process_rank() == self.leaver:
+            os._exit(self.code)
         loss = model(batch.query_inputs).sum()
         loss.backward()
         return loss.detach()
