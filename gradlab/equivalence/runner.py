@@ -77,8 +77,13 @@ def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) 
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
     dtype = next((p.dtype for p in model.parameters()), torch.float64)
-    probe = GradientProbe(batch.labels.shape[0], batch.columns, _embedding_size(model, batch),
-                          dtype=dtype)  # fmt: skip
+    width = _embedding_size(model, batch)
+    if batch.memory is not None and batch.memory.shape[1] != width:
+        raise GradlabError(
+            f"the memory's entries must be as wide as the model's embeddings ({width}); got "
+            f"memory of shape {tuple(batch.memory.shape)}"
+        )
+    probe = GradientProbe(batch.labels.shape[0], batch.columns, width, dtype=dtype)
     loss = step(model, batch.shard(rank, world), probe)
     loss = torch.as_tensor(0.0 if loss is None else loss, dtype=torch.float64).detach().clone()
     parameters = {

@@ -13,7 +13,7 @@ import inspect
 import math
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 import torch
@@ -199,6 +199,15 @@ def test_a_model_with_batch_norm_in_training_mode_runs_and_keeps_its_statistics(
         assert _close(gradient, expected["parameters"][name]), name
     for name, value in model.state_dict().items():
         assert torch.equal(value, before[name]), name
+
+
+def test_a_memory_narrower_than_the_embeddings_is_refused_before_the_step():
+    model, batch = synthetic_problem(batch_size=4, embedding_size=4, memory_size=4)
+    narrow = replace(batch, memory=batch.memory[:, :3])
+    with pytest.raises(GradlabError) as error:
+        run_step(FullBatch(infonce), model, narrow)
+    assert str(error.value) == ("the memory's entries must be as wide as the model's embeddings "
+                                "(4); got memory of shape (4, 3)")  # fmt: skip
 
 
 def test_run_step_leaves_the_model_as_it_was():
