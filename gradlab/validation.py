@@ -293,6 +293,20 @@ def check_int_in_range(name: str, value: object, low: int, high: int | None = No
     return value
 
 
+def check_floating_dtype(name: str, value: object) -> torch.dtype:
+    """Return ``value`` if it is a floating torch dtype (``torch.float64``, ``torch.bfloat16``...).
+
+    Example:
+        >>> check_floating_dtype("dtype", "float64")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: dtype must be a floating torch dtype; got 'float64'
+    """
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise GradlabError(f"{name} must be a floating torch dtype; got {value!r}")
+    return value
+
+
 def check_tensor(
     name: str,
     value: object,

@@ -9,6 +9,7 @@ import gradlab
 from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_embeddings_and_labels,
+    check_floating_dtype,
     check_in_range,
     check_int_in_range,
     check_non_negative_finite,
@@ -189,3 +190,14 @@ def test_in_batch_embeddings_must_be_finite_only_when_asked():
     check_embeddings_and_labels(embeddings, labels)
     assert _refusal(lambda: check_embeddings_and_labels(embeddings, labels, finite=True)) == (
         "embeddings must be finite; it holds NaN or infinite entries")
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_a_floating_dtype_is_returned(dtype):
+    assert check_floating_dtype("dtype", dtype) is dtype
+
+
+@pytest.mark.parametrize("value", ["float64", torch.int64, torch.bool, torch.complex64, None])
+def test_anything_else_is_refused_naming_the_argument(value):
+    assert _refusal(lambda: check_floating_dtype("precision", value)) == (
+        f"precision must be a floating torch dtype; got {value!r}")

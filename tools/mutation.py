@@ -502,14 +502,16 @@ LIBRARY_TESTS = {
 
 EQUIVALENCE_TESTS = [
     "tests/equivalence/test_synthetic.py", "tests/equivalence/test_objectives.py",
-    "tests/equivalence/test_collectives.py", "tests/equivalence/test_builtin.py", "-m", "not slow",
+    "tests/equivalence/test_collectives.py", "tests/equivalence/test_builtin.py",
     "tests/equivalence/test_cached_mnrl_step.py", "tests/equivalence/test_problem.py",
     "tests/equivalence/test_steps.py", "tests/equivalence/test_runner.py",
     "tests/equivalence/test_compare_results.py", "tests/equivalence/test_compare_measures.py",
     "tests/equivalence/test_compare.py", "tests/equivalence/test_siglip.py",
     "tests/equivalence/test_docs_page.py", "tests/test_cli_equivalence.py",
     # in process only: the two-process runs start gloo workers (seconds each; mutmut's
-    # coverage does not follow them), the cached-mnrl case imports sentence-transformers
+    # coverage does not follow them; their mutants are killed by hand), the cached-mnrl case
+    # imports sentence-transformers
+    "-m", "not slow",
     "--deselect=tests/equivalence/test_docs_page.py::test_the_two_process_example_runs",
     "--deselect=tests/test_cli_equivalence.py::"
     "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]",

@@ -26,7 +26,7 @@ from gradlab.equivalence.steps import (
 )
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_finite, check_positive_int
+from gradlab.validation import check_floating_dtype, check_positive_finite, check_positive_int
 
 __all__ = ["CANDIDATES", "LOSSES", "builtin_candidate", "builtin_loss", "check_builtin"]
 
@@ -157,8 +157,7 @@ def check_builtin(
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GradlabError(f"--seed must be a non-negative integer; got {seed!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
+    check_floating_dtype("dtype", dtype)
     check_positive_finite("timeout", timeout)
     step = builtin_candidate(candidate, loss_fn, chunk_size, micro_batches)
     if candidate.startswith("memory") and processes != 1:

@@ -26,7 +26,11 @@ from gradlab.equivalence.problem import PairedBatch, positive_mask
 from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S, Gradients, run_distributed, run_step
 from gradlab.equivalence.steps import rank_of_rows
 from gradlab.errors import GradlabError
-from gradlab.validation import check_non_negative_finite, check_positive_finite
+from gradlab.validation import (
+    check_floating_dtype,
+    check_non_negative_finite,
+    check_positive_finite,
+)
 
 __all__ = [
     "QUANTITIES",
@@ -478,8 +482,7 @@ def compare_gradients(
     if not isinstance(batch, PairedBatch):
         raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
                            f"{type(batch).__name__}")  # fmt: skip
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
+    check_floating_dtype("dtype", dtype)
     batch.shard(0, world_size)  # world_size: a positive integer that divides the batch
     check_positive_finite("timeout", timeout)
     for name, value in (("atol", atol), ("rtol", rtol)):

@@ -65,11 +65,17 @@ class Gradients:
 
 
 def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
-    """The model's output width, from one row through a copy in eval mode: the step's model
-    is not run (a BatchNorm's running statistics and a dropout's draws stay the step's), and a
-    BatchNorm in training mode would refuse a single row."""
-    with torch.no_grad():
-        return int(copy.deepcopy(model).eval()(batch.query_inputs[:1]).shape[-1])
+    """The model's output width, from one row in eval mode (each module's mode is restored):
+    a BatchNorm in training mode would refuse a single row and move its running statistics,
+    and a dropout would draw; in eval mode neither happens."""
+    modes = [module.training for module in model.modules()]
+    model.eval()
+    try:
+        with torch.no_grad():
+            return int(model(batch.query_inputs[:1]).shape[-1])
+    finally:
+        for module, training in zip(model.modules(), modes, strict=True):
+            module.training = training
 
 
 def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:

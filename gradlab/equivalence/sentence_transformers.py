@@ -76,11 +76,7 @@ class CachedMNRL(Step):
         require("sentence_transformers", "sentence-transformers", "gradlab.equivalence.CachedMNRL")
         if world != 1:
             raise GradlabError(f"CachedMNRL runs in one process here; got world_size={world}")
-        if batch.memory is not None:
-            raise GradlabError(
-                f"CachedMNRL scores the batch only; got a batch with a memory of "
-                f"{batch.memory_size} entries (that is for CrossBatchMemory)"
-            )
+        self._refuse_memory(batch, "CachedMNRL")
         if batch.labels.unique().numel() != batch.labels.numel():
             raise GradlabError(
                 "CachedMNRL treats only an anchor's own positive as positive: the batch's labels "

@@ -54,6 +54,14 @@ class Step:
         """Raise :class:`GradlabError` when the step cannot run on ``batch`` in ``world``
         processes (called by :func:`gradlab.equivalence.compare_gradients` before any work)."""
 
+    def _refuse_memory(self, batch: PairedBatch, who: str | None = None) -> None:
+        """For a step that scores the batch only: a batch with a memory is refused."""
+        if batch.memory is not None:
+            raise GradlabError(
+                f"{who or self.name} scores the batch only; got a batch with a memory of "
+                f"{batch.memory_size} entries (that is for CrossBatchMemory)"
+            )
+
     @property
     def name(self) -> str:
         """The step and its options, without the loss: ``GradCache(chunk_size=4)``."""
@@ -285,11 +293,7 @@ class AllGather(Step):
 
     def check(self, batch: PairedBatch, world: int) -> None:
         """No memory: the gathered steps score the batch only."""
-        if batch.memory is not None:
-            raise GradlabError(
-                f"{self.name} scores the batch only; got a batch with a memory of "
-                f"{batch.memory_size} entries (that is for CrossBatchMemory)"
-            )
+        self._refuse_memory(batch)
 
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Encode the shard, gather, compute this process's loss and back-propagate it."""

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from gradlab.equivalence.problem import PairedBatch
-from gradlab.validation import check_positive_int
+from gradlab.validation import check_floating_dtype, check_positive_int
 
 __all__ = ["synthetic_problem"]
 
@@ -58,8 +58,7 @@ def synthetic_problem(
     check_positive_int("embedding_size", embedding_size)
     if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
         raise GradlabError(f"memory_size must be a non-negative integer; got {memory_size!r}")
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise GradlabError(f"dtype must be a floating torch dtype; got {dtype!r}")
+    check_floating_dtype("dtype", dtype)
     generator = torch.Generator().manual_seed(seed)
     # The CPU generator only: torch.manual_seed would also seed (or queue a seed for) every
     # CUDA generator, which fork_rng(devices=[]) does not restore.
