@@ -2,7 +2,9 @@
 
 Every input error raised by gradlab is a :class:`GradlabError`. It subclasses
 :class:`ValueError`, so code that already catches ``ValueError`` keeps working.
-Messages name the argument, what was received and what is allowed.
+Messages name the argument, what was received and what is allowed. A name looked up by key
+that does not exist raises :class:`UnknownKeyError`, a :class:`GradlabError` that is also a
+:class:`KeyError`.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ class GradlabError(ValueError):
         ...     print(error)
         tau must be a finite number in [1e-30, inf) (1/tau must stay finite in float32); got -1.0
     """
+
+
+class UnknownKeyError(GradlabError, KeyError):
+    """A name looked up by key (``result["name"]``) that is not there.
+
+    Both a :class:`GradlabError` and a :class:`KeyError` (code that catches either keeps
+    working), printed as its message: Python prints a plain ``KeyError``'s message in quotes.
+
+    Example:
+        >>> print(UnknownKeyError("'loss' is not a quantity; the quantities are ['scores']"))
+        'loss' is not a quantity; the quantities are ['scores']
+    """
+
+    __str__ = BaseException.__str__
 
 
 @functools.cache

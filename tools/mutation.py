@@ -431,7 +431,7 @@ LIBRARY_TESTS = {
     "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],
     # the losses' warnings; the tests of where they point cannot run under mutmut (its
     # trampolines are frames caller_stacklevel counts): those mutants are killed by hand
-    "errors": ["tests/test_losses_shared.py", "tests/test_losses.py"],
+    "errors": ["tests/test_losses_shared.py", "tests/test_losses.py", "tests/test_errors.py"],
     "jsonio": ["tests/test_jsonio.py"],
     # the extras' own tests (the rest of test_packaging reads files mutmut does not copy)
     "extras": [f"tests/test_packaging.py::{name}" for name in (

@@ -25,7 +25,7 @@ from gradlab.equivalence.objectives import score_objective
 from gradlab.equivalence.problem import PairedBatch, positive_mask
 from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S, Gradients, run_distributed, run_step
 from gradlab.equivalence.steps import rank_of_rows
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, UnknownKeyError
 from gradlab.validation import (
     check_floating_dtype,
     check_non_negative_finite,
@@ -368,7 +368,9 @@ class EquivalenceResult:
         for quantity in self.quantities:
             if quantity.name == name:
                 return quantity
-        raise KeyError(f"{name!r}; the quantities are {list(QUANTITIES)}")
+        raise UnknownKeyError(
+            f"{name!r} is not a quantity; the quantities are {list(QUANTITIES)}"
+        )
 
     def to_dict(self) -> dict:
         """The result as plain JSON-ready values (NaN and inf as strings)."""

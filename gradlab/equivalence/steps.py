@@ -340,10 +340,12 @@ class CrossBatchMemory(Step):
     The memory's entries are constants (their encoder has moved on); its columns come after the
     batch's in the score matrix, so the comparison reports them apart. ``enqueue="after"``
     writes the batch's candidates into the memory (a ring buffer from ``batch.memory_start``)
-    after the loss: the reference is :class:`FullBatch` on the same batch and memory.
-    ``enqueue="before"`` writes them first, so the loss also compares each query with constant
-    copies of the batch's own candidates in the overwritten slots, and drops the entries they
-    replaced.
+    after the loss, where the write changes only the next step: this step's loss scores the
+    memory as it was, and the comparison, which takes one step, leaves the write out (the
+    memory of ``batch`` is never changed). Its reference is :class:`FullBatch` on the same batch
+    and memory. ``enqueue="before"`` writes them first, into a copy of the memory, so the loss
+    also compares each query with constant copies of the batch's own candidates in the
+    overwritten slots, and drops the entries they replaced.
 
     Args:
         loss: a gradlab loss or a callable ``loss(scores, positives)``.
@@ -377,20 +379,15 @@ class CrossBatchMemory(Step):
     def __call__(self, model: nn.Module, batch: PairedBatch, probe: GradientProbe) -> torch.Tensor:
         """Loss against the batch and the memory, and the enqueue; returns the loss."""
         queries, candidates = _encode(model, batch, probe)
-        memory, memory_labels = batch.memory.clone(), batch.memory_labels.clone()
-        slots = (batch.memory_start + torch.arange(batch.labels.shape[0])) % batch.memory_size
-
-        def write() -> None:
+        memory, memory_labels = batch.memory, batch.memory_labels
+        if self.enqueue == "before":  # a copy: the batch's memory stays as it was given
+            slots = (batch.memory_start + torch.arange(batch.labels.shape[0])) % batch.memory_size
+            memory, memory_labels = memory.clone(), memory_labels.clone()
             memory[slots] = candidates.detach().to(memory.dtype)
             memory_labels[slots] = batch.labels
-
-        if self.enqueue == "before":
-            write()
         loss = _scored_loss(score_objective(self.loss), probe, batch, queries, candidates,
                             memory=memory, memory_labels=memory_labels)  # fmt: skip
         loss.backward()
-        if self.enqueue == "after":
-            write()
         return loss.detach()
 
 

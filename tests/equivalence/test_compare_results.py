@@ -24,6 +24,7 @@ from gradlab.equivalence import (
     compare_gradients,
     synthetic_problem,
 )
+from gradlab.errors import GradlabError
 
 # --- the table -------------------------------------------------------------------------------
 
@@ -172,10 +173,13 @@ def test_a_quantity_is_looked_up_by_its_name():
 def test_an_unknown_name_is_a_key_error_that_lists_the_quantities():
     with pytest.raises(KeyError) as caught:
         _differing_result()["dL/dlogits"]
-    assert caught.value.args == (
-        "'dL/dlogits'; the quantities are "
-        "['dL/dtheta', 'dL/dqueries', 'dL/dcandidates', 'dL/dscores', 'scores']",
+    message = (
+        "'dL/dlogits' is not a quantity; the quantities are "
+        "['dL/dtheta', 'dL/dqueries', 'dL/dcandidates', 'dL/dscores', 'scores']"
     )
+    assert caught.value.args == (message,)
+    assert str(caught.value) == message  # printed once, not inside a second pair of quotes
+    assert isinstance(caught.value, GradlabError)
 
 
 # --- where() ---------------------------------------------------------------------------------

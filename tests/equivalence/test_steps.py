@@ -244,6 +244,14 @@ def test_memory_of_another_dtype_than_the_model_is_enqueued_and_scored(enqueue):
     assert float(loss) == pytest.approx(float(expected), abs=1e-5)
 
 
+@pytest.mark.parametrize("enqueue", ["after", "before"])
+def test_a_step_leaves_the_batch_memory_as_it_was_given(enqueue):
+    model, batch = memory_problem(memory_start=6)
+    memory, labels = batch.memory.clone(), batch.memory_labels.clone()
+    run_step(CrossBatchMemory(soft_positives_loss, enqueue), model, batch)
+    assert torch.equal(batch.memory, memory) and torch.equal(batch.memory_labels, labels)
+
+
 def test_a_memory_as_large_as_the_batch_is_enough():
     model, batch = memory_problem(memory_size=B)
     result = compare_gradients(FullBatch(soft_positives_loss),
