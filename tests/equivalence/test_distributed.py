@@ -59,6 +59,9 @@ def _steps():
     steps["siglip", "bug_gather_without_gradient"] = AllGather(
         LOSSES["siglip"], gradient=False, local_loss=True
     )
+    steps["nt_xent", "bug_gather_without_gradient"] = AllGather(
+        LOSSES["nt_xent"], gradient=False, local_loss=True
+    )
     for name in ("nt_xent", "siglip"):
         steps[name, "bug_missing_world_size_factor"] = AllGather(
             LOSSES[name], gradient=False, loss_scale=1.0
@@ -123,6 +126,19 @@ def test_gather_without_gradient_loses_the_other_processes_queries(runs, name):
     assert result.differing == ["dL/dtheta", "dL/dcandidates"]
     assert result["dL/dcandidates"].rows == list(range(B))
     assert result["dL/dcandidates"].ranks == [0, 1]
+    assert result["dL/dscores"].max_abs <= TIGHT and result["scores"].max_abs <= TIGHT
+
+
+def test_gather_without_gradient_in_both_directions_loses_both_sides(runs):
+    # NT-Xent in both directions, each process its own rows (i2t) and its own columns (t2i):
+    # the rows' candidates and the columns' queries come from the other process as constants.
+    # A query's share of the other process's columns (t2i) is lost, as is a candidate's share
+    # of the other process's rows (i2t): both embeddings' gradients miss a half on every item.
+    result = runs["nt_xent", "bug_gather_without_gradient"]
+    assert not result.equivalent
+    assert result.differing == ["dL/dtheta", "dL/dqueries", "dL/dcandidates"]
+    for side in ("dL/dqueries", "dL/dcandidates"):
+        assert result[side].rows == list(range(B)) and result[side].ranks == [0, 1]
     assert result["dL/dscores"].max_abs <= TIGHT and result["scores"].max_abs <= TIGHT
 
 
