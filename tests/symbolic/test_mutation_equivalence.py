@@ -146,6 +146,13 @@ def test_an_identity_undefined_at_positive_points_is_proven():
     assert equivalent(ONE / (sp.Abs(x) - x), 1 / (sp.Abs(x) - x))
 
 
+def test_an_identity_too_large_for_a_float_at_the_numeric_points_is_proven():
+    # exp(10^6 x) at a numeric point x >= 11/13 is about 10^367000: the difference evaluates to
+    # an infinite float there, which refutes nothing, so simplify decides (and proves it 0).
+    assert equivalent(ONE * sp.exp(10**6 * x), sp.exp(10**6 * x))
+    assert not equivalent(ONE * sp.exp(10**6 * x), 2 * sp.exp(10**6 * x))
+
+
 def test_the_proof_size_limit():
     # sum_{i<m} (sin(a_i)**2 + cos(a_i)**2) - m is 0. Its operations, counted by hand: per
     # term a sin, a cos and two powers (4), and 2m additions joining its 2m + 1 terms: 6m.
