@@ -37,6 +37,10 @@ __all__ = ["Gradients", "run_distributed", "run_step"]
 DEFAULT_TIMEOUT_S = 120.0
 """Seconds a distributed run may take before its processes are killed."""
 
+FAILURE_GRACE_S = 2.0
+"""Seconds the other processes get, once one has raised, to finish on their own (and record
+their own error) before they are stopped: a report then names every process that raised."""
+
 
 @dataclass
 class Gradients:
@@ -203,7 +207,9 @@ def run_distributed(
         GradlabError: ``world_size`` does not divide the batch, ``timeout`` is not positive,
             or a step cannot be pickled.
         TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
-        RuntimeError: a process raised (the message holds the traceback of the first one).
+        RuntimeError: a process raised: the message holds the traceback of the first one
+            and the exception line of each other one that raised within
+            :data:`FAILURE_GRACE_S` seconds after it (the others are then stopped).
 
     Example:
         A script that starts the processes needs the ``__main__`` guard (spawn re-imports it)::
@@ -234,7 +240,7 @@ def run_distributed(
                                      start_method="spawn")  # fmt: skip
         deadline = time.monotonic() + timeout
         try:
-            while not context.join(timeout=0.5):
+            while not context.join(timeout=0.5, grace_period=FAILURE_GRACE_S):
                 if time.monotonic() > deadline:
                     raise TimeoutError(
                         f"the distributed run still ran after {timeout:g} s and was stopped (a "

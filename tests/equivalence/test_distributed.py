@@ -27,6 +27,7 @@ from tests.helpers.equivalence_workers import (
     DefaultGather,
     ExitingStep,
     LocalFirstGather,
+    RaisingEverywhereStep,
     RaisingStep,
     SleepingStep,
 )
@@ -191,6 +192,24 @@ def test_a_raising_process_is_reported_with_its_message():
     assert re.search(r"RuntimeError: planted failure in the step"
                      r"(\nthen rank 0: [\w.]+(Error|Exception)\b[^\n]*)?\Z",
                      str(caught.value)), str(caught.value)  # fmt: skip
+
+
+def test_processes_that_raise_together_are_all_reported():
+    # Three processes raise at once: the report holds the traceback of the first and, on a
+    # line of its own, the exception line of each of the other two (never a line of their
+    # tracebacks' middle), whichever process was first.
+    model, batch = synthetic_problem(batch_size=6)
+    with pytest.raises(RuntimeError) as caught:
+        run_distributed([RaisingEverywhereStep()], model, batch, 3, timeout=TIME_BOX_S)
+    report = re.fullmatch(
+        r"rank (\d) of the distributed run raised first:\nTraceback.*"
+        r"\nRuntimeError: planted failure on rank \1"
+        r"\nthen rank (\d): RuntimeError: planted failure on rank \2"
+        r"\nthen rank (\d): RuntimeError: planted failure on rank \3",
+        str(caught.value), flags=re.DOTALL,
+    )  # fmt: skip
+    assert report is not None, str(caught.value)
+    assert sorted(report.groups()) == ["0", "1", "2"], str(caught.value)
 
 
 def test_a_process_that_dies_without_raising_is_reported():

@@ -130,6 +130,15 @@ class RaisingStep:
 
 
 @dataclass
+class RaisingEverywhereStep:
+    """Every rank raises a RuntimeError naming its rank, after a barrier (all raise at once)."""
+
+    def __call__(self, model, batch, probe):
+        torch.distributed.barrier()
+        raise RuntimeError(f"planted failure on rank {process_rank()}")
+
+
+@dataclass
 class ExitingStep:
     """Rank ``leaver`` ends its process at once with exit ``code``, raising nothing."""
 
