@@ -18,7 +18,9 @@ with the 4-per-class sampler's labels (the backbone's activations come on top), 
 from __future__ import annotations
 
 import ctypes
+import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -43,6 +45,13 @@ ESTIMATED = ("smooth_ap", "smooth_ap_query_included")
 
 CALIBRATION_BATCH = 256
 """The batch size whose time, measured here, the time estimate scales by ``(m / 256)^2``."""
+
+TIMING_SECONDS = 10.0
+"""About how long the timed runs of a measurement may take: a loss whose warm-up pass takes
+longer than ``TIMING_SECONDS / repeats`` is timed fewer times (at least once)."""
+
+LONG_PASS_SECONDS = 5.0
+"""A warm-up pass at least this long says so on stderr, with the passes still to come."""
 
 TRANSIENT_ROWS = 8
 """``[rows, C]`` float32 temporaries alive beside the block in the backward's chunk loop
@@ -127,6 +136,64 @@ def _inputs(batch_size: int, dim: int, per_class: int, device: str, seed: int = 
     return embeddings.requires_grad_(True), labels
 
 
+def least_bytes(batch_size: int, dim: int) -> int:
+    """A lower bound of the memory any plan loss allocates at ``m = batch_size``: the
+    ``[m, d]`` float32 embeddings and their gradient (``8 m d``) and the ``[m, m]`` float32
+    scores and their gradient (``8 m^2``); every loss of :data:`PLAN_LOSSES` scores all pairs.
+
+    Example:
+        >>> least_bytes(1024, 128) / 2**20  # MiB
+        9.0
+    """
+    return 8 * batch_size * (batch_size + dim)
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory the device can still give: CUDA's free memory (``torch.cuda.mem_get_info``), a
+    CPU's ``MemAvailable`` (Linux's ``/proc/meminfo``; else the free physical pages); None
+    where neither is known.
+
+    Example:
+        >>> available_bytes("cpu") is None or available_bytes("cpu") > 0
+        True
+    """
+    if torch.device(device).type == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
+    """Refuse, before any allocation, a measurement whose least memory exceeds what is free."""
+    need, free = least_bytes(batch_size, dim), available_bytes(device)
+    if free is None or need <= free:
+        return
+    instead = ("pass --estimate for the stated model's answer, or a smaller --batch-size"
+               if loss in ESTIMATED else "try a smaller --batch-size")  # fmt: skip
+    raise GradlabError(
+        f"measuring {PLAN_LOSSES[loss]} at m = {batch_size}, d = {dim} needs at least "
+        f"{need / 2**30:.1f} GiB on {device} (the [m, m] scores and their gradient, the "
+        f"embeddings and theirs), more than the {free / 2**30:.1f} GiB available; {instead}"
+    )
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an allocation that failed (CUDA's or the CPU allocator's)."""
+    failed = (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)  # torch >= 2.5
+    return isinstance(error, failed) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
+
+
 def _loss(name: str, tau: float, batch_size: int):
     from gradlab.experiments.loss_comparison import loss_functions
 
@@ -144,6 +211,10 @@ def measure_loss(
 ) -> dict:  # fmt: skip
     """Peak extra bytes and median seconds of one forward + backward of ``loss``, measured here.
 
+    One warm-up pass, one pass for the peak, then ``repeats`` timed passes, fewer when the
+    warm-up shows they would take more than :data:`TIMING_SECONDS` (at least one); a warm-up
+    of :data:`LONG_PASS_SECONDS` or more says on stderr how many passes are still to come.
+
     Returns:
         ``{"peak_extra_bytes", "seconds", "method"}``; ``peak_extra_bytes`` is ``None`` on a
         CPU without glibc's ``mallinfo2``.
@@ -154,9 +225,18 @@ def measure_loss(
         (True, 'measured on cpu')
     """
     check_loss_plan(loss, batch_size, dim, per_class)
+    check_positive_int("repeats", repeats)
     loss_fn = _loss(loss, tau, batch_size)
     embeddings, labels = _inputs(batch_size, dim, per_class, device)
+    _sync(device)
+    started = time.perf_counter()
     loss_fn(embeddings, labels).backward()  # warm-up: kernels and lazy initialisation
+    _sync(device)
+    warm_up = time.perf_counter() - started
+    repeats = max(1, min(repeats, int(TIMING_SECONDS // max(warm_up, 1e-9))))
+    if warm_up >= LONG_PASS_SECONDS:
+        print(f"gradlab plan: one pass takes {warm_up:.0f} s here; {1 + repeats} more to "
+              "measure the peak and the time", file=sys.stderr, flush=True)  # fmt: skip
     embeddings.grad = None
     if torch.device(device).type == "cuda":
         _sync(device)
@@ -180,6 +260,7 @@ def measure_loss(
         loss_fn(embeddings, labels).backward()
         _sync(device)
         times.append(time.perf_counter() - started)
+    method += f"; time: the median of {repeats} run{'s' if repeats > 1 else ''}"
     return {"peak_extra_bytes": peak, "seconds": statistics.median(times), "method": method}
 
 
@@ -250,7 +331,9 @@ def plan(
         :data:`CALIBRATION_BATCH` scaled by ``(m / 256)^2`` and says so.
 
     Raises:
-        GradlabError: bad arguments, or an estimate asked for a loss without a stated model.
+        GradlabError: bad arguments; an estimate asked for a loss without a stated model; a
+            measurement whose least memory (:func:`least_bytes`) exceeds what the device has
+            free (checked before any allocation), or that ran out of memory.
 
     Example:
         >>> result = plan("smooth_ap", 384, 512, estimate=True)
@@ -263,7 +346,17 @@ def plan(
     result = {"loss": PLAN_LOSSES[loss], "batch_size": batch_size, "dim": dim,
               "per_class": per_class, "device": device}  # fmt: skip
     if present and not estimate:
-        return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
+        _check_fits(loss, batch_size, dim, device)
+        try:
+            return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
+        except (RuntimeError, MemoryError) as error:
+            if not _out_of_memory(error):
+                raise
+            raise GradlabError(
+                f"{device} ran out of memory measuring {PLAN_LOSSES[loss]} at m = "
+                f"{batch_size}, d = {dim}; try a smaller --batch-size"
+                + (" or --estimate" if loss in ESTIMATED else "")
+            ) from None
     if loss not in ESTIMATED:
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
                            f"device is (without --estimate; --device cpu runs here)")  # fmt: skip

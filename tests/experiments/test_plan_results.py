@@ -102,18 +102,42 @@ class _Clock:
 
 
 def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
-    clock = _Clock([0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
+    # the first call is the warm-up (1 ms: all seven timed calls fit in the timing budget)
+    clock = _Clock([0.001, 0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
     monkeypatch.setattr("time.perf_counter", clock)
     cost = measure_loss("contrastive", 16, 4, repeats=7)
-    assert clock.starts == 7
+    assert clock.starts == 8
     assert cost["seconds"] == 0.75  # sorted: 0.25 0.5 0.5 0.75 1 8 9
     assert cost["method"] == (
-        "measured on cpu: the C allocator's bytes in use (mallinfo2) after every op"
+        "measured on cpu: the C allocator's bytes in use (mallinfo2) after every op; "
+        "time: the median of 7 runs"
     )
-    clock = _Clock([3.0] * 5)
+
+
+@pytest.mark.parametrize(
+    ("warm_up", "timed"),
+    [(0.001, 5), (2.0, 5), (3.0, 3), (4.0, 2), (6.0, 1), (20.0, 1)],
+)
+def test_a_slow_pass_is_timed_fewer_times(monkeypatch, capsys, warm_up, timed):
+    # five timed calls by default, as many as fit in 10 s at the warm-up's pace, at least one
+    clock = _Clock([warm_up] * 6)
     monkeypatch.setattr("time.perf_counter", clock)
-    assert measure_loss("fast_ap", 8, 4)["seconds"] == 3.0  # five calls by default
-    assert clock.starts == 5
+    cost = measure_loss("fast_ap", 8, 4)
+    assert clock.starts == 1 + timed
+    assert cost["seconds"] == warm_up
+    assert cost["method"].endswith(f"the median of {timed} run" + ("s" if timed > 1 else ""))
+    # a pass of 5 s or more says on stderr how many passes are still to come
+    err = capsys.readouterr().err
+    if warm_up >= 5.0:
+        assert err == (f"gradlab plan: one pass takes {warm_up:.0f} s here; {1 + timed} more "
+                       "to measure the peak and the time\n")  # fmt: skip
+    else:
+        assert err == ""
+
+
+def test_measure_refuses_a_repeat_count_that_is_not_positive():
+    with pytest.raises(GradlabError, match=r"^repeats must be a positive integer"):
+        measure_loss("fast_ap", 8, 4, repeats=0)
 
 
 @pytest.mark.skipif(not PeakBytes().available, reason="glibc's mallinfo2 is not here")
@@ -137,7 +161,7 @@ def test_an_estimate_scales_the_calibration_time_by_the_squared_batch_ratio(
     clock = _Clock(itertools.repeat(0.5))
     monkeypatch.setattr("time.perf_counter", clock)
     result = plan(loss, batch, 8, per_class=per_class, device="meta")  # a device not here
-    assert clock.starts == 5  # one calibration measurement of five calls
+    assert clock.starts == 6  # one calibration measurement: a warm-up and five timed calls
     assert result == {
         "loss": PLAN_LOSSES[loss],
         "batch_size": batch,

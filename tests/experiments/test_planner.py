@@ -124,6 +124,43 @@ def test_bad_input_is_one_line_and_exit_code_2(capsys, argv, message):
     assert err.count("\n") == 1 and message in err, err
 
 
+@pytest.mark.parametrize(
+    ("loss", "instead"),
+    [("smooth_ap", "pass --estimate for the stated model's answer, or a smaller --batch-size"),
+     ("fast_ap", "try a smaller --batch-size")],
+)
+def test_a_measurement_larger_than_the_free_memory_is_refused_before_it_starts(
+    capsys, loss, instead
+):
+    # 10^8 items: the scores alone would take 8 x 10^16 bytes, more than any machine has free
+    assert main(["plan", "--loss", loss, "--batch-size", "100000000", "--dim", "512",
+                 "--device", "cpu"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    least = 8 * 10**8 * (10**8 + 512) / 2**30
+    assert err.count("\n") == 1, err
+    assert f"at m = 100000000, d = 512 needs at least {least:.1f} GiB on cpu" in err
+    assert err.rstrip().endswith(instead), err
+
+
+def test_an_allocation_that_fails_while_measuring_is_one_line(monkeypatch, capsys):
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
+                           "204800000000 bytes")  # torch's words for a failed CPU allocation
+    monkeypatch.setattr("gradlab.experiments.planner.measure_loss", out_of_memory)
+    assert main(["plan", "--batch-size", "64", "--dim", "8", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cpu ran out of memory measuring" in err, err
+    assert "try a smaller --batch-size or --estimate" in err
+
+
+def test_another_runtime_error_while_measuring_is_not_called_a_memory_error(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+    monkeypatch.setattr("gradlab.experiments.planner.measure_loss", broken)
+    with pytest.raises(RuntimeError, match=r"^a kernel failed$"):
+        plan("smooth_ap", 64, 8)
+
+
 def test_plan_refuses_bad_arguments_before_it_measures():
     with pytest.raises(GradlabError, match="loss must be one of"):
         plan("smooth-ap", 384, 512)
