@@ -341,16 +341,15 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check = commands.add_parser("check-equivalence", help=check_help, description=check_help)
     check.add_argument("candidate", choices=names, metavar="CANDIDATE",
                        help="the trick" + (f": one of {', '.join(names)}" if names else ""))
-    check.add_argument("--loss", default="nt-xent", choices=losses,
-                       help="the loss (default: %(default)s)")
+    check.add_argument("--loss", default=None, choices=losses,
+                       help="the loss (default: nt-xent; cached-mnrl has its own)")
     check.add_argument("--processes", type=int, default=None,
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")
     check.add_argument("--batch-size", type=int, default=16, help="B, even (default: 16)")
-    check.add_argument("--chunk-size", type=int, default=4,
-                       help="gradient-cache's chunk, cached-mnrl's mini-batch "
-                       "(default: %(default)s)")
-    check.add_argument("--micro-batches", type=int, default=4,
-                       help="accumulation's micro-batches (default: %(default)s)")
+    check.add_argument("--chunk-size", type=int, default=None,
+                       help="gradient-cache's chunk, cached-mnrl's mini-batch (default: 4)")
+    check.add_argument("--micro-batches", type=int, default=None,
+                       help="accumulation's micro-batches (default: 4)")
     check.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                        help="dtype of the comparison (default: %(default)s)")
     check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")

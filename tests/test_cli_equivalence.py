@@ -81,6 +81,10 @@ def test_json_is_the_result(tmp_path, capsys):
         (["gather", "--seed", "-1"], "--seed must be a non-negative integer; got -1"),
         (["gather", "--dtype", "float16"], "--dtype"),
         (["gather", "--json", "/nonexistent-folder/x.json"], "--json"),
+        # an option the candidate would ignore
+        (["cached-mnrl", "--loss", "smooth-ap"], "--loss does not apply to cached-mnrl"),
+        (["gradient-cache", "--micro-batches", "3"],
+         "--micro-batches does not apply to gradient-cache"),
     ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(capsys, argv, needle):

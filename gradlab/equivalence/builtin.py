@@ -28,7 +28,8 @@ from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
 from gradlab.validation import check_floating_dtype, check_positive_finite, check_positive_int
 
-__all__ = ["CANDIDATES", "LOSSES", "builtin_candidate", "builtin_loss", "check_builtin"]
+__all__ = ["CANDIDATES", "DEFAULTS", "LOSSES", "OPTION_USERS", "builtin_candidate",
+           "builtin_loss", "check_builtin"]
 
 CANDIDATES = {
     "gradient-cache": "gradient caching: embeddings without graph, then a chunked re-forward",
@@ -50,6 +51,17 @@ defaults."""
 
 DEFAULT_PROCESSES = {"gather": 2, "gather-no-grad": 2, "local-loss": 2, "local-loss-no-grad": 2}
 """Processes per candidate when not given (1 for the others)."""
+
+OPTION_USERS = {
+    "--loss": frozenset(CANDIDATES) - {"cached-mnrl"},
+    "--chunk-size": frozenset({"gradient-cache", "cached-mnrl"}),
+    "--micro-batches": frozenset({"accumulation"}),
+}
+"""The candidates that read each option; given for another one, the option is refused (it
+would be ignored)."""
+
+DEFAULTS = {"--loss": "nt-xent", "--chunk-size": 4, "--micro-batches": 4}
+"""The value of each option of :data:`OPTION_USERS` when it is not given."""
 
 
 def builtin_loss(name: str) -> torch.nn.Module:
@@ -110,12 +122,12 @@ def builtin_candidate(name: str, loss: object, chunk_size: int = 4, micro_batche
 
 def check_builtin(
     candidate: str,
-    loss: str = "nt-xent",
+    loss: str | None = None,
     *,
     processes: int | None = None,
     batch_size: int = 16,
-    chunk_size: int = 4,
-    micro_batches: int = 4,
+    chunk_size: int | None = None,
+    micro_batches: int | None = None,
     dtype: torch.dtype = torch.float64,
     seed: int = 0,
     timeout: float = DEFAULT_TIMEOUT_S,
@@ -124,11 +136,12 @@ def check_builtin(
 
     Args:
         candidate: a name of :data:`CANDIDATES`.
-        loss: a name of :data:`LOSSES` (``cached-mnrl`` computes its own loss).
+        loss: a name of :data:`LOSSES`; ``None``: ``"nt-xent"`` (``cached-mnrl`` computes its
+            own loss and refuses one).
         processes: gloo processes of the candidate; ``None``: 2 for the gathers, else 1.
         batch_size: ``B`` of :func:`~gradlab.equivalence.synthetic_problem` (even).
-        chunk_size: ``gradient-cache``'s chunk (``cached-mnrl``'s mini-batch).
-        micro_batches: ``accumulation``'s ``k``.
+        chunk_size: ``gradient-cache``'s chunk (``cached-mnrl``'s mini-batch); ``None``: 4.
+        micro_batches: ``accumulation``'s ``k``; ``None``: 4.
         dtype: floating dtype of the comparison.
         seed: seeds the model and the batch.
         timeout: seconds before a distributed run is stopped.
@@ -137,12 +150,29 @@ def check_builtin(
         The :class:`~gradlab.equivalence.EquivalenceResult`.
 
     Raises:
-        GradlabError: a bad name or option, checked before any work.
+        GradlabError: a bad name or option, or an option the candidate does not read
+            (:data:`OPTION_USERS`: it would be ignored), checked before any work.
 
     Example:
         >>> check_builtin("gradient-cache", "smooth-ap", batch_size=8).equivalent
         True
     """
+    if candidate not in CANDIDATES:
+        raise GradlabError(f"candidate must be one of {', '.join(CANDIDATES)}; got {candidate!r}")
+    given = {"--loss": loss, "--chunk-size": chunk_size, "--micro-batches": micro_batches}
+    for option, value in given.items():
+        if value is None or candidate in OPTION_USERS[option]:
+            continue
+        if option == "--loss":  # only cached-mnrl has none
+            raise GradlabError(f"--loss does not apply to {candidate}, which computes its own "
+                               f"loss (NT-Xent, temperature 1/20, rows as queries); got --loss "
+                               f"{value}")  # fmt: skip
+        readers = " and ".join(name for name in CANDIDATES if name in OPTION_USERS[option])
+        raise GradlabError(f"{option} does not apply to {candidate} (read only by {readers}); "
+                           f"got {option} {value}")  # fmt: skip
+    loss, chunk_size, micro_batches = (
+        DEFAULTS[option] if value is None else value for option, value in given.items()
+    )
     loss_fn = builtin_loss(loss)
     if processes is None:
         processes = DEFAULT_PROCESSES.get(candidate, 1)

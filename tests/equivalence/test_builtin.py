@@ -8,6 +8,8 @@ own call forms, not through the checker. Only the one-process candidates run, ex
 test of a two-process default.
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -64,12 +66,17 @@ EXPECTED_LOSSES = {
 
 def _nt_xent_reference_loss(seed, dtype):
     """Default NT-Xent of the whole synthetic batch, by the loss module's own call form."""
-    model, batch = synthetic_problem(B, seed=seed, dtype=dtype)
+    return _whole_loss(gradlab.NTXentLoss(), B, seed, dtype)
+
+
+def _whole_loss(loss_fn, batch_size, seed=0, dtype=torch.float64):
+    """``loss_fn`` of the whole synthetic batch (cosine scores, positives by label)."""
+    model, batch = synthetic_problem(batch_size, seed=seed, dtype=dtype)
     with torch.no_grad():
         q, c = model(batch.query_inputs), model(batch.candidate_inputs)
         scores = F.normalize(q, dim=1) @ F.normalize(c, dim=1).T
         positives = batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0)
-        return float(gradlab.NTXentLoss()(scores, positives))
+        return float(loss_fn(scores, positives))
 
 
 # --- the names ------------------------------------------------------------------------------
@@ -237,10 +244,46 @@ def test_the_dtype_is_the_problems_and_the_comparisons():
     assert result.reference_loss == pytest.approx(expected, rel=1e-6, abs=0)
 
 
+@pytest.mark.parametrize(
+    ("candidate", "options", "message"),
+    [
+        ("cached-mnrl", {"loss": "smooth-ap"}, "--loss does not apply to cached-mnrl, which "
+         "computes its own loss (NT-Xent, temperature 1/20, rows as queries); got --loss "
+         "smooth-ap"),
+        ("gradient-cache", {"micro_batches": 3}, "--micro-batches does not apply to "
+         "gradient-cache (read only by accumulation); got --micro-batches 3"),
+        ("accumulation", {"chunk_size": 2}, "--chunk-size does not apply to accumulation (read "
+         "only by gradient-cache and cached-mnrl); got --chunk-size 2"),
+        # given, even at its default value: the candidate would not read it
+        ("gather", {"micro_batches": 4}, "--micro-batches does not apply to gather"),
+    ],
+)
+def test_an_option_the_candidate_does_not_read_is_refused(candidate, options, message):
+    with pytest.raises(GradlabError, match="^" + re.escape(message)):
+        check_builtin(candidate, **options)
+
+
+def test_the_candidate_name_is_checked_before_its_options():
+    with pytest.raises(GradlabError, match=r"^candidate must be one of gradient-cache, "):
+        check_builtin("gradient-caches", micro_batches=3)
+
+
+@pytest.mark.parametrize(
+    ("candidate", "options", "name"),
+    [("gradient-cache", {"loss": "max-violation", "chunk_size": 3}, "GradCache(chunk_size=3)"),
+     ("accumulation", {"loss": "siglip", "micro_batches": 2}, "Accumulation(micro_batches=2)")],
+)
+def test_the_options_a_candidate_reads_are_taken(candidate, options, name):
+    result = check_builtin(candidate, **options, batch_size=8)
+    assert result.candidate == name
+    expected = _whole_loss(EXPECTED_LOSSES[options["loss"]](), 8)
+    assert result.reference_loss == pytest.approx(expected, rel=1e-12)
+
+
 def test_cached_mnrl_is_checked_against_its_own_loss():
     pytest.importorskip("sentence_transformers")
-    # Whatever --loss says: NT-Xent, temperature 1/20, rows as queries, every item its own class.
-    result = check_builtin("cached-mnrl", "smooth-ap", chunk_size=3)
+    # Its own loss: NT-Xent, temperature 1/20, rows as queries, every item its own class.
+    result = check_builtin("cached-mnrl", chunk_size=3)
     assert result.equivalent, str(result)
     assert result.candidate == "CachedMNRL(scale=20.0, mini_batch_size=3)"
     assert result["dL/dtheta"].recorded
