@@ -131,9 +131,12 @@ def gradient_anatomy(
             the query's largest ``|G|`` (default :data:`DEFAULT_RELATIVE_THRESHOLD` = 0.01).
 
     Returns:
-        :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active; a query with
-        a NaN score among its candidates has no ranks (0) and NaN rank and hardness statistics
-        (see the module docstring).
+        :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active, so an
+        all-NaN gradient reads as no gradient at all: the function reads no value (no host
+        synchronisation), so check ``torch.isfinite(score_grad).all()`` first where a NaN is
+        possible (the Monitor does, and logs NaN for such a step). A query with a NaN score
+        among its candidates has no ranks (0) and NaN rank and hardness statistics (see the
+        module docstring).
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different

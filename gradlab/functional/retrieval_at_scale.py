@@ -72,7 +72,8 @@ def nearest_neighbours(
         A ``[Q, k]`` int64 tensor of candidate indices.
 
     Raises:
-        GradlabError: bad shapes, dtypes or sizes (checked before any work).
+        GradlabError: bad shapes, dtypes or sizes, or NaN or infinite embeddings or candidates
+            (checked before any work).
 
     Example:
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [1.0, 0.0]])
@@ -117,7 +118,8 @@ def retrieval_at_scale(
         repeated labels) and ``queries`` is 0.
 
     Raises:
-        GradlabError: bad shapes, dtypes, sizes, ``ks`` or ``chunk_size`` (before any work).
+        GradlabError: bad shapes, dtypes, sizes, ``ks`` or ``chunk_size``, or NaN or infinite
+            embeddings or candidates (before any work).
 
     Example:
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -194,6 +196,7 @@ def _check_points(
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
     check_embedding_size("embeddings", embeddings)
     if candidates is None:
+        check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
         return embeddings, embeddings, True
     check_tensor("candidates", candidates, ndims=(2,), kind="float")
     if candidates.shape[1] != embeddings.shape[1]:
@@ -206,6 +209,9 @@ def _check_points(
             f"candidates must match the embeddings' dtype and device ({embeddings.dtype}, "
             f"{embeddings.device}); got {candidates.dtype}, {candidates.device}"
         )
+    # one value read each, after every metadata check: a NaN ranks anywhere, silently
+    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+    check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=True)
     return embeddings, candidates, False
 
 
