@@ -157,9 +157,10 @@ def _load_weights(backbone: nn.Module, path: Path, spec: str) -> None:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:
         # torch's messages run over several lines; the first sentence says what failed
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0]
+        first = (str(error).strip().splitlines() or [""])[0].split(". ")[0]
         raise GradlabError(
-            f"weights {str(path)!r} cannot be read as a checkpoint of tensors: {first}"
+            f"weights {str(path)!r} cannot be read as a checkpoint of tensors (torch.load "
+            f"raised {type(error).__name__}{': ' + first if first else ''})"
         ) from None
     if isinstance(state, dict):
         for key in ("state_dict", "model"):

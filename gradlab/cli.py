@@ -244,6 +244,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
         return
     if arguments.data is None:
         raise GradlabError(f"gradlab study {name} needs --data FOLDER (or --render)")
+    _check_study_options(arguments)
     if arguments.test_list_file is not None and arguments.list_file is None:
         raise GradlabError(f"--test-list-file applies only with --list-file (the training images' "
                            f"'path label' file); got --test-list-file "
@@ -284,6 +285,26 @@ def _run_study(arguments: argparse.Namespace) -> None:
             sizes, seeds = results["batch_sizes"], results["seeds"]
             print(f"P from m = {sizes[0]} to {sizes[-1]}: {summary['trend']} (paired t-test "
                   f"over {len(seeds)} seed(s))")  # fmt: skip
+
+
+def _check_study_options(arguments: argparse.Namespace) -> None:
+    """The study's own options, named as the command line names them, before any work (the
+    study checks its arguments again under their Python names)."""
+    from gradlab.validation import check_int_in_range, check_positive_finite, check_positive_int
+
+    if not arguments.data.is_dir():
+        raise GradlabError(f"--data must be an existing folder of images; "
+                           f"{str(arguments.data)!r} is not")  # fmt: skip
+    for option, value in (("--embedding-dim", arguments.embedding_dim),
+                          ("--image-size", arguments.image_size),
+                          ("--epochs", arguments.epochs)):  # fmt: skip
+        check_positive_int(option, value)
+    check_positive_finite("--lr", arguments.lr)
+    check_int_in_range("--loader-workers", arguments.loader_workers, 0)
+    for option, path in (("--weights", arguments.weights), ("--list-file", arguments.list_file),
+                         ("--test-list-file", arguments.test_list_file)):  # fmt: skip
+        if path is not None and not path.is_file():
+            raise GradlabError(f"{option} must be an existing file; {str(path)!r} is not")
 
 
 def _add_plan(commands, with_losses: bool) -> None:
@@ -342,7 +363,7 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check.add_argument("candidate", choices=names, metavar="CANDIDATE",
                        help="the trick" + (f": one of {', '.join(names)}" if names else ""))
     check.add_argument("--loss", default=None, choices=losses,
-                       help="the loss (default: nt-xent; cached-mnrl has its own)")
+                       help="the loss; cached-mnrl has its own (default: nt-xent)")
     check.add_argument("--processes", type=int, default=None,
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")
     check.add_argument("--batch-size", type=int, default=16, help="B, even (default: 16)")

@@ -98,6 +98,12 @@ def test_bad_weights_files_are_named(tmp_path):
     junk.write_bytes(b"not a checkpoint")
     with pytest.raises(GradlabError, match="cannot be read as a checkpoint"):
         build_backbone(TINY, weights=junk)
+    # a text file torch.load reads as a bad magic number (a KeyError of a bare number): the
+    # message names what torch raised, not only the number
+    junk.write_bytes(b"junk\n")
+    with pytest.raises(GradlabError, match=r"checkpoint of tensors \(torch\.load raised "
+                                           r"KeyError: 174812789\)$"):
+        build_backbone(TINY, weights=junk)
     listing = tmp_path / "list.pt"
     torch.save([1, 2], listing)
     with pytest.raises(GradlabError, match="holds no state dict of tensors"):
