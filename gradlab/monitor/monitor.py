@@ -205,6 +205,9 @@ class Monitor:
 
         The loss's adapter (:mod:`gradlab.monitor.adapters`) says how it is read. A call the
         Monitor cannot read still returns the loss, reported once with a ``RuntimeWarning``.
+        Several calls before one :meth:`step` (gradient accumulation's micro-batches, or two
+        watched losses) log the last one: a step describes one batch, not a mix of several;
+        :attr:`calls` counts them all.
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.

@@ -359,6 +359,20 @@ def test_each_watched_loss_keeps_its_own_inputs(tmp_path):
     assert first == {"step": 0, "loss": 15.0} and second == {"step": 1, "loss": 8.0}
 
 
+def test_several_calls_before_one_step_log_the_last_call(tmp_path):
+    # gradient accumulation: three micro-batches per optimizer step, then monitor.step()
+    def mean_square(embeddings, labels):
+        return (embeddings**2).mean()
+
+    with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
+        watched = monitor.watch(mean_square)
+        for value in (1.0, 2.0, 3.0):
+            watched(torch.full((4, 2), value), torch.arange(4))
+        record = monitor.step()
+        assert monitor.calls == 3
+    assert record == {"step": 0, "loss": 9.0}
+
+
 def test_the_last_step_logged_at_close_keeps_its_loss(tmp_path):
     def mean_square(embeddings, labels):
         return (embeddings**2).mean()
