@@ -318,6 +318,7 @@ def _add_plan(commands, with_losses: bool) -> None:
                  "the device if it is here, else estimated from a stated model")  # fmt: skip
     plan = commands.add_parser("plan", help=plan_help, description=plan_help)
     plan.add_argument("--loss", default="smooth_ap", choices=losses,
+                      type=lambda name: name.replace("-", "_"),  # smooth-ap as check-equivalence
                       help="(default: %(default)s)")  # fmt: skip
     plan.add_argument("--batch-size", type=int, required=True,
                       help="m, a multiple of --per-class")  # fmt: skip
@@ -363,6 +364,7 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check.add_argument("candidate", choices=names, metavar="CANDIDATE",
                        help="the trick" + (f": one of {', '.join(names)}" if names else ""))
     check.add_argument("--loss", default=None, choices=losses,
+                       type=lambda name: name.replace("_", "-"),  # smooth_ap as gradlab plan
                        help="the loss; cached-mnrl has its own (default: nt-xent)")
     check.add_argument("--processes", type=int, default=None,
                        help="gloo processes of the trick (default: 2 for the gathers, else 1)")

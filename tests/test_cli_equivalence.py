@@ -55,6 +55,12 @@ def test_accumulation_says_how_many_scores_it_never_computed(capsys):
     assert "192 scores never computed" in out
 
 
+def test_loss_names_with_underscores_are_taken_as_gradlab_plan_spells_them(capsys):
+    # smooth_ap (gradlab plan's spelling) is smooth-ap: the reference is SmoothAP
+    status, out, _ = _run(["gradient-cache", "--loss", "smooth_ap", "--batch-size", "8"], capsys)
+    assert status == 0 and "SmoothAPLoss" in out, out
+
+
 def test_json_is_the_result(tmp_path, capsys):
     target = tmp_path / "result.json"
     status, _, _ = _run(["accumulation", "--micro-batches", "2", "--json", str(target)], capsys)

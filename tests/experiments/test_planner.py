@@ -101,6 +101,16 @@ def test_plan_estimates_for_a_cuda_device_that_is_not_here(capsys):
     assert "how: estimated" in out and "scaled by (m / 256)^2" in out
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is here: it is measured")
+def test_plan_takes_loss_names_with_hyphens_as_check_equivalence_does(capsys):
+    # smooth-ap (check-equivalence's spelling) is smooth_ap
+    for name in ("smooth-ap", "smooth_ap"):
+        assert main(["plan", "--loss", name, "--batch-size", "384", "--dim", "512",
+                     "--device", "cuda"]) == 0  # fmt: skip
+        out = capsys.readouterr().out
+        assert out.startswith("SmoothAP (query excluded) at m = 384"), out
+
+
 @pytest.mark.parametrize(
     "argv, message",
     [
