@@ -350,7 +350,23 @@ def check_tensor(
         raise GradlabError(f"{name} must have an integer dtype; got {value.dtype}")
     if kind == "any_real" and (value.dtype == torch.bool or value.is_complex()):
         raise GradlabError(f"{name} must have a real floating or integer dtype; got {value.dtype}")
-    if finite and value.is_floating_point() and value.numel() and not _SKIP_VALUE_CHECKS.get():
+    if finite:
+        check_finite(name, value)
+    return value
+
+
+def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:
+    """Refuse a floating tensor with NaN or infinite entries (other dtypes pass): one read-only
+    reduction, one value read (a host synchronisation on a GPU); skipped inside
+    :func:`skip_value_checks`. Call it after the metadata checks, which read no value.
+
+    Example:
+        >>> check_finite("scores", torch.tensor([0.5, float("nan")]))
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: scores must be finite; it holds NaN or infinite entries
+    """
+    if value.is_floating_point() and value.numel() and not _SKIP_VALUE_CHECKS.get():
         # One read-only reduction (NaN propagates through min/max); no full-size mask.
         low, high = torch.aminmax(value.detach())
         if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):

@@ -9,6 +9,7 @@ import gradlab
 from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_embeddings_and_labels,
+    check_finite,
     check_floating_dtype,
     check_in_range,
     check_int_in_range,
@@ -20,6 +21,7 @@ from gradlab.validation import (
     check_tensor,
     count_noun,
     finite_flag,
+    skip_value_checks,
 )
 
 
@@ -151,6 +153,15 @@ def test_finite_tensors_refuse_an_infinity_at_either_end():
         assert _refusal(lambda values=values: check_tensor(
             "x", torch.tensor(values), ndims=(1,), kind="float", finite=True)) == (
             "x must be finite; it holds NaN or infinite entries")
+
+
+def test_the_finite_check_alone_passes_finite_integer_and_empty_tensors_unchanged():
+    for value in (torch.tensor([1.0, -2.0]), torch.tensor([1, 2]), torch.zeros(0)):
+        assert check_finite("x", value) is value
+    assert _refusal(lambda: check_finite("scores", torch.tensor([[0.0, math.inf]]))) == (
+        "scores must be finite; it holds NaN or infinite entries")
+    with skip_value_checks():  # no value read: the caller handles non-finite values
+        check_finite("x", torch.tensor([math.nan]))
 
 
 def test_tensors_on_two_devices_are_named_with_their_devices():

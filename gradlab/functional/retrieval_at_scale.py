@@ -39,6 +39,7 @@ from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_embedding_size,
     check_embeddings_and_labels,
+    check_finite,
     check_positive_int,
     check_tensor,
 )
@@ -196,7 +197,7 @@ def _check_points(
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
     check_embedding_size("embeddings", embeddings)
     if candidates is None:
-        check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+        check_finite("embeddings", embeddings)  # a read, after the metadata: a NaN ranks anywhere
         return embeddings, embeddings, True
     check_tensor("candidates", candidates, ndims=(2,), kind="float")
     if candidates.shape[1] != embeddings.shape[1]:
@@ -209,9 +210,8 @@ def _check_points(
             f"candidates must match the embeddings' dtype and device ({embeddings.dtype}, "
             f"{embeddings.device}); got {candidates.dtype}, {candidates.device}"
         )
-    # one value read each, after every metadata check: a NaN ranks anywhere, silently
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
-    check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=True)
+    check_finite("embeddings", embeddings)
+    check_finite("candidates", candidates)
     return embeddings, candidates, False
 
 

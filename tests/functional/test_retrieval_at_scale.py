@@ -206,6 +206,8 @@ def test_lone_queries_are_left_out_and_no_relevant_pair_gives_nan():
          "^candidates must be finite"),
         (lambda: nearest_neighbours(torch.tensor([[1.0, 0.0], [math.nan, 1.0]]), 1),
          "^embeddings must be finite"),
+        (lambda: nearest_neighbours(torch.tensor([[1.0, 0.0], [-math.inf, 1.0]]), 1,
+                                    candidates=torch.eye(2)), "^embeddings must be finite"),
         (lambda: nearest_neighbours(torch.zeros(1, 2), 1), r"at most .* \(0\); got 1"),
         (lambda: nearest_neighbours(torch.zeros(3, 2), True), "k must be a positive integer"),
     ],
