@@ -236,7 +236,7 @@ def measure_loss(
     repeats = max(1, min(repeats, int(TIMING_SECONDS // max(warm_up, 1e-9))))
     if warm_up >= LONG_PASS_SECONDS:
         print(f"gradlab plan: one pass takes {warm_up:.0f} s here; {1 + repeats} more to "
-              "measure the peak and the time", file=sys.stderr, flush=True)  # fmt: skip
+              "measure the peak and the time", file=sys.stderr)  # stderr: line-buffered
     embeddings.grad = None
     if torch.device(device).type == "cuda":
         _sync(device)

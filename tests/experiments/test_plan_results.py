@@ -90,7 +90,9 @@ class _Clock:
     """A stand-in for time.perf_counter: each timed call lasts the next of ``durations``."""
 
     def __init__(self, durations):
-        self.durations, self.now, self.calls, self.starts = iter(durations), 0.0, 0, 0
+        # the clock starts far from 0, as perf_counter does: a duration is a difference (the
+        # durations are dyadic fractions, exact at this offset)
+        self.durations, self.now, self.calls, self.starts = iter(durations), 1024.0, 0, 0
 
     def __call__(self):
         self.calls += 1
@@ -102,8 +104,8 @@ class _Clock:
 
 
 def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
-    # the first call is the warm-up (1 ms: all seven timed calls fit in the timing budget)
-    clock = _Clock([0.001, 0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
+    # the first call is the warm-up (1/1024 s: all seven timed calls fit in the timing budget)
+    clock = _Clock([2**-10, 0.5, 0.25, 8.0, 0.75, 0.5, 1.0, 9.0])
     monkeypatch.setattr("time.perf_counter", clock)
     cost = measure_loss("contrastive", 16, 4, repeats=7)
     assert clock.starts == 8
@@ -115,14 +117,16 @@ def test_measured_time_is_the_median_of_the_timed_calls(monkeypatch):
 
 
 @pytest.mark.parametrize(
-    ("warm_up", "timed"),
-    [(0.001, 5), (2.0, 5), (3.0, 3), (4.0, 2), (6.0, 1), (20.0, 1)],
+    ("warm_up", "repeats", "timed"),
+    [(2**-10, 5, 5), (2**-10, 20, 20), (2.0, 5, 5), (3.0, 5, 3), (4.0, 5, 2), (5.0, 5, 2),
+     (6.0, 5, 1), (20.0, 5, 1)],
 )
-def test_a_slow_pass_is_timed_fewer_times(monkeypatch, capsys, warm_up, timed):
-    # five timed calls by default, as many as fit in 10 s at the warm-up's pace, at least one
-    clock = _Clock([warm_up] * 6)
+def test_a_slow_pass_is_timed_fewer_times(monkeypatch, capsys, warm_up, repeats, timed):
+    # as many timed calls as asked (five by default) that fit in 10 s at the warm-up's pace,
+    # at least one
+    clock = _Clock([warm_up] * (repeats + 1))
     monkeypatch.setattr("time.perf_counter", clock)
-    cost = measure_loss("fast_ap", 8, 4)
+    cost = measure_loss("fast_ap", 8, 4, repeats=repeats)
     assert clock.starts == 1 + timed
     assert cost["seconds"] == warm_up
     assert cost["method"].endswith(f"the median of {timed} run" + ("s" if timed > 1 else ""))
