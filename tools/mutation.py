@@ -403,6 +403,9 @@ STUDY_TESTS = {
     # the cached-mnrl case imports sentence-transformers (about 12 s)
     "cli": ["tests/test_cli_commands.py", "tests/test_cli.py", "tests/test_cli_faults.py",
             "tests/test_cli_equivalence.py",
+            # the study command's own checks of its options, before any training
+            "tests/experiments/test_image_studies.py::"
+            "test_bad_input_is_one_line_and_exit_code_2_before_training",
             "-m", "not slow",
             "--deselect=tests/test_cli_equivalence.py::"
             "test_one_process_candidates_exit_0_when_equivalent_and_1_when_not[argv4-0]"],
