@@ -44,6 +44,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import sympy as sp
 
 from gradlab.symbolic.mutation_operators import equivalent, generate
@@ -330,9 +331,15 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
 
 
 def _mutant_verdict(claim: Claim, form: Form) -> Verdict:
-    """The check's verdict on a mutant; a check that raises rejects it (``inconclusive``)."""
+    """The check's verdict on a mutant; a check that raises rejects it (``inconclusive``).
+
+    A mutant may divide by zero or take a root of a negative number where the accepted form
+    does not: the checks compare the infinite or NaN values it gives, so NumPy's floating-point
+    warnings for them are silenced here (they said nothing about the claim and filled
+    ``gradlab report``'s output)."""
     try:
-        return _checked(claim, form)
+        with np.errstate(all="ignore"):
+            return _checked(claim, form)
     except Exception as error:  # the mutant is malformed for the check: it is not accepted
         return undecided(f"the check raised {type(error).__name__} on this mutant: {error}")
 

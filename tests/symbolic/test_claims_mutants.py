@@ -4,6 +4,9 @@ The claims here are small and their truths are written independently of the code
 (expanded polynomials, hand-computed corrections), so each expected verdict is known in advance.
 """
 
+import warnings
+
+import numpy as np
 import pytest
 import sympy as sp
 
@@ -134,3 +137,26 @@ def test_a_mutant_equal_only_under_the_claims_domain_is_dropped_with_the_domain_
     assert any(m["formula"] == strict.text() and not m["killed"] for m in plain["mutant_results"])
     assert "<= -> < (given l = b - w_(>0), w = w_(>0))" in given["equivalent_mutants_dropped"]
     assert strict.text() not in [m["formula"] for m in given["mutant_results"]]
+
+
+def test_a_mutant_that_divides_by_zero_is_judged_without_printing_a_warning():
+    # The check takes 1 / (form at x = 1): 1/2 for the printed x + 1. Its mutant x - 1 (the
+    # constant's sign flipped) divides by zero there, where NumPy warns, which said nothing
+    # about the claim; the check compares the value (inf fails), so it is still rejected.
+    def check(form):
+        inverse = np.float64(1.0) / np.float64(form.value.subs(x, 1))
+        return decide(inverse == 0.5, "1 / (1 + 1)", f"1 / value = {inverse}")
+
+    claim = Claim("mine", "eq3", "a quotient", Form(x + 1), check)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record = audit_claim(claim, mutants=True)
+    assert record["verdict"] == "holds"
+    assert "x - 1" in [m["formula"] for m in record["mutant_results"]]
+    assert record["mutants_killed"] == record["mutants"]
+    assert [w for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    # the printed form's own check is not silenced: only the mutants are
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert evaluate(Claim("mine", "eq4", "at a pole", Form(x - 1), check)).verdict == "fails"
+    assert any(issubclass(w.category, RuntimeWarning) for w in caught)
