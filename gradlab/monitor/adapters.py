@@ -234,6 +234,12 @@ class LossAdapter:
                 batch.embedding_grad = grad.detach()  # read only: returning None keeps it
 
             first.register_hook(keep)
+        if (score_grad or embedding_grad) and _is_scalar_in_graph(loss):
+
+            def keep_scale(grad: torch.Tensor) -> None:  # the factor put on the loss (read only)
+                batch.loss_scale = grad.detach().reshape(())
+
+            loss.register_hook(keep_scale)
         return batch
 
     def _lend_workspace(self, batch: BatchView, weights: RecordedColumnWeights) -> None:
@@ -496,6 +502,11 @@ def record_into(captured: list) -> Callable:
         captured.append(capture)
 
     return record
+
+
+def _is_scalar_in_graph(value: object) -> bool:
+    """Whether ``value`` is a one-element tensor that backward will reach (a loss)."""
+    return isinstance(value, torch.Tensor) and value.requires_grad and value.numel() == 1
 
 
 def _keep_into(capture: ScoreCapture):

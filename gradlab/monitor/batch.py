@@ -178,6 +178,12 @@ class BatchView:
     positives: torch.Tensor | None = None
     loss: torch.Tensor | None = None
     embedding_grad: torch.Tensor | None = None
+    loss_scale: torch.Tensor | None = None
+    """The gradient that reached the watched call's value in backward (0-d, on the device): 1
+    for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated
+    micro-batches, the scale of AMP's ``GradScaler``; None when not captured (a loss that is
+    not a scalar, or no backward). :meth:`unscale_gradients` divides the captured gradients by
+    it."""
     tau: float = 0.01
     loss_kind: str | None = None
     loss_tau: float | None = None
@@ -218,6 +224,32 @@ class BatchView:
             listener = self.__dict__.get("on_workspace")
             if listener is not None:
                 listener(value)
+
+    def unscale_gradients(self) -> None:
+        """Divide the captured gradients (``embedding_grad`` and each ``dL/dS``) by
+        :attr:`loss_scale`, so that they are the watched loss's own, whatever factor the
+        training loop put on the loss before backward (accumulation, AMP, a loss weight).
+        Nothing is read back; a scale of 0 (a loss multiplied by 0) leaves them as they are,
+        zero. Call it once, after backward.
+
+        Example:
+            >>> view = BatchView(torch.zeros(2, 2), labels=torch.arange(2),
+            ...                  embedding_grad=torch.full((2, 2), 0.5),
+            ...                  loss_scale=torch.tensor(0.25))  # loss / 4 was backpropagated
+            >>> view.unscale_gradients()
+            >>> view.embedding_grad.tolist()
+            [[2.0, 2.0], [2.0, 2.0]]
+        """
+        scale = self.loss_scale
+        if scale is None:
+            return
+        factor = torch.where(scale != 0, scale.reciprocal(), torch.ones_like(scale))
+        if self.embedding_grad is not None:  # autograd's own tensor: not in place
+            self.embedding_grad = self.embedding_grad * factor.to(self.embedding_grad.dtype)
+        for capture in self.score_captures:
+            if capture.grad is not None:  # the capture's own copy
+                capture.grad.mul_(factor.to(capture.grad.dtype))
+        self.loss_scale = None  # once
 
     def _leave_graph(self) -> None:
         """Once the embeddings' gradient has arrived, hold the recorded scores out of the

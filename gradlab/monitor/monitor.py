@@ -435,6 +435,7 @@ class Monitor:
     ) -> dict | None:
         """Compute ``due`` on ``batch`` (global under torch.distributed: ``rows`` per rank,
         agreed), write the record."""
+        batch.unscale_gradients()  # the loss's own gradients, before any gather
         if self.distributed == "auto":
             batch = gather_batch(batch, rows)
         if batch.workspace is None:

@@ -1,0 +1,80 @@
+"""The logged gradients are the watched loss's own, whatever factor the loop puts on the loss
+before backward: a trainer's division over accumulated micro-batches, AMP's GradScaler, a loss
+weight. The factor reaches the watched call's value in backward; the Monitor divides by it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor.batch import BatchView
+
+LABELS = torch.arange(4).repeat_interleave(4)
+
+
+def _record(tmp_path, factor, preset="full", loss_fn=None):
+    torch.manual_seed(0)
+    embeddings = torch.randn(16, 8, requires_grad=True)
+    folder = tmp_path / f"run-{factor}"
+    with gradlab.Monitor(folder, preset=preset, every=1, strict=True) as monitor:
+        watched = monitor.watch(loss_fn or gradlab.SmoothAPLoss(0.05))
+        loss = watched(embeddings, LABELS)
+        (loss if factor is None else loss * factor).backward()
+        return monitor.step()
+
+
+@pytest.mark.parametrize("preset", ["cheap", "full"])  # cheap: the embeddings' gradient only
+@pytest.mark.parametrize("factor", [0.25, 0.5, 4.0, 65536.0])
+def test_a_power_of_two_on_the_loss_logs_every_value_bit_for_bit(tmp_path, factor, preset):
+    # 1/N of accumulation, AMP's scale: a power of two divides out exactly
+    plain = _record(tmp_path, None, preset)
+    scaled = _record(tmp_path, factor, preset)
+    assert "embedding_grad_norm" in plain
+    assert scaled.keys() == plain.keys()
+    for key, value in plain.items():
+        same = value == scaled[key] or (math.isnan(value) and math.isnan(scaled[key]))
+        assert same, (key, value, scaled[key])
+
+
+def test_another_factor_logs_the_same_values_to_rounding(tmp_path):
+    plain, scaled = _record(tmp_path, None), _record(tmp_path, 1 / 3)
+    assert scaled["embedding_grad_norm"] == pytest.approx(plain["embedding_grad_norm"], rel=1e-6)
+    # SmoothAP agrees with its analytic gradient: the factor is not read as a wrong loss
+    assert scaled["gradient_agreement_relative_error"] < 1e-5
+    assert scaled["anatomy_active_negatives_mean"] == plain["anatomy_active_negatives_mean"]
+
+
+def test_a_loss_multiplied_by_zero_logs_a_zero_gradient(tmp_path):
+    record = _record(tmp_path, 0.0)
+    assert record["embedding_grad_norm"] == 0.0
+    assert record["anatomy_active_negatives_mean"] == 0.0
+
+
+def test_a_loss_of_a_score_matrix_is_unscaled_too(tmp_path):
+    # NT-Xent watched on a score matrix: the anatomy reads dL/dS of the call's own matrix
+    def run(factor):
+        torch.manual_seed(1)
+        scores = torch.randn(6, 6, requires_grad=True)
+        with gradlab.Monitor(tmp_path / f"scores-{factor}", preset="full", every=1) as monitor:
+            watched = monitor.watch(gradlab.NTXentLoss(0.1))
+            loss = watched(scores, torch.eye(6, dtype=torch.bool))
+            (loss * factor).backward()
+            return monitor.step()
+
+    plain, scaled = run(1.0), run(8.0)
+    keys = [key for key in plain if key.startswith("anatomy_")]
+    assert keys and all(plain[key] == scaled[key] or math.isnan(plain[key]) for key in keys)
+
+
+def test_unscaling_divides_each_captured_gradient_once():
+    view = BatchView(torch.zeros(2, 2), labels=torch.arange(2),
+                     embedding_grad=torch.full((2, 2), 3.0), loss_scale=torch.tensor(0.5))
+    original = view.embedding_grad
+    view.unscale_gradients()
+    assert view.embedding_grad.tolist() == [[6.0, 6.0], [6.0, 6.0]]
+    assert original.tolist() == [[3.0, 3.0], [3.0, 3.0]]  # autograd's tensor is left alone
+    view.unscale_gradients()  # a second call changes nothing
+    assert view.embedding_grad.tolist() == [[6.0, 6.0], [6.0, 6.0]]
