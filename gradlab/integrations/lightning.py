@@ -38,6 +38,7 @@ from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
+from gradlab.monitor.watched import watched_like
 
 try:
     from lightning.pytorch import Callback
@@ -147,12 +148,14 @@ class GradlabCallback(Callback):
         self._trainer = None
 
     def watch(self, loss_fn: Callable) -> Callable:
-        """Wrap the module's loss once; returns a callable with the same signature and value."""
+        """Wrap the module's loss once; returns a callable with the same signature and value
+        (for a ``torch.nn.Module`` loss a :class:`~gradlab.monitor.watched.WatchedLoss`: its
+        parameters stay the LightningModule's, trained and saved)."""
         if not callable(loss_fn):
             raise GradlabError(
                 f"loss_fn must be callable (a loss module or function); got {loss_fn!r}"
             )
-        return _WatchedLoss(self, loss_fn)
+        return watched_like(loss_fn, _WatchedLoss(self, loss_fn))
 
     # --- Lightning hooks -------------------------------------------------------------------------
 

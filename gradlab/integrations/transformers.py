@@ -57,6 +57,7 @@ from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
+from gradlab.monitor.watched import watched_like
 
 try:
     from transformers import TrainerCallback
@@ -172,7 +173,9 @@ class GradlabTrainerCallback(TrainerCallback):
             loss_fn: the loss.
 
         Returns:
-            The sentence-transformers module itself, or a callable with the loss's signature.
+            The sentence-transformers module itself, a
+            :class:`~gradlab.monitor.watched.WatchedLoss` for another ``torch.nn.Module`` loss
+            (its parameters stay the model's), or a callable with the loss's signature.
 
         Raises:
             GradlabError: ``loss_fn`` is not callable, or a module watched twice.
@@ -191,7 +194,9 @@ class GradlabTrainerCallback(TrainerCallback):
             )
         module = type(loss_fn).__module__.split(".")[0]
         if not isinstance(loss_fn, torch.nn.Module) or module != "sentence_transformers":
-            return _WatchedCall(self, loss_fn, getattr(loss_fn, "__name__", type(loss_fn).__name__))
+            name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+            return watched_like(loss_fn, _WatchedCall(self, loss_fn, name))  # a module's
+            # parameters stay the model's
         if isinstance(loss_fn.__dict__.get("forward"), _WatchedCall):
             raise GradlabError(
                 f"loss_fn {type(loss_fn).__name__} is watched already; watch a loss once"

@@ -47,6 +47,7 @@ from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
+from gradlab.monitor.watched import watched_like
 from gradlab.validation import skip_value_checks
 
 DEFAULT_TAU = 0.01
@@ -207,7 +208,9 @@ class Monitor:
         Monitor cannot read still returns the loss, reported once with a ``RuntimeWarning``.
         Several calls before one :meth:`step` (gradient accumulation's micro-batches, or two
         watched losses) log the last one: a step describes one batch, not a mix of several;
-        :attr:`calls` counts them all.
+        :attr:`calls` counts them all. A ``torch.nn.Module`` loss comes back as a
+        :class:`~gradlab.monitor.watched.WatchedLoss`, a module whose parameters are the loss's
+        own (a loss with learnable weights, held by a model, is still trained and saved).
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
@@ -240,7 +243,7 @@ class Monitor:
             return loss
 
         watched.__wrapped__ = loss_fn
-        return watched
+        return watched_like(loss_fn, watched)  # a loss module's parameters stay the model's
 
     def _adopt_tau(self, adapter: LossAdapter) -> None:
         """Take the watched SmoothAP loss's tau when none was given; warn once if they differ."""

@@ -1,0 +1,93 @@
+"""A watched loss module that stays the loss's module: its parameters are still trained and saved.
+
+:meth:`gradlab.Monitor.watch` and the integrations' ``watch`` wrap a loss so that its calls feed
+the Monitor. A plain function in its place would hide a loss module's own parameters (the
+class weights of pytorch-metric-learning's ``ArcFaceLoss`` or ``ProxyAnchorLoss``, a learnable
+temperature) from the model that holds it: ``model.parameters()`` would leave them out, the
+optimizer would never update them and checkpoints would not hold them. :class:`WatchedLoss` is a
+``torch.nn.Module`` that shares the loss's registries of parameters, buffers and submodules, so
+``parameters()``, ``state_dict()`` (with the same keys), ``load_state_dict``, ``.to()`` and
+``train()`` act on the loss's own tensors, while a call goes through the watching wrapper.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+__all__ = ["WatchedLoss", "watched_like"]
+
+_REGISTRIES = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules")
+"""The ``nn.Module`` dictionaries a watched loss shares with the loss it wraps."""
+
+
+class WatchedLoss(nn.Module):
+    """``loss_fn``'s parameters, buffers and submodules, called through ``call``.
+
+    Args:
+        loss_fn: the loss module.
+        call: what a call runs (the Monitor's watching wrapper of ``loss_fn``).
+
+    Example:
+        >>> loss = nn.Linear(2, 1)  # a module with parameters, standing in for a loss
+        >>> watched = WatchedLoss(loss, lambda x: loss(x).sum())
+        >>> [name for name, _ in watched.named_parameters()]
+        ['weight', 'bias']
+        >>> watched.state_dict().keys() == loss.state_dict().keys()
+        True
+        >>> x = torch.ones(3, 2)
+        >>> watched.weight is loss.weight, torch.equal(watched(x), loss(x).sum())
+        (True, True)
+    """
+
+    def __init__(self, loss_fn: nn.Module, call: Callable) -> None:
+        super().__init__()
+        for registry in _REGISTRIES:  # the same objects: the loss's tensors are this module's
+            object.__setattr__(self, registry, getattr(loss_fn, registry))
+        object.__setattr__(self, "__wrapped__", loss_fn)
+        object.__setattr__(self, "__name__", getattr(call, "__name__", type(loss_fn).__name__))
+        object.__setattr__(self, "_call", call)
+        object.__setattr__(self, "training", loss_fn.training)
+
+    def forward(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def train(self, mode: bool = True) -> WatchedLoss:
+        """Set the mode of this module and of the loss itself (``eval()`` calls it too)."""
+        super().train(mode)
+        self.__wrapped__.train(mode)
+        return self
+
+    def __getattr__(self, name: str):
+        """The loss's registered tensors and submodules, then its other attributes (``tau``,
+        ``degenerate_batches``, ``temperature``...), then the wrapper's (an integration's
+        ``callback``)."""
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("__"):
+                raise
+            for owner in (self.__dict__.get("__wrapped__"), self.__dict__.get("_call")):
+                if owner is not None and hasattr(owner, name):
+                    return getattr(owner, name)
+            raise
+
+    def __repr__(self) -> str:
+        return f"watched {self.__wrapped__!r}"
+
+
+def watched_like(loss_fn: Callable, call: Callable) -> Callable:
+    """``call`` in the loss's place: a :class:`WatchedLoss` for a ``torch.nn.Module`` loss (its
+    parameters stay the model's), else ``call`` itself.
+
+    Example:
+        >>> def mean(x):
+        ...     return x.mean()
+        >>> watched_like(mean, mean) is mean, type(watched_like(nn.MSELoss(), print)).__name__
+        (True, 'WatchedLoss')
+    """
+    if isinstance(loss_fn, torch.nn.Module):
+        return WatchedLoss(loss_fn, call)
+    return call

@@ -1,0 +1,119 @@
+"""A watched loss module stays the loss's module: a model that holds it still trains and saves
+the loss's own parameters (learnable class proxies, a learnable temperature), with the same
+state_dict keys as without the Monitor."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import gradlab
+from gradlab.monitor.watched import WatchedLoss
+
+LABELS = torch.arange(4).repeat_interleave(2)
+
+
+class ProxyLoss(nn.Module):
+    """Learnable class proxies, as ProxyAnchor's or ArcFace's weights, and a call counter."""
+
+    def __init__(self):
+        super().__init__()
+        self.proxies = nn.Parameter(torch.randn(4, 3, generator=torch.Generator().manual_seed(0)))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        self.temperature = 0.1
+
+    def forward(self, embeddings, labels):
+        self.calls += 1
+        logits = F.normalize(embeddings, dim=1) @ F.normalize(self.proxies, dim=1).T
+        return F.cross_entropy(logits / self.temperature, labels)
+
+
+class Model(nn.Module):
+    def __init__(self, loss_fn):
+        super().__init__()
+        self.encoder = nn.Linear(5, 3)
+        self.loss_fn = loss_fn
+
+
+def _train(model, steps=3):
+    torch.manual_seed(1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(steps):
+        inputs = torch.randn(8, 5)
+        model.loss_fn(model.encoder(inputs), LABELS).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def test_the_loss_parameters_are_trained_and_saved_as_without_the_monitor(tmp_path):
+    torch.manual_seed(0)
+    plain = Model(ProxyLoss())
+    watched_model = Model(ProxyLoss())
+    watched_model.load_state_dict(plain.state_dict())
+    with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        watched_model.loss_fn = monitor.watch(watched_model.loss_fn)
+        assert isinstance(watched_model.loss_fn, WatchedLoss)
+        _train(plain)
+        _train(watched_model)
+    assert plain.state_dict().keys() == watched_model.state_dict().keys()
+    for key, value in plain.state_dict().items():
+        assert torch.equal(value, watched_model.state_dict()[key]), key
+    assert not torch.equal(plain.loss_fn.proxies, ProxyLoss().proxies)  # the proxies moved
+    assert int(watched_model.loss_fn.calls) == 3  # the buffer is the loss's
+
+
+def test_a_checkpoint_loads_into_the_loss_itself(tmp_path):
+    loss = ProxyLoss()
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        model = Model(monitor.watch(loss))
+        state = {key: torch.zeros_like(value) for key, value in model.state_dict().items()}
+        model.load_state_dict(state)
+    assert torch.count_nonzero(loss.proxies) == 0 and int(loss.calls) == 0
+
+
+def test_moving_and_modes_reach_the_loss(tmp_path):
+    loss = ProxyLoss()
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        watched.to(torch.float64)
+        assert loss.proxies.dtype == torch.float64 and watched.proxies is loss.proxies
+        watched.eval()
+        assert not loss.training and not watched.training
+        watched.train()
+        assert loss.training
+
+
+def test_the_loss_attributes_read_through_and_a_function_stays_a_function(tmp_path):
+    def mean_square(embeddings, labels):
+        return (embeddings**2).mean()
+
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        assert watched.tau == 0.05 and watched.degenerate_batches == 0
+        assert repr(watched) == "watched SmoothAPLoss(tau=0.05, include_query=False)"
+        assert not isinstance(monitor.watch(mean_square), nn.Module)
+        with pytest.raises(AttributeError, match="no_such_attribute"):
+            watched.no_such_attribute  # noqa: B018
+
+
+def test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles(tmp_path):
+    # ddp_spawn pickles the LightningModule, its watched loss included
+    pytest.importorskip("lightning")
+    from gradlab.integrations.lightning import GradlabCallback
+
+    lightning_watched = GradlabCallback(tmp_path / "l").watch(ProxyLoss())
+    assert "loss_fn.proxies" in Model(lightning_watched).state_dict()  # the model holds them
+    again = pickle.loads(pickle.dumps(lightning_watched))
+    assert torch.equal(again.proxies, lightning_watched.proxies) and again.callback.monitor is None
+
+
+def test_the_trainer_callback_s_watched_loss_is_a_module_too():
+    pytest.importorskip("transformers")
+    from gradlab.integrations.transformers import GradlabTrainerCallback
+
+    watched = GradlabTrainerCallback().watch(ProxyLoss())
+    assert "loss_fn.proxies" in Model(watched).state_dict() and watched.temperature == 0.1
