@@ -178,6 +178,9 @@ class BatchView:
     positives: torch.Tensor | None = None
     loss: torch.Tensor | None = None
     embedding_grad: torch.Tensor | None = None
+    local: BatchView | None = None
+    """Under torch.distributed, in the gathered view of a step: this rank's own view, what its
+    watched call saw and backpropagated (a quantity about the call itself reads it)."""
     loss_scale: torch.Tensor | None = None
     """The gradient that reached the watched call's value in backward (0-d, on the device): 1
     for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated

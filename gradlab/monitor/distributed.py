@@ -227,6 +227,7 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)
     gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
+    gathered.local = batch  # what this rank's call saw (gradient agreement)
     if batch.loss is not None:
         loss = batch.loss.clone().to(torch.float64)
         torch.distributed.all_reduce(loss)

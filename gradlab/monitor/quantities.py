@@ -354,7 +354,9 @@ class GradientAgreement(Quantity):
 
     The analytic gradient is gradlab's SmoothAP (exact backward) of the same batch with the
     watched loss's tau and query convention; cosine near 1 and relative error near 0 mean the
-    training loss computes SmoothAP.
+    training loss computes SmoothAP. Under torch.distributed it compares the writing rank's own
+    call, on the batch that call saw: each rank backpropagates its own loss, which the
+    gathered batch's SmoothAP does not describe.
 
     Example:
         >>> import tempfile, gradlab
@@ -376,6 +378,7 @@ class GradientAgreement(Quantity):
         ("gradient_agreement_relative_error", "relative error"))),)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
+        batch = batch.local if batch.local is not None else batch  # the call this rank made
         if batch.loss_kind is None or batch.embedding_grad is None or batch.labels is None:
             return {}
         include_query = batch.loss_kind == "include_query"

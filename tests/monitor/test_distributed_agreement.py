@@ -256,3 +256,37 @@ def test_agreed_rows_save_one_exchange_per_tensor(one_rank_group, monkeypatch, r
     gathered = gather_batch(batch, rows=rows)
     assert len(rank1.offered) == exchanges
     assert gathered.embeddings.shape == (6, 2)
+
+
+def test_gradient_agreement_compares_this_rank_s_own_call(one_rank_group, monkeypatch):
+    # Each rank backpropagates SmoothAP of its own batch; the gathered batch's SmoothAP is
+    # another loss. Agreement reads the rank's own view: the same values as without a group.
+    import gradlab
+    from gradlab.monitor.quantities import GradientAgreement
+
+    torch.manual_seed(0)
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    labels = torch.arange(4).repeat_interleave(2)
+    gradlab.SmoothAPLoss(0.05)(embeddings, labels).backward()
+    local = BatchView(embeddings=embeddings.detach(), labels=labels, loss_kind="exclude_query",
+                      loss_tau=0.05, tau=0.05, embedding_grad=embeddings.grad)  # fmt: skip
+    alone = GradientAgreement().compute(local)
+    assert float(alone["gradient_agreement_relative_error"]) < 1e-5
+    # rank 1 holds 8 other points, of classes past rank 0's (its row count is rank 0's)
+    def peer(tensor):
+        if tensor.is_floating_point():
+            return tensor.flip(0) * 1.5
+        return tensor + 4 if tensor.shape == labels.shape else tensor
+
+    _SecondRank(monkeypatch, peer)
+    gathered = gather_batch(local)
+    assert gathered.embeddings.shape[0] == 16 and gathered.local is local
+    together = GradientAgreement().compute(gathered)
+    assert {key: float(value) for key, value in together.items()} == {
+        key: float(value) for key, value in alone.items()}
+    # what the gathered batch's SmoothAP would have said: not the loss this rank trained on
+    global_view = BatchView(embeddings=gathered.embeddings, labels=gathered.labels,
+                            loss_kind="exclude_query", loss_tau=0.05, tau=0.05,
+                            embedding_grad=gathered.embedding_grad)  # fmt: skip
+    wrong = GradientAgreement().compute(global_view)
+    assert float(wrong["gradient_agreement_relative_error"]) > 0.1
