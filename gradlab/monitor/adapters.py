@@ -35,7 +35,7 @@ from gradlab.functional.score_losses import score_positives
 from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column_weights
 from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace
 from gradlab.monitor.quantity import NEEDS
-from gradlab.validation import check_shape, check_tensor
+from gradlab.validation import check_real_device, check_shape, check_tensor
 
 __all__ = [
     "ADAPTERS",
@@ -141,6 +141,10 @@ class LossAdapter:
         first = tensors[0]
         if first.dim() != 2 or not first.is_floating_point():
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        # a meta tensor has a shape and no values: nothing to compute or read back
+        check_real_device(**{name: tensor for name, tensor in zip(
+            ("scores" if self.inputs == "scores" else "embeddings", "second argument"),
+            tensors[:2], strict=True)})  # fmt: skip
         batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).

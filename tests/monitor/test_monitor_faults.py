@@ -214,6 +214,13 @@ UNREADABLE_ROWS = {
     "candidates without positives": (
         lambda w: w(torch.zeros(B, D), torch.zeros(B, D), margin=0.2),
         "args[0]=Tensor[8, 4], args[1]=Tensor[8, 4], margin=float"),
+    # a shape without values: nothing to compute, and a transfer would stop training
+    "meta embeddings": (
+        lambda w: w(torch.zeros(B, D, device="meta"), LABELS.to("meta")),
+        "args[0]=Tensor[8, 4], args[1]=Tensor[8]"),
+    "meta labels": (
+        lambda w: w(torch.zeros(B, D), LABELS.to("meta")),
+        "args[0]=Tensor[8, 4], args[1]=Tensor[8]"),
 }  # fmt: skip
 
 
