@@ -544,7 +544,10 @@ class Monitor:
         """Log the last step if its schedule skipped it, then flush and close every sink.
 
         The last step's record holds the quantities that need no gradient (off-schedule steps
-        keep no gradient). Writes the header if nothing was logged. Warns (``RuntimeWarning``)
+        keep no gradient), read again from the last call's arguments: a call whose first
+        argument is not a tensor (a sentence-transformers loss's features: its score matrix is
+        recorded only on logged steps) adds no last step. Writes the header if nothing was
+        logged. Warns (``RuntimeWarning``)
         when watched calls were made but :meth:`step` was never called: nothing was logged.
         Under torch.distributed every rank must call ``close`` (the last step is gathered like
         any other), or pass ``log_last_step=False`` (as leaving a ``with`` block by an
