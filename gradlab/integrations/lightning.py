@@ -170,6 +170,12 @@ class GradlabCallback(Callback):
         self.monitor = Monitor.from_config(folder, replace(self.options, sinks=sinks))
         self._trainer = trainer
 
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        # The Monitor's steps are the Trainer's (a fit resumed from a checkpoint at step k logs
+        # k, k + 1, ...): its loggers then hold gradlab's values at their own steps.
+        if self.monitor is not None:
+            self.monitor.step_count = int(trainer.global_step)
+
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
         if self.monitor is not None and optimizer is trainer.optimizers[0]:
             self.monitor.step()

@@ -176,6 +176,7 @@ class Monitor:
         self.log_dir = self.folder.path
         self.dropped_records = self.folder.dropped_records  # sink name -> records it missed
         self.step_count = self.folder.start_step
+        self._first_step: int | None = None
 
     @classmethod
     def from_config(cls, log_dir: str | Path, options: MonitorConfig) -> Monitor:
@@ -358,6 +359,8 @@ class Monitor:
             raise GradlabError("monitor.step() called after close()")
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
+        if self._first_step is None:  # where this Monitor's steps start (a resumption's)
+            self._first_step = step
         self.step_count += 1
         if batch is None and self.calls == 0:  # nothing watched was ever called
             self._warn_unwatched(step)
@@ -461,7 +464,7 @@ class Monitor:
         record: dict = {"step": step}
         with torch.no_grad():
             record.update(self._transfer(step, batch, computed))
-        self._open(batch.embeddings.device)
+        self._open(batch.embeddings.device, first_step=self._first_step)
         self.folder.write(record)
         return record
 
@@ -530,14 +533,14 @@ class Monitor:
             stacklevel=4,  # the caller of step() (_disable <- _record <- step <- user)
         )
 
-    def _open(self, device: torch.device | None) -> None:
+    def _open(self, device: torch.device | None, first_step: int | None = None) -> None:
         if self._opened:
             return
         self._closed = True  # a refused Monitor writes nothing, not even at close()
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
-        self.folder.open(run, device)
+        self.folder.open(run, device, first_step)
         self._closed, self._opened = False, True
 
     def close(self, log_last_step: bool = True) -> None:

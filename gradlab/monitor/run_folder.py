@@ -153,8 +153,13 @@ class RunFolder:
             header["device_name"] = torch.cuda.get_device_name(device)
         return header
 
-    def open(self, run: dict, device: torch.device | None = None) -> None:
-        """Claim the folder (:meth:`claim`) and open every sink with the run's header.
+    def open(
+        self, run: dict, device: torch.device | None = None, first_step: int | None = None
+    ) -> None:
+        """Claim the folder (:meth:`claim`) and open every sink with the run's header;
+        ``first_step``: the first step of this run's Monitor, which a resumption's
+        ``from_step`` then names (a training loop may resume from an earlier checkpoint than
+        the log's last step).
 
         A fault (a full disk) is not raised here: the record that follows (:meth:`write`, or
         :meth:`close`) reports it, and the next one tries again. A claim that another
@@ -164,6 +169,8 @@ class RunFolder:
             self.claim()
         except OSError as error:
             self._claim_error = error
+        if first_step is not None and "resumed" in self.previous:
+            self.previous["resumed"]["from_step"] = first_step
         self._header = self.header(run, device)  # not reached when the claim is refused
         if self._token is not None:
             for index in range(len(self.sinks)):

@@ -103,7 +103,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         pieces: list[list[dict]] = []
         for header, records in _read_log(log):
             if pieces and header.get("resumed"):
-                pieces[-1].extend(records)  # a resumption continues its run
+                _continue(pieces[-1], records, log)  # a resumption continues its run
             else:
                 pieces.append(list(records))
         pieces = [records for records in pieces if records]
@@ -120,6 +120,24 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         else:
             runs.append((label, pieces[0]))
     return runs
+
+
+def _continue(run: list[dict], resumed: list[dict], log: Path) -> None:
+    """Append a resumption's records to its run. A resumption that starts at a step the run
+    had logged went back to an earlier checkpoint: its records replace the run's from that step
+    on (with a warning), so the line follows the training that went on, not a zig-zag."""
+    first = next((record["step"] for record in resumed if "step" in record), None)
+    replaced = [record for record in run if first is not None and record.get("step", -1) >= first]
+    if replaced:
+        warnings.warn(
+            f"{log}: a resumption starts at step {first}, which the run had logged already (it "
+            f"went back to an earlier checkpoint); its records replace the {len(replaced)} "
+            f"from step {first} on",
+            UserWarning,
+            stacklevel=3,
+        )
+        run[:] = [record for record in run if record.get("step", -1) < first]
+    run.extend(resumed)
 
 
 def run_folder(path: str | Path) -> Path:

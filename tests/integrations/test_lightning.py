@@ -85,10 +85,10 @@ def test_a_second_fit_into_the_same_log_dir_is_refused(tmp_path):
     fit()
     with pytest.raises(GradlabError, match=r"resume=True.*overwrite=True"):
         fit()
-    fit(resume=True)
+    fit(resume=True)  # a new fit from step 0, appended: the Monitor's steps are the Trainer's
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
-    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 5]
-    assert headers[1]["resumed"]["from_step"] == 3
+    assert [r["step"] for r in records] == [0, 1, 2, 0, 1, 2]
+    assert headers[1]["resumed"]["from_step"] == 0
 
 
 def _free_port() -> int:

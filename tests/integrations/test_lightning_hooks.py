@@ -5,6 +5,7 @@ The stand-in has what the hooks read: ``training``, ``optimizers``, ``is_global_
 compared with the loss called outside the callback.
 """
 
+import json
 import pickle
 from pathlib import Path
 from types import SimpleNamespace
@@ -201,6 +202,25 @@ def test_the_watched_loss_pickles_after_a_training_call_and_reads_the_loss_s_att
     for name in ("callback", "loss_fn", "_inner", "__reduce_ex__x", "tau"):
         with pytest.raises(AttributeError, match=name):
             getattr(blank, name)  # an AttributeError naming it, not a recursion
+
+
+def test_the_monitor_s_steps_are_the_trainer_s_global_steps(tmp_path):
+    # a fit resumed from a checkpoint at step 10 logs 10, 11, ...; micro-batches of one
+    # optimizer step (accumulation) share the step
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    callback.setup(trainer, None, "fit")
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    for index, (embeddings, labels) in enumerate(batches(4)):
+        trainer.global_step = 10 + index // 2  # two micro-batches per optimizer step
+        callback.on_train_batch_start(trainer, None, (embeddings, labels), index)
+        watched(embeddings, labels).backward()
+        if index % 2:
+            callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.on_train_end(trainer, None)
+    steps = [json.loads(line).get("step") for line in
+             (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]  # fmt: skip
+    assert steps == [None, 10, 11]  # the header, then the Trainer's steps
 
 
 def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):

@@ -135,6 +135,20 @@ def test_resume_on_a_folder_without_a_run_starts_one_at_step_zero(tmp_path):
     assert [r["step"] for r in records] == [0, 1, 2, 3]
 
 
+def test_a_resumption_from_an_earlier_checkpoint_names_the_step_it_logs_from(tmp_path):
+    # a trainer resumed from the checkpoint of step 1 sets the Monitor's step back (the
+    # Lightning callback follows trainer.global_step): the header names step 1, not 4
+    with Monitor(tmp_path / "job", preset="cheap", every=1) as monitor:
+        train(monitor, steps=4)
+    with Monitor(tmp_path / "job", preset="cheap", every=1, resume=True) as monitor:
+        assert monitor.step_count == 4  # after the log's last step, unless told otherwise
+        monitor.step_count = 1
+        train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path / "job" / "metrics.jsonl")
+    assert headers[1]["resumed"]["from_step"] == 1
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 1, 2]
+
+
 def test_csv_sink_round_trips(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
         train(monitor, steps=3)

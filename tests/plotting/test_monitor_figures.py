@@ -738,3 +738,18 @@ def test_every_row_of_the_overview_is_as_tall_as_a_one_panel_overview(tmp_path, 
     assert three["overview"].axes[3].get_visible() is False  # the fourth panel is hidden
     _close(one)
     _close(three)
+
+
+def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_path):
+    # trained to step 3, then resumed from the checkpoint of step 2: 2 and 3 were trained again
+    first = _records(loss=LOSS)
+    again = [{**record, "loss": record["loss"] + 1.0} for record in _records(loss=LOSS)[2:]]
+    run = _log(tmp_path / "run", ({"run": 1}, first),
+               ({"run": 1, "resumed": {"from_step": 2}}, again))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        runs = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: a resumption starts at step 2, which the run had logged "
+        "already (it went back to an earlier checkpoint); its records replace the 2 from step 2 on"
+    ]
+    assert runs == [("run", first[:2] + again)]
