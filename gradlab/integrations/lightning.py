@@ -53,6 +53,13 @@ DEFAULT_FOLDER = "gradlab_logs"
 package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
 
 
+def _next_version(folder: Path) -> int:
+    """One more than the largest ``version_N`` folder in ``folder`` (0 when there is none)."""
+    taken = [int(path.name[8:]) for path in folder.glob("version_*")
+             if path.is_dir() and path.name[8:].isdigit()]  # fmt: skip
+    return max(taken, default=-1) + 1
+
+
 class TrainerLoggersSink(Sink):
     """A sink that writes each record into a Lightning Trainer's loggers (rank 0 only).
 
@@ -106,7 +113,8 @@ class GradlabCallback(Callback):
 
     Args:
         log_dir: the Monitor's folder; ``None``: ``<trainer.log_dir>/gradlab_logs`` (per run,
-            :data:`DEFAULT_FOLDER`).
+            :data:`DEFAULT_FOLDER`), or without a logger the next free
+            ``<default_root_dir>/gradlab_logs/version_N``.
         prefix: key prefix of the scalars forwarded to the Trainer's loggers.
         forward_to_loggers: forward each record to ``trainer.loggers``.
         options: the Monitor's options as a :class:`~gradlab.monitor.config.MonitorConfig`
@@ -203,9 +211,13 @@ class GradlabCallback(Callback):
     @staticmethod
     def _default_folder(trainer) -> Path:
         """``<trainer.log_dir>/gradlab_logs``, plus the run id for loggers whose folder is
-        shared."""
+        shared; without a logger (``logger=False``, ``fast_dev_run``), the next free
+        ``<default_root_dir>/gradlab_logs/version_N``, as Lightning numbers its own runs: a
+        second run from the same folder is a new run, not a refusal."""
         base = trainer.log_dir  # a collective: every rank calls it
         folder = Path(base if base is not None else trainer.default_root_dir) / DEFAULT_FOLDER
+        if base is None:
+            folder = folder / f"version_{_next_version(folder)}"
         loggers = trainer.loggers
         if trainer.is_global_zero and loggers and not isinstance(
             loggers[0], (TensorBoardLogger, CSVLogger)

@@ -234,7 +234,13 @@ def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):
             callback.on_exception(trainer, None, RuntimeError())
 
     assert folder(log_dir=tmp_path / "logs") == tmp_path / "logs" / DEFAULT_FOLDER
-    assert folder() == tmp_path / "root" / DEFAULT_FOLDER  # no log_dir: the root folder
+    # no logger (logger=False, fast_dev_run): the next free version under the root folder
+    root = tmp_path / "root" / DEFAULT_FOLDER
+    assert folder() == root / "version_0"
+    for taken in ("version_0", "version_3", "version_x", "notes"):
+        (root / taken).mkdir(parents=True, exist_ok=True)
+    (root / "version_9").write_text("a file, not a run")
+    assert folder() == root / "version_4"
     # A logger whose folder is shared (W&B, MLflow): one folder per run id, chosen on rank 0.
     shared = [RecordingLogger(version="run7")]
     assert folder(log_dir=tmp_path / "cwd", loggers=shared) == (
