@@ -164,8 +164,11 @@ MONITOR_TESTS = {
                  # the workspace lent to the backward and the recorded column weights handed on
                  "tests/monitor/test_monitor_workspace.py",
                  "tests/monitor/test_recorded_column_weights.py",
+                 "tests/monitor/test_loss_scale.py",
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
+    # a loss module watched as a module: its parameters trained, saved and moved
+    "watched": ["tests/monitor/test_watched.py"],
     # test_fast_paths / test_monitor_workspace: the CPU sort, searches and buffers of large
     # matrices (past _KEYED_SORT_FROM) against references
     # test_batch_view_inputs: empty, non-finite, meta-device, float64-default and long rows;
@@ -173,7 +176,7 @@ MONITOR_TESTS = {
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
               "tests/monitor/test_anatomy.py", "tests/monitor/test_fast_paths.py",
               "tests/monitor/test_monitor_workspace.py", "tests/monitor/test_batch_view_inputs.py",
-              "tests/monitor/test_recorded_column_weights.py"],
+              "tests/monitor/test_recorded_column_weights.py", "tests/monitor/test_loss_scale.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",
@@ -198,6 +201,7 @@ MONITOR_TESTS = {
                 "tests/monitor/test_watch_bypassed.py", "tests/monitor/test_monitor_workspace.py",
                 "tests/monitor/test_monitor_second_rank.py",
                 "tests/monitor/test_monitor_warnings_say_why.py",
+                "tests/monitor/test_loss_scale.py", "tests/monitor/test_watched.py",
                 "--deselect=tests/monitor/test_watch_bypassed.py::"
                 "test_training_with_the_original_loss_warns_once_at_the_callers_line",
                 *(f"--deselect=tests/monitor/{test}" for test in (
