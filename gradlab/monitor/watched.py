@@ -47,7 +47,7 @@ class WatchedLoss(nn.Module):
         for registry in _REGISTRIES:  # the same objects: the loss's tensors are this module's
             object.__setattr__(self, registry, getattr(loss_fn, registry))
         object.__setattr__(self, "__wrapped__", loss_fn)
-        object.__setattr__(self, "__name__", getattr(call, "__name__", type(loss_fn).__name__))
+        object.__setattr__(self, "__name__", type(loss_fn).__name__)  # as a loss function's
         object.__setattr__(self, "_call", call)
         object.__setattr__(self, "training", loss_fn.training)
 

@@ -117,3 +117,23 @@ def test_the_trainer_callback_s_watched_loss_is_a_module_too():
 
     watched = GradlabTrainerCallback().watch(ProxyLoss())
     assert "loss_fn.proxies" in Model(watched).state_dict() and watched.temperature == 0.1
+
+
+def test_the_watched_module_is_named_after_the_loss_keeps_its_mode_and_passes_keywords(tmp_path):
+    loss = ProxyLoss().eval()
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        assert watched.__name__ == "ProxyLoss" and watched.training is False
+        assert monitor.watch(ProxyLoss()).training is True
+        embeddings = torch.randn(8, 3)
+        assert torch.equal(watched(embeddings, labels=LABELS), loss(embeddings, LABELS))
+
+
+def test_dunder_names_are_not_read_through(tmp_path):
+    # copy, pickle and other protocols probe dunder names: the loss's own must not answer
+    loss = ProxyLoss()
+    loss.__probe__ = "the loss's"
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+    with pytest.raises(AttributeError, match="__probe__"):
+        watched.__probe__  # noqa: B018
