@@ -142,9 +142,7 @@ class LossAdapter:
         if first.dim() != 2 or not first.is_floating_point():
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
         # a meta tensor has a shape and no values: nothing to compute or read back
-        check_real_device(**{name: tensor for name, tensor in zip(
-            ("scores" if self.inputs == "scores" else "embeddings", "second argument"),
-            tensors[:2], strict=True)})  # fmt: skip
+        check_real_device(**{self.inputs: first, "second argument": tensors[1]})
         batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).

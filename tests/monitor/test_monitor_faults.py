@@ -236,6 +236,25 @@ def test_an_unreadable_call_warns_once_with_the_arguments_it_saw(tmp_path, call,
     assert monitor.skipped_calls == 2 and records == [None, None]
 
 
+@pytest.mark.parametrize(
+    ("inputs", "call", "named"),
+    [("embeddings", lambda w: w(torch.zeros(B, D, device="meta"), LABELS), "embeddings"),
+     ("embeddings", lambda w: w(torch.zeros(B, D), LABELS.to("meta")), "second argument"),
+     ("scores", lambda w: w(torch.zeros(B, B, device="meta"), torch.eye(B, dtype=torch.bool)),
+      "scores")],
+)  # fmt: skip
+def test_a_meta_tensor_in_a_call_is_named(tmp_path, inputs, call, named):
+    def loss_fn(*args, **kwargs):
+        return args[0].sum()
+
+    with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        watched = monitor.watch(loss_fn, inputs=inputs)
+        with pytest.warns(RuntimeWarning, match=f"cannot read was not logged \\({named} is a "
+                                                "meta tensor"):
+            call(watched)
+        assert monitor.step() is None and monitor.skipped_calls == 1
+
+
 # --- the device-side finiteness flags, against a loop over the entries ---------------------------
 
 
