@@ -290,3 +290,13 @@ def test_gradient_agreement_compares_this_rank_s_own_call(one_rank_group, monkey
                             embedding_grad=gathered.embedding_grad)  # fmt: skip
     wrong = GradientAgreement().compute(global_view)
     assert float(wrong["gradient_agreement_relative_error"]) > 0.1
+
+
+@pytest.mark.parametrize("on_scores", [False, True])
+def test_the_gathered_view_describes_the_same_loss_call(one_rank_group, monkeypatch, on_scores):
+    local = _batch(labels=torch.arange(3), loss_kind="include_query", loss_tau=0.25,
+                   tau=0.5, on_scores=on_scores)  # fmt: skip
+    _SecondRank(monkeypatch, lambda tensor: tensor)
+    gathered = gather_batch(local)
+    assert (gathered.loss_kind, gathered.loss_tau, gathered.tau) == ("include_query", 0.25, 0.5)
+    assert gathered.on_scores is on_scores and gathered.local is local
