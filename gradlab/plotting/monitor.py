@@ -126,18 +126,16 @@ def _continue(run: list[dict], resumed: list[dict], log: Path) -> None:
     """Append a resumption's records to its run. A resumption that starts at a step the run
     had logged went back to an earlier checkpoint: its records replace the run's from that step
     on (with a warning), so the line follows the training that went on, not a zig-zag."""
-    first = next((record["step"] for record in resumed if "step" in record), None)
-    replaced = [record for record in run if first is not None and record.get("step", -1) >= first]
-    if replaced:
-        warnings.warn(
+    first = resumed[0]["step"] if resumed else math.inf  # every record has its step
+    kept = [record for record in run if record["step"] < first]
+    if len(kept) < len(run):
+        warnings.warn(  # a UserWarning, at the line that called load_runs
             f"{log}: a resumption starts at step {first}, which the run had logged already (it "
-            f"went back to an earlier checkpoint); its records replace the {len(replaced)} "
+            f"went back to an earlier checkpoint); its records replace the {len(run) - len(kept)} "
             f"from step {first} on",
-            UserWarning,
             stacklevel=3,
         )
-        run[:] = [record for record in run if record.get("step", -1) < first]
-    run.extend(resumed)
+    run[:] = kept + resumed
 
 
 def run_folder(path: str | Path) -> Path:

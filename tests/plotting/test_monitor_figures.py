@@ -753,3 +753,4 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
         "already (it went back to an earlier checkpoint); its records replace the 2 from step 2 on"
     ]
     assert runs == [("run", first[:2] + again)]
+    assert caught[0].filename == __file__  # the warning names the line that called load_runs
