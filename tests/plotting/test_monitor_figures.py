@@ -753,4 +753,11 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
         "already (it went back to an earlier checkpoint); its records replace the 2 from step 2 on"
     ]
     assert runs == [("run", first[:2] + again)]
-    assert caught[0].filename == __file__  # the warning names the line that called load_runs
+
+
+def test_the_resumption_warning_names_the_line_that_called_load_runs(tmp_path):
+    run = _log(tmp_path / "run", ({"run": 1}, _records(loss=LOSS)),
+               ({"run": 1, "resumed": {"from_step": 0}}, _records(loss=LOSS)))  # fmt: skip
+    with pytest.warns(UserWarning, match="a resumption starts at step 0") as caught:
+        load_runs([run])
+    assert caught[0].filename == __file__
