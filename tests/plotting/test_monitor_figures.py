@@ -761,3 +761,11 @@ def test_the_resumption_warning_names_the_line_that_called_load_runs(tmp_path):
     with pytest.warns(UserWarning, match="a resumption starts at step 0") as caught:
         load_runs([run])
     assert caught[0].filename == __file__
+
+
+def test_a_resumption_that_logged_nothing_leaves_its_run_as_it_was(tmp_path):
+    run = _log(tmp_path / "run", ({"run": 1}, _records(loss=LOSS)),
+               ({"run": 1, "resumed": {"from_step": 4}}, []))  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_runs([run]) == [("run", _records(loss=LOSS))]
