@@ -178,15 +178,6 @@ class BatchView:
     positives: torch.Tensor | None = None
     loss: torch.Tensor | None = None
     embedding_grad: torch.Tensor | None = None
-    local: BatchView | None = None
-    """Under torch.distributed, in the gathered view of a step: this rank's own view, what its
-    watched call saw and backpropagated (a quantity about the call itself reads it)."""
-    loss_scale: torch.Tensor | None = None
-    """The gradient that reached the watched call's value in backward (0-d, on the device): 1
-    for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated
-    micro-batches, the scale of AMP's ``GradScaler``; None when not captured (a loss that is
-    not a scalar, or no backward). :meth:`unscale_gradients` divides the captured gradients by
-    it."""
     tau: float = 0.01
     loss_kind: str | None = None
     loss_tau: float | None = None
@@ -218,6 +209,15 @@ class BatchView:
                                                               compare=False)  # fmt: skip
     """Called with the workspace when one is given to this view (the Monitor gives its own at
     the step): a loss adapter remembers it for the next step's backward."""
+    local: BatchView | None = field(default=None, repr=False, compare=False)
+    """Under torch.distributed, in the gathered view of a step: this rank's own view, what its
+    watched call saw and backpropagated (a quantity about the call itself reads it)."""
+    loss_scale: torch.Tensor | None = None
+    """The gradient that reached the watched call's value in backward (0-d, on the device): 1
+    for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated
+    micro-batches, the scale of AMP's ``GradScaler``; None when not captured (a loss that is
+    not a scalar, or no backward). :meth:`unscale_gradients` divides the captured gradients by
+    it."""
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
