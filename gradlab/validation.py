@@ -229,7 +229,7 @@ def check_embeddings_and_labels(
     check_real_device(embeddings=embeddings, labels=labels)
     check_same_device(embeddings=embeddings, labels=labels)
     if finite:
-        check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
+        check_finite("embeddings", embeddings)
 
 
 def check_positive_finite(name: str, value: object) -> float:
