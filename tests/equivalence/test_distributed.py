@@ -28,6 +28,7 @@ from tests.helpers.equivalence_workers import (
     ExitingStep,
     LocalFirstGather,
     RaisingEverywhereStep,
+    RaisingLateStep,
     RaisingStep,
     SleepingStep,
 )
@@ -210,6 +211,21 @@ def test_processes_that_raise_together_are_all_reported():
     )  # fmt: skip
     assert report is not None, str(caught.value)
     assert sorted(report.groups()) == ["0", "1", "2"], str(caught.value)
+
+
+def test_a_process_that_raises_a_second_after_the_first_is_reported_too():
+    # Rank 0 raises at once, rank 1 a second later: the runner notices rank 0 within half a
+    # second and waits for the others (FAILURE_GRACE_S, 2 s) before it stops them, so the
+    # report names both. Stopping rank 1 at once would leave its failure out.
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(RuntimeError) as caught:
+        run_distributed([RaisingLateStep(delay=1.0)], model, batch, WORLD, timeout=TIME_BOX_S)
+    assert re.fullmatch(
+        r"rank 0 of the distributed run raised first:\nTraceback.*"
+        r"\nRuntimeError: planted failure on rank 0"
+        r"\nthen rank 1: RuntimeError: planted failure on rank 1",
+        str(caught.value), flags=re.DOTALL,
+    ), str(caught.value)  # fmt: skip
 
 
 def test_a_process_that_dies_without_raising_is_reported():

@@ -12,7 +12,9 @@ pieces of :mod:`gradlab.equivalence`:
 * :class:`DefaultGather`: the whole loss in every process over queries and candidates
   gathered with ``gather_rows``' default (with gradient), as a user who trusts it writes;
 * :class:`SleepingStep`, :class:`RaisingStep` and :class:`ExitingStep`: one process never
-  reaches the collectives, raises, or dies without raising, for the time box.
+  reaches the collectives, raises, or dies without raising, for the time box;
+  :class:`RaisingEverywhereStep` and :class:`RaisingLateStep`: every process raises, at once
+  or one after the others, for the report of several failures.
 """
 
 from __future__ import annotations
@@ -135,6 +137,20 @@ class RaisingEverywhereStep:
 
     def __call__(self, model, batch, probe):
         torch.distributed.barrier()
+        raise RuntimeError(f"planted failure on rank {process_rank()}")
+
+
+@dataclass
+class RaisingLateStep:
+    """After a barrier, rank 0 raises at once and every other rank ``delay`` seconds later:
+    within the runner's grace period, well after its first look at the processes."""
+
+    delay: float = 1.0
+
+    def __call__(self, model, batch, probe):
+        torch.distributed.barrier()
+        if process_rank() != 0:
+            time.sleep(self.delay)
         raise RuntimeError(f"planted failure on rank {process_rank()}")
 
 
