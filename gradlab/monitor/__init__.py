@@ -10,8 +10,9 @@ watched loss is read), :mod:`~gradlab.monitor.batch` (the step's shared values),
 :mod:`~gradlab.monitor.sinks`.
 
 A quantity of your own subclasses :class:`Quantity`, declares ``needs`` (names of
-:data:`NEEDS`), ``keys`` and, to be drawn by ``gradlab plot``, ``plots``; pass an instance in
-``Monitor(quantities=[...])``. Nothing else changes:
+:data:`NEEDS`), ``keys`` and, to be drawn by ``gradlab plot``, ``plots`` (and
+``warns_if_not_finite = True`` to be told when it logs NaN on finite input); pass an instance
+in ``Monitor(quantities=[...])``. Nothing else changes:
 
     >>> import tempfile, torch, gradlab
     >>> class ScoreSpread(Quantity):

@@ -24,6 +24,7 @@ writes one record. Run folders: :mod:`~gradlab.monitor.run_folder`; ``torch.dist
 
 from __future__ import annotations
 
+import math
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
@@ -91,7 +92,9 @@ class Monitor:
     (documented and checked there); :meth:`from_config` opens a Monitor from one.
 
     No impossible value is logged: a quantity that reads non-finite embeddings or scores logs
-    NaN for its keys (:meth:`step`); ``not_finite`` counts such steps per quantity, and
+    NaN for its keys (:meth:`step`); ``not_finite`` counts such steps per quantity (and, for
+    the loss, the steps on which it alone was NaN or infinite, with finite inputs: logged as
+    it is, the first one warned), and
     ``skipped_calls`` the loss calls it could not read (the first one warns with the
     arguments it saw).
 
@@ -501,11 +504,17 @@ class Monitor:
             parts.append((~torch.stack(flags)).to(torch.float64))
         host = torch.cat(parts).tolist()  # the one transfer
         record = dict(zip(names, host, strict=False))
+        broken = []
         if flags is not None:
             broken = [q.name for level in (1, 2) if host[len(names) + level - 1]
                       for q, _ in levels[level]]  # fmt: skip
             if broken:
                 self._report_not_finite(step, broken)
+        if not broken:  # finite inputs: a value that is not finite is the quantity's own
+            for quantity, keys in levels[0]:
+                bad = [record[key] for key in keys if not math.isfinite(record[key])]
+                if quantity.warns_if_not_finite and bad:
+                    self._report_value_not_finite(step, quantity.name, bad[0])
         # The record's keys in the order the quantities computed them.
         return {name: record[name] for _, values in computed for name in values}
 
@@ -519,6 +528,22 @@ class Monitor:
                 f"gradlab.Monitor: step {step}: the embeddings or scores (or dL/dS) are not "
                 f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key; "
                 "later such steps are counted in monitor.not_finite without a warning",
+                RuntimeWarning,
+                stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)
+            )
+
+    def _report_value_not_finite(self, step: int, name: str, value: float) -> None:
+        """Count a step on which ``name`` (a quantity that :attr:`Quantity.warns_if_not_finite`,
+        the loss) logged a NaN or infinite value though the inputs and ``dL/dS`` are finite: the
+        training itself made it (a log of 0, a division by 0 in the loss), which the warning of
+        non-finite inputs does not cover; warn at the first."""
+        self.not_finite[name] = self.not_finite.get(name, 0) + 1
+        if self.not_finite[name] == 1:
+            warnings.warn(
+                f"gradlab.Monitor: step {step}: {name} is {value} while the embeddings and "
+                "scores are finite: it is logged as it is (a log of 0 or a division by 0 in "
+                f"the loss?); later such steps are counted in monitor.not_finite[{name!r}] "
+                "without a warning",
                 RuntimeWarning,
                 stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)
             )

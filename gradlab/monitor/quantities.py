@@ -57,6 +57,7 @@ class Loss(Quantity):
     name = "loss"
     needs = frozenset({"loss"})
     keys = ("loss",)
+    warns_if_not_finite = True  # a NaN loss on finite inputs is the loss's own
     plots = (Plot("loss", "Loss", "loss", (("loss", "loss"),)),)
 
     def compute(self, batch: BatchView) -> Values:

@@ -128,6 +128,9 @@ class Quantity:
         keys: every key it may log.
         plots: its figure families (:class:`Plot`).
         schedule: ``step -> bool``.
+        warns_if_not_finite: the Monitor counts (in ``not_finite``) each step on which one of
+            its values is NaN or infinite while the inputs are finite, and warns at the first:
+            a value the training itself broke (the loss), logged as it is.
 
     Example:
         >>> Quantity().should_compute(0), Quantity().needs_grad
@@ -138,6 +141,7 @@ class Quantity:
     needs: frozenset[str] = frozenset()
     keys: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
+    warns_if_not_finite: bool = False
 
     def __init__(self, schedule: Schedule | None = None) -> None:
         self.schedule = schedule if schedule is not None else every(1)

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Monitor
+from gradlab.monitor import Monitor, Quantity
 from gradlab.monitor.batch import BatchView, ScoreCapture
 
 B, D = 8, 4
@@ -133,6 +133,60 @@ def test_finite_input_says_nothing(tmp_path):
         _embeddings(), LABELS), tmp_path=tmp_path)  # fmt: skip
     assert monitor.not_finite == {} and not [m for m in messages if "not finite" in m]
     assert not math.isnan(record["p_seed"]) and not math.isnan(record["smooth_ap"])
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_a_watched_loss_that_is_not_finite_on_finite_input_is_said_once_and_counted(
+    tmp_path, bad
+):
+    def loss_fn(embeddings, labels, broken=False):  # a log of 0 or a division by 0
+        return embeddings.square().sum() + (bad if broken else 0.0)
+
+    def call(watched, step):  # finite embeddings every step; the loss goes bad at steps 1, 2
+        return watched(_embeddings(), LABELS, broken=step > 0)
+
+    records, messages, monitor = _run(loss_fn, call, steps=3, preset="default",
+                                      tmp_path=tmp_path)  # fmt: skip
+    logged = [record["loss"] for record in records]
+    assert math.isfinite(logged[0])
+    assert [str(value) for value in logged[1:]] == [str(bad)] * 2  # logged as it is (NaN too)
+    assert all(math.isfinite(record["p_seed"]) for record in records)  # inputs finite: values
+    warned = [m for m in messages if "loss is" in m]
+    assert len(warned) == 1 and f"step 1: loss is {bad} " in warned[0], messages
+    assert monitor.not_finite == {"loss": 2}
+
+
+class AlwaysNaN(Quantity):
+    """A user's quantity that reads nothing and logs NaN (its own business, as a count of 0)."""
+
+    name = "always_nan"
+    keys = ("always_nan",)
+
+    def compute(self, batch):
+        return {"always_nan": torch.tensor(math.nan, dtype=torch.float64)}
+
+
+class AlwaysNaNAndSays(AlwaysNaN):
+    name = "always_nan_says"
+    warns_if_not_finite = True
+
+    def compute(self, batch):
+        return {"always_nan_says": torch.tensor(math.nan, dtype=torch.float64)}
+
+
+@pytest.mark.parametrize(("quantity", "said"), [(AlwaysNaN(), False), (AlwaysNaNAndSays(), True)])
+def test_only_a_quantity_that_asks_is_said_when_its_value_is_not_finite(tmp_path, quantity, said):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for _ in range(2):
+                watched(_embeddings(), LABELS).backward()
+                record = monitor.step()
+    assert math.isnan(record[quantity.name])
+    messages = [str(w.message) for w in caught if "is nan while" in str(w.message)]
+    assert len(messages) == int(said)
+    assert monitor.not_finite == ({quantity.name: 2} if said else {})
 
 
 # --- call forms: any keyword order, extra arguments ignored ---------------------------------------
