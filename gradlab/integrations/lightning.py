@@ -27,6 +27,7 @@ What it does:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -106,6 +107,10 @@ class _WatchedLoss:
 
     def __getstate__(self) -> dict:  # picklable for ddp_spawn: the Monitor is per process
         return {**self.__dict__, "_inner": None}
+
+    def __deepcopy__(self, memo: dict) -> Callable:
+        """A deep copy of the model (an EMA or SWA copy) holds a copy of the loss, unwatched."""
+        return copy.deepcopy(self.loss_fn, memo)
 
 
 class GradlabCallback(Callback):

@@ -43,6 +43,7 @@ bit-identical with and without it).
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -91,6 +92,10 @@ class _WatchedCall:
         if name.startswith("__") or name in ("callback", "loss_fn", "watched"):
             raise AttributeError(name)
         return getattr(self.loss_fn, name)
+
+    def __deepcopy__(self, memo: dict) -> Callable:
+        """A deep copy of the model (an EMA or SWA copy) holds a copy of the loss, unwatched."""
+        return copy.deepcopy(self.loss_fn, memo)
 
 
 class LossForward:

@@ -48,7 +48,7 @@ from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
-from gradlab.monitor.watched import watched_like
+from gradlab.monitor.watched import WatchedCall, watched_like
 from gradlab.validation import skip_value_checks
 
 DEFAULT_TAU = 0.01
@@ -246,8 +246,8 @@ class Monitor:
             self._capture(args, kwargs, loss, adapter, recorded, records[-1] if records else None)
             return loss
 
-        watched.__wrapped__ = loss_fn
-        return watched_like(loss_fn, watched)  # a loss module's parameters stay the model's
+        # a loss module's parameters stay the model's; a copy or a pickle is the loss alone
+        return watched_like(loss_fn, WatchedCall(loss_fn, watched))
 
     def _adopt_tau(self, adapter: LossAdapter) -> None:
         """Take the watched SmoothAP loss's tau when none was given; warn once if they differ."""
@@ -337,7 +337,7 @@ class Monitor:
                 "training goes on, later such calls are skipped silently "
                 "(strict=True raises instead)",
                 RuntimeWarning,
-                stacklevel=4,
+                stacklevel=5,  # _skip_call <- _capture <- watched <- WatchedCall <- the caller
             )
 
     def _explain_not_logged(self, adapter: LossAdapter) -> None:

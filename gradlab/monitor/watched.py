@@ -8,19 +8,76 @@ optimizer would never update them and checkpoints would not hold them. :class:`W
 ``torch.nn.Module`` that shares the loss's registries of parameters, buffers and submodules, so
 ``parameters()``, ``state_dict()`` (with the same keys), ``load_state_dict``, ``.to()`` and
 ``train()`` act on the loss's own tensors, while a call goes through the watching wrapper.
+
+A copy is the loss itself, unwatched: ``copy.deepcopy`` of a model that holds a watched loss
+(an EMA or SWA copy) gives the copy a copy of the loss, called with the copy's own parameters
+and never fed to the Monitor, and a pickle (``torch.save(model)``) of a loss watched by
+:meth:`gradlab.Monitor.watch` holds the loss alone (a Monitor's open run folder does not travel;
+watch the loaded loss again to log it).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-__all__ = ["WatchedLoss", "watched_like"]
+__all__ = ["WatchedCall", "WatchedLoss", "unwatched", "watched_like"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules")
 """The ``nn.Module`` dictionaries a watched loss shares with the loss it wraps."""
+
+
+def unwatched(loss_fn: Callable) -> Callable:
+    """``loss_fn`` itself: what a pickled :class:`WatchedCall` loads as.
+
+    Example:
+        >>> unwatched(print) is print
+        True
+    """
+    return loss_fn
+
+
+class WatchedCall:
+    """A watched loss function: a call runs ``call``; its attributes are the loss's; a deep copy
+    or a pickle is the loss itself, unwatched (see the module docstring).
+
+    Args:
+        loss_fn: the loss.
+        call: what a call runs (the Monitor's watching wrapper of ``loss_fn``).
+        name: ``__name__`` (default: the loss's, else its class's).
+
+    Example:
+        >>> import copy
+        >>> watched = WatchedCall(abs, lambda x: abs(x) * 10)  # a wrapper that does more
+        >>> watched(-2), copy.deepcopy(watched) is abs, watched.__name__
+        (20, True, 'abs')
+    """
+
+    def __init__(self, loss_fn: Callable, call: Callable, name: str | None = None) -> None:
+        self.__wrapped__ = loss_fn
+        self._call = call
+        self.__name__ = name or getattr(loss_fn, "__name__", type(loss_fn).__name__)
+
+    def __call__(self, *args, **kwargs):
+        return self._call(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        """The loss's attributes (``tau``, ``temperature``...)."""
+        if name.startswith("__") or name == "_call":
+            raise AttributeError(name)
+        return getattr(self.__wrapped__, name)
+
+    def __deepcopy__(self, memo: dict) -> Callable:
+        return copy.deepcopy(self.__wrapped__, memo)
+
+    def __reduce__(self) -> tuple:
+        return unwatched, (self.__wrapped__,)
+
+    def __repr__(self) -> str:
+        return f"watched {self.__wrapped__!r}"
 
 
 class WatchedLoss(nn.Module):
@@ -76,6 +133,11 @@ class WatchedLoss(nn.Module):
 
     def __repr__(self) -> str:
         return f"watched {self.__wrapped__!r}"
+
+    def __deepcopy__(self, memo: dict) -> nn.Module:
+        """A copy of the loss itself, unwatched, with copies of its parameters (shared, through
+        ``memo``, with the rest of the copied model)."""
+        return copy.deepcopy(self.__wrapped__, memo)
 
 
 def watched_like(loss_fn: Callable, call: Callable) -> Callable:

@@ -4,6 +4,7 @@ state_dict keys as without the Monitor."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 
 import pytest
@@ -137,3 +138,71 @@ def test_dunder_names_are_not_read_through(tmp_path):
         watched = monitor.watch(loss)
     with pytest.raises(AttributeError, match="__probe__"):
         watched.__probe__  # noqa: B018
+
+
+def mean_square(embeddings, labels):
+    """A loss function at module level (picklable by reference)."""
+    return (embeddings**2).mean()
+
+
+def _watchers(tmp_path):
+    """Each way to watch a loss: the Monitor's, Lightning's and the Trainer's callbacks."""
+    monitor = gradlab.Monitor(tmp_path / "m", preset="cheap", every=1)
+    watchers = {"Monitor.watch": monitor.watch}
+    try:
+        from gradlab.integrations.lightning import GradlabCallback
+
+        watchers["GradlabCallback.watch"] = GradlabCallback(tmp_path / "l").watch
+    except gradlab.GradlabError:  # the extra is missing
+        pass
+    try:
+        from gradlab.integrations.transformers import GradlabTrainerCallback
+
+        watchers["GradlabTrainerCallback.watch"] = GradlabTrainerCallback().watch
+    except gradlab.GradlabError:
+        pass
+    return monitor, watchers
+
+
+@pytest.mark.parametrize("how", ["Monitor.watch", "GradlabCallback.watch",
+                                 "GradlabTrainerCallback.watch"])  # fmt: skip
+def test_a_deep_copy_of_the_model_holds_the_loss_itself_with_its_own_parameters(tmp_path, how):
+    # An EMA or SWA copy (copy.deepcopy of the model): its loss must read its own proxies, not
+    # the original's, and its calls are not the watched training's.
+    monitor, watchers = _watchers(tmp_path)
+    if how not in watchers:
+        pytest.skip(f"{how}: its extra is not installed")
+    with monitor:
+        loss = ProxyLoss()
+        model = Model(watchers[how](loss))
+        model.same_loss = loss  # a second reference: the copy keeps them one object
+        twin = copy.deepcopy(model)
+        assert type(twin.loss_fn) is ProxyLoss and twin.same_loss is twin.loss_fn
+        assert any(p is twin.loss_fn.proxies for p in twin.parameters())
+        assert twin.loss_fn.proxies.data_ptr() != model.loss_fn.proxies.data_ptr()
+        with torch.no_grad():
+            twin.loss_fn.proxies.mul_(-1.0)
+        embeddings = torch.randn(8, 3, generator=torch.Generator().manual_seed(2))
+        reference = ProxyLoss()
+        with torch.no_grad():
+            reference.proxies.copy_(-model.loss_fn.proxies)
+        assert torch.equal(twin.loss_fn(embeddings, LABELS), reference(embeddings, LABELS))
+        assert monitor.calls == 0  # the copy's call fed no Monitor
+        assert copy.deepcopy(watchers[how](mean_square)) is mean_square  # a function loss too
+
+
+def test_a_saved_model_loads_with_the_loss_alone_and_the_original_stays_watched(tmp_path):
+    # torch.save(model) pickles the whole model: the Monitor (an open run folder) stays here
+    with gradlab.Monitor(tmp_path / "m", preset="cheap", every=1) as monitor:
+        model = Model(monitor.watch(ProxyLoss()))
+        function_loss = monitor.watch(mean_square)
+        torch.save({"model": model, "function": function_loss}, tmp_path / "whole.pt")
+        loaded = torch.load(tmp_path / "whole.pt", weights_only=False)
+        embeddings = torch.randn(8, 3, generator=torch.Generator().manual_seed(3))
+        expected = model.loss_fn.__wrapped__(embeddings, LABELS)
+        assert torch.equal(loaded["model"].loss_fn(embeddings, LABELS), expected)
+        assert loaded["function"] is mean_square and monitor.calls == 0
+        model.loss_fn(embeddings, LABELS)
+        function_loss(embeddings, LABELS)
+        assert monitor.calls == 2  # the originals are still watched
+        assert monitor.step() is not None
