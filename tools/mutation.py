@@ -202,6 +202,7 @@ MONITOR_TESTS = {
                 "tests/monitor/test_monitor_second_rank.py",
                 "tests/monitor/test_monitor_warnings_say_why.py",
                 "tests/monitor/test_loss_scale.py", "tests/monitor/test_watched.py",
+                "tests/monitor/test_monitor_faults.py",
                 "--deselect=tests/monitor/test_watch_bypassed.py::"
                 "test_training_with_the_original_loss_warns_once_at_the_callers_line",
                 *(f"--deselect=tests/monitor/{test}" for test in (
@@ -460,6 +461,7 @@ LIBRARY_TESTS = {
     "integrations/lightning": [
         "tests/integrations/test_lightning_hooks.py",
         "tests/integrations/test_lightning_options.py",
+        "tests/monitor/test_watched.py",  # copies and pickles of its watched loss
         *(f"tests/integrations/test_lightning.py::{name}" for name in (
             "test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes",
             "test_bad_calls_raise_naming_the_argument",
@@ -469,6 +471,7 @@ LIBRARY_TESTS = {
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
     "integrations/transformers": [
         "tests/integrations/test_transformers_events.py",
+        "tests/monitor/test_watched.py",  # copies of its watched loss
         # under mutmut the warning's frame is its trampoline, not the caller's line
         "--deselect=tests/integrations/test_transformers_events.py::"
         "test_the_unattached_warning_points_at_the_line_that_called_on_log",

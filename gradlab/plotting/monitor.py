@@ -429,7 +429,7 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
         draw_family(axis, family, keys, runs, wrap=45, plots=plots)
         if len(keys) > 1 or len(runs) == 1:
             labels = {key: label for key, label in plots[family].series}
-            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=9, ncol=1,
+            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=9,
                         loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)

@@ -206,3 +206,45 @@ def test_a_saved_model_loads_with_the_loss_alone_and_the_original_stays_watched(
         function_loss(embeddings, LABELS)
         assert monitor.calls == 2  # the originals are still watched
         assert monitor.step() is not None
+
+
+class ScaledLoss:
+    """A loss object that is not a module and has no ``__name__``: state in plain attributes."""
+
+    def __init__(self):
+        self.scale = torch.tensor(2.0)
+
+    def __call__(self, embeddings, labels):
+        return self.scale * embeddings.square().mean()
+
+
+def test_a_watched_function_is_named_and_read_through_as_the_loss(tmp_path):
+    mean_square.tau = 0.25  # an attribute of the function, read through the watched call
+    try:
+        with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+            watched_function = monitor.watch(mean_square)
+            watched_object = monitor.watch(ScaledLoss())
+        assert watched_function.__name__ == "mean_square" and watched_function.tau == 0.25
+        assert watched_object.__name__ == "ScaledLoss" and torch.equal(watched_object.scale,
+                                                                        torch.tensor(2.0))
+        blank = type(watched_function).__new__(type(watched_function))  # as copy sees it
+        for missing in ("_call", "__wrapped__"):  # no recursion through the missing loss
+            with pytest.raises(AttributeError, match=f"^{missing}$"):
+                getattr(blank, missing)
+        with pytest.raises(AttributeError, match="no_such_attribute"):
+            watched_function.no_such_attribute  # noqa: B018
+        with pytest.raises(AttributeError, match="__probe__"):
+            mean_square.__probe__ = "the loss's"
+            watched_function.__probe__  # noqa: B018
+    finally:
+        del mean_square.tau
+        mean_square.__dict__.pop("__probe__", None)
+
+
+def test_a_deep_copy_of_a_watched_loss_object_shares_the_copy_with_the_rest(tmp_path):
+    loss = ScaledLoss()
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+    twin_loss, twin_watched = copy.deepcopy([loss, watched])  # one memo: one copy of the loss
+    assert twin_watched is twin_loss and twin_loss is not loss
+    assert twin_loss.scale is not loss.scale and torch.equal(twin_loss.scale, loss.scale)
