@@ -16,6 +16,7 @@ import torch
 
 import gradlab
 from gradlab.monitor import EmbeddingNorms, Loss, MonitorConfig, OperatingRegion, read_jsonl
+from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 B, D = 8, 4
 LABELS = torch.arange(B) % 2
@@ -140,3 +141,30 @@ def test_a_monitor_from_a_config_takes_every_option_of_it(tmp_path):
     with pytest.raises(gradlab.GradlabError, match=r"^options must be a MonitorConfig; got "
                        r"\{'preset': 'cheap'\}$"):  # fmt: skip
         gradlab.Monitor.from_config(tmp_path / "other", {"preset": "cheap"})
+
+
+def test_a_loss_that_is_nan_on_finite_input_is_said_word_for_word_at_the_callers_step(
+    tmp_path, monkeypatch
+):
+    told = []
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):  # mutmut-proof frames
+        frame = frame_named_by_stacklevel(stacklevel)
+        told.append((str(message), category, frame.f_code.co_filename, frame.f_lineno))
+
+    with gradlab.Monitor(tmp_path, quantities=[Loss()]) as monitor:
+        loss_fn = monitor.watch(lambda embeddings, labels: embeddings.sum() * math.nan)
+        with monkeypatch.context() as patch:
+            patch.setattr(warnings, "warn", record)
+            for step in range(2):
+                loss_fn(_embeddings(step), LABELS).backward()
+                line = inspect.currentframe().f_lineno + 1
+                monitor.step()
+                lines = [line] if step == 0 else lines
+    assert told == [(
+        "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
+        "logged as it is (a log of 0 or a division by 0 in the loss?); later such steps are "
+        "counted in monitor.not_finite['loss'] without a warning",
+        RuntimeWarning, __file__, lines[0],
+    )]  # fmt: skip
+    assert monitor.not_finite == {"loss": 2}

@@ -242,9 +242,10 @@ def test_a_watched_function_is_named_and_read_through_as_the_loss(tmp_path):
 
 
 def test_a_deep_copy_of_a_watched_loss_object_shares_the_copy_with_the_rest(tmp_path):
-    loss = ScaledLoss()
-    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
-        watched = monitor.watch(loss)
-    twin_loss, twin_watched = copy.deepcopy([loss, watched])  # one memo: one copy of the loss
-    assert twin_watched is twin_loss and twin_loss is not loss
-    assert twin_loss.scale is not loss.scale and torch.equal(twin_loss.scale, loss.scale)
+    monitor, watchers = _watchers(tmp_path)
+    with monitor:
+        for how, watch in watchers.items():
+            loss = ScaledLoss()
+            twin_loss, twin_watched = copy.deepcopy([loss, watch(loss)])  # one memo: one copy
+            assert twin_watched is twin_loss and twin_loss is not loss, how
+            assert twin_loss.scale is not loss.scale and torch.equal(twin_loss.scale, loss.scale)
