@@ -389,13 +389,21 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
     import torch
 
     from gradlab.equivalence.builtin import check_builtin
+    from gradlab.memory import out_of_memory
 
-    result = check_builtin(
-        arguments.candidate, arguments.loss, processes=arguments.processes,
-        batch_size=arguments.batch_size, chunk_size=arguments.chunk_size,
-        micro_batches=arguments.micro_batches, dtype=getattr(torch, arguments.dtype),
-        seed=arguments.seed,
-    )  # fmt: skip
+    try:
+        result = check_builtin(
+            arguments.candidate, arguments.loss, processes=arguments.processes,
+            batch_size=arguments.batch_size, chunk_size=arguments.chunk_size,
+            micro_batches=arguments.micro_batches, dtype=getattr(torch, arguments.dtype),
+            seed=arguments.seed,
+        )  # fmt: skip
+    except (RuntimeError, MemoryError) as error:  # past the estimate: still one line, exit 2
+        if not out_of_memory(error):
+            raise
+        raise GradlabError(f"the check of {arguments.candidate} at --batch-size "
+                           f"{arguments.batch_size} ran out of memory; try a smaller "
+                           "--batch-size") from None  # fmt: skip
     print(result)
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -127,3 +127,25 @@ def test_the_console_command_runs_a_distributed_candidate():
     assert completed.returncode == 1, completed.stderr[-2000:]
     assert "2 processes" in completed.stdout
     assert "dL/dcandidates" in completed.stdout and "ranks 0, 1" in completed.stdout
+
+
+def test_a_check_that_runs_out_of_memory_anyway_is_one_line_and_exit_2(capsys, monkeypatch):
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 80000000000 bytes")
+    monkeypatch.setattr("gradlab.equivalence.builtin.check_builtin", out_of_memory)
+    status, out, err = _run(["gather", "--batch-size", "64"], capsys)
+    assert (status, out) == (2, "")
+    assert err == ("gradlab: the check of gather at --batch-size 64 ran out of memory; try a "
+                   "smaller --batch-size\n")
+    monkeypatch.setattr("gradlab.equivalence.builtin.check_builtin",
+                        lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("a bug")))
+    with pytest.raises(RuntimeError, match=r"^a bug$"):  # any other error is not called memory
+        _run(["gather"], capsys)
+
+
+def test_a_batch_too_large_for_this_machine_is_refused_in_one_line(capsys):
+    status, out, err = _run(["gather", "--batch-size", "2000000"], capsys)  # 8 x 4e12 x 8 B
+    assert (status, out) == (2, "")
+    assert err.startswith("gradlab: --batch-size 2000000: checking gather needs about ")
+    assert err.endswith("GiB available; try a smaller --batch-size\n")

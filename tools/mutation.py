@@ -436,6 +436,8 @@ LIBRARY_TESTS = {
                        "test_validate_false_skips_only_the_finiteness_check",
                        "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
+    "memory": ["tests/test_memory.py", "tests/experiments/test_planner.py",
+               "tests/equivalence/test_builtin.py", "tests/test_cli_equivalence.py"],
     "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],
     # the losses' warnings; the tests of where they point cannot run under mutmut (its
     # trampolines are frames caller_stacklevel counts): those mutants are killed by hand

@@ -26,6 +26,7 @@ from gradlab.equivalence.steps import (
 )
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
+from gradlab.memory import available_bytes
 from gradlab.validation import check_floating_dtype, check_positive_finite, check_positive_int
 
 __all__ = ["CANDIDATES", "DEFAULTS", "LOSSES", "OPTION_USERS", "builtin_candidate",
@@ -62,6 +63,29 @@ would be ignored)."""
 
 DEFAULTS = {"--loss": "nt-xent", "--chunk-size": 4, "--micro-batches": 4}
 """The value of each option of :data:`OPTION_USERS` when it is not given."""
+
+
+PEAK_SCORE_MATRICES = 8
+"""A check's peak memory in ``[B, C]`` score matrices of its dtype (``C = B``, plus the memory's
+``2 B`` rows for the memory candidates), in the parent process and again in the processes of a
+distributed candidate. Measured peaks are 10 (``B = 4000``, float64, every candidate) and fall
+towards 8 as ``B`` grows (the model's fixed share shrinks): the estimate stays below them."""
+
+
+def _check_fits(candidate: str, rows: int, columns: int, processes: int,
+                dtype: torch.dtype) -> None:  # fmt: skip
+    """Refuse, before any allocation, a check that cannot fit in the free memory: past it the
+    allocator fails mid-run, or the system's out-of-memory killer ends the command."""
+    copies = 2 if processes > 1 else 1  # the reference here, the candidate's processes there
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    need = PEAK_SCORE_MATRICES * rows * columns * itemsize * copies
+    free = available_bytes("cpu")
+    if free is not None and need > free:
+        raise GradlabError(
+            f"--batch-size {rows}: checking {candidate} needs about {need / 2**30:.1f} GiB "
+            f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] matrices of {dtype}), more than "
+            f"the {free / 2**30:.1f} GiB available; try a smaller --batch-size"
+        )
 
 
 def builtin_loss(name: str) -> torch.nn.Module:
@@ -151,7 +175,9 @@ def check_builtin(
 
     Raises:
         GradlabError: a bad name or option, or an option the candidate does not read
-            (:data:`OPTION_USERS`: it would be ignored), checked before any work.
+            (:data:`OPTION_USERS`: it would be ignored), checked before any work; a batch
+            whose check would need more memory than this machine has free
+            (:data:`PEAK_SCORE_MATRICES`).
 
     Example:
         >>> check_builtin("gradient-cache", "smooth-ap", batch_size=8).equivalent
@@ -196,6 +222,7 @@ def check_builtin(
     if batch_size % processes:
         raise GradlabError(f"--processes must divide --batch-size {batch_size}; got {processes}")
     memory = 2 * batch_size if candidate.startswith("memory") else 0
+    _check_fits(candidate, batch_size, batch_size + memory, processes, dtype)
     model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)
     reference = FullBatch(loss_fn)
     if isinstance(step, CachedMNRL):  # its own loss, whose only positive is the pair's own

@@ -18,7 +18,6 @@ with the 4-per-class sampler's labels (the backbone's activations come on top), 
 from __future__ import annotations
 
 import ctypes
-import os
 import statistics
 import sys
 import time
@@ -28,6 +27,7 @@ from typing import Any
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.memory import available_bytes, out_of_memory
 from gradlab.validation import check_positive_int
 
 PLAN_LOSSES = {
@@ -148,30 +148,6 @@ def least_bytes(batch_size: int, dim: int) -> int:
     return 8 * batch_size * (batch_size + dim)
 
 
-def available_bytes(device: str) -> int | None:
-    """Memory the device can still give: CUDA's free memory (``torch.cuda.mem_get_info``), a
-    CPU's ``MemAvailable`` (Linux's ``/proc/meminfo``; else the free physical pages); None
-    where neither is known.
-
-    Example:
-        >>> available_bytes("cpu") is None or available_bytes("cpu") > 0
-        True
-    """
-    if torch.device(device).type == "cuda":
-        return int(torch.cuda.mem_get_info(torch.device(device))[0])
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-
-
 def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
     """Refuse, before any allocation, a measurement whose least memory exceeds what is free."""
     need, free = least_bytes(batch_size, dim), available_bytes(device)
@@ -183,14 +159,6 @@ def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
         f"measuring {PLAN_LOSSES[loss]} at m = {batch_size}, d = {dim} needs at least "
         f"{need / 2**30:.1f} GiB on {device} (the [m, m] scores and their gradient, the "
         f"embeddings and theirs), more than the {free / 2**30:.1f} GiB available; {instead}"
-    )
-
-
-def _out_of_memory(error: BaseException) -> bool:
-    """Whether ``error`` is an allocation that failed (CUDA's or the CPU allocator's)."""
-    failed = (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)  # torch >= 2.5
-    return isinstance(error, failed) or (
-        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )
 
 
@@ -350,7 +318,7 @@ def plan(
         try:
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
         except (RuntimeError, MemoryError) as error:
-            if not _out_of_memory(error):
+            if not out_of_memory(error):
                 raise
             raise GradlabError(
                 f"{device} ran out of memory measuring {PLAN_LOSSES[loss]} at m = "

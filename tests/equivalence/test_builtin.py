@@ -351,3 +351,38 @@ def test_check_builtin_refuses_a_bad_name_or_option(candidate, options, message)
     with pytest.raises(GradlabError) as error:
         check_builtin(candidate, **options)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize(
+    ("candidate", "options", "matrices", "shape", "dtype"),
+    [
+        # one process, float64: 8 [B, B] matrices of 8 bytes
+        ("gradient-cache", {}, 8, (16, 16), torch.float64),
+        # the memory's 2B more columns; float32: 4 bytes
+        ("memory", {"dtype": torch.float32}, 8, (16, 48), torch.float32),
+        # the reference here and the full loss again in each of the candidate's processes
+        ("gather", {}, 16, (16, 16), torch.float64),
+    ],
+)
+def test_a_check_that_cannot_fit_is_refused_before_any_work(
+    monkeypatch, candidate, options, matrices, shape, dtype
+):
+    need = matrices * shape[0] * shape[1] * torch.empty((), dtype=dtype).element_size()
+    built = []
+    monkeypatch.setattr("gradlab.equivalence.builtin.synthetic_problem",
+                        lambda *args, **kwargs: built.append(args))  # fmt: skip
+    monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes", lambda device: need - 1)
+    with pytest.raises(GradlabError) as caught:
+        check_builtin(candidate, batch_size=16, **options)
+    assert str(caught.value) == (
+        f"--batch-size 16: checking {candidate} needs about {need / 2**30:.1f} GiB ({matrices} "
+        f"[{shape[0]}, {shape[1]}] matrices of {dtype}), more than the {(need - 1) / 2**30:.1f} "
+        "GiB available; try a smaller --batch-size"
+    )
+    assert built == []  # nothing built
+    # exactly enough, or a machine that does not say: the check runs
+    for free in (need, None):
+        monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes",
+                            lambda device, free=free: free)  # fmt: skip
+        with pytest.raises(TypeError):  # the stand-in problem: past the memory check
+            check_builtin(candidate, batch_size=16, **options)

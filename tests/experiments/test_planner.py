@@ -15,7 +15,6 @@ from gradlab.cli import main
 from gradlab.errors import GradlabError
 from gradlab.experiments.planner import (
     PeakBytes,
-    available_bytes,
     estimate_smooth_ap,
     measure_loss,
     plan,
@@ -187,48 +186,6 @@ def test_a_batch_that_fits_exactly_is_measured_and_the_free_memory_is_named(monk
     # where the free memory is not known, the measurement is tried
     monkeypatch.setattr("gradlab.experiments.planner.available_bytes", lambda device: None)
     assert plan("contrastive", 64, 8)["batch_size"] == 64
-
-
-def test_the_free_memory_of_a_cpu_is_linux_s_memavailable(monkeypatch):
-    import io
-
-    import gradlab.experiments.planner as planner
-
-    def meminfo(text):
-        def fake_open(path, *args, **kwargs):
-            assert path == "/proc/meminfo"
-            return io.StringIO(text)
-        return fake_open
-
-    monkeypatch.setattr(planner, "open", meminfo("MemTotal: 9 kB\nMemAvailable:   2048 kB\n"),
-                        raising=False)  # fmt: skip
-    assert available_bytes("cpu") == 2048 * 1024
-    # without the line (an older kernel), or without the file: the free physical pages
-    pages = {"SC_AVPHYS_PAGES": 3, "SC_PAGE_SIZE": 4096}
-    monkeypatch.setattr("os.sysconf", lambda name: pages[name])
-    monkeypatch.setattr(planner, "open", meminfo("MemTotal: 9 kB\n"), raising=False)
-    assert available_bytes("cpu") == 3 * 4096
-
-    def no_file(path, *args, **kwargs):
-        raise FileNotFoundError(path)
-    monkeypatch.setattr(planner, "open", no_file, raising=False)
-    assert available_bytes("cpu") == 3 * 4096
-
-    def unknown(name):
-        raise ValueError(f"unrecognized configuration name {name!r}")
-    monkeypatch.setattr("os.sysconf", unknown)
-    assert available_bytes("cpu") is None
-
-
-def test_the_free_memory_of_a_cuda_device_is_its_own(monkeypatch):
-    asked = []
-
-    def mem_get_info(device):
-        asked.append(device)
-        return (5 * 2**30, 80 * 2**30)  # (free, total)
-    monkeypatch.setattr("torch.cuda.mem_get_info", mem_get_info)
-    assert available_bytes("cuda:1") == 5 * 2**30
-    assert asked == [torch.device("cuda:1")]
 
 
 def test_another_runtime_error_while_measuring_is_not_called_a_memory_error(monkeypatch):

@@ -156,11 +156,11 @@ def test_a_loss_that_is_nan_on_finite_input_is_said_word_for_word_at_the_callers
         loss_fn = monitor.watch(lambda embeddings, labels: embeddings.sum() * math.nan)
         with monkeypatch.context() as patch:
             patch.setattr(warnings, "warn", record)
+            lines = []
             for step in range(2):
                 loss_fn(_embeddings(step), LABELS).backward()
-                line = inspect.currentframe().f_lineno + 1
+                lines.append(inspect.currentframe().f_lineno + 1)
                 monitor.step()
-                lines = [line] if step == 0 else lines
     assert told == [(
         "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
         "logged as it is (a log of 0 or a division by 0 in the loss?); later such steps are "

@@ -1,0 +1,52 @@
+"""Memory a device can still give, and whether an error is an allocation that failed.
+
+Long commands (``gradlab plan``, ``gradlab check-equivalence``) compare what a run will need
+with :func:`available_bytes` before they allocate anything, and turn an allocation that fails
+anyway (:func:`out_of_memory`) into one line naming the option to lower, instead of a
+traceback or the operating system's out-of-memory killer.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+__all__ = ["available_bytes", "out_of_memory"]
+
+
+def available_bytes(device: str) -> int | None:
+    """Memory the device can still give: CUDA's free memory (``torch.cuda.mem_get_info``), a
+    CPU's ``MemAvailable`` (Linux's ``/proc/meminfo``; else the free physical pages); None
+    where neither is known.
+
+    Example:
+        >>> available_bytes("cpu") is None or available_bytes("cpu") > 0
+        True
+    """
+    if torch.device(device).type == "cuda":
+        return int(torch.cuda.mem_get_info(torch.device(device))[0])
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024  # kB
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether ``error`` is an allocation that failed (CUDA's or the CPU allocator's).
+
+    Example:
+        >>> out_of_memory(MemoryError()), out_of_memory(RuntimeError("shape mismatch"))
+        (True, False)
+    """
+    failed = (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)  # torch >= 2.5
+    return isinstance(error, failed) or (
+        isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
+    )
