@@ -252,11 +252,13 @@ class Monitor:
     def _adopt_tau(self, adapter: LossAdapter) -> None:
         """Take the watched SmoothAP loss's tau when none was given; warn once if they differ."""
         loss_tau = adapter.loss_tau
-        if loss_tau is None or loss_tau == self.tau:
+        if loss_tau is None:
             return
-        if not self._tau_given and not self._opened:
+        if not self._tau_given and not self._opened:  # the loss's, even when it is the default
             self.tau = float(loss_tau)
             self.config.update(tau=self.tau, tau_from=adapter.name.removeprefix("the "))
+            return
+        if loss_tau == self.tau:
             return
         if not self._tau_warned:
             self._tau_warned = True

@@ -9,6 +9,7 @@ import gradlab
 from gradlab import Monitor
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.quantities import OperatingRegion
+from gradlab.monitor.monitor import DEFAULT_TAU
 from gradlab.monitor.schedules import every
 from tests.helpers.training import train
 
@@ -41,6 +42,14 @@ def test_no_tau_given_takes_the_watched_smooth_ap_loss_tau(tmp_path):
     assert header["config"]["tau_from"] == "watched loss SmoothAPLoss"
     assert monitor.tau == 0.1
     assert records[0]["operating_region_width"] == pytest.approx(_width(0.1), rel=1e-9)
+
+
+def test_a_watched_loss_whose_tau_is_the_default_is_named_as_its_source(tmp_path):
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))]) as monitor:
+        train(monitor, steps=1, loss_fn=gradlab.SmoothAPLoss(DEFAULT_TAU))
+    header, _ = _header_and_records(tmp_path)
+    assert header["config"]["tau"] == DEFAULT_TAU
+    assert header["config"]["tau_from"] == "watched loss SmoothAPLoss"
 
 
 def test_a_tau_that_differs_from_the_loss_warns_once_naming_both(tmp_path):
