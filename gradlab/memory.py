@@ -46,7 +46,7 @@ def out_of_memory(error: BaseException) -> bool:
         >>> out_of_memory(MemoryError()), out_of_memory(RuntimeError("shape mismatch"))
         (True, False)
     """
-    failed = (getattr(torch, "OutOfMemoryError", MemoryError), MemoryError)  # torch >= 2.5
+    failed = (torch.cuda.OutOfMemoryError, MemoryError)  # torch.OutOfMemoryError from 2.5 on
     return isinstance(error, failed) or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )

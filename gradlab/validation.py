@@ -358,7 +358,8 @@ def check_tensor(
 def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:
     """Refuse a floating tensor with NaN or infinite entries (other dtypes pass): one read-only
     reduction, one value read (a host synchronisation on a GPU); skipped inside
-    :func:`skip_value_checks`. Call it after the metadata checks, which read no value.
+    :func:`skip_value_checks`. Call it after the metadata checks, which read no value. A
+    ``"meta"`` tensor, which has no values to read, is refused (:func:`check_real_device`).
 
     Example:
         >>> check_finite("scores", torch.tensor([0.5, float("nan")]))
@@ -367,6 +368,7 @@ def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:
         gradlab.errors.GradlabError: scores must be finite; it holds NaN or infinite entries
     """
     if value.is_floating_point() and value.numel() and not _SKIP_VALUE_CHECKS.get():
+        check_real_device(**{name: value})  # a meta tensor has no values to read
         # One read-only reduction (NaN propagates through min/max); no full-size mask.
         low, high = torch.aminmax(value.detach())
         if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):

@@ -55,6 +55,7 @@ def test_the_free_memory_of_a_cuda_device_is_its_own(monkeypatch):
 
 @pytest.mark.parametrize(("error", "failed"), [
     (MemoryError(), True),
+    (torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), True),
     (RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate "
                   "memory: you tried to allocate 80000000000 bytes"), True),
     (RuntimeError("a kernel failed"), False),

@@ -41,6 +41,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_positive_int,
+    check_real_device,
     check_same_device,
     check_shape,
     check_temperature,
@@ -628,6 +629,7 @@ def check_smooth_ap_inputs(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
+    check_real_device(scores=scores)  # its kernels read values (a CPU pass goes through NumPy)
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")

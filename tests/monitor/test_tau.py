@@ -8,8 +8,8 @@ import pytest
 import gradlab
 from gradlab import Monitor
 from gradlab.monitor import read_jsonl
-from gradlab.monitor.quantities import OperatingRegion
 from gradlab.monitor.monitor import DEFAULT_TAU
+from gradlab.monitor.quantities import OperatingRegion
 from gradlab.monitor.schedules import every
 from tests.helpers.training import train
 
