@@ -24,16 +24,30 @@ How the calls are read (the layout of the losses as of sentence-transformers 6.2
   is column ``i`` (``rank x B + i`` when ``gather_across_devices``), the columns past ``B`` are
   hard negatives. It is logged as ``anatomy_i2t_*``. ``doc_to_query`` (the symmetric term of
   **MultipleNegativesSymmetricRankingLoss**, or ``directions`` naming it) is logged as
-  ``anatomy_t2i_*``: its columns are the documents as queries. The mini-batches of the cached
+  ``anatomy_t2i_*``: its columns are the documents as queries. The loss subtracts the positive
+  pair's score once, from ``query_to_doc``, while ``doc_to_query`` holds the same score in its
+  softmax: each direction is given its share of that target (the sum of a document's
+  ``doc_to_query`` gradients moves from its positive to the pair's ``query_to_doc`` entry), so
+  with ``partition_mode="per_direction"`` each direction's ``dL/dS`` is that of its own InfoNCE
+  term, and with ``"joint"`` the target is split by each direction's softmax mass; the pair's
+  net gradient is unchanged. The mini-batches of the cached
   loss are stitched back into one ``[Q, C]`` matrix and one ``dL/dS`` (the cached loss runs
   each mini-batch's backward inside its forward). ``query_to_query`` and ``doc_to_doc`` (extra
   negatives in a joint softmax) are not recorded.
-* **GISTEmbedLoss** calls it for the anchor-positive matrix, then (as configured) the
-  anchor-anchor and positive-positive matrices and the anchor-negative matrix, each also for
-  the guide model without gradient (not recorded). The anchor-positive matrix, with the
-  anchor-negative matrix as further columns, is logged as ``anatomy_i2t_*``; the pairs the
-  guide masks as false negatives (set to ``-inf`` by the loss) are not candidates.
+* **GISTEmbedLoss** and **CachedGISTEmbedLoss** (per mini-batch of anchors) call it for the
+  anchor-positive matrix, then (as configured) the anchor-anchor and positive-positive matrices
+  and the anchor-negative matrices, each also for the guide model without gradient (not
+  recorded); the calls are told apart by the embeddings they compare. The anchor-positive
+  matrix, with the anchor-negative matrices as further columns, is logged as
+  ``anatomy_i2t_*``; the pairs the guide masks as false negatives (set to ``-inf`` by the loss)
+  are not candidates. The anchor-anchor and positive-positive blocks are not recorded (their
+  rows are not all the anchors'), so ``ChanceLevel`` and, with those blocks,
+  ``Temperature`` do not apply: the run header's ``not_logged`` says why.
 * Any other loss: the first matrix with a gradient, positives on its diagonal.
+
+The recorded view names the directions the loss computes (``BatchView.score_direction``):
+``"i2t"`` for MultipleNegativesRankingLoss and GIST, ``"both"`` when ``doc_to_query`` is scored
+too; ``Temperature`` follows it unless given its own ``direction``.
 
 The Monitor never changes the loss: the similarity returns the wrapped function's matrix, value
 for value and gradient for gradient, and diagnostics never pass through the loss's return value
@@ -51,6 +65,7 @@ from gradlab.extras import missing_extra
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
+from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.validation import ScoreRecorderSlot
 
 try:
@@ -150,9 +165,30 @@ def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
     return loss
 
 
+GIST_LOSSES = ("GISTEmbedLoss", "CachedGISTEmbedLoss")
+"""The guided losses, whose calls are named by the embeddings they compare (module docstring)."""
+
+
+def _is_gist(loss: object) -> bool:
+    return any(cls.__name__ in GIST_LOSSES for cls in type(loss).__mro__)
+
+
+class _Stitch(Stitch):
+    """A :class:`Stitch` that tells its stitcher when its capture's gradient is complete."""
+
+    def __init__(self, direction: str, offset: int, on_complete: Callable[[], None]) -> None:
+        super().__init__(direction, offset)
+        self.on_complete = on_complete
+
+    def complete(self) -> None:
+        super().complete()
+        if self.capture is not None and self.capture.grad is not None:
+            self.on_complete()
+
+
 class _Stitcher:
-    """The ``score_recorder`` of one logged loss call: names each recorded matrix by the loss's
-    call order (module docstring) and stitches mini-batches."""
+    """The ``score_recorder`` of one logged loss call: names each recorded matrix (module
+    docstring) and stitches mini-batches."""
 
     def __init__(self, loss: object) -> None:
         self.loss = loss
@@ -161,31 +197,53 @@ class _Stitcher:
         self.queries: list[torch.Tensor] = []  # the i2t matrix's row chunks' embeddings
         self.candidates: dict[int, torch.Tensor] = {}  # its column blocks' embeddings
         self.offset = _rank_offset(loss)
+        self.gist = _is_gist(loss)
+        self.anchors: int | None = None  # GIST: where the anchors and positives lie in memory
+        self.positives: tuple[int, int] | None = None
+        self.negatives: dict[int, int] = {}  # GIST: a negative column's address -> its block
+        self.split = False
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
             self.roles = [name for name in MNRL_DIRECTIONS if name in directions]
-        elif type(loss).__name__ == "GISTEmbedLoss":
-            self.roles = ["gist_ap", *(["skip"] if getattr(loss, "contrast_anchors", False)
-                                       else []),
-                          *(["skip"] if getattr(loss, "contrast_positives", False) else []),
-                          "gist_an"]  # fmt: skip
         else:
             self.roles = ["query_to_doc"]
 
     def record(self, _direction: object, matrix: torch.Tensor, _mask: object) -> None:
-        if type(self.loss).__name__ == "GISTEmbedLoss":
-            role = self.roles[self.calls] if self.calls < len(self.roles) else "skip"
+        if self.gist:
+            role = self._gist_role()
+        elif len(self.roles) > 1 or getattr(self.loss, "directions", None) is not None:
+            role = self.roles[self.calls % len(self.roles)]  # MNRL's call order, per mini-batch
         else:
-            role = self.roles[self.calls % len(self.roles)]
+            role = "query_to_doc" if self.calls == 0 else "skip"  # any other loss: the first
         self.calls += 1
         if role in ("query_to_doc", "gist_ap"):  # rows are the local queries
             self._stitch("i2t", matrix.shape[0]).add(matrix)
             self._keep_operands(0)
         elif role == "doc_to_query":  # similarity(queries, local_docs): columns are queries
             self._stitch("t2i", matrix.shape[1]).add(matrix, transposed=True)
-        elif role == "gist_an" and "i2t" in self.stitches:  # further columns: hard negatives
-            self.stitches["i2t"].add(matrix, block=1)
-            self._keep_operands(1)
+        elif isinstance(role, int) and "i2t" in self.stitches:  # GIST: hard negative columns
+            self.stitches["i2t"].add(matrix, block=role)
+            self._keep_operands(role)
+
+    def _gist_role(self) -> str | int:
+        """GIST's and CachedGIST's calls, named by their operands' addresses: the first is the
+        anchors (from row 0) against the positives; then per mini-batch of anchors, anchors
+        against positives (``gist_ap``), anchors against anchors and positives against
+        positives (``skip``: not recorded), anchors against the k-th negatives (block k)."""
+        operands = getattr(getattr(self.loss, "similarity_fct", None), "operands", None)
+        if operands is None:
+            return "skip"
+        a, b = operands
+        if self.anchors is None:
+            self.anchors = a.data_ptr()
+            self.positives = (b.data_ptr(), b.data_ptr() + b.numel() * b.element_size())
+            return "gist_ap"
+        start, end = self.positives
+        if b.data_ptr() == start:
+            return "skip" if start <= a.data_ptr() < end else "gist_ap"
+        if b.data_ptr() == self.anchors:
+            return "skip"
+        return self.negatives.setdefault(b.data_ptr(), len(self.negatives) + 1)
 
     def _keep_operands(self, block: int) -> None:
         """The embeddings the i2t matrix's piece compares: its rows' (block 0) and its columns'
@@ -207,8 +265,32 @@ class _Stitcher:
 
     def _stitch(self, direction: str, local: int) -> Stitch:
         if direction not in self.stitches:
-            self.stitches[direction] = Stitch(direction, self.offset * local)
+            self.stitches[direction] = _Stitch(direction, self.offset * local, self._split)
         return self.stitches[direction]
+
+    def _split(self) -> None:
+        """Once both directions have their gradient: give each direction its share of the
+        positive pair's target.
+
+        MultipleNegativesRankingLoss subtracts the positive pair's score once, from
+        ``query_to_doc``; ``doc_to_query`` holds the same score again inside its softmax, so
+        autograd gives the two recorded copies about ``-s/(2B)`` and ``+s/(2B)`` (module
+        docstring). Each t2i query's (document's) gradients sum to its share of the target,
+        ``s/(nB)`` for ``partition_mode="per_direction"``: that sum moves from its positive to
+        the i2t positive of the same pair. The pair's net gradient is unchanged, and each
+        direction's ``dL/dS`` is that of its own InfoNCE term (per_direction), or of the joint
+        softmax with the target split by each direction's softmax mass (joint).
+        """
+        i2t, t2i = (self.stitches.get(name) for name in ("i2t", "t2i"))
+        if self.split or i2t is None or t2i is None:
+            return
+        first, second = i2t.capture, t2i.capture
+        if first is None or second is None or first.grad is None or second.grad is None:
+            return
+        self.split = True
+        share = second.grad.sum(dim=0)  # per document (the t2i capture's columns)
+        second.grad = second.grad - second.positives.to(share.dtype) * share
+        first.grad = first.grad + first.positives.to(share.dtype) * share.unsqueeze(1)
 
     def finish(self) -> list[ScoreCapture]:
         """The captures, ``i2t`` first."""
@@ -242,12 +324,50 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     similarity = getattr(module, "similarity_fct", None)
     if not isinstance(similarity, RecordingSimilarity):
         return None
-    return RecordedScoresAdapter(
+    return _SentenceTransformersAdapter(
         f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),
-        loss_fn=module, masked_candidates=type(module).__name__ == "GISTEmbedLoss",
-        features=True, hint=": is its similarity_fct the RecordingSimilarity the Monitor "
-        "watches, and does the call run with gradients enabled?",
+        loss_fn=module, masked_candidates=_is_gist(module), features=True,
+        hint=": is its similarity_fct the RecordingSimilarity the Monitor watches, and does the "
+        "call run with gradients enabled?",
     )  # fmt: skip
+
+
+class _SentenceTransformersAdapter(RecordedScoresAdapter):
+    """The recorded-scores adapter that names the loss's directions and leaves out the
+    quantities that do not apply to GIST.
+
+    GIST's softmax per anchor runs over the columns its guide did not mask, a number that
+    differs from row to row, and (``contrast_anchors``, ``contrast_positives``) over the
+    anchor-anchor and positive-positive blocks, which are not recorded: ``ChanceLevel``'s
+    ``ln C`` of the recorded columns is not its chance level, and ``Temperature``'s closed form
+    over the recorded columns is not its ``dL/d log s``.
+    """
+
+    def not_applicable(self, name: str) -> str | None:
+        loss = self.loss_fn
+        if not _is_gist(loss):
+            return None
+        if name == ChanceLevel.name:
+            return (f"does not apply to {loss_name(loss)}: its softmax runs over the columns its "
+                    "guide did not mask (a number per anchor) and the anchor-anchor and "
+                    "positive-positive blocks, not ln C of the recorded columns")  # fmt: skip
+        contrasted = getattr(loss, "contrast_anchors", False) or getattr(
+            loss, "contrast_positives", False)  # fmt: skip
+        if contrasted and name == Temperature.name:
+            return (f"does not apply to {loss_name(loss)} with contrast_anchors or "
+                    "contrast_positives: its softmax also runs over the anchor-anchor and "
+                    "positive-positive blocks, which are not recorded")  # fmt: skip
+        return None
+
+    def capture(self, tensors: list, loss: object, tau: float, **options: object):
+        """The recorded-scores view, with the directions the loss computes
+        (:attr:`~gradlab.monitor.batch.BatchView.score_direction`): ``"both"`` when it scores
+        ``doc_to_query`` too, else ``"i2t"``."""
+        batch = super().capture(tensors, loss, tau, **options)
+        recorded = options.get("recorded") or ()
+        roles = getattr(recorded[0], "roles", ()) if recorded else ()
+        batch.score_direction = "both" if "doc_to_query" in roles else "i2t"
+        return batch
 
 
 register(sentence_transformers_adapter)

@@ -110,6 +110,15 @@ class LossAdapter:
     )
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
 
+    def not_applicable(self, name: str) -> str | None:
+        """Why the quantity ``name`` does not apply to this loss although its needs are met
+        (an integration that knows the loss says; see :meth:`why_not` for the needs), or None.
+
+        Example:
+            >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
+        """
+        return None
+
     def why_not(self, needs: frozenset[str]) -> str | None:
         """Why a quantity with these needs cannot apply (its first unmet need), or None.
 

@@ -218,6 +218,11 @@ class BatchView:
     micro-batches, the scale of AMP's ``GradScaler``; None when not captured (a loss that is
     not a scalar, or no backward). :meth:`unscale_gradients` divides the captured gradients by
     it."""
+    score_direction: str | None = None
+    """The directions whose softmax the watched loss computes on the step's scores, when an
+    integration knows them: ``"i2t"`` (the rows are the queries: sentence-transformers'
+    MultipleNegativesRankingLoss), ``"t2i"`` or ``"both"``; None: not said (a quantity that
+    needs it takes its own default)."""
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)

@@ -223,6 +223,7 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         loss_tau=batch.loss_tau,
         degenerate_batches=batch.degenerate_batches,
         on_scores=batch.on_scores,  # an integration's features are this rank's: not gathered
+        score_direction=batch.score_direction,
     )
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)

@@ -234,8 +234,10 @@ class Temperature(Quantity):
         clamp: ``(low, high)`` bounds applied to the parameter (open_clip clamps
             ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
             parameter sits on either bound.
-        direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: ``"i2t"`` in-batch, ``"both"`` for
-            a cross-modal batch.
+        direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the integration
+            that recorded the scores names (:attr:`BatchView.score_direction`: ``"i2t"`` for
+            sentence-transformers' MultipleNegativesRankingLoss), else ``"i2t"`` in-batch and
+            ``"both"`` for a cross-modal batch.
         logits: the step's score matrix is already ``s * S`` (a loss watched on its logits, as
             open_clip's); False: it holds the cosine scores ``S`` (a loss watched on embeddings).
 
@@ -326,7 +328,8 @@ class Temperature(Quantity):
             parameter = self._parameter(batch)
         scale = parameter.exp() if self.log_scale else parameter
         layout = batch.layout
-        direction = self.direction or ("i2t" if batch.labels is not None else "both")
+        direction = (self.direction or batch.score_direction
+                     or ("i2t" if batch.labels is not None else "both"))  # fmt: skip
         scores = batch.scores / scale if self.logits else batch.scores
         values = {
             "temperature_scale": scale,

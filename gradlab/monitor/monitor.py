@@ -346,7 +346,8 @@ class Monitor:
         """Leave out, with the reason, each quantity whose needs the adapter cannot meet."""
         for name in self.not_logged:
             self.disabled.pop(name, None)
-        reasons = {q.name: adapter.why_not(q.needs) for q in self.quantities}
+        reasons = {q.name: adapter.not_applicable(q.name) or adapter.why_not(q.needs)
+                   for q in self.quantities}  # fmt: skip
         self.not_logged = {name: why for name, why in reasons.items() if why is not None}
         self.disabled.update(self.not_logged)
 

@@ -110,13 +110,16 @@ def test_mnsrl_records_the_symmetric_term_as_t2i():
     i2t, t2i = batch.score_captures
     assert (i2t.direction, t2i.direction) == ("i2t", "t2i")
     scores = cosine64(embed(model, anchors), embed(model, positives))
-    # The loss in float64 on two leaf matrices: query_to_doc, and doc_to_query untransposed.
+    # Each direction's own InfoNCE term in float64, on its own leaf copy of the pair scores:
+    # (CE(s S) + CE(s S.T)) / 2 is the loss, each direction's target on its own positive.
     forward = scores.clone().requires_grad_()
     backward = scores.clone().requires_grad_()
-    log_z = (torch.logsumexp(10.0 * forward, dim=1) + torch.logsumexp(10.0 * backward.T, dim=1))
-    (-(10.0 * forward.diagonal() - log_z / 2)).mean().backward()
+    labels = torch.arange(6)
+    ((F.cross_entropy(10.0 * forward, labels) + F.cross_entropy(10.0 * backward.T, labels))
+     / 2).backward()  # fmt: skip
     torch.testing.assert_close(i2t.grad.to(torch.float64), forward.grad, atol=1e-5, rtol=0)
     torch.testing.assert_close(t2i.grad.to(torch.float64), backward.grad, atol=1e-5, rtol=0)
+    assert (t2i.grad.diagonal() < 0).all() and (i2t.grad.diagonal() < 0).all()
     assert torch.equal(t2i.positives, torch.eye(6, dtype=torch.bool))
 
 

@@ -221,8 +221,10 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
     candidates, positives = torch.ones(4, 2), torch.zeros(3, 4, dtype=torch.bool)
     batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
                       candidates=candidates, positives=positives,
-                      embedding_grad=-embeddings, loss=torch.tensor(0.25))  # fmt: skip
+                      embedding_grad=-embeddings, loss=torch.tensor(0.25),
+                      score_direction="i2t")  # fmt: skip
     gathered = gather_batch(batch, rows=(3, 2))  # rank 1 holds two rows
+    assert gathered.score_direction == "i2t"  # what the integration said of the loss
     assert torch.equal(gathered.embeddings, torch.cat([embeddings, embeddings[:2] + 10]))
     assert gathered.labels.tolist() == [0, 1, 1, 10, 11]
     assert torch.equal(gathered.embedding_grad, torch.cat([-embeddings, -embeddings[:2] + 10]))

@@ -1,0 +1,278 @@
+"""Which recorded matrix is which direction, and each direction's dL/dS (tiny offline models).
+
+References are independent of gradlab: float64 re-implementations of each loss's formula
+(sentence-transformers 6.2's MultipleNegativesRankingLoss and GISTEmbedLoss) with autograd on
+leaf score matrices, and sentence-transformers' own plain losses where a cached or symmetric
+loss must read the same.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+pytest.importorskip("sentence_transformers")
+
+from sentence_transformers.sentence_transformer import losses
+
+import gradlab
+from gradlab.integrations.sentence_transformers import (
+    RecordingSimilarity,
+    record_scores,
+    sentence_transformers_adapter,
+)
+from gradlab.monitor import PRESETS, ChanceLevel, Temperature, every
+from tests.helpers.hf_models import (
+    bert_sentence_model,
+    caption_pairs,
+    sentence_features,
+    static_model,
+)
+
+
+def embed(model, texts):
+    with torch.no_grad():
+        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
+
+
+def cosine64(first, second):
+    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
+
+
+def captured(loss, features):
+    adapter = sentence_transformers_adapter(loss, None)
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(features, None)
+    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
+    value.backward()
+    return batch
+
+
+def logged(loss, features, folder, quantities=None):
+    """One Monitor step of ``loss`` on ``features``: the record and the run header."""
+    options = {"quantities": quantities} if quantities else {"preset": "full"}
+    with gradlab.Monitor(folder, every=1, **options) as monitor:
+        monitor.watch(loss)(features, None).backward()
+        record = monitor.step()
+        header = dict(monitor.not_logged)
+    return record, header
+
+
+# --- GIST and CachedGIST ------------------------------------------------------------------------
+
+
+def gist_reference(model, guide, anchors, positives, negatives, margin, temperature):
+    """GIST's loss in float64 on leaf blocks [ap, aa, pp, an]: the ap and an blocks' scores,
+    gradients and guide masks."""
+    a, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
+    ga, gp, gn = (embed(guide, texts) for texts in (anchors, positives, negatives))
+    guided_positive = cosine64(ga, gp).diagonal().unsqueeze(1)
+    blocks = [(a, p, ga, gp, True), (a, a, ga, ga, False), (p, p, gp, gp, False),
+              (a, n, ga, gn, False)]  # fmt: skip
+    leaves, masks = [], []
+    for first, second, guide_first, guide_second, paired in blocks:
+        mask = cosine64(guide_first, guide_second) > guided_positive - margin
+        if paired:
+            mask &= ~torch.eye(len(a), dtype=torch.bool)
+        leaves.append(cosine64(first, second).requires_grad_())
+        masks.append(mask)
+    logits = torch.cat([leaf.masked_fill(mask, -math.inf)
+                        for leaf, mask in zip(leaves, masks, strict=True)], 1)  # fmt: skip
+    F.cross_entropy(logits / temperature, torch.arange(len(a))).backward()
+    scores = torch.cat([leaves[0], leaves[3]], 1).detach()
+    grad = torch.cat([leaves[0].grad, leaves[3].grad], 1)
+    return scores, grad, ~torch.cat([masks[0], masks[3]], 1), (a, torch.cat([p, n]))
+
+
+def test_cached_gist_records_what_gist_records_and_logs_the_same_values(tmp_path):
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(8)
+    negatives = caption_pairs(16)[1][8:]
+    features = sentence_features(model, anchors, positives, negatives)
+    scores, grad, candidates, (queries, columns) = gist_reference(
+        model, guide, anchors, positives, negatives, margin=0.05, temperature=0.05)
+    options = {"temperature": 0.05, "margin": 0.05}
+    plain = record_scores(losses.GISTEmbedLoss(model, guide, **options))
+    cached = record_scores(losses.CachedGISTEmbedLoss(model, guide, mini_batch_size=3, **options))
+    for loss in (plain, cached):
+        model.zero_grad()
+        batch = captured(loss, features)
+        (capture,) = batch.score_captures  # aa and pp are not recorded, not taken as queries
+        assert capture.scores.shape == (8, 16)
+        torch.testing.assert_close(capture.scores.to(torch.float64), scores, atol=1e-5, rtol=0)
+        torch.testing.assert_close(capture.grad.to(torch.float64), grad, atol=1e-5, rtol=0)
+        assert torch.equal(capture.candidates, candidates)
+        assert torch.equal(capture.positives[:, :8], torch.eye(8, dtype=torch.bool))
+        assert not capture.positives[:, 8:].any()
+        torch.testing.assert_close(batch.features[0].to(torch.float64), queries, atol=1e-5,
+                                   rtol=0)  # fmt: skip
+        torch.testing.assert_close(batch.features[1].to(torch.float64), columns, atol=1e-5,
+                                   rtol=0)  # fmt: skip
+    records = []
+    for index, loss in enumerate((plain, cached)):
+        model.zero_grad()
+        records.append(logged(loss, features, tmp_path / str(index))[0])
+    keys = [key for key in records[0]
+            if key.startswith(("anatomy_i2t_", "margin_", "geometry_"))]  # fmt: skip
+    assert len(keys) == 11 + 5 + 6
+    for key in keys:
+        assert records[1][key] == pytest.approx(records[0][key], abs=1e-6, nan_ok=True), key
+    # GIST ranks its own positive first for every anchor here: recall@1 from the reference
+    positive = scores.diagonal()
+    hardest = scores.masked_fill(~candidates | torch.eye(8, 16, dtype=torch.bool), -math.inf)
+    recall = (positive > hardest.max(dim=1).values).double().mean().item()
+    assert records[1]["margin_recall_at_1"] == pytest.approx(recall)
+
+
+@pytest.mark.parametrize("loss_class", ["GISTEmbedLoss", "CachedGISTEmbedLoss"])
+def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_path, loss_class):
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(6)
+    options = {"mini_batch_size": 2} if loss_class.startswith("Cached") else {}
+    loss = record_scores(getattr(losses, loss_class)(model, guide, **options))
+    quantities = [kind(every(1)) for kind in PRESETS["default"]]
+    quantities += [ChanceLevel(every(1)), Temperature(every(1), scale=1 / loss.temperature)]
+    record, not_logged = logged(loss, sentence_features(model, anchors, positives),
+                                tmp_path / "a", quantities)  # fmt: skip
+    unmet = {"embedding_norm", "embedding_grad_norm"}  # read through the recorded matrices
+    assert set(not_logged) == unmet | {"chance_level", "temperature"}
+    assert "anchor-anchor and positive-positive" in not_logged["temperature"]
+    assert not_logged["chance_level"].startswith(f"does not apply to {loss_class}")
+    assert "chance_level" not in record and "temperature_scale" not in record
+    assert "margin_mean" in record  # a quantity with Temperature's needs still applies
+    # Without the extra blocks the recorded columns are GIST's softmax: Temperature applies.
+    loss = record_scores(getattr(losses, loss_class)(model, guide, contrast_anchors=False,
+                                                     contrast_positives=False, **options))
+    _, not_logged = logged(loss, sentence_features(model, anchors, positives), tmp_path / "b",
+                           quantities)  # fmt: skip
+    assert set(not_logged) == unmet | {"chance_level"}
+
+
+def test_a_loss_of_one_s_own_has_its_first_matrix_recorded_only():
+    class TwoCalls(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.similarity_fct = RecordingSimilarity()
+
+        def forward(self, pair, _labels):
+            anchors, documents = pair
+            scores = self.similarity_fct(anchors, documents)
+            extra = self.similarity_fct(anchors, anchors)  # a regulariser: not a query block
+            return F.cross_entropy(20 * scores, torch.arange(len(anchors))) + extra.mean()
+
+    generator = torch.Generator().manual_seed(0)
+    documents = torch.randn(4, 5, generator=generator, dtype=torch.float64)
+    anchors = (documents + 0.1 * torch.randn(4, 5, generator=generator,
+                                             dtype=torch.float64)).requires_grad_()
+    (capture,) = captured(TwoCalls(), (anchors, documents)).score_captures
+    leaf = cosine64(anchors.detach(), documents).requires_grad_()
+    F.cross_entropy(20 * leaf, torch.arange(4)).backward()
+    assert capture.scores.shape == (4, 4)
+    torch.testing.assert_close(capture.grad, leaf.grad, atol=1e-10, rtol=0)
+
+
+# --- MultipleNegativesRankingLoss with doc_to_query ---------------------------------------------
+
+
+def test_per_direction_gives_each_direction_its_own_infonce_gradient_with_hard_negatives():
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    negatives = positives[3:] + positives[:3]
+    loss = losses.MultipleNegativesRankingLoss(
+        model, scale=15.0, similarity_fct=RecordingSimilarity(),
+        directions=("query_to_doc", "doc_to_query"), partition_mode="per_direction")
+    batch = captured(loss, sentence_features(model, anchors, positives, negatives))
+    i2t, t2i = batch.score_captures
+    q, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
+    # Each direction's InfoNCE term on its own leaf: queries against [positives, negatives];
+    # each positive document against the queries. The loss is their mean.
+    forward = cosine64(q, torch.cat([p, n])).requires_grad_()
+    backward = cosine64(q, p).requires_grad_()  # [queries, documents]: columns are queries
+    labels = torch.arange(8)
+    ((F.cross_entropy(15.0 * forward, labels) + F.cross_entropy(15.0 * backward.T, labels))
+     / 2).backward()  # fmt: skip
+    assert i2t.grad.shape == (8, 16) and t2i.grad.shape == (8, 8)
+    torch.testing.assert_close(i2t.grad.to(torch.float64), forward.grad, atol=1e-5, rtol=0)
+    torch.testing.assert_close(t2i.grad.to(torch.float64), backward.grad, atol=1e-5, rtol=0)
+    # The pair's net gradient is the loss's (sentence-transformers subtracts the positive once,
+    # from query_to_doc): written on one shared leaf of the pair scores.
+    shared = cosine64(q, p).requires_grad_()
+    extra = cosine64(q, n).requires_grad_()
+    log_z = (torch.logsumexp(15.0 * torch.cat([shared, extra], 1), dim=1)
+             + torch.logsumexp(15.0 * shared.T, dim=1)) / 2  # fmt: skip
+    (-(15.0 * shared.diagonal() - log_z)).mean().backward()
+    torch.testing.assert_close((i2t.grad[:, :8] + t2i.grad).to(torch.float64), shared.grad,
+                               atol=1e-5, rtol=0)  # fmt: skip
+
+
+def test_joint_mode_splits_the_target_by_each_direction_s_softmax_mass():
+    model = static_model()
+    anchors, positives = caption_pairs(6)
+    loss = losses.MultipleNegativesRankingLoss(
+        model, scale=10.0, similarity_fct=RecordingSimilarity(),
+        directions=("query_to_doc", "doc_to_query"), partition_mode="joint")
+    i2t, t2i = captured(loss, sentence_features(model, anchors, positives)).score_captures
+    q, p = embed(model, anchors), embed(model, positives)
+    # One softmax per pair over [query_i vs documents, document_i vs queries]; the target
+    # -s S_ii written as the two copies weighted by their blocks' softmax mass (held fixed).
+    forward = cosine64(q, p).requires_grad_()
+    backward = cosine64(p, q).requires_grad_()  # rows: documents as queries
+    logits = 10.0 * torch.cat([forward, backward], 1)
+    mass = torch.softmax(logits.detach(), dim=1)[:, 6:].sum(dim=1)
+    target = (1 - mass) * forward.diagonal() + mass * backward.diagonal()
+    (torch.logsumexp(logits, dim=1) - 10.0 * target).mean().backward()
+    torch.testing.assert_close(i2t.grad.to(torch.float64), forward.grad, atol=1e-5, rtol=0)
+    torch.testing.assert_close(t2i.grad.to(torch.float64), backward.grad.T, atol=1e-5, rtol=0)
+    assert (t2i.grad.diagonal() < 0).all()
+
+
+@pytest.mark.parametrize("cached", [False, True])
+def test_the_symmetric_loss_s_t2i_anatomy_is_that_of_the_loss_on_documents_as_queries(tmp_path,
+                                                                                     cached):
+    model = bert_sentence_model(tmp_path / "model") if cached else static_model()
+    anchors, positives = caption_pairs(10)
+    options = {"scale": 20.0, "similarity_fct": RecordingSimilarity(),
+               "directions": ("query_to_doc", "doc_to_query"), "partition_mode": "per_direction"}
+    if cached:
+        symmetric = losses.CachedMultipleNegativesRankingLoss(model, mini_batch_size=4, **options)
+    else:
+        symmetric = losses.MultipleNegativesRankingLoss(model, **options)
+    one_way = losses.MultipleNegativesRankingLoss(model, scale=20.0,
+                                                  similarity_fct=RecordingSimilarity())
+    record, _ = logged(symmetric, sentence_features(model, anchors, positives), tmp_path / "s")
+    forward, _ = logged(one_way, sentence_features(model, anchors, positives), tmp_path / "f")
+    swapped, _ = logged(one_way, sentence_features(model, positives, anchors), tmp_path / "b")
+    keys = [key for key in swapped if key.startswith("anatomy_i2t_")]
+    assert len(keys) == 11
+    for key in keys:  # each direction reads as that direction's InfoNCE alone
+        assert record[key] == pytest.approx(forward[key], abs=1e-6), key
+        mirrored = key.replace("i2t", "t2i")
+        assert record[mirrored] == pytest.approx(swapped[key], abs=1e-6), mirrored
+    assert record["anatomy_t2i_active_negatives_mean"] > 1
+    assert not math.isnan(record["anatomy_t2i_active_rank_depth"])
+
+
+@pytest.mark.parametrize("directions", [("query_to_doc",), ("query_to_doc", "doc_to_query")])
+def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
+    # dL/d log s by autograd on a float64 re-implementation of the loss with s = exp(alpha):
+    # Temperature(scale=loss.scale), given no direction, must log it.
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    negatives = positives[2:] + positives[:2]
+    loss = losses.MultipleNegativesRankingLoss(
+        model, scale=12.0, similarity_fct=RecordingSimilarity(), directions=directions,
+        partition_mode="per_direction")  # fmt: skip
+    features = sentence_features(model, anchors, positives, negatives)
+    record, _ = logged(loss, features, tmp_path,
+                       quantities=[Temperature(every(1), scale=loss.scale)])  # fmt: skip
+    q, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
+    alpha = torch.tensor(math.log(12.0), dtype=torch.float64, requires_grad=True)
+    labels = torch.arange(8)
+    terms = [F.cross_entropy(alpha.exp() * cosine64(q, torch.cat([p, n])), labels)]
+    if "doc_to_query" in directions:
+        terms.append(F.cross_entropy(alpha.exp() * cosine64(p, q), labels))
+    (sum(terms) / len(terms)).backward()
+    assert record["temperature_log_scale_grad"] == pytest.approx(float(alpha.grad), abs=1e-5)
