@@ -36,6 +36,13 @@ What it does:
 * Only the process of global rank 0 writes (the Monitor's own rule) and forwards values; under
   ``torch.distributed`` the quantities describe the gathered global batch.
 * ``on_train_end`` closes the Monitor (the last step is logged then if its schedule skipped it).
+  The Trainer has no exception event: :meth:`attach` wraps ``trainer.train``, so when training
+  raises (an error, a ``KeyboardInterrupt``) the Monitor is closed without that last record and
+  its folder's lock released; a new Trainer and callback can then train into the same folder in
+  the same process (a notebook cell run again). Only this callback's Monitor is closed: another
+  one, training elsewhere in the process, keeps its folder.
+* A watched loss called inside a ``training_step`` of a Trainer that does not hold this callback
+  (``attach`` forgotten) warns once: nothing can be logged.
 
 The callback never changes what is trained: the Monitor's hooks only read (parameters are
 bit-identical with and without it).
@@ -44,6 +51,8 @@ bit-identical with and without it).
 from __future__ import annotations
 
 import copy
+import functools
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -52,9 +61,10 @@ from typing import Any
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
+from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
@@ -79,8 +89,11 @@ REPORTING_MODULE = "transformers.integrations"
 class _WatchedCall:
     """What :meth:`GradlabTrainerCallback.watch` wraps: the Monitor's watch inside a step."""
 
-    def __init__(self, callback: GradlabTrainerCallback, loss_fn: Callable, name: str) -> None:
-        self.callback, self.loss_fn = callback, loss_fn
+    def __init__(
+        self, callback: GradlabTrainerCallback, loss_fn: Callable, name: str,
+        inputs: str | None = None,
+    ) -> None:  # fmt: skip
+        self.callback, self.loss_fn, self.watch_inputs = callback, loss_fn, inputs
         self.__name__, self.__wrapped__ = name, loss_fn
         self.watched: dict[int, Callable] = {}  # id(Monitor) -> its watch of loss_fn
 
@@ -89,13 +102,27 @@ class _WatchedCall:
 
     def __getattr__(self, name: str):
         """The wrapped loss's attributes (``temperature``, ``scale``...)."""
-        if name.startswith("__") or name in ("callback", "loss_fn", "watched"):
+        if name.startswith("__") or name in ("callback", "loss_fn", "watched", "watch_inputs"):
             raise AttributeError(name)
         return getattr(self.loss_fn, name)
 
     def __deepcopy__(self, memo: dict) -> Callable:
         """A deep copy of the model (an EMA or SWA copy) holds a copy of the loss, unwatched."""
         return copy.deepcopy(self.loss_fn, memo)
+
+
+def _training_trainer() -> Any | None:
+    """The trainer whose ``training_step`` is on the call stack (a watched loss called from its
+    ``compute_loss``), else ``None``: any object with a ``callback_handler``, as for attach."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "training_step":
+            owner = frame.f_locals.get("self")
+            if isinstance(getattr(getattr(owner, "callback_handler", None), "callbacks", None),
+                          list):  # fmt: skip
+                return owner
+        frame = frame.f_back
+    return None
 
 
 class LossForward:
@@ -162,10 +189,11 @@ class GradlabTrainerCallback(TrainerCallback):
         self.attached = False
         self._forwarded_step: int | None = None
         self._warned_order = False
+        self._warned_unattached = False
 
     # --- wiring --------------------------------------------------------------------------------
 
-    def watch(self, loss_fn: Callable) -> Callable:
+    def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Feed the Monitor from ``loss_fn`` during training steps.
 
         A sentence-transformers loss module is returned itself, its ``forward`` replaced by a
@@ -176,6 +204,10 @@ class GradlabTrainerCallback(TrainerCallback):
 
         Args:
             loss_fn: the loss.
+            inputs: what its first argument is, as in :meth:`gradlab.Monitor.watch`:
+                ``"embeddings"`` or ``"scores"`` (a loss of your own written on a ``[Q, C]``
+                score matrix, ``loss_fn(scores, positives)``); ``None``: the loss's own
+                ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
 
         Returns:
             The sentence-transformers module itself, a
@@ -183,7 +215,8 @@ class GradlabTrainerCallback(TrainerCallback):
             (its parameters stay the model's), or a callable with the loss's signature.
 
         Raises:
-            GradlabError: ``loss_fn`` is not callable, or a module watched twice.
+            GradlabError: ``loss_fn`` is not callable or is a class, ``inputs`` is not allowed,
+                or a module watched twice.
 
         Example:
             >>> import gradlab
@@ -199,15 +232,17 @@ class GradlabTrainerCallback(TrainerCallback):
             )
         module = type(loss_fn).__module__.split(".")[0]
         if not isinstance(loss_fn, torch.nn.Module) or module != "sentence_transformers":
+            adapt(loss_fn, inputs)  # the Monitor's checks, now rather than inside train()
             name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
-            return watched_like(loss_fn, _WatchedCall(self, loss_fn, name))  # a module's
-            # parameters stay the model's
+            return watched_like(loss_fn, _WatchedCall(self, loss_fn, name, inputs))  # a
+            # module's parameters stay the model's
         if isinstance(loss_fn.__dict__.get("forward"), _WatchedCall):
             raise GradlabError(
                 f"loss_fn {type(loss_fn).__name__} is watched already; watch a loss once"
             )
         call = LossForward(loss_fn)
-        loss_fn.forward = _WatchedCall(self, call, call.__name__)
+        adapt(call, inputs)
+        loss_fn.forward = _WatchedCall(self, call, call.__name__, inputs)
         return loss_fn
 
     def attach(self, trainer: Any) -> GradlabTrainerCallback:
@@ -217,6 +252,11 @@ class GradlabTrainerCallback(TrainerCallback):
         the ``report_to`` callbacks come before those passed as ``callbacks=[...]``. Placed in
         front of them, the callback adds gradlab's values to ``logs`` before they are reported.
         Called once after the Trainer is made (a callback already in its list is moved).
+
+        It also wraps ``trainer.train`` (the Trainer has no exception event): when training
+        raises, the Monitor is closed without logging the last step and the folder's lock is
+        released, so a new Trainer and callback can use the folder in this process (the
+        Lightning callback's ``on_exception``). Only this callback's Monitor is closed.
 
         Args:
             trainer: a ``transformers.Trainer`` (or a subclass).
@@ -241,16 +281,41 @@ class GradlabTrainerCallback(TrainerCallback):
                      len(callbacks))  # fmt: skip
         callbacks.insert(first, self)
         self.attached = True
+        self._close_when_raising(trainer)
         return self
+
+    def _close_when_raising(self, trainer: Any) -> None:
+        """Wrap ``trainer.train`` (once per callback) to close the Monitor when it raises."""
+        train = getattr(trainer, "train", None)
+        if not callable(train):
+            return
+        wrapped = train
+        while wrapped is not None:  # attached twice: wrapped once
+            if getattr(wrapped, "_gradlab_callback", None) is self:
+                return
+            wrapped = getattr(wrapped, "__wrapped__", None)
+
+        @functools.wraps(train)
+        def train_closing_on_error(*args, **kwargs):
+            try:
+                return train(*args, **kwargs)
+            except BaseException:
+                self._close_after_error()
+                raise
+
+        train_closing_on_error._gradlab_callback = self
+        trainer.train = train_closing_on_error
 
     def call(self, wrapper: _WatchedCall, args: tuple, kwargs: dict):
         """One call of a watched loss: through the Monitor inside a training step."""
         monitor = self.monitor
         if monitor is None or not self.in_step:
+            if monitor is None and not self._warned_unattached:
+                self._warn_if_training_without_this_callback(wrapper)
             return wrapper.loss_fn(*args, **kwargs)
         watched = wrapper.watched.get(id(monitor))
         if watched is None:  # a new Monitor (a new train() call): forget the previous ones
-            wrapper.watched = {id(monitor): monitor.watch(wrapper.loss_fn)}
+            wrapper.watched = {id(monitor): monitor.watch(wrapper.loss_fn, wrapper.watch_inputs)}
             watched = wrapper.watched[id(monitor)]
         return watched(*args, **kwargs)
 
@@ -317,3 +382,36 @@ class GradlabTrainerCallback(TrainerCallback):
         if self.monitor is not None:
             monitor, self.monitor = self.monitor, None
             monitor.close(log_last_step=log_last_step)
+
+    def _close_after_error(self) -> None:
+        """Close the Monitor of a training that raised: no last record (other ranks may be
+        gone: no collective), and no advice to call ``monitor.step()`` (training stopped)."""
+        self.in_step = False
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", r".*monitor\.step\(\) was never called",
+                                    RuntimeWarning)  # fmt: skip
+            try:
+                self._close(log_last_step=False)
+            except Exception as error:  # never hide the training's own exception
+                warnings.warn(
+                    f"GradlabTrainerCallback could not close its Monitor after training raised: "
+                    f"{type(error).__name__}: {error}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+
+    def _warn_if_training_without_this_callback(self, wrapper: _WatchedCall) -> None:
+        """Warn once when the watched loss is called in a training step of a Trainer that does
+        not hold this callback: nothing is logged."""
+        trainer = _training_trainer()
+        if trainer is None or self in trainer.callback_handler.callbacks:
+            return
+        self._warned_unattached = True
+        warnings.warn(
+            f"the loss {wrapper.__name__} watched by a GradlabTrainerCallback was called in a "
+            f"training step of {type(trainer).__name__}, but that trainer does not hold the "
+            "callback, so nothing is logged; call callback.attach(trainer) after making the "
+            "trainer, before trainer.train()",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )

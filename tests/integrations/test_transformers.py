@@ -104,7 +104,14 @@ def test_the_monitor_schedule_follows_the_logging_steps(tmp_path):
     trainer = train(tmp_path, callback, max_steps=6, logging_steps=3)
     _, records = read_jsonl(tmp_path / "out" / "gradlab_logs" / "metrics.jsonl")
     assert [record["step"] for record in records] == [3, 6]
-    assert [entry["step"] for entry in gradlab_entries(trainer)] == [3, 6]
+    entries = gradlab_entries(trainer)
+    assert [entry["step"] for entry in entries] == [3, 6]
+    # gradlab/loss is the logged step's own loss; the Trainer's loss beside it is the mean of
+    # the steps since its previous log (as the docs say).
+    for entry in entries:
+        step = entry["step"]
+        assert entry["gradlab/loss"] == pytest.approx(trainer.losses[step - 1], rel=1e-6)
+        assert entry["loss"] == pytest.approx(sum(trainer.losses[step - 3:step]) / 3, rel=1e-4)
 
 
 @pytest.mark.slow

@@ -61,9 +61,15 @@ def test_the_hugging_face_trainer_example(tmp_path, monkeypatch):
     pytest.importorskip("transformers")
     from tests.helpers.hf_models import PairDataset, mean_pool, tiny_bert
 
-    namespace = {"model": tiny_bert(), "train_dataset": PairDataset(32), "embed": mean_pool}
+    namespace = {"model": tiny_bert(), "train_dataset": PairDataset(32),
+                 "eval_dataset": PairDataset(16, seed=1), "embed": mean_pool}  # fmt: skip
     namespace = run_block(1, namespace, tmp_path, monkeypatch)
-    assert_same_steps_and_keys(tmp_path, namespace["trainer"])
+    trainer = namespace["trainer"]
+    assert_same_steps_and_keys(tmp_path, trainer)
+    # The example evaluates (its compute_loss returns the outputs evaluation asks for), and the
+    # evaluation's loss calls are not logged (one record per training step above).
+    (evaluation,) = [entry for entry in trainer.state.log_history if "eval_loss" in entry]
+    assert evaluation["step"] == 5 and evaluation["eval_loss"] > 0
 
 
 class TwoTowers(torch.nn.Module):

@@ -1,0 +1,238 @@
+"""A training that raises: the attached GradlabTrainerCallback frees its folder.
+
+The Trainer has no exception event; ``attach`` wraps ``trainer.train`` so that a training that
+raises closes the Monitor (without the last record) and releases its lock, as the Lightning
+callback's ``on_exception`` does. A notebook cell run again after a crash (a new Trainer and a
+new callback on the same ``output_dir``, in the same process) then trains. The first tests use a
+stand-in trainer whose ``train`` calls the events as ``transformers.Trainer`` does (fast); the
+last ones a real Trainer on a tiny BERT.
+"""
+
+import warnings
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+import gradlab
+from gradlab import GradlabError
+from gradlab.integrations.transformers import DEFAULT_FOLDER, GradlabTrainerCallback
+from gradlab.monitor import read_jsonl, read_segments
+from gradlab.monitor.lock import LOCK_NAME
+
+
+def scores_and_positives(seed):
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(6, 6, generator=generator, requires_grad=True)
+    return scores, torch.eye(6, dtype=torch.bool)
+
+
+class StandInTrainer:
+    """``train`` runs the Trainer's events for ``steps`` steps and raises ``error`` at the
+    beginning of step ``raise_at`` (1-based) when one is given."""
+
+    def __init__(self, output_dir, loss_fn, steps=4, raise_at=None, error=RuntimeError):
+        self.args = SimpleNamespace(output_dir=str(output_dir), logging_steps=1, report_to=[])
+        self.state = SimpleNamespace(global_step=0, logging_steps=None, log_history=[])
+        self.callback_handler = SimpleNamespace(callbacks=[])
+        self.loss_fn, self.steps, self.raise_at, self.error = loss_fn, steps, raise_at, error
+
+    def event(self, name):
+        for callback in self.callback_handler.callbacks:
+            getattr(callback, name)(self.args, self.state, None)
+
+    def train(self):
+        self.event("on_train_begin")
+        for _ in range(self.steps):
+            self.event("on_step_begin")
+            if self.state.global_step + 1 == self.raise_at:
+                raise self.error(f"failed at step {self.raise_at}")
+            self.loss_fn(*scores_and_positives(self.state.global_step)).backward()
+            self.event("on_pre_optimizer_step")
+            self.state.global_step += 1
+            self.event("on_step_end")
+        self.event("on_train_end")
+        return "trained"
+
+
+def attached(tmp_path, raise_at=None, error=RuntimeError, **options):
+    callback = GradlabTrainerCallback(preset="cheap", **options)
+    trainer = StandInTrainer(tmp_path / "out", callback.watch(gradlab.NTXentLoss(0.05)),
+                             raise_at=raise_at, error=error)  # fmt: skip
+    callback.attach(trainer)
+    return callback, trainer
+
+
+@pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
+def test_a_training_that_raises_closes_its_monitor_and_releases_the_lock(tmp_path, error):
+    callback, trainer = attached(tmp_path, raise_at=3, error=error)
+    with pytest.raises(error, match="failed at step 3"):  # the training's own exception
+        trainer.train()
+    folder = tmp_path / "out" / DEFAULT_FOLDER
+    assert callback.monitor is None and not (folder / LOCK_NAME).exists()
+    _, records = read_jsonl(folder / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]  # no last record for step 3
+
+
+def test_the_same_cell_run_again_trains_into_the_same_folder(tmp_path):
+    _, crashed = attached(tmp_path, raise_at=3)
+    with pytest.raises(RuntimeError):
+        crashed.train()
+    _, trainer = attached(tmp_path, overwrite=True)  # a new callback, the same output_dir
+    assert trainer.train() == "trained"
+    headers, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert len(headers) == 1 and [record["step"] for record in records] == [1, 2, 3, 4]
+    assert records[0]["loss"] == pytest.approx(
+        gradlab.NTXentLoss(0.05)(*scores_and_positives(0)).item(), rel=1e-6)
+    # Neither resume nor overwrite: the folder holds a run (not "in use by another Monitor").
+    _, refused = attached(tmp_path)
+    with pytest.raises(GradlabError, match="already holds a run") as caught:
+        refused.train()
+    assert "in use" not in str(caught.value)
+
+
+def test_another_callback_training_in_the_process_keeps_its_folder(tmp_path):
+    other = GradlabTrainerCallback(tmp_path / "other", preset="cheap")
+    other.on_train_begin(SimpleNamespace(output_dir=None, logging_steps=1),
+                         SimpleNamespace(global_step=0, logging_steps=None), None)  # fmt: skip
+    loss_fn = other.watch(gradlab.NTXentLoss(0.05))
+    other.on_step_begin(None, SimpleNamespace(global_step=0), None)
+    loss_fn(*scores_and_positives(0)).backward()
+    other.on_pre_optimizer_step(None, None, None)  # its first record: the folder is claimed
+    assert (tmp_path / "other" / LOCK_NAME).exists()
+    _, trainer = attached(tmp_path, raise_at=2)
+    with pytest.raises(RuntimeError):
+        trainer.train()
+    assert other.monitor is not None and (tmp_path / "other" / LOCK_NAME).exists()
+    other.on_train_end(None, None, None)
+    assert not (tmp_path / "other" / LOCK_NAME).exists()
+
+
+def test_a_crash_before_any_step_is_not_reported_as_a_missing_monitor_step(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+
+    class FailingBackward(StandInTrainer):  # the loss is called, then backward fails
+        def train(self):
+            self.event("on_train_begin")
+            self.event("on_step_begin")
+            self.loss_fn(*scores_and_positives(0))
+            raise RuntimeError("backward failed")
+
+    trainer = FailingBackward(tmp_path / "out", loss_fn)
+    callback.attach(trainer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # "call monitor.step()" would be wrong
+        with pytest.raises(RuntimeError, match="backward failed"):
+            trainer.train()
+    assert callback.monitor is None and not callback.in_step
+
+
+def test_attached_twice_the_training_is_wrapped_once_and_still_returns(tmp_path):
+    callback, trainer = attached(tmp_path)
+    wrapper = trainer.train
+    callback.attach(trainer)
+    assert trainer.train is wrapper and trainer.callback_handler.callbacks == [callback]
+    assert trainer.train() == "trained"  # the wrapper returns what train returns
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2, 3, 4]
+
+
+# --- a real Trainer --------------------------------------------------------------------------
+
+
+def crashing_trainer_class(raise_at):
+    """InBatchTrainer whose ``compute_loss`` raises at optimizer step ``raise_at`` (1-based)."""
+    from tests.helpers.hf_models import in_batch_trainer_class
+
+    base = in_batch_trainer_class()
+
+    class CrashingTrainer(base):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            if model.training and self.state.global_step + 1 == raise_at:
+                raise RuntimeError(f"a data bug at step {raise_at}")
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+
+    return CrashingTrainer
+
+
+@pytest.mark.slow
+def test_a_trainer_cell_that_crashed_runs_again_in_the_same_process(tmp_path):
+    pytest.importorskip("accelerate")
+    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
+
+    kept = []  # a notebook keeps the crashed cell's objects (its variables, the traceback)
+
+    def cell(raise_at=None, **options):
+        callback = GradlabTrainerCallback(preset="cheap", **options)
+        trainer = crashing_trainer_class(raise_at)(
+            model=tiny_bert(), args=training_arguments(tmp_path / "out"),
+            train_dataset=PairDataset(32), loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
+        )  # fmt: skip
+        callback.attach(trainer)
+        kept.append((callback, trainer))
+        trainer.train()
+        return trainer
+
+    with pytest.raises(RuntimeError, match="a data bug at step 3"):
+        cell(raise_at=3)
+    folder = tmp_path / "out" / DEFAULT_FOLDER
+    assert not (folder / LOCK_NAME).exists()
+    trainer = cell(overwrite=True)  # a new Trainer and callback, the same output_dir
+    headers, records = read_jsonl(folder / "metrics.jsonl")
+    assert len(headers) == 1 and [record["step"] for record in records] == [1, 2, 3, 4, 5]
+    for record, loss in zip(records, trainer.losses, strict=True):
+        assert record["loss"] == pytest.approx(loss, rel=1e-6)
+
+
+@pytest.mark.slow
+def test_after_a_crash_resume_continues_from_the_checkpoint_under_a_new_header(tmp_path):
+    pytest.importorskip("accelerate")
+    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
+
+    kept = []  # as in a notebook: the crashed cell's objects stay alive
+
+    def cell(raise_at=None, checkpoint=None, **options):
+        callback = GradlabTrainerCallback(preset="cheap", **options)
+        arguments = training_arguments(tmp_path / "out", max_steps=6, save_strategy="steps",
+                                       save_steps=2)  # fmt: skip
+        trainer = crashing_trainer_class(raise_at)(
+            model=tiny_bert(), args=arguments, train_dataset=PairDataset(64),
+            loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
+        )  # fmt: skip
+        callback.attach(trainer)
+        kept.append((callback, trainer))
+        trainer.train(resume_from_checkpoint=checkpoint)
+        return trainer
+
+    with pytest.raises(RuntimeError, match="a data bug at step 4"):
+        cell(raise_at=4)  # a checkpoint at step 2; steps 1-3 logged
+    trainer = cell(checkpoint=True, resume=True)  # the last checkpoint: step 2
+    segments = read_segments(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [[record["step"] for record in records] for _, records in segments] == [
+        [1, 2, 3], [3, 4, 5, 6]]
+    assert segments[1][0]["resumed"]["from_step"] == 3
+    for record, loss in zip(segments[1][1], trainer.losses, strict=True):
+        assert record["loss"] == pytest.approx(loss, rel=1e-6)
+
+
+def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_path):
+    callback, trainer = attached(tmp_path, raise_at=3)
+
+    class BreakClose:  # a callback after ours: its Monitor's close() fails
+        def __getattr__(self, name):
+            return lambda *arguments: None
+
+        def on_train_begin(self, *arguments):
+            def close(log_last_step=True):
+                raise OSError("disk gone")
+
+            callback.monitor.close = close
+
+    trainer.callback_handler.callbacks.append(BreakClose())
+    with pytest.warns(RuntimeWarning, match=r"could not close its Monitor .*OSError: disk gone"):
+        with pytest.raises(RuntimeError, match="failed at step 3"):
+            trainer.train()
+    assert callback.monitor is None
