@@ -157,8 +157,25 @@ def _check_options(
         raise GradlabError(f"on_degenerate must be None or a callable; got {on_degenerate!r}")
 
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+"""Input dtypes the score losses compute in float32 (their result is cast back)."""
+
+
+def widened(scores: torch.Tensor) -> torch.Tensor:
+    """``scores`` in float32 when they are float16 or bfloat16 (a softmax or a sum over a row
+    in half precision loses several per cent of a gradient), else as they are.
+
+    Example:
+        >>> widened(torch.zeros(2, dtype=torch.bfloat16)).dtype, widened(torch.zeros(2)).dtype
+        (torch.float32, torch.float32)
+    """
+    return scores.float() if scores.dtype in HALF_DTYPES else scores
+
+
 def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> torch.Tensor:
-    """``row_loss`` on the rows (i2t) and/or the columns (t2i), each from its own alias."""
+    """``row_loss`` on the rows (i2t) and/or the columns (t2i), each from its own alias, in
+    float32 for half-precision scores (the loss cast back to their dtype)."""
+    dtype, scores = scores.dtype, widened(scores)
     total = None
     for name in ("i2t", "t2i") if direction == "both" else (direction,):
         alias = scores.view_as(scores)
@@ -170,7 +187,7 @@ def _by_direction(row_loss, scores, mask, direction, on_scores, *options) -> tor
             else row_loss(alias.T, mask.T, *options)
         )
         total = term if total is None else total + term
-    return total
+    return total.to(dtype)
 
 
 LARGEST_MARGIN = 1e30

@@ -29,6 +29,7 @@ from gradlab.functional.score_losses import (
     ScoreCallback,
     _loss_mask,
     _one_sync,
+    widened,
 )
 from gradlab.validation import check_in_range, check_positive_finite
 
@@ -102,9 +103,10 @@ def sigmoid_pair_loss(
     largest = (torch.finfo(scores.dtype).max / 2 - abs(bias)) / scale
     _one_sync(scores, mask, "both", validate, False,
               (largest, f"scale x scores + bias must fit {scores.dtype}"))  # fmt: skip
+    dtype, scores = scores.dtype, widened(scores)  # half precision: computed in float32
     alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
     if on_scores is not None:
         on_scores("both", alias, mask)
     signs = torch.where(mask, 1.0, -1.0).to(scores.dtype)
     total = -F.logsigmoid(signs * (scale * alias + bias)).sum()
-    return total if reduction == "sum" else total / scores.shape[0]
+    return (total if reduction == "sum" else total / scores.shape[0]).to(dtype)
