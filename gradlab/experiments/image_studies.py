@@ -57,7 +57,9 @@ def run_seed(seed: int, batch_size: int) -> int:
 
 
 def check_batch_sizes(batch_sizes: Sequence[int], classes: int | None = None) -> list[int]:
-    """Batch sizes for the 4-per-class sampler: positive multiples of 4, at most 4 x classes.
+    """Batch sizes for the 4-per-class sampler: positive multiples of 4 that hold at least two
+    classes (a batch of one class has no negative: every batch would be degenerate), at most
+    4 x classes.
 
     Example:
         >>> check_batch_sizes([16, 64])
@@ -72,6 +74,11 @@ def check_batch_sizes(batch_sizes: Sequence[int], classes: int | None = None) ->
             raise GradlabError(
                 f"batch size must be a multiple of {PER_CLASS} ({PER_CLASS} images per class, "
                 f"as Smooth-AP samples); got {size}"
+            )
+        if size < 2 * PER_CLASS:
+            raise GradlabError(
+                f"batch size must hold at least two classes ({2 * PER_CLASS} or more, "
+                f"{PER_CLASS} images per class): a batch of one class has no negative; got {size}"
             )
         if classes is not None and size > PER_CLASS * classes:
             raise GradlabError(

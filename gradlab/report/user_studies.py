@@ -43,9 +43,11 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
         f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
         f"{measurement['per_class']} images per class; P (slope above {measurement['eps']}) "
         f"averaged over the last epoch's batches. Mean ± std over "
-        f"{len(measurement['seeds'])} seed(s):",
+        f"{len(measurement['seeds'])} seed(s). P and its parts are shares of all m² score "
+        "pairs: P minus its diagonal part counts the off-diagonal pairs in the region over m² "
+        "(the Monitor's p_off_diagonal divides the same pairs by m(m - 1)).",
         "",
-        "| m | steps | P | P without the diagonal | positive-negative | negative-negative |",
+        "| m | steps | P | P minus its diagonal part | positive-negative | negative-negative |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
     for index, size in enumerate(sizes):

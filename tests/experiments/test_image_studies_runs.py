@@ -498,6 +498,8 @@ def test_in_batch_geometry_matches_float64_loops():
     ([8, 10], None, "batch size must be a multiple of 4 (4 images per class, as Smooth-AP "
                     "samples); got 10"),
     ([8, 20], 4, "batch size must be at most 4 x 4 classes = 16 for this split; got 20"),
+    ([4, 8], None, "batch size must hold at least two classes (8 or more, 4 images per "
+                   "class): a batch of one class has no negative; got 4"),
 ])  # fmt: skip
 def test_batch_sizes_are_refused_with_what_the_sampler_allows(sizes, classes, message):
     with pytest.raises(GradlabError, match=f"^{message.replace('(', '.').replace(')', '.')}"):
@@ -505,7 +507,7 @@ def test_batch_sizes_are_refused_with_what_the_sampler_allows(sizes, classes, me
 
 
 def test_batch_sizes_the_sampler_can_make_pass_unchanged():
-    assert study.check_batch_sizes((4, 16), 4) == [4, 16]
+    assert study.check_batch_sizes((8, 16), 4) == [8, 16]
     assert study.check_batch_sizes([1024]) == [1024]
 
 

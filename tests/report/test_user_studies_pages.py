@@ -153,10 +153,13 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
     assert ("sop, train split (24 images, 4 classes); timm:resnet50 with a linear head to 512 "
             "dimensions, random initial weights. For each m one network from the same weights, "
             "2 epoch(s) of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
-            "averaged over the last epoch's batches. Mean ± std over 3 seed(s):") in text
+            "averaged over the last epoch's batches. Mean ± std over 3 seed(s). P and its parts "
+            "are shares of all m² score pairs: P minus its diagonal part counts the off-diagonal "
+            "pairs in the region over m² (the Monitor's p_off_diagonal divides the same pairs by "
+            "m(m - 1)).") in text
     setting = measurement["settings"]["trained_at_m"]
     rows = _rows(text)
-    assert rows[0] == ["m", "steps", "P", "P without the diagonal", "positive-negative",
+    assert rows[0] == ["m", "steps", "P", "P minus its diagonal part", "positive-negative",
                        "negative-negative"]  # fmt: skip
     assert len(rows) == 2 + 3
     for index, (row, size) in enumerate(zip(rows[2:], measurement["batch_sizes"], strict=True)):
