@@ -339,7 +339,9 @@ def _run_plan(arguments: argparse.Namespace) -> None:
     from gradlab.experiments.planner import check_loss_plan, format_plan, plan
 
     check_loss_plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class)
-    device = arguments.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = arguments.device
+    if device is None:  # not given (an empty string is a given device: refused below)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     try:
         absent = torch.device(device).type == "cuda" and not torch.cuda.is_available()
     except (RuntimeError, ValueError, TypeError):
@@ -420,16 +422,14 @@ def check_device(device: str) -> str:
         ...     check_device("banana")
         ... except GradlabError as error:
         ...     print(error)
-        --device must be a torch device such as cpu or cuda; got 'banana'
+        --device must be cpu, cuda[:N] or mps; got 'banana'
     """
     import torch
 
     try:
         parsed = torch.device(device)
     except (RuntimeError, ValueError, TypeError):
-        raise GradlabError(
-            f"--device must be a torch device such as cpu or cuda; got {device!r}"
-        ) from None
+        raise GradlabError(f"--device must be cpu, cuda[:N] or mps; got {device!r}") from None
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
             raise GradlabError(
@@ -552,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
             for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):
                 if path is not None:
                     check_output_file(path, argument=option)
+            if arguments.json is not None and arguments.json.resolve() == (
+                    arguments.markdown.resolve() if arguments.markdown is not None else None):
+                raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "
+                                   "give each its own (one would overwrite the other)")
             from gradlab.symbolic.audit import format_table, run_audit, write_outputs
 
             measurement = None

@@ -169,6 +169,20 @@ def test_an_unwritable_output_is_refused_in_one_line_before_any_work(
     assert stdout == ""
 
 
+def test_the_audit_refuses_one_file_for_both_outputs_before_any_work(
+    tmp_path, capsys, monkeypatch
+):
+    import gradlab.symbolic.audit
+
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", _fail_if_called)
+    same = tmp_path / "out.json"
+    code, stdout, stderr = _run(["audit", "--json", str(same), "--markdown",
+                                 str(tmp_path / "." / "out.json")], capsys)  # fmt: skip
+    assert (code, stdout) == (2, "")
+    assert stderr == (f"gradlab: --json and --markdown name the same file {same}; give each "
+                      "its own (one would overwrite the other)\n")
+
+
 def test_an_output_that_fails_while_written_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
     """A write that fails after the check (the disk filled, the folder was locked meanwhile)."""
     import gradlab.symbolic.audit

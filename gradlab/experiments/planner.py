@@ -153,8 +153,9 @@ def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
     need, free = least_bytes(batch_size, dim), available_bytes(device)
     if free is None or need <= free:
         return
-    instead = ("pass --estimate for the stated model's answer, or a smaller --batch-size"
-               if loss in ESTIMATED else "try a smaller --batch-size")  # fmt: skip
+    larger = "--dim" if dim > batch_size else "--batch-size"  # the larger term of m (m + d)
+    instead = (f"pass --estimate for the stated model's answer, or a smaller {larger}"
+               if loss in ESTIMATED else f"try a smaller {larger}")  # fmt: skip
     raise GradlabError(
         f"measuring {PLAN_LOSSES[loss]} at m = {batch_size}, d = {dim} needs at least "
         f"{need / 2**30:.1f} GiB on {device} (the [m, m] scores and their gradient, the "

@@ -152,6 +152,12 @@ def test_a_measurement_larger_than_the_free_memory_is_refused_before_it_starts(
     assert err.rstrip().endswith(instead), err
 
 
+def test_a_dimension_too_large_for_the_free_memory_names_dim():
+    # m = 8, d = 10^12: the embeddings (8 m d bytes), not the scores, exceed any free memory
+    with pytest.raises(GradlabError, match=r"; try a smaller --dim$"):
+        plan("fast_ap", 8, 10**12, device="cpu")
+
+
 def test_an_allocation_that_fails_while_measuring_is_one_line(monkeypatch, capsys):
     def out_of_memory(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to allocate "
