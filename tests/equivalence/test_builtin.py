@@ -353,15 +353,19 @@ def test_check_builtin_refuses_a_bad_name_or_option(candidate, options, message)
     assert str(error.value) == message
 
 
+B_LARGE = 2**15
+"""A batch whose check needs tens of GiB (so that the message's GiB are not 0.0)."""
+
+
 @pytest.mark.parametrize(
     ("candidate", "options", "matrices", "shape", "dtype"),
     [
-        # one process, float64: 8 [B, B] matrices of 8 bytes
-        ("gradient-cache", {}, 8, (16, 16), torch.float64),
+        # one process, float64: 8 [B, B] matrices of 8 bytes (B = 2^15: 64 GiB)
+        ("gradient-cache", {}, 8, (B_LARGE, B_LARGE), torch.float64),
         # the memory's 2B more columns; float32: 4 bytes
-        ("memory", {"dtype": torch.float32}, 8, (16, 48), torch.float32),
+        ("memory", {"dtype": torch.float32}, 8, (B_LARGE, 3 * B_LARGE), torch.float32),
         # the reference here and the full loss again in each of the candidate's processes
-        ("gather", {}, 16, (16, 16), torch.float64),
+        ("gather", {}, 16, (B_LARGE, B_LARGE), torch.float64),
     ],
 )
 def test_a_check_that_cannot_fit_is_refused_before_any_work(
@@ -373,11 +377,11 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
                         lambda *args, **kwargs: built.append(args))  # fmt: skip
     monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes", lambda device: need - 1)
     with pytest.raises(GradlabError) as caught:
-        check_builtin(candidate, batch_size=16, **options)
+        check_builtin(candidate, batch_size=B_LARGE, **options)
     assert str(caught.value) == (
-        f"--batch-size 16: checking {candidate} needs about {need / 2**30:.1f} GiB ({matrices} "
-        f"[{shape[0]}, {shape[1]}] matrices of {dtype}), more than the {(need - 1) / 2**30:.1f} "
-        "GiB available; try a smaller --batch-size"
+        f"--batch-size {B_LARGE}: checking {candidate} needs about {need / 2**30:.1f} GiB "
+        f"({matrices} [{shape[0]}, {shape[1]}] matrices of {dtype}), more than the "
+        f"{(need - 1) / 2**30:.1f} GiB available; try a smaller --batch-size"
     )
     assert built == []  # nothing built
     # exactly enough, or a machine that does not say: the check runs
@@ -385,4 +389,4 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
         monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes",
                             lambda device, free=free: free)  # fmt: skip
         with pytest.raises(TypeError):  # the stand-in problem: past the memory check
-            check_builtin(candidate, batch_size=16, **options)
+            check_builtin(candidate, batch_size=B_LARGE, **options)
