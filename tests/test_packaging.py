@@ -482,3 +482,22 @@ def test_a_copy_installed_from_a_folder_is_told_how_to_add_an_extra_there(tmp_pa
     hint = install_hint("audit", installed_from=(odd, False))
     assert hint.endswith(f"from {odd}: pip install {shlex.quote(f'{odd}[audit]')})")
     assert shlex.split(hint.rsplit(": ", 1)[1].rstrip(")")) == ["pip", "install", f"{odd}[audit]"]
+
+
+def test_the_report_without_its_plotting_packages_names_the_studies_extra():
+    # matplotlib hidden (a finder that refuses it): importing the report names the extra that
+    # installs every package the report needs, not the plotting extra of its first import
+    out = run_python("""
+        import sys
+        class Refuse:
+            def find_spec(self, name, path=None, target=None):
+                if name.split(".")[0] in ("matplotlib", "seaborn"):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Refuse())
+        try:
+            import gradlab.report
+        except Exception as error:
+            print(type(error).__name__, error.extra, str(error).split(";")[0])
+    """)
+    assert out.strip() == ("MissingExtraError studies gradlab.report needs the matplotlib "
+                           "package, which is not installed")
