@@ -292,23 +292,27 @@ class Anatomy(Quantity):
         Plot("anatomy_active_negatives", "Negatives receiving gradient per query (mean)",
              "negatives", (
                  ("anatomy_active_negatives_mean", "negatives with gradient (mean per query)"),
-                 ("anatomy_i2t_active_negatives_mean", "image -> text"),
-                 ("anatomy_t2i_active_negatives_mean", "text -> image")), zero_based=True),
+                 ("anatomy_i2t_active_negatives_mean", "rows as queries (i2t)"),
+                 ("anatomy_t2i_active_negatives_mean", "columns as queries (t2i)")),
+             zero_based=True),
         Plot("anatomy_hardness", "Hardness of the negatives receiving gradient: share of their "
              "gradient on the hardest 10 %, relative rank depth", "share / depth", (
                  ("anatomy_hardest_10pct_share", "share on the hardest 10 %"),
-                 ("anatomy_i2t_hardest_10pct_share", "share on the hardest 10 % (image -> text)"),
-                 ("anatomy_t2i_hardest_10pct_share", "share on the hardest 10 % (text -> image)"),
+                 ("anatomy_i2t_hardest_10pct_share",
+                  "share on the hardest 10 % (rows as queries, i2t)"),
+                 ("anatomy_t2i_hardest_10pct_share",
+                  "share on the hardest 10 % (columns as queries, t2i)"),
                  ("anatomy_active_rank_depth", "relative rank depth"),
-                 ("anatomy_i2t_active_rank_depth", "relative rank depth (image -> text)"),
-                 ("anatomy_t2i_active_rank_depth", "relative rank depth (text -> image)"))),
+                 ("anatomy_i2t_active_rank_depth", "relative rank depth (rows as queries, i2t)"),
+                 ("anatomy_t2i_active_rank_depth",
+                  "relative rank depth (columns as queries, t2i)"))),
         Plot("anatomy_without_gradient", "Queries receiving no gradient (anatomy)",
              "share of queries", (
                  ("anatomy_queries_without_gradient", "queries with dL/dS = 0 (share)"),
                  ("anatomy_i2t_queries_without_gradient",
-                  "queries with dL/dS = 0 (image -> text)"),
+                  "queries with dL/dS = 0 (rows as queries, i2t)"),
                  ("anatomy_t2i_queries_without_gradient",
-                  "queries with dL/dS = 0 (text -> image)")), zero_based=True),
+                  "queries with dL/dS = 0 (columns as queries, t2i)")), zero_based=True),
     )  # fmt: skip
 
     def __init__(

@@ -167,6 +167,9 @@ class OperatingRegion(Quantity):
 class Decomposition(Quantity):
     """Norms of the AD and CB terms of dAP/dq, their ratio and cosine, |dAP/dq|: summaries.
 
+    With one positive per query the CB term (a sum over the query's other positives) is 0: its
+    norm is 0, and the ratio and the cosine are NaN (undefined), not an error.
+
     Example:
         >>> view = BatchView(embeddings=torch.randn(8, 4), labels=torch.arange(8) % 2, tau=0.05)
         >>> len(Decomposition().compute(view))  # 6 statistics x mean, q10, q50, q90

@@ -174,7 +174,22 @@ def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
                                "metrics.jsonl)")  # fmt: skip
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
             raise GradlabError(f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
-                               f"got {str(Path(run_dir))!r}")  # fmt: skip
+                               f"got {str(Path(run_dir))!r}{_runs_below(run_dir)}")  # fmt: skip
+
+
+def _runs_below(folder: str | Path, depth: int = 2) -> str:
+    """``"; runs below it: ..."`` naming the run folders up to ``depth`` levels below
+    ``folder`` (a trainer's output folder holds its ``gradlab_logs``), else ``""``."""
+    folder, found = Path(folder), []
+    if folder.is_dir():
+        for level in range(1, depth + 1):
+            pattern = "/".join(["*"] * level) + "/metrics.jsonl"
+            found += sorted(str(log.parent) for log in folder.glob(pattern))
+    if not found:
+        return ""
+    shown = ", ".join(repr(path) for path in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return f"; runs below it: {shown}{more}"
 
 
 def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:

@@ -463,6 +463,22 @@ def test_decomposition_summaries_equal_loops_where_cb_outweighs_ad():
             assert got[f"decomposition_{name}_{level}"] == pytest.approx(expected, rel=1e-9)
 
 
+def test_decomposition_of_pairs_has_no_cb_term_and_no_ratio_or_cosine():
+    # One positive per query: CB sums over the query's other positives, of which there are none.
+    from gradlab.monitor.quantities import Decomposition
+
+    labels = [0, 0, 1, 1, 2, 2, 3, 3]
+    embeddings = _random((8, 4), 5)
+    loops = per_query_values(embeddings.tolist(), labels, TAU)
+    assert loops["cb"] == [0.0] * 8 and all(value > 0 for value in loops["ad"])
+    got = _compute(Decomposition(), BatchView(embeddings=embeddings, labels=torch.tensor(labels),
+                                              tau=TAU))  # fmt: skip
+    assert got["decomposition_cb_norm_mean"] == 0.0
+    assert got["decomposition_ad_norm_mean"] == pytest.approx(_fsum_mean(loops["ad"]), rel=1e-9)
+    assert all(math.isnan(got[f"decomposition_{name}_{level}"]) for name in ("ratio", "cosine")
+               for level in ("mean", "q10", "q50", "q90"))  # fmt: skip
+
+
 # --- values stay on the embeddings' device -------------------------------------------------------
 
 

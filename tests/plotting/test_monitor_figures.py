@@ -769,3 +769,21 @@ def test_a_resumption_that_logged_nothing_leaves_its_run_as_it_was(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_runs([run]) == [("run", _records(loss=LOSS))]
+
+
+def test_a_folder_above_its_runs_names_them(tmp_path):
+    # a trainer's output folder: the runs are one and two levels below it
+    output = tmp_path / "out"
+    _run(output / "gradlab_logs", loss=LOSS)
+    for index in range(4):
+        _run(output / "sweep" / f"run{index}", loss=LOSS)
+    with pytest.raises(GradlabError) as caught:
+        load_runs([output])
+    shown = [output / "gradlab_logs", *(output / "sweep" / f"run{i}" for i in range(2))]
+    assert str(caught.value) == (  # the first three of five, nearest first
+        f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(output)!r}; "
+        f"runs below it: {', '.join(repr(str(path)) for path in shown)} and 2 more"
+    )
+    with pytest.raises(GradlabError) as caught:  # nothing below: nothing named
+        load_runs([tmp_path / "empty"])
+    assert str(caught.value).endswith(f"got {str(tmp_path / 'empty')!r}")
