@@ -198,23 +198,24 @@ class _Stitcher:
         self.candidates: dict[int, torch.Tensor] = {}  # its column blocks' embeddings
         self.offset = _rank_offset(loss)
         self.gist = _is_gist(loss)
-        self.anchors: int | None = None  # GIST: where the anchors and positives lie in memory
-        self.positives: tuple[int, int] | None = None
-        self.negatives: dict[int, int] = {}  # GIST: a negative column's address -> its block
+        # GIST: the anchors' address and the positives' (start, end) in memory, from its first
+        # call, and each negative column's address -> its block
+        self.gist_first: tuple[int, int, int] | None = None
+        self.negatives: dict[int, int] = {}
         self.split = False
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
             self.roles = [name for name in MNRL_DIRECTIONS if name in directions]
         else:
-            self.roles = ["query_to_doc"]
+            self.roles = []  # any other loss: its first matrix only
 
     def record(self, _direction: object, matrix: torch.Tensor, _mask: object) -> None:
         if self.gist:
             role = self._gist_role()
-        elif len(self.roles) > 1 or getattr(self.loss, "directions", None) is not None:
+        elif self.roles:
             role = self.roles[self.calls % len(self.roles)]  # MNRL's call order, per mini-batch
         else:
-            role = "query_to_doc" if self.calls == 0 else "skip"  # any other loss: the first
+            role = "query_to_doc" if self.calls == 0 else None  # any other loss: the first
         self.calls += 1
         if role in ("query_to_doc", "gist_ap"):  # rows are the local queries
             self._stitch("i2t", matrix.shape[0]).add(matrix)
@@ -225,24 +226,21 @@ class _Stitcher:
             self.stitches["i2t"].add(matrix, block=role)
             self._keep_operands(role)
 
-    def _gist_role(self) -> str | int:
+    def _gist_role(self) -> str | int | None:
         """GIST's and CachedGIST's calls, named by their operands' addresses: the first is the
         anchors (from row 0) against the positives; then per mini-batch of anchors, anchors
         against positives (``gist_ap``), anchors against anchors and positives against
-        positives (``skip``: not recorded), anchors against the k-th negatives (block k)."""
-        operands = getattr(getattr(self.loss, "similarity_fct", None), "operands", None)
-        if operands is None:
-            return "skip"
-        a, b = operands
-        if self.anchors is None:
-            self.anchors = a.data_ptr()
-            self.positives = (b.data_ptr(), b.data_ptr() + b.numel() * b.element_size())
+        positives (None: not recorded), anchors against the k-th negatives (block k)."""
+        a, b = self.loss.similarity_fct.operands  # set while the recorder runs
+        if self.gist_first is None:
+            start = b.data_ptr()
+            self.gist_first = (a.data_ptr(), start, start + b.numel() * b.element_size())
             return "gist_ap"
-        start, end = self.positives
+        anchors, start, end = self.gist_first
         if b.data_ptr() == start:
-            return "skip" if start <= a.data_ptr() < end else "gist_ap"
-        if b.data_ptr() == self.anchors:
-            return "skip"
+            return None if start <= a.data_ptr() < end else "gist_ap"
+        if b.data_ptr() == anchors:
+            return None
         return self.negatives.setdefault(b.data_ptr(), len(self.negatives) + 1)
 
     def _keep_operands(self, block: int) -> None:
@@ -289,8 +287,8 @@ class _Stitcher:
             return
         self.split = True
         share = second.grad.sum(dim=0)  # per document (the t2i capture's columns)
-        second.grad = second.grad - second.positives.to(share.dtype) * share
-        first.grad = first.grad + first.positives.to(share.dtype) * share.unsqueeze(1)
+        second.grad = second.grad - second.positives * share  # bool x float: float
+        first.grad = first.grad + first.positives * share.unsqueeze(1)
 
     def finish(self) -> list[ScoreCapture]:
         """The captures, ``i2t`` first."""
@@ -351,22 +349,19 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
             return (f"does not apply to {loss_name(loss)}: its softmax runs over the columns its "
                     "guide did not mask (a number per anchor) and the anchor-anchor and "
                     "positive-positive blocks, not ln C of the recorded columns")  # fmt: skip
-        contrasted = getattr(loss, "contrast_anchors", False) or getattr(
-            loss, "contrast_positives", False)  # fmt: skip
-        if contrasted and name == Temperature.name:
+        if (loss.contrast_anchors or loss.contrast_positives) and name == Temperature.name:
             return (f"does not apply to {loss_name(loss)} with contrast_anchors or "
                     "contrast_positives: its softmax also runs over the anchor-anchor and "
                     "positive-positive blocks, which are not recorded")  # fmt: skip
         return None
 
-    def capture(self, tensors: list, loss: object, tau: float, **options: object):
+    def capture(self, tensors: list, loss: object, tau: float, *, recorded=(), **options: object):
         """The recorded-scores view, with the directions the loss computes
         (:attr:`~gradlab.monitor.batch.BatchView.score_direction`): ``"both"`` when it scores
         ``doc_to_query`` too, else ``"i2t"``."""
-        batch = super().capture(tensors, loss, tau, **options)
-        recorded = options.get("recorded") or ()
-        roles = getattr(recorded[0], "roles", ()) if recorded else ()
-        batch.score_direction = "both" if "doc_to_query" in roles else "i2t"
+        batch = super().capture(tensors, loss, tau, recorded=recorded, **options)
+        stitcher = recorded[0]  # the view exists: the stitcher recorded a matrix
+        batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"
         return batch
 
 

@@ -139,16 +139,47 @@ def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_pa
                                 tmp_path / "a", quantities)  # fmt: skip
     unmet = {"embedding_norm", "embedding_grad_norm"}  # read through the recorded matrices
     assert set(not_logged) == unmet | {"chance_level", "temperature"}
-    assert "anchor-anchor and positive-positive" in not_logged["temperature"]
-    assert not_logged["chance_level"].startswith(f"does not apply to {loss_class}")
+    assert not_logged["temperature"] == (
+        f"does not apply to {loss_class} with contrast_anchors or contrast_positives: its "
+        "softmax also runs over the anchor-anchor and positive-positive blocks, which are not "
+        "recorded")  # fmt: skip
+    assert not_logged["chance_level"] == (
+        f"does not apply to {loss_class}: its softmax runs over the columns its guide did not "
+        "mask (a number per anchor) and the anchor-anchor and positive-positive blocks, not "
+        "ln C of the recorded columns")  # fmt: skip
     assert "chance_level" not in record and "temperature_scale" not in record
     assert "margin_mean" in record  # a quantity with Temperature's needs still applies
-    # Without the extra blocks the recorded columns are GIST's softmax: Temperature applies.
-    loss = record_scores(getattr(losses, loss_class)(model, guide, contrast_anchors=False,
-                                                     contrast_positives=False, **options))
-    _, not_logged = logged(loss, sentence_features(model, anchors, positives), tmp_path / "b",
-                           quantities)  # fmt: skip
-    assert set(not_logged) == unmet | {"chance_level"}
+    # One extra block is enough to leave Temperature out; without both, the recorded columns
+    # are GIST's softmax and it applies.
+    for contrasted, expected in (((False, True), {"chance_level", "temperature"}),
+                                 ((True, False), {"chance_level", "temperature"}),
+                                 ((False, False), {"chance_level"})):  # fmt: skip
+        loss = record_scores(getattr(losses, loss_class)(
+            model, guide, contrast_anchors=contrasted[0], contrast_positives=contrasted[1],
+            **options))  # fmt: skip
+        _, not_logged = logged(loss, sentence_features(model, anchors, positives),
+                               tmp_path / f"b{contrasted}", quantities)  # fmt: skip
+        assert set(not_logged) == unmet | expected, contrasted
+
+
+@pytest.mark.parametrize("loss_class", ["CachedGISTEmbedLoss"])  # GIST takes one negative
+def test_gist_s_hard_negative_columns_are_one_block_each_in_order(tmp_path, loss_class):
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(6)
+    first, second = positives[2:] + positives[:2], positives[4:] + positives[:4]
+    options = {"mini_batch_size": 4} if loss_class.startswith("Cached") else {}
+    loss = record_scores(getattr(losses, loss_class)(model, guide, margin=-10.0, **options))
+    features = sentence_features(model, anchors, positives, first, second)
+    adapter = sentence_transformers_adapter(loss, None)
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(features, None)
+    batch = adapter.capture([], value, 0.25, recorded=recorded, score_grad=True)
+    a, p, n1, n2 = (embed(model, texts) for texts in (anchors, positives, first, second))
+    expected = cosine64(a, torch.cat([p, n1, n2]))  # the positives, then each negative column
+    torch.testing.assert_close(batch.score_captures[0].scores.to(torch.float64), expected,
+                               atol=1e-5, rtol=0)  # fmt: skip
+    assert torch.equal(batch.loss, value.detach()) and batch.tau == 0.25  # the call's own
 
 
 def test_a_loss_of_one_s_own_has_its_first_matrix_recorded_only():
