@@ -515,8 +515,9 @@ class Monitor:
                 self._report_not_finite(step, broken)
         if not broken:  # finite inputs: a value that is not finite is the quantity's own
             for quantity, keys in levels[0]:
-                bad = [record[key] for key in keys if not math.isfinite(record[key])]
-                if quantity.warns_if_not_finite and bad:
+                bad = [record[key] for key in keys if quantity.warns_if_not_finite
+                       and not math.isfinite(record[key])]  # fmt: skip
+                if bad:
                     self._report_value_not_finite(step, quantity.name, bad[0])
         # The record's keys in the order the quantities computed them.
         return {name: record[name] for _, values in computed for name in values}
