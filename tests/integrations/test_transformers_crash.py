@@ -76,6 +76,16 @@ def test_a_training_that_raises_closes_its_monitor_and_releases_the_lock(tmp_pat
     assert [record["step"] for record in records] == [1, 2]  # no last record for step 3
 
 
+def test_a_step_the_schedule_skipped_is_not_logged_after_a_crash(tmp_path):
+    # every 2nd step: 2 is logged, 3 is closed off schedule, the crash comes at step 4; a
+    # normal end would add step 3 as the last step, a crash does not
+    _, trainer = attached(tmp_path, raise_at=4, every=2)
+    with pytest.raises(RuntimeError, match="failed at step 4"):
+        trainer.train()
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [2]
+
+
 def test_the_same_cell_run_again_trains_into_the_same_folder(tmp_path):
     _, crashed = attached(tmp_path, raise_at=3)
     with pytest.raises(RuntimeError):
@@ -128,6 +138,22 @@ def test_a_crash_before_any_step_is_not_reported_as_a_missing_monitor_step(tmp_p
         with pytest.raises(RuntimeError, match="backward failed"):
             trainer.train()
     assert callback.monitor is None and not callback.in_step
+    # the call of the step that failed is not logged as a last step
+    log = tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl"
+    assert not log.exists() or read_jsonl(log)[1] == []
+
+
+def test_a_training_wrapped_by_someone_else_after_attach_is_not_wrapped_again(tmp_path):
+    callback, trainer = attached(tmp_path)
+    ours = trainer.train
+
+    def timed(*args, **kwargs):  # another tool wraps train after gradlab did
+        return ours(*args, **kwargs)
+
+    timed.__wrapped__ = ours  # as functools.update_wrapper leaves it (without the attributes)
+    trainer.train = timed
+    callback.attach(trainer)
+    assert trainer.train is timed  # gradlab's wrapper found under the other one
 
 
 def test_attached_twice_the_training_is_wrapped_once_and_still_returns(tmp_path):

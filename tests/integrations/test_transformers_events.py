@@ -281,15 +281,23 @@ def test_watch_wraps_a_plain_loss_and_keeps_its_name_and_attributes():
     def my_loss(scores, positives):
         return gradlab.NTXentLoss(0.1)(scores, positives)
 
+    my_loss.temperature = 0.1  # an attribute of the function, read through the wrapper
     callback = GradlabTrainerCallback()
     wrapped = callback.watch(my_loss)
     assert wrapped.__name__ == "my_loss" and wrapped.__wrapped__ is my_loss
+    assert wrapped.temperature == 0.1
+
+    class Callable:  # a loss object without a __name__: named after its class
+        def __call__(self, scores, positives):
+            return scores.sum()
+
+    assert callback.watch(Callable()).__name__ == "Callable"
     module = callback.watch(gradlab.NTXentLoss(0.1))
     assert module.__name__ == "NTXentLoss" and module.temperature == 0.1
     mse = torch.nn.MSELoss()
     assert callback.watch(mse) is not mse  # not a sentence-transformers loss: wrapped
     blank = type(wrapped).__new__(type(wrapped))  # no attributes yet (as copy and pickle see it)
-    for name in ("callback", "loss_fn", "watched", "__getstate__x"):
+    for name in ("callback", "loss_fn", "watched", "watch_inputs", "__getstate__x"):
         with pytest.raises(AttributeError, match=name):
             getattr(blank, name)
 

@@ -50,13 +50,20 @@ def test_a_watched_loss_in_a_training_step_of_a_trainer_without_the_callback_war
     callback = GradlabTrainerCallback()
     loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
     (warning,) = unattached_warnings(StandInTrainer(loss_fn))
-    assert warning.category is RuntimeWarning
-    text = str(warning.message)
-    assert "training step of StandInTrainer" in text and "nothing is logged" in text
-    assert "call callback.attach(trainer)" in text  # the fix
     assert warning.filename == __file__  # the caller's line, not gradlab's
     # Another trainer without it: once per callback, not once per trainer.
     assert unattached_warnings(StandInTrainer(loss_fn)) == []
+
+
+def test_the_unattached_warning_says_what_happened_and_the_fix_word_for_word():
+    callback = GradlabTrainerCallback()
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    (warning,) = unattached_warnings(StandInTrainer(loss_fn))
+    assert warning.category is RuntimeWarning
+    assert str(warning.message) == (
+        "the loss NTXentLoss watched by a GradlabTrainerCallback was called in a training step "
+        "of StandInTrainer, but that trainer does not hold the callback, so nothing is logged; "
+        "call callback.attach(trainer) after making the trainer, before trainer.train()")
 
 
 @pytest.mark.parametrize("where", ["another instance", "a trainer holding it", "no trainer"])
