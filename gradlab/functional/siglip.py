@@ -107,6 +107,6 @@ def sigmoid_pair_loss(
     alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
     if on_scores is not None:
         on_scores("both", alias, mask)
-    signs = torch.where(mask, 1.0, -1.0).to(scores.dtype)
+    signs = torch.where(mask, 1.0, -1.0)  # +-1 in any dtype: promotion does the rest
     total = -F.logsigmoid(signs * (scale * alias + bias)).sum()
     return (total if reduction == "sum" else total / scores.shape[0]).to(dtype)
