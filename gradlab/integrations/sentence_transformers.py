@@ -202,7 +202,6 @@ class _Stitcher:
         # call, and each negative column's address -> its block
         self.gist_first: tuple[int, int, int] | None = None
         self.negatives: dict[int, int] = {}
-        self.split = False
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
             self.roles = [name for name in MNRL_DIRECTIONS if name in directions]
@@ -279,13 +278,14 @@ class _Stitcher:
         direction's ``dL/dS`` is that of its own InfoNCE term (per_direction), or of the joint
         softmax with the target split by each direction's softmax mass (joint).
         """
+        # Each stitch completes once (its gradient set when its last piece's arrives), so the
+        # second completion of the two is the one moment both gradients are in.
         i2t, t2i = (self.stitches.get(name) for name in ("i2t", "t2i"))
-        if self.split or i2t is None or t2i is None:
+        if i2t is None or t2i is None:
             return
         first, second = i2t.capture, t2i.capture
         if first is None or second is None or first.grad is None or second.grad is None:
             return
-        self.split = True
         share = second.grad.sum(dim=0)  # per document (the t2i capture's columns)
         second.grad = second.grad - second.positives * share  # bool x float: float
         first.grad = first.grad + first.positives * share.unsqueeze(1)
