@@ -787,3 +787,20 @@ def test_a_folder_above_its_runs_names_them(tmp_path):
     with pytest.raises(GradlabError) as caught:  # nothing below: nothing named
         load_runs([tmp_path / "empty"])
     assert str(caught.value).endswith(f"got {str(tmp_path / 'empty')!r}")
+
+
+def test_runs_below_a_folder_are_looked_for_two_levels_deep_and_listed_in_full_up_to_three(
+    tmp_path,
+):
+    output = tmp_path / "out"
+    _run(output / "a" / "b" / "c", loss=LOSS)  # three levels below: not looked for
+    with pytest.raises(GradlabError) as caught:
+        load_runs([output])
+    assert str(caught.value).endswith(f"got {str(output)!r}")
+    runs = [output / name for name in ("r0", "r1", "r2")]
+    for count, run in enumerate(runs, start=1):  # one, two, three runs: each named, no "more"
+        _run(run, loss=LOSS)
+        with pytest.raises(GradlabError) as caught:
+            load_runs([output])
+        named = ", ".join(repr(str(path)) for path in runs[:count])
+        assert str(caught.value).endswith(f"; runs below it: {named}"), count
