@@ -243,7 +243,7 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
         ({"--batch-sizes": "8,64"}, r"at most 4 x 4 classes = 16"),
         ({"--weights": "WRONG"}, "do not fit backbone"),
         ({"--weights": "TEXT"}, "cannot be read as a checkpoint of tensors"),
-        ({"--device": "banana"}, "--device must be a torch device"),
+        ({"--device": "banana"}, "--device must be cpu, cuda\\[:N\\] or mps"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2_before_training(
