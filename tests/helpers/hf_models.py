@@ -186,3 +186,27 @@ def sentence_training_arguments(output_dir, **overrides):
                "learning_rate": 0.05, "logging_steps": 1, "save_strategy": "no",
                "report_to": "none", "use_cpu": True, "disable_tqdm": True, "seed": 0}  # fmt: skip
     return SentenceTransformerTrainingArguments(**{**options, **overrides})
+
+
+def embed(model, texts) -> torch.Tensor:
+    """The sentence model's embeddings of ``texts`` in float64, without gradient."""
+    with torch.no_grad():
+        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
+
+
+def cosine64(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The cosine matrix of two sets of rows (the references' float64 scores)."""
+    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
+
+
+def captured(loss, features, inputs=None):
+    """Call a sentence-transformers ``loss`` as a logged Monitor call does, backward, and return
+    the step's BatchView (its recorded matrices and their dL/dS)."""
+    from gradlab.integrations.sentence_transformers import sentence_transformers_adapter
+
+    adapter = sentence_transformers_adapter(loss, inputs)
+    with adapter.listening(score_grad=True) as (recorded, _):
+        value = loss(features, None)
+    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
+    value.backward()
+    return batch

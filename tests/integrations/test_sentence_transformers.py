@@ -28,30 +28,14 @@ from gradlab.monitor import read_jsonl
 from tests.helpers.hf_models import (
     bert_sentence_model,
     caption_pairs,
+    captured,
+    cosine64,
+    embed,
     sentence_features,
     sentence_training_arguments,
     static_model,
 )
 from tests.reference import geometry_loops as loops
-
-
-def embed(model, texts):
-    with torch.no_grad():
-        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
-
-
-def cosine64(first, second):
-    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
-
-
-def captured(loss, features):
-    """Call ``loss`` as a logged Monitor call does; backward; the step's BatchView."""
-    adapter = sentence_transformers_adapter(loss, None)
-    with adapter.listening(score_grad=True) as (recorded, _):
-        value = loss(features, None)
-    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
-    value.backward()
-    return batch
 
 
 def test_mnrl_records_the_query_to_doc_matrix_with_hard_negatives_past_b():

@@ -26,27 +26,12 @@ from gradlab.monitor import PRESETS, ChanceLevel, Temperature, every
 from tests.helpers.hf_models import (
     bert_sentence_model,
     caption_pairs,
+    captured,
+    cosine64,
+    embed,
     sentence_features,
     static_model,
 )
-
-
-def embed(model, texts):
-    with torch.no_grad():
-        return model.encode(list(texts), convert_to_tensor=True).to(torch.float64)
-
-
-def cosine64(first, second):
-    return F.normalize(first, dim=-1) @ F.normalize(second, dim=-1).T
-
-
-def captured(loss, features):
-    adapter = sentence_transformers_adapter(loss, None)
-    with adapter.listening(score_grad=True) as (recorded, _):
-        value = loss(features, None)
-    batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
-    value.backward()
-    return batch
 
 
 def logged(loss, features, folder, quantities=None):
