@@ -8,6 +8,7 @@ stand-in trainer whose ``train`` calls the events as ``transformers.Trainer`` do
 last ones a real Trainer on a tiny BERT.
 """
 
+import inspect
 import warnings
 from types import SimpleNamespace
 
@@ -21,6 +22,7 @@ from gradlab import GradlabError
 from gradlab.integrations.transformers import DEFAULT_FOLDER, GradlabTrainerCallback
 from gradlab.monitor import read_jsonl, read_segments
 from gradlab.monitor.lock import LOCK_NAME
+from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 
 def scores_and_positives(seed):
@@ -244,7 +246,7 @@ def test_after_a_crash_resume_continues_from_the_checkpoint_under_a_new_header(t
         assert record["loss"] == pytest.approx(loss, rel=1e-6)
 
 
-def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_path):
+def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_path, monkeypatch):
     callback, trainer = attached(tmp_path, raise_at=3)
 
     class BreakClose:  # a callback after ours: its Monitor's close() fails
@@ -258,7 +260,17 @@ def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_pa
             callback.monitor.close = close
 
     trainer.callback_handler.callbacks.append(BreakClose())
-    with pytest.warns(RuntimeWarning, match=r"could not close its Monitor .*OSError: disk gone"):
+    told = []
+
+    def record(message, category=UserWarning, stacklevel=1, **kwargs):  # mutmut-proof frames
+        frame = frame_named_by_stacklevel(stacklevel)
+        told.append((str(message), category, frame.f_code.co_filename, frame.f_lineno))
+
+    with monkeypatch.context() as patch:
+        patch.setattr(warnings, "warn", record)
         with pytest.raises(RuntimeError, match="failed at step 3"):
+            line = inspect.currentframe().f_lineno + 1
             trainer.train()
+    assert told == [("GradlabTrainerCallback could not close its Monitor after training raised: "
+                     "OSError: disk gone", RuntimeWarning, __file__, line)]  # the train() call
     assert callback.monitor is None
