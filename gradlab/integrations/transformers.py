@@ -240,9 +240,15 @@ class GradlabTrainerCallback(TrainerCallback):
             raise GradlabError(
                 f"loss_fn {type(loss_fn).__name__} is watched already; watch a loss once"
             )
+        if inputs not in (None, "scores"):  # read through its similarity's score matrices
+            raise GradlabError(
+                f"inputs must be None or 'scores' for the sentence-transformers loss "
+                f"{type(loss_fn).__name__} (its RecordingSimilarity records its score "
+                f"matrices); got {inputs!r}"
+            )
         call = LossForward(loss_fn)
-        adapt(call, inputs)
-        loss_fn.forward = _WatchedCall(self, call, call.__name__, inputs)
+        adapt(call)
+        loss_fn.forward = _WatchedCall(self, call, call.__name__)
         return loss_fn
 
     def attach(self, trainer: Any) -> GradlabTrainerCallback:

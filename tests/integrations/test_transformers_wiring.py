@@ -170,9 +170,14 @@ def test_a_sentence_transformers_loss_takes_inputs_too():
 
     loss = losses.MultipleNegativesRankingLoss(static_model(),
                                                similarity_fct=RecordingSimilarity())  # fmt: skip
-    with pytest.raises(GradlabError, match=r"inputs must be one of .* got 'matrix'"):
-        GradlabTrainerCallback().watch(loss, inputs="matrix")
-    assert "forward" not in vars(loss)  # refused: the loss is left as it was
+    for inputs in ("matrix", "embeddings"):  # it is read through its recorded score matrices
+        with pytest.raises(GradlabError) as caught:
+            GradlabTrainerCallback().watch(loss, inputs=inputs)
+        assert str(caught.value) == (
+            "inputs must be None or 'scores' for the sentence-transformers loss "
+            "MultipleNegativesRankingLoss (its RecordingSimilarity records its score matrices); "
+            f"got {inputs!r}")  # fmt: skip
+        assert "forward" not in vars(loss)  # refused: the loss is left as it was
     assert GradlabTrainerCallback().watch(loss, inputs="scores") is loss
 
 
