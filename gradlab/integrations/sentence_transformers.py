@@ -174,11 +174,18 @@ def _is_gist(loss: object) -> bool:
 
 
 class _Stitch(Stitch):
-    """A :class:`Stitch` that tells its stitcher when its capture's gradient is complete."""
+    """A :class:`Stitch` that tells its stitcher when its capture's gradient is complete, and
+    places the positives at ``rank x B + i`` with ``B`` the rank's whole batch (the rows of all
+    its mini-batches, known at :meth:`finish`), not the first recorded piece's rows."""
 
-    def __init__(self, direction: str, offset: int, on_complete: Callable[[], None]) -> None:
-        super().__init__(direction, offset)
-        self.on_complete = on_complete
+    def __init__(self, direction: str, rank: int, on_complete: Callable[[], None]) -> None:
+        super().__init__(direction)
+        self.rank, self.on_complete = rank, on_complete
+
+    def finish(self):
+        rows = sum(piece.scores.shape[0] for piece in self.blocks[min(self.blocks)])
+        self.offset = self.rank * rows
+        return super().finish()
 
     def complete(self) -> None:
         super().complete()
@@ -196,7 +203,7 @@ class _Stitcher:
         self.stitches: dict[str, Stitch] = {}
         self.queries: list[torch.Tensor] = []  # the i2t matrix's row chunks' embeddings
         self.candidates: dict[int, torch.Tensor] = {}  # its column blocks' embeddings
-        self.offset = _rank_offset(loss)
+        self.rank = _rank_offset(loss)  # 0 unless the loss gathers across processes
         self.gist = _is_gist(loss)
         # GIST: the anchors' address and the positives' (start, end) in memory, from its first
         # call, and each negative column's address -> its block
@@ -217,10 +224,10 @@ class _Stitcher:
             role = "query_to_doc" if self.calls == 0 else None  # any other loss: the first
         self.calls += 1
         if role in ("query_to_doc", "gist_ap"):  # rows are the local queries
-            self._stitch("i2t", matrix.shape[0]).add(matrix)
+            self._stitch("i2t").add(matrix)
             self._keep_operands(0)
         elif role == "doc_to_query":  # similarity(queries, local_docs): columns are queries
-            self._stitch("t2i", matrix.shape[1]).add(matrix, transposed=True)
+            self._stitch("t2i").add(matrix, transposed=True)
         elif isinstance(role, int) and "i2t" in self.stitches:  # GIST: hard negative columns
             self.stitches["i2t"].add(matrix, block=role)
             self._keep_operands(role)
@@ -260,9 +267,9 @@ class _Stitcher:
         blocks = [self.candidates[block] for block in sorted(self.candidates)]
         return torch.cat(self.queries), torch.cat(blocks)
 
-    def _stitch(self, direction: str, local: int) -> Stitch:
+    def _stitch(self, direction: str) -> Stitch:
         if direction not in self.stitches:
-            self.stitches[direction] = _Stitch(direction, self.offset * local, self._split)
+            self.stitches[direction] = _Stitch(direction, self.rank, self._split)
         return self.stitches[direction]
 
     def _split(self) -> None:

@@ -220,6 +220,37 @@ def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(mon
                                atol=1e-6, rtol=0)  # fmt: skip
 
 
+class CachedGatheringLoss(GatheringLoss):
+    """The same, in MultipleNegativesRankingLoss's cached layout: ``query_to_doc`` only,
+    computed in mini-batches of two anchors against every rank's documents."""
+
+    directions = ("query_to_doc",)
+
+    def forward(self, anchors, _labels):
+        labels = torch.arange(len(anchors)) + self.rank * len(anchors)
+        total = 0
+        for start in range(0, len(anchors), 2):
+            scores = self.similarity_fct(anchors[start:start + 2], self.documents) * 20.0
+            total = total + F.cross_entropy(scores, labels[start:start + 2], reduction="sum")
+        return total / len(anchors)
+
+
+def test_gathered_mini_batches_offset_the_positives_by_rank_times_the_whole_local_batch(
+    monkeypatch,
+):
+    # rank 1 of two, B = 4 anchors in mini-batches of 2: the positive of row i is column
+    # 1 x 4 + i, not 1 x 2 + i (the mini-batch's size)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    generator = torch.Generator().manual_seed(6)
+    documents = torch.randn(8, 5, generator=generator)
+    anchors = (documents[4:] + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
+    (capture,) = captured(CachedGatheringLoss(documents, 1), anchors).score_captures
+    expected = torch.zeros(4, 8, dtype=torch.bool)
+    expected[torch.arange(4), 4 + torch.arange(4)] = True
+    assert torch.equal(capture.positives, expected)
+
+
 class CountingLoss(GatheringLoss):
     """A loss of the user's own with a RecordingSimilarity that counts its degenerate batches
     (as gradlab's losses do) and has no ``gather_across_devices`` attribute."""
