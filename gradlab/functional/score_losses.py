@@ -308,6 +308,12 @@ def nt_xent_loss(
     The gradient with respect to a negative ``c`` is ``softmax(S[q]/T)_c / T`` (times the
     reduction's weight): every negative receives its softmax weight.
 
+    Every column of a row is a candidate. SimCLR's Eq. 1 on the ``2N x 2N`` matrix of its views
+    leaves each view's own score out of the denominator: pass ``scores - 1e4 * eye`` (its
+    exponential underflows to exactly 0), the ``[2N, 2N]`` mask of each view's partner as
+    ``positives`` (labels would make the view its own positive) and ``direction="i2t"`` (the
+    matrix is symmetric: ``"both"`` counts each anchor twice).
+
     Args:
         scores: ``[Q, C]`` float scores (cosine similarities for the usual scale).
         positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.

@@ -330,3 +330,31 @@ def test_messages_say_what_was_expected_and_what_came(name, change, message):
     kwargs = dict(scores=torch.zeros(2, 2), positives=torch.eye(2, dtype=torch.bool)) | change
     with pytest.raises(GradlabError, match=message):
         FUNCTIONS[name](**kwargs)
+
+
+def test_simclr_eq_1_is_nt_xent_on_rows_with_each_view_s_own_score_left_out():
+    # Chen et al. (2020), Eq. 1 for 2N views: l(i, j) = -log exp(s_ij/T) / sum_{k != i} exp(s_ik/T),
+    # averaged over all 2N anchors; written as a float64 loop. The recipe of the docs: rows as
+    # queries, each view's own score set 10^4 below (exp of it underflows to exactly 0).
+    import math
+
+    n, temperature = 4, 0.2
+    views = torch.nn.functional.normalize(
+        torch.randn(2 * n, 5, generator=torch.Generator().manual_seed(7), dtype=torch.float64),
+        dim=1)  # fmt: skip
+    scores = views @ views.T
+    partner = [(i + n) % (2 * n) for i in range(2 * n)]
+    loops = []
+    for i in range(2 * n):
+        denominator = sum(math.exp(float(scores[i, k]) / temperature)
+                          for k in range(2 * n) if k != i)  # fmt: skip
+        loops.append(-(float(scores[i, partner[i]]) / temperature - math.log(denominator)))
+    reference = math.fsum(loops) / (2 * n)
+    own = torch.eye(2 * n, dtype=torch.bool)
+    positives = own.roll(n, dims=1)  # view i's positive: view i + n (mod 2N)
+    own_left_out = scores - 1e4 * own
+    value = nt_xent_loss(own_left_out, positives, temperature=temperature, direction="i2t")
+    assert float(value) == pytest.approx(reference, rel=1e-12)
+    # the own score kept in the softmax is another loss
+    kept = nt_xent_loss(scores, positives, temperature=temperature, direction="i2t")
+    assert abs(float(kept) - reference) > 0.1
