@@ -17,7 +17,6 @@ with the 4-per-class sampler's labels (the backbone's activations come on top), 
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import statistics
 import sys
@@ -181,8 +180,8 @@ def measure_loss(
 ) -> dict:  # fmt: skip
     """Peak extra bytes and median seconds of one forward + backward of ``loss``, measured here.
 
-    One warm-up pass (on a CPU under the peak meter's mode too, so that the measured pass is
-    not the mode's first), one pass for the peak, then ``repeats`` timed passes, fewer when the
+    One warm-up pass (under the CPU peak meter's mode, so that the measured pass is not the
+    mode's first), one pass for the peak, then ``repeats`` timed passes, fewer when the
     warm-up shows they would take more than :data:`TIMING_SECONDS` (at least one); a warm-up
     of :data:`LONG_PASS_SECONDS` or more says on stderr how many passes are still to come.
 
@@ -201,10 +200,8 @@ def measure_loss(
     embeddings, labels = _inputs(batch_size, dim, per_class, device)
     _sync(device)
     started = time.perf_counter()
-    with PeakBytes() if torch.device(device).type == "cpu" else contextlib.nullcontext():
-        # warm-up: kernels and lazy initialisation, under the meter's mode on a CPU (a first
-        # pass under it reads about 1 MB low; its reading is not used)
-        loss_fn(embeddings, labels).backward()
+    with PeakBytes():  # the CPU meter's mode: a first pass under it reads about 1 MB low
+        loss_fn(embeddings, labels).backward()  # warm-up: kernels and lazy initialisation
     _sync(device)
     warm_up = time.perf_counter() - started
     repeats = max(1, min(repeats, int(TIMING_SECONDS // max(warm_up, 1e-9))))
