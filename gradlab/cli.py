@@ -391,21 +391,18 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
     import torch
 
     from gradlab.equivalence.builtin import check_builtin
-    from gradlab.memory import out_of_memory
+    from gradlab.memory import refused_when_out_of_memory
 
-    try:
+    with refused_when_out_of_memory(  # past the estimate: still one line, exit 2
+        f"the check of {arguments.candidate} at --batch-size {arguments.batch_size} ran out of "
+        "memory; try a smaller --batch-size"
+    ):  # fmt: skip
         result = check_builtin(
             arguments.candidate, arguments.loss, processes=arguments.processes,
             batch_size=arguments.batch_size, chunk_size=arguments.chunk_size,
             micro_batches=arguments.micro_batches, dtype=getattr(torch, arguments.dtype),
             seed=arguments.seed,
         )  # fmt: skip
-    except (RuntimeError, MemoryError) as error:  # past the estimate: still one line, exit 2
-        if not out_of_memory(error):
-            raise
-        raise GradlabError(f"the check of {arguments.candidate} at --batch-size "
-                           f"{arguments.batch_size} ran out of memory; try a smaller "
-                           "--batch-size") from None  # fmt: skip
     print(result)
     if arguments.json is not None:
         arguments.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")

@@ -9,10 +9,14 @@ traceback or the operating system's out-of-memory killer.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
-__all__ = ["available_bytes", "out_of_memory"]
+from gradlab.errors import GradlabError
+
+__all__ = ["available_bytes", "out_of_memory", "refused_when_out_of_memory"]
 
 
 def available_bytes(device: str) -> int | None:
@@ -50,3 +54,25 @@ def out_of_memory(error: BaseException) -> bool:
     return isinstance(error, failed) or (
         isinstance(error, RuntimeError) and "can't allocate memory" in str(error)
     )
+
+
+@contextmanager
+def refused_when_out_of_memory(message: str) -> Iterator[None]:
+    """Turn an allocation that fails inside the block (:func:`out_of_memory`) into a
+    :class:`GradlabError` with ``message`` (one line for a command, no traceback); any other
+    error passes unchanged.
+
+    Example:
+        >>> try:
+        ...     with refused_when_out_of_memory("too large; try a smaller --batch-size"):
+        ...         raise MemoryError()
+        ... except GradlabError as error:
+        ...     print(error)
+        too large; try a smaller --batch-size
+    """
+    try:
+        yield
+    except (RuntimeError, MemoryError) as error:
+        if not out_of_memory(error):
+            raise
+        raise GradlabError(message) from None

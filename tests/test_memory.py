@@ -63,3 +63,19 @@ def test_the_free_memory_of_a_cuda_device_is_its_own(monkeypatch):
 ])  # fmt: skip
 def test_a_failed_allocation_is_told_from_other_errors(error, failed):
     assert out_of_memory(error) is failed
+
+
+def test_only_a_failed_allocation_becomes_the_one_line_refusal():
+    from gradlab.errors import GradlabError
+    from gradlab.memory import refused_when_out_of_memory
+
+    with pytest.raises(GradlabError, match=r"^lower --batch-size$") as caught:
+        with refused_when_out_of_memory("lower --batch-size"):
+            raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried to "
+                               "allocate 8 bytes")
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # no traceback
+    with pytest.raises(RuntimeError, match=r"^a kernel failed$"):  # anything else passes
+        with refused_when_out_of_memory("lower --batch-size"):
+            raise RuntimeError("a kernel failed")
+    with refused_when_out_of_memory("unused"):  # no error: nothing happens
+        pass

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.memory import available_bytes, out_of_memory
+from gradlab.memory import available_bytes, refused_when_out_of_memory
 from gradlab.validation import check_positive_int
 
 PLAN_LOSSES = {
@@ -318,16 +318,12 @@ def plan(
               "per_class": per_class, "device": device}  # fmt: skip
     if present and not estimate:
         _check_fits(loss, batch_size, dim, device)
-        try:
+        with refused_when_out_of_memory(
+            f"{device} ran out of memory measuring {PLAN_LOSSES[loss]} at m = {batch_size}, "
+            f"d = {dim}; try a smaller --batch-size" + (" or --estimate" if loss in ESTIMATED
+                                                         else "")
+        ):  # fmt: skip
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
-        except (RuntimeError, MemoryError) as error:
-            if not out_of_memory(error):
-                raise
-            raise GradlabError(
-                f"{device} ran out of memory measuring {PLAN_LOSSES[loss]} at m = "
-                f"{batch_size}, d = {dim}; try a smaller --batch-size"
-                + (" or --estimate" if loss in ESTIMATED else "")
-            ) from None
     if loss not in ESTIMATED:
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
                            f"device is (without --estimate; --device cpu runs here)")  # fmt: skip

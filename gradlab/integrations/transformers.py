@@ -50,7 +50,6 @@ bit-identical with and without it).
 
 from __future__ import annotations
 
-import copy
 import functools
 import sys
 import warnings
@@ -68,7 +67,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
-from gradlab.monitor.watched import watched_like
+from gradlab.monitor.watched import WatchedCall, watched_like
 
 try:
     from transformers import TrainerCallback
@@ -86,29 +85,18 @@ REPORTING_MODULE = "transformers.integrations"
 """Where the Trainer's ``report_to`` callbacks live (WandbCallback, TensorBoardCallback...)."""
 
 
-class _WatchedCall:
-    """What :meth:`GradlabTrainerCallback.watch` wraps: the Monitor's watch inside a step."""
+class _WatchedCall(WatchedCall):
+    """What :meth:`GradlabTrainerCallback.watch` wraps: the Monitor's watch inside a step. As
+    every :class:`~gradlab.monitor.watched.WatchedCall`, its attributes are the loss's and a
+    deep copy or a pickle is the loss itself, unwatched."""
 
     def __init__(
         self, callback: GradlabTrainerCallback, loss_fn: Callable, name: str,
         inputs: str | None = None,
     ) -> None:  # fmt: skip
+        super().__init__(loss_fn, lambda *args, **kwargs: callback.call(self, args, kwargs), name)
         self.callback, self.loss_fn, self.watch_inputs = callback, loss_fn, inputs
-        self.__name__, self.__wrapped__ = name, loss_fn
         self.watched: dict[int, Callable] = {}  # id(Monitor) -> its watch of loss_fn
-
-    def __call__(self, *args, **kwargs):
-        return self.callback.call(self, args, kwargs)
-
-    def __getattr__(self, name: str):
-        """The wrapped loss's attributes (``temperature``, ``scale``...)."""
-        if name.startswith("__") or name in ("callback", "loss_fn", "watched", "watch_inputs"):
-            raise AttributeError(name)
-        return getattr(self.loss_fn, name)
-
-    def __deepcopy__(self, memo: dict) -> Callable:
-        """A deep copy of the model (an EMA or SWA copy) holds a copy of the loss, unwatched."""
-        return copy.deepcopy(self.loss_fn, memo)
 
 
 def _training_trainer() -> Any | None:

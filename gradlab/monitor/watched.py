@@ -65,10 +65,12 @@ class WatchedCall:
         return self._call(*args, **kwargs)
 
     def __getattr__(self, name: str):
-        """The loss's attributes (``tau``, ``temperature``...)."""
-        if name.startswith("__") or name == "_call":
+        """The loss's attributes (``tau``, ``temperature``...); on an instance not yet filled
+        (as copy and pickle probe one) every name is missing, named as asked."""
+        wrapped = self.__dict__.get("__wrapped__")
+        if name.startswith("__") or wrapped is None:
             raise AttributeError(name)
-        return getattr(self.__wrapped__, name)
+        return getattr(wrapped, name)
 
     def __deepcopy__(self, memo: dict) -> Callable:
         return copy.deepcopy(self.__wrapped__, memo)
