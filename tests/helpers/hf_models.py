@@ -210,3 +210,11 @@ def captured(loss, features, inputs=None):
     batch = adapter.capture([], value, 0.01, recorded=recorded, score_grad=True)
     value.backward()
     return batch
+
+
+def scores_and_positives(seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 6 x 6 score matrix that requires grad and its diagonal positives: a watched score-matrix
+    loss's call in the Trainer-callback tests."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randn(6, 6, generator=generator, requires_grad=True)
+    return scores, torch.eye(6, dtype=torch.bool)

@@ -13,7 +13,6 @@ import warnings
 from types import SimpleNamespace
 
 import pytest
-import torch
 
 pytest.importorskip("transformers")
 
@@ -22,13 +21,8 @@ from gradlab import GradlabError
 from gradlab.integrations.transformers import DEFAULT_FOLDER, GradlabTrainerCallback
 from gradlab.monitor import read_jsonl, read_segments
 from gradlab.monitor.lock import LOCK_NAME
+from tests.helpers.hf_models import scores_and_positives
 from tests.helpers.warning_frames import frame_named_by_stacklevel
-
-
-def scores_and_positives(seed):
-    generator = torch.Generator().manual_seed(seed)
-    scores = torch.randn(6, 6, generator=generator, requires_grad=True)
-    return scores, torch.eye(6, dtype=torch.bool)
 
 
 class StandInTrainer:

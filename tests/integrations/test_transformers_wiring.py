@@ -9,7 +9,6 @@ import warnings
 from types import SimpleNamespace
 
 import pytest
-import torch
 import torch.nn.functional as F
 
 pytest.importorskip("transformers")
@@ -18,12 +17,7 @@ import gradlab
 from gradlab import GradlabError
 from gradlab.integrations.transformers import DEFAULT_FOLDER, GradlabTrainerCallback
 from gradlab.monitor import read_jsonl
-
-
-def scores_and_positives(seed):
-    generator = torch.Generator().manual_seed(seed)
-    scores = torch.randn(6, 6, generator=generator, requires_grad=True)
-    return scores, torch.eye(6, dtype=torch.bool)
+from tests.helpers.hf_models import scores_and_positives
 
 
 class StandInTrainer:
