@@ -91,10 +91,9 @@ class _WatchedCall(WatchedCall):
     deep copy or a pickle is the loss itself, unwatched."""
 
     def __init__(
-        self, callback: GradlabTrainerCallback, loss_fn: Callable, name: str,
-        inputs: str | None = None,
-    ) -> None:  # fmt: skip
-        super().__init__(loss_fn, lambda *args, **kwargs: callback.call(self, args, kwargs), name)
+        self, callback: GradlabTrainerCallback, loss_fn: Callable, inputs: str | None = None
+    ) -> None:  # named after the loss, as every WatchedCall
+        super().__init__(loss_fn, lambda *args, **kwargs: callback.call(self, args, kwargs))
         self.callback, self.loss_fn, self.watch_inputs = callback, loss_fn, inputs
         self.watched: dict[int, Callable] = {}  # id(Monitor) -> its watch of loss_fn
 
@@ -221,8 +220,7 @@ class GradlabTrainerCallback(TrainerCallback):
         module = type(loss_fn).__module__.split(".")[0]
         if not isinstance(loss_fn, torch.nn.Module) or module != "sentence_transformers":
             adapt(loss_fn, inputs)  # the Monitor's checks, now rather than inside train()
-            name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
-            return watched_like(loss_fn, _WatchedCall(self, loss_fn, name, inputs))  # a
+            return watched_like(loss_fn, _WatchedCall(self, loss_fn, inputs))  # a
             # module's parameters stay the model's
         if isinstance(loss_fn.__dict__.get("forward"), _WatchedCall):
             raise GradlabError(
@@ -236,7 +234,7 @@ class GradlabTrainerCallback(TrainerCallback):
             )
         call = LossForward(loss_fn)
         adapt(call)
-        loss_fn.forward = _WatchedCall(self, call, call.__name__)
+        loss_fn.forward = _WatchedCall(self, call)
         return loss_fn
 
     def attach(self, trainer: Any) -> GradlabTrainerCallback:
