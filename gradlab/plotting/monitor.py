@@ -16,10 +16,11 @@ import math
 import os
 import textwrap
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
 
@@ -53,6 +54,30 @@ ZERO_BASED = frozenset(family for family, plot in PLOTS.items() if plot.zero_bas
 LABELS = {key: label for plot in PLOTS.values() for key, label in plot.series}
 """Legend label of each logged key; a key not listed gets :func:`key_label`'s readable form."""
 
+# How the figures look: sizes in inches, font sizes and widths in points. Matters of taste,
+# named once here; what a reader needs of them (text large enough on the docs' page, titles
+# clear of other text, no series hidden) is checked on the drawn figures by the tests.
+FAMILY_FIGSIZE = (8.0, 4.2)
+"""One family's figure, its legend below the axes."""
+PANEL_SIZE = (5.2, 4.4)
+"""Each panel of the overview, its legend below it."""
+LEGEND_FONTSIZE = 9
+"""The legends' text."""
+FAMILY_LEGEND_COLUMNS = 3
+"""Columns of a family figure's legend."""
+RUN_LEGEND_COLUMNS = 4
+"""At most this many runs side by side in the overview's legend of the runs."""
+TITLE_PAD = 10
+"""Space between a panel's title and its frame, clear of the top tick label."""
+LINE_WIDTH = 1.4
+"""Lines of one run."""
+RUN_LINE_WIDTH = 1.6
+"""Lines of several runs overlaid (each run marked by its colour and marker)."""
+MARKER_SIZE = 3
+"""Markers of one run (on every point)."""
+RUN_MARKER_SIZE = 5
+"""Markers of several runs (on about :data:`MARKS` points each)."""
+
 
 def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
     """The legend label of a logged key: ``labels`` (:data:`LABELS`), else the key made
@@ -66,6 +91,7 @@ def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
         return labels[key]
     words = key.replace("_q50", " (median)").replace("pct", " %").replace("_", " ")
     return " ".join(words.split())
+
 
 Run = tuple[str, list[dict]]
 """A run to draw: its label and its records in step order."""
@@ -289,9 +315,12 @@ def plot_runs(
     apply_style()
     written = []
     for family, keys in present.items():
-        figure, axis = plt.subplots(figsize=(8, 4.2))
+        figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
         draw_family(axis, family, keys, runs, plots=plots)
-        legend_below(axis, columns=3, handles=_legend(keys, runs, names), fontsize=9)
+        handles = _legend(keys, runs, names)
+        fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
+            axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE),
+            FAMILY_LEGEND_COLUMNS)  # fmt: skip
         written.append(save_figure(figure, folder / f"{family}.png"))
     if overview:
         written.append(_overview(present, runs, folder / "overview.png", plots))
@@ -315,10 +344,11 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
     under an identical later one still shows its own markers and the first steps do not become
     a blob of markers. One run: the key's series style."""
     if not several:
-        return {**series_style(key_index), "markersize": 3}
+        return {**series_style(key_index), "markersize": MARKER_SIZE}
     step = max(runs, (max(points, 1) // MARKS) // runs * runs)  # a multiple of the run count
     return {"color": series_style(run_index)["color"], "marker": series_style(run_index)["marker"],
-            "markersize": 5, "markevery": (run_index % step, step), "linewidth": 1.6,
+            "markersize": RUN_MARKER_SIZE, "markevery": (run_index % step, step),
+            "linewidth": RUN_LINE_WIDTH,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
@@ -350,11 +380,11 @@ def draw_family(
             points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
             if points:
                 style = _line_style(run_index, key_index, several, len(points), len(runs))
-                axis.plot(*zip(*points, strict=True), **{"linewidth": 1.4, **style})
+                axis.plot(*zip(*points, strict=True), **{"linewidth": LINE_WIDTH, **style})
     axis.set_xlabel("optimizer step")
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
     axis.set_ylabel(ylabel)
-    axis.set_title(textwrap.fill(title, wrap), pad=10)  # clear of the top tick label
+    axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
     values = [v for line in axis.get_lines() for v in line.get_ydata()]
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
@@ -429,6 +459,28 @@ def _run_handles(runs: list[Run]) -> list[Line2D]:
             for i, (name, _) in enumerate(runs)]  # fmt: skip
 
 
+def fit_width(figure, make_legend: Callable[[int], Legend], columns: int) -> Legend:
+    """``make_legend(columns)``, drawn again with fewer columns until it is no wider than
+    ``figure`` (down to one column): long run names in a row wider than the figure would widen
+    the saved PNG, and a page shows a wider PNG smaller, its text with it.
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> figure = Figure(figsize=(3, 2))
+        >>> names = [f"a run named at length {i}" for i in range(4)]
+        >>> legend = fit_width(figure, lambda n: figure.legend([Line2D([], [])] * 4, names,
+        ...                                                      ncols=n), 4)
+        >>> len(figure.legends), bool(legend.get_window_extent().width <= figure.bbox.width)
+        (1, True)
+    """
+    legend = make_legend(columns)
+    while columns > 1 and legend.get_window_extent().width > figure.bbox.width:
+        legend.remove()
+        columns -= 1
+        legend = make_legend(columns)
+    return legend
+
+
 def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
     """One colour per run and one line style per key (several runs); one style per key (one)."""
     if len(runs) == 1:
@@ -439,21 +491,25 @@ def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
 def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS) -> Path:
     columns = 2 if len(present) > 1 else 1
     rows = math.ceil(len(present) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(5.2 * columns, 4.4 * rows), squeeze=False)
+    width, height = PANEL_SIZE
+    figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
+                                squeeze=False)  # fmt: skip
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
         draw_family(axis, family, keys, runs, wrap=45, plots=plots)
         if len(keys) > 1 or len(runs) == 1:
             labels = {key: label for key, label in plots[family].series}
-            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels), fontsize=9,
-                        loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels),
+                        fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                        frameon=False)  # fmt: skip
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)
     if len(runs) > 1:
         run_handles = _run_handles(runs)
         top = 1 - 0.5 / figure.get_figheight()  # half an inch for the runs' legend
         figure.tight_layout(rect=(0, 0, 1, top))
-        figure.legend(handles=run_handles, loc="lower center", ncol=min(len(runs), 4),
-                      bbox_to_anchor=(0.5, top), frameon=False)  # fmt: skip
+        fit_width(figure, lambda columns: figure.legend(
+            handles=run_handles, loc="lower center", ncol=columns, bbox_to_anchor=(0.5, top),
+            frameon=False), min(len(runs), RUN_LEGEND_COLUMNS))  # fmt: skip
     else:
         figure.tight_layout()
     return save_figure(figure, path)

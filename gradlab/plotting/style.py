@@ -11,8 +11,12 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gradlab.extras import require
+
+if TYPE_CHECKING:
+    from matplotlib.legend import Legend
 
 plt = require("matplotlib.pyplot", "plot", "gradlab.plotting")
 sns = require("seaborn", "plot", "gradlab.plotting")
@@ -47,9 +51,9 @@ def series_style(index: int) -> dict:
     }
 
 
-def legend_below(axis: plt.Axes, columns: int = 2, **options) -> None:
-    """The legend under the axes, outside the data, in ``columns`` columns."""
-    axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns, frameon=False,
+def legend_below(axis: plt.Axes, columns: int = 2, **options) -> Legend:
+    """The legend under the axes, outside the data, in ``columns`` columns (returned)."""
+    return axis.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=columns, frameon=False,
                 **options)  # fmt: skip
 
 

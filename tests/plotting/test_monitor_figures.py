@@ -804,3 +804,25 @@ def test_runs_below_a_folder_are_looked_for_two_levels_deep_and_listed_in_full_u
             load_runs([output])
         named = ", ".join(repr(str(path)) for path in runs[:count])
         assert str(caught.value).endswith(f"; runs below it: {named}"), count
+    _run(output / "r3", loss=LOSS)  # a fourth: the first three named, "and 1 more"
+    with pytest.raises(GradlabError) as caught:
+        load_runs([output])
+    named = ", ".join(repr(str(path)) for path in runs)
+    assert str(caught.value).endswith(f"; runs below it: {named} and 1 more")
+
+
+@pytest.mark.slow
+def test_the_legend_of_many_runs_wraps_inside_a_one_panel_overview(tmp_path, monkeypatch):
+    # eight runs of a sweep, each named as a person would: one row of them would be wider
+    # than the panel and the PNG, shrunk to the docs' page, would show its text too small
+    runs = [_run(tmp_path / f"temperature 0.0{index + 1}, seed {index}",
+                 loss=[value + 0.05 * index for value in LOSS]) for index in range(8)]  # fmt: skip
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    overview, family = figures["overview"], figures["loss"]
+    for figure, legend in ((overview, overview.legends[0]), (family, family.axes[0].get_legend())):
+        figure.canvas.draw()
+        inside, extent = figure.bbox.padded(1.0), legend.get_window_extent()
+        assert inside.x0 <= extent.x0 and extent.x1 <= inside.x1
+        assert len(legend.get_texts()) == 8
+        assert layout_problems(figure) == []
+    _close(figures)
