@@ -201,7 +201,9 @@ def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -
 
 def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> BatchView:
     """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
-    batch itself when no process group is initialized.
+    batch itself when no process group is initialized. A batch read on a score matrix
+    (``on_scores``) is not gathered: its statistics are this rank's own matrix, its loss the
+    ranks' mean.
 
     ``rows``: every rank's number of rows, from :func:`agree_on_step` (saves one exchange per
     tensor); ``None``: exchanged per tensor.
@@ -212,6 +214,13 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         True
     """
     if not is_distributed():
+        return batch
+    if batch.on_scores:
+        # A score matrix is no batch of rows to stack: each rank's rows score the candidates
+        # that rank saw (its own batch, or every rank's when the features are gathered), its
+        # positives placed for them. The statistics read this rank's own matrix.
+        if batch.loss is not None:
+            batch.loss = _mean_over_ranks(batch.loss)
         return batch
     gathered = BatchView(
         embeddings=all_gather_rows(batch.embeddings, rows),
@@ -230,7 +239,12 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
     gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
     gathered.local = batch  # what this rank's call saw (gradient agreement)
     if batch.loss is not None:
-        loss = batch.loss.clone().to(torch.float64)
-        torch.distributed.all_reduce(loss)
-        gathered.loss = loss / torch.distributed.get_world_size()
+        gathered.loss = _mean_over_ranks(batch.loss)
     return gathered
+
+
+def _mean_over_ranks(loss: torch.Tensor) -> torch.Tensor:
+    """The mean of every rank's ``loss``, in float64."""
+    total = loss.clone().to(torch.float64)
+    torch.distributed.all_reduce(total)
+    return total / torch.distributed.get_world_size()

@@ -30,6 +30,31 @@ def distributed_worker(rank: int, world: int, init_file: str, log_dir: str) -> N
     torch.distributed.destroy_process_group()
 
 
+def rank_scores(rank: int, size: int = 6) -> torch.Tensor:
+    """Rank ``rank``'s own ``[size, size]`` cosine matrix, its positives on the diagonal."""
+    generator = torch.Generator().manual_seed(200 + rank)
+    queries = torch.nn.functional.normalize(torch.randn(size, 8, generator=generator), dim=1)
+    noise = torch.randn(size, 8, generator=generator)
+    candidates = torch.nn.functional.normalize(queries + noise, dim=1)
+    return queries @ candidates.T
+
+
+def score_matrix_worker(rank: int, world: int, init_file: str, log_dir: str) -> None:
+    """A loss on a score matrix under torch.distributed: each rank its own matrix."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    scores = rank_scores(rank).requires_grad_()
+    with gradlab.Monitor(log_dir, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1, direction="i2t"))
+        loss_fn(scores, torch.eye(6, dtype=torch.bool)).backward()
+        monitor.step()
+        disabled = dict(monitor.disabled)
+    torch.save(disabled, f"{log_dir}_rank{rank}_disabled.pt")
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 def train_forever(log_dir: str) -> None:
     """Log every step until killed; prints READY after the fifth record."""
     torch.manual_seed(0)
