@@ -811,18 +811,41 @@ def test_runs_below_a_folder_are_looked_for_two_levels_deep_and_listed_in_full_u
     assert str(caught.value).endswith(f"; runs below it: {named} and 1 more")
 
 
-@pytest.mark.slow
+def _legend_columns(legend) -> int:
+    """Columns of a drawn legend: the distinct left edges of its texts."""
+    return len({round(text.get_window_extent().x0) for text in legend.get_texts()})
+
+
+def _legends(figures):
+    return figures["overview"].legends[0], figures["loss"].axes[0].get_legend()
+
+
 def test_the_legend_of_many_runs_wraps_inside_a_one_panel_overview(tmp_path, monkeypatch):
     # eight runs of a sweep, each named as a person would: one row of them would be wider
     # than the panel and the PNG, shrunk to the docs' page, would show its text too small
     runs = [_run(tmp_path / f"temperature 0.0{index + 1}, seed {index}",
                  loss=[value + 0.05 * index for value in LOSS]) for index in range(8)]  # fmt: skip
     figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
-    overview, family = figures["overview"], figures["loss"]
-    for figure, legend in ((overview, overview.legends[0]), (family, family.axes[0].get_legend())):
+    for figure, legend in zip(figures.values(), reversed(_legends(figures)), strict=True):
         figure.canvas.draw()
         inside, extent = figure.bbox.padded(1.0), legend.get_window_extent()
         assert inside.x0 <= extent.x0 and extent.x1 <= inside.x1
         assert len(legend.get_texts()) == 8
         assert layout_problems(figure) == []
+    _close(figures)
+
+
+@pytest.mark.parametrize(("name", "overview", "family"), [
+    ("run {}", 4, 3),  # short names: every column the figures allow
+    ("lr 0.001, seed {}", 2, 3),  # the overview's panel holds two of these side by side
+    ("a run named after every setting of its sweep: learning rate 0.001, batch 256, "
+     "warm-up 500 steps, seed {}", 1, 1),  # wider than either figure: one column, no fewer
+])  # fmt: skip
+def test_legends_keep_as_many_columns_as_fit(tmp_path, monkeypatch, name, overview, family):
+    runs = [_run(tmp_path / name.format(index), loss=[v + 0.05 * index for v in LOSS])
+            for index in range(8)]  # fmt: skip
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    for figure in figures.values():
+        figure.canvas.draw()
+    assert [_legend_columns(legend) for legend in _legends(figures)] == [overview, family]
     _close(figures)
