@@ -202,8 +202,8 @@ def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -
 def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> BatchView:
     """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
     batch itself when no process group is initialized. A batch read on a score matrix
-    (``on_scores``) is not gathered: its statistics are this rank's own matrix, its loss the
-    ranks' mean.
+    (``on_scores``) or on queries and candidates is not gathered: its statistics are this
+    rank's own matrix, its loss the ranks' mean.
 
     ``rows``: every rank's number of rows, from :func:`agree_on_step` (saves one exchange per
     tensor); ``None``: exchanged per tensor.
@@ -215,10 +215,11 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
     """
     if not is_distributed():
         return batch
-    if batch.on_scores:
-        # A score matrix is no batch of rows to stack: each rank's rows score the candidates
-        # that rank saw (its own batch, or every rank's when the features are gathered), its
-        # positives placed for them. The statistics read this rank's own matrix.
+    if batch.on_scores or batch.candidates is not None:
+        # A score matrix, or queries against candidates, is no batch of rows to stack: each
+        # rank's rows score the candidates that rank saw (its own, or every rank's when the
+        # features are gathered), its positives placed for them. The statistics read this
+        # rank's own matrix.
         if batch.loss is not None:
             batch.loss = _mean_over_ranks(batch.loss)
         return batch

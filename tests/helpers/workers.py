@@ -32,22 +32,35 @@ def distributed_worker(rank: int, world: int, init_file: str, log_dir: str) -> N
 
 def rank_scores(rank: int, size: int = 6) -> torch.Tensor:
     """Rank ``rank``'s own ``[size, size]`` cosine matrix, its positives on the diagonal."""
-    generator = torch.Generator().manual_seed(200 + rank)
-    queries = torch.nn.functional.normalize(torch.randn(size, 8, generator=generator), dim=1)
-    noise = torch.randn(size, 8, generator=generator)
-    candidates = torch.nn.functional.normalize(queries + noise, dim=1)
+    queries, candidates = rank_pairs(rank, size)
     return queries @ candidates.T
 
 
-def score_matrix_worker(rank: int, world: int, init_file: str, log_dir: str) -> None:
-    """A loss on a score matrix under torch.distributed: each rank its own matrix."""
+def rank_pairs(rank: int, size: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rank ``rank``'s own queries and candidates ``[size, 8]``, query i's positive candidate
+    i: the vectors whose cosine matrix is :func:`rank_scores`."""
+    generator = torch.Generator().manual_seed(200 + rank)
+    queries = torch.nn.functional.normalize(torch.randn(size, 8, generator=generator), dim=1)
+    noise = torch.randn(size, 8, generator=generator)
+    return queries, torch.nn.functional.normalize(queries + noise, dim=1)
+
+
+def score_matrix_worker(rank: int, world: int, init_file: str, log_dir: str, kind: str) -> None:
+    """A loss on a score matrix (``kind="scores"``: NT-Xent) or on queries against candidates
+    (``"cross"``: SmoothAP) under torch.distributed: each rank its own matrix."""
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
     )
-    scores = rank_scores(rank).requires_grad_()
+    positives = torch.eye(6, dtype=torch.bool)
     with gradlab.Monitor(log_dir, preset="default", every=1) as monitor:
-        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1, direction="i2t"))
-        loss_fn(scores, torch.eye(6, dtype=torch.bool)).backward()
+        if kind == "scores":
+            loss_fn = monitor.watch(gradlab.NTXentLoss(0.1, direction="i2t"))
+            loss = loss_fn(rank_scores(rank).requires_grad_(), positives)
+        else:
+            queries, candidates = (t.requires_grad_() for t in rank_pairs(rank))
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            loss = loss_fn(queries, candidates=candidates, positives=positives)
+        loss.backward()
         monitor.step()
         disabled = dict(monitor.disabled)
     torch.save(disabled, f"{log_dir}_rank{rank}_disabled.pt")

@@ -17,10 +17,11 @@ from gradlab.monitor import read_jsonl
 from tests.helpers.workers import (
     distributed_worker,
     rank_batch,
+    rank_pairs,
     rank_scores,
     score_matrix_worker,
 )
-from tests.reference import geometry_loops, score_losses_loops
+from tests.reference import geometry_loops, score_losses_loops, smooth_ap_loops
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,22 +70,28 @@ def test_distributed_monitor_uses_the_global_batch_and_rank_zero_writes(tmp_path
 
 
 @pytest.mark.slow
-def test_a_loss_on_score_matrices_under_distributed_reads_rank_zeros_matrix(tmp_path):
+@pytest.mark.parametrize("kind", ["scores", "cross"])
+def test_a_loss_on_score_matrices_under_distributed_reads_rank_zeros_matrix(tmp_path, kind):
     # each rank scores its own batch: rows of two ranks' matrices are not one matrix, so the
     # statistics are rank 0's own and the loss the ranks' mean
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")
     log_dir = tmp_path / "run"
-    mp.spawn(score_matrix_worker, args=(2, str(tmp_path / "init"), str(log_dir)), nprocs=2,
-             join=True)  # fmt: skip
+    mp.spawn(score_matrix_worker, args=(2, str(tmp_path / "init"), str(log_dir), kind),
+             nprocs=2, join=True)  # fmt: skip
     for rank in range(2):  # only what cannot apply to a score matrix; nothing failed
         reasons = torch.load(tmp_path / f"run_rank{rank}_disabled.pt")
         assert all(reason.startswith("needs ") for reason in reasons.values()), reasons
     headers, (record,) = read_jsonl(log_dir / "metrics.jsonl")
     scores = [rank_scores(rank).double().tolist() for rank in range(2)]
     positives = [[row == column for column in range(6)] for row in range(6)]
-    losses = [score_losses_loops.score_loss("nt_xent", matrix, positives, 0.1, "i2t")[0]
-              for matrix in scores]  # fmt: skip
+    if kind == "scores":
+        losses = [score_losses_loops.score_loss("nt_xent", matrix, positives, 0.1, "i2t")[0]
+                  for matrix in scores]  # fmt: skip
+    else:
+        pairs = [[t.double().tolist() for t in rank_pairs(rank)] for rank in range(2)]
+        losses = [smooth_ap_loops.loss_from_aps(smooth_ap_loops.cross_modal_smooth_ap(
+            queries, candidates, positives, 0.05)) for queries, candidates in pairs]  # fmt: skip
     assert record["loss"] == pytest.approx(sum(losses) / 2, rel=1e-6)
     expected = geometry_loops.margins(scores[0], positives, [[True] * 6] * 6)
     keys = ("margin_positive_score", "margin_hardest_negative", "margin_mean",
