@@ -452,6 +452,8 @@ class Monitor:
             batch = gather_batch(batch, rows)
         if batch.workspace is None:
             batch.workspace = self.workspace
+        if batch.embeddings.numel() == 0:  # no rows: only what is defined on none this step
+            due = [q for q in due if q.reads_empty_batches]
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)

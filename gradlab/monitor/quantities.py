@@ -58,6 +58,7 @@ class Loss(Quantity):
     needs = frozenset({"loss"})
     keys = ("loss",)
     warns_if_not_finite = True  # a NaN loss on finite inputs is the loss's own
+    reads_empty_batches = True
     plots = (Plot("loss", "Loss", "loss", (("loss", "loss"),)),)
 
     def compute(self, batch: BatchView) -> Values:
@@ -434,6 +435,7 @@ class DegenerateBatches(Quantity):
 
     name = "degenerate_batches"
     keys = ("degenerate_batches", "degenerate_batch")
+    reads_empty_batches = True  # an empty batch is a degenerate one
     plots = (Plot("degenerate_batches", "Batches without ranking signal (no query has both a "
                   "positive and a negative)", "batches", (
                       ("degenerate_batches", "batches without ranking signal (total)"),

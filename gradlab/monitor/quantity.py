@@ -131,6 +131,9 @@ class Quantity:
         warns_if_not_finite: the Monitor counts (in ``not_finite``) each step on which one of
             its values is NaN or infinite while the inputs are finite, and warns at the first:
             a value the training itself broke (the loss), logged as it is.
+        reads_empty_batches: :meth:`compute` is defined on a batch without rows (a loss
+            called on an empty batch, as a last short batch of a sampler can be); the others
+            skip such a step (and compute again at the next).
 
     Example:
         >>> Quantity().should_compute(0), Quantity().needs_grad
@@ -142,6 +145,7 @@ class Quantity:
     keys: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
     warns_if_not_finite: bool = False
+    reads_empty_batches: bool = False
 
     def __init__(self, schedule: Schedule | None = None) -> None:
         self.schedule = schedule if schedule is not None else every(1)

@@ -218,9 +218,7 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
 ):
     _SecondRank(monkeypatch, lambda t: t + 10)
     embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
-    candidates, positives = torch.ones(4, 2), torch.zeros(3, 4, dtype=torch.bool)
     batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
-                      candidates=candidates, positives=positives,
                       embedding_grad=-embeddings, loss=torch.tensor(0.25),
                       score_direction="i2t")  # fmt: skip
     gathered = gather_batch(batch, rows=(3, 2))  # rank 1 holds two rows
@@ -230,8 +228,20 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
     assert torch.equal(gathered.embedding_grad, torch.cat([-embeddings, -embeddings[:2] + 10]))
     assert gathered.loss.dtype == torch.float64
     assert gathered.loss.item() == (0.25 + 10.25) / 2
-    assert gathered.candidates is candidates
-    assert gathered.positives is positives
+    assert gathered.candidates is None and gathered.local is batch
+
+
+def test_queries_against_candidates_are_not_gathered(one_rank_group, monkeypatch):
+    # each rank's candidates are its own: its rows stacked on rank 0's would be another matrix
+    _SecondRank(monkeypatch, lambda t: t + 10)
+    embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    candidates, positives = torch.ones(4, 2), torch.zeros(3, 4, dtype=torch.bool)
+    batch = BatchView(embeddings=embeddings, candidates=candidates, positives=positives,
+                      loss=torch.tensor(0.25))  # fmt: skip
+    gathered = gather_batch(batch, rows=(3, 2))
+    assert gathered is batch and torch.equal(gathered.embeddings, embeddings)
+    assert gathered.loss.dtype == torch.float64
+    assert gathered.loss.item() == (0.25 + 10.25) / 2  # the loss: the ranks' mean
 
 
 def test_the_averaged_loss_is_summed_in_float64(one_rank_group, monkeypatch):
@@ -301,4 +311,6 @@ def test_the_gathered_view_describes_the_same_loss_call(one_rank_group, monkeypa
     _SecondRank(monkeypatch, lambda tensor: tensor)
     gathered = gather_batch(local)
     assert (gathered.loss_kind, gathered.loss_tau, gathered.tau) == ("include_query", 0.25, 0.5)
-    assert gathered.on_scores is on_scores and gathered.local is local
+    assert gathered.on_scores is on_scores
+    # a score matrix is not gathered (rank 0's own matrix); rows of embeddings are
+    assert gathered is local if on_scores else gathered.local is local

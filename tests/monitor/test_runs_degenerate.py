@@ -70,3 +70,23 @@ def test_every_preset_logs_it():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # importing and listing presets warns nothing
         assert DegenerateBatches.name == "degenerate_batches"
+
+
+@pytest.mark.parametrize("preset", ["default", "full"])
+def test_an_empty_batch_logs_its_loss_and_flag_and_stops_nothing(tmp_path, preset):
+    # a sampler's empty last batch: SmoothAP's loss is 0 there; nothing else is defined on
+    # it, and the next batch logs every key again
+    torch.manual_seed(0)
+    model = EmbeddingMLP(16, 4)
+    with Monitor(tmp_path, preset=preset, every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateBatchWarning)
+            warnings.simplefilter("error", RuntimeWarning)  # no quantity fails
+            for size in (8, 0, 8):
+                loss_fn(model(torch.randn(size, 16)), torch.arange(size) % 2).backward()
+                monitor.step()
+        assert monitor.disabled == {}
+    _, (full, empty, again) = read_jsonl(tmp_path / "metrics.jsonl")
+    assert empty == {"step": 1, "loss": 0.0, "degenerate_batches": 1, "degenerate_batch": 1}
+    assert set(again) == set(full)
