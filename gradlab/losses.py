@@ -14,7 +14,7 @@ that says what the first argument is. Argument names follow the glossary (``docs
 from __future__ import annotations
 
 import warnings
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
@@ -375,6 +375,31 @@ class BlackboxAPLoss(RankingLoss):
         return f"interpolation={self.interpolation}, margin={self.margin}"
 
 
+class SoftmaxLogits(NamedTuple):
+    """What a loss on a score matrix says of its logits, for the Monitor's
+    :class:`~gradlab.monitor.Temperature`.
+
+    Attributes:
+        scale: ``s`` of its logits ``s * S`` (a number, or the 0-d tensor a call used), or
+            None when it does not hold one.
+        direction: the directions its softmax runs over (``"i2t"``, ``"t2i"``, ``"both"``), or
+            None when not known.
+        terms: with ``direction="both"``: 2 when it sums the two directions' InfoNCE terms
+            (gradlab's :class:`NTXentLoss`), 1 when it averages them (CLIP's loss).
+        not_info_nce: why InfoNCE's closed form ``dL/d log s`` (the softmax-expected logit
+            minus the positive logit) is not its gradient, or None when it is.
+
+    Example:
+        >>> NTXentLoss(0.05, direction="i2t").softmax_logits
+        SoftmaxLogits(scale=20.0, direction='i2t', terms=1, not_info_nce=None)
+    """
+
+    scale: float | torch.Tensor | None = None
+    direction: str | None = None
+    terms: int = 1
+    not_info_nce: str | None = None
+
+
 class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
     """Base of the losses called as ``loss(scores, positives)`` on a ``[Q, C]`` score matrix.
 
@@ -401,6 +426,12 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
         self.direction = direction
         self.reduction = reduction
         self.score_recorder = None
+
+    @property
+    def softmax_logits(self) -> SoftmaxLogits:
+        """What this loss says of its logits (:class:`SoftmaxLogits`): not a softmax here."""
+        return SoftmaxLogits(direction=self.direction, not_info_nce=(
+            f"{type(self).__name__} is no softmax over each query's candidates"))
 
 
 class MaxViolationTripletLoss(_ScoreMatrixLoss):
@@ -460,6 +491,16 @@ class NTXentLoss(_ScoreMatrixLoss):
     ) -> None:
         super().__init__(direction, reduction, validate)
         self.temperature = check_temperature("temperature", temperature)
+
+    @property
+    def softmax_logits(self) -> SoftmaxLogits:
+        """Its logits are ``S / temperature`` (:class:`SoftmaxLogits`); ``"both"`` sums the
+        two directions; ``reduction="sum"`` is no mean over the queries, which the closed
+        form is."""
+        summed = "reduction='sum' sums over the queries; the closed form is their mean"
+        return SoftmaxLogits(1.0 / self.temperature, self.direction,
+                             2 if self.direction == "both" else 1,
+                             summed if self.reduction == "sum" else None)  # fmt: skip
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""

@@ -42,6 +42,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
+from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.validation import ScoreRecorderSlot
@@ -80,6 +81,11 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
     _recorder_signature = " (direction, matrix, mask)"
     operands: tuple[torch.Tensor, torch.Tensor] | None = None
     """``(image_features, text_features)`` of the call being recorded (else None)."""
+    call_scale: torch.Tensor | None = None
+    """The ``logit_scale`` of the call being recorded (else None)."""
+    pairwise: bool = False
+    """Whether the last recorded logits were one matrix of pairs (``SigLipLoss``), not a pair
+    of softmax logits (``ClipLoss``)."""
 
     def __init__(self, loss: torch.nn.Module) -> None:
         super().__init__()
@@ -121,12 +127,13 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
 
         self.loss.get_logits = recording_get_logits  # this call only: restored below
         self.operands = (image_features, text_features)  # the collector keeps them
+        self.call_scale = logit_scale
         try:
             return self._call(image_features, text_features, logit_scale, logit_bias,
                               output_dict)  # fmt: skip
         finally:
             del self.loss.get_logits
-            self.operands = None
+            self.operands = self.call_scale = None
 
     def _call(self, image_features, text_features, logit_scale, logit_bias, output_dict):
         if "logit_bias" in inspect.signature(self.loss.forward).parameters:
@@ -144,6 +151,7 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         (block, offset))``: the stitch's column block and the positives' offset)."""
         world = int(getattr(self.loss, "world_size", 1) or 1)
         rank = int(getattr(self.loss, "rank", 0) or 0)
+        self.pairwise = not isinstance(logits, tuple)  # SigLipLoss: one matrix per call
         if isinstance(logits, tuple):  # ClipLoss: (logits_per_image, logits_per_text)
             per_image, per_text = logits
             if world > 1 and not getattr(self.loss, "local_loss", False):
@@ -169,12 +177,17 @@ class _LogitsCollector:
         self.stitches: dict[str, Stitch] = {}
         self.wrapper = wrapper
         self.operands: tuple[torch.Tensor, torch.Tensor] | None = None
+        self.scale: torch.Tensor | float | None = None
+        self.sigmoid = False
 
     def record(self, direction: str, matrix: torch.Tensor, where: tuple[int, int]) -> None:
         if not isinstance(matrix, torch.Tensor) or not matrix.requires_grad:
             return
         if self.operands is None and self.wrapper.operands is not None:
             self.operands = tuple(x.detach() for x in self.wrapper.operands)
+            scale = self.wrapper.call_scale
+            self.scale = scale.detach() if isinstance(scale, torch.Tensor) else scale
+            self.sigmoid = self.wrapper.pairwise
         block, offset = where
         if direction not in self.stitches:
             self.stitches[direction] = Stitch(direction, offset)
@@ -183,6 +196,16 @@ class _LogitsCollector:
     def finish(self) -> list[ScoreCapture]:
         order = ("both", "i2t", "t2i")
         return [self.stitches[name].finish() for name in order if name in self.stitches]
+
+    def softmax(self) -> SoftmaxLogits:
+        """What the wrapped loss's logits are (:class:`gradlab.losses.SoftmaxLogits`):
+        ``ClipLoss`` averages the two directions' InfoNCE of ``logit_scale`` times the cosine
+        (Radford et al. 2021); ``SigLipLoss`` scores each pair with a sigmoid."""
+        if self.sigmoid:
+            return SoftmaxLogits(self.scale, "both", not_info_nce=(
+                "SigLipLoss scores each pair with a sigmoid (Zhai et al. 2023), not a softmax "
+                "over the query's candidates"))  # fmt: skip
+        return SoftmaxLogits(self.scale, "both", terms=1)
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """This process's image and text features: the first capture's rows and columns in

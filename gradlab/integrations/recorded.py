@@ -215,6 +215,8 @@ class RecordedScoresAdapter(LossAdapter):
                                                        primary.candidates)  # fmt: skip
         if self.features:
             batch.features = _matching(collector.features(), primary.scores.shape)
+        if callable(getattr(collector, "softmax", None)):  # what the loss's logits are
+            batch.softmax = collector.softmax()
         if score_grad:
             batch.score_captures = captures
         return batch

@@ -63,6 +63,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
+from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
@@ -369,7 +370,18 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
         batch = super().capture(tensors, loss, tau, recorded=recorded, **options)
         stitcher = recorded[0]  # the view exists: the stitcher recorded a matrix
         batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"
+        batch.softmax = SoftmaxLogits(_softmax_scale(self.loss_fn), batch.score_direction)
         return batch
+
+
+def _softmax_scale(loss: object) -> float | None:
+    """The scale the loss multiplies the recorded similarities by: its ``scale`` (the
+    MultipleNegativesRankingLoss family), ``1 / temperature`` (GIST), else None."""
+    for name, invert in (("scale", False), ("temperature", True)):
+        value = getattr(loss, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return 1.0 / value if invert else float(value)
+    return None
 
 
 register(sentence_transformers_adapter)

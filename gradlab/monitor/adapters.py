@@ -33,6 +33,7 @@ from gradlab.functional.layouts import RetrievalLayout
 from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
 from gradlab.functional.smooth_ap import RecordedColumnWeights, recording_column_weights
+from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace
 from gradlab.monitor.quantity import NEEDS
 from gradlab.validation import check_real_device, check_shape, check_tensor
@@ -159,6 +160,8 @@ class LossAdapter:
         if self.inputs == "scores":
             mask = score_positives(batch.embeddings, tensors[1])
             batch.positives, batch.on_scores = mask, True
+            declared = getattr(self.loss_fn, "softmax_logits", None)  # gradlab's score losses
+            batch.softmax = declared if isinstance(declared, SoftmaxLogits) else None
             # The score matrix is the layout: P, counts and the relaxation gap read it directly.
             batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
         elif tensors[1].dim() == 2 and tensors[1].is_floating_point():  # candidates [C, d]

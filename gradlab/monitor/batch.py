@@ -40,6 +40,7 @@ from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
 from gradlab.functional.losses import LossRecord, SmoothAPForward
 from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS, RecordedColumnWeights
+from gradlab.losses import SoftmaxLogits
 
 
 @dataclass
@@ -223,6 +224,10 @@ class BatchView:
     integration knows them: ``"i2t"`` (the rows are the queries: sentence-transformers'
     MultipleNegativesRankingLoss), ``"t2i"`` or ``"both"``; None: not said (a quantity that
     needs it takes its own default)."""
+    softmax: SoftmaxLogits | None = None
+    """What the watched loss says of its logits (:class:`gradlab.losses.SoftmaxLogits`: its
+    scale, directions, summed terms, or why InfoNCE's closed form is not its gradient), when
+    it or its integration says; None: not said."""
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)

@@ -33,6 +33,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional import geometry as measures
+from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.quantity import Plot, Quantity, Values
 from gradlab.monitor.schedules import Schedule
@@ -222,20 +223,30 @@ class Temperature(Quantity):
     tensor with a gradient (a learnable parameter; its value is taken at the watched loss call,
     the scale the loss used, and its gradient at ``monitor.step()``, before ``zero_grad()``),
     ``temperature_log_scale_grad_observed`` is that gradient as ``dL/d log s``: the two agree
-    when the watched loss is the batch's InfoNCE (half of it for each direction of a symmetric
-    loss: ``direction="both"`` is their mean).
+    when the watched loss is the batch's InfoNCE. With both directions the closed form is
+    their mean (CLIP's loss, sentence-transformers' symmetric loss), or their sum for a loss
+    that says it sums them (gradlab's ``NTXentLoss(direction="both")``,
+    :class:`gradlab.losses.SoftmaxLogits`). A loss that says it is no softmax over each
+    query's candidates (SigLIP's sigmoid loss, VSE++'s triplet loss, NT-Xent summed over the
+    queries) logs no closed form: the scale, the parameter's gradient and the clamp only.
 
     Args:
         schedule: ``step -> bool``.
-        scale: the parameter, a number, or a callable returning either; None: ``1 / tau``
-            (the Monitor's tau). open_clip: ``model.logit_scale`` with ``log_scale=True``;
-            sentence-transformers' losses: ``loss.scale`` (a number, 20 by default).
+        scale: the parameter, a positive finite number (a finite ``log s`` with
+            ``log_scale``), or a callable returning either; None: the watched loss's own scale
+            when it says it (gradlab's ``NTXentLoss``: ``1 / temperature``; the
+            sentence-transformers losses: their ``scale``; open_clip's ``ClipLoss``: the
+            call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau). open_clip:
+            ``model.logit_scale`` with ``log_scale=True``; sentence-transformers' losses:
+            ``loss.scale`` (a number, 20 by default).
         log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.
         clamp: ``(low, high)`` bounds applied to the parameter (open_clip clamps
             ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
-            parameter sits on either bound.
-        direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the integration
-            that recorded the scores names (:attr:`BatchView.score_direction`: ``"i2t"`` for
+            parameter sits on either bound, the bounds rounded to the parameter's dtype (a
+            bfloat16 parameter clamped at ``ln 100`` holds 4.59375).
+        direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the loss or the
+            integration that recorded the scores names (:attr:`BatchView.softmax`,
+            :attr:`BatchView.score_direction`: ``"i2t"`` for
             sentence-transformers' MultipleNegativesRankingLoss), else ``"i2t"`` in-batch and
             ``"both"`` for a cross-modal batch.
         logits: the step's score matrix is already ``s * S`` (a loss watched on its logits, as
@@ -286,6 +297,10 @@ class Temperature(Quantity):
                                f"got {type(scale).__name__}")  # fmt: skip
         if isinstance(scale, torch.Tensor) and scale.numel() != 1:
             raise GradlabError(f"scale must hold one value; got shape {tuple(scale.shape)}")
+        if number and not isinstance(scale, torch.Tensor):  # a parameter may move; a number not
+            allowed = "a finite log s" if log_scale else "a scale s > 0 and finite"
+            if not math.isfinite(scale) or (not log_scale and scale <= 0):
+                raise GradlabError(f"scale must be {allowed}; got {scale!r}")
         for flag, value in (("log_scale", log_scale), ("logits", logits)):
             if not isinstance(value, bool):
                 raise GradlabError(f"{flag} must be True or False; got {value!r}")
@@ -305,43 +320,51 @@ class Temperature(Quantity):
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
         self.logits = logits
 
-    def _parameter(self, batch: BatchView) -> torch.Tensor:
-        """The parameter's value (``s`` or ``log s``) as a 0-d float64 tensor on the device."""
+    def _parameter(self, batch: BatchView) -> tuple[torch.Tensor, torch.dtype]:
+        """The parameter's value (``s`` or ``log s``) as a 0-d float64 tensor on the device,
+        and the dtype it is held in (its clamp rounds to it)."""
         source = self.scale() if callable(self.scale) else self.scale
         device = batch.embeddings.device
-        if source is None:
-            value = 1.0 / batch.tau
-            return torch.full((), math.log(value) if self.log_scale else value,
-                              dtype=torch.float64, device=device)  # fmt: skip
+        if source is None:  # the watched loss's own scale when it says it, else 1 / tau
+            declared = batch.softmax.scale if batch.softmax is not None else None
+            source = 1.0 / batch.tau if declared is None else declared
+            if not isinstance(source, torch.Tensor):
+                source = torch.tensor(float(source), dtype=torch.float64)
+            value = source.detach().reshape(()).to(device=device, dtype=torch.float64)
+            return (value.log() if self.log_scale else value), torch.float64
         if isinstance(source, torch.Tensor):
-            return source.detach().reshape(()).to(device=device, dtype=torch.float64)
-        return torch.full((), float(source), dtype=torch.float64, device=device)
+            value = source.detach().reshape(()).to(device=device, dtype=torch.float64)
+            return value, source.dtype
+        return torch.full((), float(source), dtype=torch.float64, device=device), torch.float64
 
     def at_call(self, batch: BatchView) -> None:
         """Keep the parameter's value at the watched call: the scale the loss used (by
         ``monitor.step()`` an ``optimizer.step()`` may have moved it)."""
-        batch._cache[("temperature parameter", id(self))] = self._parameter(batch).clone()
+        value, dtype = self._parameter(batch)
+        batch._cache[("temperature parameter", id(self))] = (value.clone(), dtype)
 
     def compute(self, batch: BatchView) -> Values:
-        parameter = batch._cache.get(("temperature parameter", id(self)))
-        if parameter is None:  # no watched call captured (a view built by hand)
-            parameter = self._parameter(batch)
+        kept = batch._cache.get(("temperature parameter", id(self)))
+        # no watched call captured (a view built by hand): the parameter now
+        parameter, dtype = kept if kept is not None else self._parameter(batch)
         scale = parameter.exp() if self.log_scale else parameter
-        layout = batch.layout
-        direction = (self.direction or batch.score_direction
-                     or ("i2t" if batch.labels is not None else "both"))  # fmt: skip
-        scores = batch.scores / scale if self.logits else batch.scores
-        values = {
-            "temperature_scale": scale,
-            "temperature_log_scale_grad": measures.temperature_gradient(
+        declared = batch.softmax if batch.softmax is not None else SoftmaxLogits()
+        values = {"temperature_scale": scale}
+        if declared.not_info_nce is None:  # InfoNCE's closed form is the loss's gradient
+            layout = batch.layout
+            direction = (self.direction or declared.direction or batch.score_direction
+                         or ("i2t" if batch.labels is not None else "both"))  # fmt: skip
+            scores = batch.scores / scale if self.logits else batch.scores
+            gradient = measures.temperature_gradient(
                 scores, layout.positives, scale, candidate_mask=layout.candidate_mask,
-                direction=direction),
-        }  # fmt: skip
+                direction=direction)  # fmt: skip
+            terms = declared.terms if direction == "both" else 1  # a sum of both directions
+            values["temperature_log_scale_grad"] = gradient * terms
         grad = getattr(self.scale, "grad", None)
         if isinstance(grad, torch.Tensor):
             grad = grad.detach().reshape(()).to(device=scale.device, dtype=torch.float64)
             values["temperature_log_scale_grad_observed"] = grad if self.log_scale else grad * scale
-        if self.clamp is not None:
-            low, high = self.clamp
+        if self.clamp is not None:  # the bounds as the parameter's dtype holds them
+            low, high = (float(torch.tensor(bound, dtype=dtype)) for bound in self.clamp)
             values["temperature_clamp_hit"] = ((parameter <= low) | (parameter >= high)).double()
         return values

@@ -8,6 +8,8 @@ cross-entropy; SigLIP's ``-log sigmoid``).
 """
 
 
+import math
+
 import pytest
 import torch
 import torch.multiprocessing as mp
@@ -15,6 +17,7 @@ import torch.multiprocessing as mp
 import gradlab
 from gradlab import GradlabError
 from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
+from gradlab.monitor import Temperature, every
 from gradlab.monitor.anatomy import anatomy_values
 from tests.helpers.open_clip_losses import (
     StandInClipLoss,
@@ -256,3 +259,29 @@ def test_the_geometry_is_that_of_the_features_in_cosine_units_not_the_logits(tmp
     assert len(expected) == 6
     for key, value in expected.items():
         assert record[key] == pytest.approx(value, rel=1e-5, abs=1e-9), key
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_temperature_reads_the_calls_scale_and_the_sigmoid_loss_has_no_closed_form(tmp_path,
+                                                                                     source):
+    clip_loss, siglip_loss = loss_classes(source)
+    images, texts = features(1, 6, seed=5)
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    records = {}
+    for name, loss, bias in (("clip", clip_loss(), None), ("siglip", siglip_loss(), -3.0)):
+        with gradlab.Monitor(tmp_path / name, quantities=[Temperature(every(1), logits=True)],
+                             ) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(RecordingClipLoss(loss))
+            value = loss_fn(images, texts, logit_scale.exp(),
+                            None if bias is None else torch.tensor(bias))  # fmt: skip
+            value.backward()
+            records[name] = {**monitor.step(), "parameter": float(logit_scale.grad)}
+        logit_scale.grad = None
+    # ClipLoss: the call's logit_scale (not 1 / the Monitor's tau), and the closed form of
+    # CLIP's mean of the two directions, which is the parameter's gradient
+    assert records["clip"]["temperature_scale"] == pytest.approx(20.0, rel=1e-6)
+    assert records["clip"]["temperature_log_scale_grad"] == pytest.approx(
+        records["clip"]["parameter"], rel=1e-4)  # fmt: skip
+    # SigLipLoss scores each pair with a sigmoid: no softmax closed form
+    assert records["siglip"]["temperature_scale"] == pytest.approx(20.0, rel=1e-6)
+    assert "temperature_log_scale_grad" not in records["siglip"]

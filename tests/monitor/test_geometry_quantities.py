@@ -107,15 +107,15 @@ def test_temperature_closed_form_equals_the_parameter_gradient(tmp_path, directi
                            clamp=(0.0, math.log(100.0)), direction=direction)  # fmt: skip
     with Monitor(tmp_path, quantities=[quantity]) as monitor:
         record = _clip_step(monitor, logit_scale, images, texts, direction)
-    halve = 2.0 if direction == "both" else 1.0  # NTXentLoss sums the directions; CLIP averages
+    # NTXentLoss says it sums the two directions: the closed form is their sum too
     assert record["temperature_log_scale_grad"] == pytest.approx(
-        record["temperature_log_scale_grad_observed"] / halve, rel=1e-4)  # fmt: skip
+        record["temperature_log_scale_grad_observed"], rel=1e-4)  # fmt: skip
     scores = loops.cosines(images.tolist(), texts.tolist())
     eye = [[i == j for j in range(12)] for i in range(12)]
     rows = loops.temperature_gradient(scores, eye, 1 / 0.07)
     if direction == "both":
         columns = [list(column) for column in zip(*scores, strict=True)]
-        rows = (rows + loops.temperature_gradient(columns, eye, 1 / 0.07)) / 2
+        rows = rows + loops.temperature_gradient(columns, eye, 1 / 0.07)
     assert record["temperature_log_scale_grad"] == pytest.approx(rows, rel=1e-4)
     assert record["temperature_scale"] == pytest.approx(1 / 0.07, rel=1e-6)
     assert record["temperature_clamp_hit"] == 0.0
@@ -148,6 +148,10 @@ def test_clamp_hit_at_either_bound_and_a_plain_scale():
     (lambda: Temperature(clamp=(5.0, 1.0)), "clamp must be a pair"),
     (lambda: Temperature(clamp=(0.0,)), "clamp must be a pair"),
     (lambda: Temperature(direction="sideways"), "direction must be 'i2t', 't2i', 'both'"),
+    (lambda: Temperature(scale=-1.0), r"scale must be a scale s > 0 and finite; got -1.0"),
+    (lambda: Temperature(scale=0), r"scale must be a scale s > 0 and finite; got 0"),
+    (lambda: Temperature(scale=math.nan), r"scale must be a scale s > 0 and finite; got nan"),
+    (lambda: Temperature(scale=math.inf, log_scale=True), "scale must be a finite log s"),
     (lambda: ChanceLevel(terms=0), "terms must be a positive integer"),
 ])  # fmt: skip
 def test_bad_options_are_refused_when_made(make, match):
@@ -282,3 +286,58 @@ def test_the_scale_is_the_one_the_loss_used_not_the_optimizers_next(tmp_path, dt
     tolerance = 1e-9 if dtype == torch.float64 else 1e-4
     assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=tolerance)
     assert record["temperature_log_scale_grad_observed"] == pytest.approx(observed, rel=1e-6)
+
+
+def test_a_negative_log_scale_is_a_scale_below_one():
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]))
+    values = Temperature(scale=-1.0, log_scale=True).compute(view)
+    assert float(values["temperature_scale"]) == pytest.approx(math.exp(-1.0))
+
+
+def _score_run(tmp_path, loss, quantity, scale=1.0, size=6):
+    generator = torch.Generator().manual_seed(5)
+    queries, answers = (torch.nn.functional.normalize(torch.randn(size, 4, generator=generator),
+                        dim=1) for _ in range(2))  # fmt: skip
+    scores = scale * queries @ answers.T
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(loss)
+        loss_fn(scores.requires_grad_(), torch.eye(size, dtype=torch.bool)).backward()
+        record = monitor.step()
+    return record, scores.detach().double().tolist()
+
+
+def test_without_a_scale_the_watched_losses_own_softmax_scale_is_read(tmp_path):
+    # NT-Xent at temperature 0.1 has logits 10 S: not 1 / the Monitor's tau (100)
+    record, scores = _score_run(tmp_path, gradlab.NTXentLoss(0.1, direction="i2t"),
+                                Temperature(every(1)))  # fmt: skip
+    assert record["temperature_scale"] == pytest.approx(10.0)
+    eye = [[i == j for j in range(6)] for i in range(6)]
+    expected = loops.temperature_gradient(scores, eye, 10.0)  # rows, the loss's direction
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_a_loss_that_is_no_softmax_logs_no_closed_form(tmp_path):
+    # SigLIP's sigmoid of each pair, VSE++'s triplet, NT-Xent summed over the queries: the
+    # softmax-expected logit minus the positive one is not their dL/d log s
+    scale = torch.nn.Parameter(torch.tensor(2.0))
+    for index, loss in enumerate((gradlab.SigLIPLoss(), gradlab.MaxViolationTripletLoss(),
+                                  gradlab.NTXentLoss(1.0, reduction="sum"))):  # fmt: skip
+        record, _ = _score_run(tmp_path / str(index), loss,
+                               Temperature(every(1), scale=scale, log_scale=True))
+        assert "temperature_log_scale_grad" not in record, loss
+        assert record["temperature_scale"] == pytest.approx(math.exp(2.0))
+    record, _ = _score_run(tmp_path / "mean", gradlab.NTXentLoss(1.0),
+                           Temperature(every(1), scale=scale, log_scale=True))
+    assert "temperature_log_scale_grad" in record
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_the_clamp_is_hit_as_the_parameters_dtype_holds_its_bound(dtype):
+    # clamp_ at ln 100 leaves a bfloat16 parameter at 4.59375, below ln 100 = 4.605...
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]))
+    parameter = torch.tensor(10.0, dtype=dtype).clamp_(0.0, math.log(100.0))
+    quantity = Temperature(scale=parameter, log_scale=True, clamp=(0.0, math.log(100.0)))
+    assert float(quantity.compute(view)["temperature_clamp_hit"]) == 1.0
+    below = torch.tensor(4.5, dtype=dtype)
+    quantity = Temperature(scale=below, log_scale=True, clamp=(0.0, math.log(100.0)))
+    assert float(quantity.compute(view)["temperature_clamp_hit"]) == 0.0
