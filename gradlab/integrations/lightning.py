@@ -220,8 +220,11 @@ class GradlabCallback(Callback):
         ``<default_root_dir>/gradlab_logs/version_N``, as Lightning numbers its own runs: a
         second run from the same folder is a new run, not a refusal."""
         base = trainer.log_dir  # a collective: every rank calls it
-        folder = Path(base if base is not None else trainer.default_root_dir) / DEFAULT_FOLDER
-        if base is None:
+        # Without a logger Lightning's log_dir is None (fast_dev_run) or its default_root_dir
+        # (logger=False, Lightning 2.x): no folder of this run's own either way.
+        own = base is not None and bool(trainer.loggers)
+        folder = Path(base if own else trainer.default_root_dir) / DEFAULT_FOLDER
+        if not own:
             folder = folder / f"version_{_next_version(folder)}"
         loggers = trainer.loggers
         if trainer.is_global_zero and loggers and not isinstance(

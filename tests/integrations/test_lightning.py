@@ -16,7 +16,7 @@ from lightning.pytorch.loggers import CSVLogger
 import gradlab
 from gradlab import GradlabError
 from gradlab.functional import in_batch_layout, operating_region_proportion
-from gradlab.integrations.lightning import GradlabCallback
+from gradlab.integrations.lightning import DEFAULT_FOLDER, GradlabCallback
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
 from tests.helpers.lightning_module import (
@@ -89,6 +89,21 @@ def test_a_second_fit_into_the_same_log_dir_is_refused(tmp_path):
     headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2, 0, 1, 2]
     assert headers[1]["resumed"]["from_step"] == 0
+
+
+def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
+    # Lightning's log_dir is its default_root_dir without a logger (not None): each fit still
+    # gets the next version, as Lightning numbers its own runs, instead of a refusal
+    for options in ({"logger": False}, {"logger": False}, {"fast_dev_run": 2}):
+        callback = GradlabCallback(preset="cheap", every=1)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        quiet_trainer(max_steps=2, callbacks=[callback], default_root_dir=tmp_path,
+                      **options).fit(module, loader(2))  # fmt: skip
+    root = tmp_path / DEFAULT_FOLDER
+    assert sorted(path.name for path in root.iterdir()) == ["version_0", "version_1", "version_2"]
+    for version in range(3):
+        _, records = read_jsonl(root / f"version_{version}" / "metrics.jsonl")
+        assert [r["step"] for r in records] == [0, 1]
 
 
 def _free_port() -> int:

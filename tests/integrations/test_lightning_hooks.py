@@ -233,10 +233,13 @@ def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):
         finally:
             callback.on_exception(trainer, None, RuntimeError())
 
-    assert folder(log_dir=tmp_path / "logs") == tmp_path / "logs" / DEFAULT_FOLDER
-    # no logger (logger=False, fast_dev_run): the next free version under the root folder
+    csv = [CSVLogger(tmp_path / "csv")]
+    assert folder(log_dir=tmp_path / "logs", loggers=csv) == tmp_path / "logs" / DEFAULT_FOLDER
+    # no logger (fast_dev_run: no log_dir; logger=False: the root folder as log_dir): the
+    # next free version under the root folder
     root = tmp_path / "root" / DEFAULT_FOLDER
     assert folder() == root / "version_0"
+    assert folder(log_dir=tmp_path / "root") == root / "version_1"  # the last call made 0
     for taken in ("version_0", "version_3", "version_x", "notes"):
         (root / taken).mkdir(parents=True, exist_ok=True)
     (root / "version_9").write_text("a file, not a run")
