@@ -77,6 +77,9 @@ MARKER_SIZE = 3
 """Markers of one run (on every point)."""
 RUN_MARKER_SIZE = 5
 """Markers of several runs (on about :data:`MARKS` points each)."""
+NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "markersize": 6,
+                    "markeredgewidth": 1.5, "label": "NaN or infinite at this step"}  # fmt: skip
+"""The crosses on the step axis at the steps where a drawn key was NaN or infinite."""
 
 
 def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
@@ -317,7 +320,7 @@ def plot_runs(
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
         draw_family(axis, family, keys, runs, plots=plots)
-        handles = _legend(keys, runs, names)
+        handles = _legend(keys, runs, names) + _not_finite_handles(axis)
         fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
             axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE),
             FAMILY_LEGEND_COLUMNS)  # fmt: skip
@@ -375,22 +378,30 @@ def draw_family(
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
+    broken: set[int] = set()  # steps with a NaN or infinite value
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
-            points = [(r["step"], r[key]) for r in records if key in r and _finite(r[key])]
-            if points:
+            points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
+            broken.update(step for step, value in points if not math.isfinite(value))
+            if any(math.isfinite(value) for _, value in points):
                 style = _line_style(run_index, key_index, several, len(points), len(runs))
-                axis.plot(*zip(*points, strict=True), **{"linewidth": LINE_WIDTH, **style})
+                # a value that is not finite leaves a gap: a line across it would hide it
+                values = [value if math.isfinite(value) else math.nan for _, value in points]
+                axis.plot([step for step, _ in points], values,
+                          **{"linewidth": LINE_WIDTH, **style})  # fmt: skip
     axis.set_xlabel("optimizer step")
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
-    values = [v for line in axis.get_lines() for v in line.get_ydata()]
+    values = [v for line in axis.get_lines() for v in line.get_ydata() if math.isfinite(v)]
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
     elif spans_decades(values):
         axis.set_yscale("log")
+    if broken:  # a cross on the step axis at each step with a value that is not finite
+        axis.plot(sorted(broken), [0.0] * len(broken), **NOT_FINITE_STYLE,
+                  transform=axis.get_xaxis_transform(), clip_on=False)  # fmt: skip
 
 
 def spans_decades(values, decades: float = 3) -> bool:
@@ -496,9 +507,12 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
                                 squeeze=False)  # fmt: skip
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
         draw_family(axis, family, keys, runs, wrap=45, plots=plots)
-        if len(keys) > 1 or len(runs) == 1:
-            labels = {key: label for key, label in plots[family].series}
-            axis.legend(handles=_key_handles(keys, len(runs) > 1, labels),
+        labels = {key: label for key, label in plots[family].series}
+        keyed = len(keys) > 1 or len(runs) == 1  # else the runs' legend names the one key
+        handles = (_key_handles(keys, len(runs) > 1, labels) if keyed else []) + (
+            _not_finite_handles(axis))  # fmt: skip
+        if handles:
+            axis.legend(handles=handles,
                         fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                         frameon=False)  # fmt: skip
     for axis in list(axes.flat)[len(present) :]:
@@ -541,4 +555,17 @@ def default_out(paths: list[Path]) -> Path:
 
 
 def _finite(value: object) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return _number(value) and math.isfinite(value)
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _not_finite_handles(axis) -> list[Line2D]:
+    """The legend entry of the crosses :func:`draw_family` put at steps with a value that is
+    not finite, when ``axis`` has them."""
+    label = NOT_FINITE_STYLE["label"]
+    if any(line.get_label() == label for line in axis.get_lines()):
+        return [Line2D([], [], **NOT_FINITE_STYLE)]
+    return []

@@ -276,12 +276,26 @@ def test_several_runs_get_a_colour_each_and_keys_a_line_style_each(tmp_path, mon
     _close(figures)
 
 
-def test_each_line_is_its_runs_finite_values_of_its_key(tmp_path, monkeypatch):
+def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_finite(
+    tmp_path, monkeypatch
+):
+    # a divergence must show: a line across the NaN steps would look like steps not logged
     a = _run(tmp_path / "a", loss=[0.9, "NaN", 0.5, "Infinity"], p_seed=[None, 0.5, 0.25, None])
     b = _run(tmp_path / "b", loss=[0.8, 0.6, None, 0.2], p_seed=[None] * 4)
     figures, _ = _drawn(monkeypatch, [a, b], tmp_path / "figs")
-    assert _lines(figures["loss"].axes[0]) == [([0, 2], [0.9, 0.5]), ([0, 1, 3], [0.8, 0.6, 0.2])]
+    axis = figures["loss"].axes[0]
+    first, second, crosses = _lines(axis)
+    assert first[0] == [0, 1, 2, 3] and first[1][0::2] == [0.9, 0.5]
+    assert all(math.isnan(value) for value in first[1][1::2])  # gaps at steps 1 and 3
+    assert second == ([0, 1, 3], [0.8, 0.6, 0.2])
+    assert crosses == ([1, 3], [0.0, 0.0])  # on the step axis, in the axes' height
+    labels = [text.get_text() for text in axis.get_legend().get_texts()]
+    assert labels[-1] == "NaN or infinite at this step"
     assert _lines(figures["operating_region"].axes[0]) == [([1, 2], [0.5, 0.25])]
+    assert figures["operating_region"].axes[0].get_legend().get_texts()[-1].get_text() != (
+        labels[-1])  # only where a drawn key was not finite
+    overview = figures["overview"].axes[0]
+    assert overview.get_legend().get_texts()[-1].get_text() == labels[-1]
     _close(figures)
 
 
