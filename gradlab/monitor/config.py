@@ -7,6 +7,7 @@ value is refused where it is given, not inside ``Trainer.fit``) and opens its Mo
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 from collections.abc import Sequence
@@ -104,7 +105,8 @@ class MonitorConfig:
 
     def make_quantities(self) -> list[Quantity]:
         """The Monitor's quantities: the preset's (on :attr:`every` or the default schedule),
-        or the explicit ones, their schedules replaced by :attr:`every` when it is set.
+        or the explicit ones; when :attr:`every` is set, copies of them on that schedule (the
+        objects passed keep their own).
 
         Example:
             >>> [q.name for q in MonitorConfig(preset="cheap").make_quantities()][:2]
@@ -113,9 +115,12 @@ class MonitorConfig:
         if self.quantities is None:
             schedule = self.every or default_schedule()
             return [cls(schedule) for cls in PRESETS[self.preset]]
-        for quantity in self.quantities if self.every is not None else ():
+        if self.every is None:
+            return list(self.quantities)
+        copies = [copy.copy(quantity) for quantity in self.quantities]  # the caller's unchanged
+        for quantity in copies:
             quantity.schedule = self.every
-        return list(self.quantities)
+        return copies
 
     def make_sinks(self) -> list[Sink]:
         """The Monitor's sinks: the instances given, and a new sink for each name.

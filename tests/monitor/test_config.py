@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gradlab import GradlabError
-from gradlab.monitor import Loss, Monitor, MonitorConfig, read_jsonl
+from gradlab.monitor import Loss, Monitor, MonitorConfig, every, read_jsonl
 from tests.helpers.monitor_options import BAD_OPTIONS
 from tests.helpers.training import train
 
@@ -69,3 +69,14 @@ def test_the_callback_takes_a_config_or_keywords_not_both(tmp_path):
         GradlabCallback(options=options, tau=0.1)
     with pytest.raises(GradlabError, match="options must be a MonitorConfig"):
         GradlabCallback(options={"tau": 0.1})
+
+
+def test_every_schedules_copies_and_leaves_the_callers_quantities_as_they_were(tmp_path):
+    quantity = Loss(every(5))
+    first = Monitor(tmp_path / "a", quantities=[quantity], every=1)
+    assert [q.should_compute(3) for q in first.quantities] == [True]  # every step here
+    assert quantity.should_compute(3) is False  # the caller's object: still every 5 steps
+    second = Monitor(tmp_path / "b", quantities=[quantity])  # no every: its own schedule
+    assert [q.should_compute(3) for q in second.quantities] == [False]
+    first.close()
+    second.close()
