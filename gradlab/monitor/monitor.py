@@ -589,10 +589,10 @@ class Monitor:
         """
         self._close(log_last_step, stacklevel=3)
 
-    def _close(self, log_last_step: bool, stacklevel: int) -> None:
+    def _close(self, log_last_step: bool, stacklevel: int, raised: bool = False) -> None:
         if self._closed:
             return
-        if self.calls and not self._stepped:
+        if self.calls and not self._stepped and not raised:  # an error says what went wrong
             warnings.warn(
                 f"gradlab.Monitor: {self.calls} watched call(s) but monitor.step() was never "
                 f"called, so nothing was logged in {str(self.log_dir)!r}; call monitor.step() "
@@ -653,4 +653,4 @@ class Monitor:
         return self
 
     def __exit__(self, exc_type, *exc_info) -> None:
-        self._close(log_last_step=exc_type is None, stacklevel=3)
+        self._close(log_last_step=exc_type is None, stacklevel=3, raised=exc_type is not None)

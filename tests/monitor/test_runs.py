@@ -183,6 +183,12 @@ def test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped(t
     (warning,) = [w for w in caught if "monitor.step() was never called" in str(w.message)]
     assert warning.filename == __file__
 
+    with warnings.catch_warnings(record=True) as caught:  # left by an error: the error says it
+        warnings.simplefilter("always")
+        with pytest.raises(GradlabError), Monitor(tmp_path / "c", preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(embeddings, torch.arange(7) % 2)
+    assert not [w for w in caught if "monitor.step() was never called" in str(w.message)]
+
 
 def test_close_is_quiet_when_steps_were_taken_or_nothing_was_watched(tmp_path):
     with warnings.catch_warnings():
