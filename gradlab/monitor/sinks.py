@@ -40,21 +40,37 @@ from gradlab.extras import install_hint, is_installed
 
 
 def encode_value(value: object) -> object:
-    """JSON has no NaN or infinity: write them as the strings ``"NaN"``, ``"Infinity"``.
+    """JSON has no NaN or infinity: write them as the strings ``"NaN"``, ``"Infinity"``, in
+    lists and dicts too (a header's ``config``).
 
     Example:
         >>> [encode_value(v) for v in (1.5, float("nan"), float("-inf"))]
         [1.5, 'NaN', '-Infinity']
+        >>> encode_value({"lr": float("inf"), "betas": [0.9, float("nan")]})
+        {'lr': 'Infinity', 'betas': [0.9, 'NaN']}
     """
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if isinstance(value, dict):
+        return {key: encode_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode_value(item) for item in value]
     return value
 
 
 def decode_value(value: object) -> object:
-    """Inverse of :func:`encode_value`."""
+    """Inverse of :func:`encode_value`.
+
+    Example:
+        >>> decode_value({"lr": "Infinity", "betas": [0.9, "NaN"]})
+        {'lr': inf, 'betas': [0.9, nan]}
+    """
     if value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
+    if isinstance(value, dict):
+        return {key: decode_value(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [decode_value(item) for item in value]
     return value
 
 
@@ -189,8 +205,7 @@ class JSONLSink(Sink):
 
 
 def _json_line(record: dict) -> bytes:
-    encoded = {key: encode_value(value) for key, value in record.items()}
-    return (json.dumps(encoded) + "\n").encode("utf-8")
+    return (json.dumps(encode_value(record), allow_nan=False) + "\n").encode("utf-8")
 
 
 def _open_append(path: Path):
@@ -611,7 +626,7 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
     headers, records = [], []
     for record in _json_objects(path, strict):
         if "header" in record:
-            headers.append(record["header"])
+            headers.append(decode_value(record["header"]))
         else:
             records.append({key: decode_value(value) for key, value in record.items()})
     return headers, records
@@ -636,7 +651,7 @@ def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict,
     segments: list[tuple[dict, list[dict]]] = []
     for record in _json_objects(path, strict):
         if "header" in record:
-            segments.append((record["header"], []))
+            segments.append((decode_value(record["header"]), []))
         else:
             if not segments:
                 segments.append(({}, []))

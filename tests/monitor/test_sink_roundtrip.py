@@ -191,3 +191,20 @@ def test_a_cut_short_jsonl_line_warning_names_the_line_that_read_the_log(tmp_pat
     monkeypatch.setattr(warnings, "warn", record)
     _, records = read_jsonl(path)
     assert [r["step"] for r in records] == [0] and named == [__file__]
+
+
+def test_a_header_with_nan_in_its_config_is_strict_json_and_reads_back(tmp_path):
+    # jq and JavaScript refuse bare NaN: the header's nested values are encoded as records are
+    config = {"lr": math.nan, "schedule": {"warmup": math.inf}, "betas": [0.9, -math.inf]}
+    with Monitor(tmp_path, preset="cheap", every=1, config=config) as monitor:
+        train(monitor, steps=1)
+
+    def refuse(constant):
+        raise ValueError(f"not strict JSON: {constant}")
+
+    for line in (tmp_path / "metrics.jsonl").read_text().splitlines():
+        json.loads(line, parse_constant=refuse)
+    (header,), _ = read_jsonl(tmp_path / "metrics.jsonl")
+    assert math.isnan(header["config"]["lr"])
+    assert header["config"]["schedule"] == {"warmup": math.inf}
+    assert header["config"]["betas"] == [0.9, -math.inf]
