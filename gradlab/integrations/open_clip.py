@@ -45,6 +45,7 @@ from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
+from gradlab.monitor.quantities import GradientCounts, OperatingRegion, RelaxationGap
 from gradlab.validation import ScoreRecorderSlot
 
 __all__ = ["RecordingClipLoss", "open_clip_adapter"]
@@ -213,6 +214,21 @@ class _LogitsCollector:
         return self.operands
 
 
+_AT_TAU = (OperatingRegion.name, GradientCounts.name, RelaxationGap.name)
+"""The quantities that read SmoothAP's sigmoid at the Monitor's tau on cosine scores."""
+
+
+class _LogitsAdapter(RecordedScoresAdapter):
+    """open_clip's recorded matrices hold logits (``logit_scale`` times the cosine, plus a
+    bias for SigLIP): a sigmoid of width tau on them measures nothing of the loss."""
+
+    def not_applicable(self, name: str) -> str | None:
+        if name in _AT_TAU:
+            return ("reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; open_clip's "
+                    "recorded matrix holds logits (logit_scale x cosine)")  # fmt: skip
+        return None
+
+
 def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:
     """The adapter maker for :class:`RecordingClipLoss` (registered with
     :func:`gradlab.monitor.adapters.register` when this module is imported).
@@ -223,7 +239,7 @@ def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None
     """
     if not isinstance(loss_fn, RecordingClipLoss) or inputs not in (None, "scores"):
         return None
-    return RecordedScoresAdapter(
+    return _LogitsAdapter(
         f"the watched loss {loss_name(loss_fn.loss)}", loss_fn, lambda: _LogitsCollector(loss_fn),
         loss_fn=loss_fn.loss, features=True, hint=": does the call run with gradients enabled?",
     )  # fmt: skip

@@ -17,7 +17,13 @@ import torch.multiprocessing as mp
 import gradlab
 from gradlab import GradlabError
 from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
-from gradlab.monitor import Temperature, every
+from gradlab.monitor import (
+    OperatingRegion,
+    RelaxationGap,
+    Temperature,
+    WeightedGradientCounts,
+    every,
+)
 from gradlab.monitor.anatomy import anatomy_values
 from tests.helpers.open_clip_losses import (
     StandInClipLoss,
@@ -285,3 +291,22 @@ def test_temperature_reads_the_calls_scale_and_the_sigmoid_loss_has_no_closed_fo
     # SigLipLoss scores each pair with a sigmoid: no softmax closed form
     assert records["siglip"]["temperature_scale"] == pytest.approx(20.0, rel=1e-6)
     assert "temperature_log_scale_grad" not in records["siglip"]
+
+
+@pytest.mark.parametrize("preset", ["default", "full"])
+def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, preset):
+    # a sigmoid of width tau on logit_scale x cosine measures nothing of CLIP's loss
+    clip_loss, _ = loss_classes("stand-in")
+    images, texts = features(1, 6, seed=6)
+    images.requires_grad_()
+    with gradlab.Monitor(tmp_path, preset=preset, every=1) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
+        loss_fn(images, texts, torch.tensor(20.0)).backward()
+        record = monitor.step()
+        reasons = dict(monitor.not_logged)
+    for name in ("operating_region", "gradient_counts", "relaxation_gap"):
+        if preset == "default" and name == "relaxation_gap":
+            continue  # not in the default preset
+        assert "open_clip's recorded matrix holds logits" in reasons[name], name
+    at_tau = {*OperatingRegion.keys, *WeightedGradientCounts.keys, *RelaxationGap.keys}
+    assert not at_tau & set(record) and "margin_mean" in record
