@@ -28,12 +28,15 @@ What it does:
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from gradlab.errors import GradlabError
+import torch
+
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
@@ -94,7 +97,10 @@ class _WatchedLoss:
     def __call__(self, *args, **kwargs):
         monitor, trainer = self.callback.monitor, self.callback._trainer
         if monitor is None or trainer is None or not trainer.training:
-            return self.loss_fn(*args, **kwargs)
+            loss = self.loss_fn(*args, **kwargs)
+            if trainer is None and isinstance(loss, torch.Tensor) and loss.requires_grad:
+                self.callback.warn_unattached()
+            return loss
         if self._inner is None or self._inner[0] is not monitor:
             self._inner = (monitor, monitor.watch(self.loss_fn))
         return self._inner[1](*args, **kwargs)
@@ -159,6 +165,7 @@ class GradlabCallback(Callback):
         self.options = options
         self.monitor: Monitor | None = None
         self._trainer = None
+        self._warned_unattached = False
 
     def watch(self, loss_fn: Callable) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
@@ -171,6 +178,20 @@ class GradlabCallback(Callback):
         return watched_like(loss_fn, _WatchedLoss(self, loss_fn))
 
     # --- Lightning hooks -------------------------------------------------------------------------
+
+    def warn_unattached(self) -> None:
+        """Warn, once, that a loss this callback watches computes a gradient while no Trainer
+        has set the callback up: nothing is logged (a callback left out of ``callbacks``)."""
+        if self._warned_unattached:
+            return
+        self._warned_unattached = True
+        warnings.warn(
+            "gradlab: a loss watched by this GradlabCallback computed a gradient, but no Trainer "
+            "has set the callback up, so nothing is logged; if this is training, pass the "
+            "callback to the Trainer: Trainer(callbacks=[callback])",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     def setup(self, trainer, pl_module, stage: str) -> None:
         if stage != "fit":

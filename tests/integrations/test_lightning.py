@@ -4,6 +4,7 @@ import csv
 import importlib
 import socket
 import sys
+import warnings
 
 import pytest
 import torch
@@ -104,6 +105,20 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
     for version in range(3):
         _, records = read_jsonl(root / f"version_{version}" / "metrics.jsonl")
         assert [r["step"] for r in records] == [0, 1]
+
+
+def test_a_callback_left_out_of_the_trainer_says_so_once(tmp_path):
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    with torch.no_grad():  # a loss computed without a gradient (evaluation): no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            module.loss_fn(torch.randn(8, 4), torch.arange(8) % 2)
+    with pytest.warns(RuntimeWarning, match=r"no Trainer has set the callback up") as caught:
+        quiet_trainer(max_steps=3, logger=False).fit(module, loader(3))  # callbacks forgotten
+    (warning,) = [w for w in caught if "GradlabCallback" in str(w.message)]
+    assert warning.filename.endswith("lightning_module.py")  # the training_step's line
+    assert not (tmp_path / "run").exists()
 
 
 def _free_port() -> int:
