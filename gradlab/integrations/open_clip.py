@@ -46,7 +46,12 @@ from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.quantities import GradientCounts, OperatingRegion, RelaxationGap
-from gradlab.validation import ScoreRecorderSlot
+from gradlab.validation import (
+    ScoreRecorderSlot,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 __all__ = ["RecordingClipLoss", "open_clip_adapter"]
 
@@ -111,7 +116,13 @@ class RecordingClipLoss(ScoreRecorderSlot, torch.nn.Module):
         logit_bias: torch.Tensor | None = None,
         output_dict: bool = False,
     ):
-        """The wrapped loss's value (a tensor, or a dict with ``output_dict=True``)."""
+        """The wrapped loss's value (a tensor, or a dict with ``output_dict=True``).
+
+        Raises:
+            GradlabError: features that are not ``[B, d]`` float tensors of one shape, dtype
+                and device, or a ``logit_scale`` / ``logit_bias`` of more than one value.
+        """
+        _check_call(image_features, text_features, logit_scale, logit_bias)
         recorder = self.score_recorder
         if recorder is None:
             return self._call(image_features, text_features, logit_scale, logit_bias,
@@ -212,6 +223,21 @@ class _LogitsCollector:
         """This process's image and text features: the first capture's rows and columns in
         one process (gathered logits have more: then the adapter leaves them out)."""
         return self.operands
+
+
+def _check_call(image_features, text_features, logit_scale, logit_bias) -> None:
+    """What open_clip's losses need of a call, checked before they fail deep inside."""
+    check_tensor("image_features", image_features, ndims=(2,), kind="float")
+    check_tensor("text_features", text_features, ndims=(2,), kind="float")
+    check_shape("text_features", text_features, tuple(image_features.shape),
+                "one text per image, of the images' width")  # fmt: skip
+    if text_features.dtype != image_features.dtype:
+        raise GradlabError(f"image_features and text_features must have one dtype; got "
+                           f"{image_features.dtype} and {text_features.dtype}")  # fmt: skip
+    check_same_device(image_features=image_features, text_features=text_features)
+    for name, value in (("logit_scale", logit_scale), ("logit_bias", logit_bias)):
+        if isinstance(value, torch.Tensor) and value.numel() != 1:
+            raise GradlabError(f"{name} must hold one value; got shape {tuple(value.shape)}")
 
 
 _AT_TAU = (OperatingRegion.name, GradientCounts.name, RelaxationGap.name)

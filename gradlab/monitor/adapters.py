@@ -22,6 +22,7 @@ Monitor.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -481,11 +482,31 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
         )
     if inputs is not None and inputs not in INPUTS:
         raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")
+    _refuse_bare_logits_loss(loss_fn)
     for maker in ADAPTERS:
         adapter = maker(loss_fn, inputs)
         if adapter is not None:
             return adapter
     raise GradlabError(f"no loss adapter recognises {loss_name(loss_fn)}")  # pragma: no cover
+
+
+def _refuse_bare_logits_loss(loss_fn: object) -> None:
+    """A loss that makes its logits itself from features and a ``logit_scale`` (open_clip's
+    ``ClipLoss`` and ``SigLipLoss``) cannot be read from its arguments: name its wrapper."""
+    forward = getattr(loss_fn, "forward", None)
+    if not callable(getattr(loss_fn, "get_logits", None)) or not callable(forward):
+        return
+    try:
+        parameters = inspect.signature(forward).parameters
+    except (TypeError, ValueError):
+        return
+    if "logit_scale" in parameters and not hasattr(loss_fn, "score_recorder"):
+        name = type(loss_fn).__name__
+        raise GradlabError(
+            f"loss_fn {name} makes its logits itself from the features and logit_scale, which "
+            f"the Monitor cannot read from its arguments; watch it wrapped: "
+            f"monitor.watch(gradlab.integrations.open_clip.RecordingClipLoss({name}(...)))"
+        )
 
 
 ATTACH_ADAPTER = LossAdapter(

@@ -310,3 +310,33 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
         assert "open_clip's recorded matrix holds logits" in reasons[name], name
     at_tau = {*OperatingRegion.keys, *WeightedGradientCounts.keys, *RelaxationGap.keys}
     assert not at_tau & set(record) and "margin_mean" in record
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda i, t: (i[:5], t), r"text_features must have shape \(5, 8\) \(one text per image"),
+    (lambda i, t: (i, t[:, :4]), r"text_features must have shape \(6, 8\)"),
+    (lambda i, t: (i[0], t), "image_features must be 2-D"),
+    (lambda i, t: (i, t.long()), "text_features must have a floating dtype; got torch.int64"),
+    (lambda i, t: (i, t.half()), "image_features and text_features must have one dtype"),
+    (lambda i, t: (i, t, torch.ones(2)), r"logit_scale must hold one value; got shape \(2,\)"),
+    (lambda i, t: (i, t, torch.tensor(10.0), torch.ones(3)), "logit_bias must hold one value"),
+])  # fmt: skip
+def test_a_bad_call_is_one_error_naming_the_argument(call, message):
+    clip_loss, _ = loss_classes("stand-in")
+    images, texts = features(1, 6)
+    arguments = call(images, texts)
+    if len(arguments) == 2:
+        arguments = (*arguments, torch.tensor(10.0))
+    with pytest.raises(GradlabError, match=message):
+        RecordingClipLoss(clip_loss())(*arguments)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_watching_the_bare_loss_names_its_wrapper(tmp_path, source):
+    clip_loss, siglip_loss = loss_classes(source)
+    with gradlab.Monitor(tmp_path, every=1) as monitor:
+        for loss in (clip_loss(), siglip_loss()):
+            with pytest.raises(GradlabError, match=r"watch it wrapped: monitor.watch\("
+                               r"gradlab.integrations.open_clip.RecordingClipLoss\("):
+                monitor.watch(loss)
+        monitor.watch(RecordingClipLoss(clip_loss()))  # the wrapper is watched
