@@ -195,7 +195,9 @@ class BatchView:
     [C, d])``, when the integration that recorded it saw them (the matrix may be logits, a
     scale times their cosine)."""
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
-    degenerate_batches: int | None = None  # batches without positives so far (watched loss)
+    degenerate_batches: int | torch.Tensor | None = None
+    """Batches without ranking signal so far, the watched loss's count (under
+    torch.distributed, every rank's summed: a 0-d tensor)."""
     score_captures: list[ScoreCapture] = field(default_factory=list)  # anatomy (dL/dS)
     ties_by_column: bool = True
     """Whether the step's sort keeps tied scores in column order (a stable sort, which the

@@ -203,7 +203,8 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
     """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
     batch itself when no process group is initialized. A batch read on a score matrix
     (``on_scores``) or on queries and candidates is not gathered: its statistics are this
-    rank's own matrix, its loss the ranks' mean.
+    rank's own matrix, its loss the ranks' mean. The watched losses' degenerate-batch counts
+    are summed over the ranks.
 
     ``rows``: every rank's number of rows, from :func:`agree_on_step` (saves one exchange per
     tensor); ``None``: exchanged per tensor.
@@ -220,8 +221,7 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         # rank's rows score the candidates that rank saw (its own, or every rank's when the
         # features are gathered), its positives placed for them. The statistics read this
         # rank's own matrix.
-        if batch.loss is not None:
-            batch.loss = _mean_over_ranks(batch.loss)
+        batch.loss, batch.degenerate_batches = _over_ranks(batch)
         return batch
     gathered = BatchView(
         embeddings=all_gather_rows(batch.embeddings, rows),
@@ -231,21 +231,32 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         tau=batch.tau,
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,
-        degenerate_batches=batch.degenerate_batches,
         on_scores=batch.on_scores,  # an integration's features are this rank's: not gathered
         score_direction=batch.score_direction,
+        softmax=batch.softmax,
     )
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)
     gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
     gathered.local = batch  # what this rank's call saw (gradient agreement)
-    if batch.loss is not None:
-        gathered.loss = _mean_over_ranks(batch.loss)
+    gathered.loss, gathered.degenerate_batches = _over_ranks(batch)
     return gathered
 
 
-def _mean_over_ranks(loss: torch.Tensor) -> torch.Tensor:
-    """The mean of every rank's ``loss``, in float64."""
-    total = loss.clone().to(torch.float64)
-    torch.distributed.all_reduce(total)
-    return total / torch.distributed.get_world_size()
+def _over_ranks(batch: BatchView) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``(loss, degenerate_batches)`` over every rank, in one all-reduce: the mean of the ranks'
+    losses and the sum of their watched losses' degenerate-batch counts (a sampler bug on any
+    rank shows), each None when the batch has none. 0-d float64 tensors on the device."""
+    device = batch.embeddings.device
+    parts = []
+    if batch.loss is not None:
+        parts.append(batch.loss.detach().reshape(()).to(device=device, dtype=torch.float64))
+    count = batch.degenerate_batches
+    if count is not None:
+        parts.append(torch.as_tensor(count, dtype=torch.float64).to(device).reshape(()))
+    if not parts:
+        return None, None
+    totals = torch.stack(parts)
+    torch.distributed.all_reduce(totals)
+    loss = totals[0] / torch.distributed.get_world_size() if batch.loss is not None else None
+    return loss, (totals[-1] if count is not None else None)

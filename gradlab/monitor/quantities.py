@@ -445,9 +445,12 @@ class DegenerateBatches(Quantity):
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}
         device = batch.embeddings.device
-        if batch.degenerate_batches is not None:
+        count = batch.degenerate_batches
+        if isinstance(count, torch.Tensor):  # summed over the ranks, on the device
+            values["degenerate_batches"] = count.to(device=device, dtype=torch.float64)
+        elif count is not None:
             values["degenerate_batches"] = torch.full(  # a kernel argument, not a copy
-                (), float(batch.degenerate_batches), dtype=torch.float64, device=device
+                (), float(count), dtype=torch.float64, device=device
             )
         if batch.labels is not None and "layout" in batch.__dict__:  # its mask, no new one
             positives = _row_counts(batch.layout.positives)  # the query left out

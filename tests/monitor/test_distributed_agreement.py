@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gradlab.monitor import DegenerateBatches
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.distributed import (
     agree_on_step,
@@ -26,6 +27,7 @@ class _SecondRank:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, peer) -> None:
         self.peer = peer
         self.offered: list[torch.Tensor] = []
+        self.reductions = 0
         monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
         monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
         monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
@@ -39,6 +41,7 @@ class _SecondRank:
         out[1].copy_(self.peer(tensor))
 
     def all_reduce(self, tensor: torch.Tensor, *a, **k) -> None:
+        self.reductions += 1
         tensor.add_(self.peer(tensor))
 
 
@@ -229,6 +232,28 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
     assert gathered.loss.dtype == torch.float64
     assert gathered.loss.item() == (0.25 + 10.25) / 2
     assert gathered.candidates is None and gathered.local is batch
+
+
+@pytest.mark.parametrize("cross_modal", [False, True])
+def test_the_degenerate_count_is_every_ranks_in_the_loss_s_one_reduction(
+    one_rank_group, monkeypatch, cross_modal
+):
+    # rank 1's sampler gave it 5 degenerate batches where rank 0 saw 2: the log says 7
+    def peer(tensor):  # rank 1's loss 1.5 and count 5; its rows are rank 0's plus 10
+        if tensor.shape == (2,) and tensor.dtype == torch.float64:
+            return torch.tensor([1.5, 5.0], dtype=torch.float64)
+        return tensor + 10
+
+    second = _SecondRank(monkeypatch, peer)
+    extra = ({"candidates": torch.ones(4, 2), "positives": torch.zeros(3, 4, dtype=torch.bool)}
+             if cross_modal else {"labels": torch.tensor([0, 1, 1])})  # fmt: skip
+    batch = _batch(loss=torch.tensor(0.5), degenerate_batches=2, **extra)
+    gathered = gather_batch(batch, rows=(3, 3))
+    assert gathered.loss.item() == (0.5 + 1.5) / 2 and gathered.degenerate_batches.item() == 7.0
+    values = DegenerateBatches().compute(gathered)
+    assert values["degenerate_batches"].dtype == torch.float64
+    assert values["degenerate_batches"].item() == 7.0
+    assert second.reductions == 1  # one all-reduce carries both
 
 
 def test_queries_against_candidates_are_not_gathered(one_rank_group, monkeypatch):
