@@ -217,6 +217,11 @@ class _LogitsCollector:
             return SoftmaxLogits(self.scale, "both", not_info_nce=(
                 "SigLipLoss scores each pair with a sigmoid (Zhai et al. 2023), not a softmax "
                 "over the query's candidates"))  # fmt: skip
+        world = int(getattr(self.wrapper.loss, "world_size", 1) or 1)
+        if world > 1 and "t2i" in self.stitches:  # local_loss: two matrices, not transposes
+            return SoftmaxLogits(self.scale, "both", not_info_nce=(
+                "with local_loss on several processes the text queries score another matrix "
+                "than the image queries; the closed form reads one matrix"))  # fmt: skip
         return SoftmaxLogits(self.scale, "both", terms=1)
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
