@@ -79,8 +79,11 @@ class Geometry(Quantity):
         Plot("geometry_collapse", "Collapse: effective rank / min(N - 1, d) and "
              "std of normalised embeddings x sqrt(d) (1: spread, 0: collapsed)", "share", (
                  ("geometry_effective_rank_share", "effective rank / min(N - 1, d)"),
-                 ("geometry_std", "std x sqrt(d)"),
-                 ("geometry_modality_gap", "modality gap |centroid difference|")),
+                 ("geometry_std", "std x sqrt(d)")),
+             zero_based=True),
+        Plot("geometry_modality_gap", "Modality gap: distance between the centroids of the "
+             "normalised queries and candidates (Liang et al. 2022)", "distance", (
+                 ("geometry_modality_gap", "modality gap |centroid difference|"),),
              zero_based=True),
     )  # fmt: skip
 

@@ -863,3 +863,14 @@ def test_legends_keep_as_many_columns_as_fit(tmp_path, monkeypatch, name, overvi
         figure.canvas.draw()
     assert [_legend_columns(legend) for legend in _legends(figures)] == [overview, family]
     _close(figures)
+
+
+def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, monkeypatch):
+    # the gap lies in [0, 2]: on the collapse panel's "share" axis (1: spread) it misread
+    run = _run(tmp_path / "clip", geometry_effective_rank_share=[0.6, 0.7, 0.8, 0.9],
+               geometry_modality_gap=[1.2, 1.0, 0.8, 0.7])  # fmt: skip
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    gap, collapse = figures["geometry_modality_gap"].axes[0], figures["geometry_collapse"].axes[0]
+    assert gap.get_ylabel() == "distance" and _lines(gap)[0][1] == [1.2, 1.0, 0.8, 0.7]
+    assert collapse.get_ylabel() == "share" and len(_lines(collapse)) == 1
+    _close(figures)
