@@ -289,6 +289,12 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     assert all(math.isnan(value) for value in first[1][1::2])  # gaps at steps 1 and 3
     assert second == ([0, 1, 3], [0.8, 0.6, 0.2])
     assert crosses == ([1, 3], [0.0, 0.0])  # on the step axis, in the axes' height
+    figures["loss"].canvas.draw()
+    cross = axis.get_lines()[-1]
+    bottom = axis.get_window_extent().y0  # the frame's lower edge, whatever the data's range
+    shown = cross.get_transform().transform([(step, 0.0) for step in crosses[0]])
+    assert shown[:, 1] == pytest.approx([bottom, bottom])
+    assert cross.get_clip_on() is False  # on the edge: the frame does not cut it in half
     labels = [text.get_text() for text in axis.get_legend().get_texts()]
     assert labels[-1] == "NaN or infinite at this step"
     assert _lines(figures["operating_region"].axes[0]) == [([1, 2], [0.5, 0.25])]
