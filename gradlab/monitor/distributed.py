@@ -223,17 +223,13 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         # rank's own matrix.
         batch.loss, batch.degenerate_batches = _over_ranks(batch)
         return batch
-    gathered = BatchView(
-        embeddings=all_gather_rows(batch.embeddings, rows),
+    gathered = BatchView(  # rows of embeddings and their labels (a positive mask goes with
+        embeddings=all_gather_rows(batch.embeddings, rows),  # candidates: not gathered)
         labels=None if batch.labels is None else all_gather_rows(batch.labels, rows),
-        candidates=batch.candidates,
-        positives=batch.positives,
         tau=batch.tau,
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,
-        on_scores=batch.on_scores,  # an integration's features are this rank's: not gathered
         score_direction=batch.score_direction,
-        softmax=batch.softmax,
     )
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)
@@ -247,13 +243,13 @@ def _over_ranks(batch: BatchView) -> tuple[torch.Tensor | None, torch.Tensor | N
     """``(loss, degenerate_batches)`` over every rank, in one all-reduce: the mean of the ranks'
     losses and the sum of their watched losses' degenerate-batch counts (a sampler bug on any
     rank shows), each None when the batch has none. 0-d float64 tensors on the device."""
-    device = batch.embeddings.device
     parts = []
-    if batch.loss is not None:
-        parts.append(batch.loss.detach().reshape(()).to(device=device, dtype=torch.float64))
+    if batch.loss is not None:  # the loss lives where the embeddings do
+        parts.append(batch.loss.detach().reshape(()).to(torch.float64))
     count = batch.degenerate_batches
-    if count is not None:
-        parts.append(torch.as_tensor(count, dtype=torch.float64).to(device).reshape(()))
+    if count is not None:  # a kernel argument, not a copy to the device
+        parts.append(torch.full((), float(count), dtype=torch.float64,
+                                device=batch.embeddings.device))  # fmt: skip
     if not parts:
         return None, None
     totals = torch.stack(parts)

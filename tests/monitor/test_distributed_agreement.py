@@ -256,6 +256,28 @@ def test_the_degenerate_count_is_every_ranks_in_the_loss_s_one_reduction(
     assert second.reductions == 1  # one all-reduce carries both
 
 
+@pytest.mark.parametrize(("loss", "count"), [(torch.tensor(0.5), None), (None, 2)])
+def test_a_loss_or_a_count_alone_is_reduced_alone(one_rank_group, monkeypatch, loss, count):
+    _SecondRank(monkeypatch, lambda t: t + 1)  # rank 1's value is rank 0's plus 1
+    gathered = gather_batch(_batch(loss=loss, degenerate_batches=count,
+                                   labels=torch.tensor([0, 1, 1])), rows=(3, 3))  # fmt: skip
+    if loss is None:
+        assert gathered.loss is None and gathered.degenerate_batches.item() == 2 + 3
+    else:
+        assert gathered.loss.item() == (0.5 + 1.5) / 2 and gathered.degenerate_batches is None
+
+
+def test_the_count_is_reduced_on_the_embeddings_device(one_rank_group, monkeypatch):
+    # meta: a device that is not the host's, as a GPU is (its values are not read)
+    _SecondRank(monkeypatch, lambda t: t)
+    batch = BatchView(embeddings=torch.zeros(3, 2, device="meta"), loss=torch.zeros((),
+                      device="meta"), degenerate_batches=2, candidates=torch.zeros(
+                      4, 2, device="meta"), positives=torch.zeros(3, 4, dtype=torch.bool,
+                      device="meta"))  # fmt: skip
+    gathered = gather_batch(batch, rows=(3, 3))
+    assert gathered.loss.device.type == gathered.degenerate_batches.device.type == "meta"
+
+
 def test_queries_against_candidates_are_not_gathered(one_rank_group, monkeypatch):
     # each rank's candidates are its own: its rows stacked on rank 0's would be another matrix
     _SecondRank(monkeypatch, lambda t: t + 10)

@@ -341,3 +341,34 @@ def test_the_clamp_is_hit_as_the_parameters_dtype_holds_its_bound(dtype):
     below = torch.tensor(4.5, dtype=dtype)
     quantity = Temperature(scale=below, log_scale=True, clamp=(0.0, math.log(100.0)))
     assert float(quantity.compute(view)["temperature_clamp_hit"]) == 0.0
+
+
+def test_a_scale_below_one_is_a_scale():
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]))
+    assert float(Temperature(scale=0.5).compute(view)["temperature_scale"]) == 0.5
+
+
+def test_the_default_scale_is_one_over_tau_in_float64(tmp_path):
+    # a loss that says no scale (SmoothAP): 1 / tau, not its float32 rounding
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]), tau=0.03)
+    assert float(Temperature().compute(view)["temperature_scale"]) == 1 / 0.03
+
+
+def test_a_declared_scale_is_read_in_float64(tmp_path):
+    # open_clip hands its loss a float32 logit_scale: log s and back lose nothing more
+    from gradlab.losses import SoftmaxLogits
+
+    for number in (1 / 0.07, 33.3):  # exp(log s) in float32 is off by 2e-7 for 33.3
+        declared = torch.tensor(number, dtype=torch.float32)
+        view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
+                         softmax=SoftmaxLogits(declared, "i2t"))  # fmt: skip
+        value = float(Temperature(log_scale=True).compute(view)["temperature_scale"])
+        assert value == pytest.approx(float(declared), rel=1e-13)
+
+
+def test_one_direction_of_a_loss_that_sums_two_is_not_doubled(tmp_path):
+    record, scores = _score_run(tmp_path, gradlab.NTXentLoss(1.0),  # both directions, summed
+                                Temperature(every(1), scale=3.0, direction="i2t"))
+    eye = [[i == j for j in range(6)] for i in range(6)]
+    expected = loops.temperature_gradient(scores, eye, 3.0)  # the rows' closed form alone
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-6)

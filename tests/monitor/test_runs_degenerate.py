@@ -90,3 +90,14 @@ def test_an_empty_batch_logs_its_loss_and_flag_and_stops_nothing(tmp_path, prese
     _, (full, empty, again) = read_jsonl(tmp_path / "metrics.jsonl")
     assert empty == {"step": 1, "loss": 0.0, "degenerate_batches": 1, "degenerate_batch": 1}
     assert set(again) == set(full)
+
+
+def test_a_count_summed_over_ranks_is_logged_on_the_batch_device():
+    # under torch.distributed the count arrives as a 0-d tensor (every rank's, summed)
+    for count in (torch.tensor(7), torch.tensor(7.0, dtype=torch.float64), 7):
+        view = BatchView(embeddings=torch.zeros(4, 2), labels=torch.arange(4),
+                         degenerate_batches=count)  # fmt: skip
+        assert DegenerateBatches().compute(view)["degenerate_batches"].item() == 7.0
+    meta = BatchView(embeddings=torch.zeros(4, 2, device="meta"),
+                     degenerate_batches=torch.tensor(7))  # fmt: skip
+    assert DegenerateBatches().compute(meta)["degenerate_batches"].device.type == "meta"
