@@ -386,18 +386,19 @@ class SoftmaxLogits(NamedTuple):
             None when not known.
         terms: with ``direction="both"``: 2 when it sums the two directions' InfoNCE terms
             (gradlab's :class:`NTXentLoss`), 1 when it averages them (CLIP's loss).
-        not_info_nce: why InfoNCE's closed form ``dL/d log s`` (the softmax-expected logit
-            minus the positive logit) is not its gradient, or None when it is.
+        info_nce: whether InfoNCE's closed form ``dL/d log s`` (the softmax-expected logit
+            minus the positive logit) is its gradient: not for a sigmoid of each pair
+            (SigLIP), a triplet loss, or a sum over the queries.
 
     Example:
         >>> NTXentLoss(0.05, direction="i2t").softmax_logits
-        SoftmaxLogits(scale=20.0, direction='i2t', terms=1, not_info_nce=None)
+        SoftmaxLogits(scale=20.0, direction='i2t', terms=1, info_nce=True)
     """
 
     scale: float | torch.Tensor | None = None
     direction: str | None = None
     terms: int = 1
-    not_info_nce: str | None = None
+    info_nce: bool = True
 
 
 class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
@@ -430,8 +431,7 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
     @property
     def softmax_logits(self) -> SoftmaxLogits:
         """What this loss says of its logits (:class:`SoftmaxLogits`): not a softmax here."""
-        return SoftmaxLogits(direction=self.direction, not_info_nce=(
-            f"{type(self).__name__} is no softmax over each query's candidates"))
+        return SoftmaxLogits(direction=self.direction, info_nce=False)
 
 
 class MaxViolationTripletLoss(_ScoreMatrixLoss):
@@ -497,10 +497,9 @@ class NTXentLoss(_ScoreMatrixLoss):
         """Its logits are ``S / temperature`` (:class:`SoftmaxLogits`); ``"both"`` sums the
         two directions; ``reduction="sum"`` is no mean over the queries, which the closed
         form is."""
-        summed = "reduction='sum' sums over the queries; the closed form is their mean"
         return SoftmaxLogits(1.0 / self.temperature, self.direction,
                              2 if self.direction == "both" else 1,
-                             summed if self.reduction == "sum" else None)  # fmt: skip
+                             info_nce=self.reduction == "mean")  # fmt: skip
 
     def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""

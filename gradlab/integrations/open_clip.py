@@ -213,16 +213,12 @@ class _LogitsCollector:
         """What the wrapped loss's logits are (:class:`gradlab.losses.SoftmaxLogits`):
         ``ClipLoss`` averages the two directions' InfoNCE of ``logit_scale`` times the cosine
         (Radford et al. 2021); ``SigLipLoss`` scores each pair with a sigmoid."""
-        if self.sigmoid:
-            return SoftmaxLogits(self.scale, "both", not_info_nce=(
-                "SigLipLoss scores each pair with a sigmoid (Zhai et al. 2023), not a softmax "
-                "over the query's candidates"))  # fmt: skip
         world = int(getattr(self.wrapper.loss, "world_size", 1) or 1)
-        if world > 1 and "t2i" in self.stitches:  # local_loss: two matrices, not transposes
-            return SoftmaxLogits(self.scale, "both", not_info_nce=(
-                "with local_loss on several processes the text queries score another matrix "
-                "than the image queries; the closed form reads one matrix"))  # fmt: skip
-        return SoftmaxLogits(self.scale, "both", terms=1)
+        # SigLipLoss: a sigmoid of each pair (Zhai et al. 2023), no softmax. ClipLoss with
+        # local_loss on several processes: the text queries score another matrix than the
+        # image queries, and the closed form reads one matrix.
+        local = world > 1 and "t2i" in self.stitches
+        return SoftmaxLogits(self.scale, "both", info_nce=not (self.sigmoid or local))
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """This process's image and text features: the first capture's rows and columns in

@@ -355,7 +355,7 @@ class Temperature(Quantity):
         scale = parameter.exp() if self.log_scale else parameter
         declared = batch.softmax if batch.softmax is not None else SoftmaxLogits()
         values = {"temperature_scale": scale}
-        if declared.not_info_nce is None:  # InfoNCE's closed form is the loss's gradient
+        if declared.info_nce:  # InfoNCE's closed form is the loss's gradient
             layout = batch.layout
             direction = (self.direction or declared.direction or batch.score_direction
                          or ("i2t" if batch.labels is not None else "both"))  # fmt: skip

@@ -186,7 +186,7 @@ def clip_worker(rank: int, world: int, init_file: str, out: str, kind: str,
                f"{out}/rank{rank}.pt")  # fmt: skip
     # local features against gathered candidates: not the matrix's, so no geometry is read
     torch.save(batch.features is None and batch.compared is None, f"{out}/rank{rank}_none.pt")
-    torch.save(batch.softmax.not_info_nce, f"{out}/rank{rank}_not_info_nce.pt")
+    torch.save(batch.softmax.info_nce, f"{out}/rank{rank}_info_nce.pt")
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
     # Leave without the interpreter's teardown: in about one full-suite run in three, a rank
