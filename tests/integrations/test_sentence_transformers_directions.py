@@ -142,9 +142,12 @@ def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_pa
         loss = record_scores(getattr(losses, loss_class)(
             model, guide, contrast_anchors=contrasted[0], contrast_positives=contrasted[1],
             **options))  # fmt: skip
-        _, not_logged = logged(loss, sentence_features(model, anchors, positives),
-                               tmp_path / f"b{contrasted}", quantities)  # fmt: skip
+        record, not_logged = logged(loss, sentence_features(model, anchors, positives),
+                                    tmp_path / f"b{contrasted}", [Temperature(every(1)),
+                                    *quantities[:-1]])  # fmt: skip
         assert set(not_logged) == unmet | expected, contrasted
+    # where it applies, Temperature without a scale reads GIST's: 1 / its temperature
+    assert record["temperature_scale"] == pytest.approx(1 / loss.temperature)
 
 
 @pytest.mark.parametrize("loss_class", ["CachedGISTEmbedLoss"])  # GIST takes one negative
@@ -274,7 +277,7 @@ def test_the_symmetric_loss_s_t2i_anatomy_is_that_of_the_loss_on_documents_as_qu
 @pytest.mark.parametrize("directions", [("query_to_doc",), ("query_to_doc", "doc_to_query")])
 def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
     # dL/d log s by autograd on a float64 re-implementation of the loss with s = exp(alpha):
-    # Temperature(scale=loss.scale), given no direction, must log it.
+    # Temperature(), given neither scale nor direction, must log it at the loss's own scale.
     model = static_model()
     anchors, positives = caption_pairs(8)
     negatives = positives[2:] + positives[:2]
@@ -282,8 +285,8 @@ def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
         model, scale=12.0, similarity_fct=RecordingSimilarity(), directions=directions,
         partition_mode="per_direction")  # fmt: skip
     features = sentence_features(model, anchors, positives, negatives)
-    record, _ = logged(loss, features, tmp_path,
-                       quantities=[Temperature(every(1), scale=loss.scale)])  # fmt: skip
+    record, _ = logged(loss, features, tmp_path, quantities=[Temperature(every(1))])
+    assert record["temperature_scale"] == 12.0
     q, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
     alpha = torch.tensor(math.log(12.0), dtype=torch.float64, requires_grad=True)
     labels = torch.arange(8)
