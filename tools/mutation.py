@@ -168,6 +168,9 @@ MONITOR_TESTS = {
                  "tests/monitor/test_monitor_workspace.py",
                  "tests/monitor/test_recorded_column_weights.py",
                  "tests/monitor/test_loss_scale.py",
+                 # what a score loss says of its logits, read by Temperature
+                 "tests/monitor/test_geometry_quantities.py",
+                 "tests/monitor/test_distributed_agreement.py",  # on_scores: not gathered
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     # a loss module watched as a module: its parameters trained, saved and moved
@@ -460,7 +463,12 @@ LIBRARY_TESTS = {
                     "tests/equivalence/test_siglip.py",
                     "tests/test_loss_module_calls.py"],
     "interop/pml": ["tests/interop/test_pml.py"],
-    "integrations/recorded": ["tests/integrations/test_recorded.py"],
+    "integrations/recorded": [
+        "tests/integrations/test_recorded.py",
+        "tests/integrations/test_open_clip.py",  # what a collector says of its loss's logits
+        "--deselect=tests/integrations/test_open_clip.py::"
+        "test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets",
+    ],
     "integrations/settings": ["tests/integrations/test_settings.py"],
     # the hooks called with a stand-in Trainer (seconds); of test_lightning.py only the tests
     # that fit nothing (a Trainer.fit takes seconds per mutant on a loaded machine)

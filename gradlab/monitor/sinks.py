@@ -205,7 +205,7 @@ class JSONLSink(Sink):
 
 
 def _json_line(record: dict) -> bytes:
-    return (json.dumps(encode_value(record), allow_nan=False) + "\n").encode("utf-8")
+    return (json.dumps(encode_value(record)) + "\n").encode("utf-8")
 
 
 def _open_append(path: Path):

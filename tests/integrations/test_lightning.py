@@ -117,6 +117,10 @@ def test_a_callback_left_out_of_the_trainer_says_so_once(tmp_path):
     with pytest.warns(RuntimeWarning, match=r"no Trainer has set the callback up") as caught:
         quiet_trainer(max_steps=3, logger=False).fit(module, loader(3))  # callbacks forgotten
     (warning,) = [w for w in caught if "GradlabCallback" in str(w.message)]
+    assert str(warning.message) == (
+        "gradlab: a loss watched by this GradlabCallback computed a gradient, but no Trainer "
+        "has set the callback up, so nothing is logged; if this is training, pass the "
+        "callback to the Trainer: Trainer(callbacks=[callback])")  # fmt: skip
     assert warning.filename.endswith("lightning_module.py")  # the training_step's line
     assert not (tmp_path / "run").exists()
 

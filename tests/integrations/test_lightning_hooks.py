@@ -7,6 +7,7 @@ compared with the loss called outside the callback.
 
 import json
 import pickle
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -111,7 +112,9 @@ def test_calls_outside_training_are_passed_through_and_not_logged(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     watched = callback.watch(gradlab.SmoothAPLoss(0.05))
     (embeddings, labels), (other, other_labels) = batches(2)
-    assert torch.equal(watched(embeddings, labels), gradlab.SmoothAPLoss(0.05)(embeddings, labels))
+    with pytest.warns(RuntimeWarning, match="no Trainer has set the callback up"):
+        value = watched(embeddings, labels)  # a gradient before setup: perhaps training
+    assert torch.equal(value, gradlab.SmoothAPLoss(0.05)(embeddings, labels))
     callback.setup(trainer, None, "fit")
     trainer.training = False  # validation inside fit
     watched(other * 2.0, other_labels)
@@ -279,3 +282,26 @@ def test_the_default_prefix_is_gradlab(tmp_path):
     losses = run_steps(callback, trainer, 1, gradlab.SmoothAPLoss(0.05))
     callback.on_train_end(trainer, None)
     assert logger.calls[0][0]["gradlab/loss"] == pytest.approx(losses[0], rel=1e-6)
+
+
+def test_a_watched_loss_that_trains_before_any_trainer_set_it_up_warns_once(tmp_path):
+    callback = GradlabCallback(preset="cheap")
+    watched = callback.watch(gradlab.SmoothAPLoss(0.05))
+    embeddings, labels = torch.randn(8, 4), torch.arange(8) % 2
+    with warnings.catch_warnings():  # no gradient (evaluation, a check by hand): no warning
+        warnings.simplefilter("error", RuntimeWarning)
+        watched(embeddings, labels)
+    with pytest.warns(RuntimeWarning) as caught:
+        for _ in range(3):  # the callback left out of the Trainer's callbacks: said once
+            watched(embeddings.clone().requires_grad_(), labels)
+    assert [str(w.message) for w in caught] == [
+        "gradlab: a loss watched by this GradlabCallback computed a gradient, but no Trainer "
+        "has set the callback up, so nothing is logged; if this is training, pass the "
+        "callback to the Trainer: Trainer(callbacks=[callback])"]  # fmt: skip
+    assert caught[0].filename == __file__
+    trainer = stand_in_trainer(tmp_path, log_dir=tmp_path / "logs", loggers=[CSVLogger(tmp_path)])
+    callback.setup(trainer, None, "fit")  # set up: no more warnings, training calls logged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        run_steps(callback, trainer, 2, gradlab.SmoothAPLoss(0.05))
+    callback.on_exception(trainer, None, RuntimeError())

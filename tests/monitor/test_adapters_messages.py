@@ -151,3 +151,49 @@ def test_a_score_loss_says_it_is_watched_on_scores_for_what_it_cannot_provide(ne
     assert adapter.why_not(frozenset({need})) == (
         f"needs {described}; the loss is watched on a score matrix (inputs='scores')"
     )
+
+
+class _LogitsLoss(torch.nn.Module):
+    """Made like open_clip's ClipLoss: its logits from features and a logit_scale."""
+
+    def get_logits(self, images, texts, logit_scale):
+        return logit_scale * images @ texts.T, logit_scale * texts @ images.T
+
+    def forward(self, image_features, text_features, logit_scale):
+        logits, _ = self.get_logits(image_features, text_features, logit_scale)
+        return logits.logsumexp(dim=1).mean()
+
+
+def test_a_loss_that_makes_its_logits_from_a_logit_scale_is_refused_naming_the_wrapper():
+    with pytest.raises(GradlabError) as caught:
+        adapters.adapt(_LogitsLoss())
+    assert str(caught.value) == (
+        "loss_fn _LogitsLoss makes its logits itself from the features and logit_scale, which "
+        "the Monitor cannot read from its arguments; watch it wrapped: monitor.watch("
+        "gradlab.integrations.open_clip.RecordingClipLoss(_LogitsLoss(...)))")  # fmt: skip
+
+
+def test_get_logits_alone_or_a_recorder_is_not_refused():
+    class NoScale(torch.nn.Module):  # get_logits, but no logit_scale argument
+        def get_logits(self, x):
+            return x
+
+        def forward(self, embeddings, labels):
+            return embeddings.sum()
+
+    class Recorded(_LogitsLoss):  # it records its own logits: the Monitor can read them
+        score_recorder = None
+
+    class NoForward:  # a plain callable with get_logits
+        def get_logits(self, x):
+            return x
+
+        def __call__(self, embeddings, labels):
+            return embeddings.sum()
+
+    class ScaleOnly(torch.nn.Module):  # a logit_scale argument, its logits not its own
+        def forward(self, scores, positives, logit_scale=1.0):
+            return (logit_scale * scores).sum()
+
+    for loss in (NoScale(), Recorded(), NoForward(), ScaleOnly()):
+        adapters.adapt(loss)  # no error
