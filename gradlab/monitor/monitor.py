@@ -152,8 +152,10 @@ class Monitor:
         self.sinks = options.make_sinks()
         self.distributed = options.distributed
         self.strict = options.strict
+        # explicit quantities replace the preset: the header then names none
+        preset = options.preset if options.quantities is None else None
         self.config = {"tau": self.tau, "tau_from": "argument" if self._tau_given else "default",
-                       "preset": options.preset, **(options.config or {})}  # fmt: skip
+                       "preset": preset, **(options.config or {})}  # fmt: skip
         self.disabled: dict[str, str] = {}
         self.not_logged: dict[str, str] = {}  # quantity -> why it cannot apply to the loss
         self.skipped_calls = 0  # loss calls the Monitor could not read

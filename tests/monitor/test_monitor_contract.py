@@ -130,9 +130,13 @@ def test_every_replaces_the_schedules_of_explicit_quantities(tmp_path):
 
 
 def test_the_header_config_names_the_preset(tmp_path):
-    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+    with Monitor(tmp_path / "a", preset="cheap", every=1) as monitor:
         train(monitor, steps=1)
-    assert _header(tmp_path)["config"]["preset"] == "cheap"
+    assert _header(tmp_path / "a")["config"]["preset"] == "cheap"
+    # explicit quantities replace the preset: the header names none (not "default")
+    with Monitor(tmp_path / "b", quantities=[Loss(every(1))]) as monitor:
+        train(monitor, steps=1)
+    assert _header(tmp_path / "b")["config"]["preset"] is None
 
 
 # --- the lock -----------------------------------------------------------------------------------
