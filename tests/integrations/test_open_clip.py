@@ -309,7 +309,9 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
     for name in ("operating_region", "gradient_counts", "relaxation_gap"):
         if preset == "default" and name == "relaxation_gap":
             continue  # not in the default preset
-        assert "open_clip's recorded matrix holds logits" in reasons[name], name
+        assert reasons[name] == (
+            "reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; open_clip's "
+            "recorded matrix holds logits (logit_scale x cosine)"), name  # fmt: skip
     at_tau = {*OperatingRegion.keys, *WeightedGradientCounts.keys, *RelaxationGap.keys}
     assert not at_tau & set(record) and "margin_mean" in record
 
@@ -319,6 +321,11 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
     (lambda i, t: (i, t[:, :4]), r"text_features must have shape \(6, 8\)"),
     (lambda i, t: (i[0], t), "image_features must be 2-D"),
     (lambda i, t: (i, t.long()), "text_features must have a floating dtype; got torch.int64"),
+    (lambda i, t: (i.long(), t), "image_features must have a floating dtype; got torch.int64"),
+    (lambda i, t: (i, t.to("meta")), "tensors must be on one device; got image_features on "
+                                     "cpu, text_features on meta"),
+    (lambda i, t: (i.to("meta"), t), "tensors must be on one device; got image_features on "
+                                     "meta, text_features on cpu"),
     (lambda i, t: (i, t.half()), "image_features and text_features must have one dtype"),
     (lambda i, t: (i, t, torch.ones(2)), r"logit_scale must hold one value; got shape \(2,\)"),
     (lambda i, t: (i, t, torch.tensor(10.0), torch.ones(3)), "logit_bias must hold one value"),
@@ -342,3 +349,15 @@ def test_watching_the_bare_loss_names_its_wrapper(tmp_path, source):
                                r"gradlab.integrations.open_clip.RecordingClipLoss\("):
                 monitor.watch(loss)
         monitor.watch(RecordingClipLoss(clip_loss()))  # the wrapper is watched
+
+
+def test_a_logit_scale_given_as_a_number_is_read_as_the_scale(tmp_path):
+    # open_clip's losses multiply by whatever they are given: a number works as a tensor does
+    clip_loss, _ = loss_classes("stand-in")
+    images, texts = features(1, 6, seed=7)
+    images.requires_grad_()
+    with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1), logits=True)]) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
+        loss_fn(images, texts, 20.0).backward()
+        record = monitor.step()
+    assert record["temperature_scale"] == 20.0
