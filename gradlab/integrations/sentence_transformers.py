@@ -370,7 +370,7 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
         batch = super().capture(tensors, loss, tau, recorded=recorded, **options)
         stitcher = recorded[0]  # the view exists: the stitcher recorded a matrix
         batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"
-        batch.softmax = SoftmaxLogits(_softmax_scale(self.loss_fn), batch.score_direction)
+        batch.softmax = SoftmaxLogits(_softmax_scale(self.loss_fn))  # directions: just above
         return batch
 
 

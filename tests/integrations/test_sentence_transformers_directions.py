@@ -141,13 +141,14 @@ def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_pa
                                  ((False, False), {"chance_level"})):  # fmt: skip
         loss = record_scores(getattr(losses, loss_class)(
             model, guide, contrast_anchors=contrasted[0], contrast_positives=contrasted[1],
-            **options))  # fmt: skip
+            temperature=0.05, **options))  # fmt: skip
         record, not_logged = logged(loss, sentence_features(model, anchors, positives),
                                     tmp_path / f"b{contrasted}", [Temperature(every(1)),
                                     *quantities[:-1]])  # fmt: skip
         assert set(not_logged) == unmet | expected, contrasted
-    # where it applies, Temperature without a scale reads GIST's: 1 / its temperature
-    assert record["temperature_scale"] == pytest.approx(1 / loss.temperature)
+    # where it applies, Temperature without a scale reads GIST's: 1 / its temperature (not
+    # 1 / the Monitor's tau of 0.01)
+    assert record["temperature_scale"] == pytest.approx(20.0)
 
 
 @pytest.mark.parametrize("loss_class", ["CachedGISTEmbedLoss"])  # GIST takes one negative
@@ -282,13 +283,13 @@ def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
     anchors, positives = caption_pairs(8)
     negatives = positives[2:] + positives[:2]
     loss = losses.MultipleNegativesRankingLoss(
-        model, scale=12.0, similarity_fct=RecordingSimilarity(), directions=directions,
+        model, scale=49.0, similarity_fct=RecordingSimilarity(), directions=directions,
         partition_mode="per_direction")  # fmt: skip
     features = sentence_features(model, anchors, positives, negatives)
     record, _ = logged(loss, features, tmp_path, quantities=[Temperature(every(1))])
-    assert record["temperature_scale"] == 12.0
+    assert record["temperature_scale"] == 49.0  # its scale, not 1 / its 1 / scale (49.00...01)
     q, p, n = (embed(model, texts) for texts in (anchors, positives, negatives))
-    alpha = torch.tensor(math.log(12.0), dtype=torch.float64, requires_grad=True)
+    alpha = torch.tensor(math.log(49.0), dtype=torch.float64, requires_grad=True)
     labels = torch.arange(8)
     terms = [F.cross_entropy(alpha.exp() * cosine64(q, torch.cat([p, n])), labels)]
     if "doc_to_query" in directions:
