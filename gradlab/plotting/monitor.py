@@ -399,6 +399,8 @@ def draw_family(
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
     elif spans_decades(values):
         axis.set_yscale("log")
+    if values and axis.get_yscale() == "linear" and all(v == int(v) for v in values):
+        axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     if broken:  # a cross on the step axis at each step with a value that is not finite
         axis.plot(sorted(broken), [0.0] * len(broken), **NOT_FINITE_STYLE,
                   transform=axis.get_xaxis_transform(), clip_on=False)  # fmt: skip

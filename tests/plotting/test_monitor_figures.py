@@ -880,3 +880,15 @@ def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, mo
     assert gap.get_ylabel() == "distance" and _lines(gap)[0][1] == [1.2, 1.0, 0.8, 0.7]
     assert collapse.get_ylabel() == "share" and len(_lines(collapse)) == 1
     _close(figures)
+
+
+def test_whole_counts_are_ticked_at_whole_numbers_and_shares_are_not(tmp_path, monkeypatch):
+    # a reader of "queries: 0.5" looks for half a query
+    run = _run(tmp_path / "run", queries_without_gradient=[0, 1, 2, 1],
+               p_seed=[0.21, 0.24, 0.22, 0.23])  # fmt: skip
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    for name, whole in (("gradient_counts", True), ("operating_region", False)):
+        axis = figures[name].axes[0]
+        ticks = [t for t in axis.get_yticks() if axis.get_ylim()[0] <= t <= axis.get_ylim()[1]]
+        assert len(ticks) >= 2 and all(t == int(t) for t in ticks) is whole, (name, ticks)
+    _close(figures)
