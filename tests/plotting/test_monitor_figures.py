@@ -885,10 +885,18 @@ def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, mo
 def test_whole_counts_are_ticked_at_whole_numbers_and_shares_are_not(tmp_path, monkeypatch):
     # a reader of "queries: 0.5" looks for half a query
     run = _run(tmp_path / "run", queries_without_gradient=[0, 1, 2, 1],
-               p_seed=[0.21, 0.24, 0.22, 0.23])  # fmt: skip
+               p_seed=[0.05, 0.95, 0.5, 0.3], loss=[1, 10, 100, 10000])  # fmt: skip
     figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
-    for name, whole in (("gradient_counts", True), ("operating_region", False)):
+
+    def ticks(name):
         axis = figures[name].axes[0]
-        ticks = [t for t in axis.get_yticks() if axis.get_ylim()[0] <= t <= axis.get_ylim()[1]]
-        assert len(ticks) >= 2 and all(t == int(t) for t in ticks) is whole, (name, ticks)
+        low, high = axis.get_ylim()
+        return [t for t in axis.get_yticks() if low <= t <= high]
+
+    assert len(ticks("gradient_counts")) >= 2
+    assert all(t == int(t) for t in ticks("gradient_counts"))
+    assert any(t != int(t) for t in ticks("operating_region"))  # shares keep their tenths
+    # whole numbers over decades stay on a log axis, ticked at powers of ten
+    assert figures["loss"].axes[0].get_yscale() == "log"
+    assert all(math.log10(t) == int(math.log10(t)) for t in ticks("loss"))
     _close(figures)
