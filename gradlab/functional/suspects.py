@@ -76,9 +76,10 @@ def _collisions(name: str, values: torch.Tensor | None, shape: torch.Size) -> to
     if values is None:
         return None
     rows, columns = values if isinstance(values, tuple) else (values, values)
+    kind = "integer" if name == "labels" else "any"  # labels are integers (the glossary)
     for part, size, what in ((rows, shape[0], "one per query"),
                              (columns, shape[1], "one per candidate")):  # fmt: skip
-        check_tensor(name, part, ndims=(1,), kind="any")
+        check_tensor(name, part, ndims=(1,), kind=kind)
         check_shape(name, part, (size,), what)
     return rows.unsqueeze(1) == columns.unsqueeze(0)
 
