@@ -99,7 +99,7 @@ class _WatchedLoss:
         if monitor is None or trainer is None or not trainer.training:
             loss = self.loss_fn(*args, **kwargs)
             if trainer is None and isinstance(loss, torch.Tensor) and loss.requires_grad:
-                self.callback.warn_unattached()
+                self.callback._warn_unattached()
             return loss
         if self._inner is None or self._inner[0] is not monitor:
             self._inner = (monitor, monitor.watch(self.loss_fn))
@@ -179,7 +179,7 @@ class GradlabCallback(Callback):
 
     # --- Lightning hooks -------------------------------------------------------------------------
 
-    def warn_unattached(self) -> None:
+    def _warn_unattached(self) -> None:
         """Warn, once, that a loss this callback watches computes a gradient while no Trainer
         has set the callback up: nothing is logged (a callback left out of ``callbacks``)."""
         if self._warned_unattached:

@@ -228,8 +228,8 @@ class BatchView:
     needs it takes its own default)."""
     softmax: SoftmaxLogits | None = None
     """What the watched loss says of its logits (:class:`gradlab.losses.SoftmaxLogits`: its
-    scale, directions, summed terms, or why InfoNCE's closed form is not its gradient), when
-    it or its integration says; None: not said."""
+    scale, directions, summed terms, whether InfoNCE's closed form is its gradient), when it
+    or its integration says; None: not said."""
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)

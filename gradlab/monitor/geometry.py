@@ -330,17 +330,17 @@ class Temperature(Quantity):
         and the dtype it is held in (its clamp rounds to it)."""
         source = self.scale() if callable(self.scale) else self.scale
         device = batch.embeddings.device
-        if source is None:  # the watched loss's own scale when it says it, else 1 / tau
+        from_loss = source is None  # the watched loss's own s when it says it, else 1 / tau
+        if from_loss:
             declared = batch.softmax.scale if batch.softmax is not None else None
             source = 1.0 / batch.tau if declared is None else declared
-            if not isinstance(source, torch.Tensor):
-                source = torch.tensor(float(source), dtype=torch.float64)
-            value = source.detach().reshape(()).to(device=device, dtype=torch.float64)
-            return (value.log() if self.log_scale else value), torch.float64
         if isinstance(source, torch.Tensor):
             value = source.detach().reshape(()).to(device=device, dtype=torch.float64)
-            return value, source.dtype
-        return torch.full((), float(source), dtype=torch.float64, device=device), torch.float64
+        else:  # a kernel argument, not a copy to the device
+            value = torch.full((), float(source), dtype=torch.float64, device=device)
+        if from_loss:  # s itself, not a parameter held in its own dtype
+            return (value.log() if self.log_scale else value), torch.float64
+        return value, source.dtype if isinstance(source, torch.Tensor) else torch.float64
 
     def at_call(self, batch: BatchView) -> None:
         """Keep the parameter's value at the watched call: the scale the loss used (by

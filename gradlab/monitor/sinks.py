@@ -628,7 +628,7 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
         if "header" in record:
             headers.append(decode_value(record["header"]))
         else:
-            records.append({key: decode_value(value) for key, value in record.items()})
+            records.append(decode_value(record))
     return headers, records
 
 
@@ -655,6 +655,5 @@ def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict,
         else:
             if not segments:
                 segments.append(({}, []))
-            decoded = {key: decode_value(value) for key, value in record.items()}
-            segments[-1][1].append(decoded)
+            segments[-1][1].append(decode_value(record))
     return segments

@@ -250,7 +250,7 @@ def _numbers_only(runs: list[Run], keys: set[str]) -> str | None:
         for record in records:
             for key in keys & record.keys():
                 value = record[key]
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                if not _number(value):
                     del record[key]
                     dropped[key] = dropped.get(key, 0) + 1
     if not dropped:
