@@ -32,6 +32,7 @@ from gradlab.equivalence.builtin import (
 )
 from gradlab.errors import GradlabError
 from gradlab.siglip_loss import SigLIPLoss
+from tests.helpers.hf_models import cached_replay_in_float32
 
 B = 16
 """``check_builtin``'s default batch size."""
@@ -284,7 +285,8 @@ def test_cached_mnrl_is_checked_against_its_own_loss():
     pytest.importorskip("sentence_transformers")
     # Its own loss: NT-Xent, temperature 1/20, rows as queries, every item its own class.
     result = check_builtin("cached-mnrl", chunk_size=3)
-    assert result.equivalent, str(result)
+    # sentence-transformers 5.7 to 6.1 replay in float32: the float64 check tells them apart
+    assert result.equivalent is not cached_replay_in_float32(), str(result)
     assert result.candidate == "CachedMNRL(scale=20.0, mini_batch_size=3)"
     assert result["dL/dtheta"].recorded
     model, batch = synthetic_problem(B)

@@ -24,8 +24,13 @@ from gradlab.equivalence import (
     synthetic_problem,
 )
 from gradlab.errors import GradlabError
+from tests.helpers.hf_models import cached_replay_in_float32
 
 pytest.importorskip("sentence_transformers")
+FLOAT64_REPLAY = pytest.mark.skipif(
+    cached_replay_in_float32(),
+    reason="this sentence-transformers replays the cached mini-batches in float32 (5.7 to 6.1)",
+)
 
 B = 8
 MISSING_EXTRA = (
@@ -72,6 +77,7 @@ def exactly(message: str) -> str:
     return f"^{re.escape(message)}$"
 
 
+@FLOAT64_REPLAY
 @pytest.mark.parametrize("mini_batch_size", [1, 3, B])
 def test_gradient_is_the_whole_batch_mnrl_for_any_mini_batch_size(mini_batch_size):
     model, batch = one_class_per_item()
@@ -79,6 +85,7 @@ def test_gradient_is_the_whole_batch_mnrl_for_any_mini_batch_size(mini_batch_siz
     assert_matches_reference(grads, model, batch, scale=20.0)
 
 
+@FLOAT64_REPLAY
 @pytest.mark.parametrize("scale", [1.0, 5.0])
 def test_scale_is_the_inverse_temperature_of_the_loss(scale):
     model, batch = one_class_per_item(seed=1)
@@ -92,12 +99,27 @@ def test_only_the_weight_gradient_is_recorded():
     assert (grads.queries, grads.candidates, grads.scores) == (None, None, None)
 
 
+@FLOAT64_REPLAY
 def test_the_reference_step_gives_the_same_gradient():
     model, batch = one_class_per_item()
     step = CachedMNRL(scale=5.0, mini_batch_size=3)
     assert_matches_reference(run_step(step.reference(), model, batch), model, batch, scale=5.0)
     result = compare_gradients(step.reference(), step, model, batch)
     assert result.equivalent, str(result)
+
+
+@pytest.mark.skipif(not cached_replay_in_float32(), reason="needs sentence-transformers 5.7 to 6.1")
+def test_a_float32_replay_is_reported_at_float32_precision():
+    """Where sentence-transformers replays in float32, the float64 check says NOT EQUIVALENT,
+    and the gradient is the whole-batch loss's to float32 precision, no better."""
+    model, batch = one_class_per_item()
+    step = CachedMNRL(scale=5.0, mini_batch_size=3)
+    assert not compare_gradients(step.reference(), step, model, batch).equivalent
+    _, expected = mnrl_by_hand(model, batch, scale=5.0)
+    got = run_step(step, model, batch).parameters
+    worst = max(float((got[name] - value).abs().max()) for name, value in expected.items())
+    largest = max(float(value.abs().max()) for value in expected.values())
+    assert 1e-12 * largest < worst <= 2.0**-20 * largest
 
 
 @pytest.mark.parametrize("mini_batch_size", [1, 3, B, 32])
@@ -109,6 +131,7 @@ def test_the_encoder_sees_at_most_mini_batch_size_items_at_once(mini_batch_size)
     assert max(sizes) == min(mini_batch_size, B)
 
 
+@FLOAT64_REPLAY
 def test_a_cpu_batch_stays_on_the_cpu_where_a_gpu_is_available(monkeypatch):
     model, batch = one_class_per_item()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)

@@ -29,6 +29,7 @@ from gradlab.equivalence import (
 )
 from gradlab.siglip_loss import SigLIPLoss
 from tests.helpers.equivalence_workers import ScaledQueryRow
+from tests.helpers.hf_models import cached_replay_in_float32
 from tests.reference.score_losses_loops import score_loss
 from tests.reference.smooth_ap_loops import cross_modal_smooth_ap, loss_from_aps
 
@@ -405,6 +406,9 @@ def test_sentence_transformers_cached_mnrl_is_its_whole_batch_loss(problem, mini
     paired = PairedBatch(batch.query_inputs, batch.candidate_inputs, torch.arange(B))
     step = CachedMNRL(scale=20.0, mini_batch_size=mini_batch_size)
     result = compare_gradients(step.reference(), step, model, paired)
+    if cached_replay_in_float32():  # sentence-transformers 5.7 to 6.1: float32 replay
+        assert not result.equivalent and result["dL/dtheta"].max_abs <= 1e-5, str(result)
+        return
     assert result.equivalent and result["dL/dtheta"].max_abs <= TIGHT, str(result)
     # its reference, by plain autograd: softmax of 20 x cosine, the pair's own column the target
     q, c = model(paired.query_inputs), model(paired.candidate_inputs)

@@ -6,15 +6,33 @@
 * :func:`caption_pairs`, :func:`word_level_tokenizer`, :func:`static_model` and
   :func:`bert_sentence_model`: sentence-transformers models over a ``tokenizers`` WordLevel
   tokenizer built in code from a small caption grammar (digit scenes: "three left of seven").
+* :func:`cached_replay_in_float32`: whether the installed sentence-transformers replays its
+  cached losses' mini-batches in float32.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+from importlib.metadata import PackageNotFoundError, version
 
 import torch
 import torch.nn.functional as F
+
+
+def cached_replay_in_float32() -> bool:
+    """sentence-transformers 5.7 to 6.1 replay CachedMNRL's mini-batches with the surrogate
+    ``dot(reps.float(), grad.float())`` (read in their source; 6.0.1 measured: dL/dtheta off by
+    1.6e-7 in float64), so a float64 step matches the whole-batch loss only to float32 there;
+    5.6 and earlier, and 6.2 on, keep the embeddings' dtype."""
+    from packaging.version import Version
+
+    try:
+        installed = Version(version("sentence-transformers"))
+    except PackageNotFoundError:
+        return False
+    return Version("5.7") <= installed < Version("6.2")
+
 
 DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 RELATIONS = ("left of", "right of", "above", "below")
@@ -125,7 +143,7 @@ def in_batch_trainer_class():
             queries = mean_pool(model, inputs["query_ids"], inputs["query_mask"])
             documents = mean_pool(model, inputs["document_ids"], inputs["document_mask"])
             scores = queries @ documents.T
-            positives = torch.eye(len(scores), dtype=torch.bool)
+            positives = torch.eye(len(scores), dtype=torch.bool, device=scores.device)
             loss = self.loss_fn(scores, positives)
             if model.training:
                 self.losses.append(loss.item())
