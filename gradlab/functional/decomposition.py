@@ -146,7 +146,7 @@ def smooth_ap_decomposition(
     rows = scores[query_index]
     differences = rows - scores[query_index, positive_index].unsqueeze(1)  # D_ij = s_j - s_i
     is_self = torch.zeros_like(mask[query_index])
-    is_self[torch.arange(len(positive_index), device=mask.device), positive_index] = True
+    is_self.scatter_(1, positive_index.unsqueeze(1), True)
     pos = (mask[query_index] & ~is_self).to(scores.dtype)
     neg = (~mask[query_index] & keep[query_index]).to(scores.dtype)
 

@@ -267,8 +267,8 @@ def smooth_ap_loss(
         if no_ranking_signal(groups, per_query, query_is_positive):
             on_degenerate()
     has_positive = torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
-    for group in groups:  # O(Q): no second [Q, C] mask
-        has_positive[group.queries] = True
+    for group in groups:  # O(Q): no second [Q, C] mask; a fill, not a copy of a host True
+        has_positive.index_fill_(0, group.queries, True)
     return mean_ap_loss(ap, scores, has_positive)
 
 
