@@ -427,7 +427,7 @@ def main() -> None:
             "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "load_average_1_5_15_before": list(load_before),
             "load_average_1_5_15_after": list(os.getloadavg()),
-            "note": "2 cores shared with other processes; ratios of interleaved block medians",
+            "note": f"{os.cpu_count()} cores, maybe shared; ratios of interleaved block medians",
             "quick": quick,
             "tau": TAU,
             "schedule_measured_from_step": DENSE_START,

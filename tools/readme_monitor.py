@@ -132,3 +132,58 @@ def monitor_overhead(root: Path) -> str:
             "(its own run of `benchmarks/bench_cockpit.py`)."
         )
     return "\n".join(lines)
+
+
+@register("monitor-overhead-cuda")
+def monitor_overhead_cuda(root: Path) -> str:
+    """The same settings on a GPU (``benchmarks/results/monitor_cuda.json``, written by
+    ``python benchmarks/bench_monitor.py --device cuda``), without the CPU targets."""
+    result = load_json(root, "benchmarks/results/monitor_cuda.json")
+    runs = result["results"]
+    lines = [
+        "| setting | baseline step | with the Monitor: block ratio (round q25-q75) "
+        "| `monitor.step()` alone |",
+        "| --- | --- | --- | --- |",
+    ]
+    rows = [
+        ("CNN, batch 112: default preset every step", "cnn", "default_every_step"),
+        ("CNN, batch 112: default preset without geometry and margins, every step", "cnn",
+         "default_without_geometry_every_step"),
+        ("CNN, batch 112: full preset every step", "cnn", "full_every_step"),
+        ("CNN, batch 112: default preset, default schedule (every 50)", "cnn_default_schedule",
+         "default_schedule"),
+        ("MLP on digits, batch 100: default preset, default schedule", "mlp", "default_schedule"),
+        ("CNN, batch 112, PML MultiSimilarityLoss: default preset every step", "cnn_pml",
+         "default_every_step"),
+    ]  # fmt: skip
+    for label, setting, config in rows:
+        if setting not in runs or config not in runs[setting]["ratio"]:
+            lines.append(f"| {label} | - | not measured | |")
+            continue
+        lines.append(_row(label, runs[setting], config, None).removesuffix("  |  |"))
+    for run in runs["logged_step_vs_loss"]:
+        spread = run["logged_full_step_over_loss_round_q25_q75"]
+        lines.append(
+            f"| one logged full-preset step / one SmoothAP forward+backward, B = {run['batch']} "
+            f"| {duration(run['loss_forward_backward_seconds'])} "
+            f"| {run['logged_full_step_over_loss']:.2f}x ({spread[0]:.2f}-{spread[1]:.2f}) | |"
+        )
+    machine, conditions = result["machine"], result["conditions"]
+    cnn = runs["cnn"]
+    per_step = cnn["monitor_step_seconds"]
+    geometry = per_step["default_every_step"] - per_step["default_without_geometry_every_step"]
+    schedule = runs["cnn_default_schedule"]["ratio"]["default_schedule"]
+    lines += [
+        "",
+        f"Measured {conditions['started'][:16].replace('T', ' ')} on one {machine['device_name']} "
+        f"(torch {machine['torch']}, {machine['cpu_count']} CPU cores)"
+        + (", a `--quick` run: few rounds" if conditions.get("quick") else "")
+        + f". The CNN's step takes {duration(cnn['step_seconds_median']['baseline'])} there, "
+        f"and a logged default-preset step {duration(per_step['default_every_step'])} inside "
+        "`monitor.step()`: it launches a few hundred small kernels, and on a GPU launching, "
+        "not arithmetic, sets its time. Logging every step is for short diagnostic runs there; "
+        f"with the default schedule the CNN's steps cost {schedule:.2f}x. Geometry and margins "
+        f"take {duration(geometry)} of the default preset's logged step (the effective rank's "
+        "`eigvalsh` also waits for the device).",
+    ]  # fmt: skip
+    return "\n".join(lines)
