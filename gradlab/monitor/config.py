@@ -51,8 +51,10 @@ class MonitorConfig:
             ``step -> bool`` callable taking one argument; ``None``: the preset's default
             schedule, or each explicit quantity's own. Stored as a schedule.
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
-        quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (a tuple).
-        sinks: sink names from ``gradlab.monitor.sinks.SINKS`` or Sink instances (a tuple).
+        quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (a tuple, at
+            least one).
+        sinks: sink names from ``gradlab.monitor.sinks.SINKS`` or Sink instances (a tuple, at
+            least one).
         strict: raise a quantity's error instead of reporting it once and disabling it.
         distributed: ``"auto"`` or ``"local"`` (:data:`DISTRIBUTED`).
         config: extra JSON-ready settings stored in the run header.
@@ -165,6 +167,11 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
     if isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
             not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip
         raise GradlabError(f"quantities must be a list of Quantity instances; got {quantities!r}")
+    if not quantities:
+        raise GradlabError(
+            "quantities must hold at least one Quantity (the loss alone: "
+            f"[gradlab.monitor.Loss()]); got {quantities!r}"
+        )
     return tuple(quantities)
 
 
@@ -216,6 +223,11 @@ def _sinks(sinks: object) -> tuple[str | Sink, ...]:
         raise GradlabError(
             f"sinks must be a sink name, a Sink, or a list of them (names: {sorted(SINKS)}); "
             f"got {sinks!r}"
+        )
+    if not sinks:
+        raise GradlabError(
+            f"sinks must hold at least one sink (names: {sorted(SINKS)}): with none, nothing "
+            f"would be written; got {sinks!r}"
         )
     for value in sinks:
         if not isinstance(value, Sink) and (not isinstance(value, str) or value not in SINKS):

@@ -78,8 +78,8 @@ class Monitor:
             ``None``: the preset's :func:`~gradlab.monitor.schedules.default_schedule`, or each
             explicit quantity's own. :meth:`close` logs a last step the schedule skipped.
         preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
-        quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances.
-        sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances.
+        quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (at least one).
+        sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances (at least one).
         strict: raise a quantity's error instead of reporting it once and disabling it, and a
             sink's fault instead of warning (the record is dropped either way).
         distributed: ``"auto"`` (the global batch under ``torch.distributed``, rank 0 writes)

@@ -20,6 +20,8 @@ BAD_OPTIONS = [
     ({"strict": "yes"}, r"strict must be True or False; got 'yes'"),
     ({"distributed": "ddp"}, r"distributed must be 'auto' or 'local'; got 'ddp'"),
     ({"quantities": ["loss"]}, r"quantities must be a list of Quantity instances; got \['loss'\]"),
+    ({"quantities": []}, r"^quantities must hold at least one Quantity .*; got \[\]$"),
+    ({"sinks": ()}, r"^sinks must hold at least one sink .*nothing would be written; got \(\)$"),
     ({"config": {"x": object()}}, r"config must hold JSON-ready values .*config\['x'\] is object"),
     ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),
     ({"config": {1: "a"}}, r"config keys must be strings; got key 1"),
