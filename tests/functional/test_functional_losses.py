@@ -26,6 +26,7 @@ from gradlab.functional.losses import (
     smooth_ap_loss,
 )
 from gradlab.functional.smooth_ap import group_by_positive_count
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.histogram_losses_loops import fastap_query
 from tests.reference.smooth_ap_loops import (
     cosine,
@@ -322,3 +323,26 @@ def test_has_ranking_signal_follows_a_loop_over_the_items(seed):
         for i in range(size)
     )
     assert has_ranking_signal(labels).item() is expected
+
+
+@pytest.mark.parametrize("layout", ["in-batch", "cross-modal"])
+def test_smooth_ap_loss_stays_on_the_input_device_whatever_the_default_device(layout):
+    # Its own tensors (the mask of queries with a positive) are made on the embeddings' device:
+    # with torch's default device elsewhere ("meta" here, "cuda" with CPU inputs in practice)
+    # the loss and its gradient are unchanged.
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(8, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1, 1, 1, 2, 3, 3])  # a singleton: a query without positives
+    candidates = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    positives = torch.rand(8, 6, generator=generator) < 0.4
+
+    def run():
+        leaf = embeddings.clone().requires_grad_(True)
+        if layout == "in-batch":
+            loss = smooth_ap_loss(leaf, labels, tau=0.05)
+        else:
+            loss = smooth_ap_loss(leaf, candidates=candidates, positives=positives, tau=0.05)
+        (grad,) = torch.autograd.grad(loss, leaf)
+        return loss.detach(), grad
+
+    assert_unchanged_under_another_default_device(run, embeddings.device)
