@@ -63,6 +63,11 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(()).to(torch.float64)
 
 
+
+def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
+    """Why ``adapter``'s loss cannot serve ``quantity`` (its needs or the loss's kind), or None."""
+    return adapter.not_applicable(quantity.name) or adapter.why_not(quantity.needs)
+
 class Monitor:
     """Log SmoothAP gradient diagnostics during training (see the module docstring).
 
@@ -173,6 +178,8 @@ class Monitor:
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
+        self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
+        self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
         self._closed = False
@@ -213,7 +220,8 @@ class Monitor:
         The loss's adapter (:mod:`gradlab.monitor.adapters`) says how it is read. A call the
         Monitor cannot read still returns the loss, reported once with a ``RuntimeWarning``.
         Several calls before one :meth:`step` (gradient accumulation's micro-batches, or two
-        watched losses) log the last one: a step describes one batch, not a mix of several;
+        watched losses) log the last one: a step describes one batch, not a mix of several,
+        and logs what that loss can serve (:attr:`not_logged` lists what no watched loss can);
         :attr:`calls` counts them all. A ``torch.nn.Module`` loss comes back as a
         :class:`~gradlab.monitor.watched.WatchedLoss`, a module whose parameters are the loss's
         own (a loss with learnable weights, held by a model, is still trained and saved).
@@ -320,6 +328,7 @@ class Monitor:
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
             )  # fmt: skip
+            self._pending_adapter = adapter
             step = self.step_count
             for quantity in self.quantities:  # what the optimizer step will move, taken now
                 if quantity.name not in self.disabled and quantity.should_compute(step):
@@ -345,12 +354,16 @@ class Monitor:
             )
 
     def _explain_not_logged(self, adapter: LossAdapter) -> None:
-        """Leave out, with the reason, each quantity whose needs the adapter cannot meet."""
+        """Leave out, with the reason, each quantity that none of the watched losses can serve
+        (with several, a step logs what the loss read on that step can serve: :meth:`_record`)."""
         for name in self.not_logged:
             self.disabled.pop(name, None)
-        reasons = {q.name: adapter.not_applicable(q.name) or adapter.why_not(q.needs)
-                   for q in self.quantities}  # fmt: skip
-        self.not_logged = {name: why for name, why in reasons.items() if why is not None}
+        self._adapters.append(adapter)
+        self.not_logged = {}
+        for quantity in self.quantities:
+            reasons = [_why_not(each, quantity) for each in self._adapters]
+            if all(reasons):
+                self.not_logged[quantity.name] = "; and ".join(dict.fromkeys(reasons))
         self.disabled.update(self.not_logged)
 
     # --- the step ------------------------------------------------------------------------------
@@ -456,6 +469,9 @@ class Monitor:
             batch.workspace = self.workspace
         if batch.embeddings.numel() == 0:  # no rows: only what is defined on none this step
             due = [q for q in due if q.reads_empty_batches]
+        if len(self._adapters) > 1 and self._pending_adapter is not None:
+            # several watched losses: only what the loss read on this step can serve
+            due = [q for q in due if _why_not(self._pending_adapter, q) is None]
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)

@@ -1,0 +1,78 @@
+"""Several watched losses on one Monitor: each logged step is read with the loss called last.
+
+An embedding loss (SmoothAP on ``[B, d]`` embeddings) and a score loss (NT-Xent on a ``[B, B]``
+matrix) watched together, in either order: a step whose last call is the score loss logs no
+embedding quantity (the matrix's rows are not embeddings), a step whose last call is SmoothAP
+logs them from its embeddings, and no quantity is turned off for the run. References: norms and
+the mean loss written out in float64 from the step's own tensors.
+"""
+
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Monitor, read_jsonl
+
+
+def _batch(seed: int):
+    generator = torch.Generator().manual_seed(seed)
+    embeddings = torch.randn(12, 5, generator=generator, dtype=torch.float64)
+    labels = torch.arange(12) % 4
+    scores = torch.randn(6, 6, generator=generator, dtype=torch.float64) * 3.0
+    return embeddings, labels, scores
+
+
+@pytest.mark.parametrize("order", ["score loss first", "embedding loss first"])
+@pytest.mark.parametrize("preset", ["default", "full"])
+def test_each_step_is_read_with_the_loss_called_last(tmp_path, order, preset):
+    monitor = Monitor(tmp_path / "run", tau=0.05, preset=preset, every=1)
+    if order == "score loss first":
+        ntxent = monitor.watch(gradlab.NTXentLoss(0.1))
+        smooth_ap = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    else:
+        smooth_ap = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        ntxent = monitor.watch(gradlab.NTXentLoss(0.1))
+    assert monitor.not_logged == {}  # each quantity is served by one of the two losses
+    expected_norms = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no quantity may fail and be turned off
+        for step in range(4):
+            embeddings, labels, scores = _batch(step)
+            embeddings.requires_grad_(True)
+            scores.requires_grad_(True)
+            positives = torch.eye(6, dtype=torch.bool)
+            if step % 2 == 0:  # SmoothAP called last
+                loss = ntxent(scores, positives) + smooth_ap(embeddings, labels)
+                expected_norms[step] = sum(
+                    float(torch.sqrt(sum(x * x for x in row))) for row in embeddings.detach()
+                ) / len(embeddings)
+            else:  # NT-Xent called last
+                loss = smooth_ap(embeddings, labels) + ntxent(scores, positives)
+            loss.backward()
+            monitor.step()
+    monitor.close()
+    assert monitor.disabled == {}
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    by_step = {record["step"]: record for record in records}
+    for step in (0, 2):
+        assert by_step[step]["embedding_norm_mean"] == pytest.approx(expected_norms[step],
+                                                                     rel=1e-12)  # fmt: skip
+        assert "p_seed" in by_step[step] and "gradient_count_mean" in by_step[step]
+    for step in (1, 3):
+        record = by_step[step]
+        assert not any(key.startswith(("embedding_norm", "embedding_grad", "geometry_", "p_seed"))
+                       for key in record), sorted(record)  # fmt: skip
+        assert "p_cross_modal" in record and "margin_mean" in record
+        assert ("anatomy_i2t_active_negatives_mean" in record) == (preset == "full")
+
+
+def test_a_quantity_neither_loss_serves_is_not_logged_with_both_reasons(tmp_path):
+    monitor = Monitor(tmp_path / "run", tau=0.05, preset="full", every=1)
+    monitor.watch(gradlab.NTXentLoss(0.1))
+    monitor.watch(lambda scores, positives: scores.logsumexp(1).mean(), inputs="scores")
+    # both on score matrices: the embedding norms need embeddings neither provides
+    assert "embedding_norm" in monitor.not_logged
+    assert "score matrix" in monitor.not_logged["embedding_norm"]
+    monitor.close(log_last_step=False)
