@@ -36,7 +36,7 @@ import torch
 from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.monitor import lock
-from gradlab.monitor.sinks import DROPPED_KEYS, Sink
+from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink
 from gradlab.paths import check_output_folder
 
 __all__ = ["RunFolder"]
@@ -98,7 +98,11 @@ class RunFolder:
         self.previous = self._previous_run(resume, overwrite)
 
     def _existing(self) -> list[Path]:
-        return sorted({path for sink in self.sinks for path in sink.existing(self.path)})
+        """The run files in the folder: this Monitor's sinks' and any sink's default files (a
+        run written with other sinks is still a run: replaced whole, never merged)."""
+        found = {path for sink in self.sinks for path in sink.existing(self.path)}
+        found.update(path for pattern in RUN_FILES for path in self.path.glob(pattern))
+        return sorted(found)
 
     def _previous_run(self, resume: bool, overwrite: bool) -> dict:
         """Refuse, resume or mark for overwrite a run already in the folder (never merge)."""

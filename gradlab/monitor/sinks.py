@@ -513,6 +513,10 @@ class MLflowSink(Sink):
         self.run_id = None
 
 
+RUN_FILES = ("metrics.jsonl", "metrics.csv", *TensorBoardSink.patterns)
+"""Glob patterns of the files the sinks write into a log folder by default: a folder holding
+any of them holds a run, whichever sinks the next Monitor there uses."""
+
 SINKS = {
     "jsonl": JSONLSink,
     "csv": CSVSink,

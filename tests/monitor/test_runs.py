@@ -64,6 +64,29 @@ def test_overwrite_replaces_the_run_when_the_first_record_is_written(tmp_path):
     assert headers[0]["overwrote"] == ["metrics.jsonl"]
 
 
+def test_overwrite_replaces_the_files_of_sinks_the_new_run_does_not_use(tmp_path):
+    # a run written as JSONL and CSV, replaced by a JSONL-only run: its CSV goes too, so a
+    # later resume cannot read the old run's last step from it and merge the two
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"]) as monitor:
+        train(monitor, steps=5)
+    with Monitor(tmp_path, preset="cheap", every=1, overwrite=True) as monitor:
+        train(monitor, steps=2)
+    headers, _ = read_jsonl(tmp_path / "metrics.jsonl")
+    assert headers[0]["overwrote"] == ["metrics.csv", "metrics.jsonl"]
+    assert not (tmp_path / "metrics.csv").exists()
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"],
+                 resume=True) as monitor:  # fmt: skip
+        train(monitor, steps=2)
+    assert _steps(tmp_path) == [0, 1, 2, 3]
+
+
+def test_a_folder_holding_another_sinks_run_is_a_run(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1, sinks=["csv"]) as monitor:
+        train(monitor, steps=2)
+    with pytest.raises(GradlabError, match=r"already holds a run \(metrics\.csv\)"):
+        Monitor(tmp_path, preset="cheap")
+
+
 def test_other_files_in_the_folder_are_not_a_run(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "figures").mkdir()
