@@ -286,7 +286,9 @@ def plot_runs(
     The families are those gradlab's quantities declare (:data:`PLOTS`), plus those of
     ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances).
     ``overview=False`` leaves the overview out (a page that shows every family's own figure;
-    it is the slowest figure to draw).
+    it is the slowest figure to draw). A figure an earlier plot left in ``out`` for a family
+    these logs do not hold (a run replaced with ``overwrite=True``) is removed, so the folder
+    never mixes runs; other files there are left alone.
 
     Raises:
         GradlabError: a bad ``out``, ``labels`` or ``quantities``; logs without a known key.
@@ -327,6 +329,9 @@ def plot_runs(
         written.append(save_figure(figure, folder / f"{family}.png"))
     if overview:
         written.append(_overview(present, runs, folder / "overview.png", plots))
+    stale = [f"{family}.png" for family in plots if family not in present]
+    for name in stale if overview else [*stale, "overview.png"]:  # an earlier plot's
+        (folder / name).unlink(missing_ok=True)
     return written
 
 

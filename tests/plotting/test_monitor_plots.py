@@ -392,3 +392,17 @@ def test_plot_refuses_another_file_in_one_line_asking_for_the_folder(tmp_path, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "pass the run folder" in err and "notes.txt" in err, err
     assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl", "notes.txt"]
+
+
+def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
+    # a full-preset run plotted, then replaced (overwrite=True) by a cheap one and plotted
+    # again: no figure of a family the new run does not log may stay beside the new ones
+    _run(tmp_path, steps=3, preset="full")
+    first = {path.name for path in plot_runs([tmp_path])}
+    (tmp_path / "figures" / "notes.txt").write_text("mine")
+    with Monitor(tmp_path, preset="cheap", every=1, overwrite=True) as monitor:
+        train(monitor, steps=3)
+    second = {path.name for path in plot_runs([tmp_path], overview=False)}
+    left = {path.name for path in (tmp_path / "figures").iterdir()}
+    assert first - second - {"overview.png"}  # the full run had families the cheap one lacks
+    assert left == second | {"notes.txt"}
