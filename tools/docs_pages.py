@@ -116,10 +116,12 @@ def monitor_quantities(root: Path) -> str:
     for cls in quantity_classes():
         quantity = cls()
         presets = ", ".join(name for name, members in PRESETS.items() if cls in members)
-        needs = "<br>".join(f"`{need}`" for need in sorted(quantity.needs)) or "-"
+        needs = [f"`{need}`" for need in sorted(quantity.needs)]
+        needs += [f"`{need}` (optional)" for need in sorted(quantity.optional_needs)]
+        every_need = frozenset(quantity.needs | quantity.optional_needs)
         lines.append(
             f"| `{cls.__name__}` | {_keys(tuple(quantity.keys))} | {_meaning(cls)} "
-            f"| {presets or '-'} | {cost_class(frozenset(quantity.needs))} | {needs} |"
+            f"| {presets or '-'} | {cost_class(every_need)} | {'<br>'.join(needs) or '-'} |"
         )
     return "\n".join(lines)
 

@@ -230,6 +230,9 @@ class BatchView:
     """What the watched loss says of its logits (:class:`gradlab.losses.SoftmaxLogits`: its
     scale, directions, summed terms, whether InfoNCE's closed form is its gradient), when it
     or its integration says; None: not said."""
+    provides: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    """What the watched loss's adapter can provide (names of
+    :data:`~gradlab.monitor.quantity.NEEDS`); None: everything (a view built by hand)."""
 
     def __setattr__(self, name: str, value: object) -> None:
         object.__setattr__(self, name, value)
@@ -376,6 +379,16 @@ class BatchView:
         """The embeddings' dtype, half precision promoted to float32 (as SmoothAP computes)."""
         dtype = self.embeddings.dtype
         return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+    def provided(self, need: str) -> bool:
+        """Whether the watched loss provides ``need`` (a quantity's optional need).
+
+        Example:
+            >>> BatchView(embeddings=torch.eye(2), provides=frozenset({"scores"})).provided(
+            ...     "smooth_ap_terms")
+            False
+        """
+        return self.provides is None or need in self.provides
 
     def finite_flags(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Two 0-d bool tensors on the batch's device (nothing read back): whether the inputs

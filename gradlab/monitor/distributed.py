@@ -230,6 +230,7 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,
         score_direction=batch.score_direction,
+        provides=batch.provides,
     )
     if batch.embedding_grad is not None:
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)

@@ -236,8 +236,8 @@ class Monitor:
             ...     scores = torch.randn(4, 4, requires_grad=True)
             ...     loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
             ...     record = monitor.step()
-            >>> len(monitor.not_logged), len(record) > 20  # seven need the embeddings
-            (7, True)
+            >>> len(monitor.not_logged), len(record) > 20  # six cannot read a score matrix
+            (6, True)
         """
         adapter = adapt(loss_fn, inputs)
         self._adopt_tau(adapter)
@@ -328,6 +328,7 @@ class Monitor:
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
             )  # fmt: skip
+            self._pending.provides = adapter.provides
             self._pending_adapter = adapter
             step = self.step_count
             for quantity in self.quantities:  # what the optimizer step will move, taken now

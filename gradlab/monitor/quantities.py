@@ -234,8 +234,8 @@ class GradientCounts(Quantity):
         super().__init__(schedule)
         self.threshold = threshold
         self.variants = (("", False), ("_weighted", True)) if weighted else (("", False),)
-        if weighted:  # the weights are SmoothAP's ranks: its sigmoid block
-            self.needs = self.needs | {"smooth_ap_terms"}
+        if weighted:  # the weights are SmoothAP's ranks: its sigmoid block, when the loss has it
+            self.optional_needs = frozenset({"smooth_ap_terms"})
             self.keys = (*self.keys, "gradient_count_mean_weighted",
                          "queries_without_gradient_weighted")  # fmt: skip
 
@@ -244,6 +244,8 @@ class GradientCounts(Quantity):
         has_positive = _row_any(positives)
         values: Values = {}
         for suffix, weighted in self.variants:
+            if weighted and not batch.provided("smooth_ap_terms"):
+                continue  # a loss without SmoothAP's ranks: the plain counts only
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
             values[f"gradient_count_mean{suffix}"] = per_query.to(torch.float64).mean()
             without = (has_positive & (per_query == 0)).sum()

@@ -125,6 +125,8 @@ class Quantity:
     Attributes:
         name: prefix of the logged keys, and its name in the run header.
         needs: names from :data:`NEEDS` that :meth:`compute` reads.
+        optional_needs: names from :data:`NEEDS` that add keys when the watched loss provides
+            them (:meth:`BatchView.provided`); without them the quantity logs its other keys.
         keys: every key it may log.
         plots: its figure families (:class:`Plot`).
         schedule: ``step -> bool``.
@@ -142,6 +144,7 @@ class Quantity:
 
     name = "quantity"
     needs: frozenset[str] = frozenset()
+    optional_needs: frozenset[str] = frozenset()
     keys: tuple[str, ...] = ()
     plots: tuple[Plot, ...] = ()
     warns_if_not_finite: bool = False

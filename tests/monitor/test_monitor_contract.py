@@ -270,8 +270,7 @@ def test_score_inputs_explain_every_quantity_that_needs_embeddings(tmp_path):
         "embedding_grad_norm": needs_embeddings,
         "decomposition": needs_embeddings,
         "gradient_agreement": needs_embeddings,
-        "relaxation_gap": needs_terms,
-        "gradient_counts": needs_terms,  # the weighted counts of the full preset
+        "relaxation_gap": needs_terms,  # the full preset's gradient counts: plain ones only
         "geometry": f"needs the embeddings the score matrix compares; {on_scores}",
     }
 

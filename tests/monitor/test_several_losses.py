@@ -76,3 +76,20 @@ def test_a_quantity_neither_loss_serves_is_not_logged_with_both_reasons(tmp_path
     assert "embedding_norm" in monitor.not_logged
     assert "score matrix" in monitor.not_logged["embedding_norm"]
     monitor.close(log_last_step=False)
+
+
+def test_the_full_preset_keeps_the_plain_gradient_counts_of_a_score_loss(tmp_path):
+    # full adds to default: on a score loss (no SmoothAP ranks to weight by) it logs the plain
+    # counts that default logs, the same values, and leaves out only the weighted ones
+    logged = {}
+    for preset in ("default", "full"):
+        monitor = Monitor(tmp_path / preset, tau=0.05, preset=preset, every=1)
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))
+        _, _, scores = _batch(0)
+        loss_fn(scores.requires_grad_(True), torch.eye(6, dtype=torch.bool)).backward()
+        logged[preset] = monitor.step()
+        monitor.close()
+        assert "gradient_counts" not in monitor.not_logged
+    for key in ("gradient_count_mean", "queries_without_gradient"):
+        assert logged["full"][key] == logged["default"][key]
+    assert "gradient_count_mean_weighted" not in logged["full"]
