@@ -111,6 +111,11 @@ class Monitor:
     ``strict=True`` raises a :class:`GradlabError` naming the path and the error instead of the
     warning, and the Monitor goes on as well. The folder's lock is released once, at close.
 
+    ``step_count`` is the step the next :meth:`step` closes: 0, or with ``resume=True`` the
+    run's last logged step + 1. A loop that restarts from a checkpoint at step ``n`` sets
+    ``monitor.step_count = n`` before training, so the records keep the loop's own steps (the
+    Lightning and Hugging Face integrations do this from the trainer's step).
+
     Under ``torch.distributed`` every rank agrees on each logged step before gathering
     (:func:`~gradlab.monitor.distributed.agree_on_step`): a step some rank cannot log (its
     loss call was unreadable or raised) is skipped on every rank and counted in
@@ -187,7 +192,7 @@ class Monitor:
                                 overwrite=options.overwrite, claim_now=is_rank_zero())  # fmt: skip
         self.log_dir = self.folder.path
         self.dropped_records = self.folder.dropped_records  # sink name -> records it missed
-        self.step_count = self.folder.start_step
+        self._step_count = self.folder.start_step
         self._first_step: int | None = None
 
     @classmethod
@@ -204,6 +209,17 @@ class Monitor:
                                for field in fields(options)})  # fmt: skip
 
     # --- hooks into the user's code ------------------------------------------------------------
+
+    @property
+    def step_count(self) -> int:
+        """The step the next :meth:`step` closes (see the class docstring)."""
+        return self._step_count
+
+    @step_count.setter
+    def step_count(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise GradlabError(f"step_count must be a non-negative integer; got {value!r}")
+        self._step_count = value
 
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap ``loss_fn``: the wrapper returns the loss unchanged and never alters gradients.

@@ -45,6 +45,28 @@ def test_resume_continues_the_steps_and_the_header_says_so(tmp_path):
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 4, 6]  # one header row only
 
 
+def test_a_loop_resumed_from_its_checkpoint_sets_the_step_it_restarts_at(tmp_path):
+    # crashed after loop step 23 (last record: step 20); the loop restarts from its checkpoint
+    # at step 24: the Monitor would number it 21, the loop says 24
+    with pytest.raises(RuntimeError), Monitor(tmp_path, preset="cheap", every=5) as monitor:
+        train(monitor, steps=24)
+        raise RuntimeError("the crash: no last record at close")
+    monitor = Monitor(tmp_path, preset="cheap", every=5, resume=True)
+    assert monitor.step_count == 21
+    monitor.step_count = 24
+    with monitor:
+        train(monitor, steps=3)  # loop steps 24, 25, 26
+    assert _steps(tmp_path)[:6] == [0, 5, 10, 15, 20, 25]
+
+
+@pytest.mark.parametrize("value", [-1, 2.5, True, "3", None])
+def test_step_count_refuses_what_is_not_a_step(tmp_path, value):
+    monitor = Monitor(tmp_path, preset="cheap")
+    with pytest.raises(GradlabError, match=r"^step_count must be a non-negative integer; got "):
+        monitor.step_count = value
+    monitor.close()
+
+
 def test_resume_on_an_empty_folder_starts_at_zero(tmp_path):
     with Monitor(tmp_path / "new", preset="cheap", every=1, resume=True) as monitor:
         train(monitor, steps=2)
