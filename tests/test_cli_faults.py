@@ -311,6 +311,6 @@ def test_plot_of_a_folder_without_a_run_names_the_run_folder_not_the_default_out
     assert code == 2
     assert stderr.splitlines() == [
         "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
-        f"got {str(missing)!r}"
+        f"got {str(missing)!r}, which does not exist"
     ]
     assert not missing.exists()  # nothing created for a run that is not there

@@ -152,6 +152,12 @@ class LossAdapter:
         first = tensors[0]
         if first.dim() != 2 or not first.is_floating_point():
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+        second = tensors[1]
+        if self.inputs == "embeddings" and second.dim() == 2 and second.dtype == torch.bool:
+            raise GradlabError(  # the form of a loss on a score matrix
+                f"expected {expected}; got {_describe(tensors)}, the form of a loss on a score "
+                "matrix: watch it with monitor.watch(loss, inputs='scores')"
+            )
         # a meta tensor has a shape and no values: nothing to compute or read back
         check_real_device(**{self.inputs: first, "second argument": tensors[1]})
         batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),

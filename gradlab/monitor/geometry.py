@@ -118,6 +118,10 @@ class Geometry(Quantity):
 class Margins(Quantity):
     """Per query: positive score, hardest negative, margin, violation share, R@1 (means).
 
+    The positive score is the mean over the query's positives; the margin is its hardest
+    (lowest-scored) positive minus its hardest negative, so with several positives it is not
+    ``margin_positive_score - margin_hardest_negative``.
+
     Read from the step's score matrix in the loss's own units (cosine scores when the loss is
     watched on embeddings; logits when it is watched on a score matrix); the means run over
     the queries that have both a positive and a negative. A margin that stays negative with a

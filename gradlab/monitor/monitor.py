@@ -188,6 +188,7 @@ class Monitor:
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
         self._closed = False
+        self._refused: str | None = None  # why the folder was refused at the first record
         self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
                                 overwrite=options.overwrite, claim_now=is_rank_zero())  # fmt: skip
         self.log_dir = self.folder.path
@@ -394,6 +395,9 @@ class Monitor:
         steps per quantity.
         """
         if self._closed:
+            if self._refused is not None:
+                raise GradlabError(f"monitor.step() called on a Monitor whose log_dir was "
+                                   f"refused at its first record: {self._refused}")  # fmt: skip
             raise GradlabError("monitor.step() called after close()")
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
@@ -606,7 +610,11 @@ class Monitor:
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
-        self.folder.open(run, device, first_step)
+        try:
+            self.folder.open(run, device, first_step)
+        except GradlabError as error:
+            self._refused = str(error)
+            raise
         self._closed, self._opened = False, True
 
     def close(self, log_last_step: bool = True) -> None:

@@ -194,7 +194,7 @@ def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
         >>> check_run_dirs(["/no/such/run"])
         Traceback (most recent call last):
             ...
-        gradlab.errors.GradlabError: run_dir must hold a metrics.jsonl written by gradlab.Monitor; got '/no/such/run'
+        gradlab.errors.GradlabError: run_dir must hold a metrics.jsonl written by gradlab.Monitor; got '/no/such/run', which does not exist
     """  # noqa: E501
     for run_dir in run_dirs:
         if Path(run_dir).is_file() and run_folder(run_dir) == Path(run_dir):
@@ -202,8 +202,11 @@ def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
                                f"{str(Path(run_dir))!r} (pass the run folder, the one that holds "
                                "metrics.jsonl)")  # fmt: skip
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
-            raise GradlabError(f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
-                               f"got {str(Path(run_dir))!r}{_runs_below(run_dir)}")  # fmt: skip
+            missing = "" if Path(run_dir).exists() else ", which does not exist"
+            raise GradlabError(
+                "run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+                f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"
+            )
 
 
 def _runs_below(folder: str | Path, depth: int = 2) -> str:

@@ -30,6 +30,24 @@ def test_two_monitors_on_one_new_folder_do_not_interleave(tmp_path):
     assert not (run / LOCK_NAME).exists()
 
 
+def test_a_refused_monitor_says_why_at_every_later_step(tmp_path):
+    # a training loop that catches the refusal and goes on must not be told it closed the
+    # Monitor: each later step repeats the refusal
+    run = tmp_path / "new"
+    first = Monitor(run, preset="cheap", every=1)
+    second = Monitor(run, preset="cheap", every=1)
+    train(first, steps=1)
+    with pytest.raises(GradlabError) as refused:
+        train(second, steps=1)
+    with pytest.raises(GradlabError) as later:
+        second.step()
+    assert str(later.value) == (
+        "monitor.step() called on a Monitor whose log_dir was refused at its first record: "
+        + str(refused.value)
+    )
+    first.close()
+
+
 def test_a_monitor_made_while_another_writes_is_refused_at_construction(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1) as first:
         train(first, steps=1)

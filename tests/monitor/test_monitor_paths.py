@@ -166,3 +166,15 @@ def test_a_quantity_may_return_one_element_tensors_of_any_dtype(tmp_path):
         record = monitor.step()
     assert record == {"step": 0, "one_element": 2.5, "count": 7.0, "flag": 1.0}
     assert all(type(value) is float for key, value in record.items() if key != "step")
+
+
+def test_a_score_loss_watched_as_an_embedding_loss_is_told_to_say_inputs_scores(tmp_path):
+    # loss(scores [Q, C], positives [Q, C] bool) is not an embedding loss's call: the warning
+    # names the form it has and the one-word fix
+    with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
+        watched = monitor.watch(lambda scores, positives: scores.logsumexp(dim=1).mean())
+        with pytest.warns(RuntimeWarning) as caught:
+            watched(torch.zeros(6, 6), torch.eye(6, dtype=torch.bool))
+    (message,) = [str(w.message) for w in caught]
+    assert "the form of a loss on a score matrix: watch it with monitor.watch(loss, " \
+           "inputs='scores')" in message  # fmt: skip

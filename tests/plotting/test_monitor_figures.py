@@ -804,9 +804,13 @@ def test_a_folder_above_its_runs_names_them(tmp_path):
         f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(output)!r}; "
         f"runs below it: {', '.join(repr(str(path)) for path in shown)} and 2 more"
     )
+    (tmp_path / "empty").mkdir()
     with pytest.raises(GradlabError) as caught:  # nothing below: nothing named
         load_runs([tmp_path / "empty"])
     assert str(caught.value).endswith(f"got {str(tmp_path / 'empty')!r}")
+    with pytest.raises(GradlabError) as caught:  # a path that is not there says so
+        load_runs([tmp_path / "typo"])
+    assert str(caught.value).endswith(f"got {str(tmp_path / 'typo')!r}, which does not exist")
 
 
 def test_runs_below_a_folder_are_looked_for_two_levels_deep_and_listed_in_full_up_to_three(
