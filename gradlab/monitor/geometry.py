@@ -54,7 +54,8 @@ class Geometry(Quantity):
     of the embeddings as they are, so a row with a larger norm weighs more); where the
     integration did not see them (a
     matrix gathered from other processes) the step logs no geometry. A batch of one query
-    (a short last batch) logs no uniformity and no effective rank: both need two points. On a
+    (a short last batch) logs no uniformity, no effective rank and no spread: all three need
+    two points. On a
     CUDA device the effective rank's ``torch.linalg.eigvalsh`` synchronises with the host once
     per logged step (torch checks its convergence there): the one exception to the Monitor's
     single transfer per logged step.
@@ -95,7 +96,9 @@ class Geometry(Quantity):
         embeddings = embeddings.to(torch.float64)  # once: each measure works in float64
         layout = batch.layout
         in_batch = candidates is None
-        values = {"geometry_std": measures.normalized_std(embeddings)}
+        values = {}
+        if embeddings.shape[0] > 1:  # one point has no spread: 0 would read as a collapse
+            values["geometry_std"] = measures.normalized_std(embeddings)
         standard = in_batch and batch.every_candidate_but_the_query
         if standard and embeddings.shape[0] > 1:  # both from one copy of the distances
             values["geometry_alignment"], values["geometry_uniformity"] = (

@@ -22,10 +22,10 @@ def test_one_query_logs_what_one_point_defines_and_nothing_else():
     view = BatchView(embeddings=query, candidates=candidates,
                      positives=torch.tensor([[True, False]]))  # fmt: skip
     values = Geometry().compute(view)
-    assert set(values) == {"geometry_alignment", "geometry_std", "geometry_modality_gap"}
+    # no spread of one point (its std, 0, would read as a collapse), no uniformity, no rank
+    assert set(values) == {"geometry_alignment", "geometry_modality_gap"}
     # |u - v|^2 of the unit query (0.6, 0.8) and its positive (1, 0)
     assert float(values["geometry_alignment"]) == pytest.approx((0.6 - 1.0) ** 2 + 0.8**2)
-    assert float(values["geometry_std"]) == 0.0  # one point has no spread
     gap = loops.modality_gap(query.tolist(), candidates.tolist())
     assert float(values["geometry_modality_gap"]) == pytest.approx(gap)
 
@@ -189,12 +189,11 @@ def test_the_in_batch_step_takes_alignment_and_uniformity_from_one_copy(monkeypa
         sum(distance) / len(distance), rel=1e-5, abs=1e-7)
 
 
-def test_one_in_batch_query_logs_its_spread_and_no_pairs():
+def test_one_in_batch_query_logs_no_spread_and_no_pairs():
     values = Geometry().compute(BatchView(embeddings=torch.tensor([[3.0, 4.0]]),
                                           labels=torch.tensor([0])))  # fmt: skip
-    assert set(values) == {"geometry_alignment", "geometry_std"}
+    assert set(values) == {"geometry_alignment"}
     assert math.isnan(float(values["geometry_alignment"]))  # no positive pair
-    assert float(values["geometry_std"]) == 0.0
 
 
 def test_a_layout_with_its_own_mask_still_reads_the_step_s_scores_for_uniformity(monkeypatch):
