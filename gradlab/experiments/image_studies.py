@@ -221,14 +221,22 @@ def _setup(
     return dataset, sizes, seeds
 
 
-def _test_split(data, test_split, layout, list_file, test_list_file, image_size):
-    """The evaluation split: the other class half / ``Ebay_test.txt``, or ``test_list_file``."""
+def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size):
+    """The evaluation split: the other class half / ``Ebay_test.txt``, or ``test_list_file``;
+    never the training images themselves."""
     if layout == "list" or list_file is not None:
         if test_list_file is None:
             raise GradlabError("test_list_file must name the evaluation images' 'path label' "
                                "file when the training images come from a list file")  # fmt: skip
+        if list_file is not None and Path(test_list_file).resolve() == Path(list_file).resolve():
+            raise GradlabError(f"test_list_file must name other images than list_file; both are "
+                               f"{str(test_list_file)!r}")  # fmt: skip
         return image_folder(data, test_split, layout="list", list_file=test_list_file,
                             image_size=image_size)  # fmt: skip
+    if split == test_split:
+        raise GradlabError(f"split must not be the evaluation split {test_split!r}: the study "
+                           f"would train and measure retrieval on the same images; got "
+                           f"split={split!r}")  # fmt: skip
     return image_folder(data, test_split, layout=layout, image_size=image_size)
 
 
@@ -463,7 +471,7 @@ def loss_comparison_on_images(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
-    test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
+    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
     described = _describe(data, dataset, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
@@ -613,7 +621,7 @@ def anatomy_on_images(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
-    test = _test_split(data, test_split, layout, list_file, test_list_file, image_size)
+    test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
         "steps": [], ANATOMY_DIRECTION: {key: [] for key in ANATOMY_KEYS}},

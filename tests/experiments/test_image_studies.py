@@ -274,6 +274,20 @@ def test_bad_input_is_one_line_and_exit_code_2_before_training(
 
 
 @pytest.mark.parametrize("study", ["losses", "anatomy"])
+def test_training_on_the_evaluation_split_is_one_line_and_exit_code_2(
+    online_products, tmp_path, capsys, study
+):
+    # --split test would train on the images retrieval is measured on
+    argv = ["study", study, "--data", str(online_products), "--split", "test",
+            "--out", str(tmp_path / "out"), *SMALL]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "split must not be the evaluation split 'test'" in err and "same images" in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("study", ["losses", "anatomy"])
 def test_a_list_file_without_test_images_is_one_line_and_exit_code_2(
     online_products, tmp_path, capsys, study
 ):
