@@ -14,6 +14,7 @@ read the miniature's.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -373,6 +374,30 @@ def evaluate_split(
             "R-Precision": metrics["r_precision"], "MAP@R": metrics["map_at_r"]}  # fmt: skip
 
 
+class _StepClock:
+    """The time per training step after the first (``on_step`` of :func:`_train_steps`): the
+    first step pays the run's one-time costs (loader workers, kernels, allocator), which fell
+    on whichever loss trained first; a run of one step is timed whole."""
+
+    def __init__(self, device) -> None:
+        self.device = torch.device(device)
+        self.started = time.perf_counter()
+        self.after_first: float | None = None
+
+    def __call__(self, step: int, embeddings: torch.Tensor, labels: torch.Tensor) -> None:
+        if step == 0:
+            if self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)  # once per run: the first step is done
+            self.after_first = time.perf_counter()
+
+    def per_step(self, steps: int) -> float:
+        """Seconds per step, read after the run (whose losses were read back: synchronised)."""
+        now = time.perf_counter()
+        if steps > 1 and self.after_first is not None:
+            return (now - self.after_first) / (steps - 1)
+        return (now - self.started) / max(steps, 1)
+
+
 def _train_steps(
     model, images: StudyImages, batches, loss_fn, device, lr, amp, on_step=None, workers=0
 ) -> list[float]:
@@ -457,7 +482,6 @@ def loss_comparison_on_images(
         root must be an existing folder of images; '/no/such/folder' is not
     """
     import copy
-    import time
 
     from gradlab.experiments.loss_comparison import (
         CANDIDATES,
@@ -510,12 +534,12 @@ def loss_comparison_on_images(
             result["initial_score_range"].append((cosines.max() - cosines.min()).item())
             for name, loss_fn in loss_functions(tau, size).items():
                 model = copy.deepcopy(initial)
-                started = time.perf_counter()
+                clock = _StepClock(device)
                 seeded = _seeded(dataset, image_size, run_seed(seed, size))
                 history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp,
-                                       workers=workers)  # fmt: skip
+                                       on_step=clock, workers=workers)  # fmt: skip
                 run = result["losses"][name]
-                run["step_seconds"].append((time.perf_counter() - started) / len(batches))
+                run["step_seconds"].append(clock.per_step(len(batches)))
                 for metric, value in evaluate_split(model, test, device, amp, workers).items():
                     run["metrics"].setdefault(metric, []).append(value)
                 run["loss_seconds"].append(_loss_seconds(loss_fn, first, first_labels,
