@@ -183,6 +183,16 @@ def cosine_scores(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tens
     return F.normalize(queries, dim=1) @ F.normalize(candidates, dim=1).T
 
 
+def _require_gradient(method: str, tensor: torch.Tensor) -> None:
+    """Refuse a tensor whose gradient the probe could never record."""
+    if not tensor.requires_grad:
+        raise GradlabError(
+            f"probe.{method} must be handed a tensor the loss is computed from, one that "
+            f"requires grad; got a tensor of shape {tuple(tensor.shape)} with no gradient "
+            "(computed under torch.no_grad(), or detached): its gradient would read as 0"
+        )
+
+
 def _index(name: str, value: object, bound: int) -> torch.Tensor:
     check_tensor(name, value, ndims=(1,), kind="integer")
     if value.numel() and (int(value.min()) < 0 or int(value.max()) >= bound):
@@ -240,22 +250,34 @@ class GradientProbe:
                 f"rows must give one index per row of {name} ({embeddings.shape[0]}); "
                 f"got {rows.shape[0]}"
             )
+        _require_gradient(name, embeddings)
         self.recorded[name] = True
         target = self.gradients[name]
 
         def add(grad: torch.Tensor) -> None:
             target.index_add_(0, rows, grad.detach().to(target.dtype))
 
-        if embeddings.requires_grad:
-            embeddings.register_hook(add)
+        embeddings.register_hook(add)
         return embeddings
 
     def queries(self, embeddings: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Record query embeddings ``[n, d]`` whose rows are the items ``rows [n]``."""
+        """Record query embeddings ``[n, d]`` whose rows are the items ``rows [n]``.
+
+        Raises:
+            GradlabError: ``embeddings`` does not require grad (computed under
+                ``torch.no_grad()`` or detached: the probe could never see its gradient), or
+                ``rows`` does not index its rows.
+        """
         return self._embeddings("queries", embeddings, rows)
 
     def candidates(self, embeddings: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """Record candidate embeddings ``[n, d]`` whose rows are the items ``rows [n]``."""
+        """Record candidate embeddings ``[n, d]`` whose rows are the items ``rows [n]``.
+
+        Raises:
+            GradlabError: ``embeddings`` does not require grad (computed under
+                ``torch.no_grad()`` or detached: the probe could never see its gradient), or
+                ``rows`` does not index its rows.
+        """
         return self._embeddings("candidates", embeddings, rows)
 
     def scores(
@@ -270,6 +292,10 @@ class GradientProbe:
         ``owned_rows`` (global indices, a subset of ``rows``): count only these rows' gradient.
         A process whose copy of the score matrix propagates gradient into its own queries only
         (gathered without gradient) owns those rows; ``None``: all of them.
+
+        Raises:
+            GradlabError: ``scores`` does not require grad (computed under ``torch.no_grad()``
+                or detached), or ``rows`` and ``columns`` do not index the block.
         """
         check_tensor("scores", scores, ndims=(2,), kind="float")
         rows = _index("rows", rows, self.size)
@@ -282,6 +308,7 @@ class GradientProbe:
         keep = torch.ones(rows.shape[0], dtype=torch.bool)
         if owned_rows is not None:
             keep = torch.isin(rows, _index("owned_rows", owned_rows, self.size))
+        _require_gradient("scores", scores)
         self.recorded["scores"] = True
         self.scored[rows[keep].unsqueeze(1), columns.unsqueeze(0)] = True
         self.values[rows[keep].unsqueeze(1), columns.unsqueeze(0)] = scores.detach()[keep].to(
@@ -294,8 +321,7 @@ class GradientProbe:
             target.index_put_((rows[keep].unsqueeze(1), columns.unsqueeze(0)), block,
                               accumulate=True)  # fmt: skip
 
-        if scores.requires_grad:
-            scores.register_hook(add)
+        scores.register_hook(add)
         return scores
 
     def reduce(self) -> None:

@@ -428,3 +428,22 @@ def test_cached_mnrl_needs_one_class_per_item(problem):
     step = CachedMNRL(mini_batch_size=4)
     with pytest.raises(gradlab.GradlabError, match="labels must all differ"):
         compare_gradients(step.reference(), step, model, batch)
+
+
+def test_a_step_that_hands_the_probe_a_no_grad_tensor_is_refused_not_reported_as_zero(problem):
+    model, batch = problem
+    loss = LOSSES["nt_xent"]()
+
+    def embeddings_under_no_grad(model, batch, probe):
+        queries = model(batch.query_inputs)
+        with torch.no_grad():
+            probe.queries(model(batch.query_inputs), batch.rows)  # a second, graph-less copy
+        candidates = model(batch.candidate_inputs)
+        value = loss(F.normalize(queries, dim=1) @ F.normalize(candidates, dim=1).T,
+                     batch.labels.unsqueeze(1) == batch.labels.unsqueeze(0))  # fmt: skip
+        value.backward()
+        return value.detach()
+
+    refused = r"^probe\.queries must be handed a tensor .* no gradient \(computed under torch"
+    with pytest.raises(gradlab.GradlabError, match=refused):
+        compare_gradients(FullBatch(loss), embeddings_under_no_grad, model, batch)

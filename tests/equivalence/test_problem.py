@@ -295,11 +295,27 @@ def test_embedding_gradients_add_up_at_their_global_rows(side, index_dtype):
     assert probe.recorded[side] and not probe.recorded["scores"]
 
 
-def test_embeddings_without_gradient_are_recorded_and_get_none():
-    probe = GradientProbe(size=2, columns=2, embedding_size=1)
-    embeddings = torch.ones(2, 1)
-    assert probe.candidates(embeddings, torch.tensor([0, 1])) is embeddings
-    assert probe.recorded["candidates"] and not probe.gradients["candidates"].any()
+@pytest.mark.parametrize("method", ["queries", "candidates", "scores"])
+@pytest.mark.parametrize("how", ["no_grad", "detached", "plain"])
+def test_a_tensor_without_gradient_is_refused_at_the_probe_call(method, how):
+    # Its gradient could never be recorded: accepted, it would read as 0 x reference later.
+    probe = GradientProbe(size=2, columns=2, embedding_size=2)
+    source = torch.ones(2, 2, requires_grad=True)
+    if how == "no_grad":
+        with torch.no_grad():
+            tensor = 2 * source
+    else:
+        tensor = (2 * source).detach() if how == "detached" else torch.ones(2, 2)
+    arguments = [tensor, torch.tensor([0, 1])] + ([torch.tensor([0, 1])] if method == "scores"
+                                                  else [])  # fmt: skip
+    with pytest.raises(GradlabError) as error:
+        getattr(probe, method)(*arguments)
+    assert str(error.value) == (
+        f"probe.{method} must be handed a tensor the loss is computed from, one that requires "
+        "grad; got a tensor of shape (2, 2) with no gradient (computed under torch.no_grad(), "
+        "or detached): its gradient would read as 0"
+    )
+    assert not any(probe.recorded.values()) and not probe.scored.any()
 
 
 @pytest.mark.parametrize("side", ["queries", "candidates"])
