@@ -23,7 +23,14 @@ from torch import nn
 
 from gradlab.equivalence.objectives import score_objective
 from gradlab.equivalence.problem import PairedBatch, positive_mask
-from gradlab.equivalence.runner import DEFAULT_TIMEOUT_S, Gradients, run_distributed, run_step
+from gradlab.equivalence.runner import (
+    DEFAULT_TIMEOUT_S,
+    Gradients,
+    _check_problem,
+    _check_step,
+    run_distributed,
+    run_step,
+)
 from gradlab.equivalence.steps import rank_of_rows
 from gradlab.errors import GradlabError, UnknownKeyError
 from gradlab.validation import (
@@ -421,14 +428,6 @@ class EquivalenceResult:
         return "\n".join(lines)
 
 
-def _check_step(name: str, step: object) -> None:
-    if not callable(step):
-        raise GradlabError(
-            f"{name} must be a step: a callable step(model, batch, probe) such as "
-            f"gradlab.equivalence.FullBatch(loss); got {type(step).__name__}"
-        )
-
-
 def compare_gradients(
     reference: object,
     candidate: object,
@@ -463,7 +462,10 @@ def compare_gradients(
         The :class:`EquivalenceResult`: ``result.equivalent``, ``print(result)``.
 
     Raises:
-        GradlabError: a bad argument, or a step that cannot run on this batch.
+        GradlabError: a bad argument, or a step that cannot run on this batch, before any
+            work: a step that is not callable as ``step(model, batch, probe)`` (a loss passed
+            where a step belongs), a model with no parameter that requires grad, inputs the
+            model's first forward fails on.
 
     Example:
         >>> import gradlab
@@ -479,11 +481,7 @@ def compare_gradients(
     """
     _check_step("reference", reference)
     _check_step("candidate", candidate)
-    if not isinstance(model, nn.Module):
-        raise GradlabError(f"model must be a torch.nn.Module; got {type(model).__name__}")
-    if not isinstance(batch, PairedBatch):
-        raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
-                           f"{type(batch).__name__}")  # fmt: skip
+    _check_problem(model, batch)
     check_floating_dtype("dtype", dtype)
     batch.shard(0, world_size)  # world_size: a positive integer that divides the batch
     check_positive_finite("timeout", timeout)

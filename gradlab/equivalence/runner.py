@@ -15,6 +15,7 @@ importable by module and name (not defined in ``__main__`` or a notebook cell).
 from __future__ import annotations
 
 import copy
+import inspect
 import os
 import pickle
 import tempfile
@@ -29,8 +30,10 @@ import torch
 from torch import nn
 
 from gradlab.equivalence.problem import GradientProbe, PairedBatch
+from gradlab.equivalence.steps import Step
 from gradlab.errors import GradlabError
-from gradlab.validation import check_positive_finite
+from gradlab.losses import RankingLoss
+from gradlab.validation import check_positive_finite, count_noun
 
 __all__ = ["Gradients", "run_distributed", "run_step"]
 
@@ -68,18 +71,87 @@ class Gradients:
     world_size: int = 1
 
 
+def _check_step(name: str, step: object) -> None:
+    """Refuse, before any work, what cannot be called as ``step(model, batch, probe)``: not a
+    callable, a loss (called as ``loss(scores, positives)``), or a callable whose signature
+    cannot take those three arguments."""
+    if not callable(step):
+        raise GradlabError(
+            f"{name} must be a step: a callable step(model, batch, probe) such as "
+            f"gradlab.equivalence.FullBatch(loss); got {type(step).__name__}"
+        )
+    if isinstance(step, RankingLoss):
+        raise GradlabError(
+            f"{name} must be a step, called as step(model, batch, probe); got the loss "
+            f"{type(step).__name__}, called as loss(scores, positives): wrap it in a step, e.g. "
+            f"gradlab.equivalence.FullBatch(loss) or GradCache(loss, chunk_size)"
+        )
+    if isinstance(step, Step):
+        return
+    target = step.forward if isinstance(step, nn.Module) else step
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):  # a builtin without one: let the call decide
+        return
+    try:
+        signature.bind(None, None, None)
+    except TypeError:
+        raise GradlabError(
+            f"{name} must be a step, called as step(model, batch, probe); got "
+            f"{type(step).__name__} whose signature {signature} cannot take those three "
+            "arguments"
+        ) from None
+
+
+def _check_problem(model: object, batch: object) -> None:
+    """Refuse, before any work, a model or batch the steps cannot run on or compare."""
+    if not isinstance(model, nn.Module):
+        raise GradlabError(f"model must be a torch.nn.Module; got {type(model).__name__}")
+    if not isinstance(batch, PairedBatch):
+        raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
+                           f"{type(batch).__name__}")  # fmt: skip
+    parameters = list(model.parameters())
+    inputs_live = batch.query_inputs.requires_grad or batch.candidate_inputs.requires_grad
+    if not inputs_live and not any(p.requires_grad for p in parameters):
+        held = ("no parameters" if not parameters else
+                f"{count_noun(len(parameters), 'parameter')}, all with requires_grad=False")
+        raise GradlabError(
+            "model must have a parameter that requires grad (else no step can leave a "
+            f"gradient to compare); got {type(model).__name__} with {held}, and the batch's "
+            "inputs do not require grad either"
+        )  # fmt: skip
+
+
 def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
-    """The model's output width, from one row in eval mode (each module's mode is restored):
-    a BatchNorm in training mode would refuse a single row and move its running statistics,
-    and a dropout would draw; in eval mode neither happens."""
+    """The model's output width, from one row of each side in eval mode (each module's mode
+    is restored): a BatchNorm in training mode would refuse a single row and move its running
+    statistics, and a dropout would draw; in eval mode neither happens.
+
+    A failure of this first forward (inputs the model cannot take) is raised as a
+    :class:`GradlabError` naming the batch's field and the shapes, the model's own message
+    kept (and chained).
+    """
     modes = [module.training for module in model.modules()]
     model.eval()
+    widths = {}
     try:
         with torch.no_grad():
-            return int(model(batch.query_inputs[:1]).shape[-1])
+            for side in ("query_inputs", "candidate_inputs"):
+                inputs = getattr(batch, side)
+                try:
+                    widths[side] = int(model(inputs[:1]).shape[-1])
+                except (RuntimeError, IndexError) as error:
+                    first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+                    raise GradlabError(
+                        f"batch.{side} must be inputs the model takes: its first forward, "
+                        f"model(batch.{side}[:1]) on shape {tuple(inputs[:1].shape)} "
+                        f"(batch.{side} has shape {tuple(inputs.shape)}), raised "
+                        f"{type(error).__name__}: {first}"
+                    ) from error
     finally:
         for module, training in zip(model.modules(), modes, strict=True):
             module.training = training
+    return widths["query_inputs"]
 
 
 def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
@@ -132,6 +204,12 @@ def run_step(step: Callable, model: nn.Module, batch: PairedBatch) -> Gradients:
     Returns:
         The step's :class:`Gradients`.
 
+    Raises:
+        GradlabError: before the step runs: ``step`` not callable as ``step(model, batch,
+            probe)`` (a loss passed where a step belongs); ``model`` not a module, or with no
+            parameter that requires grad; ``batch`` not a :class:`PairedBatch`, or inputs the
+            model's first forward fails on (the field and the shapes named).
+
     Example:
         >>> import gradlab
         >>> from gradlab.equivalence import FullBatch, synthetic_problem
@@ -140,6 +218,8 @@ def run_step(step: Callable, model: nn.Module, batch: PairedBatch) -> Gradients:
         >>> grads.scores.shape, grads.queries.dtype
         (torch.Size([4, 4]), torch.float64)
     """
+    _check_step("step", step)
+    _check_problem(model, batch)
     return _execute(step, model, batch, 0, 1)
 
 
@@ -205,7 +285,8 @@ def run_distributed(
 
     Raises:
         GradlabError: ``world_size`` does not divide the batch, ``timeout`` is not positive,
-            or a step cannot be pickled.
+            a step cannot be pickled, or any refusal of :func:`run_step`; before any process
+            starts.
         TimeoutError: a process still ran after ``timeout`` seconds (it was killed).
         RuntimeError: a process raised: the message holds the traceback of the first one
             and the exception line of each other one that raised within
@@ -224,8 +305,12 @@ def run_distributed(
     import torch.multiprocessing as mp
 
     steps = list(steps)
+    for index, step in enumerate(steps):
+        _check_step(f"steps[{index}]", step)
+    _check_problem(model, batch)
     batch.shard(0, world_size)  # checks world_size against the batch
     check_positive_finite("timeout", timeout)
+    _embedding_size(model, batch)  # inputs the model cannot take: named here, not in a process
     with tempfile.TemporaryDirectory(prefix="gradlab-equivalence-") as folder:
         try:
             torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))

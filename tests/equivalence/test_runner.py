@@ -143,6 +143,9 @@ class UnpicklableStep:
     folder: str
     seen: tuple = ()
 
+    def __call__(self, model, batch, probe):  # a step: the pickling is what fails
+        return None
+
     def __reduce__(self):
         self.seen = tuple(os.listdir(self.folder))
         raise TypeError("this step stays here")

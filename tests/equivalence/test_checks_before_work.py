@@ -1,0 +1,200 @@
+"""What the checker refuses before any step runs: a loss where a step belongs, a model with
+nothing to train, inputs the model cannot take. Each is one :class:`GradlabError` naming the
+argument, the value and what is allowed, never a torch traceback from inside a step.
+
+Every refusal is checked to come before the first step: the steps here record that they ran.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+import gradlab
+from gradlab.equivalence import (
+    FullBatch,
+    GradCache,
+    compare_gradients,
+    run_distributed,
+    run_step,
+    synthetic_problem,
+)
+from gradlab.errors import GradlabError
+
+LOSS = gradlab.NTXentLoss(temperature=0.5)
+
+
+class CountingStep:
+    """The whole-batch step, counting its calls (a refusal must come before any)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, model, batch, probe):
+        self.calls += 1
+        return FullBatch(LOSS)(model, batch, probe)
+
+
+@pytest.fixture
+def no_process_starts(monkeypatch):
+    """Starting a process fails the test: the checks must come first."""
+
+    def refuse(*args, **kwargs):
+        pytest.fail("run_distributed started processes before its checks failed")
+
+    monkeypatch.setattr(torch.multiprocessing, "start_processes", refuse)
+
+
+# a loss where a step belongs
+
+
+@pytest.mark.parametrize("side", ["reference", "candidate"])
+@pytest.mark.parametrize(
+    "loss",
+    [gradlab.NTXentLoss(), gradlab.SmoothAPLoss(), gradlab.MaxViolationTripletLoss()],
+    ids=["nt_xent", "smooth_ap", "max_violation"],
+)
+def test_a_loss_passed_as_a_step_is_refused_naming_the_argument(side, loss):
+    model, batch = synthetic_problem(batch_size=4)
+    step = CountingStep()
+    steps = {"reference": step, "candidate": step, side: loss}
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(steps["reference"], steps["candidate"], model, batch)
+    assert str(caught.value) == (
+        f"{side} must be a step, called as step(model, batch, probe); got the loss "
+        f"{type(loss).__name__}, called as loss(scores, positives): wrap it in a step, e.g. "
+        "gradlab.equivalence.FullBatch(loss) or GradCache(loss, chunk_size)"
+    )
+    assert step.calls == 0
+
+
+def test_a_callable_that_cannot_take_model_batch_and_probe_is_refused():
+    model, batch = synthetic_problem(batch_size=4)
+
+    def my_loss(scores, positives):
+        return scores.sum()
+
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(FullBatch(LOSS), my_loss, model, batch)
+    assert str(caught.value) == (
+        "candidate must be a step, called as step(model, batch, probe); got function whose "
+        "signature (scores, positives) cannot take those three arguments"
+    )
+
+
+def test_a_module_whose_forward_takes_other_arguments_is_refused():
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError, match=r"^step must be a step, called as step\(model, batch, "
+                                           r"probe\); got Linear whose signature \(input"):
+        run_step(nn.Linear(2, 2), model, batch)
+
+
+def test_plain_callables_that_are_steps_are_still_accepted():
+    model, batch = synthetic_problem(batch_size=4)
+
+    def keyword_probe(model, batch, probe=None, *, extra=1):
+        return FullBatch(LOSS)(model, batch, probe)
+
+    class ModuleStep(nn.Module):
+        def forward(self, model, batch, probe):
+            return FullBatch(LOSS)(model, batch, probe)
+
+    for step in (keyword_probe, ModuleStep(), lambda *args: FullBatch(LOSS)(*args)):
+        assert compare_gradients(FullBatch(LOSS), step, model, batch).equivalent
+
+
+def test_run_distributed_refuses_a_loss_among_its_steps_before_any_process(no_process_starts):
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError, match=r"^steps\[1\] must be a step, called as "
+                                           r"step\(model, batch, probe\); got the loss NTXentLoss"):
+        run_distributed([FullBatch(LOSS), LOSS], model, batch, 2)
+
+
+# a model with nothing to train
+
+
+def _frozen():
+    model, _ = synthetic_problem(batch_size=4)
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    return model
+
+
+@pytest.mark.parametrize(
+    ("make", "held"),
+    [
+        (nn.Identity, "Identity with no parameters"),
+        (_frozen, "Sequential with 4 parameters, all with requires_grad=False"),
+    ],
+)
+def test_a_model_with_no_trainable_parameter_is_refused_naming_model(make, held):
+    _, batch = synthetic_problem(batch_size=4)
+    step = CountingStep()
+    message = ("model must have a parameter that requires grad (else no step can leave a "
+               f"gradient to compare); got {held}, and the batch's inputs do not require grad "
+               "either")  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(step, step, make(), batch)
+    assert str(caught.value) == message
+    with pytest.raises(GradlabError) as caught:
+        run_step(step, make(), batch)
+    assert str(caught.value) == message
+    assert step.calls == 0
+
+
+def test_run_distributed_refuses_a_model_with_nothing_to_train_before_any_process(
+    no_process_starts,
+):
+    _, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError, match=r"^model must have a parameter that requires grad"):
+        run_distributed([FullBatch(LOSS)], nn.Identity(), batch, 2)
+
+
+# inputs the model cannot take
+
+
+def test_inputs_wider_than_the_model_takes_are_refused_naming_batch_and_the_shapes():
+    _, batch = synthetic_problem(batch_size=4, input_size=8)
+    step = CountingStep()
+    narrow = nn.Linear(5, 4, dtype=torch.float64)
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(step, step, narrow, batch)
+    assert str(caught.value) == (
+        "batch.query_inputs must be inputs the model takes: its first forward, "
+        "model(batch.query_inputs[:1]) on shape (1, 8) (batch.query_inputs has shape (4, 8)), "
+        "raised RuntimeError: mat1 and mat2 shapes cannot be multiplied (1x8 and 5x4)"
+    )
+    assert isinstance(caught.value.__cause__, RuntimeError)  # the model's own error, kept
+    assert step.calls == 0
+
+
+def test_candidate_inputs_the_model_cannot_take_are_named_too():
+    model, batch = synthetic_problem(batch_size=4, input_size=8)
+    wide = type(batch)(batch.query_inputs, torch.zeros(4, 6, dtype=torch.float64), batch.labels)
+    with pytest.raises(GradlabError, match=r"^batch\.candidate_inputs must be inputs the model "
+                                           r"takes: .* on shape \(1, 6\) \(batch\.candidate_"
+                                           r"inputs has shape \(4, 6\)\)"):
+        run_step(CountingStep(), model, wide)
+
+
+def test_run_distributed_names_inputs_the_model_cannot_take_before_any_process(
+    no_process_starts,
+):
+    _, batch = synthetic_problem(batch_size=4, input_size=8)
+    with pytest.raises(GradlabError, match=r"^batch\.query_inputs must be inputs the model"):
+        run_distributed([FullBatch(LOSS)], nn.Linear(5, 4, dtype=torch.float64), batch, 2)
+
+
+def test_an_error_of_the_model_itself_is_not_hidden():
+    # A step that fails for its own reasons, past the first forward, raises as it did.
+    model, batch = synthetic_problem(batch_size=4)
+
+    def broken(model, batch, probe):
+        raise RuntimeError("the step's own bug")
+
+    with pytest.raises(RuntimeError, match="the step's own bug"):
+        run_step(broken, model, batch)
+
+
+def test_gradient_caching_still_runs_after_the_checks():
+    model, batch = synthetic_problem(batch_size=4)
+    assert compare_gradients(FullBatch(LOSS), GradCache(LOSS, 2), model, batch).equivalent
