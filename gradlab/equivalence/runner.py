@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from gradlab.equivalence.problem import GradientProbe, PairedBatch
 from gradlab.equivalence.steps import Step
@@ -110,6 +111,15 @@ def _check_problem(model: object, batch: object) -> None:
     if not isinstance(batch, PairedBatch):
         raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
                            f"{type(batch).__name__}")  # fmt: skip
+    lazy = [name for name, tensor in (*model.named_parameters(), *model.named_buffers())
+            if is_lazy(tensor)]  # fmt: skip
+    if lazy:
+        raise GradlabError(
+            f"model has lazy parameters that are not initialised yet ({', '.join(lazy)}): each "
+            "step's copy of the model would initialise them with its own random values, and the "
+            "check would compare two different models; run one forward pass first to initialise "
+            "its lazy parameters"
+        )
     parameters = list(model.parameters())
     inputs_live = batch.query_inputs.requires_grad or batch.candidate_inputs.requires_grad
     if not inputs_live and not any(p.requires_grad for p in parameters):

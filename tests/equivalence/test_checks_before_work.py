@@ -198,3 +198,41 @@ def test_an_error_of_the_model_itself_is_not_hidden():
 def test_gradient_caching_still_runs_after_the_checks():
     model, batch = synthetic_problem(batch_size=4)
     assert compare_gradients(FullBatch(LOSS), GradCache(LOSS, 2), model, batch).equivalent
+
+
+# lazy modules
+
+
+def _lazy_model():
+    return nn.Sequential(nn.LazyLinear(16, dtype=torch.float64), nn.Tanh(),
+                         nn.Linear(16, 4, dtype=torch.float64))  # fmt: skip
+
+
+def test_a_model_with_uninitialised_lazy_parameters_is_refused_before_any_step():
+    # Each copy would draw its own weights: the same step would differ from itself.
+    _, batch = synthetic_problem(batch_size=4)
+    step = CountingStep()
+    model = _lazy_model()
+    message = (
+        "model has lazy parameters that are not initialised yet (0.weight, 0.bias): each "
+        "step's copy of the model would initialise them with its own random values, and the "
+        "check would compare two different models; run one forward pass first to initialise "
+        "its lazy parameters"
+    )
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(step, step, model, batch)
+    assert str(caught.value) == message
+    with pytest.raises(GradlabError) as caught:
+        run_step(step, model, batch)
+    assert str(caught.value) == message
+    assert step.calls == 0
+    assert isinstance(model[0], nn.LazyLinear)  # the caller's model was left as it was
+
+
+def test_a_lazy_model_initialised_by_one_forward_is_its_own_equivalent():
+    _, batch = synthetic_problem(batch_size=4)
+    model = _lazy_model()
+    model(batch.query_inputs[:1])
+    result = compare_gradients(FullBatch(LOSS), FullBatch(LOSS), model, batch)
+    assert result.equivalent
+    assert result.reference_loss == result.candidate_loss
