@@ -5,6 +5,9 @@ argument, the value and what is allowed, never a torch traceback from inside a s
 Every refusal is checked to come before the first step: the steps here record that they ran.
 """
 
+import math
+from dataclasses import replace
+
 import pytest
 import torch
 from torch import nn
@@ -236,3 +239,56 @@ def test_a_lazy_model_initialised_by_one_forward_is_its_own_equivalent():
     result = compare_gradients(FullBatch(LOSS), FullBatch(LOSS), model, batch)
     assert result.equivalent
     assert result.reference_loss == result.candidate_loss
+
+
+# non-finite inputs
+
+
+def _spoiled(field, rows, value):
+    model, batch = synthetic_problem(batch_size=6, memory_size=6)
+    tensor = getattr(batch, field).clone()
+    for row in rows:
+        tensor[row, 1] = value
+    return model, replace(batch, **{field: tensor})
+
+
+@pytest.mark.parametrize("field", ["query_inputs", "candidate_inputs", "memory"])
+@pytest.mark.parametrize(("value", "kind"), [(math.inf, "inf"), (-math.inf, "inf"),
+                                             (math.nan, "NaN")])  # fmt: skip
+def test_a_non_finite_input_is_refused_naming_the_field_and_its_row(field, value, kind):
+    model, batch = _spoiled(field, [3], value)
+    step = CountingStep()
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(step, step, model, batch)
+    assert str(caught.value) == f"batch.{field} must be finite; got {kind} in row 3 (1 row of 6)"
+    with pytest.raises(GradlabError) as caught:
+        run_step(step, model, batch)
+    assert str(caught.value) == f"batch.{field} must be finite; got {kind} in row 3 (1 row of 6)"
+    assert step.calls == 0
+
+
+def test_several_non_finite_rows_are_all_named():
+    model, batch = _spoiled("query_inputs", [4, 0], math.nan)
+    spoiled = batch.query_inputs.clone()
+    spoiled[2, 0] = math.inf
+    with pytest.raises(GradlabError) as caught:
+        run_step(CountingStep(), model, replace(batch, query_inputs=spoiled))
+    assert str(caught.value) == (
+        "batch.query_inputs must be finite; got NaN and inf in rows 0, 2, 4 (3 rows of 6)"
+    )
+
+
+def test_run_distributed_refuses_non_finite_inputs_before_any_process(no_process_starts):
+    model, batch = _spoiled("candidate_inputs", [5], math.inf)
+    with pytest.raises(GradlabError, match=r"^batch\.candidate_inputs must be finite; got inf "
+                                           r"in row 5"):
+        run_distributed([FullBatch(LOSS)], model, batch, 2)
+
+
+def test_integer_inputs_are_not_read_for_finiteness():
+    # Token ids: an integer tensor has no NaN; the check must leave it alone.
+    embedding = nn.Sequential(nn.Embedding(10, 4, dtype=torch.float64), nn.Flatten())
+    ids = torch.arange(8).reshape(4, 2) % 10
+    batch = type(synthetic_problem(batch_size=4)[1])(ids, (ids + 1) % 10,
+                                                     torch.tensor([0, 0, 1, 1]))  # fmt: skip
+    assert compare_gradients(FullBatch(LOSS), GradCache(LOSS, 2), embedding, batch).equivalent
