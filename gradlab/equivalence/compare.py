@@ -428,6 +428,25 @@ class EquivalenceResult:
         return "\n".join(lines)
 
 
+_DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout,
+            nn.FeatureAlphaDropout)  # fmt: skip
+
+
+def _refuse_dropout(model: nn.Module, world_size: int) -> None:
+    """Several processes cannot draw the whole batch's dropout masks: refuse the check."""
+    active = [name for name, module in model.named_modules()
+              if isinstance(module, _DROPOUT) and module.training and module.p > 0]  # fmt: skip
+    if active:
+        raise GradlabError(
+            f"world_size={world_size} needs a model without active dropout; got dropout in "
+            f"training mode in {'module' if len(active) == 1 else 'modules'} "
+            f"{', '.join(repr(name) for name in active)}: each "
+            "process draws the masks of its own shard, not those the whole-batch reference "
+            "draws for its rows, so the gradients would differ whatever the trick; set the "
+            "dropout's p to 0 (or call model.eval()) for the check, or check with world_size=1"
+        )
+
+
 def compare_gradients(
     reference: object,
     candidate: object,
@@ -445,6 +464,13 @@ def compare_gradients(
     Both steps run on copies of ``model`` and ``batch`` cast to ``dtype`` (``model`` itself is
     not changed): ``reference`` in this process, ``candidate`` here too when ``world_size`` is
     1, else in ``world_size`` gloo processes on this machine (:func:`run_distributed`).
+
+    Both steps start from the caller's random state (CPU, and every CUDA device the model or
+    the batch is on), so a dropout draws the same masks in both; the caller's random state is
+    left unchanged. A candidate that re-runs a forward without replaying the random state
+    (a gradient cache without it) draws other masks and is reported as differing. With
+    ``world_size > 1`` each process would draw the masks of its own shard, never the
+    reference's, so a model with dropout in training mode is refused.
 
     Args:
         reference: the reference step, usually :class:`~gradlab.equivalence.FullBatch`.
@@ -465,7 +491,7 @@ def compare_gradients(
         GradlabError: a bad argument, or a step that cannot run on this batch, before any
             work: a step that is not callable as ``step(model, batch, probe)`` (a loss passed
             where a step belongs), a model with no parameter that requires grad, inputs the
-            model's first forward fails on.
+            model's first forward fails on; ``world_size > 1`` with dropout in training mode.
 
     Example:
         >>> import gradlab
@@ -491,6 +517,8 @@ def compare_gradients(
     for step, world in ((reference, 1), (candidate, world_size)):
         if hasattr(step, "check"):
             step.check(batch, world)
+    if world_size > 1:
+        _refuse_dropout(model, world_size)
     model = copy.deepcopy(model).to(dtype)
     batch = batch.to(dtype)
     reference_grads = run_step(reference, model, batch)

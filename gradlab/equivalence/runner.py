@@ -154,6 +154,28 @@ def _check_problem(model: object, batch: object) -> None:
         )  # fmt: skip
 
 
+def _cuda_devices(model: nn.Module, batch: PairedBatch) -> list[int]:
+    """The CUDA devices the model or the batch is on: their random states matter too."""
+    tensors = [*model.parameters(), *model.buffers(), batch.query_inputs,
+               batch.candidate_inputs, batch.memory]  # fmt: skip
+    devices = {t.device.index if t.device.index is not None else torch.cuda.current_device()
+               for t in tensors if t is not None and t.device.type == "cuda"}  # fmt: skip
+    return sorted(devices)
+
+
+def _random_state(devices: list[int]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The CPU random state and that of each CUDA device of ``devices``."""
+    return torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices]
+
+
+def _set_random_state(state: tuple[torch.Tensor, list[torch.Tensor]], devices: list[int]) -> None:
+    """Restore a state of :func:`_random_state` (taken for the same ``devices``)."""
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    for device, value in zip(devices, cuda, strict=True):
+        torch.cuda.set_rng_state(value, device)
+
+
 def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
     """The model's output width, from one row of each side in eval mode (each module's mode
     is restored): a BatchNorm in training mode would refuse a single row and move its running
@@ -167,7 +189,7 @@ def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
     model.eval()
     widths = {}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), torch.random.fork_rng(devices=_cuda_devices(model, batch)):
             for side in ("query_inputs", "candidate_inputs"):
                 inputs = getattr(batch, side)
                 try:
@@ -186,8 +208,23 @@ def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
     return widths["query_inputs"]
 
 
-def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
-    """Run ``step`` on this process's shard of ``batch`` with a fresh copy of ``model``."""
+def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int,
+             random_state: tuple | None = None) -> Gradients:  # fmt: skip
+    """Run ``step`` on this process's shard of ``batch`` with a fresh copy of ``model``.
+
+    The step starts from ``random_state`` (:func:`_random_state`; ``None``: this process's
+    current state), and this process's random state is left as it was: every step run from
+    one state draws the same dropout masks, whatever ran before it.
+    """
+    devices = _cuda_devices(model, batch)
+    with torch.random.fork_rng(devices=devices):
+        if random_state is not None:
+            _set_random_state(random_state, devices)
+        return _execute_here(step, model, batch, rank, world)
+
+
+def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
+    """:func:`_execute` without the random state's bracket."""
     model = copy.deepcopy(model)
     model.zero_grad(set_to_none=True)
     dtype = next((p.dtype for p in model.parameters()), torch.float64)
@@ -228,6 +265,9 @@ def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) 
 def run_step(step: Callable, model: nn.Module, batch: PairedBatch) -> Gradients:
     """Run ``step(model, batch, probe)`` once, in this process, on a copy of ``model``.
 
+    The step starts from this process's random state (CPU, and the CUDA devices of the model
+    and the batch), which is left unchanged: two calls in a row draw the same dropout masks.
+
     Args:
         step: a built-in step or any callable ``step(model, batch, probe)``.
         model: the encoder; it is copied, never changed.
@@ -265,8 +305,8 @@ def _worker(rank: int, world: int, folder: str, timeout: float) -> None:
     try:
         job = torch.load(os.path.join(folder, "job.pt"), weights_only=False)
         try:
-            results = [_execute(step, job["model"], job["batch"], rank, world)
-                       for step in job["steps"]]  # fmt: skip
+            results = [_execute(step, job["model"], job["batch"], rank, world,
+                                job["random_state"]) for step in job["steps"]]  # fmt: skip
         except BaseException:
             with open(os.path.join(folder, f"error-{rank}.txt"), "w") as handle:
                 handle.write(f"{time.time()!r}\n{traceback.format_exc()}")
@@ -304,6 +344,8 @@ def run_distributed(
     The processes are started once for all ``steps`` (starting them costs seconds). Each
     process runs every step on its shard (``batch.shard(rank, world_size)``) with a fresh copy
     of ``model``; the parameters' gradients are averaged over the processes after each step.
+    Every step, in every process, starts from this process's random state at the call (as
+    :func:`run_step` does), which is left unchanged.
 
     Args:
         steps: a sequence of steps (picklable: importable by module and name).
@@ -343,9 +385,11 @@ def run_distributed(
     batch.shard(0, world_size)  # checks world_size against the batch
     check_positive_finite("timeout", timeout)
     _embedding_size(model, batch)  # inputs the model cannot take: named here, not in a process
+    devices = _cuda_devices(model, batch)
     with tempfile.TemporaryDirectory(prefix="gradlab-equivalence-") as folder:
         try:
-            torch.save({"steps": steps, "model": model, "batch": batch}, Path(folder, "job.pt"))
+            torch.save({"steps": steps, "model": model, "batch": batch,
+                        "random_state": _random_state(devices)}, Path(folder, "job.pt"))
         except (pickle.PicklingError, AttributeError, TypeError) as error:
             raise GradlabError(
                 "steps, model and batch must be picklable to reach the processes (a step "
