@@ -162,3 +162,17 @@ def test_on_cuda_both_steps_start_from_the_callers_cuda_random_state():
     result = compare_gradients(FullBatch(LOSS), FullBatch(LOSS), model, batch)
     assert result.equivalent, str(result)
     assert torch.equal(torch.cuda.get_rng_state(), before)
+
+
+def test_sentence_transformers_cached_loss_with_dropout_matches_its_reference(problem):
+    pytest.importorskip("sentence_transformers")
+    from gradlab.equivalence import CachedMNRL
+    from tests.helpers.hf_models import cached_replay_in_float32
+
+    if cached_replay_in_float32():
+        pytest.skip("sentence-transformers 5.7 to 6.1 replay the cache in float32")
+    model, batch = problem
+    step = CachedMNRL(mini_batch_size=3)  # its RandContext replays each mini-batch's state
+    distinct = type(batch)(batch.query_inputs, batch.candidate_inputs, torch.arange(B))
+    result = compare_gradients(step.reference(), step, model, distinct)
+    assert result.equivalent, str(result)
