@@ -151,3 +151,20 @@ def test_a_batch_too_large_for_this_machine_is_refused_in_one_line(capsys):
     assert (status, out) == (2, "")
     assert err.startswith("gradlab: --batch-size 2000000: checking gather needs about ")
     assert err.endswith("GiB available; try a smaller --batch-size\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gradient-cache", "--batch-size", "2", "--loss", "smooth-ap"],
+        ["accumulation", "--batch-size", "2", "--micro-batches", "1", "--loss", "max-violation"],
+    ],
+)
+def test_a_reference_with_a_zero_gradient_is_one_line_and_exit_2_not_equivalent(capsys, argv):
+    # B = 2 is one class of two: every candidate is a positive, and SmoothAP and the
+    # max-violation triplet loss have nothing to rank. The check would compare only zeros.
+    status, out, err = _run(argv, capsys)
+    assert (status, out) == (2, "")
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("gradlab: the reference's gradient is exactly zero everywhere ")
+    assert "the loss is constant on this batch" in err

@@ -250,6 +250,23 @@ def _negatives_with_gradient(grad: torch.Tensor, negatives: torch.Tensor, thresh
     return float(counts.mean()) if counts.numel() else 0.0
 
 
+def _refuse_zero_reference(reference: Gradients) -> None:
+    """A reference whose every recorded gradient is exactly zero leaves nothing to compare."""
+    recorded = {"dL/dtheta": list(reference.parameters.values())}
+    for name, attribute in zip(QUANTITIES[1:4], ("queries", "candidates", "scores"),
+                               strict=True):  # fmt: skip
+        if getattr(reference, attribute) is not None:
+            recorded[name] = [getattr(reference, attribute)]
+    if any(bool(t.detach().ne(0).any()) for tensors in recorded.values() for t in tensors):
+        return
+    raise GradlabError(
+        "the reference's gradient is exactly zero everywhere (" + ", ".join(recorded) + "), so "
+        "the check would compare nothing and any candidate that leaves zeros would agree; "
+        "likely the loss is constant on this batch (e.g. every label equal: no query has a "
+        "negative to rank), or the reference step never calls backward"
+    )
+
+
 def compare(
     reference: Gradients,
     candidate: Gradients,
@@ -279,6 +296,11 @@ def compare(
     Returns:
         The :class:`EquivalenceResult`.
 
+    Raises:
+        GradlabError: a bad tolerance; or every gradient the reference recorded is exactly
+            zero (its loss is constant on this batch, or it never calls backward): the check
+            would compare nothing, so no verdict is given.
+
     Example:
         >>> import gradlab
         >>> from gradlab.equivalence import FullBatch, run_step, synthetic_problem
@@ -292,6 +314,7 @@ def compare(
     default_atol, default_rtol = default_tolerance(dtype)
     atol = default_atol if atol is None else check_non_negative_finite("atol", atol)
     rtol = default_rtol if rtol is None else check_non_negative_finite("rtol", rtol)
+    _refuse_zero_reference(reference)
     world = candidate.world_size
     owner = rank_of_rows(batch.size, world)
     quantities = [_compare_parameters(reference, candidate, atol, rtol)]
@@ -492,6 +515,8 @@ def compare_gradients(
             work: a step that is not callable as ``step(model, batch, probe)`` (a loss passed
             where a step belongs), a model with no parameter that requires grad, inputs the
             model's first forward fails on; ``world_size > 1`` with dropout in training mode.
+            After the reference's run, before the candidate's: a reference whose every
+            recorded gradient is exactly zero (nothing to compare, see :func:`compare`).
 
     Example:
         >>> import gradlab
@@ -522,6 +547,7 @@ def compare_gradients(
     model = copy.deepcopy(model).to(dtype)
     batch = batch.to(dtype)
     reference_grads = run_step(reference, model, batch)
+    _refuse_zero_reference(reference_grads)  # before the candidate's run: it would be wasted
     if world_size == 1:
         candidate_grads = run_step(candidate, model, batch)
     else:

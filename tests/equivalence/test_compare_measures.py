@@ -189,21 +189,24 @@ def test_a_difference_just_above_the_threshold_differs():
 
 
 def test_a_zero_reference_has_relative_zero_or_inf_and_no_scale():
-    zero = _grads({"w": _t([0.0, 0.0])}, queries=torch.zeros(B, 2))
+    # The same non-zero dL/dcandidates in every one: a reference zero everywhere is refused.
+    live = _t([[1.0, -1.0]] * B)
+    zero = _grads({"w": _t([0.0, 0.0])}, queries=torch.zeros(B, 2), candidates=live)
     same = compare(zero, zero, _batch(), atol=0.25, rtol=0.5)
     for name in ("dL/dtheta", "dL/dqueries"):
         q = same[name]
         assert (q.max_abs, q.reference_max, q.relative, q.threshold) == (0.0, 0.0, 0.0, 0.25)
         assert q.agrees and q.scaled_agrees and math.isnan(q.scale)
     # a candidate of 0.25 against a zero reference: exactly at atol, so it agrees
-    at = _grads({"w": _t([0.25, 0.0])}, queries=_t([[0.0, 0.25]] + [[0.0, 0.0]] * (B - 1)))
+    at = _grads({"w": _t([0.25, 0.0])}, queries=_t([[0.0, 0.25]] + [[0.0, 0.0]] * (B - 1)),
+                candidates=live)  # fmt: skip
     result = compare(zero, at, _batch(), atol=0.25, rtol=0.5)
     for name in ("dL/dtheta", "dL/dqueries"):
         q = result[name]
         assert (q.max_abs, q.reference_max, q.relative) == (0.25, 0.0, math.inf)
         assert q.agrees is True and q.scaled_agrees is True and math.isnan(q.scale)
     # a candidate of 1 against a zero reference: inf, and no factor makes them agree
-    one = _grads({"w": _t([1.0, 0.0])}, queries=_t([[1.0, 0.0]] * B))
+    one = _grads({"w": _t([1.0, 0.0])}, queries=_t([[1.0, 0.0]] * B), candidates=live)
     result = compare(zero, one, _batch(), atol=0.25, rtol=0.5)
     for name in ("dL/dtheta", "dL/dqueries"):
         q = result[name]
@@ -265,7 +268,9 @@ def test_float32_gradients_are_measured_in_float64():
 
 
 def test_empty_gradients_measure_zero():
-    empty = _grads({"empty": torch.zeros(0)}, queries=torch.zeros(B, 0))
+    # Beside the same non-zero dL/dcandidates: a reference with nothing else is refused.
+    empty = _grads({"empty": torch.zeros(0)}, queries=torch.zeros(B, 0),
+                   candidates=_t([[1.0, -1.0]] * B))  # fmt: skip
     result = compare(empty, empty, _batch(), atol=0.5, rtol=0.5)
     for name in ("dL/dtheta", "dL/dqueries"):
         q = result[name]

@@ -230,9 +230,10 @@ def _batch(size, memory=0):
 
 
 def _gradients(queries=None, scores=None, world_size=1):
-    """Gradients with a zero parameter gradient and, when given, queries' and scores'."""
+    """Gradients with a parameter gradient of ones (the same in every one: it agrees; a
+    reference zero everywhere would be refused) and, when given, queries' and scores'."""
     return Gradients(
-        parameters={"w": torch.zeros(2, dtype=torch.float64)}, queries=queries, candidates=None,
+        parameters={"w": torch.ones(2, dtype=torch.float64)}, queries=queries, candidates=None,
         scores=scores, scored=None if scores is None else torch.ones(scores.shape, dtype=bool),
         score_values=None if scores is None else torch.zeros(scores.shape, dtype=torch.float64),
         loss=0.0, world_size=world_size,
