@@ -53,6 +53,10 @@ QUANTITIES = ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores", "score
 (where both steps computed them: a score computed from the wrong pair shows there)."""
 
 
+NO_GRADIENT = "the candidate left no gradient (no backward pass reached it)"
+"""What the ``where`` column says of a quantity the candidate never back-propagated into."""
+
+
 def default_tolerance(dtype: torch.dtype) -> tuple[float, float]:
     """``(atol, rtol)`` for a dtype: ``(1e-10, 1e-10)`` in float64, ``(1e-5, 1e-4)`` in float32.
 
@@ -94,6 +98,9 @@ class QuantityComparison:
         unscored: ``dL/dscores``: scores the reference computed and the candidate never did.
         negatives_with_gradient: ``dL/dscores``: mean negatives per query with a non-zero
             gradient, ``{"reference": ..., "candidate": ...}``.
+        no_gradient: the candidate left no gradient at all here where the reference did (no
+            backward pass reached the parameters, or the tensors handed to the probe): its
+            zeros are a step that never back-propagated, not a gradient ``0 x`` the reference.
     """
 
     name: str
@@ -113,13 +120,16 @@ class QuantityComparison:
     worst: dict = field(default_factory=dict)
     unscored: int = 0
     negatives_with_gradient: dict = field(default_factory=dict)
+    no_gradient: bool = False
 
     def where(self) -> str:
         """Where the candidate differs, in words (empty when it agrees)."""
         if not self.recorded:
             return "not recorded by both steps"
         parts = []
-        if not self.agrees and self.scaled_agrees and math.isfinite(self.scale):
+        if self.no_gradient and not self.agrees:
+            parts.append(NO_GRADIENT)
+        elif not self.agrees and self.scaled_agrees and math.isfinite(self.scale):
             parts.append(f"= {self.scale:.4g} x reference")
         if self.parameters:
             parts.append("parameters " + ", ".join(self.parameters))
@@ -338,6 +348,11 @@ def compare(
                 "candidate": _negatives_with_gradient(cand, negatives, result.threshold),
             }
         quantities.append(result)
+    for quantity in quantities:
+        quantity.no_gradient = quantity.recorded and (
+            quantity.name in candidate.without_gradient
+            and quantity.name not in reference.without_gradient
+        )
     if reference.score_values is None or candidate.score_values is None:
         quantities.append(QuantityComparison(name="scores", recorded=False))
     else:
@@ -447,7 +462,11 @@ class EquivalenceResult:
         if self.equivalent:
             lines.append("verdict: EQUIVALENT")
         else:
-            lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ)")
+            untouched = [q.name for q in self.quantities
+                         if q.recorded and not q.agrees and q.no_gradient]  # fmt: skip
+            why = (f"; the candidate left no gradient in {', '.join(untouched)}: does it call "
+                   "backward?") if untouched else ""  # fmt: skip
+            lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ{why})")
         return "\n".join(lines)
 
 

@@ -212,7 +212,8 @@ class GradientProbe:
     Pieces computed in chunks, micro-batches or processes land where they belong. The scores'
     values are kept too (``values``); a score never handed over stays marked as not scored
     (``scored``), which is how a step that never compares
-    a query with a candidate (gradient accumulation) shows the negatives it loses.
+    a query with a candidate (gradient accumulation) shows the negatives it loses. ``reached``
+    says, per accumulator, whether any backward pass reached a tensor handed over.
 
     Args:
         size: ``B``, the items of the whole batch.
@@ -239,6 +240,7 @@ class GradientProbe:
             "scores": torch.zeros(size, columns, dtype=dtype),
         }
         self.recorded = {name: False for name in self.gradients}
+        self.reached = {name: False for name in self.gradients}
         self.scored = torch.zeros(size, columns, dtype=torch.bool)
         self.values = torch.zeros(size, columns, dtype=dtype)
 
@@ -255,6 +257,7 @@ class GradientProbe:
         target = self.gradients[name]
 
         def add(grad: torch.Tensor) -> None:
+            self.reached[name] = True
             target.index_add_(0, rows, grad.detach().to(target.dtype))
 
         embeddings.register_hook(add)
@@ -317,6 +320,7 @@ class GradientProbe:
         target = self.gradients["scores"]
 
         def add(grad: torch.Tensor) -> None:
+            self.reached["scores"] = True
             block = grad.detach().to(target.dtype)[keep]
             target.index_put_((rows[keep].unsqueeze(1), columns.unsqueeze(0)), block,
                               accumulate=True)  # fmt: skip
@@ -331,10 +335,13 @@ class GradientProbe:
         for value in self.gradients.values():
             torch.distributed.all_reduce(value)
             value.div_(world)
-        flags = torch.tensor([self.recorded[name] for name in self.gradients], dtype=torch.int64)
+        flags = torch.tensor([[self.recorded[name], self.reached[name]] for name in
+                              self.gradients], dtype=torch.int64)  # fmt: skip
         torch.distributed.all_reduce(flags, op=torch.distributed.ReduceOp.MAX)
-        self.recorded = {name: bool(flag) for name, flag in zip(self.gradients, flags.tolist(),
-                                                                 strict=True)}  # fmt: skip
+        self.recorded = {name: bool(flag[0]) for name, flag in zip(self.gradients, flags.tolist(),
+                                                                    strict=True)}  # fmt: skip
+        self.reached = {name: bool(flag[1]) for name, flag in zip(self.gradients, flags.tolist(),
+                                                                   strict=True)}  # fmt: skip
         scored = self.scored.to(torch.int64)
         torch.distributed.all_reduce(scored)  # how many processes computed each score
         torch.distributed.all_reduce(self.values)

@@ -22,7 +22,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -60,6 +60,11 @@ class Gradients:
         score_values: ``[B, B + M]``, their values (0 where not computed).
         loss: the step's loss (averaged over processes).
         world_size: the number of processes it ran in.
+        without_gradient: the quantities (names of
+            :data:`~gradlab.equivalence.QUANTITIES`) the step left with no gradient at all:
+            ``"dL/dtheta"`` when every parameter's ``.grad`` is still ``None`` (no backward pass
+            reached the model), a probe's quantity when no backward pass reached a tensor
+            handed to it; in every process.
     """
 
     parameters: dict[str, torch.Tensor]
@@ -70,6 +75,7 @@ class Gradients:
     score_values: torch.Tensor | None
     loss: float
     world_size: int = 1
+    without_gradient: list[str] = field(default_factory=list)
 
 
 def _check_step(name: str, step: object) -> None:
@@ -131,8 +137,8 @@ def _check_problem(model: object, batch: object) -> None:
     if not isinstance(batch, PairedBatch):
         raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
                            f"{type(batch).__name__}")  # fmt: skip
-    for field in ("query_inputs", "candidate_inputs", "memory"):
-        _check_finite_rows(f"batch.{field}", getattr(batch, field))
+    for side in ("query_inputs", "candidate_inputs", "memory"):
+        _check_finite_rows(f"batch.{side}", getattr(batch, side))
     lazy = [name for name, tensor in (*model.named_parameters(), *model.named_buffers())
             if is_lazy(tensor)]  # fmt: skip
     if lazy:
@@ -237,19 +243,24 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
     probe = GradientProbe(batch.labels.shape[0], batch.columns, width, dtype=dtype)
     loss = step(model, batch.shard(rank, world), probe)
     loss = torch.as_tensor(0.0 if loss is None else loss, dtype=torch.float64).detach().clone()
-    parameters = {
-        name: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
-        for name, p in model.named_parameters()
-        if p.requires_grad
-    }
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    parameters = {name: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+                  for name, p in trainable}  # fmt: skip
+    touched = torch.tensor(any(p.grad is not None for _, p in trainable), dtype=torch.int64)
     if world > 1:
         for value in parameters.values():
             torch.distributed.all_reduce(value)
             value.div_(world)
         torch.distributed.all_reduce(loss)
         loss /= world
+        torch.distributed.all_reduce(touched, op=torch.distributed.ReduceOp.MAX)
         probe.reduce()
     recorded = probe.recorded
+    without = ["dL/dtheta"] if trainable and not touched else []
+    without += [quantity for quantity, name in (("dL/dqueries", "queries"),
+                                                ("dL/dcandidates", "candidates"),
+                                                ("dL/dscores", "scores"))
+                if recorded[name] and not probe.reached[name]]  # fmt: skip
     return Gradients(
         parameters=parameters,
         queries=probe.gradients["queries"] if recorded["queries"] else None,
@@ -259,6 +270,7 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
         score_values=probe.values if recorded["scores"] else None,
         loss=float(loss),
         world_size=world,
+        without_gradient=without,
     )
 
 

@@ -135,7 +135,7 @@ def test_to_dict_holds_every_field_with_nan_and_inf_as_strings():
         ],
     )  # fmt: skip
     empty = {"rows": [], "columns": [], "memory_slots": [], "ranks": [], "unscored": 0,
-             "negatives_with_gradient": {}}  # fmt: skip
+             "negatives_with_gradient": {}, "no_gradient": False}  # fmt: skip
     assert result.to_dict() == {
         "reference": "ref",
         "candidate": "cand",
