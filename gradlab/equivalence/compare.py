@@ -532,8 +532,10 @@ def compare_gradients(
     Raises:
         GradlabError: a bad argument, or a step that cannot run on this batch, before any
             work: a step that is not callable as ``step(model, batch, probe)`` (a loss passed
-            where a step belongs), a model with no parameter that requires grad, inputs the
-            model's first forward fails on; ``world_size > 1`` with dropout in training mode.
+            where a step belongs), a model with lazy parameters not yet initialised or with
+            no parameter that requires grad, NaN or infinite inputs, inputs the model's first
+            forward fails on (see :func:`~gradlab.equivalence.run_step`); ``world_size > 1``
+            with dropout in training mode.
             After the reference's run, before the candidate's: a reference whose every
             recorded gradient is exactly zero (nothing to compare, see :func:`compare`).
 

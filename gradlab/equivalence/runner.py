@@ -290,9 +290,11 @@ def run_step(step: Callable, model: nn.Module, batch: PairedBatch) -> Gradients:
 
     Raises:
         GradlabError: before the step runs: ``step`` not callable as ``step(model, batch,
-            probe)`` (a loss passed where a step belongs); ``model`` not a module, or with no
-            parameter that requires grad; ``batch`` not a :class:`PairedBatch`, or inputs the
-            model's first forward fails on (the field and the shapes named).
+            probe)`` (a loss passed where a step belongs); ``model`` not a module, with lazy
+            parameters not yet initialised, or with no parameter that requires grad;
+            ``batch`` not a :class:`PairedBatch`, with NaN or infinite inputs or memory (the
+            field and the rows named), or inputs the model's first forward fails on (the
+            field and the shapes named).
 
     Example:
         >>> import gradlab
