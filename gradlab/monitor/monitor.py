@@ -63,10 +63,10 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(()).to(torch.float64)
 
 
-
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs or the loss's kind), or None."""
     return adapter.not_applicable(quantity.name) or adapter.why_not(quantity.needs)
+
 
 class Monitor:
     """Log SmoothAP gradient diagnostics during training (see the module docstring).
