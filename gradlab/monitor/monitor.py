@@ -45,7 +45,7 @@ from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import agree_on_step, gather_batch, is_distributed, is_rank_zero
 from gradlab.monitor.quantity import Quantity
-from gradlab.monitor.run_folder import RunFolder
+from gradlab.monitor.run_folder import RunFolder, _outside_the_monitor
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
 from gradlab.monitor.watched import WatchedCall, watched_like
@@ -610,12 +610,34 @@ class Monitor:
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
+        self._warn_if_resumed_otherwise(run)
         try:
             self.folder.open(run, device, first_step)
         except GradlabError as error:
             self._refused = str(error)
             raise
         self._closed, self._opened = False, True
+
+    def _warn_if_resumed_otherwise(self, run: dict) -> None:
+        """Warn when a resumed run goes on with another tau, preset or set of quantities: its
+        records after the resumption are not comparable with those before."""
+        previous = self.folder.previous_header
+        if previous is None:
+            return
+        before, after = previous.get("config", {}), run["config"]
+        changed = [f"{key} {before.get(key)!r} -> {after.get(key)!r}" for key in ("tau", "preset")
+                   if before.get(key) != after.get(key)]  # fmt: skip
+        if previous.get("quantities") != run["quantities"]:
+            changed.append(f"quantities {previous.get('quantities')} -> {run['quantities']}")
+        if changed:
+            warnings.warn(
+                f"gradlab.Monitor: resume=True continues the run in {str(self.log_dir)!r} with "
+                f"other settings ({'; '.join(changed)}): its records from step "
+                f"{self.folder.start_step} on are not comparable with those before; use a new "
+                "log_dir (or overwrite=True) for a new run",
+                UserWarning,
+                stacklevel=_outside_the_monitor(),
+            )
 
     def close(self, log_last_step: bool = True) -> None:
         """Log the last step if its schedule skipped it, then flush and close every sink.

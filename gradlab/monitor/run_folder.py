@@ -36,7 +36,7 @@ import torch
 from gradlab._version import __version__
 from gradlab.errors import GradlabError
 from gradlab.monitor import lock
-from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink
+from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink, read_jsonl
 from gradlab.paths import check_output_folder
 
 __all__ = ["RunFolder"]
@@ -95,6 +95,7 @@ class RunFolder:
         self._reported: set[str] = set()  # sinks (and the claim) whose fault was reported
         if self.path.is_dir() and claim_now:
             lock.refuse_if_in_use(self.path)  # a live Monitor writes there
+        self.previous_header: dict | None = None  # the resumed run's last header, if read
         self.previous = self._previous_run(resume, overwrite)
 
     def _existing(self) -> list[Path]:
@@ -128,6 +129,12 @@ class RunFolder:
                 f"which {', '.join(blind)} cannot read back; add the 'jsonl' sink"
             )
         self.start_step = max(known) + 1 if known else 0
+        log = self.path / "metrics.jsonl"
+        if log.is_file():  # what the resumed run was logged with (Monitor compares it)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a cut line: the sink's own read warned
+                headers, _ = read_jsonl(log)
+            self.previous_header = headers[-1] if headers else None
         return {"resumed": {"from_step": self.start_step, "files": names}}
 
     def header(self, run: dict, device: torch.device | None = None) -> dict:

@@ -241,3 +241,25 @@ def test_close_is_quiet_when_steps_were_taken_or_nothing_was_watched(tmp_path):
         with Monitor(tmp_path / "a", preset="cheap", every=1) as monitor:
             train(monitor, steps=2)
         Monitor(tmp_path / "b", preset="cheap").close()
+
+
+def test_resuming_with_other_settings_warns(tmp_path):
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        train(monitor, steps=2)  # tau from the loss: 0.05
+    monitor = Monitor(tmp_path, preset="cheap", tau=0.5, every=1, resume=True)
+    with pytest.warns(UserWarning) as caught:
+        train(monitor, steps=1)
+    monitor.close()
+    (warning,) = [w for w in caught if "resume=True" in str(w.message)]
+    message = str(warning.message)
+    assert "tau 0.05 -> 0.5" in message and "preset 'default' -> 'cheap'" in message
+    assert "from step 2 on are not comparable" in message
+
+
+def test_resuming_with_the_same_settings_is_quiet(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            train(monitor, steps=1)
