@@ -420,3 +420,11 @@ def test_logged_steps_release_their_views(tmp_path):
     before = live_views()  # other tests' views, if any are still held
     _log_four_steps(str(tmp_path / "run"))
     assert not [view for view in live_views() if not any(view is old for old in before)]
+
+
+def test_provided_says_what_the_watched_loss_provides():
+    # a view built by hand provides everything; a watched loss's view what its adapter said
+    assert BatchView(embeddings=torch.eye(2)).provided("smooth_ap_terms")
+    view = BatchView(embeddings=torch.eye(2), provides=frozenset({"scores", "score_grad"}))
+    assert view.provided("scores") and view.provided("score_grad")
+    assert not view.provided("smooth_ap_terms")
