@@ -43,9 +43,11 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
         f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
         f"{measurement['per_class']} images per class; P (slope above {measurement['eps']}) "
         f"averaged over the last epoch's batches. Mean ± std over "
-        f"{len(measurement['seeds'])} seed(s). P and its parts are shares of all m² score "
-        "pairs: P minus its diagonal part counts the off-diagonal pairs in the region over m² "
-        "(the Monitor's p_off_diagonal divides the same pairs by m(m - 1)).",
+        f"{len(measurement['seeds'])} seed(s). P is a share of all m² score pairs, and so is "
+        "P minus its diagonal part: the off-diagonal pairs in the region over m² (the "
+        "Monitor's p_off_diagonal divides the same pairs by m(m - 1)). The positive-negative "
+        "and negative-negative columns are shares of their own kind of pair (the query left "
+        "out): how many of those pairs lie in the region.",
         "",
         "| m | steps | P | P minus its diagonal part | positive-negative | negative-negative |",
         "| --- | --- | --- | --- | --- | --- |",
@@ -61,9 +63,11 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
     trend = summary["settings"].get("trained_at_m", {})
     if trend:
         parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
+        why = ("one batch size cannot show a trend" if len(sizes) < 2
+               else "one seed cannot show a trend" if len(measurement["seeds"]) < 2
+               else f"{len(measurement['seeds'])} seeds")  # fmt: skip
         lines += ["", f"P from m = {sizes[0]} to m = {sizes[-1]}: {trend['trend']} (paired "
-                  "t-test over the seeds; one seed cannot show a trend). Its parts: "
-                  f"{parts}."]  # fmt: skip
+                  f"t-test over the seeds; {why}). Its parts: {parts}."]  # fmt: skip
     lines += ["", f"![P and the close pairs against m: every seed faint, mean and std as error "
               f"bars]({figure})"]  # fmt: skip
     return "\n".join(lines)

@@ -153,10 +153,12 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
     assert ("sop, train split (24 images, 4 classes); timm:resnet50 with a linear head to 512 "
             "dimensions, random initial weights. For each m one network from the same weights, "
             "2 epoch(s) of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
-            "averaged over the last epoch's batches. Mean ± std over 3 seed(s). P and its parts "
-            "are shares of all m² score pairs: P minus its diagonal part counts the off-diagonal "
-            "pairs in the region over m² (the Monitor's p_off_diagonal divides the same pairs by "
-            "m(m - 1)).") in text
+            "averaged over the last epoch's batches. Mean ± std over 3 seed(s). P is a share of "
+            "all m² score pairs, and so is P minus its diagonal part: the off-diagonal pairs in "
+            "the region over m² (the Monitor's p_off_diagonal divides the same pairs by "
+            "m(m - 1)). The positive-negative and negative-negative columns are shares of their "
+            "own kind of pair (the query left out): how many of those pairs lie in the "
+            "region.") in text
     setting = measurement["settings"]["trained_at_m"]
     rows = _rows(text)
     assert rows[0] == ["m", "steps", "P", "P minus its diagonal part", "positive-negative",
@@ -168,10 +170,30 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
         assert row == [str(size), str(setting["steps"][index]), _cell(column("P"), 4),
                        _cell(without, 4), _cell(column("P_positive_negative"), 4),
                        _cell(column("P_negative_negative"), 4)]  # fmt: skip
-    assert ("P from m = 8 to m = 32: rises (paired t-test over the seeds; one seed cannot show a "
-            "trend). Its parts: ") in text
+    assert ("P from m = 8 to m = 32: rises (paired t-test over the seeds; 3 seeds). Its "
+            "parts: ") in text
     assert text.splitlines()[-1].endswith("every seed faint, mean and std as error bars]"
                                           "(figures/p.png)")  # fmt: skip
+
+
+def test_the_trend_sentence_says_what_the_run_lacked_for_a_trend():
+    one_seed = _p([RISING[0]])
+    one_seed["seeds"] = [0]
+    for key, runs in one_seed["settings"]["trained_at_m"].items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            one_seed["settings"]["trained_at_m"][key] = runs[:1]
+    text = p_vs_batch_size_markdown(one_seed, "figures/p.png")
+    assert "(paired t-test over the seeds; one seed cannot show a trend)" in text
+    one_size = _p([[row[0]] for row in RISING])
+    one_size["batch_sizes"] = [8]
+    setting = one_size["settings"]["trained_at_m"]
+    for key, runs in setting.items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            setting[key] = [run[:1] for run in runs]
+    setting["steps"] = [5]
+    text = p_vs_batch_size_markdown(one_size, "figures/p.png")
+    assert "P from m = 8 to m = 8: " in text
+    assert "(paired t-test over the seeds; one batch size cannot show a trend)" in text
 
 
 def test_the_anatomy_table_quotes_the_last_logged_step_per_batch_and_loss():
