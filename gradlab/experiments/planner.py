@@ -299,7 +299,8 @@ def plan(
     Returns:
         ``{"loss", "batch_size", "dim", "per_class", "device", "peak_extra_bytes", "seconds",
         "method"}``; the estimate's time is this machine's CPU time at
-        :data:`CALIBRATION_BATCH` scaled by ``(m / 256)^2`` and says so.
+        :data:`CALIBRATION_BATCH` scaled by ``(m / 256)^2`` and says so, for ``device="cpu"``;
+        for another device ``seconds`` is None (this CPU's time says nothing about a GPU's).
 
     Raises:
         GradlabError: bad arguments; an estimate asked for a loss without a stated model; a
@@ -328,15 +329,21 @@ def plan(
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
                            f"device is (without --estimate; --device cpu runs here)")  # fmt: skip
     include = loss == "smooth_ap_query_included"
+    memory = ("estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the chunk's "
+              "block and temporaries, bytes)")  # fmt: skip
+    if kind != "cpu":  # this CPU's time says nothing about another device's
+        return result | {
+            "peak_extra_bytes": estimate_smooth_ap(batch_size, dim, per_class, include),
+            "seconds": None,
+            "method": f"{memory}; time: not estimated, no {kind} device here to measure",
+        }
     small = min(batch_size, CALIBRATION_BATCH - CALIBRATION_BATCH % per_class)
     calibration = measure_loss(loss, small, dim, per_class, "cpu", tau=tau)
     seconds = calibration["seconds"] * (batch_size / small) ** 2
     return result | {
         "peak_extra_bytes": estimate_smooth_ap(batch_size, dim, per_class, include),
         "seconds": seconds,
-        "method": f"estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + "
-        f"the chunk's block and temporaries, bytes); time: this CPU's at m = {small}, scaled "
-        f"by (m / {small})^2",
+        "method": f"{memory}; time: this CPU's at m = {small}, scaled by (m / {small})^2",
     }
 
 
@@ -359,6 +366,8 @@ def format_plan(result: dict) -> str:
         f"d = {result['dim']}, on {result['device']}",
         f"peak extra memory: {memory} (the loss's forward + backward; the backbone's come on "
         "top)",
-        f"time per step:     {1e3 * result['seconds']:.2f} ms (forward + backward of the loss)",
+        "time per step:     " + ("not estimated (see how)" if result["seconds"] is None else
+                                 f"{1e3 * result['seconds']:.2f} ms (forward + backward of "
+                                 "the loss)"),
         f"how: {result['method']}",
     ])  # fmt: skip

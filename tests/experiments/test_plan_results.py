@@ -164,20 +164,28 @@ def test_an_estimate_scales_the_calibration_time_by_the_squared_batch_ratio(
     batch = 2 * small
     clock = _Clock(itertools.repeat(0.5))
     monkeypatch.setattr("time.perf_counter", clock)
-    result = plan(loss, batch, 8, per_class=per_class, device="meta")  # a device not here
+    result = plan(loss, batch, 8, per_class=per_class, estimate=True)
     assert clock.starts == 6  # one calibration measurement: a warm-up and five timed calls
     assert result == {
         "loss": PLAN_LOSSES[loss],
         "batch_size": batch,
         "dim": 8,
         "per_class": per_class,
-        "device": "meta",
+        "device": "cpu",
         "peak_extra_bytes": estimate_smooth_ap(batch, 8, per_class, include_query=include),
         "seconds": 0.5 * 4.0,
         "method": "estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the "
         f"chunk's block and temporaries, bytes); time: this CPU's at m = {small}, "
         f"scaled by (m / {small})^2",
     }
+    # a device that is not here: its memory from the model, no time (this CPU's says nothing
+    # about it), and nothing measured
+    elsewhere = plan(loss, batch, 8, per_class=per_class, device="meta")
+    assert clock.starts == 6
+    assert elsewhere == {**result, "device": "meta", "seconds": None,
+                         "method": "estimated: memory from estimate_smooth_ap's model (10 m^2 + "
+                         "8 m d + the chunk's block and temporaries, bytes); time: not "
+                         "estimated, no meta device here to measure"}  # fmt: skip
     # a batch below the calibration size is timed as it is
     small_plan = plan(loss, 6 * per_class, 8, per_class=per_class, estimate=True)
     assert small_plan["seconds"] == 0.5
