@@ -60,6 +60,8 @@ def test_each_step_is_read_with_the_loss_called_last(tmp_path, order, preset):
         assert by_step[step]["embedding_norm_mean"] == pytest.approx(expected_norms[step],
                                                                      rel=1e-12)  # fmt: skip
         assert "p_seed" in by_step[step] and "gradient_count_mean" in by_step[step]
+        # SmoothAP's ranks weight the counts of the full preset
+        assert ("gradient_count_mean_weighted" in by_step[step]) == (preset == "full")
     for step in (1, 3):
         record = by_step[step]
         assert not any(key.startswith(("embedding_norm", "embedding_grad", "geometry_", "p_seed"))
