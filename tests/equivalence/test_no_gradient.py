@@ -44,6 +44,16 @@ class NoBackwardAnywhere:
         return None
 
 
+class SumBackwardAnywhere:
+    """In every process: back-propagates the sum of its queries (a gradient that reaches them,
+    and differs from the loss's)."""
+
+    def __call__(self, model, batch, probe):
+        queries = probe.queries(model(batch.query_inputs), batch.rows)
+        queries.sum().backward()
+        return queries.sum().detach()
+
+
 @pytest.fixture
 def problem():
     return synthetic_problem(batch_size=8, seed=4)
@@ -89,3 +99,8 @@ def test_no_gradient_in_any_of_several_processes_is_said_too(problem):
                                world_size=2)  # fmt: skip
     assert result["dL/dtheta"].no_gradient and result["dL/dqueries"].no_gradient
     assert result["dL/dtheta"].where().startswith(NOTE)
+    # a gradient that reached every process's queries and differs is not a missing one
+    other = compare_gradients(FullBatch(LOSS), SumBackwardAnywhere(), model, batch,
+                              world_size=2)  # fmt: skip
+    assert not other["dL/dqueries"].no_gradient and not other["dL/dqueries"].agrees
+    assert not other["dL/dqueries"].where().startswith(NOTE)
