@@ -239,6 +239,9 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
     paths = sorted(folder.glob(STUDY_FILES[name]))
     if not paths:
         prefix = f"{argument}: " if argument else ""
+        if not folder.exists():
+            raise GradlabError(f"{prefix}{str(folder)!r} does not exist; give the folder a "
+                               f"gradlab study run wrote its {STUDY_FILES[name]} into")  # fmt: skip
         raise GradlabError(f"{prefix}{str(folder)!r} holds no {STUDY_FILES[name]} of a gradlab "
                            "study")  # fmt: skip
     if name == "losses":

@@ -215,6 +215,11 @@ def test_render_without_a_study_json_is_one_line_and_exit_code_2(tmp_path, capsy
     assert main(["study", "anatomy", "--render", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "holds no gradient_anatomy.json" in err, err
+    missing = tmp_path / "typo"  # a folder that is not there says so
+    assert main(["study", "anatomy", "--render", "--out", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gradlab: {str(missing)!r} does not exist; give the folder a "
+                   "gradlab study run wrote its gradient_anatomy.json into\n")
 
 
 def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
