@@ -176,3 +176,25 @@ def test_sentence_transformers_cached_loss_with_dropout_matches_its_reference(pr
     distinct = type(batch)(batch.query_inputs, batch.candidate_inputs, torch.arange(B))
     result = compare_gradients(step.reference(), step, model, distinct)
     assert result.equivalent, str(result)
+
+
+class _ChecksPassedError(Exception):
+    """Raised where compare_gradients would start its processes: every check before passed."""
+
+
+def _stop_at_the_processes(*args, **kwargs):
+    raise _ChecksPassedError
+
+
+def test_the_dropout_refusal_names_every_active_module_and_spares_p_zero(problem, monkeypatch):
+    monkeypatch.setattr(torch.multiprocessing, "start_processes", _stop_at_the_processes)
+    _, batch = problem
+    torch.manual_seed(0)
+    two = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.2), nn.Tanh(), nn.Dropout(0.1),
+                        nn.Linear(16, 4)).double()  # fmt: skip
+    with pytest.raises(GradlabError, match=r"in training mode in modules '1', '3': each "):
+        compare_gradients(FullBatch(LOSS), AllGather(LOSS), two, batch, world_size=2)
+    # p = 0 draws no mask: nothing to refuse, the check goes on to start its processes
+    off = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.0), nn.Tanh(), nn.Linear(16, 4)).double()
+    with pytest.raises(_ChecksPassedError):
+        compare_gradients(FullBatch(LOSS), AllGather(LOSS), off, batch, world_size=2)
