@@ -263,3 +263,14 @@ def test_resuming_with_the_same_settings_is_quiet(tmp_path):
         warnings.simplefilter("error")
         with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
             train(monitor, steps=1)
+
+
+def test_resuming_a_log_without_a_header_starts_at_zero_quietly(tmp_path):
+    # a run killed before its header reached the disk leaves an empty metrics.jsonl
+    (tmp_path / "metrics.jsonl").write_text("")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            assert monitor.step_count == 0
+            train(monitor, steps=1)
+    assert _steps(tmp_path) == [0]
