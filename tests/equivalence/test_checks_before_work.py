@@ -292,3 +292,38 @@ def test_integer_inputs_are_not_read_for_finiteness():
     batch = type(synthetic_problem(batch_size=4)[1])(ids, (ids + 1) % 10,
                                                      torch.tensor([0, 0, 1, 1]))  # fmt: skip
     assert compare_gradients(FullBatch(LOSS), GradCache(LOSS, 2), embedding, batch).equivalent
+
+
+def test_more_than_ten_non_finite_rows_show_the_first_ten():
+    model, batch = synthetic_problem(batch_size=16)
+    spoiled = batch.query_inputs.clone()
+    spoiled[:12, 0] = math.nan
+    with pytest.raises(GradlabError) as caught:
+        run_step(CountingStep(), model, replace(batch, query_inputs=spoiled))
+    assert str(caught.value) == ("batch.query_inputs must be finite; got NaN in rows 0, 1, 2, 3, "
+                                 "4, 5, 6, 7, 8, 9, ... (12 rows of 16)")  # fmt: skip
+    spoiled[11:, 0] = 1.0  # eleven: still the first ten
+    with pytest.raises(GradlabError) as caught:
+        run_step(CountingStep(), model, replace(batch, query_inputs=spoiled))
+    assert str(caught.value).endswith("rows 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, ... (11 rows of 16)")
+    spoiled[10:, 0] = 1.0  # exactly ten: all shown, no ellipsis
+    with pytest.raises(GradlabError) as caught:
+        run_step(CountingStep(), model, replace(batch, query_inputs=spoiled))
+    assert str(caught.value).endswith("rows 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 (10 rows of 16)")
+
+
+@pytest.mark.parametrize(("side", "record"), [("query_inputs", "queries"),
+                                              ("candidate_inputs", "candidates")])  # fmt: skip
+def test_inputs_that_require_grad_on_either_side_are_something_to_train(side, record):
+    # a model with no parameters of its own (the features are the leaves): one side suffices
+    _, batch = synthetic_problem(batch_size=4)
+    leaf = getattr(batch, side).clone().requires_grad_(True)
+
+    def one_side(model, batch, probe):
+        features = getattr(probe, record)(model(getattr(batch, side)), batch.rows)
+        loss = features.pow(2).sum()
+        loss.backward()
+        return loss.detach()
+
+    grads = run_step(one_side, nn.Identity(), replace(batch, **{side: leaf}))
+    assert torch.equal(getattr(grads, record), 2 * leaf.detach())
