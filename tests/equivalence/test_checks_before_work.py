@@ -327,3 +327,22 @@ def test_inputs_that_require_grad_on_either_side_are_something_to_train(side, re
 
     grads = run_step(one_side, nn.Identity(), replace(batch, **{side: leaf}))
     assert torch.equal(getattr(grads, record), 2 * leaf.detach())
+
+
+class _SilentFailure(nn.Module):
+    """Raises an error without a message on its first forward (as some extensions do)."""
+
+    def forward(self, inputs):
+        raise IndexError
+
+
+def test_a_forward_that_fails_without_a_message_is_named_all_the_same():
+    _, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError) as caught:
+        model = nn.Sequential(nn.Linear(8, 4, dtype=torch.float64), _SilentFailure())
+        run_step(CountingStep(), model, batch)
+    assert str(caught.value) == (
+        "batch.query_inputs must be inputs the model takes: its first forward, "
+        "model(batch.query_inputs[:1]) on shape (1, 8) (batch.query_inputs has shape (4, 8)), "
+        "raised IndexError: "
+    )

@@ -104,3 +104,22 @@ def test_no_gradient_in_any_of_several_processes_is_said_too(problem):
                               world_size=2)  # fmt: skip
     assert not other["dL/dqueries"].no_gradient and not other["dL/dqueries"].agrees
     assert not other["dL/dqueries"].where().startswith(NOTE)
+    # its loss is the processes' mean: each returns the sum of its half of the queries
+    with torch.no_grad():
+        halves = model(batch.query_inputs).chunk(2)
+    assert other.candidate_loss == pytest.approx(sum(float(h.sum()) for h in halves) / 2,
+                                                 rel=1e-12)  # fmt: skip
+
+
+def test_a_gradient_the_model_held_before_the_step_is_not_the_candidates(problem):
+    # parameters that come in with a gradient (a model mid-training): a candidate that never
+    # calls backward still leaves no gradient of its own, and the reference is not summed
+    # onto the old one
+    model, batch = problem
+    clean = compare_gradients(FullBatch(LOSS), FullBatch(LOSS), model, batch)
+    for parameter in model.parameters():
+        parameter.grad = torch.full_like(parameter, 3.0)
+    result = compare_gradients(FullBatch(LOSS), no_backward, model, batch)
+    assert result["dL/dtheta"].no_gradient
+    again = compare_gradients(FullBatch(LOSS), FullBatch(LOSS), model, batch)
+    assert again.equivalent and again.reference_loss == clean.reference_loss
