@@ -239,6 +239,9 @@ def _run_study(arguments: argparse.Namespace) -> None:
 
     name = arguments.name
     if arguments.render:
+        if arguments.data is not None:  # the run's own data is in its JSON already
+            raise GradlabError(f"--data does not apply with --render (it redraws the study "
+                               f"saved in --out); got --data {str(arguments.data)!r}")  # fmt: skip
         for path in render_study_folder(name, arguments.out):
             print(f"wrote {path}")
         return

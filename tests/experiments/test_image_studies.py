@@ -383,3 +383,12 @@ def test_test_images_without_a_list_file_is_one_line_and_exit_code_2(
     assert err.count("\n") == 1 and "--test-list-file" in err and "--list-file" in err, err
     assert str(listing) in err, err
     assert not (tmp_path / "out").exists()
+
+
+def test_render_with_data_is_one_line_and_exit_code_2(tmp_path, capsys):
+    # --render redraws what --out holds: a --data beside it would be silently ignored
+    assert main(["study", "losses", "--render", "--out", str(tmp_path),
+                 "--data", str(tmp_path / "images")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert err == (f"gradlab: --data does not apply with --render (it redraws the study saved "
+                   f"in --out); got --data {str(tmp_path / 'images')!r}\n")
