@@ -448,8 +448,8 @@ def test_side_by_side_an_error_in_the_callers_thread_stops_the_sections_and_skip
 
     def raising(out, quick, device):
         log.append(("raising", "before"))
-        signal.raise_signal(signal.SIGUSR1)  # handled in the main thread
-        try:
+        try:  # from the signal on: the main thread may interrupt this one at any instruction
+            signal.raise_signal(signal.SIGUSR1)  # handled in the main thread
             for _ in range(100):  # holds its turn until it is interrupted too
                 time.sleep(0.05)
         except BaseException as error:
