@@ -91,3 +91,6 @@ def ddp_worker(rank: int, world: int, port: int, root: str) -> None:
     )  # fmt: skip
     batches = torch.utils.data.DataLoader(RankData(rank), batch_size=12)
     trainer.fit(module, batches)
+    if torch.distributed.is_initialized():  # gloo's threads joined before the process exits
+        torch.distributed.barrier()  # (left running, one can abort the exit: SIGABRT)
+        torch.distributed.destroy_process_group()
