@@ -46,6 +46,7 @@ from gradlab.validation import (
     check_real_device,
     check_temperature,
     finite_flag,
+    non_finite_message,
     value_checks_enabled,
 )
 
@@ -139,7 +140,7 @@ class RankingLoss(nn.Module):
             return
         flags = torch.stack((finite_flag(embeddings), has_ranking_signal(labels))).tolist()
         if not flags[0]:
-            raise GradlabError("embeddings must be finite; it holds NaN or infinite entries")
+            raise GradlabError(non_finite_message("embeddings", embeddings))
         if not flags[1]:
             self._on_degenerate()
 

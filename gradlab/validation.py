@@ -121,6 +121,42 @@ def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tenso
     return torch.isfinite(low) & torch.isfinite(high)
 
 
+NAMED_POSITIONS = 10
+"""At most this many rows (or entries) are listed by :func:`non_finite_message`."""
+
+
+def non_finite_message(name: str, tensor: torch.Tensor, note: str = "") -> str:
+    """The message refusing a tensor with NaN or infinite entries: which kinds, and where.
+
+    Rows (the first dimension) of a tensor of two or more dimensions, entries of a vector: the
+    first :data:`NAMED_POSITIONS` of them and how many there are, so that a user can find the
+    bad sample of a batch. Reads the tensor's values (call it once a check has found a
+    non-finite entry, never on the path that passes). ``note`` follows the name (why the
+    values must be finite).
+
+    Example:
+        >>> non_finite_message("embeddings", torch.tensor([[0.0, 1.0], [float("nan"), 2.0]]))
+        'embeddings must be finite; got NaN in row 1 (1 row of 2)'
+        >>> non_finite_message("gains", torch.tensor([float("inf"), float("nan"), 1.0]))
+        'gains must be finite; got NaN and inf in entries 0, 1 (2 entries of 3)'
+    """
+    values = tensor.detach()
+    bad = ~torch.isfinite(values)
+    kinds = " and ".join(kind for kind, present in (("NaN", bool(values.isnan().any())),
+                                                     ("inf", bool(values.isinf().any())))
+                         if present) or "NaN or inf"  # fmt: skip
+    head = f"{name} must be finite{note}; got {kinds}"
+    if values.dim() == 0:
+        return head
+    unit = "row" if values.dim() > 1 else "entry"
+    units = "rows" if values.dim() > 1 else "entries"
+    where = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
+    shown = ", ".join(map(str, where[:NAMED_POSITIONS]))
+    more = ", ..." if len(where) > NAMED_POSITIONS else ""
+    return (f"{head} in {unit if len(where) == 1 else units} {shown}{more} "
+            f"({count_noun(len(where), unit, units)} of {values.shape[0]})")  # fmt: skip
+
+
 def check_in_range(
     name: str, value: object, low: float, high: float = math.inf, reason: str = ""
 ) -> float:
@@ -365,14 +401,14 @@ def check_finite(name: str, value: torch.Tensor) -> torch.Tensor:
         >>> check_finite("scores", torch.tensor([0.5, float("nan")]))
         Traceback (most recent call last):
         ...
-        gradlab.errors.GradlabError: scores must be finite; it holds NaN or infinite entries
+        gradlab.errors.GradlabError: scores must be finite; got NaN in entry 1 (1 entry of 2)
     """
     if value.is_floating_point() and value.numel() and not _SKIP_VALUE_CHECKS.get():
         check_real_device(**{name: value})  # a meta tensor has no values to read
         # One read-only reduction (NaN propagates through min/max); no full-size mask.
         low, high = torch.aminmax(value.detach())
         if not (bool(torch.isfinite(low)) and bool(torch.isfinite(high))):
-            raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
+            raise GradlabError(non_finite_message(name, value))
     return value
 
 

@@ -63,13 +63,14 @@ def test_a_wrong_call_form_names_the_class_and_its_forms(name):
     ("make", "on", "off"),
     [
         (lambda **kw: gradlab.FAPPYLoss(0.25, **kw),
-         "embeddings must be finite; it holds NaN or infinite entries",
-         "similarities must be finite; it holds NaN or infinite entries"),
+         "embeddings must be finite; got NaN in row 1 (1 row of 8)",
+         # the NaN embedding's row and column of the 8 x 8 similarities
+         "similarities must be finite; got NaN in rows 0, 1, 2, 3, 4, 5, 6, 7 (8 rows of 8)"),
         (lambda **kw: gradlab.BlackboxAPLoss(**kw),
-         "embeddings must be finite; it holds NaN or infinite entries",
+         "embeddings must be finite; got NaN in row 1 (1 row of 8)",
          "scores must not hold NaN or +inf (-inf marks a non-candidate)"),
         (lambda **kw: gradlab.FastAPLoss(**kw),
-         "embeddings must be finite; it holds NaN or infinite entries", None),
+         "embeddings must be finite; got NaN in row 1 (1 row of 8)", None),
     ],
 )  # fmt: skip
 def test_validate_off_leaves_a_nan_embedding_to_the_functional_core(make, on, off):

@@ -21,6 +21,7 @@ from gradlab.validation import (
     check_tensor,
     count_noun,
     finite_flag,
+    non_finite_message,
     skip_value_checks,
 )
 
@@ -149,19 +150,33 @@ def test_tensors_of_the_right_kind_are_returned_unchanged():
 
 
 def test_finite_tensors_refuse_an_infinity_at_either_end():
-    for values in ([math.inf, 1.0], [1.0, -math.inf], [math.nan]):
+    for values, where in (([math.inf, 1.0], "inf in entry 0 (1 entry of 2)"),
+                          ([1.0, -math.inf], "inf in entry 1 (1 entry of 2)"),
+                          ([math.nan], "NaN in entry 0 (1 entry of 1)")):  # fmt: skip
         assert _refusal(lambda values=values: check_tensor(
             "x", torch.tensor(values), ndims=(1,), kind="float", finite=True)) == (
-            "x must be finite; it holds NaN or infinite entries")
+            f"x must be finite; got {where}")
 
 
 def test_the_finite_check_alone_passes_finite_integer_and_empty_tensors_unchanged():
     for value in (torch.tensor([1.0, -2.0]), torch.tensor([1, 2]), torch.zeros(0)):
         assert check_finite("x", value) is value
     assert _refusal(lambda: check_finite("scores", torch.tensor([[0.0, math.inf]]))) == (
-        "scores must be finite; it holds NaN or infinite entries")
+        "scores must be finite; got inf in row 0 (1 row of 1)")
     with skip_value_checks():  # no value read: the caller handles non-finite values
         check_finite("x", torch.tensor([math.nan]))
+
+
+def test_a_non_finite_refusal_names_the_kinds_and_the_rows_a_user_can_find():
+    batch = torch.zeros(30, 4, 2)  # rows are the first dimension, whatever follows
+    bad_rows = [3, 5, 7, 11, 13, 17, 19, 23, 27, 28, 29]  # eleven: more than are listed
+    for row in bad_rows:
+        batch[row, row % 4, 1] = math.inf if row == 17 else math.nan
+    listed = ", ".join(str(row) for row in bad_rows[:10])
+    assert _refusal(lambda: check_finite("embeddings", batch)) == (
+        f"embeddings must be finite; got NaN and inf in rows {listed}, ... (11 rows of 30)")
+    assert non_finite_message("x", torch.tensor(-math.inf), " here") == (
+        "x must be finite here; got inf")
 
 
 def test_tensors_on_two_devices_are_named_with_their_devices():
@@ -200,7 +215,7 @@ def test_in_batch_embeddings_must_be_finite_only_when_asked():
     embeddings[2, 1] = math.nan
     check_embeddings_and_labels(embeddings, labels)
     assert _refusal(lambda: check_embeddings_and_labels(embeddings, labels, finite=True)) == (
-        "embeddings must be finite; it holds NaN or infinite entries")
+        "embeddings must be finite; got NaN in row 2 (1 row of 4)")
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])

@@ -34,7 +34,7 @@ from gradlab.equivalence.problem import GradientProbe, PairedBatch
 from gradlab.equivalence.steps import Step
 from gradlab.errors import GradlabError
 from gradlab.losses import RankingLoss
-from gradlab.validation import check_positive_finite, count_noun
+from gradlab.validation import check_finite, check_positive_finite, count_noun
 
 __all__ = ["Gradients", "run_distributed", "run_step"]
 
@@ -110,26 +110,6 @@ def _check_step(name: str, step: object) -> None:
         ) from None
 
 
-def _check_finite_rows(name: str, tensor: torch.Tensor | None) -> None:
-    """Refuse NaN or infinite entries of a floating tensor, naming its rows: the gradient of a
-    non-finite input is NaN, and the table would show it without saying where it came from."""
-    if tensor is None or not tensor.is_floating_point():
-        return
-    bad = ~torch.isfinite(tensor.detach())
-    if not bool(bad.any()):
-        return
-    rows = bad.reshape(bad.shape[0], -1).any(dim=1).nonzero().flatten().tolist()
-    values = tensor.detach()[bad]
-    kinds = " and ".join(kind for kind, present in (("NaN", bool(values.isnan().any())),
-                                                     ("inf", bool(values.isinf().any())))
-                         if present)  # fmt: skip
-    shown = ", ".join(map(str, rows[:10])) + (", ..." if len(rows) > 10 else "")
-    raise GradlabError(
-        f"{name} must be finite; got {kinds} in {'row' if len(rows) == 1 else 'rows'} {shown} "
-        f"({count_noun(len(rows), 'row')} of {tensor.shape[0]})"
-    )
-
-
 def _check_problem(model: object, batch: object) -> None:
     """Refuse, before any work, a model or batch the steps cannot run on or compare."""
     if not isinstance(model, nn.Module):
@@ -138,7 +118,8 @@ def _check_problem(model: object, batch: object) -> None:
         raise GradlabError("batch must be a gradlab.equivalence.PairedBatch; got "
                            f"{type(batch).__name__}")  # fmt: skip
     for side in ("query_inputs", "candidate_inputs", "memory"):
-        _check_finite_rows(f"batch.{side}", getattr(batch, side))
+        if getattr(batch, side) is not None:  # the gradient of a non-finite input is NaN
+            check_finite(f"batch.{side}", getattr(batch, side))
     lazy = [name for name, tensor in (*model.named_parameters(), *model.named_buffers())
             if is_lazy(tensor)]  # fmt: skip
     if lazy:

@@ -28,7 +28,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import require
-from gradlab.validation import check_tensor
+from gradlab.validation import check_tensor, non_finite_message
 
 HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
@@ -148,10 +148,9 @@ def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
     for name, value in counts.items():
         if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
             if not bool(torch.isfinite(value).all()):
-                raise GradlabError(
-                    f"{name} must be finite for method='exact' (the exact discount indexes a "
-                    "table of partial sums); it holds NaN or infinite entries"
-                )
+                raise GradlabError(non_finite_message(
+                    name, value, " for method='exact' (the exact discount indexes a table of "
+                    "partial sums)"))  # fmt: skip
 
 
 def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> torch.Tensor:

@@ -36,6 +36,7 @@ with ``A_d = (c+_d - 1)/(c_d - 1)`` and ``L``, ``L_D`` the harmonic and discount
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
@@ -47,6 +48,7 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    non_finite_message,
     value_checks_enabled,
 )
 
@@ -63,8 +65,9 @@ def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
     return (codes.shape[1] - codes @ codes.T) / 2.0
 
 
-def _refuse_values(*checks: tuple[torch.Tensor, str]) -> None:
-    """Raise the message of the first ``(bad_flag, message)`` whose 0-d flag is set.
+def _refuse_values(*checks: tuple[torch.Tensor, str | Callable[[], str]]) -> None:
+    """Raise the message of the first ``(bad_flag, message)`` whose 0-d flag is set (a callable
+    message is built only then: it may read values).
 
     All flags cross to the host in one transfer (one synchronisation on a GPU); nothing is
     read inside :func:`gradlab.validation.skip_value_checks`.
@@ -74,7 +77,7 @@ def _refuse_values(*checks: tuple[torch.Tensor, str]) -> None:
     bad = torch.stack([flag.reshape(()) for flag, _ in checks]).tolist()  # the one transfer
     for is_bad, (_, message) in zip(bad, checks, strict=True):
         if is_bad:
-            raise GradlabError(message)
+            raise GradlabError(message() if callable(message) else message)
 
 
 def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
@@ -129,7 +132,7 @@ def soft_histogram(
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, distances.shape, "one flag per distance")
     _refuse_values(
-        (_non_finite(distances), "distances must be finite; they hold NaN or infinite entries"),
+        (_non_finite(distances), lambda: non_finite_message("distances", distances)),
         (
             ((levels < 0) | (levels >= num_levels)).any(),
             f"levels must lie in 0 .. num_levels - 1 = {num_levels - 1}; some do not",
@@ -183,8 +186,9 @@ def relaxed_tie_aware_ap(
     check_shape("counts", counts, positive_counts.shape, "one count per bin")
     check_same_device(positive_counts=positive_counts, counts=counts)
     _refuse_values(
-        (_non_finite(positive_counts), "positive_counts must be finite; it holds NaN or inf"),
-        (_non_finite(counts), "counts must be finite; it holds NaN or infinite entries"),
+        (_non_finite(positive_counts), lambda: non_finite_message("positive_counts",
+                                                                   positive_counts)),
+        (_non_finite(counts), lambda: non_finite_message("counts", counts)),
         (
             (positive_counts.detach() < 0).any(),
             "positive_counts must be >= 0 (soft counts); some entries are negative",
@@ -234,8 +238,8 @@ def relaxed_tie_aware_dcg(
             f"got {level_gains.shape[0]}"
         )
     _refuse_values(
-        (_non_finite(level_counts), "level_counts must be finite; it holds NaN or inf"),
-        (_non_finite(level_gains), "level_gains must be finite; it holds NaN or inf"),
+        (_non_finite(level_counts), lambda: non_finite_message("level_counts", level_counts)),
+        (_non_finite(level_gains), lambda: non_finite_message("level_gains", level_gains)),
         ((level_counts.detach() < 0).any(), "level_counts must be >= 0; some are negative"),
     )
     counts = level_counts.sum(dim=2)

@@ -50,6 +50,7 @@ from gradlab.validation import (
     check_temperature,
     check_tensor,
     finite_flag,
+    non_finite_message,
     value_checks_enabled,
 )
 
@@ -136,7 +137,7 @@ def _one_sync(
     host = torch.stack(flags).tolist()  # the one transfer
     if validate and not host[0]:
         if not bool(finite_flag(scores)):
-            raise GradlabError("scores must be finite; it holds NaN or infinite entries")
+            raise GradlabError(non_finite_message("scores", scores))
         raise GradlabError(
             f"scores must lie in [-{bound[0]:.3g}, {bound[0]:.3g}] ({bound[1]}); got a score of "
             f"magnitude {float(scores.detach().abs().max()):.3g}"

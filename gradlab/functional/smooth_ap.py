@@ -47,6 +47,7 @@ from gradlab.validation import (
     check_temperature,
     check_tensor,
     finite_flag,
+    non_finite_message,
 )
 
 DEFAULT_CHUNK_ELEMENTS = 1 << 20
@@ -117,7 +118,7 @@ def group_by_positive_count(
     host = torch.cat([sizes.flatten(), *flags]).tolist()  # the one transfer
     for name, flag in zip(names, host[2 * (num_candidates + 1) :], strict=True):
         if not flag:
-            raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
+            raise GradlabError(non_finite_message(name, finite[name]))
     host_sizes = host[: num_candidates + 1]
     with_negatives = host[num_candidates + 1 : 2 * (num_candidates + 1)]
     present = [count for count in range(1, num_candidates + 1) if host_sizes[count]]

@@ -22,7 +22,7 @@ import math
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import check_same_device, check_shape, check_tensor, non_finite_message
 
 
 def harmonic_number(n: torch.Tensor) -> torch.Tensor:
@@ -241,7 +241,7 @@ def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
     """
     single = _check_scores_and_labels(scores, gains, "gains", "float")
     if not bool(torch.isfinite(gains).all()):
-        raise GradlabError("gains must be finite; it holds NaN or infinite entries")
+        raise GradlabError(non_finite_message("gains", gains))
     rows, gain_rows = (scores.unsqueeze(0), gains.unsqueeze(0)) if single else (scores, gains)
     groups = TieGroups(rows)
     ranks = torch.arange(1, rows.shape[1] + 1, dtype=torch.float64, device=rows.device)

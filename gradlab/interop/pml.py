@@ -39,6 +39,7 @@ from gradlab.validation import (
     check_same_device,
     check_tensor,
     finite_flag,
+    non_finite_message,
     value_checks_enabled,
 )
 
@@ -80,7 +81,7 @@ class _Recording(ScoreRecorderSlot):
         flags = torch.stack([finite_flag(tensor) for tensor in tensors.values()]).tolist()
         for name, finite in zip(tensors, flags, strict=True):  # one transfer for both
             if not finite:
-                raise GradlabError(f"{name} must be finite; it holds NaN or infinite entries")
+                raise GradlabError(non_finite_message(name, tensors[name]))
 
     def forward(self, query_emb: torch.Tensor, ref_emb: torch.Tensor | None = None):
         self._check_inputs(query_emb, ref_emb)

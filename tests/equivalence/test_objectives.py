@@ -19,7 +19,7 @@ from gradlab.equivalence import ScoreObjective, score_objective
 from gradlab.siglip_loss import SigLIPLoss
 
 DIRECTIONS = {"both": ("i2t", "t2i"), "i2t": ("i2t",), "t2i": ("t2i",)}
-NAN_MESSAGE = "scores must be finite; it holds NaN or infinite entries"
+NAN_MESSAGE = "scores must be finite; got NaN in row 1 (1 row of 5)"  # with_nan: [1, 2]
 
 
 def problem(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

@@ -54,7 +54,7 @@ def test_validate_refuses_a_nan_embedding_by_name_and_off_leaves_it_to_the_score
                  lambda: blackbox_ap_loss(embeddings, labels, validate=True)):  # fmt: skip
         with pytest.raises(GradlabError) as caught:
             call()
-        assert str(caught.value) == "embeddings must be finite; it holds NaN or infinite entries"
+        assert str(caught.value) == "embeddings must be finite; got NaN in row 0 (1 row of 4)"
     with pytest.raises(GradlabError) as caught:
         blackbox_ap_loss(embeddings, labels, validate=False)
     assert str(caught.value) == "scores must not hold NaN or +inf (-inf marks a non-candidate)"

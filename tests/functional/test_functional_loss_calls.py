@@ -47,6 +47,6 @@ def test_fastap_loss_refuses_nan_embeddings_unless_validate_is_off():
     embeddings, labels = torch.randn(6, 3, dtype=torch.float64), torch.arange(6) % 2
     embeddings[2, 1] = math.nan
     assert _message(lambda: fastap_loss(embeddings, labels)) == (
-        "embeddings must be finite; it holds NaN or infinite entries"
+        "embeddings must be finite; got NaN in row 2 (1 row of 6)"
     )
     assert math.isnan(fastap_loss(embeddings, labels, validate=False).item())

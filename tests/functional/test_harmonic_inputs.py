@@ -24,26 +24,30 @@ from gradlab.functional.harmonic import (
 NAN, INF = float("nan"), float("inf")
 
 
-def _exact_message(name: str) -> str:
+def _exact_message(name: str, where: str) -> str:
     return (
         f"{name} must be finite for method='exact' (the exact discount indexes a table of partial "
-        "sums); it holds NaN or infinite entries"
+        f"sums); got {where}"
     )
 
 
 @pytest.mark.parametrize(
-    ("call", "name"),
+    ("call", "name", "where"),
     [
-        (lambda: discount_gap(torch.tensor([NAN]), torch.tensor([1.0])), "a"),
-        (lambda: discount_gap(torch.tensor([0.0, 1.0]), torch.tensor([2.0, INF])), "b"),
-        (lambda: discount_rate(torch.tensor([-INF]), torch.tensor([1.0])), "a"),
-        (lambda: discount_rate(torch.tensor([0.0]), torch.tensor([NAN])), "count"),
+        (lambda: discount_gap(torch.tensor([NAN]), torch.tensor([1.0])), "a",
+         "NaN in entry 0 (1 entry of 1)"),
+        (lambda: discount_gap(torch.tensor([0.0, 1.0]), torch.tensor([2.0, INF])), "b",
+         "inf in entry 1 (1 entry of 2)"),
+        (lambda: discount_rate(torch.tensor([-INF]), torch.tensor([1.0])), "a",
+         "inf in entry 0 (1 entry of 1)"),
+        (lambda: discount_rate(torch.tensor([0.0]), torch.tensor([NAN])), "count",
+         "NaN in entry 0 (1 entry of 1)"),
     ],
-)
-def test_the_exact_discount_refuses_non_finite_counts_by_name(call, name):
+)  # fmt: skip
+def test_the_exact_discount_refuses_non_finite_counts_by_name(call, name, where):
     with pytest.raises(GradlabError) as caught:
         call()
-    assert str(caught.value) == _exact_message(name)
+    assert str(caught.value) == _exact_message(name, where)
 
 
 @pytest.mark.parametrize("method", ["log", "midpoint"])

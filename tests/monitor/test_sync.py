@@ -168,9 +168,15 @@ def test_the_finiteness_check_costs_no_extra_sync_and_still_refuses_nan(counter)
     embeddings, labels = _batch()
     with torch.no_grad():
         embeddings[3, 0] = float("nan")
-    with counter, pytest.raises(gradlab.GradlabError, match="embeddings must be finite"):
+    with counter, pytest.raises(gradlab.GradlabError, match="embeddings must be finite; got NaN "
+                                                          r"in row 3 \(1 row of 24\)"):
         gradlab.SmoothAPLoss(0.05)(embeddings, labels)
-    assert counter.count == 1, counter.calls
+    # The NaN is found in the call's one transfer; only then does the refusal read the values
+    # again, to name the rows (an error path: the passing one stays at one sync, tests above).
+    first, *naming = counter.calls
+    assert first.startswith("tolist at gradlab/functional/smooth_ap.py"), counter.calls
+    assert naming and all(call.split(" at ")[1].startswith("gradlab/validation.py")
+                          for call in naming), counter.calls  # fmt: skip
     gradlab.SmoothAPLoss(0.05, validate=False)(embeddings, labels)  # skipped: no error
 
 
