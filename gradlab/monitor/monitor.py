@@ -33,7 +33,7 @@ from pathlib import Path
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.adapters import (
     ATTACH_ADAPTER,
     LossAdapter,
@@ -45,7 +45,7 @@ from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import agree_on_step, gather_batch, is_distributed, is_rank_zero
 from gradlab.monitor.quantity import Quantity
-from gradlab.monitor.run_folder import RunFolder, _outside_the_monitor
+from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
 from gradlab.monitor.watched import WatchedCall, watched_like
@@ -636,7 +636,7 @@ class Monitor:
                 f"{self.folder.start_step} on are not comparable with those before; use a new "
                 "log_dir (or overwrite=True) for a new run",
                 UserWarning,
-                stacklevel=_outside_the_monitor(),
+                stacklevel=caller_stacklevel(),
             )
 
     def close(self, log_last_step: bool = True) -> None:

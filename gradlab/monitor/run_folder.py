@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import platform
-import sys
 import time
 import warnings
 import weakref
@@ -34,9 +33,9 @@ from pathlib import Path
 import torch
 
 from gradlab._version import __version__
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor import lock
-from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink, read_jsonl
+from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink, last_jsonl_header
 from gradlab.paths import check_output_folder
 
 __all__ = ["RunFolder"]
@@ -131,10 +130,7 @@ class RunFolder:
         self.start_step = max(known) + 1 if known else 0
         log = self.path / "metrics.jsonl"
         if log.is_file():  # what the resumed run was logged with (Monitor compares it)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a cut line: the sink's own read warned
-                headers, _ = read_jsonl(log)
-            self.previous_header = headers[-1] if headers else None
+            self.previous_header = last_jsonl_header(log)
         return {"resumed": {"from_step": self.start_step, "files": names}}
 
     def header(self, run: dict, device: torch.device | None = None) -> dict:
@@ -329,7 +325,7 @@ class RunFolder:
             "the steps it missed (dropped_steps); later faults of the same sink are not "
             "reported again (strict=True raises instead)",
             RuntimeWarning,
-            stacklevel=_outside_the_monitor(),
+            stacklevel=caller_stacklevel(),
         )
 
     def claim(self) -> None:
@@ -379,13 +375,3 @@ def _sink_names(sinks: Sequence[Sink]) -> list[str]:
         count = sum(1 for taken in names if taken == name or taken.startswith(f"{name} #"))
         names.append(name if not count else f"{name} #{count + 1}")
     return names
-
-
-def _outside_the_monitor() -> int:
-    """The ``stacklevel`` of the first caller outside :mod:`gradlab.monitor` (the training
-    loop's line), seen from the function that calls ``warnings.warn``."""
-    here = str(Path(__file__).parent)
-    frame, level = sys._getframe(2), 2
-    while frame is not None and frame.f_code.co_filename.startswith(here):
-        frame, level = frame.f_back, level + 1
-    return level

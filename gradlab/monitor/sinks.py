@@ -636,6 +636,31 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
     return headers, records
 
 
+def last_jsonl_header(path: str | Path) -> dict | None:
+    """The last header of a ``metrics.jsonl`` file (what its latest run was logged with), or
+    None. Decodes only the header lines (each written as ``{"header": ...}``), so a resumed
+    run of 100,000 steps does not decode every record a second time; unreadable lines are
+    skipped in silence (:func:`read_jsonl` reports them).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> lines = ['{"header": {"tau": 0.1}}', '{"step": 0}', '{"header": {"tau": 0.2}}']
+        >>> _ = path.write_text("\\n".join(lines) + "\\n")
+        >>> last_jsonl_header(path)
+        {'tau': 0.2}
+    """
+    last = None
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if raw.lstrip().startswith(b'{"header"'):
+                reason, value = _why_unreadable(raw)
+                if reason is None:
+                    last = value["header"]
+    return None if last is None else decode_value(last)
+
+
 def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict, list[dict]]]:
     """``[(header, records), ...]``: each run (or resumption) of a ``metrics.jsonl`` apart.
 

@@ -254,6 +254,22 @@ def test_resuming_with_other_settings_warns(tmp_path):
     message = str(warning.message)
     assert "tau 0.05 -> 0.5" in message and "preset 'default' -> 'cheap'" in message
     assert "from step 2 on are not comparable" in message
+    assert warning.filename == train.__code__.co_filename  # the training loop's line
+
+
+def test_a_resumed_run_is_compared_with_the_latest_settings_past_a_cut_line(tmp_path):
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        train(monitor, steps=2)
+    with pytest.warns(UserWarning, match="resume=True"):
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            train(monitor, steps=1)
+    with open(tmp_path / "metrics.jsonl", "a") as log:  # a writer killed mid-line
+        log.write('{"step": 3, "loss": 0.')
+    with pytest.warns(UserWarning) as caught:  # the cut line is reported; no settings changed
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            train(monitor, steps=1)
+    assert [str(w.message) for w in caught if "resume=True" in str(w.message)] == []
+    assert any("not valid JSON" in str(w.message) for w in caught)
 
 
 def test_resuming_with_the_same_settings_is_quiet(tmp_path):
