@@ -28,6 +28,7 @@ from gradlab.equivalence.runner import (
     Gradients,
     _check_problem,
     _check_step,
+    _cuda_devices,
     run_distributed,
     run_step,
 )
@@ -474,10 +475,34 @@ _DROPOUT = (nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropou
             nn.FeatureAlphaDropout)  # fmt: skip
 
 
-def _refuse_dropout(model: nn.Module, world_size: int) -> None:
+def _forward_draws(model: nn.Module, batch: PairedBatch) -> bool:
+    """Whether the model's forward, in its own modes, draws random numbers (a functional
+    ``F.dropout``, added noise, stochastic depth): one forward of two rows of each side on a
+    copy, under ``no_grad``, inside a fork of the random state, which is compared before and
+    after it. The caller's state and model (BatchNorm statistics) are left unchanged."""
+    probe = copy.deepcopy(model)
+    devices = _cuda_devices(model, batch)
+    with torch.no_grad(), torch.random.fork_rng(devices=devices):
+        before = [torch.get_rng_state(), *(torch.cuda.get_rng_state(d) for d in devices)]
+        for inputs in (batch.query_inputs, batch.candidate_inputs):
+            probe(inputs[:2])
+        after = [torch.get_rng_state(), *(torch.cuda.get_rng_state(d) for d in devices)]
+    return any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
+
+
+def _refuse_dropout(model: nn.Module, batch: PairedBatch, world_size: int) -> None:
     """Several processes cannot draw the whole batch's dropout masks: refuse the check."""
     active = [name for name, module in model.named_modules()
               if isinstance(module, _DROPOUT) and module.training and module.p > 0]  # fmt: skip
+    if not active and _forward_draws(model, batch):
+        raise GradlabError(
+            f"world_size={world_size} needs a model whose forward draws no random numbers; "
+            "the model's forward drew some (in training mode, on two rows of each side: a "
+            "functional dropout such as F.dropout, added noise, stochastic depth): each process "
+            "would draw for its own shard, not what the whole-batch reference draws for its "
+            "rows, so the gradients would differ whatever the trick; make the forward "
+            "deterministic for the check (model.eval(), p=0), or check with world_size=1"
+        )
     if active:
         raise GradlabError(
             f"world_size={world_size} needs a model without active dropout; got dropout in "
@@ -535,7 +560,8 @@ def compare_gradients(
             where a step belongs), a model with lazy parameters not yet initialised or with
             no parameter that requires grad, NaN or infinite inputs, inputs the model's first
             forward fails on (see :func:`~gradlab.equivalence.run_step`); ``world_size > 1``
-            with dropout in training mode.
+            with dropout in training mode, or a forward that draws random numbers otherwise
+            (``F.dropout``, noise: one forward of two rows on a copy tells).
             After the reference's run, before the candidate's: a reference whose every
             recorded gradient is exactly zero (nothing to compare, see :func:`compare`).
 
@@ -564,7 +590,7 @@ def compare_gradients(
         if hasattr(step, "check"):
             step.check(batch, world)
     if world_size > 1:
-        _refuse_dropout(model, world_size)
+        _refuse_dropout(model, batch, world_size)
     model = copy.deepcopy(model).to(dtype)
     batch = batch.to(dtype)
     reference_grads = run_step(reference, model, batch)

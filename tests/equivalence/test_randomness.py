@@ -198,3 +198,36 @@ def test_the_dropout_refusal_names_every_active_module_and_spares_p_zero(problem
     off = nn.Sequential(nn.Linear(8, 16), nn.Dropout(0.0), nn.Tanh(), nn.Linear(16, 4)).double()
     with pytest.raises(_ChecksPassedError):
         compare_gradients(FullBatch(LOSS), AllGather(LOSS), off, batch, world_size=2)
+
+
+class _FunctionalDropout(nn.Module):
+    """Dropout by ``F.dropout`` in ``forward``: no ``nn.Dropout`` module to find."""
+
+    def __init__(self, noise: bool = False):
+        super().__init__()
+        self.linear, self.noise = nn.Linear(8, 4), noise
+        self.norm = nn.BatchNorm1d(8)
+
+    def forward(self, inputs):
+        hidden = self.norm(inputs)
+        if self.noise and self.training:  # Gaussian noise on the inputs, drawn per process
+            return self.linear(hidden + 0.01 * torch.randn_like(hidden))
+        return self.linear(F.dropout(hidden, 0.3, self.training))
+
+
+@pytest.mark.parametrize("noise", [False, True])
+def test_a_forward_that_draws_random_numbers_is_refused_in_several_processes(noise, monkeypatch):
+    monkeypatch.setattr(torch.multiprocessing, "start_processes", _stop_at_the_processes)
+    _, batch = synthetic_problem(batch_size=B, seed=1)
+    torch.manual_seed(0)
+    model = _FunctionalDropout(noise).double()
+    state, statistics = torch.get_rng_state(), model.norm.running_mean.clone()
+    with pytest.raises(GradlabError, match=r"^world_size=2 needs a model whose forward draws no "
+                                           r"random numbers; the model's forward drew some"):
+        compare_gradients(FullBatch(LOSS), AllGather(LOSS), model, batch, world_size=2)
+    # the probe leaves the caller's random state and the model's statistics as they were
+    assert torch.equal(torch.get_rng_state(), state)
+    assert torch.equal(model.norm.running_mean, statistics)
+    model.eval()  # nothing drawn in eval mode: the check goes on to start its processes
+    with pytest.raises(_ChecksPassedError):
+        compare_gradients(FullBatch(LOSS), AllGather(LOSS), model, batch, world_size=2)
