@@ -144,7 +144,7 @@ def non_finite_message(name: str, tensor: torch.Tensor, note: str = "") -> str:
     bad = ~torch.isfinite(values)
     kinds = " and ".join(kind for kind, present in (("NaN", bool(values.isnan().any())),
                                                      ("inf", bool(values.isinf().any())))
-                         if present) or "NaN or inf"  # fmt: skip
+                         if present)  # fmt: skip
     head = f"{name} must be finite{note}; got {kinds}"
     if values.dim() == 0:
         return head

@@ -177,6 +177,10 @@ def test_a_non_finite_refusal_names_the_kinds_and_the_rows_a_user_can_find():
         f"embeddings must be finite; got NaN and inf in rows {listed}, ... (11 rows of 30)")
     assert non_finite_message("x", torch.tensor(-math.inf), " here") == (
         "x must be finite here; got inf")
+    vector = torch.zeros(12)
+    vector[:10] = math.nan  # exactly as many as are listed: no "..."
+    assert non_finite_message("gains", vector) == (
+        "gains must be finite; got NaN in entries 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 (10 entries of 12)")
 
 
 def test_tensors_on_two_devices_are_named_with_their_devices():
