@@ -45,6 +45,7 @@ from gradlab.validation import (
     check_positive_int,
     check_real_device,
     check_temperature,
+    count_noun,
     finite_flag,
     non_finite_message,
     value_checks_enabled,
@@ -434,6 +435,15 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
         """What this loss says of its logits (:class:`SoftmaxLogits`): not a softmax here."""
         return SoftmaxLogits(direction=self.direction, info_nce=False)
 
+    def _check_call(self, positives: object, extra: tuple) -> None:
+        """Refuse a call other than ``loss(scores, positives)``, naming the form it takes."""
+        form = (f"{type(self).__name__} takes loss(scores, positives): scores [Q, C] and "
+                "positives, a [Q, C] bool mask or [B] integer labels")  # fmt: skip
+        if extra:
+            raise GradlabError(f"{form}; got {count_noun(2 + len(extra), 'positional argument')}")
+        if positives is None:
+            raise GradlabError(f"{form}; positives is missing")
+
 
 class MaxViolationTripletLoss(_ScoreMatrixLoss):
     """VSE++'s max-violation triplet loss on a score matrix (Faghri et al. 2018, Eq. 5).
@@ -458,8 +468,11 @@ class MaxViolationTripletLoss(_ScoreMatrixLoss):
         super().__init__(direction, reduction, validate)
         self.margin = check_margin(margin)
 
-    def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, positives: torch.Tensor | None = None, *extra: object
+    ) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""
+        self._check_call(positives, extra)
         return max_violation_triplet_loss(
             scores, positives, self.margin, direction=self.direction,
             reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,
@@ -502,8 +515,11 @@ class NTXentLoss(_ScoreMatrixLoss):
                              2 if self.direction == "both" else 1,
                              info_nce=self.reduction == "mean")  # fmt: skip
 
-    def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, positives: torch.Tensor | None = None, *extra: object
+    ) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""
+        self._check_call(positives, extra)
         return nt_xent_loss(
             scores, positives, self.temperature, direction=self.direction,
             reduction=self.reduction, on_scores=self.score_recorder, validate=self.validate,

@@ -53,8 +53,11 @@ class SigLIPLoss(_ScoreMatrixLoss):
         self.scale, self.bias = check_siglip_options(scale, bias, reduction)
         super().__init__("both", reduction, validate)
 
-    def forward(self, scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, scores: torch.Tensor, positives: torch.Tensor | None = None, *extra: object
+    ) -> torch.Tensor:
         """``loss(scores [Q, C], positives [Q, C] bool)``."""
+        self._check_call(positives, extra)
         return sigmoid_pair_loss(
             scores, positives, self.scale, self.bias, reduction=self.reduction,
             on_scores=self.score_recorder, validate=self.validate,

@@ -59,6 +59,19 @@ def test_a_wrong_call_form_names_the_class_and_its_forms(name):
     assert _message(lambda: loss_fn(embeddings)) == missing
 
 
+@pytest.mark.parametrize("name", ["NTXentLoss", "MaxViolationTripletLoss", "SigLIPLoss"])
+def test_a_score_loss_called_without_its_positives_names_its_call_form(name):
+    # loss(scores) alone, or a stray third argument, is a GradlabError naming the class and
+    # loss(scores, positives), not Python's TypeError about forward()'s arguments
+    loss_fn = getattr(gradlab, name)()
+    scores = torch.randn(3, 3, dtype=torch.float64)
+    form = (f"{name} takes loss(scores, positives): scores [Q, C] and positives, a [Q, C] "
+            "bool mask or [B] integer labels")  # fmt: skip
+    assert _message(lambda: loss_fn(scores)) == f"{form}; positives is missing"
+    three = lambda: loss_fn(scores, torch.eye(3, dtype=torch.bool), 0.1)  # noqa: E731
+    assert _message(three) == f"{form}; got 3 positional arguments"
+
+
 @pytest.mark.parametrize(
     ("make", "on", "off"),
     [
