@@ -28,8 +28,8 @@ class SigLIPLoss(_ScoreMatrixLoss):
     Plain autograd: second derivatives are exact.
 
     Args:
-        scale: ``t``, positive and finite (SigLIP starts at 10).
-        bias: ``b``, finite (SigLIP starts at -10).
+        scale: ``t``, in ``(0, 1e30]`` (SigLIP starts at 10).
+        bias: ``b``, in ``[-1e30, 1e30]`` (SigLIP starts at -10).
         reduction: ``"mean"`` (the sum over pairs divided by the number of rows) or ``"sum"``.
         validate: refuse NaN/inf scores (one host read); ``False`` reads nothing back.
 

@@ -31,7 +31,7 @@ from gradlab.functional.score_losses import (
     _one_sync,
     widened,
 )
-from gradlab.validation import check_in_range, check_positive_finite
+from gradlab.validation import check_in_range
 
 __all__ = ["SIGLIP_BIAS", "SIGLIP_SCALE", "sigmoid_pair_loss"]
 
@@ -44,15 +44,25 @@ SIGLIP_BIAS = -10.0
 LARGEST_BIAS = 1e30
 """The largest ``|bias|`` accepted (larger ones overflow float32 next to the scores)."""
 
+LARGEST_SCALE = 1e30
+"""The largest ``scale`` accepted: larger ones overflow float32 next to cosine scores (a scale
+beyond float32's range is ``inf`` there, and ``inf x 0`` a NaN logit)."""
+
 
 def check_siglip_options(scale: object, bias: object, reduction: object) -> tuple[float, float]:
-    """``scale`` (positive, finite), ``bias`` (finite, ``|bias| <= 1e30``) and ``reduction``.
+    """``scale`` (in ``(0, 1e30]``), ``bias`` (finite, ``|bias| <= 1e30``) and ``reduction``.
 
     Example:
         >>> check_siglip_options(10, -10, "mean")
         (10.0, -10.0)
     """
-    scale = check_positive_finite("scale", scale)
+    allowed = (f"scale must be a positive finite number at most {LARGEST_SCALE:g} (larger "
+               f"scales overflow float32 next to the scores); got {scale!r}")  # fmt: skip
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise GradlabError(allowed)
+    if not 0 < float(scale) <= LARGEST_SCALE:  # False for NaN too
+        raise GradlabError(allowed)
+    scale = float(scale)
     bias = check_in_range("bias", bias, -LARGEST_BIAS, LARGEST_BIAS)
     if reduction not in REDUCTIONS:
         raise GradlabError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
@@ -74,7 +84,7 @@ def sigmoid_pair_loss(
     Args:
         scores: ``[Q, C]`` float scores ``S`` (cosine similarities for the usual scale).
         positives: ``[Q, C]`` bool mask (``z = +1``), or ``[B]`` labels of a square batch.
-        scale: ``t`` in the paper, positive and finite.
+        scale: ``t`` in the paper, in ``(0, 1e30]``.
         bias: ``b`` in the paper, finite.
         reduction: ``"mean"`` divides the sum over all pairs by ``Q`` (the paper's ``1/|B|``),
             ``"sum"`` does not.

@@ -90,6 +90,35 @@ def test_bad_arguments_are_refused_naming_the_argument(call, match):
         call(scores, positives)
 
 
+@pytest.mark.parametrize("scale", [1e31, 1e40, 1e300])
+def test_a_scale_beyond_float32_is_refused_when_the_loss_is_built(scale):
+    # float32 holds the logits scale x s + b of cosine scores only while scale fits it; beyond,
+    # the loss was inf (and its gradient NaN) with validate=False, and with validate=True the
+    # message blamed the scores
+    with pytest.raises(GradlabError) as refused:
+        SigLIPLoss(scale=scale, validate=False)
+    message = str(refused.value)
+    assert message.startswith("scale ") and "1e+30" in message
+    assert message.endswith(f"got {scale!r}")
+    with pytest.raises(GradlabError, match=r"^scale "):
+        sigmoid_pair_loss(torch.rand(3, 3), torch.eye(3, dtype=torch.bool), scale=scale)
+
+
+def test_the_largest_scale_keeps_float32_cosine_scores_finite():
+    scores = torch.tensor([[0.9, -0.4], [1.0, 0.2]], requires_grad=True)
+    loss = SigLIPLoss(scale=1e30, bias=-1e30, validate=False)(scores, torch.eye(2) > 0)
+    loss.backward()
+    # float64 reference of Eq. 1 (Zhai et al., 2023): softplus(-z (t s + b)) summed, / Q
+    expected = 0.0
+    pairs = [(0, 0), (0, 1), (1, 0), (1, 1)]
+    for (q, c), s in zip(pairs, [0.9, -0.4, 1.0, 0.2], strict=True):
+        z = 1.0 if q == c else -1.0
+        logit = -z * (1e30 * s - 1e30)
+        expected += max(logit, 0.0) + math.log1p(math.exp(-abs(logit)))
+    assert loss.item() == pytest.approx(expected / 2, rel=1e-6)
+    assert torch.isfinite(scores.grad).all()
+
+
 @pytest.mark.parametrize(("scale", "bias"), [(1.0, -10.0), (10.0, 1e30), (1e3, 0.0)])
 def test_scores_are_refused_beyond_half_the_dtype_s_range_of_logits(scale, bias):
     # the documented bound: |s| <= (max / 2 - |b|) / t, max = float32's largest finite value
