@@ -28,9 +28,9 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.validation import (
-    check_positive_finite,
     check_same_device,
     check_shape,
+    check_temperature,
     check_tensor,
 )
 
@@ -93,7 +93,8 @@ def smooth_ap_decomposition(
         queries: ``[Q, d]`` query embeddings, or ``[d]`` for one query.
         candidates: ``[C, d]`` candidate embeddings ``v_j``.
         positives: ``[C]`` (shared by all queries) or ``[Q, C]`` bool relevance mask.
-        tau: sigmoid temperature, positive and finite.
+        tau: sigmoid temperature, finite and at least ``1e-30``, as for
+            :func:`gradlab.functional.smooth_ap` (``1/tau`` must fit float32).
         candidate_mask: optional ``[C]`` or ``[Q, C]`` bool mask; ``False`` leaves a candidate
             out of that query's ranking (in-batch retrieval: the query itself), as in
             :func:`gradlab.functional.smooth_ap`.
@@ -112,7 +113,7 @@ def smooth_ap_decomposition(
         >>> bool(torch.allclose(parts.ad_term + parts.cb_term, parts.grad))
         True
     """
-    tau = check_positive_finite("tau", tau)
+    tau = check_temperature("tau", tau)
     check_tensor("queries", queries, ndims=(1, 2), kind="float", finite=True)
     check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(1, 2), kind="bool")

@@ -115,7 +115,7 @@ Q, V, P = torch.zeros(2, 3), torch.zeros(4, 3), torch.ones(2, 4, dtype=torch.boo
         ({"positives": torch.ones(2, 4)}, "positives must be a bool tensor"),
         ({"positives": torch.ones(3, 4, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
         ({"positives": torch.ones(5, dtype=torch.bool)}, r"positives must have shape \(2, 4\)"),
-        ({"tau": 0}, "tau must be a positive finite number"),
+        ({"tau": 0}, r"tau must be a finite number in \[1e-30, inf\)"),
         ({"candidate_mask": torch.ones(2, 4)}, "candidate_mask must be a bool tensor"),
         ({"candidate_mask": torch.ones(2, 5, dtype=torch.bool)}, "candidate_mask must have shape"),
     ],
@@ -124,6 +124,24 @@ def test_error_table(kwargs, message):
     arguments = {"queries": Q, "candidates": V, "positives": P, **kwargs}
     with pytest.raises(GradlabError, match="^" + message):  # each message starts with its name
         smooth_ap_decomposition(**arguments)
+
+
+@pytest.mark.parametrize("tau", [1e-31, 1e-40])
+def test_a_tau_below_smooth_ap_s_bound_is_refused_not_turned_into_nan(tau):
+    # 1/tau overflows float32 below about 3e-39: B, D and the gradient were NaN without a word;
+    # smooth_ap and SmoothAPLoss refuse tau < 1e-30, and so does the decomposition now
+    with pytest.raises(GradlabError, match=r"^tau must be a finite number in \[1e-30, inf\)"):
+        smooth_ap_decomposition(Q.float(), V.float(), P, tau)
+    with pytest.raises(GradlabError, match=r"^tau must be a finite number in \[1e-30, inf\)"):
+        smooth_ap(Q.float() @ V.float().T, P, tau)
+
+
+def test_the_smallest_tau_gives_finite_terms_in_float32():
+    query, vectors, positives = problem(3, 3, 8, 4, 0.5)
+    positives[:, 0] = True
+    parts = smooth_ap_decomposition(query.float(), vectors.float(), positives, 1e-30)
+    for name in ("A", "C", "B", "D", "grad"):
+        assert torch.isfinite(getattr(parts, name)).all(), name
 
 
 def test_ap_and_gradient_against_the_loops_with_a_shared_candidate_mask():
