@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from gradlab.errors import GradlabError
 from gradlab.symbolic.mutation_operators import equivalent, generate
 from gradlab.validation import check_in_range
 
@@ -71,7 +72,7 @@ class Verdict:
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
-            raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
+            raise GradlabError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
 
 
 def _default_text(value: Any) -> str:
@@ -200,6 +201,32 @@ class Claim:
     cause: str = ""
     domain: dict = field(default_factory=dict, compare=False)
 
+    def __post_init__(self) -> None:
+        for name in ("seed", "label", "statement"):
+            if not isinstance(getattr(self, name), str):
+                raise GradlabError(f"Claim's {name} must be a str; got {getattr(self, name)!r}")
+        if not isinstance(self.printed, Form):
+            raise GradlabError(
+                f"Claim's printed must be a Form (e.g. Form(expression, lhs=...)); got "
+                f"{type(self.printed).__name__} {self.printed!r}"
+            )
+        if not callable(self.check):
+            raise GradlabError(
+                f"Claim's check must be a callable check(form) -> Verdict; got {self.check!r}"
+            )
+        if self.correction is not None and not isinstance(self.correction, Form):
+            raise GradlabError(
+                f"Claim's correction must be None or a Form; got "
+                f"{type(self.correction).__name__} {self.correction!r}"
+            )
+        if not isinstance(self.mutants, (tuple, list)) or not all(
+            isinstance(form, Form) for form in self.mutants
+        ):
+            raise GradlabError(
+                f"Claim's mutants must be a tuple of Forms (negated(printed), mutant(...)); "
+                f"got {self.mutants!r}"
+            )
+
     @property
     def id(self) -> str:
         return f"{self.seed}:{self.label}"
@@ -244,8 +271,13 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
 
 def _checked(claim: Claim, form: Form) -> Verdict:
     verdict = claim.check(form)
+    if not isinstance(verdict, Verdict):
+        raise GradlabError(
+            f"{claim.id}: check must return a Verdict (from decide, symbolic_equality, "
+            f"numeric_agreement or undecided); got {type(verdict).__name__} {verdict!r}"
+        )
     if verdict.verdict == _CORRECTED:
-        raise ValueError(f"{claim.id}: a check may not return {_CORRECTED!r} itself")
+        raise GradlabError(f"{claim.id}: a check may not return {_CORRECTED!r} itself")
     return verdict
 
 
@@ -289,6 +321,8 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
     under the claim's ``domain`` when it has one, which the name then states).
     """
+    if not isinstance(claim, Claim):
+        raise GradlabError(f"claim must be a Claim; got {type(claim).__name__} {claim!r}")
     verdict = evaluate(claim)
     record = {
         "id": claim.id,
@@ -432,6 +466,12 @@ def symbolic_equality(
         printed minus true is -174.00000 at {'x': '87'} (exact evaluation)
         true value 87.000000, relative error 2 (200 %).
     """
+    if not isinstance(symbols, (list, tuple)) or not all(
+        isinstance(symbol, sp.Symbol) for symbol in symbols
+    ):
+        raise GradlabError(
+            f"symbols must be a list or tuple of SymPy symbols (e.g. [x]); got {symbols!r}"
+        )
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
     witness = ""
     if not same:

@@ -6,6 +6,7 @@ import random
 import pytest
 import sympy as sp
 
+from gradlab import GradlabError
 from gradlab.symbolic import (
     Claim,
     Form,
@@ -116,3 +117,48 @@ def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(differen
     # no default point lies beyond 97 or below 1/13, so these differences vanish at all of them
     verdict = symbolic_equality(difference, sp.Integer(0), [x], points=3000)
     assert verdict.verdict == "holds", reason
+
+
+def _derivative_check(form):
+    return symbolic_equality(form.value, sp.diff(x**2, x), [x])
+
+
+@pytest.mark.parametrize(
+    ("returned", "shown"), [(True, "bool True"), (None, "NoneType None"), ("holds", "str 'holds'")]
+)
+def test_a_check_that_returns_no_verdict_is_refused_by_name(returned, shown):
+    # a check written as `return sp.simplify(a - b) == 0` returned a bool: the audit raised
+    # AttributeError "'bool' object has no attribute 'verdict'"
+    claim = Claim("mine", "eq1", "d/dx x^2", Form(2 * x), lambda form: returned)
+    with pytest.raises(GradlabError) as error:
+        audit_claim(claim)
+    message = str(error.value)
+    assert message.startswith("mine:eq1: check must return a Verdict") and message.endswith(shown)
+
+
+@pytest.mark.parametrize(
+    ("fields", "argument"),
+    [
+        ({"printed": 2 * x}, "printed"),
+        ({"check": "sympy.diff"}, "check"),
+        ({"correction": 2 * x}, "correction"),
+        ({"mutants": (2 * x,)}, "mutants"),
+        ({"label": 1}, "label"),
+    ],
+)
+def test_a_claim_with_a_field_of_the_wrong_kind_is_refused_when_built(fields, argument):
+    arguments = {"seed": "mine", "label": "eq1", "statement": "d/dx x^2",
+                 "printed": Form(2 * x), "check": _derivative_check, **fields}  # fmt: skip
+    with pytest.raises(GradlabError, match=f"^Claim's {argument} must be"):
+        Claim(**arguments)
+
+
+def test_audit_claim_and_symbolic_equality_name_a_wrong_argument():
+    with pytest.raises(GradlabError, match=r"^claim must be a Claim; got str 'eq1'"):
+        audit_claim("eq1")
+    with pytest.raises(GradlabError, match=r"^symbols must be a list or tuple of SymPy symbols"):
+        symbolic_equality(2 * x, 2 * x, x)
+    # the well-formed claim still holds, and its mutants are still killed
+    claim = Claim("mine", "eq1", "d/dx x^2", Form(2 * x), _derivative_check)
+    record = audit_claim(claim, mutants=True)
+    assert record["verdict"] == "holds" and record["mutants"] == record["mutants_killed"] > 0
