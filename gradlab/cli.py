@@ -20,6 +20,15 @@ from pathlib import Path
 from gradlab.errors import GradlabError
 from gradlab.paths import check_output_file, check_output_folder
 
+
+def _path(text: str) -> Path:
+    """A path argument; an empty one is refused (``Path("")`` would silently be ``.``, the
+    current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"must be a path; got {text!r}")
+    return Path(text)
+
+
 DEVICE_HELP = "torch device of the training sections, e.g. cpu, cuda, cuda:1 (default: %(default)s)"
 
 
@@ -90,7 +99,7 @@ def _build_parser(
     report_help = "run the studies and the audit and write the report (HTML and Markdown)"
     report = commands.add_parser("report", help=report_help, description=report_help)
     report.add_argument(
-        "--out", type=Path, default=Path("reports/latest"),
+        "--out", type=_path, default=Path("reports/latest"),
         help="output folder, created if missing; a report there is replaced (default: %(default)s)",
     )  # fmt: skip
     report.add_argument(
@@ -105,7 +114,7 @@ def _build_parser(
     )  # fmt: skip
     report.add_argument("--device", default="cpu", help=DEVICE_HELP)
     report.add_argument(
-        "--studies", type=Path, nargs="+", metavar="DIR",
+        "--studies", type=_path, nargs="+", metavar="DIR",
         help="folders written by gradlab study: each study saved there becomes a section after "
         "the bundled ones (its tables, verdicts and figures, rendered from its JSON; nothing is "
         "trained), headed with the data and backbone it ran on (default: none)",
@@ -124,11 +133,11 @@ def _build_parser(
                   "verdict per claim")
     audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
-        "--json", type=Path,
+        "--json", type=_path,
         help="write the records as JSON into this file (its folder must exist; none is created)",
     )  # fmt: skip
     audit.add_argument(
-        "--markdown", type=Path,
+        "--markdown", type=_path,
         help="write a readable report with the formulas into this file (its folder must exist)",
     )  # fmt: skip
     audit.add_argument(
@@ -146,7 +155,7 @@ def _build_parser(
     )  # fmt: skip
     plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
     plot = commands.add_parser("plot", help=plot_help, description=plot_help)
-    plot.add_argument("run_dir", type=Path, nargs="+",
+    plot.add_argument("run_dir", type=_path, nargs="+",
                       help="one or more Monitor log folders (or their metrics.jsonl)")
     plot.add_argument(
         "--out", type=str,
@@ -194,18 +203,18 @@ def _add_study(commands) -> None:
     study = commands.add_parser("study", help=study_help, description=study_help)
     study.add_argument("name", choices=list(STUDIES), metavar="NAME",
                        help="; ".join(f"{name}: {text}" for name, text in STUDIES.items()))
-    study.add_argument("--data", type=Path,
+    study.add_argument("--data", type=_path,
                        help="image folder: root/<class>/<image> (first half of the classes "
                        "trains, second half tests), Stanford Online Products (Ebay_train.txt, "
                        "Ebay_test.txt), or see --list-file (required unless --render)")
     study.add_argument("--split", default="train", help="split to train on (default: train)")
-    study.add_argument("--list-file", type=Path,
+    study.add_argument("--list-file", type=_path,
                        help="'path label' lines (paths relative to --data) instead of a layout")
-    study.add_argument("--test-list-file", type=Path,
+    study.add_argument("--test-list-file", type=_path,
                        help="with --list-file: the evaluation images of losses and anatomy")
     study.add_argument("--backbone", default="gradlab.backbones:tiny_resnet",
                        help="timm:NAME, torchvision:NAME or module:function (default: %(default)s)")
-    study.add_argument("--weights", type=Path,
+    study.add_argument("--weights", type=_path,
                        help="local checkpoint of the backbone (default: random initial weights)")
     study.add_argument("--embedding-dim", type=int, default=512, help="(default: %(default)s)")
     study.add_argument("--image-size", type=int, default=224, help="(default: %(default)s)")
@@ -223,7 +232,7 @@ def _add_study(commands) -> None:
                        help="processes that load and augment the images; the numbers do not "
                        "depend on it (default: 0, this process)")  # fmt: skip
     study.add_argument("--device", default="cpu", help=DEVICE_HELP)
-    study.add_argument("--out", type=Path, default=Path("study"),
+    study.add_argument("--out", type=_path, default=Path("study"),
                        help="folder for the JSON, figures, summary.md and index.html "
                        "(default: %(default)s)")
     study.add_argument("--render", action="store_true",
@@ -381,7 +390,7 @@ def _add_check_equivalence(commands, with_candidates: bool) -> None:
     check.add_argument("--dtype", default="float64", choices=["float64", "float32"],
                        help="dtype of the comparison (default: %(default)s)")
     check.add_argument("--seed", type=int, default=0, help="seeds the problem (default: 0)")
-    check.add_argument("--json", type=Path,
+    check.add_argument("--json", type=_path,
                        help="also write the result as JSON into this file (its folder must exist)")
 
 

@@ -183,6 +183,40 @@ def test_the_audit_refuses_one_file_for_both_outputs_before_any_work(
                       "its own (one would overwrite the other)\n")
 
 
+# argv -> the option named: an empty path would be Path("") == ".", the current folder
+EMPTY_PATHS = {
+    "audit --json ''": (["audit", "--json", ""], "--json"),
+    "audit --markdown ' '": (["audit", "--markdown", " "], "--markdown"),
+    "report --out ''": (["report", "--only", "audit", "--out", ""], "--out"),
+    "plot ''": (["plot", ""], "run_dir"),
+    "check-equivalence --json ''": (["check-equivalence", "--json", ""], "--json"),
+}
+
+
+@pytest.mark.parametrize("case", list(EMPTY_PATHS))
+def test_an_empty_path_is_refused_by_its_option_in_one_line_before_any_work(
+    tmp_path, capsys, monkeypatch, case
+):
+    # before, `--json ''` was refused as "got '.', which is a folder" and `report --out ''` ran
+    # every section, then ended in "could not use '.': Invalid argument"
+    import gradlab.plotting.monitor
+    import gradlab.report
+    import gradlab.symbolic.audit
+
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", _fail_if_called)
+    monkeypatch.setattr(gradlab.report, "run_report", _fail_if_called)
+    monkeypatch.setattr(gradlab.plotting.monitor, "plot_runs", _fail_if_called)
+    monkeypatch.chdir(tmp_path)
+    argv, option = EMPTY_PATHS[case]
+    code, stdout, stderr = _run(argv, capsys)
+    assert (code, stdout) == (2, "")
+    (line,) = stderr.splitlines()
+    empty = next(arg for arg in argv if not arg.strip())
+    assert line.startswith(f"gradlab {argv[0]}: error: argument {option}: must be a path; got "
+                           f"{empty!r}")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_an_output_that_fails_while_written_is_one_line_exit_2(tmp_path, capsys, monkeypatch):
     """A write that fails after the check (the disk filled, the folder was locked meanwhile)."""
     import gradlab.symbolic.audit
