@@ -150,8 +150,9 @@ def _build_parser(
     audit.add_argument(
         "--measure", action="store_true",
         help="also measure P against batch size (quick settings, trains small networks for "
-        "about a minute) to decide the one empirical claim; without it that claim is recorded "
-        "as not measured and nothing is trained (default: off)",
+        "about a minute), shown as context of the one empirical claim, which stays not "
+        "testable here (it needs the authors' data); without it the miniature is recorded as "
+        "not measured and nothing is trained (default: off)",
     )  # fmt: skip
     plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
     plot = commands.add_parser("plot", help=plot_help, description=plot_help)
