@@ -86,11 +86,22 @@ def logarithmic_integral(x: torch.Tensor) -> torch.Tensor:
         >>> logarithmic_integral(torch.tensor([2]))
         tensor([1.0452])
     """
+    return _logarithmic_integral(x, nan_passes=False)
+
+
+def _logarithmic_integral(x: torch.Tensor, nan_passes: bool) -> torch.Tensor:
+    """:func:`logarithmic_integral`; with ``nan_passes`` a NaN entry gives a NaN value (the
+    continuous discounts pass NaN counts through), else it is refused like any value outside
+    the domain."""
     x = check_tensor("x", x, ndims=tuple(range(9)), kind="any_real")
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
-    if bool((x <= 1).any()) or bool((x > 1e6).any()):
-        raise GradlabError("x must lie in (1, 1e6] for logarithmic_integral")
+    outside = ~((x > 1) & (x <= 1e6))  # NaN is outside too: it has no li
+    if nan_passes:
+        outside &= ~x.isnan()
+    if bool(outside.any()):
+        value = float(x.detach()[outside].flatten()[0])
+        raise GradlabError(f"x must lie in (1, 1e6] for logarithmic_integral; got {value:g}")
     return _LogarithmicIntegral.apply(x)
 
 
@@ -102,7 +113,7 @@ def _log_antiderivative(x: torch.Tensor) -> torch.Tensor:
 def _li_antiderivative(x: torch.Tensor) -> torch.Tensor:
     """``ln2 li(x + 1)`` for ``x >= 1``, continued by its tangent at 1 (slope ``D(1) = 1``)."""
     at_one = LN2 * 1.0451637801174928  # ln2 li(2)
-    above = LN2 * logarithmic_integral(x.clamp(min=1.0) + 1.0)
+    above = LN2 * _logarithmic_integral(x.clamp(min=1.0) + 1.0, nan_passes=True)
     return torch.where(x >= 1.0, above, at_one + (x - 1.0))
 
 
@@ -170,7 +181,10 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     if method == "log":
         return _li_antiderivative(b) - _li_antiderivative(a)
     if method == "midpoint":
-        return LN2 * (logarithmic_integral(b + 1.5) - logarithmic_integral(a + 1.5))
+        return LN2 * (
+            _logarithmic_integral(b + 1.5, nan_passes=True)
+            - _logarithmic_integral(a + 1.5, nan_passes=True)
+        )
     return _discount_partial_sum(b) - _discount_partial_sum(a)
 
 

@@ -241,8 +241,21 @@ def test_logarithmic_integral_domain_ends_at_one_million():
     assert logarithmic_integral(torch.tensor([1e6], dtype=torch.float64)).item() == pytest.approx(
         float(mpmath.li(1e6)), rel=1e-13
     )
-    with pytest.raises(GradlabError, match=r"^x must lie in \(1, 1e6\] for logarithmic_integral$"):
+    with pytest.raises(GradlabError, match=r"^x must lie in \(1, 1e6\] for logarithmic_integral; "
+                       r"got 1e\+06$"):  # fmt: skip
         logarithmic_integral(torch.tensor([1e6 + 0.5], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, 1.0])
+def test_logarithmic_integral_refuses_a_value_outside_its_domain_nan_included(bad):
+    # a NaN entry passed the range test (NaN <= 1 and NaN > 1e6 are both False) and came back
+    # as a NaN value and a NaN gradient without a word
+    x = torch.tensor([2.0, bad], dtype=torch.float64, requires_grad=True)
+    with pytest.raises(GradlabError) as refused:
+        logarithmic_integral(x)
+    assert str(refused.value) == (
+        f"x must lie in (1, 1e6] for logarithmic_integral; got {bad:g}"
+    )
 
 
 @pytest.mark.parametrize("method", HARMONIC_METHODS)
