@@ -21,7 +21,7 @@ from torch import nn
 
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.functional.blackbox_ap import blackbox_ap, blackbox_ap_loss
-from gradlab.functional.fappy import check_normalization, fappy_deltas, fappy_loss
+from gradlab.functional.fappy import check_delta_min, check_normalization, fappy_deltas, fappy_loss
 from gradlab.functional.layouts import cross_modal_layout
 from gradlab.functional.losses import (
     check_call_form,
@@ -72,8 +72,12 @@ class RankingLoss(nn.Module):
     """Base of every gradlab loss: input checks, degenerate-batch accounting, input form.
 
     A batch in which no query has both a positive and a negative (an empty batch, one item per
-    class, a single class) has no ranking signal: the loss is 0 with zero gradients. That is
-    usually a sampler bug, so the first such batch raises a :class:`DegenerateBatchWarning`
+    class, a single class) has no ranking signal: the embedding losses (SmoothAP, FastAP, FAPPY,
+    Blackbox AP) and VSE++'s triplet loss return 0 with zero gradients; NT-Xent is 0 only
+    without positives (on one class its softmax still spreads over the positives, with a
+    gradient), and SigLIP, whose pairs are each their own binary problem, neither warns nor
+    counts. Such a batch is usually a sampler bug, so the first one raises a
+    :class:`DegenerateBatchWarning`
     (a ``UserWarning``, once per loss instance; silence it with
     ``warnings.filterwarnings("ignore", category=DegenerateBatchWarning)``) and every such batch
     is counted in ``degenerate_batches``, which a :class:`gradlab.Monitor` logs. The warning
@@ -269,7 +273,7 @@ class FAPPYLoss(_InBatchLoss):
         self, delta_min: float = 0.01, normalization: str = "paper", validate: bool = True
     ) -> None:
         super().__init__(validate)
-        self.delta_min = check_positive_finite("delta_min", delta_min)
+        self.delta_min = check_delta_min(delta_min)
         self.deltas = fappy_deltas(self.delta_min)
         self.normalization = check_normalization(normalization)
 

@@ -48,6 +48,19 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
 
 
+def check_bool(name: str, value: object) -> bool:
+    """Return ``value`` if it is ``True`` or ``False``; a truthy string or number is refused
+    (``mutants="no"`` would otherwise switch the option on).
+
+    Example:
+        >>> check_bool("mutants", False)
+        False
+    """
+    if not isinstance(value, bool):
+        raise GradlabError(f"{name} must be True or False; got {value!r}")
+    return value
+
+
 def check_optional_callable(name: str, value: object, signature: str = "") -> object:
     """Return ``value`` if it is ``None`` or callable; else raise naming ``name``.
 

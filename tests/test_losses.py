@@ -276,7 +276,7 @@ def test_score_matrix_module_refuses_a_non_callable_score_recorder_when_set(cls)
     [
         ("BlackboxAPLoss", {"interpolation": 0.0}, "interpolation must be a positive finite"),
         ("BlackboxAPLoss", {"margin": -0.1}, "margin must be a non-negative finite number"),
-        ("FAPPYLoss", {"delta_min": 0.0}, "delta_min must be a positive finite number"),
+        ("FAPPYLoss", {"delta_min": 0.0}, r"delta_min must be a finite number in \[9.5367"),
         ("FastAPLoss", {"num_bins": 0}, "num_bins must be a positive integer"),
         ("MaxViolationTripletLoss", {"margin": -1.0}, r"margin must be a finite number in \[0, "),
         ("NTXentLoss", {"temperature": 0.0}, r"temperature must be a finite number in \[1e-30"),

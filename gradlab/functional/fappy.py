@@ -66,6 +66,19 @@ def check_normalization(normalization: str) -> str:
     return normalization
 
 
+def check_delta_min(delta_min: object) -> float:
+    """``delta_min`` as a float if it is finite and at least :data:`FAPPY_SMALLEST_DELTA`.
+
+    Example:
+        >>> check_delta_min(0.01)
+        0.01
+    """
+    return check_in_range(
+        "delta_min", delta_min, FAPPY_SMALLEST_DELTA, reason="2**-20: narrower bins pass "
+        "float32's resolution of a cosine"
+    )  # fmt: skip
+
+
 def fappy_deltas(delta_min: float) -> list[float]:
     """The bin widths of Algorithm 1: 2.0 halving while at least ``delta_min`` (2.0 always runs).
 
@@ -75,10 +88,7 @@ def fappy_deltas(delta_min: float) -> list[float]:
         >>> fappy_deltas(0.2)
         [2.0, 1.0, 0.5, 0.25]
     """
-    delta_min = check_in_range(
-        "delta_min", delta_min, FAPPY_SMALLEST_DELTA, reason="narrower bins pass float32's "
-        "resolution of a cosine"
-    )  # fmt: skip
+    delta_min = check_delta_min(delta_min)
     deltas, current = [], FAPPY_LARGEST_DELTA
     while True:
         deltas.append(current)

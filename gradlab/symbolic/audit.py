@@ -27,6 +27,7 @@ from gradlab.symbolic import (
 )
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
 from gradlab.symbolic.seeds import citation
+from gradlab.validation import check_bool
 
 NOT_TESTABLE = VERDICTS[-1]
 AUDIT_DECIMAL_DIGITS = 15
@@ -94,6 +95,7 @@ def run_audit(
         >>> record["verdict"], record["detail"]
         ('holds', '1 + 1 = 2')
     """
+    check_bool("mutants", mutants)
     if claims is not None and p_vs_batch_size is not None:
         raise GradlabError(
             "p_vs_batch_size is used only with the default claims; got it with claims=[...] "

@@ -49,7 +49,7 @@ import sympy as sp
 
 from gradlab.errors import GradlabError
 from gradlab.symbolic.mutation_operators import equivalent, generate
-from gradlab.validation import check_in_range
+from gradlab.validation import check_bool, check_in_range
 
 VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
             "reproduced", "not-reproduced", "not-testable-here")
@@ -143,13 +143,23 @@ def mutant(form: Form, value: Any, name: str) -> Form:
     return replace(form, value=value, name=name)
 
 
+def _check_algebraic(name: str, value: object, what: str) -> None:
+    """Refuse a value that is not a SymPy expression or a number (a string, a procedure's
+    dict), naming the argument and what takes it."""
+    if isinstance(value, bool) or not isinstance(value, (sp.Basic, int, float)):
+        raise GradlabError(f"{name} must be a SymPy expression or a number ({what}); got "
+                           f"{type(value).__name__} {value!r}")  # fmt: skip
+
+
 def negated(form: Form) -> Form:
     """The sign-flipped mutant ``-value``."""
+    _check_algebraic("form.value", form.value, "negated flips its sign")
     return mutant(form, -form.value, "sign flipped")
 
 
 def scaled(form: Form, factor: Any = 2) -> Form:
     """The mutant ``factor * value`` (a doubled or dropped factor)."""
+    _check_algebraic("form.value", form.value, "scaled multiplies it")
     return mutant(form, form.value * factor, f"multiplied by {factor}")
 
 
@@ -323,6 +333,7 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     """
     if not isinstance(claim, Claim):
         raise GradlabError(f"claim must be a Claim; got {type(claim).__name__} {claim!r}")
+    check_bool("mutants", mutants)
     verdict = evaluate(claim)
     record = {
         "id": claim.id,
@@ -466,6 +477,8 @@ def symbolic_equality(
         printed minus true is -174.00000 at {'x': '87'} (exact evaluation)
         true value 87.000000, relative error 2 (200 %).
     """
+    for name, value in (("printed", printed), ("truth", truth)):
+        _check_algebraic(name, value, "symbolic_equality compares them")
     if not isinstance(symbols, (list, tuple)) or not all(
         isinstance(symbol, sp.Symbol) for symbol in symbols
     ):

@@ -14,6 +14,8 @@ from gradlab.symbolic import (
     audit_claim,
     evaluate,
     mutant,
+    negated,
+    run_audit,
     scaled,
     substituted,
     symbolic_equality,
@@ -158,7 +160,22 @@ def test_audit_claim_and_symbolic_equality_name_a_wrong_argument():
         audit_claim("eq1")
     with pytest.raises(GradlabError, match=r"^symbols must be a list or tuple of SymPy symbols"):
         symbolic_equality(2 * x, 2 * x, x)
+    with pytest.raises(GradlabError, match=r"^printed must be a SymPy expression or a number "
+                                           r"\(symbolic_equality compares them\); got str '2\*x'"):
+        symbolic_equality("2*x", 2 * x, [x])
+    with pytest.raises(GradlabError, match=r"^form.value must be a SymPy expression or a "
+                                           r"number \(negated flips its sign\); got dict"):
+        negated(Form({"bins": 4}))
     # the well-formed claim still holds, and its mutants are still killed
     claim = Claim("mine", "eq1", "d/dx x^2", Form(2 * x), _derivative_check)
     record = audit_claim(claim, mutants=True)
     assert record["verdict"] == "holds" and record["mutants"] == record["mutants_killed"] > 0
+
+
+def test_a_truthy_non_bool_mutants_option_is_refused_before_any_work():
+    # mutants="no" was taken as True: the whole mutant audit ran
+    claim = Claim("mine", "eq1", "d/dx x^2", Form(2 * x), _derivative_check)
+    for call in (lambda: audit_claim(claim, mutants="no"),
+                 lambda: run_audit([claim], mutants="no")):  # fmt: skip
+        with pytest.raises(GradlabError, match=r"^mutants must be True or False; got 'no'$"):
+            call()
