@@ -219,6 +219,7 @@ MONITOR_TESTS = {
                     "test_anatomy.py::test_plot_draws_the_anatomy_family_for_both_directions",
                     "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after",
                     "test_runs.py::test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped",
+                    "test_runs.py::test_the_resume_warning_points_at_the_training_loop",
                     "test_monitor_second_rank.py::"
                     "test_the_distributed_warnings_point_at_the_callers_step_and_close",
                     "test_monitor_warnings_say_why.py::"

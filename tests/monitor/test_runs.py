@@ -254,7 +254,16 @@ def test_resuming_with_other_settings_warns(tmp_path):
     message = str(warning.message)
     assert "tau 0.05 -> 0.5" in message and "preset 'default' -> 'cheap'" in message
     assert "from step 2 on are not comparable" in message
-    assert warning.filename == train.__code__.co_filename  # the training loop's line
+
+
+def test_the_resume_warning_points_at_the_training_loop(tmp_path):
+    with Monitor(tmp_path, preset="default", every=1) as monitor:
+        train(monitor, steps=1)
+    with pytest.warns(UserWarning, match="resume=True") as caught:
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            train(monitor, steps=1)
+    assert {w.filename for w in caught if "resume=True" in str(w.message)} == {
+        train.__code__.co_filename}  # fmt: skip
 
 
 def test_a_resumed_run_is_compared_with_the_latest_settings_past_a_cut_line(tmp_path):
