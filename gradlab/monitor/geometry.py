@@ -180,7 +180,10 @@ class ChanceLevel(Quantity):
     users' "the loss stays at 4.85 = ln 128"). ``C`` is the number of candidates per query:
     ``B - 1`` in-batch, the columns of a cross-modal matrix. A loss summed over both directions
     (gradlab's ``NTXentLoss(direction="both")``) sits at ``2 ln C``: pass ``terms=2``. Other
-    losses have other chance levels: this quantity is not in a preset.
+    losses have other chance levels: this quantity is not in a preset. Neither key reads the
+    scores' values (``chance_level`` is ``ln C`` of their shape, ``loss_minus_chance`` the loss
+    as it is logged): on a step whose scores are not finite both keep their value
+    (:attr:`Quantity.input_free_keys`).
 
     Args:
         schedule: ``step -> bool``.
@@ -199,6 +202,7 @@ class ChanceLevel(Quantity):
     name = "chance_level"
     needs = frozenset({"loss", "scores"})
     keys = ("loss_minus_chance", "chance_level")
+    input_free_keys = frozenset(keys)  # the loss and the scores' shape: no score value read
     plots = (Plot("chance_level", "Loss minus its chance level ln C (InfoNCE: 0 = chance)",
                   "loss", (("loss_minus_chance", "loss - ln C"),)),)  # fmt: skip
 
@@ -241,6 +245,9 @@ class Temperature(Quantity):
     :class:`gradlab.losses.SoftmaxLogits`). A loss that says it is no softmax over each
     query's candidates (SigLIP's sigmoid loss, VSE++'s triplet loss, NT-Xent summed over the
     queries) logs no closed form: the scale, the parameter's gradient and the clamp only.
+    Those three read no score: on a step whose scores are not finite they keep their value
+    (a scale that diverged is then on the record) while the closed form logs NaN
+    (:attr:`Quantity.input_free_keys`).
 
     Args:
         schedule: ``step -> bool``.
@@ -281,6 +288,9 @@ class Temperature(Quantity):
     needs = frozenset({"scores"})
     keys = ("temperature_scale", "temperature_log_scale_grad",
             "temperature_log_scale_grad_observed", "temperature_clamp_hit")  # fmt: skip
+    # the parameter, its own gradient and its clamp: no score value read
+    input_free_keys = frozenset({"temperature_scale", "temperature_log_scale_grad_observed",
+                                 "temperature_clamp_hit"})  # fmt: skip
     plots = (
         Plot("temperature", "Softmax scale s (1 / temperature)", "scale", (
             ("temperature_scale", "scale s"),)),

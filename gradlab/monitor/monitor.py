@@ -97,9 +97,9 @@ class Monitor:
     (documented and checked there); :meth:`from_config` opens a Monitor from one.
 
     No impossible value is logged: a quantity that reads non-finite embeddings or scores logs
-    NaN for its keys (:meth:`step`); ``not_finite`` counts such steps per quantity (and, for
-    the loss, the steps on which it alone was NaN or infinite, with finite inputs: logged as
-    it is, the first one warned), and
+    NaN for its keys but those that read no input value (:meth:`step`); ``not_finite`` counts
+    such steps per quantity (and, for the loss, the steps on which it alone was NaN or
+    infinite, with finite inputs: logged as it is, the first one warned), and
     ``skipped_calls`` the loss calls it could not read (the first one warns with the
     arguments it saw).
 
@@ -391,8 +391,10 @@ class Monitor:
 
         Never an impossible value: on a step whose embeddings or scores are not finite (a loss
         that does not validate them), every quantity that reads them logs NaN for each of its
-        keys; the first such step warns (``RuntimeWarning``) and :attr:`not_finite` counts the
-        steps per quantity.
+        keys but its :attr:`~gradlab.monitor.quantity.Quantity.input_free_keys` (the operating
+        region's half-width, a chance level, a temperature's scale: settings, shapes and
+        parameters, logged as they are); the first such step warns (``RuntimeWarning``) and
+        :attr:`not_finite` counts the steps per quantity.
         """
         if self._closed:
             if self._refused is not None:
@@ -523,12 +525,23 @@ class Monitor:
         A quantity whose values need finite input (:attr:`Quantity.trust`) logs NaN for every
         key when the batch's embeddings or scores (or the ``dL/dS`` it reads) are not finite:
         the flags are computed on the device (:meth:`BatchView.finite_flags`), applied there
-        with ``torch.where`` and travel with the values. The quantities concerned are counted
-        in :attr:`not_finite` and the first such step warns once (``RuntimeWarning``).
+        with ``torch.where`` and travel with the values. Its
+        :attr:`~Quantity.input_free_keys` (a setting, a shape, a parameter) keep their value.
+        The quantities concerned are counted in :attr:`not_finite` and the first such step
+        warns once (``RuntimeWarning``).
         """
+        # Per level, (quantity, its keys at that level): a quantity's input-free keys go to 0.
         levels: list[list[tuple[Quantity, list[str]]]] = [[], [], []]
         tensors: list[list[torch.Tensor]] = [[], [], []]
         for quantity, values in computed:
+            if not values:
+                continue
+            free = quantity.input_free_keys
+            if quantity.trust and free and not free.isdisjoint(values):
+                kept = {key: value for key, value in values.items() if key in free}
+                values = {key: value for key, value in values.items() if key not in free}
+                levels[0].append((quantity, list(kept)))
+                tensors[0].extend(_scalar(value) for value in kept.values())
             if values:
                 levels[quantity.trust].append((quantity, list(values)))
                 tensors[quantity.trust].extend(_scalar(value) for value in values.values())
@@ -571,7 +584,8 @@ class Monitor:
         if first:
             warnings.warn(
                 f"gradlab.Monitor: step {step}: the embeddings or scores (or dL/dS) are not "
-                f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key; "
+                f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key "
+                "that reads them; "
                 "later such steps are counted in monitor.not_finite without a warning",
                 RuntimeWarning,
                 stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)

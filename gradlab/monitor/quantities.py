@@ -120,6 +120,9 @@ class OperatingRegion(Quantity):
     """P (Brown et al. 2020, supplementary Eq. 1, and off-diagonal) and the half-width w
     (in-batch batches).
 
+    ``operating_region_width`` is a function of tau and eps alone: on a step whose scores are
+    not finite it keeps its value while the P keys log NaN (:attr:`Quantity.input_free_keys`).
+
     Example:
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)  # equal scores: every difference is 0, inside the region
@@ -132,6 +135,7 @@ class OperatingRegion(Quantity):
     needs = frozenset({"scores", "sorted_scores"})
     keys = ("p_seed", "p_off_diagonal", "p_without_query", "p_cross_modal",
             "operating_region_width")  # fmt: skip
+    input_free_keys = frozenset({"operating_region_width"})  # tau and eps: no score read
     plots = (Plot("operating_region", "Operating-region proportion P", "proportion", (
         ("p_seed", "P (Brown et al. 2020, suppl. Eq. 1)"),
         ("p_off_diagonal", "P without the diagonal"),

@@ -57,8 +57,9 @@ GRADIENT_NEEDS = frozenset({"embedding_grad", "score_grad"})
 INPUT_NEEDS = frozenset({"embeddings", "features", "scores", "sorted_scores", "descending_order",
                          "smooth_ap_terms", "score_grad"})  # fmt: skip
 """Needs computed from the call's embeddings or score matrix: a quantity with one of them logs
-NaN for every key on a step whose input is not finite (``score_grad``: nor ``dL/dS``), since
-sorts, counts and proportions of NaN scores are meaningless (see :meth:`Quantity.trust`)."""
+NaN for every key (but its :attr:`Quantity.input_free_keys`) on a step whose input is not
+finite (``score_grad``: nor ``dL/dS``), since sorts, counts and proportions of NaN scores are
+meaningless (see :meth:`Quantity.trust`)."""
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,12 @@ class Quantity:
         reads_empty_batches: :meth:`compute` is defined on a batch without rows (a loss
             called on an empty batch, as a last short batch of a sampler can be); the others
             skip such a step (and compute again at the next).
+        input_free_keys: keys of :attr:`keys` whose value reads none of the step's input
+            values (the embeddings, the scores, ``dL/dS``): a setting (the operating region's
+            half-width, a function of tau and eps), a shape (a chance level ``ln C``), a
+            parameter (a temperature's scale) or the loss as it is logged. On a step whose
+            input is not finite they keep their value, the quantity's other keys log NaN
+            (:attr:`trust`).
 
     Example:
         >>> Quantity().should_compute(0), Quantity().needs_grad
@@ -149,6 +156,7 @@ class Quantity:
     plots: tuple[Plot, ...] = ()
     warns_if_not_finite: bool = False
     reads_empty_batches: bool = False
+    input_free_keys: frozenset[str] = frozenset()
 
     def __init__(self, schedule: Schedule | None = None) -> None:
         self.schedule = schedule if schedule is not None else every(1)
@@ -165,7 +173,8 @@ class Quantity:
     def trust(self) -> int:
         """What its values need to be meaningful: 0 nothing (the loss, the labels), 1 finite
         inputs (:data:`INPUT_NEEDS`), 2 finite inputs and a finite ``dL/dS``. On a step that
-        breaks it, the Monitor logs NaN for every key of the quantity and warns once.
+        breaks it, the Monitor logs NaN for every key of the quantity but its
+        :attr:`input_free_keys`, and warns once.
 
         Example:
             >>> Quantity().trust

@@ -24,11 +24,14 @@ import torch
 import gradlab
 from gradlab.monitor import Monitor, Quantity
 from gradlab.monitor.batch import BatchView, ScoreCapture
+from gradlab.monitor.geometry import ChanceLevel, Temperature
+from gradlab.monitor.quantities import OperatingRegion
 
 B, D = 8, 4
 LABELS = torch.arange(B) % 2
-UNTOUCHED = {"step", "loss", "degenerate_batches", "degenerate_batch"}
-"""Keys that do not read the embeddings or scores: logged as they are."""
+UNTOUCHED = {"step", "loss", "degenerate_batches", "degenerate_batch", "operating_region_width"}
+"""Keys that do not read the embeddings or scores: logged as they are (the half-width is a
+function of tau and eps alone)."""
 
 
 def _embeddings(bad: float | None = None, row: int | list[int] = 3) -> torch.Tensor:
@@ -154,6 +157,45 @@ def test_a_watched_loss_that_is_not_finite_on_finite_input_is_said_once_and_coun
     warned = [m for m in messages if "loss is" in m]
     assert len(warned) == 1 and f"step 1: loss is {bad} " in warned[0], messages
     assert monitor.not_finite == {"loss": 2}
+
+
+def test_keys_that_read_no_input_value_keep_it_on_a_non_finite_step(tmp_path):
+    tau, eps = 0.1, 0.005
+    log_scale = torch.nn.Parameter(torch.tensor(math.log(10.0), dtype=torch.float64))
+
+    def loss_fn(embeddings, labels):  # finite whatever the embeddings: the scale itself
+        return embeddings.nan_to_num(0.0, 0.0, 0.0).sum() * 0 + log_scale
+
+    quantities = [OperatingRegion(eps=eps), ChanceLevel(),
+                  Temperature(scale=log_scale, log_scale=True, clamp=(0.0, math.log(100.0)))]
+    records = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, tau, quantities=quantities, every=1) as monitor:
+            watched = monitor.watch(loss_fn)
+            for step in range(2):  # NaN embeddings at step 0, finite at step 1
+                log_scale.grad = None
+                watched(_embeddings(math.nan if step == 0 else None), LABELS).backward()
+                records.append(monitor.step())
+    nan_step, finite_step = records
+    # w solves sigmoid'(w / tau) / tau = eps: sigma(1 - sigma) = eps tau at sigma = G(w / tau)
+    slope_share = (1 + math.sqrt(1 - 4 * eps * tau)) / 2
+    width = tau * math.log(slope_share / (1 - slope_share))
+    expected = {
+        "operating_region_width": width,
+        "chance_level": math.log(B - 1),  # ln C, C = B - 1 candidates in-batch
+        "loss_minus_chance": math.log(10.0) - math.log(B - 1),
+        "temperature_scale": 10.0,
+        "temperature_log_scale_grad_observed": 1.0,  # dL/d log s of L = log s
+        "temperature_clamp_hit": 0.0,
+    }
+    for record in (nan_step, finite_step):
+        assert {key: record[key] for key in expected} == pytest.approx(expected, rel=1e-9)
+    assert math.isnan(nan_step["p_seed"]) and math.isnan(nan_step["temperature_log_scale_grad"])
+    assert math.isfinite(finite_step["p_seed"])
+    assert math.isfinite(finite_step["temperature_log_scale_grad"])
+    assert set(monitor.not_finite) == {"operating_region", "temperature"}
+    assert len([w for w in caught if "not finite" in str(w.message)]) == 1
 
 
 class AlwaysNaN(Quantity):

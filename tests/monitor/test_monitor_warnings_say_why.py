@@ -95,8 +95,8 @@ def test_non_finite_input_is_said_once_naming_every_quantity_and_counted_per_ste
     assert monitor.not_finite == {"embedding_norm": 2, "operating_region": 2}
     assert _runtime_warnings(caught) == [
         "gradlab.Monitor: step 0: the embeddings or scores (or dL/dS) are not finite (NaN or "
-        "infinite), so embedding_norm, operating_region logged NaN for every key; later such "
-        "steps are counted in monitor.not_finite without a warning"
+        "infinite), so embedding_norm, operating_region logged NaN for every key that reads "
+        "them; later such steps are counted in monitor.not_finite without a warning"
     ]
     _, written = read_jsonl(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in written] == [0, 1, 2]

@@ -27,6 +27,7 @@ from gradlab.monitor import (
     monitor,
     read_jsonl,
 )
+from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.plotting import monitor as monitor_plots
 from tests.reference.smooth_ap_loops import cosine
 
@@ -130,6 +131,11 @@ def test_every_need_a_quantity_declares_is_one_the_monitor_knows():
     for cls in [*QUANTITIES, WeightedGradientCounts]:
         assert cls().needs <= set(NEEDS), cls.__name__
         assert cls().keys, cls.__name__
+
+
+def test_every_key_kept_on_a_non_finite_step_is_one_the_quantity_logs():
+    for cls in [*QUANTITIES, WeightedGradientCounts, ChanceLevel, Temperature]:
+        assert cls().input_free_keys <= set(cls().keys), cls.__name__
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
