@@ -29,7 +29,14 @@ from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
 from gradlab.monitor.sinks import read_segments
 from gradlab.paths import check_output_folder
-from gradlab.plotting.style import LINE_STYLES, apply_style, legend_below, save_figure, series_style
+from gradlab.plotting.style import (
+    LINE_STYLES,
+    apply_style,
+    legend_below,
+    save_figure,
+    series_style,
+    step_axis,
+)
 
 
 def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
@@ -398,7 +405,7 @@ def draw_family(
                 axis.plot([step for step, _ in points], values,
                           **{"linewidth": LINE_WIDTH, **style})  # fmt: skip
     axis.set_xlabel("optimizer step")
-    axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
+    step_axis(axis)  # steps are whole: no 0.5 ticks, one tick for a run of one step
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
     values = [v for line in axis.get_lines() for v in line.get_ydata() if math.isfinite(v)]

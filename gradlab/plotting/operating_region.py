@@ -8,7 +8,6 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 from matplotlib.lines import Line2D
-from matplotlib.ticker import MaxNLocator
 
 from gradlab.plotting.style import (
     apply_style,
@@ -18,6 +17,7 @@ from gradlab.plotting.style import (
     load_results,
     save_figure,
     series_style,
+    step_axis,
 )
 
 
@@ -152,7 +152,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
             low, high = min(low, *values), max(high, *values)
             pad = 0.15 * (high - low)
             axis.set_ylim(low - pad, high + pad)
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no 0.5 ticks
+        step_axis(axis)  # steps are whole: no 0.5 ticks
         if len(steps) == 1:  # one tick at the step (the locator alone falls back to fractions)
             axis.set_xticks(steps)
             axis.set_xlim(steps[0] - 1, steps[0] + 1)

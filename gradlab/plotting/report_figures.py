@@ -7,7 +7,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 
-from gradlab.plotting.style import apply_style, load_results, save_figure
+from gradlab.plotting.style import apply_style, load_results, save_figure, step_axis
 
 
 def plot_retrieval_before_after(source: dict | str | Path, path: str | Path) -> Path:
@@ -46,6 +46,7 @@ def plot_captions(source: dict | str | Path, path: str | Path) -> Path:
         smoothed = np.convolve(history, np.ones(10) / 10, mode="valid")
         axes[0].plot(smoothed / max(history[0], 1e-12), label=name)
     axes[0].set(xlabel="step", ylabel="loss / initial loss (10-step mean)", title="Training")
+    step_axis(axes[0])
     axes[0].legend()
     names = list(results["losses"])
     keys = list(next(iter(results["losses"].values()))["recall"])
@@ -78,6 +79,7 @@ def plot_captions(source: dict | str | Path, path: str | Path) -> Path:
         ylabel="share of queries",
         title="SmoothAP queries with no gradient entry (tau=0.01)",
     )
+    step_axis(axes[2])
     axes[2].legend(fontsize=7)
     figure.suptitle("Image-caption miniature (digits, 5 templated captions per image)")
     return save_figure(figure, path)

@@ -13,6 +13,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 
 from gradlab.plotting.studies import _load, _mean_std, save_figure
+from gradlab.plotting.style import step_axis
 
 GEOMETRY_PANELS = {
     "alignment": ("alignment of the positives\nmean |u - v|^2 (0: they coincide)", False),
@@ -68,6 +69,7 @@ def plot_scene_geometry(source: dict | str | Path, path: str | Path) -> Path:
             axis.set_ylim(bottom=0)
     for axis in axes[-1]:
         axis.set_xlabel("training step")
+        step_axis(axis)  # steps are whole: no 0.2 ticks on a run of two logged steps
     handles, labels = axes[0, 0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncol=3, fontsize=10,
                   bbox_to_anchor=(0.5, -0.06))  # fmt: skip

@@ -14,6 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
+from gradlab.plotting.style import step_axis
+
 
 def _load(source: dict | str | Path) -> dict:
     return source if isinstance(source, dict) else json.loads(Path(source).read_text())
@@ -282,6 +284,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
                 axis.set_yscale("log")
     for axis in axes[-1]:
         axis.set_xlabel("training step")
+        step_axis(axis)  # steps are whole: no 0.2 ticks on a run of two logged steps
     handles = [Line2D([], [], color=colours[index], linestyle=list(styles)[e % 4],
                       label=f"{encoder}, {loss}")
                for e, encoder in enumerate(encoders)

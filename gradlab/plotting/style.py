@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 plt = require("matplotlib.pyplot", "plot", "gradlab.plotting")
 sns = require("seaborn", "plot", "gradlab.plotting")
-NullFormatter = require("matplotlib.ticker", "plot", "gradlab.plotting").NullFormatter
+_ticker = require("matplotlib.ticker", "plot", "gradlab.plotting")
+NullFormatter, MaxNLocator = _ticker.NullFormatter, _ticker.MaxNLocator
 
 
 def apply_style() -> None:
@@ -62,6 +63,25 @@ def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
     axis.set_xscale("log")
     axis.set_xticks(sizes, [str(size) for size in sizes])
     axis.xaxis.set_minor_formatter(NullFormatter())
+
+
+def step_axis(axis: plt.Axes) -> None:
+    """Tick the x axis of ``axis``, a step axis, at whole numbers only: steps are integers.
+
+    matplotlib's default ticks a run of two steps at 0.0, 0.2, ..., and a plain
+    ``MaxNLocator(integer=True)`` falls back to fractions when the view holds one whole number
+    (a run of one logged step); ``min_n_ticks=1`` keeps that step's own tick instead.
+
+    Example:
+        >>> figure, axis = plt.subplots()
+        >>> _ = axis.plot([3], [0.5])
+        >>> step_axis(axis)
+        >>> low, high = axis.get_xlim()
+        >>> [float(tick) for tick in axis.get_xticks() if low <= tick <= high]
+        [3.0]
+        >>> plt.close(figure)
+    """
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
 def constant_value(values) -> float | None:

@@ -675,6 +675,17 @@ def test_the_step_axis_is_ticked_at_whole_steps(tmp_path):
     plt.close(figure)
 
 
+@pytest.mark.parametrize("steps", [1, 2])
+def test_a_run_of_one_or_two_steps_is_ticked_at_its_steps_only(tmp_path, steps):
+    # one step: a plain integer locator fell back to -0.045, -0.03, ... around it
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], load_runs([_run(tmp_path / "a", loss=LOSS[:steps])]))
+    low, high = axis.get_xlim()
+    ticks = [float(t) for t in axis.get_xticks() if low <= t <= high]
+    assert ticks == [float(step) for step in range(steps)]
+    plt.close(figure)
+
+
 def test_zero_based_axes_reach_the_largest_value_and_stop_below_1_for_small_shares(tmp_path):
     run = _run(tmp_path / "a", queries_without_gradient=[0, 2, 5, 3], p_seed=[0.0, 0.1, 0.2, 0.1],
                degenerate_batches=["NaN"] * 4)  # fmt: skip

@@ -180,6 +180,19 @@ def test_captions_draw_queries_without_gradient_per_direction(drawn):
     assert {t.get_fontsize() for t in legend.get_texts()} == {7}
 
 
+def test_captions_tick_their_step_axes_at_whole_steps_on_a_short_run(drawn):
+    # 11 losses: two 10-step means, at steps 0 and 1; gradient counts at steps 0 and 1
+    results = _captions()
+    for run in results["losses"].values():
+        run["loss_history"] = run["loss_history"][:11]
+        first, second = run["gradient_counts"][:2]
+        run["gradient_counts"] = [first, {**second, "step": 1}]
+    figure = drawn(module.plot_captions, results)
+    for axis in (figure.axes[0], figure.axes[2]):
+        low, high = axis.get_xlim()
+        assert [float(t) for t in axis.get_xticks() if low <= t <= high] == [0.0, 1.0]
+
+
 def test_the_directions_keep_their_dashes_under_a_users_dotted_default(drawn):
     with matplotlib.rc_context({"lines.linestyle": ":"}):
         figure = drawn(module.plot_captions, _captions())

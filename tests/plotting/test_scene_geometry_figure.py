@@ -162,6 +162,19 @@ def test_five_losses_wrap_the_four_colours_and_a_third_encoder_is_solid_again(mo
     plt.close(figure)
 
 
+def test_two_logged_steps_are_ticked_at_the_two_steps_only(monkeypatch):
+    # matplotlib's default ticked 0.0, 0.2, ..., 1.0 on a step axis
+    run = {"anatomy": {"steps": [0, 1]}, "geometry": {key: [[0.2, 0.3]] for key in KEYS}}
+    result = {"seeds": [0], "runs": {"VSE++": {"NT-Xent": run}}}
+    with captured_figures(monkeypatch, module) as figures:
+        module.plot_scene_geometry(result, "g.png")
+    (figure,) = figures
+    for axis in figure.axes:
+        low, high = axis.get_xlim()
+        assert [float(t) for t in axis.get_xticks() if low <= t <= high] == [0.0, 1.0]
+    plt.close(figure)
+
+
 def test_the_legend_hangs_just_below_the_figure(figure):
     (legend,) = figure.legends
     figure.canvas.draw()

@@ -60,22 +60,23 @@ def test_the_old_p_panel_drew_two_proportions_under_the_third():
     assert len(hidden_series(figure)) == 2
 
 
-def _scenes(zero_losses: tuple[str, ...]) -> dict:
+def _scenes(zero_losses: tuple[str, ...], steps: tuple[int, ...] = (0, 5, 10, 15)) -> dict:
     """Two encoders x three losses, four logged steps; ``zero_losses`` never leave a query
     without gradient, the others do at some steps."""
     rng = np.random.default_rng(1)
     losses = ("SmoothAP", "VSE++ max-violation", "NT-Xent")
+    shape = (2, len(steps))  # seeds x steps
     runs = {}
     for encoder in ("VSE++", "VSRN"):
         runs[encoder] = {}
         for loss in losses:
-            anatomy = {"steps": [0, 5, 10, 15]}
+            anatomy = {"steps": list(steps)}
             for direction in ("i2t", "t2i"):
                 anatomy[direction] = {
-                    "active_negatives": (1 + 10 * rng.random((2, 4))).tolist(),
-                    "share_without_gradient": (np.zeros((2, 4)) if loss in zero_losses
-                                               else 0.1 * rng.random((2, 4))).tolist(),
-                    "hardest_10pct_share": rng.random((2, 4)).tolist(),
+                    "active_negatives": (1 + 10 * rng.random(shape)).tolist(),
+                    "share_without_gradient": (np.zeros(shape) if loss in zero_losses
+                                               else 0.1 * rng.random(shape)).tolist(),
+                    "hardest_10pct_share": rng.random(shape).tolist(),
                 }  # fmt: skip
             runs[encoder][loss] = {"anatomy": anatomy}
     return {"seeds": [0, 1], "runs": runs}
@@ -101,6 +102,16 @@ def test_scene_anatomy_with_a_single_loss_at_zero_draws_it(figures):
     (figure,) = figures
     assert len(figure.axes[2].get_lines()) == 6 and not figure.axes[2].texts
     assert layout_problems(figure) == []
+
+
+@pytest.mark.slow  # seconds of drawing
+def test_scene_anatomy_of_two_logged_steps_ticks_the_two_steps_only(figures):
+    # matplotlib's default ticked 0.0, 0.2, ..., 1.0 on a step axis
+    module.plot_scene_anatomy(_scenes(("NT-Xent",), steps=(0, 1)), "a.png")
+    (figure,) = figures
+    for axis in figure.axes:
+        low, high = axis.get_xlim()
+        assert [float(t) for t in axis.get_xticks() if low <= t <= high] == [0.0, 1.0]
 
 
 @pytest.fixture(scope="module")
