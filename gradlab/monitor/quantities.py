@@ -26,7 +26,7 @@ from gradlab.functional.operating_region import operating_region_widths
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import BatchView
-from gradlab.monitor.quantity import Plot, Quantity, Values, _row_any, _row_counts
+from gradlab.monitor.quantity import Plot, Quantity, Values, _row_counts
 from gradlab.monitor.schedules import Schedule
 from gradlab.validation import skip_value_checks
 
@@ -216,11 +216,23 @@ class GradientCounts(Quantity):
     actual gradient is measured by
     :class:`~gradlab.monitor.anatomy.Anatomy` (``anatomy_queries_without_gradient``).
 
+    Only a query with both a positive and a negative has a ranking to learn: one without a
+    positive, or without a negative (every candidate positive: its AP is 1 whatever the
+    scores, its gradient exactly 0, and its entries' slopes are no gradient) counts 0 entries
+    and is not among ``queries_without_gradient``. On a batch where no query has both (one
+    class, or all singletons: ``degenerate_batch`` is 1, the loss has no gradient at all)
+    every key is NaN, undefined, as ``anatomy_queries_without_gradient`` is: a 0 there would
+    read as "every query receives gradient".
+
     Example:
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)  # one positive, 3 candidates: 2 entries j != i per query
         >>> {key: float(value) for key, value in GradientCounts().compute(view).items()}
         {'gradient_count_mean': 2.0, 'queries_without_gradient': 0.0}
+        >>> one_class = BatchView(embeddings=torch.ones(4, 2), tau=0.05,
+        ...                       labels=torch.zeros(4, dtype=torch.long))  # no negative
+        >>> {key: float(value) for key, value in GradientCounts().compute(one_class).items()}
+        {'gradient_count_mean': nan, 'queries_without_gradient': nan}
     """
 
     name = "gradient_counts"
@@ -245,15 +257,22 @@ class GradientCounts(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
-        has_positive = _row_any(positives)
+        # A query ranks when it has a positive and a negative: in-batch every column but the
+        # query's own is a candidate (the layout's positives leave it out), cross-modal every one.
+        candidates = positives.shape[1] - (1 if batch.labels is not None else 0)
+        positive_count = _row_counts(positives)
+        ranks = (positive_count > 0) & (positive_count < candidates)
+        defined = ranks.any()  # no query ranks: the loss has no gradient, the counts are NaN
         values: Values = {}
         for suffix, weighted in self.variants:
             if weighted and not batch.provided("smooth_ap_terms"):
                 continue  # a loss without SmoothAP's ranks: the plain counts only
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
-            values[f"gradient_count_mean{suffix}"] = per_query.to(torch.float64).mean()
-            without = (has_positive & (per_query == 0)).sum()
-            values[f"queries_without_gradient{suffix}"] = without.to(torch.float64)
+            per_query = torch.where(ranks, per_query, 0)  # nothing to rank: no entry counts
+            mean = per_query.to(torch.float64).mean()
+            without = (ranks & (per_query == 0)).sum().to(torch.float64)
+            values[f"gradient_count_mean{suffix}"] = torch.where(defined, mean, math.nan)
+            values[f"queries_without_gradient{suffix}"] = torch.where(defined, without, math.nan)
         return values
 
     def _plain(self, batch: BatchView, positives: torch.Tensor) -> torch.Tensor:

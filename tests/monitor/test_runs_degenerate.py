@@ -1,5 +1,7 @@
-"""The Monitor logs degenerate batches: the watched loss's count, and this batch's flag."""
+"""The Monitor logs degenerate batches: the watched loss's count, and this batch's flag; the
+gradient counts of a batch (or query) with nothing to rank."""
 
+import math
 import warnings
 
 import pytest
@@ -9,7 +11,7 @@ import gradlab
 from gradlab import Monitor
 from gradlab.losses import DegenerateBatchWarning
 from gradlab.models import EmbeddingMLP
-from gradlab.monitor import DegenerateBatches, every, read_jsonl
+from gradlab.monitor import DegenerateBatches, GradientCounts, every, read_jsonl
 from gradlab.monitor.batch import BatchView
 
 # Labels per step: steps 1 and 3 are degenerate (all singletons), the others are not.
@@ -101,3 +103,44 @@ def test_a_count_summed_over_ranks_is_logged_on_the_batch_device():
     meta = BatchView(embeddings=torch.zeros(4, 2, device="meta"),
                      degenerate_batches=torch.tensor(7))  # fmt: skip
     assert DegenerateBatches().compute(meta)["degenerate_batches"].device.type == "meta"
+
+
+GRADIENT_COUNT_KEYS = ("gradient_count_mean", "queries_without_gradient",
+                       "gradient_count_mean_weighted", "queries_without_gradient_weighted")
+
+
+@pytest.mark.parametrize("labels", [torch.zeros(8, dtype=torch.long), torch.arange(8)],
+                         ids=["one class", "all singletons"])  # fmt: skip
+def test_gradient_counts_of_a_batch_without_ranking_signal_are_nan(tmp_path, labels):
+    # no query has a negative (one class) or a positive (singletons): SmoothAP is 0 with a zero
+    # gradient; a count of the positives' slopes (one class: 15.25 entries per query) or 0
+    # queries without gradient would say otherwise
+    torch.manual_seed(0)
+    records = []
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateBatchWarning)
+            for step_labels in (labels, torch.arange(8) % 2):
+                embeddings = torch.randn(8, 4, requires_grad=True)
+                loss_fn(embeddings, step_labels).backward()
+                records.append(monitor.step())
+    degenerate, ranked = records
+    assert degenerate["degenerate_batch"] == 1 and degenerate["embedding_grad_norm"] == 0
+    assert [key for key in GRADIENT_COUNT_KEYS if not math.isnan(degenerate[key])] == []
+    assert ranked["degenerate_batch"] == 0
+    assert [key for key in GRADIENT_COUNT_KEYS if not math.isfinite(ranked[key])] == []
+
+
+def test_a_cross_modal_query_without_negatives_counts_no_entry():
+    # tau = 1: every cosine difference (|D| <= 2) has slope >= G(2)(1 - G(2)) = 0.105 > eps,
+    # so a query ranking its candidates counts positives x (candidates - 1) entries
+    generator = torch.Generator().manual_seed(0)
+    positives = torch.tensor([[True, True, True, True],  # no negative: nothing to rank
+                              [True, False, False, False],  # 1 x 3 entries
+                              [False, True, True, False]])  # 2 x 3 entries  # fmt: skip
+    view = BatchView(embeddings=torch.randn(3, 5, generator=generator),
+                     candidates=torch.randn(4, 5, generator=generator), positives=positives,
+                     tau=1.0)  # fmt: skip
+    values = {key: float(value) for key, value in GradientCounts().compute(view).items()}
+    assert values == {"gradient_count_mean": (0 + 3 + 6) / 3, "queries_without_gradient": 0.0}
