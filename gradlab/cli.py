@@ -258,15 +258,12 @@ def _run_study(arguments: argparse.Namespace) -> None:
     if arguments.data is None:
         raise GradlabError(f"gradlab study {name} needs --data FOLDER (or --render)")
     _check_study_options(arguments)
-    if arguments.test_list_file is not None and arguments.list_file is None:
-        raise GradlabError(f"--test-list-file applies only with --list-file (the training images' "
-                           f"'path label' file); got --test-list-file "
-                           f"'{arguments.test_list_file}' without --list-file")  # fmt: skip
     device = check_device(arguments.device)
     from gradlab.experiments import image_studies
 
-    sizes = arguments.batch_sizes or DEFAULT_STUDY_BATCH_SIZES[name]
-    image_studies.check_batch_sizes(sizes)
+    given = arguments.batch_sizes is not None  # an empty list is given: refused, not the default
+    sizes = arguments.batch_sizes if given else DEFAULT_STUDY_BATCH_SIZES[name]
+    _check_study_data(arguments, sizes, given)
     out = check_output_folder(arguments.out, argument="--out")
     options = dict(
         split=arguments.split, layout="list" if arguments.list_file else "auto",
@@ -303,6 +300,8 @@ def _run_study(arguments: argparse.Namespace) -> None:
 def _check_study_options(arguments: argparse.Namespace) -> None:
     """The study's own options, named as the command line names them, before any work (the
     study checks its arguments again under their Python names)."""
+    from gradlab.data.image_folder import SPLITS
+    from gradlab.experiments.runtime import check_seeds
     from gradlab.validation import check_int_in_range, check_positive_finite, check_positive_int
 
     if not arguments.data.is_dir():
@@ -314,10 +313,61 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
         check_positive_int(option, value)
     check_positive_finite("--lr", arguments.lr)
     check_int_in_range("--loader-workers", arguments.loader_workers, 0)
+    check_seeds(arguments.seeds, "--seeds")
     for option, path in (("--weights", arguments.weights), ("--list-file", arguments.list_file),
                          ("--test-list-file", arguments.test_list_file)):  # fmt: skip
         if path is not None and not path.is_file():
             raise GradlabError(f"{option} must be an existing file; {str(path)!r} is not")
+    listed, tested = arguments.list_file, arguments.test_list_file
+    if tested is not None and listed is None:
+        raise GradlabError(f"--test-list-file applies only with --list-file (the training images' "
+                           f"'path label' file); got --test-list-file '{tested}' without "
+                           f"--list-file")  # fmt: skip
+    if listed is None and arguments.split not in SPLITS:  # a list file's split is its own name
+        raise GradlabError(f"--split must be {' or '.join(SPLITS)} (any name with --list-file); "
+                           f"got {arguments.split!r}")  # fmt: skip
+    if arguments.name == "p-vs-batch-size":  # P is measured on the training images alone
+        return
+    if listed is not None and tested is None:
+        raise GradlabError(f"gradlab study {arguments.name} with --list-file needs "
+                           "--test-list-file, the evaluation images' 'path label' file")
+    if listed is not None and listed.resolve() == tested.resolve():
+        raise GradlabError(f"--test-list-file must name other images than --list-file; both are "
+                           f"{str(tested)!r}")  # fmt: skip
+    if listed is None and arguments.split == "test":
+        raise GradlabError(f"--split test is the split gradlab study {arguments.name} measures "
+                           f"retrieval on: it would train and measure on the same images; train "
+                           f"on --split train (the default)")  # fmt: skip
+
+
+def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bool) -> None:
+    """The training split of ``--data`` against ``--batch-sizes`` (``given``: typed, else the
+    study's default), named as the command line names them, before any model is built: the
+    study reads the folder and checks the sizes again under their Python names."""
+    from gradlab.data.image_folder import image_folder
+    from gradlab.experiments import image_studies
+
+    dataset = image_folder(arguments.data, arguments.split, image_size=arguments.image_size,
+                           layout="list" if arguments.list_file else "auto",
+                           list_file=arguments.list_file)  # fmt: skip
+    where = f"the {arguments.split} split of --data {str(arguments.data)!r}"
+    classes = dataset.class_names
+    if len(classes) < 2:  # no batch size helps: said without the sizes
+        halves = (arguments.list_file is None
+                  and not (arguments.data / "Ebay_train.txt").is_file())  # fmt: skip
+        hint = "; that split is half of the class folders: --data needs four or more"
+        raise GradlabError(f"{where} holds {len(classes)} class ({', '.join(classes)}); a batch "
+                           f"needs two (a query needs a negative){hint if halves else ''}")
+    try:
+        image_studies.check_batch_sizes(sizes, len(dataset.class_names), argument="--batch-sizes",
+                                        split=where)  # fmt: skip
+    except GradlabError as error:
+        if given:
+            raise
+        default = ",".join(str(size) for size in sizes)
+        raise GradlabError(f"{error} (the default --batch-sizes {default} of gradlab study "
+                           f"{arguments.name}: pass --batch-sizes)") from None
+    image_studies.check_images_per_class(dataset)
 
 
 def _add_plan(commands, with_losses: bool) -> None:
@@ -345,13 +395,19 @@ def _add_plan(commands, with_losses: bool) -> None:
                       help="estimate even where the device is here (SmoothAP only)")
 
 
+PLAN_OPTIONS = {"loss": "--loss", "batch_size": "--batch-size", "dim": "--dim",
+                "per_class": "--per-class"}  # fmt: skip
+"""``gradlab plan``'s options by the planner's parameter names: its messages name the options."""
+
+
 def _run_plan(arguments: argparse.Namespace) -> None:
     """``gradlab plan``: check the arguments, measure or estimate, print four lines."""
     import torch
 
     from gradlab.experiments.planner import check_loss_plan, format_plan, plan
 
-    check_loss_plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class)
+    check_loss_plan(arguments.loss, arguments.batch_size, arguments.dim, arguments.per_class,
+                    names=PLAN_OPTIONS)  # fmt: skip
     device = arguments.device
     if device is None:  # not given (an empty string is a given device: refused below)
         device = "cuda" if torch.cuda.is_available() else "cpu"

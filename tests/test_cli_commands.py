@@ -384,10 +384,25 @@ def test_plot_without_out_writes_to_the_runs_figures_folder(tmp_path, capsys, mo
 # --- study --------------------------------------------------------------------------------
 
 
+def _class_folders(root: Path, classes: int = 128, per_class: int = 4) -> Path:
+    """``root/class_NNN/K.png``: the command reads the folder's training half (names and
+    counts, not the pictures) before a study; 64 training classes of 4 take the largest default
+    batch, 256."""
+    for index in range(classes):
+        folder = root / f"class_{index:03d}"
+        folder.mkdir(parents=True)
+        for image in range(per_class):
+            (folder / f"{image}.png").touch()
+    return root
+
+
 @pytest.fixture
-def studies(monkeypatch):
-    """Stand-ins for the image studies and the pages: record what they get, return results."""
+def studies(monkeypatch, tmp_path):
+    """Stand-ins for the image studies and the pages: record what they get, return results.
+    ``tmp_path`` holds class folders, the ``--data`` of the tests."""
     from gradlab.experiments import image_studies
+
+    _class_folders(tmp_path)
     from gradlab.report import user_studies
 
     calls = []
@@ -429,8 +444,8 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     tmp_path, capsys, studies, monkeypatch
 ):
     summarized = _trend(monkeypatch, {"trend": "rises"})
-    data, out = tmp_path / "images", tmp_path / "a" / "b"
-    data.mkdir()  # the command checks that --data and --weights exist (the study is a stand-in)
+    data, out = _class_folders(tmp_path / "images"), tmp_path / "a" / "b"
+    # the command checks --data and that --weights exists (the study is a stand-in)
     (tmp_path / "w.pt").write_bytes(b"")
     argv = [
         "study",
@@ -440,7 +455,7 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
         "--out",
         str(out),
         "--split",
-        "val",
+        "test",
         "--backbone",
         "timm:tiny",
         "--weights",
@@ -466,7 +481,7 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     (kind, given_data, options), pages = studies
     assert (kind, given_data) == ("p", data)
     assert options == dict(
-        split="val", layout="auto", list_file=None, backbone="timm:tiny",
+        split="test", layout="auto", list_file=None, backbone="timm:tiny",
         weights=tmp_path / "w.pt", embedding_dim=32, image_size=48, batch_sizes=[8, 16, 24],
         epochs=2, seeds=[3, 4], device="cpu", lr=0.5, amp=True, workers=2,
     )  # fmt: skip
@@ -500,8 +515,10 @@ def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
 ):
     out = tmp_path / "o"
     lists = (tmp_path / "train.txt", tmp_path / "test.txt")
-    for listing in lists:  # the command checks that they exist (the study is a stand-in)
-        listing.write_text("")
+    for listing, first in zip(lists, (0, 3), strict=True):  # 3 classes each, the command reads
+        listing.write_text("".join(f"class_{index:03d}/{image}.png {index}\n"
+                                   for index in range(first, first + 3)
+                                   for image in range(4)))  # fmt: skip
     argv = [
         "study",
         "losses",
@@ -574,6 +591,80 @@ def test_a_study_refuses_bad_options_in_one_line_before_training(
     assert (code, stdout, studies) == (2, "", [])
     assert err.count("\n") == 1 and named in err
     assert not out.exists()
+
+
+PYTHON_NAME = re.compile(r"\b[a-z]+_[a-z_]+\b")
+"""A parameter's name (``per_class``, ``test_list_file``): no message of the command shows one."""
+
+
+def _unquoted(message: str) -> str:
+    """The message without its quoted values (paths, class folders, which hold underscores)."""
+    return re.sub(r"'[^']*'", "''", message)
+
+
+@pytest.mark.parametrize(
+    ("data", "extra", "named"),
+    [("all", ["--seeds", "1,1"], "--seeds must be distinct"),
+     ("all", ["--seeds", ","], "--seeds must name at least one seed"),
+     ("all", ["--batch-sizes", "6"], "--batch-sizes must be a multiple of 4"),
+     ("all", ["--batch-sizes", ","], "--batch-sizes must name at least one size"),
+     ("all", ["--split", "val"], "--split must be train or test"),
+     ("all", ["--split", "test"], "--split test is the split gradlab study losses measures"),
+     ("all", ["--list-file", "LIST"], "with --list-file needs --test-list-file"),
+     ("all", ["--list-file", "LIST", "--test-list-file", "LIST"],
+      "--test-list-file must name other images than --list-file"),
+     # the default batch size (64) was "batch size must be at most ... for this split"
+     ("four", [], "--batch-sizes must be at most 4 x 2 classes = 8 for the train split of "
+                  "--data"),
+     ("two", ["--batch-sizes", "8"], "holds 1 class (class_000); a batch needs two"),
+     # was "labels must hold at least per_class=4 items of every class; class 1 has 3"
+     ("short", ["--batch-sizes", "8"], "class 'class_001' has 3")],
+)  # fmt: skip
+def test_a_study_names_the_options_and_folders_the_user_typed(
+    tmp_path, capsys, studies, data, extra, named
+):
+    folders = {"all": tmp_path, "four": _class_folders(tmp_path / "four", classes=4),
+               "two": _class_folders(tmp_path / "two", classes=2)}  # fmt: skip
+    folders["short"] = _class_folders(tmp_path / "short", classes=4)
+    (folders["short"] / "class_001" / "0.png").unlink()
+    listing = tmp_path / "list.txt"
+    listing.write_text("class_000/0.png 0\n")
+    extra = [str(listing) if part == "LIST" else part for part in extra]
+    out = tmp_path / "o"
+    code, stdout, err = _run(["study", "losses", "--data", str(folders[data]), "--out", str(out),
+                              *extra], capsys)  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert err.startswith("gradlab: ") and err.count("\n") == 1, err
+    assert named in err, err
+    assert PYTHON_NAME.findall(_unquoted(err)) == [], err
+    assert not out.exists()
+
+
+def test_a_study_says_when_the_batch_size_it_refuses_is_its_default(tmp_path, capsys, studies):
+    data, out = _class_folders(tmp_path / "four", classes=4), str(tmp_path / "o")
+    code, _, err = _run(["study", "anatomy", "--data", str(data), "--out", out], capsys)
+    assert code == 2 and "got 64 (the default --batch-sizes 64 of gradlab study anatomy" in err
+    code, _, err = _run(["study", "anatomy", "--data", str(data), "--out", out,
+                         "--batch-sizes", "16"], capsys)  # fmt: skip
+    assert code == 2 and err.endswith("got 16\n") and "default" not in err
+    assert studies == [] and not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("extra", "option"),
+    [(["--batch-size", "-4", "--dim", "8"], "--batch-size"),
+     (["--batch-size", "63", "--dim", "8"], "--batch-size"),
+     (["--batch-size", "4", "--dim", "8"], "--batch-size"),
+     (["--batch-size", "64", "--dim", "0"], "--dim"),
+     (["--batch-size", "64", "--dim", "8", "--per-class", "-3"], "--per-class"),
+     (["--batch-size", "64", "--dim", "8", "--per-class", "1"], "--per-class")],
+)  # fmt: skip
+def test_plan_names_the_option_the_user_typed(capsys, plans, extra, option):
+    # was "per_class must be a positive integer", "batch size must be a multiple of 4"
+    code, out, err = _run(["plan", *extra], capsys)
+    assert (code, out, plans) == (2, "", [])
+    assert err.startswith(f"gradlab: {option} must ") and err.count("\n") == 1, err
+    assert PYTHON_NAME.findall(_unquoted(err)) == [], err
 
 
 def test_a_study_without_data_names_the_option(tmp_path, capsys, studies):

@@ -166,7 +166,7 @@ def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
     classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
     if len(classes) < 2:
         raise GradlabError(
-            f"root {str(root)!r} must hold at least two class folders (root/<class>/<image>), "
+            f"{str(root)!r} must hold at least two class folders (<class>/<image> in it), "
             f"or Ebay_train.txt and Ebay_test.txt; found {len(classes)} folder(s)"
         )
     half = len(classes) // 2
@@ -229,7 +229,7 @@ def _read_list(list_file: Path, root: Path) -> list[tuple[Path, str]]:
             )
         entries.append((root / fields[0], fields[1]))
     if not entries:
-        raise GradlabError(f"list_file {str(list_file)!r} lists no images")
+        raise GradlabError(f"{str(list_file)!r} lists no images ('path label' lines)")
     return entries
 
 

@@ -57,36 +57,79 @@ def run_seed(seed: int, batch_size: int) -> int:
     return seed * 7919 + batch_size
 
 
-def check_batch_sizes(batch_sizes: Sequence[int], classes: int | None = None) -> list[int]:
+def check_batch_sizes(
+    batch_sizes: Sequence[int], classes: int | None = None, *, argument: str | None = None,
+    split: str = "this split",
+) -> list[int]:  # fmt: skip
     """Batch sizes for the 4-per-class sampler: positive multiples of 4 that hold at least two
     classes (a batch of one class has no negative: every batch would be degenerate), at most
     4 x classes.
 
+    ``argument`` names the sizes in the messages (default: "batch sizes", each a "batch size")
+    and ``split`` the images they are drawn from (a command line passes its option,
+    ``--batch-sizes``, and the split of its data folder).
+
     Example:
         >>> check_batch_sizes([16, 64])
         [16, 64]
+        >>> check_batch_sizes([16, -4], argument="--batch-sizes")
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: --batch-sizes must be a positive integer; got -4
     """
     sizes = list(batch_sizes)
     if not sizes:
-        raise GradlabError("batch sizes must name at least one size; got none")
+        raise GradlabError(f"{argument or 'batch sizes'} must name at least one size; got none")
+    argument = argument or "batch size"  # each size
+    if classes is not None and classes < 2:
+        raise GradlabError(f"{split} holds {classes} class(es); a batch needs two (a query needs "
+                           f"a negative)")  # fmt: skip
     for size in sizes:
-        check_positive_int("batch size", size)
+        check_positive_int(argument, size)
         if size % PER_CLASS:
             raise GradlabError(
-                f"batch size must be a multiple of {PER_CLASS} ({PER_CLASS} images per class, "
+                f"{argument} must be a multiple of {PER_CLASS} ({PER_CLASS} images per class, "
                 f"as Smooth-AP samples); got {size}"
             )
         if size < 2 * PER_CLASS:
             raise GradlabError(
-                f"batch size must hold at least two classes ({2 * PER_CLASS} or more, "
+                f"{argument} must hold at least two classes ({2 * PER_CLASS} or more, "
                 f"{PER_CLASS} images per class): a batch of one class has no negative; got {size}"
             )
         if classes is not None and size > PER_CLASS * classes:
             raise GradlabError(
-                f"batch size must be at most {PER_CLASS} x {classes} classes = "
-                f"{PER_CLASS * classes} for this split; got {size}"
+                f"{argument} must be at most {PER_CLASS} x {classes} classes = "
+                f"{PER_CLASS * classes} for {split}; got {size}"
             )
     return sizes
+
+
+def check_images_per_class(dataset: ImageFolderSplit) -> None:
+    """Refuse a split with a class of fewer than 4 images (a batch takes 4 of each of its
+    classes), naming the class as the data names it (its folder, its class_id, its label).
+
+    Example:
+        >>> from PIL import Image
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp())
+        >>> for name, count in (("cats", 4), ("dogs", 2), ("owls", 4), ("rats", 4)):
+        ...     (root / name).mkdir()
+        ...     for index in range(count):
+        ...         Image.new("RGB", (4, 4)).save(root / name / f"{index}.png")
+        >>> try:
+        ...     check_images_per_class(image_folder(root, "train"))
+        ... except GradlabError as error:
+        ...     print(str(error).split("; ")[-1])
+        class 'dogs' has 2
+    """
+    counts = torch.bincount(dataset.labels, minlength=len(dataset.class_names))
+    if len(counts) and int(counts.min()) < PER_CLASS:
+        index = int(counts.argmin())
+        raise GradlabError(
+            f"every class of the {dataset.split} split of {str(dataset.root)!r} needs at least "
+            f"{PER_CLASS} images (a batch takes {PER_CLASS} of each of its classes); class "
+            f"{dataset.class_names[index]!r} has {int(counts[index])}"
+        )
 
 
 def p_vs_batch_size_on_images(
@@ -218,6 +261,7 @@ def _setup(
     seeds = check_seeds(seeds)
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
+    check_images_per_class(dataset)
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
     return dataset, sizes, seeds
 

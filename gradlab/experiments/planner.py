@@ -269,24 +269,44 @@ def estimate_smooth_ap(
     return 10 * m * m + 8 * m * dim + 4 * rows * m * (positives + TRANSIENT_ROWS)
 
 
-def check_loss_plan(loss: str, batch_size: int, dim: int, per_class: int) -> None:
+PLAN_ARGUMENTS = {"loss": "loss", "batch_size": "batch size", "dim": "dim",
+                  "per_class": "per_class"}  # fmt: skip
+"""How :func:`check_loss_plan` names its arguments by default (``gradlab plan`` passes its
+options' names instead: ``--batch-size``, ``--per-class``)."""
+
+
+def check_loss_plan(
+    loss: str, batch_size: int, dim: int, per_class: int, *, names: dict[str, str] | None = None
+) -> None:
     """Refuse an unknown loss, a non-positive size, or a batch the sampler cannot make (or of one
-    class, which gives no query a negative)."""
+    class, which gives no query a negative).
+
+    ``names``: how the messages name each argument, by parameter name (default
+    :data:`PLAN_ARGUMENTS`; a command line passes its options' names).
+
+    Example:
+        >>> check_loss_plan("smooth_ap", 8, 8, -1, names={"per_class": "--per-class"})
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: --per-class must be a positive integer; got -1
+    """
+    named = {**PLAN_ARGUMENTS, **(names or {})}
     if loss not in PLAN_LOSSES:
-        raise GradlabError(f"loss must be one of {', '.join(PLAN_LOSSES)}; got {loss!r}")
-    check_positive_int("batch size", batch_size)
-    check_positive_int("dim", dim)
-    check_positive_int("per_class", per_class)
+        raise GradlabError(f"{named['loss']} must be one of {', '.join(PLAN_LOSSES)}; got "
+                           f"{loss!r}")  # fmt: skip
+    check_positive_int(named["batch_size"], batch_size)
+    check_positive_int(named["dim"], dim)
+    check_positive_int(named["per_class"], per_class)
     if per_class < 2:
-        raise GradlabError(f"per_class must be at least 2 (a query needs a positive); got "
-                           f"{per_class}")  # fmt: skip
+        raise GradlabError(f"{named['per_class']} must be at least 2 (a query needs a positive); "
+                           f"got {per_class}")  # fmt: skip
     if batch_size % per_class:
-        raise GradlabError(f"batch size must be a multiple of {per_class} ({per_class} images "
-                           f"per class); got {batch_size}")  # fmt: skip
+        raise GradlabError(f"{named['batch_size']} must be a multiple of {per_class} ({per_class} "
+                           f"images per class); got {batch_size}")  # fmt: skip
     if batch_size < 2 * per_class:
-        raise GradlabError(f"batch size must hold at least two classes ({2 * per_class} or more "
-                           f"at {per_class} per class: a query needs a negative); got "
-                           f"{batch_size}")  # fmt: skip
+        raise GradlabError(f"{named['batch_size']} must hold at least two classes "
+                           f"({2 * per_class} or more at {per_class} per class: a query needs a "
+                           f"negative); got {batch_size}")  # fmt: skip
 
 
 def plan(

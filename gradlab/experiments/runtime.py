@@ -125,11 +125,12 @@ def check_workers(workers: object, argument: str = "workers") -> int:
     return workers
 
 
-def check_seeds(seeds: object) -> list[int]:
+def check_seeds(seeds: object, argument: str = "seeds") -> list[int]:
     """The seeds of a study's runs: at least one, each a distinct whole number >= 0.
 
     A repeated seed would count one run twice in every mean and spread, and no study can run
-    without a seed: both are refused before any work, with the seeds given.
+    without a seed: both are refused before any work, with the seeds given. ``argument``
+    names them in the message (a command line passes its option, ``--seeds``).
 
     Example:
         >>> check_seeds((0, 2))
@@ -140,14 +141,14 @@ def check_seeds(seeds: object) -> list[int]:
         gradlab.errors.GradlabError: seeds must be distinct whole numbers >= 0; got [0, 1, 0]
     """
     if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Iterable):
-        raise GradlabError(f"seeds must be a sequence of distinct whole numbers >= 0; got "
+        raise GradlabError(f"{argument} must be a sequence of distinct whole numbers >= 0; got "
                            f"{seeds!r}")  # fmt: skip
     given = list(seeds)
     if not given:
-        raise GradlabError("seeds must name at least one seed; got none")
+        raise GradlabError(f"{argument} must name at least one seed; got none")
     whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
     if not whole or len(set(given)) != len(given):
-        raise GradlabError(f"seeds must be distinct whole numbers >= 0; got {given!r}")
+        raise GradlabError(f"{argument} must be distinct whole numbers >= 0; got {given!r}")
     return [int(seed) for seed in given]
 
 

@@ -273,7 +273,7 @@ def test_missing_folders_and_images_are_named(tmp_path):
         f"root must be an existing folder of images; {str(nowhere)!r} is not"
     )
     (tmp_path / "only").mkdir()
-    assert f"root {str(tmp_path)!r} must hold at least two class folders" in _message(
+    assert f"{str(tmp_path)!r} must hold at least two class folders" in _message(
         lambda: image_folder(tmp_path)
     )
     (tmp_path / "Ebay_train.txt").write_text(f"{SOP_HEADER}\n1 1 1 a/gone.jpg\n2 1 1 a/b.jpg\n")
@@ -323,7 +323,7 @@ def test_list_file_errors_name_the_file_and_the_line(class_folders, tmp_path):
     listing = tmp_path / "list.txt"
     assert read(listing) == f"list_file {str(listing)!r} does not exist"
     listing.write_text("\n  \n")
-    assert read(listing) == f"list_file {str(listing)!r} lists no images"
+    assert read(listing) == f"{str(listing)!r} lists no images ('path label' lines)"
     listing.write_text("class_000/0.png 1\nlonely\n")
     assert read(listing) == f"{str(listing)!r} line 2 must be 'path label'; got 'lonely'"
     assert _message(lambda: image_folder(class_folders, layout="list")) == (

@@ -243,7 +243,7 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
         ({"--backbone": "tests.helpers.backbones:nothing"}, "has no function 'nothing'"),
         ({"--data": "EMPTY"}, "must hold at least two class folders"),
         ({"--epochs": "0"}, "--epochs must be a positive integer; got 0"),
-        ({"--batch-sizes": "8,30"}, "batch size must be a multiple of 4"),
+        ({"--batch-sizes": "8,30"}, "--batch-sizes must be a multiple of 4"),
         ({"--batch-sizes": "8,x"}, "must be integers separated by commas"),
         ({"--batch-sizes": "8,64"}, r"at most 4 x 4 classes = 16"),
         ({"--weights": "WRONG"}, "do not fit backbone"),
@@ -288,7 +288,8 @@ def test_training_on_the_evaluation_split_is_one_line_and_exit_code_2(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
-    assert "split must not be the evaluation split 'test'" in err and "same images" in err
+    assert f"--split test is the split gradlab study {study} measures retrieval on" in err
+    assert "same images" in err and "split=" not in err  # the option, not the parameter
     assert not (tmp_path / "out").exists()
 
 
@@ -303,7 +304,8 @@ def test_a_list_file_without_test_images_is_one_line_and_exit_code_2(
             "--out", str(tmp_path / "out"), *SMALL]  # fmt: skip
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "test_list_file must name" in err, err
+    assert err.count("\n") == 1 and "needs --test-list-file" in err, err
+    assert "test_list_file" not in err, err  # the option, not the parameter
     assert not (tmp_path / "out").exists()
 
 

@@ -135,8 +135,8 @@ def test_plan_takes_loss_names_with_hyphens_as_check_equivalence_does(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--batch-size", "386", "--dim", "512"], "batch size must be a multiple of 4"),
-        (["--batch-size", "384", "--dim", "0"], "dim must be"),
+        (["--batch-size", "386", "--dim", "512"], "gradlab: --batch-size must be a multiple of 4"),
+        (["--batch-size", "384", "--dim", "0"], "gradlab: --dim must be"),
         (["--batch-size", "384", "--dim", "512", "--loss", "nope"], "invalid choice: 'nope'"),
         (["--batch-size", "384", "--dim", "512", "--device", "banana"], "--device must be"),
         (["--batch-size", "384", "--dim", "512", "--device", "cuda:x"], "--device must be"),
