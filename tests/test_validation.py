@@ -8,6 +8,7 @@ import torch
 import gradlab
 from gradlab.errors import GradlabError
 from gradlab.validation import (
+    check_bool,
     check_embeddings_and_labels,
     check_finite,
     check_floating_dtype,
@@ -231,3 +232,10 @@ def test_a_floating_dtype_is_returned(dtype):
 def test_anything_else_is_refused_naming_the_argument(value):
     assert _refusal(lambda: check_floating_dtype("precision", value)) == (
         f"precision must be a floating torch dtype; got {value!r}")
+
+
+def test_a_bool_option_takes_true_or_false_only():
+    assert check_bool("mutants", True) is True and check_bool("mutants", False) is False
+    for value in ("no", 1, 0, None, torch.tensor(True)):
+        assert _refusal(lambda value=value: check_bool("mutants", value)) == (
+            f"mutants must be True or False; got {value!r}")
