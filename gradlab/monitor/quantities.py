@@ -258,8 +258,13 @@ class GradientCounts(Quantity):
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
         # A query ranks when it has a positive and a negative: in-batch every column but the
-        # query's own is a candidate (the layout's positives leave it out), cross-modal every one.
-        candidates = positives.shape[1] - (1 if batch.labels is not None else 0)
+        # query's own is a candidate (the layout's positives leave it out), cross-modal every
+        # one, unless a layout an integration set masks some out (counted, one pass).
+        mask = batch.layout.candidate_mask
+        if mask is None or batch.every_candidate_but_the_query:
+            candidates = positives.shape[1] - (1 if batch.labels is not None else 0)
+        else:
+            candidates = _row_counts(mask)
         positive_count = _row_counts(positives)
         ranks = (positive_count > 0) & (positive_count < candidates)
         defined = ranks.any()  # no query ranks: the loss has no gradient, the counts are NaN

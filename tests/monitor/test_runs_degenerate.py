@@ -9,6 +9,7 @@ import torch
 
 import gradlab
 from gradlab import Monitor
+from gradlab.functional.layouts import RetrievalLayout
 from gradlab.losses import DegenerateBatchWarning
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import DegenerateBatches, GradientCounts, every, read_jsonl
@@ -144,3 +145,18 @@ def test_a_cross_modal_query_without_negatives_counts_no_entry():
                      tau=1.0)  # fmt: skip
     values = {key: float(value) for key, value in GradientCounts().compute(view).items()}
     assert values == {"gradient_count_mean": (0 + 3 + 6) / 3, "queries_without_gradient": 0.0}
+
+
+def test_a_query_whose_unmasked_candidates_are_all_positive_counts_no_entry():
+    # a layout an integration set (its candidate mask drops columns of query 0): query 0's
+    # candidates are its two positives, nothing to rank; query 1 ranks 1 positive x 3 others
+    generator = torch.Generator().manual_seed(0)
+    positives = torch.tensor([[True, True, False, False], [False, False, True, False]])
+    mask = torch.tensor([[True, True, False, False], [True, True, True, True]])
+    view = BatchView(embeddings=torch.randn(2, 5, generator=generator),
+                     candidates=torch.randn(4, 5, generator=generator), positives=positives,
+                     tau=1.0)  # fmt: skip
+    view.layout = RetrievalLayout(view.layout.scores, positives, mask)
+    values = {key: float(value) for key, value in GradientCounts().compute(view).items()}
+    assert values["gradient_count_mean"] == (0 + 3) / 2
+    assert values["queries_without_gradient"] == 0.0
