@@ -238,11 +238,18 @@ class GradientCounts(Quantity):
     name = "gradient_counts"
     needs = frozenset({"scores", "sorted_scores"})
     keys = ("gradient_count_mean", "queries_without_gradient")
-    plots = (Plot("gradient_counts", "Queries with no entry in the sigmoid's operating region "
-                  "(Bleeker & de Rijke's count: slope above eps)", "queries", (
-                      ("queries_without_gradient", "queries (count)"),
-                      ("queries_without_gradient_weighted", "queries (weighted count)")),
-                  zero_based=True),)  # fmt: skip
+    plots = (
+        Plot("gradient_counts", "Queries with no entry in the sigmoid's operating region "
+             "(Bleeker & de Rijke's count: slope above eps)", "queries", (
+                 ("queries_without_gradient", "queries (count)"),
+                 ("queries_without_gradient_weighted", "queries (weighted count)")),
+             zero_based=True),
+        Plot("gradient_count_mean", "Entries in the sigmoid's operating region per query "
+             "(mean; Bleeker & de Rijke's count)", "entries", (
+                 ("gradient_count_mean", "entries per query (count)"),
+                 ("gradient_count_mean_weighted", "entries per query (weighted count)")),
+             zero_based=True),
+    )  # fmt: skip
 
     def __init__(
         self, schedule: Schedule | None = None, threshold: float = 0.005, weighted: bool = False

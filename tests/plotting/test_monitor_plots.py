@@ -64,7 +64,8 @@ def test_legends_leave_the_data_visible(tmp_path, monkeypatch):
     for selection in (runs, runs[:1]):
         with captured_figures(monkeypatch, monitor_plots) as figures:
             plot_runs(selection, tmp_path / "figures")
-        assert len(figures) == 11  # loss, norms, grads, P, counts, degenerate, 4 geometry, overview
+        # loss, norms, grads, P, counts (2), degenerate, 4 geometry, overview
+        assert len(figures) == 12
         for figure in figures:
             assert layout_problems(figure) == [], figure.axes[0].get_title()
             labels = [t.get_text() for legend in [*figure.legends,
