@@ -90,6 +90,15 @@ def test_bad_arguments_are_refused_naming_the_argument(call, match):
         call(scores, positives)
 
 
+@pytest.mark.parametrize("scale", [True, "10", None, torch.tensor(10.0)])
+def test_a_scale_that_is_not_a_number_is_refused_with_its_range(scale):
+    with pytest.raises(GradlabError) as refused:
+        SigLIPLoss(scale=scale)
+    assert str(refused.value) == (
+        "scale must be a positive finite number at most 1e+30 (larger scales overflow float32 "
+        f"next to the scores); got {scale!r}")
+
+
 @pytest.mark.parametrize("scale", [1e31, 1e40, 1e300])
 def test_a_scale_beyond_float32_is_refused_when_the_loss_is_built(scale):
     # float32 holds the logits scale x s + b of cosine scores only while scale fits it; beyond,
