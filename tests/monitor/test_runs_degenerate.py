@@ -160,3 +160,19 @@ def test_a_query_whose_unmasked_candidates_are_all_positive_counts_no_entry():
     values = {key: float(value) for key, value in GradientCounts().compute(view).items()}
     assert values["gradient_count_mean"] == (0 + 3) / 2
     assert values["queries_without_gradient"] == 0.0
+
+
+def test_a_query_with_a_single_negative_still_ranks():
+    # tau = 1: every entry is in the window; a query ranks with one negative left, in-batch
+    # (3 of class 0 and 1 of class 1: 2 positives x 2 other candidates each) and cross-modal
+    # (3 positives of 4 candidates: 3 x 3)
+    generator = torch.Generator().manual_seed(0)
+    in_batch = BatchView(embeddings=torch.randn(4, 5, generator=generator),
+                         labels=torch.tensor([0, 0, 0, 1]), tau=1.0)  # fmt: skip
+    values = {key: float(value) for key, value in GradientCounts().compute(in_batch).items()}
+    assert values == {"gradient_count_mean": (4 + 4 + 4 + 0) / 4, "queries_without_gradient": 0.0}
+    cross_modal = BatchView(embeddings=torch.randn(1, 5, generator=generator),
+                            candidates=torch.randn(4, 5, generator=generator),
+                            positives=torch.tensor([[True, True, True, False]]), tau=1.0)
+    values = {key: float(value) for key, value in GradientCounts().compute(cross_modal).items()}
+    assert values == {"gradient_count_mean": 9.0, "queries_without_gradient": 0.0}
