@@ -30,6 +30,6 @@ def test_a_delta_min_below_the_smallest_width_is_refused_with_the_reason():
     with pytest.raises(GradlabError) as caught:
         fappy_deltas(1e-7)
     assert str(caught.value) == (
-        f"delta_min must be a finite number in [{2.0**-20:g}, inf) (narrower bins pass float32's "
-        "resolution of a cosine); got 1e-07"
+        f"delta_min must be a finite number in [{2.0**-20:g}, inf) (2**-20: narrower bins pass "
+        "float32's resolution of a cosine); got 1e-07"
     )
