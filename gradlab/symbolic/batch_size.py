@@ -121,9 +121,11 @@ def setting_trend(p_per_seed: list[list[float]], alpha: float = ALPHA) -> tuple[
     if seeds < 2:
         return "unclear", f"{head} ({seeds} seed): no seed spread, no t-test"
     test = paired_t(values[:, -1] - values[:, 0], alpha)
+    same = (" (every seed changed by the same amount: no spread, so t is infinite)"
+            if math.isinf(test["t"]) else "")  # fmt: skip
     why = (f"{head}, change {test['mean']:+.3f} +/- {test['standard_error']:.3f} (standard "
-           f"error over {seeds} seeds), t = {test['t']:.2f} against {test['critical']:.2f} "
-           f"(df = {test['df']}, two-sided {alpha:g})")  # fmt: skip
+           f"error over {seeds} seeds), t = {test['t']:.2f}{same} against "
+           f"{test['critical']:.2f} (df = {test['df']}, two-sided {alpha:g})")  # fmt: skip
     significant = abs(test["t"]) > test["critical"]
     if significant and abs(test["mean"]) > FLAT_BAND:
         return ("rises" if test["mean"] > 0 else "falls"), why

@@ -349,3 +349,12 @@ def test_the_unmeasured_detail_describes_the_quick_miniature_it_offers():
 def test_a_measurement_without_ps_parts_shows_none():
     detail = conjecture_verdict(measurement(trained_at_m=ends(RISING)))[1]
     assert "P's parts" not in detail and detail.endswith("predicted: rises.")
+
+
+def test_seeds_that_change_alike_say_why_t_is_infinite():
+    # every seed falls by exactly 0.25: no spread, t = -inf; the reason says so in words
+    trend, why = setting_trend([[0.5, 0.25], [0.75, 0.5], [0.625, 0.375]])
+    assert trend == ("falls" if 0.25 > FLAT_BAND else "flat")
+    assert "t = -inf (every seed changed by the same amount: no spread, so t is infinite)" in why
+    _, noisy = setting_trend(ends(NOISY))
+    assert "no spread" not in noisy
