@@ -265,6 +265,8 @@ SYMBOLIC_TESTS = {
     # the driver and its outputs on hand-built claims and records: seconds per mutant, where
     # the whole-audit tests of test_audit.py take about 30 s
     "audit": ["tests/symbolic/test_audit_output.py", "tests/symbolic/test_audit_measurement.py",
+              "tests/symbolic/test_claims_api.py::"
+              "test_a_truthy_non_bool_mutants_option_is_refused_before_any_work",
               *(f"tests/symbolic/test_audit_mutants.py::{name}" for name in (
                   "test_a_check_that_accepts_every_mutant_fails_the_done_when",
                   "test_a_record_of_slips_alone_needs_a_reason_for_every_operator",

@@ -179,3 +179,24 @@ def test_a_truthy_non_bool_mutants_option_is_refused_before_any_work():
                  lambda: run_audit([claim], mutants="no")):  # fmt: skip
         with pytest.raises(GradlabError, match=r"^mutants must be True or False; got 'no'$"):
             call()
+
+
+def test_a_wrong_argument_message_names_its_kind_and_what_takes_it():
+    with pytest.raises(GradlabError) as caught:
+        scaled(Form("code"))
+    assert str(caught.value) == ("form.value must be a SymPy expression or a number (scaled "
+                                 "multiplies it); got str 'code'")
+    with pytest.raises(GradlabError) as caught:
+        symbolic_equality(2 * x, "2*x", [x])
+    assert str(caught.value) == ("truth must be a SymPy expression or a number (symbolic_equality "
+                                 "compares them); got str '2*x'")
+    arguments = {"seed": "mine", "label": "eq1", "statement": "d/dx x^2",
+                 "check": _derivative_check}  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        Claim(**arguments, printed=2 * x)
+    assert str(caught.value) == ("Claim's printed must be a Form (e.g. Form(expression, "
+                                 f"lhs=...)); got {type(2 * x).__name__} 2*x")
+    with pytest.raises(GradlabError) as caught:
+        Claim(**arguments, printed=Form(2 * x), correction=2 * x)
+    assert str(caught.value) == (f"Claim's correction must be None or a Form; got "
+                                 f"{type(2 * x).__name__} 2*x")
