@@ -561,7 +561,11 @@ EQUIVALENCE_MODULES = ("builtin", "collectives", "compare", "objectives", "probl
                        "sentence_transformers", "steps", "synthetic")  # fmt: skip
 
 PLOTTING_TESTS = {
-    "plotting/style": ["tests/plotting/test_style.py"],
+    "plotting/style": ["tests/plotting/test_style.py",  # step_axis: every caller's step ticks
+                       "tests/plotting/test_monitor_figures.py::"
+                       "test_a_run_of_one_or_two_steps_is_ticked_at_its_steps_only",
+                       "tests/plotting/test_scene_geometry_figure.py::"
+                       "test_two_logged_steps_are_ticked_at_the_two_steps_only"],
     "plotting/anatomy": ["tests/plotting/test_anatomy_figure.py"],
     "plotting/operating_region": ["tests/plotting/test_operating_region_plots.py"],
     "plotting/report_figures": ["tests/plotting/test_report_figures.py"],
