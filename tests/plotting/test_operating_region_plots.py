@@ -331,12 +331,16 @@ def test_three_moving_panels_stand_in_one_row(drawn):
 FLAT = {"loss": 0.7, "p_seed_definition": 0.5, "p_without_query": 0.125,
         "share_without_gradient": 0.0, "share_without_weighted_gradient": 1.0,
         "ad_share": 0.25, "ad_cb_cosine": -1.0}  # fmt: skip
+INSIDE = {**FLAT, "share_without_gradient": 0.25, "share_without_weighted_gradient": 0.5,
+          "ad_cb_cosine": 0.5}  # no value on a bound: the range alone sets the panel's limits
 
 
+@pytest.mark.parametrize("values", [FLAT, INSIDE], ids=["values on the bounds", "inside"])
 @pytest.mark.parametrize("steps", [(10, 20, 30), (4,)], ids=["three steps", "one step"])
-def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps):
+def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps, values):
     """Every series constant (a one-step run is one): no panel would be left to draw, so every
     panel is drawn, each series a flat line inside a y-range with room on both sides."""
+    FLAT = values  # the values of this case
     history = _history(steps=steps, **FLAT)
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
     assert [axis.get_title() for axis in figure.axes] == TITLES
