@@ -351,7 +351,15 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
                            layout="list" if arguments.list_file else "auto",
                            list_file=arguments.list_file)  # fmt: skip
     where = f"the {arguments.split} split of --data {str(arguments.data)!r}"
+    dataset, left_out = image_studies.trainable_classes(dataset)  # a batch takes 4 of a class
     classes = dataset.class_names
+    if len(classes) < 2 and left_out["left_out_classes"]:  # said with the classes left out
+        least, count = left_out["min_images_per_class"], left_out["left_out_classes"]
+        raise GradlabError(f"{where} holds {len(classes)} class(es) with {least} or more images "
+                           f"({', '.join(classes) or 'none'}); a batch needs two (a query needs a "
+                           f"negative) and takes {least} distinct images of each; {count} "
+                           f"class(es) with fewer left out: "
+                           f"{image_studies.left_out_examples(left_out)}")  # fmt: skip
     if len(classes) < 2:  # no batch size helps: said without the sizes
         halves = (arguments.list_file is None
                   and not (arguments.data / "Ebay_train.txt").is_file())  # fmt: skip
@@ -360,14 +368,13 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
                            f"needs two (a query needs a negative){hint if halves else ''}")
     try:
         image_studies.check_batch_sizes(sizes, len(dataset.class_names), argument="--batch-sizes",
-                                        split=where)  # fmt: skip
+                                        split=where, left_out=left_out)  # fmt: skip
     except GradlabError as error:
         if given:
             raise
         default = ",".join(str(size) for size in sizes)
         raise GradlabError(f"{error} (the default --batch-sizes {default} of gradlab study "
                            f"{arguments.name}: pass --batch-sizes)") from None
-    image_studies.check_images_per_class(dataset)
 
 
 def _add_plan(commands, with_losses: bool) -> None:

@@ -59,7 +59,7 @@ def run_seed(seed: int, batch_size: int) -> int:
 
 def check_batch_sizes(
     batch_sizes: Sequence[int], classes: int | None = None, *, argument: str | None = None,
-    split: str = "this split",
+    split: str = "this split", left_out: dict | None = None,
 ) -> list[int]:  # fmt: skip
     """Batch sizes for the 4-per-class sampler: positive multiples of 4 that hold at least two
     classes (a batch of one class has no negative: every batch would be degenerate), at most
@@ -67,7 +67,9 @@ def check_batch_sizes(
 
     ``argument`` names the sizes in the messages (default: "batch sizes", each a "batch size")
     and ``split`` the images they are drawn from (a command line passes its option,
-    ``--batch-sizes``, and the split of its data folder).
+    ``--batch-sizes``, and the split of its data folder). ``classes`` counts the classes that
+    train; ``left_out``, the record of :func:`trainable_classes`, has the messages say which
+    classes of the split were left out.
 
     Example:
         >>> check_batch_sizes([16, 64])
@@ -81,9 +83,10 @@ def check_batch_sizes(
     if not sizes:
         raise GradlabError(f"{argument or 'batch sizes'} must name at least one size; got none")
     argument = argument or "batch size"  # each size
+    note = left_out_note(left_out)
     if classes is not None and classes < 2:
-        raise GradlabError(f"{split} holds {classes} class(es); a batch needs two (a query needs "
-                           f"a negative)")  # fmt: skip
+        raise GradlabError(f"{split} holds {classes} class(es){note}; a batch needs two (a query "
+                           f"needs a negative)")  # fmt: skip
     for size in sizes:
         check_positive_int(argument, size)
         if size % PER_CLASS:
@@ -99,37 +102,110 @@ def check_batch_sizes(
         if classes is not None and size > PER_CLASS * classes:
             raise GradlabError(
                 f"{argument} must be at most {PER_CLASS} x {classes} classes = "
-                f"{PER_CLASS * classes} for {split}; got {size}"
+                f"{PER_CLASS * classes} for {split}{note}; got {size}"
             )
     return sizes
 
 
-def check_images_per_class(dataset: ImageFolderSplit) -> None:
-    """Refuse a split with a class of fewer than 4 images (a batch takes 4 of each of its
-    classes), naming the class as the data names it (its folder, its class_id, its label).
+LEFT_OUT_NAMED = 5
+"""How many left-out classes a study names (in its progress line and its messages)."""
+
+
+def trainable_classes(dataset: ImageFolderSplit) -> tuple[ImageFolderSplit, dict]:
+    """The split without its classes of fewer than 4 images, and the record of what was left out.
+
+    A batch of the 4-per-class sampler (:class:`gradlab.data.FixedCountBatches`) takes 4
+    distinct images of each of its classes, so a class of fewer images can be in no batch
+    (Stanford Online Products has 2 to 12 images per product: many have 2 or 3). The studies
+    train on the other classes; the evaluation split keeps every image.
+
+    Returns:
+        ``(kept, record)``. ``kept`` is ``dataset`` itself when every class has 4 or more images,
+        else a copy without the others' images, its labels renumbered ``0..classes-1`` in their
+        order. ``record``: ``{"min_images_per_class": 4, "classes", "images"`` (what trains),
+        ``"left_out_classes", "left_out_images", "left_out_examples"}``, the last the first
+        :data:`LEFT_OUT_NAMED` left-out classes in the split's order, each named as the data
+        names it (folder, class_id, label) with its number of images.
 
     Example:
         >>> from PIL import Image
         >>> import tempfile
         >>> root = Path(tempfile.mkdtemp())
-        >>> for name, count in (("cats", 4), ("dogs", 2), ("owls", 4), ("rats", 4)):
+        >>> for name, count in (("cats", 4), ("dogs", 2), ("eels", 5), ("owls", 4), ("rats", 4),
+        ...                     ("yaks", 4)):
         ...     (root / name).mkdir()
         ...     for index in range(count):
         ...         Image.new("RGB", (4, 4)).save(root / name / f"{index}.png")
-        >>> try:
-        ...     check_images_per_class(image_folder(root, "train"))
-        ... except GradlabError as error:
-        ...     print(str(error).split("; ")[-1])
-        class 'dogs' has 2
+        >>> kept, record = trainable_classes(image_folder(root, "train"))
+        >>> kept.class_names, kept.labels.tolist()
+        (['cats', 'eels'], [0, 0, 0, 0, 1, 1, 1, 1, 1])
+        >>> record["left_out_classes"], record["left_out_images"], record["left_out_examples"]
+        (1, 2, {'dogs': 2})
     """
+    import dataclasses
+
     counts = torch.bincount(dataset.labels, minlength=len(dataset.class_names))
-    if len(counts) and int(counts.min()) < PER_CLASS:
-        index = int(counts.argmin())
-        raise GradlabError(
-            f"every class of the {dataset.split} split of {str(dataset.root)!r} needs at least "
-            f"{PER_CLASS} images (a batch takes {PER_CLASS} of each of its classes); class "
-            f"{dataset.class_names[index]!r} has {int(counts[index])}"
-        )
+    small = counts < PER_CLASS
+    named = torch.nonzero(small).flatten()[:LEFT_OUT_NAMED].tolist()
+    record = {
+        "min_images_per_class": PER_CLASS,
+        "classes": int((~small).sum()),
+        "images": int(counts[~small].sum()),
+        "left_out_classes": int(small.sum()),
+        "left_out_images": int(counts[small].sum()),
+        "left_out_examples": {dataset.class_names[index]: int(counts[index]) for index in named},
+    }
+    if not record["left_out_classes"]:
+        return dataset, record
+    kept_classes = torch.nonzero(~small).flatten()
+    renumbered = torch.full_like(counts, -1)
+    renumbered[kept_classes] = torch.arange(len(kept_classes))
+    keep = ~small[dataset.labels]
+    kept = dataclasses.replace(
+        dataset,
+        paths=[path for path, keeps in zip(dataset.paths, keep.tolist(), strict=True) if keeps],
+        labels=renumbered[dataset.labels[keep]],
+        class_names=[dataset.class_names[index] for index in kept_classes.tolist()],
+    )
+    return kept, record
+
+
+def left_out_examples(record: dict) -> str:
+    """The left-out classes a record names, each with its images: ``'dogs' has 2, '17' has 3``,
+    and how many more were left out.
+
+    Example:
+        >>> left_out_examples({"left_out_classes": 7, "left_out_examples": {"a": 2, "b": 3}})
+        "'a' has 2, 'b' has 3 and 5 more"
+    """
+    examples = record.get("left_out_examples", {})
+    text = ", ".join(f"{name!r} has {count}" for name, count in examples.items())
+    more = record["left_out_classes"] - len(examples)
+    return text + (f" and {more} more" if more > 0 else "")
+
+
+def left_out_note(record: dict | None) -> str:
+    """`` (the classes with 4 or more images; ... left out: ...)`` for a message about the classes
+    that train, or ``""`` when none was left out."""
+    if not record or not record["left_out_classes"]:
+        return ""
+    count = record["left_out_classes"]
+    least = record["min_images_per_class"]
+    return (f" (the classes with {least} or more images; {count} class{'es' if count > 1 else ''} "
+            f"with fewer {'were' if count > 1 else 'was'} left out: "
+            f"{left_out_examples(record)})")  # fmt: skip
+
+
+def _say_left_out(study: str, split: str, record: dict) -> None:
+    """The study's progress line on the classes left out of training, if any."""
+    if not record["left_out_classes"]:
+        return
+    least, count = record["min_images_per_class"], record["left_out_classes"]
+    print(f"{study}: left out of training {count} of the "
+          f"{count + record['classes']} classes of the {split} split "
+          f"({record['left_out_images']} of its {record['left_out_images'] + record['images']} "
+          f"images): a batch takes {least} distinct images of each of its classes and these "
+          f"have fewer ({left_out_examples(record)})", file=sys.stderr, flush=True)  # fmt: skip
 
 
 def p_vs_batch_size_on_images(
@@ -156,7 +232,9 @@ def p_vs_batch_size_on_images(
 
     Args:
         data: the image folder (:func:`gradlab.data.image_folder`).
-        split, layout, list_file: which images train (see :func:`gradlab.data.image_folder`).
+        split, layout, list_file: which images train (see :func:`gradlab.data.image_folder`);
+            a class of fewer than 4 images cannot fill a batch and is left out of training,
+            said on stderr and recorded (:func:`trainable_classes`).
         backbone, weights, embedding_dim: the network (:func:`gradlab.backbones.build_backbone`).
         image_size: side of the training crops.
         batch_sizes: the m values, multiples of 4.
@@ -170,12 +248,14 @@ def p_vs_batch_size_on_images(
         tau, eps: the paper's temperature and slope threshold.
 
     Returns:
-        ``{"batch_sizes", "data", "model", "per_class", "seeds", "tau", "eps", "settings":
-        {"trained_at_m": {key: [[value per m] per seed] for key in KEYS, "steps", "epochs"}}}``.
+        ``{"batch_sizes", "data", "model", "training_classes", "per_class", "seeds", "tau",
+        "eps", "settings": {"trained_at_m": {key: [[value per m] per seed] for key in KEYS,
+        "steps", "epochs"}}}``; ``training_classes`` is :func:`trainable_classes`' record.
 
     Raises:
         GradlabError: a missing or malformed folder, an unknown backbone, weights of another
-            architecture, a batch size the sampler cannot make, or seeds that are not distinct
+            architecture, a batch size the sampler cannot make from the classes of 4 or more
+            images (fewer than two such classes: any batch size), or seeds that are not distinct
             whole numbers >= 0; all before any training.
 
     Example:
@@ -185,10 +265,11 @@ def p_vs_batch_size_on_images(
         ...     print(error)
         root must be an existing folder of images; '/no/such/folder' is not
     """
-    dataset, sizes, seeds = _setup(
+    dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
+    _say_left_out("p-vs-batch-size", dataset.split, record)
     per_seed: dict[str, list[list[float]]] = {key: [] for key in KEYS}
     steps: list[int] = []
     for seed in seeds:
@@ -205,7 +286,7 @@ def p_vs_batch_size_on_images(
             per_seed[key].append([row[index] for row in rows])
     return {
         "batch_sizes": sizes,
-        **_describe(data, dataset, backbone, embedding_dim, weights),
+        **_describe(data, dataset, record, backbone, embedding_dim, weights),
         "per_class": PER_CLASS,
         "seeds": seeds,
         "tau": tau,
@@ -252,18 +333,20 @@ ANATOMY_DIRECTION = "in_batch"
 def _setup(
     data, split, layout, list_file, backbone, weights, embedding_dim, image_size, batch_sizes,
     epochs, seeds, lr, workers=0,
-) -> tuple[ImageFolderSplit, list[int], list[int]]:  # fmt: skip
-    """Every check of a study before it trains: ``(training split, batch sizes, seeds)``."""
+) -> tuple[ImageFolderSplit, list[int], list[int], dict]:  # fmt: skip
+    """Every check of a study before it trains: ``(training split, batch sizes, seeds, record)``,
+    the split without the classes that cannot fill a batch (:func:`trainable_classes`' record
+    says which)."""
     check_positive_int("epochs", epochs)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise GradlabError(f"workers must be a whole number >= 0; got {workers!r}")
     check_positive_finite("lr", lr)
     seeds = check_seeds(seeds)
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
-    sizes = check_batch_sizes(batch_sizes, len(dataset.class_names))
-    check_images_per_class(dataset)
+    dataset, record = trainable_classes(dataset)
+    sizes = check_batch_sizes(batch_sizes, len(dataset.class_names), left_out=record)
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
-    return dataset, sizes, seeds
+    return dataset, sizes, seeds, record
 
 
 def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size):
@@ -285,12 +368,15 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
     return image_folder(data, test_split, layout=layout, image_size=image_size)
 
 
-def _describe(data, dataset: ImageFolderSplit, backbone, embedding_dim, weights) -> dict:
+def _describe(data, dataset: ImageFolderSplit, record, backbone, embedding_dim, weights) -> dict:
+    """The data (the images that train) and the model of a study's JSON, with the record of the
+    classes left out of training (:func:`trainable_classes`)."""
     return {
         "data": f"{Path(data).name}, {dataset.split} split ({len(dataset)} images, "
         f"{len(dataset.class_names)} classes)",
         "model": f"{backbone} with a linear head to {embedding_dim} dimensions"
         + (f", from {Path(weights).name}" if weights is not None else ", random initial weights"),
+        "training_classes": record,
     }
 
 
@@ -500,8 +586,11 @@ def loss_comparison_on_images(
     (:func:`evaluate_split`), with each loss's cost per step.
 
     Args:
-        data, split, layout, list_file: the training images (:func:`gradlab.data.image_folder`).
-        test_split, test_list_file: the evaluation images (``test_list_file`` with a list file).
+        data, split, layout, list_file: the training images (:func:`gradlab.data.image_folder`),
+            without the classes of fewer than 4 images (:func:`trainable_classes`).
+        test_split, test_list_file: the evaluation images (``test_list_file`` with a list file),
+            every one of them: a test image with no other image of its class is a candidate of
+            the others but no query (:func:`gradlab.functional.retrieval_at_scale`).
         backbone, weights, embedding_dim, image_size: the network
             (:func:`gradlab.backbones.build_backbone`).
         batch_sizes, epochs, seeds, device, lr, amp, workers: as
@@ -512,7 +601,8 @@ def loss_comparison_on_images(
     Returns:
         ``{m: result}``, each result in the schema of
         :func:`gradlab.experiments.loss_comparison.measure` (``settings``, ``seeds``, ``before``,
-        ``initial_score_range``, ``losses``), read by its ``summarize`` and the report's figure.
+        ``initial_score_range``, ``losses``), read by its ``summarize`` and the report's figure;
+        ``settings["training_classes"]`` is :func:`trainable_classes`' record.
 
     Raises:
         GradlabError: as :func:`p_vs_batch_size_on_images`, and a list file without
@@ -535,13 +625,14 @@ def loss_comparison_on_images(
     )
 
     check_positive_int("timing_repeats", timing_repeats)
-    dataset, sizes, seeds = _setup(
+    dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
+    _say_left_out("losses", dataset.split, record)
     names = list(CANDIDATES)  # the losses of loss_functions, in its order
-    described = _describe(data, dataset, backbone, embedding_dim, weights)
+    described = _describe(data, dataset, record, backbone, embedding_dim, weights)
     results: dict[int, dict] = {}
     for size in sizes:
         results[size] = {
@@ -685,11 +776,12 @@ def anatomy_on_images(
     from gradlab.experiments.digit_scenes import ANATOMY_KEYS
 
     check_positive_int("logs", logs)
-    dataset, sizes, seeds = _setup(
+    dataset, sizes, seeds, record = _setup(
         data, split, layout, list_file, backbone, weights, embedding_dim, image_size,
         batch_sizes, epochs, seeds, lr, workers,
     )  # fmt: skip
     test = _test_split(data, split, test_split, layout, list_file, test_list_file, image_size)
+    _say_left_out("anatomy", dataset.split, record)
     losses = _anatomy_losses(tau)
     runs = {f"m = {size}": {name: {"recall": {}, "loss_history": [], "anatomy": {
         "steps": [], ANATOMY_DIRECTION: {key: [] for key in ANATOMY_KEYS}},
@@ -722,7 +814,7 @@ def anatomy_on_images(
         "settings": {"tau": tau, "batch_sizes": sizes, "epochs": epochs, "lr": lr,
                      "per_class": PER_CLASS, "device": device, "amp": amp,
                      "directions": [ANATOMY_DIRECTION],
-                     **_describe(data, dataset, backbone, embedding_dim, weights),
+                     **_describe(data, dataset, record, backbone, embedding_dim, weights),
                      "test_data": f"{test.split} split ({len(test)} images, "
                      f"{len(test.class_names)} classes)"},
         "seeds": seeds,

@@ -17,6 +17,7 @@ from typing import NamedTuple
 from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.experiments.digit_scenes import ANATOMY_KEYS
+from gradlab.experiments.image_studies import left_out_examples
 from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
 from gradlab.report.prose import apart_text, best_loss_sentence
@@ -30,6 +31,35 @@ STUDY_FILES = {
 """Study name -> the JSON file(s) ``gradlab study NAME`` writes (a glob for one per m)."""
 
 
+def left_out_sentence(record: dict | None, evaluated: bool = False) -> str:
+    """`` Left out of training: ...`` for a study whose JSON records classes left out of its
+    training split (``training_classes``, written by ``gradlab study``), else ``""`` (none left
+    out, or the JSON of a run that kept no such record); ``evaluated``: the study measured
+    retrieval on a test split, which keeps every image.
+
+    Example:
+        >>> record = {"min_images_per_class": 4, "classes": 5, "images": 30,
+        ...           "left_out_classes": 2, "left_out_images": 5,
+        ...           "left_out_examples": {"17": 2, "23": 3}}
+        >>> left_out_sentence(record)
+        " Left out of training: 2 of the training split's 7 classes (5 of its 35 images), those \
+with fewer than 4 images, as a batch takes 4 distinct images of each of its classes ('17' has 2, \
+'23' has 3)."
+    """
+    if not record or not record.get("left_out_classes"):
+        return ""
+    count, images = record["left_out_classes"], record["left_out_images"]
+    least = record["min_images_per_class"]
+    text = (f" Left out of training: {count} of the training split's {count + record['classes']} "
+            f"classes ({images} of its {images + record['images']} images), those with fewer "
+            f"than {least} images, as a batch takes {least} distinct images of each of its "
+            f"classes ({left_out_examples(record)}).")  # fmt: skip
+    if evaluated:
+        text += (" The test split keeps every image (a test image with no other image of its "
+                 "class is ranked for the other queries but is no query itself).")  # fmt: skip
+    return text
+
+
 def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on your data") -> str:
     """P per m (mean ± std over seeds) and the paired t-test's trend of P and of its parts;
     ``where`` ends the heading."""
@@ -39,7 +69,9 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
     lines = [
         f"## P against the batch size (Brown et al., 2020, Fig. S7a){where}",
         "",
-        f"{measurement['data']}; {measurement['model']}. For each m one network from the same "
+        f"{measurement['data']}; {measurement['model']}."
+        f"{left_out_sentence(measurement.get('training_classes'))} For each m one network from "
+        "the same "
         f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
         f"{measurement['per_class']} images per class; P (slope above {measurement['eps']}) "
         f"averaged over the last epoch's batches. Mean ± std over "
@@ -82,7 +114,9 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
     lines = [
         f"## Ranking losses at m = {config['batch_size']}{where}",
         "",
-        f"{config['data']}; {config['model']}. The same initialization and batches "
+        f"{config['data']}; {config['model']}."
+        f"{left_out_sentence(config.get('training_classes'), evaluated=True)} The same "
+        "initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
         f"{config['steps']} Adam steps for every loss; retrieval on the {config['test_data']}, "
         f"every image querying all the others. Mean ± std over {len(results['seeds'])} seed(s):",
@@ -122,7 +156,9 @@ def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") 
     lines = [
         f"## Gradient anatomy over training (Bleeker & de Rijke, 2022){where}",
         "",
-        f"{config['data']}; {config['model']}. Each loss trains its own network from the same "
+        f"{config['data']}; {config['model']}."
+        f"{left_out_sentence(config.get('training_classes'), evaluated=True)} Each loss trains "
+        "its own network from the same "
         f"weights on the same 4-per-class batches for {config['epochs']} epoch(s); dL/dS of the "
         "batch's in-batch scores (each image querying the others) read by "
         "gradlab.functional.gradient_anatomy (an entry is active above 1 % of its query's "

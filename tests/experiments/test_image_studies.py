@@ -72,8 +72,9 @@ def test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure(
     code = main(argv)
     assert code == 0, capsys.readouterr().err
     result = json.loads((out / "p_vs_batch_size.json").read_text())
-    assert set(result) == {"batch_sizes", "data", "model", "per_class", "seeds", "tau", "eps",
-                           "settings"}  # fmt: skip
+    assert set(result) == {"batch_sizes", "data", "model", "training_classes", "per_class",
+                           "seeds", "tau", "eps", "settings"}  # fmt: skip
+    assert result["training_classes"]["left_out_classes"] == 0  # 6 images of every digit
     assert result["batch_sizes"] == [8, 16] and result["seeds"] == [0, 1]
     assert result["per_class"] == 4 and (result["tau"], result["eps"]) == (0.01, 0.005)
     setting = result["settings"]["trained_at_m"]

@@ -268,7 +268,8 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
     assert type(settings["classes_per_batch"]) is int  # written to JSON as 2, not 2.0
     assert set(settings) == {"per_class", "batch_size", "classes_per_batch", "epochs", "steps",
                              "lr", "timing_repeats", "device", "amp", "tau", "data", "model",
-                             "test_data"}  # the bundled loss comparison's keys, no other
+                             "training_classes", "test_data"}  # the bundled's keys, the data's
+    assert settings["training_classes"]["left_out_classes"] == 0  # every digit has 6 images
     assert run["seeds"] == [0]
     assert list(run["losses"]) == list(loss_functions(TAU, 8))
     train_classes = {f"digit_{label}" for label in range(CLASSES // 2)}

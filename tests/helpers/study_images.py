@@ -23,3 +23,18 @@ def digit_images():
         for number, row in enumerate((digits.target == label).nonzero()[0][:PER_CLASS]):
             pixels = (digits.images[row] * 255 / 16).astype("uint8")
             yield label, number, Image.fromarray(pixels, mode="L").convert("RGB")
+
+
+def write_images(folder, count: int, size: int = 8) -> list:
+    """``count`` distinct ``size`` x ``size`` RGB PNGs ``0.png``, ``1.png``, ... in ``folder``
+    (created); their paths."""
+    from PIL import Image
+
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for index in range(count):
+        shade = (37 * index + 11 * len(folder.name)) % 256
+        path = folder / f"{index}.png"
+        Image.new("RGB", (size, size), (shade, 255 - shade, (5 * shade) % 256)).save(path)
+        paths.append(path)
+    return paths
