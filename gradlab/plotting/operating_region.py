@@ -20,12 +20,17 @@ from gradlab.plotting.style import (
     step_axis,
 )
 
+CLOSED_FORMS_FIGSIZE = (12, 5.2)
+"""Inches of the closed-form figure: the width and the P panels side by side."""
+P_AGAINST_M_FIGSIZE = (11.5, 5)
+"""Inches of the P-against-m figure: fixed models and trained models side by side."""
+
 
 def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
     """Width w against tau (one curve per eps) and expected P against score spread."""
     results = load_results(source)
     apply_style()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5.2))
+    figure, (left, right) = plt.subplots(1, 2, figsize=CLOSED_FORMS_FIGSIZE)
     for index, (eps, widths) in enumerate(results["widths"].items()):
         style = series_style(index)
         left.plot(results["taus"], widths, color=style["color"], linestyle=style["linestyle"],
@@ -72,7 +77,7 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
     models)."""
     results = load_results(source)
     apply_style()
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11.5, 5), layout="constrained")
+    figure, (left, right) = plt.subplots(1, 2, figsize=P_AGAINST_M_FIGSIZE, layout="constrained")
     for index, (name, rows) in enumerate(results["fixed_model"].items()):
         if not name.endswith("uniform"):
             continue

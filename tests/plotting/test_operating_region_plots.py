@@ -367,3 +367,16 @@ def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps, values):
             assert not any(markers)
     assert figure._suptitle.get_text() == "SmoothAP on digits 0-4, batch 32, tau=0.01"
     assert layout_problems(figure) == []
+
+
+@pytest.mark.parametrize(("function", "results"), [
+    (module.plot_closed_forms, _closed_forms), (module.plot_p_against_batch_size, _p_results),
+], ids=["closed forms", "P against m"])  # fmt: skip
+def test_the_two_panels_stand_side_by_side_at_the_figures_size(drawn, function, results):
+    figure = drawn(function, results())
+    left, right = (axis.get_position() for axis in figure.axes[:2])
+    assert left.x1 < right.x0 and left.y0 == pytest.approx(right.y0)  # one row, left to right
+    expected = {module.plot_closed_forms: module.CLOSED_FORMS_FIGSIZE,
+                module.plot_p_against_batch_size: module.P_AGAINST_M_FIGSIZE}[function]
+    assert tuple(figure.get_size_inches()) == pytest.approx(expected)
+    assert figure.get_size_inches()[0] > 2 * figure.get_size_inches()[1]  # wide: two panels
