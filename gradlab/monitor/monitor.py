@@ -180,6 +180,8 @@ class Monitor:
         self._watched = False
         self._tau_warned = False
         self._unwatched_warned = False
+        self._calls_at_step: int | None = None  # self.calls at the previous step()
+        self._repeat_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
@@ -408,6 +410,9 @@ class Monitor:
         self.step_count += 1
         if batch is None and self.calls == 0:  # nothing watched was ever called
             self._warn_unwatched(step)
+        elif self.calls == self._calls_at_step:  # no call since the previous step()
+            self._warn_repeated_step(step)
+        self._calls_at_step = self.calls
         if self._gathers():
             return self._step_distributed(step, batch)
         if batch is None:  # nothing captured (off schedule): no schedule to ask, O(1)
@@ -430,6 +435,22 @@ class Monitor:
             "the embedding module (monitor.attach)",
             RuntimeWarning,
             stacklevel=3,
+        )
+
+    def _warn_repeated_step(self, step: int) -> None:
+        """Warn once when a step closes without a watched call since the previous one: most
+        often ``monitor.step()`` called twice per optimizer step, which silently numbers the
+        records twice as fast as the optimizer steps."""
+        if self._repeat_warned:
+            return
+        self._repeat_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: monitor.step() closed step {step} without a call of the watched "
+            f"loss since it closed step {step - 1}; if monitor.step() runs twice per optimizer "
+            "step, the logged step numbers run ahead of the optimizer's: call monitor.step() "
+            "once per optimizer step, after backward (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
         )
 
     def _gathers(self) -> bool:

@@ -72,3 +72,31 @@ def test_an_off_schedule_step_without_a_call_does_not_warn(tmp_path):
             monitor.step()  # step 0 logs nothing by schedule: no call is expected
             monitor.close(log_last_step=False)
     assert _unwatched(caught) == []
+
+
+def test_a_second_step_call_per_optimizer_step_warns_once_at_the_callers_line(tmp_path):
+    # monitor.step() twice per optimizer step silently numbered the records 0, 2, 4...
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(3):
+                embeddings = torch.randn(8, 4, requires_grad=True)
+                loss_fn(embeddings, torch.arange(8) % 2).backward()
+                monitor.step()
+                line = inspect.currentframe().f_lineno + 1
+                monitor.step()  # the slip
+    told = [w for w in caught if "once per optimizer step" in str(w.message)]
+    assert len(told) == 1
+    assert (told[0].filename, told[0].lineno, told[0].category) == (__file__, line, RuntimeWarning)
+    assert "step 1" in str(told[0].message)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 2, 4]  # the records stay as they were
+
+
+def test_one_step_call_per_watched_call_does_not_warn(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap") as monitor:  # off-schedule steps too
+            _train(monitor, monitor.watch(gradlab.SmoothAPLoss(0.05)), steps=12)
+    assert not [w for w in caught if "once per optimizer step" in str(w.message)]
