@@ -60,7 +60,7 @@ from typing import Any
 
 import torch
 
-from gradlab.errors import GradlabError, caller_stacklevel
+from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.adapters import adapt
@@ -110,6 +110,23 @@ def _training_trainer() -> Any | None:
                 return owner
         frame = frame.f_back
     return None
+
+
+FRAMEWORK_PACKAGES = frozenset({"gradlab", "torch", "transformers", "sentence_transformers",
+                                "accelerate"})  # fmt: skip
+"""Packages whose frames are not the user's: a warning about a loss that the trainer itself
+calls (sentence-transformers' ``compute_loss``) points past them, at ``trainer.train()``."""
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of the first frame outside :data:`FRAMEWORK_PACKAGES`, for a
+    :func:`warnings.warn` called by the caller of this function (which is level 1)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and (
+        frame.f_globals.get("__name__", "").partition(".")[0] in FRAMEWORK_PACKAGES
+    ):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class LossForward:
@@ -405,5 +422,5 @@ class GradlabTrainerCallback(TrainerCallback):
             "callback, so nothing is logged; call callback.attach(trainer) after making the "
             "trainer, before trainer.train()",
             RuntimeWarning,
-            stacklevel=caller_stacklevel(),
+            stacklevel=_user_stacklevel(),
         )

@@ -214,6 +214,32 @@ def test_sentence_transformer_trainer_logs_the_anatomy_and_trains_bit_identicall
     assert [record["loss"] for record in records] == pytest.approx(plain_losses, rel=1e-6)
 
 
+@pytest.mark.slow
+def test_a_trainer_without_the_callback_warns_at_the_users_train_call(tmp_path):
+    # sentence-transformers calls the loss itself: the warning named its compute_loss line
+    import inspect
+
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+
+    model = static_model()
+    anchors, positives = caption_pairs(16)
+    callback = GradlabTrainerCallback(preset="cheap")
+    loss = callback.watch(
+        losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    )
+    trainer = SentenceTransformerTrainer(
+        model=model, args=sentence_training_arguments(tmp_path, max_steps=2),
+        train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}), loss=loss,
+    )  # fmt: skip  # callbacks=[...] and attach() both forgotten
+    with pytest.warns(RuntimeWarning, match=r"call callback\.attach") as caught:
+        line = inspect.currentframe().f_lineno + 1
+        trainer.train()
+    found = [w for w in caught if "attach" in str(w.message)]
+    assert len(found) == 1
+    assert (found[0].filename, found[0].lineno) == (__file__, line)
+
+
 def test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient():
     from sentence_transformers.util import cos_sim, dot_score
 
