@@ -65,6 +65,7 @@ from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
 from gradlab.monitor.watched import WatchedCall, watched_like
@@ -383,6 +384,18 @@ class GradlabTrainerCallback(TrainerCallback):
 
     def on_train_end(self, args, state, control, **kwargs):
         self.in_step = False
+        monitor = self.monitor
+        if (monitor is not None and monitor.calls and self.last_record is None and is_rank_zero()
+                and self.options.every is None and self.options.quantities is None):  # fmt: skip
+            logging_steps = int(state.logging_steps or args.logging_steps or 1)
+            warnings.warn(
+                f"GradlabTrainerCallback logged none of the {state.global_step} training steps: "
+                f"it logs on the Trainer's logging steps (logging_steps={logging_steps}); set "
+                "logging_steps in the training arguments (or GradlabTrainerCallback(every=n)) "
+                "below the number of steps",
+                RuntimeWarning,
+                stacklevel=_user_stacklevel(),
+            )
         self._close(log_last_step=True)
 
     # --- helpers -------------------------------------------------------------------------------

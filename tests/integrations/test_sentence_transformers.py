@@ -240,6 +240,44 @@ def test_a_trainer_without_the_callback_warns_at_the_users_train_call(tmp_path):
     assert (found[0].filename, found[0].lineno) == (__file__, line)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("logging_steps", [10, 1])
+def test_a_run_shorter_than_its_logging_steps_says_that_nothing_was_logged(tmp_path,
+                                                                           logging_steps):
+    # the Trainer's default logging_steps (500) left metrics.jsonl without a record, silently
+    import inspect
+    import warnings
+
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformerTrainer
+
+    model = static_model()
+    anchors, positives = caption_pairs(48)
+    callback = GradlabTrainerCallback(preset="cheap")
+    loss = callback.watch(
+        losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    )
+    args = sentence_training_arguments(tmp_path, max_steps=3, logging_steps=logging_steps)
+    trainer = SentenceTransformerTrainer(
+        model=model, args=args, loss=loss,
+        train_dataset=Dataset.from_dict({"anchor": anchors, "positive": positives}),
+    )  # fmt: skip
+    callback.attach(trainer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = inspect.currentframe().f_lineno + 1
+        trainer.train()
+    found = [w for w in caught if "logged none of" in str(w.message)]
+    _, records = read_jsonl(tmp_path / "gradlab_logs" / "metrics.jsonl")
+    if logging_steps == 1:
+        assert found == [] and [record["step"] for record in records] == [1, 2, 3]
+        return
+    assert records == []
+    assert len(found) == 1 and found[0].category is RuntimeWarning
+    assert (found[0].filename, found[0].lineno) == (__file__, line)
+    assert "logging_steps=10" in str(found[0].message)
+
+
 def test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient():
     from sentence_transformers.util import cos_sim, dot_score
 
