@@ -53,8 +53,9 @@ def _library_roots() -> tuple[str, ...]:
     )
 
 
-def caller_stacklevel() -> int:
-    """The ``stacklevel`` that makes a warning name the first frame outside gradlab and torch.
+def caller_stacklevel(packages: frozenset[str] = frozenset()) -> int:
+    """The ``stacklevel`` that makes a warning name the first frame outside gradlab and torch
+    (and outside the top-level ``packages``, e.g. a trainer that calls the user's loss).
 
     Call it from the function that calls :func:`warnings.warn`. It walks the frames from
     that function outwards and skips every frame whose file lies inside the gradlab package
@@ -71,8 +72,9 @@ def caller_stacklevel() -> int:
     roots = _library_roots()
     frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
     level = 1
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(
-        roots
+    while frame.f_back is not None and (
+        os.path.abspath(frame.f_code.co_filename).startswith(roots)
+        or frame.f_globals.get("__name__", "").partition(".")[0] in packages
     ):
         frame = frame.f_back
         level += 1

@@ -60,7 +60,7 @@ from typing import Any
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.adapters import adapt
@@ -113,21 +113,9 @@ def _training_trainer() -> Any | None:
     return None
 
 
-FRAMEWORK_PACKAGES = frozenset({"gradlab", "torch", "transformers", "sentence_transformers",
-                                "accelerate"})  # fmt: skip
+FRAMEWORK_PACKAGES = frozenset({"transformers", "sentence_transformers", "accelerate"})
 """Packages whose frames are not the user's: a warning about a loss that the trainer itself
 calls (sentence-transformers' ``compute_loss``) points past them, at ``trainer.train()``."""
-
-
-def _user_stacklevel() -> int:
-    """The ``stacklevel`` of the first frame outside :data:`FRAMEWORK_PACKAGES`, for a
-    :func:`warnings.warn` called by the caller of this function (which is level 1)."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and (
-        frame.f_globals.get("__name__", "").partition(".")[0] in FRAMEWORK_PACKAGES
-    ):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class LossForward:
@@ -394,7 +382,7 @@ class GradlabTrainerCallback(TrainerCallback):
                 "logging_steps in the training arguments (or GradlabTrainerCallback(every=n)) "
                 "below the number of steps",
                 RuntimeWarning,
-                stacklevel=_user_stacklevel(),
+                stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),
             )
         self._close(log_last_step=True)
 
@@ -435,5 +423,5 @@ class GradlabTrainerCallback(TrainerCallback):
             "callback, so nothing is logged; call callback.attach(trainer) after making the "
             "trainer, before trainer.train()",
             RuntimeWarning,
-            stacklevel=_user_stacklevel(),
+            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),
         )
