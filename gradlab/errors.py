@@ -28,6 +28,17 @@ class GradlabError(ValueError):
     """
 
 
+class RunExistsError(GradlabError):
+    """A Monitor's ``log_dir`` already holds a run and neither ``resume`` nor ``overwrite`` was
+    passed (never merged): a :class:`GradlabError`, raised apart so that a framework callback
+    can say where those options go.
+
+    Example:
+        >>> issubclass(RunExistsError, GradlabError)
+        True
+    """
+
+
 class UnknownKeyError(GradlabError, KeyError):
     """A name looked up by key (``result["name"]``) that is not there.
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from gradlab.errors import GradlabError, caller_stacklevel
+from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.config import MonitorConfig
@@ -201,7 +201,11 @@ class GradlabCallback(Callback):
         sinks = list(self.options.sinks)
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
-        self.monitor = Monitor.from_config(folder, replace(self.options, sinks=sinks))
+        try:
+            self.monitor = Monitor.from_config(folder, replace(self.options, sinks=sinks))
+        except RunExistsError as error:  # the options are this callback's arguments
+            raise RunExistsError(f"{error} (resume and overwrite are arguments of "
+                                 f"{type(self).__name__}(...))") from error  # fmt: skip
         self._trainer = trainer
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:

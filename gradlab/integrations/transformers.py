@@ -60,7 +60,7 @@ from typing import Any
 
 import torch
 
-from gradlab.errors import GradlabError, caller_stacklevel
+from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
 from gradlab.monitor.adapters import adapt
@@ -328,7 +328,11 @@ class GradlabTrainerCallback(TrainerCallback):
         if options.every is None and options.quantities is None:
             logging_steps = int(state.logging_steps or args.logging_steps or 1)
             options = replace(options, every=max(1, logging_steps))
-        self.monitor = Monitor.from_config(folder, options)
+        try:
+            self.monitor = Monitor.from_config(folder, options)
+        except RunExistsError as error:  # the options are this callback's arguments
+            raise RunExistsError(f"{error} (resume and overwrite are arguments of "
+                                 f"{type(self).__name__}(...))") from error  # fmt: skip
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
         self.last_record = None
         self._forwarded_step = None

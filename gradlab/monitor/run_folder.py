@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 from gradlab._version import __version__
-from gradlab.errors import GradlabError, caller_stacklevel
+from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.monitor import lock
 from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink, last_jsonl_header
 from gradlab.paths import check_output_folder
@@ -113,7 +113,7 @@ class RunFolder:
         if overwrite:
             return {"overwrite": files}
         if not resume:
-            raise GradlabError(
+            raise RunExistsError(
                 f"log_dir {str(self.path)!r} already holds a run ({', '.join(names)}); "
                 "pass resume=True to continue it, overwrite=True to replace it, "
                 "or choose a new log_dir"

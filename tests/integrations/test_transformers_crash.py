@@ -97,6 +97,9 @@ def test_the_same_cell_run_again_trains_into_the_same_folder(tmp_path):
     with pytest.raises(GradlabError, match="already holds a run") as caught:
         refused.train()
     assert "in use" not in str(caught.value)
+    # where resume and overwrite go: the callback's arguments, not the Trainer's
+    assert str(caught.value).endswith(
+        "(resume and overwrite are arguments of GradlabTrainerCallback(...))")
 
 
 def test_another_callback_training_in_the_process_keeps_its_folder(tmp_path):
