@@ -532,6 +532,11 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
             axis.legend(handles=handles,
                         fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                         frameon=False)  # fmt: skip
+    drawn = list(axes.flat)[: len(present)]
+    low = min(axis.get_xlim()[0] for axis in drawn)  # one step range for every panel: a key
+    high = max(axis.get_xlim()[1] for axis in drawn)  # missing at the last step (the gradient
+    for axis in drawn:  # of the closing step) does not shorten its panel
+        axis.set_xlim(low, high)
     for axis in list(axes.flat)[len(present) :]:
         axis.set_visible(False)
     if len(runs) > 1:

@@ -390,6 +390,19 @@ def test_the_overview_has_one_panel_per_family_with_the_keys_legend(tmp_path, mo
     _close(figures)
 
 
+def test_the_overview_panels_share_the_runs_step_range(tmp_path, monkeypatch):
+    # the closing step logs no gradient: its panel's line stops at step 2, not the others'
+    run = _run(tmp_path / "a", loss=LOSS, embedding_grad_norm=[0.5, 0.4, 0.3, None])
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    loss_panel, gradient_panel = (axis for axis in figures["overview"].axes
+                                  if axis.get_visible())  # fmt: skip
+    assert max(_lines(gradient_panel)[0][0]) == 2 and max(_lines(loss_panel)[0][0]) == 3
+    assert gradient_panel.get_xlim() == loss_panel.get_xlim()
+    low, high = loss_panel.get_xlim()
+    assert low <= 0 and high >= 3  # the whole run, step 0 to 3
+    _close(figures)
+
+
 def test_one_family_fills_the_overview_alone(tmp_path, monkeypatch):
     figures, _ = _drawn(monkeypatch, [_run(tmp_path / "a", loss=LOSS)], tmp_path / "figs")
     assert len(figures["overview"].axes) == 1
