@@ -327,6 +327,10 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
         raise GradlabError(f"--split must be {' or '.join(SPLITS)} (any name with --list-file); "
                            f"got {arguments.split!r}")  # fmt: skip
     if arguments.name == "p-vs-batch-size":  # P is measured on the training images alone
+        if tested is not None:
+            raise GradlabError("--test-list-file names evaluation images, which gradlab study "
+                               "p-vs-batch-size does not use (it measures P on the training "
+                               "images of --list-file); leave it out")  # fmt: skip
         return
     if listed is not None and tested is None:
         raise GradlabError(f"gradlab study {arguments.name} with --list-file needs "

@@ -642,6 +642,20 @@ def test_a_study_names_the_options_and_folders_the_user_typed(
     assert not out.exists()
 
 
+def test_the_p_study_refuses_evaluation_images_it_would_not_use(tmp_path, capsys, studies):
+    # --test-list-file was accepted and ignored: P is measured on the training images alone
+    train, test = tmp_path / "train.txt", tmp_path / "test.txt"
+    train.write_text("class_000/0.png 0\n")
+    test.write_text("class_001/0.png 1\n")
+    code, stdout, err = _run(["study", "p-vs-batch-size", "--data", str(tmp_path), "--list-file",
+                              str(train), "--test-list-file", str(test), "--out",
+                              str(tmp_path / "o")], capsys)  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert err == ("gradlab: --test-list-file names evaluation images, which gradlab study "
+                   "p-vs-batch-size does not use (it measures P on the training images of "
+                   "--list-file); leave it out\n")
+
+
 def test_a_study_says_when_the_batch_size_it_refuses_is_its_default(tmp_path, capsys, studies):
     data, out = _class_folders(tmp_path / "four", classes=4), str(tmp_path / "o")
     code, _, err = _run(["study", "anatomy", "--data", str(data), "--out", out], capsys)
