@@ -220,6 +220,8 @@ MONITOR_TESTS = {
                     "test_lock.py::test_a_killed_writer_blocks_while_alive_and_its_lock_is_taken_over_after",
                     "test_runs.py::test_close_warns_at_the_callers_line_when_watched_calls_were_never_stepped",
                     "test_runs.py::test_the_resume_warning_points_at_the_training_loop",
+                    "test_watch_bypassed.py::"
+                    "test_a_second_step_call_per_optimizer_step_warns_once_at_the_callers_line",
                     "test_monitor_second_rank.py::"
                     "test_the_distributed_warnings_point_at_the_callers_step_and_close",
                     "test_monitor_warnings_say_why.py::"
