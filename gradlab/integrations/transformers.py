@@ -381,10 +381,12 @@ class GradlabTrainerCallback(TrainerCallback):
                 and self.options.every is None and self.options.quantities is None):  # fmt: skip
             logging_steps = int(state.logging_steps or args.logging_steps or 1)
             warnings.warn(
-                f"GradlabTrainerCallback logged none of the {state.global_step} training steps: "
-                f"it logs on the Trainer's logging steps (logging_steps={logging_steps}); set "
-                "logging_steps in the training arguments (or GradlabTrainerCallback(every=n)) "
-                "below the number of steps",
+                f"GradlabTrainerCallback logged none of the {state.global_step} training steps "
+                f"while training: it logs on the Trainer's logging steps (logging_steps="
+                f"{logging_steps}) and the run ended first (the last step alone, without its "
+                "gradients, is added when training ends, if the loss allows); set logging_steps "
+                "in the training arguments (or GradlabTrainerCallback(every=n)) below the number "
+                "of steps",
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),
             )

@@ -271,3 +271,31 @@ def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_pa
     assert told == [("GradlabTrainerCallback could not close its Monitor after training raised: "
                      "OSError: disk gone", RuntimeWarning, __file__, line)]  # the train() call
     assert callback.monitor is None
+
+
+@pytest.mark.parametrize(("logging_steps", "state_steps"), [(10, None), (1, 10), (None, 10)])
+def test_a_run_shorter_than_the_logging_steps_says_why_its_log_is_empty(
+    tmp_path, logging_steps, state_steps
+):
+    _, trainer = attached(tmp_path)
+    trainer.args.logging_steps, trainer.state.logging_steps = logging_steps, state_steps
+    with pytest.warns(RuntimeWarning) as caught:
+        assert trainer.train() == "trained"
+    (message,) = [str(w.message) for w in caught if "logged none" in str(w.message)]
+    assert message == (
+        "GradlabTrainerCallback logged none of the 4 training steps while training: it logs on "
+        "the Trainer's logging steps (logging_steps=10) and the run ended first (the last step "
+        "alone, without its gradients, is added when training ends, if the loss allows); set "
+        "logging_steps in the training arguments (or GradlabTrainerCallback(every=n)) below the "
+        "number of steps")
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [4]  # the last step, added at the end
+
+
+@pytest.mark.parametrize("options", [{}, {"every": 10}])
+def test_a_run_with_records_or_its_own_schedule_does_not_warn_of_logging_steps(tmp_path, options):
+    _, trainer = attached(tmp_path, **options)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert trainer.train() == "trained"
+    assert not [w for w in caught if "logged none" in str(w.message)]
