@@ -8,6 +8,7 @@ a header and nothing else, and nothing tells why.
 import inspect
 import warnings
 
+import pytest
 import torch
 
 import gradlab
@@ -92,6 +93,22 @@ def test_a_second_step_call_per_optimizer_step_warns_once_at_the_callers_line(tm
     assert "step 1" in str(told[0].message)
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 2, 4]  # the records stay as they were
+
+
+def test_the_second_step_call_warning_says_what_happened_and_what_to_do(tmp_path):
+    with pytest.warns(RuntimeWarning) as caught:
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(2):
+                loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+                monitor.step()
+                monitor.step()
+    told = [str(w.message) for w in caught if "once per optimizer step" in str(w.message)]
+    assert told == [
+        "gradlab.Monitor: monitor.step() closed step 1 without a call of the watched loss since "
+        "it closed step 0; if monitor.step() runs twice per optimizer step, the logged step "
+        "numbers run ahead of the optimizer's: call monitor.step() once per optimizer step, "
+        "after backward (later such steps are not warned about)"]
 
 
 def test_one_step_call_per_watched_call_does_not_warn(tmp_path):
