@@ -239,6 +239,8 @@ MONITOR_TESTS = {
                    "test_the_fault_warning_points_at_the_line_that_wrote",
                    "tests/monitor/test_runs.py", "tests/monitor/test_lock.py",
                    "tests/monitor/test_monitor_contract.py",
+                   "tests/monitor/test_monitor.py::"  # the header's from_step of a resumption
+                   "test_a_resumption_from_an_earlier_checkpoint_names_the_step_it_logs_from",
                    "tests/monitor/test_sink_roundtrip.py", *_SINK_FAULTS],
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
                    "tests/monitor/test_monitor.py", "tests/monitor/test_several_losses.py"],
