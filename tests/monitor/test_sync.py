@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import traceback
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -28,6 +29,9 @@ from gradlab.functional.losses import recording
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import PRESETS
 from gradlab.monitor.batch import BatchView
+
+ROOT = Path(__file__).resolve().parents[2]
+"""The repository's root: the transfer points are named relative to it."""
 
 TENSOR_READS = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__",
                 "__index__", "__complex__", "__array__", "nonzero", "argwhere", "unique",
@@ -62,7 +66,9 @@ class SyncCounter:
             self.active = False  # the traceback machinery must not count itself
             frames = [f for f in traceback.extract_stack() if "test_sync" not in f.filename]
             where = frames[-1]
-            self.calls.append(f"{name} at {where.filename.split('/main/')[-1]}:{where.lineno}")
+            place = Path(where.filename).resolve()  # relative to the clone, wherever it is
+            shown = place.relative_to(ROOT) if place.is_relative_to(ROOT) else place
+            self.calls.append(f"{name} at {shown}:{where.lineno}")
             self.active = True
 
     def __enter__(self) -> SyncCounter:
