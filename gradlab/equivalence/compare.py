@@ -479,13 +479,18 @@ def _forward_draws(model: nn.Module, batch: PairedBatch) -> bool:
     """Whether the model's forward, in its own modes, draws random numbers (a functional
     ``F.dropout``, added noise, stochastic depth): one forward of two rows of each side on a
     copy, under ``no_grad``, inside a fork of the random state, which is compared before and
-    after it. The caller's state and model (BatchNorm statistics) are left unchanged."""
+    after it. The caller's state and model (BatchNorm statistics) are left unchanged. A
+    forward that fails on two rows in training mode tells nothing here (False): the steps
+    themselves report what they cannot run."""
     probe = copy.deepcopy(model)
     devices = _cuda_devices(model, batch)
     with torch.no_grad(), torch.random.fork_rng(devices=devices):
         before = [torch.get_rng_state(), *(torch.cuda.get_rng_state(d) for d in devices)]
-        for inputs in (batch.query_inputs, batch.candidate_inputs):
-            probe(inputs[:2])
+        try:
+            for inputs in (batch.query_inputs, batch.candidate_inputs):
+                probe(inputs[:2])
+        except (RuntimeError, ValueError, IndexError):
+            return False
         after = [torch.get_rng_state(), *(torch.cuda.get_rng_state(d) for d in devices)]
     return any(not torch.equal(a, b) for a, b in zip(before, after, strict=True))
 

@@ -237,3 +237,24 @@ def test_a_forward_that_draws_random_numbers_is_refused_in_several_processes(noi
     model.eval()  # nothing drawn in eval mode: the check goes on to start its processes
     with pytest.raises(_ChecksPassedError):
         compare_gradients(FullBatch(LOSS), AllGather(LOSS), model, batch, world_size=2)
+
+
+class _FixedBatch(nn.Module):
+    """A forward that takes only the whole batch's size (a reshape by it): two rows fail."""
+
+    def __init__(self, rows):
+        super().__init__()
+        self.linear, self.rows = nn.Linear(8, 4), rows
+
+    def forward(self, inputs):
+        if inputs.shape[0] not in (1, self.rows, self.rows // 2):  # the probe's row, a shard
+            raise RuntimeError(f"expected {self.rows} rows")
+        return self.linear(inputs)
+
+
+def test_a_forward_that_cannot_take_two_rows_is_not_refused_as_random(monkeypatch):
+    monkeypatch.setattr(torch.multiprocessing, "start_processes", _stop_at_the_processes)
+    _, batch = synthetic_problem(batch_size=B, seed=1)
+    model = _FixedBatch(B).double()
+    with pytest.raises(_ChecksPassedError):  # the random-draw probe tells nothing: no refusal
+        compare_gradients(FullBatch(LOSS), AllGather(LOSS), model, batch, world_size=2)
