@@ -42,6 +42,42 @@ from gradlab.functional.losses import LossRecord, SmoothAPForward
 from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS, RecordedColumnWeights
 from gradlab.losses import SoftmaxLogits
 
+_LANE_WORDS = 255
+"""Words of 8 flags one int64 lane sum may add: each of its 8 byte lanes stays below 256."""
+_PACKED_FROM = 1 << 17
+"""Masks of fewer entries take the byte sum: its temporary costs less than the packed sum's
+few extra small operations (about 13 us against 34 us at 112 x 112, one CPU thread)."""
+
+
+def _row_counts(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` int32: True entries per row of a ``[Q, C]`` bool mask.
+
+    A bool sum goes through int64, and a byte sum into int32 converts every entry first (a
+    ``[Q, C]`` int32 temporary: most of its cost at B = 1024). A contiguous row of ``C = 8 k``
+    flags is instead read as ``k`` int64 words of 8 bytes, each byte 0 or 1: summing words
+    sums the 8 byte lanes side by side, without carries while a lane adds at most 255 bytes
+    (chunks of 255 words), and the lanes of the sum add up to the row's count. About 10x
+    faster on a CPU at B = 1024; small or other masks take the byte sum.
+    """
+    rows, columns = mask.shape
+    if mask.numel() < _PACKED_FROM or not mask.is_contiguous() or columns % 8 or (
+        mask.data_ptr() % 8
+    ):
+        return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+    words = mask.view(torch.uint8).view(torch.int64)  # [Q, C / 8]
+    counts = None
+    for start in range(0, words.shape[1], _LANE_WORDS):
+        lanes = words[:, start:start + _LANE_WORDS].sum(dim=1)  # [Q] int64: 8 byte lanes
+        part = lanes.view(torch.uint8).view(rows, 8).sum(dim=1, dtype=torch.int32)
+        counts = part if counts is None else counts.add_(part)
+    return counts
+
+
+def _row_any(mask: torch.Tensor) -> torch.Tensor:
+    """``[Q]`` bool: rows with a True entry, as the largest byte (``any`` is ~50x slower on a
+    CPU at B = 1024)."""
+    return mask.view(torch.uint8).amax(dim=1) > 0
+
 
 @dataclass
 class ScoreCapture:
@@ -348,6 +384,43 @@ class BatchView:
         may drop more). Read from the objects only (no value)."""
         layout = self.__dict__.get("layout")
         return layout is not None and self._cache.get("labels layout") is layout
+
+    @property
+    def ranking_queries(self) -> torch.Tensor | None:
+        """``[Q]`` bool: the queries with both a positive and a negative among their
+        candidates (those with a ranking to learn); ``None`` without labels or positives.
+
+        Computed once per step for every quantity that asks (the degenerate-batch flag, the
+        gradient counts), on the device, from the layout when the step has built one (an
+        integration's layout may mask candidates out: counted), else from the labels or the
+        positive mask alone (no score matrix is built for it). Kept per source (the layout, the
+        labels or the mask it was read from), so a view whose masks change reads them again.
+        """
+        layout = self.__dict__.get("layout")
+        source = next((s for s in (layout, self.labels, self.positives) if s is not None), None)
+        kept = self._cache.get("ranking queries")
+        if kept is None or kept[0] is not source:  # the source itself kept: no id reused
+            kept = (source, None if source is None else self._ranking_queries(layout))
+            self._cache["ranking queries"] = kept
+        return kept[1]
+
+    def _ranking_queries(self, layout: RetrievalLayout | None) -> torch.Tensor:
+        """:attr:`ranking_queries` computed (a source exists)."""
+        if layout is not None:
+            positives = _row_counts(layout.positives)
+            mask, columns = layout.candidate_mask, layout.positives.shape[1]
+            if mask is None:
+                candidates = columns
+            elif self.every_candidate_but_the_query:
+                candidates = columns - 1
+            else:
+                candidates = _row_counts(mask)
+        elif self.labels is not None:
+            same = _row_counts(self.labels.unsqueeze(0) == self.labels.unsqueeze(1))
+            positives, candidates = same - 1, self.labels.shape[0] - 1  # the query left out
+        else:
+            positives, candidates = _row_counts(self.positives), self.positives.shape[1]
+        return (positives > 0) & (positives < candidates)
 
     @cached_property
     def compared(self) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor] | None:

@@ -26,7 +26,7 @@ from gradlab.functional.operating_region import operating_region_widths
 from gradlab.functional.tie_aware import tie_aware_ap_at_positives, tie_aware_ap_from_counts
 from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import BatchView
-from gradlab.monitor.quantity import Plot, Quantity, Values, _row_counts
+from gradlab.monitor.quantity import Plot, Quantity, Values
 from gradlab.monitor.schedules import Schedule
 from gradlab.validation import skip_value_checks
 
@@ -264,16 +264,7 @@ class GradientCounts(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         positives = batch.layout.positives
-        # A query ranks when it has a positive and a negative: in-batch every column but the
-        # query's own is a candidate (the layout's positives leave it out), cross-modal every
-        # one, unless a layout an integration set masks some out (counted, one pass).
-        mask = batch.layout.candidate_mask
-        if mask is None or batch.every_candidate_but_the_query:
-            candidates = positives.shape[1] - (1 if batch.labels is not None else 0)
-        else:
-            candidates = _row_counts(mask)
-        positive_count = _row_counts(positives)
-        ranks = (positive_count > 0) & (positive_count < candidates)
+        ranks = batch.ranking_queries  # a positive and a negative (BatchView, shared per step)
         defined = ranks.any()  # no query ranks: the loss has no gradient, the counts are NaN
         values: Values = {}
         for suffix, weighted in self.variants:
@@ -489,19 +480,10 @@ class DegenerateBatches(Quantity):
             values["degenerate_batches"] = torch.full(  # a kernel argument, not a copy
                 (), float(count), dtype=torch.float64, device=device
             )
-        if batch.labels is not None and "layout" in batch.__dict__:  # its mask, no new one
-            positives = _row_counts(batch.layout.positives)  # the query left out
-            negatives = batch.labels.shape[0] - 1 - positives
-        elif batch.labels is not None:
-            same = _row_counts(batch.labels.unsqueeze(0) == batch.labels.unsqueeze(1))
-            positives, negatives = same - 1, batch.labels.shape[0] - same
-        elif batch.positives is not None:
-            positives = _row_counts(batch.positives)
-            negatives = batch.positives.shape[1] - positives
-        else:
+        ranking = batch.ranking_queries  # shared with the gradient counts: computed once
+        if ranking is None:
             return values
-        signal = ((positives > 0) & (negatives > 0)).any()
-        values["degenerate_batch"] = (~signal).to(torch.float64)
+        values["degenerate_batch"] = (~ranking.any()).to(torch.float64)
         return values
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, _row_any, _row_counts  # noqa: F401 (re-exported)
 from gradlab.monitor.schedules import Schedule, every
 
 Values = dict[str, torch.Tensor]
@@ -81,43 +81,6 @@ class Plot:
     @property
     def keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self.series)
-
-
-_LANE_WORDS = 255
-"""Words of 8 flags one int64 lane sum may add: each of its 8 byte lanes stays below 256."""
-_PACKED_FROM = 1 << 17
-"""Masks of fewer entries take the byte sum: its temporary costs less than the packed sum's
-few extra small operations (about 13 us against 34 us at 112 x 112, one CPU thread)."""
-
-
-def _row_counts(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` int32: True entries per row of a ``[Q, C]`` bool mask.
-
-    A bool sum goes through int64, and a byte sum into int32 converts every entry first (a
-    ``[Q, C]`` int32 temporary: most of its cost at B = 1024). A contiguous row of ``C = 8 k``
-    flags is instead read as ``k`` int64 words of 8 bytes, each byte 0 or 1: summing words
-    sums the 8 byte lanes side by side, without carries while a lane adds at most 255 bytes
-    (chunks of 255 words), and the lanes of the sum add up to the row's count. About 10x
-    faster on a CPU at B = 1024; small or other masks take the byte sum.
-    """
-    rows, columns = mask.shape
-    if mask.numel() < _PACKED_FROM or not mask.is_contiguous() or columns % 8 or (
-        mask.data_ptr() % 8
-    ):
-        return mask.view(torch.uint8).sum(dim=1, dtype=torch.int32)
-    words = mask.view(torch.uint8).view(torch.int64)  # [Q, C / 8]
-    counts = None
-    for start in range(0, words.shape[1], _LANE_WORDS):
-        lanes = words[:, start:start + _LANE_WORDS].sum(dim=1)  # [Q] int64: 8 byte lanes
-        part = lanes.view(torch.uint8).view(rows, 8).sum(dim=1, dtype=torch.int32)
-        counts = part if counts is None else counts.add_(part)
-    return counts
-
-
-def _row_any(mask: torch.Tensor) -> torch.Tensor:
-    """``[Q]`` bool: rows with a True entry, as the largest byte (``any`` is ~50x slower on a
-    CPU at B = 1024)."""
-    return mask.view(torch.uint8).amax(dim=1) > 0
 
 
 class Quantity:
