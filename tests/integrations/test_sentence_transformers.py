@@ -124,7 +124,9 @@ def test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy(tm
     for first, second in zip(one.score_captures, stitched.score_captures, strict=True):
         assert second.scores.shape == (12, 12) and second.direction == first.direction
         torch.testing.assert_close(second.scores, first.scores, atol=1e-6, rtol=0)
-        torch.testing.assert_close(second.grad, first.grad, atol=1e-6, rtol=0)
+        # float32 gradients near 1, summed by mini-batch or at once: they differ by a few
+        # float32 ulps (1.07e-6 seen on an AMD EPYC), far below any error of the stitching
+        torch.testing.assert_close(second.grad, first.grad, atol=1e-5, rtol=0)
         assert torch.equal(second.positives, torch.eye(12, dtype=torch.bool))
     records = []
     for index, loss in enumerate((plain, cached)):
