@@ -244,6 +244,9 @@ class Monitor:
         :attr:`calls` counts them all. A ``torch.nn.Module`` loss comes back as a
         :class:`~gradlab.monitor.watched.WatchedLoss`, a module whose parameters are the loss's
         own (a loss with learnable weights, held by a model, is still trained and saved).
+        ``watch`` may be called again at every step (inside ``compute_loss``, say), with the
+        same loss or a new one of the same kind: the Monitor keeps one reading per kind of
+        loss, so the calls cost no memory and log what one watch before the loop logs.
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or ``inputs`` is not allowed.
@@ -375,7 +378,14 @@ class Monitor:
 
     def _explain_not_logged(self, adapter: LossAdapter) -> None:
         """Leave out, with the reason, each quantity that none of the watched losses can serve
-        (with several, a step logs what the loss read on that step can serve: :meth:`_record`)."""
+        (with several, a step logs what the loss read on that step can serve: :meth:`_record`).
+
+        A loss that serves exactly what an earlier one serves (the same loss watched again, as
+        when ``watch`` is called inside the training loop) changes nothing and is not kept:
+        the list stays as long as the number of different kinds of loss watched."""
+        served = [_why_not(adapter, quantity) for quantity in self.quantities]
+        if any(served == [_why_not(each, q) for q in self.quantities] for each in self._adapters):
+            return
         for name in self.not_logged:
             self.disabled.pop(name, None)
         self._adapters.append(adapter)

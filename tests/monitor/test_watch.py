@@ -239,3 +239,49 @@ def test_a_last_step_called_by_keywords_is_logged_at_close(tmp_path):
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 2]
     assert "loss" in records[1] and "embedding_grad_norm" not in records[1]
+
+
+@pytest.mark.parametrize("fresh_loss", [False, True], ids=["same_loss", "new_loss_each_call"])
+def test_watch_called_inside_the_loop_logs_as_one_watch_and_holds_nothing_per_call(
+    tmp_path, fresh_loss
+):
+    """A loop that calls ``monitor.watch(loss)`` at every step (the same loss object, or a loss
+    built at every step) logs what one watch before the loop logs, and the Monitor keeps no
+    state per call: its memory does not grow with the number of watch calls."""
+    import tracemalloc
+
+    generator = torch.Generator().manual_seed(3)
+    batches = [torch.randn(12, 5, generator=generator) for _ in range(4)]
+    labels = torch.arange(3).repeat_interleave(4)
+
+    def run(folder, inside):
+        loss_fn = gradlab.SmoothAPLoss(0.05)
+        with Monitor(tmp_path / folder, every=1) as monitor:
+            watched = monitor.watch(loss_fn)
+            for embeddings in batches:
+                if inside:
+                    watched = monitor.watch(gradlab.SmoothAPLoss(0.05) if fresh_loss else loss_fn)
+                watched(embeddings.clone().requires_grad_(), labels).backward()
+                monitor.step()
+            not_logged = dict(monitor.not_logged)
+        return read_jsonl(tmp_path / folder / "metrics.jsonl"), not_logged
+
+    assert run("inside", True) == run("once", False)
+
+    with Monitor(tmp_path / "memory", every=1) as monitor:
+        loss_fn = gradlab.SmoothAPLoss(0.05)
+
+        def watch_calls(count):
+            for _ in range(count):
+                monitor.watch(gradlab.SmoothAPLoss(0.05) if fresh_loss else loss_fn)
+
+        watch_calls(50)  # anything made once (caches, first adapters) is made by now
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            watch_calls(500)
+            grown = tracemalloc.get_traced_memory()[0] - before
+        finally:
+            tracemalloc.stop()
+    # one kept adapter per call would be 500 of them (about a kilobyte each)
+    assert grown < 50_000, grown
