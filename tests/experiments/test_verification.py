@@ -68,9 +68,12 @@ def test_more_trials_take_the_worst_and_another_seed_draws_other_cases(table):
     # one generator for the whole table: only the first section sees the same first trial
     first = next(iter(SECTIONS))
     more = SMOOTH_AP(torch.Generator().manual_seed(0), 2)
-    for key, error in table[first].items():
-        assert more[key] >= error, key
-    assert any(more[key] > error for key, error in table[first].items())
+    generator = torch.Generator().manual_seed(0)
+    one, two = SMOOTH_AP(generator, 1), SMOOTH_AP(generator, 1)  # trial 1, then trial 2
+    assert one == table[first]
+    # the worst of the two trials, key by key (whichever trial it comes from on this machine)
+    assert more == {key: max(one[key], two[key]) for key in one}
+    assert two != one  # the second trial draws another case
     assert gradient_error_table(trials=1) == table  # the report's default seed is 0
     other = _flat(gradient_error_table(seed=1, trials=1))
     assert all(other[key] != error for key, error in _flat(table).items() if key.endswith("fd"))
