@@ -119,6 +119,39 @@ HELP = {
 }  # fmt: skip
 
 
+# (command, argument) -> what its help must say in the middle: the layouts --data reads, what
+# the audit's options record and train, the folders and numbers a user relies on.
+HELP_SAYS = {
+    ("study", "NAME"): ["p-vs-batch-size: P against the batch size", "; losses: the ranking "
+                        "losses trained alike", "; anatomy: which pairs receive gradient"],
+    ("study", "--data"): ["(first half of the classes trains, second half tests), Stanford "
+                          "Online Products (Ebay_train.txt, Ebay_test.txt), or see --list-file"],
+    ("study", "--epochs"): ["(p-vs-batch-size: P averages the last)"],
+    ("study", "--render"): ["from the JSON an earlier run left in --out"],
+    ("report", "--workers"): ["the numbers are the same for any N"],
+    ("report", "--studies"): ["the bundled ones (its tables, verdicts and figures, rendered from "
+                              "its JSON; nothing is"],
+    ("audit", "--mutants"): ["(its hand-written slips and the sign/shift/factor/term/exponent/"
+                             "log/swap operators' mutants; killed = the check does not hold); "
+                             "records get mutant_results, mutants, mutant_operators, "
+                             "mutants_killed;"],
+    ("audit", "--measure"): ["(quick settings, trains small networks for about a minute), shown "
+                             "as context of the one empirical claim, which stays not testable "
+                             "here (it needs the authors' data); without it the miniature is "
+                             "recorded as not measured"],
+    ("plot", "--out"): ["figure folder (default: RUN_DIR/figures for one run, "],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("command", "argument"), list(HELP_SAYS))
+def test_each_help_says_what_its_readers_rely_on(command, argument, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "400")
+    code, out, _ = _run([command, "--help"], capsys)
+    assert code == 0
+    for phrase in HELP_SAYS[command, argument]:
+        assert phrase in _options_of(out)[argument], (argument, phrase)
+
+
 @pytest.mark.parametrize("command", list(HELP))
 def test_each_command_prints_its_help_with_every_option_and_its_default(
     command, capsys, monkeypatch
@@ -715,6 +748,14 @@ def test_plan_hands_on_its_options_and_prints_the_plan(capsys, plans):
     assert plans == [("contrastive", 24, 8, 3, "cpu", True)]
 
 
+def test_plan_takes_a_loss_spelled_with_dashes_as_check_equivalence_does(capsys, plans):
+    for spelled in ("smooth-ap", "smooth_ap"):
+        code, _, err = _run(["plan", "--loss", spelled, "--batch-size", "24", "--dim", "8",
+                             "--estimate"], capsys)  # fmt: skip
+        assert (code, err) == (0, "")
+    assert [call[0] for call in plans] == ["smooth_ap", "smooth_ap"]
+
+
 def test_plan_measures_on_the_device_that_is_here(capsys, plans, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     code, _, _ = _run(["plan", "--batch-size", "16", "--dim", "8"], capsys)
@@ -961,3 +1002,138 @@ def test_a_command_loads_only_the_names_it_offers(argv, capsys, monkeypatch):
     code, _, _ = _run(argv, capsys)
     assert code == 0
     assert [module for module in lazy if module in sys.modules] == []
+
+
+def _listing(path: Path, rows: list[str], header: str | None = None) -> Path:
+    path.write_text("".join(f"{row}\n" for row in ([header] if header else []) + rows))
+    return path
+
+
+NEEDS_TWO = "a batch needs two (a query needs a negative)"
+
+
+@pytest.mark.parametrize("layout", ["class-halves", "list-files", "online-products"])
+def test_a_training_split_of_one_class_is_refused_with_the_layout_s_hint(
+    tmp_path, capsys, studies, layout
+):
+    # Two class folders: the class-halves layout trains on one of them; the list files and
+    # Stanford Online Products' listings name their own split, so the hint does not apply.
+    data = _class_folders(tmp_path / "two", classes=2)
+    extra, named = [], "class_000"
+    if layout == "list-files":
+        train = _listing(tmp_path / "train.txt", [f"class_000/{k}.png 0" for k in range(4)])
+        test = _listing(tmp_path / "test.txt", [f"class_001/{k}.png 1" for k in range(4)])
+        extra, named = ["--list-file", str(train), "--test-list-file", str(test)], "0"
+    elif layout == "online-products":
+        header = "image_id class_id super_class_id path"
+        for split, label in (("train", 0), ("test", 1)):
+            _listing(data / f"Ebay_{split}.txt",
+                     [f"{4 * label + k + 1} {label + 1} 1 class_00{label}/{k}.png"
+                      for k in range(4)], header)  # fmt: skip
+        named = "1"  # the listing's class id
+    code, stdout, err = _run(["study", "losses", "--data", str(data), "--out",
+                              str(tmp_path / "o"), "--batch-sizes", "8", *extra],
+                             capsys)  # fmt: skip
+    hint = ("; that split is half of the class folders: --data needs four or more"
+            if layout == "class-halves" else "")  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert err == (f"gradlab: the train split of --data {str(data)!r} holds 1 class ({named}); "
+                   f"{NEEDS_TWO}{hint}\n")  # fmt: skip
+
+
+def test_a_split_left_without_classes_names_none_and_the_classes_left_out(
+    tmp_path, capsys, studies
+):
+    data = _class_folders(tmp_path / "short", classes=4, per_class=3)  # trains on 2 classes
+    code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--out",
+                         str(tmp_path / "o"), "--batch-sizes", "8"], capsys)  # fmt: skip
+    assert (code, studies) == (2, [])
+    assert err == (f"gradlab: the train split of --data {str(data)!r} holds 0 class(es) with 4 "
+                   f"or more images (none); {NEEDS_TWO} and takes 4 distinct images of each; 2 "
+                   "class(es) with fewer left out: 'class_000' has 3, 'class_001' has 3\n")
+
+
+def test_two_classes_left_after_leaving_one_out_are_studied_and_bound_the_batch(
+    tmp_path, capsys, studies
+):
+    data = _class_folders(tmp_path / "six", classes=6)  # trains on class_000 .. class_002
+    (data / "class_001" / "0.png").unlink()  # 3 images: left out, two classes remain
+    out = tmp_path / "o"
+    code, _, err = _run(["study", "losses", "--data", str(data), "--out", str(out),
+                         "--batch-sizes", "16"], capsys)  # fmt: skip
+    assert (code, studies) == (2, [])
+    assert err == (f"gradlab: --batch-sizes must be at most 4 x 2 classes = 8 for the train split "
+                   f"of --data {str(data)!r} (the classes with 4 or more images; 1 class with "
+                   "fewer was left out: 'class_001' has 3); got 16\n")
+    code, _, _ = _run(["study", "losses", "--data", str(data), "--out", str(out),
+                       "--batch-sizes", "8"], capsys)  # fmt: skip
+    assert code == 0 and [call[0] for call in studies] == ["losses", "pages"]
+
+
+def test_a_refused_default_lists_every_default_batch_size(
+    tmp_path, capsys, studies, monkeypatch
+):
+    _trend(monkeypatch, {})
+    code, _, _ = _run(["study", "p-vs-batch-size", "--data", str(tmp_path), "--out",
+                       str(tmp_path / "ran")], capsys)  # fmt: skip
+    defaults = studies[0][2]["batch_sizes"]  # what the study runs when none is typed
+    assert code == 0 and len(defaults) > 1
+    data = _class_folders(tmp_path / "four", classes=4)
+    code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--out",
+                         str(tmp_path / "o")], capsys)  # fmt: skip
+    assert code == 2
+    assert err.endswith(f"(the default --batch-sizes {','.join(map(str, defaults))} of gradlab "
+                        "study p-vs-batch-size: pass --batch-sizes)\n"), err
+
+
+def test_the_p_study_reads_the_split_it_is_given(tmp_path, capsys, studies, monkeypatch):
+    _trend(monkeypatch, {})
+    data = _class_folders(tmp_path / "two", classes=2)  # class_000 trains, class_001 tests
+    code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--split", "test",
+                         "--out", str(tmp_path / "o"), "--batch-sizes", "8"], capsys)  # fmt: skip
+    assert (code, studies) == (2, [])
+    assert err.startswith(f"gradlab: the test split of --data {str(data)!r} holds 1 class "
+                          "(class_001); "), err
+
+
+@pytest.mark.parametrize("case", ["data", "list", "test_list", "test_list_alone", "same_list",
+                                  "render_with_data"])  # fmt: skip
+def test_a_study_s_paths_are_refused_naming_the_option_and_the_path(
+    tmp_path, capsys, studies, case
+):
+    data, missing = tmp_path, tmp_path / "nowhere.txt"
+    train = _listing(tmp_path / "train.txt", [f"class_000/{k}.png 0" for k in range(4)])
+    options = {
+        "data": ["--data", str(missing)],
+        "list": ["--data", str(data), "--list-file", str(missing)],
+        "test_list": ["--data", str(data), "--list-file", str(train), "--test-list-file",
+                      str(missing)],
+        "test_list_alone": ["--data", str(data), "--test-list-file", str(train)],
+        "same_list": ["--data", str(data), "--list-file", str(train), "--test-list-file",
+                      str(train)],
+        "render_with_data": ["--render", "--data", str(data)],
+    }[case]  # fmt: skip
+    expected = {
+        "data": f"--data must be an existing folder of images; {str(missing)!r} is not",
+        "list": f"--list-file must be an existing file; {str(missing)!r} is not",
+        "test_list": f"--test-list-file must be an existing file; {str(missing)!r} is not",
+        "test_list_alone": "--test-list-file applies only with --list-file (the training "
+                           f"images' 'path label' file); got --test-list-file '{train}' without "
+                           "--list-file",
+        "same_list": "--test-list-file must name other images than --list-file; both are "
+                     f"{str(train)!r}",
+        "render_with_data": "--data does not apply with --render (it redraws the study saved in "
+                            f"--out); got --data {str(data)!r}",
+    }[case]  # fmt: skip
+    code, stdout, err = _run(["study", "losses", "--out", str(tmp_path / "o"), *options], capsys)
+    assert (code, stdout, studies) == (2, "", [])
+    assert err == f"gradlab: {expected}\n"
+
+
+def test_an_unknown_study_is_refused_by_name_listing_the_studies(tmp_path, capsys, studies):
+    code, stdout, err = _run(["study", "bananas", "--data", str(tmp_path), "--out",
+                              str(tmp_path / "o")], capsys)  # fmt: skip
+    assert (code, stdout, studies) == (2, "", [])
+    assert "invalid choice: 'bananas' (choose from " in err
+    for name in ("p-vs-batch-size", "losses", "anatomy"):
+        assert repr(name) in err.split("choose from", 1)[1], err
