@@ -339,7 +339,9 @@ STUDY_TESTS = {
     "report/findings": ["tests/report/test_findings_text.py", "tests/report/test_findings.py",
                         "tests/report/test_headline_findings.py"],
     "experiments/planner": ["tests/experiments/test_plan_results.py",
-                            "tests/experiments/test_planner.py"],
+                            "tests/experiments/test_planner.py",
+                            # the CUDA branch with a stand-in torch.cuda, on any machine
+                            "tests/experiments/test_plan_devices.py"],
     "report/figure_tables": ["tests/report/test_figure_tables.py"],
     "experiments/loss_comparison": [
         "tests/experiments/test_loss_selection.py",
