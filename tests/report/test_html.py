@@ -84,6 +84,16 @@ def test_a_table_renders_its_header_and_rows_never_the_separator(tmp_path):
     assert "---" not in page
 
 
+def test_a_table_without_spaces_at_its_pipes_keeps_every_cell_whole(tmp_path):
+    # only the row's outer pipes go: a cell's own first or last letters (X here) stay
+    text = "\n".join(["|X|mode|", "|-|-|", "|Xi|maX|", "|XX|X|"])
+    page = _page(tmp_path, text)
+    table = re.search(r"<table>(.*?)</table>", page).group(1)
+    assert re.findall(r"<th>([^<]*)</th>", table) == ["X", "mode"]
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    assert [re.findall(r"<td>([^<]*)</td>", row) for row in rows] == [["Xi", "maX"], ["XX", "X"]]
+
+
 def _within_a_minute(markdown, root):
     """The page, or an AssertionError if it is not done in a minute (it used to loop forever)."""
     pages = []
