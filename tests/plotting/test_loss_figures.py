@@ -11,7 +11,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.markers import MarkerStyle
 
 import gradlab.plotting.losses as module
-from tests.helpers.figure_layout import captured_figures
+from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
 @pytest.fixture
@@ -128,3 +128,23 @@ def test_the_cost_figure_draws_one_line_per_loss_in_milliseconds_with_its_fitted
     assert [t.get_text() for t in axis.get_legend().get_texts()] == [
         line.get_label() for line in lines
     ]
+
+
+def test_the_cost_figure_of_four_losses_up_to_m_4096_reads_well_on_the_report_page(figures):
+    # the benchmark's shape: four AP losses at M = 56 ... 4096 (4 per class), each time a power
+    # of M, the claims as the papers state them; the legend must stay off the lines
+    orders = {"SmoothAP": 1.96, "FastAP": 2.51, "BlackboxAP": 2.08, "FAPPY": 2.40}
+    sizes = [56, 112, 224, 448, 896, 1792, 4096]
+    result = {
+        "fitted_order": orders,
+        "claimed": {"SmoothAP": "O(M^2) per query", "FastAP": "O(M L) per query",
+                    "BlackboxAP": "O(n log n) per query", "FAPPY": "not stated"},
+        "timings": [{"loss": name, "batch_size": m, "median_seconds": 2e-3 * (m / 56) ** order}
+                    for m in sizes for name, order in orders.items()],
+        "machine": {"device": "cpu"},
+        "dims": 512,
+    }  # fmt: skip
+    module.plot_loss_cost(result, "c.png")
+    (figure,) = figures
+    assert layout_problems(figure) == []
+    assert len(figure.axes[0].get_lines()) == 4
