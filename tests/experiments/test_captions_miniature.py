@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 
 import numpy as np
 import pytest
@@ -249,3 +250,93 @@ def test_a_short_run_is_the_protocol_run_by_hand():
     _each_loss_starts_from_the_same_network_on_the_same_batch(run, by_hand)
     _smoothaps_gradient_counts_are_read_from_the_first_step_in_both_directions(run, by_hand)
     _recall_is_read_on_the_held_out_images_against_each_distinct_caption(run, by_hand)
+
+
+def _first_batch_scores():
+    """The scores of the first training batch under the shared initialization, as the
+    docstring's protocol makes them (see ``_by_hand``)."""
+    digits = load_digits_split(seen_classes=tuple(range(10)))
+    images, labels = digits.train_images, digits.train_labels
+    held = torch.arange(len(labels)) % 5 == 0
+    tokens, vocabulary = study.caption_tokens()
+    torch.manual_seed(0)
+    image_encoder = study.ImageEncoder(images[~held])
+    caption_encoder = study.CaptionEncoder(len(vocabulary))
+    generator = torch.Generator().manual_seed(1)
+    members = [torch.nonzero(labels[~held] == d).flatten() for d in range(10)]
+    first = torch.stack([m[torch.randint(len(m), (1,), generator=generator)][0] for m in members])
+    batch = torch.nonzero(~held).flatten()[first]
+    with torch.no_grad():
+        return (image_encoder(images[batch]) @ caption_encoder(tokens.reshape(50, -1)).T).double()
+
+
+def test_the_gradient_counts_use_the_temperature_asked_every_tenth_step():
+    # at tau = 1e-4 few entries are inside SmoothAP's window: some image queries carry no
+    # gradient at step 0 (a share neither 0 nor 1), and most caption queries
+    tau = 1e-4
+    run = study.caption_miniature(steps=12, tau=tau)
+    assert set(run) == {"steps", "batch", "losses"} and run["steps"] == 12
+    scores = _first_batch_scores()
+    positives = torch.eye(10, dtype=torch.bool).repeat_interleave(5, dim=1)
+    forward = gradient_counts(scores, positives, tau)
+    backward = gradient_counts(scores.T.contiguous(), positives.T.contiguous(), tau)
+    assert 0 < forward.queries_without_gradient < 10
+    for name, result in run["losses"].items():
+        counts = result["gradient_counts"]
+        assert [c["step"] for c in counts] == [0, 10], name  # steps 0..11, every 10th
+        assert counts[0] == pytest.approx({
+            "step": 0,
+            "i2t_share_without_gradient": forward.queries_without_gradient / 10,
+            "t2i_share_without_gradient": backward.queries_without_gradient / 50,
+            "i2t_mean_count": forward.per_query.double().mean().item(),
+            "t2i_mean_count": backward.per_query.double().mean().item(),
+        }), name  # fmt: skip
+
+
+class _StandInDevice:
+    """Tensor.to and Module.to that keep what is sent to ``cuda:1`` on the CPU and say so."""
+
+    def __init__(self, monkeypatch):
+        self.tensors, self.modules = [], []
+        tensor_to, module_to = torch.Tensor.to, torch.nn.Module.to
+
+        def target(args, kwargs):
+            device = kwargs.get("device", args[0] if args else None)
+            return str(device) if isinstance(device, (str, torch.device)) else None
+
+        def to_tensor(tensor, *args, **kwargs):
+            if target(args, kwargs) == "cuda:1":
+                self.tensors.append((tuple(tensor.shape), tensor.dtype))
+                return tensor
+            return tensor_to(tensor, *args, **kwargs)
+
+        def to_module(module, *args, **kwargs):
+            if target(args, kwargs) == "cuda:1":
+                self.modules.append(type(module).__name__)
+                return module
+            return module_to(module, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, "to", to_tensor)
+        monkeypatch.setattr(torch.nn.Module, "to", to_module)
+
+
+def test_the_networks_and_every_tensor_they_read_go_to_the_device_asked(monkeypatch):
+    from collections import Counter
+
+    device = _StandInDevice(monkeypatch)
+    steps = 2
+    run = study.caption_miniature(steps=steps, device="cuda:1")
+    digits = load_digits_split(seen_classes=tuple(range(10)))
+    count, pixels = digits.train_images.shape
+    held_out = len(range(0, count, 5))  # every 5th image
+    trained = len(study.LOSSES) * steps  # batches, over the three losses
+    assert device.modules == ["ImageEncoder", "CaptionEncoder"]
+    assert Counter(device.tensors) == {
+        ((held_out, pixels), torch.float32): 1,  # the held-out images
+        ((50, 7), torch.int64): 1 + trained,  # the caption gallery, then each batch's captions
+        ((10, 50), torch.bool): 1,  # which captions are each image's
+        ((10, pixels), torch.float32): trained,  # each batch's images
+    }
+    # what the results say a batch holds: the images and captions per image fed each step
+    shown = re.fullmatch(r"(\d+) images of distinct digits x (\d+) captions", run["batch"])
+    assert shown and (int(shown[1]), int(shown[2])) == (10, 50 // 10)
