@@ -16,7 +16,7 @@ The Monitor names no quantity: it asks them. A quantity declares what it needs
 provides; one whose needs cannot be met is left out, the reason in the header (``not_logged``).
 Off schedule, ``watch`` only calls the loss and ``step`` only counts. On a logged step the
 watched call keeps the batch (detached) and hooks the gradients to read them; ``step`` computes
-the due quantities under ``torch.no_grad()`` on the batch's device (each shared value once:
+the due quantities under ``torch.inference_mode()`` on the batch's device (each shared value once:
 :class:`~gradlab.monitor.batch.BatchView` caches them), moves the scalars to the host once and
 writes one record. Run folders: :mod:`~gradlab.monitor.run_folder`; ``torch.distributed``:
 :mod:`~gradlab.monitor.distributed`.
@@ -531,7 +531,7 @@ class Monitor:
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
         # No value is read back while computing (skip_value_checks); the stacked scalars cross
         # to the host once, in _transfer.
-        with torch.no_grad(), skip_value_checks():
+        with torch.inference_mode(), skip_value_checks():
             for quantity in due:
                 try:
                     computed.append((quantity, quantity.compute(batch)))
@@ -542,7 +542,7 @@ class Monitor:
         if not is_rank_zero():
             return None
         record: dict = {"step": step}
-        with torch.no_grad():
+        with torch.inference_mode():
             record.update(self._transfer(step, batch, computed))
         self._open(batch.embeddings.device, first_step=self._first_step)
         self.folder.write(record)

@@ -1,8 +1,8 @@
 """One small class per logged quantity (cockpit's call chain: track -> should_compute -> compute).
 
 A quantity declares its schedule; :meth:`Quantity.compute` receives a :class:`BatchView` under
-``torch.no_grad()`` on the embeddings' device and returns 0-d tensors keyed by name; the monitor
-stacks every value of a step and moves them to the host once. All math is a call into
+``torch.inference_mode()`` on the embeddings' device and returns 0-d tensors keyed by name; the
+monitor stacks every value of a step and moves them to the host once. All math is a call into
 :mod:`gradlab.functional`.
 
 No quantity reads a value back to the host (no ``.item()``, ``bool()``, masked indexing or
