@@ -9,6 +9,7 @@ The sizes come from the public ``batch_size_settings`` and ``dynamics_settings``
 from __future__ import annotations
 
 import copy
+import inspect
 import itertools
 import math
 
@@ -20,18 +21,21 @@ from gradlab.data import ClassBalancedBatches, load_digits_split
 from gradlab.experiments import operating_region as study
 from gradlab.functional import decomposition_norms, in_batch_decomposition
 from gradlab.models import EmbeddingMLP
+from gradlab.progress import progress
 from gradlab.training import embed, train_embedding
 from tests.reference.batch_proportion_loops import cosine_scores, entry_shares
 from tests.reference.operating_region_loops import gradient_count
 
-SIZES = {"epochs": 2, "fixed": [16, 32], "trained": [16, 32], "draws": 3}
+SIZES = {"epochs": 2, "fixed": [16, 24, 32], "trained": [16, 32], "draws": 3}
+ALL_DIGITS = 1797  # scikit-learn's digits: the fixed models' uniform batches permute them all
 DYNAMICS = {"epochs": 1, "per_class": 4, "classes_per_batch": 4}
 TAU, EPS = 0.02, 0.004
 SHARES = ("p_seed_definition", "p_off_diagonal", "p_query_column", "p_without_query")
 
 
 def _watch(patch) -> dict:
-    seen: dict[str, list] = {"samplers": [], "embeds": [], "trainings": []}
+    seen: dict[str, list] = {"samplers": [], "embeds": [], "trainings": [], "bars": [],
+                             "permutations": []}  # fmt: skip
 
     class Watched(ClassBalancedBatches):
         def __init__(self, labels, per_class, classes_per_batch=None, seed=0):
@@ -64,18 +68,39 @@ def _watch(patch) -> dict:
         seen["trainings"].append(record)
         return train_embedding(model, images, labels, loss_fn, on_step=step, **options)
 
+    def watched_progress(iterable=None, **options):
+        seen["bars"].append(options["desc"])
+        return progress(iterable, **options)
+
+    randperm = torch.randperm  # the unwatched one, for the watch to call
+
+    def watched_randperm(n, *args, **kwargs):
+        permutation = randperm(n, *args, **kwargs)
+        if n == ALL_DIGITS:
+            seen["permutations"].append(permutation.clone())
+        return permutation
+
     patch.setattr(study, "ClassBalancedBatches", Watched)
     patch.setattr(study, "embed", watched_embed)
+    patch.setattr(study, "progress", watched_progress)
+    patch.setattr(torch, "randperm", watched_randperm)
     patch.setattr(study, "train_embedding", watched_training)
     return seen
 
 
 @pytest.fixture(scope="module")
 def batch_size_run():
+    asked = []
+
+    def settings(quick):
+        asked.append(quick)
+        return copy.deepcopy(SIZES)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(study, "batch_size_settings", lambda quick: copy.deepcopy(SIZES))
+        patch.setattr(study, "batch_size_settings", settings)
         seen = _watch(patch)
         result = study.p_against_batch_size(quick=True, tau=TAU, eps=EPS)
+    seen["settings_asked"] = asked
     return result, seen
 
 
@@ -207,23 +232,61 @@ def _change_words(rows, key):
 
 def _the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
     result, _ = batch_size_run
-    text = result["conclusion"]
+    parts = []
     for name in ("untrained_uniform", "trained_uniform"):
         rows = result["fixed_model"][name]
         gap = max(abs(r["p_seed_definition"] - r["sampling_only_prediction"]) for r in rows)
         model = name.split("_")[0]
-        assert (f"Fixed {model} model, uniform batches: the paper's P "
-                f"{_change_words(rows, 'p_seed_definition')}, while P over pairs of two other "
-                f"candidates {_change_words(rows, 'p_without_query')}; the shares of the diagonal"
-                f" and of the query's own column predict the paper's P to within {gap:.3f} at "
-                "every size.") in text  # fmt: skip
+        parts.append(f"Fixed {model} model, uniform batches: the paper's P "
+                     f"{_change_words(rows, 'p_seed_definition')}, while P over pairs of two "
+                     f"other candidates {_change_words(rows, 'p_without_query')}; the shares of "
+                     "the diagonal and of the query's own column predict the paper's P to within "
+                     f"{gap:.3f} at every size.")  # fmt: skip
     balanced = result["fixed_model"]["trained_class_balanced"]
-    assert (f"class-balanced batches (8 classes of m/8): P over pairs of two other candidates "
-            f"{_change_words(balanced, 'p_without_query')}.") in text  # fmt: skip
+    parts.append("Fixed trained model, class-balanced batches (8 classes of m/8): P over pairs of "
+                 f"two other candidates {_change_words(balanced, 'p_without_query')}.")  # fmt: skip
     trained = result["trained_per_batch_size"]
-    assert (f"the paper's P {_change_words(trained, 'p_seed_definition')} and P over pairs of "
-            f"two other candidates {_change_words(trained, 'p_without_query')}; the score spread "
-            f"{_change_words(trained, 'score_spread')}.") in text  # fmt: skip
+    parts.append("One model trained per batch size (same epochs, same initialization): the "
+                 f"paper's P {_change_words(trained, 'p_seed_definition')} and P over pairs of "
+                 f"two other candidates {_change_words(trained, 'p_without_query')}; the score "
+                 f"spread {_change_words(trained, 'score_spread')}.")  # fmt: skip
+    # what the numbers mean, said after them: the diagonal and the self-score move P with m
+    parts.append("At a fixed model, a larger batch does not hold a larger proportion of close "
+                 "pairs: what moves with m is the weight of the diagonal and of the query's "
+                 "self-score (exactly 1), which Eq. 1 counts. Any further dependence on m must "
+                 "come from what training at that batch size does to the scores.")  # fmt: skip
+    assert result["conclusion"] == " ".join(parts)
+
+
+def _uniform_rows_are_loops_over_batches_both_models_share(batch_size_run):
+    """Uniform batches are m distinct digits of all 1797 (the first m of a permutation); the
+    untrained and the trained model are measured on the same batches, so that their rows
+    differ by the model alone."""
+    result, seen = batch_size_run
+    per_model = len(SIZES["fixed"]) * SIZES["draws"]
+    permutations = seen["permutations"]
+    assert len(permutations) == 2 * per_model
+    for first, second in zip(permutations[:per_model], permutations[per_model:], strict=True):
+        assert torch.equal(first, second)
+    untrained, trained = seen["embeds"][:2]
+    for name, embedded in (("untrained", untrained), ("trained", trained)):
+        rows = result["fixed_model"][f"{name}_uniform"]
+        for k, (row, m) in enumerate(zip(rows, SIZES["fixed"], strict=True)):
+            drawn = permutations[k * SIZES["draws"] : (k + 1) * SIZES["draws"]]
+            batches = [permutation[:m] for permutation in drawn]
+            expected = _loop_means(embedded["embeddings"], batches)
+            assert {key: row[key] for key in SHARES} == pytest.approx(expected, abs=1e-9)
+
+
+def _the_study_runs_its_quick_settings_under_labelled_progress_bars(batch_size_run):
+    _, seen = batch_size_run
+    assert seen["settings_asked"] == [True]
+    fixed = [
+        f"P vs m (10 digit classes), fixed model, {sampling}"
+        for _ in ("untrained", "trained")
+        for sampling in ("uniform", "class_balanced")
+    ]
+    assert seen["bars"] == [*fixed, "P vs m (10 digit classes), trained per m"]
 
 
 @pytest.mark.slow
@@ -319,3 +382,141 @@ def test_p_against_batch_size_at_tiny_sizes_reports_what_it_ran(batch_size_run):
     _uniform_rows_split_p_into_diagonal_column_and_pairs(batch_size_run)
     _trained_rows_average_the_last_epoch_and_measure_the_score_spread(batch_size_run)
     _the_conclusion_words_each_trend_from_its_numbers(batch_size_run)
+    _uniform_rows_are_loops_over_batches_both_models_share(batch_size_run)
+    _the_study_runs_its_quick_settings_under_labelled_progress_bars(batch_size_run)
+
+
+def test_the_studies_default_to_the_full_run_and_the_papers_tau_and_eps():
+    # Brown et al. (2020), supplementary Sec. 3: tau = 0.01, eps = 0.005
+    for function in (study.p_against_batch_size, study.training_dynamics):
+        defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()}
+        assert defaults == {"quick": False, "tau": 0.01, "eps": 0.005}, function.__name__
+
+
+@pytest.mark.slow
+def test_one_draw_per_size_reports_that_batchs_shares():
+    sizes = {"epochs": 1, "fixed": [16], "trained": [16], "draws": 1}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "batch_size_settings", lambda quick: copy.deepcopy(sizes))
+        seen = _watch(patch)
+        result = study.p_against_batch_size(quick=True, tau=TAU, eps=EPS)
+    untrained = seen["embeds"][0]["embeddings"]
+    (row,) = result["fixed_model"]["untrained_uniform"]
+    (permutation, _) = seen["permutations"]  # one draw per model, the same one
+    expected = entry_shares(untrained[permutation[:16]].tolist(), TAU, EPS)
+    assert row["batches"] == 1
+    assert {key: row[key] for key in SHARES} == pytest.approx(expected, abs=1e-9)
+
+
+def test_the_simulation_at_the_widest_spread_leaves_the_diagonal_out():
+    """At spread 1 the proportion over the 255 x 256 off-diagonal entries is erf(w / 2); the
+    256 diagonal entries (always inside) would add (1 - P) / 256, about 0.0037. Over 40 seeds
+    the simulated value's error there has a standard deviation of 0.0003 (tau = 0.005) and
+    0.0004 (tau = 0.01); at tau = 0.05 it is 0.001, too close to tell, so that curve is left
+    to the looser test."""
+    results = study.closed_form_curves()
+    for tau in ("0.005", "0.01"):
+        spread, measured = results["simulated_proportion"][tau][-1]
+        assert spread == pytest.approx(1.0)
+        width = _width_by_root(float(tau), 0.005)
+        assert measured == pytest.approx(math.erf(width / 2), abs=0.0018), tau
+
+
+def _dynamics_over(batches, tau, eps, quick):
+    """training_dynamics with its training stood in by hand-made batches (embeddings, labels)
+    handed to its per-step record; returns the history and the training options it asked."""
+    asked = {}
+
+    def stand_in(model, images, labels, loss_fn, **options):
+        asked.update(options, tau=loss_fn.tau)
+        for step, (embeddings, batch_labels) in enumerate(batches):
+            options["on_step"](step, embeddings, batch_labels, 0.25 * step)
+        return [0.25 * step for step in range(len(batches))]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "train_embedding", stand_in)
+        result = study.training_dynamics(quick=quick, tau=tau, eps=eps)
+    return result, asked
+
+
+def _share_without(counts, labels):
+    """Share of the queries with a positive whose count is 0 (0 when no query has one)."""
+    with_positive = [
+        q
+        for q in range(len(labels))
+        if any(labels[j] == labels[q] for j in range(len(labels)) if j != q)
+    ]
+    if not with_positive:
+        return 0.0
+    return sum(counts[q] == 0 for q in with_positive) / len(with_positive)
+
+
+def _check_against_loops(record, embeddings, labels, tau, eps):
+    m = len(labels)
+    shares = entry_shares(embeddings.tolist(), tau, eps)
+    keys = SHARES if m > 1 else ("p_seed_definition", "p_off_diagonal", "p_without_query")
+    expected = {key: shares[key] for key in keys}  # one item: no column pair (the study says 0)
+    assert {key: record[key] for key in keys} == pytest.approx(expected, abs=1e-12, nan_ok=True)
+    score = cosine_scores(embeddings.double().tolist())
+    counts, weighted = [], []
+    for q in range(m):
+        others = [j for j in range(m) if j != q]
+        row = [score[q][j] for j in others]
+        positives = [labels[j] == labels[q] for j in others]
+        counts.append(gradient_count(row, positives, tau, eps, False))
+        weighted.append(gradient_count(row, positives, tau, eps, True))
+    assert record["mean_gradient_count"] == pytest.approx(sum(counts) / m, abs=1e-12)
+    assert record["share_without_gradient"] == pytest.approx(_share_without(counts, labels))
+    assert record["share_without_weighted_gradient"] == pytest.approx(
+        _share_without(weighted, labels)
+    )
+
+
+def _on_circle(angles):
+    return torch.tensor([[math.cos(a), math.sin(a)] for a in angles], dtype=torch.float32)
+
+
+def test_the_dynamics_of_hand_made_batches_match_loops():
+    """One query alone, three items (the first size with pairs of two other candidates), and
+    batches where a positive's slope clears eps only before the weighting by its rank, where
+    one has no candidate in reach but the query, and where no query has a positive."""
+    tau, eps = 0.1, 1.0  # width about 0.21 in score
+    generator = torch.Generator().manual_seed(3)
+    batches = [
+        (torch.randn(1, 4, generator=generator), [0]),
+        (torch.randn(3, 4, generator=generator), [0, 0, 1]),
+        # query 0: its positive (angle 0.5) sits among higher-scoring negatives
+        (_on_circle([0.0, 0.5, 0.1, 0.15, 0.45, 2.0]), [0, 0, 1, 2, 3, 3]),
+        (_on_circle([0.0, 1.0, 2.0, 3.0, 0.02, 2.5]), [0, 0, 1, 1, 2, 3]),
+        # the positive pair is each other's only close item: no candidate (the query itself
+        # is none) within reach of either positive
+        (_on_circle([0.0, 0.05, 1.5, 2.5]), [0, 0, 1, 2]),
+        (_on_circle([0.0, 0.4, 0.8, 1.2]), [0, 1, 2, 3]),
+    ]
+    batches = [(embeddings, torch.tensor(labels)) for embeddings, labels in batches]
+    result, asked = _dynamics_over(batches, tau, eps, quick=True)
+    assert [h["step"] for h in result["history"]] == list(range(len(batches)))
+    for record, (embeddings, labels) in zip(result["history"], batches, strict=True):
+        _check_against_loops(record, embeddings, labels.tolist(), tau, eps)
+    assert record["share_without_gradient"] == 0.0  # the last batch: no query has a positive
+    assert math.isnan(result["history"][0]["p_without_query"])  # one item: no pair at all
+    quick = study.dynamics_settings(True)
+    assert asked["epochs"] == quick["epochs"] and asked["tau"] == tau
+    assert (asked["per_class"], asked["classes_per_batch"]) == (
+        quick["per_class"],
+        quick["classes_per_batch"],
+    )
+    assert asked["progress"] == "SmoothAP training dynamics"
+
+
+def test_an_empty_operating_region_holds_no_pair_not_even_a_duplicate():
+    """eps * tau >= 1/4: no slope exceeds eps, so no entry is inside, even the pair of an item
+    with its duplicate (score difference exactly 0)."""
+    tau, eps = 1.0, 0.5
+    embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    labels = torch.tensor([0, 0, 1, 2])
+    result, asked = _dynamics_over([(embeddings, labels)], tau, eps, quick=False)
+    (record,) = result["history"]
+    _check_against_loops(record, embeddings, labels.tolist(), tau, eps)
+    assert record["p_query_column"] == 0.0 and record["p_off_diagonal"] == 0.0
+    assert asked["epochs"] == study.dynamics_settings(False)["epochs"]
