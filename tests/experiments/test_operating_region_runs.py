@@ -9,7 +9,6 @@ The sizes come from the public ``batch_size_settings`` and ``dynamics_settings``
 from __future__ import annotations
 
 import copy
-import inspect
 import itertools
 import math
 
@@ -386,11 +385,42 @@ def test_p_against_batch_size_at_tiny_sizes_reports_what_it_ran(batch_size_run):
     _the_study_runs_its_quick_settings_under_labelled_progress_bars(batch_size_run)
 
 
-def test_the_studies_default_to_the_full_run_and_the_papers_tau_and_eps():
-    # Brown et al. (2020), supplementary Sec. 3: tau = 0.01, eps = 0.005
-    for function in (study.p_against_batch_size, study.training_dynamics):
-        defaults = {name: p.default for name, p in inspect.signature(function).parameters.items()}
-        assert defaults == {"quick": False, "tau": 0.01, "eps": 0.005}, function.__name__
+@pytest.mark.slow  # seconds: all 1797 digits embedded twice
+def test_p_against_batch_size_defaults_to_the_full_run_and_the_papers_tau_and_eps():
+    """Brown et al. (2020), supplementary Sec. 3: tau = 0.01, eps = 0.005. Called without
+    arguments, with its training stood in by one step of stand-in embeddings (no network
+    trained) and one tiny size."""
+    asked, taus = [], []
+    sizes = {"epochs": 1, "fixed": [8], "trained": [8], "draws": 1}
+
+    def settings(quick):
+        asked.append(quick)
+        return copy.deepcopy(sizes)
+
+    def stand_in(model, images, labels, loss_fn, **options):
+        taus.append(loss_fn.tau)
+        if "on_step" in options:
+            embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+            options["on_step"](0, embeddings, labels[:8], 0.0)
+        return [0.0]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(study, "batch_size_settings", settings)
+        patch.setattr(study, "train_embedding", stand_in)
+        result = study.p_against_batch_size()
+    assert asked == [False]
+    assert taus == [0.01, 0.01]  # the fixed trained model and the one trained at m = 8
+    assert (result["tau"], result["eps"]) == (0.01, 0.005)
+
+
+def test_training_dynamics_defaults_to_the_full_run_and_the_papers_tau_and_eps():
+    embeddings = _on_circle([0.0, 0.005, 0.3, 0.31, 2.0, 2.004])
+    labels = torch.tensor([0, 0, 1, 1, 2, 3])
+    result, asked = _dynamics_over([(embeddings, labels)])
+    assert (result["tau"], result["eps"], asked["tau"]) == (0.01, 0.005, 0.01)
+    assert asked["epochs"] == study.dynamics_settings(False)["epochs"]
+    (record,) = result["history"]
+    _check_against_loops(record, embeddings, labels.tolist(), 0.01, 0.005)
 
 
 @pytest.mark.slow
@@ -422,7 +452,7 @@ def test_the_simulation_at_the_widest_spread_leaves_the_diagonal_out():
         assert measured == pytest.approx(math.erf(width / 2), abs=0.0018), tau
 
 
-def _dynamics_over(batches, tau, eps, quick):
+def _dynamics_over(batches, **arguments):
     """training_dynamics with its training stood in by hand-made batches (embeddings, labels)
     handed to its per-step record; returns the history and the training options it asked."""
     asked = {}
@@ -435,7 +465,7 @@ def _dynamics_over(batches, tau, eps, quick):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(study, "train_embedding", stand_in)
-        result = study.training_dynamics(quick=quick, tau=tau, eps=eps)
+        result = study.training_dynamics(**arguments)
     return result, asked
 
 
@@ -494,7 +524,7 @@ def test_the_dynamics_of_hand_made_batches_match_loops():
         (_on_circle([0.0, 0.4, 0.8, 1.2]), [0, 1, 2, 3]),
     ]
     batches = [(embeddings, torch.tensor(labels)) for embeddings, labels in batches]
-    result, asked = _dynamics_over(batches, tau, eps, quick=True)
+    result, asked = _dynamics_over(batches, quick=True, tau=tau, eps=eps)
     assert [h["step"] for h in result["history"]] == list(range(len(batches)))
     for record, (embeddings, labels) in zip(result["history"], batches, strict=True):
         _check_against_loops(record, embeddings, labels.tolist(), tau, eps)
@@ -515,7 +545,7 @@ def test_an_empty_operating_region_holds_no_pair_not_even_a_duplicate():
     tau, eps = 1.0, 0.5
     embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
     labels = torch.tensor([0, 0, 1, 2])
-    result, asked = _dynamics_over([(embeddings, labels)], tau, eps, quick=False)
+    result, asked = _dynamics_over([(embeddings, labels)], quick=False, tau=tau, eps=eps)
     (record,) = result["history"]
     _check_against_loops(record, embeddings, labels.tolist(), tau, eps)
     assert record["p_query_column"] == 0.0 and record["p_off_diagonal"] == 0.0
