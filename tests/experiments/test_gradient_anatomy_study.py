@@ -216,6 +216,100 @@ def test_the_full_study_asks_for_the_documented_checkpoints_and_the_seed_changes
     other = study.measure(quick=False, seed=1)
     assert other["settings"]["seed"] == 1
     assert full["checkpoints"][0]["first_loss"] != other["checkpoints"][0]["first_loss"]
-    assert dumps(study.measure(quick=False)) == dumps(
-        full
-    )  # seed 0 unless asked  # a rerun: the same JSON
+    recorded["asked"] = None
+    # the full study and seed 0 unless asked; a rerun: the same JSON
+    assert dumps(study.measure()) == dumps(full)
+    assert recorded["asked"] == (60, 400)
+
+
+def test_tied_negatives_rank_by_index_and_a_query_without_negative_gradient_is_left_out(
+    monkeypatch,
+):
+    """Stand-in encoders give exact scores: every negative 0 (all tied), the positives 0.1 for
+    digits 0-4 (VSE++ violated: all of its negative gradient goes to one tied negative) and 1
+    for digits 5-9 (no violation: no negative gradient, so the query has no mass to share).
+    Ties are ranked by index and the queries without negative gradient are left out of the
+    mean share at each rank, as the float64 loop does."""
+    dims = 20
+    basis = torch.eye(dims)
+    images, labels = basis[:10], torch.arange(10)  # the encoder passes each image on as is
+    table = []
+    for caption in range(50):
+        digit = caption // 5
+        score = 0.1 if digit < 5 else 1.0
+        table.append(score * basis[digit] + math.sqrt(1 - score**2) * basis[10 + digit])
+    table = torch.stack(table)
+
+    def stand_in(checkpoints, seed, *rest):
+        yield 1, torch.nn.Identity(), lambda ids: table[ids], (images, labels), [1.0]
+
+    seen = []
+
+    def anatomy(grad, scores, positives, *rest):
+        seen.append((grad.tolist(), scores.tolist(), positives.tolist()))
+        return real_anatomy(grad, scores, positives, *rest)
+
+    real_anatomy = study.gradient_anatomy
+    monkeypatch.setattr(study, "train_dual_encoder", stand_in)
+    monkeypatch.setattr(study, "gradient_anatomy", anatomy)
+    (checkpoint,) = study.measure(quick=True)["checkpoints"]
+    calls = iter(seen)
+    for name, directions in checkpoint["losses"].items():
+        for direction, record in directions.items():
+            grad, scores, positives = next(calls)
+            assert {v for row, flags in zip(scores, positives, strict=True)
+                    for v, f in zip(row, flags, strict=True) if not f} == {0.0}  # fmt: skip
+            shares = _mass_share_by_rank(grad, scores, positives)
+            assert len(record["mass_share_by_rank"]) == len(shares)
+            for a, b in zip(record["mass_share_by_rank"], shares, strict=True):
+                assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9), (
+                    name,
+                    direction,
+                )
+    vse = checkpoint["losses"]["VSE++ max-violation"]["i2t"]["mass_share_by_rank"]
+    assert vse[0] == 1.0 and vse[1:] == [0.0] * (len(vse) - 1)  # the violated half, by index
+
+
+def _nt_xent_by_hand(scores, positives, temperature):
+    """NT-Xent of both directions (SimCLR's Eq. 1 with several positives), in torch."""
+    logits = scores / temperature
+    image_to_caption = -(logits.log_softmax(dim=1) * positives).sum(dim=1) / positives.sum(dim=1)
+    caption_to_image = -(logits.T.log_softmax(dim=1) * positives.T).sum(dim=1)
+    return image_to_caption.mean() + caption_to_image.mean()
+
+
+@pytest.mark.slow  # seconds: the digits loaded and two steps trained twice
+def test_train_dual_encoder_is_adam_on_nt_xent_of_unit_embeddings_from_seed_0():
+    """The module's protocol by hand, two steps: torch seed 0 draws the image MLP then the
+    caption table (32 dimensions), training batches from seed 1, both embeddings on the unit
+    sphere, NT-Xent at the report's temperature, Adam at 3e-3 (the captions study's rate)."""
+    digits = load_digits_split(seen_classes=tuple(range(10)))
+    held_out = torch.arange(len(digits.train_labels)) % 5 == 0
+    images, labels = digits.train_images[~held_out], digits.train_labels[~held_out]
+    torch.manual_seed(0)
+    encoder, captions = study.EmbeddingMLP(64, 32), study.CaptionTable(32)
+    optimizer = torch.optim.Adam([*encoder.parameters(), *captions.parameters()], lr=3e-3)
+    generator = torch.Generator().manual_seed(1)
+    ids = torch.arange(50)
+    losses = []
+    for _ in range(2):
+        picks = []
+        for digit in range(10):
+            members = torch.nonzero(labels == digit).flatten()
+            picks.append(int(members[torch.randint(len(members), (1,), generator=generator)]))
+        image_rows = encoder(images[picks])
+        unit_images = image_rows / image_rows.norm(dim=1, keepdim=True)
+        caption_rows = captions.table(ids)
+        unit_captions = caption_rows / caption_rows.norm(dim=1, keepdim=True)
+        positives = labels[picks].unsqueeze(1) == (ids // 5).unsqueeze(0)
+        loss = _nt_xent_by_hand(unit_images @ unit_captions.T, positives, 0.1)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    *_, (step, got_encoder, got_captions, held, got_losses) = study.train_dual_encoder((1, 2))
+    assert step == 2 and got_losses == pytest.approx(losses, rel=1e-5)
+    assert torch.equal(held[0], digits.train_images[held_out])
+    for got, want in ((got_encoder, encoder), (got_captions, captions)):
+        for key, value in want.state_dict().items():
+            assert torch.allclose(got.state_dict()[key], value, atol=1e-6), key
