@@ -142,3 +142,74 @@ def test_the_published_figure_is_drawn_from_the_defaults():
     assert (first["delta"], first["negatives"]) == (published["delta"], published["negatives"])
     for key in ("position", "measured", "closed_form", "lemma_as_printed"):
         assert first[key] == pytest.approx(published[key][:5], rel=1e-9, abs=1e-12), key
+
+
+def _scripted_draws(monkeypatch, pair_similarity, targets):
+    """torch.rand scripted: every similarity matrix (float64) has all entries 0 but the pair's
+    (raw draw 0.5: 0.5 * 1.8 - 0.9), and the swept negative's draws are ``targets``."""
+    import torch
+
+    raw_pair = (pair_similarity + 0.9) / 1.8
+    queue = [(target + 1) / 2 for target in targets]
+
+    def scripted(*shape, generator=None, dtype=None):
+        if dtype == torch.float64:
+            size = shape[0]
+            matrix = torch.full((size, size), 0.5, dtype=torch.float64)
+            matrix[0, 1] = matrix[1, 0] = raw_pair
+            return matrix
+        return torch.tensor([queue.pop(0)], dtype=torch.float32)
+
+    monkeypatch.setattr(torch, "rand", scripted)
+
+
+def test_a_target_on_a_bin_edge_is_counted_in_the_bin_it_opens(monkeypatch):
+    """Bins are [b, b + Delta): with the pair at 0 (its bin [0, 0.25)), a target at 0 is in the
+    pair's bin, at 0.25 it is in neither, at -0.25 it is in the bin below. The other targets
+    fill each region; the shares are read from the measured values at the exact positions.
+    At -0.125 the probability is stood in by one without gradient, so that the bin below
+    holds a zero as well as non-zero values."""
+    import gradlab.experiments.fappy_lemma as study
+
+    delta = 0.25
+    targets = [0.0, 0.25, -0.25, 0.125, 0.0625, -0.125, -0.1875, -0.375, 0.5]
+    _scripted_draws(monkeypatch, 0.0, targets)
+    real = study.false_positive_probability
+
+    def flat_at_one_target(leaf, labels, delta, pairs):
+        probability, rest = real(leaf, labels, delta, pairs=pairs)
+        if leaf[0, 2].item() == -0.125:
+            probability = probability.detach() + 0.0 * leaf.sum()
+        return probability, rest
+
+    monkeypatch.setattr(study, "false_positive_probability", flat_at_one_target)
+    results = lemma1_gradient_support(configurations=len(targets), delta=delta, negatives=2)
+    positions = [target / delta for target in targets]  # the pair's bin starts at 0
+    assert results["position"] == positions
+    nonzero = [abs(m) > 1e-12 for m in results["measured"]]
+    assert not nonzero[targets.index(-0.125)] and nonzero[targets.index(-0.25)]
+
+    def share(inside):
+        flags = [n for n, p in zip(nonzero, positions, strict=True) if inside(p)]
+        return sum(flags) / len(flags)
+
+    assert results["nonzero_share_in_pair_bin"] == share(lambda p: 0 <= p < 1)
+    assert results["nonzero_share_in_bin_below"] == share(lambda p: -1 <= p < 0)
+    assert results["nonzero_share_elsewhere"] == share(lambda p: not -1 <= p < 1)
+
+
+def test_a_printed_value_off_by_rounding_only_matches_and_one_off_by_more_does_not(monkeypatch):
+    """The closed form agrees with autograd to 1e-12: a printed lemma within 1e-10 of it
+    matches; one that claims 5e-9 where the derivative is 0 does not."""
+    import gradlab.experiments.fappy_lemma as study
+
+    closed = study.fappy_gradient_closed_form
+    for offset, matches in ((1e-10, True), (5e-9, False)):
+        monkeypatch.setattr(
+            study,
+            "fappy_lemma1_as_printed",
+            lambda pair, target, delta, offset=offset: closed(pair, target, delta, 3) or offset,
+        )
+        results = lemma1_gradient_support(configurations=20, delta=0.2, negatives=3, seed=5)
+        assert 0.0 in results["measured"]  # some targets are outside both bins
+        assert results["lemma_value_matches"] is matches, offset
