@@ -88,8 +88,14 @@ def miniature(monkeypatch):
         seen.update(plot_run=(Path(run_dir), Path(out)), overview=overview)
         return [Path(out) / "a.png", Path(out) / "b.png"]
 
+    class MovedMLP(EmbeddingMLP):
+        def to(self, *args, **kwargs):
+            seen.setdefault("moved_to", []).append(torch.device(*args, **kwargs))
+            return super().to(*args, **kwargs)
+
     monkeypatch.setattr(study, "train_embedding", recording_train)
     monkeypatch.setattr(study, "plot_run", recording_plot)
+    monkeypatch.setattr(study, "EmbeddingMLP", MovedMLP)
     return small, seen
 
 
@@ -141,16 +147,18 @@ def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature,
     header, *records = logged
     config = header["header"]["config"]
     assert (config["tau"], config["preset"], config["epochs"]) == (0.05, "full", 4)
+    assert config["tau_from"] == "argument"  # the study's tau, given to the Monitor
     steps = [r["step"] for r in records]  # and the last step, logged when the run closes
     assert [s for s in steps if s % 2 == 0] == list(range(0, result["steps"], 2))
     assert all(s % 2 == 0 or s == result["steps"] - 1 for s in steps)
     assert records[0]["loss"] == pytest.approx(seen["losses"][0], rel=1e-6)
-    # class-balanced batches: every seen class, the same number of images of each
+    # class-balanced batches: every seen class, 8 images of each (the report's section says
+    # "class-balanced batches of 5 classes x 8")
     for batch in seen["batches"]:
         counts = [batch.count(c) for c in sorted(set(batch))]
         assert sorted(set(batch)) == sorted(set(small.train_labels.tolist()))
-        assert len(set(counts)) == 1 and counts[0] > 1
-    assert "digits" in seen["options"]["progress"] and "SmoothAP" in seen["options"]["progress"]
+        assert counts == [8] * 5
+    assert seen["options"]["progress"] == "digits SmoothAP training"
     # the untrained model is the report's: EmbeddingMLP drawn from seed 0
     torch.manual_seed(0)
     reference = EmbeddingMLP()
@@ -158,7 +166,9 @@ def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature,
         torch.equal(v, seen["untrained"].state_dict()[k]) for k, v in reference.state_dict().items()
     )
     # the report replaces its output: a second run into the same folder replaces the log
-    study.digits_training(tmp_path, quick=True, tau=0.05)
+    seen["moved_to"] = []
+    study.digits_training(tmp_path, quick=True, tau=0.05, device="cpu")
+    assert seen["moved_to"] == [torch.device("cpu")]  # the model goes where it is asked
 
 
 def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature, tmp_path):
@@ -173,6 +183,6 @@ def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature
     assert torch.allclose(
         seen["loss_fn"](embeddings, labels), SmoothAPLoss(0.01)(embeddings, labels)
     )
-    full = study.digits_training(tmp_path / "c", quick=False)
+    full = study.digits_training(tmp_path / "c")  # the full run unless asked for the quick one
     assert full["epochs"] == seen["options"]["epochs"] > first["epochs"]
     assert full["steps"] == len(seen["losses"]) > first["steps"]
