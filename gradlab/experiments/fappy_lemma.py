@@ -21,7 +21,14 @@ from gradlab.functional import (
 def lemma1_gradient_support(
     configurations: int = 200, delta: float = 0.25, negatives: int = 6, seed: int = 0
 ) -> dict:
-    """Measure dP_ij/ds_ik over random configurations; summarize support and value."""
+    """Measure dP_ij/ds_ik over random configurations; summarize support and value.
+
+    Args:
+        configurations: random similarity matrices measured (200 by default).
+        delta: the histogram's bin width.
+        negatives: negatives per configuration (two positives besides).
+        seed: seeds the configurations.
+    """
     generator = torch.Generator().manual_seed(seed)
     size = negatives + 2
     labels = torch.tensor([0, 0] + [1] * negatives)

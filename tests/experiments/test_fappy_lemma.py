@@ -213,3 +213,15 @@ def test_a_printed_value_off_by_rounding_only_matches_and_one_off_by_more_does_n
         results = lemma1_gradient_support(configurations=20, delta=0.2, negatives=3, seed=5)
         assert 0.0 in results["measured"]  # some targets are outside both bins
         assert results["lemma_value_matches"] is matches, offset
+
+
+def test_the_default_measures_the_documented_200_configurations_of_the_report_s_draws():
+    import json
+    from pathlib import Path
+
+    published = json.loads(
+        (Path(__file__).resolve().parents[2] / "figures" / "fappy_lemma1_gradient.json").read_text()
+    )
+    default = lemma1_gradient_support()  # the docstring: 200 configurations by default
+    assert default["configurations"] == 200 == len(default["measured"])
+    assert default["measured"] == pytest.approx(published["measured"][:200], rel=1e-9, abs=1e-12)
