@@ -129,8 +129,8 @@ HELP_SAYS = {
     ("study", "--epochs"): ["(p-vs-batch-size: P averages the last)"],
     ("study", "--render"): ["from the JSON an earlier run left in --out"],
     ("report", "--workers"): ["the numbers are the same for any N"],
-    ("report", "--studies"): ["the bundled ones (its tables, verdicts and figures, rendered from "
-                              "its JSON; nothing is"],
+    ("report", "--studies"): ["becomes a section after the bundled ones (its tables, verdicts "
+                              "and figures, rendered from its JSON; nothing is trained)"],
     ("audit", "--mutants"): ["(its hand-written slips and the sign/shift/factor/term/exponent/"
                              "log/swap operators' mutants; killed = the check does not hold); "
                              "records get mutant_results, mutants, mutant_operators, "
