@@ -181,10 +181,14 @@ MONITOR_TESTS = {
     # matrices (past _KEYED_SORT_FROM) against references
     # test_batch_view_inputs: empty, non-finite, meta-device, float64-default and long rows;
     # test_recorded_column_weights: the backward's weights handed to smooth_ap_terms once
+    # the row counts and the per-step ranking flag (here since they are shared):
+    # test_mask_layouts, test_runs_degenerate and the runs, as in the quantity group
     "batch": ["tests/monitor/test_batch_view.py", *_MONITOR_VALUES,
               "tests/monitor/test_anatomy.py", "tests/monitor/test_fast_paths.py",
               "tests/monitor/test_monitor_workspace.py", "tests/monitor/test_batch_view_inputs.py",
-              "tests/monitor/test_recorded_column_weights.py", "tests/monitor/test_loss_scale.py"],
+              "tests/monitor/test_recorded_column_weights.py", "tests/monitor/test_loss_scale.py",
+              "tests/monitor/test_mask_layouts.py", "tests/monitor/test_runs_degenerate.py",
+              "tests/monitor/test_quantity_declarations.py", *_MONITOR_RUNS],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",
