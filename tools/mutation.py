@@ -246,8 +246,10 @@ MONITOR_TESTS = {
                    "tests/monitor/test_monitor.py::"  # the header's from_step of a resumption
                    "test_a_resumption_from_an_earlier_checkpoint_names_the_step_it_logs_from",
                    "tests/monitor/test_sink_roundtrip.py", *_SINK_FAULTS],
+    # test_distributed_agreement: the agreement compares this rank's own call (in process)
     "quantities": [*_MONITOR_VALUES, "tests/monitor/test_runs_degenerate.py",
-                   "tests/monitor/test_monitor.py", "tests/monitor/test_several_losses.py"],
+                   "tests/monitor/test_monitor.py", "tests/monitor/test_several_losses.py",
+                   "tests/monitor/test_distributed_agreement.py"],
     "schedules": ["tests/monitor/test_schedules.py", *_MONITOR_RUNS,
                   "tests/monitor/test_monitor_defaults.py"],
     "suspects": ["tests/monitor/test_suspects_quantity.py", *_MONITOR_VALUES],
