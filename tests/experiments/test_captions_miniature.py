@@ -31,6 +31,18 @@ SEVEN = [
 ]
 
 
+def _step_zero_counts(forward, backward) -> dict:
+    """The step-0 record of the gradient counts from the counts computed by hand (10 images,
+    50 captions)."""
+    return {
+        "step": 0,
+        "i2t_share_without_gradient": forward.queries_without_gradient / 10,
+        "t2i_share_without_gradient": backward.queries_without_gradient / 50,
+        "i2t_mean_count": forward.per_query.double().mean().item(),
+        "t2i_mean_count": backward.per_query.double().mean().item(),
+    }
+
+
 def _sentence(tokens, vocabulary):
     words = {index: word for word, index in vocabulary.items()}
     return " ".join(words[t] for t in tokens.tolist() if t != 0)
@@ -226,13 +238,7 @@ def _smoothaps_gradient_counts_are_read_from_the_first_step_in_both_directions(r
     for result in run["losses"].values():
         counts = result["gradient_counts"]
         assert [c["step"] for c in counts] == [0]  # then every 10th step
-        assert counts[0] == pytest.approx({
-            "step": 0,
-            "i2t_share_without_gradient": forward.queries_without_gradient / 10,
-            "t2i_share_without_gradient": backward.queries_without_gradient / 50,
-            "i2t_mean_count": forward.per_query.double().mean().item(),
-            "t2i_mean_count": backward.per_query.double().mean().item(),
-        })  # fmt: skip
+        assert counts[0] == pytest.approx(_step_zero_counts(forward, backward))
     assert forward.per_query.double().mean() != backward.per_query.double().mean()
 
 
@@ -284,13 +290,7 @@ def test_the_gradient_counts_use_the_temperature_asked_every_tenth_step():
     for name, result in run["losses"].items():
         counts = result["gradient_counts"]
         assert [c["step"] for c in counts] == [0, 10], name  # steps 0..11, every 10th
-        assert counts[0] == pytest.approx({
-            "step": 0,
-            "i2t_share_without_gradient": forward.queries_without_gradient / 10,
-            "t2i_share_without_gradient": backward.queries_without_gradient / 50,
-            "i2t_mean_count": forward.per_query.double().mean().item(),
-            "t2i_mean_count": backward.per_query.double().mean().item(),
-        }), name  # fmt: skip
+        assert counts[0] == pytest.approx(_step_zero_counts(forward, backward)), name
 
 
 class _StandInDevice:

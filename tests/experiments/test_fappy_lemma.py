@@ -10,6 +10,17 @@ from gradlab.report.prose import lemma1_verdict
 from tests.helpers.figure_layout import captured_figures, layout_problems
 
 
+def _assert_bin_shares(results, nonzero, positions):
+    """The study's shares of non-zero derivatives per bin, against the flags counted here."""
+
+    def share(inside):
+        flags = [n for n, p in zip(nonzero, positions, strict=True) if inside(p)]
+        return sum(flags) / len(flags)
+
+    assert results["nonzero_share_in_pair_bin"] == share(lambda p: 0 <= p < 1)
+    assert results["nonzero_share_in_bin_below"] == share(lambda p: -1 <= p < 0)
+    assert results["nonzero_share_elsewhere"] == share(lambda p: not -1 <= p < 1)
+
 def test_lemma1_measurement(tmp_path, monkeypatch):
     results = lemma1_gradient_support(configurations=80)
     assert results["max_abs_closed_form_error"] < 1e-12
@@ -91,13 +102,7 @@ def test_each_configuration_s_derivative_is_a_finite_difference_of_the_printed_p
     assert results["max_abs_closed_form_error"] == max(errors)
     nonzero = [abs(s) > 1e-6 for s in slopes]
 
-    def share(inside):
-        flags = [n for n, p in zip(nonzero, positions, strict=True) if inside(p)]
-        return sum(flags) / len(flags)
-
-    assert results["nonzero_share_in_pair_bin"] == share(lambda p: 0 <= p < 1)
-    assert results["nonzero_share_in_bin_below"] == share(lambda p: -1 <= p < 0)
-    assert results["nonzero_share_elsewhere"] == share(lambda p: not -1 <= p < 1)
+    _assert_bin_shares(results, nonzero, positions)
     assert results["sign_of_nonzero"] == (
         "positive" if all(s > 0 for s, n in zip(slopes, nonzero, strict=True) if n) else "mixed"
     )
@@ -189,13 +194,7 @@ def test_a_target_on_a_bin_edge_is_counted_in_the_bin_it_opens(monkeypatch):
     nonzero = [abs(m) > 1e-12 for m in results["measured"]]
     assert not nonzero[targets.index(-0.125)] and nonzero[targets.index(-0.25)]
 
-    def share(inside):
-        flags = [n for n, p in zip(nonzero, positions, strict=True) if inside(p)]
-        return sum(flags) / len(flags)
-
-    assert results["nonzero_share_in_pair_bin"] == share(lambda p: 0 <= p < 1)
-    assert results["nonzero_share_in_bin_below"] == share(lambda p: -1 <= p < 0)
-    assert results["nonzero_share_elsewhere"] == share(lambda p: not -1 <= p < 1)
+    _assert_bin_shares(results, nonzero, positions)
 
 
 def test_a_printed_value_off_by_rounding_only_matches_and_one_off_by_more_does_not(monkeypatch):
