@@ -395,10 +395,12 @@ STUDY_TESTS = {
     ],
     # the three studies at tiny sizes on two classes of generated images (about 6 s for the
     # whole file; a mutant runs only the tests that reach its function), and the command's
-    # error paths (one line, exit code 2) without its four whole-study runs
+    # error paths (one line, exit code 2) without its four whole-study runs; the classes too
+    # small for a batch, left out and said
     "experiments/image_studies": [
         "tests/experiments/test_image_studies_runs.py", "tests/experiments/test_image_studies.py",
         "tests/experiments/test_image_studies_defaults.py",
+        "tests/experiments/test_image_studies_small_classes.py",
         *(f"--deselect=tests/experiments/test_image_studies.py::{name}" for name in (
             "test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure",
             "test_the_losses_study_writes_the_bundled_schema_and_the_reports_page",

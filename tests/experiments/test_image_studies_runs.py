@@ -751,3 +751,148 @@ def test_the_loss_and_anatomy_studies_name_a_count_below_1_before_training(
 ):
     with pytest.raises(GradlabError, match=rf"^{option} must be a positive integer"):
         function(halves, **SMALL, **{option: 0})
+
+
+@pytest.mark.parametrize(("classes", "per_class", "batch_size", "steps", "expected"), [
+    (4, PER_CLASS, 8, 3, 1.0),  # 24 images, 3 steps: the later steps' 1 s each
+    (4, PER_CLASS, 16, 2, 1.0),  # 24 images, 2 steps: the second step's 1 s
+    (2, 4, 8, 1, 100.0),  # 8 images, 1 step: timed whole
+])  # fmt: skip
+def test_the_loss_studys_step_time_leaves_out_the_first_step(
+    halves, tmp_path, classes, per_class, batch_size, steps, expected
+):
+    """A clock that moves only when a loss trains: 100 s for each loss's first step (the run's
+    one-time costs), 1 s for every later one."""
+    from gradlab.experiments import loss_comparison
+
+    clock = {"now": 5000.0}
+    calls: dict[str, int] = {}
+    real = loss_comparison.loss_functions
+
+    def timed_losses(tau, size):
+        def timed(name, loss_fn):
+            def run(embeddings, labels):
+                calls[name] = calls.get(name, 0) + 1
+                if calls[name] <= steps:  # a training step, not the timing after the run
+                    clock["now"] += 100.0 if calls[name] == 1 else 1.0
+                return loss_fn(embeddings, labels)
+
+            return run
+
+        return {name: timed(name, fn) for name, fn in real(tau, size).items()}
+
+    train = _listing(tmp_path, "train.txt", range(classes), per_class)
+    test = _listing(tmp_path, "test.txt", range(CLASSES // 2, CLASSES), 2)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(loss_comparison, "loss_functions", timed_losses)
+        patch.setattr(study, "time", type("Clock", (), {"perf_counter": lambda: clock["now"]}))
+        result = study.loss_comparison_on_images(
+            halves, layout="list", list_file=train, test_list_file=test,
+            batch_sizes=[batch_size], seeds=[0], epochs=1, timing_repeats=1, **SMALL,
+        )  # fmt: skip
+    run = result[batch_size]
+    assert run["settings"]["steps"] == steps
+    assert set(calls) == set(run["losses"])
+    for name, loss in run["losses"].items():
+        assert loss["step_seconds"] == [expected], name
+
+
+def _asked_workers(patch) -> list:
+    """The worker count of every loader a study asks for (each then loads in this process)."""
+    asked = []
+
+    class Images(study.StudyImages):
+        def loader(self, batches, workers=0):
+            asked.append((self.seed is not None, workers))  # (training crops?, workers)
+            return super().loader(batches, 0)
+
+    patch.setattr(study, "StudyImages", Images)
+    return asked
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_every_loader_of_a_study_gets_the_worker_count_it_is_given(halves, name):
+    with pytest.MonkeyPatch.context() as patch:
+        asked = _asked_workers(patch)
+        options = dict(batch_sizes=[16], seeds=[0], epochs=1, workers=3, **SMALL)
+        if name == "p-vs-batch-size":
+            study.p_vs_batch_size_on_images(halves, **options)
+        elif name == "losses":
+            study.loss_comparison_on_images(halves, timing_repeats=1, **options)
+        else:
+            study.anatomy_on_images(halves, logs=1, **options)
+    trained = [workers for training, workers in asked if training]
+    evaluated = [workers for training, workers in asked if not training]
+    runs = {"p-vs-batch-size": 1, "losses": 6, "anatomy": 3}[name]
+    # the losses study's timing batch (one batch, loaded once) is the one in this process
+    assert trained == ([0] if name == "losses" else []) + [3] * runs
+    assert evaluated == {"p-vs-batch-size": [], "losses": [3] * (1 + runs),
+                         "anatomy": [3] * runs}[name]  # fmt: skip
+
+
+def test_evaluate_split_loads_in_this_process_unless_told_and_with_the_workers_it_is_given(
+    halves,
+):
+    """As ``--loader-workers`` (default: 0, this process)."""
+    torch.manual_seed(0)
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=SMALL["image_size"])
+    test = image_folder(halves, "test", image_size=SMALL["image_size"])
+    with pytest.MonkeyPatch.context() as patch:
+        asked = _asked_workers(patch)
+        study.evaluate_split(model, test)
+        study.evaluate_split(model, test, workers=2)
+    assert asked == [(False, 0), (False, 2)]
+
+
+def _output_dtypes(model) -> list:
+    dtypes = []
+    model.register_forward_hook(lambda module, inputs, output: dtypes.append(output.dtype))
+    return dtypes
+
+
+@pytest.mark.parametrize("autocast_default", [torch.bfloat16, torch.float16])
+def test_mixed_precision_on_cpu_is_bfloat16_whatever_autocasts_default(halves, autocast_default):
+    """``amp``: bfloat16 on CPU (the studies' docstring), even where a program has set
+    torch.autocast's CPU default to float16; the embeddings come back in float32."""
+    torch.manual_seed(0)
+    model = build_backbone(BACKBONE, embedding_dim=8, image_size=SMALL["image_size"])
+    test = image_folder(halves, "test", image_size=SMALL["image_size"])
+    dtypes = _output_dtypes(model)
+    before = torch.get_autocast_dtype("cpu")
+    torch.set_autocast_dtype("cpu", autocast_default)
+    try:
+        embedded = study.embed_split(model, test, amp=True, batch_size=len(test))
+        study.evaluate_split(model, test, amp=True)
+        study.evaluate_split(model, test)
+    finally:
+        torch.set_autocast_dtype("cpu", before)
+    assert embedded.dtype == torch.float32
+    assert dtypes == [torch.bfloat16, torch.bfloat16, torch.float32]
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_every_network_of_a_study_is_built_for_the_studys_image_size(halves, name):
+    """A backbone whose feature count depends on the image side (flattened, not pooled): a
+    network built for another side would not fit the study's crops."""
+    options = dict(backbone="tests.helpers.backbones:flat_features", embedding_dim=4,
+                   image_size=8, batch_sizes=[16], seeds=[0], epochs=1, lr=1e-3)  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _watch(patch)
+        if name == "p-vs-batch-size":
+            study.p_vs_batch_size_on_images(halves, **options)
+        elif name == "losses":
+            study.loss_comparison_on_images(halves, timing_repeats=1, **options)
+        else:
+            study.anatomy_on_images(halves, logs=1, **options)
+    head = "head.weight"
+    assert len(seen["models"]) == 2  # the check before training, then the seed's start
+    for state in seen["models"]:
+        assert state[head].shape == (4, 2 * 8 * 8)
+
+
+@pytest.mark.parametrize("function", [study.p_vs_batch_size_on_images,
+                                      study.loss_comparison_on_images, study.anatomy_on_images])
+def test_a_bad_image_size_is_named_before_the_folder_is_read(tmp_path, function):
+    """As epochs, workers, lr and seeds: the options first, then the data."""
+    with pytest.raises(GradlabError, match=r"^image_size must be a positive integer; got 0$"):
+        function(tmp_path / "no such folder", image_size=0)
