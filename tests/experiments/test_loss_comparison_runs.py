@@ -29,8 +29,9 @@ from gradlab.progress import set_progress_mode
 from gradlab.training import embed, train_on_batches
 from tests.reference import retrieval_loops
 
-TINY = {"per_class": 4, "batch_size": 16, "steps": 12, "lr": 1e-3, "timing_repeats": 1,
+TINY = {"per_class": 4, "batch_size": 16, "steps": 12, "lr": 3e-3, "timing_repeats": 1,
         "test_numbers": 6, "validation_numbers": 6, "sweep": False}  # fmt: skip
+"""lr 3e-3: not train_on_batches' default, so a run that lost its settings' lr shows."""
 
 
 def _stand_in_strings(num_digits, per_class, seed):
@@ -48,8 +49,9 @@ def _stand_in_strings(num_digits, per_class, seed):
 
 @pytest.fixture
 def tiny(monkeypatch):
-    # quick=True is the tiny study; anything else one step longer, so a lost flag shows
-    longer = {**TINY, "steps": 13}
+    # quick=True is the tiny study; anything else one step longer and with one number fewer
+    # held out and tested, so a lost flag shows in the batches and in the split
+    longer = {**TINY, "steps": 13, "test_numbers": 5, "validation_numbers": 5}
     monkeypatch.setattr(loss_comparison, "settings", lambda q: dict(TINY if q is True else longer))
     monkeypatch.setattr(loss_comparison, "load_digit_strings", _stand_in_strings)
 
@@ -106,7 +108,7 @@ def _by_hand(name, index, seed):
 
     norms = []
     losses = train_on_batches(
-        model, images, labels, loss_fn, batches, lr=1e-3,
+        model, images, labels, loss_fn, batches, lr=TINY["lr"],
         on_step=lambda step, e, y, _: norms.append(gradient_norm(e, y)),
     )  # fmt: skip
     trained = embed(model, test_images)
@@ -125,7 +127,8 @@ def _by_hand(name, index, seed):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "index"), [("FastAP", 0), ("Contrastive", 0)])
+@pytest.mark.parametrize(("name", "index"), [("FastAP", 0), ("Contrastive", 0),
+                                             ("Blackbox AP", 0)])  # lambda x the batch size
 def test_a_trained_run_is_the_protocol_run_by_hand(tiny, name, index):
     started = time.perf_counter()
     run = loss_comparison.seed_task(True, 2, name, index, "cpu")
@@ -263,6 +266,8 @@ def test_a_validation_split_keeps_at_least_one_number_each_side(count):
         loss_comparison.validation_split(labels, count, seed=0)
     fit, held = loss_comparison.validation_split(labels, 9, seed=0)  # the widest allowed
     assert len(labels[fit].unique()) == 1 and len(labels[held].unique()) == 9
+    fit, held = loss_comparison.validation_split(labels, 1, seed=0)  # the narrowest
+    assert len(labels[fit].unique()) == 9 and len(labels[held].unique()) == 1
 
 
 def test_the_centred_head_maps_the_images_mean_to_zero_and_keeps_the_rest():
@@ -391,3 +396,65 @@ def test_measure_hands_its_worker_count_and_stage_to_the_task_runner(monkeypatch
     monkeypatch.setattr(loss_comparison, "run_tasks", laid_out)
     loss_comparison.measure(seeds=(0, 1), workers=3)
     assert (seen["workers"], seen["stage"]) == (3, "loss comparison")
+
+
+def test_a_runs_step_and_loss_times_read_a_clock_around_training_and_each_timed_pass(
+    tiny, monkeypatch
+):
+    """A clock that moves only where the test says: 36 s over the 12 training steps, then per
+    pass of the loss after training 100 s (the untimed first pass), 2 s (the timed pass) and
+    7 s (the gradient norm read last). The step time is 36 / 12; the loss time the median of
+    the passes after the first: the one timed pass's 2 s."""
+    clock = {"now": 1000.0, "trained": False, "after": 0}
+    monkeypatch.setattr(loss_comparison, "time", SimpleNamespace(perf_counter=lambda: clock["now"]))
+    real_train = loss_comparison.train_on_batches
+
+    def train(*args, **kwargs):
+        losses = real_train(*args, **kwargs)
+        clock["now"] += 36.0
+        clock["trained"] = True
+        return losses
+
+    real_make = loss_comparison.make_loss
+
+    def make(name, params, batch_size):
+        loss_fn = real_make(name, params, batch_size)
+
+        def timed(embeddings, labels):
+            if clock["trained"]:
+                clock["now"] += (100.0, 2.0, 7.0)[clock["after"]]
+                clock["after"] += 1
+            return loss_fn(embeddings, labels)
+
+        return timed
+
+    monkeypatch.setattr(loss_comparison, "train_on_batches", train)
+    monkeypatch.setattr(loss_comparison, "make_loss", make)
+    run = loss_comparison.seed_task(True, 2, "Contrastive", 0, "cpu")
+    assert run["step_seconds"] == 36.0 / TINY["steps"]
+    assert run["loss_seconds"] == 2.0
+    assert clock["after"] == TINY["timing_repeats"] + 2  # the timed passes and the norm
+
+
+def test_a_runs_kernels_run_on_one_thread_on_the_cpu(tiny, monkeypatch):
+    """The studies' small kernels on one intra-op thread (runtime.study_threads)."""
+    threads = []
+    real_make = loss_comparison.make_loss
+
+    def make(name, params, batch_size):
+        loss_fn = real_make(name, params, batch_size)
+
+        def counted(embeddings, labels):
+            threads.append(torch.get_num_threads())
+            return loss_fn(embeddings, labels)
+
+        return counted
+
+    monkeypatch.setattr(loss_comparison, "make_loss", make)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        loss_comparison.seed_task(True, 2, "Contrastive", 0, "cpu")
+    finally:
+        torch.set_num_threads(before)
+    assert threads and set(threads) == {1}
