@@ -50,6 +50,23 @@ def test_p_decomposition_of_identical_embeddings_counts_the_entries_of_each_part
     assert parts == pytest.approx([8 / 64, 14 / 64, 18 / 64, 24 / 64], abs=1e-15)
 
 
+def test_a_score_exactly_the_regions_width_from_the_querys_own_is_outside():
+    """At |D| = w the slope equals eps, not above it: outside. tau = 0.5 and this eps make the
+    width exactly 1.0, so orthogonal items (cosine 0) lie exactly at the query's own score 1
+    minus w; identical items (D = 0) lie inside."""
+    from gradlab.functional import operating_region_width
+
+    tau, eps = 0.5, 0.20998717080701298
+    assert operating_region_width(tau, eps) == 1.0
+    embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    labels = torch.tensor([0, 0, 1, 1])
+    # per query: its 4 diagonal entries, its own row and column with its twin only (2 of 16),
+    # no entry of its twin's row, and in each negative's row the other negative (D = 0)
+    parts = p_decomposition(embeddings, labels, tau, eps).tolist()
+    assert parts == [4 / 16, 2 / 16, 0.0, 2 / 16]
+    assert parts == pytest.approx(_parts_by_loops(embeddings, labels, tau, eps), abs=1e-15)
+
+
 @pytest.mark.parametrize(("embeddings", "labels", "argument"), [
     (torch.ones(4), torch.arange(4), "embeddings"),
     (torch.ones(4, 2, dtype=torch.int64), torch.arange(4), "embeddings"),

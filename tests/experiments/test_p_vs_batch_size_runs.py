@@ -51,7 +51,7 @@ def run():
     def watched_training(model, images, labels, loss_fn, batches, *, lr, on_step=None):
         seen = {"start": copy.deepcopy(model.state_dict()), "model": model, "images": images,
                 "labels": labels, "batches": list(batches), "lr": lr, "tau": loss_fn.tau,
-                "steps": []}  # fmt: skip
+                "steps": [], "threads": torch.get_num_threads()}  # fmt: skip
 
         def step(index, embeddings, batch_labels, loss):
             seen["steps"].append((index, embeddings.detach().clone(), batch_labels.clone()))
@@ -67,11 +67,16 @@ def run():
         asked.append(quick)
         return copy.deepcopy(TINY)
 
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # so that the study's own one thread shows
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stderr(io.StringIO()) as err:
         patch.setattr(study, "settings", tiny_settings)
         patch.setattr(study, "FixedCountBatches", Watched)
         patch.setattr(study, "train_on_batches", watched_training)
-        result = study.measure(quick=True, seeds=SEEDS, tau=TAU, eps=EPS, workers=1)
+        try:
+            result = study.measure(quick=True, seeds=SEEDS, tau=TAU, eps=EPS, workers=1)
+        finally:
+            torch.set_num_threads(threads)
     assert asked == [True]  # the quick sizes were asked for
     return result, samplers, trainings, err.getvalue()
 
@@ -203,6 +208,18 @@ def _each_seed_has_its_own_data_network_and_numbers(run):
         assert first != second, setting
 
 
+def _each_seed_draws_its_own_batches_on_one_thread(run):
+    """Seeds 0 and 1 have data of the same layout (50 training and 50 test numbers of 4 images,
+    sorted): a sampler that lost its seed would draw the same indices for both."""
+    _, samplers, trainings, _ = run
+    first, second = samplers[:SAMPLERS_PER_SEED], samplers[SAMPLERS_PER_SEED:]
+    for mine, other in zip(first, second, strict=True):  # each setting and m, in order
+        assert mine["batch_size"] == other["batch_size"]
+        assert any(not torch.equal(a, b) for a, b in
+                   zip(mine["taken"], other["taken"], strict=True)), mine["batch_size"]  # fmt: skip
+    assert {training["threads"] for training in trainings} == {1}  # runtime.study_threads
+
+
 def _the_progress_lines_name_the_stage_and_its_work(run):
     *_, err = run
     sizes = len(TINY["batch_sizes"])
@@ -225,6 +242,7 @@ def test_measure_at_tiny_sizes_reports_what_it_ran(run):
     _the_fixed_settings_are_a_float64_loop_over_the_same_test_batches(run)
     _trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run)
     _each_seed_has_its_own_data_network_and_numbers(run)
+    _each_seed_draws_its_own_batches_on_one_thread(run)
     _the_progress_lines_name_the_stage_and_its_work(run)
     result = run[0]
     assert result["data"].endswith("built from scikit-learn's digits")
