@@ -400,3 +400,66 @@ def test_several_tied_or_behind_losses_are_listed_with_commas():
     text = loss_comparison_markdown(results, "f.png")
     assert ("(gap below the sum of the two stds): B, E. Behind it by more than the spread: "
             "C, F.") in text
+
+
+def test_check_study_folders_refuses_what_is_no_study_folder_in_whole_sentences(tmp_path):
+    missing, empty = tmp_path / "gone", tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([missing])
+    assert str(refused.value) == (f"--studies: {str(missing)!r} is not a folder; give folders "
+                                  "written by gradlab study")  # fmt: skip
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([empty], "--from")
+    assert str(refused.value) == (
+        f"--from: {str(empty)!r} holds no study JSON (p_vs_batch_size.json, "
+        "loss_comparison_m*.json, gradient_anatomy.json); give a folder written by gradlab study")
+
+
+def test_a_bad_json_read_without_an_argument_is_named_by_its_path_alone(tmp_path):
+    path = tmp_path / "p_vs_batch_size.json"
+    path.write_text(json.dumps({"batch_sizes": [8]}))
+    with pytest.raises(GradlabError) as refused:
+        render_study_folder("p-vs-batch-size", tmp_path)
+    assert str(refused.value) == (
+        f"{str(path)!r} is not the JSON of gradlab study p-vs-batch-size: it lacks data, model, "
+        "per_class, seeds, tau, eps, settings")
+    path.write_text("{")
+    with pytest.raises(GradlabError) as refused:
+        load_study("p-vs-batch-size", tmp_path)
+    assert str(refused.value).startswith(f"{str(path)!r} is not JSON (")
+
+
+@pytest.mark.parametrize(("model", "backbone"), [
+    # a backbone as a user named it, with a space (a hand-edited or renamed JSON)
+    ("my net with a linear head to 8 dimensions, random initial weights", "my net"),
+    # a checkpoint whose file name repeats the phrase
+    ("timm:resnet50 with a linear head to 8 dimensions, from r50 with a linear head.pt",
+     "timm:resnet50"),
+])  # fmt: skip
+def test_a_saved_studys_backbone_is_its_model_line_before_the_first_linear_head(
+    tmp_path, plots, model, backbone
+):
+    folder = tmp_path / "a"
+    folder.mkdir()
+    saved = _anatomy()
+    saved["settings"]["model"] = model
+    (folder / "gradient_anatomy.json").write_text(json.dumps(saved))
+    (run,) = check_study_folders([folder])
+    results, markdown = study_report_section(run, tmp_path / "report", 1)
+    assert results["backbone"] == backbone
+    assert markdown.startswith("## Gradient anatomy over training (Bleeker & de Rijke, 2022), "
+                               f"your study on cars with {backbone}\n")  # fmt: skip
+
+
+def test_a_losses_section_with_a_figure_missing_is_refused_rather_than_losing_a_finding(
+    tmp_path, plots
+):
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    for size in (8, 4):
+        (folder / f"loss_comparison_m{size}.json").write_text(json.dumps(_losses(size)))
+    (run,) = check_study_folders([folder])
+    results, _ = study_report_section(run, tmp_path / "report", 2)
+    with pytest.raises(ValueError, match="zip"):
+        study_findings({**results, "figures": results["figures"][:1]})
