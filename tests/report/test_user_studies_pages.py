@@ -463,3 +463,54 @@ def test_a_losses_section_with_a_figure_missing_is_refused_rather_than_losing_a_
     results, _ = study_report_section(run, tmp_path / "report", 2)
     with pytest.raises(ValueError, match="zip"):
         study_findings({**results, "figures": results["figures"][:1]})
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_a_section_called_alone_reads_as_on_the_studys_own_page(tmp_path, plots, name):
+    """Each markdown function without ``where``: the section ``gradlab study`` writes into
+    summary.md (its heading ending ", on your data")."""
+    results = {"p-vs-batch-size": lambda: _p(RISING), "losses": lambda: {8: _losses(8)},
+               "anatomy": _anatomy}[name]()  # fmt: skip
+    write_study_report(name, results, tmp_path)
+    page = (tmp_path / "summary.md").read_text()
+    if name == "p-vs-batch-size":
+        section = p_vs_batch_size_markdown(results, "p_vs_batch_size.png")
+    elif name == "losses":
+        section = loss_comparison_markdown(results[8], "loss_comparison_m8.png")
+    else:
+        section = anatomy_markdown(results, "gradient_anatomy.png")
+    assert page == f"# gradlab study: {name}\n\n{section}\n"
+    assert section.split("\n", 1)[0].endswith(", on your data")
+
+
+LEFT_OUT = {"min_images_per_class": 4, "classes": 5, "images": 30, "left_out_classes": 2,
+            "left_out_images": 5, "left_out_examples": {"17": 2, "23": 3}}  # fmt: skip
+"""A training split of 7 classes and 35 images, 2 classes (5 images) too small for a batch."""
+
+
+@pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+def test_each_section_says_which_classes_were_left_out_of_training(name):
+    said = (" Left out of training: 2 of the training split's 7 classes (5 of its 35 images), "
+            "those with fewer than 4 images, as a batch takes 4 distinct images of each of its "
+            "classes ('17' has 2, '23' has 3).")  # fmt: skip
+    tested = (" The test split keeps every image (a test image with no other image of its class "
+              "is ranked for the other queries but is no query itself).")  # fmt: skip
+    if name == "p-vs-batch-size":
+        results = {**_p(RISING), "training_classes": LEFT_OUT}
+        text = p_vs_batch_size_markdown(results, "f.png")
+        expected = said  # trained only: no test split
+    else:
+        results = _losses(8) if name == "losses" else _anatomy()
+        results["settings"]["training_classes"] = LEFT_OUT
+        render = loss_comparison_markdown if name == "losses" else anatomy_markdown
+        text = render(results, "f.png")
+        expected = said + tested
+    described = text.split("\n")[2]  # the paragraph under the heading
+    model = (results if name == "p-vs-batch-size" else results["settings"])["model"]
+    assert described.startswith(f"{results.get('data') or results['settings']['data']}; "
+                                f"{model}.{expected} ")  # fmt: skip
+    assert ("keeps every image" in text) == (name != "p-vs-batch-size")
+    without = {"p-vs-batch-size": lambda: p_vs_batch_size_markdown(_p(RISING), "f.png"),
+               "losses": lambda: loss_comparison_markdown(_losses(8), "f.png"),
+               "anatomy": lambda: anatomy_markdown(_anatomy(), "f.png")}[name]()
+    assert "Left out" not in without and "keeps every image" not in without
