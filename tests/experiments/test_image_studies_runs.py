@@ -896,3 +896,23 @@ def test_a_bad_image_size_is_named_before_the_folder_is_read(tmp_path, function)
     """As epochs, workers, lr and seeds: the options first, then the data."""
     with pytest.raises(GradlabError, match=r"^image_size must be a positive integer; got 0$"):
         function(tmp_path / "no such folder", image_size=0)
+
+
+@pytest.mark.parametrize("function", [study.loss_comparison_on_images, study.anatomy_on_images])
+def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_images(
+    halves, tmp_path, capsys, function
+):
+    with pytest.raises(GradlabError) as refused:
+        function(halves, split="test", batch_sizes=[8], **SMALL)
+    assert str(refused.value) == (
+        "split must not be the evaluation split 'test': the study would train and measure "
+        "retrieval on the same images; got split='test'"
+    )
+    train = _listing(tmp_path, "train.txt", range(CLASSES // 2), PER_CLASS)
+    with pytest.raises(GradlabError) as refused:
+        function(halves, layout="list", list_file=train, test_list_file=train, batch_sizes=[8],
+                 **SMALL)
+    assert str(refused.value) == (
+        f"test_list_file must name other images than list_file; both are {str(train)!r}"
+    )
+    assert capsys.readouterr().err == ""  # before any run

@@ -275,3 +275,39 @@ def test_a_saved_study_that_left_classes_out_says_so_when_rendered(tmp_path, cap
     (tmp_path / "p_vs_batch_size.json").write_text(json.dumps(measurement))
     assert main(["study", "p-vs-batch-size", "--render", "--out", str(tmp_path)]) == 0
     assert "Left out" not in (tmp_path / "summary.md").read_text()
+
+
+SMALL_OPTIONS = {"backbone": "tests.helpers.backbones:four_channel_resnet", "image_size": 16,
+                 "embedding_dim": 8, "batch_sizes": [8], "seeds": [0], "lr": 1e-3}  # fmt: skip
+
+
+@pytest.mark.parametrize("study", ["p-vs-batch-size", "anatomy"])
+def test_the_p_and_anatomy_studies_say_and_record_what_they_left_out(tmp_path, capsys, study):
+    data = class_halves(tmp_path / "data", {**TRAIN, **TEST})
+    if study == "p-vs-batch-size":
+        result = image_studies.p_vs_batch_size_on_images(data, **SMALL_OPTIONS)
+        recorded = result["training_classes"]
+    else:
+        result = image_studies.anatomy_on_images(data, logs=1, **SMALL_OPTIONS)
+        recorded = result["settings"]["training_classes"]
+    trained, dropped = kept(TRAIN), left(TRAIN)
+    (line,) = left_out_lines(capsys.readouterr().err)
+    assert line.startswith(
+        f"{study}: left out of training {len(dropped)} of the {len(TRAIN)} classes of the train "
+        f"split ({sum(dropped.values())} of its {sum(TRAIN.values())} images): a batch takes 4 "
+        "distinct images of each of its classes and these have fewer ("
+    )  # fmt: skip
+    assert recorded == {
+        "min_images_per_class": PER_CLASS, "classes": len(trained),
+        "images": sum(trained.values()), "left_out_classes": len(dropped),
+        "left_out_images": sum(dropped.values()), "left_out_examples": dropped,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(("record", "text"), [
+    ({"left_out_classes": 2, "left_out_examples": {"a": 2, "b": 3}}, "'a' has 2, 'b' has 3"),
+    ({"left_out_classes": 3, "left_out_examples": {"a": 2}}, "'a' has 2 and 2 more"),
+    ({"left_out_classes": 4}, " and 4 more"),  # a record that names none
+])  # fmt: skip
+def test_the_left_out_examples_are_named_and_the_rest_counted(record, text):
+    assert image_studies.left_out_examples(record) == text
