@@ -514,3 +514,104 @@ def test_each_section_says_which_classes_were_left_out_of_training(name):
                "losses": lambda: loss_comparison_markdown(_losses(8), "f.png"),
                "anatomy": lambda: anatomy_markdown(_anatomy(), "f.png")}[name]()
     assert "Left out" not in without and "keeps every image" not in without
+
+
+def _blocks(section: str) -> list[str]:
+    """The section's markdown blocks: heading, paragraph, table, ..., figure, one blank line
+    between each two."""
+    assert "\n\n\n" not in section and not section.endswith("\n")
+    return section.split("\n\n")
+
+
+def test_each_section_is_its_heading_paragraph_table_verdict_and_figure_apart():
+    p = _blocks(p_vs_batch_size_markdown(_p(RISING), "p.png"))
+    assert [block[:2] for block in p] == ["##", "so", "| ", "P ", "!["]
+    losses = _blocks(loss_comparison_markdown(_losses(8), "l.png"))
+    assert [block[:2] for block in losses] == ["##", "cu", "| ", "Be", "!["]
+    anatomy = _blocks(anatomy_markdown(_anatomy(), "a.png"))
+    assert [block[:2] for block in anatomy] == ["##", "ca", "| ", "!["]
+    for blocks in (p, losses, anatomy):
+        table = blocks[2].split("\n")
+        assert all(line.startswith("| ") and line.endswith(" |") for line in table)
+
+
+def test_the_anatomy_section_says_which_gradient_it_reads_and_shows():
+    from gradlab.functional.gradient_anatomy import DEFAULT_RELATIVE_THRESHOLD
+
+    text = anatomy_markdown(_anatomy(), "figures/a.png")
+    share = f"{100 * DEFAULT_RELATIVE_THRESHOLD:g}"
+    assert ("for 3 epoch(s); dL/dS of the batch's in-batch scores (each image querying the "
+            "others) read by gradlab.functional.gradient_anatomy (an entry is active above "
+            f"{share} % of its query's largest |dL/dS|). At the last logged step") in text
+    assert text.split("\n")[-1] == (
+        "![How many negatives per query receive gradient, the share of queries without gradient "
+        "and the hardest negatives' share, over training](figures/a.png)")
+
+
+def test_the_loss_table_has_the_image_studies_metrics_in_the_reports_order():
+    from gradlab.experiments.image_studies import LOSS_METRICS
+
+    results = _losses(8)
+    for block in (results["before"], *(run["metrics"] for run in results["losses"].values())):
+        mine = dict(block)
+        block.clear()
+        block.update({metric: [v * 0.9 for v in mine["MAP@R"]] for metric in LOSS_METRICS})
+    rows = _rows(loss_comparison_markdown(results, "f.png"))
+    # the image studies' order: recall@1/2/4/8, R-Precision, MAP@R (no tie-aware mAP)
+    assert rows[0] == ["loss", *LOSS_METRICS, "loss fwd+bwd (ms)", "training step (ms)"]
+    assert rows[2][1:-2] == [_cell(results["before"][m]) for m in LOSS_METRICS]
+
+
+def _shrunk(sizes: int, seeds: int) -> dict:
+    measurement = _p([row[:sizes] for row in RISING[:seeds]])
+    measurement["batch_sizes"] = measurement["batch_sizes"][:sizes]
+    measurement["seeds"] = measurement["seeds"][:seeds]
+    setting = measurement["settings"]["trained_at_m"]
+    for key, runs in setting.items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            setting[key] = [run[:sizes] for run in runs[:seeds]]
+    setting["steps"] = setting["steps"][:sizes]
+    return measurement
+
+
+@pytest.mark.parametrize(("sizes", "seeds", "why"), [
+    (2, 3, "3 seeds"), (3, 2, "2 seeds"), (2, 2, "2 seeds"),
+])  # fmt: skip
+def test_two_batch_sizes_and_two_seeds_can_show_a_trend(sizes, seeds, why):
+    from gradlab.experiments.p_vs_batch_size import summarize
+
+    measurement = _shrunk(sizes, seeds)
+    text = p_vs_batch_size_markdown(measurement, "p.png")
+    trend = summarize(measurement)["settings"]["trained_at_m"]
+    parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
+    last = measurement["batch_sizes"][-1]
+    assert (f"P from m = 8 to m = {last}: {trend['trend']} (paired t-test over the seeds; "
+            f"{why}). Its parts: {parts}.") in text
+    assert len(trend["parts"]) > 1  # the parts are listed apart
+
+
+def test_a_saved_p_study_whose_diagonal_lacks_seeds_is_not_rendered():
+    """One seed's diagonal for three seeds' P (the summary's arrays broadcast it): the table
+    would quote P minus the diagonal over one seed."""
+    measurement = _p(RISING)
+    measurement["settings"]["trained_at_m"]["P_diagonal"] = [[1 / 8, 1 / 16, 1 / 32]]
+    with pytest.raises(ValueError, match="zip"):
+        p_vs_batch_size_markdown(measurement, "p.png")
+
+
+def test_a_missing_folder_is_named_as_missing_with_the_file_it_should_hold(tmp_path):
+    gone = tmp_path / "gone"
+    for argument, prefix in (("", ""), ("--studies", "--studies: ")):
+        with pytest.raises(GradlabError) as refused:
+            load_study("anatomy", gone, argument)
+        assert str(refused.value) == (f"{prefix}{str(gone)!r} does not exist; give the folder a "
+                                      "gradlab study run wrote its gradient_anatomy.json into")
+
+
+def test_a_bad_losses_json_is_refused_naming_the_argument(tmp_path):
+    (tmp_path / "loss_comparison_m8.json").write_text(json.dumps({"settings": {}}))
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    assert str(refused.value) == (
+        f"--studies: {str(tmp_path / 'loss_comparison_m8.json')!r} is not the JSON of gradlab "
+        "study losses: it lacks seeds, before, losses")
