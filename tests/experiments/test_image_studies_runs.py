@@ -916,3 +916,25 @@ def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_image
         f"test_list_file must name other images than list_file; both are {str(train)!r}"
     )
     assert capsys.readouterr().err == ""  # before any run
+
+
+def test_the_evaluation_split_follows_the_layout_given_not_the_one_detected(halves, tmp_path):
+    """Class folders that also hold Online Products' files (which ``layout="auto"`` would
+    read): with ``layout="class-halves"`` the test split is the second half of the folders
+    (the anatomy study here; the losses study reads its test split the same way)."""
+    import shutil
+
+    both = tmp_path / "both"
+    shutil.copytree(halves, both)
+    rows = {"train": [], "test": []}
+    for image_id, path in enumerate(sorted(both.glob("digit_*/*.png")), start=1):
+        label = int(path.parent.name.split("_")[1])
+        if label < CLASSES // 2 + 2:  # Ebay_test.txt would hold two classes only
+            split = "train" if label < CLASSES // 2 else "test"
+            rows[split].append(f"{image_id} {label} 1 {path.relative_to(both).as_posix()}")
+    for split, lines in rows.items():
+        (both / f"Ebay_{split}.txt").write_text(
+            "\n".join(["image_id class_id super_class_id path", *lines]) + "\n")
+    settings = study.anatomy_on_images(both, layout="class-halves", batch_sizes=[8], seeds=[0],
+                                       epochs=1, logs=1, **SMALL)["settings"]  # fmt: skip
+    assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, {CLASSES // 2} classes)"
