@@ -938,3 +938,33 @@ def test_the_evaluation_split_follows_the_layout_given_not_the_one_detected(halv
     settings = study.anatomy_on_images(both, layout="class-halves", batch_sizes=[8], seeds=[0],
                                        epochs=1, logs=1, **SMALL)["settings"]  # fmt: skip
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, {CLASSES // 2} classes)"
+
+
+def test_mixed_precision_training_on_the_cpu_is_bfloat16_without_loss_scaling(halves):
+    """``amp`` on the CPU: bfloat16 forwards; loss scaling is CUDA's float16 remedy, not asked
+    for here (torch warns when a GradScaler is enabled without CUDA)."""
+    import warnings
+
+    with pytest.MonkeyPatch.context() as patch, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seen = _watch(patch)
+        study.p_vs_batch_size_on_images(halves, batch_sizes=[8], seeds=[0], amp=True, **SMALL)
+    trained = [output.dtype for training, output in seen["forwards"] if training]
+    assert trained and set(trained) == {torch.bfloat16}
+    assert not [w for w in caught if "GradScaler" in str(w.message)]
+
+
+def test_a_class_left_out_alone_is_named_in_the_singular():
+    record = {"min_images_per_class": 4, "classes": 1, "images": 4, "left_out_classes": 1,
+              "left_out_images": 2, "left_out_examples": {"dogs": 2}}  # fmt: skip
+    with pytest.raises(GradlabError) as refused:
+        study.check_batch_sizes([8], 1, left_out=record)
+    assert str(refused.value) == (
+        "this split holds 1 class(es) (the classes with 4 or more images; 1 class with fewer "
+        "was left out: 'dogs' has 2); a batch needs two (a query needs a negative)")
+
+
+def test_a_runs_seed_is_the_documented_seed_times_7919_plus_m():
+    """As its docstring gives it, so that a user can draw a run's batches and crops again."""
+    assert [study.run_seed(seed, m) for seed, m in ((0, 64), (1, 64), (3, 8))] == [
+        64, 7919 + 64, 3 * 7919 + 8]
