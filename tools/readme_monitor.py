@@ -112,7 +112,8 @@ def monitor_overhead(root: Path) -> str:
     lines += [
         "",
         f"Measured {conditions['started'][:16].replace('T', ' ')} on {machine['device']} "
-        f"({machine['cpu_count']} cores, {machine['torch_threads']} torch threads, torch "
+        f"({machine.get('cpu', 'CPU not recorded')}, {machine['cpu_count']} cores, "
+        f"{machine['torch_threads']} torch threads, torch "
         f"{machine['torch']}), load average {before} before and {after} after: other "
         "processes shared the cores, so each ratio is the median over interleaved rounds, with "
         "the spread of the per-round ratios in parentheses; `monitor.step()` alone is 1 + the "
