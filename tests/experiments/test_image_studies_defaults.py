@@ -99,26 +99,26 @@ def _documented(help_text: str, name: str) -> dict:
     }
 
 
+def _tiny_classes(tmp_path_factory, name: str, classes: int, digits: int):
+    """``classes`` class folders of 4 tiny images each (the first half trains)."""
+    from tests.helpers.study_images import write_images
+
+    root = tmp_path_factory.mktemp(name)
+    for label in range(classes):
+        write_images(root / f"class_{label:0{digits}d}", 4, size=4)
+    return root
+
+
 @pytest.fixture(scope="module")
 def wide_folder(tmp_path_factory):
     """128 classes of 4 tiny images: 64 train, enough for a batch of 256."""
-    from tests.helpers.study_images import write_images
-
-    root = tmp_path_factory.mktemp("wide")
-    for label in range(128):
-        write_images(root / f"class_{label:03d}", 4, size=4)
-    return root
+    return _tiny_classes(tmp_path_factory, "wide", 128, 3)
 
 
 @pytest.fixture(scope="module")
 def narrow_folder(tmp_path_factory):
     """32 classes of 4 tiny images: 16 train (one batch of 64), 16 test."""
-    from tests.helpers.study_images import write_images
-
-    root = tmp_path_factory.mktemp("narrow")
-    for label in range(32):
-        write_images(root / f"class_{label:02d}", 4, size=4)
-    return root
+    return _tiny_classes(tmp_path_factory, "narrow", 32, 2)
 
 
 def _spy(patch, *, stop_at_first_record=False) -> dict:
@@ -213,19 +213,31 @@ def test_the_p_study_called_with_the_folder_alone_trains_as_the_help_says(help_t
     assert seen["forwards"][0] == ((size, 3, side, side), defaults["device"], torch.float32)
 
 
+def _called_with_the_folder_alone(help_text, name, run, folder):
+    """The defaults ``gradlab study NAME --help`` documents, what the study was handed (the
+    spies) and its result, for the study called with the folder alone."""
+    defaults = _documented(help_text, name)
+    with pytest.MonkeyPatch.context() as patch:
+        seen = _spy(patch)
+        result = run(folder)
+    return defaults, seen, result
+
+
+def _assert_documented_settings(settings: dict, defaults: dict) -> None:
+    for key in ("epochs", "lr", "device", "amp", "tau"):
+        assert settings[key] == defaults[key], key
+
+
 def test_the_loss_study_called_with_the_folder_alone_trains_as_the_help_says(
     help_text, narrow_folder
 ):
-    defaults = _documented(help_text, "losses")
-    with pytest.MonkeyPatch.context() as patch:
-        seen = _spy(patch)
-        result = image_studies.loss_comparison_on_images(narrow_folder)
+    defaults, seen, result = _called_with_the_folder_alone(
+        help_text, "losses", image_studies.loss_comparison_on_images, narrow_folder)
     (size,) = defaults["batch_sizes"]
     side = defaults["image_size"]
     assert list(result) == [size]
     settings = result[size]["settings"]
-    for key in ("epochs", "lr", "device", "amp", "tau"):
-        assert settings[key] == defaults[key], key
+    _assert_documented_settings(settings, defaults)
     assert settings["test_data"] == "test split (64 images, 16 classes)"
     assert result[size]["seeds"] == defaults["seeds"]
     assert seen["built"] == [_network(defaults)] * 2
@@ -245,15 +257,12 @@ def test_the_loss_study_called_with_the_folder_alone_trains_as_the_help_says(
 def test_the_anatomy_study_called_with_the_folder_alone_trains_as_the_help_says(
     help_text, narrow_folder
 ):
-    defaults = _documented(help_text, "anatomy")
-    with pytest.MonkeyPatch.context() as patch:
-        seen = _spy(patch)
-        result = image_studies.anatomy_on_images(narrow_folder)
+    defaults, seen, result = _called_with_the_folder_alone(
+        help_text, "anatomy", image_studies.anatomy_on_images, narrow_folder)
     (size,) = defaults["batch_sizes"]
     side = defaults["image_size"]
     settings = result["settings"]
-    for key in ("epochs", "lr", "device", "amp", "tau"):
-        assert settings[key] == defaults[key], key
+    _assert_documented_settings(settings, defaults)
     assert settings["batch_sizes"] == [size] and result["seeds"] == defaults["seeds"]
     assert seen["built"] == [_network(defaults)] * 2
     runs = len(image_studies.ANATOMY_LOSSES)

@@ -810,17 +810,22 @@ def _asked_workers(patch) -> list:
     return asked
 
 
+def _run_study(name: str, folder, options: dict) -> None:
+    """One short run of the study ``gradlab study NAME`` runs (one log, one timing pass)."""
+    if name == "p-vs-batch-size":
+        study.p_vs_batch_size_on_images(folder, **options)
+    elif name == "losses":
+        study.loss_comparison_on_images(folder, timing_repeats=1, **options)
+    else:
+        study.anatomy_on_images(folder, logs=1, **options)
+
+
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
 def test_every_loader_of_a_study_gets_the_worker_count_it_is_given(halves, name):
     with pytest.MonkeyPatch.context() as patch:
         asked = _asked_workers(patch)
-        options = dict(batch_sizes=[16], seeds=[0], epochs=1, workers=3, **SMALL)
-        if name == "p-vs-batch-size":
-            study.p_vs_batch_size_on_images(halves, **options)
-        elif name == "losses":
-            study.loss_comparison_on_images(halves, timing_repeats=1, **options)
-        else:
-            study.anatomy_on_images(halves, logs=1, **options)
+        _run_study(name, halves, dict(batch_sizes=[16], seeds=[0], epochs=1, workers=3,
+                                      **SMALL))  # fmt: skip
     trained = [workers for training, workers in asked if training]
     evaluated = [workers for training, workers in asked if not training]
     runs = {"p-vs-batch-size": 1, "losses": 6, "anatomy": 3}[name]
@@ -878,12 +883,7 @@ def test_every_network_of_a_study_is_built_for_the_studys_image_size(halves, nam
                    image_size=8, batch_sizes=[16], seeds=[0], epochs=1, lr=1e-3)  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
         seen = _watch(patch)
-        if name == "p-vs-batch-size":
-            study.p_vs_batch_size_on_images(halves, **options)
-        elif name == "losses":
-            study.loss_comparison_on_images(halves, timing_repeats=1, **options)
-        else:
-            study.anatomy_on_images(halves, logs=1, **options)
+        _run_study(name, halves, options)
     head = "head.weight"
     assert len(seen["models"]) == 2  # the check before training, then the seed's start
     for state in seen["models"]:
