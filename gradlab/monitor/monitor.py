@@ -187,6 +187,7 @@ class Monitor:
         self._pending: BatchView | None = None
         self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
+        self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
         self._closed = False
@@ -384,14 +385,15 @@ class Monitor:
         when ``watch`` is called inside the training loop) changes nothing and is not kept:
         the list stays as long as the number of different kinds of loss watched."""
         served = [_why_not(adapter, quantity) for quantity in self.quantities]
-        if any(served == [_why_not(each, q) for q in self.quantities] for each in self._adapters):
+        if served in self._served:
             return
         for name in self.not_logged:
             self.disabled.pop(name, None)
         self._adapters.append(adapter)
+        self._served.append(served)
         self.not_logged = {}
-        for quantity in self.quantities:
-            reasons = [_why_not(each, quantity) for each in self._adapters]
+        for index, quantity in enumerate(self.quantities):
+            reasons = [each[index] for each in self._served]
             if all(reasons):
                 self.not_logged[quantity.name] = "; and ".join(dict.fromkeys(reasons))
         self.disabled.update(self.not_logged)
