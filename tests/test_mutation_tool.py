@@ -5,6 +5,7 @@ again, and the driver must pick that function only; the records it merges are ch
 counts written out by hand. No mutmut run: the selection is what is tested.
 """
 
+import json
 import subprocess
 
 import pytest
@@ -18,6 +19,7 @@ from tools.mutation import (
     merge_incremental,
     mutant_diffs,
     plan,
+    prepare_recheck,
     unchecked_mutants,
 )
 
@@ -248,3 +250,34 @@ def test_a_judgement_follows_its_diff_across_renumbering_and_drops_when_its_line
     _commit_edit(repository, "return d / 2", "return d / 4")
     changed = mutant_diffs(None, ["pkg.tiny"], repository)
     assert judge(list(changed), changed, [entry]) == {}
+
+
+def test_a_recheck_maps_the_tests_again_and_names_the_undetected_mutants(repository, tmp_path):
+    """mutmut maps only new tests to the functions they reach: an edited test that now reaches
+    another function would never meet its mutants. A recheck drops the mapping (mutmut then
+    rebuilds it), pulls the committed tree and names the mutants left undetected."""
+    (repository / "pyproject.toml").write_text("[project]\nname = 'pkg'\n")
+    _git(repository, "add", "pyproject.toml")
+    _git(repository, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "two")
+    scratch = tmp_path / "scratch"
+    _git(tmp_path, "clone", "-q", str(repository), str(scratch))
+    (scratch / "pyproject.toml").write_text("[project]\nname = 'pkg'\n[tool.mutmut]\nold = 1\n")
+    meta = scratch / "mutants" / "pkg" / "tiny.py.meta"
+    meta.parent.mkdir(parents=True)
+    verdicts = {"pkg.tiny.x_double__mutmut_1": 1, "pkg.tiny.x_double__mutmut_2": 0,
+                "pkg.tiny.x_half__mutmut_1": 33, "pkg.tiny.x_half__mutmut_2": 36,
+                "pkg.tiny.x_half__mutmut_3": None}  # fmt: skip
+    meta.write_text(json.dumps({"exit_code_by_key": verdicts}))
+    stats = scratch / "mutants" / "mutmut-stats.json"
+    stats.write_text("{}")
+    _commit_edit(repository, "return x / 2", "return x * 0.5")
+
+    names = prepare_recheck(scratch, ["pkg/tiny.py"], ["tests/test_tiny.py"])
+
+    assert names == ["pkg.tiny.x_double__mutmut_2", "pkg.tiny.x_half__mutmut_1",
+                     "pkg.tiny.x_half__mutmut_3"]  # survived, without tests, unchecked
+    assert not stats.exists()
+    assert "return x * 0.5" in (scratch / "pkg" / "tiny.py").read_text()
+    config = (scratch / "pyproject.toml").read_text()
+    assert "old = 1" not in config and config.count("[tool.mutmut]") == 1
+    assert '"pkg/tiny.py"' in config and '"tests/test_tiny.py"' in config

@@ -1025,10 +1025,17 @@ def killed_share(killed: int, undetected: int, equivalent: int) -> float | None:
     return killed / non_equivalent if non_equivalent else None
 
 
-def _recheck_names(workdir: Path, only_mutate: list[str], tests: list[str]) -> list[str]:
+def prepare_recheck(workdir: Path, only_mutate: list[str], tests: list[str]) -> list[str]:
     """Bring a group's scratch clone to the committed tree and name the mutants to run again:
-    those the last run did not detect or did not check. mutmut keeps every other verdict,
-    regenerates the mutants of changed functions and maps tests that are new."""
+    those the last run did not detect or did not check. mutmut keeps every other verdict and
+    regenerates the mutants of changed functions.
+
+    mutmut maps only *new* tests to the functions they reach; a test edited since the
+    mapping keeps its old entry, so a test that now reaches a function it did not reach
+    before would never run against that function's mutants, which would stay "survived" or
+    "without tests". The mapping is therefore dropped here and rebuilt by one instrumented
+    run of the group's tests."""
+    (workdir / "mutants" / "mutmut-stats.json").unlink(missing_ok=True)
     pyproject = workdir / "pyproject.toml"
     committed = subprocess.run(["git", "show", "HEAD:pyproject.toml"], cwd=workdir, check=True,
                                capture_output=True, text=True).stdout  # fmt: skip
@@ -1060,7 +1067,7 @@ def run_group(
     workdir = scratch_folder(name)
     names = []
     if recheck and (workdir / "mutants").is_dir():
-        names = [m for m in _recheck_names(workdir, only_mutate, tests)
+        names = [m for m in prepare_recheck(workdir, only_mutate, tests)
                  if functions is None or function_of(m) in functions]  # fmt: skip
     else:
         _scratch_clone(workdir)
