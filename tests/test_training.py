@@ -91,6 +91,40 @@ def test_train_embedding_reports_its_steps_when_asked(capsys):
     assert hidden == ""
 
 
+class _FirstParameterElsewhere(nn.Module):
+    """A model whose first parameter sits on the meta device (standing in for an accelerator).
+
+    Its output comes from a CPU parameter, so a step completes wherever the batch was sent; the
+    devices of the images it is given are recorded.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.place = nn.Parameter(torch.empty(0, device="meta"))
+        self.weight = nn.Parameter(torch.ones(3))
+        self.devices: list[torch.device] = []
+
+    def forward(self, x):
+        self.devices.append(x.device)
+        return self.weight.expand(len(x), 3)
+
+
+def test_train_embedding_sends_each_batch_to_the_device_of_the_models_parameters():
+    images, labels = _data(count=8, classes=2)
+    model = _FirstParameterElsewhere()
+    label_devices = []
+
+    def total(embeddings, batch_labels):
+        label_devices.append(batch_labels.device)
+        return embeddings.sum()
+
+    losses = train_embedding(model, images, labels, total, per_class=2, epochs=1)
+    meta = torch.device("meta")
+    assert model.devices == [meta, meta] and label_devices == [meta, meta]
+    # 4 rows x 3 ones, then Adam's first step moves each weight by lr: 12 x 0.999
+    assert losses == [12.0, pytest.approx(12 * 0.999)]
+
+
 class _Recorder(nn.Module):
     def __init__(self):
         super().__init__()
