@@ -148,3 +148,25 @@ def test_the_cost_figure_of_four_losses_up_to_m_4096_reads_well_on_the_report_pa
     (figure,) = figures
     assert layout_problems(figure) == []
     assert len(figure.axes[0].get_lines()) == 4
+
+
+def test_the_lemma_figure_sizes_its_dots_crosses_and_legend_as_drawn_for_the_page(figures):
+    module.plot_lemma1(_lemma(), "l.png")
+    (figure,) = figures
+    axis = figure.axes[0]
+    sizes = {c.get_label(): c.get_sizes().tolist() for c in axis.collections}
+    # marker areas in points^2: measured 14, the printed cross 8, the closed form's dot 4
+    assert sizes == {
+        "autograd": [14.0],
+        "closed form (h_left or h_right)/(|N| Delta)": [4.0],
+        "Lemma 1 as printed: -h_right": [8.0],
+    }
+    assert {t.get_fontsize() for t in axis.get_legend().get_texts()} == {8.0}
+    assert tuple(figure.get_size_inches()) == pytest.approx((9.0, 4.8))
+
+
+def test_the_cost_figure_is_eight_by_five_inches_with_an_eight_point_legend(figures):
+    module.plot_loss_cost(_cost(), "c.png")
+    (figure,) = figures
+    assert tuple(figure.get_size_inches()) == pytest.approx((8.0, 5.0))
+    assert {t.get_fontsize() for t in figure.axes[0].get_legend().get_texts()} == {8.0}
