@@ -3,6 +3,8 @@ bundled digits, class-disjoint splits, the transforms, and one-line errors for b
 
 from __future__ import annotations
 
+import math
+
 import numpy
 import pytest
 import torch
@@ -447,3 +449,57 @@ def test_unseeded_transforms_draw_fresh_seeds():
     picture = _coordinates(20, 20)
     drawn = [train_transform(16)(picture) for _ in range(30)]
     assert len({tuple(image.flatten().tolist()) for image in drawn}) > 20
+
+
+def test_an_odd_evaluation_margin_leaves_its_extra_pixel_right_and_below():
+    # image_size 14 and a short side of 16: not resized. 21 - 14 = 7 pixels of margin across
+    # (3 left, 4 right), 16 - 14 = 2 down (1 and 1); turned on its side, 3 above and 4 below.
+    for width, height, rows, columns in ((21, 16, slice(1, 15), slice(3, 17)),
+                                         (16, 21, slice(3, 17), slice(1, 15))):  # fmt: skip
+        picture = _coordinates(width, height)
+        expected = torch.tensor(numpy.array(picture), dtype=torch.float32)[rows, columns]
+        torch.testing.assert_close(_pixels(eval_transform(14)(picture)),
+                                   expected.permute(2, 0, 1), atol=1e-3, rtol=0)  # fmt: skip
+
+
+def _crops_by_hand(width, height, calls, seed):
+    """The boxes and flips of ``calls`` random resized crops, from the seeded generator's uniform
+    draws taken in order: per try the area's share of the picture in [0.16, 1) and the log of
+    the aspect in [log 3/4, log 4/3); at the first try that fits the left and top edges; after
+    ten tries that do not fit, the whole picture; then the flip, for a draw below one half."""
+    draws = iter(torch.rand(calls * 30, generator=torch.Generator().manual_seed(seed)).tolist())
+
+    def uniform(low, high):
+        return low + (high - low) * next(draws)
+
+    boxes = []
+    for _ in range(calls):
+        box = (0, 0, width, height)
+        for _ in range(10):
+            area = width * height * uniform(0.16, 1.0)
+            ratio = math.exp(uniform(math.log(3 / 4), math.log(4 / 3)))
+            crop_w, crop_h = round(math.sqrt(area * ratio)), round(math.sqrt(area / ratio))
+            if crop_w <= width and crop_h <= height:
+                left = int(uniform(0, width - crop_w + 1))
+                top = int(uniform(0, height - crop_h + 1))
+                box = (left, top, left + crop_w, top + crop_h)
+                break
+        boxes.append((*box, uniform(0.0, 1.0) < 0.5))
+    return boxes
+
+
+@pytest.mark.parametrize(("width", "height", "size"), [(60, 45, 64), (7, 6, 16), (40, 1, 48)])
+def test_training_crops_follow_the_seeded_generators_draws_one_by_one(width, height, size):
+    # 7 x 6: some tries do not fit; 40 x 1: none does, so each crop takes 10 tries and the whole
+    assert _train_boxes(width, height, 60, size=size, seed=5) == _crops_by_hand(width, height,
+                                                                                60, seed=5)
+
+
+def test_a_draw_of_exactly_one_half_does_not_flip():
+    # torch.rand draws multiples of 2^-24 in [0, 1): below one half is exactly half of them.
+    # A strip takes 21 draws a crop (10 tries of two, then the flip); seed 47345's 569th flip
+    # draw is exactly 0.5.
+    draws = torch.rand(569 * 21, generator=torch.Generator().manual_seed(47345))
+    assert draws[568 * 21 + 20].item() == 0.5
+    boxes = _train_boxes(40, 1, 569, size=48, seed=47345)
+    assert boxes[-1] == (0, 0, 40, 1, False)
