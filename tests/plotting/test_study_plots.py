@@ -6,6 +6,7 @@ from the inputs."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import matplotlib
@@ -20,6 +21,7 @@ from matplotlib.layout_engine import ConstrainedLayoutEngine
 from PIL import Image
 
 import gradlab.plotting.studies as module
+from gradlab.jsonio import write_json
 
 NAN = float("nan")
 
@@ -303,6 +305,12 @@ def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
     assert title.get_fontsize() == 11
 
 
+def test_the_untrained_lines_legend_takes_the_best_place_whatever_a_users_default(drawn):
+    matplotlib.rcParams["legend.loc"] = "upper right"
+    figure = drawn(module.plot_loss_comparison, _losses())
+    assert figure.axes[0].get_legend()._loc == 0  # matplotlib's code of "best"
+
+
 def test_fewer_metrics_leave_no_empty_panel(drawn):
     figure = drawn(module.plot_loss_comparison, _losses(before=("mAP", "recall@1")))
     assert [axis.get_title() for axis in figure.axes] == [
@@ -402,13 +410,14 @@ def test_scene_recall_of_one_encoder_is_one_panel(drawn):
 # ---- scene anatomy --------------------------------------------------------------------------
 
 
-def _anatomy(encoders=("VSE++", "VSRN"), directions=("i2t", "t2i"), flat=()):
+def _anatomy(encoders=("VSE++", "VSRN"), directions=("i2t", "t2i"), flat=(),
+             losses=("SmoothAP", "VSE++ max", "NT-Xent")):  # fmt: skip
     """Per encoder and loss two seeds at steps 0, 5, 10: a loss in ``flat`` keeps 0 queries
     without gradient; values are ``base`` + [0, 1, 2] per seed, seed 2 one higher."""
     runs = {}
     for e, encoder in enumerate(encoders):
         runs[encoder] = {}
-        for index, loss in enumerate(("SmoothAP", "VSE++ max", "NT-Xent")):
+        for index, loss in enumerate(losses):
             anatomy = {"steps": [0, 5, 10]}
             for direction in directions:
                 base = 1 + e + 3 * index
@@ -561,6 +570,98 @@ def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
     assert note.get_text() == textwrap.fill(
         "0 at every step:\nSmoothAP (both encoders); NT-Xent (VSRN)", 48
     )
+
+
+def test_scene_anatomy_cycles_four_line_styles_over_encoders_and_colours_a_fourth_loss(drawn):
+    encoders = ("A", "B", "C", "D", "E")
+    losses = ("SmoothAP", "VSE++ max", "NT-Xent", "FastAP")
+    figure = drawn(module.plot_scene_anatomy, _anatomy(encoders=encoders, losses=losses))
+    styles = ["-", "--", ":", "-.", "-"]  # the fifth encoder solid again
+    colours = [to_rgba(c) for c in ("tab:blue", "tab:orange", "tab:green", "tab:purple")]
+    for axis in figure.axes:
+        lines = axis.get_lines()
+        assert [line.get_linestyle() for line in lines] == [s for s in styles for _ in losses]
+        assert [to_rgba(line.get_color()) for line in lines] == colours * 5
+    handles = figure.legends[0].legend_handles
+    assert [h.get_linestyle() for h in handles] == [s for s in styles for _ in losses]
+    assert [to_rgba(h.get_color()) for h in handles] == colours * 5
+    assert figure._suptitle.get_text().endswith(
+        "; solid A, dashed B, dotted C, dash-dotted D, solid E)")
+    assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
+
+
+def test_scene_anatomy_of_one_encoder_and_one_loss(drawn):
+    result = _anatomy(encoders=("VSRN",), losses=("NT-Xent",))
+    figure = drawn(module.plot_scene_anatomy, result)
+    assert len(figure.axes) == 6
+    for axis in figure.axes:
+        assert [line.get_label() for line in axis.get_lines()] == ["VSRN, NT-Xent"]
+    # NT-Xent's base is 1 (index 0): seeds [1, 2, 3] and [2, 3, 4]
+    assert list(figure.axes[0].get_lines()[0].get_ydata()) == [1.5, 2.5, 3.5]
+    assert figure._suptitle.get_text().endswith("; solid VSRN)")
+
+
+def test_scene_anatomy_of_a_run_logged_at_one_step(drawn):
+    result = _anatomy()
+    for encoder in result["runs"].values():
+        for run in encoder.values():
+            anatomy = run["anatomy"]
+            anatomy["steps"] = [0]
+            for direction in ("i2t", "t2i"):
+                anatomy[direction] = {key: [seed[:1] for seed in values]
+                                      for key, values in anatomy[direction].items()}  # fmt: skip
+    figure = drawn(module.plot_scene_anatomy, result)
+    active, share = figure.axes[0], figure.axes[2]
+    # active negatives: each series its own value (base + 0.5), so each drawn at its one step
+    assert [list(line.get_ydata()) for line in active.get_lines()] == [
+        [1.5], [4.5], [7.5], [2.5], [5.5], [8.5]]  # fmt: skip
+    # the share without gradient, (0.1 + 0.3) / 2 = 0.2 for every loss: a note, no line
+    assert not share.get_lines()
+    assert share.texts[0].get_text() == textwrap.fill(
+        "0.2 at every step:\nSmoothAP (both encoders); VSE++ max (both encoders); NT-Xent (both "
+        "encoders)", 48)  # fmt: skip
+
+
+def test_a_loss_keeping_its_value_at_two_of_three_encoders_names_both(drawn):
+    result = _anatomy(encoders=("A", "B", "C"), directions=("in_batch",))
+    runs = result["runs"]
+    for encoder, loss in (("A", "SmoothAP"), ("B", "SmoothAP"), ("A", "VSE++ max")):
+        runs[encoder][loss]["anatomy"]["in_batch"]["share_without_gradient"] = [[0.0] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    (note,) = figure.axes[1].texts
+    assert note.get_text() == textwrap.fill("0 at every step:\nSmoothAP (A, B); VSE++ max (A)", 48)
+
+
+def test_two_values_each_kept_by_two_losses_are_two_notes_one_under_the_other(drawn):
+    result = _anatomy()
+    runs = result["runs"]
+    for encoder, value in (("VSE++", 0.0), ("VSRN", 0.5)):
+        for loss in ("SmoothAP", "VSE++ max"):
+            runs[encoder][loss]["anatomy"]["i2t"]["share_without_gradient"] = [[value] * 3] * 2
+    figure = drawn(module.plot_scene_anatomy, result)
+    share = figure.axes[2]
+    assert {line.get_label() for line in share.get_lines()} == {"VSE++, NT-Xent", "VSRN, NT-Xent"}
+    (note,) = share.texts
+    assert note.get_text() == "\n".join([
+        textwrap.fill("0 at every step:\nSmoothAP (VSE++); VSE++ max (VSE++)", 48),
+        textwrap.fill("0.5 at every step:\nSmoothAP (VSRN); VSE++ max (VSRN)", 48),
+    ])  # fmt: skip
+
+
+def test_scene_anatomy_reads_its_json_file_with_nan_written_either_way(drawn, tmp_path):
+    # json.dumps writes a NaN as the token NaN; gradlab.jsonio.write_json as the string "NaN"
+    result = _anatomy()
+    result["runs"]["VSE++"]["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[1, NAN, 3],
+                                                                                 [2, 3, 4]]
+    token = tmp_path / "token.json"
+    token.write_text(json.dumps(result))
+    for path in (token, write_json(tmp_path / "string.json", result)):
+        figure = drawn(module.plot_scene_anatomy, str(path))
+        first = figure.axes[0].get_lines()[0]
+        assert first.get_label() == "VSE++, SmoothAP"
+        assert list(first.get_ydata()) == [1.5, 3.0, 3.5]  # the NaN left out of the mean
+        assert [list(line.get_ydata()) for line in figure.axes[4].get_lines()] == [
+            pytest.approx([0.5, 0.6, 0.7])] * 6  # fmt: skip
 
 
 # ---- saving ----------------------------------------------------------------------------------
