@@ -1,7 +1,10 @@
 """Figures of the per-seed studies (:mod:`gradlab.experiments`): means with error bars (std).
 
 Each function takes the study's result dict (or a path to its JSON), draws every seed's value
-faintly and the mean with a one-standard-deviation bar, and returns the written path.
+faintly and the mean with a one-standard-deviation bar, and returns the written path. A JSON file
+may hold NaN and infinities as the strings ``"NaN"``, ``"Infinity"`` and ``"-Infinity"`` (as
+:func:`gradlab.jsonio.write_json` writes them, and so the report) or as the tokens
+``json.dumps`` writes; both read as floats.
 """
 
 from __future__ import annotations
@@ -14,11 +17,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
 
+from gradlab.monitor.sinks import decode_value
 from gradlab.plotting.style import step_axis
 
 
 def _load(source: dict | str | Path) -> dict:
-    return source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    """The result, its ``"NaN"`` / ``"Infinity"`` strings read as floats (a dict loaded from
+    such a file too)."""
+    result = source if isinstance(source, dict) else json.loads(Path(source).read_text())
+    return decode_value(result)
 
 
 def save_figure(figure, path: str | Path) -> Path:
@@ -151,7 +158,7 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
         mean, std = _mean_std(result["losses"][name]["loss_seconds"])
         cost.bar(index, 1e3 * mean, yerr=1e3 * std, color="tab:green", capsize=3)
     cost.set_xticks(positions, labels, rotation=30, ha="right", fontsize=10)
-    cost.tick_params(axis="y", labelsize=10)
+    cost.tick_params(axis="y", which="both", labelsize=10)  # a log axis labels minor ticks
     cost.set_yscale("log")
     cost.set_title("loss forward + backward (ms)", fontsize=11)
     cost.grid(alpha=0.3, axis="y")

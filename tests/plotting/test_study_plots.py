@@ -209,6 +209,25 @@ def test_nans_at_the_same_places_are_equal(drawn):
     )
 
 
+
+def test_p_against_batch_size_reads_its_json_file_with_nan_written_either_way(drawn, tmp_path):
+    # the report writes its P-vs-m result with gradlab.jsonio.write_json: a NaN is the string
+    # "NaN" there, the token NaN where json.dumps wrote it
+    setting = {key: [[NAN, 0.5], [0.25, NAN]] for key in APART}
+    setting["P"] = [[NAN, 0.5], [0.25, 0.75]]  # P differs: drawn apart from the two repeats
+    result = _p_result(fixed_untrained=setting)
+    token = tmp_path / "token.json"
+    token.write_text(json.dumps(result))
+    for path in (token, write_json(tmp_path / "string.json", result)):
+        figure = drawn(module.plot_p_vs_batch_size, str(path))
+        (axis,) = figure.axes
+        assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)",
+                                                            "positive-negative pairs"]
+        means = [point[1] for point in _errorbar(axis.containers[0])]
+        assert means == [0.25, 0.625]  # seed 0's NaN left out at m = 16
+        assert axis.texts[0].get_text().replace("\n", " ") == (
+            "negative-negative pairs: the same as positive-negative pairs at every seed and m")
+
 # ---- loss comparison ------------------------------------------------------------------------
 
 
@@ -303,6 +322,19 @@ def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
         "seeds; bars: mean +- std; dashed: the untrained network)"
     )
     assert title.get_fontsize() == 11
+
+
+def test_the_cost_panels_minor_labels_keep_the_panels_size_under_a_users_larger_font(drawn):
+    # 3 to 5 ms: less than a decade, so the log axis labels its minor ticks (the fixture sets
+    # the user's font.size to 13)
+    result = _losses()
+    result["losses"]["FastAP"]["loss_seconds"] = [0.004, 0.006]
+    figure = drawn(module.plot_loss_comparison, result)
+    cost = figure.axes[-1]
+    figure.canvas.draw()
+    minor = [t for t in cost.yaxis.get_ticklabels(minor=True) if t.get_text()]
+    assert minor  # the case drawn: labelled minor ticks
+    assert {t.get_fontsize() for t in minor} == {10}
 
 
 def test_the_untrained_lines_legend_takes_the_best_place_whatever_a_users_default(drawn):
