@@ -52,3 +52,17 @@ def test_without_scikit_learn_the_error_names_the_studies_extra(monkeypatch):
         load_digits_split()
     assert "gradlab-ranking[studies]" in str(caught.value)
     assert str(caught.value).startswith("gradlab.data needs the sklearn package")
+
+
+def test_labels_are_int64_even_where_scikit_learn_stores_int32_targets(monkeypatch):
+    # numpy's default integer is int32 on Windows before numpy 2, and scikit-learn's targets
+    # follow it; the split promises int64 labels whatever the platform gives.
+    import sklearn.datasets
+
+    real = sklearn.datasets.load_digits()
+    real.target = real.target.astype("int32")
+    monkeypatch.setattr(sklearn.datasets, "load_digits", lambda: real)
+    split = load_digits_split((2, 7))
+    assert split.train_labels.dtype == torch.int64 and split.test_labels.dtype == torch.int64
+    assert sorted(set(split.train_labels.tolist())) == [2, 7]
+    assert sorted(set(split.test_labels.tolist())) == [0, 1, 3, 4, 5, 6, 8, 9]
