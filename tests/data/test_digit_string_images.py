@@ -2,14 +2,23 @@
 at most one pixel, train glyphs from the train pool only, plus the stated Gaussian noise."""
 
 import itertools
+import sys
 
 import pytest
 import torch
 
+from gradlab import GradlabError
 from gradlab.data import load_digit_strings
-from gradlab.data.digit_strings import digit_pools
+from gradlab.data.digit_strings import clear_generated, digit_pools
 
 SEED = 3
+
+
+@pytest.fixture(autouse=True)
+def _render_afresh():
+    """Each test renders its images, never reads a set another test generated (the cache
+    of load_digit_strings would otherwise hide the renderer from all but the first)."""
+    clear_generated()
 
 
 def _glyphs(image, digits):
@@ -104,3 +113,11 @@ def test_the_pools_split_each_digit_in_half():
     assert len(train) == len(test) == 10
     assert [len(p) for p in train] == [c // 2 for c in counts]
     assert [len(p) for p in test] == [c - c // 2 for c in counts]
+
+
+def test_without_scikit_learn_the_pools_name_gradlab_data_and_the_studies_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sklearn.datasets", None)
+    with pytest.raises(GradlabError) as caught:
+        digit_pools(torch.Generator().manual_seed(0))
+    assert str(caught.value).startswith("gradlab.data needs the sklearn package")
+    assert "gradlab-ranking[studies]" in str(caught.value)
