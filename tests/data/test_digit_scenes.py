@@ -191,6 +191,20 @@ def test_seeds_give_different_scenes_and_the_default_seed_is_0():
     assert default.captions != load_digit_scenes(6, seed=1).captions
 
 
+@pytest.mark.parametrize(
+    "other",
+    [("train", 500_001), ("train", 500_002), ("train", 2_000_006), ("test", 1_000_003)],
+)
+def test_no_other_seed_or_split_repeats_a_test_splits_scenes(other):
+    # A split's scenes are its own: a test split shares its captions with no training split
+    # (whatever seed each was drawn with) and with no other seed's test split. The seeds are
+    # the ones near the test split's offset of 1_000_003 where a seed derivation that let the
+    # two splits' streams meet would do so first.
+    split, seed = other
+    test = load_digit_scenes(6, split="test", seed=0)
+    assert load_digit_scenes(6, split=split, seed=seed).captions != test.captions
+
+
 def test_tensors_have_the_documented_shapes_types_and_padding():
     scenes = load_digit_scenes(40, seed=6)
     assert scenes.images.shape == (40, 1, 30, 30) and scenes.images.dtype == torch.float32
