@@ -17,6 +17,7 @@ import torch
 
 from gradlab.data.digit_scenes import DigitScenes, vocabulary
 from gradlab.experiments import digit_scenes
+from gradlab.experiments.runtime import StudyError
 from gradlab.functional import (
     gradient_anatomy,
     max_violation_triplet_loss,
@@ -24,11 +25,16 @@ from gradlab.functional import (
     smooth_ap,
 )
 from gradlab.models import CaptionGRU, DigitBackbone, GlobalImageProjection, RegionRelationEncoder
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference import score_losses_loops, smooth_ap_loops
 from tests.reference.retrieval_loops import recall_at_k
 
 TINY = {"train_scenes": 10, "test_scenes": 6, "steps": 4, "batch_images": 4, "dims": 8,
         "lr": 2e-3, "log_every": 2}  # fmt: skip
+# the stand-in for the full setting: every size differs from TINY, so a run that asked for the
+# full setting anywhere (the quick flag lost on the way) shows it
+NOT_QUICK = {"train_scenes": 12, "test_scenes": 7, "steps": 6, "batch_images": 3, "dims": 6,
+             "lr": 1e-3, "log_every": 4}  # fmt: skip
 
 
 def _fresh_seeds() -> tuple[int, int]:
@@ -66,11 +72,11 @@ def _stand_in_backbone(images, labels, seed):
 
 def _run(seeds):
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(digit_scenes, "settings", lambda quick: dict(TINY))
+        patch.setattr(digit_scenes, "settings", lambda quick: dict(TINY if quick else NOT_QUICK))
         patch.setattr(digit_scenes, "load_digit_scenes", _stand_in_scenes)
         patch.setattr(digit_scenes, "digit_pools", _stand_in_pools)
         patch.setattr(digit_scenes, "pretrain_digit_backbone", _stand_in_backbone)
-        return digit_scenes.measure(quick=False, seeds=seeds, tau=TAU, workers=1)
+        return digit_scenes.measure(seeds=seeds, tau=TAU, workers=1)  # quick by default
 
 
 def _smoothap_loop(scores, positives, tau, directions=("i2t", "t2i")):
@@ -166,6 +172,7 @@ def _the_settings_record_the_temperature_and_the_caption_count(run):
     config = run["settings"]
     assert (config["tau"], config["captions_per_image"]) == (TAU, 5)
     assert config["steps"] == 4 and "standardised" in config["global_features"]
+    assert {key: config[key] for key in TINY} == TINY  # the quick setting, asked for by default
 
 
 def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run, seeds):
@@ -179,6 +186,7 @@ def _anatomy_and_geometry_are_read_at_the_logged_steps_each_direction_apart(run,
         geometry = digit_scenes.geometry_record(images, captions, scores, POSITIVES)
         for name, result in run["runs"][kind].items():
             assert result["anatomy"]["steps"] == [0, 2, 3]  # every 2nd step and the last
+            assert set(result["anatomy"]) == {"steps", "i2t", "t2i"}
             for q, key in enumerate(digit_scenes.GEOMETRY_KEYS):
                 assert len(result["geometry"][key][1]) == 3
                 expected = pytest.approx(geometry[q].item(), rel=1e-4, abs=1e-6)
@@ -274,6 +282,155 @@ def test_progress_counts_the_encoders_and_losses_trained_per_seed(
     assert seen["parts"][:per_seed] == ["backbone"] + [
         f"{e}, {n}" for e in encoders for n in losses]  # fmt: skip
     assert {task[5] for task in seen["tasks"]} == {0.2}
+
+
+def test_the_documented_defaults_lay_out_the_quick_study_of_three_seeds_on_the_cpu(monkeypatch):
+    seen = {}
+
+    def laid_out(function, tasks, **options):
+        seen.update(options, tasks=tasks)
+        raise _StopError
+
+    monkeypatch.setattr(digit_scenes, "run_tasks", laid_out)
+    with pytest.raises(_StopError):
+        digit_scenes.measure()
+    assert seen["stage"] == "digit scenes"  # how the progress lines and errors name the study
+    assert seen["workers"] is None  # those of the enclosing study_workers block
+    assert list(dict.fromkeys(seen["names"])) == ["seed 0", "seed 1", "seed 2"]
+    assert seen["parts"][:7] == ["backbone", "VSE++, SmoothAP", "VSE++, VSE++ max-violation",
+                                 "VSE++, NT-Xent", "VSRN, SmoothAP",
+                                 "VSRN, VSE++ max-violation", "VSRN, NT-Xent"]  # fmt: skip
+    # quick, on the CPU, SmoothAP's temperature 0.01
+    assert {(task[0], task[2], task[5]) for task in seen["tasks"]} == {(True, "cpu", 0.01)}
+    with pytest.raises(_StopError):
+        digit_scenes.measure(seeds=(4,), workers=3)
+    assert seen["workers"] == 3
+
+
+def test_the_quick_study_trains_20_steps():
+    assert digit_scenes.settings(True)["steps"] == 20  # measure's documented quick run
+
+
+def test_a_task_on_the_cpu_runs_its_kernels_on_one_thread(monkeypatch):
+    threads = []
+
+    def scenes(num_scenes, split="train", seed=0):
+        threads.append(torch.get_num_threads())
+        raise _StopError
+
+    monkeypatch.setattr(digit_scenes, "load_digit_scenes", scenes)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(StudyError):
+            digit_scenes.measure(seeds=(4,), encoders=(), workers=1)
+        assert torch.get_num_threads() == 2  # and the setting is restored
+    finally:
+        torch.set_num_threads(before)
+    assert threads == [1]
+
+
+class _DeviceBackbone(DigitBackbone):
+    """A backbone with random weights that notes the device of the digits it classifies."""
+
+    def __init__(self, seen):
+        super().__init__()
+        self.seen = seen
+
+    def forward(self, digits):
+        self.seen.setdefault("classified_on", []).append(digits.device.type)
+        return super().forward(digits)
+
+
+def _on_meta(monkeypatch, seen):
+    """The study at TINY's sizes on the meta device (the stand-in for an accelerator: its
+    tensors hold no data, so mixing one with a CPU tensor raises, and so does reading a
+    number off it); the pre-training notes where its digits and labels are."""
+
+    def pretrain(images, labels, seed):
+        seen["pretrained_on"] = (images.device.type, labels.device.type)
+        return _DeviceBackbone(seen).to("meta")
+
+    monkeypatch.setattr(digit_scenes, "settings", lambda quick: dict(TINY))
+    monkeypatch.setattr(digit_scenes, "load_digit_scenes", _stand_in_scenes)
+    monkeypatch.setattr(digit_scenes, "digit_pools", _stand_in_pools)
+    monkeypatch.setattr(digit_scenes, "pretrain_digit_backbone", pretrain)
+
+
+def test_the_backbone_is_pretrained_and_scored_on_the_studys_device(monkeypatch):
+    seen = {}
+    _on_meta(monkeypatch, seen)
+    with pytest.raises(StudyError) as caught:
+        digit_scenes.measure(seeds=(1000 + os.getpid(),), device="meta", encoders=(), workers=1)
+    assert seen == {"pretrained_on": ("meta", "meta"), "classified_on": ["meta"]}
+    # the digits and labels compared on the device: the accuracy is the first number read
+    assert "item() cannot be called on meta tensors" in str(caught.value.__cause__)
+
+
+def _mean_captions(seen):
+    """A stand-in for CaptionGRU that runs on the meta device (CaptionGRU packs its sequences
+    by lengths read on the CPU): the mean of the word embeddings, on the unit sphere; it notes
+    where its weights are when it encodes (in ``seen``, which the study's copies share)."""
+
+    class MeanCaptions(torch.nn.Module):
+        def __init__(self, vocabulary_size, dims):
+            super().__init__()
+            self.embedding = torch.nn.Embedding(vocabulary_size, dims)
+
+        def forward(self, tokens):
+            seen["captions_encoded_on"] = self.embedding.weight.device.type
+            return torch.nn.functional.normalize(self.embedding(tokens).mean(dim=1), dim=-1)
+
+    return MeanCaptions
+
+
+def test_the_encoders_train_on_the_studys_device_and_a_failure_names_the_task(monkeypatch):
+    seen = {}
+    _on_meta(monkeypatch, seen)
+    monkeypatch.setattr(digit_scenes, "_backbone_accuracy", lambda *args: 0.5)  # no read
+    monkeypatch.setattr(digit_scenes, "CaptionGRU", _mean_captions(seen))
+
+    def loss(scores, positives):
+        seen["loss_on"] = (scores.device.type, positives.device.type)
+        raise _StopError
+
+    monkeypatch.setitem(digit_scenes.LOSSES, "NT-Xent", loss)
+    seed = 2000 + os.getpid()
+    with pytest.raises(StudyError) as caught:
+        digit_scenes.measure(seeds=(seed,), device="meta", encoders=("VSE++",),
+                             losses=("NT-Xent",), workers=1)  # fmt: skip
+    assert isinstance(caught.value.__cause__, _StopError)
+    assert str(caught.value).startswith(f"digit scenes, seed {seed} (VSE++, NT-Xent) failed")
+    assert seen == {"pretrained_on": ("meta", "meta"), "captions_encoded_on": "meta",
+                    "loss_on": ("meta", "meta")}  # fmt: skip
+
+
+def test_recall_reads_a_relevance_mask_made_on_the_scores_device():
+    # Under the meta default device a tensor made without the scores' device lands on meta
+    # and meets the CPU scores; the recall must be the same as under the CPU default.
+    torch.manual_seed(0)
+    features = {"global": torch.randn(6, 12)}
+    tokens = torch.randint(1, len(vocabulary()), (6, 5, 4))
+    image_encoder, caption_encoder = GlobalImageProjection(12, 8), CaptionGRU(len(vocabulary()), 8)
+    assert_unchanged_under_another_default_device(
+        lambda: digit_scenes._evaluate("VSE++", image_encoder, caption_encoder, features, tokens),
+        torch.device("cpu"),
+    )
+
+
+def test_region_centres_are_exact_at_the_backbones_precision():
+    # a float64 backbone on float64 canvases: each box's centre, (top + 4) / 30 and
+    # (left + 4) / 30, in float64 (a float32 centre would be off by up to 1e-8)
+    scenes = _stand_in_scenes(5, seed=3)
+    scenes = scenes._replace(images=scenes.images.double())
+    torch.manual_seed(0)
+    regions = digit_scenes.scene_features(DigitBackbone().double(), scenes)["regions"]
+    assert regions.dtype == torch.float64
+    for index, count in enumerate(scenes.counts.tolist()):
+        for slot in range(count):
+            top, left = scenes.boxes[index, slot, :2].tolist()
+            expected = torch.tensor([(top + 4) / 30, (left + 4) / 30], dtype=torch.float64)
+            assert torch.equal(regions[index, slot, -2:], expected), (index, slot)
 
 
 PUBLISHED = Path(__file__).resolve().parents[2] / "figures" / "studies" / "digit_scenes.json"
