@@ -197,6 +197,23 @@ def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
     assert abs(namespace["ntxent"].item() - expected) < 1e-4 * max(1.0, expected)
 
 
+
+def test_the_audit_pages_own_derivation_examples_run_and_decide(capsys):
+    """The "Audit a derivation of your own" blocks run in order, as a reader pastes them: the
+    InfoNCE gradient holds and every mutant is killed, the sign slip fails with the relative
+    error a negation gives (|-g - g| / |g| = 2), and autograd agrees with the printed form."""
+    page = (ROOT / "docs" / "audit.md").read_text()
+    section = page[page.index("### Audit a derivation of your own"):]
+    namespace: dict = {}
+    for code in re.findall(r"```python\n(.*?)```", section, re.DOTALL):
+        exec(compile(code, "docs/audit.md", "exec"), namespace)
+    record = namespace["record"]
+    assert record["verdict"] == "holds" and record["mutants_killed"] == record["mutants"] > 2
+    slip = capsys.readouterr().out.splitlines()[1]
+    assert slip.startswith("printed minus true is ") and slip.endswith("relative error 2 (200 %).")
+    assert namespace["verdict"].verdict == "holds"
+    assert namespace["verdict"].detail.endswith("over 3 cases.")
+
 def test_every_relative_link_of_the_docs_pages_reaches_a_file_where_github_shows_them():
     """Each page is also read on the repository's web view, where a relative link resolves
     from the page's own folder: an image under ``figures/`` must be written ``../figures/``

@@ -403,14 +403,27 @@ def undecided(reason: str) -> Verdict:
     return Verdict(_UNDECIDED, reason)
 
 
+def _sign(symbol: sp.Symbol, signs: random.Random) -> int:
+    """The sign of a default point's coordinate: ``-1`` for a symbol declared negative or
+    nonpositive, ``+1`` or ``-1`` at random for one declared real without a sign, else ``+1``
+    (positive, nonnegative or undeclared: ranks, counts, temperatures)."""
+    if symbol.is_nonpositive:  # negative ones too
+        return -1
+    if symbol.is_real and not symbol.is_nonnegative:
+        return signs.choice((1, -1))
+    return 1
+
+
 def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=None):
     generator = random.Random(seed)
+    signs = random.Random(-seed)  # its own stream: the magnitudes are those of positive symbols
     for _ in range(count):
         if sampler is not None:
             yield sampler(generator)
         else:
             yield {
-                s: sp.Rational(generator.randint(1, 97), generator.randint(1, 13)) for s in symbols
+                s: sp.Rational(generator.randint(1, 97), generator.randint(1, 13)) * _sign(s, signs)
+                for s in symbols
             }
 
 
@@ -444,7 +457,11 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     counterexample. If every point vanishes, ``sympy.simplify`` is asked for a proof.
     """
     concrete = _concretize(expression)
+    free = concrete.free_symbols
+    _check_covered(free, symbols, "symbols")
     for point in _random_points(symbols, points, seed=len(symbols) * 7 + points, sampler=sampler):
+        if sampler is not None:
+            _check_covered(free, point, "the sampler's point")
         value = _difference_at(concrete, point)
         if value != 0 and abs(complex(value)) > 1e-40:
             shown = {str(k): str(v) for k, v in point.items()}
@@ -452,6 +469,15 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
+
+
+def _check_covered(free: set, given: Iterable, name: str) -> None:
+    """Refuse, naming them, free symbols of printed minus true that ``given`` leaves out: a
+    point without them cannot be evaluated to a number."""
+    missing = sorted(map(str, free - set(given)))
+    if missing:
+        raise GradlabError(f"{name} must include every free symbol of printed and truth; "
+                           f"missing {', '.join(missing)}")  # fmt: skip
 
 
 def symbolic_equality(
@@ -465,8 +491,22 @@ def symbolic_equality(
 ) -> Verdict:
     """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness.
 
+    Both are evaluated exactly at ``points`` random points first; a non-zero difference is
+    the witness. The default points draw each symbol as a fraction ``p / q`` (``p`` up to 97,
+    ``q`` up to 13) with the sign its declaration allows: positive for a symbol declared
+    positive or nonnegative and for an undeclared one (ranks, counts, temperatures), negative
+    for one declared negative or nonpositive, and either sign at random for one declared
+    ``real=True`` alone (scores and logits: declare them so). If every point vanishes,
+    ``sympy.simplify`` is asked for a proof; without one the verdict is ``holds`` and its
+    detail says that it rests on the random points.
+
     With ``relative`` the witness also gives the true value there and the relative error
     ``|printed - true| / |true|``, so that a sign error does not read like rounding.
+
+    Raises:
+        GradlabError: ``printed`` or ``truth`` not an expression, ``symbols`` not a list of
+            symbols or missing a free symbol of ``printed - truth`` (or a ``sampler`` point
+            missing one), ``points`` not a positive integer.
 
     Example:
         >>> import sympy as sp
@@ -485,6 +525,9 @@ def symbolic_equality(
         raise GradlabError(
             f"symbols must be a list or tuple of SymPy symbols (e.g. [x]); got {symbols!r}"
         )
+    if isinstance(points, bool) or not isinstance(points, int) or points < 1:
+        raise GradlabError(f"points must be a positive integer (the random points evaluated); "
+                           f"got {points!r}")  # fmt: skip
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
     witness = ""
     if not same:

@@ -18,6 +18,7 @@ from sklearn.metrics import average_precision_score
 from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 
+from gradlab.errors import GradlabError
 from gradlab.symbolic.claims import (
     Claim,
     Form,
@@ -634,7 +635,7 @@ def check_matrix_difference(form: Form) -> Verdict:
                               list(s))
             for i in range(3) for j in range(3) if i != j
         ]
-    except TypeError as error:  # a symbol other than s_i, s_j, s1..s3 left in the form
+    except (GradlabError, TypeError) as error:  # a symbol other than s_i, s_j, s1..s3 left
         return undecided(f"the form does not evaluate for s1..s3: {error}")
     return all_hold(verdicts, "entry (i, j) of the printed matrix against the stated D_ij: ")  # fmt: skip
 

@@ -121,6 +121,56 @@ def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(differen
     assert verdict.verdict == "holds", reason
 
 
+
+@pytest.mark.parametrize("points", [0, -3, True, 2.5])
+def test_points_must_be_a_positive_integer(points):
+    # zero points would leave only simplify's attempt: x and x + 1 "held" at 0 random points
+    with pytest.raises(GradlabError, match=rf"^points must be a positive integer \(the random "
+                                           rf"points evaluated\); got {points!r}$"):
+        symbolic_equality(x, x + 1, [x], points=points)
+
+
+def test_a_free_symbol_left_out_of_the_symbols_or_the_sampler_is_named():
+    tau = sp.Symbol("tau", positive=True)
+    with pytest.raises(GradlabError, match=r"^symbols must include every free symbol of printed "
+                                           r"and truth; missing tau, y$"):
+        symbolic_equality(x / tau + y, x, [x])
+    with pytest.raises(GradlabError, match=r"^the sampler's point must include every free "
+                                           r"symbol of printed and truth; missing tau$"):
+        symbolic_equality(x / tau, x, [x, tau], sampler=lambda generator: {x: 2})
+    # a symbol listed but absent from the difference is harmless
+    assert symbolic_equality(2 * x, x + x, [x, tau]).verdict == "holds"
+
+
+def _sampled_signs(symbol, points=200):
+    """The signs of the default points' values of ``symbol``: the first point of checks of
+    ``symbol == 0`` (which fails there, naming the point) with 1 to ``points`` points."""
+    signs = set()
+    for count in range(1, points + 1):
+        detail = symbolic_equality(symbol, sp.Integer(0), [symbol], points=count).detail
+        signs.add(sp.sign(sp.Rational(detail.split("{'s': '")[1].split("'}")[0])))
+    return signs
+
+
+def test_default_points_take_the_sign_a_symbol_is_declared_with():
+    assert _sampled_signs(sp.Symbol("s", real=True)) == {1, -1}
+    for declared in ({"positive": True}, {"nonnegative": True}, {}):
+        assert _sampled_signs(sp.Symbol("s", **declared)) == {1}, declared
+    for declared in ({"negative": True}, {"nonpositive": True}):
+        assert _sampled_signs(sp.Symbol("s", **declared)) == {-1}, declared
+
+
+def test_a_form_valid_only_for_positive_scores_fails_for_a_real_score():
+    s = sp.Symbol("s", real=True)
+    for printed, truth in ((sp.Abs(s), s), (sp.Max(s, 0), s), (sp.Heaviside(s), sp.Integer(1))):
+        verdict = symbolic_equality(printed, truth, [s])
+        assert verdict.verdict == "fails", printed
+        point = sp.Rational(verdict.detail.split("{'s': '")[1].split("'}")[0])
+        assert point < 0  # the witness is a negative score
+        assert printed.subs(s, point) != truth.subs(s, point)
+    positive = sp.Symbol("s", positive=True)  # declared positive: the same forms hold
+    assert symbolic_equality(sp.Abs(positive), positive, [positive]).verdict == "holds"
+
 def _derivative_check(form):
     return symbolic_equality(form.value, sp.diff(x**2, x), [x])
 
