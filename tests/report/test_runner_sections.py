@@ -471,3 +471,85 @@ def test_side_by_side_an_error_in_the_callers_thread_stops_the_sections_and_skip
     assert log == [("raising", "before")]
     assert seen == ["_StoppedError"]
     assert not (tmp_path / "r" / "results.json").exists()
+
+
+def _signalling(log: list, seen: list, after: threading.Event | None = None, first=None):
+    """A section that raises SIGUSR1 in the main thread (once ``first`` section's thread is
+    alive, and a moment later, so that the caller is waiting by then), then holds its turn
+    until it is interrupted; after that it goes on once ``after`` is set, if given."""
+
+    def section(out, quick, device):
+        log.append(("signalling", "before"))
+        while first is not None and not any(thread.name == f"report section {first}"
+                                            for thread in threading.enumerate()):  # fmt: skip
+            time.sleep(0.01)
+        time.sleep(0.2)
+        try:
+            signal.raise_signal(signal.SIGUSR1)  # handled in the main thread
+            for _ in range(100):
+                time.sleep(0.05)
+        except BaseException as error:
+            seen.append(type(error).__name__)
+            if after is None:
+                raise
+            after.wait(timeout=5)  # a section that does not stop at once (a long C call)
+        log.append(("signalling", "after"))
+        return {}, "## signalling"
+
+    return section
+
+
+@pytest.fixture
+def stop_signal():
+    """SIGUSR1 raises _StopError in the main thread during the test."""
+
+    def stop(signum, frame):
+        raise _StopError("stopped in the caller's thread")
+
+    previous = signal.signal(signal.SIGUSR1, stop)
+    yield
+    signal.signal(signal.SIGUSR1, previous)
+
+
+@pytest.mark.parametrize("waiting_for", ["a section's turn", "the sections to end"])
+def test_side_by_side_an_error_while_the_caller_waits_stops_the_running_section_at_once(
+    tmp_path, monkeypatch, quiet, stop_signal, waiting_for
+):
+    log: list = []
+    seen: list = []
+    if waiting_for == "a section's turn":  # the next section is started, not yet entered
+        sections = {"signalling": _signalling(log, seen, first="next"),
+                    "next": _section("next", log)}  # fmt: skip
+    else:  # every section has entered: the report waits for them to end
+        sections = {"first": _section("first", log), "signalling": _signalling(log, seen)}
+    monkeypatch.setattr(runner, "SECTIONS", sections)
+    with pytest.raises(_StopError):
+        runner.run_report(tmp_path / "r", workers=2)
+    # the caller sees the error while it waits, not once the section has ended by itself
+    assert [entry for entry in log if entry[0] != "first"] == [("signalling", "before")]
+    assert seen == ["_StoppedError"]
+    assert not (tmp_path / "r" / "results.json").exists()
+
+
+def test_side_by_side_a_section_that_does_not_stop_is_left_behind(
+    tmp_path, monkeypatch, quiet, stop_signal
+):
+    log: list = []
+    seen: list = []
+    let_go = threading.Event()
+    monkeypatch.setattr(runner, "_STOP_SECONDS", 0.2)  # the longest the report waits for it
+    monkeypatch.setattr(runner, "SECTIONS", {
+        "signalling": _signalling(log, seen, after=let_go), "never": _section("never", log),
+    })  # fmt: skip
+    try:
+        with pytest.raises(_StopError):
+            runner.run_report(tmp_path / "r", workers=2)
+        # the report gave up waiting for the interrupted section, which still runs
+        assert seen == ["_StoppedError"]
+        assert log == [("signalling", "before")]
+    finally:
+        let_go.set()
+        for thread in threading.enumerate():
+            if thread.name == "report section signalling":
+                thread.join(timeout=30)
+    assert log == [("signalling", "before"), ("signalling", "after")]
