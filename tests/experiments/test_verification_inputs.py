@@ -97,6 +97,15 @@ def test_smooth_ap_cases_keep_the_sigmoid_in_its_active_region(monkeypatch):
         assert active > 0.25
 
 
+def test_smooth_ap_cases_make_the_first_vector_positive_for_every_query(monkeypatch):
+    calls = _spied(monkeypatch)
+    study.smoothap_gradient_errors(torch.Generator().manual_seed(0), 10)
+    masks = torch.stack([positives for (_, _, positives), _ in calls["smooth_ap_decomposition"]])
+    assert masks[:, :, 0].all()
+    # the others drawn: about a quarter positives (760 draws: 0.25 +- 0.016 one sigma)
+    assert 0.18 < masks[:, :, 1:].double().mean().item() < 0.32
+
+
 def test_tie_aware_cases_are_eight_six_bit_codes_in_three_classes(monkeypatch):
     calls = _spied(monkeypatch)
     study.tie_aware_gradient_errors(torch.Generator().manual_seed(0), 4)
@@ -121,6 +130,20 @@ def test_relaxed_ap_cases_have_positive_counts_within_each_bin(monkeypatch):
     for positive, counts, _ in _cases(calls["relaxed_tie_aware_ap"]):
         # a share drawn per bin, not one share for all
         assert (positive / counts).unique().numel() == 7
+
+
+def test_relaxed_ap_counts_spread_over_zero_to_three_with_float64_shares(monkeypatch):
+    calls = _spied(monkeypatch)
+    study.tie_aware_gradient_errors(torch.Generator().manual_seed(0), 3)
+    cases = _cases(calls["relaxed_tie_aware_ap"])
+    assert len(cases) == 3
+    counts = torch.cat([c for _, c, _ in cases], dim=1)
+    shares = torch.cat([p / c for p, c, _ in cases], dim=1)
+    # 21 uniform draws on [0, 3): below 1 and above 2 both reached
+    assert counts.min() < 1 and counts.max() > 2
+    # a float32 draw is a multiple of 2**-24; float64 draws (53 bits) fall between those steps
+    steps = shares * 2**24
+    assert (steps - steps.round()).abs().max() > 1e-3
 
 
 def test_histogram_cases_are_cosine_similarities_reaching_every_bin(monkeypatch):
