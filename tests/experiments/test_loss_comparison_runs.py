@@ -164,6 +164,34 @@ def test_the_seed_fixes_the_run_and_another_seed_changes_it(tiny):
     assert first["final_loss"] != other["final_loss"]
 
 
+class _ReachedError(Exception):
+    """Raised by a stand-in where the test has seen what it looks for."""
+
+
+def test_a_seed_task_puts_the_network_and_its_data_on_the_device(tiny, monkeypatch):
+    """The meta device stands in for an accelerator: the network, the training images and
+    labels all go there (the training loop expects them on the model's device)."""
+    seen = {}
+    real_centre = loss_comparison.centre_head
+
+    def centring(model, images):
+        seen["centred network"] = next(model.parameters()).device.type
+        seen["centred images"] = images.device.type
+        return real_centre(model, images)
+
+    def training(model, images, labels, *args, **kwargs):
+        seen["trained network"] = next(model.parameters()).device.type
+        seen["training images"], seen["training labels"] = images.device.type, labels.device.type
+        raise _ReachedError
+
+    monkeypatch.setattr(loss_comparison, "centre_head", centring)
+    monkeypatch.setattr(loss_comparison, "train_on_batches", training)
+    with pytest.raises(_ReachedError):
+        loss_comparison.seed_task(True, 0, "Contrastive", 0, "meta")
+    assert seen == dict.fromkeys(("centred network", "centred images", "trained network",
+                                  "training images", "training labels"), "meta")  # fmt: skip
+
+
 def _planted(quick, seed, name, index, device):
     """Numbers that say where they came from: loss (its position), candidate, seed, key."""
     if name is None:
