@@ -33,8 +33,9 @@ def test_closed_forms_match_an_independent_expectation_and_simulation(tmp_path, 
         independent = [erf(width / (2 * spread)) for spread in spreads]
         assert curve == pytest.approx(independent, abs=1e-9)
         for spread, measured in results["simulated_proportion"][tau]:
-            # 64 x 256 scores: the off-diagonal proportion's sampling error is well below 0.03.
-            assert measured == pytest.approx(erf(width / (2 * spread)), abs=0.03)
+            # 64 queries of 256 scores, each P over 255 x 254 pairs: the mean's sampling error
+            # is of the order of 0.001 (one query's alone is of the order of 0.01 and more).
+            assert measured == pytest.approx(erf(width / (2 * spread)), abs=0.01)
     with captured_figures(monkeypatch, plot_module) as figures:
         plot_closed_forms(results, tmp_path / "closed.png")
     assert layout_problems(figures[0]) == []

@@ -257,6 +257,23 @@ def _the_conclusion_words_each_trend_from_its_numbers(batch_size_run):
     assert result["conclusion"] == " ".join(parts)
 
 
+def test_a_change_of_0_01_is_a_rise_and_a_smaller_one_stays_near():
+    def rows(first, last, key="p_seed_definition"):
+        flat = {"p_seed_definition": 0.2, "sampling_only_prediction": 0.2,
+                "p_without_query": 0.1, "score_spread": 0.3}  # fmt: skip
+        return [{**flat, key: first, "batch_size": 16}, {**flat, key: last, "batch_size": 32}]
+
+    fixed = {name: rows(0.2, 0.2) for name in ("untrained_uniform", "trained_uniform",
+                                               "trained_class_balanced")}  # fmt: skip
+    # 0.01 - 0.0 is exactly 0.01 in binary floating point: the smallest change called one
+    worded = study._conclusion(fixed, rows(0.0, 0.01))
+    assert "the paper's P rises from 0.000 (m=16) to 0.010 (m=32) and" in worded
+    worded = study._conclusion(fixed, rows(0.0, -0.01))
+    assert "the paper's P falls from 0.000 (m=16) to -0.010 (m=32) and" in worded
+    worded = study._conclusion(fixed, rows(0.0, 0.0099))
+    assert "the paper's P stays near 0.010 (0.000 at m=16, 0.010 at m=32) and" in worded
+
+
 def _uniform_rows_are_loops_over_batches_both_models_share(batch_size_run):
     """Uniform batches are m distinct digits of all 1797 (the first m of a permutation); the
     untrained and the trained model are measured on the same batches, so that their rows

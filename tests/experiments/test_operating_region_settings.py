@@ -48,3 +48,10 @@ def test_the_quick_studies_only_shrink_the_full_ones():
     assert set(short) == set(long) and 0 < short["epochs"] < long["epochs"]
     assert {k: short[k] for k in short if k != "epochs"} == {k: long[k] for k in long
                                                              if k != "epochs"}  # fmt: skip
+
+
+def test_the_quick_dynamics_are_four_epochs_of_the_full_batch():
+    """The documented example of dynamics_settings (a doctest, which the mutation runs leave
+    out): four epochs of batches of 4 classes x 16."""
+    assert study.dynamics_settings(quick=True) == {"epochs": 4, "per_class": 16,
+                                                   "classes_per_batch": 4}  # fmt: skip
