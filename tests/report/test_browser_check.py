@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import signal
 
 import pytest
 
@@ -90,11 +91,35 @@ def test_a_tall_section_is_tiled_to_its_end(tmp_path):
         assert sum(heights) == pytest.approx(section_height)
 
 
+class _EndlessError(Exception):
+    """Raised in the test when section_tiles has not returned after 2 s."""
+
+
+@pytest.fixture
+def bounded():
+    """section_tiles returns in microseconds; one that never ends its loop (which would fill
+    the memory with tiles) fails its test after 2 s instead."""
+    if not hasattr(signal, "setitimer"):  # not on Windows
+        yield
+        return
+
+    def endless(signum, frame):
+        raise _EndlessError("section_tiles has not returned after 2 s")
+
+    previous = signal.signal(signal.SIGALRM, endless)
+    signal.setitimer(signal.ITIMER_REAL, 2.0)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 @pytest.mark.parametrize(
     "top, height, limit",
     [(0.0, 1.0, 1), (10.0, 2400.0, 2400), (10.0, 2400.5, 2400), (37.5, 9999.0, 700)],
 )
-def test_tiles_cover_a_section_exactly_without_overlap(top, height, limit):
+def test_tiles_cover_a_section_exactly_without_overlap(top, height, limit, bounded):
     tiles = section_tiles(top, height, limit)
     assert tiles[0][0] == top
     for (y, h), (next_y, _) in itertools.pairwise(tiles):
