@@ -363,6 +363,18 @@ def test_tiles_of_one_pixel_are_allowed(monkeypatch, report, chromium):
     assert result.tile_heights == [[1.0, 1.0, 1.0]]
 
 
+@pytest.mark.parametrize("bad", [0, -5, 2.5, True, "400"])
+def test_a_bad_tile_height_is_refused_before_any_browser_starts(monkeypatch, report, chromium,
+                                                                bad):  # fmt: skip
+    browser = _install(monkeypatch, _Browser(_probe([("a", "A", 10.0)], height=13.0)))
+    with pytest.raises(GradlabError) as raised:
+        check_report_in_browser(report, chromium=chromium, max_tile_height=bad)
+    assert str(raised.value) == (
+        f"max_tile_height must be a positive int (CSS pixels); got {bad!r}"
+    )
+    assert browser.pages == []
+
+
 def test_a_folder_without_a_page_is_named_with_the_page_it_lacks(tmp_path):
     with pytest.raises(GradlabError) as raised:
         check_report_in_browser(tmp_path)
