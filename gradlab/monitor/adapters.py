@@ -249,6 +249,13 @@ class LossAdapter:
         if score_grad:
             batch.score_captures = self.score_captures(batch, tensors[0], list(recorded))
         first = tensors[0]
+        if (score_grad or embedding_grad) and first.requires_grad:
+            batch.gradient_arrived = False
+
+            def arrived(grad: torch.Tensor) -> None:  # read nothing: backward got here
+                batch.gradient_arrived = True
+
+            first.register_hook(arrived)
         if embedding_grad and self.inputs == "embeddings" and first.requires_grad:
 
             def keep(grad: torch.Tensor) -> None:

@@ -251,6 +251,10 @@ class BatchView:
     local: BatchView | None = field(default=None, repr=False, compare=False)
     """Under torch.distributed, in the gathered view of a step: this rank's own view, what its
     watched call saw and backpropagated (a quantity about the call itself reads it)."""
+    gradient_arrived: bool | None = None
+    """Whether backward has reached the watched call's first input since the call: None when
+    no due quantity reads a gradient or that input has none to receive (no graph), False until
+    backward reaches it, then True. The Monitor warns when a step closes at False."""
     loss_scale: torch.Tensor | None = None
     """The gradient that reached the watched call's value in backward (0-d, on the device): 1
     for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated

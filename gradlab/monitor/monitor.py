@@ -182,6 +182,7 @@ class Monitor:
         self._unwatched_warned = False
         self._calls_at_step: int | None = None  # self.calls at the previous step()
         self._repeat_warned = False
+        self._no_gradient_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
@@ -465,6 +466,21 @@ class Monitor:
             stacklevel=caller_stacklevel(),
         )
 
+    def _warn_no_gradient(self, step: int, due: list[Quantity]) -> None:
+        """Warn once when a logged step closes before backward reached its watched call: its
+        gradient quantities then log nothing, which would otherwise pass unseen."""
+        reading = [q.name for q in due if q.needs & {"embedding_grad", "score_grad"}]
+        if self._no_gradient_warned or not reading:
+            return
+        self._no_gradient_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: monitor.step() closed step {step} before backward reached the "
+            f"watched loss's inputs, so {', '.join(reading)} logged nothing for it: call "
+            "monitor.step() after loss.backward() (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
         return self.distributed == "auto" and is_distributed()
@@ -518,6 +534,8 @@ class Monitor:
     ) -> dict | None:
         """Compute ``due`` on ``batch`` (global under torch.distributed: ``rows`` per rank,
         agreed), write the record."""
+        if batch.gradient_arrived is False:
+            self._warn_no_gradient(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather
         if self.distributed == "auto":
             batch = gather_batch(batch, rows)

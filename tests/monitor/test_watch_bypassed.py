@@ -13,6 +13,9 @@ import torch
 
 import gradlab
 from gradlab.monitor import read_jsonl
+from gradlab.monitor.anatomy import Anatomy
+from gradlab.monitor.quantities import Loss
+from gradlab.monitor.schedules import every
 
 
 def _train(monitor, loss_fn, steps=3):
@@ -117,3 +120,64 @@ def test_one_step_call_per_watched_call_does_not_warn(tmp_path):
         with gradlab.Monitor(tmp_path, preset="cheap") as monitor:  # off-schedule steps too
             _train(monitor, monitor.watch(gradlab.SmoothAPLoss(0.05)), steps=12)
     assert not [w for w in caught if "once per optimizer step" in str(w.message)]
+
+
+def _before_backward(caught):
+    return [w for w in caught if "before backward reached" in str(w.message)]
+
+
+def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp_path):
+    # monitor.step() before loss.backward(): the gradient quantities logged nothing, in silence
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(3):
+                loss = loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2)
+                line = inspect.currentframe().f_lineno + 1
+                monitor.step()  # the slip
+                loss.backward()
+    told = _before_backward(caught)
+    assert len(told) == 1
+    assert (told[0].filename, told[0].lineno, told[0].category) == (__file__, line, RuntimeWarning)
+    assert str(told[0].message) == (
+        "gradlab.Monitor: monitor.step() closed step 0 before backward reached the watched "
+        "loss's inputs, so embedding_grad_norm, gradient_agreement, anatomy logged nothing for "
+        "it: call monitor.step() after loss.backward() (later such steps are not warned about)")
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert not any("embedding_grad_norm" in record or "anatomy_active_negatives_mean" in record
+                   for record in records)  # the records stay as they were
+
+
+def test_a_score_matrix_loss_stepped_before_backward_names_the_anatomy(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))
+            scores = torch.randn(4, 4, requires_grad=True)
+            loss = loss_fn(scores, torch.eye(4, dtype=torch.bool))
+            monitor.step()
+            loss.backward()
+    (told,) = _before_backward(caught)
+    assert ", so anatomy logged nothing" in str(told.message)
+
+
+@pytest.mark.parametrize("preset", ["full", "cheap"])
+def test_steps_after_backward_and_steps_without_gradient_quantities_do_not_warn(tmp_path, preset):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / preset, preset=preset, every=1) as monitor:
+            _train(monitor, monitor.watch(gradlab.SmoothAPLoss(0.05)), steps=4)
+        quantities = [Loss(every(1)), Anatomy(every(10))]  # the anatomy is due at step 0 only
+        with gradlab.Monitor(tmp_path / "no_gradient", quantities=quantities) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            _train(monitor, loss_fn, steps=1)
+            loss = loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2)
+            monitor.step()  # before backward, but nothing due at step 1 reads a gradient
+            loss.backward()
+        with gradlab.Monitor(tmp_path / "no_graph", preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            with torch.no_grad():  # no graph: no gradient to wait for
+                loss_fn(torch.randn(8, 4), torch.arange(8) % 2)
+            monitor.step()
+    assert _before_backward(caught) == []
