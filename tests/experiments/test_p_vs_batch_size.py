@@ -79,6 +79,18 @@ def test_p_decomposition_refuses_bad_input_naming_the_argument(embeddings, label
         p_decomposition(embeddings, labels)
 
 
+def test_p_decomposition_builds_its_masks_on_the_embeddings_device_not_torchs_default():
+    # A user who set torch's default device elsewhere (torch.set_default_device("cuda")) while
+    # the embeddings live on the CPU; "meta" stands in for the other device: factory calls
+    # without a device land there, and mixing them with the CPU scores fails.
+    embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.01], [0.0, 1.0], [0.01, 1.0]])
+    labels = torch.tensor([0, 0, 1, 1])
+    with torch.device("meta"):
+        parts = p_decomposition(embeddings, labels)
+    assert parts.device == embeddings.device
+    assert parts.tolist() == pytest.approx(_parts_by_loops(embeddings, labels), abs=1e-15)
+
+
 def test_identical_embeddings_put_every_pair_inside():
     values = close_pair_proportions(torch.ones(8, 3), torch.arange(2).repeat_interleave(4))
     assert values.tolist() == [1.0, 1.0, 1.0]
