@@ -311,3 +311,35 @@ def test_the_p_and_anatomy_studies_say_and_record_what_they_left_out(tmp_path, c
 ])  # fmt: skip
 def test_the_left_out_examples_are_named_and_the_rest_counted(record, text):
     assert image_studies.left_out_examples(record) == text
+
+
+def _split_by_hand(tmp_path, counts: dict, labels_beyond_paths: int = 0):
+    """A split built without reading a folder (the attributes of ImageFolderSplit): ``counts``
+    images per class name, in order; no image file is opened."""
+    from gradlab.data.image_folder import ImageFolderSplit, eval_transform
+
+    labels = [label for label, count in enumerate(counts.values()) for _ in range(count)]
+    paths = [tmp_path / f"{index}.png" for index in range(len(labels) - labels_beyond_paths)]
+    return ImageFolderSplit(tmp_path, "train", paths, torch.tensor(labels), list(counts),
+                            eval_transform(8))  # fmt: skip
+
+
+def test_a_class_named_without_any_image_is_left_out_with_none(tmp_path):
+    """The last class name has no image at all: 0 is fewer than 4, so it is left out and
+    counted like the class of 2."""
+    split = _split_by_hand(tmp_path, {"ant": 4, "bee": 2, "cow": 5, "dog": 0})
+    kept_split, record = image_studies.trainable_classes(split)
+    assert record == {"min_images_per_class": PER_CLASS, "classes": 2, "images": 9,
+                      "left_out_classes": 2, "left_out_images": 2,
+                      "left_out_examples": {"bee": 2, "dog": 0}}  # fmt: skip
+    assert kept_split.class_names == ["ant", "cow"]
+    assert kept_split.labels.tolist() == [0] * 4 + [1] * 5
+    assert kept_split.paths == split.paths[:4] + split.paths[6:]
+
+
+def test_a_split_with_more_labels_than_images_is_refused_not_cut(tmp_path):
+    """Leaving a class out pairs each image with its label: a split whose labels outnumber its
+    paths cannot be paired, and silently dropping the extra labels would mislabel the rest."""
+    split = _split_by_hand(tmp_path, {"ant": 4, "bee": 2, "cow": 5}, labels_beyond_paths=1)
+    with pytest.raises(ValueError):
+        image_studies.trainable_classes(split)
