@@ -186,3 +186,13 @@ def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature
     full = study.digits_training(tmp_path / "c")  # the full run unless asked for the quick one
     assert full["epochs"] == seen["options"]["epochs"] > first["epochs"]
     assert full["steps"] == len(seen["losses"]) > first["steps"]
+
+
+def test_the_training_is_stable_no_later_loss_climbs_back_to_the_first(miniature, tmp_path):
+    """Adam at a small learning rate on the digits: the SmoothAP loss falls from its first
+    step and no later step's loss climbs back to it (a step too large overshoots and the loss
+    jumps above where it started)."""
+    _, seen = miniature
+    study.digits_training(tmp_path, quick=True)
+    first, *rest = seen["losses"]
+    assert rest and max(rest) < first
