@@ -121,6 +121,16 @@ def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(differen
     assert verdict.verdict == "holds", reason
 
 
+@pytest.mark.parametrize("declared", [{"real": True}, {"negative": True}])
+def test_points_of_either_sign_have_the_same_magnitudes(declared):
+    # |s| from 1/13 to 97 whatever the sign: a negative coordinate is a positive one negated
+    s = sp.Symbol("s", **declared)
+    beyond = sp.Piecewise((0, (sp.Abs(s) <= 97) & (sp.Abs(s) >= sp.Rational(1, 13))), (1, True))
+    assert symbolic_equality(beyond, sp.Integer(0), [s], points=3000).verdict == "holds"
+    reached = sp.Piecewise((0, sp.Abs(s) < 90), (1, True))  # and they do reach past 90
+    assert symbolic_equality(reached, sp.Integer(0), [s], points=3000).verdict == "fails"
+
+
 
 @pytest.mark.parametrize("points", [0, -3, True, 2.5])
 def test_points_must_be_a_positive_integer(points):
