@@ -176,3 +176,45 @@ def test_a_loss_with_its_own_score_recorder_but_no_form_is_read_on_embeddings(tm
         monitor.watch(Recording())(embeddings, torch.arange(8) % 2).backward()
         record = monitor.step()
     assert "anatomy_active_negatives_mean" in record  # in-batch: no direction prefix
+
+
+def _blocks(heading: str) -> list[str]:
+    """The python blocks of docs/monitor.md from ``heading`` to the next ``## `` heading."""
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index(heading):]
+    section = section[:section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_anatomy_sections_own_loss_examples_run_as_written(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # they write under runs/
+    namespace: dict = {}
+    for code in _blocks("## Gradient anatomy"):
+        exec(compile(code, str(README), "exec"), namespace)
+    # The user's loss is InfoNCE: dL/dS = (softmax(S / t) - [positive]) / (8 t) (float64), and
+    # the active negatives are those of at least 1 % of the row's largest |dL/dS|.
+    score_grad = namespace["score_grad"]
+    weights = torch.softmax(namespace["scores"].detach().double() / 0.1, dim=1)
+    expected = (weights - torch.eye(8, dtype=torch.float64)) / (8 * 0.1)
+    assert torch.allclose(score_grad.double(), expected, rtol=1e-4, atol=1e-7)
+    active = [sum(1 for j in range(8) if j != i and abs(score_grad[i, j]) > 1e-10
+                  and abs(score_grad[i, j]) >= 0.01 * score_grad[i].abs().max())
+              for i in range(8)]  # fmt: skip
+    assert namespace["anatomy"].active_negatives.tolist() == active
+    _, records = read_jsonl(tmp_path / "runs" / "my_loss" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1, 2, 3, 4]
+    assert all(f"anatomy_{d}_active_negatives_mean" in r for r in records for d in ("i2t", "t2i"))
+    _, records = read_jsonl(tmp_path / "runs" / "ntxent" / "metrics.jsonl")
+    assert "anatomy_i2t_active_negatives_mean" in records[0]
+    assert "anatomy" not in namespace["monitor"].not_logged  # the PML loss exposes its matrix
+
+
+def test_the_preset_plus_quantities_example_logs_both(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    for code in _blocks("## Geometry, margins, temperature and false negatives"):
+        exec(compile(code, str(README), "exec"), namespace)
+    names = [quantity.name for quantity in namespace["monitor"].quantities]
+    preset = [quantity.name for quantity in namespace["PRESETS"]["default"]]
+    assert names[:len(preset)] == preset
+    assert names[len(preset):] == ["temperature", "chance_level", "suspects"]
