@@ -230,10 +230,8 @@ MONITOR_TESTS = {
                     "test_the_distributed_warnings_point_at_the_callers_step_and_close",
                     "test_monitor_warnings_say_why.py::"
                     "test_the_non_finite_warning_points_at_the_callers_step",
-                    # fails on the committed tree since the geometry quantity joined the full
-                    # preset (its not_logged table lacks it); back in once it is updated
-                    "test_monitor_contract.py::"
-                    "test_score_inputs_explain_every_quantity_that_needs_embeddings"))],
+                    "test_watch_bypassed.py::"
+                    "test_the_step_before_backward_warning_points_at_the_callers_step"))],
     # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
                  "tests/monitor/test_mask_layouts.py",  # transposed, odd-length, unaligned masks

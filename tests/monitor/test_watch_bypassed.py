@@ -126,20 +126,25 @@ def _before_backward(caught):
     return [w for w in caught if "before backward reached" in str(w.message)]
 
 
-def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp_path):
-    # monitor.step() before loss.backward(): the gradient quantities logged nothing, in silence
+def _step_before_backward(folder, steps=3):
+    """SmoothAP under the full preset, monitor.step() before loss.backward(): the warnings and
+    the line of the slip."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        with gradlab.Monitor(folder, preset="full", every=1) as monitor:
             loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-            for _ in range(3):
+            for _ in range(steps):
                 loss = loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2)
                 line = inspect.currentframe().f_lineno + 1
                 monitor.step()  # the slip
                 loss.backward()
-    told = _before_backward(caught)
-    assert len(told) == 1
-    assert (told[0].filename, told[0].lineno, told[0].category) == (__file__, line, RuntimeWarning)
+    return _before_backward(caught), line
+
+
+def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp_path):
+    # monitor.step() before loss.backward(): the gradient quantities logged nothing, in silence
+    told, _ = _step_before_backward(tmp_path)
+    assert len(told) == 1 and told[0].category is RuntimeWarning
     assert str(told[0].message) == (
         "gradlab.Monitor: monitor.step() closed step 0 before backward reached the watched "
         "loss's inputs, so embedding_grad_norm, gradient_agreement, anatomy logged nothing for "
@@ -147,6 +152,11 @@ def test_a_step_closed_before_backward_warns_once_naming_what_logged_nothing(tmp
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert not any("embedding_grad_norm" in record or "anatomy_active_negatives_mean" in record
                    for record in records)  # the records stay as they were
+
+
+def test_the_step_before_backward_warning_points_at_the_callers_step(tmp_path):
+    (told,), line = _step_before_backward(tmp_path, steps=1)
+    assert (told.filename, told.lineno) == (__file__, line)
 
 
 def test_a_score_matrix_loss_stepped_before_backward_names_the_anatomy(tmp_path):
