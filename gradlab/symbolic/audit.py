@@ -291,6 +291,15 @@ def _formula_lines(name: str, formula: str) -> list[str]:
     return [f"- {name}:", "", "```", formula, "```", ""]
 
 
+def _detail_lines(detail: str) -> list[str]:
+    """``- detail: ...``; the lines after the first (a failing check's traceback) in a fenced
+    block inside the item, so that the list and the folded section around it stay intact."""
+    first, *rest = detail.splitlines() or [""]
+    if not rest:
+        return [f"- detail: {first}"]
+    return [f"- detail: {first}", "", "  ```text", *(f"  {line}" for line in rest), "  ```"]
+
+
 def format_markdown(records: list[dict]) -> str:
     """A readable report grouped by paper: a section headed by the paper's citation (authors,
     year, title), its verdict counts, then each claim by its label, folded."""
@@ -345,7 +354,7 @@ def format_markdown(records: list[dict]) -> str:
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",
-                f"- detail: {record['detail']}",
+                *_detail_lines(record["detail"]),
                 *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"]
                   if "mutants" in record else []),
                 "",

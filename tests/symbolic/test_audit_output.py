@@ -371,6 +371,20 @@ def test_the_markdown_report_groups_the_claims_by_paper_with_counts_and_formulas
     assert format_markdown(records).split("\n") == expected
 
 
+
+def test_a_raising_checks_traceback_sits_in_a_fenced_block_inside_its_detail_item():
+    # pasted into the bullet as it was, the traceback's lines broke the list and the fold
+    records = run_audit([_one_claim(label="eq1", check=_raises), _one_claim(label="eq2")])
+    lines = format_markdown(records).splitlines()
+    start = lines.index("- detail: the check raised ZeroDivisionError: boom")
+    end = lines.index("  ```", start)
+    assert lines[start + 1:start + 4] == ["", "  ```text", "  Traceback (most recent call last):"]
+    body = lines[start + 3:end]
+    assert body and all(line.startswith("  ") for line in body)
+    assert len([line for line in body if line.startswith('    File "')]) == 2
+    assert lines[end + 1:end + 3] == ["", "</details>"]
+    assert "- detail: it is one." in lines[end:]  # a one-line detail stays one bullet
+
 def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict():
     records = [_record("m", "eq1", "holds", "s1"), _record("m", "eq2", "inconclusive", "s2")]
     del records[1]["claim"]["correction"]  # a record written before corrections were recorded
