@@ -50,7 +50,8 @@ class MonitorConfig:
         every: one schedule for every quantity: an int ``n`` (every n steps) or a
             ``step -> bool`` callable taking one argument; ``None``: the preset's default
             schedule, or each explicit quantity's own. Stored as a schedule.
-        preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
+        preset: ``"cheap"``, ``"default"`` or ``"full"``; explicit ``quantities`` replace it
+            (giving both with another preset than ``"default"`` is refused).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (a tuple, at
             least one).
         sinks: sink names from ``gradlab.monitor.sinks.SINKS`` or Sink instances (a tuple, at
@@ -164,6 +165,12 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
         if not isinstance(preset, str) or preset not in PRESETS:
             raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
         return None
+    if preset != "default":  # checked first: the one the user wrote last may be either
+        raise GradlabError(
+            f"preset={preset!r} and quantities were both given; explicit quantities replace a "
+            "preset, so pass one of them (to add quantities to a preset: "
+            f"[cls() for cls in gradlab.monitor.PRESETS[{preset!r}]] + [...])"
+        )
     if isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
             not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip
         raise GradlabError(f"quantities must be a list of Quantity instances; got {quantities!r}")

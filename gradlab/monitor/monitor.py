@@ -82,7 +82,8 @@ class Monitor:
         every: one schedule for every quantity (an int ``n`` or a ``step -> bool`` callable);
             ``None``: the preset's :func:`~gradlab.monitor.schedules.default_schedule`, or each
             explicit quantity's own. :meth:`close` logs a last step the schedule skipped.
-        preset: ``"cheap"``, ``"default"`` or ``"full"`` (ignored when ``quantities`` is given).
+        preset: ``"cheap"``, ``"default"`` or ``"full"``; explicit ``quantities`` replace it
+            (giving both with another preset than ``"default"`` is refused).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (at least one).
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances (at least one).
         strict: raise a quantity's error instead of reporting it once and disabling it, and a

@@ -80,3 +80,21 @@ def test_every_schedules_copies_and_leaves_the_callers_quantities_as_they_were(t
     assert [q.should_compute(3) for q in second.quantities] == [False]
     first.close()
     second.close()
+
+
+@pytest.mark.parametrize("preset", ["full", "cheap"])
+def test_a_preset_and_explicit_quantities_together_are_refused_with_how_to_combine_them(preset):
+    # explicit quantities replace the preset: a named preset beside them was dropped in silence
+    with pytest.raises(GradlabError) as caught:
+        MonitorConfig(preset=preset, quantities=[Loss()])
+    assert str(caught.value) == (
+        f"preset={preset!r} and quantities were both given; explicit quantities replace a "
+        "preset, so pass one of them (to add quantities to a preset: "
+        f"[cls() for cls in gradlab.monitor.PRESETS[{preset!r}]] + [...])")
+    with pytest.raises(GradlabError, match=r"^preset='full' and quantities were both given"):
+        Monitor("unused", preset="full", quantities=[Loss()])
+
+
+def test_explicit_quantities_beside_the_default_preset_replace_it():
+    config = MonitorConfig(preset="default", quantities=[Loss()])
+    assert [quantity.name for quantity in config.make_quantities()] == ["loss"]
