@@ -257,6 +257,21 @@ class _StopError(Exception):
     """Ends a run once its tasks are laid out."""
 
 
+def _laid_out(monkeypatch, **measure_options) -> dict:
+    """The options and tasks ``measure(**measure_options)`` hands to ``run_tasks`` (which then
+    stops the study before any training)."""
+    seen = {}
+
+    def laid_out(function, tasks, **options):
+        seen.update(options, tasks=tasks)
+        raise _StopError
+
+    monkeypatch.setattr(digit_scenes, "run_tasks", laid_out)
+    with pytest.raises(_StopError):
+        digit_scenes.measure(**measure_options)
+    return seen
+
+
 @pytest.mark.parametrize(
     ("encoders", "losses", "words"),
     [
@@ -267,15 +282,7 @@ class _StopError(Exception):
 def test_progress_counts_the_encoders_and_losses_trained_per_seed(
     monkeypatch, encoders, losses, words
 ):
-    seen = {}
-
-    def laid_out(function, tasks, **options):
-        seen.update(options, tasks=tasks)
-        raise _StopError
-
-    monkeypatch.setattr(digit_scenes, "run_tasks", laid_out)
-    with pytest.raises(_StopError):
-        digit_scenes.measure(seeds=(3, 8), encoders=encoders, losses=losses, tau=0.2)
+    seen = _laid_out(monkeypatch, seeds=(3, 8), encoders=encoders, losses=losses, tau=0.2)
     assert seen["detail"] == words
     per_seed = 1 + len(encoders) * len(losses)  # the backbone, then each trained pair
     assert seen["names"] == ["seed 3"] * per_seed + ["seed 8"] * per_seed
@@ -285,15 +292,7 @@ def test_progress_counts_the_encoders_and_losses_trained_per_seed(
 
 
 def test_the_documented_defaults_lay_out_the_quick_study_of_three_seeds_on_the_cpu(monkeypatch):
-    seen = {}
-
-    def laid_out(function, tasks, **options):
-        seen.update(options, tasks=tasks)
-        raise _StopError
-
-    monkeypatch.setattr(digit_scenes, "run_tasks", laid_out)
-    with pytest.raises(_StopError):
-        digit_scenes.measure()
+    seen = _laid_out(monkeypatch)
     assert seen["stage"] == "digit scenes"  # how the progress lines and errors name the study
     assert seen["workers"] is None  # those of the enclosing study_workers block
     assert list(dict.fromkeys(seen["names"])) == ["seed 0", "seed 1", "seed 2"]

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import signal
 
 import pytest
 
 from gradlab.errors import GradlabError
 from gradlab.report.browser_check import check_report_in_browser, find_chromium, section_tiles
 from gradlab.report.html import markdown_to_html
+from tests.helpers.deadline import deadline
 from tests.helpers.images import PNG
 
 pytest.importorskip("playwright.sync_api")
@@ -91,28 +91,12 @@ def test_a_tall_section_is_tiled_to_its_end(tmp_path):
         assert sum(heights) == pytest.approx(section_height)
 
 
-class _EndlessError(Exception):
-    """Raised in the test when section_tiles has not returned after 2 s."""
-
-
 @pytest.fixture
 def bounded():
     """section_tiles returns in microseconds; one that never ends its loop (which would fill
     the memory with tiles) fails its test after 2 s instead."""
-    if not hasattr(signal, "setitimer"):  # not on Windows
+    with deadline(2.0, "section_tiles has not returned after 2 s"):
         yield
-        return
-
-    def endless(signum, frame):
-        raise _EndlessError("section_tiles has not returned after 2 s")
-
-    previous = signal.signal(signal.SIGALRM, endless)
-    signal.setitimer(signal.ITIMER_REAL, 2.0)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize(

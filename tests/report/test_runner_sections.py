@@ -19,6 +19,7 @@ from gradlab import GradlabError
 from gradlab.experiments.runtime import computed_once
 from gradlab.progress import set_progress_mode
 from gradlab.report import runner
+from tests.helpers.deadline import deadline
 
 
 @pytest.fixture
@@ -28,29 +29,13 @@ def quiet():
     set_progress_mode("auto")
 
 
-class _HangError(Exception):
-    """Raised in the main thread when a test's report has not returned after 30 s."""
-
-
 @pytest.fixture(autouse=True)
 def no_hang():
     """A report that never returns (sections never said ended, a thread that never takes its
     turn) fails its test after 30 s, where the longest of these takes about two, instead of
     hanging the suite."""
-    if not hasattr(signal, "SIGALRM"):  # not on Windows
+    with deadline(30.0, "the report has not returned after 30 s"):
         yield
-        return
-
-    def hang(signum, frame):
-        raise _HangError("the report has not returned after 30 s")
-
-    previous = signal.signal(signal.SIGALRM, hang)
-    signal.alarm(30)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _section(name: str, log: list, busy: float = 0.0, threads: list | None = None):
