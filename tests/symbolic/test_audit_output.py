@@ -385,6 +385,14 @@ def test_a_raising_checks_traceback_sits_in_a_fenced_block_inside_its_detail_ite
     assert lines[end + 1:end + 3] == ["", "</details>"]
     assert "- detail: it is one." in lines[end:]  # a one-line detail stays one bullet
 
+
+def test_an_empty_detail_is_an_empty_detail_item():
+    def silent(form):
+        return decide(form.value == 1, "", "")
+
+    lines = format_markdown(run_audit([_one_claim(check=silent)])).splitlines()
+    assert "- detail: " in lines and not any(line.startswith("  ```") for line in lines)
+
 def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict():
     records = [_record("m", "eq1", "holds", "s1"), _record("m", "eq2", "inconclusive", "s2")]
     del records[1]["claim"]["correction"]  # a record written before corrections were recorded
