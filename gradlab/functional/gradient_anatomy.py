@@ -44,8 +44,8 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.errors import GradlabError
 from gradlab.validation import (
+    check_in_range,
     check_non_negative_finite,
     check_same_device,
     check_shape,
@@ -58,6 +58,9 @@ relative) of the O(1) gradients of a loss averaged over a batch, well above floa
 
 DEFAULT_RELATIVE_THRESHOLD = 1e-2
 """An entry below 1 % of its query's largest |dL/dS| is negligible next to it."""
+
+RELATIVE_THRESHOLD_RANGE = "a share of the query's largest |dL/dS|"
+"""Why ``relative_threshold`` lies in [0, 1] (said when a value is refused)."""
 
 HARD_FRACTIONS = (0.01, 0.1)
 """Fractions of the hardest negatives whose share of the negative gradient mass is reported."""
@@ -163,9 +166,8 @@ def gradient_anatomy(
         check_shape("candidate_mask", candidate_mask, score_grad.shape, "one flag per score")
         check_same_device(score_grad=score_grad, candidate_mask=candidate_mask)
     absolute_threshold = check_non_negative_finite("absolute_threshold", absolute_threshold)
-    relative_threshold = check_non_negative_finite("relative_threshold", relative_threshold)
-    if relative_threshold > 1:
-        raise GradlabError(f"relative_threshold must lie in [0, 1]; got {relative_threshold!r}")
+    relative_threshold = check_in_range("relative_threshold", relative_threshold, 0.0, 1.0,
+                                        RELATIVE_THRESHOLD_RANGE)  # fmt: skip
 
     if candidate_mask is not None:
         positives = positives & candidate_mask

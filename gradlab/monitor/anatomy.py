@@ -32,17 +32,17 @@ from typing import NamedTuple
 
 import torch
 
-from gradlab.errors import GradlabError
 from gradlab.functional.gradient_anatomy import (
     DEFAULT_ABSOLUTE_THRESHOLD,
     DEFAULT_RELATIVE_THRESHOLD,
     HARD_FRACTIONS,
+    RELATIVE_THRESHOLD_RANGE,
     gradient_anatomy,
 )
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.quantity import Plot, Quantity, _row_any, _row_counts
 from gradlab.monitor.schedules import Schedule
-from gradlab.validation import check_non_negative_finite
+from gradlab.validation import check_in_range, check_non_negative_finite
 
 Values = dict[str, torch.Tensor]
 
@@ -324,12 +324,8 @@ class Anatomy(Quantity):
         super().__init__(schedule)
         self.absolute_threshold = check_non_negative_finite("absolute_threshold",
                                                             absolute_threshold)  # fmt: skip
-        self.relative_threshold = check_non_negative_finite("relative_threshold",
-                                                            relative_threshold)  # fmt: skip
-        if self.relative_threshold > 1:
-            raise GradlabError(
-                f"relative_threshold must lie in [0, 1]; got {relative_threshold!r}"
-            )
+        self.relative_threshold = check_in_range("relative_threshold", relative_threshold, 0.0,
+                                                 1.0, RELATIVE_THRESHOLD_RANGE)  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:
         values: Values = {}

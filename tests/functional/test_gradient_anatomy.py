@@ -455,3 +455,12 @@ def test_a_tensor_on_another_device_is_refused_by_name(argument):
         GradlabError, match=rf"^tensors must be on one device; .*{argument} on meta"
     ):
         gradient_anatomy(**kwargs)
+
+
+@pytest.mark.parametrize("relative", [float("nan"), 1.5, -0.5, float("inf")])
+def test_every_relative_threshold_outside_zero_to_one_gets_the_one_message(relative):
+    # NaN once read "must be a non-negative finite number", 1.5 "must lie in [0, 1]"
+    with pytest.raises(GradlabError) as caught:
+        gradient_anatomy(GRAD, SCORES, MASK, relative_threshold=relative)
+    assert str(caught.value) == ("relative_threshold must be a finite number in [0, 1] (a share "
+                                 f"of the query's largest |dL/dS|); got {relative!r}")

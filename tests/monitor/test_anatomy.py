@@ -408,9 +408,12 @@ def test_anatomy_keeps_its_schedule():
     [
         ({"absolute_threshold": -1.0},
          "absolute_threshold must be a non-negative finite number; got -1.0"),
-        ({"relative_threshold": math.nan},
-         "relative_threshold must be a non-negative finite number; got nan"),
-        ({"relative_threshold": 1.5}, "relative_threshold must lie in [0, 1]; got 1.5"),
+        ({"relative_threshold": math.nan}, "relative_threshold must be a finite number in "
+         "[0, 1] (a share of the query's largest |dL/dS|); got nan"),
+        ({"relative_threshold": 1.5}, "relative_threshold must be a finite number in [0, 1] "
+         "(a share of the query's largest |dL/dS|); got 1.5"),
+        ({"relative_threshold": -0.5}, "relative_threshold must be a finite number in [0, 1] "
+         "(a share of the query's largest |dL/dS|); got -0.5"),
     ],
 )  # fmt: skip
 def test_anatomy_threshold_errors_in_full(arguments, message):
