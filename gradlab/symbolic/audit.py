@@ -300,6 +300,18 @@ def _detail_lines(detail: str) -> list[str]:
     return [f"- detail: {first}", "", "  ```text", *(f"  {line}" for line in rest), "  ```"]
 
 
+def _candidates(record: dict) -> str:
+    """For a printed form that fails with no correction given, the mutants of it that hold:
+    candidate corrections, not a weak check (the check said no to the printed form)."""
+    if record["verdict"] != "fails" or record.get("mutated_form") != "printed":
+        return ""
+    holding = [o["mutant"] for o in record.get("mutant_results", ()) if o["verdict"] == "holds"]
+    if not holding:
+        return ""
+    return (f"; the printed form fails, so the mutants that hold are candidate corrections: "
+            f"{', '.join(holding)}")
+
+
 def format_markdown(records: list[dict]) -> str:
     """A readable report grouped by paper: a section headed by the paper's citation (authors,
     year, title), its verdict counts, then each claim by its label, folded."""
@@ -355,8 +367,8 @@ def format_markdown(records: list[dict]) -> str:
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",
                 *_detail_lines(record["detail"]),
-                *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"]
-                  if "mutants" in record else []),
+                *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
+                   f"{_candidates(record)}"] if "mutants" in record else []),
                 "",
                 "</details>",
                 "",

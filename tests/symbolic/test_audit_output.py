@@ -386,6 +386,26 @@ def test_a_raising_checks_traceback_sits_in_a_fenced_block_inside_its_detail_ite
     assert "- detail: it is one." in lines[end:]  # a one-line detail stays one bullet
 
 
+def test_a_failing_form_names_the_mutants_that_hold_as_candidate_corrections():
+    # x printed as -1 where it is 1: the sign-flipped mutant holds; said as what it is, not
+    # left to read as a weak check ("mutants killed: 1 of 2")
+    printed = Form(sp.Integer(-1), lhs="x")
+    wrong = Claim("mine", "eq1", "x is one", printed, _is_one, method="comparison",
+                  mutants=(mutant(printed, sp.Integer(1), "sign flipped"),
+                           mutant(printed, sp.Integer(-2), "doubled")))  # fmt: skip
+    (record,) = run_audit([wrong], mutants=True)
+    assert record["verdict"] == "fails" and record["mutated_form"] == "printed"
+    holding = [o["mutant"] for o in record["mutant_results"] if o["verdict"] == "holds"]
+    assert holding and all("sign flipped" in name for name in holding)
+    line = next(x for x in format_markdown([record]).splitlines() if x.startswith("- mutants"))
+    assert line == (f"- mutants killed: {record['mutants_killed']} of {record['mutants']}; the "
+                    "printed form fails, so the mutants that hold are candidate corrections: "
+                    f"{', '.join(holding)}")
+    (right,) = run_audit([_one_claim()], mutants=True)  # a holding form: the count alone
+    line = next(x for x in format_markdown([right]).splitlines() if x.startswith("- mutants"))
+    assert line == f"- mutants killed: {right['mutants_killed']} of {right['mutants']}"
+
+
 def test_an_empty_detail_is_an_empty_detail_item():
     def silent(form):
         return decide(form.value == 1, "", "")
