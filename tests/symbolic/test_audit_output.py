@@ -389,21 +389,41 @@ def test_a_raising_checks_traceback_sits_in_a_fenced_block_inside_its_detail_ite
 def test_a_failing_form_names_the_mutants_that_hold_as_candidate_corrections():
     # x printed as -1 where it is 1: the sign-flipped mutant holds; said as what it is, not
     # left to read as a weak check ("mutants killed: 1 of 2")
+    def is_one(form):  # simplified: "2 - 1" is one too
+        return decide(sp.simplify(form.value - 1) == 0, "it is one.", "it is not one.")
+
     printed = Form(sp.Integer(-1), lhs="x")
-    wrong = Claim("mine", "eq1", "x is one", printed, _is_one, method="comparison",
+    wrong = Claim("mine", "eq1", "x is one", printed, is_one, method="comparison",
                   mutants=(mutant(printed, sp.Integer(1), "sign flipped"),
+                           mutant(printed, sp.Add(2, -1, evaluate=False), "two minus one"),
                            mutant(printed, sp.Integer(-2), "doubled")))  # fmt: skip
     (record,) = run_audit([wrong], mutants=True)
     assert record["verdict"] == "fails" and record["mutated_form"] == "printed"
     holding = [o["mutant"] for o in record["mutant_results"] if o["verdict"] == "holds"]
-    assert holding and all("sign flipped" in name for name in holding)
-    line = next(x for x in format_markdown([record]).splitlines() if x.startswith("- mutants"))
-    assert line == (f"- mutants killed: {record['mutants_killed']} of {record['mutants']}; the "
-                    "printed form fails, so the mutants that hold are candidate corrections: "
-                    f"{', '.join(holding)}")
+    assert holding[:2] == ["sign flipped", "two minus one"]
+    assert _mutants_line(record) == (
+        f"- mutants killed: {record['mutants_killed']} of {record['mutants']}; the printed form "
+        f"fails, so the mutants that hold are candidate corrections: {', '.join(holding)}")
     (right,) = run_audit([_one_claim()], mutants=True)  # a holding form: the count alone
-    line = next(x for x in format_markdown([right]).splitlines() if x.startswith("- mutants"))
-    assert line == f"- mutants killed: {right['mutants_killed']} of {right['mutants']}"
+    assert _mutants_line(right) == f"- mutants killed: {right['mutants']} of {right['mutants']}"
+    # a failing form whose mutants all fail, and one whose correction is the mutated form
+    five = Form(sp.Integer(5), lhs="x")  # no mutant of it is one
+    wrong = Claim("mine", "eq1", "x is one", five, _is_one, method="comparison",
+                  mutants=(mutant(five, sp.Integer(10), "doubled"),))  # fmt: skip
+    (record,) = run_audit([wrong], mutants=True)
+    assert record["verdict"] == "fails"
+    assert _mutants_line(record) == f"- mutants killed: {record['mutants']} of {record['mutants']}"
+    wrong = Claim("mine", "eq1", "x is one", printed, _is_one, method="comparison",
+                  correction=Form(sp.Integer(-3), lhs="x"),
+                  mutants=(mutant(printed, sp.Integer(1), "sign flipped"),))  # fmt: skip
+    (record,) = run_audit([wrong], mutants=True)
+    assert record["mutated_form"] == "correction"
+    assert _mutants_line(record).endswith(f"of {record['mutants']}")
+
+
+def _mutants_line(record):
+    lines = format_markdown([record]).splitlines()
+    return next(line for line in lines if line.startswith("- mutants"))
 
 
 def test_an_empty_detail_is_an_empty_detail_item():
