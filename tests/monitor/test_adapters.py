@@ -204,6 +204,8 @@ def test_the_anatomy_sections_own_loss_examples_run_as_written(tmp_path, monkeyp
     _, records = read_jsonl(tmp_path / "runs" / "my_loss" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1, 2, 3, 4]
     assert all(f"anatomy_{d}_active_negatives_mean" in r for r in records for d in ("i2t", "t2i"))
+    # step 0 scores the same matrix with the same weights: its rows are the functional call's
+    assert records[0]["anatomy_i2t_active_negatives_mean"] == pytest.approx(sum(active) / 8)
     _, records = read_jsonl(tmp_path / "runs" / "ntxent" / "metrics.jsonl")
     assert "anatomy_i2t_active_negatives_mean" in records[0]
     assert "anatomy" not in namespace["monitor"].not_logged  # the PML loss exposes its matrix
