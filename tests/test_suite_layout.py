@@ -160,3 +160,39 @@ def test_private_gradlab_names_are_only_those_still_listed():
         if extra:
             new[name] = sorted(extra)
     assert new == {}, "drive these through public inputs (or a public reference module)"
+
+
+def skips_without_cuda_by_hand(tree: ast.Module) -> bool:
+    """A ``skipif(not torch.cuda.is_available(), ...)``: a CUDA test that ``pytest -m gpu``
+    (``tools/device_check.sh``, the one run on a GPU) would not select."""
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "skipif" and node.args):  # fmt: skip
+            continue
+        condition = node.args[0]
+        if isinstance(condition, ast.UnaryOp) and isinstance(condition.op, ast.Not):
+            called = condition.operand
+            if (isinstance(called, ast.Call) and isinstance(called.func, ast.Attribute)
+                    and called.func.attr == "is_available"):  # fmt: skip
+                return True
+    return False
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("@pytest.mark.skipif(not torch.cuda.is_available(), reason='x')\ndef test(): pass\n",
+         True),
+        ("@pytest.mark.skipif(torch.cuda.is_available(), reason='measured there')\n"
+         "def test(): pass\n", False),
+        ("@pytest.mark.gpu\ndef test(): pass\n", False),
+    ],
+)  # fmt: skip
+def test_the_cuda_scan_finds_a_hand_made_skip(source, expected):
+    assert skips_without_cuda_by_hand(ast.parse(source)) is expected
+
+
+def test_cuda_tests_carry_the_gpu_marker():
+    offenders = [p.relative_to(TESTS).as_posix() for p in _test_modules()
+                 if skips_without_cuda_by_hand(_tree(p))]  # fmt: skip
+    assert offenders == [], "mark them @pytest.mark.gpu (conftest skips them without CUDA)"

@@ -558,8 +558,9 @@ def numeric_agreement(
     """``holds`` if ``|printed(case) - truth(case)| <= tolerance`` for every case.
 
     With ``relative`` the detail also gives the relative error ``|printed - true| / |true|``
-    at the case of the largest absolute error. No cases: ``holds`` (nothing disagrees), and the
-    detail says "over 0 cases".
+    at the case of the largest absolute error. A failing detail names that case by its position
+    in ``cases``, counted from 1 ("case 2 of 2" is the last). No cases: ``holds`` (nothing
+    disagrees), and the detail says "over 0 cases".
 
     Raises:
         GradlabError: ``tolerance`` not a finite number >= 0 (checked before any case runs).
@@ -568,7 +569,7 @@ def numeric_agreement(
         >>> verdict = numeric_agreement(lambda c: -c, lambda c: c, [1e-4, 2e-4], tolerance=1e-6,
         ...                             relative=True)
         >>> print(verdict.verdict, verdict.detail)
-        fails max |printed - true| = 0.0004 (case 1 of 2); relative error 2 (200 %) there.
+        fails max |printed - true| = 0.0004 (case 2 of 2); relative error 2 (200 %) there.
     """
     check_in_range("tolerance", tolerance, 0.0, reason="the largest |printed - true| that agrees")
     cases = list(cases)
@@ -583,7 +584,7 @@ def numeric_agreement(
     return decide(
         worst <= tolerance,
         f"max |printed - true| = {worst:.2e} over {len(cases)} cases{there}.",
-        f"max |printed - true| = {worst:.3g} (case {worst_case} of {len(cases)}){there}.",
+        f"max |printed - true| = {worst:.3g} (case {worst_case + 1} of {len(cases)}){there}.",
     )
 
 

@@ -43,7 +43,7 @@ def test_numeric_agreement_detects_a_wrong_value_and_nan():
     wrong = numeric_agreement(lambda c: 2 * c * c, lambda c: c**2, cases, tolerance=1e-12)
     assert (right.verdict, wrong.verdict) == ("holds", "fails")
     nan = numeric_agreement(lambda c: float("nan"), lambda c: c, cases, tolerance=1e-12)
-    assert (nan.verdict, nan.detail) == ("fails", "max |printed - true| = nan (case 0 of 3).")
+    assert (nan.verdict, nan.detail) == ("fails", "max |printed - true| = nan (case 1 of 3).")
 
 
 def test_numeric_agreement_keeps_a_nan_case_that_later_cases_agree_with():
@@ -51,7 +51,7 @@ def test_numeric_agreement_keeps_a_nan_case_that_later_cases_agree_with():
     printed = {1.0: 1.0, 2.0: float("nan"), 3.5: 12.25}
     verdict = numeric_agreement(printed.get, lambda c: c**2, [1.0, 2.0, 3.5], tolerance=1e-12)
     assert (verdict.verdict, verdict.detail) == (
-        "fails", "max |printed - true| = nan (case 1 of 3).")
+        "fails", "max |printed - true| = nan (case 2 of 3).")
 
 
 def test_decide_follows_the_computed_condition():

@@ -123,6 +123,6 @@ def test_numeric_agreement_refuses_a_tolerance_that_is_not_a_finite_number_at_le
 def test_numeric_agreement_with_tolerance_0_holds_only_for_exact_agreement():
     assert numeric_agreement(float, float, [0.5, 2.0], tolerance=0).verdict == "holds"
     shifted = numeric_agreement(lambda c: c + 2.0**-40, float, [0.5, 2.0], tolerance=0)
-    assert shifted.verdict == "fails" and "(case 0 of 2)" in shifted.detail
+    assert shifted.verdict == "fails" and "(case 1 of 2)" in shifted.detail
     empty = numeric_agreement(float, float, [], tolerance=0)
     assert empty.verdict == "holds" and "over 0 cases" in empty.detail

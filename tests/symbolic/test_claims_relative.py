@@ -13,7 +13,7 @@ def test_numeric_agreement_gives_the_relative_error_at_the_worst_case():
     verdict = numeric_agreement(lambda c: 1.01 * c, lambda c: c, [1.0, 3.0, 2.0],
                                 tolerance=1e-3, relative=True)  # fmt: skip
     assert verdict.verdict == "fails"
-    assert verdict.detail == ("max |printed - true| = 0.03 (case 1 of 3); relative error 0.01 "
+    assert verdict.detail == ("max |printed - true| = 0.03 (case 2 of 3); relative error 0.01 "
                               "(1 %) there.")  # fmt: skip
 
 
@@ -21,7 +21,7 @@ def test_numeric_agreement_calls_a_difference_from_zero_infinite_and_stays_quiet
     verdict = numeric_agreement(lambda c: 1.0, lambda c: 0.0, [0], tolerance=0.5, relative=True)
     assert verdict.detail.endswith("relative error inf (inf %) there.")
     plain = numeric_agreement(lambda c: 1.0, lambda c: 0.0, [0], tolerance=0.5)
-    assert plain.detail == "max |printed - true| = 1 (case 0 of 1)."
+    assert plain.detail == "max |printed - true| = 1 (case 1 of 1)."
 
 
 def test_symbolic_equality_gives_the_true_value_and_the_relative_error_at_its_witness():

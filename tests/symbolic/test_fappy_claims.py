@@ -644,7 +644,7 @@ def test_eq7_a_billionth_heavy_misses_the_double_loop_where_p_is_largest():
     assert (verdict.verdict, verdict.detail) == (
         "fails",
         "discrete P(s_neg >= s_pair) at Delta = 1/4, then Delta = 2^-8 against the empirical "
-        f"Eq. 6: max |printed - true| = {1e-9 * sums[largest]:.3g} (case {largest} of 15).",
+        f"Eq. 6: max |printed - true| = {1e-9 * sums[largest]:.3g} (case {largest + 1} of 15).",
     )
 
 
@@ -785,7 +785,7 @@ def test_eq7_five_percent_heavy_at_delta_2_to_minus_8_is_off_by_more_than_0_04()
     assert errors[worst] > 0.04
     assert (verdict.verdict, verdict.detail) == (
         "fails",
-        f"max |printed - true| = {errors[worst]:.3g} (case {worst} of 5).",
+        f"max |printed - true| = {errors[worst]:.3g} (case {worst + 1} of 5).",
     )
 
 
@@ -1246,7 +1246,8 @@ def test_the_pooled_rate_check_fails_other_rates_by_their_documented_worst_cases
         found = re.search(r"= ([-+.e0-9]+) \(case (\d+) of (\d+)\)", verdict.detail)
         assert verdict.verdict == "fails", form
         assert float(found.group(1)) == pytest.approx(max(errors), rel=5e-3), form  # 3 digits
-        assert errors[int(found.group(2))] == pytest.approx(max(errors), rel=1e-12), form
+        # the detail counts the cases from 1
+        assert errors[int(found.group(2)) - 1] == pytest.approx(max(errors), rel=1e-12), form
         assert found.group(3) == "200", form
 
 

@@ -94,7 +94,7 @@ def test_an_exact_rank_one_and_three_eighths_too_high_everywhere_fails():
     # each of the 9 other candidates adds 1/8 to its indicator: every rank is 9/8 too high
     relation = sp.StrictLessThan(s_ix[i_] - s_ix[j_], 0)
     verdict = check_exact_rank(_eq2_with(relation, sp.Rational(1, 8)))
-    expected = "max |printed - true| = 1.12 (case 0 of 200)."  # 9/8 = 1.125, printed to 3 digits
+    expected = "max |printed - true| = 1.12 (case 1 of 200)."  # 9/8 = 1.125, printed to 3 digits
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
@@ -104,7 +104,7 @@ def test_the_exact_rank_check_runs_its_200_documented_cases():
               for scores, i in _tied_cases(6)]
     worst = max(errors)
     verdict = check_exact_rank(_eq2_with(sp.StrictLessThan(s_ix[j_] - s_ix[i_], 0)))
-    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst) + 1} of 200)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
@@ -132,7 +132,7 @@ def test_an_exact_rank_that_counts_ties_fails_by_the_number_of_ties():
     errors = [int(np.sum(scores == scores[i])) - 1 for scores, i in _tied_cases(6)]
     worst = max(errors)
     verdict = check_exact_rank(_eq2_with(sp.LessThan(s_ix[i_] - s_ix[j_], 0)))
-    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst) + 1} of 200)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
     assert check_exact_rank(_accepted("001:eq2")).verdict == "holds"
 
@@ -144,7 +144,7 @@ def test_an_indicator_rank_that_also_counts_the_next_lower_score_fails():
     worst = max(errors)
     accepted = _accepted("001:eq4")
     verdict = check_indicator_rank(with_parameters(accepted, "test", D_ij=D_RANK + 2))
-    expected = f"max |printed - true| = {worst} (case {errors.index(worst)} of 200)."
+    expected = f"max |printed - true| = {worst} (case {errors.index(worst) + 1} of 200)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
     assert check_indicator_rank(accepted).verdict == "holds"
 
@@ -176,7 +176,7 @@ def test_the_ap_check_runs_its_20_documented_cases():
         errors.append(abs(np.mean(1 / precisions) - np.mean(precisions)))
     worst = max(errors)
     verdict = check_ap_with_ranks(Form(R_OMEGA / R_P))
-    expected = f"max |printed - true| = {worst:.3g} (case {errors.index(worst)} of 20)."
+    expected = f"max |printed - true| = {worst:.3g} (case {errors.index(worst) + 1} of 20)."
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 

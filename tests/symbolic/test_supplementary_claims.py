@@ -358,7 +358,7 @@ def test_eq1_with_a_constant_slope_at_the_threshold_reports_the_true_p():
     worst = int(np.argmax(errors))
     verdict = supplementary.check_operating_region(flat)
     assert verdict.verdict == "fails"
-    assert f"= {errors[worst]:.3g} (case {worst} of 12)" in verdict.detail, verdict.detail
+    assert f"= {errors[worst]:.3g} (case {worst + 1} of 12)" in verdict.detail, verdict.detail
 
 
 def test_table_s1_check_notices_a_sigmoid_turned_into_a_step():
@@ -422,7 +422,7 @@ def test_eq1_without_the_last_column_misses_its_entries_in_the_region():
         errors.append(sum(g * (1 - g) / 0.01 > 0.005 for g in slopes) / m**2)
     worst = max(errors)
     assert (verdict.verdict, verdict.detail) == (
-        "fails", f"max |printed - true| = {worst:.3g} (case {errors.index(worst)} of 12).")
+        "fails", f"max |printed - true| = {worst:.3g} (case {errors.index(worst) + 1} of 12).")
 
 
 @pytest.mark.parametrize(("key", "bound"), [("j to", "m"), ("i from", -1)])

@@ -182,12 +182,13 @@ def _simpson(function, low, high, intervals=4000):
 
 
 def _failure(verdict):
-    """(worst error, case index, case count) of a failing numeric_agreement detail."""
+    """(worst error, case index from 0, case count) of a failing numeric_agreement detail
+    (which counts the cases from 1)."""
     found = re.fullmatch(
         r"max \|printed - true\| = (\S+) \(case (\d+) of (\d+)\)\.", verdict.detail
     )
     assert verdict.verdict == "fails" and found, verdict
-    return float(found.group(1)), int(found.group(2)), int(found.group(3))
+    return float(found.group(1)), int(found.group(2)) - 1, int(found.group(3))
 
 
 def _assert_worst_case(verdict, errors):
