@@ -357,7 +357,7 @@ def test_discount_with_non_finite_counts_raises_a_gradlab_error(call, name):
         call()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 @pytest.mark.parametrize(
     "make",
     [gradlab.SmoothAPLoss, gradlab.FastAPLoss, gradlab.BlackboxAPLoss, gradlab.FAPPYLoss],

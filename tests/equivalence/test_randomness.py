@@ -151,7 +151,7 @@ def test_dropout_in_several_processes_is_refused_before_any_work(problem, monkey
     )
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_on_cuda_both_steps_start_from_the_callers_cuda_random_state():
     _, batch = synthetic_problem(batch_size=B, seed=1)
     model = _dropout_model("cuda")

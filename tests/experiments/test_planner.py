@@ -230,7 +230,7 @@ def test_plan_refuses_bad_arguments_before_it_measures():
         plan("smooth_ap", 384, 512, per_class=1)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_plan_measures_on_a_cuda_device_that_is_here(capsys):
     assert main(["plan", "--loss", "smooth_ap", "--batch-size", "384", "--dim", "512",
                  "--device", "cuda"]) == 0  # fmt: skip

@@ -317,7 +317,7 @@ def _cuda_syncs(action) -> list[str]:
     return found
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.gpu
 def test_cuda_sync_budgets(tmp_path):
     # The budgets the CPU counter checks above, on a GPU: the loss reads its group sizes once;
     # an off-schedule step synchronises never; a logged step once for its values, and once
