@@ -50,8 +50,8 @@ class MonitorConfig:
         every: one schedule for every quantity: an int ``n`` (every n steps) or a
             ``step -> bool`` callable taking one argument; ``None``: the preset's default
             schedule, or each explicit quantity's own. Stored as a schedule.
-        preset: ``"cheap"``, ``"default"`` or ``"full"``; explicit ``quantities`` replace it
-            (giving both with another preset than ``"default"`` is refused).
+        preset: ``"cheap"``, ``"default"`` or ``"full"``; ``None``: ``"default"``, or none when
+            ``quantities`` are given (they replace a preset: naming one beside them is refused).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (a tuple, at
             least one).
         sinks: sink names from ``gradlab.monitor.sinks.SINKS`` or Sink instances (a tuple, at
@@ -74,12 +74,12 @@ class MonitorConfig:
         >>> MonitorConfig(preset="everything")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        gradlab.errors.GradlabError: preset must be one of ['cheap', 'default', 'full']; ...
+        gradlab.errors.GradlabError: preset must be one of ['cheap', 'default', 'full'] or None; ...
     """
 
     tau: float | None = None
     every: int | Schedule | None = None
-    preset: str = "default"
+    preset: str | None = None
     quantities: Sequence[Quantity] | None = None
     sinks: Sequence[str | Sink] = ("jsonl",)
     strict: bool = False
@@ -117,13 +117,26 @@ class MonitorConfig:
         """
         if self.quantities is None:
             schedule = self.every or default_schedule()
-            return [cls(schedule) for cls in PRESETS[self.preset]]
+            return [cls(schedule) for cls in PRESETS[self.preset_name]]
         if self.every is None:
             return list(self.quantities)
         copies = [copy.copy(quantity) for quantity in self.quantities]  # the caller's unchanged
         for quantity in copies:
             quantity.schedule = self.every
         return copies
+
+    @property
+    def preset_name(self) -> str | None:
+        """The preset the Monitor logs: :attr:`preset`, ``"default"`` when it is None, and None
+        when explicit :attr:`quantities` replace every preset.
+
+        Example:
+            >>> MonitorConfig().preset_name, MonitorConfig(quantities=[Margins()]).preset_name
+            ('default', None)
+        """
+        if self.quantities is not None:
+            return None
+        return "default" if self.preset is None else self.preset
 
     def make_sinks(self) -> list[Sink]:
         """The Monitor's sinks: the instances given, and a new sink for each name.
@@ -162,10 +175,11 @@ class MonitorConfig:
 
 def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | None:
     if quantities is None:
-        if not isinstance(preset, str) or preset not in PRESETS:
-            raise GradlabError(f"preset must be one of {sorted(PRESETS)}; got {preset!r}")
+        if preset is not None and (not isinstance(preset, str) or preset not in PRESETS):
+            raise GradlabError(f"preset must be one of {sorted(PRESETS)} or None; got "
+                               f"{preset!r}")  # fmt: skip
         return None
-    if preset != "default":  # checked first: the one the user wrote last may be either
+    if preset is not None:  # checked first: the one the user wrote last may be either
         raise GradlabError(
             f"preset={preset!r} and quantities were both given; explicit quantities replace a "
             "preset, so pass one of them (to add quantities to a preset: "

@@ -82,8 +82,8 @@ class Monitor:
         every: one schedule for every quantity (an int ``n`` or a ``step -> bool`` callable);
             ``None``: the preset's :func:`~gradlab.monitor.schedules.default_schedule`, or each
             explicit quantity's own. :meth:`close` logs a last step the schedule skipped.
-        preset: ``"cheap"``, ``"default"`` or ``"full"``; explicit ``quantities`` replace it
-            (giving both with another preset than ``"default"`` is refused).
+        preset: ``"cheap"``, ``"default"`` or ``"full"``; ``None``: ``"default"``, or none when
+            ``quantities`` are given (they replace a preset: naming one beside them is refused).
         quantities: explicit :class:`~gradlab.monitor.quantity.Quantity` instances (at least one).
         sinks: names from ``gradlab.monitor.sinks.SINKS`` or :class:`Sink` instances (at least one).
         strict: raise a quantity's error instead of reporting it once and disabling it, and a
@@ -144,7 +144,7 @@ class Monitor:
         tau: float | None = None,
         *,
         every: int | Schedule | None = None,
-        preset: str = "default",
+        preset: str | None = None,
         quantities: Sequence[Quantity] | None = None,
         sinks: Sequence[str | Sink] = ("jsonl",),
         strict: bool = False,
@@ -164,9 +164,8 @@ class Monitor:
         self.distributed = options.distributed
         self.strict = options.strict
         # explicit quantities replace the preset: the header then names none
-        preset = options.preset if options.quantities is None else None
         self.config = {"tau": self.tau, "tau_from": "argument" if self._tau_given else "default",
-                       "preset": preset, **(options.config or {})}  # fmt: skip
+                       "preset": options.preset_name, **(options.config or {})}  # fmt: skip
         self.disabled: dict[str, str] = {}
         self.not_logged: dict[str, str] = {}  # quantity -> why it cannot apply to the loss
         self.skipped_calls = 0  # loss calls the Monitor could not read

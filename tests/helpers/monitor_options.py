@@ -6,7 +6,8 @@ Shared by the Monitor's tests and the Lightning callback's, which checks the sam
 BAD_OPTIONS = [
     ({"tau": -1}, r"tau must be .*got -1"),
     ({"tau": float("nan")}, r"tau must be .*got nan"),
-    ({"preset": "bogus"}, r"preset must be one of \['cheap', 'default', 'full'\]; got 'bogus'"),
+    ({"preset": "bogus"},
+     r"preset must be one of \['cheap', 'default', 'full'\] or None; got 'bogus'"),
     ({"every": 0}, r"every must be a positive integer n .*; got 0"),
     ({"every": -3}, r"every must be a positive integer n .*; got -3"),
     ({"every": 3.5}, r"every must be a positive integer n .*; got 3.5"),

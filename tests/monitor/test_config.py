@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gradlab import GradlabError
-from gradlab.monitor import Loss, Monitor, MonitorConfig, every, read_jsonl
+from gradlab.monitor import PRESETS, Loss, Monitor, MonitorConfig, every, read_jsonl
 from tests.helpers.monitor_options import BAD_OPTIONS
 from tests.helpers.training import train
 
@@ -82,7 +82,7 @@ def test_every_schedules_copies_and_leaves_the_callers_quantities_as_they_were(t
     second.close()
 
 
-@pytest.mark.parametrize("preset", ["full", "cheap"])
+@pytest.mark.parametrize("preset", ["full", "cheap", "default"])
 def test_a_preset_and_explicit_quantities_together_are_refused_with_how_to_combine_them(preset):
     # explicit quantities replace the preset: a named preset beside them was dropped in silence
     with pytest.raises(GradlabError) as caught:
@@ -95,6 +95,13 @@ def test_a_preset_and_explicit_quantities_together_are_refused_with_how_to_combi
         Monitor("unused", preset="full", quantities=[Loss()])
 
 
-def test_explicit_quantities_beside_the_default_preset_replace_it():
-    config = MonitorConfig(preset="default", quantities=[Loss()])
+def test_no_preset_means_the_default_one_or_none_beside_explicit_quantities(tmp_path):
+    assert [q.name for q in MonitorConfig().make_quantities()] == [
+        cls.name for cls in PRESETS["default"]]
+    config = MonitorConfig(quantities=[Loss()])
     assert [quantity.name for quantity in config.make_quantities()] == ["loss"]
+    with Monitor(tmp_path / "a") as monitor, Monitor(tmp_path / "b", quantities=[Loss()]) as own:
+        train(monitor, steps=1)
+        train(own, steps=1)
+    headers = [read_jsonl(tmp_path / run / "metrics.jsonl")[0][0] for run in ("a", "b")]
+    assert [header["config"]["preset"] for header in headers] == ["default", None]

@@ -98,11 +98,13 @@ def test_a_folder_that_cannot_take_a_new_entry_is_refused_by_name_before_any_wri
 
 def test_the_shared_config_gives_the_omitted_options_monitors_defaults():
     """GradlabCallback gives only the options a user gave; the others are Monitor's defaults
-    (preset "default", distributed "auto", resume and overwrite False, sinks ("jsonl",))."""
+    (no preset named: the default one, distributed "auto", resume and overwrite False, sinks
+    ("jsonl",))."""
     options = MonitorConfig()
     assert (options.tau, options.every, options.sinks, options.preset) == (
-        None, None, ("jsonl",), "default"
+        None, None, ("jsonl",), None
     )
+    assert options.preset_name == "default"
     assert (options.strict, options.resume, options.overwrite) == (False, False, False)
     assert (options.distributed, options.config, options.quantities) == ("auto", None, None)
     assert MonitorConfig(resume=True).sinks == ("jsonl",)  # overwrite left False

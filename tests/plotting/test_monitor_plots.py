@@ -243,7 +243,7 @@ class Spread(Quantity):
 
 
 def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monkeypatch):
-    run = _run(tmp_path / "run", steps=3, preset="default", quantities=[Spread()])
+    run = _run(tmp_path / "run", steps=3, preset=None, quantities=[Spread()])
     with pytest.raises(GradlabError, match="hold no known quantity"):
         plot_runs([run], out=tmp_path / "without")
     figures = _figures(monkeypatch, [run], out=tmp_path / "figs", quantities=[Spread])
