@@ -39,6 +39,7 @@ import torch
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import callback_settings
+from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
@@ -88,9 +89,12 @@ class TrainerLoggersSink(Sink):
 class _WatchedLoss:
     """The loss returned by :meth:`GradlabCallback.watch`: the Monitor's watch while training."""
 
-    def __init__(self, callback: GradlabCallback, loss_fn: Callable) -> None:
+    def __init__(
+        self, callback: GradlabCallback, loss_fn: Callable, inputs: str | None = None
+    ) -> None:
         self.callback = callback
         self.loss_fn = loss_fn
+        self.watch_inputs = inputs
         self.__wrapped__ = loss_fn
         self._inner: tuple[Monitor, Callable] | None = None
 
@@ -102,12 +106,12 @@ class _WatchedLoss:
                 self.callback._warn_unattached()
             return loss
         if self._inner is None or self._inner[0] is not monitor:
-            self._inner = (monitor, monitor.watch(self.loss_fn))
+            self._inner = (monitor, monitor.watch(self.loss_fn, self.watch_inputs))
         return self._inner[1](*args, **kwargs)
 
     def __getattr__(self, name: str):
         """The wrapped loss's attributes (``tau``, ``degenerate_batches``...)."""
-        if name.startswith("__") or name in ("callback", "loss_fn", "_inner"):
+        if name.startswith("__") or name in ("callback", "loss_fn", "watch_inputs", "_inner"):
             raise AttributeError(name)
         return getattr(self.loss_fn, name)
 
@@ -167,15 +171,24 @@ class GradlabCallback(Callback):
         self._trainer = None
         self._warned_unattached = False
 
-    def watch(self, loss_fn: Callable) -> Callable:
+    def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
         (for a ``torch.nn.Module`` loss a :class:`~gradlab.monitor.watched.WatchedLoss`: its
-        parameters stay the LightningModule's, trained and saved)."""
-        if not callable(loss_fn):
-            raise GradlabError(
-                f"loss_fn must be callable (a loss module or function); got {loss_fn!r}"
-            )
-        return watched_like(loss_fn, _WatchedLoss(self, loss_fn))
+        parameters stay the LightningModule's, trained and saved).
+
+        Args:
+            loss_fn: the loss, as in :meth:`gradlab.Monitor.watch`.
+            inputs: what its first argument is, as in :meth:`gradlab.Monitor.watch`:
+                ``"embeddings"`` or ``"scores"`` (a loss of your own written on a ``[Q, C]``
+                score matrix, ``loss_fn(scores, positives)``); ``None``: the loss's own
+                ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
+
+        Raises:
+            GradlabError: ``loss_fn`` is not callable or is a class, or ``inputs`` is not
+                allowed (the Monitor's checks, here rather than inside ``Trainer.fit``).
+        """
+        adapt(loss_fn, inputs)
+        return watched_like(loss_fn, _WatchedLoss(self, loss_fn, inputs))
 
     # --- Lightning hooks -------------------------------------------------------------------------
 

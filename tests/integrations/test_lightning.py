@@ -161,6 +161,14 @@ def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
         (lambda: GradlabCallback(prefix=3), r"prefix must be a string"),
         (lambda: GradlabCallback(forward_to_loggers="yes"), r"forward_to_loggers must be"),
         (lambda: GradlabCallback().watch(42), r"loss_fn must be callable"),
+        (
+            lambda: GradlabCallback().watch(gradlab.SmoothAPLoss),
+            r"not a class.*SmoothAPLoss\(\.\.\.\)",
+        ),
+        (
+            lambda: GradlabCallback().watch(gradlab.SmoothAPLoss(), inputs="emb"),
+            r"inputs must be one of \('embeddings', 'scores'\) or None; got 'emb'",
+        ),
         (lambda: GradlabCallback(log_dir=42), r"log_dir must be a folder path"),
     ],
 )

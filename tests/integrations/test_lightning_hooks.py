@@ -107,6 +107,27 @@ def test_one_record_per_first_optimizer_step_numbered_from_zero_and_forwarded(tm
                                                                                 rel=1e-6)
 
 
+def test_a_score_matrix_loss_of_your_own_is_watched_with_inputs_scores(tmp_path):
+    """dL/dS of ``(weights * scores).sum()`` is ``weights``: row i gives gradient to i
+    negatives (row 0 to its positive only), so 1.5 active negatives per query on average."""
+    weights = torch.tensor([[1.0, 0, 0, 0], [1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]])
+
+    def my_loss(scores, positives):
+        return (weights * scores).sum()
+
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="full", every=1)
+    watched = callback.watch(my_loss, inputs="scores")
+    callback.setup(trainer, None, "fit")
+    scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    watched(scores, torch.eye(4, dtype=torch.bool)).backward()
+    callback.on_before_optimizer_step(trainer, None, trainer.optimizers[0])
+    callback.on_train_end(trainer, None)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert records[0]["anatomy_i2t_active_negatives_mean"] == pytest.approx(1.5)
+    assert records[0]["anatomy_i2t_queries_without_gradient"] == 0
+
+
 def test_calls_outside_training_are_passed_through_and_not_logged(tmp_path):
     trainer = stand_in_trainer(tmp_path)
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
