@@ -496,6 +496,7 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
     if inputs is not None and inputs not in INPUTS:
         raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")
     _refuse_bare_logits_loss(loss_fn)
+    _refuse_unrecorded_sentence_transformers_loss(loss_fn)
     for maker in ADAPTERS:
         adapter = maker(loss_fn, inputs)
         if adapter is not None:
@@ -520,6 +521,30 @@ def _refuse_bare_logits_loss(loss_fn: object) -> None:
             f"the Monitor cannot read from its arguments; watch it wrapped: "
             f"monitor.watch(gradlab.integrations.open_clip.RecordingClipLoss({name}(...)))"
         )
+
+
+def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
+    """A sentence-transformers loss is called on the tokenised features (a list of dicts), which
+    the Monitor cannot read: only the score matrices its ``similarity_fct`` records can be. One
+    without a recording similarity would log nothing, so it is named at ``watch``."""
+    module = getattr(loss_fn, "loss_module", loss_fn)  # GradlabTrainerCallback's LossForward
+    if not isinstance(module, torch.nn.Module):
+        return
+    if type(module).__module__.split(".")[0] != "sentence_transformers":
+        return
+    similarity = getattr(module, "similarity_fct", None)
+    if hasattr(similarity, "score_recorder"):
+        return
+    where = "gradlab.integrations.sentence_transformers"
+    raise GradlabError(
+        f"loss_fn {type(module).__name__} is a sentence-transformers loss whose score matrix the "
+        "Monitor cannot read: it is called on tokenised features, and only the matrices its "
+        "similarity_fct records are read. Make an in-batch loss that scores a [Q, C] matrix "
+        "(MultipleNegativesRankingLoss, GISTEmbedLoss and their cached and symmetric forms) "
+        f"with similarity_fct={where}.RecordingSimilarity(), or give it one around its own "
+        f"with {where}.record_scores(loss); watch a wrapper such as MatryoshkaLoss through its "
+        "inner loss"
+    )
 
 
 ATTACH_ADAPTER = LossAdapter(

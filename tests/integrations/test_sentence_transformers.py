@@ -306,3 +306,27 @@ def test_bad_arguments_are_refused():
     with pytest.raises(GradlabError, match="recorded no score matrix"):
         adapter.capture([], None, 0.01, recorded=[])
     assert sentence_transformers_adapter(losses.MultipleNegativesRankingLoss(model), None) is None
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda model: losses.MultipleNegativesRankingLoss(model),
+        lambda model: losses.CoSENTLoss(model),
+        lambda model: losses.MatryoshkaLoss(
+            model,
+            losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity()),
+            [16, 8],
+        ),
+    ],
+)
+def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path, make):
+    """Called on tokenised features, such a loss gave a header-only log (each call skipped
+    with a warning that pointed at pytorch-metric-learning's distances)."""
+    model = static_model()
+    advice = r"cannot read.*RecordingSimilarity\(\).*record_scores\(loss\).*MatryoshkaLoss"
+    loss = make(model)
+    with pytest.raises(GradlabError, match=f"loss_fn {type(loss).__name__} .*{advice}"):
+        GradlabTrainerCallback().watch(loss)
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError, match=advice):
+        monitor.watch(loss)

@@ -182,7 +182,9 @@ def test_names_and_rewrapping():
     with pytest.raises(GradlabError, match="similarity_fct; Linear has none"):
         record_scores(torch.nn.Linear(2, 2))  # the loss's class is named
     # a watched module keeps its class; its forward is named after it (as the Monitor names it)
-    watched = GradlabTrainerCallback().watch(losses.MultipleNegativesRankingLoss(static_model()))
+    watched = GradlabTrainerCallback().watch(
+        losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity())
+    )
     assert watched.forward.__name__ == "MultipleNegativesRankingLoss"
 
 
