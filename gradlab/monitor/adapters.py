@@ -23,13 +23,14 @@ Monitor.
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.functional.layouts import RetrievalLayout
 from gradlab.functional.losses import LossRecord, recording
 from gradlab.functional.score_losses import score_positives
@@ -111,6 +112,7 @@ class LossAdapter:
         default_factory=list, init=False, repr=False, compare=False
     )
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
+    _warned_other_matrix: bool = field(default=False, init=False, repr=False, compare=False)
 
     def not_applicable(self, name: str) -> str | None:
         """Why the quantity ``name`` does not apply to this loss although its needs are met
@@ -298,7 +300,11 @@ class LossAdapter:
             captured = [capture]
         elif self.inputs == "embeddings" and batch.labels is not None:
             size = batch.labels.shape[0]
-            captured = [c for c in captured if tuple(c.scores.shape) == (size, size)][:1]
+            in_batch = [c for c in captured if c.direction in (None, "in_batch")
+                        and tuple(c.scores.shape) == (size, size)]  # fmt: skip
+            if captured and not in_batch:
+                self._warn_other_matrix(captured[0])
+            captured = in_batch[:1]
             for capture in captured:  # a recording distance: in-batch, the query not a candidate
                 capture.direction = "in_batch"
                 capture.positives = batch.layout.positives
@@ -306,6 +312,21 @@ class LossAdapter:
         if not captured and self.smooth_ap:
             captured = [_smooth_ap_capture(batch)]
         return captured
+
+    def _warn_other_matrix(self, capture: ScoreCapture) -> None:
+        """Warn once that the loss scored the batch against another set (PML's ``ref_emb``, a
+        proxy loss's proxies): its rows' positives are not the batch's, so no anatomy."""
+        if self._warned_other_matrix:
+            return
+        self._warned_other_matrix = True
+        warnings.warn(
+            f"gradlab.Monitor: {self.name} scored the batch against another set (a "
+            f"{list(capture.scores.shape)} matrix: ref_emb, proxies or a memory), not against "
+            "itself; the anatomy reads the in-batch matrix only, so it is not logged for such "
+            "calls (later ones are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
 
 TARGETS = ("embeddings", "queries", "scores", "labels", "candidates", "positives")

@@ -2,6 +2,7 @@
 
 import importlib
 import sys
+import warnings
 
 import pytest
 import torch
@@ -124,6 +125,36 @@ def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
         expected.hardest_10pct_share.nanmean().item()
     )
     assert expected.active_negatives.sum() > 0  # the comparison is not between two zeros
+
+
+@pytest.mark.parametrize("against", ["ref_emb", "proxies"])
+def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path, against):
+    """The batch's labels [0, 0, 1, 1] against references labelled [1, 1, 0, 0]: the matrix is
+    square, but row i's positives are the references of its label, not the batch's; and a
+    proxy loss scores the batch against its proxies. Neither is an in-batch matrix."""
+    embeddings, _ = _batch(size=4)
+    labels = torch.tensor([0, 0, 1, 1])
+    if against == "ref_emb":
+        loss = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
+        extra = {"ref_emb": _batch(seed=1, size=4)[0], "ref_labels": torch.tensor([1, 1, 0, 0])}
+    else:
+        loss = pml_losses.ProxyAnchorLoss(2, 5, distance=RecordingCosineSimilarity())
+        loss = loss.to(torch.float64)
+        extra = {}
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(loss)
+        for step in range(2):
+            leaf = embeddings.clone().requires_grad_(True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                loss_fn(leaf, labels, **extra).backward()  # the warning names this line
+            record = monitor.step()
+            assert not [key for key in record if key.startswith("anatomy_")]
+            if step == 0:
+                assert len(caught) == 1 and caught[0].filename == __file__
+                assert "scored the batch against another set" in str(caught[0].message)
+            else:
+                assert not caught  # once
 
 
 def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):
