@@ -263,6 +263,7 @@ class Monitor:
             >>> len(monitor.not_logged), len(record) > 20  # six cannot read a score matrix
             (6, True)
         """
+        self._refuse_when_closed("watch")
         adapter = adapt(loss_fn, inputs)
         self._adopt_tau(adapter)
         self._watched = True
@@ -282,6 +283,15 @@ class Monitor:
 
         # a loss module's parameters stay the model's; a copy or a pickle is the loss alone
         return watched_like(loss_fn, WatchedCall(loss_fn, watched))
+
+    def _refuse_when_closed(self, method: str) -> None:
+        """A closed Monitor logs nothing more: refuse a new watch where it is made, not at the
+        first ``step()`` of the loop that follows."""
+        if self._closed:
+            raise GradlabError(
+                f"monitor.{method}() called after close(); make a new Monitor (resume=True "
+                "continues this run in its log_dir)"
+            )
 
     def _adopt_tau(self, adapter: LossAdapter) -> None:
         """Take the watched SmoothAP loss's tau when none was given; warn once if they differ."""
@@ -318,6 +328,7 @@ class Monitor:
             ...     [why.split(";")[0] for why in monitor.not_logged.values()]
             ['needs the loss value']
         """
+        self._refuse_when_closed("attach")
         if not isinstance(module, torch.nn.Module):
             raise GradlabError(
                 f"module must be a torch.nn.Module; got {type(module).__name__} {module!r}"

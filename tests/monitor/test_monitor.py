@@ -269,6 +269,15 @@ def test_step_after_close_is_refused(tmp_path):
         monitor.step()
 
 
+def test_watch_and_attach_after_close_are_refused(tmp_path):
+    monitor = Monitor(tmp_path)
+    monitor.close()
+    with pytest.raises(GradlabError, match=r"^monitor\.watch\(\) called after close\(\); make"):
+        monitor.watch(gradlab.SmoothAPLoss(0.05))
+    with pytest.raises(GradlabError, match=r"^monitor\.attach\(\) called after close\(\)"):
+        monitor.attach(torch.nn.Linear(2, 2), torch.arange(4))
+
+
 def test_sink_classes_are_exported():
     assert issubclass(JSONLSink, gradlab.monitor.Sink) and issubclass(CSVSink, gradlab.monitor.Sink)
 
