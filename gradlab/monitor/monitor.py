@@ -311,7 +311,7 @@ class Monitor:
                 f"the diagnostics (P, widths, counts, decomposition) use tau={self.tau}. Leave "
                 "the Monitor's tau out to use the loss's",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),  # watch()'s caller, or a callback's loss call
             )
 
     def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
@@ -386,7 +386,7 @@ class Monitor:
                 "training goes on, later such calls are skipped silently "
                 "(strict=True raises instead)",
                 RuntimeWarning,
-                stacklevel=5,  # _skip_call <- _capture <- watched <- WatchedCall <- the caller
+                stacklevel=caller_stacklevel(),  # the loss call, through any callback's wrapper
             )
 
     def _explain_not_logged(self, adapter: LossAdapter) -> None:

@@ -7,6 +7,7 @@ compared with the loss called outside the callback.
 
 import json
 import pickle
+import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -126,6 +127,20 @@ def test_a_score_matrix_loss_of_your_own_is_watched_with_inputs_scores(tmp_path)
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert records[0]["anatomy_i2t_active_negatives_mean"] == pytest.approx(1.5)
     assert records[0]["anatomy_i2t_queries_without_gradient"] == 0
+
+
+def test_an_unreadable_training_call_warns_at_the_users_line(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    watched = callback.watch(lambda embeddings: embeddings.pow(2).sum())
+    callback.setup(trainer, None, "fit")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        watched(torch.randn(8, 4, requires_grad=True))  # one argument: cannot be read
+    callback.on_train_end(trainer, None)
+    told = [w for w in caught if "cannot read" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
 
 
 def test_calls_outside_training_are_passed_through_and_not_logged(tmp_path):

@@ -8,6 +8,7 @@ with the loss called outside the callback.
 """
 
 import linecache
+import sys
 import warnings
 from types import SimpleNamespace
 
@@ -416,3 +417,25 @@ def test_an_evaluation_before_the_first_step_is_not_logged_as_that_step(tmp_path
     callback.on_train_end(args, state, None)
     _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
     assert records == []
+
+
+def test_an_unreadable_call_and_another_tau_warn_at_the_users_line(tmp_path):
+    """Inside a training step the Monitor is reached through the callback's wrappers: its
+    warnings name the user's compute_loss line, not a frame of gradlab's."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(tau=0.1, every=1)
+    unreadable = callback.watch(lambda embeddings: embeddings.pow(2).sum())
+    smooth_ap = callback.watch(gradlab.SmoothAPLoss(0.05))
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        unreadable(embeddings)  # one argument: the Monitor cannot read it
+        smooth_ap(embeddings, torch.arange(8) % 2)  # tau 0.05, the Monitor's 0.1
+    callback.on_train_end(args, state, None)
+    told = [(w.filename, w.lineno, str(w.message)) for w in caught]
+    assert [(name, number) for name, number, _ in told] == [(__file__, line),
+                                                            (__file__, line + 1)]  # fmt: skip
+    assert "cannot read" in told[0][2] and "tau=0.1 differs" in told[1][2]
