@@ -210,6 +210,7 @@ class _Stitcher:
         # call, and each negative column's address -> its block
         self.gist_first: tuple[int, int, int] | None = None
         self.negatives: dict[int, int] = {}
+        self.pairwise: tuple[int, ...] | None = None  # the shape of a similarity that is no matrix
         directions = getattr(loss, "directions", None)
         if isinstance(directions, tuple | list) and "query_to_doc" in directions:
             self.roles = [name for name in MNRL_DIRECTIONS if name in directions]
@@ -217,6 +218,9 @@ class _Stitcher:
             self.roles = []  # any other loss: its first matrix only
 
     def record(self, _direction: object, matrix: torch.Tensor, _mask: object) -> None:
+        if matrix.dim() != 2:  # a pairwise similarity (CoSENTLoss): no queries x candidates
+            self.pairwise = tuple(matrix.shape)
+            return
         if self.gist:
             role = self._gist_role()
         elif self.roles:
@@ -366,7 +370,20 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
     def capture(self, tensors: list, loss: object, tau: float, *, recorded=(), **options: object):
         """The recorded-scores view, with the directions the loss computes
         (:attr:`~gradlab.monitor.batch.BatchView.score_direction`): ``"both"`` when it scores
-        ``doc_to_query`` too, else ``"i2t"``."""
+        ``doc_to_query`` too, else ``"i2t"``.
+
+        Raises:
+            GradlabError: the call recorded no matrix, or its similarity scores pairs (a
+                vector, as CoSENTLoss's), not every query against every candidate.
+        """
+        shape = getattr(recorded[0], "pairwise", None) if recorded else None
+        if shape is not None and not recorded[0].stitches:
+            raise GradlabError(
+                f"{self.name}'s similarity_fct returned a {list(shape)} tensor, not a [Q, C] "
+                "score matrix: the Monitor reads losses that score every query against every "
+                "candidate (MultipleNegativesRankingLoss, GISTEmbedLoss and their cached "
+                "forms), not losses on scored pairs"
+            )
         batch = super().capture(tensors, loss, tau, recorded=recorded, **options)
         stitcher = recorded[0]  # the view exists: the stitcher recorded a matrix
         batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"

@@ -330,3 +330,17 @@ def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path,
         GradlabTrainerCallback().watch(loss)
     with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError, match=advice):
         monitor.watch(loss)
+
+
+def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
+    """CoSENTLoss scores (sentence1, sentence2) pairs: its recorded similarity is a [B] vector,
+    which was read as a matrix and skipped with an IndexError's 'Dimension out of range'."""
+    model = static_model()
+    loss = record_scores(losses.CoSENTLoss(model))
+    first, second = caption_pairs(6)
+    with gradlab.Monitor(tmp_path / "run", every=1) as monitor:
+        watched = monitor.watch(loss)
+        with pytest.warns(RuntimeWarning, match=r"returned a \[6\] tensor, not a \[Q, C\] score "):
+            watched(sentence_features(model, first, second), torch.linspace(0, 1, 6)).backward()
+        monitor.step()
+    assert monitor.skipped_calls == 1
