@@ -54,6 +54,10 @@ from gradlab.validation import skip_value_checks
 DEFAULT_TAU = 0.01
 """The Monitor's tau when none is given and the watched loss is not SmoothAP."""
 
+TRAINER_PACKAGES = frozenset({"accelerate", "lightning", "sentence_transformers", "transformers"})
+"""Packages whose frames are not the user's: where a trainer (through gradlab's callbacks) calls
+the loss or ``monitor.step()``, a warning names the user's ``fit()`` or ``train()`` line."""
+
 
 def _scalar(value: torch.Tensor) -> torch.Tensor:
     """A logged value as a 0-d float64 tensor; most already are (no op then: each op costs
@@ -311,7 +315,7 @@ class Monitor:
                 f"the diagnostics (P, widths, counts, decomposition) use tau={self.tau}. Leave "
                 "the Monitor's tau out to use the loss's",
                 UserWarning,
-                stacklevel=caller_stacklevel(),  # watch()'s caller, or a callback's loss call
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # watch() or the loss call
             )
 
     def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
@@ -386,7 +390,7 @@ class Monitor:
                 "training goes on, later such calls are skipped silently "
                 "(strict=True raises instead)",
                 RuntimeWarning,
-                stacklevel=caller_stacklevel(),  # the loss call, through any callback's wrapper
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # the loss call, or train()
             )
 
     def _explain_not_logged(self, adapter: LossAdapter) -> None:
@@ -650,7 +654,7 @@ class Monitor:
                 "that reads them; "
                 "later such steps are counted in monitor.not_finite without a warning",
                 RuntimeWarning,
-                stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
             )
 
     def _report_value_not_finite(self, step: int, name: str, value: float) -> None:
@@ -666,7 +670,7 @@ class Monitor:
                 f"the loss?); later such steps are counted in monitor.not_finite[{name!r}] "
                 "without a warning",
                 RuntimeWarning,
-                stacklevel=5,  # the caller of step() (_report <- _transfer <- _record <- step)
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
             )
 
     def _disable(self, quantity: Quantity, error: Exception) -> None:
@@ -676,7 +680,7 @@ class Monitor:
             f"gradlab.Monitor: quantity {quantity.name!r} raised and is disabled "
             f"(strict=True raises instead):\n{message}",
             RuntimeWarning,
-            stacklevel=4,  # the caller of step() (_disable <- _record <- step <- user)
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )
 
     def _open(self, device: torch.device | None, first_step: int | None = None) -> None:

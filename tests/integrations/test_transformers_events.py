@@ -439,3 +439,22 @@ def test_an_unreadable_call_and_another_tau_warn_at_the_users_line(tmp_path):
     assert [(name, number) for name, number, _ in told] == [(__file__, line),
                                                             (__file__, line + 1)]  # fmt: skip
     assert "cannot read" in told[0][2] and "tau=0.1 differs" in told[1][2]
+
+
+def test_a_step_time_warning_names_the_line_that_runs_the_step(tmp_path):
+    """A loss that is NaN on finite scores (0 / 0) is warned about when the step is logged;
+    under the callback that is the line that runs the Trainer's event, not the callback."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    loss_fn = callback.watch(lambda scores, positives: scores.sum() * 0 / 0, inputs="scores")
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    scores, positives = batch(0)
+    loss_fn(scores, positives)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        callback.on_pre_optimizer_step(args, state, None)
+    callback.on_train_end(args, state, None)
+    told = [w for w in caught if "loss is nan" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
