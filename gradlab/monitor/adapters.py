@@ -424,8 +424,15 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
 
     temperature = smooth_ap_temperature(loss_fn)
     kind = None if temperature is None else "include_query"  # PML's query is its own candidate
-    return embedding_adapter(loss_fn, recording_distance(loss_fn), loss_kind=kind,
-                              loss_tau=temperature)  # fmt: skip
+    adapter = embedding_adapter(loss_fn, recording_distance(loss_fn), loss_kind=kind,
+                                loss_tau=temperature)  # fmt: skip
+    inner = getattr(loss_fn, "loss", None)  # CrossBatchMemory's loss, called on its memory
+    if adapter.recorder is None and inner is not None and recording_distance(inner) is not None:
+        adapter.missing["score_grad"] = (
+            f"{adapter.name} scores the batch against its memory through its inner loss "
+            f"{loss_name(inner)}, and the anatomy reads only a batch scored against itself"
+        )
+    return adapter
 
 
 def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:

@@ -157,6 +157,16 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
                 assert not caught  # once
 
 
+def test_cross_batch_memory_says_why_its_recording_inner_loss_gives_no_anatomy(tmp_path):
+    """Its inner loss has the recording distance the advice used to ask for."""
+    inner = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(pml_losses.CrossBatchMemory(inner, 5, memory_size=8))
+    why = monitor.not_logged["anatomy"]
+    assert "CrossBatchMemory scores the batch against its memory" in why
+    assert "RecordingCosineSimilarity" not in why
+
+
 def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "pytorch_metric_learning.distances", None)
     monkeypatch.delitem(sys.modules, "gradlab.interop.pml")
