@@ -459,10 +459,10 @@ class Monitor:
                 else "no watched loss or attached module has run")  # fmt: skip
         warnings.warn(
             f"gradlab.Monitor: step {step} logs nothing: {what}. Train with the wrapped loss "
-            "(loss_fn = monitor.watch(loss_fn), then call loss_fn), or attach the Monitor to "
-            "the embedding module (monitor.attach)",
+            "(loss_fn = monitor.watch(loss_fn), or a callback's callback.watch(loss_fn), then "
+            "call loss_fn), or attach the Monitor to the embedding module (monitor.attach)",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )
 
     def _warn_repeated_step(self, step: int) -> None:

@@ -458,3 +458,23 @@ def test_a_step_time_warning_names_the_line_that_runs_the_step(tmp_path):
     callback.on_train_end(args, state, None)
     told = [w for w in caught if "loss is nan" in str(w.message)]
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
+
+
+def test_a_trainer_that_never_calls_the_watched_loss_is_told_at_the_step_s_line(tmp_path):
+    """compute_loss calling the loss itself, not the one watch() returned: the first step
+    says so, naming the line that runs it and callback.watch, not a frame of gradlab's."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    loss = gradlab.NTXentLoss(0.1)
+    callback.watch(loss)  # the wrapped loss is dropped
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    loss(*batch(0)).backward()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        callback.on_pre_optimizer_step(args, state, None)
+    callback.on_train_end(args, state, None)
+    told = [w for w in caught if "logs nothing" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
+    assert "callback.watch(loss_fn)" in str(told[0].message)

@@ -20,8 +20,9 @@ from tests.helpers.warning_frames import frame_named_by_stacklevel
 
 B, D = 8, 4
 LABELS = torch.arange(B) % 2
-FIX = ("Train with the wrapped loss (loss_fn = monitor.watch(loss_fn), then call loss_fn), or "
-       "attach the Monitor to the embedding module (monitor.attach)")  # fmt: skip
+FIX = ("Train with the wrapped loss (loss_fn = monitor.watch(loss_fn), or a callback's "
+       "callback.watch(loss_fn), then call loss_fn), or attach the Monitor to the embedding "
+       "module (monitor.attach)")  # fmt: skip
 
 
 def _embeddings(step: int, bad: float | None = None) -> torch.Tensor:
