@@ -14,7 +14,7 @@ A sink that raises (a full disk, a lost connection) never stops training: the Mo
 the record for that sink, warns once and retries at the next logged step. The first record a
 sink takes after such a fault carries two more keys, :data:`DROPPED_KEYS`: ``dropped_records``
 (how many records it missed since its last one) and ``dropped_steps`` (their steps).
-``metrics.jsonl`` keeps them in that record; ``metrics.csv``, whose columns are fixed, writes
+``metrics.jsonl`` keeps them in that record; ``metrics.csv``, whose rows share one header, writes
 instead one row per dropped step holding only its step (every value empty); the TensorBoard,
 W&B and MLflow sinks log ``dropped_records`` as one more scalar. The JSONL and CSV sinks append
 each record whole or not at all: a write that fails half way is cut back, so a fault never
@@ -268,11 +268,14 @@ def _complete_lines(path: Path) -> Iterator[str]:
 
 
 class CSVSink(Sink):
-    """``metrics.csv``: one row per logged step; columns are fixed by the first record.
+    """``metrics.csv``: one row per logged step; the columns are the first record's keys.
 
+    A record with keys the header lacks (a quantity on a sparser schedule than the first
+    record's, a resumed run with more quantities) widens it: the file is rewritten under the
+    wider header, the earlier rows' new cells empty, beside itself and moved over it whole.
     A reopened file (``resume=True``) keeps its header row and its columns: the new run's
-    records are written under the old header (keys it lacks are dropped, columns a record lacks
-    stay empty), so no row is shifted against the header. A last row cut short by a killed
+    records are written under the old header (columns a record lacks stay empty), so no row
+    is shifted against the header. A last row cut short by a killed
     writer (no line end) is incomplete: :meth:`last_step` ignores it and reopening the file
     removes it, so a resumed run writes that step again and no row is left half empty. NaN and
     infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
@@ -310,7 +313,7 @@ class CSVSink(Sink):
         return max((int(float(row["step"])) for row in rows if row.get("step")), default=None)
 
     def open(self, log_dir: Path, header: dict) -> None:
-        path = log_dir / self.filename
+        path = self.path = log_dir / self.filename
         # A sink object can serve one run after another: nothing of the last file carries over.
         self.writer, self.columns = None, None
         if path.is_file():
@@ -330,6 +333,11 @@ class CSVSink(Sink):
             self.writer = csv.DictWriter(
                 self._buffer, fieldnames=self.columns or list(record), extrasaction="ignore"
             )
+        added = [key for key in record if key not in self.writer.fieldnames]
+        if added and not self._header_due:
+            self._widen(added)
+        elif added:  # a reopened file's header not yet written: none exists to rewrite
+            self.writer.fieldnames = [*self.writer.fieldnames, *added]
         self._buffer.seek(0)
         self._buffer.truncate()
         if self._header_due:
@@ -339,6 +347,28 @@ class CSVSink(Sink):
         self.writer.writerow(record)
         _append(self.handle, self._buffer.getvalue().encode("utf-8"))
         self._header_due = False
+
+    def _widen(self, added: list[str]) -> None:
+        """Rewrite the file under a header with the ``added`` columns, the earlier rows' new
+        cells empty. Written beside the file and moved over it whole (the file is the old one
+        or the new one, and no temporary file is left behind when it fails)."""
+        columns = [*self.writer.fieldnames, *added]
+        rows = list(csv.reader(_complete_lines(self.path)))
+        text = io.StringIO()
+        writer = csv.writer(text)
+        writer.writerow(columns)
+        writer.writerows(row + [""] * (len(columns) - len(row)) for row in rows[1:])
+        temporary = self.path.with_name(f".{self.filename}.widened")
+        try:
+            temporary.write_bytes(text.getvalue().encode("utf-8"))
+            os.replace(temporary, self.path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                temporary.unlink()
+            raise
+        handle, self.handle = self.handle, _open_append(self.path)
+        handle.close()
+        self.writer.fieldnames = columns
 
     def close(self) -> None:
         if self.handle is not None:

@@ -80,7 +80,7 @@ def test_reopened_jsonl_and_csv_hold_both_runs_with_one_csv_header(tmp_path):
     assert CSVSink().last_step(tmp_path) == JSONLSink().last_step(tmp_path) == 2
 
 
-def test_a_reopened_csv_keeps_its_columns_when_the_new_run_logs_other_keys(tmp_path):
+def test_a_reopened_csv_keeps_its_columns_and_adds_those_of_the_new_run(tmp_path):
     _run(tmp_path, ["jsonl", "csv"], steps=2)
     # The resumed run logs the loss first and the table's keys after it.
     _run(tmp_path, ["jsonl", "csv"], steps=1, resume=True,
@@ -88,11 +88,13 @@ def test_a_reopened_csv_keeps_its_columns_when_the_new_run_logs_other_keys(tmp_p
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     with (tmp_path / "metrics.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    assert list(rows[0]) == ["step", *TABLE[0]]
+    assert list(rows[0]) == ["step", *TABLE[0], "loss"]  # the old columns first, in order
     assert len(rows) == 3
     for row, record in zip(rows, records, strict=True):
         for key in ("step", *TABLE[0]):
             assert same(float(row[key]), float(record[key])), key
+    assert [row["loss"] for row in rows[:2]] == ["", ""]  # the first run logged no loss
+    assert float(rows[2]["loss"]) == records[2]["loss"]
 
 
 def test_a_csv_cut_short_mid_row_loses_only_the_cut_row(tmp_path):

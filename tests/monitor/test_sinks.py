@@ -283,3 +283,51 @@ def test_a_failed_write_leaves_the_file_as_it_was(tmp_path, name):
     sink.write({"step": 2, "a": 3.5})
     sink.close()
     assert path.read_bytes().startswith(before) and path.read_bytes().endswith(b"\n")
+
+
+# --- CSV columns that a later record brings ----------------------------------------------------
+
+
+def test_csv_keeps_the_keys_of_a_quantity_on_a_sparser_schedule_than_the_first_record(tmp_path):
+    """Steps counted from 1 (as the Trainer callback does): step 1 logs the loss alone, step 2
+    the margins too. Their columns were left out of metrics.csv, silently."""
+    from gradlab.monitor import Loss, Margins
+
+    with Monitor(tmp_path, quantities=[Loss(every(1)), Margins(every(2))],
+                 sinks=["jsonl", "csv"]) as monitor:  # fmt: skip
+        monitor.step_count = 1
+        train(monitor, steps=4)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert "margin_mean" not in records[0] and "margin_mean" in records[1]
+    assert [row["step"] for row in rows] == ["1", "2", "3", "4"]
+    for row, record in zip(rows, records, strict=True):
+        assert set(row) == {"step", "loss", *records[1]}
+        for key, value in row.items():
+            assert value == ("" if key not in record else str(record[key]))
+
+
+def test_csv_widened_by_a_later_record_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):
+    import gradlab.monitor.sinks as sinks
+
+    sink = CSVSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5})
+    before = (tmp_path / "metrics.csv").read_bytes()
+
+    def refuse(source, target):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(sinks.os, "replace", refuse)
+        with pytest.raises(OSError, match="No space left"):
+            sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    assert (tmp_path / "metrics.csv").read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
+    sink.write({"step": 1, "a": 0.5, "b": 2.0})  # retried: the header grows once
+    sink.write({"step": 2, "b": 1.0})
+    sink.close()
+    assert (tmp_path / "metrics.csv").read_bytes() == (
+        b"step,a,b\r\n0,1.5,\r\n1,0.5,2.0\r\n2,,1.0\r\n"
+    )
