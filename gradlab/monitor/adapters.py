@@ -118,9 +118,16 @@ class LossAdapter:
         """Why the quantity ``name`` does not apply to this loss although its needs are met
         (an integration that knows the loss says; see :meth:`why_not` for the needs), or None.
 
+        A gradlab score loss that declares no InfoNCE mean (its ``softmax_logits``) has no
+        chance level ``ln C``.
+
         Example:
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
         """
+        declared = getattr(self.loss_fn, "softmax_logits", None)
+        if name == "chance_level" and isinstance(declared, SoftmaxLogits) and not declared.info_nce:
+            return (f"does not apply to {loss_name(self.loss_fn)}: it is no mean of InfoNCE terms, "
+                    "so ln C is not its chance level")  # fmt: skip
         return None
 
     def why_not(self, needs: frozenset[str]) -> str | None:

@@ -179,18 +179,22 @@ class ChanceLevel(Quantity):
     MultipleNegativesRankingLoss): a value near 0 means the model has learned nothing (open_clip
     users' "the loss stays at 4.85 = ln 128"). ``C`` is the number of candidates per query:
     ``B - 1`` in-batch, the columns of a cross-modal matrix. A loss summed over both directions
-    (gradlab's ``NTXentLoss(direction="both")``) sits at ``2 ln C``: pass ``terms=2``. Other
-    losses have other chance levels: this quantity is not in a preset. Neither key reads the
+    (gradlab's ``NTXentLoss(direction="both")``, its default) sits at ``2 ln C``: ``terms`` left
+    out is the number of terms the watched loss declares (:class:`~gradlab.losses.SoftmaxLogits`,
+    2 for that one), else 1. Other losses have other chance levels: this quantity is not in a
+    preset, and is not logged for a gradlab loss that declares no InfoNCE mean (VSE++'s
+    triplet loss, SigLIP's sigmoid loss, NT-Xent with ``reduction="sum"``). Neither key reads the
     scores' values (``chance_level`` is ``ln C`` of their shape, ``loss_minus_chance`` the loss
     as it is logged): on a step whose scores are not finite both keep their value
     (:attr:`Quantity.input_free_keys`).
 
     Args:
         schedule: ``step -> bool``.
-        terms: how many InfoNCE terms the loss sums (1, or 2 for a summed symmetric loss).
+        terms: how many InfoNCE terms the loss sums (1, or 2 for a summed symmetric loss);
+            ``None``: the watched loss's declared terms, else 1.
 
     Raises:
-        GradlabError: ``terms`` not a positive integer.
+        GradlabError: ``terms`` neither None nor a positive integer.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
@@ -206,11 +210,12 @@ class ChanceLevel(Quantity):
     plots = (Plot("chance_level", "Loss minus its chance level ln C (InfoNCE: 0 = chance)",
                   "loss", (("loss_minus_chance", "loss - ln C"),)),)  # fmt: skip
 
-    def __init__(self, schedule: Schedule | None = None, terms: int = 1) -> None:
+    def __init__(self, schedule: Schedule | None = None, terms: int | None = None) -> None:
         super().__init__(schedule)
-        if isinstance(terms, bool) or not isinstance(terms, int) or terms < 1:
+        if terms is not None and (isinstance(terms, bool) or not isinstance(terms, int)
+                                  or terms < 1):  # fmt: skip
             raise GradlabError(f"terms must be a positive integer (InfoNCE terms the loss sums, "
-                               f"1 or 2); got {terms!r}")  # fmt: skip
+                               f"1 or 2) or None (the loss's own); got {terms!r}")  # fmt: skip
         self.terms = terms
 
     def compute(self, batch: BatchView) -> Values:
@@ -220,7 +225,11 @@ class ChanceLevel(Quantity):
         candidates = columns - 1 if batch.labels is not None else columns
         if candidates < 1:
             return {}
-        level = self.terms * measures.chance_level(candidates)
+        terms = self.terms
+        if terms is None:  # the watched loss's own (gradlab's NTXentLoss sums both directions)
+            declared = batch.softmax
+            terms = declared.terms if declared is not None and declared.direction == "both" else 1
+        level = terms * measures.chance_level(candidates)
         loss = batch.loss.detach().to(torch.float64).reshape(())
         level_value = torch.full((), level, dtype=torch.float64, device=loss.device)
         return {"loss_minus_chance": loss - level, "chance_level": level_value}

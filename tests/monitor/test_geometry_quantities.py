@@ -88,6 +88,34 @@ def test_chance_level_subtracts_ln_c_per_term():
     assert float(ChanceLevel(terms=2).compute(cross)["loss_minus_chance"]) == pytest.approx(0.0)
 
 
+@pytest.mark.parametrize(("direction", "terms"), [("both", 2), ("i2t", 1)])
+def test_chance_level_takes_the_terms_the_watched_loss_sums(tmp_path, direction, terms):
+    """Every candidate scored alike: each direction's InfoNCE term is ln C, and NTXentLoss's
+    default sums both, so the loss is at chance however many terms it sums."""
+    with Monitor(tmp_path, quantities=[ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1, direction=direction))
+        scores = torch.zeros(4, 4, requires_grad=True)
+        loss = loss_fn(scores, torch.eye(4, dtype=torch.bool))
+        loss.backward()
+        record = monitor.step()
+    assert loss.item() == pytest.approx(terms * math.log(4))
+    assert record["chance_level"] == pytest.approx(terms * math.log(4))
+    assert record["loss_minus_chance"] == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda: gradlab.MaxViolationTripletLoss(0.2),
+                                  lambda: gradlab.SigLIPLoss(),
+                                  lambda: gradlab.NTXentLoss(0.1, reduction="sum")])  # fmt: skip
+def test_chance_level_is_not_logged_for_a_loss_that_is_no_infonce_mean(tmp_path, make):
+    with Monitor(tmp_path, quantities=[ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(make())
+        scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+        loss_fn(scores.requires_grad_(), torch.eye(4, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert "loss_minus_chance" not in (record or {})
+    assert "no mean of InfoNCE terms" in monitor.not_logged["chance_level"]
+
+
 def _clip_step(monitor, logit_scale, images, texts, direction):
     loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction=direction))
     unit_images = torch.nn.functional.normalize(images, dim=1)
@@ -239,7 +267,8 @@ def test_small_batches_still_log_the_uniformity(points):
 
 @pytest.mark.parametrize(("make", "message"), [
     (lambda: ChanceLevel(terms=1.5),
-     "terms must be a positive integer (InfoNCE terms the loss sums, 1 or 2); got 1.5"),
+     "terms must be a positive integer (InfoNCE terms the loss sums, 1 or 2) or None (the "
+     "loss's own); got 1.5"),
     (lambda: Temperature(scale="20"),
      "scale must be a number, a tensor or a callable returning one; got str"),
     (lambda: Temperature(clamp=(1.0, 1.0)),
