@@ -371,7 +371,7 @@ class GradlabTrainerCallback(TrainerCallback):
                 f"report_to callbacks ({', '.join(args.report_to)}) ran before it and did not "
                 "receive gradlab's values (metrics.jsonl and state.log_history have them)",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )
 
     def on_train_end(self, args, state, control, **kwargs):

@@ -478,3 +478,27 @@ def test_a_trainer_that_never_calls_the_watched_loss_is_told_at_the_step_s_line(
     told = [w for w in caught if "logs nothing" in str(w.message)]
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
     assert "callback.watch(loss_fn)" in str(told[0].message)
+
+
+def test_the_unattached_warning_names_the_line_that_runs_the_trainer_not_transformers(tmp_path):
+    """The Trainer calls on_log through its CallbackHandler: the warning skips its frames."""
+    from transformers import TrainerControl
+    from transformers.trainer_callback import CallbackHandler
+
+    args, state = arguments(tmp_path, report_to=["tensorboard"]), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    handler = CallbackHandler([callback], None, None, None, None)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    loss_fn(*batch(0)).backward()
+    callback.on_pre_optimizer_step(args, state, None)
+    state.global_step += 1
+    callback.on_step_end(args, state, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        handler.on_log(args, state, TrainerControl(), logs={"loss": 1.0})
+    callback.on_train_end(args, state, None)
+    told = [w for w in caught if "not attached" in str(w.message)]
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
