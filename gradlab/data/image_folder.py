@@ -13,7 +13,8 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
   ``split`` is then only a name.
 
 ``"auto"`` is ``"online-products"`` when ``root`` holds ``Ebay_train.txt``, else
-``"class-halves"``. Images are read with Pillow when an item is fetched; the standard transforms
+``"class-halves"``. Images are read with Pillow when an item is fetched, as 8-bit RGB (16-bit
+grey levels scaled, not clipped, to 8 bits); the standard transforms
 (:func:`train_transform`, :func:`eval_transform`) are written in plain torch (resize, crop, flip,
 ImageNet normalisation) so that no torchvision is needed.
 """
@@ -77,10 +78,33 @@ class ImageFolderSplit(torch.utils.data.Dataset):
         path = self.paths[index]
         try:
             with Image.open(path) as image:
-                picture = image.convert("RGB")
+                picture = _as_rgb(image)
         except (OSError, ValueError) as error:
             raise GradlabError(f"image {str(path)!r} cannot be read: {error}") from None
         return self.transform(picture), int(self.labels[index])
+
+
+def _as_rgb(picture):
+    """A PIL image as 8-bit RGB, 16-bit grey levels scaled to 8 bits.
+
+    Pillow opens a 16-bit greyscale PNG or TIFF as mode ``I;16`` (levels 0-65535), and its
+    ``convert("RGB")`` clips every level above 255 to white instead of scaling; here level
+    ``v`` becomes ``round(v / 257)`` (65535 -> 255). Every other mode is Pillow's ``convert``.
+
+    Example:
+        >>> from PIL import Image
+        >>> grey = Image.new("I;16", (2, 2), 32896)  # mid-grey in 16 bits
+        >>> _as_rgb(grey).getpixel((0, 0))
+        (128, 128, 128)
+    """
+    from PIL import Image
+
+    if picture.mode.startswith("I;16"):
+        import numpy
+
+        levels = numpy.asarray(picture).astype(numpy.float64) / 257.0
+        picture = Image.fromarray(numpy.round(levels).astype(numpy.uint8))
+    return picture.convert("RGB")
 
 
 def image_folder(

@@ -216,7 +216,7 @@ def test_the_default_image_side_is_224(class_folders):
     )
 
 
-@pytest.mark.parametrize("mode", ["L", "RGBA", "P", "I;16"])
+@pytest.mark.parametrize("mode", ["L", "RGBA", "P"])
 def test_any_picture_mode_is_read_as_three_colour_channels(tmp_path, mode):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
@@ -225,6 +225,17 @@ def test_any_picture_mode_is_read_as_three_colour_channels(tmp_path, mode):
     expected = eval_transform(14)(Image.new("RGB", (16, 16), (64, 128, 192)).convert(mode)
                                   .convert("RGB"))  # fmt: skip
     assert image.shape == (3, 14, 14) and torch.equal(image, expected)
+
+
+def test_a_16_bit_greyscale_picture_reads_as_its_8_bit_levels(tmp_path):
+    levels = numpy.arange(256, dtype=numpy.uint16).reshape(16, 16)  # every 8-bit level
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.fromarray(levels * 257).save(tmp_path / name / "0.png")  # 0..65535, 16 bits
+    assert Image.open(tmp_path / "a" / "0.png").mode == "I;16"
+    image, _ = image_folder(tmp_path, "test", image_size=14)[0]
+    eight_bit = Image.fromarray(levels.astype(numpy.uint8)).convert("RGB")
+    assert torch.equal(image, eval_transform(14)(eight_bit))
 
 
 def test_auto_picks_the_layout_from_the_folder(class_folders, online_products, tmp_path):
