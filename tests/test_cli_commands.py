@@ -656,11 +656,12 @@ def _unquoted(message: str) -> str:
                                        "a batch needs two")],
 )  # fmt: skip
 def test_a_study_names_the_options_and_folders_the_user_typed(
-    tmp_path, capsys, studies, data, extra, named
+    tmp_path, tmp_path_factory, capsys, studies, data, extra, named
 ):
-    folders = {"all": tmp_path, "four": _class_folders(tmp_path / "four", classes=4),
-               "two": _class_folders(tmp_path / "two", classes=2)}  # fmt: skip
-    folders["short"] = _class_folders(tmp_path / "short", classes=4)
+    elsewhere = tmp_path_factory.mktemp("small")  # not in tmp_path: not class folders of "all"
+    folders = {"all": tmp_path, "four": _class_folders(elsewhere / "four", classes=4),
+               "two": _class_folders(elsewhere / "two", classes=2)}  # fmt: skip
+    folders["short"] = _class_folders(elsewhere / "short", classes=4)
     (folders["short"] / "class_001" / "0.png").unlink()
     listing = tmp_path / "list.txt"
     listing.write_text("class_000/0.png 0\n")
@@ -890,8 +891,8 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     assert reports[0][1]["studies"] == folders
 
 
-def test_a_study_writes_into_an_existing_folder(tmp_path, capsys, studies):
-    out = tmp_path / "o"
+def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, capsys, studies):
+    out = tmp_path_factory.mktemp("elsewhere") / "o"  # not in --data: its folders are classes
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     argv = ["study", "anatomy", "--data", str(tmp_path), "--out", str(out)]

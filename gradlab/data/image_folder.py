@@ -6,6 +6,7 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
   the first half trains and the second half tests. That is the convention of CUB-200-2011
   (classes 1-100 train, 101-200 test) and Cars-196 (1-98 / 99-196) in Oh Song et al., 2016
   ("Deep Metric Learning via Lifted Structured Feature Embedding", Sec. 5) and the papers after.
+  A class folder without images is refused: it would move a class from one half to the other.
 * ``"online-products"``: Stanford Online Products as distributed: ``root/Ebay_train.txt`` and
   ``root/Ebay_test.txt``, each a header line ``image_id class_id super_class_id path`` and one
   line per image (``path`` relative to ``root``).
@@ -195,16 +196,26 @@ def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
         )
     half = len(classes) // 2
     chosen = classes[:half] if split == "train" else classes[half:]
-    entries = [
-        (path, name)
-        for name in chosen
-        for path in sorted((root / name).iterdir())
-        if path.suffix.lower() in IMAGE_SUFFIXES
-    ]
+    images = {
+        name: [path for path in sorted((root / name).iterdir())
+               if path.suffix.lower() in IMAGE_SUFFIXES]
+        for name in classes
+    }  # fmt: skip
+    entries = [(path, name) for name in chosen for path in images[name]]
     if not entries:
         raise GradlabError(
             f"the {split} classes of {str(root)!r} ({chosen[0]} .. {chosen[-1]}) hold no images "
             f"(expected files ending in {', '.join(IMAGE_SUFFIXES)})"
+        )
+    empty = [name for name in classes if not images[name]]
+    if empty:  # each folder is a class of the halves: an empty one would move a class over
+        named = ", ".join(repr(name) for name in empty[:5])
+        raise GradlabError(
+            f"{len(empty)} of the {len(classes)} class folders of {str(root)!r} "
+            f"{'holds' if len(empty) == 1 else 'hold'} no images "
+            f"({named}{' ...' if len(empty) > 5 else ''}; expected files ending in "
+            f"{', '.join(IMAGE_SUFFIXES)}); the classes are halved by folder, so remove or fill "
+            "them"
         )
     return entries
 

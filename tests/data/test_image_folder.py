@@ -306,6 +306,20 @@ def test_an_empty_half_names_its_classes_and_the_suffixes_read(tmp_path):
     )
 
 
+def test_a_class_folder_without_images_is_refused_not_halved_with_the_others(tmp_path):
+    for name in ("a", "b", "c", "d", "e"):  # "b" empty: halving the folders trains a alone
+        (tmp_path / name).mkdir()
+        if name != "b":
+            Image.new("RGB", (4, 4)).save(tmp_path / name / "0.png")
+    (tmp_path / "b" / "notes.txt").write_text("not an image")
+    for split in ("train", "test"):
+        message = _message(lambda split=split: image_folder(tmp_path, split))
+        assert message.startswith(
+            f"1 of the 5 class folders of {str(tmp_path)!r} holds no images ('b'; expected files "
+            "ending in .jpg"
+        )
+
+
 def test_online_products_errors_name_the_list_and_the_expected_header(tmp_path):
     train = tmp_path / "Ebay_train.txt"
     train.write_text(f"{SOP_HEADER}\n")
