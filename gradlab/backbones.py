@@ -133,14 +133,28 @@ def _torchvision(name: str) -> nn.Module:
 
 
 def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module:
+    import inspect
+
+    if not module_name:
+        raise GradlabError(f"backbone {spec!r} names no module before the colon "
+                           "('module:function', e.g. 'gradlab.backbones:tiny_resnet')")  # fmt: skip
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
+    except (ImportError, ValueError, TypeError) as error:  # "a..b", ".a": not a module name
         raise GradlabError(f"backbone {spec!r}: module {module_name!r} cannot be imported "
                            f"({error})") from None  # fmt: skip
     function = getattr(module, function_name, None)
     if not callable(function):
         raise GradlabError(f"backbone {spec!r}: {module_name} has no function {function_name!r}")
+    try:
+        inspect.signature(function).bind()
+    except TypeError:
+        raise GradlabError(
+            f"backbone {spec!r}: {function_name} must be callable without arguments; its "
+            f"signature is {inspect.signature(function)}"
+        ) from None
+    except ValueError:  # no signature to read (some built-ins): the call says
+        pass
     model = function()
     if not isinstance(model, nn.Module):
         raise GradlabError(

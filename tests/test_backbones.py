@@ -73,6 +73,9 @@ def test_weights_of_another_architecture_are_refused_with_the_keys(tmp_path):
         ("no_such_module_xyz:net", "module 'no_such_module_xyz' cannot be imported"),
         ("gradlab.backbones:missing", "has no function 'missing'"),
         ("gradlab.backbones:KINDS", "has no function 'KINDS'"),
+        (":tiny_resnet", "names no module before the colon"),
+        (".backbones:tiny_resnet", "module '.backbones' cannot be imported"),
+        ("math:sqrt", r"sqrt must be callable without arguments; its signature is \(x, /\)"),
     ],
 )
 def test_a_bad_spec_is_one_clear_error(spec, message):
