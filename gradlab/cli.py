@@ -5,20 +5,22 @@ Every user error (a bad option value, a path that cannot be used, a device this 
 not have) ends in one line on stderr and exit code 2, before anything is written. Output paths
 follow :mod:`gradlab.paths`: a folder (``--out``) is created with its parents, a file
 (``--json``, ``--markdown``) only in a folder that exists. A log line that cannot be read is
-skipped with a one-line warning; a write that fails anyway ends in one line naming the path.
+skipped with a one-line warning; a write that fails anyway (a full disk too) ends in one line
+naming the path, or "an output" where the failed write (a figure's) names none.
 Ctrl-C or SIGTERM during ``report`` removes the half-written report (exit codes 130, 143).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import shutil
 import sys
 from pathlib import Path
 
 from gradlab.errors import GradlabError
-from gradlab.paths import check_output_file, check_output_folder
+from gradlab.paths import check_output_file, check_output_folder, write_text
 
 
 def _path(text: str) -> Path:
@@ -283,7 +285,7 @@ def _run_study(arguments: argparse.Namespace) -> None:
                  if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     for file_name, value in files.items():
-        (out / file_name).write_text(json.dumps(value, indent=2) + "\n")
+        write_text(out / file_name, json.dumps(value, indent=2) + "\n")
         print(f"wrote {out / file_name}")
     for path in write_study_report(name, results, out):
         print(f"wrote {path}")
@@ -485,7 +487,7 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
         )  # fmt: skip
     print(result)
     if arguments.json is not None:
-        arguments.json.write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+        write_text(arguments.json, json.dumps(result.to_dict(), indent=2) + "\n")
     return 0 if result.equivalent else 1
 
 
@@ -592,6 +594,11 @@ def _write_report(
     staging.rename(out)
 
 
+WRITE_FAILURES = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
+"""Errors of a write into an opened file (a full disk, a quota, a file too large): they name
+no file, and are the machine's state, not a bug: one line, exit code 2."""
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``gradlab`` console script."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -675,9 +682,10 @@ def main(argv: list[str] | None = None) -> int:
         print("gradlab: interrupted; nothing was written", file=sys.stderr)
         return 130
     except OSError as error:
-        if error.filename is None:
+        if error.filename is None and error.errno not in WRITE_FAILURES:
             raise  # not a file or path the user named: a bug, shown in full
-        print(f"gradlab: could not use {str(error.filename)!r}: {error.strerror}", file=sys.stderr)
+        where = "an output" if error.filename is None else repr(str(error.filename))
+        print(f"gradlab: could not use {where}: {error.strerror}", file=sys.stderr)
         return 2
     return 0
 

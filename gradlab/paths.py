@@ -22,7 +22,7 @@ from pathlib import Path
 
 from gradlab.errors import GradlabError
 
-__all__ = ["check_output_file", "check_output_folder"]
+__all__ = ["check_output_file", "check_output_folder", "write_text"]
 
 
 def _as_path(path: object, argument: str, kind: str) -> Path:
@@ -145,3 +145,26 @@ def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
             f"be created in {str(ancestor)!r}"
         )
     return path
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` into the file ``path``; an :class:`OSError` names ``path``.
+
+    A write that fails after the file was opened (a full disk, a quota) raises an
+    :class:`OSError` without a file name; this one carries ``path`` as its ``filename``, so
+    that the command line's one-line message can name it.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> target = Path(tempfile.mkdtemp()) / "notes.txt"
+        >>> write_text(target, "one line")
+        >>> target.read_text()
+        'one line'
+    """
+    try:
+        Path(path).write_text(text)
+    except OSError as error:
+        if error.filename is None:
+            error.filename = str(path)
+        raise

@@ -234,6 +234,43 @@ def test_an_output_that_fails_while_written_is_one_line_exit_2(tmp_path, capsys,
     assert stderr.splitlines() == [f"gradlab: could not use {str(target)!r}: Permission denied"]
 
 
+FULL = Path("/dev/full")  # Linux: every write into it fails with ENOSPC, as on a full disk
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")
+def test_a_full_disk_while_the_audit_writes_is_one_line_naming_the_file(capsys, monkeypatch):
+    import gradlab.symbolic.audit
+
+    monkeypatch.setattr(gradlab.symbolic.audit, "run_audit", lambda **options: [])
+    code, _, stderr = _run(["audit", "--markdown", str(FULL)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [f"gradlab: could not use {str(FULL)!r}: No space left on device"]
+
+
+@pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")
+def test_a_full_disk_while_check_equivalence_writes_is_one_line(capsys):
+    code, stdout, stderr = _run(["check-equivalence", "gradient-cache", "--json", str(FULL)],
+                                capsys)  # fmt: skip
+    assert code == 2 and "verdict:" in stdout
+    assert stderr.splitlines() == [f"gradlab: could not use {str(FULL)!r}: No space left on device"]
+
+
+def test_a_full_disk_while_figures_are_drawn_is_one_line(tmp_path, capsys, monkeypatch):
+    """A figure's write fails inside matplotlib, whose error names no file."""
+    import errno
+
+    import gradlab.plotting.monitor
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(gradlab.plotting.monitor, "plot_runs", full)
+    run = _log(tmp_path / "run", GOOD_BYTES)
+    code, _, stderr = _run(["plot", str(run)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [f"gradlab: could not use an output: {os.strerror(errno.ENOSPC)}"]
+
+
 def _wait_for(condition, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -18,6 +18,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.experiments.digit_scenes import ANATOMY_KEYS
 from gradlab.experiments.image_studies import left_out_examples
+from gradlab.paths import write_text
 from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
 from gradlab.report.prose import apart_text, best_loss_sentence
@@ -220,8 +221,8 @@ def write_study_report(name: str, results: dict, out: Path) -> list[Path]:
     out = Path(out)
     figures, sections = _draw(name, results, out)
     text = "\n\n".join(["# gradlab study: " + name, *sections]) + "\n"
-    (out / "summary.md").write_text(text)
-    (out / "index.html").write_text(markdown_to_html(text, out, title=f"gradlab study {name}"))
+    write_text(out / "summary.md", text)
+    write_text(out / "index.html", markdown_to_html(text, out, title=f"gradlab study {name}"))
     return [*figures, out / "summary.md", out / "index.html"]
 
 

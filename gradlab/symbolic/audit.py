@@ -17,7 +17,7 @@ from pathlib import Path
 import mpmath
 
 from gradlab.errors import GradlabError
-from gradlab.paths import check_output_file
+from gradlab.paths import check_output_file, write_text
 from gradlab.symbolic import (
     fappy_claims,
     minibatch_claims,
@@ -384,4 +384,4 @@ def write_outputs(records: list[dict], json_path: Path | None, markdown_path: Pa
     checked = {option: check_output_file(path, argument=option)
                for option, (path, _) in outputs.items() if path is not None}  # fmt: skip
     for option, path in checked.items():
-        path.write_text(outputs[option][1]())
+        write_text(path, outputs[option][1]())
