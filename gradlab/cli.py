@@ -69,7 +69,7 @@ EXTRA_OF_COMMAND = {
     "report": ("studies", ("sympy", "mpmath", "scipy", "sklearn", "matplotlib", "seaborn", "tqdm")),
     "audit": ("audit", ("sympy", "mpmath", "scipy", "sklearn")),
     "plot": ("plot", ("matplotlib", "seaborn")),
-    "study": ("studies", ("scipy", "sklearn", "matplotlib", "seaborn", "PIL")),
+    "study": ("studies", ("scipy", "sklearn", "matplotlib", "seaborn", "PIL", "tqdm")),
 }
 """Command -> the extra it needs and the packages that extra installs (checked before work)."""
 

@@ -39,6 +39,7 @@ from gradlab.experiments.p_vs_batch_size import (
 from gradlab.experiments.runtime import check_seeds
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
+from gradlab.progress import progress
 from gradlab.validation import check_positive_finite, check_positive_int
 
 DEFAULT_BATCH_SIZES = (16, 32, 64, 128, 256)
@@ -314,7 +315,8 @@ def _train_at(
                                      p_decomposition(embeddings, labels, tau, eps)]))  # fmt: skip
 
     seeded = _seeded(dataset, image_size, run_seed(seed, size))
-    _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, record, workers)
+    _train_steps(model, seeded, batches, SmoothAPLoss(tau), device, lr, amp, record, workers,
+                 desc=f"p-vs-batch-size: seed {seed}, m = {size}: training")  # fmt: skip
     return torch.stack(logged).mean(dim=0).cpu().tolist(), len(batches)
 
 
@@ -467,20 +469,28 @@ def _autocast(device: str, amp: bool):
 @torch.no_grad()
 def embed_split(
     model: torch.nn.Module, dataset: ImageFolderSplit, device: str = "cpu", amp: bool = False,
-    batch_size: int = 128, workers: int = 0,
+    batch_size: int = 128, workers: int = 0, desc: str | None = None,
 ) -> torch.Tensor:  # fmt: skip
     """``[N, d]`` float32 embeddings of a split (evaluation transform, evaluation mode),
-    ``batch_size`` images at a time, loaded by ``workers`` processes."""
+    ``batch_size`` images at a time, loaded by ``workers`` processes; with ``desc``, reported
+    as a stage of :func:`gradlab.progress.progress` (a bar on a terminal, else two lines)."""
     was_training = model.training
     model.eval()
     image_size = _image_size(dataset)
     batches = list(torch.arange(len(dataset)).split(batch_size))
     parts = []
-    for images, _ in StudyImages(dataset, image_size).loader(batches, workers):
+    loader = StudyImages(dataset, image_size).loader(batches, workers)
+    for images, _ in _reported(loader, len(batches), desc, "batch"):
         with _autocast(device, amp):
             parts.append(model(images.to(device)).float().cpu())
     model.train(was_training)
     return torch.cat(parts)
+
+
+def _reported(loader, total: int, desc: str | None, unit: str):
+    """``loader``'s batches, as one stage of :func:`gradlab.progress.progress` when ``desc``
+    names it: a run of a study is minutes to hours on real data, and says so while it runs."""
+    return loader if desc is None else progress(loader, total=total, desc=desc, unit=unit)
 
 
 def _image_size(dataset: ImageFolderSplit) -> int:
@@ -493,10 +503,12 @@ def evaluate_split(
     workers: int = 0,
 ) -> dict[str, float]:  # fmt: skip
     """Recall@1/2/4/8, R-Precision and MAP@R on a split, each image querying all the others
-    (Musgrave et al., 2020; :func:`gradlab.functional.retrieval_at_scale`, bounded memory)."""
+    (Musgrave et al., 2020; :func:`gradlab.functional.retrieval_at_scale`, bounded memory);
+    the embedding pass is reported as a stage of :func:`gradlab.progress.progress`."""
     from gradlab.functional.retrieval_at_scale import retrieval_at_scale
 
-    embeddings = embed_split(model, dataset, device, amp, workers=workers)
+    embeddings = embed_split(model, dataset, device, amp, workers=workers,
+                             desc=f"embedding the {dataset.split} split")  # fmt: skip
     ks = tuple(k for k in (1, 2, 4, 8) if k < len(dataset))
     metrics = retrieval_at_scale(embeddings, dataset.labels, ks=ks)
     return {"recall@1": metrics["precision_at_1"],
@@ -529,14 +541,17 @@ class _StepClock:
 
 
 def _train_steps(
-    model, images: StudyImages, batches, loss_fn, device, lr, amp, on_step=None, workers=0
-) -> list[float]:
-    """Adam over ``batches`` (index tensors of the split); the loss of every step."""
+    model, images: StudyImages, batches, loss_fn, device, lr, amp, on_step=None, workers=0,
+    desc=None,
+) -> list[float]:  # fmt: skip
+    """Adam over ``batches`` (index tensors of the split); the loss of every step. ``desc``
+    names the run for :func:`gradlab.progress.progress`."""
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     scaler = torch.amp.GradScaler(enabled=amp and torch.device(device).type == "cuda")
     losses = []
     model.train()
-    for step, (batch_images, labels) in enumerate(images.loader(batches, workers)):
+    steps = _reported(images.loader(batches, workers), len(batches), desc, "step")
+    for step, (batch_images, labels) in enumerate(steps):
         batch_images, labels = batch_images.to(device), labels.to(device)
         with _autocast(device, amp):
             embeddings = model(batch_images)
@@ -672,7 +687,9 @@ def loss_comparison_on_images(
                 clock = _StepClock(device)
                 seeded = _seeded(dataset, image_size, run_seed(seed, size))
                 history = _train_steps(model, seeded, batches, loss_fn, device, lr, amp,
-                                       on_step=clock, workers=workers)  # fmt: skip
+                                       on_step=clock, workers=workers,
+                                       desc=f"losses: seed {seed}, m = {size}, {name}: "
+                                       "training")  # fmt: skip
                 run = result["losses"][name]
                 run["step_seconds"].append(clock.per_step(len(batches)))
                 for metric, value in evaluate_split(model, test, device, amp, workers).items():
@@ -796,8 +813,9 @@ def anatomy_on_images(
             batches = sampler.take(epochs * len(sampler))
             for name, loss_fn in losses.items():
                 seeded = _seeded(dataset, image_size, run_seed(seed, size))
+                stage = f"anatomy: seed {seed}, m = {size}, {name}"
                 recall, history, steps, table, shape = _anatomy_run(
-                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, workers
+                    initial, seeded, test, batches, loss_fn, logs, device, lr, amp, workers, stage
                 )
                 run = runs[f"m = {size}"][name]
                 for metric, value in recall.items():
@@ -822,8 +840,11 @@ def anatomy_on_images(
     }  # fmt: skip
 
 
-def _anatomy_run(initial, images, test, batches, loss_fn, logs, device, lr, amp, workers) -> tuple:
-    """One network trained with one loss: ``(recall, losses, logged steps, [logs, 3] table)``."""
+def _anatomy_run(
+    initial, images, test, batches, loss_fn, logs, device, lr, amp, workers, desc=None
+) -> tuple:
+    """One network trained with one loss: ``(recall, losses, logged steps, [logs, 3] table)``;
+    ``desc`` names the run's training for :func:`gradlab.progress.progress`."""
     import copy
 
     every, last = max(1, len(batches) // logs), len(batches) - 1
@@ -842,7 +863,7 @@ def _anatomy_run(initial, images, test, batches, loss_fn, logs, device, lr, amp,
 
     model = copy.deepcopy(initial)
     history = _train_steps(model, images, batches, in_batch_loss, device, lr, amp, record,
-                           workers)  # fmt: skip
+                           workers, desc=desc and f"{desc}: training")  # fmt: skip
     recall = evaluate_split(model, test, device, amp, workers)
     return recall, history, steps, torch.stack(records).cpu(), torch.stack(geometry).cpu()
 

@@ -112,6 +112,32 @@ def class_halves(tmp_path_factory):
     return root
 
 
+@pytest.fixture
+def progress_lines():
+    """Progress as plain lines on stderr, as in a log file, whatever the terminal."""
+    from gradlab.progress import set_progress_mode
+
+    set_progress_mode("lines")
+    yield
+    set_progress_mode("auto")
+
+
+def test_each_run_of_a_study_says_what_it_trains_before_its_result(
+    class_halves, tmp_path, capsys, progress_lines
+):
+    out = tmp_path / "p"
+    argv = ["study", "p-vs-batch-size", "--data", str(class_halves), "--out", str(out), *SMALL,
+            "--batch-sizes", "8", "--seeds", "0,1"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    steps = json.loads((out / "p_vs_batch_size.json").read_text())["settings"]["trained_at_m"]
+    lines = capsys.readouterr().err.splitlines()
+    for seed in (0, 1):
+        run = f"p-vs-batch-size: seed {seed}, m = 8"
+        started = lines.index(f"gradlab: {run}: training ({steps['steps'][0]} steps) ...")
+        (result,) = [number for number, line in enumerate(lines) if line.startswith(f"{run}: ")]
+        assert started < result
+
+
 def _schema(value):
     """The nested keys of a JSON value: dicts by key, lists by their first element."""
     if isinstance(value, dict):
@@ -366,9 +392,13 @@ def test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader(
     argv = ["study", "p-vs-batch-size", "--data", str(root), "--out", str(tmp_path / "out"),
             *SMALL, "--batch-sizes", "16", "--seeds", "0", "--loader-workers", workers]  # fmt: skip
     assert main(argv) == 2
-    err = capsys.readouterr().err
-    # the image's own message, without the worker's traceback or the exception's name
-    assert re.fullmatch(r"gradlab: image '[^']*digit_1[^']*' cannot be read: [^\n]*\n", err), err
+    *progress, error = capsys.readouterr().err.splitlines()
+    # the image's own message, without the worker's traceback or the exception's name, after
+    # the lines of the run it stopped
+    assert re.fullmatch(r"gradlab: image '[^']*digit_1[^']*' cannot be read: .*", error), error
+    started, stopped = progress
+    assert started == "gradlab: p-vs-batch-size: seed 0, m = 16: training (2 steps) ..."
+    assert stopped.startswith("gradlab: p-vs-batch-size: seed 0, m = 16: training stopped (0 of 2")
     assert not (tmp_path / "out").exists()
 
 
