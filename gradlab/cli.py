@@ -353,6 +353,13 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
     from gradlab.data.image_folder import image_folder
     from gradlab.experiments import image_studies
 
+    halves = arguments.list_file is None and not (arguments.data / "Ebay_train.txt").is_file()
+    out = arguments.out
+    if halves and out.is_dir() and out.resolve().parent == arguments.data.resolve():
+        raise GradlabError(f"--out {str(out)!r} is one of the class folders of --data "
+                           f"{str(arguments.data)!r}: the study would read the figures an "
+                           f"earlier study wrote there as a class; choose an --out outside "
+                           f"--data")  # fmt: skip
     dataset = image_folder(arguments.data, arguments.split, image_size=arguments.image_size,
                            layout="list" if arguments.list_file else "auto",
                            list_file=arguments.list_file)  # fmt: skip
@@ -367,8 +374,6 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
                            f"class(es) with fewer left out: "
                            f"{image_studies.left_out_examples(left_out)}")  # fmt: skip
     if len(classes) < 2:  # no batch size helps: said without the sizes
-        halves = (arguments.list_file is None
-                  and not (arguments.data / "Ebay_train.txt").is_file())  # fmt: skip
         hint = "; that split is half of the class folders: --data needs four or more"
         raise GradlabError(f"{where} holds {len(classes)} class ({', '.join(classes)}); a batch "
                            f"needs two (a query needs a negative){hint if halves else ''}")

@@ -891,6 +891,21 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     assert reports[0][1]["studies"] == folders
 
 
+def test_a_study_refuses_an_out_folder_among_the_class_folders_of_its_data(
+    tmp_path, capsys, studies, monkeypatch
+):
+    # a second run with the default --out, "study", from inside the data folder: the figures
+    # the first run wrote there were read as a class of the test half
+    (tmp_path / "study").mkdir()
+    (tmp_path / "study" / "gradient_anatomy.png").touch()
+    monkeypatch.chdir(tmp_path)
+    code, stdout, err = _run(["study", "anatomy", "--data", "."], capsys)
+    assert (code, stdout, studies) == (2, "", [])
+    assert err == ("gradlab: --out 'study' is one of the class folders of --data '.': the study "
+                   "would read the figures an earlier study wrote there as a class; choose an "
+                   "--out outside --data\n")  # fmt: skip
+
+
 def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, capsys, studies):
     out = tmp_path_factory.mktemp("elsewhere") / "o"  # not in --data: its folders are classes
     out.mkdir()
