@@ -13,6 +13,9 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
 * ``"list"``: an explicit ``list_file`` of ``path label`` lines (paths relative to ``root``);
   ``split`` is then only a name.
 
+The lists are read as UTF-8, whatever the machine's locale; a byte-order mark (as Windows
+editors and spreadsheets write one) is dropped.
+
 ``"auto"`` is ``"online-products"`` when ``root`` holds ``Ebay_train.txt``, else
 ``"class-halves"``. Images are read with Pillow when an item is fetched, as 8-bit RGB (16-bit
 grey levels scaled, not clipped, to 8 bits); the standard transforms
@@ -227,7 +230,7 @@ def _read_online_products(root: Path, split: str) -> list[tuple[Path, str]]:
             f"Stanford Online Products needs {str(listing)!r} (as distributed: a header "
             "'image_id class_id super_class_id path', then one line per image)"
         )
-    lines = listing.read_text().splitlines()
+    lines = listing.read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
     header = lines[0].split() if lines else []
     if header != ["image_id", "class_id", "super_class_id", "path"]:
         raise GradlabError(
@@ -254,7 +257,7 @@ def _read_list(list_file: Path, root: Path) -> list[tuple[Path, str]]:
     if not list_file.is_file():
         raise GradlabError(f"list_file {str(list_file)!r} does not exist")
     entries = []
-    for number, line in enumerate(list_file.read_text().splitlines(), start=1):
+    for number, line in enumerate(list_file.read_text(encoding="utf-8-sig").splitlines(), start=1):
         fields = line.rsplit(maxsplit=1)
         if not line.strip():
             continue

@@ -269,6 +269,28 @@ def test_a_blank_line_in_an_online_products_list_is_skipped(online_products, tmp
     assert len(image_folder(tmp_path, "train", image_size=8)) == len(listing) - 1
 
 
+def test_lists_saved_with_a_byte_order_mark_read_as_without_one(online_products, tmp_path):
+    (tmp_path / "café").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "café" / "a.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("\ufeffcafé/a.png 3\n", encoding="utf-8")  # as Notepad saves UTF-8
+    split = image_folder(tmp_path, "mine", layout="list", list_file=listing)
+    assert split.paths == [tmp_path / "café" / "a.png"] and split.class_names == ["3"]
+    sop = tmp_path / "sop"
+    sop.mkdir()
+    for name in ("Ebay_train.txt", "Ebay_test.txt"):
+        text = (online_products / name).read_text(encoding="utf-8")
+        (sop / name).write_text("\ufeff" + text, encoding="utf-8")
+    for path in {line.split()[3] for line in text.splitlines()[1:]}:
+        (sop / path).parent.mkdir(exist_ok=True)
+        (sop / path).write_bytes((online_products / path).read_bytes())
+    read, expected = image_folder(sop, "test"), image_folder(online_products, "test")
+    assert [path.relative_to(sop) for path in read.paths] == [
+        path.relative_to(online_products) for path in expected.paths
+    ]
+    assert read.class_names == expected.class_names
+
+
 # ---- errors name the file, the line and what was expected ------------------------------------
 
 SOP_HEADER = "image_id class_id super_class_id path"
