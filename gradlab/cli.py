@@ -222,8 +222,8 @@ def _add_study(commands) -> None:
     study.add_argument("--embedding-dim", type=int, default=512, help="(default: %(default)s)")
     study.add_argument("--image-size", type=int, default=224, help="(default: %(default)s)")
     study.add_argument("--batch-sizes", type=_int_list,
-                       help="m values, multiples of 4, comma-separated (default: 16,32,64,128,256 "
-                       "for p-vs-batch-size, 64 for losses and anatomy)")
+                       help="m values, multiples of 4, distinct, comma-separated (default: "
+                       "16,32,64,128,256 for p-vs-batch-size, 64 for losses and anatomy)")
     study.add_argument("--epochs", type=int, default=1,
                        help="epochs per m (p-vs-batch-size: P averages the last) "
                        "(default: %(default)s)")

@@ -638,6 +638,9 @@ def _unquoted(message: str) -> str:
 @pytest.mark.parametrize(
     ("data", "extra", "named"),
     [("all", ["--seeds", "1,1"], "--seeds must be distinct"),
+     # was accepted: the losses study merged the second run of m = 8 into the first, two
+     # values per metric for one seed
+     ("all", ["--batch-sizes", "8,8"], "--batch-sizes must be distinct; got 8 more than once"),
      ("all", ["--seeds", ","], "--seeds must name at least one seed"),
      ("all", ["--batch-sizes", "6"], "--batch-sizes must be a multiple of 4"),
      ("all", ["--batch-sizes", ","], "--batch-sizes must name at least one size"),

@@ -62,9 +62,9 @@ def check_batch_sizes(
     batch_sizes: Sequence[int], classes: int | None = None, *, argument: str | None = None,
     split: str = "this split", left_out: dict | None = None,
 ) -> list[int]:  # fmt: skip
-    """Batch sizes for the 4-per-class sampler: positive multiples of 4 that hold at least two
-    classes (a batch of one class has no negative: every batch would be degenerate), at most
-    4 x classes.
+    """Batch sizes for the 4-per-class sampler: distinct positive multiples of 4 that hold at
+    least two classes (a batch of one class has no negative: every batch would be degenerate),
+    at most 4 x classes.
 
     ``argument`` names the sizes in the messages (default: "batch sizes", each a "batch size")
     and ``split`` the images they are drawn from (a command line passes its option,
@@ -83,6 +83,10 @@ def check_batch_sizes(
     sizes = list(batch_sizes)
     if not sizes:
         raise GradlabError(f"{argument or 'batch sizes'} must name at least one size; got none")
+    repeated = next((size for size in sizes if sizes.count(size) > 1), None)
+    if repeated is not None:  # a study keys its runs by m: a second run of m would merge in
+        raise GradlabError(f"{argument or 'batch sizes'} must be distinct; got {repeated} more "
+                           f"than once in {sizes}")  # fmt: skip
     argument = argument or "batch size"  # each size
     note = left_out_note(left_out)
     if classes is not None and classes < 2:

@@ -501,6 +501,7 @@ def test_in_batch_geometry_matches_float64_loops():
     ([8, 20], 4, "batch size must be at most 4 x 4 classes = 16 for this split; got 20"),
     ([4, 8], None, "batch size must hold at least two classes (8 or more, 4 images per "
                    "class): a batch of one class has no negative; got 4"),
+    ([8, 16, 8], None, "batch sizes must be distinct; got 8 more than once in"),
 ])  # fmt: skip
 def test_batch_sizes_are_refused_with_what_the_sampler_allows(sizes, classes, message):
     with pytest.raises(GradlabError, match=f"^{message.replace('(', '.').replace(')', '.')}"):
