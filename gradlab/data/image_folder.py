@@ -38,7 +38,9 @@ from gradlab.validation import check_positive_int
 
 SPLITS = ("train", "test")
 LAYOUTS = ("auto", "class-halves", "online-products", "list")
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp")
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif", ".webp", ".tif", ".tiff", ".ppm",
+                  ".pgm")  # fmt: skip
+"""The files a class folder's images are read from: torchvision's ``ImageFolder``'s, and GIF."""
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 

@@ -238,6 +238,17 @@ def test_a_16_bit_greyscale_picture_reads_as_its_8_bit_levels(tmp_path):
     assert torch.equal(image, eval_transform(14)(eight_bit))
 
 
+@pytest.mark.parametrize("suffix", [".tif", ".tiff", ".ppm", ".pgm"])
+def test_class_folders_of_the_formats_torchvision_reads_are_read(tmp_path, suffix):
+    picture = Image.new("L", (16, 16), 90)  # PGM holds grey levels only
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        picture.save(tmp_path / name / f"0{suffix}")
+    split = image_folder(tmp_path, "test", image_size=14)
+    assert [path.name for path in split.paths] == [f"0{suffix}"]
+    assert torch.equal(split[0][0], eval_transform(14)(picture.convert("RGB")))
+
+
 def test_auto_picks_the_layout_from_the_folder(class_folders, online_products, tmp_path):
     stray = tmp_path / "x.txt"
     for root, layout in ((class_folders, "class-halves"), (online_products, "online-products")):
@@ -324,7 +335,8 @@ def test_an_empty_half_names_its_classes_and_the_suffixes_read(tmp_path):
     (tmp_path / "c" / "notes.txt").write_text("not an image")
     assert _message(lambda: image_folder(tmp_path, "test")) == (
         f"the test classes of {str(tmp_path)!r} (c .. d) hold no images "
-        "(expected files ending in .jpg, .jpeg, .png, .bmp, .gif, .webp)"
+        "(expected files ending in .jpg, .jpeg, .png, .bmp, .gif, .webp, .tif, .tiff, .ppm, "
+        ".pgm)"
     )
 
 
