@@ -7,6 +7,7 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
   (classes 1-100 train, 101-200 test) and Cars-196 (1-98 / 99-196) in Oh Song et al., 2016
   ("Deep Metric Learning via Lifted Structured Feature Embedding", Sec. 5) and the papers after.
   A class folder without images is refused: it would move a class from one half to the other.
+  Hidden folders and files (names starting with ``.``) are skipped.
 * ``"online-products"``: Stanford Online Products as distributed: ``root/Ebay_train.txt`` and
   ``root/Ebay_test.txt``, each a header line ``image_id class_id super_class_id path`` and one
   line per image (``path`` relative to ``root``).
@@ -193,7 +194,10 @@ def image_folder(
 
 
 def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
-    classes = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
+    # hidden entries (.ipynb_checkpoints, macOS's ._name.jpg resource forks) are neither
+    # classes nor images
+    classes = sorted(entry.name for entry in root.iterdir()
+                     if entry.is_dir() and not entry.name.startswith("."))  # fmt: skip
     if len(classes) < 2:
         raise GradlabError(
             f"{str(root)!r} must hold at least two class folders (<class>/<image> in it), "
@@ -203,7 +207,7 @@ def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
     chosen = classes[:half] if split == "train" else classes[half:]
     images = {
         name: [path for path in sorted((root / name).iterdir())
-               if path.suffix.lower() in IMAGE_SUFFIXES]
+               if path.suffix.lower() in IMAGE_SUFFIXES and not path.name.startswith(".")]
         for name in classes
     }  # fmt: skip
     entries = [(path, name) for name in chosen for path in images[name]]

@@ -354,6 +354,17 @@ def test_a_class_folder_without_images_is_refused_not_halved_with_the_others(tmp
         )
 
 
+def test_hidden_folders_and_files_are_no_classes_and_no_images(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.new("RGB", (4, 4)).save(tmp_path / name / "0.png")
+        (tmp_path / name / "._0.png").write_bytes(b"macOS resource fork")  # not a picture
+    (tmp_path / ".ipynb_checkpoints").mkdir()  # Jupyter's, no images
+    train, test = image_folder(tmp_path, "train"), image_folder(tmp_path, "test")
+    assert (train.class_names, test.class_names) == (["a"], ["b"])
+    assert train.paths == [tmp_path / "a" / "0.png"] and test.paths == [tmp_path / "b" / "0.png"]
+
+
 def test_online_products_errors_name_the_list_and_the_expected_header(tmp_path):
     train = tmp_path / "Ebay_train.txt"
     train.write_text(f"{SOP_HEADER}\n")
