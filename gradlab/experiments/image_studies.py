@@ -13,6 +13,7 @@ read the miniature's.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -376,9 +377,11 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
 
 def _describe(data, dataset: ImageFolderSplit, record, backbone, embedding_dim, weights) -> dict:
     """The data (the images that train) and the model of a study's JSON, with the record of the
-    classes left out of training (:func:`trainable_classes`)."""
+    classes left out of training (:func:`trainable_classes`); the data is named by its folder's
+    own name, also when given as ``.`` or ``..`` (a link keeps the name it was given by)."""
+    folder = Path(os.path.abspath(data))
     return {
-        "data": f"{Path(data).name}, {dataset.split} split ({len(dataset)} images, "
+        "data": f"{folder.name or folder}, {dataset.split} split ({len(dataset)} images, "
         f"{len(dataset.class_names)} classes)",
         "model": f"{backbone} with a linear head to {embedding_dim} dimensions"
         + (f", from {Path(weights).name}" if weights is not None else ", random initial weights"),

@@ -138,6 +138,19 @@ def test_each_run_of_a_study_says_what_it_trains_before_its_result(
         assert started < result
 
 
+def test_a_study_of_the_current_folder_names_the_folder(
+    class_halves, tmp_path, capsys, monkeypatch
+):
+    # --data . was described as ", train split (...)": the name of "." is empty
+    monkeypatch.chdir(class_halves)
+    out = tmp_path / "p"
+    argv = ["study", "p-vs-batch-size", "--data", ".", "--out", str(out), *SMALL,
+            "--batch-sizes", "8", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    result = json.loads((out / "p_vs_batch_size.json").read_text())
+    assert result["data"].startswith(f"{class_halves.name}, train split (")
+
+
 def _schema(value):
     """The nested keys of a JSON value: dicts by key, lists by their first element."""
     if isinstance(value, dict):
