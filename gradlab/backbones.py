@@ -11,7 +11,9 @@ A backbone is named by a spec string:
 
 ``weights`` names a local file (``torch.save`` of a state dict, or of a dict holding one under
 ``state_dict`` or ``model``) loaded into the backbone before the head is added, strictly: a
-checkpoint of another architecture is refused with the keys that do not fit.
+checkpoint of another architecture is refused with the keys that do not fit. The weights of the
+classifier that the head replaces (torchvision's ``fc``, ``classifier``, ``heads`` or ``head``,
+timm's ``pretrained_cfg["classifier"]``), which an ImageNet checkpoint holds, are left out.
 """
 
 from __future__ import annotations
@@ -87,14 +89,18 @@ def build_backbone(
     kind, name = spec.split(":", 1)
     if not name:
         raise GradlabError(f"backbone {spec!r} names no model after the colon")
+    classifier: tuple[str, ...] = ()  # the layers the head replaces, whose weights are dropped
     if kind == "timm":
         backbone = _timm(name)
+        stated = (getattr(backbone, "pretrained_cfg", None) or {}).get("classifier") or ()
+        classifier = (stated,) if isinstance(stated, str) else tuple(stated)
     elif kind == "torchvision":
-        backbone = _torchvision(name)
+        backbone, replaced = _torchvision(name)
+        classifier = (replaced,)
     else:
         backbone = _user_function(kind, name, spec)
     if weights is not None:
-        _load_weights(backbone, Path(weights), spec)
+        _load_weights(backbone, Path(weights), spec, classifier)
     features = _feature_size(backbone, image_size, spec)
     return EmbeddingNet(backbone, features, embedding_dim)
 
@@ -117,7 +123,8 @@ def _timm(name: str) -> nn.Module:
         raise GradlabError(f"backbone 'timm:{name}': {error}") from None
 
 
-def _torchvision(name: str) -> nn.Module:
+def _torchvision(name: str) -> tuple[nn.Module, str]:
+    """The model without its classifier, and the name of the classifier's attribute."""
     models = _import("torchvision.models", f"torchvision:{name}")
     try:
         model = models.get_model(name, weights=None)
@@ -126,7 +133,7 @@ def _torchvision(name: str) -> nn.Module:
     for attribute in ("fc", "classifier", "heads", "head"):
         if isinstance(getattr(model, attribute, None), nn.Module):
             setattr(model, attribute, nn.Identity())
-            return model
+            return model, attribute
     raise GradlabError(
         f"backbone 'torchvision:{name}' has no fc, classifier or heads layer to replace"
     )
@@ -164,7 +171,9 @@ def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module
     return model
 
 
-def _load_weights(backbone: nn.Module, path: Path, spec: str) -> None:
+def _load_weights(
+    backbone: nn.Module, path: Path, spec: str, classifier: tuple[str, ...] = ()
+) -> None:
     if not path.is_file():
         raise GradlabError(f"weights {str(path)!r} is not a file")
     try:
@@ -185,6 +194,9 @@ def _load_weights(backbone: nn.Module, path: Path, spec: str) -> None:
     if not tensors:
         raise GradlabError(f"weights {str(path)!r} holds no state dict of tensors")
     own = backbone.state_dict()
+    replaced = tuple(f"{name}." for name in classifier)
+    state = {key: value for key, value in state.items()
+             if key in own or not key.startswith(replaced)}  # fmt: skip
     mismatched = {
         "missing": [key for key in own if key not in state],
         "unexpected": [key for key in state if key not in own],

@@ -65,6 +65,61 @@ def test_weights_of_another_architecture_are_refused_with_the_keys(tmp_path):
         build_backbone(TINY, weights=path, image_size=32)
 
 
+class _ImageNetNet(nn.Module):
+    """A library's classification network: features, then a 10-class classifier ``fc``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(4, 10)
+
+    def forward(self, images):
+        return self.fc(self.features(images))
+
+
+def _library(monkeypatch, name: str, **functions) -> None:
+    """A stand-in for timm or torchvision (neither imports here), under its own module name."""
+    module = types.ModuleType(name)
+    for attribute, function in functions.items():
+        setattr(module, attribute, function)
+    monkeypatch.setitem(sys.modules, name, module)
+    if "." in name:
+        parent = types.ModuleType(name.split(".")[0])
+        setattr(parent, name.split(".")[1], module)
+        monkeypatch.setitem(sys.modules, name.split(".")[0], parent)
+
+
+def _timm_model(name, pretrained, num_classes):
+    net = _ImageNetNet()
+    net.fc, net.num_features = nn.Identity(), 4  # as timm builds num_classes=0
+    net.pretrained_cfg = {"classifier": "fc"}
+    return net
+
+
+@pytest.mark.parametrize(("library", "spec", "functions"), [
+    ("torchvision.models", "torchvision:net", {"get_model": lambda name, weights: _ImageNetNet()}),
+    ("timm", "timm:net", {"create_model": _timm_model}),
+])  # fmt: skip
+def test_a_checkpoint_with_the_classifier_the_head_replaces_loads(
+    tmp_path, monkeypatch, library, spec, functions
+):
+    # an ImageNet checkpoint holds fc.weight and fc.bias; they were refused as "unexpected"
+    _library(monkeypatch, library, **functions)
+    trained = _ImageNetNet()
+    with torch.no_grad():
+        for parameter in trained.parameters():
+            parameter.normal_()
+    path = tmp_path / "imagenet.pt"
+    torch.save(trained.state_dict(), path)
+    net = build_backbone(spec, embedding_dim=3, weights=path, image_size=8)
+    assert list(net.backbone.state_dict()) == ["features.0.weight", "features.0.bias"]
+    for key, value in net.backbone.state_dict().items():
+        assert torch.equal(value, trained.state_dict()[key]), key
+    torch.save({**trained.state_dict(), "extra.weight": torch.zeros(1)}, path)
+    with pytest.raises(GradlabError, match=r"do not fit backbone .*: unexpected extra\.weight$"):
+        build_backbone(spec, embedding_dim=3, weights=path, image_size=8)
+
+
 @pytest.mark.parametrize(
     "spec, message",
     [
