@@ -256,7 +256,8 @@ def p_vs_batch_size_on_images(
     Returns:
         ``{"batch_sizes", "data", "model", "training_classes", "per_class", "seeds", "tau",
         "eps", "settings": {"trained_at_m": {key: [[value per m] per seed] for key in KEYS,
-        "steps", "epochs"}}}``; ``training_classes`` is :func:`trainable_classes`' record.
+        "steps", "epochs", "lr", "device", "amp", "image_size"}}}``; ``training_classes`` is
+        :func:`trainable_classes`' record.
 
     Raises:
         GradlabError: a missing or malformed folder, an unknown backbone, weights of another
@@ -290,6 +291,7 @@ def p_vs_batch_size_on_images(
                   f"P = {row[0]:.4f}", file=sys.stderr, flush=True)  # fmt: skip
         for index, key in enumerate(KEYS):
             per_seed[key].append([row[index] for row in rows])
+    trained = {"epochs": epochs, "lr": lr, "device": device, "amp": amp, "image_size": image_size}
     return {
         "batch_sizes": sizes,
         **_describe(data, dataset, record, backbone, embedding_dim, weights),
@@ -297,7 +299,7 @@ def p_vs_batch_size_on_images(
         "seeds": seeds,
         "tau": tau,
         "eps": eps,
-        "settings": {"trained_at_m": {**per_seed, "steps": steps, "epochs": epochs}},
+        "settings": {"trained_at_m": {**per_seed, "steps": steps, **trained}},
     }
 
 
@@ -661,7 +663,7 @@ def loss_comparison_on_images(
             "settings": {"per_class": PER_CLASS, "batch_size": size,
                          "classes_per_batch": size // PER_CLASS, "epochs": epochs, "steps": 0,
                          "lr": lr, "timing_repeats": timing_repeats, "device": device,
-                         "amp": amp, "tau": tau, **described,
+                         "amp": amp, "tau": tau, "image_size": image_size, **described,
                          "test_data": f"{test.split} split ({len(test)} images, "
                          f"{len(test.class_names)} classes)"},
             "seeds": seeds, "before": {}, "initial_score_range": [],
@@ -838,6 +840,7 @@ def anatomy_on_images(
     return {
         "settings": {"tau": tau, "batch_sizes": sizes, "epochs": epochs, "lr": lr,
                      "per_class": PER_CLASS, "device": device, "amp": amp,
+                     "image_size": image_size,
                      "directions": [ANATOMY_DIRECTION],
                      **_describe(data, dataset, record, backbone, embedding_dim, weights),
                      "test_data": f"{test.split} split ({len(test)} images, "

@@ -123,6 +123,9 @@ def _the_p_study_labels_its_sizes_data_and_network(p_run, halves):
         result["model"] == f"{BACKBONE} with a linear head to 8 dimensions, random initial weights"
     )
     trained = result["settings"]["trained_at_m"]
+    # how it trained, which the JSON of the losses and anatomy studies recorded and this lacked
+    how = {key: trained[key] for key in ("lr", "device", "amp", "image_size")}
+    assert how == {"lr": 1e-3, "device": "cpu", "amp": False, "image_size": 16}  # SMALL's
     assert trained["epochs"] == 2
     assert trained["steps"] == [2 * math.ceil(TRAIN_IMAGES / m) for m in (8, 16)]
     for key in KEYS:
@@ -267,8 +270,9 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
     assert type(settings["classes_per_batch"]) is int  # written to JSON as 2, not 2.0
     assert set(settings) == {"per_class", "batch_size", "classes_per_batch", "epochs", "steps",
-                             "lr", "timing_repeats", "device", "amp", "tau", "data", "model",
-                             "training_classes", "test_data"}  # the bundled's keys, the data's
+                             "lr", "timing_repeats", "device", "amp", "tau", "image_size", "data",
+                             "model", "training_classes", "test_data"}  # the bundled's, the data's
+    assert settings["image_size"] == SMALL["image_size"]
     assert settings["training_classes"]["left_out_classes"] == 0  # every digit has 6 images
     assert run["seeds"] == [0]
     assert list(run["losses"]) == list(loss_functions(TAU, 8))
@@ -381,6 +385,7 @@ def _the_anatomy_study_logs_evenly_spaced_steps_and_the_last(anatomy_run, halves
     assert settings["batch_sizes"] == [8] and settings["epochs"] == 2 and settings["tau"] == TAU
     assert settings["per_class"] == 4 and settings["directions"] == ["in_batch"]
     assert (settings["lr"], settings["device"], settings["amp"]) == (1e-3, "cpu", False)
+    assert settings["image_size"] == SMALL["image_size"]
     assert settings["test_data"] == f"test split ({TRAIN_IMAGES} images, 4 classes)"
     assert settings["data"] == f"{halves.name}, train split ({TRAIN_IMAGES} images, 4 classes)"
     assert result["seeds"] == [0] and list(result["runs"]) == ["m = 8"]
