@@ -294,8 +294,9 @@ def check_study_folders(folders: list[Path], argument: str = "--studies") -> lis
     """Every study saved in each of ``folders`` (folders written by ``gradlab study``), in the
     order given and, within a folder, in :data:`STUDY_FILES` order.
 
-    Checked before any work: a missing folder, one that holds no study JSON and a JSON without
-    the keys its study's renderers read each raise :class:`GradlabError` naming ``argument``.
+    Checked before any work: a missing folder, one named twice, one that holds no study JSON
+    and a JSON without the keys its study's renderers read each raise :class:`GradlabError`
+    naming ``argument``.
 
     Example:
         >>> import tempfile
@@ -307,8 +308,13 @@ def check_study_folders(folders: list[Path], argument: str = "--studies") -> lis
          no study JSON (p_vs_batch_size.json, loss_comparison_m*.json, gradient_anatomy.json); \
 give a folder written by gradlab study
     """
-    runs = []
+    runs, seen = [], {}
     for folder in map(Path, folders):
+        if folder.resolve() in seen:  # one section per study: a second would repeat it
+            raise GradlabError(f"{argument}: {str(folder)!r} names the folder "
+                               f"{str(seen[folder.resolve()])!r} again; give each folder "
+                               "once")  # fmt: skip
+        seen[folder.resolve()] = folder
         if not folder.is_dir():
             raise GradlabError(f"{argument}: {str(folder)!r} is not a folder; give folders "
                                "written by gradlab study")  # fmt: skip

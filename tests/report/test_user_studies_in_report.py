@@ -231,6 +231,18 @@ def test_a_bad_folder_after_a_good_one_is_refused_too(tmp_path, capsys):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_folder_named_twice_is_refused_not_reported_twice(tmp_path, capsys):
+    # each was a section of its own, with the same heading and the same numbers
+    good = _write(tmp_path / "good", "p_vs_batch_size.json",
+                  json.dumps(_rising_measurement([[0.3, 0.4]] * 3)))  # fmt: skip
+    again = tmp_path / "good" / ".." / "good"
+    argv = [*REPORT, "--studies", str(good), str(again), "--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (f"gradlab: --studies: {str(again)!r} names the folder "
+                                       f"{str(good)!r} again; give each folder once\n")  # fmt: skip
+    assert not (tmp_path / "r").exists()
+
+
 def test_run_report_checks_the_studies_before_any_section_runs(tmp_path):
     from gradlab.report import run_report
 
