@@ -264,7 +264,52 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
     if missing:
         raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: it "
                            f"lacks {', '.join(missing)}")  # fmt: skip
+    seeds = data["seeds"]
+    for where, values, inner in _per_seed_lists(name, data):
+        rows_fit = inner is None or all(isinstance(row, list) and len(row) == inner[0]
+                                        for row in values or [])  # fmt: skip
+        if not (isinstance(seeds, list) and isinstance(values, list)
+                and len(values) == len(seeds) and rows_fit):  # fmt: skip
+            # a hand-merged JSON: its figures and tables would pair values with the wrong seed
+            rows = f" of {inner[0]} values ({inner[1]})" if inner is not None else ""
+            raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: "
+                               f"{where} must hold one entry per seed of {seeds}{rows}; got "
+                               f"{json.dumps(values)[:80]}")  # fmt: skip
     return data
+
+
+def _items(value) -> list:
+    """A JSON object's items; none for anything else (its keys were checked already)."""
+    return list(value.items()) if isinstance(value, dict) else []
+
+
+def _per_seed_lists(name: str, data: dict):
+    """``(where, list, None or (row length, what a row holds))`` of every list a study's JSON
+    keeps one entry per seed in, for the checks of :func:`_read_study`."""
+    if name == "p-vs-batch-size":
+        sizes = data["batch_sizes"]
+        for key, values in _items(data["settings"]["trained_at_m"]):
+            if isinstance(values, list) and values and isinstance(values[0], list):
+                inner = (len(sizes) if isinstance(sizes, list) else 0, "one per batch size")
+                yield f"settings.trained_at_m.{key}", values, inner
+    elif name == "losses":
+        for metric, values in _items(data["before"]):
+            yield f"before.{metric}", values, None
+        for loss, run in _items(data["losses"]):
+            for metric, values in _items(run.get("metrics") if isinstance(run, dict) else None):
+                yield f"losses.{loss}.metrics.{metric}", values, None
+    else:
+        for encoder, runs in _items(data["runs"]):
+            for loss, run in _items(runs):
+                run = run if isinstance(run, dict) else {}
+                for metric, values in _items(run.get("recall")):
+                    yield f"runs.{encoder}.{loss}.recall.{metric}", values, None
+                anatomy = run.get("anatomy")
+                steps = anatomy.get("steps") if isinstance(anatomy, dict) else None
+                inner = (len(steps) if isinstance(steps, list) else 0, "one per logged step")
+                for direction, table in _items(anatomy):
+                    for key, values in _items(table) if direction != "steps" else []:
+                        yield f"runs.{encoder}.{loss}.anatomy.{direction}.{key}", values, inner
 
 
 def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:

@@ -209,8 +209,24 @@ def _write(folder, name, text):
          r"'.*gradient_anatomy.json' is not the JSON of gradlab study anatomy: it lacks settings"),
         (lambda tmp: _write(tmp / "cut", "p_vs_batch_size.json", '{"batch_sizes": [8,'),
          r"'.*p_vs_batch_size.json' is not JSON \(Expecting value, line 1\)"),
+        # hand-merged JSON (seeds of two machines) ended in a traceback from the figure
+        (lambda tmp: _write(tmp / "two_seeds", "p_vs_batch_size.json",
+                            json.dumps(_rising_measurement([[0.3, 0.4]] * 2))),
+         r"'.*p_vs_batch_size.json' is not the JSON of gradlab study p-vs-batch-size: "
+         r"settings.trained_at_m.P must hold one entry per seed of \[0, 1, 2\] of 2 values "
+         r"\(one per batch size\); got \[\[0.3, 0.4\], \[0.3, 0.4\]\]"),
+        (lambda tmp: _write(tmp / "one_size", "p_vs_batch_size.json",
+                            json.dumps(_rising_measurement([[0.3]] * 3))),
+         r"settings.trained_at_m.P must hold one entry per seed of \[0, 1, 2\] of 2 values"),
+        (lambda tmp: _write(tmp / "losses", "loss_comparison_m8.json", json.dumps(
+            {"settings": {"batch_size": 8, "classes_per_batch": 2, "steps": 3, "data": "d",
+                          "model": "m", "test_data": "t"},
+             "seeds": [0, 1], "before": {"MAP@R": [0.1]}, "losses": {}})),
+         r"'.*loss_comparison_m8.json' is not the JSON of gradlab study losses: before.MAP@R "
+         r"must hold one entry per seed of \[0, 1\]; got \[0.1\]"),
     ],
-    ids=["missing", "no-study-json", "wrong-schema", "wrong-settings", "not-an-object", "cut"],
+    ids=["missing", "no-study-json", "wrong-schema", "wrong-settings", "not-an-object", "cut",
+         "seeds-merged", "row-short", "losses-seeds"],
 )
 def test_bad_studies_are_one_line_and_exit_code_2_before_any_work(tmp_path, capsys, make,
                                                                   message):  # fmt: skip
