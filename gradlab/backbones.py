@@ -19,6 +19,7 @@ timm's ``pretrained_cfg["classifier"]``), which an ImageNet checkpoint holds, ar
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
 import torch
@@ -140,8 +141,6 @@ def _torchvision(name: str) -> tuple[nn.Module, str]:
 
 
 def _user_function(module_name: str, function_name: str, spec: str) -> nn.Module:
-    import inspect
-
     if not module_name:
         raise GradlabError(f"backbone {spec!r} names no module before the colon "
                            "('module:function', e.g. 'gradlab.backbones:tiny_resnet')")  # fmt: skip
