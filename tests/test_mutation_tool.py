@@ -5,12 +5,15 @@ again, and the driver must pick that function only; the records it merges are ch
 counts written out by hand. No mutmut run: the selection is what is tested.
 """
 
+import fnmatch
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tools.mutation import (
+    GROUPS,
     changed_functions,
     committed_hashes,
     function_hashes,
@@ -281,3 +284,14 @@ def test_a_recheck_maps_the_tests_again_and_names_the_undetected_mutants(reposit
     config = (scratch / "pyproject.toml").read_text()
     assert "old = 1" not in config and config.count("[tool.mutmut]") == 1
     assert '"pkg/tiny.py"' in config and '"tests/test_tiny.py"' in config
+
+
+def test_every_module_of_the_package_is_in_a_group():
+    # a module left out of every group is never mutated, and the scores would not say so
+    globs = [pattern for paths, _ in GROUPS.values() for pattern in paths]
+    root = Path(__file__).resolve().parents[1]
+    modules = sorted(path.relative_to(root).as_posix()
+                     for path in (root / "gradlab").rglob("*.py")
+                     if path.name not in ("__init__.py", "__main__.py", "_version.py"))  # fmt: skip
+    assert len(modules) > 100
+    assert [m for m in modules if not any(fnmatch.fnmatch(m, g) for g in globs)] == []
