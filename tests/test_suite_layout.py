@@ -20,7 +20,6 @@ TESTS = Path(__file__).resolve().parent
 PRIVATE_STILL_USED = {
     "monitor/test_fast_paths.py": {"gradlab.monitor.batch._order_key",
                                    "gradlab.monitor.batch._KEYED_SORT_FROM"},
-    "monitor/test_lock_claims.py": {"lock._read", "lock._pid_alive"},
     "monitor/test_values.py": {"gradlab.monitor.quantities._summaries"},
     # study internals reached by the mutation tests of their groups: a device stand-in for the
     # backbone's accuracy, the recall of one direction, the worded trend at its 0.01 boundary,

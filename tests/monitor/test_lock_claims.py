@@ -2,9 +2,9 @@
 
 No Monitor and no training here (tests/monitor/test_lock.py covers the Monitor's use of the lock):
 a live process of someone else is a ``sleep`` child, a dead one a reaped ``true`` child, and a
-rival process acting in a race window is played by a wrapper around the lock's liveness check,
-so every race runs the same way each time. The lock file format (host, pid, token as JSON) is the
-one documented in :mod:`gradlab.monitor.lock`.
+rival process acting in a race window is played by a wrapper around ``os.kill`` (the liveness
+check, signal 0), so every race runs the same way each time. The lock file format (host, pid,
+token as JSON) is the one documented in :mod:`gradlab.monitor.lock`.
 """
 
 import errno
@@ -20,7 +20,6 @@ from pathlib import Path
 import pytest
 
 from gradlab import GradlabError
-from gradlab.monitor import lock
 from gradlab.monitor.lock import LOCK_NAME, acquire, holder, refuse_if_in_use, release
 
 ADVICE = (
@@ -191,34 +190,42 @@ def test_release_removes_only_the_lock_made_with_its_token(tmp_path, live_pid):
 
 
 def test_release_tolerates_the_lock_vanishing_while_it_checks(tmp_path, monkeypatch):
-    """The lock deleted by hand between release's read and its removal: nothing to fail on."""
+    """The lock deleted by hand between release's read and its removal: nothing to fail on.
+    (Played by a read of the lock file that deletes it once its bytes are read.)"""
     token = acquire(tmp_path)
-    real_read = lock._read
+    real_read_bytes = Path.read_bytes
 
-    def read_then_vanish(path: Path) -> dict | None:
-        content = real_read(path)
-        path.unlink()
+    def read_then_vanish(path: Path) -> bytes:
+        content = real_read_bytes(path)
+        if path.name == LOCK_NAME:
+            path.unlink()
         return content
 
-    monkeypatch.setattr(lock, "_read", read_then_vanish)
+    monkeypatch.setattr(Path, "read_bytes", read_then_vanish)
     release(tmp_path, token)
     assert not (tmp_path / LOCK_NAME).exists()
 
 
 def rival_after_judgement(monkeypatch, act) -> list[int]:
     """Let a rival process ``act`` right after this process judged a recorded pid's liveness (the
-    window between reading a stale lock and removing it); returns the pids judged."""
+    window between reading a stale lock and removing it): the liveness check, ``kill(pid, 0)``,
+    finds no such process and the rival acts before the answer comes back. Returns the pids
+    judged."""
     judged = []
-    real_pid_alive = lock._pid_alive
+    real_kill = os.kill
 
-    def judge_then_rival_acts(pid: int) -> bool:
-        alive = real_pid_alive(pid)
+    def judge_then_rival_acts(pid: int, signal: int) -> None:
+        if signal != 0:  # a real signal (the fixtures' clean-up): not a judgement
+            real_kill(pid, signal)
+            return
         judged.append(pid)
-        if not alive:
+        try:
+            real_kill(pid, signal)
+        except ProcessLookupError:
             act()
-        return alive
+            raise
 
-    monkeypatch.setattr(lock, "_pid_alive", judge_then_rival_acts)
+    monkeypatch.setattr(os, "kill", judge_then_rival_acts)
     return judged
 
 
