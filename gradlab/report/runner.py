@@ -248,7 +248,7 @@ def _side_by_side(names: list[str], run: Callable[[int, str], object]) -> list:
                            else _StoppedError)  # fmt: skip
         for thread in threads:
             if thread.ident is not None:  # started
-                thread.join(timeout=_STOP_SECONDS)
+                thread.join(timeout=STOP_SECONDS)
         raise
     return outcomes
 
@@ -257,8 +257,10 @@ class _StoppedError(Exception):
     """Raised in a section's thread when another section failed."""
 
 
-_STOP_SECONDS = 10.0
-"""The longest the report waits for one interrupted section to unwind."""
+STOP_SECONDS = 10.0
+"""The longest the report waits for one interrupted section to unwind before it raises the
+failure (or Ctrl-C) that stopped the sections: a section stuck in a long C call is left
+behind."""
 
 
 def _interrupt(thread: threading.Thread, error: type[BaseException]) -> None:

@@ -547,7 +547,7 @@ def test_side_by_side_a_section_that_does_not_stop_is_left_behind(
     log: list = []
     seen: list = []
     let_go = threading.Event()
-    monkeypatch.setattr(runner, "_STOP_SECONDS", 0.2)  # the longest the report waits for it
+    monkeypatch.setattr(runner, "STOP_SECONDS", 0.2)  # the longest the report waits for it
     monkeypatch.setattr(runner, "SECTIONS", {
         "signalling": _signalling(log, seen, after=let_go), "never": _section("never", log),
     })  # fmt: skip
