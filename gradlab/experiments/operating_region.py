@@ -155,7 +155,7 @@ def p_against_batch_size(quick: bool = False, tau: float = 0.01, eps: float = 0.
         "epochs": epochs,
         "fixed_model": fixed,
         "trained_per_batch_size": trained_rows,
-        "conclusion": _conclusion(fixed, trained_rows),
+        "conclusion": batch_size_conclusion(fixed, trained_rows),
     }
 
 
@@ -237,8 +237,38 @@ def _change(rows: list[dict], key: str) -> str:
     )
 
 
-def _conclusion(fixed: dict, trained_rows: list[dict]) -> str:
-    """A plain statement of what the measurements show, built from the numbers themselves."""
+def batch_size_conclusion(fixed: dict, trained_rows: list[dict]) -> str:
+    """The conclusion of :func:`p_against_batch_size`, worded from its own numbers.
+
+    Each trend is read from the first and last row (the smallest and largest ``m``): a change
+    of at least 0.01 "rises" or "falls", a smaller one "stays near" the last value. The paper's
+    P is Eq. 1 of Brown et al. (2020), which counts the diagonal and the query's self-score.
+
+    Args:
+        fixed: the ``fixed_model`` rows of :func:`p_against_batch_size` by model and sampling
+            (``untrained_uniform``, ``trained_uniform``, ``trained_class_balanced``), each row
+            with ``batch_size``, ``p_seed_definition``, ``p_without_query`` and (uniform ones)
+            ``sampling_only_prediction``.
+        trained_rows: its ``trained_per_batch_size`` rows (``batch_size``,
+            ``p_seed_definition``, ``p_without_query``, ``score_spread``).
+
+    Returns:
+        One paragraph: the fixed models' trends, the trained models' trends, what they mean.
+
+    Example:
+        >>> def rows(first, last):
+        ...     return [{"batch_size": m, "p_seed_definition": p, "sampling_only_prediction": p,
+        ...              "p_without_query": 0.1, "score_spread": 0.3}
+        ...             for m, p in ((16, first), (32, last))]
+        >>> fixed = dict.fromkeys(("untrained_uniform", "trained_uniform",
+        ...                        "trained_class_balanced"), rows(0.2, 0.2))
+        >>> trained = batch_size_conclusion(fixed, rows(0.0, 0.01)).split("One model")[1]
+        >>> trained[trained.index("the paper's P"):trained.index(" and P")]
+        "the paper's P rises from 0.000 (m=16) to 0.010 (m=32)"
+        >>> trained = batch_size_conclusion(fixed, rows(0.0, 0.0099)).split("One model")[1]
+        >>> trained[trained.index("the paper's P"):trained.index(" and P")]
+        "the paper's P stays near 0.010 (0.000 at m=16, 0.010 at m=32)"
+    """
     parts = []
     for name in ("untrained_uniform", "trained_uniform"):
         rows = fixed[name]

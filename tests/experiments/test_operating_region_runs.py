@@ -266,11 +266,11 @@ def test_a_change_of_0_01_is_a_rise_and_a_smaller_one_stays_near():
     fixed = {name: rows(0.2, 0.2) for name in ("untrained_uniform", "trained_uniform",
                                                "trained_class_balanced")}  # fmt: skip
     # 0.01 - 0.0 is exactly 0.01 in binary floating point: the smallest change called one
-    worded = study._conclusion(fixed, rows(0.0, 0.01))
+    worded = study.batch_size_conclusion(fixed, rows(0.0, 0.01))
     assert "the paper's P rises from 0.000 (m=16) to 0.010 (m=32) and" in worded
-    worded = study._conclusion(fixed, rows(0.0, -0.01))
+    worded = study.batch_size_conclusion(fixed, rows(0.0, -0.01))
     assert "the paper's P falls from 0.000 (m=16) to -0.010 (m=32) and" in worded
-    worded = study._conclusion(fixed, rows(0.0, 0.0099))
+    worded = study.batch_size_conclusion(fixed, rows(0.0, 0.0099))
     assert "the paper's P stays near 0.010 (0.000 at m=16, 0.010 at m=32) and" in worded
 
 
