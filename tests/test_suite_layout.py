@@ -21,10 +21,6 @@ PRIVATE_STILL_USED = {
     "monitor/test_fast_paths.py": {"gradlab.monitor.batch._order_key",
                                    "gradlab.monitor.batch._KEYED_SORT_FROM"},
     "monitor/test_values.py": {"gradlab.monitor.quantities._summaries"},
-    # study internals reached by the mutation tests of their groups: a device stand-in for the
-    # backbone's accuracy, the recall of one direction
-    "experiments/test_digit_scenes_runs.py": {"digit_scenes._backbone_accuracy",
-                                              "digit_scenes._evaluate"},
 }  # fmt: skip
 """Test file -> the private gradlab names it still uses (to be replaced by public inputs or
 public reference modules by the owners of those modules)."""

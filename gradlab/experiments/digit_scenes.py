@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
@@ -223,7 +224,43 @@ def geometry_record(images: torch.Tensor, captions: torch.Tensor, scores: torch.
     ])  # fmt: skip
 
 
-def _evaluate(kind, image_encoder, caption_encoder, features, tokens) -> dict[str, float]:
+def scene_recall(
+    kind: str,
+    image_encoder: torch.nn.Module,
+    caption_encoder: torch.nn.Module,
+    features: dict[str, torch.Tensor],
+    tokens: torch.Tensor,
+) -> dict[str, float]:
+    """Recall@K of trained encoders on scenes in both directions, and rsum: the evaluation of
+    Bleeker & de Rijke (2022), as in VSE++ (Faghri et al., 2018).
+
+    Every image is scored against every caption (cosines of the unit embeddings); an image's
+    positives are its own captions, a caption's its own image. rsum is the sum of the six
+    recalls in percent.
+
+    Args:
+        kind: ``"VSE++"`` (``image_encoder`` reads ``features["global"]``) or ``"VSRN"``
+            (``features["regions"]`` and ``features["counts"]``).
+        image_encoder: the trained image encoder of ``kind``.
+        caption_encoder: the trained caption encoder (token rows -> unit embeddings).
+        features: :func:`scene_features` of the scenes (standardised as in training).
+        tokens: ``[N, captions per image, length]`` the scenes' captions.
+
+    Returns:
+        ``{"i2t_R@1": ..., "i2t_R@5", "i2t_R@10", "t2i_R@1", ..., "rsum"}`` (K in :data:`KS`).
+
+    Example:
+        >>> from gradlab.models import CaptionGRU, GlobalImageProjection
+        >>> _ = torch.manual_seed(0)
+        >>> features = {"global": torch.randn(4, 12)}
+        >>> tokens = torch.randint(1, len(vocabulary()), (4, 5, 6))  # 4 scenes, 5 captions each
+        >>> recall = scene_recall("VSE++", GlobalImageProjection(12, 8),
+        ...                       CaptionGRU(len(vocabulary()), 8), features, tokens)
+        >>> list(recall)
+        ['i2t_R@1', 'i2t_R@5', 'i2t_R@10', 't2i_R@1', 't2i_R@5', 't2i_R@10', 'rsum']
+        >>> recall["t2i_R@5"], recall["t2i_R@10"]  # a caption's image: always among 4 images
+        (1.0, 1.0)
+    """
     with torch.no_grad():
         images = _encode_images(kind, image_encoder, features, slice(None))
         captions = caption_encoder(tokens.reshape(-1, tokens.shape[-1]))
@@ -367,7 +404,7 @@ def _seed_setup(quick: bool, seed: int, device: str) -> tuple:
     test = load_digit_scenes(config["test_scenes"], "test", seed=seed)
     pools = digit_pools(torch.Generator().manual_seed(seed))
     backbone = _pretrained_backbone(pools, seed, device)
-    accuracy = _backbone_accuracy(backbone, pools[1], device)
+    accuracy = backbone_accuracy(backbone, pools[1], device)
     train_features, test_features = standardise_global(
         scene_features(backbone, train), scene_features(backbone, test)
     )
@@ -404,7 +441,7 @@ def _scene_run(quick, seed, device, kind, name, tau, setup) -> tuple:
         kind, name, initial, train_features, train_tokens, batches,
         config["log_every"], config["lr"], tau,
     )  # fmt: skip
-    recall = _evaluate(kind, image_encoder, caption_encoder, test_features, test_tokens)
+    recall = scene_recall(kind, image_encoder, caption_encoder, test_features, test_tokens)
     return recall, history, steps, anatomy, geometry
 
 
@@ -443,7 +480,32 @@ def _pretrained_backbone(pools, seed: int, device: str) -> DigitBackbone:
     return pretrain_digit_backbone(images, labels, seed=seed)
 
 
-def _backbone_accuracy(backbone: DigitBackbone, test_pools, device: str) -> float:
+def backbone_accuracy(
+    backbone: torch.nn.Module, test_pools: Sequence[torch.Tensor], device: str
+) -> float:
+    """The digit classifier's accuracy on held-out digits, computed on ``device``.
+
+    Args:
+        backbone: a classifier of ``[n, 1, 8, 8]`` digits into ``[n, 10]`` logits (the
+            pre-trained :class:`gradlab.models.DigitBackbone`), on ``device``.
+        test_pools: per digit value 0-9, a ``[n_v, 8, 8]`` tensor of its held-out images (the
+            test pools of :func:`gradlab.data.digit_strings.digit_pools`).
+        device: where the digits are classified; only the accuracy is read back.
+
+    Returns:
+        The share of the pooled digits whose largest logit is their value.
+
+    Example:
+        >>> pools = [torch.full((3, 8, 8), value / 10) for value in range(10)]
+        >>> class ReadsTheInk(torch.nn.Module):  # the class nearest to the mean pixel x 10
+        ...     def forward(self, digits):
+        ...         ink = digits.mean(dim=(1, 2, 3)).unsqueeze(1) * 10
+        ...         return -(ink - torch.arange(10)) ** 2
+        >>> backbone_accuracy(ReadsTheInk(), pools, "cpu")
+        1.0
+        >>> backbone_accuracy(ReadsTheInk(), [pools[1]] * 10, "cpu")  # every digit read as a 1
+        0.1
+    """
     images = torch.cat(test_pools).to(device).reshape(-1, 1, 8, 8)
     labels = torch.cat([torch.full((len(p),), v) for v, p in enumerate(test_pools)]).to(device)
     with torch.no_grad():

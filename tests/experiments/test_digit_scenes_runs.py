@@ -386,7 +386,7 @@ def _mean_captions(seen):
 def test_the_encoders_train_on_the_studys_device_and_a_failure_names_the_task(monkeypatch):
     seen = {}
     _on_meta(monkeypatch, seen)
-    monkeypatch.setattr(digit_scenes, "_backbone_accuracy", lambda *args: 0.5)  # no read
+    monkeypatch.setattr(digit_scenes, "backbone_accuracy", lambda *args: 0.5)  # no read
     monkeypatch.setattr(digit_scenes, "CaptionGRU", _mean_captions(seen))
 
     def loss(scores, positives):
@@ -412,7 +412,9 @@ def test_recall_reads_a_relevance_mask_made_on_the_scores_device():
     tokens = torch.randint(1, len(vocabulary()), (6, 5, 4))
     image_encoder, caption_encoder = GlobalImageProjection(12, 8), CaptionGRU(len(vocabulary()), 8)
     assert_unchanged_under_another_default_device(
-        lambda: digit_scenes._evaluate("VSE++", image_encoder, caption_encoder, features, tokens),
+        lambda: digit_scenes.scene_recall(
+            "VSE++", image_encoder, caption_encoder, features, tokens
+        ),
         torch.device("cpu"),
     )
 
