@@ -20,7 +20,6 @@ TESTS = Path(__file__).resolve().parent
 PRIVATE_STILL_USED = {
     "monitor/test_fast_paths.py": {"gradlab.monitor.batch._order_key",
                                    "gradlab.monitor.batch._KEYED_SORT_FROM"},
-    "monitor/test_values.py": {"gradlab.monitor.quantities._summaries"},
 }  # fmt: skip
 """Test file -> the private gradlab names it still uses (to be replaced by public inputs or
 public reference modules by the owners of those modules)."""

@@ -12,7 +12,8 @@ watched loss is read), :mod:`~gradlab.monitor.batch` (the step's shared values),
 A quantity of your own subclasses :class:`Quantity`, declares ``needs`` (names of
 :data:`NEEDS`), ``keys`` and, to be drawn by ``gradlab plot``, ``plots`` (and
 ``warns_if_not_finite = True`` to be told when it logs NaN on finite input); pass an instance
-in ``Monitor(quantities=[...])``. Nothing else changes:
+in ``Monitor(quantities=[...])``; :func:`row_summaries` summarises per-query values as
+gradlab's own quantities do (mean and 10/50/90 % quantiles). Nothing else changes:
 
     >>> import tempfile, torch, gradlab
     >>> class ScoreSpread(Quantity):
@@ -56,6 +57,7 @@ from gradlab.monitor.quantities import (
     OperatingRegion,
     RelaxationGap,
     WeightedGradientCounts,
+    row_summaries,
 )
 from gradlab.monitor.quantity import NEEDS, Plot, Quantity
 from gradlab.monitor.schedules import default_schedule, dense_warmup, every, log_spaced, never
@@ -112,4 +114,5 @@ __all__ = [
     "never",
     "read_jsonl",
     "read_segments",
+    "row_summaries",
 ]

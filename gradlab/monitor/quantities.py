@@ -17,6 +17,7 @@ SmoothAP loss's scores and ranks when it recorded them.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import torch
 
@@ -31,9 +32,31 @@ from gradlab.monitor.schedules import Schedule
 from gradlab.validation import skip_value_checks
 
 
-def _summaries(prefixes: list[str], rows: torch.Tensor) -> Values:
-    """Mean and 10/50/90% quantiles of the finite entries of each row of ``rows`` ``[k, n]``
-    (NaN where none), keys ``prefix_mean``, ``prefix_q10``, ...: one pass, no host sync."""
+def row_summaries(prefixes: Sequence[str], rows: torch.Tensor) -> Values:
+    """Mean and 10/50/90 % quantiles of the finite entries of each row: per-query values
+    summarised as gradlab's own quantities log them (a quantity of your own may return them).
+
+    NaN and infinities are left out (an undefined query's NaN, an overflow); a row with no
+    finite entry gives NaN. The quantiles interpolate linearly between the sorted entries
+    (definition 7 of Hyndman & Fan, 1996, as ``torch.quantile``). Computed in float64 on the
+    rows' device in one pass, nothing read back to the host.
+
+    Args:
+        prefixes: one name per row of ``rows``.
+        rows: ``[k, n]`` values, a row per prefix.
+
+    Returns:
+        0-d float64 tensors keyed ``{prefix}_mean``, ``{prefix}_q10``, ``{prefix}_q50`` and
+        ``{prefix}_q90``, prefix by prefix.
+
+    Example:
+        >>> rows = torch.tensor([[1.0, 2.0, 3.0, math.nan, math.inf], [math.nan] * 5])
+        >>> values = row_summaries(["first", "undefined"], rows)
+        >>> list(values)[:4]
+        ['first_mean', 'first_q10', 'first_q50', 'first_q90']
+        >>> [round(float(value), 6) for value in values.values()]  # the NaN and inf left out
+        [2.0, 1.2, 2.0, 2.8, nan, nan, nan, nan]
+    """
     finite = torch.isfinite(rows)
     rows = rows.to(torch.float64)
     means = torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)  # 0 / 0 = NaN
@@ -203,7 +226,7 @@ class Decomposition(Quantity):
         # rows scaled by their largest entry (terms in a sigmoid tail square to 0 otherwise).
         norms = term_norms(terms.ad_term, terms.cb_term)
         keys = ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
-        return _summaries([f"decomposition_{key}" for key in keys],
+        return row_summaries([f"decomposition_{key}" for key in keys],
                           torch.stack([norms[key] for key in keys]))  # fmt: skip
 
 

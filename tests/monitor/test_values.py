@@ -29,6 +29,7 @@ from gradlab.monitor import (
     RelaxationGap,
     adapters,
     every,
+    row_summaries,
 )
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView
@@ -63,19 +64,17 @@ def _compute(quantity, batch):
 
 
 def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90quantiles():
-    from gradlab.monitor.quantities import _summaries
-
     finite = [0.3, -1.2, 4.0, 2.5, 0.0, 7.25, -0.5, 1.0, 3.3, 9.0, 0.1]
     row = [*finite[:4], math.nan, *finite[4:8], math.inf, -math.inf, *finite[8:]]
     second = [5.0, math.nan, math.nan]
     rows = torch.tensor([row, [*second, *[math.nan] * 11]], dtype=torch.float64)
-    values = _summaries(["first", "second"], rows)
+    values = row_summaries(["first", "second"], rows)
     got = {key: value.item() for key, value in values.items()}
     for prefix, kept in (("first", finite), ("second", [5.0])):
         assert got[f"{prefix}_mean"] == pytest.approx(_fsum_mean(kept), rel=1e-15)
         for name, expected in zip(("q10", "q50", "q90"), quantiles(kept), strict=True):
             assert got[f"{prefix}_{name}"] == pytest.approx(expected, rel=1e-15), (prefix, name)
-    empty = _summaries(["none"], torch.full((1, 4), math.nan))
+    empty = row_summaries(["none"], torch.full((1, 4), math.nan))
     assert all(math.isnan(value.item()) for value in empty.values())
 
 
@@ -488,7 +487,6 @@ def test_sync_free_quantities_compute_on_the_embeddings_device():
     """The meta device stands in for an accelerator (no GPU here): a tensor made on the CPU by
     mistake (a dropped ``device=``) fails to mix with it or shows in the values' device."""
     from gradlab.monitor import DegenerateBatches
-    from gradlab.monitor.quantities import _summaries
     from gradlab.validation import skip_value_checks
 
     embeddings = _random((12, 4), 18).to("meta")
@@ -499,7 +497,7 @@ def test_sync_free_quantities_compute_on_the_embeddings_device():
                   GradientCounts(), DegenerateBatches()]  # fmt: skip
     with torch.no_grad(), skip_value_checks():
         values = {k: v for q in quantities for k, v in q.compute(batch).items()}
-        values.update(_summaries(["rows"], torch.randn(1, 5).to("meta")))
+        values.update(row_summaries(["rows"], torch.randn(1, 5).to("meta")))
     assert len(values) > 15
     assert {value.device.type for value in values.values()} == {"meta"}
 
