@@ -502,7 +502,7 @@ class BatchView:
         negated = -self.scores
         stable = self.ties_by_column
         # Integer keys pay back their few extra ops on large batches only.
-        key = _order_key(negated) if negated.numel() >= _KEYED_SORT_FROM else None
+        key = float_order_keys(negated) if negated.numel() >= KEYED_SORT_FROM else None
         if key is None:
             return tuple(negated.sort(dim=1, stable=stable))
         order = key.sort(dim=1, stable=stable).indices
@@ -559,7 +559,7 @@ class BatchView:
             ordered = self.negated_sorted  # s_j < a + w  <=>  -s_j > (-a) - w
             into = self.buffer(f"upper {width}", ordered.shape, torch.int32)
             keys = self._cache.get("sorted keys")
-            if keys is not None and ordered.numel() >= _KEYED_SORT_FROM:  # integers: ~20 % faster
+            if keys is not None and ordered.numel() >= KEYED_SORT_FROM:  # integers: ~20 % faster
                 needles = _float_keys(self._shifted(width), self.buffer)
                 below = _search_rows(keys, needles, side="right", out=into)
             else:
@@ -747,16 +747,42 @@ _KEPT_FROM = 1 << 14
 """Buffers of at least this many entries come from the workspace (smaller ones cost no page
 faults: the allocator's heap serves them again)."""
 
-_KEYED_SORT_FROM = 1 << 16
-"""Score matrices with at least this many entries are sorted by integer keys (B >= 256)."""
+KEYED_SORT_FROM = 1 << 16
+"""Score matrices of at least this many entries (B >= 256 in-batch) are sorted by integer keys
+(:func:`float_order_keys`), and on a CPU searched by them, row by row: the same order and
+counts as the floats', faster; smaller ones sort and search the floats."""
 
 _KEY_TYPES = {torch.float32: (torch.int32, 0x7FFFFFFF), torch.float64: (torch.int64, 2**63 - 1)}
 
 
-def _order_key(values: torch.Tensor) -> torch.Tensor | None:
-    """Integers in the order of the floats ``values`` (float32 / float64, else None): equal
-    exactly for equal floats (``-0.0`` made ``+0.0``), NaN last as in ``torch.sort``. A CPU
-    sorts them about 1.3-1.5x faster than the floats, in the same (stable) order."""
+def float_order_keys(values: torch.Tensor) -> torch.Tensor | None:
+    """Integers in the order of the floats ``values``: a (stable) sort of the keys is the sort
+    of the floats, and a CPU sorts them about 1.3-1.5x faster.
+
+    Floats of one sign order as their bits read as integers; a negative float's other bits
+    are flipped so that the negatives run the other way. That is IEEE 754's ``totalOrder``
+    (IEEE 754-2008, Sec. 5.10) except where ``torch.sort`` differs from it: ``-0.0`` and
+    ``+0.0`` get one key (they tie), and every NaN, whatever its sign, the largest key (last).
+    Equal floats get equal keys.
+
+    Args:
+        values: a float32 or float64 tensor, any shape, on any device.
+
+    Returns:
+        int32 keys for float32, int64 for float64, of ``values``' shape; None for other
+        dtypes (sort those floats themselves).
+
+    Example:
+        >>> nan, inf = float("nan"), float("inf")
+        >>> values = torch.tensor([0.5, -2.0, -0.0, nan, 0.0, -inf, -nan])
+        >>> keys = float_order_keys(values)
+        >>> keys.dtype, bool(keys[2] == keys[4]), bool(keys[3] == keys[6])  # -0 ties +0
+        (torch.int32, True, True)
+        >>> torch.equal(keys.sort(stable=True).indices, values.sort(stable=True).indices)
+        True
+        >>> float_order_keys(values.half()) is None
+        True
+    """
     if values.dtype not in _KEY_TYPES:
         return None
     integer, magnitude = _KEY_TYPES[values.dtype]
@@ -771,14 +797,14 @@ def _sorted_rows_on_cpu(
     """``(-scores).sort(dim=1, stable=True)`` of a float32 CPU matrix, 2-3x faster (same result),
     and the sorted rows' int32 order keys (the floats' order, as :func:`_float_keys` maps them).
 
-    Each entry becomes one int64 ``(order key << 32) | column`` (the key of :func:`_order_key`):
-    distinct, so NumPy's sort of the rows (vectorised on CPUs that have it; torch's CPU sort is
-    not) leaves them in the stable order, and the sorted keys and columns are read back from
-    the halves, the floats from the keys. The floats come back bit for bit, except that
-    ``-0.0`` comes back as ``+0.0`` (they tie, and every count and difference taken of the
-    sorted rows is the same for both) and a NaN as the NaN ``0x7FFFFFFF``. Every pass writes
-    into the buffers ``buffer(name, shape, dtype)`` gives (:meth:`BatchView.buffer`): a fresh
-    ``[Q, C]`` temporary costs page faults.
+    Each entry becomes one int64 ``(order key << 32) | column`` (the key of
+    :func:`float_order_keys`): distinct, so NumPy's sort of the rows (vectorised on CPUs that
+    have it; torch's CPU sort is not) leaves them in the stable order, and the sorted keys and
+    columns are read back from the halves, the floats from the keys. The floats come back bit
+    for bit, except that ``-0.0`` comes back as ``+0.0`` (they tie, and every count and
+    difference taken of the sorted rows is the same for both) and a NaN as the NaN
+    ``0x7FFFFFFF``. Every pass writes into the buffers ``buffer(name, shape, dtype)`` gives
+    (:meth:`BatchView.buffer`): a fresh ``[Q, C]`` temporary costs page faults.
     """
     rows, columns = scores.shape
     shape = (rows, columns)
@@ -821,9 +847,10 @@ def _flip_into(key: np.ndarray, spare: np.ndarray, out: np.ndarray) -> None:
 
 
 def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
-    """int32 keys in the order of the float32 CPU tensor ``values`` (:func:`_order_key`'s map):
-    for floats without ``-0.0`` whose NaNs are the NaN ``0x7FFFFFFF`` (the sorted rows and
-    their shifts) ``a <= b`` exactly when ``key(a) <= key(b)``, as NumPy compares floats."""
+    """int32 keys in the order of the float32 CPU tensor ``values`` (the map of
+    :func:`float_order_keys`): for floats without ``-0.0`` whose NaNs are the NaN
+    ``0x7FFFFFFF`` (the sorted rows and their shifts) ``a <= b`` exactly when
+    ``key(a) <= key(b)``, as NumPy compares floats."""
     keys = buffer("float keys", tuple(values.shape), torch.int32)
     spare = np.from_dlpack(buffer("sort_spare", tuple(values.shape), torch.int32))
     _flip_into(np.from_dlpack(values.detach()).view(np.int32), spare, np.from_dlpack(keys))
@@ -862,7 +889,7 @@ def _search_rows(
     previous needle's position when the needles ascend (they do here): about 1.5x faster.
     """
     if ordered.device.type != "cpu" or ordered.dtype not in (torch.float32, torch.int32) or (
-        ordered.numel() < _KEYED_SORT_FROM
+        ordered.numel() < KEYED_SORT_FROM
     ):
         return torch.searchsorted(ordered, needles, side=side)
     # int32 (a row holds fewer than 2^31 entries): half the memory of the step's largest cache

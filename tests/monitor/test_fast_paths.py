@@ -16,7 +16,7 @@ import torch
 
 from gradlab.functional import drop_diagonal, tie_aware_ap
 from gradlab.monitor import RelaxationGap
-from gradlab.monitor.batch import BatchView, Workspace
+from gradlab.monitor.batch import KEYED_SORT_FROM, BatchView, Workspace, float_order_keys
 
 TAU = 0.05
 
@@ -132,8 +132,6 @@ def test_anatomy_from_the_shared_sort_equals_gradient_anatomy(tied, with_candida
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_integer_sort_keys_order_as_the_floats_with_ties_signed_zeros_and_nan(dtype):
     """The step's sort runs on integer keys: same stable order as sorting the floats."""
-    from gradlab.monitor.batch import _order_key
-
     generator = torch.Generator().manual_seed(2)
     values = (torch.randn(6, 50, generator=generator, dtype=dtype) * 4).round() / 4  # ties
     values[:, :4] = torch.tensor([0.0, -0.0, 0.0, -0.0], dtype=dtype)  # signed zeros tie
@@ -142,8 +140,8 @@ def test_integer_sort_keys_order_as_the_floats_with_ties_signed_zeros_and_nan(dt
     values[3, 11] = math.nan
     values[4, 13] = -math.nan  # a NaN with its sign bit set sorts last too
     expected = values.sort(dim=1, stable=True).indices
-    assert torch.equal(_order_key(values).sort(dim=1, stable=True).indices, expected)
-    assert _order_key(values.half()) is None  # other dtypes: the floats are sorted
+    assert torch.equal(float_order_keys(values).sort(dim=1, stable=True).indices, expected)
+    assert float_order_keys(values.half()) is None  # other dtypes: the floats are sorted
 
 
 def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
@@ -178,16 +176,23 @@ def test_one_group_of_every_query_skips_indexing_and_matches_the_loops():
         assert got["smooth_ap"] == pytest.approx(mean(loops["smooth"]), rel=1e-12)
 
 
-def test_large_score_matrices_sort_by_keys_into_the_same_order():
-    from gradlab.monitor.batch import _KEYED_SORT_FROM
-
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_large_score_matrices_sort_by_keys_into_the_same_order(dtype):
+    """float32 takes the CPU's NumPy sort of combined keys, float64 torch's sort of the
+    integer keys; both with ties, signed zeros (tied), infinities and NaN (last)."""
     generator = torch.Generator().manual_seed(8)
-    size = int(_KEYED_SORT_FROM**0.5) + 4  # above the threshold: the keyed sort runs
-    scores = (torch.randn(size, size, generator=generator) * 8).round() / 8  # many ties
+    size = int(KEYED_SORT_FROM**0.5) + 4  # above the threshold: the keyed sort runs
+    scores = (torch.randn(size, size, generator=generator, dtype=dtype) * 8).round() / 8  # ties
+    scores[:, :4] = torch.tensor([0.0, -0.0, 0.0, -0.0], dtype=dtype)
+    scores[1, 7], scores[2, 9] = math.inf, -math.inf
+    scores[3, 11], scores[4, 13] = math.nan, -math.nan  # a NaN with its sign bit set too
     batch = _score_batch(scores)
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
-    assert torch.equal(batch.negated_sorted, expected.values)
+    got = batch.negated_sorted
+    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
+    finite = ~torch.isnan(got)
+    assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
 
 
 @pytest.mark.parametrize("kind", ["random", "tied"])
@@ -235,12 +240,10 @@ def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort(transposed):
 
 @pytest.mark.parametrize("quantized", [False, True, "specials"])
 def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
-    """Score matrices of at least _KEYED_SORT_FROM entries are searched row by row by NumPy
+    """Score matrices of at least KEYED_SORT_FROM entries are searched row by row by NumPy
     (P's counts compare the floats' integer order keys): P's pair counts and every entry's
     count against the window test itself, also with signed zeros."""
-    from gradlab.monitor.batch import _KEYED_SORT_FROM
-
-    size = int(_KEYED_SORT_FROM**0.5) + 2
+    size = int(KEYED_SORT_FROM**0.5) + 2
     generator = torch.Generator().manual_seed(13)
     scores = torch.randn(size, size, generator=generator) * 0.3
     width = 0.25
