@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.functional import operating_region_width
 from gradlab.functional.diagnostics import term_norms
 from gradlab.functional.operating_region import operating_region_widths
@@ -49,6 +50,9 @@ def row_summaries(prefixes: Sequence[str], rows: torch.Tensor) -> Values:
         0-d float64 tensors keyed ``{prefix}_mean``, ``{prefix}_q10``, ``{prefix}_q50`` and
         ``{prefix}_q90``, prefix by prefix.
 
+    Raises:
+        GradlabError: ``rows`` is not ``[k, n]`` with one row per prefix.
+
     Example:
         >>> rows = torch.tensor([[1.0, 2.0, 3.0, math.nan, math.inf], [math.nan] * 5])
         >>> values = row_summaries(["first", "undefined"], rows)
@@ -57,6 +61,11 @@ def row_summaries(prefixes: Sequence[str], rows: torch.Tensor) -> Values:
         >>> [round(float(value), 6) for value in values.values()]  # the NaN and inf left out
         [2.0, 1.2, 2.0, 2.8, nan, nan, nan, nan]
     """
+    if rows.ndim != 2 or rows.shape[0] != len(prefixes):
+        raise GradlabError(
+            "row_summaries needs rows [k, n] with one row per prefix: got "
+            f"{len(prefixes)} prefixes and rows of shape {tuple(rows.shape)}"
+        )
     finite = torch.isfinite(rows)
     rows = rows.to(torch.float64)
     means = torch.where(finite, rows, 0.0).sum(dim=1) / finite.sum(dim=1)  # 0 / 0 = NaN

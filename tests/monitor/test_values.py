@@ -17,6 +17,7 @@ import torch
 from scipy.optimize import brentq
 
 import gradlab
+from gradlab import GradlabError
 from gradlab.functional.losses import recording
 from gradlab.monitor import (
     EmbeddingGradNorm,
@@ -76,6 +77,17 @@ def test_summaries_drop_nan_and_infinities_and_take_the_10_50_90quantiles():
             assert got[f"{prefix}_{name}"] == pytest.approx(expected, rel=1e-15), (prefix, name)
     empty = row_summaries(["none"], torch.full((1, 4), math.nan))
     assert all(math.isnan(value.item()) for value in empty.values())
+
+
+@pytest.mark.parametrize(("prefixes", "shape"), [(["a"], (2, 3)), (["a", "b", "c"], (2, 3)),
+                                                 (["a", "b", "c"], (3,))])  # fmt: skip
+def test_summaries_refuse_rows_that_are_not_one_per_prefix(prefixes, shape):
+    with pytest.raises(GradlabError) as refused:
+        row_summaries(prefixes, torch.zeros(shape))
+    assert str(refused.value) == (
+        "row_summaries needs rows [k, n] with one row per prefix: got "
+        f"{len(prefixes)} prefixes and rows of shape {shape}"
+    )
 
 
 # --- loss, embedding norms, gradient norms: a loss with a known gradient -----------------------
