@@ -615,3 +615,43 @@ def test_a_bad_losses_json_is_refused_naming_the_argument(tmp_path):
     assert str(refused.value) == (
         f"--studies: {str(tmp_path / 'loss_comparison_m8.json')!r} is not the JSON of gradlab "
         "study losses: it lacks seeds, before, losses")
+
+
+def _cut_recall(data):
+    data["runs"]["m = 8"]["SmoothAP"]["recall"]["MAP@R"] = [0.3]
+
+
+def _cut_step(data):
+    data["runs"]["m = 16"]["triplet"]["anatomy"]["in_batch"]["share_without_gradient"][1] = [0.0]
+
+
+def _one_seed_of_anatomy(data):
+    del data["runs"]["m = 16"]["triplet"]["anatomy"]["in_batch"]["hardest_10pct_share"][1]
+
+
+@pytest.mark.parametrize(
+    ("cut", "where", "rows", "got"),
+    [
+        (_cut_recall, "runs.m = 8.SmoothAP.recall.MAP@R", "", "[0.3]"),
+        (_cut_step, "runs.m = 16.triplet.anatomy.in_batch.share_without_gradient",
+         " of 3 values (one per logged step)", "[[0.0, 0.1, 0.2], [0.0]]"),
+        (_one_seed_of_anatomy, "runs.m = 16.triplet.anatomy.in_batch.hardest_10pct_share",
+         " of 3 values (one per logged step)", "[[0.5, 0.6, 0.7]]"),
+    ],
+    ids=["recall-one-seed", "anatomy-short-row", "anatomy-one-seed"],
+)  # fmt: skip
+def test_a_saved_anatomy_study_with_a_list_that_does_not_fit_its_seeds_is_named(
+    tmp_path, cut, where, rows, got
+):
+    # a hand-merged JSON: its table would pair a value with the wrong seed or logged step
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps(_anatomy()))
+    check_study_folders([tmp_path], "--studies")  # the whole study reads
+    data = _anatomy()
+    cut(data)
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps(data))
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    path = str(tmp_path / "gradient_anatomy.json")
+    assert str(refused.value) == (
+        f"--studies: {path!r} is not the JSON of gradlab study anatomy: {where} must hold one "
+        f"entry per seed of [0, 1]{rows}; got {got}")
