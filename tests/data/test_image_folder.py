@@ -238,6 +238,21 @@ def test_a_16_bit_greyscale_picture_reads_as_its_8_bit_levels(tmp_path):
     assert torch.equal(image, eval_transform(14)(eight_bit))
 
 
+def test_16_bit_levels_between_the_8_bit_ones_read_as_the_nearest_8_bit_level(tmp_path):
+    # levels that are no multiple of 257 (a 16-bit sensor's), each read as the 8-bit level k
+    # whose 16-bit value 257 k is nearest: a brute-force search, not the scaling formula
+    levels = numpy.random.default_rng(0).integers(0, 65536, (16, 16), dtype=numpy.uint16)
+    levels[0, :4] = [65535, 65280, 128, 129]  # the top, 255 << 8, and either side of 128.5
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.fromarray(levels).save(tmp_path / name / "0.png")
+    nearest = numpy.array([[min(range(256), key=lambda k: abs(257 * k - int(v))) for v in row]
+                           for row in levels], dtype=numpy.uint8)  # fmt: skip
+    assert nearest[0, :4].tolist() == [255, 254, 0, 1]
+    image, _ = image_folder(tmp_path, "test", image_size=16)[0]
+    assert torch.equal(image, eval_transform(16)(Image.fromarray(nearest).convert("RGB")))
+
+
 @pytest.mark.parametrize("suffix", [".tif", ".tiff", ".ppm", ".pgm"])
 def test_class_folders_of_the_formats_torchvision_reads_are_read(tmp_path, suffix):
     picture = Image.new("L", (16, 16), 90)  # PGM holds grey levels only
@@ -352,6 +367,22 @@ def test_a_class_folder_without_images_is_refused_not_halved_with_the_others(tmp
             f"1 of the 5 class folders of {str(tmp_path)!r} holds no images ('b'; expected files "
             "ending in .jpg"
         )
+
+
+@pytest.mark.parametrize("empty", [2, 5, 6])
+def test_several_class_folders_without_images_are_counted_and_the_first_five_named(tmp_path,
+                                                                                    empty):
+    empties = [f"e{index}" for index in range(empty)]
+    for name in ["a", *empties, "z"]:  # "a" and "z", one in each half, hold a picture
+        (tmp_path / name).mkdir()
+        if name in ("a", "z"):
+            Image.new("RGB", (4, 4)).save(tmp_path / name / "0.png")
+    named = ", ".join(repr(name) for name in empties[:5])
+    more = " ..." if empty > 5 else ""
+    assert _message(lambda: image_folder(tmp_path, "train")) == (
+        f"{empty} of the {empty + 2} class folders of {str(tmp_path)!r} hold no images "
+        f"({named}{more}; expected files ending in .jpg, .jpeg, .png, .bmp, .gif, .webp, .tif, "
+        ".tiff, .ppm, .pgm); the classes are halved by folder, so remove or fill them")
 
 
 def test_hidden_folders_and_files_are_no_classes_and_no_images(tmp_path):
