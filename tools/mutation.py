@@ -177,6 +177,8 @@ MONITOR_TESTS = {
                  # what a score loss says of its logits, read by Temperature
                  "tests/monitor/test_geometry_quantities.py",
                  "tests/monitor/test_distributed_agreement.py",  # on_scores: not gathered
+                 # the adapters of pytorch-metric-learning's and sentence-transformers' losses
+                 "tests/interop/test_pml.py", "tests/integrations/test_sentence_transformers.py",
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     # a loss module watched as a module: its parameters trained, saved and moved
