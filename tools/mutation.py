@@ -538,7 +538,8 @@ LIBRARY_TESTS = {
             "test_cached_mnrl_stitches_its_mini_batches_into_mnrl_s_matrix_and_anatomy",
             "test_gist_records_anchor_positive_and_negative_columns_without_masked_pairs",
             "test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient",
-            "test_bad_arguments_are_refused")),
+            "test_bad_arguments_are_refused",
+            "test_a_pairwise_similarity_is_named_not_read_as_a_matrix")),
     ],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
     "integrations/open_clip": [

@@ -6,6 +6,7 @@ autograd on leaf score matrices.
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -340,7 +341,12 @@ def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
     first, second = caption_pairs(6)
     with gradlab.Monitor(tmp_path / "run", every=1) as monitor:
         watched = monitor.watch(loss)
-        with pytest.warns(RuntimeWarning, match=r"returned a \[6\] tensor, not a \[Q, C\] score "):
+        refusal = re.escape(
+            "CoSENTLoss's similarity_fct returned a [6] tensor, not a [Q, C] score matrix: the "
+            "Monitor reads losses that score every query against every candidate "
+            "(MultipleNegativesRankingLoss, GISTEmbedLoss and their cached forms), not losses "
+            "on scored pairs;")
+        with pytest.warns(RuntimeWarning, match=refusal):
             watched(sentence_features(model, first, second), torch.linspace(0, 1, 6)).backward()
         monitor.step()
     assert monitor.skipped_calls == 1
