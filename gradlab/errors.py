@@ -64,6 +64,11 @@ def _library_roots() -> tuple[str, ...]:
     )
 
 
+_NOT_CALLERS = frozenset({"mutmut"})
+"""Packages whose frames are never the user's: mutation testing's trampolines, which wrap every
+function of the package under test (so a warning still names the test's line there)."""
+
+
 def caller_stacklevel(packages: frozenset[str] = frozenset()) -> int:
     """The ``stacklevel`` that makes a warning name the first frame outside gradlab and torch
     (and outside the top-level ``packages``, e.g. a trainer that calls the user's loss).
@@ -81,11 +86,12 @@ def caller_stacklevel(packages: frozenset[str] = frozenset()) -> int:
         1
     """
     roots = _library_roots()
+    skipped = packages | _NOT_CALLERS
     frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
     level = 1
     while frame.f_back is not None and (
         os.path.abspath(frame.f_code.co_filename).startswith(roots)
-        or frame.f_globals.get("__name__", "").partition(".")[0] in packages
+        or frame.f_globals.get("__name__", "").partition(".")[0] in skipped
     ):
         frame = frame.f_back
         level += 1

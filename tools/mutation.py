@@ -627,16 +627,10 @@ UNDER_MUTMUT = [
         "tests/test_losses_shared.py::test_the_warning_points_at_the_line_that_called_the_loss",
         "tests/plotting/test_monitor_figures.py::"
         "test_the_resumption_warning_names_the_line_that_called_load_runs",
-        "tests/monitor/test_monitor_contract.py::test_the_call_and_step_warnings_name_the_users_line",
-        "tests/integrations/test_lightning_hooks.py::"
-        "test_an_unreadable_training_call_warns_at_the_users_line",
-        "tests/integrations/test_transformers_events.py::"
-        "test_an_unreadable_call_and_another_tau_warn_at_the_users_line",
     )
 ]  # fmt: skip
-"""Tests that cannot pass under mutmut, deselected in every group: a loss's warning (and the
-Monitor's call and step warnings) names the first frame outside gradlab, torch and the trainers,
-and a plot warning its caller's line two frames up, which
+"""Tests that cannot pass under mutmut, deselected in every group: a loss's warning names the
+first frame outside gradlab and torch, and a plot warning its caller's line two frames up, which
 under mutmut is one of its trampolines (in its own package), not the caller's line. A failing
 test stops mutmut's first, instrumented run."""
 

@@ -240,8 +240,9 @@ def test_monitor_warnings_point_at_the_users_call(tmp_path):
         assert [w.filename for w in caught] == [__file__, __file__]
 
 
-def test_the_call_and_step_warnings_name_the_users_line(tmp_path, monkeypatch):
-    """An unreadable call and a quantity that raised: both name this file's lines."""
+def test_monitor_warnings_name_the_users_line_under_mutation_testing_too(tmp_path, monkeypatch):
+    """An unreadable call and a quantity that raised: both name this file's lines, under mutmut
+    too (``caller_stacklevel`` skips its trampolines)."""
     named = []
 
     def record(message, category=UserWarning, stacklevel=1, **kwargs):
