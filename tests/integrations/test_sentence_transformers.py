@@ -325,12 +325,22 @@ def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path,
     """Called on tokenised features, such a loss gave a header-only log (each call skipped
     with a warning that pointed at pytorch-metric-learning's distances)."""
     model = static_model()
-    advice = r"cannot read.*RecordingSimilarity\(\).*record_scores\(loss\).*MatryoshkaLoss"
     loss = make(model)
-    with pytest.raises(GradlabError, match=f"loss_fn {type(loss).__name__} .*{advice}"):
+    where = "gradlab.integrations.sentence_transformers"
+    refusal = (
+        f"loss_fn {type(loss).__name__} is a sentence-transformers loss whose score matrix the "
+        "Monitor cannot read: it is called on tokenised features, and only the matrices its "
+        "similarity_fct records are read. Make an in-batch loss that scores a [Q, C] matrix "
+        "(MultipleNegativesRankingLoss, GISTEmbedLoss and their cached and symmetric forms) "
+        f"with similarity_fct={where}.RecordingSimilarity(), or give it one around its own "
+        f"with {where}.record_scores(loss); watch a wrapper such as MatryoshkaLoss through its "
+        "inner loss")
+    with pytest.raises(GradlabError) as refused:
         GradlabTrainerCallback().watch(loss)
-    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError, match=advice):
+    assert str(refused.value) == refusal
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
         monitor.watch(loss)
+    assert str(refused.value) == refusal
 
 
 def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):

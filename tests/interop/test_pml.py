@@ -152,7 +152,13 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
             assert not [key for key in record if key.startswith("anatomy_")]
             if step == 0:
                 assert len(caught) == 1 and caught[0].filename == __file__
-                assert "scored the batch against another set" in str(caught[0].message)
+                name = type(loss).__name__
+                shape = [4, 4] if against == "ref_emb" else [4, 2]  # 2 proxies, one per class
+                assert str(caught[0].message) == (
+                    f"gradlab.Monitor: the watched loss {name} scored the batch against "
+                    f"another set (a {shape} matrix: ref_emb, proxies or a memory), not against "
+                    "itself; the anatomy reads the in-batch matrix only, so it is not logged for "
+                    "such calls (later ones are not warned about)")
             else:
                 assert not caught  # once
 

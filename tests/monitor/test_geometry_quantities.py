@@ -108,12 +108,15 @@ def test_chance_level_takes_the_terms_the_watched_loss_sums(tmp_path, direction,
                                   lambda: gradlab.NTXentLoss(0.1, reduction="sum")])  # fmt: skip
 def test_chance_level_is_not_logged_for_a_loss_that_is_no_infonce_mean(tmp_path, make):
     with Monitor(tmp_path, quantities=[ChanceLevel(every(1))]) as monitor:
-        loss_fn = monitor.watch(make())
+        loss = make()
+        loss_fn = monitor.watch(loss)
         scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
         loss_fn(scores.requires_grad_(), torch.eye(4, dtype=torch.bool)).backward()
         record = monitor.step()
     assert "loss_minus_chance" not in (record or {})
-    assert "no mean of InfoNCE terms" in monitor.not_logged["chance_level"]
+    assert monitor.not_logged["chance_level"] == (
+        f"does not apply to {type(loss).__name__}: it is no mean of InfoNCE terms, so ln C "
+        "is not its chance level")
 
 
 def _clip_step(monitor, logit_scale, images, texts, direction):
