@@ -503,7 +503,8 @@ LIBRARY_TESTS = {
         *(f"tests/integrations/test_lightning.py::{name}" for name in (
             "test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes",
             "test_bad_calls_raise_naming_the_argument",
-            "test_a_log_dir_that_is_a_file_is_refused_at_the_call")),
+            "test_a_log_dir_that_is_a_file_is_refused_at_the_call",
+            "test_a_watched_function_keeps_its_attributes_and_refuses_what_it_lacks")),
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
     # those that train nothing (a training takes seconds per mutant on a loaded machine)

@@ -188,3 +188,20 @@ def test_without_lightning_the_extra_is_named(monkeypatch):
     monkeypatch.setitem(sys.modules, "lightning.pytorch", None)
     with pytest.raises(GradlabError, match=r"pip install .gradlab-ranking\[lightning\]."):
         importlib.import_module("gradlab.integrations.lightning")
+
+
+def test_a_watched_function_keeps_its_attributes_and_refuses_what_it_lacks(tmp_path):
+    # a loss that is a plain function (no module: the callback's wrapper itself answers)
+    def ranking_loss(embeddings, labels):
+        return embeddings.sum() * 0.0
+
+    ranking_loss.tau = 0.05
+    watched = GradlabCallback(tmp_path / "run").watch(ranking_loss)
+    assert not isinstance(watched, torch.nn.Module)
+    assert watched.tau == 0.05 and watched.__wrapped__ is ranking_loss
+    with pytest.raises(AttributeError, match=r"^'function' object has no attribute 'margin'$"):
+        watched.margin  # the function's own error, not one of the wrapper's  # noqa: B018
+    half_built = object.__new__(type(watched))  # as unpickling makes it, before its state
+    for own in ("callback", "loss_fn", "watch_inputs", "_inner", "__setstate__"):
+        with pytest.raises(AttributeError, match=f"^{own}$"):  # not a recursion into loss_fn
+            getattr(half_built, own)
