@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import types
 
 
 class GradlabError(ValueError):
@@ -69,6 +70,11 @@ _NOT_CALLERS = frozenset({"mutmut"})
 function of the package under test (so a warning still names the test's line there)."""
 
 
+def _package(frame: types.FrameType) -> str:
+    """The top-level package of the module a frame runs in."""
+    return frame.f_globals.get("__name__", "").partition(".")[0]
+
+
 def caller_stacklevel(packages: frozenset[str] = frozenset()) -> int:
     """The ``stacklevel`` that makes a warning name the first frame outside gradlab and torch
     (and outside the top-level ``packages``, e.g. a trainer that calls the user's loss).
@@ -88,10 +94,12 @@ def caller_stacklevel(packages: frozenset[str] = frozenset()) -> int:
     roots = _library_roots()
     skipped = packages | _NOT_CALLERS
     frame = sys._getframe(1)  # the function that will call warnings.warn: stacklevel 1
+    while frame.f_back is not None and _package(frame) in _NOT_CALLERS:
+        frame = frame.f_back  # a trampoline around this call: not on that function's stack
     level = 1
     while frame.f_back is not None and (
         os.path.abspath(frame.f_code.co_filename).startswith(roots)
-        or frame.f_globals.get("__name__", "").partition(".")[0] in skipped
+        or _package(frame) in skipped
     ):
         frame = frame.f_back
         level += 1

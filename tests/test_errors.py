@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from gradlab.errors import GradlabError, UnknownKeyError, caller_stacklevel
@@ -19,18 +21,27 @@ def test_an_unknown_key_prints_its_message_without_added_quotes():
     assert str(KeyError("'x'")) == "\"'x'\""  # what a plain KeyError would print
 
 
-def _chain(wrapper_module: str):
-    """A trainer's function that asks for the level, called through a wrapper in
-    ``wrapper_module``, called from here: the level that names this test's line."""
-    trainer = {"__name__": "trainerpkg.loop", "caller_stacklevel": caller_stacklevel}
-    exec("def library():\n    return caller_stacklevel(frozenset({'trainerpkg'}))", trainer)
+def _named_by_a_warning_through(wrapper_module: str, asked_through_mutmut: bool = False) -> str:
+    """The function a warning would name when a trainer's function asks for the level (itself
+    through one of mutmut's trampolines, or directly) and is called through a wrapper in
+    ``wrapper_module``, called from here."""
+    asking = {"__name__": "mutmut.mutation.trampoline", "caller_stacklevel": caller_stacklevel}
+    exec("def ask(packages):\n    return caller_stacklevel(packages)", asking)
+    trainer = {"__name__": "trainerpkg.loop", "sys": sys,
+               "ask": asking["ask"] if asked_through_mutmut else caller_stacklevel}  # fmt: skip
+    exec("def library():\n"
+         "    level = ask(frozenset({'trainerpkg'}))\n"
+         "    return sys._getframe(level - 1).f_code.co_name", trainer)  # fmt: skip
     wrapper = {"__name__": wrapper_module, "library": trainer["library"]}
     exec("def wrapped():\n    return library()", wrapper)
     return wrapper["wrapped"]()
 
 
-def test_mutation_testings_trampolines_are_not_the_callers_line():
-    # mutmut wraps every function of the package it mutates: its frames are skipped like the
-    # trainer's, so the level goes past both (library 1, trampoline 2, this line 3)
-    assert _chain("mutmut.mutation.trampoline") == 3
-    assert _chain("users_code") == 2  # another module's frame is the caller's
+@pytest.mark.parametrize("asked_through_mutmut", [False, True])
+def test_mutation_testings_trampolines_are_not_the_callers_line(asked_through_mutmut):
+    # mutmut wraps every function of the package it mutates, caller_stacklevel too: its frames
+    # are skipped like the trainer's, so the warning names the line past both; another
+    # module's frame is the caller
+    through_mutmut = _named_by_a_warning_through("mutmut.mutation.trampoline", asked_through_mutmut)
+    assert through_mutmut == "_named_by_a_warning_through"
+    assert _named_by_a_warning_through("users_code", asked_through_mutmut) == "wrapped"
