@@ -21,7 +21,8 @@ def test_an_unknown_key_prints_its_message_without_added_quotes():
     assert str(KeyError("'x'")) == "\"'x'\""  # what a plain KeyError would print
 
 
-def _named_by_a_warning_through(wrapper_module: str, asked_through_mutmut: bool = False) -> str:
+def _named_by_a_warning_through(wrapper_module: str | None, asked_through_mutmut: bool = False
+                                ) -> str:
     """The function a warning would name when a trainer's function asks for the level (itself
     through one of mutmut's trampolines, or directly) and is called through a wrapper in
     ``wrapper_module``, called from here."""
@@ -32,7 +33,9 @@ def _named_by_a_warning_through(wrapper_module: str, asked_through_mutmut: bool 
     exec("def library():\n"
          "    level = ask(frozenset({'trainerpkg'}))\n"
          "    return sys._getframe(level - 1).f_code.co_name", trainer)  # fmt: skip
-    wrapper = {"__name__": wrapper_module, "library": trainer["library"]}
+    wrapper = {"library": trainer["library"]}  # None: code run without a module name
+    if wrapper_module is not None:
+        wrapper["__name__"] = wrapper_module
     exec("def wrapped():\n    return library()", wrapper)
     return wrapper["wrapped"]()
 
@@ -45,3 +48,4 @@ def test_mutation_testings_trampolines_are_not_the_callers_line(asked_through_mu
     through_mutmut = _named_by_a_warning_through("mutmut.mutation.trampoline", asked_through_mutmut)
     assert through_mutmut == "_named_by_a_warning_through"
     assert _named_by_a_warning_through("users_code", asked_through_mutmut) == "wrapped"
+    assert _named_by_a_warning_through(None, asked_through_mutmut) == "wrapped"
