@@ -16,7 +16,7 @@ from gradlab.functional.siglip import (
     check_siglip_options,
     sigmoid_pair_loss,
 )
-from gradlab.losses import _ScoreMatrixLoss
+from gradlab.losses import SoftmaxLogits, _ScoreMatrixLoss
 
 __all__ = ["SigLIPLoss"]
 
@@ -62,6 +62,17 @@ class SigLIPLoss(_ScoreMatrixLoss):
             scores, positives, self.scale, self.bias, reduction=self.reduction,
             on_scores=self.score_recorder, validate=self.validate,
         )  # fmt: skip
+
+    @property
+    def softmax_logits(self) -> SoftmaxLogits:
+        """Its logits are ``t * S + b`` (Zhai et al. 2023, Eq. 1), a sigmoid of each pair and
+        no softmax (:class:`~gradlab.losses.SoftmaxLogits`): the scale is ``t``.
+
+        Example:
+            >>> SigLIPLoss(scale=10.0).softmax_logits
+            SoftmaxLogits(scale=10.0, direction='both', terms=1, info_nce=False)
+        """
+        return SoftmaxLogits(self.scale, self.direction, info_nce=False)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}, bias={self.bias}, reduction={self.reduction!r}"

@@ -256,7 +256,10 @@ class Temperature(Quantity):
     queries) logs no closed form: the scale, the parameter's gradient and the clamp only.
     Those three read no score: on a step whose scores are not finite they keep their value
     (a scale that diverged is then on the record) while the closed form logs NaN
-    (:attr:`Quantity.input_free_keys`).
+    (:attr:`Quantity.input_free_keys`). Without a ``scale`` of its own, on a loss that says it
+    is no softmax and holds no scale (VSE++'s triplet loss, Faghri et al. 2018, Eq. 5: a hinge
+    on cosine scores), the quantity logs nothing: the Monitor's fallback ``1 / tau`` is no
+    scale of that loss, and the run header's ``not_logged`` says so.
 
     Args:
         schedule: ``step -> bool``.
@@ -264,7 +267,8 @@ class Temperature(Quantity):
             ``log_scale``), or a callable returning either; None: the watched loss's own scale
             when it says it (gradlab's ``NTXentLoss``: ``1 / temperature``; the
             sentence-transformers losses: their ``scale``; open_clip's ``ClipLoss``: the
-            call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau). open_clip:
+            call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau) unless the loss says
+            it is no softmax (then nothing is logged). open_clip:
             ``model.logit_scale`` with ``log_scale=True``; sentence-transformers' losses:
             ``loss.scale`` (a number, 20 by default).
         log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.
@@ -351,6 +355,23 @@ class Temperature(Quantity):
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
         self.logits = logits
 
+    def not_applicable(self, loss: object) -> str | None:
+        """Why nothing is logged for ``loss``: no ``scale`` given, and the loss declares
+        (:class:`~gradlab.losses.SoftmaxLogits`) no softmax and no scale; else None.
+
+        Example:
+            >>> from gradlab.losses import MaxViolationTripletLoss
+            >>> Temperature().not_applicable(MaxViolationTripletLoss()).split(":")[0]
+            'has no scale to log for MaxViolationTripletLoss'
+            >>> Temperature(scale=20.0).not_applicable(MaxViolationTripletLoss()) is None
+            True
+        """
+        if self.scale is not None or not _scale_free(getattr(loss, "softmax_logits", None)):
+            return None
+        return (f"has no scale to log for {type(loss).__name__}: it is no softmax and holds no "
+                "scale (1 / the Monitor's tau is no scale of it); give Temperature(scale=...) "
+                "a parameter of the loss to follow it")  # fmt: skip
+
     def _parameter(self, batch: BatchView) -> tuple[torch.Tensor, torch.dtype]:
         """The parameter's value (``s`` or ``log s``) as a 0-d float64 tensor on the device,
         and the dtype it is held in (its clamp rounds to it)."""
@@ -371,10 +392,14 @@ class Temperature(Quantity):
     def at_call(self, batch: BatchView) -> None:
         """Keep the parameter's value at the watched call: the scale the loss used (by
         ``monitor.step()`` an ``optimizer.step()`` may have moved it)."""
+        if self.scale is None and _scale_free(batch.softmax):  # nothing to keep: compute logs none
+            return
         value, dtype = self._parameter(batch)
         batch._cache[("temperature parameter", id(self))] = (value.clone(), dtype)
 
     def compute(self, batch: BatchView) -> Values:
+        if self.scale is None and _scale_free(batch.softmax):  # 1 / tau: no scale of the loss
+            return {}
         kept = batch._cache.get(("temperature parameter", id(self)))
         # no watched call captured (a view built by hand): the parameter now
         parameter, dtype = kept if kept is not None else self._parameter(batch)
@@ -399,3 +424,9 @@ class Temperature(Quantity):
             low, high = (float(torch.tensor(bound, dtype=dtype)) for bound in self.clamp)
             values["temperature_clamp_hit"] = ((parameter <= low) | (parameter >= high)).double()
         return values
+
+
+def _scale_free(declared: object) -> bool:
+    """Whether a loss's declaration (:class:`~gradlab.losses.SoftmaxLogits`) says it is no
+    softmax and holds no scale (a triplet loss on cosine scores)."""
+    return isinstance(declared, SoftmaxLogits) and not declared.info_nce and declared.scale is None

@@ -68,8 +68,10 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
 
 
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
-    """Why ``adapter``'s loss cannot serve ``quantity`` (its needs or the loss's kind), or None."""
-    return adapter.not_applicable(quantity.name) or adapter.why_not(quantity.needs)
+    """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
+    the quantity as configured can read of that loss), or None."""
+    return (adapter.not_applicable(quantity.name) or quantity.not_applicable(adapter.loss_fn)
+            or adapter.why_not(quantity.needs))  # fmt: skip
 
 
 class Monitor:

@@ -147,6 +147,17 @@ class Quantity:
             return 2
         return 1 if self.needs & INPUT_NEEDS else 0
 
+    def not_applicable(self, loss: object) -> str | None:
+        """Why this quantity, as it is configured, has nothing to log for the watched loss
+        ``loss`` although its needs are met (the Monitor lists it in ``not_logged``), or None.
+        Default: None.
+
+        Example:
+            >>> Quantity().not_applicable(lambda embeddings, labels: embeddings.sum()) is None
+            True
+        """
+        return None
+
     def at_call(self, batch: BatchView) -> None:
         """Called when the Monitor captures the watched loss call of a step it logs: before
         backward and before the optimizer changes the parameters. A quantity that reads state

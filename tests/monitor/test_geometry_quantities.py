@@ -363,6 +363,41 @@ def test_a_loss_that_is_no_softmax_logs_no_closed_form(tmp_path):
     assert "temperature_log_scale_grad" in record
 
 
+def test_a_triplet_loss_without_a_scale_logs_no_scale_and_says_why(tmp_path):
+    # VSE++'s hinge on cosine scores holds no scale: 1 / the Monitor's tau (100) is no value
+    # of it, so Temperature() logs nothing and the header says why
+    with Monitor(tmp_path / "none", quantities=[Temperature(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.MaxViolationTripletLoss(0.2))
+        scores = torch.randn(4, 4, generator=torch.Generator().manual_seed(0))
+        loss_fn(scores.requires_grad_(), torch.eye(4, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert not any(key.startswith("temperature") for key in record or {})
+    assert "has no scale to log" in monitor.not_logged["temperature"]
+    # a scale given to follow (a parameter of the user's) is logged as before
+    record, _ = _score_run(tmp_path / "given", gradlab.MaxViolationTripletLoss(0.2),
+                           Temperature(every(1), scale=20.0))  # fmt: skip
+    assert record["temperature_scale"] == 20.0
+
+
+def test_a_step_of_a_scale_free_loss_logs_no_scale():
+    # read by hand, a view whose loss says it is no softmax and holds no scale: no 1 / tau
+    from gradlab.losses import SoftmaxLogits
+
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]), tau=0.01,
+                     softmax=SoftmaxLogits(None, "i2t", info_nce=False))  # fmt: skip
+    assert Temperature().compute(view) == {}
+    values = Temperature(scale=5.0).compute(view)
+    assert float(values["temperature_scale"]) == 5.0
+
+
+def test_siglip_s_scale_is_its_own_not_one_over_tau(tmp_path):
+    # SigLIP's logits are t S + b: without a scale, Temperature reads t (here 4), not 1 / tau
+    record, _ = _score_run(tmp_path, gradlab.SigLIPLoss(scale=4.0, bias=-1.0),
+                           Temperature(every(1)))  # fmt: skip
+    assert record["temperature_scale"] == 4.0
+    assert "temperature_log_scale_grad" not in record
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_the_clamp_is_hit_as_the_parameters_dtype_holds_its_bound(dtype):
     # clamp_ at ln 100 leaves a bfloat16 parameter at 4.59375, below ln 100 = 4.605...
