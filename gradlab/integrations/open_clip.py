@@ -45,6 +45,7 @@ from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
+from gradlab.monitor.geometry import ChanceLevel
 from gradlab.monitor.quantities import GradientCounts, OperatingRegion, RelaxationGap
 from gradlab.validation import (
     ScoreRecorderSlot,
@@ -247,13 +248,24 @@ _AT_TAU = (OperatingRegion.name, GradientCounts.name, RelaxationGap.name)
 
 class _LogitsAdapter(RecordedScoresAdapter):
     """open_clip's recorded matrices hold logits (``logit_scale`` times the cosine, plus a
-    bias for SigLIP): a sigmoid of width tau on them measures nothing of the loss."""
+    bias for SigLIP): a sigmoid of width tau on them measures nothing of the loss. SigLIP's
+    loss is a sum of binary terms, one per pair (Zhai et al. 2023, Eq. 1), no mean of InfoNCE
+    terms: ``ln C`` is not its chance level."""
 
     def not_applicable(self, name: str) -> str | None:
         if name in _AT_TAU:
             return ("reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; open_clip's "
                     "recorded matrix holds logits (logit_scale x cosine)")  # fmt: skip
-        return None
+        if name == ChanceLevel.name and _is_sigmoid_loss(self.loss_fn):
+            return (f"does not apply to {loss_name(self.loss_fn)}: a sigmoid of each pair, no "
+                    "mean of InfoNCE terms, so ln C is not its chance level")  # fmt: skip
+        return super().not_applicable(name)
+
+
+def _is_sigmoid_loss(loss: object) -> bool:
+    """Whether ``loss`` is open_clip's ``SigLipLoss`` (or a class derived from it, or named
+    after it: a stand-in of its interface), whose ``get_logits`` gives one matrix of pairs."""
+    return any("siglip" in kind.__name__.lower() for kind in type(loss).__mro__)
 
 
 def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None:

@@ -18,6 +18,7 @@ import gradlab
 from gradlab import GradlabError
 from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
 from gradlab.monitor import (
+    ChanceLevel,
     OperatingRegion,
     RelaxationGap,
     Temperature,
@@ -293,6 +294,29 @@ def test_temperature_reads_the_calls_scale_and_the_sigmoid_loss_has_no_closed_fo
     # SigLipLoss scores each pair with a sigmoid: no softmax closed form
     assert records["siglip"]["temperature_scale"] == pytest.approx(20.0, rel=1e-6)
     assert "temperature_log_scale_grad" not in records["siglip"]
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_chance_level_is_clip_s_ln_c_and_not_logged_for_the_sigmoid_loss(tmp_path, source):
+    # CLIP's loss averages two InfoNCE means over B = 6 candidates: chance is ln 6. SigLIP's
+    # is a sum of binary terms per pair: ln C is no level of it, and the header says so
+    clip_loss, siglip_loss = loss_classes(source)
+    images, texts = features(1, 6, seed=5)
+    records, reasons = {}, {}
+    for name, loss, bias in (("clip", clip_loss(), None), ("siglip", siglip_loss(), -3.0)):
+        with gradlab.Monitor(tmp_path / name, quantities=[ChanceLevel(every(1))]) as monitor:
+            loss_fn = monitor.watch(RecordingClipLoss(loss))
+            value = loss_fn(images.clone().requires_grad_(), texts, torch.tensor(10.0),
+                            None if bias is None else torch.tensor(bias))  # fmt: skip
+            value.backward()
+            records[name] = {**(monitor.step() or {}), "loss": float(value)}
+            reasons[name] = monitor.not_logged.get("chance_level")
+    assert records["clip"]["chance_level"] == pytest.approx(math.log(6), rel=1e-12)
+    assert records["clip"]["loss_minus_chance"] == pytest.approx(
+        records["clip"]["loss"] - math.log(6), rel=1e-6)  # fmt: skip
+    assert reasons["clip"] is None
+    assert "loss_minus_chance" not in records["siglip"]
+    assert "ln C is not its chance level" in reasons["siglip"]
 
 
 @pytest.mark.parametrize("preset", ["default", "full"])
