@@ -272,7 +272,9 @@ class CSVSink(Sink):
 
     A record with keys the header lacks (a quantity on a sparser schedule than the first
     record's, a resumed run with more quantities) widens it: the file is rewritten under the
-    wider header, the earlier rows' new cells empty, beside itself and moved over it whole.
+    wider header, the earlier rows' new cells empty, beside itself and moved over it whole
+    (a writer killed before the move leaves that copy, ``.metrics.csv.widened``: opening the
+    folder again removes it, the CSV file itself being whole).
     A reopened file (``resume=True``) keeps its header row and its columns: the new run's
     records are written under the old header (columns a record lacks stay empty), so no row
     is shifted against the header. A last row cut short by a killed
@@ -316,6 +318,11 @@ class CSVSink(Sink):
         path = self.path = log_dir / self.filename
         # A sink object can serve one run after another: nothing of the last file carries over.
         self.writer, self.columns = None, None
+        # A writer killed while widening leaves its rewrite beside the file, which still holds
+        # every complete row (the rewrite had not replaced it): the Monitor holds the folder's
+        # lock, so the stale copy is no one's and goes.
+        with contextlib.suppress(FileNotFoundError):
+            self._widened(log_dir).unlink()
         if path.is_file():
             complete = _complete_size(path)
             if complete < path.stat().st_size:  # a killed writer's last row: incomplete
@@ -348,6 +355,10 @@ class CSVSink(Sink):
         _append(self.handle, self._buffer.getvalue().encode("utf-8"))
         self._header_due = False
 
+    def _widened(self, log_dir: Path) -> Path:
+        """The file a widening writes before it is moved over the CSV file."""
+        return log_dir / f".{self.filename}.widened"
+
     def _widen(self, added: list[str]) -> None:
         """Rewrite the file under a header with the ``added`` columns, the earlier rows' new
         cells empty. Written beside the file and moved over it whole (the file is the old one
@@ -358,7 +369,7 @@ class CSVSink(Sink):
         writer = csv.writer(text)
         writer.writerow(columns)
         writer.writerows(row + [""] * (len(columns) - len(row)) for row in rows[1:])
-        temporary = self.path.with_name(f".{self.filename}.widened")
+        temporary = self._widened(self.path.parent)
         try:
             temporary.write_bytes(text.getvalue().encode("utf-8"))
             os.replace(temporary, self.path)

@@ -331,3 +331,50 @@ def test_csv_widened_by_a_later_record_is_rewritten_whole_or_not_at_all(tmp_path
     assert (tmp_path / "metrics.csv").read_bytes() == (
         b"step,a,b\r\n0,1.5,\r\n1,0.5,2.0\r\n2,,1.0\r\n"
     )
+
+
+_KILLED_WHILE_WIDENING = """
+import os, sys
+import gradlab.monitor.sinks as sinks
+from gradlab.monitor import CSVSink
+
+sink = CSVSink()
+sink.open(sinks.Path(sys.argv[1]), {"run": 1})
+sink.write({"step": 0, "a": 1.5})
+sinks.os.replace = lambda source, target: os._exit(9)  # killed hard before the move
+sink.write({"step": 1, "a": 0.5, "b": 2.0})
+"""
+
+
+@pytest.mark.parametrize("reopen", ["resume", "overwrite", "sink"])
+def test_a_writer_killed_while_widening_leaves_no_copy_once_the_folder_is_opened(tmp_path, reopen):
+    import subprocess
+
+    import torch
+
+    import gradlab
+
+    folder = tmp_path / "run"
+    folder.mkdir()
+    killed = subprocess.run([sys.executable, "-c", _KILLED_WHILE_WIDENING, str(folder)],
+                            capture_output=True, timeout=120)  # fmt: skip
+    assert killed.returncode == 9
+    assert (folder / ".metrics.csv.widened").is_file()  # what a hard kill leaves
+    with (folder / "metrics.csv").open(newline="") as handle:
+        assert list(csv.reader(handle)) == [["step", "a"], ["0", "1.5"]]  # whole, unwidened
+    if reopen == "sink":  # reopened with the columns it has: no widening removes the copy
+        sink = CSVSink()
+        sink.open(folder, {"run": 2})
+        sink.write({"step": 1, "a": 0.5})
+        sink.close()
+    else:
+        with Monitor(folder, preset="cheap", every=1, sinks=["csv"],
+                     **{reopen: True}) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+            loss_fn(embeddings.requires_grad_(), torch.arange(8) % 2).backward()
+            monitor.step()
+    assert sorted(path.name for path in folder.iterdir()) == ["metrics.csv"]
+    with (folder / "metrics.csv").open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["step"] for row in rows] == (["0"] if reopen == "overwrite" else ["0", "1"])
