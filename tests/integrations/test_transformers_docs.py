@@ -40,8 +40,26 @@ def assert_same_steps_and_keys(folder: Path, trainer) -> None:
         assert any(key.startswith("anatomy_") for key in keys)
 
 
-def test_the_page_has_one_example_per_integration():
-    assert len(blocks()) == 3
+def test_the_page_has_one_example_per_integration_and_one_of_offline_models():
+    assert len(blocks()) == 4
+
+
+def test_the_offline_models_example_builds_a_model_and_a_guide_and_trains_gist(
+    tmp_path, monkeypatch
+):
+    pytest.importorskip("sentence_transformers")
+    namespace = run_block(3, {}, tmp_path, monkeypatch)
+    assert (tmp_path / "models" / "model" / "config.json").is_file()
+    assert (tmp_path / "models" / "guide" / "config.json").is_file()
+    model, guide = namespace["model"], namespace["guide"]
+    texts = ["digit 0 left of 4", "a scene with 1 left of the 5"]
+    with torch.no_grad():
+        first, second = (each.encode(texts, convert_to_tensor=True) for each in (model, guide))
+    assert first.shape == second.shape == (2, 32)
+    assert not torch.allclose(first, second)  # two models: the guide is not the model itself
+    _, records = read_jsonl(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
+    assert all(record["anatomy_i2t_active_negatives_mean"] >= 0 for record in records)
 
 
 def test_the_sentence_transformers_example(tmp_path, monkeypatch):
