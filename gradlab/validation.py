@@ -325,6 +325,27 @@ def check_positive_int(name: str, value: object) -> int:
     return value
 
 
+def check_ks(value: object) -> tuple[int, ...]:
+    """Return the ``ks`` of a Recall@K as a tuple: a non-empty sequence of positive integers.
+
+    Example:
+        >>> check_ks([1, 5])
+        (1, 5)
+        >>> check_ks([])
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: ks must name at least one k; got []
+    """
+    if isinstance(value, (str, bytes, torch.Tensor)) or not isinstance(value, Sequence):
+        raise GradlabError(f"ks must be a sequence of positive integers, such as (1, 5, 10); "
+                           f"got {value!r}")  # fmt: skip
+    if not value:
+        raise GradlabError(f"ks must name at least one k; got {value!r}")
+    for k in value:
+        check_positive_int("ks", k)
+    return tuple(value)
+
+
 def check_int_in_range(name: str, value: object, low: int, high: int | None = None) -> int:
     """Return ``value`` if it is an int in ``[low, high]`` (no upper bound when ``high`` is
     None; bools are refused).

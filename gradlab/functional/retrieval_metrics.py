@@ -13,29 +13,75 @@ import torch.nn.functional as F
 
 from gradlab.functional.layouts import drop_diagonal
 from gradlab.functional.tie_aware import tie_aware_ap
-from gradlab.validation import check_positive_int, check_shape, check_tensor
+from gradlab.validation import check_ks, check_shape, check_tensor
 
 
 def recall_at_k(
     scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict[int, float]:
-    """Share of queries with a positives item among their ``k`` best (queries with none skipped).
+    """Share of queries with a positive among their ``k`` best candidates, for each ``k``.
+
+    Tied scores are ranked as :func:`~gradlab.functional.tie_aware_ap` ranks them: the value is
+    the expectation over every ordering of the tied candidates (McSherry & Najork 2008), so a
+    tie group that straddles the ``k``-th place counts a query by the probability that one of
+    its positives lands in the group's first places (the hypergeometric ``1 - C(n - n+, m) /
+    C(n, m)`` for ``m`` of its ``n`` places within the first ``k``, ``n+`` of them positive).
+    Without ties this is the usual Recall@K; with them it neither depends on the sort's order
+    of equal scores nor favours the lower columns (a collapsed model, every score equal, gets
+    the chance value ``1 - C(C - n+, k) / C(C, k)``, not the luck of the column order).
+
+    Args:
+        scores: ``[Q, C]`` finite floating scores (larger ranks higher).
+        positives: ``[Q, C]`` bool mask of the relevant candidates.
+        ks: the ``k`` of each Recall@K, a non-empty sequence of positive integers (a ``k``
+            at or beyond ``C`` sees every candidate).
+
+    Returns:
+        ``{k: recall}``, each a mean over the queries that have a positive (NaN when none
+        has). The probabilities of a tie group come from ``lgamma`` in float64 (exact
+        without ties).
+
+    Raises:
+        GradlabError: a bad tensor, shape or ``ks`` (before any work).
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])
         >>> positives = torch.tensor([[False, False, True], [False, True, False]])
         >>> recall_at_k(scores, positives, ks=(1, 2))
         {1: 0.5, 2: 1.0}
+        >>> tied = recall_at_k(torch.zeros(1, 4), torch.tensor([[True, False, False, False]]))
+        >>> round(tied[1], 12), round(tied[2], 12)  # one positive among 4 tied candidates
+        (0.25, 0.5)
     """
     check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
-    for k in ks:
-        check_positive_int("k", k)
+    ks = check_ks(ks)
     has_positive = positives.any(dim=1)
-    order = scores.argsort(dim=1, descending=True)
-    ranked = positives.gather(1, order)[has_positive]
-    return {k: ranked[:, :k].any(dim=1).double().mean().item() for k in ks}
+    rows, flags = scores[has_positive], positives[has_positive]
+    columns = rows.shape[1]
+    ordered = rows.sort(dim=1, descending=True).values
+    recalls = {}
+    for k in ks:
+        if k >= columns:  # every candidate is among the first k
+            recalls[k] = torch.ones(rows.shape[0], dtype=torch.float64).mean().item()
+            continue
+        kth = ordered[:, k - 1 : k]
+        above, level = rows > kth, rows == kth
+        places = (k - above.sum(dim=1)).to(torch.float64)  # the tie group's places within k
+        tied = level.sum(dim=1).to(torch.float64)
+        free = tied - (flags & level).sum(dim=1).to(torch.float64)  # its negatives
+        # P(the first `places` of the group hold none of its positives) = C(free, places) /
+        # C(tied, places), 0 when the group has fewer negatives than places
+        enough = free >= places
+        free = torch.where(enough, free, places)
+        log_miss = (torch.lgamma(free + 1) - torch.lgamma(tied + 1)
+                    + torch.lgamma(tied - places + 1)
+                    - torch.lgamma(free - places + 1))  # fmt: skip
+        in_group = torch.where(enough, -torch.expm1(log_miss), 1.0)  # 1 - miss, no cancellation
+        hit = torch.where((flags & above).any(dim=1), 1.0, in_group)
+        recalls[k] = hit.mean().item()
+    return recalls
 
 
 def in_batch_retrieval(
@@ -61,7 +107,8 @@ def in_batch_retrieval(
 def retrieval_report(
     scores: torch.Tensor, positives: torch.Tensor, ks: Sequence[int] = (1, 2, 4, 8)
 ) -> dict:
-    """Recall@K for each ``k`` and mAP (tie-aware AP averaged over queries with a positive).
+    """Recall@K for each ``k`` and mAP, both tie-aware (:func:`recall_at_k`,
+    :func:`~gradlab.functional.tie_aware_ap`), averaged over the queries with a positive.
 
     Example:
         >>> scores = torch.tensor([[0.9, 0.1, 0.5], [0.2, 0.8, 0.3]])

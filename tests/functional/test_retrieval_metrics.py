@@ -65,6 +65,55 @@ def test_recall_at_k_defaults_to_one_two_four_eight():
     assert len({got[1], got[2], got[4], got[8]}) > 1  # the ks matter on this problem
 
 
+def _recall_of_an_order(k):
+    """Recall@k of one ordering of the candidates: a positive among its first k."""
+    return lambda order, flags: float(any(flags[c] for c in order[:k]))
+
+
+def _tie_aware_loop_recall(scores, relevant, k):
+    """The mean over queries with a positive of the expected hit over tie-consistent orders."""
+    hits = [expected_over_ties(_recall_of_an_order(k), row, flags)
+            for row, flags in zip(scores, relevant, strict=True) if any(flags)]  # fmt: skip
+    return math.fsum(hits) / len(hits) if hits else math.nan
+
+
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    queries=st.integers(1, 4),
+    columns=st.integers(1, 7),
+    levels=st.integers(1, 3),
+    ks=st.lists(st.integers(1, 8), min_size=1, max_size=3, unique=True),
+)
+def test_recall_at_k_with_ties_is_its_expectation_over_the_tied_orders(
+    seed, queries, columns, levels, ks
+):
+    # few score levels: tie groups straddle the k-th place with positives and negatives
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, levels, (queries, columns), generator=generator).double()
+    relevant = torch.rand(queries, columns, generator=generator) < 0.4
+    got = recall_at_k(scores, relevant, ks)
+    for k in ks:
+        expected = _tie_aware_loop_recall(scores.tolist(), relevant.tolist(), k)
+        if math.isnan(expected):
+            assert math.isnan(got[k])
+        else:
+            assert got[k] == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize("columns", [16, 100, 1000])
+def test_a_collapsed_model_gets_the_chance_recall_whatever_the_batch_size(columns):
+    # every score equal: recall@1 is 1 / columns for one positive, not the luck of the sort
+    # (its order of equal scores changes with the row length)
+    scores = torch.zeros(3, columns)
+    relevant = torch.zeros(3, columns, dtype=torch.bool)
+    relevant[:, 0] = True
+    relevant[2, 1] = True  # two positives: 1 - C(columns - 2, 2) / C(columns, 2) at k = 2
+    got = recall_at_k(scores, relevant, (1, 2))
+    pair = 1 - (columns - 2) * (columns - 3) / (columns * (columns - 1))
+    assert got[1] == pytest.approx((1 / columns + 1 / columns + 2 / columns) / 3, abs=1e-12)
+    assert got[2] == pytest.approx((2 / columns + 2 / columns + pair) / 3, abs=1e-12)
+
+
 def _loop_cosines(embeddings):
     norms = [math.sqrt(math.fsum(x * x for x in row)) for row in embeddings]
     return [
@@ -142,7 +191,12 @@ FLAGS = torch.zeros(2, 3, dtype=torch.bool)
          "positives must be a bool tensor; got torch.float32$"),
         (lambda: recall_at_k(SCORES, FLAGS[:, :2]),
          r"positives must have shape \(2, 3\) \(one flag per score\); got \(2, 2\)$"),
-        (lambda: recall_at_k(SCORES, FLAGS, (1, 0)), "k must be a positive integer; got 0$"),
+        (lambda: recall_at_k(SCORES, FLAGS, (1, 0)), "ks must be a positive integer; got 0$"),
+        (lambda: recall_at_k(SCORES, FLAGS, 5),
+         r"ks must be a sequence of positive integers, such as \(1, 5, 10\); got 5$"),
+        (lambda: recall_at_k(SCORES, FLAGS, ()), r"ks must name at least one k; got \(\)$"),
+        (lambda: retrieval_report(SCORES, FLAGS, ks=1),
+         r"ks must be a sequence of positive integers, such as \(1, 5, 10\); got 1$"),
         (lambda: in_batch_retrieval(torch.ones(3), torch.zeros(3)),
          r"embeddings must be 2-D; got shape \(3,\)$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2, dtype=torch.long), torch.zeros(3)),
