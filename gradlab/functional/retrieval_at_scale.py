@@ -40,6 +40,7 @@ from gradlab.validation import (
     check_embedding_size,
     check_embeddings_and_labels,
     check_finite,
+    check_ks,
     check_positive_int,
     check_tensor,
 )
@@ -139,12 +140,14 @@ def retrieval_at_scale(
             raise GradlabError("candidate_labels must be given with candidates; got None")
         check_embeddings_and_labels(pool, candidate_labels)
         pool_labels = candidate_labels
-    ks = tuple(ks)
-    if not ks:
-        raise GradlabError("ks must name at least one k; got ()")
-    for k in ks:
-        check_positive_int("ks", k)
+    ks = check_ks(ks)
     available = pool.shape[0] - int(same_source)
+    if available < 1:  # no query has a neighbour: no metric, whatever ks asks
+        raise GradlabError(
+            "embeddings must have at least 2 rows (each query needs another embedding as its "
+            f"candidate); got shape {tuple(queries.shape)}" if same_source else
+            f"candidates must have at least 1 row; got shape {tuple(pool.shape)}"
+        )  # fmt: skip
     _check_k_and_chunk(max(ks), chunk_size, available, name="ks")
     relevant_count = _relevant_counts(labels, pool_labels, same_source)
     depth = max(max(ks), int(relevant_count.max().item()) if relevant_count.numel() else 1, 1)

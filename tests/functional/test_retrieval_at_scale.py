@@ -399,6 +399,16 @@ def test_long_ties_keep_index_order():
          "candidate_labels must be given with candidates; got None"),
         (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), ks=()),
          "ks must name at least one k; got ()"),
+        (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), ks=2),
+         "ks must be a sequence of positive integers, such as (1, 5, 10); got 2"),
+        # one embedding has no neighbour: the message names it, not a ks the caller never gave
+        (lambda: map_at_r(torch.ones(1, 2), torch.zeros(1, dtype=torch.long)),
+         "embeddings must have at least 2 rows (each query needs another embedding as its "
+         "candidate); got shape (1, 2)"),
+        (lambda: precision_at_1(torch.ones(3, 2), torch.zeros(3, dtype=torch.long),
+                                candidates=torch.ones(0, 2),
+                                candidate_labels=torch.zeros(0, dtype=torch.long)),
+         "candidates must have at least 1 row; got shape (0, 2)"),
     ],
 )  # fmt: skip
 def test_bad_input_messages_are_exact(call, message):
