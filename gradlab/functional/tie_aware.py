@@ -255,7 +255,18 @@ def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
 
 
 def tie_aware_ndcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:
-    """Tie-aware DCG divided by the ideal DCG (gains sorted, no ties); NaN when that is 0.
+    """Tie-aware DCG divided by the ideal DCG (gains sorted, no ties; He et al. 2018, Eq. 4-7).
+
+    Args:
+        scores: ``[C]`` or ``[Q, C]``; larger ranks higher, equal scores are tied.
+        gains: finite float tensor of the same shape (negative gains are gains too).
+
+    Returns:
+        float64 ``[Q]`` (0-d for ``[C]`` input); NaN for a query whose ideal DCG is not
+        positive (every gain 0, or the gains' ideal order summing below 0).
+
+    Raises:
+        GradlabError: bad tensors (see :func:`tie_aware_dcg`).
 
     Example:
         >>> round(tie_aware_ndcg(torch.tensor([1, 1]), torch.tensor([1.0, 0.0])).item(), 4)
