@@ -144,7 +144,7 @@ def _cumulative_weight(
 
 
 def false_positive_probability(
-    similarities: torch.Tensor,
+    scores: torch.Tensor,
     labels: torch.Tensor,
     delta: float,
     *,
@@ -153,7 +153,8 @@ def false_positive_probability(
     """``P_ij^Delta`` (Zhong et al., Eq. 7) of every positive pair of a batch.
 
     Args:
-        similarities: ``[B, B]`` cosine similarities.
+        scores: ``[B, B]`` cosine similarities of the batch with itself (the glossary's
+            ``scores``).
         labels: ``[B]`` integer labels.
         delta: bin width in ``[2**-20, 2]`` with ``2 / delta`` an integer (Algorithm 1's
             widths are); other widths are refused.
@@ -169,22 +170,22 @@ def false_positive_probability(
         tensor([1.])
     """
     delta = check_bin_width(delta)
-    check_tensor("similarities", similarities, ndims=(2,), kind="float", finite=True)
+    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
-    check_shape("similarities", similarities, (len(labels), len(labels)), "[B, B]")
-    check_same_device(similarities=similarities, labels=labels)
+    check_shape("scores", scores, (len(labels), len(labels)), "[B, B]")
+    check_same_device(scores=scores, labels=labels)
     if pairs is None:
         same = labels.unsqueeze(0) == labels.unsqueeze(1)
         first, second = torch.nonzero(torch.triu(same, diagonal=1), as_tuple=True)
     else:
         first, second = pairs
-    pair_similarity = similarities[first, second]
+    pair_similarity = scores[first, second]
     lower, h_left, h_right = _bin_position(pair_similarity, delta)
-    negatives = (labels.unsqueeze(0) != labels[first].unsqueeze(1)).to(similarities.dtype)
+    negatives = (labels.unsqueeze(0) != labels[first].unsqueeze(1)).to(scores.dtype)
     count = negatives.sum(dim=1).clamp(min=1.0)
     total = torch.zeros_like(pair_similarity)
     for rows in (first, second):
-        row_similarities = similarities[rows]
+        row_similarities = scores[rows]
         from_t = _cumulative_weight(row_similarities, (lower - delta).unsqueeze(1), delta)
         from_t_plus_one = _cumulative_weight(row_similarities, lower.unsqueeze(1), delta)
         above_t = (from_t * negatives).sum(dim=1) / count

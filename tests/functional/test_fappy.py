@@ -127,7 +127,7 @@ def test_cosine_l2_equivalence():
             lambda: false_positive_probability(
                 torch.ones(3, 2), torch.zeros(3, dtype=torch.long), 0.5
             ),
-            r"similarities must have shape \(3, 3\) \(\[B, B\]\)",
+            r"scores must have shape \(3, 3\) \(\[B, B\]\)",
         ),
         (lambda: euclidean_from_cosine(torch.tensor([math.nan])), "similarity must be finite"),
     ],
@@ -201,9 +201,9 @@ LABELS3 = torch.zeros(3, dtype=torch.long)
         (lambda: false_positive_probability(torch.ones(3, 3), LABELS3, 0.0),
          r"delta must be a finite number in \[9.53674e-07, 2\]; got 0.0"),
         (lambda: false_positive_probability(torch.ones(3, 3, dtype=torch.long), LABELS3, 0.5),
-         "similarities must have a floating dtype; got torch.int64"),
+         "scores must have a floating dtype; got torch.int64"),
         (lambda: false_positive_probability(torch.full((3, 3), math.nan), LABELS3, 0.5),
-         "similarities must be finite; got (NaN|inf) in .*"),
+         "scores must be finite; got (NaN|inf) in .*"),
         (lambda: fappy_loss(torch.ones(3, 2, dtype=torch.long), LABELS3),
          "embeddings must have a floating dtype; got torch.int64"),
         (lambda: fappy_loss(torch.full((3, 2), math.inf), LABELS3),
@@ -283,9 +283,9 @@ def test_lemma1_as_printed_holds_on_the_closed_bin(negative):
         (lambda: false_positive_probability(torch.ones(3, 3), torch.zeros(3, 1).long(), 0.5),
          "labels must be 1-D"),
         (lambda: false_positive_probability(torch.ones(3, 2), LABELS3, 0.5),
-         r"similarities must have shape \(3, 3\) \(\[B, B\]\); got \(3, 2\)$"),
+         r"scores must have shape \(3, 3\) \(\[B, B\]\); got \(3, 2\)$"),
         (lambda: false_positive_probability(torch.ones(3, 3), LABELS3.to("meta"), 0.5),
-         "tensors must be on one device; got similarities on cpu, labels on meta$"),
+         "tensors must be on one device; got scores on cpu, labels on meta$"),
     ],
 )  # fmt: skip
 def test_label_messages_name_the_argument(call, message):
