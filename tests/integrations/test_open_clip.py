@@ -316,7 +316,28 @@ def test_the_chance_level_is_clip_s_ln_c_and_not_logged_for_the_sigmoid_loss(tmp
         records["clip"]["loss"] - math.log(6), rel=1e-6)  # fmt: skip
     assert reasons["clip"] is None
     assert "loss_minus_chance" not in records["siglip"]
-    assert "ln C is not its chance level" in reasons["siglip"]
+    assert reasons["siglip"] == (f"does not apply to {type(siglip_loss()).__name__}: a sigmoid of "
+                                 "each pair, no mean of InfoNCE terms, so ln C is not its chance "
+                                 "level")  # fmt: skip
+
+
+def test_a_wrapped_loss_that_declares_no_infonce_mean_has_no_chance_level(tmp_path):
+    # the wrapper's adapter keeps the base's reasons: a loss of open_clip's interface that says
+    # (gradlab's SoftmaxLogits) it is no mean of InfoNCE terms logs no loss_minus_chance
+    from gradlab.losses import SoftmaxLogits
+
+    class SummedClipLoss(StandInClipLoss):
+        softmax_logits = SoftmaxLogits(direction="both", info_nce=False)
+
+    images, texts = features(1, 4, seed=2)
+    with gradlab.Monitor(tmp_path, quantities=[ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(SummedClipLoss()))
+        loss_fn(images.clone().requires_grad_(), texts, torch.tensor(10.0)).backward()
+        record = monitor.step() or {}
+    assert "loss_minus_chance" not in record
+    assert monitor.not_logged["chance_level"] == (
+        "does not apply to SummedClipLoss: it is no mean of InfoNCE terms, so ln C is not its "
+        "chance level")  # fmt: skip
 
 
 @pytest.mark.parametrize("preset", ["default", "full"])
