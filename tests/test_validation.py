@@ -14,6 +14,7 @@ from gradlab.validation import (
     check_floating_dtype,
     check_in_range,
     check_int_in_range,
+    check_ks,
     check_non_negative_finite,
     check_optional_callable,
     check_positive_finite,
@@ -239,3 +240,30 @@ def test_a_bool_option_takes_true_or_false_only():
     for value in ("no", 1, 0, None, torch.tensor(True)):
         assert _refusal(lambda value=value: check_bool("mutants", value)) == (
             f"mutants must be True or False; got {value!r}")
+
+
+@pytest.mark.parametrize("ks", [[1, 5], (10,), range(1, 4)])
+def test_ks_are_returned_as_a_tuple(ks):
+    assert check_ks(ks) == tuple(ks)
+
+
+@pytest.mark.parametrize(
+    ("ks", "message"),
+    [
+        (5, "ks must be a sequence of positive integers, such as (1, 5, 10); got 5"),
+        ("15", "ks must be a sequence of positive integers, such as (1, 5, 10); got '15'"),
+        (b"1", "ks must be a sequence of positive integers, such as (1, 5, 10); got b'1'"),
+        (torch.tensor([1, 5]), "ks must be a sequence of positive integers, such as (1, 5, 10); "
+                               "got tensor([1, 5])"),
+        ({1, 5}, "ks must be a sequence of positive integers, such as (1, 5, 10); got {1, 5}"),
+        ((), "ks must name at least one k; got ()"),
+        ([], "ks must name at least one k; got []"),
+        ((1, 0), "ks must be a positive integer; got 0"),
+        ((True,), "ks must be a positive integer; got True"),
+        ((2.0,), "ks must be a positive integer; got 2.0"),
+    ],
+)  # fmt: skip
+def test_bad_ks_are_refused_naming_ks_and_the_value(ks, message):
+    with pytest.raises(GradlabError) as caught:
+        check_ks(ks)
+    assert str(caught.value) == message
