@@ -378,3 +378,55 @@ def test_a_writer_killed_while_widening_leaves_no_copy_once_the_folder_is_opened
     with (folder / "metrics.csv").open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert [row["step"] for row in rows] == (["0"] if reopen == "overwrite" else ["0", "1"])
+
+
+def test_a_widening_whose_copy_cannot_be_written_raises_that_error(tmp_path, monkeypatch):
+    # the copy fails before it exists (a full disk at open): its clean-up finds no file and
+    # the writer's own error is what the caller sees, the CSV file untouched
+    import pathlib
+
+    sink = CSVSink()
+    sink.open(tmp_path, {"run": 1})
+    sink.write({"step": 0, "a": 1.5})
+    before = (tmp_path / "metrics.csv").read_bytes()
+
+    def refuse(self, data):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(pathlib.Path, "write_bytes", refuse)
+        with pytest.raises(OSError, match="No space left"):
+            sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    sink.close()
+    assert (tmp_path / "metrics.csv").read_bytes() == before
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
+
+
+def test_a_first_row_that_failed_leaves_the_header_to_the_next_record_with_its_keys(
+    tmp_path, monkeypatch
+):
+    # nothing reached the file: the next record, with a key more, writes the header whole
+    import gradlab.monitor.sinks as sinks
+
+    sink = CSVSink()
+    sink.open(tmp_path, {"run": 1})
+    original = sinks._append
+    with monkeypatch.context() as patch:
+        patch.setattr(sinks, "_append", lambda handle, data: (_ for _ in ()).throw(
+            OSError(28, "No space left on device")))  # fmt: skip
+        with pytest.raises(OSError):
+            sink.write({"step": 0, "a": 1.5})
+    assert sinks._append is original
+    sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    sink.close()
+    with (tmp_path / "metrics.csv").open(newline="") as handle:
+        assert list(csv.reader(handle)) == [["step", "a", "b"], ["1", "0.5", "2.0"]]
+
+
+def test_the_last_header_is_found_on_an_indented_line(tmp_path):
+    # a JSON line may start with spaces (a file written by another tool): still a header
+    from gradlab.monitor.sinks import last_jsonl_header
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"header": {"tau": 0.1}}\n{"step": 0}\n  {"header": {"tau": 0.2}}\n')
+    assert last_jsonl_header(path) == {"tau": 0.2}
