@@ -392,8 +392,6 @@ class Temperature(Quantity):
     def at_call(self, batch: BatchView) -> None:
         """Keep the parameter's value at the watched call: the scale the loss used (by
         ``monitor.step()`` an ``optimizer.step()`` may have moved it)."""
-        if self.scale is None and _scale_free(batch.softmax):  # nothing to keep: compute logs none
-            return
         value, dtype = self._parameter(batch)
         batch._cache[("temperature parameter", id(self))] = (value.clone(), dtype)
 

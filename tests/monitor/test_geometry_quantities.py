@@ -372,11 +372,33 @@ def test_a_triplet_loss_without_a_scale_logs_no_scale_and_says_why(tmp_path):
         loss_fn(scores.requires_grad_(), torch.eye(4, dtype=torch.bool)).backward()
         record = monitor.step()
     assert not any(key.startswith("temperature") for key in record or {})
-    assert "has no scale to log" in monitor.not_logged["temperature"]
+    assert monitor.not_logged["temperature"] == (
+        "has no scale to log for MaxViolationTripletLoss: it is no softmax and holds no scale "
+        "(1 / the Monitor's tau is no scale of it); give Temperature(scale=...) a parameter of "
+        "the loss to follow it")  # fmt: skip
     # a scale given to follow (a parameter of the user's) is logged as before
     record, _ = _score_run(tmp_path / "given", gradlab.MaxViolationTripletLoss(0.2),
                            Temperature(every(1), scale=20.0))  # fmt: skip
     assert record["temperature_scale"] == 20.0
+
+
+def test_a_loss_that_declares_nothing_still_reads_one_over_tau(tmp_path):
+    # SmoothAP says nothing of a softmax: the fallback 1 / tau stays, nothing is left out
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
+    with Monitor(tmp_path, tau=0.05, quantities=[Temperature(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(), torch.arange(6) % 2).backward()
+        record = monitor.step()
+    assert monitor.not_logged == {}
+    assert record["temperature_scale"] == pytest.approx(20.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("terms", [1, 2, 3])
+def test_chance_level_takes_any_positive_number_of_terms(terms):
+    view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]),
+                     loss=torch.tensor(0.0))  # fmt: skip
+    values = ChanceLevel(terms=terms).compute(view)
+    assert float(values["chance_level"]) == pytest.approx(terms * math.log(2.0), rel=1e-15)
 
 
 def test_a_step_of_a_scale_free_loss_logs_no_scale():
