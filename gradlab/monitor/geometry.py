@@ -265,7 +265,8 @@ class Temperature(Quantity):
         schedule: ``step -> bool``.
         scale: the parameter, a positive finite number (a finite ``log s`` with
             ``log_scale``), or a callable returning either; None: the watched loss's own scale
-            when it says it (gradlab's ``NTXentLoss``: ``1 / temperature``; the
+            when it says it (gradlab's ``NTXentLoss``: ``1 / temperature``; ``SigLIPLoss``:
+            its ``scale`` ``t``; the
             sentence-transformers losses: their ``scale``; open_clip's ``ClipLoss``: the
             call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau) unless the loss says
             it is no softmax (then nothing is logged). open_clip:
