@@ -156,6 +156,10 @@ def _build_parser(
         "testable here (it needs the authors' data); without it the miniature is recorded as "
         "not measured and nothing is trained (default: off)",
     )  # fmt: skip
+    audit.add_argument(
+        "--no-progress", action="store_true",
+        help="no progress output (default: bars on a terminal, one line per paper otherwise)",
+    )  # fmt: skip
     plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
     plot = commands.add_parser("plot", help=plot_help, description=plot_help)
     plot.add_argument("run_dir", type=_path, nargs="+",
@@ -645,14 +649,18 @@ def main(argv: list[str] | None = None) -> int:
                     arguments.markdown.resolve() if arguments.markdown is not None else None):
                 raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "
                                    "give each its own (one would overwrite the other)")
+            from gradlab.progress import set_progress_mode
             from gradlab.symbolic.audit import format_table, run_audit, write_outputs
 
+            if arguments.no_progress:
+                set_progress_mode("off")
             measurement = None
             if arguments.measure:  # the study layer measures; the audit only decides
                 from gradlab.experiments import p_vs_batch_size
 
                 measurement = p_vs_batch_size.measure(quick=True)
-            records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement)
+            records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement,
+                                progress=True)  # fmt: skip
             print(format_table(records))
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "check-equivalence":

@@ -66,6 +66,7 @@ HELP = {
         "--mutants": ("also check mutants of each claim's accepted form",
                       "from 2 operators without a stated reason"),
         "--measure": ("also measure P against batch size", "(default: off)"),
+        "--no-progress": ("no progress output", "one line per paper otherwise)"),
     }),
     "plot": ("figures from Monitor log folders, several runs overlaid (headless)", {
         "run_dir": ("one or more Monitor log folders", "(or their metrics.jsonl)"),
@@ -371,7 +372,31 @@ def test_audit_hands_on_mutants_and_writes_where_asked(tmp_path, capsys, monkeyp
     argv = ["audit", "--mutants", "--json", str(target), "--markdown", str(markdown)]
     code, out, err = _run(argv, capsys)
     assert (code, out, err) == (0, "table of ['rec']\n", "")
-    assert calls == [{"mutants": True, "p_vs_batch_size": None}, (["rec"], target, markdown)]
+    options = {"mutants": True, "p_vs_batch_size": None, "progress": True}
+    assert calls == [options, (["rec"], target, markdown)]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_audit_says_which_paper_it_checks_unless_told_not_to(capsys, monkeypatch, quiet):
+    import sympy
+
+    import gradlab.symbolic.audit as audit
+    from gradlab.progress import set_progress_mode
+    from gradlab.symbolic.claims import Claim, Form, decide
+
+    claims = [Claim("002_9d7d2555864f9baa", f"eq{n}", "1 + 1 is 2", Form(sympy.Integer(2)),
+                    lambda form: decide(form.value == 2, "1 + 1 = 2", "not 2"))
+              for n in (1, 2)]  # fmt: skip
+    monkeypatch.setattr(audit, "all_claims", lambda **options: claims)
+    set_progress_mode("lines")
+    try:
+        code, out, err = _run(["audit", *(["--no-progress"] if quiet else [])], capsys)
+    finally:
+        set_progress_mode("auto")
+    assert code == 0 and "holds: 2" in out
+    stage = "gradlab: audit: paper 1 of 1, Brown et al. 2020, supplementary material"
+    lines = [re.sub(r", [\d.]+ s\)$", ")", line) for line in err.splitlines()]
+    assert lines == ([] if quiet else [f"{stage} (2 claims) ...", f"{stage} done (2 claims)"])
 
 
 # --- plot ---------------------------------------------------------------------------------
@@ -986,7 +1011,8 @@ def _usage(command):
     return {
         "report": "[-h] [--out OUT] [--quick] [--only SECTION] [--device DEVICE] "
                   "[--studies DIR [DIR ...]] [--workers N] [--no-progress]",
-        "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure]",
+        "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure] "
+                 "[--no-progress]",
         "plot": "[-h] [--out OUT] [--label NAME] run_dir [run_dir ...]",
         "study": "[-h] [--data DATA] [--split SPLIT] [--list-file LIST_FILE] "
                  "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "

@@ -56,18 +56,13 @@ def p_vs_batch_size_measurement(quick: bool, device: str) -> dict:
 def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:
     """The derivation audit: every printed claim of the seeds with its verdict; the empirical
     claim decided from the report's own P-vs-m measurement."""
-    from gradlab.symbolic.audit import all_claims, run_audit, summary_counts
+    from gradlab.symbolic.audit import all_claims, paper_stages, run_audit, summary_counts
 
     measurement = p_vs_batch_size_measurement(quick, device)
     claims = all_claims(p_vs_batch_size=measurement)
-    papers = list(dict.fromkeys(claim.seed for claim in claims))
     records = []
-    for number, paper in enumerate(papers, start=1):  # one progress line per paper
-        own = [claim for claim in claims if claim.seed == paper]
-        mutants = "" if quick else f", with {sum(len(c.mutants) for c in own)} mutants"
-        stage = progress(total=len(own), unit="claim",
-                         desc=f"audit: paper {number} of {len(papers)}, {paper_label(paper)}"
-                         f"{mutants}")  # fmt: skip
+    for desc, own in paper_stages(claims, mutants=not quick):  # one progress line per paper
+        stage = progress(total=len(own), unit="claim", desc=desc)
         records += run_audit(own, mutants=not quick)
         stage.update(len(own))
         stage.close()  # not on an exception: nothing is said done after Ctrl-C
@@ -81,24 +76,6 @@ def audit_markdown(records: list[dict]) -> str:
     from gradlab.symbolic.audit import format_markdown
 
     return re.sub(r"^(#{1,5}) ", r"#\1 ", format_markdown(records), flags=re.MULTILINE)
-
-
-def paper_label(key: str) -> str:
-    """A short name of an audited paper for progress lines: authors, year and part.
-
-    Example:
-        >>> paper_label("002_9d7d2555864f9baa")
-        'Brown et al. 2020, supplementary material'
-    """
-    from gradlab.symbolic.seeds import SEEDS
-
-    if key not in SEEDS:
-        return key
-    seed = SEEDS[key]
-    authors = seed.authors.replace(" & ", ", ").split(", ")
-    names = authors[0] + (" et al." if len(authors) > 2 else f" & {authors[1]}"
-                          if len(authors) == 2 else "")  # fmt: skip
-    return f"{names} {seed.year}, {seed.part}"
 
 
 def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:

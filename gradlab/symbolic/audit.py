@@ -11,13 +11,14 @@ import json
 import textwrap
 import time
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import mpmath
 
 from gradlab.errors import GradlabError
 from gradlab.paths import check_output_file, write_text
+from gradlab.progress import progress as progress_stage
 from gradlab.symbolic import (
     fappy_claims,
     minibatch_claims,
@@ -26,7 +27,7 @@ from gradlab.symbolic import (
     tie_aware_claims,
 )
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
-from gradlab.symbolic.seeds import citation
+from gradlab.symbolic.seeds import citation, paper_label
 from gradlab.validation import check_bool
 
 NOT_TESTABLE = VERDICTS[-1]
@@ -67,11 +68,36 @@ def _label_key(label: str) -> tuple:
     return (1, 0, label)
 
 
+def paper_stages(claims: Sequence[Claim], *, mutants: bool) -> Iterator[tuple[str, list[Claim]]]:
+    """The audit's progress stages: one per paper, in the order the claims first name it.
+
+    Args:
+        claims: the claims to check.
+        mutants: whether their mutants are checked too (the label then counts them).
+
+    Yields:
+        ``(label, claims)``: the stage's progress label (``audit: paper k of n, <authors year,
+        part>``, with the number of mutants when they are checked) and that paper's claims.
+
+    Example:
+        >>> from gradlab.symbolic.claims import Claim, Form
+        >>> mine = Claim("my-notes", "eq1", "1 + 1 is 2", Form(2), lambda form: None)
+        >>> [label for label, _ in paper_stages([mine, mine], mutants=False)]
+        ['audit: paper 1 of 1, my-notes']
+    """
+    papers = list(dict.fromkeys(claim.seed for claim in claims))
+    for number, paper in enumerate(papers, start=1):
+        own = [claim for claim in claims if claim.seed == paper]
+        counted = f", with {sum(len(c.mutants) for c in own)} mutants" if mutants else ""
+        yield f"audit: paper {number} of {len(papers)}, {paper_label(paper)}{counted}", own
+
+
 def run_audit(
     claims: list[Claim] | None = None,
     *,
     mutants: bool = False,
     p_vs_batch_size: Mapping | None = None,
+    progress: bool = False,
 ) -> list[dict]:
     """Check every claim; a check that raises is recorded as ``inconclusive`` with its error.
 
@@ -81,6 +107,9 @@ def run_audit(
             operators' mutants, :func:`gradlab.symbolic.claims.claim_mutants`).
         p_vs_batch_size: the measurement passed to :func:`all_claims` (only with the default
             claims; claims built by the caller carry their own).
+        progress: report each paper as a stage of :func:`gradlab.progress.progress` (its
+            label from :func:`paper_stages`; a bar on a terminal, two lines ``gradlab: audit:
+            paper k of n, ...`` on stderr elsewhere); the records are the same either way.
 
     Returns:
         One JSON-ready record per claim: id, seed, label, claim, method, verdict, detail,
@@ -101,28 +130,46 @@ def run_audit(
             "p_vs_batch_size is used only with the default claims; got it with claims=[...] "
             "(build the measured claim with supplementary_claims.claims(measurement) instead)"
         )
-    records = []
-    for claim in claims if claims is not None else all_claims(p_vs_batch_size=p_vs_batch_size):
-        start = time.perf_counter()
-        try:
-            with mpmath.workdps(AUDIT_DECIMAL_DIGITS):  # records independent of the caller's mpmath
-                record = audit_claim(claim, mutants=mutants)
-        except Exception as error:  # the audit reports, it does not stop
-            record = {
-                "id": claim.id, "seed": claim.seed, "label": claim.label,
-                "claim": {"statement": claim.statement, "formula": claim.printed.text(),
-                          "latex": claim.printed.latex(), "correction": None},
-                "method": claim.method, "verdict": "inconclusive",
-                "detail": f"the check raised {type(error).__name__}: {error}\n"
-                f"{traceback.format_exc(limit=2)}", "cause": claim.cause,
-            }  # fmt: skip
-            if mutants:
-                record.update(mutants=len(claim.mutants), mutant_operators=0, mutants_killed=0,
-                              mutant_results=[], inapplicable=dict(claim.inapplicable))  # fmt: skip
-        record["citation"] = citation(claim.seed)
-        record["seconds"] = round(time.perf_counter() - start, 4)
-        records.append(record)
+    check_bool("progress", progress)
+    claims = list(claims) if claims is not None else all_claims(p_vs_batch_size=p_vs_batch_size)
+    if not progress:
+        return [_audit_one(claim, mutants) for claim in claims]
+    done = []
+    for label, own in paper_stages(claims, mutants=mutants):
+        stage = progress_stage(total=len(own), desc=label, unit="claim")
+        for claim in own:
+            done.append(_audit_one(claim, mutants))
+            stage.update()
+        stage.close()  # not on an exception: nothing is said done after Ctrl-C
+    papers = list(dict.fromkeys(claim.seed for claim in claims))  # the stages' order, stable
+    ran = sorted(range(len(claims)), key=lambda index: papers.index(claims[index].seed))
+    records: list[dict] = [{}] * len(claims)
+    for index, record in zip(ran, done, strict=True):
+        records[index] = record  # back in the order of the claims
     return records
+
+
+def _audit_one(claim: Claim, mutants: bool) -> dict:
+    """One claim's record; a check that raises is recorded as ``inconclusive``."""
+    start = time.perf_counter()
+    try:
+        with mpmath.workdps(AUDIT_DECIMAL_DIGITS):  # records independent of the caller's mpmath
+            record = audit_claim(claim, mutants=mutants)
+    except Exception as error:  # the audit reports, it does not stop
+        record = {
+            "id": claim.id, "seed": claim.seed, "label": claim.label,
+            "claim": {"statement": claim.statement, "formula": claim.printed.text(),
+                      "latex": claim.printed.latex(), "correction": None},
+            "method": claim.method, "verdict": "inconclusive",
+            "detail": f"the check raised {type(error).__name__}: {error}\n"
+            f"{traceback.format_exc(limit=2)}", "cause": claim.cause,
+        }  # fmt: skip
+        if mutants:
+            record.update(mutants=len(claim.mutants), mutant_operators=0, mutants_killed=0,
+                          mutant_results=[], inapplicable=dict(claim.inapplicable))  # fmt: skip
+    record["citation"] = citation(claim.seed)
+    record["seconds"] = round(time.perf_counter() - start, 4)
+    return record
 
 
 def summary_counts(records: list[dict]) -> dict[str, int]:

@@ -63,3 +63,26 @@ SEEDS = {
 def citation(key: str) -> str:
     """The citation of a seed key, or the key itself for a claim of your own."""
     return SEEDS[key].citation() if key in SEEDS else key
+
+
+def paper_label(key: str) -> str:
+    """A short name of an audited paper for progress lines: authors, year and part.
+
+    Args:
+        key: a seed key of :data:`SEEDS`, or the key of a claim of your own (returned as is).
+
+    Returns:
+        The first author (``et al.`` for three or more, both names for two), the year and the
+        part of the paper.
+
+    Example:
+        >>> paper_label("002_9d7d2555864f9baa")
+        'Brown et al. 2020, supplementary material'
+    """
+    if key not in SEEDS:
+        return key
+    seed = SEEDS[key]
+    authors = seed.authors.replace(" & ", ", ").split(", ")
+    names = authors[0] + (" et al." if len(authors) > 2 else f" & {authors[1]}"
+                          if len(authors) == 2 else "")  # fmt: skip
+    return f"{names} {seed.year}, {seed.part}"

@@ -25,7 +25,6 @@ from gradlab.report.sections import (
     loss_comparison_section,
     operating_region_section,
     p_vs_batch_size_measurement,
-    paper_label,
     scenes_section,
     tie_aware_section,
     training_section,
@@ -107,19 +106,6 @@ def _measurement(tag):
 
 
 # --- the audit ---------------------------------------------------------------------------------
-
-
-def test_paper_labels_name_authors_year_and_part(monkeypatch):
-    from gradlab.symbolic import seeds
-
-    assert paper_label("002_9d7d2555864f9baa") == "Brown et al. 2020, supplementary material"
-    assert paper_label("000_e0f8edb24a02ffe3") == ("Bleeker & de Rijke 2022, appendix A, short "
-                                                   "version")  # fmt: skip
-    assert paper_label("004_e426679a66883031") == "Zhong et al. n.d., paper with appendix"
-    monkeypatch.setitem(seeds.SEEDS, "one", types.SimpleNamespace(authors="Knuth", year=1997,
-                                                                  part="volume 1"))  # fmt: skip
-    assert paper_label("one") == "Knuth 1997, volume 1"
-    assert paper_label("no such paper") == "no such paper"
 
 
 def test_the_audit_markdown_goes_one_level_down_to_six_hashes(monkeypatch):

@@ -172,6 +172,34 @@ def test_without_claims_the_audit_runs_every_claim(monkeypatch):
     assert run_audit([]) == []  # an empty list is no claims, not every claim
 
 
+@pytest.mark.parametrize("mutants", [False, True])
+def test_with_progress_the_audit_says_each_paper_and_keeps_the_claims_order(capsys, mutants):
+    from gradlab.progress import set_progress_mode
+
+    S002 = "002_9d7d2555864f9baa"
+    claims = [_one_claim(S002, "eq1"), _one_claim("mine", "eq2"), _one_claim(S002, "eq3")]
+    quiet = run_audit(claims, mutants=mutants)
+    assert capsys.readouterr().err == ""  # the library is silent unless asked
+    set_progress_mode("lines")
+    try:
+        loud = run_audit(claims, mutants=mutants, progress=True)
+    finally:
+        set_progress_mode("auto")
+    assert [r["label"] for r in loud] == ["eq1", "eq2", "eq3"]  # the claims' order, not the papers'
+    assert [{**r, "seconds": 0} for r in loud] == [{**r, "seconds": 0} for r in quiet]
+    lines = [re.sub(r", [\d.]+ s\)$", ")", line) for line in capsys.readouterr().err.splitlines()]
+    brown = "gradlab: audit: paper 1 of 2, Brown et al. 2020, supplementary material"
+    brown += ", with 2 mutants" if mutants else ""  # one slip per claim, two claims
+    mine = "gradlab: audit: paper 2 of 2, mine" + (", with 1 mutants" if mutants else "")
+    assert lines == [f"{brown} (2 claims) ...", f"{brown} done (2 claims)",
+                     f"{mine} (1 claim) ...", f"{mine} done (1 claim)"]  # fmt: skip
+
+
+def test_progress_must_be_a_bool():
+    with pytest.raises(GradlabError, match="progress must be True or False; got 'yes'"):
+        run_audit([_one_claim()], progress="yes")
+
+
 # --- summary counts, table and markdown ------------------------------------------------------
 
 
