@@ -294,13 +294,11 @@ def _run_study(arguments: argparse.Namespace) -> None:
     for path in write_study_report(name, results, out):
         print(f"wrote {path}")
     if name == "p-vs-batch-size":
-        from gradlab.experiments.p_vs_batch_size import summarize
+        from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
 
         summary = summarize(results)["settings"].get("trained_at_m", {})
-        if summary:
-            sizes, seeds = results["batch_sizes"], results["seeds"]
-            print(f"P from m = {sizes[0]} to {sizes[-1]}: {summary['trend']} (paired t-test "
-                  f"over {len(seeds)} seed(s))")  # fmt: skip
+        if summary:  # worded as the study page words it
+            print(trend_sentence(results, summary["trend"]))
 
 
 def _check_study_options(arguments: argparse.Namespace) -> None:

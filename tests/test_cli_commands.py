@@ -551,8 +551,25 @@ def test_the_p_study_hands_on_every_option_writes_its_json_and_says_the_trend(
     assert stdout.splitlines() == [
         f"wrote {out / 'p_vs_batch_size.json'}", f"wrote {out / 'summary.md'}",
         f"wrote {out / 'index.html'}",
-        "P from m = 8 to 24: rises (paired t-test over 2 seed(s))",
+        "P from m = 8 to m = 24: rises (paired t-test over the seeds; 2 seeds)",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("sizes", "seeds", "why"), [
+    ("8", "0,1", "one batch size cannot show a trend"),
+    ("8,16", "0", "one seed cannot show a trend"),
+])  # fmt: skip
+def test_the_p_study_says_what_the_run_lacked_for_a_trend_as_its_page_does(
+    tmp_path, capsys, studies, monkeypatch, sizes, seeds, why
+):
+    _trend(monkeypatch, {"trend": "unclear"})
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(tmp_path / "o"),
+            "--batch-sizes", sizes, "--seeds", seeds]  # fmt: skip
+    code, stdout, _ = _run(argv, capsys)
+    last = sizes.split(",")[-1]
+    assert code == 0
+    assert stdout.splitlines()[-1] == (f"P from m = 8 to m = {last}: unclear (paired t-test over "
+                                       f"the seeds; {why})")  # fmt: skip
 
 
 def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, studies, monkeypatch):

@@ -372,3 +372,31 @@ def summarize(measurement: dict) -> dict:
     outcome, why = decide_trend(measurement, "rises")
     return {"settings": settings, "claim": {"verdict": verdict, "detail": detail,
                                             "miniature": {"outcome": outcome, "detail": why}}}
+
+
+def trend_sentence(measurement: dict, trend: str, detail: str = "") -> str:
+    """P's trend over the measured batch sizes in words, for every text that states it.
+
+    The study command's last line, the study page and the report's findings word the trend of
+    :func:`summarize` with this one sentence, so that they say the same thing (among others, that
+    one batch size or one seed cannot show a trend).
+
+    Args:
+        measurement: a :func:`measure` result (its ``batch_sizes`` and ``seeds`` are read).
+        trend: the setting's trend from :func:`summarize` (``settings[name]["trend"]``).
+        detail: more context, appended inside the parentheses (optional).
+
+    Returns:
+        ``P from m = <first> to m = <last>: <trend> (paired t-test over the seeds; <why>)``,
+        ``<why>`` saying what the run lacked for a trend or how many seeds it had.
+
+    Example:
+        >>> trend_sentence({"batch_sizes": [8], "seeds": [0, 1]}, "unclear")
+        'P from m = 8 to m = 8: unclear (paired t-test over the seeds; one batch size cannot show a trend)'
+    """  # noqa: E501
+    sizes, seeds = measurement["batch_sizes"], len(measurement["seeds"])
+    why = ("one batch size cannot show a trend" if len(sizes) < 2
+           else "one seed cannot show a trend" if seeds < 2 else f"{seeds} seeds")  # fmt: skip
+    more = f"; {detail}" if detail else ""
+    return (f"P from m = {sizes[0]} to m = {sizes[-1]}: {trend} (paired t-test over the seeds; "
+            f"{why}{more})")  # fmt: skip

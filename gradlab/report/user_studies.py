@@ -96,11 +96,8 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
     trend = summary["settings"].get("trained_at_m", {})
     if trend:
         parts = "; ".join(f"{name}: {word}" for name, word in trend["parts"].items())
-        why = ("one batch size cannot show a trend" if len(sizes) < 2
-               else "one seed cannot show a trend" if len(measurement["seeds"]) < 2
-               else f"{len(measurement['seeds'])} seeds")  # fmt: skip
-        lines += ["", f"P from m = {sizes[0]} to m = {sizes[-1]}: {trend['trend']} (paired "
-                  f"t-test over the seeds; {why}). Its parts: {parts}."]  # fmt: skip
+        sentence = p_vs_batch_size.trend_sentence(measurement, trend["trend"])
+        lines += ["", f"{sentence}. Its parts: {parts}."]
     lines += ["", f"![P and the close pairs against m: every seed faint, mean and std as error "
               f"bars]({figure})"]  # fmt: skip
     return "\n".join(lines)
@@ -424,11 +421,9 @@ def study_findings(section: dict) -> list[Finding]:
     results, figures = section["results"], section["figures"]
     if section["study"] == "p-vs-batch-size":
         trend = p_vs_batch_size.summarize(results)["settings"]["trained_at_m"]
-        sizes = results["batch_sizes"]
-        return [Finding(f"{on}, P from m = {sizes[0]} to m = {sizes[-1]}: {trend['trend']} "
-                        f"(paired t-test over {len(results['seeds'])} seed(s); mean P "
-                        f"{cell(trend['first'])} to {cell(trend['last'])}).",
-                        figures[0])]  # fmt: skip
+        mean = f"mean P {cell(trend['first'])} to {cell(trend['last'])}"
+        sentence = p_vs_batch_size.trend_sentence(results, trend["trend"], mean)
+        return [Finding(f"{on}, {sentence}.", figures[0])]
     if section["study"] == "losses":
         findings = []
         for (size, measurement), figure in zip(results.items(), figures, strict=True):

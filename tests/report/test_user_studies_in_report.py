@@ -179,7 +179,7 @@ def test_a_saved_p_study_becomes_a_section_and_a_finding_with_summarizes_trend(t
     trend = p_vs_batch_size.summarize(measurement)["settings"]["trained_at_m"]["trend"]
     assert trend == ("rises" if rows[0][1] > rows[0][0] else "falls")  # the fixture is clear-cut
     findings = findings_markdown({"study 3": (results, markdown)}, {"study 3": study_findings})
-    assert f"P from m = 8 to m = 16: {trend} (paired t-test over 3 seed(s)" in findings
+    assert f"P from m = 8 to m = 16: {trend} (paired t-test over the seeds; 3 seeds" in findings
     assert "[Figure 1](#figure-1)" in findings
     assert findings_markdown({"study 3": (results, markdown)}) == ""  # no finder, no finding
 

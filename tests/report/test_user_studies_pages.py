@@ -375,7 +375,8 @@ def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tm
     (finding,) = study_findings(results)
     first, last = _cell([row[0] for row in RISING]), _cell([row[-1] for row in RISING])
     assert finding.text == ("In your study on sop with timm:resnet50, P from m = 8 to m = 32: "
-                            f"rises (paired t-test over 3 seed(s); mean P {first} to {last}).")
+                            f"rises (paired t-test over the seeds; 3 seeds; mean P {first} to "
+                            f"{last}).")  # fmt: skip
     assert finding.figure == "figures/study1_p_vs_batch_size.png"
 
 
