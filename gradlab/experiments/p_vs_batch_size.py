@@ -332,12 +332,14 @@ def summarize(measurement: dict) -> dict:
     """The verdicts on a :func:`measure` result, computed once for every text that words them.
 
     Per setting of :data:`SUMMARIZED_SETTINGS` that was measured: P at the smallest and the
-    largest m per seed; ``change``: ``"rises"`` or ``"falls"`` when the two means differ by
-    more than the sum of their seed stds, else ``"within_spread"``; ``trend``: the paired t-test's
-    reading (:func:`gradlab.symbolic.batch_size.setting_trend`); ``parts``: the trend of each of
-    P's parts (:func:`p_decomposition`) and of P without its diagonal. ``claim`` is the audit's
-    verdict on the conjecture (``not-testable-here``: it needs the authors' data and network),
-    with ``miniature``, the decision rule's outcome on this measurement, and its detail.
+    largest m per seed; ``change``: ``"saturated"`` when P's bounds decide the reading
+    (:func:`gradlab.symbolic.batch_size.saturation`), else ``"rises"`` or ``"falls"`` when the
+    two means differ by more than the sum of their seed stds, else ``"within_spread"``;
+    ``trend``: the paired t-test's reading (:func:`gradlab.symbolic.batch_size.setting_trend`);
+    ``parts``: the trend of each of P's parts (:func:`p_decomposition`) and of P without its
+    diagonal. ``claim`` is the audit's verdict on the conjecture (``not-testable-here``: it
+    needs the authors' data and network), with ``miniature``, the decision rule's outcome on
+    this measurement, and its detail.
 
     Example:
         >>> rising = {"batch_sizes": [16, 64], "per_class": 4, "seeds": [0, 1, 2], "settings":
@@ -352,6 +354,7 @@ def summarize(measurement: dict) -> dict:
         conjecture_verdict,
         decide_trend,
         part_trends,
+        saturation,
         setting_trend,
     )
 
@@ -361,7 +364,9 @@ def summarize(measurement: dict) -> dict:
             continue
         values = measurement["settings"][name]["P"]
         first, last = [run[0] for run in values], [run[-1] for run in values]
-        if not separated(first, last):
+        if saturation(values) is not None:  # P's bound, not the seeds, sets the spread
+            change = "saturated"
+        elif not separated(first, last):
             change = "within_spread"
         else:
             change = "rises" if mean_std(last)[0] > mean_std(first)[0] else "falls"

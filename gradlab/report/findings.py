@@ -217,6 +217,8 @@ def _operating_region(results: dict) -> list[Finding]:
         first, last = cell(setting["first"]), cell(setting["last"])
         if setting["change"] == "within_spread":
             parts.append(f"{words} P stays within the seed spread ({first} to {last})")
+        elif setting["change"] == "saturated":
+            parts.append(f"{words} P is saturated, so it shows no trend ({first} to {last})")
         else:
             parts.append(f"{words} P {setting['change']} from {first} to {last}")
     if not parts:

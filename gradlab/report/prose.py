@@ -73,6 +73,8 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
         change = summary["settings"].get(name, {}).get("change")
         if change == "within_spread":
             verdicts.append(f"{words} P does not move beyond the seed spread")
+        elif change == "saturated":
+            verdicts.append(f"{words} P is saturated, so it shows no trend")
         elif change is not None:
             verdicts.append(f"{words} P {change}")
     verdict = VERDICT_WORDS[summary["claim"]["verdict"]]

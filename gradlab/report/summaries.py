@@ -25,15 +25,21 @@ def cell(values: Sequence[float], digits: int = 3) -> str:
 
 
 def trend(values_per_seed: Sequence[Sequence[float]], sizes: Sequence[int], name: str) -> str:
-    """How a per-seed curve moves from its first to its last point, against its spread.
+    """How a per-seed curve moves from its first to its last point, against its spread; saturated
+    when its bounds decide the reading (:func:`gradlab.symbolic.batch_size.saturation`).
 
     Example:
         >>> trend([[0.3, 0.2], [0.32, 0.21]], [16, 1024], "P")
         'P falls from 0.310 ± 0.010 (m=16) to 0.205 ± 0.005 (m=1024), more than the seed spread'
     """
+    from gradlab.symbolic.batch_size import saturation
+
     first = [run[0] for run in values_per_seed]
     last = [run[-1] for run in values_per_seed]
     mean_first, mean_last = mean_std(first)[0], mean_std(last)[0]
+    if saturation(values_per_seed) is not None:  # the bound, not the seeds, sets the spread
+        return (f"{name} is saturated, so it shows no trend: {cell(first)} at m={sizes[0]}, "
+                f"{cell(last)} at m={sizes[-1]}")  # fmt: skip
     if not separated(first, last):
         verb = "stays within the seed spread"
         return (

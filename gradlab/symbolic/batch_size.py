@@ -11,9 +11,11 @@ The rule, in two steps:
    ``P(largest m) - P(smallest m)`` with ``seeds - 1`` degrees of freedom (two-sided level
    :data:`ALPHA`; SciPy's t quantile). ``rises`` / ``falls`` when the change is significant and
    larger than :data:`FLAT_BAND`; ``flat`` when the whole confidence interval of the change lies
-   inside ``(-FLAT_BAND, FLAT_BAND)``; ``saturated`` when P is within :data:`SATURATED` of 0 or 1
-   everywhere (such a setting is uninformative: an untrained network puts every score inside
-   the operating region, P = 1 at every m); ``unclear`` otherwise.
+   inside ``(-FLAT_BAND, FLAT_BAND)``; ``saturated`` when P's bounds decide the reading
+   (:func:`saturation`: P within :data:`SATURATED` of 0 or 1 everywhere, as for an untrained
+   network that puts every score inside the operating region, P = 1 at every m; or P exactly 0
+   or 1 at an end m in every seed with every seed changing by the same amount, where the bound
+   leaves the changes without variance and a t-test is undefined); ``unclear`` otherwise.
 2. :func:`decide_trend` decides on ONE setting named in advance, :data:`PROTOCOL_SETTING` (one
    network trained at each m, P averaged over the last epoch: the paper's protocol). The other
    settings are reported as context and never vote, so there is no multiple comparison to
@@ -92,6 +94,44 @@ def paired_t(changes: Sequence[float], alpha: float = ALPHA) -> dict[str, float]
             "high": mean + critical * error}  # fmt: skip
 
 
+def saturation(p_per_seed: Sequence[Sequence[float]]) -> str | None:
+    """Why P's bounds keep a setting from showing a trend, or None when they do not.
+
+    P is a share, so it lies in [0, 1]. A setting shows no trend when P is within
+    :data:`SATURATED` of 0 or 1 at every m and seed; nor when P is exactly 0 or 1 at the smallest
+    or the largest m in every seed and every seed changes by the same amount: the changes then
+    have zero variance because P cannot pass its bound, not because the seeds agree, and the
+    paired t-test is undefined with zero variance (its t would be infinite).
+
+    Args:
+        p_per_seed: ``p_per_seed[s][k]``, P at the k-th batch size for seed s.
+
+    Returns:
+        The reason in words, or None.
+
+    Example:
+        >>> saturation([[0.5, 1.0], [0.5, 1.0], [0.5, 1.0]])
+        'P is 1 at the largest m in every seed and every seed changed by the same amount: the bound leaves the changes without variance, so a t-test is undefined'
+        >>> saturation([[0.4, 1.0], [0.5, 1.0], [0.6, 1.0]]) is None  # the seeds vary
+        True
+    """  # noqa: E501
+    values = np.asarray(p_per_seed, dtype=float)
+    if values.ndim != 2 or values.shape[1] < 2 or values.shape[0] == 0:
+        return None
+    if values.min() >= 1 - SATURATED or values.max() <= SATURATED:
+        return "P saturated at every m and seed, so this setting is uninformative about a trend"
+    changes = values[:, -1] - values[:, 0]
+    if len(changes) < 2 or changes.min() != changes.max():
+        return None
+    for column, end in ((values[:, 0], "smallest"), (values[:, -1], "largest")):
+        for bound in (0.0, 1.0):
+            if (column == bound).all():
+                return (f"P is {bound:g} at the {end} m in every seed and every seed changed by "
+                        "the same amount: the bound leaves the changes without variance, so a "
+                        "t-test is undefined")  # fmt: skip
+    return None
+
+
 def setting_trend(p_per_seed: list[list[float]], alpha: float = ALPHA) -> tuple[str, str]:
     """``(trend, why)`` of P over m for one setting: one of :data:`TRENDS`.
 
@@ -99,9 +139,8 @@ def setting_trend(p_per_seed: list[list[float]], alpha: float = ALPHA) -> tuple[
     and the batches for every m, so the seeds pair the two ends: the per-seed changes
     ``P(largest m) - P(smallest m)`` go through :func:`paired_t`. ``rises`` / ``falls``: ``|t|``
     above the critical value and the mean change beyond :data:`FLAT_BAND`; ``flat``: the
-    confidence interval inside ``(-FLAT_BAND, FLAT_BAND)``; ``saturated``: P within
-    :data:`SATURATED` of 0 or 1 at every m and seed (uninformative); else ``unclear`` (also for a
-    single seed, which has no spread).
+    confidence interval inside ``(-FLAT_BAND, FLAT_BAND)``; ``saturated``: P's bounds decide the
+    reading (:func:`saturation`); else ``unclear`` (also for a single seed, which has no spread).
 
     Example:
         >>> setting_trend([[0.30, 0.35, 0.40], [0.31, 0.36, 0.41], [0.29, 0.34, 0.40]])[0]
@@ -115,9 +154,9 @@ def setting_trend(p_per_seed: list[list[float]], alpha: float = ALPHA) -> tuple[
     mean = values.mean(axis=0)
     seeds = values.shape[0]
     head = f"mean P {mean[0]:.3f} -> {mean[-1]:.3f}"
-    if values.min() >= 1 - SATURATED or values.max() <= SATURATED:
-        return "saturated", (f"{head}: P saturated at every m and seed, so this setting is "
-                             "uninformative about a trend")  # fmt: skip
+    bounded = saturation(values)
+    if bounded is not None:
+        return "saturated", f"{head}: {bounded}"
     if seeds < 2:
         return "unclear", f"{head} ({seeds} seed): no seed spread, no t-test"
     test = paired_t(values[:, -1] - values[:, 0], alpha)

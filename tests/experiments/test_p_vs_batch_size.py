@@ -287,3 +287,18 @@ def test_measure_refuses_no_seeds_before_any_work(monkeypatch):
     with pytest.raises(GradlabError, match=r"^seeds must name at least one seed; got none$"):
         measure(seeds=())
     assert handed == []
+
+
+def test_p_pinned_at_1_in_every_seed_is_summarized_as_saturated_everywhere():
+    from gradlab.experiments.p_vs_batch_size import summarize, trend_sentence
+
+    # every seed: P 0.5 at m = 8 and exactly 1 at m = 16; the changes have zero variance
+    pinned = {"batch_sizes": [8, 16], "per_class": 4, "seeds": [0, 1, 2],
+              "settings": {"trained_at_m": {"P": [[0.5, 1.0]] * 3}}}  # fmt: skip
+    summary = summarize(pinned)
+    setting = summary["settings"]["trained_at_m"]
+    assert (setting["trend"], setting["change"]) == ("saturated", "saturated")
+    assert summary["claim"]["miniature"]["outcome"] == "inconclusive"
+    assert trend_sentence(pinned, setting["trend"]) == (
+        "P from m = 8 to m = 16: saturated (paired t-test over the seeds; 3 seeds)"
+    )

@@ -400,3 +400,13 @@ def test_the_loss_and_scenes_lines_compute_their_summaries_when_none_is_stored()
     stored = {**scenes, "summary": digit_scenes.summarize(scenes)}
     assert list(stored["summary"]["apart"]["VSRN"]) == ["stuck"]  # the line lists it apart
     assert _lines({"scenes": (scenes, "")}) == _lines({"scenes": (stored, "")})
+
+
+def test_the_batch_size_line_says_saturated_when_p_is_pinned_at_1():
+    curves = [[0.5, 0.75, 1.0]] * 3  # every seed alike, exactly 1 at the largest m
+    batch = {**BATCH, "per_class": 4, "settings": {"trained_at_m": {"P": curves}}}
+    line = _lines({"operating_region": ({"p_vs_batch_size": batch}, "")})[-1]
+    first, last = _cell([0.5] * 3), _cell([1.0] * 3)
+    assert (f"for networks trained at each m P is saturated, so it shows no trend ({first} to "
+            f"{last})") in line  # fmt: skip
+    assert "rises" not in line.split("report the operating-region proportion P rising")[1]

@@ -34,7 +34,8 @@ SIZES = [16, 64, 256]
 FALLING = [[0.40, 0.35, 0.30], [0.42, 0.36, 0.28]]
 RISING = [[0.10, 0.15, 0.30], [0.12, 0.16, 0.32]]
 FLAT = [[0.999, 0.5, 0.999], [0.999, 0.7, 0.999]]
-EDGE = [[0.999, 1.0, 1.0], [1.0, 1.0, 0.999]]  # min exactly 0.999: still worded as a trend
+EDGE = [[0.999, 1.0, 1.0], [1.0, 1.0, 0.999]]  # min exactly 0.999: not the untrained sentence,
+# but within 0.01 of 1 everywhere: saturated, as the t-test's rule reads it
 
 
 def _batch(**settings):
@@ -60,6 +61,12 @@ def _moves(name, values, verb):
 def _stays(name, values):
     first, last = _first_last(values)
     return f"{name} stays within the seed spread: {_cell(first)} at m=16, {_cell(last)} at m=256"
+
+
+def _saturated(name, values):
+    first, last = _first_last(values)
+    return (f"{name} is saturated, so it shows no trend: {_cell(first)} at m=16, {_cell(last)} "
+            "at m=256")  # fmt: skip
 
 
 def _claim_sentence(verdicts, verdict_words, miniature_words):
@@ -93,7 +100,7 @@ def test_p_vs_batch_size_text_words_each_setting_and_the_audits_verdict():
         "and batches).",
         "At the untrained network: P = 1 at every m and every seed (all cosine scores lie within "
         "the operating region's width of each other), so this setting cannot show a trend.",
-        f"At a fixed network trained with SmoothAP at m = 64: {_stays('P', EDGE)}; "
+        f"At a fixed network trained with SmoothAP at m = 64: {_saturated('P', EDGE)}; "
         f"{_moves('the positive-negative share', RISING, 'rises')}; "
         f"{_moves('the negative-negative share', FALLING, 'falls')}.",
         "With one network fine-tuned at each m (same start, same epochs): "
@@ -633,3 +640,11 @@ def test_pml_grouping_sentence_some_batches_and_the_largest_one_agreeing():
     rows = [_row(2, 3, False, False), _row(3, 3, False, False)]
     text = prose.pml_grouping_sentence({"pml_version": "1.0", "agreement": 1e-6, "rows": rows})
     assert "items in 0 of 2 measured batches (none), and SmoothAP over the true classes" in text
+
+
+def test_p_vs_batch_size_text_says_saturated_when_p_is_pinned_at_1():
+    pinned = [[0.5, 0.75, 1.0], [0.5, 0.5, 1.0]]  # both seeds alike at the ends, 1 at m = 256
+    batch = _batch(trained_at_m=_setting(pinned, pinned, pinned, steps=[8, 4, 2]))
+    text = prose.p_vs_batch_size_text(batch)
+    assert "with one network fine-tuned per m P is saturated, so it shows no trend." in text
+    assert "P rises" not in text and "P is saturated, so it shows no trend: " in text

@@ -83,3 +83,13 @@ def test_problems_are_the_corrected_and_failing_records_counted_by_cause():
     assert distinct_problems(records) == 3  # sign, c, d
     assert distinct_problems(records[4:]) == 0
     assert [problem_key(r) for r in records[:4]] == ["sign", "sign", "c", "d"]
+
+
+def test_a_curve_pinned_at_its_bound_with_alike_seeds_is_saturated_not_a_trend():
+    # both seeds 0.5 at m = 16 and exactly 1 at m = 1024: no spread, so "more than the seed
+    # spread" would hold for any gap; the bound, not a trend, fixes the end
+    curves = [[0.5, 0.7, 1.0], [0.5, 0.9, 1.0]]
+    first, last = _cells([[0.5, 0.5], [1.0, 1.0]])
+    assert trend(curves, SIZES, "P") == (
+        f"P is saturated, so it shows no trend: {first} at m=16, {last} at m=1024"
+    )

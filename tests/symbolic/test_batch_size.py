@@ -23,6 +23,7 @@ from gradlab.symbolic.batch_size import (
     decide_trend,
     paired_t,
     part_trends,
+    saturation,
     setting_name,
     setting_trend,
 )
@@ -358,3 +359,80 @@ def test_seeds_that_change_alike_say_why_t_is_infinite():
     assert "t = -inf (every seed changed by the same amount: no spread, so t is infinite)" in why
     _, noisy = setting_trend(ends(NOISY))
     assert "no spread" not in noisy
+
+
+# P pinned at a bound at one end in every seed, the seeds alike: the paired changes have zero
+# variance because P cannot pass 1 (or 0), and t = change / 0 would read as a certain trend.
+PINNED = [
+    [[0.5, 1.0], [0.5, 1.0], [0.5, 1.0]],  # at 1 at the largest m
+    [[0.25, 0.5, 1.0], [0.25, 0.75, 1.0]],  # at 1 at the largest m, middle m varies
+    [[1.0, 0.5], [1.0, 0.5], [1.0, 0.5]],  # at 1 at the smallest m
+    [[0.0, 0.4], [0.0, 0.4], [0.0, 0.4]],  # at 0 at the smallest m
+    [[0.6, 0.0], [0.6, 0.0]],  # at 0 at the largest m
+]
+
+
+@pytest.mark.parametrize("rows", PINNED)
+def test_p_pinned_at_a_bound_with_alike_seeds_is_saturated_not_a_trend(rows):
+    changes = [row[-1] - row[0] for row in rows]
+    assert len(set(changes)) == 1 and changes[0] != 0  # zero variance, a non-zero change
+    trend, why = setting_trend(rows)
+    assert trend == "saturated"
+    assert "a t-test is undefined" in why and "inf" not in why
+    outcome, detail = decide_trend(measurement(trained_at_m=rows))
+    assert outcome == "inconclusive" and "P saturated" in detail
+
+
+def test_pinned_says_which_end_and_which_bound():
+    assert saturation([[0.5, 1.0]] * 3).startswith("P is 1 at the largest m in every seed")
+    assert saturation([[0.0, 0.4]] * 3).startswith("P is 0 at the smallest m in every seed")
+
+
+@pytest.mark.parametrize("rows", [
+    [[0.4, 1.0], [0.5, 1.0], [0.6, 1.0]],  # at 1, but the seeds start apart: a real rise
+    [[0.5, 0.99], [0.5, 0.99], [0.5, 0.99]],  # alike, but short of the bound
+    [[1.0, 1.0], [0.5, 0.5]],  # no change in any seed, P at 1 in one seed only
+    [[0.5, 1.0]],  # one seed: no spread to speak of
+])  # fmt: skip
+def test_a_bound_alone_or_alike_seeds_alone_are_not_saturation(rows):
+    assert saturation(rows) is None
+    assert setting_trend(rows)[0] != "saturated"
+
+
+def test_a_bound_reached_by_seeds_that_vary_still_rises():
+    rows = [[0.4, 1.0], [0.5, 1.0], [0.6, 1.0]]  # changes 0.6, 0.5, 0.4: t = 0.5 / 0.0577 = 8.7
+    assert by_hand([0.6, 0.5, 0.4])[2] > TABLE_T[2]
+    assert setting_trend(rows)[0] == "rises"
+
+
+@pytest.mark.parametrize("rows", [
+    [1.0, 1.0],  # one dimension: not one row per seed
+    [[1.0]] * 3,  # one batch size: no change to read
+    [[], []],  # no batch size
+])  # fmt: skip
+def test_saturation_needs_p_per_seed_at_two_batch_sizes_or_more(rows):
+    assert saturation(rows) is None
+
+
+def test_no_seed_is_no_saturation():
+    import numpy as np
+
+    assert saturation(np.zeros((0, 3))) is None
+
+
+def test_one_seed_pinned_everywhere_is_saturated_but_one_seed_has_no_spread_to_read():
+    assert saturation([[1.0, 1.0]]).startswith("P saturated at every m and seed")
+    assert saturation([[0.5, 1.0]]) is None  # the zero-variance reading needs two seeds
+
+
+def test_saturation_reads_0_1_integers_and_booleans_as_shares():
+    text = "P is 0 at the smallest m in every seed"  # both ends pinned: the smallest m first
+    assert saturation([[0, 1]] * 3).startswith(text)
+    assert saturation([[False, True]] * 3).startswith(text)
+
+
+def test_the_reason_quotes_the_mean_p_at_the_first_and_the_last_batch_size():
+    rows = [[0.25, 0.5, 1.0], [0.25, 0.75, 1.0], [0.25, 0.125, 1.0]]  # pinned at m = last
+    trend, why = setting_trend(rows)
+    assert trend == "saturated"
+    assert why.startswith("mean P 0.250 -> 1.000: P is 1 at the largest m in every seed")
