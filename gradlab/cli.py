@@ -162,7 +162,7 @@ def _build_parser(
     )  # fmt: skip
     plot_help = "figures from Monitor log folders, several runs overlaid (headless)"
     plot = commands.add_parser("plot", help=plot_help, description=plot_help)
-    plot.add_argument("run_dir", type=_path, nargs="+",
+    plot.add_argument("run_dir", type=_path, nargs="+", metavar="RUN_DIR",
                       help="one or more Monitor log folders (or their metrics.jsonl)")
     plot.add_argument(
         "--out", type=str,
@@ -670,10 +670,18 @@ def main(argv: list[str] | None = None) -> int:
         elif arguments.command == "plot":
             import warnings
 
-            from gradlab.plotting.monitor import check_run_dirs, default_out, plot_runs
+            from gradlab.plotting.monitor import (
+                check_run_dirs,
+                check_runs_and_labels,
+                default_out,
+                plot_runs,
+            )
 
+            # named as the command names them; plot_runs checks them again for library callers
+            check_runs_and_labels(arguments.run_dir, arguments.label, runs_argument="RUN_DIR",
+                                  labels_argument="--label")  # fmt: skip
             if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
-                check_run_dirs(arguments.run_dir)
+                check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:

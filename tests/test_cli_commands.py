@@ -69,7 +69,7 @@ HELP = {
         "--no-progress": ("no progress output", "one line per paper otherwise)"),
     }),
     "plot": ("figures from Monitor log folders, several runs overlaid (headless)", {
-        "run_dir": ("one or more Monitor log folders", "(or their metrics.jsonl)"),
+        "RUN_DIR": ("one or more Monitor log folders", "(or their metrics.jsonl)"),
         "--out": ("figure folder", "<their common parent>/figures for several)"),
         "--label": ("legend name of each run, in order", "(default: folder names)"),
     }),
@@ -1030,7 +1030,7 @@ def _usage(command):
                   "[--studies DIR [DIR ...]] [--workers N] [--no-progress]",
         "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure] "
                  "[--no-progress]",
-        "plot": "[-h] [--out OUT] [--label NAME] run_dir [run_dir ...]",
+        "plot": "[-h] [--out OUT] [--label NAME] RUN_DIR [RUN_DIR ...]",
         "study": "[-h] [--data DATA] [--split SPLIT] [--list-file LIST_FILE] "
                  "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "
                  "[--embedding-dim EMBEDDING_DIM] [--image-size IMAGE_SIZE] "

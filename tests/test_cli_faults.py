@@ -188,7 +188,7 @@ EMPTY_PATHS = {
     "audit --json ''": (["audit", "--json", ""], "--json"),
     "audit --markdown ' '": (["audit", "--markdown", " "], "--markdown"),
     "report --out ''": (["report", "--only", "audit", "--out", ""], "--out"),
-    "plot ''": (["plot", ""], "run_dir"),
+    "plot ''": (["plot", ""], "RUN_DIR"),
     "check-equivalence --json ''": (["check-equivalence", "--json", ""], "--json"),
 }
 
@@ -381,7 +381,28 @@ def test_plot_of_a_folder_without_a_run_names_the_run_folder_not_the_default_out
     code, _, stderr = _run(["plot", str(missing)], capsys)
     assert code == 2
     assert stderr.splitlines() == [
-        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+        "gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; "
         f"got {str(missing)!r}, which does not exist"
     ]
     assert not missing.exists()  # nothing created for a run that is not there
+
+
+def test_plot_names_its_own_flags_for_labels_and_runs(tmp_path, capsys):
+    """The command's errors say --label and RUN_DIR, not plot_runs' labels and run_dirs."""
+    one, two = _log(tmp_path / "one", GOOD_BYTES), _log(tmp_path / "two", GOOD_BYTES)
+    out = ["--out", str(tmp_path / "figures")]
+    cases = [
+        (["plot", str(one), str(two), "--label", "a", *out],
+         "gradlab: --label must give one label per run (2); got 1: ['a']"),
+        (["plot", str(one), str(two), "--label", "a", "--label", "a", *out],
+         "gradlab: --label must differ from each other; got 'a' more than once in ['a', 'a']"),
+        (["plot", str(one), "--label", " ", *out],
+         "gradlab: --label must be non-empty strings; got ' ' in [' ']"),
+        (["plot", str(one), str(one / "metrics.jsonl"), *out],
+         f"gradlab: RUN_DIR must name each run once; got {one.resolve()} more than once in "
+         f"{[str(one), str(one / 'metrics.jsonl')]!r}"),
+    ]  # fmt: skip
+    for argv, line in cases:
+        code, stdout, stderr = _run(argv, capsys)
+        assert (code, stdout, stderr.splitlines()) == (2, "", [line])
+    assert not (tmp_path / "figures").exists()  # refused before anything was drawn

@@ -116,22 +116,10 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             twice (its folder and its ``metrics.jsonl`` count as one), labels that do not match
             the runs.
     """
-    if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
-        raise GradlabError(f"run_dirs must be a non-empty list of run folders; got {run_dirs!r}")
+    check_runs_and_labels(run_dirs, labels)
     paths = [run_folder(run_dir) for run_dir in run_dirs]
     if labels is None:
         labels = _default_labels(paths)
-    elif len(labels) != len(paths):
-        raise GradlabError(
-            f"labels must give one label per run ({len(paths)}); got {len(labels)}: {labels!r}"
-        )
-    else:
-        _check_labels(labels)
-    resolved = [path.resolve() for path in paths]
-    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
-    if repeated:  # the same run drawn twice is one run under two labels
-        raise GradlabError(f"run_dirs must name each run once; got {', '.join(repeated)} more "
-                           f"than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
     check_run_dirs(paths)
     runs: list[Run] = []
     for path, label in zip(paths, labels, strict=True):
@@ -188,7 +176,47 @@ def run_folder(path: str | Path) -> Path:
     return path.parent if path.name == "metrics.jsonl" and path.is_file() else path
 
 
-def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
+def check_runs_and_labels(
+    run_dirs: Sequence[str | Path],
+    labels: Sequence[str] | None,
+    *,
+    runs_argument: str = "run_dirs",
+    labels_argument: str = "labels",
+) -> None:
+    """Refuse runs and legend labels that cannot be drawn together; nothing is read.
+
+    Args:
+        run_dirs: the run folders (or their ``metrics.jsonl``), a non-empty list, each run once
+            (a folder and its ``metrics.jsonl`` count as one).
+        labels: one non-empty label per run, no two alike, or None (the folder names).
+        runs_argument: how the error names ``run_dirs`` (``gradlab plot`` says ``RUN_DIR``).
+        labels_argument: how the error names ``labels`` (``gradlab plot`` says ``--label``).
+
+    Raises:
+        GradlabError: naming the argument, what it got and what is allowed.
+
+    Example:
+        >>> check_runs_and_labels(["a", "b"], ["one"], labels_argument="--label")
+        Traceback (most recent call last):
+            ...
+        gradlab.errors.GradlabError: --label must give one label per run (2); got 1: ['one']
+    """
+    if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
+        raise GradlabError(f"{runs_argument} must be a non-empty list of run folders; "
+                           f"got {run_dirs!r}")  # fmt: skip
+    if labels is not None:
+        if len(labels) != len(run_dirs):
+            raise GradlabError(f"{labels_argument} must give one label per run ({len(run_dirs)});"
+                               f" got {len(labels)}: {list(labels)!r}")  # fmt: skip
+        _check_labels(labels, labels_argument)
+    resolved = [run_folder(run_dir).resolve() for run_dir in run_dirs]
+    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
+    if repeated:  # the same run drawn twice is one run under two labels
+        raise GradlabError(f"{runs_argument} must name each run once; got {', '.join(repeated)} "
+                           f"more than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
+
+
+def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") -> None:
     """Refuse a run folder without a ``metrics.jsonl`` (nothing is read); a run's
     ``metrics.jsonl`` stands for its folder (:func:`run_folder`). ``gradlab plot`` calls it
     before looking at its default output folder, ``RUN_DIR/figures``.
@@ -205,13 +233,13 @@ def check_run_dirs(run_dirs: Sequence[str | Path]) -> None:
     """  # noqa: E501
     for run_dir in run_dirs:
         if Path(run_dir).is_file() and run_folder(run_dir) == Path(run_dir):
-            raise GradlabError(f"run_dir must be a folder written by gradlab.Monitor; got the file "
-                               f"{str(Path(run_dir))!r} (pass the run folder, the one that holds "
-                               "metrics.jsonl)")  # fmt: skip
+            raise GradlabError(f"{argument} must be a folder written by gradlab.Monitor; got the "
+                               f"file {str(Path(run_dir))!r} (pass the run folder, the one that "
+                               "holds metrics.jsonl)")  # fmt: skip
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
             missing = "" if Path(run_dir).exists() else ", which does not exist"
             raise GradlabError(
-                "run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
+                f"{argument} must hold a metrics.jsonl written by gradlab.Monitor; "
                 f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"
             )
 
@@ -269,16 +297,17 @@ def _numbers_only(runs: list[Run], keys: set[str]) -> str | None:
     return f"ignored {sum(dropped.values())} logged value(s) that are not numbers: {counts}"
 
 
-def _check_labels(labels: Sequence[str]) -> None:
+def _check_labels(labels: Sequence[str], argument: str) -> None:
     """Each label a non-empty string, no two alike (a legend must tell the runs apart)."""
     for label in labels:
         if not isinstance(label, str) or not label.strip():
-            raise GradlabError(f"labels must be non-empty strings; got {label!r} in {labels!r}")
+            raise GradlabError(f"{argument} must be non-empty strings; got {label!r} in "
+                               f"{labels!r}")  # fmt: skip
     repeated = sorted({label for label in labels if list(labels).count(label) > 1})
     if repeated:
         raise GradlabError(
-            f"labels must differ from each other; got {', '.join(map(repr, repeated))} more than "
-            f"once in {list(labels)!r}"
+            f"{argument} must differ from each other; got {', '.join(map(repr, repeated))} more "
+            f"than once in {list(labels)!r}"
         )
 
 

@@ -132,7 +132,7 @@ def test_a_run_without_records_is_refused(tmp_path):
     [
         (lambda run, tmp: [run, "--out", str(tmp / "a_file")], r"--out must .*an existing file"),
         (lambda run, tmp: [run, "--out", ""], r"--out must be a folder path .*; got ''"),
-        (lambda run, tmp: [run, "--label", ""], r"labels must be non-empty strings; got ''"),
+        (lambda run, tmp: [run, "--label", ""], r"--label must be non-empty strings; got ''"),
         (lambda run, tmp: [run, run, "--label", "a", "--label", "a"], r"'a' more than once"),
         (lambda run, tmp: [run, f"{run}/metrics.jsonl"], r"name each run once; got .*run more"),
         (lambda run, tmp: [run, "--label", "a", "--label", "b"], r"one label per run \(1\)"),
