@@ -165,6 +165,33 @@ def test_the_extras_install_what_their_parts_need():
     )
 
 
+def declared_closure(extra: str) -> set[str]:
+    """Every distribution ``extra`` installs as pyproject.toml declares it (self-references
+    such as gradlab-ranking[x] followed), read from the file, not the installed metadata."""
+    extras, names, todo, seen = declared_extras(), set(), [extra], set()
+    while todo:
+        current = todo.pop()
+        seen.add(current)
+        for requirement in extras[current]:
+            if requirement_name(requirement) == DISTRIBUTION:
+                inner = re.search(r"\[([^\]]+)\]", requirement).group(1).split(",")
+                todo.extend(e.strip() for e in inner if e.strip() not in seen)
+            else:
+                names.add(requirement_name(requirement))
+    return names
+
+
+def test_each_command_s_extra_declares_every_package_the_command_checks_for():
+    from gradlab.cli import EXTRA_OF_COMMAND
+
+    # import name -> distribution, as installed here (PIL is Pillow's, sklearn scikit-learn's)
+    distributions = importlib.metadata.packages_distributions()
+    for command, (extra, modules) in EXTRA_OF_COMMAND.items():
+        for module in modules:
+            names = {requirement_name(name) for name in distributions[module]}
+            assert names & declared_closure(extra), (command, module, extra)
+
+
 def test_gradlab_extras_lists_exactly_the_declared_extras():
     assert set(EXTRAS) == set(declared_extras())
 

@@ -18,8 +18,9 @@ The lists are read as UTF-8, whatever the machine's locale; a byte-order mark (a
 editors and spreadsheets write one) is dropped.
 
 ``"auto"`` is ``"online-products"`` when ``root`` holds ``Ebay_train.txt``, else
-``"class-halves"``. Images are read with Pillow when an item is fetched, as 8-bit RGB (16-bit
-grey levels scaled, not clipped, to 8 bits); the standard transforms
+``"class-halves"``. Images are read with Pillow when an item is fetched, as 8-bit RGB (16- and
+32-bit integer levels and float intensities in [0, 1] scaled, not clipped, to 8 bits); the
+standard transforms
 (:func:`train_transform`, :func:`eval_transform`) are written in plain torch (resize, crop, flip,
 ImageNet normalisation) so that no torchvision is needed.
 """
@@ -91,26 +92,50 @@ class ImageFolderSplit(torch.utils.data.Dataset):
         return self.transform(picture), int(self.labels[index])
 
 
-def _as_rgb(picture):
-    """A PIL image as 8-bit RGB, 16-bit grey levels scaled to 8 bits.
+INT32_TOP = 2**31 - 1
+"""The largest level of a 32-bit signed integer image (Pillow's mode ``I``)."""
 
-    Pillow opens a 16-bit greyscale PNG or TIFF as mode ``I;16`` (levels 0-65535), and its
-    ``convert("RGB")`` clips every level above 255 to white instead of scaling; here level
-    ``v`` becomes ``round(v / 257)`` (65535 -> 255). Every other mode is Pillow's ``convert``.
+
+def _as_rgb(picture):
+    """A PIL image as 8-bit RGB, with wider levels scaled to 8 bits, not clipped.
+
+    Pillow's ``convert("RGB")`` clips every level above 255 to white instead of scaling; the
+    modes that hold wider levels are scaled here first, each by the range its file declares:
+
+    * ``I;16`` (a 16-bit greyscale PNG or TIFF): level ``v`` becomes ``round(v / 257)``
+      (65535 -> 255);
+    * ``I`` (32-bit signed integers): Pillow also opens 16-bit data so (a 16-bit PGM, for
+      one), so its levels are 16-bit ones (``round(v / 257)``) unless the file declares 32 bits
+      per sample (a TIFF's BitsPerSample), when ``v`` becomes ``round(255 v / (2^31 - 1))``;
+      negative levels are 0 and levels past the declared range are 255;
+    * ``F`` (32-bit floats): intensities in [0, 1], the convention of float images (scikit-image,
+      OpenCV); ``v`` becomes ``round(255 v)``, values outside [0, 1] are clipped and NaN is 0.
+
+    Every other mode is Pillow's ``convert``.
 
     Example:
         >>> from PIL import Image
         >>> grey = Image.new("I;16", (2, 2), 32896)  # mid-grey in 16 bits
         >>> _as_rgb(grey).getpixel((0, 0))
         (128, 128, 128)
+        >>> _as_rgb(Image.new("F", (2, 2), 0.5)).getpixel((0, 0))
+        (128, 128, 128)
     """
     from PIL import Image
 
-    if picture.mode.startswith("I;16"):
+    mode = picture.mode
+    if mode.startswith("I;16") or mode in ("I", "F"):
         import numpy
 
-        levels = numpy.asarray(picture).astype(numpy.float64) / 257.0
-        picture = Image.fromarray(numpy.round(levels).astype(numpy.uint8))
+        levels = numpy.asarray(picture).astype(numpy.float64)
+        if mode == "F":
+            scaled = numpy.nan_to_num(levels, nan=0.0) * 255.0
+        else:
+            bits = getattr(picture, "tag_v2", {}).get(258, (16,)) if mode == "I" else (16,)
+            top = INT32_TOP if max(bits) > 16 else 65535
+            scaled = levels * (255.0 / top)
+        levels = numpy.round(numpy.clip(scaled, 0.0, 255.0))
+        picture = Image.fromarray(levels.astype(numpy.uint8))
     return picture.convert("RGB")
 
 

@@ -604,3 +604,47 @@ def test_a_draw_of_exactly_one_half_does_not_flip():
     assert draws[568 * 21 + 20].item() == 0.5
     boxes = _train_boxes(40, 1, 569, size=48, seed=47345)
     assert boxes[-1] == (0, 0, 40, 1, False)
+
+
+def _pixels_read(tmp_path, array, suffix):
+    """The 8-bit RGB pixels the data set reads from ``array`` saved as a ``suffix`` file."""
+    from PIL import Image
+
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        Image.fromarray(array).save(tmp_path / name / f"0{suffix}")
+    split = image_folder(tmp_path, "test")
+    split.transform = lambda picture: numpy.asarray(picture)
+    return split[0][0], Image.open(split.paths[0]).mode
+
+
+def _grey(levels):
+    """Expected 8-bit levels as a [1, N, 3] uint8 array."""
+    return numpy.repeat(numpy.array([levels], dtype=numpy.uint8)[..., None], 3, axis=2)
+
+
+def test_a_16_bit_pgm_opened_as_32_bit_integers_reads_as_its_8_bit_levels(tmp_path):
+    values = [0, 128, 129, 385, 32896, 40000, 65407, 65535]
+    read, mode = _pixels_read(tmp_path, numpy.array([values], dtype=numpy.uint16), ".pgm")
+    assert mode == "I"  # Pillow opens 16-bit PGM data as 32-bit integers
+    # round(v * 255 / 65535) in integers, halves up (no value here lies on a half)
+    assert numpy.array_equal(read, _grey([(2 * 255 * v + 65535) // (2 * 65535) for v in values]))
+
+
+def test_a_32_bit_integer_tiff_is_scaled_by_its_declared_range_not_clipped(tmp_path):
+    top = 2**31 - 1
+    values = [-5, 0, 1000, 70000, 2**24, 2**30, top - 1, top]
+    read, mode = _pixels_read(tmp_path, numpy.array([values], dtype=numpy.int32), ".tif")
+    assert mode == "I"
+    expected = [max(0, (2 * 255 * v + top) // (2 * top)) for v in values]  # negative: 0
+    assert expected[3:] != [255] * 5  # Pillow's convert would make every level above 255 white
+    assert numpy.array_equal(read, _grey(expected))
+
+
+def test_a_float_tiff_reads_as_intensities_in_0_to_1(tmp_path):
+    values = [-0.5, 0.0, 0.125, 0.25, 0.5, 0.875, 1.0, 3.0, math.nan]  # exact in float32
+    read, mode = _pixels_read(tmp_path, numpy.array([values], dtype=numpy.float32), ".tif")
+    assert mode == "F"
+    # 255 v rounded, clipped to 0..255, NaN as 0: 31.875 -> 32, 63.75 -> 64, 127.5 -> 128,
+    # 223.125 -> 223
+    assert numpy.array_equal(read, _grey([0, 0, 32, 64, 128, 223, 255, 255, 0]))
