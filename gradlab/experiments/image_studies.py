@@ -26,6 +26,7 @@ from gradlab.backbones import build_backbone
 from gradlab.data import FixedCountBatches
 from gradlab.data.image_folder import (
     ImageFolderSplit,
+    check_images,
     eval_transform,
     image_folder,
     train_transform,
@@ -354,6 +355,7 @@ def _setup(
     dataset = image_folder(data, split, layout=layout, list_file=list_file, image_size=image_size)
     dataset, record = trainable_classes(dataset)
     sizes = check_batch_sizes(batch_sizes, len(dataset.class_names), left_out=record)
+    check_images(dataset.paths, f"images in the {dataset.split} split")  # not deep into a run
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
     return dataset, sizes, seeds, record
 
@@ -368,13 +370,16 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
         if list_file is not None and Path(test_list_file).resolve() == Path(list_file).resolve():
             raise GradlabError(f"test_list_file must name other images than list_file; both are "
                                f"{str(test_list_file)!r}")  # fmt: skip
-        return image_folder(data, test_split, layout="list", list_file=test_list_file,
+        test = image_folder(data, test_split, layout="list", list_file=test_list_file,
                             image_size=image_size)  # fmt: skip
-    if split == test_split:
-        raise GradlabError(f"split must not be the evaluation split {test_split!r}: the study "
-                           f"would train and measure retrieval on the same images; got "
-                           f"split={split!r}")  # fmt: skip
-    return image_folder(data, test_split, layout=layout, image_size=image_size)
+    else:
+        if split == test_split:
+            raise GradlabError(f"split must not be the evaluation split {test_split!r}: the "
+                               f"study would train and measure retrieval on the same images; "
+                               f"got split={split!r}")  # fmt: skip
+        test = image_folder(data, test_split, layout=layout, image_size=image_size)
+    check_images(test.paths, f"images in the {test.split} split")
+    return test
 
 
 def _describe(data, dataset: ImageFolderSplit, record, backbone, embedding_dim, weights) -> dict:

@@ -648,3 +648,61 @@ def test_a_float_tiff_reads_as_intensities_in_0_to_1(tmp_path):
     # 255 v rounded, clipped to 0..255, NaN as 0: 31.875 -> 32, 63.75 -> 64, 127.5 -> 128,
     # 223.125 -> 223
     assert numpy.array_equal(read, _grey([0, 0, 32, 64, 128, 223, 255, 255, 0]))
+
+
+def test_check_images_names_the_first_three_unreadable_files_and_counts_the_rest(tmp_path):
+    from PIL import Image
+
+    from gradlab.data.image_folder import check_images
+
+    good = tmp_path / "good.png"
+    Image.new("RGB", (4, 4)).save(good)
+    (tmp_path / "text.png").write_text("not a png")
+    (tmp_path / "empty.jpg").write_bytes(b"")
+    (tmp_path / "folder.png").mkdir()
+    (tmp_path / "cut.png").write_bytes(good.read_bytes()[:12])
+    paths = [good, tmp_path / "missing.png", tmp_path / "text.png", good, tmp_path / "empty.jpg",
+             tmp_path / "folder.png", tmp_path / "cut.png"]  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        check_images(paths, "images in the train split")
+    assert str(caught.value) == (
+        f"5 of 7 images in the train split cannot be read: '{tmp_path / 'missing.png'}' (No such "
+        f"file or directory), '{tmp_path / 'text.png'}' (cannot identify image file), "
+        f"'{tmp_path / 'empty.jpg'}' (cannot identify image file) and 2 more"
+    )
+    with pytest.raises(GradlabError) as caught:
+        check_images([*paths[1:3], tmp_path / "folder.png"])  # three: none counted apart
+    assert str(caught.value) == (
+        f"3 of 3 images cannot be read: '{tmp_path / 'missing.png'}' (No such file or "
+        f"directory), '{tmp_path / 'text.png'}' (cannot identify image file), "
+        f"'{tmp_path / 'folder.png'}' (Is a directory)"
+    )
+    with pytest.raises(GradlabError, match=r"^4 of 4 images cannot be read: .* and 1 more$"):
+        check_images(paths[1:3] + paths[4:6])
+    assert check_images([good, good]) is None
+    assert check_images([]) is None
+
+
+def test_check_images_refuses_a_decompression_bomb_and_names_a_reason_left_empty(
+    tmp_path, monkeypatch
+):
+    from PIL import Image
+
+    from gradlab.data.image_folder import check_images
+
+    big = tmp_path / "big.png"
+    Image.new("L", (16, 16)).save(big)
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)  # 256 pixels: over twice the limit
+    head = r"^1 of 1 images cannot be read: '.*big\.png' "
+    with pytest.raises(GradlabError, match=head + r"\(Image size \(256 pixels\) exceeds limit"):
+        check_images([big])
+
+    with pytest.raises(GradlabError, match=r"\(embedded null byte\)$"):
+        check_images([tmp_path / "a\x00b.png"])  # Python's open raises ValueError
+
+    def silent(path):
+        raise OSError  # no message, no strerror: the error's type names it
+
+    monkeypatch.setattr(Image, "open", silent)
+    with pytest.raises(GradlabError, match=head + r"\(OSError\)$"):
+        check_images([big])

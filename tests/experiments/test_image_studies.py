@@ -400,8 +400,10 @@ def test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader(
     import shutil
 
     root = shutil.copytree(class_halves, tmp_path / "data")
-    for image in (root / "digit_1").iterdir():
-        image.write_bytes(b"xx")  # every image of a training class: the first batch holds one
+    for image in (root / "digit_1").iterdir():  # every image of a training class: the first
+        # batch holds one; a sound header (the check before training passes), pixels cut off
+        raw = image.read_bytes()
+        image.write_bytes(raw[: raw.index(b"IDAT") + 6])
     argv = ["study", "p-vs-batch-size", "--data", str(root), "--out", str(tmp_path / "out"),
             *SMALL, "--batch-sizes", "16", "--seeds", "0", "--loader-workers", workers]  # fmt: skip
     assert main(argv) == 2
@@ -413,6 +415,59 @@ def test_an_unreadable_image_is_one_line_and_exit_code_2_from_any_loader(
     assert started == "gradlab: p-vs-batch-size: seed 0, m = 16: training (2 steps) ..."
     assert stopped.startswith("gradlab: p-vs-batch-size: seed 0, m = 16: training stopped (0 of 2")
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("study", ["p-vs-batch-size", "losses"])
+def test_unreadable_images_are_named_in_one_line_before_anything_trains(
+    class_halves, tmp_path, capsys, monkeypatch, study
+):
+    import shutil
+
+    from gradlab.experiments import image_studies
+
+    def trains(*args, **kwargs):
+        raise AssertionError("trained despite unreadable images")
+
+    monkeypatch.setattr(image_studies, "_train_at", trains)
+    monkeypatch.setattr(image_studies, "_train_steps", trains)
+    root = shutil.copytree(class_halves, tmp_path / "data")
+    classes = sorted(path for path in root.iterdir() if path.is_dir())
+    broken = sorted(classes[0].iterdir())[:4]  # the first half of the classes trains
+    broken[0].write_bytes(b"xx")  # not an image
+    broken[1].write_bytes(b"")  # empty
+    broken[2].write_bytes(broken[2].read_bytes()[:12])  # a header cut short
+    broken[3].write_bytes(b"\x89PNG\r\n\x1a\n")  # PNG's signature and nothing else
+    argv = ["study", study, "--data", str(root), "--out", str(tmp_path / "out"), *SMALL,
+            "--batch-sizes", "16", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()  # no progress line: nothing started
+    shown = ", ".join(rf"'{re.escape(str(path))}' \([^)]+\)" for path in broken[:3])
+    assert re.fullmatch(rf"gradlab: 4 of \d+ images in the train split cannot be read: {shown} "
+                        r"and 1 more", line), line  # fmt: skip
+    assert not (tmp_path / "out").exists()
+
+
+def test_unreadable_evaluation_images_are_named_before_anything_trains(
+    class_halves, tmp_path, capsys, monkeypatch
+):
+    import shutil
+
+    from gradlab.experiments import image_studies
+
+    def trains(*args, **kwargs):
+        raise AssertionError("trained despite unreadable images")
+
+    monkeypatch.setattr(image_studies, "_train_steps", trains)
+    root = shutil.copytree(class_halves, tmp_path / "data")
+    bad = sorted(sorted(path for path in root.iterdir() if path.is_dir())[-1].iterdir())[0]
+    bad.write_bytes(b"xx")  # the last class is in the evaluation half
+    argv = ["study", "losses", "--data", str(root), "--out", str(tmp_path / "out"), *SMALL,
+            "--batch-sizes", "16", "--seeds", "0"]  # fmt: skip
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    expected = (rf"gradlab: 1 of \d+ images in the test split cannot be read: "
+                rf"'{re.escape(str(bad))}' \(cannot identify image file\)")  # fmt: skip
+    assert re.fullmatch(expected, line), line
 
 
 @pytest.mark.parametrize("study", ["p-vs-batch-size", "losses", "anatomy"])
