@@ -144,7 +144,26 @@ def _losses_text(results: dict) -> str:
                  f"{', '.join(summary['tied'])}.")  # fmt: skip
     if summary["behind"]:
         text += f" Behind it by more than the spread: {', '.join(summary['behind'])}."
-    return text + apart_text(results, summary)
+    return text + apart_text(results, summary) + _alike_text(results)
+
+
+def _alike_text(results: dict) -> str:
+    """A note when every loss gave the very same retrieval, other than the untrained network's:
+    the losses were not told apart (see docs/your-data.md: batch normalization's running
+    statistics alone can move the network so in a few steps at a tiny lr)."""
+    runs = list(results["losses"].values())
+    if len(runs) < 2 or any(run["metrics"] != runs[0]["metrics"] for run in runs[1:]):
+        return ""
+    if all(runs[0]["metrics"][m] == results["before"].get(m) for m in runs[0]["metrics"]):
+        return ""
+    config = results["settings"]
+    lr = f" at lr {config['lr']:g}" if "lr" in config else ""
+    return (f" Every loss gave the same retrieval in every seed, other than the untrained "
+            f"network's: these {config['steps']} steps{lr} did not tell the "
+            "losses apart. Training runs in train mode, where a backbone's batch normalization "
+            "updates its running statistics from the training images whatever the loss, which "
+            "alone can move the retrieval so; train longer or at a larger lr to compare the "
+            "losses.")  # fmt: skip
 
 
 def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") -> str:

@@ -656,3 +656,53 @@ def test_a_saved_anatomy_study_with_a_list_that_does_not_fit_its_seeds_is_named(
     assert str(refused.value) == (
         f"--studies: {path!r} is not the JSON of gradlab study anatomy: {where} must hold one "
         f"entry per seed of [0, 1]{rows}; got {got}")
+
+
+def test_losses_that_all_moved_alike_are_said_not_told_apart():
+    results = _losses(16)
+    results["settings"]["lr"] = 1e-12
+    alike = {"recall@1": [0.5, 0.4, 0.45], "mAP": [0.2, 0.2, 0.3], "R-Precision": [0.1] * 3,
+             "MAP@R": [0.2, 0.19, 0.2]}  # fmt: skip
+    for run in results["losses"].values():
+        run["metrics"] = {metric: list(values) for metric, values in alike.items()}
+    text = loss_comparison_markdown(results, "figures/l.png")
+    note = ("Every loss gave the same retrieval in every seed, other than the untrained "
+            "network's: these 7 steps at lr 1e-12 did not tell the losses apart. Training runs "
+            "in train mode, where a backbone's batch normalization updates its running "
+            "statistics from the training images whatever the loss, which alone can move the "
+            "retrieval so; train longer or at a larger lr to compare the losses.")  # fmt: skip
+    assert note in text
+    results["before"] = {metric: list(values) for metric, values in alike.items()}
+    assert "Every loss gave the same" not in loss_comparison_markdown(results, "l.png")
+    assert "Every loss gave the same" not in loss_comparison_markdown(_losses(16), "l.png")
+
+
+def _alike(results, names, apart=None):
+    """``results`` with the losses ``names`` (the others dropped) all given one set of metrics,
+    but for the one at index ``apart``."""
+    results["losses"] = {name: results["losses"][name] for name in names}
+    for index, run in enumerate(results["losses"].values()):
+        shift = 0.01 if index == apart else 0.0
+        run["metrics"] = {"recall@1": [0.5 + shift] * 3, "mAP": [0.2] * 3,
+                          "R-Precision": [0.1] * 3, "MAP@R": [0.2] * 3}  # fmt: skip
+    return results
+
+
+def _losses_paragraph(results):
+    return loss_comparison_markdown(results, "l.png").split("\n\n")[-2]
+
+
+def test_the_alike_note_needs_two_losses_all_alike_and_ends_the_paragraph():
+    note = "Every loss gave the same retrieval in every seed"
+    two = _losses_paragraph(_alike(_losses(16), "AB"))  # no lr in the settings: none said
+    assert f"{note}, other than the untrained network's: these 7 steps did not tell" in two
+    assert two.endswith("train longer or at a larger lr to compare the losses.")
+    assert note not in _losses_paragraph(_alike(_losses(16), "A"))  # one loss: nothing to tell
+    for apart in range(3):  # one loss differs, the two others agree: not alike
+        one_apart = _losses_paragraph(_alike(_losses(16), "ABC", apart))
+        assert note not in one_apart and one_apart.endswith(".")
+    unmoved = _alike(_losses(16), "AB")
+    unmoved["before"] = {m: list(v) for m, v in unmoved["losses"]["A"]["metrics"].items()}
+    paragraph = _losses_paragraph(unmoved)
+    assert note not in paragraph and paragraph.endswith(".")
+    assert _losses_paragraph(_losses(16)).endswith(".")
