@@ -28,7 +28,7 @@ def audit_block(records: list[dict]) -> str:
     columns, never counted as failures); "distinct problems" counts the records that do not
     hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
     """
-    from gradlab.report.sections import paper_label
+    from gradlab.symbolic.seeds import paper_label
     from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, distinct_problems
     from gradlab.symbolic.claims import VERDICTS
     from gradlab.symbolic.seeds import SEEDS
