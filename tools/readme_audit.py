@@ -28,10 +28,9 @@ def audit_block(records: list[dict]) -> str:
     columns, never counted as failures); "distinct problems" counts the records that do not
     hold once per root cause (:func:`gradlab.report.summaries.distinct_problems`).
     """
-    from gradlab.symbolic.seeds import paper_label
     from gradlab.report.summaries import PROBLEM_VERDICTS, VERDICT_WORDS, distinct_problems
     from gradlab.symbolic.claims import VERDICTS
-    from gradlab.symbolic.seeds import SEEDS
+    from gradlab.symbolic.seeds import SEEDS, paper_label
 
     counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
     mutants = sum(r.get("mutants", 0) for r in records)
