@@ -441,6 +441,17 @@ def test_an_unreadable_call_and_another_tau_warn_at_the_users_line(tmp_path):
     assert "cannot read" in told[0][2] and "tau=0.1 differs" in told[1][2]
 
 
+def _told_at_the_optimizer_step(callback, args, state, phrase):
+    """The warnings holding ``phrase`` that the step's event gives (then the run ends), and
+    the line of this file that runs the event: a trainer's line stands there."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        callback.on_pre_optimizer_step(args, state, None)
+    callback.on_train_end(args, state, None)
+    return [w for w in caught if phrase in str(w.message)], line
+
+
 def test_a_step_time_warning_names_the_line_that_runs_the_step(tmp_path):
     """A loss that is NaN on finite scores (0 / 0) is warned about when the step is logged;
     under the callback that is the line that runs the Trainer's event, not the callback."""
@@ -451,12 +462,7 @@ def test_a_step_time_warning_names_the_line_that_runs_the_step(tmp_path):
     callback.on_step_begin(args, state, None)
     scores, positives = batch(0)
     loss_fn(scores, positives)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        line = sys._getframe().f_lineno + 1
-        callback.on_pre_optimizer_step(args, state, None)
-    callback.on_train_end(args, state, None)
-    told = [w for w in caught if "loss is nan" in str(w.message)]
+    told, line = _told_at_the_optimizer_step(callback, args, state, "loss is nan")
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
 
 
@@ -470,12 +476,7 @@ def test_a_trainer_that_never_calls_the_watched_loss_is_told_at_the_step_s_line(
     callback.on_train_begin(args, state, None)
     callback.on_step_begin(args, state, None)
     loss(*batch(0)).backward()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        line = sys._getframe().f_lineno + 1
-        callback.on_pre_optimizer_step(args, state, None)
-    callback.on_train_end(args, state, None)
-    told = [w for w in caught if "logs nothing" in str(w.message)]
+    told, line = _told_at_the_optimizer_step(callback, args, state, "logs nothing")
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
     assert "callback.watch(loss_fn)" in str(told[0].message)
 

@@ -308,21 +308,28 @@ def test_csv_keeps_the_keys_of_a_quantity_on_a_sparser_schedule_than_the_first_r
             assert value == ("" if key not in record else str(record[key]))
 
 
-def test_csv_widened_by_a_later_record_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):
-    import gradlab.monitor.sinks as sinks
-
+def _widening_refused(tmp_path, monkeypatch, owner, name):
+    """A CSV sink whose second record widens its header while ``owner.name`` raises a full
+    disk's error (which the write must raise); returns the sink and the file's bytes before."""
     sink = CSVSink()
     sink.open(tmp_path, {"run": 1})
     sink.write({"step": 0, "a": 1.5})
     before = (tmp_path / "metrics.csv").read_bytes()
 
-    def refuse(source, target):
+    def refuse(*args):
         raise OSError(28, "No space left on device")
 
     with monkeypatch.context() as patch:
-        patch.setattr(sinks.os, "replace", refuse)
+        patch.setattr(owner, name, refuse)
         with pytest.raises(OSError, match="No space left"):
             sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    return sink, before
+
+
+def test_csv_widened_by_a_later_record_is_rewritten_whole_or_not_at_all(tmp_path, monkeypatch):
+    import gradlab.monitor.sinks as sinks
+
+    sink, before = _widening_refused(tmp_path, monkeypatch, sinks.os, "replace")
     assert (tmp_path / "metrics.csv").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
     sink.write({"step": 1, "a": 0.5, "b": 2.0})  # retried: the header grows once
@@ -385,18 +392,7 @@ def test_a_widening_whose_copy_cannot_be_written_raises_that_error(tmp_path, mon
     # the writer's own error is what the caller sees, the CSV file untouched
     import pathlib
 
-    sink = CSVSink()
-    sink.open(tmp_path, {"run": 1})
-    sink.write({"step": 0, "a": 1.5})
-    before = (tmp_path / "metrics.csv").read_bytes()
-
-    def refuse(self, data):
-        raise OSError(28, "No space left on device")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(pathlib.Path, "write_bytes", refuse)
-        with pytest.raises(OSError, match="No space left"):
-            sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    sink, before = _widening_refused(tmp_path, monkeypatch, pathlib.Path, "write_bytes")
     sink.close()
     assert (tmp_path / "metrics.csv").read_bytes() == before
     assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
