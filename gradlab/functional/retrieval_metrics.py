@@ -64,7 +64,8 @@ def recall_at_k(
     recalls = {}
     for k in ks:
         if k >= columns:  # every candidate is among the first k
-            recalls[k] = torch.ones(rows.shape[0], dtype=torch.float64).mean().item()
+            every = torch.ones(rows.shape[0], dtype=torch.float64, device=rows.device)
+            recalls[k] = every.mean().item()  # NaN when no query has a positive
             continue
         kth = ordered[:, k - 1 : k]
         above, level = rows > kth, rows == kth
