@@ -122,14 +122,19 @@ def progress_lines():
     set_progress_mode("auto")
 
 
+def _p_study_at_m_8(data: str, out, seeds: str, capsys) -> dict:
+    """``gradlab study p-vs-batch-size`` at m = 8 on ``data``: its JSON (the command succeeded)."""
+    argv = ["study", "p-vs-batch-size", "--data", data, "--out", str(out), *SMALL,
+            "--batch-sizes", "8", "--seeds", seeds]  # fmt: skip
+    assert main(argv) == 0, capsys.readouterr().err
+    return json.loads((out / "p_vs_batch_size.json").read_text())
+
+
 def test_each_run_of_a_study_says_what_it_trains_before_its_result(
     class_halves, tmp_path, capsys, progress_lines
 ):
-    out = tmp_path / "p"
-    argv = ["study", "p-vs-batch-size", "--data", str(class_halves), "--out", str(out), *SMALL,
-            "--batch-sizes", "8", "--seeds", "0,1"]  # fmt: skip
-    assert main(argv) == 0, capsys.readouterr().err
-    steps = json.loads((out / "p_vs_batch_size.json").read_text())["settings"]["trained_at_m"]
+    result = _p_study_at_m_8(str(class_halves), tmp_path / "p", "0,1", capsys)
+    steps = result["settings"]["trained_at_m"]
     lines = capsys.readouterr().err.splitlines()
     for seed in (0, 1):
         run = f"p-vs-batch-size: seed {seed}, m = 8"
@@ -143,11 +148,7 @@ def test_a_study_of_the_current_folder_names_the_folder(
 ):
     # --data . was described as ", train split (...)": the name of "." is empty
     monkeypatch.chdir(class_halves)
-    out = tmp_path / "p"
-    argv = ["study", "p-vs-batch-size", "--data", ".", "--out", str(out), *SMALL,
-            "--batch-sizes", "8", "--seeds", "0"]  # fmt: skip
-    assert main(argv) == 0, capsys.readouterr().err
-    result = json.loads((out / "p_vs_batch_size.json").read_text())
+    result = _p_study_at_m_8(".", tmp_path / "p", "0", capsys)
     assert result["data"].startswith(f"{class_halves.name}, train split (")
 
 
