@@ -398,25 +398,34 @@ def test_a_widening_whose_copy_cannot_be_written_raises_that_error(tmp_path, mon
     assert sorted(path.name for path in tmp_path.iterdir()) == ["metrics.csv"]
 
 
+@pytest.mark.parametrize("keys", [("a",), ("a", "b")])
 def test_a_first_row_that_failed_leaves_the_header_to_the_next_record_with_its_keys(
-    tmp_path, monkeypatch
+    tmp_path, keys
 ):
-    # nothing reached the file: the next record, with a key more, writes the header whole
-    import gradlab.monitor.sinks as sinks
+    # The file system refuses the first row part way (a file-size limit: the write stores what
+    # fits, then fails, as a full disk does): nothing stays in the file, and the next record,
+    # with the same keys or a key more, writes the header whole.
+    import resource
+    import signal
 
     sink = CSVSink()
     sink.open(tmp_path, {"run": 1})
-    original = sinks._append
-    with monkeypatch.context() as patch:
-        patch.setattr(sinks, "_append", lambda handle, data: (_ for _ in ()).throw(
-            OSError(28, "No space left on device")))  # fmt: skip
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails; no signal kills
+    try:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4, limits[1]))  # "step,a" does not fit
         with pytest.raises(OSError):
             sink.write({"step": 0, "a": 1.5})
-    assert sinks._append is original
-    sink.write({"step": 1, "a": 0.5, "b": 2.0})
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+        signal.signal(signal.SIGXFSZ, handler)
+    assert (tmp_path / "metrics.csv").read_bytes() == b""  # the 4 bytes that fit: cut back
+    values = {"a": 0.5, "b": 2.0}
+    sink.write({"step": 1, **{key: values[key] for key in keys}})
     sink.close()
     with (tmp_path / "metrics.csv").open(newline="") as handle:
-        assert list(csv.reader(handle)) == [["step", "a", "b"], ["1", "0.5", "2.0"]]
+        assert list(csv.reader(handle)) == [["step", *keys],
+                                            ["1", *(str(values[key]) for key in keys)]]
 
 
 def test_the_last_header_is_found_on_an_indented_line(tmp_path):
