@@ -114,8 +114,8 @@ def test_plot_refuses_a_log_with_nothing_readable_in_one_line(tmp_path, capsys, 
     code, stderr, log, drawn = _plot(tmp_path, capsys, monkeypatch, lines)
     assert code == 2
     assert stderr == [
-        "gradlab: run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
-        f"{log}{detail}, so no logged step is left"
+        f"gradlab: {log}{detail}, so no logged step is left (a run folder must hold a "
+        "metrics.jsonl written by gradlab.Monitor)"
     ]
     assert drawn == [] and not (tmp_path / "figures").exists()
 
@@ -314,7 +314,7 @@ def test_plot_on_a_log_that_cannot_be_read_is_one_line_exit_2(tmp_path, capsys, 
     code, _, stderr = _run(["plot", str(run), "--out", str(tmp_path / "figures")], capsys)
     assert code == 2
     log = run / "metrics.jsonl"
-    assert stderr.splitlines() == [f"gradlab: run_dir: cannot read {str(log)!r}: Permission denied"]
+    assert stderr.splitlines() == [f"gradlab: cannot read the log {str(log)!r}: Permission denied"]
 
 
 def _fake_report(seen):

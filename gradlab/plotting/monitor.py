@@ -268,12 +268,12 @@ def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:
             segments = read_segments(log)
     except OSError as error:
         reason = error.strerror or error
-        raise GradlabError(f"run_dir: cannot read {str(log)!r}: {reason}") from None
+        raise GradlabError(f"cannot read the log {str(log)!r}: {reason}") from None
     skipped = [str(warning.message) for warning in caught]
     if skipped and not any(records for _, records in segments):
-        raise GradlabError(
-            "run_dir must hold a metrics.jsonl written by gradlab.Monitor; "
-            f"{'; '.join(skipped)}, so no logged step is left"
+        raise GradlabError(  # the file, not an argument's name: the API and the CLI differ
+            f"{'; '.join(skipped)}, so no logged step is left (a run folder must hold a "
+            "metrics.jsonl written by gradlab.Monitor)"
         )
     for message in skipped:
         warnings.warn(message, UserWarning, stacklevel=3)

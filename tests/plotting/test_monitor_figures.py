@@ -597,7 +597,7 @@ def test_a_log_that_cannot_be_read_is_named_with_the_reason(tmp_path):
     log = tmp_path / "run" / "metrics.jsonl"
     with pytest.raises(GradlabError) as caught:
         load_runs([tmp_path / "run"])
-    assert str(caught.value) == f"run_dir: cannot read {str(log)!r}: Input/output error"
+    assert str(caught.value) == f"cannot read the log {str(log)!r}: Input/output error"
 
 
 def test_the_refusal_of_a_log_of_broken_lines_says_what_was_skipped(tmp_path):
@@ -605,8 +605,9 @@ def test_the_refusal_of_a_log_of_broken_lines_says_what_was_skipped(tmp_path):
     with pytest.raises(GradlabError) as caught:
         load_runs([run])
     message = str(caught.value)
-    assert message.startswith("run_dir must hold a metrics.jsonl written by gradlab.Monitor; ")
-    assert message.endswith(", so no logged step is left") and ":1:" in message
+    assert message.startswith(f"{run / 'metrics.jsonl'}:1: ")
+    assert message.endswith(", so no logged step is left (a run folder must hold a metrics.jsonl "
+                            "written by gradlab.Monitor)")  # fmt: skip
 
 
 def test_every_repeated_label_is_named(tmp_path):
