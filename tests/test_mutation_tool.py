@@ -21,6 +21,7 @@ from tools.mutation import (
     judge,
     merge_incremental,
     mutant_diffs,
+    package_of,
     plan,
     prepare_recheck,
     unchecked_mutants,
@@ -295,3 +296,14 @@ def test_every_module_of_the_package_is_in_a_group():
                      if path.name not in ("__init__.py", "__main__.py", "_version.py"))  # fmt: skip
     assert len(modules) > 100
     assert [m for m in modules if not any(fnmatch.fnmatch(m, g) for g in globs)] == []
+
+
+def test_every_group_is_in_one_roll_up():
+    # a group in no roll-up is left out of the README's package table; a top-level module goes
+    # to its own roll-up when it has one, else to the last (the modules directly in gradlab/)
+    rolled = {name: package_of({"modules": paths}) for name, (paths, _) in GROUPS.items()}
+    assert [name for name, package in rolled.items() if package is None] == []
+    assert rolled["cli"] == "cli.py" and rolled["validation"] == "other top-level modules"
+    assert package_of({"modules": ["gradlab/functional/smooth_ap.py"]}) == "functional"
+    assert package_of({"modules": ["gradlab/functional/smooth_ap.py", "gradlab/errors.py"]}) \
+        is None  # fmt: skip

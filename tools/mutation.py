@@ -692,8 +692,11 @@ PACKAGES = {
     "integrations": "gradlab/integrations/",
     "plotting": "gradlab/plotting/",
     "equivalence": "gradlab/equivalence/",
+    "other top-level modules": "gradlab/*.py",
 }
-"""Roll-up name -> the path prefix of the modules its groups mutate."""
+"""Roll-up name -> the path prefix of the modules its groups mutate (a prefix ending in
+``*.py``: the modules directly in that folder). The first that holds all of a group's modules
+is its roll-up, so the last one gathers the top-level modules without a roll-up of their own."""
 
 COUNTED = ("killed", "survived", "no_tests", "timeout")
 
@@ -1139,9 +1142,18 @@ class MutmutStoppedError(Exception):
 def package_of(group: dict) -> str | None:
     """The roll-up a group belongs to: the package every one of its modules lies in."""
     for package, prefix in PACKAGES.items():
-        if group["modules"] and all(m.startswith(prefix) for m in group["modules"]):
+        if group["modules"] and all(_under(m, prefix) for m in group["modules"]):
             return package
     return None
+
+
+def _under(module: str, prefix: str) -> bool:
+    """Whether ``module`` lies under ``prefix`` (``folder/*.py``: directly in that folder)."""
+    if prefix.endswith("/*.py"):
+        folder = prefix[: -len("*.py")]
+        rest = module[len(folder) :]
+        return module.startswith(folder) and "/" not in rest and rest.endswith(".py")
+    return module.startswith(prefix)
 
 
 def roll_up(groups: dict[str, dict]) -> dict[str, dict]:
