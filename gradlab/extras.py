@@ -22,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import json
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 from urllib.parse import unquote, urlparse
@@ -178,6 +179,30 @@ def missing_extra(module: str, extra: str, feature: str | None = None) -> Missin
     )
     error.name, error.extra = module, extra
     return error
+
+
+def require_installed(modules: Sequence[str], extra: str, feature: str | None = None) -> None:
+    """Check that ``modules`` are installed without importing them, or raise a
+    :class:`GradlabError` that names the extra to install (for a package whose submodules import
+    them later, when an import would cost seconds up front).
+
+    Args:
+        modules: dotted module names, checked in order.
+        extra: the extra of ``gradlab-ranking`` that installs them, one of :data:`EXTRAS`.
+        feature: what needs them, for the message (default: the missing module).
+
+    Raises:
+        MissingExtraError: the first of ``modules`` that is not installed; the message names
+            ``pip install 'gradlab-ranking[<extra>]'``.
+        GradlabError: ``extra`` is not one of :data:`EXTRAS`.
+
+    Example:
+        >>> require_installed(["json", "math"], "audit")
+    """
+    _check_extra(extra)
+    for module in modules:
+        if not is_installed(module):
+            raise missing_extra(module, extra, feature)
 
 
 def require(module: str, extra: str, feature: str | None = None) -> ModuleType:

@@ -22,7 +22,15 @@ import pytest
 
 import gradlab
 from gradlab import GradlabError
-from gradlab.extras import EXTRAS, install_hint, is_installed, missing_extra, require
+from gradlab.extras import (
+    EXTRAS,
+    MissingExtraError,
+    install_hint,
+    is_installed,
+    missing_extra,
+    require,
+    require_installed,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 DISTRIBUTION = "gradlab-ranking"
@@ -285,6 +293,17 @@ def test_missing_extra_and_is_installed():
     assert (error.name, error.extra) == ("matplotlib.pyplot", "plot")
 
 
+def test_require_installed_names_the_first_missing_module_and_its_extra():
+    require_installed(["json", "math"], "audit")  # present: nothing to say
+    with pytest.raises(MissingExtraError) as caught:
+        require_installed(["json", "gradlab_no_such_package", "gradlab_nor_this"], "audit",
+                          "gradlab.symbolic")  # fmt: skip
+    assert (caught.value.name, caught.value.extra) == ("gradlab_no_such_package", "audit")
+    assert str(caught.value).startswith("gradlab.symbolic needs the gradlab_no_such_package")
+    with pytest.raises(GradlabError, match="extra must be one of"):
+        require_installed(["json"], "no_such_extra")
+
+
 def test_a_missing_extra_is_a_gradlab_error_and_an_import_error():
     # code that skips an optional part on `except ImportError` (the report's sections) still can
     for caught in (GradlabError, ImportError, ValueError):
@@ -439,6 +458,23 @@ except AttributeError as error:
     assert lines[0] == "False"
     assert lines[1] == "8 True True True"
     assert lines[2] == "AttributeError module 'gradlab' has no attribute 'no_such_name'"
+
+
+@pytest.mark.slow
+def test_import_gradlab_symbolic_loads_scikit_learn_only_when_a_claim_reads_it():
+    # scikit-learn's import costs about a second; two claims use it as their AP reference
+    code = """
+import sys
+import gradlab.symbolic
+print("sklearn" in sys.modules)
+from gradlab.symbolic.smoothap_claims import claims
+claim = next(c for c in claims() if "scikit-learn" in c.method)
+print(gradlab.symbolic.audit_claim(claim)["verdict"] in gradlab.symbolic.VERDICTS,
+      "sklearn" in sys.modules)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True)  # fmt: skip
+    assert result.stdout.split() == ["False", "True", "True"]
 
 
 def test_the_cli_refuses_an_unwritable_output_before_importing_torch():

@@ -6,18 +6,14 @@ The claim API is public: build a :class:`Claim` from a printed :class:`Form` and
 :func:`mutant`), and run :func:`audit_claim` or :func:`run_audit`.
 """
 
-from gradlab.extras import missing_extra
+from gradlab.extras import require_installed
 
-try:  # the audit extra (its claim tables use all four), checked before the submodules import it
-    import mpmath  # noqa: F401
-    import scipy  # noqa: F401
-    import sklearn  # noqa: F401
-    import sympy  # noqa: F401
-except ImportError as error:
-    raise missing_extra(error.name or "sympy", "audit", "gradlab.symbolic") from error
+# The audit extra (its claim tables use all four), checked before the submodules import it; found,
+# not imported (scikit-learn alone takes about a second to import, and only two claims read it).
+require_installed(("mpmath", "scipy", "sklearn", "sympy"), "audit", "gradlab.symbolic")
 
-from gradlab.symbolic.audit import all_claims, format_markdown, format_table, run_audit
-from gradlab.symbolic.claims import (
+from gradlab.symbolic.audit import all_claims, format_markdown, format_table, run_audit  # noqa: E402
+from gradlab.symbolic.claims import (  # noqa: E402 (after the check of the extra)
     VERDICTS,
     Claim,
     Form,

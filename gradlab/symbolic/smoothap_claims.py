@@ -14,7 +14,6 @@ import numpy as np
 import sympy as sp
 import torch
 from scipy.special import expit
-from sklearn.metrics import average_precision_score
 from sympy.core.function import AppliedUndef
 from sympy.core.relational import Relational
 
@@ -316,6 +315,8 @@ FINITE_TAU = 0.5
 
 def _ap_references():
     """Scores ``[10, 7]`` of the AP problems, their AP (scikit-learn) and SmoothAP at tau = 0.5."""
+    from sklearn.metrics import average_precision_score  # the reference: imported when used
+
     problems = [_problem(seed) for seed in range(AP_PROBLEMS)]
     scores = np.array([vectors @ query for query, vectors, _ in problems])
     exact = np.array([average_precision_score(mask, row) for (_, _, mask), row in zip(problems, scores, strict=True)])
@@ -577,6 +578,8 @@ def check_ap_with_ranks(form: Form) -> Verdict:
         ranks_all = 1 + np.array([np.sum(scores > s) for s in scores])
         ranks_pos = 1 + np.array([np.sum((scores > s) & mask) for s in scores])
         return np.mean(ratio(ranks_pos[mask], ranks_all[mask]))
+
+    from sklearn.metrics import average_precision_score  # the reference: imported when used
 
     return numeric_agreement(printed, lambda c: average_precision_score(c[1], c[0]), cases,
                              tolerance=1e-12)  # fmt: skip
