@@ -109,8 +109,15 @@ def _window_counts(
     holds nothing, not even the centre itself.
     """
     width = torch.as_tensor(width, dtype=centres.dtype, device=centres.device)
-    above = torch.searchsorted(sorted_values, centres + width, side="left")
-    below = torch.searchsorted(sorted_values, centres - width, side="right")
+    # Next to a large centre ``centre +- width`` can round back to the centre (at |s| ~ 1e30,
+    # say), and the window would lose the centre and its ties. No float lies strictly between
+    # the centre and such a bound, so the bound moves to the centre's neighbouring float.
+    high, low = centres + width, centres - width
+    up, down = centres.new_tensor(math.inf), centres.new_tensor(-math.inf)
+    high = torch.where(high == centres, torch.nextafter(centres, up), high)
+    low = torch.where(low == centres, torch.nextafter(centres, down), low)
+    above = torch.searchsorted(sorted_values, high, side="left")
+    below = torch.searchsorted(sorted_values, low, side="right")
     return torch.where(width > 0, above - below, 0)
 
 

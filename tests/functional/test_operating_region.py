@@ -443,3 +443,24 @@ def test_a_difference_of_exactly_the_width_is_outside():
     assert gradient_counts(scores, positives).per_query.item() == 2
     proportion = operating_region_proportion(scores, pairs="positive-rows", positives=positives)
     assert proportion.item() == pytest.approx(3 / 5, abs=1e-15)  # the diagonal and the two inside
+
+
+@pytest.mark.parametrize("pairs", PAIR_SETS)
+@pytest.mark.parametrize("include_diagonal", [True, False])
+@pytest.mark.parametrize(
+    "row",
+    [[1e30, -1e30, 0.0, 1e30], [4e15, 4e15, 0.0, 0.05], [-1e20, 3.0, -1e20, 3.05]],
+    ids=["1e30", "4e15", "1e20"],
+)
+def test_huge_scores_keep_each_entry_inside_its_own_window(pairs, include_diagonal, row):
+    # Next to |s| ~ 1e30 the window's bounds s +- w round back to s: a score and its ties
+    # still lie inside its own window (|D| = 0 < w), so P and the counts match the loops.
+    positives = [True, False, True, False]
+    scores = torch.tensor([row], dtype=torch.float64)
+    got = operating_region_proportion(
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=torch.tensor([positives])
+    )
+    expected = loops.proportion(row, 0.01, 0.005, include_diagonal, pairs, positives)
+    assert got.item() == pytest.approx(expected, abs=1e-15)
+    counts = gradient_counts(scores, torch.tensor([positives])).per_query.item()
+    assert counts == loops.gradient_count(row, positives, 0.01, 0.005, weighted=False)
