@@ -6,8 +6,10 @@ names the argument, what was received and what is allowed.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -46,6 +48,46 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
         ('1 argument', '2 arguments', '0 queries')
     """
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
+
+
+def positional_candidate_mask(position: int) -> Callable[[Callable], Callable]:
+    """Also read a positional argument at index ``position`` as ``candidate_mask=``, with a
+    ``FutureWarning``: for the functions that took the mask positionally in gradlab 0.2.0
+    (``gradient_anatomy``, ``soft_histogram``). The glossary passes it by keyword everywhere.
+
+    Example:
+        >>> @positional_candidate_mask(1)
+        ... def masked(scores, *, candidate_mask=None):
+        ...     return candidate_mask
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     masked("scores", "mask")
+        'mask'
+        >>> caught[0].category.__name__, str(caught[0].message).split(";")[0]
+        ('FutureWarning', 'masked takes candidate_mask by keyword')
+    """
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            if len(args) == position + 1:
+                if "candidate_mask" in kwargs:
+                    raise GradlabError(
+                        f"{function.__name__} got candidate_mask twice: as argument "
+                        f"{position + 1} and by keyword; pass it once, by keyword"
+                    )
+                warnings.warn(
+                    f"{function.__name__} takes candidate_mask by keyword; a positional mask "
+                    "is read as candidate_mask=, and will be refused in a later release",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+                *args, kwargs["candidate_mask"] = args
+            return function(*args, **kwargs)
+
+        return call
+
+    return decorate
 
 
 def check_bool(name: str, value: object) -> bool:

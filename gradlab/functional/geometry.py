@@ -421,6 +421,7 @@ class QueryMargins(NamedTuple):
 def query_margins(
     scores: torch.Tensor,
     positives: torch.Tensor,
+    *,
     candidate_mask: torch.Tensor | None = None,
 ) -> QueryMargins:
     """Per query: positive score, hardest negative, margin, violation share and R@1.
@@ -485,8 +486,8 @@ def in_batch_margins(
     scoring at least the hardest positive are the entries of the row at or above it, less its
     positives and less the query when it is there: a binary search of the sorted row, not a
     pass over the matrix; R@1 likewise counts the entries above the hardest negative. The
-    result equals ``query_margins(scores, positives, ~eye)`` for finite scores (NaN scores give
-    undefined counts; the Monitor logs NaN for such a step).
+    result equals ``query_margins(scores, positives, candidate_mask=~eye)`` for finite scores
+    (NaN scores give undefined counts; the Monitor logs NaN for such a step).
 
     Args:
         scores: ``[N, N]`` scores of a batch with itself, a larger score ranks higher.

@@ -50,6 +50,7 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    positional_candidate_mask,
 )
 
 DEFAULT_ABSOLUTE_THRESHOLD = 1e-10
@@ -108,12 +109,13 @@ class GradientAnatomy(NamedTuple):
     without_gradient: torch.Tensor
 
 
+@positional_candidate_mask(3)
 def gradient_anatomy(
     score_grad: torch.Tensor,
     scores: torch.Tensor,
     positives: torch.Tensor,
-    candidate_mask: torch.Tensor | None = None,
     *,
+    candidate_mask: torch.Tensor | None = None,
     absolute_threshold: float = DEFAULT_ABSOLUTE_THRESHOLD,
     relative_threshold: float = DEFAULT_RELATIVE_THRESHOLD,
 ) -> GradientAnatomy:

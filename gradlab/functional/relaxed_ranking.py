@@ -49,6 +49,7 @@ from gradlab.validation import (
     check_shape,
     check_tensor,
     non_finite_message,
+    positional_candidate_mask,
     value_checks_enabled,
 )
 
@@ -96,11 +97,13 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
     return torch.clamp(1.0 - (distances.unsqueeze(-1) - centres).abs(), min=0.0)
 
 
+@positional_candidate_mask(4)
 def soft_histogram(
     distances: torch.Tensor,
     levels: torch.Tensor,
     num_bins: int,
     num_levels: int,
+    *,
     candidate_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Soft counts ``c_{d,v}`` ``[Q, num_bins, num_levels]`` of ``[Q, C]`` distances (Eq. 22-31).
@@ -290,7 +293,7 @@ def _minibatch_histograms(
     distances = relaxed_hamming_distances(codes)
     levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
     not_self = ~torch.eye(len(labels), dtype=torch.bool, device=codes.device)
-    counts = soft_histogram(distances, levels, codes.shape[1] + 1, 2, not_self)
+    counts = soft_histogram(distances, levels, codes.shape[1] + 1, 2, candidate_mask=not_self)
     return _MinibatchHistograms(distances, levels, not_self, counts)
 
 

@@ -87,8 +87,8 @@ def _collisions(name: str, values: torch.Tensor | None, shape: torch.Size) -> to
 def false_negative_suspects(
     scores: torch.Tensor,
     positives: torch.Tensor,
-    candidate_mask: torch.Tensor | None = None,
     *,
+    candidate_mask: torch.Tensor | None = None,
     labels: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
     hashes: torch.Tensor | tuple[torch.Tensor, torch.Tensor] | None = None,
     margin: float | None = None,
@@ -172,6 +172,7 @@ def suspect_summary(
     suspects: torch.Tensor,
     scores: torch.Tensor,
     positives: torch.Tensor,
+    *,
     candidate_mask: torch.Tensor | None = None,
     score_grad: torch.Tensor | None = None,
     k: int = 10,
@@ -197,7 +198,7 @@ def suspect_summary(
         >>> positives = torch.tensor([[True, False, False, False]])
         >>> suspects = torch.tensor([[False, True, False, False]])
         >>> grad = torch.tensor([[-1.0, 0.6, 0.2, 0.2]])
-        >>> summary = suspect_summary(suspects, scores, positives, None, grad, k=2)
+        >>> summary = suspect_summary(suspects, scores, positives, score_grad=grad, k=2)
         >>> [round(float(value), 4) for value in summary]
         [1.0, 1.0, 0.6, 0.5]
     """

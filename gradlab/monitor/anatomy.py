@@ -234,7 +234,7 @@ def anatomy_values(
     takes its work buffers from ``buffer(name, shape, dtype)`` when given).
     """
     if order is None:
-        anatomy = gradient_anatomy(score_grad, scores, positives, candidates,
+        anatomy = gradient_anatomy(score_grad, scores, positives, candidate_mask=candidates,
                                    absolute_threshold=absolute_threshold,
                                    relative_threshold=relative_threshold)  # fmt: skip
     else:

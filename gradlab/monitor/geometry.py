@@ -162,7 +162,7 @@ class Margins(Quantity):
                                                 batch.negated_sorted)  # fmt: skip
         else:
             margins = measures.query_margins(batch.scores, layout.positives,
-                                             layout.candidate_mask)  # fmt: skip
+                                             candidate_mask=layout.candidate_mask)  # fmt: skip
         rows = torch.stack([margins.positive, margins.hardest_negative, margins.margin,
                             margins.violation_share, margins.recall_at_1])  # fmt: skip
         # The queries with a positive and a negative: their margin is a number (NaN scores

@@ -114,11 +114,12 @@ class Suspects(Quantity):
         labels, hashes = current(self.labels), current(self.hashes)
         if labels is None and hashes is None and self.margin is None:
             return {}
-        suspects = false_negative_suspects(scores, layout.positives, layout.candidate_mask,
-                                           labels=labels, hashes=hashes,
-                                           margin=self.margin)  # fmt: skip
-        summary = suspect_summary(suspects, scores, layout.positives, layout.candidate_mask,
-                                  self._score_grad(batch), self.k)  # fmt: skip
+        suspects = false_negative_suspects(scores, layout.positives,
+                                           candidate_mask=layout.candidate_mask, labels=labels,
+                                           hashes=hashes, margin=self.margin)  # fmt: skip
+        summary = suspect_summary(suspects, scores, layout.positives,
+                                  candidate_mask=layout.candidate_mask,
+                                  score_grad=self._score_grad(batch), k=self.k)  # fmt: skip
         values = {"suspects_count": summary.count, "suspects_per_query": summary.per_query,
                   "suspects_top_k_share": summary.top_k_share}  # fmt: skip
         if "score_grad" in self.needs:

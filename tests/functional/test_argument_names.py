@@ -47,3 +47,17 @@ def test_public_signatures_use_the_glossary_s_names(qualified, function):
         return
     misnamed = {name: SYNONYMS[name] for name in parameters if name in SYNONYMS}
     assert not misnamed, f"{qualified} takes {misnamed} (name -> the glossary's)"
+
+
+@pytest.mark.parametrize(("qualified", "function"), list(_public_callables()),
+                         ids=lambda item: item if isinstance(item, str) else "")  # fmt: skip
+def test_candidate_mask_is_keyword_only_everywhere(qualified, function):
+    # The glossary: candidate_mask is optional and passed by keyword, in every signature (a
+    # positional mask lands on tau in smooth_ap, on score_grad in suspect_summary).
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return
+    mask = parameters.get("candidate_mask")
+    if mask is not None:
+        assert mask.kind is inspect.Parameter.KEYWORD_ONLY, f"{qualified}: {mask.kind.name}"

@@ -195,7 +195,7 @@ def test_query_margins_match_a_loop():
     candidates = torch.rand(12, 10, generator=generator) < 0.9
     positives[0] = False  # a query without positives
     positives[1] = candidates[1]  # one without negatives
-    got = geometry.query_margins(scores, positives, candidates)
+    got = geometry.query_margins(scores, positives, candidate_mask=candidates)
     expected_rows = loops.query_margins(scores.tolist(), positives.tolist(), candidates.tolist())
     for index, expected in enumerate(expected_rows):
         if expected is None:
@@ -259,7 +259,8 @@ _SCORES, _EYE = torch.zeros(3, 3), torch.eye(3, dtype=torch.bool)
      r"gram must have shape \(3, 3\)"),
     (lambda: geometry.effective_rank(torch.zeros(3)), "embeddings must be 2-D"),
     (lambda: geometry.normalized_std(torch.zeros(0, 3)), "embeddings must have at least 1 row"),
-    (lambda: geometry.query_margins(_SCORES, _EYE, torch.ones(2, 2, dtype=torch.bool)),
+    (lambda: geometry.query_margins(_SCORES, _EYE,
+                                            candidate_mask=torch.ones(2, 2, dtype=torch.bool)),
      r"candidate_mask must have shape \(3, 3\)"),
     (lambda: geometry.chance_level(0), "num_candidates must be a positive integer"),
     (lambda: geometry.chance_level(True), "num_candidates must be a positive integer"),
@@ -370,10 +371,10 @@ def test_float32_input_gives_float64_values_as_close_as_float64_input():
         "gap": geometry.modality_gap(low[0], low[1]),
         "temperature": geometry.temperature_gradient(low[2], positives, 14.0,
                                                      candidate_mask=candidates),
-        "recall": geometry.query_margins(low[2], positives, candidates).recall_at_1,
+        "recall": geometry.query_margins(low[2], positives, candidate_mask=candidates).recall_at_1,
     }  # fmt: skip
     assert all(value.dtype == torch.float64 for value in values.values())
-    margins = geometry.query_margins(low[2], positives, candidates)
+    margins = geometry.query_margins(low[2], positives, candidate_mask=candidates)
     assert {field: value.dtype for field, value in margins._asdict().items()} == dict.fromkeys(
         geometry.QueryMargins._fields, torch.float64)
     rows = [[float(x) for x in row] for row in low[2].tolist()]
@@ -400,7 +401,7 @@ def test_margins_and_temperature_of_queries_with_one_negative_or_one_positive():
                               [False, False, False, False]])  # fmt: skip
     candidates = torch.tensor([[True, False, True, False], [True, True, True, True],
                                [True, True, True, True]])  # fmt: skip
-    got = geometry.query_margins(scores, positives, candidates)
+    got = geometry.query_margins(scores, positives, candidate_mask=candidates)
     expected_rows = loops.query_margins(scores.tolist(), positives.tolist(), candidates.tolist())
     for index, expected in enumerate(expected_rows):
         values = [float(field[index]) for field in got]

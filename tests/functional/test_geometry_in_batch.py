@@ -44,7 +44,7 @@ def _same(first: torch.Tensor, second: torch.Tensor) -> bool:
 def test_in_batch_margins_equal_the_general_ones_bit_for_bit(seed, ties):
     scores, positives = _batch(seed, ties)
     candidates = ~torch.eye(len(scores), dtype=torch.bool)
-    general = geometry.query_margins(scores, positives, candidates)
+    general = geometry.query_margins(scores, positives, candidate_mask=candidates)
     for given in (None, (-scores).sort(dim=1).values, (-scores).sort(dim=1, stable=True).values):
         fast = geometry.in_batch_margins(scores, positives, given)
         for name, a, b in zip(general._fields, fast, general, strict=True):
@@ -123,7 +123,7 @@ def test_a_positive_on_the_diagonal_is_none_as_with_a_candidate_mask():
     scores, positives = _batch(3, ties=False)
     flagged = positives.clone().fill_diagonal_(True)
     candidates = ~torch.eye(len(scores), dtype=torch.bool)
-    general = geometry.query_margins(scores, flagged, candidates)
+    general = geometry.query_margins(scores, flagged, candidate_mask=candidates)
     for name, a, b in zip(general._fields, geometry.in_batch_margins(scores, flagged), general,
                           strict=True):  # fmt: skip
         assert _same(a, b), name

@@ -52,7 +52,7 @@ def test_matches_the_loop_definitions(seed):
         grad,
         scores,
         positives,
-        candidates,
+        candidate_mask=candidates,
         absolute_threshold=absolute,
         relative_threshold=relative,
     )
@@ -180,7 +180,8 @@ def test_smooth_ap_in_batch_anatomy_equals_weighted_gradient_counts():
                  leaf).backward()  # fmt: skip
     counts = gradient_counts(layout.scores, layout.positives, 0.05, 0.005, weighted=True,
                              candidate_mask=layout.candidate_mask)  # fmt: skip
-    anatomy = gradient_anatomy(leaf.grad, layout.scores, layout.positives, layout.candidate_mask,
+    anatomy = gradient_anatomy(leaf.grad, layout.scores, layout.positives,
+                               candidate_mask=layout.candidate_mask,
                                absolute_threshold=0.005 / 24, relative_threshold=0.0)  # fmt: skip
     assert torch.equal(anatomy.active_negatives, counts.per_query)
     assert 0 < counts.per_query.sum() < 24 * 22
@@ -208,7 +209,7 @@ def test_no_host_sync(monkeypatch):
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(torch.Tensor, name, spy)
-    gradient_anatomy(grad, scores, positives, candidates)
+    gradient_anatomy(grad, scores, positives, candidate_mask=candidates)
     monkeypatch.undo()
     assert calls == []
 
@@ -221,7 +222,7 @@ def test_no_host_sync_on_cuda():
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        anatomy = gradient_anatomy(grad, scores, positives, positives | True)
+        anatomy = gradient_anatomy(grad, scores, positives, candidate_mask=positives | True)
     finally:
         torch.cuda.set_sync_debug_mode("default")
     assert anatomy.active.device.type == "cuda"
@@ -284,8 +285,8 @@ def test_nan_scores_leave_their_query_unranked_and_the_others_untouched():
     candidates[0, 0] = False
     masked = scores.clone()
     masked[0, 0] = math.nan
-    reference = gradient_anatomy(grad, scores, positives, candidates)
-    ignored = gradient_anatomy(grad, masked, positives, candidates)
+    reference = gradient_anatomy(grad, scores, positives, candidate_mask=candidates)
+    ignored = gradient_anatomy(grad, masked, positives, candidate_mask=candidates)
     for name in GradientAnatomy._fields:
         torch.testing.assert_close(getattr(ignored, name), getattr(reference, name),
                                    equal_nan=True)  # fmt: skip
@@ -314,7 +315,7 @@ def test_result_stays_on_the_input_device_whatever_the_default_device(masked):
     positives = torch.rand(4, 6, generator=generator) < 0.4
     candidates = torch.rand(4, 6, generator=generator) < 0.8 if masked else None
     assert_unchanged_under_another_default_device(
-        lambda: gradient_anatomy(grad, scores, positives, candidates), scores.device
+        lambda: gradient_anatomy(grad, scores, positives, candidate_mask=candidates), scores.device
     )
 
 
@@ -394,7 +395,7 @@ def test_gradient_on_non_candidates_never_sets_a_querys_scale():
     grad = torch.randn(scores.shape, generator=generator, dtype=torch.float64) * 1e-3
     candidates = torch.rand(scores.shape, generator=generator) < 0.7
     grad[~candidates] = 0.0  # a loss gives no gradient to a non-candidate
-    anatomy = gradient_anatomy(grad, scores, positives, candidates)
+    anatomy = gradient_anatomy(grad, scores, positives, candidate_mask=candidates)
     _assert_matches_loops(anatomy, grad, scores, positives, candidates, 1e-10, 1e-2)
     assert anatomy.active_negatives.sum() > 0
 
@@ -421,7 +422,7 @@ def test_queries_without_positives_count_every_negative_in_the_mass():
     candidates[3] = False  # no candidate: never "without gradient"
     grad[1] = 0.0
     grad[1, scores[1].argmin()] = 1.0  # only the weakest negative has gradient
-    anatomy = gradient_anatomy(grad, scores, positives, candidates)
+    anatomy = gradient_anatomy(grad, scores, positives, candidate_mask=candidates)
     _assert_matches_loops(anatomy, grad, scores, positives, candidates, 1e-10, 1e-2)
     assert anatomy.hardest_10pct_share[1].item() == 0.0
     assert anatomy.without_gradient.tolist() == [False, False, False, False]
@@ -464,3 +465,18 @@ def test_every_relative_threshold_outside_zero_to_one_gets_the_one_message(relat
         gradient_anatomy(GRAD, SCORES, MASK, relative_threshold=relative)
     assert str(caught.value) == ("relative_threshold must be a finite number in [0, 1] (a share "
                                  f"of the query's largest |dL/dS|); got {relative!r}")
+
+
+def test_a_positional_candidate_mask_is_still_read_with_a_future_warning():
+    # gradlab 0.2.0 took the mask as the fourth positional argument; it is keyword-only now.
+    grad = torch.tensor([[-1.0, 0.5, 0.3, 0.0]])
+    scores = torch.tensor([[0.9, 0.8, 0.7, 0.1]])
+    positives = torch.tensor([[True, False, False, False]])
+    mask = torch.tensor([[True, True, False, True]])  # the third column is no candidate
+    with pytest.warns(FutureWarning, match="gradient_anatomy takes candidate_mask by keyword"):
+        old = gradient_anatomy(grad, scores, positives, mask)
+    assert old.num_negatives.tolist() == [2] and old.active_negatives.tolist() == [1]
+    new = gradient_anatomy(grad, scores, positives, candidate_mask=mask)
+    assert torch.equal(old.active, new.active)
+    with pytest.raises(GradlabError, match="got candidate_mask twice"):
+        gradient_anatomy(grad, scores, positives, mask, candidate_mask=mask)

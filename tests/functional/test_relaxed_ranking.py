@@ -72,7 +72,7 @@ def test_soft_histogram_conserves_items():
     distances = relaxed_hamming_distances(codes)
     levels = (labels.unsqueeze(0) == labels.unsqueeze(1)).long()
     not_self = ~torch.eye(9, dtype=torch.bool)
-    counts = soft_histogram(distances, levels, 7, 2, not_self)
+    counts = soft_histogram(distances, levels, 7, 2, candidate_mask=not_self)
     torch.testing.assert_close(counts.sum(dim=(1, 2)), torch.full((9,), 8.0, dtype=torch.float64))
     torch.testing.assert_close(
         counts[..., 1].sum(dim=1), (levels.bool() & not_self).sum(1).double()
@@ -216,7 +216,7 @@ def test_relaxed_dcg_gradcheck(method):
         (lambda: soft_histogram(torch.ones(2, 3), torch.zeros(2, 3).long(), 0, 2), "num_bins"),
         (
             lambda: soft_histogram(
-                torch.ones(2, 3), torch.zeros(2, 3).long(), 4, 2, torch.ones(2, 3)
+                torch.ones(2, 3), torch.zeros(2, 3).long(), 4, 2, candidate_mask=torch.ones(2, 3)
             ),
             "candidate_mask must be a bool tensor",
         ),
@@ -349,7 +349,7 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
          r"levels must have shape \(2, 3\) \(one level per distance\); got \(2, 2\)$"),
         (lambda: soft_histogram(D23, L23, 0, 2), "num_bins must be a positive integer"),
         (lambda: soft_histogram(D23, L23, 4, 0), "num_levels must be a positive integer"),
-        (lambda: soft_histogram(D23, L23, 4, 2, torch.ones(2, 2, dtype=torch.bool)),
+        (lambda: soft_histogram(D23, L23, 4, 2, candidate_mask=torch.ones(2, 2, dtype=torch.bool)),
          r"candidate_mask must have shape \(2, 3\) \(one flag per distance\); got \(2, 2\)$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(3, 2), torch.ones(2)),
          "level_counts must be 3-D"),
@@ -489,3 +489,16 @@ ONE_BY_TWO = torch.ones(1, 2)
 def test_count_checks_give_the_whole_message(call, message):
     with pytest.raises(GradlabError, match="^" + message):
         call()
+
+
+def test_a_positional_candidate_mask_is_still_read_with_a_future_warning():
+    # gradlab 0.2.0 took the mask as the fifth positional argument; it is keyword-only now.
+    # The masked third item (distance 1, level 1) would add 1 to bin 1 of level 1.
+    distances, levels = torch.tensor([[0.5, 2.0, 1.0]]), torch.tensor([[1, 0, 1]])
+    mask = torch.tensor([[True, True, False]])
+    with pytest.warns(FutureWarning, match="soft_histogram takes candidate_mask by keyword"):
+        counts = soft_histogram(distances, levels, 3, 2, mask)
+    expected = torch.tensor([[[0.0, 0.5], [0.0, 0.5], [1.0, 0.0]]], dtype=counts.dtype)
+    torch.testing.assert_close(counts, expected)
+    keyword = soft_histogram(distances, levels, 3, 2, candidate_mask=mask)
+    torch.testing.assert_close(keyword, expected)

@@ -46,7 +46,7 @@ def test_suspects_match_a_loop(margin, use_labels):
     scores, positives, candidates, labels = _batch(1)
     scores[3, 3] = -0.4  # a negative positive score: the sign-safe rule matters
     hashes = torch.tensor([5, 6, 5, 7, 8, 9, 6, 1, 2])
-    got = false_negative_suspects(scores, positives, candidates,
+    got = false_negative_suspects(scores, positives, candidate_mask=candidates,
                                   labels=labels if use_labels else None, hashes=hashes,
                                   margin=margin)  # fmt: skip
     expected = _loop_suspects(scores.tolist(), positives.tolist(), candidates.tolist(),
@@ -76,10 +76,12 @@ def test_pairs_of_labels_for_a_rectangular_matrix():
 
 def test_summary_matches_a_loop():
     scores, positives, candidates, labels = _batch(2, size=12)
-    suspects = false_negative_suspects(scores, positives, candidates, labels=labels, margin=0.3)
+    suspects = false_negative_suspects(scores, positives, candidate_mask=candidates,
+                                       labels=labels, margin=0.3)
     grad = torch.randn(12, 12, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     k = 3
-    summary = suspect_summary(suspects, scores, positives, candidates, grad, k=k)
+    summary = suspect_summary(suspects, scores, positives, candidate_mask=candidates,
+                              score_grad=grad, k=k)
     count, mass, suspect_mass, shares = 0, 0.0, 0.0, []
     for i in range(12):
         negatives = [j for j in range(12) if candidates[i, j] and not positives[i, j]]
@@ -93,7 +95,7 @@ def test_summary_matches_a_loop():
     assert float(summary.per_query) == pytest.approx(count / 12)
     assert float(summary.gradient_share) == pytest.approx(suspect_mass / mass, rel=1e-12)
     assert float(summary.top_k_share) == pytest.approx(sum(shares) / len(shares), rel=1e-12)
-    without = suspect_summary(suspects, scores, positives, candidates, None, k=k)
+    without = suspect_summary(suspects, scores, positives, candidate_mask=candidates, k=k)
     assert math.isnan(float(without.gradient_share))
 
 
@@ -142,9 +144,11 @@ _TWO = torch.eye(2, dtype=torch.bool)
      "tensors must be on one device; got scores on cpu, positives on meta"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO),
      "give at least one of labels, hashes or margin (the rules that flag a suspect); got none"),
-    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, torch.ones(2, 2), margin=0.0),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, candidate_mask=torch.ones(2, 2),
+                                     margin=0.0),
      "candidate_mask must be a bool tensor; got torch.float32"),
-    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, torch.ones(3, 3, dtype=torch.bool),
+    (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO,
+                                     candidate_mask=torch.ones(3, 3, dtype=torch.bool),
                                      margin=0.0),
      "candidate_mask must have shape (2, 2) (one flag per score); got (3, 3)"),
     (lambda: false_negative_suspects(torch.zeros(2, 2), _TWO, hashes=torch.zeros(3)),
@@ -172,8 +176,8 @@ _TWO = torch.eye(2, dtype=torch.bool)
      "positives must have shape (2, 2) (one flag per score); got (3, 3)"),
     (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(3, 3), _TWO),
      "scores must have shape (2, 2) (one score per flag); got (3, 3)"),
-    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2), _TWO, None,
-                             torch.zeros(3, 3)),
+    (lambda: suspect_summary(torch.zeros(2, 2, dtype=torch.bool), torch.zeros(2, 2), _TWO,
+                             score_grad=torch.zeros(3, 3)),
      "score_grad must have shape (2, 2) (dL/dS of the scores); got (3, 3)"),
 ])  # fmt: skip
 def test_bad_input_messages_word_for_word(call, message):
@@ -223,7 +227,8 @@ def test_summary_of_a_rectangular_float32_batch_matches_a_loop(k):
     suspects = torch.rand(4, 13, generator=generator) < 0.4
     suspects[2, 1] = True  # query 2's one negative is a suspect: its share is 1
     options = {} if k is None else {"k": k}
-    got = suspect_summary(suspects, scores, positives, candidates, grad, **options)
+    got = suspect_summary(suspects, scores, positives, candidate_mask=candidates,
+                          score_grad=grad, **options)
     expected = _loop_summary(suspects.tolist(), scores.tolist(), positives.tolist(),
                              candidates.tolist(), grad.tolist(), k or 10)  # fmt: skip
     assert all(value.dtype == torch.float64 for value in got)

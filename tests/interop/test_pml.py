@@ -112,7 +112,8 @@ def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
     leaf = layout.scores.clone().requires_grad_(True)
     options = OPTIONS.get(name, {})
     getattr(pml_losses, name)(distance=_FixedMatrix(leaf), **options)(embeddings, labels).backward()
-    expected = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidate_mask)
+    expected = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives,
+                                candidate_mask=layout.candidate_mask)
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
         loss = getattr(pml_losses, name)(distance=RecordingCosineSimilarity(), **options)
         loss_fn = monitor.watch(loss)

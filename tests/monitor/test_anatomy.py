@@ -84,7 +84,8 @@ def test_smooth_ap_loss_anatomy_is_its_exact_score_gradient(tmp_path):
         ),
         leaf,
     ).backward()
-    anatomy = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives, layout.candidate_mask)
+    anatomy = gradient_anatomy(leaf.grad, leaf.detach(), layout.positives,
+                               candidate_mask=layout.candidate_mask)
     assert record["anatomy_active_negatives_mean"] == pytest.approx(
         anatomy.active_negatives.double().mean().item()
     )
