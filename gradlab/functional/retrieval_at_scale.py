@@ -18,7 +18,8 @@ conventions so that numbers are comparable with papers that use it:
 * ``precision_at_1``: the share of queries whose nearest neighbour shares their label.
 * ``r_precision``: the share of relevant items among the first R neighbours.
 * ``map_at_r``: ``(1/R) sum_{i <= R} P(i) rel(i)``, with ``P(i)`` the precision at rank ``i``.
-* ``recall@k``: the share of queries with a relevant item among their ``k`` nearest.
+* ``recall@k``: the share of queries with a relevant item among their ``k`` nearest (all of
+  their candidates when ``k`` is at least their number).
 
 Memory and time: queries are scored in chunks of ``chunk_size`` rows, so the extra memory is
 ``O(chunk_size * C + Q * k)`` instead of the ``O(Q * C)`` of a dense score matrix
@@ -110,7 +111,10 @@ def retrieval_at_scale(
         candidates: optional ``[C, d]`` candidates; default: the queries themselves, each
             query excluded from its own neighbours.
         candidate_labels: ``[C]`` labels of ``candidates`` (required with them).
-        ks: the ``k`` of each Recall@K (positive integers).
+        ks: the ``k`` of each Recall@K, a non-empty sequence of positive integers. A ``k`` at
+            or beyond the number of candidates a query sees (``C``, or ``Q - 1`` without
+            ``candidates``) ranks every candidate: its Recall@K is 1, as in
+            :func:`~gradlab.functional.recall_at_k`.
         chunk_size: query rows scored at once (bounds the memory).
 
     Returns:
@@ -148,7 +152,7 @@ def retrieval_at_scale(
             f"candidate); got shape {tuple(queries.shape)}" if same_source else
             f"candidates must have at least 1 row; got shape {tuple(pool.shape)}"
         )  # fmt: skip
-    _check_k_and_chunk(max(ks), chunk_size, available, name="ks")
+    check_positive_int("chunk_size", chunk_size)  # a k beyond `available` sees every candidate
     relevant_count = _relevant_counts(labels, pool_labels, same_source)
     depth = max(max(ks), int(relevant_count.max().item()) if relevant_count.numel() else 1, 1)
     neighbours = _neighbours(queries, pool, min(depth, available), same_source, chunk_size)
@@ -218,12 +222,12 @@ def _check_points(
     return embeddings, candidates, False
 
 
-def _check_k_and_chunk(k: int, chunk_size: int, available: int, name: str = "k") -> None:
-    check_positive_int(name, k)
+def _check_k_and_chunk(k: int, chunk_size: int, available: int) -> None:
+    check_positive_int("k", k)
     check_positive_int("chunk_size", chunk_size)
     if k > available:
         raise GradlabError(
-            f"{name} must be at most the number of candidates a query can see ({available}); "
+            f"k must be at most the number of candidates a query can see ({available}); "
             f"got {k}"
         )
 

@@ -10,6 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional import drop_diagonal, recall_at_k
 from gradlab.functional.retrieval_at_scale import (
     map_at_r,
     nearest_neighbours,
@@ -181,8 +182,6 @@ def test_lone_queries_are_left_out_and_no_relevant_pair_gives_nan():
          "ks must be a positive integer; got 0"),
         (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), ks=()),
          "ks must name at least one k"),
-        (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long), ks=(4,)),
-         r"ks must be at most the number of candidates a query can see \(3\); got 4"),
         (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
                                     chunk_size=0), "chunk_size must be a positive integer"),
         (lambda: retrieval_at_scale(torch.zeros(4, 2), torch.zeros(4, dtype=torch.long),
@@ -431,3 +430,29 @@ def test_results_stay_on_the_input_device_whatever_the_default_device(separate):
         return found, sorted(metrics.items())
 
     assert_unchanged_under_another_default_device(run, embeddings.device)
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_a_k_beyond_the_candidates_ranks_every_candidate_as_recall_at_k_does(separate):
+    # One documented behaviour for Recall@K in both functions: a k at or beyond the number of
+    # candidates a query sees ranks every candidate (recall 1 for a query with a relevant one).
+    generator = torch.Generator().manual_seed(15)
+    points, labels = torch.randn(5, 3, generator=generator), torch.tensor([0, 1, 0, 1, 2])
+    options = {}
+    if separate:
+        options = {"candidates": torch.randn(3, 3, generator=generator),
+                   "candidate_labels": torch.tensor([1, 0, 3])}  # fmt: skip
+    ks = (1, 3, 4, 10)
+    ours = retrieval_at_scale(points, labels, ks=ks, **options)
+    expected = _loop(points, labels, options.get("candidates"), options.get("candidate_labels"),
+                     ks=ks)  # fmt: skip
+    assert ours == pytest.approx(expected, abs=1e-12)
+    assert ours["recall@4"] == ours["recall@10"] == 1.0
+    # recall_at_k on the same [Q, C] scores (the query left out of its own row) agrees.
+    pool, pool_labels = (points, labels) if not separate else options.values()
+    scores = F.normalize(points.double(), dim=1) @ F.normalize(pool.double(), dim=1).T
+    positives = labels[:, None] == pool_labels[None, :]
+    if not separate:
+        scores, positives = drop_diagonal(scores), drop_diagonal(positives)
+    dense = recall_at_k(scores, positives, ks=ks)
+    assert [dense[k] for k in ks] == pytest.approx([ours[f"recall@{k}"] for k in ks], abs=1e-12)
