@@ -37,6 +37,7 @@ Conventions (stated, not implied):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -115,12 +116,15 @@ def _one_sync(
     validate: bool,
     degenerate: bool,
     bound: tuple[float, str],
+    fits: tuple[Callable[[], torch.Tensor], Callable[[], str]] | None = None,
 ) -> bool:
     """The call's only host read: the finiteness flag and/or the no-ranking-signal flag.
 
     Returns whether no query of ``direction`` has both a positive and a negative (``False``
     when ``degenerate`` is not asked for). Reads nothing when neither flag is wanted.
-    ``bound`` is ``(largest |score|, why)``: larger finite scores overflow the loss's dtype.
+    ``bound`` is ``(largest |score|, why)``: larger finite scores overflow the dtype the loss
+    is computed in. ``fits`` (validated calls only) is ``(flag, message)``: a 0-d bool tensor
+    that travels in the same transfer, and the refusal's text when it is False.
     """
     if not isinstance(validate, bool):
         raise GradlabError(f"validate must be a bool; got {validate!r}")
@@ -128,6 +132,8 @@ def _one_sync(
     if not (validate or degenerate):
         return False
     flags = [finite_flag(scores, bound[0])] if validate else []
+    if validate and fits is not None:
+        flags.append(fits[0]())
     if degenerate:
         signal = torch.zeros((), dtype=torch.bool, device=mask.device)
         for dim, name in ((1, "i2t"), (0, "t2i")):
@@ -142,6 +148,8 @@ def _one_sync(
             f"scores must lie in [-{bound[0]:.3g}, {bound[0]:.3g}] ({bound[1]}); got a score of "
             f"magnitude {float(scores.detach().abs().max()):.3g}"
         )
+    if validate and fits is not None and not host[1]:
+        raise GradlabError(fits[1]())
     return bool(host[-1]) if degenerate else False
 
 
@@ -311,7 +319,8 @@ def nt_xent_loss(
 
     Every column of a row is a candidate. SimCLR's Eq. 1 on the ``2N x 2N`` matrix of its views
     leaves each view's own score out of the denominator: pass ``scores - 1e4 * eye`` (its
-    exponential underflows to exactly 0), the ``[2N, 2N]`` mask of each view's partner as
+    exponential underflows to exactly 0; ``scores.masked_fill(eye, -1e4)`` keeps a float16
+    dtype), the ``[2N, 2N]`` mask of each view's partner as
     ``positives`` (labels would make the view its own positive) and ``direction="i2t"`` (the
     matrix is symmetric: ``"both"`` counts each anchor twice).
 
@@ -323,8 +332,11 @@ def nt_xent_loss(
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
-        validate: refuse NaN/inf scores and scores with ``|s| / T`` beyond half the dtype's
-            largest value (they overflow); one host read, shared with ``on_degenerate``.
+        validate: refuse NaN/inf scores, scores with ``|s| / T`` beyond half the largest value
+            of the dtype the loss is computed in (float32 for float16 and bfloat16 scores),
+            and, for half-precision scores, scores whose loss could exceed their dtype's
+            largest value (per query ``(max_c S[q, c] - min_p S[q, p]) / T + ln C``); one host
+            read, shared with ``on_degenerate``.
         on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
@@ -342,8 +354,54 @@ def nt_xent_loss(
     mask = _loss_mask(scores, positives)
     temperature = check_temperature("temperature", temperature)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    largest = torch.finfo(scores.dtype).max / 2 * temperature
-    bound = (largest, f"scores / temperature and their differences must fit {scores.dtype}")
-    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound):
+    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    largest = torch.finfo(computed_in).max / 2 * temperature
+    bound = (largest, f"scores / temperature and their differences must fit {computed_in}")
+    fits = None
+    if computed_in != scores.dtype:  # computed in float32, returned in the scores' dtype
+        fits = _info_nce_fits(scores, mask, temperature, direction, reduction)
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound, fits):
         on_degenerate()
     return _by_direction(_row_info_nce, scores, mask, direction, on_scores, temperature, reduction)
+
+
+def _info_nce_bound(
+    scores: torch.Tensor, mask: torch.Tensor, temperature: float, direction: str, reduction: str
+) -> torch.Tensor:
+    """A float32 upper bound of :func:`nt_xent_loss`: per query ``(max_c S[q, c] - min_{p in
+    P(q)} S[q, p]) / T + ln C`` (``logsumexp <= max + ln C``), their largest (mean) or their
+    sum, summed over the directions. Entries that are never positives (a diagonal shifted by
+    -1e4) add nothing but their ``exp``, which underflows to 0."""
+    wide = scores.detach().float()
+    total = wide.new_zeros(())
+    for dim, name in ((1, "i2t"), (0, "t2i")):
+        if direction not in (name, "both"):
+            continue
+        top = wide.amax(dim=dim)
+        lowest_positive = wide.masked_fill(~mask, math.inf).amin(dim=dim)
+        spread = (top - lowest_positive) / temperature + math.log(wide.shape[dim])
+        per_query = torch.where(mask.any(dim=dim), spread, 0.0)
+        total = total + (per_query.sum() if reduction == "sum" else per_query.amax())
+    return total
+
+
+def _info_nce_fits(
+    scores: torch.Tensor, mask: torch.Tensor, temperature: float, direction: str, reduction: str
+) -> tuple[Callable[[], torch.Tensor], Callable[[], str]]:
+    """``_one_sync``'s ``fits`` for half-precision scores: the loss, computed in float32, must
+    fit the scores' dtype that it is returned in."""
+    largest = torch.finfo(scores.dtype).max
+
+    def flag() -> torch.Tensor:
+        return _info_nce_bound(scores, mask, temperature, direction, reduction) <= largest
+
+    def message() -> str:
+        bound = float(_info_nce_bound(scores, mask, temperature, direction, reduction))
+        return (
+            f"scores must keep the loss within {scores.dtype}'s largest value {largest:.6g} "
+            f"(the loss is returned in the scores' dtype); got scores whose loss can reach "
+            f"{bound:.3g} ((largest score - lowest positive score) / temperature + ln C per "
+            f"query, reduction={reduction!r}); pass scores.float() for a float32 loss"
+        )
+
+    return flag, message

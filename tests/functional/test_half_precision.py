@@ -3,10 +3,14 @@ in the input's dtype (the glossary's rule). The value and the gradient are those
 call on the scores converted to float32, rounded once to the input's dtype; computing in half
 precision instead is several per cent off on a 256 x 256 batch."""
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F_torch
 
 import gradlab.functional as F
+from gradlab import GradlabError
 
 N = 256
 EYE = torch.eye(N, dtype=torch.bool)
@@ -31,3 +35,46 @@ def test_half_scores_are_computed_in_float32_and_returned_in_their_dtype(loss, d
     assert value.dtype == dtype and half.grad.dtype == dtype
     assert torch.equal(value, reference.to(dtype))
     assert torch.equal(half.grad, wide.grad.to(dtype))
+
+
+def simclr_loop(scores: list[list[float]], temperature: float) -> float:
+    """Chen et al. (2020), Eq. 1 in float64: view i against its partner i + n, its own score
+    left out of the denominator, averaged over the 2n views."""
+    views = len(scores)
+    total = 0.0
+    for i in range(views):
+        partner = (i + views // 2) % views
+        denominator = sum(math.exp(scores[i][k] / temperature) for k in range(views) if k != i)
+        total -= math.log(math.exp(scores[i][partner] / temperature) / denominator)
+    return total / views
+
+
+@pytest.mark.parametrize("temperature", [0.5, 0.1, 0.05])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_simclr_recipe_in_half_precision_is_the_papers_loss(dtype, temperature):
+    # docs/losses.md: the diagonal shifted by -1e4 in the scores' own dtype. The loss is
+    # computed in float32, so |s| / T = 1e5 is no overflow; the loss itself fits the dtype.
+    n = 8
+    views = F_torch.normalize(torch.randn(2 * n, 16, generator=torch.Generator().manual_seed(5)))
+    scores = (views @ views.T).to(dtype)
+    own = torch.eye(2 * n, dtype=torch.bool)
+    shifted = scores.masked_fill(own, -1e4).requires_grad_()
+    loss = F.nt_xent_loss(shifted, own.roll(n, dims=1), temperature, direction="i2t")
+    loss.backward()
+    expected = simclr_loop(scores.double().tolist(), temperature)
+    assert loss.dtype == dtype and loss.item() == pytest.approx(expected, rel=1e-2)
+    assert bool(torch.isfinite(shifted.grad).all())
+
+
+def test_a_half_precision_loss_beyond_its_dtype_is_refused():
+    # A summed NT-Xent of 1000 queries that float16 cannot hold (it would read inf).
+    scores = (torch.randn(1000, 1000, generator=torch.Generator().manual_seed(6)) * 3).half()
+    eye = torch.eye(1000, dtype=torch.bool)
+    wide = F.nt_xent_loss(scores.float(), eye, 0.1, reduction="sum").item()
+    assert wide > torch.finfo(torch.float16).max
+    with pytest.raises(GradlabError, match=r"^scores must keep the loss within torch.float16's "
+                                           r"largest value 65504 "):  # fmt: skip
+        F.nt_xent_loss(scores, eye, 0.1, reduction="sum")
+    # The mean of the same losses fits: it is computed and returned.
+    mean = F.nt_xent_loss(scores, eye, 0.1)
+    assert mean.item() == pytest.approx(wide / 1000, rel=1e-3)
