@@ -436,7 +436,7 @@ def query_margins(
             query itself).
 
     Returns:
-        :class:`QueryMargins`.
+        :class:`QueryMargins`; every value of a query without candidates (``C = 0``) is NaN.
 
     Raises:
         GradlabError: a bad tensor, shape or device.
@@ -460,9 +460,12 @@ def query_margins(
     masked = torch.where(keep, values, 0.0)
     positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
-    lowest = torch.where(keep, values, above, out=masked).amin(dim=1)
-    best_positive = torch.where(keep, values, below, out=masked).amax(dim=1)
-    hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
+    if values.shape[1] == 0:  # no candidate: no positive, no negative, every value NaN
+        lowest = best_positive = hardest_negative = values.new_full(values.shape[:1], math.nan)
+    else:
+        lowest = torch.where(keep, values, above, out=masked).amin(dim=1)
+        best_positive = torch.where(keep, values, below, out=masked).amax(dim=1)
+        hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
     violating = (negatives & (values >= lowest.unsqueeze(1))).sum(dim=1)
     hardest_positive = torch.where(has_positive, lowest.to(torch.float64), math.nan)
     hardest_negative = torch.where(has_negative, hardest_negative.to(torch.float64), math.nan)

@@ -138,9 +138,10 @@ def false_negative_suspects(
             flagged = flagged | same.to(flagged.device)
     if margin is not None:
         margin = check_in_range("margin", margin, 0.0, 1e6)
-        lowest = torch.where(positives, scores, math.inf).amin(dim=1, keepdim=True)
-        threshold = lowest - lowest.abs() * margin  # inf - inf = NaN: no positive, no flag
-        flagged = flagged | (scores >= threshold)
+        if scores.shape[1] > 0:  # without candidates there is nothing to flag
+            lowest = torch.where(positives, scores, math.inf).amin(dim=1, keepdim=True)
+            threshold = lowest - lowest.abs() * margin  # inf - inf = NaN: no positive, no flag
+            flagged = flagged | (scores >= threshold)
     return flagged & negatives
 
 

@@ -465,3 +465,14 @@ def test_a_cpu_scale_follows_the_scores_to_their_device():
     positives = torch.eye(4, dtype=torch.bool, device="meta")
     value = geometry.temperature_gradient(scores, positives, torch.tensor(14.0))
     assert str(value.device) == "meta"
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_queries_without_candidates_have_nan_margins(masked):
+    # C = 0: no positive and no negative, so no value is defined (as for a query without
+    # either); the [Q] results keep their shape.
+    scores, positives = torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool)
+    mask = torch.zeros(3, 0, dtype=torch.bool) if masked else None
+    margins = geometry.query_margins(scores, positives, candidate_mask=mask)
+    for name, values in margins._asdict().items():
+        assert values.shape == (3,) and bool(values.isnan().all()), name

@@ -243,3 +243,11 @@ def test_summary_of_one_query_without_a_gradient():
     assert [float(summary.count), float(summary.per_query), float(summary.top_k_share)] == [
         2.0, 2.0, 1.0]  # fmt: skip
     assert summary.gradient_share.dtype == torch.float64 and math.isnan(summary.gradient_share)
+
+
+def test_a_batch_without_candidates_has_no_suspects():
+    # C = 0: no negative can be a suspect, whatever the rule.
+    scores, positives = torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool)
+    labels = (torch.arange(3), torch.zeros(0, dtype=torch.long))
+    got = false_negative_suspects(scores, positives, labels=labels, margin=0.0)
+    assert got.shape == (3, 0) and got.dtype == torch.bool
