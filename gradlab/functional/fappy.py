@@ -42,9 +42,13 @@ from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_embeddings_and_labels,
     check_in_range,
+    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
+    finite_flag,
+    non_finite_message,
+    value_checks_enabled,
 )
 
 FAPPY_LARGEST_DELTA = 2.0
@@ -52,6 +56,10 @@ FAPPY_SMALLEST_DELTA = 2.0**-20
 """The narrowest bin accepted (about 9.5e-7): 2**21 bins over ``[-1, 1]``, near float32's
 resolution of a cosine (6e-8 at 1); much narrower bins only overflow the bin index."""
 NORMALIZATIONS = ("paper", "official")
+COSINE_SLACK = 1e-3
+"""How far past +-1 a cosine similarity may round: ``1e-3``, or 8 rounding steps of its dtype
+at 1 where that is more (float16: 7.8e-3, bfloat16: 0.0625). A float32 cosine of two
+normalized vectors reads up to ``1 + 4.8e-7`` (4 steps), a float16 one ``1 + 9.8e-4``."""
 
 
 def check_normalization(normalization: str) -> str:
@@ -154,14 +162,23 @@ def false_positive_probability(
 
     Args:
         scores: ``[B, B]`` cosine similarities of the batch with itself (the glossary's
-            ``scores``).
+            ``scores``), in ``[-1, 1]`` up to rounding (:data:`COSINE_SLACK`): the bins tile
+            ``[-1, 1]`` (Eq. 1-3), and a score outside would give a negative or an above-one
+            height (a raw dot product or a logit is no cosine).
         labels: ``[B]`` integer labels.
         delta: bin width in ``[2**-20, 2]`` with ``2 / delta`` an integer (Algorithm 1's
             widths are); other widths are refused.
-        pairs: optional ``(i, j)`` index tensors; default every positive pair with ``i < j``.
+        pairs: optional ``(i, j)``, two 1-D integer index tensors of one length on the scores'
+            device, each ``(i[k], j[k])`` a positive pair of the batch (``0 <= i, j < B``,
+            ``i != j``, equal labels); default every positive pair with ``i < j``.
 
     Returns:
         ``(P [n_pairs], (i, j))``. A pair with no negatives has ``P = 0``.
+
+    Raises:
+        GradlabError: a bad tensor, shape, device or ``delta``, NaN/inf scores, scores outside
+            ``[-1, 1]``, or ``pairs`` that are not positive pairs of the batch (one host read
+            for the value checks, before any work).
 
     Example:
         >>> s = torch.tensor([[1.0, 0.2, 0.5], [0.2, 1.0, -0.5], [0.5, -0.5, 1.0]])
@@ -170,7 +187,7 @@ def false_positive_probability(
         tensor([1.])
     """
     delta = check_bin_width(delta)
-    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
+    check_tensor("scores", scores, ndims=(2,), kind="float")
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("scores", scores, (len(labels), len(labels)), "[B, B]")
     check_same_device(scores=scores, labels=labels)
@@ -178,7 +195,8 @@ def false_positive_probability(
         same = labels.unsqueeze(0) == labels.unsqueeze(1)
         first, second = torch.nonzero(torch.triu(same, diagonal=1), as_tuple=True)
     else:
-        first, second = pairs
+        first, second = _check_pair_tensors(pairs, scores)
+    _check_values(scores, labels, None if pairs is None else (first, second))
     pair_similarity = scores[first, second]
     lower, h_left, h_right = _bin_position(pair_similarity, delta)
     negatives = (labels.unsqueeze(0) != labels[first].unsqueeze(1)).to(scores.dtype)
@@ -192,6 +210,59 @@ def false_positive_probability(
         above_t_plus_one = (from_t_plus_one * negatives).sum(dim=1) / count
         total = total + h_left * above_t + h_right * above_t_plus_one
     return total, (first, second)
+
+
+def _check_pair_tensors(
+    pairs: object, scores: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The metadata of ``pairs``: two 1-D integer tensors of one length on the scores' device."""
+    if not isinstance(pairs, (tuple, list)) or len(pairs) != 2:
+        raise GradlabError(
+            f"pairs must be a pair (i, j) of index tensors; got {type(pairs).__name__}"
+            + (f" of length {len(pairs)}" if isinstance(pairs, (tuple, list)) else "")
+        )
+    first = check_tensor("pairs[0]", pairs[0], ndims=(1,), kind="integer")
+    second = check_tensor("pairs[1]", pairs[1], ndims=(1,), kind="integer")
+    check_shape("pairs[1]", second, first.shape, "one j per i")
+    check_same_device(scores=scores, **{"pairs[0]": first, "pairs[1]": second})
+    return first, second
+
+
+def _check_values(
+    scores: torch.Tensor,
+    labels: torch.Tensor,
+    pairs: tuple[torch.Tensor, torch.Tensor] | None,
+) -> None:
+    """One host read: the scores are finite cosines; the given pairs are positive pairs."""
+    if not value_checks_enabled() or scores.numel() == 0:
+        return
+    check_real_device(scores=scores)
+    slack = 1.0 + max(COSINE_SLACK, 8 * torch.finfo(scores.dtype).eps)
+    flags = [finite_flag(scores, slack)]
+    if pairs is not None:
+        first, second = pairs
+        size = labels.shape[0]
+        inside = (first >= 0) & (first < size) & (second >= 0) & (second < size)
+        i, j = first.clamp(0, size - 1), second.clamp(0, size - 1)
+        valid = inside & (i != j) & (labels[i] == labels[j])
+        flags.append(valid.all())
+    host = torch.stack(flags).tolist()
+    if not host[0]:
+        if not bool(finite_flag(scores)):
+            raise GradlabError(non_finite_message("scores", scores))
+        low, high = torch.aminmax(scores.detach())
+        worst = float(high) if float(high) > -float(low) else float(low)
+        raise GradlabError(
+            "scores must be cosine similarities in [-1, 1] (FAPPY's bins tile [-1, 1], Zhong "
+            f"et al., Eq. 1-3); got a score of {worst:.6g}"
+        )
+    if pairs is not None and not host[1]:
+        bad = int((~valid).nonzero()[0, 0])
+        pair = (int(first[bad]), int(second[bad]))
+        raise GradlabError(
+            f"pairs must index positive pairs of the batch (0 <= i, j < {size}, i != j, "
+            f"labels[i] == labels[j]); got (i, j) = {pair} at position {bad}"
+        )
 
 
 def fappy_loss(

@@ -326,3 +326,61 @@ def test_a_cosine_rounded_below_minus_one_is_in_the_first_bin():
     similarities[0, 1] = similarities[1, 0] = -1.0 - 1e-12
     below, _ = false_positive_probability(similarities, labels, 0.5)
     assert below.item() == pytest.approx(at_minus_one.item(), abs=1e-9)
+
+
+PAIR_SCORES = torch.tensor([[1.0, 0.5, 0.2], [0.5, 1.0, -0.3], [0.2, -0.3, 1.0]])
+PAIR_LABELS = torch.tensor([0, 0, 1])
+POSITIVE_PAIRS = "pairs must index positive pairs of the batch"
+
+
+@pytest.mark.parametrize(
+    ("pairs", "message"),
+    [
+        ((torch.tensor([-1]), torch.tensor([0])), POSITIVE_PAIRS + r".* \(i, j\) = \(-1, 0\)"),
+        ((torch.tensor([5]), torch.tensor([0])), POSITIVE_PAIRS + r".* \(i, j\) = \(5, 0\)"),
+        ((torch.tensor([0, 1]), torch.tensor([1, 2])), POSITIVE_PAIRS + r".* at position 1"),
+        ((torch.tensor([1]), torch.tensor([1])), POSITIVE_PAIRS + r".* \(i, j\) = \(1, 1\)"),
+        ((torch.tensor([0, 1]), torch.tensor([1])),
+         r"pairs\[1\] must have shape \(2,\) \(one j per i\); got \(1,\)"),
+        ((torch.tensor([0.0]), torch.tensor([1.0])), r"pairs\[0\] must have an integer dtype"),
+        ([torch.tensor([0])], "pairs must be a pair \\(i, j\\) of index tensors; got list of "),
+        ((torch.tensor([0]), torch.tensor([1], device="meta")), "tensors must be on one device"),
+    ],
+    ids=["negative", "beyond", "not-positive", "self", "lengths", "float", "one", "device"],
+)
+def test_pairs_that_are_no_positive_pairs_of_the_batch_are_refused(pairs, message):
+    # A negative index wrapped to the last row and lengths 2 and 1 broadcast to (0, 1), (1, 1).
+    with pytest.raises(GradlabError, match=message):
+        false_positive_probability(PAIR_SCORES, PAIR_LABELS, 0.5, pairs=pairs)
+
+
+def test_given_pairs_in_either_order_are_the_default_pairs():
+    default, _ = false_positive_probability(PAIR_SCORES, PAIR_LABELS, 0.5)
+    swapped, _ = false_positive_probability(
+        PAIR_SCORES, PAIR_LABELS, 0.5, pairs=(torch.tensor([1]), torch.tensor([0]))
+    )
+    expected = fappy_pair(PAIR_SCORES.tolist(), PAIR_LABELS.tolist(), 0, 1, 0.5)
+    assert default.item() == pytest.approx(expected, abs=1e-7)
+    assert swapped.item() == pytest.approx(expected, abs=1e-7)
+
+
+@pytest.mark.parametrize("score", [1.5, -1.01, 14.3])
+def test_scores_that_are_no_cosines_are_refused(score):
+    # Eq. 1-3 bin [-1, 1]; a raw dot product of 1.5 gave P = -0.4 (a negative probability).
+    scores = PAIR_SCORES.clone()
+    scores[0, 1] = scores[1, 0] = score
+    with pytest.raises(GradlabError, match=rf"^scores must be cosine similarities in \[-1, 1\] "
+                                           rf".*; got a score of {score}$"):  # fmt: skip
+        false_positive_probability(scores, PAIR_LABELS, 0.5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_cosines_rounded_past_one_are_accepted(dtype):
+    # Normalized duplicates: their cosine reads a few rounding steps above 1 in float32.
+    vectors = torch.randn(64, 128, generator=torch.Generator().manual_seed(8))
+    vectors[1] = vectors[0]
+    unit = torch.nn.functional.normalize(vectors.to(dtype), dim=1)
+    scores = unit @ unit.T
+    labels = torch.arange(64) % 4
+    probabilities, _ = false_positive_probability(scores, labels, 0.25)
+    assert bool(torch.isfinite(probabilities).all())
