@@ -34,6 +34,13 @@ HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
 LN2 = math.log(2.0)
 _LI_TERMS = 120
+LI_LARGEST = 1e6
+"""The largest ``x`` of :func:`logarithmic_integral`."""
+DISCOUNT_LARGEST_COUNT = 1e7
+"""The largest count the discount stand-ins accept (:func:`discount_gap`,
+:func:`discount_rate`): ``"exact"`` tabulates the partial sums up to the largest count (80 MB of
+float64 at 1e7), and the series of ``li`` behind ``"log"`` and ``"midpoint"`` is within 1e-15
+of ``mpmath.li`` there."""
 
 
 def check_harmonic_method(method: str) -> None:
@@ -89,19 +96,23 @@ def logarithmic_integral(x: torch.Tensor) -> torch.Tensor:
     return _logarithmic_integral(x, nan_passes=False)
 
 
-def _logarithmic_integral(x: torch.Tensor, nan_passes: bool) -> torch.Tensor:
+def _logarithmic_integral(
+    x: torch.Tensor, nan_passes: bool, largest: float = LI_LARGEST
+) -> torch.Tensor:
     """:func:`logarithmic_integral`; with ``nan_passes`` a NaN entry gives a NaN value (the
     continuous discounts pass NaN counts through), else it is refused like any value outside
-    the domain."""
+    the domain. The discounts, which check their counts themselves, pass a larger
+    ``largest``."""
     x = check_tensor("x", x, ndims=tuple(range(9)), kind="any_real")
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
-    outside = ~((x > 1) & (x <= 1e6))  # NaN is outside too: it has no li
+    outside = ~((x > 1) & (x <= largest))  # NaN is outside too: it has no li
     if nan_passes:
         outside &= ~x.isnan()
     if bool(outside.any()):
         value = float(x.detach()[outside].flatten()[0])
-        raise GradlabError(f"x must lie in (1, 1e6] for logarithmic_integral; got {value:g}")
+        bound = "1e6" if largest == LI_LARGEST else f"{largest:g}"
+        raise GradlabError(f"x must lie in (1, {bound}] for logarithmic_integral; got {value:g}")
     return _LogarithmicIntegral.apply(x)
 
 
@@ -113,7 +124,8 @@ def _log_antiderivative(x: torch.Tensor) -> torch.Tensor:
 def _li_antiderivative(x: torch.Tensor) -> torch.Tensor:
     """``ln2 li(x + 1)`` for ``x >= 1``, continued by its tangent at 1 (slope ``D(1) = 1``)."""
     at_one = LN2 * 1.0451637801174928  # ln2 li(2)
-    above = LN2 * _logarithmic_integral(x.clamp(min=1.0) + 1.0, nan_passes=True)
+    above = LN2 * _logarithmic_integral(x.clamp(min=1.0) + 1.0, nan_passes=True,
+                                        largest=DISCOUNT_LARGEST_COUNT + 2.0)  # fmt: skip
     return torch.where(x >= 1.0, above, at_one + (x - 1.0))
 
 
@@ -133,6 +145,7 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
         [1.0, 0.1823]
     """
     check_harmonic_method(method)
+    _check_counts(a=a, b=b)
     if method == "log":
         return _log_antiderivative(b) - _log_antiderivative(a)
     if method == "midpoint":
@@ -150,6 +163,25 @@ def _discount_partial_sum(x: torch.Tensor) -> torch.Tensor:
     table = torch.cat([torch.zeros(1, dtype=torch.float64, device=x.device), steps.cumsum(0)])
     index = floor.long()
     return table[index].to(x.dtype) + (x - floor) * steps[index].to(x.dtype)
+
+
+def _check_counts(**counts: object) -> None:
+    """The counts of the stand-ins are tensors of a real dtype (no value is read)."""
+    for name, value in counts.items():
+        check_tensor(name, value, ndims=tuple(range(9)), kind="any_real")
+
+
+def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -> None:
+    """Refuse discount counts above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes), and for
+    ``"exact"`` NaN or infinite ones, before any work."""
+    _check_exact_counts(method, **counts)
+    for name, value in counts.items():
+        if value.numel() and bool((value > DISCOUNT_LARGEST_COUNT).any()):
+            raise GradlabError(
+                f"{name} must be at most {DISCOUNT_LARGEST_COUNT:g} for {function} (the exact "
+                f"partial sums are tabulated up to the largest count, and li's series is "
+                f"checked up to there); got {float(value.max()):g}"
+            )
 
 
 def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
@@ -171,19 +203,30 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     docs), ``"midpoint"`` integrates from ``a + 1/2`` to ``b + 1/2``, ``"exact"`` interpolates
     the exact partial sums linearly between integers.
 
+    Args:
+        a, b: real counts ``0 <= a <= b <= 1e7`` (:data:`DISCOUNT_LARGEST_COUNT`), tensors
+            that broadcast; finite for ``"exact"``.
+        method: one of :data:`HARMONIC_METHODS`.
+
+    Raises:
+        GradlabError: a count that is no tensor, above 1e7, or (``"exact"``) not finite;
+            before any work.
+
     Example:
         >>> a, b = torch.tensor([0.0, 5.0]), torch.tensor([1.0, 7.0])
         >>> [round(v, 4) for v in discount_gap(a, b, "exact").tolist()]
         [1.0, 0.6895]
     """
     check_harmonic_method(method)
-    _check_exact_counts(method, a=a, b=b)
+    _check_counts(a=a, b=b)
+    _check_discount_counts("discount_gap", method, a=a, b=b)
     if method == "log":
         return _li_antiderivative(b) - _li_antiderivative(a)
     if method == "midpoint":
+        largest = DISCOUNT_LARGEST_COUNT + 2.0
         return LN2 * (
-            _logarithmic_integral(b + 1.5, nan_passes=True)
-            - _logarithmic_integral(a + 1.5, nan_passes=True)
+            _logarithmic_integral(b + 1.5, nan_passes=True, largest=largest)
+            - _logarithmic_integral(a + 1.5, nan_passes=True, largest=largest)
         )
     return _discount_partial_sum(b) - _discount_partial_sum(a)
 
@@ -225,18 +268,24 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
         tensor([0.2838, 0.2500])
     """
     check_harmonic_method(method)
+    _check_counts(a=a, count=count)
     return _rate(harmonic_gap, _harmonic_derivative, a, count, method)
 
 
 def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """``discount_gap(a, a + count) / count``, with its ``count -> 0`` limit (see above).
 
+    ``a + count`` must be at most :data:`DISCOUNT_LARGEST_COUNT` (1e7), as for
+    :func:`discount_gap`.
+
     Example:
         >>> discount_rate(torch.tensor([0.0]), torch.tensor([1.0]), "exact")
         tensor([1.])
     """
     check_harmonic_method(method)
+    _check_counts(a=a, count=count)
     _check_exact_counts(method, a=a, count=count)
+    _check_discount_counts("discount_rate", method, **{"a + count": a + count})
     return _rate(discount_gap, _discount_derivative, a, count, method)
 
 

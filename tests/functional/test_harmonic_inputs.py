@@ -123,3 +123,39 @@ def test_integer_and_float_counts_give_the_same_stand_in(function, method):
     from_integers = function(a, b, method)
     assert from_integers.is_floating_point()
     torch.testing.assert_close(from_integers, function(a.float(), b.float(), method))
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint"])
+@pytest.mark.parametrize(("a", "b"), [(1e6, 2e6), (5e5, 1e7)])
+def test_the_continuous_discounts_reach_ten_million_items(method, a, b):
+    # He et al. (2018), suppl., Eq. 14-16: ln2 [li(b + c) - li(a + c)], c = 1 (log) or 1.5
+    # (midpoint), from mpmath. Counts above 1e6 raised an error about logarithmic_integral's x.
+    mpmath = pytest.importorskip("mpmath")
+    shift = 1.0 if method == "log" else 1.5
+    expected = float(mpmath.log(2) * (mpmath.li(b + shift) - mpmath.li(a + shift)))
+    got = discount_gap(torch.tensor([a], dtype=torch.float64),
+                       torch.tensor([b], dtype=torch.float64), method)  # fmt: skip
+    assert got.item() == pytest.approx(expected, rel=1e-13)
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_discount_counts_above_ten_million_are_refused_by_name(method):
+    # "exact" tabulated every partial sum up to the largest count (8 GB of float64 at 1e9).
+    low, high = torch.tensor([0.0], dtype=torch.float64), torch.tensor([2e7], dtype=torch.float64)
+    with pytest.raises(GradlabError, match=r"^b must be at most 1e\+07 for discount_gap .*; "
+                                           r"got 2e\+07$"):  # fmt: skip
+        discount_gap(low, high, method)
+    with pytest.raises(GradlabError, match=r"^a \+ count must be at most 1e\+07 for "
+                                           r"discount_rate .*; got 2e\+07$"):  # fmt: skip
+        discount_rate(low, high, method)
+
+
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap, harmonic_rate, discount_rate])
+def test_counts_that_are_no_tensors_are_refused_by_name(function):
+    second = "b" if function in (harmonic_gap, discount_gap) else "count"
+    with pytest.raises(GradlabError, match=r"^a must be a torch.Tensor; got float$"):
+        function(2.0, torch.tensor([3.0]))
+    with pytest.raises(GradlabError, match=rf"^{second} must be a torch.Tensor; got int$"):
+        function(torch.tensor([2.0]), 3)
+    with pytest.raises(GradlabError, match=r"^a must have a real floating or integer dtype"):
+        function(torch.tensor([True]), torch.tensor([3.0]))
