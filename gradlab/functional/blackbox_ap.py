@@ -25,6 +25,8 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_positive_finite,
+    check_real_device,
+    check_same_device,
     check_shape,
     check_tensor,
 )
@@ -107,10 +109,12 @@ def blackbox_ap(
         tensor([1.])
     """
     check_tensor("scores", scores, ndims=(2,), kind="float")
-    if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
-        raise GradlabError("scores must not hold NaN or +inf (-inf marks a non-candidate)")
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
+    check_same_device(scores=scores, positives=positives)
+    check_real_device(scores=scores)  # the NaN check below reads values
+    if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
+        raise GradlabError("scores must not hold NaN or +inf (-inf marks a non-candidate)")
     interpolation = check_positive_finite("interpolation", interpolation)
     if (
         not isinstance(margin, (int, float))

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from gradlab.functional.layouts import drop_diagonal
 from gradlab.functional.tie_aware import tie_aware_ap
-from gradlab.validation import check_ks, check_shape, check_tensor
+from gradlab.validation import check_ks, check_same_device, check_shape, check_tensor
 
 
 def recall_at_k(
@@ -56,6 +56,7 @@ def recall_at_k(
     check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
+    check_same_device(scores=scores, positives=positives)
     ks = check_ks(ks)
     has_positive = positives.any(dim=1)
     rows, flags = scores[has_positive], positives[has_positive]

@@ -267,6 +267,10 @@ FLAGS = torch.ones(1, 2, dtype=torch.bool)
          "margin must be a non-negative finite number; got True$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin="0.1"),
          "margin must be a non-negative finite number; got '0.1'$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS.to("meta")),
+         "tensors must be on one device; got scores on cpu, positives on meta$"),
+        (lambda: blackbox_ap(ONE_BY_TWO.to("meta"), FLAGS.to("meta")),
+         r"scores is a meta tensor \(a shape without values\)"),
     ],
 )  # fmt: skip
 def test_blackbox_ap_messages_name_the_argument(call, message):
