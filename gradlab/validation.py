@@ -90,6 +90,44 @@ def positional_candidate_mask(position: int) -> Callable[[Callable], Callable]:
     return decorate
 
 
+def renamed_keyword(old: str, new: str) -> Callable[[Callable], Callable]:
+    """Also read the keyword ``old`` as ``new``, with a ``FutureWarning``: for an argument
+    renamed after a release, so that one concept has one name in every signature.
+
+    Example:
+        >>> @renamed_keyword("threshold", "eps")
+        ... def region(tau, eps=0.005):
+        ...     return eps
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always")
+        ...     region(0.01, threshold=0.1)
+        0.1
+        >>> str(caught[0].message).split(";")[0]
+        "region's threshold is now called eps"
+    """
+
+    def decorate(function: Callable) -> Callable:
+        @functools.wraps(function)
+        def call(*args, **kwargs):
+            if old in kwargs:
+                if new in kwargs:
+                    raise GradlabError(
+                        f"{function.__name__} got {new} and {old}, its old name; pass {new} only"
+                    )
+                warnings.warn(
+                    f"{function.__name__}'s {old} is now called {new}; {old}= is read as "
+                    f"{new}= and will be refused in a later release",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+                kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return call
+
+    return decorate
+
+
 def check_bool(name: str, value: object) -> bool:
     """Return ``value`` if it is ``True`` or ``False``; a truthy string or number is refused
     (``mutants="no"`` would otherwise switch the option on).

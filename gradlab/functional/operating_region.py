@@ -38,6 +38,7 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    renamed_keyword,
 )
 
 PAIR_SETS = ("all", "positive-rows", "positive-negative")
@@ -245,7 +246,8 @@ class GradientCountSummary(NamedTuple):
     """Per-query gradient counts (Bleeker & de Rijke) and their summary.
 
     Attributes:
-        per_query: ``[Q]`` int64, entries (positive ``i``, candidate ``j != i``) above threshold.
+        per_query: ``[Q]`` int64, entries (positive ``i``, candidate ``j != i``) whose slope is
+            above ``eps``.
         queries_without_gradient: how many queries that have a positive count zero entries.
         queries_with_positive: how many queries have at least one positive.
 
@@ -264,11 +266,12 @@ class GradientCountSummary(NamedTuple):
     queries_with_positive: int
 
 
+@renamed_keyword("threshold", "eps")
 def gradient_counts(
     scores: torch.Tensor,
     positives: torch.Tensor,
     tau: float = 0.01,
-    threshold: float = 0.005,
+    eps: float = 0.005,
     *,
     weighted: bool = False,
     candidate_mask: torch.Tensor | None = None,
@@ -276,7 +279,7 @@ def gradient_counts(
     """Count, per query, the SmoothAP entries that still carry gradient.
 
     An entry is a pair (positive ``i``, candidate ``j != i``). It counts when its sigmoid slope
-    ``G'(D_ij) = G(1 - G)/tau`` exceeds ``threshold``; with ``weighted=True`` the slope is first
+    ``G'(D_ij) = G(1 - G)/tau`` exceeds ``eps``; with ``weighted=True`` the slope is first
     divided by ``R(i, S_Omega)^2``, the factor of Bleeker & de Rijke's Eq. 13. Either way the test
     is a window ``|D_ij| < w`` (``w`` from :func:`operating_region_width`, per row when
     weighted), so counting costs ``O(C log C)`` per positive row after the ranks (``O(|P| C)``)
@@ -286,7 +289,9 @@ def gradient_counts(
         scores: ``[Q, C]`` scores.
         positives: ``[Q, C]`` bool relevance mask.
         tau: sigmoid temperature.
-        threshold: slope threshold, positive.
+        eps: slope threshold, positive (Brown et al. 2020: 0.005), as in
+            :func:`operating_region_proportion`. Called ``threshold`` in gradlab 0.2.0; that
+            keyword is still read, with a ``FutureWarning``.
         weighted: divide the slope by ``R(i, S_Omega)^2``.
         candidate_mask: optional ``[Q, C]`` bool mask of the columns that are candidates (see
             :func:`gradlab.functional.smooth_ap`).
@@ -302,7 +307,7 @@ def gradient_counts(
         [1, 0]
     """
     tau = check_positive_finite("tau", tau)
-    threshold = check_positive_finite("threshold", threshold)
+    eps = check_positive_finite("eps", eps)
     check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
@@ -333,9 +338,9 @@ def gradient_counts(
     anchors[query_index, slot] = rows[query_index, positive_index]
     if weighted:
         ranks = _ranks_of_positives(rows, positives, candidate_mask, tau)
-        widths[query_index, slot] = operating_region_widths(tau, threshold * ranks**2)
+        widths[query_index, slot] = operating_region_widths(tau, eps * ranks**2)
     else:
-        widths[query_index, slot] = operating_region_width(tau, threshold)
+        widths[query_index, slot] = operating_region_width(tau, eps)
     # A non-empty window holds the anchor itself (j == i): remove it.
     inside = _window_counts(sorted_rows, anchors, widths) - (widths > 0).long()
     per_query = inside.sum(dim=1)

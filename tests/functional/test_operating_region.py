@@ -1,5 +1,6 @@
 """Operating region: closed-form width, sorted P, Gaussian expectation, gradient counts."""
 
+import inspect
 import math
 import re
 
@@ -189,9 +190,9 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
         ),
         (
             lambda: gradient_counts(
-                torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), threshold=0.0
+                torch.zeros(2, 3), torch.ones(2, 3, dtype=torch.bool), eps=0.0
             ),
-            "threshold must be a positive finite number",
+            "eps must be a positive finite number",
         ),
         (
             lambda: gradient_counts(
@@ -464,3 +465,25 @@ def test_huge_scores_keep_each_entry_inside_its_own_window(pairs, include_diagon
     assert got.item() == pytest.approx(expected, abs=1e-15)
     counts = gradient_counts(scores, torch.tensor([positives])).per_query.item()
     assert counts == loops.gradient_count(row, positives, 0.01, 0.005, weighted=False)
+
+
+def test_the_slope_threshold_is_eps_in_every_operating_region_function():
+    # One concept, one name: operating_region_width, operating_region_proportion,
+    # expected_operating_region_proportion and gradient_counts all call it eps.
+    for function in (operating_region_width, operating_region_is_empty,
+                     operating_region_proportion, expected_operating_region_proportion,
+                     gradient_counts):  # fmt: skip
+        parameters = inspect.signature(function).parameters
+        assert "eps" in parameters and "threshold" not in parameters, function.__name__
+
+
+def test_gradient_counts_still_reads_threshold_with_a_future_warning():
+    # gradlab 0.2.0 called gradient_counts' eps threshold; the brute-force loop decides.
+    row, positives = [0.0, 0.02, 0.06, 0.5], [True, False, True, False]
+    scores, mask = torch.tensor([row], dtype=torch.float64), torch.tensor([positives])
+    with pytest.warns(FutureWarning, match="gradient_counts's threshold is now called eps"):
+        old = gradient_counts(scores, mask, 0.01, threshold=0.5).per_query.item()
+    assert old == loops.gradient_count(row, positives, 0.01, 0.5, weighted=False)
+    assert old == gradient_counts(scores, mask, 0.01, eps=0.5).per_query.item()
+    with pytest.raises(GradlabError, match=r"^gradient_counts got eps and threshold, its old name"):
+        gradient_counts(scores, mask, 0.01, eps=0.5, threshold=0.5)
