@@ -13,7 +13,13 @@ import torch.nn.functional as F
 
 from gradlab.functional.layouts import drop_diagonal
 from gradlab.functional.tie_aware import tie_aware_ap
-from gradlab.validation import check_ks, check_same_device, check_shape, check_tensor
+from gradlab.validation import (
+    check_embeddings_and_labels,
+    check_ks,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 
 def recall_at_k(
@@ -91,6 +97,18 @@ def in_batch_retrieval(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``[N, N - 1]`` cosine scores and positives, each item querying all the others.
 
+    Args:
+        embeddings: ``[N, d]`` finite floating embeddings (``d >= 1``).
+        labels: ``[N]`` integer labels (the glossary's): two items are positives of each
+            other when their labels are equal.
+
+    Returns:
+        ``(scores, positives)``, float64 cosines and their bool mask, the diagonal dropped.
+
+    Raises:
+        GradlabError: a bad tensor, shape, dtype or device, or NaN/inf embeddings (before any
+            work).
+
     Example:
         >>> scores, positives = in_batch_retrieval(torch.eye(3), torch.tensor([0, 0, 1]))
         >>> positives
@@ -98,8 +116,7 @@ def in_batch_retrieval(
                 [ True, False],
                 [False, False]])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
-    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
+    check_embeddings_and_labels(embeddings, labels, finite=True)
     normalized = F.normalize(embeddings.to(torch.float64), dim=1)
     scores = normalized @ normalized.T
     same = labels.unsqueeze(0) == labels.unsqueeze(1)

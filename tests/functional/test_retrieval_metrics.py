@@ -176,6 +176,7 @@ def test_retrieval_report_defaults_to_recall_at_one_two_four_eight():
 
 SCORES = torch.zeros(2, 3)
 FLAGS = torch.zeros(2, 3, dtype=torch.bool)
+LABELS3 = torch.tensor([0, 0, 1])
 
 
 @pytest.mark.parametrize(
@@ -205,10 +206,20 @@ FLAGS = torch.zeros(2, 3, dtype=torch.bool)
          r"embeddings must be 2-D; got shape \(3,\)$"),
         (lambda: in_batch_retrieval(torch.ones(3, 2, dtype=torch.long), torch.zeros(3)),
          "embeddings must have a floating dtype; got torch.int64$"),
-        (lambda: in_batch_retrieval(torch.full((3, 2), math.inf), torch.zeros(3)),
+        (lambda: in_batch_retrieval(torch.full((3, 2), math.inf), LABELS3),
          "embeddings must be finite; got (NaN|inf) in .*$"),
-        (lambda: in_batch_retrieval(torch.ones(3, 2), torch.zeros(4)),
+        (lambda: in_batch_retrieval(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
          r"labels must have shape \(3,\) \(one label per embedding\); got \(4,\)$"),
+        # The glossary's labels: integers on the embeddings' device; 0.5 and 0.5000001 were
+        # two classes, a list an AttributeError, meta labels torch's NotImplementedError.
+        (lambda: in_batch_retrieval(torch.ones(3, 2), torch.tensor([0.5, 0.5, 1.0])),
+         "labels must have an integer dtype; got torch.float32$"),
+        (lambda: in_batch_retrieval(torch.ones(3, 2), [0, 0, 1]),
+         "labels must be a torch.Tensor; got list$"),
+        (lambda: in_batch_retrieval(torch.ones(3, 2), LABELS3.to("meta")),
+         r"labels is a meta tensor \(a shape without values\)"),
+        (lambda: in_batch_retrieval(torch.ones(3, 0), LABELS3),
+         "embeddings must have at least one"),
     ],
 )  # fmt: skip
 def test_messages_name_the_argument(call, message):
