@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
 from gradlab.validation import check_in_range, check_same_device, check_shape, check_tensor
 
 __all__ = [
@@ -56,9 +57,10 @@ __all__ = [
     "uniformity",
 ]
 
-DIRECTIONS = ("i2t", "t2i", "both")
-"""Directions of :func:`temperature_gradient`: rows as queries, columns as queries, or the
-mean of the two (CLIP's symmetric loss, Radford et al. 2021; open_clip's ``ClipLoss``)."""
+DIRECTIONS = SCORE_LOSS_DIRECTIONS
+"""Directions of :func:`temperature_gradient`, the score losses' (``"both"``, ``"i2t"``,
+``"t2i"``): both directions (here their mean, CLIP's symmetric loss, Radford et al. 2021;
+open_clip's ``ClipLoss``), rows as queries, columns as queries."""
 
 
 def _check_scores(
@@ -675,7 +677,7 @@ def temperature_gradient(
     """
     _check_scores(scores, positives, candidate_mask)
     if direction not in DIRECTIONS:
-        raise GradlabError(f"direction must be one of {list(DIRECTIONS)}; got {direction!r}")
+        raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
     if isinstance(scale, torch.Tensor):
         if scale.numel() != 1:
             raise GradlabError(f"scale must be a number or a 1-element tensor; got shape "

@@ -476,3 +476,15 @@ def test_queries_without_candidates_have_nan_margins(masked):
     margins = geometry.query_margins(scores, positives, candidate_mask=mask)
     for name, values in margins._asdict().items():
         assert values.shape == (3,) and bool(values.isnan().all()), name
+
+
+def test_a_bad_direction_reads_as_in_the_score_losses():
+    # The same bad input, the same message: temperature_gradient and nt_xent_loss.
+    scores, eye = torch.zeros(2, 2), torch.eye(2, dtype=torch.bool)
+    with pytest.raises(GradlabError) as ours:
+        geometry.temperature_gradient(scores, eye, 10.0, direction="rows")
+    with pytest.raises(GradlabError) as theirs:
+        nt_xent_loss(scores, eye, direction="rows")
+    assert str(ours.value) == str(theirs.value) == (
+        "direction must be one of ('both', 'i2t', 't2i'); got 'rows'"
+    )
