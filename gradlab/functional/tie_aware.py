@@ -157,8 +157,8 @@ def tie_aware_ap_at_positives(
         positive_scores: ``[Q, g]`` the scores of each query's ``g`` relevant candidates, each
             relevant candidate exactly once (``scores.gather(1, positive_columns)``), ``g >= 1``.
             Every query has the same number of positives: group queries by it.
-        candidate_mask: optional ``[Q, C]`` bool, the entries that are candidate_mask (the positives
-            among them); ``None``: all are.
+        candidate_mask: optional ``[Q, C]`` bool, the entries that are candidates (the
+            positives among them); ``None``: all are.
 
     Returns:
         float64 ``[Q]``: tie-aware AP of each query.
