@@ -24,6 +24,8 @@ CLOSED_FORMS_FIGSIZE = (12, 5.2)
 """Inches of the closed-form figure: the width and the P panels side by side."""
 P_AGAINST_M_FIGSIZE = (11.5, 5)
 """Inches of the P-against-m figure: fixed models and trained models side by side."""
+EQ1_NAME = "Brown et al. (2020), Eq. 1"
+"""How a legend names P as the paper defines it (all m^2 entries, the diagonal included)."""
 
 
 def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
@@ -38,7 +40,7 @@ def plot_closed_forms(source: dict | str | Path, path: str | Path) -> Path:
     seed = results["seed_setting"]
     left.scatter([seed["tau"]], [seed["width"]], color="black", zorder=3)
     left.annotate(
-        f"Brown et al. (2020): tau = {seed['tau']}, eps = {seed['eps']}\nw = {seed['width']:.4f}",
+        f"Brown et al. (2020):\ntau = {seed['tau']}, eps = {seed['eps']}\nw = {seed['width']:.4f}",
         (seed["tau"], seed["width"]),
         textcoords="axes fraction",
         xytext=(0.04, 0.80),
@@ -85,7 +87,7 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
         color = f"C{index}"
         label = name.split("_")[0]
         left.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", color=color,
-                  label=f"{label}: P, seed Eq. 1")  # fmt: skip
+                  label=f"{label}: P, {EQ1_NAME}")  # fmt: skip
         left.plot(sizes, [r["sampling_only_prediction"] for r in rows], "--", color=color,
                   label=f"{label}: diagonal + self-score shares only")  # fmt: skip
         left.plot(sizes, [r["p_without_query"] for r in rows], ":", color=color,
@@ -99,7 +101,7 @@ def plot_p_against_batch_size(source: dict | str | Path, path: str | Path) -> Pa
     left.legend(fontsize=9.5)
     rows = results["trained_per_batch_size"]
     sizes = [r["batch_size"] for r in rows]
-    right.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", label="P, seed Eq. 1")
+    right.plot(sizes, [r["p_seed_definition"] for r in rows], "o-", label=f"P, {EQ1_NAME}")
     right.plot(sizes, [r["p_without_query"] for r in rows], "s:", label="P over pairs of others")
     right.set(
         xlabel="mini-batch size m used for training",
@@ -127,7 +129,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
     panels = [
         ("SmoothAP loss", "1 - mean smooth AP", [("loss", "loss")]),
         ("Operating-region proportion", "proportion P",
-         [("p_seed_definition", "seed Eq. 1"), ("p_without_query", "pairs of others")]),
+         [("p_seed_definition", EQ1_NAME), ("p_without_query", "pairs of others")]),
         ("Queries with no gradient entry", "share of queries",
          [("share_without_gradient", "slope > eps"),
           ("share_without_weighted_gradient", "slope / R^2 > eps")]),

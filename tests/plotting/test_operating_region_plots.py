@@ -64,7 +64,7 @@ def test_closed_forms_draw_a_width_curve_per_eps_on_log_log_axes(drawn):
     assert seed.get_offsets().tolist() == [[0.01, 0.03125]]
     assert to_rgba(seed.get_facecolor()[0]) == to_rgba("black") and seed.get_zorder() == 3
     (note,) = left.texts
-    assert note.get_text() == "Brown et al. (2020): tau = 0.01, eps = 0.005\nw = 0.0312"
+    assert note.get_text() == "Brown et al. (2020):\ntau = 0.01, eps = 0.005\nw = 0.0312"
     assert note.xy == (0.01, 0.03125) and note.get_position() == (0.04, 0.80)
     assert note.get_anncoords() == "axes fraction" and note.get_ha() == "left"
     assert note.arrow_patch is not None
@@ -147,7 +147,7 @@ def test_p_against_batch_size_draws_three_curves_per_uniform_model(drawn):
     ]
     assert [line.get_label() for line in left.get_lines()] == [
         f"{name}: {what}" for name in ("untrained", "trained")
-        for what in ("P, seed Eq. 1", "diagonal + self-score shares only",
+        for what in (f"P, {module.EQ1_NAME}", "diagonal + self-score shares only",
                      "P over pairs of other candidates")]  # fmt: skip
     # colour by the model's place among all fixed models (C0, C2), style by the quantity
     assert [to_rgba(line.get_color()) for line in left.get_lines()] == [
@@ -180,7 +180,7 @@ def test_p_against_batch_size_draws_the_trained_models_per_m(drawn):
         [(16, 0.75), (64, 0.125)],
     ]
     assert [line.get_label() for line in right.get_lines()] == [
-        "P, seed Eq. 1",
+        f"P, {module.EQ1_NAME}",
         "P over pairs of others",
     ]
     assert [(line.get_marker(), line.get_linestyle()) for line in right.get_lines()] == [
@@ -192,7 +192,7 @@ def test_p_against_batch_size_draws_the_trained_models_per_m(drawn):
     assert right.get_title() == "(b) SmoothAP trained at each m (3 epochs)"
     assert right.get_xscale() == "log" and list(right.get_xticks()) == [16, 64]
     assert [t.get_text() for t in right.get_legend().get_texts()] == [
-        "P, seed Eq. 1",
+        f"P, {module.EQ1_NAME}",
         "P over pairs of others",
     ]
 
@@ -229,7 +229,7 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
         "share of queries",
         "mean over queries",
     ]
-    labels = [["loss"], ["seed Eq. 1", "pairs of others"], ["slope > eps", "slope / R^2 > eps"],
+    labels = [["loss"], [module.EQ1_NAME, "pairs of others"], ["slope > eps", "slope / R^2 > eps"],
               ["|AD| / (|AD| + |CB|)", "cosine(AD, CB)"]]  # fmt: skip
     for axis, own, names in zip(figure.axes, PANEL_KEYS, labels, strict=True):
         assert [_points(line) for line in axis.get_lines()] == [
@@ -307,7 +307,7 @@ def test_one_moving_series_in_a_panel_draws_the_panel(drawn):
     ]
     proportion = figure.axes[1]
     assert [line.get_label() for line in proportion.get_lines()] == [
-        "seed Eq. 1",
+        module.EQ1_NAME,
         "pairs of others",
     ]
     assert figure._suptitle.get_text().split("\n", 3)[3] == textwrap.fill(
