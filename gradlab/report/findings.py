@@ -200,6 +200,8 @@ def _tie_aware(results: dict) -> list[Finding]:
 
 BATCH_SIZE_CLAIM = "claim-p-grows-with-batch-size"
 """The audit's label of Brown et al.'s (2020) batch-size conjecture (Fig. S7a)."""
+MINIATURE_DATA = "digit strings built from scikit-learn's digits"
+"""The data of the report's P study, named where its results predate their own ``data`` entry."""
 
 
 def _operating_region(results: dict) -> list[Finding]:
@@ -232,15 +234,20 @@ def _operating_region(results: dict) -> list[Finding]:
         verdict += f" ({needs.group(0).rstrip(', ')})"
     miniature = claim.get("miniature", {}).get("outcome")
     context = (
-        f"; the decision rule's outcome on this miniature: {VERDICT_WORDS[miniature]}"
+        f"; on this miniature alone, the audit's paired t-test over the seeds (networks trained "
+        f"at each m) reads: {VERDICT_WORDS[miniature]}"
         if miniature else ""
     )  # fmt: skip
+    per_class = batch.get("per_class", p_vs_batch_size.PER_CLASS)
     return [
         Finding(
             "Brown et al. (2020) report the operating-region proportion P rising with the batch "
-            f"size; the audit's verdict: {verdict}. As context, "
-            f"under its own sampler (4 per class) from m = {sizes[0]} to {sizes[-1]}, "
-            f"{'; '.join(parts)} (mean ± std over {len(batch['seeds'])} seeds){context}.",
+            f"size; the audit's verdict: {verdict}. As context, on a miniature "
+            f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
+            f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
+            f"({per_class} images per class, m/{per_class} classes) from m = {sizes[0]} to "
+            f"{sizes[-1]}, {'; '.join(parts)} (mean ± std over {len(batch['seeds'])} "
+            f"seeds){context}.",
             "figures/p_vs_batch_size.png",
         )
     ]

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 
+from gradlab.experiments.p_vs_batch_size import MODEL, PER_CLASS
 from gradlab.report.findings import (
     BATCH_SIZE_CLAIM,
+    MINIATURE_DATA,
     Finding,
     figure_numbers,
     findings_markdown,
@@ -203,6 +205,9 @@ def test_the_harmonic_bound_line_says_whether_it_holds():
 
 
 BATCH = {"batch_sizes": [16, 64, 256], "seeds": [0, 1, 2], "settings": {}}
+MINIATURE = (f"on a miniature ({MINIATURE_DATA}, {MODEL}) with the paper's sampler "
+             f"({PER_CLASS} images per class, m/{PER_CLASS} classes)")  # fmt: skip
+"""How the line names a measurement that does not name its own data, network and sampler."""
 
 
 def _region(settings, claim):
@@ -235,10 +240,11 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     assert _lines(sections)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         "size; the audit's verdict: inconclusive (needs the authors' network, data, and CUDA-X). "
-        "As context, under its own sampler (4 per class) from m = 16 to 256, at a fixed trained "
+        f"As context, {MINIATURE} from m = 16 to 256, at a fixed trained "
         f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
         f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
-        "(mean ± std over 3 seeds); the decision rule's outcome on this miniature: reproduced. "
+        "(mean ± std over 3 seeds); on this miniature alone, the audit's paired t-test over the "
+        "seeds (networks trained at each m) reads: reproduced. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
@@ -254,13 +260,27 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
     }
     assert _lines(alone)[-1] == (
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
-        "size; the audit's verdict: holds. As context, under its own sampler (4 per class) from "
+        f"size; the audit's verdict: holds. As context, {MINIATURE} from "
         f"m = 16 to 256, for networks trained at each m P falls from {_cell([0.3, 0.2])} to "
         f"{_cell([0.1, 0.1])} (mean ± std over 3 seeds)."
     )
     # an audit section without records: the summary's verdict, still a finding
     alone["audit"] = ({"counts": {"holds": 1}}, "")
     assert any(line.startswith("- Brown et al. (2020) report") for line in _lines(alone))
+
+
+def test_the_batch_size_line_names_the_miniatures_data_network_and_sampler():
+    """A reader learns what the context was measured on, as the measurement names it."""
+    settings = {"trained_at_m": {"first": [0.3, 0.2], "last": [0.1, 0.1], "change": "falls"}}
+    batch = {**BATCH, "data": "toy strings", "model": "TinyNet", "per_class": 6}
+    sections = {"operating_region": ({"p_vs_batch_size": batch,
+                                      "p_vs_batch_size_summary": {"settings": settings,
+                                                                  "claim": {"verdict": "holds"}}},
+                                     "")}  # fmt: skip
+    line = _lines(sections)[-1]
+    assert ("As context, on a miniature (toy strings, TinyNet) with the paper's sampler "
+            "(6 images per class, m/6 classes) from m = 16 to 256, ") in line
+    assert "its own sampler" not in line
 
 
 def test_no_batch_size_line_without_a_measured_setting():
