@@ -102,3 +102,14 @@ def test_the_readme_monitor_example_runs_verbatim_twice_and_logs_its_loss(tmp_pa
     aps = in_batch_smooth_ap(embeddings, labels.tolist(), tau, include_query=False)
     first = next(r for r in records if r.get("step") == 0 and "loss" in r)
     assert abs(first["loss"] - (1 - sum(aps) / len(aps))) < 1e-5
+
+
+def test_the_ten_class_block_quotes_keys_its_json_holds():
+    """A key the p-10-classes block names in backticks is one its rows hold."""
+    render(README)  # loads the renderers
+    text = BLOCKS["p-10-classes"](ROOT)
+    result = json.loads((ROOT / "figures/operating_region_p_vs_batch_size_10_classes.json")
+                        .read_text())  # fmt: skip
+    keys = {key for rows in result["fixed_model"].values() for row in rows for key in row}
+    quoted = re.findall(r"`(\w+)`", text)
+    assert quoted and [name for name in quoted if name not in keys] == []

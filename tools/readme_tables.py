@@ -86,7 +86,7 @@ def p_ten_classes(root: Path) -> str:
     return (
         f"At a fixed model, uniformly drawn batches of {sizes[0]} to {sizes[-1]} hold the same "
         f"proportion of close pairs of two candidates ({untrained} untrained, {trained} "
-        "trained). P as Eq. 1 defines it (`p_seed`) "
+        "trained). P as Brown et al. (2020) define it in Eq. 1 (`p_seed_definition` in the JSON) "
         "still moves with m, because Eq. 1 counts the m diagonal entries and the query's own "
         "column (self-score exactly 1). Those two shares predict that P to within "
         f"{error:.3f} at every size."
