@@ -189,7 +189,13 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
             stds = [float(np.std(recall[m])) for m in metrics]
             x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
             axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index])
-        axis.set_xticks(np.arange(len(metrics)), metrics, fontsize=9, rotation=30)
+        # the metric under each group of bars, the direction once under its three metrics
+        axis.set_xticks(np.arange(len(metrics)), [m.split("_", 1)[1] for m in metrics],
+                        fontsize=9)  # fmt: skip
+        for first in range(0, len(metrics), 3):
+            axis.annotate(DIRECTION_TITLES[metrics[first].split("_", 1)[0]], fontsize=9,
+                          xy=(first + 1, 0), xycoords=("data", "axes fraction"),
+                          xytext=(0, -18), textcoords="offset points", ha="center", va="top")
         axis.set_title(encoder)
         axis.set_ylim(0, 1)
         axis.grid(alpha=0.3, axis="y")

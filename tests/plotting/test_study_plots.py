@@ -399,8 +399,13 @@ def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
             assert container.errorbar.lines[1][0].get_markersize() == 4  # capsize 2
         assert list(axis.get_xticks()) == list(range(6))
         labels = axis.get_xticklabels()
-        assert [t.get_text() for t in labels] == METRICS
-        assert {(t.get_fontsize(), t.get_rotation()) for t in labels} == {(9, 30)}
+        # the metric under its bars, and each direction once, in words, under its three metrics
+        assert [t.get_text() for t in labels] == [m.split("_", 1)[1] for m in METRICS]
+        assert {(t.get_fontsize(), t.get_rotation()) for t in labels} == {(9, 0)}
+        directions = [(t.get_text(), t.xy[0]) for t in axis.texts]
+        titles = module.DIRECTION_TITLES
+        assert directions == [(titles["i2t"], 1), (titles["t2i"], 4)]
+        assert not any("_" in t.get_text() for t in [*labels, *axis.texts])
         assert axis.get_ylim() == (0, 1)
         assert all(g.get_alpha() == 0.3 for g in axis.get_ygridlines())
         assert not any(g.get_visible() for g in axis.get_xgridlines())
