@@ -62,6 +62,16 @@ def test_the_offline_models_example_builds_a_model_and_a_guide_and_trains_gist(
     assert all(record["anatomy_i2t_active_negatives_mean"] >= 0 for record in records)
 
 
+@pytest.mark.slow
+def test_the_offline_models_example_runs_again_in_the_same_folder(tmp_path, monkeypatch):
+    """A reader who runs the script twice gets a second run, not an error about the first."""
+    pytest.importorskip("sentence_transformers")
+    for _ in range(2):
+        run_block(3, {}, tmp_path, monkeypatch)
+    _, records = read_jsonl(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
+
+
 def test_the_sentence_transformers_example(tmp_path, monkeypatch):
     pytest.importorskip("sentence_transformers")
     from datasets import Dataset
