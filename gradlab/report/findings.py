@@ -60,13 +60,21 @@ def problems_by_paper(records: list[dict]) -> dict[str, list[dict]]:
     return papers
 
 
+def _counted(number: int, noun: str) -> str:
+    """``1 claim``, ``2 claims``."""
+    return f"{number} {noun}{'s' * (number != 1)}"
+
+
 def _causes(records: list[dict]) -> str:
-    """Each distinct problem once, with the number of records it accounts for."""
+    """Each distinct problem once, with the number of claims it accounts for: its root cause, or
+    for a claim with no shared cause the claim's own statement in quotes (its label only where
+    the record holds no statement)."""
     counts: dict[str, int] = {}
     for record in records:
-        key = record.get("cause") or record["label"]
+        statement = record.get("claim", {}).get("statement")
+        key = record.get("cause") or (f'"{statement}"' if statement else record["label"])
         counts[key] = counts.get(key, 0) + 1
-    return "; ".join(f"{cause} ({n} record{'s' if n > 1 else ''})" for cause, n in counts.items())
+    return "; ".join(f"{cause} ({_counted(n, 'claim')})" for cause, n in counts.items())
 
 
 def _headlines(records: list[dict]) -> list[Finding]:
@@ -83,8 +91,9 @@ def _headlines(records: list[dict]) -> list[Finding]:
                 f"{_causes(mine)}{tail}.", rank=0))  # fmt: skip
         else:
             findings.append(Finding(
-                f"{paper}: {len(mine)} printed claims do not hold as printed, "
-                f"{distinct_problems(mine)} distinct problems: {_causes(mine)}{tail}.",
+                f"{paper}: {_counted(len(mine), 'printed claim')} "
+                f"{'does' if len(mine) == 1 else 'do'} not hold as printed, "
+                f"{_counted(distinct_problems(mine), 'distinct problem')}: {_causes(mine)}{tail}.",
                 rank=2))  # fmt: skip
     return findings
 
@@ -112,11 +121,11 @@ def _audit(results: dict) -> list[Finding]:
         for seed in dict.fromkeys(r["seed"] for r in records):
             mine = [r for r in failing if r["seed"] == seed]
             if mine:
-                per_paper.append(f"{_paper(seed)}: {len(mine)} records, "
-                                 f"{distinct_problems(mine)} problems")  # fmt: skip
+                per_paper.append(f"{_paper(seed)}: {_counted(len(mine), 'claim')}, "
+                                 f"{_counted(distinct_problems(mine), 'problem')}")  # fmt: skip
         text += (
-            f" The {len(failing)} records that do not hold show {distinct_problems(failing)} "
-            f"distinct problems (records sharing one root cause count once; "
+            f" The {len(failing)} claims that do not hold show {distinct_problems(failing)} "
+            f"distinct problems (claims sharing one root cause count once; "
             f"{'; '.join(per_paper)})."
         )
     mutants = sum(r.get("mutants", 0) for r in records)

@@ -93,8 +93,8 @@ def test_the_audit_finding_counts_verdicts_and_distinct_problems_from_the_record
     assert "checks 11 printed claims" in text
     assert "1 hold, 3 hold only after a correction" in text and "3 fail and 1 stay" in text
     assert "1 reproduced, 1 not reproduced, 1 not testable here (outcomes, not failures)" in text
-    assert "The 6 records that do not hold show 4 distinct problems" in text
-    assert "p1: 4 records, 2 problems; p2: 2 records, 2 problems" in text
+    assert "The 6 claims that do not hold show 4 distinct problems" in text
+    assert "p1: 4 claims, 2 problems; p2: 2 claims, 2 problems" in text
     assert "31 of 33 deliberately wrong variants" in text
 
 

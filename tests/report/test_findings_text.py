@@ -77,15 +77,31 @@ def test_headlines_name_each_papers_causes_with_their_counts_and_rank_first():
     assert lines[:2] == ["## Key findings", ""]
     assert lines[2] == (
         f"- {_paper(SHORT)}'s SmoothAP gradient derivation: 3 of its printed steps hold only "
-        "after a correction, from 2 distinct slips: sign (2 records); quotient rule (1 record); "
+        "after a correction, from 2 distinct slips: sign (2 claims); quotient rule (1 claim); "
         "every correction holds when re-checked by computation. ([Audit](#audit))"
     )
     assert lines[3] == (
         f"- {_paper(BROWN)}: 3 printed claims do not hold as printed, 2 distinct problems: "
-        "diagonal (2 records); eq2 (1 record); 2 fail even corrected. ([Audit](#audit))"
+        "diagonal (2 claims); eq2 (1 claim); 2 fail even corrected. ([Audit](#audit))"
     )
     assert lines[4].startswith("- The audit checks 2 printed claims")
     assert len(lines) == 5
+
+
+def test_a_problem_without_a_shared_cause_is_named_by_its_claims_statement():
+    """The reader sees what the claim says, not the audit's label for it; one of each is
+    counted in the singular."""
+    statement = "Eq. 4-5 are defined for every batch"
+    records = [_record(BROWN, "claim-empty-set", "holds-with-correction",
+                       claim={"statement": statement})]  # fmt: skip
+    lines = _lines({"audit": ({"counts": {"holds-with-correction": 1}, "records": records},
+                              "## Audit")})  # fmt: skip
+    assert lines[2] == (
+        f"- {_paper(BROWN)}: 1 printed claim does not hold as printed, 1 distinct problem: "
+        f'"{statement}" (1 claim); every correction holds when re-checked by computation. '
+        "([Audit](#audit))"
+    )
+    assert "claim-empty-set" not in "\n".join(lines)
 
 
 def _audit_line(line, claims):
@@ -116,9 +132,9 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     assert _audit_line(line, 7) == (
         "1 hold, 1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
-        "testable here (outcomes, not failures). The 3 records that do not hold show 2 distinct "
-        "problems (records sharing one root cause count once; "
-        f"{brown}: 1 records, 1 problems; custom: 2 records, 2 problems). 5 of 7 deliberately "
+        "testable here (outcomes, not failures). The 3 claims that do not hold show 2 distinct "
+        "problems (claims sharing one root cause count once; "
+        f"{brown}: 1 claim, 1 problem; custom: 2 claims, 2 problems). 5 of 7 deliberately "
         "wrong variants of the forms that hold are told apart."
     )
     plain = _lines({"audit": ({"counts": {"holds": 2}}, "## Audit")})

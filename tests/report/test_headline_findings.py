@@ -50,10 +50,10 @@ def test_the_derivation_slips_then_the_pml_grouping_then_the_other_papers_open_t
     assert lines[0].startswith("- Bleeker & de Rijke (2022)'s SmoothAP gradient derivation")
     # three records, two causes (the sign twice), each named with its count
     assert "3 of its printed steps" in lines[0] and "2 distinct slips" in lines[0]
-    assert "sign (2 records); quotient rule (1 record)" in lines[0]
+    assert "sign (2 claims); quotient rule (1 claim)" in lines[0]
     assert lines[1].startswith("- pytorch-metric-learning 2.9.0's SmoothAPLoss")
-    assert lines[2].startswith("- Brown, Xie, Kalogeiton & Zisserman (2020): 1 printed claims")
-    assert "P counts the diagonal (1 record)" in lines[2]
+    assert lines[2].startswith("- Brown, Xie, Kalogeiton & Zisserman (2020): 1 printed claim does")
+    assert "P counts the diagonal (1 claim)" in lines[2]
     assert lines[3].startswith("- The audit checks 6 printed claims")  # then page order
     assert lines[4].startswith("- Every analytic gradient")
 
