@@ -290,7 +290,7 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
     """Digit scenes: VSE++ and VSRN miniatures, three losses, recall, gradient anatomy and the
     embeddings' geometry."""
     from gradlab.plotting.scene_geometry import plot_scene_geometry
-    from gradlab.plotting.studies import plot_scene_anatomy, plot_scene_recall
+    from gradlab.plotting.studies import DIRECTION_TITLES, plot_scene_anatomy, plot_scene_recall
 
     results = digit_scenes.measure(quick=quick, device=device)
     write_json(out / "figures" / "digit_scenes.json", results)
@@ -300,6 +300,8 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
     plot_scene_geometry(results, out / "figures" / "digit_scenes_geometry.png")
     config = results["settings"]
     metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10", "rsum"]
+    headings = [f"{DIRECTION_TITLES[m.split('_')[0]]} {m.split('_', 1)[1]}" if "_" in m else m
+                for m in metrics]  # "i2t_R@1" -> "image -> caption R@1"  # fmt: skip
     lines = [
         "## Image-caption retrieval on digit scenes (Bleeker & de Rijke, 2022, appendix B)",
         "",
@@ -315,7 +317,7 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
         f"initialization and batches for every loss. Recall on the test scenes, mean ± std over "
         f"{len(results['seeds'])} seeds (rsum: sum of the six recalls, in percent):",
         "",
-        "| encoder | loss | " + " | ".join(metrics) + " |",
+        "| encoder | loss | " + " | ".join(headings) + " |",
         "| --- | --- |" + " --- |" * len(metrics),
     ]
     for encoder, runs in results["runs"].items():

@@ -595,7 +595,10 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
             "and batches for every loss. Recall on the test scenes, mean ± std over 2 seeds") in (
         lines[2])
     rows = _rows(markdown)
-    assert rows[0] == ["encoder", "loss", *SCENE_METRICS]
+    # each column in words: the direction as the figures name it, then the metric
+    words = studies.DIRECTION_TITLES
+    assert rows[0] == ["encoder", "loss", *(f"{words[m[:3]]} {m[4:]}" for m in SCENE_METRICS[:-1]),
+                       "rsum"]  # fmt: skip
     assert rows[1] == ["---"] * 9
     expected = [[encoder, loss, *(_cell(run["recall"][m], 1 if m == "rsum" else 3)
                                   for m in SCENE_METRICS)]
