@@ -151,7 +151,7 @@ def gradient_error_table(seed: int = 0, trials: int = 10) -> dict[str, dict[str,
             generator, trials
         ),
         "tie-aware relaxations (He et al., 2018)": tie_aware_gradient_errors(generator, trials),
-        "FAPPY and FastAP (Zhong et al., Table S2)": histogram_loss_gradient_errors(
-            generator, trials
+        "FAPPY (Zhong, Li & Li, Lemma 1 corrected) and FastAP (Cakir et al., 2019)": (
+            histogram_loss_gradient_errors(generator, trials)
         ),
     }

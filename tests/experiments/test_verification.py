@@ -19,7 +19,10 @@ SECTIONS = {
         *(f"eq37_{o}_{m}_vs_autograd" for o in ("ap", "dcg") for m in ("log", "midpoint", "exact")),
         *(f"relaxed_ap_{m}_vs_fd" for m in ("log", "midpoint", "exact")),
     },
-    "FAPPY and FastAP (Zhong et al., Table S2)": {"fappy_closed_form_vs_autograd", "fastap_vs_fd"},
+    "FAPPY (Zhong, Li & Li, Lemma 1 corrected) and FastAP (Cakir et al., 2019)": {
+        "fappy_closed_form_vs_autograd",
+        "fastap_vs_fd",
+    },
 }
 
 SMOOTH_AP = study.smoothap_gradient_errors
