@@ -82,8 +82,9 @@ def p_vs_batch_size_text(batch: dict, summary: dict | None = None) -> str:
     parts.append(
         f"Brown et al. (2020) report P rising with m, measured on Stanford Online Products with a "
         f"ResNet-50; here, on this miniature, {'; '.join(verdicts)}. The audit records the claim "
-        f"as {verdict} (it needs the authors' data and network); the decision rule's reading of "
-        f"this miniature alone is: {miniature}. At a fixed network, m "
+        f"as {verdict} (it needs the authors' data and network); its paired t-test over the "
+        f"seeds, on the networks fine-tuned at each m, reads this miniature alone as: "
+        f"{miniature}. At a fixed network, m "
         "changes only which items a batch holds (the diagonal's 1/m share; at small m a query's "
         "negatives come from few classes); beyond that, P moves with m only through what "
         "training at that m does to the scores."

@@ -73,8 +73,9 @@ def _claim_sentence(verdicts, verdict_words, miniature_words):
     return (
         "Brown et al. (2020) report P rising with m, measured on Stanford Online Products with a "
         f"ResNet-50; here, on this miniature, {verdicts}. The audit records the claim as "
-        f"{verdict_words} (it needs the authors' data and network); the decision rule's reading "
-        f"of this miniature alone is: {miniature_words}. At a fixed network, m changes only which "
+        f"{verdict_words} (it needs the authors' data and network); its paired t-test over the "
+        f"seeds, on the networks fine-tuned at each m, reads this miniature alone as: "
+        f"{miniature_words}. At a fixed network, m changes only which "
         "items a batch holds (the diagonal's 1/m share; at small m a query's negatives come from "
         "few classes); beyond that, P moves with m only through what training at that m does to "
         "the scores."
