@@ -113,3 +113,12 @@ def test_the_ten_class_block_quotes_keys_its_json_holds():
     keys = {key for rows in result["fixed_model"].values() for row in rows for key in row}
     quoted = re.findall(r"`(\w+)`", text)
     assert quoted and [name for name in quoted if name not in keys] == []
+
+
+def test_the_studies_block_does_not_tie_its_numbers_to_the_timed_run():
+    """The timing JSON and each study's JSON come from separate runs: the timing sentence says
+    what that run took, not that the numbers after it are that run's."""
+    render(README)  # loads the renderers
+    first = BLOCKS["studies"](ROOT).split("\n", 1)[0]
+    assert first.startswith("A full report run (")
+    assert "below" not in first

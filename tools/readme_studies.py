@@ -32,9 +32,9 @@ def studies_block(root: Path) -> str:
     sections = timing["sections"]
     studies_cpu = sum(sections[k]["cpu_seconds"] for k in ("operating_region", "losses", "scenes"))
     lines = [
-        f"The full report (`{timing['command']}`, device {timing['device']}) took "
+        f"A full report run (`{timing['command']}`, device {timing['device']}) took "
         f"{timing['wall_seconds_total'] / 60:.1f} min wall-clock and {cpu / 60:.1f} min of CPU "
-        f"time on a {timing['conditions']}; the three studies below took "
+        f"time on a {timing['conditions']}; its three studies took "
         f"{studies_cpu / 60:.1f} "
         "min of CPU time of it (the operating-region section includes its other figures).",
         "",
