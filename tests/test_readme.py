@@ -122,3 +122,12 @@ def test_the_studies_block_does_not_tie_its_numbers_to_the_timed_run():
     first = BLOCKS["studies"](ROOT).split("\n", 1)[0]
     assert first.startswith("A full report run (")
     assert "below" not in first
+
+
+def test_the_speed_finding_says_where_it_was_measured():
+    """A speed ratio holds for the machine that measured it: the finding names it."""
+    render(README)  # loads the renderers
+    machine = json.loads((ROOT / "benchmarks/results/smoothap.json").read_text())["machine"]
+    (speed,) = [line for line in BLOCKS["readme-findings"](ROOT).splitlines()
+                if line.startswith("- **Speed.**")]  # fmt: skip
+    assert f"on a {machine['cpu_count']}-core CPU" in speed

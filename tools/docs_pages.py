@@ -196,6 +196,9 @@ def readme_findings(root: Path) -> str:
     speed = load_json(root, "benchmarks/results/smoothap.json")
     ratios = {int(size): value["pml_over_gradlab"] for size, value in speed["ratios"].items()}
     largest = max(ratios)
+    machine = speed["machine"]
+    where = (f"a {machine['cpu_count']}-core CPU" if machine["device"] == "cpu"
+             else machine["device"])  # fmt: skip
     return (
         f"- **The audit** checks {len(records)} printed claims in {texts} texts of {papers} papers "
         f"by computation: {corrected} hold only after a correction and {fails} fail, "
@@ -208,7 +211,7 @@ def readme_findings(root: Path) -> str:
         "the largest, so training length differs with m too. "
         "([studies](docs/studies.md#studies-on-real-pixels-with-seed-spreads))\n"
         f"- **Speed.** gradlab's SmoothAP differentiates only the positive rows: at B = "
-        f"{largest} its forward+backward is {ratios[largest]:.0f}x faster than "
+        f"{largest}, on {where}, its forward+backward is {ratios[largest]:.0f}x faster than "
         "pytorch-metric-learning's, whose loss also groups positives wrongly "
         "([benchmarks](docs/benchmarks.md))."
     )
