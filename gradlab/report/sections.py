@@ -144,8 +144,9 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         "### Over a SmoothAP training run",
         "",
         f"After {last['step'] + 1} steps: P = {last['p_seed_definition']:.3f}, "
-        f"share of queries without gradient = {last['share_without_gradient']:.3f}, "
-        f"|AD| share = {last['ad_share']:.3f}.",
+        f"share of queries with no difference-matrix entry of slope above eps (Bleeker & de "
+        f"Rijke's count; an entry there can still carry no gradient of the loss) = "
+        f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}.",
         "",
         "![P, gradient counts and the AD/CB split over one SmoothAP run on digits 0-4]"
         "(figures/operating_region_training_dynamics.png)",

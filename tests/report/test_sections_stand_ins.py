@@ -318,7 +318,9 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
                         "sampler", "### Over a SmoothAP training run"]  # fmt: skip
     assert lines[lines.index(headings[1]) + 2] == "P TEXT p falls"
     assert lines[lines.index(headings[2]) + 2] == (
-        "After 42 steps: P = 0.123, share of queries without gradient = 0.500, |AD| share = 0.000.")
+        "After 42 steps: P = 0.123, share of queries with no difference-matrix entry of slope "
+        "above eps (Bleeker & de Rijke's count; an entry there can still carry no gradient of the "
+        "loss) = 0.500, |AD| share = 0.000.")
     assert _layout(markdown) == [
         "## Operating region", lines[2], "figure figures/operating_region_closed_forms.png",
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
