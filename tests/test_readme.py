@@ -131,3 +131,15 @@ def test_the_speed_finding_says_where_it_was_measured():
     (speed,) = [line for line in BLOCKS["readme-findings"](ROOT).splitlines()
                 if line.startswith("- **Speed.**")]  # fmt: skip
     assert f"on a {machine['cpu_count']}-core CPU" in speed
+
+
+def test_the_mutation_table_counts_every_module_that_ran():
+    """The package table's 'modules run' add up to every predefined group in the JSON: a module
+    outside the packages (gradlab/backbones.py, say) is not left out of the summary."""
+    from tools.mutation import GROUPS
+
+    render(README)  # loads the renderers
+    groups = json.loads((ROOT / "benchmarks/results/mutation.json").read_text())["groups"]
+    table = BLOCKS["mutation-scores"](ROOT).split("<details>", 1)[0]
+    counted = [int(m) for m in re.findall(r"^\| [^|]+ \| (\d+) of \d+ \|", table, re.MULTILINE)]
+    assert sum(counted) == sum(name in GROUPS for name in groups)
