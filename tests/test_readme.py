@@ -143,3 +143,16 @@ def test_the_mutation_table_counts_every_module_that_ran():
     table = BLOCKS["mutation-scores"](ROOT).split("<details>", 1)[0]
     counted = [int(m) for m in re.findall(r"^\| [^|]+ \| (\d+) of \d+ \|", table, re.MULTILINE)]
     assert sum(counted) == sum(name in GROUPS for name in groups)
+
+
+def test_each_mutation_row_accounts_for_every_mutant():
+    """Not checked + killed + timed out + survived + no test reaches it = mutants, in the
+    package table and per module, so a reader can see where every mutant went."""
+    render(README)  # loads the renderers
+    rows = [line.split(" | ") for line in BLOCKS["mutation-scores"](ROOT).splitlines()
+            if line.startswith("| ") and re.search(r"\| \d+ \| \d+ \|", line)]  # fmt: skip
+    assert rows
+    for cells in rows:
+        numbers = [int(c) for c in cells if c.strip().isdigit()]
+        mutants, unchecked, killed, timed_out, survived, unreached = numbers[:6]
+        assert unchecked + killed + timed_out + survived + unreached == mutants, cells[0]

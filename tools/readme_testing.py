@@ -38,14 +38,15 @@ def _module_rows(groups: dict[str, dict]) -> str:
         "",
         "<details><summary>Per module</summary>",
         "",
-        "| module | mutants | not checked yet | killed | survived | equivalent (reason recorded) "
-        "| left undetected | killed of non-equivalent checked |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| module | mutants | not checked yet | killed | timed out | survived | no test reaches it "
+        "| equivalent (reason recorded) | left undetected | killed of non-equivalent checked |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, group in sorted(groups.items()):
         lines.append(
             f"| `{name}` | {group['generated']} | {_unchecked(group)} | {group['killed']} "
-            f"| {group['survived']} | {len(group['equivalent'])} | {len(group['survivors'])} "
+            f"| {group.get('timeout', 0)} | {group['survived']} | {group.get('no_tests', 0)} "
+            f"| {len(group['equivalent'])} | {len(group['survivors'])} "
             f"| {_share(group['killed_share_of_non_equivalent'])} |"
         )
     return "\n".join([*lines, "", "</details>"]) + "\n"
@@ -57,9 +58,9 @@ def mutation_scores(root: Path) -> str:
     result = load_json(root, MUTATION_JSON)
     packages = result.get("packages", {})
     lines = [
-        "| package | modules run | mutants | not checked yet | killed | survived "
-        "| equivalent (reason recorded) | killed of non-equivalent checked |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| package | modules run | mutants | not checked yet | killed | timed out | survived "
+        "| no test reaches it | equivalent (reason recorded) | killed of non-equivalent checked |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     missing = []
     modules = _modules_per_package()
@@ -70,8 +71,9 @@ def mutation_scores(root: Path) -> str:
             continue
         lines.append(
             f"| `{name}` | {len(row['groups'])} of {modules[name]} | {row['generated']} "
-            f"| {_unchecked(row)} | {row['killed']} | {row['survived']} "
-            f"| {row['equivalent']} | {_share(row['killed_share_of_non_equivalent'])} |"
+            f"| {_unchecked(row)} | {row['killed']} | {row.get('timeout', 0)} | {row['survived']} "
+            f"| {row.get('no_tests', 0)} | {row['equivalent']} "
+            f"| {_share(row['killed_share_of_non_equivalent'])} |"
         )
     text = "\n".join(lines) + "\n" + _module_rows(result.get("groups", {}))
     machine = result.get("machine", {})
