@@ -156,3 +156,9 @@ def test_each_mutation_row_accounts_for_every_mutant():
         numbers = [int(c) for c in cells if c.strip().isdigit()]
         mutants, unchecked, killed, timed_out, survived, unreached = numbers[:6]
         assert unchecked + killed + timed_out + survived + unreached == mutants, cells[0]
+
+
+def test_the_studies_page_batch_size_finding_is_headed_with_its_paper():
+    render(README)  # loads the renderers
+    head = BLOCKS["finding-p-vs-batch-size"](ROOT).split(".**", 1)[0]
+    assert head == "- **P against batch size (Brown et al., 2020, Fig. S7a)"

@@ -101,7 +101,7 @@ def finding_p_vs_batch_size(root: Path) -> str:
     batch = load_json(root, "figures/studies/p_vs_batch_size.json")
     records = load_json(root, "benchmarks/results/audit.json")
     (finding,) = FINDERS["operating_region"]({"p_vs_batch_size": batch, "audit_records": records})
-    return f"- **P against batch size (Fig. S7a).** {finding.text}"
+    return f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text}"
 
 
 @register("fappy-lemma1")
