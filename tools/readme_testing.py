@@ -75,7 +75,12 @@ def mutation_scores(root: Path) -> str:
             f"| {row.get('no_tests', 0)} | {row['equivalent']} "
             f"| {_share(row['killed_share_of_non_equivalent'])} |"
         )
-    text = "\n".join(lines) + "\n" + _module_rows(result.get("groups", {}))
+    text = "\n".join(lines) + "\n"
+    gathered = packages.get("other top-level modules")
+    if gathered is not None:  # named below the table, not in a tall cell
+        text += ("\nOther top-level modules: "
+                 + ", ".join(f"`{name}`" for name in gathered["groups"]) + ".\n")  # fmt: skip
+    text += _module_rows(result.get("groups", {}))
     machine = result.get("machine", {})
     text += (
         f"\nmutmut at commit `{result.get('commit', '?')}` on {machine.get('cpu_count', '?')} "
