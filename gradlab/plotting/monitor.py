@@ -383,15 +383,46 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None,
 MARKS = 8
 """About this many markers per line when several runs are overlaid."""
 
+COINCIDE = 0.02
+"""Two keys of one run lie on one another where they differ by at most this share of the
+larger; when they do at :data:`COINCIDING_SHARE` of their common steps, the family's keys
+mark alternate steps, so the one drawn first still shows its markers."""
+COINCIDING_SHARE = 0.9
+"""The share of common steps at which two keys must lie on one another (:data:`COINCIDE`)."""
+
+
+def coinciding(keys: Sequence[str], records: Sequence[dict]) -> bool:
+    """Whether two of ``keys`` lie on one another over a run's ``records``: within
+    :data:`COINCIDE` of the larger at :data:`COINCIDING_SHARE` of the steps where both are
+    finite (|AD - CB| on |AD| when CB is negligible, say).
+
+    Example:
+        >>> records = [{"step": s, "a": 1.0 + s, "b": 1.001 + s, "c": -s} for s in range(10)]
+        >>> coinciding(["a", "b"], records), coinciding(["a", "c"], records)
+        (True, False)
+    """
+    for index, first in enumerate(keys):
+        for second in keys[index + 1 :]:
+            pairs = [(r[first], r[second]) for r in records
+                     if _number(r.get(first)) and _number(r.get(second))
+                     and math.isfinite(r[first]) and math.isfinite(r[second])]  # fmt: skip
+            close = [abs(a - b) <= COINCIDE * max(abs(a), abs(b)) for a, b in pairs]
+            if len(close) >= 2 * len(keys) and sum(close) >= COINCIDING_SHARE * len(close):
+                return True
+    return False
+
 
 def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
-                runs: int = 1) -> dict:  # fmt: skip
+                runs: int = 1, alternate: int = 0) -> dict:  # fmt: skip
     """Several runs: the run's colour and marker, the key's line style. Each run marks about
     :data:`MARKS` of its ``points`` steps, at steps the other runs leave unmarked, so a run
     under an identical later one still shows its own markers and the first steps do not become
-    a blob of markers. One run: the key's series style."""
+    a blob of markers. One run: the key's series style, a marker on every step, or with
+    ``alternate`` keys (keys that lie on one another) on every ``alternate``-th step from the
+    key's own index, so each key shows its markers where the others leave a step unmarked."""
     if not several:
-        return {**series_style(key_index), "markersize": MARKER_SIZE}
+        every = {"markevery": (key_index % alternate, alternate)} if alternate > 1 else {}
+        return {**series_style(key_index), "markersize": MARKER_SIZE, **every}
     step = max(runs, (max(points, 1) // MARKS) // runs * runs)  # a multiple of the run count
     return {"color": series_style(run_index)["color"], "marker": series_style(run_index)["marker"],
             "markersize": RUN_MARKER_SIZE, "markevery": (run_index % step, step),
@@ -422,13 +453,15 @@ def draw_family(
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
+    alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
     broken: set[int] = set()  # steps with a NaN or infinite value
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
             broken.update(step for step, value in points if not math.isfinite(value))
             if any(math.isfinite(value) for _, value in points):
-                style = _line_style(run_index, key_index, several, len(points), len(runs))
+                style = _line_style(run_index, key_index, several, len(points), len(runs),
+                                    alternate)  # fmt: skip
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if math.isfinite(value) else math.nan for _, value in points]
                 axis.plot([step for step, _ in points], values,

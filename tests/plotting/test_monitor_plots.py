@@ -407,3 +407,37 @@ def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
     left = {path.name for path in (tmp_path / "figures").iterdir()}
     assert first - second - {"overview.png"}  # the full run had families the cheap one lacks
     assert left == second | {"notes.txt"}
+
+
+def _one_run(values_by_key, steps=12):
+    """One run of ``steps`` records, each key's value at step s given by its function."""
+    return [("run", [{"step": s, **{key: value(s) for key, value in values_by_key.items()}}
+                     for s in range(steps)])]  # fmt: skip
+
+
+def test_keys_of_one_run_that_lie_on_one_another_mark_alternate_steps(tmp_path):
+    """|AD - CB| on |AD| when CB is negligible: drawn on top, it would hide |AD|'s markers on
+    every step. The keys mark alternate steps, each step once, so both show."""
+    keys = ["decomposition_ad_norm_q50", "decomposition_cb_norm_q50",
+            "decomposition_grad_norm_q50"]  # fmt: skip
+    steps = 12
+    runs = _one_run({keys[0]: lambda s: 10.0 ** -s, keys[1]: lambda s: 1e-4 * 10.0 ** -s,
+                     keys[2]: lambda s: (1 - 1e-4) * 10.0 ** -s}, steps)  # fmt: skip
+    assert monitor_plots.coinciding(keys, runs[0][1])
+    figure, axis = plt.subplots()
+    draw_family(axis, "decomposition", keys, runs)
+    marked = []
+    for line in axis.get_lines():
+        start, every = line.get_markevery()
+        marked.append(set(range(start, steps, every)))
+    assert all(marked) and set().union(*marked) == set(range(steps))
+    assert all(not one & two for i, one in enumerate(marked) for two in marked[i + 1 :])
+    plt.close(figure)
+    # keys apart: a marker on every step, as before
+    apart = _one_run({keys[0]: lambda s: 1.0 + s, keys[1]: lambda s: 0.5 + s,
+                      keys[2]: lambda s: 0.25 * (1 + s)}, steps)  # fmt: skip
+    assert not monitor_plots.coinciding(keys, apart[0][1])
+    figure, axis = plt.subplots()
+    draw_family(axis, "decomposition", keys, apart)
+    assert [line.get_markevery() for line in axis.get_lines()] == [None] * 3
+    plt.close(figure)
