@@ -302,3 +302,30 @@ def test_p_pinned_at_1_in_every_seed_is_summarized_as_saturated_everywhere():
     assert trend_sentence(pinned, setting["trend"]) == (
         "P from m = 8 to m = 16: saturated (paired t-test over the seeds; 3 seeds)"
     )
+
+
+@pytest.mark.parametrize(("sizes", "seeds", "why"), [
+    ([8], [0, 1], "one batch size cannot show a trend"),
+    ([8], [0], "one batch size cannot show a trend"),  # the first thing the run lacked
+    ([8, 16, 32], [0], "one seed cannot show a trend"),
+    ([8, 16, 32], [0, 1], "2 seeds"),
+    ([16, 64], [0, 1, 2], "3 seeds"),
+])  # fmt: skip
+def test_the_trend_sentence_names_the_first_and_last_m_and_what_the_run_lacked(sizes, seeds,
+                                                                                why):
+    from gradlab.experiments.p_vs_batch_size import trend_sentence
+
+    measurement = {"batch_sizes": sizes, "seeds": seeds}
+    assert trend_sentence(measurement, "unclear") == (
+        f"P from m = {sizes[0]} to m = {sizes[-1]}: unclear (paired t-test over the seeds; {why})"
+    )
+
+
+def test_the_trend_sentence_appends_its_detail_inside_the_parentheses():
+    from gradlab.experiments.p_vs_batch_size import trend_sentence
+
+    measurement = {"batch_sizes": [8, 16, 32], "seeds": [0, 1]}
+    assert trend_sentence(measurement, "rises", "P at its bound at m = 32") == (
+        "P from m = 8 to m = 32: rises (paired t-test over the seeds; 2 seeds; P at its bound "
+        "at m = 32)"
+    )
