@@ -20,6 +20,7 @@ import torch
 
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.experiments import p_vs_batch_size as study
+from gradlab.experiments.image_studies import run_seed
 from gradlab.models import DigitStringNet
 from gradlab.training import train_on_batches
 from tests.reference.batch_proportion_loops import KEYS, batch_proportions
@@ -40,7 +41,7 @@ def run():
         def __init__(self, labels, batch_size, per_class=4, seed=0):
             super().__init__(labels, batch_size, per_class, seed)
             self.record = {"labels": labels.clone(), "batch_size": batch_size,
-                           "per_class": per_class, "taken": []}  # fmt: skip
+                           "per_class": per_class, "seed": seed, "taken": []}  # fmt: skip
             samplers.append(self.record)
 
         def take(self, count):
@@ -220,6 +221,17 @@ def _each_seed_draws_its_own_batches_on_one_thread(run):
     assert {training["threads"] for training in trainings} == {1}  # runtime.study_threads
 
 
+def _each_run_draws_its_batches_with_the_documented_run_seed(run):
+    """The batches of seed s at m come from the image studies' run seed (s * 7919 + m, see
+    gradlab.experiments.image_studies.run_seed), in each setting, so that a user can draw a
+    run's batches again; the fixed network's own training batches from the seed itself."""
+    _, samplers, _, _ = run
+    for seed_index, seed in enumerate(SEEDS):
+        mine = samplers[SAMPLERS_PER_SEED * seed_index : SAMPLERS_PER_SEED * (seed_index + 1)]
+        per_m = [run_seed(seed, m) for m in TINY["batch_sizes"]]
+        assert [s["seed"] for s in mine] == [*per_m, seed, *per_m, *per_m]
+
+
 def _the_progress_lines_name_the_stage_and_its_work(run):
     *_, err = run
     sizes = len(TINY["batch_sizes"])
@@ -243,6 +255,7 @@ def test_measure_at_tiny_sizes_reports_what_it_ran(run):
     _trained_at_m_is_the_mean_over_the_last_epoch_from_the_fixed_trained_start(run)
     _each_seed_has_its_own_data_network_and_numbers(run)
     _each_seed_draws_its_own_batches_on_one_thread(run)
+    _each_run_draws_its_batches_with_the_documented_run_seed(run)
     _the_progress_lines_name_the_stage_and_its_work(run)
     result = run[0]
     assert result["data"].endswith("built from scikit-learn's digits")
