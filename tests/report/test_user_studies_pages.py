@@ -706,3 +706,94 @@ def test_the_alike_note_needs_two_losses_all_alike_and_ends_the_paragraph():
     paragraph = _losses_paragraph(unmoved)
     assert note not in paragraph and paragraph.endswith(".")
     assert _losses_paragraph(_losses(16)).endswith(".")
+
+
+def _refusal(tmp_path, file, data):
+    """The message check_study_folders refuses ``data`` saved as ``file`` with, and the path."""
+    (tmp_path / file).write_text(json.dumps(data))
+    with pytest.raises(GradlabError) as refused:
+        check_study_folders([tmp_path], "--studies")
+    return str(refused.value), str(tmp_path / file)
+
+
+def _no_object(run):
+    return ["not", "a", "run"]
+
+
+def _without(key):
+    def cut(run):
+        del run[key]
+        return run
+
+    return cut
+
+
+@pytest.mark.parametrize("before", [None, _no_object, _without("metrics")],
+                         ids=["alone", "after-a-loss-that-is-no-object",
+                              "after-a-loss-without-metrics"])  # fmt: skip
+def test_a_saved_losses_study_with_a_metric_that_does_not_fit_its_seeds_is_named(tmp_path,
+                                                                                   before):
+    # B's mAP lost a seed; a malformed loss A before it does not stop the check at A
+    data = _losses(8)
+    data["losses"]["B"]["metrics"]["mAP"] = [0.5, 0.6]
+    if before is not None:
+        data["losses"]["A"] = before(data["losses"]["A"])
+    message, path = _refusal(tmp_path, "loss_comparison_m8.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study losses: losses.B.metrics.mAP "
+        "must hold one entry per seed of [0, 1, 2]; got [0.5, 0.6]")
+
+
+@pytest.mark.parametrize("malformed", [_no_object, _without("anatomy"), _without("recall")],
+                         ids=["no-object", "without-anatomy", "without-recall"])  # fmt: skip
+def test_a_malformed_anatomy_run_does_not_stop_the_check_of_the_others(tmp_path, malformed):
+    data = _anatomy()
+    runs = data["runs"]["m = 8"]
+    runs["SmoothAP"] = malformed(runs["SmoothAP"])  # the first run read
+    _cut_step(data)
+    message, path = _refusal(tmp_path, "gradient_anatomy.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study anatomy: runs.m = 16.triplet."
+        "anatomy.in_batch.share_without_gradient must hold one entry per seed of [0, 1] of 3 "
+        "values (one per logged step); got [[0.0, 0.1, 0.2], [0.0]]")
+
+
+@pytest.mark.parametrize("steps", [None, {"first": 0, "last": 9}], ids=["missing", "no-list"])
+def test_an_anatomy_without_its_list_of_logged_steps_fits_no_row(tmp_path, steps):
+    """No list of logged steps: no row of the anatomy's tables can be one per logged step (the
+    steps entry itself is no table, whatever it holds)."""
+    data = _anatomy()
+    anatomy = data["runs"]["m = 8"]["SmoothAP"]["anatomy"]
+    if steps is None:
+        del anatomy["steps"]
+    else:
+        anatomy["steps"] = steps
+    message, path = _refusal(tmp_path, "gradient_anatomy.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study anatomy: runs.m = 8.SmoothAP."
+        "anatomy.in_batch.active_negatives must hold one entry per seed of [0, 1] of 0 values "
+        "(one per logged step); got [[9.0, 6.0, 3.0], [8.0, 5.0, 5.0]]")
+
+
+def test_a_p_study_whose_batch_sizes_are_no_list_fits_no_row(tmp_path):
+    data = _p([[0.3], [0.31], [0.29]])  # one m per seed, but batch_sizes is no list
+    data["batch_sizes"] = 8
+    setting = data["settings"]["trained_at_m"]
+    for key, runs in setting.items():
+        if isinstance(runs, list) and runs and isinstance(runs[0], list):
+            setting[key] = [run[:1] for run in runs]
+    message, path = _refusal(tmp_path, "p_vs_batch_size.json", data)
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study p-vs-batch-size: settings."
+        "trained_at_m.P must hold one entry per seed of [0, 1, 2] of 0 values (one per batch "
+        "size); got [[0.3], [0.31], [0.29]]")
+
+
+def test_a_list_that_does_not_fit_is_quoted_to_its_first_80_characters(tmp_path):
+    data = _anatomy()
+    data["runs"]["m = 8"]["SmoothAP"]["recall"]["MAP@R"] = [0.1234567891] * 10  # 2 seeds
+    message, path = _refusal(tmp_path, "gradient_anatomy.json", data)
+    quoted = "[" + "0.1234567891, " * 5 + "0.1234567"  # 1 + 5 x 14 + 9 = 80 characters
+    assert message == (
+        f"--studies: {path!r} is not the JSON of gradlab study anatomy: runs.m = 8.SmoothAP."
+        f"recall.MAP@R must hold one entry per seed of [0, 1]; got {quoted}")
