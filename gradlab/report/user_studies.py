@@ -277,6 +277,8 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
         held = data["settings"]
         missing = [f"settings.{key}" for key in settings
                    if not isinstance(held, dict) or key not in held]  # fmt: skip
+    if not missing:
+        missing = _nested_missing(name, data)
     if missing:
         raise GradlabError(f"{prefix}{str(path)!r} is not the JSON of gradlab study {name}: it "
                            f"lacks {', '.join(missing)}")  # fmt: skip
@@ -292,6 +294,40 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
                                f"{where} must hold one entry per seed of {seeds}{rows}; got "
                                f"{json.dumps(values)[:80]}")  # fmt: skip
     return data
+
+
+_KINDS = {dict: "an object", list: "a list"}
+
+
+def _nested_missing(name: str, data: dict) -> list[str]:
+    """The nested entries a study's renderers read that its JSON lacks (or holds as another
+    kind), each as ``where (kind)``: every loss's metrics and timings, every run's recall and
+    anatomy with its logged steps and at least one direction's table."""
+    missing: list[str] = []
+
+    def need(holder, key: str, where: str, kind: type):
+        value = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(value, kind):
+            missing.append(f"{where}{key} ({_KINDS[kind]})")
+        return value
+
+    if name == "losses":
+        for loss, run in _items(need(data, "losses", "", dict)):
+            need(run, "metrics", f"losses.{loss}.", dict)
+            need(run, "loss_seconds", f"losses.{loss}.", list)
+            need(run, "step_seconds", f"losses.{loss}.", list)
+    elif name == "anatomy":
+        for encoder, _ in _items(need(data, "runs", "", dict)):
+            for loss, run in _items(need(data["runs"], encoder, "runs.", dict)):
+                where = f"runs.{encoder}.{loss}."
+                need(run, "recall", where, dict)
+                anatomy = need(run, "anatomy", where, dict)
+                if isinstance(anatomy, dict):
+                    need(anatomy, "steps", f"{where}anatomy.", list)
+                    if not any(isinstance(table, dict) for key, table in anatomy.items()
+                               if key != "steps"):  # fmt: skip
+                        missing.append(f"{where}anatomy's tables (an object per direction)")
+    return missing
 
 
 def _items(value) -> list:

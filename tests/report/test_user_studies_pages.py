@@ -728,51 +728,90 @@ def _without(key):
     return cut
 
 
-@pytest.mark.parametrize("before", [None, _no_object, _without("metrics")],
-                         ids=["alone", "after-a-loss-that-is-no-object",
-                              "after-a-loss-without-metrics"])  # fmt: skip
-def test_a_saved_losses_study_with_a_metric_that_does_not_fit_its_seeds_is_named(tmp_path,
-                                                                                   before):
-    # B's mAP lost a seed; a malformed loss A before it does not stop the check at A
+def test_a_saved_losses_study_with_a_metric_that_does_not_fit_its_seeds_is_named(tmp_path):
+    # B's mAP lost a seed
     data = _losses(8)
     data["losses"]["B"]["metrics"]["mAP"] = [0.5, 0.6]
-    if before is not None:
-        data["losses"]["A"] = before(data["losses"]["A"])
     message, path = _refusal(tmp_path, "loss_comparison_m8.json", data)
     assert message == (
         f"--studies: {path!r} is not the JSON of gradlab study losses: losses.B.metrics.mAP "
         "must hold one entry per seed of [0, 1, 2]; got [0.5, 0.6]")
 
 
-@pytest.mark.parametrize("malformed", [_no_object, _without("anatomy"), _without("recall")],
-                         ids=["no-object", "without-anatomy", "without-recall"])  # fmt: skip
-def test_a_malformed_anatomy_run_does_not_stop_the_check_of_the_others(tmp_path, malformed):
-    data = _anatomy()
-    runs = data["runs"]["m = 8"]
-    runs["SmoothAP"] = malformed(runs["SmoothAP"])  # the first run read
-    _cut_step(data)
-    message, path = _refusal(tmp_path, "gradient_anatomy.json", data)
-    assert message == (
-        f"--studies: {path!r} is not the JSON of gradlab study anatomy: runs.m = 16.triplet."
-        "anatomy.in_batch.share_without_gradient must hold one entry per seed of [0, 1] of 3 "
-        "values (one per logged step); got [[0.0, 0.1, 0.2], [0.0]]")
+def _losses_run(change):
+    def make():
+        data = _losses(8)
+        data["losses"]["A"] = change(data["losses"]["A"])
+        return data
+
+    return make
 
 
-@pytest.mark.parametrize("steps", [None, {"first": 0, "last": 9}], ids=["missing", "no-list"])
-def test_an_anatomy_without_its_list_of_logged_steps_fits_no_row(tmp_path, steps):
-    """No list of logged steps: no row of the anatomy's tables can be one per logged step (the
-    steps entry itself is no table, whatever it holds)."""
-    data = _anatomy()
-    anatomy = data["runs"]["m = 8"]["SmoothAP"]["anatomy"]
-    if steps is None:
-        del anatomy["steps"]
-    else:
-        anatomy["steps"] = steps
-    message, path = _refusal(tmp_path, "gradient_anatomy.json", data)
-    assert message == (
-        f"--studies: {path!r} is not the JSON of gradlab study anatomy: runs.m = 8.SmoothAP."
-        "anatomy.in_batch.active_negatives must hold one entry per seed of [0, 1] of 0 values "
-        "(one per logged step); got [[9.0, 6.0, 3.0], [8.0, 5.0, 5.0]]")
+def _anatomy_run(change, loss="SmoothAP"):
+    def make():
+        data = _anatomy()
+        data["runs"]["m = 8"][loss] = change(data["runs"]["m = 8"][loss])
+        return data
+
+    return make
+
+
+def _anatomy_of(change):
+    return _anatomy_run(lambda run: {**run, "anatomy": change(run["anatomy"])})
+
+
+def _steps(value):
+    def put(anatomy):
+        anatomy = dict(anatomy)
+        if value is None:
+            del anatomy["steps"]
+        else:
+            anatomy["steps"] = value
+        return anatomy
+
+    return put
+
+
+# What a renderer would read and fail on with a KeyError or a TypeError: named before any work.
+MALFORMED = {
+    "loss-no-object": ("loss_comparison_m8.json", _losses_run(_no_object), "losses.A.metrics "
+                       "(an object), losses.A.loss_seconds (a list), losses.A.step_seconds "
+                       "(a list)"),
+    "loss-without-metrics": ("loss_comparison_m8.json", _losses_run(_without("metrics")),
+                             "losses.A.metrics (an object)"),
+    "loss-without-timing": ("loss_comparison_m8.json", _losses_run(_without("step_seconds")),
+                            "losses.A.step_seconds (a list)"),
+    "losses-no-object": ("loss_comparison_m8.json",
+                         lambda: {**_losses(8), "losses": ["A", "B"]}, "losses (an object)"),
+    "run-no-object": ("gradient_anatomy.json", _anatomy_run(_no_object),
+                      "runs.m = 8.SmoothAP.recall (an object), runs.m = 8.SmoothAP.anatomy "
+                      "(an object)"),
+    "run-without-anatomy": ("gradient_anatomy.json", _anatomy_run(_without("anatomy")),
+                            "runs.m = 8.SmoothAP.anatomy (an object)"),
+    "run-without-recall": ("gradient_anatomy.json", _anatomy_run(_without("recall")),
+                           "runs.m = 8.SmoothAP.recall (an object)"),
+    "steps-missing": ("gradient_anatomy.json", _anatomy_of(_steps(None)),
+                      "runs.m = 8.SmoothAP.anatomy.steps (a list)"),
+    "steps-no-list": ("gradient_anatomy.json", _anatomy_of(_steps({"first": 0, "last": 9})),
+                      "runs.m = 8.SmoothAP.anatomy.steps (a list)"),
+    "no-direction": ("gradient_anatomy.json",
+                     _anatomy_of(lambda anatomy: {"steps": anatomy["steps"]}),
+                     "runs.m = 8.SmoothAP.anatomy's tables (an object per direction)"),
+    "encoder-no-object": ("gradient_anatomy.json",
+                          lambda: {**_anatomy(), "runs": {**_anatomy()["runs"], "m = 8": 3}},
+                          "runs.m = 8 (an object)"),
+    "runs-no-object": ("gradient_anatomy.json", lambda: {**_anatomy(), "runs": []},
+                       "runs (an object)"),
+}
+
+
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_a_malformed_run_is_named_by_what_it_lacks_before_any_work(tmp_path, case):
+    file, make, lacks = MALFORMED[case]
+    message, path = _refusal(tmp_path, file, make())
+    study = "losses" if file.startswith("loss") else "anatomy"
+    assert message == (f"--studies: {path!r} is not the JSON of gradlab study {study}: it lacks "
+                       f"{lacks}")  # fmt: skip
 
 
 def test_a_p_study_whose_batch_sizes_are_no_list_fits_no_row(tmp_path):
