@@ -49,6 +49,13 @@ SATURATED = 0.01
 """P within this of 0 or 1 at every m and seed says nothing about a trend."""
 PROTOCOL_SETTING = "trained_at_m"
 """The setting that follows the paper's protocol and alone decides the miniature's outcome."""
+SETTING_WORDS = {
+    "trained_at_m": "networks fine-tuned at each m",
+    "fixed_untrained": "one untrained network at every m",
+    "fixed_trained": "one network trained at a single m, at every m",
+}
+"""The miniature's settings (``gradlab.experiments.p_vs_batch_size``) in words, for the audit's
+details; a setting not listed is named by its key."""
 TRENDS = ("rises", "falls", "flat", "unclear", "saturated")
 """What :func:`setting_trend` can return."""
 
@@ -179,7 +186,7 @@ def setting_name(measurement: Mapping, setting: str = PROTOCOL_SETTING) -> str:
     Example:
         >>> setting_name({"data": "digit strings", "model": "a CNN", "batch_sizes": [16, 256],
         ...               "seeds": [0, 1, 2], "settings": {"trained_at_m": {"epochs": 1}}})
-        'trained_at_m: digit strings, a CNN, m = 16..256, one network trained per m for 1 epoch(s), 3 seeds'
+        'networks fine-tuned at each m: digit strings, a CNN, m = 16..256, one network trained per m for 1 epoch(s), 3 seeds'
     """  # noqa: E501
     data = measurement.get("settings", {}).get(setting, {})
     sizes = measurement.get("batch_sizes", [])
@@ -193,7 +200,7 @@ def setting_name(measurement: Mapping, setting: str = PROTOCOL_SETTING) -> str:
     elif "training" in data:
         parts.append(str(data["training"]))
     parts.append(f"{len(measurement.get('seeds', []))} seeds")
-    return f"{setting}: " + ", ".join(parts)
+    return f"{SETTING_WORDS.get(setting, setting)}: " + ", ".join(parts)
 
 
 def decide_trend(
@@ -225,8 +232,8 @@ def decide_trend(
     if not settings:
         return "inconclusive", "the measurement holds no setting"
     trends = {name: setting_trend(data["P"]) for name, data in settings.items() if "P" in data}
-    context = "; ".join(f"{name}: {trend} ({why})" for name, (trend, why) in trends.items()
-                        if name != setting)  # fmt: skip
+    context = "; ".join(f"{SETTING_WORDS.get(name, name)}: {trend} ({why})"
+                        for name, (trend, why) in trends.items() if name != setting)  # fmt: skip
     context = f" Context, not deciding: {context}." if context else ""
     if setting not in trends:
         return "inconclusive", f"the measurement lacks the deciding setting {setting}.{context}"

@@ -138,7 +138,7 @@ def test_fewer_than_two_batch_sizes_say_so(p_per_seed):
 def test_every_outcome_on_the_protocol_setting(changes, predicted, outcome):
     got, detail = decide_trend(measurement(trained_at_m=ends(changes)), predicted)
     assert got == outcome
-    assert detail.startswith("On trained_at_m: 3-digit strings, a small CNN, m = 16..256, one "
+    assert detail.startswith("On networks fine-tuned at each m: 3-digit strings, a small CNN, m = 16..256, one "
                              "network trained per m for 1 epoch(s), 3 seeds: P ")  # fmt: skip
 
 
@@ -146,7 +146,7 @@ def test_the_setting_is_named_with_its_optimizer_steps_when_measured():
     data = measurement(trained_at_m=ends(RISING))
     data["settings"]["trained_at_m"]["steps"] = [376, 6]
     assert decide_trend(data)[1].startswith(
-        "On trained_at_m: 3-digit strings, a small CNN, m = 16..256, one network trained per m "
+        "On networks fine-tuned at each m: 3-digit strings, a small CNN, m = 16..256, one network trained per m "
         "for 1 epoch(s) (376 to 6 optimizer steps), 3 seeds: P rises ("
     )  # fmt: skip
 
@@ -155,7 +155,7 @@ def test_the_saturated_untrained_setting_does_not_block_a_rise():
     data = measurement(fixed_untrained=[[1.0, 1.0]] * 3, trained_at_m=ends(RISING))
     outcome, detail = decide_trend(data, "rises")
     assert outcome == "reproduced"
-    assert "Context, not deciding: fixed_untrained: saturated" in detail
+    assert "Context, not deciding: one untrained network at every m: saturated" in detail
 
 
 def test_a_context_setting_that_disagrees_does_not_vote():
@@ -218,7 +218,7 @@ def test_the_check_carries_the_forms_prediction():
 
 
 SETTING_NAMES = {
-    "nothing named": ({}, "trained_at_m", "trained_at_m: data not named, model not named, 0 seeds"),
+    "nothing named": ({}, "trained_at_m", "networks fine-tuned at each m: data not named, model not named, 0 seeds"),
     "a setting described by its training": (
         {"data": "digits", "model": "an MLP", "batch_sizes": [8, 16, 64], "seeds": [0, 1],
          "settings": {"fixed": {"training": "trained once at m = 32"}}}, "fixed",
@@ -226,11 +226,11 @@ SETTING_NAMES = {
     "epochs with their optimizer steps": (
         {"data": "digits", "model": "an MLP", "seeds": [0],
          "settings": {"trained_at_m": {"epochs": 2, "steps": [40, 10]}}}, "trained_at_m",
-        "trained_at_m: digits, an MLP, one network trained per m for 2 epoch(s) (40 to 10 "
+        "networks fine-tuned at each m: digits, an MLP, one network trained per m for 2 epoch(s) (40 to 10 "
         "optimizer steps), 1 seeds"),
     "a setting the measurement lacks": (
         {"data": "digits", "model": "an MLP", "seeds": [0], "settings": {"other": {}}},
-        "trained_at_m", "trained_at_m: digits, an MLP, 1 seeds"),
+        "trained_at_m", "networks fine-tuned at each m: digits, an MLP, 1 seeds"),
 }  # fmt: skip
 
 
@@ -247,7 +247,7 @@ def test_a_verdict_names_its_setting_and_lists_the_others_as_context():
                    "settings": {"trained_at_m": {"P": rising}, "fixed": {"P": falling}}}
     outcome, detail = decide_trend(measurement)
     assert outcome == "reproduced"
-    assert "trained_at_m: digits, an MLP, 3 seeds" in detail
+    assert "networks fine-tuned at each m: digits, an MLP, 3 seeds" in detail
     assert " Context, not deciding: fixed: falls (" in detail
     alone = decide_trend({"settings": {"trained_at_m": {"P": rising}}})[1]
     assert "Context" not in alone and alone.endswith("; predicted: rises.")  # nothing after it
