@@ -16,7 +16,9 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
+from gradlab.experiments import digit_scenes
 from gradlab.monitor.sinks import decode_value
 from gradlab.plotting.style import step_axis
 
@@ -172,10 +174,18 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
 
 
 def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
-    """R@1/5/10 in both directions for each encoder and loss (mean +- std over seeds)."""
+    """R@1/5/10 in both directions for each encoder and loss (mean +- std over seeds).
+
+    A run that did not train (mean R@1 below
+    :data:`~gradlab.experiments.digit_scenes.CHANCE_FACTOR` times chance either way, listed
+    apart and not ranked by :func:`~gradlab.experiments.digit_scenes.summarize`) is drawn
+    hatched and faint, and the legend says so; a result without its test set's sizes
+    (``settings.test_scenes``) marks none."""
     result = _load(source)
     encoders = list(result["runs"])
     losses = list(next(iter(result["runs"].values())))
+    apart = (digit_scenes.summarize(result)["apart"]
+             if "test_scenes" in result.get("settings", {}) else {})  # fmt: skip
     metrics = ["i2t_R@1", "i2t_R@5", "i2t_R@10", "t2i_R@1", "t2i_R@5", "t2i_R@10"]
     figure, axes = plt.subplots(1, len(encoders), figsize=(5.6 * len(encoders), 4), sharey=True,
                                 layout="constrained")  # fmt: skip
@@ -188,7 +198,9 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
             means = [float(np.mean(recall[m])) for m in metrics]
             stds = [float(np.std(recall[m])) for m in metrics]
             x = np.arange(len(metrics)) + (index - (len(losses) - 1) / 2) * width
-            axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index])
+            faint = {"hatch": "//", "alpha": 0.45} if loss in apart.get(encoder, {}) else {}
+            axis.bar(x, means, width, yerr=stds, capsize=2, label=loss, color=colours[index],
+                     **faint)  # fmt: skip
         # the metric under each group of bars, the direction once under its three metrics
         axis.set_xticks(np.arange(len(metrics)), [m.split("_", 1)[1] for m in metrics],
                         fontsize=9)  # fmt: skip
@@ -200,7 +212,12 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
         axis.set_ylim(0, 1)
         axis.grid(alpha=0.3, axis="y")
     axes[0].set_ylabel("recall on unseen scenes")
-    axes[0].legend(fontsize=10)
+    handles = [Patch(color=colours[index], label=loss) for index, loss in enumerate(losses)]
+    if any(apart.values()):  # not ranked: the text lists these runs apart
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//",
+                             label=f"did not train (R@1 < {digit_scenes.CHANCE_FACTOR:g} x "
+                                   "chance): not ranked"))  # fmt: skip
+    axes[0].legend(handles=handles, fontsize=10)
     figure.suptitle(
         f"Digit scenes: recall both ways, {len(result['seeds'])} seeds (bars: mean +- std)",
         fontsize=11,

@@ -425,6 +425,30 @@ def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
     assert figure._suptitle.get_fontsize() == 11
 
 
+def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
+    # 100 test scenes: chance R@1 is 0.01 both ways; "VSE++ max" on VSE++ stays below twice that
+    result = _recall_result()
+    result["settings"] = {"test_scenes": 100, "captions_per_image": 5}
+    stuck = result["runs"]["VSE++"]["VSE++ max"]["recall"]
+    for metric in METRICS:
+        stuck[metric] = [0.005, 0.015] if metric.endswith("R@1") else [0.03, 0.05]
+    for runs in result["runs"].values():  # the study's rsum: its six recalls summed, per seed
+        for run in runs.values():
+            run["recall"]["rsum"] = list(np.sum([run["recall"][m] for m in METRICS], axis=0))
+    figure = drawn(module.plot_scene_recall, result)
+    for axis, faint in zip(figure.axes, ({"VSE++ max"}, set()), strict=True):
+        bars = [c for c in axis.containers if isinstance(c, BarContainer)]
+        for container in bars:
+            hatched = container.get_label() in faint
+            assert {p.get_hatch() for p in container} == {"//" if hatched else None}
+            assert {p.get_alpha() for p in container} == {0.45 if hatched else None}
+    legend = figure.axes[0].get_legend()
+    assert [t.get_text() for t in legend.get_texts()] == [
+        "SmoothAP", "VSE++ max", "NT-Xent", "did not train (R@1 < 2 x chance): not ranked"]
+    # the legend's loss entries are plain: the same loss trained on the other encoder
+    assert [h.get_hatch() for h in legend.legend_handles] == [None, None, None, "//"]
+
+
 def test_scene_recall_colours_four_losses_and_starts_at_zero(drawn):
     result = _recall_result(encoders=("VSE++",))
     losses = result["runs"]["VSE++"]
