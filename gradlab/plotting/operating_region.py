@@ -172,8 +172,22 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
         if moving and all(value is not None for _, value in values):
             numbers = " and ".join(dict.fromkeys(f"{value:g}" for _, value in values))
             labels = " and ".join(label for label, _ in values)
-            notes.append(f"{title}: {numbers} at each of the {len(steps)} logged steps "
-                         f"({labels}; not drawn)")  # fmt: skip
+            notes.append((f"{title}: {numbers} at each of the {len(steps)} logged steps",
+                          f"({labels}; not drawn)"))  # fmt: skip
     title = f"SmoothAP on digits 0-4, batch {results['batch_size']}, tau={results['tau']}"
-    figure.suptitle("\n".join([title, *(textwrap.fill(note, 100) for note in notes)]))
+    figure.suptitle("\n".join([title, *(_note_lines(*note) for note in notes)]))
     return save_figure(figure, path)
+
+
+NOTE_WIDTH = 100
+"""Characters per line of a training-dynamics note in the figure's title."""
+
+
+def _note_lines(sentence: str, parenthetical: str) -> str:
+    """A note of a panel that never moved: one line when it fits, else the sentence and its
+    parenthetical each on their own lines (wrapped only if one alone is too long), so that no
+    line breaks inside a phrase such as ``slope / R^2 > eps``."""
+    whole = f"{sentence} {parenthetical}"
+    if len(whole) <= NOTE_WIDTH:
+        return whole
+    return "\n".join(textwrap.fill(part, NOTE_WIDTH) for part in (sentence, parenthetical))

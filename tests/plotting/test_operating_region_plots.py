@@ -5,7 +5,6 @@ words, whole-number step ticks. The drawn Axes are read back; expected values ar
 from __future__ import annotations
 
 import math
-import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -278,16 +277,11 @@ def test_a_panel_that_never_moves_is_a_sentence_with_its_value(drawn):
     assert figure._suptitle.get_text() == "\n".join(
         [
             "SmoothAP on digits 0-4, batch 32, tau=0.01",
-            textwrap.fill(
-                "Queries with no gradient entry: 0 at each of the 3 logged steps (slope > "
-                "eps and slope / R^2 > eps; not drawn)",
-                100,
-            ),
-            textwrap.fill(
-                "AD - CB split: 0.25 and -1 at each of the 3 logged steps (|AD| / (|AD| + "
-                "|CB|) and cosine(AD, CB); not drawn)",
-                100,
-            ),
+            # too long for one line of 100: the parenthetical on a line of its own
+            "Queries with no gradient entry: 0 at each of the 3 logged steps",
+            "(slope > eps and slope / R^2 > eps; not drawn)",
+            "AD - CB split: 0.25 and -1 at each of the 3 logged steps",
+            "(|AD| / (|AD| + |CB|) and cosine(AD, CB); not drawn)",
         ]
     )
 
@@ -310,11 +304,20 @@ def test_one_moving_series_in_a_panel_draws_the_panel(drawn):
         module.EQ1_NAME,
         "pairs of others",
     ]
-    assert figure._suptitle.get_text().split("\n", 3)[3] == textwrap.fill(
-        "AD - CB split: 0.1 at each of the 3 logged steps (|AD| / (|AD| + |CB|) and cosine(AD, "
-        "CB); not drawn)",
-        100,
-    )
+    assert figure._suptitle.get_text().split("\n", 3)[3] == (
+        "AD - CB split: 0.1 at each of the 3 logged steps\n"
+        "(|AD| / (|AD| + |CB|) and cosine(AD, CB); not drawn)")  # 101 characters: two lines
+
+
+def test_a_note_that_fits_in_100_characters_stays_one_line(drawn):
+    history = _history(p_seed_definition=0.5, share_without_gradient=0.0,
+                       share_without_weighted_gradient=0.0, ad_share=0.0,
+                       ad_cb_cosine=0.0)  # fmt: skip
+    figure = drawn(module.plot_training_dynamics, _dynamics(history))
+    note = ("AD - CB split: 0 at each of the 3 logged steps (|AD| / (|AD| + |CB|) and "
+            "cosine(AD, CB); not drawn)")  # fmt: skip
+    assert len(note) == 99
+    assert figure._suptitle.get_text().split("\n", 3)[3] == note
 
 
 def test_three_moving_panels_stand_in_one_row(drawn):
