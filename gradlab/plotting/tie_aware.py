@@ -32,6 +32,7 @@ def plot_harmonic_error(source: dict | str | Path, path: str | Path) -> Path:
         title="Error of $\\ln((N+n)/N)$ for $H(N+n) - H(N)$\n(white: the bound $n/(2N^2)$)",
     )
     figure.colorbar(image, ax=left, label="ln-sum error")
+    figure.get_layout_engine().set(wspace=0.08)  # the colour bar's label clear of the right panel
     # blue, orange, green, purple: n_d = 8 and 512 no longer two oranges (palette's 1 and 3)
     columns = dict.fromkeys(int(np.argmin(np.abs(in_bin - n))) for n in (1, 8, 64, 512))
     for index, column in zip((0, 1, 2, 4), columns, strict=False):  # a coarse grid: fewer

@@ -112,6 +112,17 @@ def test_a_coarse_grid_draws_each_nearest_column_once(figures):
     assert [line.get_label() for line in right.get_lines()[::3]] == ["$n_d$ = 1", "$n_d$ = 4"]
 
 
+def test_the_colour_bars_label_stands_clear_of_the_right_panels_label(figures):
+    module.plot_harmonic_error(_surface(), "h.png")
+    figure = figures[0]
+    renderer = figure._get_renderer()
+    figure.draw_without_rendering()
+    _, right, colour_bar = figure.axes
+    gap = (right.yaxis.label.get_window_extent(renderer).x0
+           - colour_bar.yaxis.label.get_window_extent(renderer).x1)  # fmt: skip
+    assert gap >= 0.3 * figure.dpi  # at least 0.3 inch between "ln-sum error" and the next label
+
+
 def _gap_result(bits) -> dict:
     scales = [0.5, 5.0, 50.0, 500.0]
     runs = []
