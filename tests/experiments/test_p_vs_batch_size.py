@@ -7,6 +7,7 @@ import torch
 
 from gradlab import GradlabError
 from gradlab.experiments.p_vs_batch_size import close_pair_proportions, measure, p_decomposition
+from gradlab.symbolic.batch_size import SETTING_WORDS
 from tests.reference.batch_proportion_loops import batch_proportions
 
 
@@ -194,7 +195,7 @@ def test_the_summary_reads_each_settings_own_parts_and_quotes_the_measurement():
     assert set(summary["claim"]["miniature"]) == {"outcome", "detail"}
     assert summary["claim"]["miniature"]["outcome"] == "not-reproduced"  # predicted: rises
     detail = summary["claim"]["detail"]
-    assert "not-reproduced" in detail and "trained_at_m" in detail
+    assert "not-reproduced" in detail and SETTING_WORDS["trained_at_m"] in detail
     assert "predicted: rises" in summary["claim"]["miniature"]["detail"]
 
 
