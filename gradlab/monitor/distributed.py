@@ -27,6 +27,7 @@ __all__ = [
     "StepAgreement",
     "agree_on_step",
     "all_gather_rows",
+    "checksum",
     "collective_device",
     "decide",
     "gather_batch",
@@ -55,7 +56,7 @@ def is_rank_zero() -> bool:
     return not is_distributed() or torch.distributed.get_rank() == 0
 
 
-_OFFER = ("step", "calls", "batch", "labels", "grad", "loss", "rows", "width")
+_OFFER = ("step", "calls", "batch", "labels", "grad", "loss", "rows", "width", "checksum")
 """What each rank offers at a logged step (:func:`agree_on_step`), in order."""
 
 
@@ -70,12 +71,15 @@ class StepAgreement:
             differ in what they hold); ``None`` when it is logged or the ranks are out of step.
         out_of_step: why the ranks are out of step (their steps or watched-call counts
             differ); ``None`` otherwise.
+        same: every rank (two or more) holds the same rows and labels (equal checksums): the
+            batch is read once, on each rank its own (:func:`gather_batch`).
     """
 
     log: bool
     rows: tuple[int, ...] = ()
     skipped: str | None = None
     out_of_step: str | None = None
+    same: bool = False
 
 
 def collective_device() -> torch.device:
@@ -91,6 +95,7 @@ def collective_device() -> torch.device:
 
 
 def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
+    """The offer but its checksum (:func:`checksum`, computed on the device)."""
     if batch is None:
         return [step, calls, 0, 0, 0, 0, 0, 0]
     embeddings = batch.embeddings
@@ -99,19 +104,59 @@ def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
             embeddings.shape[1] if embeddings.dim() > 1 else -1]  # fmt: skip
 
 
+_BIT_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+def checksum(batch: BatchView | None) -> torch.Tensor:
+    """A 0-d int64 checksum of the batch's rows and labels, on their device, without a host sync.
+
+    The sum over rows ``r`` of ``(r + 1)`` times (the row's values, each value's bit pattern
+    read as an integer, weighted by column ``c`` as ``c + 1``, plus the row's label): integer
+    arithmetic (wrapping on overflow), so every rank that holds the same rows and labels gets
+    the same number, whatever the order of the reduction; rows or columns in another order give
+    another one. 0 for no batch or no rows.
+
+    Example:
+        >>> view = BatchView(embeddings=torch.eye(2), labels=torch.arange(2))
+        >>> int(checksum(view)) == int(checksum(BatchView(embeddings=torch.eye(2),
+        ...                                               labels=torch.arange(2))))
+        True
+        >>> int(checksum(view)) == int(checksum(BatchView(embeddings=torch.eye(2).flip(0),
+        ...                                               labels=torch.arange(2))))
+        False
+    """
+    if batch is None or batch.embeddings.numel() == 0:
+        device = batch.embeddings.device if batch is not None else None
+        return torch.zeros((), dtype=torch.int64, device=device)
+    embeddings = batch.embeddings.detach()
+    rows = embeddings.shape[0]
+    flat = embeddings.reshape(rows, -1).contiguous()
+    bits = flat.view(_BIT_VIEWS[flat.element_size()]).to(torch.int64)
+    columns = torch.arange(1, bits.shape[1] + 1, dtype=torch.int64, device=bits.device)
+    bits = (bits * columns).sum(dim=1)
+    if batch.labels is not None and batch.labels.numel() == rows:
+        bits = bits + batch.labels.detach().reshape(rows).to(torch.int64)
+    weights = torch.arange(1, rows + 1, dtype=torch.int64, device=bits.device)
+    return (bits * weights).sum()
+
+
 def decide(table: list[list[int]]) -> StepAgreement:
     """The decision from every rank's offer (rows of ``table``, rank order); pure, no collective.
 
     Args:
         table: per rank ``[step, calls, has batch, has labels, has gradient, has loss, rows,
-            width]``.
+            width, checksum]``.
 
     Example:
-        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4], [3, 3, 1, 1, 1, 1, 6, 4]])
-        StepAgreement(log=True, rows=(8, 6), skipped=None, out_of_step=None)
-        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4], [3, 3, 0, 0, 0, 0, 0, 0]]).skipped
+        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 1, 1, 1, 1, 6, 4, 23]])
+        StepAgreement(log=True, rows=(8, 6), skipped=None, out_of_step=None, same=False)
+        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 1, 1, 1, 1, 8, 4, 17]]).same
+        True
+        >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 0, 0, 0, 0, 0, 0, 0]]).skipped
         'rank 1 has no batch for step 3 (its loss call was not read, or raised)'
     """
+    if any(len(row) != len(_OFFER) for row in table):
+        raise ValueError(f"each rank's offer holds {len(_OFFER)} values {_OFFER}; got {table}")
     steps = [(row[0], row[1]) for row in table]
     if len(set(steps)) > 1:
         where = ", ".join(f"rank {rank} at step {step} after {calls} watched call(s)"
@@ -129,12 +174,14 @@ def decide(table: list[list[int]]) -> StepAgreement:
     if len(held) > 1 or len(widths) > 1:
         detail = "; ".join(
             f"rank {rank}: " + ", ".join(f"{name} {value}" for name, value
-                                         in zip(_OFFER[3:], row[3:], strict=True))
+                                         in zip(_OFFER[3:8], row[3:8], strict=True))
             for rank, row in enumerate(table)
         )  # fmt: skip
         return StepAgreement(log=False, skipped=f"the ranks' batches for step {step} differ in "
                              f"what they hold ({detail})")  # fmt: skip
-    return StepAgreement(log=True, rows=tuple(row[6] for row in table))
+    # the same rows, width and checksum on every rank (of two or more): one batch, not copies
+    same = len(table) > 1 and table[0][6] > 0 and len({tuple(row[6:]) for row in table}) == 1
+    return StepAgreement(log=True, rows=tuple(row[6] for row in table), same=same)
 
 
 def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreement:
@@ -143,7 +190,8 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
 
     Every rank must call it at the same logged steps (the schedule decides, the same on every
     rank); a rank without a batch still calls it, with ``batch=None``. One small
-    ``all_gather`` and one host read of ``world_size x 8`` integers.
+    ``all_gather`` and one host read of ``world_size x 9`` integers (the batch's
+    :func:`checksum` is computed on the device and joins the offer there).
 
     Args:
         step: this rank's step number.
@@ -159,9 +207,10 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     """
     mine = _offer(step, calls, batch)
     if not is_distributed():
-        return decide([mine])
+        return decide([[*mine, 0]])  # one rank: no copies to tell apart, no checksum needed
     device = batch.embeddings.device if batch is not None else collective_device()
-    offer = torch.tensor(mine, dtype=torch.int64, device=device)
+    offer = torch.cat([torch.tensor(mine, dtype=torch.int64, device=device),
+                       checksum(batch).to(device).reshape(1)])  # fmt: skip
     table = [torch.empty_like(offer) for _ in range(torch.distributed.get_world_size())]
     torch.distributed.all_gather(table, offer)
     return decide(torch.stack(table).tolist())  # the one host read of the agreement
@@ -199,12 +248,16 @@ def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -
     return torch.cat([part[:n] for part, n in zip(parts, rows, strict=True)])
 
 
-def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> BatchView:
+def gather_batch(
+    batch: BatchView, rows: tuple[int, ...] | None = None, *, same: bool = False
+) -> BatchView:
     """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
     batch itself when no process group is initialized. A batch read on a score matrix
     (``on_scores``) or on queries and candidates is not gathered: its statistics are this
-    rank's own matrix, its loss the ranks' mean. The watched losses' degenerate-batch counts
-    are summed over the ranks.
+    rank's own matrix, its loss the ranks' mean. Nor is a batch that every rank holds alike
+    (``same``, from :func:`agree_on_step`: a loss called on embeddings all-gathered already):
+    its copies are not distinct items. The watched losses' degenerate-batch counts are summed
+    over the ranks.
 
     ``rows``: every rank's number of rows, from :func:`agree_on_step` (saves one exchange per
     tensor); ``None``: exchanged per tensor.
@@ -216,11 +269,11 @@ def gather_batch(batch: BatchView, rows: tuple[int, ...] | None = None) -> Batch
     """
     if not is_distributed():
         return batch
-    if batch.on_scores or batch.candidates is not None:
+    if batch.on_scores or batch.candidates is not None or same:
         # A score matrix, or queries against candidates, is no batch of rows to stack: each
         # rank's rows score the candidates that rank saw (its own, or every rank's when the
         # features are gathered), its positives placed for them. The statistics read this
-        # rank's own matrix.
+        # rank's own matrix. A batch every rank holds alike is the global batch already.
         batch.loss, batch.degenerate_batches = _over_ranks(batch)
         return batch
     gathered = BatchView(  # rows of embeddings and their labels (a positive mask goes with

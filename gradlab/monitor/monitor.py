@@ -43,7 +43,13 @@ from gradlab.monitor.adapters import (
 )
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import MonitorConfig
-from gradlab.monitor.distributed import agree_on_step, gather_batch, is_distributed, is_rank_zero
+from gradlab.monitor.distributed import (
+    StepAgreement,
+    agree_on_step,
+    gather_batch,
+    is_distributed,
+    is_rank_zero,
+)
 from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
@@ -188,6 +194,7 @@ class Monitor:
         self._unwatched_warned = False
         self._calls_at_step: int | None = None  # self.calls at the previous step()
         self._repeat_warned = False
+        self._same_warned = False  # every rank held the same batch (torch.distributed)
         self._no_gradient_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
@@ -512,15 +519,16 @@ class Monitor:
         (:func:`~gradlab.monitor.distributed.agree_on_step`), so none waits alone."""
         if self.out_of_step is not None or not self._scheduled(step):
             return None
-        rows = self._agree(step, batch, stacklevel=4)  # the caller of step()
-        if rows is None:
+        agreement = self._agree(step, batch, stacklevel=4)  # the caller of step()
+        if agreement is None:
             return None
         due = [q for q in self._scheduled(step) if q.name not in self.disabled]
-        return self._record(step, batch, due, rows)
+        return self._record(step, batch, due, agreement)
 
-    def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> tuple | None:
-        """The ranks' decision on a logged step: each rank's rows when it is logged, else
-        ``None`` (a skipped step is counted and warned once; ranks out of step stop logging)."""
+    def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> StepAgreement | None:
+        """The ranks' decision on a logged step when it is logged, else ``None`` (a skipped
+        step is counted and warned once; ranks out of step stop logging). Ranks that hold the
+        same batch warn once."""
         agreement = agree_on_step(step, self.calls, batch)
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
@@ -544,18 +552,35 @@ class Monitor:
                     stacklevel=stacklevel,
                 )
             return None
-        return agreement.rows
+        if agreement.same and not self._same_warned and not (
+            batch.on_scores or batch.candidates is not None  # never gathered anyway
+        ):
+            self._same_warned = True
+            warnings.warn(
+                f"gradlab.Monitor: at step {step} every rank holds the same batch "
+                f"({agreement.rows[0]} rows, the same values and labels): the watched loss is "
+                "called on embeddings gathered from every rank already, or every rank loads "
+                "the same data (a DataLoader without a DistributedSampler). The Monitor reads "
+                "that batch once rather than gather one copy per rank; pass "
+                "distributed='local' when the loss sees the global batch (later such steps "
+                "are not warned about)",
+                RuntimeWarning,
+                stacklevel=stacklevel,
+            )
+        return agreement
 
     def _record(
-        self, step: int, batch: BatchView, due: list[Quantity], rows: tuple | None = None
-    ) -> dict | None:
-        """Compute ``due`` on ``batch`` (global under torch.distributed: ``rows`` per rank,
-        agreed), write the record."""
+        self, step: int, batch: BatchView, due: list[Quantity],
+        agreement: StepAgreement | None = None,
+    ) -> dict | None:  # fmt: skip
+        """Compute ``due`` on ``batch`` (global under torch.distributed, as the ranks agreed),
+        write the record."""
         if batch.gradient_arrived is False:
             self._warn_no_gradient(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather
         if self.distributed == "auto":
-            batch = gather_batch(batch, rows)
+            batch = gather_batch(batch, agreement.rows if agreement else None,
+                                 same=agreement is not None and agreement.same)  # fmt: skip
         if batch.workspace is None:
             batch.workspace = self.workspace
         if batch.embeddings.numel() == 0:  # no rows: only what is defined on none this step
@@ -770,11 +795,11 @@ class Monitor:
             if last < 0 or self.out_of_step is not None or self._scheduled(last):
                 return
             batch = self._last_batch(last)
-            rows = self._agree(last, batch, stacklevel=5)  # the caller of close()
-            if rows is not None:
+            agreement = self._agree(last, batch, stacklevel=5)  # the caller of close()
+            if agreement is not None:
                 due = [q for q in self.quantities if q.name not in self.disabled
                        and not q.needs_grad]  # fmt: skip
-                self._record(last, batch, due, rows)
+                self._record(last, batch, due, agreement)
             return
         enabled = [q for q in self.quantities if q.name not in self.disabled]
         if self._last_call is None or any(q.should_compute(last) for q in enabled):

@@ -1,8 +1,10 @@
 """Subprocess entry points for the crash-safety and distributed tests (importable by spawn)."""
 
+import json
 import os
 import sys
 import time
+import warnings
 
 import torch
 
@@ -64,6 +66,36 @@ def score_matrix_worker(rank: int, world: int, init_file: str, log_dir: str, kin
         monitor.step()
         disabled = dict(monitor.disabled)
     torch.save(disabled, f"{log_dir}_rank{rank}_disabled.pt")
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
+def gathered_worker(rank: int, world: int, init_file: str, log_dir: str, distributed: str) -> None:
+    """Each rank all-gathers the embeddings (its own slice keeping its graph, as SimCLR and
+    CLIP implementations do) and calls the watched loss on the global batch; the warnings each
+    rank saw go to ``<log_dir>_rank<rank>_warnings.json``."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    torch.manual_seed(0)  # the same model on every rank
+    model = EmbeddingMLP(64, 16)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(log_dir, preset="default", every=1,
+                             distributed=distributed) as monitor:  # fmt: skip
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(2):
+                images, labels = rank_batch(rank)
+                embeddings = model(images)
+                parts = [torch.zeros_like(embeddings) for _ in range(world)]
+                torch.distributed.all_gather(parts, embeddings.detach())
+                parts[rank] = embeddings
+                every_label = [torch.zeros_like(labels) for _ in range(world)]
+                torch.distributed.all_gather(every_label, labels)
+                loss_fn(torch.cat(parts), torch.cat(every_label)).backward()
+                monitor.step()
+    with open(f"{log_dir}_rank{rank}_warnings.json", "w") as handle:
+        json.dump([str(w.message) for w in caught if w.category is RuntimeWarning], handle)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
 

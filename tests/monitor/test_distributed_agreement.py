@@ -15,6 +15,7 @@ from gradlab.monitor.batch import BatchView
 from gradlab.monitor.distributed import (
     agree_on_step,
     all_gather_rows,
+    checksum,
     collective_device,
     decide,
     gather_batch,
@@ -69,8 +70,8 @@ def test_a_rank_offers_its_step_calls_and_what_its_batch_holds(
 ):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agreement = agree_on_step(7, 9, _batch(3, 2, **extra))
-    # [step, calls, has batch, has labels, has gradient, has loss, rows, width]
-    assert rank1.offered[0].tolist() == [7, 9, 1, *held, 3, 2]
+    # [step, calls, has batch, has labels, has gradient, has loss, rows, width, checksum]
+    assert rank1.offered[0].tolist()[:8] == [7, 9, 1, *held, 3, 2]
     assert rank1.offered[0].dtype == torch.int64
     assert agreement.log is True
     assert agreement.rows == (3, 3)
@@ -79,17 +80,17 @@ def test_a_rank_offers_its_step_calls_and_what_its_batch_holds(
 def test_a_rank_without_a_batch_offers_zeros_after_its_step_and_calls(one_rank_group, monkeypatch):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agree_on_step(4, 5, None)
-    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0]
+    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0]
 
 
 def test_one_dimensional_embeddings_offer_width_minus_one(one_rank_group, monkeypatch):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
-    assert rank1.offered[0].tolist() == [2, 2, 1, 0, 0, 0, 5, -1]
+    assert rank1.offered[0].tolist()[:8] == [2, 2, 1, 0, 0, 0, 5, -1]
 
 
 def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_group, monkeypatch):
-    peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2])
+    peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2, 99])
     _SecondRank(monkeypatch, lambda t: peer_offer)
     batch = _batch(3, 2, labels=torch.arange(3), embedding_grad=torch.ones(3, 2),
                    loss=torch.tensor(1.0))  # fmt: skip
@@ -101,11 +102,11 @@ def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_
 @pytest.mark.parametrize(
     ("extra", "peer_offer", "differing"),
     [
-        ({}, [6, 6, 1, 1, 0, 0, 3, 2], "labels"),
-        ({"labels": torch.arange(3)}, [6, 6, 1, 0, 0, 0, 3, 2], "labels"),
-        ({}, [6, 6, 1, 0, 1, 0, 3, 2], "grad"),
-        ({}, [6, 6, 1, 0, 0, 1, 3, 2], "loss"),
-        ({}, [6, 6, 1, 0, 0, 0, 3, 7], "width"),
+        ({}, [6, 6, 1, 1, 0, 0, 3, 2, 99], "labels"),
+        ({"labels": torch.arange(3)}, [6, 6, 1, 0, 0, 0, 3, 2, 99], "labels"),
+        ({}, [6, 6, 1, 0, 1, 0, 3, 2, 99], "grad"),
+        ({}, [6, 6, 1, 0, 0, 1, 3, 2, 99], "loss"),
+        ({}, [6, 6, 1, 0, 0, 0, 3, 7, 99], "width"),
     ],
 )  # fmt: skip
 def test_ranks_whose_batches_hold_different_things_skip_the_step(
@@ -119,7 +120,7 @@ def test_ranks_whose_batches_hold_different_things_skip_the_step(
 
 
 def test_a_batch_on_another_rank_without_a_batch_skips_the_step(one_rank_group, monkeypatch):
-    _SecondRank(monkeypatch, lambda t: torch.tensor([1, 1, 0, 0, 0, 0, 0, 0]))
+    _SecondRank(monkeypatch, lambda t: torch.tensor([1, 1, 0, 0, 0, 0, 0, 0, 0]))
     agreement = agree_on_step(1, 1, _batch())
     assert agreement.log is False
     assert agreement.skipped == (
@@ -130,7 +131,7 @@ def test_a_batch_on_another_rank_without_a_batch_skips_the_step(one_rank_group, 
 def test_one_dimensional_embeddings_agree_with_a_rank_of_one_dimensional_embeddings(
     one_rank_group, monkeypatch
 ):
-    _SecondRank(monkeypatch, lambda t: torch.tensor([2, 2, 1, 0, 0, 0, 4, -1]))
+    _SecondRank(monkeypatch, lambda t: torch.tensor([2, 2, 1, 0, 0, 0, 4, -1, 99]))
     agreement = agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
     assert (agreement.log, agreement.rows) == (True, (5, 4))
 
@@ -138,7 +139,7 @@ def test_one_dimensional_embeddings_agree_with_a_rank_of_one_dimensional_embeddi
 def test_the_offer_travels_on_the_device_of_the_batch_whatever_the_default_device(
     one_rank_group, monkeypatch
 ):
-    peer_offer = torch.tensor([0, 1, 1, 0, 0, 0, 3, 2])
+    peer_offer = torch.tensor([0, 1, 1, 0, 0, 0, 3, 2, 99])
     rank1 = _SecondRank(monkeypatch, lambda t: peer_offer)
     batch = BatchView(embeddings=torch.empty(3, 2, device="meta"))
     agreement = agree_on_step(0, 1, batch)
@@ -172,7 +173,7 @@ def test_the_collectives_run_on_the_current_cuda_device_under_nccl(one_rank_grou
 
 
 def test_ranks_at_different_steps_are_out_of_step_with_each_ranks_step_and_calls():
-    agreement = decide([[3, 3, 1, 1, 1, 1, 8, 4], [4, 5, 1, 1, 1, 1, 8, 4]])
+    agreement = decide([[3, 3, 1, 1, 1, 1, 8, 4, 99], [4, 5, 1, 1, 1, 1, 8, 4, 99]])
     assert agreement.log is False
     assert agreement.skipped is None
     assert agreement.out_of_step == (
@@ -182,18 +183,19 @@ def test_ranks_at_different_steps_are_out_of_step_with_each_ranks_step_and_calls
 
 
 def test_ranks_without_a_batch_are_named_in_the_skip():
-    one = decide([[2, 2, 1, 1, 1, 1, 8, 4], [2, 2, 0, 0, 0, 0, 0, 0]])
+    one = decide([[2, 2, 1, 1, 1, 1, 8, 4, 99], [2, 2, 0, 0, 0, 0, 0, 0, 0]])
     assert one.log is False
     assert one.out_of_step is None
     assert one.skipped == "rank 1 has no batch for step 2 (its loss call was not read, or raised)"
-    two = decide([[2, 2, 0, 0, 0, 0, 0, 0], [2, 2, 1, 1, 1, 1, 8, 4], [2, 2, 0, 0, 0, 0, 0, 0]])
+    two = decide([[2, 2, 0, 0, 0, 0, 0, 0, 0], [2, 2, 1, 1, 1, 1, 8, 4, 99],
+                  [2, 2, 0, 0, 0, 0, 0, 0, 0]])
     assert two.skipped == (
         "rank 0, rank 2 have no batch for step 2 (its loss call was not read, or raised)"
     )
 
 
 def test_ranks_whose_batches_differ_are_told_what_each_holds():
-    agreement = decide([[5, 5, 1, 1, 1, 0, 8, 4], [5, 5, 1, 1, 0, 0, 8, 4]])
+    agreement = decide([[5, 5, 1, 1, 1, 0, 8, 4, 99], [5, 5, 1, 1, 0, 0, 8, 4, 99]])
     assert agreement.log is False
     assert agreement.out_of_step is None
     assert agreement.skipped == (
@@ -205,7 +207,59 @@ def test_ranks_whose_batches_differ_are_told_what_each_holds():
 
 def test_a_table_row_of_the_wrong_length_is_refused_not_cut():
     with pytest.raises(ValueError):
-        decide([[5, 5, 1, 1, 1, 0, 8, 4, 9], [5, 5, 1, 1, 0, 0, 8, 4, 9]])
+        decide([[5, 5, 1, 1, 1, 1, 8, 4, 9, 9], [5, 5, 1, 1, 1, 1, 8, 4, 9, 9]])
+
+
+# -- ranks that hold one batch alike ---------------------------------------------------------
+
+
+def _view(embeddings, labels=(0, 1, 1)):
+    return BatchView(embeddings=embeddings, labels=torch.tensor(labels))
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+def test_the_checksum_of_equal_rows_and_labels_is_equal_and_a_change_changes_it(dtype):
+    base = torch.tensor([[0.5, -1.25], [2.0, 3.0], [-0.75, 0.125]], dtype=dtype)
+    first = checksum(_view(base.clone()))
+    assert first.dtype == torch.int64 and first.dim() == 0
+    assert int(checksum(_view(base.clone()))) == int(first)
+    one_ulp = base.clone()
+    one_ulp[1, 0] = torch.nextafter(one_ulp[1, 0], torch.tensor(10.0, dtype=dtype))
+    changed = [one_ulp, base[[1, 0, 2]], base[:, [1, 0]]]  # a value, the rows' or columns' order
+    assert all(int(checksum(_view(other))) != int(first) for other in changed)
+    assert int(checksum(_view(base, labels=(0, 1, 2)))) != int(first)
+
+
+def test_the_checksum_of_no_batch_or_no_rows_is_zero():
+    assert int(checksum(None)) == 0
+    assert int(checksum(BatchView(embeddings=torch.empty(0, 4)))) == 0
+
+
+def test_ranks_holding_the_same_rows_and_checksum_hold_one_batch():
+    row = [3, 3, 1, 1, 1, 1, 8, 4, 17]
+    assert decide([row, list(row)]).same is True
+    assert decide([row, list(row), list(row)]).same is True
+    assert decide([row, [*row[:8], 18]]).same is False  # another batch
+    assert decide([row, [*row[:6], 7, 4, 17]]).same is False  # other rows
+    assert decide([row]).same is False  # one rank: nothing is copied
+    empty = [3, 3, 1, 1, 1, 1, 0, 4, 0]
+    assert decide([empty, list(empty)]).same is False  # no rows: nothing to copy
+
+
+def test_a_batch_held_alike_is_not_gathered_and_its_loss_is_still_averaged(
+    one_rank_group, monkeypatch
+):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
+                      embedding_grad=-embeddings, loss=torch.tensor(0.25))  # fmt: skip
+    agreement = agree_on_step(2, 2, batch)
+    assert agreement.same is True
+    rank1.offered.clear()
+    view = gather_batch(batch, agreement.rows, same=agreement.same)
+    assert view is batch and rank1.offered == []  # no rows exchanged
+    assert torch.equal(view.embeddings, embeddings) and view.labels.tolist() == [0, 1, 1]
+    assert view.loss.item() == 0.25 and rank1.reductions == 1
 
 
 # -- the global batch -----------------------------------------------------------------------

@@ -81,16 +81,16 @@ def test_a_rank_skipping_monitor_step_stops_the_gathering_without_mixing(tmp_pat
 # --- the decision itself: every outcome from a synthetic table (no process group) -------------
 
 # [step, calls, has batch, has labels, has gradient, has loss, rows, width] per rank
-READY = [5, 6, 1, 1, 1, 1, 8, 4]
+READY = [5, 6, 1, 1, 1, 1, 8, 4, 99]
 
 
 def _rank(**changes):
-    names = ["step", "calls", "batch", "labels", "grad", "loss", "rows", "width"]
+    names = ["step", "calls", "batch", "labels", "grad", "loss", "rows", "width", "checksum"]
     return [changes.get(name, value) for name, value in zip(names, READY, strict=True)]
 
 
 def test_ranks_with_the_same_step_and_readable_batches_log_with_their_row_counts():
-    agreement = decide([_rank(), _rank(rows=3), _rank(rows=8)])
+    agreement = decide([_rank(), _rank(rows=3), _rank(rows=8, checksum=98)])
     assert agreement.log and agreement.rows == (8, 3, 8)
     assert agreement.skipped is None and agreement.out_of_step is None
 

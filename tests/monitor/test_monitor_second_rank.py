@@ -1,8 +1,9 @@
 """The Monitor's logged steps under ``torch.distributed``, in process, beside a simulated rank.
 
 A one-rank gloo group makes the Monitor gather; ``get_world_size``, ``all_gather`` and
-``all_reduce`` are replaced by a second rank that holds the same batch as this one (so a record
-holds this rank's values) and whose offer at the step agreement can be changed: another step
+``all_reduce`` are replaced by a second rank that holds the same values as this one (so a record
+holds this rank's values) but offers another checksum (its batch is another one), and whose
+offer at the step agreement can be changed: another step
 number (it skipped ``monitor.step()``: the ranks are out of step) or no batch (its loss call
 was not read: the step is skipped on every rank). The expectations are the documented contract
 of :class:`gradlab.Monitor`: which steps are written, the counters, the one warning and its
@@ -21,11 +22,13 @@ import gradlab
 from gradlab.monitor import read_jsonl
 
 ROWS, WIDTH = 6, 4
-OFFER_LENGTH = 8  # [step, calls, has batch, has labels, has gradient, has loss, rows, width]
+OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss, rows, width,
+#                   checksum]
 
 
 class MirrorRank:
-    """Rank 1 holds this rank's batch; ``offers(step, offer)`` may change what it offers."""
+    """Rank 1 holds this rank's values under another checksum; ``offers(step, offer)`` may
+    change what it offers."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None) -> None:
         self.offers = offers or (lambda step, offer: offer)
@@ -40,7 +43,9 @@ class MirrorRank:
         self.gathers.append("offer" if is_offer else "rows")
         out[0].copy_(tensor)
         if is_offer:
-            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), tensor.tolist())))
+            offer = tensor.tolist()
+            offer[-1] += 1  # another batch than this rank's
+            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), offer)))
         else:
             out[1].copy_(tensor)
 
@@ -101,7 +106,7 @@ def test_ranks_that_agree_log_every_step_with_one_exchange_per_tensor(tmp_path, 
 def test_a_rank_without_a_batch_skips_the_step_counts_it_and_warns_once(tmp_path, one_rank_group,
                                                                         monkeypatch):  # fmt: skip
     def no_batch_at_odd_steps(step, offer):
-        return offer[:2] + [0] * 6 if step % 2 else offer
+        return offer[:2] + [0] * 7 if step % 2 else offer
 
     MirrorRank(monkeypatch, no_batch_at_odd_steps)
     monitor, returned, _, records, caught = _run(tmp_path, steps=5)
@@ -141,7 +146,7 @@ def test_the_distributed_warnings_point_at_the_callers_step_and_close(tmp_path, 
                                                                       monkeypatch):  # fmt: skip
     def skipped_then_out_of_step(step, offer):
         if step == 1:  # skipped at monitor.step()
-            return offer[:2] + [0] * 6
+            return offer[:2] + [0] * 7
         if step == 3:  # out of step at close(), which logs the step the schedule skipped
             return [step + 1, *offer[1:]]
         return offer
@@ -164,3 +169,22 @@ def test_the_distributed_warnings_point_at_the_callers_step_and_close(tmp_path, 
     assert [("not logged on any rank" in str(w.message), "out of step" in str(w.message))
             for w in told] == [(True, False), (False, True)]  # fmt: skip
     assert [(w.filename, w.lineno) for w in told] == [(__file__, lines[1]), (__file__, close_line)]
+
+
+def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_rank_group,
+                                                                  monkeypatch):  # fmt: skip
+    # rank 1 offers this rank's own checksum: the loss is called on the batch every rank
+    # gathered, so the Monitor gathers no second copy of it
+    rank1 = MirrorRank(monkeypatch, lambda step, offer: [*offer[:-1], offer[-1] - 1])
+    _, _, losses, records, caught = _run(tmp_path, steps=3)
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["loss"] for r in records] == pytest.approx(losses, rel=1e-12)
+    assert rank1.gathers == ["offer"] * 3  # no rows exchanged; the loss averaged once a step
+    assert rank1.reduces == 3
+    expected_norms = [float(_batch(step)[0].detach().norm(dim=1).mean()) for step in range(3)]
+    assert [r["embedding_norm_mean"] for r in records] == pytest.approx(expected_norms)
+    told = _runtime_warnings(caught)
+    assert len(told) == 1
+    assert told[0].startswith(f"gradlab.Monitor: at step 0 every rank holds the same batch "
+                              f"({ROWS} rows, the same values and labels)")  # fmt: skip
+    assert "distributed='local'" in told[0]

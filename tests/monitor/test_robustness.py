@@ -16,6 +16,7 @@ from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
 from tests.helpers.workers import (
     distributed_worker,
+    gathered_worker,
     rank_batch,
     rank_pairs,
     rank_scores,
@@ -98,3 +99,28 @@ def test_a_loss_on_score_matrices_under_distributed_reads_rank_zeros_matrix(tmp_
             "margin_violation_share", "margin_recall_at_1")  # fmt: skip
     assert [record[key] for key in keys] == pytest.approx(expected, abs=1e-6)
     assert "margins" not in headers[0].get("not_logged", {})
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("distributed", ["auto", "local"])
+def test_a_loss_on_embeddings_gathered_already_is_read_once(tmp_path, distributed):
+    # every rank calls the loss on the global batch: gathering it again would log two copies
+    # of each row, whose duplicate pairs pass for distinct items (uniformity, P, counts)
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    log_dir = tmp_path / "run"
+    mp.spawn(gathered_worker, args=(2, str(tmp_path / "init"), str(log_dir), distributed),
+             nprocs=2, join=True)  # fmt: skip
+    _, records = read_jsonl(log_dir / "metrics.jsonl")
+    torch.manual_seed(0)
+    model = EmbeddingMLP(64, 16)
+    with torch.no_grad():
+        embeddings = torch.cat([model(rank_batch(rank)[0]) for rank in range(2)])
+    expected = geometry_loops.uniformity(embeddings.double().tolist())
+    assert [r["step"] for r in records] == [0, 1]
+    assert records[0]["geometry_uniformity"] == pytest.approx(expected, rel=1e-5)
+    told = json.loads((tmp_path / "run_rank0_warnings.json").read_text())
+    same = [w for w in told if "every rank holds the same batch" in w]
+    # told once under "auto", with the way to silence it; "local" never gathers
+    assert len(same) == (1 if distributed == "auto" else 0), told
+    assert all("distributed='local'" in w and "step 0" in w for w in same)
