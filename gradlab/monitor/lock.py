@@ -77,11 +77,22 @@ def refuse_if_in_use(log_dir: Path) -> None:
 
 
 def _in_use_message(log_dir: Path, owner: dict) -> str:
+    """Why ``log_dir`` is refused, and the way out: a lock of this host names a live process;
+    one of another host cannot be checked from here, so deleting it is left to the user."""
+    if owner.get("host") == socket.gethostname():
+        stale = "A lock of a crashed process is stale and taken over."
+    else:
+        stale = (
+            f"The lock was written on another host, where this process cannot check whether "
+            f"process {owner.get('pid')} still runs, so it is honoured: if that run is dead (a "
+            "job restarted on another node after a crash or a preemption), delete "
+            f"{str(Path(log_dir) / LOCK_NAME)!r} and start again."
+        )
     return (
         f"log_dir {str(log_dir)!r} is in use by another Monitor (process {owner.get('pid')} on "
         f"{owner.get('host')!r}, lock file {LOCK_NAME}); runs never merge: choose another "
         "log_dir, or close() that Monitor first (then resume=True continues its run, "
-        f"overwrite=True replaces it). A lock of a crashed process is stale and taken over."
+        f"overwrite=True replaces it). {stale}"
     )
 
 

@@ -140,6 +140,30 @@ def test_a_lock_of_another_host_is_honoured_even_with_a_dead_pid(tmp_path, dead_
         acquire(tmp_path)
 
 
+def test_a_lock_of_another_host_is_refused_with_the_path_to_delete_not_a_takeover(tmp_path,
+                                                                                  dead_pid):
+    # a job restarted on another node after a preemption: the lock cannot be checked from
+    # here, so the message must not promise that a crashed process's lock is taken over
+    record = write_lock(tmp_path, dead_pid, host=socket.gethostname() + "-elsewhere")
+    for attempt in (acquire, refuse_if_in_use):
+        with pytest.raises(GradlabError) as refused:
+            attempt(tmp_path)
+        message = str(refused.value)
+        assert ADVICE in message
+        assert "is stale and taken over" not in message
+        assert f"cannot check whether process {dead_pid} still runs" in message
+        assert f"delete {str(tmp_path / LOCK_NAME)!r}" in message
+    assert read_lock(tmp_path) == record  # nothing was taken over
+
+
+def test_a_live_lock_of_this_host_says_a_crashed_ones_would_be_taken_over(tmp_path):
+    acquire(tmp_path)
+    with pytest.raises(GradlabError) as refused:
+        refuse_if_in_use(tmp_path)
+    assert str(refused.value).endswith("A lock of a crashed process is stale and taken over.")
+    assert "delete" not in str(refused.value)
+
+
 @pytest.mark.parametrize(
     "content",
     [b"", b'{"host": "h", "pi', b"\xff\xfe\x00garbage", b"[1, 2]", b'"text"',
