@@ -232,6 +232,7 @@ class LossAdapter:
         recorded: Sequence[ScoreCapture] = (),
         score_grad: bool = False,
         embedding_grad: bool = False,
+        loss_scale: bool = False,
     ) -> BatchView:
         """The BatchView of a logged call (:meth:`read`), with hooks that read the gradients
         the step's quantities need: ``dL/dS`` (:meth:`score_captures`) and the embeddings'.
@@ -244,6 +245,8 @@ class LossAdapter:
             recorded: the score matrices the loss handed its ``score_recorder``.
             score_grad: whether a quantity reads ``dL/dS``.
             embedding_grad: whether a quantity reads the embeddings' gradient.
+            loss_scale: whether to read the factor put on the loss before backward even when
+                neither gradient is read (a quantity reads a parameter's gradient).
 
         Raises:
             GradlabError: the call does not have this adapter's form.
@@ -271,7 +274,7 @@ class LossAdapter:
                 batch.embedding_grad = grad.detach()  # read only: returning None keeps it
 
             first.register_hook(keep)
-        if (score_grad or embedding_grad) and _is_scalar_in_graph(loss):
+        if (score_grad or embedding_grad or loss_scale) and _is_scalar_in_graph(loss):
 
             def keep_scale(grad: torch.Tensor) -> None:  # the factor put on the loss (read only)
                 batch.loss_scale = grad.detach().reshape(())

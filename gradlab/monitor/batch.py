@@ -248,6 +248,10 @@ class BatchView:
                                                               compare=False)  # fmt: skip
     """Called with the workspace when one is given to this view (the Monitor gives its own at
     the step): a loss adapter remembers it for the next step's backward."""
+    parameter_grads: dict = field(default_factory=dict, repr=False, compare=False)
+    """Gradients that the watched call's own backward sent to a parameter a quantity follows
+    (a learnable scale: :class:`~gradlab.monitor.geometry.Temperature`), by the quantity's key;
+    :meth:`unscale_gradients` divides them like the others."""
     local: BatchView | None = field(default=None, repr=False, compare=False)
     """Under torch.distributed, in the gathered view of a step: this rank's own view, what its
     watched call saw and backpropagated (a quantity about the call itself reads it)."""
@@ -284,7 +288,8 @@ class BatchView:
                 listener(value)
 
     def unscale_gradients(self) -> None:
-        """Divide the captured gradients (``embedding_grad`` and each ``dL/dS``) by
+        """Divide the captured gradients (``embedding_grad``, each ``dL/dS`` and the
+        :attr:`parameter_grads`) by
         :attr:`loss_scale`, so that they are the watched loss's own, whatever factor the
         training loop put on the loss before backward (accumulation, AMP, a loss weight).
         Nothing is read back; a scale of 0 (a loss multiplied by 0) leaves them as they are,
@@ -307,6 +312,8 @@ class BatchView:
         for capture in self.score_captures:
             if capture.grad is not None:  # the capture's own copy
                 capture.grad.mul_(factor.to(capture.grad.dtype))
+        for key, grad in self.parameter_grads.items():  # autograd's own tensors: not in place
+            self.parameter_grads[key] = grad * factor.to(device=grad.device, dtype=grad.dtype)
         self.loss_scale = None  # once
 
     def _leave_graph(self) -> None:

@@ -27,6 +27,7 @@ preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 import torch
@@ -246,19 +247,24 @@ class Temperature(Quantity):
     softmax-expected logit minus the positive logit, averaged over the queries (negative: the
     loss wants a larger scale, a sharper softmax; positive: a smaller one). When ``scale`` is a
     tensor with a gradient (a learnable parameter; its value is taken at the watched loss call,
-    the scale the loss used, and its gradient at ``monitor.step()``, before ``zero_grad()``),
-    ``temperature_log_scale_grad_observed`` is that gradient as ``dL/d log s``: the two agree
-    when the watched loss is the batch's InfoNCE. With both directions the closed form is
-    their mean (CLIP's loss, sentence-transformers' symmetric loss), or their sum for a loss
-    that says it sums them (gradlab's ``NTXentLoss(direction="both")``,
-    :class:`gradlab.losses.SoftmaxLogits`). A loss that says it is no softmax over each
-    query's candidates (SigLIP's sigmoid loss, VSE++'s triplet loss, NT-Xent summed over the
-    queries) logs no closed form: the scale, the parameter's gradient and the clamp only.
-    Those three read no score: on a step whose scores are not finite they keep their value
-    (a scale that diverged is then on the record) while the closed form logs NaN
-    (:attr:`Quantity.input_free_keys`). Without a ``scale`` of its own, on a loss that says it
-    is no softmax and holds no scale (VSE++'s triplet loss, Faghri et al. 2018, Eq. 5: a hinge
-    on cosine scores), the quantity logs nothing: the Monitor's fallback ``1 / tau`` is no
+    the scale the loss used), ``temperature_log_scale_grad_observed`` is its gradient as ``dL/d
+    log s``: the two agree when the watched loss is the batch's InfoNCE. It is the gradient that
+    the watched call's own backward sent to the parameter (a hook on it, divided by the factor
+    the loop put on the loss, as the other gradients are), not ``scale.grad``: under
+    ``DistributedDataParallel`` ``scale.grad`` is the mean over the ranks while the closed form
+    reads this rank's matrix, and with gradient accumulation ``scale.grad`` sums the
+    micro-batches while the closed form reads the last one. A parameter whose gradient no
+    backward of the watched call reached (a view built by hand) logs ``scale.grad``. With both
+    directions the closed form is their mean (CLIP's loss, sentence-transformers' symmetric
+    loss), or their sum for a loss that says it sums them (gradlab's
+    ``NTXentLoss(direction="both")``, :class:`gradlab.losses.SoftmaxLogits`). A loss that says
+    it is no softmax over each query's candidates (SigLIP's sigmoid loss, VSE++'s triplet loss,
+    NT-Xent summed over the queries) logs no closed form: the scale, the parameter's gradient
+    and the clamp only. Those three read no score: on a step whose scores are not finite they
+    keep their value (a scale that diverged is then on the record) while the closed form logs
+    NaN (:attr:`Quantity.input_free_keys`). Without a ``scale`` of its own, on a loss that says
+    it is no softmax and holds no scale (VSE++'s triplet loss, Faghri et al. 2018, Eq. 5: a
+    hinge on cosine scores), the quantity logs nothing: the Monitor's fallback ``1 / tau`` is no
     scale of that loss, and the run header's ``not_logged`` says so.
 
     Args:
@@ -355,6 +361,12 @@ class Temperature(Quantity):
                                f"{direction!r}")  # fmt: skip
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
         self.logits = logits
+        self._hook = None  # on the parameter: the watched call's own gradient (at_call)
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        state["_hook"] = None  # a hook handle belongs to this process's parameter
+        return state
 
     def not_applicable(self, loss: object) -> str | None:
         """Why nothing is logged for ``loss``: no ``scale`` given, and the loss declares
@@ -395,11 +407,31 @@ class Temperature(Quantity):
         ``monitor.step()`` an ``optimizer.step()`` may have moved it)."""
         value, dtype = self._parameter(batch)
         batch._cache[("temperature parameter", id(self))] = (value.clone(), dtype)
+        self._follow_gradient(batch)
+
+    def _follow_gradient(self, batch: BatchView) -> None:
+        """Hook the parameter for the gradient that the backward of this call sends it, kept
+        in ``batch.parameter_grads`` (the hook of an earlier call is removed: one at a time)."""
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+        scale = self.scale
+        if not (isinstance(scale, torch.Tensor) and scale.requires_grad):
+            return
+        view, key = weakref.ref(batch), ("temperature", id(self))
+
+        def keep(grad: torch.Tensor) -> None:
+            kept = view()
+            if kept is not None:  # a copy: DDP averages the tensor autograd hands on in place
+                kept.parameter_grads[key] = grad.detach().clone()
+
+        self._hook = scale.register_hook(keep)
 
     def compute(self, batch: BatchView) -> Values:
         if self.scale is None and _scale_free(batch.softmax):  # 1 / tau: no scale of the loss
             return {}
-        kept = batch._cache.get(("temperature parameter", id(self)))
+        call = batch.local if batch.local is not None else batch  # the watched call's view
+        kept = call._cache.get(("temperature parameter", id(self)))
         # no watched call captured (a view built by hand): the parameter now
         parameter, dtype = kept if kept is not None else self._parameter(batch)
         scale = parameter.exp() if self.log_scale else parameter
@@ -415,7 +447,9 @@ class Temperature(Quantity):
                 direction=direction)  # fmt: skip
             terms = declared.terms if direction == "both" else 1  # a sum of both directions
             values["temperature_log_scale_grad"] = gradient * terms
-        grad = getattr(self.scale, "grad", None)
+        grad = call.parameter_grads.get(("temperature", id(self)))
+        if grad is None:  # no backward of the watched call reached it: the parameter's own
+            grad = getattr(self.scale, "grad", None)
         if isinstance(grad, torch.Tensor):
             grad = grad.detach().reshape(()).to(device=scale.device, dtype=torch.float64)
             values["temperature_log_scale_grad_observed"] = grad if self.log_scale else grad * scale

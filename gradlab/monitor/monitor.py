@@ -375,6 +375,7 @@ class Monitor:
             self._pending = adapter.capture(
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
+                loss_scale=True,  # a quantity reading a parameter's gradient unscales it too
             )  # fmt: skip
             self._pending.provides = adapter.provides
             self._pending_adapter = adapter

@@ -100,6 +100,37 @@ def gathered_worker(rank: int, world: int, init_file: str, log_dir: str, distrib
     torch.distributed.destroy_process_group()
 
 
+class ScaledScores(torch.nn.Module):
+    """CLIP's learnable ``logit_scale`` (``log s``) on given cosine scores: ``s * q c^T``."""
+
+    def __init__(self, log_scale: float) -> None:
+        super().__init__()
+        self.logit_scale = torch.nn.Parameter(torch.tensor(log_scale, dtype=torch.float64))
+
+    def forward(self, queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        return self.logit_scale.exp() * queries @ candidates.T
+
+
+def temperature_ddp_worker(rank: int, world: int, init_file: str, log_dir: str) -> None:
+    """A DDP-wrapped learnable scale on each rank's own :func:`rank_pairs`, NT-Xent (i2t) on
+    the logits, the Monitor following the scale (the record is rank 0's)."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    module = ScaledScores(2.5)
+    model = torch.nn.parallel.DistributedDataParallel(module)
+    quantity = gradlab.monitor.Temperature(gradlab.monitor.every(1), scale=module.logit_scale,
+                                           log_scale=True, logits=True, direction="i2t")
+    with gradlab.Monitor(log_dir, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(1.0, direction="i2t"))
+        queries, candidates = (t.double() for t in rank_pairs(rank))
+        loss_fn(model(queries, candidates), torch.eye(6, dtype=torch.bool)).backward()
+        monitor.step()
+    torch.save(module.logit_scale.grad, f"{log_dir}_rank{rank}_grad.pt")
+    torch.distributed.barrier()
+    torch.distributed.destroy_process_group()
+
+
 def train_forever(log_dir: str) -> None:
     """Log every step until killed; prints READY after the fifth record."""
     torch.manual_seed(0)

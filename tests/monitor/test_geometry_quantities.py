@@ -461,3 +461,31 @@ def test_one_direction_of_a_loss_that_sums_two_is_not_doubled(tmp_path):
     eye = [[i == j for j in range(6)] for i in range(6)]
     expected = loops.temperature_gradient(scores, eye, 3.0)  # the rows' closed form alone
     assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-6)
+
+
+def test_the_observed_gradient_is_the_watched_calls_own_under_accumulation_and_a_weight(
+    tmp_path,
+):
+    # Two micro-batches of one optimizer step, each loss weighted 1/2 and then 3 (a loss
+    # weight): scale.grad sums both calls and carries the weights; the logged gradient is the
+    # last call's own dL/dlog s, which the closed form of that call's matrix equals.
+    generator = torch.Generator().manual_seed(6)
+    batches = [(torch.randn(7, 4, generator=generator, dtype=torch.float64),
+                torch.randn(7, 4, generator=generator, dtype=torch.float64)) for _ in range(2)]
+    log_scale = torch.nn.Parameter(torch.tensor(math.log(12.0), dtype=torch.float64))
+    quantity = Temperature(every(1), scale=log_scale, log_scale=True, logits=True,
+                           direction="i2t")  # fmt: skip
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+        for queries, answers in batches:
+            unit_q = torch.nn.functional.normalize(queries, dim=1)
+            unit_a = torch.nn.functional.normalize(answers, dim=1)
+            loss = loss_fn(log_scale.exp() * unit_q @ unit_a.T, torch.eye(7, dtype=torch.bool))
+            (loss / 2 * 3).backward()
+        record = monitor.step()
+    last = loops.cosines(*(t.tolist() for t in batches[1]))
+    eye = [[i == j for j in range(7)] for i in range(7)]
+    expected = loops.temperature_gradient(last, eye, 12.0)
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(expected, rel=1e-9)
+    assert float(log_scale.grad) != pytest.approx(expected, rel=1e-3)  # not scale.grad

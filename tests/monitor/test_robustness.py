@@ -1,6 +1,7 @@
 """Crash safety (a killed training process leaves valid JSONL) and torch.distributed (gloo)."""
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from tests.helpers.workers import (
     rank_pairs,
     rank_scores,
     score_matrix_worker,
+    temperature_ddp_worker,
 )
 from tests.reference import geometry_loops, score_losses_loops, smooth_ap_loops
 
@@ -124,3 +126,24 @@ def test_a_loss_on_embeddings_gathered_already_is_read_once(tmp_path, distribute
     # told once under "auto", with the way to silence it; "local" never gathers
     assert len(same) == (1 if distributed == "auto" else 0), told
     assert all("distributed='local'" in w and "step 0" in w for w in same)
+
+
+@pytest.mark.slow
+def test_under_ddp_the_observed_scale_gradient_is_rank_zeros_own_as_its_closed_form(tmp_path):
+    # DDP averages logit_scale.grad over the ranks, while the closed form reads rank 0's own
+    # matrix: the logged gradient is the one rank 0's backward sent, so the two agree
+    if not torch.distributed.is_available():
+        pytest.skip("torch.distributed is not available")
+    log_dir = tmp_path / "run"
+    mp.spawn(temperature_ddp_worker, args=(2, str(tmp_path / "init"), str(log_dir)), nprocs=2,
+             join=True)  # fmt: skip
+    _, (record,) = read_jsonl(log_dir / "metrics.jsonl")
+    eye = [[row == column for column in range(6)] for row in range(6)]
+    scale = math.exp(2.5)
+    own = [geometry_loops.temperature_gradient(rank_scores(rank).double().tolist(), eye, scale)
+           for rank in range(2)]  # fmt: skip
+    assert record["temperature_log_scale_grad"] == pytest.approx(own[0], rel=1e-6)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(own[0], rel=1e-6)
+    averaged = float(torch.load(tmp_path / "run_rank0_grad.pt"))  # what DDP left in .grad
+    assert averaged == pytest.approx(sum(own) / 2, rel=1e-6)
+    assert abs(own[0] - own[1]) > 1e-3  # the ranks' matrices differ: the test can tell
