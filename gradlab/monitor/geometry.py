@@ -447,6 +447,9 @@ class Temperature(Quantity):
                 direction=direction)  # fmt: skip
             terms = declared.terms if direction == "both" else 1  # a sum of both directions
             values["temperature_log_scale_grad"] = gradient * terms
+        if self._hook is not None:  # read: no later backward needs to call it
+            self._hook.remove()
+            self._hook = None
         grad = call.parameter_grads.get(("temperature", id(self)))
         if grad is None:  # no backward of the watched call reached it: the parameter's own
             grad = getattr(self.scale, "grad", None)

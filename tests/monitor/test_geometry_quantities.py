@@ -489,3 +489,18 @@ def test_the_observed_gradient_is_the_watched_calls_own_under_accumulation_and_a
     assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
     assert record["temperature_log_scale_grad_observed"] == pytest.approx(expected, rel=1e-9)
     assert float(log_scale.grad) != pytest.approx(expected, rel=1e-3)  # not scale.grad
+
+
+def test_the_scale_is_hooked_only_from_a_logged_call_to_its_step(tmp_path):
+    # off-schedule steps cost nothing: no hook of the Monitor stays on the parameter
+    log_scale = torch.nn.Parameter(torch.tensor(2.0))
+    quantity = Temperature(lambda step: step == 0, scale=log_scale, log_scale=True, logits=True)
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0))
+        for step in range(3):
+            scores = log_scale.exp() * torch.eye(4)
+            loss = loss_fn(scores, torch.eye(4, dtype=torch.bool))
+            assert len(log_scale._backward_hooks or {}) == (1 if step == 0 else 0)
+            loss.backward()
+            monitor.step()
+            assert not log_scale._backward_hooks
