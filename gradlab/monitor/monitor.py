@@ -529,8 +529,24 @@ class Monitor:
     def _agree(self, step: int, batch: BatchView | None, stacklevel: int) -> StepAgreement | None:
         """The ranks' decision on a logged step when it is logged, else ``None`` (a skipped
         step is counted and warned once; ranks out of step stop logging). Ranks that hold the
-        same batch warn once."""
-        agreement = agree_on_step(step, self.calls, batch)
+        same batch warn once.
+
+        Raises:
+            GradlabError: the collective failed (it timed out, or a rank ended), with what every
+                rank must do; the process group's error is its cause.
+        """
+        try:
+            agreement = agree_on_step(step, self.calls, batch)
+        except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
+            raise GradlabError(
+                f"gradlab.Monitor: the ranks' agreement on step {step} failed "
+                f"({type(error).__name__}: {str(error).strip()}). Under torch.distributed "
+                "every rank must make the Monitor (only rank 0 writes), call the watched loss "
+                "and monitor.step() as often, and close() it: a Monitor made or closed on rank "
+                "0 alone (inside 'if rank == 0:') waits here for ranks that never come until "
+                "the process group times out. Make it on every rank, or pass "
+                "distributed='local' to log each rank's own batch without collectives"
+            ) from error
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
             warnings.warn(

@@ -188,3 +188,32 @@ def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_
     assert told[0].startswith(f"gradlab.Monitor: at step 0 every rank holds the same batch "
                               f"({ROWS} rows, the same values and labels)")  # fmt: skip
     assert "distributed='local'" in told[0]
+
+
+@pytest.mark.parametrize("where", ["step", "close"])
+def test_an_agreement_that_times_out_says_every_rank_must_make_the_monitor(
+    tmp_path, one_rank_group, monkeypatch, where
+):
+    # a Monitor made (or closed) on rank 0 alone: the other rank never joins the agreement,
+    # and the process group's timeout is what the user would otherwise read
+    timeout = RuntimeError("Timed out waiting 1800000ms for recv operation to complete")
+
+    def never_joined(*args, **kwargs):
+        raise timeout
+
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap",
+                              every=1 if where == "step" else (lambda step: False))  # fmt: skip
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    embeddings, labels = _batch(0)
+    loss_fn(embeddings, labels).backward()
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(torch.distributed, "all_gather", never_joined)
+    with pytest.raises(gradlab.GradlabError) as raised:
+        monitor.step()
+        monitor.close()  # the last step, which the schedule skipped, is agreed on too
+    message = str(raised.value)
+    assert message.startswith("gradlab.Monitor: the ranks' agreement on step 0 failed "
+                              f"(RuntimeError: {timeout})")  # fmt: skip
+    assert "every rank must make the Monitor" in message
+    assert "distributed='local'" in message
+    assert raised.value.__cause__ is timeout
