@@ -545,7 +545,7 @@ class Monitor:
                 "and monitor.step() as often, and close() it: a Monitor made or closed on rank "
                 "0 alone (inside 'if rank == 0:') waits here for ranks that never come until "
                 "the process group times out. Make it on every rank, or pass "
-                "distributed='local' to log each rank's own batch without collectives"
+                "distributed='local' to log rank 0's own batch without collectives"
             ) from error
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
