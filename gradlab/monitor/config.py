@@ -38,7 +38,8 @@ QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Sus
 """gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
 DISTRIBUTED = ("auto", "local")
-"""``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather."""
+"""``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather
+(rank 0 logs its own batch). In either mode only rank 0 writes."""
 
 
 @dataclass(frozen=True)

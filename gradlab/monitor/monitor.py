@@ -101,7 +101,9 @@ class Monitor:
         strict: raise a quantity's error instead of reporting it once and disabling it, and a
             sink's fault instead of warning (the record is dropped either way).
         distributed: ``"auto"`` (the global batch under ``torch.distributed``, rank 0 writes)
-            or ``"local"``.
+            or ``"local"`` (rank 0's own batch, no collective; in either mode only rank 0
+            writes, so a Monitor of another rank writes nothing, even into a ``log_dir`` of its
+            own).
         config: extra JSON-ready settings stored in the header record.
         resume: continue the run in ``log_dir``.
         overwrite: replace the run in ``log_dir``.
