@@ -209,8 +209,9 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     if not is_distributed():
         return decide([[*mine, 0]])  # one rank: no copies to tell apart, no checksum needed
     device = batch.embeddings.device if batch is not None else collective_device()
-    offer = torch.cat([torch.tensor(mine, dtype=torch.int64, device=device),
-                       checksum(batch).to(device).reshape(1)])  # fmt: skip
+    offer = torch.tensor([*mine, 0], dtype=torch.int64, device=device)
+    if batch is not None:  # no batch offers 0, on the collectives' device
+        offer[-1] = checksum(batch)
     table = [torch.empty_like(offer) for _ in range(torch.distributed.get_world_size())]
     torch.distributed.all_gather(table, offer)
     return decide(torch.stack(table).tolist())  # the one host read of the agreement

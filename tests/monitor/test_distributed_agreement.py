@@ -415,3 +415,14 @@ def test_the_gathered_view_describes_the_same_loss_call(one_rank_group, monkeypa
     assert gathered.on_scores is on_scores
     # a score matrix is not gathered (rank 0's own matrix); rows of embeddings are
     assert gathered is local if on_scores else gathered.local is local
+
+
+def test_a_rank_without_a_batch_offers_on_the_collectives_device_whatever_the_default(
+    one_rank_group, monkeypatch
+):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    with torch.device("meta"):
+        agreement = agree_on_step(4, 5, None)
+    assert rank1.offered[0].device.type == "cpu"
+    assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0]
+    assert agreement.skipped.startswith("rank 0, rank 1 have no batch for step 4")
