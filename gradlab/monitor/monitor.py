@@ -542,7 +542,8 @@ class Monitor:
         except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
             raise GradlabError(
                 f"gradlab.Monitor: the ranks' agreement on step {step} failed "
-                f"({type(error).__name__}: {str(error).strip()}). Under torch.distributed "
+                f"({type(error).__name__}: {str(error).strip()}): another rank ended (see its "
+                "own error) or never joined. Under torch.distributed "
                 "every rank must make the Monitor (only rank 0 writes), call the watched loss "
                 "and monitor.step() as often, and close() it: a Monitor made or closed on rank "
                 "0 alone (inside 'if rank == 0:') waits here for ranks that never come until "
