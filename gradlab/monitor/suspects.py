@@ -8,7 +8,11 @@ gradient mass ``sum |dL/dS|`` (from the watched loss's ``dL/dS``) and their shar
 query's ``k`` hardest negatives (:func:`gradlab.functional.suspect_summary`).
 
 Labels and hashes change with every batch: pass a callable that returns the current batch's
-(the one the watched loss sees), as :meth:`gradlab.Monitor.attach` takes its labels.
+(the one the watched loss sees), as :meth:`gradlab.Monitor.attach` takes its labels. Under
+``torch.distributed`` a loss on embeddings is read on the global batch (every rank's rows, in
+rank order), so the callable returns the labels or hashes of every rank's batch (all-gathered
+in the training loop, on every rank); this rank's alone are refused for their shape and the
+quantity is disabled. A loss on a score matrix is read on this rank's own matrix: this rank's.
 """
 
 from __future__ import annotations
