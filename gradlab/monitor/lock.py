@@ -6,7 +6,9 @@ exactly one succeeds) and releases it at
 ``close()`` (or when the Monitor is garbage-collected unclosed). The file holds the host name,
 the process id and a random token. A lock left by a crashed process is *stale* and is taken
 over: on the same host, when no process with that id is alive (or the recorded id names no
-single process: 0, negative, beyond ``pid_t``), and a lock that cannot be read is stale too. Of
+single process: 0, negative, beyond ``pid_t``), or when the id is this process's own but the
+lock is none this process holds (an earlier process with the same id: a restarted container),
+and a lock that cannot be read is stale too. Of
 two processes taking over one stale lock, one wins (see :func:`acquire`). A lock written on
 another host cannot be checked and is honoured; delete the file by hand if that run is known
 to be dead.
@@ -24,6 +26,12 @@ from gradlab.errors import GradlabError
 
 LOCK_NAME = ".gradlab.lock"
 """The file that marks a ``log_dir`` as in use by a live Monitor."""
+
+_HELD: set[str] = set()
+"""The tokens of the locks this process holds now (acquired, not yet released). A lock that
+names this very process but holds none of them was left by an earlier process that had the
+same id: a container restarted with a fresh process-id namespace (the same host name, the
+training process again process 1 or 7) finds its predecessor's lock naming itself."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -58,6 +66,8 @@ def _live_owner(content: dict | None) -> dict | None:
         return None
     if content.get("host") != socket.gethostname():
         return content  # cannot be checked from here: honoured
+    if content["pid"] == os.getpid():  # this process: live only if it holds that lock now
+        return content if content.get("token") in _HELD else None
     return content if _pid_alive(content["pid"]) else None
 
 
@@ -111,6 +121,7 @@ def acquire(log_dir: Path) -> str:
     content = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "token": token})
     for _ in range(3):
         if _create_exclusive(path, content.encode()):
+            _HELD.add(token)
             return token
         found = _read(path)
         owner = _live_owner(found)
@@ -179,6 +190,7 @@ def _create_without_link(path: Path, content: bytes) -> bool:
 
 def release(log_dir: Path, token: str) -> None:
     """Remove ``log_dir``'s lock if it is still the one created with ``token``."""
+    _HELD.discard(token)
     path = Path(log_dir) / LOCK_NAME
     content = _read(path)
     if isinstance(content, dict) and content.get("token") == token:

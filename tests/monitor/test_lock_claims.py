@@ -19,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from gradlab import GradlabError
+from gradlab import GradlabError, Monitor
+from gradlab.monitor import read_jsonl
 from gradlab.monitor.lock import LOCK_NAME, acquire, holder, refuse_if_in_use, release
+from tests.helpers.training import train
 
 ADVICE = (
     "runs never merge: choose another log_dir, or close() that Monitor first (then resume=True "
@@ -358,3 +360,28 @@ def test_a_temporary_removed_by_someone_else_does_not_fail_a_claim(tmp_path, mon
     monkeypatch.setattr(os, "link", link_then_cleaned)
     token = acquire(tmp_path)
     assert read_lock(tmp_path)["token"] == token
+
+
+def test_a_lock_naming_this_process_that_it_does_not_hold_is_stale(tmp_path):
+    # a container restarted with a fresh process-id namespace: same host name, and the training
+    # process gets its predecessor's id, so the lock it left names this very process
+    write_lock(tmp_path, os.getpid(), token="left-by-the-process-before-the-restart")
+    assert holder(tmp_path) is None
+    refuse_if_in_use(tmp_path)  # no error
+    token = acquire(tmp_path)
+    assert read_lock(tmp_path) == {"host": socket.gethostname(), "pid": os.getpid(), "token": token}
+    with pytest.raises(GradlabError, match=f"process {os.getpid()} on"):
+        acquire(tmp_path)  # the lock this process holds now is live
+    release(tmp_path, token)
+    assert not (tmp_path / LOCK_NAME).exists()
+
+
+def test_a_monitor_resumes_a_run_whose_lock_names_this_process_from_before_a_restart(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as first:
+        train(first, steps=1)
+    write_lock(tmp_path, os.getpid(), token="left-by-the-process-before-the-restart")
+    with Monitor(tmp_path, preset="cheap", every=1, resume=True) as again:
+        train(again, steps=1)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]
+    assert not (tmp_path / LOCK_NAME).exists()
