@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView
 
 __all__ = [
@@ -134,8 +135,8 @@ def checksum(batch: BatchView | None) -> torch.Tensor:
     bits = flat.view(_BIT_VIEWS[flat.element_size()]).to(torch.int64)
     columns = torch.arange(1, bits.shape[1] + 1, dtype=torch.int64, device=bits.device)
     bits = (bits * columns).sum(dim=1)
-    if batch.labels is not None and batch.labels.numel() == rows:
-        bits = bits + batch.labels.detach().reshape(rows).to(torch.int64)
+    if batch.labels is not None and batch.labels.numel() == rows:  # CPU labels too (PML's)
+        bits = bits + batch.labels.detach().reshape(rows).to(bits.device, torch.int64)
     weights = torch.arange(1, rows + 1, dtype=torch.int64, device=bits.device)
     return (bits * weights).sum()
 
@@ -201,6 +202,10 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     Returns:
         The :class:`StepAgreement`; without a process group, the one-rank decision.
 
+    Raises:
+        GradlabError: the collective failed (it timed out, or a rank ended), naming what
+            every rank must do; the process group's error is its cause.
+
     Example:
         >>> agree_on_step(0, 1, None).skipped
         'rank 0 has no batch for step 0 (its loss call was not read, or raised)'
@@ -213,7 +218,19 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     if batch is not None:  # no batch offers 0, on the collectives' device
         offer[-1] = checksum(batch)
     table = [torch.empty_like(offer) for _ in range(torch.distributed.get_world_size())]
-    torch.distributed.all_gather(table, offer)
+    try:
+        torch.distributed.all_gather(table, offer)
+    except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
+        raise GradlabError(
+            f"gradlab.Monitor: the ranks' agreement on step {step} failed "
+            f"({type(error).__name__}: {str(error).strip()}): another rank ended (see its own "
+            "error) or never joined. Under torch.distributed every rank must make the Monitor "
+            "(only rank 0 writes), call the watched loss and monitor.step() as often, and "
+            "close() it: a Monitor made or closed on rank 0 alone (inside 'if rank == 0:') "
+            "waits here for ranks that never come until the process group times out. Make it "
+            "on every rank, or pass distributed='local' to log rank 0's own batch without "
+            "collectives"
+        ) from error
     return decide(torch.stack(table).tolist())  # the one host read of the agreement
 
 

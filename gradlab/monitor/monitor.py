@@ -535,21 +535,9 @@ class Monitor:
 
         Raises:
             GradlabError: the collective failed (it timed out, or a rank ended), with what every
-                rank must do; the process group's error is its cause.
+                rank must do (:func:`~gradlab.monitor.distributed.agree_on_step`).
         """
-        try:
-            agreement = agree_on_step(step, self.calls, batch)
-        except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
-            raise GradlabError(
-                f"gradlab.Monitor: the ranks' agreement on step {step} failed "
-                f"({type(error).__name__}: {str(error).strip()}): another rank ended (see its "
-                "own error) or never joined. Under torch.distributed "
-                "every rank must make the Monitor (only rank 0 writes), call the watched loss "
-                "and monitor.step() as often, and close() it: a Monitor made or closed on rank "
-                "0 alone (inside 'if rank == 0:') waits here for ranks that never come until "
-                "the process group times out. Make it on every rank, or pass "
-                "distributed='local' to log rank 0's own batch without collectives"
-            ) from error
+        agreement = agree_on_step(step, self.calls, batch)
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
             warnings.warn(

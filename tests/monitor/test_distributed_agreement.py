@@ -426,3 +426,10 @@ def test_a_rank_without_a_batch_offers_on_the_collectives_device_whatever_the_de
     assert rank1.offered[0].device.type == "cpu"
     assert rank1.offered[0].tolist() == [4, 5, 0, 0, 0, 0, 0, 0, 0]
     assert agreement.skipped.startswith("rank 0, rank 1 have no batch for step 4")
+
+
+def test_the_checksum_reads_labels_held_on_another_device_than_the_embeddings():
+    # pytorch-metric-learning's losses take CPU labels beside CUDA embeddings; the meta device
+    # stands for the accelerator here
+    view = BatchView(embeddings=torch.empty(3, 2, device="meta"), labels=torch.arange(3))
+    assert checksum(view).device.type == "meta"
