@@ -296,7 +296,8 @@ def gather_batch(
         return batch
     gathered = BatchView(  # rows of embeddings and their labels (a positive mask goes with
         embeddings=all_gather_rows(batch.embeddings, rows),  # candidates: not gathered)
-        labels=None if batch.labels is None else all_gather_rows(batch.labels, rows),
+        labels=None if batch.labels is None  # on the embeddings' device (NCCL gathers CUDA)
+        else all_gather_rows(batch.labels.to(batch.embeddings.device), rows),
         tau=batch.tau,
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,

@@ -433,3 +433,13 @@ def test_the_checksum_reads_labels_held_on_another_device_than_the_embeddings():
     # stands for the accelerator here
     view = BatchView(embeddings=torch.empty(3, 2, device="meta"), labels=torch.arange(3))
     assert checksum(view).device.type == "meta"
+
+
+def test_labels_held_on_the_cpu_are_gathered_on_the_embeddings_device(one_rank_group, monkeypatch):
+    # NCCL gathers CUDA tensors only: CPU labels beside CUDA embeddings (pytorch-metric-learning
+    # takes them) travel on the embeddings' device; the meta device stands for CUDA here
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    batch = BatchView(embeddings=torch.empty(3, 2, device="meta"), labels=torch.arange(3))
+    gather_batch(batch, rows=(3, 3))
+    assert {tensor.device.type for tensor in rank1.offered} == {"meta"}
+    assert len(rank1.offered) == 2  # the embeddings and the labels
