@@ -429,7 +429,9 @@ class Monitor:
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> dict | None:
-        """Close the optimizer step: compute and write the due quantities. Returns the record.
+        """Close the optimizer step: compute and write the due quantities. Returns the record
+        written, or None: off schedule, on a step not logged, and under torch.distributed on
+        every rank but 0 (which alone writes; the other ranks still compute and agree).
 
         Never an impossible value: on a step whose embeddings or scores are not finite (a loss
         that does not validate them), every quantity that reads them logs NaN for each of its
