@@ -12,7 +12,10 @@ Labels and hashes change with every batch: pass a callable that returns the curr
 ``torch.distributed`` a loss on embeddings is read on the global batch (every rank's rows, in
 rank order), so the callable returns the labels or hashes of every rank's batch (all-gathered
 in the training loop, on every rank); this rank's alone are refused for their shape and the
-quantity is disabled. A loss on a score matrix is read on this rank's own matrix: this rank's.
+quantity is disabled. No ``suspects_gradient_share`` is logged there: the ``dL/dS`` the Monitor
+reads is this rank's own matrix, not one of the global batch (a step whose ``dL/dS`` has not
+arrived logs none either). A loss on a score matrix is read on this rank's own matrix: this
+rank's labels and hashes, and the share.
 """
 
 from __future__ import annotations
@@ -121,12 +124,13 @@ class Suspects(Quantity):
         suspects = false_negative_suspects(scores, layout.positives,
                                            candidate_mask=layout.candidate_mask, labels=labels,
                                            hashes=hashes, margin=self.margin)  # fmt: skip
+        score_grad = self._score_grad(batch)
         summary = suspect_summary(suspects, scores, layout.positives,
-                                  candidate_mask=layout.candidate_mask,
-                                  score_grad=self._score_grad(batch), k=self.k)  # fmt: skip
+                                  candidate_mask=layout.candidate_mask, score_grad=score_grad,
+                                  k=self.k)  # fmt: skip
         values = {"suspects_count": summary.count, "suspects_per_query": summary.per_query,
                   "suspects_top_k_share": summary.top_k_share}  # fmt: skip
-        if "score_grad" in self.needs:
+        if score_grad is not None:  # none of this matrix (the global batch): no share, not NaN
             values["suspects_gradient_share"] = summary.gradient_share
         return values
 
