@@ -179,7 +179,9 @@ def decide(table: list[list[int]]) -> StepAgreement:
             for rank, row in enumerate(table)
         )  # fmt: skip
         return StepAgreement(log=False, skipped=f"the ranks' batches for step {step} differ in "
-                             f"what they hold ({detail})")  # fmt: skip
+                             f"what they hold ({detail}): every rank's Monitor needs the same "
+                             "options and the same watched loss, called alike, and "
+                             "monitor.step() after backward")  # fmt: skip
     # the same rows, width and checksum on every rank (of two or more): one batch, not copies
     same = len(table) > 1 and table[0][6] > 0 and len({tuple(row[6:]) for row in table}) == 1
     return StepAgreement(log=True, rows=tuple(row[6] for row in table), same=same)

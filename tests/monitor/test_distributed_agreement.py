@@ -201,7 +201,9 @@ def test_ranks_whose_batches_differ_are_told_what_each_holds():
     assert agreement.skipped == (
         "the ranks' batches for step 5 differ in what they hold ("
         "rank 0: labels 1, grad 1, loss 0, rows 8, width 4; "
-        "rank 1: labels 1, grad 0, loss 0, rows 8, width 4)"
+        "rank 1: labels 1, grad 0, loss 0, rows 8, width 4): every rank's Monitor needs the "
+        "same options and the same watched loss, called alike, and monitor.step() after "
+        "backward"
     )
 
 
