@@ -727,6 +727,9 @@ class Monitor:
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
+        if is_distributed():  # whose batch the records describe: the global one, or rank 0's
+            run["distributed"] = {"world_size": torch.distributed.get_world_size(),
+                                  "gathered": self._gathers()}  # fmt: skip
         self._warn_if_resumed_otherwise(run)
         try:
             self.folder.open(run, device, first_step)
@@ -736,8 +739,9 @@ class Monitor:
         self._closed, self._opened = False, True
 
     def _warn_if_resumed_otherwise(self, run: dict) -> None:
-        """Warn when a resumed run goes on with another tau, preset or set of quantities: its
-        records after the resumption are not comparable with those before."""
+        """Warn when a resumed run goes on with another tau, preset, set of quantities or world
+        size (another global batch under torch.distributed): its records after the resumption
+        are not comparable with those before."""
         previous = self.folder.previous_header
         if previous is None:
             return
@@ -746,6 +750,9 @@ class Monitor:
                    if before.get(key) != after.get(key)]  # fmt: skip
         if previous.get("quantities") != run["quantities"]:
             changed.append(f"quantities {previous.get('quantities')} -> {run['quantities']}")
+        if previous.get("distributed") != run.get("distributed"):  # another global batch
+            changed.append(f"distributed {previous.get('distributed')} -> "
+                           f"{run.get('distributed')}")  # fmt: skip
         if changed:
             warnings.warn(
                 f"gradlab.Monitor: resume=True continues the run in {str(self.log_dir)!r} with "

@@ -217,3 +217,24 @@ def test_an_agreement_that_times_out_says_every_rank_must_make_the_monitor(
     assert "every rank must make the Monitor" in message
     assert "distributed='local'" in message
     assert raised.value.__cause__ is timeout
+
+
+def test_the_header_names_the_world_size_and_a_resumption_on_another_warns(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # P, the counts and the geometry describe the global batch: a run resumed on another
+    # number of processes is not comparable with its records before
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as one:
+        _train(one, 1)  # a one-rank group: the batch is this rank's
+    MirrorRank(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1, resume=True) as two:
+            _train(two, 1)
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]
+    assert [header.get("distributed") for header in headers] == [
+        {"world_size": 1, "gathered": True}, {"world_size": 2, "gathered": True}]  # fmt: skip
+    told = [str(w.message) for w in caught if w.category is UserWarning]
+    assert len(told) == 1 and "with other settings (distributed {'world_size': 1" in told[0]
+    assert "-> {'world_size': 2, 'gathered': True})" in told[0]
