@@ -34,6 +34,7 @@ __all__ = [
     "gather_batch",
     "is_distributed",
     "is_rank_zero",
+    "rank_zero_step",
 ]
 
 
@@ -223,17 +224,58 @@ def agree_on_step(step: int, calls: int, batch: BatchView | None) -> StepAgreeme
     try:
         torch.distributed.all_gather(table, offer)
     except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
-        raise GradlabError(
-            f"gradlab.Monitor: the ranks' agreement on step {step} failed "
-            f"({type(error).__name__}: {str(error).strip()}): another rank ended (see its own "
-            "error) or never joined. Under torch.distributed every rank must make the Monitor "
-            "(only rank 0 writes), call the watched loss and monitor.step() as often, and "
-            "close() it: a Monitor made or closed on rank 0 alone (inside 'if rank == 0:') "
-            "waits here for ranks that never come until the process group times out. Make it "
-            "on every rank, or pass distributed='local' to log rank 0's own batch without "
-            "collectives"
-        ) from error
+        raise _failed(f"the ranks' agreement on step {step}", error) from error
     return decide(torch.stack(table).tolist())  # the one host read of the agreement
+
+
+def _failed(what: str, error: RuntimeError) -> GradlabError:
+    """The error of a Monitor collective that failed: what every rank must do."""
+    return GradlabError(
+        f"gradlab.Monitor: {what} failed ({type(error).__name__}: {str(error).strip()}): "
+        "another rank ended (see its own error) or never joined. Under torch.distributed every "
+        "rank must make the Monitor (only rank 0 writes), call the watched loss and "
+        "monitor.step() as often, and close() it: a Monitor made or closed on rank 0 alone "
+        "(inside 'if rank == 0:') waits here for ranks that never come until the process "
+        "group times out. Make it on every rank, or pass distributed='local' to log rank 0's "
+        "own batch without collectives"
+    )
+
+
+def rank_zero_step(step: int, device: torch.device | None = None) -> int:
+    """Rank 0's step number, on every rank: one broadcast and one host read, at a Monitor's
+    first ``monitor.step()``.
+
+    The ranks number their steps alike only if they start alike, and a rank that resumes
+    (``resume=True``) reads its start from the run folder: one that reads it before rank 0
+    has written its last record (a Monitor made again right after another's ``close()``), or
+    on a node that does not share the folder, starts elsewhere. Its schedule would then log
+    other optimizer steps than rank 0's, and under ``DistributedDataParallel`` its collectives
+    would meet the gradients' all-reduces: a hang. Every rank follows rank 0, which writes.
+
+    Args:
+        step: this rank's step number.
+        device: where the number travels (the step's batch's device); None: this rank's
+            :func:`collective_device`.
+
+    Returns:
+        Rank 0's; ``step`` itself without a process group.
+
+    Raises:
+        GradlabError: the collective failed (it timed out, or a rank ended).
+
+    Example:
+        >>> rank_zero_step(7)
+        7
+    """
+    if not is_distributed():
+        return step
+    device = collective_device() if device is None else device
+    number = torch.tensor([step], dtype=torch.int64, device=device)
+    try:
+        torch.distributed.broadcast(number, src=0)
+    except RuntimeError as error:  # torch.distributed's errors (DistBackendError, timeouts)
+        raise _failed(f"the ranks' agreement on their first step ({step} here)", error) from error
+    return int(number.item())  # once per Monitor
 
 
 def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -> torch.Tensor:

@@ -49,6 +49,7 @@ from gradlab.monitor.distributed import (
     gather_batch,
     is_distributed,
     is_rank_zero,
+    rank_zero_step,
 )
 from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
@@ -448,8 +449,10 @@ class Monitor:
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
         if self._first_step is None:  # where this Monitor's steps start (a resumption's)
+            if self._gathers():  # every rank numbers its steps as rank 0, which writes
+                step = self._follow_rank_zero(step, batch)
             self._first_step = step
-        self.step_count += 1
+        self.step_count = step + 1
         if batch is None and self.calls == 0:  # nothing watched was ever called
             self._warn_unwatched(step)
         elif self.calls == self._calls_at_step:  # no call since the previous step()
@@ -463,6 +466,22 @@ class Monitor:
         if not due:
             return None
         return self._record(step, batch, due)
+
+    def _follow_rank_zero(self, step: int, batch: BatchView | None) -> int:
+        """Rank 0's step number at this Monitor's first step (one broadcast, on the batch's
+        device when there is one); warn once on a rank that was elsewhere."""
+        agreed = rank_zero_step(step, batch.embeddings.device if batch is not None else None)
+        if agreed != step:
+            warnings.warn(
+                f"gradlab.Monitor: rank {torch.distributed.get_rank()} was at step {step} at its "
+                f"first monitor.step(), rank 0 at step {agreed}: it numbers its steps as rank 0, "
+                "which writes (resume=True read the run folder before rank 0 had written its "
+                "last record, or the folder is not shared between the nodes; set "
+                "monitor.step_count alike on every rank)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
+            )
+        return agreed
 
     def _warn_unwatched(self, step: int) -> None:
         """Warn once when a step that would log finds no call of anything watched."""

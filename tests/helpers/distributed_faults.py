@@ -16,6 +16,7 @@ a Monitor left waiting in a collective would hang there.
 
 import json
 import os
+import time
 import warnings
 
 import torch
@@ -85,4 +86,45 @@ def fault_worker(rank: int, world: int, init_file: str, out_dir: str, fault: str
         json.dump({"losses": losses, "warnings": seen,
                    "skipped_steps": getattr(monitor, "skipped_steps", None),
                    "out_of_step": getattr(monitor, "out_of_step", None)}, handle)  # fmt: skip
+    torch.distributed.destroy_process_group()
+
+
+def restart_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
+    """Two Monitors one after the other on one folder, the second with ``resume=True`` (a
+    Monitor per training phase), under DDP; rank 0 writes each record half a second late, as
+    a loaded file system does, so rank 1 reads the folder before rank 0's last record is in
+    it. Writes each rank's warnings to ``warnings_<rank>.json``."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    if rank == 0:
+        from gradlab.monitor.run_folder import RunFolder
+
+        write = RunFolder.write
+
+        def late(self, record):
+            time.sleep(0.5)
+            write(self, record)
+
+        RunFolder.write = late
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(EmbeddingMLP(32, 8))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for phase in range(2):
+            with gradlab.Monitor(os.path.join(out_dir, "run"), preset="cheap",
+                                 resume=phase > 0) as monitor:  # fmt: skip
+                loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+                for _ in range(13):  # the default schedule logs 0-10, then close() step 12
+                    images, labels = rank_step_batch(rank, monitor.step_count)
+                    loss_fn(model(images), labels).backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                    monitor.step()
+        seen = [str(w.message) for w in caught if "gradlab" in str(w.message)]
+    with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
+        json.dump(seen, handle)
+    torch.distributed.barrier()
     torch.distributed.destroy_process_group()

@@ -19,6 +19,7 @@ from gradlab.monitor.distributed import (
     collective_device,
     decide,
     gather_batch,
+    rank_zero_step,
 )
 
 
@@ -445,3 +446,23 @@ def test_labels_held_on_the_cpu_are_gathered_on_the_embeddings_device(one_rank_g
     gather_batch(batch, rows=(3, 3))
     assert {tensor.device.type for tensor in rank1.offered} == {"meta"}
     assert len(rank1.offered) == 2  # the embeddings and the labels
+
+
+def test_rank_zeros_step_travels_on_the_given_device_else_the_collectives(
+    one_rank_group, monkeypatch
+):
+    sent = []
+
+    def broadcast(tensor, src, *args, **kwargs):
+        sent.append((tensor.device.type, src))
+        tensor.fill_(9)  # rank 0's number
+
+    monkeypatch.setattr(torch.distributed, "broadcast", broadcast)
+    with pytest.raises(RuntimeError, match="meta"):  # a meta tensor has no value to read back
+        rank_zero_step(3, torch.device("meta"))
+    assert rank_zero_step(3) == 9
+    assert sent == [("meta", 0), ("cpu", 0)]  # the batch's device; gloo's CPU without one
+
+
+def test_without_a_process_group_a_step_is_its_own():
+    assert rank_zero_step(4) == 4

@@ -16,30 +16,48 @@ import torch.multiprocessing as mp
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.distributed import agree_on_step, decide
-from tests.helpers.distributed_faults import FAULT_STEP, STEPS, fault_worker
+from tests.helpers.distributed_faults import FAULT_STEP, STEPS, fault_worker, restart_worker
 
 TIME_BOX_S = 60
 
 
-def _run(tmp_path, fault):
+def _spawn(worker, args, what):
+    """Two ranks of ``worker``, failing the test if a rank still runs after the time box."""
     if not torch.distributed.is_available():
         pytest.skip("torch.distributed is not available")
-    context = mp.start_processes(
-        fault_worker, args=(2, str(tmp_path / "init"), str(tmp_path), fault), nprocs=2,
-        join=False, start_method="spawn",
-    )  # fmt: skip
+    context = mp.start_processes(worker, args=(2, *args), nprocs=2, join=False,
+                                 start_method="spawn")  # fmt: skip
     deadline = time.monotonic() + TIME_BOX_S
     try:
         while not context.join(timeout=1):
             if time.monotonic() > deadline:
-                pytest.fail(f"fault {fault!r}: a rank still runs after {TIME_BOX_S} s (hung)")
+                pytest.fail(f"{what}: a rank still runs after {TIME_BOX_S} s (hung)")
     finally:
         for process in context.processes:
             if process.is_alive():
                 process.kill()
+
+
+def _run(tmp_path, fault):
+    _spawn(fault_worker, (str(tmp_path / "init"), str(tmp_path), fault), f"fault {fault!r}")
     ranks = [json.loads((tmp_path / f"losses_{rank}.json").read_text()) for rank in range(2)]
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     return ranks, records
+
+
+@pytest.mark.slow
+def test_a_rank_that_resumes_before_rank_0_wrote_its_last_record_follows_rank_0(tmp_path):
+    # Rank 1 reads the folder while rank 0 still writes step 12: it would start at 11, rank 0
+    # at 13, and log other optimizer steps than rank 0's, whose collectives then meet DDP's
+    # all-reduces (a hang). It numbers its steps as rank 0 instead, and says so once.
+    _spawn(restart_worker, (str(tmp_path / "init"), str(tmp_path)), "a resumed Monitor")
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    # the default schedule: 0-10, then every 10th step; close() adds each phase's last step
+    assert [r["step"] for r in records] == [*range(11), 12, 20, 25]
+    assert headers[1]["resumed"]["from_step"] == 13
+    told = json.loads((tmp_path / "warnings_1.json").read_text())
+    assert [w for w in told if "rank 1 was at step 11" in w and "rank 0 at step 13" in w], told
+    assert json.loads((tmp_path / "warnings_0.json").read_text()) == []
 
 
 def _mean_loss(ranks, step):

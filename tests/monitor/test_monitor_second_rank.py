@@ -238,3 +238,35 @@ def test_the_header_names_the_world_size_and_a_resumption_on_another_warns(
     told = [str(w.message) for w in caught if w.category is UserWarning]
     assert len(told) == 1 and "with other settings (distributed {'world_size': 1" in told[0]
     assert "-> {'world_size': 2, 'gathered': True})" in told[0]
+
+
+def test_a_rank_numbers_its_steps_as_rank_0_from_its_first_step(tmp_path, one_rank_group,
+                                                                 monkeypatch):  # fmt: skip
+    # this process plays rank 1, which resumed at step 0 while rank 0 resumed at step 5
+    broadcasts = []
+
+    def from_rank_zero(tensor, src, *args, **kwargs):
+        broadcasts.append((tensor.tolist(), src))
+        tensor.fill_(5)
+
+    MirrorRank(monkeypatch)
+    monkeypatch.setattr(torch.distributed, "broadcast", from_rank_zero)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda *a, **k: 1)
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _train(monitor, steps=2)
+        monitor.close()
+    assert broadcasts == [([0], 0)]  # once, at the first step, from rank 0
+    assert monitor.step_count == 7
+    told = _runtime_warnings(caught)
+    assert len(told) == 1
+    assert told[0].startswith("gradlab.Monitor: rank 1 was at step 0 at its first monitor.step(), "
+                              "rank 0 at step 5: it numbers its steps as rank 0")  # fmt: skip
+
+
+def test_ranks_that_start_alike_are_told_nothing(tmp_path, one_rank_group, monkeypatch):
+    MirrorRank(monkeypatch)
+    monitor, _, _, records, caught = _run(tmp_path, steps=2)
+    assert [r["step"] for r in records] == [0, 1]
+    assert monitor.step_count == 2 and _runtime_warnings(caught) == []
