@@ -11,8 +11,10 @@ the same decision from the same table. The step is gathered only when all ranks 
 readable batch of the same step; when a rank has none (its loss call could not be read, or
 raised) the step is skipped on every rank; when the ranks' steps or call counts differ (a rank
 skipped ``monitor.step()``), the ranks are out of step and the Monitor stops gathering for the
-rest of the run rather than mix steps. So no rank is ever left waiting in a collective the
-others never join.
+rest of the run rather than mix steps. So no rank is left waiting in a collective the others
+never join, where the Monitor's are the only collectives between two steps (under
+``DistributedDataParallel`` the next collective of a rank that skipped ``monitor.step()`` is a
+gradient all-reduce: the ranks wait until the group times out).
 """
 
 from __future__ import annotations

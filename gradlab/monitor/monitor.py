@@ -136,7 +136,9 @@ class Monitor:
     (:func:`~gradlab.monitor.distributed.agree_on_step`): a step some rank cannot log (its
     loss call was unreadable or raised) is skipped on every rank and counted in
     ``skipped_steps``; ranks out of step (one skipped ``monitor.step()``) stop logging, the
-    reason in ``out_of_step``, rather than mix the ranks' steps. No rank waits alone.
+    reason in ``out_of_step``, rather than mix the ranks' steps. No rank waits alone where the
+    Monitor's are the only collectives between two steps (under ``DistributedDataParallel`` a
+    rank that skips ``monitor.step()`` meets a gradient all-reduce: the group's timeout).
 
     Raises:
         GradlabError: ``log_dir`` cannot become a writable folder, or holds a run and neither
