@@ -270,3 +270,22 @@ def test_ranks_that_start_alike_are_told_nothing(tmp_path, one_rank_group, monke
     monitor, _, _, records, caught = _run(tmp_path, steps=2)
     assert [r["step"] for r in records] == [0, 1]
     assert monitor.step_count == 2 and _runtime_warnings(caught) == []
+
+
+def test_a_first_step_that_no_other_rank_joins_says_every_rank_must_make_the_monitor(
+    tmp_path, one_rank_group, monkeypatch
+):
+    timeout = RuntimeError("Timed out waiting 1800000ms for send operation to complete")
+
+    def never_joined(*args, **kwargs):
+        raise timeout
+
+    MirrorRank(monkeypatch)
+    monkeypatch.setattr(torch.distributed, "broadcast", never_joined)
+    monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+    with pytest.raises(gradlab.GradlabError) as raised:
+        _train(monitor, steps=1)
+    assert str(raised.value).startswith("gradlab.Monitor: the ranks' agreement on their first "
+                                        f"step (0 here) failed (RuntimeError: {timeout})")
+    assert "every rank must make the Monitor" in str(raised.value)
+    assert raised.value.__cause__ is timeout
