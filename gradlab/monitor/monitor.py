@@ -830,7 +830,10 @@ class Monitor:
         same on every rank) and the ranks agree on it like on any logged step."""
         last = self.step_count - 1
         if self._gathers():
-            if last < 0 or self.out_of_step is not None or self._scheduled(last):
+            # a Monitor that never stepped has no last step of its own (its ranks' starts, read
+            # from the folder, may differ: none of them is agreed on)
+            if (self._first_step is None or last < 0 or self.out_of_step is not None
+                    or self._scheduled(last)):  # fmt: skip
                 return
             batch = self._last_batch(last)
             agreement = self._agree(last, batch, stacklevel=5)  # the caller of close()

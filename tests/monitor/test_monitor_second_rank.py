@@ -289,3 +289,22 @@ def test_a_first_step_that_no_other_rank_joins_says_every_rank_must_make_the_mon
                                         f"step (0 here) failed (RuntimeError: {timeout})")
     assert "every rank must make the Monitor" in str(raised.value)
     assert raised.value.__cause__ is timeout
+
+
+def test_a_monitor_that_never_stepped_agrees_on_no_last_step(tmp_path, one_rank_group,
+                                                             monkeypatch):  # fmt: skip
+    # a resumed Monitor closed before its first step (a phase of no steps) has no last step of
+    # its own: its ranks, which may have read other starts from the folder, exchange nothing
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as first:
+        _train(first, 3)
+    rank1 = MirrorRank(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = gradlab.Monitor(tmp_path / "run", preset="cheap", every=lambda step: step == 0,
+                                resume=True)  # fmt: skip
+        again.watch(gradlab.SmoothAPLoss(0.05))
+        again.close()
+    assert rank1.gathers == [] and rank1.reduces == 0
+    assert _runtime_warnings(caught) == []
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
