@@ -269,3 +269,37 @@ def test_suspect_labels_kept_on_the_cpu_are_moved_to_the_batchs_device(paired):
             embeddings=torch.empty(6, 4, device="meta"),
             labels=torch.empty(6, dtype=torch.long, device="meta")))
     assert values and {str(value.device) for value in values.values()} == {"meta"}
+
+
+def test_a_global_batch_logs_its_suspects_and_no_gradient_share_of_another_matrix(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # Under torch.distributed a loss on embeddings is read on every rank's rows (here a second
+    # rank holding the same values under another checksum), while dL/dS is this rank's own
+    # 6 x 6 matrix: it is no gradient of the 12 x 12 one, so no share (not a NaN, which the
+    # plot would draw as a diverged step).
+    def all_gather(out, tensor, *args, **kwargs):
+        out[0].copy_(tensor)
+        out[1].copy_(tensor)
+        if tensor.dtype == torch.int64 and tuple(tensor.shape) == (9,):  # the step's offer
+            out[1][-1] += 1  # another batch than this rank's
+
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+    monkeypatch.setattr(torch.distributed, "all_gather", all_gather)
+    monkeypatch.setattr(torch.distributed, "all_reduce", lambda tensor, *a, **k: tensor.mul_(2))
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(7))
+    labels = torch.arange(6) % 3
+    sources = torch.tensor([0, 1, 1, 2, 0, 2])  # items 0 and 4 share a source, and so on
+    every_source = torch.cat([sources, sources])  # every rank's, in rank order
+    quantity = Suspects(every(1), labels=lambda: every_source, margin=None)
+    with Monitor(tmp_path, quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(True), labels).backward()
+        record = monitor.step()
+    assert "suspects" not in monitor.disabled
+    global_labels = labels.tolist() * 2
+    global_sources = every_source.tolist()
+    pairs = [(i, j) for i in range(12) for j in range(12) if i != j
+             and global_labels[i] != global_labels[j] and global_sources[i] == global_sources[j]]
+    assert record["suspects_count"] == len(pairs) > 0
+    assert "suspects_gradient_share" not in record
