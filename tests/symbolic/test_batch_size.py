@@ -138,16 +138,17 @@ def test_fewer_than_two_batch_sizes_say_so(p_per_seed):
 def test_every_outcome_on_the_protocol_setting(changes, predicted, outcome):
     got, detail = decide_trend(measurement(trained_at_m=ends(changes)), predicted)
     assert got == outcome
-    assert detail.startswith("On networks fine-tuned at each m: 3-digit strings, a small CNN, m = 16..256, one "
-                             "network trained per m for 1 epoch(s), 3 seeds: P ")  # fmt: skip
+    assert detail.startswith("On networks fine-tuned at each m: 3-digit strings, a small CNN, "
+                             "m = 16..256, one network trained per m for 1 epoch(s), 3 seeds: "
+                             "P ")  # fmt: skip
 
 
 def test_the_setting_is_named_with_its_optimizer_steps_when_measured():
     data = measurement(trained_at_m=ends(RISING))
     data["settings"]["trained_at_m"]["steps"] = [376, 6]
     assert decide_trend(data)[1].startswith(
-        "On networks fine-tuned at each m: 3-digit strings, a small CNN, m = 16..256, one network trained per m "
-        "for 1 epoch(s) (376 to 6 optimizer steps), 3 seeds: P rises ("
+        "On networks fine-tuned at each m: 3-digit strings, a small CNN, m = 16..256, one network "
+        "trained per m for 1 epoch(s) (376 to 6 optimizer steps), 3 seeds: P rises ("
     )  # fmt: skip
 
 
@@ -218,7 +219,8 @@ def test_the_check_carries_the_forms_prediction():
 
 
 SETTING_NAMES = {
-    "nothing named": ({}, "trained_at_m", "networks fine-tuned at each m: data not named, model not named, 0 seeds"),
+    "nothing named": ({}, "trained_at_m", "networks fine-tuned at each m: data not named, model "
+                      "not named, 0 seeds"),
     "a setting described by its training": (
         {"data": "digits", "model": "an MLP", "batch_sizes": [8, 16, 64], "seeds": [0, 1],
          "settings": {"fixed": {"training": "trained once at m = 32"}}}, "fixed",
@@ -226,8 +228,8 @@ SETTING_NAMES = {
     "epochs with their optimizer steps": (
         {"data": "digits", "model": "an MLP", "seeds": [0],
          "settings": {"trained_at_m": {"epochs": 2, "steps": [40, 10]}}}, "trained_at_m",
-        "networks fine-tuned at each m: digits, an MLP, one network trained per m for 2 epoch(s) (40 to 10 "
-        "optimizer steps), 1 seeds"),
+        "networks fine-tuned at each m: digits, an MLP, one network trained per m for 2 epoch(s) "
+        "(40 to 10 optimizer steps), 1 seeds"),
     "a setting the measurement lacks": (
         {"data": "digits", "model": "an MLP", "seeds": [0], "settings": {"other": {}}},
         "trained_at_m", "networks fine-tuned at each m: digits, an MLP, 1 seeds"),
