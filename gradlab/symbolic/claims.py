@@ -421,10 +421,16 @@ def _random_points(symbols: Sequence[sp.Symbol], count: int, seed: int, sampler=
         if sampler is not None:
             yield sampler(generator)
         else:
-            yield {
-                s: sp.Rational(generator.randint(1, 97), generator.randint(1, 13)) * _sign(s, signs)
-                for s in symbols
-            }
+            yield {s: _coordinate(s, generator, signs) for s in symbols}
+
+
+def _coordinate(symbol: sp.Symbol, generator: random.Random, signs: random.Random) -> sp.Rational:
+    """A default point's coordinate: ``p / q`` (``p`` up to 97, ``q`` up to 13), or ``p`` alone
+    for a symbol declared ``integer=True`` (a count, an index), with the sign of :func:`_sign`.
+    ``q`` is drawn either way, so that the other symbols' coordinates do not depend on it."""
+    numerator, denominator = generator.randint(1, 97), generator.randint(1, 13)
+    magnitude = sp.Integer(numerator) if symbol.is_integer else sp.Rational(numerator, denominator)
+    return magnitude * _sign(symbol, signs)
 
 
 def _difference_at(expression: sp.Expr, point: dict) -> sp.Expr:
@@ -459,15 +465,32 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     concrete = _concretize(expression)
     free = concrete.free_symbols
     _check_covered(free, symbols, "symbols")
+    undefined = []  # (point, value) where printed minus true is not a finite number
     for point in _random_points(symbols, points, seed=len(symbols) * 7 + points, sampler=sampler):
         if sampler is not None:
+            if not isinstance(point, dict):
+                raise GradlabError(f"sampler must return a dict symbol -> value (a point); got "
+                                   f"{type(point).__name__} {point!r}")  # fmt: skip
             _check_covered(free, point, "the sampler's point")
         value = _difference_at(concrete, point)
-        if value != 0 and abs(complex(value)) > 1e-40:
-            shown = {str(k): str(v) for k, v in point.items()}
+        shown = {str(k): str(v) for k, v in point.items()}
+        # nan (undefined minus undefined, 0/0) is no evidence either way at this point; an
+        # infinite difference (a pole of one side only) is a witness like any non-zero one
+        if value.has(sp.nan) or not value.is_number:
+            undefined.append((shown, str(value)))
+            continue
+        if value.is_infinite or (value != 0 and abs(complex(value)) > 1e-40):  # zoo: nan+nanj
             return False, (shown, str(sp.N(value, 8)), point, value), "exact evaluation"
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
+    if undefined:
+        shown, value = undefined[0]
+        others = "" if len(undefined) == points else ", and vanishes at the others"
+        return None, None, (
+            f"printed minus true is {value} (not a number) at {len(undefined)} of "
+            f"{points} random points, e.g. {shown}{others}; sympy.simplify does not reduce it "
+            "to 0"
+        )
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
 
 
@@ -496,9 +519,12 @@ def symbolic_equality(
     ``q`` up to 13) with the sign its declaration allows: positive for a symbol declared
     positive or nonnegative and for an undeclared one (ranks, counts, temperatures), negative
     for one declared negative or nonpositive, and either sign at random for one declared
-    ``real=True`` alone (scores and logits: declare them so). If every point vanishes,
-    ``sympy.simplify`` is asked for a proof; without one the verdict is ``holds`` and its
-    detail says that it rests on the random points.
+    ``real=True`` alone (scores and logits: declare them so); a symbol declared
+    ``integer=True`` (a count, an index) takes the integer ``p`` alone. An infinite
+    difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
+    undefined) is no evidence either way. If every point vanishes, ``sympy.simplify`` is asked
+    for a proof; without one the verdict is ``holds`` and its detail says that it rests on the
+    random points, or ``inconclusive`` when some points gave NaN (its detail names one).
 
     With ``relative`` the witness also gives the true value there and the relative error
     ``|printed - true| / |true|``, so that a sign error does not read like rounding.
@@ -529,6 +555,9 @@ def symbolic_equality(
         raise GradlabError(f"points must be a positive integer (the random points evaluated); "
                            f"got {points!r}")  # fmt: skip
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
+    if same is None:
+        return undecided(f"{how}: the random points cannot decide (pass a sampler that avoids "
+                         "the points where printed or true is undefined).")  # fmt: skip
     witness = ""
     if not same:
         point, difference, raw_point, value = counterexample

@@ -105,3 +105,28 @@ def test_display_is_generated_from_the_checked_value():
     assert "\\frac" in form.latex()
     swapped = substituted(form, {x: y}, "x -> y")
     assert "y" in swapped.text() and swapped.name == "x -> y"
+
+
+def test_a_difference_that_is_nan_at_every_point_is_inconclusive_not_holds():
+    # 0/0 at every point: nothing was compared, so it may not read as "holds"
+    z = sp.Symbol("z", real=True)
+    verdict = symbolic_equality(sp.nan * z, 0, [z])
+    assert verdict.verdict == "inconclusive"
+    assert "nan (not a number) at 12 of 12 random points" in verdict.detail
+
+
+def test_a_pole_of_the_printed_side_only_is_a_witness():
+    # printed is complex infinity (zoo) where the true value is 0: they differ
+    z = sp.Symbol("z", real=True)
+    verdict = symbolic_equality(1 / (z - z), 0, [z])
+    assert verdict.verdict == "fails" and "printed minus true is zoo" in verdict.detail
+
+
+def test_a_symbol_declared_integer_is_evaluated_at_integers_only():
+    # floor(n/2) + ceiling(n/2) = n holds for every integer n and for no non-integer n/2 + k/2
+    n = sp.Symbol("n", integer=True, positive=True)
+    assert symbolic_equality(sp.floor(n / 2) + sp.ceiling(n / 2), n, [n]).verdict == "holds"
+    # ... and a slip that holds at no integer is still caught
+    wrong = symbolic_equality(sp.floor(n / 2) + sp.floor(n / 2), n, [n])
+    odd = [k for k in range(1, 98, 2)]  # brute force: the slip differs exactly at odd n
+    assert wrong.verdict == "fails" and int(wrong.detail.split("'n': '")[1].split("'")[0]) in odd
