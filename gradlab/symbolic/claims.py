@@ -588,11 +588,17 @@ def numeric_agreement(
 
     With ``relative`` the detail also gives the relative error ``|printed - true| / |true|``
     at the case of the largest absolute error. A failing detail names that case by its position
-    in ``cases``, counted from 1 ("case 2 of 2" is the last). No cases: ``holds`` (nothing
-    disagrees), and the detail says "over 0 cases".
+    in ``cases``, counted from 1 ("case 2 of 2" is the last). A printed value that is NaN where
+    the true one is a number fails there; a case whose *true* value is NaN compares nothing, so
+    when every other case agrees the verdict is ``inconclusive`` and names it, as it is with no
+    cases at all. ``holds`` rests on these cases alone: its detail gives their number and the
+    largest error.
 
     Raises:
-        GradlabError: ``tolerance`` not a finite number >= 0 (checked before any case runs).
+        GradlabError: ``tolerance`` not a finite number >= 0, ``printed`` or ``truth`` not
+            callable, ``cases`` not an iterable, ``relative`` not a bool (all checked before any
+            case runs); a case where ``printed`` or ``truth`` returns something that is not one
+            real number (a vector, a complex number).
 
     Example:
         >>> verdict = numeric_agreement(lambda c: -c, lambda c: c, [1e-4, 2e-4], tolerance=1e-6,
@@ -601,20 +607,56 @@ def numeric_agreement(
         fails max |printed - true| = 0.0004 (case 2 of 2); relative error 2 (200 %) there.
     """
     check_in_range("tolerance", tolerance, 0.0, reason="the largest |printed - true| that agrees")
+    for name, function in (("printed", printed), ("truth", truth)):
+        if not callable(function):
+            raise GradlabError(f"{name} must be a function of a case returning a number; got "
+                               f"{type(function).__name__} {function!r}")  # fmt: skip
+    if isinstance(cases, (str, bytes)) or not isinstance(cases, Iterable):
+        raise GradlabError(f"cases must be an iterable of cases (a list); got "
+                           f"{type(cases).__name__} {cases!r}")  # fmt: skip
+    check_bool("relative", relative)
     cases = list(cases)
     worst, worst_case, worst_true = 0.0, 0, 0.0
+    no_truth = []  # the cases whose true value is NaN: nothing to compare with there
     for index, case in enumerate(cases):
-        true_value = float(truth(case))
-        error = abs(float(printed(case)) - true_value)
+        true_value = _real(truth, case, "truth", index, len(cases))
+        value = _real(printed, case, "printed", index, len(cases))
+        if math.isnan(true_value):
+            no_truth.append(index)
+            continue
+        error = 0.0 if value == true_value else abs(value - true_value)  # equal infinities agree
         # NaN counts as the worst, and the first one stays: a later case must not replace it
         if not error <= worst and not math.isnan(worst):
             worst, worst_case, worst_true = error, index, true_value
     there = f"; {_relative(worst, worst_true)} there" if relative and worst else ""
+    compared = len(cases) - len(no_truth)
+    if worst <= tolerance and (no_truth or not cases):
+        if not compared:
+            nan = f"the true value is nan at every one of the {len(cases)} cases: " if cases else ""
+            return undecided(f"{nan or 'no cases: '}nothing was compared.")
+        return undecided(
+            f"the true value is nan at {len(no_truth)} of {len(cases)} cases (first: case "
+            f"{no_truth[0] + 1}), so nothing was compared there; max |printed - true| = "
+            f"{worst:.2e} over the other {compared}."
+        )
     return decide(
         worst <= tolerance,
         f"max |printed - true| = {worst:.2e} over {len(cases)} cases{there}.",
         f"max |printed - true| = {worst:.3g} (case {worst_case + 1} of {len(cases)}){there}.",
     )
+
+
+def _real(function: Callable[[object], Any], case: object, name: str, index: int,
+          count: int) -> float:
+    """``function(case)`` as a float; a value that is not one real number is refused by name."""
+    value = function(case)
+    try:
+        return float(value)
+    except (TypeError, ValueError) as error:
+        raise GradlabError(
+            f"{name}(case) must return one real number; got {type(value).__name__} {value!r} "
+            f"at case {index + 1} of {count} (compare a vector entry by entry: one case each)"
+        ) from error
 
 
 def all_hold(verdicts: Sequence[Verdict], prefix: str = "") -> Verdict:

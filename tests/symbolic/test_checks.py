@@ -1,9 +1,14 @@
 """Each deciding helper fails a deliberately wrong form and passes the right one; corrections
 count only when checked; a check may not hand out holds-with-correction itself."""
 
+import math
+import re
+
+import numpy as np
 import pytest
 import sympy as sp
 
+from gradlab.errors import GradlabError
 from gradlab.symbolic import (
     Claim,
     Form,
@@ -130,3 +135,51 @@ def test_a_symbol_declared_integer_is_evaluated_at_integers_only():
     wrong = symbolic_equality(sp.floor(n / 2) + sp.floor(n / 2), n, [n])
     odd = [k for k in range(1, 98, 2)]  # brute force: the slip differs exactly at odd n
     assert wrong.verdict == "fails" and int(wrong.detail.split("'n': '")[1].split("'")[0]) in odd
+
+
+def test_numeric_agreement_without_a_true_value_compares_nothing_there():
+    # the truth is 0/0 at c = 0 (sin(c)/c unextended): that case cannot say holds
+    def truth(c):
+        return math.sin(c) / c if c else math.nan
+
+    verdict = numeric_agreement(lambda c: math.sin(c) / c if c else 1.0, truth, [0.0, 0.5, 1.0],
+                                tolerance=1e-15)  # fmt: skip
+    assert verdict.verdict == "inconclusive"
+    assert verdict.detail.startswith("the true value is nan at 1 of 3 cases (first: case 1)")
+    every = numeric_agreement(float, lambda c: math.nan, [1.0, 2.0], tolerance=1e-9)
+    assert (every.verdict, every.detail) == (
+        "inconclusive", "the true value is nan at every one of the 2 cases: nothing was compared.")
+    # a printed value that is wrong where the truth is defined still fails
+    wrong = numeric_agreement(lambda c: 2.0, truth, [0.0, 0.5], tolerance=1e-9)
+    assert wrong.verdict == "fails" and "(case 2 of 2)" in wrong.detail
+
+
+def test_numeric_agreement_equal_infinities_agree():
+    verdict = numeric_agreement(lambda c: math.inf, lambda c: math.inf, [1.0], tolerance=0)
+    assert verdict.verdict == "holds"
+    assert numeric_agreement(lambda c: -math.inf, lambda c: math.inf, [1.0],
+                             tolerance=1e300).verdict == "fails"  # fmt: skip
+
+
+@pytest.mark.parametrize(("printed", "truth", "cases", "relative", "message"), [
+    (3, float, [1.0], False, r"^printed must be a function of a case returning a number; got int"),
+    (float, None, [1.0], False, r"^truth must be a function of a case returning a number; got "),
+    (float, float, None, False, r"^cases must be an iterable of cases \(a list\); got NoneType"),
+    (float, float, "123", False, r"^cases must be an iterable of cases \(a list\); got str"),
+    (float, float, [1.0], "yes", r"^relative must be True or False; got 'yes'"),
+])
+def test_numeric_agreement_names_a_wrong_argument_before_any_case_runs(
+        printed, truth, cases, relative, message):
+    with pytest.raises(GradlabError, match=message):
+        numeric_agreement(printed, truth, cases, tolerance=1e-9, relative=relative)
+
+
+@pytest.mark.parametrize(("returned", "shown"), [
+    (lambda c: [c, c], "list [1.0, 1.0]"),
+    (lambda c: np.array([c]), "ndarray array([1.])"),
+    (lambda c: 1j, "complex 1j"),
+])
+def test_numeric_agreement_refuses_a_value_that_is_not_one_real_number(returned, shown):
+    refused = rf"^printed\(case\) must return one real number; got {re.escape(shown)} at case 1 of"
+    with pytest.raises(GradlabError, match=refused):
+        numeric_agreement(returned, float, [1.0], tolerance=1e-9)
