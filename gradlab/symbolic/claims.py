@@ -393,7 +393,29 @@ def _mutant_verdict(claim: Claim, form: Form) -> Verdict:
 
 
 def decide(condition: bool, detail_if_holds: str, detail_if_fails: str) -> Verdict:
-    """``holds`` if the *computed* ``condition`` is true, else ``fails``."""
+    """``holds`` if the *computed* ``condition`` is true, else ``fails``.
+
+    Raises:
+        GradlabError: ``condition`` not a bool (Python's, NumPy's or SymPy's ``true`` /
+            ``false``): a number such as NaN is truthy, and a SymPy relation with free symbols
+            (``x > 0``) has no truth value; a detail not a str.
+
+    Example:
+        >>> decide(2**10 == 1024, "2^10 = 1024", "2^10 is not 1024")
+        Verdict(verdict='holds', detail='2^10 = 1024')
+        >>> decide(float("nan") < 1e-9, "agrees", "the error is nan, not below 1e-9").verdict
+        'fails'
+    """
+    if not isinstance(condition, (bool, np.bool_, sp.logic.boolalg.BooleanAtom)):
+        relation = (" (a SymPy relation with free symbols has no truth value: substitute "
+                    "numbers first)") if isinstance(condition, sp.Basic) else ""  # fmt: skip
+        raise GradlabError(f"condition must be a computed bool (True or False){relation}; got "
+                           f"{type(condition).__name__} {condition!r}")  # fmt: skip
+    details = (("detail_if_holds", detail_if_holds), ("detail_if_fails", detail_if_fails))
+    for name, detail in details:
+        if not isinstance(detail, str):
+            raise GradlabError(f"{name} must be a str (what supports the verdict); got "
+                               f"{type(detail).__name__} {detail!r}")  # fmt: skip
     return Verdict(_HOLDS if bool(condition) else _FAILS,
                    detail_if_holds if condition else detail_if_fails)  # fmt: skip
 

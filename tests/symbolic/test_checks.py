@@ -183,3 +183,22 @@ def test_numeric_agreement_refuses_a_value_that_is_not_one_real_number(returned,
     refused = rf"^printed\(case\) must return one real number; got {re.escape(shown)} at case 1 of"
     with pytest.raises(GradlabError, match=refused):
         numeric_agreement(returned, float, [1.0], tolerance=1e-9)
+
+
+@pytest.mark.parametrize(("condition", "shown"), [
+    (math.nan, "float nan"),  # truthy: it read as holds
+    (1e-3, "float 0.001"),
+    (sp.Symbol("s", real=True) > 0, "StrictGreaterThan s > 0"),
+    (None, "NoneType None"),
+])
+def test_decide_refuses_a_condition_that_is_not_a_computed_bool(condition, shown):
+    with pytest.raises(GradlabError, match=rf"^condition must be a computed bool \(True or False\)"
+                                           rf".*; got {re.escape(shown)}$"):  # fmt: skip
+        decide(condition, "holds", "fails")
+
+
+def test_decide_takes_numpy_and_sympy_booleans_and_refuses_a_detail_that_is_not_text():
+    assert decide(np.float64(0.5) < 1, "a", "b").verdict == "holds"
+    assert decide(sp.Integer(2) > 3, "a", "b").verdict == "fails"
+    with pytest.raises(GradlabError, match=r"^detail_if_fails must be a str .*; got int 2$"):
+        decide(True, "a", 2)
