@@ -146,9 +146,11 @@ def mutant(form: Form, value: Any, name: str) -> Form:
 def _check_algebraic(name: str, value: object, what: str) -> None:
     """Refuse a value that is not a SymPy expression or a number (a string, a procedure's
     dict), naming the argument and what takes it."""
-    if isinstance(value, bool) or not isinstance(value, (sp.Basic, int, float)):
-        raise GradlabError(f"{name} must be a SymPy expression or a number ({what}); got "
-                           f"{type(value).__name__} {value!r}")  # fmt: skip
+    if isinstance(value, bool) or not isinstance(value, (sp.Expr, int, float)):
+        relation = (" (a relation or a logical statement is not one: pass its two sides "
+                    "apart)") if isinstance(value, sp.Basic) else ""  # fmt: skip
+        raise GradlabError(f"{name} must be a SymPy expression or a number ({what}){relation}; "
+                           f"got {type(value).__name__} {value!r}")  # fmt: skip
 
 
 def negated(form: Form) -> Form:
@@ -516,13 +518,28 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
 
 
+def _declared(symbol: sp.Symbol) -> str:
+    """The sign and kind a symbol is declared with, in words (``real, positive``)."""
+    kinds = ("real", "integer", "positive", "negative", "nonnegative", "nonpositive")
+    said = [kind for kind in kinds if symbol.assumptions0.get(kind)]
+    return ", ".join(said) or "no assumptions"
+
+
 def _check_covered(free: set, given: Iterable, name: str) -> None:
     """Refuse, naming them, free symbols of printed minus true that ``given`` leaves out: a
     point without them cannot be evaluated to a number."""
-    missing = sorted(map(str, free - set(given)))
+    left_out = free - set(given)
+    missing = sorted(map(str, left_out))
     if missing:
+        # Symbol("x") and Symbol("x", real=True) are two symbols with one name
+        named = {str(symbol): symbol for symbol in given if isinstance(symbol, sp.Symbol)}
+        twins = [f"{symbol} ({_declared(symbol)}) in printed or truth, {symbol} "
+                 f"({_declared(named[str(symbol)])}) in {name}"
+                 for symbol in sorted(left_out, key=str) if str(symbol) in named]  # fmt: skip
+        same_name = (f" ({'; '.join(twins)}: two symbols with one name; declare each once and "
+                     "use it on both sides)") if twins else ""  # fmt: skip
         raise GradlabError(f"{name} must include every free symbol of printed and truth; "
-                           f"missing {', '.join(missing)}")  # fmt: skip
+                           f"missing {', '.join(missing)}{same_name}")  # fmt: skip
 
 
 def symbolic_equality(
@@ -576,6 +593,11 @@ def symbolic_equality(
     if isinstance(points, bool) or not isinstance(points, int) or points < 1:
         raise GradlabError(f"points must be a positive integer (the random points evaluated); "
                            f"got {points!r}")  # fmt: skip
+    if sampler is not None and not callable(sampler):
+        raise GradlabError(f"sampler must be None or a function of a random.Random returning "
+                           f"a dict symbol -> value; got {type(sampler).__name__} "
+                           f"{sampler!r}")  # fmt: skip
+    check_bool("relative", relative)
     same, counterexample, how = _is_zero(sp.sympify(printed) - truth, symbols, sampler, points)
     if same is None:
         return undecided(f"{how}: the random points cannot decide (pass a sampler that avoids "

@@ -260,3 +260,29 @@ def test_a_wrong_argument_message_names_its_kind_and_what_takes_it():
         Claim(**arguments, printed=Form(2 * x), correction=2 * x)
     assert str(caught.value) == (f"Claim's correction must be None or a Form; got "
                                  f"{type(2 * x).__name__} 2*x")
+
+
+def test_a_symbol_left_out_because_its_twin_has_other_assumptions_is_explained():
+    # Symbol("s") and Symbol("s", real=True) are two symbols: listing one does not cover both
+    declared, bare = sp.Symbol("s", real=True), sp.Symbol("s")
+    with pytest.raises(GradlabError, match=(
+            r"^symbols must include every free symbol of printed and truth; missing s \(s \(no "
+            r"assumptions\) in printed or truth, s \(real\) in symbols: two symbols with one "
+            r"name; declare each once and use it on both sides\)$")):  # fmt: skip
+        symbolic_equality(declared, bare, [declared])
+
+
+@pytest.mark.parametrize(("arguments", "message"), [
+    ({"printed": sp.Eq(x, 1)}, r"^printed must be a SymPy expression or a number \(symbolic_"
+                               r"equality compares them\) \(a relation or a logical statement is "
+                               r"not one: pass its two sides apart\); got Equality Eq\(x, 1\)$"),
+    ({"relative": "yes"}, r"^relative must be True or False; got 'yes'$"),
+    ({"sampler": 3}, r"^sampler must be None or a function of a random.Random returning a dict "
+                     r"symbol -> value; got int 3$"),
+    ({"sampler": lambda generator: [1]}, r"^sampler must return a dict symbol -> value \(a "
+                                         r"point\); got list \[1\]$"),
+])
+def test_symbolic_equality_names_a_wrong_argument(arguments, message):
+    given = {"printed": x, "truth": x, "symbols": [x], **arguments}
+    with pytest.raises(GradlabError, match=message):
+        symbolic_equality(given.pop("printed"), given.pop("truth"), given.pop("symbols"), **given)
