@@ -139,7 +139,23 @@ class Form:
 
 
 def mutant(form: Form, value: Any, name: str) -> Form:
-    """A hand-made mutant: ``form`` with a new value and a description of the change."""
+    """A hand-made mutant: ``form`` with a new value and a description of the change.
+
+    Raises:
+        GradlabError: ``form`` not a :class:`Form`, ``name`` not a non-empty str.
+
+    Example:
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x")
+        >>> mutant(Form(x**2, lhs="f"), x**3, "exponent 3").text()
+        'f = x**3'
+    """
+    if not isinstance(form, Form):
+        raise GradlabError(f"form must be a Form (e.g. Form(expression, lhs=...)); got "
+                           f"{type(form).__name__} {form!r}")  # fmt: skip
+    if not isinstance(name, str) or not name.strip():
+        raise GradlabError(f"name must be a non-empty str (what the mutant changes); got "
+                           f"{name!r}")  # fmt: skip
     return replace(form, value=value, name=name)
 
 
@@ -155,24 +171,61 @@ def _check_algebraic(name: str, value: object, what: str) -> None:
 
 def negated(form: Form) -> Form:
     """The sign-flipped mutant ``-value``."""
+    _check_form(form)
     _check_algebraic("form.value", form.value, "negated flips its sign")
     return mutant(form, -form.value, "sign flipped")
 
 
 def scaled(form: Form, factor: Any = 2) -> Form:
     """The mutant ``factor * value`` (a doubled or dropped factor)."""
+    _check_form(form)
     _check_algebraic("form.value", form.value, "scaled multiplies it")
+    _check_algebraic("factor", factor, "scaled multiplies form.value by it")
+    if sp.sympify(factor) == 1:
+        raise GradlabError("factor must not be 1 (the mutant would be the form itself); got "
+                           f"{factor!r}")  # fmt: skip
     return mutant(form, form.value * factor, f"multiplied by {factor}")
 
 
 def substituted(form: Form, changes: dict, name: str) -> Form:
-    """The mutant with SymPy ``subs`` applied (swapped arguments, shifted indices)."""
+    """The mutant with SymPy ``subs`` applied (swapped arguments, shifted indices).
+
+    Raises:
+        GradlabError: ``form`` not a :class:`Form` with a SymPy value, ``changes`` not a dict.
+
+    Example:
+        >>> import sympy as sp
+        >>> i, j = sp.symbols("i j")
+        >>> substituted(Form(i - j, lhs="D_ij"), {i: j, j: i}, "i <-> j").text()
+        'D_ij = -i + j'
+    """
+    _check_form(form)
+    if not isinstance(form.value, (sp.Basic, sp.MatrixBase)):
+        raise GradlabError(f"form.value must be a SymPy object (substituted applies SymPy's "
+                           f"subs); got {type(form.value).__name__} {form.value!r}")  # fmt: skip
+    if not isinstance(changes, dict):
+        raise GradlabError(f"changes must be a dict old -> new (e.g. {{i: j, j: i}}); got "
+                           f"{type(changes).__name__} {changes!r}")  # fmt: skip
     return mutant(form, form.value.subs(changes, simultaneous=True), name)
 
 
 def with_parameters(form: Form, name: str, **changes: Any) -> Form:
-    """The mutant of a procedure form (a dict value) with some parameters changed."""
+    """The mutant of a procedure form (a dict value) with some parameters changed.
+
+    Raises:
+        GradlabError: ``form`` not a :class:`Form` whose value is a dict.
+    """
+    _check_form(form)
+    if not isinstance(form.value, dict):
+        raise GradlabError(f"form.value must be a dict of parameters (with_parameters changes "
+                           f"some); got {type(form.value).__name__} {form.value!r}")  # fmt: skip
     return mutant(form, {**form.value, **changes}, name)
+
+
+def _check_form(form: object) -> None:
+    if not isinstance(form, Form):
+        raise GradlabError(f"form must be a Form (e.g. Form(expression, lhs=...)); got "
+                           f"{type(form).__name__} {form!r}")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -286,3 +286,26 @@ def test_symbolic_equality_names_a_wrong_argument(arguments, message):
     given = {"printed": x, "truth": x, "symbols": [x], **arguments}
     with pytest.raises(GradlabError, match=message):
         symbolic_equality(given.pop("printed"), given.pop("truth"), given.pop("symbols"), **given)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda: mutant(x, 1, "one"), r"^form must be a Form \(e.g. Form\(expression, lhs=...\)\); "
+                                  r"got Symbol x$"),
+    (lambda: mutant(Form(x), 1, 3), r"^name must be a non-empty str \(what the mutant changes\); "
+                                    r"got 3$"),
+    (lambda: negated(x), r"^form must be a Form .*; got Symbol x$"),
+    (lambda: scaled(Form(x), "2"), r"^factor must be a SymPy expression or a number \(scaled "
+                                   r"multiplies form.value by it\); got str '2'$"),
+    (lambda: scaled(Form(x), 1), r"^factor must not be 1 \(the mutant would be the form "
+                                 r"itself\); got 1$"),
+    (lambda: substituted(Form("a = b"), {x: 1}, "swap"), r"^form.value must be a SymPy object "
+                                                         r"\(substituted applies SymPy's subs\); "
+                                                         r"got str 'a = b'$"),
+    (lambda: substituted(Form(x), [(x, 1)], "x = 1"), r"^changes must be a dict old -> new .*; "
+                                                      r"got list \[\(x, 1\)\]$"),
+    (lambda: with_parameters(Form(x), "more", bins=3), r"^form.value must be a dict of "
+                                                       r"parameters .*; got Symbol x$"),
+])
+def test_a_mutant_maker_names_a_wrong_argument(make, message):
+    with pytest.raises(GradlabError, match=message):
+        make()
