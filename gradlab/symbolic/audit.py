@@ -11,7 +11,7 @@ import json
 import textwrap
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import mpmath
@@ -131,7 +131,8 @@ def run_audit(
             "(build the measured claim with supplementary_claims.claims(measurement) instead)"
         )
     check_bool("progress", progress)
-    claims = list(claims) if claims is not None else all_claims(p_vs_batch_size=p_vs_batch_size)
+    claims = (all_claims(p_vs_batch_size=p_vs_batch_size) if claims is None
+              else _listed_claims(claims))  # fmt: skip
     if not progress:
         return [_audit_one(claim, mutants) for claim in claims]
     done = []
@@ -147,6 +148,16 @@ def run_audit(
     for index, record in zip(ran, done, strict=True):
         records[index] = record  # back in the order of the claims
     return records
+
+
+def _listed_claims(claims: object) -> list[Claim]:
+    """``claims`` as a list, refused by name unless it is an iterable of :class:`Claim`."""
+    listed = (None if isinstance(claims, (Claim, str)) or not isinstance(claims, Iterable)
+              else list(claims))  # fmt: skip
+    if listed is None or not all(isinstance(claim, Claim) for claim in listed):
+        raise GradlabError(f"claims must be None or a list of Claims (e.g. [claim]); got "
+                           f"{type(claims).__name__} {claims!r}")  # fmt: skip
+    return listed
 
 
 def _audit_one(claim: Claim, mutants: bool) -> dict:

@@ -73,6 +73,9 @@ class Verdict:
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
             raise GradlabError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
+        if not isinstance(self.detail, str):
+            raise GradlabError(f"detail must be a str (what supports the verdict); got "
+                               f"{type(self.detail).__name__} {self.detail!r}")  # fmt: skip
 
 
 def _default_text(value: Any) -> str:

@@ -309,3 +309,20 @@ def test_symbolic_equality_names_a_wrong_argument(arguments, message):
 def test_a_mutant_maker_names_a_wrong_argument(make, message):
     with pytest.raises(GradlabError, match=message):
         make()
+
+
+@pytest.mark.parametrize(("claims", "shown"), [
+    (Claim("mine", "eq1", "x is x", Form(x), lambda form: None), r"Claim Claim\("),
+    (["eq1"], r"list \['eq1'\]"),
+    (3, "int 3"),
+])
+def test_run_audit_refuses_claims_that_are_not_a_list_of_claims(claims, shown):
+    with pytest.raises(GradlabError, match=rf"^claims must be None or a list of Claims \(e.g. "
+                                           rf"\[claim\]\); got {shown}"):  # fmt: skip
+        run_audit(claims)
+
+
+def test_a_verdict_detail_that_is_not_text_is_refused():
+    with pytest.raises(GradlabError, match=r"^detail must be a str \(what supports the verdict\); "
+                                           r"got int 3$"):  # fmt: skip
+        Verdict("holds", 3)
