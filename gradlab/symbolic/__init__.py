@@ -1,4 +1,4 @@
-"""SymPy derivations and the audit of the seeds' printed equations (``gradlab audit``).
+"""SymPy derivations and the audit of four papers' printed equations (``gradlab audit``).
 
 The claim API is public: build a :class:`Claim` from a printed :class:`Form` and a check
 ``check(form) -> Verdict`` (use :func:`symbolic_equality`, :func:`numeric_agreement` or

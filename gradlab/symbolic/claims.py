@@ -1,7 +1,7 @@
 """Claims as data, checks as functions of that data, verdicts derived by computation.
 
 A :class:`Claim` holds the *printed form* of a statement once, as a :class:`Form`: a SymPy
-expression, or the parameters of a small numeric procedure transcribed from the seed, or a piece
+expression, or the parameters of a small numeric procedure transcribed from the paper, or a piece
 of pseudocode. Its check is a function ``check(form) -> Verdict`` that compares the form with
 what it should follow from (the definitions, autograd, brute force); the displayed formula (plain
 text and LaTeX) is rendered from the same form, so display and check cannot diverge.
@@ -233,10 +233,11 @@ def _check_form(form: object) -> None:
 
 @dataclass(frozen=True)
 class Claim:
-    """One printed claim of a seed, its printed form as data and the check that decides it.
+    """One printed claim of a paper, its printed form as data and the check that decides it.
 
     Attributes:
-        seed: seed file name without ``.txt`` (or any name, for a derivation of your own).
+        seed: the key of the text the claim is from (the records' ``seed`` field, the first
+            part of :attr:`id`); any name, for a derivation of your own (``"my-notes"``).
         label: ``eq<N>``, ``lemma1``, ``prop2`` or ``claim-<short-name>``.
         statement: the claim in words.
         printed: the form as printed.
@@ -246,7 +247,7 @@ class Claim:
         mutants: hand-written "plausible slips": mutants of the accepted form (see
             :meth:`accepted`), each named by what a reader would get wrong. The audit adds the
             mutants of :mod:`gradlab.symbolic.mutation_operators` to them.
-        note: context added to the verdict's detail (cites the seed's own equation numbers).
+        note: context added to the verdict's detail (cites the paper's own equation numbers).
         inapplicable: operator name -> why that mutation operator does not apply to this form
             (``"pseudocode string: no SymPy tree"``).
         cause: a short identifier of the root cause that records with one underlying problem

@@ -2,6 +2,7 @@
 mutant makers, failed corrections, undecided claims, the random points of symbolic_equality."""
 
 import random
+import re
 
 import pytest
 import sympy as sp
@@ -326,3 +327,12 @@ def test_a_verdict_detail_that_is_not_text_is_refused():
     with pytest.raises(GradlabError, match=r"^detail must be a str \(what supports the verdict\); "
                                            r"got int 3$"):  # fmt: skip
         Verdict("holds", 3)
+
+
+def test_the_public_docstrings_call_a_paper_a_paper():
+    import gradlab.symbolic as public
+
+    texts = [public.__doc__] + [getattr(public, name).__doc__ or "" for name in public.__all__
+                                if callable(getattr(public, name))]  # fmt: skip
+    internal = re.compile(r"\b(the|a) seed\b|\bseeds'|\bseed's\b|\bseed file", re.IGNORECASE)
+    assert [match.group() for text in texts for match in internal.finditer(text)] == []
