@@ -2,8 +2,9 @@
 
 The claim API is public: build a :class:`Claim` from a printed :class:`Form` and a check
 ``check(form) -> Verdict`` (use :func:`symbolic_equality`, :func:`numeric_agreement` or
-:func:`decide`), give it mutants (:func:`negated`, :func:`scaled`, :func:`substituted`,
-:func:`mutant`), and run :func:`audit_claim` or :func:`run_audit`.
+:func:`decide`, and :func:`undecided` with the reason when it cannot decide), give it mutants
+(:func:`negated`, :func:`scaled`, :func:`substituted`, :func:`mutant`), and run
+:func:`audit_claim` or :func:`run_audit`.
 """
 
 from gradlab.extras import require_installed
@@ -27,6 +28,7 @@ from gradlab.symbolic.claims import (  # noqa: E402 (after the check of the extr
     scaled,
     substituted,
     symbolic_equality,
+    undecided,
     with_parameters,
 )
 
@@ -48,5 +50,6 @@ __all__ = [
     "scaled",
     "substituted",
     "symbolic_equality",
+    "undecided",
     "with_parameters",
 ]

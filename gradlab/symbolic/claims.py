@@ -480,7 +480,25 @@ def decide(condition: bool, detail_if_holds: str, detail_if_fails: str) -> Verdi
 
 
 def undecided(reason: str) -> Verdict:
-    """``inconclusive``: the data needed to decide is missing (the reason says which)."""
+    """``inconclusive``: the data needed to decide is missing (the reason says which).
+
+    Example: an asymptotic claim that SymPy cannot take the limit of is not a failure.
+
+        >>> import sympy as sp
+        >>> n = sp.Symbol("n", positive=True)
+        >>> def check(form):
+        ...     gap = sp.limit(form.value - sp.harmonic(n), n, sp.oo)
+        ...     if not gap.is_number:  # SymPy returned an unevaluated limit
+        ...         return undecided(f"sympy.limit cannot evaluate it: {gap}")
+        ...     return decide(gap == 0, "the gap tends to 0", f"the gap tends to {gap}")
+        >>> check(Form(sp.log(n) + sp.EulerGamma)).verdict
+        'holds'
+        >>> check(Form(sp.log(n))).detail
+        'the gap tends to -EulerGamma'
+    """
+    if not isinstance(reason, str) or not reason.strip():
+        raise GradlabError(f"reason must be a non-empty str (what is missing to decide); got "
+                           f"{reason!r}")  # fmt: skip
     return Verdict(_UNDECIDED, reason)
 
 

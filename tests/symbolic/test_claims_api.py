@@ -336,3 +336,15 @@ def test_the_public_docstrings_call_a_paper_a_paper():
                                 if callable(getattr(public, name))]  # fmt: skip
     internal = re.compile(r"\b(the|a) seed\b|\bseeds'|\bseed's\b|\bseed file", re.IGNORECASE)
     assert [match.group() for text in texts for match in internal.finditer(text)] == []
+
+
+def test_a_check_of_ones_own_can_say_inconclusive_through_the_public_api():
+    from gradlab.symbolic import undecided as public_undecided
+
+    claim = Claim("mine", "eq1", "an undecidable claim", Form(x),
+                  lambda form: public_undecided("sympy.limit left it unevaluated"))  # fmt: skip
+    record = audit_claim(claim)
+    assert (record["verdict"], record["detail"]) == (
+        "inconclusive", "sympy.limit left it unevaluated")
+    with pytest.raises(GradlabError, match=r"^reason must be a non-empty str .*; got ''$"):
+        public_undecided("")
