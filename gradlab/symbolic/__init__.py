@@ -5,6 +5,12 @@ The claim API is public: build a :class:`Claim` from a printed :class:`Form` and
 :func:`decide`, and :func:`undecided` with the reason when it cannot decide), give it mutants
 (:func:`negated`, :func:`scaled`, :func:`substituted`, :func:`mutant`), and run
 :func:`audit_claim` or :func:`run_audit`.
+
+A verdict is one of :data:`VERDICTS`; the first four are those of a derivation:
+
+    >>> from gradlab.symbolic import VERDICTS
+    >>> VERDICTS[:4]
+    ('holds', 'holds-with-correction', 'fails', 'inconclusive')
 """
 
 from gradlab.extras import require_installed

@@ -372,7 +372,17 @@ def _candidates(record: dict) -> str:
 
 def format_markdown(records: list[dict]) -> str:
     """A readable report grouped by paper: a section headed by the paper's citation (authors,
-    year, title), its verdict counts, then each claim by its label, folded."""
+    year, title), its verdict counts, then each claim by its label, folded.
+
+    Example:
+        >>> from gradlab.symbolic import Claim, Form, decide
+        >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", "not 4")
+        >>> records = run_audit([Claim("my-notes", "eq1", "2 + 2 is 4", Form(4), check)])
+        >>> report = format_markdown(records)
+        >>> print(report.splitlines()[0]); print(next(l for l in report.splitlines() if "eq1" in l))
+        # Derivation audit
+        | `eq1` | holds | 2 + 2 is 4 |
+    """
     papers = _by_paper(records)
     with_mutants = bool(records) and all("mutants" in r for r in records)
     header = ("| paper | claims | " + " | ".join(VERDICTS)

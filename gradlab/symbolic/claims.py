@@ -65,7 +65,12 @@ REJECTED = (_FAILS, _UNDECIDED, _NOT_REPRODUCED)
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one check: a verdict from :data:`VERDICTS` and what supports it."""
+    """The outcome of one check: a verdict from :data:`VERDICTS` and what supports it.
+
+    Example:
+        >>> Verdict("inconclusive", "sympy.limit left it unevaluated").verdict
+        'inconclusive'
+    """
 
     verdict: str
     detail: str
@@ -108,7 +113,7 @@ def _default_latex(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Form:
-    """A printed (or corrected, or mutated) form of a claim: the data its check receives.
+    r"""A printed (or corrected, or mutated) form of a claim: the data its check receives.
 
     Attributes:
         value: a SymPy expression / relation, a dict of named SymPy pieces or numbers (the
@@ -118,6 +123,15 @@ class Form:
         name: ``"printed"``, ``"corrected"`` or a description of the mutation.
         render: optional ``value -> str`` for values that SymPy cannot print (pseudocode).
         context: the printed statement around the value (shown before it).
+
+    Example:
+        >>> import sympy as sp
+        >>> z = sp.Symbol("z", real=True)
+        >>> printed = Form(sp.exp(-z) / (1 + sp.exp(-z))**2, lhs="sigma'(z)")
+        >>> print(printed.text())
+        sigma'(z) = exp(-z)/(1 + exp(-z))**2
+        >>> print(printed.latex())
+        \text{sigma'(z)} = \frac{e^{- z}}{\left(1 + e^{- z}\right)^{2}}
     """
 
     value: Any
@@ -173,14 +187,29 @@ def _check_algebraic(name: str, value: object, what: str) -> None:
 
 
 def negated(form: Form) -> Form:
-    """The sign-flipped mutant ``-value``."""
+    """The sign-flipped mutant ``-value``.
+
+    Example:
+        >>> import sympy as sp
+        >>> x = sp.Symbol("x")
+        >>> negated(Form(x**2, lhs="f")).text()
+        'f = -x**2'
+    """
     _check_form(form)
     _check_algebraic("form.value", form.value, "negated flips its sign")
     return mutant(form, -form.value, "sign flipped")
 
 
 def scaled(form: Form, factor: Any = 2) -> Form:
-    """The mutant ``factor * value`` (a doubled or dropped factor)."""
+    """The mutant ``factor * value`` (a doubled or dropped factor).
+
+    Example:
+        >>> import sympy as sp
+        >>> tau = sp.Symbol("tau", positive=True)
+        >>> mutated = scaled(Form(1 / tau, lhs="g"), tau)  # the 1/tau dropped
+        >>> mutated.name, mutated.text()
+        ('multiplied by tau', 'g = 1')
+    """
     _check_form(form)
     _check_algebraic("form.value", form.value, "scaled multiplies it")
     _check_algebraic("factor", factor, "scaled multiplies form.value by it")
@@ -217,6 +246,11 @@ def with_parameters(form: Form, name: str, **changes: Any) -> Form:
 
     Raises:
         GradlabError: ``form`` not a :class:`Form` whose value is a dict.
+
+    Example:
+        >>> printed = Form({"bins": 10, "width": 0.2}, lhs="histogram")
+        >>> with_parameters(printed, "one bin more", bins=11).text()
+        'histogram = bins = 11, width = 0.2'
     """
     _check_form(form)
     if not isinstance(form.value, dict):
@@ -255,6 +289,21 @@ class Claim:
         domain: substitutions the source's definitions fix (``{b_(t+1): b_t + Delta}``, a
             positive symbol for a width), under which a mutant the check accepts is proven equal
             to the accepted form (:func:`gradlab.symbolic.mutation_operators.equivalent`).
+
+    Example: a printed form with a sign slip, and its correction (the gradient of the InfoNCE
+    loss of van den Oord, Li & Vinyals, 2018, Eq. 4, with respect to a negative logit is that
+    logit's softmax probability):
+
+        >>> import sympy as sp
+        >>> s = sp.symbols("s0:3", real=True)
+        >>> softmax = [sp.exp(v) / sum(sp.exp(u) for u in s) for v in s]
+        >>> def check(form):
+        ...     return symbolic_equality(form.value, sp.diff(-sp.log(softmax[0]), s[1]), s)
+        >>> printed = Form(-softmax[1], lhs="dL/ds_1")
+        >>> claim = Claim("my-notes", "eq3", "InfoNCE gradient of a negative logit", printed,
+        ...               check, correction=mutant(printed, softmax[1], "corrected"))
+        >>> claim.id, evaluate(claim).verdict
+        ('my-notes:eq3', 'holds-with-correction')
     """
 
     seed: str
@@ -321,6 +370,14 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     ``holds-with-correction`` comes out only for the printed form, when its check fails and the
     same check of ``claim.correction`` holds. Any other ``form`` (a mutant) gets the check's own
     verdict: a mutant is never turned into ``holds-with-correction``.
+
+    Example:
+        >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", f"2 + 2 is not {form.value}")
+        >>> claim = Claim("my-notes", "eq1", "2 + 2", Form(5), check, correction=Form(4))
+        >>> print(evaluate(claim).detail)
+        2 + 2 is not 5 Corrected: 4; checked: 2 + 2 = 4
+        >>> evaluate(claim, Form(3)).verdict
+        'fails'
     """
     if form is not None and form is not claim.printed:
         return _checked(claim, form)
@@ -389,6 +446,25 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     ``inapplicable`` (operator -> why it does not apply) and ``equivalent_mutants_dropped``
     (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
     under the claim's ``domain`` when it has one, which the name then states).
+
+    Raises:
+        GradlabError: ``claim`` not a :class:`Claim`, ``mutants`` not a bool, a check that
+            returns no :class:`Verdict`. An exception the check raises on the printed form or
+            the correction propagates (:func:`gradlab.symbolic.run_audit` records it as
+            ``inconclusive``); one it raises on a mutant makes that mutant ``inconclusive``.
+
+    Example:
+        >>> import sympy as sp
+        >>> z = sp.Symbol("z", real=True)
+        >>> sigma = 1 / (1 + sp.exp(-z))
+        >>> printed = Form(sigma * (1 - sigma), lhs="sigma'")
+        >>> check = lambda form: symbolic_equality(form.value, sp.diff(sigma, z), [z])
+        >>> record = audit_claim(Claim("my-notes", "eq2", "sigma' = sigma (1 - sigma)", printed,
+        ...                            check), mutants=True)
+        >>> record["verdict"], record["detail"]
+        ('holds', 'sympy.simplify reduces printed minus true to 0.')
+        >>> record["mutants_killed"] == record["mutants"] > 0
+        True
     """
     if not isinstance(claim, Claim):
         raise GradlabError(f"claim must be a Claim; got {type(claim).__name__} {claim!r}")
