@@ -38,7 +38,7 @@ MODULES = (smoothap_claims, supplementary_claims, tie_aware_claims, minibatch_cl
 
 
 def all_claims(*, p_vs_batch_size: Mapping | None = None) -> list[Claim]:
-    """Every audited claim, ordered by seed and then by label.
+    """Every audited claim, ordered by text (its key) and then by label.
 
     Args:
         p_vs_batch_size: the measurement that decides Smooth-AP's batch-size conjecture

@@ -68,8 +68,9 @@ class Verdict:
     """The outcome of one check: a verdict from :data:`VERDICTS` and what supports it.
 
     Example:
-        >>> Verdict("inconclusive", "sympy.limit left it unevaluated").verdict
-        'inconclusive'
+        >>> verdict = decide(sum(range(5)) == 10, "0 + 1 + 2 + 3 + 4 = 10", "not 10")
+        >>> isinstance(verdict, Verdict), verdict.verdict, verdict.detail
+        (True, 'holds', '0 + 1 + 2 + 3 + 4 = 10')
     """
 
     verdict: str
