@@ -404,6 +404,7 @@ def format_markdown(records: list[dict]) -> str:
     badge = {"holds": "holds", "holds-with-correction": "**holds with correction**",
              "fails": "**FAILS**", "inconclusive": "*inconclusive*",
              **{v: f"*{v.replace('-', ' ')}*" for v in VERDICTS[4:]}}  # fmt: skip
+    checked_correction = ("holds-with-correction", "fails")  # fails: the correction failed too
     for key, mine in papers.items():
         counts = summary_counts(mine)
         lines += [
@@ -430,7 +431,9 @@ def format_markdown(records: list[dict]) -> str:
                 *_formula_lines("printed", record["claim"]["formula"]),
                 *([] if record["claim"]["latex"].startswith("\\texttt")
                   else [f"- LaTeX: ${record['claim']['latex']}$"]),
-                *(_formula_lines("corrected", record["claim"]["correction"])
+                *(_formula_lines("corrected" if record["verdict"] in checked_correction
+                                 else "correction given, not checked",
+                                 record["claim"]["correction"])
                   if record["claim"].get("correction") else []),
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",

@@ -370,7 +370,8 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
 
     ``holds-with-correction`` comes out only for the printed form, when its check fails and the
     same check of ``claim.correction`` holds. Any other ``form`` (a mutant) gets the check's own
-    verdict: a mutant is never turned into ``holds-with-correction``.
+    verdict: a mutant is never turned into ``holds-with-correction``. A correction given for a
+    printed form that does not fail is not checked, and the detail says so.
 
     Example:
         >>> check = lambda form: decide(form.value == 4, "2 + 2 = 4", f"2 + 2 is not {form.value}")
@@ -383,8 +384,12 @@ def evaluate(claim: Claim, form: Form | None = None) -> Verdict:
     if form is not None and form is not claim.printed:
         return _checked(claim, form)
     first = _checked(claim, claim.printed)
-    if first.verdict != _FAILS or claim.correction is None:
+    if claim.correction is None:
         return first
+    if first.verdict != _FAILS:  # the correction is checked only when the printed form fails
+        return Verdict(first.verdict, f"{first.detail} The correction given was not checked "
+                       f"(only a printed form that fails is corrected; this one is "
+                       f"{first.verdict}).")  # fmt: skip
     fixed = _checked(claim, claim.correction)
     if fixed.verdict != _HOLDS:
         return Verdict(first.verdict, f"{first.detail} The correction was checked and does not "

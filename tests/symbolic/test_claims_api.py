@@ -13,6 +13,7 @@ from gradlab.symbolic import (
     Verdict,
     audit_claim,
     evaluate,
+    format_markdown,
     mutant,
     negated,
     run_audit,
@@ -338,3 +339,22 @@ def test_a_check_of_ones_own_can_say_inconclusive_through_the_public_api():
         "inconclusive", "sympy.limit left it unevaluated")
     with pytest.raises(GradlabError, match=r"^reason must be a non-empty str .*; got ''$"):
         public_undecided("")
+
+
+def test_a_correction_of_a_form_that_does_not_fail_is_said_unchecked():
+    # the printed x = x holds; the "correction" 2x is wrong and never checked
+    def check(form):
+        return symbolic_equality(form.value, x, [x])
+
+    claim = Claim("mine", "eq1", "x is x", Form(x), check, correction=Form(2 * x))
+    (record,) = run_audit([claim])
+    assert record["verdict"] == "holds"
+    assert record["detail"].endswith("The correction given was not checked (only a printed "
+                                     "form that fails is corrected; this one is holds).")
+    report = format_markdown([record])
+    assert "- correction given, not checked: `2*x`" in report and "- corrected:" not in report
+    undecidable = Claim("mine", "eq2", "x is x", Form(x), lambda form: undecided("no data"),
+                        correction=Form(2 * x))  # fmt: skip
+    assert evaluate(undecidable).detail == (
+        "no data The correction given was not checked (only a printed form that fails is "
+        "corrected; this one is inconclusive).")
