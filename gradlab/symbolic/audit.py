@@ -28,7 +28,7 @@ from gradlab.symbolic import (
 )
 from gradlab.symbolic.claims import VERDICTS, Claim, audit_claim
 from gradlab.symbolic.seeds import citation, paper_label
-from gradlab.validation import check_bool
+from gradlab.validation import check_bool, check_int_in_range
 
 NOT_TESTABLE = VERDICTS[-1]
 AUDIT_DECIMAL_DIGITS = 15
@@ -262,6 +262,27 @@ def mutant_summary(records: list[dict]) -> str:
     return line + (f"; records with a surviving mutant: {surviving}" if surviving else "")
 
 
+def _check_records(records: object, needed: Sequence[str], claim_needed: Sequence[str]) -> None:
+    """Refuse, by name, records that are not a list of audit records (``run_audit`` or
+    ``audit_claim`` dicts) with the fields the format reads."""
+    if not isinstance(records, (list, tuple)) or not all(isinstance(r, dict) for r in records):
+        shown = repr(records)[:200]
+        raise GradlabError(f"records must be a list of audit records (dicts from run_audit or "
+                           f"audit_claim); got {type(records).__name__} {shown}")  # fmt: skip
+    for number, record in enumerate(records, start=1):
+        missing = [key for key in needed if key not in record]
+        claim = record.get("claim")
+        missing += [f"claim.{key}" for key in claim_needed
+                    if not isinstance(claim, dict) or key not in claim]  # fmt: skip
+        if missing:
+            raise GradlabError(f"records must be audit records (from run_audit or audit_claim); "
+                               f"record {number} of {len(records)} lacks "
+                               f"{', '.join(missing)}")  # fmt: skip
+        if record["verdict"] not in VERDICTS:
+            raise GradlabError(f"record {number} of {len(records)}: verdict must be one of "
+                               f"{VERDICTS}; got {record['verdict']!r}")  # fmt: skip
+
+
 def _by_paper(records: list[dict]) -> dict[str, list[dict]]:
     """Document key -> its records, papers in the order of their first record."""
     papers: dict[str, list[dict]] = {}
@@ -290,7 +311,14 @@ def format_table(records: list[dict], width: int = 110) -> str:
         holds: 1, holds-with-correction: 0, fails: 0,
         inconclusive: 0, reproduced: 0, not-reproduced: 0,
         not-testable-here: 0
+
+    Raises:
+        GradlabError: ``records`` not a list of audit records, or one without ``seed``,
+            ``label``, ``verdict`` (one of :data:`VERDICTS`) or ``claim.statement``;
+            ``width`` not an int >= 10.
     """
+    _check_records(records, ("seed", "label", "verdict"), ("statement",))
+    check_int_in_range("width", width, 10)
     with_mutants = any("mutants" in r for r in records)
     id_width = max([2 + len(r["label"]) for r in records] + [5])  # labels indented by 2
     head = f"{'claim':{id_width}} {'verdict':21} " + ("mutants " if with_mutants else "")
@@ -383,6 +411,8 @@ def format_markdown(records: list[dict]) -> str:
         # Derivation audit
         | `eq1` | holds | 2 + 2 is 4 |
     """
+    _check_records(records, ("seed", "label", "verdict", "method", "detail"),
+                   ("statement", "formula", "latex"))
     papers = _by_paper(records)
     with_mutants = bool(records) and all("mutants" in r for r in records)
     header = ("| paper | claims | " + " | ".join(VERDICTS)

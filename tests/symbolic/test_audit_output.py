@@ -635,3 +635,24 @@ def test_the_measurement_given_to_the_audit_reaches_the_default_claims(monkeypat
     measurement = {"batch_sizes": [8, 16]}
     run_audit(p_vs_batch_size=measurement)
     assert given == [{"p_vs_batch_size": measurement}]
+
+
+@pytest.mark.parametrize(("records", "message"), [
+    ({"seed": "mine"}, r"^records must be a list of audit records \(dicts from run_audit or "
+                       r"audit_claim\); got dict \{'seed': 'mine'\}$"),
+    ([{"seed": "mine", "verdict": "holds"}], r"^records must be audit records \(from run_audit "
+                                             r"or audit_claim\); record 1 of 1 lacks label, "),
+    ([{"seed": "mine", "label": "eq1", "verdict": "true", "method": "", "detail": "",
+       "claim": {"statement": "s", "formula": "x", "latex": "x"}}],
+     r"^record 1 of 1: verdict must be one of \("),
+])
+@pytest.mark.parametrize("format_records", [format_table, format_markdown])
+def test_the_formats_name_records_that_are_not_audit_records(records, message, format_records):
+    with pytest.raises(GradlabError, match=message):
+        format_records(records)
+
+
+def test_format_table_refuses_a_width_too_narrow_for_a_word():
+    record = {"seed": "mine", "label": "eq1", "verdict": "holds", "claim": {"statement": "s"}}
+    with pytest.raises(GradlabError, match=r"^width must be an int >= 10; got 0$"):
+        format_table([record], width=0)
