@@ -482,6 +482,7 @@ LIBRARY_TESTS = {
         "test_an_unknown_extra_is_refused_before_any_import",
         "test_missing_extra_and_is_installed",
         "test_a_missing_extra_is_a_gradlab_error_and_an_import_error",
+        "test_require_installed_names_the_first_missing_module_and_its_extra",
         "test_a_copy_installed_from_a_folder_is_told_how_to_add_an_extra_there")],
     "siglip_loss": ["tests/test_siglip_loss.py", "tests/functional/test_siglip.py",
                     "tests/equivalence/test_siglip.py",
