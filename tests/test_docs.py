@@ -13,12 +13,13 @@ import pytest
 import gradlab
 import gradlab.functional
 import gradlab.monitor
+import gradlab.symbolic
 from tools.docs_check import build_site
 from tools.readme_blocks import ROOT
 
-PUBLIC = (gradlab, gradlab.functional, gradlab.monitor)
+PUBLIC = (gradlab, gradlab.functional, gradlab.monitor, gradlab.symbolic)
 API_PAGES = {"gradlab": "api/gradlab", "gradlab.functional": "api/functional",
-             "gradlab.monitor": "api/monitor"}  # fmt: skip
+             "gradlab.monitor": "api/monitor", "gradlab.symbolic": "api/symbolic"}  # fmt: skip
 INTERNAL_IDS = re.compile(r"seeds? `?00[0-4]|issue [0-9]+", re.IGNORECASE)
 """What a reader cannot resolve: the audit's document keys and the project's issue numbers."""
 AUDIT_KEYS = re.compile(r"(?<![\w.])00[0-4](?![\w.])|\b00[0-4]_[0-9a-f]{16}\b")
