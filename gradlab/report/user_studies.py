@@ -337,7 +337,8 @@ def _items(value) -> list:
 
 def _per_seed_lists(name: str, data: dict):
     """``(where, list, None or (row length, what a row holds))`` of every list a study's JSON
-    keeps one entry per seed in, for the checks of :func:`_read_study`."""
+    keeps one entry per seed in, for the checks of :func:`_read_study` (after
+    :func:`_nested_missing`: every run is an object with its tables and logged steps)."""
     if name == "p-vs-batch-size":
         sizes = data["batch_sizes"]
         for key, values in _items(data["settings"]["trained_at_m"]):
@@ -347,18 +348,16 @@ def _per_seed_lists(name: str, data: dict):
     elif name == "losses":
         for metric, values in _items(data["before"]):
             yield f"before.{metric}", values, None
-        for loss, run in _items(data["losses"]):
-            for metric, values in _items(run.get("metrics") if isinstance(run, dict) else None):
+        for loss, run in data["losses"].items():
+            for metric, values in _items(run["metrics"]):
                 yield f"losses.{loss}.metrics.{metric}", values, None
     else:
-        for encoder, runs in _items(data["runs"]):
-            for loss, run in _items(runs):
-                run = run if isinstance(run, dict) else {}
-                for metric, values in _items(run.get("recall")):
+        for encoder, runs in data["runs"].items():
+            for loss, run in runs.items():
+                for metric, values in _items(run["recall"]):
                     yield f"runs.{encoder}.{loss}.recall.{metric}", values, None
-                anatomy = run.get("anatomy")
-                steps = anatomy.get("steps") if isinstance(anatomy, dict) else None
-                inner = (len(steps) if isinstance(steps, list) else 0, "one per logged step")
+                anatomy = run["anatomy"]
+                inner = (len(anatomy["steps"]), "one per logged step")
                 for direction, table in _items(anatomy):
                     for key, values in _items(table) if direction != "steps" else []:
                         yield f"runs.{encoder}.{loss}.anatomy.{direction}.{key}", values, inner
