@@ -343,7 +343,7 @@ def compare(
             result.unscored = int((reference.scored & ~candidate.scored).sum())
             labels = batch.labels if batch.memory is None else torch.cat(
                 (batch.labels, batch.memory_labels))  # fmt: skip
-            negatives = ~positive_mask(batch.labels, labels)
+            negatives = ~positive_mask(batch.labels.cpu(), labels.cpu())  # the probe's device
             result.negatives_with_gradient = {
                 "reference": _negatives_with_gradient(ref, negatives, result.threshold),
                 "candidate": _negatives_with_gradient(cand, negatives, result.threshold),

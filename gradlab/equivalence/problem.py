@@ -200,7 +200,7 @@ def _index(name: str, value: object, bound: int) -> torch.Tensor:
             f"{name} must hold global indices in [0, {bound}); got values from "
             f"{int(value.min())} to {int(value.max())}"
         )
-    return value.to(torch.int64)
+    return value.to(device="cpu", dtype=torch.int64)
 
 
 class GradientProbe:
@@ -213,7 +213,9 @@ class GradientProbe:
     values are kept too (``values``); a score never handed over stays marked as not scored
     (``scored``), which is how a step that never compares
     a query with a candidate (gradient accumulation) shows the negatives it loses. ``reached``
-    says, per accumulator, whether any backward pass reached a tensor handed over.
+    says, per accumulator, whether any backward pass reached a tensor handed over. The
+    accumulators live on the CPU whatever the step's device (a CUDA step's values and
+    gradients are copied there as they are recorded).
 
     Args:
         size: ``B``, the items of the whole batch.
@@ -258,7 +260,7 @@ class GradientProbe:
 
         def add(grad: torch.Tensor) -> None:
             self.reached[name] = True
-            target.index_add_(0, rows, grad.detach().to(target.dtype))
+            target.index_add_(0, rows, grad.detach().to(device=target.device, dtype=target.dtype))
 
         embeddings.register_hook(add)
         return embeddings
@@ -314,14 +316,13 @@ class GradientProbe:
         _require_gradient("scores", scores)
         self.recorded["scores"] = True
         self.scored[rows[keep].unsqueeze(1), columns.unsqueeze(0)] = True
-        self.values[rows[keep].unsqueeze(1), columns.unsqueeze(0)] = scores.detach()[keep].to(
-            self.values.dtype
-        )
+        values = scores.detach().to(device=self.values.device, dtype=self.values.dtype)
+        self.values[rows[keep].unsqueeze(1), columns.unsqueeze(0)] = values[keep]
         target = self.gradients["scores"]
 
         def add(grad: torch.Tensor) -> None:
             self.reached["scores"] = True
-            block = grad.detach().to(target.dtype)[keep]
+            block = grad.detach().to(device=target.device, dtype=target.dtype)[keep]
             target.index_put_((rows[keep].unsqueeze(1), columns.unsqueeze(0)), block,
                               accumulate=True)  # fmt: skip
 

@@ -48,7 +48,8 @@ their own error) before they are stopped: a report then names every process that
 
 @dataclass
 class Gradients:
-    """The gradients of one step (float64 by default), at the whole batch's positions.
+    """The gradients of one step (float64 by default), at the whole batch's positions, on the
+    CPU whatever the device the step ran on.
 
     Attributes:
         parameters: ``name -> dL/dtheta`` of every parameter that requires a gradient (zeros
@@ -225,7 +226,9 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
     loss = step(model, batch.shard(rank, world), probe)
     loss = torch.as_tensor(0.0 if loss is None else loss, dtype=torch.float64).detach().clone()
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    parameters = {name: (p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p))
+    # on the CPU, beside the probe's accumulators, whatever the model's device
+    parameters = {name: (p.grad.detach().to("cpu", copy=True) if p.grad is not None
+                         else torch.zeros_like(p, device="cpu"))
                   for name, p in trainable}  # fmt: skip
     touched = torch.tensor(any(p.grad is not None for _, p in trainable), dtype=torch.int64)
     if world > 1:
