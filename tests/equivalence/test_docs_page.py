@@ -36,9 +36,11 @@ def test_the_two_process_example_runs(tmp_path):
     for name, code in _blocks():
         if name is not None:
             (tmp_path / name).write_text(code)
+    # the example's folder first, then whatever made gradlab importable here
+    path = os.pathsep.join(filter(None, (str(tmp_path), os.environ.get("PYTHONPATH"))))
     completed = subprocess.run(
         [sys.executable, "check_gather.py"], cwd=tmp_path, capture_output=True, text=True,
-        timeout=300, env={**os.environ, "PYTHONPATH": str(tmp_path)},
+        timeout=300, env={**os.environ, "PYTHONPATH": path},
     )  # fmt: skip
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "verdict: NOT EQUIVALENT" in completed.stdout
