@@ -361,3 +361,41 @@ def test_blackbox_ap_loss_passes_its_margin_to_the_forward():
 
 def test_fappy_module_keeps_its_scales():
     assert gradlab.FAPPYLoss(delta_min=0.25).deltas == [2.0, 1.0, 0.5, 0.25]
+
+
+# --- on a CUDA device (marked gpu: run by tools/device_check.sh) ------------------------------
+
+CUDA_CASES = {
+    "SmoothAPLoss": (lambda: gradlab.SmoothAPLoss(0.05), "embeddings"),
+    "FastAPLoss": (lambda: gradlab.FastAPLoss(), "embeddings"),
+    "BlackboxAPLoss": (lambda: gradlab.BlackboxAPLoss(), "embeddings"),
+    "FAPPYLoss": (lambda: gradlab.FAPPYLoss(0.05), "embeddings"),
+    "NTXentLoss": (lambda: gradlab.NTXentLoss(0.1), "scores"),
+    "MaxViolationTripletLoss": (lambda: gradlab.MaxViolationTripletLoss(0.2), "scores"),
+}
+
+
+def _loss_and_gradient(name, device):
+    make, form = CUDA_CASES[name]
+    embeddings = torch.nn.functional.normalize(embeddings_for(11, 40, dims=8), dim=1)
+    labels = torch.arange(40) % 10
+    if form == "embeddings":
+        leaf = embeddings.to(device).requires_grad_(True)
+        loss = make()(leaf, labels.to(device))
+    else:
+        leaf = (embeddings[:10] @ embeddings.T).to(device).requires_grad_(True)
+        positives = torch.arange(10).unsqueeze(1) == labels.unsqueeze(0)
+        loss = make()(leaf, positives.to(device))
+    loss.backward()
+    assert loss.device.type == torch.device(device).type and leaf.grad.device == leaf.device
+    return loss.detach().cpu(), leaf.grad.cpu()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", sorted(CUDA_CASES))
+def test_each_loss_on_cuda_gives_the_cpus_value_and_gradient(name):
+    cpu_loss, cpu_grad = _loss_and_gradient(name, "cpu")
+    cuda_loss, cuda_grad = _loss_and_gradient(name, "cuda")
+    assert cpu_grad.abs().sum() > 0
+    torch.testing.assert_close(cuda_loss, cpu_loss, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(cuda_grad, cpu_grad, rtol=1e-7, atol=1e-10)

@@ -1,0 +1,68 @@
+"""On a CUDA device the Monitor logs the values it logs on the CPU, for every quantity of the
+full preset and each kind of watched loss (embeddings, a cross-modal call, a score matrix).
+
+Marked ``gpu``: they run where a GPU is (``bash tools/device_check.sh``) and skip elsewhere.
+The CPU run is the reference: float64 inputs, so the two devices differ only by the order of
+their floating-point sums.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import gradlab
+
+CASES = {
+    "smooth_ap_in_batch": (lambda: gradlab.SmoothAPLoss(0.05), "in_batch"),
+    "fast_ap_in_batch": (lambda: gradlab.FastAPLoss(), "in_batch"),
+    "smooth_ap_cross_modal": (lambda: gradlab.SmoothAPLoss(0.05), "cross_modal"),
+    "nt_xent_scores": (lambda: gradlab.NTXentLoss(0.1), "scores"),
+}
+
+
+def _inputs(layout: str, device: str) -> tuple[tuple, dict]:
+    generator = torch.Generator().manual_seed(7)
+    embeddings = torch.randn(48, 16, generator=generator, dtype=torch.float64)
+    embeddings = torch.nn.functional.normalize(embeddings, dim=1)
+    labels = torch.arange(48) % 12
+    if layout == "in_batch":
+        leaf = embeddings.to(device).requires_grad_(True)
+        return (leaf, labels.to(device)), {}
+    if layout == "cross_modal":
+        queries = embeddings[:12].to(device).requires_grad_(True)
+        candidates = embeddings.to(device).requires_grad_(True)
+        positives = (torch.arange(12).unsqueeze(1) == labels.unsqueeze(0)).to(device)
+        return (queries,), {"candidates": candidates, "positives": positives}
+    scores = (embeddings[:12] @ embeddings.T).to(device).requires_grad_(True)
+    positives = (torch.arange(12).unsqueeze(1) == labels.unsqueeze(0)).to(device)
+    return (scores, positives), {}
+
+
+def _logged(case: str, device: str, folder) -> dict:
+    make, layout = CASES[case]
+    with gradlab.Monitor(folder, tau=0.05, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(make())
+        for _ in range(2):  # the second step also has a previous step to compare with
+            args, kwargs = _inputs(layout, device)
+            loss_fn(*args, **kwargs).backward()
+            record = monitor.step()
+    return record
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_logged_value_on_cuda_equals_the_cpus(case, tmp_path):
+    cpu = _logged(case, "cpu", tmp_path / "cpu")
+    cuda = _logged(case, "cuda", tmp_path / "cuda")
+    assert sorted(cuda) == sorted(cpu)
+    numbers = [key for key, value in cpu.items() if isinstance(value, (int, float))]
+    assert len(numbers) > 20, numbers  # the full preset logged, not only the loss
+    for key in numbers:
+        expected, got = float(cpu[key]), float(cuda[key])
+        if math.isnan(expected):
+            assert math.isnan(got), (key, got)
+        else:
+            assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), key
