@@ -113,6 +113,19 @@ class LossAdapter:
     )
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
     _warned_other_matrix: bool = field(default=False, init=False, repr=False, compare=False)
+    _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def remove_hooks(self) -> None:
+        """Remove the gradient hooks of the last logged call (:meth:`capture`).
+
+        The Monitor calls it at ``step()``, when backward has run, and :meth:`capture` before
+        it hooks a new call: a tensor that outlives the step (a leaf optimised directly, a
+        score matrix held by the model) would otherwise keep every step's hooks, and through
+        them every step's batch.
+        """
+        for handle in self._hooks:
+            handle.remove()
+        self._hooks.clear()
 
     def not_applicable(self, name: str) -> str | None:
         """Why the quantity ``name`` does not apply to this loss although its needs are met
@@ -252,6 +265,7 @@ class LossAdapter:
             GradlabError: the call does not have this adapter's form.
         """
         batch = self.read(tensors, loss, tau)
+        self.remove_hooks()  # the previous logged call's, if no step() came between
         weights, self._column_weights = self._column_weights, []
         if self.inputs == "embeddings":
             batch.loss_record = record  # BatchView checks that it matches the layout
@@ -267,19 +281,22 @@ class LossAdapter:
             def arrived(grad: torch.Tensor) -> None:  # read nothing: backward got here
                 batch.gradient_arrived = True
 
-            first.register_hook(arrived)
+            self._hooks.append(first.register_hook(arrived))
         if embedding_grad and self.inputs == "embeddings" and first.requires_grad:
 
             def keep(grad: torch.Tensor) -> None:
                 batch.embedding_grad = grad.detach()  # read only: returning None keeps it
 
-            first.register_hook(keep)
+            self._hooks.append(first.register_hook(keep))
         if (score_grad or embedding_grad or loss_scale) and _is_scalar_in_graph(loss):
 
             def keep_scale(grad: torch.Tensor) -> None:  # the factor put on the loss (read only)
                 batch.loss_scale = grad.detach().reshape(())
 
-            loss.register_hook(keep_scale)
+            self._hooks.append(loss.register_hook(keep_scale))
+        for capture in [*recorded, *(batch.score_captures or ())]:  # hooked during the call
+            if capture.hook is not None and capture.hook not in self._hooks:
+                self._hooks.append(capture.hook)
         return batch
 
     def _lend_workspace(self, batch: BatchView, weights: RecordedColumnWeights) -> None:
@@ -306,7 +323,7 @@ class LossAdapter:
         if self.inputs == "scores" and not captured:
             capture = ScoreCapture("both", batch.embeddings.clone(), batch.positives)
             if first.requires_grad:
-                first.register_hook(_keep_into(capture))
+                self._hooks.append(first.register_hook(_keep_into(capture)))
             captured = [capture]
         elif self.inputs == "embeddings" and batch.labels is not None:
             size = batch.labels.shape[0]
@@ -608,8 +625,8 @@ def record_into(captured: list) -> Callable:
     def record(direction: str, scores: torch.Tensor, positives: torch.Tensor | None) -> None:
         # Copies: an optimizer may update a leaf score matrix in place before step() reads it.
         capture = ScoreCapture(direction, scores.detach().clone(), positives)
-        if scores.requires_grad:
-            scores.register_hook(_keep_into(capture))
+        if scores.requires_grad:  # removed by the adapter once the step is read
+            capture.hook = scores.register_hook(_keep_into(capture))
         captured.append(capture)
 
     return record
@@ -637,7 +654,7 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
         capture = ScoreCapture(direction, record.scores.detach(), record.positives,
                                record.candidate_mask)  # fmt: skip
         if record.scores.requires_grad:
-            record.scores.register_hook(_keep_into(capture))
+            capture.hook = record.scores.register_hook(_keep_into(capture))
         return capture
     if batch.labels is None:
         return ScoreCapture("i2t", None, batch.positives, None, smooth_ap_tau=batch.loss_tau)

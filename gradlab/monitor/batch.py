@@ -90,7 +90,8 @@ class ScoreCapture:
     ``smooth_ap_tau`` set and ``grad`` unset: the loss is gradlab's SmoothAP with that tau and
     ``dL/dS`` is its exact gradient at the step's scores (:meth:`BatchView.smooth_ap_loss_grad`);
     ``scores`` is then ``None`` (the step's :attr:`BatchView.scores`), and ``candidates`` is
-    ``None`` in-batch exactly when the query is its own candidate.
+    ``None`` in-batch exactly when the query is its own candidate. ``hook``: the handle of
+    the hook that fills ``grad``, removed once the step is read.
     """
 
     direction: str
@@ -99,6 +100,7 @@ class ScoreCapture:
     candidates: torch.Tensor | None = None
     grad: torch.Tensor | None = None
     smooth_ap_tau: float | None = None
+    hook: torch.utils.hooks.RemovableHandle | None = field(default=None, repr=False, compare=False)
 
 
 def _all_finite(values: torch.Tensor) -> torch.Tensor:

@@ -450,6 +450,8 @@ class Monitor:
             raise GradlabError("monitor.step() called after close()")
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
+        if batch is not None:  # backward has run: the hooks have read what they read
+            self._pending_adapter.remove_hooks()
         if self._first_step is None:  # where this Monitor's steps start (a resumption's)
             if self._gathers():  # every rank numbers its steps as rank 0, which writes
                 step = self._follow_rank_zero(step, batch)
@@ -860,6 +862,7 @@ class Monitor:
             return None
         self._capture(args, kwargs, loss, adapter)
         batch, self._pending = self._pending, None
+        adapter.remove_hooks()  # a backward already ran: they would never fire for this batch
         return batch
 
     def __enter__(self) -> Monitor:

@@ -193,10 +193,11 @@ def test_a_capture_asks_for_no_gradient_by_default():
 
 def test_the_embedding_gradient_is_kept_only_when_asked_on_embeddings():
     loss_fn = gradlab.SmoothAPLoss(TAU)
-    adapter = adapters.adapt(loss_fn)
     embeddings, labels = _batch()
-    kept = adapter.capture([embeddings, labels], None, TAU, embedding_grad=True)
-    unasked = adapter.capture([embeddings, labels], None, TAU, embedding_grad=False)
+    # two adapters: one adapter's capture removes the hooks of its previous one
+    kept = adapters.adapt(loss_fn).capture([embeddings, labels], None, TAU, embedding_grad=True)
+    unasked = adapters.adapt(loss_fn).capture([embeddings, labels], None, TAU,
+                                              embedding_grad=False)  # fmt: skip
     (expected,) = torch.autograd.grad(loss_fn(embeddings, labels), embeddings, retain_graph=True)
     loss_fn(embeddings, labels).backward()
     assert torch.equal(kept.embedding_grad, expected) and unasked.embedding_grad is None
