@@ -429,6 +429,19 @@ class Monitor:
                 self.not_logged[quantity.name] = "; and ".join(dict.fromkeys(reasons))
         self.disabled.update(self.not_logged)
 
+    def _servable(self, adapter: LossAdapter, due: list[Quantity]) -> list[Quantity]:
+        """The quantities of ``due`` that ``adapter``'s loss can serve now. With one watched
+        loss, one that it cannot serve after all (its call showed it: the watch could not)
+        joins :attr:`not_logged` with the reason and is not computed again."""
+        kept = []
+        for quantity in due:
+            reason = _why_not(adapter, quantity)
+            if reason is None:
+                kept.append(quantity)
+            elif len(self._adapters) == 1:
+                self.not_logged[quantity.name] = self.disabled[quantity.name] = reason
+        return kept
+
     # --- the step ------------------------------------------------------------------------------
 
     def step(self) -> dict | None:
@@ -618,9 +631,10 @@ class Monitor:
             batch.workspace = self.workspace
         if batch.embeddings.numel() == 0:  # no rows: only what is defined on none this step
             due = [q for q in due if q.reads_empty_batches]
-        if len(self._adapters) > 1 and self._pending_adapter is not None:
-            # several watched losses: only what the loss read on this step can serve
-            due = [q for q in due if _why_not(self._pending_adapter, q) is None]
+        if self._pending_adapter is not None:
+            # only what the loss read on this step can serve (several watched losses; or a
+            # loss whose call showed what it is, as a sigmoid loss of open_clip's interface)
+            due = self._servable(self._pending_adapter, due)
         computed: list[tuple[Quantity, dict[str, torch.Tensor]]] = []
         # The step's sort keeps ties in column order only for a quantity that reads the order.
         batch.ties_by_column = any("descending_order" in q.needs for q in due)

@@ -19,6 +19,7 @@ from gradlab import GradlabError
 from gradlab.integrations.open_clip import RecordingClipLoss, open_clip_adapter
 from gradlab.monitor import (
     ChanceLevel,
+    Loss,
     OperatingRegion,
     RelaxationGap,
     Temperature,
@@ -319,6 +320,33 @@ def test_the_chance_level_is_clip_s_ln_c_and_not_logged_for_the_sigmoid_loss(tmp
     assert reasons["siglip"] == (f"does not apply to {type(siglip_loss()).__name__}: a sigmoid of "
                                  "each pair, no mean of InfoNCE terms, so ln C is not its chance "
                                  "level")  # fmt: skip
+
+
+def test_a_sigmoid_loss_of_open_clip_s_interface_named_otherwise_has_no_chance_level(tmp_path):
+    # a pairwise loss not named after SigLIP: its first call shows one matrix of pairs (the
+    # watch cannot know), and from then on ln C is neither logged nor left unexplained
+    class PairLoss(torch.nn.Module):
+        def get_logits(self, image, text, scale, bias=None):
+            return scale * image @ text.T + bias
+
+        def forward(self, image, text, scale, logit_bias=None, output_dict=False):
+            logits = self.get_logits(image, text, scale, logit_bias)
+            signs = 2 * torch.eye(image.shape[0]) - 1
+            return -torch.nn.functional.logsigmoid(signs * logits).sum() / image.shape[0]
+
+    images, texts = features(1, 6, seed=4)
+    with gradlab.Monitor(tmp_path, quantities=[Loss(every(1)), ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(RecordingClipLoss(PairLoss()))
+        assert "chance_level" not in monitor.not_logged
+        records = []
+        for _ in range(2):
+            loss_fn(images.clone().requires_grad_(), texts, torch.tensor(10.0),
+                    torch.tensor(-3.0)).backward()  # fmt: skip
+            records.append(monitor.step() or {})
+    assert all("loss" in r and "chance_level" not in r for r in records), records
+    assert monitor.not_logged["chance_level"] == (
+        "does not apply to PairLoss: a sigmoid of each pair, no mean of InfoNCE terms, so ln C "
+        "is not its chance level")  # fmt: skip
 
 
 def test_a_wrapped_loss_that_declares_no_infonce_mean_has_no_chance_level(tmp_path):
