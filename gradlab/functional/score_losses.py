@@ -258,7 +258,10 @@ def max_violation_triplet_loss(
             code sums over the batch).
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
         validate: refuse NaN/inf scores and scores beyond a quarter of the dtype's largest
-            value (the hinge would overflow); one host read, shared with ``on_degenerate``.
+            value (the hinge would overflow) and, for half-precision scores, scores whose loss
+            could exceed their dtype (it is computed in float32 and returned in theirs: an
+            upper bound, ``margin + largest score - lowest positive score`` per positive, is
+            checked); one host read, shared with ``on_degenerate``.
         on_degenerate: called with no argument when no query has both a positive and a negative.
 
     Returns:
@@ -276,7 +279,14 @@ def max_violation_triplet_loss(
     margin = check_margin(margin)
     _check_options(direction, reduction, on_scores, on_degenerate)
     bound = (torch.finfo(scores.dtype).max / 4, f"margin - s_qp + s_qn must fit {scores.dtype}")
-    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound):
+    fits = None
+    if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
+        fits = _returned_loss_fits(
+            scores, lambda: _triplet_bound(scores, mask, margin, direction, reduction),
+            "margin + largest score - lowest positive score per positive, "
+            f"reduction={reduction!r}",
+        )  # fmt: skip
+    if _one_sync(scores, mask, direction, validate, on_degenerate is not None, bound, fits):
         on_degenerate()
     return _by_direction(_row_max_violation, scores, mask, direction, on_scores, margin, reduction)
 
@@ -390,18 +400,61 @@ def _info_nce_fits(
 ) -> tuple[Callable[[], torch.Tensor], Callable[[], str]]:
     """``_one_sync``'s ``fits`` for half-precision scores: the loss, computed in float32, must
     fit the scores' dtype that it is returned in."""
+    return _returned_loss_fits(
+        scores, lambda: _info_nce_bound(scores, mask, temperature, direction, reduction),
+        "(largest score - lowest positive score) / temperature + ln C per query, "
+        f"reduction={reduction!r}",
+    )  # fmt: skip
+
+
+def _returned_loss_fits(
+    scores: torch.Tensor, bound: Callable[[], torch.Tensor], formula: str
+) -> tuple[Callable[[], torch.Tensor], Callable[[], str]]:
+    """``_one_sync``'s ``fits`` for a loss computed in float32 and returned in the
+    half-precision dtype of ``scores``: ``bound()`` (a 0-d float32 upper bound of the loss,
+    described by ``formula``) must not exceed that dtype's largest value, else the returned
+    loss would be ``inf``.
+
+    Example:
+        >>> scores = torch.ones(2, 2, dtype=torch.float16)
+        >>> flag, message = _returned_loss_fits(scores, lambda: torch.tensor(7e4), "a sum")
+        >>> bool(flag())
+        False
+        >>> message()[:58]
+        "scores must keep the loss within torch.float16's largest v"
+    """
     largest = torch.finfo(scores.dtype).max
 
     def flag() -> torch.Tensor:
-        return _info_nce_bound(scores, mask, temperature, direction, reduction) <= largest
+        return bound() <= largest
 
     def message() -> str:
-        bound = float(_info_nce_bound(scores, mask, temperature, direction, reduction))
         return (
             f"scores must keep the loss within {scores.dtype}'s largest value {largest:.6g} "
             f"(the loss is returned in the scores' dtype); got scores whose loss can reach "
-            f"{bound:.3g} ((largest score - lowest positive score) / temperature + ln C per "
-            f"query, reduction={reduction!r}); pass scores.float() for a float32 loss"
+            f"{float(bound()):.3g} ({formula}); pass scores.float() for a float32 loss"
         )
 
     return flag, message
+
+
+def _triplet_bound(
+    scores: torch.Tensor, mask: torch.Tensor, margin: float, direction: str, reduction: str
+) -> torch.Tensor:
+    """A float32 upper bound of :func:`max_violation_triplet_loss`: per query, each positive
+    costs at most ``margin + max_c S[q, c] - min_{p in P(q)} S[q, p]`` (the hardest negative
+    is at most the row's largest score); their sum over the positives (``"sum"``) or their
+    largest (``"mean"``: a mean is at most its largest term), summed over the directions."""
+    wide = scores.detach().float()
+    total = wide.new_zeros(())
+    for dim, name in ((1, "i2t"), (0, "t2i")):
+        if direction not in (name, "both"):
+            continue
+        lowest_positive = wide.masked_fill(~mask, math.inf).amin(dim=dim)
+        per_positive = (margin + wide.amax(dim=dim) - lowest_positive).clamp(min=0.0)
+        per_positive = torch.where(mask.any(dim=dim), per_positive, 0.0)
+        if reduction == "sum":
+            total = total + (per_positive * mask.sum(dim=dim)).sum()
+        else:
+            total = total + per_positive.amax()
+    return total

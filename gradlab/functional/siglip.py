@@ -25,10 +25,12 @@ import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.functional.score_losses import (
+    HALF_DTYPES,
     REDUCTIONS,
     ScoreCallback,
     _loss_mask,
     _one_sync,
+    _returned_loss_fits,
     widened,
 )
 from gradlab.validation import check_in_range
@@ -69,6 +71,16 @@ def check_siglip_options(scale: object, bias: object, reduction: object) -> tupl
     return scale, bias
 
 
+def _sigmoid_loss_value(
+    scores: torch.Tensor, mask: torch.Tensor, scale: float, bias: float, reduction: str
+) -> torch.Tensor:
+    """:func:`sigmoid_pair_loss` in float32, detached: the value a half-precision call must fit
+    (a bound such as ``|t s + b| + ln 2`` per pair is loose by the many negatives' logits)."""
+    logits = scores.detach().float() * scale + bias
+    total = F.softplus(torch.where(mask, -logits, logits)).sum()  # -log sigmoid(z x)
+    return total if reduction == "sum" else total / scores.shape[0]
+
+
 def sigmoid_pair_loss(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -91,7 +103,9 @@ def sigmoid_pair_loss(
         on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
         validate: refuse NaN/inf scores and scores whose logits overflow the dtype: every
             ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the dtype's largest finite
-            value, so that every logit ``t s + b`` stays within half of it.
+            value, so that every logit ``t s + b`` stays within half of it. Half-precision
+            scores (the loss is computed in float32 and returned in their dtype) must also keep
+            the loss within their dtype (checked in the same host read).
 
     Returns:
         A 0-d tensor.
@@ -111,8 +125,14 @@ def sigmoid_pair_loss(
     if on_scores is not None and not callable(on_scores):
         raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
     largest = (torch.finfo(scores.dtype).max / 2 - abs(bias)) / scale
+    fits = None
+    if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
+        fits = _returned_loss_fits(
+            scores, lambda: _sigmoid_loss_value(scores, mask, scale, bias, reduction),
+            f"the loss itself in float32, reduction={reduction!r}",
+        )  # fmt: skip
     _one_sync(scores, mask, "both", validate, False,
-              (largest, f"scale x scores + bias must fit {scores.dtype}"))  # fmt: skip
+              (largest, f"scale x scores + bias must fit {scores.dtype}"), fits)  # fmt: skip
     dtype, scores = scores.dtype, widened(scores)  # half precision: computed in float32
     alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
     if on_scores is not None:

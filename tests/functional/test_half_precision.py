@@ -78,3 +78,32 @@ def test_a_half_precision_loss_beyond_its_dtype_is_refused():
     # The mean of the same losses fits: it is computed and returned.
     mean = F.nt_xent_loss(scores, eye, 0.1)
     assert mean.item() == pytest.approx(wide / 1000, rel=1e-3)
+
+
+FOUR_PER_CLASS = (torch.arange(512) // 4).unsqueeze(0) == (torch.arange(512) // 4).unsqueeze(1)
+SUMMED = {
+    # VSE++'s summed hinge (Faghri et al. 2018, Eq. 5) and SigLIP's summed pairs (Zhai et al.
+    # 2023, Eq. 1) of 512 queries whose scores float16 holds but whose loss it cannot: (loss,
+    # the scores' spread). With four positives a query, every positive's hinge counts (at a
+    # spread of 6 the loss is 75,500; a bound of one hinge per query would say 25,300).
+    "max_violation": (lambda s, reduction: F.max_violation_triplet_loss(
+        s, torch.eye(512, dtype=torch.bool), margin=0.2, reduction=reduction), 30.0),
+    "max_violation four positives": (lambda s, reduction: F.max_violation_triplet_loss(
+        s, FOUR_PER_CLASS, margin=0.2, reduction=reduction), 6.0),
+    "sigmoid_pair": (lambda s, reduction: F.sigmoid_pair_loss(
+        s, torch.eye(512, dtype=torch.bool), scale=10.0, bias=-10.0, reduction=reduction), 30.0),
+}
+
+
+@pytest.mark.parametrize(("loss", "spread"), SUMMED.values(), ids=SUMMED.keys())
+def test_a_summed_half_precision_loss_beyond_its_dtype_is_refused_not_inf(loss, spread):
+    scores = (torch.randn(512, 512, generator=torch.Generator().manual_seed(7)) * spread).half()
+    wide = loss(scores.float(), "sum").item()  # the float32 loss the call would cast back
+    assert wide > torch.finfo(torch.float16).max
+    with pytest.raises(GradlabError, match=r"^scores must keep the loss within torch.float16's "
+                                           r"largest value 65504 "):  # fmt: skip
+        loss(scores, "sum")
+    # the mean fits float16 (58,000 for SigLIP, close to its largest value): computed, returned
+    mean = loss(scores, "mean")
+    assert math.isfinite(mean.item())
+    assert mean.item() == pytest.approx(loss(scores.float(), "mean").item(), rel=1e-3)
