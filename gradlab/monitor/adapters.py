@@ -294,9 +294,9 @@ class LossAdapter:
                 batch.loss_scale = grad.detach().reshape(())
 
             self._hooks.append(loss.register_hook(keep_scale))
-        for capture in [*recorded, *(batch.score_captures or ())]:  # hooked during the call
-            if capture.hook is not None and capture.hook not in self._hooks:
-                self._hooks.append(capture.hook)
+        # hooked during the call, on whatever matrix the loss handed its recorder (perhaps a
+        # tensor of the caller's); SmoothAP's recorded scores are its own, freed with the graph
+        self._hooks.extend(capture.hook for capture in recorded if capture.hook is not None)
         return batch
 
     def _lend_workspace(self, batch: BatchView, weights: RecordedColumnWeights) -> None:
@@ -654,7 +654,7 @@ def _smooth_ap_capture(batch: BatchView) -> ScoreCapture:
         capture = ScoreCapture(direction, record.scores.detach(), record.positives,
                                record.candidate_mask)  # fmt: skip
         if record.scores.requires_grad:
-            capture.hook = record.scores.register_hook(_keep_into(capture))
+            record.scores.register_hook(_keep_into(capture))  # the loss's own: freed with it
         return capture
     if batch.labels is None:
         return ScoreCapture("i2t", None, batch.positives, None, smooth_ap_tau=batch.loss_tau)

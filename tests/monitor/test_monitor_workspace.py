@@ -90,10 +90,23 @@ def _leaf_cases():
     embeddings = torch.randn(160, 8, generator=generator).requires_grad_(True)
     scores = torch.randn(40, 160, generator=generator).requires_grad_(True)
     positives = torch.arange(40).unsqueeze(1) == labels.unsqueeze(0)
+
+    class HandsOverItsInput(torch.nn.Module):
+        """A score loss that hands its recorder the caller's matrix itself (no alias)."""
+
+        score_recorder = None
+
+        def forward(self, scores, positives):
+            if self.score_recorder is not None:
+                self.score_recorder("i2t", scores, positives)
+            return -(scores * positives).sum() + scores.logsumexp(dim=1).sum()
+
     return {
         "embeddings": (gradlab.SmoothAPLoss(0.05), embeddings, labels),
         "scores": (gradlab.NTXentLoss(0.1), scores, positives),
-    }
+        "recorded": (HandsOverItsInput(), scores.detach().clone().requires_grad_(True),
+                     positives),
+    }  # fmt: skip
 
 
 def test_a_leaf_optimised_directly_keeps_no_hook_and_no_step_after_step(tmp_path):
@@ -103,7 +116,7 @@ def test_a_leaf_optimised_directly_keeps_no_hook_and_no_step_after_step(tmp_path
     for name, (loss, leaf, second) in _leaf_cases().items():
         before = _live_views()
         with gradlab.Monitor(tmp_path / name, tau=0.05, preset="full", every=1) as monitor:
-            loss_fn = monitor.watch(loss)
+            loss_fn = monitor.watch(loss, inputs="scores" if name == "recorded" else None)
             optimizer = torch.optim.SGD([leaf], lr=0.01)
             records = []
             for _ in range(6):
