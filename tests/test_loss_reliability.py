@@ -367,3 +367,17 @@ def test_labels_on_another_device_are_refused_by_name(make):
     message = r"^tensors must be on one device; got embeddings on cuda"
     with pytest.raises(GradlabError, match=message):
         make()(torch.ones(8, 3, device="cuda"), LABELS)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "make",
+    [lambda: gradlab.NTXentLoss(0.1), lambda: gradlab.MaxViolationTripletLoss(0.2),
+     lambda: gradlab.SigLIPLoss()],
+    ids=["nt_xent", "max_violation", "siglip"],
+)  # fmt: skip
+def test_a_score_matrix_and_its_positives_on_two_devices_are_refused_by_name(make):
+    positives = torch.eye(4, dtype=torch.bool)
+    with pytest.raises(GradlabError, match=r"^tensors must be on one device; got scores on "
+                                           r"cuda:0, positives on cpu$"):  # fmt: skip
+        make()(torch.eye(4, device="cuda"), positives)

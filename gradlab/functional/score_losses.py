@@ -450,9 +450,9 @@ def _triplet_bound(
     for dim, name in ((1, "i2t"), (0, "t2i")):
         if direction not in (name, "both"):
             continue
+        # a query without positives: its lowest positive is inf, its bound clamped to 0
         lowest_positive = wide.masked_fill(~mask, math.inf).amin(dim=dim)
         per_positive = (margin + wide.amax(dim=dim) - lowest_positive).clamp(min=0.0)
-        per_positive = torch.where(mask.any(dim=dim), per_positive, 0.0)
         if reduction == "sum":
             total = total + (per_positive * mask.sum(dim=dim)).sum()
         else:

@@ -257,7 +257,7 @@ class _LogitsAdapter(RecordedScoresAdapter):
             return ("reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; open_clip's "
                     "recorded matrix holds logits (logit_scale x cosine)")  # fmt: skip
         # by its class, or, for a stand-in of its interface, once a call has shown one matrix
-        pairwise = getattr(self.recorder, "pairwise", False)
+        pairwise = self.recorder.pairwise  # a RecordingClipLoss: False before its first call
         if name == ChanceLevel.name and (pairwise or _is_sigmoid_loss(self.loss_fn)):
             return (f"does not apply to {loss_name(self.loss_fn)}: a sigmoid of each pair, no "
                     "mean of InfoNCE terms, so ln C is not its chance level")  # fmt: skip

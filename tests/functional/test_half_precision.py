@@ -4,6 +4,7 @@ call on the scores converted to float32, rounded once to the input's dtype; comp
 precision instead is several per cent off on a 256 x 256 batch."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -107,3 +108,123 @@ def test_a_summed_half_precision_loss_beyond_its_dtype_is_refused_not_inf(loss, 
     mean = loss(scores, "mean")
     assert math.isfinite(mean.item())
     assert mean.item() == pytest.approx(loss(scores.float(), "mean").item(), rel=1e-3)
+
+
+def _refusal(formula: str) -> str:
+    """The refusal's text around its bound, whose digits the pattern leaves open."""
+    return (r"^scores must keep the loss within torch\.float16's largest value 65504 \(the loss "
+            r"is returned in the scores' dtype\); got scores whose loss can reach [0-9.e+]+ \("
+            + re.escape(formula) + r"\); pass scores\.float\(\) for a float32 loss$")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("call", "formula"),
+    [
+        (lambda s: F.nt_xent_loss(s, torch.eye(512, dtype=torch.bool), 0.1, reduction="sum"),
+         "(largest score - lowest positive score) / temperature + ln C per query, "
+         "reduction='sum'"),
+        (lambda s: F.max_violation_triplet_loss(s, torch.eye(512, dtype=torch.bool),
+                                                reduction="sum"),
+         "margin + largest score - lowest positive score per positive, reduction='sum'"),
+        (lambda s: F.sigmoid_pair_loss(s, torch.eye(512, dtype=torch.bool), reduction="sum"),
+         "the loss itself in float32, reduction='sum'"),
+    ],
+    ids=["nt_xent", "max_violation", "sigmoid_pair"],
+)  # fmt: skip
+def test_the_refusal_says_which_bound_it_checked(call, formula):
+    scores = (torch.randn(512, 512, generator=torch.Generator().manual_seed(8)) * 30).half()
+    with pytest.raises(GradlabError, match=_refusal(formula)):
+        call(scores)
+
+
+TALL_LOSSES = {
+    "max_violation": lambda s, m, direction: F.max_violation_triplet_loss(
+        s, m, direction=direction, reduction="sum"),
+    "nt_xent": lambda s, m, direction: F.nt_xent_loss(
+        s, m, 0.1, direction=direction, reduction="sum"),
+}
+
+
+@pytest.mark.parametrize("loss", TALL_LOSSES.values(), ids=TALL_LOSSES.keys())
+def test_each_direction_counts_its_own_queries(loss):
+    # A tall matrix read by its columns (t2i) and the same matrix transposed read by its rows
+    # (i2t): 2 queries with 2048 positives each among scores from -8000 to 8000, whose loss
+    # sums beyond float16. Read the other way (4096 queries, one positive and one negative
+    # of the same score each) the loss is small: a bound taken along the wrong side, or over
+    # the other direction only, lets inf through.
+    values = torch.linspace(-8000, 8000, 4096)
+    tall = values.unsqueeze(1).expand(4096, 2).contiguous().half()  # scores[r, c] = v_r
+    positives = (torch.arange(4096) % 2).unsqueeze(1) == torch.arange(2).unsqueeze(0)
+    assert loss(tall.float(), positives, "t2i").item() > 65504
+    for scores, mask, direction in ((tall, positives, "t2i"), (tall.T, positives.T, "i2t")):
+        with pytest.raises(GradlabError, match=r"^scores must keep the loss within"):
+            loss(scores, mask, direction)
+        other = "i2t" if direction == "t2i" else "t2i"
+        value = loss(scores, mask, other)
+        assert value.item() == pytest.approx(loss(scores.float(), mask, other).item(), rel=1e-3)
+
+
+def test_an_nt_xent_sum_of_uniform_queries_is_refused_just_past_float16():
+    # Scores all 1: each query's loss is ln C exactly. 9,000 queries of C = 1,000 sum to
+    # 62,170 and are computed; 10,000 (69,078) are refused. Queries without positives (4,000
+    # rows) add nothing to either, and cannot hide the others.
+    for with_positives, fits in ((9000, True), (10000, False)):
+        rows = with_positives + 4000
+        scores = torch.ones(rows, 1000, dtype=torch.float16)
+        mask = torch.zeros(rows, 1000, dtype=torch.bool)
+        mask[torch.arange(with_positives), torch.arange(with_positives) % 1000] = True
+        expected = with_positives * math.log(1000)
+        if fits:
+            value = F.nt_xent_loss(scores, mask, 0.1, direction="i2t", reduction="sum")
+            assert value.item() == pytest.approx(expected, rel=1e-3)
+        else:
+            with pytest.raises(GradlabError, match=r"^scores must keep the loss within"):
+                F.nt_xent_loss(scores, mask, 0.1, direction="i2t", reduction="sum")
+
+
+def test_a_vse_loss_far_within_float16_is_computed_however_spread_its_scores():
+    # 67,500 positives in rows of scores from -8000 to 8000, every negative 5000 below its
+    # row's positives: each hinge is 0, and the bound (margin + row's largest - its lowest
+    # positive, per positive) is 0.2 x 67,500 = 13,500. A bound over the whole matrix, over
+    # the negatives, per query with every positive counted, or of at least 1 per positive
+    # would refuse it.
+    rows = torch.linspace(-8000, 8000, 300).unsqueeze(1)
+    positives = (torch.arange(300).unsqueeze(1) + torch.arange(300).unsqueeze(0)) % 4 != 0
+    scores = torch.where(positives, rows, rows - 5000).half()
+    assert int(positives.sum()) == 67500
+    value = F.max_violation_triplet_loss(scores, positives, margin=0.2, direction="i2t",
+                                         reduction="sum")  # fmt: skip
+    assert value.dtype == torch.float16 and value.item() == 0.0
+
+
+def test_a_vse_mean_beyond_float16_by_its_margin_is_refused():
+    # a mean hinge is at most margin + twice the largest |score|: a margin of 70,000 alone
+    # takes a float16 mean beyond its dtype (60,000 fits: 60,000 - 1 + 0 per positive)
+    scores, eye = torch.eye(4).half(), torch.eye(4, dtype=torch.bool)
+    with pytest.raises(GradlabError, match=r"^scores must keep the loss within"):
+        F.max_violation_triplet_loss(scores, eye, margin=7e4, direction="i2t")
+    value = F.max_violation_triplet_loss(scores, eye, margin=6e4, direction="i2t")
+    assert value.item() == pytest.approx(6e4 - 1, rel=1e-3)
+
+
+def test_a_siglip_mean_close_to_float16_s_largest_value_is_computed_exactly():
+    # 256 queries x 512 candidates. The check is the float32 loss itself: a mean 0.2 % below
+    # 65504 passes, the same scores x 1.003 (65,547) are refused; a bias or divisor (Q, not
+    # C) wrong in the check moves the value past the limit or far below it
+    base = torch.randn(256, 512, generator=torch.Generator().manual_seed(7))
+    eye = torch.eye(256, 512, dtype=torch.bool)
+    wide = F.sigmoid_pair_loss(base * 33.3, eye, scale=10.0, bias=-10.0).item()
+    assert 0.995 * 65504 < wide < 65504, wide
+    half = F.sigmoid_pair_loss((base * 33.3).half(), eye, scale=10.0, bias=-10.0)
+    assert half.item() == pytest.approx(wide, rel=1e-3)
+    with pytest.raises(GradlabError, match=r"^scores must keep the loss within"):
+        F.sigmoid_pair_loss((base * 33.4).half(), eye, scale=10.0, bias=-10.0)
+
+
+def test_a_siglip_loss_of_pairs_it_finds_right_is_computed_however_many():
+    # every pair positive with logit 290: each term is ~e^-290, the summed loss 0; a check
+    # that read the positives as negatives would see 262,144 x 290 and refuse it
+    scores = torch.full((512, 512), 30.0).half()
+    value = F.sigmoid_pair_loss(scores, torch.ones(512, 512, dtype=torch.bool), scale=10.0,
+                                bias=-10.0, reduction="sum")  # fmt: skip
+    assert value.item() == 0.0

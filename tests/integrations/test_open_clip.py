@@ -307,6 +307,8 @@ def test_the_chance_level_is_clip_s_ln_c_and_not_logged_for_the_sigmoid_loss(tmp
     for name, loss, bias in (("clip", clip_loss(), None), ("siglip", siglip_loss(), -3.0)):
         with gradlab.Monitor(tmp_path / name, quantities=[ChanceLevel(every(1))]) as monitor:
             loss_fn = monitor.watch(RecordingClipLoss(loss))
+            # open_clip's SigLipLoss is known by its class before any call
+            assert ("chance_level" in monitor.not_logged) == (name == "siglip")
             value = loss_fn(images.clone().requires_grad_(), texts, torch.tensor(10.0),
                             None if bias is None else torch.tensor(bias))  # fmt: skip
             value.backward()
