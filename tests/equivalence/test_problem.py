@@ -481,3 +481,26 @@ def test_rows_and_size_must_place_the_shard_in_the_whole_batch(fields, message):
 def test_rows_must_be_an_integer_vector():
     with pytest.raises(GradlabError, match=r"^rows must"):
         make_batch(rows=torch.tensor([0.0, 1.0, 2.0, 3.0]))
+
+
+@pytest.mark.gpu
+def test_the_probe_records_cuda_tensors_and_indices_on_the_cpu():
+    # a step on a CUDA model hands the probe CUDA embeddings, scores and (a custom step's)
+    # CUDA indices; the accumulators stay on the CPU and hold what a CPU step's would
+    def recorded(device):
+        probe = GradientProbe(size=3, columns=3, embedding_size=2)
+        generator = torch.Generator().manual_seed(4)
+        embeddings = torch.randn(3, 2, generator=generator, dtype=torch.float64)
+        rows = torch.tensor([2, 0, 1], device=device)
+        queries = probe.queries(embeddings.to(device).requires_grad_(True), rows=rows)
+        candidates = probe.candidates(embeddings.to(device).requires_grad_(True), rows=rows)
+        scores = probe.scores(queries @ candidates.T, rows=rows, columns=rows)
+        (scores * torch.arange(9.0, device=device, dtype=torch.float64).view(3, 3)).sum().backward()
+        return probe
+
+    cpu, cuda = recorded("cpu"), recorded("cuda")
+    for name in ("queries", "candidates", "scores"):
+        assert cuda.gradients[name].device.type == "cpu"
+        torch.testing.assert_close(cuda.gradients[name], cpu.gradients[name])
+    assert cuda.values.device.type == "cpu" and torch.equal(cuda.scored, cpu.scored)
+    torch.testing.assert_close(cuda.values, cpu.values)
