@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
+import gradlab
 from gradlab.functional import in_batch_layout, operating_region_proportion
 from gradlab.models import EmbeddingMLP
 from gradlab.monitor import read_jsonl
@@ -70,6 +71,16 @@ def test_distributed_monitor_uses_the_global_batch_and_rank_zero_writes(tmp_path
     scores = in_batch_layout(embeddings, labels, include_query=True).scores
     expected = operating_region_proportion(scores, 0.05).mean().item()  # the loss's tau
     assert records[0]["p_seed"] == pytest.approx(expected, rel=1e-6)
+    # the embeddings' gradient: each rank's own loss on its own rows, stacked in rank order
+    own = []
+    for images, rank_labels in parts:
+        rows = model(images).detach().requires_grad_(True)
+        gradlab.SmoothAPLoss(0.05)(rows, rank_labels).backward()
+        own.append(rows.grad.double())
+    stacked = torch.cat(own)
+    assert records[0]["embedding_grad_norm"] == pytest.approx(stacked.norm().item(), rel=1e-6)
+    assert records[0]["embedding_grad_norm_row_mean"] == pytest.approx(
+        stacked.norm(dim=1).mean().item(), rel=1e-6)  # fmt: skip
 
 
 @pytest.mark.slow
