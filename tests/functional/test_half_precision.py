@@ -228,3 +228,21 @@ def test_a_siglip_loss_of_pairs_it_finds_right_is_computed_however_many():
     value = F.sigmoid_pair_loss(scores, torch.ones(512, 512, dtype=torch.bool), scale=10.0,
                                 bias=-10.0, reduction="sum")  # fmt: skip
     assert value.item() == 0.0
+
+
+def test_a_loss_of_exactly_float16_s_largest_value_is_returned():
+    # four queries, each hinge 8188 - (-8188) = 16376 with margin 0: the summed loss is 65504,
+    # float16's largest value itself, which float16 holds: returned, not refused
+    scores = torch.tensor([[-8188.0, 8188.0]] * 4, dtype=torch.float16)
+    positives = torch.tensor([[True, False]] * 4)
+    value = F.max_violation_triplet_loss(scores, positives, margin=0.0, direction="i2t",
+                                         reduction="sum")  # fmt: skip
+    assert value.item() == torch.finfo(torch.float16).max
+
+
+def test_float64_scores_beyond_float32_s_range_are_computed_in_float64():
+    # NT-Xent computes half precision in float32 and float64 in float64: scores of 1e39
+    # (past float32's largest value) are no overflow there
+    scores = torch.tensor([[1e39, 0.0], [0.0, 1e39]], dtype=torch.float64)
+    value = F.nt_xent_loss(scores, torch.eye(2, dtype=torch.bool), 1.0)
+    assert value.dtype == torch.float64 and value.item() == 0.0
