@@ -492,8 +492,10 @@ def test_the_probe_records_cuda_tensors_and_indices_on_the_cpu():
         generator = torch.Generator().manual_seed(4)
         embeddings = torch.randn(3, 2, generator=generator, dtype=torch.float64)
         rows = torch.tensor([2, 0, 1], device=device)
-        queries = probe.queries(embeddings.to(device).requires_grad_(True), rows=rows)
-        candidates = probe.candidates(embeddings.to(device).requires_grad_(True), rows=rows)
+        # two leaves (on the CPU, to() would hand back the same tensor twice)
+        queries = probe.queries(embeddings.clone().to(device).requires_grad_(True), rows=rows)
+        candidates = probe.candidates(embeddings.clone().to(device).requires_grad_(True),
+                                      rows=rows)  # fmt: skip
         scores = probe.scores(queries @ candidates.T, rows=rows, columns=rows)
         (scores * torch.arange(9.0, device=device, dtype=torch.float64).view(3, 3)).sum().backward()
         return probe
