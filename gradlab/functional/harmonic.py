@@ -172,16 +172,24 @@ def _check_counts(**counts: object) -> None:
 
 
 def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -> None:
-    """Refuse discount counts above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes), and for
-    ``"exact"`` NaN or infinite ones, before any work."""
+    """Refuse discount counts below 0 or above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes),
+    and for ``"exact"`` NaN or infinite ones, before any work."""
     _check_exact_counts(method, **counts)
     for name, value in counts.items():
-        if value.numel() and bool((value > DISCOUNT_LARGEST_COUNT).any()):
+        if not value.numel() or not bool(
+            ((value > DISCOUNT_LARGEST_COUNT) | (value < 0)).any()  # one read for both
+        ):
+            continue
+        if bool((value < 0).any()):
             raise GradlabError(
-                f"{name} must be at most {DISCOUNT_LARGEST_COUNT:g} for {function} (the exact "
-                f"partial sums are tabulated up to the largest count, and li's series is "
-                f"checked up to there); got {float(value.max()):g}"
+                f"{name} must be a count, at least 0, for {function}; got "
+                f"{float(value.min()):g}"
             )
+        raise GradlabError(
+            f"{name} must be at most {DISCOUNT_LARGEST_COUNT:g} for {function} (the exact "
+            f"partial sums are tabulated up to the largest count, and li's series is "
+            f"checked up to there); got {float(value.max()):g}"
+        )
 
 
 def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
@@ -209,8 +217,8 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
         method: one of :data:`HARMONIC_METHODS`.
 
     Raises:
-        GradlabError: a count that is no tensor, above 1e7, or (``"exact"``) not finite;
-            before any work.
+        GradlabError: a count that is no tensor, negative, above 1e7, or (``"exact"``) not
+            finite; before any work.
 
     Example:
         >>> a, b = torch.tensor([0.0, 5.0]), torch.tensor([1.0, 7.0])
@@ -275,8 +283,8 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
 def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -> torch.Tensor:
     """``discount_gap(a, a + count) / count``, with its ``count -> 0`` limit (see above).
 
-    ``a + count`` must be at most :data:`DISCOUNT_LARGEST_COUNT` (1e7), as for
-    :func:`discount_gap`.
+    ``a`` must be at least 0 and ``a + count`` at most :data:`DISCOUNT_LARGEST_COUNT`
+    (1e7), as for :func:`discount_gap`.
 
     Example:
         >>> discount_rate(torch.tensor([0.0]), torch.tensor([1.0]), "exact")
@@ -285,7 +293,7 @@ def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     check_harmonic_method(method)
     _check_counts(a=a, count=count)
     _check_exact_counts(method, a=a, count=count)
-    _check_discount_counts("discount_rate", method, **{"a + count": a + count})
+    _check_discount_counts("discount_rate", method, a=a, **{"a + count": a + count})
     return _rate(discount_gap, _discount_derivative, a, count, method)
 
 

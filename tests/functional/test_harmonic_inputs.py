@@ -159,3 +159,28 @@ def test_counts_that_are_no_tensors_are_refused_by_name(function):
         function(torch.tensor([2.0]), 3)
     with pytest.raises(GradlabError, match=r"^a must have a real floating or integer dtype"):
         function(torch.tensor([True]), torch.tensor([3.0]))
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_negative_discount_counts_are_refused_by_name(method):
+    # a count below 0 items has no discount: "exact" extrapolated its table, "midpoint" failed
+    # inside li naming x, "log" continued its tangent; each now names the count and function
+    low, high = torch.tensor([-1.0]), torch.tensor([2.0])
+    with pytest.raises(GradlabError, match=r"^a must be a count, at least 0, for discount_gap; "
+                                           r"got -1$"):  # fmt: skip
+        discount_gap(low, high, method)
+    with pytest.raises(GradlabError, match=r"^a must be a count, at least 0, for discount_rate; "
+                                           r"got -1$"):  # fmt: skip
+        discount_rate(low, torch.tensor([3.0]), method)
+    with pytest.raises(GradlabError, match=r"^b must be a count, at least 0, for discount_gap; "
+                                           r"got -0\.5$"):  # fmt: skip
+        discount_gap(torch.tensor([0.0]), torch.tensor([-0.5]), method)
+
+
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap, harmonic_rate, discount_rate])
+def test_counts_of_up_to_eight_dimensions_are_taken(function):
+    eight, nine = torch.ones([1] * 8), torch.ones([1] * 9)
+    assert function(eight, 2 * eight).shape == eight.shape
+    with pytest.raises(GradlabError, match=r"^a must be 0-D or 1-D .* or 8-D; got shape "
+                                           r"\(1, 1, 1, 1, 1, 1, 1, 1, 1\)$"):  # fmt: skip
+        function(nine, 2 * nine)
