@@ -303,3 +303,27 @@ def test_a_global_batch_logs_its_suspects_and_no_gradient_share_of_another_matri
              and global_labels[i] != global_labels[j] and global_sources[i] == global_sources[j]]
     assert record["suspects_count"] == len(pairs) > 0
     assert "suspects_gradient_share" not in record
+
+
+def test_in_batch_the_query_is_no_positive_of_its_own(tmp_path):
+    # The score rule reads each query's lowest positive among the other items: a query alone
+    # in its class (items 4 and 5) has none and flags nothing, though its score with itself
+    # (1) is the largest of its row; margin 0.5 flags the rest widely.
+    from tests.reference.geometry_loops import cosines
+
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1, 1, 2, 3])
+    with Monitor(tmp_path, quantities=[Suspects(every(1), margin=0.5, gradient=False)]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(True), labels).backward()
+        record = monitor.step()
+    rows = cosines(embeddings.tolist(), embeddings.tolist())
+    flagged = 0
+    for i in range(6):
+        positives = [rows[i][j] for j in range(6) if j != i and labels[j] == labels[i]]
+        if not positives:
+            continue
+        threshold = min(positives) - abs(min(positives)) * 0.5
+        flagged += sum(1 for j in range(6) if labels[j] != labels[i] and rows[i][j] >= threshold)
+    assert 0 < flagged < 16
+    assert record["suspects_count"] == flagged
