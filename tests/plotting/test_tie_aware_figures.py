@@ -121,6 +121,8 @@ def test_the_colour_bars_label_stands_clear_of_the_right_panels_label(figures):
     gap = (right.yaxis.label.get_window_extent(renderer).x0
            - colour_bar.yaxis.label.get_window_extent(renderer).x1)  # fmt: skip
     assert gap >= 0.3 * figure.dpi  # at least 0.3 inch between "ln-sum error" and the next label
+    assert gap <= 1.5 * figure.dpi  # and no wide empty band: the panels keep the width
+    assert right.get_position().width >= 0.3  # of the figure
 
 
 def _gap_result(bits) -> dict:
