@@ -184,3 +184,11 @@ def test_counts_of_up_to_eight_dimensions_are_taken(function):
     with pytest.raises(GradlabError, match=r"^a must be 0-D or 1-D .* or 8-D; got shape "
                                            r"\(1, 1, 1, 1, 1, 1, 1, 1, 1\)$"):  # fmt: skip
         function(nine, 2 * nine)
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_counts_of_zero_and_below_one_beside_a_huge_one_are_refused_for_the_huge_one(method):
+    low, high = torch.tensor([0.0, 0.5]), torch.tensor([0.5, 2e7])
+    with pytest.raises(GradlabError, match=r"^b must be at most 1e\+07 for discount_gap .*; "
+                                           r"got 2e\+07$"):  # fmt: skip
+        discount_gap(low, high, method)
