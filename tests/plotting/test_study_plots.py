@@ -425,7 +425,7 @@ def test_scene_recall_draws_each_losss_mean_and_std_per_metric(drawn):
     assert figure._suptitle.get_fontsize() == 11
 
 
-def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
+def _stuck_result():
     # 100 test scenes: chance R@1 is 0.01 both ways; "VSE++ max" on VSE++ stays below twice that
     result = _recall_result()
     result["settings"] = {"test_scenes": 100, "captions_per_image": 5}
@@ -435,7 +435,11 @@ def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
     for runs in result["runs"].values():  # the study's rsum: its six recalls summed, per seed
         for run in runs.values():
             run["recall"]["rsum"] = list(np.sum([run["recall"][m] for m in METRICS], axis=0))
-    figure = drawn(module.plot_scene_recall, result)
+    return result
+
+
+def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
+    figure = drawn(module.plot_scene_recall, _stuck_result())
     for axis, faint in zip(figure.axes, ({"VSE++ max"}, set()), strict=True):
         bars = [c for c in axis.containers if isinstance(c, BarContainer)]
         for container in bars:
@@ -447,6 +451,24 @@ def test_scene_recall_draws_a_run_that_did_not_train_hatched_and_says_so(drawn):
         "SmoothAP", "VSE++ max", "NT-Xent", "did not train (R@1 < 2 x chance): not ranked"]
     # the legend's loss entries are plain: the same loss trained on the other encoder
     assert [h.get_hatch() for h in legend.legend_handles] == [None, None, None, "//"]
+
+
+def test_scene_recall_legend_colours_each_loss_as_its_bars_and_the_hatch_entry_neutral(drawn):
+    figure = drawn(module.plot_scene_recall, _stuck_result())
+    first = figure.axes[0]
+    bars = [c for c in first.containers if isinstance(c, BarContainer)]
+    *losses, apart = first.get_legend().legend_handles
+    # each loss's entry in its bars' colour (not the user's colour cycle, black and grey here)
+    # (the faint run's alpha left out: the legend says hatched, not faint, for it)
+    assert [to_rgba(h.get_facecolor()) for h in losses] == [
+        to_rgba(c.patches[0].get_facecolor(), 1) for c in bars
+    ]
+    # the hatch entry stands for a faint run of any loss: the panel's background, outlined
+    # in a visible grey, in no loss's colour
+    face, edge = to_rgba(apart.get_facecolor()), to_rgba(apart.get_edgecolor())
+    assert face == to_rgba(first.get_facecolor())
+    assert edge[3] == 1 and edge[0] == edge[1] == edge[2] and edge != face
+    assert not {face, edge} & {to_rgba(h.get_facecolor()) for h in losses}
 
 
 def test_scene_recall_colours_four_losses_and_starts_at_zero(drawn):
