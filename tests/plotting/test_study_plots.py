@@ -471,6 +471,26 @@ def test_scene_recall_legend_colours_each_loss_as_its_bars_and_the_hatch_entry_n
     assert not {face, edge} & {to_rgba(h.get_facecolor()) for h in losses}
 
 
+def test_scene_recall_names_each_direction_centred_under_its_three_metrics(drawn):
+    # drawn, not only built: the direction sits under its metrics' labels, at their size
+    figure = drawn(module.plot_scene_recall, _recall_result())
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    for axis in figure.axes:
+        labels = axis.get_xticklabels()
+        boxes = [t.get_window_extent(renderer) for t in labels]
+        assert len(axis.texts) == 2
+        for text, first in zip(axis.texts, (0, 3), strict=True):
+            box = text.get_window_extent(renderer)
+            under = boxes[first : first + 3]
+            assert box.y1 < min(b.y0 for b in under)  # below the R@k labels, not over them
+            middle = under[1]  # centred under the middle metric (less than a pixel off)
+            assert (box.x0 + box.x1) / 2 == pytest.approx((middle.x0 + middle.x1) / 2, abs=0.5)
+            assert under[0].x0 <= box.x0 and box.x1 <= under[2].x1  # within its three
+            assert box.y0 >= 0  # on the figure
+            assert text.get_fontsize() == labels[first].get_fontsize()  # not the user's 13
+
+
 def test_scene_recall_colours_four_losses_and_starts_at_zero(drawn):
     result = _recall_result(encoders=("VSE++",))
     losses = result["runs"]["VSE++"]
