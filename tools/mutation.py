@@ -200,6 +200,8 @@ MONITOR_TESTS = {
                "tests/monitor/test_options.py",
                "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py"],
     "distributed": ["tests/monitor/test_distributed_agreement.py",
+                    # a one-process group in process: the agreement's and the step's errors
+                    "tests/monitor/test_monitor_second_rank.py",
                     "tests/monitor/test_monitor_paths.py",
                     "tests/monitor/test_monitor_contract.py", *_DISTRIBUTED_IN_PROCESS],
     # the quantities against float64 loops (tests/reference/geometry_loops.py)
