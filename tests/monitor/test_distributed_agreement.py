@@ -234,8 +234,31 @@ def test_the_checksum_of_equal_rows_and_labels_is_equal_and_a_change_changes_it(
 
 
 def test_the_checksum_of_no_batch_or_no_rows_is_zero():
-    assert int(checksum(None)) == 0
-    assert int(checksum(BatchView(embeddings=torch.empty(0, 4)))) == 0
+    for value in (checksum(None), checksum(BatchView(embeddings=torch.empty(0, 4)))):
+        assert value.dtype == torch.int64 and value.shape == () and int(value) == 0
+
+
+def _wrapped(value: int) -> int:
+    """``value`` as int64 arithmetic leaves it (two's complement, wrapping)."""
+    return (value + 2**63) % 2**64 - 2**63
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16])
+def test_the_checksum_is_its_documented_sum_of_bit_patterns(dtype):
+    # sum over rows r of (r + 1) x (sum over columns c of (c + 1) x bits[r, c] + label[r]),
+    # each value's bit pattern read as a signed integer of its width, in int64 (wrapping):
+    # large values (bit patterns near 2^31 for float32) make any narrower product overflow
+    generator = torch.Generator().manual_seed(6)
+    embeddings = (torch.randn(5, 3, generator=generator) * 1e30).clamp(-6e4, 6e4).to(dtype)
+    labels = torch.tensor([7, -2, 0, 3, 11])
+    width = embeddings.element_size()
+    patterns = embeddings.view({2: torch.int16, 4: torch.int32, 8: torch.int64}[width]).tolist()
+    expected = 0
+    for r, row in enumerate(patterns):
+        inner = sum((c + 1) * bits for c, bits in enumerate(row)) + int(labels[r])
+        expected = _wrapped(expected + _wrapped((r + 1) * _wrapped(inner)))
+    value = checksum(BatchView(embeddings=embeddings, labels=labels))
+    assert value.dtype == torch.int64 and int(value) == expected
 
 
 def test_ranks_holding_the_same_rows_and_checksum_hold_one_batch():
