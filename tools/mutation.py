@@ -342,7 +342,7 @@ STUDY_TESTS = {
     "data/image_folder": ["tests/data/test_image_folder.py"],
     "data/digit_scenes": ["tests/data/test_digit_scenes.py"],
     "models": ["tests/test_models.py", "tests/test_models_reference.py"],
-    "backbones": ["tests/test_backbones.py"],
+    "backbones": ["tests/test_backbones.py", "tests/test_backbones_architecture.py"],
     "training": ["tests/test_training.py"],
     "experiments/statistics": ["tests/experiments/test_statistics.py"],
     "experiments/metrics": ["tests/experiments/test_metrics.py"],
