@@ -196,3 +196,283 @@ def test_timm_and_torchvision_backbones_where_they_import(library, spec, feature
     assert net(torch.randn(2, 3, 64, 64)).shape == (2, 8)
     if features is not None:
         assert net.head.in_features == features
+
+
+# Each error names the spec or the file, in one line.
+
+
+def _path(path) -> str:
+    return repr(str(path))
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("gradlab.backbones:missing",
+         "backbone 'gradlab.backbones:missing': gradlab.backbones has no function 'missing'"),
+        (":tiny_resnet", "backbone ':tiny_resnet' names no module before the colon "
+                         "('module:function', e.g. 'gradlab.backbones:tiny_resnet')"),
+    ],
+)  # fmt: skip
+def test_a_bad_spec_error_is_the_whole_sentence(spec, message):
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(spec)
+    assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    "name, value", [("embedding_dim", 0), ("embedding_dim", 2.0), ("image_size", -1)]
+)
+def test_bad_sizes_are_named(name, value):
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(TINY, **{name: value})
+    assert str(caught.value) == f"{name} must be a positive integer; got {value!r}"
+
+
+def test_a_failing_backbone_is_named_with_its_spec(monkeypatch):
+    nets = types.ModuleType("bad_nets")
+    nets.broken = lambda: nn.Linear(7, 2)
+    monkeypatch.setitem(sys.modules, "bad_nets", nets)
+    with pytest.raises(GradlabError, match=r"^backbone 'bad_nets:broken' failed on a \[1, 3, 4, "
+                                           r"4\] image: "):  # fmt: skip
+        build_backbone("bad_nets:broken", image_size=4)
+
+
+def _mlp_nets(monkeypatch):
+    nets = types.ModuleType("mlp_nets")
+    # keys 1.weight [4, 12], 1.bias [4], 2.weight [4, 4], 2.bias [4]; 3 x 2 x 2 = 12 inputs
+    nets.mlp = lambda: nn.Sequential(nn.Flatten(), nn.Linear(12, 4), nn.Linear(4, 4))
+    monkeypatch.setitem(sys.modules, "mlp_nets", nets)
+
+
+def test_a_misfit_names_at_most_three_keys_of_each_kind(tmp_path, monkeypatch):
+    _mlp_nets(monkeypatch)
+    path = tmp_path / "misfit.pt"
+    extra = {f"extra.{letter}": torch.zeros(1) for letter in "abcd"}
+    torch.save({"1.weight": torch.zeros(4, 5), **extra}, path)
+    with pytest.raises(GradlabError) as caught:
+        build_backbone("mlp_nets:mlp", weights=path, image_size=2)
+    assert str(caught.value) == (
+        f"weights {_path(path)} do not fit backbone 'mlp_nets:mlp': "
+        "missing 1.bias, 2.weight, 2.bias; unexpected extra.a, extra.b, extra.c ...; "
+        "shape differs 1.weight"
+    )
+
+
+def test_a_checkpoint_under_model_loads(tmp_path, monkeypatch):
+    _mlp_nets(monkeypatch)
+    source = sys.modules["mlp_nets"].mlp()
+    path = tmp_path / "trained.pt"
+    torch.save({"model": source.state_dict(), "epoch": 3}, path)
+    net = build_backbone("mlp_nets:mlp", weights=path, image_size=2)
+    for key, value in source.state_dict().items():
+        assert torch.equal(net.backbone.state_dict()[key], value), key
+
+
+def test_bad_weights_errors_name_the_file(tmp_path):
+    absent = tmp_path / "absent.pt"
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(TINY, weights=absent)
+    assert str(caught.value) == f"weights {_path(absent)} is not a file"
+    listing = tmp_path / "list.pt"
+    torch.save([1, 2], listing)
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(TINY, weights=listing)
+    assert str(caught.value) == f"weights {_path(listing)} holds no state dict of tensors"
+    # an empty file (a save that never finished): torch raises an EOFError without a message
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(TINY, weights=empty)
+    assert str(caught.value) == (
+        f"weights {_path(empty)} cannot be read as a checkpoint of tensors (torch.load raised "
+        "EOFError)"
+    )
+
+
+class _Payload:
+    """Unpickled as a call of os.mkdir: code that a checkpoint of tensors must never run."""
+
+    def __init__(self, path) -> None:
+        self.path = str(path)
+
+    def __reduce__(self):
+        import os
+
+        return (os.mkdir, (self.path,))
+
+
+def test_a_checkpoint_is_read_weights_only_whatever_the_environment_says(tmp_path, monkeypatch):
+    # torch.load falls back to full unpickling under this variable unless asked for weights only
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    ran = tmp_path / "payload-ran"
+    path = tmp_path / "unsafe.pt"
+    torch.save({"0.weight": _Payload(ran)}, path)
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(TINY, weights=path, image_size=8)
+    assert not ran.exists()
+    # torch's message runs over many lines and sentences; the first sentence is kept
+    assert str(caught.value) == (
+        f"weights {_path(path)} cannot be read as a checkpoint of tensors (torch.load raised "
+        "UnpicklingError: Weights only load failed)"
+    )
+
+
+def _as_saved_on_cuda(path) -> None:
+    """Rewrite a torch.save checkpoint's storage locations from "cpu" to "cuda:0", as a GPU run
+    writes them (torch.save pickles each storage's location as a string)."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as archive:
+        files = {name: archive.read(name) for name in archive.namelist()}
+    (pickle_name,) = [name for name in files if name.endswith("/data.pkl")]
+    cpu, cuda = b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"  # BINUNICODE, length 3 or 6
+    assert files[pickle_name].count(cpu) > 0
+    files[pickle_name] = files[pickle_name].replace(cpu, cuda)
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
+        for name, data in files.items():
+            archive.writestr(name, data)
+
+
+def test_a_checkpoint_saved_on_a_gpu_loads_on_the_cpu(tmp_path, monkeypatch):
+    _mlp_nets(monkeypatch)
+    source = sys.modules["mlp_nets"].mlp()
+    path = tmp_path / "gpu.pt"
+    torch.save(source.state_dict(), path)
+    _as_saved_on_cuda(path)
+    if not torch.cuda.is_available():  # the rewrite took: torch alone would look for a GPU
+        with pytest.raises(RuntimeError, match="CUDA"):
+            torch.load(path, weights_only=True)
+    net = build_backbone("mlp_nets:mlp", weights=path, image_size=2)
+    for key, value in source.state_dict().items():
+        assert torch.equal(net.backbone.state_dict()[key], value), key
+
+
+# timm and torchvision through stand-ins (neither imports here): what is asked of them, and
+# what comes back.
+
+
+def _recording_timm(monkeypatch, calls, cfg=True, classifier="fc"):
+    def create_model(name, pretrained, num_classes):
+        calls.append((name, pretrained, num_classes))
+        net = _ImageNetNet()
+        net.fc, net.num_features = nn.Identity(), 4
+        if cfg:
+            net.pretrained_cfg = {"classifier": classifier}
+        return net
+
+    _library(monkeypatch, "timm", create_model=create_model)
+
+
+def test_timm_is_asked_for_the_named_model_without_weights_or_classifier(monkeypatch):
+    calls = []
+    _recording_timm(monkeypatch, calls)
+    # a Hugging Face hub name holds a colon of its own
+    net = build_backbone("timm:hf-hub:timm/resnet18.a1_in1k", embedding_dim=3, image_size=8)
+    assert calls == [("hf-hub:timm/resnet18.a1_in1k", False, 0)]
+    assert calls[0][1] is False and net.head.in_features == 4
+
+
+def test_a_timm_model_without_a_pretrained_cfg_builds(monkeypatch):
+    _recording_timm(monkeypatch, [], cfg=False)
+    net = build_backbone("timm:net", embedding_dim=3, image_size=8)
+    assert net(torch.randn(2, 3, 8, 8)).shape == (2, 3)
+
+
+def test_timm_s_classifiers_stated_as_a_tuple_are_left_out_of_a_checkpoint(tmp_path, monkeypatch):
+    # distilled models (DeiT) state two classifiers: ("head", "head_dist")
+    _recording_timm(monkeypatch, [], classifier=("fc", "fc_dist"))
+    trained = _ImageNetNet()
+    path = tmp_path / "distilled.pt"
+    torch.save({**trained.state_dict(), "fc_dist.weight": torch.zeros(10, 4),
+                "fc_dist.bias": torch.zeros(10)}, path)  # fmt: skip
+    net = build_backbone("timm:deit", embedding_dim=3, weights=path, image_size=8)
+    for key, value in net.backbone.state_dict().items():
+        assert torch.equal(value, trained.state_dict()[key]), key
+
+
+def test_an_unknown_timm_model_is_named(monkeypatch):
+    def create_model(name, pretrained, num_classes):
+        raise RuntimeError(f"Unknown model ({name})")
+
+    _library(monkeypatch, "timm", create_model=create_model)
+    with pytest.raises(GradlabError) as caught:
+        build_backbone("timm:nope")
+    assert str(caught.value) == "backbone 'timm:nope': Unknown model (nope)"
+
+
+def _classified(attribute: str):
+    """A torchvision-like network whose classifier lives under ``attribute``."""
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+            )
+            setattr(self, attribute, nn.Linear(4, 10))
+
+        def forward(self, images):
+            return getattr(self, attribute)(self.features(images))
+
+    return Net
+
+
+@pytest.mark.parametrize("attribute", ["fc", "classifier", "heads", "head"])
+def test_torchvision_s_classifier_is_replaced_wherever_it_lives(tmp_path, monkeypatch, attribute):
+    calls = []
+
+    def get_model(name, weights):
+        calls.append((name, weights))
+        return _classified(attribute)()
+
+    _library(monkeypatch, "torchvision.models", get_model=get_model)
+    trained = _classified(attribute)()
+    path = tmp_path / "imagenet.pt"
+    torch.save(trained.state_dict(), path)  # the classifier's weights included
+    net = build_backbone("torchvision:vit_b_16", embedding_dim=3, weights=path, image_size=8)
+    assert calls == [("vit_b_16", None)]
+    assert net.head.in_features == 4  # the features, not the 10 classes
+    images = torch.randn(2, 3, 8, 8)
+    torch.testing.assert_close(net.backbone(images), trained.features(images))
+
+
+def test_torchvision_errors_are_named(monkeypatch):
+    def get_model(name, weights):
+        if name == "nope":
+            raise ValueError(f"Unknown model {name}")
+        return _classified("logits")()
+
+    _library(monkeypatch, "torchvision.models", get_model=get_model)
+    with pytest.raises(GradlabError) as caught:
+        build_backbone("torchvision:nope")
+    assert str(caught.value) == "backbone 'torchvision:nope': Unknown model nope"
+    with pytest.raises(GradlabError) as caught:
+        build_backbone("torchvision:odd")
+    assert str(caught.value) == (
+        "backbone 'torchvision:odd' has no fc, classifier or heads layer to replace"
+    )
+
+
+@pytest.mark.parametrize(
+    "library, spec, module", [("timm", "timm:net", "timm"),
+                              ("torchvision", "torchvision:resnet18", "torchvision.models")]
+)  # fmt: skip
+@pytest.mark.parametrize(
+    "raises, reason",
+    [("RuntimeError('libcudart.so.12: cannot open\\nmore detail')", "libcudart.so.12: cannot open"),
+     ("OSError()", "OSError")],
+)  # fmt: skip
+def test_a_library_that_fails_to_import_is_named_with_its_first_line(
+    tmp_path, monkeypatch, library, spec, module, raises, reason
+):
+    # a stand-in library that fails as it imports, as a CUDA wheel does against a CPU torch
+    (tmp_path / f"{library}.py").write_text(f"raise {raises}\n")
+    for name in (library, module):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(spec)
+    assert str(caught.value) == (
+        f"backbone {spec!r} needs {module}, which cannot be imported here: {reason}"
+    )
