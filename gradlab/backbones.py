@@ -136,7 +136,7 @@ def _torchvision(name: str) -> tuple[nn.Module, str]:
             setattr(model, attribute, nn.Identity())
             return model, attribute
     raise GradlabError(
-        f"backbone 'torchvision:{name}' has no fc, classifier or heads layer to replace"
+        f"backbone 'torchvision:{name}' has no fc, classifier, heads or head layer to replace"
     )
 
 

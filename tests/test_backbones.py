@@ -450,7 +450,7 @@ def test_torchvision_errors_are_named(monkeypatch):
     with pytest.raises(GradlabError) as caught:
         build_backbone("torchvision:odd")
     assert str(caught.value) == (
-        "backbone 'torchvision:odd' has no fc, classifier or heads layer to replace"
+        "backbone 'torchvision:odd' has no fc, classifier, heads or head layer to replace"
     )
 
 
