@@ -209,8 +209,13 @@ def test_ranks_whose_batches_differ_are_told_what_each_holds():
 
 
 def test_a_table_row_of_the_wrong_length_is_refused_not_cut():
-    with pytest.raises(ValueError):
-        decide([[5, 5, 1, 1, 1, 1, 8, 4, 9, 9], [5, 5, 1, 1, 1, 1, 8, 4, 9, 9]])
+    table = [[5, 5, 1, 1, 1, 1, 8, 4, 9, 9], [5, 5, 1, 1, 1, 1, 8, 4, 9, 9]]
+    with pytest.raises(ValueError) as raised:
+        decide(table)
+    assert str(raised.value) == (
+        "each rank's offer holds 9 values ('step', 'calls', 'batch', 'labels', 'grad', "
+        f"'loss', 'rows', 'width', 'checksum'); got {table}"
+    )
 
 
 # -- ranks that hold one batch alike ---------------------------------------------------------
@@ -270,6 +275,8 @@ def test_ranks_holding_the_same_rows_and_checksum_hold_one_batch():
     assert decide([row]).same is False  # one rank: nothing is copied
     empty = [3, 3, 1, 1, 1, 1, 0, 4, 0]
     assert decide([empty, list(empty)]).same is False  # no rows: nothing to copy
+    one = [3, 3, 1, 1, 1, 1, 1, 4, 17]
+    assert decide([one, list(one)]).same is True  # a batch of one row held alike is one too
 
 
 def test_a_batch_held_alike_is_not_gathered_and_its_loss_is_still_averaged(
