@@ -160,13 +160,16 @@ def test_the_error_messages_name_the_loss_and_what_to_check():
         RecordingSimilarity(3)
     loss = losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity())
     adapter = sentence_transformers_adapter(loss, None)
-    with pytest.raises(GradlabError) as caught:
-        adapter.capture([], None, 0.01, recorded=[])
-    message = str(caught.value)
-    assert message.startswith("the watched loss MultipleNegativesRankingLoss recorded no score "
-                              "matrix with a gradient: is its similarity_fct the "
-                              "RecordingSimilarity the Monitor watches")
-    assert message.endswith("and does the call run with gradients enabled?")
+    with adapter.listening(score_grad=True) as (recorder, _):
+        pass  # a call whose similarity never ran: the stitcher holds nothing, no pair shape
+    for recorded in ([], recorder):
+        with pytest.raises(GradlabError) as caught:
+            adapter.capture([], None, 0.01, recorded=recorded)
+        message = str(caught.value)
+        assert message.startswith("the watched loss MultipleNegativesRankingLoss recorded no "
+                                  "score matrix with a gradient: is its similarity_fct the "
+                                  "RecordingSimilarity the Monitor watches")  # fmt: skip
+        assert message.endswith("and does the call run with gradients enabled?")
 
 
 def test_names_and_rewrapping():
