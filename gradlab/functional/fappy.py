@@ -191,6 +191,7 @@ def false_positive_probability(
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("scores", scores, (len(labels), len(labels)), "[B, B]")
     check_same_device(scores=scores, labels=labels)
+    check_real_device(scores=scores)  # a meta tensor has no pairs to find or values to read
     if pairs is None:
         same = labels.unsqueeze(0) == labels.unsqueeze(1)
         first, second = torch.nonzero(torch.triu(same, diagonal=1), as_tuple=True)
@@ -236,7 +237,6 @@ def _check_values(
     """One host read: the scores are finite cosines; the given pairs are positive pairs."""
     if not value_checks_enabled() or scores.numel() == 0:
         return
-    check_real_device(scores=scores)
     slack = 1.0 + max(COSINE_SLACK, 8 * torch.finfo(scores.dtype).eps)
     flags = [finite_flag(scores, slack)]
     if pairs is not None:

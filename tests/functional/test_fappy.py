@@ -1,6 +1,7 @@
 """FAPPY against loops from Eq. 1-7 / Algorithm 1; the Lemma 1 gradient; cosine <-> L2."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -352,6 +353,64 @@ def test_pairs_that_are_no_positive_pairs_of_the_batch_are_refused(pairs, messag
     # A negative index wrapped to the last row and lengths 2 and 1 broadcast to (0, 1), (1, 1).
     with pytest.raises(GradlabError, match=message):
         false_positive_probability(PAIR_SCORES, PAIR_LABELS, 0.5, pairs=pairs)
+
+
+def _refusal(pairs) -> str:
+    with pytest.raises(GradlabError) as raised:
+        false_positive_probability(PAIR_SCORES, PAIR_LABELS, 0.5, pairs=pairs)
+    return str(raised.value)
+
+
+def test_the_pairs_refusals_name_the_argument_in_full():
+    zero, one = torch.tensor([0]), torch.tensor([1])
+    assert _refusal(zero) == "pairs must be a pair (i, j) of index tensors; got Tensor"
+    assert _refusal((zero,)) == ("pairs must be a pair (i, j) of index tensors; got tuple of "
+                                 "length 1")
+    assert _refusal((zero, one.float())).startswith("pairs[1] must have an integer dtype")
+    assert _refusal((zero, one.reshape(1, 1))).startswith("pairs[1] must be 1-D")
+    assert _refusal((zero, one.to("meta"))) == (
+        "tensors must be on one device; got scores on cpu, pairs[0] on cpu, pairs[1] on meta")
+    assert _refusal((zero.to("meta"), one)) == (
+        "tensors must be on one device; got scores on cpu, pairs[0] on meta, pairs[1] on cpu")
+
+
+@pytest.mark.parametrize(
+    ("labels", "pair"),
+    # out of range, but clamped into the batch the index would make a positive pair
+    [([0, 0, 1], (-1, 1)), ([0, 1, 1], (1, 3)), ([0, 1, 1], (3, 1)), ([0, 0, 1], (0, 5))],
+    ids=["i-below", "j-at-size", "i-at-size", "j-beyond"],
+)  # fmt: skip
+def test_an_index_outside_the_batch_is_refused_even_where_clamping_would_pair_it(labels, pair):
+    with pytest.raises(GradlabError, match=re.escape(f"got (i, j) = {pair} at position 0")):
+        false_positive_probability(PAIR_SCORES, torch.tensor(labels), 0.5,
+                                   pairs=(torch.tensor([pair[0]]), torch.tensor([pair[1]])))
+
+
+def test_pairs_at_the_last_item_are_taken():
+    labels = torch.tensor([0, 1, 1])
+    for pair in ((2, 1), (1, 2)):
+        given = (torch.tensor([pair[0]]), torch.tensor([pair[1]]))
+        value, _ = false_positive_probability(PAIR_SCORES, labels, 0.5, pairs=given)
+        expected = fappy_pair(PAIR_SCORES.tolist(), labels.tolist(), 1, 2, 0.5)
+        assert value.item() == pytest.approx(expected, abs=1e-7)
+
+
+def test_the_score_refusal_in_full_names_the_larger_excess_and_the_lower_on_a_tie():
+    scores = PAIR_SCORES.clone()
+    scores[0, 1] = scores[1, 0] = 1.5
+    scores[0, 2] = scores[2, 0] = -1.5
+    with pytest.raises(GradlabError) as raised:
+        false_positive_probability(scores, PAIR_LABELS, 0.5)
+    assert str(raised.value) == ("scores must be cosine similarities in [-1, 1] (FAPPY's bins "
+                                 "tile [-1, 1], Zhong et al., Eq. 1-3); got a score of -1.5")
+
+
+def test_one_score_is_checked_too_and_a_meta_tensor_is_refused_by_name():
+    # meta scores and labels had reached torch.nonzero, which raised NotImplementedError
+    with pytest.raises(GradlabError, match=r"got a score of 1\.5$"):
+        false_positive_probability(torch.tensor([[1.5]]), torch.tensor([0]), 0.5)
+    with pytest.raises(GradlabError, match=r"^scores is a meta tensor"):
+        false_positive_probability(PAIR_SCORES.to("meta"), PAIR_LABELS.to("meta"), 0.5)
 
 
 def test_given_pairs_in_either_order_are_the_default_pairs():
