@@ -184,10 +184,66 @@ def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_
     expected_norms = [float(_batch(step)[0].detach().norm(dim=1).mean()) for step in range(3)]
     assert [r["embedding_norm_mean"] for r in records] == pytest.approx(expected_norms)
     told = _runtime_warnings(caught)
-    assert len(told) == 1
-    assert told[0].startswith(f"gradlab.Monitor: at step 0 every rank holds the same batch "
-                              f"({ROWS} rows, the same values and labels)")  # fmt: skip
-    assert "distributed='local'" in told[0]
+    assert told == [
+        f"gradlab.Monitor: at step 0 every rank holds the same batch ({ROWS} rows, the same "
+        "values and labels): the watched loss is called on embeddings gathered from every rank "
+        "already, or every rank loads the same data (a DataLoader without a "
+        "DistributedSampler). The Monitor reads that batch once rather than gather one copy "
+        "per rank; pass distributed='local' when the loss sees the global batch (later such "
+        "steps are not warned about)"
+    ]
+
+
+def test_a_score_matrix_held_alike_is_no_gathered_batch_to_warn_about(tmp_path, one_rank_group,
+                                                                      monkeypatch):  # fmt: skip
+    # a loss on a score matrix is read on this rank's own matrix, never gathered: the same
+    # checksum on both ranks is no copy of a batch
+    MirrorRank(monkeypatch, lambda step, offer: [*offer[:-1], offer[-1] - 1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.NTXentLoss(0.1))
+            for step in range(2):
+                scores = _batch(step)[0] @ _batch(step)[0].T
+                loss_fn(scores.detach().requires_grad_(True),
+                        torch.eye(ROWS, dtype=torch.bool)).backward()  # fmt: skip
+                monitor.step()
+    assert not [m for m in _runtime_warnings(caught) if "same batch" in m]
+
+
+def test_a_rank_elsewhere_at_its_first_step_takes_rank_zero_s_and_is_told_where(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # rank 0 (here: the broadcast's answer) is at step 7 while this rank starts at 0
+    import gradlab.monitor.monitor as monitor_module
+
+    devices = []
+
+    def rank_zero_at_seven(step, device=None):
+        devices.append(device)
+        return 7
+
+    monkeypatch.setattr(monitor_module, "rank_zero_step", rank_zero_at_seven)
+    MirrorRank(monkeypatch)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings, labels = _batch(0)
+        loss_fn(embeddings, labels).backward()
+        line = inspect.currentframe().f_lineno + 1
+        record = monitor.step()
+        monitor.close()
+    assert record["step"] == 7 and monitor.step_count == 8
+    assert devices == [embeddings.device]  # the broadcast on the batch's device
+    told = [w for w in caught if w.category is RuntimeWarning]
+    assert [str(w.message) for w in told] == [
+        "gradlab.Monitor: rank 0 was at step 0 at its first monitor.step(), rank 0 at step 7: "
+        "it numbers its steps as rank 0, which writes (resume=True read the run folder before "
+        "rank 0 had written its last record, or the folder is not shared between the nodes; "
+        "set monitor.step_count alike on every rank)"
+    ]
+    assert (told[0].filename, told[0].lineno) == (__file__, line)
 
 
 @pytest.mark.parametrize("where", ["step", "close"])
