@@ -504,3 +504,29 @@ def test_the_scale_is_hooked_only_from_a_logged_call_to_its_step(tmp_path):
             loss.backward()
             monitor.step()
             assert not log_scale._backward_hooks
+
+
+def test_a_learnable_scale_is_followed_step_after_step_and_a_pickled_copy_follows_too(tmp_path):
+    # each logged step hooks the parameter for its own call's gradient and lets the hook go
+    # once read; a pickled copy (as a spawned trainer gets it) holds no hook of the original
+    # and follows its own parameter's steps
+    import pickle
+
+    generator = torch.Generator().manual_seed(8)
+    quantity = Temperature(every(1), scale=torch.nn.Parameter(torch.tensor(math.log(1 / 0.07))),
+                           log_scale=True, logits=True, direction="i2t")  # fmt: skip
+    for name in ("original", "copy"):
+        watched = quantity if name == "original" else pickle.loads(pickle.dumps(quantity))
+        logit_scale = watched.scale
+        assert (logit_scale is quantity.scale) == (name == "original")
+        with Monitor(tmp_path / name, quantities=[watched]) as monitor:
+            for _ in range(3):
+                images = torch.randn(6, 4, generator=generator)
+                texts = torch.randn(6, 4, generator=generator)
+                logit_scale.grad = None
+                record = _clip_step(monitor, logit_scale, images, texts, "i2t")
+                observed = float(logit_scale.grad)  # the parameter is log s: dL/d log s
+                assert record["temperature_log_scale_grad_observed"] == pytest.approx(
+                    observed, rel=1e-6)  # fmt: skip
+                assert record["temperature_log_scale_grad"] == pytest.approx(
+                    observed, rel=1e-4)  # fmt: skip
