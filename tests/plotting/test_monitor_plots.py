@@ -441,3 +441,55 @@ def test_keys_of_one_run_that_lie_on_one_another_mark_alternate_steps(tmp_path):
     draw_family(axis, "decomposition", keys, apart)
     assert [line.get_markevery() for line in axis.get_lines()] == [None] * 3
     plt.close(figure)
+
+
+def _coinciding_by_hand(keys, records) -> bool:
+    """The docstring's rule, pair by pair: over the steps where both keys hold finite numbers
+    (not booleans), at least 2 x len(keys) of them, the two lie within 2 % of the larger at
+    90 % of those steps."""
+    for a in range(len(keys)):
+        for b in range(a + 1, len(keys)):
+            both = []
+            for record in records:
+                x, y = record.get(keys[a]), record.get(keys[b])
+                if all(type(v) in (int, float) and math.isfinite(v) for v in (x, y)):
+                    both.append(abs(x - y) <= 0.02 * max(abs(x), abs(y)))
+            if both and len(both) >= 2 * len(keys) and sum(both) >= 0.9 * len(both):
+                return True
+    return False
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_coinciding_follows_its_rule_on_mixed_records(seed):
+    generator = torch.Generator().manual_seed(seed)
+    keys = ["a", "b", "c"][: 2 + seed % 2]
+    steps = 3 + seed % 9
+    choices = [1.0, 1.015, 1.03, -1.0, 0.0, math.nan, math.inf, None, True, "x", 2]
+    records = []
+    for step in range(steps):
+        record = {"step": step}
+        for key in keys:
+            pick = int(torch.randint(0, 4 if seed % 3 else len(choices), (1,), generator=generator))
+            value = choices[pick]
+            if value is not None:
+                record[key] = value * (step + 1) if type(value) is float else value
+        records.append(record)
+    assert monitor_plots.coinciding(keys, records) == _coinciding_by_hand(keys, records)
+
+
+def test_coinciding_at_its_thresholds():
+    def run(values_a, values_b):
+        return [{"a": a, "b": b} for a, b in zip(values_a, values_b, strict=True)]
+
+    ten = [1.0] * 10
+    # within 2 % of the larger: 0.0204 <= 0.02 x 1.0204, 0.021 > 0.02 x 1.021
+    assert monitor_plots.coinciding(["a", "b"], run(ten, [1.0204] * 10)) is True
+    assert monitor_plots.coinciding(["a", "b"], run(ten, [1.021] * 10)) is False
+    nine_of_ten = run(ten, [1.0] * 9 + [2.0])
+    assert monitor_plots.coinciding(["a", "b"], nine_of_ten) is True  # 90 %: enough
+    assert monitor_plots.coinciding(["a", "b"], run(ten, [1.0] * 8 + [2.0] * 2)) is False
+    assert monitor_plots.coinciding(["a", "b"], run([1.0] * 4, [1.0] * 4)) is True  # 2 x 2 steps
+    assert monitor_plots.coinciding(["a", "b"], run([1.0] * 3, [1.0] * 3)) is False
+    assert monitor_plots.coinciding(["a", "b", "c"], run([1.0] * 5, [1.0] * 5)) is False  # 6
+    assert monitor_plots.coinciding(["a", "b"], run([-1.0] * 4, [-1.01] * 4)) is True
+    assert monitor_plots.coinciding(["a", "b"], run([0.0] * 4, [0.0] * 4)) is True
