@@ -202,3 +202,19 @@ def test_decide_takes_numpy_and_sympy_booleans_and_refuses_a_detail_that_is_not_
     assert decide(sp.Integer(2) > 3, "a", "b").verdict == "fails"
     with pytest.raises(GradlabError, match=r"^detail_if_fails must be a str .*; got int 2$"):
         decide(True, "a", 2)
+
+
+def test_decide_s_refusals_word_for_word():
+    # a SymPy relation with free symbols is told how to get a truth value; other values not
+    with pytest.raises(GradlabError) as relation:
+        decide(sp.Symbol("s", real=True) > 0, "holds", "fails")
+    assert str(relation.value) == (
+        "condition must be a computed bool (True or False) (a SymPy relation with free symbols "
+        "has no truth value: substitute numbers first); got StrictGreaterThan s > 0")
+    with pytest.raises(GradlabError) as number:
+        decide(math.nan, "holds", "fails")
+    assert str(number.value) == "condition must be a computed bool (True or False); got float nan"
+    with pytest.raises(GradlabError) as detail:
+        decide(True, 3, "fails")
+    assert str(detail.value) == ("detail_if_holds must be a str (what supports the verdict); "
+                                 "got int 3")
