@@ -218,3 +218,21 @@ def test_decide_s_refusals_word_for_word():
         decide(True, 3, "fails")
     assert str(detail.value) == ("detail_if_holds must be a str (what supports the verdict); "
                                  "got int 3")
+
+
+@pytest.mark.parametrize(("printed", "listed", "words"), [
+    # SymPy derives the rest: an integer that is negative is real and nonpositive too
+    (sp.Symbol("x", integer=True, negative=True), sp.Symbol("x", nonnegative=True, real=True),
+     "x (real, integer, negative, nonpositive) in printed or truth, x (real, nonnegative)"),
+    (sp.Symbol("z", nonpositive=True), sp.Symbol("z"),
+     "z (real, nonpositive) in printed or truth, z (no assumptions)"),
+    (sp.Symbol("w", positive=True), sp.Symbol("w", integer=True),
+     "w (real, positive, nonnegative) in printed or truth, w (real, integer)"),
+])  # fmt: skip
+def test_two_symbols_of_one_name_are_told_apart_by_their_declarations(printed, listed, words):
+    with pytest.raises(GradlabError) as raised:
+        symbolic_equality(printed**2, printed, [listed])
+    assert str(raised.value) == (
+        f"symbols must include every free symbol of printed and truth; missing {printed} "
+        f"({words} in symbols: two symbols with one name; declare each once and use it on "
+        "both sides)")
