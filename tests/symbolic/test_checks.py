@@ -236,3 +236,21 @@ def test_two_symbols_of_one_name_are_told_apart_by_their_declarations(printed, l
         f"symbols must include every free symbol of printed and truth; missing {printed} "
         f"({words} in symbols: two symbols with one name; declare each once and use it on "
         "both sides)")
+
+
+def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
+    # printed minus true is NaN where x > 1 and 0 elsewhere; the sampler hands 3, 1/2, 5,
+    # 1/3, ... in turn: NaN at 6 of the 12 points, the first of them x = 3
+    x = sp.Symbol("x", positive=True)
+    printed = sp.Piecewise((sp.nan, x > 1), (0, True))
+    values = iter([sp.Integer(3), sp.Rational(1, 2), sp.Integer(5), sp.Rational(1, 3)] * 3)
+    verdict = symbolic_equality(printed, sp.Integer(0), [x], sampler=lambda rng: {x: next(values)})
+    assert verdict.verdict == "inconclusive"
+    assert verdict.detail.startswith(
+        "printed minus true is nan (not a number) at 6 of 12 random points, e.g. {'x': '3'}, "
+        "and vanishes at the others; sympy.simplify does not reduce it to 0")
+    everywhere = symbolic_equality(sp.Piecewise((sp.nan, x > 0), (0, True)), sp.Integer(0), [x],
+                                   sampler=lambda rng: {x: sp.Integer(7)})  # fmt: skip
+    assert everywhere.detail.startswith(
+        "printed minus true is nan (not a number) at 12 of 12 random points, e.g. {'x': '7'}; "
+        "sympy.simplify does not reduce it to 0")
