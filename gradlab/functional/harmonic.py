@@ -175,10 +175,13 @@ def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -
     """Refuse discount counts below 0 or above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes),
     and for ``"exact"`` NaN or infinite ones, before any work."""
     _check_exact_counts(method, **counts)
-    for name, value in counts.items():
-        if not value.numel() or not bool(
-            ((value > DISCOUNT_LARGEST_COUNT) | (value < 0)).any()  # one read for both
-        ):
+    present = {name: value for name, value in counts.items() if value.numel()}
+    if not present:
+        return
+    outside = torch.stack([((value > DISCOUNT_LARGEST_COUNT) | (value < 0)).any()
+                           for value in present.values()]).tolist()  # one read for all  # fmt: skip
+    for (name, value), refused in zip(present.items(), outside, strict=True):
+        if not refused:
             continue
         if bool((value < 0).any()):
             raise GradlabError(
