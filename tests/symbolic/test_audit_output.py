@@ -28,7 +28,7 @@ from gradlab.symbolic.audit import (
     summary_counts,
     write_outputs,
 )
-from gradlab.symbolic.claims import Claim, Form, decide, mutant
+from gradlab.symbolic.claims import Claim, Form, decide, mutant, undecided
 
 S000, S002 = "000_e0f8edb24a02ffe3", "002_9d7d2555864f9baa"
 CITATION_000 = ("Bleeker & de Rijke (2022). Do Lessons from Metric Learning Generalize to "
@@ -449,6 +449,30 @@ def test_a_failing_form_names_the_mutants_that_hold_as_candidate_corrections():
     assert _mutants_line(record).endswith(f"of {record['mutants']}")
 
 
+def test_markdown_says_corrected_only_where_the_check_ran_on_the_correction():
+    # the check runs on a correction only when the printed form fails, and then whether or
+    # not the correction holds; a correction of a printed form that holds (or that the check
+    # cannot decide) is given but never checked
+    def is_one_or_undecided(form):
+        if form.value == 0:
+            return undecided("zero: no data")
+        return _is_one(form)
+
+    printed = {"a": 5, "b": 5, "c": 1, "d": 0}  # x is one in c only; d cannot be decided
+    corrected = {"a": 1, "b": 3, "c": 3, "d": 3}  # b's correction is not one either
+    claims = [Claim("mine", label, "x is one", Form(sp.Integer(printed[label]), lhs="x"),
+                    is_one_or_undecided, correction=Form(sp.Integer(value), lhs="x"))
+              for label, value in corrected.items()]  # fmt: skip
+    lines = format_markdown(run_audit(claims)).splitlines()
+    for label, value in corrected.items():
+        said = "corrected" if printed[label] not in (0, 1) else "correction given, not checked"
+        start = lines.index(next(line for line in lines
+                                 if line.startswith(f"<summary><code>{label}</code>")))
+        block = lines[start:lines.index("</details>", start)]
+        said_lines = [line for line in block if line.startswith("- correct")]
+        assert said_lines == [f"- {said}: `x = {value}`"], label
+
+
 def _mutants_line(record):
     lines = format_markdown([record]).splitlines()
     return next(line for line in lines if line.startswith("- mutants"))
@@ -640,6 +664,12 @@ def test_the_measurement_given_to_the_audit_reaches_the_default_claims(monkeypat
 @pytest.mark.parametrize(("records", "message"), [
     ({"seed": "mine"}, r"^records must be a list of audit records \(dicts from run_audit or "
                        r"audit_claim\); got dict \{'seed': 'mine'\}$"),
+    # a list, but of something else than records
+    (["mine"], r"^records must be a list of audit records \(dicts from run_audit or "
+               r"audit_claim\); got list \['mine'\]$"),
+    # a long value is shown by the first 200 characters of its repr: a quote and 199 x
+    ("x" * 300, r"^records must be a list of audit records \(dicts from run_audit or "
+                r"audit_claim\); got str '" + "x" * 199 + "$"),
     ([{"seed": "mine", "verdict": "holds"}], r"^records must be audit records \(from run_audit "
                                              r"or audit_claim\); record 1 of 1 lacks label, "),
     ([{"seed": "mine", "label": "eq1", "verdict": "true", "method": "", "detail": "",
