@@ -185,6 +185,21 @@ def test_numeric_agreement_refuses_a_value_that_is_not_one_real_number(returned,
         numeric_agreement(returned, float, [1.0], tolerance=1e-9)
 
 
+def test_numeric_agreement_names_the_function_and_the_case_that_returned_no_number():
+    # truth runs first at each case; each refusal names which one returned what, and where
+    def vector_at_two(c):
+        return [c, c] if c == 2.0 else c
+
+    cases = [1.0, 2.0, 3.0]
+    for printed, truth, name in ((float, vector_at_two, "truth"),
+                                 (vector_at_two, float, "printed")):
+        with pytest.raises(GradlabError) as refused:
+            numeric_agreement(printed, truth, cases, tolerance=1e-9)
+        assert str(refused.value) == (
+            f"{name}(case) must return one real number; got list [2.0, 2.0] at case 2 of 3 "
+            "(compare a vector entry by entry: one case each)")
+
+
 @pytest.mark.parametrize(("condition", "shown"), [
     (math.nan, "float nan"),  # truthy: it read as holds
     (1e-3, "float 0.001"),
@@ -238,6 +253,18 @@ def test_two_symbols_of_one_name_are_told_apart_by_their_declarations(printed, l
         "both sides)")
 
 
+def test_two_symbol_name_clashes_are_named_in_one_refusal():
+    # x and y undeclared in printed, declared real in symbols: both left out, both named
+    plain_x, plain_y = sp.symbols("x y")
+    with pytest.raises(GradlabError) as raised:
+        symbolic_equality(plain_x + plain_y, sp.Integer(0), list(sp.symbols("x y", real=True)))
+    assert str(raised.value) == (
+        "symbols must include every free symbol of printed and truth; missing x, y (x (no "
+        "assumptions) in printed or truth, x (real) in symbols; y (no assumptions) in printed or "
+        "truth, y (real) in symbols: two symbols with one name; declare each once and use it on "
+        "both sides)")
+
+
 def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
     # printed minus true is NaN where x > 1 and 0 elsewhere; the sampler hands 3, 1/2, 5,
     # 1/3, ... in turn: NaN at 6 of the 12 points, the first of them x = 3
@@ -251,6 +278,7 @@ def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
         "and vanishes at the others; sympy.simplify does not reduce it to 0")
     everywhere = symbolic_equality(sp.Piecewise((sp.nan, x > 0), (0, True)), sp.Integer(0), [x],
                                    sampler=lambda rng: {x: sp.Integer(7)})  # fmt: skip
-    assert everywhere.detail.startswith(
+    assert everywhere.detail == (
         "printed minus true is nan (not a number) at 12 of 12 random points, e.g. {'x': '7'}; "
-        "sympy.simplify does not reduce it to 0")
+        "sympy.simplify does not reduce it to 0: the random points cannot decide (pass a "
+        "sampler that avoids the points where printed or true is undefined).")
