@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import pytest
 import seaborn as sns
 from matplotlib.colors import to_rgb
+from matplotlib.lines import Line2D
 
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError
@@ -929,3 +930,80 @@ def test_whole_counts_are_ticked_at_whole_numbers_and_shares_are_not(tmp_path, m
     assert figures["loss"].axes[0].get_yscale() == "log"
     assert all(math.log10(t) == int(math.log10(t)) for t in ticks("loss"))
     _close(figures)
+
+
+# ---- keys of one run that lie on one another, sizes and the width of a legend ----------------
+
+
+def _marked_steps(axis, steps):
+    """The steps each line of ``axis`` marks: every step when it sets no ``markevery``."""
+    marked = []
+    for line in axis.get_lines():
+        every = line.get_markevery()
+        start, stride = (0, 1) if every is None else every
+        marked.append(set(range(start, steps, stride)))
+    return marked
+
+
+def test_two_keys_of_one_run_that_lie_on_one_another_each_mark_every_other_step(tmp_path):
+    # P and P without the diagonal equal at every step: drawn on top of each other, the first
+    # one's markers would be hidden by the second's; each marks its own half of the steps
+    steps = 8
+    values = [0.5 / (s + 1) for s in range(steps)]
+    runs = load_runs([_run(tmp_path / "a", p_seed=values, p_off_diagonal=values)])
+    figure, axis = plt.subplots(figsize=(3, 2))
+    draw_family(axis, "operating_region", ["p_seed", "p_off_diagonal"], runs)
+    first, second = _marked_steps(axis, steps)
+    assert first == set(range(0, steps, 2)) and second == set(range(1, steps, 2))
+    assert all(line.get_marker() not in ("", "None", None) for line in axis.get_lines())
+    plt.close(figure)
+
+
+def test_two_keys_of_one_run_apart_mark_every_step(tmp_path):
+    # P 0.5, 0.25, ... and P without the diagonal 0.4, 0.2, ...: 20 % apart at every step
+    runs = load_runs([_run(tmp_path / "a", p_seed=P_SEED, p_off_diagonal=[0.4, 0.2, 0.1, 0.05])])
+    figure, axis = plt.subplots(figsize=(3, 2))
+    draw_family(axis, "operating_region", ["p_seed", "p_off_diagonal"], runs)
+    assert [line.get_markevery() for line in axis.get_lines()] == [None, None]
+    assert _marked_steps(axis, 4) == [set(range(4))] * 2
+    plt.close(figure)
+
+
+def test_every_legend_of_the_figures_has_one_text_size(tmp_path, monkeypatch):
+    # the overview's panels and the family figures: one size of legend text on the page
+    run = _run(tmp_path / "a", loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED)
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    legends = [axis.get_legend() for figure in figures.values() for axis in figure.axes]
+    sizes = {text.get_fontsize() for legend in legends if legend for text in legend.get_texts()}
+    assert sizes == {monitor_plots.LEGEND_FONTSIZE}
+    assert all(axis.get_legend() is not None for axis in figures["overview"].axes)
+    _close(figures)
+
+
+def test_each_family_figure_has_the_family_size(tmp_path, monkeypatch):
+    run = _run(tmp_path / "a", loss=LOSS, p_seed=P_SEED)
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs", overview=False)
+    assert sorted(figures) == ["loss", "operating_region"]
+    for figure in figures.values():
+        assert tuple(figure.get_size_inches()) == pytest.approx(monitor_plots.FAMILY_FIGSIZE)
+    _close(figures)
+
+
+def test_a_legend_exactly_as_wide_as_its_figure_keeps_its_columns():
+    # "no wider than the figure": a legend spread over the figure's full width (mode expand,
+    # no pad) is as wide as the figure, not wider, and is not drawn again with fewer columns
+    figure = plt.figure(figsize=(4, 2))
+    asked = []
+
+    def make_legend(columns):
+        asked.append(columns)
+        legend = figure.legend([Line2D([], [])] * 3, ["a", "b", "c"], ncols=columns,
+                               mode="expand", loc="lower left", bbox_to_anchor=(0, 0, 1, 1),
+                               bbox_transform=figure.transFigure, borderaxespad=0)  # fmt: skip
+        figure.canvas.draw()  # the expanded width is laid out when drawn
+        return legend
+
+    legend = monitor_plots.fit_width(figure, make_legend, 3)
+    assert legend.get_window_extent().width == figure.bbox.width
+    assert asked == [3] and figure.legends == [legend]
+    plt.close(figure)
