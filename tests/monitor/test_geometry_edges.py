@@ -10,8 +10,17 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+import gradlab
 from gradlab.functional import geometry
-from gradlab.monitor import ChanceLevel, Geometry, Margins, OperatingRegion, Temperature
+from gradlab.monitor import (
+    ChanceLevel,
+    Geometry,
+    Margins,
+    Monitor,
+    OperatingRegion,
+    Temperature,
+    every,
+)
 from gradlab.monitor.batch import BatchView
 from gradlab.validation import skip_value_checks
 from tests.reference import geometry_loops as loops
@@ -228,3 +237,135 @@ def test_margins_search_the_step_s_sort_instead_of_sorting_again():
     with _Sorts() as sorts:
         Margins().compute(view)
     assert sorts.count == 0
+
+
+# ---- a learnable scale's hook: a pickle mid-step, a scale without gradient, a frozen one ----
+
+
+def _cosines(generator, rows=6, width=4):
+    """Two batches of unit rows (float64) and their cosine matrix by float64 loops."""
+    queries, answers = (
+        torch.nn.functional.normalize(
+            torch.randn(rows, width, generator=generator, dtype=torch.float64), dim=1
+        )
+        for _ in range(2)
+    )
+    return queries, answers, loops.cosines(queries.tolist(), answers.tolist())
+
+
+def _eye(rows):
+    return [[i == j for j in range(rows)] for i in range(rows)]
+
+
+def test_a_learnable_scale_pickles_between_its_watched_call_and_the_step(tmp_path):
+    # the hook on the parameter lives from the watched call to monitor.step(): a trainer that
+    # pickles its callbacks then (a checkpoint, a spawned worker) gets a copy without it
+    import pickle
+
+    generator = torch.Generator().manual_seed(11)
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(10.0), dtype=torch.float64))
+    quantity = Temperature(every(1), scale=logit_scale, log_scale=True, logits=True,
+                           direction="i2t")  # fmt: skip
+    queries, answers, scores = _cosines(generator)
+    with Monitor(tmp_path / "original", quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+        loss = loss_fn(logit_scale.exp() * queries @ answers.T, torch.eye(6, dtype=torch.bool))
+        copy = pickle.loads(pickle.dumps(quantity))  # mid-step: the hook is on the parameter
+        loss.backward()
+        record = monitor.step()
+    expected = loops.temperature_gradient(scores, _eye(6), 10.0)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(expected, rel=1e-9)
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
+    # the copy holds its own parameter, no hook on it, and follows it
+    assert copy.scale is not logit_scale and not copy.scale._backward_hooks
+    queries, answers, scores = _cosines(generator)
+    with Monitor(tmp_path / "copy", quantities=[copy]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+        logits = copy.scale.exp() * queries @ answers.T
+        loss_fn(logits, torch.eye(6, dtype=torch.bool)).backward()
+        record = monitor.step()
+    expected = loops.temperature_gradient(scores, _eye(6), 10.0)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(expected, rel=1e-9)
+    assert float(copy.scale.grad) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("scale", ["number", "tensor", "callable", "the loss's own"])
+def test_a_scale_without_a_gradient_reads_every_call_without_a_warning(tmp_path, scale):
+    # a fixed scale (sentence-transformers' 20), a tensor or a callable without a gradient, or
+    # none (the loss's 1 / temperature): nothing to hook, and the call is read as any other
+    import warnings
+
+    given = {"number": 20.0, "tensor": torch.tensor(20.0), "callable": lambda: torch.tensor(20.0),
+             "the loss's own": None}[scale]  # fmt: skip
+    queries, answers, scores = _cosines(torch.Generator().manual_seed(12))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Temperature(every(1), scale=given)]) as monitor:
+            loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=0.05, direction="i2t"))
+            cosines = (queries @ answers.T).requires_grad_()
+            loss_fn(cosines, torch.eye(6, dtype=torch.bool)).backward()
+            record = monitor.step()
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+    assert monitor.skipped_calls == 0
+    assert record["temperature_scale"] == pytest.approx(20.0, rel=1e-12)
+    expected = loops.temperature_gradient(scores, _eye(6), 20.0)
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
+    assert "temperature_log_scale_grad_observed" not in record  # no gradient to read
+
+
+def test_a_scale_frozen_between_two_micro_batches_logs_the_gradient_it_got(tmp_path):
+    # the temperature is frozen after the first micro-batch of a step (requires_grad_(False)):
+    # the last call's backward sends it nothing, so its own gradient, the first call's, is
+    # logged, beside the closed form of the last call's matrix
+    import warnings
+
+    generator = torch.Generator().manual_seed(13)
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(8.0), dtype=torch.float64))
+    quantity = Temperature(every(1), scale=logit_scale, log_scale=True, logits=True,
+                           direction="i2t")  # fmt: skip
+    batches = [_cosines(generator) for _ in range(2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[quantity]) as monitor:
+            loss_fn = monitor.watch(gradlab.NTXentLoss(temperature=1.0, direction="i2t"))
+            for queries, answers, _ in batches:  # the model's embeddings: they need a gradient
+                logits = logit_scale.exp() * queries.requires_grad_() @ answers.T
+                loss_fn(logits, torch.eye(6, dtype=torch.bool)).backward()
+                logit_scale.requires_grad_(False)  # frozen from the second micro-batch on
+            record = monitor.step()
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+    first = loops.temperature_gradient(batches[0][2], _eye(6), 8.0)
+    last = loops.temperature_gradient(batches[1][2], _eye(6), 8.0)
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(first, rel=1e-9)
+    assert record["temperature_log_scale_grad"] == pytest.approx(last, rel=1e-9)
+    assert record["temperature_scale"] == pytest.approx(8.0, rel=1e-12)
+
+
+def test_under_torch_distributed_the_scale_is_the_one_the_watched_call_used(
+    tmp_path, one_rank_group, monkeypatch
+):
+    # the Monitor gathers the ranks' rows into a global batch; the scale it logs is still the
+    # one this rank's loss call used, not the one the optimizer step moved it to before
+    # monitor.step(). A second rank (simulated) holds this rank's rows.
+    from tests.monitor.test_monitor_second_rank import MirrorRank
+
+    MirrorRank(monkeypatch)
+    generator = torch.Generator().manual_seed(14)
+    embeddings = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(10.0), dtype=torch.float64))
+    quantity = Temperature(every(1), scale=logit_scale, log_scale=True)
+    with Monitor(tmp_path / "run", quantities=[quantity]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn(embeddings.requires_grad_(), labels).backward()
+        with torch.no_grad():
+            logit_scale.add_(1.0)  # the optimizer's step, before monitor.step()
+        record = monitor.step()
+    assert record["temperature_scale"] == pytest.approx(10.0, rel=1e-12)
+    # the closed form of the global batch (both ranks' rows), each row against the others
+    rows, classes = embeddings.tolist() * 2, labels.tolist() * 2
+    scores = loops.cosines(rows, rows)
+    others = [[i != j for j in range(12)] for i in range(12)]
+    positives = [[i != j and classes[i] == classes[j] for j in range(12)] for i in range(12)]
+    expected = loops.temperature_gradient(scores, positives, 10.0, others)
+    assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
