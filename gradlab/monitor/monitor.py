@@ -375,20 +375,25 @@ class Monitor:
         return any(need in q.needs for q in self.quantities if q.name not in self.disabled)
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None):
-        """Keep the batch of a logged step (detached), its gradients hooked to be read."""
+        """Keep the batch of a logged step (detached), its gradients hooked to be read. A call
+        that cannot be read, or whose part a quantity cannot take (:meth:`Quantity.at_call`
+        raises), is not kept: the step logs what it held before the call."""
+        batch = None
         try:
-            self._pending = adapter.capture(
+            batch = adapter.capture(
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
                 score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
                 loss_scale=True,  # a quantity reading a parameter's gradient unscales it too
             )  # fmt: skip
-            self._pending.provides = adapter.provides
-            self._pending_adapter = adapter
+            batch.provides = adapter.provides
             step = self.step_count
             for quantity in self.quantities:  # what the optimizer step will move, taken now
                 if quantity.name not in self.disabled and quantity.should_compute(step):
-                    quantity.at_call(self._pending)
+                    quantity.at_call(batch)
+            self._pending, self._pending_adapter = batch, adapter
         except Exception as error:
+            if batch is not None:  # read, but not kept: its gradient hooks go with it
+                adapter.remove_hooks()
             call = describe_call(args, kwargs)
             if self.strict:
                 raise GradlabError(f"Monitor cannot read this loss call: {error}; the call's "

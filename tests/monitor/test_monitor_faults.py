@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Monitor, Quantity
+from gradlab.monitor import Monitor, Quantity, every, read_jsonl
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.monitor.quantities import OperatingRegion
@@ -380,3 +380,37 @@ def test_finite_flags_match_a_loop_over_the_entries(where, bad, dtype):
 def test_finite_flags_of_an_empty_batch_are_true():
     flags = BatchView(torch.zeros(0, 3), labels=torch.zeros(0, dtype=torch.long)).finite_flags()
     assert [bool(flag) for flag in flags] == [True, True]
+
+
+def test_a_call_whose_scale_cannot_be_read_is_not_logged_as_the_warning_says(tmp_path):
+    # Temperature reads its scale at the watched call (Quantity.at_call); a callable scale that
+    # raises there makes the call unreadable: the warning says it was not logged, the step
+    # logs nothing and counts the call, and the next step's call is read and logged as usual
+    asked = []
+
+    def scale():
+        asked.append(len(asked))
+        if len(asked) == 1:
+            raise RuntimeError("the scale is not ready")
+        return 20.0
+
+    quantities = [OperatingRegion(every(1)), Temperature(every(1), scale=scale)]
+    scores = torch.randn(B, B, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    eye = torch.eye(B, dtype=torch.bool)
+    records = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=quantities) as monitor:
+            loss_fn = monitor.watch(gradlab.NTXentLoss(0.05, direction="i2t"))
+            for _ in range(2):
+                loss_fn(scores.clone().requires_grad_(), eye).backward()
+                records.append(monitor.step())
+    warned = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    assert len(warned) == 1
+    assert warned[0].startswith("gradlab.Monitor: a loss call it cannot read was not logged "
+                                "(the scale is not ready; the call's arguments: ")  # fmt: skip
+    assert records[0] is None and monitor.skipped_calls == 1
+    assert records[1]["step"] == 1 and records[1]["temperature_scale"] == 20.0
+    assert {"p_seed", "p_cross_modal"} & set(records[1])
+    _, logged = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [record["step"] for record in logged] == [1]
