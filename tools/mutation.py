@@ -411,6 +411,7 @@ STUDY_TESTS = {
         "tests/experiments/test_image_studies_runs.py", "tests/experiments/test_image_studies.py",
         "tests/experiments/test_image_studies_defaults.py",
         "tests/experiments/test_image_studies_small_classes.py",
+        "tests/experiments/test_image_studies_progress.py",  # the stages it names
         *(f"--deselect=tests/experiments/test_image_studies.py::{name}" for name in (
             "test_the_fig_s7a_command_writes_the_bundled_schema_and_a_figure",
             "test_the_losses_study_writes_the_bundled_schema_and_the_reports_page",
