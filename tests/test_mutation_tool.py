@@ -24,6 +24,7 @@ from tools.mutation import (
     package_of,
     plan,
     prepare_recheck,
+    recheck_functions,
     unchecked_mutants,
 )
 
@@ -199,6 +200,16 @@ def test_a_recheck_merge_leaves_out_a_function_added_since_the_recorded_run(repo
     # third has no record yet: the next plain run finds it new and mutates it
     assert "pkg.tiny.x_third" not in merged["functions"]
     assert plan(["pkg/*.py"], merged, full=False, root=repository)["rerun"] == ["pkg.tiny.x_third"]
+
+
+def test_a_recheck_of_an_incremental_record_runs_every_function_with_a_survivor_too():
+    # half's survivor was decided by a run before the incremental one (which re-ran double
+    # only): a recheck limited to double would keep it however many new tests kill it
+    incremental = {"since": "zero", "functions": ["pkg.tiny.x_double"]}
+    recorded = {**_recorded({}), "incremental": incremental}
+    assert recheck_functions(recorded) == ["pkg.tiny.x_double", "pkg.tiny.x_half"]
+    judged = {**recorded, "survivors": [], "equivalent": {"pkg.tiny.x_half__mutmut_2": "same"}}
+    assert recheck_functions(judged) == ["pkg.tiny.x_double"]  # a judged one needs no rerun
 
 
 def test_unchecked_mutants_are_those_of_the_asked_functions():

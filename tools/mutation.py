@@ -947,6 +947,26 @@ def _judged(undetected: list[str], root: Path, rev: str) -> dict[str, str]:
     return judge(undetected, mutant_diffs(undetected, [], root, rev), equivalents)
 
 
+def recheck_functions(recorded: dict) -> list[str]:
+    """The functions a ``--recheck`` of a group recorded by an incremental run runs again: those
+    of that run, and every function with a survivor that no judgement covers.
+
+    A survivor of a function outside the incremental run was decided by an earlier run in
+    another clone: in this clone its mutants were never run (mutmut left them unchecked), so a
+    recheck limited to the incremental run's functions kept that old verdict however many new
+    tests kill the mutant. Running such a function again runs all of its mutants here.
+
+    Example:
+        >>> recheck_functions({"incremental": {"functions": ["m.x_f"]},
+        ...                    "survivors": ["m.x_g__mutmut_2", "m.x_h__mutmut_1"],
+        ...                    "equivalent": {"m.x_h__mutmut_1": "same value"}})
+        ['m.x_f', 'm.x_g']
+    """
+    judged = recorded.get("equivalent", {})
+    undetected = {function_of(m) for m in recorded.get("survivors", []) if m not in judged}
+    return sorted(set(recorded["incremental"]["functions"]) | undetected)
+
+
 def merge_incremental(old: dict, fresh: dict, rerun: list[str], current: dict[str, str]) -> dict:
     """The group record after an incremental run: ``fresh``'s records of the re-run functions,
     ``old``'s of the unchanged ones, none of the removed ones; totals recomputed."""
@@ -1387,8 +1407,10 @@ def main(argv: list[str] | None = None) -> int:
         incremental = recorded.get(name, {}).get("incremental")
         try:
             if arguments.recheck and incremental and (scratch_folder(name) / "mutants").is_dir():
-                # the clone of an incremental run: recheck those functions, keep the others
-                rerun = incremental["functions"]
+                # the clone of an incremental run: recheck those functions and every one with
+                # an unjudged survivor, keep the others
+                rerun = [key for key in recheck_functions(recorded[name])
+                         if key in committed_hashes(only_mutate)]  # fmt: skip
                 fresh = run_group(name, only_mutate, tests, arguments.children, True, rerun)
                 result = merge_incremental(recorded[name], fresh, rerun,
                                            committed_hashes(only_mutate))  # fmt: skip
