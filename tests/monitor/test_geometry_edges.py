@@ -23,6 +23,7 @@ from gradlab.monitor import (
 )
 from gradlab.monitor.batch import BatchView
 from gradlab.validation import skip_value_checks
+from tests.helpers.second_rank import MirrorRank
 from tests.reference import geometry_loops as loops
 
 
@@ -347,8 +348,6 @@ def test_under_torch_distributed_the_scale_is_the_one_the_watched_call_used(
     # the Monitor gathers the ranks' rows into a global batch; the scale it logs is still the
     # one this rank's loss call used, not the one the optimizer step moved it to before
     # monitor.step(). A second rank (simulated) holds this rank's rows.
-    from tests.monitor.test_monitor_second_rank import MirrorRank
-
     MirrorRank(monkeypatch)
     generator = torch.Generator().manual_seed(14)
     embeddings = torch.randn(6, 4, generator=generator, dtype=torch.float64)

@@ -20,40 +20,9 @@ import torch
 
 import gradlab
 from gradlab.monitor import read_jsonl
+from tests.helpers.second_rank import MirrorRank
 
 ROWS, WIDTH = 6, 4
-OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss, rows, width,
-#                   checksum]
-
-
-class MirrorRank:
-    """Rank 1 holds this rank's values under another checksum; ``offers(step, offer)`` may
-    change what it offers."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None) -> None:
-        self.offers = offers or (lambda step, offer: offer)
-        self.gathers: list[str] = []  # "offer" or "rows", one per all_gather
-        self.reduces = 0
-        monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
-        monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
-        monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
-
-    def all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, *a, **k) -> None:
-        is_offer = tensor.dtype == torch.int64 and tuple(tensor.shape) == (OFFER_LENGTH,)
-        self.gathers.append("offer" if is_offer else "rows")
-        out[0].copy_(tensor)
-        if is_offer:
-            offer = tensor.tolist()
-            offer[-1] += 1  # another batch than this rank's
-            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), offer)))
-        else:
-            out[1].copy_(tensor)
-
-    def all_reduce(self, tensor: torch.Tensor, *a, **k) -> None:
-        self.reduces += 1
-        tensor.mul_(2)
-
-
 def _batch(step: int) -> tuple[torch.Tensor, torch.Tensor]:
     generator = torch.Generator().manual_seed(step)
     embeddings = torch.randn(ROWS, WIDTH, generator=generator, dtype=torch.float64)

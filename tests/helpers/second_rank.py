@@ -1,0 +1,43 @@
+"""A simulated second rank for in-process tests of the Monitor under ``torch.distributed``.
+
+With a one-rank gloo group the Monitor gathers; :class:`MirrorRank` replaces
+``get_world_size``, ``all_gather`` and ``all_reduce`` by a second rank that holds the same
+values as this one (so a record holds this rank's values) but offers another checksum (its batch
+is another one), and whose offer at the step agreement a test may change.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+OFFER_LENGTH = 9  # [step, calls, has batch, has labels, has gradient, has loss, rows, width,
+#                   checksum]
+
+
+class MirrorRank:
+    """Rank 1 holds this rank's values under another checksum; ``offers(step, offer)`` may
+    change what it offers."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, offers=None) -> None:
+        self.offers = offers or (lambda step, offer: offer)
+        self.gathers: list[str] = []  # "offer" or "rows", one per all_gather
+        self.reduces = 0
+        monkeypatch.setattr(torch.distributed, "get_world_size", lambda *a, **k: 2)
+        monkeypatch.setattr(torch.distributed, "all_gather", self.all_gather)
+        monkeypatch.setattr(torch.distributed, "all_reduce", self.all_reduce)
+
+    def all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, *a, **k) -> None:
+        is_offer = tensor.dtype == torch.int64 and tuple(tensor.shape) == (OFFER_LENGTH,)
+        self.gathers.append("offer" if is_offer else "rows")
+        out[0].copy_(tensor)
+        if is_offer:
+            offer = tensor.tolist()
+            offer[-1] += 1  # another batch than this rank's
+            out[1].copy_(torch.tensor(self.offers(int(tensor[0]), offer)))
+        else:
+            out[1].copy_(tensor)
+
+    def all_reduce(self, tensor: torch.Tensor, *a, **k) -> None:
+        self.reduces += 1
+        tensor.mul_(2)
