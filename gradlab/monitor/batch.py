@@ -873,23 +873,40 @@ def _row_sums_at_or_below(keys: torch.Tensor, needles: torch.Tensor, buffer) -> 
 
     One sort of each row's keys and needles merged (``2 key + 1`` for a needle, so a needle
     follows the keys equal to it): the ``k``-th needle lands at position ``p_k`` after the
-    ``p_k - k`` keys at or below it. The sort is NumPy's stable one (timsort for int64): the
-    callers' keys and needles both ascend (the sorted rows and their shifts), so each merged
-    row is two ascending runs, which timsort merges in linear time (at C = 1024 about 4x
-    faster than NumPy's SIMD quicksort of the same rows, at C = 112 1.3x; equal int64 values
-    cannot be told apart, so stable or not the sorted rows are the same). Unordered rows are
-    counted right too, at a sort's cost.
+    ``p_k - k`` keys at or below it. The sort is NumPy's stable one (timsort): the callers'
+    keys and needles both ascend (the sorted rows and their shifts), so each merged row is two
+    ascending runs, which timsort merges in linear time (at C = 1024 about 4x faster than
+    NumPy's SIMD quicksort of the same rows, at C = 112 1.3x; equal values cannot be told
+    apart, so stable or not the sorted rows are the same). Unordered rows are counted right
+    too, at a sort's cost.
+
+    The doubled keys fit in int32 when every key and needle lies in ``[-2^30, 2^30)`` (the
+    order keys of floats below 2 in magnitude: cosine scores and their shifts): the rows are
+    then merged as int32, about 25 % faster than as int64 at C = 1024 (half the memory), and
+    the needles' positions summed in int32 while they fit; other keys (NaN, large logits) take
+    int64. The counts are the same either way.
     """
     rows, columns = keys.shape
-    merged = np.from_dlpack(buffer("merged keys", (rows, 2 * columns), torch.int64))
-    merged[:, :columns] = np.from_dlpack(keys)
-    merged[:, columns:] = np.from_dlpack(needles)
-    np.left_shift(merged, 1, out=merged)
-    np.bitwise_or(merged[:, columns:], 1, out=merged[:, columns:])
+    low, high = np.from_dlpack(keys), np.from_dlpack(needles)
+    narrow = low.size > 0 and 3 * columns * columns < _NARROW_LIMIT and all(
+        -_NARROW_LIMIT // 2 <= int(bound) < _NARROW_LIMIT // 2
+        for bound in (low.min(), low.max(), high.min(), high.max())
+    )  # fmt: skip
+    dtype = torch.int32 if narrow else torch.int64
+    merged = np.from_dlpack(buffer("merged keys", (rows, 2 * columns), dtype))
+    np.left_shift(low, 1, out=merged[:, :columns], dtype=merged.dtype)  # 2 key (widened)
+    np.left_shift(high, 1, out=merged[:, columns:], dtype=merged.dtype)
+    np.bitwise_or(merged[:, columns:], 1, out=merged[:, columns:])  # 2 needle + 1
     merged.sort(axis=1, kind="stable")  # two ascending runs: one linear merge per row
     np.bitwise_and(merged, 1, out=merged)  # 1 where a needle landed
-    positions = np.einsum("ij,j->i", merged, np.arange(2 * columns, dtype=np.int64))
-    return torch.from_numpy(positions - columns * (columns - 1) // 2)
+    # positions of a row's needles sum to less than 3 C^2 / 2: in int32 when narrow
+    positions = np.einsum("ij,j->i", merged, np.arange(2 * columns, dtype=merged.dtype))
+    return torch.from_numpy(positions.astype(np.int64) - columns * (columns - 1) // 2)
+
+
+_NARROW_LIMIT = 1 << 31
+"""int32's range: doubled keys and needles (plus 1), and sums of needle positions, below it
+are merged and summed in int32 by :func:`_row_sums_at_or_below`."""
 
 
 def _search_rows(

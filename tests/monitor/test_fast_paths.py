@@ -284,3 +284,54 @@ def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype):
     assert torch.equal(order, expected.indices) and torch.equal(ordered, expected.values)
     assert torch.equal(entries, inside.sum(dim=2))
     assert torch.equal(pairs, inside.sum(dim=(1, 2)))
+
+
+@pytest.mark.parametrize("values", ["cosines", "logits", "specials"])
+def test_pair_counts_by_the_merge_equal_the_definition(values):
+    """P's row sums alone (no entry counts cached first) merge the sorted rows' keys with the
+    shifted rows': as int32 when every key fits (cosines, signed zeros), as int64 otherwise
+    (logits, or a few scores beyond 2 in magnitude); the same counts as the window test."""
+    size = int(KEYED_SORT_FROM**0.5) + 2
+    generator = torch.Generator().manual_seed(15)
+    scores = (torch.randn(size, size, generator=generator) * 0.3 * 8).round() / 8
+    width = 0.25
+    if values == "logits":
+        scores = scores * 20.0  # keys of floats beyond 2: no room for the doubled keys
+        width = 5.0
+    if values == "specials":
+        pick = torch.rand(size, size, generator=generator)
+        scores[pick < 0.1] = -0.0
+        scores[(pick > 0.1) & (pick < 0.11)] = 3.0
+        scores[(pick > 0.11) & (pick < 0.12)] = -2.0
+    batch = _score_batch(scores)
+    batch.workspace = Workspace()
+    rows, anchors = scores.unsqueeze(1), scores.unsqueeze(2)
+    inside = (rows < anchors + width) & (anchors < rows + width)
+    assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
+    assert ("upper", width) not in batch._cache  # the merge, not the search of every entry
+    merged = torch.int32 if values == "cosines" else torch.int64
+    assert ("merged keys", merged) in batch.workspace._buffers
+
+
+@pytest.mark.parametrize("scale", [1 << 29, 1 << 30, 1 << 31])
+@pytest.mark.parametrize("ordered", [True, False])
+def test_merged_row_sums_equal_searchsorted_at_the_int32_edge(scale, ordered):
+    """``_row_sums_at_or_below`` against ``searchsorted(side="right")`` summed, for int32 keys
+    just inside and beyond the range the int32 merge takes (``[-2^30, 2^30)``), ascending rows
+    and unordered ones, with ties between keys and needles."""
+    from gradlab.monitor.batch import _row_sums_at_or_below
+
+    generator = torch.Generator().manual_seed(16)
+    high = min(scale, (1 << 31) - 1)
+    keys = torch.randint(-scale, high, (9, 40), generator=generator, dtype=torch.int64)
+    keys = keys.clamp(-(1 << 31), (1 << 31) - 1).to(torch.int32)
+    needles = keys.roll(3, dims=1)  # every needle equal to some key
+    needles[:, ::2] = torch.randint(-scale, high, (9, 20), generator=generator).clamp(
+        -(1 << 31), (1 << 31) - 1).to(torch.int32)  # fmt: skip
+    keys[0, 0], needles[0, 1] = -scale if scale < 1 << 31 else -(1 << 31), high - 1
+    if ordered:
+        keys, needles = keys.sort(dim=1).values, needles.sort(dim=1).values
+    expected = torch.searchsorted(keys.sort(dim=1).values, needles, side="right").sum(dim=1)
+    got = _row_sums_at_or_below(keys.contiguous(), needles.contiguous(),
+                                lambda name, shape, dtype: torch.empty(shape, dtype=dtype))
+    assert got.dtype == torch.int64 and torch.equal(got, expected)
