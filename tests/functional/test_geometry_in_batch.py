@@ -96,8 +96,17 @@ def test_a_row_of_positives_only_and_a_batch_of_one():
     assert all(math.isnan(float(field[0])) for field in one)
 
 
+@pytest.fixture(params=["kept entries", "masked blocks"])
+def alignment_path(request, monkeypatch):
+    """Both ways the alignment sums: the kept entries alone (a CPU) and masked blocks of rows
+    (other devices), each run here on the CPU."""
+    if request.param == "masked blocks":
+        monkeypatch.setattr(geometry, "_sums_kept_entries", lambda device: False)
+    return request.param
+
+
 @pytest.mark.parametrize("alpha,t", [(2.0, 2.0), (1.0, 0.5), (3.0, 4.0)])
-def test_alignment_and_uniformity_equal_the_two_functions_bit_for_bit(alpha, t):
+def test_alignment_and_uniformity_equal_the_two_functions_bit_for_bit(alpha, t, alignment_path):
     points = torch.randn(13, 6, generator=torch.Generator().manual_seed(4))
     unit = torch.nn.functional.normalize(points, dim=1)
     gram = unit @ unit.T
@@ -119,7 +128,7 @@ def test_alignment_and_uniformity_equal_the_two_functions_bit_for_bit(alpha, t):
     assert float(spread) == pytest.approx(spread_loop, rel=1e-5)
 
 
-def test_a_positive_on_the_diagonal_is_none_as_with_a_candidate_mask():
+def test_a_positive_on_the_diagonal_is_none_as_with_a_candidate_mask(alignment_path):
     scores, positives = _batch(3, ties=False)
     flagged = positives.clone().fill_diagonal_(True)
     candidates = ~torch.eye(len(scores), dtype=torch.bool)
@@ -131,6 +140,28 @@ def test_a_positive_on_the_diagonal_is_none_as_with_a_candidate_mask():
     aligned, _ = geometry.in_batch_alignment_uniformity(gram, flagged)
     assert torch.equal(aligned, geometry.alignment(gram, flagged, candidate_mask=candidates))
     assert torch.equal(flagged.diagonal(), torch.ones(len(scores), dtype=torch.bool))  # kept
+
+
+@pytest.mark.parametrize("alpha", [2.0, 1.0, 3.0])
+def test_both_alignment_paths_agree_to_a_few_ulps(alpha, monkeypatch):
+    """The kept entries' sum and the masked blocks' sum add the same distances in another
+    order: equal up to a few float64 ulps, with the same count (a 300 x 300 matrix: several
+    blocks of rows)."""
+    generator = torch.Generator().manual_seed(8)
+    unit = torch.nn.functional.normalize(torch.randn(300, 16, generator=generator), dim=1)
+    gram = unit @ unit.T
+    labels = torch.randint(0, 60, (300,), generator=generator)
+    positives = labels.unsqueeze(0) == labels.unsqueeze(1)  # the diagonal too: left out
+    candidates = ~torch.eye(300, dtype=torch.bool)
+    kept = geometry.in_batch_alignment_uniformity(gram, positives, alpha)
+    general = geometry.alignment(gram, positives, alpha, candidate_mask=candidates)
+    monkeypatch.setattr(geometry, "_sums_kept_entries", lambda device: False)
+    masked = geometry.in_batch_alignment_uniformity(gram, positives, alpha)
+    assert torch.equal(kept[0], general) and torch.equal(kept[1], masked[1])
+    assert torch.equal(masked[0], geometry.alignment(gram, positives, alpha,
+                                                     candidate_mask=candidates))  # fmt: skip
+    assert abs(float(kept[0]) - float(masked[0])) <= 4 * math.ulp(float(masked[0]))
+    assert float(kept[0]) > 0
 
 
 def test_the_caller_s_scores_are_left_as_they_were():
