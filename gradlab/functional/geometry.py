@@ -210,6 +210,19 @@ def _block_sums(
     return aligned, kept, kernel, largest
 
 
+def _kept_entries(keep: torch.Tensor, drop_diagonal: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Rows and columns (int64) of the True entries of a CPU ``[Q, C]`` bool mask, row by row
+    and in each row by column (one NumPy search of the mask); the diagonal's left out when
+    ``drop_diagonal``."""
+    # row-major, as a boolean index reads them (NumPy reads the CPU tensor in place)
+    flat = np.flatnonzero(np.from_dlpack(keep.detach()))
+    rows, cols = np.divmod(flat, max(keep.shape[1], 1))
+    if drop_diagonal:
+        off = rows != cols
+        rows, cols = rows[off], cols[off]
+    return rows, cols
+
+
 def _sums_kept_entries(device: torch.device) -> bool:
     """Whether the alignment on ``device`` sums the kept entries alone (:func:`_kept_sum`: a
     CPU, where finding them is a host-side search) rather than masked blocks."""
@@ -224,13 +237,7 @@ def _kept_sum(
     distances as :func:`_squared_distances` makes them). In-batch positives are a few per row:
     about 10x faster at 1024 x 1024 than a masked pass over every entry, and the same sum up
     to its order (a few float64 ulps)."""
-    columns = keep.shape[1]
-    # row-major, as a boolean index reads them (NumPy reads the CPU tensor in place)
-    flat = np.flatnonzero(np.from_dlpack(keep.detach()))
-    rows, cols = np.divmod(flat, max(columns, 1))
-    if drop_diagonal:
-        off = rows != cols
-        rows, cols = rows[off], cols[off]
+    rows, cols = _kept_entries(keep, drop_diagonal)
     values = scores.detach()[torch.from_numpy(rows), torch.from_numpy(cols)]
     distances = _squared_distances(values)
     powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
@@ -296,13 +303,6 @@ def _check_in_batch(scores: torch.Tensor, positives: torch.Tensor) -> None:
     if scores.shape[0] != scores.shape[1]:
         raise GradlabError(f"scores must be a square [N, N] in-batch matrix; got shape "
                            f"{tuple(scores.shape)}")  # fmt: skip
-
-
-def _in_batch_positives(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
-    """Check a square ``[N, N]`` in-batch matrix; its positives without the diagonal (the
-    query is not its own candidate: a positive there is none, as with ``candidate_mask``)."""
-    _check_in_batch(scores, positives)
-    return positives.clone().fill_diagonal_(False)
 
 
 def in_batch_alignment_uniformity(
@@ -475,6 +475,27 @@ class QueryMargins(NamedTuple):
     recall_at_1: torch.Tensor
 
 
+_KEPT_DTYPES = (torch.float32, torch.float64)
+"""Score dtypes whose margins read the positives alone on a CPU (:func:`_positive_rows`: NumPy
+has these)."""
+
+
+def _positive_rows(
+    values: torch.Tensor, rows: np.ndarray, cols: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per row of a CPU float32/float64 ``[Q, C]`` matrix, from its positives' entries
+    ``(rows, cols)`` (row-major, :func:`_kept_entries`): their number (int64), their sum in
+    float64 (added in column order) and their smallest value (``inf`` without one, NaN when
+    one is NaN), each ``[Q]``. A few entries per row: no pass over the matrix."""
+    num_rows = values.shape[0]
+    kept = np.from_dlpack(values[torch.from_numpy(rows), torch.from_numpy(cols)])
+    count = np.bincount(rows, minlength=num_rows)
+    total = np.bincount(rows, weights=kept.astype(np.float64), minlength=num_rows)
+    lowest = np.full(num_rows, np.inf, dtype=kept.dtype)
+    np.minimum.at(lowest, rows, kept)  # NaN propagates, as amin's
+    return torch.from_numpy(count), torch.from_numpy(total), torch.from_numpy(lowest)
+
+
 def query_margins(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -508,19 +529,27 @@ def query_margins(
     """
     _check_scores(scores, positives, candidate_mask)
     keep, negatives = _masks(positives, candidate_mask)
-    positive_count = keep.sum(dim=1)
     negative_count = negatives.sum(dim=1)
-    has_positive, has_negative = positive_count > 0, negative_count > 0
     # Smallest and largest entries are exact in the scores' own dtype: one [Q, C] buffer in it
     # serves every masked pass (fresh temporaries per pass cost page faults on large batches).
     values = scores.detach()
-    masked = torch.where(keep, values, 0.0)
-    positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
+    sparse = _sums_kept_entries(values.device) and values.dtype in _KEPT_DTYPES
+    if sparse:  # the positives' count, sum and smallest from their entries alone
+        positive_count, total, lowest = _positive_rows(values, *_kept_entries(keep, False))
+        positive = total / positive_count  # 0 / 0: NaN
+    else:
+        positive_count = keep.sum(dim=1)
+        masked = torch.where(keep, values, 0.0)
+        positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
+    has_positive, has_negative = positive_count > 0, negative_count > 0
     if values.shape[1] == 0:  # no candidate: no positive, no negative, every value NaN
         lowest = best_positive = hardest_negative = values.new_full(values.shape[:1], math.nan)
     else:
-        lowest = torch.where(keep, values, above, out=masked).amin(dim=1)
+        if not sparse:
+            lowest = torch.where(keep, values, above, out=masked).amin(dim=1)
+        else:
+            masked = torch.empty_like(values)
         best_positive = torch.where(keep, values, below, out=masked).amax(dim=1)
         hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
     violating = (negatives & (values >= lowest.unsqueeze(1))).sum(dim=1)
@@ -571,7 +600,7 @@ def in_batch_margins(
         >>> [round(v, 4) for v in out.margin.tolist()[:2]], out.recall_at_1.tolist()[:2]
         ([0.4, -0.05], [1.0, 0.0])
     """
-    positives = _in_batch_positives(scores, positives)
+    _check_in_batch(scores, positives)
     values = scores.detach()
     if negated_sorted is None:
         negated_sorted = (-values).sort(dim=1).values
@@ -580,15 +609,24 @@ def in_batch_margins(
         check_shape("negated_sorted", negated_sorted, scores.shape, "each row of -scores sorted")
         check_same_device(scores=scores, negated_sorted=negated_sorted)
     size = scores.shape[1]
-    # Row counts summed as bytes (a bool sum goes through int64: several times slower).
-    positive_count = positives.view(torch.uint8).sum(dim=1, dtype=torch.int32)
-    negative_count = (size - 1) - positive_count  # every other column not a positive
-    negatives = torch.logical_not(positives).fill_diagonal_(False)
-    has_positive, has_negative = positive_count > 0, negative_count > 0
-    masked = torch.where(positives, values, 0.0)
-    positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
-    lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
+    # the diagonal is no positive (the query is not its own candidate)
+    negatives = torch.logical_not(positives).fill_diagonal_(False)
+    if _sums_kept_entries(values.device) and values.dtype in _KEPT_DTYPES:
+        # the positives' count, sum and smallest from their entries alone (no masked pass)
+        positive_count, total, lowest = _positive_rows(values, *_kept_entries(positives, True))
+        positive_count = positive_count.to(torch.int32)
+        positive = total / positive_count  # 0 / 0: NaN
+        masked = torch.empty_like(values)
+    else:
+        positives = positives.clone().fill_diagonal_(False)
+        # Row counts summed as bytes (a bool sum goes through int64: several times slower).
+        positive_count = positives.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+        masked = torch.where(positives, values, 0.0)
+        positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
+        lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
+    negative_count = (size - 1) - positive_count  # every other column not a positive
+    has_positive, has_negative = positive_count > 0, negative_count > 0
     hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
     own = values.diagonal()
     # Entries s >= lowest: -s <= -lowest in the ascending rows of -scores; every positive is

@@ -13,6 +13,15 @@ from gradlab.functional.score_losses import nt_xent_loss
 from tests.reference import geometry_loops as loops
 
 
+@pytest.fixture(params=["kept entries", "masked blocks"])
+def sum_path(request, monkeypatch):
+    """Both ways the alignment and the margins read the positives: their entries alone (a CPU)
+    and masked passes (other devices), each run here on the CPU."""
+    if request.param == "masked blocks":
+        monkeypatch.setattr(geometry, "_sums_kept_entries", lambda device: False)
+    return request.param
+
+
 def _unit_rows(matrix):
     return [[x / math.sqrt(sum(v * v for v in row)) for x in row] for row in matrix]
 
@@ -173,7 +182,7 @@ def test_uniformity_and_alignment_of_300_points_match_loops(t, near_pair):
     assert [float(v) for v in together] == [float(v) for v in apart]  # bit for bit
 
 
-def test_alignment_matches_a_loop():
+def test_alignment_matches_a_loop(sum_path):
     queries = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
     candidates = torch.randn(9, 4, generator=torch.Generator().manual_seed(6))
     positives = torch.rand(6, 9, generator=torch.Generator().manual_seed(7)) < 0.4
@@ -188,7 +197,7 @@ def test_alignment_matches_a_loop():
         assert float(got) == pytest.approx(sum(distances) / len(distances), rel=1e-5)
 
 
-def test_query_margins_match_a_loop():
+def test_query_margins_match_a_loop(sum_path):
     generator = torch.Generator().manual_seed(11)
     scores = torch.randint(-4, 5, (12, 10), generator=generator).float() / 4  # ties on purpose
     positives = torch.rand(12, 10, generator=generator) < 0.3
@@ -468,7 +477,7 @@ def test_a_cpu_scale_follows_the_scores_to_their_device():
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_queries_without_candidates_have_nan_margins(masked):
+def test_queries_without_candidates_have_nan_margins(masked, sum_path):
     # C = 0: no positive and no negative, so no value is defined (as for a query without
     # either); the [Q] results keep their shape.
     scores, positives = torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool)
