@@ -30,6 +30,7 @@ import math
 import struct
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from gradlab.functional.gradient_anatomy import (
@@ -134,13 +135,23 @@ def _per_query_from_order(
     magnitude = torch.gather(score_grad.detach(), 1, order,
                              out=buffer("anatomy |G|", shape, score_grad.dtype))  # fmt: skip
     magnitude.abs_().nan_to_num_(nan=0.0)  # finite from here: a 0/1 factor is exact
-    positive = torch.gather(positives, 1, order, out=buffer("anatomy P", shape, torch.bool))
-    negative = torch.bitwise_not(positive, out=buffer("anatomy N", shape, torch.bool))
-    if candidates is not None:
-        candidate = torch.gather(candidates, 1, order, out=buffer("anatomy C", shape, torch.bool))
-        positive &= candidate
-        negative &= candidate
-        magnitude.mul_(candidate.view(torch.uint8))  # non-candidates: 0, never active
+    if candidates is None:
+        positive = torch.gather(positives, 1, order, out=buffer("anatomy P", shape, torch.bool))
+        negative = torch.bitwise_not(positive, out=buffer("anatomy N", shape, torch.bool))
+    else:
+        # both masks in one byte (1: positive, 2: candidate), gathered once: a gather reads
+        # the whole [Q, C] int64 order, byte ops (shift, and, xor) a fraction of that
+        kind = torch.add(positives.view(torch.uint8), candidates.view(torch.uint8), alpha=2,
+                         out=buffer("anatomy kinds", shape, torch.uint8))  # fmt: skip
+        kind = torch.gather(kind, 1, order, out=buffer("anatomy kinds sorted", shape,
+                                                         torch.uint8))  # fmt: skip
+        candidate = torch.bitwise_right_shift(kind, 1, out=buffer("anatomy C", shape,
+                                                                  torch.uint8))  # fmt: skip
+        positive = torch.bitwise_and(kind, candidate, out=buffer("anatomy P", shape, torch.uint8))
+        negative = torch.bitwise_xor(candidate, positive, out=buffer("anatomy N", shape,
+                                                                     torch.uint8))  # fmt: skip
+        positive, negative = positive.view(torch.bool), negative.view(torch.bool)  # 0 or 1
+        magnitude.mul_(candidate)  # non-candidates: 0, never active
     largest = magnitude.amax(dim=1, keepdim=True)
     floor = _activity_floor(absolute_threshold, magnitude.dtype)
     active = buffer("anatomy active", shape, torch.bool)
@@ -157,13 +168,11 @@ def _per_query_from_order(
     active_negative = torch.bitwise_and(active, negative, out=both)
     active_negatives = _row_counts(active_negative)
     num_negatives = _row_counts(negative)
-    nan = torch.ne(scores, scores, out=buffer("anatomy NaN", shape, torch.bool))  # NaN only
     if candidates is None:
         without = ~any_active
     else:
         without = _row_any(candidates) & ~any_active
-        nan &= candidates
-    unranked = _row_any(nan)
+    unranked = _unranked(scores, candidates, buffer)
 
     # At each position, the negatives up to it (int32 from bytes: a bool cumsum is ~10x slower).
     rank = torch.cumsum(negative.view(torch.uint8), dim=1, dtype=torch.int32,
@@ -204,6 +213,31 @@ def _per_query_from_order(
         hardest_10pct_share=shares[1],
         without_gradient=without,
     )
+
+
+def _unranked(
+    scores: torch.Tensor, candidates: torch.Tensor | None, buffer
+) -> torch.Tensor:
+    """``[Q]`` bool: rows with a NaN score among their candidates (their ranks are undefined).
+
+    On a CPU the rows' largest scores come first (NaN propagates into them: one reduction, no
+    ``[Q, C]`` mask); a matrix without NaN then has no such row. Otherwise, and elsewhere, the
+    mask of NaN candidates is made and each row searched.
+    """
+    if _screens_nan_on_host(scores) and not np.from_dlpack(
+        torch.isnan(scores.amax(dim=1)).any()
+    ):  # read in place on the host (a 0-d bool): the CPU path waits for no device
+        return torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
+    nan = torch.ne(scores, scores, out=buffer("anatomy NaN", tuple(scores.shape), torch.bool))
+    if candidates is not None:
+        nan &= candidates
+    return _row_any(nan)
+
+
+def _screens_nan_on_host(scores: torch.Tensor) -> bool:
+    """Whether :func:`_unranked` may read a NaN flag of ``scores`` first (a CPU tensor with
+    entries: the read is no device synchronisation there)."""
+    return scores.device.type == "cpu" and scores.numel() > 0
 
 
 LOGGED = ("active_negatives_mean", "active_negatives_q10", "active_negatives_q50",

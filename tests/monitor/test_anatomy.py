@@ -15,6 +15,7 @@ from gradlab.functional import (
     smooth_ap,
 )
 from gradlab.monitor import Monitor, adapters, every, read_jsonl
+from gradlab.monitor import anatomy as anatomy_module
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView, ScoreCapture
 from tests.reference.anatomy_loops import anatomy_one_query
@@ -304,13 +305,23 @@ def _expected(grad, scores, positives, candidates):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("sorted_by_step", [True, False])
-def test_edge_queries_on_both_paths_equal_the_loops(dtype, masked, sorted_by_step):
+@pytest.mark.parametrize("nan_rows", ["screened", "masked", "none"])
+def test_edge_queries_on_both_paths_equal_the_loops(dtype, masked, sorted_by_step, nan_rows,
+                                                    monkeypatch):
+    """The rows with a NaN candidate score: screened on the CPU by the rows' largest scores
+    first ("screened", the batch has NaN: the mask follows), found by the mask alone as on
+    other devices ("masked"), and a batch without NaN ("none": the screen answers)."""
+    if nan_rows == "masked":
+        monkeypatch.setattr(anatomy_module, "_screens_nan_on_host", lambda scores: False)
     grad, scores, positives = _edge_batch()
+    if nan_rows == "none":
+        scores[7, 5] = 0.3
     candidates = torch.ones_like(positives)
     if masked:  # a non-candidate column per row (its NaN score in row 0 is ignored)
         candidates[torch.arange(9), (torch.arange(9) * 5 + 7) % COLUMNS] = False
         candidates[2, 10:] = True  # keep the two-negative query's negatives
-        scores[0, 7] = math.nan
+        if nan_rows != "none":
+            scores[0, 7] = math.nan
     grad, scores = grad.to(dtype), scores.to(dtype)
     per_query, expected = _expected(grad, scores, positives, candidates)
     # the edge cases are there (checked on the loops' records, not on the code under test)
