@@ -830,7 +830,7 @@ def _sorted_rows_on_cpu(
     np.copyto(combined, key)
     np.left_shift(combined, 32, out=combined)
     np.bitwise_or(combined, np.arange(columns, dtype=np.int64), out=combined)
-    combined.sort(axis=1)
+    _sort_rows(combined)
     high = 1 if sys.byteorder == "little" else 0  # the int32 half that holds the key
     sorted_keys = buffer("sorted_keys", shape, torch.int32)
     np.copyto(np.from_dlpack(sorted_keys), combined.view(np.int32)[:, high::2])
@@ -840,6 +840,35 @@ def _sorted_rows_on_cpu(
 
 
 _LARGEST_KEY = _KEY_TYPES[torch.float32][1]
+
+_SORTED_RUN = 256
+"""Entries of the runs :func:`_sort_rows` sorts first: NumPy's SIMD sort of int64 (AVX-512)
+sorts 256 entries in registers, about 6x faster per entry than a row of 1024."""
+
+
+def _sort_rows(rows: np.ndarray) -> None:
+    """Sort each row of a C-contiguous int64 ``[Q, C]`` array in place (ascending).
+
+    Rows of at least two runs are sorted run by run (:data:`_SORTED_RUN` entries each, the
+    last one shorter), then merged by NumPy's stable sort (timsort finds the ascending runs
+    and merges them in linear time each): at C = 1024 about 1.4x faster than sorting the rows
+    whole. Distinct entries (the step's keys carry their column) have one sorted order, so
+    the result is the same.
+    """
+    count, columns = rows.shape
+    whole = columns // _SORTED_RUN * _SORTED_RUN
+    if columns < 2 * _SORTED_RUN or count == 0:
+        rows.sort(axis=1)
+        return
+    item, row_stride = rows.itemsize, rows.strides[0]
+    runs = np.lib.stride_tricks.as_strided(
+        rows, (count, whole // _SORTED_RUN, _SORTED_RUN),
+        (row_stride, _SORTED_RUN * item, item),
+    )  # fmt: skip
+    runs.sort(axis=2)  # a view: in place
+    if whole < columns:
+        rows[:, whole:].sort(axis=1)
+    rows.sort(axis=1, kind="stable")  # the ascending runs merged
 
 
 def _flip_negatives(key: np.ndarray, spare: np.ndarray) -> None:

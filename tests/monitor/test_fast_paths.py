@@ -335,3 +335,36 @@ def test_merged_row_sums_equal_searchsorted_at_the_int32_edge(scale, ordered):
     got = _row_sums_at_or_below(keys.contiguous(), needles.contiguous(),
                                 lambda name, shape, dtype: torch.empty(shape, dtype=dtype))
     assert got.dtype == torch.int64 and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("columns", [100, 511, 512, 700, 1024, 1300])
+def test_rows_sorted_run_by_run_equal_a_whole_sort(columns):
+    """``_sort_rows`` (runs of 256 sorted first, then merged) against NumPy's sort of whole
+    rows: rows shorter than two runs, a multiple of the run, and a shorter last run; with
+    repeated values."""
+    import numpy as np
+
+    from gradlab.monitor.batch import _sort_rows
+
+    generator = np.random.default_rng(17)
+    rows = generator.integers(-(1 << 40), 1 << 40, size=(5, columns))
+    rows[1] = generator.integers(-3, 4, size=columns)  # many equal entries
+    rows[2] = np.arange(columns)[::-1]  # descending
+    expected = np.sort(rows, axis=1)
+    _sort_rows(rows)
+    assert np.array_equal(rows, expected)
+
+
+def test_the_cpu_sort_of_wide_rows_equals_torch_stable_sort():
+    """The float32 CPU sort of rows wider than two runs of ``_sort_rows`` (sorted run by run,
+    then merged): torch's stable order and floats, with ties."""
+    generator = torch.Generator().manual_seed(18)
+    scores = (torch.randn(9, 1100, generator=generator) * 4).round() / 4  # many ties
+    scores[3, 5], scores[4, 700] = math.inf, math.nan
+    batch = _score_batch(scores)
+    expected = (-scores).sort(dim=1, stable=True)
+    assert torch.equal(batch.descending_order, expected.indices)
+    got = batch.negated_sorted
+    finite = ~torch.isnan(got)
+    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
+    assert torch.equal(got[finite], expected.values[finite])
