@@ -171,8 +171,9 @@ def _block_sums(
     Returns ``(aligned, kept, kernel, m)``, ``kept`` the number of entries kept (0-d int64;
     None without ``keep``).
 
-    On a CPU the alignment reads only the kept entries (:func:`_kept_sum`: a few per row, where
-    a masked pass reads every one); elsewhere it is a masked sum of each block.
+    On a CPU (float32/float64 scores) the alignment reads only the kept entries
+    (:func:`_kept_sum`: a few per row, where a masked pass reads every one); elsewhere it is a
+    masked sum of each block.
     """
     blocks = _row_blocks(scores)
     zero = torch.zeros((), dtype=torch.float64, device=scores.device)
@@ -186,7 +187,7 @@ def _block_sums(
         largest = nearest.mul_(-t)
         largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
     aligned, kept, kernel = zero, None, zero.clone()
-    if keep is not None and _sums_kept_entries(scores.device):
+    if keep is not None and _sums_kept_entries(scores):
         aligned, kept = _kept_sum(scores, keep, alpha, drop_diagonal)
         keep = None  # summed
     elif keep is not None:
@@ -223,10 +224,11 @@ def _kept_entries(keep: torch.Tensor, drop_diagonal: bool) -> tuple[np.ndarray, 
     return rows, cols
 
 
-def _sums_kept_entries(device: torch.device) -> bool:
-    """Whether the alignment on ``device`` sums the kept entries alone (:func:`_kept_sum`: a
-    CPU, where finding them is a host-side search) rather than masked blocks."""
-    return device.type == "cpu"
+def _sums_kept_entries(scores: torch.Tensor) -> bool:
+    """Whether the alignment and the margins read the kept entries of ``scores`` alone
+    (:func:`_kept_sum`, :func:`_positive_rows`): float32 or float64 on a CPU, where finding
+    them is a host-side NumPy search; other devices and dtypes take masked passes."""
+    return scores.device.type == "cpu" and scores.dtype in (torch.float32, torch.float64)
 
 
 def _kept_sum(
@@ -475,11 +477,6 @@ class QueryMargins(NamedTuple):
     recall_at_1: torch.Tensor
 
 
-_KEPT_DTYPES = (torch.float32, torch.float64)
-"""Score dtypes whose margins read the positives alone on a CPU (:func:`_positive_rows`: NumPy
-has these)."""
-
-
 def _positive_rows(
     values: torch.Tensor, rows: np.ndarray, cols: np.ndarray
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -534,7 +531,7 @@ def query_margins(
     # serves every masked pass (fresh temporaries per pass cost page faults on large batches).
     values = scores.detach()
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
-    sparse = _sums_kept_entries(values.device) and values.dtype in _KEPT_DTYPES
+    sparse = _sums_kept_entries(values)
     if sparse:  # the positives' count, sum and smallest from their entries alone
         positive_count, total, lowest = _positive_rows(values, *_kept_entries(keep, False))
         positive = total / positive_count  # 0 / 0: NaN
@@ -612,7 +609,7 @@ def in_batch_margins(
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
     # the diagonal is no positive (the query is not its own candidate)
     negatives = torch.logical_not(positives).fill_diagonal_(False)
-    if _sums_kept_entries(values.device) and values.dtype in _KEPT_DTYPES:
+    if _sums_kept_entries(values):
         # the positives' count, sum and smallest from their entries alone (no masked pass)
         positive_count, total, lowest = _positive_rows(values, *_kept_entries(positives, True))
         positive_count = positive_count.to(torch.int32)

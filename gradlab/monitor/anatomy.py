@@ -220,9 +220,9 @@ def _unranked(
 ) -> torch.Tensor:
     """``[Q]`` bool: rows with a NaN score among their candidates (their ranks are undefined).
 
-    On a CPU the rows' largest scores come first (NaN propagates into them: one reduction, no
-    ``[Q, C]`` mask); a matrix without NaN then has no such row. Otherwise, and elsewhere, the
-    mask of NaN candidates is made and each row searched.
+    On a CPU (float32/float64) the rows' largest scores come first (NaN propagates into them:
+    one reduction, no ``[Q, C]`` mask); a matrix without NaN then has no such row. Otherwise,
+    and elsewhere, the mask of NaN candidates is made and each row searched.
     """
     if _screens_nan_on_host(scores) and not np.from_dlpack(
         torch.isnan(scores.amax(dim=1)).any()
@@ -235,9 +235,11 @@ def _unranked(
 
 
 def _screens_nan_on_host(scores: torch.Tensor) -> bool:
-    """Whether :func:`_unranked` may read a NaN flag of ``scores`` first (a CPU tensor with
-    entries: the read is no device synchronisation there)."""
-    return scores.device.type == "cpu" and scores.numel() > 0
+    """Whether :func:`_unranked` reads a NaN flag of ``scores`` first: float32/float64 entries
+    on a CPU (the read is no device synchronisation there); half precision and other devices
+    build the mask."""
+    return (scores.device.type == "cpu" and scores.numel() > 0
+            and scores.dtype in (torch.float32, torch.float64))  # fmt: skip
 
 
 LOGGED = ("active_negatives_mean", "active_negatives_q10", "active_negatives_q50",

@@ -13,15 +13,6 @@ from gradlab.functional.score_losses import nt_xent_loss
 from tests.reference import geometry_loops as loops
 
 
-@pytest.fixture(params=["kept entries", "masked blocks"])
-def sum_path(request, monkeypatch):
-    """Both ways the alignment and the margins read the positives: their entries alone (a CPU)
-    and masked passes (other devices), each run here on the CPU."""
-    if request.param == "masked blocks":
-        monkeypatch.setattr(geometry, "_sums_kept_entries", lambda device: False)
-    return request.param
-
-
 def _unit_rows(matrix):
     return [[x / math.sqrt(sum(v * v for v in row)) for x in row] for row in matrix]
 
@@ -182,7 +173,7 @@ def test_uniformity_and_alignment_of_300_points_match_loops(t, near_pair):
     assert [float(v) for v in together] == [float(v) for v in apart]  # bit for bit
 
 
-def test_alignment_matches_a_loop(sum_path):
+def test_alignment_matches_a_loop():
     queries = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
     candidates = torch.randn(9, 4, generator=torch.Generator().manual_seed(6))
     positives = torch.rand(6, 9, generator=torch.Generator().manual_seed(7)) < 0.4
@@ -197,9 +188,13 @@ def test_alignment_matches_a_loop(sum_path):
         assert float(got) == pytest.approx(sum(distances) / len(distances), rel=1e-5)
 
 
-def test_query_margins_match_a_loop(sum_path):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_query_margins_match_a_loop(dtype):
+    """float32 scores read the positives by their entries on a CPU, bfloat16 ones by masked
+    passes (as every dtype on other devices): both as the loops (the scores are exact in
+    either)."""
     generator = torch.Generator().manual_seed(11)
-    scores = torch.randint(-4, 5, (12, 10), generator=generator).float() / 4  # ties on purpose
+    scores = torch.randint(-4, 5, (12, 10), generator=generator).to(dtype) / 4  # ties on purpose
     positives = torch.rand(12, 10, generator=generator) < 0.3
     candidates = torch.rand(12, 10, generator=generator) < 0.9
     positives[0] = False  # a query without positives
@@ -477,10 +472,11 @@ def test_a_cpu_scale_follows_the_scores_to_their_device():
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_queries_without_candidates_have_nan_margins(masked, sum_path):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_queries_without_candidates_have_nan_margins(masked, dtype):
     # C = 0: no positive and no negative, so no value is defined (as for a query without
     # either); the [Q] results keep their shape.
-    scores, positives = torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool)
+    scores, positives = torch.zeros(3, 0, dtype=dtype), torch.zeros(3, 0, dtype=torch.bool)
     mask = torch.zeros(3, 0, dtype=torch.bool) if masked else None
     margins = geometry.query_margins(scores, positives, candidate_mask=mask)
     for name, values in margins._asdict().items():

@@ -286,11 +286,13 @@ def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype):
     assert torch.equal(pairs, inside.sum(dim=(1, 2)))
 
 
-@pytest.mark.parametrize("values", ["cosines", "logits", "specials"])
+@pytest.mark.parametrize("values", ["cosines", "logits", "edge inside", "edge outside",
+                                    "specials"])
 def test_pair_counts_by_the_merge_equal_the_definition(values):
     """P's row sums alone (no entry counts cached first) merge the sorted rows' keys with the
     shifted rows': as int32 when every key fits (cosines, signed zeros), as int64 otherwise
-    (logits, or a few scores beyond 2 in magnitude); the same counts as the window test."""
+    (logits, keys at 2 in magnitude or beyond, the floats at the range's ends); the same
+    counts as the window test."""
     size = int(KEYED_SORT_FROM**0.5) + 2
     generator = torch.Generator().manual_seed(15)
     scores = (torch.randn(size, size, generator=generator) * 0.3 * 8).round() / 8
@@ -298,6 +300,11 @@ def test_pair_counts_by_the_merge_equal_the_definition(values):
     if values == "logits":
         scores = scores * 20.0  # keys of floats beyond 2: no room for the doubled keys
         width = 5.0
+    if values.startswith("edge"):  # keys at the ends of the int32 range, [-2^30, 2^30)
+        # -s - w of the largest score reaches -(2 - 2^-22) (inside) or -2 (outside), -s of
+        # the smallest 2 - 2^-22 (inside)
+        largest = 1.75 - 2.0**-22 if values == "edge inside" else 1.75
+        scores[0, :2] = torch.tensor([largest, -(2.0 - 2.0**-22)])
     if values == "specials":
         pick = torch.rand(size, size, generator=generator)
         scores[pick < 0.1] = -0.0
@@ -308,59 +315,26 @@ def test_pair_counts_by_the_merge_equal_the_definition(values):
     rows, anchors = scores.unsqueeze(1), scores.unsqueeze(2)
     inside = (rows < anchors + width) & (anchors < rows + width)
     assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
-    assert ("upper", width) not in batch._cache  # the merge, not the search of every entry
-    merged = torch.int32 if values == "cosines" else torch.int64
-    assert ("merged keys", merged) in batch.workspace._buffers
+    # Past the sort's buffers P keeps the shifted rows and their keys (4 bytes an entry each)
+    # and the merged rows (2 C keys a row): int32 keys when they fit, else int64.
+    sort_only = _score_batch(scores)
+    sort_only.workspace = Workspace()
+    _ = sort_only.negated_sorted
+    merged = size * 2 * size * (4 if values in ("cosines", "edge inside") else 8)
+    extra = batch.workspace.kept_bytes - sort_only.workspace.kept_bytes
+    assert extra == size * size * 8 + merged
 
 
-@pytest.mark.parametrize("scale", [1 << 29, 1 << 30, 1 << 31])
-@pytest.mark.parametrize("ordered", [True, False])
-def test_merged_row_sums_equal_searchsorted_at_the_int32_edge(scale, ordered):
-    """``_row_sums_at_or_below`` against ``searchsorted(side="right")`` summed, for int32 keys
-    just inside and beyond the range the int32 merge takes (``[-2^30, 2^30)``), ascending rows
-    and unordered ones, with ties between keys and needles."""
-    from gradlab.monitor.batch import _row_sums_at_or_below
-
-    generator = torch.Generator().manual_seed(16)
-    high = min(scale, (1 << 31) - 1)
-    keys = torch.randint(-scale, high, (9, 40), generator=generator, dtype=torch.int64)
-    keys = keys.clamp(-(1 << 31), (1 << 31) - 1).to(torch.int32)
-    needles = keys.roll(3, dims=1)  # every needle equal to some key
-    needles[:, ::2] = torch.randint(-scale, high, (9, 20), generator=generator).clamp(
-        -(1 << 31), (1 << 31) - 1).to(torch.int32)  # fmt: skip
-    keys[0, 0], needles[0, 1] = -scale if scale < 1 << 31 else -(1 << 31), high - 1
-    if ordered:
-        keys, needles = keys.sort(dim=1).values, needles.sort(dim=1).values
-    expected = torch.searchsorted(keys.sort(dim=1).values, needles, side="right").sum(dim=1)
-    got = _row_sums_at_or_below(keys.contiguous(), needles.contiguous(),
-                                lambda name, shape, dtype: torch.empty(shape, dtype=dtype))
-    assert got.dtype == torch.int64 and torch.equal(got, expected)
-
-
-@pytest.mark.parametrize("columns", [100, 511, 512, 700, 1024, 1300])
-def test_rows_sorted_run_by_run_equal_a_whole_sort(columns):
-    """``_sort_rows`` (runs of 256 sorted first, then merged) against NumPy's sort of whole
-    rows: rows shorter than two runs, a multiple of the run, and a shorter last run; with
-    repeated values."""
-    import numpy as np
-
-    from gradlab.monitor.batch import _sort_rows
-
-    generator = np.random.default_rng(17)
-    rows = generator.integers(-(1 << 40), 1 << 40, size=(5, columns))
-    rows[1] = generator.integers(-3, 4, size=columns)  # many equal entries
-    rows[2] = np.arange(columns)[::-1]  # descending
-    expected = np.sort(rows, axis=1)
-    _sort_rows(rows)
-    assert np.array_equal(rows, expected)
-
-
-def test_the_cpu_sort_of_wide_rows_equals_torch_stable_sort():
-    """The float32 CPU sort of rows wider than two runs of ``_sort_rows`` (sorted run by run,
-    then merged): torch's stable order and floats, with ties."""
+@pytest.mark.parametrize("columns", [511, 512, 700, 1024, 1300])
+def test_the_cpu_sort_of_wide_rows_equals_torch_stable_sort(columns):
+    """The float32 CPU sort of rows of at least two runs of 256 (sorted run by run, then
+    merged; a shorter last run of its own): torch's stable order and floats, with ties, an
+    infinity and NaN, and rows already in order or in reverse."""
     generator = torch.Generator().manual_seed(18)
-    scores = (torch.randn(9, 1100, generator=generator) * 4).round() / 4  # many ties
-    scores[3, 5], scores[4, 700] = math.inf, math.nan
+    scores = (torch.randn(9, columns, generator=generator) * 4).round() / 4  # many ties
+    scores[3, 5], scores[4, columns - 300] = math.inf, math.nan
+    scores[5] = torch.arange(columns, dtype=torch.float32)  # ascending: worst first
+    scores[6] = -scores[5]
     batch = _score_batch(scores)
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
