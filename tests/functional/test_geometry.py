@@ -190,9 +190,7 @@ def test_alignment_matches_a_loop():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_query_margins_match_a_loop(dtype):
-    """float32 scores read the positives by their entries on a CPU, bfloat16 ones by masked
-    passes (as every dtype on other devices): both as the loops (the scores are exact in
-    either)."""
+    """float32 and bfloat16 scores alike, as the loops (the scores are exact in either)."""
     generator = torch.Generator().manual_seed(11)
     scores = torch.randint(-4, 5, (12, 10), generator=generator).to(dtype) / 4  # ties on purpose
     positives = torch.rand(12, 10, generator=generator) < 0.3

@@ -147,8 +147,9 @@ def _grid_batch(size: int, seed: int):
 
 @pytest.mark.parametrize("alpha", [2.0, 1.0, 3.0])
 def test_both_alignment_paths_agree_to_a_few_ulps(alpha):
-    """float32 scores on a CPU sum the kept entries alone, bfloat16 ones masked blocks of rows
-    (as every dtype on other devices); on the same values (300 x 300: several blocks) the two
+    """float32 scores on a CPU sum the kept entries alone (from 2^16 entries), bfloat16 ones
+    masked blocks of rows (as every dtype on other devices, and smaller matrices); on the same
+    values (300 x 300: several blocks) the two
     add the same distances in another order: equal up to a few float64 ulps, and each path
     equals the general functions bit for bit."""
     scores, positives = _grid_batch(300, 8)
@@ -167,8 +168,9 @@ def test_both_alignment_paths_agree_to_a_few_ulps(alpha):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_both_margin_paths_give_the_same_values(dtype):
-    """The margins of float32/float64 scores on a CPU read the positives by their entries,
-    bfloat16 ones by masked passes (as every dtype on other devices): on the same values the
+    """The margins of float32/float64 scores on a CPU read the positives by their entries
+    (from 2^16 entries), bfloat16 ones by masked passes (as every dtype on other devices, and
+    smaller matrices): on the same values the
     same margins (the positive mean's float64 sum of a few grid values is exact in any
     order), in-batch and in general, with a positive on the diagonal and a row without."""
     scores, positives = _grid_batch(300, 9)
