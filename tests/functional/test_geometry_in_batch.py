@@ -188,6 +188,43 @@ def test_both_margin_paths_give_the_same_values(dtype):
     assert math.isnan(float(fast[0].positive[0])) and not math.isnan(float(fast[0].margin[1]))
 
 
+@pytest.mark.parametrize("shape", [(128, 512), (512, 128)], ids=["wide", "tall"])
+def test_margins_of_a_non_square_matrix_read_by_its_entries_match_the_loops(shape):
+    # 2^16 entries (read by their entries on a CPU), more columns than rows or fewer, and the
+    # last rows without a positive: every row keeps its own values and the rows beyond the
+    # last positive are NaN, not dropped
+    rows, columns = shape
+    generator = torch.Generator().manual_seed(21)
+    scores = torch.rand(rows, columns, generator=generator) * 2 - 1
+    positives = torch.rand(rows, columns, generator=generator) < 0.02
+    positives[-5:] = False
+    expected = loops.query_margins(scores.double().tolist(), positives.tolist(),
+                                   [[True] * columns] * rows)  # fmt: skip
+    got = geometry.query_margins(scores, positives)
+    for row, values in enumerate(expected):
+        if values is None:  # no positive: every value NaN
+            assert math.isnan(float(got.positive[row])) and math.isnan(float(got.margin[row]))
+            continue
+        mean, lowest, highest, margin, share, recall = values
+        assert float(got.positive[row]) == pytest.approx(mean, rel=1e-6)
+        assert float(got.hardest_positive[row]) == pytest.approx(lowest, rel=1e-6)
+        assert float(got.hardest_negative[row]) == pytest.approx(highest, rel=1e-6)
+        assert float(got.margin[row]) == pytest.approx(margin, rel=1e-6, abs=1e-7)
+        assert float(got.violation_share[row]) == pytest.approx(share, abs=1e-12)
+        assert float(got.recall_at_1[row]) == recall
+    assert [values is None for values in expected][-5:] == [True] * 5
+
+
+def test_margins_of_one_column_read_by_its_entries_are_its_scores():
+    # 2^16 queries of one candidate each: a positive's mean is its own score, and without a
+    # negative no query has a margin
+    scores = torch.linspace(-1, 1, 1 << 16).unsqueeze(1)
+    positives = (torch.arange(1 << 16) % 3 == 0).unsqueeze(1)
+    got = geometry.query_margins(scores, positives)
+    assert torch.equal(got.positive[::3], scores[::3, 0].double())
+    assert bool(got.positive[1::3].isnan().all()) and bool(got.margin.isnan().all())
+
+
 def test_the_caller_s_scores_are_left_as_they_were():
     scores, positives = _batch(1, ties=False)
     kept = scores.clone()
