@@ -267,9 +267,12 @@ def anatomy_values(
 
     ``order``: the rows' columns by descending score, ties by column index, when the step has
     sorted ``scores`` already (then no sort here; see :func:`_per_query_from_order`, which
-    takes its work buffers from ``buffer(name, shape, dtype)`` when given).
+    takes its work buffers from ``buffer(name, shape, dtype)`` when given). Rows without
+    candidates (``[Q, 0]``: a cross-modal batch without candidates) take
+    :func:`gradient_anatomy`'s definition: no query has a positive and a negative, every
+    statistic is NaN.
     """
-    if order is None:
+    if order is None or scores.shape[1] == 0:
         anatomy = gradient_anatomy(score_grad, scores, positives, candidate_mask=candidates,
                                    absolute_threshold=absolute_threshold,
                                    relative_threshold=relative_threshold)  # fmt: skip

@@ -114,7 +114,7 @@ class Geometry(Quantity):
                     embeddings, gram=cosine if in_batch else None)
             values["geometry_effective_rank"] = rank.rank
             values["geometry_effective_rank_share"] = rank.share
-        if not in_batch:
+        if not in_batch and candidates.shape[0] > 0:  # no candidates: no centroid, no gap
             values["geometry_modality_gap"] = measures.modality_gap(embeddings, candidates)
         return {key: values[key] for key in self.keys if key in values}
 

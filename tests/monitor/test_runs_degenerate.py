@@ -95,6 +95,35 @@ def test_an_empty_batch_logs_its_loss_and_flag_and_stops_nothing(tmp_path, prese
     assert set(again) == set(full)
 
 
+
+@pytest.mark.parametrize("preset", ["default", "full"])
+def test_a_cross_modal_batch_without_candidates_stops_nothing(tmp_path, preset):
+    # queries with no candidate at all (a retrieval batch whose gallery came back empty): no
+    # score, so no ranking statistic and no modality gap; the queries' own geometry stays, and
+    # the next batch logs every key again
+    torch.manual_seed(0)
+    queries, candidates = torch.randn(3, 4), torch.randn(5, 4)
+    positives = torch.eye(3, 5, dtype=torch.bool)
+    with Monitor(tmp_path, preset=preset, every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DegenerateBatchWarning)
+            warnings.simplefilter("error", RuntimeWarning)  # no quantity fails
+            for size in (5, 0, 5):
+                leaf = queries.clone().requires_grad_(True)
+                loss_fn(leaf, candidates=candidates[:size].requires_grad_(True),
+                        positives=positives[:, :size]).backward()  # fmt: skip
+                monitor.step()
+        assert monitor.disabled == {}
+    _, (full, empty, again) = read_jsonl(tmp_path / "metrics.jsonl")
+    assert set(again) == set(full)
+    assert set(full) - set(empty) == {"geometry_modality_gap"}
+    norms = queries.double().norm(dim=1)
+    assert empty["embedding_norm_mean"] == pytest.approx(norms.mean().item(), rel=1e-12)
+    assert empty["loss"] == 0.0 and empty["degenerate_batch"] == 1
+    ranking = [key for key in empty if key.startswith(("anatomy_", "margin_", "p_cross"))]
+    assert ranking and all(math.isnan(empty[key]) for key in ranking)
+
 def test_a_count_summed_over_ranks_is_logged_on_the_batch_device():
     # under torch.distributed the count arrives as a 0-d tensor (every rank's, summed)
     for count in (torch.tensor(7), torch.tensor(7.0, dtype=torch.float64), 7):
