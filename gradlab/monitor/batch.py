@@ -294,6 +294,9 @@ class BatchView:
         :attr:`parameter_grads`) by
         :attr:`loss_scale`, so that they are the watched loss's own, whatever factor the
         training loop put on the loss before backward (accumulation, AMP, a loss weight).
+        Each gradient is divided by the scale itself (one rounding in the gradient's own
+        precision, not a multiplication by a rounded reciprocal cast to it: a float16 gradient
+        of a loss divided by 3 comes back as the correctly rounded quotient where one exists).
         Nothing is read back; a scale of 0 (a loss multiplied by 0) leaves them as they are,
         zero. Call it once, after backward.
 
@@ -308,14 +311,16 @@ class BatchView:
         scale = self.loss_scale
         if scale is None:
             return
-        factor = torch.where(scale != 0, scale.reciprocal(), torch.ones_like(scale))
+        # A 0-d divisor keeps each gradient's dtype; the kernel divides in its opmath type.
+        divisor = torch.where(scale != 0, scale, torch.ones_like(scale))
         if self.embedding_grad is not None:  # autograd's own tensor: not in place
-            self.embedding_grad = self.embedding_grad * factor.to(self.embedding_grad.dtype)
+            self.embedding_grad = self.embedding_grad / divisor
         for capture in self.score_captures:
             if capture.grad is not None:  # the capture's own copy
-                capture.grad.mul_(factor.to(capture.grad.dtype))
+                capture.grad.div_(divisor)
         for key, grad in self.parameter_grads.items():  # autograd's own tensors: not in place
-            self.parameter_grads[key] = grad * factor.to(device=grad.device, dtype=grad.dtype)
+            # 0-d by 0-d promotes to the wider dtype: divide there, round once to the grad's
+            self.parameter_grads[key] = (grad / divisor.to(grad.device)).to(grad.dtype)
         self.loss_scale = None  # once
 
     def _leave_graph(self) -> None:

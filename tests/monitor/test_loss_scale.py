@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor.batch import BatchView
+from gradlab.monitor.batch import BatchView, ScoreCapture
 
 LABELS = torch.arange(4).repeat_interleave(4)
 
@@ -78,3 +78,27 @@ def test_unscaling_divides_each_captured_gradient_once():
     assert original.tolist() == [[3.0, 3.0], [3.0, 3.0]]  # autograd's tensor is left alone
     view.unscale_gradients()  # a second call changes nothing
     assert view.embedding_grad.tolist() == [[6.0, 6.0], [6.0, 6.0]]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_each_captured_gradient_is_divided_by_the_scale_in_its_own_dtype(dtype):
+    # Gradients 3 h of a loss multiplied by 3, with 3 h exact in the dtype: the loss's own
+    # gradient is h exactly. A reciprocal rounded to the gradient's dtype (or to the scale's
+    # float32) misses it: float16(1/3) = 0.33325, float32(1/3) = 0.33333334.
+    own = torch.tensor([1.0, -0.5, 0.25, 3.0, -7.0, 0.125, 10.0, -1.5]).to(dtype)
+    arrived = (own * 3).reshape(2, 4)  # exact: at most 6 significant bits
+    positives = torch.eye(2, 4, dtype=torch.bool)
+    capture = ScoreCapture("in_batch", None, positives, grad=arrived.clone())
+    parameter = arrived[0, 0].clone()
+    view = BatchView(torch.zeros(2, 4), labels=torch.arange(2), embedding_grad=arrived,
+                     score_captures=[capture], loss_scale=torch.tensor(3.0),
+                     parameter_grads={"temperature": parameter})  # fmt: skip
+    view.unscale_gradients()
+    for name, grad, expected in (
+        ("embedding_grad", view.embedding_grad, own.reshape(2, 4)),
+        ("dL/dS", capture.grad, own.reshape(2, 4)),
+        ("parameter", view.parameter_grads["temperature"], own[0]),
+    ):
+        assert grad.dtype == dtype, name
+        assert torch.equal(grad, expected), (name, grad, expected)
+    assert parameter.item() == 3 * own[0].item()  # autograd's tensor is left alone
