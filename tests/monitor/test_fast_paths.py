@@ -287,7 +287,7 @@ def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype):
 
 
 @pytest.mark.parametrize("values", ["cosines", "logits", "edge inside", "edge outside",
-                                    "specials"])
+                                    "edge outside above", "specials"])
 def test_pair_counts_by_the_merge_equal_the_definition(values):
     """P's row sums alone (no entry counts cached first) merge the sorted rows' keys with the
     shifted rows': as int32 when every key fits (cosines, signed zeros), as int64 otherwise
@@ -302,9 +302,11 @@ def test_pair_counts_by_the_merge_equal_the_definition(values):
         width = 5.0
     if values.startswith("edge"):  # keys at the ends of the int32 range, [-2^30, 2^30)
         # -s - w of the largest score reaches -(2 - 2^-22) (inside) or -2 (outside), -s of
-        # the smallest 2 - 2^-22 (inside)
-        largest = 1.75 - 2.0**-22 if values == "edge inside" else 1.75
-        scores[0, :2] = torch.tensor([largest, -(2.0 - 2.0**-22)])
+        # the smallest 2 - 2^-22 (inside) or 2 (outside above: the key 2^30, whose double
+        # 2^31 overflows int32)
+        largest = 1.75 if values == "edge outside" else 1.75 - 2.0**-22
+        smallest = -2.0 if values == "edge outside above" else -(2.0 - 2.0**-22)
+        scores[0, :2] = torch.tensor([largest, smallest])
     if values == "specials":
         pick = torch.rand(size, size, generator=generator)
         scores[pick < 0.1] = -0.0
@@ -342,3 +344,27 @@ def test_the_cpu_sort_of_wide_rows_equals_torch_stable_sort(columns):
     finite = ~torch.isnan(got)
     assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
     assert torch.equal(got[finite], expected.values[finite])
+
+
+def test_pair_counts_of_rows_too_wide_for_int32_sums_equal_the_value_histogram():
+    """Rows of 50,000 cosines: the merge's keys fit int32, but the positions of a row's
+    needles sum beyond 2^31 (about C^2), so the row sums are taken in int64. Scores are
+    multiples of 1/8 and the window 1/4: a pair is inside exactly when the scores are equal or
+    1/8 apart, counted from each row's histogram of values."""
+    generator = torch.Generator().manual_seed(19)
+    scores = ((torch.randn(2, 50_000, generator=generator) * 0.4 * 8).round() / 8).clamp(
+        -1.5, 1.5
+    )
+    batch = _score_batch(scores)
+    batch.workspace = Workspace()
+    expected = []
+    for row in scores:
+        counts = torch.bincount(((row + 1.5) * 8).long(), minlength=25).double()
+        expected.append(int((counts**2).sum() + 2 * (counts[1:] * counts[:-1]).sum()))
+    assert batch.pair_counts(0.25).tolist() == expected
+
+
+@pytest.mark.parametrize("shape", [(3, 0), (0, 4)])
+def test_pair_counts_of_an_empty_score_matrix_are_zero(shape):
+    batch = _score_batch(torch.zeros(shape))
+    assert batch.pair_counts(0.25).tolist() == [0] * shape[0]
