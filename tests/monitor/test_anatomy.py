@@ -469,6 +469,23 @@ def test_an_empty_batch_keeps_its_anatomy_on_the_device_of_its_scores():
     assert {value.device.type for value in values.values()} == {"meta"}
 
 
+
+@pytest.mark.parametrize("columns", [0, 1])
+def test_rows_with_at_most_one_candidate_read_the_same_with_or_without_the_shared_order(columns):
+    """No candidate (a cross-modal batch without any): no query has a positive and a negative,
+    every statistic is NaN; one candidate: the same values from both paths."""
+    generator = torch.Generator().manual_seed(5)
+    scores, grad = torch.randn(3, columns, generator=generator), torch.randn(3, columns)
+    positives = torch.zeros(3, columns, dtype=torch.bool)
+    order = torch.zeros(3, columns, dtype=torch.long)
+    shared = anatomy_values("x_", grad, scores, positives, order=order)
+    own = anatomy_values("x_", grad, scores, positives)
+    assert list(shared) == list(own)
+    for key, value in shared.items():
+        assert torch.equal(value, own[key]) or (value.isnan() and own[key].isnan()), key
+    if columns == 0:
+        assert all(value.isnan() for value in shared.values())
+
 def test_the_shared_order_path_keeps_its_work_on_the_device_of_its_scores():
     """Without a workspace the shared-order path allocates its own work buffers: on the
     scores' device (meta standing in for an accelerator), never on the host."""

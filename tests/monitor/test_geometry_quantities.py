@@ -63,6 +63,25 @@ def test_cross_modal_geometry_and_margins_match_loops():
     assert [float(v) for v in margins.values()] == pytest.approx(reference, abs=1e-6)
 
 
+
+@pytest.mark.parametrize("count", [0, 1, 2])
+def test_the_modality_gap_of_few_candidates(count):
+    # one candidate is its own centroid; none has no centroid, so no gap (the queries' own
+    # geometry is still logged)
+    generator = torch.Generator().manual_seed(4)
+    images = torch.randn(5, 3, generator=generator)
+    texts = torch.randn(count, 3, generator=generator)
+    positives = torch.zeros(5, count, dtype=torch.bool)
+    positives[:, :1] = True
+    values = Geometry().compute(BatchView(embeddings=images, candidates=texts, positives=positives))
+    assert float(values["geometry_uniformity"]) == pytest.approx(
+        loops.uniformity(images.tolist()), rel=1e-9)  # fmt: skip
+    if count == 0:
+        assert "geometry_modality_gap" not in values
+    else:
+        expected = loops.modality_gap(images.tolist(), texts.tolist())
+        assert float(values["geometry_modality_gap"]) == pytest.approx(expected, rel=1e-12)
+
 def test_collapsed_batch_reads_rank_one_and_no_spread():
     view = BatchView(embeddings=torch.tensor([[0.2, 1.0, -0.5]]).repeat(8, 1),
                      labels=torch.arange(8) % 2)  # fmt: skip
