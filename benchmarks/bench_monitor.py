@@ -272,6 +272,35 @@ def torch_op_count(step) -> int:
     return Count.calls
 
 
+def bare_op_seconds(device, repeats: int = 200) -> float:
+    """One-thread CPU seconds of one small torch op (an add, a sum, a comparison, a where, a
+    row maximum on ``[16, 16]`` tensors, in turn): what dispatching an op costs here with
+    almost nothing to compute, the price of each of the logged step's ops at best."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a = torch.randn(16, 16, device=device)
+        b = torch.randn(16, 16, device=device)
+
+        def ops() -> None:
+            for _ in range(100):  # 500 ops
+                added = a + b
+                added.sum()
+                above = a > b
+                torch.where(above, a, b)
+                added.amax(dim=1)
+
+        ops()
+        synchronize(device)
+        start = time.process_time()
+        for _ in range(repeats):
+            ops()
+        synchronize(device)
+        return (time.process_time() - start) / (repeats * 500)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str) -> dict:
     """A logged full-preset step (watched call + monitor.step, loss excluded) over the loss."""
     embeddings, labels = _batch(batch, device)
@@ -331,6 +360,8 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
             "one_thread_cpu_fixed_cost_batch": fixed,
             "one_thread_cpu_fixed_cost_seconds": small_cost,
             "one_thread_cpu_fixed_cost_over_loss": small_cost / cpu_loss,
+            "one_thread_cpu_fixed_cost_ops": torch_op_count(small_logged)
+            - torch_op_count(small_plain),
         }
     return {
         "batch": batch,
@@ -346,6 +377,7 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         ),
         **floor,
         "torch_ops_per_logged_full_step": ops,
+        "one_thread_cpu_seconds_per_bare_op": bare_op_seconds(device),
         "rounds": rounds,
         "steps_per_block": block,
     }

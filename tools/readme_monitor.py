@@ -54,6 +54,20 @@ def _where_the_time_goes(runs: list[dict]) -> list[str]:
             f"logged alone costs, over one SmoothAP forward+backward, {parts} (a quantity alone "
             "pays for the sort or sigmoid block it shares with others in the full preset)."
         )
+        bare, fixed = run.get("one_thread_cpu_seconds_per_bare_op"), run.get(
+            "one_thread_cpu_fixed_cost_seconds")  # fmt: skip
+        if bare is None or fixed is None or "one_thread_cpu_fixed_cost_ops" not in run:
+            continue
+        ops, loss = run["one_thread_cpu_fixed_cost_ops"], run[
+            "one_thread_cpu_loss_forward_backward_seconds"]  # fmt: skip
+        sentences.append(
+            f"At B = {run['one_thread_cpu_fixed_cost_batch']}, where there is almost nothing to "
+            f"compute, the same logged step still costs {duration(fixed)} of one-thread CPU time "
+            f"({fixed / loss:.2f}x the B = {run['batch']} loss) for {ops} torch ops, "
+            f"{fixed / ops * 1e6:.1f} us each; a bare small op costs {bare * 1e6:.1f} us here, "
+            f"so dispatching those ops alone would take {duration(ops * bare)} "
+            f"({ops * bare / loss:.2f}x): the rest is Python around them and memory traffic."
+        )
     return sentences
 
 
