@@ -429,7 +429,9 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     return EffectiveRank(rank, rank / min(rows - 1, dims))
 
 
-def normalized_std(embeddings: torch.Tensor) -> torch.Tensor:
+def normalized_std(
+    embeddings: torch.Tensor, *, norms: torch.Tensor | None = None
+) -> torch.Tensor:
     """Standard deviation of the L2-normalised embeddings, mean over dimensions, x ``sqrt(d)``.
 
     SimSiam's collapse check (Chen & He 2021, Sec. 4.1): per dimension the population standard
@@ -439,19 +441,30 @@ def normalized_std(embeddings: torch.Tensor) -> torch.Tensor:
 
     Args:
         embeddings: ``[N, d]``, N >= 1.
+        norms: optional ``[N]`` L2 norms of the rows of ``embeddings`` in float64
+            (``embeddings.to(torch.float64).norm(dim=1)``) already computed; used instead of
+            computing them again (the same value, bit for bit: ``F.normalize``'s).
 
     Returns:
         A 0-d float64 tensor.
 
     Raises:
-        GradlabError: a bad tensor or an empty batch.
+        GradlabError: a bad tensor, an empty batch, or ``norms`` of the wrong shape or dtype.
 
     Example:
         >>> float(normalized_std(torch.tensor([[1.0, 0.0], [-1.0, 0.0]])))  # std 1 and 0: mean 1/2
         0.7071067811865476
     """
     _check_embeddings("embeddings", embeddings)
-    unit = F.normalize(embeddings.to(torch.float64), dim=1)
+    values = embeddings.to(torch.float64)
+    if norms is None:
+        unit = F.normalize(values, dim=1)
+    else:  # F.normalize's division by the norms clamped at its eps
+        check_tensor("norms", norms, ndims=(1,), kind="float")
+        check_shape("norms", norms, values.shape[:1], "one norm per row")
+        if norms.dtype != torch.float64:
+            raise GradlabError(f"norms must be float64; got {norms.dtype}")
+        unit = values / norms.unsqueeze(1).clamp_min(1e-12)
     # two passes, as torch.std makes them, spelled out: torch's reduction over the rows of a
     # row-major [N, d] matrix is about 2.5x slower
     spread = unit.sub_(unit.mean(dim=0)).square_().mean(dim=0).sqrt_()

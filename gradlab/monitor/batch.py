@@ -466,6 +466,18 @@ class BatchView:
         return self.layout.scores
 
     @cached_property
+    def float64_embeddings(self) -> torch.Tensor:
+        """:attr:`embeddings` in float64 (the tensor itself when it is float64): the embedding
+        norms and the geometry read one copy."""
+        return self.embeddings.to(torch.float64)
+
+    @cached_property
+    def embedding_norms(self) -> torch.Tensor:
+        """``[N]`` float64 L2 norms of the rows of :attr:`float64_embeddings`, computed once for
+        the norms logged and the geometry's normalised rows."""
+        return self.float64_embeddings.norm(dim=1)
+
+    @cached_property
     def compute_dtype(self) -> torch.dtype:
         """The embeddings' dtype, half precision promoted to float32 (as SmoothAP computes)."""
         dtype = self.embeddings.dtype

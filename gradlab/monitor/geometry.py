@@ -94,12 +94,16 @@ class Geometry(Quantity):
         if compared is None:  # a recorded matrix whose embeddings the integration did not see
             return {}
         embeddings, candidates, cosine = compared
-        embeddings = embeddings.to(torch.float64)  # once: each measure works in float64
+        norms = None
+        if embeddings is batch.embeddings:  # the step's float64 copy and norms, shared
+            embeddings, norms = batch.float64_embeddings, batch.embedding_norms
+        else:
+            embeddings = embeddings.to(torch.float64)  # once: each measure works in float64
         layout = batch.layout
         in_batch = candidates is None
         values = {}
         if embeddings.shape[0] > 1:  # one point has no spread: 0 would read as a collapse
-            values["geometry_std"] = measures.normalized_std(embeddings)
+            values["geometry_std"] = measures.normalized_std(embeddings, norms=norms)
         standard = in_batch and batch.every_candidate_but_the_query
         if standard and embeddings.shape[0] > 1:  # both from one copy of the distances
             values["geometry_alignment"], values["geometry_uniformity"] = (

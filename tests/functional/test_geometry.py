@@ -111,6 +111,22 @@ def test_uniformity_and_std_match_loops():
     assert float(geometry.normalized_std(points)) == pytest.approx(sum(stds) / 5 * math.sqrt(5))
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_std_from_given_norms_is_the_std_from_its_own_bit_for_bit(dtype):
+    """Rows of every scale (a zero row, whose norm F.normalize clamps, a huge and a tiny one,
+    a NaN): the norms a caller already took give the same value as normalized_std's own."""
+    points = torch.randn(9, 5, generator=torch.Generator().manual_seed(3), dtype=dtype)
+    points[1], points[2], points[3] = 0.0, points[3] * 1e30, points[4] * 1e-30
+    for rows in (points, points[:1]):
+        norms = rows.to(torch.float64).norm(dim=1)
+        assert torch.equal(geometry.normalized_std(rows, norms=norms),
+                           geometry.normalized_std(rows))  # fmt: skip
+    points[5, 0] = math.nan
+    norms = points.to(torch.float64).norm(dim=1)
+    assert geometry.normalized_std(points, norms=norms).isnan()
+    assert geometry.normalized_std(points).isnan()
+
 def test_uniformity_stays_finite_where_the_plain_mean_underflows():
     points = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
     # exp(-400 * 4) underflows float64; the log-sum-exp does not.
@@ -261,6 +277,9 @@ _SCORES, _EYE = torch.zeros(3, 3), torch.eye(3, dtype=torch.bool)
      r"gram must have shape \(3, 3\)"),
     (lambda: geometry.effective_rank(torch.zeros(3)), "embeddings must be 2-D"),
     (lambda: geometry.normalized_std(torch.zeros(0, 3)), "embeddings must have at least 1 row"),
+    (lambda: geometry.normalized_std(torch.eye(3), norms=torch.ones(2, dtype=torch.float64)),
+     r"norms must have shape \(3,\)"),
+    (lambda: geometry.normalized_std(torch.eye(3), norms=torch.ones(3)), "norms must be float64"),
     (lambda: geometry.query_margins(_SCORES, _EYE,
                                             candidate_mask=torch.ones(2, 2, dtype=torch.bool)),
      r"candidate_mask must have shape \(3, 3\)"),
