@@ -147,6 +147,28 @@ def test_rows_whose_pair_count_passes_two_to_the_31_are_counted_exactly():
     assert torch.equal(view.entry_counts(4.0), torch.full((2, columns), columns))
 
 
+
+@pytest.mark.parametrize("edge", ["finite", "large", "infinite", "nan"])
+def test_the_merged_pair_counts_equal_the_search_of_every_entry_at_the_key_ranges_edges(edge):
+    """A float32 matrix's pair counts come from a merge of its sorted rows' keys with their
+    shifts', in int32 while every key fits (cosine-sized scores) and in int64 otherwise (large
+    logits, infinities, NaN): each equals the counts of a search of every entry (the path taken
+    once those are cached), and the window test itself on scores of cosine size."""
+    scores = quarter_scores(40, seed=6, dtype=torch.float32)
+    if edge == "large":
+        scores[3, 5], scores[7, 0] = 3.0e9, -2.5  # keys past 2^30 in one row
+    elif edge == "infinite":
+        scores[3, 5], scores[3, 6], scores[9, 1] = INF, -INF, INF
+    elif edge == "nan":
+        scores[3, 5], scores[11, 0], scores[11, 1] = NAN, NAN, 1.5
+    for width in (0.25, 0.125, 2.0):
+        merged = score_view(scores).pair_counts(width)
+        searched = score_view(scores)
+        searched.entry_counts(width)  # cached: pair_counts then sums the searched counts
+        assert torch.equal(merged, searched.pair_counts(width))
+        if edge == "finite":
+            assert torch.equal(merged, window_counts(scores, width).sum(dim=1))
+
 def test_the_recorded_scores_leave_the_graph_once_the_gradient_arrives():
     embeddings = torch.randn(4, 3, requires_grad=True)
     labels = torch.tensor([0, 0, 1, 1])
