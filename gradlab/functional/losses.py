@@ -52,6 +52,9 @@ class LossRecord(NamedTuple):
         include_query: in-batch layout with the query as its own candidate.
         in_batch: ``True`` for ``(embeddings, labels)``, ``False`` for cross-modal calls.
         forward: :class:`SmoothAPForward` (``None`` for a loss that has no ranks).
+        labels: in-batch, the ``[B]`` labels tensor the call was given (the object itself,
+            not a copy: a reader holding the same object may take ``positives`` and
+            ``candidate_mask`` as its masks of those labels); ``None`` cross-modal.
     """
 
     scores: torch.Tensor
@@ -61,6 +64,7 @@ class LossRecord(NamedTuple):
     include_query: bool
     in_batch: bool
     forward: SmoothAPForward | None
+    labels: torch.Tensor | None = None
 
 
 _RECORDS: ContextVar[list[LossRecord] | None] = ContextVar("gradlab_loss_records", default=None)
@@ -255,12 +259,11 @@ def smooth_ap_loss(
     )
     groups = stash[0][0]
     if records is not None:
-        if candidate_mask is not None:
-            positives = positives & candidate_mask
+        # positives are candidates already: in-batch without the query, in_batch_layout leaves
+        # the diagonal (the one entry not a candidate) out of both masks
         forward = SmoothAPForward(*stash[0])
-        records.append(
-            LossRecord(scores, positives, candidate_mask, tau, include_query, in_batch, forward)
-        )
+        records.append(LossRecord(scores, positives, candidate_mask, tau, include_query,
+                                  in_batch, forward, labels if in_batch else None))  # fmt: skip
     if on_degenerate is not None:
         query_is_positive = include_query and in_batch
         per_query = scores.shape[1] - int(in_batch and not include_query)

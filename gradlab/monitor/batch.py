@@ -374,12 +374,18 @@ class BatchView:
         """Cosine scores and masks (the query not its own candidate in-batch).
 
         The scores are the watched loss's when it recorded them (the same matrix: cosine of
-        the same embeddings), else computed here; no value is read (no host sync).
+        the same embeddings), else computed here, and so are the in-batch masks when the loss
+        recorded them for this view's labels tensor (without the query as a candidate); no
+        value is read (no host sync).
         """
         record = self.record
         if self.labels is not None:
             if record is None:
                 layout = in_batch_layout(self.embeddings, self.labels, validate=False)
+            elif record.labels is self.labels and record.candidate_mask is not None:
+                # the loss's own masks of these labels, the query left out: not built again
+                layout = RetrievalLayout(record.scores.detach(), record.positives,
+                                         record.candidate_mask)  # fmt: skip
             else:
                 positives = self.labels.unsqueeze(0) == self.labels.unsqueeze(1)
                 positives.fill_diagonal_(False)

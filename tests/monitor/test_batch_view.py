@@ -14,7 +14,8 @@ import math
 import pytest
 import torch
 
-from gradlab.functional.losses import LossRecord
+import gradlab
+from gradlab.functional.losses import LossRecord, recording
 from gradlab.monitor.batch import BatchView, Workspace
 from tests.reference.smooth_ap_loops import (
     cosine,
@@ -428,3 +429,26 @@ def test_provided_says_what_the_watched_loss_provides():
     view = BatchView(embeddings=torch.eye(2), provides=frozenset({"scores", "score_grad"}))
     assert view.provided("scores") and view.provided("score_grad")
     assert not view.provided("smooth_ap_terms")
+
+
+@pytest.mark.parametrize("include_query", [False, True])
+def test_the_layout_takes_the_watched_losss_masks_of_its_own_labels_only(include_query):
+    """A recorded SmoothAP call's masks serve the view whose labels are the call's own tensor
+    (the same masks as built from the labels: the query no candidate, so none of its
+    positives); a record of other labels (a loss that relabels the batch) or of the query as
+    its own candidate does not: the view builds its masks from its labels."""
+    labels = torch.tensor([0, 1, 0, 2, 1, 0])
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(4))
+    expected = labels.unsqueeze(0) == labels.unsqueeze(1)
+    expected.fill_diagonal_(False)
+    loss_fn = gradlab.SmoothAPLoss(0.1, include_query=include_query)
+    for given in (labels, labels % 2):  # the view's own labels, then other labels
+        with recording() as records:
+            loss_fn(embeddings, given)
+        view = BatchView(embeddings, labels=labels, loss_record=records[-1])
+        layout = view.layout
+        shared = given is labels and not include_query
+        assert (layout.positives is records[-1].positives) == shared
+        assert torch.equal(layout.positives, expected)
+        assert torch.equal(layout.candidate_mask, ~torch.eye(6, dtype=torch.bool))
+        assert view.every_candidate_but_the_query
