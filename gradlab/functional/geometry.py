@@ -176,7 +176,6 @@ def _block_sums(
     masked sum of each block.
     """
     blocks = _row_blocks(scores)
-    zero = torch.zeros((), dtype=torch.float64, device=scores.device)
     largest = None
     if t is not None and t > _UNSHIFTED_T:
         nearest = torch.full((), math.inf, dtype=torch.float64, device=scores.device)
@@ -186,7 +185,9 @@ def _block_sums(
             nearest = torch.minimum(nearest, distances.amin())
         largest = nearest.mul_(-t)
         largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
-    aligned, kept, kernel = zero, None, zero.clone()
+    # Each sum starts from its first block's: its entries are +0.0 or more (or NaN), so this
+    # is the sum started from 0 bit for bit (0 + x is x), without the zero and its addition.
+    aligned, kept, kernel = None, None, None
     if keep is not None and _sums_kept_entries(scores):
         aligned, kept = _kept_sum(scores, keep, alpha, drop_diagonal)
         keep = None  # summed
@@ -194,20 +195,25 @@ def _block_sums(
         if drop_diagonal:
             keep = keep.clone().fill_diagonal_(False)
         kept = keep.sum()
-    if keep is None and t is None:
-        return aligned, kept, kernel, largest
-    for rows in blocks:
-        distances = _squared_distances(scores[rows])
-        if keep is not None:
-            powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
-            aligned = aligned + torch.where(keep[rows], powered, 0.0).sum()
-        if t is not None:  # in place: the alignment has read the distances
-            exponents = distances.mul_(-t)
-            if largest is not None:
-                exponents.sub_(largest)
-            values = exponents.exp_()
-            values.diagonal(rows.start).fill_(0.0)
-            kernel = kernel + values.sum()
+    if keep is not None or t is not None:
+        for rows in blocks:
+            distances = _squared_distances(scores[rows])
+            if keep is not None:
+                powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
+                part = torch.where(keep[rows], powered, 0.0).sum()
+                aligned = part if aligned is None else aligned + part
+            if t is not None:  # in place: the alignment has read the distances
+                exponents = distances.mul_(-t)
+                if largest is not None:
+                    exponents.sub_(largest)
+                values = exponents.exp_()
+                values.diagonal(rows.start).fill_(0.0)
+                part = values.sum()
+                kernel = part if kernel is None else kernel + part
+    if aligned is None or kernel is None:  # a sum that read no block: 0
+        zero = torch.zeros((), dtype=torch.float64, device=scores.device)
+        aligned = zero if aligned is None else aligned
+        kernel = zero.clone() if kernel is None else kernel
     return aligned, kept, kernel, largest
 
 
