@@ -192,12 +192,13 @@ class OperatingRegion(Quantity):
         # 2 n_self + 1 entries in the query's own row and column.
         diagonal = size if width > 0 else 0
         values = {"p_seed": (inside / size**2).mean(), "operating_region_width": width_value}
+        off_diagonal = inside - diagonal
         if size > 1:
-            values["p_off_diagonal"] = ((inside - diagonal) / (size * (size - 1))).mean()
+            values["p_off_diagonal"] = (off_diagonal / (size * (size - 1))).mean()
         if size > 2:  # n_self: the other candidates in the window of the query's own score
             own = batch.scores.diagonal().unsqueeze(1)
             self_pairs = batch.counts_at(own, width).squeeze(1) - (1 if width > 0 else 0)
-            others = inside - diagonal - 2 * self_pairs
+            others = off_diagonal - 2 * self_pairs
             values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
         return values
 
