@@ -25,6 +25,7 @@ reuses its blocks, so on other devices the buffers are plain allocations.
 
 from __future__ import annotations
 
+import math
 import sys
 import threading
 import weakref
@@ -601,12 +602,17 @@ class BatchView:
 
     def _shifted(self, width: float) -> torch.Tensor:
         """``negated_sorted - width`` (ascending too), cached per width: P's search and the
-        counts' searches read it."""
+        counts' searches read it. An entry whose shift rounds back onto it (a width under half
+        an ulp of a large score) becomes its neighbouring float below instead
+        (:func:`_past_centre`): every window keeps its centre and its ties."""
         key = ("shifted", width)
         if key not in self._cache:
             ordered = self.negated_sorted
             shifted = self.buffer(f"shifted {width}", ordered.shape, ordered.dtype)
-            self._cache[key] = torch.sub(ordered, width, out=shifted)
+            torch.sub(ordered, width, out=shifted)
+            if width > 0 and _may_round_back(ordered, width):
+                shifted = _past_centre(shifted, ordered, -math.inf)
+            self._cache[key] = shifted
         return self._cache[key]
 
     def entry_counts(self, width: float) -> torch.Tensor:
@@ -635,14 +641,17 @@ class BatchView:
         """
         ordered = self.negated_sorted if queries is None else self.negated_sorted[queries]
         negated = -anchors
-        # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below.
-        outside_above = torch.searchsorted(ordered, negated - width, side="right")
+        # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below. Bounds
+        # that round back onto their anchor move past it, as in _shifted.
+        outside_above = torch.searchsorted(
+            ordered, _past_centre(negated - width, negated, -math.inf), side="right")  # fmt: skip
         if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
             shifted = self._shifted(width)
             shifted = shifted if queries is None else shifted[queries]
             not_below = torch.searchsorted(shifted, negated, side="left")
             return not_below - outside_above if width > 0 else torch.zeros_like(outside_above)
-        not_below = torch.searchsorted(ordered, negated + width, side="left")  # s_j > a - w
+        not_below = torch.searchsorted(  # s_j > a - w
+            ordered, _past_centre(negated + width, negated, math.inf), side="left")  # fmt: skip
         return torch.where(width > 0, not_below - outside_above, 0)
 
     def above_and_tied(
@@ -680,7 +689,8 @@ class BatchView:
         """In-batch: whether the query's own score lies in each anchor's window (same test)."""
         own = self.scores.diagonal()
         own = (own if queries is None else own[queries]).unsqueeze(1)
-        inside = (own < anchors + width) & (anchors < own + width)
+        high = _past_centre(anchors + width, anchors, math.inf)  # as in counts_at
+        inside = (own < high) & (anchors < _past_centre(own + width, own, math.inf))
         if not isinstance(width, torch.Tensor):  # a number: no op for its sign
             return inside if width > 0 else torch.zeros_like(inside)
         return inside & (width > 0)
@@ -905,6 +915,30 @@ def _flip_into(key: np.ndarray, spare: np.ndarray, out: np.ndarray) -> None:
     np.right_shift(key, 31, out=spare)
     np.bitwise_and(spare, _LARGEST_KEY, out=spare)
     np.bitwise_xor(key, spare, out=out)
+
+
+def _past_centre(bound: torch.Tensor, centre: torch.Tensor, toward: float) -> torch.Tensor:
+    """``bound`` (``centre +- width``), or the centre's neighbouring float toward ``toward``
+    where the bound rounded back onto the centre (a width under half an ulp of a large score:
+    3e9 in float32 with a width of 0.25). No float lies strictly between the two, so a window
+    keeps its centre and its ties, as :func:`gradlab.functional.operating_region_proportion`'s
+    windows do; without the move a row's window lost even the score itself and P or a
+    gradient count went negative. Where the width is not positive the bound is left as is
+    (callers count nothing there)."""
+    neighbour = torch.nextafter(centre, centre.new_full((), toward))
+    return torch.where(bound == centre, neighbour, bound)
+
+
+def _may_round_back(ordered: torch.Tensor, width: float) -> bool:
+    """Whether ``x - width`` can round back onto an entry ``x`` of the ascending rows
+    ``ordered``: only when ``width`` is at most half an ulp of the largest magnitude (at an end
+    of a row), read on a CPU (no device to wait for); elsewhere assumed (three kernels)."""
+    if ordered.device.type != "cpu":
+        return True
+    if ordered.numel() == 0:
+        return False
+    largest = float(torch.maximum(ordered[:, 0].abs().max(), ordered[:, -1].abs().max()))
+    return not width > largest * torch.finfo(ordered.dtype).eps / 2  # NaN or inf: True
 
 
 def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:

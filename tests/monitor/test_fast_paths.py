@@ -368,3 +368,28 @@ def test_pair_counts_of_rows_too_wide_for_int32_sums_equal_the_value_histogram()
 def test_pair_counts_of_an_empty_score_matrix_are_zero(shape):
     batch = _score_batch(torch.zeros(shape))
     assert batch.pair_counts(0.25).tolist() == [0] * shape[0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("size", [20, 300])  # 300 x 300 reaches the keyed merge of float32
+def test_windows_keep_their_centres_where_the_width_is_below_half_an_ulp(dtype, size):
+    """Logits so large that ``s + w`` rounds back to ``s`` (multiples of 2^30 in float32, of
+    2^60 in float64, with w = 1/4): distinct scores lie 2^30 or more apart, so in exact
+    arithmetic a pair is inside its window exactly when it is tied. Every count of the step
+    says so (without the move past the centre P and the gradient counts went negative)."""
+    generator = torch.Generator().manual_seed(21)
+    scale = 2.0**60 if dtype == torch.float64 else 2.0**30
+    scores = (torch.randn(size, size, generator=generator, dtype=torch.float64) * 3).round()
+    scores = (scores * scale).to(dtype)
+    width = 0.25
+    inside = scores.unsqueeze(1) == scores.unsqueeze(2)  # [q, anchor i, j]
+    batch = _score_batch(scores)
+    batch.workspace = Workspace()
+    assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
+    assert torch.equal(batch.entry_counts(width), inside.sum(dim=2))
+    assert torch.equal(batch.counts_at(scores, width), inside.sum(dim=2))
+    widths = torch.full_like(scores, width)
+    assert torch.equal(batch.counts_at(scores, widths), inside.sum(dim=2))
+    own = scores.diagonal().unsqueeze(1)
+    assert torch.equal(batch.query_inside(scores, width), own == scores)
+    assert torch.equal(batch.query_inside(scores, widths), own == scores)
