@@ -610,9 +610,18 @@ class BatchView:
             ordered = self.negated_sorted
             shifted = self.buffer(f"shifted {width}", ordered.shape, ordered.dtype)
             torch.sub(ordered, width, out=shifted)
-            if width > 0 and _may_round_back(ordered, width):
+            if self._bounds_move(width):
                 shifted = _past_centre(shifted, ordered, -math.inf)
             self._cache[key] = shifted
+        return self._cache[key]
+
+    def _bounds_move(self, width: float) -> bool:
+        """Whether a bound ``s +- width`` of this step's scores may round back onto ``s`` (then
+        :func:`_past_centre` moves it), cached per width: on a CPU read once from the sorted
+        rows' ends, so that cosine scores pay no extra kernel; elsewhere assumed."""
+        key = ("bounds move", width)
+        if key not in self._cache:
+            self._cache[key] = width > 0 and _may_round_back(self.negated_sorted, width)
         return self._cache[key]
 
     def entry_counts(self, width: float) -> torch.Tensor:
@@ -642,9 +651,12 @@ class BatchView:
         ordered = self.negated_sorted if queries is None else self.negated_sorted[queries]
         negated = -anchors
         # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below. Bounds
-        # that round back onto their anchor move past it, as in _shifted.
-        outside_above = torch.searchsorted(
-            ordered, _past_centre(negated - width, negated, -math.inf), side="right")  # fmt: skip
+        # that round back onto their anchor move past it, as in _shifted (anchors are scores
+        # of this step: a number's test is the step's).
+        fixed = isinstance(width, torch.Tensor) or self._bounds_move(width)
+        low = negated - width
+        low = _past_centre(low, negated, -math.inf) if fixed else low
+        outside_above = torch.searchsorted(ordered, low, side="right")
         if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
             shifted = self._shifted(width)
             shifted = shifted if queries is None else shifted[queries]
@@ -689,8 +701,11 @@ class BatchView:
         """In-batch: whether the query's own score lies in each anchor's window (same test)."""
         own = self.scores.diagonal()
         own = (own if queries is None else own[queries]).unsqueeze(1)
-        high = _past_centre(anchors + width, anchors, math.inf)  # as in counts_at
-        inside = (own < high) & (anchors < _past_centre(own + width, own, math.inf))
+        high, own_high = anchors + width, own + width
+        if isinstance(width, torch.Tensor) or self._bounds_move(width):  # as in counts_at
+            high = _past_centre(high, anchors, math.inf)
+            own_high = _past_centre(own_high, own, math.inf)
+        inside = (own < high) & (anchors < own_high)
         if not isinstance(width, torch.Tensor):  # a number: no op for its sign
             return inside if width > 0 else torch.zeros_like(inside)
         return inside & (width > 0)
@@ -937,7 +952,8 @@ def _may_round_back(ordered: torch.Tensor, width: float) -> bool:
         return True
     if ordered.numel() == 0:
         return False
-    largest = float(torch.maximum(ordered[:, 0].abs().max(), ordered[:, -1].abs().max()))
+    ends = np.from_dlpack(ordered.detach()[:, :: max(ordered.shape[1] - 1, 1)])  # in place
+    largest = float(np.abs(ends).max())  # NaN (sorted last) propagates
     return not width > largest * torch.finfo(ordered.dtype).eps / 2  # NaN or inf: True
 
 

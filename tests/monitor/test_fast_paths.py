@@ -393,3 +393,32 @@ def test_windows_keep_their_centres_where_the_width_is_below_half_an_ulp(dtype, 
     own = scores.diagonal().unsqueeze(1)
     assert torch.equal(batch.query_inside(scores, width), own == scores)
     assert torch.equal(batch.query_inside(scores, widths), own == scores)
+
+
+@pytest.mark.parametrize("width", [64.0, 64.0001])
+def test_a_width_of_half_an_ulp_of_the_largest_score_keeps_the_centres(width):
+    """Scores of 0 and +-2^30 in float32: 2^30 + 64 lies halfway to the next float and rounds
+    back to 2^30 (ties to even), so a width of 64 needs the move past the centre, and a width
+    just above it does not (2^30 +- w is then another float): ties inside, nothing else."""
+    generator = torch.Generator().manual_seed(22)
+    scores = torch.randint(-1, 2, (12, 12), generator=generator).to(torch.float32) * 2.0**30
+    scores[0, 0] = 2.0**30  # the largest magnitude is a power of two
+    inside = scores.unsqueeze(1) == scores.unsqueeze(2)
+    batch = _score_batch(scores)
+    assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
+    assert torch.equal(batch.counts_at(scores, width), inside.sum(dim=2))
+    assert torch.equal(batch.query_inside(scores, width), scores.diagonal().unsqueeze(1) == scores)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_one_large_score_at_either_end_of_its_sorted_row_keeps_its_window(sign):
+    """Scores of multiples of 2^20 and one of +-1.5 * 2^30, whose bounds +-64 round back onto
+    it (halfway, ties to even): the step finds it at the first or the last end of its sorted
+    row, and its window keeps its centre."""
+    generator = torch.Generator().manual_seed(23)
+    scores = torch.randint(-3, 4, (10, 10), generator=generator).to(torch.float32) * 2.0**20
+    scores[4, 6] = sign * 1.5 * 2.0**30
+    inside = scores.unsqueeze(1) == scores.unsqueeze(2)
+    batch = _score_batch(scores)
+    assert torch.equal(batch.pair_counts(64.0), inside.sum(dim=(1, 2)))
+    assert torch.equal(batch.counts_at(scores, 64.0), inside.sum(dim=2))
