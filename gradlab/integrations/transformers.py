@@ -181,6 +181,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self.last_record: dict | None = None
         self.attached = False
         self._forwarded_step: int | None = None
+        self._first_step = 0  # state.global_step when training began
         self._warned_order = False
         self._warned_unattached = False
 
@@ -334,6 +335,7 @@ class GradlabTrainerCallback(TrainerCallback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
+        self._first_step = int(state.global_step)  # a resumed run starts past 0
         self.last_record = None
         self._forwarded_step = None
 
@@ -378,7 +380,8 @@ class GradlabTrainerCallback(TrainerCallback):
         self.in_step = False
         monitor = self.monitor
         if (monitor is not None and monitor.calls and self.last_record is None and is_rank_zero()
-                and self.options.every is None and self.options.quantities is None):  # fmt: skip
+                and self.options.every is None and self.options.quantities is None
+                and not self._logging_step_passed(args, state)):  # fmt: skip
             logging_steps = int(state.logging_steps or args.logging_steps or 1)
             warnings.warn(
                 f"GradlabTrainerCallback logged none of the {state.global_step} training steps "
@@ -393,6 +396,12 @@ class GradlabTrainerCallback(TrainerCallback):
         self._close(log_last_step=True)
 
     # --- helpers -------------------------------------------------------------------------------
+
+    def _logging_step_passed(self, args, state) -> bool:
+        """Whether a logging step fell inside this run: then its schedule is not why nothing was
+        logged (the Monitor has said why it skipped the calls it could not read)."""
+        logging_steps = max(1, int(state.logging_steps or args.logging_steps or 1))
+        return int(state.global_step) // logging_steps > self._first_step // logging_steps
 
     def _close(self, log_last_step: bool) -> None:
         if self.monitor is not None:
