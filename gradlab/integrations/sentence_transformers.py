@@ -79,6 +79,7 @@ __all__ = [
     "MNRL_DIRECTIONS",
     "RecordingSimilarity",
     "record_scores",
+    "refuse_cached_matryoshka",
     "sentence_transformers_adapter",
 ]
 
@@ -376,6 +377,7 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
             GradlabError: the call recorded no matrix, or its similarity scores pairs (a
                 vector, as CoSENTLoss's), not every query against every candidate.
         """
+        refuse_cached_matryoshka(self.loss_fn)
         shape = getattr(recorded[0], "pairwise", None) if recorded else None
         if shape is not None and not recorded[0].stitches:
             raise GradlabError(
@@ -389,6 +391,29 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
         batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"
         batch.softmax = SoftmaxLogits(_softmax_scale(self.loss_fn))  # directions: just above
         return batch
+
+
+def refuse_cached_matryoshka(loss: object) -> None:
+    """Refuse a cached loss inside ``MatryoshkaLoss``, which replaces its ``calculate_loss`` by
+    a ``CachedLossDecorator`` that scores every mini-batch again for each dimension within one
+    call: the recorded pieces of all dimensions cannot be told apart (they were stitched into
+    one matrix and failed with torch's 'Sizes of tensors must match'). Checked when a logged
+    call is read (MatryoshkaLoss is usually made around the watched loss) and by
+    :meth:`~gradlab.integrations.transformers.GradlabTrainerCallback.watch`.
+
+    Raises:
+        GradlabError: ``loss`` is a cached loss wrapped by ``MatryoshkaLoss``.
+    """
+    decorator = getattr(loss, "__dict__", {}).get("calculate_loss")
+    if type(decorator).__name__ == "CachedLossDecorator":
+        dims = list(getattr(decorator, "matryoshka_dims", ()))
+        raise GradlabError(
+            f"the watched loss {loss_name(loss)} runs inside MatryoshkaLoss (dims {dims}), which "
+            "scores each of its mini-batches once per dimension within one call: the Monitor "
+            "cannot tell the dimensions' matrices apart. Inside MatryoshkaLoss watch the "
+            "uncached loss (MultipleNegativesRankingLoss, GISTEmbedLoss: the records describe "
+            "the smallest dimension), or watch the cached loss without MatryoshkaLoss"
+        )
 
 
 def _softmax_scale(loss: object) -> float | None:

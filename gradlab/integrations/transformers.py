@@ -210,7 +210,7 @@ class GradlabTrainerCallback(TrainerCallback):
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or is a class, ``inputs`` is not allowed,
-                or a module watched twice.
+                a module watched twice, or a cached loss inside ``MatryoshkaLoss``.
 
         Example:
             >>> import gradlab
@@ -239,6 +239,9 @@ class GradlabTrainerCallback(TrainerCallback):
                 f"{type(loss_fn).__name__} (its RecordingSimilarity records its score "
                 f"matrices); got {inputs!r}"
             )
+        from gradlab.integrations.sentence_transformers import refuse_cached_matryoshka
+
+        refuse_cached_matryoshka(loss_fn)  # wrapped by MatryoshkaLoss before it is watched
         call = LossForward(loss_fn)
         adapt(call)
         loss_fn.forward = _WatchedCall(self, call)
