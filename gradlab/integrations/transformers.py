@@ -267,7 +267,8 @@ class GradlabTrainerCallback(TrainerCallback):
             The callback.
 
         Raises:
-            GradlabError: ``trainer`` has no ``callback_handler``.
+            GradlabError: ``trainer`` has no ``callback_handler``, or it holds another
+                GradlabTrainerCallback with the same folder.
         """
         handler = getattr(trainer, "callback_handler", None)
         callbacks = getattr(handler, "callbacks", None)
@@ -276,6 +277,7 @@ class GradlabTrainerCallback(TrainerCallback):
                 "trainer must be a transformers.Trainer (with a callback_handler); got "
                 f"{type(trainer).__name__}"
             )
+        self._refuse_a_second_callback_in_the_same_folder(trainer, callbacks)
         if self in callbacks:
             callbacks.remove(self)
         first = next((index for index, callback in enumerate(callbacks)
@@ -285,6 +287,27 @@ class GradlabTrainerCallback(TrainerCallback):
         self.attached = True
         self._close_when_raising(trainer)
         return self
+
+    def _folder(self, args: Any) -> Path:
+        """The Monitor's folder for training arguments ``args``."""
+        if self.log_dir is not None:
+            return Path(self.log_dir)
+        return Path(getattr(args, "output_dir", None) or ".") / DEFAULT_FOLDER
+
+    def _refuse_a_second_callback_in_the_same_folder(self, trainer: Any, callbacks: list) -> None:
+        """Two callbacks of one trainer writing to one folder: the second one's Monitor met the
+        first one's run when training began ('written by another Monitor ... pass resume=True'),
+        advice that does not apply."""
+        args = getattr(trainer, "args", None)
+        folder = self._folder(args).resolve()
+        for other in callbacks:
+            if (isinstance(other, GradlabTrainerCallback) and other is not self
+                    and other._folder(args).resolve() == folder):  # fmt: skip
+                raise GradlabError(
+                    f"trainer already holds a {type(other).__name__} writing to {str(folder)!r}; "
+                    "one folder takes one Monitor: watch every loss with one callback and attach "
+                    "it once, or give each callback its own log_dir"
+                )
 
     def _close_when_raising(self, trainer: Any) -> None:
         """Wrap ``trainer.train`` (once per callback) to close the Monitor when it raises."""
@@ -325,9 +348,7 @@ class GradlabTrainerCallback(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._close(log_last_step=False)  # a previous run that was not closed
-        folder = self.log_dir
-        if folder is None:
-            folder = Path(args.output_dir or ".") / DEFAULT_FOLDER
+        folder = self._folder(args)
         options = self.options
         if options.every is None and options.quantities is None:
             logging_steps = int(state.logging_steps or args.logging_steps or 1)
