@@ -182,6 +182,8 @@ class GradlabTrainerCallback(TrainerCallback):
         self.attached = False
         self._forwarded_step: int | None = None
         self._first_step = 0  # state.global_step when training began
+        self._calls_at_step = 0  # the Monitor's watched calls at its previous step
+        self._warned_idle = False
         self._warned_order = False
         self._warned_unattached = False
 
@@ -360,6 +362,7 @@ class GradlabTrainerCallback(TrainerCallback):
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
         self._first_step = int(state.global_step)  # a resumed run starts past 0
+        self._calls_at_step = 0
         self.last_record = None
         self._forwarded_step = None
 
@@ -369,10 +372,31 @@ class GradlabTrainerCallback(TrainerCallback):
         self.in_step = True
 
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
-        if self.monitor is not None:
-            record = self.monitor.step()
-            if record is not None:
-                self.last_record = record
+        monitor = self.monitor
+        if monitor is None:
+            return
+        # A step that called no watched loss after others did: a train_dataset dict whose
+        # losses are not all watched. The Monitor's warning about it assumes that the user calls
+        # monitor.step() twice per optimizer step; this callback says what happened instead.
+        idle = 0 < monitor.calls == self._calls_at_step
+        with warnings.catch_warnings():
+            if idle:
+                warnings.filterwarnings("ignore", r"gradlab\.Monitor: monitor\.step\(\) closed "
+                                        r"step \d+ without a call", RuntimeWarning)  # fmt: skip
+            record = monitor.step()
+        self._calls_at_step = monitor.calls
+        if record is not None:
+            self.last_record = record
+        if idle and not self._warned_idle and is_rank_zero():
+            self._warned_idle = True
+            warnings.warn(
+                f"GradlabTrainerCallback: training step {state.global_step + 1} called none of "
+                "the losses it watches, so it is not logged (a train_dataset dict with a loss "
+                "per dataset: only the steps of the watched losses are logged; watch each loss "
+                "with callback.watch to log every step); later such steps are not warned about",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),
+            )
 
     def on_step_end(self, args, state, control, **kwargs):
         self.in_step = False
