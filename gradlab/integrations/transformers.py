@@ -22,7 +22,7 @@ What it does:
   ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`). Its steps are the Trainer's
   ``global_step`` after each optimizer step (1, 2, ...), the numbers ``state.log_history``
   uses. Without an ``every`` option the Monitor logs on the Trainer's logging steps
-  (``logging_steps``).
+  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch).
 * The watched loss feeds the Monitor only inside a training step (between ``on_step_begin`` and
   ``on_step_end``): evaluation calls are passed straight through. The Monitor steps once per
   optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
@@ -113,6 +113,27 @@ def _training_trainer() -> Any | None:
     return None
 
 
+def _logging_interval(args: Any, state: Any, train_dataloader: Any) -> tuple[int, bool]:
+    """Every how many optimizer steps the Trainer logs, and whether that is once per epoch.
+
+    ``logging_strategy="epoch"``: the optimizer steps of an epoch, from the training
+    dataloader's length as the Trainer counts them (a last partial accumulation is a step);
+    without a length (an iterable dataset), ``logging_steps``. Else ``logging_steps``
+    (``state.logging_steps``: a ratio of the run made a number of steps).
+    """
+    strategy = getattr(getattr(args, "logging_strategy", None), "value",
+                       getattr(args, "logging_strategy", None))  # fmt: skip
+    if strategy == "epoch":
+        try:
+            batches = len(train_dataloader)
+        except TypeError:
+            batches = 0
+        if batches > 0:
+            accumulation = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
+            return max(1, -(-batches // accumulation)), True
+    return max(1, int(state.logging_steps or args.logging_steps or 1)), False
+
+
 FRAMEWORK_PACKAGES = frozenset({"transformers", "sentence_transformers", "accelerate"})
 """Packages whose frames are not the user's: a warning about a loss that the trainer itself
 calls (sentence-transformers' ``compute_loss``) points past them, at ``trainer.train()``."""
@@ -183,6 +204,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._forwarded_step: int | None = None
         self._first_step = 0  # state.global_step when training began
         self._calls_at_step = 0  # the Monitor's watched calls at its previous step
+        self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
         self._warned_order = False
         self._warned_unattached = False
@@ -352,9 +374,9 @@ class GradlabTrainerCallback(TrainerCallback):
         self._close(log_last_step=False)  # a previous run that was not closed
         folder = self._folder(args)
         options = self.options
+        self._logging_interval = _logging_interval(args, state, kwargs.get("train_dataloader"))
         if options.every is None and options.quantities is None:
-            logging_steps = int(state.logging_steps or args.logging_steps or 1)
-            options = replace(options, every=max(1, logging_steps))
+            options = replace(options, every=self._logging_interval[0])
         try:
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments
@@ -430,11 +452,13 @@ class GradlabTrainerCallback(TrainerCallback):
         if (monitor is not None and monitor.calls and self.last_record is None and is_rank_zero()
                 and self.options.every is None and self.options.quantities is None
                 and not self._logging_step_passed(args, state)):  # fmt: skip
-            logging_steps = int(state.logging_steps or args.logging_steps or 1)
+            steps, per_epoch = self._interval(args, state)
+            schedule = (f"logging_strategy='epoch': every {steps} steps" if per_epoch
+                        else f"logging_steps={steps}")  # fmt: skip
             warnings.warn(
                 f"GradlabTrainerCallback logged none of the {state.global_step} training steps "
-                f"while training: it logs on the Trainer's logging steps (logging_steps="
-                f"{logging_steps}) and the run ended first (the last step alone, without its "
+                f"while training: it logs on the Trainer's logging steps ({schedule}) and the "
+                "run ended first (the last step alone, without its "
                 "gradients, is added when training ends, if the loss allows); set logging_steps "
                 "in the training arguments (or GradlabTrainerCallback(every=n)) below the number "
                 "of steps",
@@ -448,8 +472,14 @@ class GradlabTrainerCallback(TrainerCallback):
     def _logging_step_passed(self, args, state) -> bool:
         """Whether a logging step fell inside this run: then its schedule is not why nothing was
         logged (the Monitor has said why it skipped the calls it could not read)."""
-        logging_steps = max(1, int(state.logging_steps or args.logging_steps or 1))
-        return int(state.global_step) // logging_steps > self._first_step // logging_steps
+        steps = self._interval(args, state)[0]
+        return int(state.global_step) // steps > self._first_step // steps
+
+    def _interval(self, args, state) -> tuple[int, bool]:
+        """The logging interval found when training began (else the arguments' steps)."""
+        if self._logging_interval is not None:
+            return self._logging_interval
+        return _logging_interval(args, state, None)
 
     def _close(self, log_last_step: bool) -> None:
         if self.monitor is not None:

@@ -1,0 +1,43 @@
+"""logging_strategy="epoch": the callback logs on the Trainer's epoch ends. It followed
+logging_steps (500 by default) instead: log_history's epoch entries had no gradlab values,
+metrics.jsonl only the last step, and a warning advised lowering logging_steps."""
+
+import warnings
+
+import pytest
+
+pytest.importorskip("transformers")
+pytest.importorskip("accelerate")
+
+import gradlab
+from gradlab.integrations.transformers import GradlabTrainerCallback
+from gradlab.monitor import read_jsonl
+from tests.helpers.hf_models import (
+    PairDataset,
+    in_batch_trainer_class,
+    tiny_bert,
+    training_arguments,
+)
+
+
+@pytest.mark.parametrize(("pairs", "accumulation", "epoch_ends"),
+                         [(32, 1, [4, 8]), (40, 2, [3, 6])])  # 5 batches: steps of 2, 2 and 1
+def test_epoch_logging_logs_each_epoch_end_in_both_logs(tmp_path, pairs, accumulation,
+                                                        epoch_ends):  # fmt: skip
+    callback = GradlabTrainerCallback(preset="cheap")
+    trainer = in_batch_trainer_class()(
+        model=tiny_bert(), train_dataset=PairDataset(pairs),
+        args=training_arguments(tmp_path, max_steps=-1, num_train_epochs=2, logging_steps=500,
+                                logging_strategy="epoch",
+                                gradient_accumulation_steps=accumulation),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)))  # fmt: skip
+    callback.attach(trainer)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.train()
+    assert not [w for w in caught if "logged none" in str(w.message)]
+    _, records = read_jsonl(tmp_path / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == epoch_ends
+    logged = {entry["step"]: entry["gradlab/loss"] for entry in trainer.state.log_history
+              if "gradlab/loss" in entry}  # fmt: skip
+    assert logged == {record["step"]: record["loss"] for record in records}
