@@ -22,7 +22,8 @@ What it does:
   ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`). Its steps are the Trainer's
   ``global_step`` after each optimizer step (1, 2, ...), the numbers ``state.log_history``
   uses. Without an ``every`` option the Monitor logs on the Trainer's logging steps
-  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch).
+  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch; and step
+  1 with ``logging_first_step``).
 * The watched loss feeds the Monitor only inside a training step (between ``on_step_begin`` and
   ``on_step_end``): evaluation calls are passed straight through. The Monitor steps once per
   optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
@@ -77,7 +78,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the pa
         "transformers", "transformers", "gradlab.integrations.transformers"
     ) from error
 
-__all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback", "LossForward"]
+__all__ = ["DEFAULT_FOLDER", "GradlabTrainerCallback", "LoggingSteps", "LossForward"]
 
 DEFAULT_FOLDER = "gradlab_logs"
 """The Monitor's folder under ``args.output_dir``."""
@@ -132,6 +133,25 @@ def _logging_interval(args: Any, state: Any, train_dataloader: Any) -> tuple[int
             accumulation = max(1, int(getattr(args, "gradient_accumulation_steps", 1) or 1))
             return max(1, -(-batches // accumulation)), True
     return max(1, int(state.logging_steps or args.logging_steps or 1)), False
+
+
+class LoggingSteps:
+    """The Trainer's logging steps with ``logging_first_step``: step 1 and every ``n``-th.
+
+    Example:
+        >>> schedule = LoggingSteps(4)
+        >>> schedule, [step for step in range(1, 10) if schedule(step)]
+        (LoggingSteps(4), [1, 4, 8])
+    """
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __call__(self, step: int) -> bool:
+        return step == 1 or step % self.n == 0
+
+    def __repr__(self) -> str:
+        return f"LoggingSteps({self.n!r})"
 
 
 FRAMEWORK_PACKAGES = frozenset({"transformers", "sentence_transformers", "accelerate"})
@@ -376,7 +396,9 @@ class GradlabTrainerCallback(TrainerCallback):
         options = self.options
         self._logging_interval = _logging_interval(args, state, kwargs.get("train_dataloader"))
         if options.every is None and options.quantities is None:
-            options = replace(options, every=self._logging_interval[0])
+            steps = self._logging_interval[0]
+            first = bool(getattr(args, "logging_first_step", False)) and steps > 1
+            options = replace(options, every=LoggingSteps(steps) if first else steps)
         try:
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments
@@ -473,6 +495,8 @@ class GradlabTrainerCallback(TrainerCallback):
         """Whether a logging step fell inside this run: then its schedule is not why nothing was
         logged (the Monitor has said why it skipped the calls it could not read)."""
         steps = self._interval(args, state)[0]
+        if getattr(args, "logging_first_step", False) and self._first_step == 0 < state.global_step:
+            return True  # step 1 is a logging step
         return int(state.global_step) // steps > self._first_step // steps
 
     def _interval(self, args, state) -> tuple[int, bool]:

@@ -1,6 +1,7 @@
-"""logging_strategy="epoch": the callback logs on the Trainer's epoch ends. It followed
-logging_steps (500 by default) instead: log_history's epoch entries had no gradlab values,
-metrics.jsonl only the last step, and a warning advised lowering logging_steps."""
+"""The Trainer's logging schedule beyond logging_steps. With logging_strategy="epoch" the
+callback logs on the epoch ends: it followed logging_steps (500 by default) instead, so
+log_history's epoch entries had no gradlab values, metrics.jsonl only the last step, and a
+warning advised lowering logging_steps. With logging_first_step it logs step 1 too."""
 
 import warnings
 
@@ -41,3 +42,20 @@ def test_epoch_logging_logs_each_epoch_end_in_both_logs(tmp_path, pairs, accumul
     logged = {entry["step"]: entry["gradlab/loss"] for entry in trainer.state.log_history
               if "gradlab/loss" in entry}  # fmt: skip
     assert logged == {record["step"]: record["loss"] for record in records}
+
+
+def test_logging_first_step_logs_step_one_in_both_logs(tmp_path):
+    """The Trainer logged step 1 (logging_first_step) without gradlab's values: the Monitor
+    followed logging_steps alone."""
+    callback = GradlabTrainerCallback(preset="cheap")
+    trainer = in_batch_trainer_class()(
+        model=tiny_bert(), train_dataset=PairDataset(32),
+        args=training_arguments(tmp_path, max_steps=5, logging_steps=4, logging_first_step=True),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)))  # fmt: skip
+    callback.attach(trainer)
+    trainer.train()
+    _, records = read_jsonl(tmp_path / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 4, 5]  # 5: the last, added at the end
+    logged = {entry["step"]: entry["gradlab/loss"] for entry in trainer.state.log_history
+              if "gradlab/loss" in entry}  # fmt: skip
+    assert logged == {record["step"]: record["loss"] for record in records[:2]}
