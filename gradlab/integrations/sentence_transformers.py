@@ -403,6 +403,9 @@ def refuse_cached_matryoshka(loss: object) -> None:
 
     Raises:
         GradlabError: ``loss`` is a cached loss wrapped by ``MatryoshkaLoss``.
+
+    Example:
+        >>> refuse_cached_matryoshka(torch.nn.Module())  # not inside MatryoshkaLoss: accepted
     """
     decorator = getattr(loss, "__dict__", {}).get("calculate_loss")
     if type(decorator).__name__ == "CachedLossDecorator":
