@@ -534,6 +534,12 @@ LIBRARY_TESTS = {
             "test_bad_arguments_are_refused_with_the_argument_and_the_value")),
         # a watched sentence-transformers module (no training): its forward's name
         "tests/integrations/test_sentence_transformers_roles.py::test_names_and_rewrapping",
+        # tiny real Trainers, a fraction of a second each: the logging schedules, one folder
+        # per callback, unreadable calls, a dataset dict's unwatched losses
+        "tests/integrations/test_transformers_logging_strategy.py",
+        "tests/integrations/test_transformers_two_callbacks.py",
+        "tests/integrations/test_transformers_unreadable_loss.py",
+        "tests/integrations/test_sentence_transformers_datasets.py",
     ],
     # no SentenceTransformerTrainer run (seconds per mutant); the roles tests call the losses
     "integrations/sentence_transformers": [
@@ -548,6 +554,7 @@ LIBRARY_TESTS = {
             "test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient",
             "test_bad_arguments_are_refused",
             "test_a_pairwise_similarity_is_named_not_read_as_a_matrix")),
+        "tests/integrations/test_sentence_transformers_matryoshka.py",
     ],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
     "integrations/open_clip": [
