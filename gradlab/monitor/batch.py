@@ -573,7 +573,7 @@ class BatchView:
             if width > 0 and keys is not None and ("upper", width) not in self._cache:
                 # only the row sums: one sort of the merged rows beats a search of every entry
                 needles = _float_keys(self._shifted(width), self.buffer)
-                below = _row_sums_at_or_below(keys, needles, self.buffer, ascending=True)
+                below = _row_sums_at_or_below(keys, needles, self.buffer)
                 self._cache[key] = size * size - 2 * below  # 2 sum_i u_i - C^2, u = C - below
                 return self._cache[key]
             upper = self._upper(width)
@@ -968,43 +968,30 @@ def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
     return keys
 
 
-def _bounds(low: np.ndarray, high: np.ndarray, ascending: bool) -> tuple:
-    """The smallest and largest entries of the non-empty ``[Q, C]`` arrays ``low`` and ``high``;
-    ``ascending``: each row ascends, so they are among the first and last columns."""
-    if ascending:
-        return low[:, 0].min(), low[:, -1].max(), high[:, 0].min(), high[:, -1].max()
-    return low.min(), low.max(), high.min(), high.max()
-
-
-def _row_sums_at_or_below(
-    keys: torch.Tensor, needles: torch.Tensor, buffer, ascending: bool = False
-) -> torch.Tensor:
+def _row_sums_at_or_below(keys: torch.Tensor, needles: torch.Tensor, buffer) -> torch.Tensor:
     """``[Q]`` int64: per row, the sum over the needles of ``#{j: keys_j <= needle}``, the row
-    sums of ``searchsorted(keys, needles, side="right")`` for ascending int32 ``keys`` (the
-    merge does not need either row in order: each needle's count depends only on the values).
+    sums of ``searchsorted(keys, needles, side="right")``, for rows of int32 ``keys`` and
+    ``needles`` that each ascend (the sorted rows and their shifts).
 
     One sort of each row's keys and needles merged (``2 key + 1`` for a needle, so a needle
     follows the keys equal to it): the ``k``-th needle lands at position ``p_k`` after the
-    ``p_k - k`` keys at or below it. The sort is NumPy's stable one (timsort): the callers'
-    keys and needles both ascend (the sorted rows and their shifts), so each merged row is two
-    ascending runs, which timsort merges in linear time (at C = 1024 about 4x faster than
-    NumPy's SIMD quicksort of the same rows, at C = 112 1.3x; equal values cannot be told
-    apart, so stable or not the sorted rows are the same). Unordered rows are counted right
-    too, at a sort's cost.
+    ``p_k - k`` keys at or below it. The sort is NumPy's stable one (timsort): each merged row
+    is two ascending runs, which timsort merges in linear time (at C = 1024 about 4x faster
+    than NumPy's SIMD quicksort of the same rows, at C = 112 1.3x; equal values cannot be told
+    apart, so stable or not the sorted rows are the same).
 
     The doubled keys fit in int32 when every key and needle lies in ``[-2^30, 2^30)`` (the
     order keys of floats below 2 in magnitude: cosine scores and their shifts): the rows are
     then merged as int32, about 25 % faster than as int64 at C = 1024 (half the memory), and
     the needles' positions summed in int32 while they fit; other keys (NaN, large logits) take
-    int64. The counts are the same either way. ``ascending``: the caller's rows of ``keys``
-    and of ``needles`` each ascend, so their bounds are read from the first and last columns
-    (the same bounds, without four passes over every entry).
+    int64. The counts are the same either way. The rows ascend, so the bounds are read from
+    their first and last columns (without four passes over every entry).
     """
     rows, columns = keys.shape
     low, high = np.from_dlpack(keys), np.from_dlpack(needles)
     narrow = low.size > 0 and 3 * columns * columns < _NARROW_LIMIT and all(
         -_NARROW_LIMIT // 2 <= int(bound) < _NARROW_LIMIT // 2
-        for bound in _bounds(low, high, ascending)
+        for bound in (low[:, 0].min(), low[:, -1].max(), high[:, 0].min(), high[:, -1].max())
     )  # fmt: skip
     dtype = torch.int32 if narrow else torch.int64
     merged = np.from_dlpack(buffer("merged keys", (rows, 2 * columns), dtype))

@@ -66,3 +66,25 @@ def test_every_logged_value_on_cuda_equals_the_cpus(case, tmp_path):
             assert math.isnan(got), (key, got)
         else:
             assert got == pytest.approx(expected, rel=1e-6, abs=1e-9), key
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_logits_far_beyond_the_window_width_count_their_ties_on_cuda(dtype, tmp_path):
+    """Multiples of 2^30 (2^60 in float64) watched as a score matrix: s + w rounds back to s
+    for the window width w, and on a GPU (where the step moves such bounds without reading
+    the scores first) a pair is inside exactly when it is tied, as in exact arithmetic."""
+    generator = torch.Generator().manual_seed(8)
+    scale = 2.0**60 if dtype == torch.float64 else 2.0**30
+    scores = (torch.randn(24, 24, generator=generator, dtype=torch.float64) * 3).round()
+    scores = (scores * scale).to(dtype)
+    positives = torch.eye(24, dtype=torch.bool)
+    ties = scores.unsqueeze(1) == scores.unsqueeze(2)  # [q, anchor, j]
+    with gradlab.Monitor(tmp_path, tau=0.05, preset="default", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1), inputs="scores")
+        loss_fn(scores.cuda().requires_grad_(True), positives.cuda()).backward()
+        record = monitor.step()
+    assert record["p_cross_modal"] == pytest.approx(ties.double().mean().item(), rel=1e-12)
+    # each positive (the diagonal) counts the other candidates tied with it
+    others = ties[torch.arange(24), torch.arange(24)].sum(dim=1) - 1
+    assert record["gradient_count_mean"] == pytest.approx(others.double().mean().item())

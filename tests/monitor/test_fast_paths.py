@@ -410,15 +410,28 @@ def test_a_width_of_half_an_ulp_of_the_largest_score_keeps_the_centres(width):
     assert torch.equal(batch.query_inside(scores, width), scores.diagonal().unsqueeze(1) == scores)
 
 
+@pytest.mark.parametrize("columns", [10, 2])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_one_large_score_at_either_end_of_its_sorted_row_keeps_its_window(sign):
+def test_one_large_score_at_either_end_of_its_sorted_row_keeps_its_window(sign, columns):
     """Scores of multiples of 2^20 and one of +-1.5 * 2^30, whose bounds +-64 round back onto
     it (halfway, ties to even): the step finds it at the first or the last end of its sorted
-    row, and its window keeps its centre."""
+    row (of two columns too), and its window keeps its centre."""
     generator = torch.Generator().manual_seed(23)
-    scores = torch.randint(-3, 4, (10, 10), generator=generator).to(torch.float32) * 2.0**20
-    scores[4, 6] = sign * 1.5 * 2.0**30
+    scores = torch.randint(-3, 4, (10, columns), generator=generator).to(torch.float32) * 2.0**20
+    scores[4, 1] = sign * 1.5 * 2.0**30
     inside = scores.unsqueeze(1) == scores.unsqueeze(2)
     batch = _score_batch(scores)
     assert torch.equal(batch.pair_counts(64.0), inside.sum(dim=(1, 2)))
     assert torch.equal(batch.counts_at(scores, 64.0), inside.sum(dim=2))
+
+
+def test_each_width_of_a_step_is_checked_for_the_move_on_its_own():
+    """One step reads a width far above an ulp of its scores (no move needed) and then one of
+    half an ulp (needed): the second is decided for itself."""
+    scores = torch.tensor([[1.5, 0.0, -1.5], [1.5, 1.5, 0.0]]) * 2.0**30
+    batch = _score_batch(scores)
+    wide = batch.counts_at(scores, 2.0**31)  # every score within 2^31 of every other
+    assert torch.equal(wide, torch.tensor([[2, 3, 2], [3, 3, 3]]))
+    inside = scores.unsqueeze(1) == scores.unsqueeze(2)
+    assert torch.equal(batch.counts_at(scores, 64.0), inside.sum(dim=2))
+    assert torch.equal(batch.pair_counts(64.0), inside.sum(dim=(1, 2)))
