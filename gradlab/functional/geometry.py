@@ -142,9 +142,10 @@ matrix costs a page fault per 4 KiB (about half of those passes' time at B = 102
 def _row_blocks(scores: torch.Tensor) -> list[slice]:
     """Row slices of ``scores`` of at most :data:`_BLOCK_ENTRIES` entries (at least one row),
     on a CPU; one slice of every row elsewhere (a GPU's caching allocator reuses its blocks,
-    and each slice costs kernel launches)."""
+    and each slice costs kernel launches); none for a matrix without rows."""
     rows, columns = scores.shape
     step = rows if scores.device.type != "cpu" else max(1, _BLOCK_ENTRIES // max(columns, 1))
+    step = max(step, 1)  # no rows off a CPU: range() refuses a step of 0
     return [slice(start, min(start + step, rows)) for start in range(0, rows, step)]
 
 

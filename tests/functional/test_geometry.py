@@ -127,6 +127,18 @@ def test_the_std_from_given_norms_is_the_std_from_its_own_bit_for_bit(dtype):
     assert geometry.normalized_std(points, norms=norms).isnan()
     assert geometry.normalized_std(points).isnan()
 
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_the_alignment_of_no_query_is_a_float64_nan_on_the_scores_device(device):
+    """A ``[0, C]`` matrix has no positive pair: its alignment is a 0-d float64 NaN (0 / 0), on
+    the scores' device (meta stands in for an accelerator, where the rows are one block)."""
+    scores = torch.zeros(0, 3, device=device)
+    value = geometry.alignment(scores, torch.zeros(0, 3, dtype=torch.bool, device=device))
+    assert (value.shape, value.dtype, value.device.type) == ((), torch.float64, device)
+    if device == "cpu":
+        assert value.isnan()
+
+
 def test_uniformity_stays_finite_where_the_plain_mean_underflows():
     points = torch.tensor([[1.0, 0.0], [-1.0, 0.0]])
     # exp(-400 * 4) underflows float64; the log-sum-exp does not.
