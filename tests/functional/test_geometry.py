@@ -10,6 +10,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional import geometry
 from gradlab.functional.score_losses import nt_xent_loss
+from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference import geometry_loops as loops
 
 
@@ -137,6 +138,23 @@ def test_the_alignment_of_no_query_is_a_float64_nan_on_the_scores_device(device)
     assert (value.shape, value.dtype, value.device.type) == ((), torch.float64, device)
     if device == "cpu":
         assert value.isnan()
+
+
+def test_alignment_and_uniformity_make_no_tensor_on_the_default_device():
+    """Under another default device (meta) the values are the same and on the inputs' CPU:
+    the alignment of no query, and the uniformity past the shift (t > 50, where the smallest
+    distance is searched), alone and with the in-batch alignment."""
+    cpu = torch.device("cpu")
+    points = torch.randn(7, 3, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    gram = _cosines(points, points)
+    positives = torch.eye(7, dtype=torch.bool).roll(1, dims=1)
+    none, no_positive = torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.bool)
+    assert_unchanged_under_another_default_device(
+        lambda: geometry.alignment(none, no_positive), cpu)
+    assert_unchanged_under_another_default_device(
+        lambda: geometry.uniformity(points, t=120.0, gram=gram), cpu)
+    assert_unchanged_under_another_default_device(
+        lambda: geometry.in_batch_alignment_uniformity(gram, positives, t=120.0), cpu)
 
 
 def test_uniformity_stays_finite_where_the_plain_mean_underflows():
