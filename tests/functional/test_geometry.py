@@ -129,6 +129,17 @@ def test_the_std_from_given_norms_is_the_std_from_its_own_bit_for_bit(dtype):
     assert geometry.normalized_std(points).isnan()
 
 
+@pytest.mark.parametrize("scale", [1e-6, 1e-2, 1e3])
+def test_the_std_from_given_norms_matches_a_loop_below_and_above_norm_one(scale):
+    """Rows of norms far below 1 (above F.normalize's 1e-12) and above it: each row divided
+    by the norm given for it, the std matches the float64 loop of the unit rows."""
+    generator = torch.Generator().manual_seed(11)
+    points = torch.randn(9, 5, generator=generator, dtype=torch.float64) * scale
+    expected = loops.normalized_std(points.tolist())
+    got = geometry.normalized_std(points, norms=points.norm(dim=1))
+    assert float(got) == pytest.approx(expected, rel=1e-12)
+
+
 @pytest.mark.parametrize("device", ["cpu", "meta"])
 def test_the_alignment_of_no_query_is_a_float64_nan_on_the_scores_device(device):
     """A ``[0, C]`` matrix has no positive pair: its alignment is a 0-d float64 NaN (0 / 0), on
@@ -346,6 +357,12 @@ _MASK2 = torch.ones(2, 2, dtype=torch.bool)
      "gram must have a floating dtype; got torch.int64"),
     (lambda: geometry.uniformity(torch.eye(3), gram=torch.eye(2)),
      "gram must have shape (3, 3) (the embeddings' cosine similarities); got (2, 2)"),
+    (lambda: geometry.normalized_std(torch.eye(3), norms=torch.ones(3, dtype=torch.long)),
+     "norms must have a floating dtype; got torch.int64"),
+    (lambda: geometry.normalized_std(torch.eye(3), norms=torch.ones(3, 1, dtype=torch.float64)),
+     "norms must be 1-D; got shape (3, 1)"),
+    (lambda: geometry.normalized_std(torch.eye(3), norms=torch.ones(2, dtype=torch.float64)),
+     "norms must have shape (3,) (one norm per row); got (2,)"),
     (lambda: geometry.effective_rank(torch.ones(1, 3)),
      "embeddings must have at least 2 row(s) and 1 column; got shape (1, 3)"),
     (lambda: geometry.modality_gap(torch.zeros(0, 3), torch.eye(3)),
