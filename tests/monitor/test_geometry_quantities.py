@@ -64,6 +64,30 @@ def test_cross_modal_geometry_and_margins_match_loops():
 
 
 
+def test_the_geometry_of_a_score_matrix_is_that_of_the_features_it_compares():
+    """A logit matrix watched on its scores with the embeddings it compares (an integration's
+    features): every geometry key, the spread included, is the loops' over those embeddings,
+    not over the matrix the view holds as its embeddings."""
+    from gradlab.functional.layouts import RetrievalLayout
+
+    generator = torch.Generator().manual_seed(6)
+    images, texts = torch.randn(8, 5, generator=generator), torch.randn(8, 5, generator=generator)
+    positives = torch.eye(8, dtype=torch.bool)
+    logits = 20.0 * torch.nn.functional.normalize(images, dim=1) @ torch.nn.functional.normalize(
+        texts, dim=1).T  # fmt: skip
+    # built as watch(loss, inputs="scores") builds it, the recorded features added
+    view = BatchView(embeddings=logits, positives=positives, on_scores=True,
+                     features=(images, texts))  # fmt: skip
+    view.__dict__["layout"] = RetrievalLayout(logits, positives, None)
+    values = Geometry().compute(view)
+    expected = loops.logged_geometry(images.tolist(), texts.tolist(), positives.tolist())
+    assert set(values) == set(expected)
+    for key, value in expected.items():
+        # the alignment reads the float32 cosines of the features; the rest float64 copies
+        tolerance = 1e-6 if key == "geometry_alignment" else 1e-9
+        assert float(values[key]) == pytest.approx(value, rel=tolerance), key
+
+
 @pytest.mark.parametrize("count", [0, 1, 2])
 def test_the_modality_gap_of_few_candidates(count):
     # one candidate is its own centroid; none has no centroid, so no gap (the queries' own
