@@ -249,6 +249,19 @@ def test_recording_keeps_each_in_batch_call_with_its_scores_masks_and_ranks(incl
     assert cross.positives.all() and cross.scores.shape == (3, 4)
 
 
+@pytest.mark.parametrize("include_query", [False, True])
+def test_the_record_of_an_in_batch_call_holds_its_labels_tensor_itself(include_query):
+    """In-batch the record keeps the very labels tensor the call was given (a reader holding it
+    may take the record's masks as its own); a cross-modal call has no labels: None."""
+    embeddings, labels = _batch(3, size=6)
+    with recording() as records:
+        smooth_ap_loss(embeddings, labels, include_query=include_query)
+        smooth_ap_loss(embeddings[:2], candidates=embeddings[2:],
+                       positives=torch.ones(2, 4, dtype=torch.bool))  # fmt: skip
+    assert records[0].labels is labels
+    assert records[1].labels is None
+
+
 def test_recording_ends_with_its_block():
     embeddings, labels = _batch(7, size=5)
     with recording() as records:
