@@ -503,3 +503,109 @@ def test_the_unattached_warning_names_the_line_that_runs_the_trainer_not_transfo
     callback.on_train_end(args, state, None)
     told = [w for w in caught if "not attached" in str(w.message)]
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
+
+
+# --- the logging schedule read from the arguments (stand-ins of the fields the Trainer has) ---
+
+
+class _NoLength:
+    """A training dataloader over an iterable dataset: it has no length."""
+
+    def __iter__(self):
+        return iter(())
+
+
+@pytest.mark.parametrize(
+    ("fields", "dataloader", "steps", "logged"),
+    [
+        # 5 batches, 2 per optimizer step: steps of 2, 2 and 1 batches, 3 per epoch
+        ({"gradient_accumulation_steps": 2}, [0] * 5, 6, [3, 6]),
+        ({}, [0] * 5, 6, [5, 6]),  # arguments without the field: one batch per step
+        ({"gradient_accumulation_steps": None}, [0] * 5, 6, [5, 6]),  # unset: one as well
+        ({"gradient_accumulation_steps": 1}, [0], 3, [1, 2, 3]),  # one step per epoch
+        ({}, _NoLength(), 5, [4, 5]),  # no length: logging_steps (4), then the last step
+        ({}, [], 5, [4, 5]),  # no batches: logging_steps as well
+    ],
+    ids=["accumulating", "no-accumulation-field", "accumulation-unset", "one-batch",
+         "no-length", "no-batches"],
+)
+def test_epoch_logging_given_as_a_plain_string_logs_each_epoch_s_last_step(
+        tmp_path, fields, dataloader, steps, logged):  # fmt: skip
+    """``logging_strategy="epoch"`` (a string, as a user's arguments may hold it): the Monitor
+    logs every ``ceil(batches / accumulation)`` optimizer steps, the Trainer's epoch length."""
+    callback = GradlabTrainerCallback(preset="cheap")
+    args = arguments(tmp_path, logging_steps=4, logging_strategy="epoch", **fields)
+    state = trainer_state()
+    callback.on_train_begin(args, state, None, train_dataloader=dataloader)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), steps)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == logged
+
+
+def test_logging_first_step_with_logging_steps_of_two_logs_step_one_too(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args = arguments(tmp_path, logging_steps=2, logging_first_step=True)
+    state = trainer_state()
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, callback.watch(gradlab.NTXentLoss(0.05)), 4)
+    callback.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2, 4]
+
+
+def _logged_none_warnings(callback, args, state, steps, dataloader=None):
+    """Run ``steps`` stand-in steps of a loss the Monitor cannot read (one argument), end the
+    training, and return the callback's 'logged none' warnings."""
+    loss_fn = callback.watch(lambda embeddings: embeddings.pow(2).sum())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_train_begin(args, state, None, train_dataloader=dataloader)
+        for _ in range(steps):
+            callback.on_step_begin(args, state, None)
+            loss_fn(torch.randn(8, 4, requires_grad=True)).backward()
+            callback.on_pre_optimizer_step(args, state, None)
+            state.global_step += 1
+            callback.on_step_end(args, state, None)
+        callback.on_train_end(args, state, None)
+    return [str(w.message) for w in caught if "logged none" in str(w.message)]
+
+
+@pytest.mark.parametrize(("first_step", "told"), [(True, 0), (False, 1)])
+def test_an_unreadable_run_is_blamed_on_the_schedule_only_without_a_logging_step(
+        tmp_path, first_step, told):  # fmt: skip
+    """logging_steps=10 and 3 steps: with logging_first_step, step 1 was a logging step (the
+    Monitor said why it skipped the calls); without it no logging step came."""
+    callback = GradlabTrainerCallback(preset="cheap")
+    args = arguments(tmp_path, logging_steps=10, logging_first_step=first_step)
+    assert len(_logged_none_warnings(callback, args, trainer_state(), 3)) == told
+
+
+def test_the_logged_none_warning_names_the_epoch_schedule(tmp_path):
+    """logging_strategy="epoch" with 10 batches an epoch, and a run of 3 steps."""
+    callback = GradlabTrainerCallback(preset="cheap")
+    args = arguments(tmp_path, logging_steps=500, logging_strategy="epoch",
+                     gradient_accumulation_steps=1)  # fmt: skip
+    told = _logged_none_warnings(callback, args, trainer_state(), 3, dataloader=[0] * 10)
+    assert told == [
+        "GradlabTrainerCallback logged none of the 3 training steps while training: it logs on "
+        "the Trainer's logging steps (logging_strategy='epoch': every 10 steps) and the run "
+        "ended first (the last step alone, without its gradients, is added when training "
+        "ends, if the loss allows); set logging_steps in the training arguments (or "
+        "GradlabTrainerCallback(every=n)) below the number of steps"
+    ]
+
+
+def test_a_first_step_without_any_call_is_not_called_an_unwatched_dataset_s_step(tmp_path):
+    """The Monitor says that nothing was called; the warning about a dataset dict's
+    unwatched losses is for steps without calls after steps with calls."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    callback.watch(gradlab.NTXentLoss(0.1))
+    callback.on_train_begin(args, state, None)
+    callback.on_step_begin(args, state, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_pre_optimizer_step(args, state, None)
+    callback.on_train_end(args, state, None)
+    assert not [w for w in caught if "called none of the losses" in str(w.message)]
