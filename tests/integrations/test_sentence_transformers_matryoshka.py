@@ -15,7 +15,10 @@ from sentence_transformers.sentence_transformer import losses
 
 import gradlab
 from gradlab import GradlabError
-from gradlab.integrations.sentence_transformers import RecordingSimilarity
+from gradlab.integrations.sentence_transformers import (
+    RecordingSimilarity,
+    refuse_cached_matryoshka,
+)
 from gradlab.integrations.transformers import GradlabTrainerCallback
 from tests.helpers.hf_models import (
     bert_sentence_model,
@@ -72,3 +75,15 @@ def test_an_uncached_loss_inside_matryoshka_logs_the_smallest_dimension(tmp_path
         record = monitor.step()
     assert monitor.skipped_calls == 0
     assert record["margin_recall_at_1"] >= 0.0
+
+
+def test_a_loss_without_an_instance_dict_is_not_inside_matryoshka():
+    """MatryoshkaLoss marks a loss by setting ``calculate_loss`` in its ``__dict__``: a loss
+    object without one (its class has ``__slots__``) cannot be marked, and is accepted."""
+    class SlottedLoss:
+        __slots__ = ("scale",)
+
+        def __call__(self, scores, positives):
+            return scores.sum()
+
+    assert refuse_cached_matryoshka(SlottedLoss()) is None
