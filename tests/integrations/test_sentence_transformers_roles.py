@@ -287,3 +287,15 @@ def test_gathering_without_an_initialised_process_group_has_no_offset():
     assert not torch.distributed.is_initialized()
     (capture,) = captured(GatheringLoss(documents, 0, True), anchors).score_captures
     assert torch.equal(capture.positives, torch.eye(4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize(("temperature", "scale"), [(0.05, 20.0), (0.0, None)])
+def test_gist_s_softmax_scale_is_one_over_a_positive_temperature_only(tmp_path, temperature,
+                                                                        scale):  # fmt: skip
+    """GIST's logits are ``S / temperature``: its scale is ``1 / temperature``; a temperature of
+    0 (GIST does not refuse it) gives no scale, not a division by zero."""
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    loss = record_scores(losses.GISTEmbedLoss(model, guide, temperature=temperature))
+    batch = captured(loss, sentence_features(model, *caption_pairs(4)))
+    assert batch.softmax.scale == (pytest.approx(scale) if scale else None)
