@@ -528,6 +528,8 @@ LIBRARY_TESTS = {
         # under mutmut the warning's frame is its trampoline, not the caller's line
         "--deselect=tests/integrations/test_transformers_events.py::"
         "test_the_unattached_warning_points_at_the_line_that_called_on_log",
+        "--deselect=tests/integrations/test_transformers_events.py::"
+        "test_a_step_without_a_watched_call_is_told_at_the_step_s_line",
         *(f"tests/integrations/test_transformers.py::{name}" for name in (
             "test_attach_moves_the_callback_before_the_reporting_callbacks",
             "test_the_watched_loss_is_the_loss_outside_a_training_step",

@@ -609,3 +609,16 @@ def test_a_first_step_without_any_call_is_not_called_an_unwatched_dataset_s_step
         callback.on_pre_optimizer_step(args, state, None)
     callback.on_train_end(args, state, None)
     assert not [w for w in caught if "called none of the losses" in str(w.message)]
+
+
+def test_a_step_without_a_watched_call_is_told_at_the_step_s_line(tmp_path):
+    """A step that called none of the watched losses after one that did (a dataset dict with
+    an unwatched loss): the warning names the line that runs the Trainer's event."""
+    args, state = arguments(tmp_path), trainer_state()
+    callback = GradlabTrainerCallback(preset="cheap", every=1)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    callback.on_train_begin(args, state, None)
+    train_steps(callback, args, state, loss_fn, 1)
+    callback.on_step_begin(args, state, None)
+    told, line = _told_at_the_optimizer_step(callback, args, state, "called none of the losses")
+    assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
