@@ -122,9 +122,8 @@ def _logging_interval(args: Any, state: Any, train_dataloader: Any) -> tuple[int
     without a length (an iterable dataset), ``logging_steps``. Else ``logging_steps``
     (``state.logging_steps``: a ratio of the run made a number of steps).
     """
-    strategy = getattr(getattr(args, "logging_strategy", None), "value",
-                       getattr(args, "logging_strategy", None))  # fmt: skip
-    if strategy == "epoch":
+    # TrainingArguments holds an IntervalStrategy, a str enum: equal to "epoch" as a string is
+    if getattr(args, "logging_strategy", None) == "epoch":
         try:
             batches = len(train_dataloader)
         except TypeError:
@@ -474,7 +473,7 @@ class GradlabTrainerCallback(TrainerCallback):
         if (monitor is not None and monitor.calls and self.last_record is None and is_rank_zero()
                 and self.options.every is None and self.options.quantities is None
                 and not self._logging_step_passed(args, state)):  # fmt: skip
-            steps, per_epoch = self._interval(args, state)
+            steps, per_epoch = self._logging_interval  # set with the Monitor
             schedule = (f"logging_strategy='epoch': every {steps} steps" if per_epoch
                         else f"logging_steps={steps}")  # fmt: skip
             warnings.warn(
@@ -494,16 +493,10 @@ class GradlabTrainerCallback(TrainerCallback):
     def _logging_step_passed(self, args, state) -> bool:
         """Whether a logging step fell inside this run: then its schedule is not why nothing was
         logged (the Monitor has said why it skipped the calls it could not read)."""
-        steps = self._interval(args, state)[0]
+        steps = self._logging_interval[0]  # set with the Monitor, when training began
         if getattr(args, "logging_first_step", False) and self._first_step == 0 < state.global_step:
             return True  # step 1 is a logging step
         return int(state.global_step) // steps > self._first_step // steps
-
-    def _interval(self, args, state) -> tuple[int, bool]:
-        """The logging interval found when training began (else the arguments' steps)."""
-        if self._logging_interval is not None:
-            return self._logging_interval
-        return _logging_interval(args, state, None)
 
     def _close(self, log_last_step: bool) -> None:
         if self.monitor is not None:
