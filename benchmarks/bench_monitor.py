@@ -330,6 +330,8 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
         probe(0), probe(1)
     cpu = one_thread_cpu({**steps, **probes}, device, rounds, block)
     ops = torch_op_count(steps["loss_and_logged_full_step"]) - torch_op_count(plain)
+    if fixed is not None:  # the fixed-cost probe's ops, before its Monitor is closed
+        fixed_ops = torch_op_count(small_logged) - torch_op_count(small_plain)
     for monitor in monitors.values():
         monitor.close()
     monitors.pop("fixed", None)
@@ -360,8 +362,7 @@ def measure_logged_step(batch: int, device, rounds: int, block: int, folder: str
             "one_thread_cpu_fixed_cost_batch": fixed,
             "one_thread_cpu_fixed_cost_seconds": small_cost,
             "one_thread_cpu_fixed_cost_over_loss": small_cost / cpu_loss,
-            "one_thread_cpu_fixed_cost_ops": torch_op_count(small_logged)
-            - torch_op_count(small_plain),
+            "one_thread_cpu_fixed_cost_ops": fixed_ops,
         }
     return {
         "batch": batch,
