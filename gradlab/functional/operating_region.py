@@ -101,22 +101,45 @@ def operating_region_is_empty(tau: float = 0.01, eps: float = 0.005) -> bool:
     return operating_region_width(tau, eps) == 0.0
 
 
+def bound_past_centre(bound: torch.Tensor, centre: torch.Tensor, toward: float) -> torch.Tensor:
+    """A window's bound ``centre +- width``, moved past the centre where it rounded back onto it.
+
+    Next to a large centre ``centre +- width`` can round back to the centre (a width under half
+    an ulp: scores beyond about 3e6 in float32 at tau = 0.05), and the window would lose the
+    centre and its ties. No float lies strictly between the centre and such a bound, so the
+    bound moves to the centre's neighbouring float toward ``toward`` (``+inf`` for an upper
+    bound, ``-inf`` for a lower one); every other bound is kept. Every window count of gradlab
+    (P, the gradient counts, the Monitor's) decides its bounds this way.
+
+    Args:
+        bound: ``centre + width`` or ``centre - width``, shaped like ``centre``.
+        centre: the window's centres.
+        toward: ``math.inf`` or ``-math.inf``, the side of the centre the bound lies on.
+
+    Returns:
+        The bounds, the rounded-back ones moved to the neighbouring float.
+
+    Example:
+        >>> centre = torch.tensor([2.0**30, 1.0])
+        >>> bound_past_centre(centre + 0.25, centre, math.inf).tolist()  # 2^30 + 0.25 is 2^30
+        [1073741952.0, 1.25]
+    """
+    neighbour = torch.nextafter(centre, centre.new_full((), toward))
+    return torch.where(bound == centre, neighbour, bound)
+
+
 def _window_counts(
     sorted_values: torch.Tensor, centres: torch.Tensor, width: float | torch.Tensor
 ) -> torch.Tensor:
     """For each centre, how many sorted values lie strictly within ``width`` of it.
 
     ``width`` is one number or a tensor shaped like ``centres``; an empty window (width 0)
-    holds nothing, not even the centre itself.
+    holds nothing, not even the centre itself. Bounds that round back onto their centre move
+    past it (:func:`bound_past_centre`).
     """
     width = torch.as_tensor(width, dtype=centres.dtype, device=centres.device)
-    # Next to a large centre ``centre +- width`` can round back to the centre (at |s| ~ 1e30,
-    # say), and the window would lose the centre and its ties. No float lies strictly between
-    # the centre and such a bound, so the bound moves to the centre's neighbouring float.
-    high, low = centres + width, centres - width
-    up, down = centres.new_tensor(math.inf), centres.new_tensor(-math.inf)
-    high = torch.where(high == centres, torch.nextafter(centres, up), high)
-    low = torch.where(low == centres, torch.nextafter(centres, down), low)
+    high = bound_past_centre(centres + width, centres, math.inf)
+    low = bound_past_centre(centres - width, centres, -math.inf)
     above = torch.searchsorted(sorted_values, high, side="left")
     below = torch.searchsorted(sorted_values, low, side="right")
     return torch.where(width > 0, above - below, 0)

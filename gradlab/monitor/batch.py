@@ -40,6 +40,7 @@ import torch.nn.functional as F
 from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
 from gradlab.functional.losses import LossRecord, SmoothAPForward
+from gradlab.functional.operating_region import bound_past_centre
 from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS, RecordedColumnWeights
 from gradlab.losses import SoftmaxLogits
 
@@ -604,21 +605,25 @@ class BatchView:
         """``negated_sorted - width`` (ascending too), cached per width: P's search and the
         counts' searches read it. An entry whose shift rounds back onto it (a width under half
         an ulp of a large score) becomes its neighbouring float below instead
-        (:func:`_past_centre`): every window keeps its centre and its ties."""
+        (:func:`~gradlab.functional.operating_region.bound_past_centre`): every window keeps
+        its centre and its ties."""
         key = ("shifted", width)
         if key not in self._cache:
             ordered = self.negated_sorted
             shifted = self.buffer(f"shifted {width}", ordered.shape, ordered.dtype)
             torch.sub(ordered, width, out=shifted)
             if self._bounds_move(width):
-                shifted = _past_centre(shifted, ordered, -math.inf)
+                shifted = bound_past_centre(shifted, ordered, -math.inf)
             self._cache[key] = shifted
         return self._cache[key]
 
-    def _bounds_move(self, width: float) -> bool:
+    def _bounds_move(self, width: float | torch.Tensor) -> bool:
         """Whether a bound ``s +- width`` of this step's scores may round back onto ``s`` (then
-        :func:`_past_centre` moves it), cached per width: on a CPU read once from the sorted
-        rows' ends, so that cosine scores pay no extra kernel; elsewhere assumed."""
+        :func:`~gradlab.functional.operating_region.bound_past_centre` moves it), cached per
+        width: on a CPU read once from the sorted rows' ends, so that cosine scores pay no
+        extra kernel; elsewhere, and for a tensor of widths (not read), assumed."""
+        if isinstance(width, torch.Tensor):
+            return True
         key = ("bounds move", width)
         if key not in self._cache:
             self._cache[key] = width > 0 and _may_round_back(self.negated_sorted, width)
@@ -653,17 +658,17 @@ class BatchView:
         # C - #{-s_j <= (-a) - w} entries with s_j < a + w; the size C cancels below. Bounds
         # that round back onto their anchor move past it, as in _shifted (anchors are scores
         # of this step: a number's test is the step's).
-        fixed = isinstance(width, torch.Tensor) or self._bounds_move(width)
         low = negated - width
-        low = _past_centre(low, negated, -math.inf) if fixed else low
+        if self._bounds_move(width):
+            low = bound_past_centre(low, negated, -math.inf)
         outside_above = torch.searchsorted(ordered, low, side="right")
         if not isinstance(width, torch.Tensor):  # s_j + w <= a: the test of pair_counts
             shifted = self._shifted(width)
             shifted = shifted if queries is None else shifted[queries]
             not_below = torch.searchsorted(shifted, negated, side="left")
             return not_below - outside_above if width > 0 else torch.zeros_like(outside_above)
-        not_below = torch.searchsorted(  # s_j > a - w
-            ordered, _past_centre(negated + width, negated, math.inf), side="left")  # fmt: skip
+        high = bound_past_centre(negated + width, negated, math.inf)  # s_j > a - w
+        not_below = torch.searchsorted(ordered, high, side="left")
         return torch.where(width > 0, not_below - outside_above, 0)
 
     def above_and_tied(
@@ -702,9 +707,9 @@ class BatchView:
         own = self.scores.diagonal()
         own = (own if queries is None else own[queries]).unsqueeze(1)
         high, own_high = anchors + width, own + width
-        if isinstance(width, torch.Tensor) or self._bounds_move(width):  # as in counts_at
-            high = _past_centre(high, anchors, math.inf)
-            own_high = _past_centre(own_high, own, math.inf)
+        if self._bounds_move(width):  # as in counts_at
+            high = bound_past_centre(high, anchors, math.inf)
+            own_high = bound_past_centre(own_high, own, math.inf)
         inside = (own < high) & (anchors < own_high)
         if not isinstance(width, torch.Tensor):  # a number: no op for its sign
             return inside if width > 0 else torch.zeros_like(inside)
@@ -930,18 +935,6 @@ def _flip_into(key: np.ndarray, spare: np.ndarray, out: np.ndarray) -> None:
     np.right_shift(key, 31, out=spare)
     np.bitwise_and(spare, _LARGEST_KEY, out=spare)
     np.bitwise_xor(key, spare, out=out)
-
-
-def _past_centre(bound: torch.Tensor, centre: torch.Tensor, toward: float) -> torch.Tensor:
-    """``bound`` (``centre +- width``), or the centre's neighbouring float toward ``toward``
-    where the bound rounded back onto the centre (a width under half an ulp of a large score:
-    3e9 in float32 with a width of 0.25). No float lies strictly between the two, so a window
-    keeps its centre and its ties, as :func:`gradlab.functional.operating_region_proportion`'s
-    windows do; without the move a row's window lost even the score itself and P or a
-    gradient count went negative. Where the width is not positive the bound is left as is
-    (callers count nothing there)."""
-    neighbour = torch.nextafter(centre, centre.new_full((), toward))
-    return torch.where(bound == centre, neighbour, bound)
 
 
 def _may_round_back(ordered: torch.Tensor, width: float) -> bool:
