@@ -213,7 +213,9 @@ def gradient_anatomy(
         hardest = torch.ceil(num_negatives.to(torch.float64) * fraction).long()
         mass = torch.gather(cumulative, 1, (hardest - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
         defined = (total > 0) & ~unranked
-        shares.append(torch.where(defined, mass / total.clamp(min=1e-300), math.nan))
+        # total > 0 wherever the share is defined: no floor (a float64 mass below 1e-300
+        # is still a mass, and its share is a ratio like any other)
+        shares.append(torch.where(defined, mass / total, math.nan))
     without = candidate_mask.any(dim=1) & ~active.any(dim=1)
     return GradientAnatomy(
         active=active,

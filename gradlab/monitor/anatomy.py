@@ -201,7 +201,7 @@ def _per_query_from_order(
         inside = torch.searchsorted(rank, hardest.unsqueeze(1), right=True)
         top = running.gather(1, (inside - 1).clamp(min=0)).squeeze(1)
         top = torch.where(inside.squeeze(1) > 0, top, 0.0)
-        shares.append(torch.where(defined, top / total.clamp(min=1e-300), math.nan))
+        shares.append(torch.where(defined, top / total, math.nan))  # total > 0 there
     return _PerQuery(
         active_positives=active_positives,
         active_negatives=active_negatives,

@@ -431,6 +431,29 @@ def test_queries_without_positives_count_every_negative_in_the_mass():
     assert single.hardest_1pct_share.tolist() == pytest.approx(expected, nan_ok=True)
 
 
+
+def test_a_negative_mass_below_1e_300_has_its_shares_like_any_other():
+    """A float64 softmax at a low temperature puts ``exp(-700)``-sized gradients on its
+    negatives: a mass far below 1e-300, still positive, whose hardest share is a ratio of two
+    such numbers (not the mass over a floor)."""
+    scores = torch.tensor([[5.0, -2.0, -2.02, -2.04], [-2.0, 5.0, -2.04, -2.02]],
+                          dtype=torch.float64)  # fmt: skip
+    positives = torch.eye(2, 4, dtype=torch.bool)
+    temperature = 0.01
+    rows = []
+    for row, flags in zip(scores.tolist(), positives.tolist(), strict=True):
+        logits = [s / temperature for s in row]  # InfoNCE's gradient, by hand
+        top = max(logits)
+        normalizer = sum(math.exp(z - top) for z in logits)
+        rows.append([(math.exp(z - top) / normalizer - float(p)) / temperature
+                     for z, p in zip(logits, flags, strict=True)])  # fmt: skip
+    grad = torch.tensor(rows, dtype=torch.float64)
+    assert all(0.0 < sum(abs(g) for g, p in zip(row, flags, strict=True) if not p) < 1e-300
+               for row, flags in zip(rows, positives.tolist(), strict=True))  # fmt: skip
+    anatomy = gradient_anatomy(grad, scores, positives)
+    _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
+    assert 0.5 < anatomy.hardest_1pct_share.min().item() < 1.0
+
 @pytest.mark.parametrize(
     ("argument", "change", "hint"),
     [

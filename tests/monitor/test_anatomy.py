@@ -335,6 +335,27 @@ def test_edge_queries_on_both_paths_equal_the_loops(dtype, masked, sorted_by_ste
         assert got[f"x_{key}"] == pytest.approx(value, rel=1e-12, abs=1e-15), key
 
 
+
+@pytest.mark.parametrize("sorted_by_step", [True, False])
+def test_a_negative_mass_below_1e_300_keeps_its_shares_on_both_paths(sorted_by_step):
+    """float64 gradients of ``exp(-700)`` size (a sharp softmax) on every negative: the hardest
+    shares are ratios of those masses, not the masses over a floor of 1e-300."""
+    grad, scores, positives = _edge_batch()
+    negatives = ~positives
+    tiny = torch.rand(grad.shape, generator=torch.Generator().manual_seed(3),
+                      dtype=torch.float64) * 1e-303 + 1e-304  # fmt: skip
+    grad = torch.where(negatives, tiny, grad.abs().clamp(min=0.5))
+    scores[7, 5] = 0.3  # every query ranked
+    candidates = torch.ones_like(positives)
+    _, expected = _expected(grad, scores, positives, candidates)
+    assert all(0.0 < math.fsum(abs(g) for g, n in zip(row, flags, strict=True) if n) < 1e-300
+               for row, flags in zip(grad.tolist(), negatives.tolist(), strict=True))  # fmt: skip
+    assert 0.0 < expected["hardest_10pct_share"] < 1.0
+    order = _descending_order(scores) if sorted_by_step else None
+    got = anatomy_values("x_", grad, scores, positives, None, ABSOLUTE, RELATIVE, order=order)
+    for key, value in expected.items():
+        assert got[f"x_{key}"].item() == pytest.approx(value, rel=1e-12, nan_ok=True), key
+
 def test_entries_at_the_thresholds():
     # q5 alone: |g| = 1 (the largest), 0.25 = RELATIVE * 1 (active: >=), 2^-20 = ABSOLUTE
     # (inactive: >), 0.125 below the relative threshold; columns 0, 1 are positives.
