@@ -36,9 +36,9 @@ are unordered (``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional.layouts import unit_rows
 from gradlab.validation import (
     check_embeddings_and_labels,
     check_in_range,
@@ -293,7 +293,7 @@ def fappy_loss(
     """
     normalization = check_normalization(normalization)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
-    normalized = F.normalize(embeddings, dim=1)
+    normalized = unit_rows(embeddings)  # a zero row: 0, in float16 too
     similarities = normalized @ normalized.T
     loss = embeddings.sum() * 0.0
     for delta in fappy_deltas(delta_min):

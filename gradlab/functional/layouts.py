@@ -49,6 +49,25 @@ class RetrievalLayout(NamedTuple):
     candidate_mask: torch.Tensor | None
 
 
+def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
+    """The rows of ``[N, d]`` ``embeddings`` scaled to unit L2 norm, in their dtype; an all-zero
+    row stays zero (its cosine with every row is 0) in every dtype.
+
+    ``F.normalize`` divides by the norm floored at 1e-12, which rounds to 0 in float16: a zero
+    row became 0 / 0 = NaN there (and so did every cosine score built from it) where float32
+    gives 0. The floor here is ``max(1e-12, smallest positive float of the dtype)``: in
+    float16 that is 2^-24, below the norm of any non-zero row, so every row but a zero one is
+    scaled as ``F.normalize`` scales it; in the other dtypes it is ``F.normalize`` itself.
+
+    Example:
+        >>> rows = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
+        >>> unit_rows(rows).tolist()
+        [[0.60009765625, 0.7998046875], [0.0, 0.0]]
+    """
+    info = torch.finfo(embeddings.dtype)
+    return F.normalize(embeddings, dim=1, eps=max(1e-12, info.tiny * info.eps))
+
+
 def in_batch_layout(
     embeddings: torch.Tensor,
     labels: torch.Tensor,
@@ -81,7 +100,7 @@ def in_batch_layout(
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
-    normalized = F.normalize(embeddings, dim=1)
+    normalized = unit_rows(embeddings)
     scores = normalized @ normalized.T
     positives = labels.unsqueeze(0) == labels.unsqueeze(1)
     if include_query:
@@ -146,4 +165,4 @@ def cross_modal_layout(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, (queries.shape[0], candidates.shape[0]), "[Q, C]")
     check_same_device(queries=queries, candidates=candidates, positives=positives)
-    return F.normalize(queries, dim=1) @ F.normalize(candidates, dim=1).T
+    return unit_rows(queries) @ unit_rows(candidates).T

@@ -246,3 +246,29 @@ def test_float64_scores_beyond_float32_s_range_are_computed_in_float64():
     scores = torch.tensor([[1e39, 0.0], [0.0, 1e39]], dtype=torch.float64)
     value = F.nt_xent_loss(scores, torch.eye(2, dtype=torch.bool), 1.0)
     assert value.dtype == torch.float64 and value.item() == 0.0
+
+
+EMBEDDING_LOSSES = {
+    "smooth_ap": lambda e, y: F.smooth_ap_loss(e, y, tau=0.05),
+    "smooth_ap cross-modal": lambda e, y: F.smooth_ap_loss(
+        e[:4], candidates=e, positives=y[:4].unsqueeze(1) == y.unsqueeze(0), tau=0.05),
+    "fastap": lambda e, y: F.fastap_loss(e, y),
+    "fappy": lambda e, y: F.fappy_loss(e, y, delta_min=0.25),
+    "blackbox_ap": lambda e, y: F.blackbox_ap_loss(e, y),
+}
+
+
+@pytest.mark.parametrize("loss", EMBEDDING_LOSSES.values(), ids=EMBEDDING_LOSSES.keys())
+def test_a_float16_batch_with_an_all_zero_row_is_read_as_float32_reads_it(loss):
+    """A zero embedding scores 0 against every other (``F.normalize`` of float32); in float16
+    its normalisation was 0 / 0: NaN scores, a NaN loss (SmoothAP, FastAP) or a refusal of
+    NaN scores the caller never passed (FAPPY, Blackbox AP)."""
+    generator = torch.Generator().manual_seed(8)
+    embeddings = torch.randn(8, 6, generator=generator)
+    embeddings[3] = 0.0
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    half = embeddings.half().requires_grad_()
+    wide = embeddings.half().float().requires_grad_()  # the same numbers, computed in float32
+    value, reference = loss(half, labels), loss(wide, labels)
+    assert math.isfinite(value.item())
+    assert value.item() == pytest.approx(reference.item(), rel=2e-2, abs=2e-3)

@@ -125,6 +125,41 @@ def test_cross_modal_layout_matches_loops():
     torch.testing.assert_close(got, torch.tensor(expected, dtype=torch.float64))
 
 
+
+HALF_TOLERANCE = {torch.float16: 2e-3, torch.bfloat16: 2e-2, torch.float32: 1e-6,
+                  torch.float64: 1e-12}  # fmt: skip
+
+
+@pytest.mark.parametrize("dtype", list(HALF_TOLERANCE))
+def test_an_all_zero_row_has_cosine_zero_in_every_dtype(dtype):
+    """A zero embedding (a dead unit's output) scores 0 against everything, as float32's
+    ``F.normalize`` gives it; float16 gave NaN (its 1e-12 floor on the norm rounds to 0)."""
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    embeddings[2] = 0.0
+    candidates = torch.randn(3, 4, generator=generator, dtype=torch.float64)
+    candidates[1] = 0.0
+    rows, columns = embeddings.to(dtype), candidates.to(dtype)
+
+    def expected(first, second):  # the loops, with a zero vector's cosine 0 by convention
+        def norm(vector):
+            return math.sqrt(math.fsum(x * x for x in vector))
+
+        return torch.tensor([
+            [math.fsum(a * b for a, b in zip(u, v, strict=True)) / (norm(u) * norm(v))
+             if norm(u) and norm(v) else 0.0 for v in second]
+            for u in first], dtype=torch.float64)  # fmt: skip
+
+    tolerance = HALF_TOLERANCE[dtype]
+    scores = in_batch_layout(rows, torch.arange(5)).scores
+    torch.testing.assert_close(scores.double(), expected(rows.tolist(), rows.tolist()),
+                               rtol=0, atol=tolerance)  # fmt: skip
+    assert scores[2].tolist() == [0.0] * 5 and scores[:, 2].tolist() == [0.0] * 5
+    crossed = cross_modal_layout(rows, columns, torch.ones(5, 3, dtype=torch.bool))
+    torch.testing.assert_close(crossed.double(), expected(rows.tolist(), columns.tolist()),
+                               rtol=0, atol=tolerance)  # fmt: skip
+    assert crossed[:, 1].tolist() == [0.0] * 5
+
 def test_validate_false_reads_no_value_and_lets_non_finite_embeddings_through():
     embeddings = torch.tensor([[1.0, 0.0], [math.nan, 1.0]])
     labels = torch.tensor([0, 0])

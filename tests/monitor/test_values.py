@@ -35,6 +35,7 @@ from gradlab.monitor import (
 from gradlab.monitor.anatomy import Anatomy, anatomy_values
 from gradlab.monitor.batch import BatchView
 from tests.reference.anatomy_loops import anatomy_one_query
+from tests.reference.geometry_loops import margins
 from tests.reference.monitor_loops import anatomy_summary, per_query_values, quantiles
 from tests.reference.operating_region_loops import gradient_count, proportion
 from tests.reference.smooth_ap_loops import cosine, slope, smooth_ap_one_query
@@ -148,6 +149,35 @@ def test_operating_region_cross_modal_equals_loops():
     assert got["operating_region_width"] == pytest.approx(_width(TAU, 0.02), rel=1e-9)
     assert not {"p_seed", "p_off_diagonal", "p_without_query"} & set(got)
 
+
+
+def test_a_float16_batch_with_an_all_zero_row_logs_p_and_margins_of_its_cosines(tmp_path):
+    """A zero embedding scores 0 against every row (as in float32); in float16 its cosine
+    scores were NaN from finite embeddings, so P came out of NaN comparisons (below 0) while
+    nothing was flagged as not finite. Cosines of these rows are 0 or 1 exactly in float16."""
+    rows = [[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [0.0, 0.0], [1.0, 0.0]]
+    labels = [0, 0, 1, 1, 2, 2]
+    embeddings = torch.tensor(rows, dtype=torch.float16, requires_grad=True)
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(TAU))
+        loss_fn(embeddings, torch.tensor(labels)).backward()
+        record = monitor.step()
+    scores = [[cosine(a, b) if any(a) and any(b) else 0.0 for b in rows] for a in rows]
+    assert math.isfinite(record["loss"])
+    seed = [proportion(r, TAU, 0.005) for r in scores]
+    off = [proportion(r, TAU, 0.005, include_diagonal=False) for r in scores]
+    others = [proportion([s for c, s in enumerate(r) if c != q], TAU, 0.005,
+                         include_diagonal=False) for q, r in enumerate(scores)]  # fmt: skip
+    assert record["p_seed"] == pytest.approx(_fsum_mean(seed), rel=1e-12)
+    assert record["p_off_diagonal"] == pytest.approx(_fsum_mean(off), rel=1e-12)
+    assert record["p_without_query"] == pytest.approx(_fsum_mean(others), rel=1e-12)
+    keep = [[q != c for c in range(6)] for q in range(6)]
+    same = [[labels[q] == labels[c] and q != c for c in range(6)] for q in range(6)]
+    expected = margins(scores, same, keep)
+    for key, value in zip(("margin_positive_score", "margin_hardest_negative", "margin_mean",
+                           "margin_violation_share", "margin_recall_at_1"), expected,
+                          strict=True):  # fmt: skip
+        assert record[key] == pytest.approx(value, rel=1e-12), key
 
 # --- gradient counts: the candidate mask, both code paths, cross-modal -------------------------
 
