@@ -63,6 +63,9 @@ DEFAULT_RELATIVE_THRESHOLD = 1e-2
 RELATIVE_THRESHOLD_RANGE = "a share of the query's largest |dL/dS|"
 """Why ``relative_threshold`` lies in [0, 1] (said when a value is refused)."""
 
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+"""Gradients whose relative threshold ``relative_threshold * max |G|`` is computed in float32."""
+
 HARD_FRACTIONS = (0.01, 0.1)
 """Fractions of the hardest negatives whose share of the negative gradient mass is reported."""
 
@@ -133,7 +136,8 @@ def gradient_anatomy(
         absolute_threshold: ``>= 0``; an entry is active only if ``|G| >`` this
             (default :data:`DEFAULT_ABSOLUTE_THRESHOLD` = 1e-10).
         relative_threshold: in ``[0, 1]``; an entry is active only if ``|G| >=`` this times
-            the query's largest ``|G|`` (default :data:`DEFAULT_RELATIVE_THRESHOLD` = 0.01).
+            the query's largest ``|G|`` (default :data:`DEFAULT_RELATIVE_THRESHOLD` = 0.01),
+            a product taken in float32 for half-precision gradients.
 
     Returns:
         :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active, so an
@@ -183,7 +187,10 @@ def gradient_anatomy(
     # In score_grad's dtype; masks, not multiplications, so no [Q, C] type conversion.
     magnitude = score_grad.detach().abs().nan_to_num(nan=0.0).masked_fill_(~candidate_mask, 0.0)
     largest = magnitude.amax(dim=1, keepdim=True)
-    active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * largest)
+    # the relative threshold of half precision in float32: rounded to float16 it loses up to
+    # half of its value where it is subnormal (a largest |G| below 6e-3)
+    wide = largest.float() if largest.dtype in HALF_DTYPES else largest
+    active = (magnitude > absolute_threshold) & (magnitude >= relative_threshold * wide)
     active &= candidate_mask
     active_negative = active & negatives
     active_negatives = active_negative.sum(dim=1)

@@ -155,9 +155,9 @@ def _per_query_from_order(
     largest = magnitude.amax(dim=1, keepdim=True)
     floor = _activity_floor(absolute_threshold, magnitude.dtype)
     active = buffer("anatomy active", shape, torch.bool)
-    if floor is None:  # two tests
+    if floor is None:  # two tests (half precision: the relative threshold in float32)
         torch.gt(magnitude, absolute_threshold, out=active)
-        active &= magnitude >= relative_threshold * largest
+        active &= magnitude >= relative_threshold * largest.float()
         any_active = _row_any(active)
     else:  # one test: |G| >= max(floor, relative threshold x the row's largest)
         threshold = torch.clamp(relative_threshold * largest, min=floor)

@@ -454,6 +454,17 @@ def test_a_negative_mass_below_1e_300_has_its_shares_like_any_other():
     _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
     assert 0.5 < anatomy.hardest_1pct_share.min().item() < 1.0
 
+
+def test_a_float16_relative_threshold_in_the_subnormals_is_the_threshold_itself():
+    """0.01 x 149 * 2^-24 is 1.49 * 2^-24, which float16 rounds to 2^-24: an entry of 2^-24
+    (0.67 % of the largest) was active. It is compared with the unrounded threshold."""
+    tiny = 2.0**-24
+    grad = torch.tensor([[-149 * tiny, tiny, 2 * tiny, 0.0]], dtype=torch.float16)
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1]], dtype=torch.float16)
+    positives = torch.tensor([[True, False, False, False]])
+    anatomy = gradient_anatomy(grad, scores, positives)
+    _assert_matches_loops(anatomy, grad, scores, positives, None, 1e-10, 1e-2)
+
 @pytest.mark.parametrize(
     ("argument", "change", "hint"),
     [

@@ -391,6 +391,28 @@ def test_an_absolute_threshold_between_two_floats_is_applied_as_torch_compares(d
         assert got["x_queries_without_gradient"].item() == 0.0
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_relative_threshold_of_a_small_half_precision_row_is_not_rounded(dtype):
+    """float16 holds 0.01 x 8.88e-6 only as the subnormal 5.96e-8 (2^-24): an entry of that
+    size, 0.67 % of the row's largest, passed the 1 % threshold. Both paths compare with the
+    threshold itself (float32), as the loops do."""
+    tiny = 2.0**-24
+    largest = 149 * tiny  # 8.88e-6, exact in both dtypes; 1 % of it is 1.49 x 2^-24
+    grad = torch.tensor([[-largest, tiny, tiny, 0.0], [-largest, 2 * tiny, tiny, 0.0]])
+    grad = grad.to(dtype)
+    scores = torch.tensor([[0.4, 0.3, 0.2, 0.1], [0.4, 0.3, 0.2, 0.1]], dtype=dtype)
+    positives = torch.tensor([[True, False, False, False], [True, False, False, False]])
+    per_query = [anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                   [True] * 4, 1e-10, 0.01) for q in range(2)]  # fmt: skip
+    assert [record["active_negatives"] for record in per_query] == [0, 1]  # 2^-24 < 1 % < 2^-23
+    expected = anatomy_summary(per_query)
+    order = torch.tensor([[0, 1, 2, 3], [0, 1, 2, 3]])  # the columns by descending score
+    for given in (None, order):
+        got = anatomy_values("x_", grad, scores, positives, None, 1e-10, 0.01, order=given)
+        for key, value in expected.items():
+            assert got[f"x_{key}"].item() == pytest.approx(value, rel=1e-12, nan_ok=True), key
+
 def test_rank_sums_past_the_int32_range_on_the_shared_order_path():
     """One positive ranked first and 65,536 active negatives: their ranks 1..65,536 sum to
     65,536 * 65,537 / 2 > 2^31 - 1, so the mean rank (65,537 / 2, depth 1/2 by the closed
