@@ -55,6 +55,10 @@ class LossRecord(NamedTuple):
         labels: in-batch, the ``[B]`` labels tensor the call was given (the object itself,
             not a copy: a reader holding the same object may take ``positives`` and
             ``candidate_mask`` as its masks of those labels); ``None`` cross-modal.
+        embeddings: the embeddings (queries) tensor the call was given, the object itself: a
+            reader holding it knows that ``scores`` are its cosine scores (a loss that calls
+            SmoothAP on a projection of its input records the projection's).
+        candidates: cross-modal, the candidates tensor the call was given; ``None`` in-batch.
     """
 
     scores: torch.Tensor
@@ -65,6 +69,8 @@ class LossRecord(NamedTuple):
     in_batch: bool
     forward: SmoothAPForward | None
     labels: torch.Tensor | None = None
+    embeddings: torch.Tensor | None = None
+    candidates: torch.Tensor | None = None
 
 
 _RECORDS: ContextVar[list[LossRecord] | None] = ContextVar("gradlab_loss_records", default=None)
@@ -263,7 +269,8 @@ def smooth_ap_loss(
         # the diagonal (the one entry not a candidate) out of both masks
         forward = SmoothAPForward(*stash[0])
         records.append(LossRecord(scores, positives, candidate_mask, tau, include_query,
-                                  in_batch, forward, labels if in_batch else None))  # fmt: skip
+                                  in_batch, forward, labels if in_batch else None, embeddings,
+                                  None if in_batch else candidates))  # fmt: skip
     if on_degenerate is not None:
         query_is_positive = include_query and in_batch
         per_query = scores.shape[1] - int(in_batch and not include_query)

@@ -268,6 +268,8 @@ class LossAdapter:
         self.remove_hooks()  # the previous logged call's, if no step() came between
         weights, self._column_weights = self._column_weights, []
         if self.inputs == "embeddings":
+            if record is not None and not _records_call(record, tensors):
+                record = None  # SmoothAP of other embeddings (a projection inside the loss)
             batch.loss_record = record  # BatchView checks that it matches the layout
             if record is not None and weights:  # one per recorded SmoothAP call: the last
                 batch.loss_column_weights = weights[-1]
@@ -630,6 +632,16 @@ def record_into(captured: list) -> Callable:
         captured.append(capture)
 
     return record
+
+
+def _records_call(record: LossRecord, tensors: list) -> bool:
+    """Whether ``record`` is of the watched call's own embeddings (and candidates): the very
+    tensors it was given. A loss that calls SmoothAP on a transform of them (a projection head
+    inside the loss, a second view) records another score matrix, of the same shape: not the
+    cosine scores of the embeddings the Monitor describes."""
+    if record.embeddings is not tensors[0]:
+        return False
+    return record.in_batch or (len(tensors) > 1 and record.candidates is tensors[1])
 
 
 def _is_scalar_in_graph(value: object) -> bool:

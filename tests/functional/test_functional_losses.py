@@ -262,6 +262,18 @@ def test_the_record_of_an_in_batch_call_holds_its_labels_tensor_itself(include_q
     assert records[1].labels is None
 
 
+def test_the_record_holds_the_embeddings_and_candidates_the_call_was_given():
+    """The objects themselves: a reader can tell that the scores are the cosine scores of its
+    own tensors, not of a projection a loss made of them."""
+    embeddings, labels = _batch(4, size=6)
+    queries, candidates = embeddings[:2], embeddings[2:]
+    with recording() as records:
+        smooth_ap_loss(embeddings, labels)
+        smooth_ap_loss(queries, candidates=candidates, positives=torch.ones(2, 4, dtype=torch.bool))
+    assert records[0].embeddings is embeddings and records[0].candidates is None
+    assert records[1].embeddings is queries and records[1].candidates is candidates
+
+
 def test_recording_ends_with_its_block():
     embeddings, labels = _batch(7, size=5)
     with recording() as records:

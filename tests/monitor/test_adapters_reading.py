@@ -9,12 +9,17 @@ masks built here.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
 import gradlab
 from gradlab.monitor import adapters
 from gradlab.monitor.batch import ScoreCapture
+from tests.reference.geometry_loops import margins
+from tests.reference.operating_region_loops import proportion
+from tests.reference.smooth_ap_loops import cosine
 
 TAU = 0.05
 
@@ -228,6 +233,45 @@ def test_smooth_ap_hands_its_recorded_score_matrix_and_its_gradient():
     assert (capture.direction, capture.smooth_ap_tau) == ("in_batch", None)
     assert torch.equal(capture.scores, record.scores.detach())
     assert torch.equal(capture.grad, record.scores.grad)
+
+
+@pytest.mark.parametrize("layout", ["in_batch", "cross_modal"])
+def test_smooth_ap_of_a_transform_inside_the_loss_is_not_taken_for_the_calls_scores(
+    tmp_path, layout
+):
+    """A loss that calls gradlab's SmoothAP on a projection of its input records that
+    projection's score matrix, of the same shape: the Monitor's P, margins and geometry
+    described it as the cosine scores of the watched embeddings."""
+    embeddings, labels = _batch(5, size=8)
+    candidates = torch.randn(8, 4, generator=torch.Generator().manual_seed(6),
+                             dtype=torch.float64)  # fmt: skip
+    positives = _same_label(labels)
+    flip = torch.tensor([1.0, -1.0, 1.0, -1.0], dtype=torch.float64)
+    smooth_ap = gradlab.SmoothAPLoss(TAU)
+
+    def projected(first, second=None, candidates=None, positives=None):
+        if candidates is None:
+            return smooth_ap(first * flip + 0.5, second)
+        return smooth_ap(first * flip + 0.5, candidates=candidates, positives=positives)
+
+    with gradlab.Monitor(tmp_path, preset="default", every=1, tau=TAU) as monitor:
+        loss_fn = monitor.watch(projected)
+        if layout == "in_batch":
+            loss_fn(embeddings, labels).backward()
+        else:
+            loss_fn(embeddings, candidates=candidates, positives=positives).backward()
+        record = monitor.step()
+    rows = embeddings.tolist()
+    columns = rows if layout == "in_batch" else candidates.tolist()
+    scores = [[cosine(a, b) for b in columns] for a in rows]
+    keep = [[layout != "in_batch" or q != c for c in range(8)] for q in range(8)]
+    same = [[bool(positives[q, c]) and keep[q][c] for c in range(8)] for q in range(8)]
+    for key, value in zip(("margin_positive_score", "margin_hardest_negative", "margin_mean"),
+                          margins(scores, same, keep), strict=False):  # fmt: skip
+        assert record[key] == pytest.approx(value, rel=1e-12), key
+    seed = math.fsum(proportion(row, TAU, 0.005) for row in scores) / 8
+    key = "p_seed" if layout == "in_batch" else "p_cross_modal"
+    assert record[key] == pytest.approx(seed, rel=1e-12)
 
 
 def test_a_score_call_keeps_no_loss_record():
