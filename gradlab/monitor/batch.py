@@ -336,7 +336,9 @@ class BatchView:
         record = self.__dict__.get("loss_record")
         if record is None or not record.scores.requires_grad:
             return
-        detached = record._replace(scores=record.scores.detach())
+        # the call's own input tensors too (the adapter has matched them with the call's)
+        detached = record._replace(scores=record.scores.detach(), embeddings=None,
+                                   candidates=None)  # fmt: skip
         object.__setattr__(self, "loss_record", detached)
         if self.__dict__.get("record") is record:
             self.__dict__["record"] = detached
