@@ -35,7 +35,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.extras import install_hint, is_installed
 
 
@@ -185,8 +185,7 @@ class JSONLSink(Sink):
         path = log_dir / self.filename
         if not path.is_file():
             return None
-        _, records = read_jsonl(path)
-        return max((int(r["step"]) for r in records if "step" in r), default=None)
+        return last_jsonl_step(path)
 
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
@@ -601,14 +600,15 @@ def _lines(numbers: list[int], limit: int = 5) -> str:
     return f"lines {shown}{more}"
 
 
-def _json_objects(path: str | Path, strict: bool) -> list[dict]:
-    """The headers and records of a JSONL file, in order. A line that is neither (cut short by
-    a killed writer, not UTF-8, not a JSON object, a record without an integer ``"step"``) is
-    skipped, all of them reported in one warning with their count and line numbers; under
-    ``strict`` the first one raises :class:`GradlabError` instead."""
+def _json_objects(path: str | Path, strict: bool, to_user: bool = False) -> Iterator[dict]:
+    """The headers and records of a JSONL file, in order, read one line at a time (a log of
+    500,000 records is never held whole here). A line that is neither (cut short by a killed
+    writer, not UTF-8, not a JSON object, a record without an integer ``"step"``) is skipped,
+    all of them reported in one warning with their count and line numbers once the file is
+    read, at the line that called the consumer (``to_user``: the first line outside gradlab);
+    under ``strict`` the first one raises :class:`GradlabError` instead."""
     if not isinstance(strict, bool):
         raise GradlabError(f"strict must be True or False; got {strict!r}")
-    objects: list[dict] = []
     skipped: dict[str, list[int]] = {}
     total = 0
     with open(path, "rb") as handle:
@@ -618,7 +618,7 @@ def _json_objects(path: str | Path, strict: bool) -> list[dict]:
             total += 1
             reason, value = _why_unreadable(raw)
             if reason is None:
-                objects.append(value)
+                yield value
             elif strict:
                 raise GradlabError(
                     f"{path}:{number}: every line must be a gradlab header or record (a JSON "
@@ -634,8 +634,27 @@ def _json_objects(path: str | Path, strict: bool) -> list[dict]:
         else:
             reasons = "; ".join(f"{_lines(n)}: {reason}" for reason, n in skipped.items())
             message = f"{path}:{first}: skipped {count} of {total} lines ({reasons})"
-        warnings.warn(message, UserWarning, stacklevel=3)
-    return objects
+        # this generator's frame, its consumer's, then the consumer's caller
+        warnings.warn(message, UserWarning,
+                      stacklevel=caller_stacklevel() if to_user else 3)  # fmt: skip
+
+
+def last_jsonl_step(path: str | Path) -> int | None:
+    """The largest step of the records of a ``metrics.jsonl`` file, or None; read one line at
+    a time, so resuming a run of any length holds one record in memory, not the log. Lines
+    that are not a header or a record are skipped, with one warning (as by :func:`read_jsonl`)
+    at the first line outside gradlab (the ``Monitor(..., resume=True)`` that reads it).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> _ = path.write_text('{"header": {}}\\n{"step": 4}\\n{"step": 7}\\n{"step": 5}\\n')
+        >>> last_jsonl_step(path)
+        7
+    """
+    objects = _json_objects(path, strict=False, to_user=True)
+    return max((value["step"] for value in objects if "header" not in value), default=None)
 
 
 def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], list[dict]]:
