@@ -173,6 +173,13 @@ def _build_parser(
         "--label", action="append", metavar="NAME",
         help="legend name of each run, in order; repeat once per run (default: folder names)",
     )  # fmt: skip
+    plot.add_argument(
+        "--max-points", type=int, metavar="N",
+        help="a key logged at more than N steps is drawn as the means of groups of consecutive "
+        "steps, over a band from each group's smallest to its largest value (a long run is "
+        "otherwise a solid band in which the last key hides the others); 0: every logged "
+        "step (default: 1000)",
+    )  # fmt: skip
     _add_check_equivalence(commands, with_candidates)
     _add_study(commands)
     _add_plan(commands, with_plan_losses)
@@ -680,13 +687,21 @@ def main(argv: list[str] | None = None) -> int:
             # named as the command names them; plot_runs checks them again for library callers
             check_runs_and_labels(arguments.run_dir, arguments.label, runs_argument="RUN_DIR",
                                   labels_argument="--label")  # fmt: skip
+            points = {}  # by default plot_runs's own
+            if arguments.max_points is not None:
+                if arguments.max_points < 0 or arguments.max_points == 1:
+                    raise GradlabError(
+                        "--max-points must be 0 (every logged step) or a whole number of at "
+                        f"least 2; got {arguments.max_points}"
+                    )
+                points = {"max_points": arguments.max_points or None}  # 0: every logged step
             if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
-                written = plot_runs(arguments.run_dir, out, arguments.label)
+                written = plot_runs(arguments.run_dir, out, arguments.label, **points)
             for warning in caught:
                 print(f"gradlab: warning: {warning.message}", file=sys.stderr)
             for path in written:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
+import numpy as np
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.ticker import MaxNLocator
@@ -87,6 +88,12 @@ RUN_MARKER_SIZE = 5
 NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "markersize": 6,
                     "markeredgewidth": 1.5, "label": "NaN or infinite at this step"}  # fmt: skip
 """The crosses on the step axis at the steps where a drawn key was NaN or infinite."""
+MAX_POINTS = 1000
+"""A line of more logged steps than this is drawn as the means of groups of consecutive steps
+(:func:`downsample`): a figure about 700 pixels wide shows a run of 500,000 steps as a band of
+overlapping zig-zags, in which the key drawn last hides the others."""
+BAND_ALPHA = 0.2
+"""Opacity of the band that shows each group's smallest to largest value."""
 
 
 def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
@@ -317,6 +324,7 @@ def plot_runs(
     labels: Sequence[str] | None = None,
     quantities: Sequence[type[Quantity] | Quantity] = (),
     overview: bool = True,
+    max_points: int | None = MAX_POINTS,
 ) -> list[Path]:
     """Draw every family present in the runs' logs, runs overlaid; return the written paths.
 
@@ -329,11 +337,17 @@ def plot_runs(
     these logs do not hold (a run replaced with ``overwrite=True``) is removed, so the folder
     never mixes runs; other files there are left alone.
 
+    A run's key logged at more than ``max_points`` steps is drawn as the means of groups of
+    consecutive logged steps, with a band from each group's smallest to its largest value
+    (:func:`downsample`; the step axis says so); ``max_points=None`` draws every logged step.
+
     Raises:
-        GradlabError: a bad ``out``, ``labels`` or ``quantities``; logs without a known key.
+        GradlabError: a bad ``out``, ``labels``, ``quantities`` or ``max_points``; logs without
+            a known key.
     """
     if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
         raise GradlabError(f"out must be a folder path or None; got {out!r}")
+    check_max_points(max_points)
     if isinstance(quantities, (str, Quantity)) or not all(
         isinstance(q, Quantity) or (isinstance(q, type) and issubclass(q, Quantity))
         for q in quantities
@@ -360,24 +374,69 @@ def plot_runs(
     written = []
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
-        draw_family(axis, family, keys, runs, plots=plots)
+        draw_family(axis, family, keys, runs, plots=plots, max_points=max_points)
         handles = _legend(keys, runs, names) + _not_finite_handles(axis)
         fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
             axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE),
             FAMILY_LEGEND_COLUMNS)  # fmt: skip
         written.append(save_figure(figure, folder / f"{family}.png"))
     if overview:
-        written.append(_overview(present, runs, folder / "overview.png", plots))
+        written.append(_overview(present, runs, folder / "overview.png", plots, max_points))
     stale = [f"{family}.png" for family in plots if family not in present]
     for name in stale if overview else [*stale, "overview.png"]:  # an earlier plot's
         (folder / name).unlink(missing_ok=True)
     return written
 
 
-def plot_run(run_dir: str | Path, out: str | Path | None = None,
-             overview: bool = True) -> list[Path]:  # fmt: skip
+def plot_run(run_dir: str | Path, out: str | Path | None = None, overview: bool = True,
+             max_points: int | None = MAX_POINTS) -> list[Path]:  # fmt: skip
     """:func:`plot_runs` of one run (figures in ``RUN_DIR/figures`` by default)."""
-    return plot_runs([run_dir], out, overview=overview)
+    return plot_runs([run_dir], out, overview=overview, max_points=max_points)
+
+
+def check_max_points(max_points: object, argument: str = "max_points") -> None:
+    """Refuse a ``max_points`` that is neither None nor a whole number of at least 2.
+
+    Example:
+        >>> check_max_points(1, argument="--max-points")
+        Traceback (most recent call last):
+            ...
+        gradlab.errors.GradlabError: --max-points must be a whole number of at least 2 (or None: every logged step); got 1
+    """  # noqa: E501
+    if max_points is None:
+        return
+    if isinstance(max_points, bool) or not isinstance(max_points, int) or max_points < 2:
+        raise GradlabError(f"{argument} must be a whole number of at least 2 (or None: every "
+                           f"logged step); got {max_points!r}")  # fmt: skip
+
+
+def downsample(steps: Sequence[float], values: Sequence[float], max_points: int
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``(steps, means, lows, highs)``: the logged ``steps`` and their ``values`` in groups of
+    ``ceil(len(steps) / max_points)`` consecutive points (the last group may be shorter), so at
+    most ``max_points`` remain. Each group's step is the mean of its steps, its value the mean
+    of its finite values, its band their smallest and largest; a group without a finite value
+    is NaN (a gap in the line; the steps that are not finite keep their crosses).
+
+    Example:
+        >>> steps, means, lows, highs = downsample(range(5), [1.0, 3.0, 2.0, float("nan"), 5.0], 3)
+        >>> steps.tolist(), means.tolist(), lows.tolist(), highs.tolist()
+        ([0.5, 2.5, 4.0], [2.0, 2.0, 5.0], [1.0, 2.0, 5.0], [3.0, 2.0, 5.0])
+    """
+    steps = np.asarray(steps, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    size = math.ceil(len(values) / max_points)
+    starts = np.arange(0, len(values), size)
+    lengths = np.diff(np.append(starts, len(values)))
+    finite = np.isfinite(values)
+    counts = np.add.reduceat(finite, starts)
+    sums = np.add.reduceat(np.where(finite, values, 0.0), starts)
+    empty = counts == 0
+    means = np.where(empty, np.nan, sums / np.maximum(counts, 1))
+    lows = np.where(empty, np.nan, np.minimum.reduceat(np.where(finite, values, np.inf), starts))
+    highs = np.where(empty, np.nan,
+                     np.maximum.reduceat(np.where(finite, values, -np.inf), starts))  # fmt: skip
+    return np.add.reduceat(steps, starts) / lengths, means, lows, highs
 
 
 MARKS = 8
@@ -413,15 +472,20 @@ def coinciding(keys: Sequence[str], records: Sequence[dict]) -> bool:
 
 
 def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
-                runs: int = 1, alternate: int = 0) -> dict:  # fmt: skip
+                runs: int = 1, alternate: int = 0, grouped: int = 0) -> dict:  # fmt: skip
     """Several runs: the run's colour and marker, the key's line style. Each run marks about
     :data:`MARKS` of its ``points`` steps, at steps the other runs leave unmarked, so a run
     under an identical later one still shows its own markers and the first steps do not become
     a blob of markers. One run: the key's series style, a marker on every step, or with
     ``alternate`` keys (keys that lie on one another) on every ``alternate``-th step from the
-    key's own index, so each key shows its markers where the others leave a step unmarked."""
+    key's own index, so each key shows its markers where the others leave a step unmarked.
+    A line of means (:func:`downsample`) of one run whose family draws ``grouped`` keys marks
+    about :data:`MARKS` of its points, each key at points the others leave unmarked."""
     if not several:
         every = {"markevery": (key_index % alternate, alternate)} if alternate > 1 else {}
+        if grouped:
+            spacing = max(grouped, max(points, 1) // MARKS)
+            every = {"markevery": (key_index % grouped * (spacing // grouped), spacing)}
         return {**series_style(key_index), "markersize": MARKER_SIZE, **every}
     step = max(runs, (max(points, 1) // MARKS) // runs * runs)  # a multiple of the run count
     return {"color": series_style(run_index)["color"], "marker": series_style(run_index)["marker"],
@@ -431,8 +495,9 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
 
 
 def draw_family(
-    axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80, plots=PLOTS
-) -> None:
+    axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80, plots=PLOTS,
+    max_points: int | None = MAX_POINTS,
+) -> None:  # fmt: skip
     """Draw one family's ``keys`` of ``runs`` onto a matplotlib ``axis`` (runs overlaid).
 
     Args:
@@ -442,6 +507,10 @@ def draw_family(
         runs: ``(label, records)`` pairs, as :func:`load_runs` returns them.
         wrap: the title's line width in characters.
         plots: family -> :class:`~gradlab.monitor.quantity.Plot` (:data:`PLOTS`).
+        max_points: a key of a run logged at more steps than this is drawn as the means of
+            groups of consecutive steps, over a band from each group's smallest to its largest
+            value (:func:`downsample`), and the step axis's label says how many steps a group
+            holds; None: every logged step.
 
     Example:
         >>> from matplotlib.figure import Figure
@@ -450,27 +519,41 @@ def draw_family(
         >>> axis.get_title(), len(axis.get_lines())
         ('Loss', 1)
     """
+    check_max_points(max_points)
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
     alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
     broken: set[int] = set()  # steps with a NaN or infinite value
+    grouped = 0  # the most logged steps one drawn point stands for (0: each its own)
+    drawn: list[float] = []  # the values drawn: lines, and the bands' ends
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
             broken.update(step for step, value in points if not math.isfinite(value))
             if any(math.isfinite(value) for _, value in points):
-                style = _line_style(run_index, key_index, several, len(points), len(runs),
-                                    alternate)  # fmt: skip
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if math.isfinite(value) else math.nan for _, value in points]
-                axis.plot([step for step, _ in points], values,
-                          **{"linewidth": LINE_WIDTH, **style})  # fmt: skip
-    axis.set_xlabel("optimizer step")
+                steps = [step for step, _ in points]
+                group = (math.ceil(len(points) / max_points)
+                         if max_points is not None and len(points) > max_points else 0)  # fmt: skip
+                style = _line_style(run_index, key_index, several,
+                                    len(points) if not group else math.ceil(len(points) / group),
+                                    len(runs), alternate, len(keys) if group else 0)  # fmt: skip
+                if group:
+                    grouped = max(grouped, group)
+                    steps, values, lows, highs = downsample(steps, values, max_points)
+                    axis.fill_between(steps, lows, highs, color=style["color"], alpha=BAND_ALPHA,
+                                      linewidth=0)  # fmt: skip
+                    drawn += [*lows.tolist(), *highs.tolist()]
+                axis.plot(steps, values, **{"linewidth": LINE_WIDTH, **style})
+                drawn += list(values)
+    axis.set_xlabel("optimizer step" if not grouped else
+                    f"optimizer step (means of {grouped} logged steps, band: min to max)")
     step_axis(axis)  # steps are whole: no 0.5 ticks, one tick for a run of one step
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
-    values = [v for line in axis.get_lines() for v in line.get_ydata() if math.isfinite(v)]
+    values = [float(v) for v in drawn if math.isfinite(v)]
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
@@ -578,14 +661,15 @@ def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
     return _run_handles(runs) + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
 
 
-def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS) -> Path:
+def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS,
+              max_points: int | None = MAX_POINTS) -> Path:  # fmt: skip
     columns = 2 if len(present) > 1 else 1
     rows = math.ceil(len(present) / columns)
     width, height = PANEL_SIZE
     figure, axes = plt.subplots(rows, columns, figsize=(width * columns, height * rows),
                                 squeeze=False)  # fmt: skip
     for axis, (family, keys) in zip(axes.flat, present.items(), strict=False):
-        draw_family(axis, family, keys, runs, wrap=45, plots=plots)
+        draw_family(axis, family, keys, runs, wrap=45, plots=plots, max_points=max_points)
         labels = {key: label for key, label in plots[family].series}
         keyed = len(keys) > 1 or len(runs) == 1  # else the runs' legend names the one key
         handles = (_key_handles(keys, len(runs) > 1, labels) if keyed else []) + (

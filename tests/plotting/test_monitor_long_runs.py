@@ -1,0 +1,168 @@
+"""gradlab plot on long runs: a key logged at more steps than ``max_points`` is drawn as the
+means of groups of consecutive steps over a band of each group's range, so what is drawn does
+not grow with the run and a run of 500,000 steps is not one solid band.
+
+The references are plain loops over the groups (``ceil(n / max_points)`` consecutive points),
+not the code under test.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+
+import gradlab.plotting.monitor as monitor_plots
+from gradlab import GradlabError
+from gradlab.cli import main
+from gradlab.monitor import JSONLSink
+from gradlab.plotting.monitor import draw_family, plot_runs
+from tests.helpers.figure_layout import captured_figures, hidden_series, layout_problems
+
+
+def _records(steps: int, seed: int = 0, nan_at=()) -> list[dict]:
+    """A noisy, slowly falling loss and two P keys that lie close together."""
+    rng = random.Random(seed)
+    records = []
+    for step in range(steps):
+        loss = 1.0 / (1.0 + step / 500) + rng.gauss(0, 0.1)
+        p = 0.3 + 0.1 * math.sin(step / 300) + rng.gauss(0, 0.02)
+        records.append({"step": step, "loss": math.nan if step in nan_at else loss,
+                        "p_seed": p, "p_off_diagonal": p + rng.gauss(0, 0.001)})  # fmt: skip
+    return records
+
+
+def _reference(steps: list[int], values: list[float], max_points: int):
+    """(steps, means, lows, highs) of each group of ceil(n / max_points) consecutive points."""
+    size = math.ceil(len(steps) / max_points)
+    groups = [(steps[i : i + size], values[i : i + size]) for i in range(0, len(steps), size)]
+    out = []
+    for group_steps, group_values in groups:
+        finite = [v for v in group_values if math.isfinite(v)]
+        mean = math.fsum(finite) / len(finite) if finite else math.nan
+        out.append((math.fsum(group_steps) / len(group_steps), mean,
+                    min(finite, default=math.nan), max(finite, default=math.nan)))  # fmt: skip
+    return [list(column) for column in zip(*out, strict=True)]
+
+
+def _draw(records, keys=("loss",), family="loss", runs=1, **options):
+    figure, axis = plt.subplots()
+    draw_family(axis, family, list(keys), [(f"run {i}", records) for i in range(runs)],
+                **options)  # fmt: skip
+    return figure, axis
+
+
+def test_a_long_run_is_drawn_as_the_means_of_groups_over_a_band_of_their_range():
+    records = _records(2500)
+    figure, axis = _draw(records, max_points=1000)  # groups of 3: 834 points
+    (line,) = axis.get_lines()
+    steps, means, lows, highs = _reference([r["step"] for r in records],
+                                           [r["loss"] for r in records], 1000)  # fmt: skip
+    assert len(steps) == 834
+    np.testing.assert_allclose(line.get_xdata(), steps, rtol=1e-12)
+    np.testing.assert_allclose(line.get_ydata(), means, rtol=1e-12)
+    (band,) = axis.collections
+    edge = band.get_paths()[0].vertices[:, 1]
+    np.testing.assert_allclose(np.sort(np.unique(edge)), np.unique(lows + highs), rtol=1e-12)
+    assert "means of 3 logged steps" in axis.get_xlabel()
+    plt.close(figure)
+
+
+@pytest.mark.parametrize("steps", [1200, 12000])
+def test_what_is_drawn_does_not_grow_with_the_run(steps):
+    figure, axis = _draw(_records(steps), keys=("p_seed", "p_off_diagonal"),
+                         family="operating_region", max_points=500)  # fmt: skip
+    assert all(250 < len(line.get_xdata()) <= 500 for line in axis.get_lines())
+    plt.close(figure)
+
+
+def test_a_run_within_max_points_and_max_points_none_draw_every_step():
+    records = _records(300)
+    for options in ({"max_points": 300}, {"max_points": None}):
+        figure, axis = _draw(records, **options)
+        (line,) = axis.get_lines()
+        assert list(line.get_xdata()) == list(range(300)) and len(axis.collections) == 0
+        assert axis.get_xlabel() == "optimizer step"
+        plt.close(figure)
+
+
+def test_not_finite_values_keep_their_crosses_and_empty_groups_leave_gaps():
+    nan_at = {7, *range(40, 50)}  # one in a group of finite values, then two whole groups
+    records = _records(100, nan_at=nan_at)
+    figure, axis = _draw(records, max_points=20)  # groups of 5
+    line, crosses = axis.get_lines()
+    _, means, _, _ = _reference(list(range(100)), [r["loss"] for r in records], 20)
+    np.testing.assert_allclose(line.get_ydata(), means, rtol=1e-12)  # NaN where a group is
+    assert [math.isnan(v) for v in line.get_ydata()].count(True) == 2  # steps 40-49
+    assert not math.isnan(line.get_ydata()[1])  # steps 5-9: the mean of the finite four
+    assert sorted(crosses.get_xdata()) == sorted(nan_at)
+    plt.close(figure)
+
+
+def test_identical_long_runs_and_close_keys_keep_their_markers_visible():
+    records = _records(3000)
+    figure, axis = _draw(records, runs=2, max_points=600)
+    assert hidden_series(figure) == []  # the first run's markers show beside the second's
+    plt.close(figure)
+    figure, axis = _draw(records, keys=("p_seed", "p_off_diagonal"),
+                         family="operating_region", max_points=600)  # fmt: skip
+    assert hidden_series(figure) == []  # two keys on one another: markers at other points
+    marked = [line.get_markevery() for line in axis.get_lines()]
+    assert all(every[1] < 600 // 4 for every in marked)  # about eight markers, not 600
+    plt.close(figure)
+
+
+def _log(folder, records):
+    folder.mkdir()
+    sink = JSONLSink()
+    sink.open(folder, {"quantities": ["loss", "operating_region"], "config": {}})
+    for record in records:
+        sink.write(record)
+    sink.close()
+    return folder
+
+
+@pytest.mark.slow  # draws every figure and the overview, with their layout checks: seconds
+def test_the_figures_of_a_long_run_keep_their_layout(tmp_path, monkeypatch):
+    run = _log(tmp_path / "run", _records(3000))
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        plot_runs([run], tmp_path / "figures", max_points=500)
+    assert len(figures) == 3  # loss, P, the overview
+    for figure in figures:
+        assert layout_problems(figure) == [], figure.axes[0].get_title()
+        assert all(len(line.get_xdata()) <= 500 for a in figure.axes for line in a.get_lines())
+        plt.close(figure)
+
+
+@pytest.mark.parametrize(("option", "points"), [("50", 40), ("0", 120), (None, 120)])
+def test_the_plot_command_takes_max_points(tmp_path, monkeypatch, capsys, option, points):
+    run = _log(tmp_path / "run", _records(120))
+    extra = ["--max-points", option] if option is not None else []
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        assert main(["plot", str(run), *extra]) == 0
+    loss = figures[0]
+    assert loss.axes[0].get_title() == "Loss"
+    assert len(loss.axes[0].get_lines()[0].get_xdata()) == points
+    for figure in figures:
+        plt.close(figure)
+
+
+@pytest.mark.parametrize("option", ["1", "-3"])
+def test_the_plot_command_refuses_a_bad_max_points_in_one_line(tmp_path, capsys, option):
+    run = _log(tmp_path / "run", _records(5))
+    assert main(["plot", str(run), "--max-points", option]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gradlab: --max-points must be 0 (every logged step) or a whole number of "
+                   f"at least 2; got {option}\n")  # fmt: skip
+    assert not (run / "figures").exists()
+
+
+@pytest.mark.parametrize("value", [1, 0, -5, 2.5, True, "10"])
+def test_plot_runs_refuses_a_bad_max_points_before_reading(tmp_path, value):
+    with pytest.raises(GradlabError) as caught:
+        plot_runs([tmp_path / "not_read"], max_points=value)
+    assert str(caught.value) == ("max_points must be a whole number of at least 2 (or None: "
+                                 f"every logged step); got {value!r}")  # fmt: skip
