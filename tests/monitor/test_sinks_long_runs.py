@@ -12,7 +12,7 @@ import tracemalloc
 import warnings
 
 from gradlab import Monitor
-from gradlab.monitor import JSONLSink
+from gradlab.monitor import JSONLSink, read_jsonl, read_segments
 
 KEYS = [f"quantity_{index}" for index in range(60)]  # about the full preset's width
 
@@ -66,3 +66,27 @@ def test_resuming_after_a_line_cut_short_goes_on_after_the_last_whole_record(tmp
     assert start == 50  # the cut record's step is logged again
     cut = [w for w in caught if "not valid JSON" in str(w.message)]  # and another preset's
     assert len(cut) == 1 and cut[0].filename == __file__  # the line that made the Monitor
+
+
+def _traced(make):
+    """(what ``make()`` returns, the traced memory it still holds afterwards)."""
+    tracemalloc.start()
+    try:
+        made = make()
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return made, held
+
+
+def test_records_read_back_take_about_the_memory_of_the_same_dicts_built_in_python(tmp_path):
+    _log(tmp_path, 2000)
+    (_, records), held = _traced(lambda: read_jsonl(tmp_path / "metrics.jsonl"))
+    # the yardstick: the same values (new float objects, as read) in dicts that share one set
+    # of key strings, as a training loop's own dicts of results do
+    built, yardstick = _traced(lambda: [{"step": r["step"], **{key: r[key] * 1.0 for key in KEYS}}
+                                        for r in records])  # fmt: skip
+    assert built == records
+    assert held < 1.3 * yardstick, (held, yardstick)  # every key a string of its own: 2.5 x
+    segments, held_segments = _traced(lambda: read_segments(tmp_path / "metrics.jsonl"))
+    assert segments[0][1] == records and held_segments < 1.3 * yardstick
