@@ -72,6 +72,8 @@ HELP = {
         "RUN_DIR": ("one or more Monitor log folders", "(or their metrics.jsonl)"),
         "--out": ("figure folder", "<their common parent>/figures for several)"),
         "--label": ("legend name of each run, in order", "(default: folder names)"),
+        "--max-points": ("a key logged at more than N steps is drawn as the means of groups",
+                         "0: every logged step (default: 1000)"),
     }),
     "study": ("run a study of the report on your own image folder and backbone; writes its "
               "JSON, figures, summary.md and index.html", {
@@ -1030,7 +1032,7 @@ def _usage(command):
                   "[--studies DIR [DIR ...]] [--workers N] [--no-progress]",
         "audit": "[-h] [--json JSON] [--markdown MARKDOWN] [--mutants] [--measure] "
                  "[--no-progress]",
-        "plot": "[-h] [--out OUT] [--label NAME] RUN_DIR [RUN_DIR ...]",
+        "plot": "[-h] [--out OUT] [--label NAME] [--max-points N] RUN_DIR [RUN_DIR ...]",
         "study": "[-h] [--data DATA] [--split SPLIT] [--list-file LIST_FILE] "
                  "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "
                  "[--embedding-dim EMBEDDING_DIM] [--image-size IMAGE_SIZE] "
