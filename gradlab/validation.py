@@ -198,20 +198,25 @@ def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tenso
 
     One read-only reduction (NaN propagates through min/max), so a caller can put the flag
     into the single transfer it makes anyway instead of synchronising once more. With
-    ``bound``, every entry must also lie in ``[-bound, bound]`` (same reduction).
+    ``bound``, every entry must also lie in ``[-bound, bound]`` (same reduction); a ``bound``
+    beyond the tensor's dtype (it is compared in that dtype, where it rounds to ``inf``) bounds
+    nothing more, and ``+-inf`` entries are refused all the same.
 
     Example:
         >>> finite_flag(torch.tensor([1.0, float("nan")])).item()
         False
         >>> finite_flag(torch.tensor([1.0, -3.0]), bound=2.0).item()
         False
+        >>> finite_flag(torch.tensor([float("inf")], dtype=torch.float16), bound=1e30).item()
+        False
     """
     if not tensor.is_floating_point() or tensor.numel() == 0:
         return torch.ones((), dtype=torch.bool, device=tensor.device)
     low, high = torch.aminmax(tensor.detach())
+    finite = torch.isfinite(low) & torch.isfinite(high)  # False for NaN and for +-inf
     if bound is not None:
-        return (low >= -bound) & (high <= bound)  # False for NaN and for +-inf
-    return torch.isfinite(low) & torch.isfinite(high)
+        return finite & (low >= -bound) & (high <= bound)
+    return finite
 
 
 NAMED_POSITIONS = 10

@@ -1,5 +1,6 @@
 """Score-matrix losses (VSE++ max-violation, NT-Xent) against float64 loops with hand gradients."""
 
+import math
 from functools import partial
 
 import pytest
@@ -358,3 +359,23 @@ def test_simclr_eq_1_is_nt_xent_on_rows_with_each_view_s_own_score_left_out():
     # the own score kept in the softmax is another loss
     kept = nt_xent_loss(scores, positives, temperature=temperature, direction="i2t")
     assert abs(float(kept) - reference) > 0.1
+
+
+
+@pytest.mark.parametrize(
+    "scores",
+    [
+        # the bound |s| <= max(float32) / 2 * T exceeds float32 from T = 2 on
+        torch.tensor([[math.inf, 0.5], [0.2, 0.1]]),
+        # in float16 every temperature's bound lies beyond the dtype
+        torch.tensor([[0.1, -math.inf], [0.2, 0.1]], dtype=torch.float16),
+    ],
+)
+@pytest.mark.parametrize("positives", [torch.eye(2, dtype=torch.bool),
+                                       torch.zeros(2, 2, dtype=torch.bool)])
+def test_infinite_scores_are_refused_when_the_score_bound_is_beyond_the_dtype(scores, positives):
+    """The bound is compared in the scores' dtype, where it rounded to inf: an inf score lay
+    within it and came back as a NaN loss (with a positive), a silent 0 (without), or a
+    message about the loss's size instead of the infinite score."""
+    with pytest.raises(GradlabError, match=r"^scores must be finite; got inf"):
+        nt_xent_loss(scores, positives, temperature=10.0)

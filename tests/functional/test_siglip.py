@@ -151,3 +151,12 @@ def test_the_loss_keeps_the_scores_dtype(dtype):
     expected, _ = siglip_loss(scores.double().tolist(), torch.eye(2, dtype=torch.bool).tolist(),
                               10.0, -10.0)
     assert loss.item() == pytest.approx(expected, rel=1e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_an_infinite_score_is_refused_when_the_logit_bound_is_beyond_the_dtype(dtype):
+    """At scale 1e-30 the bound (max / 2 - |b|) / scale rounds to inf in the scores' dtype:
+    an inf score lay within it and gave a finite loss (1.04 in float16)."""
+    scores = torch.tensor([[math.inf, 0.5], [0.2, 0.1]], dtype=dtype)
+    with pytest.raises(GradlabError, match=r"^scores must be finite; got inf"):
+        sigmoid_pair_loss(scores, torch.eye(2, dtype=torch.bool), scale=1e-30, bias=0.0)
