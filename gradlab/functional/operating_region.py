@@ -23,6 +23,7 @@ in front of every term of their Eq. 13), exceeds a threshold, and the queries wi
 from __future__ import annotations
 
 import math
+import sys
 from typing import NamedTuple
 
 import torch
@@ -43,6 +44,13 @@ from gradlab.validation import (
 
 PAIR_SETS = ("all", "positive-rows", "positive-negative")
 """Which entries of the difference matrix :func:`operating_region_proportion` counts."""
+
+
+_SMALLEST_NORMAL = sys.float_info.min
+"""Below this ``p = eps tau`` (about 2.2e-308) the product loses digits or is 0, where
+``sqrt(1 - 4p)`` is 1 and ``w = 2 tau artanh(sqrt(1 - 4p)) = -tau ln p`` to float64
+precision: the widths take ``ln p = ln eps + ln tau`` from the two logarithms instead of
+dividing by ``sqrt(p)`` (a ``ZeroDivisionError`` or an infinite width)."""
 
 
 def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
@@ -69,8 +77,11 @@ def operating_region_width(tau: float = 0.01, eps: float = 0.005) -> float:
     product = eps * tau
     if product >= 0.25:
         return 0.0
+    if product < _SMALLEST_NORMAL:  # eps tau underflows: w = -tau ln(eps tau), from the logs
+        return -tau * (math.log(eps) + math.log(tau))
     root = math.sqrt(1.0 - 4.0 * product)
     return 2.0 * tau * math.log((1.0 + root) / (2.0 * math.sqrt(product)))
+
 
 
 def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tensor:
@@ -85,9 +96,12 @@ def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tenso
         >>> operating_region_widths(0.01, torch.tensor([0.005, 100.0]))
         tensor([0.0990, 0.0000], dtype=torch.float64)
     """
-    product = thresholds.to(torch.float64) * tau
+    thresholds = thresholds.to(torch.float64)
+    product = thresholds * tau
     root = torch.sqrt(torch.clamp(1.0 - 4.0 * product, min=0.0))
     width = 2.0 * tau * torch.log((1.0 + root) / (2.0 * torch.sqrt(product)))
+    underflow = -tau * (torch.log(thresholds) + math.log(tau))  # see _SMALLEST_NORMAL
+    width = torch.where(product < _SMALLEST_NORMAL, underflow, width)
     return torch.where(product >= 0.25, torch.zeros_like(width), width)
 
 

@@ -487,3 +487,21 @@ def test_gradient_counts_still_reads_threshold_with_a_future_warning():
     assert old == gradient_counts(scores, mask, 0.01, eps=0.5).per_query.item()
     with pytest.raises(GradlabError, match=r"^gradient_counts got eps and threshold, its old name"):
         gradient_counts(scores, mask, 0.01, eps=0.5, threshold=0.5)
+
+
+@pytest.mark.parametrize(
+    ("tau", "eps"), [(1e-200, 1e-200), (1e-300, 1e-30), (1e-30, 1e-290), (1e-10, 1e-313)]
+)
+def test_width_where_eps_times_tau_underflows_is_the_closed_form(tau, eps):
+    """eps tau below float64's smallest normal (0, or a subnormal short of digits): the width
+    divided by sqrt(eps tau) (ZeroDivisionError in operating_region_width, inf in the tensor
+    form, and in P and the gradient counts). 2 tau artanh(sqrt(1 - 4 eps tau)) at 1000 digits
+    (1 - 4 eps tau is 1 below about 1e-450 digits' worth)."""
+    with mpmath.workdps(1000):
+        product = mpmath.mpf(tau) * mpmath.mpf(eps)
+        expected = float(2 * mpmath.mpf(tau) * mpmath.atanh(mpmath.sqrt(1 - 4 * product)))
+    assert operating_region_width(tau, eps) == pytest.approx(expected, rel=1e-14, abs=0)
+    widths = operating_region_widths(tau, torch.tensor([eps, eps], dtype=torch.float64))
+    assert widths.tolist() == pytest.approx([expected, expected], rel=1e-14, abs=0)
+    scores = torch.tensor([0.0, 0.5 * expected, 4.0 * expected], dtype=torch.float64)
+    assert float(operating_region_proportion(scores, tau, eps)) == pytest.approx(5 / 9)
