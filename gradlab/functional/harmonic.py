@@ -28,7 +28,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import require
-from gradlab.validation import check_tensor, non_finite_message
+from gradlab.validation import check_real_device, check_tensor, non_finite_message
 
 HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
@@ -104,6 +104,7 @@ def _logarithmic_integral(
     the domain. The discounts, which check their counts themselves, pass a larger
     ``largest``."""
     x = check_tensor("x", x, ndims=tuple(range(9)), kind="any_real")
+    check_real_device(x=x)  # its domain check reads the values
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
     outside = ~((x > 1) & (x <= largest))  # NaN is outside too: it has no li
@@ -197,6 +198,7 @@ def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -
 
 def _check_exact_counts(method: str, **counts: torch.Tensor) -> None:
     """``method="exact"`` indexes a table of partial sums: refuse NaN or infinite counts."""
+    check_real_device(**counts)  # the discounts read the counts' values
     if method != "exact":
         return
     for name, value in counts.items():

@@ -45,6 +45,7 @@ from gradlab.errors import GradlabError
 from gradlab.functional.harmonic import check_harmonic_method, discount_rate, harmonic_rate
 from gradlab.validation import (
     check_positive_int,
+    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
@@ -134,6 +135,7 @@ def soft_histogram(
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, distances.shape, "one flag per distance")
+    check_real_device(distances=distances, levels=levels)  # the value checks read them
     _refuse_values(
         (_non_finite(distances), lambda: non_finite_message("distances", distances)),
         (
@@ -188,6 +190,7 @@ def relaxed_tie_aware_ap(
     check_tensor("counts", counts, ndims=(2,), kind="float")
     check_shape("counts", counts, positive_counts.shape, "one count per bin")
     check_same_device(positive_counts=positive_counts, counts=counts)
+    check_real_device(positive_counts=positive_counts, counts=counts)  # the value checks read
     _refuse_values(
         (_non_finite(positive_counts), lambda: non_finite_message("positive_counts",
                                                                    positive_counts)),
@@ -240,6 +243,7 @@ def relaxed_tie_aware_dcg(
             f"level_gains must have one gain per level ({level_counts.shape[2]}); "
             f"got {level_gains.shape[0]}"
         )
+    check_real_device(level_counts=level_counts, level_gains=level_gains)  # the value checks
     _refuse_values(
         (_non_finite(level_counts), lambda: non_finite_message("level_counts", level_counts)),
         (_non_finite(level_gains), lambda: non_finite_message("level_gains", level_gains)),

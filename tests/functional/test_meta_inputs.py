@@ -34,3 +34,21 @@ CALLS = {
 def test_a_meta_tensor_is_refused_with_the_package_s_error(call):
     with pytest.raises(GradlabError, match=r"is a meta tensor \(a shape without values\)"):
         call()
+
+
+COUNTS = torch.ones(M, device="meta")
+VALUE_READERS = {  # the value checks of these read their inputs: torch's errors, not gradlab's
+    "discount_gap": lambda: F.discount_gap(COUNTS, COUNTS),
+    "discount_rate": lambda: F.discount_rate(COUNTS, COUNTS),
+    "discount_rate_log": lambda: F.discount_rate(COUNTS, COUNTS, "log"),
+    "logarithmic_integral": lambda: F.logarithmic_integral(COUNTS),
+    "relaxed_tie_aware_ap": lambda: F.relaxed_tie_aware_ap(SCORES, SCORES),
+    "relaxed_tie_aware_dcg": lambda: F.relaxed_tie_aware_dcg(SCORES.unsqueeze(-1), COUNTS[:1]),
+    "soft_histogram": lambda: F.soft_histogram(SCORES, POSITIVES.long(), 3, 2),
+}
+
+
+@pytest.mark.parametrize("call", VALUE_READERS.values(), ids=VALUE_READERS.keys())
+def test_a_meta_tensor_given_to_a_value_check_is_refused_with_the_package_s_error(call):
+    with pytest.raises(GradlabError, match=r"is a meta tensor \(a shape without values\)"):
+        call()
