@@ -155,6 +155,10 @@ class SuspectSummary(NamedTuple):
             without ``score_grad`` or when the negatives get none).
         top_k_share: their share of each query's ``k`` hardest negatives (mean over the queries
             with a negative; a query with fewer than ``k`` negatives counts all it has).
+            Negatives tied at the ``k``-th place share its remaining places: the expected share
+            over every order of the tie (McSherry & Najork, 2008), as
+            :func:`~gradlab.functional.recall_at_k` counts ties, so the value does not depend
+            on which of them a sort puts first.
 
     Example:
         >>> eye = torch.eye(3, dtype=torch.bool)
@@ -206,7 +210,17 @@ def suspect_summary(
     check_tensor("suspects", suspects, ndims=(2,), kind="bool")
     check_tensor("scores", scores, ndims=(2,), kind="float")
     check_shape("scores", scores, suspects.shape, "one score per flag")
+    check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, suspects.shape, "one flag per score")
+    check_same_device(suspects=suspects, scores=scores, positives=positives)
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, suspects.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
+    if score_grad is not None:
+        check_tensor("score_grad", score_grad, ndims=(2,), kind="float")
+        check_shape("score_grad", score_grad, suspects.shape, "dL/dS of the scores")
+        check_same_device(scores=scores, score_grad=score_grad)
     k = check_positive_int("k", k)
     negatives = ~positives if candidate_mask is None else candidate_mask & ~positives
     suspects = suspects & negatives
@@ -215,17 +229,31 @@ def suspect_summary(
     if score_grad is None:
         gradient_share = torch.full((), math.nan, dtype=torch.float64, device=scores.device)
     else:
-        check_shape("score_grad", score_grad, suspects.shape, "dL/dS of the scores")
         mass = score_grad.detach().to(torch.float64).abs()
         total = torch.where(negatives, mass, 0.0).sum()
         gradient_share = torch.where(suspects, mass, 0.0).sum() / total  # 0 / 0: NaN
-    columns = min(k, scores.shape[1])
-    masked = torch.where(negatives, scores.to(torch.float64), -math.inf)
-    top = masked.topk(columns, dim=1).indices
-    in_top = negatives.gather(1, top)
-    hits = (suspects.gather(1, top) & in_top).sum(dim=1)
-    available = in_top.sum(dim=1)
-    has = available > 0
-    shares = torch.where(has, hits.to(torch.float64) / available.clamp(min=1), 0.0)
-    top_k_share = shares.sum() / has.sum()  # no query with a negative: NaN
+    top_k_share = _top_k_share(suspects, scores.detach().to(torch.float64), negatives, k)
     return SuspectSummary(count, per_query, gradient_share, top_k_share)
+
+
+def _top_k_share(
+    suspects: torch.Tensor, scores: torch.Tensor, negatives: torch.Tensor, k: int
+) -> torch.Tensor:
+    """Mean over the queries with a negative of the suspects' expected share of the ``m =
+    min(k, |N|)`` hardest negatives: those above the ``m``-th negative score count whole, the
+    ``n`` negatives tied with it share its ``m - |above|`` remaining places (``n+`` suspects
+    among them fill ``(m - |above|) n+ / n`` of them, by linearity over the orders of the tie).
+    """
+    available = torch.minimum(negatives.sum(dim=1), torch.tensor(k, device=scores.device))
+    has = available > 0
+    if scores.shape[1] == 0:  # no candidate: no query has a negative
+        return torch.full((), math.nan, dtype=torch.float64, device=scores.device)
+    ranked = torch.where(negatives, scores, -math.inf).sort(dim=1, descending=True).values
+    kth = ranked.gather(1, (available - 1).clamp(min=0).unsqueeze(1))
+    above = negatives & (scores > kth)
+    tied = negatives & (scores == kth)
+    places = (available - above.sum(dim=1)).to(torch.float64)
+    in_tie = (suspects & tied).sum(dim=1).to(torch.float64) / tied.sum(dim=1).clamp(min=1)
+    hits = (suspects & above).sum(dim=1).to(torch.float64) + places * in_tie
+    shares = torch.where(has, hits / available.clamp(min=1), 0.0)
+    return shares.sum() / has.sum()  # no query with a negative: NaN

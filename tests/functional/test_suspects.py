@@ -10,6 +10,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.suspects import content_hashes, false_negative_suspects, suspect_summary
+from tests.reference.tie_aware_loops import expected_over_ties
 
 
 def _loop_suspects(scores, positives, candidates, labels, hashes, margin):
@@ -251,3 +252,65 @@ def test_a_batch_without_candidates_has_no_suspects():
     labels = (torch.arange(3), torch.zeros(0, dtype=torch.long))
     got = false_negative_suspects(scores, positives, labels=labels, margin=0.0)
     assert got.shape == (3, 0) and got.dtype == torch.bool
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), torch.eye(2)),
+     "positives must be a bool tensor; got torch.float32"),
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), [[True, False], [False, True]]),
+     "positives must be a torch.Tensor; got list"),
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO, candidate_mask=torch.ones(2, 2)),
+     "candidate_mask must be a bool tensor; got torch.float32"),
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO,
+                             candidate_mask=torch.ones(3, 3, dtype=torch.bool)),
+     "candidate_mask must have shape (2, 2) (one flag per score); got (3, 3)"),
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO, score_grad=_TWO),
+     "score_grad must have a floating dtype; got torch.bool"),
+    (lambda: suspect_summary(_TWO, torch.zeros(2, 2), _TWO.to("meta")),
+     "tensors must be on one device; got suspects on cpu, scores on cpu, positives on meta"),
+])  # fmt: skip
+def test_the_summary_s_masks_and_gradient_are_checked_by_name(call, message):
+    """These raised torch's TypeError (``~`` of a float tensor), an AttributeError (a list)
+    or a RuntimeError of mismatched shapes deep inside the summary."""
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == message
+
+
+def _expected_top_k_share(suspects, scores, negatives, k):
+    """Mean over queries with a negative of the suspects' share of the k hardest, averaged
+    over every order of the tied negatives (brute force over permutations)."""
+    shares = []
+    for flags, row, keep in zip(suspects, scores, negatives, strict=True):
+        columns = [c for c in range(len(row)) if keep[c]]
+        if not columns:
+            continue
+        values = [row[c] for c in columns]
+        hard = [flags[c] for c in columns]
+        taken = min(k, len(columns))
+        share = expected_over_ties(
+            lambda order, hard, taken=taken: sum(hard[i] for i in order[:taken]), values, hard
+        ) / taken
+        shares.append(share)
+    return sum(shares) / len(shares)
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_top_k_share_of_tied_scores_is_the_expectation_over_their_orders(k, seed):
+    """Scores on three levels (many ties at the k-th place): the share is the mean over
+    every order of the ties, whichever column holds the suspect. topk had picked some of the
+    tied negatives (0 or 1 for one suspect among four tied at k = 1, by its column)."""
+    generator = torch.Generator().manual_seed(seed)
+    scores = torch.randint(0, 3, (4, 6), generator=generator).to(torch.float64) / 2
+    positives = torch.rand(4, 6, generator=generator) < 0.2
+    suspects = torch.rand(4, 6, generator=generator) < 0.4
+    summary = suspect_summary(suspects, scores, positives, k=k)
+    expected = _expected_top_k_share((suspects & ~positives).tolist(), scores.tolist(),
+                                     (~positives).tolist(), k)  # fmt: skip
+    assert float(summary.top_k_share) == pytest.approx(expected, abs=1e-12)
+    for column in range(1, 5):  # one suspect among five tied negatives, wherever it is
+        flags = torch.zeros(1, 6, dtype=torch.bool)
+        flags[0, column] = True
+        one = suspect_summary(flags, torch.zeros(1, 6), torch.eye(1, 6, dtype=torch.bool), k=1)
+        assert float(one.top_k_share) == pytest.approx(1 / 5)
