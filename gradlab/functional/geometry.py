@@ -776,16 +776,20 @@ def temperature_gradient(
     Args:
         scores: ``[Q, C]`` cosine similarities (not yet scaled).
         positives: ``[Q, C]`` bool.
-        scale: ``s`` > 0, a number or a 0-d tensor (open_clip's ``logit_scale.exp()``,
-            sentence-transformers' ``scale``).
+        scale: ``s`` in ``[1e-30, 1e30]``, a number or a 1-element real tensor (open_clip's
+            ``logit_scale.exp()``, sentence-transformers' ``scale``). A tensor is not read back
+            (no host synchronisation): one outside that range (0, negative, NaN, inf) gives a
+            NaN result instead of an error.
         candidate_mask: ``[Q, C]`` bool or None.
         direction: ``"i2t"`` (rows are queries), ``"t2i"`` (columns) or ``"both"`` (their mean).
 
     Returns:
-        A 0-d float64 tensor; 0 when no query has a positive.
+        A 0-d float64 tensor; 0 when no query has a positive; NaN for a tensor ``scale``
+        outside ``[1e-30, 1e30]``.
 
     Raises:
-        GradlabError: a bad tensor, shape, device, ``direction`` or number ``scale``.
+        GradlabError: a bad tensor, shape, device, ``direction`` or number ``scale``, or a
+            ``scale`` tensor that is not one real number.
 
     Example:
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
@@ -796,11 +800,14 @@ def temperature_gradient(
     _check_scores(scores, positives, candidate_mask)
     if direction not in DIRECTIONS:
         raise GradlabError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
+    valid = None
     if isinstance(scale, torch.Tensor):
         if scale.numel() != 1:
             raise GradlabError(f"scale must be a number or a 1-element tensor; got shape "
                                f"{tuple(scale.shape)}")  # fmt: skip
+        check_tensor("scale", scale, ndims=tuple(range(scale.dim() + 1)), kind="any_real")
         scale = scale.detach().reshape(()).to(device=scores.device, dtype=torch.float64)
+        valid = (scale >= 1e-30) & (scale <= 1e30)  # the number's range; False for NaN
     else:
         scale = check_in_range("scale", scale, 1e-30, 1e30)
     values = scores.to(torch.float64)
@@ -812,4 +819,5 @@ def temperature_gradient(
         terms.append(_row_temperature_gradient(logits, keep, candidates))
     if direction in ("t2i", "both"):
         terms.append(_row_temperature_gradient(logits.T, keep.T, candidates.T))
-    return terms[0] if len(terms) == 1 else (terms[0] + terms[1]) / 2
+    gradient = terms[0] if len(terms) == 1 else (terms[0] + terms[1]) / 2
+    return gradient if valid is None else torch.where(valid, gradient, math.nan)

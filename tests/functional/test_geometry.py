@@ -557,3 +557,16 @@ def test_a_bad_direction_reads_as_in_the_score_losses():
     assert str(ours.value) == str(theirs.value) == (
         "direction must be one of ('both', 'i2t', 't2i'); got 'rows'"
     )
+
+
+@pytest.mark.parametrize("bad", [-1.0, 0.0, 1e-40, math.inf, 1e31])
+def test_a_scale_tensor_outside_the_numbers_range_gives_nan_not_a_gradient(bad):
+    """A number scale outside [1e-30, 1e30] is refused; a tensor one is not read back (no host
+    synchronisation) and had given a gradient of the negative or zero scale (0.7311 at -1)."""
+    scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    eye = torch.eye(2, dtype=torch.bool)
+    with pytest.raises(GradlabError, match="scale must be a finite number in"):
+        geometry.temperature_gradient(scores, eye, bad)
+    assert geometry.temperature_gradient(scores, eye, torch.tensor(bad)).isnan()
+    assert float(geometry.temperature_gradient(scores, eye, torch.tensor(2.0))) == float(
+        geometry.temperature_gradient(scores, eye, 2.0))
