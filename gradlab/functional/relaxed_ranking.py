@@ -170,7 +170,7 @@ def relaxed_tie_aware_ap(
         counts: ``[Q, D]`` soft counts ``c_d`` of all items, finite, ``>= positive_counts``.
         method: harmonic stand-in, ``"log"`` (Eq. 13 as printed, finite at the first bin),
             ``"midpoint"`` or ``"exact"`` (digamma; equals tie-aware AP at integer counts).
-        num_positives: ``[Q]`` ``N+``; defaults to ``positive_counts.sum(-1)``.
+        num_positives: ``[Q]`` real tensor, ``N+``; defaults to ``positive_counts.sum(-1)``.
 
     Returns:
         ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
@@ -190,6 +190,11 @@ def relaxed_tie_aware_ap(
     check_tensor("counts", counts, ndims=(2,), kind="float")
     check_shape("counts", counts, positive_counts.shape, "one count per bin")
     check_same_device(positive_counts=positive_counts, counts=counts)
+    if num_positives is not None:
+        check_tensor("num_positives", num_positives, ndims=(1,), kind="any_real")
+        check_shape("num_positives", num_positives, positive_counts.shape[:1],
+                    "one count per query")  # fmt: skip
+        check_same_device(positive_counts=positive_counts, num_positives=num_positives)
     check_real_device(positive_counts=positive_counts, counts=counts)  # the value checks read
     _refuse_values(
         (_non_finite(positive_counts), lambda: non_finite_message("positive_counts",

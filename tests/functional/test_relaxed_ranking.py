@@ -502,3 +502,23 @@ def test_a_positional_candidate_mask_is_still_read_with_a_future_warning():
     torch.testing.assert_close(counts, expected)
     keyword = soft_histogram(distances, levels, 3, 2, candidate_mask=mask)
     torch.testing.assert_close(keyword, expected)
+
+
+_ONES = torch.ones(2, 3, dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("num_positives", "message"), [
+    (3, "num_positives must be a torch.Tensor; got int"),
+    (torch.ones(5), "num_positives must have shape (2,) (one count per query); got (5,)"),
+    (torch.ones(2, 1), "num_positives must be 1-D; got shape (2, 1)"),
+    (torch.ones(2, dtype=torch.bool), "num_positives must have a real floating or integer "
+                                      "dtype; got torch.bool"),
+    (torch.ones(2, device="meta"),
+     "tensors must be on one device; got positive_counts on cpu, num_positives on meta"),
+])  # fmt: skip
+def test_the_number_of_positives_is_checked_by_name(num_positives, message):
+    """It had met torch.where (a bare TypeError for an int) or a broadcast (a RuntimeError
+    for a wrong length) inside the computation."""
+    with pytest.raises(GradlabError) as caught:
+        relaxed_tie_aware_ap(_ONES * 0.5, _ONES, num_positives=num_positives)
+    assert str(caught.value) == message
