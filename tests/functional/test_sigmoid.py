@@ -68,7 +68,25 @@ def test_default_temperature_is_one_hundredth():
 
 
 @pytest.mark.parametrize("function", [tempered_sigmoid, sigmoid_slope])
-@pytest.mark.parametrize("tau", [0.0, -0.1, math.inf, math.nan, "0.1", True])
+@pytest.mark.parametrize("tau", [0.0, -0.1, math.inf, math.nan, "0.1", True, 1e-31])
 def test_a_bad_temperature_is_refused_by_name(function, tau):
-    with pytest.raises(GradlabError, match=r"^tau must be a positive finite number"):
+    with pytest.raises(GradlabError, match=r"^tau must be a finite number in \[1e-30, inf\)"):
         function(torch.zeros(2), tau)
+
+
+@pytest.mark.parametrize("function", [tempered_sigmoid, sigmoid_slope])
+@pytest.mark.parametrize("x", [[0.0, 1.0], 0.5, None])
+def test_x_that_is_no_tensor_is_refused_by_name(function, x):
+    """A list had met ``x / tau`` (a bare TypeError)."""
+    with pytest.raises(GradlabError, match=r"^x must be a torch.Tensor; got"):
+        function(x, 0.1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_the_smallest_temperature_gives_the_step_in_every_dtype(dtype):
+    """tau = 1e-300 had rounded to 0 next to a float32 or half-precision x: G(0) was
+    0 / 0 = NaN. Now refused below 1e-30, where G is the step with G(0) = 1/2."""
+    x = torch.tensor([-1e-3, -0.0, 0.0, 1e-3], dtype=dtype)
+    assert tempered_sigmoid(x, 1e-30).tolist() == [0.0, 0.5, 0.5, 1.0]
+    with pytest.raises(GradlabError, match=r"^tau must be a finite number in \[1e-30, inf\)"):
+        tempered_sigmoid(x, 1e-300)
