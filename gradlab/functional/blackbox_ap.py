@@ -101,7 +101,8 @@ def blackbox_ap(
     Returns:
         ``[Q]`` AP (NaN for a query without positives). Its backward is the blackbox gradient;
         a query without negatives (every candidate positive; ``-inf`` marks a non-candidate)
-        has AP 1 and a zero gradient.
+        has AP 1 and a zero gradient. A non-candidate is neither positive nor negative, also
+        where ``positives`` is ``True`` (as a ``False`` of ``candidate_mask`` is elsewhere).
 
     Example:
         >>> s = torch.tensor([[0.9, 0.5, 0.7]])
@@ -122,6 +123,9 @@ def blackbox_ap(
         or not (math.isfinite(margin) and margin >= 0)
     ):
         raise GradlabError(f"margin must be a non-negative finite number; got {margin!r}")
+    # a -inf score marks a non-candidate: no positive (it tied with the negatives' -inf
+    # placeholders below and ranked among them by column, an AP of 1/2 for 1/4)
+    positives = positives & (scores > -math.inf)
     shifted = scores - margin * positives.to(scores.dtype)
     rank_all = BlackboxRanks.apply(shifted, interpolation)
     # Rank among positives: negatives at -inf rank below every positive, and stay there when

@@ -328,3 +328,24 @@ TWO_LABELS = torch.zeros(2, dtype=torch.long)
 def test_fastap_messages_name_the_argument(call, message):
     with pytest.raises(GradlabError, match="^" + message):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_a_positive_scored_minus_inf_is_a_non_candidate(dtype):
+    """-inf marks a non-candidate. A True of positives there was counted as a positive, tied
+    with the negatives' -inf placeholders of the rank among positives and ranked after those
+    of lower columns: AP 1/2 (rank 2 of 4) for row 1, where the loop, which leaves the
+    non-candidate out, has no positive at all (NaN); row 0 keeps its other positive (AP 1/3)."""
+    scores = torch.tensor([[0.2, -math.inf, 0.1, 0.5], [0.21, -math.inf, 0.13, 0.04]],
+                          dtype=dtype)  # fmt: skip
+    positives = torch.tensor([[False, True, True, False], [False, True, False, False]])
+    ap = blackbox_ap(scores, positives, margin=0.0)
+    kept = positives & (scores > -math.inf)
+    for q in range(2):
+        columns = [c for c in range(4) if scores[q, c] > -math.inf]
+        expected = ranked_ap([float(scores[q, c]) for c in columns],
+                             [bool(kept[q, c]) for c in columns], 0.0)  # fmt: skip
+        if math.isnan(expected):
+            assert math.isnan(float(ap[q]))
+        else:
+            assert float(ap[q]) == pytest.approx(expected, rel=torch.finfo(dtype).eps)
