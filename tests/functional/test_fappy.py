@@ -443,3 +443,20 @@ def test_cosines_rounded_past_one_are_accepted(dtype):
     labels = torch.arange(64) % 4
     probabilities, _ = false_positive_probability(scores, labels, 0.25)
     assert bool(torch.isfinite(probabilities).all())
+
+
+@pytest.mark.parametrize("normalization", ["paper", "official"])
+@pytest.mark.parametrize("delta_min", [2.0, 0.5, 0.01])
+def test_a_pair_of_opposite_vectors_is_in_the_first_bin(normalization, delta_min):
+    """Opposite vectors have cosine -1, which the loops' float64 quotient rounds to
+    -1 - 2^-52; their bin index floor((s + 1) / Delta) was -1 there, Python's index wrapped to
+    the last boundary (+1), and the reference said -170.7 (gradlab 1.99 at delta_min 0.01).
+    The reference's cosines are in [-1, 1] now."""
+    embeddings = torch.tensor([[0.543475142177413, 1.1056432820212598],
+                               [-0.543475142177413, -1.1056432820212598],
+                               [-1.2443136576307374, 0.2000928228614059]], dtype=torch.float64)
+    labels = [1, 1, 0]
+    reference = fappy_algorithm1 if normalization == "paper" else fappy_official
+    expected = reference(embeddings.tolist(), labels, delta_min)
+    got = fappy_loss(embeddings, torch.tensor(labels), delta_min, normalization)
+    assert float(got) == pytest.approx(expected, abs=1e-12)

@@ -379,3 +379,20 @@ def test_infinite_scores_are_refused_when_the_score_bound_is_beyond_the_dtype(sc
     message about the loss's size instead of the infinite score."""
     with pytest.raises(GradlabError, match=r"^scores must be finite; got inf"):
         nt_xent_loss(scores, positives, temperature=10.0)
+
+
+@pytest.mark.parametrize("temperature", [1e-30, 1e-20, 0.1])
+def test_nt_xent_of_tied_scores_at_any_temperature_matches_the_loops(temperature):
+    """Two tied candidates per row: softmax 1/2 each at every temperature, a gradient of
+    +-1/(2T). The loop reference had taken log Z = max / T + log(normalizer), which absorbs
+    the log once |max| / T passes about 1e16 (probabilities 1 and 1: a gradient of 0)."""
+    scores = torch.tensor([[0.3, 0.3], [-0.7, -0.7]], dtype=torch.float64, requires_grad=True)
+    positives = torch.eye(2, dtype=torch.bool)
+    loss = nt_xent_loss(scores, positives, temperature, direction="i2t", reduction="sum")
+    loss.backward()
+    expected, grad = score_loss("nt_xent", scores.tolist(), positives.tolist(), temperature,
+                                "i2t", "sum")  # fmt: skip
+    assert float(loss) == pytest.approx(expected, rel=1e-12) == 2 * math.log(2)
+    torch.testing.assert_close(scores.grad, torch.tensor(grad, dtype=torch.float64), rtol=1e-12,
+                               atol=0.0)  # fmt: skip
+    assert grad[0] == pytest.approx([-0.5 / temperature, 0.5 / temperature], rel=1e-12)

@@ -7,10 +7,12 @@ from collections.abc import Sequence
 
 
 def _cosine_matrix(embeddings: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Cosines in [-1, 1]: the quotient of the sums can round past +-1 by an ulp (opposite
+    vectors give -1 - 2^-52), where a bin index of -1 would wrap to the last boundary."""
     norms = [math.sqrt(math.fsum(x * x for x in row)) for row in embeddings]
     return [
         [
-            math.fsum(a * b for a, b in zip(u, v, strict=True)) / (nu * nv)
+            min(1.0, max(-1.0, math.fsum(a * b for a, b in zip(u, v, strict=True)) / (nu * nv)))
             for v, nv in zip(embeddings, norms, strict=True)
         ]
         for u, nu in zip(embeddings, norms, strict=True)

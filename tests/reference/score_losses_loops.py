@@ -49,12 +49,15 @@ def _rows_info_nce(scores, positives, temperature):
         if not members:
             continue
         queries += 1
-        top = max(scores[q]) / temperature
-        normalizer = sum(math.exp(s / temperature - top) for s in scores[q])
-        log_z = top + math.log(normalizer)
-        total += -sum(scores[q][p] / temperature - log_z for p in members) / len(members)
+        # log-probabilities as (s - max s) / T - log sum exp(...): never top + log(normalizer),
+        # which absorbs the log of the normalizer once |max s| / T passes about 1e16 (tied
+        # scores at T = 1e-30 read as probabilities 1 and 1, not 1/2 and 1/2)
+        top = max(scores[q])
+        shifted = [(s - top) / temperature for s in scores[q]]
+        log_normalizer = math.log(sum(math.exp(z) for z in shifted))
+        total += -sum(shifted[p] - log_normalizer for p in members) / len(members)
         for c in range(cols):
-            probability = math.exp(scores[q][c] / temperature - log_z)
+            probability = math.exp(shifted[c] - log_normalizer)
             indicator = 1.0 / len(members) if positives[q][c] else 0.0
             grad[q][c] = (probability - indicator) / temperature
     return total, queries, grad
