@@ -7,10 +7,12 @@ conventions so that numbers are comparable with papers that use it:
 
 * **Neighbours.** Cosine similarity; neighbours sorted by score, ties broken by the lower
   candidate index (a deterministic order, unlike an arbitrary ``topk``). Ties are ties of the
-  computed scores: without ``candidates`` each pair's score comes from one block of the upper
-  triangle, and blocks of different shapes can round a float32 dot product differently, so two
-  bitwise-identical candidates may differ in the last bit and leave index order (a
-  ``chunk_size`` of at least the number of embeddings scores everything in one block).
+  computed scores: a matrix product may round the dot products of two bitwise-identical
+  candidates with one query differently in the last bit (its kernels treat columns unevenly,
+  even within one block: 26 float64 embeddings of 2 dimensions scored at once are enough), and
+  without ``candidates`` each pair's score comes from one block of the upper triangle, whose
+  shapes differ too. Such candidates are ordered by those scores, by index only where they are
+  equal.
 * **Same source.** Without ``candidates`` every embedding queries all the others (the query
   itself is never its own neighbour; a duplicate at another index is).
 * **R.** A query's R is the number of candidates that share its label (the query excluded).
