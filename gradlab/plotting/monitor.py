@@ -132,11 +132,14 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
         pieces: list[list[dict]] = []
+        highest = -math.inf  # the last piece's largest step
         for header, records in _read_log(log):
             if pieces and header.get("resumed"):
-                _continue(pieces[-1], records, log)  # a resumption continues its run
+                _continue(pieces[-1], records, log, highest)  # a resumption continues its run
             else:
                 pieces.append(list(records))
+                highest = -math.inf
+            highest = max(highest, max((record["step"] for record in records), default=highest))
         pieces = [records for records in pieces if records]
         if not pieces:
             raise GradlabError(f"{log} holds no logged step yet")  # _read_log names what it skipped
@@ -153,11 +156,16 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     return runs
 
 
-def _continue(run: list[dict], resumed: list[dict], log: Path) -> None:
-    """Append a resumption's records to its run. A resumption that starts at a step the run
-    had logged went back to an earlier checkpoint: its records replace the run's from that step
-    on (with a warning), so the line follows the training that went on, not a zig-zag."""
+def _continue(run: list[dict], resumed: list[dict], log: Path, highest: float) -> None:
+    """Append a resumption's records to its run, whose largest step is ``highest``. A
+    resumption that starts at a step the run had logged went back to an earlier checkpoint: its
+    records replace the run's from that step on (with a warning), so the line follows the
+    training that went on, not a zig-zag. One that starts after them is appended without
+    reading the run again (a run resumed a thousand times is read once, not a thousand)."""
     first = resumed[0]["step"] if resumed else math.inf  # every record has its step
+    if first > highest:
+        run.extend(resumed)
+        return
     kept = [record for record in run if record["step"] < first]
     if len(kept) < len(run):
         warnings.warn(  # a UserWarning, at the line that called load_runs

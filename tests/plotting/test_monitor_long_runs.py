@@ -166,3 +166,27 @@ def test_plot_runs_refuses_a_bad_max_points_before_reading(tmp_path, value):
         plot_runs([tmp_path / "not_read"], max_points=value)
     assert str(caught.value) == ("max_points must be a whole number of at least 2 (or None: "
                                  f"every logged step); got {value!r}")  # fmt: skip
+
+
+class CountingRecord(dict):
+    """A record that counts how often its step is read."""
+
+    reads = 0
+
+    def __getitem__(self, key):
+        if key == "step":
+            CountingRecord.reads += 1
+        return super().__getitem__(key)
+
+
+def test_a_run_resumed_many_times_is_read_once_not_once_per_resumption(tmp_path, monkeypatch):
+    segments = [({"resumed": {"from_step": 20 * i}} if i else {},
+                 [CountingRecord(step=step, loss=0.5) for step in range(20 * i, 20 * i + 20)])
+                for i in range(50)]  # fmt: skip
+    _log(tmp_path / "run", [])  # a metrics.jsonl for the folder check; its content is replaced
+    monkeypatch.setattr(monitor_plots, "read_segments", lambda path, **options: segments)
+    CountingRecord.reads = 0
+    ((_, records),) = monitor_plots.load_runs([tmp_path / "run"])
+    reads = CountingRecord.reads
+    assert [dict.__getitem__(record, "step") for record in records] == list(range(1000))
+    assert reads <= 3 * 1000, reads  # reading the run again at each of 49 resumptions: 25,000
