@@ -65,12 +65,49 @@ def batch_size_axis(axis: plt.Axes, sizes: list[int]) -> None:
     axis.xaxis.set_minor_formatter(NullFormatter())
 
 
+DIGIT_WIDTH = 0.64
+"""Width of a digit of the tick labels, in em (DejaVu Sans: 0.636)."""
+LABEL_GAP = 1.2
+"""Room left between two step labels, in em."""
+
+
+class StepLocator(MaxNLocator):
+    """Whole-number ticks, no more than the labels of the view's largest step fit side by side
+    on the axis (a long run's five- or six-digit steps need fewer ticks than a short run's);
+    at most ``MaxNLocator``'s default of 11.
+
+    Example:
+        >>> figure, axis = plt.subplots(figsize=(3, 2))
+        >>> _ = axis.plot([0, 480_000], [0, 1])
+        >>> axis.xaxis.set_major_locator(StepLocator())
+        >>> len(axis.get_xticks()) <= 4
+        True
+        >>> plt.close(figure)
+    """
+
+    def __init__(self) -> None:
+        super().__init__(integer=True, min_n_ticks=1)
+
+    def tick_values(self, vmin: float, vmax: float):
+        if self.axis is not None:
+            digits = len(str(int(max(abs(vmin), abs(vmax))))) + (min(vmin, vmax) < 0)
+            size = self.axis.majorTicks[0].label1.get_fontsize()  # no call back into here
+            length = self.axis.axes.bbox.width * 72 / self.axis.get_figure(root=True).dpi
+            fits = int(length // (size * (DIGIT_WIDTH * digits + LABEL_GAP)))
+            # intervals: one fewer than ticks; two ticks at least where two whole steps show
+            self.set_params(nbins=max(1, min(10, fits - 1)),
+                            min_n_ticks=2 if fits >= 2 and abs(vmax - vmin) >= 1 else 1)
+        return super().tick_values(vmin, vmax)
+
+
 def step_axis(axis: plt.Axes) -> None:
     """Tick the x axis of ``axis``, a step axis, at whole numbers only: steps are integers.
 
     matplotlib's default ticks a run of two steps at 0.0, 0.2, ..., and a plain
     ``MaxNLocator(integer=True)`` falls back to fractions when the view holds one whole number
-    (a run of one logged step); ``min_n_ticks=1`` keeps that step's own tick instead.
+    (a run of one logged step); ``min_n_ticks=1`` keeps that step's own tick instead. The
+    ticks are as many as their labels fit (:class:`StepLocator`): 0 4000 8000 12000 ... runs
+    into one string on a narrow panel.
 
     Example:
         >>> figure, axis = plt.subplots()
@@ -81,7 +118,7 @@ def step_axis(axis: plt.Axes) -> None:
         [3.0]
         >>> plt.close(figure)
     """
-    axis.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    axis.xaxis.set_major_locator(StepLocator())
 
 
 def constant_value(values) -> float | None:

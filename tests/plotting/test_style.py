@@ -5,6 +5,7 @@ objects (another library), never the values gradlab computes."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from pathlib import Path
@@ -17,7 +18,14 @@ from matplotlib.colors import to_hex
 from matplotlib.lines import Line2D
 
 from gradlab.plotting import apply_style, batch_size_axis, load_results, save_figure
-from gradlab.plotting.style import LINE_STYLES, MARKERS, constant_value, legend_below, series_style
+from gradlab.plotting.style import (
+    LINE_STYLES,
+    MARKERS,
+    constant_value,
+    legend_below,
+    series_style,
+    step_axis,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -168,3 +176,26 @@ def test_save_figure_writes_a_png_in_a_new_folder_and_closes_the_figure(tmp_path
     current = plt.figure()
     assert save_figure(again, target.with_name("two.png")).read_bytes()[:8] == PNG_MAGIC
     assert not plt.fignum_exists(again.number) and plt.fignum_exists(current.number)
+
+
+@pytest.mark.parametrize("width", [3.0, 5.2, 8.0])
+@pytest.mark.parametrize("last", [1, 30, 3_000, 30_000, 480_000, 2_000_000])
+def test_step_labels_never_run_into_each_other(width, last):
+    # a long run's steps have five or six digits: as many ticks as a short run's collide on
+    # a narrow overview panel (0 4000 8000 1200016000...)
+    apply_style()
+    figure, axis = plt.subplots(figsize=(width, 3.0))
+    axis.plot([0, last], [0.0, 1.0])
+    step_axis(axis)
+    figure.canvas.draw()
+    low, high = axis.get_xlim()
+    shown = sorted((label.get_window_extent() for label in axis.get_xticklabels()
+                    if label.get_text() and low <= label.get_position()[0] <= high),
+                   key=lambda box: box.x0)  # fmt: skip
+    assert len(shown) >= 2 or last == 1
+    gaps = [right.x0 - left.x1 for left, right in itertools.pairwise(shown)]
+    space = axis.get_xticklabels()[0].get_fontsize() * figure.dpi / 72 / 2  # half an em
+    assert all(gap >= space for gap in gaps), [t.get_text() for t in axis.get_xticklabels()]
+    ticks = [t for t in axis.get_xticks() if low <= t <= high]
+    assert all(float(t).is_integer() for t in ticks)
+    plt.close(figure)
