@@ -23,6 +23,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
 
 from gradlab.errors import GradlabError
@@ -94,6 +95,8 @@ MAX_POINTS = 1000
 overlapping zig-zags, in which the key drawn last hides the others."""
 BAND_ALPHA = 0.2
 """Opacity of the band that shows each group's smallest to largest value."""
+BAND_LABEL = "band: min to max of each {} logged steps; line: their mean"
+"""The legend entry of the bands of grouped lines, with the number of steps a group holds."""
 
 
 def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
@@ -347,7 +350,7 @@ def plot_runs(
 
     A run's key logged at more than ``max_points`` steps is drawn as the means of groups of
     consecutive logged steps, with a band from each group's smallest to its largest value
-    (:func:`downsample`; the step axis says so); ``max_points=None`` draws every logged step.
+    (:func:`downsample`; the legend says so); ``max_points=None`` draws every logged step.
 
     Raises:
         GradlabError: a bad ``out``, ``labels``, ``quantities`` or ``max_points``; logs without
@@ -383,7 +386,7 @@ def plot_runs(
     for family, keys in present.items():
         figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
         draw_family(axis, family, keys, runs, plots=plots, max_points=max_points)
-        handles = _legend(keys, runs, names) + _not_finite_handles(axis)
+        handles = _legend(keys, runs, names) + _band_handles(axis) + _not_finite_handles(axis)
         fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
             axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE),
             FAMILY_LEGEND_COLUMNS)  # fmt: skip
@@ -517,8 +520,8 @@ def draw_family(
         plots: family -> :class:`~gradlab.monitor.quantity.Plot` (:data:`PLOTS`).
         max_points: a key of a run logged at more steps than this is drawn as the means of
             groups of consecutive steps, over a band from each group's smallest to its largest
-            value (:func:`downsample`), and the step axis's label says how many steps a group
-            holds; None: every logged step.
+            value (:func:`downsample`), the bands labelled with how many steps a group holds
+            (:data:`BAND_LABEL`); None: every logged step.
 
     Example:
         >>> from matplotlib.figure import Figure
@@ -535,6 +538,7 @@ def draw_family(
     broken: set[int] = set()  # steps with a NaN or infinite value
     grouped = 0  # the most logged steps one drawn point stands for (0: each its own)
     drawn: list[float] = []  # the values drawn: lines, and the bands' ends
+    bands = []  # the bands of grouped lines
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
@@ -551,13 +555,14 @@ def draw_family(
                 if group:
                     grouped = max(grouped, group)
                     steps, values, lows, highs = downsample(steps, values, max_points)
-                    axis.fill_between(steps, lows, highs, color=style["color"], alpha=BAND_ALPHA,
-                                      linewidth=0)  # fmt: skip
+                    bands.append(axis.fill_between(steps, lows, highs, color=style["color"],
+                                                   alpha=BAND_ALPHA, linewidth=0))  # fmt: skip
                     drawn += [*lows.tolist(), *highs.tolist()]
                 axis.plot(steps, values, **{"linewidth": LINE_WIDTH, **style})
                 drawn += list(values)
-    axis.set_xlabel("optimizer step" if not grouped else
-                    f"optimizer step (means of {grouped} logged steps, band: min to max)")
+    for band in bands:  # named in the legend (:func:`_band_handles`), once
+        band.set_label(BAND_LABEL.format(grouped))
+    axis.set_xlabel("optimizer step")
     step_axis(axis)  # steps are whole: no 0.5 ticks, one tick for a run of one step
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
@@ -663,10 +668,13 @@ def fit_width(figure, make_legend: Callable[[int], Legend], columns: int) -> Leg
 
 
 def _legend(keys: list[str], runs: list[Run], labels=LABELS) -> list[Line2D]:
-    """One colour per run and one line style per key (several runs); one style per key (one)."""
+    """One colour per run and one line style per key (several runs); one style per key (one).
+    Runs that log none of ``keys`` (runs with other quantities) are not named."""
     if len(runs) == 1:
         return _key_handles(keys, False, labels)
-    return _run_handles(runs) + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
+    drawn = [handle for handle, (_, records) in zip(_run_handles(runs), runs, strict=True)
+             if any(key in record for record in records for key in keys)]  # fmt: skip
+    return drawn + (_key_handles(keys, True, labels) if len(keys) > 1 else [])
 
 
 def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=PLOTS,
@@ -681,7 +689,7 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
         labels = {key: label for key, label in plots[family].series}
         keyed = len(keys) > 1 or len(runs) == 1  # else the runs' legend names the one key
         handles = (_key_handles(keys, len(runs) > 1, labels) if keyed else []) + (
-            _not_finite_handles(axis))  # fmt: skip
+            _band_handles(axis) + _not_finite_handles(axis))  # fmt: skip
         if handles:
             axis.legend(handles=handles,
                         fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),
@@ -736,6 +744,15 @@ def _finite(value: object) -> bool:
 
 def _number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _band_handles(axis) -> list[Patch]:
+    """The legend entry of the bands :func:`draw_family` drew under grouped lines, when
+    ``axis`` has them."""
+    prefix = BAND_LABEL.split("{", 1)[0]
+    labels = [band.get_label() for band in axis.collections
+              if band.get_label().startswith(prefix)]  # fmt: skip
+    return [Patch(facecolor="0.5", alpha=2 * BAND_ALPHA, label=labels[0])] if labels else []
 
 
 def _not_finite_handles(axis) -> list[Line2D]:

@@ -67,7 +67,7 @@ def test_a_long_run_is_drawn_as_the_means_of_groups_over_a_band_of_their_range()
     (band,) = axis.collections
     edge = band.get_paths()[0].vertices[:, 1]
     np.testing.assert_allclose(np.sort(np.unique(edge)), np.unique(lows + highs), rtol=1e-12)
-    assert "means of 3 logged steps" in axis.get_xlabel()
+    assert band.get_label() == "band: min to max of each 3 logged steps; line: their mean"
     plt.close(figure)
 
 
@@ -134,6 +134,9 @@ def test_the_figures_of_a_long_run_keep_their_layout(tmp_path, monkeypatch):
     for figure in figures:
         assert layout_problems(figure) == [], figure.axes[0].get_title()
         assert all(len(line.get_xdata()) <= 500 for a in figure.axes for line in a.get_lines())
+        legends = [*figure.legends, *(axis.get_legend() for axis in figure.axes)]
+        texts = [text.get_text() for legend in legends if legend for text in legend.texts]
+        assert "band: min to max of each 6 logged steps; line: their mean" in texts
         plt.close(figure)
 
 

@@ -493,3 +493,17 @@ def test_coinciding_at_its_thresholds():
     assert monitor_plots.coinciding(["a", "b", "c"], run([1.0] * 5, [1.0] * 5)) is False  # 6
     assert monitor_plots.coinciding(["a", "b"], run([-1.0] * 4, [-1.01] * 4)) is True
     assert monitor_plots.coinciding(["a", "b"], run([0.0] * 4, [0.0] * 4)) is True
+
+
+def test_a_family_figure_names_only_the_runs_it_draws(tmp_path, monkeypatch):
+    # runs with different keys: a cheap run has no P; its name beside P's lines would send the
+    # reader looking for a line hidden under another
+    runs = [_run(tmp_path / "cheap", preset="cheap"), _run(tmp_path / "default", preset="default")]
+    figures = _figures(monkeypatch, runs, out=tmp_path / "figs")
+    named = {title: [text.get_text() for text in figure.axes[0].get_legend().texts]
+             for title, figure in figures.items()}  # fmt: skip
+    assert "cheap" not in named["Operating-region proportion P"]
+    assert "default" in named["Operating-region proportion P"]
+    assert {"cheap", "default"} <= set(named["Loss"])
+    for figure in figures.values():
+        plt.close(figure)
