@@ -136,13 +136,17 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         log = path / "metrics.jsonl"
         pieces: list[list[dict]] = []
         highest = -math.inf  # the last piece's largest step
+        went_back: list[tuple[int, int]] = []  # resumptions from earlier checkpoints
         for header, records in _read_log(log):
-            if pieces and header.get("resumed"):
-                _continue(pieces[-1], records, log, highest)  # a resumption continues its run
+            if pieces and header.get("resumed"):  # a resumption continues its run
+                replaced = _continue(pieces[-1], records, highest)
+                went_back += [replaced] if replaced else []
             else:
                 pieces.append(list(records))
                 highest = -math.inf
             highest = max(highest, max((record["step"] for record in records), default=highest))
+        if went_back:  # one warning for them all, at the line that called load_runs
+            warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=2)
         pieces = [records for records in pieces if records]
         if not pieces:
             raise GradlabError(f"{log} holds no logged step yet")  # _read_log names what it skipped
@@ -159,25 +163,37 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     return runs
 
 
-def _continue(run: list[dict], resumed: list[dict], log: Path, highest: float) -> None:
+def _continue(run: list[dict], resumed: list[dict], highest: float) -> tuple[int, int] | None:
     """Append a resumption's records to its run, whose largest step is ``highest``. A
     resumption that starts at a step the run had logged went back to an earlier checkpoint: its
-    records replace the run's from that step on (with a warning), so the line follows the
-    training that went on, not a zig-zag. One that starts after them is appended without
-    reading the run again (a run resumed a thousand times is read once, not a thousand)."""
+    records replace the run's from that step on, so the line follows the training that went on,
+    not a zig-zag; returns ``(that step, how many records it replaced)`` for the warning
+    (:func:`_went_back`), else None. One that starts after them is appended without reading the
+    run again (a run resumed a thousand times is read once, not a thousand)."""
     first = resumed[0]["step"] if resumed else math.inf  # every record has its step
     if first > highest:
         run.extend(resumed)
-        return
+        return None
     kept = [record for record in run if record["step"] < first]
-    if len(kept) < len(run):
-        warnings.warn(  # a UserWarning, at the line that called load_runs
-            f"{log}: a resumption starts at step {first}, which the run had logged already (it "
-            f"went back to an earlier checkpoint); its records replace the {len(run) - len(kept)} "
-            f"from step {first} on",
-            stacklevel=3,
-        )
+    replaced = len(run) - len(kept)
     run[:] = kept + resumed
+    return (first, replaced) if replaced else None
+
+
+def _went_back(log: Path, resumptions: list[tuple[int, int]]) -> str:
+    """The one warning of a log whose ``resumptions`` (step, records replaced) went back to an
+    earlier checkpoint: a job preempted every hour for a week has a hundred of them."""
+    if len(resumptions) == 1:
+        (first, replaced), = resumptions
+        return (f"{log}: a resumption starts at step {first}, which the run had logged already "
+                f"(it went back to an earlier checkpoint); its records replace the {replaced} "
+                f"from step {first} on")  # fmt: skip
+    steps = [first for first, _ in resumptions]
+    shown = ", ".join(map(str, steps[:5])) + (f" and {len(steps) - 5} more" if len(steps) > 5
+                                              else "")  # fmt: skip
+    return (f"{log}: {len(steps)} resumptions start at steps the run had logged already (they "
+            f"went back to earlier checkpoints: steps {shown}); their records replace the "
+            f"{sum(replaced for _, replaced in resumptions)} logged before from those steps on")
 
 
 def run_folder(path: str | Path) -> Path:

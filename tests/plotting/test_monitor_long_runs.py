@@ -193,3 +193,33 @@ def test_a_run_resumed_many_times_is_read_once_not_once_per_resumption(tmp_path,
     reads = CountingRecord.reads
     assert [dict.__getitem__(record, "step") for record in records] == list(range(1000))
     assert reads <= 3 * 1000, reads  # reading the run again at each of 49 resumptions: 25,000
+
+
+def test_resumptions_from_earlier_checkpoints_are_told_in_one_warning(tmp_path):
+    # a job preempted again and again, each time resumed from its last checkpoint (every 10
+    # steps): steps after the checkpoint were logged twice; the reader keeps the later ones
+    folder = tmp_path / "run"
+    folder.mkdir()
+    sink = JSONLSink()
+    kept, back = [], []  # the records to draw; (step, records replaced) of each going back
+    segments = [(0, 15), (10, 27), (20, 31), (30, 40), (40, 44), (40, 52), (50, 60), (60, 62),
+                (60, 65)]  # fmt: skip
+    for start, end in segments:
+        sink.open(folder, {"config": {}, **({"resumed": {"from_step": start}} if start else {})})
+        written = [{"step": step, "loss": start + step / 100} for step in range(start, end)]
+        for record in written:
+            sink.write(record)
+        sink.close()
+        replaced = sum(record["step"] >= start for record in kept)
+        back += [(start, replaced)] if replaced else []
+        kept = [record for record in kept if record["step"] < start] + written
+    with pytest.warns(UserWarning) as caught:
+        ((_, records),) = monitor_plots.load_runs([folder])
+    assert records == kept
+    assert len(back) == 6
+    steps = ", ".join(str(step) for step, _ in back[:5])
+    assert [str(w.message) for w in caught] == [
+        f"{folder / 'metrics.jsonl'}: 6 resumptions start at steps the run had logged already "
+        f"(they went back to earlier checkpoints: steps {steps} and 1 more); their records "
+        f"replace the {sum(n for _, n in back)} logged before from those steps on"
+    ]
