@@ -279,17 +279,18 @@ class LossAdapter:
         first = tensors[0]
         if (score_grad or embedding_grad) and first.requires_grad:
             batch.gradient_arrived = False
+            if embedding_grad and self.inputs == "embeddings":  # one hook: arrived, and kept
 
-            def arrived(grad: torch.Tensor) -> None:  # read nothing: backward got here
-                batch.gradient_arrived = True
+                def arrived(grad: torch.Tensor) -> None:
+                    batch.gradient_arrived = True
+                    batch.embedding_grad = grad.detach()  # read only: returning None keeps it
+
+            else:
+
+                def arrived(grad: torch.Tensor) -> None:  # read nothing: backward got here
+                    batch.gradient_arrived = True
 
             self._hooks.append(first.register_hook(arrived))
-        if embedding_grad and self.inputs == "embeddings" and first.requires_grad:
-
-            def keep(grad: torch.Tensor) -> None:
-                batch.embedding_grad = grad.detach()  # read only: returning None keeps it
-
-            self._hooks.append(first.register_hook(keep))
         if (score_grad or embedding_grad or loss_scale) and _is_scalar_in_graph(loss):
 
             def keep_scale(grad: torch.Tensor) -> None:  # the factor put on the loss (read only)

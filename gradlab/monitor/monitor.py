@@ -74,6 +74,9 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
     return value.reshape(()).to(torch.float64)
 
 
+_NO_KEYS: frozenset[str] = frozenset()
+
+
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
     the quantity as configured can read of that loss), or None."""
@@ -289,14 +292,17 @@ class Monitor:
 
         def watched(*args, **kwargs):
             self.calls += 1
-            if not self._logging_now():  # off schedule: only the call
+            due = self._due_now()
+            if not due:  # off schedule: only the call
                 loss = loss_fn(*args, **kwargs)
                 self._last_call = (self.step_count, args, kwargs, loss, adapter)
                 return loss
-            with adapter.listening(self._wants("score_grad")) as (recorded, records):
+            wanted = self._wanted()
+            with adapter.listening("score_grad" in wanted) as (recorded, records):
                 loss = loss_fn(*args, **kwargs)
             self._last_call = (self.step_count, args, kwargs, loss, adapter)
-            self._capture(args, kwargs, loss, adapter, recorded, records[-1] if records else None)
+            self._capture(args, kwargs, loss, adapter, recorded, records[-1] if records else None,
+                          due=due, wanted=wanted)  # fmt: skip
             return loss
 
         # a loss module's parameters stay the model's; a copy or a pickle is the loss alone
@@ -361,35 +367,40 @@ class Monitor:
 
         def hook(_module, _inputs, output):
             self.calls += 1
-            if self._logging_now():
+            due = self._due_now()
+            if due:
                 current = labels() if callable(labels) else labels
-                self._capture((output, current), {}, None, ATTACH_ADAPTER)
+                self._capture((output, current), {}, None, ATTACH_ADAPTER, due=due)
 
         return module.register_forward_hook(hook)
 
-    def _logging_now(self) -> bool:
-        step = self.step_count
-        return any(q.should_compute(step) for q in self.quantities if q.name not in self.disabled)
+    def _due_now(self) -> list[Quantity]:
+        """The enabled quantities whose schedules log the current step (each asked once)."""
+        step, disabled = self.step_count, self.disabled
+        return [q for q in self.quantities if q.name not in disabled and q.should_compute(step)]
 
-    def _wants(self, need: str) -> bool:
-        return any(need in q.needs for q in self.quantities if q.name not in self.disabled)
+    def _wanted(self) -> set[str]:
+        """What the enabled quantities need (a gradient is hooked when one of them reads it)."""
+        disabled = self.disabled
+        return set().union(*(q.needs for q in self.quantities if q.name not in disabled))
 
-    def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None):
+    def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
+                 due: list[Quantity] | None = None, wanted: set[str] | None = None):  # fmt: skip
         """Keep the batch of a logged step (detached), its gradients hooked to be read. A call
         that cannot be read, or whose part a quantity cannot take (:meth:`Quantity.at_call`
-        raises), is not kept: the step logs what it held before the call."""
+        raises), is not kept: the step logs what it held before the call. ``due`` and
+        ``wanted``: :meth:`_due_now` and :meth:`_wanted`, when the caller has them."""
         batch = None
         try:
+            wanted = self._wanted() if wanted is None else wanted
             batch = adapter.capture(
                 call_tensors(args, kwargs), loss, self.tau, record=record, recorded=recorded,
-                score_grad=self._wants("score_grad"), embedding_grad=self._wants("embedding_grad"),
+                score_grad="score_grad" in wanted, embedding_grad="embedding_grad" in wanted,
                 loss_scale=True,  # a quantity reading a parameter's gradient unscales it too
             )  # fmt: skip
             batch.provides = adapter.provides
-            step = self.step_count
-            for quantity in self.quantities:  # what the optimizer step will move, taken now
-                if quantity.name not in self.disabled and quantity.should_compute(step):
-                    quantity.at_call(batch)
+            for quantity in self._due_now() if due is None else due:
+                quantity.at_call(batch)  # what the optimizer step will move, taken now
             self._pending, self._pending_adapter = batch, adapter
         except Exception as error:
             if batch is not None:  # read, but not kept: its gradient hooks go with it
@@ -669,50 +680,46 @@ class Monitor:
 
         A quantity whose values need finite input (:attr:`Quantity.trust`) logs NaN for every
         key when the batch's embeddings or scores (or the ``dL/dS`` it reads) are not finite:
-        the flags are computed on the device (:meth:`BatchView.finite_flags`), applied there
-        with ``torch.where`` and travel with the values. Its
+        the flags are computed on the device (:meth:`BatchView.finite_flags`) and travel with
+        the values, in one stack (a value of such a level is replaced by NaN on the host). Its
         :attr:`~Quantity.input_free_keys` (a setting, a shape, a parameter) keep their value.
         The quantities concerned are counted in :attr:`not_finite` and the first such step
         warns once (``RuntimeWarning``).
         """
-        # Per level, (quantity, its keys at that level): a quantity's input-free keys go to 0.
+        # Per level, (quantity, its keys at that level): a quantity's input-free keys go to 0;
+        # per level, (key, position of its value in the one stack).
         levels: list[list[tuple[Quantity, list[str]]]] = [[], [], []]
-        tensors: list[list[torch.Tensor]] = [[], [], []]
+        placed: list[list[tuple[str, int]]] = [[], [], []]
+        scalars: list[torch.Tensor] = []
         for quantity, values in computed:
             if not values:
                 continue
-            free = quantity.input_free_keys
-            if quantity.trust and free and not free.isdisjoint(values):
-                kept = {key: value for key, value in values.items() if key in free}
-                values = {key: value for key, value in values.items() if key not in free}
-                levels[0].append((quantity, list(kept)))
-                tensors[0].extend(_scalar(value) for value in kept.values())
-            if values:
-                levels[quantity.trust].append((quantity, list(values)))
-                tensors[quantity.trust].extend(_scalar(value) for value in values.values())
-        if not any(tensors):
+            trust = quantity.trust
+            free = quantity.input_free_keys if trust else _NO_KEYS
+            own: list[list[str]] = [[], [], []]
+            for key, value in values.items():
+                level = 0 if key in free else trust
+                own[level].append(key)
+                placed[level].append((key, len(scalars)))
+                scalars.append(_scalar(value))
+            for level in (0, trust) if trust else (0,):
+                if own[level]:
+                    levels[level].append((quantity, own[level]))
+        if not scalars:
             return {}
-        parts, names = [], []
-        flags = batch.finite_flags() if tensors[1] or tensors[2] else None
+        flags = batch.finite_flags() if placed[1] or placed[2] else None
+        # The flags travel with the values (1.0: finite) and are applied on the host: a value
+        # whose level's input was not finite is NaN, as torch.where would make it.
+        host = torch.stack(scalars if flags is None else [*scalars, *flags]).tolist()
+        trusted = (True, True, True) if flags is None else (True, *map(bool, host[-2:]))
+        record = {}
         for level in (0, 1, 2):
-            if not tensors[level]:
-                continue
-            stacked = torch.stack(tensors[level])
-            if level:
-                stacked = torch.where(flags[level - 1], stacked, torch.nan)
-            parts.append(stacked)
-            names.extend(name for _, keys in levels[level] for name in keys)
-        if flags is not None:  # 1.0 where the level's input was not finite
-            parts.append((~torch.stack(flags)).to(torch.float64))
-        host = torch.cat(parts).tolist()  # the one transfer
-        record = dict(zip(names, host, strict=False))
-        broken = []
-        if flags is not None:
-            broken = [q.name for level in (1, 2) if host[len(names) + level - 1]
-                      for q, _ in levels[level]]  # fmt: skip
-            if broken:
-                self._report_not_finite(step, broken)
-        if not broken:  # finite inputs: a value that is not finite is the quantity's own
+            for key, position in placed[level]:
+                record[key] = host[position] if trusted[level] else math.nan
+        broken = [q.name for level in (1, 2) if not trusted[level] for q, _ in levels[level]]
+        if broken:
+            self._report_not_finite(step, broken)
+        else:  # finite inputs: a value that is not finite is the quantity's own
             for quantity, keys in levels[0]:
                 bad = [record[key] for key in keys if quantity.warns_if_not_finite
                        and not math.isfinite(record[key])]  # fmt: skip
