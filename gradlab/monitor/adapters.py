@@ -71,6 +71,8 @@ EMBEDDING_VALUES = frozenset({"embeddings", "features", "loss", "embedding_grad"
 SCORE_VALUES = frozenset({"loss", "scores", "sorted_scores", "descending_order", "score_grad"})
 """What a call on a score matrix provides (the matrix is the layout; its gradient is hooked)."""
 
+_KNOWN_NEEDS = frozenset(NEEDS)
+
 ON_SCORES = "the loss is watched on a score matrix (inputs='scores')"
 EXPOSE_SCORES = (
     "Watch a loss written on a score matrix with inputs='scores', use gradlab's losses, or give "
@@ -137,8 +139,10 @@ class LossAdapter:
         Example:
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
         """
+        if name != "chance_level":
+            return None
         declared = getattr(self.loss_fn, "softmax_logits", None)
-        if name == "chance_level" and isinstance(declared, SoftmaxLogits) and not declared.info_nce:
+        if isinstance(declared, SoftmaxLogits) and not declared.info_nce:
             return (f"does not apply to {loss_name(self.loss_fn)}: it is no mean of InfoNCE terms, "
                     "so ln C is not its chance level")  # fmt: skip
         return None
@@ -151,12 +155,15 @@ class LossAdapter:
             ...     frozenset({"embeddings"}))
             "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
         """
-        for need in NEEDS:  # in a fixed order: the same reason every time
-            if need in needs and need not in self.provides:
+        unmet = needs - self.provides  # one set difference: most quantities have none
+        for need in NEEDS if unmet else ():  # in a fixed order: the same reason every time
+            if need in unmet:
                 why = self.missing.get(need, f"{self.name} does not provide it")
                 return f"needs {NEEDS[need]}; {why}"
-        unknown = sorted(needs - set(NEEDS))
-        return f"needs {', '.join(unknown)}, which the Monitor does not know" if unknown else None
+        if needs <= _KNOWN_NEEDS:
+            return None
+        unknown = sorted(needs - _KNOWN_NEEDS)
+        return f"needs {', '.join(unknown)}, which the Monitor does not know"
 
     def read(self, tensors: list, loss: torch.Tensor | None, tau: float) -> BatchView:
         """The BatchView of a call (positional arguments, then tensor keyword arguments).

@@ -115,6 +115,15 @@ class ScoreCapture:
     hook: torch.utils.hooks.RemovableHandle | None = field(default=None, repr=False, compare=False)
 
 
+def _divides_nothing(scale: torch.Tensor) -> bool:
+    """Whether dividing by the loss scale ``scale`` (0-d) changes no gradient: read on a CPU
+    (float32 or float64: no device to wait for), true at 1 and at 0 (which divides by 1);
+    elsewhere, and for a NaN, not known (the division runs)."""
+    if scale.device.type != "cpu" or scale.dtype not in (torch.float32, torch.float64):
+        return False
+    return float(_cpu_array(scale.detach())) in (0.0, 1.0)
+
+
 def _all_finite(values: torch.Tensor) -> torch.Tensor:
     """0-d bool on the device: no NaN or infinite entry. The smallest and largest entries
     (NaN propagates into both) cost one pass without a ``[B, B]`` bool mask: ~20x faster on a
@@ -309,8 +318,10 @@ class BatchView:
         Each gradient is divided by the scale itself (one rounding in the gradient's own
         precision, not a multiplication by a rounded reciprocal cast to it: a float16 gradient
         of a loss divided by 3 comes back as the correctly rounded quotient where one exists).
-        Nothing is read back; a scale of 0 (a loss multiplied by 0) leaves them as they are,
-        zero. Call it once, after backward.
+        A scale of 0 (a loss multiplied by 0) leaves them as they are, zero. A float32 or
+        float64 scale on a CPU is read (no device to wait for): at 1 (``loss.backward()``) or
+        0 no gradient is divided, ``x / 1`` being ``x`` bit for bit; elsewhere nothing is read
+        back. Call it once, after backward.
 
         Example:
             >>> view = BatchView(torch.zeros(2, 2), labels=torch.arange(2),
@@ -322,6 +333,9 @@ class BatchView:
         """
         scale = self.loss_scale
         if scale is None:
+            return
+        if _divides_nothing(scale):
+            self.loss_scale = None  # once
             return
         # A 0-d divisor keeps each gradient's dtype; the kernel divides in its opmath type.
         divisor = torch.where(scale != 0, scale, torch.ones_like(scale))

@@ -102,3 +102,32 @@ def test_each_captured_gradient_is_divided_by_the_scale_in_its_own_dtype(dtype):
         assert grad.dtype == dtype, name
         assert torch.equal(grad, expected), (name, grad, expected)
     assert parameter.item() == 3 * own[0].item()  # autograd's tensor is left alone
+
+
+@pytest.mark.parametrize("scale", [1.0, 0.0, -0.0, 2.0, 3.0, math.nan])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_every_scale_read_on_a_cpu_unscales_bit_for_bit(scale, dtype):
+    # On a CPU the scale is read: at 1 (loss.backward()) and at 0 no gradient is divided, at
+    # any other scale each is; the reference divides in NumPy, in the gradient's dtype (IEEE
+    # division, correctly rounded), by 1 where the scale is 0.
+    import numpy as np
+
+    tiny = torch.finfo(dtype).tiny / 4  # a subnormal
+    values = [1.0, -0.0, 0.0, math.inf, -math.inf, math.nan, tiny, 3.0, -7.5, 1e30]
+    grad = torch.tensor(values, dtype=dtype).reshape(2, 5)
+    capture = ScoreCapture("in_batch", None, torch.eye(2, 5, dtype=torch.bool),
+                           grad=grad.clone())  # fmt: skip
+    view = BatchView(torch.zeros(2, 5, dtype=dtype), labels=torch.arange(2),
+                     embedding_grad=grad.clone(), score_captures=[capture],
+                     loss_scale=torch.tensor(scale, dtype=dtype))  # fmt: skip
+    view.unscale_gradients()
+    numpy_dtype = np.float32 if dtype == torch.float32 else np.float64
+    divisor = numpy_dtype(1.0 if scale == 0 else scale)
+    with np.errstate(all="ignore"):
+        expected = np.array(values, dtype=numpy_dtype).reshape(2, 5) / divisor
+    for name, got in (("embedding_grad", view.embedding_grad), ("dL/dS", capture.grad)):
+        got = got.numpy()
+        assert got.dtype == numpy_dtype, name
+        assert np.array_equal(np.isnan(got), np.isnan(expected)), name
+        finite = ~np.isnan(expected)  # every bit, the sign of zero included
+        assert got[finite].tobytes() == expected[finite].tobytes(), (name, got, expected)
