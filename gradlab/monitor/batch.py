@@ -601,7 +601,9 @@ class BatchView:
             if width > 0 and keys is not None and ("upper", width) not in self._cache:
                 # only the row sums: one sort of the merged rows beats a search of every entry
                 needles = _float_keys(self._shifted(width), self.buffer)
-                below = _row_sums_at_or_below(keys, needles, self.buffer)
+                # rows and shifts below 2 in magnitude (cosines): int32 keys, bounds not read
+                within_two = self._end_magnitude() + width < _BELOW_TWO  # False for NaN
+                below = _row_sums_at_or_below(keys, needles, self.buffer, within_two)
                 self._cache[key] = size * size - 2 * below  # 2 sum_i u_i - C^2, u = C - below
                 return self._cache[key]
             upper = self._upper(width)
@@ -653,8 +655,20 @@ class BatchView:
             return True
         key = ("bounds move", width)
         if key not in self._cache:
-            self._cache[key] = width > 0 and _may_round_back(self.negated_sorted, width)
+            ordered = self.negated_sorted
+            moves = ordered.device.type != "cpu" or _rounds_back(
+                self._end_magnitude(), width, ordered.dtype)  # fmt: skip
+            self._cache[key] = width > 0 and moves
         return self._cache[key]
+
+    def _end_magnitude(self) -> float:
+        """The largest magnitude of the sorted rows (at their ends; NaN, sorted last,
+        propagates), read once on a CPU (no device to wait for); NaN elsewhere (not read)."""
+        if "end magnitude" not in self._cache:
+            ordered = self.negated_sorted
+            self._cache["end magnitude"] = (_largest_end(ordered)
+                                            if ordered.device.type == "cpu" else math.nan)  # fmt: skip
+        return self._cache["end magnitude"]
 
     def entry_counts(self, width: float) -> torch.Tensor:
         """:meth:`counts_at` of every entry ``[Q, C]``, from sorted anchors put back in place."""
@@ -892,8 +906,12 @@ def _sorted_rows_on_cpu(
     columns are read back from the halves, the floats from the keys. The floats come back bit
     for bit, except that ``-0.0`` comes back as ``+0.0`` (they tie, and every count and
     difference taken of the sorted rows is the same for both) and a NaN as the NaN
-    ``0x7FFFFFFF``. Every pass writes into the buffers ``buffer(name, shape, dtype)`` gives
-    (:meth:`BatchView.buffer`): a fresh ``[Q, C]`` temporary costs page faults.
+    ``0x7FFFFFFF``. The keys are sorted as the floats' bits give them; a NaN's key lies past
+    the infinities', found at an end of its sorted row (two reads of ``Q`` entries), and only
+    then are the rows sorted again with every NaN's key the largest (NaN last, as in
+    torch.sort): finite rows pay no pass for NaN. Every pass writes into the buffers
+    ``buffer(name, shape, dtype)`` gives (:meth:`BatchView.buffer`): a fresh ``[Q, C]``
+    temporary costs page faults.
     """
     rows, columns = scores.shape
     shape = (rows, columns)
@@ -901,16 +919,14 @@ def _sorted_rows_on_cpu(
     order = buffer("sorted_order", shape, torch.int64)  # the sorted keys, then the order
     values, combined = _cpu_array(sorted_values), _cpu_array(order)
     spare = _cpu_array(buffer("sort_spare", shape, torch.int32))
-    nan = _cpu_array(buffer("sort_nan", shape, torch.bool))
-    # 0 - s is -s, and +0.0 for both zeros: -0.0 and +0.0 tie, as floats do
-    np.subtract(0.0, _cpu_array(scores.detach()), out=values)
-    key = values.view(np.int32)
-    np.isnan(values, out=nan)
-    _flip_negatives(key, spare)
-    np.copyto(key, _LARGEST_KEY, where=nan)  # NaN last, as in torch.sort
-    np.left_shift(key, 32, out=combined, dtype=np.int64)  # widened, then shifted
-    np.bitwise_or(combined, np.arange(columns, dtype=np.int64), out=combined)
+    key = _combined_keys(_cpu_array(scores.detach()), values, spare, combined)
     _sort_rows(combined)
+    if rows and columns and (combined[:, 0].min() < _BELOW_KEYS
+                             or combined[:, -1].max() > _ABOVE_KEYS):  # fmt: skip
+        # a NaN (its key lies past the infinities'): sorted again, every NaN's key the largest
+        nan = _cpu_array(buffer("sort_nan", shape, torch.bool))
+        _combined_keys(_cpu_array(scores.detach()), values, spare, combined, nan)
+        _sort_rows(combined)
     high = 1 if sys.byteorder == "little" else 0  # the int32 half that holds the key
     sorted_keys = buffer("sorted_keys", shape, torch.int32)
     host_keys = _cpu_array(sorted_keys)
@@ -921,6 +937,35 @@ def _sorted_rows_on_cpu(
 
 
 _LARGEST_KEY = _KEY_TYPES[torch.float32][1]
+_INFINITY_KEY = 0x7F800000
+"""The order key of float32 ``+inf`` (its bits); ``-inf``'s is ``-_INFINITY_KEY - 1``."""
+_BELOW_KEYS = (-_INFINITY_KEY - 1) << 32
+_ABOVE_KEYS = (_INFINITY_KEY << 32) | 0xFFFFFFFF
+"""Combined keys (:func:`_sorted_rows_on_cpu`) below the first or above the second hold a key
+past an infinity's: a NaN's, before it is made the largest key."""
+
+
+def _combined_keys(
+    scores: np.ndarray,
+    values: np.ndarray,
+    spare: np.ndarray,
+    combined: np.ndarray,
+    nan: np.ndarray | None = None,
+) -> np.ndarray:
+    """Write ``(order key of -scores) << 32 | column`` into ``combined`` (int64, through the
+    float32 ``values`` and int32 ``spare`` buffers) and return the keys (a view of
+    ``values``). ``nan`` (a bool buffer): every NaN's key is the largest (NaN last, as in
+    torch.sort); without it a NaN keeps the key its bits give, past the infinities'."""
+    np.subtract(0.0, scores, out=values)  # -s, and +0.0 for both zeros: -0.0 and +0.0 tie
+    key = values.view(np.int32)
+    if nan is not None:
+        np.isnan(values, out=nan)
+    _flip_negatives(key, spare)
+    if nan is not None:
+        np.copyto(key, _LARGEST_KEY, where=nan)
+    np.left_shift(key, 32, out=combined, dtype=np.int64)  # widened, then shifted
+    np.bitwise_or(combined, np.arange(scores.shape[1], dtype=np.int64), out=combined)
+    return key
 
 _SORTED_RUN = 256
 """Entries of the runs :func:`_sort_rows` sorts first: NumPy's SIMD sort of int64 (AVX-512)
@@ -971,11 +1016,28 @@ def _may_round_back(ordered: torch.Tensor, width: float) -> bool:
     of a row), read on a CPU (no device to wait for); elsewhere assumed (three kernels)."""
     if ordered.device.type != "cpu":
         return True
+    return _rounds_back(_largest_end(ordered), width, ordered.dtype)
+
+
+def _largest_end(ordered: torch.Tensor) -> float:
+    """The largest magnitude of the ascending rows of a CPU tensor, read at their ends (0 for
+    no entry; NaN, sorted last, propagates)."""
     if ordered.numel() == 0:
-        return False
+        return 0.0
     ends = _cpu_array(ordered.detach()[:, :: max(ordered.shape[1] - 1, 1)])  # in place
-    largest = float(np.abs(ends).max())  # NaN (sorted last) propagates
-    return not width > largest * torch.finfo(ordered.dtype).eps / 2  # NaN or inf: True
+    return float(np.abs(ends).max())
+
+
+def _rounds_back(largest: float, width: float, dtype: torch.dtype) -> bool:
+    """Whether ``x - width`` can round back onto some ``x`` with ``|x| <= largest``: ``width``
+    at most half an ulp of ``largest`` in ``dtype`` (NaN or inf: True)."""
+    return not width > largest * torch.finfo(dtype).eps / 2
+
+
+_BELOW_TWO = 1.999
+"""Rows whose largest magnitude plus the width stays below this have every entry and every
+shift below 2 in magnitude (the shifts round to within an ulp): their order keys lie in
+``[-2^30, 2^30)`` (:func:`_row_sums_at_or_below`)."""
 
 
 def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
@@ -989,7 +1051,9 @@ def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
     return keys
 
 
-def _row_sums_at_or_below(keys: torch.Tensor, needles: torch.Tensor, buffer) -> torch.Tensor:
+def _row_sums_at_or_below(
+    keys: torch.Tensor, needles: torch.Tensor, buffer, within_two: bool = False
+) -> torch.Tensor:
     """``[Q]`` int64: per row, the sum over the needles of ``#{j: keys_j <= needle}``, the row
     sums of ``searchsorted(keys, needles, side="right")``, for rows of int32 ``keys`` and
     ``needles`` that each ascend (the sorted rows and their shifts).
@@ -1006,14 +1070,16 @@ def _row_sums_at_or_below(keys: torch.Tensor, needles: torch.Tensor, buffer) -> 
     then merged as int32, about 25 % faster than as int64 at C = 1024 (half the memory), and
     the needles' positions summed in int32 while they fit; other keys (NaN, large logits) take
     int64. The counts are the same either way. The rows ascend, so the bounds are read from
-    their first and last columns (without four passes over every entry).
+    their first and last columns (without four passes over every entry), unless the caller
+    knows them: ``within_two``, every key and needle is the order key of a float below 2 in
+    magnitude.
     """
     rows, columns = keys.shape
     low, high = _cpu_array(keys), _cpu_array(needles)
-    narrow = low.size > 0 and 3 * columns * columns < _NARROW_LIMIT and all(
+    narrow = low.size > 0 and 3 * columns * columns < _NARROW_LIMIT and (within_two or all(
         -_NARROW_LIMIT // 2 <= int(bound) < _NARROW_LIMIT // 2
         for bound in (low[:, 0].min(), low[:, -1].max(), high[:, 0].min(), high[:, -1].max())
-    )  # fmt: skip
+    ))  # fmt: skip
     dtype = torch.int32 if narrow else torch.int64
     merged = _cpu_array(buffer("merged keys", (rows, 2 * columns), dtype))
     np.left_shift(low, 1, out=merged[:, :columns], dtype=merged.dtype)  # 2 key (widened)

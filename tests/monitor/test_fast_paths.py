@@ -238,6 +238,33 @@ def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort(transposed):
     assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
 
 
+@pytest.mark.parametrize("nan_row", [None, 0, 4])
+def test_the_cpu_sort_sorts_again_only_rows_of_a_matrix_with_nan(nan_row):
+    """The float32 CPU sort takes the floats' bits as keys and sorts again, NaN last, only when
+    a sorted row ends in a NaN's key: infinities at both ends of every row (the keys next to a
+    NaN's), with or without a NaN (positive or negative) elsewhere, give torch's stable sort;
+    every window count of P equals the definition's."""
+    generator = torch.Generator().manual_seed(21)
+    scores = (torch.randn(6, 40, generator=generator) * 4).round() / 4
+    scores[:, 0], scores[:, 1], scores[:, 2] = math.inf, -math.inf, -0.0
+    if nan_row is not None:
+        scores[nan_row, 7], scores[nan_row + 1, 9] = math.nan, -math.nan
+    batch = _score_batch(scores)
+    expected = (-scores).sort(dim=1, stable=True)
+    assert torch.equal(batch.descending_order, expected.indices)
+    got = batch.negated_sorted
+    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
+    finite = ~torch.isnan(got)
+    assert torch.equal(got[finite], expected.values[finite])
+    width = 0.3
+    rows = [[x for x in row if not math.isnan(x)] for row in scores.tolist()]
+    inside = [sum(a < b + width and b < a + width for a in row for b in row) for row in rows]
+    counted = batch.pair_counts(width).tolist()
+    for row, (got_count, want) in enumerate(zip(counted, inside, strict=True)):
+        if nan_row is None or row not in (nan_row, nan_row + 1):  # NaN rows: undefined
+            assert got_count == want, row
+
+
 @pytest.mark.parametrize("quantized", [False, True, "specials"])
 def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
     """Score matrices of at least KEYED_SORT_FROM entries are searched row by row by NumPy
