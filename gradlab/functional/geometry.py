@@ -633,34 +633,53 @@ def in_batch_margins(
         check_tensor("negated_sorted", negated_sorted, ndims=(2,), kind="float")
         check_shape("negated_sorted", negated_sorted, scores.shape, "each row of -scores sorted")
         check_same_device(scores=scores, negated_sorted=negated_sorted)
-    size = scores.shape[1]
+    return _in_batch_margins(values, positives, negated_sorted)
+
+
+def _in_batch_margins(
+    values: torch.Tensor,
+    positives: torch.Tensor,
+    negated_sorted: torch.Tensor,
+    positive_count: torch.Tensor | None = None,
+    lowest: torch.Tensor | None = None,
+) -> QueryMargins:
+    """:func:`in_batch_margins` of checked arguments (``values`` detached). ``positive_count``:
+    the ``[N]`` int32 True entries per row of ``positives``, when the caller has them; it then
+    vouches that the diagonal of ``positives`` is False (the Monitor's in-batch layout), so no
+    copy of the mask without its diagonal is made and no count is taken again. ``lowest``:
+    each row's smallest positive score (``inf`` without one), when the caller has it (read
+    from the positives' entries: no masked pass)."""
+    size = values.shape[1]
     above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
-    # the diagonal is no positive (the query is not its own candidate)
-    negatives = torch.logical_not(positives).fill_diagonal_(False)
     if _sums_kept_entries(values):
         # the positives' count, sum and smallest from their entries alone (no masked pass)
-        positive_count, total, lowest = _positive_rows(values, *_kept_entries(positives, True))
-        positive_count = positive_count.to(torch.int32)
+        count, total, lowest = _positive_rows(values, *_kept_entries(positives, True))
+        positive_count = count.to(torch.int32)
         positive = total / positive_count  # 0 / 0: NaN
         masked = torch.empty_like(values)
     else:
-        positives = positives.clone().fill_diagonal_(False)
-        # Row counts summed as bytes (a bool sum goes through int64: several times slower).
-        positive_count = positives.view(torch.uint8).sum(dim=1, dtype=torch.int32)
+        if positive_count is None:  # the diagonal is no positive (the query is no candidate)
+            positives = positives.clone().fill_diagonal_(False)
+            # Row counts summed as bytes (a bool sum goes through int64: several times slower).
+            positive_count = positives.view(torch.uint8).sum(dim=1, dtype=torch.int32)
         masked = torch.where(positives, values, 0.0)
         positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
-        lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
+        if lowest is None:
+            lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
     negative_count = (size - 1) - positive_count  # every other column not a positive
     has_positive, has_negative = positive_count > 0, negative_count > 0
-    hardest_negative = torch.where(negatives, values, below, out=masked).amax(dim=1)
+    # The negatives: every entry but the positives and the query (the diagonal).
+    hardest_negative = torch.where(positives, below, values, out=masked)
+    hardest_negative = hardest_negative.fill_diagonal_(-math.inf).amax(dim=1)
     own = values.diagonal()
     # Entries s >= lowest: -s <= -lowest in the ascending rows of -scores; every positive is
     # among them, and the query when its own score is.
     at_least = torch.searchsorted(negated_sorted, (-lowest).unsqueeze(1), side="right")
     violating = at_least.squeeze(1) - positive_count - (own >= lowest).to(positive_count.dtype)
-    # Entries s > hardest negative other than the query: positives only, so R@1 is 1 when any.
+    # Entries s > hardest negative other than the query: positives only, so R@1 is 1 when any
+    # (more entries above it than the query alone, if the query is among them).
     higher = torch.searchsorted(negated_sorted, (-hardest_negative).unsqueeze(1), side="left")
-    best_above = (higher.squeeze(1) - (own > hardest_negative).long()) > 0
+    best_above = higher.squeeze(1) > (own > hardest_negative)
     hardest_positive = torch.where(has_positive, lowest.to(torch.float64), math.nan)
     hardest_negative = torch.where(has_negative, hardest_negative.to(torch.float64), math.nan)
     both = has_positive & has_negative

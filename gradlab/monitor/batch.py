@@ -41,7 +41,11 @@ from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
 from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
 from gradlab.functional.losses import LossRecord, SmoothAPForward
 from gradlab.functional.operating_region import bound_past_centre
-from gradlab.functional.smooth_ap import DEFAULT_CHUNK_ELEMENTS, RecordedColumnWeights
+from gradlab.functional.smooth_ap import (
+    DEFAULT_CHUNK_ELEMENTS,
+    PositiveGroup,
+    RecordedColumnWeights,
+)
 from gradlab.losses import SoftmaxLogits
 
 _LANE_WORDS = 255
@@ -456,10 +460,20 @@ class BatchView:
             self._cache["ranking queries"] = kept
         return kept[1]
 
+    def positive_counts(self, layout: RetrievalLayout) -> torch.Tensor:
+        """``[Q]`` int32: the True entries of each row of ``layout.positives``, counted once
+        per step for every quantity that asks (:attr:`ranking_queries`, the margins); kept per
+        mask, so a view whose masks change counts them again."""
+        kept = self._cache.get("positive counts")
+        if kept is None or kept[0] is not layout.positives:  # the mask itself kept: no id reused
+            kept = (layout.positives, _row_counts(layout.positives))
+            self._cache["positive counts"] = kept
+        return kept[1]
+
     def _ranking_queries(self, layout: RetrievalLayout | None) -> torch.Tensor:
         """:attr:`ranking_queries` computed (a source exists)."""
         if layout is not None:
-            positives = _row_counts(layout.positives)
+            positives = self.positive_counts(layout)
             mask, columns = layout.candidate_mask, layout.positives.shape[1]
             if mask is None:
                 candidates = columns
@@ -755,6 +769,37 @@ class BatchView:
         if not isinstance(width, torch.Tensor):  # a number: no op for its sign
             return inside if width > 0 else torch.zeros_like(inside)
         return inside & (width > 0)
+
+    def positive_anchors(self, group: PositiveGroup) -> torch.Tensor:
+        """``[G, n]``: the scores of ``group``'s positives, gathered from its rows once per step
+        for every quantity that reads them (the gradient counts' windows, the margins' hardest
+        positive); kept per group."""
+        key = ("anchors", id(group))
+        kept = self._cache.get(key)
+        if kept is None or kept[0] is not group:  # the group itself kept: no id reused
+            rows = self.rows_of(group.queries)  # None: every row (no indexing)
+            scores = self.scores if rows is None else self.scores[rows]
+            kept = (group, scores.gather(1, group.positive_columns))
+            self._cache[key] = kept
+        return kept[1]
+
+    def lowest_positives(self, layout: RetrievalLayout) -> torch.Tensor | None:
+        """``[Q]``: each row's smallest score among ``layout``'s positives (``inf`` without
+        one; NaN when one is NaN), from the positives' scores of the watched loss's groups
+        (:meth:`positive_anchors`) when they are this layout's and at most two groups hold its
+        rows; else None (a masked pass over ``[Q, C]`` is cheaper than more groups)."""
+        record = self.record
+        if record is None or record.forward is None or record.positives is not layout.positives:
+            return None
+        groups = record.forward.groups
+        if len(groups) > 2:
+            return None
+        if len(groups) == 1 and self.rows_of(groups[0].queries) is None:
+            return self.positive_anchors(groups[0]).amin(dim=1)
+        lowest = self.scores.new_full(self.scores.shape[:1], math.inf)
+        for group in groups:
+            lowest.index_put_((group.queries,), self.positive_anchors(group).amin(dim=1))
+        return lowest
 
     def rows_of(self, queries: torch.Tensor) -> torch.Tensor | None:
         """``queries`` (a group's rows, ascending), or None when they are every row in order:

@@ -34,6 +34,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional import geometry as measures
+from gradlab.functional.geometry import _in_batch_margins
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.quantity import Plot, Quantity, Values
@@ -161,18 +162,21 @@ class Margins(Quantity):
 
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
-        # In-batch, the query its only non-candidate: binary searches of the step's sort.
+        # In-batch, the query its only non-candidate: binary searches of the step's sort, and
+        # the positives' row counts the step shares (the layout's positives leave out the
+        # diagonal: in_batch_margins on the Monitor's own tensors, unchecked).
         if batch.every_candidate_but_the_query and batch.has_sort:
-            margins = measures.in_batch_margins(batch.scores, layout.positives,
-                                                batch.negated_sorted)  # fmt: skip
+            margins = _in_batch_margins(batch.scores, layout.positives, batch.negated_sorted,
+                                        batch.positive_counts(layout),
+                                        batch.lowest_positives(layout))  # fmt: skip
         else:
             margins = measures.query_margins(batch.scores, layout.positives,
                                              candidate_mask=layout.candidate_mask)  # fmt: skip
         rows = torch.stack([margins.positive, margins.hardest_negative, margins.margin,
                             margins.violation_share, margins.recall_at_1])  # fmt: skip
         # The queries with a positive and a negative: their margin is a number (NaN scores
-        # make every key NaN in the Monitor, whatever is computed here).
-        both = torch.logical_not(torch.isnan(margins.margin))
+        # make every key NaN in the Monitor, whatever is computed here). x == x: not NaN.
+        both = margins.margin == margins.margin
         means = torch.where(both, rows, 0.0).sum(dim=1) / both.sum()  # none: 0 / 0, NaN
         return dict(zip(self.keys, means.unbind(), strict=True))
 

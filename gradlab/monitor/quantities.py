@@ -307,7 +307,7 @@ class GradientCounts(Quantity):
                 continue  # a loss without SmoothAP's ranks: the plain counts only
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
             per_query = torch.where(ranks, per_query, 0)  # nothing to rank: no entry counts
-            mean = per_query.to(torch.float64).mean()
+            mean = per_query.mean(dtype=torch.float64)  # integers: an exact sum, then / Q
             without = (ranks & (per_query == 0)).sum().to(torch.float64)
             values[f"gradient_count_mean{suffix}"] = torch.where(defined, mean, math.nan)
             values[f"queries_without_gradient{suffix}"] = torch.where(defined, without, math.nan)
@@ -333,17 +333,21 @@ class GradientCounts(Quantity):
             if in_batch:
                 inside = inside - batch.query_inside(anchors, width).long()
             return torch.where(positives, inside, 0).sum(dim=1)
-        per_query = torch.zeros(positives.shape[0], dtype=torch.long, device=positives.device)
+        per_query = None
         for group in forward.groups:
             rows = batch.rows_of(group.queries)  # None: every row (no indexing)
-            scores = batch.scores if rows is None else batch.scores[rows]
-            anchors = scores.gather(1, group.positive_columns)
+            anchors = batch.positive_anchors(group)  # shared with the margins
             inside = batch.counts_at(anchors, width, rows) - (1 if width > 0 else 0)
             if in_batch:
                 inside = inside - batch.query_inside(anchors, width, rows).long()
             if rows is None:  # the only group
                 return inside.sum(dim=1)
+            if per_query is None:
+                per_query = torch.zeros(positives.shape[0], dtype=torch.long,
+                                        device=positives.device)  # fmt: skip
             per_query.index_add_(0, group.queries, inside.sum(dim=1))
+        if per_query is None:  # no query has a positive
+            return torch.zeros(positives.shape[0], dtype=torch.long, device=positives.device)
         return per_query
 
     def _weighted(self, batch: BatchView) -> torch.Tensor:

@@ -368,3 +368,37 @@ def test_under_torch_distributed_the_scale_is_the_one_the_watched_call_used(
     positives = [[i != j and classes[i] == classes[j] for j in range(12)] for i in range(12)]
     expected = loops.temperature_gradient(scores, positives, 10.0, others)
     assert record["temperature_log_scale_grad"] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("sizes", [
+    (3,) * 8,  # one group of positives holds every query
+    (3,) * 7 + (1,),  # a query without a positive: one group, not every row
+    (3, 4) * 3,  # two groups
+    (2, 3, 4, 5, 1),  # four groups: the masked pass
+])  # fmt: skip
+def test_margins_from_the_loss_s_positive_groups_log_what_the_masked_pass_logs(tmp_path, sizes):
+    # The hardest positive of each query read from the watched SmoothAP's groups of positives
+    # (their scores, shared with the gradient counts), and the positives' row counts shared with
+    # the degenerate-batch flag, against a loss that records nothing (the masked passes over
+    # every entry): the same margins bit for bit, and the float64 loops' to rounding.
+    generator = torch.Generator().manual_seed(len(sizes))
+    labels = torch.repeat_interleave(torch.arange(len(sizes)), torch.tensor(sizes))
+    labels = labels[torch.randperm(len(labels), generator=generator)]
+    embeddings = torch.randn(len(labels), 5, generator=generator)
+
+    def record(loss_fn, name):
+        with Monitor(tmp_path / name, preset="default", every=1) as monitor:
+            leaf = embeddings.clone().requires_grad_(True)
+            monitor.watch(loss_fn)(leaf, labels).backward()
+            return monitor.step()
+
+    grouped = record(gradlab.SmoothAPLoss(0.05), "groups")
+    masked = record(lambda emb, _labels: emb.square().sum(), "masked")
+    for key in Margins.keys:
+        assert grouped[key] == masked[key] or (math.isnan(grouped[key]) and math.isnan(masked[key]))
+    points, same = embeddings.tolist(), (labels[:, None] == labels[None, :]).tolist()
+    size = len(points)
+    positives = [[same[i][j] and i != j for j in range(size)] for i in range(size)]
+    candidates = [[i != j for j in range(size)] for i in range(size)]
+    reference = loops.margins(loops.cosines(points, points), positives, candidates)
+    assert [grouped[key] for key in Margins.keys] == pytest.approx(reference, abs=1e-6)
