@@ -162,6 +162,7 @@ def _block_sums(
     t: float | None,
     *,
     drop_diagonal: bool = False,
+    kept: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
     """One pass over the squared distances ``d = 2 - 2 s`` of ``scores``, block of rows by
     block, in float64: ``sum over keep of d^(alpha / 2)`` (``keep`` given) and, for a square
@@ -170,7 +171,7 @@ def _block_sums(
     exponential underflows there), found in one more pass as ``-t`` times the smallest
     distance off the diagonal. ``drop_diagonal``: the diagonal of ``keep`` is not kept.
     Returns ``(aligned, kept, kernel, m)``, ``kept`` the number of entries kept (0-d int64;
-    None without ``keep``).
+    None without ``keep``; the caller's ``kept`` when given, not counted again).
 
     On a CPU (float32/float64 scores) the alignment reads only the kept entries
     (:func:`_kept_sum`: a few per row, where a masked pass reads every one); elsewhere it is a
@@ -188,14 +189,14 @@ def _block_sums(
         largest = largest.masked_fill_(largest.abs() == math.inf, 0.0)
     # Each sum starts from its first block's: its entries are +0.0 or more (or NaN), so this
     # is the sum started from 0 bit for bit (0 + x is x), without the zero and its addition.
-    aligned, kept, kernel = None, None, None
+    aligned, kernel = None, None
     if keep is not None and _sums_kept_entries(scores):
         aligned, kept = _kept_sum(scores, keep, alpha, drop_diagonal)
         keep = None  # summed
     elif keep is not None:
         if drop_diagonal:
             keep = keep.clone().fill_diagonal_(False)
-        kept = keep.sum()
+        kept = keep.sum() if kept is None else kept
     if keep is not None or t is not None:
         for rows in blocks:
             distances = _squared_distances(scores[rows])
@@ -364,8 +365,23 @@ def in_batch_alignment_uniformity(
                            f"{tuple(scores.shape)}")  # fmt: skip
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     t = check_in_range("t", t, 1e-12, 1e6)
+    return _in_batch_alignment_uniformity(scores, positives, alpha, t)
+
+
+def _in_batch_alignment_uniformity(
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    alpha: float = 2.0,
+    t: float = 2.0,
+    kept: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`in_batch_alignment_uniformity` of checked arguments. ``kept``: the number of
+    positives (int64, 0-d), when the caller has it; it then vouches that the diagonal of
+    ``positives`` is False (the Monitor's in-batch layout): neither a copy of the mask
+    without its diagonal nor a count of it is made."""
     # the diagonal is no positive: left out by the sum itself (no copy of the mask)
-    aligned, kept, kernel, largest = _block_sums(scores, positives, alpha, t, drop_diagonal=True)
+    aligned, kept, kernel, largest = _block_sums(scores, positives, alpha, t,
+                                                 drop_diagonal=kept is None, kept=kept)  # fmt: skip
     return aligned / kept, _log_mean(kernel, largest, scores.shape[0])
 
 
@@ -417,7 +433,11 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         [3.0, 1.0]
     """
     _check_embeddings("embeddings", embeddings, least=2)
-    values = embeddings.to(torch.float64)
+    return _effective_rank(embeddings.to(torch.float64), normalize)
+
+
+def _effective_rank(values: torch.Tensor, normalize: bool = False) -> EffectiveRank:
+    """:func:`effective_rank` of checked float64 ``values``."""
     if normalize:
         values = F.normalize(values, dim=1)
     centred = values - values.mean(dim=0, keepdim=True)
@@ -432,7 +452,7 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
     total = singular.sum()
     p = singular / total  # no spread at all: 0 / 0, replaced below
     entropy = torch.xlogy(p, p).sum().neg_()
-    rank = torch.where(finite & (total > 0), entropy.exp(), torch.where(finite, 1.0, math.nan))
+    rank = torch.where(finite, torch.where(total > 0, entropy.exp(), 1.0), math.nan)
     return EffectiveRank(rank, rank / min(rows - 1, dims))
 
 
@@ -463,14 +483,19 @@ def normalized_std(
         0.7071067811865476
     """
     _check_embeddings("embeddings", embeddings)
-    values = embeddings.to(torch.float64)
+    if norms is not None:
+        check_tensor("norms", norms, ndims=(1,), kind="float")
+        check_shape("norms", norms, embeddings.shape[:1], "one norm per row")
+        if norms.dtype != torch.float64:
+            raise GradlabError(f"norms must be float64; got {norms.dtype}")
+    return _normalized_std(embeddings.to(torch.float64), norms)
+
+
+def _normalized_std(values: torch.Tensor, norms: torch.Tensor | None = None) -> torch.Tensor:
+    """:func:`normalized_std` of checked float64 ``values`` (and ``norms``)."""
     if norms is None:
         unit = F.normalize(values, dim=1)
     else:  # F.normalize's division by the norms clamped at its eps
-        check_tensor("norms", norms, ndims=(1,), kind="float")
-        check_shape("norms", norms, values.shape[:1], "one norm per row")
-        if norms.dtype != torch.float64:
-            raise GradlabError(f"norms must be float64; got {norms.dtype}")
         unit = values / norms.unsqueeze(1).clamp_min(1e-12)
     # two passes, as torch.std makes them, spelled out: torch's reduction over the rows of a
     # row-major [N, d] matrix is about 2.5x slower

@@ -34,7 +34,6 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional import geometry as measures
-from gradlab.functional.geometry import _in_batch_margins
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.quantity import Plot, Quantity, Values
@@ -103,17 +102,20 @@ class Geometry(Quantity):
         layout = batch.layout
         in_batch = candidates is None
         values = {}
+        # The measures of the step's own float64 tensors, unchecked (measures._...).
         if embeddings.shape[0] > 1:  # one point has no spread: 0 would read as a collapse
-            values["geometry_std"] = measures.normalized_std(embeddings, norms=norms)
+            values["geometry_std"] = measures._normalized_std(embeddings, norms)
         standard = in_batch and batch.every_candidate_but_the_query
         if standard and embeddings.shape[0] > 1:  # both from one copy of the distances
+            # the layout's positives leave out the diagonal; their number is the step's count
+            kept = batch.positive_counts(layout).sum()
             values["geometry_alignment"], values["geometry_uniformity"] = (
-                measures.in_batch_alignment_uniformity(cosine, layout.positives))
+                measures._in_batch_alignment_uniformity(cosine, layout.positives, kept=kept))
         else:
             values["geometry_alignment"] = measures.alignment(
                 cosine, layout.positives, candidate_mask=layout.candidate_mask)
         if embeddings.shape[0] > 1:  # one query (a last short batch): no pairs, no spread
-            rank = measures.effective_rank(embeddings)
+            rank = measures._effective_rank(embeddings)
             if "geometry_uniformity" not in values:
                 values["geometry_uniformity"] = measures.uniformity(
                     embeddings, gram=cosine if in_batch else None)
@@ -166,9 +168,10 @@ class Margins(Quantity):
         # the positives' row counts the step shares (the layout's positives leave out the
         # diagonal: in_batch_margins on the Monitor's own tensors, unchecked).
         if batch.every_candidate_but_the_query and batch.has_sort:
-            margins = _in_batch_margins(batch.scores, layout.positives, batch.negated_sorted,
-                                        batch.positive_counts(layout),
-                                        batch.lowest_positives(layout))  # fmt: skip
+            margins = measures._in_batch_margins(batch.scores, layout.positives,
+                                                 batch.negated_sorted,
+                                                 batch.positive_counts(layout),
+                                                 batch.lowest_positives(layout))  # fmt: skip
         else:
             margins = measures.query_margins(batch.scores, layout.positives,
                                              candidate_mask=layout.candidate_mask)  # fmt: skip

@@ -187,9 +187,10 @@ def test_the_in_batch_step_takes_alignment_and_uniformity_from_one_copy(monkeypa
     embeddings = torch.randn(size, dims, generator=generator)
     labels = torch.arange(size) // 2  # pairs (and a singleton)
     expected = Geometry().compute(BatchView(embeddings=embeddings, labels=labels))
-    calls = _spy(monkeypatch, "in_batch_alignment_uniformity", "alignment", "uniformity")
+    # the Monitor's call: in_batch_alignment_uniformity of its own checked tensors
+    calls = _spy(monkeypatch, "_in_batch_alignment_uniformity", "alignment", "uniformity")
     values = Geometry().compute(BatchView(embeddings=embeddings, labels=labels))
-    assert calls == {"in_batch_alignment_uniformity": 1, "alignment": 0, "uniformity": 0}
+    assert calls == {"_in_batch_alignment_uniformity": 1, "alignment": 0, "uniformity": 0}
     assert values.keys() == expected.keys() and "geometry_uniformity" in values
     assert all(torch.equal(values[key], expected[key]) for key in values)
     unit = torch.nn.functional.normalize(embeddings.double(), dim=1).tolist()
@@ -211,11 +212,11 @@ def test_a_layout_with_its_own_mask_still_reads_the_step_s_scores_for_uniformity
     view = BatchView(embeddings=_labelled(), labels=labels)
     layout = view.layout
     view.layout = type(layout)(layout.scores, layout.positives, layout.candidate_mask.clone())
-    calls = _spy(monkeypatch, "in_batch_alignment_uniformity", "uniformity")
+    calls = _spy(monkeypatch, "_in_batch_alignment_uniformity", "uniformity")
     with _Products() as products:
         values = Geometry().compute(view)
     assert products.count == 1  # the effective rank's Gram matrix only
-    assert calls == {"in_batch_alignment_uniformity": 0, "uniformity": 1}
+    assert calls == {"_in_batch_alignment_uniformity": 0, "uniformity": 1}
     expected = loops.uniformity(view.embeddings.tolist())
     assert float(values["geometry_uniformity"]) == pytest.approx(expected, rel=1e-6)
 
