@@ -675,7 +675,7 @@ def _in_batch_margins(
     each row's smallest positive score (``inf`` without one), when the caller has it (read
     from the positives' entries: no masked pass)."""
     size = values.shape[1]
-    above, below = values.new_full((), math.inf), values.new_full((), -math.inf)
+    below = values.new_full((), -math.inf)
     if _sums_kept_entries(values):
         # the positives' count, sum and smallest from their entries alone (no masked pass)
         count, total, lowest = _positive_rows(values, *_kept_entries(positives, True))
@@ -690,6 +690,7 @@ def _in_batch_margins(
         masked = torch.where(positives, values, 0.0)
         positive = masked.sum(dim=1, dtype=torch.float64) / positive_count  # 0 / 0: NaN
         if lowest is None:
+            above = values.new_full((), math.inf)
             lowest = torch.where(positives, values, above, out=masked).amin(dim=1)
     negative_count = (size - 1) - positive_count  # every other column not a positive
     has_positive, has_negative = positive_count > 0, negative_count > 0

@@ -207,7 +207,10 @@ class JSONLSink(Sink):
 
 
 def _json_line(record: dict) -> bytes:
-    return (json.dumps(encode_value(record)) + "\n").encode("utf-8")
+    # A record's values are mostly finite floats: only the others go through encode_value.
+    encoded = {key: value if type(value) is float and math.isfinite(value)  # noqa: E721
+               else encode_value(value) for key, value in record.items()}  # fmt: skip
+    return (json.dumps(encoded) + "\n").encode("utf-8")
 
 
 def _open_append(path: Path):
