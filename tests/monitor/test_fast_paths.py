@@ -265,6 +265,34 @@ def test_the_cpu_sort_sorts_again_only_rows_of_a_matrix_with_nan(nan_row):
             assert got_count == want, row
 
 
+@pytest.mark.parametrize("size", [40, int(KEYED_SORT_FROM**0.5) + 4])  # both sides of the
+@pytest.mark.parametrize("nan", [False, True])  # switch to the combined keys' sort
+def test_a_step_that_reads_no_order_sorts_the_same_rows_and_counts_the_same_windows(size, nan):
+    """A step whose quantities read no order (``ties_by_column`` False) sorts the float32 keys
+    alone on a CPU below KEYED_SORT_FROM entries: the same sorted floats, every entry's window
+    count searched in place, and the order sorted when asked (stable, as torch.sort); with
+    ties, signed zeros, infinities and NaN (the NaN rows' counts are undefined)."""
+    generator = torch.Generator().manual_seed(size)
+    scores = (torch.randn(size, size, generator=generator) * 4).round() / 16  # many ties
+    scores[:, :3] = torch.tensor([0.0, -0.0, math.inf])
+    scores[2, 5] = -math.inf
+    if nan:
+        scores[3, 11], scores[4, 13] = math.nan, -math.nan
+    ordered, free = _score_batch(scores), _score_batch(scores)
+    free.ties_by_column = False
+    expected = (-scores).sort(dim=1, stable=True)
+    for view in (ordered, free):
+        got = view.negated_sorted
+        assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
+        assert torch.equal(got[~torch.isnan(got)], expected.values[~torch.isnan(got)])
+    width = 0.2
+    rows = ~torch.isnan(scores).any(dim=1)
+    counts = free.entry_counts(width)  # before any order: searched in place
+    assert torch.equal(counts[rows], ordered.entry_counts(width)[rows])
+    assert torch.equal(free.pair_counts(width)[rows], ordered.pair_counts(width)[rows])
+    assert torch.equal(free.descending_order, expected.indices)
+
+
 @pytest.mark.parametrize("quantized", [False, True, "specials"])
 def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
     """Score matrices of at least KEYED_SORT_FROM entries are searched row by row by NumPy
