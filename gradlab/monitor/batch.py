@@ -1121,8 +1121,8 @@ def _largest_end(ordered: torch.Tensor) -> float:
     no entry; NaN, sorted last, propagates)."""
     if ordered.numel() == 0:
         return 0.0
-    ends = _cpu_array(ordered.detach()[:, :: max(ordered.shape[1] - 1, 1)])  # in place
-    return float(np.abs(ends).max())
+    rows = _cpu_array(ordered.detach())  # in place; the ends a NumPy view of it
+    return float(np.abs(rows[:, :: max(rows.shape[1] - 1, 1)]).max())
 
 
 def _rounds_back(largest: float, width: float, dtype: torch.dtype) -> bool:
