@@ -985,13 +985,13 @@ def _sorted_rows_on_cpu(
     sorted_values = buffer("sorted_values", shape, torch.float32)  # the sorted floats
     order = buffer("sorted_order", shape, torch.int64)  # the sorted keys, then the order
     values, combined = _cpu_array(sorted_values), _cpu_array(order)
-    spare = _cpu_array(buffer("sort_spare", shape, torch.int32))
+    spare = _scratch(buffer, "sort_spare", shape, torch.int32)
     key = _combined_keys(_cpu_array(scores.detach()), values, spare, combined)
     _sort_rows(combined)
     if rows and columns and (combined[:, 0].min() < _BELOW_KEYS
                              or combined[:, -1].max() > _ABOVE_KEYS):  # fmt: skip
         # a NaN (its key lies past the infinities'): sorted again, every NaN's key the largest
-        nan = _cpu_array(buffer("sort_nan", shape, torch.bool))
+        nan = _scratch(buffer, "sort_nan", shape, torch.bool)
         _combined_keys(_cpu_array(scores.detach()), values, spare, combined, nan)
         _sort_rows(combined)
     high = 1 if sys.byteorder == "little" else 0  # the int32 half that holds the key
@@ -1018,19 +1018,32 @@ def _sorted_keys_on_cpu(scores: torch.Tensor, buffer) -> tuple[torch.Tensor, tor
     sorted_values = buffer("sorted_values", shape, torch.float32)
     sorted_keys = buffer("sorted_keys", shape, torch.int32)
     values, keys = _cpu_array(sorted_values), _cpu_array(sorted_keys)
-    spare = _cpu_array(buffer("sort_spare", shape, torch.int32))
+    spare = _scratch(buffer, "sort_spare", shape, torch.int32)
     np.subtract(0.0, _cpu_array(scores.detach()), out=values)  # -s, and +0.0 for both zeros
     _flip_into(values.view(np.int32), spare, keys)
     _sort_rows(keys)
     if rows and columns and (keys[:, 0].min() < -_INFINITY_KEY - 1
                              or keys[:, -1].max() > _INFINITY_KEY):  # fmt: skip
-        nan = _cpu_array(buffer("sort_nan", shape, torch.bool))
+        nan = _scratch(buffer, "sort_nan", shape, torch.bool)
         np.isnan(values, out=nan)
         _flip_into(values.view(np.int32), spare, keys)
         np.copyto(keys, _LARGEST_KEY, where=nan)  # NaN last, as in torch.sort
         _sort_rows(keys)
     _flip_into(keys, spare, values.view(np.int32))  # the map is its own inverse
     return sorted_values, sorted_keys
+
+
+_HOST_TYPES = {torch.bool: np.bool_, torch.int32: np.int32, torch.int64: np.int64}
+
+
+def _scratch(buffer, name: str, shape: tuple[int, ...], dtype: torch.dtype) -> np.ndarray:
+    """A NumPy scratch array of the CPU paths below: ``buffer``'s (the workspace's, kept from
+    one step to the next) from :data:`_KEPT_FROM` entries, as :meth:`BatchView.buffer` keeps
+    them; a smaller one is a NumPy allocation (the heap serves it again, and no torch tensor is
+    made only to be viewed)."""
+    if math.prod(shape) < _KEPT_FROM:
+        return np.empty(shape, dtype=_HOST_TYPES[dtype])
+    return _cpu_array(buffer(name, shape, dtype))
 
 
 _LARGEST_KEY = _KEY_TYPES[torch.float32][1]
@@ -1143,7 +1156,7 @@ def _float_keys(values: torch.Tensor, buffer) -> torch.Tensor:
     ``0x7FFFFFFF`` (the sorted rows and their shifts) ``a <= b`` exactly when
     ``key(a) <= key(b)``, as NumPy compares floats."""
     keys = buffer("float keys", tuple(values.shape), torch.int32)
-    spare = _cpu_array(buffer("sort_spare", tuple(values.shape), torch.int32))
+    spare = _scratch(buffer, "sort_spare", tuple(values.shape), torch.int32)
     _flip_into(_cpu_array(values.detach()).view(np.int32), spare, _cpu_array(keys))
     return keys
 
@@ -1178,7 +1191,7 @@ def _row_sums_at_or_below(
         for bound in (low[:, 0].min(), low[:, -1].max(), high[:, 0].min(), high[:, -1].max())
     ))  # fmt: skip
     dtype = torch.int32 if narrow else torch.int64
-    merged = _cpu_array(buffer("merged keys", (rows, 2 * columns), dtype))
+    merged = _scratch(buffer, "merged keys", (rows, 2 * columns), dtype)
     np.left_shift(low, 1, out=merged[:, :columns], dtype=merged.dtype)  # 2 key (widened)
     np.left_shift(high, 1, out=merged[:, columns:], dtype=merged.dtype)
     np.bitwise_or(merged[:, columns:], 1, out=merged[:, columns:])  # 2 needle + 1

@@ -656,18 +656,18 @@ class Monitor:
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
         # No value is read back while computing (skip_value_checks); the stacked scalars cross
         # to the host once, in _transfer.
-        with torch.inference_mode(), skip_value_checks():
-            for quantity in due:
-                try:
-                    computed.append((quantity, quantity.compute(batch)))
-                except Exception as error:
-                    if self.strict:
-                        raise
-                    self._disable(quantity, error)
-        if not is_rank_zero():
-            return None
-        record: dict = {"step": step}
         with torch.inference_mode():
+            with skip_value_checks():
+                for quantity in due:
+                    try:
+                        computed.append((quantity, quantity.compute(batch)))
+                    except Exception as error:
+                        if self.strict:
+                            raise
+                        self._disable(quantity, error)
+            if not is_rank_zero():
+                return None
+            record: dict = {"step": step}
             record.update(self._transfer(step, batch, computed))
         self._open(batch.embeddings.device, first_step=self._first_step)
         self.folder.write(record)

@@ -199,7 +199,7 @@ class OperatingRegion(Quantity):
         if size > 2:  # n_self: the other candidates in the window of the query's own score
             own = batch.scores.diagonal().unsqueeze(1)
             self_pairs = batch.counts_at(own, width).squeeze(1) - (1 if width > 0 else 0)
-            others = off_diagonal - 2 * self_pairs
+            others = torch.sub(off_diagonal, self_pairs, alpha=2)  # integers: exact
             values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
         return values
 
@@ -308,7 +308,7 @@ class GradientCounts(Quantity):
             per_query = self._weighted(batch) if weighted else self._plain(batch, positives)
             per_query = torch.where(ranks, per_query, 0)  # nothing to rank: no entry counts
             mean = per_query.mean(dtype=torch.float64)  # integers: an exact sum, then / Q
-            without = (ranks & (per_query == 0)).sum().to(torch.float64)
+            without = (ranks & (per_query == 0)).sum(dtype=torch.float64)  # a count: exact
             values[f"gradient_count_mean{suffix}"] = torch.where(defined, mean, math.nan)
             values[f"queries_without_gradient{suffix}"] = torch.where(defined, without, math.nan)
         return values
