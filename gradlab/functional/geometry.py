@@ -152,7 +152,10 @@ def _row_blocks(scores: torch.Tensor) -> list[slice]:
 def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
     """``max(2 - 2 s, 0)`` in a new float64 tensor: the squared distance of unit vectors whose
     cosine is ``s`` (a cosine rounded above 1 is distance 0)."""
-    return scores.to(torch.float64, copy=True).mul_(-2.0).add_(2.0).clamp_(min=0.0)
+    distances = scores.to(torch.float64, copy=True)
+    # 2 - 2 s in one pass: 2 s is exact, so this is (-2 s) + 2 bit for bit
+    torch.sub(distances.new_full((), 2.0), distances, alpha=2.0, out=distances)
+    return distances.clamp_(min=0.0)
 
 
 def _block_sums(
@@ -198,11 +201,12 @@ def _block_sums(
             keep = keep.clone().fill_diagonal_(False)
         kept = keep.sum() if kept is None else kept
     if keep is not None or t is not None:
+        whole = len(blocks) == 1  # one block of every row: no slices to make
         for rows in blocks:
-            distances = _squared_distances(scores[rows])
+            distances = _squared_distances(scores if whole else scores[rows])
             if keep is not None:
                 powered = distances.pow(alpha / 2.0) if alpha != 2.0 else distances
-                part = torch.where(keep[rows], powered, 0.0).sum()
+                part = torch.where(keep if whole else keep[rows], powered, 0.0).sum()
                 aligned = part if aligned is None else aligned + part
             if t is not None:  # in place: the alignment has read the distances
                 exponents = distances.mul_(-t)
