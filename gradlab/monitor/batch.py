@@ -699,8 +699,8 @@ class BatchView:
         propagates), read once on a CPU (no device to wait for); NaN elsewhere (not read)."""
         if "end magnitude" not in self._cache:
             ordered = self.negated_sorted
-            self._cache["end magnitude"] = (_largest_end(ordered)
-                                            if ordered.device.type == "cpu" else math.nan)  # fmt: skip
+            on_cpu = ordered.device.type == "cpu"
+            self._cache["end magnitude"] = _largest_end(ordered) if on_cpu else math.nan
         return self._cache["end magnitude"]
 
     def entry_counts(self, width: float) -> torch.Tensor:
@@ -1076,6 +1076,7 @@ def _combined_keys(
     np.left_shift(key, 32, out=combined, dtype=np.int64)  # widened, then shifted
     np.bitwise_or(combined, np.arange(scores.shape[1], dtype=np.int64), out=combined)
     return key
+
 
 _SORTED_RUN = 256
 """Entries of the runs :func:`_sort_rows` sorts first: NumPy's SIMD sort of int64 (AVX-512)

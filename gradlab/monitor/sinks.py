@@ -208,7 +208,7 @@ class JSONLSink(Sink):
 
 def _json_line(record: dict) -> bytes:
     # A record's values are mostly finite floats: only the others go through encode_value.
-    encoded = {key: value if type(value) is float and math.isfinite(value)  # noqa: E721
+    encoded = {key: value if type(value) is float and math.isfinite(value)
                else encode_value(value) for key, value in record.items()}  # fmt: skip
     return (json.dumps(encoded) + "\n").encode("utf-8")
 
