@@ -284,7 +284,10 @@ class CSVSink(Sink):
     records are written under the old header (columns a record lacks stay empty), so no row
     is shifted against the header. A last row cut short by a killed
     writer (no line end) is incomplete: :meth:`last_step` ignores it and reopening the file
-    removes it, so a resumed run writes that step again and no row is left half empty. NaN and
+    removes it, so a resumed run writes that step again and no row is left half empty. A
+    resumption from a checkpoint before the last row writes those steps again below it: the
+    rows that stand are those whose step is below every later row's step (what ``gradlab plot``
+    keeps of the same run's ``metrics.jsonl``). NaN and
     infinities are written as ``nan``, ``inf``, ``-inf`` (``float()`` reads them back). Steps
     the sink missed after a fault are written, before the next record, as rows holding only
     their step (see the module docstring).

@@ -1,5 +1,6 @@
 """Runs never merge (refuse, resume, overwrite); log_dir checked at the call; short runs shown."""
 
+import contextlib
 import csv
 import inspect
 import os
@@ -299,3 +300,36 @@ def test_resuming_a_log_without_a_header_starts_at_zero_quietly(tmp_path):
             assert monitor.step_count == 0
             train(monitor, steps=1)
     assert _steps(tmp_path) == [0]
+
+
+def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(tmp_path):
+    # docs/monitor.md: a resumption from an earlier checkpoint logs its steps again; in
+    # metrics.csv a row stands when its step is below every later row's step. Run A logs 0-9,
+    # B goes back to 4 and crashes after 6, C goes back to 5 and logs 5-8: A's 7-9 and B's 5-6
+    # were replaced, which gradlab plot's reader of metrics.jsonl also drops.
+    pandas = pytest.importorskip("pandas")
+    from gradlab.plotting.monitor import load_runs
+
+    def run(start, steps, seed, crash=False):
+        resume = start is not None
+        with pytest.raises(RuntimeError) if crash else contextlib.nullcontext():
+            with Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", "csv"],
+                         resume=resume) as monitor:  # fmt: skip
+                if resume:
+                    monitor.step_count = start
+                train(monitor, steps=steps, seed=seed)
+                if crash:
+                    raise RuntimeError("the crash")
+
+    run(None, 10, seed=0)
+    run(4, 3, seed=1, crash=True)
+    run(5, 4, seed=2)
+    rows = pandas.read_csv(tmp_path / "metrics.csv")
+    assert rows["step"].tolist() == [*range(10), 4, 5, 6, 5, 6, 7, 8]  # every row kept
+    steps = rows["step"]
+    rows = rows[steps < steps[::-1].cummin()[::-1].shift(-1, fill_value=steps.max() + 1)]
+    with pytest.warns(UserWarning, match="resumptions start at steps the run had logged"):
+        ((_, records),) = load_runs([tmp_path])
+    assert rows["step"].tolist() == [record["step"] for record in records] == list(range(9))
+    assert rows["loss"].tolist() == [record["loss"] for record in records]
+    assert len(set(rows["loss"])) == 9  # the three runs' losses differ: the rows are told apart
