@@ -460,3 +460,33 @@ def test_a_pair_of_opposite_vectors_is_in_the_first_bin(normalization, delta_min
     expected = reference(embeddings.tolist(), labels, delta_min)
     got = fappy_loss(embeddings, torch.tensor(labels), delta_min, normalization)
     assert float(got) == pytest.approx(expected, abs=1e-12)
+
+
+@pytest.mark.parametrize(("dtype", "allowed"), [(torch.float16, 7.8125e-3),
+                                                (torch.bfloat16, 0.0625)])  # fmt: skip
+def test_the_slack_past_one_is_eight_rounding_steps_of_a_half_precision_dtype(dtype, allowed):
+    # COSINE_SLACK's documented tolerance: 8 steps of the dtype at 1 where that exceeds 1e-3
+    # (float16 2^-10 a step, bfloat16 2^-7): 1 + 8 steps is a cosine, the next value is not.
+    assert allowed == 8 * torch.finfo(dtype).eps
+    edge = torch.tensor(1.0 + allowed, dtype=dtype)
+    past = edge + torch.finfo(dtype).eps  # the next value of the dtype above the edge
+    assert float(past) > float(edge)
+    for score, refused in ((edge, False), (past, True)):
+        scores = PAIR_SCORES.to(dtype)
+        scores[0, 1] = scores[1, 0] = score
+        if refused:
+            with pytest.raises(GradlabError, match=r"^scores must be cosine similarities"):
+                false_positive_probability(scores, PAIR_LABELS, 0.5)
+        else:
+            false_positive_probability(scores, PAIR_LABELS, 0.5)
+
+
+def test_with_value_checks_skipped_a_score_past_one_is_not_read():
+    # skip_value_checks() (the Monitor's own calls, whose inputs it checked) reads no value
+    # back: a score of 1.5 then passes through the bins instead of being refused.
+    from gradlab.validation import skip_value_checks
+
+    scores = PAIR_SCORES.clone()
+    scores[0, 1] = scores[1, 0] = 1.5
+    with skip_value_checks():
+        false_positive_probability(scores, PAIR_LABELS, 0.5)

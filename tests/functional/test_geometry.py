@@ -570,3 +570,64 @@ def test_a_scale_tensor_outside_the_numbers_range_gives_nan_not_a_gradient(bad):
     assert geometry.temperature_gradient(scores, eye, torch.tensor(bad)).isnan()
     assert float(geometry.temperature_gradient(scores, eye, torch.tensor(2.0))) == float(
         geometry.temperature_gradient(scores, eye, 2.0))
+
+
+@pytest.mark.parametrize("bad", [torch.tensor(True), torch.tensor(1 + 1j)])
+def test_a_scale_tensor_that_is_not_a_real_number_is_refused_by_name(bad):
+    scores, eye = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.eye(2, dtype=torch.bool)
+    with pytest.raises(GradlabError) as caught:
+        geometry.temperature_gradient(scores, eye, bad)
+    assert str(caught.value) == f"scale must have a real floating or integer dtype; got {bad.dtype}"
+
+
+@pytest.mark.parametrize("scale", [1e-30, 0.5, 3, 1e30])
+def test_a_scale_tensor_inside_the_range_equals_the_number_bounds_included(scale):
+    # The tensor path's range test is [1e-30, 1e30] as the number's, both ends included; an
+    # integer tensor is a number too. The reference is the float64 loop.
+    scores = torch.tensor([[0.5, 0.1], [0.2, 0.4]])
+    eye = torch.eye(2, dtype=torch.bool)
+    expected = loops.temperature_gradient(scores.tolist(), eye.tolist(), float(scale))
+    tensor = torch.tensor(scale, dtype=torch.float64 if isinstance(scale, float) else None)
+    got = geometry.temperature_gradient(scores, eye, tensor)
+    assert float(got) == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_float32_scale_tensor_is_judged_by_its_own_value():
+    # float32(1e30) is 1.0000000150474662e30, above the range: the number path refuses it, so
+    # the tensor path (compared in float64, not at the tensor's own rounding of 1e30) gives NaN.
+    scores, eye = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.eye(2, dtype=torch.bool)
+    scale = torch.tensor(1e30, dtype=torch.float32)
+    with pytest.raises(GradlabError, match="scale must be a finite number in"):
+        geometry.temperature_gradient(scores, eye, float(scale))
+    assert geometry.temperature_gradient(scores, eye, scale).isnan()
+
+
+@pytest.mark.parametrize("size", [2, 200])
+def test_in_batch_alignment_uniformity_at_its_smallest_batch_and_over_two_blocks(size):
+    # Two embeddings are enough (one pair each way); 200 rows make exactly two blocks of rows
+    # on a CPU (1 << 15 entries each), where each block's diagonal and sums are its own. The
+    # default t is Wang & Isola's t = 2; the reference is the float64 loop over pairs i < j
+    # (uniformity is symmetric, so the mean over i != j is the same).
+    generator = torch.Generator().manual_seed(size)
+    points = torch.randn(size, 5, generator=generator, dtype=torch.float64)
+    labels = torch.arange(size) % 3
+    positives = (labels.unsqueeze(0) == labels.unsqueeze(1)).fill_diagonal_(False)
+    if size == 2:
+        positives = ~torch.eye(2, dtype=torch.bool)  # the pair itself
+    gram = _cosines(points, points)
+    aligned, spread = geometry.in_batch_alignment_uniformity(gram, positives)
+    rows = points.tolist()
+    assert float(spread) == pytest.approx(loops.uniformity(rows), rel=1e-12)
+    assert float(aligned) == pytest.approx(loops.alignment(rows, rows, positives.tolist()),
+                                           rel=1e-12)  # fmt: skip
+
+
+def test_given_norms_are_used_not_computed_again():
+    # normalized_std's norms are taken as the rows' norms (the Monitor shares its own): norms
+    # twice the true ones halve every unit row, so the value halves.
+    points = torch.randn(6, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    norms = points.norm(dim=1)
+    plain = geometry.normalized_std(points)
+    assert float(plain) == pytest.approx(loops.normalized_std(points.tolist()), rel=1e-12)
+    assert float(geometry.normalized_std(points, norms=2 * norms)) == pytest.approx(
+        float(plain) / 2, rel=1e-12)  # fmt: skip

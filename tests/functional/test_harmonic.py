@@ -321,3 +321,12 @@ def test_the_mpmath_error_is_taken_at_the_documented_50_digits_and_leaves_mpmath
     harmonic_log_error(np.array([3.0, 7.0]), 2.0, "log", precision="mpmath")
     assert seen == [50] * 4
     assert mpmath.mp.dps == before
+
+
+def test_a_meta_tensor_is_refused_by_name_before_the_domain_check_reads_it():
+    # li's domain check reads the values back, which a meta tensor (a shape without values)
+    # cannot give: refused by its name, as the other functions of this module do.
+    with pytest.raises(GradlabError) as caught:
+        logarithmic_integral(torch.full((3,), 2.0, device="meta"))
+    assert str(caught.value) == ("x is a meta tensor (a shape without values); pass a tensor on "
+                                 "a real device (cpu, cuda, ...)")  # fmt: skip

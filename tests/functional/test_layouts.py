@@ -241,3 +241,22 @@ P24 = torch.ones(2, 4, dtype=torch.bool)
 def test_layout_messages_are_whole_and_name_the_argument(call, message):
     with pytest.raises(GradlabError, match="^" + message):
         call()
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_unit_rows_scales_every_non_zero_row_as_f_normalize_and_a_zero_row_to_zero(dtype):
+    # Rows of norms from 1e-4 to 1e2 (small ones included: a floor above them would shrink
+    # them instead of scaling them to norm 1), and an all-zero row, which F.normalize's floor
+    # of 1e-12 turns into 0 / 0 = NaN in float16.
+    from gradlab.functional.layouts import unit_rows
+
+    generator = torch.Generator().manual_seed(5)
+    directions = torch.randn(7, 6, generator=generator, dtype=torch.float64)
+    sizes = torch.tensor([1e-4, 1e-3, 1e-2, 0.1, 1.0, 1e2, 0.0], dtype=torch.float64)
+    rows = (directions / directions.norm(dim=1, keepdim=True) * sizes.unsqueeze(1)).to(dtype)
+    got = unit_rows(rows)
+    expected = torch.nn.functional.normalize(rows[:-1], dim=1)
+    assert got.dtype == dtype and torch.equal(got[:-1], expected)
+    assert torch.equal(got[-1], torch.zeros(6, dtype=dtype))
+    norms = got[:-1].double().norm(dim=1)
+    assert bool(((norms - 1).abs() < 8 * torch.finfo(dtype).eps).all())  # unit rows indeed

@@ -505,3 +505,19 @@ def test_width_where_eps_times_tau_underflows_is_the_closed_form(tau, eps):
     assert widths.tolist() == pytest.approx([expected, expected], rel=1e-14, abs=0)
     scores = torch.tensor([0.0, 0.5 * expected, 4.0 * expected], dtype=torch.float64)
     assert float(operating_region_proportion(scores, tau, eps)) == pytest.approx(5 / 9)
+
+
+@pytest.mark.parametrize("tau", [0.05, 0.3, 0.7])
+def test_at_the_smallest_normal_product_the_width_is_correctly_rounded(tau):
+    # p = eps tau exactly 2^-1022 is still a normal number: the closed form 2 tau artanh(r)
+    # applies and rounds correctly there (mpmath at 3000 bits); the underflow branch
+    # (-tau ln p, for products below it) would be one ulp off at these tau.
+    smallest = float.fromhex("0x1p-1022")
+    eps = smallest / tau
+    assert eps * tau == smallest  # the product is exactly the threshold
+    with mpmath.workprec(3000):  # r = sqrt(1 - 4p) needs more than 1022 bits to differ from 1
+        p = mpmath.mpf(eps) * mpmath.mpf(tau)
+        exact = float(2 * mpmath.mpf(tau) * mpmath.atanh(mpmath.sqrt(1 - 4 * p)))
+    assert operating_region_width(tau, eps) == exact
+    thresholds = torch.tensor([eps], dtype=torch.float64)
+    assert operating_region_widths(tau, thresholds).item() == exact

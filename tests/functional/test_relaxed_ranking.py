@@ -522,3 +522,25 @@ def test_the_number_of_positives_is_checked_by_name(num_positives, message):
     with pytest.raises(GradlabError) as caught:
         relaxed_tie_aware_ap(_ONES * 0.5, _ONES, num_positives=num_positives)
     assert str(caught.value) == message
+
+
+META_MESSAGE = ("{} is a meta tensor (a shape without values); pass a tensor on a real device "
+                "(cpu, cuda, ...)")
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: relaxed_tie_aware_ap(torch.ones(1, 2, device="meta"),
+                                  torch.ones(1, 2, device="meta")), "positive_counts"),
+    (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2, device="meta"),
+                                   torch.ones(2, device="meta")), "level_counts"),
+    (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2, device="meta"), torch.ones(2)),
+     "level_counts"),
+    (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2), torch.ones(2, device="meta")),
+     "level_gains"),
+])  # fmt: skip
+def test_meta_tensors_are_refused_by_name_before_their_values_are_read(call, name):
+    # The value checks read the counts back, which a meta tensor cannot give; the first meta
+    # argument is named (the AP's two counts share one device, checked before).
+    with pytest.raises(GradlabError) as caught:
+        call()
+    assert str(caught.value) == META_MESSAGE.format(name)

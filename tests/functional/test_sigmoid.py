@@ -90,3 +90,21 @@ def test_the_smallest_temperature_gives_the_step_in_every_dtype(dtype):
     assert tempered_sigmoid(x, 1e-30).tolist() == [0.0, 0.5, 0.5, 1.0]
     with pytest.raises(GradlabError, match=r"^tau must be a finite number in \[1e-30, inf\)"):
         tempered_sigmoid(x, 1e-300)
+
+
+@pytest.mark.parametrize("function", [tempered_sigmoid, sigmoid_slope])
+def test_x_is_any_real_tensor_of_up_to_eight_dimensions(function):
+    # Integers are real numbers (computed as the default float dtype); bool and complex are
+    # not; nine dimensions are past the package's limit for elementwise inputs.
+    integers = torch.tensor([[-1, 0, 2]])
+    assert torch.equal(function(integers, 0.5), function(integers.float(), 0.5))
+    for bad, message in [
+        (torch.tensor(True), "x must have a real floating or integer dtype; got torch.bool"),
+        (torch.tensor(1j), "x must have a real floating or integer dtype; got torch.complex64"),
+        (torch.zeros([1] * 9), "x must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or "
+                               "7-D or 8-D; got shape (1, 1, 1, 1, 1, 1, 1, 1, 1)"),
+    ]:
+        with pytest.raises(GradlabError) as caught:
+            function(bad, 0.5)
+        assert str(caught.value) == message
+    assert function(torch.zeros([1] * 8), 0.5).shape == (1,) * 8
