@@ -314,3 +314,38 @@ def test_the_top_k_share_of_tied_scores_is_the_expectation_over_their_orders(k, 
         flags[0, column] = True
         one = suspect_summary(flags, torch.zeros(1, 6), torch.eye(1, 6, dtype=torch.bool), k=1)
         assert float(one.top_k_share) == pytest.approx(1 / 5)
+
+
+def test_the_summary_of_a_batch_without_candidates_is_zero_suspects_and_no_share():
+    # C = 0: no suspect (count 0), and no query has a negative, so neither share is defined.
+    none = torch.zeros(3, 0, dtype=torch.bool)
+    summary = suspect_summary(none, torch.zeros(3, 0), none)
+    assert [float(summary.count), float(summary.per_query)] == [0.0, 0.0]
+    for share in (summary.gradient_share, summary.top_k_share):
+        assert share.dtype == torch.float64 and share.shape == () and math.isnan(share)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_the_top_k_share_of_one_candidate_column(k):
+    # C = 1: each query's one candidate is its only negative (or none): the share is the mean
+    # over the queries with a negative of whether it is a suspect (brute-force reference).
+    suspects = torch.tensor([[True], [False], [True]])
+    scores = torch.tensor([[0.5], [0.2], [0.9]])
+    positives = torch.tensor([[False], [False], [True]])
+    summary = suspect_summary(suspects, scores, positives, k=k)
+    expected = _expected_top_k_share((suspects & ~positives).tolist(), scores.tolist(),
+                                     (~positives).tolist(), k)  # fmt: skip
+    assert expected == 0.5 and float(summary.top_k_share) == expected
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"candidate_mask": torch.eye(2, dtype=torch.bool, device="meta")},
+     "tensors must be on one device; got scores on cpu, candidate_mask on meta"),
+    ({"score_grad": torch.zeros(2, 2, device="meta")},
+     "tensors must be on one device; got scores on cpu, score_grad on meta"),
+])  # fmt: skip
+def test_the_optional_tensors_must_be_on_the_scores_device(extra, message):
+    eye = torch.eye(2, dtype=torch.bool)
+    with pytest.raises(GradlabError) as caught:
+        suspect_summary(eye, torch.zeros(2, 2), eye, **extra)
+    assert str(caught.value) == message

@@ -153,6 +153,7 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
             assert not [key for key in record if key.startswith("anatomy_")]
             if step == 0:
                 assert len(caught) == 1 and caught[0].filename == __file__
+                assert caught[0].category is RuntimeWarning
                 name = type(loss).__name__
                 shape = [4, 4] if against == "ref_emb" else [4, 2]  # 2 proxies, one per class
                 assert str(caught[0].message) == (
@@ -173,6 +174,17 @@ def test_cross_batch_memory_says_why_its_recording_inner_loss_gives_no_anatomy(t
         "needs dL/dS of the loss's score matrix; the watched loss CrossBatchMemory scores the "
         "batch against its memory through its inner loss NTXentLoss, and the anatomy reads only "
         "a batch scored against itself")  # no advice to add the distance it has
+
+
+def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path):
+    """No inner loss: the advice names the distance to add (not a memory it does not have)."""
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(pml_losses.NTXentLoss())
+    assert monitor.not_logged["anatomy"] == (
+        "needs dL/dS of the loss's score matrix; the watched loss NTXentLoss takes embeddings "
+        "and exposes no score matrix. Watch a loss written on a score matrix with "
+        "inputs='scores', use gradlab's losses, or give a pytorch-metric-learning loss "
+        "distance=gradlab.interop.pml.RecordingCosineSimilarity()")
 
 
 def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):

@@ -235,13 +235,14 @@ def test_smooth_ap_hands_its_recorded_score_matrix_and_its_gradient():
     assert torch.equal(capture.grad, record.scores.grad)
 
 
-@pytest.mark.parametrize("layout", ["in_batch", "cross_modal"])
+@pytest.mark.parametrize("layout", ["in_batch", "cross_modal", "cross_modal_candidates"])
 def test_smooth_ap_of_a_transform_inside_the_loss_is_not_taken_for_the_calls_scores(
     tmp_path, layout
 ):
     """A loss that calls gradlab's SmoothAP on a projection of its input records that
     projection's score matrix, of the same shape: the Monitor's P, margins and geometry
-    described it as the cosine scores of the watched embeddings."""
+    described it as the cosine scores of the watched embeddings. The projection may be of
+    the candidates alone (``cross_modal_candidates``): the queries are then the call's own."""
     embeddings, labels = _batch(5, size=8)
     candidates = torch.randn(8, 4, generator=torch.Generator().manual_seed(6),
                              dtype=torch.float64)  # fmt: skip
@@ -252,6 +253,8 @@ def test_smooth_ap_of_a_transform_inside_the_loss_is_not_taken_for_the_calls_sco
     def projected(first, second=None, candidates=None, positives=None):
         if candidates is None:
             return smooth_ap(first * flip + 0.5, second)
+        if layout == "cross_modal_candidates":
+            return smooth_ap(first, candidates=candidates * flip + 0.5, positives=positives)
         return smooth_ap(first * flip + 0.5, candidates=candidates, positives=positives)
 
     with gradlab.Monitor(tmp_path, preset="default", every=1, tau=TAU) as monitor:
@@ -330,3 +333,67 @@ def test_a_smooth_ap_adapter_with_a_recorder_reads_the_recorded_matrix():
                             recorded=[ScoreCapture("in_batch", scores, None)])  # fmt: skip
     (capture,) = batch.score_captures
     assert capture.scores is scores and capture.smooth_ap_tau is None
+
+
+def test_a_cross_modal_smooth_ap_call_of_the_watched_tensors_hands_its_record():
+    # The call's own queries and candidates: the record is of the watched tensors, so the
+    # Monitor reads its scores instead of computing them again.
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    adapter = adapters.adapt(loss_fn)
+    queries, labels = _batch(7, size=6)
+    candidates = torch.randn(6, 4, generator=torch.Generator().manual_seed(8),
+                             dtype=torch.float64, requires_grad=True)  # fmt: skip
+    positives = _same_label(labels)
+    with adapter.listening(score_grad=False) as (recorded, records):
+        loss = loss_fn(queries, candidates=candidates, positives=positives)
+    (record,) = records
+    tensors = adapters.call_tensors((queries,), {"candidates": candidates, "positives": positives})
+    batch = adapter.capture(tensors, loss, TAU, record=record, recorded=recorded)
+    assert batch.loss_record is record
+
+
+def test_a_score_call_is_read_as_scores_with_the_features_geometry():
+    """What watch(loss, inputs="scores") reads: a view on the score matrix, so that the
+    geometry is that of the features an integration adds, not of the matrix's rows."""
+    from gradlab.monitor import Geometry
+    from tests.reference import geometry_loops as loops
+
+    generator = torch.Generator().manual_seed(6)
+    images, texts = torch.randn(8, 5, generator=generator), torch.randn(8, 5, generator=generator)
+    positives = torch.eye(8, dtype=torch.bool)
+    logits = 20.0 * torch.nn.functional.normalize(images, dim=1) @ torch.nn.functional.normalize(
+        texts, dim=1).T  # fmt: skip
+    view = adapters.adapt(gradlab.NTXentLoss(0.05)).read([logits, positives], None, TAU)
+    view.features = (images, texts)
+    values = Geometry().compute(view)
+    expected = loops.logged_geometry(images.tolist(), texts.tolist(), positives.tolist())
+    for key, value in expected.items():
+        tolerance = 1e-6 if key == "geometry_alignment" else 1e-9
+        assert float(values[key]) == pytest.approx(value, rel=tolerance), key
+
+
+def test_a_score_loss_s_own_softmax_logits_attribute_of_another_kind_is_not_read():
+    # Only gradlab's SoftmaxLogits declaration is read; an attribute of that name holding
+    # something else (a user's own scale) is no declaration.
+    def loss_fn(scores, positives):
+        return scores.sum()
+
+    loss_fn.softmax_logits = 20.0
+    view = adapters.adapt(loss_fn, "scores").read([torch.eye(3), torch.eye(3, dtype=torch.bool)],
+                                                  None, TAU)  # fmt: skip
+    assert view.softmax is None
+    declared = gradlab.NTXentLoss(0.05).softmax_logits
+    loss_fn.softmax_logits = declared
+    view = adapters.adapt(loss_fn, "scores").read([torch.eye(3), torch.eye(3, dtype=torch.bool)],
+                                                  None, TAU)  # fmt: skip
+    assert view.softmax is declared
+
+
+def test_a_quantity_needing_every_known_value_applies_to_a_loss_providing_them_all():
+    # gradlab's SmoothAP provides every need the Monitor knows: a quantity declaring all of them
+    # applies; one more, unknown, need is named.
+    adapter = adapters.adapt(gradlab.SmoothAPLoss(TAU))
+    everything = frozenset(adapters.NEEDS)
+    assert adapter.why_not(everything) is None
+    assert adapter.why_not(everything | {"hessian"}) == (
+        "needs hessian, which the Monitor does not know")
