@@ -194,7 +194,9 @@ MONITOR_TESTS = {
               "tests/monitor/test_monitor_workspace.py", "tests/monitor/test_batch_view_inputs.py",
               "tests/monitor/test_recorded_column_weights.py", "tests/monitor/test_loss_scale.py",
               "tests/monitor/test_mask_layouts.py", "tests/monitor/test_runs_degenerate.py",
-              "tests/monitor/test_quantity_declarations.py", *_MONITOR_RUNS],
+              "tests/monitor/test_quantity_declarations.py", *_MONITOR_RUNS,
+              # the margins and geometry read the view's positive counts, anchors and ends
+              "tests/monitor/test_geometry_quantities.py", "tests/monitor/test_geometry_edges.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",

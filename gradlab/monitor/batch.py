@@ -1121,15 +1121,6 @@ def _flip_into(key: np.ndarray, spare: np.ndarray, out: np.ndarray) -> None:
     np.bitwise_xor(key, spare, out=out)
 
 
-def _may_round_back(ordered: torch.Tensor, width: float) -> bool:
-    """Whether ``x - width`` can round back onto an entry ``x`` of the ascending rows
-    ``ordered``: only when ``width`` is at most half an ulp of the largest magnitude (at an end
-    of a row), read on a CPU (no device to wait for); elsewhere assumed (three kernels)."""
-    if ordered.device.type != "cpu":
-        return True
-    return _rounds_back(_largest_end(ordered), width, ordered.dtype)
-
-
 def _largest_end(ordered: torch.Tensor) -> float:
     """The largest magnitude of the ascending rows of a CPU tensor, read at their ends (0 for
     no entry; NaN, sorted last, propagates)."""

@@ -491,3 +491,23 @@ def test_each_width_of_a_step_is_checked_for_the_move_on_its_own():
     inside = scores.unsqueeze(1) == scores.unsqueeze(2)
     assert torch.equal(batch.counts_at(scores, 64.0), inside.sum(dim=2))
     assert torch.equal(batch.pair_counts(64.0), inside.sum(dim=(1, 2)))
+
+
+# keys alone (200: its scratch arrays from the workspace); combined keys
+@pytest.mark.parametrize("size", [40, 200, int(KEYED_SORT_FROM**0.5) + 4])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+@pytest.mark.parametrize("reads_order", [False, True])
+def test_a_nan_of_either_sign_alone_is_sorted_last(size, sign, reads_order):
+    """A NaN's order key lies past an infinity's at the end its sign bit gives: the positive
+    NaN's already last, the negative NaN's first, where it must be found and moved (torch.sort
+    puts every NaN last). One sign per matrix: the other end holds no NaN to find it by."""
+    generator = torch.Generator().manual_seed(size)
+    scores = torch.randn(size, size, generator=generator)
+    scores[:, 0] = torch.tensor([math.inf, -math.inf]).repeat(size)[:size]
+    scores[5, 7] = math.copysign(math.nan, sign)
+    view = _score_batch(scores)
+    view.ties_by_column = reads_order
+    expected = (-scores).sort(dim=1, stable=True).values
+    got = view.negated_sorted
+    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and bool(got[5, -1].isnan())
+    assert torch.equal(got[~torch.isnan(got)], expected[~torch.isnan(expected)])
