@@ -175,12 +175,14 @@ def test_the_recorded_scores_leave_the_graph_once_the_gradient_arrives():
     scores = embeddings @ embeddings.T
     positives = (labels.unsqueeze(0) == labels.unsqueeze(1)).fill_diagonal_(False)
     record = LossRecord(scores, positives, ~torch.eye(4, dtype=torch.bool), 0.1, False, True,
-                        None)  # fmt: skip
+                        None, embeddings=embeddings, candidates=embeddings)  # fmt: skip
     view = BatchView(embeddings.detach(), labels=labels, loss_record=record)
     assert view.record is record  # read before the gradient arrives
     view.embedding_grad = torch.ones(4, 3)
     kept = view.loss_record
     assert kept is not None and not kept.scores.requires_grad
+    # nor the call's inputs, which lead back into the graph too
+    assert kept.embeddings is None and kept.candidates is None
     assert torch.equal(kept.scores, scores.detach()) and torch.equal(kept.positives, positives)
     assert view.record is kept
     assert torch.equal(view.layout.scores, scores.detach())

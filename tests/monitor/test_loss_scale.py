@@ -131,3 +131,24 @@ def test_every_scale_read_on_a_cpu_unscales_bit_for_bit(scale, dtype):
         assert np.array_equal(np.isnan(got), np.isnan(expected)), name
         finite = ~np.isnan(expected)  # every bit, the sign of zero included
         assert got[finite].tobytes() == expected[finite].tobytes(), (name, got, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_a_half_precision_scale_is_divided_by_not_read(dtype):
+    # Only float32/float64 CPU scales are read back (to skip a division by 1); a half-precision
+    # scale of 4 still divides every gradient.
+    view = BatchView(torch.zeros(2, 2), labels=torch.arange(2),
+                     embedding_grad=torch.full((2, 2), 3.0),
+                     loss_scale=torch.tensor(4.0, dtype=dtype))  # fmt: skip
+    view.unscale_gradients()
+    assert view.embedding_grad.tolist() == [[0.75, 0.75], [0.75, 0.75]]
+
+
+def test_a_scale_off_the_cpu_is_not_read_back():
+    # meta stands in for an accelerator: the scale there is never read on the host (that would
+    # wait for the device); the division runs on the device instead.
+    grad = torch.full((2, 2), 3.0, device="meta")
+    view = BatchView(torch.zeros(2, 2, device="meta"), labels=torch.arange(2, device="meta"),
+                     embedding_grad=grad, loss_scale=torch.tensor(1.0, device="meta"))  # fmt: skip
+    view.unscale_gradients()
+    assert view.embedding_grad.device.type == "meta" and view.loss_scale is None
