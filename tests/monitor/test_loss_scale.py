@@ -152,3 +152,18 @@ def test_a_scale_off_the_cpu_is_not_read_back():
                      embedding_grad=grad, loss_scale=torch.tensor(1.0, device="meta"))  # fmt: skip
     view.unscale_gradients()
     assert view.embedding_grad.device.type == "meta" and view.loss_scale is None
+
+
+@pytest.mark.parametrize(("scale", "dtype"), [(0.0, torch.float16), (1.0, torch.float32),
+                                              (0.0, torch.float64)])  # fmt: skip
+def test_a_scale_of_zero_or_one_leaves_the_gradients_and_is_used_once(scale, dtype):
+    # 1 (loss.backward()) and 0 (which divides by 1) leave every gradient as it arrived,
+    # whether the scale is read (float32/float64 on a CPU) or divided by (float16); a second
+    # call finds no scale left.
+    view = BatchView(torch.zeros(2, 2), labels=torch.arange(2),
+                     embedding_grad=torch.full((2, 2), 3.0),
+                     loss_scale=torch.tensor(scale, dtype=dtype))  # fmt: skip
+    for _ in range(2):
+        view.unscale_gradients()
+        assert view.loss_scale is None
+        assert view.embedding_grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]
