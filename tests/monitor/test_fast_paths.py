@@ -514,3 +514,15 @@ def test_a_nan_of_either_sign_alone_is_sorted_last(size, sign, reads_order):
     got = view.negated_sorted
     assert torch.equal(torch.isnan(got), torch.isnan(expected)) and bool(got[5, -1].isnan())
     assert torch.equal(got[~torch.isnan(got)], expected[~torch.isnan(expected)])
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
+@pytest.mark.parametrize("reads_order", [False, True])
+@pytest.mark.parametrize("width", [0.2, 5.0])  # 5: past 2, every pair of a row inside
+def test_a_matrix_without_rows_or_columns_sorts_and_counts_nothing(shape, reads_order, width):
+    # No entry: the sorts find no NaN at no end, the merges sum no key; each row counts 0.
+    view = _score_batch(torch.zeros(shape))
+    view.ties_by_column = reads_order
+    assert view.negated_sorted.shape == shape
+    assert view.pair_counts(width).tolist() == [0] * shape[0]
+    assert view.entry_counts(width).shape == shape
