@@ -333,3 +333,18 @@ def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(
     assert rows["step"].tolist() == [record["step"] for record in records] == list(range(9))
     assert rows["loss"].tolist() == [record["loss"] for record in records]
     assert len(set(rows["loss"])) == 9  # the three runs' losses differ: the rows are told apart
+
+
+def test_a_skipped_line_of_a_resumed_log_is_warned_about_at_the_monitors_line(tmp_path):
+    # The resume reads the log's last step line by line; a line cut short by a killed writer
+    # is skipped, with one warning at the user's Monitor(..., resume=True), not inside gradlab.
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=2)
+    with (tmp_path / "metrics.jsonl").open("a") as handle:
+        handle.write('{"step": 2, "lo')  # cut short
+    with pytest.warns(UserWarning, match=r"metrics\.jsonl:\d+: skipped a line") as caught:
+        resumed = Monitor(tmp_path, preset="cheap", every=1, resume=True, tau=0.05)  # the loss's
+    resumed.close()
+    assert resumed.step_count == 2
+    assert [warning.filename for warning in caught
+            if "skipped a line" in str(warning.message)] == [__file__]
