@@ -162,6 +162,8 @@ MONITOR_TESTS = {
     # them: 78 of 197 survivors were killed by these two files alone)
     "adapters": ["tests/monitor/test_adapters.py", "tests/monitor/test_adapters_messages.py",
                  "tests/monitor/test_adapters_reading.py", "tests/monitor/test_watch.py",
+                 # pytorch-metric-learning's losses as the adapters read them
+                 "tests/interop/test_pml.py",
                  "tests/monitor/test_monitor_paths.py::"
                  "test_a_score_loss_watched_as_an_embedding_loss_is_told_to_say_inputs_scores",
                  *_MONITOR_VALUES,
