@@ -143,6 +143,9 @@ HELP_SAYS = {
                              "here (it needs the authors' data); without it the miniature is "
                              "recorded as not measured"],
     ("plot", "--out"): ["figure folder (default: RUN_DIR/figures for one run, "],
+    ("plot", "--max-points"): ["steps, over a band from each group's smallest to its largest "
+                               "value (a long run is otherwise a solid band in which the last "
+                               "key hides the others)"],
 }  # fmt: skip
 
 

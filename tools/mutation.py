@@ -448,6 +448,8 @@ STUDY_TESTS = {
     # the cached-mnrl case imports sentence-transformers (about 12 s)
     "cli": ["tests/test_cli_commands.py", "tests/test_cli.py", "tests/test_cli_faults.py",
             "tests/test_cli_equivalence.py",
+            # gradlab plot's --max-points, parsed and refused by the CLI
+            "tests/plotting/test_monitor_long_runs.py",
             # the study command's own checks of its options, before any training
             "tests/experiments/test_image_studies.py::"
             "test_bad_input_is_one_line_and_exit_code_2_before_training",
@@ -617,6 +619,7 @@ PLOTTING_TESTS = {
     "plotting/studies": ["tests/plotting/test_study_plots.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
                          "tests/plotting/test_monitor_summaries.py",
+                         "tests/plotting/test_monitor_long_runs.py",  # grouped means, resumptions
                          "tests/plotting/test_monitor_plots.py::"
                          "test_plotting_a_replaced_run_removes_the_old_runs_figures"],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",
