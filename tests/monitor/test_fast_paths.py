@@ -64,6 +64,13 @@ def test_both_paths_log_the_same_relaxation_gap():
             assert a[key].item() == b[key].item() or (math.isnan(a[key]) and math.isnan(b[key]))
 
 
+def _assert_sorted_alike(got: torch.Tensor, expected: torch.Tensor) -> None:
+    """The same NaN places and, elsewhere, the same values (-0.0 == 0.0: they tie)."""
+    assert torch.equal(torch.isnan(got), torch.isnan(expected))
+    finite = ~torch.isnan(got)
+    assert torch.equal(got[finite], expected[finite])
+
+
 def _score_batch(scores: torch.Tensor) -> BatchView:
     """A BatchView whose layout is ``scores`` itself (as for ``watch(inputs="scores")``)."""
     from gradlab.functional.layouts import RetrievalLayout
@@ -189,10 +196,7 @@ def test_large_score_matrices_sort_by_keys_into_the_same_order(dtype):
     batch = _score_batch(scores)
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
-    got = batch.negated_sorted
-    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
-    finite = ~torch.isnan(got)
-    assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
+    _assert_sorted_alike(batch.negated_sorted, expected.values)
 
 
 @pytest.mark.parametrize("kind", ["random", "tied"])
@@ -232,10 +236,7 @@ def test_the_cpu_sort_of_float32_rows_equals_torch_stable_sort(transposed):
     assert batch.negated_sorted.is_contiguous() and batch.descending_order.is_contiguous()
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
-    got = batch.negated_sorted
-    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
-    finite = ~torch.isnan(got)
-    assert torch.equal(got[finite], expected.values[finite])  # -0.0 == 0.0: they tie
+    _assert_sorted_alike(batch.negated_sorted, expected.values)
 
 
 @pytest.mark.parametrize("nan_row", [None, 0, 4])
@@ -252,10 +253,7 @@ def test_the_cpu_sort_sorts_again_only_rows_of_a_matrix_with_nan(nan_row):
     batch = _score_batch(scores)
     expected = (-scores).sort(dim=1, stable=True)
     assert torch.equal(batch.descending_order, expected.indices)
-    got = batch.negated_sorted
-    assert torch.equal(torch.isnan(got), torch.isnan(expected.values))
-    finite = ~torch.isnan(got)
-    assert torch.equal(got[finite], expected.values[finite])
+    _assert_sorted_alike(batch.negated_sorted, expected.values)
     width = 0.3
     rows = [[x for x in row if not math.isnan(x)] for row in scores.tolist()]
     inside = [sum(a < b + width and b < a + width for a in row for b in row) for row in rows]
@@ -512,8 +510,8 @@ def test_a_nan_of_either_sign_alone_is_sorted_last(size, sign, reads_order):
     view.ties_by_column = reads_order
     expected = (-scores).sort(dim=1, stable=True).values
     got = view.negated_sorted
-    assert torch.equal(torch.isnan(got), torch.isnan(expected)) and bool(got[5, -1].isnan())
-    assert torch.equal(got[~torch.isnan(got)], expected[~torch.isnan(expected)])
+    _assert_sorted_alike(got, expected)
+    assert bool(got[5, -1].isnan())
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (5, 0), (0, 0)])
