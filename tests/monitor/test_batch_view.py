@@ -452,3 +452,75 @@ def test_the_layout_takes_the_watched_losss_masks_of_its_own_labels_only(include
         assert torch.equal(layout.positives, expected)
         assert torch.equal(layout.candidate_mask, ~torch.eye(6, dtype=torch.bool))
         assert view.every_candidate_but_the_query
+
+
+def recorded_view(labels: list[int], seed: int = 5) -> BatchView:
+    """An in-batch view of float64 embeddings with SmoothAP's record of the same call (its
+    groups: the queries with the same number of positives)."""
+    embeddings = torch.randn(len(labels), 4, generator=torch.Generator().manual_seed(seed),
+                             dtype=torch.float64)  # fmt: skip
+    labels = torch.tensor(labels)
+    with recording() as records:
+        gradlab.SmoothAPLoss(0.1)(embeddings, labels)
+    return BatchView(embeddings, labels=labels, loss_record=records[-1])
+
+
+def loop_positive_scores(view: BatchView) -> list[list[float]]:
+    """Each query's cosine scores with its positives (the other rows of its label), a loop."""
+    rows, labels = view.embeddings.tolist(), view.labels.tolist()
+    return [[cosine(rows[q], rows[j]) for j in range(len(rows)) if j != q and labels[j] == label]
+            for q, label in enumerate(labels)]  # fmt: skip
+
+
+def test_positive_counts_are_counted_once_per_mask():
+    """One tensor per mask for every quantity that asks; a layout with another mask object gets
+    counts of its own, and the first mask's come back counted right."""
+    view = recorded_view([0, 1, 0, 2, 1, 0, 3])
+    layout = view.layout
+    counts = view.positive_counts(layout)
+    assert counts.tolist() == [len(row) for row in loop_positive_scores(view)]
+    assert view.positive_counts(layout) is counts
+    fewer = layout.positives.clone()
+    fewer[0] = False  # another mask: query 0 without positives
+    other = layout._replace(positives=fewer)
+    expected = [0, *counts.tolist()[1:]]
+    assert view.positive_counts(other).tolist() == expected
+    assert view.positive_counts(other) is view.positive_counts(other)
+    assert view.positive_counts(layout).tolist() == counts.tolist()
+
+
+def test_positive_anchors_are_gathered_once_per_group():
+    """The positives' scores of each of the record's groups, one tensor per group however the
+    calls interleave, and each row the query's positive scores."""
+    view = recorded_view([0, 1, 0, 2, 1, 0, 3, 2])
+    groups = view.record.forward.groups
+    assert len(groups) == 2  # queries with two positives, and with one
+    expected = loop_positive_scores(view)
+    first = [view.positive_anchors(group) for group in groups]
+    again = [view.positive_anchors(group) for group in reversed(groups)][::-1]
+    for group, anchors, repeated in zip(groups, first, again, strict=True):
+        assert repeated is anchors
+        for query, row in zip(group.queries.tolist(), anchors.tolist(), strict=True):
+            assert sorted(row) == pytest.approx(sorted(expected[query]), rel=1e-12)
+
+
+@pytest.mark.parametrize(("labels", "groups"), [
+    ([0, 0, 1, 1, 2, 2], 1),  # one group of every query
+    ([0, 1, 0, 2, 1, 0, 2, 3], 2),
+    ([0, 0, 1, 2, 1, 1, 2, 2, 2, 3], 3),  # one, two and three positives
+])  # fmt: skip
+def test_lowest_positives_come_from_two_groups_at_most(labels, groups):
+    """Each row's smallest positive score (``inf`` without one) from the record's groups when
+    at most two hold the rows; with more, and for a layout of other masks, None."""
+    view = recorded_view(labels)
+    assert len(view.record.forward.groups) == groups
+    lowest = view.lowest_positives(view.layout)
+    if groups > 2:
+        assert lowest is None
+        return
+    expected = [min(row, default=math.inf) for row in loop_positive_scores(view)]
+    assert lowest.tolist() == pytest.approx(expected, rel=1e-12)
+    copied = view.layout._replace(positives=view.layout.positives.clone())  # not the record's
+    assert view.lowest_positives(copied) is None
+    unrecorded = BatchView(view.embeddings, labels=view.labels)
+    assert unrecorded.lowest_positives(unrecorded.layout) is None
