@@ -127,6 +127,28 @@ def test_reopened_tensorboard_folder_holds_both_runs(tmp_path):
                                                           strict=True))  # fmt: skip
 
 
+def test_tensorboard_holds_every_value_of_every_record_and_the_header(tmp_path):
+    """Each key of the table at each step, as TensorBoard keeps a scalar (float32: 1e-300 is
+    0, NaN and the infinities stay), and the run's header as its text."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    _run(tmp_path, ["jsonl", "tensorboard"], quantities=[FixedTable(every(1)), Loss(every(1))])
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    accumulator = EventAccumulator(str(tmp_path), size_guidance={"tensors": 0})
+    accumulator.Reload()
+    assert sorted(accumulator.Tags()["scalars"]) == ["loss", *sorted(TABLE[0])]
+    for key in TABLE[0]:
+        events = accumulator.Scalars(key)
+        assert [e.step for e in events] == [0, 1, 2]
+        for event, row in zip(events, TABLE, strict=True):
+            assert same(event.value, float(torch.tensor(row[key], dtype=torch.float32))), key
+    losses = [float(torch.tensor(r["loss"], dtype=torch.float32)) for r in records]
+    assert [e.value for e in accumulator.Scalars("loss")] == losses
+    (header,) = accumulator.Tensors("gradlab/header/text_summary")
+    assert [json.loads(header.tensor_proto.string_val[0])] == headers
+
+
 def test_one_csv_sink_object_serves_one_run_after_another(tmp_path):
     # The same CSVSink for a resumed run, then for a new folder whose run logs other keys: the
     # second file gets its own header from its own first record (not the resumed file's
