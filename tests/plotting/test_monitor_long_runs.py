@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import random
 
+import matplotlib.colors
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
@@ -195,15 +196,26 @@ def test_a_run_resumed_many_times_is_read_once_not_once_per_resumption(tmp_path,
     assert reads <= 3 * 1000, reads  # reading the run again at each of 49 resumptions: 25,000
 
 
-def test_resumptions_from_earlier_checkpoints_are_told_in_one_warning(tmp_path):
+RESUMED = {
     # a job preempted again and again, each time resumed from its last checkpoint (every 10
     # steps): steps after the checkpoint were logged twice; the reader keeps the later ones
+    "six": [(0, 15), (10, 27), (20, 31), (30, 40), (40, 44), (40, 52), (50, 60), (60, 62),
+            (60, 65)],
+    "five": [(0, 15), (10, 20), (15, 25), (20, 30), (25, 35), (30, 40)],
+    # back to step 5, then on from step 10: past what the run holds by then (5-6), though
+    # below the largest step logged before (14): not a going back
+    "one, then on": [(0, 15), (5, 7), (10, 12)],
+}  # fmt: skip
+"""(first step, end) of each segment of a log: a run and its resumptions."""
+
+
+@pytest.mark.parametrize("case", RESUMED)
+def test_resumptions_from_earlier_checkpoints_are_told_in_one_warning(tmp_path, case):
     folder = tmp_path / "run"
     folder.mkdir()
     sink = JSONLSink()
     kept, back = [], []  # the records to draw; (step, records replaced) of each going back
-    segments = [(0, 15), (10, 27), (20, 31), (30, 40), (40, 44), (40, 52), (50, 60), (60, 62),
-                (60, 65)]  # fmt: skip
+    segments = RESUMED[case]
     for start, end in segments:
         sink.open(folder, {"config": {}, **({"resumed": {"from_step": start}} if start else {})})
         written = [{"step": step, "loss": start + step / 100} for step in range(start, end)]
@@ -216,10 +228,101 @@ def test_resumptions_from_earlier_checkpoints_are_told_in_one_warning(tmp_path):
     with pytest.warns(UserWarning) as caught:
         ((_, records),) = monitor_plots.load_runs([folder])
     assert records == kept
-    assert len(back) == 6
-    steps = ", ".join(str(step) for step, _ in back[:5])
-    assert [str(w.message) for w in caught] == [
-        f"{folder / 'metrics.jsonl'}: 6 resumptions start at steps the run had logged already "
-        f"(they went back to earlier checkpoints: steps {steps} and 1 more); their records "
-        f"replace the {sum(n for _, n in back)} logged before from those steps on"
-    ]
+    assert len(back) == {"six": 6, "five": 5, "one, then on": 1}[case]
+    log = folder / "metrics.jsonl"
+    if len(back) == 1:
+        ((step, replaced),) = back
+        expected = (f"{log}: a resumption starts at step {step}, which the run had logged "
+                    f"already (it went back to an earlier checkpoint); its records replace the "
+                    f"{replaced} from step {step} on")  # fmt: skip
+    else:
+        steps = ", ".join(str(step) for step, _ in back[:5])
+        more = f" and {len(back) - 5} more" if len(back) > 5 else ""
+        expected = (f"{log}: {len(back)} resumptions start at steps the run had logged already "
+                    f"(they went back to earlier checkpoints: steps {steps}{more}); their "
+                    f"records replace the {sum(n for _, n in back)} logged before from those "
+                    f"steps on")  # fmt: skip
+    assert [str(w.message) for w in caught] == [expected]
+
+
+def test_downsample_gives_each_group_the_mean_and_range_of_its_finite_values():
+    """Against the float loop of each group: a group with a NaN or an infinity among finite
+    values takes the finite ones only; a group without one is NaN in all three."""
+    rng = random.Random(3)
+    values = [rng.uniform(-2, 2) for _ in range(40)]
+    values[5], values[6] = math.nan, math.inf  # among finite values
+    values[12:16] = [math.nan, -math.inf, math.inf, math.nan]  # a whole group of 4
+    steps = [3 * i for i in range(40)]  # steps are integers
+    got = monitor_plots.downsample(steps, values, 10)
+    for column, expected in zip(got, _reference(steps, values, 10), strict=True):
+        assert column.dtype == np.float64
+        np.testing.assert_allclose(column, expected, rtol=1e-12)  # NaN where expected
+    assert [math.isnan(v) for v in got[2]].count(True) == 1  # only the group of steps 36-45
+
+
+def test_bands_take_their_lines_colour_translucent_without_an_edge(tmp_path, monkeypatch):
+    run = _log(tmp_path / "run", _records(400))
+    with captured_figures(monkeypatch, monitor_plots) as figures:
+        plot_runs([run], tmp_path / "figures", overview=False, max_points=100)
+    (figure,) = [f for f in figures if f.axes[0].get_title().startswith("Operating")]
+    axis = figure.axes[0]
+    lines, bands = axis.get_lines(), axis.collections
+    assert len(lines) == len(bands) == 2
+    for line, band in zip(lines, bands, strict=True):
+        colour = matplotlib.colors.to_rgb(line.get_color())
+        assert [tuple(face[:3]) for face in band.get_facecolor()] == [pytest.approx(colour)]
+        assert 0 < band.get_alpha() < 1  # the line shows over its band
+        assert list(band.get_linewidth()) == [0]
+    legends = [*figure.legends, *(a.get_legend() for a in figure.axes if a.get_legend())]
+    (swatch,) = [handle for legend in legends for handle in legend.legend_handles
+                 if handle.get_label() == bands[0].get_label()]  # fmt: skip
+    assert matplotlib.colors.to_rgb(swatch.get_facecolor()) == pytest.approx((0.5, 0.5, 0.5))
+    assert 0 < swatch.get_alpha() < 1  # a band's grey, not a line's colour
+    for figure in figures:
+        plt.close(figure)
+
+
+@pytest.mark.parametrize("max_points", [None, 10])
+def test_a_zero_based_axis_holds_every_key_drawn_not_only_the_last(max_points):
+    """The top of a family drawn from 0 is that of all its keys' lines and bands: a last key
+    of zeros does not squash the axis to 0..1 under a first key that reaches 4."""
+    records = [{"step": step, "gradient_count_mean": 4.0 - step % 3, "gradient_count_q10": 0.0}
+               for step in range(30)]  # fmt: skip
+    figure, axis = _draw(records, keys=("gradient_count_mean", "gradient_count_q10"),
+                         family="gradient_counts", max_points=max_points)  # fmt: skip
+    low, high = axis.get_ylim()
+    assert low < 0 and high >= 4.0
+    plt.close(figure)
+
+
+def test_grouped_lines_of_several_keys_mark_a_few_points_each_at_different_points():
+    records = _records(3000)
+    figure, axis = _draw(records, keys=("p_seed", "loss"), family="operating_region",
+                         max_points=600)  # fmt: skip
+    marked = []
+    for line in axis.get_lines():
+        start, spacing = line.get_markevery()
+        assert type(start) is int and type(spacing) is int  # floats: fractions of the axes
+        points, marks = len(line.get_xdata()), monitor_plots.MARKS
+        assert marks / 2 <= len(range(start, points, spacing)) <= 2 * marks
+        marked.append(set(range(start, points, spacing)))
+    assert len(marked) == 2 and not marked[0] & marked[1]
+    plt.close(figure)
+
+
+def test_the_smallest_max_points_draws_two_points():
+    figure, axis = _draw(_records(9), max_points=2)
+    (line,) = axis.get_lines()
+    assert list(line.get_xdata()) == [2.0, 6.5]  # groups of steps 0-4 and 5-8
+    plt.close(figure)
+
+
+def test_plot_run_passes_max_points_on(tmp_path, monkeypatch):
+    run = _log(tmp_path / "run", _records(120))
+    for max_points, drawn in ((30, 30), (None, 120)):
+        with captured_figures(monkeypatch, monitor_plots) as figures:
+            monitor_plots.plot_run(run, tmp_path / "figures", overview=False,
+                                   max_points=max_points)  # fmt: skip
+        assert len(figures[0].axes[0].get_lines()[0].get_xdata()) == drawn
+        for figure in figures:
+            plt.close(figure)
