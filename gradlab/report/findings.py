@@ -346,12 +346,17 @@ def findings_markdown(
             findings = finder(results)
         except (KeyError, IndexError, TypeError, ValueError):
             continue  # a section whose results lack what its finding reads: no finding
-        heading = re.search(r"^## (.+)$", markdown, flags=re.MULTILINE)
+        headings = list(re.finditer(r"^## (.+)$", markdown, flags=re.MULTILINE))
         for finding in findings:
             links = []
             number = numbers.get(finding.figure)
             if number is not None:
                 links.append(f"[Figure {number}](#figure-{number})")
+            # the heading the finding's figure is under (a section may hold several, as a
+            # user's losses study does, one per batch size); else the section's first
+            cited = markdown.find(f"]({finding.figure})") if finding.figure else -1
+            above = [match for match in headings if match.start() < cited]
+            heading = above[-1] if above else (headings[0] if headings else None)
             if heading:
                 links.append(f"[{heading.group(1)}](#{slug(heading.group(1))})")
             ranked.append((finding.rank,

@@ -149,3 +149,19 @@ def test_the_audit_section_is_linked_from_its_finding_and_names_papers_not_keys(
     assert headings == [seed.citation() for seed in SEEDS.values()]
     for key in SEEDS:
         assert key not in page and f"<code>{key[:3]}:" not in page, key
+
+
+def test_a_finding_links_the_heading_its_figure_is_under():
+    # A user's losses study is one section of the page with one "## Ranking losses at m = M"
+    # heading per batch size: the finding of m = 16 links the m = 16 heading, not the first.
+    from gradlab.report.findings import Finding
+
+    markdown = "\n\n".join(["## At m = 8", "![eight](figures/m8.png)",
+                             "## At m = 16", "![sixteen](figures/m16.png)"])  # fmt: skip
+
+    def finder(results):
+        return [Finding("m = 8 says", "figures/m8.png"), Finding("m = 16 says", "figures/m16.png")]
+
+    text = findings_markdown({"study 1": ({}, markdown)}, {"study 1": finder})
+    assert "- m = 8 says ([Figure 1](#figure-1); [At m = 8](#at-m-8))" in text
+    assert "- m = 16 says ([Figure 2](#figure-2); [At m = 16](#at-m-16))" in text
