@@ -379,6 +379,15 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
                            "study")  # fmt: skip
     if name == "losses":
         loaded = [_read_study(name, path, argument) for path in paths]
+        first: dict = {}  # batch size -> its first file: a second one would replace it unsaid
+        for data, path in zip(loaded, paths, strict=True):
+            size = data["settings"]["batch_size"]
+            if size in first:
+                prefix = f"{argument}: " if argument else ""
+                raise GradlabError(f"{prefix}{str(first[size])!r} and {str(path)!r} both hold "
+                                   f"the losses study at batch size {size}; keep one of them "
+                                   "in the folder")  # fmt: skip
+            first[size] = path
         results = {data["settings"]["batch_size"]: data for data in
                    sorted(loaded, key=lambda data: data["settings"]["batch_size"])}  # fmt: skip
     else:
