@@ -388,8 +388,9 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
                                    f"the losses study at batch size {size}; keep one of them "
                                    "in the folder")  # fmt: skip
             first[size] = path
-        results = {data["settings"]["batch_size"]: data for data in
-                   sorted(loaded, key=lambda data: data["settings"]["batch_size"])}  # fmt: skip
+        order = sorted(range(len(paths)), key=lambda i: loaded[i]["settings"]["batch_size"])
+        results = {loaded[i]["settings"]["batch_size"]: loaded[i] for i in order}
+        paths = [paths[i] for i in order]  # in the order of the results: one per section
     else:
         results = _read_study(name, paths[0], argument)
     return StudyRun(name, folder, paths, results)
@@ -465,10 +466,11 @@ def study_report_section(run: StudyRun, out: Path, number: int) -> tuple[dict, s
     figures, sections = _draw(run.name, run.results, Path(out) / "figures",
                               prefix=f"figures/study{number}_",
                               where=f", your study on {data} with {backbone}")  # fmt: skip
-    files = ", ".join(f"`{path}`" for path in run.paths)
-    source = (f"Read from {files}, written by `gradlab study {run.name}` at its own settings "
-              "(the report's --quick does not change them).")  # fmt: skip
-    sections = [section.replace("\n\n", f"\n\n{source}\n\n", 1) for section in sections]
+    # each section names the one file it was read from (losses: one file per batch size)
+    sections = [section.replace("\n\n", f"\n\nRead from `{path}`, written by `gradlab study "
+                                f"{run.name}` at its own settings (the report's --quick does "
+                                "not change them).\n\n", 1)
+                for section, path in zip(sections, run.paths, strict=True)]  # fmt: skip
     results = {"study": run.name, "folder": str(run.folder), "data": data, "backbone": backbone,
                "files": [str(path) for path in run.paths],
                "figures": [f"figures/{figure.name}" for figure in figures],
