@@ -228,6 +228,10 @@ def image_folder(
         >>> len(train), train.class_names, tuple(train[0][0].shape)
         (4, ['a', 'b'], (3, 4, 4))
     """
+    if not isinstance(root, (str, os.PathLike)):
+        raise GradlabError(f"root must be a folder path (str or os.PathLike); got {root!r}")
+    if list_file is not None and not isinstance(list_file, (str, os.PathLike)):
+        raise GradlabError(f"list_file must be a file path (str or os.PathLike); got {list_file!r}")
     root = Path(root)
     if split not in SPLITS and layout != "list":
         raise GradlabError(f"split must be one of {SPLITS}; got {split!r}")

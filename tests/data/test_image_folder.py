@@ -4,6 +4,7 @@ bundled digits, class-disjoint splits, the transforms, and one-line errors for b
 from __future__ import annotations
 
 import math
+import re
 
 import numpy
 import pytest
@@ -706,3 +707,15 @@ def test_check_images_refuses_a_decompression_bomb_and_names_a_reason_left_empty
     monkeypatch.setattr(Image, "open", silent)
     with pytest.raises(GradlabError, match=head + r"\(OSError\)$"):
         check_images([big])
+
+
+@pytest.mark.parametrize("root", [None, 3, ["images"]])
+def test_a_root_that_is_no_path_is_named_not_a_type_error(root):
+    # Path(None) raised TypeError: expected str, bytes or os.PathLike object, not NoneType
+    expected = f"root must be a folder path (str or os.PathLike); got {root!r}"
+    with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
+        image_folder(root, "train")
+    list_file = None if root is None else root  # list_file is checked the same way
+    if list_file is not None:
+        with pytest.raises(GradlabError, match=r"^list_file must be a file path"):
+            image_folder(".", "train", layout="list", list_file=list_file)
