@@ -129,7 +129,7 @@ def _broken_sop(root, header, row):
         (lambda tmp: _broken_sop(tmp, "image_id class_id super_class_id path", "1 x 1 a.jpg"),
          "line 2 must be"),
         (lambda tmp: _broken_sop(tmp, "image_id class_id super_class_id path", "1 4 1 a.jpg"),
-         "1 of 1 listed images are missing"),
+         "1 of 1 listed images is missing"),
     ],
 )  # fmt: skip
 def test_a_bad_folder_is_one_clear_error(tmp_path, make, message):
@@ -279,7 +279,7 @@ def test_a_path_with_spaces_in_a_list_file_keeps_them(tmp_path):
     Image.new("RGB", (4, 4)).save(tmp_path / "my class" / "a b.png")
     listing = tmp_path / "list.txt"
     listing.write_text("my class/a b.png  cat 3\n")
-    with pytest.raises(GradlabError, match="listed images are missing"):  # label: the last word
+    with pytest.raises(GradlabError, match="1 of 1 listed images is missing"):  # label: last word
         image_folder(tmp_path, "mine", layout="list", list_file=listing)
     listing.write_text("my class/a b.png 3\n")
     split = image_folder(tmp_path, "mine", layout="list", list_file=listing)
