@@ -363,12 +363,13 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
     from gradlab.experiments import image_studies
 
     halves = arguments.list_file is None and not (arguments.data / "Ebay_train.txt").is_file()
-    out = arguments.out
-    if halves and out.is_dir() and out.resolve().parent == arguments.data.resolve():
-        raise GradlabError(f"--out {str(out)!r} is one of the class folders of --data "
-                           f"{str(arguments.data)!r}: the study would read the figures an "
-                           f"earlier study wrote there as a class; choose an --out outside "
-                           f"--data")  # fmt: skip
+    out, data = arguments.out.resolve(), arguments.data.resolve()
+    if halves and data in (out, out.parent):  # its figures folder, or itself: a new class
+        where = "is" if out.parent == data and out.is_dir() else "would be"
+        raise GradlabError(f"--out {str(arguments.out)!r} {where} a class folder of --data "
+                           f"{str(arguments.data)!r} (every folder in it is a class): the "
+                           f"figures a study writes there would be read as a class; choose an "
+                           f"--out outside --data")  # fmt: skip
     dataset = image_folder(arguments.data, arguments.split, image_size=arguments.image_size,
                            layout="list" if arguments.list_file else "auto",
                            list_file=arguments.list_file)  # fmt: skip

@@ -22,6 +22,12 @@ from gradlab.cli import check_device, check_report_folder, main
 from gradlab.errors import GradlabError
 
 
+def _beside(tmp_path, name: str = "o"):
+    """A path next to ``tmp_path``, not in it: ``tmp_path`` is the tests' ``--data``, whose
+    folders are classes (an --out there is refused)."""
+    return tmp_path.with_name(f"{tmp_path.name}_{name}")
+
+
 def _run(argv, capsys):
     """main(argv) -> (exit code, stdout, stderr); argparse's SystemExit counts as a return."""
     try:
@@ -568,7 +574,7 @@ def test_the_p_study_says_what_the_run_lacked_for_a_trend_as_its_page_does(
     tmp_path, capsys, studies, monkeypatch, sizes, seeds, why
 ):
     _trend(monkeypatch, {"trend": "unclear"})
-    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(tmp_path / "o"),
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path)),
             "--batch-sizes", sizes, "--seeds", seeds]  # fmt: skip
     code, stdout, _ = _run(argv, capsys)
     last = sizes.split(",")[-1]
@@ -579,7 +585,7 @@ def test_the_p_study_says_what_the_run_lacked_for_a_trend_as_its_page_does(
 
 def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, studies, monkeypatch):
     _trend(monkeypatch, {})
-    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(tmp_path / "o")]
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path))]
     code, stdout, _ = _run(argv, capsys)
     assert code == 0 and "P from" not in stdout
     options = studies[0][2]
@@ -593,7 +599,7 @@ def test_the_p_study_says_no_trend_when_none_was_summarized(tmp_path, capsys, st
 def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
     tmp_path, capsys, studies
 ):
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     lists = (tmp_path / "train.txt", tmp_path / "test.txt")
     for listing, first in zip(lists, (0, 3), strict=True):  # 3 classes each, the command reads
         listing.write_text("".join(f"class_{index:03d}/{image}.png {index}\n"
@@ -626,7 +632,7 @@ def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
 
 
 def test_the_anatomy_study_writes_its_json(tmp_path, capsys, studies):
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     code, stdout, _ = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
                            capsys)  # fmt: skip
     assert code == 0
@@ -665,7 +671,7 @@ def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studie
 def test_a_study_refuses_bad_options_in_one_line_before_training(
     tmp_path, capsys, studies, extra, named
 ):
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     code, stdout, err = _run(["study", "losses", "--data", str(tmp_path), "--out", str(out),
                               *extra], capsys)  # fmt: skip
     assert (code, stdout, studies) == (2, "", [])
@@ -716,7 +722,7 @@ def test_a_study_names_the_options_and_folders_the_user_typed(
     listing = tmp_path / "list.txt"
     listing.write_text("class_000/0.png 0\n")
     extra = [str(listing) if part == "LIST" else part for part in extra]
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     code, stdout, err = _run(["study", "losses", "--data", str(folders[data]), "--out", str(out),
                               *extra], capsys)  # fmt: skip
     assert (code, stdout, studies) == (2, "", [])
@@ -733,7 +739,7 @@ def test_the_p_study_refuses_evaluation_images_it_would_not_use(tmp_path, capsys
     test.write_text("class_001/0.png 1\n")
     code, stdout, err = _run(["study", "p-vs-batch-size", "--data", str(tmp_path), "--list-file",
                               str(train), "--test-list-file", str(test), "--out",
-                              str(tmp_path / "o")], capsys)  # fmt: skip
+                              str(_beside(tmp_path))], capsys)  # fmt: skip
     assert (code, stdout, studies) == (2, "", [])
     assert err == ("gradlab: --test-list-file names evaluation images, which gradlab study "
                    "p-vs-batch-size does not use (it measures P on the training images of "
@@ -741,13 +747,13 @@ def test_the_p_study_refuses_evaluation_images_it_would_not_use(tmp_path, capsys
 
 
 def test_a_study_says_when_the_batch_size_it_refuses_is_its_default(tmp_path, capsys, studies):
-    data, out = _class_folders(tmp_path / "four", classes=4), str(tmp_path / "o")
+    data, out = _class_folders(tmp_path / "four", classes=4), str(_beside(tmp_path))
     code, _, err = _run(["study", "anatomy", "--data", str(data), "--out", out], capsys)
     assert code == 2 and "got 64 (the default --batch-sizes 64 of gradlab study anatomy" in err
     code, _, err = _run(["study", "anatomy", "--data", str(data), "--out", out,
                          "--batch-sizes", "16"], capsys)  # fmt: skip
     assert code == 2 and err.endswith("got 16\n") and "default" not in err
-    assert studies == [] and not (tmp_path / "o").exists()
+    assert studies == [] and not (_beside(tmp_path)).exists()
 
 
 @pytest.mark.parametrize(
@@ -768,7 +774,7 @@ def test_plan_names_the_option_the_user_typed(capsys, plans, extra, option):
 
 
 def test_a_study_without_data_names_the_option(tmp_path, capsys, studies):
-    code, _, err = _run(["study", "anatomy", "--out", str(tmp_path / "o")], capsys)
+    code, _, err = _run(["study", "anatomy", "--out", str(_beside(tmp_path))], capsys)
     assert code == 2 and studies == []
     assert err == "gradlab: gradlab study anatomy needs --data FOLDER (or --render)\n"
 
@@ -909,7 +915,7 @@ def _json_layout(text):
 def test_the_json_files_are_indented_by_two_spaces_and_end_with_a_newline(
     tmp_path, capsys, studies
 ):
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     assert _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)], capsys)[0] == 0
     _json_layout((out / "gradient_anatomy.json").read_text())
     target = tmp_path / "result.json"
@@ -919,7 +925,7 @@ def test_the_json_files_are_indented_by_two_spaces_and_end_with_a_newline(
 
 
 def test_a_study_refuses_an_unusable_out_naming_it(tmp_path, capsys, studies):
-    taken = tmp_path / "a_file"
+    taken = _beside(tmp_path, "a_file")
     taken.write_text("x")
     code, out, err = _run(["study", "losses", "--data", str(tmp_path), "--out", str(taken)],
                           capsys)  # fmt: skip
@@ -941,19 +947,35 @@ def test_report_hands_the_study_folders_on(tmp_path, capsys, reports, monkeypatc
     assert reports[0][1]["studies"] == folders
 
 
+@pytest.mark.parametrize(("out", "where"), [
+    (None, "is"),  # a second run with the default --out, "study", from inside the data folder
+    (None, "would be"),  # the first: its figures would be a class of the next run's test half
+    ("new", "would be"),
+    (".", "would be"),  # the data folder itself: its figures folder would be a class
+])  # fmt: skip
 def test_a_study_refuses_an_out_folder_among_the_class_folders_of_its_data(
-    tmp_path, capsys, studies, monkeypatch
+    tmp_path, capsys, studies, monkeypatch, out, where
 ):
-    # a second run with the default --out, "study", from inside the data folder: the figures
-    # the first run wrote there were read as a class of the test half
-    (tmp_path / "study").mkdir()
-    (tmp_path / "study" / "gradient_anatomy.png").touch()
+    if where == "is":
+        (tmp_path / "study").mkdir()
+        (tmp_path / "study" / "gradient_anatomy.png").touch()
     monkeypatch.chdir(tmp_path)
-    code, stdout, err = _run(["study", "anatomy", "--data", "."], capsys)
+    given = ["--out", out] if out else []
+    code, stdout, err = _run(["study", "anatomy", "--data", ".", *given], capsys)
     assert (code, stdout, studies) == (2, "", [])
-    assert err == ("gradlab: --out 'study' is one of the class folders of --data '.': the study "
-                   "would read the figures an earlier study wrote there as a class; choose an "
-                   "--out outside --data\n")  # fmt: skip
+    assert err == (f"gradlab: --out {out or 'study'!r} {where} a class folder of --data '.' "
+                   "(every folder in it is a class): the figures a study writes there would be "
+                   "read as a class; choose an --out outside --data\n")  # fmt: skip
+    written = sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("class_"))
+    assert written == (["study"] if where == "is" else [])  # nothing written
+
+
+def test_a_study_may_write_below_a_class_folder(tmp_path, capsys, studies, monkeypatch):
+    """Only the data folder's own folders are classes, and a class's images are its files: a
+    folder deeper down is not read. (A list file's images are the listed ones: --out beside
+    them is the losses study's test above.)"""
+    monkeypatch.chdir(tmp_path)
+    assert _run(["study", "anatomy", "--data", ".", "--out", "class_000/study"], capsys)[0] == 0
 
 
 def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, capsys, studies):
@@ -1099,7 +1121,7 @@ def test_a_training_split_of_one_class_is_refused_with_the_layout_s_hint(
                       for k in range(4)], header)  # fmt: skip
         named = "1"  # the listing's class id
     code, stdout, err = _run(["study", "losses", "--data", str(data), "--out",
-                              str(tmp_path / "o"), "--batch-sizes", "8", *extra],
+                              str(_beside(tmp_path)), "--batch-sizes", "8", *extra],
                              capsys)  # fmt: skip
     hint = ("; that split is half of the class folders: --data needs four or more"
             if layout == "class-halves" else "")  # fmt: skip
@@ -1113,7 +1135,7 @@ def test_a_split_left_without_classes_names_none_and_the_classes_left_out(
 ):
     data = _class_folders(tmp_path / "short", classes=4, per_class=3)  # trains on 2 classes
     code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--out",
-                         str(tmp_path / "o"), "--batch-sizes", "8"], capsys)  # fmt: skip
+                         str(_beside(tmp_path)), "--batch-sizes", "8"], capsys)  # fmt: skip
     assert (code, studies) == (2, [])
     assert err == (f"gradlab: the train split of --data {str(data)!r} holds 0 class(es) with 4 "
                    f"or more images (none); {NEEDS_TWO} and takes 4 distinct images of each; 2 "
@@ -1125,7 +1147,7 @@ def test_two_classes_left_after_leaving_one_out_are_studied_and_bound_the_batch(
 ):
     data = _class_folders(tmp_path / "six", classes=6)  # trains on class_000 .. class_002
     (data / "class_001" / "0.png").unlink()  # 3 images: left out, two classes remain
-    out = tmp_path / "o"
+    out = _beside(tmp_path)
     code, _, err = _run(["study", "losses", "--data", str(data), "--out", str(out),
                          "--batch-sizes", "16"], capsys)  # fmt: skip
     assert (code, studies) == (2, [])
@@ -1142,12 +1164,12 @@ def test_a_refused_default_lists_every_default_batch_size(
 ):
     _trend(monkeypatch, {})
     code, _, _ = _run(["study", "p-vs-batch-size", "--data", str(tmp_path), "--out",
-                       str(tmp_path / "ran")], capsys)  # fmt: skip
+                       str(_beside(tmp_path, "ran"))], capsys)  # fmt: skip
     defaults = studies[0][2]["batch_sizes"]  # what the study runs when none is typed
     assert code == 0 and len(defaults) > 1
     data = _class_folders(tmp_path / "four", classes=4)
     code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--out",
-                         str(tmp_path / "o")], capsys)  # fmt: skip
+                         str(_beside(tmp_path))], capsys)  # fmt: skip
     assert code == 2
     assert err.endswith(f"(the default --batch-sizes {','.join(map(str, defaults))} of gradlab "
                         "study p-vs-batch-size: pass --batch-sizes)\n"), err
@@ -1157,7 +1179,8 @@ def test_the_p_study_reads_the_split_it_is_given(tmp_path, capsys, studies, monk
     _trend(monkeypatch, {})
     data = _class_folders(tmp_path / "two", classes=2)  # class_000 trains, class_001 tests
     code, _, err = _run(["study", "p-vs-batch-size", "--data", str(data), "--split", "test",
-                         "--out", str(tmp_path / "o"), "--batch-sizes", "8"], capsys)  # fmt: skip
+                         "--out", str(_beside(tmp_path)), "--batch-sizes", "8"],
+                         capsys)  # fmt: skip
     assert (code, studies) == (2, [])
     assert err.startswith(f"gradlab: the test split of --data {str(data)!r} holds 1 class "
                           "(class_001); "), err
@@ -1192,14 +1215,14 @@ def test_a_study_s_paths_are_refused_naming_the_option_and_the_path(
         "render_with_data": "--data does not apply with --render (it redraws the study saved in "
                             f"--out); got --data {str(data)!r}",
     }[case]  # fmt: skip
-    code, stdout, err = _run(["study", "losses", "--out", str(tmp_path / "o"), *options], capsys)
+    code, stdout, err = _run(["study", "losses", "--out", str(_beside(tmp_path)), *options], capsys)
     assert (code, stdout, studies) == (2, "", [])
     assert err == f"gradlab: {expected}\n"
 
 
 def test_an_unknown_study_is_refused_by_name_listing_the_studies(tmp_path, capsys, studies):
     code, stdout, err = _run(["study", "bananas", "--data", str(tmp_path), "--out",
-                              str(tmp_path / "o")], capsys)  # fmt: skip
+                              str(_beside(tmp_path))], capsys)  # fmt: skip
     assert (code, stdout, studies) == (2, "", [])
     assert "invalid choice: 'bananas' (choose from " in err
     for name in ("p-vs-batch-size", "losses", "anatomy"):
