@@ -162,3 +162,24 @@ def test_the_studies_page_batch_size_finding_is_headed_with_its_paper():
     render(README)  # loads the renderers
     head = BLOCKS["finding-p-vs-batch-size"](ROOT).split(".**", 1)[0]
     assert head == "- **P against batch size (Brown et al., 2020, Fig. S7a)"
+
+
+def test_the_memory_table_shows_each_measured_case_and_the_limit_it_was_held_to():
+    """Each case of memory.json in its row (batch) and column (layout), rounded to a MiB, and
+    the limit statement as the cases give it (not as the file's own flag says)."""
+    render(README)  # loads the renderers
+    text = BLOCKS["smoothap-memory"](ROOT)
+    result = json.loads((ROOT / "benchmarks/results/memory.json").read_text())
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ")]
+    header, body = [cell.strip() for cell in rows[0]], rows[2:]  # past the rule
+    table = {(int(row[0]), header[i]): row[i].strip() for row in body
+             for i in range(1, len(header))}  # fmt: skip
+    names = {"one_class": "one class", "two_classes": "two classes",
+             "four_per_class": "4 per class", "singletons": "singletons (no positive)"}
+    cases = result["cases"]
+    assert len(table) == len(cases)
+    for case in cases:
+        assert table[case["batch_size"], names[case["layout"]]] == \
+            f"{round(case['peak_extra_mib'])} MiB"  # fmt: skip
+    within = all(c["peak_extra_mib"] <= result["config"]["limit_mib"] for c in cases)
+    assert ("every case within the 256 MiB limit" in text) == within

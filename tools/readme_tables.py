@@ -182,3 +182,33 @@ def retrieval_at_scale_table(root: Path) -> str:
         f"{'met' if memory_met else '**not met**'}). {agreement}",
     ]
     return "\n".join(lines)
+
+
+LAYOUTS = {"one_class": "one class", "two_classes": "two classes",
+           "four_per_class": "4 per class", "singletons": "singletons (no positive)"}  # fmt: skip
+"""benchmarks/bench_memory.py's label layouts, as the table names them."""
+
+
+@register("smoothap-memory")
+def smoothap_memory(root: Path) -> str:
+    """SmoothAP's peak extra resident memory by batch and label layout
+    (benchmarks/results/memory.json)."""
+    result = load_json(root, "benchmarks/results/memory.json")
+    config, cases = result["config"], result["cases"]
+    sizes = sorted({case["batch_size"] for case in cases})
+    layouts = [layout for layout in LAYOUTS if any(c["layout"] == layout for c in cases)]
+    peak = {(c["batch_size"], c["layout"]): c["peak_extra_mib"] for c in cases}
+    lines = [f"| B | {' | '.join(LAYOUTS[layout] for layout in layouts)} |",
+             "| --- |" + " --- |" * len(layouts)]  # fmt: skip
+    for size in sizes:
+        cells = [f"{peak[(size, layout)]:.0f} MiB" if (size, layout) in peak else "-"
+                 for layout in layouts]  # fmt: skip
+        lines.append(f"| {size} | {' | '.join(cells)} |")
+    machine = result["machine"]
+    within = "every case within" if result["all_within_limit"] else "**not every case within**"
+    lines += ["", f"Forward and backward of SmoothAP (tau {config['tau']}) on {config['dims']}-d "
+              f"{config['dtype']} embeddings, each case in a fresh process capped at "
+              f"{config['cap_gib']:g} GiB: {config['measure']}; {within} the "
+              f"{config['limit_mib']} MiB limit (torch {machine['torch']}, {machine['device']}, "
+              f"{machine['torch_threads']} threads)."]  # fmt: skip
+    return "\n".join(lines)
