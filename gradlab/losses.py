@@ -500,6 +500,15 @@ class NTXentLoss(_ScoreMatrixLoss):
         0.3133
     """
 
+    degenerate_message: ClassVar[str] = (
+        "no query in this batch has both a positive and a negative (one item per class, or a "
+        "single class), so the loss has no ranking signal: 0 with a zero gradient where no "
+        "query has a positive, and where the queries have only positives a softmax spread over "
+        "them, whose gradient ranks nothing; check the sampler (a batch needs two or more "
+        "items of a class and another class). Warned once per loss instance; "
+        "loss.degenerate_batches counts such batches."
+    )
+
     def __init__(
         self,
         temperature: float = 0.1,

@@ -288,3 +288,19 @@ def test_the_warning_points_at_the_line_that_called_the_loss(name, watched, tmp_
     flagged = [w for w in caught if w.category is DegenerateBatchWarning]
     assert len(flagged) == 1
     assert (flagged[0].filename, flagged[0].lineno) == (__file__, line)
+
+
+def test_nt_xent_warning_does_not_claim_zero_on_a_batch_of_positives_only():
+    # NT-Xent over positives only spreads its softmax over them: a loss and a gradient, so
+    # the warning must not say "0, with a zero gradient" as the other losses' warning does.
+    loss_fn = CASES["NTXentLoss"].make()
+    first, second = _inputs("scores", degenerate="one class")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = loss_fn(first, second)
+        value.backward()
+    (flagged,) = [w for w in caught if w.category is DegenerateBatchWarning]
+    message = str(flagged.message)
+    assert value.item() > 0 and first.grad.abs().max() > 0
+    assert "(0, with a zero gradient)" not in message  # true without positives only
+    assert "only positives" in message and "an empty batch" not in message  # that one raises
