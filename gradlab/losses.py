@@ -371,7 +371,9 @@ class BlackboxAPLoss(RankingLoss):
             finite = finite_flag(embeddings) & finite_flag(candidates)
             flags = torch.stack((finite, signal)).tolist()  # the one host read
             if not flags[0]:
-                raise GradlabError("queries and candidates must be finite; NaN or inf found")
+                bad = "queries" if not bool(finite_flag(embeddings)) else "candidates"
+                tensor = embeddings if bad == "queries" else candidates
+                raise GradlabError(non_finite_message(bad, tensor))
             if not flags[1]:
                 self._on_degenerate()
         ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
