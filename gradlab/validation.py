@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -274,7 +275,7 @@ def check_in_range(
     closing = ")" if high == math.inf else "]"
     why = f" ({reason})" if reason else ""
     message = f"{name} must be a finite number in [{low:g}, {high:g}{closing}{why}; got {value!r}"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise GradlabError(message)
     number = float(value)
     if not (math.isfinite(number) and low <= number <= high):
@@ -373,7 +374,7 @@ def check_positive_finite(name: str, value: object) -> float:
         >>> check_positive_finite("tau", 1)
         1.0
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
     number = float(value)
     if not math.isfinite(number) or number <= 0:
@@ -388,7 +389,7 @@ def check_non_negative_finite(name: str, value: object) -> float:
         >>> check_non_negative_finite("margin", 0)
         0.0
     """
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")
     number = float(value)
     if not math.isfinite(number) or number < 0:
@@ -405,9 +406,9 @@ def check_positive_int(name: str, value: object) -> int:
         ...
         gradlab.errors.GradlabError: num_bins must be a positive integer; got True
     """
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise GradlabError(f"{name} must be a positive integer; got {value!r}")
-    return value
+    return int(value)  # a NumPy integer (read from a config) as a Python int
 
 
 def check_ks(value: object) -> tuple[int, ...]:

@@ -267,3 +267,24 @@ def test_bad_ks_are_refused_naming_ks_and_the_value(ks, message):
     with pytest.raises(GradlabError) as caught:
         check_ks(ks)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda np: gradlab.SmoothAPLoss(np.float32(0.01)),
+        lambda np: gradlab.NTXentLoss(np.float32(0.1)),
+        lambda np: gradlab.MaxViolationTripletLoss(np.float32(0.2)),
+        lambda np: gradlab.SigLIPLoss(np.float32(10.0), np.float32(-10.0)),
+        lambda np: gradlab.FastAPLoss(np.int64(10)),
+        lambda np: gradlab.FAPPYLoss(np.float32(0.25)),
+        lambda np: gradlab.BlackboxAPLoss(np.float32(4.0), np.float32(0.02)),
+    ],
+)
+def test_numpy_scalar_options_are_numbers(make):
+    # A temperature read from a NumPy array or a config is a finite number: refusing it with
+    # "must be a finite number; got np.float32(0.1)" contradicts itself.
+    np = pytest.importorskip("numpy")
+    loss_fn = make(np)
+    options = {k: v for k, v in vars(loss_fn).items() if not k.startswith("_")}
+    assert all(type(v) in (bool, int, float, str, list) for v in options.values()), options

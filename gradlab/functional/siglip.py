@@ -20,6 +20,8 @@ infinite or overflowing scores raise a :class:`GradlabError`, in one host read.
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import torch.nn.functional as F
 
@@ -60,7 +62,7 @@ def check_siglip_options(scale: object, bias: object, reduction: object) -> tupl
     """
     allowed = (f"scale must be a positive finite number at most {LARGEST_SCALE:g} (larger "
                f"scales overflow float32 next to the scores); got {scale!r}")  # fmt: skip
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
         raise GradlabError(allowed)
     if not 0 < float(scale) <= LARGEST_SCALE:  # False for NaN too
         raise GradlabError(allowed)
