@@ -65,7 +65,17 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
         [[0.60009765625, 0.7998046875], [0.0, 0.0]]
     """
     info = torch.finfo(embeddings.dtype)
-    return F.normalize(embeddings, dim=1, eps=max(1e-12, info.tiny * info.eps))
+    floor = max(1e-12, info.tiny * info.eps)
+    # A finite row whose norm overflows its dtype (float16 entries of 1e4 over 64 dimensions,
+    # float32 ones of 1e19) would come out as zeros, and one whose norm is below the floor
+    # short of unit length: such a row is divided by its largest |entry| first (the cosine is
+    # scale-free). Every other row is divided by exactly 1, so it stays F.normalize's, bit for
+    # bit; the divisor is a constant for autograd, as the rescaled row's derivative is the same.
+    rows = embeddings.detach()
+    peak = rows.abs().amax(dim=1, keepdim=True) if rows.shape[1] else rows.new_ones(len(rows), 1)
+    norm = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
+    rescue = (torch.isinf(norm) | (norm < floor)) & (peak > 0) & torch.isfinite(peak)
+    return F.normalize(embeddings / torch.where(rescue, peak, 1.0), dim=1, eps=floor)
 
 
 def in_batch_layout(

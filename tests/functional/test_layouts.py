@@ -5,6 +5,7 @@ import math
 import pytest
 import torch
 
+import gradlab
 from gradlab import GradlabError
 from gradlab.functional import cross_modal_layout, drop_diagonal, in_batch_layout
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
@@ -260,3 +261,33 @@ def test_unit_rows_scales_every_non_zero_row_as_f_normalize_and_a_zero_row_to_ze
     assert torch.equal(got[-1], torch.zeros(6, dtype=dtype))
     norms = got[:-1].double().norm(dim=1)
     assert bool(((norms - 1).abs() < 8 * torch.finfo(dtype).eps).all())  # unit rows indeed
+
+
+@pytest.mark.parametrize(
+    ("dtype", "size"),
+    [(torch.float16, 1e4), (torch.float16, 1e-5), (torch.float32, 1e20), (torch.float32, 1e-30)],
+)
+def test_unit_rows_scales_rows_whose_norm_overflows_or_underflows_the_dtype(dtype, size):
+    # Finite rows whose norm is inf in their dtype came out as zeros (so a float16 batch with
+    # entries of 1e4 lost those items from the loss, silently); rows below the 1e-12 floor
+    # came out short of unit length.
+    from gradlab.functional.layouts import unit_rows
+
+    generator = torch.Generator().manual_seed(6)
+    directions = torch.rand(3, 64, generator=generator, dtype=torch.float64) + 0.5
+    rows = (directions * size).to(dtype)
+    assert torch.isfinite(rows).all() and (rows != 0).all()
+    got = unit_rows(rows)
+    expected = rows.double() / rows.double().norm(dim=1, keepdim=True)  # no floor, no overflow
+    assert got.dtype == dtype
+    assert torch.allclose(got.double(), expected, atol=4 * torch.finfo(dtype).eps, rtol=0)
+
+
+def test_smooth_ap_of_large_float16_embeddings_is_that_of_the_same_directions():
+    generator = torch.Generator().manual_seed(7)
+    embeddings = torch.randn(8, 64, generator=generator)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    loss_fn = gradlab.SmoothAPLoss(0.05)
+    small = loss_fn(embeddings.half(), labels)
+    large = loss_fn((embeddings * 1e4).half(), labels)  # entries up to ~3e4: finite in float16
+    assert large.item() == pytest.approx(small.item(), abs=2e-3)
