@@ -57,7 +57,11 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     row became 0 / 0 = NaN there (and so did every cosine score built from it) where float32
     gives 0. The floor here is ``max(1e-12, smallest positive float of the dtype)``: in
     float16 that is 2^-24, below the norm of any non-zero row, so every row but a zero one is
-    scaled as ``F.normalize`` scales it; in the other dtypes it is ``F.normalize`` itself.
+    scaled as ``F.normalize`` scales it; in the other dtypes it is ``F.normalize`` itself. A
+    float16 row whose norm overflows float16 (entries of about ``65504 / sqrt(d)`` and more)
+    is first divided by its largest entry, so it too comes out of unit length, not as zeros;
+    in float32 and float64 a norm overflows only for entries past about 1e19 and 1e154, where
+    such a row comes out as ``F.normalize`` leaves it (zeros).
 
     Example:
         >>> rows = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
@@ -66,15 +70,19 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     """
     info = torch.finfo(embeddings.dtype)
     floor = max(1e-12, info.tiny * info.eps)
-    # A finite row whose norm overflows its dtype (float16 entries of 1e4 over 64 dimensions,
-    # float32 ones of 1e19) would come out as zeros, and one whose norm is below the floor
-    # short of unit length: such a row is divided by its largest |entry| first (the cosine is
-    # scale-free). Every other row is divided by exactly 1, so it stays F.normalize's, bit for
-    # bit; the divisor is a constant for autograd, as the rescaled row's derivative is the same.
+    if embeddings.dtype != torch.float16:
+        return F.normalize(embeddings, dim=1, eps=floor)
+    # In float16 a finite row's norm overflows once its entries reach about 65504 / sqrt(d)
+    # (2048 in 1024 dimensions) and the row would come out as zeros: such a row is divided by
+    # its largest |entry| first (the cosine is scale-free). Every other row is divided by
+    # exactly 1, so it stays F.normalize's, bit for bit; the divisor is a constant for
+    # autograd, as the rescaled row's derivative is the same. (No non-zero float16 row has a
+    # norm below the floor, the smallest subnormal; in float32 the squares overflow only for
+    # entries past 1e19: no check is paid there.)
     rows = embeddings.detach()
     peak = rows.abs().amax(dim=1, keepdim=True) if rows.shape[1] else rows.new_ones(len(rows), 1)
     norm = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
-    rescue = (torch.isinf(norm) | (norm < floor)) & (peak > 0) & torch.isfinite(peak)
+    rescue = torch.isinf(norm) & torch.isfinite(peak)
     return F.normalize(embeddings / torch.where(rescue, peak, 1.0), dim=1, eps=floor)
 
 
