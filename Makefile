@@ -51,7 +51,7 @@ docs-check: docs
 test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
 
-# The edit loop (at most 90 s on two cores): every test but those marked slow, and without the
+# The edit loop: every test but those marked slow, and without the
 # modules of the Lightning and Hugging Face integrations (importing those frameworks costs each
 # worker seconds before a test runs; `make test` runs them). Slow: what takes about a second or
 # more, such as most of the audit's claim records (the fast tier reproduces one or two quick
