@@ -284,7 +284,8 @@ def fappy_loss(
         delta_min: the smallest bin width ``Delta_min``.
         normalization: ``"paper"`` (Algorithm 1 lines 10-11: ``L_Delta`` over all positive pairs)
             or ``"official"`` (the Caffe layer: the running loss over the scale's active pairs).
-        validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
+        validate: refuse NaN/inf embeddings (one host read); ``False`` skips that check, but
+            FAPPY's histogram refuses them still (a NaN has no bin), naming ``embeddings``.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -297,7 +298,13 @@ def fappy_loss(
     similarities = normalized @ normalized.T
     loss = embeddings.sum() * 0.0
     for delta in fappy_deltas(delta_min):
-        probabilities, (first, second) = false_positive_probability(similarities, labels, delta)
+        try:
+            probabilities, (first, second) = false_positive_probability(similarities, labels,
+                                                                        delta)  # fmt: skip
+        except GradlabError:  # under validate=False: name the caller's tensor, not the scores
+            if not bool(torch.isfinite(embeddings.detach()).all()):
+                raise GradlabError(non_finite_message("embeddings", embeddings)) from None
+            raise
         active = (1.0 - similarities[first, second]) >= delta  # Algorithm 1, line 5
         scale_sum = (probabilities * active).sum()
         if normalization == "paper":  # lines 10-11 as printed

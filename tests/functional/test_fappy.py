@@ -490,3 +490,18 @@ def test_with_value_checks_skipped_a_score_past_one_is_not_read():
     scores[0, 1] = scores[1, 0] = 1.5
     with skip_value_checks():
         false_positive_probability(scores, PAIR_LABELS, 0.5)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf])
+def test_non_finite_embeddings_without_validation_are_named_as_the_caller_passed_them(bad):
+    """validate=False skips the embeddings check, but FAPPY's bins refuse what has no bin: the
+    refusal names the caller's ``embeddings`` and their row, not the similarities it built."""
+    embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(2))
+    embeddings[5, 1] = bad
+    labels = torch.arange(4).repeat_interleave(2)
+    for call in (lambda: fappy_loss(embeddings, labels, validate=False),
+                 lambda: FAPPYLoss(validate=False)(embeddings, labels)):  # fmt: skip
+        with pytest.raises(GradlabError) as caught:
+            call()
+        assert str(caught.value).startswith("embeddings must be finite")
+        assert "row 5" in str(caught.value)
