@@ -56,7 +56,9 @@ INPUT_FORMS = ("embeddings", "scores")
 
 
 class DegenerateBatchWarning(UserWarning):
-    """A loss got a batch in which no query has a positive: its value is 0, its gradient 0.
+    """A loss got a batch in which no query has both a positive and a negative: no ranking
+    signal. Its value is 0 with a zero gradient, but for NT-Xent on queries with only
+    positives (a softmax over them); the warning says which.
 
     Example:
         >>> import warnings
@@ -425,6 +427,12 @@ class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):
 
     input_form = "scores"
     _recorder_signature = " (direction, scores, positives)"
+    degenerate_message: ClassVar[str] = (
+        "no query in this batch has both a positive and a negative (one item per class, or a "
+        "single class), so the loss has no ranking signal (0, with a zero gradient); check the "
+        "sampler (a batch needs two or more items of a class and another class). Warned once "
+        "per loss instance; loss.degenerate_batches counts such batches."
+    )  # an empty score matrix is refused, not warned about
 
     def __init__(self, direction: str, reduction: str, validate: bool = True) -> None:
         RankingLoss.__init__(self, validate)

@@ -304,3 +304,25 @@ def test_nt_xent_warning_does_not_claim_zero_on_a_batch_of_positives_only():
     assert value.item() > 0 and first.grad.abs().max() > 0
     assert "(0, with a zero gradient)" not in message  # true without positives only
     assert "only positives" in message and "an empty batch" not in message  # that one raises
+
+
+SCORE_LOSSES = [name for name, case in CASES.items() if case.input_form == "scores"]
+
+
+@pytest.mark.parametrize("name", [name for name in SCORE_LOSSES if name != "NTXentLoss"])
+@pytest.mark.parametrize("degenerate", ["one class", "singletons"])
+def test_a_score_loss_warns_of_what_it_returns_and_not_of_an_empty_batch(name, degenerate):
+    """The score losses refuse an empty matrix; on a batch without ranking signal they return
+    0 with a zero gradient, which their warning says."""
+    loss_fn = CASES[name].make()
+    first, second = _inputs("scores", degenerate=degenerate)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        value = loss_fn(first, second)
+        value.backward()
+    flagged = [str(w.message) for w in caught if w.category is DegenerateBatchWarning]
+    if name == "SigLIPLoss":  # every pair is a binary term: a loss, and no batch to warn of
+        assert flagged == [] and value.item() > 0
+        return
+    assert value.item() == 0 and first.grad.abs().max() == 0
+    assert "(0, with a zero gradient)" in flagged[0] and "an empty batch" not in flagged[0]
