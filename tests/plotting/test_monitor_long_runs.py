@@ -326,3 +326,25 @@ def test_plot_run_passes_max_points_on(tmp_path, monkeypatch):
         assert len(figures[0].axes[0].get_lines()[0].get_xdata()) == drawn
         for figure in figures:
             plt.close(figure)
+
+
+def test_draw_family_refuses_a_bad_max_points_itself():
+    """draw_family is public: it checks max_points as plot_runs does, before drawing."""
+    figure, axis = plt.subplots()
+    with pytest.raises(GradlabError, match="max_points must be a whole number of at least 2"):
+        draw_family(axis, "loss", ["loss"], [("run", _records(5))], max_points=1)
+    assert axis.get_lines() == []
+    plt.close(figure)
+
+
+def test_the_bands_of_overlaid_runs_take_each_runs_colour():
+    """Several runs: a line takes its run's colour, and so does its band, whatever the key."""
+    figure, axis = _draw(_records(300), keys=("p_seed", "p_off_diagonal"),
+                         family="operating_region", runs=2, max_points=50)  # fmt: skip
+    lines, bands = axis.get_lines(), axis.collections
+    assert len(lines) == len(bands) == 4
+    assert len({line.get_color() for line in lines}) == 2  # one colour per run
+    for line, band in zip(lines, bands, strict=True):
+        colour = matplotlib.colors.to_rgb(line.get_color())
+        assert [tuple(face[:3]) for face in band.get_facecolor()] == [pytest.approx(colour)]
+    plt.close(figure)
