@@ -29,6 +29,7 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    non_finite_message,
 )
 
 
@@ -157,7 +158,8 @@ def blackbox_ap_loss(
         interpolation: of :func:`blackbox_ap` (the authors' lambda times ``B - 1``, the
             candidates of a query).
         margin: margin of :func:`blackbox_ap`.
-        validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
+        validate: refuse NaN/inf embeddings (one host read); ``False`` skips that check, but
+            the ranking refuses them still (a NaN has no rank), naming ``embeddings``.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
@@ -170,5 +172,10 @@ def blackbox_ap_loss(
     scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
     from gradlab.functional.losses import mean_ap_loss
 
-    ap = blackbox_ap(scores, layout.positives, interpolation, margin)
+    try:
+        ap = blackbox_ap(scores, layout.positives, interpolation, margin)
+    except GradlabError:  # under validate=False: name the caller's tensor, not the scores
+        if not bool(torch.isfinite(embeddings.detach()).all()):
+            raise GradlabError(non_finite_message("embeddings", embeddings)) from None
+        raise
     return mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))
