@@ -378,7 +378,13 @@ class BlackboxAPLoss(RankingLoss):
                 raise GradlabError(non_finite_message(bad, tensor))
             if not flags[1]:
                 self._on_degenerate()
-        ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
+        try:
+            ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
+        except GradlabError:  # validate=False: name the caller's tensor, not the scores
+            for bad, tensor in (("queries", embeddings), ("candidates", candidates)):
+                if not bool(finite_flag(tensor)):
+                    raise GradlabError(non_finite_message(bad, tensor)) from None
+            raise
         return mean_ap_loss(ap, scores, positives.any(dim=1))
 
     def extra_repr(self) -> str:

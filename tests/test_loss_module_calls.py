@@ -110,9 +110,9 @@ def test_cross_modal_blackbox_ap_refuses_nan_only_under_validate():
     candidates[2, 1] = math.inf  # the message names the tensor that holds it, as SmoothAP's
     queries[0, 0] = 0.0
     assert _message(call) == "candidates must be finite; got inf in row 2 (1 row of 6)"
-    queries[0, 0] = math.nan
+    queries[0, 0] = math.nan  # the ranking refuses it too, under the caller's name
     assert _message(lambda: call(validate=False)) == (
-        "scores must not hold NaN or +inf (-inf marks a non-candidate)"
+        "queries must be finite; got NaN in row 0 (1 row of 4)"
     )
 
 

@@ -46,7 +46,9 @@ def test_a_query_without_candidates_or_positives_is_nan():
     assert math.isnan(ap[0].item()) and math.isnan(ap[1].item())
 
 
-def test_validate_refuses_a_nan_embedding_by_name_and_off_leaves_it_to_the_score_check():
+def test_a_nan_embedding_is_refused_by_name_with_validate_on_and_off():
+    # off: the embeddings are not checked, but their NaN scores have no rank; the refusal
+    # names the caller's tensor, not the scores it never passed
     embeddings = torch.randn(4, 3, generator=torch.Generator().manual_seed(0))
     embeddings[0, 0] = math.nan
     labels = torch.tensor([0, 0, 1, 1])
@@ -57,7 +59,7 @@ def test_validate_refuses_a_nan_embedding_by_name_and_off_leaves_it_to_the_score
         assert str(caught.value) == "embeddings must be finite; got NaN in row 0 (1 row of 4)"
     with pytest.raises(GradlabError) as caught:
         blackbox_ap_loss(embeddings, labels, validate=False)
-    assert str(caught.value) == "scores must not hold NaN or +inf (-inf marks a non-candidate)"
+    assert str(caught.value) == "embeddings must be finite; got NaN in row 0 (1 row of 4)"
 
 
 def test_a_second_derivative_is_refused_saying_why_and_what_to_use():
