@@ -844,7 +844,10 @@ class Monitor:
         finally:
             if is_rank_zero():
                 try:
-                    self._open(None)
+                    # a run that logged nothing gets its header, but an overwrite that wrote no
+                    # record leaves the old run alone (its files go at the first record)
+                    if self._opened or "overwrite" not in self.folder.previous:
+                        self._open(None)
                 finally:
                     self.folder.close()
             self.workspace.release()

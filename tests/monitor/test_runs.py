@@ -87,6 +87,18 @@ def test_overwrite_replaces_the_run_when_the_first_record_is_written(tmp_path):
     assert headers[0]["overwrote"] == ["metrics.jsonl"]
 
 
+def test_overwrite_keeps_the_old_run_when_the_new_one_writes_no_record(tmp_path):
+    # the docs: the old files are removed "when the first record is written"; a run that
+    # fails before its first step (or closes without one) must not destroy the old run
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    with pytest.raises(RuntimeError), Monitor(tmp_path, preset="cheap", overwrite=True):
+        raise RuntimeError("training failed before its first step")
+    assert _steps(tmp_path) == [0, 1, 2]
+    Monitor(tmp_path, preset="cheap", overwrite=True).close()
+    assert _steps(tmp_path) == [0, 1, 2]
+
+
 def test_overwrite_replaces_the_files_of_sinks_the_new_run_does_not_use(tmp_path):
     # a run written as JSONL and CSV, replaced by a JSONL-only run: its CSV goes too, so a
     # later resume cannot read the old run's last step from it and merge the two
