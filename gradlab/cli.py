@@ -696,8 +696,8 @@ def main(argv: list[str] | None = None) -> int:
                         f"least 2; got {arguments.max_points}"
                     )
                 points = {"max_points": arguments.max_points or None}  # 0: every logged step
-            if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
-                check_run_dirs(arguments.run_dir, argument="RUN_DIR")
+            # a missing run comes first (before the default RUN_DIR/figures), named as here
+            check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
             with warnings.catch_warnings(record=True) as caught:

@@ -387,6 +387,18 @@ def test_plot_of_a_folder_without_a_run_names_the_run_folder_not_the_default_out
     assert not missing.exists()  # nothing created for a run that is not there
 
 
+def test_plot_with_out_names_a_missing_run_as_run_dir(tmp_path, capsys):
+    """With --out given, a missing run is still named as the command names it (RUN_DIR)."""
+    missing = tmp_path / "no_run_here"
+    code, _, stderr = _run(["plot", str(missing), "--out", str(tmp_path / "figures")], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [
+        "gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; "
+        f"got {str(missing)!r}, which does not exist"
+    ]
+    assert not (tmp_path / "figures").exists()
+
+
 def test_plot_names_its_own_flags_for_labels_and_runs(tmp_path, capsys):
     """The command's errors say --label and RUN_DIR, not plot_runs' labels and run_dirs."""
     one, two = _log(tmp_path / "one", GOOD_BYTES), _log(tmp_path / "two", GOOD_BYTES)
