@@ -175,6 +175,7 @@ class LossAdapter:
         Raises:
             GradlabError: the call does not have this adapter's form, saying why.
         """
+        _check_loss_value(loss)
         expected = FORMS[self.inputs]
         if len(tensors) < 2 or not all(isinstance(t, torch.Tensor) for t in tensors[:2]):
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
@@ -373,6 +374,19 @@ names: the first argument, then the targets)."""
 
 FIRSTS = ("embeddings", "queries", "scores")
 """Names of a loss's first argument (the one whose gradient is read)."""
+
+
+def _check_loss_value(loss: object) -> None:
+    """Refuse what the watched loss returned unless it is one value (``None``: a module
+    attached with ``Monitor.attach``, whose call returns no loss)."""
+    if loss is None or (isinstance(loss, torch.Tensor) and loss.numel() == 1):
+        return
+    got = (f"a tensor of shape {tuple(loss.shape)}" if isinstance(loss, torch.Tensor)
+           else f"a {type(loss).__name__}")  # fmt: skip
+    raise GradlabError(
+        f"the watched loss returned {got}; the Monitor reads a loss that returns its value as "
+        "one tensor of one element (reduce it, or watch a function that returns the loss alone)"
+    )
 
 
 def call_tensors(args: tuple, kwargs: dict) -> list:

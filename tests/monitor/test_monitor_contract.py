@@ -354,6 +354,30 @@ def test_unreadable_targets_are_named_in_full(tmp_path, make_args, message):
     )
 
 
+@pytest.mark.parametrize(
+    ("returns", "got"),
+    [
+        (lambda e: (e.sum(), {"parts": e.detach()}), "a tuple"),
+        (lambda e: {"loss": e.sum()}, "a dict"),
+        (lambda e: e.sum(dim=1), "a tensor of shape (4,)"),
+    ],
+    ids=["tuple", "dict", "per-sample"],
+)
+def test_a_loss_that_returns_no_single_value_is_named_at_the_call(tmp_path, returns, got):
+    # not "'tuple' object has no attribute 'detach'", nor the loss quantity's torch traceback
+    args = (torch.zeros(4, 3, requires_grad=True), torch.arange(4))
+    with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
+        watched = monitor.watch(lambda embeddings, labels: returns(embeddings))
+        with pytest.raises(GradlabError) as raised:
+            watched(*args)
+    assert str(raised.value) == (
+        f"Monitor cannot read this loss call: the watched loss returned {got}; the Monitor "
+        "reads a loss that returns its value as one tensor of one element (reduce it, or watch "
+        "a function that returns the loss alone); the call's arguments: "
+        "args[0]=Tensor[4, 3], args[1]=Tensor[4]"
+    )
+
+
 def test_each_watched_loss_keeps_its_own_inputs(tmp_path):
     with Monitor(tmp_path, quantities=[Loss(every(1))], strict=True) as monitor:
         on_scores = monitor.watch(lambda scores, positives: scores.sum(), inputs="scores")
