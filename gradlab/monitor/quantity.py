@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView, _row_any, _row_counts  # noqa: F401 (re-exported)
 from gradlab.monitor.schedules import Schedule, every
 
@@ -122,6 +123,12 @@ class Quantity:
     input_free_keys: frozenset[str] = frozenset()
 
     def __init__(self, schedule: Schedule | None = None) -> None:
+        if schedule is not None and (not callable(schedule) or isinstance(schedule, type)):
+            raise GradlabError(  # at the call, not at the first logged step of training
+                f"{type(self).__name__}'s schedule must be a callable step -> bool "
+                "(gradlab.monitor.every(n), log_spaced(), dense_warmup(), default_schedule()) "
+                f"or None; got {schedule!r}"
+            )
         self.schedule = schedule if schedule is not None else every(1)
 
     @property

@@ -137,3 +137,16 @@ def test_a_pickled_monitor_config_with_every_5_still_logs_every_fifth_step():
     options = pickle.loads(pickle.dumps(MonitorConfig(every=5, preset="cheap")))
     for quantity in options.make_quantities():
         assert [s for s in range(23) if quantity.should_compute(s)] == [0, 5, 10, 15, 20]
+
+
+@pytest.mark.parametrize("schedule", [0, 10, -1, "x", True, every(1).__class__], ids=repr)
+def test_a_quantity_refuses_a_schedule_that_is_not_a_step_callable_when_made(schedule):
+    # Loss(10) was accepted and raised "'int' object is not callable" at the first loss call
+    from gradlab.monitor import Loss
+
+    with pytest.raises(GradlabError) as raised:
+        Loss(schedule)
+    assert str(raised.value) == (
+        "Loss's schedule must be a callable step -> bool (gradlab.monitor.every(n), "
+        f"log_spaced(), dense_warmup(), default_schedule()) or None; got {schedule!r}"
+    )
