@@ -256,4 +256,10 @@ def _sinks(sinks: object) -> tuple[str | Sink, ...]:
             raise GradlabError(
                 f"sinks must name one of {sorted(SINKS)} or be Sink instances; got {value!r}"
             )
+    names = [value for value in sinks if isinstance(value, str)]
+    repeated = next((name for name in names if names.count(name) > 1), None)
+    if repeated is not None:  # two of one sink write every record twice into one file
+        raise GradlabError(
+            f"sinks must name each sink once; got {repeated!r} more than once in {list(sinks)!r}"
+        )
     return tuple(sinks)

@@ -188,6 +188,12 @@ def test_a_step_without_a_closing_step_call_is_not_logged_at_close(tmp_path):
             r"^resume=True and overwrite=True exclude each other; choose one$",
         ),
         (lambda tmp: tmp, {"sinks": ["neptune"]}, r"sinks must name one of"),
+        (  # both would append every record to the one metrics.jsonl
+            lambda tmp: tmp,
+            {"sinks": ["jsonl", "csv", "jsonl"]},
+            r"^sinks must name each sink once; got 'jsonl' more than once in "
+            r"\['jsonl', 'csv', 'jsonl'\]$",
+        ),
     ],
 )
 def test_bad_monitor_calls_raise_at_the_call(tmp_path, make_log_dir, kwargs, message):
