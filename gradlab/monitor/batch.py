@@ -288,6 +288,10 @@ class BatchView:
     """Whether backward has reached the watched call's first input since the call: None when
     no due quantity reads a gradient or that input has none to receive (no graph), False until
     backward reaches it, then True. The Monitor warns when a step closes at False."""
+    embeddings_outside_graph: bool = False
+    """The watched call's embeddings require no grad while its loss does (a frozen or detached
+    encoder under a loss with parameters): no embedding gradient will arrive. The Monitor
+    warns once."""
     loss_scale: torch.Tensor | None = None
     """The gradient that reached the watched call's value in backward (0-d, on the device): 1
     for ``loss.backward()``, ``1/N`` when a trainer divides the loss over ``N`` accumulated

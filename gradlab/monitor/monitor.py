@@ -204,6 +204,7 @@ class Monitor:
         self._repeat_warned = False
         self._same_warned = False  # every rank held the same batch (torch.distributed)
         self._no_gradient_warned = False
+        self._outside_graph_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
@@ -562,6 +563,22 @@ class Monitor:
             stacklevel=caller_stacklevel(),
         )
 
+    def _warn_embeddings_outside_graph(self, step: int, due: list[Quantity]) -> None:
+        """Warn once when a logged call's embeddings take no part in the loss's graph: the
+        quantities that read their gradient log nothing, which would otherwise pass unseen."""
+        reading = [q.name for q in due if "embedding_grad" in q.needs]
+        if self._outside_graph_warned or not reading:
+            return
+        self._outside_graph_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: step {step}: the embeddings the watched loss was called on do not "
+            "require grad (made under torch.no_grad() or detached: a frozen encoder), so "
+            f"{', '.join(reading)} logged nothing; the other quantities are logged (later such "
+            "steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
         return self.distributed == "auto" and is_distributed()
@@ -639,6 +656,8 @@ class Monitor:
         write the record."""
         if batch.gradient_arrived is False:
             self._warn_no_gradient(step, due)
+        if batch.embeddings_outside_graph:
+            self._warn_embeddings_outside_graph(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,

@@ -193,3 +193,25 @@ def test_steps_after_backward_and_steps_without_gradient_quantities_do_not_warn(
             record = monitor.step()
     assert _before_backward(caught) == []
     assert "loss" in record and monitor.skipped_calls == 0  # the call was read as it is
+
+
+def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path):
+    # a frozen encoder (its output made under no_grad) and a loss with its own parameters:
+    # backward runs, but no gradient ever reaches the embeddings, and embedding_grad_norm
+    # was left out of every record without a word
+    projection = torch.nn.Linear(4, 4)
+    smooth_ap = gradlab.SmoothAPLoss(0.05)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            loss_fn = monitor.watch(lambda e, labels: smooth_ap(projection(e), labels))
+            for _ in range(2):
+                loss_fn(torch.randn(8, 4), torch.arange(8) % 2).backward()
+                monitor.step()
+    told = [w for w in caught if "do not require grad" in str(w.message)]
+    assert len(told) == 1 and told[0].category is RuntimeWarning
+    assert str(told[0].message) == (
+        "gradlab.Monitor: step 0: the embeddings the watched loss was called on do not require "
+        "grad (made under torch.no_grad() or detached: a frozen encoder), so "
+        "embedding_grad_norm logged nothing; the other quantities are logged (later such "
+        "steps are not warned about)")
