@@ -331,10 +331,15 @@ class Monitor:
             return
         if not self._tau_warned:
             self._tau_warned = True
+            # no tau given: an earlier loss's (or the default), kept as the header records it
+            source, remedy = ("", "Leave the Monitor's tau out to use the loss's")
+            if not self._tau_given:
+                source = f" (from the {self.config['tau_from']}, recorded in the run's header)"
+                remedy = "Pass Monitor(tau=...) to choose the tau they use"
             warnings.warn(
-                f"gradlab.Monitor: tau={self.tau} differs from {adapter.name}'s tau={loss_tau}; "
-                f"the diagnostics (P, widths, counts, decomposition) use tau={self.tau}. Leave "
-                "the Monitor's tau out to use the loss's",
+                f"gradlab.Monitor: tau={self.tau}{source} differs from {adapter.name}'s "
+                f"tau={loss_tau}; the diagnostics (P, widths, counts, decomposition) use "
+                f"tau={self.tau}. {remedy}",
                 UserWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # watch() or the loss call
             )

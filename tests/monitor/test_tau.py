@@ -63,6 +63,22 @@ def test_a_tau_that_differs_from_the_loss_warns_once_naming_both(tmp_path):
     assert records[0]["operating_region_width"] == pytest.approx(_width(0.01), rel=1e-9)
 
 
+def test_a_later_loss_with_another_tau_does_not_tell_to_leave_out_a_tau_never_given(tmp_path):
+    # no tau was passed: the first watched loss's was taken and recorded; a SmoothAP loss with
+    # another tau watched after the first record was told "Leave the Monitor's tau out"
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))]) as monitor:
+        train(monitor, steps=1, loss_fn=gradlab.SmoothAPLoss(0.1))
+        with pytest.warns(UserWarning) as w:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))
+    (told,) = [x for x in w if "differs" in str(x.message)]
+    assert str(told.message) == (
+        "gradlab.Monitor: tau=0.1 (from the watched loss SmoothAPLoss, recorded in the run's "
+        "header) differs from the watched loss SmoothAPLoss's tau=0.05; the diagnostics (P, "
+        "widths, counts, decomposition) use tau=0.1. Pass Monitor(tau=...) to choose the tau "
+        "they use"
+    )
+
+
 def test_an_equal_tau_does_not_warn(tmp_path):
     with Monitor(tmp_path, tau=0.05, preset="cheap", every=1) as monitor:
         with warnings.catch_warnings():
