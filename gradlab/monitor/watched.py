@@ -141,6 +141,14 @@ class WatchedLoss(nn.Module):
         ``memo``, with the rest of the copied model)."""
         return copy.deepcopy(self.__wrapped__, memo)
 
+    def __reduce_ex__(self, protocol):
+        """Pickled (``torch.save`` of the model) as the loss itself, as a deep copy is, when
+        the Monitor watches it; an integration's wrapper (its callback set up again in the
+        process that loads it, as Lightning's ``ddp_spawn`` does) is pickled whole."""
+        if isinstance(self.__dict__.get("_call"), WatchedCall):
+            return unwatched, (self.__wrapped__,)
+        return super().__reduce_ex__(protocol)
+
 
 def watched_like(loss_fn: Callable, call: Callable) -> Callable:
     """``call`` in the loss's place: a :class:`WatchedLoss` for a ``torch.nn.Module`` loss (its

@@ -208,6 +208,16 @@ def test_a_saved_model_loads_with_the_loss_alone_and_the_original_stays_watched(
         assert monitor.step() is not None
 
 
+def test_a_saved_model_loads_the_loss_itself_not_a_wrapper_that_says_watched(tmp_path):
+    # as a deep copy does: a loaded WatchedLoss read "watched ProxyLoss" with no Monitor behind
+    # it, and watching it again gave "watched watched ProxyLoss"
+    with gradlab.Monitor(tmp_path / "m", preset="cheap", every=1) as monitor:
+        torch.save(Model(monitor.watch(ProxyLoss())), tmp_path / "whole.pt")
+    loaded = torch.load(tmp_path / "whole.pt", weights_only=False)
+    assert type(loaded.loss_fn) is ProxyLoss
+    assert "loss_fn.proxies" in loaded.state_dict()
+
+
 class ScaledLoss:
     """A loss object that is not a module and has no ``__name__``: state in plain attributes."""
 
