@@ -55,7 +55,7 @@ from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
-from gradlab.monitor.watched import WatchedCall, watched_like
+from gradlab.monitor.watched import WatchedCall, WatchedLoss, watched_like
 from gradlab.validation import skip_value_checks
 
 DEFAULT_TAU = 0.01
@@ -286,6 +286,9 @@ class Monitor:
             (6, True)
         """
         self._refuse_when_closed("watch")
+        watching = loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
+        if isinstance(watching, WatchedCall) and watching.__dict__.get("_gradlab_monitor") is self:
+            return loss_fn  # watched already (loss_fn = monitor.watch(loss_fn) in a loop)
         adapter = adapt(loss_fn, inputs)
         self._adopt_tau(adapter)
         self._watched = True
@@ -307,7 +310,9 @@ class Monitor:
             return loss
 
         # a loss module's parameters stay the model's; a copy or a pickle is the loss alone
-        return watched_like(loss_fn, WatchedCall(loss_fn, watched))
+        call = WatchedCall(loss_fn, watched)
+        call.__dict__["_gradlab_monitor"] = self  # what watch() finds on a loss it watches already
+        return watched_like(loss_fn, call)
 
     def _refuse_when_closed(self, method: str) -> None:
         """A closed Monitor logs nothing more: refuse a new watch where it is made, not at the

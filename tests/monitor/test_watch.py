@@ -288,3 +288,22 @@ def test_watch_called_inside_the_loop_logs_as_one_watch_and_holds_nothing_per_ca
             tracemalloc.stop()
     # one kept adapter per call would be 500 of them (about a kilobyte each)
     assert grown < 50_000, grown
+
+
+@pytest.mark.parametrize(
+    "make_loss", [lambda: gradlab.SmoothAPLoss(0.05), lambda: lambda e, y: e.square().mean()],
+    ids=["module", "function"],
+)
+def test_watching_a_loss_this_monitor_watches_already_changes_nothing(tmp_path, make_loss):
+    # loss_fn = monitor.watch(loss_fn) inside the loop nested one more wrapper per step: every
+    # call counted once per wrapper, and each step took about twice as long as the one before
+    with Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        original = loss_fn = make_loss()
+        for _ in range(4):
+            loss_fn = monitor.watch(loss_fn)
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+        assert monitor.calls == 4
+        assert loss_fn is not original and monitor.watch(loss_fn) is loss_fn
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1, 2, 3]
