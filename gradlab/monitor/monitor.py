@@ -328,7 +328,8 @@ class Monitor:
         loss_tau = adapter.loss_tau
         if loss_tau is None:
             return
-        if not self._tau_given and not self._opened:  # the loss's, even when it is the default
+        # the first watched loss's, even when it is the default; a later one's is compared
+        if not self._tau_given and not self._opened and self.config["tau_from"] == "default":
             self.tau = float(loss_tau)
             self.config.update(tau=self.tau, tau_from=adapter.name.removeprefix("the "))
             return

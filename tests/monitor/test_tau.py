@@ -79,6 +79,19 @@ def test_a_later_loss_with_another_tau_does_not_tell_to_leave_out_a_tau_never_gi
     )
 
 
+def test_a_second_loss_with_another_tau_before_the_first_record_keeps_the_first_and_warns(tmp_path):
+    # two SmoothAP losses watched before any record: the second's tau silently replaced the
+    # first's, and the first loss's steps were read at the other tau
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))]) as monitor:
+        first = monitor.watch(gradlab.SmoothAPLoss(0.1))
+        with pytest.warns(UserWarning, match=r"tau=0.1 \(from the watched loss SmoothAPLoss"):
+            monitor.watch(gradlab.SmoothAPLoss(0.05))
+        train(monitor, steps=1, loss_fn=first)
+    header, records = _header_and_records(tmp_path)
+    assert header["config"]["tau"] == 0.1 and monitor.tau == 0.1
+    assert records[0]["operating_region_width"] == pytest.approx(_width(0.1), rel=1e-9)
+
+
 def test_an_equal_tau_does_not_warn(tmp_path):
     with Monitor(tmp_path, tau=0.05, preset="cheap", every=1) as monitor:
         with warnings.catch_warnings():
