@@ -290,3 +290,19 @@ def test_smooth_ap_of_large_float16_embeddings_is_that_of_the_same_directions():
     small = loss_fn(embeddings.half(), labels)
     large = loss_fn((embeddings * 1e4).half(), labels)  # entries up to ~3e4: finite in float16
     assert large.item() == pytest.approx(small.item(), abs=2e-3)
+
+
+def test_unit_rows_leaves_float16_rows_that_fit_as_f_normalize_makes_them():
+    """Beside a row whose norm overflows, the other rows are F.normalize's bit for bit (only
+    the overflowing row is divided by its largest entry first); rows of no entries stay so."""
+    from gradlab.functional.layouts import unit_rows
+
+    generator = torch.Generator().manual_seed(8)
+    rows = torch.randn(6, 64, generator=generator).half()
+    rows[2] = rows[2].float().mul(3e3).half()  # norm past 65504: rescued
+    got = unit_rows(rows)
+    plain = [0, 1, 3, 4, 5]
+    assert torch.equal(got[plain], torch.nn.functional.normalize(rows[plain], dim=1))
+    assert abs(got[2].double().norm().item() - 1) < 4 * torch.finfo(torch.float16).eps
+    empty = torch.zeros(3, 0, dtype=torch.float16)
+    assert unit_rows(empty).shape == (3, 0)
