@@ -848,3 +848,14 @@ def test_two_losses_files_of_one_batch_size_are_refused_naming_both(tmp_path):
                 "at batch size 8; keep one of them in the folder")  # fmt: skip
     with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
         check_study_folders([tmp_path])
+
+
+def test_two_losses_files_of_one_batch_size_are_named_without_an_option_from_python(tmp_path):
+    """load_study called from Python (no option to name) says the same, without a prefix."""
+    for name in ("loss_comparison_m8.json", "loss_comparison_m8_old.json"):
+        (tmp_path / name).write_text(json.dumps(_losses(8)))
+    expected = (f"{str(tmp_path / 'loss_comparison_m8.json')!r} and "
+                f"{str(tmp_path / 'loss_comparison_m8_old.json')!r} both hold the losses study "
+                "at batch size 8; keep one of them in the folder")  # fmt: skip
+    with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
+        load_study("losses", tmp_path)
