@@ -272,6 +272,9 @@ def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") ->
                                "holds metrics.jsonl)")  # fmt: skip
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
             missing = "" if Path(run_dir).exists() else ", which does not exist"
+            if (run_folder(run_dir) / "metrics.csv").is_file():  # a run logged to CSV alone
+                missing = (", which holds a metrics.csv only (gradlab plot reads the JSONL "
+                           "sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])")  # fmt: skip
             raise GradlabError(
                 f"{argument} must hold a metrics.jsonl written by gradlab.Monitor; "
                 f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"

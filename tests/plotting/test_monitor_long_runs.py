@@ -348,3 +348,17 @@ def test_the_bands_of_overlaid_runs_take_each_runs_colour():
         colour = matplotlib.colors.to_rgb(line.get_color())
         assert [tuple(face[:3]) for face in band.get_facecolor()] == [pytest.approx(colour)]
     plt.close(figure)
+
+
+def test_a_run_logged_to_csv_alone_is_refused_saying_what_plot_reads(tmp_path, capsys):
+    from gradlab import Monitor
+    from tests.helpers.training import train
+
+    with Monitor(tmp_path / "run", preset="cheap", every=1, sinks=["csv"]) as monitor:
+        train(monitor, steps=2)
+    assert main(["plot", str(tmp_path / "run")]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+        f"{str(tmp_path / 'run')!r}, which holds a metrics.csv only (gradlab plot reads the "
+        "JSONL sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])\n"
+    )
