@@ -696,10 +696,12 @@ def main(argv: list[str] | None = None) -> int:
                         f"least 2; got {arguments.max_points}"
                     )
                 points = {"max_points": arguments.max_points or None}  # 0: every logged step
-            # a missing run comes first (before the default RUN_DIR/figures), named as here
-            check_run_dirs(arguments.run_dir, argument="RUN_DIR")
+            if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
+                check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
             out = check_output_folder(out, argument="--out")  # the default too, before reading
+            if arguments.out is not None:  # then the runs, named as on the command line
+                check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 written = plot_runs(arguments.run_dir, out, arguments.label, **points)

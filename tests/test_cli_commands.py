@@ -428,6 +428,9 @@ def test_plot_hands_on_labels_prints_warnings_and_what_it_wrote(tmp_path, capsys
 
     monkeypatch.setattr(plots, "plot_runs", plot_runs)
     runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:  # the command checks that each is a run before plotting
+        run.mkdir()
+        (run / "metrics.jsonl").write_text('{"header": {}}\n{"step": 0, "loss": 0.5}\n')
     figures = tmp_path / "new" / "figures"
     argv = ["plot", *map(str, runs), "--out", str(figures), "--label", "A", "--label", "B"]
     code, out, err = _run(argv, capsys)
