@@ -838,24 +838,17 @@ def test_a_list_that_does_not_fit_is_quoted_to_its_first_80_characters(tmp_path)
         f"recall.MAP@R must hold one entry per seed of [0, 1]; got {quoted}")
 
 
-def test_two_losses_files_of_one_batch_size_are_refused_naming_both(tmp_path):
+@pytest.mark.parametrize(("prefix", "call"), [
+    ("--studies: ", lambda folder: check_study_folders([folder])),
+    ("", lambda folder: load_study("losses", folder)),  # from Python: no option to name
+])  # fmt: skip
+def test_two_losses_files_of_one_batch_size_are_refused_naming_both(tmp_path, prefix, call):
     # loss_comparison_m*.json also matches a copy (loss_comparison_m8_old.json): the second
     # file of a batch size replaced the first without a word, one run silently left out.
     for name in ("loss_comparison_m8.json", "loss_comparison_m8_old.json"):
         (tmp_path / name).write_text(json.dumps(_losses(8)))
-    expected = (f"--studies: {str(tmp_path / 'loss_comparison_m8.json')!r} and "
+    expected = (f"{prefix}{str(tmp_path / 'loss_comparison_m8.json')!r} and "
                 f"{str(tmp_path / 'loss_comparison_m8_old.json')!r} both hold the losses study "
                 "at batch size 8; keep one of them in the folder")  # fmt: skip
     with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
-        check_study_folders([tmp_path])
-
-
-def test_two_losses_files_of_one_batch_size_are_named_without_an_option_from_python(tmp_path):
-    """load_study called from Python (no option to name) says the same, without a prefix."""
-    for name in ("loss_comparison_m8.json", "loss_comparison_m8_old.json"):
-        (tmp_path / name).write_text(json.dumps(_losses(8)))
-    expected = (f"{str(tmp_path / 'loss_comparison_m8.json')!r} and "
-                f"{str(tmp_path / 'loss_comparison_m8_old.json')!r} both hold the losses study "
-                "at batch size 8; keep one of them in the folder")  # fmt: skip
-    with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
-        load_study("losses", tmp_path)
+        call(tmp_path)
