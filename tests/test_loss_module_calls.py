@@ -114,6 +114,10 @@ def test_cross_modal_blackbox_ap_refuses_nan_only_under_validate():
     assert _message(lambda: call(validate=False)) == (
         "queries must be finite; got NaN in row 0 (1 row of 4)"
     )
+    queries[0, 0] = 0.0  # candidates alone
+    assert _message(lambda: call(validate=False)) == (
+        "candidates must be finite; got inf in row 2 (1 row of 6)"
+    )
 
 
 @pytest.mark.parametrize("meta", ["queries", "candidates", "positives"])
