@@ -202,7 +202,8 @@ MONITOR_TESTS = {
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
                "tests/monitor/test_options.py",
-               "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py"],
+               "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py",
+               "tests/monitor/test_runs.py"],  # bad calls, such as a sink named twice
     "distributed": ["tests/monitor/test_distributed_agreement.py",
                     # a one-process group in process: the agreement's and the step's errors
                     "tests/monitor/test_monitor_second_rank.py",
@@ -247,6 +248,7 @@ MONITOR_TESTS = {
     # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
                  "tests/monitor/test_mask_layouts.py",  # transposed, odd-length, unaligned masks
+                 "tests/monitor/test_schedules.py",  # a schedule refused when a quantity is made
                  *_MONITOR_VALUES, *_MONITOR_RUNS],
     "run_folder": ["tests/monitor/test_run_folder_mutants.py",
                    "--deselect=tests/monitor/test_run_folder_mutants.py::"
