@@ -48,6 +48,7 @@ from gradlab.validation import (
     count_noun,
     finite_flag,
     non_finite_message,
+    refused_by_caller_name,
     value_checks_enabled,
 )
 
@@ -378,13 +379,8 @@ class BlackboxAPLoss(RankingLoss):
                 raise GradlabError(non_finite_message(bad, tensor))
             if not flags[1]:
                 self._on_degenerate()
-        try:
+        with refused_by_caller_name(queries=embeddings, candidates=candidates):  # not "scores"
             ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
-        except GradlabError:  # validate=False: name the caller's tensor, not the scores
-            for bad, tensor in (("queries", embeddings), ("candidates", candidates)):
-                if not bool(finite_flag(tensor)):
-                    raise GradlabError(non_finite_message(bad, tensor)) from None
-            raise
         return mean_ap_loss(ap, scores, positives.any(dim=1))
 
     def extra_repr(self) -> str:

@@ -220,6 +220,30 @@ def finite_flag(tensor: torch.Tensor, bound: float | None = None) -> torch.Tenso
     return finite
 
 
+@contextmanager
+def refused_by_caller_name(**tensors: torch.Tensor) -> Iterator[None]:
+    """Within the block, a :class:`GradlabError` (a refusal of values the block computed from
+    ``tensors``, such as their scores) is raised again naming the first of ``tensors`` that is
+    not finite, as the caller passed it; other refusals pass unchanged. Reads values only when
+    the block raises: no cost on the way through.
+
+    Example:
+        >>> rows = torch.tensor([[1.0, float("nan")]])
+        >>> with refused_by_caller_name(embeddings=rows):
+        ...     check_finite("scores", rows @ rows.T)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: embeddings must be finite; got NaN in row 0 (1 row of 1)
+    """
+    try:
+        yield
+    except GradlabError:
+        for name, tensor in tensors.items():
+            if not bool(finite_flag(tensor)):
+                raise GradlabError(non_finite_message(name, tensor)) from None
+        raise
+
+
 NAMED_POSITIONS = 10
 """At most this many rows (or entries) are listed by :func:`non_finite_message`."""
 

@@ -29,7 +29,7 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
-    non_finite_message,
+    refused_by_caller_name,
 )
 
 
@@ -172,10 +172,6 @@ def blackbox_ap_loss(
     scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
     from gradlab.functional.losses import mean_ap_loss
 
-    try:
+    with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
         ap = blackbox_ap(scores, layout.positives, interpolation, margin)
-    except GradlabError:  # under validate=False: name the caller's tensor, not the scores
-        if not bool(torch.isfinite(embeddings.detach()).all()):
-            raise GradlabError(non_finite_message("embeddings", embeddings)) from None
-        raise
     return mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))

@@ -48,6 +48,7 @@ from gradlab.validation import (
     check_tensor,
     finite_flag,
     non_finite_message,
+    refused_by_caller_name,
     value_checks_enabled,
 )
 
@@ -298,13 +299,9 @@ def fappy_loss(
     similarities = normalized @ normalized.T
     loss = embeddings.sum() * 0.0
     for delta in fappy_deltas(delta_min):
-        try:
+        with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
             probabilities, (first, second) = false_positive_probability(similarities, labels,
                                                                         delta)  # fmt: skip
-        except GradlabError:  # under validate=False: name the caller's tensor, not the scores
-            if not bool(torch.isfinite(embeddings.detach()).all()):
-                raise GradlabError(non_finite_message("embeddings", embeddings)) from None
-            raise
         active = (1.0 - similarities[first, second]) >= delta  # Algorithm 1, line 5
         scale_sum = (probabilities * active).sum()
         if normalization == "paper":  # lines 10-11 as printed
