@@ -1,8 +1,11 @@
 """Each Monitor keeps its logged steps' large buffers in its own workspace and frees them at
 close(): nothing stays allocated after the run, and the thread's default workspace is unused."""
 
+import contextlib
+import gc
 import math
 
+import pytest
 import torch
 
 import gradlab
@@ -73,10 +76,21 @@ def test_buffers_from_128_x_128_entries_up_are_kept():
 # --- a tensor that outlives its step keeps none of the step's hooks ----------------------------
 
 
-def _live_views() -> int:
-    """BatchViews alive in this process (other tests' may be among them: compare counts)."""
-    import gc
+@contextlib.contextmanager
+def _only_new_objects_collected():
+    """Freeze what exists before the block, so that ``gc.collect()`` inside it scans only the
+    objects the block made (collecting the whole suite's heap at every step cost seconds)."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
+
+def _live_views() -> int:
+    """BatchViews made since the enclosing ``_only_new_objects_collected`` and still alive
+    (the frozen, older objects are not listed by ``gc.get_objects``)."""
     gc.collect()
     return sum(type(thing) is BatchView for thing in gc.get_objects())
 
@@ -109,26 +123,28 @@ def _leaf_cases():
     }  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_leaf_optimised_directly_keeps_no_hook_and_no_step_after_step(tmp_path):
     """A leaf passed to the watched loss at every step (embeddings learned directly, a score
     matrix held by the model) once kept each logged step's gradient hooks, and through them
     each step's batch and its buffers: 13 MiB a step at B = 512, and no workspace to reuse."""
     for name, (loss, leaf, second) in _leaf_cases().items():
-        before = _live_views()
-        with gradlab.Monitor(tmp_path / name, tau=0.05, preset="full", every=1) as monitor:
-            loss_fn = monitor.watch(loss, inputs="scores" if name == "recorded" else None)
-            optimizer = torch.optim.SGD([leaf], lr=0.01)
-            records = []
-            for _ in range(6):
-                optimizer.zero_grad()
-                loss_fn(leaf, second).backward()
-                optimizer.step()
-                records.append(monitor.step())
-                assert not leaf._backward_hooks, (name, len(leaf._backward_hooks))
-                assert _live_views() <= before + 1, name  # at most the step just read
-            # the gradients were still read: the anatomy needs dL/dS from the hooks
-            assert all(not math.isnan(r[key]) for r in records for key in r
-                       if key.startswith("anatomy") and key.endswith("share")), name  # fmt: skip
+        with _only_new_objects_collected():
+            before = _live_views()
+            with gradlab.Monitor(tmp_path / name, tau=0.05, preset="full", every=1) as monitor:
+                loss_fn = monitor.watch(loss, inputs="scores" if name == "recorded" else None)
+                optimizer = torch.optim.SGD([leaf], lr=0.01)
+                records = []
+                for _ in range(6):
+                    optimizer.zero_grad()
+                    loss_fn(leaf, second).backward()
+                    optimizer.step()
+                    records.append(monitor.step())
+                    assert not leaf._backward_hooks, (name, len(leaf._backward_hooks))
+                    assert _live_views() <= before + 1, name  # at most the step just read
+        # the gradients were still read: the anatomy needs dL/dS from the hooks
+        assert all(not math.isnan(r[key]) for r in records for key in r
+                   if key.startswith("anatomy") and key.endswith("share")), name  # fmt: skip
 
 
 def test_two_calls_before_one_step_leave_the_hooks_of_the_last_only(tmp_path):
