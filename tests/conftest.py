@@ -14,8 +14,14 @@ settings.register_profile("dev", max_examples=40, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
+collect_ignore_glob = ["helpers/*.py"]
+"""The test helpers hold no tests and no examples; collected for doctests (``--doctest-modules``)
+they imported Lightning and transformers into every worker before its first test."""
+
 SLOW_DOCTESTS = {
     "gradlab.report.runner.run_report": "writes a whole report: seconds",
+    "gradlab.plotting.scene_geometry.plot_scene_geometry": "draws and saves a figure: a second",
+    "gradlab.symbolic.temperature_claims": "checks a claim in SymPy: a second",
 }
 """Library examples (doctests) that `make test-fast` leaves out; `make test` runs them."""
 

@@ -39,12 +39,14 @@ def _copy_of_the_package(tmp_path: Path) -> Path:
     return tmp_path
 
 
+@pytest.mark.slow
 def test_the_layers_contract_is_kept():
     result = _lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "The library never imports the studies or the CLI KEPT" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("module", "line"),
     [

@@ -104,6 +104,7 @@ def _module_call(loss_fn, form):
     return lambda x: loss_fn(x, LABELS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("loss_fn", "form"),
     [

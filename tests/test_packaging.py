@@ -189,6 +189,7 @@ def declared_closure(extra: str) -> set[str]:
     return names
 
 
+@pytest.mark.slow
 def test_each_command_s_extra_declares_every_package_the_command_checks_for():
     from gradlab.cli import EXTRA_OF_COMMAND
 
@@ -234,6 +235,7 @@ def test_every_install_hint_names_an_existing_extra_of_the_free_name():
     assert unknown == {}
 
 
+@pytest.mark.slow
 def test_no_text_tells_users_to_install_the_taken_name():
     taken = re.compile(r"(?<![\w-])gradlab\[[a-z]")  # gradlab on PyPI is an unrelated project
     offenders = [
@@ -547,6 +549,7 @@ def test_a_copy_installed_from_a_folder_is_told_how_to_add_an_extra_there(tmp_pa
     assert shlex.split(hint.rsplit(": ", 1)[1].rstrip(")")) == ["pip", "install", f"{odd}[audit]"]
 
 
+@pytest.mark.slow
 def test_the_report_without_its_plotting_packages_names_the_studies_extra():
     # matplotlib hidden (a finder that refuses it): importing the report names the extra that
     # installs every package the report needs, not the plotting extra of its first import

@@ -133,6 +133,7 @@ def test_no_test_module_imports_another():
     assert offenders == {}
 
 
+@pytest.mark.slow
 def test_no_test_reads_a_docstring():
     offenders = [p.relative_to(TESTS).as_posix() for p in _test_modules()
                  if reads_docstrings(_tree(p))]  # fmt: skip
@@ -180,6 +181,7 @@ def test_the_cuda_scan_finds_a_hand_made_skip(source, expected):
     assert skips_without_cuda_by_hand(ast.parse(source)) is expected
 
 
+@pytest.mark.slow
 def test_cuda_tests_carry_the_gpu_marker():
     offenders = [p.relative_to(TESTS).as_posix() for p in _test_modules()
                  if skips_without_cuda_by_hand(_tree(p))]  # fmt: skip

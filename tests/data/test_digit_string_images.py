@@ -40,6 +40,7 @@ def _match(cell, candidates):
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("num_digits", "max_shift"), [(2, 0), (3, 1)])
 def test_every_cell_is_a_glyph_of_its_digit_from_its_own_pool(num_digits, max_shift):
     data = load_digit_strings(num_digits, per_class=4, seed=SEED, max_shift=max_shift, noise=0.0)

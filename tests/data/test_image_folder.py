@@ -597,6 +597,7 @@ def test_training_crops_follow_the_seeded_generators_draws_one_by_one(width, hei
                                                                                 60, seed=5)
 
 
+@pytest.mark.slow
 def test_a_draw_of_exactly_one_half_does_not_flip():
     # torch.rand draws multiples of 2^-24 in [0, 1): below one half is exactly half of them.
     # A strip takes 21 draws a crop (10 tries of two, then the flip); seed 47345's 569th flip

@@ -93,6 +93,7 @@ def test_an_equivalent_candidate_has_no_note(problem):
     assert "left no gradient" not in str(result)
 
 
+@pytest.mark.slow
 def test_no_gradient_in_any_of_several_processes_is_said_too(problem):
     model, batch = problem
     result = compare_gradients(FullBatch(LOSS), NoBackwardAnywhere(), model, batch,

@@ -120,6 +120,7 @@ def test_the_callers_random_state_is_left_unchanged(problem):
     assert torch.equal(torch.get_rng_state(), before)
 
 
+@pytest.mark.slow
 def test_every_step_in_the_processes_starts_from_the_callers_random_state(problem):
     # One process, two steps: each is the step run here from the same state, not the
     # fresh process's default state nor what the step before it left.

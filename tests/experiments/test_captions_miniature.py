@@ -276,6 +276,7 @@ def _first_batch_scores():
         return (image_encoder(images[batch]) @ caption_encoder(tokens.reshape(50, -1)).T).double()
 
 
+@pytest.mark.slow
 def test_the_gradient_counts_use_the_temperature_asked_every_tenth_step():
     # at tau = 1e-4 few entries are inside SmoothAP's window: some image queries carry no
     # gradient at step 0 (a share neither 0 nor 1), and most caption queries

@@ -171,6 +171,7 @@ def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature,
     assert seen["moved_to"] == [torch.device("cpu")]  # the model goes where it is asked
 
 
+@pytest.mark.slow
 def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature, tmp_path):
     _, seen = miniature
     first = study.digits_training(tmp_path / "a", quick=True)

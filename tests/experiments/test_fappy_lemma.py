@@ -21,6 +21,7 @@ def _assert_bin_shares(results, nonzero, positions):
     assert results["nonzero_share_in_bin_below"] == share(lambda p: -1 <= p < 0)
     assert results["nonzero_share_elsewhere"] == share(lambda p: not -1 <= p < 1)
 
+@pytest.mark.slow
 def test_lemma1_measurement(tmp_path, monkeypatch):
     results = lemma1_gradient_support(configurations=80)
     assert results["max_abs_closed_form_error"] < 1e-12
@@ -214,6 +215,7 @@ def test_a_printed_value_off_by_rounding_only_matches_and_one_off_by_more_does_n
         assert results["lemma_value_matches"] is matches, offset
 
 
+@pytest.mark.slow
 def test_the_default_measures_the_documented_200_configurations_of_the_report_s_draws():
     import json
     from pathlib import Path

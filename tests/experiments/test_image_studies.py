@@ -130,6 +130,7 @@ def _p_study_at_m_8(data: str, out, seeds: str, capsys) -> dict:
     return json.loads((out / "p_vs_batch_size.json").read_text())
 
 
+@pytest.mark.slow
 def test_each_run_of_a_study_says_what_it_trains_before_its_result(
     class_halves, tmp_path, capsys, progress_lines
 ):
@@ -143,6 +144,7 @@ def test_each_run_of_a_study_says_what_it_trains_before_its_result(
         assert started < result
 
 
+@pytest.mark.slow
 def test_a_study_of_the_current_folder_names_the_folder(
     class_halves, tmp_path, capsys, monkeypatch
 ):
@@ -350,6 +352,7 @@ def test_a_list_file_without_test_images_is_one_line_and_exit_code_2(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_render_writes_the_reports_verdict_on_a_saved_p_measurement(tmp_path, capsys):
     """A rising P over three seeds: the page carries summarize's trend and the table's means."""
     rows = [[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]]

@@ -228,6 +228,7 @@ def _assert_documented_settings(settings: dict, defaults: dict) -> None:
         assert settings[key] == defaults[key], key
 
 
+@pytest.mark.slow
 def test_the_loss_study_called_with_the_folder_alone_trains_as_the_help_says(
     help_text, narrow_folder
 ):
@@ -254,6 +255,7 @@ def test_the_loss_study_called_with_the_folder_alone_trains_as_the_help_says(
     assert set(seen["forwards"]) == {((size, 3, side, side), defaults["device"], torch.float32)}
 
 
+@pytest.mark.slow
 def test_the_anatomy_study_called_with_the_folder_alone_trains_as_the_help_says(
     help_text, narrow_folder
 ):
@@ -274,6 +276,7 @@ def test_the_anatomy_study_called_with_the_folder_alone_trains_as_the_help_says(
     assert set(seen["forwards"]) == {((size, 3, side, side), defaults["device"], torch.float32)}
 
 
+@pytest.mark.slow
 def test_the_anatomy_study_logs_ten_evenly_spaced_steps_and_the_last(narrow_folder):
     """32 steps (4 epochs of 8 batches of 8): a record every ``32 // 10`` steps and the last."""
     with pytest.MonkeyPatch.context() as patch:

@@ -41,6 +41,7 @@ def stages(err: str) -> list[str]:
     ("losses", list(loss_functions(batch_size=8))),
     ("anatomy", list(ANATOMY_LOSSES)),
 ])  # fmt: skip
+@pytest.mark.slow
 def test_every_training_run_and_test_embedding_is_a_named_stage(data, tmp_path, capsys, study,
                                                                  names):  # fmt: skip
     code = main(["study", study, "--data", str(data), "--out", str(tmp_path / "out"), *FAST])

@@ -370,6 +370,7 @@ def anatomy_run(halves):
     return result, seen
 
 
+@pytest.mark.slow
 def test_the_anatomy_study_at_tiny_sizes_reports_what_it_ran(anatomy_run, halves):
     """One test over the one run, so that mutation testing (which credits a module
     fixture's work to the first test using it) runs every check for every mutant."""
@@ -561,6 +562,7 @@ def _the_p_study_says_each_runs_steps_and_p_on_stderr(p_run):
     assert _said(seen, "p-vs-batch-size:") == expected
 
 
+@pytest.mark.slow
 def test_the_p_study_at_tiny_sizes_reports_what_it_ran(halves, p_run):
     """One test over the one run, so that mutation testing (which credits a module
     fixture's work to the first test using it) runs every check for every mutant."""
@@ -586,6 +588,7 @@ def test_the_loss_study_at_tiny_sizes_reports_what_it_ran(halves, loss_run):
     assert None not in seen["augmentation_seeds"]  # the timing batch and each loss's crops
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
 def test_every_study_starts_every_network_from_the_given_weights(
     halves, tmp_path, name
@@ -619,6 +622,7 @@ def test_every_study_starts_every_network_from_the_given_weights(
     assert described["model"] == f"{BACKBONE} with a linear head to 8 dimensions, from start.pt"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["losses", "anatomy"])
 def test_with_list_files_the_evaluation_reads_the_test_list_at_the_studys_image_size(
     halves, tmp_path, name
@@ -759,6 +763,7 @@ def test_the_loss_and_anatomy_studies_name_a_count_below_1_before_training(
         function(halves, **SMALL, **{option: 0})
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("classes", "per_class", "batch_size", "steps", "expected"), [
     (4, PER_CLASS, 8, 3, 1.0),  # 24 images, 3 steps: the later steps' 1 s each
     (4, PER_CLASS, 16, 2, 1.0),  # 24 images, 2 steps: the second step's 1 s

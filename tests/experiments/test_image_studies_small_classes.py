@@ -99,6 +99,7 @@ def left_out_lines(err: str) -> list[str]:
     return [line for line in err.splitlines() if "left out" in line]
 
 
+@pytest.mark.slow
 def test_the_losses_study_trains_on_the_classes_that_fill_a_batch_and_says_what_it_left_out(
     tmp_path, capsys, drawn
 ):
@@ -151,6 +152,7 @@ def test_the_losses_study_trains_on_the_classes_that_fill_a_batch_and_says_what_
     assert (out / "summary.md").read_text() == page
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["online-products", "list"])
 def test_stanford_online_products_style_data_trains_on_its_products_of_four_or_more(
     tmp_path, capsys, drawn, layout
@@ -188,6 +190,7 @@ def test_stanford_online_products_style_data_trains_on_its_products_of_four_or_m
             in (out / "summary.md").read_text())  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_class_of_four_or_more_trains_as_before_and_nothing_is_said(tmp_path, capsys, drawn):
     full = {"bench": 4, "chair": 5, "desk": 6, "kettle": 4, "lamp": 4, "mug": 4}
     data = class_halves(tmp_path / "data", full)
@@ -247,6 +250,7 @@ def test_the_python_study_refuses_too_few_classes_left_before_training(tmp_path,
     assert drawn["batches"] == []
 
 
+@pytest.mark.slow
 def test_a_saved_study_that_left_classes_out_says_so_when_rendered(tmp_path, capsys):
     rows = [[0.30, 0.40], [0.31, 0.42]]
     record = {"min_images_per_class": 4, "classes": 9, "images": 50, "left_out_classes": 6,

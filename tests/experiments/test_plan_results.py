@@ -269,6 +269,7 @@ def test_two_images_per_class_are_enough():
     assert estimate_smooth_ap(8, 4, per_class=2, budget=10**6) == _model_bytes(8, 4, 1, 8)
 
 
+@pytest.mark.slow
 def test_the_meters_one_time_setup_does_not_count_as_a_slow_pass(monkeypatch):
     # The warm-up ran under PeakBytes, whose entry pays the process's first dispatch (about
     # 2 s here): a 17 ms SmoothAP pass at m = 384 was timed 3 or 4 times, not 5. Only the

@@ -79,6 +79,7 @@ def test_the_first_measurement_of_a_fresh_process_is_the_steady_one():
     assert all(abs(first - value) <= 64 * 1024 for value in later), (first, later)
 
 
+@pytest.mark.slow
 @needs_mallinfo
 def test_a_model_without_the_score_gradient_falls_outside_the_band():
     """The check rejects a mutant model: the backward's [m, m] gradient (4 m^2 bytes) dropped."""

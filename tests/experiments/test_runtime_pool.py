@@ -112,6 +112,7 @@ def _fails_on_three(value):
     return value
 
 
+@pytest.mark.slow
 def test_results_come_back_in_task_order_on_a_spawn_pool_of_the_asked_size(pools, quiet):
     # the first task finishes last
     tasks = [(2, 0.4), (3, 0.0), (4, 0.0)]
@@ -227,6 +228,7 @@ def test_an_exception_in_the_block_ends_its_workers_at_once(pools, quiet):
     assert len(pools.built) == 1
 
 
+@pytest.mark.slow
 def test_progress_lines_say_the_worker_processes_and_each_finished_group(pools, lines, capsys):
     tasks = [(1, 0.3), (2, 0.0), (3, 0.0)]
     run_tasks(_late, tasks, stage="toy", names=["a", "b", "a"], unit="run", detail="squared",
@@ -305,6 +307,7 @@ def test_workers_must_be_a_whole_number_from_one_to_eight_not_a_bool(bad):
         check_workers(bad)
 
 
+@pytest.mark.slow
 def test_a_groups_seconds_add_up_its_tasks_run_side_by_side(pools, lines, capsys):
     run_tasks(_late, [(1, 0.3), (2, 0.3)], stage="nap", names=["seed 0", "seed 0"], workers=2)
     done = capsys.readouterr().err.splitlines()[1]

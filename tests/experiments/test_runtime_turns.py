@@ -188,6 +188,7 @@ def _thread(target) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_one_thread_at_a_time_runs_inside_parent_turn():
     inside, release, got_in = threading.Event(), threading.Event(), threading.Event()
 
@@ -213,6 +214,7 @@ def test_one_thread_at_a_time_runs_inside_parent_turn():
         pass
 
 
+@pytest.mark.slow
 def test_a_thread_waiting_for_a_shared_result_hands_the_turn_on_and_takes_it_back():
     started, release = threading.Event(), threading.Event()
 
@@ -302,6 +304,7 @@ def test_progress_lines_reach_a_buffered_log_at_once(lines, monkeypatch):
     assert raw.getvalue().decode().count("gradlab: logged") == 3
 
 
+@pytest.mark.slow
 def test_a_groups_seconds_stay_within_the_run(lines, capsys):
     started = time.perf_counter()
     run_tasks(_sleep_then, [(0.6,)], stage="nap", names=["seed 0"], workers=1)

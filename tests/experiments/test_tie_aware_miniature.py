@@ -91,6 +91,7 @@ def _exact(raw, labels):
     return {"ap": sum(aps) / len(aps), "dcg": sum(dcgs) / len(dcgs)}
 
 
+@pytest.mark.slow
 def test_the_gap_is_relaxed_minus_exact_on_the_seed_s_codes_and_settles_where_it_stays_small():
     result = relaxation_gap_against_scale(quick=True, seed=3, items=8, classes=2)
     scales = result["scales"]
@@ -124,6 +125,7 @@ def test_the_gap_is_relaxed_minus_exact_on_the_seed_s_codes_and_settles_where_it
     assert settled == {"log": False, "midpoint": False, "exact": True}
 
 
+@pytest.mark.slow
 def test_a_gap_exactly_at_the_tolerance_counts_as_settled(monkeypatch):
     import gradlab.experiments.tie_aware as study
 

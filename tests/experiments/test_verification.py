@@ -58,6 +58,7 @@ def table():
     return gradient_error_table(seed=0, trials=1)
 
 
+@pytest.mark.slow
 def test_every_gradient_agrees_with_its_check(table):
     assert {name: set(rows) for name, rows in table.items()} == SECTIONS
     errors = _flat(table)
@@ -67,6 +68,7 @@ def test_every_gradient_agrees_with_its_check(table):
             assert 0 < error, key
 
 
+@pytest.mark.slow
 def test_more_trials_take_the_worst_and_another_seed_draws_other_cases(table):
     # one generator for the whole table: only the first section sees the same first trial
     first = next(iter(SECTIONS))
@@ -89,6 +91,7 @@ def _wrong_rows(monkeypatch, name, replacement, section) -> set[str]:
     return {key for key, error in errors.items() if error > WRONG}
 
 
+@pytest.mark.slow
 def test_a_wrong_smooth_ap_gradient_shows_in_its_rows(monkeypatch):
     decomposition = study.smooth_ap_decomposition
 

@@ -70,6 +70,7 @@ def _equal(a: list[tuple], b: list[tuple]) -> bool:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_seed_alone_decides_every_case(monkeypatch):
     torch.manual_seed(1)
     first = _inputs(monkeypatch, seed=0)
@@ -82,6 +83,7 @@ def test_the_seed_alone_decides_every_case(monkeypatch):
         assert not torch.equal(first[name][0][0], other[name][0][0]), name
 
 
+@pytest.mark.slow
 def test_smooth_ap_cases_keep_the_sigmoid_in_its_active_region(monkeypatch):
     calls = _spied(monkeypatch)
     study.smoothap_gradient_errors(torch.Generator().manual_seed(0), 3)
@@ -97,6 +99,7 @@ def test_smooth_ap_cases_keep_the_sigmoid_in_its_active_region(monkeypatch):
         assert active > 0.25
 
 
+@pytest.mark.slow
 def test_smooth_ap_cases_make_the_first_vector_positive_for_every_query(monkeypatch):
     calls = _spied(monkeypatch)
     study.smoothap_gradient_errors(torch.Generator().manual_seed(0), 10)
@@ -106,6 +109,7 @@ def test_smooth_ap_cases_make_the_first_vector_positive_for_every_query(monkeypa
     assert 0.18 < masks[:, :, 1:].double().mean().item() < 0.32
 
 
+@pytest.mark.slow
 def test_tie_aware_cases_are_eight_six_bit_codes_in_three_classes(monkeypatch):
     calls = _spied(monkeypatch)
     study.tie_aware_gradient_errors(torch.Generator().manual_seed(0), 4)
@@ -132,6 +136,7 @@ def test_relaxed_ap_cases_have_positive_counts_within_each_bin(monkeypatch):
         assert (positive / counts).unique().numel() == 7
 
 
+@pytest.mark.slow
 def test_relaxed_ap_counts_spread_over_zero_to_three_with_float64_shares(monkeypatch):
     calls = _spied(monkeypatch)
     study.tie_aware_gradient_errors(torch.Generator().manual_seed(0), 3)
@@ -146,6 +151,7 @@ def test_relaxed_ap_counts_spread_over_zero_to_three_with_float64_shares(monkeyp
     assert (steps - steps.round()).abs().max() > 1e-3
 
 
+@pytest.mark.slow
 def test_histogram_cases_are_cosine_similarities_reaching_every_bin(monkeypatch):
     calls = _spied(monkeypatch)
     trials = 20

@@ -45,6 +45,7 @@ def test_grad_equals_autograd_of_smooth_ap(seed, queries, candidates, dims, dens
     torch.testing.assert_close(parts.ap, ap.detach(), equal_nan=True, atol=1e-12, rtol=0)
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1))
 def test_terms_match_seed_definitions_by_loops(seed):
     query, vectors, positives = problem(seed, 3, 8, 4, 0.4)
@@ -62,6 +63,7 @@ def test_terms_match_seed_definitions_by_loops(seed):
         assert parts.D[row].tolist() == pytest.approx(expected["D"], abs=1e-12)
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1))
 def test_candidate_mask_matches_smooth_ap_mask(seed):
     query, vectors, positives = problem(seed, 4, 9, 3, 0.4)

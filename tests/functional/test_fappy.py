@@ -47,6 +47,7 @@ def test_pair_probabilities_match_the_printed_equations(seed, size, exponent):
         )
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 2**31 - 1),
     size=st.integers(2, 9),
@@ -64,6 +65,7 @@ def test_deltas_follow_algorithm_1():
     assert fappy_deltas(5.0) == [2.0]  # the repeat-until body always runs once
 
 
+@pytest.mark.slow
 def test_closed_form_gradient_matches_autograd():
     # The report's check compares autograd through false_positive_probability with the closed
     # form over random configurations; it must find no difference.
@@ -141,6 +143,7 @@ def test_error_table(call, message):
 # --- normalization: Algorithm 1 as printed ("paper") and the authors' Caffe layer ("official")
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 2**31 - 1),
     size=st.integers(2, 9),

@@ -193,6 +193,7 @@ def test_uniformity_matches_a_high_precision_loop_on_both_sides_of_the_shift(t):
         assert got == pytest.approx(expected, rel=1e-12, abs=1e-12 * t)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("t", "near_pair"), [(2.0, False), (1e5, False), (1e5, True)])
 def test_uniformity_and_alignment_of_300_points_match_loops(t, near_pair):
     """300 points: on a CPU the float64 passes go through the cosine matrix in blocks of rows

@@ -164,6 +164,7 @@ def test_each_direction_counts_its_own_queries(loss):
         assert value.item() == pytest.approx(loss(scores.float(), mask, other).item(), rel=1e-3)
 
 
+@pytest.mark.slow
 def test_an_nt_xent_sum_of_uniform_queries_is_refused_just_past_float16():
     # Scores all 1: each query's loss is ln C exactly. 9,000 queries of C = 1,000 sum to
     # 62,170 and are computed; 10,000 (69,078) are refused. Queries without positives (4,000

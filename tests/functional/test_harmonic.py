@@ -37,6 +37,7 @@ def test_logarithmic_integral_gradient():
     assert torch.autograd.gradcheck(logarithmic_integral, (x,))
 
 
+@pytest.mark.slow
 @given(a=st.integers(0, 300), n=st.integers(0, 300))
 def test_exact_methods_are_exact_at_integers(a, n):
     low = torch.tensor([float(a)], dtype=torch.float64)
@@ -48,6 +49,7 @@ def test_exact_methods_are_exact_at_integers(a, n):
     assert harmonic_number(high).item() == pytest.approx(float(mpmath.harmonic(a + n)), abs=1e-12)
 
 
+@pytest.mark.slow
 @given(a=st.floats(1.0, 500.0), n=st.floats(0.0, 500.0))
 def test_log_method_is_the_printed_formula_above_one_item(a, n):
     low = torch.tensor([a], dtype=torch.float64)

@@ -32,6 +32,7 @@ def batch(seed, size, bits, scale=2.0):
     return torch.tanh(scale * raw), labels
 
 
+@pytest.mark.slow
 @given(
     seed=st.integers(0, 2**31 - 1),
     size=st.integers(3, 10),
@@ -48,6 +49,7 @@ def test_eq37_matrix_form_equals_autograd(seed, size, bits, objective, method):
     torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1), size=st.integers(3, 10), bits=st.integers(2, 8))
 def test_exact_method_equals_tie_aware_metrics_at_binary_codes(seed, size, bits):
     codes, labels = batch(seed, size, bits)

@@ -129,6 +129,7 @@ def test_every_metric_equals_a_float64_loop(seed):
         assert ours[key] == pytest.approx(expected[key], abs=1e-12), key
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_size", [1, 7, 64, 1000])
 def test_chunked_equals_dense(chunk_size):
     generator = torch.Generator().manual_seed(7)

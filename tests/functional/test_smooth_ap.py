@@ -77,6 +77,7 @@ def loop_values_and_gradients(scores, positives, tau, candidates=None):
     return torch.tensor(values, dtype=torch.float64), gradients
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1), chunk=st.integers(1, 200))
 @pytest.mark.parametrize("backward", ["exact", "autograd"])
 def test_both_backwards_equal_the_loop_gradient(backward, seed, chunk):

@@ -61,6 +61,7 @@ def test_without_ties_equals_ordinary_ap_and_dcg(seed, size):
     assert value == pytest.approx(dcg_score([gains], [scores]), abs=1e-10)
 
 
+@pytest.mark.slow
 @given(seed=st.integers(0, 2**31 - 1))
 def test_dcg_and_ndcg_match_scikit_learn_tie_averaging(seed):
     rng = np.random.default_rng(seed)

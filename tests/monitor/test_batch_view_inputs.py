@@ -113,6 +113,7 @@ def float64_default():
         torch.set_default_dtype(previous)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("float64_default")
 def test_the_counts_of_a_float32_batch_do_not_depend_on_the_default_dtype():
     """260 x 260 (the NumPy paths): the buffers keep the batch's dtype under a float64 default."""
@@ -125,6 +126,7 @@ def test_the_counts_of_a_float32_batch_do_not_depend_on_the_default_dtype():
     assert view.negated_sorted.dtype == torch.float32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_the_counts_of_a_large_batch_equal_the_window_test_in_both_dtypes(dtype):
     """260 x 260: sorted by integer keys (float64: by torch, float32: by NumPy)."""

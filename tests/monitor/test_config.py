@@ -58,6 +58,7 @@ def test_a_monitor_from_a_config_logs_as_one_from_keywords(tmp_path):
         Monitor.from_config(tmp_path / "c", {"preset": "cheap"})
 
 
+@pytest.mark.slow
 def test_the_callback_takes_a_config_or_keywords_not_both(tmp_path):
     pytest.importorskip("lightning")
     from gradlab.integrations.lightning import GradlabCallback

@@ -313,6 +313,7 @@ def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
     assert torch.equal(batch.pair_counts(width), inside.sum(dim=(1, 2)))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [200, 260])
 @pytest.mark.parametrize("default_dtype", [torch.float64, torch.bfloat16])
 def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype, size):
@@ -426,6 +427,7 @@ def test_pair_counts_of_an_empty_score_matrix_are_zero(shape):
     assert batch.pair_counts(0.25).tolist() == [0] * shape[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("size", [20, 300])  # 300 x 300 reaches the keyed merge of float32
 def test_windows_keep_their_centres_where_the_width_is_below_half_an_ulp(dtype, size):

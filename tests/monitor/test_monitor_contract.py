@@ -195,6 +195,7 @@ def test_a_refused_claim_releases_only_its_own_lock_once(tmp_path, monkeypatch):
     assert (tmp_path / LOCK_NAME).read_text() == rival
 
 
+@pytest.mark.slow
 def test_an_unclosed_monitor_releases_its_folder_when_collected(tmp_path):
     monitor = Monitor(tmp_path, preset="cheap", every=1)
     train(monitor, steps=1)

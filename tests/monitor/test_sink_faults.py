@@ -276,6 +276,7 @@ def test_strict_raises_the_fault_and_still_recovers(tmp_path, disk, full, droppe
     assert _strays(tmp_path) == []
 
 
+@pytest.mark.slow
 def test_the_lock_is_released_once_and_a_second_close_does_nothing(tmp_path, disk, monkeypatch):
     from gradlab.monitor import lock
 

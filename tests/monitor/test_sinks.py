@@ -353,6 +353,7 @@ sink.write({"step": 1, "a": 0.5, "b": 2.0})
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reopen", ["resume", "overwrite", "sink"])
 def test_a_writer_killed_while_widening_leaves_no_copy_once_the_folder_is_opened(tmp_path, reopen):
     import subprocess

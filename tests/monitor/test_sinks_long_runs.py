@@ -11,6 +11,8 @@ from __future__ import annotations
 import tracemalloc
 import warnings
 
+import pytest
+
 from gradlab import Monitor
 from gradlab.monitor import JSONLSink, read_jsonl, read_segments
 
@@ -43,6 +45,7 @@ def _peak_of_resuming(folder) -> tuple[int, int]:
     return start, peak
 
 
+@pytest.mark.slow
 def test_resuming_a_long_log_does_not_hold_its_records_in_memory(tmp_path):
     short, long = tmp_path / "short", tmp_path / "long"
     short.mkdir()
@@ -79,6 +82,7 @@ def _traced(make):
     return made, held
 
 
+@pytest.mark.slow
 def test_records_read_back_take_about_the_memory_of_the_same_dicts_built_in_python(tmp_path):
     _log(tmp_path, 2000)
     (_, records), held = _traced(lambda: read_jsonl(tmp_path / "metrics.jsonl"))

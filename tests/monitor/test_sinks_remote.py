@@ -78,6 +78,7 @@ def test_mlflow_sink_starts_a_run_against_the_configured_sqlite_store(tmp_path, 
             assert same(value, expected)
 
 
+@pytest.mark.slow
 def test_mlflow_sink_round_trips_infinities_in_the_file_store(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -126,6 +127,7 @@ def _wandb_config(root):
     return config
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sink", ["WandbSink", "MLflowSink"])
 def test_a_prefix_that_is_not_a_string_is_refused_in_full(sink):
     pytest.importorskip({"WandbSink": "wandb", "MLflowSink": "mlflow"}[sink])

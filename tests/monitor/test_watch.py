@@ -241,6 +241,7 @@ def test_a_last_step_called_by_keywords_is_logged_at_close(tmp_path):
     assert "loss" in records[1] and "embedding_grad_norm" not in records[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fresh_loss", [False, True], ids=["same_loss", "new_loss_each_call"])
 def test_watch_called_inside_the_loop_logs_as_one_watch_and_holds_nothing_per_call(
     tmp_path, fresh_loss

@@ -170,6 +170,7 @@ def test_each_panel_states_active_negatives_queries_without_gradient_and_the_lar
     assert summary.get_text().endswith("t2i: 1.5/9 active, 1/4 without,\n  max |dL/dS| 0.5")
 
 
+@pytest.mark.slow
 def test_a_largest_gradient_at_the_floor_is_drawn_and_not_noted(drawn):
     record = _record()
     record["checkpoints"][0]["losses"]["B"]["i2t"]["largest_abs_grad"] = DEFAULT_ABSOLUTE_THRESHOLD

@@ -75,6 +75,7 @@ def _flat_counts(top_tick: bool):
     return figure
 
 
+@pytest.mark.slow
 def test_overlapping_titles_reject_the_old_suptitle_and_a_title_on_a_tick_label():
     problems = overlapping_titles(_retrieval(None))
     assert len(problems) == 2 and all("touches panel" in p and "title" in p for p in problems)

@@ -130,6 +130,7 @@ def test_the_cost_figure_draws_one_line_per_loss_in_milliseconds_with_its_fitted
     ]
 
 
+@pytest.mark.slow
 def test_the_cost_figure_of_four_losses_up_to_m_4096_reads_well_on_the_report_page(figures):
     # the benchmark's shape: four AP losses at M = 56 ... 4096 (4 per class), each time a power
     # of M, the claims as the papers state them; the legend must stay off the lines

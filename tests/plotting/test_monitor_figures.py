@@ -277,6 +277,7 @@ def test_several_runs_get_a_colour_each_and_keys_a_line_style_each(tmp_path, mon
     _close(figures)
 
 
+@pytest.mark.slow
 def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_finite(
     tmp_path, monkeypatch
 ):
@@ -350,6 +351,7 @@ def test_counts_and_shares_start_at_zero_and_others_do_not(tmp_path, monkeypatch
     _close(figures)
 
 
+@pytest.mark.slow
 def test_a_series_over_decades_goes_on_a_log_axis(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=[1.0, 1e-1, 1e-2, 1e-3], p_seed=[1.0, 1e-1, 1e-2, 1e-3],
                embedding_norm_mean=[1.0, 1e-1, 1e-2, 2e-3])  # fmt: skip
@@ -456,6 +458,7 @@ def test_one_run_with_few_steps_draws_small_markers_on_each(tmp_path):
 # ---- where figures go, and bad calls -------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_figures_go_next_to_one_run_or_into_the_common_parent(tmp_path, monkeypatch):
     one = _run(tmp_path / "runs" / "a", loss=LOSS)
     figures, paths = _drawn(monkeypatch, [one])
@@ -471,6 +474,7 @@ def test_figures_go_next_to_one_run_or_into_the_common_parent(tmp_path, monkeypa
     _close(dict(enumerate(figures)))
 
 
+@pytest.mark.slow
 def test_a_written_figure_is_a_png_file(tmp_path):
     paths = plot_run(_run(tmp_path / "a", loss=LOSS), tmp_path / "figs")
     assert paths == [tmp_path / "figs" / "loss.png", tmp_path / "figs" / "overview.png"]
@@ -527,6 +531,7 @@ class Spread(Quantity):
         return {"spread": batch.scores.std()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("given", [Spread, Spread()])
 def test_a_callers_quantity_adds_its_family_and_keeps_the_built_in_ones(
     tmp_path, monkeypatch, given
@@ -743,6 +748,7 @@ def _in_figure(artist, figure):
     return artist.get_window_extent().transformed(figure.transFigure.inverted())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("names", [("a",), ("a", "b"), ("a", "b", "c", "d")])
 def test_overview_panels_fill_the_figure_with_their_legends_below_them(tmp_path, monkeypatch,
                                                                        names):  # fmt: skip
@@ -870,6 +876,7 @@ def _legends(figures):
     return figures["overview"].legends[0], figures["loss"].axes[0].get_legend()
 
 
+@pytest.mark.slow
 def test_the_legend_of_many_runs_wraps_inside_a_one_panel_overview(tmp_path, monkeypatch):
     # eight runs of a sweep, each named as a person would: one row of them would be wider
     # than the panel and the PNG, shrunk to the docs' page, would show its text too small
@@ -885,6 +892,7 @@ def test_the_legend_of_many_runs_wraps_inside_a_one_panel_overview(tmp_path, mon
     _close(figures)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "overview", "family"), [
     ("run {}", 4, 3),  # short names: every column the figures allow
     ("lr 0.001, seed {}", 2, 3),  # the overview's panel holds two of these side by side
@@ -912,6 +920,7 @@ def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, mo
     _close(figures)
 
 
+@pytest.mark.slow
 def test_whole_counts_are_ticked_at_whole_numbers_and_shares_are_not(tmp_path, monkeypatch):
     # a reader of "queries: 0.5" looks for half a query
     run = _run(tmp_path / "run", queries_without_gradient=[0, 1, 2, 1],

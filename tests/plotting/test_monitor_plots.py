@@ -84,6 +84,7 @@ def test_a_log_whose_steps_restart_is_split_with_a_warning(tmp_path):
         assert steps == sorted(steps) == [0, 1, 2, 3]  # no line jumps back to the start
 
 
+@pytest.mark.slow
 def test_the_plot_command_prints_the_restart_warning(tmp_path, capsys, monkeypatch):
     log = _run(tmp_path / "old") / "metrics.jsonl"
     log.write_text(log.read_text() * 2)
@@ -148,6 +149,7 @@ def test_plot_user_errors_are_one_line_and_exit_2(tmp_path, capsys, arguments, m
     assert (tmp_path / "a_file").read_text() == "mine"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncate_last", "garbage_first"])
 def test_plot_skips_a_broken_line_naming_file_and_line(tmp_path, capsys, monkeypatch, damage):
     log = _run(tmp_path / "run", 3) / "metrics.jsonl"
@@ -209,6 +211,7 @@ def test_counts_and_shares_start_at_zero(tmp_path, monkeypatch):
         plt.close(figure)
 
 
+@pytest.mark.slow
 def test_identical_runs_both_stay_visible_without_a_marker_on_every_step(tmp_path):
     steps = 24
     runs = load_runs([_run(tmp_path / "a", steps), _run(tmp_path / "b", steps)])
@@ -395,6 +398,7 @@ def test_plot_refuses_another_file_in_one_line_asking_for_the_folder(tmp_path, c
     assert sorted(p.name for p in run.iterdir()) == ["metrics.jsonl", "notes.txt"]
 
 
+@pytest.mark.slow
 def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
     # a full-preset run plotted, then replaced (overwrite=True) by a cheap one and plotted
     # again: no figure of a family the new run does not log may stay beside the new ones
@@ -495,6 +499,7 @@ def test_coinciding_at_its_thresholds():
     assert monitor_plots.coinciding(["a", "b"], run([0.0] * 4, [0.0] * 4)) is True
 
 
+@pytest.mark.slow
 def test_a_family_figure_names_only_the_runs_it_draws(tmp_path, monkeypatch):
     # runs with different keys: a cheap run has no P; its name beside P's lines would send the
     # reader looking for a line hidden under another

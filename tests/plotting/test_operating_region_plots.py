@@ -255,6 +255,7 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
     assert isinstance(figure.get_layout_engine(), ConstrainedLayoutEngine)
 
 
+@pytest.mark.slow
 def test_training_dynamics_tick_whole_steps_only(drawn):
     figure = drawn(module.plot_training_dynamics, _dynamics(_history(steps=(0, 1, 2))))
     figure.canvas.draw()
@@ -338,6 +339,7 @@ INSIDE = {**FLAT, "share_without_gradient": 0.25, "share_without_weighted_gradie
           "ad_cb_cosine": 0.5}  # no value on a bound: the range alone sets the panel's limits
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("values", [FLAT, INSIDE], ids=["values on the bounds", "inside"])
 @pytest.mark.parametrize("steps", [(10, 20, 30), (4,)], ids=["three steps", "one step"])
 def test_a_run_where_nothing_moves_draws_every_panel_flat(drawn, steps, values):

@@ -156,6 +156,7 @@ def test_captions_draw_each_losss_recall_bars_centred_on_the_metric(drawn):
     assert {t.get_fontsize() for t in legend.get_texts()} == {8}
 
 
+@pytest.mark.slow
 def test_captions_draw_queries_without_gradient_per_direction(drawn):
     results = _captions()
     figure = drawn(module.plot_captions, results)

@@ -145,6 +145,7 @@ def test_a_single_seed_has_no_band_width():
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_five_losses_wrap_the_four_colours_and_a_third_encoder_is_solid_again(monkeypatch):
     losses = ("L0", "L1", "L2", "L3", "L4")
     run = {"anatomy": {"steps": [0, 1]}, "geometry": {key: [[0.2, 0.3]] for key in KEYS}}
@@ -175,6 +176,7 @@ def test_two_logged_steps_are_ticked_at_the_two_steps_only(monkeypatch):
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_the_legend_hangs_just_below_the_figure(figure):
     (legend,) = figure.legends
     figure.canvas.draw()

@@ -37,6 +37,7 @@ def _p_result() -> dict:
                           "P_negative_negative": apart(0.1)}}}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_p_against_m_names_proportions_equal_to_p_instead_of_hiding_them(figures):
     result = _p_result()
     module.plot_p_vs_batch_size(result, "p.png")
@@ -126,6 +127,7 @@ def test_the_loss_comparison_reads_on_the_page(losses, figures):
     assert layout_problems(figures[0]) == []
 
 
+@pytest.mark.slow
 def test_the_loss_comparison_draws_each_loss_and_the_untrained_line_where_labelled(
     losses, figures
 ):

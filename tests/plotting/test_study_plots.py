@@ -324,6 +324,7 @@ def test_the_cost_panel_draws_milliseconds_on_a_log_axis(drawn):
     assert title.get_fontsize() == 11
 
 
+@pytest.mark.slow
 def test_the_cost_panels_minor_labels_keep_the_panels_size_under_a_users_larger_font(drawn):
     # 3 to 5 ms: less than a decade, so the log axis labels its minor ticks (the fixture sets
     # the user's font.size to 13)
@@ -471,6 +472,7 @@ def test_scene_recall_legend_colours_each_loss_as_its_bars_and_the_hatch_entry_n
     assert not {face, edge} & {to_rgba(h.get_facecolor()) for h in losses}
 
 
+@pytest.mark.slow
 def test_scene_recall_names_each_direction_centred_under_its_three_metrics(drawn):
     # drawn, not only built: the direction sits under its metrics' labels, at their size
     figure = drawn(module.plot_scene_recall, _recall_result())
@@ -491,6 +493,7 @@ def test_scene_recall_names_each_direction_centred_under_its_three_metrics(drawn
             assert text.get_fontsize() == labels[first].get_fontsize()  # not the user's 13
 
 
+@pytest.mark.slow
 def test_scene_recall_colours_four_losses_and_starts_at_zero(drawn):
     result = _recall_result(encoders=("VSE++",))
     losses = result["runs"]["VSE++"]
@@ -539,6 +542,7 @@ LABELS = [f"{encoder}, {loss}" for encoder in ("VSE++", "VSRN")
           for loss in ("SmoothAP", "VSE++ max", "NT-Xent")]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_scene_anatomy_draws_a_line_per_encoder_and_loss_with_a_band_from_zero(drawn):
     figure = drawn(module.plot_scene_anatomy, _anatomy())
     axes = figure.axes
@@ -648,6 +652,7 @@ def test_an_active_negatives_panel_without_lines_stays_linear(drawn):
     assert active.texts[0].get_text().startswith("4 at every step:")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore:Mean of empty slice", "ignore:Degrees of freedom")
 def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
     result = _anatomy()
@@ -675,6 +680,7 @@ def test_one_loss_keeping_a_value_at_one_encoder_only_is_drawn(drawn):
     )
 
 
+@pytest.mark.slow
 def test_scene_anatomy_cycles_four_line_styles_over_encoders_and_colours_a_fourth_loss(drawn):
     encoders = ("A", "B", "C", "D", "E")
     losses = ("SmoothAP", "VSE++ max", "NT-Xent", "FastAP")
@@ -751,6 +757,7 @@ def test_two_values_each_kept_by_two_losses_are_two_notes_one_under_the_other(dr
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_scene_anatomy_reads_its_json_file_with_nan_written_either_way(drawn, tmp_path):
     # json.dumps writes a NaN as the token NaN; gradlab.jsonio.write_json as the string "NaN"
     result = _anatomy()

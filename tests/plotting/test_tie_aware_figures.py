@@ -112,6 +112,7 @@ def test_a_coarse_grid_draws_each_nearest_column_once(figures):
     assert [line.get_label() for line in right.get_lines()[::3]] == ["$n_d$ = 1", "$n_d$ = 4"]
 
 
+@pytest.mark.slow
 def test_the_colour_bars_label_stands_clear_of_the_right_panels_label(figures):
     module.plot_harmonic_error(_surface(), "h.png")
     figure = figures[0]

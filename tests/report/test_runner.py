@@ -9,6 +9,7 @@ from gradlab.cli import main
 from gradlab.report import SECTIONS, run_report
 
 
+@pytest.mark.slow
 def test_report_verification_section_writes_outputs(tmp_path):
     results = run_report(tmp_path, quick=True, only=["verification"])
     table = results["sections"]["verification"]["gradient_errors"]

@@ -56,6 +56,7 @@ while os.times().system < 0.15:  # until this child has spent 0.15 s of system C
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="getrusage is POSIX")
 def test_the_workers_cpu_adds_the_childrens_user_and_system_time(tmp_path, monkeypatch, quiet):
     import resource

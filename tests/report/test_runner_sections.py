@@ -109,6 +109,7 @@ def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
     assert log == [] and not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_each_section_gets_its_own_seconds_and_the_report_its_cpu(tmp_path, monkeypatch, quiet):
     log: list = []
     monkeypatch.setattr(runner, "SECTIONS", {"busy": _section("busy", log, busy=0.45),
@@ -196,6 +197,7 @@ def _stopping(error: type[BaseException], log: list):
     return section
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("error", [KeyboardInterrupt, ValueError])
 def test_side_by_side_a_failure_or_ctrl_c_stops_the_waiting_section_and_skips_the_rest(
         tmp_path, monkeypatch, quiet, error):  # fmt: skip
@@ -297,6 +299,7 @@ def _burn_in_a_child(out, quick, device):
     return {}, "## child"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="getrusage is POSIX")
 def test_the_workers_cpu_is_that_of_the_children_ended_during_the_report(
     tmp_path, monkeypatch, quiet
@@ -333,6 +336,7 @@ def _saved_p_study(folder, data: str) -> None:
     }))  # fmt: skip
 
 
+@pytest.mark.slow
 def test_saved_studies_follow_the_sections_numbered_with_their_findings(
     tmp_path, monkeypatch, quiet
 ):
@@ -379,6 +383,7 @@ def test_the_defaults_one_process_on_the_cpu_in_the_callers_thread(tmp_path, mon
     assert lines[1] == "" and lines[3] == ""
 
 
+@pytest.mark.slow
 def test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest(
     tmp_path, monkeypatch, quiet, ctrl_c_raises
 ):
@@ -521,6 +526,7 @@ def stop_signal():
     signal.signal(signal.SIGUSR1, previous)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("waiting_for", ["a section's turn", "the sections to end"])
 def test_side_by_side_an_error_while_the_caller_waits_stops_the_running_section_at_once(
     tmp_path, monkeypatch, quiet, stop_signal, waiting_for
@@ -541,6 +547,7 @@ def test_side_by_side_an_error_while_the_caller_waits_stops_the_running_section_
     assert not (tmp_path / "r" / "results.json").exists()
 
 
+@pytest.mark.slow
 def test_side_by_side_a_section_that_does_not_stop_is_left_behind(
     tmp_path, monkeypatch, quiet, stop_signal
 ):

@@ -213,6 +213,7 @@ def test_ctrl_c_stops_the_running_section_and_the_waiting_one(tmp_path):
     assert [pid for pid in workers if _alive(pid)] == []
 
 
+@pytest.mark.slow
 def test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran():
     started, release, calls = threading.Event(), threading.Event(), []
 

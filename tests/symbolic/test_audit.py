@@ -50,6 +50,7 @@ def test_every_claim_is_decided(audit_records):
     assert undecided == []
 
 
+@pytest.mark.slow
 def test_every_numbered_equation_of_003_and_004_has_a_record(records):
     labels = {claim_id.split(":")[1] for claim_id in records if claim_id.startswith("003")}
     assert {f"eq{k}" for k in range(1, 38)} - labels == set()
@@ -110,6 +111,7 @@ def test_key_findings(records, claim_id, verdict):
     assert records[claim_id]["verdict"] == verdict, records[claim_id]["detail"]
 
 
+@pytest.mark.slow
 def test_eq18_has_the_status_of_eq17(records):
     assert records[f"{S001}:eq18"]["verdict"] == records[f"{S001}:eq17"]["verdict"]
     detail = records[f"{S001}:eq18"]["detail"]
@@ -169,6 +171,7 @@ def test_cli_user_errors_exit_2_with_one_line(tmp_path, capsys, flag):
 # --- SymPy derivations tied to the torch implementations -------------------------------------
 
 
+@pytest.mark.slow
 def test_sympy_smoothap_gradient_equals_the_decomposition():
     rng = np.random.default_rng(0)
     query, candidates = rng.normal(size=2) * 0.5, rng.normal(size=(5, 2)) * 0.5

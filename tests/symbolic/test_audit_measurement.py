@@ -20,6 +20,7 @@ def _batch_size_detail(claims) -> str:
     return claim.check(claim.printed).detail
 
 
+@pytest.mark.slow
 def test_the_measurement_reaches_the_measured_claim():
     assert "not measured in this run" in _batch_size_detail(all_claims())
     # an empty measurement is decided from what it holds: nothing

@@ -40,6 +40,7 @@ def _module_name(module) -> str:
     return module.__name__.rsplit(".", 1)[-1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", MODULES, ids=_module_name)
 def test_every_claim_definition_matches_the_committed_audit(module) -> None:
     committed = _committed_records()

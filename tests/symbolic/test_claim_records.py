@@ -77,6 +77,7 @@ def test_no_check_leaves_a_global_precision_behind(audit_record):
         assert mpmath.mp.dps == before, claim_id
 
 
+@pytest.mark.slow
 def test_a_callers_mpmath_precision_does_not_change_a_record(audit_record):
     import mpmath
 

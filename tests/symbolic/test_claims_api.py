@@ -111,6 +111,7 @@ def test_differences_up_to_1e_40_count_as_zero():
     assert symbolic_equality(x + 2 * tiny, x, [x]).verdict == "fails"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("difference", "reason"),
     [(sp.Piecewise((0, x <= 97), (1, True)), "numerators reach 97"),
@@ -122,6 +123,7 @@ def test_default_points_are_fractions_p_over_q_with_p_to_97_and_q_to_13(differen
     assert verdict.verdict == "holds", reason
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("declared", [{"real": True}, {"negative": True}])
 def test_points_of_either_sign_have_the_same_magnitudes(declared):
     # |s| from 1/13 to 97 whatever the sign: a negative coordinate is a positive one negated
@@ -163,6 +165,7 @@ def _sampled_signs(symbol, points=200):
     return signs
 
 
+@pytest.mark.slow
 def test_default_points_take_the_sign_a_symbol_is_declared_with():
     assert _sampled_signs(sp.Symbol("s", real=True)) == {1, -1}
     for declared in ({"positive": True}, {"nonnegative": True}, {}):

@@ -1068,6 +1068,7 @@ def test_the_l2_check_names_its_witness_by_the_vectors_coordinates():
     assert float(difference) == pytest.approx(cosine, abs=1e-8)
 
 
+@pytest.mark.slow
 def test_the_l2_check_takes_the_vectors_as_real():
     from gradlab.symbolic.fappy_claims import check_l2, s
 
@@ -1131,6 +1132,7 @@ def test_the_strict_condition_as_printed_misses_the_bin_below_and_s_ik_on_b_t():
     assert str(expected[:4]) in verdict.detail
 
 
+@pytest.mark.slow
 def test_the_corrected_strict_condition_holds_and_each_flipped_end_fails():
     from gradlab.symbolic.fappy_claims import STRICT_CORRECTED, check_strict_condition
 
@@ -1629,6 +1631,7 @@ def test_the_divisions_check_tries_its_documented_counts_and_totals_only():
         "fails", "the divisions miss the mean (or 0 for none) by 1e-12.")
 
 
+@pytest.mark.slow
 def test_the_guard_counts_cosines_in_minus_1_to_1_only():
     from gradlab.symbolic.fappy_claims import check_guard, s, width
 

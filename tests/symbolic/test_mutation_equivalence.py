@@ -8,6 +8,7 @@ cover the containers a transcribed procedure uses (dicts, tuples, lists, matrice
 operators rebuild entry by entry, and the descriptions that shorten a long term to 40 characters.
 """
 
+import pytest
 import sympy as sp
 
 from gradlab.symbolic.mutation_operators import candidates, equivalent, relation_truth
@@ -153,6 +154,7 @@ def test_an_identity_too_large_for_a_float_at_the_numeric_points_is_proven():
     assert not equivalent(ONE * sp.exp(10**6 * x), 2 * sp.exp(10**6 * x))
 
 
+@pytest.mark.slow
 def test_the_proof_size_limit():
     # sum_{i<m} (sin(a_i)**2 + cos(a_i)**2) - m is 0. Its operations, counted by hand: per
     # term a sin, a cos and two powers (4), and 2m additions joining its 2m + 1 terms: 6m.

@@ -394,6 +394,7 @@ def _witness(detail: str) -> tuple[float, dict]:
     return float(found.group(1)), point
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("law", ["symmetry", "scale"])
 def test_a_step_that_breaks_symmetry_or_the_scale_law_fails_at_a_named_point(law):
     """Both forms are steps at 0 with G(0) = 1/2. The first adds an even bump, so

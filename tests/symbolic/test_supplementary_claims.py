@@ -585,6 +585,7 @@ def _all_aps(positives: int, items: int) -> set[float]:
     return values
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("positives", [1, 3, 4, 5])
 def test_attainable_aps_near_one_match_an_enumeration_of_rankings(positives):
     # AP >= 0.9 needs r_p <= p / (0.9 p - (p - 1)) (every earlier term at most 1): at most 10
@@ -595,6 +596,7 @@ def test_attainable_aps_near_one_match_an_enumeration_of_rankings(positives):
         assert supplementary.ap_attainable(positives, value) == (value in seen), value
 
 
+@pytest.mark.slow
 def test_one_positive_attains_exactly_the_printed_reciprocals_ties_either_way():
     # AP = 1 / r; from r = 2000 on, 1 / r is at most half a thousandth (printed 0.000 or 0.001)
     seen = set().union(*(_printed_as(Fraction(1, r)) for r in range(1, 2001)))
@@ -605,6 +607,7 @@ def test_one_positive_attains_exactly_the_printed_reciprocals_ties_either_way():
         assert supplementary.ap_attainable(1, value) == (value in seen), value
 
 
+@pytest.mark.slow
 def test_two_positives_attain_the_aps_of_an_enumeration_from_0_3_up():
     # AP = (1/r1 + 2/r2) / 2 = (r2 + 2 r1) / (2 r1 r2) with r1 < r2. An AP of 0.2995 or more
     # needs r1 <= 4 (r1 = 5 gives at most (1/5 + 2/6) / 2 = 0.267); as r2 grows the AP falls
@@ -634,6 +637,7 @@ def _fig(label):
     return next(c for c in supplementary.claims() if c.label == label)
 
 
+@pytest.mark.slow
 def test_fig_s5_holds_and_a_wrong_positive_count_or_case_fails():
     from gradlab.symbolic.claims import with_parameters
 
@@ -849,6 +853,7 @@ def test_fig_s7_as_printed_fails_and_the_positive_rows_hold():
 NOT_TESTABLE = ("claim-p-grows-with-batch-size", "claim-fig-s1-s4-gains", "claim-p-explains-table5")
 
 
+@pytest.mark.slow
 def test_claims_about_the_authors_experiments_are_not_testable_here_and_never_fail():
     from gradlab.symbolic.claims import evaluate
 

@@ -43,6 +43,7 @@ def _derivatives():
     return scores, scale, by_scale, scale * by_scale
 
 
+@pytest.mark.slow
 def test_each_slip_is_the_form_its_name_says():
     scores, scale, by_scale, by_log_scale = _derivatives()
     (claim,) = claims()

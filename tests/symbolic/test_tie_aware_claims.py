@@ -934,6 +934,7 @@ def test_eq4s_cutoff_is_part_of_the_form_and_a_shifted_cutoff_is_rejected(last):
     assert check_dcg_at_k(Form({**DCG_PIECES, "last rank": last})).verdict == "fails"
 
 
+@pytest.mark.slow
 def test_eq4s_display_shows_the_cutoff_min_t_next_k():
     text = _claim("eq4").printed.text()
     assert "last rank = Min(k, t_(d+1))" in text and "first rank = t_d + 1" in text
