@@ -137,7 +137,21 @@ class Quantity:
         return bool(self.needs & GRADIENT_NEEDS)
 
     def should_compute(self, step: int) -> bool:
-        return bool(self.schedule(step))
+        """Whether the schedule logs ``step``. A schedule that returns None (a function whose
+        ``return`` was forgotten) is refused: read as False, it would log nothing, silently.
+
+        Example:
+            >>> Quantity(lambda step: step % 2 == 0).should_compute(3)
+            False
+        """
+        due = self.schedule(step)
+        if due is None:
+            raise GradlabError(
+                f"the schedule of the {self.name!r} quantity, {self.schedule!r}, returned None "
+                f"for step {step}; a schedule returns True (log the step) or False: is its "
+                "return statement missing?"
+            )
+        return bool(due)
 
     @property
     def trust(self) -> int:

@@ -150,3 +150,30 @@ def test_a_quantity_refuses_a_schedule_that_is_not_a_step_callable_when_made(sch
         "Loss's schedule must be a callable step -> bool (gradlab.monitor.every(n), "
         f"log_spaced(), dense_warmup(), default_schedule()) or None; got {schedule!r}"
     )
+
+
+def test_a_schedule_that_returns_none_is_refused_at_the_first_watched_call(tmp_path):
+    """A schedule function without its return statement returned None for every step: read
+    as False, the run logged nothing and said nothing. A schedule returning 0 or 1 (or a
+    NumPy bool) still works."""
+    import torch
+
+    import gradlab
+
+    def forgot_its_return(step):
+        step % 2 == 0  # noqa: B015 (the mistake under test)
+
+    embeddings = torch.randn(8, 4, requires_grad=True)
+    labels = torch.arange(8) % 2
+    with pytest.raises(GradlabError) as raised:
+        with gradlab.Monitor(tmp_path / "none", every=forgot_its_return, preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(embeddings, labels)
+    assert "returned None for step 0" in str(raised.value)
+    assert "forgot_its_return" in str(raised.value)
+    with gradlab.Monitor(tmp_path / "ints", every=lambda step: step % 2, preset="cheap") as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        logged = []
+        for _ in range(4):
+            loss_fn(embeddings, labels).backward()
+            logged.append(monitor.step() is not None)
+    assert logged == [False, True, False, True]
