@@ -27,6 +27,7 @@ from __future__ import annotations
 import math
 import traceback
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import fields
 from pathlib import Path
@@ -197,6 +198,9 @@ class Monitor:
         self.skipped_steps = 0
         self.out_of_step: str | None = None
         self._stepped = False
+        # armed at the first watched call, disarmed by the first step() or by close(): warns
+        # when the Monitor is collected (or the program ends) with neither
+        self._never_stepped: weakref.finalize | None = None
         self._watched = False
         self._tau_warned = False
         self._unwatched_warned = False
@@ -296,6 +300,8 @@ class Monitor:
 
         def watched(*args, **kwargs):
             self.calls += 1
+            if self.calls == 1:
+                self._arm_never_stepped_warning()
             due = self._due_now()
             if not due:  # off schedule: only the call
                 loss = loss_fn(*args, **kwargs)
@@ -379,6 +385,8 @@ class Monitor:
 
         def hook(_module, _inputs, output):
             self.calls += 1
+            if self.calls == 1:
+                self._arm_never_stepped_warning()
             due = self._due_now()
             if due:
                 current = labels() if callable(labels) else labels
@@ -491,6 +499,9 @@ class Monitor:
             raise GradlabError("monitor.step() called after close()")
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
+        if self._never_stepped is not None:
+            self._never_stepped.detach()
+            self._never_stepped = None
         if batch is not None:  # backward has run: the hooks have read what they read
             self._pending_adapter.remove_hooks()
         if self._first_step is None:  # where this Monitor's steps start (a resumption's)
@@ -857,9 +868,24 @@ class Monitor:
         """
         self._close(log_last_step, stacklevel=3)
 
+    def _arm_never_stepped_warning(self) -> None:
+        """At the first watched call: warn if this Monitor is collected, or the program ends,
+        before any step() or close() (nothing would be logged, and close() is not there to
+        say so)."""
+        self._never_stepped = weakref.finalize(
+            self, _warn_never_stepped,
+            f"gradlab.Monitor: the Monitor of {str(self.log_dir)!r} ended (collected, or the "
+            "program exited) after watched calls but without monitor.step() or close(), so "
+            "nothing was logged; call monitor.step() after each optimizer step and close() "
+            "at the end (or use `with gradlab.Monitor(...) as monitor:`)",
+        )  # fmt: skip
+
     def _close(self, log_last_step: bool, stacklevel: int, raised: bool = False) -> None:
         if self._closed:
             return
+        if self._never_stepped is not None:  # close() says it itself
+            self._never_stepped.detach()
+            self._never_stepped = None
         if self.calls and not self._stepped and not raised:  # an error says what went wrong
             warnings.warn(
                 f"gradlab.Monitor: {self.calls} watched call(s) but monitor.step() was never "
@@ -929,3 +955,9 @@ class Monitor:
 
     def __exit__(self, exc_type, *exc_info) -> None:
         self._close(log_last_step=exc_type is None, stacklevel=3, raised=exc_type is not None)
+
+
+def _warn_never_stepped(message: str) -> None:
+    """The warning of a Monitor collected without step() or close(): from a finalizer, where
+    no frame of the caller's is left to point at."""
+    warnings.warn_explicit(message, RuntimeWarning, filename="gradlab.Monitor", lineno=0)

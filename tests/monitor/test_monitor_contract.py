@@ -13,6 +13,8 @@ import gc
 import json
 import os
 import socket
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -207,6 +209,53 @@ def test_an_unclosed_monitor_releases_its_folder_when_collected(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1, resume=True) as again:
         train(again, steps=1)
     assert [r["step"] for r in _records(tmp_path)] == [0, 1]
+
+
+def _forgotten_monitor(folder, *, step: bool, close: bool) -> None:
+    """A Monitor left to the garbage collector after one watched call (and maybe a step or a
+    close): the mistake of a loop that never calls monitor.step()."""
+    monitor = Monitor(folder, preset="cheap", every=1)
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+    if step:
+        monitor.step()
+    if close:
+        monitor.close()
+
+
+@pytest.mark.parametrize(("step", "close", "said"), [
+    (False, False, True), (True, False, False), (True, True, False),
+    (False, True, False),  # close() warns itself, in its own words
+])  # fmt: skip
+def test_a_monitor_collected_without_step_or_close_says_nothing_was_logged(
+    tmp_path, step, close, said
+):
+    """Watched calls, then neither monitor.step() nor close(): no record and, before, no word
+    either (close() is what warns of a run without steps)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _forgotten_monitor(tmp_path, step=step, close=close)
+        gc.collect()
+    ended = [str(w.message) for w in caught if "ended (collected" in str(w.message)]
+    assert ended == ([
+        f"gradlab.Monitor: the Monitor of {str(tmp_path)!r} ended (collected, or the program "
+        "exited) after watched calls but without monitor.step() or close(), so nothing was "
+        "logged; call monitor.step() after each optimizer step and close() at the end (or use "
+        "`with gradlab.Monitor(...) as monitor:`)"] if said else [])  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_program_that_ends_without_step_or_close_says_nothing_was_logged(tmp_path):
+    script = (
+        "import sys, torch, gradlab\n"
+        "monitor = gradlab.Monitor(sys.argv[1], preset='cheap')\n"
+        "loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))\n"
+        "loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()\n"
+    )
+    ended = subprocess.run([sys.executable, "-c", script, str(tmp_path)], capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert ended.returncode == 0, ended.stderr
+    assert ended.stderr.count("without monitor.step() or close(), so nothing was logged") == 1
 
 
 def test_ranks_other_than_0_neither_claim_nor_check_the_lock(tmp_path, monkeypatch):
