@@ -95,8 +95,10 @@ class StepLocator(MaxNLocator):
             length = self.axis.axes.bbox.width * 72 / self.axis.get_figure(root=True).dpi
             fits = int(length // (size * (DIGIT_WIDTH * digits + LABEL_GAP)))
             # intervals: one fewer than ticks; two ticks at least where two whole steps show
+            # (a view 1.5 wide around one whole step asked for two got fractions instead)
+            whole_steps = math.floor(max(vmin, vmax)) - math.ceil(min(vmin, vmax)) + 1
             self.set_params(nbins=max(1, min(10, fits - 1)),
-                            min_n_ticks=2 if fits >= 2 and abs(vmax - vmin) >= 1 else 1)
+                            min_n_ticks=2 if fits >= 2 and whole_steps >= 2 else 1)
         return super().tick_values(vmin, vmax)
 
 

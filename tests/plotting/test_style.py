@@ -15,10 +15,13 @@ import numpy as np
 import pytest
 import seaborn as sns
 from matplotlib.colors import to_hex
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
+from matplotlib.textpath import TextToPath
 
 from gradlab.plotting import apply_style, batch_size_axis, load_results, save_figure
 from gradlab.plotting.style import (
+    LABEL_GAP,
     LINE_STYLES,
     MARKERS,
     constant_value,
@@ -178,24 +181,90 @@ def test_save_figure_writes_a_png_in_a_new_folder_and_closes_the_figure(tmp_path
     assert not plt.fignum_exists(again.number) and plt.fignum_exists(current.number)
 
 
-@pytest.mark.parametrize("width", [3.0, 5.2, 8.0])
-@pytest.mark.parametrize("last", [1, 30, 3_000, 30_000, 480_000, 2_000_000])
-def test_step_labels_never_run_into_each_other(width, last):
-    # a long run's steps have five or six digits: as many ticks as a short run's collide on
-    # a narrow overview panel (0 4000 8000 1200016000...)
+def _step_ticks(width: float, view: tuple[float, float], *, margins: bool = True):
+    """The ticks inside the view of a step axis ``width`` inches wide showing ``view`` (with
+    matplotlib's margins around it, or exactly), and the gaps between their drawn labels in
+    em (the labels' own rendered boxes: no width gradlab assumes)."""
     apply_style()
     figure, axis = plt.subplots(figsize=(width, 3.0))
-    axis.plot([0, last], [0.0, 1.0])
+    axis.plot(view, [0.0, 1.0])
+    if not margins:
+        axis.set_xlim(*view)
     step_axis(axis)
     figure.canvas.draw()
     low, high = axis.get_xlim()
     shown = sorted((label.get_window_extent() for label in axis.get_xticklabels()
                     if label.get_text() and low <= label.get_position()[0] <= high),
                    key=lambda box: box.x0)  # fmt: skip
-    assert len(shown) >= 2 or last == 1
-    gaps = [right.x0 - left.x1 for left, right in itertools.pairwise(shown)]
-    space = axis.get_xticklabels()[0].get_fontsize() * figure.dpi / 72 / 2  # half an em
-    assert all(gap >= space for gap in gaps), [t.get_text() for t in axis.get_xticklabels()]
-    ticks = [t for t in axis.get_xticks() if low <= t <= high]
-    assert all(float(t).is_integer() for t in ticks)
+    em = axis.get_xticklabels()[0].get_fontsize() * figure.dpi / 72
+    gaps = [(right.x0 - left.x1) / em for left, right in itertools.pairwise(shown)]
+    ticks = [float(t) for t in axis.get_xticks() if low <= t <= high]
     plt.close(figure)
+    return ticks, gaps
+
+
+@pytest.mark.parametrize("width", [3.0, 5.2, 8.0])
+@pytest.mark.parametrize("last", [1, 30, 3_000, 30_000, 480_000, 2_000_000, -30_000, -480_000])
+def test_step_labels_never_run_into_each_other(width, last):
+    # a long run's steps have five or six digits: as many ticks as a short run's collide on
+    # a narrow overview panel (0 4000 8000 1200016000...); a negative view's labels carry a
+    # minus sign more
+    ticks, gaps = _step_ticks(width, (0, last))
+    assert len(ticks) >= 2 or last == 1
+    assert all(gap >= 0.5 for gap in gaps), (ticks, gaps)  # half an em at least
+    assert all(tick.is_integer() for tick in ticks)
+
+
+@pytest.mark.parametrize(("width", "view", "expected"), [
+    (3.0, (-0.75, 0.75), [0.0]),  # one whole step in a view 1.5 wide: its tick alone
+    (2.0, (2.2, 3.9), [3.0]),
+    (1.0, (0.0, 1.5), [0.0, 1.0]),  # two whole steps: both, even on a narrow panel
+    (0.8, (0.0, 1.5), [0.0, 1.0]),
+    (0.8, (0.0, 1.0), [0.0, 1.0]),
+    (3.0, (-1.0, 0.0), [-1.0, 0.0]),
+])  # fmt: skip
+def test_a_view_is_ticked_at_whole_steps_and_at_two_where_two_show(width, view, expected):
+    """A view of one whole step once got fractions (-0.6, -0.3, 0, 0.3, 0.6): asked for two
+    ticks where only one whole number shows, matplotlib's integer locator gives up on
+    integers."""
+    assert _step_ticks(width, view, margins=False)[0] == expected
+
+
+@pytest.mark.parametrize("last", [-30, -30_000])
+@pytest.mark.parametrize("width", [0.8, 1.0, 4.0])
+def test_labels_of_a_view_that_ends_at_its_steps_never_run_into_each_other(width, last):
+    # no margins: the view's ends are steps themselves (a narrow panel, negative steps)
+    _, gaps = _step_ticks(width, (last, 0), margins=False)
+    assert all(gap >= 0.5 for gap in gaps), gaps
+
+
+def _ticks_where_labels_fit(slots: float, last: int) -> list[float]:
+    """The ticks of steps 0..``last`` (a one-digit ``last``) on an axes whose width holds
+    ``slots`` labels of ``last`` each with ``LABEL_GAP`` em of room after it: the label's
+    width is its text's advance in the tick font (matplotlib's text layout, unrounded)."""
+    apply_style()
+    size = plt.rcParams["xtick.labelsize"]
+    size = size if isinstance(size, (int, float)) else plt.rcParams["font.size"]
+    label, _, _ = TextToPath().get_text_width_height_descent(
+        str(last), FontProperties(size=size), ismath=False)  # points
+    figure = plt.figure(figsize=(slots * (label + LABEL_GAP * size) / 72, 2.0))
+    axis = figure.add_axes((0.0, 0.2, 1.0, 0.7))  # the figure's whole width
+    axis.plot([0, last], [0.0, 1.0])
+    axis.set_xlim(0, last)
+    step_axis(axis)
+    figure.canvas.draw()
+    ticks = [float(t) for t in axis.get_xticks() if 0 <= t <= last]
+    plt.close(figure)
+    return ticks
+
+
+def test_as_many_ticks_as_labels_fit_and_no_more():
+    """Room for five and a half one-digit labels: steps 0..4 get a tick each; room for
+    just under six: steps 0..5 do not all get one (six labels would not fit)."""
+    assert _ticks_where_labels_fit(5.5, 4) == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert len(_ticks_where_labels_fit(5.96, 5)) <= 5
+
+
+def test_a_wide_panel_of_a_short_run_has_at_most_eleven_ticks():
+    ticks, _ = _step_ticks(20.0, (0, 11), margins=False)  # room for dozens of labels
+    assert 2 <= len(ticks) <= 11 and all(tick.is_integer() for tick in ticks)
