@@ -473,6 +473,27 @@ def check_int_in_range(name: str, value: object, low: int, high: int | None = No
     return value
 
 
+MAX_SEED = 2**32 - 1
+"""The largest seed gradlab takes (NumPy's legacy range). torch takes seeds below ``2**64``,
+and the studies derive their batches' seeds as ``seed * 7919 + m``: a larger seed would end a
+run deep inside torch with an overflow instead of a message."""
+
+
+def check_seed(name: str, value: object) -> int:
+    """Return ``value`` if it is a whole number from 0 to :data:`MAX_SEED` (bools are refused).
+
+    Example:
+        >>> check_seed("seed", 2**64)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: seed must be a whole number from 0 to 2**32 - 1; got 18446744073709551616
+    """  # noqa: E501
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
+            0 <= value <= MAX_SEED):
+        raise GradlabError(f"{name} must be a whole number from 0 to 2**32 - 1; got {value!r}")
+    return int(value)
+
+
 def check_floating_dtype(name: str, value: object) -> torch.dtype:
     """Return ``value`` if it is a floating torch dtype (``torch.float64``, ``torch.bfloat16``...).
 

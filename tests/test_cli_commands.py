@@ -698,6 +698,9 @@ def _unquoted(message: str) -> str:
      # values per metric for one seed
      ("all", ["--batch-sizes", "8,8"], "--batch-sizes must be distinct; got 8 more than once"),
      ("all", ["--seeds", ","], "--seeds must name at least one seed"),
+     # was torch's "Overflow when unpacking long long", a traceback after the data was read
+     ("all", ["--seeds", "0,18446744073709551616"],
+      "--seeds must be whole numbers from 0 to 2**32 - 1; got [0, 18446744073709551616]"),
      ("all", ["--batch-sizes", "6"], "--batch-sizes must be a multiple of 4"),
      ("all", ["--batch-sizes", ","], "--batch-sizes must name at least one size"),
      ("all", ["--split", "val"], "--split must be train or test"),

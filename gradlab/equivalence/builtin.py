@@ -27,7 +27,12 @@ from gradlab.equivalence.steps import (
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
 from gradlab.memory import available_bytes
-from gradlab.validation import check_floating_dtype, check_positive_finite, check_positive_int
+from gradlab.validation import (
+    check_floating_dtype,
+    check_positive_finite,
+    check_positive_int,
+    check_seed,
+)
 
 __all__ = ["CANDIDATES", "DEFAULTS", "LOSSES", "OPTION_USERS", "builtin_candidate",
            "builtin_loss", "check_builtin"]
@@ -213,6 +218,7 @@ def check_builtin(
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GradlabError(f"--seed must be a non-negative integer; got {seed!r}")
+    check_seed("--seed", seed)  # past 2**32 - 1: torch's overflow, mid-run
     check_floating_dtype("dtype", dtype)
     check_positive_finite("timeout", timeout)
     step = builtin_candidate(candidate, loss_fn, chunk_size, micro_batches)

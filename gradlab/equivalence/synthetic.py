@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from gradlab.equivalence.problem import PairedBatch
-from gradlab.validation import check_floating_dtype, check_positive_int
+from gradlab.validation import check_floating_dtype, check_positive_int, check_seed
 
 __all__ = ["synthetic_problem"]
 
@@ -34,7 +34,7 @@ def synthetic_problem(
         input_size: width of the inputs.
         embedding_size: ``d``.
         memory_size: ``M``, 0 for none.
-        seed: seeds the model and the data.
+        seed: seeds the model and the data, a whole number from 0 to ``2**32 - 1``.
         dtype: floating dtype of the model, the inputs and the memory.
 
     Returns:
@@ -42,7 +42,8 @@ def synthetic_problem(
 
     Raises:
         GradlabError: a size that is not a positive integer (``batch_size`` odd),
-            ``memory_size`` negative, ``dtype`` not a floating torch dtype; before any work.
+            ``memory_size`` negative, ``seed`` not a whole number from 0 to ``2**32 - 1``,
+            ``dtype`` not a floating torch dtype; before any work.
 
     Example:
         >>> model, batch = synthetic_problem(batch_size=6, memory_size=8)
@@ -58,6 +59,7 @@ def synthetic_problem(
     check_positive_int("embedding_size", embedding_size)
     if isinstance(memory_size, bool) or not isinstance(memory_size, int) or memory_size < 0:
         raise GradlabError(f"memory_size must be a non-negative integer; got {memory_size!r}")
+    check_seed("seed", seed)
     check_floating_dtype("dtype", dtype)
     generator = torch.Generator().manual_seed(seed)
     # The CPU generator only: torch.manual_seed would also seed (or queue a seed for) every

@@ -38,6 +38,7 @@ from gradlab.functional.gradient_anatomy import (
     DEFAULT_RELATIVE_THRESHOLD,
 )
 from gradlab.models import EmbeddingMLP
+from gradlab.validation import check_seed
 
 CAPTIONS_PER_IMAGE = 5
 DIGITS = 10
@@ -154,6 +155,7 @@ def measure(quick: bool = False, seed: int = 0) -> dict:
         raise GradlabError(f"quick must be True or False; got {quick!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise GradlabError(f"seed must be a non-negative integer; got {seed!r}")
+    check_seed("seed", seed)  # past 2**32 - 1: torch's overflow, mid-run
     checkpoints = (10, 30) if quick else (60, 400)
     before = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -35,6 +35,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.progress import progress, progress_mode, set_progress_mode
+from gradlab.validation import MAX_SEED
 
 MAX_WORKERS = 8
 """The most worker processes the studies start, whatever the number of cores."""
@@ -126,7 +127,8 @@ def check_workers(workers: object, argument: str = "workers") -> int:
 
 
 def check_seeds(seeds: object, argument: str = "seeds") -> list[int]:
-    """The seeds of a study's runs: at least one, each a distinct whole number >= 0.
+    """The seeds of a study's runs: at least one, each a distinct whole number from 0 to
+    :data:`~gradlab.validation.MAX_SEED`.
 
     A repeated seed would count one run twice in every mean and spread, and no study can run
     without a seed: both are refused before any work, with the seeds given. ``argument``
@@ -149,6 +151,8 @@ def check_seeds(seeds: object, argument: str = "seeds") -> list[int]:
     whole = all(isinstance(s, Integral) and not isinstance(s, bool) and s >= 0 for s in given)
     if not whole or len(set(given)) != len(given):
         raise GradlabError(f"{argument} must be distinct whole numbers >= 0; got {given!r}")
+    if any(seed > MAX_SEED for seed in given):  # torch would overflow mid-run
+        raise GradlabError(f"{argument} must be whole numbers from 0 to 2**32 - 1; got {given!r}")
     return [int(seed) for seed in given]
 
 

@@ -193,6 +193,10 @@ def test_next_enqueue_slot_is_one_when_the_memory_has_more_than_one_slot(memory_
         ({"memory_size": -1}, "memory_size must be a non-negative integer; got -1"),
         ({"memory_size": True}, "memory_size must be a non-negative integer; got True"),
         ({"memory_size": 1.5}, "memory_size must be a non-negative integer; got 1.5"),
+        # were torch's RuntimeError or overflow ValueError
+        ({"seed": "0"}, "seed must be a whole number from 0 to 2**32 - 1; got '0'"),
+        ({"seed": 1.5}, "seed must be a whole number from 0 to 2**32 - 1; got 1.5"),
+        ({"seed": 2**64}, f"seed must be a whole number from 0 to 2**32 - 1; got {2**64}"),
     ],
 )
 def test_bad_arguments_are_refused_with_their_name_and_value(kwargs, message):

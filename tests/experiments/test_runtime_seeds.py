@@ -26,6 +26,7 @@ def test_seeds_come_back_as_a_list_of_ints_in_their_order(seeds, expected):
     ([-1], "seeds must be distinct whole numbers >= 0; got [-1]"),
     ([True], "seeds must be distinct whole numbers >= 0; got [True]"),
     (["0"], "seeds must be distinct whole numbers >= 0; got ['0']"),
+    ([0, 2**32], "seeds must be whole numbers from 0 to 2**32 - 1; got [0, 4294967296]"),
     (3, "seeds must be a sequence of distinct whole numbers >= 0; got 3"),
     ("01", "seeds must be a sequence of distinct whole numbers >= 0; got '01'"),
 ])  # fmt: skip

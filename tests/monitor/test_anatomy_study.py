@@ -65,7 +65,8 @@ def test_the_figure_draws_each_loss_and_direction_share_by_rank(quick, tmp_path,
 
 @pytest.mark.parametrize(
     ("kwargs", "argument"),
-    [(dict(quick=1), "quick"), (dict(seed=-1), "seed"), (dict(seed=1.5), "seed")],
+    [(dict(quick=1), "quick"), (dict(seed=-1), "seed"), (dict(seed=1.5), "seed"),
+     (dict(seed=2**64), "seed must be a whole number from 0 to 2")],
 )
 def test_bad_study_options_name_the_argument(kwargs, argument):
     from gradlab.errors import GradlabError
