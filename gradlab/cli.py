@@ -632,6 +632,11 @@ def main(argv: list[str] | None = None) -> int:
             from gradlab.progress import set_progress_mode
 
             device = check_device(arguments.device)
+            only = arguments.only or []
+            repeated = sorted({name for name in only if only.count(name) > 1})
+            if repeated:  # it would run twice, and the page would hold it twice
+                raise GradlabError(f"--only must name each section once; got "
+                                   f"{', '.join(repeated)} more than once")  # fmt: skip
             if arguments.studies:
                 from gradlab.report.user_studies import check_study_folders
 

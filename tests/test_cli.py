@@ -30,6 +30,9 @@ def _error_cases(tmp_path):
     cases = [
         (["report", "--device", "banana", "--only", "audit", "--out", "{out}"], "--device"),
         (["report", "--only", "nonsense", "--out", "{out}"], "--only"),
+        # was run twice, and written twice into the page
+        (["report", "--only", "audit", "--only", "tie_aware", "--only", "audit", "--out", "{out}"],
+         "--only must name each section once; got audit more than once"),
         (["report", "--out", str(existing_file)], "--out"),
         (["report", "--out", str(existing_file / "below")], "--out"),
         (["report", "--frobnicate"], "--frobnicate"),

@@ -79,7 +79,8 @@ def run_report(
     Args:
         out: the report's folder (created if missing).
         quick: small settings (numbers are not the study's).
-        only: the sections to run (default: all of :data:`SECTIONS`, in that order).
+        only: the sections to run, each once (default: all of :data:`SECTIONS`, in that
+            order).
         device: where the studies' networks run.
         workers: processes that run a study's seeds (and losses) side by side, one torch thread
             each (:func:`gradlab.experiments.runtime.study_workers`); 1 runs everything in this
@@ -109,6 +110,10 @@ def run_report(
     unknown = [name for name in names if name not in SECTIONS]
     if unknown:
         raise GradlabError(f"only must name report sections {list(SECTIONS)}; got {unknown}")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:  # it would run twice, and the page would hold it twice
+        raise GradlabError(f"only must name each section once; got {', '.join(repeated)} more "
+                           "than once")  # fmt: skip
     workers = check_workers(workers)
     user_studies = check_study_folders(studies or [])
     out = Path(out)

@@ -104,6 +104,10 @@ def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
     assert str(raised.value) == ("only must name report sections ['one', 'two', 'three']; got "
                                  "['four', 'five']")  # fmt: skip
     assert log == [] and not (tmp_path / "r").exists()
+    with pytest.raises(GradlabError) as raised:  # was run twice, and written twice in the page
+        runner.run_report(tmp_path / "r", only=["two", "one", "two"])
+    assert str(raised.value) == "only must name each section once; got two more than once"
+    assert log == [] and not (tmp_path / "r").exists()
     with pytest.raises(GradlabError, match="workers"):
         runner.run_report(tmp_path / "r", workers=0)
     assert log == [] and not (tmp_path / "r").exists()
