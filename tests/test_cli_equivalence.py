@@ -84,7 +84,8 @@ def test_json_is_the_result(tmp_path, capsys):
         (["gather", "--processes", "3"], "--processes must divide --batch-size 16; got 3"),
         (["gather", "--batch-size", "7"], "--batch-size must be even"),
         (["gradient-cache", "--chunk-size", "0"], "--chunk-size must be a positive integer"),
-        (["accumulation", "--micro-batches", "3"], "micro_batches must divide"),
+        (["accumulation", "--micro-batches", "3"], "--micro-batches must divide"),
+        (["cached-mnrl", "--processes", "2"], "--processes must be 1 for cached-mnrl"),
         (["memory", "--processes", "2"], "--processes must be 1 for memory"),
         (["gather", "--seed", "-1"], "--seed must be a non-negative integer; got -1"),
         # was torch's "Overflow when unpacking long long", a traceback

@@ -225,8 +225,14 @@ def check_builtin(
     if candidate.startswith("memory") and processes != 1:
         raise GradlabError(f"--processes must be 1 for {candidate} (the memory is one "
                            f"process's); got {processes}")  # fmt: skip
+    if candidate == "cached-mnrl" and processes != 1:  # the step's own check names world_size
+        raise GradlabError(f"--processes must be 1 for {candidate} (sentence-transformers' "
+                           f"loss runs in one process here); got {processes}")  # fmt: skip
     if batch_size % processes:
         raise GradlabError(f"--processes must divide --batch-size {batch_size}; got {processes}")
+    if candidate == "accumulation" and (batch_size // processes) % micro_batches:
+        raise GradlabError(f"--micro-batches must divide the batch size per process "
+                           f"({batch_size // processes}); got {micro_batches}")  # fmt: skip
     memory = 2 * batch_size if candidate.startswith("memory") else 0
     _check_fits(candidate, batch_size, batch_size + memory, processes, dtype)
     model, batch = synthetic_problem(batch_size, memory_size=memory, seed=seed, dtype=dtype)

@@ -341,8 +341,13 @@ BAD_OPTIONS = [
         "dtype must be a floating torch dtype; got 'float64'"),
     ("gradient-cache", {"dtype": torch.int64},
         "dtype must be a floating torch dtype; got torch.int64"),
+    # were the steps' own messages, with their Python names (micro_batches, world_size)
     ("accumulation", {"micro_batches": 3},
-        "micro_batches must divide the batch size per process (16); got 3"),
+        "--micro-batches must divide the batch size per process (16); got 3"),
+    ("accumulation", {"micro_batches": 16, "processes": 2},
+        "--micro-batches must divide the batch size per process (8); got 16"),
+    ("cached-mnrl", {"processes": 2}, "--processes must be 1 for cached-mnrl "
+        "(sentence-transformers' loss runs in one process here); got 2"),
 ]  # fmt: skip
 
 
