@@ -13,6 +13,7 @@ Ctrl-C or SIGTERM during ``report`` removes the half-written report (exit codes 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import os
 import shutil
@@ -583,7 +584,8 @@ def _write_report(
     """Write the report into ``.OUT.partial`` beside ``out``, then move it into place.
 
     SIGTERM is handled like Ctrl-C while the report is written (the staging folder is removed,
-    nothing is left behind); the previous handler is back before the finished report is moved.
+    and so are the missing parents of ``out`` the run created: nothing is left behind); the
+    previous handler is back before the finished report is moved.
     """
     import signal
     import threading
@@ -591,6 +593,7 @@ def _write_report(
     from gradlab.report import run_report
 
     staging = out.parent / f".{out.name}.partial"
+    created = [folder for folder in staging.parents if not folder.exists()]  # deepest first
     handles = threading.current_thread() is threading.main_thread()  # signals reach it only
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if handles else None
     try:
@@ -600,6 +603,9 @@ def _write_report(
                        studies=studies)  # fmt: skip
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)  # never a half-written report
+            for folder in created:  # the missing parents --out named, if still empty
+                with contextlib.suppress(OSError):
+                    folder.rmdir()
             raise
     finally:
         if handles:

@@ -197,6 +197,23 @@ def test_an_interrupted_report_writes_nothing(tmp_path, capsys, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_an_interrupted_report_removes_the_parents_it_created(tmp_path, capsys, monkeypatch):
+    # --out's missing parents were left behind, empty, after "nothing was written"
+    import gradlab.report
+
+    def interrupted(out, **options):
+        (out / "figures").mkdir(parents=True)  # as the report makes its folder
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(gradlab.report, "run_report", interrupted)
+    (tmp_path / "kept").mkdir()
+    code, _, stderr = _run(["report", "--out", str(tmp_path / "kept" / "new" / "deeper" / "r")],
+                           capsys)  # fmt: skip
+    assert code == 130 and stderr.strip() == "gradlab: interrupted; nothing was written"
+    assert list(tmp_path.iterdir()) == [tmp_path / "kept"]
+    assert list((tmp_path / "kept").iterdir()) == []
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
     program = ("import sys; from gradlab.cli import main; "
