@@ -128,6 +128,8 @@ class QuantityComparison:
         if not self.recorded:
             return "not recorded by both steps"
         parts = []
+        if math.isnan(self.max_abs):  # NaN compares as neither agreeing nor differing
+            parts.append("NaN in the candidate")
         if self.no_gradient and not self.agrees:
             parts.append(NO_GRADIENT)
         elif not self.agrees and self.scaled_agrees and math.isfinite(self.scale):
@@ -172,7 +174,7 @@ def _differing(diff: torch.Tensor, threshold: float, dim: int) -> list[int]:
         return []
     other = tuple(d for d in range(diff.dim()) if d != dim)
     largest = diff.amax(dim=other) if other else diff
-    return torch.nonzero(largest > threshold).flatten().tolist()
+    return torch.nonzero(~(largest <= threshold)).flatten().tolist()  # NaN differs too
 
 
 def _measure(name: str, reference: torch.Tensor, candidate: torch.Tensor, atol: float,
@@ -225,7 +227,7 @@ def _compare_parameters(reference: Gradients, candidate: Gradients, atol: float,
         offsets.append(offsets[-1] + reference.parameters[n].numel())
     diff = (cand - ref).abs()
     result.parameters = [n for n, a, b in zip(names, offsets, offsets[1:], strict=False)
-                         if b > a and float(diff[a:b].max()) > result.threshold]  # fmt: skip
+                         if b > a and not float(diff[a:b].max()) <= result.threshold]  # fmt: skip
     if result.worst:
         flat = result.worst["index"][0]
         position = next(i for i in range(len(names)) if offsets[i] <= flat < offsets[i + 1])
@@ -262,12 +264,21 @@ def _negatives_with_gradient(grad: torch.Tensor, negatives: torch.Tensor, thresh
 
 
 def _refuse_zero_reference(reference: Gradients) -> None:
-    """A reference whose every recorded gradient is exactly zero leaves nothing to compare."""
+    """A reference whose every recorded gradient is exactly zero leaves nothing to compare; one
+    with NaN or infinite values leaves no value a candidate could agree with."""
     recorded = {"dL/dtheta": list(reference.parameters.values())}
     for name, attribute in zip(QUANTITIES[1:4], ("queries", "candidates", "scores"),
                                strict=True):  # fmt: skip
         if getattr(reference, attribute) is not None:
             recorded[name] = [getattr(reference, attribute)]
+    non_finite = [name for name, tensors in recorded.items()
+                  if not all(bool(t.detach().isfinite().all()) for t in tensors)]  # fmt: skip
+    if non_finite:
+        raise GradlabError(
+            "the reference's gradient holds NaN or infinite values (" + ", ".join(non_finite)
+            + "), so no candidate could agree with it; the reference step's loss or its backward "
+            "is not finite on this batch"
+        )
     if any(bool(t.detach().ne(0).any()) for tensors in recorded.values() for t in tensors):
         return
     raise GradlabError(
@@ -310,7 +321,8 @@ def compare(
     Raises:
         GradlabError: a bad tolerance; or every gradient the reference recorded is exactly
             zero (its loss is constant on this batch, or it never calls backward): the check
-            would compare nothing, so no verdict is given.
+            would compare nothing, so no verdict is given; or a gradient the reference recorded
+            holds NaN or infinite values.
 
     Example:
         >>> import gradlab
@@ -568,7 +580,8 @@ def compare_gradients(
             with dropout in training mode, or a forward that draws random numbers otherwise
             (``F.dropout``, noise: one forward of two rows on a copy tells).
             After the reference's run, before the candidate's: a reference whose every
-            recorded gradient is exactly zero (nothing to compare, see :func:`compare`).
+            recorded gradient is exactly zero (nothing to compare, see :func:`compare`), or
+            one with NaN or infinite values.
 
     Example:
         >>> import gradlab
