@@ -332,6 +332,13 @@ def compare(
         >>> compare(grads, grads, batch).equivalent
         True
     """
+    for name, value in (("reference", reference), ("candidate", candidate)):
+        if not isinstance(value, Gradients):
+            raise GradlabError(f"{name} must be the Gradients that run_step or run_distributed "
+                               f"returns; got {type(value).__name__}")  # fmt: skip
+    if not isinstance(batch, PairedBatch):
+        raise GradlabError(f"batch must be a gradlab.equivalence.PairedBatch; got "
+                           f"{type(batch).__name__}")  # fmt: skip
     dtype = next(iter(reference.parameters.values())).dtype if reference.parameters else (
         torch.float64)  # fmt: skip
     default_atol, default_rtol = default_tolerance(dtype)

@@ -21,7 +21,7 @@ import pickle
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -376,7 +376,12 @@ def run_distributed(
     """
     import torch.multiprocessing as mp
 
+    if callable(steps) or isinstance(steps, (str, bytes)) or not isinstance(steps, Iterable):
+        raise GradlabError(f"steps must be a sequence of steps, e.g. [AllGather(loss)]; got "
+                           f"{type(steps).__name__}")  # fmt: skip
     steps = list(steps)
+    if not steps:  # the processes would start for nothing
+        raise GradlabError("steps must name at least one step; got none")
     for index, step in enumerate(steps):
         _check_step(f"steps[{index}]", step)
     _check_problem(model, batch)

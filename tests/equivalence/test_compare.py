@@ -449,3 +449,24 @@ def test_a_step_that_hands_the_probe_a_no_grad_tensor_is_refused_not_reported_as
     refused = r"^probe\.queries must be handed a tensor .* no gradient \(computed under torch"
     with pytest.raises(gradlab.GradlabError, match=refused):
         compare_gradients(FullBatch(loss), embeddings_under_no_grad, model, batch)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [  # were AttributeErrors ('NoneType' object has no attribute 'world_size', ...)
+        (lambda grads, batch: (None, grads, batch),
+         "reference must be the Gradients that run_step or run_distributed returns; got NoneType"),
+        (lambda grads, batch: (grads, "x", batch),
+         "candidate must be the Gradients that run_step or run_distributed returns; got str"),
+        (lambda grads, batch: (grads, grads, None),
+         "batch must be a gradlab.equivalence.PairedBatch; got NoneType"),
+    ],
+)  # fmt: skip
+def test_compare_refuses_what_is_not_gradients_or_a_batch(arguments, message):
+    from gradlab.errors import GradlabError
+
+    model, batch = synthetic_problem(batch_size=4)
+    grads = run_step(FullBatch(gradlab.NTXentLoss()), model, batch)
+    with pytest.raises(GradlabError) as caught:
+        compare(*arguments(grads, batch))
+    assert str(caught.value) == message

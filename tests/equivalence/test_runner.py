@@ -314,6 +314,21 @@ def test_a_timeout_that_is_not_positive_and_finite_is_refused(
     assert str(caught.value) == f"timeout must be a positive finite number; got {timeout!r}"
 
 
+@pytest.mark.parametrize(
+    ("steps", "message"),
+    [  # were a TypeError ('FullBatch' object is not iterable), and processes started for none
+        (FullBatch(infonce), "steps must be a sequence of steps, e.g. [AllGather(loss)]; got "
+                             "FullBatch"),
+        ([], "steps must name at least one step; got none"),
+    ],
+)  # fmt: skip
+def test_steps_that_are_not_a_list_of_steps_are_refused(no_process_starts, steps, message):
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError) as caught:
+        run_distributed(steps, model, batch, 2)
+    assert str(caught.value) == message
+
+
 def test_the_default_time_box_is_two_minutes():
     assert inspect.signature(run_distributed).parameters["timeout"].default == DEFAULT_TIMEOUT_S
     assert DEFAULT_TIMEOUT_S == 120.0
