@@ -19,7 +19,11 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="two short checkpoints")
     parser.add_argument("--out", default="figures", help="output folder (default: figures)")
     args = parser.parse_args(argv)
-    out = Path(args.out)
+    from common import checked_path
+
+    from gradlab.paths import check_output_folder
+
+    out = checked_path(check_output_folder, Path(args.out), "--out")
     out.mkdir(parents=True, exist_ok=True)
     results = measure(quick=args.quick)
     write_json(out / "anatomy_comparison.json", results)

@@ -2,9 +2,23 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
+from gradlab.errors import GradlabError
+from gradlab.paths import check_output_folder
 from gradlab.report.figure_tables import draw_figures
+
+
+def checked_path(check: Callable, path: Path, argument: str) -> Path:
+    """``check(path, argument=argument)`` (a :mod:`gradlab.paths` check), or the script's
+    one-line refusal on stderr and exit code 2: before any work, not a traceback after it."""
+    try:
+        return check(path, argument=argument)
+    except GradlabError as error:
+        print(f"{Path(sys.argv[0]).name}: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 def analysis_main(table: dict, description: str, conclusion=None) -> None:
@@ -15,6 +29,7 @@ def analysis_main(table: dict, description: str, conclusion=None) -> None:
     parser.add_argument("--quick", action="store_true", help="small settings, for tests")
     parser.add_argument("--out", type=Path, default=Path.cwd() / "figures")
     arguments = parser.parse_args()
+    checked_path(check_output_folder, arguments.out, "--out")
     results = draw_figures(table, arguments.out, arguments.quick)
     print(f"wrote {len(results)} figures into {arguments.out}")
     if conclusion is not None:

@@ -31,6 +31,11 @@ def main() -> None:
     parser.add_argument("--only", action="append", choices=list(STUDIES))
     parser.add_argument("--device", default="cpu")
     arguments = parser.parse_args()
+    from common import checked_path
+
+    from gradlab.paths import check_output_folder
+
+    checked_path(check_output_folder, arguments.out, "--out")
     arguments.out.mkdir(parents=True, exist_ok=True)
     for name in arguments.only or list(STUDIES):
         measure, plots = STUDIES[name]
