@@ -476,7 +476,8 @@ class EquivalenceResult:
                 continue
             verdict = "agrees" if q.agrees else "DIFFERS"
             scale = f"{q.scale:.4g}" if math.isfinite(q.scale) else "-"
-            lines.append(f"{q.name:<16}{q.max_abs:>11.2e}{q.relative:>11.2e}{scale:>9}  "
+            # " " + >8, not >9: a scale of 9 characters (-0.004449) kept a space before it
+            lines.append(f"{q.name:<16}{q.max_abs:>11.2e}{q.relative:>11.2e} {scale:>8}  "
                          f"{verdict:<9}{q.where()}".rstrip())  # fmt: skip
         lines.append("")
         if self.equivalent:

@@ -72,6 +72,19 @@ def test_the_table_of_a_differing_result_line_by_line():
     ]
 
 
+def test_a_negative_scale_of_nine_characters_keeps_a_space_before_it():
+    # was "1.27e+00-0.004449": the relative and the scale columns ran together
+    row = QuantityComparison("dL/dqueries", max_abs=1.61, reference_max=1.27, relative=1.27,
+                             agrees=False, scaled_agrees=False, scale=-0.004449)  # fmt: skip
+    result = EquivalenceResult(
+        reference="mine", candidate="theirs", loss="", dtype="float64", world_size=1,
+        atol=1e-10, rtol=1e-10, reference_loss=1.0, candidate_loss=1.0, quantities=[row],
+    )  # fmt: skip
+    assert str(result).split("\n")[5] == (
+        "dL/dqueries        1.61e+00   1.27e+00 -0.004449  DIFFERS"
+    )
+
+
 def test_the_table_of_an_equivalent_result_in_two_processes_without_a_loss_name():
     gradients = ("dL/dtheta", "dL/dqueries", "dL/dcandidates", "dL/dscores")
     agreeing = [QuantityComparison(name, max_abs=0.0, reference_max=1.0, scale=1.0)
