@@ -254,9 +254,14 @@ class GradientProbe:
                 f"rows must give one index per row of {name} ({embeddings.shape[0]}); "
                 f"got {rows.shape[0]}"
             )
+        target = self.gradients[name]
+        if embeddings.shape[1] != target.shape[1]:  # else index_add_ fails inside backward
+            raise GradlabError(
+                f"probe.{name} must be handed embeddings of the model's width {target.shape[1]} "
+                f"(the last dimension of its output); got shape {tuple(embeddings.shape)}"
+            )
         _require_gradient(name, embeddings)
         self.recorded[name] = True
-        target = self.gradients[name]
 
         def add(grad: torch.Tensor) -> None:
             self.reached[name] = True
@@ -270,8 +275,8 @@ class GradientProbe:
 
         Raises:
             GradlabError: ``embeddings`` does not require grad (computed under
-                ``torch.no_grad()`` or detached: the probe could never see its gradient), or
-                ``rows`` does not index its rows.
+                ``torch.no_grad()`` or detached: the probe could never see its gradient), is
+                not of the model's width, or ``rows`` does not index its rows.
         """
         return self._embeddings("queries", embeddings, rows)
 
@@ -280,8 +285,8 @@ class GradientProbe:
 
         Raises:
             GradlabError: ``embeddings`` does not require grad (computed under
-                ``torch.no_grad()`` or detached: the probe could never see its gradient), or
-                ``rows`` does not index its rows.
+                ``torch.no_grad()`` or detached: the probe could never see its gradient), is
+                not of the model's width, or ``rows`` does not index its rows.
         """
         return self._embeddings("candidates", embeddings, rows)
 

@@ -295,6 +295,21 @@ def test_embedding_gradients_add_up_at_their_global_rows(side, index_dtype):
     assert probe.recorded[side] and not probe.recorded["scores"]
 
 
+@pytest.mark.parametrize("method", ["queries", "candidates"])
+def test_embeddings_of_another_width_are_refused_at_the_probe_call(method):
+    # were accepted, and the backward pass then failed inside the probe's hook with torch's
+    # "source tensor shape must match self tensor shape"
+    probe = GradientProbe(size=2, columns=2, embedding_size=4)
+    embeddings = torch.ones(2, 3, requires_grad=True)
+    with pytest.raises(GradlabError) as error:
+        getattr(probe, method)(embeddings, torch.tensor([0, 1]))
+    assert str(error.value) == (
+        f"probe.{method} must be handed embeddings of the model's width 4 (the last dimension "
+        "of its output); got shape (2, 3)"
+    )
+    assert not any(probe.recorded.values())
+
+
 @pytest.mark.parametrize("method", ["queries", "candidates", "scores"])
 @pytest.mark.parametrize("how", ["no_grad", "detached", "plain"])
 def test_a_tensor_without_gradient_is_refused_at_the_probe_call(method, how):
