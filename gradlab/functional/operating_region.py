@@ -184,7 +184,8 @@ def operating_region_proportion(
         pairs: ``"all"`` (all ``C x C`` entries, Eq. 1); ``"positive-rows"`` (rows of positive
             ``i`` against every candidate: the entries SmoothAP differentiates);
             ``"positive-negative"`` (positive ``i`` against negative ``j`` only, no diagonal).
-        positives: ``[C]`` or ``[Q, C]`` bool mask, required unless ``pairs="all"``.
+        positives: ``[C]`` or ``[Q, C]`` bool mask, required unless ``pairs="all"`` (and
+            refused with it).
 
     Returns:
         ``[Q]`` (or a 0-d tensor for ``[C]`` input) of float64 proportions; NaN for a query
@@ -192,7 +193,7 @@ def operating_region_proportion(
 
     Raises:
         GradlabError: bad shapes or dtypes, NaN/inf scores, an empty candidate set, a bad
-            ``pairs`` or a missing ``positives``.
+            ``pairs``, a missing ``positives`` or ``positives`` with ``pairs="all"``.
 
     Example:
         >>> operating_region_proportion(torch.tensor([0.0, 0.05, 0.5]))
@@ -205,6 +206,10 @@ def operating_region_proportion(
         raise GradlabError("scores must hold at least one candidate per query; got 0")
     if pairs not in PAIR_SETS:
         raise GradlabError(f"pairs must be one of {PAIR_SETS}; got {pairs!r}")
+    if pairs == "all" and positives is not None:  # it would be ignored
+        raise GradlabError("positives applies only with pairs='positive-rows' or "
+                           "'positive-negative'; got positives with pairs='all', which counts "
+                           "every entry: pass pairs too, or leave positives out")  # fmt: skip
     if not isinstance(include_diagonal, bool):
         raise GradlabError(f"include_diagonal must be a bool; got {include_diagonal!r}")
     single = scores.dim() == 1

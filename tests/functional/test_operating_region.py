@@ -42,6 +42,11 @@ def test_seed_setting_width():
     assert operating_region_width() == pytest.approx(0.02 * math.atanh(math.sqrt(1 - 2e-4)))
 
 
+def _given(pairs: str, positives: torch.Tensor) -> torch.Tensor | None:
+    """The positives to pass with ``pairs``: none with ``"all"``, which refuses them."""
+    return None if pairs == "all" else positives
+
+
 def dense_count_proportion(scores: torch.Tensor, tau: float, eps: float) -> torch.Tensor:
     """The O(C^2) path: the full difference matrix per query, slope compared with eps."""
     differences = scores.unsqueeze(2) - scores.unsqueeze(1)
@@ -62,7 +67,7 @@ def test_proportion_matches_brute_force_count(seed, size, spread, include_diagon
     scores = torch.randn(size, generator=generator, dtype=torch.float64) * spread
     positives = torch.rand(size, generator=generator) < 0.4
     got = operating_region_proportion(
-        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=positives
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=_given(pairs, positives)
     )
     expected = loops.proportion(
         scores.tolist(), 0.01, 0.005, include_diagonal, pairs, positives.tolist()
@@ -93,7 +98,7 @@ def test_empty_region_gives_zero_proportion_and_no_gradient_counts(pairs, includ
     positives = torch.tensor([[True, False, True, False]])
     tau, eps = 100.0, 0.005  # eps * tau = 0.5 >= 1/4
     proportion = operating_region_proportion(
-        scores, tau, eps, include_diagonal, pairs=pairs, positives=positives
+        scores, tau, eps, include_diagonal, pairs=pairs, positives=_given(pairs, positives)
     )
     assert proportion.tolist() == [0.0]
     assert gradient_counts(scores, positives, tau, eps).per_query.tolist() == [0]
@@ -170,6 +175,12 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
                 torch.zeros(3), pairs="positive-rows", positives=torch.ones(4, dtype=torch.bool)
             ),
             r"positives must have shape \(1, 3\)",
+        ),
+        (  # was accepted with pairs="all" and ignored: Eq. 1's P over every entry
+            lambda: operating_region_proportion(torch.zeros(3), positives=torch.ones(3) > 0),
+            r"positives applies only with pairs='positive-rows' or 'positive-negative'; got "
+            r"positives with pairs='all', which counts every entry: pass pairs too, or leave "
+            r"positives out$",
         ),
         (
             lambda: operating_region_proportion(torch.zeros(3), include_diagonal=1),
@@ -353,7 +364,8 @@ def test_float32_scores_are_compared_with_the_window_in_float64(anchor):
     expected = loops.gradient_count(values, positives[0].tolist(), 0.01, 0.005, False)
     assert gradient_counts(scores, positives).per_query.item() == expected
     for pairs in ("all", "positive-rows"):
-        proportion = operating_region_proportion(scores, pairs=pairs, positives=positives)
+        proportion = operating_region_proportion(scores, pairs=pairs,
+                                                 positives=_given(pairs, positives))
         reference = loops.proportion(values, 0.01, 0.005, True, pairs, positives[0].tolist())
         assert proportion.item() == pytest.approx(reference, abs=1e-15)
 
@@ -366,7 +378,8 @@ def test_counts_stay_on_the_input_device_whatever_the_default_device(weighted):
     candidates = torch.rand(4, 9, generator=generator) < 0.8
     assert_unchanged_under_another_default_device(
         lambda: (gradient_counts(scores, positives, weighted=weighted, candidate_mask=candidates),
-                 [operating_region_proportion(scores, pairs=pairs, positives=positives)
+                 [operating_region_proportion(scores, pairs=pairs,
+                                              positives=_given(pairs, positives))
                   for pairs in PAIR_SETS]),
         scores.device,
     )  # fmt: skip
@@ -414,7 +427,7 @@ def test_proportion_of_a_batch_is_each_querys_own(pairs, include_diagonal):
     positives = torch.rand(5, 8, generator=generator) < torch.linspace(0.1, 0.9, 5)[:, None]
     positives[0] = False  # no positive: NaN for the positive pair sets
     got = operating_region_proportion(
-        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=positives
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=_given(pairs, positives)
     )
     for q in range(5):
         expected = loops.proportion(
@@ -459,7 +472,8 @@ def test_huge_scores_keep_each_entry_inside_its_own_window(pairs, include_diagon
     positives = [True, False, True, False]
     scores = torch.tensor([row], dtype=torch.float64)
     got = operating_region_proportion(
-        scores, 0.01, 0.005, include_diagonal, pairs=pairs, positives=torch.tensor([positives])
+        scores, 0.01, 0.005, include_diagonal, pairs=pairs,
+        positives=_given(pairs, torch.tensor([positives])),
     )
     expected = loops.proportion(row, 0.01, 0.005, include_diagonal, pairs, positives)
     assert got.item() == pytest.approx(expected, abs=1e-15)
