@@ -171,7 +171,8 @@ def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
 
     A failure of this first forward (inputs the model cannot take) is raised as a
     :class:`GradlabError` naming the batch's field and the shapes, the model's own message
-    kept (and chained).
+    kept (and chained); so is an output that is not one tensor of embeddings (a tuple or a
+    dict, as a Hugging Face model returns).
     """
     modes = [module.training for module in model.modules()]
     model.eval()
@@ -181,7 +182,7 @@ def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
             for side in ("query_inputs", "candidate_inputs"):
                 inputs = getattr(batch, side)
                 try:
-                    widths[side] = int(model(inputs[:1]).shape[-1])
+                    output = model(inputs[:1])
                 except (RuntimeError, IndexError) as error:
                     first = str(error).strip().splitlines()[0] if str(error).strip() else ""
                     raise GradlabError(
@@ -190,6 +191,15 @@ def _embedding_size(model: nn.Module, batch: PairedBatch) -> int:
                         f"(batch.{side} has shape {tuple(inputs.shape)}), raised "
                         f"{type(error).__name__}: {first}"
                     ) from error
+                if not isinstance(output, torch.Tensor) or output.dim() == 0:
+                    got = ("a 0-d tensor" if isinstance(output, torch.Tensor)
+                           else type(output).__name__)  # fmt: skip
+                    raise GradlabError(
+                        f"model must return the embeddings as one tensor [b, d]; "
+                        f"model(batch.{side}[:1]) returned {got}: wrap the model so that its "
+                        f"forward returns the embeddings (e.g. one field of a tuple or dict)"
+                    )
+                widths[side] = int(output.shape[-1])
     finally:
         for module, training in zip(model.modules(), modes, strict=True):
             module.training = training

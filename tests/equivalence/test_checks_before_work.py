@@ -179,6 +179,35 @@ def test_candidate_inputs_the_model_cannot_take_are_named_too():
         run_step(CountingStep(), model, wide)
 
 
+class TupleOutput(nn.Module):
+    """A model whose forward returns a tuple, as a Hugging Face model's outputs are."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.linear, self.kind = nn.Linear(8, 4, dtype=torch.float64), kind
+
+    def forward(self, x):
+        embeddings = self.linear(x)
+        return {"tuple": (embeddings, x), "dict": {"pooled": embeddings},
+                "0-d": embeddings.sum()}[self.kind]  # fmt: skip
+
+
+@pytest.mark.parametrize(("kind", "got"), [("tuple", "tuple"), ("dict", "dict"),
+                                           ("0-d", "a 0-d tensor")])  # fmt: skip
+def test_a_model_that_returns_no_tensor_of_embeddings_is_refused(kind, got):
+    # the tuple and the dict were an AttributeError ('tuple' object has no attribute 'shape')
+    _, batch = synthetic_problem(batch_size=4, input_size=8)
+    step = CountingStep()
+    with pytest.raises(GradlabError) as caught:
+        compare_gradients(step, step, TupleOutput(kind), batch)
+    assert str(caught.value) == (
+        "model must return the embeddings as one tensor [b, d]; "
+        f"model(batch.query_inputs[:1]) returned {got}: wrap the model so that its forward "
+        "returns the embeddings (e.g. one field of a tuple or dict)"
+    )
+    assert step.calls == 0
+
+
 def test_run_distributed_names_inputs_the_model_cannot_take_before_any_process(
     no_process_starts,
 ):
