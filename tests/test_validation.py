@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -20,6 +21,7 @@ from gradlab.validation import (
     check_positive_finite,
     check_positive_int,
     check_same_device,
+    check_seed,
     check_tensor,
     count_noun,
     finite_flag,
@@ -288,3 +290,16 @@ def test_numpy_scalar_options_are_numbers(make):
     loss_fn = make(np)
     options = {k: v for k, v in vars(loss_fn).items() if not k.startswith("_")}
     assert all(type(v) in (bool, int, float, str, list) for v in options.values()), options
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2**32 - 1, np.int64(5)])
+def test_seeds_from_0_to_2_to_the_32_minus_1_are_taken_as_ints(seed):
+    assert check_seed("seed", seed) == seed and type(check_seed("seed", seed)) is int
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32, 2**64, True, 1.0, "3", None])
+def test_other_seeds_are_refused_naming_the_argument_and_the_range(seed):
+    with pytest.raises(gradlab.GradlabError) as raised:
+        check_seed("--seed", seed)
+    assert str(raised.value) == f"--seed must be a whole number from 0 to 2**32 - 1; got {seed!r}"
+
