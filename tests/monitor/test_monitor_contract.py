@@ -211,12 +211,21 @@ def test_an_unclosed_monitor_releases_its_folder_when_collected(tmp_path):
     assert [r["step"] for r in _records(tmp_path)] == [0, 1]
 
 
-def _forgotten_monitor(folder, *, step: bool, close: bool) -> None:
-    """A Monitor left to the garbage collector after one watched call (and maybe a step or a
-    close): the mistake of a loop that never calls monitor.step()."""
+def _forgotten_monitor(folder, *, step: bool, close: bool, calls: int, attached: bool) -> None:
+    """A Monitor left to the garbage collector after ``calls`` watched calls (or forwards of
+    an attached module), maybe a step or a close: a loop that never calls monitor.step()."""
     monitor = Monitor(folder, preset="cheap", every=1)
-    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-    loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+    if attached:
+        model = torch.nn.Linear(4, 4)
+        monitor.attach(model, torch.arange(8) % 2)
+        forward = model
+    else:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+
+        def forward(inputs):
+            return loss_fn(inputs, torch.arange(8) % 2)
+    for _ in range(calls):
+        forward(torch.randn(8, 4, requires_grad=True)).sum().backward()
     if step:
         monitor.step()
     if close:
@@ -227,21 +236,26 @@ def _forgotten_monitor(folder, *, step: bool, close: bool) -> None:
     (False, False, True), (True, False, False), (True, True, False),
     (False, True, False),  # close() warns itself, in its own words
 ])  # fmt: skip
+@pytest.mark.parametrize("calls", [1, 2])
+@pytest.mark.parametrize("attached", [False, True], ids=["watched", "attached"])
 def test_a_monitor_collected_without_step_or_close_says_nothing_was_logged(
-    tmp_path, step, close, said
+    tmp_path, step, close, said, calls, attached
 ):
     """Watched calls, then neither monitor.step() nor close(): no record and, before, no word
-    either (close() is what warns of a run without steps)."""
+    either (close() is what warns of a run without steps). The warning has no caller's line to
+    point at (a finalizer's): it names the Monitor instead."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _forgotten_monitor(tmp_path, step=step, close=close)
+        _forgotten_monitor(tmp_path, step=step, close=close, calls=calls, attached=attached)
         gc.collect()
-    ended = [str(w.message) for w in caught if "ended (collected" in str(w.message)]
-    assert ended == ([
+    ended = [w for w in caught if "ended (collected" in str(w.message)]
+    assert [str(w.message) for w in ended] == ([
         f"gradlab.Monitor: the Monitor of {str(tmp_path)!r} ended (collected, or the program "
         "exited) after watched calls but without monitor.step() or close(), so nothing was "
         "logged; call monitor.step() after each optimizer step and close() at the end (or use "
         "`with gradlab.Monitor(...) as monitor:`)"] if said else [])  # fmt: skip
+    assert all((w.category, w.filename, w.lineno) == (RuntimeWarning, "gradlab.Monitor", 0)
+               for w in ended)  # fmt: skip
 
 
 @pytest.mark.slow
