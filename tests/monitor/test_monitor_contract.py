@@ -524,3 +524,13 @@ def test_overwrite_tolerates_a_replaced_file_removed_before_the_first_write(tmp_
     headers, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert headers[0]["overwrote"] == ["metrics.csv", "metrics.jsonl"]
     assert [r["step"] for r in records] == [0] and (tmp_path / "metrics.csv").exists()
+
+
+def test_a_monitor_keeps_its_options_as_one_config(tmp_path):
+    """``monitor.options``: the MonitorConfig its keywords made (what the Lightning and Hugging
+    Face callbacks build their Monitors from)."""
+    with Monitor(tmp_path, preset="cheap", every=3, tau=0.02) as monitor:
+        options = monitor.options
+    assert isinstance(options, MonitorConfig)
+    assert (options.preset, options.tau, [s for s in range(7) if options.every(s)]) == (
+        "cheap", 0.02, [0, 3, 6])
