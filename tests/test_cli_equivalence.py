@@ -87,7 +87,7 @@ def test_json_is_the_result(tmp_path, capsys):
         (["accumulation", "--micro-batches", "3"], "--micro-batches must divide"),
         (["cached-mnrl", "--processes", "2"], "--processes must be 1 for cached-mnrl"),
         (["memory", "--processes", "2"], "--processes must be 1 for memory"),
-        (["gather", "--seed", "-1"], "--seed must be a non-negative integer; got -1"),
+        (["gather", "--seed", "-1"], "--seed must be a whole number from 0 to 2**32 - 1; got -1"),
         # was torch's "Overflow when unpacking long long", a traceback
         (["gather", "--seed", str(2**64)],
          f"--seed must be a whole number from 0 to 2**32 - 1; got {2**64}"),

@@ -216,8 +216,6 @@ def check_builtin(
         check_positive_int(option, value)  # fmt: skip
     if batch_size % 2:
         raise GradlabError(f"--batch-size must be even (classes of two); got {batch_size}")
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise GradlabError(f"--seed must be a non-negative integer; got {seed!r}")
     check_seed("--seed", seed)  # past 2**32 - 1: torch's overflow, mid-run
     check_floating_dtype("dtype", dtype)
     check_positive_finite("timeout", timeout)
