@@ -104,3 +104,14 @@ def test_a_loss_without_tau_uses_the_default(tmp_path):
         train(monitor, steps=1, loss_fn=lambda e, y: e.pow(2).sum())
     header, _ = _header_and_records(tmp_path)
     assert header["config"]["tau"] == 0.01 and header["config"]["tau_from"] == "default"
+
+
+def test_a_given_tau_that_differs_from_the_losss_says_how_to_use_the_losss(tmp_path):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, tau=0.05, preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.01))
+    assert [(w.category, str(w.message)) for w in caught] == [(UserWarning, (
+        "gradlab.Monitor: tau=0.05 differs from the watched loss SmoothAPLoss's tau=0.01; the "
+        "diagnostics (P, widths, counts, decomposition) use tau=0.05. Leave the Monitor's tau "
+        "out to use the loss's"))]  # fmt: skip

@@ -195,16 +195,31 @@ def test_steps_after_backward_and_steps_without_gradient_quantities_do_not_warn(
     assert "loss" in record and monitor.skipped_calls == 0  # the call was read as it is
 
 
-def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path):
+@pytest.mark.parametrize("preset", ["cheap", "full"])
+def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path, preset):
     # a frozen encoder (its output made under no_grad) and a loss with its own parameters:
     # backward runs, but no gradient ever reaches the embeddings, and embedding_grad_norm
-    # was left out of every record without a word
-    projection = torch.nn.Linear(4, 4)
-    smooth_ap = gradlab.SmoothAPLoss(0.05)
+    # was left out of every record without a word; the full preset names every quantity
+    # that reads that gradient
+    from gradlab.monitor import PRESETS
+
+    class ProjectedSmoothAP(gradlab.SmoothAPLoss):
+        """SmoothAP with a trained projection of its own (so that backward runs)."""
+
+        def __init__(self):
+            super().__init__(0.05)
+            self.projection = torch.nn.Linear(4, 4)
+
+        def forward(self, embeddings, labels):
+            return super().forward(self.projection(embeddings), labels)
+
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
-            loss_fn = monitor.watch(lambda e, labels: smooth_ap(projection(e), labels))
+        with gradlab.Monitor(tmp_path, preset=preset, every=1) as monitor:
+            loss_fn = monitor.watch(ProjectedSmoothAP())
+            reading = ", ".join(quantity.name for quantity in PRESETS[preset]
+                                if "embedding_grad" in quantity.needs
+                                and quantity.name not in monitor.not_logged)  # fmt: skip
             for _ in range(2):
                 loss_fn(torch.randn(8, 4), torch.arange(8) % 2).backward()
                 monitor.step()
@@ -212,6 +227,7 @@ def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path):
     assert len(told) == 1 and told[0].category is RuntimeWarning
     assert str(told[0].message) == (
         "gradlab.Monitor: step 0: the embeddings the watched loss was called on do not require "
-        "grad (made under torch.no_grad() or detached: a frozen encoder), so "
-        "embedding_grad_norm logged nothing; the other quantities are logged (later such "
-        "steps are not warned about)")
+        f"grad (made under torch.no_grad() or detached: a frozen encoder), so {reading} "
+        "logged nothing; the other quantities are logged (later such steps are not warned "
+        "about)")
+    assert "," in reading or preset == "cheap"
