@@ -111,7 +111,7 @@ def test_a_given_tau_that_differs_from_the_losss_says_how_to_use_the_losss(tmp_p
         warnings.simplefilter("always")
         with Monitor(tmp_path, tau=0.05, preset="cheap") as monitor:
             monitor.watch(gradlab.SmoothAPLoss(0.01))
-    assert [(w.category, str(w.message)) for w in caught] == [(UserWarning, (
+    assert [(w.category, w.filename, str(w.message)) for w in caught] == [(UserWarning, __file__, (
         "gradlab.Monitor: tau=0.05 differs from the watched loss SmoothAPLoss's tau=0.01; the "
         "diagnostics (P, widths, counts, decomposition) use tau=0.05. Leave the Monitor's tau "
         "out to use the loss's"))]  # fmt: skip
