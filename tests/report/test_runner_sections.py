@@ -108,6 +108,9 @@ def test_unknown_sections_are_named_before_anything_runs(tmp_path, monkeypatch):
         runner.run_report(tmp_path / "r", only=["two", "one", "two"])
     assert str(raised.value) == "only must name each section once; got two more than once"
     assert log == [] and not (tmp_path / "r").exists()
+    with pytest.raises(GradlabError) as raised:
+        runner.run_report(tmp_path / "r", only=["two", "one", "two", "one", "three"])
+    assert str(raised.value) == "only must name each section once; got one, two more than once"
     with pytest.raises(GradlabError, match="workers"):
         runner.run_report(tmp_path / "r", workers=0)
     assert log == [] and not (tmp_path / "r").exists()
