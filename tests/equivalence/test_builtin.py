@@ -269,7 +269,6 @@ def test_the_candidate_name_is_checked_before_its_options():
         check_builtin("gradient-caches", micro_batches=3)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     ("candidate", "options", "name"),
     [("gradient-cache", {"loss": "max-violation", "chunk_size": 3}, "GradCache(chunk_size=3)"),
@@ -282,7 +281,6 @@ def test_the_options_a_candidate_reads_are_taken(candidate, options, name):
     assert result.reference_loss == pytest.approx(expected, rel=1e-12)
 
 
-@pytest.mark.slow
 def test_cached_mnrl_is_checked_against_its_own_loss():
     pytest.importorskip("sentence_transformers")
     # Its own loss: NT-Xent, temperature 1/20, rows as queries, every item its own class.

@@ -246,7 +246,6 @@ def test_the_defaults_are_the_quick_run_and_the_papers_tau_and_eps():
     assert (defaults["quick"], defaults["tau"], defaults["eps"]) == (True, 0.01, 0.005)
 
 
-@pytest.mark.slow
 def test_measure_at_tiny_sizes_reports_what_it_ran(run):
     """One test over the one run, so that mutation testing (which credits a module fixture's
     work to the first test using it) runs every check below for every mutant."""

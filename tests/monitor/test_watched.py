@@ -101,7 +101,6 @@ def test_the_loss_attributes_read_through_and_a_function_stays_a_function(tmp_pa
             watched.no_such_attribute  # noqa: B018
 
 
-@pytest.mark.slow
 def test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles(tmp_path):
     # ddp_spawn pickles the LightningModule, its watched loss included
     pytest.importorskip("lightning")

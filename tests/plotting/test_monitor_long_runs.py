@@ -103,7 +103,6 @@ def test_not_finite_values_keep_their_crosses_and_empty_groups_leave_gaps():
     plt.close(figure)
 
 
-@pytest.mark.slow
 def test_identical_long_runs_and_close_keys_keep_their_markers_visible():
     records = _records(3000)
     figure, axis = _draw(records, runs=2, max_points=600)

@@ -149,7 +149,6 @@ def _rising_measurement(rows):
     }  # fmt: skip
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize(
     "rows",
     [[[0.30, 0.40], [0.31, 0.42], [0.29, 0.41]], [[0.40, 0.30], [0.42, 0.31], [0.41, 0.29]]],

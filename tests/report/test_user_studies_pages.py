@@ -246,7 +246,6 @@ def plots(monkeypatch):
     return drawn
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "anatomy"])
 def test_a_study_page_has_its_heading_its_section_and_its_figure(tmp_path, request, name):
     results = _p(RISING) if name == "p-vs-batch-size" else _anatomy()
@@ -367,7 +366,6 @@ def test_a_saved_losses_study_is_a_report_section_with_its_findings_per_m(tmp_pa
         for size in (4, 8)]  # fmt: skip
 
 
-@pytest.mark.slow
 def test_a_saved_p_study_finding_quotes_the_trend_and_the_first_and_last_mean(tmp_path):
     folder = tmp_path / "p"
     folder.mkdir()
