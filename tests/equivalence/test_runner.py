@@ -320,6 +320,7 @@ def test_a_timeout_that_is_not_positive_and_finite_is_refused(
         (FullBatch(infonce), "steps must be a sequence of steps, e.g. [AllGather(loss)]; got "
                              "FullBatch"),
         ([], "steps must name at least one step; got none"),
+        ("gather", "steps must be a sequence of steps, e.g. [AllGather(loss)]; got str"),
     ],
 )  # fmt: skip
 def test_steps_that_are_not_a_list_of_steps_are_refused(no_process_starts, steps, message):

@@ -36,6 +36,10 @@ def test_bad_seeds_are_refused_with_what_was_given(seeds, message):
     assert str(refused.value) == message
 
 
+def test_the_largest_seed_is_taken():
+    assert check_seeds([0, 2**32 - 1]) == [0, 2**32 - 1]
+
+
 @pytest.mark.parametrize("study", [loss_comparison, p_vs_batch_size, digit_scenes])
 def test_each_bundled_study_refuses_a_repeated_seed_before_any_task(monkeypatch, study):
     handed = []
