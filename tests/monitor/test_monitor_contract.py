@@ -534,3 +534,13 @@ def test_a_monitor_keeps_its_options_as_one_config(tmp_path):
     assert isinstance(options, MonitorConfig)
     assert (options.preset, options.tau, [s for s in range(7) if options.every(s)]) == (
         "cheap", 0.02, [0, 3, 6])
+
+
+@pytest.mark.parametrize("every_n", [1, 5])
+def test_a_monitor_closed_before_any_call_writes_its_header_alone(tmp_path, every_n):
+    """No watched call, no step: close() has no last call to log, whatever the schedule says
+    of the step before the first (every 5: step -1 is not a logged step)."""
+    Monitor(tmp_path, preset="cheap", every=every_n).close()
+    headers, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert records == [] and len(headers) == 1
+    assert headers[0]["config"]["preset"] == "cheap"
