@@ -52,16 +52,20 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -n 2
 
 # The edit loop: every test but those marked slow, and without the test modules that import
-# Lightning, Hugging Face or sentence-transformers when collected (importing those frameworks
-# costs each worker seconds before a test runs; `make test` runs them). Slow: what takes about
-# a third of a second or more on a 2-core CPU, such as most of the audit's claim records (the
-# fast tier reproduces one or two quick claims of each claim module), all but one Chromium
-# start, all but one W&B run, whole figures, the tiny study runs, and the checks that start a
-# Python process or read every module.
+# Lightning, Hugging Face or sentence-transformers when collected, nor two tests that import
+# them when run (importing those frameworks costs a worker seconds; `make test` runs them; the
+# two are deselected here rather than marked slow because mutation groups that run their files
+# with -m 'not slow' need them). Slow: what takes about a third of a second or more on a 2-core
+# CPU, such as most of the audit's claim records (the fast tier reproduces one or two quick
+# claims of each claim module), all but one Chromium start, all but one W&B run, whole
+# figures, the tiny study runs, and the checks that start a Python process or read every
+# module. A test that a mutation group runs under -m 'not slow' keeps no slow mark.
 FRAMEWORK_MODULES = --ignore-glob='*/integrations/*lightning*' \
 	--ignore-glob='*/integrations/*transformers*' \
 	--ignore-glob='*/integrations/test_readme_example.py' \
-	--ignore-glob='*/equivalence/test_cached_mnrl_step.py'
+	--ignore-glob='*/equivalence/test_cached_mnrl_step.py' \
+	--deselect=tests/monitor/test_watched.py::test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles \
+	--deselect=tests/equivalence/test_builtin.py::test_cached_mnrl_is_checked_against_its_own_loss
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -m "not slow" $(FRAMEWORK_MODULES)
 
