@@ -12,6 +12,22 @@ from tools.readme_blocks import load_json, register
 from tools.readme_tables import duration
 
 
+def ratio_text(value: float, target: float) -> str:
+    """``value`` with two decimals, or as many more (up to six) as it takes not to print equal
+    to ``target`` when it is not: 2.501 against a target of 2.5 reads 2.501x, not 2.50x beside
+    "not met".
+
+    Example:
+        >>> ratio_text(2.96, 2.0), ratio_text(2.5012, 2.5), ratio_text(2.5, 2.5)
+        ('2.96x', '2.501x', '2.50x')
+    """
+    for digits in range(2, 7):
+        text = f"{value:.{digits}f}"
+        if value == target or text != f"{target:.{digits}f}":
+            return f"{text}x"
+    return f"{value:.6f}x"
+
+
 def _verdict(value: float, spread: list[float], target: float, alone: float | None = None) -> str:
     """``met`` when the block median and (if measured) ``monitor.step()`` alone are both within
     the target, else ``not met``; ``(noisy)`` when the rounds' q25-q75 straddle the target."""
@@ -110,7 +126,7 @@ def monitor_overhead(root: Path) -> str:
         if cpu is None or target is None:  # a run from before the one-thread CPU measurement
             cpu_cell, target_cell, verdict = "-", "", ""
         else:
-            cpu_cell = f"one-thread CPU time: {cpu:.2f}x"
+            cpu_cell = f"one-thread CPU time: {ratio_text(cpu, target)}"
             target_cell = f"<= {target:.2f}x (CPU)"
             verdict = "met" if cpu <= target else "**not met**"
         lines.append(

@@ -7,7 +7,7 @@ import re
 import shutil
 
 from tools.readme_blocks import ROOT
-from tools.readme_monitor import monitor_overhead
+from tools.readme_monitor import monitor_overhead, ratio_text
 
 README = (ROOT / "docs" / "benchmarks.md").read_text()
 RESULT = "benchmarks/results/monitor.json"
@@ -65,3 +65,19 @@ def test_the_verdict_follows_the_target(tmp_path):
     # the block median within the target but monitor.step() alone above it: not met
     late = line(_copy(tmp_path / "d", set_ratio(1.02, [1.01, 1.025], alone=1.04)))
     assert late.endswith("| **not met** |") and "| 1.040x" in late
+
+
+def test_a_ratio_just_past_its_target_never_prints_equal_to_it(tmp_path):
+    """2.501x against 2.5x printed as 2.50x beside "not met"."""
+    assert [ratio_text(v, 2.5) for v in (2.5012, 2.4996, 2.5, 2.96, 2.5000004)] == [
+        "2.501x", "2.4996x", "2.50x", "2.96x", "2.500000x"]
+
+    def just_past(result):
+        run = result["results"]["logged_step_vs_loss"][-1]
+        run["one_thread_cpu_logged_full_step_over_loss"] = 2.5012
+        result["targets"]["one_thread_cpu_logged_full_step_over_loss"][str(run["batch"])] = 2.5
+
+    rows = monitor_overhead(_copy(tmp_path, just_past)).splitlines()
+    row = next(x for x in rows if "one-thread CPU time: 2.5" in x and "B = 1024" in x)
+    assert "one-thread CPU time: 2.501x" in row and row.endswith("| **not met** |")
+
