@@ -388,6 +388,11 @@ def compare(
     )  # fmt: skip
 
 
+def _loss_text(loss: float | None) -> str:
+    """A step's loss as the table shows it: ``none returned`` for a step that returned none."""
+    return "none returned" if loss is None else f"{loss:.6g}"
+
+
 @dataclass
 class EquivalenceResult:
     """The comparison of a candidate step with the reference: a verdict and where they differ.
@@ -402,8 +407,9 @@ class EquivalenceResult:
         world_size: the candidate's number of processes.
         atol: absolute tolerance used.
         rtol: relative tolerance used (times ``max|reference|``).
-        reference_loss: the reference's loss value.
-        candidate_loss: the candidate's loss value (averaged over processes).
+        reference_loss: the reference's loss value; ``None`` when its step returned none.
+        candidate_loss: the candidate's loss value (averaged over processes); ``None`` when
+            its step returned none.
         quantities: one :class:`QuantityComparison` per entry of :data:`QUANTITIES`.
     """
 
@@ -414,8 +420,8 @@ class EquivalenceResult:
     world_size: int
     atol: float
     rtol: float
-    reference_loss: float
-    candidate_loss: float
+    reference_loss: float | None
+    candidate_loss: float | None
     quantities: list[QuantityComparison]
 
     @property
@@ -464,7 +470,8 @@ class EquivalenceResult:
             f"candidate {self.candidate} against reference {self.reference}"
             + (f", {self.loss}" if self.loss else "")
             + f"; {self.dtype}, {processes}",
-            f"loss: reference {self.reference_loss:.6g}, candidate {self.candidate_loss:.6g}",
+            f"loss: reference {_loss_text(self.reference_loss)}, "
+            f"candidate {_loss_text(self.candidate_loss)}",
             f"tolerance per quantity: max|diff| <= {self.atol:g} + {self.rtol:g} x max|reference|",
             "",
             f"{'quantity':<16}{'max|diff|':>11}{'relative':>11}{'scale':>9}  {'verdict':<9}where",

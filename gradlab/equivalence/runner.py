@@ -59,7 +59,8 @@ class Gradients:
         scores: ``[B, B + M]`` ``dL/dscores``, or ``None``.
         scored: ``[B, B + M]`` bool, the scores the step computed (with ``scores``).
         score_values: ``[B, B + M]``, their values (0 where not computed).
-        loss: the step's loss (averaged over processes).
+        loss: the step's loss (averaged over processes); ``None`` when the step returned none
+            (in any process).
         world_size: the number of processes it ran in.
         without_gradient: the quantities (names of
             :data:`~gradlab.equivalence.QUANTITIES`) the step left with no gradient at all:
@@ -74,7 +75,7 @@ class Gradients:
     scores: torch.Tensor | None
     scored: torch.Tensor | None
     score_values: torch.Tensor | None
-    loss: float
+    loss: float | None
     world_size: int = 1
     without_gradient: list[str] = field(default_factory=list)
 
@@ -233,8 +234,11 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
             f"memory of shape {tuple(batch.memory.shape)}"
         )
     probe = GradientProbe(batch.labels.shape[0], batch.columns, width, dtype=dtype)
-    loss = step(model, batch.shard(rank, world), probe)
-    loss = torch.as_tensor(0.0 if loss is None else loss, dtype=torch.float64).detach().clone()
+    returned = step(model, batch.shard(rank, world), probe)
+    # A step that returns nothing has no loss to show (None), not a loss of 0.
+    loss = torch.as_tensor(0.0 if returned is None else returned,
+                           dtype=torch.float64).detach().clone()  # fmt: skip
+    returns = torch.tensor(returned is not None, dtype=torch.int64)
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
     # on the CPU, beside the probe's accumulators, whatever the model's device
     parameters = {name: (p.grad.detach().to("cpu", copy=True) if p.grad is not None
@@ -247,6 +251,7 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
             value.div_(world)
         torch.distributed.all_reduce(loss)
         loss /= world
+        torch.distributed.all_reduce(returns, op=torch.distributed.ReduceOp.MIN)
         torch.distributed.all_reduce(touched, op=torch.distributed.ReduceOp.MAX)
         probe.reduce()
     recorded = probe.recorded
@@ -262,7 +267,7 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
         scores=probe.gradients["scores"] if recorded["scores"] else None,
         scored=probe.scored if recorded["scores"] else None,
         score_values=probe.values if recorded["scores"] else None,
-        loss=float(loss),
+        loss=float(loss) if returns else None,
         world_size=world,
         without_gradient=without,
     )

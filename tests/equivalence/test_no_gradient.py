@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 import gradlab
-from gradlab.equivalence import FullBatch, compare_gradients, synthetic_problem
+from gradlab.equivalence import FullBatch, compare_gradients, run_distributed, synthetic_problem
 
 LOSS = gradlab.NTXentLoss(temperature=0.5)
 NOTE = "the candidate left no gradient (no backward pass reached it)"
@@ -52,6 +52,14 @@ class SumBackwardAnywhere:
         queries = probe.queries(model(batch.query_inputs), batch.rows)
         queries.sum().backward()
         return queries.sum().detach()
+
+
+class SumBackwardOnFirstRowsOnly(SumBackwardAnywhere):
+    """:class:`SumBackwardAnywhere` whose loss only the process holding row 0 returns."""
+
+    def __call__(self, model, batch, probe):
+        loss = super().__call__(model, batch, probe)
+        return loss if int(batch.rows[0]) == 0 else None
 
 
 @pytest.fixture
@@ -100,6 +108,7 @@ def test_no_gradient_in_any_of_several_processes_is_said_too(problem):
                                world_size=2)  # fmt: skip
     assert result["dL/dtheta"].no_gradient and result["dL/dqueries"].no_gradient
     assert result["dL/dtheta"].where().startswith(NOTE)
+    assert result.candidate_loss is None  # no process returned a loss: none, not 0
     # a gradient that reached every process's queries and differs is not a missing one
     other = compare_gradients(FullBatch(LOSS), SumBackwardAnywhere(), model, batch,
                               world_size=2)  # fmt: skip
@@ -110,6 +119,9 @@ def test_no_gradient_in_any_of_several_processes_is_said_too(problem):
         halves = model(batch.query_inputs).chunk(2)
     assert other.candidate_loss == pytest.approx(sum(float(h.sum()) for h in halves) / 2,
                                                  rel=1e-12)  # fmt: skip
+    # one process returning none: the mean of one loss is no loss of the step
+    grads = run_distributed([SumBackwardOnFirstRowsOnly()], model, batch, 2)[0]
+    assert grads.loss is None
 
 
 def test_a_gradient_the_model_held_before_the_step_is_not_the_candidates(problem):

@@ -19,7 +19,7 @@ import pytest
 import torch
 from torch import nn
 
-from gradlab.equivalence import FullBatch, PairedBatch, synthetic_problem
+from gradlab.equivalence import FullBatch, PairedBatch, compare_gradients, synthetic_problem
 from gradlab.equivalence.runner import (
     DEFAULT_TIMEOUT_S,
     Gradients,
@@ -276,9 +276,14 @@ def test_a_loss_returned_as_a_python_float_keeps_double_precision():
     assert grads.loss != float(torch.tensor(expected, dtype=torch.float32))
 
 
-def test_a_step_that_returns_no_loss_reports_a_loss_of_zero():
+def test_a_step_that_returns_no_loss_has_none_not_a_loss_of_zero():
     model, batch = synthetic_problem(batch_size=4)
-    assert run_step(EmbeddingSumStep(loss_as="none"), model, batch).loss == 0.0
+    assert run_step(EmbeddingSumStep(loss_as="none"), model, batch).loss is None
+    result = compare_gradients(EmbeddingSumStep(), EmbeddingSumStep(loss_as="none"), model, batch)
+    expected = model(batch.query_inputs).sum().item()
+    assert str(result).split("\n")[1] == (f"loss: reference {expected:.6g}, "
+                                          "candidate none returned")  # fmt: skip
+    assert result.to_dict()["candidate_loss"] is None and result.equivalent
 
 
 def test_what_the_step_did_not_record_is_none():
