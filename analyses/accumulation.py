@@ -137,10 +137,10 @@ def main() -> None:
         "--plot-only", action="store_true", help="draw the figure from the existing JSON"
     )
     arguments = parser.parse_args()
-    from common import checked_path
+    from common import checked_figure, checked_path
 
     from gradlab.errors import GradlabError
-    from gradlab.paths import check_output_file, check_output_folder
+    from gradlab.paths import check_output_file
 
     def earlier_json(path: Path, argument: str) -> Path:
         if not path.is_file():
@@ -152,7 +152,7 @@ def main() -> None:
         checked_path(earlier_json, arguments.out_json, "--out-json")
     else:
         checked_path(check_output_file, arguments.out_json, "--out-json")
-    checked_path(check_output_folder, arguments.figure.parent, "--figure")
+    checked_figure(arguments.figure, "--figure")
     torch.set_num_threads(1)  # the same sums in the same order on every run
     if not arguments.plot_only:
         write_json(arguments.out_json, measure())

@@ -21,6 +21,23 @@ def checked_path(check: Callable, path: Path, argument: str) -> Path:
         raise SystemExit(2) from None
 
 
+def checked_figure(path: Path, argument: str) -> Path:
+    """``path`` if a PNG figure can be written there (its folder created when missing), else the
+    script's one-line refusal (:func:`checked_path`): a folder, or a name without ``.png``
+    (which matplotlib would save beside it as ``NAME.png``), is refused."""
+
+    def figure_file(path: Path, argument: str) -> Path:
+        if path.is_dir():
+            raise GradlabError(f"{argument} must be a .png file path; got {str(path)!r}, which "
+                               "is a folder")  # fmt: skip
+        if path.suffix.lower() != ".png":
+            raise GradlabError(f"{argument} must be a .png file path; got {str(path)!r}")
+        check_output_folder(path.parent, argument=f"the folder of {argument} {str(path)!r}")
+        return path
+
+    return checked_path(figure_file, path, argument)
+
+
 def analysis_main(table: dict, description: str, conclusion=None) -> None:
     """Command line of an ``analyses/`` script: draw a figure table into ``--out``."""
     import argparse

@@ -27,6 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
           "{tmp}/a.png"],
          "accumulation.py: --out-json must be the JSON an earlier run wrote (--plot-only draws "
          "from it); got '{tmp}/a.json', which is no file"),
+        (["accumulation.py", "--plot-only", "--figure", "{tmp}"],
+         "accumulation.py: --figure must be a .png file path; got '{tmp}', which is a folder"),
+        (["accumulation.py", "--plot-only", "--figure", "{tmp}/figure"],
+         "accumulation.py: --figure must be a .png file path; got '{tmp}/figure'"),
+        (["accumulation.py", "--plot-only", "--figure", "{file}/a.png"],
+         "accumulation.py: the folder of --figure '{file}/a.png' must be a folder or a path "
+         "where one can be created; got '{file}', which is an existing file"),
     ],
 )  # fmt: skip
 def test_a_bad_output_path_is_one_line_and_exit_2_before_any_work(tmp_path, argv, message):
