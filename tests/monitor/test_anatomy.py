@@ -570,3 +570,24 @@ def test_large_masks_count_like_the_loops_on_the_shared_order_path(columns):
                          order=_descending_order(scores))  # fmt: skip
     assert got["x_active_negatives_mean"].item() == pytest.approx(
         expected["active_negatives_mean"], rel=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_tied_negatives_rank_by_column_in_a_logged_step(tmp_path, dtype):
+    """Scores from five values (ties everywhere) and a gradient on a few tied negatives only: the
+    logged ranks are those of the loops, which order ties by column. A sort that is not stable
+    by column (torch's unstable CPU sort of float64 rows reorders ties) ranks them otherwise."""
+    generator = torch.Generator().manual_seed(11)
+    scores = (torch.randint(0, 5, (16, 64), generator=generator) / 4).to(dtype)
+    positives = torch.zeros(16, 64, dtype=torch.bool)
+    positives[:, :2] = True
+    weights = torch.zeros(16, 64, dtype=dtype)
+    weights[:, 40:] = (torch.rand(16, 24, generator=generator) < 0.3).to(dtype)
+    leaf = scores.clone().requires_grad_(True)
+    record = _log(tmp_path, lambda s, p: (s * weights).sum(), leaf, positives)
+    per_query = [anatomy_one_query(weights[q].tolist(), scores[q].tolist(),
+                                   positives[q].tolist(), [True] * 64, 1e-10, 1e-2)
+                 for q in range(16)]  # fmt: skip
+    assert len({tuple(a["rank"]) for a in per_query}) > 1  # ranks among ties differ per row
+    for key, value in anatomy_summary(per_query).items():  # every query ranks
+        assert record[f"anatomy_i2t_{key}"] == pytest.approx(value, rel=1e-12), key
