@@ -500,8 +500,7 @@ class Monitor:
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
         if self._never_stepped is not None:
-            self._never_stepped.detach()
-            self._never_stepped = None
+            self._disarm_never_stepped_warning()
         if batch is not None:  # backward has run: the hooks have read what they read
             self._pending_adapter.remove_hooks()
         if self._first_step is None:  # where this Monitor's steps start (a resumption's)
@@ -880,12 +879,16 @@ class Monitor:
             "at the end (or use `with gradlab.Monitor(...) as monitor:`)",
         )  # fmt: skip
 
+    def _disarm_never_stepped_warning(self) -> None:
+        """At the first step() or close(): the Monitor's end warns of nothing."""
+        self._never_stepped.detach()
+        self._never_stepped = None
+
     def _close(self, log_last_step: bool, stacklevel: int, raised: bool = False) -> None:
         if self._closed:
             return
         if self._never_stepped is not None:  # close() says it itself
-            self._never_stepped.detach()
-            self._never_stepped = None
+            self._disarm_never_stepped_warning()
         if self.calls and not self._stepped and not raised:  # an error says what went wrong
             warnings.warn(
                 f"gradlab.Monitor: {self.calls} watched call(s) but monitor.step() was never "
