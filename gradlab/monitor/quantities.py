@@ -319,15 +319,20 @@ class GradientCounts(Quantity):
 
         The pair itself (``j = i``) and, in-batch, the query (not a candidate) are taken out.
         With the positives' groups at hand (the loss's record, at most two groups) only those
-        rows are searched; otherwise every entry is and the positives are summed (the same
-        numbers either way).
+        rows are searched; otherwise, on a CPU, the positives packed row by row
+        (:meth:`_packed`), and elsewhere every entry is searched and the positives are summed
+        (the same numbers every way).
         """
         width = operating_region_width(batch.tau, self.threshold)
         forward = batch.known_forward(batch.tau)
         in_batch = batch.labels is not None
-        # Per group, a few small searches; past a couple of groups one more search of every
-        # entry (reusing P's) costs less than the loop over the groups.
+        # Per group, a few small searches; past a couple of groups (or without them), on a CPU
+        # the positives packed row by row, else one more search of every entry.
         if forward is None or len(forward.groups) > 2:
+            if positives.device.type == "cpu":
+                packed = self._packed(batch, positives, width, in_batch)
+                if packed is not None:
+                    return packed
             anchors = batch.scores
             inside = batch.entry_counts(width) - (1 if width > 0 else 0)
             if in_batch:
@@ -349,6 +354,33 @@ class GradientCounts(Quantity):
         if per_query is None:  # no query has a positive
             return torch.zeros(positives.shape[0], dtype=torch.long, device=positives.device)
         return per_query
+
+    @staticmethod
+    def _packed(
+        batch: BatchView, positives: torch.Tensor, width: float, in_batch: bool
+    ) -> torch.Tensor | None:
+        """:meth:`_plain`'s counts from the positives alone, on a CPU: each row's positive
+        scores packed into ``[Q, k]`` (``k`` the most positives of a row, read on the host: no
+        device to wait for) and searched in the step's sort, ``Q k`` searches instead of the
+        ``Q C`` of every entry. None when ``2 k > C`` (the search of every entry is then no
+        dearer)."""
+        counts = batch.positive_counts(batch.layout).long()
+        rows_count, columns = positives.shape
+        most = int(counts.max()) if rows_count else 0
+        if 2 * most > columns:
+            return None
+        if most == 0:  # no query has a positive
+            return torch.zeros(rows_count, dtype=torch.long)
+        rows, where = positives.nonzero(as_tuple=True)  # row by row, columns ascending
+        slots = torch.arange(rows.shape[0]) - (counts.cumsum(0) - counts)[rows]
+        scores = batch.scores
+        anchors = scores.new_zeros((rows_count, most))  # the padding is counted, then dropped
+        anchors[rows, slots] = scores[rows, where]
+        inside = batch.counts_at(anchors, width) - (1 if width > 0 else 0)
+        if in_batch:
+            inside = inside - batch.query_inside(anchors, width).long()
+        kept = torch.arange(most).unsqueeze(0) < counts.unsqueeze(1)
+        return torch.where(kept, inside, 0).sum(dim=1)
 
     def _weighted(self, batch: BatchView) -> torch.Tensor:
         """Counts with the slope over ``R(i, S_Omega)^2``: per-positive windows, same sort."""

@@ -200,9 +200,11 @@ def _batch_with_record(embeddings, labels, tau):
     return BatchView(embeddings=embeddings, labels=labels, tau=tau, loss_record=records[-1])
 
 
-# One positive group (every class of 3), two groups, and four groups (the search of every entry).
+# One positive group (every class of 3), two groups, four groups (on a CPU the positives packed
+# row by row), and a class holding most of the batch (rows with more positives than half the
+# columns: the search of every entry).
 LABEL_SETS = [[0, 1, 2] * 3, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3,
-              3, 3, 3, 4]]  # fmt: skip
+              3, 3, 3, 4], [0, 0, 0, 0, 0, 0, 0, 1, 1, 2]]  # fmt: skip
 
 
 @pytest.mark.parametrize("labels", LABEL_SETS)
