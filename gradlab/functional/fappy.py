@@ -39,6 +39,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
+from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_embeddings_and_labels,
     check_in_range,
@@ -174,7 +175,9 @@ def false_positive_probability(
             ``i != j``, equal labels); default every positive pair with ``i < j``.
 
     Returns:
-        ``(P [n_pairs], (i, j))``. A pair with no negatives has ``P = 0``.
+        ``(P [n_pairs], (i, j))``. A pair with no negatives has ``P = 0``. Float16 and
+        bfloat16 scores are binned in float32 (their own dtype cannot count the bins of a
+        small ``delta``); ``P`` is returned in their dtype.
 
     Raises:
         GradlabError: a bad tensor, shape, device or ``delta``, NaN/inf scores, scores outside
@@ -199,6 +202,7 @@ def false_positive_probability(
     else:
         first, second = _check_pair_tensors(pairs, scores)
     _check_values(scores, labels, None if pairs is None else (first, second))
+    given, scores = scores.dtype, widened(scores)  # half precision: bins of float32 (below)
     pair_similarity = scores[first, second]
     lower, h_left, h_right = _bin_position(pair_similarity, delta)
     negatives = (labels.unsqueeze(0) != labels[first].unsqueeze(1)).to(scores.dtype)
@@ -211,7 +215,7 @@ def false_positive_probability(
         above_t = (from_t * negatives).sum(dim=1) / count
         above_t_plus_one = (from_t_plus_one * negatives).sum(dim=1) / count
         total = total + h_left * above_t + h_right * above_t_plus_one
-    return total, (first, second)
+    return total.to(given), (first, second)
 
 
 def _check_pair_tensors(
@@ -280,7 +284,8 @@ def fappy_loss(
     loss 0 (attached to the graph).
 
     Args:
-        embeddings: ``[B, d]`` features (cosine similarity is taken).
+        embeddings: ``[B, d]`` features (cosine similarity is taken); float16 and bfloat16
+            are computed in float32, the loss returned in their dtype.
         labels: ``[B]`` integer labels.
         delta_min: the smallest bin width ``Delta_min``.
         normalization: ``"paper"`` (Algorithm 1 lines 10-11: ``L_Delta`` over all positive pairs)
@@ -295,9 +300,9 @@ def fappy_loss(
     """
     normalization = check_normalization(normalization)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
-    normalized = unit_rows(embeddings)  # a zero row: 0, in float16 too
+    normalized = unit_rows(widened(embeddings))  # a zero row: 0
     similarities = normalized @ normalized.T
-    loss = embeddings.sum() * 0.0
+    loss = widened(embeddings).sum() * 0.0
     for delta in fappy_deltas(delta_min):
         with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
             probabilities, (first, second) = false_positive_probability(similarities, labels,
@@ -308,7 +313,7 @@ def fappy_loss(
             loss = (loss + scale_sum / max(1, len(first))) / 2.0
         else:  # the authors' Caffe layer: running loss over the active pairs (no host sync)
             loss = (loss + scale_sum) / active.sum().clamp(min=1) / 2.0
-    return loss
+    return loss.to(embeddings.dtype)
 
 
 def fappy_gradient_closed_form(

@@ -19,6 +19,7 @@ import math
 import torch
 
 from gradlab.functional.layouts import unit_rows
+from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_embeddings_and_labels,
     check_positive_int,
@@ -31,7 +32,8 @@ def fastap(
     """Per-query FastAP of in-batch retrieval; NaN for a query without positives.
 
     Args:
-        embeddings: ``[B, d]`` floating (cosine: normalized inside).
+        embeddings: ``[B, d]`` floating (cosine: normalized inside); float16 and bfloat16 are
+            computed in float32, the result returned in their dtype.
         labels: ``[B]`` integer classes.
         num_bins: distance bins ``L``, a positive integer.
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
@@ -43,7 +45,9 @@ def fastap(
     """
     check_embeddings_and_labels(embeddings, labels, finite=validate)
     num_bins = check_positive_int("num_bins", num_bins)
-    normalized = unit_rows(embeddings)  # a zero row: 0, in float16 too
+    # Half precision cannot hold distinct bin centres past a few hundred bins (bfloat16 has 8
+    # significant bits): computed in float32, returned in the embeddings' dtype.
+    normalized = unit_rows(widened(embeddings))  # a zero row: 0
     distances = (2.0 - 2.0 * normalized @ normalized.T).clamp(min=0.0)
     width = 4.0 / num_bins
     centres = torch.arange(num_bins + 1, dtype=distances.dtype, device=distances.device) * width
@@ -61,4 +65,5 @@ def fastap(
     ratio = torch.where(nonzero, cumulative_positive / torch.where(nonzero, cumulative, 1.0), 1.0)
     total = positives.sum(dim=1).to(distances.dtype)
     values = (positive_counts * ratio).sum(dim=1)
-    return torch.where(total > 0, values / total.clamp(min=1.0), math.nan)
+    ap = torch.where(total > 0, values / total.clamp(min=1.0), math.nan)
+    return ap.to(embeddings.dtype)

@@ -12,6 +12,7 @@ import torch.nn.functional as F_torch
 
 import gradlab.functional as F
 from gradlab import GradlabError
+from tests.reference.histogram_losses_loops import fappy_algorithm1, fastap_query
 
 N = 256
 EYE = torch.eye(N, dtype=torch.bool)
@@ -273,3 +274,30 @@ def test_a_float16_batch_with_an_all_zero_row_is_read_as_float32_reads_it(loss):
     value, reference = loss(half, labels), loss(wide, labels)
     assert math.isfinite(value.item())
     assert value.item() == pytest.approx(reference.item(), rel=2e-2, abs=2e-3)
+
+
+HISTOGRAM_CASES = [("fastap", 2048), ("fastap", 10_000), ("fappy", 2**-15),
+                   pytest.param("fappy", 2**-17, marks=pytest.mark.slow)]  # the loops: seconds
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize(("loss", "setting"), HISTOGRAM_CASES)
+def test_histogram_losses_bin_half_precision_in_float32(dtype, loss, setting):
+    """Fine bins in half precision: FastAP's 2049 bin centres are 641 distinct bfloat16 numbers
+    (AP read -1.83); FAPPY's bin index of 2^-15 bins overflowed float16, and in bfloat16 a loss
+    of 0.33 read 0.02 at 2^-20. Both compute in float32 now: the float64 loops on the same
+    rounded inputs, within the result's rounding to its dtype."""
+    generator = torch.Generator().manual_seed(2)
+    embeddings = torch.randn(6, 4, generator=generator).to(dtype)
+    labels = [0, 0, 1, 1, 2, 2]
+    rounded = embeddings.double().tolist()  # the inputs the call sees, exactly
+    if loss == "fastap":
+        got = F.fastap_loss(embeddings, torch.tensor(labels), num_bins=setting)
+        aps = [fastap_query(rounded, labels, q, setting) for q in range(6)]
+        expected = 1.0 - math.fsum(aps) / 6
+    else:
+        got = F.fappy_loss(embeddings, torch.tensor(labels), delta_min=setting)
+        expected = fappy_algorithm1(rounded, labels, setting)
+    assert got.dtype == dtype
+    # float32 arithmetic (about 1e-6 here), then one rounding to the dtype
+    assert got.item() == pytest.approx(expected, rel=2 * torch.finfo(dtype).eps, abs=1e-5)
