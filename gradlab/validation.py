@@ -508,6 +508,10 @@ def check_floating_dtype(name: str, value: object) -> torch.dtype:
     return value
 
 
+FLOATS = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+"""The floating dtypes gradlab computes in (float8 tensors have no arithmetic to run on)."""
+
+
 def check_tensor(
     name: str,
     value: object,
@@ -541,8 +545,13 @@ def check_tensor(
     if value.dim() not in ndims:
         allowed = " or ".join(f"{n}-D" for n in ndims)
         raise GradlabError(f"{name} must be {allowed}; got shape {tuple(value.shape)}")
+    if value.layout != torch.strided:
+        raise GradlabError(f"{name} must be a dense (strided) tensor; got layout {value.layout}")
     if kind == "float" and not value.is_floating_point():
         raise GradlabError(f"{name} must have a floating dtype; got {value.dtype}")
+    if kind in ("float", "any_real") and value.is_floating_point() and value.dtype not in FLOATS:
+        raise GradlabError(f"{name} must have dtype float16, bfloat16, float32 or float64; got "
+                           f"{value.dtype} (convert it first: no loss computes in it)")  # fmt: skip
     if kind == "bool" and value.dtype != torch.bool:
         raise GradlabError(f"{name} must be a bool tensor; got {value.dtype}")
     if kind == "integer" and (

@@ -140,6 +140,16 @@ def test_a_positive_int_starts_at_1_and_refuses_text():
      "x must have a real floating or integer dtype; got torch.bool"),
     (torch.zeros(2, dtype=torch.complex64), (1,), "any_real",
      "x must have a real floating or integer dtype; got torch.complex64"),
+    (torch.zeros(2).to(torch.float8_e4m3fn), (1,), "float",
+     "x must have dtype float16, bfloat16, float32 or float64; got torch.float8_e4m3fn "
+     "(convert it first: no loss computes in it)"),
+    (torch.zeros(2).to(torch.float8_e5m2), (1,), "any_real",
+     "x must have dtype float16, bfloat16, float32 or float64; got torch.float8_e5m2 "
+     "(convert it first: no loss computes in it)"),
+    (torch.zeros(2).to_sparse(), (1,), "float",
+     "x must be a dense (strided) tensor; got layout torch.sparse_coo"),
+    (torch.zeros(2, dtype=torch.long).to_sparse(), (1,), "integer",
+     "x must be a dense (strided) tensor; got layout torch.sparse_coo"),
 ])  # fmt: skip
 def test_a_tensor_of_the_wrong_kind_is_refused_naming_what_is_allowed(value, ndims, kind, message):
     assert _refusal(lambda: check_tensor("x", value, ndims=ndims, kind=kind)) == message
@@ -149,7 +159,10 @@ def test_tensors_of_the_right_kind_are_returned_unchanged():
     for value, kind in ((torch.zeros(2), "float"), (torch.zeros(2, dtype=torch.bool), "bool"),
                         (torch.zeros(2, dtype=torch.int32), "integer"),
                         (torch.zeros(2), "any_real"),
-                        (torch.zeros(2, dtype=torch.long), "any_real")):  # fmt: skip
+                        (torch.zeros(2, dtype=torch.long), "any_real"),
+                        (torch.zeros(2, dtype=torch.float16), "float"),
+                        (torch.zeros(2, dtype=torch.bfloat16), "any_real"),
+                        (torch.zeros(2, dtype=torch.float64), "float")):  # fmt: skip
         assert check_tensor("x", value, ndims=(1,), kind=kind) is value
 
 
