@@ -25,7 +25,13 @@ from gradlab.functional.smooth_ap import (
     check_smooth_ap_inputs,
     smooth_ap_checked,
 )
-from gradlab.validation import check_real_device, count_noun
+from gradlab.validation import (
+    check_real_device,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    count_noun,
+)
 
 
 class SmoothAPForward(NamedTuple):
@@ -115,7 +121,19 @@ def mean_ap_loss(
         tensor(0.2500)
         >>> mean_ap_loss(ap, torch.zeros(1), defined=torch.tensor([True, True, True]))
         tensor(nan)
+
+    Raises:
+        GradlabError: ``ap`` not a 1-D floating tensor, ``reference`` not a tensor, or
+            ``defined`` not a bool tensor of ``ap``'s shape on its device (no value is read).
     """
+    check_tensor("ap", ap, ndims=(1,), kind="float")
+    if not isinstance(reference, torch.Tensor):
+        raise GradlabError("reference must be a torch.Tensor (a zero loss joins its graph); got "
+                           f"{type(reference).__name__}")  # fmt: skip
+    if defined is not None:
+        check_tensor("defined", defined, ndims=(1,), kind="bool")
+        check_shape("defined", defined, ap.shape, "[Q], one flag per AP")
+        check_same_device(ap=ap, defined=defined)
     if defined is None:
         defined = ~torch.isnan(ap)
     count = defined.sum()

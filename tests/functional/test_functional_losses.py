@@ -371,3 +371,25 @@ def test_smooth_ap_loss_stays_on_the_input_device_whatever_the_default_device(la
         return loss.detach(), grad
 
     assert_unchanged_under_another_default_device(run, embeddings.device)
+
+
+@pytest.mark.parametrize(("call", "message"), [
+    (lambda: mean_ap_loss(torch.tensor([[0.5, 1.0]]), torch.zeros(1)),
+     r"^ap must be 1-D; got shape \(1, 2\)$"),
+    (lambda: mean_ap_loss(torch.tensor([1, 0]), torch.zeros(1)),
+     "^ap must have a floating dtype; got torch.int64$"),
+    (lambda: mean_ap_loss(torch.tensor([0.5, 1.0]), 0.0),
+     r"^reference must be a torch.Tensor \(a zero loss joins its graph\); got float$"),
+    (lambda: mean_ap_loss(torch.tensor([0.5, 1.0]), torch.zeros(1), torch.tensor([1, 0])),
+     "^defined must be a bool tensor; got torch.int64$"),
+    (lambda: mean_ap_loss(torch.tensor([0.5, 1.0, 0.2]), torch.zeros(1),
+                            torch.tensor([True])),
+     r"^defined must have shape \(3,\) \(\[Q\], one flag per AP\); got \(1,\)$"),
+    (lambda: mean_ap_loss(torch.tensor([0.5, 1.0]), torch.zeros(1),
+                            torch.ones(2, dtype=torch.bool, device="meta")),
+     "^tensors must be on one device; got ap on cpu, defined on meta$"),
+])  # fmt: skip
+def test_mean_ap_loss_refuses_a_mask_that_would_broadcast_or_fail_in_a_kernel(call, message):
+    # a [1] mask against [3] APs broadcast to a silent NaN; an int mask failed inside torch.where
+    with pytest.raises(GradlabError, match=message):
+        call()
