@@ -40,8 +40,8 @@ from gradlab.functional.score_losses import (
 from gradlab.validation import (
     ScoreRecorderSlot,
     check_embeddings_and_labels,
+    check_interpolation,
     check_non_negative_finite,
-    check_positive_finite,
     check_positive_int,
     check_real_device,
     check_temperature,
@@ -348,7 +348,7 @@ class BlackboxAPLoss(RankingLoss):
         self, interpolation: float = 4.0, margin: float = 0.02, validate: bool = True
     ) -> None:
         super().__init__(validate)
-        self.interpolation = check_positive_finite("interpolation", interpolation)
+        self.interpolation = check_interpolation(interpolation)
         self.margin = check_non_negative_finite("margin", margin)
 
     def forward(

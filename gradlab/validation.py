@@ -332,6 +332,21 @@ def check_temperature(name: str, value: object) -> float:
     )
 
 
+def check_interpolation(value: object) -> float:
+    """Blackbox AP's ``interpolation`` (lambda) in ``[1e-30, 1e30]``: its backward perturbs the
+    scores by ``lambda`` times the incoming gradient and divides by ``lambda``, so
+    ``1/lambda`` and the perturbed scores must stay finite in float32 (``1e-46`` read 0 there:
+    a 0/0 gradient).
+
+    Example:
+        >>> check_interpolation(4.0)
+        4.0
+    """
+    return check_in_range("interpolation", value, SMALLEST_TEMPERATURE, 1e30,
+                          reason="1/interpolation and the perturbed scores must stay finite "
+                                 "in float32")  # fmt: skip
+
+
 def check_real_device(**tensors: torch.Tensor) -> None:
     """Refuse meta tensors (shape without values): a loss cannot compute on them.
 

@@ -274,7 +274,8 @@ def test_score_matrix_module_refuses_a_non_callable_score_recorder_when_set(cls)
 @pytest.mark.parametrize(
     ("cls", "kwargs", "message"),
     [
-        ("BlackboxAPLoss", {"interpolation": 0.0}, "interpolation must be a positive finite"),
+        ("BlackboxAPLoss", {"interpolation": 1e-46},
+         r"interpolation must be a finite number in \[1e-30, 1e\+30\]"),
         ("BlackboxAPLoss", {"margin": -0.1}, "margin must be a non-negative finite number"),
         ("FAPPYLoss", {"delta_min": 0.0}, r"delta_min must be a finite number in \[9.5367"),
         ("FastAPLoss", {"num_bins": 0}, "num_bins must be a positive integer"),

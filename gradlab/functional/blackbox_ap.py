@@ -24,7 +24,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.validation import (
-    check_positive_finite,
+    check_interpolation,
     check_real_device,
     check_same_device,
     check_shape,
@@ -117,7 +117,7 @@ def blackbox_ap(
     check_real_device(scores=scores)  # the NaN check below reads values
     if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
         raise GradlabError("scores must not hold NaN or +inf (-inf marks a non-candidate)")
-    interpolation = check_positive_finite("interpolation", interpolation)
+    interpolation = check_interpolation(interpolation)
     if (
         not isinstance(margin, (int, float))
         or isinstance(margin, bool)

@@ -124,7 +124,7 @@ def test_descending_ranks_breaks_ties_by_index():
         (lambda: FastAPLoss(num_bins=0), "num_bins must be a positive integer"),
         (
             lambda: BlackboxAPLoss(interpolation=0.0),
-            "interpolation must be a positive finite number",
+            r"interpolation must be a finite number in \[1e-30, 1e\+30\]",
         ),
         (lambda: BlackboxAPLoss(margin=-0.1), "margin must be a non-negative finite number"),
         (
@@ -258,7 +258,12 @@ FLAGS = torch.ones(1, 2, dtype=torch.bool)
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS.float()),
          "positives must be a bool tensor; got torch.float32$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, interpolation=0.0),
-         "interpolation must be a positive finite number; got 0.0$"),
+         r"interpolation must be a finite number in \[1e-30, 1e\+30\] \(1/interpolation and "
+         r"the perturbed scores must stay finite in float32\); got 0.0$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, interpolation=1e-46),  # 0 in float32: 0 / 0
+         r"interpolation must be a finite number in \[1e-30, 1e\+30\] .*; got 1e-46$"),
+        (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, interpolation=1e31),
+         r"interpolation must be a finite number in \[1e-30, 1e\+30\] .*; got 1e\+31$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin=-0.1),
          "margin must be a non-negative finite number; got -0.1$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS, margin=math.inf),
