@@ -103,9 +103,10 @@ def sigmoid_pair_loss(
         reduction: ``"mean"`` divides the sum over all pairs by ``Q`` (the paper's ``1/|B|``),
             ``"sum"`` does not.
         on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
-        validate: refuse NaN/inf scores and scores whose logits overflow the dtype: every
-            ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the dtype's largest finite
-            value, so that every logit ``t s + b`` stays within half of it. Half-precision
+        validate: refuse NaN/inf scores and scores whose logits overflow the dtype they are
+            computed in: every ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the
+            largest finite value of that dtype (float32 for half-precision scores), so that
+            every logit ``t s + b`` stays within half of it. Half-precision
             scores (the loss is computed in float32 and returned in their dtype) must also keep
             the loss within their dtype (checked in the same host read).
 
@@ -126,7 +127,9 @@ def sigmoid_pair_loss(
     scale, bias = check_siglip_options(scale, bias, reduction)
     if on_scores is not None and not callable(on_scores):
         raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
-    largest = (torch.finfo(scores.dtype).max / 2 - abs(bias)) / scale
+    # logits are computed in float32 for half-precision scores: their bound is float32's
+    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    largest = (torch.finfo(computed_in).max / 2 - abs(bias)) / scale
     fits = None
     if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
         fits = _returned_loss_fits(
@@ -134,7 +137,7 @@ def sigmoid_pair_loss(
             f"the loss itself in float32, reduction={reduction!r}",
         )  # fmt: skip
     _one_sync(scores, mask, "both", validate, False,
-              (largest, f"scale x scores + bias must fit {scores.dtype}"), fits)  # fmt: skip
+              (largest, f"scale x scores + bias must fit {computed_in}"), fits)  # fmt: skip
     dtype, scores = scores.dtype, widened(scores)  # half precision: computed in float32
     alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
     if on_scores is not None:

@@ -160,3 +160,19 @@ def test_an_infinite_score_is_refused_when_the_logit_bound_is_beyond_the_dtype(d
     scores = torch.tensor([[math.inf, 0.5], [0.2, 0.1]], dtype=dtype)
     with pytest.raises(GradlabError, match=r"^scores must be finite; got inf"):
         sigmoid_pair_loss(scores, torch.eye(2, dtype=torch.bool), scale=1e-30, bias=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_logits_are_bounded_by_float32_in_which_they_are_computed(dtype):
+    """A bias of -4e4 is past half of float16's largest value, but the logits are computed in
+    float32: the loss (40,000, which float16 holds) is returned, not refused with the empty
+    range [725, -725] that float16's own bound gave."""
+    scores = torch.zeros(2, 2, dtype=dtype)
+    loss = sigmoid_pair_loss(scores, torch.eye(2, dtype=torch.bool), scale=10.0, bias=-4e4)
+    expected = 0.0
+    for z in (1.0, -1.0, -1.0, 1.0):  # the pairs of a 2 x 2 identity, by rows
+        logit = -z * -4e4  # -z (t s + b), s = 0: -log sigmoid(z x) = max(-z x, 0) + log1p(...)
+        expected += max(logit, 0.0) + math.log1p(math.exp(-abs(logit)))
+    # one rounding to the dtype: within its epsilon
+    assert loss.dtype == dtype
+    assert loss.item() == pytest.approx(expected / 2, rel=torch.finfo(dtype).eps)
