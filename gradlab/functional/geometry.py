@@ -26,7 +26,10 @@ Collapse, spread and separation measures that embedding-model users log, each a 
 
 Conventions: scores are cosine similarities ``[Q, C]`` (a larger score ranks higher), rows are
 queries; ``candidate_mask`` False removes an entry (in-batch: the query itself); positives are
-candidates. Values that have no meaning for a query (no positive, no negative) are NaN.
+candidates. Values that have no meaning for a query (no positive, no negative) are NaN; NaN or
+infinite embeddings or scores are refused with a ``GradlabError`` naming the argument and the
+first such row (one value read, skipped inside ``gradlab.validation.skip_value_checks``, where
+the Monitor calls these measures on inputs it has checked).
 """
 
 from __future__ import annotations
@@ -40,7 +43,13 @@ import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
-from gradlab.validation import check_in_range, check_same_device, check_shape, check_tensor
+from gradlab.validation import (
+    check_finite,
+    check_in_range,
+    check_same_device,
+    check_shape,
+    check_tensor,
+)
 
 __all__ = [
     "DIRECTIONS",
@@ -76,6 +85,14 @@ def _check_scores(
         check_same_device(scores=scores, positives=positives, candidate_mask=candidate_mask)
     else:
         check_same_device(scores=scores, positives=positives)
+    _check_finite("scores", scores)
+
+
+def _check_finite(name: str, values: torch.Tensor) -> None:
+    """Refuse NaN or infinite entries, which would pass into every mean (one value read); a
+    meta tensor, a shape without values, is computed on as it is (a result on "meta")."""
+    if values.device.type != "meta":
+        check_finite(name, values)
 
 
 def _check_embeddings(name: str, embeddings: torch.Tensor, least: int = 1) -> None:
@@ -85,6 +102,7 @@ def _check_embeddings(name: str, embeddings: torch.Tensor, least: int = 1) -> No
             f"{name} must have at least {least} row(s) and 1 column; got shape "
             f"{tuple(embeddings.shape)}"
         )
+    _check_finite(name, embeddings)
 
 
 def _masks(
@@ -315,6 +333,7 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
+        _check_finite("gram", gram)
     _, _, kernel, largest = _block_sums(gram, None, 2.0, t)
     return _log_mean(kernel, largest, size)
 
