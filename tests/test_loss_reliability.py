@@ -22,6 +22,8 @@ from gradlab.functional import smooth_ap
 from gradlab.functional.fappy import false_positive_probability
 from gradlab.functional.harmonic import discount_gap, discount_rate, logarithmic_integral
 from gradlab.functional.losses import recording
+from gradlab.functional.score_losses import max_violation_triplet_loss, nt_xent_loss, score_bound
+from gradlab.functional.siglip import sigmoid_pair_loss
 from gradlab.losses import DegenerateBatchWarning
 
 LABELS = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
@@ -212,18 +214,66 @@ def test_parameters_that_overflow_float32_are_refused_with_their_range(construct
         construct()
 
 
-@pytest.mark.parametrize(
-    ("loss_fn", "message"),
-    [
-        (gradlab.MaxViolationTripletLoss(), r"scores must lie in \[-8.51e\+37, 8.51e\+37\]"),
-        (gradlab.NTXentLoss(temperature=0.1), r"scores must lie in \[-1.7e\+37, 1.7e\+37\]"),
-    ],
-    ids=["max_violation", "nt_xent"],
-)
-def test_scores_that_overflow_the_loss_are_refused_under_validate(loss_fn, message):
-    scores = torch.tensor([[3e38, -3e38], [0.1, 0.5]])
-    with pytest.raises(GradlabError, match=message):
-        loss_fn(scores, torch.eye(2, dtype=torch.bool))
+FLOAT32_MAX = torch.finfo(torch.float32).max
+
+
+def _largest_score(name, rows, columns, direction):
+    """The documented bound on |s| (docs/loss_reliability.md): every summed term within
+    max / (4 terms), so that the loss's sums stay within half of float32's largest value."""
+    directions = 2 if direction == "both" else 1
+    if name == "nt_xent":  # per query (s_qc - s_qp) / T, max(Q, C) queries per direction
+        return FLOAT32_MAX / (4 * max(rows, columns) * directions) * 0.5  # T = 0.5
+    if name == "max_violation":  # margin - s_qp + s_qn per positive, Q C of them per direction
+        return FLOAT32_MAX / (4 * rows * columns * directions) - 0.2
+    return (FLOAT32_MAX / (4 * rows * columns) - 3.0) / 2.0  # SigLIP: |2 s + 3| per pair
+
+
+SCORE_LOSS_CALLS = {
+    "nt_xent": lambda s, p, d, r: nt_xent_loss(s, p, 0.5, direction=d, reduction=r),
+    "max_violation": lambda s, p, d, r: max_violation_triplet_loss(s, p, 0.2, direction=d,
+                                                                   reduction=r),
+    "siglip": lambda s, p, d, r: sigmoid_pair_loss(s, p, scale=2.0, bias=3.0, reduction=r),
+}
+
+
+@pytest.mark.parametrize("name", SCORE_LOSS_CALLS)
+@pytest.mark.parametrize("shape", [(2, 2), (3, 5)])
+@pytest.mark.parametrize("direction", ["both", "i2t"])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_scores_within_the_bound_keep_the_loss_finite_and_past_it_are_refused(
+    name, shape, direction, reduction
+):
+    """Scores of +-1e38 gave an infinite float32 loss under validate=True: each score was
+    bounded, their sums over queries, positives and directions were not."""
+    if name == "siglip" and direction != "both":
+        pytest.skip("SigLIP has no direction")
+    rows, columns = shape
+    largest = _largest_score(name, rows, columns, direction)
+    positives = torch.zeros(rows, columns, dtype=torch.bool)
+    positives[torch.arange(rows), torch.arange(rows) % columns] = True
+    signs = torch.where(positives, -1.0, 1.0)  # positives low, negatives high: the worst case
+    call = SCORE_LOSS_CALLS[name]
+    inside = (signs * largest * (1 - 1e-6)).requires_grad_(True)
+    loss = call(inside, positives, direction, reduction)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(inside.grad).all()
+    with pytest.raises(GradlabError, match=r"^scores must lie in \[-"):
+        call(signs * largest * (1 + 1e-5), positives, direction, reduction)
+
+
+def test_an_offset_that_alone_overflows_the_sum_of_its_terms_is_refused():
+    """A 32,768 x 32,768 SigLIP batch (about 1e9 pairs) holds float32 sums only while each
+    logit stays below max / 4.3e9 (7.9e28): a bias of 1e29 (accepted by the loss's range) reaches
+    that budget before any score does."""
+    terms = 32_768 * 32_768
+    budget = FLOAT32_MAX / (4 * terms)
+    assert 7.9e28 < budget < 1e29
+    with pytest.raises(GradlabError, match=r"^\|bias\| must be below 7.92e\+28 for a loss that "
+                                           r"sums 1073741824 terms in torch.float32 \(why\); "
+                                           r"got 1e\+29$"):  # fmt: skip
+        score_bound(torch.float32, terms, 1e29, 1.0, "|bias|", "why")
+    largest, _ = score_bound(torch.float32, terms, 1e28, 2.0, "|bias|", "why")
+    assert largest == pytest.approx((budget - 1e28) / 2.0, rel=1e-15)
 
 
 def test_the_smallest_accepted_tau_gives_a_finite_loss_and_gradient_in_float32():

@@ -153,6 +153,28 @@ def _one_sync(
     return bool(host[-1]) if degenerate else False
 
 
+def score_bound(
+    computed_in: torch.dtype, terms: int, offset: float, scale: float, name: str, why: str
+) -> tuple[float, str]:
+    """``_one_sync``'s ``bound``: the largest ``|s|`` whose ``terms`` summed terms, each at most
+    ``2 (scale |s| + offset)``, keep the loss within half of ``computed_in``'s largest value:
+    ``scale |s| + offset <= max / (4 terms)``. Refuses ``name`` (the offset: a margin, a bias)
+    when it alone reaches that budget, naming the batch's size. A static bound: no value read.
+
+    Example:
+        >>> largest, _ = score_bound(torch.float32, 1, 0.0, 1.0, "bias", "")
+        >>> largest == torch.finfo(torch.float32).max / 4
+        True
+    """
+    budget = torch.finfo(computed_in).max / (4 * max(terms, 1))
+    if offset >= budget:
+        raise GradlabError(
+            f"{name} must be below {budget:.3g} for a loss that sums {terms} terms in "
+            f"{computed_in} ({why}); got {offset:.3g}"
+        )
+    return (budget - offset) / scale, why
+
+
 def _check_options(
     direction: str, reduction: str, on_scores: object, on_degenerate: object = None
 ) -> None:
@@ -257,8 +279,10 @@ def max_violation_triplet_loss(
         reduction: ``"mean"`` over the positive pairs (per direction) or ``"sum"`` (VSE++'s
             code sums over the batch).
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
-        validate: refuse NaN/inf scores and scores beyond a quarter of the dtype's largest
-            value (the hinge would overflow) and, for half-precision scores, scores whose loss
+        validate: refuse NaN/inf scores and scores past ``max / (4 Q C) - margin`` per
+            direction summed (:func:`score_bound`, ``max`` the largest value of the dtype the
+            loss is computed in: the sum of the hinges stays finite) and, for half-precision
+            scores, scores whose loss
             could exceed their dtype (it is computed in float32 and returned in theirs: an
             upper bound, ``margin + largest score - lowest positive score`` per positive, is
             checked); one host read, shared with ``on_degenerate``.
@@ -278,7 +302,11 @@ def max_violation_triplet_loss(
     mask = _loss_mask(scores, positives)
     margin = check_margin(margin)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    bound = (torch.finfo(scores.dtype).max / 4, f"margin - s_qp + s_qn must fit {scores.dtype}")
+    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    terms = scores.shape[0] * scores.shape[1] * (2 if direction == "both" else 1)
+    bound = score_bound(computed_in, terms, margin, 1.0, "margin",
+                        f"the sum of margin - s_qp + s_qn over every positive and direction "
+                        f"must fit {computed_in}")  # fmt: skip
     fits = None
     if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
         fits = _returned_loss_fits(
@@ -342,8 +370,10 @@ def nt_xent_loss(
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
-        validate: refuse NaN/inf scores, scores with ``|s| / T`` beyond half the largest value
-            of the dtype the loss is computed in (float32 for float16 and bfloat16 scores),
+        validate: refuse NaN/inf scores, scores with ``|s| / T`` past ``max / (4 n)``, ``n``
+            ``max(Q, C)`` per direction summed and ``max`` the largest value of the dtype the
+            loss is computed in (float32 for float16 and bfloat16 scores; :func:`score_bound`:
+            the sum over the queries stays finite),
             and, for half-precision scores, scores whose loss could exceed their dtype's
             largest value (per query ``(max_c S[q, c] - min_p S[q, p]) / T + ln C``); one host
             read, shared with ``on_degenerate``.
@@ -365,8 +395,10 @@ def nt_xent_loss(
     temperature = check_temperature("temperature", temperature)
     _check_options(direction, reduction, on_scores, on_degenerate)
     computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
-    largest = torch.finfo(computed_in).max / 2 * temperature
-    bound = (largest, f"scores / temperature and their differences must fit {computed_in}")
+    terms = max(scores.shape) * (2 if direction == "both" else 1)
+    bound = score_bound(computed_in, terms, 0.0, 1.0 / temperature, "temperature",
+                        f"the sum over the queries of every direction of (s_qc - s_qp) / "
+                        f"temperature must fit {computed_in}")  # fmt: skip
     fits = None
     if computed_in != scores.dtype:  # computed in float32, returned in the scores' dtype
         fits = _info_nce_fits(scores, mask, temperature, direction, reduction)

@@ -33,6 +33,7 @@ from gradlab.functional.score_losses import (
     _loss_mask,
     _one_sync,
     _returned_loss_fits,
+    score_bound,
     widened,
 )
 from gradlab.validation import check_in_range
@@ -103,10 +104,11 @@ def sigmoid_pair_loss(
         reduction: ``"mean"`` divides the sum over all pairs by ``Q`` (the paper's ``1/|B|``),
             ``"sum"`` does not.
         on_scores: optional ``(direction, alias, mask)`` callback, called with ``"both"``.
-        validate: refuse NaN/inf scores and scores whose logits overflow the dtype they are
-            computed in: every ``|s|`` must be at most ``(max / 2 - |b|) / t``, ``max`` the
-            largest finite value of that dtype (float32 for half-precision scores), so that
-            every logit ``t s + b`` stays within half of it. Half-precision
+        validate: refuse NaN/inf scores and scores whose summed logits overflow the dtype
+            they are computed in: every ``|s|`` must be at most ``(max / (4 Q C) - |b|) / t``,
+            ``max`` the largest finite value of that dtype (float32 for half-precision scores),
+            so that the sum of the ``Q C`` pairs' losses stays within half of it (a bias that
+            alone reaches ``max / (4 Q C)`` is refused by name). Half-precision
             scores (the loss is computed in float32 and returned in their dtype) must also keep
             the loss within their dtype (checked in the same host read).
 
@@ -129,7 +131,9 @@ def sigmoid_pair_loss(
         raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
     # logits are computed in float32 for half-precision scores: their bound is float32's
     computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
-    largest = (torch.finfo(computed_in).max / 2 - abs(bias)) / scale
+    bound = score_bound(computed_in, scores.shape[0] * scores.shape[1], abs(bias), scale,
+                        "|bias|", f"the sum over every pair of |scale x s + bias| must fit "
+                        f"{computed_in}")  # fmt: skip
     fits = None
     if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
         fits = _returned_loss_fits(
@@ -137,7 +141,7 @@ def sigmoid_pair_loss(
             f"the loss itself in float32, reduction={reduction!r}",
         )  # fmt: skip
     _one_sync(scores, mask, "both", validate, False,
-              (largest, f"scale x scores + bias must fit {computed_in}"), fits)  # fmt: skip
+              bound, fits)  # fmt: skip
     dtype, scores = scores.dtype, widened(scores)  # half precision: computed in float32
     alias = scores.view_as(scores)  # always made: the same graph with and without on_scores
     if on_scores is not None:

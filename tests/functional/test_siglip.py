@@ -129,9 +129,9 @@ def test_the_largest_scale_keeps_float32_cosine_scores_finite():
 
 
 @pytest.mark.parametrize(("scale", "bias"), [(1.0, -10.0), (10.0, 1e30), (1e3, 0.0)])
-def test_scores_are_refused_beyond_half_the_dtype_s_range_of_logits(scale, bias):
-    # the documented bound: |s| <= (max / 2 - |b|) / t, max = float32's largest finite value
-    bound = (torch.finfo(torch.float32).max / 2 - abs(bias)) / scale
+def test_scores_are_refused_beyond_the_bound_of_the_sum_of_their_logits(scale, bias):
+    # the documented bound: |s| <= (max / (4 Q C) - |b|) / t, max = float32's largest value
+    bound = (torch.finfo(torch.float32).max / (4 * 4) - abs(bias)) / scale
     eye = torch.eye(2, dtype=torch.bool)
     inside = torch.tensor([[bound * (1 - 1e-5), 0.0], [0.0, 0.5]])
     sigmoid_pair_loss(inside, eye, scale=scale, bias=bias, reduction="sum")  # accepted
