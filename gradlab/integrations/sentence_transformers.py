@@ -33,7 +33,10 @@ How the calls are read (the layout of the losses as of sentence-transformers 6.2
   net gradient is unchanged. The mini-batches of the cached
   loss are stitched back into one ``[Q, C]`` matrix and one ``dL/dS`` (the cached loss runs
   each mini-batch's backward inside its forward). ``query_to_query`` and ``doc_to_doc`` (extra
-  negatives in a joint softmax) are not recorded.
+  negatives in a joint softmax) are not recorded. With them, with ``partition_mode="joint"``
+  over several directions, or with ``hardness_mode`` weighting the negatives, the loss's
+  softmax is not that of the recorded directions: ``ChanceLevel`` and ``Temperature`` do not
+  apply, and the run header's ``not_logged`` says why.
 * **GISTEmbedLoss** and **CachedGISTEmbedLoss** (per mini-batch of anchors) call it for the
   anchor-positive matrix, then (as configured) the anchor-anchor and positive-positive matrices
   and the anchor-negative matrices, each also for the guide model without gradient (not
@@ -357,6 +360,9 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
     def not_applicable(self, name: str) -> str | None:
         loss = self.loss_fn
         if not _is_gist(loss):
+            reason = _softmax_beyond_the_recorded(loss)
+            if reason is not None and name in (ChanceLevel.name, Temperature.name):
+                return f"does not apply to {loss_name(loss)}: {reason}"
             return None
         if name == ChanceLevel.name:
             return (f"does not apply to {loss_name(loss)}: its softmax runs over the columns its "
@@ -391,6 +397,26 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
         batch.score_direction = "both" if "doc_to_query" in stitcher.roles else "i2t"
         batch.softmax = SoftmaxLogits(_softmax_scale(self.loss_fn))  # directions: just above
         return batch
+
+
+def _softmax_beyond_the_recorded(loss: object) -> str | None:
+    """Why a MultipleNegativesRankingLoss's softmax is not that of its recorded directions
+    (``ChanceLevel``'s ``ln C`` and ``Temperature``'s closed form read those), or None:
+    ``query_to_query`` or ``doc_to_doc`` blocks (not recorded), a ``"joint"`` softmax over
+    several directions, or hardness weighting of the negatives."""
+    directions = tuple(getattr(loss, "directions", ()) or ())
+    extra = [name for name in ("query_to_query", "doc_to_doc") if name in directions]
+    if extra:
+        return (f"its directions {extra} add score blocks to its softmax, which are not "
+                "recorded")  # fmt: skip
+    if getattr(loss, "partition_mode", None) == "joint" and len(directions) > 1:
+        return (f"partition_mode='joint' puts its directions {list(directions)} in one softmax, "
+                "not one per recorded direction")  # fmt: skip
+    if getattr(loss, "hardness_mode", None) is not None and getattr(
+            loss, "hardness_strength", 0.0):  # fmt: skip
+        return (f"hardness_mode={loss.hardness_mode!r} weights its negatives by their scores: "
+                "its softmax is not that of the recorded scores")  # fmt: skip
+    return None
 
 
 def refuse_cached_matryoshka(loss: object) -> None:

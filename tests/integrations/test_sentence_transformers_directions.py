@@ -22,7 +22,7 @@ from gradlab.integrations.sentence_transformers import (
     record_scores,
     sentence_transformers_adapter,
 )
-from gradlab.monitor import PRESETS, ChanceLevel, Temperature, every
+from gradlab.monitor import PRESETS, ChanceLevel, Loss, Temperature, every
 from tests.helpers.hf_models import (
     bert_sentence_model,
     caption_pairs,
@@ -296,3 +296,47 @@ def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
         terms.append(F.cross_entropy(alpha.exp() * cosine64(p, q), labels))
     (sum(terms) / len(terms)).backward()
     assert record["temperature_log_scale_grad"] == pytest.approx(float(alpha.grad), abs=1e-5)
+
+
+MNRL_SOFTMAX_SETTINGS = {
+    "query_to_query": ({"directions": ("query_to_doc", "query_to_query")},
+                       "its directions ['query_to_query'] add score blocks to its softmax, "
+                       "which are not recorded"),
+    "all four": ({"directions": ("query_to_doc", "query_to_query", "doc_to_query",
+                                 "doc_to_doc")},
+                 "its directions ['query_to_query', 'doc_to_doc'] add score blocks to its "
+                 "softmax, which are not recorded"),
+    "joint": ({"directions": ("query_to_doc", "doc_to_query"), "partition_mode": "joint"},
+              "partition_mode='joint' puts its directions ['query_to_doc', 'doc_to_query'] in "
+              "one softmax, not one per recorded direction"),
+    "hardness": ({"hardness_mode": "in_batch_negatives", "hardness_strength": 5.0},
+                 "hardness_mode='in_batch_negatives' weights its negatives by their scores: its "
+                 "softmax is not that of the recorded scores"),
+    "default": ({}, None),
+    "symmetric per direction": ({"directions": ("query_to_doc", "doc_to_query"),
+                                 "partition_mode": "per_direction"}, None),
+}
+
+
+@pytest.mark.parametrize("setting", MNRL_SOFTMAX_SETTINGS, ids=MNRL_SOFTMAX_SETTINGS.keys())
+def test_chance_level_and_temperature_say_why_a_softmax_beyond_the_recorded_does_not_apply(
+    tmp_path, setting
+):
+    """A new user's trial: with query_to_query blocks, a joint softmax over both directions or
+    hardness weighting, Temperature logged dL/d log s of the recorded blocks alone (the wrong
+    sign with query_to_query) and ChanceLevel ln B, though the loss's softmax was wider."""
+    options, reason = MNRL_SOFTMAX_SETTINGS[setting]
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    loss = losses.MultipleNegativesRankingLoss(model, scale=20.0,
+                                               similarity_fct=RecordingSimilarity(), **options)
+    record, not_logged = logged(loss, sentence_features(model, anchors, positives), tmp_path,
+                                [ChanceLevel(every(1)), Temperature(every(1)),
+                                 Loss(every(1))])  # fmt: skip
+    if reason is None:
+        assert not not_logged and record["chance_level"] == pytest.approx(math.log(8))
+        assert record["temperature_scale"] == pytest.approx(20.0)
+    else:
+        expected = f"does not apply to MultipleNegativesRankingLoss: {reason}"
+        assert not_logged == {"chance_level": expected, "temperature": expected}
+        assert "chance_level" not in record and "temperature_scale" not in record
