@@ -236,6 +236,8 @@ class GradlabTrainerCallback(TrainerCallback):
         A sentence-transformers loss module is returned itself, its ``forward`` replaced by a
         watched call (the trainer checks the loss's class and reads its attributes; the
         Monitor reads its :class:`~gradlab.integrations.sentence_transformers.RecordingSimilarity`).
+        Watched by another callback before (a notebook cell run again with a new Trainer and
+        callback), it is this callback's from then on: the earlier one sees no more calls.
         Any other loss (a gradlab loss, a function) is wrapped, for a ``compute_loss`` that
         calls it. Values and gradients are unchanged.
 
@@ -253,7 +255,8 @@ class GradlabTrainerCallback(TrainerCallback):
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or is a class, ``inputs`` is not allowed,
-                a module watched twice, or a cached loss inside ``MatryoshkaLoss``.
+                a module watched twice by this callback, or a cached loss inside
+                ``MatryoshkaLoss``.
 
         Example:
             >>> import gradlab
@@ -272,10 +275,15 @@ class GradlabTrainerCallback(TrainerCallback):
             adapt(loss_fn, inputs)  # the Monitor's checks, now rather than inside train()
             return watched_like(loss_fn, _WatchedCall(self, loss_fn, inputs))  # a
             # module's parameters stay the model's
-        if isinstance(loss_fn.__dict__.get("forward"), _WatchedCall):
+        earlier = loss_fn.__dict__.get("forward")
+        if isinstance(earlier, _WatchedCall) and earlier.callback is self:
             raise GradlabError(
-                f"loss_fn {type(loss_fn).__name__} is watched already; watch a loss once"
+                f"loss_fn {type(loss_fn).__name__} is watched already by this callback; watch "
+                "a loss once"
             )
+        if isinstance(earlier, _WatchedCall):  # another callback's (a notebook cell run again)
+            loss_fn.forward = _WatchedCall(self, earlier.loss_fn)  # now this one's alone
+            return loss_fn
         if inputs not in (None, "scores"):  # read through its similarity's score matrices
             raise GradlabError(
                 f"inputs must be None or 'scores' for the sentence-transformers loss "

@@ -325,8 +325,18 @@ def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tm
     callback = GradlabTrainerCallback(preset="full")
     assert callback.watch(loss) is loss and type(loss) is losses.MultipleNegativesRankingLoss
     assert loss(features, None).item() == expected  # outside a step: the loss itself
-    with pytest.raises(GradlabError, match="MultipleNegativesRankingLoss is watched already"):
+    with pytest.raises(GradlabError, match="MultipleNegativesRankingLoss is watched already by "
+                                           "this callback; watch a loss once"):  # fmt: skip
         callback.watch(loss)
+    # A notebook cell run again: a new callback takes the loss over (the first sees no more
+    # calls), once; the first callback may take it back.
+    first, callback = callback, GradlabTrainerCallback(preset="full")
+    assert callback.watch(loss) is loss and loss.forward.callback is callback
+    with pytest.raises(GradlabError, match="is watched already by this callback"):
+        callback.watch(loss)
+    assert first.watch(loss) is loss and loss.forward.callback is first
+    assert callback.watch(loss) is loss and loss.forward.callback is callback
+    assert loss(features, None).item() == expected
     args, state = arguments(tmp_path), trainer_state()
     callback.on_train_begin(args, state, None)
     callback.on_step_begin(args, state, None)
