@@ -226,6 +226,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
         self._warned_order = False
+        self._warned_taken = False  # keys of the Trainer's logs that the record has too
         self._warned_unattached = False
 
     # --- wiring --------------------------------------------------------------------------------
@@ -461,6 +462,10 @@ class GradlabTrainerCallback(TrainerCallback):
         self._forwarded_step = state.global_step
         values = {f"{self.prefix}{key}": value for key, value in scalars(record).items()
                   if key != "step"}  # fmt: skip
+        taken = sorted(key for key in values if key in logs)  # the Trainer's own: kept
+        if taken:
+            values = {key: value for key, value in values.items() if key not in logs}
+            self._warn_taken_keys(taken)
         logs.update(values)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:
@@ -474,6 +479,21 @@ class GradlabTrainerCallback(TrainerCallback):
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )
+
+    def _warn_taken_keys(self, taken: list[str]) -> None:
+        """Warn once that the Trainer's logs hold keys of gradlab's record already (an empty
+        ``prefix``): the Trainer's values are kept, gradlab's are in ``metrics.jsonl``."""
+        if self._warned_taken:
+            return
+        self._warned_taken = True
+        warnings.warn(
+            f"GradlabTrainerCallback: the Trainer's logs hold {taken} already, which gradlab's "
+            f"record also has under prefix={self.prefix!r}: the Trainer's values are kept and "
+            "gradlab's are in metrics.jsonl only; give a prefix (the default 'gradlab/') to "
+            "report both (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
+        )
 
     def on_train_end(self, args, state, control, **kwargs):
         self.in_step = False

@@ -632,3 +632,28 @@ def test_a_step_without_a_watched_call_is_told_at_the_step_s_line(tmp_path):
     callback.on_step_begin(args, state, None)
     told, line = _told_at_the_optimizer_step(callback, args, state, "called none of the losses")
     assert [(w.filename, w.lineno) for w in told] == [(__file__, line)]
+
+
+def test_an_empty_prefix_never_overwrites_the_trainer_s_own_values(tmp_path):
+    """A new user's trial: with prefix="" gradlab's 'loss' (its last micro-batch's) replaced the
+    Trainer's averaged loss in logs and log_history; the Trainer's value is kept, once warned."""
+    callback = GradlabTrainerCallback(preset="cheap", prefix="")
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    for step in (1, 2):
+        train_steps(callback, args, state, loss_fn, 1, log_every=100)  # no on_log of its own
+        logs = {"loss": 123.0 + step}
+        state.log_history.append({**logs, "step": state.global_step})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            callback.on_log(args, state, None, logs=logs)
+        assert logs["loss"] == state.log_history[-1]["loss"] == 123.0 + step
+        assert "degenerate_batches" in logs  # gradlab's other keys still added
+        messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+        assert messages == ([] if step == 2 else [
+            "GradlabTrainerCallback: the Trainer's logs hold ['loss'] already, which gradlab's "
+            "record also has under prefix='': the Trainer's values are kept and gradlab's are in "
+            "metrics.jsonl only; give a prefix (the default 'gradlab/') to report both (later "
+            "such steps are not warned about)"])
+    callback.on_train_end(args, state, None)
