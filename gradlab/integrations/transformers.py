@@ -70,6 +70,7 @@ from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import scalars
 from gradlab.monitor.watched import WatchedCall, watched_like
+from gradlab.validation import check_positive_int
 
 try:
     from transformers import TrainerCallback
@@ -141,10 +142,13 @@ class LoggingSteps:
         >>> schedule = LoggingSteps(4)
         >>> schedule, [step for step in range(1, 10) if schedule(step)]
         (LoggingSteps(4), [1, 4, 8])
+
+    Raises:
+        GradlabError: ``n`` is not a positive integer.
     """
 
     def __init__(self, n: int) -> None:
-        self.n = n
+        self.n = check_positive_int("n", n)  # the Trainer's logging_steps: 1 or more
 
     def __call__(self, step: int) -> bool:
         return step == 1 or step % self.n == 0

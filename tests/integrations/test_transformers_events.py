@@ -657,3 +657,12 @@ def test_an_empty_prefix_never_overwrites_the_trainer_s_own_values(tmp_path):
             "metrics.jsonl only; give a prefix (the default 'gradlab/') to report both (later "
             "such steps are not warned about)"])
     callback.on_train_end(args, state, None)
+
+
+@pytest.mark.parametrize("n", [0, -2, "2", 2.0, True])
+def test_logging_steps_refuses_what_is_no_positive_integer(n):
+    # LoggingSteps(0) was accepted and raised ZeroDivisionError inside training
+    from gradlab.integrations.transformers import LoggingSteps
+
+    with pytest.raises(GradlabError, match=rf"^n must be a positive integer; got {n!r}$"):
+        LoggingSteps(n)
