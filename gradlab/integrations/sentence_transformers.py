@@ -170,6 +170,10 @@ def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
     return loss
 
 
+PAIR_LOSSES = frozenset({"CoSENTLoss", "AnglELoss"})
+"""Losses on scored (sentence1, sentence2) pairs whose similarity returns a ``[B]`` vector
+(``pairwise_cos_sim`` and kin): a ``RecordingSimilarity()`` around ``cos_sim`` breaks them."""
+
 GIST_LOSSES = ("GISTEmbedLoss", "CachedGISTEmbedLoss")
 """The guided losses, whose calls are named by the embeddings they compare (module docstring)."""
 
@@ -338,6 +342,13 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     similarity = getattr(module, "similarity_fct", None)
     if not isinstance(similarity, RecordingSimilarity):
         return None
+    if type(module).__name__ in PAIR_LOSSES and similarity.similarity_fct is cos_sim:
+        raise GradlabError(
+            f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
+            "(a [B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
+            "default), which makes a [B, B] matrix the loss cannot take; the Monitor reads no "
+            "loss on scored pairs anyway: leave the loss's own similarity_fct"
+        )
     return _SentenceTransformersAdapter(
         f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),
         loss_fn=module, masked_candidates=_is_gist(module), features=True,

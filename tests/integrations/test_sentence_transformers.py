@@ -343,6 +343,27 @@ def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path,
     assert str(refused.value) == refusal
 
 
+@pytest.mark.parametrize("loss_class", ["CoSENTLoss", "AnglELoss"])
+def test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when_watched(
+    tmp_path, loss_class
+):
+    """RecordingSimilarity() wraps cos_sim, a [B, B] matrix; CoSENTLoss then failed inside
+    training with "Labels and scores must have the same shape", though watch had accepted it."""
+    model = static_model()
+    loss = getattr(losses, loss_class)(model)
+    loss.similarity_fct = RecordingSimilarity()  # CoSENTLoss(model, similarity_fct=...) alike
+    refusal = (f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a "
+               "[B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
+               "default), which makes a [B, B] matrix the loss cannot take; the Monitor reads "
+               "no loss on scored pairs anyway: leave the loss's own similarity_fct")
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
+        monitor.watch(loss)
+    assert str(refused.value) == refusal
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(loss)
+    assert str(refused.value) == refusal
+
+
 def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
     """CoSENTLoss scores (sentence1, sentence2) pairs: its recorded similarity is a [B] vector,
     which was read as a matrix and skipped with an IndexError's 'Dimension out of range'."""
