@@ -159,6 +159,11 @@ def record_scores(loss: torch.nn.Module) -> torch.nn.Module:
         >>> type(record_scores(loss).similarity_fct).__name__
         'RecordingSimilarity'
     """
+    if isinstance(loss, type):
+        raise GradlabError(
+            f"loss must be a sentence-transformers loss made already (an instance); got the "
+            f"class {loss.__name__}: record_scores({loss.__name__}(model, ...))"
+        )
     current = getattr(loss, "similarity_fct", None)
     if not callable(current):
         raise GradlabError(

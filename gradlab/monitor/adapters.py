@@ -619,6 +619,12 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
     if hasattr(similarity, "score_recorder"):
         return
     where = "gradlab.integrations.sentence_transformers"
+    if ".losses" not in type(module).__module__:  # the model, or one of its modules
+        raise GradlabError(
+            f"loss_fn {type(module).__name__} is a sentence-transformers model or module, not a "
+            "loss: watch the loss you train it with, e.g. MultipleNegativesRankingLoss(model, "
+            f"similarity_fct={where}.RecordingSimilarity())"
+        )
     raise GradlabError(
         f"loss_fn {type(module).__name__} is a sentence-transformers loss whose score matrix the "
         "Monitor cannot read: it is called on tokenised features, and only the matrices its "

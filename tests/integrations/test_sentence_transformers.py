@@ -381,3 +381,28 @@ def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
             watched(sentence_features(model, first, second), torch.linspace(0, 1, 6)).backward()
         monitor.step()
     assert monitor.skipped_calls == 1
+
+
+def test_a_model_watched_in_place_of_its_loss_is_named_a_model(tmp_path):
+    """callback.watch(model) said the model was 'a sentence-transformers loss whose score
+    matrix the Monitor cannot read'."""
+    model = static_model()
+    expected = ("SentenceTransformer is a sentence-transformers model or module, not a loss: "
+                "watch the loss you train it with, e.g. MultipleNegativesRankingLoss(model, "
+                "similarity_fct=gradlab.integrations.sentence_transformers.RecordingSimilarity())")
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(model)
+    assert str(refused.value) == f"loss_fn {expected}"
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
+        monitor.watch(model[0])
+    assert str(refused.value).startswith("loss_fn StaticEmbedding is a sentence-transformers "
+                                         "model or module, not a loss")  # fmt: skip
+
+
+def test_record_scores_of_a_loss_class_asks_for_an_instance():
+    # the class itself was refused as "type has none"
+    with pytest.raises(GradlabError) as refused:
+        record_scores(losses.GISTEmbedLoss)
+    assert str(refused.value) == (
+        "loss must be a sentence-transformers loss made already (an instance); got the class "
+        "GISTEmbedLoss: record_scores(GISTEmbedLoss(model, ...))")
