@@ -218,6 +218,7 @@ class _Stitcher:
         self.queries: list[torch.Tensor] = []  # the i2t matrix's row chunks' embeddings
         self.candidates: dict[int, torch.Tensor] = {}  # its column blocks' embeddings
         self.rank = _rank_offset(loss)  # 0 unless the loss gathers across processes
+        self.gathered = _gathers(loss)  # its candidates are every process's: no geometry
         self.gist = _is_gist(loss)
         # GIST: the anchors' address and the positives' (start, end) in memory, from its first
         # call, and each negative column's address -> its block
@@ -279,8 +280,10 @@ class _Stitcher:
         self.candidates.setdefault(block, b)
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The embeddings of the i2t matrix: its queries and its candidates, block by block."""
-        if not self.queries or 0 not in self.candidates:
+        """The embeddings of the i2t matrix: its queries and its candidates, block by block;
+        None when the candidates were gathered from other processes (this process's queries
+        against every process's candidates would mix the local batch with the global one)."""
+        if self.gathered or not self.queries or 0 not in self.candidates:
             return None
         blocks = [self.candidates[block] for block in sorted(self.candidates)]
         return torch.cat(self.queries), torch.cat(blocks)
@@ -318,6 +321,13 @@ class _Stitcher:
     def finish(self) -> list[ScoreCapture]:
         """The captures, ``i2t`` first."""
         return [self.stitches[name].finish() for name in ("i2t", "t2i") if name in self.stitches]
+
+
+def _gathers(loss: object) -> bool:
+    """Whether the loss gathers its candidates from several processes."""
+    distributed = torch.distributed
+    return bool(getattr(loss, "gather_across_devices", False) and distributed.is_available()
+                and distributed.is_initialized() and distributed.get_world_size() > 1)  # fmt: skip
 
 
 def _rank_offset(loss: object) -> int:

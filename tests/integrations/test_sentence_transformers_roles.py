@@ -212,6 +212,7 @@ def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(mon
                                                                               gather):
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
     generator = torch.Generator().manual_seed(3)
     documents = torch.randn(8, 5, generator=generator)
     anchors = (documents[4:] + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
@@ -223,6 +224,25 @@ def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(mon
     torch.testing.assert_close(capture.scores.to(torch.float64),
                                cosine64(anchors.detach().double(), documents.double()),
                                atol=1e-6, rtol=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("gather", [True, False])
+def test_gathered_candidates_give_the_geometry_no_features(monkeypatch, rank, gather):
+    """This process's anchors against every process's documents: the modality gap mixed the
+    local queries with the global candidates (rank 0 too, whose positives need no offset)."""
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: rank)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    generator = torch.Generator().manual_seed(3)
+    documents = torch.randn(8 if gather else 4, 5, generator=generator)
+    anchors = torch.randn(4, 5, generator=generator).requires_grad_()
+    batch = captured(GatheringLoss(documents, rank if gather else 0, gather), anchors)
+    if gather:
+        assert batch.features is None and batch.compared is None
+    else:
+        queries, candidates = batch.features
+        assert torch.equal(queries, anchors.detach()) and torch.equal(candidates, documents)
 
 
 class CachedGatheringLoss(GatheringLoss):
@@ -247,6 +267,7 @@ def test_gathered_mini_batches_offset_the_positives_by_rank_times_the_whole_loca
     # 1 x 4 + i, not 1 x 2 + i (the mini-batch's size)
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: 1)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
     generator = torch.Generator().manual_seed(6)
     documents = torch.randn(8, 5, generator=generator)
     anchors = (documents[4:] + 0.1 * torch.randn(4, 5, generator=generator)).requires_grad_()
