@@ -206,6 +206,7 @@ class Monitor:
         self._unwatched_warned = False
         self._calls_at_step: int | None = None  # self.calls at the previous step()
         self._repeat_warned = False
+        self._second_loss_warned = False  # two watched losses called before one step()
         self._same_warned = False  # every rank held the same batch (torch.distributed)
         self._no_gradient_warned = False
         self._outside_graph_warned = False
@@ -421,6 +422,8 @@ class Monitor:
             batch.provides = adapter.provides
             for quantity in self._due_now() if due is None else due:
                 quantity.at_call(batch)  # what the optimizer step will move, taken now
+            if self._pending is not None and self._pending_adapter is not adapter:
+                self._warn_second_loss(self._pending_adapter, adapter)
             self._pending, self._pending_adapter = batch, adapter
         except Exception as error:
             if batch is not None:  # read, but not kept: its gradient hooks go with it
@@ -567,6 +570,22 @@ class Monitor:
             "once per optimizer step, after backward (later such steps are not warned about)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
+        )
+
+    def _warn_second_loss(self, first: LossAdapter, second: LossAdapter) -> None:
+        """Warn once when two different watched losses are called before one step() (a
+        compute_loss that adds two losses): the step logs the last one's batch alone, and
+        its ``loss`` key is that loss's value, not the sum the optimizer follows."""
+        if self._second_loss_warned:
+            return
+        self._second_loss_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: step {self.step_count}: two watched losses were called before "
+            f"monitor.step() ({first.name}, then {second.name}); the step logs the last call's "
+            f"batch, so its values (the loss among them) are those of {second.name} alone, not "
+            "of their sum (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),
         )
 
     def _warn_no_gradient(self, step: int, due: list[Quantity]) -> None:

@@ -36,8 +36,8 @@ def test_each_step_is_read_with_the_loss_called_last(tmp_path, order, preset):
         ntxent = monitor.watch(gradlab.NTXentLoss(0.1))
     assert monitor.not_logged == {}  # each quantity is served by one of the two losses
     expected_norms = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # no quantity may fail and be turned off
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # no quantity may fail and be turned off (checked below)
         for step in range(4):
             embeddings, labels, scores = _batch(step)
             embeddings.requires_grad_(True)
@@ -54,6 +54,14 @@ def test_each_step_is_read_with_the_loss_called_last(tmp_path, order, preset):
             monitor.step()
     monitor.close()
     assert monitor.disabled == {}
+    # the one warning: two losses before one step() log the last one's batch alone
+    first, second = ("NTXentLoss", "SmoothAPLoss")
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: step 0: two watched losses were called before monitor.step() (the "
+        f"watched loss {first}, then the watched loss {second}); the step logs the last call's "
+        f"batch, so its values (the loss among them) are those of the watched loss {second} "
+        "alone, not of their sum (later such steps are not warned about)"]
+    assert caught[0].filename == __file__  # the line that called the loss
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     by_step = {record["step"]: record for record in records}
     for step in (0, 2):
@@ -95,3 +103,16 @@ def test_the_full_preset_keeps_the_plain_gradient_counts_of_a_score_loss(tmp_pat
     for key in ("gradient_count_mean", "queries_without_gradient"):
         assert logged["full"][key] == logged["default"][key]
     assert "gradient_count_mean_weighted" not in logged["full"]
+
+
+def test_one_loss_called_twice_before_a_step_is_no_second_loss(tmp_path):
+    """Gradient accumulation: the same watched loss on two micro-batches warns of nothing."""
+    with Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for step in range(2):
+                for micro in range(2):
+                    embeddings, labels, _ = _batch(2 * step + micro)
+                    loss_fn(embeddings.requires_grad_(True), labels).backward()
+                monitor.step()
