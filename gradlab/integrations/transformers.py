@@ -416,7 +416,10 @@ class GradlabTrainerCallback(TrainerCallback):
         except RunExistsError as error:  # the options are this callback's arguments
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
+        resumed_at = self.monitor.step_count  # the folder's last logged step + 1 (resume)
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
+        if resumed_at > self.monitor.step_count:
+            self._warn_resumed_behind(folder, resumed_at - 1, self.monitor.step_count)
         self._first_step = int(state.global_step)  # a resumed run starts past 0
         self._calls_at_step = 0
         self.last_record = None
@@ -483,6 +486,22 @@ class GradlabTrainerCallback(TrainerCallback):
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )
+
+    @staticmethod
+    def _warn_resumed_behind(folder: object, last: int, first: int) -> None:
+        """Warn that ``resume=True`` continues a run whose last logged step lies at or past the
+        Trainer's first step (the Trainer itself was not resumed from a checkpoint)."""
+        steps = f"step {first}" if first == last else f"steps {first}-{last}"
+        warnings.warn(
+            f"GradlabTrainerCallback: resume=True continues the run in {str(folder)!r}, whose "
+            f"last logged step is {last}, but the Trainer starts at step {first}: its {steps} "
+            "will be logged again after the earlier ones, and gradlab plot draws the later "
+            "records of those steps in place of the earlier; resume the Trainer too "
+            "(trainer.train(resume_from_checkpoint=True)), or pass overwrite=True to start the "
+            "folder afresh",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
+        )
 
     def _warn_taken_keys(self, taken: list[str]) -> None:
         """Warn once that the Trainer's logs hold keys of gradlab's record already (an empty

@@ -666,3 +666,29 @@ def test_logging_steps_refuses_what_is_no_positive_integer(n):
 
     with pytest.raises(GradlabError, match=rf"^n must be a positive integer; got {n!r}$"):
         LoggingSteps(n)
+
+
+@pytest.mark.parametrize("restart", [0, 1, 2])
+def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path, restart):
+    """resume=True while the Trainer starts over (no resume_from_checkpoint): its steps were
+    logged again in silence, after the earlier ones. A Trainer resumed at the run's end is
+    quiet."""
+    first = GradlabTrainerCallback(tmp_path / "run", preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    first.on_train_begin(args, state, None)
+    train_steps(first, args, state, first.watch(gradlab.NTXentLoss(0.05)), 2)
+    first.on_train_end(args, state, None)
+    again = GradlabTrainerCallback(tmp_path / "run", preset="cheap", resume=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again.on_train_begin(args, trainer_state(global_step=restart), None)
+    again.on_train_end(args, state, None)
+    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    assert messages == ([] if restart == 2 else [
+        f"GradlabTrainerCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, "
+        f"whose last logged step is 2, but the Trainer starts at step {restart + 1}: its "
+        f"{'steps 1-2' if restart == 0 else 'step 2'} will be logged again after the earlier "
+        "ones, and gradlab plot draws the later records of those steps in place of the "
+        "earlier; resume the Trainer too "
+        "(trainer.train(resume_from_checkpoint=True)), or pass overwrite=True to start the "
+        "folder afresh"])
