@@ -68,7 +68,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
-from gradlab.monitor.sinks import scalars
+from gradlab.monitor.sinks import SINKS, scalars
 from gradlab.monitor.watched import WatchedCall, watched_like
 from gradlab.validation import check_positive_int
 
@@ -416,6 +416,7 @@ class GradlabTrainerCallback(TrainerCallback):
         except RunExistsError as error:  # the options are this callback's arguments
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
+        self._warn_twice_reported(args)
         resumed_at = self.monitor.step_count  # the folder's last logged step + 1 (resume)
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
         if resumed_at > self.monitor.step_count:
@@ -483,6 +484,27 @@ class GradlabTrainerCallback(TrainerCallback):
                 "GradlabTrainerCallback was not attached with callback.attach(trainer): the "
                 f"report_to callbacks ({', '.join(args.report_to)}) ran before it and did not "
                 "receive gradlab's values (metrics.jsonl and state.log_history have them)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
+            )
+
+    def _warn_twice_reported(self, args: Any) -> None:
+        """Warn when a sink of the Monitor and the Trainer's ``report_to`` send gradlab's values
+        to one backend: on_log hands them to ``report_to`` already, so each is logged twice."""
+        report_to = getattr(args, "report_to", None) or []
+        report_to = [report_to] if isinstance(report_to, str) else list(report_to)
+        if not self.attached or not report_to:
+            return
+        sinks = {name for name, kind in SINKS.items() for sink in self.options.sinks
+                 if sink == name or isinstance(sink, kind)}  # fmt: skip
+        both = sorted(sinks & {"tensorboard", "wandb", "mlflow"}
+                      & (set(report_to) | ({"tensorboard", "wandb", "mlflow"}
+                                           if "all" in report_to else set())))  # fmt: skip
+        if both:
+            warnings.warn(
+                f"GradlabTrainerCallback: sinks {both} and report_to {report_to} both send "
+                "gradlab's values to the same backend, so each is logged twice per step: the "
+                "Trainer's report_to receives them through on_log already; drop those sinks",
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
             )

@@ -692,3 +692,25 @@ def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path
         "earlier; resume the Trainer too "
         "(trainer.train(resume_from_checkpoint=True)), or pass overwrite=True to start the "
         "folder afresh"])
+
+
+@pytest.mark.parametrize(("report_to", "twice"), [(["mlflow"], ["mlflow"]), ("all", ["mlflow"]),
+                                                  (["tensorboard"], []), ([], [])])
+def test_a_sink_that_report_to_also_feeds_warns_of_values_logged_twice(tmp_path, report_to,
+                                                                         twice):  # fmt: skip
+    """sinks=["mlflow"] beside report_to="mlflow" wrote every gradlab value twice a step into
+    the same MLflow run."""
+    callback = GradlabTrainerCallback(preset="cheap", sinks=["jsonl", "mlflow"])
+    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[]))
+    callback.attach(trainer)
+    args = arguments(tmp_path, report_to=report_to)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        callback.on_train_begin(args, trainer_state(), None)
+    callback.on_train_end(args, trainer_state(), None)
+    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    shown = [report_to] if isinstance(report_to, str) else report_to
+    assert messages == ([
+        f"GradlabTrainerCallback: sinks {twice} and report_to {shown} both send gradlab's "
+        "values to the same backend, so each is logged twice per step: the Trainer's report_to "
+        "receives them through on_log already; drop those sinks"] if twice else [])
