@@ -432,3 +432,17 @@ def test_a_score_matrix_and_its_positives_on_two_devices_are_refused_by_name(mak
     with pytest.raises(GradlabError, match=r"^tensors must be on one device; got scores on "
                                            r"cuda:0, positives on cpu$"):  # fmt: skip
         make()(torch.eye(4, device="cuda"), positives)
+
+
+@pytest.mark.parametrize("loss_fn", [gradlab.SmoothAPLoss(), gradlab.FastAPLoss(),
+                                     gradlab.FAPPYLoss(), gradlab.BlackboxAPLoss()],
+                         ids=lambda loss: type(loss).__name__)  # fmt: skip
+def test_the_embedding_losses_ignore_the_scale_of_rows_within_the_documented_range(loss_fn):
+    """docs/loss_reliability.md: rows of float32 entries from about 1e-11 to 1e18 give the loss
+    of the unit rows (F.normalize's floor of 1e-12 and float32's overflow of the squares lie
+    outside); a row scaled by 1e-13 or 1e19 would not."""
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
+    labels = torch.tensor([0, 0, 1, 1, 2, 2])
+    expected = float(loss_fn(F.normalize(embeddings.double(), dim=1).float(), labels))
+    for scale in (1e-11, 1.0, 1e18):
+        assert float(loss_fn(embeddings * scale, labels)) == pytest.approx(expected, abs=1e-5)
