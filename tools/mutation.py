@@ -82,6 +82,11 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "mutation.json"
 EQUIVALENTS = ROOT / "tools" / "mutation_equivalents.json"
 
+HALF_PRECISION_HISTOGRAMS = (
+    "tests/functional/test_half_precision.py::test_histogram_losses_bin_half_precision_in_float32"
+)
+"""FastAP's and FAPPY's half-precision inputs, computed in float32, against the float64 loops."""
+
 FUNCTIONAL_TESTS = {
     "siglip": ["tests/functional/test_siglip.py", "tests/test_siglip_loss.py",
                "tests/functional/test_half_precision.py",
@@ -97,8 +102,9 @@ FUNCTIONAL_TESTS = {
         "tests/monitor/test_shared.py",
         "tests/monitor/test_recorded_column_weights.py",  # the split from SmoothAP's backward
     ],
-    "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py"],
-    "fastap": ["tests/functional/test_fastap_blackbox.py"],
+    "fappy": ["tests/functional/test_fappy.py", "tests/functional/test_fappy_bin_widths.py",
+              HALF_PRECISION_HISTOGRAMS],
+    "fastap": ["tests/functional/test_fastap_blackbox.py", HALF_PRECISION_HISTOGRAMS],
     "geometry": ["tests/functional/test_geometry.py", "tests/functional/test_geometry_in_batch.py",
                  "tests/monitor/test_geometry_quantities.py"],
     "gradient_anatomy": ["tests/functional/test_gradient_anatomy.py"],
@@ -569,7 +575,10 @@ LIBRARY_TESTS = {
             "test_gist_records_anchor_positive_and_negative_columns_without_masked_pairs",
             "test_the_similarity_returns_the_wrapped_function_s_matrix_and_gradient",
             "test_bad_arguments_are_refused",
-            "test_a_pairwise_similarity_is_named_not_read_as_a_matrix")),
+            "test_a_pairwise_similarity_is_named_not_read_as_a_matrix",
+            "test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when_"
+            "watched",
+            "test_record_scores_of_a_loss_class_asks_for_an_instance")),
         "tests/integrations/test_sentence_transformers_matryoshka.py",
     ],
     # open_clip's loss.py loaded by file and the stand-ins, one process (no gloo pair)
