@@ -508,3 +508,22 @@ def test_non_finite_embeddings_without_validation_are_named_as_the_caller_passed
             call()
         assert str(caught.value).startswith("embeddings must be finite")
         assert "row 5" in str(caught.value)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_scores_are_binned_in_float32_and_p_returned_in_their_dtype(dtype):
+    """Bins of 2^-15: their index passes float16's largest value (a RuntimeError in clamp) and
+    bfloat16's integers (wrong edges); binned in float32, P is the loops' on the same rounded
+    scores, returned in the scores' dtype."""
+    vectors = torch.randn(6, 4, generator=torch.Generator().manual_seed(5))
+    unit = torch.nn.functional.normalize(vectors, dim=1)
+    scores = (unit @ unit.T).clamp(-1.0, 1.0).to(dtype)
+    labels = [0, 0, 1, 1, 2, 2]
+    probabilities, (first, second) = false_positive_probability(scores, torch.tensor(labels),
+                                                                2**-15)  # fmt: skip
+    assert probabilities.dtype == dtype
+    rounded = scores.double().tolist()
+    expected = [fappy_pair(rounded, labels, int(i), int(j), 2**-15)
+                for i, j in zip(first, second, strict=True)]  # fmt: skip
+    torch.testing.assert_close(probabilities.double(), torch.tensor(expected, dtype=torch.float64),
+                               atol=torch.finfo(dtype).eps, rtol=torch.finfo(dtype).eps)
