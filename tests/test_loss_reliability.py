@@ -217,15 +217,16 @@ def test_parameters_that_overflow_float32_are_refused_with_their_range(construct
 FLOAT32_MAX = torch.finfo(torch.float32).max
 
 
-def _largest_score(name, rows, columns, direction):
+def _largest_score(name, rows, columns, direction, dtype):
     """The documented bound on |s| (docs/loss_reliability.md): every summed term within
-    max / (4 terms), so that the loss's sums stay within half of float32's largest value."""
+    max / (4 terms), so that the loss's sums stay within half of the dtype's largest value."""
+    largest = torch.finfo(dtype).max
     directions = 2 if direction == "both" else 1
     if name == "nt_xent":  # per query (s_qc - s_qp) / T, max(Q, C) queries per direction
-        return FLOAT32_MAX / (4 * max(rows, columns) * directions) * 0.5  # T = 0.5
+        return largest / (4 * max(rows, columns) * directions) * 0.5  # T = 0.5
     if name == "max_violation":  # margin - s_qp + s_qn per positive, Q C of them per direction
-        return FLOAT32_MAX / (4 * rows * columns * directions) - 0.2
-    return (FLOAT32_MAX / (4 * rows * columns) - 3.0) / 2.0  # SigLIP: |2 s + 3| per pair
+        return largest / (4 * rows * columns * directions) - 0.2
+    return (largest / (4 * rows * columns) - 3.0) / 2.0  # SigLIP: |2 s + 3| per pair
 
 
 SCORE_LOSS_CALLS = {
@@ -234,31 +235,67 @@ SCORE_LOSS_CALLS = {
                                                                    reduction=r),
     "siglip": lambda s, p, d, r: sigmoid_pair_loss(s, p, scale=2.0, bias=3.0, reduction=r),
 }
+SCORE_BOUND_WHY = {
+    "nt_xent": "the sum over the queries of every direction of (s_qc - s_qp) / temperature "
+               "must fit {dtype}",
+    "max_violation": "the sum of margin - s_qp + s_qn over every positive and direction must "
+                     "fit {dtype}",
+    "siglip": "the sum over every pair of |scale x s + bias| must fit {dtype}",
+}
 
 
 @pytest.mark.parametrize("name", SCORE_LOSS_CALLS)
-@pytest.mark.parametrize("shape", [(2, 2), (3, 5)])
+@pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5)])
 @pytest.mark.parametrize("direction", ["both", "i2t"])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scores_within_the_bound_keep_the_loss_finite_and_past_it_are_refused(
-    name, shape, direction, reduction
+    name, shape, direction, reduction, dtype
 ):
     """Scores of +-1e38 gave an infinite float32 loss under validate=True: each score was
-    bounded, their sums over queries, positives and directions were not."""
+    bounded, their sums over queries, positives and directions were not. float64 scores are
+    bounded by float64's range, in which they are computed."""
     if name == "siglip" and direction != "both":
         pytest.skip("SigLIP has no direction")
     rows, columns = shape
-    largest = _largest_score(name, rows, columns, direction)
+    largest = _largest_score(name, rows, columns, direction, dtype)
     positives = torch.zeros(rows, columns, dtype=torch.bool)
     positives[torch.arange(rows), torch.arange(rows) % columns] = True
-    signs = torch.where(positives, -1.0, 1.0)  # positives low, negatives high: the worst case
+    signs = torch.where(positives, -1.0, 1.0).to(dtype)  # positives low, negatives high
     call = SCORE_LOSS_CALLS[name]
     inside = (signs * largest * (1 - 1e-6)).requires_grad_(True)
     loss = call(inside, positives, direction, reduction)
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(inside.grad).all()
-    with pytest.raises(GradlabError, match=r"^scores must lie in \[-"):
-        call(signs * largest * (1 + 1e-5), positives, direction, reduction)
+    past = signs * largest * (1 + 1e-5)
+    why = SCORE_BOUND_WHY[name].format(dtype=dtype)
+    with pytest.raises(GradlabError) as refused:
+        call(past, positives, direction, reduction)
+    assert str(refused.value) == (
+        f"scores must lie in [-{largest:.3g}, {largest:.3g}] ({why}); got a score of magnitude "
+        f"{float(past.abs().max()):.3g}")
+
+
+@pytest.mark.parametrize(("name", "size"), [("margin", 6_600), ("|bias|", 9_300)])
+def test_a_margin_or_bias_that_alone_overflows_a_large_batch_is_refused_by_name(name, size):
+    """A view of one zero score as a 6,600 x 6,600 (VSE++, both directions) or a 9,300 x 9,300
+    (SigLIP) matrix: its float32 sum's budget per term falls below 1e30, so a margin or bias
+    within the loss's range alone passes it."""
+    scores = torch.zeros(1, 1).expand(size, size)  # no memory
+    terms = size * size * (2 if name == "margin" else 1)
+    budget = FLOAT32_MAX / (4 * terms)
+    assert budget < 1e30
+    if name == "margin":
+        call, why = lambda: max_violation_triplet_loss(scores, torch.arange(size), 1e30), (
+            "the sum of margin - s_qp + s_qn over every positive and direction must fit "
+            "torch.float32")
+    else:
+        call, why = lambda: sigmoid_pair_loss(scores, torch.arange(size), 1.0, -1e30), (
+            "the sum over every pair of |scale x s + bias| must fit torch.float32")
+    with pytest.raises(GradlabError) as refused:
+        call()
+    assert str(refused.value) == (f"{name} must be below {budget:.3g} for a loss that sums "
+                                  f"{terms} terms in torch.float32 ({why}); got 1e+30")
 
 
 def test_an_offset_that_alone_overflows_the_sum_of_its_terms_is_refused():
@@ -274,6 +311,9 @@ def test_an_offset_that_alone_overflows_the_sum_of_its_terms_is_refused():
         score_bound(torch.float32, terms, 1e29, 1.0, "|bias|", "why")
     largest, _ = score_bound(torch.float32, terms, 1e28, 2.0, "|bias|", "why")
     assert largest == pytest.approx((budget - 1e28) / 2.0, rel=1e-15)
+    with pytest.raises(GradlabError, match=r"^\|bias\| must be below "):  # at the budget itself
+        score_bound(torch.float32, terms, budget, 1.0, "|bias|", "why")
+    assert score_bound(torch.float32, 1, 0.0, 1.0, "x", "")[0] == FLOAT32_MAX / 4  # one term
 
 
 def test_the_smallest_accepted_tau_gives_a_finite_loss_and_gradient_in_float32():

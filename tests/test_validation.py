@@ -15,6 +15,7 @@ from gradlab.validation import (
     check_floating_dtype,
     check_in_range,
     check_int_in_range,
+    check_interpolation,
     check_ks,
     check_non_negative_finite,
     check_optional_callable,
@@ -316,3 +317,11 @@ def test_other_seeds_are_refused_naming_the_argument_and_the_range(seed):
         check_seed("--seed", seed)
     assert str(raised.value) == f"--seed must be a whole number from 0 to 2**32 - 1; got {seed!r}"
 
+
+
+def test_the_interpolation_lies_between_1e_30_and_1e30_with_the_reason():
+    assert check_interpolation(1e-30) == 1e-30 and check_interpolation(1e30) == 1e30
+    for value in (1e-46, 0.0, 1.5e30, math.inf, "4"):
+        assert _refusal(lambda value=value: check_interpolation(value)) == (
+            "interpolation must be a finite number in [1e-30, 1e+30] (1/interpolation and the "
+            f"perturbed scores must stay finite in float32); got {value!r}")
