@@ -209,7 +209,7 @@ LABEL_SETS = [[0, 1, 2] * 3, [0, 0, 1, 1, 1, 2, 2, 3, 3, 3], [0, 0, 1, 1, 1, 2, 
 
 @pytest.mark.parametrize("labels", LABEL_SETS)
 @pytest.mark.parametrize("recorded", [True, False])
-@pytest.mark.parametrize("threshold", [0.005, 0.5])
+@pytest.mark.parametrize("threshold", [0.005, 0.5, 5.0])  # 5 > 1 / (4 tau): an empty window
 def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorded, threshold):
     embeddings = _random((len(labels), 3), len(labels)) * 0.3
     tensor = torch.tensor(labels)
@@ -230,6 +230,19 @@ def test_plain_and_weighted_counts_equal_loops_without_the_query(labels, recorde
         has_positive = [labels.count(label) > 1 for label in labels]
         without = sum(c == 0 and p for c, p in zip(counts, has_positive, strict=True))
         assert got[f"queries_without_gradient{suffix}"] == without
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_batch_of_singletons_has_no_count(recorded):
+    """No query has a positive (so none has a ranking to learn): every key is NaN, undefined,
+    on each path (without the loss's groups, no positive to pack)."""
+    embeddings = _random((5, 3), 5)
+    labels = torch.arange(5)
+    batch = (_batch_with_record(embeddings, labels, TAU) if recorded
+             else BatchView(embeddings=embeddings, labels=labels, tau=TAU))  # fmt: skip
+    got = _compute(GradientCounts(), batch)
+    assert set(got) == {"gradient_count_mean", "queries_without_gradient"}
+    assert all(math.isnan(value) for value in got.values())
 
 
 def test_counts_reach_zero_for_some_queries_and_not_for_queries_without_positives():
