@@ -650,6 +650,7 @@ def test_an_empty_prefix_never_overwrites_the_trainer_s_own_values(tmp_path):
             callback.on_log(args, state, None, logs=logs)
         assert logs["loss"] == state.log_history[-1]["loss"] == 123.0 + step
         assert "degenerate_batches" in logs  # gradlab's other keys still added
+        assert all(w.filename == __file__ for w in caught)  # the caller's line
         messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
         assert messages == ([] if step == 2 else [
             "GradlabTrainerCallback: the Trainer's logs hold ['loss'] already, which gradlab's "
@@ -683,6 +684,7 @@ def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path
         warnings.simplefilter("always")
         again.on_train_begin(args, trainer_state(global_step=restart), None)
     again.on_train_end(args, state, None)
+    assert all(w.filename == __file__ for w in caught)  # the line that started training
     messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
     assert messages == ([] if restart == 2 else [
         f"GradlabTrainerCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, "
@@ -694,23 +696,29 @@ def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path
         "folder afresh"])
 
 
-@pytest.mark.parametrize(("report_to", "twice"), [(["mlflow"], ["mlflow"]), ("all", ["mlflow"]),
-                                                  (["tensorboard"], []), ([], [])])
-def test_a_sink_that_report_to_also_feeds_warns_of_values_logged_twice(tmp_path, report_to,
-                                                                         twice):  # fmt: skip
+@pytest.mark.parametrize("sink", ["tensorboard", "wandb", "mlflow"])
+@pytest.mark.parametrize(("report_to", "twice", "attached"), [
+    ("sink", True, True), ("all", True, True), ("other", False, True), ("none", False, True),
+    ("sink", False, False)])  # fmt: skip
+def test_a_sink_that_report_to_also_feeds_warns_of_values_logged_twice(tmp_path, sink, report_to,
+                                                                         twice, attached):
     """sinks=["mlflow"] beside report_to="mlflow" wrote every gradlab value twice a step into
-    the same MLflow run."""
-    callback = GradlabTrainerCallback(preset="cheap", sinks=["jsonl", "mlflow"])
-    trainer = SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[]))
-    callback.attach(trainer)
+    the same MLflow run. An unattached callback's values reach no report_to backend (that has
+    its own warning), so it does not warn of this."""
+    other = "tensorboard" if sink != "tensorboard" else "mlflow"
+    report_to = {"sink": [sink], "other": [other], "all": "all", "none": []}[report_to]
+    callback = GradlabTrainerCallback(preset="cheap", sinks=["jsonl", sink])
+    if attached:
+        callback.attach(SimpleNamespace(callback_handler=SimpleNamespace(callbacks=[])))
     args = arguments(tmp_path, report_to=report_to)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         callback.on_train_begin(args, trainer_state(), None)
     callback.on_train_end(args, trainer_state(), None)
-    messages = [str(w.message) for w in caught if w.category is RuntimeWarning]
+    caught = [w for w in caught if w.category is RuntimeWarning]
     shown = [report_to] if isinstance(report_to, str) else report_to
-    assert messages == ([
-        f"GradlabTrainerCallback: sinks {twice} and report_to {shown} both send gradlab's "
+    assert [str(w.message) for w in caught] == ([
+        f"GradlabTrainerCallback: sinks {[sink]} and report_to {shown} both send gradlab's "
         "values to the same backend, so each is logged twice per step: the Trainer's report_to "
         "receives them through on_log already; drop those sinks"] if twice else [])
+    assert all(w.filename == __file__ for w in caught)  # the line that started training

@@ -62,6 +62,7 @@ def test_each_step_is_read_with_the_loss_called_last(tmp_path, order, preset):
         f"batch, so its values (the loss among them) are those of the watched loss {second} "
         "alone, not of their sum (later such steps are not warned about)"]
     assert caught[0].filename == __file__  # the line that called the loss
+    assert caught[0].category is RuntimeWarning
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     by_step = {record["step"]: record for record in records}
     for step in (0, 2):
