@@ -312,6 +312,8 @@ MNRL_SOFTMAX_SETTINGS = {
     "hardness": ({"hardness_mode": "in_batch_negatives", "hardness_strength": 5.0},
                  "hardness_mode='in_batch_negatives' weights its negatives by their scores: its "
                  "softmax is not that of the recorded scores"),
+    "hardness of strength 0": ({"hardness_mode": "in_batch_negatives",
+                                "hardness_strength": 0.0}, None),  # no weighting at all
     "default": ({}, None),
     "symmetric per direction": ({"directions": ("query_to_doc", "doc_to_query"),
                                  "partition_mode": "per_direction"}, None),

@@ -226,19 +226,20 @@ def test_gathered_documents_put_the_positive_of_row_i_at_rank_times_b_plus_i(mon
                                atol=1e-6, rtol=0)  # fmt: skip
 
 
-@pytest.mark.parametrize("rank", [0, 1])
-@pytest.mark.parametrize("gather", [True, False])
-def test_gathered_candidates_give_the_geometry_no_features(monkeypatch, rank, gather):
+@pytest.mark.parametrize(("rank", "world", "gather"), [
+    (0, 2, True), (1, 2, True), (0, 2, False), (1, 2, False), (0, 1, True)])  # fmt: skip
+def test_gathered_candidates_give_the_geometry_no_features(monkeypatch, rank, world, gather):
     """This process's anchors against every process's documents: the modality gap mixed the
-    local queries with the global candidates (rank 0 too, whose positives need no offset)."""
+    local queries with the global candidates (rank 0 too, whose positives need no offset). One
+    process gathers only its own documents: its geometry stands."""
     monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None: rank)
-    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: world)
     generator = torch.Generator().manual_seed(3)
-    documents = torch.randn(8 if gather else 4, 5, generator=generator)
+    documents = torch.randn(4 * world if gather else 4, 5, generator=generator)
     anchors = torch.randn(4, 5, generator=generator).requires_grad_()
     batch = captured(GatheringLoss(documents, rank if gather else 0, gather), anchors)
-    if gather:
+    if gather and world > 1:
         assert batch.features is None and batch.compared is None
     else:
         queries, candidates = batch.features
