@@ -244,9 +244,10 @@ SCORE_BOUND_WHY = {
 }
 
 
-@pytest.mark.parametrize("name", SCORE_LOSS_CALLS)
+@pytest.mark.parametrize(("name", "direction"), [  # SigLIP has no direction
+    ("nt_xent", "both"), ("nt_xent", "i2t"), ("max_violation", "both"), ("max_violation", "i2t"),
+    ("siglip", "both")])  # fmt: skip
 @pytest.mark.parametrize("shape", [(1, 1), (2, 2), (3, 5)])
-@pytest.mark.parametrize("direction", ["both", "i2t"])
 @pytest.mark.parametrize("reduction", ["mean", "sum"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_scores_within_the_bound_keep_the_loss_finite_and_past_it_are_refused(
@@ -255,8 +256,6 @@ def test_scores_within_the_bound_keep_the_loss_finite_and_past_it_are_refused(
     """Scores of +-1e38 gave an infinite float32 loss under validate=True: each score was
     bounded, their sums over queries, positives and directions were not. float64 scores are
     bounded by float64's range, in which they are computed."""
-    if name == "siglip" and direction != "both":
-        pytest.skip("SigLIP has no direction")
     rows, columns = shape
     largest = _largest_score(name, rows, columns, direction, dtype)
     positives = torch.zeros(rows, columns, dtype=torch.bool)
