@@ -170,8 +170,8 @@ def blackbox_ap_loss(
 
     layout = in_batch_layout(embeddings, labels, validate=validate)
     scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
-    from gradlab.functional.losses import mean_ap_loss
+    from gradlab.functional.losses import _mean_ap_loss
 
     with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
         ap = blackbox_ap(scores, layout.positives, interpolation, margin)
-    return mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))
+    return _mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))

@@ -300,9 +300,10 @@ def fappy_loss(
     """
     normalization = check_normalization(normalization)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
-    normalized = unit_rows(widened(embeddings))  # a zero row: 0
+    wide = widened(embeddings)  # half precision: computed in float32
+    normalized = unit_rows(wide)  # a zero row: 0
     similarities = normalized @ normalized.T
-    loss = widened(embeddings).sum() * 0.0
+    loss = wide.sum() * 0.0
     for delta in fappy_deltas(delta_min):
         with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
             probabilities, (first, second) = false_positive_probability(similarities, labels,

@@ -134,6 +134,14 @@ def mean_ap_loss(
         check_tensor("defined", defined, ndims=(1,), kind="bool")
         check_shape("defined", defined, ap.shape, "[Q], one flag per AP")
         check_same_device(ap=ap, defined=defined)
+    return _mean_ap_loss(ap, reference, defined)
+
+
+def _mean_ap_loss(
+    ap: torch.Tensor, reference: torch.Tensor, defined: torch.Tensor | None
+) -> torch.Tensor:
+    """:func:`mean_ap_loss` of the losses' own tensors, unchecked (each call of a loss would
+    pay the checks again)."""
     if defined is None:
         defined = ~torch.isnan(ap)
     count = defined.sum()
@@ -297,7 +305,7 @@ def smooth_ap_loss(
     has_positive = torch.zeros(scores.shape[0], dtype=torch.bool, device=scores.device)
     for group in groups:  # O(Q): no second [Q, C] mask; a fill, not a copy of a host True
         has_positive.index_fill_(0, group.queries, True)
-    return mean_ap_loss(ap, scores, has_positive)
+    return _mean_ap_loss(ap, scores, has_positive)
 
 
 def no_ranking_signal(
@@ -340,4 +348,4 @@ def fastap_loss(
         tensor(0.)
     """
     ap = fastap(embeddings, labels, num_bins, validate=validate)
-    return mean_ap_loss(ap, embeddings, (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(1) > 1)
+    return _mean_ap_loss(ap, embeddings, (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(1) > 1)

@@ -192,6 +192,17 @@ HALF_DTYPES = (torch.float16, torch.bfloat16)
 """Input dtypes the score losses compute in float32 (their result is cast back)."""
 
 
+def computed_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype the losses compute ``dtype`` inputs in: float32 for float16 and bfloat16, else
+    ``dtype`` itself.
+
+    Example:
+        >>> computed_dtype(torch.bfloat16), computed_dtype(torch.float64)
+        (torch.float32, torch.float64)
+    """
+    return torch.float32 if dtype in HALF_DTYPES else dtype
+
+
 def widened(scores: torch.Tensor) -> torch.Tensor:
     """``scores`` in float32 when they are float16 or bfloat16 (a softmax or a sum over a row
     in half precision loses several per cent of a gradient), else as they are.
@@ -302,7 +313,7 @@ def max_violation_triplet_loss(
     mask = _loss_mask(scores, positives)
     margin = check_margin(margin)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    computed_in = computed_dtype(scores.dtype)
     terms = scores.shape[0] * scores.shape[1] * (2 if direction == "both" else 1)
     bound = score_bound(computed_in, terms, margin, 1.0, "margin",
                         f"the sum of margin - s_qp + s_qn over every positive and direction "
@@ -394,7 +405,7 @@ def nt_xent_loss(
     mask = _loss_mask(scores, positives)
     temperature = check_temperature("temperature", temperature)
     _check_options(direction, reduction, on_scores, on_degenerate)
-    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    computed_in = computed_dtype(scores.dtype)
     terms = max(scores.shape) * (2 if direction == "both" else 1)
     bound = score_bound(computed_in, terms, 0.0, 1.0 / temperature, "temperature",
                         f"the sum over the queries of every direction of (s_qc - s_qp) / "

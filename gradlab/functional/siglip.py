@@ -33,6 +33,7 @@ from gradlab.functional.score_losses import (
     _loss_mask,
     _one_sync,
     _returned_loss_fits,
+    computed_dtype,
     score_bound,
     widened,
 )
@@ -129,8 +130,7 @@ def sigmoid_pair_loss(
     scale, bias = check_siglip_options(scale, bias, reduction)
     if on_scores is not None and not callable(on_scores):
         raise GradlabError(f"on_scores must be None or a callable; got {on_scores!r}")
-    # logits are computed in float32 for half-precision scores: their bound is float32's
-    computed_in = torch.float32 if scores.dtype in HALF_DTYPES else scores.dtype
+    computed_in = computed_dtype(scores.dtype)  # half precision: the logits are float32's
     bound = score_bound(computed_in, scores.shape[0] * scores.shape[1], abs(bias), scale,
                         "|bias|", f"the sum over every pair of |scale x s + bias| must fit "
                         f"{computed_in}")  # fmt: skip

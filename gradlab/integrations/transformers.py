@@ -157,6 +157,9 @@ class LoggingSteps:
         return f"LoggingSteps({self.n!r})"
 
 
+REPORTED_BACKENDS = frozenset({"tensorboard", "wandb", "mlflow"})
+"""The Monitor's sinks that a Trainer's ``report_to`` can also name (``"all"``: every one)."""
+
 FRAMEWORK_PACKAGES = frozenset({"transformers", "sentence_transformers", "accelerate"})
 """Packages whose frames are not the user's: a warning about a loss that the trainer itself
 calls (sentence-transformers' ``compute_loss``) points past them, at ``trainer.train()``."""
@@ -497,9 +500,8 @@ class GradlabTrainerCallback(TrainerCallback):
             return
         sinks = {name for name, kind in SINKS.items() for sink in self.options.sinks
                  if sink == name or isinstance(sink, kind)}  # fmt: skip
-        both = sorted(sinks & {"tensorboard", "wandb", "mlflow"}
-                      & (set(report_to) | ({"tensorboard", "wandb", "mlflow"}
-                                           if "all" in report_to else set())))  # fmt: skip
+        reported = REPORTED_BACKENDS if "all" in report_to else set(report_to)
+        both = sorted(sinks & REPORTED_BACKENDS & reported)
         if both:
             warnings.warn(
                 f"GradlabTrainerCallback: sinks {both} and report_to {report_to} both send "
