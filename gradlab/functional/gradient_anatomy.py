@@ -196,9 +196,11 @@ def gradient_anatomy(
     active_negatives = active_negative.sum(dim=1)
     num_negatives = negatives.sum(dim=1)
 
-    # Negatives by descending score (the others last), ties by column index: the one sort.
-    keyed = scores.detach().masked_fill(~negatives, -math.inf)
-    order = torch.sort(keyed, dim=1, descending=True, stable=True).indices
+    # Negatives by descending score, ties by column index, the others last: the one sort,
+    # ascending on the negated scores with NaN in the others' places (NaN sorts after every
+    # number, +inf included: a negative scoring -inf still ranks before them).
+    keyed = scores.detach().neg().masked_fill_(~negatives, math.nan)
+    order = torch.sort(keyed, dim=1, stable=True).indices
     positions = torch.arange(1, num_candidates + 1, device=order.device).expand_as(order)
     negative_rank = torch.empty_like(order).scatter_(1, order, positions)
     # A NaN score among a query's candidates leaves it without a ranking (no host read).

@@ -77,6 +77,37 @@ def test_matches_the_loop_definitions(seed):
                 assert value == pytest.approx(expected[key], rel=1e-12), field
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_infinite_scores_rank_first_and_last_as_the_loops_rank_them(seed):
+    # -inf and +inf among negatives, positives and non-candidates alike: a negative scoring
+    # -inf is the last negative, never behind the positives or the non-candidates.
+    scores, positives = _scores(seed, candidates=30)
+    generator = torch.Generator().manual_seed(200 + seed)
+    infinite = torch.rand(scores.shape, generator=generator) < 0.3
+    signs = torch.where(torch.rand(scores.shape, generator=generator) < 0.5, -1.0, 1.0)
+    scores = torch.where(infinite, signs.double() * math.inf, scores)
+    grad = torch.randn(scores.shape, generator=generator, dtype=torch.float64)
+    candidates = torch.rand(scores.shape, generator=generator) < 0.8 if seed % 2 else None
+    anatomy = gradient_anatomy(grad, scores, positives, candidate_mask=candidates,
+                               absolute_threshold=0.0, relative_threshold=0.0)
+    for q in range(scores.shape[0]):
+        flags = [True] * scores.shape[1] if candidates is None else candidates[q].tolist()
+        expected = anatomy_one_query(grad[q].tolist(), scores[q].tolist(), positives[q].tolist(),
+                                     flags, 0.0, 0.0)  # fmt: skip
+        assert anatomy.negative_rank[q].tolist() == expected["rank"]
+        assert anatomy.active_negative_rank_max[q].item() == expected["rank_max"]
+        for field, key in (("hardest_1pct_share", "share_1"), ("hardest_10pct_share", "share_10")):
+            assert getattr(anatomy, field)[q].item() == pytest.approx(expected[key], rel=1e-12)
+
+
+def test_a_negative_scoring_minus_inf_is_its_querys_last_negative_not_behind_the_others():
+    anatomy = gradient_anatomy(torch.tensor([[-1.0, 0.5, 0.2]]),
+                               torch.tensor([[0.5, -math.inf, 0.1]]),
+                               torch.tensor([[True, False, False]]))  # fmt: skip
+    assert anatomy.negative_rank.tolist() == [[0, 2, 1]]
+    assert anatomy.active_negative_rank_max.tolist() == [2.0]
+
+
 def test_degenerate_inputs_have_documented_results():
     empty = gradient_anatomy(torch.zeros(3, 0), torch.zeros(3, 0), torch.zeros(3, 0, dtype=bool))
     assert empty.active_negatives.tolist() == [0, 0, 0]
