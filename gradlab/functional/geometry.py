@@ -456,14 +456,23 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         [3.0, 1.0]
     """
     _check_embeddings("embeddings", embeddings, least=2)
-    return _effective_rank(embeddings.to(torch.float64), normalize)
+    return _effective_rank(embeddings.to(torch.float64), normalize,
+                           rescale=embeddings.dtype == torch.float64)  # fmt: skip
 
 
-def _effective_rank(values: torch.Tensor, normalize: bool = False) -> EffectiveRank:
-    """:func:`effective_rank` of checked float64 ``values``."""
+def _effective_rank(
+    values: torch.Tensor, normalize: bool = False, rescale: bool = True
+) -> EffectiveRank:
+    """:func:`effective_rank` of checked float64 ``values``. ``rescale``: divide the centred
+    values by their largest magnitude first (the rank is scale-free), so that the Gram of
+    float64 input beyond about 1e+-150 neither overflows nor underflows; float32 and half
+    input widened to float64 cannot (squares of 3.4e38 and of 1.4e-45 are float64 numbers)."""
     if normalize:
         values = F.normalize(values, dim=1)
     centred = values - values.mean(dim=0, keepdim=True)
+    if rescale:
+        largest = centred.abs().amax()
+        centred = centred / torch.where(largest > 0, largest, 1.0)  # NaN, inf: caught below
     rows, dims = centred.shape
     gram = centred @ centred.T if rows <= dims else centred.T @ centred
     # NaN or inf (in the input, or a Gram that overflows) make eigvalsh raise: decompose zeros

@@ -94,6 +94,7 @@ class Geometry(Quantity):
         if compared is None:  # a recorded matrix whose embeddings the integration did not see
             return {}
         embeddings, candidates, cosine = compared
+        wide = embeddings.dtype == torch.float64  # float32 and half need no rescaling
         norms = None
         if embeddings is batch.embeddings:  # the step's float64 copy and norms, shared
             embeddings, norms = batch.float64_embeddings, batch.embedding_norms
@@ -115,7 +116,7 @@ class Geometry(Quantity):
             values["geometry_alignment"] = measures.alignment(
                 cosine, layout.positives, candidate_mask=layout.candidate_mask)
         if embeddings.shape[0] > 1:  # one query (a last short batch): no pairs, no spread
-            rank = measures._effective_rank(embeddings)
+            rank = measures._effective_rank(embeddings, rescale=wide)
             if "geometry_uniformity" not in values:
                 values["geometry_uniformity"] = measures.uniformity(
                     embeddings, gram=cosine if in_batch else None)

@@ -648,3 +648,13 @@ def test_given_norms_are_used_not_computed_again():
     assert float(plain) == pytest.approx(loops.normalized_std(points.tolist()), rel=1e-12)
     assert float(geometry.normalized_std(points, norms=2 * norms)) == pytest.approx(
         float(plain) / 2, rel=1e-12)  # fmt: skip
+
+
+@pytest.mark.parametrize("scale", [1e-200, 1e-150, 1e150, 1e200])
+def test_effective_rank_of_float64_input_does_not_depend_on_its_scale(scale):
+    # the Gram of the centred points would underflow to 0 or overflow to inf unscaled
+    points = torch.randn(7, 4, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    rank, share = geometry.effective_rank(points)
+    scaled_rank, scaled_share = geometry.effective_rank(points * scale)
+    assert scaled_rank.item() == pytest.approx(rank.item(), rel=1e-12)
+    assert scaled_share.item() == pytest.approx(share.item(), rel=1e-12)

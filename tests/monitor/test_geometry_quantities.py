@@ -106,6 +106,21 @@ def test_the_modality_gap_of_few_candidates(count):
         expected = loops.modality_gap(images.tolist(), texts.tolist())
         assert float(values["geometry_modality_gap"]) == pytest.approx(expected, rel=1e-12)
 
+@pytest.mark.parametrize("cross_modal", [False, True])
+def test_the_effective_rank_of_float64_embeddings_far_from_one_is_their_ranks(cross_modal):
+    # Gram entries of 1e+-400 are not float64 numbers: the rank comes from rescaled points
+    points = torch.randn(9, 4, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    expected = loops.effective_rank(points.tolist())
+    for scale in (1e-200, 1e200):
+        if cross_modal:
+            view = BatchView(embeddings=points * scale, candidates=points.flip(0) * scale,
+                             positives=torch.eye(9, dtype=torch.bool))  # fmt: skip
+        else:
+            view = BatchView(embeddings=points * scale, labels=torch.arange(9) % 3)
+        values = Geometry().compute(view)
+        assert float(values["geometry_effective_rank"]) == pytest.approx(expected[0], rel=1e-9)
+
+
 def test_collapsed_batch_reads_rank_one_and_no_spread():
     view = BatchView(embeddings=torch.tensor([[0.2, 1.0, -0.5]]).repeat(8, 1),
                      labels=torch.arange(8) % 2)  # fmt: skip
