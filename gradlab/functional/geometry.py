@@ -134,7 +134,8 @@ def alignment(
         candidate_mask: ``[Q, C]`` bool or None (every entry a candidate).
 
     Returns:
-        A 0-d float64 tensor; NaN when there is no positive pair.
+        A 0-d float64 tensor without a graph (a measure of detached scores); NaN when there is
+        no positive pair.
 
     Raises:
         GradlabError: a bad tensor, shape, device or ``alpha``.
@@ -198,6 +199,7 @@ def _block_sums(
     (:func:`_kept_sum`: a few per row, where a masked pass reads every one); elsewhere it is a
     masked sum of each block.
     """
+    scores = scores.detach()  # a measure, not a loss: no graph (its passes work in place)
     blocks = _row_blocks(scores)
     largest = None
     if t is not None and t > _UNSHIFTED_T:
@@ -315,7 +317,7 @@ def uniformity(
             in-batch score matrix); used instead of a second product.
 
     Returns:
-        A 0-d float64 tensor.
+        A 0-d float64 tensor without a graph (a measure of the detached embeddings).
 
     Raises:
         GradlabError: a bad tensor, fewer than 2 rows, a ``gram`` of the wrong shape, or ``t``.
@@ -366,7 +368,8 @@ def in_batch_alignment_uniformity(
         t: the uniformity's scale, > 0.
 
     Returns:
-        ``(alignment, uniformity)``, 0-d float64 tensors (alignment NaN without positives).
+        ``(alignment, uniformity)``, 0-d float64 tensors without a graph (alignment NaN
+        without positives).
 
     Raises:
         GradlabError: a bad tensor, shape, device, ``alpha`` or ``t``; fewer than 2 rows.

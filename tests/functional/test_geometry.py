@@ -658,3 +658,21 @@ def test_effective_rank_of_float64_input_does_not_depend_on_its_scale(scale):
     scaled_rank, scaled_share = geometry.effective_rank(points * scale)
     assert scaled_rank.item() == pytest.approx(rank.item(), rel=1e-12)
     assert scaled_share.item() == pytest.approx(share.item(), rel=1e-12)
+
+
+def test_alignment_and_uniformity_measure_scores_that_require_grad_without_a_graph():
+    # scores straight from a training step: the same values as detached ones, no graph
+    embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(2), requires_grad=True)
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    scores = unit @ unit.T
+    positives = (torch.arange(6) // 2).unsqueeze(0) == (torch.arange(6) // 2).unsqueeze(1)
+    positives &= ~torch.eye(6, dtype=torch.bool)
+    measured = [geometry.alignment(scores, positives), geometry.uniformity(embeddings),
+                geometry.uniformity(embeddings.detach(), gram=scores),
+                *geometry.in_batch_alignment_uniformity(scores, positives)]  # fmt: skip
+    detached = [geometry.alignment(scores.detach(), positives),
+                geometry.uniformity(embeddings.detach()),
+                geometry.uniformity(embeddings.detach(), gram=scores.detach()),
+                *geometry.in_batch_alignment_uniformity(scores.detach(), positives)]  # fmt: skip
+    assert [value.item() for value in measured] == [value.item() for value in detached]
+    assert not any(value.requires_grad for value in measured)
