@@ -26,6 +26,7 @@ from typing import NamedTuple
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.functional.score_losses import widened
 from gradlab.functional.sigmoid import sigmoid_slope, tempered_sigmoid
 from gradlab.validation import (
     check_same_device,
@@ -90,7 +91,8 @@ def smooth_ap_decomposition(
     ``dD_ij/dq = v_j - v_i`` holds exactly.
 
     Args:
-        queries: ``[Q, d]`` query embeddings, or ``[d]`` for one query.
+        queries: ``[Q, d]`` query embeddings, or ``[d]`` for one query; float16 and bfloat16
+            are computed in float32 and the result returned in their dtype.
         candidates: ``[C, d]`` candidate embeddings ``v_j``.
         positives: ``[C]`` (shared by all queries) or ``[Q, C]`` bool relevance mask.
         tau: sigmoid temperature, finite and at least ``1e-30``, as for
@@ -136,12 +138,37 @@ def smooth_ap_decomposition(
     check_shape("positives", mask, (queries.shape[0], candidates.shape[0]), "[C] or [Q, C]")
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(1, 2), kind="bool")
+        expected = mask.shape[1:] if candidate_mask.dim() == 1 else mask.shape
+        check_shape("candidate_mask", candidate_mask, expected, "[C] or [Q, C]")
+        check_same_device(queries=queries, candidate_mask=candidate_mask)
         keep = candidate_mask.expand_as(mask) if candidate_mask.dim() == 1 else candidate_mask
-        check_shape("candidate_mask", keep, mask.shape, "[C] or [Q, C]")
         mask = mask & keep
     else:
         keep = torch.ones_like(mask)
+    # half precision: computed in float32 (a sum of sigmoids over a row in float16 is off by
+    # up to 100 %), returned in the inputs' dtype
+    parts = _decomposed(widened(queries), widened(candidates), mask, keep, tau, single)
+    return _in_dtype(parts, queries.dtype)
 
+
+def _in_dtype(parts: SmoothAPDecomposition, dtype: torch.dtype) -> SmoothAPDecomposition:
+    """``parts`` with every floating field in ``dtype`` (the indices kept as they are)."""
+    if parts.grad.dtype == dtype:
+        return parts
+    return SmoothAPDecomposition(*(field.to(dtype) if field.is_floating_point() else field
+                                   for field in parts))  # fmt: skip
+
+
+def _decomposed(
+    queries: torch.Tensor,
+    candidates: torch.Tensor,
+    mask: torch.Tensor,
+    keep: torch.Tensor,
+    tau: float,
+    single: bool,
+) -> SmoothAPDecomposition:
+    """:func:`smooth_ap_decomposition` of checked ``[Q, d]`` queries (``mask``: the positives
+    that are candidates, ``keep``: the candidates)."""
     scores = queries @ candidates.T
     query_index, positive_index = torch.nonzero(mask, as_tuple=True)
     rows = scores[query_index]

@@ -13,7 +13,12 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from gradlab.functional.decomposition import SmoothAPDecomposition, smooth_ap_decomposition
+from gradlab.functional.decomposition import (
+    SmoothAPDecomposition,
+    _in_dtype,
+    smooth_ap_decomposition,
+)
+from gradlab.functional.score_losses import widened
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     block_size,
@@ -40,7 +45,8 @@ def in_batch_decomposition(
 
     Queries and candidates are the L2-normalized embeddings; each query's gradient is taken
     with the candidates held fixed, as in Bleeker & de Rijke (2022, appendix A). Without
-    ``include_query`` a query is not its own candidate.
+    ``include_query`` a query is not its own candidate. float16 and bfloat16 embeddings are
+    normalised and decomposed in float32, the result returned in their dtype.
 
     Example:
         >>> emb = torch.randn(6, 4, dtype=torch.float64)
@@ -52,12 +58,14 @@ def in_batch_decomposition(
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
-    normalized = F.normalize(embeddings, dim=1)
+    # float16 and bfloat16 normalised and decomposed in float32, returned in their dtype
+    normalized = F.normalize(widened(embeddings), dim=1)
     positives = labels.unsqueeze(0) == labels.unsqueeze(1)
     mask = None
     if not include_query:
         mask = ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
-    return smooth_ap_decomposition(normalized, normalized, positives, tau, candidate_mask=mask)
+    parts = smooth_ap_decomposition(normalized, normalized, positives, tau, candidate_mask=mask)
+    return _in_dtype(parts, embeddings.dtype)
 
 
 def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]:

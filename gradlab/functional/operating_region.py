@@ -359,6 +359,7 @@ def gradient_counts(
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
         positives = positives & candidate_mask
     rows = scores.detach().to(torch.float64)
     # Non-candidates are moved out of every window.

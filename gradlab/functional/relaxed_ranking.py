@@ -135,6 +135,7 @@ def soft_histogram(
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, distances.shape, "one flag per distance")
+        check_same_device(distances=distances, candidate_mask=candidate_mask)
     check_real_device(distances=distances, levels=levels)  # the value checks read them
     _refuse_values(
         (_non_finite(distances), lambda: non_finite_message("distances", distances)),

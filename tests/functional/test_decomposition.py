@@ -212,6 +212,11 @@ def test_error_messages_name_both_arguments_and_what_they_got():
         # checked for finiteness, which comes first).
         ({"positives": P.to("meta")}, "tensors must be on one device; got queries on cpu, "
                                       "candidates on cpu, positives on meta$"),
+        ({"candidate_mask": torch.ones(2, 4, dtype=torch.bool, device="meta")},
+         "tensors must be on one device; got queries on cpu, candidate_mask on meta$"),
+        # a [C] mask of the wrong length: named before it is expanded to [Q, C]
+        ({"candidate_mask": torch.ones(5, dtype=torch.bool)},
+         r"candidate_mask must have shape \(4,\) \(\[C\] or \[Q, C\]\); got \(5,\)$"),
     ],
 )  # fmt: skip
 def test_messages_name_the_argument(kwargs, message):

@@ -301,3 +301,35 @@ def test_histogram_losses_bin_half_precision_in_float32(dtype, loss, setting):
     assert got.dtype == dtype
     # float32 arithmetic (about 1e-6 here), then one rounding to the dtype
     assert got.item() == pytest.approx(expected, rel=2 * torch.finfo(dtype).eps, abs=1e-5)
+
+
+def _decomposition_fields_equal(parts, wide, dtype):
+    for name, field, reference in zip(parts._fields, parts, wide, strict=True):
+        if reference.is_floating_point():
+            assert field.dtype == dtype, name
+            torch.testing.assert_close(field, reference.to(dtype), rtol=0, atol=0,
+                                       equal_nan=True, msg=name)  # bit for bit, NaN as NaN
+        else:
+            assert torch.equal(field, reference), name
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_the_decomposition_of_half_embeddings_is_computed_in_float32(dtype):
+    # at tau = 0.01 the rows' sums of sigmoids in float16 put dAP/dq off by up to 100 %
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(8, 16, generator=generator).to(dtype)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    parts = F.in_batch_decomposition(embeddings, labels, tau=0.01)
+    _decomposition_fields_equal(parts, F.in_batch_decomposition(embeddings.float(), labels,
+                                                                tau=0.01), dtype)  # fmt: skip
+    exact = F.in_batch_decomposition(embeddings.double(), labels, tau=0.01).grad
+    representable = exact.abs() > torch.finfo(dtype).tiny  # below it the result rounds to 0
+    error = (parts.grad.double() - exact).abs()[representable]
+    assert (error <= 2 * torch.finfo(dtype).eps * exact.abs()[representable]).all()
+    queries, candidates = embeddings[:3], embeddings[3:]
+    positives = torch.rand(3, 5, generator=generator) < 0.5
+    mask = torch.tensor([True, True, False, True, True])
+    parts = F.smooth_ap_decomposition(queries, candidates, positives, 0.05, candidate_mask=mask)
+    wide = F.smooth_ap_decomposition(queries.float(), candidates.float(), positives, 0.05,
+                                     candidate_mask=mask)  # fmt: skip
+    _decomposition_fields_equal(parts, wide, dtype)

@@ -331,6 +331,8 @@ GOOD_MASK = torch.ones(2, 3, dtype=torch.bool)
             {"candidate_mask": torch.ones(2, 4, dtype=torch.bool)},
             r"candidate_mask must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)",
         ),
+        ({"candidate_mask": GOOD_MASK.to("meta")},
+         "tensors must be on one device; got scores on cpu, candidate_mask on meta$"),
     ],
 )  # fmt: skip
 def test_gradient_counts_messages_name_the_argument(kwargs, message):
