@@ -462,6 +462,11 @@ class GradientAgreement(Quantity):
     call, on the batch that call saw: each rank backpropagates its own loss, which the
     gathered batch's SmoothAP does not describe.
 
+    A batch without ranking signal (one class, all singletons, one row) has a zero analytic
+    gradient: the cosine is NaN when either gradient is zero (no direction to compare), and the
+    relative error NaN when both are (a 0 would read as agreement), inf when only the analytic
+    one is.
+
     Example:
         >>> import tempfile, gradlab
         >>> from gradlab.monitor.schedules import every
@@ -499,7 +504,10 @@ class GradientAgreement(Quantity):
         cosine = torch.nn.functional.cosine_similarity(
             analytic.flatten(), actual.flatten(), dim=0, eps=1e-30
         )
-        relative = (analytic - actual).norm() / analytic.norm().clamp(min=1e-30)
+        size, actual_size = analytic.norm(), actual.norm()
+        cosine = torch.where((size > 0) & (actual_size > 0), cosine, math.nan)
+        relative = torch.where(size > 0, (analytic - actual).norm() / size,
+                               torch.where(actual_size > 0, math.inf, math.nan))  # fmt: skip
         return {"gradient_agreement_cosine": cosine, "gradient_agreement_relative_error": relative}
 
 

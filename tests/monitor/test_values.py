@@ -830,6 +830,22 @@ def test_agreement_of_a_vanishing_gradient():
     assert got["gradient_agreement_relative_error"] < 1e-9
 
 
+@pytest.mark.parametrize("labels", [[0] * 6, list(range(6))], ids=["one class", "singletons"])
+def test_agreement_without_ranking_signal_is_undefined_not_zero(labels):
+    # every candidate a positive (AP 1 however they score), or no positive at all: SmoothAP's
+    # gradient is 0 by definition
+    labels = torch.tensor(labels)
+    embeddings = _random((6, 3), 34)
+    zero = torch.zeros_like(embeddings)
+    both_zero = _agreement(embeddings, zero, labels)
+    assert math.isnan(both_zero["gradient_agreement_cosine"])
+    assert math.isnan(both_zero["gradient_agreement_relative_error"])
+    # a loss that sends gradient where SmoothAP sends none: no direction, infinitely far
+    other = _agreement(embeddings, torch.ones_like(embeddings), labels)
+    assert math.isnan(other["gradient_agreement_cosine"])
+    assert other["gradient_agreement_relative_error"] == math.inf
+
+
 def test_decomposition_keeps_terms_whose_squares_underflow():
     """Every positive far above its query's negatives (D ~ -1.97, tau = 0.03): the AD terms are
     ~3e-27, normal float32 numbers whose squares underflow to 0, so an unscaled norm logs 0 and
