@@ -147,6 +147,8 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     """
     check_harmonic_method(method)
     _check_counts(a=a, b=b)
+    check_real_device(a=a, b=b)  # their order is read
+    _check_ordered("harmonic_gap", a, b)
     if method == "log":
         return _log_antiderivative(b) - _log_antiderivative(a)
     if method == "midpoint":
@@ -170,6 +172,25 @@ def _check_counts(**counts: object) -> None:
     """The counts of the stand-ins are tensors of a real dtype (no value is read)."""
     for name, value in counts.items():
         check_tensor(name, value, ndims=tuple(range(9)), kind="any_real")
+
+
+def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
+    """Refuse ``a < 0`` or ``a > b`` anywhere (NaN passes: its gap is NaN), in one read: the
+    gap sums ``t = a + 1 .. b``, and below ``a = -1`` the digamma and the logarithm have their
+    poles."""
+    if not (a.numel() and b.numel()):
+        return
+    negative, reversed_ = torch.stack([(a < 0).any(), (a > b).any()]).tolist()
+    if negative:
+        raise GradlabError(f"a must be a count, at least 0, for {function}; got "
+                           f"{float(a.min()):g}")  # fmt: skip
+    if reversed_:
+        first = (a > b).nonzero()[0].tolist()
+        pair = torch.broadcast_tensors(a, b)
+        raise GradlabError(
+            f"a must be at most b for {function} (the gap sums t = a + 1 .. b); got a = "
+            f"{float(pair[0][tuple(first)]):g} > b = {float(pair[1][tuple(first)]):g}"
+        )
 
 
 def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -> None:
@@ -233,6 +254,7 @@ def discount_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     check_harmonic_method(method)
     _check_counts(a=a, b=b)
     _check_discount_counts("discount_gap", method, a=a, b=b)
+    _check_ordered("discount_gap", a, b)
     if method == "log":
         return _li_antiderivative(b) - _li_antiderivative(a)
     if method == "midpoint":

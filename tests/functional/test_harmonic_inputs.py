@@ -193,3 +193,18 @@ def test_counts_of_zero_and_below_one_beside_a_huge_one_are_refused_for_the_huge
         with pytest.raises(GradlabError, match=r"^b must be at most 1e\+07 for discount_gap "
                                                r".*; got 2e\+07$"):  # fmt: skip
             discount_gap(low, high, method)
+
+
+@pytest.mark.parametrize("method", ["exact", "log", "midpoint"])
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap])
+def test_a_gap_from_a_negative_count_or_past_b_is_refused_by_name(function, method):
+    name = function.__name__
+    with pytest.raises(GradlabError, match=rf"^a must be a count, at least 0, for {name}; "
+                                           r"got -1$"):  # fmt: skip
+        function(torch.tensor([0.0, -1.0]), torch.tensor([2.0, 2.0]), method)
+    # broadcast: the first pair out of order is named
+    with pytest.raises(GradlabError, match=rf"^a must be at most b for {name} \(the gap sums "
+                                           r"t = a \+ 1 \.\. b\); got a = 5 > b = 2$"):  # fmt: skip
+        function(torch.tensor([[1.0, 5.0]]), torch.tensor([3.0, 2.0]), method)
+    # a = b is the empty sum
+    assert function(torch.tensor([2.0]), torch.tensor([2.0]), method).tolist() == [0.0]
