@@ -214,6 +214,7 @@ class Monitor:
         self.workspace = Workspace()
         self._pending: BatchView | None = None
         self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
+        self._pending_trained = False  # _pending was read with gradients on
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
@@ -300,6 +301,8 @@ class Monitor:
         self._explain_not_logged(adapter)
 
         def watched(*args, **kwargs):
+            if self._behind_a_training_call():  # a validation call: passed through
+                return loss_fn(*args, **kwargs)
             self.calls += 1
             if self.calls == 1:
                 self._arm_never_stepped_warning()
@@ -385,6 +388,8 @@ class Monitor:
             self._explain_not_logged(ATTACH_ADAPTER)
 
         def hook(_module, _inputs, output):
+            if self._behind_a_training_call():  # an evaluation forward: passed through
+                return
             self.calls += 1
             if self.calls == 1:
                 self._arm_never_stepped_warning()
@@ -394,6 +399,14 @@ class Monitor:
                 self._capture((output, current), {}, None, ATTACH_ADAPTER, due=due)
 
         return module.register_forward_hook(hook)
+
+    def _behind_a_training_call(self) -> bool:
+        """Whether a call now, with gradients off (``torch.no_grad()``, ``inference_mode``),
+        follows a call of this step made with them on: a validation batch between backward and
+        ``monitor.step()``, which must not replace the batch that was trained on. A call with
+        gradients off and no training call before it (a loss watched for its values alone) is
+        read as any other."""
+        return not torch.is_grad_enabled() and self._pending is not None and self._pending_trained
 
     def _due_now(self) -> list[Quantity]:
         """The enabled quantities whose schedules log the current step (each asked once)."""
@@ -425,6 +438,7 @@ class Monitor:
             if self._pending is not None and self._pending_adapter is not adapter:
                 self._warn_second_loss(self._pending_adapter, adapter)
             self._pending, self._pending_adapter = batch, adapter
+            self._pending_trained = torch.is_grad_enabled()
         except Exception as error:
             if batch is not None:  # read, but not kept: its gradient hooks go with it
                 adapter.remove_hooks()

@@ -225,6 +225,45 @@ def test_attach_forward_hook(tmp_path):
     assert records[0]["embedding_grad_norm"] == pytest.approx(math.sqrt(24 * 16))
 
 
+@pytest.mark.parametrize("gradients_off", [torch.no_grad, torch.inference_mode])
+def test_a_validation_call_before_the_step_leaves_the_training_batch_logged(
+    tmp_path, gradients_off
+):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 4)
+    train, validation = torch.randn(12, 8), 5 * torch.randn(12, 8)
+    labels = torch.arange(4).repeat_interleave(3)
+    current = {"labels": labels}
+    with Monitor(tmp_path / "watched", preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = model(train)
+        loss = loss_fn(embeddings, labels)
+        loss.backward()
+        with gradients_off():
+            loss_fn(model(validation), labels)  # a validation batch, with its own loss
+        record = monitor.step()
+    assert record["loss"] == loss.item()
+    assert record["embedding_norm_mean"] == pytest.approx(embeddings.norm(dim=1).mean().item())
+    assert "embedding_grad_norm" in record
+    with Monitor(tmp_path / "attached", preset="cheap", every=1) as monitor:
+        monitor.attach(model, labels=lambda: current["labels"])
+        embeddings = model(train)
+        embeddings.sum().backward()
+        with gradients_off():
+            model(validation)
+        record = monitor.step()
+    assert record["embedding_norm_mean"] == pytest.approx(embeddings.norm(dim=1).mean().item())
+    assert record["embedding_grad_norm"] == pytest.approx(math.sqrt(12 * 4))
+    # a loss watched for its values alone, every call with gradients off: the last is logged
+    with Monitor(tmp_path / "values", preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with gradients_off():
+            loss_fn(model(train), labels)
+            last = loss_fn(model(validation), labels)
+        record = monitor.step()
+    assert record["loss"] == last.item()
+
+
 def test_cross_modal_watch(tmp_path):
     with Monitor(tmp_path, preset="full", every=1) as monitor:
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
