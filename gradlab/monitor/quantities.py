@@ -405,6 +405,11 @@ class GradientCounts(Quantity):
 class RelaxationGap(Quantity):
     """Mean smooth AP against mean exact (tie-aware) AP of the same batch.
 
+    Both at the Monitor's tau and with each query left out of its own ranking (the in-batch
+    convention), whatever the watched loss's ``include_query``: ``smooth_ap`` is ``1 - loss``
+    for a loss that leaves the query out too (``SmoothAPLoss``'s default), not for one that
+    ranks it among its own candidates.
+
     Example:
         >>> embeddings = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
         >>> view = BatchView(embeddings=embeddings, labels=torch.tensor([0, 0, 1, 1]), tau=0.01)
