@@ -12,7 +12,10 @@ conventions so that numbers are comparable with papers that use it:
   even within one block: 26 float64 embeddings of 2 dimensions scored at once are enough), and
   without ``candidates`` each pair's score comes from one block of the upper triangle, whose
   shapes differ too. Such candidates are ordered by those scores, by index only where they are
-  equal.
+  equal. So tied scores count as the order of the evaluation set puts them: a collapsed model
+  (every score equal) gets a value that depends on that order (above chance on a set sorted
+  by label). :func:`gradlab.functional.recall_at_k` counts ties by their expected value instead
+  (the chance value for a collapsed model): use it where ties may be many.
 * **Same source.** Without ``candidates`` every embedding queries all the others (the query
   itself is never its own neighbour; a duplicate at another index is).
 * **R.** A query's R is the number of candidates that share its label (the query excluded).
