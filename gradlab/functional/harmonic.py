@@ -28,7 +28,12 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.extras import require
-from gradlab.validation import check_real_device, check_tensor, non_finite_message
+from gradlab.validation import (
+    check_real_device,
+    check_tensor,
+    non_finite_message,
+    value_checks_enabled,
+)
 
 HARMONIC_METHODS = ("log", "midpoint", "exact")
 EULER_GAMMA = 0.5772156649015329
@@ -177,8 +182,8 @@ def _check_counts(**counts: object) -> None:
 def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
     """Refuse ``a < 0`` or ``a > b`` anywhere (NaN passes: its gap is NaN), in one read: the
     gap sums ``t = a + 1 .. b``, and below ``a = -1`` the digamma and the logarithm have their
-    poles."""
-    if not (a.numel() and b.numel()):
+    poles. Nothing is read inside :func:`gradlab.validation.skip_value_checks`."""
+    if not (a.numel() and b.numel()) or not value_checks_enabled():
         return
     negative, reversed_ = torch.stack([(a < 0).any(), (a > b).any()]).tolist()
     if negative:

@@ -89,11 +89,26 @@ def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
     """``[..., num_bins]`` weights ``max(0, 1 - |x - d|)`` of each distance for bins ``d``.
 
+    Args:
+        distances: a float tensor of any shape; a distance outside ``[0, num_bins - 1]`` keeps
+            only the weight of the bins within 1 of it (none beyond ``[-1, num_bins]``).
+        num_bins: the bins ``d = 0 .. num_bins - 1``, a positive integer.
+
+    Raises:
+        GradlabError: ``distances`` is not a float tensor or ``num_bins`` not a positive int.
+
     Example:
         >>> triangular_kernel(torch.tensor([0.25, 2.0]), num_bins=3)
         tensor([[0.7500, 0.2500, 0.0000],
                 [0.0000, 0.0000, 1.0000]])
     """
+    check_tensor("distances", distances, ndims=tuple(range(9)), kind="float")
+    num_bins = check_positive_int("num_bins", num_bins)
+    return _triangular_kernel(distances, num_bins)
+
+
+def _triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
+    """:func:`triangular_kernel` of checked arguments."""
     centres = torch.arange(num_bins, dtype=distances.dtype, device=distances.device)
     return torch.clamp(1.0 - (distances.unsqueeze(-1) - centres).abs(), min=0.0)
 
@@ -118,8 +133,9 @@ def soft_histogram(
             query itself in in-batch retrieval).
 
     Raises:
-        GradlabError: wrong shapes or dtypes, NaN/inf distances, or a level outside
-            ``0 .. num_levels - 1`` (one host read for both value checks).
+        GradlabError: wrong shapes or dtypes, NaN/inf distances, a distance of a counted
+            column outside ``[0, num_bins - 1]``, or a level outside ``0 .. num_levels - 1``
+            (one host read for the value checks).
 
     Example:
         >>> counts = soft_histogram(torch.tensor([[0.5, 2.0]]), torch.tensor([[1, 0]]), 3, 2)
@@ -137,14 +153,24 @@ def soft_histogram(
         check_shape("candidate_mask", candidate_mask, distances.shape, "one flag per distance")
         check_same_device(distances=distances, candidate_mask=candidate_mask)
     check_real_device(distances=distances, levels=levels)  # the value checks read them
+    outside = (distances < 0) | (distances > num_bins - 1)  # their weight would be lost
+    if candidate_mask is not None:
+        outside &= candidate_mask  # a column that does not count may lie anywhere
     _refuse_values(
         (_non_finite(distances), lambda: non_finite_message("distances", distances)),
+        (
+            outside.any(),
+            lambda: f"distances must lie in [0, num_bins - 1] = [0, {num_bins - 1}] (a "
+            f"distance outside loses part of its unit count); got "
+            f"{float(distances.detach()[outside].min()):g} .. "
+            f"{float(distances.detach()[outside].max()):g} among those outside",
+        ),
         (
             ((levels < 0) | (levels >= num_levels)).any(),
             f"levels must lie in 0 .. num_levels - 1 = {num_levels - 1}; some do not",
         ),
     )
-    weights = triangular_kernel(distances, num_bins)
+    weights = _triangular_kernel(distances, num_bins)
     if candidate_mask is not None:
         weights = weights * candidate_mask.unsqueeze(-1)
     one_hot = torch.nn.functional.one_hot(levels.long(), num_levels).to(distances.dtype)

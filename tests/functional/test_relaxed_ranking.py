@@ -18,6 +18,7 @@ from gradlab.functional import (
     soft_histogram,
     tie_aware_ap,
     tie_aware_dcg,
+    triangular_kernel,
 )
 from gradlab.validation import skip_value_checks
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
@@ -356,6 +357,14 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
         (lambda: soft_histogram(D23, L23, 4, 2,
                                 candidate_mask=torch.ones(2, 3, dtype=torch.bool, device="meta")),
          "tensors must be on one device; got distances on cpu, candidate_mask on meta$"),
+        (lambda: soft_histogram(torch.tensor([[2.0, -1.5, 3.0], [3.5, 0.0, 1.0]]), L23, 4, 2),
+         r"distances must lie in \[0, num_bins - 1\] = \[0, 3\] \(a distance outside loses "
+         r"part of its unit count\); got -1.5 .. 3.5 among those outside$"),
+        (lambda: triangular_kernel(torch.tensor([1, 2]), 3),
+         "distances must have a floating dtype"),
+        (lambda: triangular_kernel(torch.tensor([1.0]), 0), "num_bins must be a positive integer"),
+        (lambda: triangular_kernel(torch.tensor([1.0]), 2.5),
+         "num_bins must be a positive integer"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(3, 2), torch.ones(2)),
          "level_counts must be 3-D"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 3, 2), torch.ones(2, dtype=torch.long)),
@@ -549,3 +558,10 @@ def test_meta_tensors_are_refused_by_name_before_their_values_are_read(call, nam
     with pytest.raises(GradlabError) as caught:
         call()
     assert str(caught.value) == META_MESSAGE.format(name)
+
+
+def test_a_distance_outside_the_bins_of_a_column_that_does_not_count_is_not_refused():
+    distances = torch.tensor([[7.0, 1.0, 2.0]])  # column 0 left out: its distance is not read
+    keep = torch.tensor([[False, True, True]])
+    counts = soft_histogram(distances, torch.tensor([[0, 1, 0]]), 4, 2, candidate_mask=keep)
+    assert counts.sum().item() == 2.0
