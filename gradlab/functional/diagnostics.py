@@ -32,7 +32,7 @@ from gradlab.functional.smooth_ap import (
     sigmoid_block,
     write_column_weights,
 )
-from gradlab.validation import check_same_device, check_shape, check_tensor
+from gradlab.validation import check_bool, check_same_device, check_shape, check_tensor
 
 
 def in_batch_decomposition(
@@ -58,6 +58,7 @@ def in_batch_decomposition(
     check_tensor("labels", labels, ndims=(1,), kind="integer")
     check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
     check_same_device(embeddings=embeddings, labels=labels)
+    include_query = check_bool("include_query", include_query)
     # float16 and bfloat16 normalised and decomposed in float32, returned in their dtype
     normalized = F.normalize(widened(embeddings), dim=1)
     positives = labels.unsqueeze(0) == labels.unsqueeze(1)

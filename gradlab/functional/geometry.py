@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from gradlab.errors import GradlabError
 from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
 from gradlab.validation import (
+    check_bool,
     check_finite,
     check_in_range,
     check_same_device,
@@ -459,6 +460,7 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         [3.0, 1.0]
     """
     _check_embeddings("embeddings", embeddings, least=2)
+    normalize = check_bool("normalize", normalize)
     return _effective_rank(embeddings.to(torch.float64), normalize,
                            rescale=embeddings.dtype == torch.float64)  # fmt: skip
 

@@ -35,6 +35,7 @@ from gradlab.functional.smooth_ap import (
     smooth_ap_with_ranks,
 )
 from gradlab.validation import (
+    check_bool,
     check_positive_finite,
     check_same_device,
     check_shape,
@@ -270,16 +271,17 @@ def expected_operating_region_proportion(
         0.5162
     """
     spread = check_positive_finite("spread", spread)
+    include_diagonal = check_bool("include_diagonal", include_diagonal)
+    if num_candidates is not None and (
+        isinstance(num_candidates, bool)
+        or not isinstance(num_candidates, int)
+        or num_candidates < 1
+    ):  # checked whether or not the diagonal is included
+        raise GradlabError(f"num_candidates must be a positive integer; got {num_candidates!r}")
     width = operating_region_width(tau, eps)
     off_diagonal = math.erf(width / (2.0 * spread))
     if num_candidates is None or not include_diagonal:
         return off_diagonal
-    if (
-        isinstance(num_candidates, bool)
-        or not isinstance(num_candidates, int)
-        or num_candidates < 1
-    ):
-        raise GradlabError(f"num_candidates must be a positive integer; got {num_candidates!r}")
     diagonal_share = (1.0 if width > 0 else 0.0) / num_candidates
     return diagonal_share + (1.0 - 1.0 / num_candidates) * off_diagonal
 

@@ -8,6 +8,7 @@ runs in float64; sums of a few dozen O(1) terms, so ``1e-12`` absolute is ~``1e3
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import pytest
@@ -443,3 +444,12 @@ def test_decomposition_norms_report_the_norm_of_the_decompositions_own_gradient(
     norms = decomposition_norms(doubled)
     rows = [row for row in doubled.grad.tolist() if not math.isnan(row[0])]
     assert norms["grad_norm"].tolist() == pytest.approx([math.hypot(*row) for row in rows])
+
+
+@pytest.mark.parametrize("include_query", ["no", 1, None])
+def test_include_query_that_is_not_a_bool_is_refused(include_query):
+    # "no" is truthy: it switched the query in
+    with pytest.raises(GradlabError, match=rf"^include_query must be True or False; got "
+                                           rf"{re.escape(repr(include_query))}$"):  # fmt: skip
+        in_batch_decomposition(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]),
+                               include_query=include_query)  # fmt: skip

@@ -676,3 +676,9 @@ def test_alignment_and_uniformity_measure_scores_that_require_grad_without_a_gra
                 *geometry.in_batch_alignment_uniformity(scores.detach(), positives)]  # fmt: skip
     assert [value.item() for value in measured] == [value.item() for value in detached]
     assert not any(value.requires_grad for value in measured)
+
+
+@pytest.mark.parametrize("normalize", [1, "yes", None])
+def test_effective_rank_refuses_a_normalize_that_is_not_a_bool(normalize):
+    with pytest.raises(GradlabError, match=r"^normalize must be True or False; got "):
+        geometry.effective_rank(torch.randn(4, 3), normalize=normalize)

@@ -537,3 +537,19 @@ def test_at_the_smallest_normal_product_the_width_is_correctly_rounded(tau):
     assert operating_region_width(tau, eps) == exact
     thresholds = torch.tensor([eps], dtype=torch.float64)
     assert operating_region_widths(tau, thresholds).item() == exact
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"include_diagonal": "no"}, "include_diagonal must be True or False; got 'no'"),
+        ({"include_diagonal": 1, "num_candidates": 4}, "include_diagonal must be True or False"),
+        # refused whether or not the diagonal is counted
+        ({"num_candidates": 0, "include_diagonal": False},
+         "num_candidates must be a positive integer; got 0"),
+        ({"num_candidates": 2.0}, r"num_candidates must be a positive integer; got 2\.0"),
+    ],
+)  # fmt: skip
+def test_expected_proportion_options_are_refused_by_name(kwargs, message):
+    with pytest.raises(GradlabError, match=rf"^{message}"):
+        expected_operating_region_proportion(spread=0.1, **kwargs)
