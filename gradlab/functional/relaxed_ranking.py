@@ -183,6 +183,18 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
     return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
 
 
+def _count_checks(num_positives: torch.Tensor | None) -> list:
+    """:func:`_refuse_values` checks of an ``N+`` given: finite, at least 0."""
+    if num_positives is None:
+        return []
+    values = num_positives.detach()
+    return [
+        (~torch.isfinite(values).all(), lambda: non_finite_message("num_positives", values)),
+        ((values < 0).any(), lambda: "num_positives must be >= 0 (a count of relevant items); "
+                                     f"got {float(values.min()):g}"),
+    ]  # fmt: skip
+
+
 def relaxed_tie_aware_ap(
     positive_counts: torch.Tensor,
     counts: torch.Tensor,
@@ -197,14 +209,16 @@ def relaxed_tie_aware_ap(
         counts: ``[Q, D]`` soft counts ``c_d`` of all items, finite, ``>= positive_counts``.
         method: harmonic stand-in, ``"log"`` (Eq. 13 as printed, finite at the first bin),
             ``"midpoint"`` or ``"exact"`` (digamma; equals tie-aware AP at integer counts).
-        num_positives: ``[Q]`` real tensor, ``N+``; defaults to ``positive_counts.sum(-1)``.
+        num_positives: ``[Q]`` real tensor, ``N+``, finite and at least 0; defaults to
+            ``positive_counts.sum(-1)``.
 
     Returns:
         ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
 
     Raises:
-        GradlabError: wrong shapes or dtypes, or counts that are not finite or break
-            ``0 <= positive_counts <= counts`` (the value checks share one host read).
+        GradlabError: wrong shapes or dtypes, counts that are not finite or break
+            ``0 <= positive_counts <= counts``, or an ``N+`` that is not finite or below 0 (the
+            value checks share one host read).
 
     Example:
         >>> positive = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64)
@@ -236,6 +250,7 @@ def relaxed_tie_aware_ap(
             "positive_counts must be <= counts bin by bin (relevant items are among all "
             "items); some entries exceed counts",
         ),
+        *_count_checks(num_positives),
     )
     total = positive_counts.sum(dim=1) if num_positives is None else num_positives
     after = counts.cumsum(dim=1)

@@ -360,6 +360,12 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
         (lambda: soft_histogram(torch.tensor([[2.0, -1.5, 3.0], [3.5, 0.0, 1.0]]), L23, 4, 2),
          r"distances must lie in \[0, num_bins - 1\] = \[0, 3\] \(a distance outside loses "
          r"part of its unit count\); got -1.5 .. 3.5 among those outside$"),
+        (lambda: relaxed_tie_aware_ap(torch.ones(1, 2), torch.ones(1, 2),
+                                      num_positives=torch.tensor([-1.0])),
+         r"num_positives must be >= 0 \(a count of relevant items\); got -1$"),
+        (lambda: relaxed_tie_aware_ap(torch.ones(1, 2), torch.ones(1, 2),
+                                      num_positives=torch.tensor([math.nan])),
+         r"num_positives must be finite; got NaN in entry 0 \(1 entry of 1\)$"),
         (lambda: triangular_kernel(torch.tensor([1, 2]), 3),
          "distances must have a floating dtype"),
         (lambda: triangular_kernel(torch.tensor([1.0]), 0), "num_bins must be a positive integer"),
