@@ -524,6 +524,25 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
+def _isolated_points_marked(style: dict, values) -> dict:
+    """``style`` whose ``markevery`` also marks each finite value with no finite neighbour: no
+    line reaches such a point, so without its marker it would not be drawn at all (a run's
+    only value between NaN steps, a run of one step whose marker falls elsewhere)."""
+    every = style.get("markevery")
+    if every is None:  # a marker at every point
+        return style
+    count = len(values)
+    finite = [math.isfinite(value) for value in values]
+    isolated = {index for index in range(count) if finite[index]
+                and (index == 0 or not finite[index - 1])
+                and (index == count - 1 or not finite[index + 1])}  # fmt: skip
+    start, step = every
+    marked = set(range(start, count, step))
+    if isolated <= marked:
+        return style
+    return {**style, "markevery": sorted(marked | isolated)}
+
+
 def draw_family(
     axis, family: str, keys: list[str], runs: list[Run], wrap: int = 80, plots=PLOTS,
     max_points: int | None = MAX_POINTS,
@@ -577,6 +596,7 @@ def draw_family(
                     bands.append(axis.fill_between(steps, lows, highs, color=style["color"],
                                                    alpha=BAND_ALPHA, linewidth=0))  # fmt: skip
                     drawn += [*lows.tolist(), *highs.tolist()]
+                style = _isolated_points_marked(style, values)
                 axis.plot(steps, values, **{"linewidth": LINE_WIDTH, **style})
                 drawn += list(values)
     for band in bands:  # named in the legend (:func:`_band_handles`), once

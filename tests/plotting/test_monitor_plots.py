@@ -512,3 +512,30 @@ def test_a_family_figure_names_only_the_runs_it_draws(tmp_path, monkeypatch):
     assert {"cheap", "default"} <= set(named["Loss"])
     for figure in figures.values():
         plt.close(figure)
+
+
+def _marked(line, count):
+    every = line.get_markevery()
+    if every is None:
+        return set(range(count))
+    if isinstance(every, tuple):
+        return set(range(every[0], count, every[1]))
+    return set(every)
+
+
+@pytest.mark.parametrize("values", [[0.0, math.nan, math.nan], [math.nan, math.nan, 0.0],
+                                    [math.nan, 0.5, math.nan], [0.25]])  # fmt: skip
+def test_a_value_no_line_reaches_is_marked_in_an_overlay(values):
+    # a run's only finite value between NaN steps has no line to it: unmarked, it was not drawn
+    records = [{"step": step, "anatomy_queries_without_gradient": value}
+               for step, value in enumerate(values)]  # fmt: skip
+    other = [{"step": step, "anatomy_queries_without_gradient": 0.1 * step} for step in range(3)]
+    for position in (0, 1):  # drawn first or second: each run marks its own steps
+        runs = [("other", other)]
+        runs.insert(position, ("isolated", records))
+        figure, axis = plt.subplots()
+        draw_family(axis, "anatomy_without_gradient", ["anatomy_queries_without_gradient"], runs)
+        line = axis.get_lines()[position]
+        finite = [index for index, value in enumerate(values) if math.isfinite(value)]
+        assert set(finite) <= _marked(line, len(values)), position
+        plt.close(figure)
