@@ -102,6 +102,9 @@ class Loss(Quantity):
 class EmbeddingNorms(Quantity):
     """Mean, smallest and largest L2 norm of the embeddings.
 
+    Of a cross-modal call, the queries' (the call's first argument): the candidates' norms are
+    not read.
+
     Example:
         >>> values = EmbeddingNorms().compute(BatchView(embeddings=2 * torch.eye(3)))
         >>> {key: float(value) for key, value in values.items()}  # every row has norm 2
@@ -124,6 +127,10 @@ class EmbeddingNorms(Quantity):
 
 class EmbeddingGradNorm(Quantity):
     """Norm of the gradient backpropagated into the embeddings (whole batch and mean per row).
+
+    The gradient backward leaves on them, from every term of the training loss that reaches
+    them, divided by the factor on the watched loss. Of a cross-modal call, the queries' (the
+    call's first argument): the candidates' gradient is not read.
 
     Example:
         >>> view = BatchView(embeddings=torch.eye(2), embedding_grad=torch.ones(2, 2))
@@ -461,7 +468,8 @@ class RelaxationGap(Quantity):
 class GradientAgreement(Quantity):
     """When the watched loss is SmoothAP: analytic dLoss/dembeddings against the one backpropagated.
 
-    The analytic gradient is gradlab's SmoothAP (exact backward) of the same batch with the
+    In-batch calls only: a cross-modal call (``candidates=``) logs no key, as its candidates'
+    gradient is not read. The analytic gradient is gradlab's SmoothAP (exact backward) of the same batch with the
     watched loss's tau and query convention; cosine near 1 and relative error near 0 mean the
     training loss computes SmoothAP. Under torch.distributed it compares the writing rank's own
     call, on the batch that call saw: each rank backpropagates its own loss, which the
