@@ -852,7 +852,7 @@ class Monitor:
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
                                   "gathered": self._gathers()}  # fmt: skip
-        self._warn_if_resumed_otherwise(run)
+        self._warn_if_resumed_otherwise(run, first_step)
         try:
             self.folder.open(run, device, first_step)
         except GradlabError as error:
@@ -860,10 +860,11 @@ class Monitor:
             raise
         self._closed, self._opened = False, True
 
-    def _warn_if_resumed_otherwise(self, run: dict) -> None:
+    def _warn_if_resumed_otherwise(self, run: dict, first_step: int | None = None) -> None:
         """Warn when a resumed run goes on with another tau, preset, set of quantities or world
         size (another global batch under torch.distributed): its records after the resumption
-        are not comparable with those before."""
+        (from ``first_step``, this Monitor's first step; the run's next one when None) are not
+        comparable with those before."""
         previous = self.folder.previous_header
         if previous is None:
             return
@@ -879,7 +880,8 @@ class Monitor:
             warnings.warn(
                 f"gradlab.Monitor: resume=True continues the run in {str(self.log_dir)!r} with "
                 f"other settings ({'; '.join(changed)}): its records from step "
-                f"{self.folder.start_step} on are not comparable with those before; use a new "
+                f"{self.folder.start_step if first_step is None else first_step} on are not "
+                "comparable with those before; use a new "
                 "log_dir (or overwrite=True) for a new run",
                 UserWarning,
                 stacklevel=caller_stacklevel(),

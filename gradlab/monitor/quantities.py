@@ -469,11 +469,11 @@ class GradientAgreement(Quantity):
     """When the watched loss is SmoothAP: analytic dLoss/dembeddings against the one backpropagated.
 
     In-batch calls only: a cross-modal call (``candidates=``) logs no key, as its candidates'
-    gradient is not read. The analytic gradient is gradlab's SmoothAP (exact backward) of the same batch with the
-    watched loss's tau and query convention; cosine near 1 and relative error near 0 mean the
-    training loss computes SmoothAP. Under torch.distributed it compares the writing rank's own
-    call, on the batch that call saw: each rank backpropagates its own loss, which the
-    gathered batch's SmoothAP does not describe.
+    gradient is not read. The analytic gradient is gradlab's SmoothAP (exact backward) of the
+    same batch with the watched loss's tau and query convention; cosine near 1 and relative
+    error near 0 mean the training loss computes SmoothAP. Under torch.distributed it compares
+    the writing rank's own call, on the batch that call saw: each rank backpropagates its own
+    loss, which the gathered batch's SmoothAP does not describe.
 
     A batch without ranking signal (one class, all singletons, one row) has a zero analytic
     gradient: the cosine is NaN when either gradient is zero (no direction to compare), and the

@@ -275,6 +275,16 @@ def test_resuming_with_other_settings_warns(tmp_path):
     assert "from step 2 on are not comparable" in message
 
 
+def test_the_resume_warning_names_the_step_a_checkpoint_restart_logs_from(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=5)
+    monitor = Monitor(tmp_path, preset="cheap", tau=0.5, every=1, resume=True)
+    monitor.step_count = 2  # restarted from a checkpoint saved at step 2
+    with pytest.warns(UserWarning, match="from step 2 on are not comparable"):
+        train(monitor, steps=1)
+    monitor.close()
+
+
 def test_the_resume_warning_points_at_the_training_loop(tmp_path):
     with Monitor(tmp_path, preset="default", every=1) as monitor:
         train(monitor, steps=1)
