@@ -190,7 +190,7 @@ def _build_parser(
 def _int_list(text: str) -> list[int]:
     """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2)."""
     try:
-        return [int(part) for part in text.split(",") if part.strip()]
+        return [int(part) for part in text.split(",")]  # an empty item ("8,,16") is an error
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be integers separated by commas, e.g. 16,32,64; got {text!r}"
@@ -286,13 +286,20 @@ def _run_study(arguments: argparse.Namespace) -> None:
         batch_sizes=sizes, epochs=arguments.epochs, seeds=arguments.seeds,
         device=device, lr=arguments.lr, amp=arguments.amp, workers=arguments.loader_workers,
     )  # fmt: skip
+    from gradlab.memory import refused_when_out_of_memory
+
+    short = ("the study ran out of memory; try a smaller --embedding-dim, --image-size or "
+             "--batch-sizes")  # fmt: skip
+    with refused_when_out_of_memory(short):
+        if name == "p-vs-batch-size":
+            results = image_studies.p_vs_batch_size_on_images(arguments.data, **options)
+        else:
+            study = (image_studies.loss_comparison_on_images if name == "losses"
+                     else image_studies.anatomy_on_images)  # fmt: skip
+            results = study(arguments.data, test_list_file=arguments.test_list_file, **options)
     if name == "p-vs-batch-size":
-        results = image_studies.p_vs_batch_size_on_images(arguments.data, **options)
         files = {"p_vs_batch_size.json": results}
     else:
-        study = (image_studies.loss_comparison_on_images if name == "losses"
-                 else image_studies.anatomy_on_images)  # fmt: skip
-        results = study(arguments.data, test_list_file=arguments.test_list_file, **options)
         files = ({f"loss_comparison_m{m}.json": value for m, value in results.items()}
                  if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
@@ -324,7 +331,9 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
                           ("--epochs", arguments.epochs)):  # fmt: skip
         check_positive_int(option, value)
     check_positive_finite("--lr", arguments.lr)
-    check_int_in_range("--loader-workers", arguments.loader_workers, 0)
+    # a worker is a process with its own copy of the dataset: more than a few per core only
+    # queue for the cores and fill the memory (four per core of this machine at most)
+    check_int_in_range("--loader-workers", arguments.loader_workers, 0, 4 * (os.cpu_count() or 1))
     check_seeds(arguments.seeds, "--seeds")
     for option, path in (("--weights", arguments.weights), ("--list-file", arguments.list_file),
                          ("--test-list-file", arguments.test_list_file)):  # fmt: skip
@@ -397,6 +406,24 @@ def _check_study_data(arguments: argparse.Namespace, sizes: list[int], given: bo
         default = ",".join(str(size) for size in sizes)
         raise GradlabError(f"{error} (the default --batch-sizes {default} of gradlab study "
                            f"{arguments.name}: pass --batch-sizes)") from None
+    _check_study_fits(arguments, max(sizes))
+
+
+def _check_study_fits(arguments: argparse.Namespace, largest: int) -> None:
+    """Refuse a study whose batch of images cannot fit in the memory the host has free, before
+    any image is decoded: past it the system's out-of-memory killer ends the command without a
+    word. One float32 batch of ``largest`` RGB images is the least a step holds."""
+    from gradlab.memory import available_bytes
+
+    size = arguments.image_size
+    need = largest * 3 * size * size * 4
+    free = available_bytes("cpu")
+    if free is not None and need > free:
+        raise GradlabError(
+            f"--image-size {size}: one batch of {largest} images of {size} x {size} pixels "
+            f"needs {need / 2**30:.1f} GiB in float32 before the backbone runs, more than the "
+            f"{free / 2**30:.1f} GiB available; try a smaller --image-size or --batch-sizes"
+        )
 
 
 def _add_plan(commands, with_losses: bool) -> None:

@@ -379,6 +379,14 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"got split={split!r}")  # fmt: skip
         test = image_folder(data, test_split, layout=layout, image_size=image_size)
     check_images(test.paths, f"images in the {test.split} split")
+    counts = torch.bincount(test.labels, minlength=len(test.class_names))
+    if not bool((counts >= 2).any()):  # every average would run over no query: all NaN
+        raise GradlabError(
+            f"the evaluation split {test.split!r} ({len(test)} images, {len(test.class_names)} "
+            f"classes) holds no class with two or more images: no image has another of its "
+            f"class to retrieve, so retrieval would measure nothing; give each evaluation "
+            f"class at least two images"
+        )
     return test
 
 

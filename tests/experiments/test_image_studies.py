@@ -277,7 +277,15 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
     [
         ({"--data": "/no/such/folder"}, "--data must be an existing folder of images"),
         ({"--lr": "-1"}, "--lr must be a positive finite number; got -1.0"),
-        ({"--loader-workers": "-1"}, "--loader-workers must be an int >= 0; got -1"),
+        ({"--loader-workers": "-1"}, "--loader-workers must be an int from 0 to [0-9]+; got -1"),
+        # a process each: 100000 of them fill the memory or hang
+        ({"--loader-workers": "100000"},
+         "--loader-workers must be an int from 0 to [0-9]+; got 100000"),
+        # one batch of 16 images of 10^5 x 10^5 pixels: 1.8 TiB, the out-of-memory killer's
+        ({"--image-size": "100000"}, r"--image-size 100000: one batch of 16 images of 100000 x "
+                                     r"100000 pixels needs 1788\.1 GiB in float32 before the "
+                                     r"backbone runs, more than the [0-9.]+ GiB available"),
+        ({"--batch-sizes": "8,,16"}, "must be integers separated by commas"),
         ({"--image-size": "0"}, "--image-size must be a positive integer; got 0"),
         ({"--embedding-dim": "0"}, "--embedding-dim must be a positive integer; got 0"),
         ({"--weights": "/no/such.pt"}, "--weights must be an existing file"),
@@ -484,3 +492,43 @@ def test_render_with_data_is_one_line_and_exit_code_2(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err == (f"gradlab: --data does not apply with --render (it redraws the study saved "
                    f"in --out); got --data {str(tmp_path / 'images')!r}\n")
+
+
+def test_a_study_that_runs_out_of_memory_is_one_line_and_exit_code_2(
+    online_products, tmp_path, capsys, monkeypatch
+):
+    # an --embedding-dim of 1e11 fails in the allocator (a traceback before): named options
+    from gradlab.experiments import image_studies
+
+    def allocate(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't "
+                           "allocate memory: you tried to allocate 400000000000 bytes")
+
+    monkeypatch.setattr(image_studies, "p_vs_batch_size_on_images", allocate)
+    argv = ["study", "p-vs-batch-size", *SMALL, "--data", str(online_products),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 2
+    assert capsys.readouterr().err == (
+        "gradlab: the study ran out of memory; try a smaller --embedding-dim, --image-size or "
+        "--batch-sizes\n")
+
+
+@pytest.mark.parametrize("study", ["losses", "anatomy"])
+def test_an_evaluation_split_without_a_query_is_refused_before_training(tmp_path, capsys, study):
+    # four training classes of four images; four test classes of one image each: no image has
+    # another of its class to retrieve, and every average ran over nothing (NaN, exit 0)
+    from tests.helpers.study_images import write_images
+
+    data = tmp_path / "data"
+    for index in range(4):
+        write_images(data / f"a{index}", 4)
+        write_images(data / f"b{index}", 1)
+    argv = ["study", study, *SMALL, "--batch-sizes", "8", "--seeds", "0", "--data", str(data),
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == ("gradlab: the evaluation split 'test' (4 images, 4 classes) holds no class "
+                   "with two or more images: no image has another of its class to retrieve, so "
+                   "retrieval would measure nothing; give each evaluation class at least two "
+                   "images\n"), err
+    assert not (tmp_path / "out").exists()
