@@ -190,7 +190,7 @@ def _build_parser(
 def _int_list(text: str) -> list[int]:
     """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2)."""
     try:
-        return [int(part) for part in text.split(",")]  # an empty item ("8,,16") is an error
+        return [int(part) for part in text.split(",") if part.strip()]  # "8,16," as "8,16"
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"must be integers separated by commas, e.g. 16,32,64; got {text!r}"

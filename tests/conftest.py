@@ -66,3 +66,15 @@ def ctrl_c_raises():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(autouse=True)
+def _progress_mode_of_the_process():
+    """Each test starts with the progress mode of a fresh process: a command run with
+    ``--no-progress`` sets it for the whole process (as it should, in a real run), and a later
+    test in the same worker then saw no progress lines."""
+    from gradlab.progress import set_progress_mode
+
+    set_progress_mode("auto")
+    yield
+    set_progress_mode("auto")

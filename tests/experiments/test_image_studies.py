@@ -285,7 +285,6 @@ def test_a_study_without_data_is_one_line_and_exit_code_2(tmp_path, capsys):
         ({"--image-size": "100000"}, r"--image-size 100000: one batch of 16 images of 100000 x "
                                      r"100000 pixels needs 1788\.1 GiB in float32 before the "
                                      r"backbone runs, more than the [0-9.]+ GiB available"),
-        ({"--batch-sizes": "8,,16"}, "must be integers separated by commas"),
         ({"--image-size": "0"}, "--image-size must be a positive integer; got 0"),
         ({"--embedding-dim": "0"}, "--embedding-dim must be a positive integer; got 0"),
         ({"--weights": "/no/such.pt"}, "--weights must be an existing file"),
