@@ -70,16 +70,19 @@ def synthetic_problem(
                               nn.Linear(16, embedding_size)).to(dtype)  # fmt: skip
     classes = batch_size // 2
     labels = torch.arange(batch_size)[torch.randperm(batch_size, generator=generator)] % classes
-    centres = torch.randn(classes, input_size, generator=generator, dtype=dtype)
+    # drawn in float64 whatever the dtype, then rounded to it: every dtype compares the same
+    # problem (torch's draws of float32 and float64 differ for one seed)
+    wide = torch.float64
+    centres = torch.randn(classes, input_size, generator=generator, dtype=wide)
     queries = centres[labels] + 0.5 * torch.randn(batch_size, input_size, generator=generator,
-                                                  dtype=dtype)  # fmt: skip
+                                                  dtype=wide)  # fmt: skip
     candidates = queries + 0.3 * torch.randn(batch_size, input_size, generator=generator,
-                                             dtype=dtype)  # fmt: skip
+                                             dtype=wide)  # fmt: skip
     memory = memory_labels = None
     if memory_size:
         memory_labels = torch.randint(classes, (memory_size,), generator=generator)
         with torch.no_grad():
-            memory = model(centres[memory_labels] + 0.5 * torch.randn(
-                memory_size, input_size, generator=generator, dtype=dtype))  # fmt: skip
-    return model, PairedBatch(queries, candidates, labels, memory, memory_labels,
-                              1 if memory_size > 1 else 0)  # fmt: skip
+            noise = torch.randn(memory_size, input_size, generator=generator, dtype=wide)
+            memory = model((centres[memory_labels] + 0.5 * noise).to(dtype))
+    return model, PairedBatch(queries.to(dtype), candidates.to(dtype), labels, memory,
+                              memory_labels, 1 if memory_size > 1 else 0)  # fmt: skip

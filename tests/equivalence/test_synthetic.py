@@ -223,3 +223,16 @@ def test_a_dtype_that_is_not_a_floating_torch_dtype_is_refused(dtype):
     with pytest.raises(GradlabError, match=re.escape(f"dtype must be a floating torch dtype; got "
                                                      f"{dtype!r}")):  # fmt: skip
         synthetic_problem(dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_dtype_compares_the_float64_problem_rounded_to_it(dtype):
+    # --dtype chooses the precision of the comparison, not another problem
+    wide_model, wide = synthetic_problem(memory_size=3)
+    model, batch = synthetic_problem(memory_size=3, dtype=dtype)
+    assert torch.equal(batch.query_inputs, wide.query_inputs.to(dtype))
+    assert torch.equal(batch.candidate_inputs, wide.candidate_inputs.to(dtype))
+    assert torch.equal(batch.labels, wide.labels)
+    assert torch.equal(batch.memory_labels, wide.memory_labels)
+    for narrow, reference in zip(model.parameters(), wide_model.parameters(), strict=True):
+        assert torch.equal(narrow, reference.to(dtype))
