@@ -429,7 +429,9 @@ def summarize(results: dict, metric: str = "MAP@R") -> dict:
     each with its measured reason. Among the ranked, ``best`` has the highest mean ``metric``
     (None when no loss is ranked); ``tied`` are within the seed spread of it, ``behind``
     further. ``below_untrained``: mean below the untrained network's;
-    ``clearly_below_untrained``: by more than the spread.
+    ``clearly_below_untrained``: by more than the spread. ``single_seed``: the run has one seed,
+    whose spread is not measured: no loss is ranked, and only a loss without gradient is set
+    apart.
 
     Example:
         >>> runs = {"A": {"metrics": {"MAP@R": [0.5, 0.52]}},
@@ -442,8 +444,13 @@ def summarize(results: dict, metric: str = "MAP@R") -> dict:
     runs = results["losses"]
     before = results["before"][metric]
     flat = [n for n in runs if max(runs[n].get("initial_gradient_norm", [1.0])) == 0.0]
-    beats = [n for n in runs if n not in flat and _beats(runs[n]["metrics"][metric], before)]
-    apart = {n: _reason(runs[n], before, metric, n in flat) for n in runs if n not in beats}
+    # one seed has no spread: no gap can be shown to exceed it, so nothing is ranked or set
+    # apart by it (``single_seed``)
+    single = len(before) < 2
+    beats = [n for n in runs if n not in flat and not single
+             and _beats(runs[n]["metrics"][metric], before)]  # fmt: skip
+    apart = {n: _reason(runs[n], before, metric, n in flat) for n in runs
+             if n not in beats and (not single or n in flat)}  # fmt: skip
     ranked = sorted(beats, key=lambda name: -mean_std(runs[name]["metrics"][metric])[0])
     best = ranked[0] if ranked else None
     top = runs[best]["metrics"][metric] if best else []
@@ -451,6 +458,7 @@ def summarize(results: dict, metric: str = "MAP@R") -> dict:
     worse = [n for n in runs if mean_std(runs[n]["metrics"][metric])[0] < mean_std(before)[0]]
     return {
         "metric": metric,
+        "single_seed": single,
         "best": best,
         "ranked": ranked,
         "tied": tied,

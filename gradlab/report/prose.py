@@ -145,6 +145,10 @@ def best_loss_sentence(results: dict, summary: dict) -> str:
     """  # noqa: E501
     metric, best = summary["metric"], summary["best"]
     before = cell(results["before"][metric])
+    if summary.get("single_seed"):
+        return (f"One seed: the losses are not ranked against the untrained network's {metric} "
+                f"({before}) or one another, as one seed measures no spread to compare their "
+                "gaps with (run two seeds or more).")  # fmt: skip
     if best is None:
         return (f"No loss beats the untrained network's {metric} ({before}) by more than the "
                 "seed spread.")  # fmt: skip
@@ -169,6 +173,8 @@ def apart_text(results: dict, summary: dict) -> str:
     parts = [f"{name}, {cell(results['losses'][name]['metrics'][metric])}: "
              f"{_apart_reason(results, reason)}"
              for name, reason in summary["apart"].items()]  # fmt: skip
+    if summary.get("single_seed"):  # set apart for its gradient alone: no spread was measured
+        return f" Listed apart: {'; '.join(parts)}."
     return (f" Listed apart, not ranked ({metric} not above the untrained network's by more than "
             f"the seed spread): {'; '.join(parts)}.")  # fmt: skip
 

@@ -649,3 +649,32 @@ def test_p_vs_batch_size_text_says_saturated_when_p_is_pinned_at_1():
     text = prose.p_vs_batch_size_text(batch)
     assert "with one network fine-tuned per m P is saturated, so it shows no trend." in text
     assert "P rises" not in text and "P is saturated, so it shows no trend: " in text
+
+
+def test_one_seed_ranks_no_loss_and_sets_apart_only_a_loss_without_gradient():
+    # one seed has no measured spread: "beats it by more than the seed spread" (of 0) would
+    # rank any gap, however small
+    results = {
+        "losses": {
+            "A": {"metrics": {"MAP@R": [0.5]}, "initial_gradient_norm": [0.3]},
+            "B": {"metrics": {"MAP@R": [0.1]}, "initial_gradient_norm": [0.2]},
+            "C": {"metrics": {"MAP@R": [0.12]}, "initial_gradient_norm": [0.0]},
+        },
+        "before": {"MAP@R": [0.11]},
+        "initial_score_range": [0.001],
+    }
+    summary = loss_comparison.summarize(results)
+    assert summary["single_seed"] is True
+    assert (summary["best"], summary["ranked"], summary["tied"]) == (None, [], [])
+    assert list(summary["apart"]) == ["C"] and summary["apart"]["C"]["no_gradient"]
+    sentence = prose.best_loss_sentence(results, summary)
+    assert sentence == ("One seed: the losses are not ranked against the untrained network's "
+                        "MAP@R (0.110 ± 0.000) or one another, as one seed measures no spread to "
+                        "compare their gaps with (run two seeds or more).")  # fmt: skip
+    apart = prose.apart_text(results, summary)
+    assert apart.startswith(" Listed apart: C, 0.120 ± 0.000: loss gradient exactly 0")
+    assert "seed spread" not in apart
+    two = {**results, "before": {"MAP@R": [0.11, 0.11]},
+           "losses": {name: {**run, "metrics": {"MAP@R": run["metrics"]["MAP@R"] * 2}}
+                      for name, run in results["losses"].items()}}  # fmt: skip
+    assert loss_comparison.summarize(two)["best"] == "A"  # two seeds: ranked as before
