@@ -77,7 +77,7 @@ def paper_stages(claims: Sequence[Claim], *, mutants: bool) -> Iterator[tuple[st
 
     Yields:
         ``(label, claims)``: the stage's progress label (``audit: paper k of n, <authors year,
-        part>``, with the number of mutants when they are checked) and that paper's claims.
+        part>``, ``, with their mutants`` when they are checked) and that paper's claims.
 
     Example:
         >>> from gradlab.symbolic.claims import Claim, Form
@@ -88,7 +88,8 @@ def paper_stages(claims: Sequence[Claim], *, mutants: bool) -> Iterator[tuple[st
     papers = list(dict.fromkeys(claim.seed for claim in claims))
     for number, paper in enumerate(papers, start=1):
         own = [claim for claim in claims if claim.seed == paper]
-        counted = f", with {sum(len(c.mutants) for c in own)} mutants" if mutants else ""
+        # the operators' mutants are generated as each claim is checked: not counted ahead
+        counted = ", with their mutants" if mutants else ""
         yield f"audit: paper {number} of {len(papers)}, {paper_label(paper)}{counted}", own
 
 
