@@ -382,14 +382,30 @@ def format_plan(result: dict) -> str:
         how: measured on cpu
     """
     peak = result["peak_extra_bytes"]
-    memory = "not measurable here" if peak is None else f"{peak / 2**20:.1f} MiB"
+    memory = "not measurable here" if peak is None else _bytes_in_words(peak)
     return "\n".join([
         f"{result['loss']} at m = {result['batch_size']} ({result['per_class']} per class), "
         f"d = {result['dim']}, on {result['device']}",
         f"peak extra memory: {memory} (the loss's forward + backward; the backbone's come on "
         "top)",
         "time per step:     " + ("not estimated (see how)" if result["seconds"] is None else
-                                 f"{1e3 * result['seconds']:.2f} ms (forward + backward of "
-                                 "the loss)"),
+                                 f"{_seconds_in_words(result['seconds'])} (forward + backward "
+                                 "of the loss)"),
         f"how: {result['method']}",
     ])  # fmt: skip
+
+
+def _bytes_in_words(size: float) -> str:
+    """``size`` bytes in the unit that keeps it readable: KiB below 1 MiB, then MiB, GiB, TiB
+    (a model's estimate at a batch of 10^8 is no number of MiB anyone reads)."""
+    for unit, power in (("KiB", 10), ("MiB", 20), ("GiB", 30)):
+        if size < 2 ** (power + 10):
+            return f"{size / 2**power:.1f} {unit}"
+    return f"{size / 2**40:.1f} TiB"
+
+
+def _seconds_in_words(seconds: float) -> str:
+    """``seconds`` in ms below a second, in s below an hour, else in hours."""
+    if seconds < 1.0:
+        return f"{1e3 * seconds:.2f} ms"
+    return f"{seconds:.2f} s" if seconds < 3600.0 else f"{seconds / 3600.0:.1f} h"

@@ -18,6 +18,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments.planner import (
     PeakBytes,
     estimate_smooth_ap,
+    format_plan,
     measure_loss,
     plan,
 )
@@ -105,7 +106,7 @@ def test_plan_prints_the_measurement_on_cpu(capsys):
                  "--device", "cpu"]) == 0  # fmt: skip
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "Contrastive at m = 64 (4 per class), d = 16, on cpu"
-    assert re.fullmatch(r"peak extra memory: (\d+\.\d MiB|not measurable here) .*", lines[1])
+    assert re.fullmatch(r"peak extra memory: (\d+\.\d [KM]iB|not measurable here) .*", lines[1])
     assert re.fullmatch(r"time per step: +\d+\.\d\d ms .*", lines[2])
     assert lines[3].startswith("how: measured on cpu")
 
@@ -240,3 +241,16 @@ def test_plan_measures_on_a_cuda_device_that_is_here(capsys):
     peak = float(re.search(r"peak extra memory: (\d+\.\d) MiB", out)[1])
     # the [384, 384] scores and their gradient alone take 1.1 MiB
     assert peak >= 8 * 384 * 384 / 2**20
+
+
+@pytest.mark.parametrize(("peak", "seconds", "memory", "time"), [
+    (3 << 20, 0.002, "3.0 MiB", "2.00 ms"),
+    (512, 0.5, "0.5 KiB", "500.00 ms"),  # "0.0 MiB" before
+    (95367826461.8 * 2**20, 40766580047.25786, "90949.8 TiB", "11324050.0 h"),
+    (3 << 30, 2.5, "3.0 GiB", "2.50 s"),
+])  # fmt: skip
+def test_the_plan_words_its_sizes_and_times_in_readable_units(peak, seconds, memory, time):
+    text = format_plan({"loss": "SmoothAP", "batch_size": 8, "dim": 4, "per_class": 4,
+                        "device": "cpu", "peak_extra_bytes": peak, "seconds": seconds,
+                        "method": "estimated"})  # fmt: skip
+    assert f"peak extra memory: {memory} (" in text and f"time per step:     {time} (" in text
