@@ -466,7 +466,7 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
 
 
 def _effective_rank(
-    values: torch.Tensor, normalize: bool = False, rescale: bool = True
+    values: torch.Tensor, normalize: bool = False, *, rescale: bool
 ) -> EffectiveRank:
     """:func:`effective_rank` of checked float64 ``values``. ``rescale``: divide the centred
     values by their largest magnitude first (the rank is scale-free), so that the Gram of

@@ -27,8 +27,9 @@ def _cosines(first, second):
 # ---- closed forms -----------------------------------------------------------------------------
 
 
-def test_identical_points_have_rank_one_and_no_spread():
-    points = torch.tensor([[0.3, -1.2, 2.0, 0.7]]).repeat(9, 1)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])  # float64: rescaled first
+def test_identical_points_have_rank_one_and_no_spread(dtype):
+    points = torch.tensor([[0.3, -1.2, 2.0, 0.7]], dtype=dtype).repeat(9, 1)
     rank, share = geometry.effective_rank(points)
     assert float(rank) == 1.0
     assert float(share) == pytest.approx(1 / 4)
@@ -682,3 +683,22 @@ def test_alignment_and_uniformity_measure_scores_that_require_grad_without_a_gra
 def test_effective_rank_refuses_a_normalize_that_is_not_a_bool(normalize):
     with pytest.raises(GradlabError, match=r"^normalize must be True or False; got "):
         geometry.effective_rank(torch.randn(4, 3), normalize=normalize)
+
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_effective_rank_of_points_far_below_one_is_their_ranks(dtype):
+    # float32 is not rescaled: eigenvalues of 1e-18 lie far below max(N, d) x eps(float64) and
+    # must still be read against the largest eigenvalue, not against 1
+    simplex = torch.eye(4, dtype=dtype)  # centred: 3 equal singular values
+    rank, share = geometry.effective_rank(simplex * 1e-9)
+    assert rank.item() == pytest.approx(3.0, rel=1e-6)
+    assert share.item() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_float64_points_whose_centred_values_are_all_zero_have_rank_one():
+    # eight copies of binary fractions: the mean is exact, every centred entry exactly 0, and
+    # the rescaling divides by nothing
+    points = torch.tensor([[0.5, -1.25, 2.0, 0.75]], dtype=torch.float64).repeat(8, 1)
+    rank, share = geometry.effective_rank(points)
+    assert (rank.item(), share.item()) == (1.0, 0.25)

@@ -206,5 +206,17 @@ def test_a_gap_from_a_negative_count_or_past_b_is_refused_by_name(function, meth
     with pytest.raises(GradlabError, match=rf"^a must be at most b for {name} \(the gap sums "
                                            r"t = a \+ 1 \.\. b\); got a = 5 > b = 2$"):  # fmt: skip
         function(torch.tensor([[1.0, 5.0]]), torch.tensor([3.0, 2.0]), method)
-    # a = b is the empty sum
+    # a = b is the empty sum, and is not the pair named: the first with a > b is
+    with pytest.raises(GradlabError, match=r"got a = 5 > b = 2$"):
+        function(torch.tensor([[2.0, 5.0]]), torch.tensor([2.0, 2.0]), method)
     assert function(torch.tensor([2.0]), torch.tensor([2.0]), method).tolist() == [0.0]
+
+
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap])
+@pytest.mark.parametrize("meta", ["a", "b"])
+def test_a_gap_of_meta_counts_is_refused_by_name(function, meta):
+    # their order is read: a meta tensor has a shape and no values
+    counts = {"a": torch.tensor([1.0]), "b": torch.tensor([2.0])}
+    counts[meta] = counts[meta].to("meta")
+    with pytest.raises(GradlabError, match=rf"^{meta} is a meta tensor"):
+        function(counts["a"], counts["b"])
