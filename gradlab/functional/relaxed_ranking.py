@@ -102,7 +102,8 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
         tensor([[0.7500, 0.2500, 0.0000],
                 [0.0000, 0.0000, 1.0000]])
     """
-    check_tensor("distances", distances, ndims=tuple(range(9)), kind="float")
+    any_shape = (distances.dim(),) if isinstance(distances, torch.Tensor) else ()
+    check_tensor("distances", distances, ndims=any_shape, kind="float")
     num_bins = check_positive_int("num_bins", num_bins)
     return _triangular_kernel(distances, num_bins)
 

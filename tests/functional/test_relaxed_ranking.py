@@ -571,3 +571,15 @@ def test_a_distance_outside_the_bins_of_a_column_that_does_not_count_is_not_refu
     keep = torch.tensor([[False, True, True]])
     counts = soft_histogram(distances, torch.tensor([[0, 1, 0]]), 4, 2, candidate_mask=keep)
     assert counts.sum().item() == 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32, torch.float64])
+def test_triangular_kernel_is_the_loop_of_its_definition_in_the_input_dtype(dtype):
+    distances = torch.tensor([[0.0, 0.25, 1.5], [2.0, 2.75, 3.0]], dtype=dtype)
+    weights = triangular_kernel(distances, 4)
+    assert weights.shape == (2, 3, 4) and weights.dtype == dtype
+    expected = [[[max(0.0, 1.0 - abs(x - d)) for d in range(4)] for x in row]
+                for row in distances.double().tolist()]  # fmt: skip
+    assert weights.double().tolist() == expected
+    # any number of dimensions, ten included
+    assert triangular_kernel(torch.zeros([1] * 10, dtype=dtype), 2).shape == (*[1] * 10, 2)
