@@ -39,6 +39,12 @@ def save_figure(figure, path: str | Path) -> Path:
     return path
 
 
+def _seeds(result: dict) -> str:
+    """``"1 seed"``, ``"3 seeds"``: the seeds of a study's result."""
+    count = len(result["seeds"])
+    return f"{count} seed{'' if count == 1 else 's'}"
+
+
 def _data_name(result: dict, bundled: str) -> str:
     """The data a result was measured on: its own ``data`` entry (a user's study), else the
     bundled miniature's name."""
@@ -119,7 +125,7 @@ def plot_p_vs_batch_size(source: dict | str | Path, path: str | Path) -> Path:
     figure.suptitle(
         f"P against batch size on {_data_name(result, 'unseen 3-digit strings')},\n4 images per "
         f"class and m/4 classes, "
-        f"{len(result['seeds'])} seeds (faint: each seed; bars: mean +- std)",
+        f"{_seeds(result)} (faint: each seed; bars: mean +- std)",
         fontsize=11,
     )
     return save_figure(figure, path)
@@ -165,8 +171,8 @@ def plot_loss_comparison(source: dict | str | Path, path: str | Path) -> Path:
     cost.set_title("loss forward + backward (ms)", fontsize=11)
     cost.grid(alpha=0.3, axis="y")
     figure.suptitle(
-        f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {len(result['seeds'])} "
-        f"seeds, same network, batches and {result['settings']['steps']} steps\n(dots: seeds; "
+        f"Losses on {_data_name(result, 'unseen 3-digit numbers')}, {_seeds(result)}, same "
+        f"network, batches and {result['settings']['steps']} steps\n(dots: seeds; "
         "bars: mean +- std; dashed: the untrained network)",
         fontsize=11,
     )
@@ -219,7 +225,7 @@ def plot_scene_recall(source: dict | str | Path, path: str | Path) -> Path:
                                    "chance): not ranked"))  # fmt: skip
     axes[0].legend(handles=handles, fontsize=10)
     figure.suptitle(
-        f"Digit scenes: recall both ways, {len(result['seeds'])} seeds (bars: mean +- std)",
+        f"Digit scenes: recall both ways, {_seeds(result)} (bars: mean +- std)",
         fontsize=11,
     )
     return save_figure(figure, path)

@@ -157,6 +157,12 @@ def test_the_p_title_names_the_data_a_result_was_measured_on(drawn):
     assert figure._suptitle.get_text().startswith("P against batch size on theirs,\n")
 
 
+def test_one_seed_is_one_seed_in_the_title(drawn):
+    result = dict(_p_result(fixed_trained=APART), seeds=[0])
+    figure = drawn(module.plot_p_vs_batch_size, result)
+    assert "m/4 classes, 1 seed (faint: each seed" in figure._suptitle.get_text()
+
+
 def test_a_proportion_equal_to_an_earlier_one_is_named_not_drawn(drawn):
     near = [[0.2 + 1e-13, 0.4], [0.4, 0.6]]  # equal to P within 1e-12
     setting = {"P": APART["P"], "P_positive_negative": near, "P_negative_negative": near}
