@@ -177,7 +177,10 @@ def false_positive_probability(
     Returns:
         ``(P [n_pairs], (i, j))``. A pair with no negatives has ``P = 0``. Float16 and
         bfloat16 scores are binned in float32 (their own dtype cannot count the bins of a
-        small ``delta``); ``P`` is returned in their dtype.
+        small ``delta``); ``P`` is returned in their dtype. ``P`` is Eq. 7 as printed: the two
+        sides' false positive rates added, so it reaches 2 when every negative of both sides
+        scores above the pair (gradlab's audit flags the sum; it is no probability), and a
+        cosine within :data:`COSINE_SLACK` above 1 can make it slightly negative.
 
     Raises:
         GradlabError: a bad tensor, shape, device or ``delta``, NaN/inf scores, scores outside
