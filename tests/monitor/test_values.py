@@ -841,9 +841,19 @@ def test_agreement_without_ranking_signal_is_undefined_not_zero(labels):
     assert math.isnan(both_zero["gradient_agreement_cosine"])
     assert math.isnan(both_zero["gradient_agreement_relative_error"])
     # a loss that sends gradient where SmoothAP sends none: no direction, infinitely far
-    other = _agreement(embeddings, torch.ones_like(embeddings), labels)
+    # (however small that gradient: 1e-3 per entry)
+    other = _agreement(embeddings, torch.full_like(embeddings, 1e-3), labels)
     assert math.isnan(other["gradient_agreement_cosine"])
     assert other["gradient_agreement_relative_error"] == math.inf
+
+
+def test_agreement_with_no_gradient_backpropagated_has_no_direction():
+    # SmoothAP's gradient is not 0, the loss's is (a loss multiplied by 0): no cosine, and the
+    # whole analytic gradient is the error
+    embeddings = _random((8, 3), 35)
+    got = _agreement(embeddings, torch.zeros_like(embeddings))
+    assert math.isnan(got["gradient_agreement_cosine"])
+    assert got["gradient_agreement_relative_error"] == 1.0
 
 
 def test_decomposition_keeps_terms_whose_squares_underflow():
