@@ -261,7 +261,9 @@ class GradientCounts(Quantity):
     Only a query with both a positive and a negative has a ranking to learn: one without a
     positive, or without a negative (every candidate positive: its AP is 1 whatever the
     scores, its gradient exactly 0, and its entries' slopes are no gradient) counts 0 entries
-    and is not among ``queries_without_gradient``. On a batch where no query has both (one
+    and is not among ``queries_without_gradient``: ``gradient_count_mean`` averages over every
+    query of the batch (those 0s included), ``queries_without_gradient`` is a share of the
+    queries that have both. On a batch where no query has both (one
     class, or all singletons: ``degenerate_batch`` is 1, the loss has no gradient at all)
     every key is NaN, undefined, as ``anatomy_queries_without_gradient`` is: a 0 there would
     read as "every query receives gradient".
