@@ -348,8 +348,10 @@ def plan(
         ):  # fmt: skip
             return result | measure_loss(loss, batch_size, dim, per_class, device, tau=tau)
     if loss not in ESTIMATED:
+        where = ("without --estimate; --device cpu runs here" if estimate else
+                 f"no {kind} device is here; --device cpu runs here")  # fmt: skip
         raise GradlabError(f"loss {loss!r} has no stated memory model; measure it where the "
-                           f"device is (without --estimate; --device cpu runs here)")  # fmt: skip
+                           f"device is ({where})")  # fmt: skip
     include = loss == "smooth_ap_query_included"
     memory = ("estimated: memory from estimate_smooth_ap's model (10 m^2 + 8 m d + the chunk's "
               "block and temporaries, bytes)")  # fmt: skip

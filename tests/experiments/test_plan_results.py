@@ -203,12 +203,14 @@ def test_a_plan_here_is_measured_and_a_loss_without_a_model_is_not_estimated(mon
         "device": "cpu",
     }
     assert result["seconds"] == 0.25 and result["method"].startswith("measured on cpu: ")
-    for kwargs in ({"device": "meta"}, {"estimate": True}):
+    # the hint answers what was asked: an estimate, or a device that is not here
+    for kwargs, where in (({"device": "meta"}, "no meta device is here"),
+                          ({"estimate": True}, "without --estimate")):  # fmt: skip
         with pytest.raises(
             GradlabError,
             match=re.escape(
                 "loss 'fast_ap' has no stated memory model; measure it where the device is "
-                "(without --estimate; --device cpu runs here)"
+                f"({where}; --device cpu runs here)"
             ),
         ):
             plan("fast_ap", 8, 4, **kwargs)
