@@ -151,17 +151,15 @@ def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
     assert json.loads((tmp_path / "audit.json").read_text()) == records
     assert markdown == "## Audit of 3\n### One paper"
     assert (tmp_path / "audit.json").read_text().splitlines()[1] == " {"  # one space a level
-    with_mutants = ", with 5 mutants" if not quick else ""
+    with_mutants = ", with their mutants" if not quick else ""
     lines = [re.sub(r", [\d.]+ s\)$", ")", line) for line in capsys.readouterr().err.splitlines()]
     assert lines == [
         f"gradlab: audit: paper 1 of 2, Brown et al. 2020, supplementary material{with_mutants} "
         "(2 claims) ...",
         f"gradlab: audit: paper 1 of 2, Brown et al. 2020, supplementary material{with_mutants} "
         "done (2 claims)",
-        f"gradlab: audit: paper 2 of 2, x_paper{', with 1 mutants' if not quick else ''} "
-        "(1 claim) ...",
-        f"gradlab: audit: paper 2 of 2, x_paper{', with 1 mutants' if not quick else ''} "
-        "done (1 claim)",
+        f"gradlab: audit: paper 2 of 2, x_paper{with_mutants} (1 claim) ...",
+        f"gradlab: audit: paper 2 of 2, x_paper{with_mutants} done (1 claim)",
     ]  # fmt: skip
 
 
