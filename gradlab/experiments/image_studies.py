@@ -288,7 +288,7 @@ def p_vs_batch_size_on_images(
                                    workers)  # fmt: skip
             rows.append(row)
             steps.append(count)
-            print(f"p-vs-batch-size: seed {seed}, m = {size}: {_steps(count)}, "
+            print(f"p-vs-batch-size: seed {seed}, m = {size}: {count} steps, "
                   f"P = {row[0]:.4f}", file=sys.stderr, flush=True)  # fmt: skip
         for index, key in enumerate(KEYS):
             per_seed[key].append([row[index] for row in rows])
@@ -358,11 +358,6 @@ def _setup(
     check_images(dataset.paths, f"images in the {dataset.split} split")  # not deep into a run
     build_backbone(backbone, embedding_dim=embedding_dim, weights=weights, image_size=image_size)
     return dataset, sizes, seeds, record
-
-
-def _steps(count: int) -> str:
-    """``"1 step"``, ``"3 steps"``."""
-    return f"{count} step{'' if count == 1 else 's'}"
 
 
 def _test_split(data, split, test_split, layout, list_file, test_list_file, image_size):
@@ -727,7 +722,7 @@ def loss_comparison_on_images(
                 run["initial_loss"].append(history[0])
                 run["initial_gradient_norm"].append(_gradient_norm(loss_fn, first, first_labels))
                 score = run["metrics"]["MAP@R"][-1]
-                print(f"losses: seed {seed}, m = {size}, {name}: {_steps(len(batches))}, "
+                print(f"losses: seed {seed}, m = {size}, {name}: {len(batches)} steps, "
                       f"MAP@R = {score:.4f}", file=sys.stderr, flush=True)  # fmt: skip
     return results
 
@@ -853,7 +848,7 @@ def anatomy_on_images(
                     run["anatomy"][ANATOMY_DIRECTION][key].append(table[:, column].tolist())
                 for column, key in enumerate(IMAGE_GEOMETRY_KEYS):
                     run["geometry"][key].append(shape[:, column].tolist())
-                print(f"anatomy: seed {seed}, m = {size}, {name}: {_steps(len(batches))}",
+                print(f"anatomy: seed {seed}, m = {size}, {name}: {len(batches)} steps",
                       file=sys.stderr, flush=True)  # fmt: skip
     return {
         "settings": {"tau": tau, "batch_sizes": sizes, "epochs": epochs, "lr": lr,
