@@ -524,7 +524,8 @@ def _marked(line, count):
 
 
 @pytest.mark.parametrize("values", [[0.0, math.nan, math.nan], [math.nan, math.nan, 0.0],
-                                    [math.nan, 0.5, math.nan], [0.25]])  # fmt: skip
+                                    [math.nan, 0.5, math.nan], [0.25],
+                                    [0.1, 0.2, math.nan], [math.nan, 0.1, 0.2]])  # fmt: skip
 def test_a_value_no_line_reaches_is_marked_in_an_overlay(values):
     # a run's only finite value between NaN steps has no line to it: unmarked, it was not drawn
     records = [{"step": step, "anatomy_queries_without_gradient": value}
@@ -536,6 +537,13 @@ def test_a_value_no_line_reaches_is_marked_in_an_overlay(values):
         figure, axis = plt.subplots()
         draw_family(axis, "anatomy_without_gradient", ["anatomy_queries_without_gradient"], runs)
         line = axis.get_lines()[position]
-        finite = [index for index, value in enumerate(values) if math.isfinite(value)]
-        assert set(finite) <= _marked(line, len(values)), position
+        other_line = axis.get_lines()[1 - position]
+        # the overlay's own steps for each run (run 0 from 0, run 1 from 1, every 2nd step) and
+        # the values with no finite neighbour, by hand
+        regular = set(range(position, len(values), 2))
+        lone = {index for index, value in enumerate(values) if math.isfinite(value)
+                and all(not math.isfinite(values[n]) for n in (index - 1, index + 1)
+                        if 0 <= n < len(values))}  # fmt: skip
+        assert _marked(line, len(values)) == regular | lone, position
+        assert _marked(other_line, 3) == set(range(1 - position, 3, 2))  # no lone value
         plt.close(figure)
