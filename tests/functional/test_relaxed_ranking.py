@@ -368,6 +368,7 @@ L23 = torch.zeros(2, 3, dtype=torch.long)
          r"num_positives must be finite; got NaN in entry 0 \(1 entry of 1\)$"),
         (lambda: triangular_kernel(torch.tensor([1, 2]), 3),
          "distances must have a floating dtype"),
+        (lambda: triangular_kernel([0.5], 3), "distances must be a torch.Tensor; got list"),
         (lambda: triangular_kernel(torch.tensor([1.0]), 0), "num_bins must be a positive integer"),
         (lambda: triangular_kernel(torch.tensor([1.0]), 2.5),
          "num_bins must be a positive integer"),
