@@ -659,6 +659,7 @@ def test_one_seed_ranks_no_loss_and_sets_apart_only_a_loss_without_gradient():
             "A": {"metrics": {"MAP@R": [0.5]}, "initial_gradient_norm": [0.3]},
             "B": {"metrics": {"MAP@R": [0.1]}, "initial_gradient_norm": [0.2]},
             "C": {"metrics": {"MAP@R": [0.12]}, "initial_gradient_norm": [0.0]},
+            "D": {"metrics": {"MAP@R": [0.13]}, "initial_gradient_norm": [0.0]},
         },
         "before": {"MAP@R": [0.11]},
         "initial_score_range": [0.001],
@@ -666,13 +667,14 @@ def test_one_seed_ranks_no_loss_and_sets_apart_only_a_loss_without_gradient():
     summary = loss_comparison.summarize(results)
     assert summary["single_seed"] is True
     assert (summary["best"], summary["ranked"], summary["tied"]) == (None, [], [])
-    assert list(summary["apart"]) == ["C"] and summary["apart"]["C"]["no_gradient"]
+    assert list(summary["apart"]) == ["C", "D"] and summary["apart"]["C"]["no_gradient"]
     sentence = prose.best_loss_sentence(results, summary)
     assert sentence == ("One seed: the losses are not ranked against the untrained network's "
                         "MAP@R (0.110 ± 0.000) or one another, as one seed measures no spread to "
                         "compare their gaps with (run two seeds or more).")  # fmt: skip
     apart = prose.apart_text(results, summary)
     assert apart.startswith(" Listed apart: C, 0.120 ± 0.000: loss gradient exactly 0")
+    assert "; D, 0.130 ± 0.000: loss gradient exactly 0" in apart
     assert "seed spread" not in apart
     two = {**results, "before": {"MAP@R": [0.11, 0.11]},
            "losses": {name: {**run, "metrics": {"MAP@R": run["metrics"]["MAP@R"] * 2}}
