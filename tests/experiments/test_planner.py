@@ -248,6 +248,11 @@ def test_plan_measures_on_a_cuda_device_that_is_here(capsys):
     (512, 0.5, "0.5 KiB", "500.00 ms"),  # "0.0 MiB" before
     (95367826461.8 * 2**20, 40766580047.25786, "90949.8 TiB", "11324050.0 h"),
     (3 << 30, 2.5, "3.0 GiB", "2.50 s"),
+    # each unit from exactly its first value on
+    (1 << 20, 1.0, "1.0 MiB", "1.00 s"),
+    (1.5 * 2**20, 1.5, "1.5 MiB", "1.50 s"),
+    (1 << 40, 3600.0, "1.0 TiB", "1.0 h"),
+    ((1 << 30) - 2**19, 3600.5, "1023.5 MiB", "1.0 h"),  # just below a GiB
 ])  # fmt: skip
 def test_the_plan_words_its_sizes_and_times_in_readable_units(peak, seconds, memory, time):
     text = format_plan({"loss": "SmoothAP", "batch_size": 8, "dim": 4, "per_class": 4,
