@@ -239,8 +239,10 @@ def test_a_validation_call_before_the_step_leaves_the_training_batch_logged(
         embeddings = model(train)
         loss = loss_fn(embeddings, labels)
         loss.backward()
-        with gradients_off():
-            loss_fn(model(validation), labels)  # a validation batch, with its own loss
+        with gradients_off():  # a validation batch, with its own loss (labels by keyword)
+            validation_loss = loss_fn(model(validation), labels=labels)
+        assert validation_loss.item() == gradlab.SmoothAPLoss(0.05)(model(validation),
+                                                                    labels).item()
         record = monitor.step()
     assert record["loss"] == loss.item()
     assert record["embedding_norm_mean"] == pytest.approx(embeddings.norm(dim=1).mean().item())

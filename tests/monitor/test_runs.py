@@ -285,6 +285,32 @@ def test_the_resume_warning_names_the_step_a_checkpoint_restart_logs_from(tmp_pa
     monitor.close()
 
 
+def test_the_resume_warning_names_every_setting_that_changed_word_for_word(tmp_path):
+    import json
+
+    from gradlab.monitor.quantities import Loss
+
+    with Monitor(tmp_path, quantities=[Loss(every(1))]) as monitor:
+        train(monitor, steps=2)
+    # the first run made under torch.distributed (its header says so), the second not
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["header"]["distributed"] = {"world_size": 2, "gathered": True}
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    monitor = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+    with pytest.warns(UserWarning) as caught:
+        train(monitor, steps=1)
+    monitor.close()
+    (warning,) = [w for w in caught if "resume=True" in str(w.message)]
+    quantities = [q.name for q in monitor.quantities]
+    assert str(warning.message) == (
+        f"gradlab.Monitor: resume=True continues the run in {str(tmp_path)!r} with other "
+        f"settings (preset None -> 'cheap'; quantities ['loss'] -> {quantities}; distributed "
+        "{'world_size': 2, 'gathered': True} -> None): its records from step 2 on are not "
+        "comparable with those before; use a new log_dir (or overwrite=True) for a new run")
+
+
 def test_the_resume_warning_points_at_the_training_loop(tmp_path):
     with Monitor(tmp_path, preset="default", every=1) as monitor:
         train(monitor, steps=1)
@@ -376,3 +402,17 @@ def test_a_skipped_line_of_a_resumed_log_is_warned_about_at_the_monitors_line(tm
     assert resumed.step_count == 2
     assert [warning.filename for warning in caught
             if "skipped a line" in str(warning.message)] == [__file__]
+
+
+def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, request):
+    from gradlab.monitor.quantities import Loss
+
+    folder = tmp_path / "run"
+    with Monitor(folder, quantities=[Loss(every(1))]) as monitor:
+        train(monitor, steps=1)
+    request.getfixturevalue("one_rank_group")  # the resumed run under torch.distributed
+    monitor = Monitor(folder, quantities=[Loss(every(1))], resume=True)
+    with pytest.warns(UserWarning, match=r"other settings \(distributed None -> \{'world_size': "
+                                         r"1, 'gathered': (True|False)\}\)"):  # fmt: skip
+        train(monitor, steps=1)
+    monitor.close()
