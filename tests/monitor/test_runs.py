@@ -416,3 +416,11 @@ def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, r
                                          r"1, 'gathered': (True|False)\}\)"):  # fmt: skip
         train(monitor, steps=1)
     monitor.close()
+
+
+def test_a_resumed_run_closed_before_any_step_warns_from_the_runs_next_step(tmp_path):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    monitor = Monitor(tmp_path, preset="cheap", tau=0.5, every=1, resume=True)
+    with pytest.warns(UserWarning, match="its records from step 3 on are not comparable"):
+        monitor.close()  # no step: the header alone, from the run's next step
