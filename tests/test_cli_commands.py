@@ -1233,3 +1233,48 @@ def test_an_unknown_study_is_refused_by_name_listing_the_studies(tmp_path, capsy
     assert "invalid choice: 'bananas' (choose from " in err
     for name in ("p-vs-batch-size", "losses", "anatomy"):
         assert repr(name) in err.split("choose from", 1)[1], err
+
+
+def test_a_batch_of_images_is_compared_with_the_free_memory(tmp_path, capsys, studies,
+                                                            monkeypatch):  # fmt: skip
+    import gradlab.memory
+
+    # a batch of 16 images of 4096 x 4096 pixels in float32 is 3 GiB exactly
+    monkeypatch.setattr(gradlab.memory, "available_bytes", lambda device: 3 * 2**30)
+    _trend(monkeypatch, {})
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path)),
+            "--batch-sizes", "8,16"]  # fmt: skip
+    code, _, err = _run([*argv, "--image-size", "4096"], capsys)
+    assert (code, err) == (0, "")  # as much as is free: it fits
+    code, _, err = _run([*argv, "--image-size", "4097"], capsys)
+    assert code == 2
+    assert err == ("gradlab: --image-size 4097: one batch of 16 images of 4097 x 4097 pixels "
+                   "needs 3.0 GiB in float32 before the backbone runs, more than the 3.0 GiB "
+                   "available; try a smaller --image-size or --batch-sizes\n")
+
+
+@pytest.mark.parametrize(("cores", "allowed", "refused"), [(2, 8, 9), (None, 4, 5)])
+def test_loader_workers_are_at_most_four_per_core(tmp_path, capsys, studies, monkeypatch,
+                                                  cores, allowed, refused):  # fmt: skip
+    monkeypatch.setattr("os.cpu_count", lambda: cores)  # None: the count is unknown, one core
+    _trend(monkeypatch, {})
+    argv = ["study", "p-vs-batch-size", "--data", str(tmp_path), "--out", str(_beside(tmp_path)),
+            "--loader-workers"]  # fmt: skip
+    assert _run([*argv, str(allowed)], capsys)[0] == 0
+    code, _, err = _run([*argv, str(refused)], capsys)
+    assert (code, err) == (2, f"gradlab: --loader-workers must be an int from 0 to {allowed}; "
+                              f"got {refused}\n")
+
+
+def test_a_study_that_runs_out_of_memory_names_the_options_to_lower(tmp_path, capsys, studies,
+                                                                   monkeypatch):  # fmt: skip
+    from gradlab.experiments import image_studies
+
+    def allocate(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(image_studies, "anatomy_on_images", allocate)
+    code, _, err = _run(["study", "anatomy", "--data", str(tmp_path),
+                         "--out", str(_beside(tmp_path))], capsys)  # fmt: skip
+    assert (code, err) == (2, "gradlab: the study ran out of memory; try a smaller "
+                              "--embedding-dim, --image-size or --batch-sizes\n")
