@@ -413,17 +413,13 @@ def _check_study_fits(arguments: argparse.Namespace, largest: int) -> None:
     """Refuse a study whose batch of images cannot fit in the memory the host has free, before
     any image is decoded: past it the system's out-of-memory killer ends the command without a
     word. One float32 batch of ``largest`` RGB images is the least a step holds."""
-    from gradlab.memory import available_bytes
+    from gradlab.memory import refuse_beyond_free
 
     size = arguments.image_size
-    need = largest * 3 * size * size * 4
-    free = available_bytes("cpu")
-    if free is not None and need > free:
-        raise GradlabError(
-            f"--image-size {size}: one batch of {largest} images of {size} x {size} pixels "
-            f"needs {need / 2**30:.1f} GiB in float32 before the backbone runs, more than the "
-            f"{free / 2**30:.1f} GiB available; try a smaller --image-size or --batch-sizes"
-        )
+    refuse_beyond_free(largest * 3 * size * size * 4, "cpu", lambda need, free: (
+        f"--image-size {size}: one batch of {largest} images of {size} x {size} pixels needs "
+        f"{need} GiB in float32 before the backbone runs, more than the {free} GiB available; "
+        "try a smaller --image-size or --batch-sizes"))
 
 
 def _add_plan(commands, with_losses: bool) -> None:

@@ -9,14 +9,14 @@ traceback or the operating system's out-of-memory killer.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
 
 from gradlab.errors import GradlabError
 
-__all__ = ["available_bytes", "out_of_memory", "refused_when_out_of_memory"]
+__all__ = ["available_bytes", "out_of_memory", "refuse_beyond_free", "refused_when_out_of_memory"]
 
 
 def available_bytes(device: str) -> int | None:
@@ -41,6 +41,30 @@ def available_bytes(device: str) -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def refuse_beyond_free(need: int, device: str, refusal: Callable[[str, str], str]) -> None:
+    """Refuse, before any allocation, work that needs more than ``device`` has free
+    (:func:`available_bytes`; nothing is refused where that is unknown).
+
+    Args:
+        need: the bytes the work needs at least.
+        device: where it would allocate them.
+        refusal: ``(need, free) -> message``, both sizes given in GiB to one decimal.
+
+    Raises:
+        GradlabError: ``refusal``'s message, when ``need`` exceeds the free memory.
+
+    Example:
+        >>> try:
+        ...     refuse_beyond_free(2**80, "cpu", lambda need, free: f"{need} GiB > {free} GiB")
+        ... except GradlabError as error:
+        ...     print(str(error).split(" > ")[0])
+        1125899906842624.0 GiB
+    """
+    free = available_bytes(device)
+    if free is not None and need > free:
+        raise GradlabError(refusal(f"{need / 2**30:.1f}", f"{free / 2**30:.1f}"))
 
 
 def out_of_memory(error: BaseException) -> bool:

@@ -26,7 +26,7 @@ from gradlab.equivalence.steps import (
 )
 from gradlab.equivalence.synthetic import synthetic_problem
 from gradlab.errors import GradlabError
-from gradlab.memory import available_bytes
+from gradlab.memory import refuse_beyond_free
 from gradlab.validation import (
     check_floating_dtype,
     check_positive_finite,
@@ -83,14 +83,11 @@ def _check_fits(candidate: str, rows: int, columns: int, processes: int,
     allocator fails mid-run, or the system's out-of-memory killer ends the command."""
     copies = 2 if processes > 1 else 1  # the reference here, the candidate's processes there
     itemsize = torch.empty((), dtype=dtype).element_size()
-    need = PEAK_SCORE_MATRICES * rows * columns * itemsize * copies
-    free = available_bytes("cpu")
-    if free is not None and need > free:
-        raise GradlabError(
-            f"--batch-size {rows}: checking {candidate} needs about {need / 2**30:.1f} GiB "
-            f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] matrices of {dtype}), more than "
-            f"the {free / 2**30:.1f} GiB available; try a smaller --batch-size"
-        )
+    refuse_beyond_free(PEAK_SCORE_MATRICES * rows * columns * itemsize * copies, "cpu",
+                       lambda need, free: (
+        f"--batch-size {rows}: checking {candidate} needs about {need} GiB "
+        f"({PEAK_SCORE_MATRICES * copies} [{rows}, {columns}] matrices of {dtype}), more than "
+        f"the {free} GiB available; try a smaller --batch-size"))  # fmt: skip
 
 
 def builtin_loss(name: str) -> torch.nn.Module:

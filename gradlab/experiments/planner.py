@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.memory import available_bytes, refused_when_out_of_memory
+from gradlab.memory import refuse_beyond_free, refused_when_out_of_memory
 from gradlab.validation import check_positive_int
 
 PLAN_LOSSES = {
@@ -150,17 +150,13 @@ def least_bytes(batch_size: int, dim: int) -> int:
 
 def _check_fits(loss: str, batch_size: int, dim: int, device: str) -> None:
     """Refuse, before any allocation, a measurement whose least memory exceeds what is free."""
-    need, free = least_bytes(batch_size, dim), available_bytes(device)
-    if free is None or need <= free:
-        return
     larger = "--dim" if dim > batch_size else "--batch-size"  # the larger term of m (m + d)
     instead = (f"pass --estimate for the stated model's answer, or a smaller {larger}"
                if loss in ESTIMATED else f"try a smaller {larger}")  # fmt: skip
-    raise GradlabError(
-        f"measuring {PLAN_LOSSES[loss]} at m = {batch_size}, d = {dim} needs at least "
-        f"{need / 2**30:.1f} GiB on {device} (the [m, m] scores and their gradient, the "
-        f"embeddings and theirs), more than the {free / 2**30:.1f} GiB available; {instead}"
-    )
+    refuse_beyond_free(least_bytes(batch_size, dim), device, lambda need, free: (
+        f"measuring {PLAN_LOSSES[loss]} at m = {batch_size}, d = {dim} needs at least {need} GiB "
+        f"on {device} (the [m, m] scores and their gradient, the embeddings and theirs), more "
+        f"than the {free} GiB available; {instead}"))
 
 
 def _loss(name: str, tau: float, batch_size: int):

@@ -383,7 +383,7 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
     built = []
     monkeypatch.setattr("gradlab.equivalence.builtin.synthetic_problem",
                         lambda *args, **kwargs: built.append(args))  # fmt: skip
-    monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes", lambda device: need - 1)
+    monkeypatch.setattr("gradlab.memory.available_bytes", lambda device: need - 1)
     with pytest.raises(GradlabError) as caught:
         check_builtin(candidate, batch_size=B_LARGE, **options)
     assert str(caught.value) == (
@@ -394,7 +394,7 @@ def test_a_check_that_cannot_fit_is_refused_before_any_work(
     assert built == []  # nothing built
     # exactly enough, or a machine that does not say: the check runs
     for free in (need, None):
-        monkeypatch.setattr("gradlab.equivalence.builtin.available_bytes",
+        monkeypatch.setattr("gradlab.memory.available_bytes",
                             lambda device, free=free: free)  # fmt: skip
         with pytest.raises(TypeError):  # the stand-in problem: past the memory check
             check_builtin(candidate, batch_size=B_LARGE, **options)

@@ -190,7 +190,7 @@ def test_passes_that_would_take_just_over_the_budget_are_not_all_timed(monkeypat
 @pytest.mark.parametrize(("batch_size", "dim"), [(64, 64), (32, 32)])
 def test_a_tie_of_batch_and_dimension_names_the_batch_size(monkeypatch, batch_size, dim):
     # need = 8 m (m + d): at m = d, one less m saves 8 (2m + d) bytes, one less d only 8 m
-    monkeypatch.setattr("gradlab.experiments.planner.available_bytes",
+    monkeypatch.setattr("gradlab.memory.available_bytes",
                         lambda device: least_bytes(batch_size, dim) - 1)  # fmt: skip
     with pytest.raises(GradlabError, match=r"; try a smaller --batch-size$"):
         plan("contrastive", batch_size, dim)

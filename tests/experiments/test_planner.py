@@ -205,15 +205,15 @@ def test_a_torch_out_of_memory_error_while_measuring_is_one_line(monkeypatch, ca
 
 def test_a_batch_that_fits_exactly_is_measured_and_the_free_memory_is_named(monkeypatch):
     least = 8 * 64 * (64 + 8)
-    monkeypatch.setattr("gradlab.experiments.planner.available_bytes", lambda device: least)
+    monkeypatch.setattr("gradlab.memory.available_bytes", lambda device: least)
     assert plan("contrastive", 64, 8)["batch_size"] == 64  # all it needs is free: measured
-    monkeypatch.setattr("gradlab.experiments.planner.available_bytes",
+    monkeypatch.setattr("gradlab.memory.available_bytes",
                         lambda device: 3 * 2**30 if device == "cpu" else None)  # fmt: skip
     with pytest.raises(GradlabError, match=r"needs at least 30\.5 GiB on cpu .* more than the "
                                            r"3\.0 GiB available; try a smaller --batch-size$"):
         plan("contrastive", 64000, 8)
     # where the free memory is not known, the measurement is tried
-    monkeypatch.setattr("gradlab.experiments.planner.available_bytes", lambda device: None)
+    monkeypatch.setattr("gradlab.memory.available_bytes", lambda device: None)
     assert plan("contrastive", 64, 8)["batch_size"] == 64
 
 
