@@ -494,6 +494,11 @@ class EquivalenceResult:
                          if q.recorded and not q.agrees and q.no_gradient]  # fmt: skip
             why = (f"; the candidate left no gradient in {', '.join(untouched)}: does it call "
                    "backward?") if untouched else ""  # fmt: skip
+            unscored = sum(q.unscored for q in self.quantities if not q.agrees)
+            if unscored:  # the usual cause of a trick that does not gather: say it
+                why += (f"; the candidate never computed {unscored} of the reference's scores: "
+                        "its queries were ranked against part of the candidates only (scores "
+                        "within each process or chunk, none gathered)")  # fmt: skip
             lines.append(f"verdict: NOT EQUIVALENT ({', '.join(self.differing)} differ{why})")
         return "\n".join(lines)
 

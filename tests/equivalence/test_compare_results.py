@@ -68,8 +68,22 @@ def test_the_table_of_a_differing_result_line_by_line():
         "negatives with gradient per query 2.5 (reference 6.0)",
         "scores             0.00e+00   0.00e+00        -  agrees",
         "",
-        "verdict: NOT EQUIVALENT (dL/dtheta, dL/dscores differ)",
+        "verdict: NOT EQUIVALENT (dL/dtheta, dL/dscores differ; the candidate never computed 8 "
+        "of the reference's scores: its queries were ranked against part of the candidates "
+        "only (scores within each process or chunk, none gathered))",
     ]
+
+
+def test_the_verdict_names_scores_never_computed_only_where_the_scores_gradient_differs():
+    # gradient caching in two processes ranked each query within its own process: the verdict
+    # said NOT EQUIVALENT with no word of why
+    result = _differing_result()
+    for scores_agree, unscored in ((True, 8), (False, 0)):
+        scores = result["dL/dscores"]
+        scores.agrees, scores.unscored = scores_agree, unscored
+        assert "never computed" not in str(result).split("\n")[-1]
+    scores.unscored = 3
+    assert "the candidate never computed 3 of the reference's scores" in str(result)
 
 
 def test_a_negative_scale_of_nine_characters_keeps_a_space_before_it():
