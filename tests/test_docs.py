@@ -7,6 +7,7 @@ import json
 import math
 import re
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,6 +15,7 @@ import gradlab
 import gradlab.functional
 import gradlab.monitor
 import gradlab.symbolic
+from tools import docs_hooks
 from tools.docs_check import build_site
 from tools.readme_blocks import ROOT
 
@@ -80,6 +82,45 @@ def test_every_public_name_has_an_api_entry_with_a_summary(site, module):
         elif "<p>" not in found[0] and not name.isupper() and not name.startswith("__"):
             silent.append(name)  # constants show their value instead of a summary
     assert (missing, silent) == ([], [])
+
+
+@pytest.mark.slow
+def test_no_page_shows_a_raw_sphinx_role_or_a_fold_of_raw_markdown(site):
+    # the API pages showed ":func:`~gradlab.x`" verbatim, and the audit's and the mutation
+    # table's folds one block of raw "- `eq1` ..." and "| `backbones` | ..." text
+    roles, raw_folds = [], []
+    for page in site.rglob("*.html"):
+        html = page.read_text(encoding="utf-8")
+        roles += [f"{page.relative_to(site)}: {match}"
+                  for match in re.findall(r":(?:mod|class|func|meth|attr|data):<code>", html)]
+        for fold in re.findall(r"<details[^>]*>(.*?)</details>", html, re.DOTALL):
+            if re.search(r"(^|\n)\s*(- `|\| `)", fold):
+                raw_folds.append(f"{page.relative_to(site)}: {fold[:80]!r}")
+    assert (roles, raw_folds) == ([], [])
+    audit = (site / "audit" / "index.html").read_text(encoding="utf-8")
+    folds = re.findall(r"<details[^>]*>(.*?)</details>", audit, re.DOTALL)
+    assert folds and all("<li>" in fold for fold in folds)
+    monitor = (site / "api" / "monitor" / "index.html").read_text(encoding="utf-8")
+    assert 'href="#gradlab.monitor.Quantity"><code>Quantity</code></a>' in monitor
+
+
+def test_the_site_hooks_parse_folds_and_turn_roles_into_references():
+    page = SimpleNamespace(file=SimpleNamespace(src_uri="api/monitor.md"))
+    markdown = "a\n<details><summary>Per module</summary>\n\n- `x`\n</details>\n<details>\n"
+    assert docs_hooks.on_page_markdown(markdown, page, None, None).split("\n") == [
+        "a", '<details markdown="1">', "<summary>Per module</summary>", "", "- `x`",
+        "</details>", '<details markdown="1">', ""]
+    html = (":mod:<code>~gradlab.monitor.batch</code>, :meth:<code>BatchView.buffer</code> "
+            "and :func:<code>gradlab.functional.smooth_ap</code>; not <code>:x:</code>")
+    assert docs_hooks.on_page_content(html, page, None, None) == (
+        '<autoref identifier="gradlab.monitor.batch" optional><code>batch</code></autoref>, '
+        '<autoref identifier="gradlab.monitor.BatchView.buffer" optional>'
+        "<code>BatchView.buffer</code></autoref> and "
+        '<autoref identifier="gradlab.functional.smooth_ap" optional>'
+        "<code>gradlab.functional.smooth_ap</code></autoref>; not <code>:x:</code>")
+    home = SimpleNamespace(file=SimpleNamespace(src_uri="api/gradlab.md"))
+    assert 'identifier="gradlab.Monitor"' in docs_hooks.on_page_content(
+        ":class:<code>Monitor</code>", home, None, None)
 
 
 def test_the_losses_page_pairs_every_loss_with_its_function():
