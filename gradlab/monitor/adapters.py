@@ -73,7 +73,7 @@ SCORE_VALUES = frozenset({"loss", "scores", "sorted_scores", "descending_order",
 
 _KNOWN_NEEDS = frozenset(NEEDS)
 
-ON_SCORES = "the loss is watched on a score matrix (inputs='scores')"
+ON_SCORES = "the loss is watched on a score matrix, not on embeddings"
 EXPOSE_SCORES = (
     "Watch a loss written on a score matrix with inputs='scores', use gradlab's losses, or give "
     "a pytorch-metric-learning loss distance=gradlab.interop.pml.RecordingCosineSimilarity()"
@@ -153,7 +153,7 @@ class LossAdapter:
         Example:
             >>> adapt(lambda scores, positives: scores.sum(), inputs="scores").why_not(
             ...     frozenset({"embeddings"}))
-            "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
+            'needs the embeddings; the loss is watched on a score matrix, not on embeddings'
         """
         unmet = needs - self.provides  # one set difference: most quantities have none
         for need in NEEDS if unmet else ():  # in a fixed order: the same reason every time

@@ -158,8 +158,7 @@ class EmbeddingGradNorm(Quantity):
 
 
 class OperatingRegion(Quantity):
-    """P (Brown et al. 2020, supplementary Eq. 1, and off-diagonal) and the half-width w
-    (in-batch batches).
+    """P (Brown et al. 2020, supplementary Eq. 1), its in-batch variants, and the half-width w.
 
     ``operating_region_width`` is a function of tau and eps alone: on a step whose scores are
     not finite it keeps its value while the P keys log NaN (:attr:`Quantity.input_free_keys`).
@@ -262,11 +261,12 @@ class GradientCounts(Quantity):
     positive, or without a negative (every candidate positive: its AP is 1 whatever the
     scores, its gradient exactly 0, and its entries' slopes are no gradient) counts 0 entries
     and is not among ``queries_without_gradient``: ``gradient_count_mean`` averages over every
-    query of the batch (those 0s included), ``queries_without_gradient`` is a share of the
-    queries that have both. On a batch where no query has both (one
-    class, or all singletons: ``degenerate_batch`` is 1, the loss has no gradient at all)
-    every key is NaN, undefined, as ``anatomy_queries_without_gradient`` is: a 0 there would
-    read as "every query receives gradient".
+    query of the batch (those 0s included), ``queries_without_gradient`` counts the queries
+    that have both and no entry in the operating region (a number, not a share). On a batch
+    where no query has both (one class, or all singletons: ``degenerate_batch`` is 1, the
+    loss has no gradient at all) every key is NaN, undefined, as
+    ``anatomy_queries_without_gradient`` is: a 0 there would read as "every query receives
+    gradient".
 
     Example:
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),

@@ -149,7 +149,7 @@ def test_a_score_loss_says_it_is_watched_on_scores_for_what_it_cannot_provide(ne
         "loss_kind": "a watched SmoothAP loss (its analytic gradient is compared)",
     }[need]
     assert adapter.why_not(frozenset({need})) == (
-        f"needs {described}; the loss is watched on a score matrix (inputs='scores')"
+        f"needs {described}; the loss is watched on a score matrix, not on embeddings"
     )
 
 

@@ -327,7 +327,7 @@ def test_monitor_warnings_name_the_users_line_under_mutation_testing_too(tmp_pat
 
 
 def test_score_inputs_explain_every_quantity_that_needs_embeddings(tmp_path):
-    on_scores = "the loss is watched on a score matrix (inputs='scores')"
+    on_scores = "the loss is watched on a score matrix, not on embeddings"
     needs_embeddings = f"needs the embeddings; {on_scores}"
     needs_terms = f"needs SmoothAP's sigmoid block, computed from the embeddings; {on_scores}"
     with Monitor(tmp_path, preset="full", every=1) as monitor:

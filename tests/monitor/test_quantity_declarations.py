@@ -107,7 +107,7 @@ def test_a_quantity_the_watched_loss_cannot_serve_is_explained_from_its_declarat
         record = run.step()
     assert run.not_logged == {
         "needs_embeddings": (
-            "needs the embeddings; the loss is watched on a score matrix (inputs='scores')"
+            "needs the embeddings; the loss is watched on a score matrix, not on embeddings"
         )
     }
     # The scores are read as they are (no cosine of them): every entry of a row is a candidate.
