@@ -243,8 +243,8 @@ def _operating_region(results: dict) -> list[Finding]:
         verdict += f" ({needs.group(0).rstrip(', ')})"
     miniature = claim.get("miniature", {}).get("outcome")
     context = (
-        f"; on this miniature alone, the audit's paired t-test over the seeds (networks trained "
-        f"at each m) reads: {VERDICT_WORDS[miniature]}"
+        f"; on this miniature alone, the audit's paired t-test over the seeds, applied to this "
+        f"run (networks trained at each m), reads: {VERDICT_WORDS[miniature]}"
         if miniature else ""
     )  # fmt: skip
     per_class = batch.get("per_class", p_vs_batch_size.PER_CLASS)

@@ -260,7 +260,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
         f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
         "(mean ± std over 3 seeds); on this miniature alone, the audit's paired t-test over the "
-        "seeds (networks trained at each m) reads: reproduced. "
+        "seeds, applied to this run (networks trained at each m), reads: reproduced. "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
