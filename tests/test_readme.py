@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 
 from tests.reference.smooth_ap_loops import in_batch_smooth_ap
-from tools.readme_blocks import BLOCKS, ROOT, block_names, pages, render, stale_pages
+from tools import readme_anatomy
+from tools.readme_blocks import BLOCKS, ROOT, block_names, load_json, pages, render, stale_pages
 
 README = (ROOT / "README.md").read_text()
 README_LIMIT = 10_000
@@ -156,6 +157,22 @@ def test_each_mutation_row_accounts_for_every_mutant():
         numbers = [int(c) for c in cells if c.strip().isdigit()]
         mutants, unchecked, killed, timed_out, survived, unreached = numbers[:6]
         assert unchecked + killed + timed_out + survived + unreached == mutants, cells[0]
+
+
+def test_the_anatomy_table_gives_no_share_where_no_query_reaches_the_thresholds(tmp_path):
+    # the trained SmoothAP's row read "0.69 / 0.88": shares of a gradient of 4e-14, which the
+    # figure beside it does not draw
+    result = load_json(ROOT, "figures/anatomy_comparison.json")
+    for checkpoint in result["checkpoints"]:
+        for record in checkpoint["losses"].values():
+            record["i2t"]["queries_without_gradient"] = record["i2t"]["queries"] - 1
+            record["t2i"]["queries_without_gradient"] = record["t2i"]["queries"]
+            record["i2t"]["mass_share_by_rank"] = [0.25, 0.75]
+            record["t2i"]["mass_share_by_rank"] = [0.5, 0.5]
+    (tmp_path / "figures").mkdir()
+    (tmp_path / "figures" / "anatomy_comparison.json").write_text(json.dumps(result))
+    rows = [line for line in readme_anatomy.anatomy(tmp_path).splitlines() if line.startswith("| ")]
+    assert rows[2:] and all(row.endswith("| 0.25 / - |") for row in rows[2:])
 
 
 def test_the_studies_page_batch_size_finding_is_headed_with_its_paper():

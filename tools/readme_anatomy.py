@@ -14,7 +14,11 @@ def _mean(values: list) -> float:
 
 
 def _hardest(part: dict) -> str:
+    """The hardest negative's share, or ``-`` where it is undefined or where no query's
+    gradient reaches the thresholds (a share of a gradient of 1e-14: the figure draws none)."""
     share = part["mass_share_by_rank"][0] if part["mass_share_by_rank"] else math.nan
+    if part["queries_without_gradient"] >= part["queries"]:
+        return "-"
     return "-" if not isinstance(share, (int, float)) or math.isnan(share) else f"{share:.2f}"
 
 
@@ -50,6 +54,7 @@ def anatomy(root: Path) -> str:
         f"{settings['relative_threshold']:.0%} of the query's largest entry; SmoothAP tau = "
         f"{settings['smooth_ap_tau']}, VSE++ margin = {settings['margin']}, NT-Xent temperature = "
         f"{settings['temperature']}. The share is the mean over the queries whose negatives "
-        "receive any gradient (below the thresholds included).",
+        "receive any gradient (below the thresholds included); - where no query's gradient "
+        "reaches the thresholds.",
     ]
     return "\n".join(lines)
