@@ -140,4 +140,4 @@ def test_the_readme_finding_gives_claims_and_distinct_problems_per_paper():
     assert len(papers) >= 2
     for paper, mine in papers.items():
         problems = len({r["cause"] or r["id"] for r in mine})
-        assert f"{paper}: {len(mine)} claims, {problems} problems" in finding
+        assert f"{paper}: {problems} problems across {len(mine)} of its claims" in finding
