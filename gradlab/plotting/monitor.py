@@ -121,10 +121,12 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
     """Read each ``RUN_DIR/metrics.jsonl``; split logs whose steps restart (with a warning).
     A run may be given as its ``metrics.jsonl`` instead of its folder (:func:`run_folder`).
 
+    A log without a logged step yet is left out with a warning when another run has steps.
+
     Raises:
-        GradlabError: a folder without ``metrics.jsonl``, a log without records, a run named
-            twice (its folder and its ``metrics.jsonl`` count as one), labels that do not match
-            the runs.
+        GradlabError: a folder without ``metrics.jsonl``, logs none of which holds a record, a
+            run named twice (its folder and its ``metrics.jsonl`` count as one), labels that do
+            not match the runs.
     """
     check_runs_and_labels(run_dirs, labels)
     paths = [run_folder(run_dir) for run_dir in run_dirs]
@@ -132,6 +134,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         labels = _default_labels(paths)
     check_run_dirs(paths)
     runs: list[Run] = []
+    empty: list[str] = []  # logs without a logged step: drawn without them, if any other has
     for path, label in zip(paths, labels, strict=True):
         log = path / "metrics.jsonl"
         pieces: list[list[dict]] = []
@@ -148,8 +151,9 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         if went_back:  # one warning for them all, at the line that called load_runs
             warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=2)
         pieces = [records for records in pieces if records]
-        if not pieces:
-            raise GradlabError(f"{log} holds no logged step yet")  # _read_log names what it skipped
+        if not pieces:  # _read_log names what it skipped
+            empty.append(str(log))
+            continue
         if len(pieces) > 1:
             warnings.warn(
                 f"{log} holds {len(pieces)} runs whose steps restart (appended before gradlab "
@@ -160,6 +164,12 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             runs.extend((f"{label} (run {i})", records) for i, records in enumerate(pieces, 1))
         else:
             runs.append((label, pieces[0]))
+    if empty and not runs:
+        raise GradlabError(f"{' and '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} "
+                           "no logged step yet")  # fmt: skip
+    if empty:  # a run that has not logged yet does not keep the others from being drawn
+        warnings.warn(f"{', '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no logged "
+                      "step yet: drawn without it", UserWarning, stacklevel=2)  # fmt: skip
     return runs
 
 
@@ -680,8 +690,15 @@ def _key_handles(keys: list[str], several: bool, labels=LABELS) -> list[Line2D]:
 
 
 def _run_handles(runs: list[Run]) -> list[Line2D]:
-    return [Line2D([], [], **{**_line_style(i, 0, True), "markevery": None}, label=name)
-            for i, (name, _) in enumerate(runs)]  # fmt: skip
+    return [Line2D([], [], **{**_line_style(i, 0, True), "markevery": None},
+                   label=_verbatim(name)) for i, (name, _) in enumerate(runs)]  # fmt: skip
+
+
+def _verbatim(label: str) -> str:
+    """``label`` as matplotlib draws it as written: a ``$`` escaped, which would otherwise
+    open math text (``$x^2$`` drawn as a formula, an unknown ``$\\cmd$`` a ParseException at
+    drawing time, a user's label or a folder name)."""
+    return label.replace("$", r"\$")
 
 
 def fit_width(figure, make_legend: Callable[[int], Legend], columns: int) -> Legend:
@@ -766,6 +783,9 @@ def default_out(paths: list[Path]) -> Path:
     """Where ``gradlab plot`` writes by default: ``RUN_DIR/figures``, or for several runs the
     ``figures`` folder of their common parent (a ``metrics.jsonl`` stands for its folder).
 
+    Raises:
+        GradlabError: several runs whose only common folder is the file system's root.
+
     Example:
         >>> from pathlib import Path
         >>> default_out([Path("runs/a")]).as_posix()
@@ -774,7 +794,12 @@ def default_out(paths: list[Path]) -> Path:
     paths = [run_folder(path) for path in paths]
     if len(paths) == 1:
         return paths[0] / "figures"
-    return Path(os.path.commonpath([str(path.resolve()) for path in paths])) / "figures"
+    parent = Path(os.path.commonpath([str(path.resolve()) for path in paths]))
+    if parent == Path(parent.anchor):  # runs in unrelated trees: not a /figures folder
+        raise GradlabError(f"the runs {[str(path) for path in paths]} share no folder but the "
+                           f"file system's root {parent.anchor!r}, where their figures would "
+                           "go by default: name the output folder (--out, or out=)")  # fmt: skip
+    return parent / "figures"
 
 
 def _finite(value: object) -> bool:

@@ -195,6 +195,33 @@ def test_a_log_without_records_is_refused(tmp_path):
     run = _log(tmp_path / "run", ({"run": 1}, []))
     with pytest.raises(GradlabError, match=r"run.metrics.jsonl holds no logged step yet"):
         load_runs([run])
+    other = _log(tmp_path / "other", ({"run": 1}, []))
+    with pytest.raises(GradlabError, match=r"run.metrics.jsonl and .*other.metrics.jsonl hold no"):
+        load_runs([run, other])
+
+
+def test_a_run_without_records_is_left_out_of_an_overlay_with_a_warning(tmp_path):
+    # one run that had not logged yet stopped the whole overlay
+    empty = _log(tmp_path / "empty", ({"run": 1}, []))
+    runs = [_run(tmp_path / "a", loss=LOSS), empty, _run(tmp_path / "b", loss=LOSS[:2])]
+    with pytest.warns(UserWarning, match=r"empty.metrics.jsonl holds no logged step yet: drawn "
+                      "without it") as caught:  # fmt: skip
+        loaded = load_runs(runs, ["first", "none", "second"])
+    assert len(caught) == 1
+    assert [(label, len(records)) for label, records in loaded] == [("first", 4), ("second", 2)]
+
+
+def test_a_label_with_dollar_signs_is_drawn_as_written(tmp_path, monkeypatch):
+    # a $ opened matplotlib's math text: '$\\cmd{x}$' raised a ParseException at drawing time
+    # and '$x^2$' was drawn as a formula
+    labels = ["lr $\\badcmd{x}$ run", "$x^2$"]
+    runs = [_run(tmp_path / name, loss=LOSS) for name in "ab"]
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs", labels)
+    legend = figures["loss"].axes[0].get_legend()
+    for text, label in zip(legend.texts, labels, strict=True):
+        assert text.get_text() == label.replace("$", "\\$")
+        assert text._preprocess_math(text.get_text()) == (label, False)  # drawn as plain text
+    _close(figures)
 
 
 @pytest.mark.parametrize(

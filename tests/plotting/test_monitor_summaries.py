@@ -6,9 +6,11 @@ Expected sentences are written out from the records by hand."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
+from gradlab import GradlabError
 from gradlab.plotting.monitor import default_out, flat_families, key_label, spans_decades
 
 
@@ -106,3 +108,10 @@ def test_figures_go_next_to_one_run_or_into_the_common_parent(tmp_path):
     assert default_out([one]) == one / "figures"
     two = [tmp_path / "runs" / "a", tmp_path / "runs" / "b" / "c"]
     assert default_out(two) == (tmp_path / "runs").resolve() / "figures"
+
+
+def test_runs_that_share_only_the_root_name_no_default_folder():
+    # /tmp/x/run and /srv/y/run went to /figures
+    with pytest.raises(GradlabError, match=r"share no folder but the file system's root '/'"):
+        default_out([Path("/tmp/x/run"), Path("/srv/y/run")])
+    assert default_out([Path("/tmp/x/run"), Path("/tmp/y/run")]) == Path("/tmp/figures")
