@@ -24,7 +24,8 @@ import numpy as np
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
-from matplotlib.ticker import MaxNLocator
+from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
+from matplotlib.transforms import Transform
 
 from gradlab.errors import GradlabError
 from gradlab.monitor.config import QUANTITIES
@@ -95,8 +96,11 @@ MAX_POINTS = 1000
 overlapping zig-zags, in which the key drawn last hides the others."""
 BAND_ALPHA = 0.2
 """Opacity of the band that shows each group's smallest to largest value."""
-BAND_LABEL = "band: min to max of each {} logged steps; line: their mean"
-"""The legend entry of the bands of grouped lines, with the number of steps a group holds."""
+BAND_LABEL = "band: min to max of each {} logged steps; line: their {}"
+"""The legend entry of the bands of grouped lines, with the number of steps a group holds and
+what the line is (:data:`MEANS`)."""
+MEANS = {"linear": "mean", "log": "geometric mean", "symlog": "mean on the axis's scale"}
+"""What the line of a grouped key is, by the y axis's scale (:func:`downsample`)."""
 
 
 def key_label(key: str, labels: dict[str, str] = LABELS) -> str:
@@ -450,13 +454,19 @@ def check_max_points(max_points: object, argument: str = "max_points") -> None:
                            f"logged step); got {max_points!r}")  # fmt: skip
 
 
-def downsample(steps: Sequence[float], values: Sequence[float], max_points: int
+def downsample(steps: Sequence[float], values: Sequence[float], max_points: int,
+               scale: Transform | None = None,
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
     """``(steps, means, lows, highs)``: the logged ``steps`` and their ``values`` in groups of
     ``ceil(len(steps) / max_points)`` consecutive points (the last group may be shorter), so at
     most ``max_points`` remain. Each group's step is the mean of its steps, its value the mean
     of its finite values, its band their smallest and largest; a group without a finite value
     is NaN (a gap in the line; the steps that are not finite keep their crosses).
+
+    ``scale``: the y axis's transform (``axis.yaxis.get_transform()``); the means are then
+    taken in the axis's own coordinates, so that a line on a log axis is the geometric mean
+    (an arithmetic mean there is its largest values': a gradient that falls to 1e-20 at a
+    third of the steps would be drawn at a third of its usual size, a healthy line).
 
     Example:
         >>> steps, means, lows, highs = downsample(range(5), [1.0, 3.0, 2.0, float("nan"), 5.0], 3)
@@ -465,6 +475,15 @@ def downsample(steps: Sequence[float], values: Sequence[float], max_points: int
     """
     steps = np.asarray(steps, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
+    if scale is not None:  # the band's ends are the values themselves: the same either way
+        lows, highs = downsample(steps, values, max_points)[2:]
+        finite = np.isfinite(values)
+        placed = np.full_like(values, np.nan)
+        placed[finite] = scale.transform(values[finite])
+        steps, means, _, _ = downsample(steps, placed, max_points)
+        kept = np.isfinite(means)
+        means[kept] = scale.inverted().transform(means[kept])
+        return steps, means, lows, highs
     size = math.ceil(len(values) / max_points)
     starts = np.arange(0, len(values), size)
     lengths = np.diff(np.append(starts, len(values)))
@@ -582,6 +601,10 @@ def draw_family(
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
+    if not plot.zero_based:  # the scale first: a line of grouped steps is a mean on it
+        _set_value_scale(axis, [float(r[key]) for _, records in runs for r in records
+                                for key in keys if key in r and _finite(r[key])])  # fmt: skip
+    scale = None if axis.get_yscale() == "linear" else axis.yaxis.get_transform()
     alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
     broken: set[int] = set()  # steps with a NaN or infinite value
     grouped = 0  # the most logged steps one drawn point stands for (0: each its own)
@@ -602,7 +625,7 @@ def draw_family(
                                     len(runs), alternate, len(keys) if group else 0)  # fmt: skip
                 if group:
                     grouped = max(grouped, group)
-                    steps, values, lows, highs = downsample(steps, values, max_points)
+                    steps, values, lows, highs = downsample(steps, values, max_points, scale)
                     bands.append(axis.fill_between(steps, lows, highs, color=style["color"],
                                                    alpha=BAND_ALPHA, linewidth=0))  # fmt: skip
                     drawn += [*lows.tolist(), *highs.tolist()]
@@ -610,7 +633,7 @@ def draw_family(
                 axis.plot(steps, values, **{"linewidth": LINE_WIDTH, **style})
                 drawn += list(values)
     for band in bands:  # named in the legend (:func:`_band_handles`), once
-        band.set_label(BAND_LABEL.format(grouped))
+        band.set_label(BAND_LABEL.format(grouped, MEANS[axis.get_yscale()]))
     axis.set_xlabel("optimizer step")
     step_axis(axis)  # steps are whole: no 0.5 ticks, one tick for a run of one step
     axis.set_ylabel(ylabel)
@@ -619,13 +642,55 @@ def draw_family(
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
-    elif spans_decades(values):
-        axis.set_yscale("log")
+    elif values and axis.get_yscale() == "linear":
+        _flat_drawn_flat(axis, min(values), max(values))
     if values and axis.get_yscale() == "linear" and all(v == int(v) for v in values):
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     if broken:  # a cross on the step axis at each step with a value that is not finite
         axis.plot(sorted(broken), [0.0] * len(broken), **NOT_FINITE_STYLE,
                   transform=axis.get_xaxis_transform(), clip_on=False)  # fmt: skip
+
+
+ROUNDING = 1e-9
+"""Values of a family that differ by at most this share of their magnitude differ by rounding
+only: they are drawn as a flat line (:func:`_flat_drawn_flat`)."""
+
+
+def _flat_drawn_flat(axis, low: float, high: float) -> None:
+    """Values that differ by rounding alone (:data:`ROUNDING`; a loss of 0.5 +- 1e-12) drawn as
+    the flat line they are: matplotlib would stretch the axis over their 1e-12 of spread, a
+    full-height zig-zag under an offset label (``1e-12+5e-1``)."""
+    spread = high - low
+    if spread == 0 or spread > ROUNDING * max(abs(low), abs(high)):
+        return  # one value (matplotlib pads it), or a spread worth reading
+    centre = (low + high) / 2
+    pad = 0.1 * abs(centre)
+    axis.set_ylim(centre - pad, centre + pad)
+    axis.ticklabel_format(axis="y", useOffset=False)
+
+
+def _set_value_scale(axis, values: list[float]) -> None:
+    """The y scale of a family's finite ``values``: log where they span three decades or
+    more (:func:`spans_decades`); symmetric log where they do but for exact zeros (a gradient
+    that is exactly 0 at some steps, or in one of the runs overlaid: a linear axis would draw
+    the others' 1e-20 as 0, and the same run would read differently alone), linear up to the
+    decade of the smallest positive value so that 0 is drawn; else linear."""
+    if spans_decades(values):
+        axis.set_yscale("log")
+        return
+    positive = [value for value in values if value > 0]
+    if positive and min(values) == 0 and spans_decades(positive):
+        low = math.floor(math.log10(min(positive)))
+        high = math.ceil(math.log10(max(positive)))
+        axis.set_yscale("symlog", linthresh=10.0**low)
+        stride = math.ceil((high - low + 1) / SYMLOG_TICKS)  # not a label at every decade
+        axis.yaxis.set_major_locator(FixedLocator(
+            [0.0, *(10.0**power for power in range(high, low - 1, -stride))]))  # fmt: skip
+        axis.yaxis.set_minor_locator(NullLocator())
+
+
+SYMLOG_TICKS = 7
+"""About this many powers of ten are labelled on a symmetric log axis (and 0)."""
 
 
 def spans_decades(values, decades: float = 3) -> bool:

@@ -3,8 +3,10 @@
 import math
 import re
 import warnings
+from itertools import pairwise
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import seaborn as sns
 import torch
@@ -337,13 +339,65 @@ def _records(**series):
 def test_a_quantity_collapsing_over_decades_is_read_on_a_log_axis():
     collapsing = [1.4, 1.3, 0.4, 1e-3, 2e-6, 3e-9, 1e-12, 5e-13]
     keys = ["decomposition_ad_norm_q50", "decomposition_cb_norm_q50"]
-    for values, scale in ((collapsing, "log"), ([*collapsing[:-1], 0.0], "linear"),
-                          ([1.4, 1.1, 0.9, 0.5, 0.2, 0.1, 0.05, 0.02], "linear")):  # fmt: skip
+    # an exact 0 among values that span decades: symmetric log (linear near 0), not linear,
+    # which drew 1e-12 as 0
+    for values, scale in ((collapsing, "log"), ([*collapsing[:-1], 0.0], "symlog"),
+                          ([1.4, 1.1, 0.9, 0.5, 0.2, 0.1, 0.05, 0.02], "linear"),
+                          ([1.4, 0.0, -0.5, 1e-6], "linear")):  # fmt: skip
         figure, axis = plt.subplots()
         runs = _records(**{keys[0]: values, keys[1]: [v / 10 for v in values]})
         draw_family(axis, "decomposition", keys, runs)
         assert axis.get_yscale() == scale, values
         plt.close(figure)
+
+
+def test_a_run_reads_on_the_same_kind_of_axis_alone_and_beside_a_run_with_a_zero():
+    # one exact 0 in another run made the whole panel linear: a gradient of 1e-20 read as 0
+    falling = [1e-2, 1e-8, 1e-14, 1e-20]
+    key = "embedding_grad_norm"
+    alone, beside = plt.subplots()[1], plt.subplots()[1]
+    run = _records(**{key: falling})
+    draw_family(alone, "embedding_gradients", [key], run)
+    draw_family(beside, "embedding_gradients", [key],
+                [*run, ("b", _records(**{key: [1e-3, 0.0, 1e-3, 0.0]})[0][1])])  # fmt: skip
+    assert (alone.get_yscale(), beside.get_yscale()) == ("log", "symlog")
+    low, high = beside.get_ylim()
+    transform = beside.yaxis.get_transform()
+    place = [float((transform.transform([v])[0] - transform.transform([low])[0])
+                   / (transform.transform([high])[0] - transform.transform([low])[0]))
+             for v in falling]  # fmt: skip
+    assert all(b - a > 0.1 for a, b in pairwise(place[::-1]))  # each drop of 6 decades shows
+    plt.close("all")
+
+
+def test_grouped_steps_on_a_log_axis_are_drawn_at_their_geometric_mean():
+    # an arithmetic mean of 1e-2 and 1e-20 is half of 1e-2: a collapse at every other step
+    # read as a healthy line
+    values = [1e-2 if step % 2 else 1e-20 for step in range(40)]
+    figure, axis = plt.subplots()
+    draw_family(axis, "embedding_gradients", ["embedding_grad_norm"],
+                _records(embedding_grad_norm=values), max_points=10)  # groups of 4
+    (line,) = axis.get_lines()
+    expected = [math.exp(math.fsum(math.log(v) for v in values[i : i + 4]) / 4)
+                for i in range(0, 40, 4)]  # fmt: skip
+    np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-9)
+    (band,) = axis.collections
+    assert band.get_label().endswith("line: their geometric mean")
+    plt.close(figure)
+
+
+def test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line():
+    # a loss of 0.5 +- 1e-12 filled the axis as a zig-zag under an offset label "1e-12+5e-1"
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], _records(loss=[0.5, 0.5 + 1e-12, 0.5 - 1e-12, 0.5]))
+    low, high = axis.get_ylim()
+    assert low <= 0.5 - 0.04 and high >= 0.5 + 0.04 and abs((low + high) / 2 - 0.5) < 1e-9
+    figure.canvas.draw()
+    assert axis.yaxis.get_offset_text().get_text() == ""
+    moving = plt.subplots()[1]  # a spread worth reading keeps matplotlib's own limits
+    draw_family(moving, "loss", ["loss"], _records(loss=[0.5, 0.5 + 1e-6, 0.5]))
+    assert moving.get_ylim()[1] - moving.get_ylim()[0] < 1e-5
+    plt.close("all")
 
 
 def test_flat_families_are_stated_with_their_values():
