@@ -291,6 +291,14 @@ class GradlabTrainerCallback(TrainerCallback):
             )
         if isinstance(earlier, _WatchedCall):  # another callback's (a notebook cell run again)
             loss_fn.forward = _WatchedCall(self, earlier.loss_fn)  # now this one's alone
+            warnings.warn(  # two callbacks alive: the first would log nothing, said nowhere
+                f"GradlabTrainerCallback: loss_fn {type(loss_fn).__name__} was watched by "
+                "another GradlabTrainerCallback; it is now watched by this one alone, and the "
+                "other logs none of its calls (a loss module is watched by one callback at a "
+                "time: a notebook cell run again, or the callback attached to the Trainer?)",
+                RuntimeWarning,
+                stacklevel=2,
+            )
             return loss_fn
         if inputs not in (None, "scores"):  # read through its similarity's score matrices
             raise GradlabError(
@@ -422,7 +430,10 @@ class GradlabTrainerCallback(TrainerCallback):
         self._warn_twice_reported(args)
         resumed_at = self.monitor.step_count  # the folder's last logged step + 1 (resume)
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
-        if resumed_at > self.monitor.step_count:
+        # A Trainer resumed from a checkpoint (global_step > 0) before the run's last logged
+        # step is the documented case (the interrupted run logged past its checkpoint); one
+        # that starts over (global_step 0) logs its steps again after the earlier ones.
+        if resumed_at > self.monitor.step_count and int(state.global_step) == 0:
             self._warn_resumed_behind(folder, resumed_at - 1, self.monitor.step_count)
         self._first_step = int(state.global_step)  # a resumed run starts past 0
         self._calls_at_step = 0
