@@ -115,6 +115,7 @@ class LossAdapter:
     )
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
     _warned_other_matrix: bool = field(default=False, init=False, repr=False, compare=False)
+    _warned_not_scored: bool = field(default=False, init=False, repr=False, compare=False)
     _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def remove_hooks(self) -> None:
@@ -346,6 +347,8 @@ class LossAdapter:
                         and tuple(c.scores.shape) == (size, size)]  # fmt: skip
             if captured and not in_batch:
                 self._warn_other_matrix(captured[0])
+            elif not captured and self.recorder is not None and not self.smooth_ap:
+                self._warn_not_scored()
             captured = in_batch[:1]
             for capture in captured:  # a recording distance: in-batch, the query not a candidate
                 capture.direction = "in_batch"
@@ -354,6 +357,22 @@ class LossAdapter:
         if not captured and self.smooth_ap:
             captured = [_smooth_ap_capture(batch)]
         return captured
+
+    def _warn_not_scored(self) -> None:
+        """Warn once that a logged call computed no score matrix (a pytorch-metric-learning
+        loss whose miner found no pair returns 0 without calling its distance): the anatomy
+        keys of such steps are missing, which would otherwise read as a logging fault."""
+        if self._warned_not_scored:
+            return
+        self._warned_not_scored = True
+        warnings.warn(
+            f"gradlab.Monitor: {self.name} computed no score matrix on a logged call (a "
+            "pytorch-metric-learning loss returns 0 without calling its distance when its "
+            "miner finds no pair), so the anatomy is not logged for such calls: no pair "
+            "received gradient through the scores (later ones are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     def _warn_other_matrix(self, capture: ScoreCapture) -> None:
         """Warn once that the loss scored the batch against another set (PML's ``ref_emb``, a

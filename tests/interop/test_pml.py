@@ -165,6 +165,33 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
                 assert not caught  # once
 
 
+def test_a_call_that_scores_nothing_logs_no_anatomy_and_says_so(tmp_path):
+    """A miner that finds no pair: pytorch-metric-learning returns 0 without calling its
+    distance. The step's anatomy keys went missing with no word (a gap that reads as a logging
+    fault); the steps around it keep theirs."""
+    embeddings, labels = _batch(size=8)
+    nothing = tuple(torch.empty(0, dtype=torch.long) for _ in range(4))  # no mined pair
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss = pml_losses.MultiSimilarityLoss(distance=RecordingCosineSimilarity())
+        loss_fn = monitor.watch(loss)
+        logged, messages = [], []
+        for step in range(4):
+            leaf = embeddings.clone().requires_grad_(True)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                value = loss_fn(leaf, labels, nothing) if step in (1, 2) else loss_fn(leaf, labels)
+            (value + 0 * leaf.sum()).backward()  # a zero loss without a graph to the leaf
+            logged.append(any(key.startswith("anatomy_") for key in monitor.step()))
+            messages += [(step, w.filename, str(w.message)) for w in caught]
+    assert logged == [True, False, False, True]
+    assert messages == [(1, __file__,
+                         "gradlab.Monitor: the watched loss MultiSimilarityLoss computed no score "
+                         "matrix on a logged call (a pytorch-metric-learning loss returns 0 "
+                         "without calling its distance when its miner finds no pair), so the "
+                         "anatomy is not logged for such calls: no pair received gradient "
+                         "through the scores (later ones are not warned about)")]
+
+
 def test_cross_batch_memory_says_why_its_recording_inner_loss_gives_no_anatomy(tmp_path):
     """Its inner loss has the recording distance the advice used to ask for."""
     inner = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
