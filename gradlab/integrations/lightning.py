@@ -206,6 +206,14 @@ class GradlabCallback(Callback):
             stacklevel=caller_stacklevel(),
         )
 
+    def on_init_end(self, *args, **kwargs) -> None:
+        """A Hugging Face Trainer's first event: this is Lightning's callback (refused)."""
+        raise GradlabError(
+            "GradlabCallback is the callback of Lightning's Trainer; a Hugging Face (or "
+            "sentence-transformers) Trainer takes "
+            "gradlab.integrations.transformers.GradlabTrainerCallback"
+        )
+
     def setup(self, trainer, pl_module, stage: str) -> None:
         if stage != "fit":
             return

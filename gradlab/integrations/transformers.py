@@ -398,6 +398,19 @@ class GradlabTrainerCallback(TrainerCallback):
         train_closing_on_error._gradlab_callback = self
         trainer.train = train_closing_on_error
 
+    state_key = "GradlabTrainerCallback"
+    """What Lightning names a callback by before it calls one (:meth:`setup` refuses it)."""
+
+    def setup(self, *args, **kwargs) -> None:
+        """Lightning's first event of a fit: this is the Hugging Face callback (refused)."""
+        raise GradlabError(
+            "GradlabTrainerCallback is the callback of Hugging Face's (and sentence-transformers') "
+            "Trainer; Lightning's Trainer takes gradlab.integrations.lightning.GradlabCallback"
+        )
+
+    def on_exception(self, *args, **kwargs) -> None:
+        """Lightning's event after a failed fit (the refusal of :meth:`setup`): nothing."""
+
     def call(self, wrapper: _WatchedCall, args: tuple, kwargs: dict):
         """One call of a watched loss: through the Monitor inside a training step."""
         monitor = self.monitor

@@ -108,6 +108,20 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
         assert [r["step"] for r in records] == [0, 1]
 
 
+def test_the_hugging_face_callback_in_a_lightning_trainer_names_the_right_one(tmp_path):
+    # the two callbacks' names are close: Lightning raised AttributeError ('setup', then
+    # 'on_exception' while handling it)
+    pytest.importorskip("transformers")
+    from gradlab.integrations.transformers import GradlabTrainerCallback
+
+    module = LitRetrieval(gradlab.SmoothAPLoss(0.05))
+    trainer = quiet_trainer(max_steps=1, logger=False, callbacks=[GradlabTrainerCallback()])
+    with pytest.raises(GradlabError, match=r"^GradlabTrainerCallback is the callback of Hugging "
+                       r"Face's .*Lightning's Trainer takes gradlab\.integrations\.lightning\."
+                       r"GradlabCallback$"):  # fmt: skip
+        trainer.fit(module, loader(1))
+
+
 def test_a_callback_left_out_of_the_trainer_says_so_once(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))

@@ -36,6 +36,19 @@ def train(tmp_path, callback=None, attach=True, loss_fn=None, **arguments):
     return trainer
 
 
+def test_the_lightning_callback_in_a_hugging_face_trainer_names_the_right_one(tmp_path):
+    # the two callbacks' names are close: the Trainer raised AttributeError ('on_init_end')
+    pytest.importorskip("lightning")
+    from gradlab.integrations.lightning import GradlabCallback
+
+    with pytest.raises(GradlabError, match=r"^GradlabCallback is the callback of Lightning's "
+                       r"Trainer; .*takes gradlab\.integrations\.transformers\."
+                       r"GradlabTrainerCallback$"):  # fmt: skip
+        in_batch_trainer_class()(model=tiny_bert(), args=training_arguments(tmp_path / "out"),
+                                 train_dataset=PairDataset(8), callbacks=[GradlabCallback()],
+                                 loss_fn=gradlab.NTXentLoss(0.05))  # fmt: skip
+
+
 def gradlab_entries(trainer, prefix="gradlab/"):
     return [entry for entry in trainer.state.log_history
             if any(key.startswith(prefix) for key in entry)]  # fmt: skip
