@@ -616,6 +616,22 @@ def _lines(numbers: list[int], limit: int = 5) -> str:
     return f"lines {shown}{more}"
 
 
+def _log_file(path: str | Path) -> str | Path:
+    """``path``, or the ``metrics.jsonl`` of the run folder ``path`` (``gradlab plot`` takes
+    either; a folder was an ``IsADirectoryError``).
+
+    Raises:
+        GradlabError: a folder without a ``metrics.jsonl``.
+    """
+    if not isinstance(path, (str, Path)) or not Path(path).is_dir():
+        return path
+    log = Path(path) / "metrics.jsonl"
+    if not log.is_file():
+        raise GradlabError(f"path must be a metrics.jsonl file or a run folder that holds one; "
+                           f"got the folder {str(path)!r}, which holds none")  # fmt: skip
+    return log
+
+
 def _json_objects(
     path: str | Path, strict: bool, to_user: bool = False, decode: bool = True
 ) -> Iterator[dict]:
@@ -630,6 +646,7 @@ def _json_objects(
     instead."""
     if not isinstance(strict, bool):
         raise GradlabError(f"strict must be True or False; got {strict!r}")
+    path = _log_file(path)
     skipped: dict[str, list[int]] = {}
     keys: dict[str, str] = {}  # one string object per key
     total = 0
@@ -688,7 +705,7 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
     """``(headers, records)`` of a ``metrics.jsonl`` file; NaN/infinity strings decoded.
 
     Args:
-        path: The ``metrics.jsonl`` file.
+        path: The ``metrics.jsonl`` file, or the run folder that holds it.
         strict: Raise on the first line that is not a header or a record. By default such
             lines (a write cut short by a killed process, bytes that are not UTF-8, JSON that is
             not an object, a record without an integer ``"step"``) are skipped, and one
@@ -699,7 +716,7 @@ def read_jsonl(path: str | Path, *, strict: bool = False) -> tuple[list[dict], l
 
     Raises:
         GradlabError: under ``strict``, a line that is not a header or a record; ``strict``
-            not a bool.
+            not a bool; a folder without a ``metrics.jsonl``.
         OSError: ``path`` cannot be read.
 
     Example:
@@ -739,7 +756,7 @@ def last_jsonl_header(path: str | Path) -> dict | None:
         {'tau': 0.2}
     """
     last = None
-    with open(path, "rb") as handle:
+    with open(_log_file(path), "rb") as handle:
         for raw in handle:
             if raw.lstrip().startswith(b'{"header"'):
                 reason, value = _why_unreadable(raw)
@@ -754,7 +771,8 @@ def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict,
     Logs written before runs were kept apart may hold several runs whose steps restart; this
     splits them at each header so they can be drawn as separate lines. Records before any
     header form a segment with the header ``{}``. Lines that are not a header or a record are
-    skipped with one warning, or refused under ``strict``, as by :func:`read_jsonl`.
+    skipped with one warning, or refused under ``strict``, as by :func:`read_jsonl`. ``path``:
+    the ``metrics.jsonl`` file, or the run folder that holds it.
 
     Example:
         >>> import tempfile

@@ -82,6 +82,21 @@ def test_read_segments_splits_runs_at_each_header(tmp_path):
     assert math.isinf(segments[1][1][2]["value_a"])
 
 
+def test_the_readers_take_the_run_folder_as_gradlab_plot_does(tmp_path):
+    # read_segments("run/gradlab_logs"), as the Hugging Face page suggests for a resumed run,
+    # raised IsADirectoryError
+    _run(tmp_path / "a", ["jsonl"])
+    log = tmp_path / "a" / "metrics.jsonl"
+    assert repr(read_segments(tmp_path / "a")) == repr(read_segments(log))  # NaN != NaN
+    assert repr(read_jsonl(str(tmp_path / "a"))) == repr(read_jsonl(log))
+    (tmp_path / "empty").mkdir()
+    for reader in (read_segments, read_jsonl):
+        with pytest.raises(GradlabError, match=r"^path must be a metrics.jsonl file or a run "
+                           r"folder that holds one; got the folder '.*empty', which holds "
+                           r"none$"):  # fmt: skip
+            reader(tmp_path / "empty")
+
+
 @pytest.mark.parametrize(
     ("module", "sink", "extra"),
     [("wandb", "wandb", "gradlab-ranking[wandb]"), ("mlflow", "mlflow", "gradlab-ranking[mlflow]"),
