@@ -103,6 +103,16 @@ class RecordingCosineSimilarity(_Recording, CosineSimilarity):
         (torch.Size([3, 3]), ['in_batch'])
     """
 
+    def __init__(self, *args, validate: bool = True, **kwargs) -> None:
+        if "normalize_embeddings" in kwargs:  # PML passes it itself: a repeated-keyword TypeError
+            raise GradlabError(
+                "RecordingCosineSimilarity always normalizes the embeddings (as PML's "
+                "CosineSimilarity does); got normalize_embeddings="
+                f"{kwargs['normalize_embeddings']!r}: for raw dot products use "
+                "RecordingDotProductSimilarity(normalize_embeddings=False)"
+            )
+        super().__init__(*args, validate=validate, **kwargs)
+
 
 class RecordingDotProductSimilarity(_Recording, DotProductSimilarity):
     """PML's ``DotProductSimilarity`` whose matrix a :class:`gradlab.Monitor` can read.

@@ -291,6 +291,16 @@ def test_a_non_callable_score_recorder_is_refused_when_set(cls, recorder):
     distance.score_recorder = None
 
 
+@pytest.mark.parametrize("value", [True, False, "yes"])
+def test_the_cosine_distance_refuses_normalize_embeddings_by_name(value):
+    # pytorch-metric-learning's own TypeError: "got multiple values for keyword argument"
+    with pytest.raises(GradlabError, match=rf"^RecordingCosineSimilarity always normalizes the "
+                       rf"embeddings .*; got normalize_embeddings={value!r}: for raw dot "
+                       r"products use RecordingDotProductSimilarity"):  # fmt: skip
+        RecordingCosineSimilarity(normalize_embeddings=value)
+    assert RecordingCosineSimilarity(validate=False).normalize_embeddings
+
+
 @pytest.mark.parametrize("cls", DISTANCES)
 def test_validate_false_skips_only_the_finiteness_check(cls):
     matrix = cls(validate=False)(torch.full((2, 3), float("nan")))
