@@ -668,6 +668,28 @@ def test_an_empty_prefix_never_overwrites_the_trainer_s_own_values(tmp_path):
     callback.on_train_end(args, state, None)
 
 
+@pytest.mark.parametrize("make", [lambda: gradlab.NTXentLoss(0.05),
+                                  lambda: (lambda scores, positives: scores.mean())])
+def test_a_loss_watched_again_is_wrapped_once(tmp_path, make):
+    # callback.watch(callback.watch(loss)) (a notebook cell run again) wrapped it twice: each
+    # step warned that two watched losses were called
+    callback, original = GradlabTrainerCallback(preset="cheap"), make()
+    loss_fn = callback.watch(original, inputs="scores")
+    assert callback.watch(loss_fn, inputs="scores") is loss_fn
+    other = GradlabTrainerCallback(preset="cheap")
+    again = other.watch(loss_fn, inputs="scores")  # another callback's: unwrapped, then its own
+    assert again.__wrapped__ is original  # not the first callback's wrapper in a second one
+    assert callback.watch(loss_fn, inputs="scores") is loss_fn
+    args, state = arguments(tmp_path), trainer_state()
+    other.on_train_begin(args, state, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "two watched losses were called"
+        train_steps(other, args, state, again, 2)
+    other.on_train_end(args, state, None)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
+
+
 @pytest.mark.parametrize("n", [0, -2, "2", 2.0, True])
 def test_logging_steps_refuses_what_is_no_positive_integer(n):
     # LoggingSteps(0) was accepted and raised ZeroDivisionError inside training
