@@ -54,6 +54,7 @@ from __future__ import annotations
 import functools
 import sys
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -99,6 +100,22 @@ class _WatchedCall(WatchedCall):
         super().__init__(loss_fn, lambda *args, **kwargs: callback.call(self, args, kwargs))
         self.callback, self.loss_fn, self.watch_inputs = callback, loss_fn, inputs
         self.watched: dict[int, Callable] = {}  # id(Monitor) -> its watch of loss_fn
+
+
+_CALLBACKS: weakref.WeakSet[GradlabTrainerCallback] = weakref.WeakSet()
+"""The callbacks of this process (to say which one holds a folder another is refused)."""
+
+
+def _holding(folder: object, asking: GradlabTrainerCallback) -> GradlabTrainerCallback | None:
+    """Another callback of this process whose open Monitor writes into ``folder``, or None."""
+    wanted = Path(str(folder)).resolve()
+    for callback in list(_CALLBACKS):
+        monitor = callback.monitor
+        if callback is not asking and monitor is not None and (
+            Path(str(monitor.log_dir)).resolve() == wanted
+        ):  # fmt: skip (a callback's Monitor is None once its train() ended)
+            return callback
+    return None
 
 
 def _training_trainer() -> Any | None:
@@ -235,6 +252,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._warned_order = False
         self._warned_taken = False  # keys of the Trainer's logs that the record has too
         self._warned_unattached = False
+        _CALLBACKS.add(self)
 
     # --- wiring --------------------------------------------------------------------------------
 
@@ -445,6 +463,17 @@ class GradlabTrainerCallback(TrainerCallback):
         except RunExistsError as error:  # the options are this callback's arguments
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
+        except GradlabError as error:  # the folder is held: by a callback of this process?
+            holder = _holding(folder, self)
+            if holder is None:
+                raise
+            raise GradlabError(
+                f"{error} Here it is the Monitor of another GradlabTrainerCallback of this "
+                "process, whose train() did not end (it failed with the callback passed as "
+                "callbacks=[...]: callback.attach(trainer) releases the folder when training "
+                "fails): close it with that_callback.monitor.close(), or give this callback "
+                "another folder"
+            ) from error
         self._warn_twice_reported(args)
         resumed_at = self.monitor.step_count  # the folder's last logged step + 1 (resume)
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them

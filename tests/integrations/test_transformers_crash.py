@@ -102,6 +102,29 @@ def test_the_same_cell_run_again_trains_into_the_same_folder(tmp_path):
         "(resume and overwrite are arguments of GradlabTrainerCallback(...))")
 
 
+def test_a_folder_held_by_a_crashed_unattached_callback_names_the_way_out(tmp_path):
+    # passed as callbacks=[...] (not attached), a failed train() keeps its Monitor open; the
+    # next callback into that folder was told to close() a Monitor the user does not hold
+    def unattached(**options):
+        callback = GradlabTrainerCallback(preset="cheap", **options)
+        trainer = StandInTrainer(tmp_path / "out", callback.watch(gradlab.NTXentLoss(0.05)))
+        trainer.callback_handler.callbacks.append(callback)
+        return callback, trainer
+
+    crashed, trainer = unattached()
+    trainer.raise_at = 3
+    with pytest.raises(RuntimeError, match="failed at step 3"):
+        trainer.train()
+    _, again = unattached(overwrite=True)
+    with pytest.raises(GradlabError, match=r"is in use by another Monitor.* Here it is the "
+                       r"Monitor of another GradlabTrainerCallback of this process, .*close it "
+                       r"with that_callback\.monitor\.close\(\)"):  # fmt: skip
+        again.train()
+    crashed.monitor.close()  # the way out it names
+    _, trainer = unattached(overwrite=True)
+    assert trainer.train() == "trained"
+
+
 def test_another_callback_training_in_the_process_keeps_its_folder(tmp_path):
     other = GradlabTrainerCallback(tmp_path / "other", preset="cheap")
     other.on_train_begin(SimpleNamespace(output_dir=None, logging_steps=1),
