@@ -188,8 +188,10 @@ def readme_findings(root: Path) -> str:
     from gradlab.report.findings import problems_by_paper
 
     # "17 claims" alone read as the claims checked (the table's 16 and 20)
-    per_paper = "; ".join(f"{paper}: {distinct_problems(mine)} problems across {len(mine)} of "
-                          "its claims" for paper, mine in problems_by_paper(records).items())  # fmt: skip
+    per_paper = "; ".join(
+        f"{paper}: {distinct_problems(mine)} problems across {len(mine)} of its claims"
+        for paper, mine in problems_by_paper(records).items()
+    )
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
     texts = len({r["seed"] for r in records})

@@ -541,6 +541,9 @@ LIBRARY_TESTS = {
             "test_bad_calls_raise_naming_the_argument",
             "test_a_log_dir_that_is_a_file_is_refused_at_the_call",
             "test_a_watched_function_keeps_its_attributes_and_refuses_what_it_lacks")),
+        # the callback given to a Hugging Face Trainer names the one to use
+        "tests/integrations/test_transformers.py::"
+        "test_the_lightning_callback_in_a_hugging_face_trainer_names_the_right_one",
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
@@ -565,6 +568,9 @@ LIBRARY_TESTS = {
             "test_bad_arguments_are_refused_with_the_argument_and_the_value")),
         # a watched sentence-transformers module (no training): its forward's name
         "tests/integrations/test_sentence_transformers_roles.py::test_names_and_rewrapping",
+        # the callback given to a Lightning Trainer names the one to use
+        "tests/integrations/test_lightning.py::"
+        "test_the_hugging_face_callback_in_a_lightning_trainer_names_the_right_one",
         # tiny real Trainers, a fraction of a second each: the logging schedules, one folder
         # per callback, unreadable calls, a dataset dict's unwatched losses
         "tests/integrations/test_transformers_logging_strategy.py",
@@ -650,7 +656,14 @@ PLOTTING_TESTS = {
                          "tests/plotting/test_monitor_plots.py::"
                          "test_plotting_a_replaced_run_removes_the_old_runs_figures",
                          "tests/plotting/test_monitor_plots.py::"  # an overlay's lone values
-                         "test_a_value_no_line_reaches_is_marked_in_an_overlay"],
+                         "test_a_value_no_line_reaches_is_marked_in_an_overlay",
+                         # the y scale, chosen before drawing, and the means taken on it
+                         *(f"tests/plotting/test_monitor_plots.py::{name}" for name in (
+                             "test_a_quantity_collapsing_over_decades_is_read_on_a_log_axis",
+                             "test_a_run_reads_on_the_same_kind_of_axis_alone_and_beside_a_run_"
+                             "with_a_zero",
+                             "test_grouped_steps_on_a_log_axis_are_drawn_at_their_geometric_mean",
+                             "test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line"))],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",
                         "tests/experiments/test_fappy_lemma.py::test_lemma1_measurement"],
     "plotting/tie_aware": ["tests/plotting/test_tie_aware_figures.py"],

@@ -320,7 +320,7 @@ class GradlabTrainerCallback(TrainerCallback):
                 "other logs none of its calls (a loss module is watched by one callback at a "
                 "time: a notebook cell run again, or the callback attached to the Trainer?)",
                 RuntimeWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),  # the watch() call (under mutmut too)
             )
             return loss_fn
         if inputs not in (None, "scores"):  # read through its similarity's score matrices
