@@ -400,6 +400,20 @@ def test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line():
     plt.close("all")
 
 
+def test_the_relaxation_gap_is_drawn_on_its_own_axis_not_the_aps():
+    # drawn beside the two APs on their 0-1 axis, a gap of a thousandth read as a flat 0
+    gaps = [-1e-3, -2e-3, -1.5e-3, -0.5e-3]
+    runs = _records(smooth_ap=[0.5 + g for g in gaps], exact_ap=[0.5] * 4, relaxation_gap=gaps)
+    assert monitor_plots.PLOTS["relaxation_gap"].keys == ("smooth_ap", "exact_ap")
+    figure, axis = plt.subplots()
+    draw_family(axis, "relaxation_gap_difference", ["relaxation_gap"], runs)
+    (line,) = axis.get_lines()
+    assert list(line.get_ydata()) == gaps
+    low, high = axis.get_ylim()
+    assert low <= min(gaps) and max(gaps) <= high and high - low < 0.01
+    plt.close(figure)
+
+
 def test_flat_families_are_stated_with_their_values():
     runs = _records(loss=[0.5, 0.4, 0.3], degenerate_batches=[0, 0, 0], degenerate_batch=[0, 0, 0],
                     gradient_agreement_cosine=[1.0, 0.9999999, 1.0],
