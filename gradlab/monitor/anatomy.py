@@ -347,11 +347,13 @@ class Anatomy(Quantity):
                   "relative rank depth (columns as queries, t2i)"))),
         Plot("anatomy_without_gradient", "Queries receiving no gradient (anatomy)",
              "share of queries", (
-                 ("anatomy_queries_without_gradient", "queries with dL/dS = 0 (share)"),
+                 ("anatomy_queries_without_gradient",
+                  "queries with no dL/dS above the thresholds (share)"),
                  ("anatomy_i2t_queries_without_gradient",
-                  "queries with dL/dS = 0 (rows as queries, i2t)"),
+                  "queries with no dL/dS above the thresholds (rows as queries, i2t)"),
                  ("anatomy_t2i_queries_without_gradient",
-                  "queries with dL/dS = 0 (columns as queries, t2i)")), zero_based=True),
+                  "queries with no dL/dS above the thresholds (columns as queries, t2i)")),
+             zero_based=True),
     )  # fmt: skip
 
     def __init__(

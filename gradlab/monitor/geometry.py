@@ -79,7 +79,8 @@ class Geometry(Quantity):
                  ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
                  ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)"))),
         Plot("geometry_collapse", "Collapse: effective rank / min(N - 1, d) and "
-             "std of normalised embeddings x sqrt(d) (1: spread, 0: collapsed)", "share", (
+             "std of normalised embeddings x sqrt(d) (1: spread, 0: collapsed)",
+             "0: collapsed, 1: spread", (
                  ("geometry_effective_rank_share", "effective rank / min(N - 1, d)"),
                  ("geometry_std", "std x sqrt(d)")),
              zero_based=True),
@@ -153,7 +154,7 @@ class Margins(Quantity):
             "margin_violation_share", "margin_recall_at_1")  # fmt: skip
     plots = (
         Plot("margins", "Positive score, hardest negative and their margin (means over "
-             "queries)", "score", (
+             "queries)", "score (the loss's own: cosine, or logit)", (
                  ("margin_positive_score", "positive score"),
                  ("margin_hardest_negative", "hardest negative"),
                  ("margin_mean", "margin: hardest positive - hardest negative"))),
