@@ -174,7 +174,7 @@ def test_a_call_that_scores_nothing_logs_no_anatomy_and_says_so(tmp_path):
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
         loss = pml_losses.MultiSimilarityLoss(distance=RecordingCosineSimilarity())
         loss_fn = monitor.watch(loss)
-        logged, messages = [], []
+        logged, messages, categories = [], [], []
         for step in range(4):
             leaf = embeddings.clone().requires_grad_(True)
             with warnings.catch_warnings(record=True) as caught:
@@ -183,7 +183,9 @@ def test_a_call_that_scores_nothing_logs_no_anatomy_and_says_so(tmp_path):
             (value + 0 * leaf.sum()).backward()  # a zero loss without a graph to the leaf
             logged.append(any(key.startswith("anatomy_") for key in monitor.step()))
             messages += [(step, w.filename, str(w.message)) for w in caught]
+            categories += [w.category for w in caught]
     assert logged == [True, False, False, True]
+    assert categories == [RuntimeWarning]
     assert messages == [(1, __file__,
                          "gradlab.Monitor: the watched loss MultiSimilarityLoss computed no score "
                          "matrix on a logged call (a pytorch-metric-learning loss returns 0 "
@@ -294,10 +296,12 @@ def test_a_non_callable_score_recorder_is_refused_when_set(cls, recorder):
 @pytest.mark.parametrize("value", [True, False, "yes"])
 def test_the_cosine_distance_refuses_normalize_embeddings_by_name(value):
     # pytorch-metric-learning's own TypeError: "got multiple values for keyword argument"
-    with pytest.raises(GradlabError, match=rf"^RecordingCosineSimilarity always normalizes the "
-                       rf"embeddings .*; got normalize_embeddings={value!r}: for raw dot "
-                       r"products use RecordingDotProductSimilarity"):  # fmt: skip
+    with pytest.raises(GradlabError) as raised:
         RecordingCosineSimilarity(normalize_embeddings=value)
+    assert str(raised.value) == (
+        "RecordingCosineSimilarity always normalizes the embeddings (as PML's CosineSimilarity "
+        f"does); got normalize_embeddings={value!r}: for raw dot products use "
+        "RecordingDotProductSimilarity(normalize_embeddings=False)")
     assert RecordingCosineSimilarity(validate=False).normalize_embeddings
 
 

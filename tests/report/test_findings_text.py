@@ -104,10 +104,11 @@ def test_a_problem_without_a_shared_cause_is_named_by_its_claims_statement():
     assert "claim-empty-set" not in "\n".join(lines)
 
 
-def _audit_line(line, claims):
-    """The audit line after "by computation: ", once its head counts ``claims`` claims."""
+def _audit_line(line, claims, texts=""):
+    """The audit line after "by computation: ", once its head counts ``claims`` claims in
+    ``texts`` (`` in N texts of M papers``, or nothing without records)."""
     head, tail = line.split(" by computation: ")
-    assert head.startswith(f"- The audit checks {claims} printed claims"), head
+    assert head == f"- The audit checks {claims} printed claims{texts}", head
     return tail
 
 
@@ -129,7 +130,7 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
     audit = {"counts": counts, "records": records}
     line = _lines({"audit": (audit, "text, no heading")})[-1]
     brown = f"{_paper(BROWN)}, {SEEDS[BROWN].part}"
-    assert _audit_line(line, 7) == (
+    assert _audit_line(line, 7, " in 2 texts of 2 papers") == (
         "1 hold, 1 hold only after a correction (each correction re-checked), 2 fail and 0 stay "
         "inconclusive; of the claims about the authors' experiments, 2 reproduced, 1 not "
         "testable here (outcomes, not failures). The 3 claims that do not hold show 2 distinct "
@@ -146,6 +147,13 @@ def test_the_audit_line_counts_verdicts_outcomes_problems_and_mutants():
         "0 hold, 0 hold only after a correction (each correction re-checked), 1 fail and 0 stay "
         "inconclusive."
     )
+    one = {"counts": {"holds": 1}, "records": [_record(BROWN, "eq2", "holds")]}
+    assert _audit_line(_lines({"audit": (one, "")})[-1], 1, " in 1 text of 1 paper")
+    versions = {"counts": {"holds": 2}, "records": [_record(SHORT, "eq8", "holds"),
+                                                   _record(LONG, "eq12", "holds")]}  # fmt: skip
+    papers = len({SEEDS[SHORT].title, SEEDS[LONG].title})  # two versions of one paper
+    assert papers == 1
+    assert _audit_line(_lines({"audit": (versions, "")})[-1], 2, " in 2 texts of 1 paper")
 
 
 def test_the_headlines_lead_the_list_whatever_the_page_order():
