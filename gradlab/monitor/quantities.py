@@ -564,7 +564,8 @@ class DegenerateBatches(Quantity):
     reads_empty_batches = True  # an empty batch is a degenerate one
     plots = (Plot("degenerate_batches", "Batches without ranking signal (no query has both a "
                   "positive and a negative)", "batches", (
-                      ("degenerate_batches", "batches without ranking signal (total)"),
+                      ("degenerate_batches",
+                       "batches without ranking signal (counted by the loss)"),
                       ("degenerate_batch", "this batch without ranking signal (0/1)")),
                   zero_based=True),)  # fmt: skip
 

@@ -720,7 +720,7 @@ def flat_families(runs: list[Run], plots=PLOTS, tolerance: float = FLAT) -> dict
         >>> runs = [("run", [{"step": 0, "loss": 0.5, "degenerate_batches": 0},
         ...                  {"step": 1, "loss": 0.4, "degenerate_batches": 0}])]
         >>> flat_families(runs)["degenerate_batches"].split(":")[1]
-        ' batches without ranking signal (total) 0 at each of the 2 logged steps'
+        ' batches without ranking signal (counted by the loss) 0 at each of the 2 logged steps'
     """
     flat = {}
     for family, plot in plots.items():

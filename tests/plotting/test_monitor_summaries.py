@@ -92,8 +92,8 @@ def test_a_family_is_flat_only_when_every_series_is():
     still = _run("a", degenerate_batches=[0, 0], degenerate_batch=[0, 0])
     assert flat_families([still]) == {
         "degenerate_batches": "Batches without ranking signal (no query has both a positive "
-        "and a negative): batches without ranking signal (total) 0 at each of the 2 logged "
-        "steps; this batch without ranking signal (0/1) 0 at each of the 2 logged steps"
+        "and a negative): batches without ranking signal (counted by the loss) 0 at each of the "
+        "2 logged steps; this batch without ranking signal (0/1) 0 at each of the 2 logged steps"
     }
 
 
