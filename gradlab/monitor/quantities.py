@@ -435,7 +435,8 @@ class RelaxationGap(Quantity):
         Plot("relaxation_gap", "Smooth AP vs exact AP", "AP", (
             ("smooth_ap", "Smooth AP"), ("exact_ap", "exact AP"))),
         Plot("relaxation_gap_difference", "Smooth AP - exact AP (the relaxation's gap)",
-             "AP difference", (("relaxation_gap", "Smooth AP - exact AP"),)),
+             "AP difference", (("relaxation_gap", "Smooth AP - exact AP"),),
+             resolution=1e-12),  # APs in [0, 1]: a gap below 1e-12 is rounding
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:

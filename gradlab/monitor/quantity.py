@@ -78,6 +78,9 @@ class Plot:
     series: tuple[tuple[str, str], ...]
     zero_based: bool = False
     """Counts and shares: the y axis starts at 0."""
+    resolution: float = 0.0
+    """Values of the family within this of one another differ by rounding alone (a difference
+    of two APs at 1e-16): drawn as a flat line. 0: only rounding relative to their size."""
 
     @property
     def keys(self) -> tuple[str, ...]:

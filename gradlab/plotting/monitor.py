@@ -88,8 +88,10 @@ MARKER_SIZE = 3
 RUN_MARKER_SIZE = 5
 """Markers of several runs (on about :data:`MARKS` points each)."""
 NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "markersize": 6,
-                    "markeredgewidth": 1.5, "label": "NaN or infinite at this step"}  # fmt: skip
-"""The crosses on the step axis at the steps where a drawn key was NaN or infinite."""
+                    "markeredgewidth": 1.5,
+                    "label": "NaN, infinite or beyond 1e300 at this step"}  # fmt: skip
+"""The crosses on the step axis at the steps where a drawn key was NaN or infinite, or beyond
+:data:`LARGEST_DRAWN`."""
 MAX_POINTS = 1000
 """A line of more logged steps than this is drawn as the means of groups of consecutive steps
 (:func:`downsample`): a figure about 700 pixels wide shows a run of 500,000 steps as a band of
@@ -601,9 +603,11 @@ def draw_family(
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
+    limits = None  # y limits the scale sets itself (matplotlib's autoscale overflows there)
     if not plot.zero_based:  # the scale first: a line of grouped steps is a mean on it
-        _set_value_scale(axis, [float(r[key]) for _, records in runs for r in records
-                                for key in keys if key in r and _finite(r[key])])  # fmt: skip
+        finite = [float(r[key]) for _, records in runs for r in records for key in keys
+                  if key in r and _number(r[key]) and _drawable(r[key])]  # fmt: skip
+        limits = _set_value_scale(axis, finite)
     scale = None if axis.get_yscale() == "linear" else axis.yaxis.get_transform()
     alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
     broken: set[int] = set()  # steps with a NaN or infinite value
@@ -613,10 +617,10 @@ def draw_family(
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
-            broken.update(step for step, value in points if not math.isfinite(value))
-            if any(math.isfinite(value) for _, value in points):
+            broken.update(step for step, value in points if not _drawable(value))
+            if any(_drawable(value) for _, value in points):
                 # a value that is not finite leaves a gap: a line across it would hide it
-                values = [value if math.isfinite(value) else math.nan for _, value in points]
+                values = [value if _drawable(value) else math.nan for _, value in points]
                 steps = [step for step, _ in points]
                 group = (math.ceil(len(points) / max_points)
                          if max_points is not None and len(points) > max_points else 0)  # fmt: skip
@@ -639,11 +643,13 @@ def draw_family(
     axis.set_ylabel(ylabel)
     axis.set_title(textwrap.fill(title, wrap), pad=TITLE_PAD)
     values = [float(v) for v in drawn if math.isfinite(v)]
+    if limits is not None:
+        axis.set_ylim(*limits)
     if plot.zero_based:  # counts and shares: from 0; all zero: 0..1, not -0.04..0.04
         top = axis.get_ylim()[1] if max(values, default=0) > 0 else 1
         axis.set_ylim(-0.03 * top, top)  # a zero line above the frame, not on it
     elif values and axis.get_yscale() == "linear":
-        _flat_drawn_flat(axis, min(values), max(values))
+        _flat_drawn_flat(axis, min(values), max(values), plot.resolution)
     if values and axis.get_yscale() == "linear" and all(v == int(v) for v in values):
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     if broken:  # a cross on the step axis at each step with a value that is not finite
@@ -656,38 +662,50 @@ ROUNDING = 1e-9
 only: they are drawn as a flat line (:func:`_flat_drawn_flat`)."""
 
 
-def _flat_drawn_flat(axis, low: float, high: float) -> None:
-    """Values that differ by rounding alone (:data:`ROUNDING`; a loss of 0.5 +- 1e-12) drawn as
-    the flat line they are: matplotlib would stretch the axis over their 1e-12 of spread, a
-    full-height zig-zag under an offset label (``1e-12+5e-1``)."""
+def _flat_drawn_flat(axis, low: float, high: float, resolution: float = 0.0) -> None:
+    """Values that differ by rounding alone (:data:`ROUNDING` of their size, a loss of 0.5 +-
+    1e-12; or at most the family's ``resolution``, a gap of two APs at 1e-16) drawn as the
+    flat line they are: matplotlib would stretch the axis over that spread, a full-height
+    zig-zag under an offset label (``1e-12+5e-1``)."""
     spread = high - low
-    if spread == 0 or spread > ROUNDING * max(abs(low), abs(high)):
+    if spread == 0 or spread > max(ROUNDING * max(abs(low), abs(high)), resolution):
         return  # one value (matplotlib pads it), or a spread worth reading
     centre = (low + high) / 2
-    pad = 0.1 * abs(centre)
+    pad = max(0.1 * abs(centre), 10 * resolution)
     axis.set_ylim(centre - pad, centre + pad)
     axis.ticklabel_format(axis="y", useOffset=False)
 
 
-def _set_value_scale(axis, values: list[float]) -> None:
+def _set_value_scale(axis, values: list[float]) -> tuple[float, float] | None:
     """The y scale of a family's finite ``values``: log where they span three decades or
     more (:func:`spans_decades`); symmetric log where they do but for exact zeros (a gradient
     that is exactly 0 at some steps, or in one of the runs overlaid: a linear axis would draw
     the others' 1e-20 as 0, and the same run would read differently alone), linear up to the
-    decade of the smallest positive value so that 0 is drawn; else linear."""
-    if spans_decades(values):
-        axis.set_yscale("log")
-        return
+    decade of the smallest positive value so that 0 is drawn; else, and for values beyond
+    ``1e+-250`` (:data:`EXTREME_POWER`, where matplotlib's log scales overflow), linear.
+    Returns the y limits to set once drawn (a symmetric log axis: 0 half a decade's height
+    above its frame), else None."""
     positive = [value for value in values if value > 0]
-    if positive and min(values) == 0 and spans_decades(positive):
-        low = math.floor(math.log10(min(positive)))
-        high = math.ceil(math.log10(max(positive)))
-        axis.set_yscale("symlog", linthresh=10.0**low)
-        stride = math.ceil((high - low + 1) / SYMLOG_TICKS)  # not a label at every decade
-        axis.yaxis.set_major_locator(FixedLocator(
-            [0.0, *(10.0**power for power in range(high, low - 1, -stride))]))  # fmt: skip
-        axis.yaxis.set_minor_locator(NullLocator())
+    if not positive or not spans_decades(positive) or min(values) < 0:
+        return None  # one decade, or signed values: linear
+    low = math.floor(math.log10(min(positive)))
+    high = math.ceil(math.log10(max(positive)))
+    if max(-low, high) > EXTREME_POWER:
+        return None
+    if min(values) > 0:
+        axis.set_yscale("log")
+        return None
+    axis.set_yscale("symlog", linthresh=10.0**low)
+    stride = math.ceil((high - low + 1) / SYMLOG_TICKS)  # not a label at every decade
+    axis.yaxis.set_major_locator(FixedLocator(
+        [0.0, *(10.0**power for power in range(high, low - 1, -stride))]))  # fmt: skip
+    axis.yaxis.set_minor_locator(NullLocator())
+    return -0.5 * 10.0**low, 10.0**high
 
+
+EXTREME_POWER = 250
+"""Values beyond ``1e+-250`` are drawn on a linear axis: matplotlib's log scales overflow near
+float64's ends (a traceback, or a figure with nothing drawn)."""
 
 SYMLOG_TICKS = 7
 """About this many powers of ten are labelled on a symmetric log axis (and 0)."""
@@ -865,6 +883,17 @@ def default_out(paths: list[Path]) -> Path:
                            f"file system's root {parent.anchor!r}, where their figures would "
                            "go by default: name the output folder (--out, or out=)")  # fmt: skip
     return parent / "figures"
+
+
+LARGEST_DRAWN = 1e300
+"""Values beyond this magnitude are marked on the step axis like NaN and infinities: near
+float64's largest number matplotlib's scales and tick locators overflow (a traceback, or a
+figure with nothing drawn), and such a value is an overflow in all but name."""
+
+
+def _drawable(value: float) -> bool:
+    """Finite and at most :data:`LARGEST_DRAWN` in magnitude."""
+    return math.isfinite(value) and abs(value) <= LARGEST_DRAWN
 
 
 def _finite(value: object) -> bool:

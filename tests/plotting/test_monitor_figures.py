@@ -325,7 +325,7 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     assert shown[:, 1] == pytest.approx([bottom, bottom])
     assert cross.get_clip_on() is False  # on the edge: the frame does not cut it in half
     labels = [text.get_text() for text in axis.get_legend().get_texts()]
-    assert labels[-1] == "NaN or infinite at this step"
+    assert labels[-1] == "NaN, infinite or beyond 1e300 at this step"
     assert _lines(figures["operating_region"].axes[0]) == [([1, 2], [0.5, 0.25])]
     assert figures["operating_region"].axes[0].get_legend().get_texts()[-1].get_text() != (
         labels[-1])  # only where a drawn key was not finite

@@ -1,5 +1,6 @@
 """gradlab plot: runs overlaid (one colour per run), restarting logs split with a warning."""
 
+import io
 import math
 import re
 import warnings
@@ -400,6 +401,28 @@ def test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line():
     plt.close("all")
 
 
+@pytest.mark.parametrize("values", [
+    [0.0, 1.7e308, 1e300], [0.0, 5e-324, 1.0, 1e-3], [10.0**(300 - 40 * s) for s in range(16)],
+    [0.0, 1e308, 1.0, 1e-3], [1e-310, 5e-324, 1e-300]], ids=[
+    "zero-and-largest", "zero-and-denormal", "600-decades", "zero-1e308", "denormals"])  # fmt: skip
+def test_values_near_float64_s_ends_are_drawn_without_a_traceback(values):
+    # 10**309 overflowed the symmetric log axis's ticks, 10**-324 gave it no threshold, and
+    # matplotlib's own scales overflowed (a traceback, or a figure with nothing drawn)
+    figure, axis = plt.subplots()
+    runs = _records(embedding_grad_norm=values)
+    draw_family(axis, "embedding_gradients", ["embedding_grad_norm"], runs)
+    figure.savefig(io.BytesIO(), format="png")  # the ticks and the limits, computed
+    beyond = [step for step, value in enumerate(values) if abs(value) > 1e300]
+    crosses = [line for line in axis.get_lines() if line.get_label().startswith("NaN")]
+    assert [list(line.get_xdata()) for line in crosses] == ([beyond] if beyond else [])
+    (line,) = [line for line in axis.get_lines() if line not in crosses]
+    drawn = line.get_ydata()
+    assert all(math.isnan(drawn[step]) for step in beyond)
+    low, high = axis.get_ylim()
+    assert all(low <= value <= high for value in drawn if math.isfinite(value))
+    plt.close(figure)
+
+
 def test_the_relaxation_gap_is_drawn_on_its_own_axis_not_the_aps():
     # drawn beside the two APs on their 0-1 axis, a gap of a thousandth read as a flat 0
     gaps = [-1e-3, -2e-3, -1.5e-3, -0.5e-3]
@@ -412,6 +435,20 @@ def test_the_relaxation_gap_is_drawn_on_its_own_axis_not_the_aps():
     low, high = axis.get_ylim()
     assert low <= min(gaps) and max(gaps) <= high and high - low < 0.01
     plt.close(figure)
+
+
+def test_a_gap_of_rounding_around_zero_is_drawn_flat_at_zero():
+    # exact APs of 0.7 and 0.7 + 1.1e-16: their gap zig-zagged over the whole panel
+    axis = plt.subplots()[1]
+    draw_family(axis, "relaxation_gap_difference", ["relaxation_gap"],
+                _records(relaxation_gap=[0.0, -1.1e-16, 0.0, -1.1e-16]))  # fmt: skip
+    low, high = axis.get_ylim()
+    assert low < -0.9e-11 and high > 0.9e-11  # the 1e-16 of spread at the middle, flat
+    real = plt.subplots()[1]  # a gap above the resolution keeps its own scale
+    draw_family(real, "relaxation_gap_difference", ["relaxation_gap"],
+                _records(relaxation_gap=[0.0, -1e-6, 0.0, -1e-6]))  # fmt: skip
+    assert real.get_ylim()[1] - real.get_ylim()[0] < 1e-5
+    plt.close("all")
 
 
 def test_flat_families_are_stated_with_their_values():
