@@ -43,7 +43,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
-from gradlab.monitor.watched import watched_like
+from gradlab.monitor.watched import WatchedLoss, watched_like
 
 try:
     from lightning.pytorch import Callback
@@ -174,7 +174,8 @@ class GradlabCallback(Callback):
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
         (for a ``torch.nn.Module`` loss a :class:`~gradlab.monitor.watched.WatchedLoss`: its
-        parameters stay the LightningModule's, trained and saved).
+        parameters stay the LightningModule's, trained and saved). A loss this callback
+        returned comes back as it is; another callback's is unwrapped first.
 
         Args:
             loss_fn: the loss, as in :meth:`gradlab.Monitor.watch`.
@@ -187,6 +188,11 @@ class GradlabCallback(Callback):
             GradlabError: ``loss_fn`` is not callable or is a class, or ``inputs`` is not
                 allowed (the Monitor's checks, here rather than inside ``Trainer.fit``).
         """
+        watching = loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
+        if isinstance(watching, _WatchedLoss):  # a loss this or another callback returned
+            if watching.callback is self:
+                return loss_fn  # watched already (a cell run again): wrapped once
+            loss_fn = watching.loss_fn  # another callback's: its own wrapper stays its own
         adapt(loss_fn, inputs)
         return watched_like(loss_fn, _WatchedLoss(self, loss_fn, inputs))
 
@@ -208,6 +214,15 @@ class GradlabCallback(Callback):
 
     def on_init_end(self, *args, **kwargs) -> None:
         """A Hugging Face Trainer's first event: this is Lightning's callback (refused)."""
+        self._refuse_hugging_face()
+
+    def on_train_begin(self, *args, **kwargs) -> None:
+        """A Hugging Face Trainer's first event of ``train()`` (a callback added with
+        ``trainer.add_callback``): refused, as :meth:`on_init_end`."""
+        self._refuse_hugging_face()
+
+    @staticmethod
+    def _refuse_hugging_face() -> None:
         raise GradlabError(
             "GradlabCallback is the callback of Lightning's Trainer; a Hugging Face (or "
             "sentence-transformers) Trainer takes "

@@ -66,6 +66,24 @@ def test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes(
     assert pickle.loads(pickle.dumps(watched)).tau == 0.05  # ddp_spawn pickles the module
 
 
+@pytest.mark.parametrize("make", [lambda: gradlab.SmoothAPLoss(0.05),
+                                  lambda: (lambda embeddings, labels: embeddings.sum())])
+def test_a_loss_watched_again_is_wrapped_once(tmp_path, make):
+    # callback.watch(callback.watch(loss)) wrapped it twice: a fit warned that two watched
+    # losses were called before monitor.step()
+    callback, original = GradlabCallback(tmp_path / "run", preset="cheap", every=1), make()
+    loss_fn = callback.watch(original)
+    assert callback.watch(loss_fn) is loss_fn
+    other = GradlabCallback(tmp_path / "other").watch(loss_fn)
+    assert other.__wrapped__ is original and callback.watch(loss_fn) is loss_fn
+    module = LitRetrieval(callback.watch(loss_fn))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # no "two watched losses were called"
+        quiet_trainer(max_steps=2, logger=False, callbacks=[callback]).fit(module, loader(2))
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1]
+
+
 def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)), fail_at=5)

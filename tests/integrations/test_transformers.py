@@ -45,10 +45,17 @@ def test_the_lightning_callback_in_a_hugging_face_trainer_names_the_right_one(tm
         in_batch_trainer_class()(model=tiny_bert(), args=training_arguments(tmp_path / "out"),
                                  train_dataset=PairDataset(8), callbacks=[GradlabCallback()],
                                  loss_fn=gradlab.NTXentLoss(0.05))  # fmt: skip
-    assert str(raised.value) == (
-        "GradlabCallback is the callback of Lightning's Trainer; a Hugging Face (or "
-        "sentence-transformers) Trainer takes "
-        "gradlab.integrations.transformers.GradlabTrainerCallback")
+    expected = ("GradlabCallback is the callback of Lightning's Trainer; a Hugging Face (or "
+                "sentence-transformers) Trainer takes "
+                "gradlab.integrations.transformers.GradlabTrainerCallback")  # fmt: skip
+    assert str(raised.value) == expected
+    trainer = in_batch_trainer_class()(model=tiny_bert(), train_dataset=PairDataset(8),
+                                       args=training_arguments(tmp_path / "out", max_steps=1),
+                                       loss_fn=gradlab.NTXentLoss(0.05))  # fmt: skip
+    trainer.add_callback(GradlabCallback())  # after the Trainer is made: its first event
+    with pytest.raises(GradlabError) as raised:  # is train()'s (AttributeError 'on_train_begin')
+        trainer.train()
+    assert str(raised.value) == expected
 
 
 def gradlab_entries(trainer, prefix="gradlab/"):
