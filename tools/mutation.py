@@ -665,7 +665,11 @@ PLOTTING_TESTS = {
                              "test_a_run_reads_on_the_same_kind_of_axis_alone_and_beside_a_run_"
                              "with_a_zero",
                              "test_grouped_steps_on_a_log_axis_are_drawn_at_their_geometric_mean",
-                             "test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line"))],
+                             "test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line",
+                             "test_values_near_float64_s_ends_are_drawn_without_a_traceback",
+                             "test_a_gap_of_rounding_around_zero_is_drawn_flat_at_zero",
+                             "test_a_step_whose_quantity_logged_nothing_is_a_gap_not_a_line_"
+                             "across_it"))],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",
                         "tests/experiments/test_fappy_lemma.py::test_lemma1_measurement"],
     "plotting/tie_aware": ["tests/plotting/test_tie_aware_figures.py"],

@@ -555,6 +555,25 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
+def _gaps_where_missing(
+    records: Sequence[dict], key: str, steps: list, values: list
+) -> tuple[list, list]:
+    """``steps`` and ``values`` of ``key`` with a NaN (a gap, no cross) at each logged step of
+    the run between its first and last value that lacks the key, where the key is in more
+    than half of those records: a step whose quantity logged nothing (an empty batch, a loss
+    call that scored nothing) would otherwise be crossed by a line that reads as a value. A
+    key logged on a sparser schedule than the others (at most half of the steps) keeps its
+    line."""
+    if len(steps) < 2:
+        return steps, values
+    span = [r for r in records if steps[0] <= r["step"] <= steps[-1]]
+    if len(span) == len(steps) or 2 * len(steps) <= len(span):
+        return steps, values
+    logged = dict(zip(steps, values, strict=True))
+    steps = [r["step"] for r in span]
+    return steps, [logged.get(step, math.nan) for step in steps]
+
+
 def _isolated_points_marked(style: dict, values) -> dict:
     """``style`` whose ``markevery`` also marks each finite value with no finite neighbour: no
     line reaches such a point, so without its marker it would not be drawn at all (a run's
@@ -622,6 +641,7 @@ def draw_family(
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if _drawable(value) else math.nan for _, value in points]
                 steps = [step for step, _ in points]
+                steps, values = _gaps_where_missing(records, key, steps, values)
                 group = (math.ceil(len(points) / max_points)
                          if max_points is not None and len(points) > max_points else 0)  # fmt: skip
                 style = _line_style(run_index, key_index, several,

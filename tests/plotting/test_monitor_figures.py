@@ -316,7 +316,9 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     first, second, crosses = _lines(axis)
     assert first[0] == [0, 1, 2, 3] and first[1][0::2] == [0.9, 0.5]
     assert all(math.isnan(value) for value in first[1][1::2])  # gaps at steps 1 and 3
-    assert second == ([0, 1, 3], [0.8, 0.6, 0.2])
+    # run b's step 2 logs no loss: a gap, no cross (a line across it would read as a value)
+    assert second[0] == [0, 1, 2, 3] and second[1][:2] + second[1][3:] == [0.8, 0.6, 0.2]
+    assert math.isnan(second[1][2])
     assert crosses == ([1, 3], [0.0, 0.0])  # on the step axis, in the axes' height
     figures["loss"].canvas.draw()
     cross = axis.get_lines()[-1]
@@ -353,7 +355,9 @@ def test_values_that_are_not_numbers_are_dropped_with_a_count(tmp_path, monkeypa
         "ignored 4 logged value(s) that are not numbers: loss (3), p_seed (1)"
     ]
     assert _lines(figures["loss"].axes[0]) == [([0], [0.9])]
-    assert _lines(figures["operating_region"].axes[0]) == [([0, 2, 3], [0.5, 0.3, 0.2])]
+    ((steps, values),) = _lines(figures["operating_region"].axes[0])  # the dropped one: a gap
+    assert steps == [0, 1, 2, 3] and math.isnan(values[1])
+    assert values[:1] + values[2:] == [0.5, 0.3, 0.2]
     _close(figures)
 
 

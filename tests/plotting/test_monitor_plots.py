@@ -451,6 +451,28 @@ def test_a_gap_of_rounding_around_zero_is_drawn_flat_at_zero():
     plt.close("all")
 
 
+def test_a_step_whose_quantity_logged_nothing_is_a_gap_not_a_line_across_it():
+    # steps without anatomy keys (a miner that found no pair) were joined by a line through
+    # them, which read as a value there
+    records = [{"step": step, "loss": 1.0 / (step + 1)} for step in range(10)]
+    for record in records:
+        if record["step"] not in (4, 5):
+            record["anatomy_active_negatives_mean"] = float(record["step"])
+        if record["step"] % 5 == 0:
+            record["p_seed"] = 0.5  # a sparser schedule: its line is kept
+    axis = plt.subplots()[1]
+    draw_family(axis, "anatomy_active_negatives", ["anatomy_active_negatives_mean"],
+                [("run", records)])  # fmt: skip
+    (line,) = axis.get_lines()  # no cross: nothing was NaN
+    assert list(line.get_xdata()) == list(range(10))
+    drawn = list(line.get_ydata())
+    assert [math.isnan(v) for v in drawn] == [step in (4, 5) for step in range(10)]
+    sparse = plt.subplots()[1]
+    draw_family(sparse, "operating_region", ["p_seed"], [("run", records)])
+    assert list(sparse.get_lines()[0].get_xdata()) == [0, 5] and len(sparse.get_lines()) == 1
+    plt.close("all")
+
+
 def test_flat_families_are_stated_with_their_values():
     runs = _records(loss=[0.5, 0.4, 0.3], degenerate_batches=[0, 0, 0], degenerate_batch=[0, 0, 0],
                     gradient_agreement_cosine=[1.0, 0.9999999, 1.0],
