@@ -338,6 +338,11 @@ def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tm
     with pytest.warns(RuntimeWarning, match=taken) as caught:
         assert callback.watch(loss) is loss and loss.forward.callback is callback
     assert [w.filename for w in caught] == [__file__]
+    assert str(caught[0].message) == (
+        "GradlabTrainerCallback: loss_fn MultipleNegativesRankingLoss was watched by another "
+        "GradlabTrainerCallback; it is now watched by this one alone, and the other logs none "
+        "of its calls (a loss module is watched by one callback at a time: a notebook cell run "
+        "again, or the callback attached to the Trainer?)")
     with pytest.raises(GradlabError, match="is watched already by this callback"):
         callback.watch(loss)
     with pytest.warns(RuntimeWarning, match=taken):
@@ -725,6 +730,21 @@ def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path
         "earlier; resume the Trainer too "
         "(trainer.train(resume_from_checkpoint=True)), or pass overwrite=True to start the "
         "folder afresh"])
+
+
+def test_resume_after_a_run_that_logged_step_0_alone_does_not_warn(tmp_path):
+    # a folder whose last logged step is 0 (a plain Monitor's first step) and a Trainer at
+    # its start: the Trainer's step 1 follows it, nothing is logged twice
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.05))
+        scores = torch.randn(4, 4, requires_grad=True)
+        loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
+        monitor.step()
+    again = GradlabTrainerCallback(tmp_path / "run", preset="cheap", resume=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        again.on_train_begin(arguments(tmp_path), trainer_state(global_step=0), None)
+    again.on_train_end(arguments(tmp_path), trainer_state(), None)
 
 
 @pytest.mark.parametrize("sink", ["tensorboard", "wandb", "mlflow"])
