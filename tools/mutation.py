@@ -654,6 +654,7 @@ PLOTTING_TESTS = {
     "plotting/studies": ["tests/plotting/test_study_plots.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
                          "tests/plotting/test_monitor_summaries.py",
+                         "tests/plotting/test_monitor_axes.py",  # y scales, flat lines, gaps
                          "tests/plotting/test_monitor_long_runs.py",  # grouped means, resumptions
                          "tests/plotting/test_monitor_plots.py::"
                          "test_plotting_a_replaced_run_removes_the_old_runs_figures",

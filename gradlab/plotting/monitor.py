@@ -27,7 +27,7 @@ from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
 from matplotlib.transforms import Transform
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
 from gradlab.monitor.sinks import read_segments
@@ -155,7 +155,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                 highest = -math.inf
             highest = max(highest, max((record["step"] for record in records), default=highest))
         if went_back:  # one warning for them all, at the line that called load_runs
-            warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=2)
+            warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=caller_stacklevel())
         pieces = [records for records in pieces if records]
         if not pieces:  # _read_log names what it skipped
             empty.append(str(log))
@@ -165,7 +165,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                 f"{log} holds {len(pieces)} runs whose steps restart (appended before gradlab "
                 "kept runs apart); each is drawn as its own line",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=caller_stacklevel(),
             )
             runs.extend((f"{label} (run {i})", records) for i, records in enumerate(pieces, 1))
         else:
@@ -175,7 +175,8 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
                            "no logged step yet")  # fmt: skip
     if empty:  # a run that has not logged yet does not keep the others from being drawn
         warnings.warn(f"{', '.join(empty)} {'holds' if len(empty) == 1 else 'hold'} no logged "
-                      "step yet: drawn without it", UserWarning, stacklevel=2)  # fmt: skip
+                      "step yet: drawn without it", UserWarning,
+                      stacklevel=caller_stacklevel())  # fmt: skip
     return runs
 
 
@@ -329,7 +330,7 @@ def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:
             "metrics.jsonl written by gradlab.Monitor)"
         )
     for message in skipped:
-        warnings.warn(message, UserWarning, stacklevel=3)
+        warnings.warn(message, UserWarning, stacklevel=caller_stacklevel())
     return segments
 
 
@@ -406,7 +407,7 @@ def plot_runs(
     runs = load_runs(run_dirs, labels)
     note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
     if note is not None:
-        warnings.warn(note, UserWarning, stacklevel=2)
+        warnings.warn(note, UserWarning, stacklevel=caller_stacklevel())
     folder = Path(out) if out is not None else default_out([run_folder(p) for p in run_dirs])
     check_output_folder(folder, argument="out")
     present = {
@@ -555,15 +556,13 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
             "linestyle": LINE_STYLES[key_index % len(LINE_STYLES)]}  # fmt: skip
 
 
-def _gaps_where_missing(
-    records: Sequence[dict], key: str, steps: list, values: list
-) -> tuple[list, list]:
-    """``steps`` and ``values`` of ``key`` with a NaN (a gap, no cross) at each logged step of
-    the run between its first and last value that lacks the key, where the key is in more
-    than half of those records: a step whose quantity logged nothing (an empty batch, a loss
-    call that scored nothing) would otherwise be crossed by a line that reads as a value. A
-    key logged on a sparser schedule than the others (at most half of the steps) keeps its
-    line."""
+def _gaps_where_missing(records: Sequence[dict], steps: list, values: list) -> tuple[list, list]:
+    """``steps`` and ``values`` of a key (the steps of ``records`` that hold it) with a NaN (a
+    gap, no cross) at each logged step of the run between its first and last value that lacks
+    the key, where the key is in more than half of those records: a step whose quantity
+    logged nothing (an empty batch, a loss call that scored nothing) would otherwise be
+    crossed by a line that reads as a value. A key logged on a sparser schedule than the
+    others (at most half of the steps) keeps its line."""
     if len(steps) < 2:
         return steps, values
     span = [r for r in records if steps[0] <= r["step"] <= steps[-1]]
@@ -622,11 +621,11 @@ def draw_family(
     plot = plots[family]
     title, ylabel = plot.title, plot.ylabel
     several = len(runs) > 1
-    limits = None  # y limits the scale sets itself (matplotlib's autoscale overflows there)
-    if not plot.zero_based:  # the scale first: a line of grouped steps is a mean on it
-        finite = [float(r[key]) for _, records in runs for r in records for key in keys
-                  if key in r and _number(r[key]) and _drawable(r[key])]  # fmt: skip
-        limits = _set_value_scale(axis, finite)
+    # the scale first, a line of grouped steps being a mean on it; and the y limits it sets
+    # itself (matplotlib's autoscale overflows there), if any
+    limits = None if plot.zero_based else _set_value_scale(axis, [
+        float(r[key]) for _, records in runs for r in records for key in keys
+        if key in r and _number(r[key]) and _drawable(r[key])])  # fmt: skip
     scale = None if axis.get_yscale() == "linear" else axis.yaxis.get_transform()
     alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
     broken: set[int] = set()  # steps with a NaN or infinite value
@@ -641,7 +640,7 @@ def draw_family(
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if _drawable(value) else math.nan for _, value in points]
                 steps = [step for step, _ in points]
-                steps, values = _gaps_where_missing(records, key, steps, values)
+                steps, values = _gaps_where_missing(records, steps, values)
                 group = (math.ceil(len(points) / max_points)
                          if max_points is not None and len(points) > max_points else 0)  # fmt: skip
                 style = _line_style(run_index, key_index, several,
@@ -682,7 +681,7 @@ ROUNDING = 1e-9
 only: they are drawn as a flat line (:func:`_flat_drawn_flat`)."""
 
 
-def _flat_drawn_flat(axis, low: float, high: float, resolution: float = 0.0) -> None:
+def _flat_drawn_flat(axis, low: float, high: float, resolution: float) -> None:
     """Values that differ by rounding alone (:data:`ROUNDING` of their size, a loss of 0.5 +-
     1e-12; or at most the family's ``resolution``, a gap of two APs at 1e-16) drawn as the
     flat line they are: matplotlib would stretch the axis over that spread, a full-height

@@ -177,12 +177,15 @@ def test_the_warnings_point_at_the_line_that_called(tmp_path, monkeypatch):
     broken = _log(tmp_path / "broken", ({"run": 1}, ["garbage{", *_records(loss=LOSS)]),
                   ({"run": 2}, _records(loss=LOSS)))  # fmt: skip
     words = _run(tmp_path / "words", loss=[0.5, "x", 0.25, 0.125])
+    empty = _log(tmp_path / "empty", ({"run": 1}, []))
     with captured_figures(monkeypatch, monitor_plots) as figures, monkeypatch.context() as patch:
         patch.setattr(warnings, "warn", record)
         load_runs([broken])  # a skipped line, and two runs in one log
         plot_runs([words], tmp_path / "figs")  # a value that is not a number
+        load_runs([words, empty])  # a run without a logged step, left out
+        plot_runs([words, empty], tmp_path / "figs")  # the same, and the "x" again
     _close(dict(enumerate(figures)))
-    assert named == [__file__] * 3
+    assert named == [__file__] * 6
 
 
 def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
@@ -204,11 +207,18 @@ def test_a_run_without_records_is_left_out_of_an_overlay_with_a_warning(tmp_path
     # one run that had not logged yet stopped the whole overlay
     empty = _log(tmp_path / "empty", ({"run": 1}, []))
     runs = [_run(tmp_path / "a", loss=LOSS), empty, _run(tmp_path / "b", loss=LOSS[:2])]
-    with pytest.warns(UserWarning, match=r"empty.metrics.jsonl holds no logged step yet: drawn "
-                      "without it") as caught:  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
         loaded = load_runs(runs, ["first", "none", "second"])
-    assert len(caught) == 1
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (UserWarning, f"{empty / 'metrics.jsonl'} holds no logged step yet: drawn without it")]
     assert [(label, len(records)) for label, records in loaded] == [("first", 4), ("second", 2)]
+    other = _log(tmp_path / "other", ({"run": 1}, []))  # two of them: one warning naming both
+    with pytest.warns(UserWarning) as caught:
+        loaded = load_runs([runs[0], empty, other])
+    assert [str(w.message) for w in caught] == [
+        f"{empty / 'metrics.jsonl'}, {other / 'metrics.jsonl'} hold no logged step yet: drawn "
+        "without it"]
+    assert [len(records) for _, records in loaded] == [4]
 
 
 def test_a_label_with_dollar_signs_is_drawn_as_written(tmp_path, monkeypatch):

@@ -112,6 +112,9 @@ def test_figures_go_next_to_one_run_or_into_the_common_parent(tmp_path):
 
 def test_runs_that_share_only_the_root_name_no_default_folder():
     # /tmp/x/run and /srv/y/run went to /figures
-    with pytest.raises(GradlabError, match=r"share no folder but the file system's root '/'"):
+    with pytest.raises(GradlabError) as raised:
         default_out([Path("/tmp/x/run"), Path("/srv/y/run")])
+    assert str(raised.value) == (
+        "the runs ['/tmp/x/run', '/srv/y/run'] share no folder but the file system's root '/', "
+        "where their figures would go by default: name the output folder (--out, or out=)")
     assert default_out([Path("/tmp/x/run"), Path("/tmp/y/run")]) == Path("/tmp/figures")
