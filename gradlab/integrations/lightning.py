@@ -43,7 +43,7 @@ from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import Sink, scalars
-from gradlab.monitor.watched import WatchedLoss, watched_like
+from gradlab.monitor.watched import watched_like, watching_call
 
 try:
     from lightning.pytorch import Callback
@@ -188,7 +188,7 @@ class GradlabCallback(Callback):
             GradlabError: ``loss_fn`` is not callable or is a class, or ``inputs`` is not
                 allowed (the Monitor's checks, here rather than inside ``Trainer.fit``).
         """
-        watching = loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
+        watching = watching_call(loss_fn)
         if isinstance(watching, _WatchedLoss):  # a loss this or another callback returned
             if watching.callback is self:
                 return loss_fn  # watched already (a cell run again): wrapped once

@@ -70,7 +70,7 @@ from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import SINKS, scalars
-from gradlab.monitor.watched import WatchedCall, WatchedLoss, watched_like
+from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import check_positive_int
 
 try:
@@ -296,7 +296,7 @@ class GradlabTrainerCallback(TrainerCallback):
             raise GradlabError(
                 f"loss_fn must be callable (a loss module or function); got {loss_fn!r}"
             )
-        watching = loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
+        watching = watching_call(loss_fn)
         if isinstance(watching, _WatchedCall):  # a loss this or another callback returned
             if watching.callback is self:
                 return loss_fn  # watched already (loss_fn = callback.watch(loss_fn) run again)

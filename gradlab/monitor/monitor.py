@@ -56,7 +56,7 @@ from gradlab.monitor.quantity import Quantity
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
-from gradlab.monitor.watched import WatchedCall, WatchedLoss, watched_like
+from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import skip_value_checks
 
 DEFAULT_TAU = 0.01
@@ -292,7 +292,7 @@ class Monitor:
             (6, True)
         """
         self._refuse_when_closed("watch")
-        watching = loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
+        watching = watching_call(loss_fn)
         if isinstance(watching, WatchedCall) and watching.__dict__.get("_gradlab_monitor") is self:
             return loss_fn  # watched already (loss_fn = monitor.watch(loss_fn) in a loop)
         adapter = adapt(loss_fn, inputs)

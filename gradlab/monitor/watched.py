@@ -24,7 +24,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-__all__ = ["WatchedCall", "WatchedLoss", "unwatched", "watched_like"]
+__all__ = ["WatchedCall", "WatchedLoss", "unwatched", "watched_like", "watching_call"]
 
 _REGISTRIES = ("_parameters", "_buffers", "_non_persistent_buffers_set", "_modules")
 """The ``nn.Module`` dictionaries a watched loss shares with the loss it wraps."""
@@ -163,3 +163,16 @@ def watched_like(loss_fn: Callable, call: Callable) -> Callable:
     if isinstance(loss_fn, torch.nn.Module):
         return WatchedLoss(loss_fn, call)
     return call
+
+
+def watching_call(loss_fn: Callable) -> Callable:
+    """The wrapper a watched ``loss_fn`` calls: the call inside a :class:`WatchedLoss`, else
+    ``loss_fn`` itself (a watched function is its wrapper). Every ``watch`` asks it whether a
+    loss it is given was watched already, and by whom.
+
+    Example:
+        >>> loss, call = nn.MSELoss(), print
+        >>> watching_call(WatchedLoss(loss, call)) is call, watching_call(call) is call
+        (True, True)
+    """
+    return loss_fn.__dict__.get("_call") if isinstance(loss_fn, WatchedLoss) else loss_fn
