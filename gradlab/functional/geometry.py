@@ -611,7 +611,7 @@ def query_margins(
         >>> out = query_margins(scores, torch.tensor([[True, False, False], [True, False, False]]))
         >>> [round(v, 4) for v in out.margin.tolist()], out.recall_at_1.tolist()
         ([0.2, -0.1], [1.0, 0.0])
-        >>> out.violation_share.tolist()  # negatives at or above the positive
+        >>> out.violation_share.tolist()  # negatives at or above the hardest positive
         [0.0, 0.5]
     """
     _check_scores(scores, positives, candidate_mask)

@@ -116,6 +116,14 @@ class LossAdapter:
     _workspace: Workspace | None = field(default=None, init=False, repr=False, compare=False)
     _warned_other_matrix: bool = field(default=False, init=False, repr=False, compare=False)
     _warned_not_scored: bool = field(default=False, init=False, repr=False, compare=False)
+    form_assumed: bool = field(default=False, repr=False, compare=False)
+    """The loss declares no ``input_form`` and ``watch`` was given no ``inputs``: embeddings
+    are assumed (a square first argument with labels is then named once, :meth:`read`)."""
+    labels_may_be_targets: bool = field(default=False, repr=False, compare=False)
+    """A loss of the user's own watched with ``inputs="scores"``: ``[B]`` labels that are a
+    shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked once, :meth:`read`)."""
+    _targets_seen: bool | None = field(default=None, init=False, repr=False, compare=False)
+    _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
     _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def remove_hooks(self) -> None:
@@ -195,7 +203,11 @@ class LossAdapter:
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).
         batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
+        if self.inputs == "embeddings" and second.dim() == 1:
+            self._name_a_square_first_argument(first)
         if self.inputs == "scores":
+            if second.dim() == 1 and self.labels_may_be_targets:
+                self._refuse_targets(second)
             mask = score_positives(batch.embeddings, tensors[1])
             batch.positives, batch.on_scores = mask, True
             declared = getattr(self.loss_fn, "softmax_logits", None)  # gradlab's score losses
@@ -214,6 +226,42 @@ class LossAdapter:
             check_shape("labels", tensors[1], first.shape[:1], "one label per embedding")
             batch.labels = tensors[1]
         return batch
+
+    def _name_a_square_first_argument(self, first: torch.Tensor) -> None:
+        """Warn once when embeddings were assumed for a ``[B, B]`` first argument: as many
+        dimensions as rows is also the shape of a score matrix, and a loss on one read as
+        embeddings logs numbers of its score rows."""
+        if not self.form_assumed or self._warned_square or first.shape[0] != first.shape[1]:
+            return
+        self._warned_square = True
+        rows = first.shape[0]
+        warnings.warn(
+            f"gradlab.Monitor: {self.name} declares no input_form and was watched without "
+            f"inputs=, so its [{rows}, {rows}] first argument is read as {rows} embeddings of "
+            f"dimension {rows}; if it is a score matrix (queries x candidates), watch it with "
+            "monitor.watch(loss, inputs='scores'), else pass inputs='embeddings' to say so",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
+    def _refuse_targets(self, labels: torch.Tensor) -> None:
+        """Refuse ``[B]`` labels of a user's score loss that are ``0..B-1`` shuffled: read as
+        labels (a positive where two rows' labels match) every row's positive is its own
+        column, while as ``cross_entropy`` targets each row's positive is the column its
+        target names. Decided at the first call (one host read of the labels), kept after."""
+        if self._targets_seen is None:
+            order = torch.arange(labels.shape[0], device=labels.device)
+            self._targets_seen = bool(torch.equal(torch.sort(labels).values, order)
+                                      and not torch.equal(labels, order))  # fmt: skip
+        if self._targets_seen:
+            raise GradlabError(
+                f"{self.name}'s [B] second argument holds 0..B-1 in another order, which reads "
+                "two ways: as labels (the Monitor's reading: a positive where two rows' labels "
+                "match, so each row's own column) or as cross_entropy targets (the column each "
+                "row's target names); give the loss a [Q, C] bool mask of the positives "
+                "instead (positives = torch.nn.functional.one_hot(targets, C).bool(), its "
+                "targets = positives.int().argmax(1) inside the loss)"
+            )
 
     @contextmanager
     def listening(self, score_grad: bool) -> Iterator[tuple[list[ScoreCapture], list]]:
@@ -517,13 +565,16 @@ def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:
         "loss_kind": ON_SCORES
     }
     return LossAdapter(f"the watched loss {loss_name(loss_fn)}", "scores", SCORE_VALUES,
-                       missing, recorder=recorder, loss_fn=loss_fn)  # fmt: skip
+                       missing, recorder=recorder, loss_fn=loss_fn,
+                       labels_may_be_targets=declared_form(loss_fn) is None)  # fmt: skip
 
 
 def _embeddings(loss_fn: object, inputs: str | None) -> LossAdapter:
     owners = (loss_fn, getattr(loss_fn, "distance", None))
     recorder = next((o for o in owners if o is not None and hasattr(o, "score_recorder")), None)
-    return embedding_adapter(loss_fn, recorder)
+    adapter = embedding_adapter(loss_fn, recorder)
+    adapter.form_assumed = inputs is None and declared_form(loss_fn) is None
+    return adapter
 
 
 def declared_form(loss_fn: object) -> str | None:
@@ -597,6 +648,13 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
         )
     if inputs is not None and inputs not in INPUTS:
         raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")
+    declared = declared_form(loss_fn)
+    if inputs is not None and declared is not None and inputs != declared:
+        raise GradlabError(  # the loss knows what it takes: the other reading logs nonsense
+            f"inputs must match what {loss_name(loss_fn)} takes (its input_form: "
+            f"{declared!r}), or be left out; got {inputs!r} (a subclass called on other "
+            "arguments declares its own input_form)"
+        )
     _refuse_bare_logits_loss(loss_fn)
     _refuse_unrecorded_sentence_transformers_loss(loss_fn)
     for maker in ADAPTERS:

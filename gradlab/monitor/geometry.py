@@ -129,7 +129,8 @@ class Geometry(Quantity):
 
 
 class Margins(Quantity):
-    """Per query: positive score, hardest negative, margin, violation share, R@1 (means).
+    """Per query: positive score, hardest negative, margin, share of negatives at or above the
+    hardest positive, R@1 (means).
 
     The positive score is the mean over the query's positives; the margin is its hardest
     (lowest-scored) positive minus its hardest negative, so with several positives it is not
@@ -158,7 +159,7 @@ class Margins(Quantity):
                  ("margin_positive_score", "positive score"),
                  ("margin_hardest_negative", "hardest negative"),
                  ("margin_mean", "margin: hardest positive - hardest negative"))),
-        Plot("margin_violations", "Negatives at or above the positive, and in-batch R@1",
+        Plot("margin_violations", "Negatives at or above the hardest positive, and in-batch R@1",
              "share", (
                  ("margin_violation_share", "negatives violating the margin (share)"),
                  ("margin_recall_at_1", "in-batch R@1")), zero_based=True),

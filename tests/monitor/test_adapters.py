@@ -84,8 +84,23 @@ def test_a_loss_declaring_scores_is_watched_on_scores(tmp_path):
     assert "anatomy_i2t_active_positives" in record and "anatomy_t2i_active_positives" in record
 
 
-def test_an_explicit_inputs_wins_over_the_declared_form():
-    assert adapters.adapt(gradlab.NTXentLoss(0.1), inputs="embeddings").inputs == "embeddings"
+@pytest.mark.parametrize(("loss_fn", "inputs", "declared"), [
+    (gradlab.NTXentLoss(0.1), "embeddings", "scores"),
+    (gradlab.SmoothAPLoss(0.05), "scores", "embeddings")])  # fmt: skip
+def test_inputs_that_contradict_the_declared_form_are_refused(loss_fn, inputs, declared):
+    # NT-Xent watched with inputs="embeddings" logged its score rows as embeddings, silently
+    with pytest.raises(GradlabError) as raised:
+        adapters.adapt(loss_fn, inputs=inputs)
+    assert str(raised.value) == (
+        f"inputs must match what {type(loss_fn).__name__} takes (its input_form: "
+        f"{declared!r}), or be left out; got {inputs!r} (a subclass called on other arguments "
+        "declares its own input_form)")
+    assert adapters.adapt(loss_fn, inputs=declared).inputs == declared  # the same form: taken
+
+    class OnEmbeddings(type(loss_fn)):  # a subclass called otherwise says so itself
+        input_form = inputs
+
+    assert adapters.adapt(OnEmbeddings(0.1), inputs=inputs).inputs == inputs
 
 
 def test_a_registered_maker_is_asked_first_and_recognises_its_loss(monkeypatch):

@@ -10,12 +10,13 @@ masks built here.
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import adapters
+from gradlab.monitor import adapters, read_jsonl
 from gradlab.monitor.batch import ScoreCapture
 from tests.reference.geometry_loops import margins
 from tests.reference.operating_region_loops import proportion
@@ -397,3 +398,64 @@ def test_a_quantity_needing_every_known_value_applies_to_a_loss_providing_them_a
     assert adapter.why_not(everything) is None
     assert adapter.why_not(everything | {"hessian"}) == (
         "needs hessian, which the Monitor does not know")
+
+
+def _info_nce(scores, targets):  # a user's own score loss, on cross_entropy targets
+    return torch.nn.functional.cross_entropy(scores / 0.1, targets)
+
+
+def test_a_square_first_argument_assumed_to_be_embeddings_is_named_once(tmp_path):
+    # an [8, 8] score matrix of a loss watched without inputs= was logged as 8 embeddings
+    scores = torch.randn(8, 8, generator=torch.Generator().manual_seed(0), requires_grad=True)
+    with gradlab.Monitor(tmp_path / "square", every=1) as monitor:
+        watched = monitor.watch(_info_nce)
+        with pytest.warns(RuntimeWarning) as caught:
+            watched(scores, torch.arange(8)).backward()
+        monitor.step()
+        watched(scores, torch.arange(8)).backward()  # once per watched loss
+        monitor.step()
+    assert [(w.category, w.filename, str(w.message)) for w in caught] == [(
+        RuntimeWarning, __file__,
+        "gradlab.Monitor: the watched loss _info_nce declares no input_form and was watched "
+        "without inputs=, so its [8, 8] first argument is read as 8 embeddings of dimension 8; "
+        "if it is a score matrix (queries x candidates), watch it with monitor.watch(loss, "
+        "inputs='scores'), else pass inputs='embeddings' to say so")]  # fmt: skip
+    for inputs, shape in (("embeddings", (8, 8)), (None, (8, 5))):  # said, or not square
+        adapter = adapters.adapt(_info_nce, inputs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            adapter.read([torch.zeros(shape), torch.arange(8)], None, 0.1)
+    for loss_fn in (gradlab.SmoothAPLoss(TAU), gradlab.NTXentLoss(0.1)):  # they declare it
+        assert not adapters.adapt(loss_fn).form_assumed
+
+
+def test_labels_of_a_users_score_loss_that_read_as_targets_too_are_refused(tmp_path):
+    # cross_entropy targets 0..7 shuffled were read as labels: each row's positive its own
+    # column, and the margins, R@1 and anatomy of other positives were logged without a word
+    generator = torch.Generator().manual_seed(0)
+    targets = torch.randperm(8, generator=generator)
+    scores = torch.randn(8, 8, generator=generator, requires_grad=True)
+    with gradlab.Monitor(tmp_path / "targets", every=1) as monitor:
+        watched = monitor.watch(_info_nce, inputs="scores")
+        with pytest.warns(RuntimeWarning) as caught:
+            watched(scores, targets).backward()
+        monitor.step()
+        watched(scores, torch.arange(8)).backward()  # decided at the first call, kept
+        monitor.step()
+    _, records = read_jsonl(tmp_path / "targets")
+    assert records == []  # nothing read, nothing logged
+    (warning,) = caught
+    assert str(warning.message).startswith(
+        "gradlab.Monitor: a loss call it cannot read was not logged (the watched loss "
+        "_info_nce's [B] second argument holds 0..B-1 in another order, which reads two ways: "
+        "as labels (the Monitor's reading: a positive where two rows' labels match, so each "
+        "row's own column) or as cross_entropy targets (the column each row's target names); "
+        "give the loss a [Q, C] bool mask of the positives instead (positives = "
+        "torch.nn.functional.one_hot(targets, C).bool(), its targets = "
+        "positives.int().argmax(1) inside the loss); the call's arguments: ")
+    for labels in (torch.arange(8), torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])):  # one reading
+        adapter = adapters.adapt(_info_nce, "scores")
+        mask = adapter.read([scores, labels], None, 0.1).positives
+        assert torch.equal(mask, _same_label(labels))
+    adapter = adapters.adapt(gradlab.NTXentLoss(0.1))  # gradlab's own: labels, its reading
+    assert torch.equal(adapter.read([scores, targets], None, 0.1).positives, torch.eye(8) > 0)
