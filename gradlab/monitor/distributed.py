@@ -98,14 +98,23 @@ def collective_device() -> torch.device:
     return torch.device("cpu")
 
 
+NOT_GATHERED = {"scores": -2, "candidates": -3}
+"""The ``width`` a rank offers for a batch that is not gathered (:func:`gather_batch`): a score
+matrix, or queries against candidates. Each rank's own shape is then its own business (a last
+batch smaller on one rank); only the kind of batch must agree."""
+
+
 def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
     """The offer but its checksum (:func:`checksum`, computed on the device)."""
     if batch is None:
         return [step, calls, 0, 0, 0, 0, 0, 0]
     embeddings = batch.embeddings
+    if batch.on_scores or batch.candidates is not None:
+        width = NOT_GATHERED["scores" if batch.on_scores else "candidates"]
+    else:  # rows to stack: every rank's must be as wide
+        width = embeddings.shape[1] if embeddings.dim() > 1 else -1
     return [step, calls, 1, batch.labels is not None, batch.embedding_grad is not None,
-            batch.loss is not None, embeddings.shape[0],
-            embeddings.shape[1] if embeddings.dim() > 1 else -1]  # fmt: skip
+            batch.loss is not None, embeddings.shape[0], width]  # fmt: skip
 
 
 _BIT_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -149,7 +158,8 @@ def decide(table: list[list[int]]) -> StepAgreement:
 
     Args:
         table: per rank ``[step, calls, has batch, has labels, has gradient, has loss, rows,
-            width, checksum]``.
+            width, checksum]``; ``width`` is the embeddings' dimension for a batch to be
+            gathered, else :data:`NOT_GATHERED`'s code for its kind.
 
     Example:
         >>> decide([[3, 3, 1, 1, 1, 1, 8, 4, 17], [3, 3, 1, 1, 1, 1, 6, 4, 23]])

@@ -90,6 +90,26 @@ def test_one_dimensional_embeddings_offer_width_minus_one(one_rank_group, monkey
     assert rank1.offered[0].tolist()[:8] == [2, 2, 1, 0, 0, 0, 5, -1]
 
 
+@pytest.mark.parametrize("kind", ["scores", "candidates"])
+def test_a_batch_that_is_not_gathered_offers_its_kind_not_its_width(
+    one_rank_group, monkeypatch, kind
+):
+    # a score loss whose last batch is smaller on rank 1 (a 6 x 6 matrix beside 8 x 8) was
+    # skipped on every rank, "differ in what they hold": its matrix is never gathered
+    code = {"scores": -2, "candidates": -3}[kind]  # neither a width nor 1-D's -1
+    peer_offer = torch.tensor([6, 6, 1, 0, 0, 1, 6, code, 99])
+    rank1 = _SecondRank(monkeypatch, lambda t: peer_offer)
+    extra = ({"on_scores": True} if kind == "scores" else
+             {"candidates": torch.ones(5, 2), "positives": torch.ones(8, 5, dtype=torch.bool)})
+    agreement = agree_on_step(6, 6, _batch(8, 8, loss=torch.tensor(1.0), **extra))
+    assert rank1.offered[0].tolist()[:8] == [6, 6, 1, 0, 0, 1, 8, code]
+    assert (agreement.log, agreement.rows, agreement.skipped) == (True, (8, 6), None)
+    _SecondRank(monkeypatch, lambda t: torch.tensor([6, 6, 1, 0, 0, 1, 8, 8, 99]))
+    other = agree_on_step(6, 6, _batch(8, 8, loss=torch.tensor(1.0), **extra))
+    assert other.log is False  # rank 1 holds embeddings of width 8: another loss
+    assert f"rank 0: labels 0, grad 0, loss 1, rows 8, width {code}" in other.skipped
+
+
 def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_group, monkeypatch):
     peer_offer = torch.tensor([6, 6, 1, 1, 1, 1, 5, 2, 99])
     _SecondRank(monkeypatch, lambda t: peer_offer)
