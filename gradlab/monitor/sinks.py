@@ -162,9 +162,12 @@ class JSONLSink(Sink):
     """``metrics.jsonl``: a header record, then one object per logged step, each appended whole.
 
     A resumed run appends (a new header, holding ``"resumed"``, marks where it starts), so a
-    crash loses at most the record being written. A line that a killed writer left cut short
-    stays where it is, on its own line (the readers skip it with a warning). The first record
-    after a fault holds ``dropped_records`` and ``dropped_steps`` (see the module docstring).
+    crash loses at most the record being written. A last line that a killed writer left cut
+    short (no line end, not a whole JSON object) is removed when the file is opened again, as
+    the CSV sink removes its cut row: the resumed run writes that step again and every line
+    stays strict JSON (a whole object missing only its line end is kept, the line ended). The
+    first record after a fault holds ``dropped_records`` and ``dropped_steps`` (see the module
+    docstring).
 
     Example:
         >>> import tempfile, torch, gradlab
@@ -192,10 +195,12 @@ class JSONLSink(Sink):
 
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
-        cut_short = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
+        unended = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
+        if unended and not _last_line_is_an_object(path):  # a killed writer's: never whole
+            os.truncate(path, _complete_size(path))
+            unended = False
         self.handle = _open_append(path)
-        # a killed writer's last line: keep it on its own line
-        _append_or_close(self, (b"\n" if cut_short else b"") + _json_line({"header": header}))
+        _append_or_close(self, (b"\n" if unended else b"") + _json_line({"header": header}))
 
     def write(self, record: dict) -> None:
         _append(self.handle, _json_line(record))
@@ -242,6 +247,16 @@ def _append_or_close(sink: JSONLSink, data: bytes) -> None:
         with contextlib.suppress(OSError):
             handle.close()
         raise
+
+
+def _last_line_is_an_object(path: Path) -> bool:
+    """Whether the last line of ``path`` (after its last line end) is a whole JSON object."""
+    with path.open("rb") as handle:
+        handle.seek(_complete_size(path))
+        try:
+            return isinstance(json.loads(handle.read()), dict)
+        except ValueError:  # cut short, or bytes that are not UTF-8
+            return False
 
 
 def _ends_with_newline(path: Path) -> bool:

@@ -172,15 +172,24 @@ def test_jsonl_last_step_of_a_log_holding_only_a_header(tmp_path):
     assert JSONLSink().last_step(tmp_path) is None
 
 
-@pytest.mark.parametrize("content", ["", "{"], ids=["empty", "one byte cut short"])
-def test_jsonl_reopens_an_empty_or_one_byte_file_header_on_its_own_line(tmp_path, content):
+@pytest.mark.parametrize(("content", "kept"), [
+    ("", ""), ("{", ""), ('{"header": {"run": 0}}\n{"step": 0, "a"', '{"header": {"run": 0}}\n'),
+    ('{"step": 3}', '{"step": 3}\n'), ('{"step": 3}\n[1, 2', '{"step": 3}\n'),
+    ('{"step": 3}\n\xff\xfe', '{"step": 3}\n')],
+    ids=["empty", "one byte cut short", "a record cut short", "a whole object without its line "
+         "end", "a list cut short", "bytes that are not UTF-8"])  # fmt: skip
+def test_jsonl_reopens_a_file_without_a_line_cut_short_header_on_its_own_line(
+    tmp_path, content, kept
+):
+    # a killed writer's last line stayed for good: every later read warned, and pandas'
+    # read_json(lines=True) failed on it
     path = tmp_path / "metrics.jsonl"
-    path.write_text(content)
+    path.write_bytes(content.encode("latin-1"))
     sink = JSONLSink()
     sink.open(tmp_path, {"run": 1})
     sink.write({"step": 0, "a": 1.5})
     sink.close()
-    assert path.read_text() == content + ("\n" if content else "") + (
+    assert path.read_bytes().decode("latin-1") == kept + (
         '{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n'
     )
 
