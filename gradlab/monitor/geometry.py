@@ -301,7 +301,8 @@ class Temperature(Quantity):
             integration that recorded the scores names (:attr:`BatchView.softmax`,
             :attr:`BatchView.score_direction`: ``"i2t"`` for
             sentence-transformers' MultipleNegativesRankingLoss), else ``"i2t"`` in-batch and
-            ``"both"`` for a cross-modal batch.
+            ``"both"`` for a cross-modal batch or a score matrix of a loss of your own (pass
+            ``"i2t"`` for an InfoNCE over its rows alone).
         logits: the step's score matrix is already ``s * S`` (a loss watched on its logits, as
             open_clip's); False: it holds the cosine scores ``S`` (a loss watched on embeddings).
 
