@@ -194,6 +194,13 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
             "quantities must hold at least one Quantity (the loss alone: "
             f"[gradlab.monitor.Loss()]); got {quantities!r}"
         )
+    names = [q.name for q in quantities]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:  # one's values would overwrite the other's in every record
+        raise GradlabError(
+            f"quantities must hold each quantity once; got {', '.join(map(repr, repeated))} "
+            f"more than once in {list(quantities)!r}"
+        )
     return tuple(quantities)
 
 

@@ -57,7 +57,7 @@ from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
-from gradlab.validation import skip_value_checks
+from gradlab.validation import check_bool, skip_value_checks
 
 DEFAULT_TAU = 0.01
 """The Monitor's tau when none is given and the watched loss is not SmoothAP."""
@@ -900,7 +900,7 @@ class Monitor:
         any other), or pass ``log_last_step=False`` (as leaving a ``with`` block by an
         exception does).
         """
-        self._close(log_last_step, stacklevel=3)
+        self._close(check_bool("log_last_step", log_last_step), stacklevel=3)
 
     def _arm_never_stepped_warning(self) -> None:
         """At the first watched call: warn if this Monitor is collected, or the program ends,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from gradlab.errors import GradlabError
@@ -153,6 +154,14 @@ class Quantity:
                 f"the schedule of the {self.name!r} quantity, {self.schedule!r}, returned None "
                 f"for step {step}; a schedule returns True (log the step) or False: is its "
                 "return statement missing?"
+            )
+        if not isinstance(due, (bool, np.bool_)) and not (
+            isinstance(due, (int, np.integer)) and due in (0, 1)  # step % 2: 0 and 1 read well
+        ):  # step % 10 would log all but every tenth step, "yes" and "no" every step
+            raise GradlabError(
+                f"the schedule of the {self.name!r} quantity, {self.schedule!r}, returned "
+                f"{due!r} for step {step}; a schedule returns True (log the step) or False, "
+                "or 1 or 0 (a comparison: step % 10 == 0, not step % 10)"
             )
         return bool(due)
 

@@ -3,6 +3,8 @@
 Shared by the Monitor's tests and the Lightning callback's, which checks the same options.
 """
 
+from gradlab.monitor import EmbeddingNorms, Loss
+
 BAD_OPTIONS = [
     ({"tau": -1}, r"tau must be .*got -1"),
     ({"tau": float("nan")}, r"tau must be .*got nan"),
@@ -22,6 +24,8 @@ BAD_OPTIONS = [
     ({"distributed": "ddp"}, r"distributed must be 'auto' or 'local'; got 'ddp'"),
     ({"quantities": ["loss"]}, r"quantities must be a list of Quantity instances; got \['loss'\]"),
     ({"quantities": []}, r"^quantities must hold at least one Quantity .*; got \[\]$"),
+    ({"quantities": [Loss(), EmbeddingNorms(), Loss()]},  # one would overwrite the other's keys
+     r"^quantities must hold each quantity once; got 'loss' more than once in \[<.*>\]$"),
     ({"sinks": ()}, r"^sinks must hold at least one sink .*nothing would be written; got \(\)$"),
     ({"config": {"x": object()}}, r"config must hold JSON-ready values .*config\['x'\] is object"),
     ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),

@@ -423,3 +423,13 @@ def test_a_resumed_run_closed_before_any_step_warns_from_the_runs_next_step(tmp_
     monitor = Monitor(tmp_path, preset="cheap", tau=0.5, every=1, resume=True)
     with pytest.warns(UserWarning, match="its records from step 3 on are not comparable"):
         monitor.close()  # no step: the header alone, from the run's next step
+
+
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_close_refuses_a_log_last_step_that_is_not_a_bool(tmp_path, value):
+    # close(log_last_step="no") logged the last step: a truthy string
+    monitor = Monitor(tmp_path, preset="cheap", every=1)
+    with pytest.raises(GradlabError) as raised:
+        monitor.close(log_last_step=value)
+    assert str(raised.value) == f"log_last_step must be True or False; got {value!r}"
+    monitor.close()

@@ -178,3 +178,26 @@ def test_a_schedule_that_returns_none_is_refused_at_the_first_watched_call(tmp_p
             loss_fn(embeddings, labels).backward()
             logged.append(monitor.step() is not None)
     assert logged == [False, True, False, True]
+
+
+@pytest.mark.parametrize("returned", [3, "yes", "no", 0.5, -1])
+def test_a_schedule_returning_neither_a_bool_nor_0_or_1_is_refused(tmp_path, returned):
+    # step % 10 logged every step but the tenths, "no" every step: read as bool, silently
+    import torch
+
+    import gradlab
+
+    def schedule(step):
+        return returned
+
+    with pytest.raises(GradlabError) as raised:
+        with gradlab.Monitor(tmp_path / "bad", every=schedule, preset="cheap") as monitor:
+            monitor.watch(gradlab.SmoothAPLoss(0.05))(torch.randn(8, 4), torch.arange(8) % 2)
+    assert str(raised.value) == (
+        f"the schedule of the 'loss' quantity, {schedule!r}, returned {returned!r} for step 0; "
+        "a schedule returns True (log the step) or False, or 1 or 0 (a comparison: "
+        "step % 10 == 0, not step % 10)")
+    import numpy as np
+
+    for fine, due in ((np.True_, True), (np.int64(1), True), (np.int8(0), False), (0, False)):
+        assert gradlab.monitor.Loss(lambda step, fine=fine: fine).should_compute(0) is due
