@@ -807,4 +807,4 @@ def describe_call(args: tuple, kwargs: dict) -> str:
 def _describe(values) -> str:
     parts = [f"{type(v).__name__}{list(v.shape) if isinstance(v, torch.Tensor) else ''}"
              for v in values]  # fmt: skip
-    return f"{len(values)} tensor argument(s): ({', '.join(parts)})" if parts else "no tensor"
+    return f"{len(values)} argument(s): ({', '.join(parts)})" if parts else "no argument"

@@ -306,7 +306,12 @@ class Monitor:
             self.calls += 1
             if self.calls == 1:
                 self._arm_never_stepped_warning()
-            due = self._due_now()
+            try:
+                due = self._due_now()
+            except GradlabError:  # a schedule's: its error says what went wrong, not the exit
+                if self._never_stepped is not None:
+                    self._disarm_never_stepped_warning()
+                raise
             if not due:  # off schedule: only the call
                 loss = loss_fn(*args, **kwargs)
                 self._last_call = (self.step_count, args, kwargs, loss, adapter)
@@ -393,7 +398,12 @@ class Monitor:
             self.calls += 1
             if self.calls == 1:
                 self._arm_never_stepped_warning()
-            due = self._due_now()
+            try:
+                due = self._due_now()
+            except GradlabError:  # a schedule's: its error says what went wrong, not the exit
+                if self._never_stepped is not None:
+                    self._disarm_never_stepped_warning()
+                raise
             if due:
                 current = labels() if callable(labels) else labels
                 self._capture((output, current), {}, None, ATTACH_ADAPTER, due=due)

@@ -34,17 +34,17 @@ def _smooth_ap_read(tensors):
 @pytest.mark.parametrize(
     ("tensors", "got"),
     [
-        ([], "no tensor"),
-        ([torch.zeros(4, 3)], "1 tensor argument(s): (Tensor[4, 3])"),
-        ([torch.zeros(4, 3), 3], "2 tensor argument(s): (Tensor[4, 3], int)"),
-        ([torch.zeros(4), torch.arange(4)], "2 tensor argument(s): (Tensor[4], Tensor[4])"),
+        ([], "no argument"),
+        ([torch.zeros(4, 3)], "1 argument(s): (Tensor[4, 3])"),
+        ([torch.zeros(4, 3), 3], "2 argument(s): (Tensor[4, 3], int)"),
+        ([torch.zeros(4), torch.arange(4)], "2 argument(s): (Tensor[4], Tensor[4])"),
         ([torch.zeros(4, 3, dtype=torch.int64), torch.arange(4)],
-         "2 tensor argument(s): (Tensor[4, 3], Tensor[4])"),
+         "2 argument(s): (Tensor[4, 3], Tensor[4])"),
         # queries and candidates without the positive mask
         ([torch.zeros(2, 3), torch.zeros(5, 3)],
-         "2 tensor argument(s): (Tensor[2, 3], Tensor[5, 3])"),
+         "2 argument(s): (Tensor[2, 3], Tensor[5, 3])"),
         ([torch.zeros(2, 3), torch.zeros(5, 3), 0.5],
-         "3 tensor argument(s): (Tensor[2, 3], Tensor[5, 3], float)"),
+         "3 argument(s): (Tensor[2, 3], Tensor[5, 3], float)"),
     ],
 )  # fmt: skip
 def test_a_call_without_the_embedding_form_says_what_was_expected_and_what_came(tensors, got):
@@ -54,7 +54,7 @@ def test_a_call_without_the_embedding_form_says_what_was_expected_and_what_came(
 def test_a_score_loss_call_without_its_form_names_the_score_form():
     adapter = adapters.adapt(gradlab.NTXentLoss(0.1))
     message = _message(lambda: adapter.read([torch.zeros(3, 3)], None, 0.1))
-    assert message == f"expected {SCORES_FORM}; got 1 tensor argument(s): (Tensor[3, 3])"
+    assert message == f"expected {SCORES_FORM}; got 1 argument(s): (Tensor[3, 3])"
 
 
 def test_extra_arguments_after_the_form_are_not_read():

@@ -544,3 +544,22 @@ def test_a_monitor_closed_before_any_call_writes_its_header_alone(tmp_path, ever
     headers, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert records == [] and len(headers) == 1
     assert headers[0]["config"]["preset"] == "cheap"
+
+
+def test_a_monitor_stopped_by_its_schedule_s_error_is_not_said_to_have_ended_unstepped(tmp_path):
+    # a schedule that raised at the first watched call ended the loop with its own error; the
+    # Monitor's end then also blamed a missing monitor.step()
+    def broken(step):
+        return "yes"
+
+    def train():
+        monitor = Monitor(tmp_path, every=broken, preset="cheap")
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with pytest.raises(GradlabError, match="returned 'yes' for step 0"):
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train()
+        gc.collect()
+    assert [str(w.message) for w in caught if "ended (collected" in str(w.message)] == []

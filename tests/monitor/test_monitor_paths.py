@@ -64,18 +64,18 @@ def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):
             watched(torch.zeros(4, 3), 5)
         expected = (
             "Monitor cannot read this loss call: expected loss(embeddings [B, d], labels [B]) or "
-            "loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); got 2 tensor "
+            "loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); got 2 "
             "argument(s): (Tensor[4, 3], int); the call's arguments: args[0]=Tensor[4, 3], "
             "args[1]=int"
         )
         assert str(raised.value) == expected
         with pytest.raises(GradlabError) as raised:
             watched()
-        assert str(raised.value).endswith("; got no tensor; the call's arguments: no argument")
+        assert str(raised.value).endswith("; got no argument; the call's arguments: no argument")
         with pytest.raises(GradlabError) as raised:
             watched(torch.zeros(6), torch.zeros(2, 2))
         assert str(raised.value).endswith(
-            "got 2 tensor argument(s): (Tensor[6], Tensor[2, 2]); the call's arguments: "
+            "got 2 argument(s): (Tensor[6], Tensor[2, 2]); the call's arguments: "
             "args[0]=Tensor[6], args[1]=Tensor[2, 2]"
         )
 
@@ -90,7 +90,7 @@ def test_the_first_unreadable_call_warns_with_the_whole_message(tmp_path):
     assert [str(w.message) for w in caught] == [
         "gradlab.Monitor: a loss call it cannot read was not logged (expected loss(embeddings "
         "[B, d], labels [B]) or loss(queries [Q, d], candidates=[C, d], positives=[Q, C] bool); "
-        "got 1 tensor argument(s): (Tensor[4, 3]); the call's arguments: args[0]=Tensor[4, 3]); "
+        "got 1 argument(s): (Tensor[4, 3]); the call's arguments: args[0]=Tensor[4, 3]); "
         "training goes on, later such calls are "
         "skipped silently (strict=True raises instead)"
     ]
