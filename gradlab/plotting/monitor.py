@@ -92,6 +92,13 @@ NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "mar
                     "label": "NaN, infinite or beyond 1e300 at this step"}  # fmt: skip
 """The crosses on the step axis at the steps where a drawn key was NaN or infinite, or beyond
 :data:`LARGEST_DRAWN`."""
+
+RUN_CROSSES_LABEL = NOT_FINITE_STYLE["label"] + " (in its run's colour)"
+"""The crosses' legend entry when several runs are drawn: each run's crosses in its colour."""
+
+CROSS_RISE = 0.035
+"""With several runs, the crosses of each run that has some sit this share of the axes' height
+above the previous such run's, so that two runs diverging at one step show two crosses."""
 MAX_POINTS = 1000
 """A line of more logged steps than this is drawn as the means of groups of consecutive steps
 (:func:`downsample`): a figure about 700 pixels wide shows a run of 500,000 steps as a band of
@@ -628,14 +635,15 @@ def draw_family(
         if key in r and _number(r[key]) and _drawable(r[key])])  # fmt: skip
     scale = None if axis.get_yscale() == "linear" else axis.yaxis.get_transform()
     alternate = len(keys) if not several and coinciding(keys, runs[0][1]) else 0
-    broken: set[int] = set()  # steps with a NaN or infinite value
+    broken: dict[int, set[int]] = {}  # run -> its steps with a NaN or infinite value
     grouped = 0  # the most logged steps one drawn point stands for (0: each its own)
     drawn: list[float] = []  # the values drawn: lines, and the bands' ends
     bands = []  # the bands of grouped lines
     for run_index, (_, records) in enumerate(runs):
         for key_index, key in enumerate(keys):
             points = [(r["step"], r[key]) for r in records if key in r and _number(r[key])]
-            broken.update(step for step, value in points if not _drawable(value))
+            broken.setdefault(run_index, set()).update(
+                step for step, value in points if not _drawable(value))  # fmt: skip
             if any(_drawable(value) for _, value in points):
                 # a value that is not finite leaves a gap: a line across it would hide it
                 values = [value if _drawable(value) else math.nan for _, value in points]
@@ -671,8 +679,14 @@ def draw_family(
         _flat_drawn_flat(axis, min(values), max(values), plot.resolution)
     if values and axis.get_yscale() == "linear" and all(v == int(v) for v in values):
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
-    if broken:  # a cross on the step axis at each step with a value that is not finite
-        axis.plot(sorted(broken), [0.0] * len(broken), **NOT_FINITE_STYLE,
+    # a cross on the step axis at each step with a value that is not finite; with several
+    # runs in the run's colour, each run that has some on a row of its own
+    for row, (run_index, steps) in enumerate((run, steps) for run, steps in broken.items()
+                                             if steps):  # fmt: skip
+        style = NOT_FINITE_STYLE if not several else {
+            **NOT_FINITE_STYLE, "color": series_style(run_index)["color"],
+            "label": RUN_CROSSES_LABEL}  # fmt: skip
+        axis.plot(sorted(steps), [CROSS_RISE * row] * len(steps), **style,
                   transform=axis.get_xaxis_transform(), clip_on=False)  # fmt: skip
 
 
@@ -935,7 +949,10 @@ def _band_handles(axis) -> list[Patch]:
 def _not_finite_handles(axis) -> list[Line2D]:
     """The legend entry of the crosses :func:`draw_family` put at steps with a value that is
     not finite, when ``axis`` has them."""
-    label = NOT_FINITE_STYLE["label"]
-    if any(line.get_label() == label for line in axis.get_lines()):
+    labels = {line.get_label() for line in axis.get_lines()}
+    if RUN_CROSSES_LABEL in labels:  # the runs' colours: the entry grey, as the keys'
+        return [Line2D([], [], **{**NOT_FINITE_STYLE, "color": "0.3",
+                                  "label": RUN_CROSSES_LABEL})]  # fmt: skip
+    if NOT_FINITE_STYLE["label"] in labels:
         return [Line2D([], [], **NOT_FINITE_STYLE)]
     return []

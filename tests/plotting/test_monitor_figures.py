@@ -337,7 +337,8 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     assert shown[:, 1] == pytest.approx([bottom, bottom])
     assert cross.get_clip_on() is False  # on the edge: the frame does not cut it in half
     labels = [text.get_text() for text in axis.get_legend().get_texts()]
-    assert labels[-1] == "NaN, infinite or beyond 1e300 at this step"
+    assert labels[-1] == "NaN, infinite or beyond 1e300 at this step (in its run's colour)"
+    assert to_rgb(cross.get_color()) == PALETTE[0]  # run a's
     assert _lines(figures["operating_region"].axes[0]) == [([1, 2], [0.5, 0.25])]
     assert figures["operating_region"].axes[0].get_legend().get_texts()[-1].get_text() != (
         labels[-1])  # only where a drawn key was not finite
@@ -1057,3 +1058,24 @@ def test_a_legend_exactly_as_wide_as_its_figure_keeps_its_columns():
     assert legend.get_window_extent().width == figure.bbox.width
     assert asked == [3] and figure.legends == [legend]
     plt.close(figure)
+
+
+def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
+    # an overlay's crosses were one red series: which run had diverged could not be told
+    runs = [("a", [{"step": s, "loss": v} for s, v in enumerate([0.9, math.nan, 0.5])]),
+            ("b", [{"step": s, "loss": v} for s, v in enumerate([0.8, 0.7, 0.6])]),
+            ("c", [{"step": s, "loss": v} for s, v in enumerate([0.7, math.inf, 1e301])])]
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], runs)
+    crosses = [line for line in axis.get_lines() if line.get_marker() == "x"]
+    assert [(to_rgb(line.get_color()), list(line.get_xdata()), list(line.get_ydata()))
+            for line in crosses] == [(PALETTE[0], [1], [0.0]),
+                                     (PALETTE[2], [1, 2], [0.035, 0.035])]  # fmt: skip
+    assert {line.get_label() for line in crosses} == {
+        "NaN, infinite or beyond 1e300 at this step (in its run's colour)"}
+    alone = plt.subplots()[1]  # one run: red, on the frame's edge, as before
+    draw_family(alone, "loss", ["loss"], runs[2:])
+    (cross,) = [line for line in alone.get_lines() if line.get_marker() == "x"]
+    assert (cross.get_color(), list(cross.get_ydata()), cross.get_label()) == (
+        "#c0392b", [0.0, 0.0], "NaN, infinite or beyond 1e300 at this step")
+    plt.close("all")
