@@ -178,14 +178,17 @@ def test_the_warnings_point_at_the_line_that_called(tmp_path, monkeypatch):
                   ({"run": 2}, _records(loss=LOSS)))  # fmt: skip
     words = _run(tmp_path / "words", loss=[0.5, "x", 0.25, 0.125])
     empty = _log(tmp_path / "empty", ({"run": 1}, []))
+    back = _log(tmp_path / "back", ({"run": 1}, _records(loss=LOSS)),
+                ({"run": 1, "resumed": {"from_step": 2}}, _records(loss=LOSS)[2:]))  # fmt: skip
     with captured_figures(monkeypatch, monitor_plots) as figures, monkeypatch.context() as patch:
         patch.setattr(warnings, "warn", record)
+        load_runs([back])  # a resumption from an earlier checkpoint
         load_runs([broken])  # a skipped line, and two runs in one log
         plot_runs([words], tmp_path / "figs")  # a value that is not a number
         load_runs([words, empty])  # a run without a logged step, left out
         plot_runs([words, empty], tmp_path / "figs")  # the same, and the "x" again
     _close(dict(enumerate(figures)))
-    assert named == [__file__] * 6
+    assert named == [__file__] * 7
 
 
 def test_a_log_of_broken_lines_only_is_refused_with_what_was_skipped(tmp_path):
