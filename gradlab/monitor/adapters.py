@@ -124,6 +124,7 @@ class LossAdapter:
     shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked once, :meth:`read`)."""
     _targets_seen: bool | None = field(default=None, init=False, repr=False, compare=False)
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
+    _cross_modal: bool = field(default=False, init=False, repr=False, compare=False)
     _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def remove_hooks(self) -> None:
@@ -148,6 +149,9 @@ class LossAdapter:
         Example:
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
         """
+        if name == "gradient_agreement" and self._cross_modal:
+            return ("reads in-batch calls only, and the watched loss was called on queries "
+                    "against candidates=, whose share of the analytic gradient is not read")
         if name != "chance_level":
             return None
         declared = getattr(self.loss_fn, "softmax_logits", None)
@@ -221,6 +225,7 @@ class LossAdapter:
             check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
             check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
             batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
+            self._cross_modal = True  # what the call showed: no gradient agreement
         else:
             check_tensor("labels", tensors[1], ndims=(1,), kind="integer")
             check_shape("labels", tensors[1], first.shape[:1], "one label per embedding")

@@ -459,3 +459,28 @@ def test_labels_of_a_users_score_loss_that_read_as_targets_too_are_refused(tmp_p
         assert torch.equal(mask, _same_label(labels))
     adapter = adapters.adapt(gradlab.NTXentLoss(0.1))  # gradlab's own: labels, its reading
     assert torch.equal(adapter.read([scores, targets], None, 0.1).positives, torch.eye(8) > 0)
+
+
+def test_a_cross_modal_call_lists_gradient_agreement_as_not_logged(tmp_path):
+    # the full preset's gradient agreement logged no key for queries against candidates, and
+    # the header's not_logged did not say why
+    generator = torch.Generator().manual_seed(0)
+    queries = torch.randn(6, 4, generator=generator, requires_grad=True)
+    candidates = torch.randn(5, 4, generator=generator, requires_grad=True)
+    positives = torch.zeros(6, 5, dtype=torch.bool)
+    positives[torch.arange(5), torch.arange(5)] = positives[5, 0] = True
+    reason = ("reads in-batch calls only, and the watched loss was called on queries against "
+              "candidates=, whose share of the analytic gradient is not read")
+    with gradlab.Monitor(tmp_path / "cross", preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(TAU))
+        loss_fn(queries, candidates=candidates, positives=positives).backward()
+        record = monitor.step()
+    assert not any(key.startswith("gradient_agreement") for key in record)
+    assert monitor.not_logged["gradient_agreement"] == reason
+    headers, _ = read_jsonl(tmp_path / "cross")
+    assert headers[0]["not_logged"]["gradient_agreement"] == reason
+    embeddings, labels = _batch()  # in-batch: logged
+    with gradlab.Monitor(tmp_path / "in_batch", preset="full", every=1) as monitor:
+        monitor.watch(gradlab.SmoothAPLoss(TAU))(embeddings, labels).backward()
+        assert "gradient_agreement_cosine" in monitor.step()
+    assert "gradient_agreement" not in monitor.not_logged

@@ -1068,7 +1068,7 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     runs = [("a", [{"step": s, "loss": v} for s, v in enumerate([0.9, math.nan, 0.5])]),
             ("b", [{"step": s, "loss": v} for s, v in enumerate([0.8, 0.7, 0.6])]),
             ("c", [{"step": s, "loss": v} for s, v in enumerate([0.7, math.inf, 1e301])])]
-    figure, axis = plt.subplots()
+    axis = plt.subplots()[1]
     draw_family(axis, "loss", ["loss"], runs)
     crosses = [line for line in axis.get_lines() if line.get_marker() == "x"]
     assert [(to_rgb(line.get_color()), list(line.get_xdata()), list(line.get_ydata()))
