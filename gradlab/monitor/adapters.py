@@ -121,8 +121,8 @@ class LossAdapter:
     are assumed (a square first argument with labels is then named once, :meth:`read`)."""
     labels_may_be_targets: bool = field(default=False, repr=False, compare=False)
     """A loss of the user's own watched with ``inputs="scores"``: ``[B]`` labels that are a
-    shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked once, :meth:`read`)."""
-    _targets_seen: bool | None = field(default=None, init=False, repr=False, compare=False)
+    shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked at each read call,
+    :meth:`read`)."""
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
     _cross_modal: bool = field(default=False, init=False, repr=False, compare=False)
     _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
@@ -236,7 +236,8 @@ class LossAdapter:
         """Warn once when embeddings were assumed for a ``[B, B]`` first argument: as many
         dimensions as rows is also the shape of a score matrix, and a loss on one read as
         embeddings logs numbers of its score rows."""
-        if not self.form_assumed or self._warned_square or first.shape[0] != first.shape[1]:
+        if not self.form_assumed or self._warned_square or first.shape[0] != first.shape[1] \
+                or first.shape[0] < 2:  # one row: nothing is ranked, either way  # fmt: skip
             return
         self._warned_square = True
         rows = first.shape[0]
@@ -253,12 +254,10 @@ class LossAdapter:
         """Refuse ``[B]`` labels of a user's score loss that are ``0..B-1`` shuffled: read as
         labels (a positive where two rows' labels match) every row's positive is its own
         column, while as ``cross_entropy`` targets each row's positive is the column its
-        target names. Decided at the first call (one host read of the labels), kept after."""
-        if self._targets_seen is None:
-            order = torch.arange(labels.shape[0], device=labels.device)
-            self._targets_seen = bool(torch.equal(torch.sort(labels).values, order)
-                                      and not torch.equal(labels, order))  # fmt: skip
-        if self._targets_seen:
+        target names. Checked at each call the Monitor reads (one host read of the labels):
+        a call whose labels repeat, or are ``0..B-1`` in order, reads alike either way."""
+        order = torch.arange(labels.shape[0], device=labels.device)
+        if torch.equal(torch.sort(labels).values, order) and not torch.equal(labels, order):
             raise GradlabError(
                 f"{self.name}'s [B] second argument holds 0..B-1 in another order, which reads "
                 "two ways: as labels (the Monitor's reading: a positive where two rows' labels "

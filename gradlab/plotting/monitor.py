@@ -25,7 +25,7 @@ from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FixedLocator, MaxNLocator, NullLocator
-from matplotlib.transforms import Transform
+from matplotlib.transforms import Transform, offset_copy
 
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
@@ -96,9 +96,11 @@ NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "mar
 RUN_CROSSES_LABEL = NOT_FINITE_STYLE["label"] + " (in its run's colour)"
 """The crosses' legend entry when several runs are drawn: each run's crosses in its colour."""
 
-CROSS_RISE = 0.035
-"""With several runs, the crosses of each run that has some sit this share of the axes' height
-above the previous such run's, so that two runs diverging at one step show two crosses."""
+CROSS_ROW = 8.0
+"""With several runs, the crosses of each run that has some sit on a row of their own, this
+many points below the previous such run's (the first on the frame's lower edge, the others
+below it, the step labels moved down to make room): two runs diverging at one step show two
+crosses, and no row lies among the lines, where it would read as a value."""
 MAX_POINTS = 1000
 """A line of more logged steps than this is drawn as the means of groups of consecutive steps
 (:func:`downsample`): a figure about 700 pixels wide shows a run of 500,000 steps as a band of
@@ -431,8 +433,8 @@ def plot_runs(
         draw_family(axis, family, keys, runs, plots=plots, max_points=max_points)
         handles = _legend(keys, runs, names) + _band_handles(axis) + _not_finite_handles(axis)
         fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
-            axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE),
-            FAMILY_LEGEND_COLUMNS)  # fmt: skip
+            axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE,
+            bbox_transform=_below_the_crosses(axis)), FAMILY_LEGEND_COLUMNS)  # fmt: skip
         written.append(save_figure(figure, folder / f"{family}.png"))
     if overview:
         written.append(_overview(present, runs, folder / "overview.png", plots, max_points))
@@ -681,13 +683,17 @@ def draw_family(
         axis.yaxis.set_major_locator(MaxNLocator(integer=True))  # counts: no 0.5 ticks
     # a cross on the step axis at each step with a value that is not finite; with several
     # runs in the run's colour, each run that has some on a row of its own
-    for row, (run_index, steps) in enumerate((run, steps) for run, steps in broken.items()
-                                             if steps):  # fmt: skip
+    rows = [(run, steps) for run, steps in broken.items() if steps]
+    for row, (run_index, steps) in enumerate(rows):
         style = NOT_FINITE_STYLE if not several else {
             **NOT_FINITE_STYLE, "color": series_style(run_index)["color"],
             "label": RUN_CROSSES_LABEL}  # fmt: skip
-        axis.plot(sorted(steps), [CROSS_RISE * row] * len(steps), **style,
-                  transform=axis.get_xaxis_transform(), clip_on=False)  # fmt: skip
+        below = offset_copy(axis.get_xaxis_transform(), axis.figure, y=-CROSS_ROW * row,
+                            units="points")  # fmt: skip
+        axis.plot(sorted(steps), [0.0] * len(steps), **style, transform=below, clip_on=False)
+    if len(rows) > 1:  # the step labels below the rows
+        axis.tick_params(axis="x", pad=plt.rcParams["xtick.major.pad"]
+                         + CROSS_ROW * (len(rows) - 1))  # fmt: skip
 
 
 ROUNDING = 1e-9
@@ -865,7 +871,7 @@ def _overview(present: dict[str, list[str]], runs: list[Run], path: Path, plots=
         if handles:
             axis.legend(handles=handles,
                         fontsize=LEGEND_FONTSIZE, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                        frameon=False)  # fmt: skip
+                        bbox_transform=_below_the_crosses(axis), frameon=False)  # fmt: skip
     drawn = list(axes.flat)[: len(present)]
     low = min(axis.get_xlim()[0] for axis in drawn)  # one step range for every panel: a key
     high = max(axis.get_xlim()[1] for axis in drawn)  # missing at the last step (the gradient
@@ -944,6 +950,15 @@ def _band_handles(axis) -> list[Patch]:
     labels = [band.get_label() for band in axis.collections
               if band.get_label().startswith(prefix)]  # fmt: skip
     return [Patch(facecolor="0.5", alpha=2 * BAND_ALPHA, label=labels[0])] if labels else []
+
+
+def _below_the_crosses(axis) -> Transform:
+    """The axes' coordinates moved down by the rows of crosses :func:`draw_family` put below
+    the frame (:data:`CROSS_ROW`), and the step labels with them: a legend placed under the
+    axes in them stays clear of the labels."""
+    rows = sum(line.get_label() == RUN_CROSSES_LABEL for line in axis.get_lines())
+    return offset_copy(axis.transAxes, axis.figure, y=-CROSS_ROW * max(rows - 1, 0),
+                       units="points")  # fmt: skip
 
 
 def _not_finite_handles(axis) -> list[Line2D]:

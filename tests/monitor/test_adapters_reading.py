@@ -420,11 +420,12 @@ def test_a_square_first_argument_assumed_to_be_embeddings_is_named_once(tmp_path
         "without inputs=, so its [8, 8] first argument is read as 8 embeddings of dimension 8; "
         "if it is a score matrix (queries x candidates), watch it with monitor.watch(loss, "
         "inputs='scores'), else pass inputs='embeddings' to say so")]  # fmt: skip
-    for inputs, shape in (("embeddings", (8, 8)), (None, (8, 5))):  # said, or not square
+    # said, not square, or one row (nothing ranked either way)
+    for inputs, shape in (("embeddings", (8, 8)), (None, (8, 5)), (None, (1, 1))):
         adapter = adapters.adapt(_info_nce, inputs)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            adapter.read([torch.zeros(shape), torch.arange(8)], None, 0.1)
+            adapter.read([torch.zeros(shape), torch.arange(shape[0])], None, 0.1)
     for loss_fn in (gradlab.SmoothAPLoss(TAU), gradlab.NTXentLoss(0.1)):  # they declare it
         assert not adapters.adapt(loss_fn).form_assumed
 
@@ -440,10 +441,16 @@ def test_labels_of_a_users_score_loss_that_read_as_targets_too_are_refused(tmp_p
         with pytest.warns(RuntimeWarning) as caught:
             watched(scores, targets).backward()
         monitor.step()
-        watched(scores, torch.arange(8)).backward()  # decided at the first call, kept
+        watched(scores, torch.arange(8)).backward()  # in order: one reading, logged
+        monitor.step()
+        watched(scores, targets.flip(0)).backward()  # shuffled again: not logged, no warning
+        monitor.step()
+        watched(scores, torch.arange(8) // 2).backward()  # labels that repeat: logged
         monitor.step()
     _, records = read_jsonl(tmp_path / "targets")
-    assert records == []  # nothing read, nothing logged
+    assert [r["step"] for r in records] == [1, 3]  # each call decided on its own
+    assert records[0]["margin_recall_at_1"] == float(  # the diagonal: arange's positives
+        (scores.argmax(dim=1) == torch.arange(8)).double().mean())
     (warning,) = caught
     assert str(warning.message).startswith(
         "gradlab.Monitor: a loss call it cannot read was not logged (the watched loss "

@@ -1073,7 +1073,15 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     crosses = [line for line in axis.get_lines() if line.get_marker() == "x"]
     assert [(to_rgb(line.get_color()), list(line.get_xdata()), list(line.get_ydata()))
             for line in crosses] == [(PALETTE[0], [1], [0.0]),
-                                     (PALETTE[2], [1, 2], [0.035, 0.035])]  # fmt: skip
+                                     (PALETTE[2], [1, 2], [0.0, 0.0])]  # fmt: skip
+    axis.figure.canvas.draw()  # on the display: run a's on the frame's edge, c's below it
+    bottom = axis.get_window_extent().y0
+    shown = [line.get_transform().transform([(1, 0.0)])[0, 1] for line in crosses]
+    points = axis.figure.dpi / 72
+    assert shown == pytest.approx([bottom, bottom - 8 * points])
+    assert all(not line.get_clip_on() for line in crosses)
+    ticks = axis.xaxis.get_major_ticks()[0]  # the step labels moved down by the extra row
+    assert ticks.get_pad() == plt.rcParams["xtick.major.pad"] + 8
     assert {line.get_label() for line in crosses} == {
         "NaN, infinite or beyond 1e300 at this step (in its run's colour)"}
     alone = plt.subplots()[1]  # one run: red, on the frame's edge, as before
@@ -1082,3 +1090,27 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     assert (cross.get_color(), list(cross.get_ydata()), cross.get_label()) == (
         "#c0392b", [0.0, 0.0], "NaN, infinite or beyond 1e300 at this step")
     plt.close("all")
+
+
+def test_rows_of_crosses_push_the_step_labels_and_legends_down_not_into_each_other(
+    tmp_path, monkeypatch
+):
+    # rows of crosses below the frame moved the step labels onto the legend
+    runs = [_run(tmp_path / name, loss=values) for name, values in (
+        ("a", [0.9, "NaN", 0.5, 0.4]), ("b", [0.8, 0.7, 0.6, 0.5]),
+        ("c", ["Infinity", "NaN", 0.5, 0.4]), ("d", ["NaN"] * 4))]  # fmt: skip
+    figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
+    for name in ("loss", "overview"):
+        figure = figures[name]
+        figure.canvas.draw()
+        renderer = figure.canvas.get_renderer()
+        axis = figure.axes[0]
+        crosses = [line for line in axis.get_lines() if line.get_marker() == "x"]
+        assert len(crosses) == 3, name  # a, c and d each on a row
+        lowest = min(line.get_window_extent(renderer).y0 for line in crosses)
+        labels = [tick.get_window_extent(renderer) for tick in axis.get_xticklabels()
+                  if tick.get_text()]  # fmt: skip
+        assert max(box.y1 for box in labels) < lowest, name  # the step labels below the rows
+        top = max(text.get_window_extent(renderer).y1 for text in axis.get_legend().get_texts())
+        assert top < axis.xaxis.label.get_window_extent(renderer).y0, name  # the legend below
+    _close(figures)
