@@ -199,7 +199,7 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
     if repeated:  # one's values would overwrite the other's in every record
         raise GradlabError(
             f"quantities must hold each quantity once; got {', '.join(map(repr, repeated))} "
-            f"more than once in {list(quantities)!r}"
+            f"more than once in {names!r}"
         )
     return tuple(quantities)
 

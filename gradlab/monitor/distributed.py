@@ -153,6 +153,14 @@ def checksum(batch: BatchView | None) -> torch.Tensor:
     return (bits * weights).sum()
 
 
+def _width_in_words(width: int) -> str:
+    """What a rank's offered ``width`` says of its batch, as the skip message names it."""
+    kinds = {code: kind for kind, code in NOT_GATHERED.items()}
+    if width in kinds:
+        return "a score matrix" if kinds[width] == "scores" else "queries against candidates"
+    return "1-D embeddings" if width == -1 else f"embeddings of width {width}"
+
+
 def decide(table: list[list[int]]) -> StepAgreement:
     """The decision from every rank's offer (rows of ``table``, rank order); pure, no collective.
 
@@ -188,12 +196,14 @@ def decide(table: list[list[int]]) -> StepAgreement:
     if len(held) > 1 or len(widths) > 1:
         detail = "; ".join(
             f"rank {rank}: " + ", ".join(f"{name} {value}" for name, value
-                                         in zip(_OFFER[3:8], row[3:8], strict=True))
+                                         in zip(_OFFER[3:7], row[3:7], strict=True))
+            + f", {_width_in_words(row[7])}"
             for rank, row in enumerate(table)
         )  # fmt: skip
         return StepAgreement(log=False, skipped=f"the ranks' batches for step {step} differ in "
                              f"what they hold ({detail}): every rank's Monitor needs the same "
-                             "options and the same watched loss, called alike, and "
+                             "options and the same watched loss, called alike (embeddings "
+                             "as wide on every rank, to be gathered into one batch), and "
                              "monitor.step() after backward")  # fmt: skip
     # the same rows, width and checksum on every rank (of two or more): one batch, not copies
     same = len(table) > 1 and table[0][6] > 0 and len({tuple(row[6:]) for row in table}) == 1

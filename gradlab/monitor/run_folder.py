@@ -35,7 +35,14 @@ import torch
 from gradlab._version import __version__
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.monitor import lock
-from gradlab.monitor.sinks import DROPPED_KEYS, RUN_FILES, Sink, last_jsonl_header
+from gradlab.monitor.sinks import (
+    DROPPED_KEYS,
+    RUN_FILES,
+    CSVSink,
+    JSONLSink,
+    Sink,
+    last_jsonl_header,
+)
 from gradlab.paths import check_output_folder
 
 __all__ = ["RunFolder"]
@@ -118,7 +125,12 @@ class RunFolder:
                 "pass resume=True to continue it, overwrite=True to replace it, "
                 "or choose a new log_dir"
             )
-        known = [step for step in (sink.last_step(self.path) for sink in self.sinks)
+        # the run's last step from every file that says it: this Monitor's sinks', and the
+        # default files of the others (a run logged to metrics.csv alone, resumed with the
+        # JSONL sink, goes on from its last row, not from step 0)
+        readers = [*self.sinks, *(sink() for sink in (JSONLSink, CSVSink)
+                                  if not any(type(own) is sink for own in self.sinks))]
+        known = [step for step in (sink.last_step(self.path) for sink in readers)
                  if step is not None]  # fmt: skip
         blind = [type(sink).__name__ for sink in self.sinks
                  if sink.existing(self.path) and type(sink).last_step is Sink.last_step]

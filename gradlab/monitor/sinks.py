@@ -197,8 +197,17 @@ class JSONLSink(Sink):
         path = log_dir / self.filename
         unended = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
         if unended and not _last_line_is_an_object(path):  # a killed writer's: never whole
-            os.truncate(path, _complete_size(path))
+            complete = _complete_size(path)
+            removed = path.stat().st_size - complete
+            os.truncate(path, complete)
             unended = False
+            warnings.warn(
+                f"gradlab.Monitor: removed the last line of {str(path)!r} ({removed} bytes with "
+                "no line end that are not a whole JSON object: a write cut short by a killed "
+                "process), so that every line is JSON; its step is logged again",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
         self.handle = _open_append(path)
         _append_or_close(self, (b"\n" if unended else b"") + _json_line({"header": header}))
 
@@ -253,9 +262,9 @@ def _last_line_is_an_object(path: Path) -> bool:
     """Whether the last line of ``path`` (after its last line end) is a whole JSON object."""
     with path.open("rb") as handle:
         handle.seek(_complete_size(path))
-        try:
-            return isinstance(json.loads(handle.read()), dict)
-        except ValueError:  # cut short, or bytes that are not UTF-8
+        try:  # bytes that are not UTF-8 in a whole object (a hand edit) keep it: not cut short
+            return isinstance(json.loads(handle.read().decode("utf-8", "surrogateescape")), dict)
+        except ValueError:  # cut short
             return False
 
 

@@ -25,7 +25,8 @@ BAD_OPTIONS = [
     ({"quantities": ["loss"]}, r"quantities must be a list of Quantity instances; got \['loss'\]"),
     ({"quantities": []}, r"^quantities must hold at least one Quantity .*; got \[\]$"),
     ({"quantities": [Loss(), EmbeddingNorms(), Loss()]},  # one would overwrite the other's keys
-     r"^quantities must hold each quantity once; got 'loss' more than once in \[<.*>\]$"),
+     r"^quantities must hold each quantity once; got 'loss' more than once in "
+     r"\['loss', 'embedding_norm', 'loss'\]$"),
     ({"sinks": ()}, r"^sinks must hold at least one sink .*nothing would be written; got \(\)$"),
     ({"config": {"x": object()}}, r"config must hold JSON-ready values .*config\['x'\] is object"),
     ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),

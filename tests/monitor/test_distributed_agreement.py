@@ -107,7 +107,8 @@ def test_a_batch_that_is_not_gathered_offers_its_kind_not_its_width(
     _SecondRank(monkeypatch, lambda t: torch.tensor([6, 6, 1, 0, 0, 1, 8, 8, 99]))
     other = agree_on_step(6, 6, _batch(8, 8, loss=torch.tensor(1.0), **extra))
     assert other.log is False  # rank 1 holds embeddings of width 8: another loss
-    assert f"rank 0: labels 0, grad 0, loss 1, rows 8, width {code}" in other.skipped
+    words = {"scores": "a score matrix", "candidates": "queries against candidates"}[kind]
+    assert f"rank 0: labels 0, grad 0, loss 1, rows 8, {words}; " in other.skipped
 
 
 def test_ranks_that_hold_the_same_and_differ_only_in_rows_log_the_step(one_rank_group, monkeypatch):
@@ -221,11 +222,21 @@ def test_ranks_whose_batches_differ_are_told_what_each_holds():
     assert agreement.out_of_step is None
     assert agreement.skipped == (
         "the ranks' batches for step 5 differ in what they hold ("
-        "rank 0: labels 1, grad 1, loss 0, rows 8, width 4; "
-        "rank 1: labels 1, grad 0, loss 0, rows 8, width 4): every rank's Monitor needs the "
-        "same options and the same watched loss, called alike, and monitor.step() after "
-        "backward"
+        "rank 0: labels 1, grad 1, loss 0, rows 8, embeddings of width 4; "
+        "rank 1: labels 1, grad 0, loss 0, rows 8, embeddings of width 4): every rank's "
+        "Monitor needs the same options and the same watched loss, called alike (embeddings as "
+        "wide on every rank, to be gathered into one batch), and monitor.step() after backward"
     )
+
+
+@pytest.mark.parametrize(("width", "words"), [
+    (-1, "1-D embeddings"), (-2, "a score matrix"), (-3, "queries against candidates"),
+    (6, "embeddings of width 6")])  # fmt: skip
+def test_a_skip_names_each_ranks_kind_of_batch_in_words(width, words):
+    # the offer's codes showed through: "width -2" for a score matrix
+    agreement = decide([[5, 5, 1, 0, 0, 1, 8, width, 99], [5, 5, 1, 0, 0, 1, 8, 4, 99]])
+    assert f"rank 0: labels 0, grad 0, loss 1, rows 8, {words}; rank 1: labels 0, grad 0, " \
+        "loss 1, rows 8, embeddings of width 4)" in agreement.skipped
 
 
 def test_a_table_row_of_the_wrong_length_is_refused_not_cut():

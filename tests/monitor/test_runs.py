@@ -433,3 +433,16 @@ def test_close_refuses_a_log_last_step_that_is_not_a_bool(tmp_path, value):
         monitor.close(log_last_step=value)
     assert str(raised.value) == f"log_last_step must be True or False; got {value!r}"
     monitor.close()
+
+
+def test_a_run_logged_to_csv_alone_resumes_after_its_last_row_with_other_sinks(tmp_path):
+    # resumed with the default JSONL sink, a run that had logged to metrics.csv alone started
+    # again at step 0: only this Monitor's own sinks were asked for the last step
+    with Monitor(tmp_path, sinks=["csv"], preset="cheap", every=1) as monitor:
+        train(monitor, steps=3)
+    with Monitor(tmp_path, resume=True, preset="cheap", every=1, tau=0.05) as monitor:
+        assert monitor.step_count == 3
+        train(monitor, steps=2)
+    headers, records = read_jsonl(tmp_path)
+    assert headers[-1]["resumed"] == {"from_step": 3, "files": ["metrics.csv"]}
+    assert [record["step"] for record in records] == [3, 4]

@@ -4,6 +4,7 @@ import csv
 import json
 import math
 import sys
+import warnings
 
 import pytest
 
@@ -175,9 +176,11 @@ def test_jsonl_last_step_of_a_log_holding_only_a_header(tmp_path):
 @pytest.mark.parametrize(("content", "kept"), [
     ("", ""), ("{", ""), ('{"header": {"run": 0}}\n{"step": 0, "a"', '{"header": {"run": 0}}\n'),
     ('{"step": 3}', '{"step": 3}\n'), ('{"step": 3}\n[1, 2', '{"step": 3}\n'),
-    ('{"step": 3}\n\xff\xfe', '{"step": 3}\n')],
+    ('{"step": 3}\n\xff\xfe', '{"step": 3}\n'),
+    ('{"step": 3, "note": "caf\xe9"}', '{"step": 3, "note": "caf\xe9"}\n')],
     ids=["empty", "one byte cut short", "a record cut short", "a whole object without its line "
-         "end", "a list cut short", "bytes that are not UTF-8"])  # fmt: skip
+         "end", "a list cut short", "bytes that are not UTF-8",
+         "a whole object, not UTF-8"])  # fmt: skip
 def test_jsonl_reopens_a_file_without_a_line_cut_short_header_on_its_own_line(
     tmp_path, content, kept
 ):
@@ -186,12 +189,21 @@ def test_jsonl_reopens_a_file_without_a_line_cut_short_header_on_its_own_line(
     path = tmp_path / "metrics.jsonl"
     path.write_bytes(content.encode("latin-1"))
     sink = JSONLSink()
-    sink.open(tmp_path, {"run": 1})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sink.open(tmp_path, {"run": 1})
     sink.write({"step": 0, "a": 1.5})
     sink.close()
     assert path.read_bytes().decode("latin-1") == kept + (
         '{"header": {"run": 1}}\n{"step": 0, "a": 1.5}\n'
     )
+    cut = not kept.startswith(content)  # bytes of the file went: how many
+    removed = len(content.encode("latin-1")) - len(kept.encode("latin-1"))
+    assert [(w.category, w.filename, str(w.message)) for w in caught] == ([(
+        UserWarning, __file__,
+        f"gradlab.Monitor: removed the last line of {str(path)!r} ({removed} bytes with no line "
+        "end that are not a whole JSON object: a write cut short by a killed process), so that "
+        "every line is JSON; its step is logged again")] if cut else [])  # fmt: skip
 
 
 def test_tensorboard_holds_the_header_as_json_text(tmp_path):
