@@ -1114,3 +1114,16 @@ def test_rows_of_crosses_push_the_step_labels_and_legends_down_not_into_each_oth
         top = max(text.get_window_extent(renderer).y1 for text in axis.get_legend().get_texts())
         assert top < axis.xaxis.label.get_window_extent(renderer).y0, name  # the legend below
     _close(figures)
+
+
+def test_one_runs_crosses_are_named_in_the_legend_as_red_crosses(tmp_path, monkeypatch):
+    run = _run(tmp_path / "a", loss=[0.9, "NaN", 0.5, 0.4], p_seed=P_SEED)
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    for name in ("loss", "overview"):
+        legend = figures[name].axes[0].get_legend()
+        entry, text = legend.legend_handles[-1], legend.get_texts()[-1]
+        assert (text.get_text(), entry.get_marker(), entry.get_linestyle(), entry.get_color()) \
+            == ("NaN, infinite or beyond 1e300 at this step", "x", "None", "#c0392b"), name
+    assert "NaN" not in " ".join(  # only where a drawn key was not finite
+        text.get_text() for text in figures["operating_region"].axes[0].get_legend().get_texts())
+    _close(figures)
