@@ -309,6 +309,21 @@ def _class_halves(root: Path, split: str) -> list[tuple[Path, str]]:
     return entries
 
 
+def _text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 list file (a byte-order mark is no part of line 1); a file that is
+    not UTF-8 text (an image passed as the list, a Latin-1 label) is refused naming the line."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig").splitlines()
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise GradlabError(
+            f"{str(path)!r} must be UTF-8 text; line {line} holds the byte "
+            f"0x{data[error.start]:02x}, which UTF-8 does not allow there (is it the list "
+            "file, saved as UTF-8?)"
+        ) from None
+
+
 def _read_online_products(root: Path, split: str) -> list[tuple[Path, str]]:
     listing = root / f"Ebay_{split}.txt"
     if not listing.is_file():
@@ -316,7 +331,7 @@ def _read_online_products(root: Path, split: str) -> list[tuple[Path, str]]:
             f"Stanford Online Products needs {str(listing)!r} (as distributed: a header "
             "'image_id class_id super_class_id path', then one line per image)"
         )
-    lines = listing.read_text(encoding="utf-8-sig").splitlines()  # a BOM is no part of line 1
+    lines = _text_lines(listing)
     header = lines[0].split() if lines else []
     if header != ["image_id", "class_id", "super_class_id", "path"]:
         raise GradlabError(
@@ -343,7 +358,7 @@ def _read_list(list_file: Path, root: Path) -> list[tuple[Path, str]]:
     if not list_file.is_file():
         raise GradlabError(f"list_file {str(list_file)!r} does not exist")
     entries = []
-    for number, line in enumerate(list_file.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(_text_lines(list_file), start=1):
         fields = line.rsplit(maxsplit=1)
         if not line.strip():
             continue

@@ -720,3 +720,27 @@ def test_a_root_that_is_no_path_is_named_not_a_type_error(root):
     if list_file is not None:
         with pytest.raises(GradlabError, match=r"^list_file must be a file path"):
             image_folder(".", "train", layout="list", list_file=list_file)
+
+
+@pytest.mark.parametrize("content, line, byte", [
+    (b"\x89PNG\r\n\x1a\n", 1, 0x89),  # an image passed as the list
+    (b"a/0.png cat\nb/1.png caf\xe9\n", 2, 0xE9)],  # a Latin-1 label
+    ids=["an image", "a latin-1 label"])  # fmt: skip
+def test_a_list_file_that_is_not_utf8_is_refused_naming_its_line(
+    class_folders, tmp_path, content, line, byte
+):
+    # a traceback ended in UnicodeDecodeError, and the CLI exited 1
+    listing = tmp_path / "list.txt"
+    listing.write_bytes(content)
+    with pytest.raises(GradlabError) as raised:
+        image_folder(class_folders, "mine", layout="list", list_file=listing)
+    assert str(raised.value) == (
+        f"{str(listing)!r} must be UTF-8 text; line {line} holds the byte 0x{byte:02x}, which "
+        "UTF-8 does not allow there (is it the list file, saved as UTF-8?)")
+    root = tmp_path / "sop"
+    root.mkdir()
+    (root / "Ebay_train.txt").write_bytes(
+        b"image_id class_id super_class_id path\n1 1 1 caf\xe9/0.jpg\n")
+    with pytest.raises(GradlabError, match=r"Ebay_train.txt' must be UTF-8 text; line 2 holds "
+                       r"the byte 0xe9"):  # fmt: skip
+        image_folder(root, "train", layout="online-products")
