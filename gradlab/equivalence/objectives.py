@@ -58,8 +58,23 @@ class ScoreObjective:
                 if direction == "i2t"
                 else self.row_loss(scores.T, positives.T)
             )
+            _check_value(self.name, term)
             total = term if total is None else total + term
         return total
+
+
+def _check_value(name: str, value: object) -> None:
+    """Refuse a loss value that cannot be back-propagated as one loss: not a tensor, or not a
+    single floating-point value (a loss per query left unreduced)."""
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and value.is_floating_point():
+        return
+    if isinstance(value, torch.Tensor):
+        got = f"a {value.dtype} tensor of shape {tuple(value.shape)}" + (
+            " (a value per query or pair: reduce it, e.g. .mean())" if value.dim() else "")
+    else:
+        got = f"{type(value).__name__} {value!r} (compute the loss with torch operations)"
+    raise GradlabError(f"the loss {name} must return one floating-point value, a 0-d tensor; "
+                       f"got {got}")  # fmt: skip
 
 
 def score_objective(loss: object) -> ScoreObjective:

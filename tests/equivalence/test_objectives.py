@@ -342,3 +342,19 @@ def test_score_objective_defaults_to_rows_and_mean():
     objective = ScoreObjective("hinge", SummedHinge("sum"))
     assert objective.directions == ("i2t",)
     assert objective.reduction == "mean"
+
+
+@pytest.mark.parametrize(("loss", "got"), [
+    (lambda scores, positives: (scores * positives).sum(1),
+     "a torch.float64 tensor of shape (4,) (a value per query or pair: reduce it, e.g. .mean())"),
+    (lambda scores, positives: 0.5, "float 0.5 (compute the loss with torch operations)"),
+    (lambda scores, positives: positives.sum(), "a torch.int64 tensor of shape ()")],
+    ids=["per query", "a number", "an integer"])  # fmt: skip
+def test_a_loss_that_returns_no_single_float_value_is_refused_by_name(loss, got):
+    # a loss left unreduced ended in torch's "grad can be implicitly created only for scalar
+    # outputs" inside the step; a float in "'float' object has no attribute 'backward'"
+    scores = torch.randn(4, 4, dtype=torch.float64, requires_grad=True)
+    with pytest.raises(GradlabError) as raised:
+        score_objective(loss)(scores, torch.eye(4, dtype=torch.bool))
+    assert str(raised.value) == (
+        f"the loss <lambda> must return one floating-point value, a 0-d tensor; got {got}")
