@@ -385,7 +385,14 @@ def compare(
         reference=reference_name, candidate=candidate_name, loss=loss_name,
         dtype=str(dtype).removeprefix("torch."), world_size=world, atol=atol, rtol=rtol,
         reference_loss=reference.loss, candidate_loss=candidate.loss, quantities=quantities,
+        class_size=_shared_class_size(batch.labels),
     )  # fmt: skip
+
+
+def _shared_class_size(labels: torch.Tensor) -> int | None:
+    """The number of items every class of the batch holds, when they all hold as many."""
+    sizes = torch.unique(labels.cpu(), return_counts=True)[1].tolist()
+    return sizes[0] if sizes and len(set(sizes)) == 1 else None
 
 
 def _loss_text(loss: float | None) -> str:
@@ -411,6 +418,10 @@ class EquivalenceResult:
         candidate_loss: the candidate's loss value (averaged over processes); ``None`` when
             its step returned none.
         quantities: one :class:`QuantityComparison` per entry of :data:`QUANTITIES`.
+        class_size: the number of items every class of the compared batch holds, when they
+            all hold as many (None: classes of several sizes). Losses that weigh a query by
+            its number of positives otherwise (a mean over positive pairs, or over queries)
+            agree on such a batch: the verdict says so.
     """
 
     reference: str
@@ -423,6 +434,7 @@ class EquivalenceResult:
     reference_loss: float | None
     candidate_loss: float | None
     quantities: list[QuantityComparison]
+    class_size: int | None = None
 
     @property
     def equivalent(self) -> bool:
@@ -461,6 +473,7 @@ class EquivalenceResult:
             "tolerance": {"atol": self.atol, "rtol": self.rtol},
             "reference_loss": self.reference_loss, "candidate_loss": self.candidate_loss,
             "equivalent": self.equivalent, "differing": self.differing,
+            "class_size": self.class_size,
             "quantities": {q.name: asdict(q) for q in self.quantities},
         })  # fmt: skip
 
@@ -489,6 +502,13 @@ class EquivalenceResult:
         lines.append("")
         if self.equivalent:
             lines.append("verdict: EQUIVALENT")
+            if self.class_size is not None and self.class_size > 1:
+                lines.append(
+                    f"note: every class of this batch holds {self.class_size} items, so losses "
+                    "that weigh a query by its number of positives otherwise (a mean over "
+                    "positive pairs, or over queries) agree on it; compare on classes of "
+                    "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"
+                )
         else:
             untouched = [q.name for q in self.quantities
                          if q.recorded and not q.agrees and q.no_gradient]  # fmt: skip

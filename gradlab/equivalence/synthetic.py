@@ -1,9 +1,11 @@
-"""A small synthetic problem: a tiny MLP and a paired batch with two items per class.
+"""A small synthetic problem: a tiny MLP and a paired batch, two items per class by default.
 
 The command line's ``gradlab check-equivalence`` and the tests use it; it needs no data.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import torch
 from torch import nn
@@ -21,11 +23,15 @@ def synthetic_problem(
     memory_size: int = 0,
     seed: int = 0,
     dtype: torch.dtype = torch.float64,
+    class_sizes: Sequence[int] | None = None,
 ) -> tuple[nn.Module, PairedBatch]:
     """A tiny MLP (``input_size -> 16 -> embedding_size``, tanh) and a paired batch.
 
-    The batch has ``batch_size`` items in ``batch_size // 2`` classes of two, in a seeded random
-    order; an item's candidate-side input is its query-side input plus noise. With
+    The batch has ``batch_size`` items in ``batch_size // 2`` classes of two (or classes of
+    ``class_sizes``), in a seeded random order; an item's candidate-side input is its
+    query-side input plus noise. Classes of one size cannot tell apart losses that weigh a
+    query by its number of positives otherwise (a mean over positive pairs, or over queries):
+    compare on classes of several sizes too. With
     ``memory_size`` the batch carries a memory of that many constant embeddings of the same
     classes, the next enqueue starting at slot 1.
 
@@ -36,6 +42,8 @@ def synthetic_problem(
         memory_size: ``M``, 0 for none.
         seed: seeds the model and the data, a whole number from 0 to ``2**32 - 1``.
         dtype: floating dtype of the model, the inputs and the memory.
+        class_sizes: the number of items of each class, positive whole numbers that add up to
+            ``batch_size`` (then ``batch_size`` may be odd); None: classes of two.
 
     Returns:
         ``(model, batch)``.
@@ -49,11 +57,24 @@ def synthetic_problem(
         >>> model, batch = synthetic_problem(batch_size=6, memory_size=8)
         >>> batch.labels.bincount().tolist(), batch.memory.shape
         ([2, 2, 2], torch.Size([8, 4]))
+        >>> synthetic_problem(9, class_sizes=[2, 3, 4])[1].labels.bincount().tolist()
+        [2, 3, 4]
     """
     from gradlab.errors import GradlabError
 
     check_positive_int("batch_size", batch_size)
-    if batch_size % 2:
+    if class_sizes is not None:
+        if isinstance(class_sizes, (str, bytes)) or not isinstance(class_sizes, Sequence) or \
+                not class_sizes or any(isinstance(size, bool) or not isinstance(size, int)
+                                       or size < 1 for size in class_sizes):  # fmt: skip
+            raise GradlabError(f"class_sizes must be a non-empty list of positive whole "
+                               f"numbers or None; got {class_sizes!r}")  # fmt: skip
+        if sum(class_sizes) != batch_size:
+            raise GradlabError(
+                f"class_sizes must add up to batch_size ({batch_size}); got "
+                f"{list(class_sizes)!r}, which adds up to {sum(class_sizes)}"
+            )
+    elif batch_size % 2:
         raise GradlabError(f"batch_size must be even (classes of two); got {batch_size}")
     check_positive_int("input_size", input_size)
     check_positive_int("embedding_size", embedding_size)
@@ -68,8 +89,13 @@ def synthetic_problem(
         torch.default_generator.manual_seed(seed)
         model = nn.Sequential(nn.Linear(input_size, 16), nn.Tanh(),
                               nn.Linear(16, embedding_size)).to(dtype)  # fmt: skip
-    classes = batch_size // 2
-    labels = torch.arange(batch_size)[torch.randperm(batch_size, generator=generator)] % classes
+    if class_sizes is None:
+        classes = batch_size // 2
+        labels = torch.arange(batch_size)[torch.randperm(batch_size, generator=generator)] % classes
+    else:  # class k for its size's items, in the same seeded order
+        classes = len(class_sizes)
+        ordered = torch.repeat_interleave(torch.arange(classes), torch.tensor(list(class_sizes)))
+        labels = ordered[torch.randperm(batch_size, generator=generator)]
     # drawn in float64 whatever the dtype, then rounded to it: every dtype compares the same
     # problem (torch's draws of float32 and float64 differ for one seed)
     wide = torch.float64

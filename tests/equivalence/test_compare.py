@@ -223,7 +223,36 @@ def test_the_table_and_the_dict_say_what_differs(problem):
     assert record["tolerance"] == {"atol": 1e-10, "rtol": 1e-10}
     assert record["quantities"]["dL/dscores"]["unscored"] == 192
     good = compare_gradients(FullBatch(loss), GradCache(loss, 4), model, batch)
-    assert str(good).endswith("verdict: EQUIVALENT")
+    assert str(good).splitlines()[-2:] == [  # classes of two: what they cannot tell, said
+        "verdict: EQUIVALENT",
+        "note: every class of this batch holds 2 items, so losses that weigh a query by its "
+        "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
+        "it; compare on classes of several sizes too: synthetic_problem(..., "
+        "class_sizes=[2, 3, 4, 7])"]
+
+
+def _mean_over_positive_pairs(scores, positives, temperature=0.1):
+    """NT-Xent averaged over every positive pair at once, not per query: the same as
+    gradlab's per-query mean when every query has as many positives, else not."""
+    logits = scores / temperature
+    log_p = logits - torch.logsumexp(logits, dim=1, keepdim=True)
+    return -(log_p * positives).sum() / positives.sum()
+
+
+def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fails_on_others():
+    # a user's loss that averaged over positive pairs read EQUIVALENT on the default problem
+    def pairs(scores, positives):
+        return (_mean_over_positive_pairs(scores, positives)
+                + _mean_over_positive_pairs(scores.T, positives.T))  # fmt: skip
+
+    reference = FullBatch(gradlab.NTXentLoss(temperature=0.1))  # the pairs' temperature
+    verdicts = {}
+    for sizes in (None, [2, 3, 4, 7], [1, 1, 6, 8]):
+        model, batch = synthetic_problem(16, class_sizes=sizes)
+        result = compare_gradients(reference, FullBatch(pairs), model, batch)
+        verdicts[str(sizes)] = (result.equivalent, result.class_size, "note:" in str(result))
+    assert verdicts == {"None": (True, 2, True), "[2, 3, 4, 7]": (False, None, False),
+                        "[1, 1, 6, 8]": (False, None, False)}  # fmt: skip
 
 
 def test_a_factor_is_reported_as_a_scale(problem):

@@ -21,10 +21,10 @@ def _blocks():
 
 def test_the_page_has_its_examples():
     names = [name for name, _ in _blocks()]
-    assert names.count(None) == 2 and {"my_steps.py", "check_gather.py"} <= set(names)
+    assert names.count(None) == 3 and {"my_steps.py", "check_gather.py"} <= set(names)
 
 
-@pytest.mark.parametrize("index", [0, 1])
+@pytest.mark.parametrize("index", [0, 1, 2])
 def test_each_in_process_example_runs(index, capsys):
     code = [code for name, code in _blocks() if name is None][index]
     exec(compile(code, f"{PAGE.name} block {index}", "exec"), {"__name__": "docs_example"})

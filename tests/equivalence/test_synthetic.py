@@ -236,3 +236,31 @@ def test_every_dtype_compares_the_float64_problem_rounded_to_it(dtype):
     assert torch.equal(batch.memory_labels, wide.memory_labels)
     for narrow, reference in zip(model.parameters(), wide_model.parameters(), strict=True):
         assert torch.equal(narrow, reference.to(dtype))
+
+
+def test_classes_of_the_sizes_asked_in_the_seeded_order():
+    batch = synthetic_problem(9, class_sizes=[2, 3, 4], seed=1)[1]
+    assert batch.labels.bincount().tolist() == [2, 3, 4]
+    again = synthetic_problem(9, class_sizes=[2, 3, 4], seed=1)[1]
+    assert torch.equal(batch.labels, again.labels)
+    assert torch.equal(batch.query_inputs, again.query_inputs)
+    other = synthetic_problem(9, class_sizes=[2, 3, 4], seed=2)[1]
+    assert not torch.equal(batch.labels, other.labels)  # the order is the seed's
+    assert synthetic_problem(4, class_sizes=[2, 2])[1].labels.bincount().tolist() == [2, 2]
+
+
+@pytest.mark.parametrize(("sizes", "message"), [
+    ([2, 3], "class_sizes must add up to batch_size (6); got [2, 3], which adds up to 5"),
+    ([], "class_sizes must be a non-empty list of positive whole numbers or None; got []"),
+    ([3, 0, 3], "class_sizes must be a non-empty list of positive whole numbers or None; "
+                "got [3, 0, 3]"),
+    ([3, 3.0], "class_sizes must be a non-empty list of positive whole numbers or None; "
+               "got [3, 3.0]"),
+    ([True, 5], "class_sizes must be a non-empty list of positive whole numbers or None; "
+                "got [True, 5]"),
+    ("33", "class_sizes must be a non-empty list of positive whole numbers or None; "
+           "got '33'")])  # fmt: skip
+def test_class_sizes_that_cannot_make_the_batch_are_refused(sizes, message):
+    with pytest.raises(GradlabError) as raised:
+        synthetic_problem(6, class_sizes=sizes)
+    assert str(raised.value) == message
