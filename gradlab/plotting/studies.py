@@ -10,6 +10,7 @@ may hold NaN and infinities as the strings ``"NaN"``, ``"Infinity"`` and ``"-Inf
 from __future__ import annotations
 
 import json
+import math
 import textwrap
 from pathlib import Path
 
@@ -269,6 +270,23 @@ def _named(names: list[tuple[str, str]], encoders: list[str]) -> str:
     return "; ".join(parts)
 
 
+def _count_scale(axis) -> None:
+    """A log axis for counts that span decades; a symmetric log one, linear up to the decade
+    of the smallest positive count, when a line reaches 0 (no active negative: a log axis
+    drops such a line off its frame, and 0 is what the reader must see), 0 then half a decade
+    above the frame's lower edge."""
+    values = [float(v) for line in axis.get_lines() for v in line.get_ydata() if np.isfinite(v)]
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return
+    if min(values) > 0:
+        axis.set_yscale("log")
+        return
+    threshold = 10.0 ** math.floor(math.log10(min(positive)))
+    axis.set_yscale("symlog", linthresh=threshold)
+    axis.set_ylim(bottom=-0.5 * threshold)
+
+
 def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
     """Gradient anatomy over training: rows quantities, columns directions, lines losses.
 
@@ -317,7 +335,7 @@ def plot_scene_anatomy(source: dict | str | Path, path: str | Path) -> Path:
             axis.set_title(f"{title} ({DIRECTION_TITLES[direction]})", fontsize=10)
             axis.grid(alpha=0.3)
             if key == "active_negatives" and axis.lines:
-                axis.set_yscale("log")
+                _count_scale(axis)
     for axis in axes[-1]:
         axis.set_xlabel("training step")
         step_axis(axis)  # steps are whole: no 0.2 ticks on a run of two logged steps
