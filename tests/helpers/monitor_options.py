@@ -27,6 +27,9 @@ BAD_OPTIONS = [
     ({"quantities": [Loss(), EmbeddingNorms(), Loss()]},  # one would overwrite the other's keys
      r"^quantities must hold each quantity once; got 'loss' more than once in "
      r"\['loss', 'embedding_norm', 'loss'\]$"),
+    ({"quantities": [Loss(), EmbeddingNorms(), EmbeddingNorms(), Loss()]},
+     r"^quantities must hold each quantity once; got 'embedding_norm', 'loss' more than once "
+     r"in \['loss', 'embedding_norm', 'embedding_norm', 'loss'\]$"),
     ({"sinks": ()}, r"^sinks must hold at least one sink .*nothing would be written; got \(\)$"),
     ({"config": {"x": object()}}, r"config must hold JSON-ready values .*config\['x'\] is object"),
     ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),

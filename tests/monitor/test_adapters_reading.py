@@ -411,18 +411,29 @@ def test_a_square_first_argument_assumed_to_be_embeddings_is_named_once(tmp_path
         watched = monitor.watch(_info_nce)
         with pytest.warns(RuntimeWarning) as caught:
             watched(scores, torch.arange(8)).backward()
-        monitor.step()
-        watched(scores, torch.arange(8)).backward()  # once per watched loss
-        monitor.step()
+            monitor.step()
+            watched(scores, torch.arange(8)).backward()  # once per watched loss
+            monitor.step()
     assert [(w.category, w.filename, str(w.message)) for w in caught] == [(
         RuntimeWarning, __file__,
         "gradlab.Monitor: the watched loss _info_nce declares no input_form and was watched "
         "without inputs=, so its [8, 8] first argument is read as 8 embeddings of dimension 8; "
         "if it is a score matrix (queries x candidates), watch it with monitor.watch(loss, "
         "inputs='scores'), else pass inputs='embeddings' to say so")]  # fmt: skip
-    # said, not square, or one row (nothing ranked either way)
-    for inputs, shape in (("embeddings", (8, 8)), (None, (8, 5)), (None, (1, 1))):
-        adapter = adapters.adapt(_info_nce, inputs)
+    two = adapters.adapt(_info_nce)  # two rows: a 2 x 2 matrix is named too
+    with pytest.warns(RuntimeWarning, match=r"its \[2, 2\] first argument is read as 2 "):
+        two.read([torch.zeros(2, 2), torch.arange(2)], None, 0.1)
+
+    class OnEmbeddings:  # a loss that says it takes embeddings: nothing to name
+        input_form = "embeddings"
+
+        def __call__(self, embeddings, labels):
+            return embeddings.sum()
+
+    # said, not square, one row (nothing ranked either way), or declared
+    for loss_fn, inputs, shape in ((_info_nce, "embeddings", (8, 8)), (_info_nce, None, (8, 5)),
+                                   (_info_nce, None, (1, 1)), (OnEmbeddings(), None, (8, 8))):
+        adapter = adapters.adapt(loss_fn, inputs)
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             adapter.read([torch.zeros(shape), torch.arange(shape[0])], None, 0.1)

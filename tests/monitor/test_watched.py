@@ -259,3 +259,19 @@ def test_a_deep_copy_of_a_watched_loss_object_shares_the_copy_with_the_rest(tmp_
             twin_loss, twin_watched = copy.deepcopy([loss, watch(loss)])  # one memo: one copy
             assert twin_watched is twin_loss and twin_loss is not loss, how
             assert twin_loss.scale is not loss.scale and torch.equal(twin_loss.scale, loss.scale)
+
+
+def test_a_loss_watched_again_by_its_monitor_comes_back_as_it_is(tmp_path):
+    # watch() inside the loop: a module loss or a function watched twice was wrapped twice
+    def plain(embeddings, labels):
+        return embeddings.sum()
+
+    with gradlab.Monitor(tmp_path, every=1) as monitor:
+        for loss_fn in (ProxyLoss(), plain):
+            watched = monitor.watch(loss_fn)
+            assert monitor.watch(watched) is watched
+            assert monitor.watch(monitor.watch(watched)) is watched
+        other = gradlab.Monitor(tmp_path / "other", every=1)  # another Monitor's: wrapped again
+        again = other.watch(watched)
+        assert again is not watched
+        other.close()
