@@ -303,15 +303,7 @@ class Monitor:
         def watched(*args, **kwargs):
             if self._behind_a_training_call():  # a validation call: passed through
                 return loss_fn(*args, **kwargs)
-            self.calls += 1
-            if self.calls == 1:
-                self._arm_never_stepped_warning()
-            try:
-                due = self._due_now()
-            except GradlabError:  # a schedule's: its error says what went wrong, not the exit
-                if self._never_stepped is not None:
-                    self._disarm_never_stepped_warning()
-                raise
+            due = self._count_call()
             if not due:  # off schedule: only the call
                 loss = loss_fn(*args, **kwargs)
                 self._last_call = (self.step_count, args, kwargs, loss, adapter)
@@ -395,15 +387,7 @@ class Monitor:
         def hook(_module, _inputs, output):
             if self._behind_a_training_call():  # an evaluation forward: passed through
                 return
-            self.calls += 1
-            if self.calls == 1:
-                self._arm_never_stepped_warning()
-            try:
-                due = self._due_now()
-            except GradlabError:  # a schedule's: its error says what went wrong, not the exit
-                if self._never_stepped is not None:
-                    self._disarm_never_stepped_warning()
-                raise
+            due = self._count_call()
             if due:
                 current = labels() if callable(labels) else labels
                 self._capture((output, current), {}, None, ATTACH_ADAPTER, due=due)
@@ -417,6 +401,20 @@ class Monitor:
         gradients off and no training call before it (a loss watched for its values alone) is
         read as any other."""
         return not torch.is_grad_enabled() and self._pending is not None and self._pending_trained
+
+    def _count_call(self) -> list[Quantity]:
+        """Count a watched call (the first arms the end-of-run warning) and return the
+        quantities due now. A schedule that raises disarms that warning: its error says what
+        went wrong, not a missing ``monitor.step()`` at exit."""
+        self.calls += 1
+        if self.calls == 1:
+            self._arm_never_stepped_warning()
+        try:
+            return self._due_now()
+        except GradlabError:
+            if self._never_stepped is not None:
+                self._disarm_never_stepped_warning()
+            raise
 
     def _due_now(self) -> list[Quantity]:
         """The enabled quantities whose schedules log the current step (each asked once)."""
