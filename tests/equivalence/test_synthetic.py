@@ -259,7 +259,9 @@ def test_classes_of_the_sizes_asked_in_the_seeded_order():
     ([True, 5], "class_sizes must be a non-empty list of positive whole numbers or None; "
                 "got [True, 5]"),
     ("33", "class_sizes must be a non-empty list of positive whole numbers or None; "
-           "got '33'")])  # fmt: skip
+           "got '33'"),
+    (b"\x03\x03", "class_sizes must be a non-empty list of positive whole numbers or None; "
+                  "got b'\\x03\\x03'")])  # fmt: skip (bytes hold whole numbers: 3 and 3)
 def test_class_sizes_that_cannot_make_the_batch_are_refused(sizes, message):
     with pytest.raises(GradlabError) as raised:
         synthetic_problem(6, class_sizes=sizes)
