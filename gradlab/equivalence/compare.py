@@ -419,9 +419,9 @@ class EquivalenceResult:
             its step returned none.
         quantities: one :class:`QuantityComparison` per entry of :data:`QUANTITIES`.
         class_size: the number of items every class of the compared batch holds, when they
-            all hold as many (None: classes of several sizes). Losses that weigh a query by
-            its number of positives otherwise (a mean over positive pairs, or over queries)
-            agree on such a batch: the verdict says so.
+            all hold as many, one included (None: classes of several sizes). Losses that weigh
+            a query by its number of positives otherwise (a mean over positive pairs, or over
+            queries) agree on such a batch: the verdict says so.
     """
 
     reference: str
@@ -502,9 +502,10 @@ class EquivalenceResult:
         lines.append("")
         if self.equivalent:
             lines.append("verdict: EQUIVALENT")
-            if self.class_size is not None and self.class_size > 1:
+            if self.class_size is not None:  # one item each too: one positive per query
                 lines.append(
-                    f"note: every class of this batch holds {self.class_size} items, so losses "
+                    f"note: every class of this batch holds {self.class_size} "
+                    f"item{'s' if self.class_size != 1 else ''}, so losses "
                     "that weigh a query by its number of positives otherwise (a mean over "
                     "positive pairs, or over queries) agree on it; compare on classes of "
                     "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"

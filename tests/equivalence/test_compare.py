@@ -247,12 +247,13 @@ def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fa
 
     reference = FullBatch(gradlab.NTXentLoss(temperature=0.1))  # the pairs' temperature
     verdicts = {}
-    for sizes in (None, [2, 3, 4, 7], [1, 1, 6, 8]):
+    for sizes in (None, [2, 3, 4, 7], [1, 1, 6, 8], [1] * 16):
         model, batch = synthetic_problem(16, class_sizes=sizes)
         result = compare_gradients(reference, FullBatch(pairs), model, batch)
         verdicts[str(sizes)] = (result.equivalent, result.class_size, "note:" in str(result))
     assert verdicts == {"None": (True, 2, True), "[2, 3, 4, 7]": (False, None, False),
-                        "[1, 1, 6, 8]": (False, None, False)}  # fmt: skip
+                        "[1, 1, 6, 8]": (False, None, False),
+                        str([1] * 16): (True, 1, True)}  # one positive per query: alike too
 
 
 def test_a_factor_is_reported_as_a_scale(problem):
