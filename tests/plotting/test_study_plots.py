@@ -804,15 +804,17 @@ def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     # a log axis dropped SmoothAP's line off the panel after its first step: 0 active
     # negatives, the finding the panel is there to show
     result = _anatomy(directions=("i2t",))
-    for encoder in result["runs"].values():
-        encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[3, 0, 0], [3, 0, 0]]
+    for encoder in result["runs"].values():  # a mean over queries: 0.25 active negatives
+        encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[0.25, 0, 0]] * 2
     figure = drawn(module.plot_scene_anatomy, result)
     active = figure.axes[0]
     assert active.get_yscale() == "symlog"
-    assert active.yaxis.get_transform().linthresh == 1.0  # the decade of the smallest count
-    low, high = active.get_ylim()
-    assert low == -0.5 and high > 9  # 0 above the frame's edge, every line inside
+    assert active.yaxis.get_transform().linthresh == pytest.approx(0.1, rel=1e-15, abs=0)
+    low, high = active.get_ylim()  # 0 half the smallest count's decade above the frame's edge
+    assert low == pytest.approx(-0.05, rel=1e-15, abs=0) and high > 9
     drawn_at = {v for line in active.get_lines() for v in line.get_ydata()}
     assert 0.0 in drawn_at and all(low < v < high for v in drawn_at)
-    figure = drawn(module.plot_scene_anatomy, _anatomy(directions=("i2t",)))
-    assert figure.axes[0].get_yscale() == "log"  # no line at 0: a log axis, as before
+    result = _anatomy(directions=("i2t",))
+    for encoder in result["runs"].values():  # below 1, never 0: a log axis, as before
+        encoder["SmoothAP"]["anatomy"]["i2t"]["active_negatives"] = [[0.5, 0.25, 0.75]] * 2
+    assert drawn(module.plot_scene_anatomy, result).axes[0].get_yscale() == "log"
