@@ -1082,6 +1082,7 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     assert all(not line.get_clip_on() for line in crosses)
     ticks = axis.xaxis.get_major_ticks()[0]  # the step labels moved down by the extra row
     assert ticks.get_pad() == plt.rcParams["xtick.major.pad"] + 8
+    assert axis.yaxis.get_major_ticks()[0].get_pad() == plt.rcParams["ytick.major.pad"]
     assert {line.get_label() for line in crosses} == {
         "NaN, infinite or beyond 1e300 at this step (in its run's colour)"}
     alone = plt.subplots()[1]  # one run: red, on the frame's edge, as before
@@ -1113,6 +1114,11 @@ def test_rows_of_crosses_push_the_step_labels_and_legends_down_not_into_each_oth
         assert max(box.y1 for box in labels) < lowest, name  # the step labels below the rows
         top = max(text.get_window_extent(renderer).y1 for text in axis.get_legend().get_texts())
         assert top < axis.xaxis.label.get_window_extent(renderer).y0, name  # the legend below
+        # moved by the two extra rows exactly: its anchor 16 points below where it would be
+        anchor = axis.get_legend().get_bbox_to_anchor()
+        below = {"loss": -0.16, "overview": -0.2}[name]  # where each figure puts its legend
+        expected = axis.transAxes.transform((0.5, below))[1] - 16 * figure.dpi / 72
+        assert anchor.y0 == pytest.approx(expected, rel=1e-12, abs=0), name
     _close(figures)
 
 
@@ -1124,6 +1130,11 @@ def test_one_runs_crosses_are_named_in_the_legend_as_red_crosses(tmp_path, monke
         entry, text = legend.legend_handles[-1], legend.get_texts()[-1]
         assert (text.get_text(), entry.get_marker(), entry.get_linestyle(), entry.get_color()) \
             == ("NaN, infinite or beyond 1e300 at this step", "x", "None", "#c0392b"), name
+        axis = figures[name].axes[0]  # one row, on the frame's edge: the legend where it was
+        figures[name].canvas.draw()
+        below = {"loss": -0.16, "overview": -0.2}[name]
+        assert legend.get_bbox_to_anchor().y0 == pytest.approx(
+            axis.transAxes.transform((0.5, below))[1], rel=1e-12, abs=0), name
     assert "NaN" not in " ".join(  # only where a drawn key was not finite
         text.get_text() for text in figures["operating_region"].axes[0].get_legend().get_texts())
     _close(figures)
