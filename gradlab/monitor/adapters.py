@@ -254,10 +254,11 @@ class LossAdapter:
         """Refuse ``[B]`` labels of a user's score loss that are ``0..B-1`` shuffled: read as
         labels (a positive where two rows' labels match) every row's positive is its own
         column, while as ``cross_entropy`` targets each row's positive is the column its
-        target names. Checked at each call the Monitor reads (one host read of the labels):
+        target names. Checked at each call the Monitor reads (one host read of one flag):
         a call whose labels repeat, or are ``0..B-1`` in order, reads alike either way."""
         order = torch.arange(labels.shape[0], device=labels.device)
-        if torch.equal(torch.sort(labels).values, order) and not torch.equal(labels, order):
+        shuffled = (torch.sort(labels).values == order).all() & (labels != order).any()
+        if shuffled.item():
             raise GradlabError(
                 f"{self.name}'s [B] second argument holds 0..B-1 in another order, which reads "
                 "two ways: as labels (the Monitor's reading: a positive where two rows' labels "

@@ -153,12 +153,13 @@ def checksum(batch: BatchView | None) -> torch.Tensor:
     return (bits * weights).sum()
 
 
+_KINDS_IN_WORDS = {-1: "1-D embeddings", NOT_GATHERED["scores"]: "a score matrix",
+                   NOT_GATHERED["candidates"]: "queries against candidates"}  # fmt: skip
+
+
 def _width_in_words(width: int) -> str:
     """What a rank's offered ``width`` says of its batch, as the skip message names it."""
-    kinds = {code: kind for kind, code in NOT_GATHERED.items()}
-    if width in kinds:
-        return "a score matrix" if kinds[width] == "scores" else "queries against candidates"
-    return "1-D embeddings" if width == -1 else f"embeddings of width {width}"
+    return _KINDS_IN_WORDS.get(width, f"embeddings of width {width}")
 
 
 def decide(table: list[list[int]]) -> StepAgreement:

@@ -196,8 +196,8 @@ class JSONLSink(Sink):
     def open(self, log_dir: Path, header: dict) -> None:
         path = log_dir / self.filename
         unended = path.is_file() and path.stat().st_size > 0 and not _ends_with_newline(path)
-        if unended and not _last_line_is_an_object(path):  # a killed writer's: never whole
-            complete = _complete_size(path)
+        complete = _complete_size(path) if unended else 0
+        if unended and not _is_an_object(path, complete):  # a killed writer's: never whole
             removed = path.stat().st_size - complete
             os.truncate(path, complete)
             unended = False
@@ -258,10 +258,10 @@ def _append_or_close(sink: JSONLSink, data: bytes) -> None:
         raise
 
 
-def _last_line_is_an_object(path: Path) -> bool:
-    """Whether the last line of ``path`` (after its last line end) is a whole JSON object."""
+def _is_an_object(path: Path, start: int) -> bool:
+    """Whether the bytes of ``path`` from ``start`` on (its last line) are a whole JSON object."""
     with path.open("rb") as handle:
-        handle.seek(_complete_size(path))
+        handle.seek(start)
         try:  # bytes that are not UTF-8 in a whole object (a hand edit) keep it: not cut short
             return isinstance(json.loads(handle.read().decode("utf-8", "surrogateescape")), dict)
         except ValueError:  # cut short
