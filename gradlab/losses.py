@@ -20,16 +20,15 @@ import torch
 from torch import nn
 
 from gradlab.errors import GradlabError, caller_stacklevel
-from gradlab.functional.blackbox_ap import blackbox_ap, blackbox_ap_loss
+from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.fappy import check_delta_min, check_normalization, fappy_deltas, fappy_loss
-from gradlab.functional.layouts import cross_modal_layout
 from gradlab.functional.losses import (
     check_call_form,
     fastap_loss,
     has_ranking_signal,
-    mean_ap_loss,
     smooth_ap_loss,
 )
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import (
     DIRECTIONS,
     REDUCTIONS,
@@ -43,12 +42,10 @@ from gradlab.validation import (
     check_interpolation,
     check_non_negative_finite,
     check_positive_int,
-    check_real_device,
     check_temperature,
     count_noun,
     finite_flag,
     non_finite_message,
-    refused_by_caller_name,
     value_checks_enabled,
 )
 
@@ -127,6 +124,8 @@ class RankingLoss(nn.Module):
             raise GradlabError(
                 f"{cls.__name__}.input_form must be one of {INPUT_FORMS}; got {cls.input_form!r}"
             )
+        if "forward" in cls.__dict__:  # the cosine scores a module builds included
+            cls.forward = outside_autocast(cls.__dict__["forward"])
 
     def _on_degenerate(self) -> None:
         """Count a batch without ranking signal; warn on the first (at the caller's line)."""
@@ -249,7 +248,8 @@ class _InBatchLoss(RankingLoss):
 class FAPPYLoss(_InBatchLoss):
     """FAPPY, the multi-scale false-positive-probability loss (FAPPY paper, Algorithm 1).
 
-    ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving down to ``delta_min``.
+    ``loss(embeddings, labels)``; cosine similarities, scales 2.0 halving while at least
+    ``delta_min`` (``0.1``: down to 0.125).
     ``normalization="paper"`` (default) divides each scale's sum by all positive pairs as
     Algorithm 1 prints it; ``"official"`` divides the running loss by the scale's active pairs as
     the authors' Caffe layer does. In-batch only: its functional core,
@@ -257,7 +257,9 @@ class FAPPYLoss(_InBatchLoss):
     second derivatives (``create_graph=True``) are exact.
 
     Args:
-        delta_min: the smallest bin width, positive and finite.
+        delta_min: the narrowest bin width allowed, in ``[2**-20, 1]`` (above 1 only the
+            scale 2.0 would run, where a positive pair counts only at cosine -1: a loss of 0
+            on any other batch).
         normalization: ``"paper"`` or ``"official"``.
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
             With ``False`` the core still refuses non-finite similarities (it bins them).
@@ -366,22 +368,11 @@ class BlackboxAPLoss(RankingLoss):
             return blackbox_ap_loss(
                 embeddings, labels, self.interpolation, self.margin, validate=False
             )
-        check_real_device(queries=embeddings, candidates=candidates, positives=positives)
-        scores = cross_modal_layout(embeddings, candidates, positives, validate=False)
-        if self.validate and value_checks_enabled():
-            counts = positives.sum(dim=1)
-            signal = ((counts > 0) & (counts < positives.shape[1])).any()
-            finite = finite_flag(embeddings) & finite_flag(candidates)
-            flags = torch.stack((finite, signal)).tolist()  # the one host read
-            if not flags[0]:
-                bad = "queries" if not bool(finite_flag(embeddings)) else "candidates"
-                tensor = embeddings if bad == "queries" else candidates
-                raise GradlabError(non_finite_message(bad, tensor))
-            if not flags[1]:
-                self._on_degenerate()
-        with refused_by_caller_name(queries=embeddings, candidates=candidates):  # not "scores"
-            ap = blackbox_ap(scores, positives, self.interpolation, self.margin)
-        return mean_ap_loss(ap, scores, positives.any(dim=1))
+        return blackbox_ap_loss(
+            embeddings, None, self.interpolation, self.margin, candidates=candidates,
+            positives=positives, validate=self.validate, on_degenerate=self._on_degenerate,
+            name=name,
+        )  # fmt: skip
 
     def extra_repr(self) -> str:
         return f"interpolation={self.interpolation}, margin={self.margin}"

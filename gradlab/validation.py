@@ -262,12 +262,14 @@ def non_finite_message(name: str, tensor: torch.Tensor, note: str = "") -> str:
         'embeddings must be finite; got NaN in row 1 (1 row of 2)'
         >>> non_finite_message("gains", torch.tensor([float("inf"), float("nan"), 1.0]))
         'gains must be finite; got NaN and inf in entries 0, 1 (2 entries of 3)'
+        >>> non_finite_message("scores", torch.tensor([[0.0, -float("inf")], [1.0, 2.0]]))
+        'scores must be finite; got -inf in row 0 (1 row of 2)'
     """
     values = tensor.detach()
     bad = ~torch.isfinite(values)
-    kinds = " and ".join(kind for kind, present in (("NaN", bool(values.isnan().any())),
-                                                     ("inf", bool(values.isinf().any())))
-                         if present)  # fmt: skip
+    found = (("NaN", values.isnan()), ("inf", values.isposinf()), ("-inf", values.isneginf()))
+    present = [kind for kind, where in found if bool(where.any())]
+    kinds = " and ".join(present) if len(present) < 3 else "NaN, inf and -inf"
     head = f"{name} must be finite{note}; got {kinds}"
     if values.dim() == 0:
         return head

@@ -163,6 +163,43 @@ def test_cross_modal_by_keyword(name):
         CASES[name].make()(queries, candidates, positives)
 
 
+def _float32_call(loss_fn, first, second, keywords, autocast: bool):
+    """The loss and the first input's gradient of one float32 call, under CPU autocast
+    (bfloat16) or not; the backward outside the autocast block, as torch advises."""
+    leaf = first.detach().float().requires_grad_(True)
+    others = {key: value.float() if value.is_floating_point() else value
+              for key, value in keywords.items()}  # fmt: skip
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        value = loss_fn(leaf, second, **others) if second is not None else loss_fn(leaf, **others)
+    value.backward()
+    return value, leaf.grad
+
+
+@pytest.mark.parametrize("form", ["documented", "cross-modal"])
+@pytest.mark.parametrize("name", NAMES)
+def test_under_autocast_a_loss_computes_in_its_inputs_dtype(name, form):
+    # Autocast would run the cosine products (and SmoothAP's own bmm) in bfloat16: FastAP's
+    # and Blackbox AP's gradients then point elsewhere (cosine ~0 to float32's on 32 x 16).
+    if form == "cross-modal" and name not in ("SmoothAPLoss", "BlackboxAPLoss"):
+        pytest.skip("no cross-modal form")
+    generator = torch.Generator().manual_seed(5)
+    if form == "cross-modal":
+        first = torch.randn(8, 16, generator=generator)
+        positives = torch.rand(8, 12, generator=generator) < 0.3
+        positives[:, 0] = True
+        second, keywords = None, {"candidates": torch.randn(12, 16, generator=generator),
+                                  "positives": positives}  # fmt: skip
+    elif CASES[name].input_form == "embeddings":
+        first, second, keywords = torch.randn(32, 16, generator=generator), torch.arange(32) % 8, {}
+    else:
+        first, second, keywords = torch.rand(12, 12, generator=generator), torch.eye(12) > 0, {}
+    loss_fn = CASES[name].make()
+    plain, plain_grad = _float32_call(loss_fn, first, second, keywords, False)
+    value, grad = _float32_call(loss_fn, first, second, keywords, True)
+    assert plain.dtype == value.dtype == grad.dtype == torch.float32
+    assert torch.equal(value, plain) and torch.equal(grad, plain_grad)
+
+
 @pytest.mark.parametrize("name", ["FastAPLoss", "FAPPYLoss"])
 def test_in_batch_only_losses_refuse_the_cross_modal_keywords(name):
     queries, candidates = torch.randn(4, 3), torch.randn(6, 3)

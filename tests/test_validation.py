@@ -169,7 +169,7 @@ def test_tensors_of_the_right_kind_are_returned_unchanged():
 
 def test_finite_tensors_refuse_an_infinity_at_either_end():
     for values, where in (([math.inf, 1.0], "inf in entry 0 (1 entry of 2)"),
-                          ([1.0, -math.inf], "inf in entry 1 (1 entry of 2)"),
+                          ([1.0, -math.inf], "-inf in entry 1 (1 entry of 2)"),
                           ([math.nan], "NaN in entry 0 (1 entry of 1)")):  # fmt: skip
         assert _refusal(lambda values=values: check_tensor(
             "x", torch.tensor(values), ndims=(1,), kind="float", finite=True)) == (
@@ -194,7 +194,10 @@ def test_a_non_finite_refusal_names_the_kinds_and_the_rows_a_user_can_find():
     assert _refusal(lambda: check_finite("embeddings", batch)) == (
         f"embeddings must be finite; got NaN and inf in rows {listed}, ... (11 rows of 30)")
     assert non_finite_message("x", torch.tensor(-math.inf), " here") == (
-        "x must be finite here; got inf")
+        "x must be finite here; got -inf")
+    every_kind = torch.tensor([math.nan, math.inf, -math.inf, 0.0])
+    assert non_finite_message("x", every_kind) == (
+        "x must be finite; got NaN, inf and -inf in entries 0, 1, 2 (3 entries of 4)")
     vector = torch.zeros(12)
     vector[:10] = math.nan  # exactly as many as are listed: no "..."
     assert non_finite_message("gains", vector) == (

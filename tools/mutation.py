@@ -101,7 +101,9 @@ FUNCTIONAL_TESTS = {
     "blackbox_ap": [
         "tests/functional/test_fastap_blackbox.py",
         "tests/functional/test_blackbox_ap_rules.py",
+        "tests/functional/test_functional_loss_calls.py",
     ],
+    "precision": ["tests/functional/test_precision.py"],
     "decomposition": ["tests/functional/test_decomposition.py", HALF_PRECISION_DECOMPOSITION],
     "diagnostics": [
         "tests/functional/test_diagnostics.py",

@@ -19,17 +19,22 @@ AP raises a :class:`GradlabError` naming ``create_graph`` (first derivatives are
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.functional.precision import outside_autocast
 from gradlab.validation import (
     check_interpolation,
     check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
+    finite_flag,
+    non_finite_message,
     refused_by_caller_name,
+    value_checks_enabled,
 )
 
 
@@ -80,6 +85,7 @@ class BlackboxRanks(torch.autograd.Function):
         return -(ranks - perturbed) / ctx.interpolation, None
 
 
+@outside_autocast
 def blackbox_ap(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -116,7 +122,8 @@ def blackbox_ap(
     check_same_device(scores=scores, positives=positives)
     check_real_device(scores=scores)  # the NaN check below reads values
     if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
-        raise GradlabError("scores must not hold NaN or +inf (-inf marks a non-candidate)")
+        named = scores.detach().masked_fill(scores.detach() == -math.inf, 0.0)  # -inf is allowed
+        raise GradlabError(non_finite_message("scores", named, " or -inf (a non-candidate)"))
     interpolation = check_interpolation(interpolation)
     if (
         not isinstance(margin, (int, float))
@@ -142,36 +149,79 @@ def blackbox_ap(
     return torch.where(has_negative | (counts == 0), ap, 1.0)
 
 
+@outside_autocast
 def blackbox_ap_loss(
     embeddings: torch.Tensor,
-    labels: torch.Tensor,
+    labels: torch.Tensor | None = None,
     interpolation: float = 4.0,
     margin: float = 0.02,
     *,
+    candidates: torch.Tensor | None = None,
+    positives: torch.Tensor | None = None,
     validate: bool = True,
+    on_degenerate: Callable[[], None] | None = None,
+    name: str = "blackbox_ap_loss",
 ) -> torch.Tensor:
-    """``1 - mean blackbox AP`` of in-batch retrieval (cosine; query not its own candidate).
+    """``1 - mean blackbox AP`` (cosine scores), in-batch or cross-modal.
+
+    ``blackbox_ap_loss(embeddings, labels)`` ranks every item of the batch against the others
+    (the query is not its own candidate); ``blackbox_ap_loss(queries, candidates=candidates,
+    positives=positives)`` ranks ``queries [Q, d]`` against ``candidates [C, d]`` with a
+    ``[Q, C]`` bool positive mask (by keyword only), as :class:`gradlab.BlackboxAPLoss` does.
 
     Args:
-        embeddings: ``[B, d]`` floating.
-        labels: ``[B]`` integer classes.
-        interpolation: of :func:`blackbox_ap` (the authors' lambda times ``B - 1``, the
-            candidates of a query).
+        embeddings: ``[B, d]`` floating (``[Q, d]`` queries in the cross-modal form).
+        labels: ``[B]`` integer classes (in-batch form only).
+        interpolation: of :func:`blackbox_ap` (the authors' lambda times the candidates of a
+            query, ``B - 1`` in-batch).
         margin: margin of :func:`blackbox_ap`.
+        candidates: ``[C, d]`` floating, by keyword (cross-modal form).
+        positives: ``[Q, C]`` bool, by keyword (cross-modal form).
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips that check, but
-            the ranking refuses them still (a NaN has no rank), naming ``embeddings``.
+            the ranking refuses them still (a NaN has no rank), naming the argument. With
+            ``on_degenerate``, the same read tells whether some query has both a positive and
+            a negative.
+        on_degenerate: called (with ``validate``) when no query has both: the loss is then 0
+            with zero gradients.
+        name: names the caller in error messages.
+
+    Raises:
+        GradlabError: a call in neither form (see
+            :func:`gradlab.functional.losses.check_call_form`) or bad tensors.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> blackbox_ap_loss(emb, torch.tensor([0, 0, 1, 1]))
         tensor(0.)
+        >>> images, captions = emb[:2], emb[2:]  # image 0 ranks its caption second: AP 1/2
+        >>> blackbox_ap_loss(images, candidates=captions, positives=torch.eye(2) > 0)
+        tensor(0.2500)
     """
-    from gradlab.functional.layouts import in_batch_layout
+    from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
+    from gradlab.functional.losses import _mean_ap_loss, check_call_form, has_ranking_signal
 
-    layout = in_batch_layout(embeddings, labels, validate=validate)
-    scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query ranks last
-    from gradlab.functional.losses import _mean_ap_loss
-
-    with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
-        ap = blackbox_ap(scores, layout.positives, interpolation, margin)
-    return _mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))
+    checks = validate and value_checks_enabled()
+    if check_call_form(name, labels, (), candidates, positives):
+        layout = in_batch_layout(embeddings, labels, validate=validate)
+        if checks and on_degenerate is not None and not bool(has_ranking_signal(labels)):
+            on_degenerate()
+        scores = layout.scores.masked_fill(~layout.candidate_mask, -math.inf)  # the query last
+        with refused_by_caller_name(embeddings=embeddings):  # validate=False: not "scores"
+            ap = blackbox_ap(scores, layout.positives, interpolation, margin)
+        return _mean_ap_loss(ap, embeddings, layout.positives.any(dim=1))
+    check_real_device(queries=embeddings, candidates=candidates, positives=positives)
+    scores = cross_modal_layout(embeddings, candidates, positives, validate=False)
+    if checks:
+        counts = positives.sum(dim=1)
+        signal = ((counts > 0) & (counts < positives.shape[1])).any()
+        finite = finite_flag(embeddings) & finite_flag(candidates)
+        flags = torch.stack((finite, signal)).tolist()  # the one host read
+        if not flags[0]:
+            bad = "queries" if not bool(finite_flag(embeddings)) else "candidates"
+            raise GradlabError(non_finite_message(bad, embeddings if bad == "queries"
+                                                  else candidates))  # fmt: skip
+        if not flags[1] and on_degenerate is not None:
+            on_degenerate()
+    with refused_by_caller_name(queries=embeddings, candidates=candidates):  # not "scores"
+        ap = blackbox_ap(scores, positives, interpolation, margin)
+    return _mean_ap_loss(ap, scores, positives.any(dim=1))

@@ -39,6 +39,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_embeddings_and_labels,
@@ -77,22 +78,28 @@ def check_normalization(normalization: str) -> str:
 
 
 def check_delta_min(delta_min: object) -> float:
-    """``delta_min`` as a float if it is finite and at least :data:`FAPPY_SMALLEST_DELTA`.
+    """``delta_min`` as a float if it is in ``[FAPPY_SMALLEST_DELTA, 1]``.
+
+    Above 1 only the widest scale (2.0) runs, and a positive pair enters a scale only if
+    ``1 - s >= Delta`` (Algorithm 1, line 5): at 2.0, only a pair at cosine exactly -1. The
+    loss would be 0 with a zero gradient on every other batch, a model that never trains.
 
     Example:
         >>> check_delta_min(0.01)
         0.01
     """
     return check_in_range(
-        "delta_min", delta_min, FAPPY_SMALLEST_DELTA, reason="2**-20: narrower bins pass "
-        "float32's resolution of a cosine"
+        "delta_min", delta_min, FAPPY_SMALLEST_DELTA, FAPPY_LARGEST_DELTA / 2,
+        reason="2**-20: narrower bins pass float32's resolution of a cosine; above 1 only the "
+        "scale 2.0 runs, where a positive pair counts only at cosine -1, so the loss is 0 on "
+        "any other batch",
     )  # fmt: skip
 
 
 def fappy_deltas(delta_min: float) -> list[float]:
     """The bin widths of Algorithm 1: 2.0 halving while at least ``delta_min`` (2.0 always runs).
 
-    ``delta_min`` must be at least :data:`FAPPY_SMALLEST_DELTA` (``2**-20``).
+    ``delta_min`` must be in ``[2**-20, 1]`` (:func:`check_delta_min`).
 
     Example:
         >>> fappy_deltas(0.2)
@@ -153,6 +160,7 @@ def _cumulative_weight(
     return torch.clamp((similarities - edge) / delta, 0.0, 1.0)
 
 
+@outside_autocast
 def false_positive_probability(
     scores: torch.Tensor,
     labels: torch.Tensor,
@@ -273,6 +281,7 @@ def _check_values(
         )
 
 
+@outside_autocast
 def fappy_loss(
     embeddings: torch.Tensor,
     labels: torch.Tensor,

@@ -19,6 +19,7 @@ import math
 import torch
 
 from gradlab.functional.layouts import unit_rows
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_embeddings_and_labels,
@@ -26,6 +27,7 @@ from gradlab.validation import (
 )
 
 
+@outside_autocast
 def fastap(
     embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10, *, validate: bool = True
 ) -> torch.Tensor:

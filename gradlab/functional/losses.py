@@ -19,6 +19,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.fastap import fastap
 from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
     PositiveGroup,
@@ -228,6 +229,7 @@ def has_ranking_signal(labels: torch.Tensor) -> torch.Tensor:
     return ((counts >= 2) & (counts < labels.shape[0])).any()
 
 
+@outside_autocast
 def smooth_ap_loss(
     embeddings: torch.Tensor,
     labels: torch.Tensor | None = None,
@@ -337,6 +339,7 @@ def no_ranking_signal(
     )
 
 
+@outside_autocast
 def fastap_loss(
     embeddings: torch.Tensor, labels: torch.Tensor, num_bins: int = 10, *, validate: bool = True
 ) -> torch.Tensor:

@@ -43,6 +43,7 @@ from collections.abc import Callable
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.functional.precision import outside_autocast
 from gradlab.validation import (
     check_in_range,
     check_real_device,
@@ -143,7 +144,10 @@ def _one_sync(
     host = torch.stack(flags).tolist()  # the one transfer
     if validate and not host[0]:
         if not bool(finite_flag(scores)):
-            raise GradlabError(non_finite_message("scores", scores))
+            hint = ("; to leave an entry out, fill it with a large negative finite score "
+                    "(scores.masked_fill(mask, -1e4): in a softmax its exponential underflows "
+                    "to exactly 0)") if bool(scores.detach().isneginf().any()) else ""  # fmt: skip
+            raise GradlabError(non_finite_message("scores", scores) + hint)
         raise GradlabError(
             f"scores must lie in [-{bound[0]:.3g}, {bound[0]:.3g}] ({bound[1]}); got a score of "
             f"magnitude {float(scores.detach().abs().max()):.3g}"
@@ -260,6 +264,7 @@ def _row_max_violation(
     return total / positives.sum().clamp(min=1)
 
 
+@outside_autocast
 def max_violation_triplet_loss(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -344,6 +349,7 @@ def _row_info_nce(
     return total / (num_positives > 0).sum().clamp(min=1)
 
 
+@outside_autocast
 def nt_xent_loss(
     scores: torch.Tensor,
     positives: torch.Tensor,

@@ -26,6 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import (
     HALF_DTYPES,
     REDUCTIONS,
@@ -85,6 +86,7 @@ def _sigmoid_loss_value(
     return total if reduction == "sum" else total / scores.shape[0]
 
 
+@outside_autocast
 def sigmoid_pair_loss(
     scores: torch.Tensor,
     positives: torch.Tensor,

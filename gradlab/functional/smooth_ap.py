@@ -39,6 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.functional.precision import outside_autocast
 from gradlab.validation import (
     check_positive_int,
     check_real_device,
@@ -638,6 +639,7 @@ def check_smooth_ap_inputs(
     return check_temperature("tau", tau)
 
 
+@outside_autocast
 def smooth_ap(
     scores: torch.Tensor,
     positives: torch.Tensor,

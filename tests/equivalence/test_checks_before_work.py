@@ -282,7 +282,7 @@ def _spoiled(field, rows, value):
 
 
 @pytest.mark.parametrize("field", ["query_inputs", "candidate_inputs", "memory"])
-@pytest.mark.parametrize(("value", "kind"), [(math.inf, "inf"), (-math.inf, "inf"),
+@pytest.mark.parametrize(("value", "kind"), [(math.inf, "inf"), (-math.inf, "-inf"),
                                              (math.nan, "NaN")])  # fmt: skip
 def test_a_non_finite_input_is_refused_naming_the_field_and_its_row(field, value, kind):
     model, batch = _spoiled(field, [3], value)

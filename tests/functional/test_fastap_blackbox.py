@@ -131,7 +131,7 @@ def test_descending_ranks_breaks_ties_by_index():
             lambda: blackbox_ap(
                 torch.tensor([[math.nan, 0.0]]), torch.ones(1, 2, dtype=torch.bool)
             ),
-            r"scores must not hold NaN or \+inf \(-inf marks a non-candidate\)$",
+            r"^scores must be finite or -inf \(a non-candidate\); got NaN in row 0 \(1 row of 1\)$",
         ),
         (
             lambda: blackbox_ap(torch.zeros(1, 2), torch.ones(1, 3, dtype=torch.bool)),
@@ -253,7 +253,7 @@ FLAGS = torch.ones(1, 2, dtype=torch.bool)
         (lambda: blackbox_ap(ONE_BY_TWO.long(), FLAGS),
          "scores must have a floating dtype; got torch.int64$"),
         (lambda: blackbox_ap(torch.tensor([[math.inf, 0.0]]), FLAGS),
-         r"scores must not hold NaN or \+inf \(-inf marks a non-candidate\)$"),
+         r"^scores must be finite or -inf \(a non-candidate\); got inf in row 0 \(1 row of 1\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS[0]), r"positives must be 2-D; got shape \(2,\)$"),
         (lambda: blackbox_ap(ONE_BY_TWO, FLAGS.float()),
          "positives must be a bool tensor; got torch.float32$"),

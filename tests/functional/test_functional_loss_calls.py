@@ -1,5 +1,6 @@
 """The functional losses' call rules: both forms at once is refused naming what was passed,
-meta tensors are refused by name in either form, and ``fastap_loss`` validates by default."""
+meta tensors are refused by name in either form, ``fastap_loss`` validates by default, and
+``blackbox_ap_loss`` takes the cross-modal keyword form as its module does."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import math
 import pytest
 import torch
 
-from gradlab import GradlabError
+from gradlab import BlackboxAPLoss, GradlabError
+from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.losses import fastap_loss, smooth_ap_loss
+from tests.reference.histogram_losses_loops import ranked_ap
+from tests.reference.smooth_ap_loops import cosine
 
 
 def _message(call) -> str:
@@ -50,3 +54,67 @@ def test_fastap_loss_refuses_nan_embeddings_unless_validate_is_off():
         "embeddings must be finite; got NaN in row 2 (1 row of 6)"
     )
     assert math.isnan(fastap_loss(embeddings, labels, validate=False).item())
+
+
+def _cross_modal_batch(seed: int = 3):
+    generator = torch.Generator().manual_seed(seed)
+    queries = torch.randn(4, 3, generator=generator, dtype=torch.float64)
+    candidates = torch.randn(6, 3, generator=generator, dtype=torch.float64)
+    positives = torch.rand(4, 6, generator=generator) < 0.4
+    positives[:, 0] = True
+    return queries, candidates, positives
+
+
+def test_blackbox_ap_loss_takes_the_cross_modal_form_as_its_module_does():
+    queries, candidates, positives = _cross_modal_batch()
+    rows = [[cosine(q, c) for c in candidates.tolist()] for q in queries.tolist()]
+    aps = [ranked_ap(row, flags, 0.02) for row, flags in zip(rows, positives.tolist(),
+                                                               strict=True)]  # fmt: skip
+    got = blackbox_ap_loss(queries, candidates=candidates, positives=positives)
+    assert got.item() == pytest.approx(1.0 - sum(aps) / len(aps), rel=1e-12, abs=0)
+    module = BlackboxAPLoss()(queries, candidates=candidates, positives=positives)
+    assert torch.equal(got, module)
+
+
+def test_blackbox_ap_loss_refuses_a_call_in_neither_form_naming_itself():
+    queries, candidates, _ = _cross_modal_batch()
+    assert _message(lambda: blackbox_ap_loss(queries, candidates=candidates)) == (
+        "blackbox_ap_loss's cross-modal form loss(queries, candidates=candidates, "
+        "positives=positives) needs positives too"
+    )
+    assert _message(lambda: blackbox_ap_loss(queries)) == (
+        "blackbox_ap_loss takes loss(embeddings, labels) or loss(queries, "
+        "candidates=candidates, positives=positives); labels is missing"
+    )
+
+
+@pytest.mark.parametrize("bad", ["queries", "candidates"])
+def test_blackbox_ap_loss_cross_modal_refuses_non_finite_input_by_name(bad):
+    queries, candidates, positives = _cross_modal_batch()
+    (queries if bad == "queries" else candidates)[1, 2] = math.inf
+    message = _message(lambda: blackbox_ap_loss(queries, candidates=candidates,
+                                                positives=positives))  # fmt: skip
+    rows = 4 if bad == "queries" else 6
+    assert message == f"{bad} must be finite; got inf in row 1 (1 row of {rows})"
+
+
+@pytest.mark.parametrize("form", ["in-batch", "cross-modal"])
+def test_blackbox_ap_loss_calls_on_degenerate_only_on_a_batch_without_signal(form):
+    queries, candidates, positives = _cross_modal_batch()
+    calls = []
+
+    def call(degenerate: bool, validate: bool = True):
+        if form == "in-batch":
+            labels = torch.arange(4) if degenerate else torch.tensor([0, 0, 1, 1])
+            return blackbox_ap_loss(queries, labels, validate=validate,
+                                    on_degenerate=lambda: calls.append(1))  # fmt: skip
+        mask = torch.zeros_like(positives) if degenerate else positives
+        return blackbox_ap_loss(queries, candidates=candidates, positives=mask,
+                                validate=validate,
+                                on_degenerate=lambda: calls.append(1))  # fmt: skip
+
+    call(False)
+    assert calls == []
+    assert call(True).item() == 0.0 and calls == [1]
+    call(True, validate=False)  # no read for it: nothing called
+    assert calls == [1]

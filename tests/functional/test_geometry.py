@@ -79,8 +79,9 @@ def test_a_measure_of_values_that_are_not_finite_is_refused_naming_the_argument(
     points, scores = torch.randn(6, 4), torch.rand(6, 6)
     positives = torch.eye(6, dtype=torch.bool).roll(1, dims=1)
     points[2, 1], scores[2, 1] = bad, bad
-    with pytest.raises(GradlabError, match=r"^(embeddings|queries|scores|gram) must be finite; "
-                                           r"got (NaN|inf) in row 2 \(1 row of 6\)$"):  # fmt: skip
+    message = (r"^(embeddings|queries|scores|gram) must be finite; "
+               r"got (NaN|inf|-inf) in row 2 \(1 row of 6\)$")
+    with pytest.raises(GradlabError, match=message):
         call(points, scores, positives)
 
 

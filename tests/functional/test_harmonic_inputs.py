@@ -39,7 +39,7 @@ def _exact_message(name: str, where: str) -> str:
         (lambda: discount_gap(torch.tensor([0.0, 1.0]), torch.tensor([2.0, INF])), "b",
          "inf in entry 1 (1 entry of 2)"),
         (lambda: discount_rate(torch.tensor([-INF]), torch.tensor([1.0])), "a",
-         "inf in entry 0 (1 entry of 1)"),
+         "-inf in entry 0 (1 entry of 1)"),
         (lambda: discount_rate(torch.tensor([0.0]), torch.tensor([NAN])), "count",
          "NaN in entry 0 (1 entry of 1)"),
     ],

@@ -1,0 +1,65 @@
+"""The losses' precision under ``torch.autocast``: they compute in their inputs' dtype.
+
+Autocast runs matrix products (``mm``, ``bmm``, ``matmul``, ``linear``) in bfloat16 or float16
+and leaves a loss function's own arithmetic to the function. torch puts its own losses
+(``cross_entropy``, ``nll_loss``, ...) on autocast's float32 list; gradlab's losses go one step
+further and switch autocast off inside, so float32 inputs give a float32 computation (the cosine
+scores of embeddings included) and half-precision inputs follow the documented half-precision
+rules (SmoothAP, NT-Xent, VSE++, SigLIP, FastAP and FAPPY widen to float32; Blackbox AP computes
+in the input's dtype). Under autocast a product of float32 embeddings in bfloat16 moves the
+fine bins of FastAP (Cakir et al. 2019) and FAPPY, and Blackbox AP's ranks, far enough to
+change the gradient's direction: that is why.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+import torch
+
+Function = TypeVar("Function", bound=Callable)
+
+
+def _device_type(args: tuple, kwargs: dict) -> str | None:
+    """The device type of the first tensor among the arguments (None if there is none)."""
+    for value in (*args, *kwargs.values()):
+        if isinstance(value, torch.Tensor):
+            return value.device.type
+    return None
+
+
+def outside_autocast(function: Function) -> Function:
+    """``function`` run with autocast off on its tensors' device (a no-op when it is off).
+
+    The device is the first tensor argument's (a loss's tensors share one device); checking
+    whether autocast is on costs one call, so a call outside autocast pays nothing more.
+
+    Example:
+        >>> @outside_autocast
+        ... def product(a, b):
+        ...     return a @ b
+        >>> a = torch.ones(2, 2)
+        >>> with torch.autocast("cpu", dtype=torch.bfloat16):
+        ...     (a @ a).dtype, product(a, a).dtype
+        (torch.bfloat16, torch.float32)
+    """
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        device_type = _device_type(args, kwargs)
+        if device_type is None or not _autocast_on(device_type):
+            return function(*args, **kwargs)
+        with torch.autocast(device_type, enabled=False):
+            return function(*args, **kwargs)
+
+    return run  # type: ignore[return-value]
+
+
+def _autocast_on(device_type: str) -> bool:
+    """Whether autocast is on for ``device_type`` (False for a type autocast does not know)."""
+    try:
+        return torch.is_autocast_enabled(device_type)
+    except RuntimeError:  # e.g. "meta": no autocast there
+        return False

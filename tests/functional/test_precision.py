@@ -1,0 +1,85 @@
+"""Under ``torch.autocast`` the losses compute in their inputs' dtype: a float32 call under CPU
+autocast (bfloat16) gives the value and the gradient of the same call without it, bit for bit.
+Without the rule autocast runs the cosine products in bfloat16 (FastAP's and Blackbox AP's
+gradients then point elsewhere)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import gradlab.functional as F
+from gradlab.functional.precision import outside_autocast
+
+GENERATOR_SEED = 11
+LABELS = torch.arange(24) % 6
+EYE = torch.eye(10, dtype=torch.bool)
+
+
+def _embeddings() -> torch.Tensor:
+    return torch.randn(24, 16, generator=torch.Generator().manual_seed(GENERATOR_SEED))
+
+
+def _scores() -> torch.Tensor:
+    return torch.rand(10, 10, generator=torch.Generator().manual_seed(GENERATOR_SEED))
+
+
+def _cosine(embeddings: torch.Tensor) -> torch.Tensor:
+    unit = embeddings / embeddings.norm(dim=1, keepdim=True)
+    return unit @ unit.T  # under autocast: bfloat16, as a model's would be
+
+
+CALLS = {  # (input, the call whose value is summed and differentiated)
+    "smooth_ap": (_scores, lambda s: F.smooth_ap(s, EYE, 0.05)),
+    "smooth_ap_loss": (_embeddings, lambda e: F.smooth_ap_loss(e, LABELS, tau=0.05)),
+    "fastap": (_embeddings, lambda e: F.fastap(e, LABELS, 20)),
+    "fastap_loss": (_embeddings, lambda e: F.fastap_loss(e, LABELS, 20)),
+    "fappy_loss": (_embeddings, lambda e: F.fappy_loss(e, LABELS, 0.05)),
+    "false_positive_probability": (
+        _scores, lambda s: F.false_positive_probability(2 * s - 1, torch.arange(10) % 3, 0.25)[0],
+    ),
+    "blackbox_ap": (_scores, lambda s: F.blackbox_ap(s, EYE)),
+    "blackbox_ap_loss": (_embeddings, lambda e: F.blackbox_ap_loss(e, LABELS)),
+    "nt_xent_loss": (_scores, lambda s: F.nt_xent_loss(s, EYE, 0.1)),
+    "max_violation_triplet_loss": (_scores, lambda s: F.max_violation_triplet_loss(s, EYE)),
+    "sigmoid_pair_loss": (_scores, lambda s: F.sigmoid_pair_loss(s, EYE)),
+}
+
+
+def _run(name: str, autocast: bool):
+    make, call = CALLS[name]
+    leaf = make().requires_grad_(True)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        value = call(leaf)
+    value = value.nansum() if value.ndim else value  # per-query APs: NaN for a query without
+    value.backward()
+    return value, leaf.grad
+
+
+@pytest.mark.parametrize("name", sorted(CALLS))
+def test_a_float32_call_under_autocast_is_the_call_without_it(name):
+    plain, plain_grad = _run(name, autocast=False)
+    value, grad = _run(name, autocast=True)
+    assert value.dtype == grad.dtype == torch.float32
+    assert torch.equal(value, plain) and torch.equal(grad, plain_grad)
+
+
+def test_a_product_under_autocast_is_bfloat16_so_the_tests_above_can_fail():
+    embeddings = _embeddings()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert _cosine(embeddings).dtype == torch.bfloat16
+        assert outside_autocast(_cosine)(embeddings).dtype == torch.float32
+
+
+def test_outside_autocast_keeps_the_function_and_passes_calls_without_a_tensor():
+    def noted(value: int, *, twice: bool = False) -> int:
+        """Doubled or not."""
+        return 2 * value if twice else value
+
+    wrapped = outside_autocast(noted)
+    assert wrapped.__name__ == "noted" and wrapped.__doc__ == "Doubled or not."
+    assert wrapped.__wrapped__ is noted
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert wrapped(3, twice=True) == 6
+        meta = torch.empty(2, 2, device="meta")  # a device autocast does not know
+        assert outside_autocast(lambda t: t @ t)(meta).dtype == torch.float32
