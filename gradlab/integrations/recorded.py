@@ -197,9 +197,14 @@ class RecordedScoresAdapter(LossAdapter):
             self.recorder.score_recorder = None
 
     def capture(self, tensors: list, loss: object, tau: float, *, recorded=(),
-                score_grad: bool = False, **_ignored: object) -> BatchView:  # fmt: skip
+                score_grad: bool = False, loss_scale: bool = False,
+                **_ignored: object) -> BatchView:  # fmt: skip
         """The BatchView of a logged call from the recorded matrices (the call's own tensors,
-        gradlab's loss record and the embeddings' gradient do not apply).
+        gradlab's loss record and the embeddings' gradient do not apply). With ``score_grad``
+        or ``loss_scale``, the loss is hooked for the factor the training loop puts on it
+        (accumulation, AMP, a weight), which the step divides out of ``dL/dS`` and of a
+        followed parameter's gradient; for a dict of losses (open_clip's ``output_dict``,
+        summed by its training loop), the first of its values in the graph.
 
         Raises:
             GradlabError: the call recorded no matrix.
@@ -219,7 +224,19 @@ class RecordedScoresAdapter(LossAdapter):
             batch.softmax = collector.softmax()
         if score_grad:
             batch.score_captures = captures
+        self.remove_hooks()  # the previous logged call's, if no step() came between
+        if score_grad or loss_scale:
+            self.follow_loss_scale(batch, _scaled_part(loss))
         return batch
+
+
+def _scaled_part(loss: object) -> object:
+    """The tensor that backward reaches with the loop's factor: the loss itself, or the first
+    value of a dict of losses that is in the graph (each value of a sum receives the factor)."""
+    if isinstance(loss, dict):
+        return next((value for value in loss.values() if isinstance(value, torch.Tensor)
+                     and value.requires_grad), None)  # fmt: skip
+    return loss
 
 
 def _matching(features: tuple | None, shape: torch.Size) -> tuple | None:

@@ -357,16 +357,23 @@ class LossAdapter:
                     batch.gradient_arrived = True
 
             self._hooks.append(first.register_hook(arrived))
-        if (score_grad or embedding_grad or loss_scale) and _is_scalar_in_graph(loss):
-
-            def keep_scale(grad: torch.Tensor) -> None:  # the factor put on the loss (read only)
-                batch.loss_scale = grad.detach().reshape(())
-
-            self._hooks.append(loss.register_hook(keep_scale))
+        if score_grad or embedding_grad or loss_scale:
+            self.follow_loss_scale(batch, loss)
         # hooked during the call, on whatever matrix the loss handed its recorder (perhaps a
         # tensor of the caller's); SmoothAP's recorded scores are its own, freed with the graph
         self._hooks.extend(capture.hook for capture in recorded if capture.hook is not None)
         return batch
+
+    def follow_loss_scale(self, batch: BatchView, loss: object) -> None:
+        """Hook ``loss`` (a one-element tensor in the graph; else nothing) for the factor the
+        training loop puts on it before backward, kept in ``batch.loss_scale`` (read only)."""
+        if not _is_scalar_in_graph(loss):
+            return
+
+        def keep_scale(grad: torch.Tensor) -> None:
+            batch.loss_scale = grad.detach().reshape(())
+
+        self._hooks.append(loss.register_hook(keep_scale))
 
     def _lend_workspace(self, batch: BatchView, weights: RecordedColumnWeights) -> None:
         """The backward writes the column weights into the workspace that the previous step's

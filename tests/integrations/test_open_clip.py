@@ -271,6 +271,35 @@ def test_the_geometry_is_that_of_the_features_in_cosine_units_not_the_logits(tmp
         assert record[key] == pytest.approx(value, rel=1e-5, abs=1e-9), key
 
 
+@pytest.mark.parametrize("output_dict", [False, True])
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_observed_scale_gradient_is_the_calls_own_whatever_factor_the_loop_puts_on_it(
+    tmp_path, source, kind, output_dict,
+):
+    # Two micro-batches of one optimizer step, the loss weighted 1/4 then 3 (accumulation, a
+    # loss weight): the logged dL/dlog s is the last call's own, the parameter's gradient from
+    # that call alone with the weight divided out (it came out multiplied by the weight).
+    clip_loss, siglip_loss = loss_classes(source)
+    loss, bias = (clip_loss(), None) if kind == "clip" else (siglip_loss(), torch.tensor(-3.0))
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
+    batches = [features(1, 6, seed=seed) for seed in (7, 8)]
+    with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1), scale=logit_scale,
+                         log_scale=True, logits=True)]) as monitor:  # fmt: skip
+        loss_fn = monitor.watch(RecordingClipLoss(loss))
+        for (images, texts), weight in zip(batches, (0.25, 3.0), strict=True):
+            value = loss_fn(images, texts, logit_scale.exp(), bias, output_dict=output_dict)
+            total = sum(value.values()) if output_dict else value
+            (total * weight).backward()
+        record = monitor.step()
+    alone = torch.nn.Parameter(logit_scale.detach().clone())  # the last call, unweighted
+    value = loss(*batches[1], alone.exp(), *(() if bias is None else (bias,)))
+    value.backward()
+    assert record["temperature_log_scale_grad_observed"] == pytest.approx(float(alone.grad),
+                                                                          rel=1e-6)  # fmt: skip
+    assert float(logit_scale.grad) != pytest.approx(float(alone.grad), rel=1e-2)
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_temperature_reads_the_calls_scale_and_the_sigmoid_loss_has_no_closed_form(tmp_path,
                                                                                      source):
