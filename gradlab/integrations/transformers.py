@@ -22,8 +22,8 @@ What it does:
   ``<args.output_dir>/gradlab_logs`` (:data:`DEFAULT_FOLDER`). Its steps are the Trainer's
   ``global_step`` after each optimizer step (1, 2, ...), the numbers ``state.log_history``
   uses. Without an ``every`` option the Monitor logs on the Trainer's logging steps
-  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch; and step
-  1 with ``logging_first_step``).
+  (``logging_steps``; with ``logging_strategy="epoch"``, the last step of each epoch, and
+  ``max_steps`` when it cuts an epoch short; and step 1 with ``logging_first_step``).
 * The watched loss feeds the Monitor only inside a training step (between ``on_step_begin`` and
   ``on_step_end``): evaluation calls are passed straight through. The Monitor steps once per
   optimizer step (``on_pre_optimizer_step``: after backward, so ``dL/dS`` is known); with
@@ -71,7 +71,7 @@ from gradlab.monitor.distributed import is_rank_zero
 from gradlab.monitor.monitor import Monitor
 from gradlab.monitor.sinks import SINKS, scalars
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
-from gradlab.validation import check_positive_int
+from gradlab.validation import check_bool, check_positive_int
 
 try:
     from transformers import TrainerCallback
@@ -153,25 +153,36 @@ def _logging_interval(args: Any, state: Any, train_dataloader: Any) -> tuple[int
 
 
 class LoggingSteps:
-    """The Trainer's logging steps with ``logging_first_step``: step 1 and every ``n``-th.
+    """The Trainer's logging steps: every ``n``-th, step 1 with ``logging_first_step``
+    (``first``), and ``last``, the run's last step, where a Trainer that logs once per epoch
+    logs the epoch that ``max_steps`` cut short.
 
     Example:
         >>> schedule = LoggingSteps(4)
         >>> schedule, [step for step in range(1, 10) if schedule(step)]
         (LoggingSteps(4), [1, 4, 8])
+        >>> epochs = LoggingSteps(4, first=False, last=10)  # epochs of 4 steps, max_steps 10
+        >>> epochs, [step for step in range(1, 11) if epochs(step)]
+        (LoggingSteps(4, first=False, last=10), [4, 8, 10])
 
     Raises:
-        GradlabError: ``n`` is not a positive integer.
+        GradlabError: ``n`` (or ``last``, when given) is not a positive integer, or ``first``
+            is not a bool.
     """
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, *, first: bool = True, last: int | None = None) -> None:
         self.n = check_positive_int("n", n)  # the Trainer's logging_steps: 1 or more
+        self.first = check_bool("first", first)
+        self.last = None if last is None else check_positive_int("last", last)
 
     def __call__(self, step: int) -> bool:
-        return step == 1 or step % self.n == 0
+        return (step % self.n == 0 or (self.first and step == 1)
+                or (self.last is not None and step == self.last))  # fmt: skip
 
     def __repr__(self) -> str:
-        return f"LoggingSteps({self.n!r})"
+        options = "" if self.first else ", first=False"
+        options += "" if self.last is None else f", last={self.last!r}"
+        return f"LoggingSteps({self.n!r}{options})"
 
 
 REPORTED_BACKENDS = frozenset({"tensorboard", "wandb", "mlflow"})
@@ -455,9 +466,13 @@ class GradlabTrainerCallback(TrainerCallback):
         options = self.options
         self._logging_interval = _logging_interval(args, state, kwargs.get("train_dataloader"))
         if options.every is None and options.quantities is None:
-            steps = self._logging_interval[0]
+            steps, per_epoch = self._logging_interval
             first = bool(getattr(args, "logging_first_step", False)) and steps > 1
-            options = replace(options, every=LoggingSteps(steps) if first else steps)
+            # once per epoch, the Trainer logs the last epoch that max_steps cut short too
+            end = int(getattr(state, "max_steps", 0) or 0)
+            last = end if per_epoch and end > 0 and end % steps else None
+            every = LoggingSteps(steps, first=first, last=last) if first or last else steps
+            options = replace(options, every=every)
         try:
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments

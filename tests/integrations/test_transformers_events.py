@@ -704,6 +704,17 @@ def test_logging_steps_refuses_what_is_no_positive_integer(n):
         LoggingSteps(n)
 
 
+def test_logging_steps_refuses_a_first_that_is_no_bool_and_a_last_that_is_no_step():
+    from gradlab.integrations.transformers import LoggingSteps
+
+    with pytest.raises(GradlabError, match=r"^first must be True or False; got 'yes'$"):
+        LoggingSteps(4, first="yes")
+    with pytest.raises(GradlabError, match=r"^last must be a positive integer; got 0$"):
+        LoggingSteps(4, last=0)
+    steps = LoggingSteps(3, first=False, last=7)
+    assert [step for step in range(1, 10) if steps(step)] == [3, 6, 7, 9]
+
+
 @pytest.mark.parametrize("restart", [0, 1, 2])
 def test_resume_behind_the_run_s_last_step_warns_that_steps_will_repeat(tmp_path, restart):
     """resume=True while the Trainer starts over (no resume_from_checkpoint): its steps were

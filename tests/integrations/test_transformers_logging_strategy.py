@@ -1,7 +1,8 @@
 """The Trainer's logging schedule beyond logging_steps. With logging_strategy="epoch" the
 callback logs on the epoch ends: it followed logging_steps (500 by default) instead, so
 log_history's epoch entries had no gradlab values, metrics.jsonl only the last step, and a
-warning advised lowering logging_steps. With logging_first_step it logs step 1 too."""
+warning advised lowering logging_steps; the epoch that max_steps cuts short is logged at
+max_steps, as the Trainer logs it. With logging_first_step it logs step 1 too."""
 
 import warnings
 
@@ -42,6 +43,34 @@ def test_epoch_logging_logs_each_epoch_end_in_both_logs(tmp_path, pairs, accumul
     logged = {entry["step"]: entry["gradlab/loss"] for entry in trainer.state.log_history
               if "gradlab/loss" in entry}  # fmt: skip
     assert logged == {record["step"]: record["loss"] for record in records}
+
+
+@pytest.mark.parametrize(("accumulation", "max_steps", "logged_steps"),
+                         [(1, 10, [8, 10]), (3, 5, [3, 5])])
+def test_an_epoch_that_max_steps_cuts_short_is_logged_with_its_gradients(
+    tmp_path, accumulation, max_steps, logged_steps,
+):
+    # Epochs of 8 (and of 3 accumulated) optimizer steps, max_steps inside the second: the
+    # Trainer logs that cut epoch at max_steps, where only the closing record (no gradient
+    # quantities) was written and log_history's entry had no gradlab values.
+    callback = GradlabTrainerCallback(preset="full")
+    trainer = in_batch_trainer_class()(
+        model=tiny_bert(), train_dataset=PairDataset(64 if accumulation == 1 else 72),
+        args=training_arguments(tmp_path, max_steps=max_steps, logging_steps=500,
+                                logging_strategy="epoch",
+                                gradient_accumulation_steps=accumulation),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)))  # fmt: skip
+    callback.attach(trainer)
+    trainer.train()
+    _, records = read_jsonl(tmp_path / "gradlab_logs" / "metrics.jsonl")
+    assert [record["step"] for record in records] == logged_steps
+    key = "anatomy_i2t_active_negatives_mean"  # read from dL/dS: a logged step's gradient
+    assert all(key in record for record in records)
+    logged = {entry["step"]: entry[f"gradlab/{key}"] for entry in trainer.state.log_history
+              if f"gradlab/{key}" in entry}  # fmt: skip
+    assert logged == {record["step"]: record[key] for record in records}
+    trainer_steps = [entry["step"] for entry in trainer.state.log_history if "loss" in entry]
+    assert trainer_steps == logged_steps  # where the Trainer itself logged its loss
 
 
 def test_logging_first_step_logs_step_one_in_both_logs(tmp_path):
