@@ -58,11 +58,12 @@ DEFAULT_FOLDER = "gradlab_logs"
 package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
 
 
-def _next_version(folder: Path) -> int:
-    """One more than the largest ``version_N`` folder in ``folder`` (0 when there is none)."""
+def _next_version(folder: Path, resume: bool = False) -> int:
+    """One more than the largest ``version_N`` folder in ``folder`` (0 when there is none);
+    with ``resume``, the largest itself (the run to go on with)."""
     taken = [int(path.name[8:]) for path in folder.glob("version_*")
              if path.is_dir() and path.name[8:].isdigit()]  # fmt: skip
-    return max(taken, default=-1) + 1
+    return max(taken, default=-1) + (0 if resume and taken else 1)
 
 
 class TrainerLoggersSink(Sink):
@@ -233,7 +234,8 @@ class GradlabCallback(Callback):
         if stage != "fit":
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
-        folder = self.log_dir if self.log_dir is not None else self._default_folder(trainer)
+        folder = (self.log_dir if self.log_dir is not None
+                  else self._default_folder(trainer, self.options.resume))  # fmt: skip
         sinks = list(self.options.sinks)
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
@@ -275,18 +277,19 @@ class GradlabCallback(Callback):
             monitor.close(log_last_step=log_last_step)
 
     @staticmethod
-    def _default_folder(trainer) -> Path:
+    def _default_folder(trainer, resume: bool = False) -> Path:
         """``<trainer.log_dir>/gradlab_logs``, plus the run id for loggers whose folder is
         shared; without a logger (``logger=False``, ``fast_dev_run``), the next free
         ``<default_root_dir>/gradlab_logs/version_N``, as Lightning numbers its own runs: a
-        second run from the same folder is a new run, not a refusal."""
+        second run from the same folder is a new run, not a refusal; with ``resume``, the
+        last ``version_N`` (the run it goes on with; ``version_0`` when there is none)."""
         base = trainer.log_dir  # a collective: every rank calls it
         # Without a logger Lightning's log_dir is None (fast_dev_run) or its default_root_dir
         # (logger=False, Lightning 2.x): no folder of this run's own either way.
         own = base is not None and bool(trainer.loggers)
         folder = Path(base if own else trainer.default_root_dir) / DEFAULT_FOLDER
         if not own:
-            folder = folder / f"version_{_next_version(folder)}"
+            folder = folder / f"version_{_next_version(folder, resume)}"
         loggers = trainer.loggers
         if trainer.is_global_zero and loggers and not isinstance(
             loggers[0], (TensorBoardLogger, CSVLogger)

@@ -126,6 +126,30 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
         assert [r["step"] for r in records] == [0, 1]
 
 
+def test_a_resumed_fit_without_a_logger_goes_on_with_the_last_numbered_run(tmp_path):
+    # resume=True without a logger opened the next version_N: the run was split over two
+    # folders, the second one's header saying it resumed nothing
+    def fit(resume: bool, max_steps: int, checkpoint=None):
+        callback = GradlabCallback(preset="cheap", every=1, resume=resume)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
+                                default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
+        trainer.fit(module, loader(8), ckpt_path=checkpoint)
+        return trainer
+
+    first = fit(False, 4)
+    checkpoint = tmp_path / "first.ckpt"
+    first.save_checkpoint(checkpoint)
+    fit(True, 8, checkpoint)
+    root = tmp_path / DEFAULT_FOLDER
+    assert sorted(path.name for path in root.iterdir()) == ["version_0"]
+    headers, records = read_jsonl(root / "version_0" / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(8))
+    assert headers[1]["resumed"]["from_step"] == 4
+    fit(False, 2)  # without resume: the next numbered run, as before
+    assert sorted(path.name for path in root.iterdir()) == ["version_0", "version_1"]
+
+
 def test_the_hugging_face_callback_in_a_lightning_trainer_names_the_right_one(tmp_path):
     # the two callbacks' names are close: Lightning raised AttributeError ('setup', then
     # 'on_exception' while handling it)
