@@ -408,7 +408,10 @@ class LossAdapter:
             if captured and not in_batch:
                 self._warn_other_matrix(captured[0])
             elif not captured and self.recorder is not None and not self.smooth_ap:
+                # no pair scored: dL/dS is 0, read as such once backward reaches the
+                # embeddings (BatchView.zero_unreached_score_grads), on the step's scores
                 self._warn_not_scored()
+                in_batch = [ScoreCapture("in_batch", batch.layout.scores, batch.positives)]
             captured = in_batch[:1]
             for capture in captured:  # a recording distance: in-batch, the query not a candidate
                 capture.direction = "in_batch"
@@ -421,15 +424,16 @@ class LossAdapter:
     def _warn_not_scored(self) -> None:
         """Warn once that a logged call computed no score matrix (a pytorch-metric-learning
         loss whose miner found no pair returns 0 without calling its distance): the anatomy
-        keys of such steps are missing, which would otherwise read as a logging fault."""
+        of such steps is that of a zero ``dL/dS``, which would otherwise look like a fault."""
         if self._warned_not_scored:
             return
         self._warned_not_scored = True
         warnings.warn(
             f"gradlab.Monitor: {self.name} computed no score matrix on a logged call (a "
             "pytorch-metric-learning loss returns 0 without calling its distance when its "
-            "miner finds no pair), so the anatomy is not logged for such calls: no pair "
-            "received gradient through the scores (later ones are not warned about)",
+            "miner finds no pair): no pair received gradient through the scores, and the "
+            "anatomy logs such a call so (no active negative, every query without gradient; "
+            "later ones are not warned about)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )

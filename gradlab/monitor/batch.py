@@ -359,6 +359,29 @@ class BatchView:
             self.parameter_grads[key] = (grad / divisor.to(grad.device)).to(grad.dtype)
         self.loss_scale = None  # once
 
+    def zero_unreached_score_grads(self) -> None:
+        """Give ``dL/dS = 0`` to each recorded score matrix that backward never reached
+        while it reached the watched call's input (:attr:`gradient_arrived`): the loss's
+        value does not depend on that matrix (a pytorch-metric-learning loss whose pairs all
+        lie inside its margin returns a zero of the embeddings, one whose miner found no pair
+        never scores them), so no pair receives gradient through it. A step whose backward
+        reached nothing keeps its captures without gradient (nothing is logged from them).
+
+        Example:
+            >>> scores = torch.eye(2)
+            >>> view = BatchView(torch.eye(2), labels=torch.arange(2), gradient_arrived=True,
+            ...                  score_captures=[ScoreCapture("in_batch", scores, scores > 0)])
+            >>> view.zero_unreached_score_grads()
+            >>> view.score_captures[0].grad.tolist()
+            [[0.0, 0.0], [0.0, 0.0]]
+        """
+        if self.gradient_arrived is not True:
+            return
+        for capture in self.score_captures:
+            recorded = capture.smooth_ap_tau is None and capture.scores is not None
+            if recorded and capture.grad is None:
+                capture.grad = torch.zeros_like(capture.scores)
+
     def _leave_graph(self) -> None:
         """Once the embeddings' gradient has arrived, hold the recorded scores out of the
         autograd graph (the view reads only their values).

@@ -721,6 +721,7 @@ class Monitor:
         if batch.embeddings_outside_graph:
             self._warn_embeddings_outside_graph(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather
+        batch.zero_unreached_score_grads()  # a matrix the loss did not use: dL/dS = 0
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,
                                  same=agreement is not None and agreement.same)  # fmt: skip

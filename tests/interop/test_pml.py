@@ -165,33 +165,61 @@ def test_a_batch_scored_against_another_set_logs_no_anatomy_and_says_so(tmp_path
                 assert not caught  # once
 
 
-def test_a_call_that_scores_nothing_logs_no_anatomy_and_says_so(tmp_path):
+def test_a_call_that_scores_nothing_logs_the_anatomy_of_no_gradient_and_says_so(tmp_path):
     """A miner that finds no pair: pytorch-metric-learning returns 0 without calling its
-    distance. The step's anatomy keys went missing with no word (a gap that reads as a logging
-    fault); the steps around it keep theirs."""
+    distance. The step's anatomy keys went missing (with no word at first, then with a
+    warning): a gap in the figures where the truth, no pair receiving gradient, is what a user
+    wants to see. They read so now: no active negative, every query without gradient."""
     embeddings, labels = _batch(size=8)
     nothing = tuple(torch.empty(0, dtype=torch.long) for _ in range(4))  # no mined pair
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
         loss = pml_losses.MultiSimilarityLoss(distance=RecordingCosineSimilarity())
         loss_fn = monitor.watch(loss)
-        logged, messages, categories = [], [], []
+        records, messages, categories = [], [], []
         for step in range(4):
             leaf = embeddings.clone().requires_grad_(True)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 value = loss_fn(leaf, labels, nothing) if step in (1, 2) else loss_fn(leaf, labels)
             (value + 0 * leaf.sum()).backward()  # a zero loss without a graph to the leaf
-            logged.append(any(key.startswith("anatomy_") for key in monitor.step()))
+            records.append(monitor.step())
             messages += [(step, w.filename, str(w.message)) for w in caught]
             categories += [w.category for w in caught]
-    assert logged == [True, False, False, True]
+    for step in (1, 2):
+        assert records[step]["anatomy_active_negatives_mean"] == 0.0
+        assert records[step]["anatomy_active_positives"] == 0.0
+        assert records[step]["anatomy_queries_without_gradient"] == 1.0
+    for step in (0, 3):  # the steps around it: the loss's own anatomy
+        assert records[step]["anatomy_active_negatives_mean"] > 0.0
+        assert records[step]["anatomy_queries_without_gradient"] < 1.0
     assert categories == [RuntimeWarning]
     assert messages == [(1, __file__,
                          "gradlab.Monitor: the watched loss MultiSimilarityLoss computed no score "
                          "matrix on a logged call (a pytorch-metric-learning loss returns 0 "
-                         "without calling its distance when its miner finds no pair), so the "
-                         "anatomy is not logged for such calls: no pair received gradient "
-                         "through the scores (later ones are not warned about)")]
+                         "without calling its distance when its miner finds no pair): no pair "
+                         "received gradient through the scores, and the anatomy logs such a "
+                         "call so (no active negative, every query without gradient; later "
+                         "ones are not warned about)")]
+
+
+def test_a_loss_whose_pairs_all_lie_in_its_margin_logs_the_anatomy_of_no_gradient(tmp_path):
+    """ContrastiveLoss with every pair inside its margins scores the batch, then returns a zero
+    of the embeddings: backward never reaches the score matrix, and the anatomy keys went
+    missing without a word. dL/dS is 0 there: every query without gradient."""
+    labels = torch.arange(4).repeat_interleave(3)
+    generator = torch.Generator().manual_seed(0)
+    centres = torch.randn(4, 8, generator=generator)
+    tight = centres[labels] + 0.01 * torch.randn(12, 8, generator=generator)
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        loss_fn = monitor.watch(pml_losses.ContrastiveLoss(distance=RecordingCosineSimilarity(),
+                                                           pos_margin=0.9, neg_margin=0.999))
+        leaf = tight.requires_grad_(True)
+        value = loss_fn(leaf, labels)
+        value.backward()
+        record = monitor.step()
+    assert float(value) == 0.0 and torch.count_nonzero(leaf.grad) == 0
+    assert record["anatomy_active_negatives_mean"] == 0.0
+    assert record["anatomy_queries_without_gradient"] == 1.0
 
 
 def test_cross_batch_memory_says_why_its_recording_inner_loss_gives_no_anatomy(tmp_path):
