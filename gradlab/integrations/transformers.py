@@ -185,6 +185,10 @@ class LoggingSteps:
         return f"LoggingSteps({self.n!r}{options})"
 
 
+CONSOLE_CALLBACKS = frozenset({"PrinterCallback", "ProgressCallback",
+                               "NotebookProgressCallback"})
+"""The Trainer's callbacks that print each ``logs`` on the console (or a notebook's table)."""
+
 REPORTED_BACKENDS = frozenset({"tensorboard", "wandb", "mlflow"})
 """The Monitor's sinks that a Trainer's ``report_to`` can also name (``"all"``: every one)."""
 
@@ -256,6 +260,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self.last_record: dict | None = None
         self.attached = False
         self._forwarded_step: int | None = None
+        self._added_keys: frozenset[str] = frozenset()  # in the last logs: off the console
         self._first_step = 0  # state.global_step when training began
         self._calls_at_step = 0  # the Monitor's watched calls at its previous step
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
@@ -386,8 +391,31 @@ class GradlabTrainerCallback(TrainerCallback):
                      len(callbacks))  # fmt: skip
         callbacks.insert(first, self)
         self.attached = True
+        self._quiet_console(callbacks)
         self._close_when_raising(trainer)
         return self
+
+    def _quiet_console(self, callbacks: list) -> None:
+        """Keep gradlab's values off the Trainer's console lines: its printing callbacks run
+        last and print every key of ``logs`` (with a ``report_to`` backend, after this
+        callback added its values: some 3,000 characters a logged step with the full preset).
+        Their ``on_log`` gets ``logs`` without the keys this callback added; the backends,
+        ``state.log_history`` and the callbacks passed as ``callbacks=[...]`` keep them."""
+        for callback in callbacks:
+            if type(callback).__name__ not in CONSOLE_CALLBACKS:
+                continue
+            if getattr(callback, "_gradlab_quiet", None) is self:  # attached again
+                continue
+            printing = callback.on_log
+
+            def on_log(args, state, control, logs=None, _printing=printing, **kwargs):
+                added = self._added_keys
+                if logs is not None and added:
+                    logs = {key: value for key, value in logs.items() if key not in added}
+                return _printing(args, state, control, logs=logs, **kwargs)
+
+            callback.on_log = on_log
+            callback._gradlab_quiet = self
 
     def _folder(self, args: Any) -> Path:
         """The Monitor's folder for training arguments ``args``."""
@@ -551,6 +579,7 @@ class GradlabTrainerCallback(TrainerCallback):
             values = {key: value for key, value in values.items() if key not in logs}
             self._warn_taken_keys(taken)
         logs.update(values)
+        self._added_keys = frozenset(values)  # kept off the console lines (_quiet_console)
         history = state.log_history
         if history and history[-1].get("step") == state.global_step:
             history[-1].update(values)  # the Trainer appended its copy before calling on_log

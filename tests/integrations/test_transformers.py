@@ -157,6 +157,22 @@ def test_attached_the_report_to_backends_receive_gradlab_values(tmp_path):
     assert not any("gradlab/" in tag for tag in tags(tmp_path / "b"))
 
 
+def test_the_console_lines_show_the_trainers_keys_and_the_backends_get_gradlabs(tmp_path,
+                                                                                   capsys):
+    # Attached before a report_to backend, the callback's values reached the printing
+    # callback too: every console line carried every gradlab key (~3,000 characters a step
+    # with the full preset). The console shows the Trainer's own keys; the backend and
+    # log_history keep gradlab's.
+    pytest.importorskip("tensorboard")
+    trainer = train(tmp_path, GradlabTrainerCallback(preset="cheap"), max_steps=2,
+                    report_to="tensorboard")  # disable_tqdm: PrinterCallback prints each log
+    printed = [line for line in capsys.readouterr().out.splitlines() if "'loss'" in line]
+    assert len(printed) == 2 and not any("gradlab/" in line for line in printed)
+    entries = gradlab_entries(trainer)
+    assert [entry["step"] for entry in entries] == [1, 2]
+    assert all("loss" in entry and "gradlab/loss" in entry for entry in entries)
+
+
 def test_attach_moves_the_callback_before_the_reporting_callbacks(tmp_path):
     from transformers.integrations import TensorBoardCallback
 
