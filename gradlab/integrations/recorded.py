@@ -184,6 +184,10 @@ class RecordedScoresAdapter(LossAdapter):
             ("embeddings", "features", "embedding_grad", "smooth_ap_terms", "loss_kind"),
             f"{name} is read through the score matrices it records",
         )
+        if features:  # the geometry is logged from them: say why these are not
+            for need in ("embeddings", "embedding_grad"):
+                self.missing[need] += (" (the embeddings those matrices compare serve the "
+                                       "geometry alone: no gradient of them is read)")  # fmt: skip
 
     @contextmanager
     def listening(self, score_grad: bool) -> Iterator[tuple[list, list]]:

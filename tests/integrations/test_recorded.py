@@ -248,6 +248,14 @@ def test_quantities_it_cannot_read_say_why_and_a_step_reads_the_losss_counts():
     with adapter.listening(score_grad=False) as (recorded, _):
         recorder.score_recorder("i2t", torch.randn(3, 3), None)
     assert adapter.capture([], torch.tensor(1.0), 0.01, recorded=recorded).degenerate_batches == 7
+    # an integration that sees the compared embeddings logs the geometry from them: the
+    # reasons for the embedding quantities say so (the header read as a contradiction)
+    seeing = RecordedScoresAdapter("the watched loss Demo", recorder, _Collector, features=True)
+    assert seeing.why_not(frozenset({"features"})) is None
+    for need in ("embeddings", "embedding_grad"):
+        assert seeing.why_not(frozenset({need})).endswith(
+            f"; {why} (the embeddings those matrices compare serve the geometry alone: no "
+            "gradient of them is read)")  # fmt: skip
 
 
 def test_without_a_hint_the_message_ends_at_the_gradient():
