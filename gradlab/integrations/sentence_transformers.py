@@ -361,8 +361,10 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
         raise GradlabError(
             f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
             "(a [B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
-            "default), which makes a [B, B] matrix the loss cannot take; the Monitor reads no "
-            "loss on scored pairs anyway: leave the loss's own similarity_fct"
+            "default), which makes a [B, B] matrix the loss cannot take: leave the loss's own "
+            "similarity_fct. The Monitor reads no loss on scored pairs: to log a run, train with "
+            "(or add) an in-batch loss such as MultipleNegativesRankingLoss with "
+            "similarity_fct=RecordingSimilarity() and watch that"
         )
     return _SentenceTransformersAdapter(
         f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),

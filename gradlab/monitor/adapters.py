@@ -718,6 +718,19 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
             "loss: watch the loss you train it with, e.g. MultipleNegativesRankingLoss(model, "
             f"similarity_fct={where}.RecordingSimilarity())"
         )
+    wrapper = isinstance(getattr(module, "loss", None), torch.nn.Module)  # MatryoshkaLoss...
+    if not wrapper and (similarity is None
+                        or getattr(similarity, "__name__", "").startswith("pairwise_")):
+        scored = ("pairs or triplets (compared with a distance: no similarity_fct)"
+                  if similarity is None else f"scored pairs (its similarity_fct, "
+                  f"{similarity.__name__}, gives one score per pair)")  # fmt: skip
+        raise GradlabError(
+            f"loss_fn {type(module).__name__} is a sentence-transformers loss on {scored}, "
+            "not an in-batch loss on a [Q, C] matrix of candidates: the Monitor has "
+            "no score matrix to read there. To log a run, train with (or add) an in-batch loss "
+            f"such as MultipleNegativesRankingLoss(model, similarity_fct={where}."
+            "RecordingSimilarity()) and watch that"
+        )
     raise GradlabError(
         f"loss_fn {type(module).__name__} is a sentence-transformers loss whose score matrix the "
         "Monitor cannot read: it is called on tokenised features, and only the matrices its "

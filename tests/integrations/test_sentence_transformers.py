@@ -313,7 +313,6 @@ def test_bad_arguments_are_refused():
     "make",
     [
         lambda model: losses.MultipleNegativesRankingLoss(model),
-        lambda model: losses.CoSENTLoss(model),
         lambda model: losses.MatryoshkaLoss(
             model,
             losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity()),
@@ -354,14 +353,36 @@ def test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when
     loss.similarity_fct = RecordingSimilarity()  # CoSENTLoss(model, similarity_fct=...) alike
     refusal = (f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a "
                "[B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
-               "default), which makes a [B, B] matrix the loss cannot take; the Monitor reads "
-               "no loss on scored pairs anyway: leave the loss's own similarity_fct")
+               "default), which makes a [B, B] matrix the loss cannot take: leave the loss's "
+               "own similarity_fct. The Monitor reads no loss on scored pairs: to log a run, "
+               "train with (or add) an in-batch loss such as MultipleNegativesRankingLoss with "
+               "similarity_fct=RecordingSimilarity() and watch that")
     with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
         monitor.watch(loss)
     assert str(refused.value) == refusal
     with pytest.raises(GradlabError) as refused:
         GradlabTrainerCallback().watch(loss)
     assert str(refused.value) == refusal
+
+
+@pytest.mark.parametrize(("loss_class", "scored"), [
+    ("CoSENTLoss", "scored pairs (its similarity_fct, pairwise_cos_sim, gives one score per "
+                   "pair)"),
+    ("TripletLoss", "pairs or triplets (compared with a distance: no similarity_fct)"),
+])  # fmt: skip
+def test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch(loss_class,
+                                                                                 scored):
+    # CoSENTLoss was told to take a RecordingSimilarity, and given one, to leave its own:
+    # advice in a circle. A loss on pairs has no [Q, C] matrix to read at all.
+    loss = getattr(losses, loss_class)(static_model())
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(loss)
+    assert str(refused.value) == (
+        f"loss_fn {loss_class} is a sentence-transformers loss on {scored}, not an in-batch "
+        "loss on a [Q, C] matrix of candidates: the Monitor has no score matrix to read there. "
+        "To log a run, train with (or add) an in-batch loss such as "
+        "MultipleNegativesRankingLoss(model, similarity_fct=gradlab.integrations."
+        "sentence_transformers.RecordingSimilarity()) and watch that")
 
 
 def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
