@@ -31,6 +31,7 @@ from gradlab.functional.losses import (
 from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import (
     DIRECTIONS,
+    LEARNABLE_TEMPERATURE,
     REDUCTIONS,
     check_margin,
     max_violation_triplet_loss,
@@ -46,6 +47,7 @@ from gradlab.validation import (
     count_noun,
     finite_flag,
     non_finite_message,
+    refuse_learnable,
     value_checks_enabled,
 )
 
@@ -520,6 +522,7 @@ class NTXentLoss(_ScoreMatrixLoss):
         validate: bool = True,
     ) -> None:
         super().__init__(direction, reduction, validate)
+        refuse_learnable("temperature", temperature, LEARNABLE_TEMPERATURE)
         self.temperature = check_temperature("temperature", temperature)
 
     @property

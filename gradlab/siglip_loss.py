@@ -28,8 +28,9 @@ class SigLIPLoss(_ScoreMatrixLoss):
     Plain autograd: second derivatives are exact.
 
     Args:
-        scale: ``t``, in ``(0, 1e30]`` (SigLIP starts at 10).
-        bias: ``b``, in ``[-1e30, 1e30]`` (SigLIP starts at -10).
+        scale: ``t``, a number in ``(0, 1e30]`` (SigLIP starts at 10).
+        bias: ``b``, a number in ``[-1e30, 1e30]`` (SigLIP starts at -10). SigLIP learns
+            both: pass ``scale=1.0, bias=0.0`` and the logits ``t * scores + b``.
         reduction: ``"mean"`` (the sum over pairs divided by the number of rows) or ``"sum"``.
         validate: refuse NaN/inf scores (one host read); ``False`` reads nothing back.
 

@@ -334,6 +334,22 @@ def check_temperature(name: str, value: object) -> float:
     )
 
 
+def refuse_learnable(name: str, value: object, how: str) -> None:
+    """Refuse a tensor given for a loss's fixed number ``name``, saying ``how`` a learnable
+    one is used instead (a learnable scale multiplies the scores before the loss: the loss's
+    own stays fixed, the parameter gets its gradient through the scores).
+
+    Example:
+        >>> try:
+        ...     refuse_learnable("tau", torch.tensor(0.5), "scale the scores")
+        ... except GradlabError as error:
+        ...     print(error)
+        tau must be a number, not a tensor (a learnable tau: scale the scores)
+    """
+    if isinstance(value, torch.Tensor):
+        raise GradlabError(f"{name} must be a number, not a tensor (a learnable {name}: {how})")
+
+
 def check_interpolation(value: object) -> float:
     """Blackbox AP's ``interpolation`` (lambda) in ``[1e-30, 1e30]``: its backward perturbs the
     scores by ``lambda`` times the incoming gradient and divides by ``lambda``, so

@@ -53,6 +53,7 @@ from gradlab.validation import (
     check_tensor,
     finite_flag,
     non_finite_message,
+    refuse_learnable,
     value_checks_enabled,
 )
 
@@ -240,6 +241,11 @@ LARGEST_MARGIN = 1e30
 """The largest triplet margin accepted (larger ones overflow float32 next to the scores)."""
 
 
+LEARNABLE_TEMPERATURE = ("pass temperature=1.0 and the scaled scores, "
+                         "loss(logit_scale.exp() * scores, positives), as CLIP learns its scale")
+"""How a learnable temperature is used with NT-Xent (the refusal of a tensor says it)."""
+
+
 def check_margin(margin: object) -> float:
     """``margin`` as a float if it is finite and in ``[0, 1e30]``.
 
@@ -382,8 +388,9 @@ def nt_xent_loss(
     Args:
         scores: ``[Q, C]`` float scores (cosine similarities for the usual scale).
         positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
-        temperature: ``T``, finite and at least ``1e-30`` (``1/T`` must fit float32; 0.1 here,
-            CLIP learns it, SimCLR uses 0.1-0.5).
+        temperature: ``T``, a number, finite and at least ``1e-30`` (``1/T`` must fit
+            float32; 0.1 here, SimCLR uses 0.1-0.5). CLIP learns its scale: pass
+            ``temperature=1.0`` and the scaled scores ``logit_scale.exp() * scores``.
         direction: ``"both"`` (i2t + t2i), ``"i2t"`` or ``"t2i"``.
         reduction: ``"mean"`` over the queries that have a positive, or ``"sum"``.
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
@@ -409,6 +416,7 @@ def nt_xent_loss(
         0.3133
     """
     mask = _loss_mask(scores, positives)
+    refuse_learnable("temperature", temperature, LEARNABLE_TEMPERATURE)
     temperature = check_temperature("temperature", temperature)
     _check_options(direction, reduction, on_scores, on_degenerate)
     computed_in = computed_dtype(scores.dtype)

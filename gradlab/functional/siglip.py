@@ -38,7 +38,7 @@ from gradlab.functional.score_losses import (
     score_bound,
     widened,
 )
-from gradlab.validation import check_in_range
+from gradlab.validation import check_in_range, refuse_learnable
 
 __all__ = ["SIGLIP_BIAS", "SIGLIP_SCALE", "sigmoid_pair_loss"]
 
@@ -56,6 +56,11 @@ LARGEST_SCALE = 1e30
 beyond float32's range is ``inf`` there, and ``inf x 0`` a NaN logit)."""
 
 
+LEARNABLE_SIGLIP = ("pass scale=1.0, bias=0.0 and the logits, loss(t * scores + b, positives), "
+                    "as SigLIP learns t and b")
+"""How a learnable SigLIP scale or bias is used (the refusal of a tensor says it)."""
+
+
 def check_siglip_options(scale: object, bias: object, reduction: object) -> tuple[float, float]:
     """``scale`` (in ``(0, 1e30]``), ``bias`` (finite, ``|bias| <= 1e30``) and ``reduction``.
 
@@ -63,6 +68,8 @@ def check_siglip_options(scale: object, bias: object, reduction: object) -> tupl
         >>> check_siglip_options(10, -10, "mean")
         (10.0, -10.0)
     """
+    for name, value in (("scale", scale), ("bias", bias)):
+        refuse_learnable(name, value, LEARNABLE_SIGLIP)
     allowed = (f"scale must be a positive finite number at most {LARGEST_SCALE:g} (larger "
                f"scales overflow float32 next to the scores); got {scale!r}")  # fmt: skip
     if isinstance(scale, bool) or not isinstance(scale, numbers.Real):

@@ -90,7 +90,7 @@ def test_bad_arguments_are_refused_naming_the_argument(call, match):
         call(scores, positives)
 
 
-@pytest.mark.parametrize("scale", [True, "10", None, torch.tensor(10.0)])
+@pytest.mark.parametrize("scale", [True, "10", None])  # a tensor: tests of the input rules
 def test_a_scale_that_is_not_a_number_is_refused_with_its_range(scale):
     with pytest.raises(GradlabError) as refused:
         SigLIPLoss(scale=scale)
