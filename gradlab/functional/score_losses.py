@@ -461,16 +461,41 @@ def _info_nce_fits(
         scores, lambda: _info_nce_bound(scores, mask, temperature, direction, reduction),
         "(largest score - lowest positive score) / temperature + ln C per query, "
         f"reduction={reduction!r}",
+        lambda: _info_nce_grad_bound(mask, temperature, direction, reduction),
+        "1 / temperature over the queries with a positive, per direction"
+        + (" (reduction='sum': over none)" if reduction == "sum" else ""),
     )  # fmt: skip
 
 
+def _info_nce_grad_bound(
+    mask: torch.Tensor, temperature: float, direction: str, reduction: str
+) -> torch.Tensor:
+    """A float32 upper bound of every ``|dL/dS|`` entry of :func:`nt_xent_loss`: per direction
+    the softmax's ``|p - y / |P||`` is at most 1, times ``1 / T``, over the number of queries
+    with a positive (the mean; 1 for the sum); an entry is in a row and a column."""
+    total = torch.zeros((), dtype=torch.float32, device=mask.device)
+    for dim, name in ((1, "i2t"), (0, "t2i")):
+        if direction in (name, "both"):
+            if reduction == "sum":
+                total = total + 1.0 / temperature
+            else:
+                count = mask.any(dim=dim).sum().clamp(min=1).float()
+                total = total + (1.0 / temperature) / count
+    return total
+
+
 def _returned_loss_fits(
-    scores: torch.Tensor, bound: Callable[[], torch.Tensor], formula: str
+    scores: torch.Tensor,
+    bound: Callable[[], torch.Tensor],
+    formula: str,
+    grad_bound: Callable[[], torch.Tensor] | None = None,
+    grad_formula: str = "",
 ) -> tuple[Callable[[], torch.Tensor], Callable[[], str]]:
     """``_one_sync``'s ``fits`` for a loss computed in float32 and returned in the
     half-precision dtype of ``scores``: ``bound()`` (a 0-d float32 upper bound of the loss,
     described by ``formula``) must not exceed that dtype's largest value, else the returned
-    loss would be ``inf``.
+    loss would be ``inf``; nor must ``grad_bound()`` (of every ``|dL/dS|`` entry, described by
+    ``grad_formula``), else the gradient would hold ``inf``.
 
     Example:
         >>> scores = torch.ones(2, 2, dtype=torch.float16)
@@ -483,13 +508,22 @@ def _returned_loss_fits(
     largest = torch.finfo(scores.dtype).max
 
     def flag() -> torch.Tensor:
-        return bound() <= largest
+        fits = bound() <= largest
+        return fits if grad_bound is None else fits & (grad_bound() <= largest)
 
     def message() -> str:
+        loss = float(bound())
+        if loss <= largest and grad_bound is not None:  # the gradient is what overflows
+            return (
+                f"scores must keep the gradient within {scores.dtype}'s largest value "
+                f"{largest:.6g} (dL/dS is returned in the scores' dtype); got scores whose "
+                f"|dL/dS| can reach {float(grad_bound()):.3g} ({grad_formula}); pass "
+                "scores.float() for a float32 gradient"
+            )
         return (
             f"scores must keep the loss within {scores.dtype}'s largest value {largest:.6g} "
             f"(the loss is returned in the scores' dtype); got scores whose loss can reach "
-            f"{float(bound()):.3g} ({formula}); pass scores.float() for a float32 loss"
+            f"{loss:.3g} ({formula}); pass scores.float() for a float32 loss"
         )
 
     return flag, message

@@ -145,9 +145,13 @@ def sigmoid_pair_loss(
                         f"{computed_in}")  # fmt: skip
     fits = None
     if scores.dtype in HALF_DTYPES:  # computed in float32, returned in the scores' dtype
+        weight = 1.0 if reduction == "sum" else 1.0 / max(1, scores.shape[0])
         fits = _returned_loss_fits(
             scores, lambda: _sigmoid_loss_value(scores, mask, scale, bias, reduction),
             f"the loss itself in float32, reduction={reduction!r}",
+            # |dL/dS| = scale x sigmoid(-z (t s + b)) x weight <= scale x weight
+            lambda: torch.tensor(scale * weight, dtype=torch.float32, device=scores.device),
+            "scale" + (" / the rows" if reduction == "mean" else ""),
         )  # fmt: skip
     _one_sync(scores, mask, "both", validate, False,
               bound, fits)  # fmt: skip

@@ -12,6 +12,7 @@ import torch.nn.functional as F_torch
 
 import gradlab.functional as F
 from gradlab import GradlabError
+from gradlab.validation import skip_value_checks
 from tests.reference.histogram_losses_loops import fappy_algorithm1, fastap_query
 
 N = 256
@@ -333,3 +334,53 @@ def test_the_decomposition_of_half_embeddings_is_computed_in_float32(dtype):
     wide = F.smooth_ap_decomposition(queries.float(), candidates.float(), positives, 0.05,
                                      candidate_mask=mask)  # fmt: skip
     _decomposition_fields_equal(parts, wide, dtype)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("direction", ["i2t", "both"])
+def test_every_half_call_that_validate_accepts_has_a_finite_gradient(direction, reduction):
+    # Scores built to make the gradient as large as it gets (one negative far above the rest
+    # takes the whole softmax: |dL/dS| ~ 1/T there) and temperatures across the edge of
+    # float16: every call accepted has a finite gradient, and the sweep crosses the edge (a
+    # bound below the gradient would let an infinite one through).
+    generator = torch.Generator().manual_seed(9)
+    refused = accepted = 0
+    for rows, cols in ((6, 6), (5, 8), (1, 4)):
+        scores = torch.rand(rows, cols, generator=generator) - 0.5
+        scores[:, -1] = 0.999  # a negative far above, in units of T
+        mask = torch.zeros(rows, cols, dtype=torch.bool)
+        mask[torch.arange(rows), torch.arange(rows) % (cols - 1)] = True
+        for temperature in torch.logspace(-3, -6, 31).tolist():
+            leaf = scores.half().requires_grad_()
+            try:
+                value = F.nt_xent_loss(leaf, mask, temperature, direction=direction,
+                                       reduction=reduction)  # fmt: skip
+            except GradlabError as error:
+                assert "must keep the" in str(error)
+                refused += 1
+                continue
+            value.backward()
+            assert bool(torch.isfinite(leaf.grad).all()), (rows, cols, temperature)
+            accepted += 1
+    assert refused > 0 and accepted > 0
+
+
+@pytest.mark.parametrize(("loss", "refused", "accepted"), [
+    (lambda s, v: F.nt_xent_loss(s, EYE[:4, :4], temperature=v), 1e-6, 2e-5),
+    (lambda s, v: F.sigmoid_pair_loss(s, EYE[:4, :4], scale=v, bias=0.0), 1e6, 2e5),
+])  # fmt: skip
+def test_a_half_gradient_past_its_dtype_is_refused_and_one_within_is_finite(loss, refused,
+                                                                             accepted):
+    # float16 scores: the loss fits, but dL/dS (1/T or SigLIP's scale over the 4 queries)
+    # does not, and came back as inf after validate=True passed the call
+    scores = torch.zeros(4, 4, dtype=torch.float16)
+    with pytest.raises(GradlabError, match=r"^scores must keep the gradient within "
+                                           r"torch\.float16's largest value 65504 "):  # fmt: skip
+        loss(scores.clone().requires_grad_(), refused)
+    leaf = scores.clone().requires_grad_()
+    loss(leaf, accepted).backward()
+    assert bool(torch.isfinite(leaf.grad).all())
+    with skip_value_checks():  # what validate=True let through before: an infinite gradient
+        leaf = scores.clone().requires_grad_()
+        loss(leaf, refused).backward()
+    assert not bool(torch.isfinite(leaf.grad).all())
