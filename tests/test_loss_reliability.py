@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 import gradlab
 from gradlab import GradlabError
+from gradlab import functional as fn
 from gradlab.functional import smooth_ap
 from gradlab.functional.fappy import false_positive_probability
 from gradlab.functional.harmonic import discount_gap, discount_rate, logarithmic_integral
@@ -485,3 +486,30 @@ def test_the_embedding_losses_ignore_the_scale_of_rows_within_the_documented_ran
     expected = float(loss_fn(F.normalize(embeddings.double(), dim=1).float(), labels))
     for scale in (1e-11, 1.0, 1e18):
         assert float(loss_fn(embeddings * scale, labels)) == pytest.approx(expected, abs=1e-5)
+
+
+def test_torch_func_works_on_the_plain_autograd_forms_as_the_docs_say():
+    # docs/loss_reliability.md: torch.func.grad refuses the custom backwards (SmoothAP's fast
+    # one, Blackbox AP's), takes smooth_ap(..., backward="autograd") with the same gradient,
+    # and the plain-autograd losses as they are
+    from torch.func import grad
+
+    generator = torch.Generator().manual_seed(2)
+    scores = torch.rand(4, 6, generator=generator, dtype=torch.float64)
+    positives = torch.rand(4, 6, generator=generator) < 0.4
+    positives[:, 0] = True
+    leaf = scores.clone().requires_grad_(True)
+    fn.smooth_ap(leaf, positives, 0.1).nansum().backward()  # the fast backward, by autograd
+    functional = grad(lambda s: fn.smooth_ap(s, positives, 0.1, backward="autograd").nansum())
+    torch.testing.assert_close(functional(scores), leaf.grad, rtol=1e-12, atol=1e-14)
+    for refused in (lambda s: fn.smooth_ap(s, positives, 0.1).nansum(),
+                    lambda s: fn.blackbox_ap(s, positives).nansum()):  # fmt: skip
+        with pytest.raises(RuntimeError, match="must override the setup_context staticmethod"):
+            grad(refused)(scores)
+    embeddings, labels = torch.randn(8, 3, generator=generator, dtype=torch.float64), LABELS
+    for plain in (lambda e: fn.fastap_loss(e, labels),
+                  lambda e: fn.fappy_loss(e, labels, 0.25),
+                  lambda e: fn.nt_xent_loss(e @ e.T, labels)):  # fmt: skip
+        leaf = embeddings.clone().requires_grad_(True)
+        plain(leaf).backward()
+        torch.testing.assert_close(grad(plain)(embeddings), leaf.grad, rtol=1e-12, atol=1e-14)

@@ -298,8 +298,9 @@ def max_violation_triplet_loss(
         positives: ``[Q, C]`` bool mask, or ``[B]`` integer labels of a square paired batch.
         margin: the margin ``alpha``, in ``[0, 1e30]`` (VSE++ uses 0.2).
         direction: ``"both"`` (i2t + t2i, VSE++), ``"i2t"`` or ``"t2i"``.
-        reduction: ``"mean"`` over the positive pairs (per direction) or ``"sum"`` (VSE++'s
-            code sums over the batch).
+        reduction: ``"mean"`` over the positive pairs (per direction; a pair whose query has
+            no negative counts, with a hinge of 0) or ``"sum"`` (VSE++'s code sums over the
+            batch).
         on_scores: optional ``(direction, alias, mask)`` callback (see the module docstring).
         validate: refuse NaN/inf scores and scores past ``max / (4 Q C) - margin`` per
             direction summed (:func:`score_bound`, ``max`` the largest value of the dtype the
