@@ -96,6 +96,7 @@ HALF_PRECISION_DECOMPOSITION = (
 FUNCTIONAL_TESTS = {
     "siglip": ["tests/functional/test_siglip.py", "tests/test_siglip_loss.py",
                "tests/functional/test_half_precision.py",
+               "tests/functional/test_score_losses_inputs.py",  # a learnable scale's refusal
                "tests/equivalence/test_siglip.py"],
     "retrieval_at_scale": ["tests/functional/test_retrieval_at_scale.py"],
     "blackbox_ap": [
@@ -496,6 +497,7 @@ LIBRARY_TESTS = {
     # the argument checks every public function runs first: their own tests and the call
     # tests of the losses, whose messages name the argument, the value and what is allowed
     "validation": ["tests/test_validation.py", "tests/test_defaults.py",
+                   "tests/functional/test_score_losses_inputs.py",  # refuse_learnable's message
                    "tests/functional/test_meta_inputs.py",
                    "tests/test_loss_module_calls.py", "tests/test_losses.py",
                    "tests/functional/test_functional_loss_calls.py",
@@ -686,6 +688,8 @@ GROUPS = {
        for module, tests in FUNCTIONAL_TESTS.items()},
     "losses": (["gradlab/losses.py"],
                ["tests/test_losses.py", "tests/test_loss_module_calls.py", "tests/test_defaults.py",
+                "tests/functional/test_score_losses_inputs.py",  # a learnable scale's refusal
+                "tests/functional/test_functional_loss_calls.py",  # the cross-modal twin
                 *LOSS_TESTS]),
     **{f"monitor/{module}": ([f"gradlab/monitor/{module}.py"], tests)
        for module, tests in MONITOR_TESTS.items()},

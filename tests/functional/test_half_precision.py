@@ -384,3 +384,53 @@ def test_a_half_gradient_past_its_dtype_is_refused_and_one_within_is_finite(loss
         leaf = scores.clone().requires_grad_()
         loss(leaf, refused).backward()
     assert not bool(torch.isfinite(leaf.grad).all())
+
+
+def _gradient_refusal(call) -> str:
+    with pytest.raises(GradlabError) as caught:
+        call()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize(("direction", "reduction", "bound", "formula"), [
+    # 3 rows and 2 columns hold a positive: the rows' count and the columns' differ
+    ("i2t", "mean", 1e6 / 3, ""),
+    ("t2i", "mean", 1e6 / 2, ""),
+    ("both", "mean", 1e6 / 3 + 1e6 / 2, ""),
+    ("both", "sum", 2e6, " (reduction='sum': over none)"),
+])  # fmt: skip
+def test_the_gradient_refusal_states_its_bound_for_each_direction_and_reduction(
+    direction, reduction, bound, formula,
+):
+    mask = torch.zeros(4, 5, dtype=torch.bool)
+    mask[0, 1] = mask[1, 1] = mask[2, 3] = True  # rows 0, 1, 2; columns 1 and 3
+    scores = torch.zeros(4, 5, dtype=torch.float16)
+    message = _gradient_refusal(lambda: F.nt_xent_loss(scores, mask, 1e-6, direction=direction,
+                                                       reduction=reduction))  # fmt: skip
+    assert message == (
+        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"returned in the scores' dtype); got scores whose |dL/dS| can reach {bound:.3g} (1 / "
+        f"temperature over the queries with a positive, per direction{formula}); pass "
+        "scores.float() for a float32 gradient")
+
+
+@pytest.mark.parametrize(("reduction", "bound", "formula"), [("mean", 2.5e5, "scale / the rows"),
+                                                              ("sum", 1e6, "scale")])
+def test_the_siglip_gradient_refusal_states_its_bound(reduction, bound, formula):
+    scores = torch.zeros(4, 4, dtype=torch.float16)
+    message = _gradient_refusal(lambda: F.sigmoid_pair_loss(
+        scores, EYE[:4, :4], scale=1e6, bias=0.0, reduction=reduction))  # fmt: skip
+    assert message == (
+        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"returned in the scores' dtype); got scores whose |dL/dS| can reach {bound:.3g} "
+        f"({formula}); pass scores.float() for a float32 gradient")
+
+
+def test_a_gradient_bound_of_exactly_the_dtype_s_largest_value_is_accepted():
+    # one query with a positive, i2t: the bound is 1 / T = 65504, float16's largest value,
+    # which a gradient may reach: accepted (a strict comparison refused it), and finite
+    mask = torch.zeros(3, 3, dtype=torch.bool)
+    mask[0, 0] = True
+    leaf = torch.zeros(3, 3, dtype=torch.float16).requires_grad_()
+    F.nt_xent_loss(leaf, mask, 1 / 65504, direction="i2t").backward()
+    assert bool(torch.isfinite(leaf.grad).all())
