@@ -306,6 +306,25 @@ def test_validate_off_counts_nothing_for_the_losses_that_would_read_for_it(name)
     assert len([w for w in caught if w.category is DegenerateBatchWarning]) == counted
 
 
+@pytest.mark.parametrize("name", ["SmoothAPLoss", "BlackboxAPLoss"])
+def test_validate_off_counts_nothing_in_the_cross_modal_form_but_smooth_ap(name):
+    # the cross-modal form reads nothing for the count with validate=False (SmoothAP's group
+    # sizes excepted), as the in-batch form: no positive anywhere is a degenerate batch
+    loss_fn = CASES[name].make(validate=False)
+    queries, candidates = torch.randn(3, 4), torch.randn(5, 4)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss_fn(queries, candidates=candidates, positives=torch.zeros(3, 5, dtype=torch.bool))
+    counted = int(name == "SmoothAPLoss")
+    assert loss_fn.degenerate_batches == counted
+    assert len([w for w in caught if w.category is DegenerateBatchWarning]) == counted
+    checked = CASES[name].make()  # validate=True counts it
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DegenerateBatchWarning)
+        checked(queries, candidates=candidates, positives=torch.zeros(3, 5, dtype=torch.bool))
+    assert checked.degenerate_batches == 1
+
+
 @pytest.mark.parametrize("watched", [False, True])
 @pytest.mark.parametrize("name", RANKING)
 def test_the_warning_points_at_the_line_that_called_the_loss(name, watched, tmp_path):
