@@ -28,7 +28,6 @@ from gradlab.functional.losses import (
     has_ranking_signal,
     smooth_ap_loss,
 )
-from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import (
     DIRECTIONS,
     LEARNABLE_TEMPERATURE,
@@ -126,8 +125,6 @@ class RankingLoss(nn.Module):
             raise GradlabError(
                 f"{cls.__name__}.input_form must be one of {INPUT_FORMS}; got {cls.input_form!r}"
             )
-        if "forward" in cls.__dict__:  # the cosine scores a module builds included
-            cls.forward = outside_autocast(cls.__dict__["forward"])
 
     def _on_degenerate(self) -> None:
         """Count a batch without ranking signal; warn on the first (at the caller's line)."""
