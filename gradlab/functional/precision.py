@@ -58,8 +58,16 @@ def outside_autocast(function: Function) -> Function:
 
 
 def _autocast_on(device_type: str) -> bool:
-    """Whether autocast is on for ``device_type`` (False for a type autocast does not know)."""
+    """Whether autocast is on for ``device_type`` (False for a type autocast does not know).
+
+    ``torch.is_autocast_enabled(device_type)`` takes a device type from torch 2.4 on; before,
+    it takes none and answers for CUDA, and ``torch.is_autocast_cpu_enabled()`` for the CPU
+    (other device types then have no autocast this check needs to see)."""
     try:
-        return torch.is_autocast_enabled(device_type)
+        return bool(torch.is_autocast_enabled(device_type))
     except RuntimeError:  # e.g. "meta": no autocast there
         return False
+    except TypeError:  # torch < 2.4: no device argument
+        if device_type == "cpu":
+            return bool(torch.is_autocast_cpu_enabled())
+        return bool(torch.is_autocast_enabled()) if device_type == "cuda" else False

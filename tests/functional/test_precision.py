@@ -5,6 +5,8 @@ gradients then point elsewhere)."""
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 
@@ -81,3 +83,24 @@ def test_outside_autocast_keeps_the_function_and_passes_calls_without_a_tensor()
         assert wrapped(3, twice=True) == 6
         meta = torch.empty(2, 2, device="meta")  # a device autocast does not know
         assert outside_autocast(lambda t: t @ t)(meta).dtype == torch.float32
+
+
+@pytest.mark.filterwarnings("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning")  # 2.4+
+def test_torch_before_2_4_without_a_device_argument_is_read_through_its_own_calls(monkeypatch):
+    # torch.is_autocast_enabled takes a device type from torch 2.4 on; on older torch (the
+    # package allows 2.0) the call raised TypeError in every loss, autocast or not
+    real = torch.is_autocast_enabled
+
+    def before_2_4(*device_type: str) -> bool:  # the old signature, as gradlab meets it
+        caller = sys._getframe(1).f_globals.get("__name__")  # torch's own calls still work
+        if device_type and caller == "gradlab.functional.precision":
+            raise TypeError("is_autocast_enabled() takes 0 positional arguments but 1 was given")
+        return real(*device_type)
+
+    monkeypatch.setattr(torch, "is_autocast_enabled", before_2_4)
+    _, plain_grad = _run("fastap_loss", autocast=False)
+    value, grad = _run("fastap_loss", autocast=True)  # the CPU's state from its own call
+    assert value.dtype == torch.float32 and torch.equal(grad, plain_grad)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert outside_autocast(_cosine)(_embeddings()).dtype == torch.float32
+        assert outside_autocast(lambda t: t + 1)(torch.empty(1, device="meta")).numel() == 1
