@@ -691,6 +691,12 @@ def draw_family(
         below = offset_copy(axis.get_xaxis_transform(), axis.figure, y=-CROSS_ROW * row,
                             units="points")  # fmt: skip
         axis.plot(sorted(steps), [0.0] * len(steps), **style, transform=below, clip_on=False)
+    if rows:  # the crosses' steps inside the step range, as a drawn value's (a family with no
+        # finite value has no line to set it: the crosses lay outside the frame, and the
+        # figure's tight box stretched tens of thousands of pixels to reach them)
+        crossed = sorted(set().union(*(steps for _, steps in rows)))
+        axis.update_datalim([(step, 1.0) for step in crossed], updatey=False)
+        axis.autoscale_view(scaley=False)
     if len(rows) > 1:  # the step labels below the rows
         axis.tick_params(axis="x", pad=plt.rcParams["xtick.major.pad"]
                          + CROSS_ROW * (len(rows) - 1))  # fmt: skip

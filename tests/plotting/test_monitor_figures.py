@@ -350,6 +350,24 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     _close(figures)
 
 
+def test_a_family_with_no_finite_value_keeps_its_crosses_in_the_frame(tmp_path, monkeypatch):
+    # every value NaN (an anatomy without active negatives: no share to take): no line set
+    # the step range, the crosses lay far right of the frame, and the figure's tight box
+    # stretched to reach them (68,658 x 520 pixels for 12 steps, a decompression bomb at 200)
+    steps = 200
+    run = _run(tmp_path / "run", loss=[0.5] * steps, p_seed=["NaN"] * steps)
+    figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")
+    for name in ("operating_region", "overview"):
+        axis = figures[name].axes[-1] if name == "overview" else figures[name].axes[0]
+        low, high = axis.get_xlim()
+        assert low <= 0 and high >= steps - 1  # every cross inside the step range
+    for name, figure in figures.items():  # the box a tight save keeps, in inches
+        figure.canvas.draw()
+        box = figure.get_tightbbox(figure.canvas.get_renderer())
+        assert box.width < 2 * figure.get_figwidth(), (name, box.width)
+    _close(figures)
+
+
 def test_keys_absent_from_every_run_are_not_drawn(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", p_off_diagonal=P_SEED, unknown_key=LOSS)
     figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
