@@ -290,6 +290,7 @@ def smooth_ap_loss(
         finite=finite if validate else None,
         stash=stash,
         ranks_needed=records is not None,
+        averaged=True,
     )
     groups = stash[0][0]
     if records is not None:

@@ -49,6 +49,7 @@ from gradlab.validation import (
     check_tensor,
     finite_flag,
     non_finite_message,
+    value_checks_enabled,
 )
 
 DEFAULT_CHUNK_ELEMENTS = 1 << 20
@@ -697,6 +698,51 @@ def smooth_ap(
     return smooth_ap_checked(scores, positives, tau, candidate_mask, backward, budget, finite)
 
 
+GRADIENT_PER_TAU = 1.25
+"""``|dAP_q / dS_qj| <= 1.25 / tau`` for every query ``q`` and score ``S_qj``. With ``R`` a
+positive's smoothed rank and ``R+`` its rank among the positives, ``S_qj`` enters, as a
+candidate, ``R+ / R`` of each positive ``i`` through ``sigma'(D_ij / tau) / tau <= 0.25 /
+tau`` times ``|[j positive] R - R+| / R^2 <= 1 / R <= 1``: at most ``0.25 / tau`` over the
+mean of the positives; and, when ``j`` is a positive, its own ``R+ / R`` through ``sum_k
+sigma'(D_jk / tau) / tau / R < (R - 1) / (R tau) < 1 / tau`` (``sigma' <= sigma``, ``R = 1 +
+sum_k sigma``), divided by the number of positives."""
+
+
+def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool) -> None:
+    """Refuse float16 scores whose SmoothAP gradient could pass float16's largest value.
+
+    ``dAP / dS`` is computed in float32 and returned in float16: with tied scores it reaches
+    ``0.25 / tau`` and more, ``inf`` in float16 below ``tau`` of about ``2e-5`` (NaN then in
+    the embeddings' gradient). The bound is :data:`GRADIENT_PER_TAU` ``/ tau``, over the
+    queries with a positive when the APs are ``averaged`` (the losses' mean); ``groups`` give
+    that number from the host (no device read).
+
+    Raises:
+        GradlabError: the bound passes float16's largest value (65504).
+
+    Example:
+        >>> group = PositiveGroup(torch.arange(4), torch.zeros(4, 1, dtype=torch.long))
+        >>> check_half_gradient(1e-3, [group], averaged=False)  # 1250: within float16
+        >>> try:
+        ...     check_half_gradient(1e-5, [group], averaged=True)  # 1.25e5 / 4 = 31250: within
+        ...     check_half_gradient(1e-6, [group], averaged=True)
+        ... except GradlabError as error:
+        ...     print(str(error)[:72])
+        scores must keep the gradient within torch.float16's largest value 65504
+    """
+    largest = torch.finfo(torch.float16).max
+    queries = sum(int(group.queries.numel()) for group in groups) if averaged else 1
+    bound = GRADIENT_PER_TAU / tau / max(1, queries)
+    if bound > largest:
+        over = f" over the {queries} queries with a positive" if averaged else ""
+        raise GradlabError(
+            f"scores must keep the gradient within torch.float16's largest value {largest:.6g} "
+            f"(dL/dS is computed in float32 and returned in the scores' dtype); at tau={tau:g} "
+            f"SmoothAP's |dAP/dS| can reach {GRADIENT_PER_TAU} / tau{over}, {bound:.3g}; pass "
+            "float32 or bfloat16 embeddings or scores"
+        )
+
+
 def smooth_ap_checked(
     scores: torch.Tensor,
     positives: torch.Tensor,
@@ -707,6 +753,7 @@ def smooth_ap_checked(
     finite: dict[str, torch.Tensor] | None = None,
     stash: list | None = None,
     ranks_needed: bool = True,
+    averaged: bool = False,
 ) -> torch.Tensor:
     """:func:`smooth_ap` on arguments already checked; one host synchronisation.
 
@@ -714,12 +761,17 @@ def smooth_ap_checked(
     receives ``(groups, [(A, C) per group])`` of the forward, for callers that reuse the ranks.
     A caller that wants only the groups passes ``ranks_needed=False``: groups without a
     negative then skip their ``O(G n C)`` blocks (see :func:`smooth_ap_with_ranks`).
+    With ``finite`` (validated calls), float16 scores whose gradient could pass float16 are
+    refused (:func:`check_half_gradient`; ``averaged``: the caller means the APs over the
+    queries with a positive, as the losses do).
     """
     compute_dtype = torch.float32 if scores.dtype in (torch.float16, torch.bfloat16) else None
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
     if candidate_mask is not None:
         positives = positives & candidate_mask
     groups = group_by_positive_count(positives, finite=finite, candidate_mask=candidate_mask)
+    if finite is not None and scores.dtype == torch.float16 and value_checks_enabled():
+        check_half_gradient(tau, groups, averaged)
     saved: list | None = [] if stash is not None else None
     if backward == "exact":
         ranks_needed = ranks_needed and stash is not None

@@ -434,3 +434,58 @@ def test_a_gradient_bound_of_exactly_the_dtype_s_largest_value_is_accepted():
     leaf = torch.zeros(3, 3, dtype=torch.float16).requires_grad_()
     F.nt_xent_loss(leaf, mask, 1 / 65504, direction="i2t").backward()
     assert bool(torch.isfinite(leaf.grad).all())
+
+
+@pytest.mark.parametrize("pattern", ["tied", "random"])
+def test_every_half_smooth_ap_call_that_validate_accepts_has_a_finite_gradient(pattern):
+    # float16 scores at temperatures across the edge, tied scores the worst case (every
+    # sigmoid at its steepest): each call accepted has a finite gradient, summed APs and the
+    # loss's mean alike, and the sweep crosses the edge (a bound below the gradient fails it)
+    generator = torch.Generator().manual_seed(5)
+    positives = torch.eye(6, dtype=torch.bool) | torch.eye(6, dtype=torch.bool).roll(1, 1)
+    scores = (torch.zeros(6, 6) if pattern == "tied"
+              else torch.rand(6, 6, generator=generator) * 1e-3)  # fmt: skip
+    embeddings = torch.ones(12, 3) + (0 if pattern == "tied" else
+                                      1e-3 * torch.randn(12, 3, generator=generator))  # fmt: skip
+    refused = accepted = 0
+    for tau in torch.logspace(-3, -7, 41).tolist():
+        for call, leaf in (
+            (lambda s, t=tau: F.smooth_ap(s, positives, t).nansum(), scores.half()),
+            (lambda e, t=tau: F.smooth_ap_loss(e, torch.arange(12) % 4, tau=t),
+             embeddings.half()),
+        ):
+            leaf = leaf.clone().requires_grad_()
+            try:
+                value = call(leaf)
+            except GradlabError as error:
+                assert str(error).startswith("scores must keep the gradient within "
+                                             "torch.float16's largest value 65504")  # fmt: skip
+                refused += 1
+                continue
+            value.backward()
+            assert bool(torch.isfinite(leaf.grad).all()), (tau, leaf.shape)
+            accepted += 1
+    assert refused > 0 and accepted > 0
+
+
+def test_the_smooth_ap_gradient_refusal_states_its_bound():
+    tied = torch.zeros(4, 4, dtype=torch.float16)
+    positives = torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 1)
+    assert _gradient_refusal(lambda: F.smooth_ap(tied, positives, 1e-7)) == (
+        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        "computed in float32 and returned in the scores' dtype); at tau=1e-07 SmoothAP's "
+        f"|dAP/dS| can reach 1.25 / tau, {1.25 / 1e-7:.3g}; pass float32 or bfloat16 "
+        "embeddings or scores")
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 7])  # 6 queries with a positive
+    half = torch.ones(8, 3, dtype=torch.float16)
+    assert _gradient_refusal(lambda: F.smooth_ap_loss(half, labels, tau=1e-6)) == (
+        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        "computed in float32 and returned in the scores' dtype); at tau=1e-06 SmoothAP's "
+        f"|dAP/dS| can reach 1.25 / tau over the 6 queries with a positive, "
+        f"{1.25 / 1e-6 / 6:.3g}; pass float32 or bfloat16 embeddings or scores")
+    for dtype in (torch.bfloat16, torch.float32):  # their range holds it: no refusal
+        F.smooth_ap(tied.to(dtype), positives, 1e-7)
+    with skip_value_checks():  # validate off: what went through before, an inf gradient
+        leaf = tied.clone().requires_grad_()
+        F.smooth_ap(leaf, positives, 1e-7).sum().backward()
+    assert not bool(torch.isfinite(leaf.grad).all())
