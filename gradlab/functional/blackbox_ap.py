@@ -198,8 +198,18 @@ def blackbox_ap_loss(
         tensor(0.2500)
     """
     from gradlab.functional.layouts import cross_modal_layout, in_batch_layout
-    from gradlab.functional.losses import _mean_ap_loss, check_call_form, has_ranking_signal
+    from gradlab.functional.losses import (
+        CROSS_MODAL_CALL,
+        _mean_ap_loss,
+        check_call_form,
+        has_ranking_signal,
+    )
 
+    if isinstance(labels, torch.Tensor) and labels.dim() == 2 and labels.is_floating_point():
+        raise GradlabError(  # blackbox_ap_loss(queries, candidates, positives): positional
+            f"{name} takes loss(embeddings, labels) or {CROSS_MODAL_CALL}; got a [C, d] float "
+            "tensor where labels go (cross-modal: pass candidates and positives by keyword)"
+        )
     checks = validate and value_checks_enabled()
     if check_call_form(name, labels, (), candidates, positives):
         layout = in_batch_layout(embeddings, labels, validate=validate)

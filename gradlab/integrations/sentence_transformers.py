@@ -357,7 +357,15 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     similarity = getattr(module, "similarity_fct", None)
     if not isinstance(similarity, RecordingSimilarity):
         return None
-    if type(module).__name__ in PAIR_LOSSES and similarity.similarity_fct is cos_sim:
+    if type(module).__name__ in PAIR_LOSSES and similarity.similarity_fct is not cos_sim:
+        raise GradlabError(  # record_scores around its own pairwise similarity
+            f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
+            "(a [B] vector), not an in-batch [Q, C] matrix: the Monitor reads no loss on scored "
+            "pairs. To log a run, train with (or add) an in-batch loss such as "
+            "MultipleNegativesRankingLoss with similarity_fct=RecordingSimilarity() and watch "
+            "that"
+        )
+    if type(module).__name__ in PAIR_LOSSES:
         raise GradlabError(
             f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
             "(a [B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "

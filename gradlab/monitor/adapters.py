@@ -721,7 +721,7 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
     wrapper = isinstance(getattr(module, "loss", None), torch.nn.Module)  # MatryoshkaLoss...
     if not wrapper and (similarity is None
                         or getattr(similarity, "__name__", "").startswith("pairwise_")):
-        scored = ("pairs or triplets (compared with a distance: no similarity_fct)"
+        scored = ("pairs or triplets (no similarity_fct scores them as a matrix)"
                   if similarity is None else f"scored pairs (its similarity_fct, "
                   f"{similarity.__name__}, gives one score per pair)")  # fmt: skip
         raise GradlabError(

@@ -77,10 +77,15 @@ def test_blackbox_ap_loss_takes_the_cross_modal_form_as_its_module_does():
 
 
 def test_blackbox_ap_loss_refuses_a_call_in_neither_form_naming_itself():
-    queries, candidates, _ = _cross_modal_batch()
+    queries, candidates, positives = _cross_modal_batch()
     assert _message(lambda: blackbox_ap_loss(queries, candidates=candidates)) == (
         "blackbox_ap_loss's cross-modal form loss(queries, candidates=candidates, "
         "positives=positives) needs positives too"
+    )
+    assert _message(lambda: blackbox_ap_loss(queries, candidates, positives)) == (
+        "blackbox_ap_loss takes loss(embeddings, labels) or loss(queries, "
+        "candidates=candidates, positives=positives); got a [C, d] float tensor where labels "
+        "go (cross-modal: pass candidates and positives by keyword)"
     )
     assert _message(lambda: blackbox_ap_loss(queries)) == (
         "blackbox_ap_loss takes loss(embeddings, labels) or loss(queries, "

@@ -368,7 +368,8 @@ def test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when
 @pytest.mark.parametrize(("loss_class", "scored"), [
     ("CoSENTLoss", "scored pairs (its similarity_fct, pairwise_cos_sim, gives one score per "
                    "pair)"),
-    ("TripletLoss", "pairs or triplets (compared with a distance: no similarity_fct)"),
+    ("TripletLoss", "pairs or triplets (no similarity_fct scores them as a matrix)"),
+    ("CosineSimilarityLoss", "pairs or triplets (no similarity_fct scores them as a matrix)"),
 ])  # fmt: skip
 def test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch(loss_class,
                                                                                  scored):
@@ -385,16 +386,35 @@ def test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch(lo
         "sentence_transformers.RecordingSimilarity()) and watch that")
 
 
+@pytest.mark.parametrize("loss_class", ["CoSENTLoss", "AnglELoss"])
+def test_a_pair_loss_given_its_own_similarity_recorded_is_refused_when_watched(loss_class):
+    # record_scores around CoSENT's own pairwise similarity was accepted at watch; training
+    # then warned at each logged call and logged nothing
+    loss = record_scores(getattr(losses, loss_class)(static_model()))
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(loss)
+    assert str(refused.value) == (
+        f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a [B] "
+        "vector), not an in-batch [Q, C] matrix: the Monitor reads no loss on scored pairs. To "
+        "log a run, train with (or add) an in-batch loss such as MultipleNegativesRankingLoss "
+        "with similarity_fct=RecordingSimilarity() and watch that")
+
+
 def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
-    """CoSENTLoss scores (sentence1, sentence2) pairs: its recorded similarity is a [B] vector,
-    which was read as a matrix and skipped with an IndexError's 'Dimension out of range'."""
+    """A loss on scored (sentence1, sentence2) pairs that watch does not know by name (CoSENT
+    and AnglE are refused there): its recorded similarity is a [B] vector, which was read as a
+    matrix and skipped with an IndexError's 'Dimension out of range'."""
+
+    class PairLoss(losses.CoSENTLoss):  # a loss of one's own on pairs
+        pass
+
     model = static_model()
-    loss = record_scores(losses.CoSENTLoss(model))
+    loss = record_scores(PairLoss(model))
     first, second = caption_pairs(6)
     with gradlab.Monitor(tmp_path / "run", every=1) as monitor:
         watched = monitor.watch(loss)
         refusal = re.escape(
-            "CoSENTLoss's similarity_fct returned a [6] tensor, not a [Q, C] score matrix: the "
+            "PairLoss's similarity_fct returned a [6] tensor, not a [Q, C] score matrix: the "
             "Monitor reads losses that score every query against every candidate "
             "(MultipleNegativesRankingLoss, GISTEmbedLoss and their cached forms), not losses "
             "on scored pairs;")
