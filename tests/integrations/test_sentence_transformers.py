@@ -5,6 +5,7 @@ float64 re-implementations of each loss's formula (sentence-transformers 6.2's l
 autograd on leaf score matrices.
 """
 
+import functools
 import math
 import re
 
@@ -313,6 +314,9 @@ def test_bad_arguments_are_refused():
     "make",
     [
         lambda model: losses.MultipleNegativesRankingLoss(model),
+        # a similarity without a __name__ (a partial, a callable object): no pair loss
+        lambda model: losses.MultipleNegativesRankingLoss(model, similarity_fct=functools.partial(
+            losses.MultipleNegativesRankingLoss(model).similarity_fct)),
         lambda model: losses.MatryoshkaLoss(
             model,
             losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity()),

@@ -197,6 +197,26 @@ def test_a_capture_asks_for_no_gradient_by_default():
     assert batch.score_captures == [] and batch.embedding_grad is None
 
 
+@pytest.mark.parametrize(("score_grad", "embedding_grad", "loss_scale"),
+                         [(True, False, False), (False, True, False), (False, False, True),
+                          (False, False, False)])  # fmt: skip
+def test_the_loops_factor_is_read_when_any_gradient_or_the_factor_is_asked(
+    score_grad, embedding_grad, loss_scale,
+):
+    # each of the three asks for the factor the loop puts on the loss (a gradient read is
+    # divided by it); none asks for nothing
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    embeddings, labels = _batch()
+    loss = loss_fn(embeddings, labels)
+    batch = adapters.adapt(loss_fn).capture([embeddings, labels], loss, TAU,
+                                            score_grad=score_grad,
+                                            embedding_grad=embedding_grad,
+                                            loss_scale=loss_scale)  # fmt: skip
+    (loss * 0.25).backward()
+    asked = score_grad or embedding_grad or loss_scale
+    assert (batch.loss_scale.item() if asked else batch.loss_scale) == (0.25 if asked else None)
+
+
 def test_the_embedding_gradient_is_kept_only_when_asked_on_embeddings():
     loss_fn = gradlab.SmoothAPLoss(TAU)
     embeddings, labels = _batch()
