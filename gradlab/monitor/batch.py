@@ -377,9 +377,8 @@ class BatchView:
         """
         if self.gradient_arrived is not True:
             return
-        for capture in self.score_captures:
-            recorded = capture.smooth_ap_tau is None and capture.scores is not None
-            if recorded and capture.grad is None:
+        for capture in self.score_captures:  # SmoothAP's own (no scores) is read at the step
+            if capture.scores is not None and capture.grad is None:
                 capture.grad = torch.zeros_like(capture.scores)
 
     def _leave_graph(self) -> None:

@@ -16,7 +16,7 @@ import torch
 
 import gradlab
 from gradlab.functional.losses import LossRecord, recording
-from gradlab.monitor.batch import BatchView, Workspace
+from gradlab.monitor.batch import BatchView, ScoreCapture, Workspace
 from tests.reference.smooth_ap_loops import (
     cosine,
     sigmoid,
@@ -524,3 +524,26 @@ def test_lowest_positives_come_from_two_groups_at_most(labels, groups):
     assert view.lowest_positives(copied) is None
     unrecorded = BatchView(view.embeddings, labels=view.labels)
     assert unrecorded.lowest_positives(unrecorded.layout) is None
+
+
+@pytest.mark.parametrize("arrived", [True, False, None])
+def test_a_recorded_matrix_that_backward_never_reached_gets_a_zero_gradient_only_if_it_ran(
+    arrived,
+):
+    # backward reached the watched call's input but not the matrix: the loss does not depend
+    # on it, dL/dS = 0. Not reached at all (False), or not followed (None): nothing is made.
+    # A matrix with its gradient and SmoothAP's own capture (no scores, its exact dL/dS read
+    # at the step) are left as they are.
+    scores = torch.rand(3, 3)
+    unreached = ScoreCapture("in_batch", scores, scores > 0.5)
+    reached = ScoreCapture("in_batch", scores, scores > 0.5, grad=torch.full((3, 3), 0.5))
+    smooth_ap_own = ScoreCapture("in_batch", None, scores > 0.5, smooth_ap_tau=0.01)
+    view = BatchView(torch.eye(3), labels=torch.arange(3), gradient_arrived=arrived,
+                     score_captures=[unreached, reached, smooth_ap_own])  # fmt: skip
+    view.zero_unreached_score_grads()
+    if arrived:
+        assert torch.equal(unreached.grad, torch.zeros(3, 3))
+    else:
+        assert unreached.grad is None
+    assert torch.equal(reached.grad, torch.full((3, 3), 0.5))
+    assert smooth_ap_own.grad is None
