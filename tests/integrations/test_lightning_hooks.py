@@ -262,6 +262,26 @@ def test_the_monitor_s_steps_are_the_trainer_s_global_steps(tmp_path):
     assert steps == [None, 10, 11]  # the header, then the Trainer's steps
 
 
+@pytest.mark.parametrize(("taken", "resume", "expected"), [
+    ((), True, "version_0"),  # nothing to go on with: the first run
+    (("version_0", "version_2", "version_x"), True, "version_2"),  # the last numbered run
+    (("version_0", "version_2"), False, "version_3"),  # a new run
+])  # fmt: skip
+def test_without_a_logger_resume_goes_on_with_the_last_numbered_run(tmp_path, taken, resume,
+                                                                    expected):
+    root = tmp_path / "root" / DEFAULT_FOLDER
+    for name in taken:
+        (root / name).mkdir(parents=True)
+    callback = GradlabCallback(preset="cheap", resume=resume)
+    trainer = stand_in_trainer(tmp_path)  # no logger, no log_dir
+    trainer.default_root_dir = str(tmp_path / "root")
+    callback.setup(trainer, None, "fit")
+    try:
+        assert Path(callback.monitor.log_dir) == root / expected
+    finally:
+        callback.on_exception(trainer, None, RuntimeError())
+
+
 def test_the_default_folder_is_under_the_trainer_s_log_dir(tmp_path):
     def folder(**options):
         callback = GradlabCallback(preset="cheap")

@@ -282,3 +282,19 @@ def test_positives_are_built_on_the_scores_device_not_torchs_default_device():
         return capture.scores, capture.positives, capture.candidates
 
     assert_unchanged_under_another_default_device(finish, matrix.device)
+
+
+@pytest.mark.parametrize("asked", [{}, {"score_grad": True}, {"loss_scale": True}])
+def test_the_loops_factor_is_read_when_asked_from_the_first_loss_of_a_dict_in_the_graph(asked):
+    # the factor a loop puts on the loss (here 1/4) divides the read gradients: it is read
+    # when a gradient or the factor is asked, and from a dict of losses (open_clip's
+    # output_dict) through its first value in the graph, past a number and a detached value
+    recorder = _Recorder()
+    adapter = RecordedScoresAdapter("demo", recorder, _Collector)
+    matrix = _leaf(3, 3, 4)
+    with adapter.listening(score_grad=bool(asked)) as (recorded, _):
+        recorder.score_recorder("i2t", matrix, None)
+    loss = {"count": 3, "detached": torch.tensor(1.0), "contrastive": (matrix ** 2).sum()}
+    batch = adapter.capture([], loss, 0.01, recorded=recorded, **asked)
+    (loss["contrastive"] * 0.25).backward()
+    assert (batch.loss_scale.item() if asked else batch.loss_scale) == (0.25 if asked else None)
