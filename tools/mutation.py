@@ -602,6 +602,8 @@ LIBRARY_TESTS = {
             "test_a_pairwise_similarity_is_named_not_read_as_a_matrix",
             "test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when_"
             "watched",
+            "test_a_pair_loss_given_its_own_similarity_recorded_is_refused_when_watched",
+            "test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch",
             "test_record_scores_of_a_loss_class_asks_for_an_instance")),
         "tests/integrations/test_sentence_transformers_matryoshka.py",
     ],
