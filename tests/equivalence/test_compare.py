@@ -251,9 +251,15 @@ def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fa
         model, batch = synthetic_problem(16, class_sizes=sizes)
         result = compare_gradients(reference, FullBatch(pairs), model, batch)
         verdicts[str(sizes)] = (result.equivalent, result.class_size, "note:" in str(result))
+        notes = [line for line in str(result).splitlines() if line.startswith("note:")]
     assert verdicts == {"None": (True, 2, True), "[2, 3, 4, 7]": (False, None, False),
                         "[1, 1, 6, 8]": (False, None, False),
                         str([1] * 16): (True, 1, True)}  # one positive per query: alike too
+    assert notes == [  # the last problem's: classes of one item, in the singular
+        "note: every class of this batch holds 1 item, so losses that weigh a query by its "
+        "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
+        "it; compare on classes of several sizes too: synthetic_problem(..., "
+        "class_sizes=[2, 3, 4, 7])"]
 
 
 def test_a_factor_is_reported_as_a_scale(problem):
