@@ -104,3 +104,22 @@ def test_torch_before_2_4_without_a_device_argument_is_read_through_its_own_call
     with torch.autocast("cpu", dtype=torch.bfloat16):
         assert outside_autocast(_cosine)(_embeddings()).dtype == torch.float32
         assert outside_autocast(lambda t: t + 1)(torch.empty(1, device="meta")).numel() == 1
+
+
+@pytest.mark.filterwarnings("ignore:torch.is_autocast_cpu_enabled:DeprecationWarning")  # 2.4+
+def test_before_2_4_cudas_state_is_not_read_for_a_device_without_autocast(monkeypatch):
+    # torch < 2.4 answers for CUDA when asked without a device: with CUDA's autocast on, a
+    # tensor of another device (meta here) must not be switched (torch.autocast knows no
+    # "meta": switching would raise)
+    real = torch.is_autocast_enabled
+
+    def before_2_4_with_cuda_on(*device_type: str) -> bool:
+        if sys._getframe(1).f_globals.get("__name__") == "gradlab.functional.precision":
+            if device_type:
+                raise TypeError("is_autocast_enabled() takes 0 positional arguments")
+            return True  # CUDA's autocast, on
+        return real(*device_type)
+
+    monkeypatch.setattr(torch, "is_autocast_enabled", before_2_4_with_cuda_on)
+    meta = torch.empty(2, 2, device="meta")
+    assert outside_autocast(lambda t: t @ t)(meta).shape == (2, 2)
