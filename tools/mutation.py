@@ -560,6 +560,11 @@ LIBRARY_TESTS = {
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
     "integrations/transformers": [
         "tests/integrations/test_transformers_events.py",
+        # two short trainings: the console lines' keys, the epoch that max_steps cuts short
+        "tests/integrations/test_transformers.py::"
+        "test_the_console_lines_show_the_trainers_keys_and_the_backends_get_gradlabs",
+        "tests/integrations/test_transformers_logging_strategy.py::"
+        "test_an_epoch_that_max_steps_cuts_short_is_logged_with_its_gradients",
         "tests/monitor/test_watched.py",  # copies of its watched loss
         # a crashed train() closing the Monitor, a forgotten attach, watch(inputs=): stand-in
         # trainers (the real-Trainer runs are marked slow and left out)

@@ -713,6 +713,9 @@ def test_logging_steps_refuses_a_first_that_is_no_bool_and_a_last_that_is_no_ste
         LoggingSteps(4, last=0)
     steps = LoggingSteps(3, first=False, last=7)
     assert [step for step in range(1, 10) if steps(step)] == [3, 6, 7, 9]
+    assert [repr(s) for s in (steps, LoggingSteps(4), LoggingSteps(4, last=9))] == [
+        "LoggingSteps(3, first=False, last=7)", "LoggingSteps(4)", "LoggingSteps(4, last=9)"]
+    assert [step for step in range(1, 10) if LoggingSteps(4, last=9)(step)] == [1, 4, 8, 9]
 
 
 @pytest.mark.parametrize("restart", [0, 1, 2])
