@@ -369,6 +369,13 @@ def test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when
     assert str(refused.value) == refusal
 
 
+def _watch_refusal(loss) -> str:
+    """The message with which the callback's watch refuses ``loss``."""
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(loss)
+    return str(refused.value)
+
+
 @pytest.mark.parametrize(("loss_class", "scored"), [
     ("CoSENTLoss", "scored pairs (its similarity_fct, pairwise_cos_sim, gives one score per "
                    "pair)"),
@@ -379,10 +386,7 @@ def test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch(lo
                                                                                  scored):
     # CoSENTLoss was told to take a RecordingSimilarity, and given one, to leave its own:
     # advice in a circle. A loss on pairs has no [Q, C] matrix to read at all.
-    loss = getattr(losses, loss_class)(static_model())
-    with pytest.raises(GradlabError) as refused:
-        GradlabTrainerCallback().watch(loss)
-    assert str(refused.value) == (
+    assert _watch_refusal(getattr(losses, loss_class)(static_model())) == (
         f"loss_fn {loss_class} is a sentence-transformers loss on {scored}, not an in-batch "
         "loss on a [Q, C] matrix of candidates: the Monitor has no score matrix to read there. "
         "To log a run, train with (or add) an in-batch loss such as "
@@ -394,10 +398,7 @@ def test_a_loss_on_pairs_is_refused_saying_it_has_no_matrix_and_what_to_watch(lo
 def test_a_pair_loss_given_its_own_similarity_recorded_is_refused_when_watched(loss_class):
     # record_scores around CoSENT's own pairwise similarity was accepted at watch; training
     # then warned at each logged call and logged nothing
-    loss = record_scores(getattr(losses, loss_class)(static_model()))
-    with pytest.raises(GradlabError) as refused:
-        GradlabTrainerCallback().watch(loss)
-    assert str(refused.value) == (
+    assert _watch_refusal(record_scores(getattr(losses, loss_class)(static_model()))) == (
         f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a [B] "
         "vector), not an in-batch [Q, C] matrix: the Monitor reads no loss on scored pairs. To "
         "log a run, train with (or add) an in-batch loss such as MultipleNegativesRankingLoss "
