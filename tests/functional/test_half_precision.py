@@ -489,3 +489,14 @@ def test_the_smooth_ap_gradient_refusal_states_its_bound():
         leaf = tied.clone().requires_grad_()
         F.smooth_ap(leaf, positives, 1e-7).sum().backward()
     assert not bool(torch.isfinite(leaf.grad).all())
+
+
+def test_a_smooth_ap_bound_of_exactly_float16s_largest_value_is_accepted():
+    # 1.25 / tau = 65504 exactly: a gradient may reach the largest value, so the call is taken
+    # (a strict comparison refused it), and its gradient is finite
+    tied = torch.zeros(4, 4, dtype=torch.float16).requires_grad_()
+    positives = torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 1)
+    tau = 1.25 / 65504
+    assert 1.25 / tau == 65504.0
+    F.smooth_ap(tied, positives, tau).sum().backward()
+    assert bool(torch.isfinite(tied.grad).all())
