@@ -71,3 +71,19 @@ def _autocast_on(device_type: str) -> bool:
         if device_type == "cpu":
             return bool(torch.is_autocast_cpu_enabled())
         return bool(torch.is_autocast_enabled()) if device_type == "cuda" else False
+
+
+def gradient_overflow_message(dtype: torch.dtype, reach: str, remedy: str) -> str:
+    """The refusal of half-precision scores whose ``dL/dS`` (computed in float32, returned in
+    ``dtype``) could pass ``dtype``'s largest value: ``reach`` states the bound, ``remedy``
+    what to pass instead. One wording for every loss that checks it.
+
+    Example:
+        >>> gradient_overflow_message(torch.float16, "it can reach 1e+05", "pass float32")[:62]
+        "scores must keep the gradient within torch.float16's largest v"
+    """
+    return (
+        f"scores must keep the gradient within {dtype}'s largest value "
+        f"{torch.finfo(dtype).max:.6g} (dL/dS is computed in float32 and returned in the "
+        f"scores' dtype); {reach}; {remedy}"
+    )

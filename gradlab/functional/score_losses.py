@@ -43,7 +43,7 @@ from collections.abc import Callable
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import outside_autocast
+from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
     check_in_range,
     check_real_device,
@@ -515,11 +515,10 @@ def _returned_loss_fits(
     def message() -> str:
         loss = float(bound())
         if loss <= largest and grad_bound is not None:  # the gradient is what overflows
-            return (
-                f"scores must keep the gradient within {scores.dtype}'s largest value "
-                f"{largest:.6g} (dL/dS is returned in the scores' dtype); got scores whose "
-                f"|dL/dS| can reach {float(grad_bound()):.3g} ({grad_formula}); pass "
-                "scores.float() for a float32 gradient"
+            return gradient_overflow_message(
+                scores.dtype,
+                f"got scores whose |dL/dS| can reach {float(grad_bound()):.3g} ({grad_formula})",
+                "pass scores.float() for a float32 gradient",
             )
         return (
             f"scores must keep the loss within {scores.dtype}'s largest value {largest:.6g} "

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import outside_autocast
+from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
     check_positive_int,
     check_real_device,
@@ -735,12 +735,12 @@ def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool)
     bound = GRADIENT_PER_TAU / tau / max(1, queries)
     if bound > largest:
         over = f" over the {queries} queries with a positive" if averaged else ""
-        raise GradlabError(
-            f"scores must keep the gradient within torch.float16's largest value {largest:.6g} "
-            f"(dL/dS is computed in float32 and returned in the scores' dtype); at tau={tau:g} "
-            f"SmoothAP's |dAP/dS| can reach {GRADIENT_PER_TAU} / tau{over}, {bound:.3g}; pass "
-            "float32 or bfloat16 embeddings or scores"
-        )
+        raise GradlabError(gradient_overflow_message(
+            torch.float16,
+            f"at tau={tau:g} SmoothAP's |dAP/dS| can reach {GRADIENT_PER_TAU} / tau{over}, "
+            f"{bound:.3g}",
+            "pass float32 or bfloat16 embeddings or scores",
+        ))  # fmt: skip
 
 
 def smooth_ap_checked(

@@ -67,7 +67,7 @@ from gradlab.errors import GradlabError
 from gradlab.extras import missing_extra
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
-from gradlab.monitor.adapters import LossAdapter, loss_name, register
+from gradlab.monitor.adapters import IN_BATCH_INSTEAD, LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.validation import ScoreRecorderSlot
@@ -357,22 +357,17 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     similarity = getattr(module, "similarity_fct", None)
     if not isinstance(similarity, RecordingSimilarity):
         return None
-    if type(module).__name__ in PAIR_LOSSES and similarity.similarity_fct is not cos_sim:
-        raise GradlabError(  # record_scores around its own pairwise similarity
-            f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
-            "(a [B] vector), not an in-batch [Q, C] matrix: the Monitor reads no loss on scored "
-            "pairs. To log a run, train with (or add) an in-batch loss such as "
-            "MultipleNegativesRankingLoss with similarity_fct=RecordingSimilarity() and watch "
-            "that"
-        )
     if type(module).__name__ in PAIR_LOSSES:
+        if similarity.similarity_fct is cos_sim:  # RecordingSimilarity() by its default
+            told = ("but its similarity_fct is RecordingSimilarity() around cos_sim (its "
+                    "default), which makes a [B, B] matrix the loss cannot take: leave the "
+                    "loss's own similarity_fct")  # fmt: skip
+        else:  # record_scores around its own pairwise similarity
+            told = "not an in-batch [Q, C] matrix"
         raise GradlabError(
             f"{loss_name(module)} scores (sentence1, sentence2) pairs with a pairwise similarity "
-            "(a [B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
-            "default), which makes a [B, B] matrix the loss cannot take: leave the loss's own "
-            "similarity_fct. The Monitor reads no loss on scored pairs: to log a run, train with "
-            "(or add) an in-batch loss such as MultipleNegativesRankingLoss with "
-            "similarity_fct=RecordingSimilarity() and watch that"
+            f"(a [B] vector), {told}: the Monitor reads no loss on scored pairs. "
+            f"{IN_BATCH_INSTEAD}"
         )
     return _SentenceTransformersAdapter(
         f"the watched loss {loss_name(module)}", similarity, lambda: _Stitcher(module),

@@ -74,6 +74,14 @@ SCORE_VALUES = frozenset({"loss", "scores", "sorted_scores", "descending_order",
 _KNOWN_NEEDS = frozenset(NEEDS)
 
 ON_SCORES = "the loss is watched on a score matrix, not on embeddings"
+IN_BATCH_INSTEAD = (
+    "To log a run, train with (or add) an in-batch loss such as "
+    "MultipleNegativesRankingLoss(model, similarity_fct=gradlab.integrations."
+    "sentence_transformers.RecordingSimilarity()) and watch that"
+)
+"""What a sentence-transformers loss on scored pairs (CoSENT, AnglE, Triplet) is refused with:
+the Monitor reads a [Q, C] matrix, which such a loss never makes."""
+
 EXPOSE_SCORES = (
     "Watch a loss written on a score matrix with inputs='scores', use gradlab's losses, or give "
     "a pytorch-metric-learning loss distance=gradlab.interop.pml.RecordingCosineSimilarity()"
@@ -727,9 +735,7 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
         raise GradlabError(
             f"loss_fn {type(module).__name__} is a sentence-transformers loss on {scored}, "
             "not an in-batch loss on a [Q, C] matrix of candidates: the Monitor has "
-            "no score matrix to read there. To log a run, train with (or add) an in-batch loss "
-            f"such as MultipleNegativesRankingLoss(model, similarity_fct={where}."
-            "RecordingSimilarity()) and watch that"
+            f"no score matrix to read there. {IN_BATCH_INSTEAD}"
         )
     raise GradlabError(
         f"loss_fn {type(module).__name__} is a sentence-transformers loss whose score matrix the "

@@ -409,7 +409,8 @@ def test_the_gradient_refusal_states_its_bound_for_each_direction_and_reduction(
                                                        reduction=reduction))  # fmt: skip
     assert message == (
         "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
-        f"returned in the scores' dtype); got scores whose |dL/dS| can reach {bound:.3g} (1 / "
+        "computed in float32 and returned in the scores' dtype); got scores whose |dL/dS| "
+        f"can reach {bound:.3g} (1 / "
         f"temperature over the queries with a positive, per direction{formula}); pass "
         "scores.float() for a float32 gradient")
 
@@ -422,7 +423,8 @@ def test_the_siglip_gradient_refusal_states_its_bound(reduction, bound, formula)
         scores, EYE[:4, :4], scale=1e6, bias=0.0, reduction=reduction))  # fmt: skip
     assert message == (
         "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
-        f"returned in the scores' dtype); got scores whose |dL/dS| can reach {bound:.3g} "
+        "computed in float32 and returned in the scores' dtype); got scores whose |dL/dS| "
+        f"can reach {bound:.3g} "
         f"({formula}); pass scores.float() for a float32 gradient")
 
 

@@ -358,9 +358,10 @@ def test_a_pair_loss_given_a_recording_similarity_around_cos_sim_is_refused_when
     refusal = (f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a "
                "[B] vector), but its similarity_fct is RecordingSimilarity() around cos_sim (its "
                "default), which makes a [B, B] matrix the loss cannot take: leave the loss's "
-               "own similarity_fct. The Monitor reads no loss on scored pairs: to log a run, "
-               "train with (or add) an in-batch loss such as MultipleNegativesRankingLoss with "
-               "similarity_fct=RecordingSimilarity() and watch that")
+               "own similarity_fct: the Monitor reads no loss on scored pairs. To log a run, "
+               "train with (or add) an in-batch loss such as MultipleNegativesRankingLoss(model, "
+               "similarity_fct=gradlab.integrations.sentence_transformers.RecordingSimilarity()) "
+               "and watch that")
     with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
         monitor.watch(loss)
     assert str(refused.value) == refusal
@@ -401,8 +402,9 @@ def test_a_pair_loss_given_its_own_similarity_recorded_is_refused_when_watched(l
     assert _watch_refusal(record_scores(getattr(losses, loss_class)(static_model()))) == (
         f"{loss_class} scores (sentence1, sentence2) pairs with a pairwise similarity (a [B] "
         "vector), not an in-batch [Q, C] matrix: the Monitor reads no loss on scored pairs. To "
-        "log a run, train with (or add) an in-batch loss such as MultipleNegativesRankingLoss "
-        "with similarity_fct=RecordingSimilarity() and watch that")
+        "log a run, train with (or add) an in-batch loss such as MultipleNegativesRankingLoss("
+        "model, similarity_fct=gradlab.integrations.sentence_transformers.RecordingSimilarity()) "
+        "and watch that")
 
 
 def test_a_pairwise_similarity_is_named_not_read_as_a_matrix(tmp_path):
