@@ -614,11 +614,55 @@ def _coordinate(symbol: sp.Symbol, generator: random.Random, signs: random.Rando
     return magnitude * _sign(symbol, signs)
 
 
-def _difference_at(expression: sp.Expr, point: dict) -> sp.Expr:
+def _difference_at(expression: sp.Expr, point: dict, digits: int = 50) -> sp.Expr:
+    """``expression`` at ``point``: exact where it is rational, else to ``digits`` digits.
+
+    A finite sum or product whose bound the point fixes is summed first (evaluating it
+    numerically fails on a term ``1/0``; summed, it is ``zoo``, a witness). What SymPy cannot
+    evaluate at all comes back as ``nan`` (no evidence at this point), not as its exception.
+    """
     # xreplace, not subs: a plain substitution of symbols by rationals (the expression is
     # concrete by now), re-evaluated exactly; subs' extra machinery doubled the audit's time.
     value = expression.xreplace(point)
-    return value if value.is_Rational else value.evalf(50)  # nsimplify sent 2e-40 to 0
+    if value.is_Rational:
+        return value
+    try:
+        if value.has(sp.Sum, sp.Product):
+            value = value.doit()
+            if value.is_Rational:
+                return value
+        return value.evalf(digits)  # nsimplify sent 2e-40 to 0
+    except (TypeError, ValueError, NotImplementedError, ZeroDivisionError):
+        return sp.nan
+
+
+def _exact(point: dict) -> dict:
+    """A sampler's point with every float replaced by the rational it stores exactly (a float
+    evaluates to 15 digits, so an identity would leave a residue of 1e-17 that reads as a
+    witness)."""
+    exact = {}
+    for symbol, value in point.items():
+        value = sp.sympify(value)
+        exact[symbol] = value.xreplace({f: sp.Rational(f) for f in value.atoms(sp.Float)})
+    return exact
+
+
+def _nonzero(value: sp.Expr, expression: sp.Expr, point: dict) -> bool:
+    """Whether a 50-digit ``value`` of ``expression`` at ``point`` is a witness, not a residue.
+
+    An exact (rational) or infinite value decides by itself. Otherwise the expression is
+    evaluated again to 100 digits: a true value keeps its leading 30 digits, however small it
+    is (a sigmoid's slope at ``x / tau = 7000`` is about ``1e-3040``); what is left of an
+    identity that cancels (``sin(x)**2 + cos(x)**2 - 1``) shrinks with the precision.
+    """
+    if value.is_infinite or value.is_Rational:
+        return value != 0
+    if value == 0:
+        return False
+    finer = _difference_at(expression, point, 100)
+    if finer == 0 or finer.has(sp.nan) or not finer.is_number:
+        return False
+    return bool(sp.Abs(finer - value) <= sp.Abs(value) * sp.Rational(1, 10**30))
 
 
 def _concretize(expression: sp.Expr) -> sp.Expr:
@@ -653,15 +697,18 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
                 raise GradlabError(f"sampler must return a dict symbol -> value (a point); got "
                                    f"{type(point).__name__} {point!r}")  # fmt: skip
             _check_covered(free, point, "the sampler's point")
-        value = _difference_at(concrete, point)
         shown = {str(k): str(v) for k, v in point.items()}
+        point = _exact(point)
+        value = _difference_at(concrete, point)
         # nan (undefined minus undefined, 0/0) is no evidence either way at this point; an
         # infinite difference (a pole of one side only) is a witness like any non-zero one
         if value.has(sp.nan) or not value.is_number:
             undefined.append((shown, str(value)))
             continue
-        if value.is_infinite or (value != 0 and abs(complex(value)) > 1e-40):  # zoo: nan+nanj
-            return False, (shown, str(sp.N(value, 8)), point, value), "exact evaluation"
+        if _nonzero(value, concrete, point):
+            how = ("exact evaluation" if value.is_Rational or value.is_infinite
+                   else "50 digits, the same to 30 of them at 100")  # fmt: skip
+            return False, (shown, str(sp.N(value, 8)), point, value), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
     if undefined:
@@ -710,13 +757,15 @@ def symbolic_equality(
 ) -> Verdict:
     """``holds`` if ``printed`` equals ``truth`` identically, else ``fails`` with a witness.
 
-    Both are evaluated exactly at ``points`` random points first; a non-zero difference is
-    the witness. The default points draw each symbol as a fraction ``p / q`` (``p`` up to 97,
-    ``q`` up to 13) with the sign its declaration allows: positive for a symbol declared
-    positive or nonnegative and for an undeclared one (ranks, counts, temperatures), negative
-    for one declared negative or nonpositive, and either sign at random for one declared
-    ``real=True`` alone (scores and logits: declare them so); a symbol declared
-    ``integer=True`` (a count, an index) takes the integer ``p`` alone. An infinite
+    Both are evaluated at ``points`` random points first; a non-zero difference is the witness,
+    however small: exact where it is rational, else to 50 digits and again to 100, a witness
+    when its leading 30 digits stay (what an identity leaves shrinks instead). A ``sampler``'s
+    floats are taken as the rationals they store. The default points draw each symbol as a
+    fraction ``p / q`` (``p`` up to 97, ``q`` up to 13) with the sign its declaration allows:
+    positive for a symbol declared positive or nonnegative and for an undeclared one (ranks,
+    counts, temperatures), negative for one declared negative or nonpositive, and either sign at
+    random for one declared ``real=True`` alone (scores and logits: declare them so); a symbol
+    declared ``integer=True`` (a count, an index) takes the integer ``p`` alone. An infinite
     difference (a pole of one side only) is a witness too; a NaN one (``0/0``, both sides
     undefined) is no evidence either way. If every point vanishes, ``sympy.simplify`` is asked
     for a proof; without one the verdict is ``holds`` and its detail says that it rests on the

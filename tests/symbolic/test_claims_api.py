@@ -104,11 +104,52 @@ def test_the_sampler_chooses_the_points_and_gets_a_seeded_generator():
     assert symbolic_equality(x, sp.Integer(3), [x], points=5).verdict == "fails"
 
 
-def test_differences_up_to_1e_40_count_as_zero():
-    # exact rationals are compared as they are (sympy.nsimplify once rounded 2e-40 to 0)
-    tiny = sp.Rational(1, 10**40)
-    assert symbolic_equality(x + tiny, x, [x]).verdict == "holds"
-    assert symbolic_equality(x + 2 * tiny, x, [x]).verdict == "fails"
+def test_an_exact_difference_of_any_size_is_a_witness():
+    # differences below 1e-40 once counted as zero, exact ones included
+    tiny = sp.Rational(1, 10**45)
+    assert symbolic_equality(x + tiny, x, [x], sampler=lambda generator: {x: 3}) == Verdict(
+        "fails", "printed minus true is 1.0000000e-45 at {'x': '3'} (exact evaluation).")
+
+
+@pytest.mark.parametrize("tau", [sp.Rational(1, 100), sp.Rational(1, 1000)])
+def test_a_wrong_slope_of_a_steep_sigmoid_fails_though_its_values_are_tiny(tau):
+    # at the default points x / tau reaches thousands: the slope is ~1e-3000, far below
+    # 1e-40, and every wrong form read as "vanishes"
+    s = sp.Symbol("s", real=True)
+    sigmoid = 1 / (1 + sp.exp(-s / tau))
+    slope = sp.diff(sigmoid, s)
+    assert symbolic_equality(sigmoid * (1 - sigmoid) / tau, slope, [s]).verdict == "holds"
+    for wrong in (sp.Integer(0), sigmoid * (1 - sigmoid), -sigmoid * (1 - sigmoid) / tau):
+        verdict = symbolic_equality(wrong, slope, [s])
+        assert verdict.verdict == "fails"
+        assert verdict.detail.endswith("(50 digits, the same to 30 of them at 100).")
+
+
+def test_an_identity_holds_at_the_float_points_of_a_sampler():
+    # a float is 15 digits: the residue (-2.8e-17) read as a witness "(exact evaluation)"
+    s = sp.Symbol("s", real=True)
+    sigmoid = 1 / (1 + sp.exp(-s))
+    floats = lambda generator: {s: generator.uniform(-3, 3)}  # noqa: E731
+    assert symbolic_equality(sigmoid * (1 - sigmoid), sp.diff(sigmoid, s), [s],
+                             sampler=floats).verdict == "holds"  # fmt: skip
+    assert symbolic_equality(sp.sin(s) ** 2 + sp.cos(s) ** 2, sp.Integer(1), [s],
+                             sampler=floats).verdict == "holds"  # fmt: skip
+    verdict = symbolic_equality(sigmoid * (1 + sigmoid), sp.diff(sigmoid, s), [s], sampler=floats)
+    assert verdict.verdict == "fails"
+
+
+def test_a_sum_from_a_term_one_over_zero_fails_with_an_infinite_difference():
+    # SymPy's evalf raised "cannot unpack non-iterable ComplexInfinity object"
+    k = sp.Symbol("k", integer=True, positive=True)
+    n = sp.Symbol("n", integer=True, positive=True)
+    verdict = symbolic_equality(sp.Sum(1 / k, (k, 0, n)), sp.harmonic(n), [n],
+                                sampler=lambda generator: {n: 5})  # fmt: skip
+    assert verdict == Verdict("fails", "printed minus true is zoo at {'n': '5'} (exact "
+                                       "evaluation).")  # fmt: skip
+    for low, high in ((1, n - 1), (2, n), (1, n + 1)):
+        assert symbolic_equality(sp.Sum(1 / k, (k, low, high)), sp.harmonic(n),
+                                 [n]).verdict == "fails"  # fmt: skip
+    assert symbolic_equality(sp.Sum(1 / k, (k, 1, n)), sp.harmonic(n), [n]).verdict == "holds"
 
 
 @pytest.mark.slow
