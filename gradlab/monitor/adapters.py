@@ -118,6 +118,9 @@ class LossAdapter:
     recorder: object | None = None
     smooth_ap: bool = False
     loss_fn: object | None = None
+    read_tau: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
+    """Reads the loss's tau as it is now (a schedule may change it after ``watch``): the
+    Monitor reads it at each logged call into :attr:`loss_tau`."""
     _column_weights: list[RecordedColumnWeights] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -558,7 +561,8 @@ def _gradlab_smooth_ap(loss_fn: object, inputs: str | None) -> LossAdapter | Non
     if not isinstance(loss_fn, SmoothAPLoss) or inputs not in (None, "embeddings"):
         return None
     kind = "include_query" if loss_fn.include_query else "exclude_query"
-    return embedding_adapter(loss_fn, loss_kind=kind, loss_tau=loss_fn.tau, smooth_ap=True)
+    return embedding_adapter(loss_fn, loss_kind=kind, loss_tau=loss_fn.tau, smooth_ap=True,
+                             read_tau=lambda: loss_fn.tau)  # fmt: skip
 
 
 def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter | None:
@@ -570,8 +574,10 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
 
     temperature = smooth_ap_temperature(loss_fn)
     kind = None if temperature is None else "include_query"  # PML's query is its own candidate
-    adapter = embedding_adapter(loss_fn, recording_distance(loss_fn), loss_kind=kind,
-                                loss_tau=temperature)  # fmt: skip
+    adapter = embedding_adapter(
+        loss_fn, recording_distance(loss_fn), loss_kind=kind, loss_tau=temperature,
+        read_tau=None if temperature is None else lambda: smooth_ap_temperature(loss_fn),
+    )  # fmt: skip
     inner = getattr(loss_fn, "loss", None)  # CrossBatchMemory's loss, called on its memory
     if adapter.recorder is None and inner is not None and recording_distance(inner) is not None:
         adapter.missing["score_grad"] = (

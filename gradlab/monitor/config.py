@@ -18,7 +18,7 @@ from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
 from gradlab.monitor.quantities import PRESETS as BASE_PRESETS
 from gradlab.monitor.quantities import QUANTITIES as BASE_QUANTITIES
 from gradlab.monitor.quantity import Quantity
-from gradlab.monitor.schedules import Schedule, default_schedule, every
+from gradlab.monitor.schedules import Schedule, default_schedule, every, refuse_schedule_maker
 from gradlab.monitor.sinks import SINKS, Sink
 from gradlab.monitor.suspects import Suspects
 from gradlab.validation import check_positive_finite
@@ -226,6 +226,7 @@ def _schedule(value: object) -> Schedule:
     """``every`` as a schedule: a positive int n (every n steps) or a ``step -> bool`` callable
     that accepts one positional argument (checked on its signature, not called)."""
     allowed = "a positive integer n (every n steps) or a callable step -> bool"
+    refuse_schedule_maker("every", value)
     if callable(value) and not isinstance(value, type):
         try:
             signature = inspect.signature(value)

@@ -203,6 +203,8 @@ class Monitor:
         self._never_stepped: weakref.finalize | None = None
         self._watched = False
         self._tau_warned = False
+        self._tau_change_warned = False
+        self._warned_call_after_close = False
         self._unwatched_warned = False
         self._calls_at_step: int | None = None  # self.calls at the previous step()
         self._repeat_warned = False
@@ -303,6 +305,9 @@ class Monitor:
         def watched(*args, **kwargs):
             if self._behind_a_training_call():  # a validation call: passed through
                 return loss_fn(*args, **kwargs)
+            if self._closed:  # the loss runs; a closed Monitor reads nothing more
+                self._warn_call_after_close()
+                return loss_fn(*args, **kwargs)
             due = self._count_call()
             if not due:  # off schedule: only the call
                 loss = loss_fn(*args, **kwargs)
@@ -320,6 +325,21 @@ class Monitor:
         call = WatchedCall(loss_fn, watched)
         call.__dict__["_gradlab_monitor"] = self  # what watch() finds on a loss it watches already
         return watched_like(loss_fn, call)
+
+    def _warn_call_after_close(self) -> None:
+        """Warn once that a watched call came after ``close()`` (evaluation with gradients off
+        after training says nothing): it is not read, and ``step()`` would raise."""
+        if self._warned_call_after_close or not torch.is_grad_enabled():
+            return
+        self._warned_call_after_close = True
+        warnings.warn(
+            f"gradlab.Monitor: a watched call after close() of the Monitor of "
+            f"{str(self.log_dir)!r}: the loss runs and nothing is read or logged; make a new "
+            "Monitor (resume=True continues this run in its log_dir) and watch the loss again "
+            "to log more steps",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),
+        )
 
     def _refuse_when_closed(self, method: str) -> None:
         """A closed Monitor logs nothing more: refuse a new watch where it is made, not at the
@@ -355,6 +375,35 @@ class Monitor:
                 f"tau={self.tau}. {remedy}",
                 UserWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # watch() or the loss call
+            )
+
+    def _follow_loss_tau(self, adapter: LossAdapter) -> None:
+        """Read the watched SmoothAP loss's tau as it is at this call (a tau schedule changes it
+        after ``watch``): the gradient agreement and the anatomy read the loss at its own tau.
+        Before the run's header is written a tau taken from this loss follows it; after, the
+        diagnostics keep the header's tau, and the first change away from it warns once."""
+        if adapter.read_tau is None:
+            return
+        tau = adapter.read_tau()
+        if tau is None or tau == adapter.loss_tau:
+            return
+        before, adapter.loss_tau = adapter.loss_tau, tau
+        if (not self._tau_given and not self._opened
+                and self.config["tau_from"] == adapter.name.removeprefix("the ")):  # fmt: skip
+            self.tau = float(tau)
+            self.config["tau"] = self.tau
+            return
+        if tau != self.tau and not self._tau_change_warned:
+            self._tau_change_warned = True
+            warnings.warn(
+                f"gradlab.Monitor: step {self.step_count}: {adapter.name}'s tau changed from "
+                f"{before} to {tau} since watch(); the diagnostics (P, widths, counts, "
+                f"decomposition) keep tau={self.tau}, as the run's header records, and the "
+                "gradient agreement and anatomy read the loss at its own tau. Pass "
+                "Monitor(tau=...) to choose the tau the diagnostics use; later changes are not "
+                "warned about",
+                UserWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # the loss call
             )
 
     def attach(self, module: torch.nn.Module, labels: torch.Tensor | Callable[[], torch.Tensor]):
@@ -433,6 +482,7 @@ class Monitor:
         raises), is not kept: the step logs what it held before the call. ``due`` and
         ``wanted``: :meth:`_due_now` and :meth:`_wanted`, when the caller has them."""
         batch = None
+        self._follow_loss_tau(adapter)
         try:
             wanted = self._wanted() if wanted is None else wanted
             batch = adapter.capture(

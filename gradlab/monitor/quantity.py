@@ -31,7 +31,7 @@ import torch
 
 from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView, _row_any, _row_counts  # noqa: F401 (re-exported)
-from gradlab.monitor.schedules import Schedule, every
+from gradlab.monitor.schedules import Schedule, every, refuse_schedule_maker
 
 Values = dict[str, torch.Tensor]
 
@@ -127,6 +127,7 @@ class Quantity:
     input_free_keys: frozenset[str] = frozenset()
 
     def __init__(self, schedule: Schedule | None = None) -> None:
+        refuse_schedule_maker(f"{type(self).__name__}'s schedule", schedule)
         if schedule is not None and (not callable(schedule) or isinstance(schedule, type)):
             raise GradlabError(  # at the call, not at the first logged step of training
                 f"{type(self).__name__}'s schedule must be a callable step -> bool "

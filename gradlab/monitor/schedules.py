@@ -189,3 +189,28 @@ def never(step: int) -> bool:
         False
     """
     return False
+
+
+def refuse_schedule_maker(name: str, value: object) -> None:
+    """Refuse one of the functions that make a schedule given where a schedule goes (``every=
+    log_spaced``): called with a step it would read the step as its own argument (``base=0``)
+    and fail with a message about that argument.
+
+    Raises:
+        GradlabError: ``value`` is :func:`every`, :func:`log_spaced`, :func:`dense_warmup` or
+            :func:`default_schedule` itself.
+
+    Example:
+        >>> refuse_schedule_maker("every", log_spaced())  # a schedule: accepted
+        >>> try:
+        ...     refuse_schedule_maker("every", log_spaced)
+        ... except GradlabError as error:
+        ...     print(str(error)[:60])
+        every must be a schedule; got the function log_spaced, which
+    """
+    calls = ((every, "every(n)"), (log_spaced, "log_spaced()"), (dense_warmup, "dense_warmup()"),
+             (default_schedule, "default_schedule()"))  # fmt: skip
+    for maker, call in calls:
+        if value is maker:
+            raise GradlabError(f"{name} must be a schedule; got the function {maker.__name__}, "
+                               f"which makes one: call it ({call})")  # fmt: skip

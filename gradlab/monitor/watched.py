@@ -72,6 +72,21 @@ class WatchedCall:
             raise AttributeError(name)
         return getattr(wrapped, name)
 
+    def __setattr__(self, name: str, value: object) -> None:
+        """An attribute the loss has is set on the loss (``watched.tau = 0.1`` changes the
+        loss's tau); the wrapper's own, and new ones, on the wrapper."""
+        if _on_the_loss(self, name):
+            setattr(self.__wrapped__, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    def __delattr__(self, name: str) -> None:
+        """Deleted where :meth:`__setattr__` set it: on the loss unless the wrapper holds it."""
+        if _on_the_loss(self, name):
+            delattr(self.__wrapped__, name)
+        else:
+            object.__delattr__(self, name)
+
     def __deepcopy__(self, memo: dict) -> Callable:
         return copy.deepcopy(self.__wrapped__, memo)
 
@@ -109,6 +124,7 @@ class WatchedLoss(nn.Module):
         object.__setattr__(self, "__name__", type(loss_fn).__name__)  # as a loss function's
         object.__setattr__(self, "_call", call)
         object.__setattr__(self, "training", loss_fn.training)
+        object.__setattr__(self, "_sealed", True)  # from here, the loss's names are the loss's
 
     def forward(self, *args, **kwargs):
         return self._call(*args, **kwargs)
@@ -133,6 +149,24 @@ class WatchedLoss(nn.Module):
                     return getattr(owner, name)
             raise
 
+    def __setattr__(self, name: str, value: object) -> None:
+        """An attribute the loss has is set on the loss (``watched.tau = 0.1`` changes the
+        loss's tau); the wrapper's own (its hooks, its mode) and new ones on the wrapper (a
+        new parameter lands in the registries both share)."""
+        if _on_the_loss(self, name):
+            setattr(self.__wrapped__, name, value)
+        else:
+            super().__setattr__(name, value)
+
+    def __delattr__(self, name: str) -> None:
+        """Deleted where :meth:`__setattr__` set it: on the loss unless the wrapper holds it."""
+        if _on_the_loss(self, name) and name not in self._parameters and (
+            name not in self._buffers and name not in self._modules
+        ):  # fmt: skip
+            delattr(self.__wrapped__, name)
+        else:
+            super().__delattr__(name)
+
     def __repr__(self) -> str:
         return f"watched {self.__wrapped__!r}"
 
@@ -150,6 +184,15 @@ class WatchedLoss(nn.Module):
         return super().__reduce_ex__(protocol)
 
 
+def _on_the_loss(wrapper: object, name: str) -> bool:
+    """Whether setting ``name`` on a watched loss sets it on the loss: an attribute the loss
+    has and the wrapper does not hold itself, once the wrapper is made (:func:`watched_like`
+    seals it: what its constructors set stays its own, even where the loss has the name)."""
+    wrapped = wrapper.__dict__.get("__wrapped__")
+    return (wrapper.__dict__.get("_sealed", False) and name not in wrapper.__dict__
+            and not name.startswith("__") and hasattr(wrapped, name))  # fmt: skip
+
+
 def watched_like(loss_fn: Callable, call: Callable) -> Callable:
     """``call`` in the loss's place: a :class:`WatchedLoss` for a ``torch.nn.Module`` loss (its
     parameters stay the model's), else ``call`` itself.
@@ -160,6 +203,8 @@ def watched_like(loss_fn: Callable, call: Callable) -> Callable:
         >>> watched_like(mean, mean) is mean, type(watched_like(nn.MSELoss(), print)).__name__
         (True, 'WatchedLoss')
     """
+    if isinstance(call, WatchedCall):  # its constructors are done: the loss's names are the loss's
+        object.__setattr__(call, "_sealed", True)
     if isinstance(loss_fn, torch.nn.Module):
         return WatchedLoss(loss_fn, call)
     return call

@@ -319,6 +319,32 @@ def test_watch_and_attach_after_close_are_refused(tmp_path):
         monitor.attach(torch.nn.Linear(2, 2), torch.arange(4))
 
 
+def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(tmp_path):
+    # the call was counted as a first watched call: at collection the Monitor warned it had
+    # "ended after watched calls but without monitor.step() or close()", close() notwithstanding
+    import gc
+    import warnings
+
+    loss = gradlab.SmoothAPLoss(0.05)
+    monitor = Monitor(tmp_path)
+    watched = monitor.watch(loss)
+    monitor.close()
+    embeddings, labels = torch.randn(6, 3), torch.arange(6) % 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = [watched(embeddings.clone().requires_grad_(), labels) for _ in range(2)]
+        with torch.no_grad():
+            watched(embeddings, labels)  # evaluation after training: nothing to say
+        del monitor, watched
+        gc.collect()
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: a watched call after close() of the Monitor of {str(tmp_path)!r}: "
+        "the loss runs and nothing is read or logged; make a new Monitor (resume=True "
+        "continues this run in its log_dir) and watch the loss again to log more steps"]
+    assert [w.filename for w in caught] == [__file__]
+    assert all(torch.equal(value, loss(embeddings, labels)) for value in values)
+
+
 def test_sink_classes_are_exported():
     assert issubclass(JSONLSink, gradlab.monitor.Sink) and issubclass(CSVSink, gradlab.monitor.Sink)
 

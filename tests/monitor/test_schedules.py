@@ -201,3 +201,23 @@ def test_a_schedule_returning_neither_a_bool_nor_0_or_1_is_refused(tmp_path, ret
 
     for fine, due in ((np.True_, True), (np.int64(1), True), (np.int8(0), False), (0, False)):
         assert gradlab.monitor.Loss(lambda step, fine=fine: fine).should_compute(0) is due
+
+
+@pytest.mark.parametrize(("maker", "call"), [(log_spaced, "log_spaced()"),
+                                             (dense_warmup, "dense_warmup()"),
+                                             (default_schedule, "default_schedule()"),
+                                             (every, "every(n)")])  # fmt: skip
+def test_a_schedule_maker_given_for_a_schedule_says_to_call_it(tmp_path, maker, call):
+    # every=log_spaced was read as a schedule and called with the step: "base must be a
+    # finite number > 1; got 0", about an argument the user never gave
+    from gradlab import Monitor
+    from gradlab.monitor import Loss
+
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, every=maker)
+    assert str(raised.value) == (f"every must be a schedule; got the function {maker.__name__}, "
+                                 f"which makes one: call it ({call})")  # fmt: skip
+    with pytest.raises(GradlabError) as raised:
+        Loss(maker)
+    assert str(raised.value) == (f"Loss's schedule must be a schedule; got the function "
+                                 f"{maker.__name__}, which makes one: call it ({call})")

@@ -4,6 +4,7 @@ import math
 import warnings
 
 import pytest
+import torch
 
 import gradlab
 from gradlab import Monitor
@@ -115,3 +116,52 @@ def test_a_given_tau_that_differs_from_the_losss_says_how_to_use_the_losss(tmp_p
         "gradlab.Monitor: tau=0.05 differs from the watched loss SmoothAPLoss's tau=0.01; the "
         "diagnostics (P, widths, counts, decomposition) use tau=0.05. Leave the Monitor's tau "
         "out to use the loss's"))]  # fmt: skip
+
+
+def _agreement_after_a_tau_change(tmp_path, tau_before, tau_after):
+    """Two logged steps; the loss's tau is set to ``tau_after`` between them."""
+    generator = torch.Generator().manual_seed(3)
+    embeddings = torch.randn(12, 5, generator=generator)
+    labels = torch.arange(12) % 3
+    loss = gradlab.SmoothAPLoss(tau_before)
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        watched = monitor.watch(loss)
+        watched(embeddings.clone().requires_grad_(), labels).backward()
+        monitor.step()
+        loss.tau = tau_after  # a tau schedule
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            watched(embeddings.clone().requires_grad_(), labels).backward()
+            record = monitor.step()
+    return record, [str(w.message) for w in caught]
+
+
+def test_a_tau_changed_on_the_loss_after_watch_is_read_at_each_call(tmp_path):
+    # the Monitor kept the tau it saw at watch(): the gradient agreement compared the loss's
+    # gradient at tau 0.1 with SmoothAP's at 0.01 and flagged a genuine SmoothAP (cosine 0.74)
+    record, messages = _agreement_after_a_tau_change(tmp_path, 0.01, 0.1)
+    assert record["gradient_agreement_cosine"] == pytest.approx(1.0, abs=1e-6)
+    assert record["gradient_agreement_relative_error"] < 1e-5
+    assert messages == [
+        "gradlab.Monitor: step 1: the watched loss SmoothAPLoss's tau changed from 0.01 to 0.1 "
+        "since watch(); the diagnostics (P, widths, counts, decomposition) keep tau=0.01, as "
+        "the run's header records, and the gradient agreement and anatomy read the loss at its "
+        "own tau. Pass Monitor(tau=...) to choose the tau the diagnostics use; later changes "
+        "are not warned about"]
+    header, _ = _header_and_records(tmp_path)
+    assert (header["config"]["tau"], record["operating_region_width"]) == (
+        0.01, pytest.approx(_width(0.01), rel=1e-9))
+
+
+def test_a_tau_changed_before_the_first_step_is_taken_as_the_runs(tmp_path):
+    loss = gradlab.SmoothAPLoss(0.05)
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))]) as monitor:
+        watched = monitor.watch(loss)
+        loss.tau = 0.1  # before anything is written: the header takes the loss's tau as it is
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            watched(torch.randn(8, 3, requires_grad=True), torch.arange(8) % 2).backward()
+            record = monitor.step()
+    header, _ = _header_and_records(tmp_path)
+    assert (header["config"]["tau"], monitor.tau) == (0.1, 0.1)
+    assert record["operating_region_width"] == pytest.approx(_width(0.1), rel=1e-9)

@@ -101,6 +101,32 @@ def test_the_loss_attributes_read_through_and_a_function_stays_a_function(tmp_pa
             watched.no_such_attribute  # noqa: B018
 
 
+def test_an_attribute_set_on_the_watched_loss_is_set_on_the_loss(tmp_path):
+    # watched.tau = 0.05 landed on the wrapper: it read back 0.05 while the loss computed at
+    # 0.01 (and the Monitor read 0.01)
+    loss = gradlab.SmoothAPLoss(0.01)
+    embeddings, labels = torch.randn(8, 3), torch.arange(8) % 2
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        watched.tau = 0.05
+        assert loss.tau == 0.05 and "tau" not in watched.__dict__
+        assert torch.equal(watched(embeddings, labels),
+                           gradlab.SmoothAPLoss(0.05)(embeddings, labels))  # fmt: skip
+        watched.eval()  # the wrapper's own mode still is the wrapper's, and reaches the loss
+        assert not watched.training and not loss.training
+
+    def weighted(embeddings, labels):
+        return weighted.weight * embeddings.sum()
+
+    weighted.weight = 1.0
+    with gradlab.Monitor(tmp_path / "function", preset="cheap") as monitor:
+        watched_function = monitor.watch(weighted)
+        watched_function.weight = 2.0  # the function's own attribute
+        watched_function.note = "new"  # no such attribute on the loss: the wrapper's
+    assert (weighted.weight, "note" in weighted.__dict__, watched_function.note) == (
+        2.0, False, "new")
+
+
 def test_the_lightning_callback_s_watched_loss_is_a_module_that_pickles(tmp_path):
     # ddp_spawn pickles the LightningModule, its watched loss included
     pytest.importorskip("lightning")
