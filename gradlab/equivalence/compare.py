@@ -648,10 +648,10 @@ def compare_gradients(
     for step, world in ((reference, 1), (candidate, world_size)):
         if hasattr(step, "check"):
             step.check(batch, world)
-    if world_size > 1:
-        _refuse_dropout(model, batch, world_size)
     model = copy.deepcopy(model).to(dtype)
     batch = batch.to(dtype)
+    if world_size > 1:  # probed as the steps run it: a float32 model on float64 rows fails
+        _refuse_dropout(model, batch, world_size)
     reference_grads = run_step(reference, model, batch)
     _refuse_zero_reference(reference_grads)  # before the candidate's run: it would be wasted
     if world_size == 1:

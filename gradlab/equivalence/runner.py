@@ -222,6 +222,23 @@ def _execute(step, model: nn.Module, batch: PairedBatch, rank: int, world: int,
         return _execute_here(step, model, batch, rank, world)
 
 
+def _check_returned_loss(step: object, returned: object) -> None:
+    """A step returns its loss (a number or a one-element tensor) or None.
+
+    Raises:
+        GradlabError: anything else (a per-query tensor, a dict), named with the step.
+    """
+    if returned is None or (isinstance(returned, (int, float)) and not isinstance(returned, bool)):
+        return
+    if isinstance(returned, torch.Tensor) and returned.numel() == 1:
+        return
+    got = (f"a tensor of shape {list(returned.shape)}" if isinstance(returned, torch.Tensor)
+           else f"{type(returned).__name__} {returned!r}")  # fmt: skip
+    name = getattr(step, "name", None) or getattr(step, "__name__", type(step).__name__)
+    raise GradlabError(f"step {name} must return its loss (a number or a 0-d tensor) or None; "
+                       f"got {got}")  # fmt: skip
+
+
 def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: int) -> Gradients:
     """:func:`_execute` without the random state's bracket."""
     model = copy.deepcopy(model)
@@ -235,6 +252,7 @@ def _execute_here(step, model: nn.Module, batch: PairedBatch, rank: int, world: 
         )
     probe = GradientProbe(batch.labels.shape[0], batch.columns, width, dtype=dtype)
     returned = step(model, batch.shard(rank, world), probe)
+    _check_returned_loss(step, returned)
     # A step that returns nothing has no loss to show (None), not a loss of 0.
     loss = torch.as_tensor(0.0 if returned is None else returned,
                            dtype=torch.float64).detach().clone()  # fmt: skip

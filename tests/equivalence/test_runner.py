@@ -286,6 +286,26 @@ def test_a_step_that_returns_no_loss_has_none_not_a_loss_of_zero():
     assert result.to_dict()["candidate_loss"] is None and result.equivalent
 
 
+@pytest.mark.parametrize(("returned", "got"), [
+    (torch.ones(3), "a tensor of shape [3]"), ({"loss": 1.0}, "dict {'loss': 1.0}"),
+    (True, "bool True"), ("1.0", "str '1.0'")])  # fmt: skip
+def test_a_step_that_returns_no_single_loss_is_refused_by_name(returned, got):
+    # a [3] tensor reached float(loss): "only one element tensors can be converted to Python
+    # scalars", after both steps had run
+    model, batch = synthetic_problem(batch_size=4)
+
+    def per_query(model, batch, probe):
+        EmbeddingSumStep()(model, batch, probe)
+        return returned
+
+    with pytest.raises(GradlabError) as raised:
+        run_step(per_query, model, batch)
+    assert str(raised.value) == (f"step per_query must return its loss (a number or a 0-d "
+                                 f"tensor) or None; got {got}")  # fmt: skip
+    one = run_step(lambda *step: EmbeddingSumStep()(*step).reshape(1), model, batch)
+    assert one.loss == run_step(EmbeddingSumStep(), model, batch).loss  # one value: taken
+
+
 def test_what_the_step_did_not_record_is_none():
     model, batch = synthetic_problem(batch_size=4)
     grads = run_step(EmbeddingSumStep(), model, batch)
