@@ -357,8 +357,16 @@ class CSVSink(Sink):
             self._widened(log_dir).unlink()
         if path.is_file():
             complete = _complete_size(path)
-            if complete < path.stat().st_size:  # a killed writer's last row: incomplete
+            removed = path.stat().st_size - complete
+            if removed:  # a killed writer's last row: incomplete
                 os.truncate(path, complete)
+                warnings.warn(
+                    f"gradlab.Monitor: removed the last row of {str(path)!r} ({removed} bytes "
+                    "with no line end: a write cut short by a killed process), so that no row "
+                    "is left half empty; its step is logged again",
+                    UserWarning,
+                    stacklevel=caller_stacklevel(),
+                )
             if complete:
                 self.columns = next(csv.reader(_complete_lines(path)), None)
         self._header_due = self.columns is None
@@ -657,7 +665,8 @@ def _log_file(path: str | Path) -> str | Path:
 
 
 def _json_objects(
-    path: str | Path, strict: bool, to_user: bool = False, decode: bool = True
+    path: str | Path, strict: bool, to_user: bool = False, decode: bool = True,
+    quiet_cut_end: bool = False,
 ) -> Iterator[dict]:
     """The headers and records of a JSONL file, in order, read one line at a time (a log of
     500,000 records is never held whole here), with ``decode`` their values decoded
@@ -667,7 +676,8 @@ def _json_objects(
     ``"step"``) is skipped, all of them reported in one warning with their count and line
     numbers once the file is read, at the line that called the consumer (``to_user``: the
     first line outside gradlab); under ``strict`` the first one raises :class:`GradlabError`
-    instead."""
+    instead. ``quiet_cut_end``: a last line without a line end that is no record is skipped
+    without a word (the JSONL sink removes it with its own warning when it reopens the file)."""
     if not isinstance(strict, bool):
         raise GradlabError(f"strict must be True or False; got {strict!r}")
     path = _log_file(path)
@@ -680,6 +690,8 @@ def _json_objects(
                 continue
             total += 1
             reason, value = _why_unreadable(raw)
+            if reason is not None and quiet_cut_end and not raw.endswith(b"\n"):
+                continue  # the last line (only it lacks a line end), cut short
             if reason is None and not decode:
                 yield value
             elif reason is None and "header" in value:
@@ -721,7 +733,7 @@ def last_jsonl_step(path: str | Path) -> int | None:
         >>> last_jsonl_step(path)
         7
     """
-    objects = _json_objects(path, strict=False, to_user=True, decode=False)
+    objects = _json_objects(path, strict=False, to_user=True, decode=False, quiet_cut_end=True)
     return max((value["step"] for value in objects if "header" not in value), default=None)
 
 

@@ -215,11 +215,11 @@ def test_a_run_cut_short_mid_line_can_be_resumed_and_read(tmp_path):
         train(monitor, steps=3)
     log = tmp_path / "metrics.jsonl"
     log.write_text(log.read_text() + '{"step": 3, "loss": 0.4')  # killed while writing step 3
-    with pytest.warns(UserWarning, match="not valid JSON"):
-        monitor = Monitor(tmp_path, preset="cheap", every=1, resume=True)
+    monitor = Monitor(tmp_path, preset="cheap", every=1, resume=True)
     assert monitor.step_count == 3  # the last complete record was step 2
-    with monitor:
+    with monitor, pytest.warns(UserWarning, match="removed the last line") as caught:
         train(monitor, steps=2)
+    assert len(caught) == 1  # the removal's warning alone: reading the log said nothing
     headers, records = read_jsonl(log, strict=True)  # the cut line went: strict JSON lines
     assert [r["step"] for r in records] == [0, 1, 2, 3, 4] and len(headers) == 2
 
@@ -332,7 +332,7 @@ def test_a_resumed_run_is_compared_with_the_latest_settings_past_a_cut_line(tmp_
         with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
             train(monitor, steps=1)
     assert [str(w.message) for w in caught if "resume=True" in str(w.message)] == []
-    assert any("not valid JSON" in str(w.message) for w in caught)
+    assert sum("removed the last line" in str(w.message) for w in caught) == 1
 
 
 def test_resuming_with_the_same_settings_is_quiet(tmp_path):
@@ -388,19 +388,24 @@ def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(
     assert len(set(rows["loss"])) == 9  # the three runs' losses differ: the rows are told apart
 
 
-def test_a_skipped_line_of_a_resumed_log_is_warned_about_at_the_monitors_line(tmp_path):
-    # The resume reads the log's last step line by line; a line cut short by a killed writer
-    # is skipped, with one warning at the user's Monitor(..., resume=True), not inside gradlab.
+def test_a_cut_last_line_of_a_resumed_log_is_warned_about_once_where_it_is_removed(tmp_path):
+    # The resume reads the log's last step line by line and warned of the cut line ("skipped
+    # a line that is not valid JSON"); the sink then removed it with a warning of its own. The
+    # removal alone warns now, at the line outside gradlab that made the run write.
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
         train(monitor, steps=2)
     with (tmp_path / "metrics.jsonl").open("a") as handle:
         handle.write('{"step": 2, "lo')  # cut short
-    with pytest.warns(UserWarning, match=r"metrics\.jsonl:\d+: skipped a line") as caught:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         resumed = Monitor(tmp_path, preset="cheap", every=1, resume=True, tau=0.05)  # the loss's
-    resumed.close()
+        assert caught == []
+        resumed.close()
     assert resumed.step_count == 2
-    assert [warning.filename for warning in caught
-            if "skipped a line" in str(warning.message)] == [__file__]
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        f"gradlab.Monitor: removed the last line of {str(tmp_path / 'metrics.jsonl')!r} (15 "
+        "bytes with no line end that are not a whole JSON object: a write cut short by a killed "
+        "process), so that every line is JSON; its step is logged again", __file__)]
 
 
 def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, request):

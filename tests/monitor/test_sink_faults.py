@@ -322,7 +322,13 @@ def test_a_resumed_csv_whose_last_row_was_cut_loses_only_that_row(tmp_path, cut)
     kept = _cut_last_line(tmp_path / C, CUTS[cut])
     again = Monitor(tmp_path, preset="cheap", every=1, sinks=["csv"], resume=True)
     assert again.step_count == 2  # step 2's row was cut: it is written again
-    _train(again, Disk(), range(2), {})
+    removed = (tmp_path / C).stat().st_size - len(kept)
+    with pytest.warns(UserWarning) as caught:  # removed silently before
+        _train(again, Disk(), range(2), {})
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
+        "no line end: a write cut short by a killed process), so that no row is left half "
+        "empty; its step is logged again"]
     rows = _csv_rows(tmp_path / C)
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 3]
     assert all(all(row.values()) for row in rows)  # no row without its values
@@ -342,10 +348,13 @@ def test_a_csv_cut_beside_a_complete_jsonl_loses_only_that_row(tmp_path, cut):
 def test_a_resumed_jsonl_whose_last_line_was_cut_loses_only_that_record(tmp_path, cut):
     _train_plain(tmp_path, ["jsonl"], 3)
     _cut_last_line(tmp_path / J, CUTS[cut])
-    with pytest.warns(UserWarning, match="skipped a line"):
+    with warnings.catch_warnings():  # reading the log for its last step: no word of the cut
+        warnings.simplefilter("error")
         again = Monitor(tmp_path, preset="cheap", every=1, resume=True)
     assert again.step_count == 2
-    _train(again, Disk(), range(2), {})
+    with pytest.warns(UserWarning, match="removed the last line") as caught:
+        _train(again, Disk(), range(2), {})
+    assert len(caught) == 1
     with warnings.catch_warnings():  # the cut line went when the file was opened again:
         warnings.simplefilter("error")  # every line is strict JSON, read without a warning
         headers, records = read_jsonl(tmp_path / J, strict=True)

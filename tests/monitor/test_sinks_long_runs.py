@@ -67,8 +67,8 @@ def test_resuming_after_a_line_cut_short_goes_on_after_the_last_whole_record(tmp
         warnings.simplefilter("always")
         start, _ = _peak_of_resuming(tmp_path)
     assert start == 50  # the cut record's step is logged again
-    cut = [w for w in caught if "not valid JSON" in str(w.message)]  # and another preset's
-    assert len(cut) == 1 and cut[0].filename == __file__  # the line that made the Monitor
+    cut = [w for w in caught if "removed the last line" in str(w.message)]  # and another
+    assert len(cut) == 1 and cut[0].filename == __file__  # preset's; at the line that closed it
 
 
 def _traced(make):
