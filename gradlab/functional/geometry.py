@@ -448,11 +448,10 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         normalize: L2-normalise the rows first (measure directions only).
 
     Returns:
-        :class:`EffectiveRank` of 0-d float64 tensors (NaN for a batch with NaN or infinite
-        entries).
+        :class:`EffectiveRank` of 0-d float64 tensors.
 
     Raises:
-        GradlabError: a bad tensor or fewer than 2 rows.
+        GradlabError: a bad tensor (NaN or infinite entries included) or fewer than 2 rows.
 
     Example:
         >>> simplex = torch.eye(4)  # 4 points, centred: 3 equal singular values

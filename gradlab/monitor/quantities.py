@@ -534,6 +534,9 @@ class GradientAgreement(Quantity):
 class WeightedGradientCounts(GradientCounts):
     """Gradient counts with and without the 1/R(i, S_Omega)^2 weight (needs the ranks).
 
+    The ``_weighted`` keys count the entries whose slope divided by ``R(i, S_Omega)^2`` is above
+    the threshold (a count, not a weighted sum): never more entries than the unweighted count.
+
     Example:
         >>> view = BatchView(embeddings=torch.ones(4, 2), labels=torch.tensor([0, 0, 1, 1]),
         ...                  tau=0.05)
