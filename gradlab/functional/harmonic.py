@@ -179,6 +179,19 @@ def _check_counts(**counts: object) -> None:
         check_tensor(name, value, ndims=tuple(range(9)), kind="any_real")
 
 
+def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> None:
+    """Refuse ``a < 0`` or ``count < 0`` anywhere, named as the rate's caller passed them (NaN
+    passes, as in the gaps), in one read: the rate's gap would otherwise refuse ``a > a +
+    count`` naming ``b``, an argument the caller never gave."""
+    if not (a.numel() and count.numel()) or not value_checks_enabled():
+        return
+    flags = torch.stack([(a < 0).any(), (count < 0).any()]).tolist()
+    for (name, value), negative in zip((("a", a), ("count", count)), flags, strict=True):
+        if negative:
+            raise GradlabError(f"{name} must be a count, at least 0, for {function}; got "
+                               f"{float(value.min()):g}")  # fmt: skip
+
+
 def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
     """Refuse ``a < 0`` or ``a > b`` anywhere (NaN passes: its gap is NaN), in one read: the
     gap sums ``t = a + 1 .. b``, and below ``a = -1`` the digamma and the logarithm have their
@@ -309,6 +322,8 @@ def harmonic_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     """
     check_harmonic_method(method)
     _check_counts(a=a, count=count)
+    check_real_device(a=a, count=count)  # their signs are read
+    _check_rate_counts("harmonic_rate", a, count)
     return _rate(harmonic_gap, _harmonic_derivative, a, count, method)
 
 
@@ -325,6 +340,7 @@ def discount_rate(a: torch.Tensor, count: torch.Tensor, method: str = "exact") -
     check_harmonic_method(method)
     _check_counts(a=a, count=count)
     _check_exact_counts(method, a=a, count=count)
+    _check_rate_counts("discount_rate", a, count)
     _check_discount_counts("discount_rate", method, a=a, **{"a + count": a + count})
     return _rate(discount_gap, _discount_derivative, a, count, method)
 
@@ -376,8 +392,13 @@ def harmonic_log_error(
     a_arr, n_arr = np.broadcast_arrays(
         np.asarray(a, dtype=np.float64), np.asarray(n, dtype=np.float64)
     )
-    if np.any(a_arr < 1) or np.any(n_arr < 0):
-        raise GradlabError("a must be >= 1 and n >= 0 for harmonic_log_error")
+    for name, values, least in (("a", a_arr, 1), ("n", n_arr, 0)):
+        if not np.all(np.isfinite(values)):
+            raise GradlabError(f"{name} must be finite for harmonic_log_error; got "
+                               f"{values[~np.isfinite(values)].flat[0]}")  # fmt: skip
+        if np.any(values < least):
+            raise GradlabError(f"{name} must be at least {least} for harmonic_log_error; got "
+                               f"{values.min():g}")  # fmt: skip
     if precision == "float64":
         digamma = require("scipy.special", "audit", "harmonic_log_error").digamma
         exact = digamma(a_arr + n_arr + 1.0) - digamma(a_arr + 1.0)

@@ -22,18 +22,40 @@ import math
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.validation import check_same_device, check_shape, check_tensor, non_finite_message
+from gradlab.validation import (
+    check_real_device,
+    check_same_device,
+    check_shape,
+    check_tensor,
+    non_finite_message,
+    value_checks_enabled,
+)
 
 
 def harmonic_number(n: torch.Tensor) -> torch.Tensor:
     """``H(n) = sum_{k=1}^n 1/k`` for non-negative (real) ``n``, as ``psi(n + 1) - psi(1)``.
 
     Subtracting ``psi(1) = -gamma`` as computed (not the constant) makes ``H(0)`` exactly 0.
+    NaN passes (its H is NaN), as in :func:`gradlab.functional.harmonic_gap`.
+
+    Raises:
+        GradlabError: ``n`` not a real tensor, or negative somewhere (below 0 the digamma has
+            poles at -1, -2, ...; between them its values are no sum of ``1/k``).
 
     Example:
         >>> [round(h, 4) for h in harmonic_number(torch.tensor([0.0, 1.0, 3.0])).tolist()]
         [0.0, 1.0, 1.8333]
     """
+    check_tensor("n", n, ndims=tuple(range(9)), kind="any_real")
+    check_real_device(n=n)  # its sign is read
+    if n.numel() and value_checks_enabled() and bool((n < 0).any()):
+        raise GradlabError(f"n must be a count, at least 0, for harmonic_number; got "
+                           f"{float(n.min()):g}")  # fmt: skip
+    return _harmonic(n)
+
+
+def _harmonic(n: torch.Tensor) -> torch.Tensor:
+    """:func:`harmonic_number` unchecked (counts the caller made)."""
     return torch.digamma(n + 1.0) - torch.digamma(torch.ones_like(n))
 
 
@@ -122,7 +144,7 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         n = closed[query, rank].to(torch.float64) - before
     share = torch.where(n > 1, (in_group - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
     offset = in_groups_before + 1.0 - share * (before + 1.0)
-    harmonic = harmonic_number(before + n) - harmonic_number(before)
+    harmonic = _harmonic(before + n) - _harmonic(before)
     per_group = torch.zeros_like(ranked, dtype=torch.float64)
     per_group[query, group] = torch.where(
         in_group > 0, in_group / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
@@ -220,7 +242,7 @@ def tie_aware_ap_from_counts(
     positives_tied = (among == anchors).sum(dim=2).to(torch.float64)  # n+
     share = torch.where(size > 1, (positives_tied - 1.0) / (size - 1.0).clamp(min=1.0), 0.0)
     offset = positives_before + 1.0 - share * (before + 1.0)
-    harmonic = harmonic_number(before + size) - harmonic_number(before)
+    harmonic = _harmonic(before + size) - _harmonic(before)
     return (share + offset * harmonic / size).mean(dim=1)
 
 

@@ -127,8 +127,8 @@ def test_midpoint_is_far_closer_than_log_and_exact_is_zero():
     [
         (lambda: harmonic_gap(torch.zeros(1), torch.ones(1), "trapezoid"), "method must be one of"),
         (lambda: discount_gap(torch.zeros(1), torch.ones(1), "li"), "method must be one of"),
-        (lambda: harmonic_log_error(0.5, 1.0), "a must be >= 1 and n >= 0"),
-        (lambda: harmonic_log_error(2.0, -1.0), "a must be >= 1 and n >= 0"),
+        (lambda: harmonic_log_error(0.5, 1.0), "a must be at least 1"),
+        (lambda: harmonic_log_error(2.0, -1.0), "n must be at least 0"),
         (lambda: harmonic_log_error(2.0, 1.0, precision="float32"), "precision must be"),
         (lambda: logarithmic_integral(torch.tensor([1.0])), r"x must lie in \(1, 1e6\]"),
         (lambda: logarithmic_integral(torch.tensor([2e6])), r"x must lie in \(1, 1e6\]"),
@@ -301,9 +301,17 @@ def test_log_error_of_empty_grids_is_empty():
         assert all(part.shape == (0,) for part in result)
 
 
-def test_log_error_message_names_both_counts():
-    with pytest.raises(GradlabError, match=r"^a must be >= 1 and n >= 0 for harmonic_log_error$"):
-        harmonic_log_error(0.5, 1.0)
+@pytest.mark.parametrize(("a", "n", "message"), [
+    (0.5, 1.0, "a must be at least 1 for harmonic_log_error; got 0.5"),
+    (np.array([3.0, 2.0]), np.array([1.0, -2.0]), "n must be at least 0 for harmonic_log_error; "
+                                                  "got -2"),
+    (math.nan, 1.0, "a must be finite for harmonic_log_error; got nan"),
+    (2.0, math.inf, "n must be finite for harmonic_log_error; got inf")])  # fmt: skip
+def test_log_error_message_names_the_count_and_its_value(a, n, message):
+    # one message for both counts, without the value; NaN passed every comparison silently
+    with pytest.raises(GradlabError) as raised:
+        harmonic_log_error(a, n)
+    assert str(raised.value) == message
 
 
 def test_the_mpmath_error_is_taken_at_the_documented_50_digits_and_leaves_mpmath_as_it_was(

@@ -220,3 +220,27 @@ def test_a_gap_of_meta_counts_is_refused_by_name(function, meta):
     counts[meta] = counts[meta].to("meta")
     with pytest.raises(GradlabError, match=rf"^{meta} is a meta tensor"):
         function(counts["a"], counts["b"])
+
+
+@pytest.mark.parametrize("rate", [harmonic_rate, discount_rate], ids=lambda f: f.__name__)
+@pytest.mark.parametrize(("a", "count", "name", "got"), [(1.0, -0.5, "count", -0.5),
+                                                         (-1.0, 0.5, "a", -1.0)])  # fmt: skip
+def test_a_rate_names_its_own_arguments_when_a_count_is_negative(rate, a, count, name, got):
+    # a negative count reached the gap, which refused "a must be at most b for harmonic_gap":
+    # a function and an argument the caller never used
+    with pytest.raises(GradlabError) as raised:
+        rate(torch.tensor([a], dtype=torch.float64), torch.tensor([count], dtype=torch.float64))
+    assert str(raised.value) == (f"{name} must be a count, at least 0, for {rate.__name__}; "
+                                 f"got {got:g}")  # fmt: skip
+
+
+@pytest.mark.parametrize("n", [-0.5, -2.0, -1e-9])
+def test_harmonic_number_refuses_a_negative_count(n):
+    # -0.5 gave -1.386 (no sum of 1/k), -2.0 NaN (a pole of the digamma)
+    from gradlab.functional import harmonic_number
+
+    with pytest.raises(GradlabError) as raised:
+        harmonic_number(torch.tensor([1.0, n], dtype=torch.float64))
+    assert str(raised.value) == f"n must be a count, at least 0, for harmonic_number; got {n:g}"
+    assert harmonic_number(torch.tensor([0.0, 4.0])).tolist() == pytest.approx(
+        [0.0, 1 + 1 / 2 + 1 / 3 + 1 / 4], rel=1e-6, abs=1e-7)
