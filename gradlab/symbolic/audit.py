@@ -43,7 +43,7 @@ def all_claims(*, p_vs_batch_size: Mapping | None = None) -> list[Claim]:
     Args:
         p_vs_batch_size: the measurement that decides Smooth-AP's batch-size conjecture
             (``gradlab.experiments.p_vs_batch_size.measure``'s dict). The audit never measures:
-            without it that claim is ``inconclusive``, its detail saying it was not measured.
+            without it that claim is ``not-testable-here``, its detail saying it was not measured.
 
     Example:
         >>> claim = next(c for c in all_claims() if c.label == "claim-p-grows-with-batch-size")

@@ -671,14 +671,41 @@ def _concretize(expression: sp.Expr) -> sp.Expr:
     An identity in abstract functions must hold for every choice, so a non-zero value for one
     concrete choice is a counterexample.
     """
-    from sympy.core.function import AppliedUndef
 
     replaced = expression
-    for k, applied in enumerate(sorted(expression.atoms(AppliedUndef), key=str)):
-        argument = sp.Dummy("u")
-        polynomial = sp.Lambda(argument, (k + 2) * argument**2 + (k + 1) * argument + k + 3)
+    for applied, polynomial in _stand_ins(expression):
         replaced = replaced.replace(applied.func, polynomial)
     return replaced.doit()
+
+
+def _stand_ins(expression: sp.Expr) -> list[tuple]:
+    """``(f(x), Lambda)`` for each abstract function of ``expression``: its applications in
+    name order, the ``k``-th making ``(k + 2) u^2 + (k + 1) u + k + 3`` the function's stand-in
+    unless an earlier application of the same function made one (``T(0)`` and ``T(d)`` are one
+    function)."""
+    from sympy.core.function import AppliedUndef
+
+    stand_ins, seen = [], set()
+    for k, applied in enumerate(sorted(expression.atoms(AppliedUndef), key=str)):
+        if applied.func in seen:
+            continue
+        seen.add(applied.func)
+        argument = sp.Dummy("u")
+        stand_ins.append((applied, sp.Lambda(argument, (k + 2) * argument**2 + (k + 1) * argument
+                                             + k + 3)))  # fmt: skip
+    return stand_ins
+
+
+def _stand_ins_text(expression: sp.Expr) -> str:
+    """``", with R_Omega(x) = 2*x**2 + x + 3, ..."`` for the witness (empty without any); a
+    function applied to other than symbols is shown of ``u``."""
+    said = []
+    for applied, polynomial in _stand_ins(expression):
+        arguments = applied.args if all(isinstance(a, sp.Symbol) for a in applied.args) else (
+            sp.Symbol("u"),)  # fmt: skip
+        said.append(f"{applied.func}({', '.join(map(str, arguments))}) = "
+                    f"{sp.sstr(polynomial(*arguments))}")  # fmt: skip
+    return f", with {', '.join(said)}" if said else ""
 
 
 def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points: int):
@@ -708,6 +735,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
         if _nonzero(value, concrete, point):
             how = ("exact evaluation" if value.is_Rational or value.is_infinite
                    else "50 digits, the same to 30 of them at 100")  # fmt: skip
+            how += _stand_ins_text(expression)  # abstract functions: the ones evaluated
             return False, (shown, str(sp.N(value, 8)), point, value), how
     if sp.simplify(expression) == 0:
         return True, None, "sympy.simplify reduces printed minus true to 0"
@@ -898,9 +926,14 @@ def numeric_agreement(
 
 def _real(function: Callable[[object], Any], case: object, name: str, index: int,
           count: int) -> float:
-    """``function(case)`` as a float; a value that is not one real number is refused by name."""
+    """``function(case)`` as a float; a value that is not one real number is refused by name
+    (a string or a bool too, which ``float`` would read)."""
     value = function(case)
     try:
+        if isinstance(value, (str, bytes, bool, np.bool_)) or str(
+            getattr(value, "dtype", "")
+        ) in ("bool", "torch.bool"):  # fmt: skip (numbers only: float() reads '1' and True)
+            raise TypeError
         return float(value)
     except (TypeError, ValueError) as error:
         raise GradlabError(

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 import sympy as sp
+import torch
 
 from gradlab.errors import GradlabError
 from gradlab.symbolic import (
@@ -282,3 +283,14 @@ def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
         "printed minus true is nan (not a number) at 12 of 12 random points, e.g. {'x': '7'}; "
         "sympy.simplify does not reduce it to 0: the random points cannot decide (pass a "
         "sampler that avoids the points where printed or true is undefined).")
+
+
+@pytest.mark.parametrize("value", ["1", b"1", True, np.True_, torch.tensor(True)],
+                         ids=["str", "bytes", "bool", "numpy bool", "torch bool"])
+def test_numeric_agreement_refuses_a_value_that_is_no_number(value):
+    # float() reads '1' and True as 1.0: they agreed with a true value of 1
+    with pytest.raises(GradlabError) as raised:
+        numeric_agreement(lambda c: value, lambda c: 1.0, [0], tolerance=0.0)
+    assert str(raised.value).startswith(
+        f"printed(case) must return one real number; got {type(value).__name__} {value!r} at "
+        "case 1 of 1")

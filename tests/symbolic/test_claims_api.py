@@ -402,3 +402,37 @@ def test_a_correction_of_a_form_that_does_not_fail_is_said_unchecked():
     assert evaluate(undecidable).detail == (
         "no data The correction given was not checked (only a printed form that fails is "
         "corrected; this one is inconclusive).")
+
+
+def test_a_witness_of_abstract_functions_names_the_functions_it_evaluated():
+    # the witness came from polynomials the detail never showed: 6.3762446e-5 at x = 87 for
+    # Eq. 11 could not be reproduced from the functions it named (those of the relative error)
+    import re
+
+    f, g = sp.Function("f")(x), sp.Function("g")(x)
+    printed, truth = sp.diff(f, x) * g, sp.diff(f * g, x)  # the product rule, half of it
+    verdict = symbolic_equality(printed, truth, [x], sampler=lambda generator: {x: 5})
+    match = re.fullmatch(r"printed minus true is (\S+) at \{'x': '5'\} \(exact evaluation, with "
+                         r"f\(x\) = (.+), g\(x\) = (.+)\)\.", verdict.detail)  # fmt: skip
+    assert verdict.verdict == "fails" and match is not None
+    stand_in = {f: sp.sympify(match.group(2), locals={"x": x}),
+                g: sp.sympify(match.group(3), locals={"x": x})}  # fmt: skip
+    missing = -f * sp.diff(g, x)  # printed minus true, by hand: the other half, negated
+    expected = missing.subs(stand_in).doit().subs(x, 5)
+    assert sp.Float(match.group(1)) == pytest.approx(float(expected), rel=1e-7, abs=0)
+
+
+def test_a_function_applied_at_several_arguments_has_one_stand_in_named_once():
+    # T(0) and T(d) are one function: the witness listed a polynomial per application, though
+    # every application was evaluated with the first one's
+    import re
+
+    d = sp.Symbol("d", integer=True, positive=True)
+    T = sp.Function("T")
+    verdict = symbolic_equality(2 * T(d), T(d) + T(0), [d], sampler=lambda generator: {d: 3})
+    match = re.fullmatch(r"printed minus true is (\S+) at \{'d': '3'\} \(exact evaluation, with "
+                         r"T\(u\) = (.+)\)\.", verdict.detail)  # fmt: skip
+    assert match is not None, verdict.detail
+    u = sp.Symbol("u")
+    stand_in = sp.Lambda(u, sp.sympify(match.group(2), locals={"u": u}))
+    assert float(match.group(1)) == float(stand_in(3) - stand_in(0))  # printed minus true
