@@ -372,6 +372,16 @@ def _test_split(data, split, test_split, layout, list_file, test_list_file, imag
                                f"{str(test_list_file)!r}")  # fmt: skip
         test = image_folder(data, test_split, layout="list", list_file=test_list_file,
                             image_size=image_size)  # fmt: skip
+        if list_file is not None:  # a copy of the training list passes the name check above
+            trained = {Path(path).resolve() for path in image_folder(
+                data, split, layout="list", list_file=list_file, image_size=image_size).paths}
+            seen = [path for path in test.paths if Path(path).resolve() in trained]
+            if seen:
+                raise GradlabError(
+                    f"test_list_file must name other images than list_file; {len(seen)} of its "
+                    f"{len(test)} images are in list_file too (the first: {str(seen[0])!r}): "
+                    "retrieval would be measured on images the study trained on"
+                )
     else:
         if split == test_split:
             raise GradlabError(f"split must not be the evaluation split {test_split!r}: the "

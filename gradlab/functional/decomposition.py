@@ -103,7 +103,10 @@ def smooth_ap_decomposition(
 
     Returns:
         A :class:`SmoothAPDecomposition`. Cost ``O(sum_q |P_q| * C * d)`` time and
-        ``O(sum_q |P_q| * (C + d))`` memory: a diagnostic, not a training path.
+        ``O(sum_q |P_q| * (C + d))`` memory: a diagnostic, not a training path. A query
+        without a positive has no AP: its ``grad`` is NaN while its ``ad_term`` and
+        ``cb_term`` are 0 (empty sums), so ``grad = ad_term + cb_term`` holds on the other
+        queries only.
 
     Raises:
         GradlabError: on bad shapes, dtypes, devices, non-finite input or ``tau``.

@@ -74,7 +74,9 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
 
     Returns ``[Q]`` tensors (queries without positives dropped): ``ad_norm``, ``cb_norm``,
     ``grad_norm``, ``ad_share`` (``|AD| / (|AD| + |CB|)``, NaN when both vanish), ``ratio``
-    (``|AD| / |CB|``) and ``cosine`` (between the two terms, NaN when either vanishes).
+    (``|AD| / |CB|``, NaN where ``CB`` vanishes, as it does for a query with one positive:
+    ``B`` is then an empty sum) and ``cosine`` (between the two terms, NaN when either
+    vanishes).
 
     Example:
         >>> emb = torch.randn(6, 4, dtype=torch.float64)

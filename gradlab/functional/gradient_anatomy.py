@@ -141,11 +141,12 @@ def gradient_anatomy(
 
     Returns:
         :class:`GradientAnatomy`. NaN entries of ``score_grad`` are never active, so an
-        all-NaN gradient reads as no gradient at all: the function reads no value (no host
-        synchronisation), so check ``torch.isfinite(score_grad).all()`` first where a NaN is
-        possible (the Monitor does, and logs NaN for such a step). A query with a NaN score
-        among its candidates has no ranks (0) and NaN rank and hardness statistics (see the
-        module docstring).
+        all-NaN gradient reads as no gradient at all, and an infinite entry is its row's
+        largest, so it alone is active and holds all of the row's mass: the function reads no
+        value (no host synchronisation), so check ``torch.isfinite(score_grad).all()`` first
+        where either is possible (the Monitor does, and logs NaN for such a step). A query
+        with a NaN score among its candidates has no ranks (0) and NaN rank and hardness
+        statistics (see the module docstring).
 
     Raises:
         GradlabError: non-tensor or wrongly shaped/typed arguments, tensors on different

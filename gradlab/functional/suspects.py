@@ -107,7 +107,10 @@ def false_negative_suspects(
             negatives that score at least the query's lowest positive.
 
     Returns:
-        A bool tensor, never True on a positive or a non-candidate.
+        A bool tensor, never True on a positive or a non-candidate. The score rule flags no
+        negative of a row with a NaN score among its positives, nor a NaN negative (a
+        comparison with NaN is False); no value is read (no host synchronisation), so check
+        ``torch.isfinite(scores).all()`` first where a NaN is possible (the Monitor does).
 
     Raises:
         GradlabError: no rule given, a bad tensor or shape, or a negative ``margin``.

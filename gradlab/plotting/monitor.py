@@ -297,7 +297,10 @@ def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") ->
                                f"file {str(Path(run_dir))!r} (pass the run folder, the one that "
                                "holds metrics.jsonl)")  # fmt: skip
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
-            missing = "" if Path(run_dir).exists() else ", which does not exist"
+            log = run_folder(run_dir) / "metrics.jsonl"
+            missing = (", which does not exist" if not Path(run_dir).exists()
+                       else f", whose {log.name} is a folder, not a file" if log.exists()
+                       else ", which holds no metrics.jsonl")  # fmt: skip
             if (run_folder(run_dir) / "metrics.csv").is_file():  # a run logged to CSV alone
                 missing = (", which holds a metrics.csv only (gradlab plot reads the JSONL "
                            "sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])")  # fmt: skip

@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import io
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -926,6 +927,19 @@ def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_image
     assert str(refused.value) == (
         f"test_list_file must name other images than list_file; both are {str(train)!r}"
     )
+    duplicate = tmp_path / "copy of train.txt"  # another name, the same images: accepted before
+    duplicate.write_text(train.read_text())
+    listed = [line.split()[0] for line in train.read_text().splitlines() if line.strip()]
+    with pytest.raises(GradlabError) as refused:
+        function(halves, layout="list", list_file=train, test_list_file=duplicate, batch_sizes=[8],
+                 **SMALL)
+    message = str(refused.value)
+    prefix = (f"test_list_file must name other images than list_file; {len(listed)} of its "
+              f"{len(listed)} images are in list_file too (the first: ")  # fmt: skip
+    suffix = "): retrieval would be measured on images the study trained on"
+    assert message.startswith(prefix) and message.endswith(suffix)
+    first = message.removeprefix(prefix).removesuffix(suffix).strip("'")
+    assert Path(first).resolve() in {(Path(halves) / path).resolve() for path in listed}
     assert capsys.readouterr().err == ""  # before any run
 
 

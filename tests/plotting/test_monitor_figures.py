@@ -896,13 +896,20 @@ def test_a_folder_above_its_runs_names_them(tmp_path):
         load_runs([output])
     shown = [output / "gradlab_logs", *(output / "sweep" / f"run{i}" for i in range(2))]
     assert str(caught.value) == (  # the first three of five, nearest first
-        f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(output)!r}; "
-        f"runs below it: {', '.join(repr(str(path)) for path in shown)} and 2 more"
+        f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(output)!r}, "
+        f"which holds no metrics.jsonl; runs below it: "
+        f"{', '.join(repr(str(path)) for path in shown)} and 2 more"
     )
     (tmp_path / "empty").mkdir()
     with pytest.raises(GradlabError) as caught:  # nothing below: nothing named
         load_runs([tmp_path / "empty"])
-    assert str(caught.value).endswith(f"got {str(tmp_path / 'empty')!r}")
+    assert str(caught.value).endswith(f"got {str(tmp_path / 'empty')!r}, which holds no "
+                                      "metrics.jsonl")  # fmt: skip
+    (tmp_path / "odd" / "metrics.jsonl").mkdir(parents=True)  # said without a reason before
+    with pytest.raises(GradlabError) as caught:
+        load_runs([tmp_path / "odd"])
+    assert str(caught.value).endswith(f"got {str(tmp_path / 'odd')!r}, whose metrics.jsonl is a "
+                                      "folder, not a file")  # fmt: skip
     with pytest.raises(GradlabError) as caught:  # a path that is not there says so
         load_runs([tmp_path / "typo"])
     assert str(caught.value).endswith(f"got {str(tmp_path / 'typo')!r}, which does not exist")
@@ -915,7 +922,7 @@ def test_runs_below_a_folder_are_looked_for_two_levels_deep_and_listed_in_full_u
     _run(output / "a" / "b" / "c", loss=LOSS)  # three levels below: not looked for
     with pytest.raises(GradlabError) as caught:
         load_runs([output])
-    assert str(caught.value).endswith(f"got {str(output)!r}")
+    assert str(caught.value).endswith(f"got {str(output)!r}, which holds no metrics.jsonl")
     runs = [output / name for name in ("r0", "r1", "r2")]
     for count, run in enumerate(runs, start=1):  # one, two, three runs: each named, no "more"
         _run(run, loss=LOSS)
