@@ -36,7 +36,13 @@ DEVICE_HELP = "torch device of the training sections, e.g. cpu, cuda, cuda:1 (de
 
 
 class _OneLineParser(argparse.ArgumentParser):
-    """argparse, with a usage error reported as one line (and exit code 2)."""
+    """argparse, with a usage error reported as one line (and exit code 2), and options only
+    by their whole names (argparse takes ``--jso`` for ``--json`` by default: a typo, or an
+    option that a later release adds, would change its meaning silently)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")

@@ -99,6 +99,20 @@ def test_an_unknown_option_points_to_the_help_of_the_command_it_was_given_to(
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.parametrize(("argv", "help_of", "unknown"), [
+    (["audit", "--jso", "x.json"], "gradlab audit", "--jso x.json"),
+    (["plot", "run", "--max-p", "5"], "gradlab plot", "--max-p 5")])  # fmt: skip
+def test_an_option_is_taken_by_its_whole_name_only(argv, help_of, unknown, capsys, tmp_path,
+                                                   monkeypatch):  # fmt: skip
+    # argparse read --jso as --json: the audit ran and wrote x.json
+    monkeypatch.chdir(tmp_path)
+    code, stdout, stderr = _run(argv, capsys)
+    assert (code, stdout) == (2, "")
+    assert stderr.strip() == (f"{help_of}: error: unrecognized arguments: {unknown} (see "
+                              f"{help_of} --help)")  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_version_from_the_module_and_the_flag(capsys):
     code, stdout, _ = _run(["--version"], capsys)
     assert code == 0

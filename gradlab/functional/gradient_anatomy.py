@@ -18,7 +18,9 @@ Per query ``q`` (a row), with negatives ``N(q)`` = candidates that are not posit
   (``f`` = 1 % and 10 %); NaN when that mass is 0;
 * the **rank** of a negative is its 1-based position among the query's negatives by descending
   score (1 = the hardest); the ranks of the active negatives say how deep into the ranking the
-  gradient reaches;
+  gradient reaches. Negatives with equal scores are ranked by column index, not by their
+  expectation over the orders of the tie: where many negatives tie (an untrained or collapsed
+  model, half precision), the hardness shares and ranks depend on the columns' order;
 * a query **receives no gradient** when it has at least one candidate and no active entry.
 
 Non-finite input (documented, not refused, since refusing would need a host read):
