@@ -43,6 +43,7 @@ n, n_pos, N_prev, N_pos_prev, t, a, b = sp.symbols("n n_pos N_prev N_pos_prev t 
 N_plus, j_, N_d, c, c_pos, C_prev, C_pos_prev = sp.symbols(
     "N_plus j N_d c c_pos C_prev C_pos_prev", positive=True
 )
+C_d = sp.Symbol("C_d", positive=True)
 share = (n_pos - 1) / (n - 1)
 log2 = sp.log(2)
 
@@ -619,8 +620,13 @@ def check_eq14(form: Form) -> Verdict:
 
 @_form_errors_fail
 def check_eq15(form: Form) -> Verdict:
-    """At integer counts Eq. 15 is Eq. 7 with Eq. 14's integral for the discount sum."""
+    """At integer counts Eq. 15 is Eq. 7 with Eq. 14's integral for the discount sum.
+
+    The form holds the factor and the integral's limits (``lower``, ``upper``, in ``C_prev``
+    and ``C_d``), which the printed side integrates over: what is displayed is what is
+    checked."""
     factor = float(form.value["factor"])
+    limits = sp.lambdify((C_prev, C_d), (form.value["lower"], form.value["upper"]), "mpmath")
     rng = np.random.default_rng(11)
     cases = []
     for _ in range(8):
@@ -631,7 +637,8 @@ def check_eq15(form: Form) -> Verdict:
     def printed(case):
         before, counts = case
         total = sum(counts)
-        integral = mpmath.quad(lambda u: 1 / mpmath.log(u), [before + 1, before + total + 1])
+        lower, upper = limits(before, before + total)
+        integral = mpmath.quad(lambda u: 1 / mpmath.log(u), [lower, upper])
         return factor * sum(v * k / total for v, k in enumerate(counts)) * float(integral)
 
     def eq7_with_eq14(case):
@@ -985,7 +992,8 @@ def claims() -> list[Claim]:
     eq13_share = _eq13(sp.log(N_d / C_prev)).subs(c_pos, rho * c)
     eq14 = Form({"factor": log2, "lower": a + 1, "upper": b + 1},
                 context="int_a^b dt / log2(t+1) = factor * int_lower^upper dt / ln t")  # fmt: skip
-    eq15 = Form({"factor": log2}, context="DCG_r = factor sum_v G(v) c_(d,v)/c_d int_(C_(d-1)+1)^(C_d+1) dt/ln t")
+    eq15 = Form({"factor": log2, "lower": C_prev + 1, "upper": C_d + 1},
+                context="DCG_r = factor sum_v G(v) c_(d,v)/c_d int_lower^upper dt/ln t")
     eq16 = Form(sp.li(b + 1) - sp.li(a + 1), lhs="int_(a+1)^(b+1) dt / ln t")
     first_bin_li = Form(sp.li(b + 1) - sp.li(a + 1), lhs="Li(C_d + 1) - Li(C_(d-1) + 1), C_(d-1) = 0")
     N = sp.Symbol("N", positive=True)
@@ -1116,7 +1124,9 @@ def claims() -> list[Claim]:
               "mpmath.quad", mutants=(with_parameters(eq14, "limits not shifted", lower=a, upper=b),
                                       with_parameters(eq14, "ln 2 dropped", factor=1))),
         Claim(SEED, "eq15", "the relaxed DCG_r", eq15, check_eq15, "mpmath.quad at integer counts",
-              mutants=(with_parameters(eq15, "ln 2 dropped", factor=1),)),
+              mutants=(with_parameters(eq15, "ln 2 dropped", factor=1),
+                       with_parameters(eq15, "limits not shifted", lower=C_prev, upper=C_d),
+                       with_parameters(eq15, "upper limit C_d", upper=C_d))),
         Claim(SEED, "eq16", "DCG_r via the logarithmic integral", eq16, check_li,
               "mpmath.li vs quadrature",
               mutants=(mutant(eq16, sp.li(b) - sp.li(a), "arguments not shifted"), negated(eq16))),

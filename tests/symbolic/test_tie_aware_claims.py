@@ -458,18 +458,31 @@ def _eq15_cases():
     return cases
 
 
+def _eq15_form(factor, lower_shift=1, upper_shift=1):
+    """Eq. 15's form: the factor and the integral's limits C_(d-1) + 1 and C_d + 1 (shifted)."""
+    C_prev, C_d = sp.symbols("C_prev C_d", positive=True)
+    return Form({"factor": factor, "lower": C_prev + lower_shift, "upper": C_d + upper_shift})
+
+
+@pytest.mark.parametrize(("lower", "upper"), [(0, 0), (1, 0), (0, 1), (2, 1)])
+def test_eq15_with_other_limits_than_printed_fails(lower, upper):
+    # the limits were a string beside the checked factor: a misprinted limit could not fail
+    verdict = check_eq15(_eq15_form(sp.log(2), lower, upper))
+    assert verdict.verdict == "fails"
+
+
 def test_eq15_with_a_doubled_factor_fails_by_the_largest_relaxed_dcg():
     errors = []
     for before, counts in _eq15_cases():
         total = sum(counts)
         level_mean = sum(v * k for v, k in enumerate(counts)) / total
         errors.append(level_mean * _log2_discount_integral(before, before + total))
-    _assert_worst_case(check_eq15(Form({"factor": 2 * sp.log(2)})), errors)
+    _assert_worst_case(check_eq15(_eq15_form(2 * sp.log(2))), errors)
 
 
 def test_eq15_with_ln2_off_by_one_part_in_a_hundred_million_fails():
     worst, _, count = _failure(
-        check_eq15(Form({"factor": sp.log(2) * (1 + sp.Rational(1, 10**8))}))
+        check_eq15(_eq15_form(sp.log(2) * (1 + sp.Rational(1, 10**8))))
     )
     assert 1e-10 < worst < 1e-6 and count == 8
 
@@ -803,7 +816,7 @@ def test_eq15_integrates_over_the_documented_bins(monkeypatch):
         return quad(function, interval, **options)
 
     monkeypatch.setattr(mpmath, "quad", recording_quad)
-    assert check_eq15(Form({"factor": sp.log(2)})).verdict == "holds"
+    assert check_eq15(_eq15_form(sp.log(2))).verdict == "holds"
     expected = []
     for before, counts in _eq15_cases():
         expected += [(before + 1, before + sum(counts) + 1), (before, before + sum(counts))]
