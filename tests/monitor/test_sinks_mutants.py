@@ -4,7 +4,6 @@ writer (removed on reopening, however far the last line end lies from the end of
 from __future__ import annotations
 
 import csv
-import warnings
 
 import pytest
 
@@ -44,22 +43,29 @@ def test_a_row_cut_short_right_after_a_block_of_the_search_is_removed(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_bytes(b"step,loss\n0,0.25" + b"\n" + b"1," + b"9" * (65536 - 3))
     assert path.stat().st_size - 65536 == len(b"step,loss\n0,0.25")
-    assert _reopen_and_write(path, 1) == [["step", "loss"], ["0", "0.25"], ["1", "0.5"]]
+    with pytest.warns(UserWarning, match=r"removed the last row of .* \(65535 bytes with"):
+        rows = _reopen_and_write(path, 1)
+    assert rows == [["step", "loss"], ["0", "0.25"], ["1", "0.5"]]
 
 
 def test_a_file_without_a_line_end_is_started_again(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_bytes(b"step,lo")
-    assert _reopen_and_write(path, 0) == [["step", "loss"], ["0", "0.5"]]
+    with pytest.warns(UserWarning, match=r"removed the last row of .* \(7 bytes with"):
+        rows = _reopen_and_write(path, 0)
+    assert rows == [["step", "loss"], ["0", "0.5"]]
 
 
 def test_a_row_cut_short_far_from_the_header_is_removed(tmp_path):
     path = tmp_path / "metrics.csv"
     path.write_bytes(b"step,loss\n0,0.25\n1," + b"9" * 200_000)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
+    with pytest.warns(UserWarning) as caught:  # the one warning: the removal, named
         rows = _reopen_and_write(path, 1)
     assert rows == [["step", "loss"], ["0", "0.25"], ["1", "0.5"]]
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(path)!r} (200002 bytes with no line "
+        "end: a write cut short by a killed process), so that no row is left half empty; its "
+        "step is logged again"]
 
 
 @pytest.mark.parametrize(
