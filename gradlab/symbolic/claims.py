@@ -681,6 +681,7 @@ def _concretize(expression: sp.Expr) -> sp.Expr:
 def _stand_ins(expression: sp.Expr) -> list[tuple]:
     """``(f(x), Lambda)`` for each abstract function of ``expression``: its applications in
     name order, the ``k``-th making ``(k + 2) u^2 + (k + 1) u + k + 3`` the function's stand-in
+    (of several arguments ``(k + 2) sum u_i^2 + (k + 1) sum i u_i + k + 3``)
     unless an earlier application of the same function made one (``T(0)`` and ``T(d)`` are one
     function)."""
     from sympy.core.function import AppliedUndef
@@ -690,9 +691,11 @@ def _stand_ins(expression: sp.Expr) -> list[tuple]:
         if applied.func in seen:
             continue
         seen.add(applied.func)
-        argument = sp.Dummy("u")
-        stand_ins.append((applied, sp.Lambda(argument, (k + 2) * argument**2 + (k + 1) * argument
-                                             + k + 3)))  # fmt: skip
+        # of several arguments: (k + 2) sum u_i^2 + (k + 1) sum i u_i + k + 3
+        arguments = [sp.Dummy(f"u{i}") for i in range(1, len(applied.args) + 1)]
+        polynomial = ((k + 2) * sum(u**2 for u in arguments)
+                      + (k + 1) * sum(i * u for i, u in enumerate(arguments, 1)) + k + 3)
+        stand_ins.append((applied, sp.Lambda(tuple(arguments), polynomial)))  # fmt: skip
     return stand_ins
 
 
@@ -702,7 +705,8 @@ def _stand_ins_text(expression: sp.Expr) -> str:
     said = []
     for applied, polynomial in _stand_ins(expression):
         arguments = applied.args if all(isinstance(a, sp.Symbol) for a in applied.args) else (
-            sp.Symbol("u"),)  # fmt: skip
+            tuple(sp.Symbol("u" if len(applied.args) == 1 else f"u{i}")
+                  for i in range(1, len(applied.args) + 1)))  # fmt: skip
         said.append(f"{applied.func}({', '.join(map(str, arguments))}) = "
                     f"{sp.sstr(polynomial(*arguments))}")  # fmt: skip
     return f", with {', '.join(said)}" if said else ""

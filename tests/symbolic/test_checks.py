@@ -285,8 +285,9 @@ def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
         "sampler that avoids the points where printed or true is undefined).")
 
 
-@pytest.mark.parametrize("value", ["1", b"1", True, np.True_, torch.tensor(True)],
-                         ids=["str", "bytes", "bool", "numpy bool", "torch bool"])
+@pytest.mark.parametrize("value", ["1", b"1", True, np.True_, np.array(True), torch.tensor(True)],
+                         ids=["str", "bytes", "bool", "numpy bool", "numpy bool array",
+                              "torch bool"])  # fmt: skip
 def test_numeric_agreement_refuses_a_value_that_is_no_number(value):
     # float() reads '1' and True as 1.0: they agreed with a true value of 1
     with pytest.raises(GradlabError) as raised:

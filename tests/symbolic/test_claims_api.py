@@ -436,3 +436,29 @@ def test_a_function_applied_at_several_arguments_has_one_stand_in_named_once():
     u = sp.Symbol("u")
     stand_in = sp.Lambda(u, sp.sympify(match.group(2), locals={"u": u}))
     assert float(match.group(1)) == float(stand_in(3) - stand_in(0))  # printed minus true
+
+
+def test_every_function_after_a_repeated_one_gets_its_stand_in_named_with_its_arguments():
+    import re
+
+    d, e = sp.Symbol("d", integer=True, positive=True), sp.Symbol("e", positive=True)
+    A, B = sp.Function("A"), sp.Function("B")
+    verdict = symbolic_equality(2 * A(d) + B(d, e), A(d) + A(0) + 2 * B(d, e), [d, e],
+                                sampler=lambda generator: {d: 3, e: 2})  # fmt: skip
+    match = re.fullmatch(r"printed minus true is (\S+) at \{'d': '3', 'e': '2'\} \(exact "
+                         r"evaluation, with A\(u\) = (.+), B\(d, e\) = (.+)\)\.", verdict.detail)
+    assert match is not None, verdict.detail
+    u = sp.Symbol("u")
+    a_of = sp.Lambda(u, sp.sympify(match.group(2), locals={"u": u}))
+    b_of = sp.sympify(match.group(3), locals={"d": d, "e": e})
+    expected = a_of(3) - a_of(0) - b_of.subs({d: 3, e: 2})  # printed minus true, by hand
+    assert float(match.group(1)) == float(expected)
+
+
+def test_a_product_with_a_factor_one_over_zero_fails_with_an_infinite_difference():
+    k = sp.Symbol("k", integer=True, positive=True)
+    n = sp.Symbol("n", integer=True, positive=True)
+    verdict = symbolic_equality(sp.Product(1 / k, (k, 0, n)), 1 / sp.factorial(n), [n],
+                                sampler=lambda generator: {n: 5})  # fmt: skip
+    assert verdict == Verdict("fails", "printed minus true is zoo at {'n': '5'} (exact "
+                                       "evaluation).")  # fmt: skip
