@@ -660,7 +660,7 @@ def _nonzero(value: sp.Expr, expression: sp.Expr, point: dict) -> bool:
     if value == 0:
         return False
     finer = _difference_at(expression, point, 100)
-    if finer == 0 or finer.has(sp.nan) or not finer.is_number:
+    if finer.has(sp.nan) or not finer.is_number:  # no 100-digit value: nothing confirms it
         return False
     return bool(sp.Abs(finer - value) <= sp.Abs(value) * sp.Rational(1, 10**30))
 
