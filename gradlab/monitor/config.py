@@ -10,15 +10,22 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
 from gradlab.monitor.quantities import PRESETS as BASE_PRESETS
 from gradlab.monitor.quantities import QUANTITIES as BASE_QUANTITIES
 from gradlab.monitor.quantity import Quantity
-from gradlab.monitor.schedules import Schedule, default_schedule, every, refuse_schedule_maker
+from gradlab.monitor.schedules import (
+    Every,
+    Schedule,
+    default_schedule,
+    every,
+    refuse_schedule_maker,
+)
 from gradlab.monitor.sinks import SINKS, Sink
 from gradlab.monitor.suspects import Suspects
 from gradlab.validation import check_positive_finite
@@ -121,6 +128,16 @@ class MonitorConfig:
             return [cls(schedule) for cls in PRESETS[self.preset_name]]
         if self.every is None:
             return list(self.quantities)
+        given = [f"{q.name} {q.schedule!r}" for q in self.quantities
+                 if not (isinstance(q.schedule, Every) and q.schedule.n == 1)]  # not the default
+        if given:
+            shown = self.every.n if isinstance(self.every, Every) else repr(self.every)
+            warnings.warn(
+                f"gradlab.Monitor: every={shown} replaces the schedules the quantities "
+                f"were given ({', '.join(given)}); leave every out to keep theirs",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
         copies = [copy.copy(quantity) for quantity in self.quantities]  # the caller's unchanged
         for quantity in copies:
             quantity.schedule = self.every

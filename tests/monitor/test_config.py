@@ -74,7 +74,8 @@ def test_the_callback_takes_a_config_or_keywords_not_both(tmp_path):
 
 def test_every_schedules_copies_and_leaves_the_callers_quantities_as_they_were(tmp_path):
     quantity = Loss(every(5))
-    first = Monitor(tmp_path / "a", quantities=[quantity], every=1)
+    with pytest.warns(UserWarning, match=r"every=1 replaces .* \(loss every\(5\)\)"):
+        first = Monitor(tmp_path / "a", quantities=[quantity], every=1)
     assert [q.should_compute(3) for q in first.quantities] == [True]  # every step here
     assert quantity.should_compute(3) is False  # the caller's object: still every 5 steps
     second = Monitor(tmp_path / "b", quantities=[quantity])  # no every: its own schedule

@@ -221,3 +221,22 @@ def test_a_schedule_maker_given_for_a_schedule_says_to_call_it(tmp_path, maker, 
         Loss(maker)
     assert str(raised.value) == (f"Loss's schedule must be a schedule; got the function "
                                  f"{maker.__name__}, which makes one: call it ({call})")
+
+
+def test_every_replacing_a_schedule_a_quantity_was_given_warns_naming_it(tmp_path):
+    # Geometry(every(2)) logged at 0, 5, 10 under every=5 without a word
+    import warnings
+
+    from gradlab import Monitor
+    from gradlab.monitor import Geometry, Loss
+
+    with pytest.warns(UserWarning) as caught:
+        monitor = Monitor(tmp_path, every=5, quantities=[Loss(), Geometry(every(2))])
+    monitor.close()
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        "gradlab.Monitor: every=5 replaces the schedules the quantities were given (geometry "
+        "every(2)); leave every out to keep theirs", __file__)]
+    assert [repr(q.schedule) for q in monitor.quantities] == ["every(5)", "every(5)"]
+    with warnings.catch_warnings():  # quantities on their default schedule: nothing replaced
+        warnings.simplefilter("error")
+        Monitor(tmp_path / "quiet", every=5, quantities=[Loss(), Geometry()]).close()
