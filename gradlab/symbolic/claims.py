@@ -617,8 +617,9 @@ def _coordinate(symbol: sp.Symbol, generator: random.Random, signs: random.Rando
 def _difference_at(expression: sp.Expr, point: dict, digits: int = 50) -> sp.Expr:
     """``expression`` at ``point``: exact where it is rational, else to ``digits`` digits.
 
-    A finite sum or product whose bound the point fixes is summed first (evaluating it
-    numerically fails on a term ``1/0``; summed, it is ``zoo``, a witness). What SymPy cannot
+    A finite sum whose bound the point fixes is summed first (evaluating it numerically fails
+    on a term ``1/0``; summed, it is ``zoo``, a witness; SymPy evaluates a product with a
+    factor ``1/0`` to ``zoo`` itself). What SymPy cannot
     evaluate at all comes back as ``nan`` (no evidence at this point), not as its exception.
     """
     # xreplace, not subs: a plain substitution of symbols by rationals (the expression is
@@ -627,7 +628,7 @@ def _difference_at(expression: sp.Expr, point: dict, digits: int = 50) -> sp.Exp
     if value.is_Rational:
         return value
     try:
-        if value.has(sp.Sum, sp.Product):
+        if value.has(sp.Sum):
             value = value.doit()
             if value.is_Rational:
                 return value

@@ -462,3 +462,17 @@ def test_a_product_with_a_factor_one_over_zero_fails_with_an_infinite_difference
                                 sampler=lambda generator: {n: 5})  # fmt: skip
     assert verdict == Verdict("fails", "printed minus true is zoo at {'n': '5'} (exact "
                                        "evaluation).")  # fmt: skip
+
+
+def test_a_function_of_several_arguments_applied_at_numbers_is_shown_of_u1_u2():
+    import re
+
+    e = sp.Symbol("e", positive=True)
+    C = sp.Function("C")
+    verdict = symbolic_equality(2 * C(0, e), C(0, e), [e], sampler=lambda generator: {e: 2})
+    match = re.fullmatch(r"printed minus true is (\S+) at \{'e': '2'\} \(exact evaluation, with "
+                         r"C\(u1, u2\) = (.+)\)\.", verdict.detail)  # fmt: skip
+    assert match is not None, verdict.detail
+    u1, u2 = sp.symbols("u1 u2")
+    stand_in = sp.sympify(match.group(2), locals={"u1": u1, "u2": u2})
+    assert float(match.group(1)) == float(stand_in.subs({u1: 0, u2: 2}))  # C(0, 2), by hand
