@@ -476,3 +476,12 @@ def test_a_function_of_several_arguments_applied_at_numbers_is_shown_of_u1_u2():
     u1, u2 = sp.symbols("u1 u2")
     stand_in = sp.sympify(match.group(2), locals={"u1": u1, "u2": u2})
     assert float(match.group(1)) == float(stand_in.subs({u1: 0, u2: 2}))  # C(0, 2), by hand
+
+
+def test_a_difference_of_exactly_one_at_fifty_digits_is_a_witness():
+    # sin^2 + cos^2 against 0: the 50-digit difference is 1 (not rational), stable at 100
+    s = sp.Symbol("s", real=True)
+    verdict = symbolic_equality(sp.sin(s) ** 2 + sp.cos(s) ** 2, sp.Integer(0), [s],
+                                sampler=lambda generator: {s: sp.Rational(3, 7)})  # fmt: skip
+    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at {'s': '3/7'} (50 "
+                                       "digits, the same to 30 of them at 100).")  # fmt: skip
