@@ -244,3 +244,13 @@ def test_harmonic_number_refuses_a_negative_count(n):
     assert str(raised.value) == f"n must be a count, at least 0, for harmonic_number; got {n:g}"
     assert harmonic_number(torch.tensor([0.0, 4.0])).tolist() == pytest.approx(
         [0.0, 1 + 1 / 2 + 1 / 3 + 1 / 4], rel=1e-6, abs=1e-7)
+
+
+@pytest.mark.parametrize("meta", ["a", "count"])
+def test_a_rate_of_a_meta_count_is_refused_by_name_before_its_signs_are_read(meta):
+    counts = {"a": torch.zeros(2), "count": torch.ones(2)}
+    counts[meta] = counts[meta].to("meta")
+    with pytest.raises(GradlabError) as raised:
+        harmonic_rate(counts["a"], counts["count"])
+    assert str(raised.value) == (f"{meta} is a meta tensor (a shape without values); pass a "
+                                 "tensor on a real device (cpu, cuda, ...)")  # fmt: skip
