@@ -120,7 +120,8 @@ class LossAdapter:
     loss_fn: object | None = None
     read_tau: Callable[[], float | None] | None = field(default=None, repr=False, compare=False)
     """Reads the loss's tau as it is now (a schedule may change it after ``watch``): the
-    Monitor reads it at each logged call into :attr:`loss_tau`."""
+    Monitor reads it at each logged call into :attr:`loss_tau`, which it also gives at first
+    when no ``loss_tau`` is passed."""
     _column_weights: list[RecordedColumnWeights] = field(
         default_factory=list, init=False, repr=False, compare=False
     )
@@ -136,6 +137,10 @@ class LossAdapter:
     :meth:`read`)."""
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
     _cross_modal: bool = field(default=False, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.loss_tau is None and self.read_tau is not None:
+            self.loss_tau = self.read_tau()
     _hooks: list = field(default_factory=list, init=False, repr=False, compare=False)
 
     def remove_hooks(self) -> None:
@@ -561,8 +566,7 @@ def _gradlab_smooth_ap(loss_fn: object, inputs: str | None) -> LossAdapter | Non
     if not isinstance(loss_fn, SmoothAPLoss) or inputs not in (None, "embeddings"):
         return None
     kind = "include_query" if loss_fn.include_query else "exclude_query"
-    return embedding_adapter(loss_fn, loss_kind=kind, loss_tau=loss_fn.tau, smooth_ap=True,
-                             read_tau=lambda: loss_fn.tau)  # fmt: skip
+    return embedding_adapter(loss_fn, loss_kind=kind, smooth_ap=True, read_tau=lambda: loss_fn.tau)
 
 
 def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter | None:
@@ -575,7 +579,7 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
     temperature = smooth_ap_temperature(loss_fn)
     kind = None if temperature is None else "include_query"  # PML's query is its own candidate
     adapter = embedding_adapter(
-        loss_fn, recording_distance(loss_fn), loss_kind=kind, loss_tau=temperature,
+        loss_fn, recording_distance(loss_fn), loss_kind=kind,
         read_tau=None if temperature is None else lambda: smooth_ap_temperature(loss_fn),
     )  # fmt: skip
     inner = getattr(loss_fn, "loss", None)  # CrossBatchMemory's loss, called on its memory
