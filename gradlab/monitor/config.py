@@ -18,7 +18,7 @@ from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
 from gradlab.monitor.quantities import PRESETS as BASE_PRESETS
 from gradlab.monitor.quantities import QUANTITIES as BASE_QUANTITIES
-from gradlab.monitor.quantity import Quantity
+from gradlab.monitor.quantity import RESERVED_KEYS, Quantity
 from gradlab.monitor.schedules import (
     Every,
     Schedule,
@@ -218,7 +218,29 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
             f"quantities must hold each quantity once; got {', '.join(map(repr, repeated))} "
             f"more than once in {names!r}"
         )
+    _check_keys(quantities)
     return tuple(quantities)
+
+
+def _check_keys(quantities: Sequence[Quantity]) -> None:
+    """No two quantities declare one key (the second's value would replace the first's in
+    every record, with nothing said), and none declares a record's own key (``step``)."""
+    owners: dict[str, Quantity] = {}
+    for quantity in quantities:
+        for key in quantity.keys:
+            if key in RESERVED_KEYS:
+                raise GradlabError(
+                    f"the {quantity.name} quantity ({type(quantity).__name__}) declares the key "
+                    f"{key!r}, which every record holds itself; rename that key"
+                )
+            first = owners.setdefault(key, quantity)
+            if first is not quantity:
+                raise GradlabError(
+                    f"the {first.name} and {quantity.name} quantities ({type(first).__name__}, "
+                    f"{type(quantity).__name__}) both declare the key {key!r}: one's value "
+                    "would replace the other's in every record; keep one of them, or rename "
+                    "the key of yours"
+                )
 
 
 def _check_config(config: object) -> None:

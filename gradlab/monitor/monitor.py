@@ -52,7 +52,7 @@ from gradlab.monitor.distributed import (
     is_rank_zero,
     rank_zero_step,
 )
-from gradlab.monitor.quantity import Quantity
+from gradlab.monitor.quantity import Quantity, check_values
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
@@ -788,11 +788,13 @@ class Monitor:
         batch.ties_by_column = any("descending_order" in q.needs for q in due)
         # No value is read back while computing (skip_value_checks); the stacked scalars cross
         # to the host once, in _transfer.
+        device = batch.embeddings.device
         with torch.inference_mode():
             with skip_value_checks():
                 for quantity in due:
                     try:
-                        computed.append((quantity, quantity.compute(batch)))
+                        values = check_values(quantity, quantity.compute(batch), device)
+                        computed.append((quantity, values))
                     except Exception as error:
                         if self.strict:
                             raise

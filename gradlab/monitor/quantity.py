@@ -24,6 +24,7 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
@@ -205,3 +206,81 @@ class Quantity:
 
     def compute(self, batch: BatchView) -> Values:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+RESERVED_KEYS = frozenset({"step"})
+"""Keys no quantity may log: every record's own (its step number)."""
+
+
+def check_values(quantity: Quantity, values: object, device: torch.device) -> Values:
+    """``values``, as ``quantity.compute`` returned them, checked against its declaration
+    before anything is logged: a dict whose keys are among :attr:`Quantity.keys` and whose
+    values are one-element tensors (0-d, or of shape ``[1]``) or Python numbers (made 0-d
+    float64 tensors on ``device``). A value under an undeclared key (a typo) would be logged
+    where no plot family reads it, ``None`` (a ``return`` forgotten) would log nothing, and a
+    value of several elements has no single number to log: each is a
+    :class:`~gradlab.errors.GradlabError` naming the quantity, the key and what is allowed
+    (the Monitor then disables the quantity with a warning, or raises under ``strict``).
+
+    Example:
+        >>> class Spread(Quantity):
+        ...     name, keys = "spread", ("spread_max",)
+        ...     def compute(self, batch):
+        ...         return {"spread_max": batch.embeddings.abs().amax(), "spread_min": 0.0}
+        >>> batch = BatchView(torch.eye(2), labels=torch.arange(2))
+        >>> check_values(Spread(), Spread().compute(batch), torch.device("cpu"))
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: the spread quantity (Spread) returned the key 'spread_min', ...
+    """
+    if not isinstance(values, dict):
+        raise GradlabError(
+            f"{_owner(quantity)} returned {values!r} from compute(); compute returns a dict "
+            "of its keys' values, one-element tensors or numbers ({} when it has nothing to "
+            "log this step)"
+        )
+    declared = quantity.keys
+    if not values.keys() <= _key_set(declared):
+        key = next(key for key in values if key not in declared)  # the first, as returned
+        raise GradlabError(
+            f"{_owner(quantity)} returned the key {key!r}, which it does not declare; its "
+            f"keys are {tuple(declared)!r}: add the key to {type(quantity).__name__}.keys, or "
+            "fix its name"
+        )
+    checked = values
+    for key, value in values.items():
+        if type(value) is torch.Tensor and value.dtype is torch.float64 and value.dim() == 0:
+            continue  # as most are: nothing else to ask
+        if isinstance(value, torch.Tensor):
+            if value.numel() == 1 and not value.is_complex():
+                continue
+            got = f"a {value.dtype} tensor of shape {list(value.shape)}"
+        elif isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+            if checked is values:
+                checked = dict(values)  # the quantity's own dict unchanged
+            checked[key] = torch.tensor(float(value), dtype=torch.float64, device=device)
+            continue
+        else:
+            got = f"{value!r} ({type(value).__name__})"
+        raise GradlabError(
+            f"{_owner(quantity)} returned {got} under {key!r}; a logged value is one real "
+            "number: a 0-d tensor (or one of shape [1]), or a Python int or float"
+        )
+    return checked
+
+
+def _owner(quantity: Quantity) -> str:
+    return f"the {quantity.name} quantity ({type(quantity).__name__})"
+
+
+_KEY_SETS: dict[int, tuple[tuple[str, ...], frozenset[str]]] = {}
+
+
+def _key_set(keys: tuple[str, ...]) -> frozenset[str]:
+    """``frozenset(keys)``, made once per declaration (a quantity's keys are a class constant)."""
+    if type(keys) is not tuple:  # a list may change: read as it is now
+        return frozenset(keys)
+    kept = _KEY_SETS.get(id(keys))
+    if kept is None or kept[0] is not keys:  # a new tuple (or one at a freed tuple's address)
+        kept = _KEY_SETS[id(keys)] = (keys, frozenset(keys))
+    return kept[1]

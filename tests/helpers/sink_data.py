@@ -22,6 +22,7 @@ class FixedTable(Quantity):
     """Returns ``TABLE[i]`` on its i-th computation."""
 
     name = "fixed_table"
+    keys = tuple(TABLE[0])
 
     def __init__(self, schedule=None):
         super().__init__(schedule)

@@ -210,6 +210,7 @@ class AlwaysNaN(Quantity):
 
 class AlwaysNaNAndSays(AlwaysNaN):
     name = "always_nan_says"
+    keys = ("always_nan_says",)
     warns_if_not_finite = True
 
     def compute(self, batch):

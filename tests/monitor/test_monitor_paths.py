@@ -154,6 +154,7 @@ def test_attach_reads_a_labels_tensor_and_the_embeddings_after_a_score_watch(tmp
 
 class OddShapes(Quantity):
     name = "odd_shapes"
+    keys = ("one_element", "count", "flag")
 
     def compute(self, batch):
         return {"one_element": torch.tensor([2.5], dtype=torch.float32),

@@ -185,6 +185,7 @@ class LineBreakKey(Quantity):
 
     name = "line_break_key"
     key = "line\r\nbreak"
+    keys = (key,)
 
     def compute(self, batch):
         return {self.key: torch.tensor(0.25, dtype=torch.float64)}
