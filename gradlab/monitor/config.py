@@ -18,7 +18,7 @@ from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.geometry import ChanceLevel, Geometry, Margins, Temperature
 from gradlab.monitor.quantities import PRESETS as BASE_PRESETS
 from gradlab.monitor.quantities import QUANTITIES as BASE_QUANTITIES
-from gradlab.monitor.quantity import RESERVED_KEYS, Quantity
+from gradlab.monitor.quantity import RESERVED_KEYS, Quantity, check_declaration
 from gradlab.monitor.schedules import (
     Every,
     Schedule,
@@ -211,8 +211,18 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
             "quantities must hold at least one Quantity (the loss alone: "
             f"[gradlab.monitor.Loss()]); got {quantities!r}"
         )
+    for quantity in quantities:
+        check_declaration(quantity)
     names = [q.name for q in quantities]
     repeated = sorted({name for name in names if names.count(name) > 1})
+    for name in repeated:  # two classes of one name: yours is to be renamed
+        classes = list(dict.fromkeys(type(q) for q in quantities if q.name == name))
+        if len(classes) > 1:
+            raise GradlabError(
+                f"quantities {', '.join(c.__name__ for c in classes)} are all named {name!r}: "
+                "a name is a quantity's in the run header, in not_logged and in disabled; "
+                "give yours another name"
+            )
     if repeated:  # one's values would overwrite the other's in every record
         raise GradlabError(
             f"quantities must hold each quantity once; got {', '.join(map(repr, repeated))} "
@@ -224,16 +234,33 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
 
 def _check_keys(quantities: Sequence[Quantity]) -> None:
     """No two quantities declare one key (the second's value would replace the first's in
-    every record, with nothing said), and none declares a record's own key (``step``)."""
+    every record, with nothing said) or one plot family, and none declares a key the logs use
+    themselves (:data:`~gradlab.monitor.quantity.RESERVED_KEYS`)."""
     owners: dict[str, Quantity] = {}
+    families: dict[str, Quantity] = {}
     for quantity in quantities:
+        seen: set[str] = set()
+        for plot in quantity.plots:
+            first = families.setdefault(plot.family, quantity)
+            if first is not quantity:
+                raise GradlabError(
+                    f"the {first.name} and {quantity.name} quantities ({type(first).__name__}, "
+                    f"{type(quantity).__name__}) both declare the plot family {plot.family!r}: "
+                    "one figure file per family, so one would hide the other; rename the "
+                    "family of yours"
+                )
         for key in quantity.keys:
             if key in RESERVED_KEYS:
                 raise GradlabError(
                     f"the {quantity.name} quantity ({type(quantity).__name__}) declares the key "
-                    f"{key!r}, which every record holds itself; rename that key"
+                    f"{key!r}, which gradlab's logs use themselves (reserved: "
+                    f"{', '.join(sorted(RESERVED_KEYS))}); rename that key"
                 )
             first = owners.setdefault(key, quantity)
+            if first is quantity and key in seen:
+                raise GradlabError(f"the {quantity.name} quantity ({type(quantity).__name__}) "
+                                   f"declares the key {key!r} twice")  # fmt: skip
+            seen.add(key)
             if first is not quantity:
                 raise GradlabError(
                     f"the {first.name} and {quantity.name} quantities ({type(first).__name__}, "

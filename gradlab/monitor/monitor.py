@@ -793,12 +793,18 @@ class Monitor:
             with skip_value_checks():
                 for quantity in due:
                     try:
-                        values = check_values(quantity, quantity.compute(batch), device)
-                        computed.append((quantity, values))
+                        values = quantity.compute(batch)
                     except Exception as error:
                         if self.strict:
                             raise
                         self._disable(quantity, error)
+                        continue
+                    try:  # what it returned against what it declares
+                        computed.append((quantity, check_values(quantity, values, device)))
+                    except GradlabError as error:
+                        if self.strict:
+                            raise
+                        self._disable(quantity, error, returned=True)
             if not is_rank_zero():
                 return None
             record: dict = {"step": step}
@@ -893,12 +899,19 @@ class Monitor:
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
             )
 
-    def _disable(self, quantity: Quantity, error: Exception) -> None:
-        message = "".join(traceback.format_exception(error))
+    def _disable(self, quantity: Quantity, error: Exception, returned: bool = False) -> None:
+        """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning
+        holds the traceback), or ``returned`` what it cannot log (the reason alone)."""
+        if returned:
+            message = str(error)
+            said = f"is disabled: {message}"
+        else:
+            message = "".join(traceback.format_exception(error))
+            said = f"raised and is disabled (strict=True raises instead):\n{message}"
         self.disabled[quantity.name] = message
         warnings.warn(
-            f"gradlab.Monitor: quantity {quantity.name!r} raised and is disabled "
-            f"(strict=True raises instead):\n{message}",
+            f"gradlab.Monitor: quantity {quantity.name!r} {said}"
+            + (" (strict=True raises instead)" if returned else ""),
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
         )

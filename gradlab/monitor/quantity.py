@@ -33,6 +33,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.monitor.batch import BatchView, _row_any, _row_counts  # noqa: F401 (re-exported)
 from gradlab.monitor.schedules import Schedule, every, refuse_schedule_maker
+from gradlab.monitor.sinks import DROPPED_KEYS
 
 Values = dict[str, torch.Tensor]
 
@@ -208,17 +209,83 @@ class Quantity:
         raise NotImplementedError
 
 
-RESERVED_KEYS = frozenset({"step"})
-"""Keys no quantity may log: every record's own (its step number)."""
+RESERVED_KEYS = frozenset({"step", "header", *DROPPED_KEYS})
+"""Keys no quantity may log: a record's own (its step number), the JSONL file's header line,
+and the note a sink adds after records it dropped (:data:`~gradlab.monitor.sinks.DROPPED_KEYS`)."""
+
+
+def check_declaration(quantity: Quantity) -> None:
+    """Refuse, when the Monitor is made, a quantity whose declarations the Monitor cannot act
+    on: no schedule (its ``__init__`` did not call ``super().__init__``), a name that is not a
+    non-empty string, ``keys`` that are not strings (a lone string is read letter by letter),
+    a need the Monitor does not provide (:data:`NEEDS`; a lone string again), or a plot family
+    none of whose series is a key it declares (never drawn).
+
+    Raises:
+        GradlabError: naming the quantity, the declaration and what is allowed.
+
+    Example:
+        >>> class Typo(Quantity):
+        ...     name, keys, needs = "typo", ("typo_mean",), frozenset({"scorez"})
+        >>> check_declaration(Typo())
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: the typo quantity (Typo) needs 'scorez', which the ...
+    """
+    cls = type(quantity).__name__
+    name = getattr(quantity, "name", None)
+    if not isinstance(name, str) or not name:
+        raise GradlabError(f"a quantity's name must be a non-empty string; {cls} has "
+                           f"name={name!r}")  # fmt: skip
+    owner = _owner(quantity)
+    if not callable(getattr(quantity, "schedule", None)):
+        raise GradlabError(
+            f"{owner} has no schedule: its __init__ must call super().__init__(schedule) "
+            "(schedule None: every step)"
+        )
+    keys = quantity.keys
+    if not isinstance(keys, (tuple, list)) or not all(isinstance(key, str) for key in keys):
+        raise GradlabError(
+            f"{owner} declares keys={keys!r}; keys is a tuple of strings (one key: "
+            f"({keys!r},) with its comma)" if isinstance(keys, str) else
+            f"{owner} declares keys={keys!r}; keys is a tuple of strings"
+        )
+    for attribute in ("needs", "optional_needs"):
+        needs = getattr(quantity, attribute)
+        if isinstance(needs, str) or not isinstance(needs, (set, frozenset, tuple, list)):
+            raise GradlabError(
+                f"{owner} declares {attribute}={needs!r}; {attribute} is a frozenset of names "
+                f"from gradlab.monitor.NEEDS (one need: frozenset({{{needs!r}}}))"
+                if isinstance(needs, str) else
+                f"{owner} declares {attribute}={needs!r}; {attribute} is a frozenset of names "
+                "from gradlab.monitor.NEEDS"
+            )
+        unknown = sorted(need for need in needs if need not in NEEDS)
+        if unknown:
+            raise GradlabError(
+                f"{owner} needs {', '.join(map(repr, unknown))}, which the Monitor does not "
+                f"provide; the needs it provides: {', '.join(NEEDS)}"
+            )
+    plots = quantity.plots
+    if not isinstance(plots, (tuple, list)) or not all(isinstance(plot, Plot) for plot in plots):
+        raise GradlabError(f"{owner} declares plots={plots!r}; plots is a tuple of "
+                           "gradlab.monitor.Plot")  # fmt: skip
+    for plot in plots:  # a family may draw a key its variant logs (weighted counts)
+        if plot.keys and not any(key in keys for key in plot.keys):
+            raise GradlabError(
+                f"{owner} draws {', '.join(map(repr, plot.keys))} in its plot family "
+                f"{plot.family!r}, none of them a key it declares {tuple(keys)!r}: a series "
+                "of an undeclared key is never logged, so never drawn"
+            )
 
 
 def check_values(quantity: Quantity, values: object, device: torch.device) -> Values:
     """``values``, as ``quantity.compute`` returned them, checked against its declaration
     before anything is logged: a dict whose keys are among :attr:`Quantity.keys` and whose
-    values are one-element tensors (0-d, or of shape ``[1]``) or Python numbers (made 0-d
-    float64 tensors on ``device``). A value under an undeclared key (a typo) would be logged
-    where no plot family reads it, ``None`` (a ``return`` forgotten) would log nothing, and a
-    value of several elements has no single number to log: each is a
+    values are one-element real tensors (0-d, or of shape ``[1]``; a bool is 1.0 or 0.0) or
+    Python numbers (made 0-d float64 tensors on ``device``). A value under an undeclared key
+    (a typo) would be logged where no plot family reads it, ``None`` (a ``return`` forgotten)
+    would log nothing, and a value of several elements has no single number to log: each is a
     :class:`~gradlab.errors.GradlabError` naming the quantity, the key and what is allowed
     (the Monitor then disables the quantity with a warning, or raises under ``strict``).
 
@@ -255,7 +322,7 @@ def check_values(quantity: Quantity, values: object, device: torch.device) -> Va
             if value.numel() == 1 and not value.is_complex():
                 continue
             got = f"a {value.dtype} tensor of shape {list(value.shape)}"
-        elif isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_)):
+        elif isinstance(value, (numbers.Real, np.bool_)):  # bool included, as a bool tensor
             if checked is values:
                 checked = dict(values)  # the quantity's own dict unchanged
             checked[key] = torch.tensor(float(value), dtype=torch.float64, device=device)
@@ -264,7 +331,7 @@ def check_values(quantity: Quantity, values: object, device: torch.device) -> Va
             got = f"{value!r} ({type(value).__name__})"
         raise GradlabError(
             f"{_owner(quantity)} returned {got} under {key!r}; a logged value is one real "
-            "number: a 0-d tensor (or one of shape [1]), or a Python int or float"
+            "number: a 0-d tensor (or one of shape [1]), or a Python int, float or bool"
         )
     return checked
 

@@ -17,7 +17,8 @@ import torch
 
 import gradlab
 from gradlab.errors import GradlabError
-from gradlab.monitor import Loss, Monitor, Quantity, every, read_jsonl
+from gradlab.monitor import NEEDS, QUANTITIES, Loss, Monitor, Plot, Quantity, every, read_jsonl
+from gradlab.monitor.quantity import check_declaration
 
 
 class Returns(Quantity):
@@ -63,23 +64,25 @@ REFUSED = [
         {"returns_value": torch.ones(3)},
         "the returns quantity (Returns) returned a torch.float32 tensor of shape [3] under "
         "'returns_value'; a logged value is one real number: a 0-d tensor (or one of shape "
-        "[1]), or a Python int or float",
+        "[1]), or a Python int, float or bool",
     ),
     (
         {"returns_value": torch.tensor(1 + 2j)},
         "the returns quantity (Returns) returned a torch.complex64 tensor of shape [] under "
         "'returns_value'; a logged value is one real number: a 0-d tensor (or one of shape "
-        "[1]), or a Python int or float",
+        "[1]), or a Python int, float or bool",
     ),
     (
         {"returns_value": "0.5"},
         "the returns quantity (Returns) returned '0.5' (str) under 'returns_value'; a logged "
-        "value is one real number: a 0-d tensor (or one of shape [1]), or a Python int or float",
+        "value is one real number: a 0-d tensor (or one of shape [1]), or a Python int, float "
+        "or bool",
     ),
     (
-        {"returns_value": True},
-        "the returns quantity (Returns) returned True (bool) under 'returns_value'; a logged "
-        "value is one real number: a 0-d tensor (or one of shape [1]), or a Python int or float",
+        {"returns_value": [0.5]},
+        "the returns quantity (Returns) returned [0.5] (list) under 'returns_value'; a logged "
+        "value is one real number: a 0-d tensor (or one of shape [1]), or a Python int, float "
+        "or bool",
     ),
 ]
 
@@ -91,9 +94,11 @@ def test_a_value_against_the_declaration_disables_the_quantity_and_says_why(
     record, caught, run = _step(tmp_path, Returns(returned))
     assert set(record) == {"step", "loss"}  # the other quantities are logged
     assert list(run.disabled) == ["returns"]
-    assert run.disabled["returns"].rstrip().endswith(f"GradlabError: {message}")
-    assert any("quantity 'returns' raised and is disabled" in text and message in text
-               for text in caught)  # fmt: skip
+    assert run.disabled["returns"] == message
+    # the reason alone, not a traceback through gradlab's check
+    assert caught == [
+        f"gradlab.Monitor: quantity 'returns' is disabled: {message} (strict=True raises instead)"
+    ]
     _, records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [set(r) for r in records] == [{"step", "loss"}]
 
@@ -113,6 +118,8 @@ def test_strict_raises_what_the_value_breaks(tmp_path, returned, message):
         (np.float32(0.25), 0.25),
         (torch.tensor([0.75]), 0.75),  # shape [1]
         (torch.tensor(2, dtype=torch.int64), 2.0),
+        (True, 1.0),
+        (torch.tensor(False), 0.0),
     ],
 )
 def test_one_element_tensors_and_python_numbers_are_logged(tmp_path, value, logged):
@@ -143,14 +150,119 @@ def test_two_quantities_that_declare_one_key_are_refused_at_construction(tmp_pat
     assert not any(tmp_path.iterdir())  # refused before anything is written
 
 
-def test_a_quantity_that_declares_the_step_key_is_refused(tmp_path):
-    class Step(Quantity):
-        name = "step_count"
-        keys = ("step",)
+RESERVED = "dropped_records, dropped_steps, header, step"
+
+
+@pytest.mark.parametrize("key", ["step", "header", "dropped_records", "dropped_steps"])
+def test_a_quantity_that_declares_a_key_the_logs_use_is_refused(tmp_path, key):
+    class Own(Quantity):
+        name = "own"
+        keys = ("own_value", key)
 
     with pytest.raises(GradlabError) as raised:
-        Monitor(tmp_path, quantities=[Step()])
+        Monitor(tmp_path, quantities=[Own()])
     assert str(raised.value) == (
-        "the step_count quantity (Step) declares the key 'step', which every record holds "
-        "itself; rename that key"
+        f"the own quantity (Own) declares the key {key!r}, which gradlab's logs use themselves "
+        f"(reserved: {RESERVED}); rename that key"
     )
+
+
+def test_a_key_named_header_would_have_made_the_log_unreadable(tmp_path):
+    # Why "header" is reserved: read_jsonl reads {"header": ...} lines as headers.
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"header": {}}\n{"step": 0, "header": 1.0}\n')
+    with pytest.warns(UserWarning, match="a header that is not a JSON object"):
+        _, records = read_jsonl(path)
+    assert records == []
+
+
+class NoSuper(Quantity):
+    name = "no_super"
+    keys = ("no_super_value",)
+
+    def __init__(self, k=3):  # forgets super().__init__(): no schedule
+        self.k = k
+
+
+def _declares(**declared):
+    """A quantity class named Own with these class attributes (name "own" by default)."""
+    return type("Own", (Quantity,), {"name": "own", **declared})
+
+
+DECLARATIONS = [
+    (
+        NoSuper(),
+        "the no_super quantity (NoSuper) has no schedule: its __init__ must call "
+        "super().__init__(schedule) (schedule None: every step)",
+    ),
+    (
+        _declares(name="")(),
+        "a quantity's name must be a non-empty string; Own has name=''",
+    ),
+    (
+        _declares(keys="own_mean")(),
+        "the own quantity (Own) declares keys='own_mean'; keys is a tuple of strings (one key: "
+        "('own_mean',) with its comma)",
+    ),
+    (
+        _declares(keys=("own_mean", 3))(),
+        "the own quantity (Own) declares keys=('own_mean', 3); keys is a tuple of strings",
+    ),
+    (
+        _declares(needs="scores")(),
+        "the own quantity (Own) declares needs='scores'; needs is a frozenset of names from "
+        "gradlab.monitor.NEEDS (one need: frozenset({'scores'}))",
+    ),
+    (
+        _declares(optional_needs=frozenset({"scorez"}))(),
+        "the own quantity (Own) needs 'scorez', which the Monitor does not provide; the needs "
+        f"it provides: {', '.join(NEEDS)}",
+    ),
+    (
+        _declares(keys=("own_mean",), plots=(Plot("own", "Own", "value", (("own_maen", "m"),)),))(),
+        "the own quantity (Own) draws 'own_maen' in its plot family 'own', none of them a key "
+        "it declares ('own_mean',): a series of an undeclared key is never logged, so never "
+        "drawn",
+    ),
+    (
+        _declares(plots=Plot("own", "Own", "value", ()))(),
+        "the own quantity (Own) declares plots=Plot(family='own', title='Own', ylabel='value', "
+        "series=(), zero_based=False, resolution=0.0); plots is a tuple of gradlab.monitor.Plot",
+    ),
+]
+
+
+@pytest.mark.parametrize(("quantity", "message"), DECLARATIONS)
+def test_a_declaration_the_monitor_cannot_act_on_is_refused_at_construction(
+    tmp_path, quantity, message
+):
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[quantity])
+    assert str(raised.value) == message
+    assert not any(tmp_path.iterdir())
+
+
+def test_two_quantities_that_share_a_plot_family_are_refused(tmp_path):
+    family = Plot("loss", "Mine", "loss", (("own_loss", "mine"),))
+    mine = _declares(keys=("own_loss",), plots=(family,))
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[Loss(), mine()])
+    assert str(raised.value) == (
+        "the loss and own quantities (Loss, Own) both declare the plot family 'loss': one "
+        "figure file per family, so one would hide the other; rename the family of yours"
+    )
+
+
+def test_two_different_quantities_with_one_name_are_told_to_rename(tmp_path):
+    mine = _declares(name="loss", keys=("loss_mine",))
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[Loss(), mine()])
+    assert str(raised.value) == (
+        "quantities Loss, Own are all named 'loss': a name is a quantity's in the run header, "
+        "in not_logged and in disabled; give yours another name"
+    )
+
+
+def test_every_quantity_gradlab_ships_passes_the_declaration_checks(tmp_path):
+    for cls in QUANTITIES.values() if isinstance(QUANTITIES, dict) else QUANTITIES:
+        check_declaration(cls())
