@@ -38,10 +38,11 @@ import torch
 
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
-from gradlab.integrations.settings import callback_settings
+from gradlab.integrations.settings import callback_settings, resumed_behind_message
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
-from gradlab.monitor.monitor import Monitor
+from gradlab.monitor.distributed import is_rank_zero
+from gradlab.monitor.monitor import TRAINER_PACKAGES, Monitor
 from gradlab.monitor.sinks import Sink, scalars
 from gradlab.monitor.watched import watched_like, watching_call
 
@@ -245,6 +246,21 @@ class GradlabCallback(Callback):
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
         self._trainer = trainer
+
+    def on_train_start(self, trainer, pl_module) -> None:
+        # After a checkpoint's restore: a fit that starts over (step 0) in a resumed folder
+        # whose run logged steps already would log them again after the earlier ones.
+        monitor, first = self.monitor, int(trainer.global_step)
+        if monitor is None or first != 0 or not is_rank_zero():
+            return
+        resumed_at = monitor.folder.start_step  # the folder's last logged step + 1, or 0
+        if resumed_at > first:
+            warnings.warn(
+                resumed_behind_message(type(self).__name__, monitor.log_dir, resumed_at - 1,
+                                       first, "trainer.fit(model, ckpt_path=...)"),
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
+            )
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
         # The Monitor's steps are the Trainer's (a fit resumed from a checkpoint at step k logs

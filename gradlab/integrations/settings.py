@@ -10,7 +10,7 @@ from gradlab.errors import GradlabError
 from gradlab.monitor.config import MonitorConfig
 from gradlab.paths import check_output_folder
 
-__all__ = ["callback_settings"]
+__all__ = ["callback_settings", "resumed_behind_message"]
 
 
 def callback_settings(
@@ -48,3 +48,24 @@ def callback_settings(
     if not isinstance(prefix, str):
         raise GradlabError(f"prefix must be a string; got {prefix!r}")
     return log_dir, prefix, options
+
+
+def resumed_behind_message(callback: str, folder: object, last: int, first: int,
+                           resume_trainer: str) -> str:  # fmt: skip
+    """What a callback says when ``resume=True`` continues a run whose last logged step
+    ``last`` lies at or past the Trainer's first step ``first`` (the Trainer itself was not
+    resumed from a checkpoint): those steps would be logged again after the earlier ones.
+    ``resume_trainer`` is how the user resumes the Trainer too.
+
+    Example:
+        >>> resumed_behind_message("GradlabCallback", "runs/a", 1, 0, "fit(ckpt_path=...)")[:58]
+        "GradlabCallback: resume=True continues the run in 'runs/a'"
+    """
+    steps = f"step {first}" if first == last else f"steps {first}-{last}"
+    return (
+        f"{callback}: resume=True continues the run in {str(folder)!r}, whose last logged step "
+        f"is {last}, but the Trainer starts at step {first}: its {steps} will be logged again "
+        "after the earlier ones, and gradlab plot draws the later records of those steps in "
+        f"place of the earlier; resume the Trainer too ({resume_trainer}), or pass "
+        "overwrite=True to start the folder afresh"
+    )

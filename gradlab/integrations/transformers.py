@@ -64,7 +64,7 @@ import torch
 
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
-from gradlab.integrations.settings import callback_settings
+from gradlab.integrations.settings import callback_settings, resumed_behind_message
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
@@ -617,14 +617,9 @@ class GradlabTrainerCallback(TrainerCallback):
     def _warn_resumed_behind(folder: object, last: int, first: int) -> None:
         """Warn that ``resume=True`` continues a run whose last logged step lies at or past the
         Trainer's first step (the Trainer itself was not resumed from a checkpoint)."""
-        steps = f"step {first}" if first == last else f"steps {first}-{last}"
         warnings.warn(
-            f"GradlabTrainerCallback: resume=True continues the run in {str(folder)!r}, whose "
-            f"last logged step is {last}, but the Trainer starts at step {first}: its {steps} "
-            "will be logged again after the earlier ones, and gradlab plot draws the later "
-            "records of those steps in place of the earlier; resume the Trainer too "
-            "(trainer.train(resume_from_checkpoint=True)), or pass overwrite=True to start the "
-            "folder afresh",
+            resumed_behind_message("GradlabTrainerCallback", folder, last, first,
+                                   "trainer.train(resume_from_checkpoint=True)"),
             RuntimeWarning,
             stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
         )

@@ -150,6 +150,33 @@ def test_a_resumed_fit_without_a_logger_goes_on_with_the_last_numbered_run(tmp_p
     assert sorted(path.name for path in root.iterdir()) == ["version_0", "version_1"]
 
 
+def test_resume_without_the_trainer_s_checkpoint_warns_that_steps_repeat(tmp_path):
+    # The second fit starts at step 0 again: its steps 0-1 followed the first fit's 0-1 in
+    # metrics.jsonl without a word (the Hugging Face callback warned in this very case).
+    def fit(**options):
+        callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, **options)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        trainer = quiet_trainer(max_steps=2, callbacks=[callback], logger=False,
+                                default_root_dir=tmp_path)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(module, loader(4))
+        return [w for w in caught if "gradlab" in str(w.message).lower()]
+
+    assert fit() == []
+    (warning,) = fit(resume=True)
+    assert str(warning.message) == (
+        f"GradlabCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, whose "
+        "last logged step is 1, but the Trainer starts at step 0: its steps 0-1 will be logged "
+        "again after the earlier ones, and gradlab plot draws the later records of those "
+        "steps in place of the earlier; resume the Trainer too (trainer.fit(model, "
+        "ckpt_path=...)), or pass overwrite=True to start the folder afresh"
+    )
+    assert warning.category is RuntimeWarning and warning.filename == __file__
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 0, 1]  # as said
+
+
 def test_the_hugging_face_callback_in_a_lightning_trainer_names_the_right_one(tmp_path):
     # the two callbacks' names are close: Lightning raised AttributeError ('setup', then
     # 'on_exception' while handling it)
