@@ -78,6 +78,11 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
 _NO_KEYS: frozenset[str] = frozenset()
 
 
+def _ships_with_gradlab(quantity: Quantity) -> bool:
+    """Whether ``quantity`` is one of gradlab's own (``gradlab plot`` knows its figures)."""
+    return type(quantity).__module__.split(".")[0] == "gradlab"
+
+
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
     """Why ``adapter``'s loss cannot serve ``quantity`` (its needs, the loss's kind, or what
     the quantity as configured can read of that loss), or None."""
@@ -923,6 +928,10 @@ class Monitor:
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
+        own = [plot.as_header() for q in self.quantities if not _ships_with_gradlab(q)
+               for plot in q.plots]  # fmt: skip
+        if own:  # the figures of the user's quantities: gradlab plot draws them from here
+            run["plots"] = own
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
                                   "gathered": self._gathers()}  # fmt: skip

@@ -89,6 +89,38 @@ class Plot:
     def keys(self) -> tuple[str, ...]:
         return tuple(key for key, _ in self.series)
 
+    def as_header(self) -> dict:
+        """The family as the run header records it (for a quantity that is not gradlab's:
+        ``gradlab plot`` draws it from there, without the quantity's class).
+
+        Example:
+            >>> Plot("spread", "Spread", "value", (("spread_max", "max"),)).as_header()["series"]
+            [['spread_max', 'max']]
+        """
+        return {"family": self.family, "title": self.title, "ylabel": self.ylabel,
+                "series": [list(pair) for pair in self.series], "zero_based": self.zero_based,
+                "resolution": self.resolution}  # fmt: skip
+
+    @classmethod
+    def from_header(cls, recorded: object) -> Plot | None:
+        """The family :meth:`as_header` recorded, or None when ``recorded`` is not one (a
+        header written by hand or by another program: nothing to draw from it).
+
+        Example:
+            >>> plot = Plot("spread", "Spread", "value", (("spread_max", "max"),))
+            >>> Plot.from_header(plot.as_header()) == plot, Plot.from_header({"family": 1})
+            (True, None)
+        """
+        try:
+            plot = cls(recorded["family"], recorded["title"], recorded["ylabel"],
+                       tuple((key, label) for key, label in recorded["series"]),
+                       bool(recorded.get("zero_based", False)),
+                       float(recorded.get("resolution", 0.0)))  # fmt: skip
+        except (TypeError, KeyError, ValueError, AttributeError):
+            return None
+        texts = (plot.family, plot.title, plot.ylabel, *(t for pair in plot.series for t in pair))
+        return plot if all(isinstance(text, str) for text in texts) else None
+
 
 class Quantity:
     """A logged quantity: a name, a schedule, its declarations and :meth:`compute`.

@@ -30,7 +30,7 @@ from matplotlib.transforms import Transform, offset_copy
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
-from gradlab.monitor.sinks import read_segments
+from gradlab.monitor.sinks import last_jsonl_header, read_segments
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
@@ -49,6 +49,21 @@ def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
     for quantity in quantities:
         for plot in quantity.plots:
             plots.setdefault(plot.family, plot)
+    return plots
+
+
+def _logged_plots(run_dirs: Sequence[str | Path]) -> list[Plot]:
+    """The plot families the runs' headers record (those of quantities that are not gradlab's:
+    the Monitor writes them there), each run's last header; what does not read as a family is
+    left out."""
+    plots = []
+    for run_dir in run_dirs:
+        header = last_jsonl_header(run_folder(run_dir) / "metrics.jsonl") or {}
+        recorded = header.get("plots")
+        for entry in recorded if isinstance(recorded, list) else ():
+            plot = Plot.from_header(entry)
+            if plot is not None:
+                plots.append(plot)
     return plots
 
 
@@ -390,7 +405,9 @@ def plot_runs(
     Writes ``<family>.png`` for each family and ``overview.png`` (one panel per family) into
     ``out``: by default ``RUN_DIR/figures`` for one run, ``<common parent>/figures`` for several.
     The families are those gradlab's quantities declare (:data:`PLOTS`), plus those of
-    ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances).
+    ``quantities`` (your own :class:`~gradlab.monitor.quantity.Quantity` classes or instances)
+    and those the runs' headers record (the Monitor writes there the families of quantities
+    that are not gradlab's, so that they are drawn without their classes).
     ``overview=False`` leaves the overview out (a page that shows every family's own figure;
     it is the slowest figure to draw). A figure an earlier plot left in ``out`` for a family
     these logs do not hold (a run replaced with ``overwrite=True``) is removed, so the folder
@@ -415,8 +432,10 @@ def plot_runs(
             f"quantities must be a list of Quantity classes or instances; got {quantities!r}"
         )
     plots = _plots([*QUANTITIES, *quantities])
-    names = {key: label for plot in plots.values() for key, label in plot.series}
     runs = load_runs(run_dirs, labels)
+    for plot in _logged_plots(run_dirs):  # the families the runs' own quantities declared
+        plots.setdefault(plot.family, plot)
+    names = {key: label for plot in plots.values() for key, label in plot.series}
     note = _numbers_only(runs, set(names) | {key for plot in plots.values() for key in plot.keys})
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=caller_stacklevel())

@@ -248,20 +248,60 @@ class Spread(Quantity):
         return {"score_spread": batch.scores.std()}
 
 
-def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monkeypatch):
-    run = _run(tmp_path / "run", steps=3, preset=None, quantities=[Spread()])
-    with pytest.raises(GradlabError, match="hold no known quantity"):
-        plot_runs([run], out=tmp_path / "without")
-    figures = _figures(monkeypatch, [run], out=tmp_path / "figs", quantities=[Spread])
+class Undrawn(Spread):
+    """The same values without a figure family: nothing to draw them with."""
+
+    name = "undrawn"
+    keys = ("undrawn",)
+    plots = ()
+
+    def compute(self, batch):
+        return {"undrawn": batch.scores.std()}
+
+
+def _spread_axis(figures):
     (figure,) = figures.values()
     axis = figure.axes[0]
-    assert axis.get_title() == "Spread of the scores"
     bottom, top = axis.get_ylim()
-    assert axis.get_ylabel() == "standard deviation" and bottom == -0.03 * top  # from 0
-    assert [t.get_text() for t in axis.get_legend().texts] == ["std of all scores"]
+    drawn = (axis.get_title(), axis.get_ylabel(), bottom == -0.03 * top,  # from 0
+             [t.get_text() for t in axis.get_legend().texts])  # fmt: skip
     plt.close(figure)
+    return drawn
+
+
+SPREAD_DRAWN = ("Spread of the scores", "standard deviation", True, ["std of all scores"])
+
+
+def test_a_users_quantity_is_drawn_from_its_own_plot_declaration(tmp_path, monkeypatch):
+    run = _run(tmp_path / "run", steps=3, preset=None, quantities=[Spread()])
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs", quantities=[Spread])
+    assert _spread_axis(figures) == SPREAD_DRAWN
     with pytest.raises(GradlabError, match="quantities must be a list of Quantity classes"):
         plot_runs([run], quantities=["score_spread"])
+
+
+def test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class(
+    tmp_path, monkeypatch
+):
+    # gradlab plot (the CLI) cannot import the user's class: it drew none of its families
+    run = _run(tmp_path / "run", steps=3, preset=None, quantities=[Spread()])
+    headers, _ = read_jsonl(run / "metrics.jsonl")
+    assert headers[0]["plots"] == [{
+        "family": "score_spread", "title": "Spread of the scores",
+        "ylabel": "standard deviation", "series": [["score_spread", "std of all scores"]],
+        "zero_based": True, "resolution": 0.0}]  # fmt: skip
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
+    assert _spread_axis(figures) == SPREAD_DRAWN
+    undrawn = _run(tmp_path / "undrawn", steps=3, preset=None, quantities=[Undrawn()])
+    assert "plots" not in read_jsonl(undrawn / "metrics.jsonl")[0][0]
+    with pytest.raises(GradlabError, match="hold no known quantity"):
+        plot_runs([undrawn], out=tmp_path / "without")
+
+
+def test_gradlabs_own_families_are_not_repeated_in_the_header(tmp_path):
+    run = _run(tmp_path / "run", steps=2)
+    headers, _ = read_jsonl(run / "metrics.jsonl")
+    assert "plots" not in headers[0]
 
 
 GEOMETRY_FAMILIES = ("geometry", "geometry_collapse", "margins", "margin_violations",
@@ -405,6 +445,7 @@ def test_values_apart_by_rounding_alone_are_drawn_as_a_flat_line():
     [0.0, 1.7e308, 1e300], [0.0, 5e-324, 1.0, 1e-3], [10.0**(300 - 40 * s) for s in range(16)],
     [0.0, 1e308, 1.0, 1e-3], [1e-310, 5e-324, 1e-300]], ids=[
     "zero-and-largest", "zero-and-denormal", "600-decades", "zero-1e308", "denormals"])  # fmt: skip
+@pytest.mark.slow
 def test_values_near_float64_s_ends_are_drawn_without_a_traceback(values):
     # 10**309 overflowed the symmetric log axis's ticks, 10**-324 gave it no threshold, and
     # matplotlib's own scales overflowed (a traceback, or a figure with nothing drawn)
