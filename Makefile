@@ -55,7 +55,7 @@ test: $(STAMP) lint
 # Lightning, Hugging Face or sentence-transformers when collected, nor two tests that import
 # them when run (importing those frameworks costs a worker seconds; `make test` runs them; the
 # two are deselected here rather than marked slow because mutation groups that run their files
-# with -m 'not slow' need them). Slow: what takes about a third of a second or more on a 2-core
+# with -m 'not slow' need them). Slow: what takes about a fifth of a second or more on a 2-core
 # CPU, such as most of the audit's claim records (the fast tier reproduces one or two quick
 # claims of each claim module), all but one Chromium start, all but one W&B run, whole
 # figures, the tiny study runs, and the checks that start a Python process or read every

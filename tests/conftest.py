@@ -22,6 +22,10 @@ SLOW_DOCTESTS = {
     "gradlab.report.runner.run_report": "writes a whole report: seconds",
     "gradlab.plotting.scene_geometry.plot_scene_geometry": "draws and saves a figure: a second",
     "gradlab.symbolic.temperature_claims": "checks a claim in SymPy: a second",
+    "gradlab.symbolic.claims.audit_claim": "audits a claim with its mutants: half a second",
+    "gradlab.symbolic.claims.undecided": "audits a claim with its mutants: half a second",
+    "gradlab.symbolic.audit.all_claims": "builds every paper's claims: a quarter of a second",
+    "gradlab.symbolic.supplementary_claims.check_fig_s5": "a SymPy check: a fifth of a second",
 }
 """Library examples (doctests) that `make test-fast` leaves out; `make test` runs them."""
 

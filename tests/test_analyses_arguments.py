@@ -36,6 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
          "where one can be created; got '{file}', which is an existing file"),
     ],
 )  # fmt: skip
+@pytest.mark.slow
 def test_a_bad_output_path_is_one_line_and_exit_2_before_any_work(tmp_path, argv, message):
     (tmp_path / "notes.txt").write_text("a file")
     fill = {"{file}": str(tmp_path / "notes.txt"), "{tmp}": str(tmp_path)}

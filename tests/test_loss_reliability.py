@@ -91,6 +91,7 @@ def test_smooth_ap_loss_second_derivative_matches_a_dense_float64_definition(tau
         ),
     ],
 )
+@pytest.mark.slow
 def test_smooth_ap_passes_gradgradcheck(call):
     positives = torch.tensor([[1, 0, 1, 0], [0, 1, 1, 0], [1, 1, 0, 0], [0, 0, 0, 1]]) > 0
     scores = scores64(2).requires_grad_(True)

@@ -30,6 +30,7 @@ def embeddings_for(seed, size, dims=5):
     include_query=st.booleans(),
     tau=st.sampled_from([0.01, 0.1]),
 )
+@pytest.mark.slow
 def test_in_batch_loss_matches_reference(seed, labels, include_query, tau):
     embeddings = embeddings_for(seed, len(labels))
     got = SmoothAPLoss(tau, include_query=include_query)(embeddings, torch.tensor(labels))
@@ -42,6 +43,7 @@ def test_in_batch_loss_matches_reference(seed, labels, include_query, tau):
     images=st.integers(1, 5),
     captions_per_image=st.integers(1, 5),
 )
+@pytest.mark.slow
 def test_cross_modal_loss_matches_reference_both_directions(seed, images, captions_per_image):
     image_embeddings = embeddings_for(seed, images)
     caption_embeddings = embeddings_for(seed + 1, images * captions_per_image)
@@ -59,6 +61,7 @@ def test_cross_modal_loss_matches_reference_both_directions(seed, images, captio
         assert got == pytest.approx(expected, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_gradient_matches_autograd_path_and_finite_differences():
     from gradlab.functional import in_batch_layout, smooth_ap
 

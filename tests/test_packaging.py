@@ -217,6 +217,7 @@ def repository_texts() -> dict[str, str]:
     return texts
 
 
+@pytest.mark.slow
 def test_every_install_hint_names_an_existing_extra_of_the_free_name():
     texts = repository_texts()
     named = {}

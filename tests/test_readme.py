@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.reference.smooth_ap_loops import in_batch_smooth_ap
@@ -31,6 +32,7 @@ def test_every_registered_block_stands_in_a_page():
     assert sorted(set(BLOCKS) - placed) == []
 
 
+@pytest.mark.slow
 def test_a_changed_result_makes_its_block_stale(tmp_path):
     root = tmp_path / "repo"
     tracked = subprocess.run(["git", "ls-files", "*.json"], cwd=ROOT, capture_output=True,
@@ -74,6 +76,7 @@ def _monitor_example() -> str:
     return re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
 
 
+@pytest.mark.slow
 def test_the_readme_monitor_example_runs_verbatim_twice_and_logs_its_loss(tmp_path, monkeypatch):
     """The README's loop runs as written, with no name supplied from outside (in two
     consecutive pieces: the stand-ins, then the loop, so the untrained model can be kept),

@@ -46,6 +46,7 @@ def _holds_in_pixels(box, other, relation):
     }[relation]
 
 
+@pytest.mark.slow
 def test_every_caption_round_trips_to_its_scene(scenes):
     for index, captions in enumerate(scenes.captions):
         digits, cells = _objects(scenes, index)

@@ -479,6 +479,7 @@ def _train_boxes(width, height, draws, size=64, seed=0):
     return [_box(transform(picture), width, height) for _ in range(draws)]
 
 
+@pytest.mark.slow
 def test_training_crops_cover_16_to_100_percent_at_aspect_3_4_to_4_3():
     width, height = 60, 45
     boxes = _train_boxes(width, height, 300)
@@ -493,6 +494,7 @@ def test_training_crops_cover_16_to_100_percent_at_aspect_3_4_to_4_3():
     assert len(set(sides)) > 100
 
 
+@pytest.mark.slow
 def test_training_crops_reach_every_edge_of_the_picture():
     width, height = 7, 6
     boxes = _train_boxes(width, height, 400, size=16)

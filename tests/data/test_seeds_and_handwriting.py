@@ -59,6 +59,7 @@ def test_digit_strings_test_images_use_handwriting_never_trained_on(references):
     assert used["train"].isdisjoint(used["test"])
 
 
+@pytest.mark.slow
 def test_digit_scene_test_split_uses_handwriting_never_trained_on(references):
     used = {}
     for split in ("train", "test"):

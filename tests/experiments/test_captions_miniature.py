@@ -321,6 +321,7 @@ class _StandInDevice:
         monkeypatch.setattr(torch.nn.Module, "to", to_module)
 
 
+@pytest.mark.slow
 def test_the_networks_and_every_tensor_they_read_go_to_the_device_asked(monkeypatch):
     from collections import Counter
 

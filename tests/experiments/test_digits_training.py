@@ -99,6 +99,7 @@ def miniature(monkeypatch):
     return small, seen
 
 
+@pytest.mark.slow
 def test_the_section_trains_on_four_fifths_and_evaluates_what_it_says(miniature, tmp_path):
     small, seen = miniature
     result = study.digits_training(tmp_path, quick=True, tau=0.05)
@@ -189,6 +190,7 @@ def test_a_rerun_reproduces_the_numbers_and_the_full_run_trains_longer(miniature
     assert full["steps"] == len(seen["losses"]) > first["steps"]
 
 
+@pytest.mark.slow
 def test_the_training_is_stable_no_later_loss_climbs_back_to_the_first(miniature, tmp_path):
     """Adam at a small learning rate on the digits: the SmoothAP loss falls from its first
     step and no later step's loss climbs back to it (a step too large overshoots and the loss

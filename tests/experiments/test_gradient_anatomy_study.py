@@ -98,6 +98,7 @@ def recorded(monkeypatch):
     return seen
 
 
+@pytest.mark.slow
 def test_the_study_scores_one_held_out_batch_and_reads_each_direction_s_own_gradient(recorded):
     seed = 2
     threads = torch.get_num_threads()
@@ -207,6 +208,7 @@ def test_the_study_scores_one_held_out_batch_and_reads_each_direction_s_own_grad
                     assert (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9)
 
 
+@pytest.mark.slow
 def test_the_full_study_asks_for_the_documented_checkpoints_and_the_seed_changes_the_draws(
     recorded,
 ):

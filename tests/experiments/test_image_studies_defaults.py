@@ -194,6 +194,7 @@ def _network(defaults) -> tuple:
                                    "image_size": defaults["image_size"]})  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_p_study_called_with_the_folder_alone_trains_as_the_help_says(help_text, wide_folder):
     defaults = _documented(help_text, "p-vs-batch-size")
     with pytest.MonkeyPatch.context() as patch, pytest.raises(_ShownError):

@@ -203,6 +203,7 @@ def _retrieval_loops(embeddings, labels):
     return metrics
 
 
+@pytest.mark.slow
 def test_evaluate_split_is_retrieval_over_the_whole_split_against_loops(halves):
     test = image_folder(halves, "test", image_size=16)
     torch.manual_seed(3)
@@ -833,6 +834,7 @@ def _run_study(name: str, folder, options: dict) -> None:
 
 
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+@pytest.mark.slow
 def test_every_loader_of_a_study_gets_the_worker_count_it_is_given(halves, name):
     with pytest.MonkeyPatch.context() as patch:
         asked = _asked_workers(patch)
@@ -888,6 +890,7 @@ def test_mixed_precision_on_cpu_is_bfloat16_whatever_autocasts_default(halves, a
 
 
 @pytest.mark.parametrize("name", ["p-vs-batch-size", "losses", "anatomy"])
+@pytest.mark.slow
 def test_every_network_of_a_study_is_built_for_the_studys_image_size(halves, name):
     """A backbone whose feature count depends on the image side (flattened, not pooled): a
     network built for another side would not fit the study's crops."""
@@ -943,6 +946,7 @@ def test_the_loss_and_anatomy_studies_refuse_to_evaluate_on_their_training_image
     assert capsys.readouterr().err == ""  # before any run
 
 
+@pytest.mark.slow
 def test_the_evaluation_split_follows_the_layout_given_not_the_one_detected(halves, tmp_path):
     """Class folders that also hold Online Products' files (which ``layout="auto"`` would
     read): with ``layout="class-halves"`` the test split is the second half of the folders

@@ -286,6 +286,7 @@ SMALL_OPTIONS = {"backbone": "tests.helpers.backbones:four_channel_resnet", "ima
 
 
 @pytest.mark.parametrize("study", ["p-vs-batch-size", "anatomy"])
+@pytest.mark.slow
 def test_the_p_and_anatomy_studies_say_and_record_what_they_left_out(tmp_path, capsys, study):
     data = class_halves(tmp_path / "data", {**TRAIN, **TEST})
     if study == "p-vs-batch-size":

@@ -464,6 +464,7 @@ def test_a_runs_step_and_loss_times_read_a_clock_around_training_and_each_timed_
     assert clock["after"] == TINY["timing_repeats"] + 2  # the timed passes and the norm
 
 
+@pytest.mark.slow
 def test_a_runs_kernels_run_on_one_thread_on_the_cpu(tiny, monkeypatch):
     """The studies' small kernels on one intra-op thread (runtime.study_threads)."""
     threads = []

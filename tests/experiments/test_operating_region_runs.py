@@ -381,6 +381,7 @@ def test_the_closed_form_curves_span_their_axes_under_their_labels():
     assert setting["width"] == pytest.approx(_width_by_root(0.01, 0.005), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_simulation_follows_its_seed():
     default, again = study.closed_form_curves(), study.closed_form_curves(seed=0)
     other = study.closed_form_curves(seed=1)

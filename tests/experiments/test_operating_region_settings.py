@@ -6,6 +6,8 @@ read from that JSON or counted with the public sampler, never copied from the se
 import json
 from pathlib import Path
 
+import pytest
+
 from gradlab.data import ClassBalancedBatches, load_digits_split
 from gradlab.experiments import operating_region as study
 
@@ -19,6 +21,7 @@ def _steps_per_epoch(per_class: int, classes_per_batch: int) -> int:
     return len(ClassBalancedBatches(labels, per_class, classes_per_batch))
 
 
+@pytest.mark.slow
 def test_the_published_p_against_m_was_measured_with_the_full_settings():
     published, full = json.loads(P_AGAINST_M.read_text()), study.batch_size_settings(False)
     assert published["epochs"] == full["epochs"]

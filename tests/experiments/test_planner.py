@@ -52,6 +52,7 @@ def test_the_meter_sees_tensors_alive_together_and_not_those_freed_before():
     "loss, include", [("smooth_ap", False), ("smooth_ap_query_included", True)]
 )
 @pytest.mark.parametrize("batch_size, dim", [(256, 64), (512, 512), (1024, 64)])
+@pytest.mark.slow
 def test_the_memory_model_matches_the_measurement_at_small_sizes(loss, include, batch_size, dim):
     measured = measure_loss(loss, batch_size, dim, repeats=1)
     estimated = estimate_smooth_ap(batch_size, dim, include_query=include)

@@ -111,6 +111,7 @@ def test_a_wrong_smooth_ap_gradient_shows_in_its_rows(monkeypatch):
     }
 
 
+@pytest.mark.slow
 def test_a_wrong_tie_aware_gradient_shows_in_its_own_row(monkeypatch):
     matrix_form = study.minibatch_gradient_matrix_form
 

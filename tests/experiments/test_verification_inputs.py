@@ -46,6 +46,7 @@ def _cases(recorded: list[tuple]) -> list[tuple]:
     return cases
 
 
+@pytest.mark.slow
 def test_every_case_is_drawn_in_float64(monkeypatch):
     calls = _spied(monkeypatch)
     gradient_error_table(seed=0, trials=1)
@@ -124,6 +125,7 @@ def test_tie_aware_cases_are_eight_six_bit_codes_in_three_classes(monkeypatch):
     assert seen == {0, 1, 2}
 
 
+@pytest.mark.slow
 def test_relaxed_ap_cases_have_positive_counts_within_each_bin(monkeypatch):
     calls = _spied(monkeypatch)
     study.tie_aware_gradient_errors(torch.Generator().manual_seed(0), 3)
@@ -178,6 +180,7 @@ def test_histogram_cases_are_cosine_similarities_reaching_every_bin(monkeypatch)
 
 @pytest.mark.parametrize("section", [study.tie_aware_gradient_errors,
                                      study.histogram_loss_gradient_errors])  # fmt: skip
+@pytest.mark.slow
 def test_more_trials_keep_the_worst_error_of_every_check(section):
     one = section(torch.Generator().manual_seed(0), 1)
     two = section(torch.Generator().manual_seed(0), 2)

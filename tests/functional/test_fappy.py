@@ -35,6 +35,7 @@ def batch(seed, size, dims=4):
 
 
 @given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 9), exponent=st.integers(0, 5))
+@pytest.mark.slow
 def test_pair_probabilities_match_the_printed_equations(seed, size, exponent):
     embeddings, labels = batch(seed, size)
     normalized = torch.nn.functional.normalize(embeddings, dim=1)
@@ -511,6 +512,7 @@ def test_non_finite_embeddings_without_validation_are_named_as_the_caller_passed
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.slow
 def test_half_precision_scores_are_binned_in_float32_and_p_returned_in_their_dtype(dtype):
     """Bins of 2^-15: their index passes float16's largest value (a RuntimeError in clamp) and
     bfloat16's integers (wrong edges); binned in float32, P is the loops' on the same rounded

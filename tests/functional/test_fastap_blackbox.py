@@ -38,6 +38,7 @@ def _loop_ranks(row):
 
 
 @given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 10), bins=st.sampled_from([4, 10, 20]))
+@pytest.mark.slow
 def test_fastap_matches_loops(seed, size, bins):
     embeddings, labels = batch(seed, size)
     got = fastap(embeddings, labels, bins)

@@ -622,6 +622,7 @@ def test_a_float32_scale_tensor_is_judged_by_its_own_value():
 
 
 @pytest.mark.parametrize("size", [2, 200])
+@pytest.mark.slow
 def test_in_batch_alignment_uniformity_at_its_smallest_batch_and_over_two_blocks(size):
     # Two embeddings are enough (one pair each way); 200 rows make exactly two blocks of rows
     # on a CPU (1 << 15 entries each), where each block's diagonal and sums are its own. The

@@ -283,6 +283,7 @@ HISTOGRAM_CASES = [("fastap", 2048), ("fastap", 10_000), ("fappy", 2**-15),
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize(("loss", "setting"), HISTOGRAM_CASES)
+@pytest.mark.slow
 def test_histogram_losses_bin_half_precision_in_float32(dtype, loss, setting):
     """Fine bins in half precision: FastAP's 2049 bin centres are 641 distinct bfloat16 numbers
     (AP read -1.83); FAPPY's bin index of 2^-15 bins overflowed float16, and in bfloat16 a loss
@@ -439,6 +440,7 @@ def test_a_gradient_bound_of_exactly_the_dtype_s_largest_value_is_accepted():
 
 
 @pytest.mark.parametrize("pattern", ["tied", "random"])
+@pytest.mark.slow
 def test_every_half_smooth_ap_call_that_validate_accepts_has_a_finite_gradient(pattern):
     # float16 scores at temperatures across the edge, tied scores the worst case (every
     # sigmoid at its steepest): each call accepted has a finite gradient, summed APs and the

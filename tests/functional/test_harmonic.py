@@ -93,6 +93,7 @@ def test_log_antiderivative_is_continuously_differentiable_at_one():
 
 
 @given(a=st.integers(1, 10_000), n=st.integers(0, 10_000), method=st.sampled_from(HARMONIC_METHODS))
+@pytest.mark.slow
 def test_error_float64_matches_mpmath(a, n, method):
     fast = harmonic_log_error(float(a), float(n), method)
     slow = harmonic_log_error(float(a), float(n), method, precision="mpmath")

@@ -125,6 +125,7 @@ def test_gaussian_expectation_matches_simulation(spread, include_diagonal):
     masked=st.booleans(),
     threshold=st.sampled_from([0.005, 0.05, 1.0]),
 )
+@pytest.mark.slow
 def test_gradient_counts_match_brute_force(seed, size, weighted, masked, threshold):
     generator = torch.Generator().manual_seed(seed)
     scores = torch.randn(3, size, generator=generator, dtype=torch.float64) * 0.03

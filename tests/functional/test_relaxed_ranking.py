@@ -130,6 +130,7 @@ def test_relaxed_ap_value_at_and_near_a_one_item_bin(method, count):
     method=st.sampled_from(HARMONIC_METHODS),
     empty=st.floats(0.0, 0.6),
 )
+@pytest.mark.slow
 def test_relaxed_ap_matches_the_printed_formula(seed, bins, method, empty):
     generator = torch.Generator().manual_seed(seed)
     counts = torch.rand(2, bins, generator=generator, dtype=torch.float64) * 4.0

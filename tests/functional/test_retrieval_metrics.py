@@ -36,6 +36,7 @@ def _random_problem(seed, queries, columns, share=0.3):
     columns=st.integers(1, 9),
     ks=st.lists(st.integers(1, 12), min_size=1, max_size=4, unique=True),
 )
+@pytest.mark.slow
 def test_recall_at_k_matches_loops(seed, queries, columns, ks):
     # Continuous random scores: no ties, so "the k best" is one set. k may exceed the columns.
     scores, relevant = _random_problem(seed, queries, columns)
@@ -84,6 +85,7 @@ def _tie_aware_loop_recall(scores, relevant, k):
     levels=st.integers(1, 3),
     ks=st.lists(st.integers(1, 8), min_size=1, max_size=3, unique=True),
 )
+@pytest.mark.slow
 def test_recall_at_k_with_ties_is_its_expectation_over_the_tied_orders(
     seed, queries, columns, levels, ks
 ):

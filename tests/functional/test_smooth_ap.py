@@ -33,6 +33,7 @@ def random_problem(seed: int, queries: int, candidates: int, density: float, spr
     density=st.floats(0.0, 1.0),
     tau=st.sampled_from([0.01, 0.1, 1.0]),
 )
+@pytest.mark.slow
 def test_values_match_loop_reference(seed, queries, candidates, density, tau):
     scores, positives = random_problem(seed, queries, candidates, density, spread=0.2)
     got = smooth_ap(scores, positives, tau)
@@ -93,6 +94,7 @@ def test_both_backwards_equal_the_loop_gradient(backward, seed, chunk):
 
 @given(seed=st.integers(0, 2**31 - 1), keep=st.floats(0.3, 1.0))
 @pytest.mark.parametrize("backward", ["exact", "autograd"])
+@pytest.mark.slow
 def test_candidate_mask_equals_the_loops_on_the_kept_columns(backward, seed, keep):
     scores, positives = random_problem(seed, 5, 10, 0.4, spread=0.1)
     candidates = torch.rand(5, 10, generator=torch.Generator().manual_seed(seed)) < keep

@@ -31,6 +31,7 @@ small_lists = st.integers(1, 7).flatmap(
 
 
 @given(small_lists)
+@pytest.mark.slow
 def test_ap_equals_average_over_tie_consistent_orders(case):
     scores, relevant, _ = case
     got = tie_aware_ap(torch.tensor(scores), torch.tensor(relevant)).item()
@@ -41,6 +42,7 @@ def test_ap_equals_average_over_tie_consistent_orders(case):
 
 
 @given(small_lists)
+@pytest.mark.slow
 def test_dcg_equals_average_over_tie_consistent_orders(case):
     scores, _, gains = case
     gain_tensor = torch.tensor(gains, dtype=torch.float64)
@@ -49,6 +51,7 @@ def test_dcg_equals_average_over_tie_consistent_orders(case):
 
 
 @given(seed=st.integers(0, 2**31 - 1), size=st.integers(2, 40))
+@pytest.mark.slow
 def test_without_ties_equals_ordinary_ap_and_dcg(seed, size):
     rng = np.random.default_rng(seed)
     scores = rng.permutation(size).astype(np.float64)

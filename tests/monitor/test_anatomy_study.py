@@ -17,6 +17,7 @@ def quick():
     return measure(quick=True)
 
 
+@pytest.mark.slow
 def test_a_rerun_reproduces_the_json_exactly(quick):
     assert dumps(measure(quick=True)) == dumps(quick)
 

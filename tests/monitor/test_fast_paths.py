@@ -292,6 +292,7 @@ def test_a_step_that_reads_no_order_sorts_the_same_rows_and_counts_the_same_wind
 
 
 @pytest.mark.parametrize("quantized", [False, True, "specials"])
+@pytest.mark.slow
 def test_window_counts_of_large_score_matrices_equal_the_definition(quantized):
     """Score matrices of at least KEYED_SORT_FROM entries are searched row by row by NumPy
     (P's counts compare the floats' integer order keys): P's pair counts and every entry's
@@ -345,6 +346,7 @@ def test_the_default_dtype_changes_no_sort_or_window_count(default_dtype, size):
 
 @pytest.mark.parametrize("values", ["cosines", "logits", "edge inside", "edge outside",
                                     "edge outside above", "specials"])
+@pytest.mark.slow
 def test_pair_counts_by_the_merge_equal_the_definition(values):
     """P's row sums alone (no entry counts cached first) merge the sorted rows' keys with the
     shifted rows': as int32 when every key fits (cosines, signed zeros), as int64 otherwise

@@ -63,6 +63,7 @@ def test_rows_of_a_length_no_multiple_of_8_are_counted(signal):
 
 
 @pytest.mark.parametrize("signal", [0, 1])
+@pytest.mark.slow
 def test_a_mask_starting_at_any_byte_is_counted(signal):
     """A contiguous 368 x 360 slice of a larger mask, starting at each byte of a 72-byte span
     (every address modulo 8 and modulo 9)."""

@@ -162,6 +162,7 @@ def test_csv_sink_round_trips(tmp_path):
             assert float(row[key]) == pytest.approx(value)
 
 
+@pytest.mark.slow
 def test_tensorboard_sink_round_trips(tmp_path):
     pytest.importorskip("tensorboard")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -319,6 +320,7 @@ def test_watch_and_attach_after_close_are_refused(tmp_path):
         monitor.attach(torch.nn.Linear(2, 2), torch.arange(4))
 
 
+@pytest.mark.slow
 def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(tmp_path):
     # the call was counted as a first watched call: at collection the Monitor warned it had
     # "ended after watched calls but without monitor.step() or close()", close() notwithstanding

@@ -238,6 +238,7 @@ def _forgotten_monitor(folder, *, step: bool, close: bool, calls: int, attached:
 ])  # fmt: skip
 @pytest.mark.parametrize("calls", [1, 2])
 @pytest.mark.parametrize("attached", [False, True], ids=["watched", "attached"])
+@pytest.mark.slow
 def test_a_monitor_collected_without_step_or_close_says_nothing_was_logged(
     tmp_path, step, close, said, calls, attached
 ):
@@ -546,6 +547,7 @@ def test_a_monitor_closed_before_any_call_writes_its_header_alone(tmp_path, ever
     assert headers[0]["config"]["preset"] == "cheap"
 
 
+@pytest.mark.slow
 def test_a_monitor_stopped_by_its_schedule_s_error_is_not_said_to_have_ended_unstepped(tmp_path):
     # a schedule that raised at the first watched call ended the loop with its own error; the
     # Monitor's end then also blamed a missing monitor.step()

@@ -355,6 +355,7 @@ def test_resuming_a_log_without_a_header_starts_at_zero_quietly(tmp_path):
     assert _steps(tmp_path) == [0]
 
 
+@pytest.mark.slow
 def test_the_docs_csv_recipe_keeps_the_rows_gradlab_plot_keeps_after_going_back(tmp_path):
     # docs/monitor.md: a resumption from an earlier checkpoint logs its steps again; in
     # metrics.csv a row stands when its step is below every later row's step. Run A logs 0-9,

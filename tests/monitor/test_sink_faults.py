@@ -199,6 +199,7 @@ ROWS = {
 
 
 @pytest.mark.parametrize("row", list(ROWS))
+@pytest.mark.slow
 def test_a_sink_fault_never_reaches_training_and_is_recorded(tmp_path, disk, row):
     case = ROWS[row]
     monitor = Monitor(tmp_path, preset="cheap", every=case["every"], sinks=case["sinks"])

@@ -163,6 +163,7 @@ def test_wandb_sink_updates_the_header_of_an_active_run_each_time(tmp_path):
     assert _wandb_config(tmp_path)["gradlab"] == headers[0]
 
 
+@pytest.mark.slow
 def test_mlflow_sink_uses_its_tracking_uri_run_name_and_stores_the_header(tmp_path, monkeypatch):
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")

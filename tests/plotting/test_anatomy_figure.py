@@ -230,6 +230,7 @@ def test_the_summary_gives_one_line_pair_per_direction():
     assert math.isnan(float(module.anatomy_summary(record).split("t2i: ")[1].split(" ")[0]))
 
 
+@pytest.mark.slow
 def test_the_legend_takes_each_directions_first_line_wherever_it_appears(drawn):
     record = _record()
     for name in ("A", "B"):  # no image -> caption line in the first row

@@ -102,6 +102,7 @@ def _untrained_p(values):
     return figure
 
 
+@pytest.mark.slow
 def test_hidden_series_rejects_three_proportions_drawn_on_one_line():
     problems = hidden_series(_untrained_p([1.0, 1.0, 1.0]))
     assert "panel 0: series 'P' is hidden under 'positive-negative'" in problems
@@ -109,6 +110,7 @@ def test_hidden_series_rejects_three_proportions_drawn_on_one_line():
     assert hidden_series(_untrained_p([1.0, 0.6, 0.3])) == []
 
 
+@pytest.mark.slow
 def test_hidden_series_sees_a_wide_line_under_a_narrow_one_and_dashes_that_let_it_show():
     figure, axis = plt.subplots()
     x = np.linspace(0, 1, 30)
@@ -127,6 +129,7 @@ def test_hidden_series_sees_a_wide_line_under_a_narrow_one_and_dashes_that_let_i
     assert hidden_series(figure) == []
 
 
+@pytest.mark.slow
 def test_hidden_series_rejects_a_zero_line_on_the_frame():
     figure = _flat_counts(top_tick=False)
     assert hidden_series(figure) == ["panel 0: series line 0 lies on the bottom frame"]

@@ -41,6 +41,7 @@ def _drawn(family, key, values, steps=None):
     # decades -20..0, twenty-one powers: every third one from the top, and 0
     ([0.0, 1e-20, 0.5], [0.0, 1.0, 1e-3, 1e-6, 1e-9, 1e-12, 1e-15, 1e-18], (-5e-21, 1.0)),
 ], ids=["seven-decades", "nine-decades", "twenty-one-decades"])  # fmt: skip
+@pytest.mark.slow
 def test_a_symmetric_log_axis_labels_about_seven_powers_and_zero_below_its_lines(
     values, ticks, limits
 ):
@@ -54,6 +55,7 @@ def test_a_symmetric_log_axis_labels_about_seven_powers_and_zero_below_its_lines
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_values_up_to_1e250_keep_their_log_axis():
     # beyond 1e+-250 matplotlib's log scales overflow: linear there, log up to it
     axis = _drawn("embedding_gradients", "embedding_grad_norm", [1.0, 1e3, 5e249])[1]
@@ -63,6 +65,7 @@ def test_values_up_to_1e250_keep_their_log_axis():
     plt.close("all")
 
 
+@pytest.mark.slow
 def test_a_large_value_differing_by_rounding_alone_is_drawn_flat_a_tenth_around_it():
     # 1000 +- 1e-7 is a billionth of its size: rounding, drawn flat; the axis a tenth of the
     # value either side, without an offset label
@@ -96,6 +99,7 @@ def test_a_gap_within_its_resolution_is_drawn_flat_ten_resolutions_around_it():
 
 @pytest.mark.parametrize(("family", "key"), [
     ("loss", "loss"), ("relaxation_gap_difference", "relaxation_gap")])  # fmt: skip
+@pytest.mark.slow
 def test_a_family_at_one_value_keeps_matplotlib_s_own_padding(family, key):
     # one value, 0 included: nothing to flatten (an axis from 0 to 0 would warn)
     for value in (0.0, 0.5):
@@ -112,6 +116,7 @@ def test_a_family_whose_every_value_is_nan_is_drawn_as_crosses_alone():
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_the_step_axis_reads_alike_beside_a_flat_family_and_a_moving_one():
     # flattening a family's y axis leaves its step axis as every other family's
     steps = [1_000_000 + 2 * step for step in range(6)]

@@ -164,6 +164,7 @@ def test_a_broken_line_is_skipped_with_a_warning_naming_file_and_line(tmp_path):
     assert runs == [("run", records)]
 
 
+@pytest.mark.slow
 def test_the_warnings_point_at_the_line_that_called(tmp_path, monkeypatch):
     """Counted in the program's own frames, so that it holds under mutation testing too."""
     named, warn = [], warnings.warn
@@ -224,6 +225,7 @@ def test_a_run_without_records_is_left_out_of_an_overlay_with_a_warning(tmp_path
     assert [len(records) for _, records in loaded] == [4]
 
 
+@pytest.mark.slow
 def test_a_label_with_dollar_signs_is_drawn_as_written(tmp_path, monkeypatch):
     # a $ opened matplotlib's math text: '$\\cmd{x}$' raised a ParseException at drawing time
     # and '$x^2$' was drawn as a formula
@@ -274,6 +276,7 @@ def test_a_folder_without_a_log_is_named_before_any_log_is_read(tmp_path):
 # ---- what is drawn, under which label ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_one_run_draws_each_key_in_its_own_colour_under_its_label(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=LOSS, p_seed=P_SEED, p_off_diagonal=[0.4, 0.2, 0.1, 0.05])
     figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
@@ -294,6 +297,7 @@ def test_one_run_draws_each_key_in_its_own_colour_under_its_label(tmp_path, monk
     _close(figures)
 
 
+@pytest.mark.slow
 def test_several_runs_get_a_colour_each_and_keys_a_line_style_each(tmp_path, monkeypatch):
     runs = [_run(tmp_path / name, loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED)
             for name in ("a", "b", "c")]  # fmt: skip
@@ -350,6 +354,7 @@ def test_each_line_is_its_runs_values_with_a_gap_and_a_cross_where_one_is_not_fi
     _close(figures)
 
 
+@pytest.mark.slow
 def test_a_family_with_no_finite_value_keeps_its_crosses_in_the_frame(tmp_path, monkeypatch):
     # every value NaN (an anatomy without active negatives: no share to take): no line set
     # the step range, the crosses lay far right of the frame, and the figure's tight box
@@ -378,6 +383,7 @@ def test_keys_absent_from_every_run_are_not_drawn(tmp_path, monkeypatch):
     _close(figures)
 
 
+@pytest.mark.slow
 def test_values_that_are_not_numbers_are_dropped_with_a_count(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=[0.9, "x", True, [1]], p_seed=[0.5, "0.1", 0.3, 0.2],
                note=["a", "b", "c", "d"])  # fmt: skip
@@ -402,6 +408,7 @@ def test_numbers_only_draw_without_a_warning(tmp_path, monkeypatch):
     _close(figures)
 
 
+@pytest.mark.slow
 def test_counts_and_shares_start_at_zero_and_others_do_not(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=[2.0, 1.8, 1.7, 1.6], p_seed=P_SEED,
                degenerate_batches=[0, 0, 0, 0])  # fmt: skip
@@ -425,6 +432,7 @@ def test_a_series_over_decades_goes_on_a_log_axis(tmp_path, monkeypatch):
     _close(figures)
 
 
+@pytest.mark.slow
 def test_the_overview_has_one_panel_per_family_with_the_keys_legend(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED,
                queries_without_gradient=[0, 0, 1, 1])  # fmt: skip
@@ -456,6 +464,7 @@ def test_the_overview_has_one_panel_per_family_with_the_keys_legend(tmp_path, mo
     _close(figures)
 
 
+@pytest.mark.slow
 def test_the_overview_panels_share_the_runs_step_range(tmp_path, monkeypatch):
     # the closing step logs no gradient: its panel's line stops at step 2, not the others'
     run = _run(tmp_path / "a", loss=LOSS, embedding_grad_norm=[0.5, 0.4, 0.3, None])
@@ -475,6 +484,7 @@ def test_one_family_fills_the_overview_alone(tmp_path, monkeypatch):
     _close(figures)
 
 
+@pytest.mark.slow
 def test_the_overview_of_several_runs_names_the_runs_once(tmp_path, monkeypatch):
     runs = [_run(tmp_path / name, loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED)
             for name in ("a", "b")]  # fmt: skip
@@ -544,6 +554,7 @@ def test_a_written_figure_is_a_png_file(tmp_path):
     assert [path.read_bytes()[:8] for path in paths] == [b"\x89PNG\r\n\x1a\n"] * 2
 
 
+@pytest.mark.slow
 def test_overview_false_draws_every_family_but_not_the_overview(tmp_path):
     paths = plot_run(_run(tmp_path / "a", loss=LOSS), tmp_path / "figs", overview=False)
     assert paths == [tmp_path / "figs" / "loss.png"]
@@ -702,6 +713,7 @@ def test_a_runs_metrics_jsonl_stands_for_its_folder_and_other_files_are_refused(
     )
 
 
+@pytest.mark.slow
 def test_titles_wrap_at_80_characters_and_at_45_in_the_overview(tmp_path, monkeypatch):
     class Titled(Quantity):
         name = "titled"
@@ -798,6 +810,7 @@ def test_a_family_with_one_series_never_logged_is_still_flat():
     }
 
 
+@pytest.mark.slow
 def test_legends_of_the_runs_show_solid_lines(tmp_path, monkeypatch):
     runs = [_run(tmp_path / name, p_seed=P_SEED, p_off_diagonal=P_SEED) for name in "ab"]
     figures, _ = _drawn(monkeypatch, runs, tmp_path / "figs")
@@ -844,6 +857,7 @@ def test_overview_panels_fill_the_figure_with_their_legends_below_them(tmp_path,
     _close(figures)
 
 
+@pytest.mark.slow
 def test_every_row_of_the_overview_is_as_tall_as_a_one_panel_overview(tmp_path, monkeypatch):
     one, _ = _drawn(monkeypatch, [_run(tmp_path / "a", loss=LOSS)], tmp_path / "one")
     run = _run(tmp_path / "b", loss=LOSS, p_seed=P_SEED, queries_without_gradient=[0, 0, 1, 1])
@@ -979,6 +993,7 @@ def test_legends_keep_as_many_columns_as_fit(tmp_path, monkeypatch, name, overvi
     _close(figures)
 
 
+@pytest.mark.slow
 def test_the_modality_gap_is_a_distance_on_its_own_axis_not_a_share(tmp_path, monkeypatch):
     # the gap lies in [0, 2]: on the collapse panel's "share" axis (1: spread) it misread
     run = _run(tmp_path / "clip", geometry_effective_rank_share=[0.6, 0.7, 0.8, 0.9],
@@ -1048,6 +1063,7 @@ def test_two_keys_of_one_run_apart_mark_every_step(tmp_path):
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_every_legend_of_the_figures_has_one_text_size(tmp_path, monkeypatch):
     # the overview's panels and the family figures: one size of legend text on the page
     run = _run(tmp_path / "a", loss=LOSS, p_seed=P_SEED, p_off_diagonal=P_SEED)
@@ -1118,6 +1134,7 @@ def test_two_runs_diverging_at_one_step_show_a_cross_each_in_their_colours():
     plt.close("all")
 
 
+@pytest.mark.slow
 def test_rows_of_crosses_push_the_step_labels_and_legends_down_not_into_each_other(
     tmp_path, monkeypatch
 ):
@@ -1147,6 +1164,7 @@ def test_rows_of_crosses_push_the_step_labels_and_legends_down_not_into_each_oth
     _close(figures)
 
 
+@pytest.mark.slow
 def test_one_runs_crosses_are_named_in_the_legend_as_red_crosses(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", loss=[0.9, "NaN", 0.5, 0.4], p_seed=P_SEED)
     figures, _ = _drawn(monkeypatch, [run], tmp_path / "figs")

@@ -29,6 +29,7 @@ def test_closed_forms_keep_legends_off_the_data_and_text_inside(monkeypatch, tmp
     plt.close(figure)
 
 
+@pytest.mark.slow
 def test_the_checker_catches_a_legend_over_data_and_text_outside():
     figure, axes = plt.subplots()
     axes.plot([0, 1], [0, 1], label="a line")

@@ -55,6 +55,7 @@ SERIES = [("VSE++", "SmoothAP", 0, 0), ("VSE++", "NT-Xent", 0, 1), ("VSRN", "Smo
           ("VSRN", "NT-Xent", 1, 1)]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_each_quantity_has_a_panel_with_a_line_per_encoder_and_loss(figure):
     assert [axis.get_title() for axis in figure.axes] == [
         title for title, _ in module.GEOMETRY_PANELS.values()
@@ -74,6 +75,7 @@ def test_each_quantity_has_a_panel_with_a_line_per_encoder_and_loss(figure):
             assert to_rgba(line.get_color()) == to_rgba(("tab:blue", "tab:orange")[index])
 
 
+@pytest.mark.slow
 def test_each_line_has_a_band_of_one_standard_deviation_over_seeds(figure):
     for k, axis in enumerate(figure.axes):
         assert len(axis.collections) == 4
@@ -92,6 +94,7 @@ def test_each_line_has_a_band_of_one_standard_deviation_over_seeds(figure):
             assert band.get_alpha() == 0.15
 
 
+@pytest.mark.slow
 def test_rank_shares_and_the_gap_start_at_zero_and_the_others_follow_the_data(figure):
     for axis, (_, zero_based) in zip(figure.axes, module.GEOMETRY_PANELS.values(), strict=True):
         low, _ = axis.get_ylim()
@@ -105,6 +108,7 @@ def test_rank_shares_and_the_gap_start_at_zero_and_the_others_follow_the_data(fi
         assert all(g.get_visible() for g in axis.get_ygridlines())
 
 
+@pytest.mark.slow
 def test_the_bottom_row_names_the_step_and_the_legend_names_every_line(figure):
     assert [axis.get_xlabel() for axis in figure.axes] == [""] * 3 + ["training step"] * 3
     assert figure.axes[0].get_shared_x_axes().joined(figure.axes[0], figure.axes[5])
@@ -128,6 +132,7 @@ def test_the_bottom_row_names_the_step_and_the_legend_names_every_line(figure):
     assert figure.get_size_inches() == pytest.approx((13, 7.5))
 
 
+@pytest.mark.slow
 def test_a_single_seed_has_no_band_width():
     result = _result()
     for encoder in result["runs"].values():

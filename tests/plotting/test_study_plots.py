@@ -148,6 +148,7 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
     assert title.get_fontsize() == 11
 
 
+@pytest.mark.slow
 def test_the_p_title_names_the_data_a_result_was_measured_on(drawn):
     figure = drawn(module.plot_p_vs_batch_size, dict(_p_result(fixed_trained=APART), data="mine"))
     assert figure._suptitle.get_text().startswith("P against batch size on mine,\n")
@@ -589,6 +590,7 @@ def test_scene_anatomy_draws_a_line_per_encoder_and_loss_with_a_band_from_zero(d
     assert axes[0].get_shared_x_axes().joined(axes[0], axes[5])
 
 
+@pytest.mark.slow
 def test_scene_anatomy_names_the_encoders_in_legend_and_title(drawn):
     figure = drawn(module.plot_scene_anatomy, _anatomy())
     (legend,) = figure.legends
@@ -609,6 +611,7 @@ def test_scene_anatomy_names_the_encoders_in_legend_and_title(drawn):
     assert figure.get_size_inches() == pytest.approx((10.4, 9.5))
 
 
+@pytest.mark.slow
 def test_losses_that_keep_one_value_are_named_on_the_panel(drawn):
     figure = drawn(module.plot_scene_anatomy, _anatomy(flat=("VSE++ max", "NT-Xent")))
     share = figure.axes[2]
@@ -747,6 +750,7 @@ def test_a_loss_keeping_its_value_at_two_of_three_encoders_names_both(drawn):
     assert note.get_text() == textwrap.fill("0 at every step:\nSmoothAP (A, B); VSE++ max (A)", 48)
 
 
+@pytest.mark.slow
 def test_two_values_each_kept_by_two_losses_are_two_notes_one_under_the_other(drawn):
     result = _anatomy()
     runs = result["runs"]
@@ -800,6 +804,7 @@ def test_save_figure_writes_a_trimmed_110_dpi_png_in_a_new_folder_and_closes_it(
     plt.close(other)
 
 
+@pytest.mark.slow
 def test_an_active_negatives_line_that_reaches_zero_stays_on_its_panel(drawn):
     # a log axis dropped SmoothAP's line off the panel after its first step: 0 active
     # negatives, the finding the panel is there to show

@@ -150,6 +150,7 @@ def _gap_result(bits) -> dict:
 
 
 @pytest.mark.parametrize("bits", [(12, 24), (12,)])
+@pytest.mark.slow
 def test_the_gap_figure_draws_each_run_in_its_panel_with_its_method_s_style(figures, bits):
     result = _gap_result(bits)
     assert module.plot_relaxation_gap(result, "g.png") == "g.png"

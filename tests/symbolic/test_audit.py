@@ -107,6 +107,7 @@ SLOW_TO_CHECK = {f"{S000}:eq11", f"{S000}:claim-ad-cb-rewrite", f"{S000}:eq13",
     else (claim_id, verdict)
     for claim_id, verdict in KEY_FINDINGS
 ])  # fmt: skip
+@pytest.mark.slow
 def test_key_findings(records, claim_id, verdict):
     assert records[claim_id]["verdict"] == verdict, records[claim_id]["detail"]
 

@@ -54,6 +54,7 @@ def _raises(form: Form):
 # --- all_claims --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_all_claims_holds_each_module_claim_once_ordered_by_seed_then_equation_number():
     claims = all_claims()
     ids = [claim.id for claim in claims]

@@ -29,6 +29,7 @@ x, y, tau = sp.symbols("x y tau", positive=True)
 g = 1 / (1 + sp.exp(-x / tau))
 
 
+@pytest.mark.slow
 def test_symbolic_equality_detects_a_flipped_sign():
     truth = sp.diff(g, x)
     assert symbolic_equality(g * (1 - g) / tau, truth, [x, tau]).verdict == "holds"
@@ -77,6 +78,7 @@ def _derivative_claim(printed_value, correction_value=None):
                  mutants=(negated(printed), scaled(printed, tau)))
 
 
+@pytest.mark.slow
 def test_a_correction_counts_only_when_the_same_check_holds_on_it():
     right = g * (1 - g) / tau
     assert evaluate(_derivative_claim(g * (1 - g), right)).verdict == "holds-with-correction"
@@ -95,6 +97,7 @@ def test_a_check_cannot_return_holds_with_correction_itself():
         evaluate(claim)
 
 
+@pytest.mark.slow
 def test_mutants_are_run_and_counted():
     record = audit_claim(_derivative_claim(g * (1 - g) / tau), mutants=True)
     assert record["verdict"] == "holds"

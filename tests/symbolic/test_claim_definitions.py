@@ -81,6 +81,7 @@ def test_every_claim_definition_matches_the_committed_audit(module) -> None:
 
 
 @pytest.mark.parametrize("module", MODULES, ids=_module_name)
+@pytest.mark.slow
 def test_no_hand_written_slip_repeats_the_printed_form_or_the_correction(module) -> None:
     """The audit leaves such a slip out (it is not a slip: checking it would test nothing), so
     a claim that lists one only seems to carry a mutant of its own."""

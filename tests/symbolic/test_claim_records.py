@@ -41,6 +41,7 @@ CPU-seconds, so the others run in the slow tier (`make test`)."""
     else pytest.param(claim_id, marks=pytest.mark.slow)
     for claim_id in sorted(COMMITTED)
 ])  # fmt: skip
+@pytest.mark.slow
 def test_claim_reproduces_its_committed_record(audit_record, claim_id):
     fresh, committed = _without_timing(audit_record(claim_id)), _without_timing(COMMITTED[claim_id])
     if claim_id.endswith(f":{MEASURED}"):
@@ -55,6 +56,7 @@ def test_claim_reproduces_its_committed_record(audit_record, claim_id):
 NUMBER = re.compile(r"[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 
 
+@pytest.mark.slow
 def test_the_fast_tier_reproduces_a_claim_of_every_claim_module():
     from gradlab.symbolic.audit import MODULES
 

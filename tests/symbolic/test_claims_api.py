@@ -112,6 +112,7 @@ def test_an_exact_difference_of_any_size_is_a_witness():
 
 
 @pytest.mark.parametrize("tau", [sp.Rational(1, 100), sp.Rational(1, 1000)])
+@pytest.mark.slow
 def test_a_wrong_slope_of_a_steep_sigmoid_fails_though_its_values_are_tiny(tau):
     # at the default points x / tau reaches thousands: the slope is ~1e-3000, far below
     # 1e-40, and every wrong form read as "vanishes"
@@ -125,6 +126,7 @@ def test_a_wrong_slope_of_a_steep_sigmoid_fails_though_its_values_are_tiny(tau):
         assert verdict.detail.endswith("(50 digits, the same to 30 of them at 100).")
 
 
+@pytest.mark.slow
 def test_an_identity_holds_at_the_float_points_of_a_sampler():
     # a float is 15 digits: the residue (-2.8e-17) read as a witness "(exact evaluation)"
     s = sp.Symbol("s", real=True)
@@ -138,6 +140,7 @@ def test_an_identity_holds_at_the_float_points_of_a_sampler():
     assert verdict.verdict == "fails"
 
 
+@pytest.mark.slow
 def test_a_sum_from_a_term_one_over_zero_fails_with_an_infinite_difference():
     # SymPy's evalf raised "cannot unpack non-iterable ComplexInfinity object"
     k = sp.Symbol("k", integer=True, positive=True)

@@ -764,6 +764,7 @@ def _limit_errors(factor):
     return errors, start
 
 
+@pytest.mark.slow
 def test_eq7_at_delta_2_to_minus_8_is_within_0_04_of_the_empirical_eq6():
     from gradlab.symbolic.fappy_claims import EQ7_SIDE
 
@@ -776,6 +777,7 @@ def test_eq7_at_delta_2_to_minus_8_is_within_0_04_of_the_empirical_eq6():
     )
 
 
+@pytest.mark.slow
 def test_eq7_five_percent_heavy_at_delta_2_to_minus_8_is_off_by_more_than_0_04():
     from gradlab.symbolic.fappy_claims import EQ7_SIDE
 
@@ -1334,6 +1336,7 @@ def test_heights_on_a_bin_that_is_no_index_and_a_fractional_count_fail():
         "fails", "5 of 357/5 negatives is not a count of negatives.")
 
 
+@pytest.mark.slow
 def test_records_with_one_root_cause_share_it_and_none_of_them_holds():
     from gradlab.symbolic.claims import evaluate
     from gradlab.symbolic.fappy_claims import claims
@@ -1424,6 +1427,7 @@ def test_the_probability_puts_the_heights_on_the_bin_it_is_given_at_the_bin_s_to
 
 @pytest.mark.parametrize("name", ["guard", "ring_weights", "fig5", "pooled_rate", "distance_sign",
                                   "bottom_corner", "normaliser", "line_10", "kinks"])  # fmt: skip
+@pytest.mark.slow
 def test_the_second_checks_evaluate_their_forms_with_math(name):
     from gradlab.symbolic import fappy_claims as fc
 

@@ -265,6 +265,7 @@ def test_a_sum_over_other_bins_than_0_to_b_is_not_n_plus(lower, upper):
 @pytest.mark.parametrize("label", ["eq22", "eq23", "eq24", "eq25", "eq27", "eq28",
                                    "claim-beta-symmetric", "eq29", "eq30", "eq31", "eq32", "eq33",
                                    "eq35", "eq36", "eq37"])  # fmt: skip
+@pytest.mark.slow
 def test_each_code_form_has_three_slips_and_the_check_rejects_each(label):
     claim = _claim(label)
     assert claim.check(claim.printed).verdict == "holds"
@@ -289,6 +290,7 @@ def test_a_sum_that_differs_says_by_how_much_and_one_past_the_bins_names_the_bin
                                f"exist (bins 0..{BITS})'")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_relevant_total_check_reads_the_same_batches_every_time():
     printed = _claim("claim-relevant-total").printed
     slip = Form(sp.Sum(minibatch.relevant_count(minibatch.d_bin), (minibatch.d_bin, 1, B)))

@@ -222,6 +222,7 @@ def test_a_strict_bound_where_a_piecewise_is_continuous_is_proven_equal():
     assert not equivalent(_triangle(left_open=True), _triangle())
 
 
+@pytest.mark.slow
 def test_a_strict_bound_at_a_jump_or_an_unordered_boundary_is_not_proven_equal():
     assert not equivalent(sp.Piecewise((1, x < 0), (0, True)), sp.Piecewise((1, x <= 0), (0, True)))
     step = sp.Piecewise((width, (x >= mid) & (x < mid + width)), (0, True))

@@ -40,6 +40,7 @@ def test_m_squared_log_m_for_smooth_aps_m_squared_is_rejected():
     _assert_rejected(claim, order * sp.log(_variable(claim.accepted(), "M")), "M^2 log M")
 
 
+@pytest.mark.slow
 def test_m_log_squared_m_for_blackbox_aps_m_log_m_is_rejected():
     claim = _claim(supplementary_claims, "claim-table-s2-blackbox")  # corrected: O(M log M)
     size = _variable(claim.accepted(), "M")
@@ -54,6 +55,7 @@ def test_an_extra_log_m_in_the_cost_of_eq37_is_rejected():
     _assert_rejected(claim, sp.O(order.expr * sp.log(size), *order.args[1:]), "b |V| M^2 log M")
 
 
+@pytest.mark.slow
 def test_eq21s_last_step_in_place_of_eq20_is_rejected():
     claim = _claim(tie_aware_claims, "eq20")  # 1/(2 N_(d-1)) - 1/(2 N_d)
     before, after = _variable(claim.accepted(), "N_prev"), _variable(claim.accepted(), "N_d")
@@ -62,6 +64,7 @@ def test_eq21s_last_step_in_place_of_eq20_is_rejected():
 
 
 @pytest.mark.parametrize("label", ["claim-table-s2-complexity", "claim-table-s2-blackbox"])
+@pytest.mark.slow
 def test_a_power_of_m_too_many_is_rejected_too(label):
     claim = _claim(supplementary_claims, label)
     size = _variable(claim.accepted(), "M")

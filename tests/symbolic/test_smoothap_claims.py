@@ -180,6 +180,7 @@ def test_the_ap_check_runs_its_20_documented_cases():
     assert (verdict.verdict, verdict.detail) == ("fails", expected)
 
 
+@pytest.mark.slow
 def test_a_sigmoid_with_its_exponent_flipped_steps_down_and_says_so():
     # 1 / (1 + e^(z / tau)) -> 0 and 1 / (1 + e^(-z / tau)) -> 1 as tau -> 0+, for z > 0
     verdict = check_sigmoid_limit(Form(1 / (1 + sp.exp(z / tau))))
@@ -194,11 +195,13 @@ def test_a_sigmoid_with_its_exponent_flipped_steps_down_and_says_so():
     ((1 + sp.exp(-z / tau)) ** -2, "G(z) -> 1/4 as z -> 0, not 1/2."),  # a step, not symmetric
     (1 / (1 + sp.exp(-z / tau**2)), "printed minus true"),  # a step in z / tau^2
 ])  # fmt: skip
+@pytest.mark.slow
 def test_a_step_that_is_not_the_symmetric_step_in_z_over_tau_fails(value, what):
     verdict = check_sigmoid_limit(Form(value))
     assert verdict.verdict == "fails" and what in verdict.detail
 
 
+@pytest.mark.slow
 def test_a_step_that_does_not_reach_0_below_zero_is_no_step():
     # sigma(z / tau) + sigma(-z / tau) / 2 -> 1 + 0 above 0 but 0 + 1/2 below
     sigmoid = 1 / (1 + sp.exp(-z / tau))
@@ -341,6 +344,7 @@ def claims_module():
     return smoothap_claims
 
 
+@pytest.mark.slow
 def test_a_form_that_does_not_evaluate_is_inconclusive_and_says_why():
     from gradlab.symbolic.smoothap_claims import check_definition
 
@@ -421,6 +425,7 @@ def test_a_step_that_breaks_symmetry_or_the_scale_law_fails_at_a_named_point(law
     assert float(sp.N(difference, 30)) == pytest.approx(printed, rel=1e-7)
 
 
+@pytest.mark.slow
 def test_a_sigmoid_twice_as_steep_holds_in_the_limit_and_fails_at_tau_one_half():
     """G(2 D) in place of G(D) is a step as tau -> 0 (the AP and rank checks at tau = 1e-4
     agree) but not SmoothAP's sigmoid at tau = 0.5: the detail names that comparison."""
@@ -480,6 +485,7 @@ def test_a_quotient_rule_slip_reports_its_largest_relative_error_over_x_1_2_3():
                                    f"error, not rounding.")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_indicator_check_reads_every_entry_of_the_difference_matrix():
     """D_ij scaled by 1.1 on one row or column keeps every sign (the same ranks) but not the
     matrix of Eq. 3: the first and last rows and columns are all compared."""

@@ -221,6 +221,7 @@ def test_tie_cases_are_the_documented_draws_with_brute_force_truths(seed):
         assert case[7] == pytest.approx(_mean_tie_dcg(scores, gains, 6), abs=1e-13)
 
 
+@pytest.mark.slow
 def test_tie_cases_cover_ties_misses_and_every_cutoff():
     cases = [case for seed in range(4) for case in tie_cases(seed)]
     assert {s for case in cases for s in case[0]} == {0, 1, 2}
@@ -480,6 +481,7 @@ def test_eq15_with_a_doubled_factor_fails_by_the_largest_relaxed_dcg():
     _assert_worst_case(check_eq15(_eq15_form(2 * sp.log(2))), errors)
 
 
+@pytest.mark.slow
 def test_eq15_with_ln2_off_by_one_part_in_a_hundred_million_fails():
     worst, _, count = _failure(
         check_eq15(_eq15_form(sp.log(2) * (1 + sp.Rational(1, 10**8))))
@@ -1029,6 +1031,7 @@ def test_the_tightened_error_is_within_the_next_euler_maclaurin_term_by_hand():
     assert error < math.log(2) - 0.5  # Eq. 11's error there
 
 
+@pytest.mark.slow
 def test_the_linear_discount_relaxation_is_its_integral_and_within_the_trapezoid_bound():
     claim = _claim("claim-footnote-linear-discount")
     assert check_linear_discount(claim.printed).verdict == "holds"
