@@ -44,6 +44,9 @@ full ones."""
 QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Suspects)
 """gradlab's quantity classes, in the order ``gradlab plot`` draws their families."""
 
+GRADLAB_PLOTS = {plot.family: (cls, plot) for cls in reversed(QUANTITIES) for plot in cls.plots}
+"""Family -> (the gradlab quantity class that declares it first, its declaration)."""
+
 DISTRIBUTED = ("auto", "local")
 """``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather
 (rank 0 logs its own batch). In either mode only rank 0 writes."""
@@ -219,7 +222,7 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
         classes = list(dict.fromkeys(type(q) for q in quantities if q.name == name))
         if len(classes) > 1:
             raise GradlabError(
-                f"quantities {', '.join(c.__name__ for c in classes)} are all named {name!r}: "
+                f"quantities {', '.join(_class_names(classes))} are all named {name!r}: "
                 "a name is a quantity's in the run header, in not_logged and in disabled; "
                 "give yours another name"
             )
@@ -232,6 +235,14 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
     return tuple(quantities)
 
 
+def _class_names(classes: list[type]) -> list[str]:
+    """The classes' names, with their module where two share a name."""
+    names = [cls.__name__ for cls in classes]
+    if len(set(names)) == len(names):
+        return names
+    return [f"{cls.__module__}.{cls.__qualname__}" for cls in classes]
+
+
 def _check_keys(quantities: Sequence[Quantity]) -> None:
     """No two quantities declare one key (the second's value would replace the first's in
     every record, with nothing said) or one plot family, and none declares a key the logs use
@@ -241,6 +252,13 @@ def _check_keys(quantities: Sequence[Quantity]) -> None:
     for quantity in quantities:
         seen: set[str] = set()
         for plot in quantity.plots:
+            shipped = GRADLAB_PLOTS.get(plot.family)
+            if shipped is not None and shipped[1] != plot:  # not the family gradlab draws
+                raise GradlabError(
+                    f"the {quantity.name} quantity ({type(quantity).__name__}) declares the plot "
+                    f"family {plot.family!r}, which gradlab's {shipped[0].__name__} draws: "
+                    "gradlab plot would draw that one in its place; rename the family of yours"
+                )
             first = families.setdefault(plot.family, quantity)
             if first is not quantity:
                 raise GradlabError(

@@ -24,7 +24,9 @@ Example:
 
 from __future__ import annotations
 
+import math
 import numbers
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +68,11 @@ finite (``score_grad``: nor ``dL/dS``), since sorts, counts and proportions of N
 meaningless (see :meth:`Quantity.trust`)."""
 
 
+_FAMILY_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]*")
+RESERVED_FAMILIES = frozenset({"overview"})
+"""Family names gradlab's figures use themselves (``overview.png``)."""
+
+
 @dataclass(frozen=True)
 class Plot:
     """A figure family of a quantity: title, y label and ``(key, legend label)`` series.
@@ -84,6 +91,40 @@ class Plot:
     resolution: float = 0.0
     """Values of the family within this of one another differ by rounding alone (a difference
     of two APs at 1e-16): drawn as a flat line. 0: only rounding relative to their size."""
+
+    def __post_init__(self) -> None:
+        """Refuse, where the family is declared, what no figure can be drawn from: a family
+        name that is no safe file name (it names ``<family>.png``), text that is not a string,
+        series that are not ``(key, label)`` pairs of strings, or none at all."""
+        family = self.family
+        if not isinstance(family, str) or not _FAMILY_NAME.fullmatch(family) \
+                or family in RESERVED_FAMILIES:  # fmt: skip
+            raise GradlabError(
+                f"a plot family's name must be letters, digits, '_', '-' or '.' (not first), "
+                f"and not {', '.join(sorted(RESERVED_FAMILIES))}: it names the figure file "
+                f"<family>.png; got {family!r}"
+            )
+        for field in ("title", "ylabel"):
+            if not isinstance(getattr(self, field), str):
+                raise GradlabError(f"the plot family {family!r}: {field} must be a string; got "
+                                   f"{getattr(self, field)!r}")  # fmt: skip
+        series = self.series
+        if not isinstance(series, (tuple, list)) or not series or not all(
+            isinstance(pair, (tuple, list)) and len(pair) == 2
+            and all(isinstance(text, str) and text for text in pair) for pair in series
+        ):  # fmt: skip
+            raise GradlabError(
+                f"the plot family {family!r}: series must be one or more (key, legend label) "
+                f"pairs of non-empty strings, as ((\"my_key\", \"my label\"),); got {series!r}"
+            )
+        if not isinstance(self.zero_based, bool):
+            raise GradlabError(f"the plot family {family!r}: zero_based must be True or False; "
+                               f"got {self.zero_based!r}")  # fmt: skip
+        resolution = self.resolution
+        if isinstance(resolution, bool) or not isinstance(resolution, (int, float)) \
+                or not math.isfinite(resolution) or resolution < 0:  # fmt: skip
+            raise GradlabError(f"the plot family {family!r}: resolution must be a finite number "
+                               f"at least 0; got {resolution!r}")  # fmt: skip
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -112,14 +153,12 @@ class Plot:
             (True, None)
         """
         try:
-            plot = cls(recorded["family"], recorded["title"], recorded["ylabel"],
-                       tuple((key, label) for key, label in recorded["series"]),
-                       bool(recorded.get("zero_based", False)),
-                       float(recorded.get("resolution", 0.0)))  # fmt: skip
-        except (TypeError, KeyError, ValueError, AttributeError):
-            return None
-        texts = (plot.family, plot.title, plot.ylabel, *(t for pair in plot.series for t in pair))
-        return plot if all(isinstance(text, str) for text in texts) else None
+            return cls(recorded["family"], recorded["title"], recorded["ylabel"],
+                       tuple(tuple(pair) for pair in recorded["series"]),
+                       recorded.get("zero_based", False),
+                       recorded.get("resolution", 0.0))  # fmt: skip
+        except (TypeError, KeyError, ValueError, AttributeError, GradlabError):
+            return None  # not a family as the Monitor writes one (nor one it would accept)
 
 
 class Quantity:
@@ -276,11 +315,12 @@ def check_declaration(quantity: Quantity) -> None:
             "(schedule None: every step)"
         )
     keys = quantity.keys
-    if not isinstance(keys, (tuple, list)) or not all(isinstance(key, str) for key in keys):
+    if not isinstance(keys, (tuple, list)) or not all(isinstance(key, str) and key
+                                                      for key in keys):  # fmt: skip
         raise GradlabError(
-            f"{owner} declares keys={keys!r}; keys is a tuple of strings (one key: "
+            f"{owner} declares keys={keys!r}; keys is a tuple of non-empty strings (one key: "
             f"({keys!r},) with its comma)" if isinstance(keys, str) else
-            f"{owner} declares keys={keys!r}; keys is a tuple of strings"
+            f"{owner} declares keys={keys!r}; keys is a tuple of non-empty strings"
         )
     for attribute in ("needs", "optional_needs"):
         needs = getattr(quantity, attribute)
@@ -294,10 +334,20 @@ def check_declaration(quantity: Quantity) -> None:
             )
         unknown = sorted(need for need in needs if need not in NEEDS)
         if unknown:
+            letters = all(isinstance(need, str) and len(need) == 1 for need in unknown)
             raise GradlabError(
                 f"{owner} needs {', '.join(map(repr, unknown))}, which the Monitor does not "
                 f"provide; the needs it provides: {', '.join(NEEDS)}"
+                + (" (frozenset('scores') splits a string into its letters: write "
+                   "frozenset({'scores'}))" if letters else "")
             )
+    free = quantity.input_free_keys
+    if isinstance(free, str) or not isinstance(free, (set, frozenset, tuple, list)) \
+            or any(key not in keys for key in free):  # fmt: skip
+        raise GradlabError(
+            f"{owner} declares input_free_keys={free!r}; input_free_keys is a frozenset of keys "
+            f"it declares in keys {tuple(keys)!r}"
+        )
     plots = quantity.plots
     if not isinstance(plots, (tuple, list)) or not all(isinstance(plot, Plot) for plot in plots):
         raise GradlabError(f"{owner} declares plots={plots!r}; plots is a tuple of "
@@ -351,14 +401,24 @@ def check_values(quantity: Quantity, values: object, device: torch.device) -> Va
         if type(value) is torch.Tensor and value.dtype is torch.float64 and value.dim() == 0:
             continue  # as most are: nothing else to ask
         if isinstance(value, torch.Tensor):
-            if value.numel() == 1 and not value.is_complex():
+            if (value.numel() == 1 and not value.is_complex() and value.layout is torch.strided
+                    and not value.is_meta and not value.is_quantized):  # fmt: skip
+                if value.device != device:  # a CPU scalar of a CUDA step: stacked with the rest
+                    checked = dict(values) if checked is values else checked
+                    checked[key] = value.to(device)
                 continue
-            got = f"a {value.dtype} tensor of shape {list(value.shape)}"
+            got = (f"a {value.dtype} tensor of shape {list(value.shape)}" if value.numel() != 1
+                   or value.is_complex() else f"a {value.layout} tensor on "
+                   f"{value.device}{' (quantized)' if value.is_quantized else ''}")  # fmt: skip
         elif isinstance(value, (numbers.Real, np.bool_)):  # bool included, as a bool tensor
-            if checked is values:
-                checked = dict(values)  # the quantity's own dict unchanged
-            checked[key] = torch.tensor(float(value), dtype=torch.float64, device=device)
-            continue
+            try:
+                number = float(value)
+            except OverflowError:  # an int past float64's range
+                got = f"an int of {len(str(abs(int(value))))} digits, too large for a float64"
+            else:
+                checked = dict(values) if checked is values else checked
+                checked[key] = torch.tensor(number, dtype=torch.float64, device=device)
+                continue
         else:
             got = f"{value!r} ({type(value).__name__})"
         raise GradlabError(

@@ -791,14 +791,32 @@ def last_jsonl_header(path: str | Path) -> dict | None:
         >>> last_jsonl_header(path)
         {'tau': 0.2}
     """
-    last = None
+    headers = jsonl_headers(path)
+    return headers[-1] if headers else None
+
+
+def jsonl_headers(path: str | Path) -> list[dict]:
+    """Every header of a ``metrics.jsonl`` file, in file order (a resumed run has one per
+    resumption), decoding only the header lines; unreadable lines are skipped in silence
+    (:func:`read_jsonl` reports them).
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
+        >>> lines = ['{"header": {"tau": 0.1}}', '{"step": 0}', '{"header": {"tau": 0.2}}']
+        >>> _ = path.write_text("\\n".join(lines) + "\\n")
+        >>> jsonl_headers(path)
+        [{'tau': 0.1}, {'tau': 0.2}]
+    """
+    headers = []
     with open(_log_file(path), "rb") as handle:
         for raw in handle:
             if raw.lstrip().startswith(b'{"header"'):
                 reason, value = _why_unreadable(raw)
                 if reason is None:
-                    last = value["header"]
-    return None if last is None else decode_value(last)
+                    headers.append(decode_value(value["header"]))
+    return headers
 
 
 def read_segments(path: str | Path, *, strict: bool = False) -> list[tuple[dict, list[dict]]]:

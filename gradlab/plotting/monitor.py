@@ -30,7 +30,7 @@ from matplotlib.transforms import Transform, offset_copy
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
-from gradlab.monitor.sinks import last_jsonl_header, read_segments
+from gradlab.monitor.sinks import jsonl_headers, read_segments
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
@@ -47,23 +47,30 @@ def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
     (the first declaration of a family wins: a subclass repeats its parent's)."""
     plots: dict[str, Plot] = {}
     for quantity in quantities:
-        for plot in quantity.plots:
+        declared = quantity.plots
+        if not isinstance(declared, (tuple, list)):  # a property of a class, read on the class
+            raise GradlabError(
+                f"quantities: {getattr(quantity, '__name__', type(quantity).__name__)}.plots is "
+                f"{declared!r}, not a tuple of Plot; pass an instance of the quantity, or declare "
+                "plots as a class attribute"
+            )
+        for plot in declared:
             plots.setdefault(plot.family, plot)
     return plots
 
 
 def _logged_plots(run_dirs: Sequence[str | Path]) -> list[Plot]:
     """The plot families the runs' headers record (those of quantities that are not gradlab's:
-    the Monitor writes them there), each run's last header; what does not read as a family is
-    left out."""
+    the Monitor writes them there), from every header of each run; what does not read as a
+    family the Monitor would accept is left out."""
     plots = []
-    for run_dir in run_dirs:
-        header = last_jsonl_header(run_folder(run_dir) / "metrics.jsonl") or {}
-        recorded = header.get("plots")
-        for entry in recorded if isinstance(recorded, list) else ():
-            plot = Plot.from_header(entry)
-            if plot is not None:
-                plots.append(plot)
+    for run_dir in run_dirs:  # every header: a resumption may declare other families
+        for header in jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+            recorded = header.get("plots") if isinstance(header, dict) else None
+            for entry in recorded if isinstance(recorded, list) else ():
+                plot = Plot.from_header(entry)
+                if plot is not None:
+                    plots.append(plot)
     return plots
 
 

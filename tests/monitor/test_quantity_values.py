@@ -201,12 +201,13 @@ DECLARATIONS = [
     ),
     (
         _declares(keys="own_mean")(),
-        "the own quantity (Own) declares keys='own_mean'; keys is a tuple of strings (one key: "
-        "('own_mean',) with its comma)",
+        "the own quantity (Own) declares keys='own_mean'; keys is a tuple of non-empty strings "
+        "(one key: ('own_mean',) with its comma)",
     ),
     (
         _declares(keys=("own_mean", 3))(),
-        "the own quantity (Own) declares keys=('own_mean', 3); keys is a tuple of strings",
+        "the own quantity (Own) declares keys=('own_mean', 3); keys is a tuple of non-empty "
+        "strings",
     ),
     (
         _declares(needs="scores")(),
@@ -225,9 +226,32 @@ DECLARATIONS = [
         "drawn",
     ),
     (
-        _declares(plots=Plot("own", "Own", "value", ()))(),
+        _declares(keys=("own_mean",), plots=Plot("own", "Own", "value", (("own_mean", "m"),)))(),
         "the own quantity (Own) declares plots=Plot(family='own', title='Own', ylabel='value', "
-        "series=(), zero_based=False, resolution=0.0); plots is a tuple of gradlab.monitor.Plot",
+        "series=(('own_mean', 'm'),), zero_based=False, resolution=0.0); plots is a tuple of "
+        "gradlab.monitor.Plot",
+    ),
+    (
+        _declares(keys=("own_mean", ""))(),
+        "the own quantity (Own) declares keys=('own_mean', ''); keys is a tuple of non-empty "
+        "strings",
+    ),
+    (
+        _declares(needs=frozenset("scores"))(),
+        "the own quantity (Own) needs 'c', 'e', 'o', 'r', 's', which the Monitor does not "
+        f"provide; the needs it provides: {', '.join(NEEDS)} (frozenset('scores') splits a "
+        "string into its letters: write frozenset({'scores'}))",
+    ),
+    (
+        _declares(keys=("own_mean",), input_free_keys=frozenset({"own_maen"}))(),
+        "the own quantity (Own) declares input_free_keys=frozenset({'own_maen'}); "
+        "input_free_keys is a frozenset of keys it declares in keys ('own_mean',)",
+    ),
+    (
+        _declares(keys=("own_loss",), plots=(Plot("loss", "Mine", "loss",
+                                                  (("own_loss", "mine"),)),))(),
+        "the own quantity (Own) declares the plot family 'loss', which gradlab's Loss draws: "
+        "gradlab plot would draw that one in its place; rename the family of yours",
     ),
 ]
 
@@ -243,12 +267,13 @@ def test_a_declaration_the_monitor_cannot_act_on_is_refused_at_construction(
 
 
 def test_two_quantities_that_share_a_plot_family_are_refused(tmp_path):
-    family = Plot("loss", "Mine", "loss", (("own_loss", "mine"),))
-    mine = _declares(keys=("own_loss",), plots=(family,))
+    first = _declares(keys=("own_a",), plots=(Plot("own", "A", "a", (("own_a", "a"),)),))
+    second = _declares(name="other", keys=("own_b",),
+                       plots=(Plot("own", "B", "b", (("own_b", "b"),)),))  # fmt: skip
     with pytest.raises(GradlabError) as raised:
-        Monitor(tmp_path, quantities=[Loss(), mine()])
+        Monitor(tmp_path, quantities=[first(), second()])
     assert str(raised.value) == (
-        "the loss and own quantities (Loss, Own) both declare the plot family 'loss': one "
+        "the own and other quantities (Own, Own) both declare the plot family 'own': one "
         "figure file per family, so one would hide the other; rename the family of yours"
     )
 
@@ -266,3 +291,60 @@ def test_two_different_quantities_with_one_name_are_told_to_rename(tmp_path):
 def test_every_quantity_gradlab_ships_passes_the_declaration_checks(tmp_path):
     for cls in QUANTITIES.values() if isinstance(QUANTITIES, dict) else QUANTITIES:
         check_declaration(cls())
+
+
+FAMILY_NAME_RULE = (
+    "a plot family's name must be letters, digits, '_', '-' or '.' (not first), and not "
+    "overview: it names the figure file <family>.png; got "
+)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        *[(dict(family=name), FAMILY_NAME_RULE + repr(name))
+          for name in ("../escaped", "/tmp/abs", "", ".hidden", "my fam", "overview")],
+        (dict(series=("own_value", "v")),
+         "the plot family 'own': series must be one or more (key, legend label) pairs of "
+         "non-empty strings, as ((\"my_key\", \"my label\"),); got ('own_value', 'v')"),
+        (dict(series=()),
+         "the plot family 'own': series must be one or more (key, legend label) pairs of "
+         "non-empty strings, as ((\"my_key\", \"my label\"),); got ()"),
+        (dict(title=5), "the plot family 'own': title must be a string; got 5"),
+        (dict(zero_based="no"),
+         "the plot family 'own': zero_based must be True or False; got 'no'"),
+        (dict(resolution=float("nan")),
+         "the plot family 'own': resolution must be a finite number at least 0; got nan"),
+    ],
+)
+def test_a_plot_family_nothing_can_be_drawn_from_is_refused_where_it_is_declared(fields, message):
+    declared = dict(family="own", title="Own", ylabel="value", series=(("own_value", "v"),))
+    with pytest.raises(GradlabError) as raised:
+        Plot(**{**declared, **fields})
+    assert str(raised.value) == message
+
+
+def test_a_subclass_of_a_gradlab_quantity_keeps_its_families(tmp_path):
+    class MyLoss(Loss):
+        name = "my_loss"
+
+    Monitor(tmp_path, quantities=[MyLoss()]).close()  # the family gradlab draws: accepted
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [
+        (10**400, "an int of 401 digits, too large for a float64"),
+        (torch.empty((), device="meta"), "a torch.strided tensor on meta"),
+        (torch.tensor([2.0]).to_sparse(), "a torch.sparse_coo tensor on cpu"),
+    ],
+)
+def test_a_value_that_cannot_be_logged_disables_the_quantity_instead_of_the_step(
+    tmp_path, value, got
+):
+    record, _, run = _step(tmp_path, Returns({"returns_value": value}))
+    assert set(record) == {"step", "loss"}
+    assert run.disabled["returns"] == (
+        f"the returns quantity (Returns) returned {got} under 'returns_value'; a logged value "
+        "is one real number: a 0-d tensor (or one of shape [1]), or a Python int, float or bool"
+    )

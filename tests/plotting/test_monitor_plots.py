@@ -298,6 +298,57 @@ def test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class(
         plot_runs([undrawn], out=tmp_path / "without")
 
 
+class Renamed(Spread):
+    """Spread's values under another key and family: a resumption that changed them."""
+
+    name = "score_spread"
+    keys = ("score_spread_again",)
+    plots = (Plot("spread_again", "Spread again", "standard deviation",
+                  (("score_spread_again", "std again"),)),)  # fmt: skip
+
+    def compute(self, batch):
+        return {"score_spread_again": batch.scores.std()}
+
+
+def test_a_resumed_run_draws_the_families_of_every_header(tmp_path, monkeypatch):
+    # the last header's families alone were drawn: the first run's logged steps were lost
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    _run(run, steps=2, preset=None, quantities=[Renamed()], resume=True)
+    figures = _figures(monkeypatch, [run], out=tmp_path / "figs")
+    assert sorted(figures) == ["Spread again", "Spread of the scores"]
+    for figure in figures.values():
+        plt.close(figure)
+
+
+def test_a_header_family_that_is_no_safe_file_name_is_not_drawn(tmp_path):
+    # a log edited by hand (or written elsewhere) named a family ../../escaped: the figure was
+    # written outside --out
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    log = run / "metrics.jsonl"
+    log.write_text(log.read_text().replace('"family": "score_spread"',
+                                           '"family": "../../escaped"'))  # fmt: skip
+    with pytest.raises(GradlabError, match="hold no known quantity"):
+        plot_runs([run], out=tmp_path / "out" / "figs")
+    assert sorted(p.name for p in tmp_path.rglob("*.png")) == []
+
+
+def test_a_class_whose_plots_are_a_property_is_named_instead_of_a_type_error(tmp_path):
+    class Computed(Spread):
+        @property
+        def plots(self):
+            return Spread.plots
+
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    with pytest.raises(GradlabError) as raised:
+        plot_runs([run], out=tmp_path / "figs", quantities=[Computed])
+    assert str(raised.value).startswith("quantities: Computed.plots is <property object at ")
+    assert str(raised.value).endswith(
+        ", not a tuple of Plot; pass an instance of the quantity, or declare plots as a class "
+        "attribute"
+    )
+    plot_runs([run], out=tmp_path / "figs", quantities=[Computed()], overview=False)
+
+
 def test_gradlabs_own_families_are_not_repeated_in_the_header(tmp_path):
     run = _run(tmp_path / "run", steps=2)
     headers, _ = read_jsonl(run / "metrics.jsonl")
