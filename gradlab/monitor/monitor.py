@@ -43,7 +43,7 @@ from gradlab.monitor.adapters import (
     describe_call,
 )
 from gradlab.monitor.batch import BatchView, Workspace
-from gradlab.monitor.config import MonitorConfig
+from gradlab.monitor.config import PRESETS, MonitorConfig
 from gradlab.monitor.distributed import (
     StepAgreement,
     agree_on_step,
@@ -76,6 +76,10 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
 
 
 _NO_KEYS: frozenset[str] = frozenset()
+
+
+_PRESET_CLASSES = frozenset(cls for classes in PRESETS.values() for cls in classes)
+"""gradlab's quantity classes that a preset holds."""
 
 
 def _ships_with_gradlab(quantity: Quantity) -> bool:
@@ -224,6 +228,7 @@ class Monitor:
         self._pending_trained = False  # _pending was read with gradients on
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
+        self._said_not_served: set[str] = set()  # passed quantities a loss cannot serve, said
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
         self._opened = False
         self._closed = False
@@ -532,6 +537,7 @@ class Monitor:
         when ``watch`` is called inside the training loop) changes nothing and is not kept:
         the list stays as long as the number of different kinds of loss watched."""
         served = [_why_not(adapter, quantity) for quantity in self.quantities]
+        self._say_not_served(adapter, served)
         if served in self._served:
             return
         for name in self.not_logged:
@@ -544,6 +550,27 @@ class Monitor:
             if all(reasons):
                 self.not_logged[quantity.name] = "; and ".join(dict.fromkeys(reasons))
         self.disabled.update(self.not_logged)
+
+    def _say_not_served(self, adapter: LossAdapter, served: list[str | None]) -> None:
+        """Warn once per quantity that ``adapter``'s loss cannot serve a quantity the user
+        chose by name (``quantities=``: one of their own, or one of gradlab's that no preset
+        holds): it would otherwise be left out with its reason in the header alone. A preset's
+        quantities, passed as a preset or one by one, are left out quietly (every preset holds
+        some that a given loss cannot serve)."""
+        if self.options.quantities is None:
+            return
+        for quantity, reason in zip(self.quantities, served, strict=True):
+            if (reason is None or quantity.name in self._said_not_served
+                    or type(quantity) in _PRESET_CLASSES):  # fmt: skip
+                continue
+            self._said_not_served.add(quantity.name)
+            warnings.warn(
+                f"gradlab.Monitor: the {quantity.name} quantity, which you passed, cannot be "
+                f"logged for {adapter.name}: {reason} (monitor.not_logged and the run header "
+                "keep the reason)",
+                UserWarning,
+                stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # watch() or attach()
+            )
 
     def _servable(self, adapter: LossAdapter, due: list[Quantity]) -> list[Quantity]:
         """The quantities of ``due`` that ``adapter``'s loss can serve now. With one watched

@@ -348,3 +348,42 @@ def test_a_value_that_cannot_be_logged_disables_the_quantity_instead_of_the_step
         f"the returns quantity (Returns) returned {got} under 'returns_value'; a logged value "
         "is one real number: a 0-d tensor (or one of shape [1]), or a Python int, float or bool"
     )
+
+
+class NeedsEmbeddings(Quantity):
+    name = "needs_embeddings"
+    needs = frozenset({"embeddings"})
+    keys = ("needs_embeddings_mean",)
+
+    def compute(self, batch):  # pragma: no cover - never asked
+        raise AssertionError("computed although its need cannot be met")
+
+
+def test_a_quantity_passed_by_name_that_the_loss_cannot_serve_is_said_at_watch(tmp_path):
+    # it was left out with its reason in the header alone: 15 steps logged nothing of it
+    with Monitor(tmp_path, quantities=[NeedsEmbeddings(), Loss()]) as run:
+        with pytest.warns(UserWarning) as caught:
+            watched = run.watch(gradlab.NTXentLoss(0.1))
+        assert [str(w.message) for w in caught] == [
+            "gradlab.Monitor: the needs_embeddings quantity, which you passed, cannot be logged "
+            "for the watched loss NTXentLoss: needs the embeddings; the loss is watched on a "
+            "score matrix, not on embeddings (monitor.not_logged and the run header keep the "
+            "reason)"
+        ]
+        assert caught[0].filename == __file__  # at the user's watch()
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # said once
+            run.watch(gradlab.NTXentLoss(0.1))
+        scores = torch.randn(4, 4, requires_grad=True)
+        watched(scores, torch.eye(4, dtype=torch.bool)).backward()
+        assert set(run.step()) == {"step", "loss"}
+
+
+def test_a_preset_s_quantities_the_loss_cannot_serve_are_left_out_quietly(tmp_path):
+    from gradlab.monitor import PRESETS
+
+    with Monitor(tmp_path, quantities=[cls() for cls in PRESETS["full"]]) as run:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            run.watch(gradlab.NTXentLoss(0.1))
+    assert "geometry" in run.not_logged  # left out, with its reason in the header
