@@ -803,11 +803,10 @@ def jsonl_headers(path: str | Path) -> list[dict]:
     Example:
         >>> import tempfile
         >>> from pathlib import Path
-        >>> path = Path(tempfile.mkdtemp()) / "metrics.jsonl"
-        >>> lines = ['{"header": {"tau": 0.1}}', '{"step": 0}', '{"header": {"tau": 0.2}}']
-        >>> _ = path.write_text("\\n".join(lines) + "\\n")
-        >>> jsonl_headers(path)
-        [{'tau': 0.1}, {'tau': 0.2}]
+        >>> log = Path(tempfile.mkdtemp(), "metrics.jsonl")
+        >>> _ = log.write_text('{"header": {"run": 1}}\\n{"step": 0}\\n{"header": {"run": 2}}\\n')
+        >>> [header["run"] for header in jsonl_headers(log)]
+        [1, 2]
     """
     headers = []
     with open(_log_file(path), "rb") as handle:
