@@ -227,7 +227,7 @@ MONITOR_TESTS = {
               "tests/monitor/test_geometry_quantities.py", "tests/monitor/test_geometry_edges.py"],
     # test_lock_claims: the lock function by function (about a second); test_lock: the Monitor's use
     "config": ["tests/monitor/test_config.py", "tests/monitor/test_config_values.py",
-               "tests/monitor/test_options.py",
+               "tests/monitor/test_options.py", "tests/monitor/test_quantity_values.py",
                "tests/monitor/test_monitor_defaults.py", "tests/monitor/test_monitor_contract.py",
                "tests/monitor/test_runs.py"],  # bad calls, such as a sink named twice
     "distributed": ["tests/monitor/test_distributed_agreement.py",
@@ -244,6 +244,7 @@ MONITOR_TESTS = {
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
     # test_lock: the Monitor's claim of its folder (test_lock_claims calls no Monitor code).
     "monitor": [*_MONITOR_RUNS, *_MONITOR_VALUES, "tests/monitor/test_watch.py",
+                "tests/monitor/test_quantity_values.py",
                 "tests/monitor/test_tau.py", "tests/monitor/test_runs_degenerate.py",
                 "tests/monitor/test_anatomy.py", "tests/monitor/test_sink_roundtrip.py",
                 "tests/monitor/test_monitor_paths.py", "tests/monitor/test_monitor_contract.py",
@@ -276,6 +277,8 @@ MONITOR_TESTS = {
                     "test_the_step_before_backward_warning_points_at_the_callers_step"))],
     # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
+                 # what a quantity declares and returns, checked (check_declaration, Plot)
+                 "tests/monitor/test_quantity_values.py",
                  "tests/monitor/test_mask_layouts.py",  # transposed, odd-length, unaligned masks
                  "tests/monitor/test_schedules.py",  # a schedule refused when a quantity is made
                  *_MONITOR_VALUES, *_MONITOR_RUNS],
@@ -671,6 +674,13 @@ PLOTTING_TESTS = {
     "plotting/scene_geometry": ["tests/plotting/test_scene_geometry_figure.py"],
     "plotting/studies": ["tests/plotting/test_study_plots.py"],
     "plotting/monitor": ["tests/plotting/test_monitor_figures.py",
+                         *(f"tests/plotting/test_monitor_plots.py::{test}" for test in (
+                             # the families a run header records, drawn without their class
+                             "test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class",
+                             "test_a_resumed_run_draws_the_families_of_every_header",
+                             "test_a_header_family_that_is_no_safe_file_name_is_not_drawn",
+                             "test_a_class_whose_plots_are_a_property_is_named_instead_of_a_type_error",
+                             "test_a_users_quantity_is_drawn_from_its_own_plot_declaration")),
                          "tests/plotting/test_monitor_summaries.py",
                          "tests/plotting/test_monitor_axes.py",  # y scales, flat lines, gaps
                          "tests/plotting/test_monitor_long_runs.py",  # grouped means, resumptions

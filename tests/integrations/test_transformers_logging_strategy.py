@@ -46,13 +46,13 @@ def test_epoch_logging_logs_each_epoch_end_in_both_logs(tmp_path, pairs, accumul
 
 
 @pytest.mark.parametrize(("accumulation", "max_steps", "logged_steps"),
-                         [(1, 10, [8, 10]), (3, 5, [3, 5])])
+                         [(1, 10, [8, 10]), (3, 5, [3, 5]), (1, 1, [1])])
 def test_an_epoch_that_max_steps_cuts_short_is_logged_with_its_gradients(
     tmp_path, accumulation, max_steps, logged_steps,
 ):
-    # Epochs of 8 (and of 3 accumulated) optimizer steps, max_steps inside the second: the
-    # Trainer logs that cut epoch at max_steps, where only the closing record (no gradient
-    # quantities) was written and log_history's entry had no gradlab values.
+    # Epochs of 8 (and of 3 accumulated) optimizer steps, max_steps inside the second (or the
+    # first: max_steps = 1): the Trainer logs that cut epoch at max_steps, where only the closing
+    # record (no gradient quantities) was written and log_history's entry had no gradlab values.
     callback = GradlabTrainerCallback(preset="full")
     trainer = in_batch_trainer_class()(
         model=tiny_bert(), train_dataset=PairDataset(64 if accumulation == 1 else 72),
