@@ -279,6 +279,11 @@ MONITOR_TESTS = {
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
                  # what a quantity declares and returns, checked (check_declaration, Plot)
                  "tests/monitor/test_quantity_values.py",
+                 # a Plot as the run header records it and as plotting reads it back
+                 *(f"tests/plotting/test_monitor_plots.py::{test}" for test in (
+                     "test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class",
+                     "test_a_resumed_run_draws_the_families_of_every_header",
+                     "test_a_header_family_that_is_no_safe_file_name_is_not_drawn")),
                  "tests/monitor/test_mask_layouts.py",  # transposed, odd-length, unaligned masks
                  "tests/monitor/test_schedules.py",  # a schedule refused when a quantity is made
                  *_MONITOR_VALUES, *_MONITOR_RUNS],

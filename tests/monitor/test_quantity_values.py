@@ -387,3 +387,92 @@ def test_a_preset_s_quantities_the_loss_cannot_serve_are_left_out_quietly(tmp_pa
             warnings.simplefilter("error")
             run.watch(gradlab.NTXentLoss(0.1))
     assert "geometry" in run.not_logged  # left out, with its reason in the header
+
+
+def test_every_value_is_checked_not_only_the_first(tmp_path):
+    # a value after an accepted one (0-d float64, a one-element tensor, a Python number)
+    for first in (torch.tensor(1.0, dtype=torch.float64), torch.tensor([2.0]), 3.0):
+        returns = Returns({"returns_value": first, "returns_other": "bad"})
+        returns.keys = ("returns_value", "returns_other")
+        _, _, run = _step(tmp_path / str(len(list(tmp_path.iterdir()))), returns)
+        assert run.disabled["returns"].startswith(
+            "the returns quantity (Returns) returned 'bad' (str) under 'returns_other'"
+        )
+
+
+def test_python_numbers_are_logged_in_float64_and_the_quantitys_dict_is_left_alone(tmp_path):
+    returned = {"returns_value": 0.1, "returns_other": 7}
+    returns = Returns(returned)
+    returns.keys = ("returns_value", "returns_other")
+    record, caught, _ = _step(tmp_path, returns)
+    assert record["returns_value"] == 0.1  # not float32's 0.10000000149011612
+    assert record["returns_other"] == 7.0 and not caught
+    assert returned == {"returns_value": 0.1, "returns_other": 7}  # still Python numbers
+
+
+def test_a_quantity_whose_keys_are_a_list_may_grow_it(tmp_path):
+    returns = Returns({"returns_value": 1.0})
+    returns.keys = ["returns_value"]  # a list: read as it is at each step
+    generator = torch.Generator().manual_seed(0)
+    with Monitor(tmp_path, quantities=[returns]) as run:
+        loss_fn = run.watch(gradlab.SmoothAPLoss(0.1))
+        for step in range(2):
+            if step == 1:
+                returns.keys.append("returns_more")
+                returns.returned = {"returns_value": 1.0, "returns_more": 2.0}
+            embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+            loss_fn(embeddings, torch.arange(8) % 4).backward()
+            record = run.step()
+    assert record == {"step": 1, "returns_value": 1.0, "returns_more": 2.0}
+    assert not run.disabled
+
+
+def test_a_quantized_value_is_named_as_one(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: quantize_per_tensor is deprecated
+        value = torch.quantize_per_tensor(torch.tensor([1.0]), 0.1, 0, torch.quint8)
+    _, _, run = _step(tmp_path, Returns({"returns_value": value}))
+    assert run.disabled["returns"].startswith(
+        "the returns quantity (Returns) returned a torch.strided tensor on cpu (quantized) under "
+    )
+
+
+@pytest.mark.parametrize(
+    ("declared", "message"),
+    [
+        (dict(needs=5), "the own quantity (Own) declares needs=5; needs is a frozenset of names "
+                        "from gradlab.monitor.NEEDS"),
+        (dict(keys=("own_mean",), input_free_keys=5),
+         "the own quantity (Own) declares input_free_keys=5; input_free_keys is a frozenset of "
+         "keys it declares in keys ('own_mean',)"),
+        (dict(keys=("own_mean",), plots=(Plot("own", "Own", "v", (("own_a", "a"),
+                                                                   ("own_b", "b"))),)),
+         "the own quantity (Own) draws 'own_a', 'own_b' in its plot family 'own', none of them "
+         "a key it declares ('own_mean',): a series of an undeclared key is never logged, so "
+         "never drawn"),
+    ],
+)
+def test_more_declarations_the_monitor_cannot_act_on(tmp_path, declared, message):
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[_declares(**declared)()])
+    assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (dict(series=(("own_value", "v", "extra"),)),
+         "the plot family 'own': series must be one or more (key, legend label) pairs of "
+         "non-empty strings, as ((\"my_key\", \"my label\"),); got (('own_value', 'v', 'extra'),)"),
+        (dict(series=(("own_value", 3),)),
+         "the plot family 'own': series must be one or more (key, legend label) pairs of "
+         "non-empty strings, as ((\"my_key\", \"my label\"),); got (('own_value', 3),)"),
+        (dict(resolution="x"),
+         "the plot family 'own': resolution must be a finite number at least 0; got 'x'"),
+    ],
+)
+def test_more_plot_families_that_cannot_be_drawn(fields, message):
+    declared = dict(family="own", title="Own", ylabel="value", series=(("own_value", "v"),))
+    with pytest.raises(GradlabError) as raised:
+        Plot(**{**declared, **fields})
+    assert str(raised.value) == message
