@@ -337,6 +337,7 @@ def test_a_subclass_of_a_gradlab_quantity_keeps_its_families(tmp_path):
         (10**400, "an int of 401 digits, too large for a float64"),
         (torch.empty((), device="meta"), "a torch.strided tensor on meta"),
         (torch.tensor([2.0]).to_sparse(), "a torch.sparse_coo tensor on cpu"),
+        (torch.tensor([2.0], dtype=torch.float64).to_sparse(), "a torch.sparse_coo tensor on cpu"),
     ],
 )
 def test_a_value_that_cannot_be_logged_disables_the_quantity_instead_of_the_step(
@@ -407,7 +408,8 @@ def test_python_numbers_are_logged_in_float64_and_the_quantitys_dict_is_left_alo
     record, caught, _ = _step(tmp_path, returns)
     assert record["returns_value"] == 0.1  # not float32's 0.10000000149011612
     assert record["returns_other"] == 7.0 and not caught
-    assert returned == {"returns_value": 0.1, "returns_other": 7}  # still Python numbers
+    assert [(key, type(value)) for key, value in returned.items()] == [
+        ("returns_value", float), ("returns_other", int)]  # still the Python numbers
 
 
 def test_a_quantity_whose_keys_are_a_list_may_grow_it(tmp_path):
@@ -476,3 +478,11 @@ def test_more_plot_families_that_cannot_be_drawn(fields, message):
     with pytest.raises(GradlabError) as raised:
         Plot(**{**declared, **fields})
     assert str(raised.value) == message
+
+
+def test_a_header_family_reads_back_with_the_defaults_of_what_it_leaves_out():
+    recorded = {"family": "own", "title": "Own", "ylabel": "value", "series": [["own_v", "v"]]}
+    assert Plot.from_header(recorded) == Plot("own", "Own", "value", (("own_v", "v"),))
+    full = Plot("own", "Own", "value", (("own_v", "v"),), zero_based=True, resolution=0.5)
+    assert Plot.from_header(full.as_header()) == full
+    assert Plot.from_header({**recorded, "zero_based": "yes"}) is None  # not a bool: refused
