@@ -250,7 +250,6 @@ def _check_keys(quantities: Sequence[Quantity]) -> None:
     owners: dict[str, Quantity] = {}
     families: dict[str, Quantity] = {}
     for quantity in quantities:
-        seen: set[str] = set()
         for plot in quantity.plots:
             shipped = GRADLAB_PLOTS.get(plot.family)
             if shipped is not None and shipped[1] != plot:  # not the family gradlab draws
@@ -274,12 +273,12 @@ def _check_keys(quantities: Sequence[Quantity]) -> None:
                     f"{key!r}, which gradlab's logs use themselves (reserved: "
                     f"{', '.join(sorted(RESERVED_KEYS))}); rename that key"
                 )
-            first = owners.setdefault(key, quantity)
-            if first is quantity and key in seen:
+            first = owners.get(key)
+            owners[key] = quantity
+            if first is quantity:
                 raise GradlabError(f"the {quantity.name} quantity ({type(quantity).__name__}) "
                                    f"declares the key {key!r} twice")  # fmt: skip
-            seen.add(key)
-            if first is not quantity:
+            if first is not None:
                 raise GradlabError(
                     f"the {first.name} and {quantity.name} quantities ({type(first).__name__}, "
                     f"{type(quantity).__name__}) both declare the key {key!r}: one's value "

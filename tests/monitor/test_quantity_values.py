@@ -486,3 +486,9 @@ def test_a_header_family_reads_back_with_the_defaults_of_what_it_leaves_out():
     full = Plot("own", "Own", "value", (("own_v", "v"),), zero_based=True, resolution=0.5)
     assert Plot.from_header(full.as_header()) == full
     assert Plot.from_header({**recorded, "zero_based": "yes"}) is None  # not a bool: refused
+
+
+def test_a_key_declared_twice_by_one_quantity_is_refused(tmp_path):
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[_declares(keys=("own_mean", "own_mean"))()])
+    assert str(raised.value) == "the own quantity (Own) declares the key 'own_mean' twice"
