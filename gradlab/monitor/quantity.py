@@ -401,13 +401,14 @@ def check_values(quantity: Quantity, values: object, device: torch.device) -> Va
         if type(value) is torch.Tensor and value.dtype is torch.float64 and value.dim() == 0:
             continue  # as most are: nothing else to ask
         if isinstance(value, torch.Tensor):
-            if (value.numel() == 1 and not value.is_complex() and value.layout is torch.strided
+            single = value.numel() == 1 and value.dim() <= 1  # 0-d or [1]: one number
+            if (single and not value.is_complex() and value.layout is torch.strided
                     and not value.is_meta and not value.is_quantized):  # fmt: skip
                 if value.device != device:  # a CPU scalar of a CUDA step: stacked with the rest
                     checked = dict(values) if checked is values else checked
                     checked[key] = value.to(device)
                 continue
-            got = (f"a {value.dtype} tensor of shape {list(value.shape)}" if value.numel() != 1
+            got = (f"a {value.dtype} tensor of shape {list(value.shape)}" if not single
                    or value.is_complex() else f"a {value.layout} tensor on "
                    f"{value.device}{' (quantized)' if value.is_quantized else ''}")  # fmt: skip
         elif isinstance(value, (numbers.Real, np.bool_)):  # bool included, as a bool tensor

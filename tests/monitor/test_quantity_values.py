@@ -67,6 +67,12 @@ REFUSED = [
         "[1]), or a Python int, float or bool",
     ),
     (
+        {"returns_value": torch.ones(1, 1)},
+        "the returns quantity (Returns) returned a torch.float32 tensor of shape [1, 1] under "
+        "'returns_value'; a logged value is one real number: a 0-d tensor (or one of shape "
+        "[1]), or a Python int, float or bool",
+    ),
+    (
         {"returns_value": torch.tensor(1 + 2j)},
         "the returns quantity (Returns) returned a torch.complex64 tensor of shape [] under "
         "'returns_value'; a logged value is one real number: a 0-d tensor (or one of shape "
