@@ -274,6 +274,19 @@ def test_resuming_with_other_settings_warns(tmp_path):
     assert "from step 2 on are not comparable" in message
 
 
+def test_a_run_logged_to_csv_alone_resumes_without_the_settings_check(tmp_path):
+    # metrics.csv records no settings: documented (docs/monitor.md), nothing to compare
+    with Monitor(tmp_path, preset="default", every=1, sinks=["csv"]) as monitor:
+        train(monitor, steps=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True, sinks=["csv"]) as monitor:
+            train(monitor, steps=1)
+    assert monitor.step_count == 3
+    assert [row.split(",")[0] for row in (tmp_path / "metrics.csv").read_text().splitlines()
+            if row[:1].isdigit()] == ["0", "1", "2"]  # fmt: skip
+
+
 def test_the_resume_warning_names_the_step_a_checkpoint_restart_logs_from(tmp_path):
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
         train(monitor, steps=5)
