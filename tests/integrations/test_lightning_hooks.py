@@ -360,3 +360,42 @@ def test_a_watched_loss_that_trains_before_any_trainer_set_it_up_warns_once(tmp_
         warnings.simplefilter("error", RuntimeWarning)
         run_steps(callback, trainer, 2, gradlab.SmoothAPLoss(0.05))
     callback.on_exception(trainer, None, RuntimeError())
+
+
+@pytest.mark.parametrize(("logged", "restart", "steps"), [
+    (2, 0, "steps 0-1"), (1, 0, "step 0"), (2, 2, None), (2, 1, None)])  # fmt: skip
+def test_a_resumed_folder_ahead_of_a_fit_at_step_0_warns_that_steps_repeat(tmp_path, logged,
+                                                                           restart, steps):
+    # the fit starts at step 0 (no checkpoint restored) after a run that logged steps already
+    trainer = stand_in_trainer(tmp_path)
+    first = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05)
+    first.setup(trainer, None, "fit")
+    run_steps(first, trainer, logged, gradlab.SmoothAPLoss(0.05))
+    first.on_train_end(trainer, None)
+    again = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05, resume=True)
+    trainer.global_step = restart  # after Lightning restored a checkpoint, or not
+    again.setup(trainer, None, "fit")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again.on_train_start(trainer, None)
+    again.on_train_end(trainer, None)
+    expected = [] if steps is None else [(
+        f"GradlabCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, whose "
+        f"last logged step is {logged - 1}, but the Trainer starts at step 0: its {steps} will "
+        "be logged again after the earlier ones, and gradlab plot draws the later records of "
+        "those steps in place of the earlier; resume the Trainer too (trainer.fit(model, "
+        "ckpt_path=...)), or pass overwrite=True to start the folder afresh",
+        RuntimeWarning, __file__)]
+    assert [(str(w.message), w.category, w.filename) for w in caught] == expected
+
+
+def test_a_fit_at_step_0_in_a_new_folder_or_on_another_rank_is_quiet(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    trainer.global_step = 0
+    fresh = GradlabCallback(tmp_path / "new", preset="cheap", resume=True)
+    fresh.setup(trainer, None, "fit")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fresh.on_train_start(trainer, None)
+        GradlabCallback(tmp_path / "unset").on_train_start(trainer, None)  # no Monitor yet
+    fresh.on_train_end(trainer, None)

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from gradlab.errors import GradlabError
-from gradlab.integrations.settings import callback_settings
+from gradlab.integrations.settings import callback_settings, resumed_behind_message
 from gradlab.monitor.config import MonitorConfig
 
 
@@ -53,3 +53,16 @@ def test_options_with_keywords_or_not_a_config_are_refused(options, keywords, sh
 def test_a_prefix_that_is_not_a_string_is_refused(prefix):
     with pytest.raises(GradlabError, match=f"prefix must be a string; got {prefix!r}"):
         callback_settings(None, prefix, None, {})
+
+
+@pytest.mark.parametrize(("last", "first", "steps"), [(3, 0, "steps 0-3"), (4, 4, "step 4")])
+def test_the_resumed_behind_message_names_the_steps_logged_again(last, first, steps):
+    message = resumed_behind_message("GradlabCallback", Path("runs") / "a", last, first,
+                                     "trainer.fit(model, ckpt_path=...)")
+    assert message == (
+        f"GradlabCallback: resume=True continues the run in 'runs/a', whose last logged step "
+        f"is {last}, but the Trainer starts at step {first}: its {steps} will be logged again "
+        "after the earlier ones, and gradlab plot draws the later records of those steps in "
+        "place of the earlier; resume the Trainer too (trainer.fit(model, ckpt_path=...)), or "
+        "pass overwrite=True to start the folder afresh"
+    )
