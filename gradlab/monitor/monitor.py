@@ -1072,7 +1072,7 @@ class Monitor:
             if (self._first_step is None or last < 0 or self.out_of_step is not None
                     or self._scheduled(last)):  # fmt: skip
                 return
-            batch = self._last_batch(last)
+            batch = self._last_batch(last, [q for q in self.quantities if not q.needs_grad])
             agreement = self._agree(last, batch, stacklevel=5)  # the caller of close()
             if agreement is not None:
                 due = [q for q in self.quantities if q.name not in self.disabled
@@ -1083,19 +1083,22 @@ class Monitor:
         if self._last_call is None or any(q.should_compute(last) for q in enabled):
             return  # nothing watched, or the last step was logged already
         due = [q for q in enabled if not q.needs_grad]
-        batch = self._last_batch(last) if due else None
+        batch = self._last_batch(last, due) if due else None
         if batch is not None:
             self._record(last, batch, due)
 
-    def _last_batch(self, step: int) -> BatchView | None:
-        """The batch of the last watched call if it belongs to ``step`` and can be read."""
+    def _last_batch(self, step: int, due: list[Quantity]) -> BatchView | None:
+        """The batch of the last watched call if it belongs to ``step`` and can be read, for
+        the quantities ``due`` (none reads a gradient: the call is read again without its
+        recordings, so no score matrix and no gradient is asked of it)."""
         if self._last_call is None or self._last_call[0] != step:
             return None  # no call, or its step never closed
         _, args, kwargs, loss, adapter = self._last_call
         tensors = call_tensors(args, kwargs)
         if not tensors or not isinstance(tensors[0], torch.Tensor):
             return None
-        self._capture(args, kwargs, loss, adapter)
+        self._capture(args, kwargs, loss, adapter, due=due,
+                      wanted=set().union(*(q.needs for q in due)))  # fmt: skip
         batch, self._pending = self._pending, None
         adapter.remove_hooks()  # a backward already ran: they would never fire for this batch
         return batch

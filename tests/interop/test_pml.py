@@ -18,7 +18,7 @@ from gradlab.interop.pml import (  # noqa: E402
     recording_distance,
     smooth_ap_temperature,
 )
-from gradlab.monitor import Monitor, every  # noqa: E402
+from gradlab.monitor import Monitor, every, read_jsonl  # noqa: E402
 from gradlab.monitor.anatomy import Anatomy  # noqa: E402
 
 THROUGH_DISTANCE = ["MultiSimilarityLoss", "TripletMarginLoss", "ContrastiveLoss", "NTXentLoss"]
@@ -126,6 +126,24 @@ def test_monitor_logs_the_anatomy_of_a_pml_loss(tmp_path, name):
         expected.hardest_10pct_share.nanmean().item()
     )
     assert expected.active_negatives.sum() > 0  # the comparison is not between two zeros
+
+
+def test_the_last_step_logged_at_close_does_not_say_its_loss_scored_nothing(tmp_path):
+    # close() logs the last step, off the schedule, from its call's arguments without the
+    # gradients: its loss scored its pairs when it was called, and no warning says otherwise
+    loss = pml_losses.MultiSimilarityLoss(distance=RecordingCosineSimilarity())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Monitor(tmp_path / "run", preset="full", every=2) as monitor:
+            loss_fn = monitor.watch(loss)
+            for seed in range(2):  # steps 0 (logged) and 1 (logged at close)
+                embeddings, labels = _batch(seed)
+                loss_fn(embeddings.requires_grad_(True), labels).backward()
+                monitor.step()
+    records = [record for record in read_jsonl(tmp_path / "run" / "metrics.jsonl")[1]]
+    assert [record["step"] for record in records] == [0, 1]
+    assert "anatomy_active_negatives_mean" in records[0]
+    assert "anatomy_active_negatives_mean" not in records[1]  # no gradient at close
 
 
 @pytest.mark.parametrize("against", ["ref_emb", "proxies"])
