@@ -110,6 +110,15 @@ def _import(library: str, spec: str):
     try:
         return importlib.import_module(library)
     except Exception as error:
+        package = library.split(".")[0]
+        if (isinstance(error, ModuleNotFoundError)
+                and (error.name or "").split(".")[0] == package):  # fmt: skip
+            raise GradlabError(
+                f"backbone {spec!r} needs {package}, which is not installed here (gradlab "
+                f"installs no backbone library): pip install {package}, a build that matches "
+                "your torch; or use --backbone gradlab.backbones:tiny_resnet or your own "
+                "module:function"
+            ) from None
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise GradlabError(
             f"backbone {spec!r} needs {library}, which cannot be imported here: {first_line}"

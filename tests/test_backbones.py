@@ -476,3 +476,20 @@ def test_a_library_that_fails_to_import_is_named_with_its_first_line(
     assert str(caught.value) == (
         f"backbone {spec!r} needs {module}, which cannot be imported here: {reason}"
     )
+
+
+@pytest.mark.parametrize(("spec", "library", "modules"), [
+    ("timm:resnet18", "timm", ("timm",)),
+    ("torchvision:resnet18", "torchvision", ("torchvision", "torchvision.models"))])  # fmt: skip
+def test_a_library_that_is_not_installed_is_named_with_what_to_install(monkeypatch, spec,
+                                                                        library, modules):
+    for name in modules:
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    monkeypatch.setitem(sys.modules, library, None)  # as if absent: ModuleNotFoundError
+    with pytest.raises(GradlabError) as caught:
+        build_backbone(spec)
+    assert str(caught.value) == (
+        f"backbone {spec!r} needs {library}, which is not installed here (gradlab installs no "
+        f"backbone library): pip install {library}, a build that matches your torch; or use "
+        "--backbone gradlab.backbones:tiny_resnet or your own module:function"
+    )
