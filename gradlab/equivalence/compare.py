@@ -507,8 +507,9 @@ class EquivalenceResult:
                     f"note: every class of this batch holds {self.class_size} "
                     f"item{'s' if self.class_size != 1 else ''}, so losses "
                     "that weigh a query by its number of positives otherwise (a mean over "
-                    "positive pairs, or over queries) agree on it; compare on classes of "
-                    "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"
+                    "positive pairs, or over queries) agree on it; for a loss that takes "
+                    "several positives per query, compare on classes of several sizes too: "
+                    "synthetic_problem(..., class_sizes=[2, 3, 4, 7])"
                 )
         else:
             untouched = [q.name for q in self.quantities

@@ -227,8 +227,8 @@ def test_the_table_and_the_dict_say_what_differs(problem):
         "verdict: EQUIVALENT",
         "note: every class of this batch holds 2 items, so losses that weigh a query by its "
         "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
-        "it; compare on classes of several sizes too: synthetic_problem(..., "
-        "class_sizes=[2, 3, 4, 7])"]
+        "it; for a loss that takes several positives per query, compare on classes of "
+        "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"]
 
 
 def _mean_over_positive_pairs(scores, positives, temperature=0.1):
@@ -258,8 +258,8 @@ def test_a_reduction_over_pairs_passes_on_classes_of_one_size_with_a_note_and_fa
     assert notes == [  # the last problem's: classes of one item, in the singular
         "note: every class of this batch holds 1 item, so losses that weigh a query by its "
         "number of positives otherwise (a mean over positive pairs, or over queries) agree on "
-        "it; compare on classes of several sizes too: synthetic_problem(..., "
-        "class_sizes=[2, 3, 4, 7])"]
+        "it; for a loss that takes several positives per query, compare on classes of "
+        "several sizes too: synthetic_problem(..., class_sizes=[2, 3, 4, 7])"]
 
 
 def test_a_factor_is_reported_as_a_scale(problem):
