@@ -10,6 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import torch
 
 import gradlab
 import gradlab.functional
@@ -238,6 +239,45 @@ def test_the_getting_started_loss_runs_and_gives_the_loop_references_loss():
         expected += sum(terms) / size
     assert abs(namespace["ntxent"].item() - expected) < 1e-4 * max(1.0, expected)
 
+
+
+def _page_blocks(page: str, heading: str) -> list[str]:
+    text = (ROOT / "docs" / page).read_text()
+    section = text[text.index(heading):]
+    section = section[:section.find("\n## ", 1)] if "\n## " in section[1:] else section
+    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+
+
+def test_the_losses_pages_blocks_run_as_pasted_and_say_what_they_compute():
+    from tests.reference.smooth_ap_loops import in_batch_smooth_ap
+
+    (simclr,) = _page_blocks("losses.md", "NT-Xent takes every column")
+    namespace: dict = {}
+    exec(compile(simclr, "docs/losses.md", "exec"), namespace)
+    # SimCLR's Eq. 1 as a float64 loop: each view against every other view, its partner positive
+    scores, n = namespace["scores"].double().tolist(), namespace["n"]
+    terms = []
+    for i, row in enumerate(scores):
+        others = [s / 0.5 for j, s in enumerate(row) if j != i]
+        terms.append(math.log(sum(math.exp(v) for v in others)) - row[(i + n) % (2 * n)] / 0.5)
+    assert abs(namespace["loss"].item() - sum(terms) / len(terms)) < 1e-5
+    blocks = _page_blocks("losses.md", "## SmoothAP in detail")
+    smooth_ap, reproduction = blocks[0], blocks[-1]
+    namespace = {}
+    exec(compile(smooth_ap, "docs/losses.md", "exec"), namespace)
+    assert namespace["loss"].shape == () and torch.isfinite(namespace["loss"])
+    pytest.importorskip("pytorch_metric_learning")
+    namespace = {}
+    torch.manual_seed(0)
+    exec(compile(reproduction, "docs/losses.md", "exec"), namespace)
+    emb, labels = namespace["emb"].tolist(), namespace["labels"].tolist()
+    losses = {}
+    for name, groups in (("wrong groups", [0, 0, 1, 1, 2, 2, 3, 3]), ("labels", labels)):
+        aps = in_batch_smooth_ap(emb, groups, 0.01, include_query=True)
+        losses[name] = 1 - sum(aps) / len(aps)
+    assert abs(namespace["theirs"].item() - losses["wrong groups"]) < 1e-6  # computed in float32
+    assert abs(namespace["ours"].item() - losses["labels"]) < 1e-12
+    assert abs(losses["wrong groups"] - losses["labels"]) > 1e-3  # the two statements differ
 
 
 def test_the_audit_pages_own_derivation_examples_run_and_decide(capsys):
