@@ -100,8 +100,8 @@ def local_source() -> tuple[Path, bool] | None:
 
 
 def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "auto") -> str:
-    """The command that installs ``extra``: ``pip install 'gradlab-ranking[<extra>]'``, and for
-    a copy installed from a folder (a clone) the command that adds the extra to that copy.
+    """The command that installs ``extra``: ``pip install 'gradlab-ranking[<extra>]'``; for a
+    copy installed from a folder (a clone), first the command that adds the extra to that copy.
 
     Args:
         extra: one of :data:`EXTRAS`.
@@ -119,7 +119,7 @@ def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "a
         >>> install_hint("lightning", installed_from=None)
         "pip install 'gradlab-ranking[lightning]'"
         >>> print(install_hint("plot", installed_from=(Path("/src/clone"), True)))
-        pip install 'gradlab-ranking[plot]' (this copy was installed from /src/clone: pip install -e '/src/clone[plot]')
+        pip install -e '/src/clone[plot]' (the folder this copy was installed from; from the package index: pip install 'gradlab-ranking[plot]')
     """  # noqa: E501
     _check_extra(extra)
     hint = f"pip install '{DISTRIBUTION}[{extra}]'"
@@ -128,8 +128,9 @@ def install_hint(extra: str, installed_from: tuple[Path, bool] | str | None = "a
         return hint
     folder, editable = source
     local = shlex.quote(f"{folder}[{extra}]")
-    return (f"{hint} (this copy was installed from {folder}: pip install "
-            f"{'-e ' if editable else ''}{local})")  # fmt: skip
+    # the folder's command first: it works whether or not the name is on the index yet
+    return (f"pip install {'-e ' if editable else ''}{local} (the folder this copy was "
+            f"installed from; from the package index: {hint})")  # fmt: skip
 
 
 def _check_extra(extra: str) -> None:
@@ -169,7 +170,7 @@ def missing_extra(module: str, extra: str, feature: str | None = None) -> Missin
 
     Example:
         >>> print(missing_extra("seaborn", "plot", "gradlab.plotting"))  # doctest: +ELLIPSIS
-        gradlab.plotting needs the seaborn package, which is not installed; install it with: pip install 'gradlab-ranking[plot]'...
+        gradlab.plotting needs the seaborn package, which is not installed; install it with: pip install ...[plot]'...
     """  # noqa: E501
     hint = install_hint(extra)
     package = module.split(".")[0]

@@ -24,6 +24,7 @@ from gradlab.equivalence import (
     synthetic_problem,
 )
 from gradlab.errors import GradlabError
+from gradlab.extras import install_hint
 from tests.helpers.hf_models import cached_replay_in_float32
 
 pytest.importorskip("sentence_transformers")
@@ -35,7 +36,7 @@ FLOAT64_REPLAY = pytest.mark.skipif(
 B = 8
 MISSING_EXTRA = (
     "gradlab.equivalence.CachedMNRL needs the sentence_transformers package, which is not "
-    "installed; install it with: pip install 'gradlab-ranking[sentence-transformers]'"
+    f"installed; install it with: {install_hint('sentence-transformers')}"
 )
 
 
