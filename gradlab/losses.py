@@ -22,6 +22,7 @@ from torch import nn
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.functional.blackbox_ap import blackbox_ap_loss
 from gradlab.functional.fappy import check_delta_min, check_normalization, fappy_deltas, fappy_loss
+from gradlab.functional.fastap import check_num_bins
 from gradlab.functional.losses import (
     check_call_form,
     fastap_loss,
@@ -41,7 +42,6 @@ from gradlab.validation import (
     check_embeddings_and_labels,
     check_interpolation,
     check_non_negative_finite,
-    check_positive_int,
     check_temperature,
     count_noun,
     finite_flag,
@@ -296,7 +296,7 @@ class FastAPLoss(_InBatchLoss):
     autograd: second derivatives (``create_graph=True``) are exact.
 
     Args:
-        num_bins: distance bins, a positive integer.
+        num_bins: distance bins, an integer from 1 to 2**14.
         validate: refuse NaN/inf embeddings and count degenerate batches (one host read).
 
     Example:
@@ -308,7 +308,7 @@ class FastAPLoss(_InBatchLoss):
 
     def __init__(self, num_bins: int = 10, validate: bool = True) -> None:
         super().__init__(validate)
-        self.num_bins = check_positive_int("num_bins", num_bins)
+        self.num_bins = check_num_bins(num_bins)
 
     def _in_batch_loss(self, embeddings: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return fastap_loss(embeddings, labels, self.num_bins, validate=False)

@@ -15,16 +15,41 @@ plus the ``O(B^2 d)`` distance matrix that every in-batch loss pays.
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
+from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
 from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
-from gradlab.validation import (
-    check_embeddings_and_labels,
-    check_positive_int,
-)
+from gradlab.validation import check_embeddings_and_labels
+
+MAX_BINS = 2**14
+"""The most distance bins FastAP takes. In float32 the rounding of a squared distance (``2 - 2
+cos``) moves each soft count by a share of the bin width ``4 / L``, so FastAP drifts from its
+float64 value as the bins narrow: by about 1e-4 at ``2**14`` bins, 1e-3 at ``10**5``, and past 1
+at ``10**7`` (an AP above 1). Cakir et al. (2019) use 10 to 100 bins."""
+
+
+def check_num_bins(value: object) -> int:
+    """Return ``value`` if it is an integer from 1 to :data:`MAX_BINS` (a NumPy integer
+    included, bools refused).
+
+    Example:
+        >>> check_num_bins(10**7)
+        Traceback (most recent call last):
+        ...
+        gradlab.errors.GradlabError: num_bins must be an integer from 1 to 16384 (2**14: with ...
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not (
+            1 <= value <= MAX_BINS):  # fmt: skip
+        raise GradlabError(
+            f"num_bins must be an integer from 1 to {MAX_BINS} (2**14: with narrower bins "
+            "float32 rounding moves FastAP by more than 1e-4, past 1 at 10**7 bins; the paper "
+            f"uses 10 to 100); got {value!r}"
+        )
+    return int(value)
 
 
 @outside_autocast
@@ -37,7 +62,7 @@ def fastap(
         embeddings: ``[B, d]`` floating (cosine: normalized inside); float16 and bfloat16 are
             computed in float32, the result returned in their dtype.
         labels: ``[B]`` integer classes.
-        num_bins: distance bins ``L``, a positive integer.
+        num_bins: distance bins ``L``, an integer from 1 to :data:`MAX_BINS` (``2**14``).
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips the check.
 
     Example:
@@ -46,7 +71,7 @@ def fastap(
         tensor([1., 1., 1., 1.])
     """
     check_embeddings_and_labels(embeddings, labels, finite=validate)
-    num_bins = check_positive_int("num_bins", num_bins)
+    num_bins = check_num_bins(num_bins)
     # Half precision cannot hold distinct bin centres past a few hundred bins (bfloat16 has 8
     # significant bits): computed in float32, returned in the embeddings' dtype.
     normalized = unit_rows(widened(embeddings))  # a zero row: 0

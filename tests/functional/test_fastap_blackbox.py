@@ -2,6 +2,7 @@
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given
@@ -18,6 +19,10 @@ from gradlab.functional import (
 from tests.helpers.default_device import assert_unchanged_under_another_default_device
 from tests.reference.histogram_losses_loops import fastap_query, ranked_ap
 from tests.reference.smooth_ap_loops import loss_from_aps
+
+BINS = (r"num_bins must be an integer from 1 to 16384 \(2\*\*14: with narrower bins float32 "
+        r"rounding moves FastAP by more than 1e-4, past 1 at 10\*\*7 bins; the paper uses 10 "
+        r"to 100\); got ")
 
 
 def batch(seed, size, dims=4):
@@ -122,7 +127,8 @@ def test_descending_ranks_breaks_ties_by_index():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: FastAPLoss(num_bins=0), "num_bins must be a positive integer"),
+        (lambda: FastAPLoss(num_bins=0), BINS + "0$"),
+        (lambda: FastAPLoss(num_bins=2**14 + 1), BINS + "16385$"),
         (
             lambda: BlackboxAPLoss(interpolation=0.0),
             r"interpolation must be a finite number in \[1e-30, 1e\+30\]",
@@ -327,8 +333,10 @@ TWO_LABELS = torch.zeros(2, dtype=torch.long)
          "embeddings must be finite; got (NaN|inf) in .*$"),
         (lambda: fastap(TWO_BY_THREE, torch.zeros(3, dtype=torch.long)),
          r"labels must have shape \(2,\) \(one label per embedding\); got \(3,\)$"),
-        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, 0),
-         "num_bins must be a positive integer; got 0$"),
+        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, 0), BINS + "0$"),
+        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, 2**14 + 1), BINS + "16385$"),
+        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, 10.0), BINS + "10.0$"),
+        (lambda: fastap(TWO_BY_THREE, TWO_LABELS, True), BINS + "True$"),
     ],
 )  # fmt: skip
 def test_fastap_messages_name_the_argument(call, message):
@@ -355,3 +363,16 @@ def test_a_positive_scored_minus_inf_is_a_non_candidate(dtype):
             assert math.isnan(float(ap[q]))
         else:
             assert float(ap[q]) == pytest.approx(expected, rel=torch.finfo(dtype).eps)
+
+
+def test_fastap_at_its_most_bins_stays_near_its_float64_value_and_takes_numpy_integers():
+    # the bound's reason: float32 FastAP drifts from float64 as the bins narrow (docstring of
+    # MAX_BINS); at 2**14 bins it stays within 1e-3 on random batches, and <= 1
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.arange(16) % 4
+    for _ in range(5):
+        embeddings = torch.randn(16, 5, generator=generator)
+        wide = fastap(embeddings.double(), labels, num_bins=np.int64(2**14))
+        narrow = fastap(embeddings, labels, num_bins=2**14)
+        assert (narrow.double() - wide).abs().max() < 1e-3 and narrow.max() <= 1.0
+    assert FastAPLoss(num_bins=np.int64(20)).num_bins == 20
