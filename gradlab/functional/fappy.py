@@ -44,6 +44,7 @@ from gradlab.functional.score_losses import widened
 from gradlab.validation import (
     check_embeddings_and_labels,
     check_in_range,
+    check_positive_int,
     check_real_device,
     check_same_device,
     check_shape,
@@ -337,10 +338,22 @@ def fappy_gradient_closed_form(
     ``P_ij`` is piecewise linear in ``s_ik``; at a bin edge this is the right derivative (the
     bins are half-open, ``[b_t, b_t + Delta)``).
 
+    Args:
+        pair_similarity: ``s_ij``, a cosine in ``[-1, 1]``.
+        negative_similarity: ``s_ik``, a cosine in ``[-1, 1]``.
+        delta: the bin width, dividing 2 into whole bins (:func:`check_bin_width`).
+        num_negatives: the number of negatives of ``i``, a positive integer.
+
+    Raises:
+        GradlabError: an argument outside its range, naming it.
+
     Example:
         >>> fappy_gradient_closed_form(0.3, 0.1, delta=0.25, num_negatives=4)
         0.8
     """
+    pair_similarity, negative_similarity, delta = _checked_pair(
+        pair_similarity, negative_similarity, delta)
+    num_negatives = check_positive_int("num_negatives", num_negatives)
     lower, h_left, h_right = (float(v) for v in _bin_position(pair_similarity, delta))
     value = 0.0
     if lower - delta <= negative_similarity < lower:
@@ -350,15 +363,27 @@ def fappy_gradient_closed_form(
     return value / (num_negatives * delta)
 
 
+def _checked_pair(pair: object, negative: object, delta: object) -> tuple[float, float, float]:
+    """The two cosines and the bin width of a single-bin derivative, checked."""
+    return (check_in_range("pair_similarity", pair, -1.0, 1.0),
+            check_in_range("negative_similarity", negative, -1.0, 1.0),
+            check_bin_width(delta))  # fmt: skip
+
+
 def fappy_lemma1_as_printed(
     pair_similarity: float, negative_similarity: float, delta: float
 ) -> float:
     """The FAPPY appendix's value of ``dP_ij / ds_ik``: ``-h_right`` on ``[b_t, b_{t+1}]``.
 
+    Arguments as for :func:`fappy_gradient_closed_form` (no number of negatives: the printed
+    value has none).
+
     Example:
-        >>> fappy_lemma1_as_printed(0.0, 2.0, 0.5)  # a negative outside the pair's bin
+        >>> fappy_lemma1_as_printed(0.0, 0.9, 0.5)  # a negative outside the pair's bin [0, 0.5)
         0.0
     """
+    pair_similarity, negative_similarity, delta = _checked_pair(
+        pair_similarity, negative_similarity, delta)
     lower, _, h_right = (float(v) for v in _bin_position(pair_similarity, delta))
     return -h_right if lower <= negative_similarity <= lower + delta else 0.0
 

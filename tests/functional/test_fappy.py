@@ -8,6 +8,7 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+import gradlab.functional
 from gradlab import FAPPYLoss, GradlabError
 from gradlab.experiments.verification import histogram_loss_gradient_errors
 from gradlab.functional import (
@@ -529,3 +530,32 @@ def test_half_precision_scores_are_binned_in_float32_and_p_returned_in_their_dty
                 for i, j in zip(first, second, strict=True)]  # fmt: skip
     torch.testing.assert_close(probabilities.double(), torch.tensor(expected, dtype=torch.float64),
                                atol=torch.finfo(dtype).eps, rtol=torch.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("function", ["fappy_gradient_closed_form", "fappy_lemma1_as_printed"])
+@pytest.mark.parametrize(("position", "value", "message"), [
+    (0, math.nan, "pair_similarity must be a finite number in [-1, 1]; got nan"),
+    (0, 1.5, "pair_similarity must be a finite number in [-1, 1]; got 1.5"),
+    (0, "a", "pair_similarity must be a finite number in [-1, 1]; got 'a'"),
+    (1, -1.25, "negative_similarity must be a finite number in [-1, 1]; got -1.25"),
+    (1, math.inf, "negative_similarity must be a finite number in [-1, 1]; got inf"),
+    (2, 0.0, "delta must be a finite number in [9.53674e-07, 2]"),
+    (2, -0.25, "delta must be a finite number in [9.53674e-07, 2]"),
+    (2, 0.3, "delta must divide 2 into whole bins (2 / delta an integer: 2.0, 1.0, 0.5, 0.4, "
+             "...); got 0.3"),
+])  # fmt: skip
+def test_a_single_bin_derivative_refuses_what_it_cannot_place(function, position, value,
+                                                              message):
+    # NaN gave 0.0, a cosine of 1.5 a number, delta 0 a ZeroDivisionError
+    arguments = [0.3, 0.1, 0.25, 4][: 3 if function == "fappy_lemma1_as_printed" else 4]
+    arguments[position] = value
+    with pytest.raises(GradlabError) as raised:
+        getattr(gradlab.functional, function)(*arguments)
+    assert str(raised.value).startswith(message)
+
+
+@pytest.mark.parametrize("count", [0, -1, 2.0, True])
+def test_the_closed_form_needs_a_positive_number_of_negatives(count):
+    with pytest.raises(GradlabError) as raised:
+        gradlab.functional.fappy_gradient_closed_form(0.3, 0.1, 0.25, count)
+    assert str(raised.value) == f"num_negatives must be a positive integer; got {count!r}"
