@@ -41,6 +41,7 @@ from gradlab.validation import (
     check_shape,
     check_tensor,
     renamed_keyword,
+    value_checks_enabled,
 )
 
 PAIR_SETS = ("all", "positive-rows", "positive-negative")
@@ -93,10 +94,25 @@ def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tenso
     A threshold with ``p >= 1/4`` has no region (width 0). The tensor form of
     :func:`operating_region_width`, for per-pair thresholds.
 
+    Args:
+        tau: sigmoid temperature, positive and finite.
+        thresholds: slope thresholds, a real tensor of any shape, each positive and finite
+            (read back once to check, except inside
+            :func:`gradlab.validation.skip_value_checks`).
+
+    Raises:
+        GradlabError: ``tau`` or ``thresholds`` outside its range, naming it.
+
     Example:
         >>> operating_region_widths(0.01, torch.tensor([0.005, 100.0]))
         tensor([0.0990, 0.0000], dtype=torch.float64)
     """
+    tau = check_positive_finite("tau", tau)
+    check_tensor("thresholds", thresholds, ndims=range(9), kind="any_real")
+    if value_checks_enabled() and thresholds.numel() and not bool(
+            (thresholds > 0).logical_and_(thresholds < math.inf).all()):  # fmt: skip
+        bad = thresholds[~((thresholds > 0) & (thresholds < math.inf))][0].item()
+        raise GradlabError(f"thresholds must be positive and finite; got {bad!r} among them")
     thresholds = thresholds.to(torch.float64)
     product = thresholds * tau
     root = torch.sqrt(torch.clamp(1.0 - 4.0 * product, min=0.0))

@@ -400,7 +400,9 @@ class GradientCounts(Quantity):
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
             rows = batch.rows_of(group.queries)  # None: every row (no indexing)
             anchors = (scores if rows is None else scores[rows]).gather(1, group.positive_columns)
-            widths = operating_region_widths(batch.tau, self.threshold * (rank_a + rank_c) ** 2)
+            with skip_value_checks():  # positive by construction: nothing to read back
+                widths = operating_region_widths(batch.tau,
+                                                 self.threshold * (rank_a + rank_c) ** 2)
             widths = widths.to(scores.dtype)
             inside = batch.counts_at(anchors, widths, rows) - (widths > 0).long()
             if in_batch:  # the query is not a candidate: take it out of its windows

@@ -554,3 +554,35 @@ def test_at_the_smallest_normal_product_the_width_is_correctly_rounded(tau):
 def test_expected_proportion_options_are_refused_by_name(kwargs, message):
     with pytest.raises(GradlabError, match=rf"^{message}"):
         expected_operating_region_proportion(spread=0.1, **kwargs)
+
+
+@pytest.mark.parametrize(("tau", "thresholds", "message"), [
+    (0.0, torch.tensor([0.005]), "tau must be a positive finite number; got 0.0"),
+    (math.nan, torch.tensor([0.005]), "tau must be a positive finite number; got nan"),
+    ("a", torch.tensor([0.005]), "tau must be a positive finite number; got 'a'"),
+    (0.01, [0.005], "thresholds must be a torch.Tensor; got list"),
+    (0.01, torch.tensor([True]), "thresholds must have a real floating or integer dtype; got "
+                                 "torch.bool"),
+    (0.01, torch.tensor([0.005, -1.0]), "thresholds must be positive and finite; got -1.0 "
+                                        "among them"),
+    (0.01, torch.tensor([0.0]), "thresholds must be positive and finite; got 0.0 among them"),
+    (0.01, torch.tensor([[math.nan]]), "thresholds must be positive and finite; got nan among "
+                                       "them"),
+    (0.01, torch.tensor([math.inf]), "thresholds must be positive and finite; got inf among "
+                                     "them"),
+])  # fmt: skip
+def test_per_pair_widths_refuse_what_has_no_width(tau, thresholds, message):
+    # a zero threshold gave inf, a negative one NaN, tau 0 a math domain error
+    with pytest.raises(GradlabError) as raised:
+        operating_region_widths(tau, thresholds)
+    assert str(raised.value) == message
+
+
+def test_per_pair_widths_read_nothing_back_inside_skip_value_checks():
+    from gradlab.validation import skip_value_checks
+
+    with skip_value_checks():  # the Monitor's logged step: its thresholds are its own
+        widths = operating_region_widths(0.01, torch.tensor([0.005, -1.0], dtype=torch.float64))
+    assert widths[0].item() == pytest.approx(operating_region_width(0.01, 0.005), rel=1e-12)
+    assert widths[1].isnan()
+    assert operating_region_widths(0.01, torch.zeros(0)).shape == (0,)  # nothing to check
