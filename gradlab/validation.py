@@ -401,11 +401,16 @@ def check_embedding_size(name: str, embeddings: torch.Tensor) -> None:
 
 
 def check_embeddings_and_labels(
-    embeddings: torch.Tensor, labels: torch.Tensor, *, finite: bool = False
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    finite: bool = False,
+    names: tuple[str, str] = ("embeddings", "labels"),
 ) -> None:
     """The in-batch inputs: ``embeddings [B, d]`` floats (``d >= 1``) and ``labels [B]``
     integers, on one real device; with ``finite``, also refuse NaN or infinite embeddings
-    (one value read, after every metadata check).
+    (one value read, after every metadata check). ``names``: the two arguments as the caller
+    calls them (``("candidates", "candidate_labels")``), for the messages.
 
     Example:
         >>> try:
@@ -414,14 +419,15 @@ def check_embeddings_and_labels(
         ...     print(error)
         labels must have shape (4,) (one label per embedding); got (5,)
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float")
-    check_embedding_size("embeddings", embeddings)
-    check_tensor("labels", labels, ndims=(1,), kind="integer")
-    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
-    check_real_device(embeddings=embeddings, labels=labels)
-    check_same_device(embeddings=embeddings, labels=labels)
+    rows, row_labels = names
+    check_tensor(rows, embeddings, ndims=(2,), kind="float")
+    check_embedding_size(rows, embeddings)
+    check_tensor(row_labels, labels, ndims=(1,), kind="integer")
+    check_shape(row_labels, labels, embeddings.shape[:1], f"one label per {rows.removesuffix('s')}")
+    check_real_device(**{rows: embeddings, row_labels: labels})
+    check_same_device(**{rows: embeddings, row_labels: labels})
     if finite:
-        check_finite("embeddings", embeddings)
+        check_finite(rows, embeddings)
 
 
 def check_positive_finite(name: str, value: object) -> float:

@@ -147,7 +147,8 @@ def retrieval_at_scale(
     else:
         if candidate_labels is None:
             raise GradlabError("candidate_labels must be given with candidates; got None")
-        check_embeddings_and_labels(pool, candidate_labels)
+        check_embeddings_and_labels(pool, candidate_labels,
+                                    names=("candidates", "candidate_labels"))
         pool_labels = candidate_labels
     ks = check_ks(ks)
     available = pool.shape[0] - int(same_source)
