@@ -174,9 +174,18 @@ def _discount_partial_sum(x: torch.Tensor) -> torch.Tensor:
 
 
 def _check_counts(**counts: object) -> None:
-    """The counts of the stand-ins are tensors of a real dtype (no value is read)."""
+    """The counts of the stand-ins are tensors of a real dtype whose shapes broadcast together
+    (no value is read)."""
     for name, value in counts.items():
         check_tensor(name, value, ndims=tuple(range(9)), kind="any_real")
+    shapes = [tuple(value.shape) for value in counts.values()]
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        names = " and ".join(counts)
+        raise GradlabError(f"{names} must have shapes that broadcast together (one count per "
+                           f"entry, or a single count); got {' and '.join(map(str, shapes))}"
+                           ) from None  # fmt: skip
 
 
 def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> None:

@@ -254,3 +254,16 @@ def test_a_rate_of_a_meta_count_is_refused_by_name_before_its_signs_are_read(met
         harmonic_rate(counts["a"], counts["count"])
     assert str(raised.value) == (f"{meta} is a meta tensor (a shape without values); pass a "
                                  "tensor on a real device (cpu, cuda, ...)")  # fmt: skip
+
+
+@pytest.mark.parametrize(("function", "second"), [
+    (harmonic_gap, "b"), (discount_gap, "b"), (harmonic_rate, "count"), (discount_rate, "count")])
+def test_counts_whose_shapes_do_not_broadcast_are_refused_by_name(function, second):
+    # a raw torch size-mismatch error from deep inside the stand-in, before
+    with pytest.raises(GradlabError) as raised:
+        function(torch.tensor([1.0, 2.0]), torch.tensor([3.0, 4.0, 5.0]))
+    assert str(raised.value) == (
+        f"a and {second} must have shapes that broadcast together (one count per entry, or a "
+        "single count); got (2,) and (3,)"
+    )
+    assert function(torch.tensor([[1.0], [2.0]]), torch.tensor([3.0, 4.0, 5.0])).shape == (2, 3)
