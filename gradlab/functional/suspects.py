@@ -30,6 +30,7 @@ from gradlab.errors import GradlabError
 from gradlab.validation import (
     check_in_range,
     check_positive_int,
+    check_real_device,
     check_same_device,
     check_shape,
     check_tensor,
@@ -57,6 +58,11 @@ def content_hashes(items: Iterable[str | bytes]) -> torch.Tensor:
         >>> bool(hashes[0] == hashes[2]), bool(hashes[0] == hashes[1])
         (True, False)
     """
+    if isinstance(items, (str, bytes)) or not isinstance(items, Iterable):
+        got = (f"a single {type(items).__name__}, whose characters would be hashed one by one "
+               "(pass [text] for one item)" if isinstance(items, (str, bytes))
+               else type(items).__name__)  # fmt: skip
+        raise GradlabError(f"items must be an iterable of str or bytes, one per item; got {got}")
     values = []
     for index, item in enumerate(items):
         if isinstance(item, str):
@@ -70,17 +76,22 @@ def content_hashes(items: Iterable[str | bytes]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64)
 
 
-def _collisions(name: str, values: torch.Tensor | None, shape: torch.Size) -> torch.Tensor | None:
+def _collisions(name: str, values: torch.Tensor | None, scores: torch.Tensor
+                ) -> torch.Tensor | None:  # fmt: skip
     """``[Q, C]`` equal entries of ``values`` (``[B]`` for a square or in-batch matrix, or a
-    pair ``(rows [Q], columns [C])``)."""
+    pair ``(rows [Q], columns [C])``), on one device (any: moved to the scores' after), and a
+    real one unless the scores are meta too."""
     if values is None:
         return None
     rows, columns = values if isinstance(values, tuple) else (values, values)
     kind = "integer" if name == "labels" else "any"  # labels are integers (the glossary)
-    for part, size, what in ((rows, shape[0], "one per query"),
-                             (columns, shape[1], "one per candidate")):  # fmt: skip
+    for part, size, what in ((rows, scores.shape[0], "one per query"),
+                             (columns, scores.shape[1], "one per candidate")):  # fmt: skip
         check_tensor(name, part, ndims=(1,), kind=kind)
         check_shape(name, part, (size,), what)
+    check_same_device(**{f"{name} of the queries": rows, f"{name} of the candidates": columns})
+    if not scores.is_meta:
+        check_real_device(**{name: rows})
     return rows.unsqueeze(1) == columns.unsqueeze(0)
 
 
@@ -132,11 +143,12 @@ def false_negative_suspects(
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
         negatives = negatives & candidate_mask
         positives = positives & candidate_mask
     flagged = torch.zeros_like(negatives)
     for name, values in (("labels", labels), ("hashes", hashes)):
-        same = _collisions(name, values, scores.shape)
+        same = _collisions(name, values, scores)
         if same is not None:
             flagged = flagged | same.to(flagged.device)
     if margin is not None:

@@ -349,3 +349,41 @@ def test_the_optional_tensors_must_be_on_the_scores_device(extra, message):
     with pytest.raises(GradlabError) as caught:
         suspect_summary(eye, torch.zeros(2, 2), eye, **extra)
     assert str(caught.value) == message
+
+
+@pytest.mark.parametrize(("items", "message"), [
+    (None, "items must be an iterable of str or bytes, one per item; got NoneType"),
+    ("abc", "items must be an iterable of str or bytes, one per item; got a single str, whose "
+            "characters would be hashed one by one (pass [text] for one item)"),
+    (b"ab", "items must be an iterable of str or bytes, one per item; got a single bytes, whose "
+            "characters would be hashed one by one (pass [text] for one item)"),
+])  # fmt: skip
+def test_content_hashes_refuse_what_is_not_a_list_of_items(items, message):
+    # a bare string gave one hash per character; None a TypeError
+    with pytest.raises(GradlabError) as raised:
+        content_hashes(items)
+    assert str(raised.value) == message
+
+
+def test_masks_and_labels_on_another_device_than_the_scores_are_refused_by_name():
+    scores, positives = torch.zeros(3, 5), torch.zeros(3, 5, dtype=torch.bool)
+    meta = torch.ones(3, 5, dtype=torch.bool, device="meta")
+    cases = [
+        ({"margin": 0.1, "candidate_mask": meta},
+         "tensors must be on one device; got scores on cpu, candidate_mask on meta"),
+        ({"labels": (torch.arange(3, device="meta"), torch.arange(5))},
+         "tensors must be on one device; got labels of the queries on meta, labels of the "
+         "candidates on cpu"),
+        ({"hashes": (torch.arange(3, device="meta"), torch.arange(5, device="meta"))},
+         "hashes is a meta tensor (a shape without values); pass a tensor on a real device "
+         "(cpu, cuda, ...)"),
+    ]
+    for options, message in cases:
+        with pytest.raises(GradlabError) as raised:
+            false_negative_suspects(scores, positives, **options)
+        assert str(raised.value) == message
+    # meta scores with meta labels: shapes alone, as torch computes on meta
+    flagged = false_negative_suspects(scores.to("meta"), positives.to("meta"),
+                                      labels=(torch.arange(3, device="meta"),
+                                              torch.arange(5, device="meta")))  # fmt: skip
+    assert flagged.is_meta and flagged.shape == (3, 5)
