@@ -92,7 +92,7 @@ def nearest_neighbours(
                 [0, 1]])
     """
     queries, pool, same_source = _check_points(embeddings, candidates)
-    _check_k_and_chunk(k, chunk_size, pool.shape[0] - int(same_source))
+    _check_k_and_chunk(k, chunk_size, pool.shape[0], same_source)
     return _neighbours(queries, pool, k, same_source, chunk_size)
 
 
@@ -165,43 +165,70 @@ def retrieval_at_scale(
     return _metrics_from_neighbours(pool_labels[neighbours] == labels[:, None], relevant_count, ks)
 
 
-def precision_at_1(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+def precision_at_1(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    candidates: torch.Tensor | None = None,
+    candidate_labels: torch.Tensor | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> float:
     """The share of queries whose nearest neighbour shares their label (lone queries skipped).
 
-    Options as for :func:`retrieval_at_scale`.
+    ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> precision_at_1(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
-    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["precision_at_1"]
+    return retrieval_at_scale(embeddings, labels, candidates=candidates,
+                              candidate_labels=candidate_labels, ks=(1,),
+                              chunk_size=chunk_size)["precision_at_1"]  # fmt: skip
 
 
-def r_precision(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+def r_precision(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    candidates: torch.Tensor | None = None,
+    candidate_labels: torch.Tensor | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> float:
     """R-Precision (Musgrave et al., 2020, Sec. 3.2): relevant share of the first R neighbours.
 
-    Options as for :func:`retrieval_at_scale`.
+    ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> r_precision(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
-    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["r_precision"]
+    return retrieval_at_scale(embeddings, labels, candidates=candidates,
+                              candidate_labels=candidate_labels, ks=(1,),
+                              chunk_size=chunk_size)["r_precision"]  # fmt: skip
 
 
-def map_at_r(embeddings: torch.Tensor, labels: torch.Tensor, **options) -> float:
+def map_at_r(
+    embeddings: torch.Tensor,
+    labels: torch.Tensor,
+    *,
+    candidates: torch.Tensor | None = None,
+    candidate_labels: torch.Tensor | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> float:
     """MAP@R (Musgrave et al., 2020, Sec. 3.2): ``(1/R) sum_{i <= R} P(i) rel(i)``, averaged.
 
-    Options as for :func:`retrieval_at_scale`.
+    ``candidates``, ``candidate_labels`` and ``chunk_size`` as for :func:`retrieval_at_scale`.
 
     Example:
         >>> points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
         >>> map_at_r(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
-    return retrieval_at_scale(embeddings, labels, ks=(1,), **options)["map_at_r"]
+    return retrieval_at_scale(embeddings, labels, candidates=candidates,
+                              candidate_labels=candidate_labels, ks=(1,),
+                              chunk_size=chunk_size)["map_at_r"]  # fmt: skip
 
 
 def _check_points(
@@ -228,13 +255,18 @@ def _check_points(
     return embeddings, candidates, False
 
 
-def _check_k_and_chunk(k: int, chunk_size: int, available: int) -> None:
+def _check_k_and_chunk(k: int, chunk_size: int, rows: int, same_source: bool) -> None:
+    """``rows``: the candidates' (the embeddings' when ``same_source``: a query is not its own
+    candidate, so each sees one fewer)."""
     check_positive_int("k", k)
     check_positive_int("chunk_size", chunk_size)
+    available = rows - 1 if same_source and rows else rows
     if k > available:
+        source = "embeddings" if same_source else "candidates"
         raise GradlabError(
-            f"k must be at most the number of candidates a query can see ({available}); "
-            f"got {k}"
+            f"k must be at most the number of candidates a query can see ({available}: "
+            f"{source} of {rows} row{'s' if rows != 1 else ''}"
+            f"{', each query not its own candidate' if same_source else ''}); got {k}"
         )
 
 

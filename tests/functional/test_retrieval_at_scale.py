@@ -219,7 +219,8 @@ def test_lone_queries_are_left_out_and_no_relevant_pair_gives_nan():
          "^embeddings must be finite"),
         (lambda: nearest_neighbours(torch.tensor([[1.0, 0.0], [-math.inf, 1.0]]), 1,
                                     candidates=torch.eye(2)), "^embeddings must be finite"),
-        (lambda: nearest_neighbours(torch.zeros(1, 2), 1), r"at most .* \(0\); got 1"),
+        (lambda: nearest_neighbours(torch.zeros(1, 2), 1),
+         r"at most .* \(0: embeddings of 1 row, each query not its own candidate\); got 1"),
         (lambda: nearest_neighbours(torch.zeros(3, 2), True), "k must be a positive integer"),
     ],
 )  # fmt: skip
@@ -468,3 +469,29 @@ def test_a_k_beyond_the_candidates_ranks_every_candidate_as_recall_at_k_does(sep
         scores, positives = drop_diagonal(scores), drop_diagonal(positives)
     dense = recall_at_k(scores, positives, ks=ks)
     assert [dense[k] for k in ks] == pytest.approx([ours[f"recall@{k}"] for k in ks], abs=1e-12)
+
+
+@pytest.mark.parametrize(("embeddings", "k", "options", "message"), [
+    (torch.zeros(0, 4), 1, {}, "0: embeddings of 0 rows, each query not its own candidate"),
+    (torch.zeros(1, 4), 1, {}, "0: embeddings of 1 row, each query not its own candidate"),
+    (torch.zeros(3, 4), 3, {}, "2: embeddings of 3 rows, each query not its own candidate"),
+    (torch.zeros(3, 4), 3, {"candidates": torch.zeros(2, 4)}, "2: candidates of 2 rows"),
+])  # fmt: skip
+def test_a_k_past_the_candidates_a_query_sees_says_how_many_it_sees(embeddings, k, options,
+                                                                   message):
+    # an empty batch was said to give each query -1 candidates
+    with pytest.raises(GradlabError) as raised:
+        nearest_neighbours(embeddings, k, **options)
+    assert str(raised.value) == (
+        f"k must be at most the number of candidates a query can see ({message}); got {k}")
+
+
+@pytest.mark.parametrize("metric", [precision_at_1, r_precision, map_at_r])
+def test_the_single_metrics_take_the_options_they_name_and_no_other(metric):
+    points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+    labels = torch.tensor([0, 0, 1, 1])
+    assert metric(points, labels, chunk_size=1) == metric(points, labels) == 0.75
+    assert metric(points[:2], labels[:2], candidates=points[2:],
+                  candidate_labels=labels[:2]) == 1.0  # both find [0.8, 0.3], label 0
+    with pytest.raises(TypeError, match="unexpected keyword argument 'ks'"):
+        metric(points, labels, ks=(1,))  # ks=(1,) is the metric's own: not passed twice
