@@ -41,10 +41,32 @@ from gradlab.validation import (
 def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
     """1-based rank of each entry along the last axis, larger scores first (ties by index).
 
+    Args:
+        scores: a real tensor of at least one dimension, without NaN (a NaN has no rank; read
+            back once to check, except inside :func:`gradlab.validation.skip_value_checks`).
+            ``-inf`` and ``inf`` rank last and first.
+
+    Returns:
+        The ranks, in ``scores``' dtype and shape.
+
     Example:
         >>> descending_ranks(torch.tensor([0.1, 0.9, 0.5]))
         tensor([3., 1., 2.])
     """
+    check_tensor("scores", scores, ndims=range(9), kind="any_real")
+    if scores.dim() == 0:
+        raise GradlabError("scores must have at least one dimension (the ranks run along the "
+                           "last); got a 0-d tensor")  # fmt: skip
+    check_real_device(scores=scores)
+    if (value_checks_enabled() and scores.is_floating_point() and scores.numel()
+            and bool(scores.isnan().any())):  # fmt: skip
+        raise GradlabError("scores must not be NaN (a NaN has no rank); got NaN at "
+                           f"{scores.isnan().nonzero()[0].tolist()}")  # fmt: skip
+    return _descending_ranks(scores)
+
+
+def _descending_ranks(scores: torch.Tensor) -> torch.Tensor:
+    """:func:`descending_ranks` of scores already checked (Blackbox AP's own)."""
     order = scores.argsort(dim=-1, descending=True, stable=True)
     ranks = torch.empty_like(scores)
     positions = torch.arange(1, scores.shape[-1] + 1, dtype=scores.dtype, device=scores.device)
@@ -66,7 +88,7 @@ class BlackboxRanks(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, scores, interpolation):  # type: ignore[override]
-        ranks = descending_ranks(scores)
+        ranks = _descending_ranks(scores)
         ctx.interpolation = interpolation
         ctx.save_for_backward(scores, ranks)
         return ranks
@@ -81,7 +103,7 @@ class BlackboxRanks(torch.autograd.Function):
                 "create_graph=False, or SmoothAP or FastAP, whose second derivatives are exact"
             )
         scores, ranks = ctx.saved_tensors
-        perturbed = descending_ranks(scores + ctx.interpolation * grad_ranks)
+        perturbed = _descending_ranks(scores + ctx.interpolation * grad_ranks)
         return -(ranks - perturbed) / ctx.interpolation, None
 
 

@@ -376,3 +376,26 @@ def test_fastap_at_its_most_bins_stays_near_its_float64_value_and_takes_numpy_in
         narrow = fastap(embeddings, labels, num_bins=2**14)
         assert (narrow.double() - wide).abs().max() < 1e-3 and narrow.max() <= 1.0
     assert FastAPLoss(num_bins=np.int64(20)).num_bins == 20
+
+
+@pytest.mark.parametrize(("scores", "message"), [
+    (torch.tensor(1.0), "scores must have at least one dimension (the ranks run along the "
+                        "last); got a 0-d tensor"),
+    ([1.0, 2.0], "scores must be a torch.Tensor; got list"),
+    (torch.tensor([[0.5, 0.9], [math.nan, 0.1]]), "scores must not be NaN (a NaN has no rank); "
+                                                  "got NaN at [1, 0]"),
+    (torch.tensor([True, False]), "scores must have a real floating or integer dtype; got "
+                                  "torch.bool"),
+    (torch.zeros(2, device="meta"), "scores is a meta tensor (a shape without values); pass a "
+                                    "tensor on a real device (cpu, cuda, ...)"),
+])  # fmt: skip
+def test_descending_ranks_refuses_what_has_no_rank(scores, message):
+    # a NaN was ranked first in silence; a 0-d tensor an IndexError
+    with pytest.raises(GradlabError) as raised:
+        descending_ranks(scores)
+    assert str(raised.value) == message
+
+
+def test_descending_ranks_ranks_integers_and_infinities():
+    assert descending_ranks(torch.tensor([3, 1, 2])).tolist() == [1, 3, 2]
+    assert descending_ranks(torch.tensor([-math.inf, 1.0, math.inf])).tolist() == [3.0, 2.0, 1.0]
