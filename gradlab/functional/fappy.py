@@ -388,23 +388,48 @@ def fappy_lemma1_as_printed(
     return -h_right if lower <= negative_similarity <= lower + delta else 0.0
 
 
+ROUNDING_SLACK = 1e-3
+"""How far past its range a cosine (or a unit vectors' distance past 2) may lie and still be
+taken as rounding (float16 resolves about 1e-3 near 1): :func:`euclidean_from_cosine` and
+:func:`cosine_from_euclidean` clamp such a value and refuse one further out."""
+
+
+def _check_within(name: str, values: torch.Tensor, low: float, high: float, what: str) -> None:
+    """Refuse entries below ``low`` or above ``high`` (beyond :data:`ROUNDING_SLACK`), in one
+    read (none inside :func:`gradlab.validation.skip_value_checks`)."""
+    if not (value_checks_enabled() and values.numel()):
+        return
+    outside = (values < low - ROUNDING_SLACK) | (values > high + ROUNDING_SLACK)
+    if bool(outside.any()):
+        raise GradlabError(f"{name} must be {what}, in [{low:g}, {high:g}] up to rounding "
+                           f"({ROUNDING_SLACK:g}); got {float(values[outside][0]):g}")  # fmt: skip
+
+
 def euclidean_from_cosine(similarity: torch.Tensor) -> torch.Tensor:
     """Distance of L2-normalized vectors from their cosine: ``sqrt(2 - 2 s)`` (Zhong et al., app.).
+
+    ``similarity``: cosines in ``[-1, 1]``; past that by rounding (up to
+    :data:`ROUNDING_SLACK`) they are clamped, further out refused.
 
     Example:
         >>> euclidean_from_cosine(torch.tensor([1.0, 0.0, -1.0]))
         tensor([0.0000, 1.4142, 2.0000])
     """
     check_tensor("similarity", similarity, ndims=tuple(range(8)), kind="float", finite=True)
-    return torch.sqrt(torch.clamp(2.0 - 2.0 * similarity, min=0.0))
+    _check_within("similarity", similarity, -1.0, 1.0, "a cosine")
+    return torch.sqrt(torch.clamp(2.0 - 2.0 * similarity, min=0.0, max=4.0))
 
 
 def cosine_from_euclidean(distance: torch.Tensor) -> torch.Tensor:
     """The inverse map: ``s = 1 - d^2 / 2`` for ``0 <= d <= 2``.
+
+    ``distance``: distances of unit vectors in ``[0, 2]``; past that by rounding (up to
+    :data:`ROUNDING_SLACK`) they are clamped, further out refused.
 
     Example:
         >>> cosine_from_euclidean(torch.tensor([0.0, 2.0]))
         tensor([ 1., -1.])
     """
     check_tensor("distance", distance, ndims=tuple(range(8)), kind="float", finite=True)
-    return 1.0 - distance**2 / 2.0
+    _check_within("distance", distance, 0.0, 2.0, "a distance of unit vectors")
+    return 1.0 - distance.clamp(min=0.0, max=2.0) ** 2 / 2.0

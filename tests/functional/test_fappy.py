@@ -559,3 +559,31 @@ def test_the_closed_form_needs_a_positive_number_of_negatives(count):
     with pytest.raises(GradlabError) as raised:
         gradlab.functional.fappy_gradient_closed_form(0.3, 0.1, 0.25, count)
     assert str(raised.value) == f"num_negatives must be a positive integer; got {count!r}"
+
+
+@pytest.mark.parametrize(("function", "values", "message"), [
+    ("cosine_from_euclidean", [0.5, 1e6], "distance must be a distance of unit vectors, in "
+                                          "[0, 2] up to rounding (0.001); got 1e+06"),
+    ("cosine_from_euclidean", [-1.0], "distance must be a distance of unit vectors, in [0, 2] "
+                                      "up to rounding (0.001); got -1"),
+    ("euclidean_from_cosine", [4.0], "similarity must be a cosine, in [-1, 1] up to rounding "
+                                     "(0.001); got 4"),
+    ("euclidean_from_cosine", [-1.01], "similarity must be a cosine, in [-1, 1] up to rounding "
+                                       "(0.001); got -1.01"),
+])  # fmt: skip
+def test_the_distance_cosine_maps_refuse_values_outside_their_domain(function, values, message):
+    # 1e6 gave a cosine of -5e11, a cosine of 4 a distance of 0
+    with pytest.raises(GradlabError) as raised:
+        getattr(gradlab.functional, function)(torch.tensor(values))
+    assert str(raised.value) == message
+
+
+def test_the_distance_cosine_maps_clamp_rounding_and_invert_each_other():
+    from gradlab.functional import cosine_from_euclidean, euclidean_from_cosine
+
+    cosines = torch.tensor([1.0005, 1.0, 0.3, -1.0, -1.0005], dtype=torch.float64)
+    distances = euclidean_from_cosine(cosines)
+    assert distances.tolist() == [0.0, 0.0, math.sqrt(1.4), 2.0, 2.0]
+    assert torch.allclose(cosine_from_euclidean(distances), cosines.clamp(-1.0, 1.0),
+                          rtol=0, atol=1e-15)  # fmt: skip
+    assert cosine_from_euclidean(torch.tensor([2.0005, -0.0])).tolist() == [-1.0, 1.0]
