@@ -35,6 +35,7 @@ the Monitor calls these measures on inputs it has checked).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -776,7 +777,7 @@ def chance_level(num_candidates: int) -> float:
     """
     if (
         isinstance(num_candidates, bool)
-        or not isinstance(num_candidates, int)
+        or not isinstance(num_candidates, numbers.Integral)  # a NumPy integer too
         or (num_candidates < 1)
     ):
         raise GradlabError(

@@ -398,9 +398,19 @@ def harmonic_log_error(
         (0.008079, 0.01)
     """
     check_harmonic_method(method)
-    a_arr, n_arr = np.broadcast_arrays(
-        np.asarray(a, dtype=np.float64), np.asarray(n, dtype=np.float64)
-    )
+    arrays = []
+    for name, value in (("a", a), ("n", n)):
+        array = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
+        if array.dtype.kind not in "iuf":  # bools, text and objects are no counts
+            raise GradlabError(f"{name} must be a real number or an array of real numbers for "
+                               f"harmonic_log_error; got {value!r}")  # fmt: skip
+        arrays.append(array.astype(np.float64))
+    try:
+        a_arr, n_arr = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise GradlabError(f"a and n must have shapes that broadcast together for "
+                           f"harmonic_log_error; got {arrays[0].shape} and {arrays[1].shape}"
+                           ) from None  # fmt: skip
     for name, values, least in (("a", a_arr, 1), ("n", n_arr, 0)):
         if not np.all(np.isfinite(values)):
             raise GradlabError(f"{name} must be finite for harmonic_log_error; got "

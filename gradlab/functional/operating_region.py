@@ -23,6 +23,7 @@ in front of every term of their Eq. 13), exceeds a threshold, and the queries wi
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 from typing import NamedTuple
 
@@ -290,7 +291,7 @@ def expected_operating_region_proportion(
     include_diagonal = check_bool("include_diagonal", include_diagonal)
     if num_candidates is not None and (
         isinstance(num_candidates, bool)
-        or not isinstance(num_candidates, int)
+        or not isinstance(num_candidates, numbers.Integral)  # a NumPy integer too
         or num_candidates < 1
     ):  # checked whether or not the diagonal is included
         raise GradlabError(f"num_candidates must be a positive integer; got {num_candidates!r}")

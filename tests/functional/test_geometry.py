@@ -704,3 +704,12 @@ def test_float64_points_whose_centred_values_are_all_zero_have_rank_one():
     points = torch.tensor([[0.5, -1.25, 2.0, 0.75]], dtype=torch.float64).repeat(8, 1)
     rank, share = geometry.effective_rank(points)
     assert (rank.item(), share.item()) == (1.0, 0.25)
+
+
+def test_chance_level_takes_a_numpy_integer_as_a_count():
+    import numpy as np
+
+    # a count read from an array (a config, a batch's shape through NumPy) was refused
+    assert geometry.chance_level(np.int64(128)) == geometry.chance_level(128) == math.log(128)
+    with pytest.raises(GradlabError, match=r"num_candidates must be a positive integer"):
+        geometry.chance_level(np.float64(128.0))

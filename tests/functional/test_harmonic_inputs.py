@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -267,3 +268,22 @@ def test_counts_whose_shapes_do_not_broadcast_are_refused_by_name(function, seco
         "single count); got (2,) and (3,)"
     )
     assert function(torch.tensor([[1.0], [2.0]]), torch.tensor([3.0, 4.0, 5.0])).shape == (2, 3)
+
+
+@pytest.mark.parametrize(("a", "n", "message"), [
+    ("1", 2.0, "a must be a real number or an array of real numbers for harmonic_log_error; "
+               "got '1'"),
+    (1.0, "abc", "n must be a real number or an array of real numbers for harmonic_log_error; "
+                 "got 'abc'"),
+    (True, 2.0, "a must be a real number or an array of real numbers for harmonic_log_error; "
+                "got True"),
+    ([1.0, 2.0], [1.0, 2.0, 3.0], "a and n must have shapes that broadcast together for "
+                                  "harmonic_log_error; got (2,) and (3,)"),
+])  # fmt: skip
+def test_harmonic_log_error_refuses_text_bools_and_shapes_that_do_not_broadcast(a, n, message):
+    pytest.importorskip("scipy")
+    # text was converted ('1', '2' gave an error of 0.2653), 'abc' a NumPy ValueError
+    with pytest.raises(GradlabError) as raised:
+        harmonic_log_error(a, n)
+    assert str(raised.value) == message
+    assert harmonic_log_error(torch.tensor([10.0]), np.int64(2)).error.shape == (1,)

@@ -586,3 +586,12 @@ def test_per_pair_widths_read_nothing_back_inside_skip_value_checks():
     assert widths[0].item() == pytest.approx(operating_region_width(0.01, 0.005), rel=1e-12)
     assert widths[1].isnan()
     assert operating_region_widths(0.01, torch.zeros(0)).shape == (0,)  # nothing to check
+
+
+def test_the_expected_proportion_takes_a_numpy_integer_as_the_candidates():
+    from gradlab.functional import expected_operating_region_proportion
+
+    expected = expected_operating_region_proportion(0.01, 0.005, 0.1, num_candidates=112,
+                                                    include_diagonal=True)  # fmt: skip
+    assert expected_operating_region_proportion(
+        0.01, 0.005, 0.1, num_candidates=np.int64(112), include_diagonal=True) == expected
