@@ -13,6 +13,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
+from gradlab.errors import GradlabError
 from gradlab.functional.decomposition import (
     SmoothAPDecomposition,
     _in_dtype,
@@ -32,7 +33,10 @@ from gradlab.functional.smooth_ap import (
     sigmoid_block,
     write_column_weights,
 )
-from gradlab.validation import check_bool, check_same_device, check_shape, check_tensor
+from gradlab.validation import (
+    check_bool,
+    check_embeddings_and_labels,
+)
 
 
 def in_batch_decomposition(
@@ -54,10 +58,7 @@ def in_batch_decomposition(
         >>> parts.grad.shape
         torch.Size([6, 4])
     """
-    check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=True)
-    check_tensor("labels", labels, ndims=(1,), kind="integer")
-    check_shape("labels", labels, embeddings.shape[:1], "one label per embedding")
-    check_same_device(embeddings=embeddings, labels=labels)
+    check_embeddings_and_labels(embeddings, labels, finite=True)  # d >= 1: a cosine needs one
     include_query = check_bool("include_query", include_query)
     # float16 and bfloat16 normalised and decomposed in float32, returned in their dtype
     normalized = F.normalize(widened(embeddings), dim=1)
@@ -85,6 +86,11 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
         >>> sorted(norms)
         ['ad_norm', 'ad_share', 'cb_norm', 'cosine', 'grad_norm', 'ratio']
     """
+    if not isinstance(parts, SmoothAPDecomposition):
+        raise GradlabError(
+            "parts must be a SmoothAPDecomposition (what in_batch_decomposition or "
+            f"smooth_ap_decomposition returns); got {type(parts).__name__}"
+        )
     ad, cb, grad = parts.ad_term, parts.cb_term, parts.grad
     if ad.dim() == 1:
         ad, cb, grad = ad.unsqueeze(0), cb.unsqueeze(0), grad.unsqueeze(0)

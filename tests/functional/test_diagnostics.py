@@ -347,12 +347,10 @@ def test_in_batch_decomposition_says_how_many_labels_it_expects():
         in_batch_decomposition(torch.ones(4, 3), torch.zeros(3, dtype=torch.long))
 
 
-def test_in_batch_decomposition_refuses_tensors_on_two_devices_naming_both():
+def test_in_batch_decomposition_refuses_meta_labels_by_name():
     # labels on meta (embeddings on meta would stop at their finiteness check, a host read)
     labels = torch.zeros(4, dtype=torch.long, device="meta")
-    with pytest.raises(
-        GradlabError, match=r"^tensors must be on one device; got embeddings on cpu, labels on meta"
-    ):
+    with pytest.raises(GradlabError, match=r"^labels is a meta tensor \(a shape without values\)"):
         in_batch_decomposition(torch.ones(4, 3), labels)
 
 
@@ -453,3 +451,19 @@ def test_include_query_that_is_not_a_bool_is_refused(include_query):
                                            rf"{re.escape(repr(include_query))}$"):  # fmt: skip
         in_batch_decomposition(torch.randn(4, 3), torch.tensor([0, 0, 1, 1]),
                                include_query=include_query)  # fmt: skip
+
+
+@pytest.mark.parametrize("parts", [{"A": 1}, None, (1, 2, 3)])
+def test_decomposition_norms_refuses_what_is_not_a_decomposition(parts):
+    # an AttributeError on .ad_term before
+    with pytest.raises(GradlabError) as raised:
+        decomposition_norms(parts)
+    assert str(raised.value) == (
+        "parts must be a SmoothAPDecomposition (what in_batch_decomposition or "
+        f"smooth_ap_decomposition returns); got {type(parts).__name__}")
+
+
+def test_in_batch_decomposition_refuses_embeddings_without_a_dimension():
+    # cosine scores of [B, 0] embeddings: none; the losses refuse them alike
+    with pytest.raises(GradlabError, match=r"^embeddings must have at least one embedding "):
+        in_batch_decomposition(torch.zeros(8, 0), torch.arange(8) % 4)
