@@ -21,6 +21,7 @@ The relaxed tie-aware metrics need ``sum_{t=a+1}^{b} 1/t = H(b) - H(a)`` and
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -401,7 +402,10 @@ def harmonic_log_error(
     arrays = []
     for name, value in (("a", a), ("n", n)):
         array = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
-        if array.dtype.kind not in "iuf":  # bools, text and objects are no counts
+        whole = array.dtype.kind == "O" and all(  # Python ints past int64, as objects
+            isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
+            for x in array.flat)  # fmt: skip
+        if array.dtype.kind not in "iuf" and not whole:  # bools and text are no counts
             raise GradlabError(f"{name} must be a real number or an array of real numbers for "
                                f"harmonic_log_error; got {value!r}")  # fmt: skip
         arrays.append(array.astype(np.float64))
