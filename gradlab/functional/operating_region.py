@@ -172,8 +172,11 @@ def _window_counts(
     width = torch.as_tensor(width, dtype=centres.dtype, device=centres.device)
     high = bound_past_centre(centres + width, centres, math.inf)
     low = bound_past_centre(centres - width, centres, -math.inf)
-    above = torch.searchsorted(sorted_values, high, side="left")
-    below = torch.searchsorted(sorted_values, low, side="right")
+    # a sort of a transposed matrix keeps its strides: searchsorted wants rows in memory order
+    # (it copies, and warns, otherwise); contiguous() is free for a contiguous tensor
+    sorted_values = sorted_values.contiguous()
+    above = torch.searchsorted(sorted_values, high.contiguous(), side="left")
+    below = torch.searchsorted(sorted_values, low.contiguous(), side="right")
     return torch.where(width > 0, above - below, 0)
 
 

@@ -3,6 +3,7 @@
 import inspect
 import math
 import re
+import warnings
 
 import mpmath
 import numpy as np
@@ -595,3 +596,17 @@ def test_the_expected_proportion_takes_a_numpy_integer_as_the_candidates():
                                                     include_diagonal=True)  # fmt: skip
     assert expected_operating_region_proportion(
         0.01, 0.005, 0.1, num_candidates=np.int64(112), include_diagonal=True) == expected
+
+
+def test_gradient_counts_of_a_transposed_matrix_are_the_same_and_warn_of_nothing():
+    from gradlab.functional import gradient_counts
+
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(6, 9, generator=generator)
+    positives = torch.rand(6, 9, generator=generator) < 0.3
+    positives[:, 0] = True
+    strided = scores.t().contiguous().t(), positives.t().contiguous().t()  # column-major
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch's "boundary tensor is non-contiguous" before
+        counts = gradient_counts(*strided)
+    assert torch.equal(counts.per_query, gradient_counts(scores, positives).per_query)
