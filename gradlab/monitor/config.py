@@ -47,6 +47,9 @@ QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Sus
 GRADLAB_PLOTS = {plot.family: (cls, plot) for cls in reversed(QUANTITIES) for plot in cls.plots}
 """Family -> (the gradlab quantity class that declares it first, its declaration)."""
 
+GRADLAB_KEYS = {key: cls for cls in reversed(QUANTITIES) for key in cls.keys}
+"""Key -> the gradlab quantity class that declares it first (its subclasses log it too)."""
+
 DISTRIBUTED = ("auto", "local")
 """``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather
 (rank 0 logs its own batch). In either mode only rank 0 writes."""
@@ -272,6 +275,13 @@ def _check_keys(quantities: Sequence[Quantity]) -> None:
                     f"the {quantity.name} quantity ({type(quantity).__name__}) declares the key "
                     f"{key!r}, which gradlab's logs use themselves (reserved: "
                     f"{', '.join(sorted(RESERVED_KEYS))}); rename that key"
+                )
+            shipped = GRADLAB_KEYS.get(key)
+            if shipped is not None and not isinstance(quantity, shipped):
+                raise GradlabError(
+                    f"the {quantity.name} quantity ({type(quantity).__name__}) declares the key "
+                    f"{key!r}, which gradlab's {shipped.__name__} logs: gradlab plot would draw "
+                    "yours as that one; rename the key of yours"
                 )
             first = owners.get(key)
             owners[key] = quantity

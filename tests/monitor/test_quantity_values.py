@@ -498,3 +498,32 @@ def test_a_key_declared_twice_by_one_quantity_is_refused(tmp_path):
     with pytest.raises(GradlabError) as raised:
         Monitor(tmp_path, quantities=[_declares(keys=("own_mean", "own_mean"))()])
     assert str(raised.value) == "the own quantity (Own) declares the key 'own_mean' twice"
+
+
+@pytest.mark.parametrize("key", ["loss", "geometry_alignment", "margin_mean"])
+def test_a_key_of_gradlab_s_own_quantities_is_refused_even_when_they_are_not_logged(tmp_path,
+                                                                                   key):
+    # the key was logged, and gradlab plot drew it as gradlab's (titled "Loss", ...)
+    class Mine(Quantity):
+        name = "mine"
+        keys = (key,)
+
+    owner = {"loss": "Loss", "geometry_alignment": "Geometry", "margin_mean": "Margins"}[key]
+    with pytest.raises(GradlabError) as raised:
+        Monitor(tmp_path, quantities=[Mine(every(1))])
+    assert str(raised.value) == (
+        f"the mine quantity (Mine) declares the key {key!r}, which gradlab's {owner} logs: "
+        "gradlab plot would draw yours as that one; rename the key of yours"
+    )
+
+
+def test_a_subclass_of_gradlab_s_quantity_keeps_its_keys(tmp_path):
+    class Scaled(Loss):
+        def compute(self, batch):
+            return {"loss": super().compute(batch)["loss"] * 2}
+
+    embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    with Monitor(tmp_path, quantities=[Scaled(every(1))]) as run:
+        loss = run.watch(gradlab.SmoothAPLoss(0.1))(embeddings, torch.arange(8) % 4)
+        record = run.step()
+    assert record["loss"] == pytest.approx(2 * loss.item(), rel=1e-6)
