@@ -76,8 +76,9 @@ def decomposition_norms(parts: SmoothAPDecomposition) -> dict[str, torch.Tensor]
     Returns ``[Q]`` tensors (queries without positives dropped): ``ad_norm``, ``cb_norm``,
     ``grad_norm``, ``ad_share`` (``|AD| / (|AD| + |CB|)``, NaN when both vanish), ``ratio``
     (``|AD| / |CB|``, NaN where ``CB`` vanishes, as it does for a query with one positive:
-    ``B`` is then an empty sum) and ``cosine`` (between the two terms, NaN when either
-    vanishes).
+    ``B`` is then an empty sum) and ``cosine`` (between the two summands of ``dAP/dq = AD -
+    CB``, ``ad_term`` and ``cb_term = -CB``: -1 when they cancel, 1 when they add up; NaN
+    when either vanishes).
 
     Example:
         >>> emb = torch.randn(6, 4, dtype=torch.float64)
@@ -102,7 +103,9 @@ def term_norms(
     ad_term: torch.Tensor, cb_term: torch.Tensor, grad: torch.Tensor | None = None
 ) -> dict[str, torch.Tensor]:
     """Row norms of ``[Q, d]`` AD and CB terms and how they relate (see
-    :func:`decomposition_norms`), every row kept: a NaN row gives NaN. No host read.
+    :func:`decomposition_norms`), every row kept: a NaN row gives NaN. No host read. The terms
+    are the summands of the gradient (``grad = ad_term + cb_term``; a decomposition's
+    ``cb_term`` is ``-CB``), and ``cosine`` is theirs.
 
     Norms and the cosine are taken of rows scaled by their largest entry, so terms whose squares
     leave the dtype's range (a sigmoid tail at a small ``tau``) keep their true values.

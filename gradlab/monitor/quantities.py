@@ -232,9 +232,10 @@ class Decomposition(Quantity):
             ("decomposition_ad_norm_q50", "|AD| (median)"),
             ("decomposition_cb_norm_q50", "|CB| (median)"),
             ("decomposition_grad_norm_q50", "|AD - CB| = gradient (median)"))),
-        Plot("decomposition_shape", "AD share and cosine(AD, CB) (means over queries)", "value", (
-            ("decomposition_ad_share_mean", "AD share (mean)"),
-            ("decomposition_cosine_mean", "cosine(AD, CB) (mean)"))),
+        Plot("decomposition_shape", "AD share and cosine(AD, -CB) (means over queries; -1: "
+             "the two summands cancel)", "value", (
+                 ("decomposition_ad_share_mean", "AD share (mean)"),
+                 ("decomposition_cosine_mean", "cosine(AD, -CB) (mean)"))),
     )  # fmt: skip
 
     def compute(self, batch: BatchView) -> Values:

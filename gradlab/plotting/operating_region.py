@@ -134,7 +134,7 @@ def plot_training_dynamics(source: dict | str | Path, path: str | Path) -> Path:
          [("share_without_gradient", "slope > eps"),
           ("share_without_weighted_gradient", "slope / R^2 > eps")]),
         ("AD - CB split", "mean over queries",
-         [("ad_share", "|AD| / (|AD| + |CB|)"), ("ad_cb_cosine", "cosine(AD, CB)")]),
+         [("ad_share", "|AD| / (|AD| + |CB|)"), ("ad_cb_cosine", "cosine(AD, -CB)")]),
     ]  # fmt: skip
     ranges = dict(zip([title for title, _, _ in panels], [(0, 1), (0, 1), (0, 1), (-1, 1)],
                       strict=True))  # what each panel's quantities can take  # fmt: skip

@@ -467,3 +467,13 @@ def test_in_batch_decomposition_refuses_embeddings_without_a_dimension():
     # cosine scores of [B, 0] embeddings: none; the losses refuse them alike
     with pytest.raises(GradlabError, match=r"^embeddings must have at least one embedding "):
         in_batch_decomposition(torch.zeros(8, 0), torch.arange(8) % 4)
+
+
+def test_the_cosine_of_the_two_summands_is_minus_1_when_they_cancel():
+    # decomposition_cosine's meaning (docs/monitor.md): cosine of AD and -CB, the summands of
+    # dAP/dq; equal AD and CB cancel to a zero gradient and read -1, not 1
+    ad = torch.tensor([[3.0, 4.0]], dtype=torch.float64)
+    cancelling = term_norms(ad, -ad)  # cb_term = -CB with CB = AD
+    assert cancelling["cosine"].item() == pytest.approx(-1.0) and cancelling["grad_norm"] == 0
+    adding = term_norms(ad, ad / 5)
+    assert adding["cosine"].item() == pytest.approx(1.0) and adding["grad_norm"].item() == 6.0

@@ -229,7 +229,7 @@ def test_training_dynamics_draw_every_moving_series_under_its_label(drawn):
         "mean over queries",
     ]
     labels = [["loss"], [module.EQ1_NAME, "pairs of others"], ["slope > eps", "slope / R^2 > eps"],
-              ["|AD| / (|AD| + |CB|)", "cosine(AD, CB)"]]  # fmt: skip
+              ["|AD| / (|AD| + |CB|)", "cosine(AD, -CB)"]]  # fmt: skip
     for axis, own, names in zip(figure.axes, PANEL_KEYS, labels, strict=True):
         assert [_points(line) for line in axis.get_lines()] == [
             [(h["step"], h[key]) for h in history] for key in own
@@ -282,7 +282,7 @@ def test_a_panel_that_never_moves_is_a_sentence_with_its_value(drawn):
             "Queries with no gradient entry: 0 at each of the 3 logged steps",
             "(slope > eps and slope / R^2 > eps; not drawn)",
             "AD - CB split: 0.25 and -1 at each of the 3 logged steps",
-            "(|AD| / (|AD| + |CB|) and cosine(AD, CB); not drawn)",
+            "(|AD| / (|AD| + |CB|) and cosine(AD, -CB); not drawn)",
         ]
     )
 
@@ -307,7 +307,7 @@ def test_one_moving_series_in_a_panel_draws_the_panel(drawn):
     ]
     assert figure._suptitle.get_text().split("\n", 3)[3] == (
         "AD - CB split: 0.1 at each of the 3 logged steps\n"
-        "(|AD| / (|AD| + |CB|) and cosine(AD, CB); not drawn)")  # 101 characters: two lines
+        "(|AD| / (|AD| + |CB|) and cosine(AD, -CB); not drawn)")  # 101 characters: two lines
 
 
 def test_a_note_that_fits_in_100_characters_stays_one_line(drawn):
@@ -316,8 +316,8 @@ def test_a_note_that_fits_in_100_characters_stays_one_line(drawn):
                        ad_cb_cosine=0.0)  # fmt: skip
     figure = drawn(module.plot_training_dynamics, _dynamics(history))
     note = ("AD - CB split: 0 at each of the 3 logged steps (|AD| / (|AD| + |CB|) and "
-            "cosine(AD, CB); not drawn)")  # fmt: skip
-    assert len(note) == 99
+            "cosine(AD, -CB); not drawn)")  # fmt: skip
+    assert len(note) == 100  # at the bound: one line still
     assert figure._suptitle.get_text().split("\n", 3)[3] == note
 
 
