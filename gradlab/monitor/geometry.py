@@ -193,11 +193,13 @@ class ChanceLevel(Quantity):
     For InfoNCE-family losses (NT-Xent, CLIP's loss, sentence-transformers'
     MultipleNegativesRankingLoss): a value near 0 means the model has learned nothing (open_clip
     users' "the loss stays at 4.85 = ln 128"). ``C`` is the number of candidates per query:
-    ``B - 1`` in-batch, the columns of a cross-modal matrix. A loss summed over both directions
-    (gradlab's ``NTXentLoss(direction="both")``, its default) sits at ``2 ln C``: ``terms`` left
-    out is the number of terms the watched loss declares (:class:`~gradlab.losses.SoftmaxLogits`,
-    2 for that one), else 1. Other losses have other chance levels: this quantity is not in a
-    preset, and is not logged for a gradlab loss that declares no InfoNCE mean (VSE++'s
+    ``B - 1`` in-batch, the columns of a cross-modal ``[Q, C]`` matrix (its rows, ``Q``, for a
+    loss whose queries are the columns, ``direction="t2i"``). A loss summed over both directions
+    (gradlab's ``NTXentLoss(direction="both")``, its default) sits at ``ln C + ln Q`` (``2 ln C``
+    in-batch or on a square matrix), CLIP's mean of the two at half that: ``terms`` left out is
+    the number of terms the watched loss declares (:class:`~gradlab.losses.SoftmaxLogits`, 2 for
+    that one, 1 for a mean), else 1. Other losses have other chance levels: this quantity is
+    not in a preset, and is not logged for a gradlab loss that declares no InfoNCE mean (VSE++'s
     triplet loss, SigLIP's sigmoid loss, NT-Xent with ``reduction="sum"``). Neither key reads the
     scores' values (``chance_level`` is ``ln C`` of their shape, ``loss_minus_chance`` the loss
     as it is logged): on a step whose scores are not finite both keep their value
@@ -236,15 +238,21 @@ class ChanceLevel(Quantity):
     def compute(self, batch: BatchView) -> Values:
         if batch.loss is None:
             return {}
-        columns = batch.scores.shape[1]
-        candidates = columns - 1 if batch.labels is not None else columns
-        if candidates < 1:
-            return {}
+        rows, columns = batch.scores.shape
+        own = int(batch.labels is not None)  # in-batch, a query is not its own candidate
+        # candidates per query of each direction: a row's columns, a column's rows
+        candidates = {"i2t": columns - own, "t2i": rows - own}
+        declared = batch.softmax
+        direction = declared.direction if declared is not None else None
         terms = self.terms
         if terms is None:  # the watched loss's own (gradlab's NTXentLoss sums both directions)
-            declared = batch.softmax
-            terms = declared.terms if declared is not None and declared.direction == "both" else 1
-        level = terms * measures.chance_level(candidates)
+            terms = declared.terms if direction == "both" else 1
+        counts = ((candidates["i2t"], candidates["t2i"]) if direction == "both"
+                  else (candidates.get(direction, candidates["i2t"]),))  # fmt: skip
+        if min(counts) < 1:
+            return {}
+        # each direction's ln C; a loss over both: their sum (terms 2) or mean (terms 1, CLIP)
+        level = terms * math.fsum(measures.chance_level(count) for count in counts) / len(counts)
         loss = batch.loss.detach().to(torch.float64).reshape(())
         level_value = torch.full((), level, dtype=torch.float64, device=loss.device)
         return {"loss_minus_chance": loss - level, "chance_level": level_value}

@@ -161,6 +161,22 @@ def test_chance_level_takes_the_terms_the_watched_loss_sums(tmp_path, direction,
     assert record["loss_minus_chance"] == pytest.approx(0.0, abs=1e-6)
 
 
+@pytest.mark.parametrize(("direction", "level"), [
+    ("both", math.log(8) + math.log(6)), ("i2t", math.log(8)), ("t2i", math.log(6))])
+def test_each_direction_of_a_non_square_matrix_has_its_own_candidates(tmp_path, direction,
+                                                                      level):
+    # [6, 8]: an image ranks 8 captions, a caption 6 images; 2 ln 8 was logged for "both"
+    with Monitor(tmp_path, quantities=[ChanceLevel(every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.NTXentLoss(0.1, direction=direction))
+        scores = torch.zeros(6, 8, requires_grad=True)  # every candidate alike: chance
+        loss = loss_fn(scores, torch.eye(6, 8, dtype=torch.bool))
+        loss.backward()
+        record = monitor.step()
+    assert loss.item() == pytest.approx(level)
+    assert record["chance_level"] == pytest.approx(level)
+    assert record["loss_minus_chance"] == pytest.approx(0.0, abs=1e-6)
+
+
 @pytest.mark.parametrize("make", [lambda: gradlab.MaxViolationTripletLoss(0.2),
                                   lambda: gradlab.SigLIPLoss(),
                                   lambda: gradlab.NTXentLoss(0.1, reduction="sum")])  # fmt: skip
