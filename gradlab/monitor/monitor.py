@@ -1072,7 +1072,8 @@ class Monitor:
             if (self._first_step is None or last < 0 or self.out_of_step is not None
                     or self._scheduled(last)):  # fmt: skip
                 return
-            batch = self._last_batch(last, [q for q in self.quantities if not q.needs_grad])
+            batch = self._last_batch(last, [q for q in self.quantities if q.name not in
+                                            self.disabled and not q.needs_grad])  # fmt: skip
             agreement = self._agree(last, batch, stacklevel=5)  # the caller of close()
             if agreement is not None:
                 due = [q for q in self.quantities if q.name not in self.disabled
