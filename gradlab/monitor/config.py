@@ -47,8 +47,10 @@ QUANTITIES = (*BASE_QUANTITIES, Geometry, Margins, ChanceLevel, Temperature, Sus
 GRADLAB_PLOTS = {plot.family: (cls, plot) for cls in reversed(QUANTITIES) for plot in cls.plots}
 """Family -> (the gradlab quantity class that declares it first, its declaration)."""
 
-GRADLAB_KEYS = {key: cls for cls in reversed(QUANTITIES) for key in cls.keys}
-"""Key -> the gradlab quantity class that declares it first (its subclasses log it too)."""
+GRADLAB_KEYS = {key: cls for cls in reversed(QUANTITIES)
+                for key in (*cls.keys, *(key for plot in cls.plots for key, _ in plot.series))}
+"""Key -> the gradlab quantity class that declares it first (its subclasses log it too): its
+``keys``, and the keys its figures draw (those an option adds, as the weighted counts)."""
 
 DISTRIBUTED = ("auto", "local")
 """``"auto"``: all-gather the batch under ``torch.distributed``; ``"local"``: never gather

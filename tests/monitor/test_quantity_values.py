@@ -500,7 +500,8 @@ def test_a_key_declared_twice_by_one_quantity_is_refused(tmp_path):
     assert str(raised.value) == "the own quantity (Own) declares the key 'own_mean' twice"
 
 
-@pytest.mark.parametrize("key", ["loss", "geometry_alignment", "margin_mean"])
+@pytest.mark.parametrize("key", ["loss", "geometry_alignment", "margin_mean",
+                                 "gradient_count_mean_weighted"])  # an option's key too
 def test_a_key_of_gradlab_s_own_quantities_is_refused_even_when_they_are_not_logged(tmp_path,
                                                                                    key):
     # the key was logged, and gradlab plot drew it as gradlab's (titled "Loss", ...)
@@ -508,7 +509,8 @@ def test_a_key_of_gradlab_s_own_quantities_is_refused_even_when_they_are_not_log
         name = "mine"
         keys = (key,)
 
-    owner = {"loss": "Loss", "geometry_alignment": "Geometry", "margin_mean": "Margins"}[key]
+    owner = {"loss": "Loss", "geometry_alignment": "Geometry", "margin_mean": "Margins",
+             "gradient_count_mean_weighted": "GradientCounts"}[key]
     with pytest.raises(GradlabError) as raised:
         Monitor(tmp_path, quantities=[Mine(every(1))])
     assert str(raised.value) == (
