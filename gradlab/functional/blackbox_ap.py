@@ -47,7 +47,9 @@ def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
             ``-inf`` and ``inf`` rank last and first.
 
     Returns:
-        The ranks, in ``scores``' dtype and shape.
+        The ranks in ``scores``' shape: in its dtype for float32 and float64 scores, int64 for
+        integer scores and float32 for float16 and bfloat16 ones (whose dtypes cannot count
+        past 255 or 2048 exactly).
 
     Example:
         >>> descending_ranks(torch.tensor([0.1, 0.9, 0.5]))
@@ -62,7 +64,10 @@ def descending_ranks(scores: torch.Tensor) -> torch.Tensor:
             and bool(scores.isnan().any())):  # fmt: skip
         raise GradlabError("scores must not be NaN (a NaN has no rank); got NaN at "
                            f"{scores.isnan().nonzero()[0].tolist()}")  # fmt: skip
-    return _descending_ranks(scores)
+    # in a dtype that counts every position exactly (int8 stops at 127, float16 at 2048)
+    wide = (scores.long() if not scores.is_floating_point()
+            else scores.float() if scores.element_size() < 4 else scores)  # fmt: skip
+    return _descending_ranks(wide)
 
 
 def _descending_ranks(scores: torch.Tensor) -> torch.Tensor:

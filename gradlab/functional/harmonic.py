@@ -391,7 +391,11 @@ def harmonic_log_error(
         a, n: broadcastable arrays, ``a >= 1`` and ``n >= 0``.
         method: ``"log"``, ``"midpoint"`` or ``"exact"`` (see :func:`harmonic_gap`).
         precision: ``"float64"`` (vectorized, ``log1p`` and digamma) or ``"mpmath"``
-            (50 significant digits, elementwise; the reference).
+            (50 significant digits, elementwise; the reference). In float64 the error is the
+            difference of two values of the size of the gap ``ln((a + n) / a)``, so it is
+            resolved to about ``1e-16`` of that size only: where the true error is smaller
+            (counts past about ``10**7``, where it falls below ``1e-14``) the float64 value is
+            rounding, of either sign; use ``"mpmath"`` there.
 
     Example:
         >>> result = harmonic_log_error(10.0, 2.0)
@@ -401,6 +405,7 @@ def harmonic_log_error(
     check_harmonic_method(method)
     arrays = []
     for name, value in (("a", a), ("n", n)):
+        check_real_device(**{name: value})  # a meta tensor has no values to count
         array = np.asarray(value.detach().cpu() if isinstance(value, torch.Tensor) else value)
         whole = array.dtype.kind == "O" and all(  # Python ints past int64, as objects
             isinstance(x, numbers.Real) and not isinstance(x, (bool, np.bool_))
@@ -408,7 +413,14 @@ def harmonic_log_error(
         if array.dtype.kind not in "iuf" and not whole:  # bools and text are no counts
             raise GradlabError(f"{name} must be a real number or an array of real numbers for "
                                f"harmonic_log_error; got {value!r}")  # fmt: skip
-        arrays.append(array.astype(np.float64))
+        try:
+            arrays.append(array.astype(np.float64))
+        except OverflowError:  # an int past float64's largest number
+            got = (f"an int of {len(str(abs(value)))} digits" if isinstance(value, int)
+                   else "an array holding such an int")  # fmt: skip
+            raise GradlabError(f"{name} must be a count below float64's largest number "
+                               f"(about 1.8e308) for harmonic_log_error; got {got}"
+                               ) from None  # fmt: skip
     try:
         a_arr, n_arr = np.broadcast_arrays(*arrays)
     except ValueError:

@@ -110,7 +110,7 @@ def operating_region_widths(tau: float, thresholds: torch.Tensor) -> torch.Tenso
     """
     tau = check_positive_finite("tau", tau)
     check_tensor("thresholds", thresholds, ndims=range(9), kind="any_real")
-    if value_checks_enabled() and thresholds.numel() and not bool(
+    if value_checks_enabled() and thresholds.numel() and not thresholds.is_meta and not bool(
             (thresholds > 0).logical_and_(thresholds < math.inf).all()):  # fmt: skip
         bad = thresholds[~((thresholds > 0) & (thresholds < math.inf))][0].item()
         raise GradlabError(f"thresholds must be positive and finite; got {bad!r} among them")

@@ -399,3 +399,20 @@ def test_descending_ranks_refuses_what_has_no_rank(scores, message):
 def test_descending_ranks_ranks_integers_and_infinities():
     assert descending_ranks(torch.tensor([3, 1, 2])).tolist() == [1, 3, 2]
     assert descending_ranks(torch.tensor([-math.inf, 1.0, math.inf])).tolist() == [3.0, 2.0, 1.0]
+
+
+@pytest.mark.parametrize(("dtype", "ranks"), [
+    (torch.int8, torch.int64), (torch.uint8, torch.int64), (torch.int64, torch.int64),
+    (torch.float16, torch.float32), (torch.bfloat16, torch.float32),
+    (torch.float32, torch.float32), (torch.float64, torch.float64)])  # fmt: skip
+def test_descending_ranks_count_every_position_exactly_whatever_the_dtype(dtype, ranks):
+    # in int8, bfloat16 or float16 the ranks of 3000 entries wrapped or rounded (2524 distinct)
+    scores = (torch.randperm(3000, generator=torch.Generator().manual_seed(0)) % 200).to(dtype)
+    got = descending_ranks(scores)
+    assert got.dtype == ranks and sorted(got.tolist()) == list(range(1, 3001))
+    order = sorted(range(3000), key=lambda i: (-float(scores[i]), i))  # ties by index
+    assert [int(got[i]) for i in order] == list(range(1, 3001))
+
+
+def test_integer_scores_beyond_float64_s_integers_keep_their_order():
+    assert descending_ranks(torch.tensor([2**60 + 1, 2**60, 5])).tolist() == [1, 2, 3]

@@ -287,3 +287,19 @@ def test_harmonic_log_error_refuses_text_bools_and_shapes_that_do_not_broadcast(
         harmonic_log_error(a, n)
     assert str(raised.value) == message
     assert harmonic_log_error(torch.tensor([10.0]), np.int64(2)).error.shape == (1,)
+
+
+@pytest.mark.parametrize(("a", "n", "message"), [
+    (10, 2**1100, "n must be a count below float64's largest number (about 1.8e308) for "
+                  "harmonic_log_error; got an int of 332 digits"),
+    (10, [1, 2**1100], "n must be a count below float64's largest number (about 1.8e308) for "
+                       "harmonic_log_error; got an array holding such an int"),
+    (torch.tensor([10.0], device="meta"), 2.0,
+     "a is a meta tensor (a shape without values); pass a tensor on a real device (cpu, cuda, "
+     "...)"),
+])  # fmt: skip
+def test_harmonic_log_error_refuses_counts_it_cannot_hold(a, n, message):
+    # an OverflowError and a NotImplementedError from deep inside before
+    with pytest.raises(GradlabError) as raised:
+        harmonic_log_error(a, n)
+    assert str(raised.value) == message

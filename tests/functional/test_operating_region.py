@@ -610,3 +610,9 @@ def test_gradient_counts_of_a_transposed_matrix_are_the_same_and_warn_of_nothing
         warnings.simplefilter("error")  # torch's "boundary tensor is non-contiguous" before
         counts = gradient_counts(*strided)
     assert torch.equal(counts.per_query, gradient_counts(scores, positives).per_query)
+
+
+def test_per_pair_widths_of_meta_thresholds_are_meta():
+    # shapes without values: nothing to check, a meta result (a raw .item() error before)
+    widths = operating_region_widths(0.01, torch.full((2, 3), 0.005, device="meta"))
+    assert widths.is_meta and widths.shape == (2, 3) and widths.dtype == torch.float64
