@@ -300,7 +300,8 @@ def check_in_range(
     """
     closing = ")" if high == math.inf else "]"
     why = f" ({reason})" if reason else ""
-    message = f"{name} must be a finite number in [{low:g}, {high:g}{closing}{why}; got {value!r}"
+    message = (f"{name} must be a finite number in [{low:g}, {high:g}{closing}{why}; got "
+               f"{value!r}{_not_a_tensor(value)}")  # fmt: skip
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise GradlabError(message)
     number = float(value)
@@ -430,6 +431,12 @@ def check_embeddings_and_labels(
         check_finite(rows, embeddings)
 
 
+def _not_a_tensor(value: object) -> str:
+    """What a message adds when a number was given as a tensor: how to pass it."""
+    return (" (a Python number, not a tensor: pass float(x), or x.item())"
+            if isinstance(value, torch.Tensor) else "")  # fmt: skip
+
+
 def check_positive_finite(name: str, value: object) -> float:
     """Return ``value`` as a float if it is a positive finite real number.
 
@@ -438,7 +445,8 @@ def check_positive_finite(name: str, value: object) -> float:
         1.0
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
+        raise GradlabError(f"{name} must be a positive finite number; got {value!r}"
+                           f"{_not_a_tensor(value)}")  # fmt: skip
     number = float(value)
     if not math.isfinite(number) or number <= 0:
         raise GradlabError(f"{name} must be a positive finite number; got {value!r}")
@@ -453,7 +461,8 @@ def check_non_negative_finite(name: str, value: object) -> float:
         0.0
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")
+        raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}"
+                           f"{_not_a_tensor(value)}")  # fmt: skip
     number = float(value)
     if not math.isfinite(number) or number < 0:
         raise GradlabError(f"{name} must be a non-negative finite number; got {value!r}")

@@ -328,3 +328,19 @@ def test_the_interpolation_lies_between_1e_30_and_1e30_with_the_reason():
         assert _refusal(lambda value=value: check_interpolation(value)) == (
             "interpolation must be a finite number in [1e-30, 1e+30] (1/interpolation and the "
             f"perturbed scores must stay finite in float32); got {value!r}")
+
+
+@pytest.mark.parametrize(("check", "message"), [
+    (lambda: check_positive_finite("tau", torch.tensor(0.01)),
+     "tau must be a positive finite number; got tensor(0.0100)"),
+    (lambda: check_in_range("margin", torch.tensor(0.1), 0.0, 1.0),
+     "margin must be a finite number in [0, 1]; got tensor(0.1000)"),
+    (lambda: check_non_negative_finite("margin", torch.tensor(0.1)),
+     "margin must be a non-negative finite number; got tensor(0.1000)"),
+])  # fmt: skip
+def test_a_number_given_as_a_tensor_is_told_how_to_pass_it(check, message):
+    # a 0-d tensor in range read as if it were out of range
+    with pytest.raises(GradlabError) as raised:
+        check()
+    assert str(raised.value) == (
+        f"{message} (a Python number, not a tensor: pass float(x), or x.item())")
