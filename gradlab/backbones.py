@@ -113,11 +113,12 @@ def _import(library: str, spec: str):
         package = library.split(".")[0]
         if (isinstance(error, ModuleNotFoundError)
                 and (error.name or "").split(".")[0] == package):  # fmt: skip
+            build = (", in the build that matches your torch (a CUDA build does not load "
+                     "beside a CPU torch)") if package == "torchvision" else ""  # fmt: skip
             raise GradlabError(
                 f"backbone {spec!r} needs {package}, which is not installed here (gradlab "
-                f"installs no backbone library): pip install {package}, a build that matches "
-                "your torch; or use --backbone gradlab.backbones:tiny_resnet or your own "
-                "module:function"
+                f"installs no backbone library): pip install {package}{build}; or use "
+                "--backbone gradlab.backbones:tiny_resnet or your own module:function"
             ) from None
         first_line = str(error).splitlines()[0] if str(error) else type(error).__name__
         raise GradlabError(
