@@ -587,3 +587,18 @@ def test_the_distance_cosine_maps_clamp_rounding_and_invert_each_other():
     assert torch.allclose(cosine_from_euclidean(distances), cosines.clamp(-1.0, 1.0),
                           rtol=0, atol=1e-15)  # fmt: skip
     assert cosine_from_euclidean(torch.tensor([2.0005, -0.0])).tolist() == [-1.0, 1.0]
+
+
+def test_the_rounding_slack_is_inclusive_and_unchecked_inside_skip_value_checks():
+    from gradlab.functional import cosine_from_euclidean, euclidean_from_cosine
+    from gradlab.functional.fappy import ROUNDING_SLACK
+    from gradlab.validation import skip_value_checks
+
+    # exactly at the slack: taken as rounding and clamped
+    edge = torch.tensor([1.0 + ROUNDING_SLACK, -1.0 - ROUNDING_SLACK], dtype=torch.float64)
+    assert euclidean_from_cosine(edge).tolist() == [0.0, 2.0]
+    distances = torch.tensor([0.0 - ROUNDING_SLACK, 2.0 + ROUNDING_SLACK, -0.0005],
+                             dtype=torch.float64)  # fmt: skip
+    assert cosine_from_euclidean(distances).tolist() == [1.0, -1.0, 1.0]  # clamped to [0, 2]
+    with skip_value_checks():  # no value read: out of range is the caller's
+        assert euclidean_from_cosine(torch.tensor([4.0])).tolist() == [0.0]

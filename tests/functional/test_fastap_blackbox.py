@@ -416,3 +416,12 @@ def test_descending_ranks_count_every_position_exactly_whatever_the_dtype(dtype,
 
 def test_integer_scores_beyond_float64_s_integers_keep_their_order():
     assert descending_ranks(torch.tensor([2**60 + 1, 2**60, 5])).tolist() == [1, 2, 3]
+
+
+def test_one_bin_is_the_smallest_histogram_and_matches_the_loops():
+    # num_bins=1: two centres (0 and 4), the coarsest FastAP; the bound's low end
+    embeddings, labels = batch(3, 8)
+    got = fastap(embeddings, labels, 1)
+    expected = [fastap_query(embeddings.tolist(), labels.tolist(), q, 1) for q in range(8)]
+    assert got.tolist() == pytest.approx(expected, abs=1e-12, nan_ok=True)
+    assert FastAPLoss(num_bins=1).num_bins == 1
