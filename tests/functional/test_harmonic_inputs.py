@@ -279,6 +279,8 @@ def test_counts_whose_shapes_do_not_broadcast_are_refused_by_name(function, seco
                 "got True"),
     ([1.0, 2.0], [1.0, 2.0, 3.0], "a and n must have shapes that broadcast together for "
                                   "harmonic_log_error; got (2,) and (3,)"),
+    (["1", 2], 2.0, "a must be a real number or an array of real numbers for "
+                    "harmonic_log_error; got ['1', 2]"),
 ])  # fmt: skip
 def test_harmonic_log_error_refuses_text_bools_and_shapes_that_do_not_broadcast(a, n, message):
     pytest.importorskip("scipy")
@@ -287,6 +289,8 @@ def test_harmonic_log_error_refuses_text_bools_and_shapes_that_do_not_broadcast(
         harmonic_log_error(a, n)
     assert str(raised.value) == message
     assert harmonic_log_error(torch.tensor([10.0]), np.int64(2)).error.shape == (1,)
+    leaf = torch.tensor([10.0], requires_grad=True)  # read without its graph
+    assert harmonic_log_error(leaf, 2.0).error.tolist() == harmonic_log_error(10.0, 2.0).error
 
 
 @pytest.mark.parametrize(("a", "n", "message"), [

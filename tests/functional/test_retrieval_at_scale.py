@@ -495,3 +495,15 @@ def test_the_single_metrics_take_the_options_they_name_and_no_other(metric):
                   candidate_labels=labels[:2]) == 1.0  # both find [0.8, 0.3], label 0
     with pytest.raises(TypeError, match="unexpected keyword argument 'ks'"):
         metric(points, labels, ks=(1,))  # ks=(1,) is the metric's own: not passed twice
+
+
+@pytest.mark.parametrize("metric", [precision_at_1, r_precision, map_at_r])
+def test_the_single_metrics_pass_their_chunk_size_on(metric):
+    points = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+    with pytest.raises(GradlabError, match=r"^chunk_size must be a positive integer; got 0$"):
+        metric(points, torch.tensor([0, 0, 1, 1]), chunk_size=0)
+
+
+def test_nearest_neighbours_names_a_bad_chunk_size():
+    with pytest.raises(GradlabError, match=r"^chunk_size must be a positive integer; got 0$"):
+        nearest_neighbours(torch.zeros(3, 2), 1, chunk_size=0)

@@ -353,6 +353,7 @@ def test_the_optional_tensors_must_be_on_the_scores_device(extra, message):
 
 @pytest.mark.parametrize(("items", "message"), [
     (None, "items must be an iterable of str or bytes, one per item; got NoneType"),
+    (5, "items must be an iterable of str or bytes, one per item; got int"),
     ("abc", "items must be an iterable of str or bytes, one per item; got a single str, whose "
             "characters would be hashed one by one (pass [text] for one item)"),
     (b"ab", "items must be an iterable of str or bytes, one per item; got a single bytes, whose "
@@ -386,4 +387,12 @@ def test_masks_and_labels_on_another_device_than_the_scores_are_refused_by_name(
     flagged = false_negative_suspects(scores.to("meta"), positives.to("meta"),
                                       labels=(torch.arange(3, device="meta"),
                                               torch.arange(5, device="meta")))  # fmt: skip
+    assert flagged.is_meta and flagged.shape == (3, 5)
+
+
+def test_labels_on_another_device_than_the_scores_are_moved_to_the_scores():
+    # the collisions of CPU labels are moved to the scores' device (here meta: shapes alone)
+    flagged = false_negative_suspects(torch.zeros(3, 5, device="meta"),
+                                      torch.zeros(3, 5, dtype=torch.bool, device="meta"),
+                                      labels=(torch.arange(3), torch.arange(5)))  # fmt: skip
     assert flagged.is_meta and flagged.shape == (3, 5)
