@@ -281,6 +281,8 @@ def test_counts_whose_shapes_do_not_broadcast_are_refused_by_name(function, seco
                                   "harmonic_log_error; got (2,) and (3,)"),
     (["1", 2], 2.0, "a must be a real number or an array of real numbers for "
                     "harmonic_log_error; got ['1', 2]"),
+    ([None, 2], 2.0, "a must be a real number or an array of real numbers for "
+                     "harmonic_log_error; got [None, 2]"),  # an object array, not counts
 ])  # fmt: skip
 def test_harmonic_log_error_refuses_text_bools_and_shapes_that_do_not_broadcast(a, n, message):
     pytest.importorskip("scipy")

@@ -604,3 +604,15 @@ def test_a_learnable_scale_is_followed_step_after_step_and_a_pickled_copy_follow
                     observed, rel=1e-6)  # fmt: skip
                 assert record["temperature_log_scale_grad"] == pytest.approx(
                     observed, rel=1e-4)  # fmt: skip
+
+
+def test_an_in_batch_loss_over_both_directions_has_b_minus_1_candidates_each_way():
+    from gradlab.losses import SoftmaxLogits
+
+    # in-batch, a query is not its own candidate in either direction: 2 ln(B - 1)
+    size = 9
+    view = BatchView(embeddings=torch.ones(size, 3), labels=torch.arange(size) % 3,
+                     loss=torch.tensor(2 * math.log(size - 1)))  # fmt: skip
+    view.softmax = SoftmaxLogits(direction="both", terms=2)
+    values = ChanceLevel().compute(view)
+    assert float(values["chance_level"]) == pytest.approx(2 * math.log(size - 1))

@@ -529,3 +529,16 @@ def test_a_subclass_of_gradlab_s_quantity_keeps_its_keys(tmp_path):
         loss = run.watch(gradlab.SmoothAPLoss(0.1))(embeddings, torch.arange(8) % 4)
         record = run.step()
     assert record["loss"] == pytest.approx(2 * loss.item(), rel=1e-6)
+
+
+def test_values_on_another_device_are_moved_to_the_step_s_in_a_copy():
+    from gradlab.monitor.quantity import check_values
+
+    # a CPU scalar of a step on another device (here meta) is moved there; the quantity's own
+    # dict is left as it returned it, and a float64 0-d value on the device is taken as it is
+    values = {"returns_value": torch.tensor(0.5)}
+    checked = check_values(Returns(values), values, torch.device("meta"))
+    assert checked is not values and checked["returns_value"].is_meta
+    assert values["returns_value"].device.type == "cpu"
+    same = {"returns_value": torch.tensor(0.5, dtype=torch.float64)}
+    assert check_values(Returns(same), same, torch.device("cpu")) is same
