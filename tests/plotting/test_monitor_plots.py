@@ -766,3 +766,26 @@ def test_a_value_no_line_reaches_is_marked_in_an_overlay(values):
         assert _marked(line, len(values)) == regular | lone, position
         assert _marked(other_line, 3) == set(range(1 - position, 3, 2))  # no lone value
         plt.close(figure)
+
+
+def test_an_instance_whose_plots_are_no_tuple_is_named_by_its_class(tmp_path):
+    class Odd(Spread):
+        @property
+        def plots(self):
+            return "spread"
+
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    with pytest.raises(GradlabError) as raised:
+        plot_runs([run], out=tmp_path / "figs", quantities=[Odd()])
+    assert str(raised.value) == (
+        "quantities: Odd.plots is 'spread', not a tuple of Plot; pass an instance of the "
+        "quantity, or declare plots as a class attribute")
+
+
+def test_a_header_that_is_no_object_is_skipped_when_its_families_are_read(tmp_path):
+    # a crafted or damaged log: {"header": [...]} holds no families, and no figure fails on it
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[Spread()])
+    log = run / "metrics.jsonl"
+    log.write_text('{"header": ["not", "an", "object"]}\n' + log.read_text())
+    plot_runs([run], out=tmp_path / "figs", quantities=[Spread], overview=False)
+    assert (tmp_path / "figs" / "score_spread.png").is_file()
