@@ -539,6 +539,12 @@ def test_values_on_another_device_are_moved_to_the_step_s_in_a_copy():
     values = {"returns_value": torch.tensor(0.5)}
     checked = check_values(Returns(values), values, torch.device("meta"))
     assert checked is not values and checked["returns_value"].is_meta
+
+    class Two(Quantity):
+        name, keys = "two", ("two_a", "two_b")
+
+    both = {"two_a": torch.tensor(0.5), "two_b": torch.tensor(1.5)}  # both moved, in one copy
+    assert all(v.is_meta for v in check_values(Two(), both, torch.device("meta")).values())
     assert values["returns_value"].device.type == "cpu"
     same = {"returns_value": torch.tensor(0.5, dtype=torch.float64)}
     assert check_values(Returns(same), same, torch.device("cpu")) is same

@@ -240,3 +240,17 @@ def test_every_replacing_a_schedule_a_quantity_was_given_warns_naming_it(tmp_pat
     with warnings.catch_warnings():  # quantities on their default schedule: nothing replaced
         warnings.simplefilter("error")
         Monitor(tmp_path / "quiet", every=5, quantities=[Loss(), Geometry()]).close()
+
+
+def test_a_schedule_given_as_every_is_shown_by_its_repr_naming_each_replaced(tmp_path):
+    from gradlab import Monitor
+    from gradlab.monitor import Geometry, Loss, Margins, log_spaced
+
+    with pytest.warns(UserWarning) as caught:
+        monitor = Monitor(tmp_path, every=log_spaced(), quantities=[
+            Loss(), Geometry(every(2)), Margins(every(3))])  # fmt: skip
+    monitor.close()
+    assert [(str(w.message), w.category) for w in caught] == [(
+        f"gradlab.Monitor: every={log_spaced()!r} replaces the schedules the quantities were "
+        "given (geometry every(2), margins every(3)); leave every out to keep theirs",
+        UserWarning)]
