@@ -180,9 +180,9 @@ def _check_counts(**counts: object) -> None:
     for name, value in counts.items():
         check_tensor(name, value, ndims=tuple(range(9)), kind="any_real")
     shapes = [tuple(value.shape) for value in counts.values()]
-    try:
-        torch.broadcast_shapes(*shapes)
-    except RuntimeError:
+    try:  # NumPy's: torch.broadcast_shapes imports SymPy, which the core does without
+        np.broadcast_shapes(*shapes)
+    except ValueError:
         names = " and ".join(counts)
         raise GradlabError(f"{names} must have shapes that broadcast together (one count per "
                            f"entry, or a single count); got {' and '.join(map(str, shapes))}"
