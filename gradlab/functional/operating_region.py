@@ -23,7 +23,6 @@ in front of every term of their Eq. 13), exceeds a threshold, and the queries wi
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 from typing import NamedTuple
 
@@ -38,6 +37,7 @@ from gradlab.functional.smooth_ap import (
 from gradlab.validation import (
     check_bool,
     check_positive_finite,
+    check_positive_int,
     check_same_device,
     check_shape,
     check_tensor,
@@ -292,12 +292,8 @@ def expected_operating_region_proportion(
     """
     spread = check_positive_finite("spread", spread)
     include_diagonal = check_bool("include_diagonal", include_diagonal)
-    if num_candidates is not None and (
-        isinstance(num_candidates, bool)
-        or not isinstance(num_candidates, numbers.Integral)  # a NumPy integer too
-        or num_candidates < 1
-    ):  # checked whether or not the diagonal is included
-        raise GradlabError(f"num_candidates must be a positive integer; got {num_candidates!r}")
+    if num_candidates is not None:  # checked whether or not the diagonal is included
+        num_candidates = check_positive_int("num_candidates", num_candidates)
     width = operating_region_width(tau, eps)
     off_diagonal = math.erf(width / (2.0 * spread))
     if num_candidates is None or not include_diagonal:

@@ -182,9 +182,8 @@ def precision_at_1(
         >>> precision_at_1(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
-    return retrieval_at_scale(embeddings, labels, candidates=candidates,
-                              candidate_labels=candidate_labels, ks=(1,),
-                              chunk_size=chunk_size)["precision_at_1"]  # fmt: skip
+    return _one_metric("precision_at_1", embeddings, labels, candidates, candidate_labels,
+                       chunk_size)
 
 
 def r_precision(
@@ -204,9 +203,8 @@ def r_precision(
         >>> r_precision(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
-    return retrieval_at_scale(embeddings, labels, candidates=candidates,
-                              candidate_labels=candidate_labels, ks=(1,),
-                              chunk_size=chunk_size)["r_precision"]  # fmt: skip
+    return _one_metric("r_precision", embeddings, labels, candidates, candidate_labels,
+                       chunk_size)
 
 
 def map_at_r(
@@ -226,9 +224,17 @@ def map_at_r(
         >>> map_at_r(points, torch.tensor([0, 0, 1, 1]))  # the last one finds [0.9, 0.1]
         0.75
     """
+    return _one_metric("map_at_r", embeddings, labels, candidates, candidate_labels,
+                       chunk_size)
+
+
+def _one_metric(key: str, embeddings: torch.Tensor, labels: torch.Tensor,
+                candidates: torch.Tensor | None, candidate_labels: torch.Tensor | None,
+                chunk_size: int) -> float:  # fmt: skip
+    """One metric of :func:`retrieval_at_scale`, which reads only the first R neighbours."""
     return retrieval_at_scale(embeddings, labels, candidates=candidates,
                               candidate_labels=candidate_labels, ks=(1,),
-                              chunk_size=chunk_size)["map_at_r"]  # fmt: skip
+                              chunk_size=chunk_size)[key]  # fmt: skip
 
 
 def _check_points(
