@@ -3,6 +3,7 @@
 import json
 import math
 import platform
+import warnings
 
 import pytest
 import torch
@@ -325,7 +326,6 @@ def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(t
     # the call was counted as a first watched call: at collection the Monitor warned it had
     # "ended after watched calls but without monitor.step() or close()", close() notwithstanding
     import gc
-    import warnings
 
     loss = gradlab.SmoothAPLoss(0.05)
     monitor = Monitor(tmp_path)
@@ -345,6 +345,26 @@ def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(t
         "continues this run in its log_dir) and watch the loss again to log more steps"]
     assert [w.filename for w in caught] == [__file__]
     assert all(torch.equal(value, loss(embeddings, labels)) for value in values)
+
+
+def test_a_watched_call_after_close_passes_its_keywords_on_and_warns_a_runtime_warning(tmp_path):
+    def scaled_smooth_ap(embeddings, labels, *, scale):
+        return scale * gradlab.SmoothAPLoss(0.05)(embeddings, labels)
+
+    monitor = Monitor(tmp_path)
+    watched = monitor.watch(scaled_smooth_ap)
+    monitor.close()
+    embeddings, labels = torch.randn(6, 3), torch.arange(6) % 2
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        values = [watched(embeddings.clone().requires_grad_(), labels, scale=2.0)
+                  for _ in range(2)]  # fmt: skip
+        assert [w.category for w in caught] == [RuntimeWarning]  # once, at the first call
+        with torch.no_grad():
+            watched(embeddings, labels, scale=2.0)  # evaluation after training: not warned
+    assert len(caught) == 1
+    expected = 2.0 * gradlab.SmoothAPLoss(0.05)(embeddings, labels)
+    assert all(torch.equal(value, expected) for value in values)
 
 
 def test_sink_classes_are_exported():

@@ -386,6 +386,29 @@ def test_a_quantity_passed_by_name_that_the_loss_cannot_serve_is_said_at_watch(t
         assert set(run.step()) == {"step", "loss"}
 
 
+def test_a_quantity_passed_by_name_is_said_after_a_presets_left_out_quietly(tmp_path):
+    from gradlab.monitor import Geometry
+
+    # Geometry, a preset's, reads embeddings too: quiet, and the one after it still said
+    with Monitor(tmp_path, quantities=[Geometry(), NeedsEmbeddings(), Loss()]) as run:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            run.watch(gradlab.NTXentLoss(0.1))
+    assert [(w.category, str(w.message).split(":")[1]) for w in caught] == [
+        (UserWarning, " the needs_embeddings quantity, which you passed, cannot be logged for "
+                      "the watched loss NTXentLoss")]  # fmt: skip
+
+
+def test_a_quantity_no_watched_loss_serves_keeps_each_reason(tmp_path):
+    with Monitor(tmp_path, preset="full") as run:
+        run.attach(torch.nn.Linear(3, 2), torch.arange(4) % 2)
+        run.watch(gradlab.NTXentLoss(0.1))
+    assert run.not_logged["gradient_agreement"] == (
+        "needs a watched SmoothAP loss (its analytic gradient is compared); attach() sees the "
+        "embeddings only (use monitor.watch(loss_fn)); and needs the embeddings; the loss is "
+        "watched on a score matrix, not on embeddings")
+
+
 def test_a_preset_s_quantities_the_loss_cannot_serve_are_left_out_quietly(tmp_path):
     from gradlab.monitor import PRESETS
 

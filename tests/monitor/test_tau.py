@@ -165,3 +165,58 @@ def test_a_tau_changed_before_the_first_step_is_taken_as_the_runs(tmp_path):
     header, _ = _header_and_records(tmp_path)
     assert (header["config"]["tau"], monitor.tau) == (0.1, 0.1)
     assert record["operating_region_width"] == pytest.approx(_width(0.1), rel=1e-9)
+
+
+def _warnings_under_a_tau_schedule(tmp_path, taus, **options):
+    """One logged step per tau of ``taus`` (set on the loss before each step's call); the
+    warnings, as ``(category, message)``, that each step raised."""
+    loss = gradlab.SmoothAPLoss(taus[0])
+    embeddings = torch.randn(8, 3, generator=torch.Generator().manual_seed(4))
+    labels = torch.arange(8) % 2
+    per_step = []
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))], **options) as monitor:
+        with warnings.catch_warnings():  # a given tau that differs warns at watch(): not here
+            warnings.simplefilter("ignore")
+            watched = monitor.watch(loss)
+        for tau in taus:
+            loss.tau = tau
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                watched(embeddings.clone().requires_grad_(), labels).backward()
+                monitor.step()
+            per_step.append([(w.category, str(w.message)) for w in caught])
+    return per_step
+
+
+def _tau_change_message(step, before, after, kept):
+    return (f"gradlab.Monitor: step {step}: the watched loss SmoothAPLoss's tau changed from "
+            f"{before} to {after} since watch(); the diagnostics (P, widths, counts, "
+            f"decomposition) keep tau={kept}, as the run's header records, and the gradient "
+            "agreement and anatomy read the loss at its own tau. Pass Monitor(tau=...) to "
+            "choose the tau the diagnostics use; later changes are not warned about")
+
+
+def test_a_tau_schedule_warns_at_its_first_change_alone(tmp_path):
+    caught = _warnings_under_a_tau_schedule(tmp_path, [0.01, 0.02, 0.03, 0.04])
+    assert caught == [[], [(UserWarning, _tau_change_message(1, 0.01, 0.02, 0.01))], [], []]
+
+
+def test_a_given_tau_is_warned_about_when_the_losss_moves_away_from_it_alone(tmp_path):
+    # the loss keeps its own tau (0.01, not the Monitor's 0.05), then takes the Monitor's:
+    # neither is a change away from the diagnostics' tau; the move to 0.2 is
+    caught = _warnings_under_a_tau_schedule(tmp_path, [0.01, 0.01, 0.05, 0.2], tau=0.05)
+    assert caught == [[], [], [], [(UserWarning, _tau_change_message(3, 0.05, 0.2, 0.05))]]
+
+
+def test_the_tau_change_warning_points_at_the_loss_call(tmp_path):
+    loss = gradlab.SmoothAPLoss(0.01)
+    embeddings, labels = torch.randn(8, 3), torch.arange(8) % 2
+    with Monitor(tmp_path, quantities=[OperatingRegion(every(1))]) as monitor:
+        watched = monitor.watch(loss)
+        watched(embeddings.clone().requires_grad_(), labels).backward()
+        monitor.step()
+        loss.tau = 0.02
+        with pytest.warns(UserWarning, match="tau changed from 0.01 to 0.02") as caught:
+            watched(embeddings.clone().requires_grad_(), labels).backward()
+        monitor.step()
+    assert [w.filename for w in caught] == [__file__]

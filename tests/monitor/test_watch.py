@@ -308,3 +308,26 @@ def test_watching_a_loss_this_monitor_watches_already_changes_nothing(tmp_path, 
         assert loss_fn is not original and monitor.watch(loss_fn) is loss_fn
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1, 2, 3]
+
+
+def test_an_unreadable_call_leaves_the_steps_readable_call_and_its_gradient_hooks(tmp_path):
+    # the step logs what it held before the unreadable call: the first call's gradient too
+    def flattening_smooth_ap(embeddings, labels):
+        return gradlab.SmoothAPLoss(0.05)(embeddings.reshape(len(labels), -1), labels)
+
+    generator = torch.Generator().manual_seed(5)
+    first = torch.randn(8, 3, generator=generator, requires_grad=True)
+    unreadable = torch.randn(8, 1, 3, generator=generator, requires_grad=True)  # not [B, d]
+    labels = torch.arange(8) % 2
+    with Monitor(tmp_path, every=1) as monitor:
+        watched = monitor.watch(flattening_smooth_ap)
+        loss = watched(first, labels)
+        with pytest.warns(RuntimeWarning, match="a loss call it cannot read was not logged"):
+            loss = loss + watched(unreadable, labels)
+        loss.backward()
+        record = monitor.step()
+    with torch.no_grad():
+        expected = flattening_smooth_ap(first, labels).item()
+    assert record["loss"] == pytest.approx(expected, rel=1e-6)
+    assert record["embedding_grad_norm"] == pytest.approx(
+        first.grad.double().norm().item(), rel=1e-6)
