@@ -309,3 +309,21 @@ def test_harmonic_log_error_refuses_counts_it_cannot_hold(a, n, message):
     with pytest.raises(GradlabError) as raised:
         harmonic_log_error(a, n)
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize(("n", "message"), [
+    (3.0, "n must be a torch.Tensor; got float"),
+    (torch.tensor([1 + 0j]), "n must have a real floating or integer dtype; got torch.complex64"),
+    (torch.tensor([True]), "n must have a real floating or integer dtype; got torch.bool"),
+    (torch.zeros((1,) * 9), "n must be 0-D or 1-D or 2-D or 3-D or 4-D or 5-D or 6-D or 7-D or "
+                            "8-D; got shape (1, 1, 1, 1, 1, 1, 1, 1, 1)"),
+    (torch.zeros(2, device="meta"), "n is a meta tensor (a shape without values); pass a tensor "
+                                    "on a real device (cpu, cuda, ...)"),
+], ids=["number", "complex", "bool", "nine_dims", "meta"])  # fmt: skip
+def test_harmonic_number_names_n_when_it_is_no_real_tensor_of_values(n, message):
+    from gradlab.functional import harmonic_number
+
+    with pytest.raises(GradlabError) as raised:
+        harmonic_number(n)
+    assert str(raised.value) == message
+    assert harmonic_number(torch.zeros((1,) * 8)).item() == 0.0  # eight dimensions are allowed

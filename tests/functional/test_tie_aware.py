@@ -461,3 +461,14 @@ def test_a_large_tie_keeps_candidate_order_and_sums_its_gains_as_scikit_learn_do
     expected = dcg_score([gains], [[0.0] * 17], ignore_ties=False)
     got = tie_aware_dcg(scores[0], torch.tensor(gains, dtype=torch.float64)).item()
     assert got == pytest.approx(expected, rel=1e-12)
+
+
+def test_tie_aware_ap_keeps_queries_apart_around_a_query_without_positives():
+    # two candidates, the middle query without a positive: the first query's positive ranked
+    # second and the last query's ranked first must stay two queries' entries
+    scores = torch.tensor([[3.0, 2.0], [3.0, 2.0], [3.0, 2.0]])
+    positives = torch.tensor([[False, True], [False, False], [True, False]])
+    got = tie_aware_ap(scores, positives)
+    expected = [average_precision([0, 1], row) if any(row) else math.nan
+                for row in positives.tolist()]  # fmt: skip
+    assert got.tolist() == pytest.approx(expected, rel=1e-12, nan_ok=True)
