@@ -88,3 +88,27 @@ def test_logits_far_beyond_the_window_width_count_their_ties_on_cuda(dtype, tmp_
     # each positive (the diagonal) counts the other candidates tied with it
     others = ties[torch.arange(24), torch.arange(24)].sum(dim=1) - 1
     assert record["gradient_count_mean"] == pytest.approx(others.double().mean().item())
+
+
+class _HostValues(gradlab.monitor.Quantity):
+    """A quantity of one's own that answers a CUDA step with a Python number and a CPU tensor."""
+
+    name = "host_values"
+    keys = ("host_values_count", "host_values_cpu_mean")
+
+    def compute(self, batch):
+        embeddings = batch.embeddings.detach().cpu().double()
+        return {"host_values_count": embeddings.shape[0],
+                "host_values_cpu_mean": embeddings.mean()}  # fmt: skip
+
+
+@pytest.mark.gpu
+def test_a_quantity_of_ones_own_may_answer_a_cuda_step_with_host_values(tmp_path):
+    embeddings = torch.randn(8, 3, generator=torch.Generator().manual_seed(9))
+    with gradlab.Monitor(tmp_path, quantities=[_HostValues(gradlab.monitor.every(1))]) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        leaf = embeddings.cuda().requires_grad_(True)
+        loss_fn(leaf, (torch.arange(8) % 2).cuda()).backward()
+        record = monitor.step()
+    assert (record["host_values_count"], record["host_values_cpu_mean"]) == (
+        8.0, pytest.approx(embeddings.double().mean().item(), rel=1e-12))
