@@ -691,6 +691,7 @@ PLOTTING_TESTS = {
                              "test_a_resumed_run_draws_the_families_of_every_header",
                              "test_a_header_family_that_is_no_safe_file_name_is_not_drawn",
                              "test_a_class_whose_plots_are_a_property_is_named_instead_of_a_type_error",
+                             "test_an_instance_whose_plots_are_no_tuple_is_named_by_its_class",
                              "test_a_users_quantity_is_drawn_from_its_own_plot_declaration")),
                          "tests/plotting/test_monitor_summaries.py",
                          "tests/plotting/test_monitor_axes.py",  # y scales, flat lines, gaps

@@ -362,3 +362,17 @@ def test_a_run_logged_to_csv_alone_is_refused_saying_what_plot_reads(tmp_path, c
         f"{str(tmp_path / 'run')!r}, which holds a metrics.csv only (gradlab plot reads the "
         "JSONL sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])\n"
     )
+
+
+def test_downsample_takes_integer_values_on_a_log_axis_as_numbers():
+    """Integer values (counts) on a log axis: each group's line is its geometric mean."""
+    from matplotlib.scale import LogTransform
+
+    values = [2, 30, 500, 7000, 20, 3, 400, 60000, 5]  # logs that are no integers
+    steps, means, lows, highs = monitor_plots.downsample(range(9), values, 3, LogTransform(10))
+    groups = [values[i : i + 3] for i in (0, 3, 6)]
+    assert steps.tolist() == [1.0, 4.0, 7.0]
+    np.testing.assert_allclose(
+        means, [10 ** (sum(math.log10(v) for v in g) / 3) for g in groups], rtol=1e-12)
+    assert (lows.tolist(), highs.tolist()) == ([min(g) for g in groups], [max(g) for g in groups])
+
