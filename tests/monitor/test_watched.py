@@ -301,3 +301,61 @@ def test_a_loss_watched_again_by_its_monitor_comes_back_as_it_is(tmp_path):
         again = other.watch(watched)
         assert again is not watched
         other.close()
+
+
+def test_an_attribute_deleted_from_a_watched_loss_object_goes_where_it_was_set(tmp_path):
+    loss = ScaledLoss()
+    loss.tau = 0.1
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        watched.note = "the wrapper's"  # no such attribute on the loss
+        del watched.tau  # the loss's: deleted from the loss
+        del watched.note  # the wrapper's: deleted from the wrapper
+        assert not hasattr(loss, "tau") and "note" not in vars(watched)
+        assert torch.equal(watched.scale, torch.tensor(2.0))  # the rest read through still
+        with pytest.raises(AttributeError):
+            del watched.no_such_attribute
+
+
+def test_an_attribute_deleted_from_a_watched_loss_module_goes_where_it_was_set(tmp_path):
+    loss = ProxyLoss()
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        watched.note = "the wrapper's"
+        watched.extra = nn.Parameter(torch.zeros(2))  # a new parameter: the registries both share
+        del watched.temperature  # a plain attribute of the loss: deleted from the loss
+        del watched.note
+        del watched.extra  # a registered tensor: from the shared registry, on either side
+        del watched.calls  # a buffer of the loss
+        assert not hasattr(loss, "temperature") and "note" not in vars(watched)
+        assert ("extra" in dict(loss.named_parameters()), "calls" in dict(loss.named_buffers()),
+                "calls" in vars(loss)) == (False, False, False)  # fmt: skip
+        assert [name for name, _ in watched.named_parameters()] == ["proxies"]
+        with pytest.raises(AttributeError):
+            del watched.no_such_attribute
+
+
+class CallingLoss:
+    """A loss object with an attribute named as the wrapper's own (``_call``)."""
+
+    def __init__(self):
+        self._call = "the loss's own"
+
+    def __call__(self, embeddings, labels):
+        return embeddings.square().mean()
+
+
+def test_what_the_wrapper_sets_for_itself_stays_its_own_where_the_loss_has_the_name(tmp_path):
+    loss = CallingLoss()
+    embeddings = torch.randn(8, 3, requires_grad=True)
+    with gradlab.Monitor(tmp_path, preset="cheap") as monitor:
+        watched = monitor.watch(loss)
+        watched.__doc__ = "the wrapper's"  # a dunder name: never the loss's
+        value = watched(embeddings, LABELS)
+        value.backward()
+        monitor.step()
+    assert torch.equal(value, embeddings.square().mean())
+    assert (loss._call, CallingLoss.__doc__, loss.__doc__) == (
+        "the loss's own", "A loss object with an attribute named as the wrapper's own (``_call``).",
+        "A loss object with an attribute named as the wrapper's own (``_call``).")
+    assert watched.__doc__ == "the wrapper's"
