@@ -504,8 +504,12 @@ class GradlabTrainerCallback(TrainerCallback):
         try:
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments
+            resumed = int(getattr(state, "global_step", 0) or 0)  # a checkpoint's step
+            hint = (f"; the Trainer resumes from a checkpoint at step {resumed}: "
+                    f"{type(self).__name__}(resume=True) continues the run's records from "
+                    "there" if resumed > 0 else "")  # fmt: skip
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
-                                 f"{type(self).__name__}(...))") from error  # fmt: skip
+                                 f"{type(self).__name__}(...){hint})") from error  # fmt: skip
         except GradlabError as error:  # the folder is held: by a callback of this process?
             holder = _holding(folder, self)
             if holder is None:
