@@ -344,3 +344,10 @@ def test_a_number_given_as_a_tensor_is_told_how_to_pass_it(check, message):
         check()
     assert str(raised.value) == (
         f"{message} (a Python number, not a tensor: pass float(x), or x.item())")
+
+
+def test_a_positive_number_refuses_zero_and_a_non_negative_one_takes_it():
+    assert _refusal(lambda: check_positive_finite("tau", 0.0)) == (
+        "tau must be a positive finite number; got 0.0")
+    assert check_non_negative_finite("margin", 0.0) == 0.0
+    assert check_positive_finite("tau", 5e-324) == 5e-324  # the smallest positive float

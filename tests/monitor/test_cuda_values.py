@@ -112,3 +112,27 @@ def test_a_quantity_of_ones_own_may_answer_a_cuda_step_with_host_values(tmp_path
         record = monitor.step()
     assert (record["host_values_count"], record["host_values_cpu_mean"]) == (
         8.0, pytest.approx(embeddings.double().mean().item(), rel=1e-12))
+
+
+
+def _info_nce(scores, targets):  # a user's own score loss, on cross_entropy targets
+    return torch.nn.functional.cross_entropy(scores / 0.1, targets)
+
+
+@pytest.mark.gpu
+def test_labels_of_a_users_score_loss_on_cuda_are_read_or_refused_as_on_the_cpu(tmp_path):
+    # 0..B-1 in order: one reading, logged; shuffled: two readings, refused (not logged)
+    import warnings
+
+    scores = torch.randn(8, 8, generator=torch.Generator().manual_seed(0)).cuda()
+    with gradlab.Monitor(tmp_path, every=1) as monitor:
+        watched = monitor.watch(_info_nce, inputs="scores")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            watched(scores.clone().requires_grad_(), torch.arange(8).cuda()).backward()
+        monitor.step()
+        with pytest.warns(RuntimeWarning, match="holds 0..B-1 in another order"):
+            watched(scores.clone().requires_grad_(), torch.arange(8).flip(0).cuda()).backward()
+        monitor.step()
+    _, records = gradlab.monitor.read_jsonl(tmp_path)
+    assert [record["step"] for record in records] == [0]

@@ -472,3 +472,19 @@ def test_the_last_header_is_found_on_an_indented_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text('{"header": {"tau": 0.1}}\n{"step": 0}\n  {"header": {"tau": 0.2}}\n')
     assert last_jsonl_header(path) == {"tau": 0.2}
+
+
+def test_the_last_step_of_a_log_skips_a_bad_line_with_a_warning_and_a_cut_end_quietly(tmp_path):
+    # a damaged middle line is said (read_jsonl says it too); the last line a killed writer cut
+    # short is expected there and passed over quietly
+    from gradlab.monitor.sinks import last_jsonl_step
+
+    log = tmp_path / "metrics.jsonl"
+    lines = [json.dumps({"header": {"version": 1}}), json.dumps({"step": 1, "loss": 0.5}),
+             "{not json", json.dumps({"step": 2, "loss": 0.4}), '{"step": 3, "lo']
+    log.write_text("\n".join(lines))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert last_jsonl_step(log) == 2
+    assert [(w.category, str(w.message)) for w in caught] == [
+        (UserWarning, f"{log}:3: skipped a line that is not valid JSON (a write cut short?)")]

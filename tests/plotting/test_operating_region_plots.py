@@ -385,3 +385,15 @@ def test_the_two_panels_stand_side_by_side_at_the_figures_size(drawn, function, 
                 module.plot_p_against_batch_size: module.P_AGAINST_M_FIGSIZE}[function]
     assert tuple(figure.get_size_inches()) == pytest.approx(expected)
     assert figure.get_size_inches()[0] > 2 * figure.get_size_inches()[1]  # wide: two panels
+
+
+def test_a_long_note_breaks_between_its_sentence_and_parenthetical_alone(drawn):
+    # the sentence alone (84 characters) fits a line of 100: it is not wrapped inside
+    history = _history(steps=range(10, 10010, 10), p_seed_definition=0.123457,
+                       p_without_query=0.234568)  # fmt: skip
+    figure = drawn(module.plot_training_dynamics, _dynamics(history))
+    sentence = ("Operating-region proportion: 0.123457 and 0.234568 at each of the 1000 logged "
+                "steps")  # fmt: skip
+    assert 70 < len(sentence) <= 100
+    assert figure._suptitle.get_text().split("\n")[1:] == [
+        sentence, f"({module.EQ1_NAME} and pairs of others; not drawn)"]
