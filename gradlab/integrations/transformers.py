@@ -504,7 +504,7 @@ class GradlabTrainerCallback(TrainerCallback):
         try:
             self.monitor = Monitor.from_config(folder, options)
         except RunExistsError as error:  # the options are this callback's arguments
-            resumed = int(getattr(state, "global_step", 0) or 0)  # a checkpoint's step
+            resumed = int(state.global_step)  # a checkpoint's step, set before train begins
             hint = (f"; the Trainer resumes from a checkpoint at step {resumed}: "
                     f"{type(self).__name__}(resume=True) continues the run's records from "
                     "there" if resumed > 0 else "")  # fmt: skip

@@ -102,19 +102,21 @@ def test_the_same_cell_run_again_trains_into_the_same_folder(tmp_path):
         "(resume and overwrite are arguments of GradlabTrainerCallback(...))")
 
 
-def test_a_trainer_resumed_into_a_run_without_resume_is_told_the_callbacks_argument(tmp_path):
+@pytest.mark.parametrize("checkpoint", [1, 3])
+def test_a_trainer_resumed_into_a_run_without_resume_is_told_the_callbacks_argument(tmp_path,
+                                                                                    checkpoint):
     # the error named resume and overwrite alone, which reads as the Trainer's resume when
     # the Trainer itself was resumed from a checkpoint
     _, trainer = attached(tmp_path)
     trainer.train()
     _, resumed = attached(tmp_path)
-    resumed.state.global_step = 3  # as the Trainer sets it from the checkpoint, before train begins
+    resumed.state.global_step = checkpoint  # as the Trainer sets it before train begins
     with pytest.raises(GradlabError) as caught:
         resumed.train()
     assert str(caught.value).endswith(
         "(resume and overwrite are arguments of GradlabTrainerCallback(...); the Trainer resumes "
-        "from a checkpoint at step 3: GradlabTrainerCallback(resume=True) continues the run's "
-        "records from there)")
+        f"from a checkpoint at step {checkpoint}: GradlabTrainerCallback(resume=True) continues "
+        "the run's records from there)")
 
 
 def test_a_folder_held_by_a_crashed_unattached_callback_names_the_way_out(tmp_path):
