@@ -488,3 +488,13 @@ def test_the_last_step_of_a_log_skips_a_bad_line_with_a_warning_and_a_cut_end_qu
         assert last_jsonl_step(log) == 2
     assert [(w.category, str(w.message)) for w in caught] == [
         (UserWarning, f"{log}:3: skipped a line that is not valid JSON (a write cut short?)")]
+
+
+def test_the_last_steps_warning_of_a_bad_line_points_at_its_caller(tmp_path):
+    from gradlab.monitor.sinks import last_jsonl_step
+
+    log = tmp_path / "metrics.jsonl"
+    log.write_text(json.dumps({"step": 1}) + "\n{not json\n" + json.dumps({"step": 2}) + "\n")
+    with pytest.warns(UserWarning, match="skipped a line that is not valid JSON") as caught:
+        last_jsonl_step(log)
+    assert [w.filename for w in caught] == [__file__]
