@@ -429,3 +429,27 @@ def test_a_run_past_its_time_box_is_stopped_with_a_timeout_error():
         "the distributed run still ran after 0.01 s and was stopped (a process waits in a "
         "collective that another never joins?)"
     )
+
+
+class _NamedPerQuery:
+    name = "per-query loss"
+
+    def __call__(self, model, batch, probe):
+        EmbeddingSumStep()(model, batch, probe)
+        return torch.ones(2)
+
+
+class _UnnamedPerQuery:
+    def __call__(self, model, batch, probe):
+        EmbeddingSumStep()(model, batch, probe)
+        return torch.ones(2)
+
+
+@pytest.mark.parametrize(("step", "named"), [(_NamedPerQuery(), "per-query loss"),
+                                             (_UnnamedPerQuery(), "_UnnamedPerQuery")])  # fmt: skip
+def test_a_step_object_is_named_by_its_name_else_by_its_class(step, named):
+    model, batch = synthetic_problem(batch_size=4)
+    with pytest.raises(GradlabError) as raised:
+        run_step(step, model, batch)
+    assert str(raised.value) == (f"step {named} must return its loss (a number or a 0-d tensor) "
+                                 "or None; got a tensor of shape [2]")  # fmt: skip
