@@ -652,6 +652,9 @@ class GradlabTrainerCallback(TrainerCallback):
             steps, per_epoch = self._logging_interval  # set with the Monitor
             schedule = (f"logging_strategy='epoch': every {steps} steps" if per_epoch
                         else f"logging_steps={steps}")  # fmt: skip
+            if not per_epoch and getattr(args, "logging_strategy", None) == "epoch":
+                schedule = ("logging_strategy='epoch' with a training dataloader that has no "
+                            f"length, so epochs are not counted: logging_steps={steps} instead")
             warnings.warn(
                 f"GradlabTrainerCallback logged none of the {state.global_step} training steps "
                 f"while training: it logs on the Trainer's logging steps ({schedule}) and the "

@@ -619,6 +619,23 @@ def test_the_logged_none_warning_names_the_epoch_schedule(tmp_path):
     ]
 
 
+def test_the_logged_none_warning_says_why_an_unsized_epoch_falls_back_to_logging_steps(tmp_path):
+    """logging_strategy="epoch" over an iterable dataset (no length): the Trainer logs when an
+    epoch ends, which the callback cannot count ahead; it said logging_steps=500 alone."""
+    callback = GradlabTrainerCallback(preset="cheap")
+    args = arguments(tmp_path, logging_steps=500, logging_strategy="epoch",
+                     gradient_accumulation_steps=1)  # fmt: skip
+    told = _logged_none_warnings(callback, args, trainer_state(), 3, dataloader=iter([0] * 10))
+    assert told == [
+        "GradlabTrainerCallback logged none of the 3 training steps while training: it logs on "
+        "the Trainer's logging steps (logging_strategy='epoch' with a training dataloader that "
+        "has no length, so epochs are not counted: logging_steps=500 instead) and the run "
+        "ended first (the last step alone, without its gradients, is added when training "
+        "ends, if the loss allows); set logging_steps in the training arguments (or "
+        "GradlabTrainerCallback(every=n)) below the number of steps"
+    ]
+
+
 def test_a_first_step_without_any_call_is_not_called_an_unwatched_dataset_s_step(tmp_path):
     """The Monitor says that nothing was called; the warning about a dataset dict's
     unwatched losses is for steps without calls after steps with calls."""
