@@ -321,6 +321,26 @@ def test_watch_and_attach_after_close_are_refused(tmp_path):
         monitor.attach(torch.nn.Linear(2, 2), torch.arange(4))
 
 
+def _calls_after_close(tmp_path, loss_fn, **keywords):
+    """Watch ``loss_fn``, close the Monitor, then call the loss twice for training and once
+    under ``torch.no_grad()`` (evaluation after training). Returns the Monitor, the watched
+    loss, the inputs, the training calls' values, and the warnings of the training calls and
+    of the evaluation call."""
+    monitor = Monitor(tmp_path)
+    watched = monitor.watch(loss_fn)
+    monitor.close()
+    embeddings, labels = torch.randn(6, 3), torch.arange(6) % 2
+    with warnings.catch_warnings(record=True) as training:
+        warnings.simplefilter("always")
+        values = [watched(embeddings.clone().requires_grad_(), labels, **keywords)
+                  for _ in range(2)]  # fmt: skip
+    with warnings.catch_warnings(record=True) as evaluation:
+        warnings.simplefilter("always")
+        with torch.no_grad():
+            watched(embeddings, labels, **keywords)
+    return monitor, watched, (embeddings, labels), values, training, evaluation
+
+
 @pytest.mark.slow
 def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(tmp_path):
     # the call was counted as a first watched call: at collection the Monitor warned it had
@@ -328,42 +348,29 @@ def test_a_watched_call_after_close_runs_the_loss_and_warns_once_of_that_alone(t
     import gc
 
     loss = gradlab.SmoothAPLoss(0.05)
-    monitor = Monitor(tmp_path)
-    watched = monitor.watch(loss)
-    monitor.close()
-    embeddings, labels = torch.randn(6, 3), torch.arange(6) % 2
-    with warnings.catch_warnings(record=True) as caught:
+    monitor, watched, inputs, values, training, evaluation = _calls_after_close(tmp_path, loss)
+    with warnings.catch_warnings(record=True) as collected:
         warnings.simplefilter("always")
-        values = [watched(embeddings.clone().requires_grad_(), labels) for _ in range(2)]
-        with torch.no_grad():
-            watched(embeddings, labels)  # evaluation after training: nothing to say
         del monitor, watched
         gc.collect()
-    assert [str(w.message) for w in caught] == [
+    assert [str(w.message) for w in training] == [
         f"gradlab.Monitor: a watched call after close() of the Monitor of {str(tmp_path)!r}: "
         "the loss runs and nothing is read or logged; make a new Monitor (resume=True "
         "continues this run in its log_dir) and watch the loss again to log more steps"]
-    assert [w.filename for w in caught] == [__file__]
-    assert all(torch.equal(value, loss(embeddings, labels)) for value in values)
+    assert [w.filename for w in training] == [__file__]
+    assert evaluation == collected == []  # evaluation after training: nothing to say
+    assert all(torch.equal(value, loss(*inputs)) for value in values)
 
 
 def test_a_watched_call_after_close_passes_its_keywords_on_and_warns_a_runtime_warning(tmp_path):
     def scaled_smooth_ap(embeddings, labels, *, scale):
         return scale * gradlab.SmoothAPLoss(0.05)(embeddings, labels)
 
-    monitor = Monitor(tmp_path)
-    watched = monitor.watch(scaled_smooth_ap)
-    monitor.close()
-    embeddings, labels = torch.randn(6, 3), torch.arange(6) % 2
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        values = [watched(embeddings.clone().requires_grad_(), labels, scale=2.0)
-                  for _ in range(2)]  # fmt: skip
-        assert [w.category for w in caught] == [RuntimeWarning]  # once, at the first call
-        with torch.no_grad():
-            watched(embeddings, labels, scale=2.0)  # evaluation after training: not warned
-    assert len(caught) == 1
-    expected = 2.0 * gradlab.SmoothAPLoss(0.05)(embeddings, labels)
+    *_, inputs, values, training, evaluation = _calls_after_close(tmp_path, scaled_smooth_ap,
+                                                                  scale=2.0)  # fmt: skip
+    assert [w.category for w in training] == [RuntimeWarning]  # once, at the first call
+    assert evaluation == []  # evaluation after training: not warned
+    expected = 2.0 * gradlab.SmoothAPLoss(0.05)(*inputs)
     assert all(torch.equal(value, expected) for value in values)
 
 
