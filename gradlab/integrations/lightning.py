@@ -38,7 +38,11 @@ import torch
 
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
-from gradlab.integrations.settings import callback_settings, resumed_behind_message
+from gradlab.integrations.settings import (
+    callback_settings,
+    closed_during_training_message,
+    resumed_behind_message,
+)
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
@@ -107,6 +111,9 @@ class _WatchedLoss:
             if trainer is None and isinstance(loss, torch.Tensor) and loss.requires_grad:
                 self.callback._warn_unattached()
             return loss
+        if monitor.closed:  # by hand, during training: the loss alone
+            self.callback._warn_closed_during_training(monitor)
+            return self.loss_fn(*args, **kwargs)
         if self._inner is None or self._inner[0] is not monitor:
             self._inner = (monitor, monitor.watch(self.loss_fn, self.watch_inputs))
         return self._inner[1](*args, **kwargs)
@@ -172,6 +179,7 @@ class GradlabCallback(Callback):
         self.monitor: Monitor | None = None
         self._trainer = None
         self._warned_unattached = False
+        self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
 
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
@@ -212,6 +220,18 @@ class GradlabCallback(Callback):
             "callback to the Trainer: Trainer(callbacks=[callback])",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
+        )
+
+    def _warn_closed_during_training(self, monitor: Monitor) -> None:
+        """Warn once that the Monitor was closed by hand while the Trainer trains."""
+        if self._warned_closed is monitor:  # once per Monitor (per fit)
+            return
+        self._warned_closed = monitor
+        warnings.warn(
+            closed_during_training_message(type(self).__name__, monitor.log_dir,
+                                           monitor.step_count),
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
         )
 
     def on_init_end(self, *args, **kwargs) -> None:
@@ -269,8 +289,13 @@ class GradlabCallback(Callback):
             self.monitor.step_count = int(trainer.global_step)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
-        if self.monitor is not None and optimizer is trainer.optimizers[0]:
-            self.monitor.step()
+        monitor = self.monitor
+        if monitor is None or optimizer is not trainer.optimizers[0]:
+            return
+        if monitor.closed:  # by hand, during training: nothing more to log
+            self._warn_closed_during_training(monitor)
+            return
+        monitor.step()
 
     def on_train_end(self, trainer, pl_module) -> None:
         self._close(log_last_step=True)

@@ -10,7 +10,7 @@ from gradlab.errors import GradlabError
 from gradlab.monitor.config import MonitorConfig
 from gradlab.paths import check_output_folder
 
-__all__ = ["callback_settings", "resumed_behind_message"]
+__all__ = ["callback_settings", "closed_during_training_message", "resumed_behind_message"]
 
 
 def callback_settings(
@@ -68,4 +68,21 @@ def resumed_behind_message(callback: str, folder: object, last: int, first: int,
         "after the earlier ones, and gradlab plot draws the later records of those steps in "
         f"place of the earlier; resume the Trainer too ({resume_trainer}), or pass "
         "overwrite=True to start the folder afresh"
+    )
+
+
+def closed_during_training_message(callback: str, folder: object, step: int) -> str:
+    """What a callback says, once, when its Monitor was closed by hand while the Trainer trains
+    (``callback.monitor.close()`` in a loop or another callback): the training goes on, and the
+    steps from ``step`` on are not logged.
+
+    Example:
+        >>> closed_during_training_message("GradlabCallback", "runs/a", 3)[:62]
+        "GradlabCallback: its Monitor of 'runs/a' was closed by close()"
+    """
+    return (
+        f"{callback}: its Monitor of {str(folder)!r} was closed by close() during training, "
+        f"before step {step}: training goes on and the steps from {step} on are not logged; "
+        "the callback closes its Monitor itself when training ends (to log fewer steps, give "
+        f"{callback}(every=n))"
     )

@@ -64,7 +64,11 @@ import torch
 
 from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
-from gradlab.integrations.settings import callback_settings, resumed_behind_message
+from gradlab.integrations.settings import (
+    callback_settings,
+    closed_during_training_message,
+    resumed_behind_message,
+)
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
 from gradlab.monitor.distributed import is_rank_zero
@@ -266,6 +270,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self._logging_interval: tuple[int, bool] | None = None  # (steps, per epoch)
         self._warned_idle = False
         self._warned_order = False
+        self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
         self._warned_taken = False  # keys of the Trainer's logs that the record has too
         self._warned_unattached = False
         _CALLBACKS.add(self)
@@ -279,9 +284,10 @@ class GradlabTrainerCallback(TrainerCallback):
         watched call (the trainer checks the loss's class and reads its attributes; the
         Monitor reads its :class:`~gradlab.integrations.sentence_transformers.RecordingSimilarity`).
         Watched by another callback before (a notebook cell run again with a new Trainer and
-        callback), it is this callback's from then on: the earlier one sees no more calls.
-        Any other loss (a gradlab loss, a function) is wrapped, for a ``compute_loss`` that
-        calls it. Values and gradients are unchanged.
+        callback), it is this callback's from then on: the earlier one sees no more calls;
+        watched by this callback already, it is returned as it is. Any other loss (a gradlab
+        loss, a function) is wrapped, for a ``compute_loss`` that calls it. Values and
+        gradients are unchanged.
 
         Args:
             loss_fn: the loss.
@@ -297,8 +303,7 @@ class GradlabTrainerCallback(TrainerCallback):
 
         Raises:
             GradlabError: ``loss_fn`` is not callable or is a class, ``inputs`` is not allowed,
-                a module watched twice by this callback, or a cached loss inside
-                ``MatryoshkaLoss``.
+                or a cached loss inside ``MatryoshkaLoss``.
 
         Example:
             >>> import gradlab
@@ -322,12 +327,15 @@ class GradlabTrainerCallback(TrainerCallback):
             adapt(loss_fn, inputs)  # the Monitor's checks, now rather than inside train()
             return watched_like(loss_fn, _WatchedCall(self, loss_fn, inputs))  # a
             # module's parameters stay the model's
+        if inputs not in (None, "scores"):  # read through its similarity's score matrices
+            raise GradlabError(
+                f"inputs must be None or 'scores' for the sentence-transformers loss "
+                f"{type(loss_fn).__name__} (its RecordingSimilarity records its score "
+                f"matrices); got {inputs!r}"
+            )
         earlier = loss_fn.__dict__.get("forward")
         if isinstance(earlier, _WatchedCall) and earlier.callback is self:
-            raise GradlabError(
-                f"loss_fn {type(loss_fn).__name__} is watched already by this callback; watch "
-                "a loss once"
-            )
+            return loss_fn  # watched already, in place (a notebook cell run again)
         if isinstance(earlier, _WatchedCall):  # another callback's (a notebook cell run again)
             loss_fn.forward = _WatchedCall(self, earlier.loss_fn)  # now this one's alone
             warnings.warn(  # two callbacks alive: the first would log nothing, said nowhere
@@ -339,12 +347,6 @@ class GradlabTrainerCallback(TrainerCallback):
                 stacklevel=caller_stacklevel(),  # the watch() call (under mutmut too)
             )
             return loss_fn
-        if inputs not in (None, "scores"):  # read through its similarity's score matrices
-            raise GradlabError(
-                f"inputs must be None or 'scores' for the sentence-transformers loss "
-                f"{type(loss_fn).__name__} (its RecordingSimilarity records its score "
-                f"matrices); got {inputs!r}"
-            )
         from gradlab.integrations.sentence_transformers import refuse_cached_matryoshka
 
         refuse_cached_matryoshka(loss_fn)  # wrapped by MatryoshkaLoss before it is watched
@@ -480,6 +482,9 @@ class GradlabTrainerCallback(TrainerCallback):
             if monitor is None and not self._warned_unattached:
                 self._warn_if_training_without_this_callback(wrapper)
             return wrapper.loss_fn(*args, **kwargs)
+        if monitor.closed:  # by hand, during training: the loss alone
+            self._warn_closed_during_training(monitor)
+            return wrapper.loss_fn(*args, **kwargs)
         watched = wrapper.watched.get(id(monitor))
         if watched is None:  # a new Monitor (a new train() call): forget the previous ones
             wrapper.watched = {id(monitor): monitor.watch(wrapper.loss_fn, wrapper.watch_inputs)}
@@ -542,6 +547,9 @@ class GradlabTrainerCallback(TrainerCallback):
     def on_pre_optimizer_step(self, args, state, control, **kwargs):
         monitor = self.monitor
         if monitor is None:
+            return
+        if monitor.closed:  # by hand, during training: nothing more to log
+            self._warn_closed_during_training(monitor)
             return
         # A step that called no watched loss after others did: a train_dataset dict whose
         # losses are not all watched. The Monitor's warning about it assumes that the user calls
@@ -628,6 +636,18 @@ class GradlabTrainerCallback(TrainerCallback):
             stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
         )
 
+    def _warn_closed_during_training(self, monitor: Monitor) -> None:
+        """Warn once that the Monitor was closed by hand while the Trainer trains."""
+        if self._warned_closed is monitor:  # once per Monitor (per train() call)
+            return
+        self._warned_closed = monitor
+        warnings.warn(
+            closed_during_training_message(type(self).__name__, monitor.log_dir,
+                                           monitor.step_count),
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
+        )
+
     def _warn_taken_keys(self, taken: list[str]) -> None:
         """Warn once that the Trainer's logs hold keys of gradlab's record already (an empty
         ``prefix``): the Trainer's values are kept, gradlab's are in ``metrics.jsonl``."""
@@ -647,6 +667,7 @@ class GradlabTrainerCallback(TrainerCallback):
         self.in_step = False
         monitor = self.monitor
         if (monitor is not None and monitor.calls and self.last_record is None and is_rank_zero()
+                and not monitor.closed  # closed by hand: warned of already
                 and self.options.every is None and self.options.quantities is None
                 and not self._logging_step_passed(args, state)):  # fmt: skip
             steps, per_epoch = self._logging_interval  # set with the Monitor

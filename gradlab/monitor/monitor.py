@@ -266,6 +266,19 @@ class Monitor:
             raise GradlabError(f"step_count must be a non-negative integer; got {value!r}")
         self._step_count = value
 
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` has run: a closed Monitor reads and logs nothing more.
+
+        Example:
+            >>> import tempfile
+            >>> monitor = Monitor(tempfile.mkdtemp(), preset="cheap")
+            >>> monitor.close()
+            >>> monitor.closed
+            True
+        """
+        return self._closed
+
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap ``loss_fn``: the wrapper returns the loss unchanged and never alters gradients.
 
@@ -603,7 +616,10 @@ class Monitor:
             if self._refused is not None:
                 raise GradlabError(f"monitor.step() called on a Monitor whose log_dir was "
                                    f"refused at its first record: {self._refused}")  # fmt: skip
-            raise GradlabError("monitor.step() called after close()")
+            raise GradlabError(
+                f"monitor.step() called after close() of the Monitor of {str(self.log_dir)!r}; "
+                "make a new Monitor (resume=True continues this run in its log_dir)"
+            )
         step, batch = self.step_count, self._pending
         self._pending, self._stepped = None, True
         if self._never_stepped is not None:

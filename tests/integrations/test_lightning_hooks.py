@@ -399,3 +399,28 @@ def test_a_fit_at_step_0_in_a_new_folder_or_on_another_rank_is_quiet(tmp_path):
         fresh.on_train_start(trainer, None)
         GradlabCallback(tmp_path / "unset").on_train_start(trainer, None)  # no Monitor yet
     fresh.on_train_end(trainer, None)
+
+
+def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_on(tmp_path):
+    trainer = stand_in_trainer(tmp_path)
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    callback.setup(trainer, None, "fit")
+    run_steps(callback, trainer, 2, gradlab.SmoothAPLoss(0.05))
+    callback.monitor.close()  # in the LightningModule, or in another callback
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        losses = run_steps(callback, trainer, 3, gradlab.SmoothAPLoss(0.05))
+        callback.on_train_end(trainer, None)
+    assert [str(w.message) for w in caught] == [
+        f"GradlabCallback: its Monitor of {str(tmp_path / 'run')!r} was closed by close() "
+        "during training, before step 2: training goes on and the steps from 2 on are not "
+        "logged; the callback closes its Monitor itself when training ends (to log fewer "
+        "steps, give GradlabCallback(every=n))"
+    ]
+    assert caught[0].filename == __file__  # the loss call of run_steps, not gradlab's
+    reference = [gradlab.SmoothAPLoss(0.05)(e.detach(), labels).item()
+                 for e, labels in batches(3)]  # fmt: skip
+    assert losses == pytest.approx(reference, rel=1e-6)  # the loss, unchanged
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 1]
+    assert callback.monitor is None

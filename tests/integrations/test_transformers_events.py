@@ -325,9 +325,10 @@ def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tm
     callback = GradlabTrainerCallback(preset="full")
     assert callback.watch(loss) is loss and type(loss) is losses.MultipleNegativesRankingLoss
     assert loss(features, None).item() == expected  # outside a step: the loss itself
-    with pytest.raises(GradlabError, match="MultipleNegativesRankingLoss is watched already by "
-                                           "this callback; watch a loss once"):  # fmt: skip
-        callback.watch(loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert callback.watch(loss) is loss  # a notebook cell run again: watched once
+    assert loss.forward.callback is callback and type(loss.forward.loss_fn) is LossForward
     # A notebook cell run again: a new callback takes the loss over (the first sees no more
     # calls), once, and says so (two callbacks alive: the first logged nothing, unexplained);
     # the first callback may take it back.
@@ -343,8 +344,7 @@ def test_a_sentence_transformers_loss_keeps_its_class_and_is_fed_inside_steps(tm
         "GradlabTrainerCallback; it is now watched by this one alone, and the other logs none "
         "of its calls (a loss module is watched by one callback at a time: a notebook cell run "
         "again, or the callback attached to the Trainer?)")
-    with pytest.raises(GradlabError, match="is watched already by this callback"):
-        callback.watch(loss)
+    assert callback.watch(loss) is loss and loss.forward.callback is callback
     with pytest.warns(RuntimeWarning, match=taken):
         assert first.watch(loss) is loss and loss.forward.callback is first
     with pytest.warns(RuntimeWarning, match=taken):
@@ -804,3 +804,27 @@ def test_a_sink_that_report_to_also_feeds_warns_of_values_logged_twice(tmp_path,
         "values to the same backend, so each is logged twice per step: the Trainer's report_to "
         "receives them through on_log already; drop those sinks"] if twice else [])
     assert all(w.filename == __file__ for w in caught)  # the line that started training
+
+
+def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_on(tmp_path):
+    callback = GradlabTrainerCallback(preset="cheap")
+    args, state = arguments(tmp_path), trainer_state()
+    callback.on_train_begin(args, state, None)
+    loss_fn = callback.watch(gradlab.NTXentLoss(0.05))
+    train_steps(callback, args, state, loss_fn, 2)
+    callback.monitor.close()  # in a loop, or in another callback
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, losses = train_steps(callback, args, state, loss_fn, 3)
+        callback.on_train_end(args, state, None)
+    assert [str(w.message) for w in caught] == [
+        f"GradlabTrainerCallback: its Monitor of {str(tmp_path / 'out' / DEFAULT_FOLDER)!r} was "
+        "closed by close() during training, before step 3: training goes on and the steps from "
+        "3 on are not logged; the callback closes its Monitor itself when training ends (to "
+        "log fewer steps, give GradlabTrainerCallback(every=n))"
+    ]
+    assert caught[0].filename == __file__  # the loss call of train_steps, not gradlab's
+    assert losses == pytest.approx([reference_loss(100 * step) for step in (2, 3, 4)], rel=1e-6)
+    _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")
+    assert [record["step"] for record in records] == [1, 2]
+    assert callback.monitor is None and state.global_step == 5

@@ -305,11 +305,17 @@ def test_constructor_errors(tmp_path, kwargs, message):
         Monitor(tmp_path, **kwargs)
 
 
-def test_step_after_close_is_refused(tmp_path):
+def test_step_after_close_is_refused_and_names_the_run(tmp_path):
     monitor = Monitor(tmp_path)
+    assert not monitor.closed
     monitor.close()
-    with pytest.raises(GradlabError, match=r"^monitor\.step\(\) called after close\(\)$"):
+    assert monitor.closed
+    with pytest.raises(GradlabError) as error:
         monitor.step()
+    assert str(error.value) == (
+        f"monitor.step() called after close() of the Monitor of {str(tmp_path)!r}; make a new "
+        "Monitor (resume=True continues this run in its log_dir)"
+    )
 
 
 def test_watch_and_attach_after_close_are_refused(tmp_path):
