@@ -514,3 +514,34 @@ def test_torch_func_works_on_the_plain_autograd_forms_as_the_docs_say():
         leaf = embeddings.clone().requires_grad_(True)
         plain(leaf).backward()
         torch.testing.assert_close(grad(plain)(embeddings), leaf.grad, rtol=1e-12, atol=1e-14)
+
+
+def test_vmap_takes_the_plain_autograd_losses_without_validate_as_the_docs_say():
+    # docs/loss_reliability.md: validate=True reads the batch back to the host, which vmap
+    # refuses; without it the plain-autograd losses vmap, and SmoothAP never does
+    from torch.func import vmap
+
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.randn(3, 6, 6, generator=generator, dtype=torch.float64)
+    embeddings = torch.randn(3, 8, 4, generator=generator, dtype=torch.float64)
+    positives = torch.eye(6, dtype=torch.bool)
+    plain = {
+        "nt_xent_loss": (lambda s: fn.nt_xent_loss(s, positives, validate=False), scores),
+        "sigmoid_pair_loss": (lambda s: fn.sigmoid_pair_loss(s, positives, validate=False),
+                              scores),
+        "max_violation_triplet_loss": (
+            lambda s: fn.max_violation_triplet_loss(s, positives, validate=False), scores),
+        "fastap_loss": (lambda e: fn.fastap_loss(e, LABELS, validate=False), embeddings),
+    }
+    for loss, inputs in plain.values():
+        expected = torch.stack([loss(batch) for batch in inputs])  # one call per batch
+        torch.testing.assert_close(vmap(loss)(inputs), expected, rtol=1e-12, atol=1e-14)
+    message = "Cannot access data pointer of Tensor that doesn't have storage"
+    with pytest.raises(RuntimeError, match=message):
+        vmap(lambda s: fn.nt_xent_loss(s, positives))(scores)
+    for host_reader in (lambda s: fn.smooth_ap(s, positives, 0.1, validate=False),
+                      lambda s: fn.smooth_ap(s, positives, 0.1, backward="autograd",
+                                             validate=False),
+                      lambda s: fn.tie_aware_ap(s, positives)):  # fmt: skip
+        with pytest.raises(RuntimeError):
+            vmap(host_reader)(scores)

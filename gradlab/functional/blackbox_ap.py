@@ -26,6 +26,7 @@ import torch
 from gradlab.errors import GradlabError
 from gradlab.functional.precision import outside_autocast
 from gradlab.validation import (
+    check_bool,
     check_interpolation,
     check_real_device,
     check_same_device,
@@ -237,7 +238,7 @@ def blackbox_ap_loss(
             f"{name} takes loss(embeddings, labels) or {CROSS_MODAL_CALL}; got a [C, d] float "
             "tensor where labels go (cross-modal: pass candidates and positives by keyword)"
         )
-    checks = validate and value_checks_enabled()
+    checks = check_bool("validate", validate) and value_checks_enabled()
     if check_call_form(name, labels, (), candidates, positives):
         layout = in_batch_layout(embeddings, labels, validate=validate)
         if checks and on_degenerate is not None and not bool(has_ranking_signal(labels)):

@@ -21,6 +21,7 @@ quotient rule in Eq. 11/15); ``gradlab audit`` reports them step by step.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -196,7 +197,19 @@ def _decomposed(
     cb_term = -_sum_per_query((weight * C).unsqueeze(1) * B, query_index, queries.shape[0])
     ap = _sum_per_query(A / rank_all, query_index, queries.shape[0]) / counts
     grad = ad_term + cb_term
-    grad[counts == 0] = float("nan")
+    defined = counts > 0
+    finite = torch.stack([torch.isfinite(grad[defined]).all(), torch.isfinite(ap[defined]).all(),
+                          torch.isfinite(B).all(), torch.isfinite(D).all()]).all()  # fmt: skip
+    if not bool(finite):  # a diagnostic: one more host read, and no NaN handed back in silence
+        largest = float(scores.abs().max())
+        where = (f"its scores q . v_j reach {largest:.3g} at tau {tau:g}" if math.isfinite(largest)
+                 else "its scores q . v_j themselves are not finite")  # fmt: skip
+        raise GradlabError(
+            f"smooth_ap_decomposition overflows {scores.dtype} on these inputs ({where}): its "
+            "terms are not finite; scale the embeddings down (normalise them for cosine "
+            "scores) or pass float64 tensors"
+        )
+    grad[~defined] = float("nan")
     if single:
         ap, ad_term, cb_term, grad = ap[0], ad_term[0], cb_term[0], grad[0]
     return SmoothAPDecomposition(

@@ -42,6 +42,7 @@ from gradlab.functional.layouts import unit_rows
 from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
 from gradlab.validation import (
+    check_bool,
     check_embeddings_and_labels,
     check_in_range,
     check_positive_int,
@@ -312,6 +313,7 @@ def fappy_loss(
         0.0
     """
     normalization = check_normalization(normalization)
+    validate = check_bool("validate", validate)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
     wide = widened(embeddings)  # half precision: computed in float32
     normalized = unit_rows(wide)  # a zero row: 0

@@ -23,7 +23,7 @@ from gradlab.errors import GradlabError
 from gradlab.functional.layouts import unit_rows
 from gradlab.functional.precision import outside_autocast
 from gradlab.functional.score_losses import widened
-from gradlab.validation import check_embeddings_and_labels
+from gradlab.validation import check_bool, check_embeddings_and_labels
 
 MAX_BINS = 2**14
 """The most distance bins FastAP takes. In float32 the rounding of a squared distance (``2 - 2
@@ -70,6 +70,7 @@ def fastap(
         >>> fastap(emb, torch.tensor([0, 0, 1, 1]), num_bins=10)
         tensor([1., 1., 1., 1.])
     """
+    validate = check_bool("validate", validate)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
     num_bins = check_num_bins(num_bins)
     # Half precision cannot hold distinct bin centres past a few hundred bins (bfloat16 has 8

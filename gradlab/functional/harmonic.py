@@ -140,9 +140,16 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     """A continuous stand-in for ``H(b) - H(a) = sum_{t=a+1}^b 1/t`` (He et al. 2018, Eq. 10-11).
 
     Args:
-        a, b: real counts ``0 <= a <= b`` (broadcastable tensors).
+        a, b: real counts ``0 <= a <= b`` (broadcastable tensors), not NaN; ``b = inf`` gives
+            ``inf`` (the sum diverges). float32 holds every integer count only up to ``2**24``
+            (about 1.7e7): beyond, pass float64 counts, or a gap of a few items is lost to the
+            rounding of the counts themselves.
         method: ``"log"`` (Eq. 11, finite below one item, see module docs), ``"midpoint"``,
             or ``"exact"`` (digamma).
+
+    Raises:
+        GradlabError: counts that are no real tensors, do not broadcast, are NaN, below 0, or
+            with ``a > b`` (one host read).
 
     Example:
         >>> a, b = torch.tensor([0.0, 10.0]), torch.tensor([1.0, 12.0])
@@ -190,25 +197,40 @@ def _check_counts(**counts: object) -> None:
 
 
 def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> None:
-    """Refuse ``a < 0`` or ``count < 0`` anywhere, named as the rate's caller passed them (NaN
-    passes, as in the gaps), in one read: the rate's gap would otherwise refuse ``a > a +
-    count`` naming ``b``, an argument the caller never gave."""
+    """Refuse NaN, ``a < 0`` or ``count < 0`` anywhere, named as the rate's caller passed them,
+    in one read: the rate's gap would otherwise refuse ``a > a + count`` (or a NaN) naming
+    ``b``, an argument the caller never gave."""
     if not (a.numel() and count.numel()) or not value_checks_enabled():
         return
-    flags = torch.stack([(a < 0).any(), (count < 0).any()]).tolist()
-    for (name, value), negative in zip((("a", a), ("count", count)), flags, strict=True):
+    flags = torch.stack([a.isnan().any(), count.isnan().any(), (a < 0).any(),
+                         (count < 0).any()]).tolist()  # fmt: skip
+    named = (("a", a), ("count", count))
+    for (name, value), has_nan in zip(named, flags[:2], strict=True):
+        if has_nan:
+            raise GradlabError(_nan_message(name, function, value))
+    for (name, value), negative in zip(named, flags[2:], strict=True):
         if negative:
             raise GradlabError(f"{name} must be a count, at least 0, for {function}; got "
                                f"{float(value.min()):g}")  # fmt: skip
 
 
+def _nan_message(name: str, function: str, count: torch.Tensor) -> str:
+    return (f"{name} must be a count, not NaN, for {function}; got NaN in "
+            f"{int(count.isnan().sum())} of {count.numel()} entries")  # fmt: skip
+
+
 def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
-    """Refuse ``a < 0`` or ``a > b`` anywhere (NaN passes: its gap is NaN), in one read: the
-    gap sums ``t = a + 1 .. b``, and below ``a = -1`` the digamma and the logarithm have their
-    poles. Nothing is read inside :func:`gradlab.validation.skip_value_checks`."""
+    """Refuse a NaN count, ``a < 0`` or ``a > b`` anywhere, in one read: the gap sums
+    ``t = a + 1 .. b``, and below ``a = -1`` the digamma and the logarithm have their poles
+    (``b = inf`` is the divergent sum, ``inf``). Nothing is read inside
+    :func:`gradlab.validation.skip_value_checks`."""
     if not (a.numel() and b.numel()) or not value_checks_enabled():
         return
-    negative, reversed_ = torch.stack([(a < 0).any(), (a > b).any()]).tolist()
+    nan_a, nan_b, negative, reversed_ = torch.stack([
+        a.isnan().any(), b.isnan().any(), (a < 0).any(), (a > b).any()]).tolist()  # fmt: skip
+    for name, count, has_nan in (("a", a, nan_a), ("b", b, nan_b)):
+        if has_nan:
+            raise GradlabError(_nan_message(name, function, count))
     if negative:
         raise GradlabError(f"a must be a count, at least 0, for {function}; got "
                            f"{float(a.min()):g}")  # fmt: skip
@@ -222,8 +244,9 @@ def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -> None:
-    """Refuse discount counts below 0 or above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes),
-    and for ``"exact"`` NaN or infinite ones, before any work."""
+    """Refuse discount counts below 0 or above :data:`DISCOUNT_LARGEST_COUNT` (NaN passes: the
+    caller's :func:`_check_ordered` or :func:`_check_rate_counts` names it), and for
+    ``"exact"`` NaN or infinite ones, before any work."""
     _check_exact_counts(method, **counts)
     present = {name: value for name, value in counts.items() if value.numel()}
     if not present:

@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.validation import (
+    check_bool,
     check_embedding_size,
     check_same_device,
     check_shape,
@@ -113,6 +114,8 @@ def in_batch_layout(
         >>> layout.scores.shape, drop_diagonal(layout.positives).tolist()
         (torch.Size([3, 3]), [[False, True], [False, False], [True, False]])
     """
+    include_query = check_bool("include_query", include_query)
+    validate = check_bool("validate", validate)
     check_tensor("embeddings", embeddings, ndims=(2,), kind="float", finite=validate)
     check_embedding_size("embeddings", embeddings)
     check_tensor("labels", labels, ndims=(1,), kind="integer")
@@ -167,6 +170,7 @@ def cross_modal_layout(
         tensor([[1., 0.],
                 [0., 1.]])
     """
+    validate = check_bool("validate", validate)
     check_tensor("queries", queries, ndims=(2,), kind="float", finite=validate)
     check_tensor("candidates", candidates, ndims=(2,), kind="float", finite=validate)
     if queries.shape[1] != candidates.shape[1]:

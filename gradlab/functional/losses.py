@@ -27,6 +27,7 @@ from gradlab.functional.smooth_ap import (
     smooth_ap_checked,
 )
 from gradlab.validation import (
+    check_bool,
     check_real_device,
     check_same_device,
     check_shape,
@@ -266,6 +267,8 @@ def smooth_ap_loss(
         >>> round(smooth_ap_loss(images, candidates=captions, positives=torch.eye(2) > 0).item(), 4)
         0.25
     """
+    include_query = check_bool("include_query", include_query)
+    validate = check_bool("validate", validate)
     in_batch = check_call_form(name, labels, extra, candidates, positives)
     check_real_device(embeddings=embeddings, labels=labels, candidates=candidates,
                       positives=positives)  # fmt: skip

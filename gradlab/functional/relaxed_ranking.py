@@ -58,12 +58,24 @@ from gradlab.validation import (
 def relaxed_hamming_distances(codes: torch.Tensor) -> torch.Tensor:
     """``[M, M]`` relaxed Hamming distances ``(b - phi_i . phi_j)/2`` of codes ``[M, b]``.
 
+    The codes are relaxed bits in ``[-1, 1]`` (a ``tanh`` of the network's outputs; He et al.
+    2018, Sec. 4): the distances then lie in ``[0, b]``. Codes outside are refused (one host
+    read): their distances would leave ``[0, b]``, the range of the histogram's bins.
+
+    Raises:
+        GradlabError: ``codes`` is not a finite 2-D float tensor, or has entries outside
+            ``[-1, 1]``.
+
     Example:
         >>> relaxed_hamming_distances(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
         tensor([[0., 1.],
                 [1., 0.]])
     """
     check_tensor("codes", codes, ndims=(2,), kind="float", finite=True)
+    outside = codes.detach().abs() > 1
+    _refuse_values((outside.any(), lambda: "codes must lie in [-1, 1] (relaxed bits, a tanh of "
+                                           "the outputs); got "
+                                           + _first_bad("codes", codes, outside)))  # fmt: skip
     return (codes.shape[1] - codes @ codes.T) / 2.0
 
 
@@ -84,6 +96,14 @@ def _refuse_values(*checks: tuple[torch.Tensor, str | Callable[[], str]]) -> Non
 
 def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(tensor.detach()).all()
+
+
+def _first_bad(name: str, values: torch.Tensor, bad: torch.Tensor, noun: str = "entries") -> str:
+    """``name[i, j] = value (k of n entries)``: where ``bad`` is first True, for a message."""
+    index = [int(i) for i in bad.nonzero()[0]]
+    where = ", ".join(map(str, index))
+    return (f"{name}[{where}] = {float(values.detach()[tuple(index)]):g} ({int(bad.sum())} of "
+            f"{bad.numel()} {noun})")  # fmt: skip
 
 
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
@@ -168,7 +188,8 @@ def soft_histogram(
         ),
         (
             ((levels < 0) | (levels >= num_levels)).any(),
-            f"levels must lie in 0 .. num_levels - 1 = {num_levels - 1}; some do not",
+            lambda: f"levels must lie in 0 .. num_levels - 1 = {num_levels - 1}; got "
+            + _first_bad("levels", levels, (levels < 0) | (levels >= num_levels)),
         ),
     )
     weights = _triangular_kernel(distances, num_bins)
@@ -184,16 +205,41 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
     return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
 
 
-def _count_checks(num_positives: torch.Tensor | None) -> list:
-    """:func:`_refuse_values` checks of an ``N+`` given: finite, at least 0."""
+def _exceeding(positive_counts: torch.Tensor, counts: torch.Tensor) -> str:
+    """Where ``positive_counts`` first exceeds ``counts``, for a message."""
+    bad = positive_counts.detach() > counts.detach()
+    index = tuple(int(i) for i in bad.nonzero()[0])
+    where = ", ".join(map(str, index))
+    return (f"positive_counts[{where}] = {float(positive_counts.detach()[index]):g} above "
+            f"counts[{where}] = {float(counts.detach()[index]):g} ({int(bad.sum())} of "
+            f"{bad.numel()} entries)")  # fmt: skip
+
+
+def _count_checks(
+    num_positives: torch.Tensor | None, positive_counts: torch.Tensor | None = None
+) -> list:
+    """:func:`_refuse_values` checks of an ``N+`` given: finite, at least 0 and, with the soft
+    counts ``positive_counts``, at least their sum per query (up to the square root of the
+    dtype's epsilon, relative: soft counts summed in another order, or in float32)."""
     if num_positives is None:
         return []
     values = num_positives.detach()
-    return [
+    checks = [
         (~torch.isfinite(values).all(), lambda: non_finite_message("num_positives", values)),
         ((values < 0).any(), lambda: "num_positives must be >= 0 (a count of relevant items); "
                                      f"got {float(values.min()):g}"),
     ]  # fmt: skip
+    if positive_counts is None:
+        return checks
+    counted = positive_counts.detach().sum(dim=1)
+    rounding = torch.finfo(counted.dtype).eps ** 0.5 * counted  # a sum of soft counts
+    short = values.to(counted.dtype) < counted - rounding
+    checks.append((short.any(), lambda: (
+        "num_positives must be at least the relevant items the soft counts hold, "
+        "positive_counts.sum(-1) per query (fewer would give an AP above 1); got "
+        + _first_bad("num_positives", values, short, "queries")
+        + f" below {float(counted[short][0]):g}")))  # fmt: skip
+    return checks
 
 
 def relaxed_tie_aware_ap(
@@ -210,16 +256,17 @@ def relaxed_tie_aware_ap(
         counts: ``[Q, D]`` soft counts ``c_d`` of all items, finite, ``>= positive_counts``.
         method: harmonic stand-in, ``"log"`` (Eq. 13 as printed, finite at the first bin),
             ``"midpoint"`` or ``"exact"`` (digamma; equals tie-aware AP at integer counts).
-        num_positives: ``[Q]`` real tensor, ``N+``, finite and at least 0; defaults to
-            ``positive_counts.sum(-1)``.
+        num_positives: ``[Q]`` real tensor, ``N+``, finite and at least
+            ``positive_counts.sum(-1)`` (the relevant items the soft counts hold; more when
+            some fall outside the bins); defaults to that sum.
 
     Returns:
         ``[Q]`` relaxed AP; NaN where ``N+ = 0``.
 
     Raises:
         GradlabError: wrong shapes or dtypes, counts that are not finite or break
-            ``0 <= positive_counts <= counts``, or an ``N+`` that is not finite or below 0 (the
-            value checks share one host read).
+            ``0 <= positive_counts <= counts``, or an ``N+`` that is not finite or below the
+            soft counts' sum (the value checks share one host read).
 
     Example:
         >>> positive = torch.tensor([[1.0, 0.0, 1.0]], dtype=torch.float64)
@@ -244,14 +291,15 @@ def relaxed_tie_aware_ap(
         (_non_finite(counts), lambda: non_finite_message("counts", counts)),
         (
             (positive_counts.detach() < 0).any(),
-            "positive_counts must be >= 0 (soft counts); some entries are negative",
+            lambda: "positive_counts must be >= 0 (soft counts); got "
+            + _first_bad("positive_counts", positive_counts, positive_counts.detach() < 0),
         ),
         (
             (positive_counts.detach() > counts.detach()).any(),
-            "positive_counts must be <= counts bin by bin (relevant items are among all "
-            "items); some entries exceed counts",
+            lambda: "positive_counts must be <= counts bin by bin (relevant items are among all "
+            "items); got " + _exceeding(positive_counts, counts),
         ),
-        *_count_checks(num_positives),
+        *_count_checks(num_positives, positive_counts),
     )
     total = positive_counts.sum(dim=1) if num_positives is None else num_positives
     after = counts.cumsum(dim=1)
@@ -295,7 +343,9 @@ def relaxed_tie_aware_dcg(
     _refuse_values(
         (_non_finite(level_counts), lambda: non_finite_message("level_counts", level_counts)),
         (_non_finite(level_gains), lambda: non_finite_message("level_gains", level_gains)),
-        ((level_counts.detach() < 0).any(), "level_counts must be >= 0; some are negative"),
+        ((level_counts.detach() < 0).any(),
+         lambda: "level_counts must be >= 0; got "
+         + _first_bad("level_counts", level_counts, level_counts.detach() < 0)),
     )
     counts = level_counts.sum(dim=2)
     before = counts.cumsum(dim=1) - counts

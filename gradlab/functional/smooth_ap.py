@@ -85,6 +85,7 @@ def group_by_positive_count(
     *,
     finite: dict[str, torch.Tensor] | None = None,
     candidate_mask: torch.Tensor | None = None,
+    bounds: dict[str, tuple[float, str]] | None = None,
 ) -> list[PositiveGroup]:
     """Split the queries of a ``[Q, C]`` mask into groups of equal positive count.
 
@@ -98,9 +99,12 @@ def group_by_positive_count(
     ``finite`` names tensors whose finiteness is checked in the same transfer (no extra
     synchronisation), as is whether each group has a negative (``has_negatives``): a column
     is a candidate where ``candidate_mask`` (``[Q, C]`` bool, ``None``: every column) says so.
+    ``bounds`` gives a tensor of ``finite`` a ``(largest |entry|, why)`` too, checked in the
+    same reduction (:func:`~gradlab.validation.finite_flag`).
 
     Raises:
-        GradlabError: when a tensor of ``finite`` holds NaN or infinite entries.
+        GradlabError: when a tensor of ``finite`` holds NaN or infinite entries, or entries
+            beyond its bound.
 
     Example:
         >>> mask = torch.tensor([[True, False, True], [False, True, False], [True, True, False]])
@@ -116,11 +120,20 @@ def group_by_positive_count(
     candidates = num_candidates if candidate_mask is None else candidate_mask.sum(dim=1)
     sizes[1].index_add_(0, counts, (counts < candidates).long())  # queries with a negative
     names = list(finite or {})
-    flags = [finite_flag(finite[name]).long().reshape(1) for name in names]
+    bounds = bounds or {}
+    flags = [finite_flag(finite[name], bounds.get(name, (None,))[0]).long().reshape(1)
+             for name in names]  # fmt: skip
     host = torch.cat([sizes.flatten(), *flags]).tolist()  # the one transfer
     for name, flag in zip(names, host[2 * (num_candidates + 1) :], strict=True):
         if not flag:
-            raise GradlabError(non_finite_message(name, finite[name]))
+            tensor = finite[name]
+            if name not in bounds or not bool(finite_flag(tensor)):
+                raise GradlabError(non_finite_message(name, tensor))
+            largest, why = bounds[name]
+            raise GradlabError(
+                f"{name} must lie in [-{largest:.3g}, {largest:.3g}] ({why}); got an entry of "
+                f"magnitude {float(tensor.detach().abs().max()):.3g}"
+            )
     host_sizes = host[: num_candidates + 1]
     with_negatives = host[num_candidates + 1 : 2 * (num_candidates + 1)]
     present = [count for count in range(1, num_candidates + 1) if host_sizes[count]]
@@ -769,7 +782,14 @@ def smooth_ap_checked(
     work = scores.to(compute_dtype) if compute_dtype is not None else scores
     if candidate_mask is not None:
         positives = positives & candidate_mask
-    groups = group_by_positive_count(positives, finite=finite, candidate_mask=candidate_mask)
+    bounds = None
+    if finite is not None and "scores" in finite:  # raw scores (cosines need no bound)
+        largest = torch.finfo(work.dtype).max / 2
+        bounds = {"scores": (tau * largest, f"|score| / tau at most {largest:.3g}, half of "
+                             f"{work.dtype}'s largest value, so that the sigmoid's arguments "
+                             "(s_j - s_i) / tau stay finite")}  # fmt: skip
+    groups = group_by_positive_count(positives, finite=finite, candidate_mask=candidate_mask,
+                                     bounds=bounds)  # fmt: skip
     if finite is not None and scores.dtype == torch.float16 and value_checks_enabled():
         check_half_gradient(tau, groups, averaged)
     saved: list | None = [] if stash is not None else None

@@ -223,3 +223,23 @@ def test_messages_name_the_argument(kwargs, message):
     arguments = {"queries": Q, "candidates": V, "positives": P, **kwargs}
     with pytest.raises(GradlabError, match=rf"^{message}"):
         smooth_ap_decomposition(**arguments)
+
+
+def test_terms_that_overflow_float32_are_refused_and_float64_computes_them():
+    # a tie of two candidates 2e10 apart at tau 1e-30: D = sigma'(0) / tau x (v_i - v_j)
+    # = 0.25e30 x 2e10 = 5e39, past float32; the terms came back inf and NaN in silence
+    tau = 1e-30
+    queries = torch.tensor([[1.0, 0.0]])
+    candidates = torch.tensor([[1.0, 1e10], [1.0, -1e10], [0.5, 0.0]])
+    positives = torch.tensor([[True, False, False]])
+    wide = smooth_ap_decomposition(queries.double(), candidates.double(), positives, tau)
+    assert float(wide.D[0, 1]) == pytest.approx(0.25 / tau * 2e10, rel=1e-12)
+    with pytest.raises(GradlabError) as error:
+        smooth_ap_decomposition(queries, candidates, positives, tau)
+    assert str(error.value) == (
+        "smooth_ap_decomposition overflows torch.float32 on these inputs (its scores q . v_j "
+        f"reach 1 at tau {tau:g}): its terms are not finite; scale the embeddings down "
+        "(normalise them for cosine scores) or pass float64 tensors"
+    )
+    with pytest.raises(GradlabError, match=r"\(its scores q \. v_j themselves are not finite\)"):
+        smooth_ap_decomposition(queries * 1e30, candidates * 1e20, positives, 0.1)

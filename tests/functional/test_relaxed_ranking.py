@@ -205,7 +205,8 @@ def test_relaxed_dcg_gradcheck(method):
         ),
         (
             lambda: soft_histogram(torch.ones(2, 3), torch.full((2, 3), 2), 4, 2),
-            "levels must lie in 0 .. num_levels - 1 = 1",
+            r"levels must lie in 0 .. num_levels - 1 = 1; got levels\[0, 0\] = 2 \(6 of 6 "
+            r"entries\)$",
         ),
         (
             lambda: soft_histogram(torch.ones(2, 3), -torch.ones(2, 3, dtype=torch.long), 4, 2),
@@ -235,8 +236,19 @@ def test_relaxed_dcg_gradcheck(method):
             lambda: minibatch_objective_terms(torch.ones(3, 2), torch.zeros(4, dtype=torch.long)),
             r"labels must have shape \(3,\) \(one label per code\); got \(4,\)$",
         ),
+        (  # a distance outside [0, b]: it had named soft_histogram's distances, not the codes
+            lambda: minibatch_objective_terms(torch.tensor([[0.5, 1.0], [-1.0, -1.5]]),
+                                              torch.zeros(2, dtype=torch.long)),
+            r"codes must lie in \[-1, 1\] \(relaxed bits, a tanh of the outputs\); got "
+            r"codes\[1, 1\] = -1.5 \(1 of 4 entries\)$",
+        ),
+        (  # (b - phi . phi) / 2 = (2 - 4.25) / 2 < 0: a negative "distance", in silence
+            lambda: relaxed_hamming_distances(torch.tensor([[0.5, 2.0]])),
+            r"codes must lie in \[-1, 1\] \(relaxed bits, a tanh of the outputs\); got "
+            r"codes\[0, 1\] = 2 \(1 of 2 entries\)$",
+        ),
     ],
-)
+)  # fmt: skip
 def test_error_table(call, message):
     # Anchored: every message starts with the argument it names.
     with pytest.raises(GradlabError, match="^" + message):
@@ -497,9 +509,20 @@ ONE_BY_TWO = torch.ones(1, 2)
          "positive_counts must be finite; got (NaN|inf) in .*$"),
         (lambda: relaxed_tie_aware_ap(ONE_BY_TWO, torch.tensor([[1.0, math.inf]])),
          "counts must be finite; got (NaN|inf) in .*$"),
-        (lambda: relaxed_tie_aware_ap(2 * ONE_BY_TWO, ONE_BY_TWO),
+        (lambda: relaxed_tie_aware_ap(torch.tensor([[1.0, 2.5]]), ONE_BY_TWO),
          r"positive_counts must be <= counts bin by bin \(relevant items are among all "
-         r"items\); some entries exceed counts$"),
+         r"items\); got positive_counts\[0, 1\] = 2.5 above counts\[0, 1\] = 1 \(1 of 2 "
+         r"entries\)$"),
+        (lambda: relaxed_tie_aware_ap(torch.tensor([[0.5, -0.25]]), ONE_BY_TWO),
+         r"positive_counts must be >= 0 \(soft counts\); got positive_counts\[0, 1\] = -0.25 "
+         r"\(1 of 2 entries\)$"),
+        (lambda: relaxed_tie_aware_ap(torch.tensor([[0.5, 1.0]]), ONE_BY_TWO,
+                                      num_positives=torch.tensor([1.25])),
+         r"num_positives must be at least the relevant items the soft counts hold, "
+         r"positive_counts.sum\(-1\) per query \(fewer would give an AP above 1\); got "
+         r"num_positives\[0\] = 1.25 \(1 of 1 queries\) below 1.5$"),
+        (lambda: relaxed_tie_aware_dcg(torch.tensor([[[1.0, 0.0], [0.0, -2.0]]]), torch.ones(2)),
+         r"level_counts must be >= 0; got level_counts\[0, 1, 1\] = -2 \(1 of 4 entries\)$"),
         (lambda: relaxed_tie_aware_dcg(torch.ones(1, 2, 2, dtype=torch.long), torch.ones(2)),
          "level_counts must have a floating dtype; got torch.int64$"),
         (lambda: relaxed_tie_aware_dcg(torch.full((1, 2, 2), math.nan), torch.ones(2)),

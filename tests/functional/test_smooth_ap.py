@@ -395,3 +395,44 @@ def test_groups_without_negatives_and_small_chunks_keep_the_loop_values_and_grad
         assert ap[q].item() == pytest.approx(smooth_ap_one_query(row, flags, 0.1), abs=1e-12)
         want = smooth_ap_one_query_gradient(row, flags, 0.1)
         assert leaf.grad[q].tolist() == pytest.approx(want, abs=1e-12)
+
+
+def hard_average_precision(scores: list[float], positives: list[bool]) -> float:
+    """AP of one ranking without ties, by a loop: the mean over the positives of the share of
+    positives among the candidates at or above each."""
+    order = sorted(range(len(scores)), key=lambda column: -scores[column])
+    found, total = 0, 0.0
+    for rank, column in enumerate(order, start=1):
+        if positives[column]:
+            found += 1
+            total += found / rank
+    return total / found
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("tau", [1e-30, 0.01])
+def test_scores_whose_quotient_by_tau_overflows_are_refused_and_the_bound_itself_is_not(
+    dtype, tau
+):
+    # (s_j - s_i) / tau overflowed to inf - inf: a NaN AP and NaN gradients, in silence
+    computed_in = torch.float32 if dtype == torch.bfloat16 else dtype
+    half_largest = torch.finfo(computed_in).max / 2
+    bound = tau * half_largest
+    pattern, positives = [1.0, -1.0, 0.0, 1 / 3], [True, False, True, False]
+    mask = torch.tensor([positives])
+    at_bound = torch.tensor([pattern], dtype=torch.float64).mul(bound).to(dtype)
+    at_bound = at_bound.clamp(-bound, bound).requires_grad_()  # rounding to dtype stays inside
+    ap = smooth_ap(at_bound, mask, tau)
+    ap.sum().backward()
+    # far beyond the operating region the sigmoid is a step: AP is the ranking's own
+    assert float(ap.detach()) == pytest.approx(hard_average_precision(pattern, positives), abs=1e-2)
+    assert torch.isfinite(at_bound.grad).all()
+    beyond = torch.tensor([pattern], dtype=torch.float64).mul(1.5 * bound).to(dtype)
+    with pytest.raises(GradlabError) as error:
+        smooth_ap(beyond, mask, tau)
+    magnitude = float(beyond.abs().max())
+    assert str(error.value) == (
+        f"scores must lie in [-{bound:.3g}, {bound:.3g}] (|score| / tau at most "
+        f"{half_largest:.3g}, half of {computed_in}'s largest value, so that the sigmoid's "
+        f"arguments (s_j - s_i) / tau stay finite); got an entry of magnitude {magnitude:.3g}"
+    )
