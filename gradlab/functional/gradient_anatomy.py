@@ -166,9 +166,11 @@ def gradient_anatomy(
     """
     check_tensor("score_grad", score_grad, ndims=(2,), kind="float")
     check_tensor("scores", scores, ndims=(2,), kind="float")
-    check_shape("scores", scores, score_grad.shape, "the shape of score_grad")
     check_tensor("positives", positives, ndims=(2,), kind="bool")
-    check_shape("positives", positives, score_grad.shape, "one flag per score")
+    if scores.shape != score_grad.shape and positives.shape == score_grad.shape:
+        check_shape("scores", scores, score_grad.shape, "the shape of score_grad and positives")
+    check_shape("score_grad", score_grad, scores.shape, "the shape of scores")
+    check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(score_grad=score_grad, scores=scores, positives=positives)
     if candidate_mask is not None:
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")

@@ -205,8 +205,8 @@ def operating_region_proportion(
         pairs: ``"all"`` (all ``C x C`` entries, Eq. 1); ``"positive-rows"`` (rows of positive
             ``i`` against every candidate: the entries SmoothAP differentiates);
             ``"positive-negative"`` (positive ``i`` against negative ``j`` only, no diagonal).
-        positives: ``[C]`` or ``[Q, C]`` bool mask, required unless ``pairs="all"`` (and
-            refused with it).
+        positives: ``[Q, C]`` bool mask, or ``[C]`` shared by every query, required unless
+            ``pairs="all"`` (and refused with it).
 
     Returns:
         ``[Q]`` (or a 0-d tensor for ``[C]`` input) of float64 proportions; NaN for a query
@@ -252,8 +252,12 @@ def operating_region_proportion(
     if positives is None:
         raise GradlabError(f"positives is required when pairs={pairs!r}")
     check_tensor("positives", positives, ndims=(1, 2), kind="bool")
-    mask = positives.unsqueeze(0) if positives.dim() == 1 else positives
-    check_shape("positives", mask, rows.shape, "one flag per score")
+    if positives.dim() == 1:  # one mask shared by every query
+        check_shape("positives", positives, rows.shape[1:], "one flag per candidate")
+        mask = positives.unsqueeze(0).expand(rows.shape)
+    else:
+        check_shape("positives", positives, rows.shape, "one flag per score")
+        mask = positives
     check_same_device(scores=scores, positives=positives)
     num_positive = mask.sum(dim=1).to(torch.float64)
     if pairs == "positive-rows":

@@ -499,7 +499,9 @@ def test_a_float16_relative_threshold_in_the_subnormals_is_the_threshold_itself(
 @pytest.mark.parametrize(
     ("argument", "change", "hint"),
     [
-        ("scores", dict(scores=torch.zeros(2, 4)), "the shape of score_grad"),
+        ("scores", dict(scores=torch.zeros(2, 4)), "the shape of score_grad and positives"),
+        # score_grad alone off: it is named, not the scores that agree with the positives
+        ("score_grad", dict(score_grad=torch.zeros(1, 3)), "the shape of scores"),
         ("positives", dict(positives=torch.zeros(2, 4, dtype=torch.bool)), "one flag per score"),
         ("candidate_mask", dict(candidate_mask=torch.zeros(1, 3, dtype=torch.bool)),
          "one flag per score"),

@@ -176,7 +176,13 @@ def test_gradient_counts_match_brute_force(seed, size, weighted, masked, thresho
             lambda: operating_region_proportion(
                 torch.zeros(3), pairs="positive-rows", positives=torch.ones(4, dtype=torch.bool)
             ),
-            r"positives must have shape \(1, 3\)",
+            r"positives must have shape \(3,\) \(one flag per candidate\); got \(4,\)$",
+        ),
+        (  # the shapes passed, not the [1, C] and [1, C'] made of them inside
+            lambda: operating_region_proportion(
+                torch.zeros(2, 3), pairs="positive-rows", positives=torch.ones(2, 4) > 0
+            ),
+            r"positives must have shape \(2, 3\) \(one flag per score\); got \(2, 4\)$",
         ),
         (  # was accepted with pairs="all" and ignored: Eq. 1's P over every entry
             lambda: operating_region_proportion(torch.zeros(3), positives=torch.ones(3) > 0),
@@ -616,3 +622,15 @@ def test_per_pair_widths_of_meta_thresholds_are_meta():
     # shapes without values: nothing to check, a meta result (a raw .item() error before)
     widths = operating_region_widths(0.01, torch.full((2, 3), 0.005, device="meta"))
     assert widths.is_meta and widths.shape == (2, 3) and widths.dtype == torch.float64
+
+
+@pytest.mark.parametrize("pairs", ["positive-rows", "positive-negative"])
+def test_one_mask_of_candidates_is_shared_by_every_query(pairs):
+    # [C] positives with [Q, C] scores were refused as "(1, C)"; the docstring allowed [C]
+    generator = torch.Generator().manual_seed(4)
+    scores = torch.rand(3, 6, generator=generator, dtype=torch.float64) * 0.05
+    shared = torch.tensor([True, False, True, False, False, True])
+    got = operating_region_proportion(scores, pairs=pairs, positives=shared)
+    for q in range(3):
+        alone = operating_region_proportion(scores[q], pairs=pairs, positives=shared)
+        assert got[q].item() == alone.item()
