@@ -556,7 +556,11 @@ LIBRARY_TESTS = {
         "--deselect=tests/integrations/test_open_clip.py::"
         "test_local_loss_across_two_processes_puts_the_positives_at_rank_offsets",
     ],
-    "integrations/settings": ["tests/integrations/test_settings.py"],
+    "integrations/settings": [
+        "tests/integrations/test_settings.py",
+        "tests/integrations/test_lightning_hooks.py::"
+        "test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_on",
+    ],
     # the hooks called with a stand-in Trainer (seconds); of test_lightning.py only the tests
     # that fit nothing (a Trainer.fit takes seconds per mutant on a loaded machine)
     "integrations/lightning": [

@@ -230,6 +230,9 @@ class Monitor:
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._said_not_served: set[str] = set()  # passed quantities a loss cannot serve, said
         self._last_call: tuple | None = None  # (step, args, kwargs, loss, adapter)
+        # the last call of the last step that step() closed: what close() logs when the
+        # schedules skipped that step (a call after it, as a final validation, is no step's)
+        self._closed_call: tuple | None = None
         self._opened = False
         self._closed = False
         self._refused: str | None = None  # why the folder was refused at the first record
@@ -621,6 +624,7 @@ class Monitor:
                 "make a new Monitor (resume=True continues this run in its log_dir)"
             )
         step, batch = self.step_count, self._pending
+        closing, last_call = step, self._last_call
         self._pending, self._stepped = None, True
         if self._never_stepped is not None:
             self._disarm_never_stepped_warning()
@@ -631,6 +635,8 @@ class Monitor:
                 step = self._follow_rank_zero(step, batch)
             self._first_step = step
         self.step_count = step + 1
+        if last_call is not None and last_call[0] == closing:  # a call of the step closed
+            self._closed_call = (step, *last_call[1:])
         if batch is None and self.calls == 0:  # nothing watched was ever called
             self._warn_unwatched(step)
         elif self.calls == self._calls_at_step:  # no call since the previous step()
@@ -1097,7 +1103,7 @@ class Monitor:
                 self._record(last, batch, due, agreement)
             return
         enabled = [q for q in self.quantities if q.name not in self.disabled]
-        if self._last_call is None or any(q.should_compute(last) for q in enabled):
+        if self._closed_call is None or any(q.should_compute(last) for q in enabled):
             return  # nothing watched, or the last step was logged already
         due = [q for q in enabled if not q.needs_grad]
         batch = self._last_batch(last, due) if due else None
@@ -1105,12 +1111,13 @@ class Monitor:
             self._record(last, batch, due)
 
     def _last_batch(self, step: int, due: list[Quantity]) -> BatchView | None:
-        """The batch of the last watched call if it belongs to ``step`` and can be read, for
-        the quantities ``due`` (none reads a gradient: the call is read again without its
-        recordings, so no score matrix and no gradient is asked of it)."""
-        if self._last_call is None or self._last_call[0] != step:
+        """The batch of the last watched call of ``step`` (the last step ``step()`` closed;
+        calls after it, a final validation or micro-batches left over, are no step's) if it
+        can be read, for the quantities ``due`` (none reads a gradient: the call is read again
+        without its recordings, so no score matrix and no gradient is asked of it)."""
+        if self._closed_call is None or self._closed_call[0] != step:
             return None  # no call, or its step never closed
-        _, args, kwargs, loss, adapter = self._last_call
+        _, args, kwargs, loss, adapter = self._closed_call
         tensors = call_tensors(args, kwargs)
         if not tensors or not isinstance(tensors[0], torch.Tensor):
             return None

@@ -417,6 +417,7 @@ def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_o
         "logged; the callback closes its Monitor itself when training ends (to log fewer "
         "steps, give GradlabCallback(every=n))"
     ]
+    assert caught[0].category is RuntimeWarning
     assert caught[0].filename == __file__  # the loss call of run_steps, not gradlab's
     reference = [gradlab.SmoothAPLoss(0.05)(e.detach(), labels).item()
                  for e, labels in batches(3)]  # fmt: skip

@@ -823,6 +823,7 @@ def test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_o
         "3 on are not logged; the callback closes its Monitor itself when training ends (to "
         "log fewer steps, give GradlabTrainerCallback(every=n))"
     ]
+    assert caught[0].category is RuntimeWarning
     assert caught[0].filename == __file__  # the loss call of train_steps, not gradlab's
     assert losses == pytest.approx([reference_loss(100 * step) for step in (2, 3, 4)], rel=1e-6)
     _, records = read_jsonl(tmp_path / "out" / DEFAULT_FOLDER / "metrics.jsonl")

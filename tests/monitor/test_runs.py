@@ -169,7 +169,34 @@ def test_a_step_without_a_closing_step_call_is_not_logged_at_close(tmp_path):
         train(monitor, steps=2)  # steps 0, 1
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
         loss_fn(torch.randn(8, 4), torch.arange(8) % 2)  # a forward whose step never closed
-    assert _steps(tmp_path) == [0]
+    assert _steps(tmp_path) == [0, 1]  # the last step closed (1), not the open one (2)
+
+
+@pytest.mark.parametrize("after", ["a validation without gradients", "micro-batches left over"])
+def test_calls_after_the_last_step_do_not_hide_it_from_close(tmp_path, after):
+    # close() logs the last step the schedule skipped; any watched call after the last
+    # monitor.step() had dropped it in silence (its step was never closed)
+    generator = torch.Generator().manual_seed(0)
+    batches = [torch.randn(12, 8, generator=generator) for _ in range(6)]
+    labels = torch.arange(12) % 3
+    with Monitor(tmp_path, preset="cheap", every=3) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        losses = []
+        for embeddings in batches[:5]:  # steps 0-4: 0 and 3 on schedule, 4 skipped
+            loss = loss_fn(embeddings.clone().requires_grad_(), labels)
+            loss.backward()
+            losses.append(loss.item())
+            monitor.step()
+        if after == "micro-batches left over":
+            loss_fn(batches[5].clone().requires_grad_(), labels).backward()
+        else:
+            with torch.no_grad():
+                loss_fn(batches[5], labels)
+    _, records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert [record["step"] for record in records] == [0, 3, 4]
+    # step 4's own call, not the one after it
+    assert [record["loss"] for record in records] == pytest.approx(
+        [losses[0], losses[3], losses[4]])
 
 
 @pytest.mark.parametrize(
