@@ -183,9 +183,9 @@ def _build_parser(
     plot.add_argument(
         "--max-points", type=int, metavar="N",
         help="a key logged at more than N steps is drawn as the means of groups of consecutive "
-        "steps, over a band from each group's smallest to its largest value (a long run is "
-        "otherwise a solid band in which the last key hides the others); 0: every logged "
-        "step (default: 1000)",
+        "steps (geometric on a log axis), over a band from each group's smallest to its "
+        "largest value (a long run is otherwise a solid band in which the last key hides the "
+        "others); 0: every logged step (default: 1000)",
     )  # fmt: skip
     _add_check_equivalence(commands, with_candidates)
     _add_study(commands)

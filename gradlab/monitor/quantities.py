@@ -172,6 +172,7 @@ class OperatingRegion(Quantity):
     """
 
     name = "operating_region"
+    reads_tau = True
     needs = frozenset({"scores", "sorted_scores"})
     keys = ("p_seed", "p_off_diagonal", "p_without_query", "p_cross_modal",
             "operating_region_width")  # fmt: skip
@@ -223,6 +224,7 @@ class Decomposition(Quantity):
     """
 
     name = "decomposition"
+    reads_tau = True
     needs = frozenset({"embeddings", "smooth_ap_terms"})
     keys = tuple(f"decomposition_{term}_{statistic}"
                  for term in ("ad_norm", "cb_norm", "grad_norm", "ad_share", "ratio", "cosine")
@@ -281,6 +283,7 @@ class GradientCounts(Quantity):
     """
 
     name = "gradient_counts"
+    reads_tau = True
     needs = frozenset({"scores", "sorted_scores"})
     keys = ("gradient_count_mean", "queries_without_gradient")
     plots = (
@@ -431,6 +434,7 @@ class RelaxationGap(Quantity):
     """
 
     name = "relaxation_gap"
+    reads_tau = True
     needs = frozenset({"scores", "smooth_ap_terms"})
     keys = ("smooth_ap", "exact_ap", "relaxation_gap")
     # the gap apart: on the APs' 0-1 axis a gap of 1e-3 read as a flat 0
@@ -503,6 +507,7 @@ class GradientAgreement(Quantity):
     """
 
     name = "gradient_agreement"
+    reads_tau = True
     needs = frozenset({"embeddings", "embedding_grad", "loss_kind", "smooth_ap_terms"})
     keys = ("gradient_agreement_cosine", "gradient_agreement_relative_error")
     plots = (Plot("gradient_agreement", "Analytic vs backpropagated gradient", "value", (

@@ -184,6 +184,8 @@ class Quantity:
             parameter (a temperature's scale) or the loss as it is logged. On a step whose
             input is not finite they keep their value, the quantity's other keys log NaN
             (:attr:`trust`).
+        reads_tau: its values depend on the Monitor's ``tau`` (SmoothAP's sigmoid width):
+            runs logged at different taus do not compare (``gradlab plot`` says so).
 
     Example:
         >>> Quantity().should_compute(0), Quantity().needs_grad
@@ -198,6 +200,7 @@ class Quantity:
     warns_if_not_finite: bool = False
     reads_empty_batches: bool = False
     input_free_keys: frozenset[str] = frozenset()
+    reads_tau: bool = False
 
     def __init__(self, schedule: Schedule | None = None) -> None:
         refuse_schedule_maker(f"{type(self).__name__}'s schedule", schedule)

@@ -75,6 +75,47 @@ def _logged_plots(run_dirs: Sequence[str | Path]) -> list[Plot]:
 
 
 PLOTS = _plots(QUANTITIES)
+
+TAU_FAMILIES = frozenset(plot.family for quantity in QUANTITIES if quantity.reads_tau
+                         for plot in quantity.plots)  # fmt: skip
+"""The families whose values depend on the Monitor's tau (:attr:`Quantity.reads_tau`)."""
+
+
+GRADLAB_KEYS = frozenset(key for quantity in QUANTITIES for key in quantity.keys)
+"""Every key gradlab's quantities log, drawn or not (the quantiles of a summary, a count)."""
+
+
+def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
+    """What to say of the logged keys with numbers that are no key of gradlab's quantities and
+    that no family draws (a quantity of your own that declares no ``plots``), or None."""
+    logged = {key for _, records in runs for record in records
+              for key, value in record.items() if _number(value)}  # fmt: skip
+    undrawn = sorted(logged - drawn - GRADLAB_KEYS - {"step"})
+    if not undrawn:
+        return None
+    return (f"logged keys that no figure family draws: {', '.join(undrawn)} (a quantity of "
+            "your own draws its keys when it declares plots: gradlab.monitor.Plot)")
+
+
+def _mixed_taus(run_dirs: Sequence[str | Path], families: list[str]) -> str | None:
+    """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
+    different taus (their headers' ``config``), or None."""
+    if not families:
+        return None
+    taus: dict[str, set[float]] = {}
+    for run_dir in run_dirs:
+        for header in jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+            config = header.get("config") if isinstance(header, dict) else None
+            tau = config.get("tau") if isinstance(config, dict) else None
+            if isinstance(tau, (int, float)) and not isinstance(tau, bool):
+                taus.setdefault(str(run_dir), set()).add(float(tau))
+    if len(set().union(*taus.values())) < 2:
+        return None
+    shown = "; ".join(f"{run}: {', '.join(f'{tau:g}' for tau in sorted(values))}"
+                      for run, values in taus.items())  # fmt: skip
+    return (f"these logs were written at different taus ({shown}): {', '.join(families)} "
+            "depend on tau (SmoothAP's sigmoid width), so their lines do not compare across "
+            "them")
 """The figure families of gradlab's quantities, in drawing order."""
 
 FAMILIES = {family: (plot.title, plot.keys, plot.ylabel) for family, plot in PLOTS.items()}
@@ -114,6 +155,11 @@ NOT_FINITE_STYLE = {"linestyle": "none", "marker": "x", "color": "#c0392b", "mar
                     "label": "NaN, infinite or beyond 1e300 at this step"}  # fmt: skip
 """The crosses on the step axis at the steps where a drawn key was NaN or infinite, or beyond
 :data:`LARGEST_DRAWN`."""
+
+NO_FINITE_VALUE = "no finite value:\nevery value is NaN or infinite (the crosses)"
+"""The text of a panel whose keys have no finite value at all: its value axis has no ticks."""
+
+NO_FINITE_VALUE_COLOR = "0.35"
 
 RUN_CROSSES_LABEL = NOT_FINITE_STYLE["label"] + " (in its run's colour)"
 """The crosses' legend entry when several runs are drawn: each run's crosses in its colour."""
@@ -455,6 +501,12 @@ def plot_runs(
     present = {family: keys for family, keys in present.items() if keys}
     if not present:
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no known quantity")
+    mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES])
+    if mixed is not None:
+        warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
+    undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
+    if undrawn is not None:
+        warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())
     apply_style()
     written = []
     for family, keys in present.items():
@@ -726,6 +778,10 @@ def draw_family(
         crossed = sorted(set().union(*(steps for _, steps in rows)))
         axis.update_datalim([(step, 1.0) for step in crossed], updatey=False)
         axis.autoscale_view(scaley=False)
+        if not values:  # no line: the value axis has nothing to read (matplotlib's -0.04..0.04)
+            axis.set_yticks([])
+            axis.text(0.5, 0.5, NO_FINITE_VALUE, transform=axis.transAxes, ha="center",
+                      va="center", color=NO_FINITE_VALUE_COLOR)  # fmt: skip
     if len(rows) > 1:  # the step labels below the rows
         axis.tick_params(axis="x", pad=plt.rcParams["xtick.major.pad"]
                          + CROSS_ROW * (len(rows) - 1))  # fmt: skip

@@ -113,6 +113,13 @@ def test_a_family_whose_every_value_is_nan_is_drawn_as_crosses_alone():
     figure, axis = _drawn("loss", "loss", [math.nan, math.inf, math.nan])
     (crosses,) = axis.get_lines()
     assert list(crosses.get_xdata()) == [0, 1, 2]
+    # no value axis to read: matplotlib's made-up -0.04..0.04 ticks are left out, said in text
+    assert list(axis.get_yticks()) == []
+    assert [text.get_text() for text in axis.texts] == [
+        "no finite value:\nevery value is NaN or infinite (the crosses)"]
+    plt.close(figure)
+    figure, axis = _drawn("loss", "loss", [math.nan, 0.5, math.nan])  # one finite value
+    assert list(axis.texts) == [] and len(axis.get_yticks()) > 0
     plt.close(figure)
 
 

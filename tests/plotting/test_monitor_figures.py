@@ -16,9 +16,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pytest
 import seaborn as sns
+import torch
 from matplotlib.colors import to_rgb
 from matplotlib.lines import Line2D
 
+import gradlab
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError
 from gradlab.monitor import Plot, Quantity
@@ -375,7 +377,11 @@ def test_a_family_with_no_finite_value_keeps_its_crosses_in_the_frame(tmp_path, 
 
 def test_keys_absent_from_every_run_are_not_drawn(tmp_path, monkeypatch):
     run = _run(tmp_path / "a", p_off_diagonal=P_SEED, unknown_key=LOSS)
-    figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
+    with pytest.warns(UserWarning) as caught:  # a key of no family is named, not dropped mute
+        figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
+    assert [str(w.message) for w in caught] == [
+        "logged keys that no figure family draws: unknown_key (a quantity of your own draws "
+        "its keys when it declares plots: gradlab.monitor.Plot)"]
     assert [path.stem for path in paths] == ["operating_region", "overview"]
     axis = figures["operating_region"].axes[0]
     assert _legend_texts(axis.get_legend()) == ["P without the diagonal"]
@@ -1181,3 +1187,35 @@ def test_one_runs_crosses_are_named_in_the_legend_as_red_crosses(tmp_path, monke
     assert "NaN" not in " ".join(  # only where a drawn key was not finite
         text.get_text() for text in figures["operating_region"].axes[0].get_legend().get_texts())
     _close(figures)
+
+
+def _run_at(folder, tau, preset):
+    generator = torch.Generator().manual_seed(0)
+    with gradlab.Monitor(folder, tau=tau, preset=preset, every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(tau))
+        for _ in range(2):
+            embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+            loss_fn(embeddings, torch.arange(8) % 2).backward()
+            monitor.step()
+    return folder
+
+
+def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters(tmp_path):
+    # P and the gradient counts of runs at tau 0.01 and 0.05 were overlaid without a word
+    first = _run_at(tmp_path / "a", 0.01, "default")
+    second = _run_at(tmp_path / "b", 0.05, "default")
+    with pytest.warns(UserWarning) as caught:
+        plot_runs([first, second], out=tmp_path / "figures", overview=False)
+    mixed = [str(w.message) for w in caught if "different taus" in str(w.message)]
+    assert mixed == [
+        f"these logs were written at different taus ({first}: 0.01; {second}: 0.05): "
+        "operating_region, gradient_counts, gradient_count_mean depend on tau (SmoothAP's "
+        "sigmoid width), so their lines do not compare across them"
+    ]
+    same = _run_at(tmp_path / "c", 0.01, "default")
+    cheap = [_run_at(tmp_path / "d", 0.01, "cheap"), _run_at(tmp_path / "e", 0.05, "cheap")]
+    for pair in ([first, same], cheap):  # one tau, or no family that reads it
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            plot_runs(pair, out=tmp_path / "quiet", overview=False)
+        assert not [w for w in caught if "different taus" in str(w.message)]
