@@ -123,7 +123,7 @@ FUNCTIONAL_TESTS = {
         "tests/functional/test_harmonic_inputs.py",
         "tests/functional/test_relaxed_ranking.py",
     ],
-    "layouts": ["tests/functional/test_layouts.py"],
+    "layouts": ["tests/functional/test_layouts.py", "tests/functional/test_bool_options.py"],
     "losses": [
         "tests/functional/test_functional_losses.py",
         "tests/functional/test_functional_loss_calls.py",

@@ -88,6 +88,9 @@ _RECORDS: ContextVar[list[LossRecord] | None] = ContextVar("gradlab_loss_records
 def recording() -> Iterator[list[LossRecord]]:
     """Collect a :class:`LossRecord` for every gradlab loss call made inside the block.
 
+    Blocks nest: an outer block also receives the records of an inner one when it ends (two
+    Monitors watching one loss, one through the other, both read its call).
+
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
         >>> with recording() as records:
@@ -96,11 +99,14 @@ def recording() -> Iterator[list[LossRecord]]:
         (1, torch.Size([4, 4]), 1)
     """
     records: list[LossRecord] = []
+    outer = _RECORDS.get()
     token = _RECORDS.set(records)
     try:
         yield records
     finally:
         _RECORDS.reset(token)
+        if outer is not None:
+            outer.extend(records)
 
 
 def mean_ap_loss(

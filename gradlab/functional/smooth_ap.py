@@ -418,7 +418,8 @@ def recording_column_weights() -> Iterator[list[RecordedColumnWeights]]:
     :func:`gradlab.functional.losses.smooth_ap_loss` does) appends a
     :class:`RecordedColumnWeights` that its exact backward fills: the candidate weights of the
     ``AD - CB`` decomposition at the cost of one more ``[k, 2, n] x [k, n, C]`` product per
-    chunk, on the sigmoid block the backward evaluates anyway.
+    chunk, on the sigmoid block the backward evaluates anyway. Blocks nest: an outer block
+    also receives the weights of an inner one when it ends.
 
     Example:
         >>> from gradlab.functional.losses import smooth_ap_loss
@@ -430,7 +431,10 @@ def recording_column_weights() -> Iterator[list[RecordedColumnWeights]]:
         torch.Size([2, 6, 6])
     """
     weights: list[RecordedColumnWeights] = []
+    outer = _COLUMN_WEIGHTS.get()
     with ExitStack() as restore:  # the previous list (or none) again on the way out
+        if outer is not None:  # blocks nest: the outer one receives the inner one's weights
+            restore.callback(outer.extend, weights)
         restore.callback(_COLUMN_WEIGHTS.reset, _COLUMN_WEIGHTS.set(weights))
         yield weights
 

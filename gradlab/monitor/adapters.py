@@ -87,6 +87,18 @@ EXPOSE_SCORES = (
     "a pytorch-metric-learning loss distance=gradlab.interop.pml.RecordingCosineSimilarity()"
 )
 
+GRADLAB_EXPOSE_SCORES = (
+    "Of gradlab's losses, SmoothAPLoss and those on a score matrix (NTXentLoss, "
+    "MaxViolationTripletLoss, SigLIPLoss) expose theirs; this one scores inside"
+)
+"""EXPOSE_SCORES for a loss of gradlab's own that exposes no score matrix (FastAP, Blackbox AP,
+FAPPY): "use gradlab's losses" would be no advice."""
+
+
+def _ships_with_gradlab(loss_fn: object) -> bool:
+    """Whether ``loss_fn`` is one of gradlab's own losses (its class is defined in gradlab)."""
+    return type(loss_fn).__module__.split(".")[0] == "gradlab"
+
 
 @dataclass
 class LossAdapter:
@@ -237,7 +249,13 @@ class LossAdapter:
         elif tensors[1].dim() == 2 and tensors[1].is_floating_point():  # candidates [C, d]
             # Further arguments (a weight, a margin) are not read: only the form's tensors are.
             if len(tensors) < 3 or not isinstance(tensors[2], torch.Tensor):
-                raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+                raise GradlabError(
+                    f"expected {expected}; got {_describe(tensors)}: two batches of "
+                    "embeddings (a CLIP-style loss) are read as queries and candidates with "
+                    "their [Q, C] bool positives as a third argument (torch.eye(B, "
+                    "dtype=torch.bool) for paired rows); a loss that takes no such mask can "
+                    "be watched on the score matrix it computes (inputs='scores')"
+                )
             check_tensor("positives", tensors[2], ndims=(2,), kind="bool")
             check_shape("positives", tensors[2], (first.shape[0], tensors[1].shape[0]), "[Q, C]")
             batch.candidates, batch.positives = tensors[1].detach(), tensors[2]
@@ -302,8 +320,11 @@ class LossAdapter:
         """
         recorder = self.recorder if score_grad else None
         recorded: list[ScoreCapture] = []
-        if recorder is not None:
-            recorder.score_recorder = record_into(recorded)
+        previous = None
+        if recorder is not None:  # another Monitor's, when one watches the loss through this
+            previous = getattr(recorder, "score_recorder", None)
+            mine = record_into(recorded)
+            recorder.score_recorder = mine if previous is None else _both(previous, mine)
         try:
             with recording() as records, ExitStack() as stack:
                 if score_grad:  # dL/dS is read: SmoothAP's backward records its column weights
@@ -311,7 +332,7 @@ class LossAdapter:
                 yield recorded, records
         finally:
             if recorder is not None:
-                recorder.score_recorder = None
+                recorder.score_recorder = previous
 
     def capture(
         self,
@@ -552,9 +573,10 @@ def embedding_adapter(loss_fn: object, recorder: object | None = None, **kwargs)
         else EMBEDDING_VALUES  # fmt: skip
     if kwargs.get("loss_kind") is not None:
         provides = provides | {"loss_kind"}
+    advice = GRADLAB_EXPOSE_SCORES if _ships_with_gradlab(loss_fn) else EXPOSE_SCORES
     missing = {
         "loss_kind": f"{name} is not SmoothAP",
-        "score_grad": f"{name} takes embeddings and exposes no score matrix. {EXPOSE_SCORES}",
+        "score_grad": f"{name} takes embeddings and exposes no score matrix. {advice}",
     }
     return LossAdapter(name, "embeddings", provides, missing, recorder=recorder, loss_fn=loss_fn,
                        **kwargs)  # fmt: skip
@@ -766,6 +788,16 @@ ATTACH_ADAPTER = LossAdapter(
                   "attach() sees the embeddings only (use monitor.watch(loss_fn))"),
 )  # fmt: skip
 """What :meth:`gradlab.Monitor.attach` reads: the module's output as embeddings, no loss."""
+
+
+def _both(first: Callable, second: Callable) -> Callable:
+    """A ``score_recorder`` that hands each matrix to two (nested Monitors' listenings)."""
+
+    def record(direction: str, scores: torch.Tensor, positives: torch.Tensor | None) -> None:
+        first(direction, scores, positives)
+        second(direction, scores, positives)
+
+    return record
 
 
 def record_into(captured: list) -> Callable:

@@ -119,13 +119,12 @@ class ScoreCapture:
     hook: torch.utils.hooks.RemovableHandle | None = field(default=None, repr=False, compare=False)
 
 
-def _divides_nothing(scale: torch.Tensor) -> bool:
-    """Whether dividing by the loss scale ``scale`` (0-d) changes no gradient: read on a CPU
-    (float32 or float64: no device to wait for), true at 1 and at 0 (which divides by 1);
-    elsewhere, and for a NaN, not known (the division runs)."""
+def _cpu_scale(scale: torch.Tensor) -> float | None:
+    """The loss scale ``scale`` (0-d) read on a CPU (float32 or float64: no device to wait
+    for); None elsewhere (not read back)."""
     if scale.device.type != "cpu" or scale.dtype not in (torch.float32, torch.float64):
-        return False
-    return float(_cpu_array(scale.detach())) in (0.0, 1.0)
+        return None
+    return float(_cpu_array(scale.detach()))
 
 
 def _all_finite(values: torch.Tensor) -> torch.Tensor:
@@ -298,6 +297,10 @@ class BatchView:
     micro-batches, the scale of AMP's ``GradScaler``; None when not captured (a loss that is
     not a scalar, or no backward). :meth:`unscale_gradients` divides the captured gradients by
     it."""
+    scaled_by_zero: bool = False
+    """:meth:`unscale_gradients` read a loss scale of exactly 0 (a loss multiplied by 0: a
+    weight warm-up that starts at 0): the gradients read are zero, not the loss's own. Known on
+    a CPU only (elsewhere the scale is not read back: False)."""
     score_direction: str | None = None
     """The directions whose softmax the watched loss computes on the step's scores, when an
     integration knows them: ``"i2t"`` (the rows are the queries: sentence-transformers'
@@ -344,8 +347,10 @@ class BatchView:
         scale = self.loss_scale
         if scale is None:
             return
-        if _divides_nothing(scale):
+        read = _cpu_scale(scale)
+        if read in (0.0, 1.0):  # no gradient changes (0 divides by 1); a NaN is no 0 or 1
             self.loss_scale = None  # once
+            self.scaled_by_zero = read == 0.0
             return
         # A 0-d divisor keeps each gradient's dtype; the kernel divides in its opmath type.
         divisor = torch.where(scale != 0, scale, torch.ones_like(scale))

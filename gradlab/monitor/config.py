@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import inspect
 import json
+import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
@@ -335,9 +336,9 @@ def _schedule(value: object) -> Schedule:
                 f"signature {signature}"
             ) from None
         return value
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value <= 0:
         raise GradlabError(f"every must be {allowed}; got {value!r}")
-    return every(value)
+    return every(int(value))  # a NumPy integer (read from a config) as a Python int
 
 
 def _sinks(sinks: object) -> tuple[str | Sink, ...]:

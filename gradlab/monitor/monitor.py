@@ -52,7 +52,7 @@ from gradlab.monitor.distributed import (
     is_rank_zero,
     rank_zero_step,
 )
-from gradlab.monitor.quantity import Quantity, check_values
+from gradlab.monitor.quantity import GRADIENT_NEEDS, Quantity, check_values
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
@@ -199,8 +199,10 @@ class Monitor:
         self.disabled: dict[str, str] = {}
         self.not_logged: dict[str, str] = {}  # quantity -> why it cannot apply to the loss
         self.skipped_calls = 0  # loss calls the Monitor could not read
+        self._first_skip = ""  # why the first of them could not be read
         # quantity -> logged steps on which it logged NaN because its input was not finite
         self.not_finite: dict[str, int] = {}
+        self._inputs_not_finite_warned = False  # a loss value's own warning does not count
         self.calls = 0  # watched calls (and attached forwards) seen
         # torch.distributed: logged steps skipped on every rank (a rank had no batch), and why
         # the ranks fell out of step (then nothing more is logged)
@@ -220,6 +222,7 @@ class Monitor:
         self._second_loss_warned = False  # two watched losses called before one step()
         self._same_warned = False  # every rank held the same batch (torch.distributed)
         self._no_gradient_warned = False
+        self._zero_scale_warned = False
         self._outside_graph_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
@@ -323,7 +326,12 @@ class Monitor:
         watching = watching_call(loss_fn)
         if isinstance(watching, WatchedCall) and watching.__dict__.get("_gradlab_monitor") is self:
             return loss_fn  # watched already (loss_fn = monitor.watch(loss_fn) in a loop)
-        adapter = adapt(loss_fn, inputs)
+        # Another Monitor's watched loss is read as the loss it wraps (its tau, its form, its
+        # records), and called through that Monitor's wrapper, which reads it too.
+        inner = loss_fn
+        while isinstance(watching_call(inner), WatchedCall):
+            inner = watching_call(inner).__wrapped__
+        adapter = adapt(inner, inputs)
         self._adopt_tau(adapter)
         self._watched = True
         self._explain_not_logged(adapter)
@@ -532,10 +540,22 @@ class Monitor:
                                    f"arguments: {call}") from error  # fmt: skip
             self._skip_call(error, call)
 
+    def _warn_nothing_read(self, stacklevel: int) -> None:
+        """At close: say that a run whose calls could not be read logged nothing at all (the
+        first unreadable call was warned of, the later ones were skipped without a word)."""
+        warnings.warn(
+            f"gradlab.Monitor: nothing was logged in {str(self.log_dir)!r}: "
+            f"{self.skipped_calls} of the {self.calls} watched call(s) could not be read (the "
+            f"first: {self._first_skip}); strict=True raises at the call instead",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
+
     def _skip_call(self, error: Exception, call: str) -> None:
         """Report the first unreadable call (with the arguments it saw); count all of them."""
         self.skipped_calls += 1
         if self.skipped_calls == 1:
+            self._first_skip = str(error)
             warnings.warn(
                 f"gradlab.Monitor: a loss call it cannot read was not logged ({error}; the "
                 f"call's arguments: {call}); "
@@ -729,6 +749,21 @@ class Monitor:
             stacklevel=caller_stacklevel(),
         )
 
+    def _warn_scaled_by_zero(self, step: int, due: list[Quantity]) -> None:
+        """Warn once when the watched loss reached backward multiplied by 0 (a loss weight that
+        starts at 0): the gradient quantities then read zeros that look like measurements."""
+        reading = [q.name for q in due if q.needs & GRADIENT_NEEDS]
+        if self._zero_scale_warned or not reading:
+            return
+        self._zero_scale_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: step {step}: the watched loss reached backward multiplied by 0 "
+            f"(a loss weight of 0?), so {', '.join(reading)} read a zero gradient, not the loss"
+            "'s own (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
+        )
+
     def _warn_embeddings_outside_graph(self, step: int, due: list[Quantity]) -> None:
         """Warn once when a logged call's embeddings take no part in the loss's graph: the
         quantities that read their gradient log nothing, which would otherwise pass unseen."""
@@ -825,6 +860,8 @@ class Monitor:
         if batch.embeddings_outside_graph:
             self._warn_embeddings_outside_graph(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather
+        if batch.scaled_by_zero:
+            self._warn_scaled_by_zero(step, due)
         batch.zero_unreached_score_grads()  # a matrix the loss did not use: dL/dS = 0
         if self.distributed == "auto":
             batch = gather_batch(batch, agreement.rows if agreement else None,
@@ -927,10 +964,10 @@ class Monitor:
 
     def _report_not_finite(self, step: int, names: list[str]) -> None:
         """Count the quantities that logged NaN for non-finite input; warn at the first."""
-        first = not self.not_finite
         for name in names:
             self.not_finite[name] = self.not_finite.get(name, 0) + 1
-        if first:
+        if not self._inputs_not_finite_warned:
+            self._inputs_not_finite_warned = True
             warnings.warn(
                 f"gradlab.Monitor: step {step}: the embeddings or scores (or dL/dS) are not "
                 f"finite (NaN or infinite), so {', '.join(names)} logged NaN for every key "
@@ -1069,6 +1106,8 @@ class Monitor:
         try:
             if log_last_step:
                 self._log_last_step()
+            if self.skipped_calls and self._stepped and not self._opened and not raised:
+                self._warn_nothing_read(stacklevel + 1)  # one frame more: this method
         finally:
             if is_rank_zero():
                 try:

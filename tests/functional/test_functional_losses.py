@@ -283,8 +283,10 @@ def test_recording_ends_with_its_block():
     with recording() as outer:
         with recording() as inner:
             smooth_ap_loss(embeddings, labels)
+        assert (len(inner), len(outer)) == (1, 1)  # the inner block's record, once it ended
         smooth_ap_loss(embeddings, labels)
-    assert (len(inner), len(outer)) == (1, 1)
+    assert (len(inner), len(outer)) == (1, 2)  # two Monitors, one watching through the other
+    assert outer[0] is inner[0]
 
 
 # --- no_ranking_signal --------------------------------------------------------------------------

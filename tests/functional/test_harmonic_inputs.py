@@ -343,3 +343,10 @@ def test_harmonic_number_names_n_when_it_is_no_real_tensor_of_values(n, message)
         harmonic_number(n)
     assert str(raised.value) == message
     assert harmonic_number(torch.zeros((1,) * 8)).item() == 0.0  # eight dimensions are allowed
+
+
+@pytest.mark.parametrize("function", [harmonic_gap, discount_gap, harmonic_rate, discount_rate])
+def test_an_empty_count_against_a_nan_one_computes_nothing_and_refuses_nothing(function):
+    # an empty first count broadcast with one NaN: the result is empty, nothing is read
+    got = function(torch.zeros(0, dtype=torch.float64), torch.tensor([NAN]).double(), "log")
+    assert got.shape == (0,)

@@ -513,7 +513,7 @@ ONE_BY_TWO = torch.ones(1, 2)
          r"positive_counts must be <= counts bin by bin \(relevant items are among all "
          r"items\); got positive_counts\[0, 1\] = 2.5 above counts\[0, 1\] = 1 \(1 of 2 "
          r"entries\)$"),
-        (lambda: relaxed_tie_aware_ap(torch.tensor([[0.5, -0.25]]), ONE_BY_TWO),
+        (lambda: relaxed_tie_aware_ap(torch.tensor([[0.0, -0.25]]), ONE_BY_TWO),  # 0 is a count
          r"positive_counts must be >= 0 \(soft counts\); got positive_counts\[0, 1\] = -0.25 "
          r"\(1 of 2 entries\)$"),
         (lambda: relaxed_tie_aware_ap(torch.tensor([[0.5, 1.0]]), ONE_BY_TWO,
@@ -608,3 +608,17 @@ def test_triangular_kernel_is_the_loop_of_its_definition_in_the_input_dtype(dtyp
     assert weights.double().tolist() == expected
     # any number of dimensions, ten included
     assert triangular_kernel(torch.zeros([1] * 10, dtype=dtype), 2).shape == (*[1] * 10, 2)
+
+
+def test_num_positives_may_differ_from_the_soft_counts_sum_by_rounding_and_no_more():
+    # soft counts summed in another order (or in float32) differ from N+ by rounding, which is
+    # accepted up to sqrt(eps) of the sum; a count short by more is refused (an AP above 1)
+    positive = torch.full((1, 4), 250.0, dtype=torch.float64)  # N+ = 1000
+    total = torch.full((1, 4), 500.0, dtype=torch.float64)
+    exact = relaxed_tie_aware_ap(positive, total, "exact")
+    within = relaxed_tie_aware_ap(positive, total, "exact",
+                                  num_positives=torch.tensor([1000.0 - 1e-6]).double())
+    assert within.item() == pytest.approx(exact.item(), rel=1e-8)
+    short = 1000.0 - 1e-3  # 1e-6 of the sum, past sqrt(eps) = 1.5e-8 of it
+    with pytest.raises(GradlabError, match=r"^num_positives must be at least the relevant items"):
+        relaxed_tie_aware_ap(positive, total, "exact", num_positives=torch.tensor([short]).double())

@@ -27,6 +27,12 @@ def _message(call) -> str:
     return str(caught.value)
 
 
+CLIP_HINT = (": two batches of embeddings (a CLIP-style loss) are read as queries and "
+             "candidates with their [Q, C] bool positives as a third argument (torch.eye(B, "
+             "dtype=torch.bool) for paired rows); a loss that takes no such mask can be watched "
+             "on the score matrix it computes (inputs='scores')")
+
+
 def _smooth_ap_read(tensors):
     return adapters.adapt(gradlab.SmoothAPLoss(0.05)).read(tensors, None, 0.05)
 
@@ -40,11 +46,11 @@ def _smooth_ap_read(tensors):
         ([torch.zeros(4), torch.arange(4)], "2 argument(s): (Tensor[4], Tensor[4])"),
         ([torch.zeros(4, 3, dtype=torch.int64), torch.arange(4)],
          "2 argument(s): (Tensor[4, 3], Tensor[4])"),
-        # queries and candidates without the positive mask
+        # queries and candidates without the positive mask: said how to give it
         ([torch.zeros(2, 3), torch.zeros(5, 3)],
-         "2 argument(s): (Tensor[2, 3], Tensor[5, 3])"),
+         "2 argument(s): (Tensor[2, 3], Tensor[5, 3])" + CLIP_HINT),
         ([torch.zeros(2, 3), torch.zeros(5, 3), 0.5],
-         "3 argument(s): (Tensor[2, 3], Tensor[5, 3], float)"),
+         "3 argument(s): (Tensor[2, 3], Tensor[5, 3], float)" + CLIP_HINT),
     ],
 )  # fmt: skip
 def test_a_call_without_the_embedding_form_says_what_was_expected_and_what_came(tensors, got):

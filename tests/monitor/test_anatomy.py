@@ -101,7 +101,7 @@ def test_a_loss_without_score_matrix_logs_no_anatomy_and_the_header_says_why(tmp
         record = monitor.step()
     headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     reasons = headers[0]["not_logged"]
-    assert "FastAPLoss" in reasons["anatomy"] and "inputs='scores'" in reasons["anatomy"]
+    assert "FastAPLoss" in reasons["anatomy"] and "this one scores inside" in reasons["anatomy"]
     assert "not SmoothAP" in reasons["gradient_agreement"]
     assert not any(k.startswith(("anatomy_", "gradient_agreement")) for k in record)
     assert "p_seed" in record  # the SmoothAP diagnostics of the scores still apply

@@ -5,6 +5,7 @@ weight. The factor reaches the watched call's value in backward; the Monitor div
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -47,10 +48,21 @@ def test_another_factor_logs_the_same_values_to_rounding(tmp_path):
     assert scaled["anatomy_active_negatives_mean"] == plain["anatomy_active_negatives_mean"]
 
 
-def test_a_loss_multiplied_by_zero_logs_a_zero_gradient(tmp_path):
-    record = _record(tmp_path, 0.0)
+def test_a_loss_multiplied_by_zero_logs_a_zero_gradient_and_says_so(tmp_path):
+    # a loss weight warm-up that starts at 0: zeros that read as measurements, said once
+    with pytest.warns(RuntimeWarning) as caught:
+        record = _record(tmp_path, 0.0)
     assert record["embedding_grad_norm"] == 0.0
     assert record["anatomy_active_negatives_mean"] == 0.0
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: the watched loss reached backward multiplied by 0 (a loss "
+        "weight of 0?), so embedding_grad_norm, gradient_agreement, anatomy read a zero "
+        "gradient, not the loss's own (later such steps are not warned about)"
+    ]
+    assert caught[0].filename == __file__  # the monitor.step() of _record
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # any other factor: no warning
+        _record(tmp_path, 0.5)
 
 
 def test_a_loss_of_a_score_matrix_is_unscaled_too(tmp_path):
@@ -167,3 +179,5 @@ def test_a_scale_of_zero_or_one_leaves_the_gradients_and_is_used_once(scale, dty
         view.unscale_gradients()
         assert view.loss_scale is None
         assert view.embedding_grad.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    # a 0 read on the CPU is said (the Monitor warns); a float16 one is not read back
+    assert view.scaled_by_zero is (scale == 0.0 and dtype != torch.float16)

@@ -5,6 +5,7 @@ import math
 import platform
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -303,6 +304,16 @@ def test_plot_command(tmp_path, capsys):
 def test_constructor_errors(tmp_path, kwargs, message):
     with pytest.raises(GradlabError, match=message):
         Monitor(tmp_path, **kwargs)
+
+
+@pytest.mark.parametrize("value", [np.int64(4), np.int32(4)])
+def test_every_takes_a_numpy_integer_read_from_a_config(tmp_path, value):
+    # refused as "every must be a positive integer n ...; got np.int64(4)"
+    with Monitor(tmp_path, preset="cheap", every=value) as monitor:
+        assert {repr(q.schedule) for q in monitor.quantities} == {"every(4)"}
+    for refused in (np.float64(4.0), np.int64(0), np.bool_(True)):
+        with pytest.raises(GradlabError, match=r"^every must be a positive integer n"):
+            Monitor(tmp_path / "refused", every=refused)
 
 
 def test_step_after_close_is_refused_and_names_the_run(tmp_path):

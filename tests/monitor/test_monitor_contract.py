@@ -360,6 +360,18 @@ def test_an_embedding_loss_without_scores_explains_the_anatomy_in_full(tmp_path)
     }
 
 
+@pytest.mark.parametrize("make", [gradlab.FastAPLoss, gradlab.BlackboxAPLoss, gradlab.FAPPYLoss])
+def test_gradlab_s_own_embedding_losses_are_not_told_to_use_gradlab_s_losses(tmp_path, make):
+    with Monitor(tmp_path, preset="full", every=1) as monitor:
+        monitor.watch(make())
+    assert _header(tmp_path)["not_logged"]["anatomy"] == (
+        f"needs dL/dS of the loss's score matrix; the watched loss {make.__name__} takes "
+        "embeddings and exposes no score matrix. Of gradlab's losses, SmoothAPLoss and those on "
+        "a score matrix (NTXentLoss, MaxViolationTripletLoss, SigLIPLoss) expose theirs; this "
+        "one scores inside"
+    )
+
+
 def test_attach_alone_explains_the_loss_the_anatomy_and_the_agreement_in_full(tmp_path):
     attach_only = "attach() sees the embeddings only (use monitor.watch(loss_fn))"
     with Monitor(tmp_path, preset="full", every=1) as monitor:

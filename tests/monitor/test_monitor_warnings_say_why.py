@@ -169,3 +169,58 @@ def test_a_loss_that_is_nan_on_finite_input_is_said_word_for_word_at_the_callers
         RuntimeWarning, __file__, lines[0],
     )]  # fmt: skip
     assert monitor.not_finite == {"loss": 2}
+
+
+def test_non_finite_input_after_a_nan_loss_is_still_said(tmp_path):
+    # the loss's own warning filled not_finite, and the input warning, due at the first
+    # non-finite input, never came: the embeddings went NaN after a NaN loss in silence
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Loss(), EmbeddingNorms()]) as monitor:
+            loss_fn = monitor.watch(lambda embeddings, labels: embeddings.sum() * math.nan)
+            for step in range(3):  # finite embeddings at step 0, NaN from step 1
+                bad = None if step == 0 else math.nan
+                loss_fn(_embeddings(step, bad), LABELS).backward()
+                monitor.step()
+    assert _runtime_warnings(caught) == [
+        "gradlab.Monitor: step 0: loss is nan while the embeddings and scores are finite: it is "
+        "logged as it is (a log of 0 or a division by 0 in the loss?); later such steps are "
+        "counted in monitor.not_finite['loss'] without a warning",
+        "gradlab.Monitor: step 1: the embeddings or scores (or dL/dS) are not finite (NaN or "
+        "infinite), so embedding_norm logged NaN for every key that reads them; later such "
+        "steps are counted in monitor.not_finite without a warning",
+    ]
+    assert monitor.not_finite == {"loss": 1, "embedding_norm": 2}
+
+
+@pytest.mark.parametrize("readable_step", [None, 1])
+def test_a_run_whose_calls_could_not_be_read_says_at_close_that_it_logged_nothing(
+    tmp_path, readable_step
+):
+    # one warning at the first unreadable call, then silence: the run ended with no record
+    def loss_fn(images, texts):  # two embedding batches and no mask: not readable
+        return (images @ texts.T).logsumexp(dim=1).mean()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Loss()]) as monitor:
+            watched = monitor.watch(loss_fn)
+            for step in range(3):
+                images = _embeddings(step).requires_grad_()
+                if step == readable_step:  # a readable call: something is logged
+                    monitor.watch(gradlab.SmoothAPLoss(0.1))(images, LABELS).backward()
+                else:
+                    watched(images, _embeddings(step + 10)).backward()
+                monitor.step()
+    told = _runtime_warnings(caught)
+    assert told[0].startswith("gradlab.Monitor: a loss call it cannot read was not logged")
+    first = told[0].split("not logged (", 1)[1].split("; the call's arguments", 1)[0]
+    if readable_step is None:
+        assert told[1:] == [
+            f"gradlab.Monitor: nothing was logged in {str(tmp_path)!r}: 3 of the 3 watched "
+            f"call(s) could not be read (the first: {first}); strict=True raises at the call "
+            "instead"
+        ]
+        assert [w.filename for w in caught][-1] == __file__  # the with block's close
+    else:
+        assert len(told) == 1  # step 1 was logged: the first warning said it all

@@ -218,3 +218,16 @@ def test_weights_of_the_other_query_convention_are_left_alone():
     expected = independent.smooth_ap_terms(0.1, include_query=True)
     for name in ("ap", "score_grad", "ad_term", "cb_term"):
         _identical(getattr(terms, name), getattr(expected, name))
+
+
+def test_nested_blocks_give_the_outer_one_the_inner_ones_weights_once_it_ends():
+    # two Monitors, one watching the loss through the other: both read the same weights
+    embeddings = torch.randn(6, 3, requires_grad=True)
+    with recording_column_weights() as outer:
+        with recording_column_weights() as inner:
+            loss = gradlab.SmoothAPLoss(0.1)(embeddings, torch.tensor([0, 0, 1, 1, 2, 2]))
+            assert (len(inner), len(outer)) == (1, 0)
+        assert (len(inner), len(outer)) == (1, 1)  # once the inner block ended
+    assert outer[0] is inner[0]
+    loss.backward()
+    assert inner[0].split is not None  # filled by the backward, after both blocks ended

@@ -1,6 +1,7 @@
 """Monitor.watch / attach: errors at the call, keyword arguments, unreadable calls never break
 training, and gradients bit-identical with and without the monitor for every capture path."""
 
+import math
 import warnings
 
 import pytest
@@ -331,3 +332,34 @@ def test_an_unreadable_call_leaves_the_steps_readable_call_and_its_gradient_hook
     assert record["loss"] == pytest.approx(expected, rel=1e-6)
     assert record["embedding_grad_norm"] == pytest.approx(
         first.grad.double().norm().item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("make", [lambda: gradlab.SmoothAPLoss(0.05),
+                                  lambda: gradlab.NTXentLoss(0.1)])
+def test_a_loss_another_monitor_watches_is_read_as_the_loss_it_wraps(tmp_path, make):
+    # m2.watch(m1.watch(SmoothAPLoss(0.05))) took the default tau 0.01 (P of another sigmoid)
+    # and read the wrapper as a loss of the user's own, in silence
+    first = Monitor(tmp_path / "first", preset="full", every=1)
+    second = Monitor(tmp_path / "second", preset="full", every=1)
+    loss_fn = second.watch(first.watch(make()))
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        if isinstance(make(), gradlab.NTXentLoss):
+            arguments = (torch.randn(6, 6, generator=generator, requires_grad=True),
+                         torch.eye(6, dtype=torch.bool))  # fmt: skip
+        else:
+            arguments = (torch.randn(12, 6, generator=generator, requires_grad=True),
+                         torch.arange(12) % 3)  # fmt: skip
+        loss_fn(*arguments).backward()
+        first.step()
+        second.step()
+    first.close()
+    second.close()
+    (first_header,), first_records = read_jsonl(tmp_path / "first" / "metrics.jsonl")
+    (second_header,), second_records = read_jsonl(tmp_path / "second" / "metrics.jsonl")
+    assert second_header["config"] == first_header["config"]  # tau and where it came from
+    assert second_header.get("not_logged") == first_header.get("not_logged")
+    for mine, theirs in zip(second_records, first_records, strict=True):
+        assert set(mine) == set(theirs)
+        for key, value in theirs.items():  # the same records, scores and dL/dS: the same values
+            assert mine[key] == value or (math.isnan(mine[key]) and math.isnan(value)), key
