@@ -280,6 +280,20 @@ def test_the_losses_pages_blocks_run_as_pasted_and_say_what_they_compute():
     assert abs(losses["wrong groups"] - losses["labels"]) > 1e-3  # the two statements differ
 
 
+def test_the_your_data_pages_own_loss_example_runs_and_its_ap_is_the_rankings(capsys):
+    (example,) = _page_blocks("your-data.md", "## Your own score matrix and loss")
+    namespace: dict = {}
+    exec(compile(example, "docs/your-data.md", "exec"), namespace)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) >= 4 and printed[0].startswith("[")
+    scores = namespace["scores"].detach().double().tolist()
+    # one positive per row (its own column), no ties: AP is 1 / the positive's rank
+    expected = [1.0 / (1 + sum(s > row[i] for s in row)) for i, row in enumerate(scores)]
+    got = namespace["F"].tie_aware_ap(namespace["scores"].detach(), namespace["positives"])
+    assert got.tolist() == pytest.approx(expected, abs=1e-12)
+    assert namespace["anatomy"].active_negatives.tolist() == json.loads(printed[0])
+
+
 def test_the_audit_pages_own_derivation_examples_run_and_decide(capsys):
     """The "Audit a derivation of your own" blocks run in order, as a reader pastes them: the
     InfoNCE gradient holds and every mutant is killed, the sign slip fails with the relative

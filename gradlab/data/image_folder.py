@@ -203,7 +203,10 @@ def image_folder(
     Args:
         root: the data set's folder.
         split: ``"train"`` or ``"test"``.
-        layout: ``"auto"``, ``"class-halves"``, ``"online-products"`` or ``"list"``.
+        layout: ``"auto"``, ``"class-halves"``, ``"online-products"`` or ``"list"``;
+            ``"auto"`` is ``"list"`` when a ``list_file`` is given (as ``gradlab study
+            --list-file`` has it), else ``"online-products"`` where ``Ebay_train.txt`` is,
+            else ``"class-halves"``.
         list_file: the ``path label`` file of the ``"list"`` layout.
         transform: ``PIL image -> tensor``; default :func:`train_transform` for ``"train"``,
             else :func:`eval_transform`, at ``image_size``.
@@ -233,6 +236,8 @@ def image_folder(
     if list_file is not None and not isinstance(list_file, (str, os.PathLike)):
         raise GradlabError(f"list_file must be a file path (str or os.PathLike); got {list_file!r}")
     root = Path(root)
+    if layout == "auto" and list_file is not None:  # what the list file says, not the folder
+        layout = "list"
     if split not in SPLITS and layout != "list":
         raise GradlabError(f"split must be one of {SPLITS}; got {split!r}")
     if layout not in LAYOUTS:

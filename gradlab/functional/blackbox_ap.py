@@ -119,6 +119,8 @@ def blackbox_ap(
     positives: torch.Tensor,
     interpolation: float = 4.0,
     margin: float = 0.02,
+    *,
+    candidate_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-query AP with blackbox-differentiated ranks (defaults interpolation 4, margin 0.02).
 
@@ -132,6 +134,14 @@ def blackbox_ap(
         positives: ``[Q, C]`` bool relevance.
         interpolation: lambda for integer ranks (the authors' lambda times ``C``), positive.
         margin: subtracted from positive scores before ranking, non-negative.
+        candidate_mask: optional ``[Q, C]`` bool; ``False`` leaves a column out of that
+            query's ranking (neither positive nor negative, zero gradient), as a score of
+            ``-inf`` does.
+
+    Ties rank by column (the first column first), as the ranks of a sort do: with
+    ``margin=0`` the AP of tied scores depends on their order in the row (one positive tied
+    with three negatives: 1 in the first column, 1/4 in the last); the tie-aware AP
+    (:func:`gradlab.functional.tie_aware_ap`, 0.52 there) is its expectation over the orders.
 
     Returns:
         ``[Q]`` AP (NaN for a query without positives). Its backward is the blackbox gradient;
@@ -148,6 +158,10 @@ def blackbox_ap(
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
+    if candidate_mask is not None:
+        check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
+        check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
+        check_same_device(scores=scores, candidate_mask=candidate_mask)
     check_real_device(scores=scores)  # the NaN check below reads values
     if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
         named = scores.detach().masked_fill(scores.detach() == -math.inf, 0.0)  # -inf is allowed
@@ -159,6 +173,8 @@ def blackbox_ap(
         or not (math.isfinite(margin) and margin >= 0)
     ):
         raise GradlabError(f"margin must be a non-negative finite number; got {margin!r}")
+    if candidate_mask is not None:  # a non-candidate is a -inf score (no gradient reaches it)
+        scores = scores.masked_fill(~candidate_mask, -math.inf)
     # a -inf score marks a non-candidate: no positive (it tied with the negatives' -inf
     # placeholders below and ranked among them by column, an AP of 1/2 for 1/4)
     positives = positives & (scores > -math.inf)

@@ -144,7 +144,9 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
         n = closed[query, rank].to(torch.float64) - before
     share = torch.where(n > 1, (in_group - 1.0) / (n - 1.0).clamp(min=1.0), 0.0)
     offset = in_groups_before + 1.0 - share * (before + 1.0)
-    harmonic = _harmonic(before + n) - _harmonic(before)
+    # a group of one (no tie): 1 / (N + 1) in one division, as classic AP's precision has it
+    # (the difference of two harmonic numbers rounds: a perfect ranking came out at 1 + 2 ulp)
+    harmonic = torch.where(n == 1, 1.0 / (before + 1.0), _harmonic(before + n) - _harmonic(before))
     per_group = torch.zeros_like(ranked, dtype=torch.float64)
     per_group[query, group] = torch.where(
         in_group > 0, in_group / n.clamp(min=1.0) * (share * n + offset * harmonic), 0.0
@@ -242,8 +244,12 @@ def tie_aware_ap_from_counts(
     positives_tied = (among == anchors).sum(dim=2).to(torch.float64)  # n+
     share = torch.where(size > 1, (positives_tied - 1.0) / (size - 1.0).clamp(min=1.0), 0.0)
     offset = positives_before + 1.0 - share * (before + 1.0)
-    harmonic = _harmonic(before + size) - _harmonic(before)
-    return (share + offset * harmonic / size).mean(dim=1)
+    # a positive tied with nothing: its precision (N+ + 1) / (N + 1) in one division, as
+    # classic AP has it (the difference of two harmonic numbers rounds: a perfect ranking
+    # came out at 1 + 2 ulp)
+    harmonic = torch.where(size == 1, 1.0 / (before + 1.0),
+                           (_harmonic(before + size) - _harmonic(before)) / size)  # fmt: skip
+    return (share + offset * harmonic).mean(dim=1)
 
 
 def tie_aware_dcg(scores: torch.Tensor, gains: torch.Tensor) -> torch.Tensor:

@@ -527,7 +527,8 @@ class Monitor:
             batch.provides = adapter.provides
             for quantity in self._due_now() if due is None else due:
                 quantity.at_call(batch)  # what the optimizer step will move, taken now
-            if self._pending is not None and self._pending_adapter is not adapter:
+            if (self._pending is not None and self._pending_adapter is not adapter
+                    and self._pending_trained):  # an evaluation before it: replaced, no sum
                 self._warn_second_loss(self._pending_adapter, adapter)
             self._pending, self._pending_adapter = batch, adapter
             self._pending_trained = torch.is_grad_enabled()

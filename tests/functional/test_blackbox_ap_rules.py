@@ -108,3 +108,26 @@ def test_interpolation_is_the_official_lambda_times_the_row_length(lam):
 
     torch.testing.assert_close(gradient(lam * size), expected, rtol=0, atol=1e-12)
     assert not torch.allclose(gradient(lam), expected)
+
+
+def test_candidate_mask_leaves_columns_out_as_a_minus_infinity_score_does():
+    # the glossary's candidate_mask was refused with a TypeError (blackbox_ap took -inf only)
+    generator = torch.Generator().manual_seed(5)
+    scores = torch.randn(4, 7, generator=generator, dtype=torch.float64)
+    positives = torch.rand(4, 7, generator=generator) < 0.4
+    positives[:, 0] = True
+    keep = torch.rand(4, 7, generator=generator) < 0.7
+    keep[:, :2] = True
+    leaf = scores.clone().requires_grad_(True)
+    masked = blackbox_ap(leaf, positives, candidate_mask=keep)
+    filled = scores.masked_fill(~keep, -math.inf).requires_grad_(True)
+    expected = blackbox_ap(filled, positives)
+    torch.testing.assert_close(masked, expected, rtol=0, atol=0)
+    masked.nansum().backward()
+    expected.nansum().backward()
+    torch.testing.assert_close(leaf.grad, filled.grad.masked_fill(~keep, 0.0), rtol=0, atol=0)
+    assert (leaf.grad[~keep] == 0).all()
+    with pytest.raises(GradlabError, match=r"^candidate_mask must have shape \(4, 7\)"):
+        blackbox_ap(scores, positives, candidate_mask=keep[:, :3])
+    with pytest.raises(GradlabError, match=r"^candidate_mask must be a bool tensor"):
+        blackbox_ap(scores, positives, candidate_mask=keep.float())

@@ -472,3 +472,20 @@ def test_tie_aware_ap_keeps_queries_apart_around_a_query_without_positives():
     expected = [average_precision([0, 1], row) if any(row) else math.nan
                 for row in positives.tolist()]  # fmt: skip
     assert got.tolist() == pytest.approx(expected, rel=1e-12, nan_ok=True)
+
+
+@pytest.mark.parametrize("size", [2, 5, 10, 37])
+def test_a_perfect_ranking_has_ap_exactly_one_and_no_ranking_exceeds_one(size):
+    # the difference of two harmonic numbers gave 1 + 2 ulp for a perfect ranking (and 1 - 1
+    # ulp for one positive on top); classic AP's precision is one division
+    descending = -torch.arange(float(size))
+    assert tie_aware_ap(descending, torch.ones(size, dtype=torch.bool)).item() == 1.0
+    assert tie_aware_ap(descending, torch.arange(size) == 0).item() == 1.0
+    assert tie_aware_ap(torch.arange(float(size)), torch.ones(size, dtype=torch.bool)).item() == 1.0
+    generator = torch.Generator().manual_seed(size)
+    for tied in (False, True):
+        scores = (torch.randint(0, 4, (50, size), generator=generator).double() if tied
+                  else torch.randn(50, size, generator=generator, dtype=torch.float64))  # fmt: skip
+        positives = torch.rand(50, size, generator=generator) < 0.5
+        positives[:, 0] = True
+        assert tie_aware_ap(scores, positives).max().item() <= 1.0

@@ -117,3 +117,32 @@ def test_one_loss_called_twice_before_a_step_is_no_second_loss(tmp_path):
                     embeddings, labels, _ = _batch(2 * step + micro)
                     loss_fn(embeddings.requires_grad_(True), labels).backward()
                 monitor.step()
+
+
+def test_an_evaluation_of_another_loss_before_the_training_call_is_no_second_loss(tmp_path):
+    # a validation loss under no_grad before the step's training call: "two watched losses
+    # were called ... not of their sum" was said, though nothing was summed
+    with Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        train = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        validation = monitor.watch(gradlab.FastAPLoss())
+        losses = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for step in range(2):
+                embeddings, labels, _ = _batch(step)
+                with torch.no_grad():
+                    validation(embeddings, labels)
+                loss = train(embeddings.clone().requires_grad_(True), labels)
+                loss.backward()
+                losses.append(loss.item())
+                monitor.step()
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [record["loss"] for record in records] == losses  # the training call's
+    with pytest.warns(RuntimeWarning, match="two watched losses were called"):  # trained: said
+        with Monitor(tmp_path / "summed", preset="cheap", every=1) as monitor:
+            first = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            second = monitor.watch(gradlab.FastAPLoss())
+            embeddings, labels, _ = _batch(0)
+            leaf = embeddings.clone().requires_grad_(True)
+            (first(leaf, labels) + second(leaf, labels)).backward()
+            monitor.step()
