@@ -149,9 +149,9 @@ HELP_SAYS = {
                              "here (it needs the authors' data); without it the miniature is "
                              "recorded as not measured"],
     ("plot", "--out"): ["figure folder (default: RUN_DIR/figures for one run, "],
-    ("plot", "--max-points"): ["steps, over a band from each group's smallest to its largest "
-                               "value (a long run is otherwise a solid band in which the last "
-                               "key hides the others)"],
+    ("plot", "--max-points"): ["steps (geometric on a log axis), over a band from each group's "
+                               "smallest to its largest value (a long run is otherwise a solid "
+                               "band in which the last key hides the others)"],
 }  # fmt: skip
 
 

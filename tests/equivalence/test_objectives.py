@@ -9,6 +9,7 @@ the reduction by its factor (the queries or pairs a mean divides by, counted fro
 """
 
 import math
+import re
 
 import pytest
 import torch
@@ -109,12 +110,15 @@ def test_smooth_ap_objective_reports_name_rows_and_mean():
     assert objective.reduction == "mean"
 
 
-def test_smooth_ap_objective_is_nan_when_a_query_with_a_positive_has_a_nan_ap():
-    # 1e300 / tau overflows to inf, and inf - inf gives row 0 (which has a positive) a NaN AP:
-    # the documented loss is then NaN, never the mean of the other rows.
+def test_smooth_ap_objective_refuses_scores_whose_quotient_by_tau_overflows():
+    # 1e300 / tau overflows to inf, and inf - inf gave row 0 (which has a positive) a NaN AP
+    # and the objective a NaN: smooth_ap now refuses such scores by name, before any work
+    # (a NaN AP of a row with a positive still makes the loss NaN: mean_ap_loss's own tests)
     scores, positives = problem()
     scores[0, 0] = scores[0, 1] = 1e300
-    assert math.isnan(float(score_objective(SmoothAPLoss(tau=1e-30))(scores, positives)))
+    bound = 1e-30 * torch.finfo(torch.float64).max / 2  # tau x half the largest float64
+    with pytest.raises(GradlabError, match=re.escape(f"scores must lie in [-{bound:.3g}, ")):
+        score_objective(SmoothAPLoss(tau=1e-30))(scores, positives)
 
 
 # NT-Xent and max-violation triplet ---------------------------------------------------------
