@@ -30,7 +30,7 @@ from matplotlib.transforms import Transform, offset_copy
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
-from gradlab.monitor.sinks import jsonl_headers, read_segments
+from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
@@ -90,7 +90,7 @@ def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
     that no family draws (a quantity of your own that declares no ``plots``), or None."""
     logged = {key for _, records in runs for record in records
               for key, value in record.items() if _number(value)}  # fmt: skip
-    undrawn = sorted(logged - drawn - GRADLAB_KEYS - {"step"})
+    undrawn = sorted(logged - drawn - GRADLAB_KEYS - {"step", *DROPPED_KEYS})  # notes, no keys
     if not undrawn:
         return None
     return (f"logged keys that no figure family draws: {', '.join(undrawn)} (a quantity of "
