@@ -117,6 +117,9 @@ def test_a_family_whose_every_value_is_nan_is_drawn_as_crosses_alone():
     assert list(axis.get_yticks()) == []
     assert [text.get_text() for text in axis.texts] == [
         "no finite value:\nevery value is NaN or infinite (the crosses)"]
+    (text,) = axis.texts  # in the middle of the frame, grey, whatever the data limits
+    assert text.get_position() == (0.5, 0.5) and text.get_transform() is axis.transAxes
+    assert (text.get_ha(), text.get_va(), text.get_color()) == ("center", "center", "0.35")
     plt.close(figure)
     figure, axis = _drawn("loss", "loss", [math.nan, 0.5, math.nan])  # one finite value
     assert list(axis.texts) == [] and len(axis.get_yticks()) > 0

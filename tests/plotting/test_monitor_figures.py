@@ -376,12 +376,12 @@ def test_a_family_with_no_finite_value_keeps_its_crosses_in_the_frame(tmp_path, 
 
 
 def test_keys_absent_from_every_run_are_not_drawn(tmp_path, monkeypatch):
-    run = _run(tmp_path / "a", p_off_diagonal=P_SEED, unknown_key=LOSS)
+    run = _run(tmp_path / "a", p_off_diagonal=P_SEED, unknown_key=LOSS, other_key=LOSS)
     with pytest.warns(UserWarning) as caught:  # a key of no family is named, not dropped mute
         figures, paths = _drawn(monkeypatch, [run], tmp_path / "figs")
     assert [str(w.message) for w in caught] == [
-        "logged keys that no figure family draws: unknown_key (a quantity of your own draws "
-        "its keys when it declares plots: gradlab.monitor.Plot)"]
+        "logged keys that no figure family draws: other_key, unknown_key (a quantity of your "
+        "own draws its keys when it declares plots: gradlab.monitor.Plot)"]
     assert [path.stem for path in paths] == ["operating_region", "overview"]
     axis = figures["operating_region"].axes[0]
     assert _legend_texts(axis.get_legend()) == ["P without the diagonal"]
@@ -1206,7 +1206,9 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
     second = _run_at(tmp_path / "b", 0.05, "default")
     with pytest.warns(UserWarning) as caught:
         plot_runs([first, second], out=tmp_path / "figures", overview=False)
-    mixed = [str(w.message) for w in caught if "different taus" in str(w.message)]
+    mixed = [w for w in caught if "different taus" in str(w.message)]
+    assert [w.filename for w in mixed] == [__file__]  # the plot_runs call
+    mixed = [str(w.message) for w in mixed]
     assert mixed == [
         f"these logs were written at different taus ({first}: 0.01; {second}: 0.05): "
         "operating_region, gradient_counts, gradient_count_mean depend on tau (SmoothAP's "
@@ -1219,3 +1221,21 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
             warnings.simplefilter("always")
             plot_runs(pair, out=tmp_path / "quiet", overview=False)
         assert not [w for w in caught if "different taus" in str(w.message)]
+
+
+def test_a_run_resumed_at_another_tau_names_both_of_its_taus(tmp_path):
+    first = _run_at(tmp_path / "a", 0.01, "default")
+    resumed = gradlab.Monitor(first, tau=0.05, preset="default", every=1, resume=True)
+    with resumed as monitor, pytest.warns(UserWarning, match=r"other settings \(tau 0.01 -> "):
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(1),
+                                 requires_grad=True)  # fmt: skip
+        loss_fn(embeddings, torch.arange(8) % 2).backward()
+        monitor.step()
+    with pytest.warns(UserWarning) as caught:
+        plot_runs([first], out=tmp_path / "figures", overview=False)
+    assert [str(w.message) for w in caught if "different taus" in str(w.message)] == [
+        f"these logs were written at different taus ({first}: 0.01, 0.05): operating_region, "
+        "gradient_counts, gradient_count_mean depend on tau (SmoothAP's sigmoid width), so "
+        "their lines do not compare across them"
+    ]
