@@ -98,12 +98,21 @@ def _non_finite(tensor: torch.Tensor) -> torch.Tensor:
     return ~torch.isfinite(tensor.detach()).all()
 
 
-def _first_bad(name: str, values: torch.Tensor, bad: torch.Tensor, noun: str = "entries") -> str:
-    """``name[i, j] = value (k of n entries)``: where ``bad`` is first True, for a message."""
-    index = [int(i) for i in bad.nonzero()[0]]
+def _first_bad(
+    name: str,
+    values: torch.Tensor,
+    bad: torch.Tensor,
+    noun: str = "entries",
+    above: tuple[str, torch.Tensor] | None = None,
+) -> str:
+    """``name[i, j] = value (k of n entries)``: where ``bad`` is first True, for a message;
+    with ``above=(other, its values)``, ``... above other[i, j] = its value (...)``."""
+    index = tuple(int(i) for i in bad.nonzero()[0])
     where = ", ".join(map(str, index))
-    return (f"{name}[{where}] = {float(values.detach()[tuple(index)]):g} ({int(bad.sum())} of "
-            f"{bad.numel()} {noun})")  # fmt: skip
+    said = f"{name}[{where}] = {float(values.detach()[index]):g}"
+    if above is not None:
+        said += f" above {above[0]}[{where}] = {float(above[1].detach()[index]):g}"
+    return f"{said} ({int(bad.sum())} of {bad.numel()} {noun})"
 
 
 def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
@@ -205,16 +214,6 @@ def _safe_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Ten
     return torch.where(nonzero, numerator / torch.where(nonzero, denominator, 1.0), 0.0)
 
 
-def _exceeding(positive_counts: torch.Tensor, counts: torch.Tensor) -> str:
-    """Where ``positive_counts`` first exceeds ``counts``, for a message."""
-    bad = positive_counts.detach() > counts.detach()
-    index = tuple(int(i) for i in bad.nonzero()[0])
-    where = ", ".join(map(str, index))
-    return (f"positive_counts[{where}] = {float(positive_counts.detach()[index]):g} above "
-            f"counts[{where}] = {float(counts.detach()[index]):g} ({int(bad.sum())} of "
-            f"{bad.numel()} entries)")  # fmt: skip
-
-
 def _count_checks(
     num_positives: torch.Tensor | None, positive_counts: torch.Tensor | None = None
 ) -> list:
@@ -297,7 +296,9 @@ def relaxed_tie_aware_ap(
         (
             (positive_counts.detach() > counts.detach()).any(),
             lambda: "positive_counts must be <= counts bin by bin (relevant items are among all "
-            "items); got " + _exceeding(positive_counts, counts),
+            "items); got " + _first_bad("positive_counts", positive_counts,
+                                        positive_counts.detach() > counts.detach(),
+                                        above=("counts", counts)),
         ),
         *_count_checks(num_positives, positive_counts),
     )

@@ -40,8 +40,8 @@ from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import (
     callback_settings,
-    closed_during_training_message,
     resumed_behind_message,
+    warn_closed_during_training,
 )
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
@@ -227,12 +227,7 @@ class GradlabCallback(Callback):
         if self._warned_closed is monitor:  # once per Monitor (per fit)
             return
         self._warned_closed = monitor
-        warnings.warn(
-            closed_during_training_message(type(self).__name__, monitor.log_dir,
-                                           monitor.step_count),
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
-        )
+        warn_closed_during_training(type(self).__name__, monitor, TRAINER_PACKAGES)
 
     def on_init_end(self, *args, **kwargs) -> None:
         """A Hugging Face Trainer's first event: this is Lightning's callback (refused)."""

@@ -3,14 +3,17 @@ the Monitor's options (a :class:`~gradlab.monitor.config.MonitorConfig` or its f
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import MonitorConfig
 from gradlab.paths import check_output_folder
 
-__all__ = ["callback_settings", "closed_during_training_message", "resumed_behind_message"]
+__all__ = ["callback_settings", "closed_during_training_message", "resumed_behind_message",
+           "warn_closed_during_training"]
 
 
 def callback_settings(
@@ -85,4 +88,16 @@ def closed_during_training_message(callback: str, folder: object, step: int) -> 
         f"before step {step}: training goes on and the steps from {step} on are not logged; "
         "the callback closes its Monitor itself when training ends (to log fewer steps, give "
         f"{callback}(every=n))"
+    )
+
+
+def warn_closed_during_training(callback: str, monitor: object, packages: Iterable[str]) -> None:
+    """Warn (:func:`closed_during_training_message`) that the Monitor of the callback named
+    ``callback`` was closed by hand while its Trainer trains, pointing at the first frame
+    outside gradlab and ``packages`` (the trainer's call); the callback warns once per Monitor.
+    """
+    warnings.warn(
+        closed_during_training_message(callback, monitor.log_dir, monitor.step_count),
+        RuntimeWarning,
+        stacklevel=caller_stacklevel(packages),
     )

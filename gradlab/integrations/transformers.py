@@ -66,8 +66,8 @@ from gradlab.errors import GradlabError, RunExistsError, caller_stacklevel
 from gradlab.extras import missing_extra
 from gradlab.integrations.settings import (
     callback_settings,
-    closed_during_training_message,
     resumed_behind_message,
+    warn_closed_during_training,
 )
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
@@ -641,12 +641,7 @@ class GradlabTrainerCallback(TrainerCallback):
         if self._warned_closed is monitor:  # once per Monitor (per train() call)
             return
         self._warned_closed = monitor
-        warnings.warn(
-            closed_during_training_message(type(self).__name__, monitor.log_dir,
-                                           monitor.step_count),
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(FRAMEWORK_PACKAGES),  # trainer.train()
-        )
+        warn_closed_during_training(type(self).__name__, monitor, FRAMEWORK_PACKAGES)
 
     def _warn_taken_keys(self, taken: list[str]) -> None:
         """Warn once that the Trainer's logs hold keys of gradlab's record already (an empty

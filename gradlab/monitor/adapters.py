@@ -53,6 +53,7 @@ __all__ = [
     "loss_name",
     "record_into",
     "register",
+    "ships_with_gradlab",
 ]
 
 INPUTS = ("embeddings", "scores")
@@ -95,9 +96,16 @@ GRADLAB_EXPOSE_SCORES = (
 FAPPY): "use gradlab's losses" would be no advice."""
 
 
-def _ships_with_gradlab(loss_fn: object) -> bool:
-    """Whether ``loss_fn`` is one of gradlab's own losses (its class is defined in gradlab)."""
-    return type(loss_fn).__module__.split(".")[0] == "gradlab"
+def ships_with_gradlab(thing: object) -> bool:
+    """Whether ``thing`` (a loss, a quantity) is one of gradlab's own: its class is defined in
+    gradlab.
+
+    Example:
+        >>> import gradlab
+        >>> ships_with_gradlab(gradlab.SmoothAPLoss(0.05)), ships_with_gradlab(len)
+        (True, False)
+    """
+    return type(thing).__module__.split(".")[0] == "gradlab"
 
 
 @dataclass
@@ -573,7 +581,7 @@ def embedding_adapter(loss_fn: object, recorder: object | None = None, **kwargs)
         else EMBEDDING_VALUES  # fmt: skip
     if kwargs.get("loss_kind") is not None:
         provides = provides | {"loss_kind"}
-    advice = GRADLAB_EXPOSE_SCORES if _ships_with_gradlab(loss_fn) else EXPOSE_SCORES
+    advice = GRADLAB_EXPOSE_SCORES if ships_with_gradlab(loss_fn) else EXPOSE_SCORES
     missing = {
         "loss_kind": f"{name} is not SmoothAP",
         "score_grad": f"{name} takes embeddings and exposes no score matrix. {advice}",

@@ -41,6 +41,7 @@ from gradlab.monitor.adapters import (
     adapt,
     call_tensors,
     describe_call,
+    ships_with_gradlab,
 )
 from gradlab.monitor.batch import BatchView, Workspace
 from gradlab.monitor.config import PRESETS, MonitorConfig
@@ -80,11 +81,6 @@ _NO_KEYS: frozenset[str] = frozenset()
 
 _PRESET_CLASSES = frozenset(cls for classes in PRESETS.values() for cls in classes)
 """gradlab's quantity classes that a preset holds."""
-
-
-def _ships_with_gradlab(quantity: Quantity) -> bool:
-    """Whether ``quantity`` is one of gradlab's own (``gradlab plot`` knows its figures)."""
-    return type(quantity).__module__.split(".")[0] == "gradlab"
 
 
 def _why_not(adapter: LossAdapter, quantity: Quantity) -> str | None:
@@ -891,7 +887,7 @@ class Monitor:
                             raise
                         self._disable(quantity, error)
                         continue
-                    if _ships_with_gradlab(quantity):  # its own tests hold it to its keys
+                    if ships_with_gradlab(quantity):  # its own tests hold it to its keys
                         computed.append((quantity, values))
                         continue
                     try:  # what it returned against what it declares
@@ -1017,7 +1013,7 @@ class Monitor:
         run = {"quantities": [q.name for q in self.quantities], "config": self.config}
         if self.not_logged:  # quantities that cannot apply to the watched loss, and why
             run["not_logged"] = dict(self.not_logged)
-        own = [plot.as_header() for q in self.quantities if not _ships_with_gradlab(q)
+        own = [plot.as_header() for q in self.quantities if not ships_with_gradlab(q)
                for plot in q.plots]  # fmt: skip
         if own:  # the figures of the user's quantities: gradlab plot draws them from here
             run["plots"] = own
