@@ -278,6 +278,8 @@ MONITOR_TESTS = {
                     "test_the_distributed_warnings_point_at_the_callers_step_and_close",
                     "test_monitor_warnings_say_why.py::"
                     "test_the_non_finite_warning_points_at_the_callers_step",
+                    "test_monitor_warnings_say_why.py::"
+                    "test_the_nothing_logged_warning_points_at_the_close",
                     "test_watch_bypassed.py::"
                     "test_the_step_before_backward_warning_points_at_the_callers_step",
                     "test_tau.py::test_the_tau_change_warning_points_at_the_loss_call"))],

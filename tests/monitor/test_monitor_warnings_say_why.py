@@ -221,6 +221,18 @@ def test_a_run_whose_calls_could_not_be_read_says_at_close_that_it_logged_nothin
             f"call(s) could not be read (the first: {first}); strict=True raises at the call "
             "instead"
         ]
-        assert [w.filename for w in caught][-1] == __file__  # the with block's close
     else:
         assert len(told) == 1  # step 1 was logged: the first warning said it all
+
+
+def test_the_nothing_logged_warning_points_at_the_close(tmp_path):
+    def loss_fn(images, texts):  # two embedding batches and no mask: not readable
+        return (images @ texts.T).logsumexp(dim=1).mean()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Loss()]) as monitor:
+            monitor.watch(loss_fn)(_embeddings(0).requires_grad_(), _embeddings(10)).backward()
+            monitor.step()
+    assert _runtime_warnings(caught)[-1].startswith("gradlab.Monitor: nothing was logged in")
+    assert caught[-1].filename == __file__  # the with block's close
