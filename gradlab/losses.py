@@ -50,7 +50,7 @@ from gradlab.validation import (
     value_checks_enabled,
 )
 
-INPUT_FORMS = ("embeddings", "scores")
+INPUT_FORMS = ("embeddings", "scores", "in_batch_scores")
 """The values of :attr:`RankingLoss.input_form`."""
 
 
@@ -87,9 +87,11 @@ class RankingLoss(nn.Module):
 
     Attributes:
         input_form: class attribute, ``"embeddings"`` (the first argument is ``[B, d]``
-            embeddings, or ``[Q, d]`` queries in the cross-modal form) or ``"scores"`` (a
-            ``[Q, C]`` score matrix). A :class:`gradlab.Monitor` reads it, so ``watch(loss)``
-            needs no ``inputs=`` for gradlab's losses.
+            embeddings, or ``[Q, d]`` queries in the cross-modal form), ``"scores"`` (a
+            ``[Q, C]`` score matrix) or ``"in_batch_scores"`` (a ``[B, B]`` score matrix of
+            a batch against itself, each query's own column no candidate). A
+            :class:`gradlab.Monitor` reads it, so ``watch(loss)`` needs no ``inputs=`` for
+            gradlab's losses.
         validate: refuse NaN/inf inputs and count degenerate batches (on by default). Both
             ride on one host read per call; ``False`` skips them (see each loss for what is
             then read back, if anything).

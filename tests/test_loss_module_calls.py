@@ -191,7 +191,8 @@ def test_a_users_subclass_validates_by_default_and_must_declare_a_known_form():
             input_form = "logits"
 
     assert str(caught.value) == (
-        "Odd.input_form must be one of ('embeddings', 'scores'); got 'logits'"
+        "Odd.input_form must be one of ('embeddings', 'scores', 'in_batch_scores'); got "
+        "'logits'"
     )
 
 

@@ -292,8 +292,9 @@ class GradlabTrainerCallback(TrainerCallback):
         Args:
             loss_fn: the loss.
             inputs: what its first argument is, as in :meth:`gradlab.Monitor.watch`:
-                ``"embeddings"`` or ``"scores"`` (a loss of your own written on a ``[Q, C]``
-                score matrix, ``loss_fn(scores, positives)``); ``None``: the loss's own
+                ``"embeddings"``, ``"scores"`` (a loss of your own written on a ``[Q, C]``
+                score matrix, ``loss_fn(scores, positives)``) or ``"in_batch_scores"`` (on
+                a ``[B, B]`` matrix of a batch against itself); ``None``: the loss's own
                 ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
 
         Returns:

@@ -12,7 +12,8 @@ makers in turn (:data:`ADAPTERS`; :func:`register` puts a new one first):
   from a recording distance, PML's ``SmoothAPLoss`` recognised with its temperature.
 * a loss declaring ``input_form = "scores"`` (gradlab's NT-Xent and VSE++ losses) or watched
   with ``inputs="scores"``: the score matrix; ``dL/dS`` from each direction's recorded matrix,
-  else a hook on the ``scores`` argument.
+  else a hook on the ``scores`` argument. With ``inputs="in_batch_scores"`` the matrix is a
+  batch compared with itself (``z @ z.T``): each query's own column is no candidate.
 * any other loss: embeddings (``input_form = "embeddings"`` or undeclared), ``dL/dS`` only
   from a ``score_recorder`` it exposes.
 
@@ -56,13 +57,18 @@ __all__ = [
     "ships_with_gradlab",
 ]
 
-INPUTS = ("embeddings", "scores")
+INPUTS = ("embeddings", "scores", "in_batch_scores")
 """What the first argument of a watched loss is."""
+
+SCORE_INPUTS = frozenset({"scores", "in_batch_scores"})
+"""The forms whose first argument is a score matrix."""
 
 FORMS = {
     "embeddings": "loss(embeddings [B, d], labels [B]) or loss(queries [Q, d], candidates="
     "[C, d], positives=[Q, C] bool)",
     "scores": "loss(scores [Q, C], positives [Q, C] bool or labels [B] of a square batch)",
+    "in_batch_scores": "loss(scores [B, B] of a batch against itself, positives [B, B] bool or "
+    "labels [B])",
 }
 
 EMBEDDING_VALUES = frozenset({"embeddings", "features", "loss", "embedding_grad", "scores",
@@ -114,7 +120,7 @@ class LossAdapter:
 
     Args:
         name: how messages name the loss (``"the watched loss NTXentLoss"``).
-        inputs: ``"embeddings"`` or ``"scores"``.
+        inputs: ``"embeddings"``, ``"scores"`` or ``"in_batch_scores"``.
         provides: names of :data:`~gradlab.monitor.quantity.NEEDS` the Monitor can provide.
         missing: for needs it cannot, why (completes ``"needs <value>; <why>"``).
         loss_kind: ``"exclude_query"`` / ``"include_query"`` for a SmoothAP loss, else None.
@@ -238,22 +244,37 @@ class LossAdapter:
                 "matrix: watch it with monitor.watch(loss, inputs='scores')"
             )
         # a meta tensor has a shape and no values: nothing to compute or read back
-        check_real_device(**{self.inputs: first, "second argument": tensors[1]})
+        check_real_device(**{"scores" if self.inputs in SCORE_INPUTS else self.inputs: first,
+                             "second argument": tensors[1]})
         batch = BatchView(embeddings=first.detach(), loss=None if loss is None else loss.detach(),
                           tau=tau, loss_kind=self.loss_kind, loss_tau=self.loss_tau)  # fmt: skip
         # A count the watched loss keeps (gradlab's losses: batches without ranking signal).
         batch.degenerate_batches = getattr(self.loss_fn, "degenerate_batches", None)
         if self.inputs == "embeddings" and second.dim() == 1:
             self._name_a_square_first_argument(first)
-        if self.inputs == "scores":
+        if self.inputs in SCORE_INPUTS:
             if second.dim() == 1 and self.labels_may_be_targets:
                 self._refuse_targets(second)
+            candidates = None
+            if self.inputs == "in_batch_scores":
+                if first.shape[0] != first.shape[1]:
+                    raise GradlabError(f"expected {expected}; got scores of shape "
+                                       f"{tuple(first.shape)}: a batch compared with itself "
+                                       "gives a square matrix")  # fmt: skip
+                # the query's own column: no candidate, no positive, its value (often -inf,
+                # the usual mask) never read; 0 there keeps the step's checks finite
+                own = torch.eye(first.shape[0], dtype=torch.bool, device=first.device)
+                batch.embeddings = batch.embeddings.masked_fill(own, 0.0)
+                candidates = ~own
             mask = score_positives(batch.embeddings, tensors[1])
+            if candidates is not None:
+                mask = mask & candidates
             batch.positives, batch.on_scores = mask, True
+            batch.query_column_excluded = candidates is not None
             declared = getattr(self.loss_fn, "softmax_logits", None)  # gradlab's score losses
             batch.softmax = declared if isinstance(declared, SoftmaxLogits) else None
             # The score matrix is the layout: P, counts and the relaxation gap read it directly.
-            batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, None)
+            batch.__dict__["layout"] = RetrievalLayout(batch.embeddings, mask, candidates)
         elif tensors[1].dim() == 2 and tensors[1].is_floating_point():  # candidates [C, d]
             # Further arguments (a weight, a margin) are not read: only the form's tensors are.
             if len(tensors) < 3 or not isinstance(tensors[2], torch.Tensor):
@@ -441,8 +462,10 @@ class LossAdapter:
         ``recorded``: what the loss handed its ``score_recorder`` during the call.
         """
         captured = list(recorded)
-        if self.inputs == "scores" and not captured:
-            capture = ScoreCapture("both", batch.embeddings.clone(), batch.positives)
+        if self.inputs in SCORE_INPUTS and not captured:
+            in_batch = batch.layout.candidate_mask is not None  # a batch against itself
+            capture = ScoreCapture("in_batch" if in_batch else "both", batch.embeddings.clone(),
+                                   batch.positives, batch.layout.candidate_mask)  # fmt: skip
             if first.requires_grad:
                 self._hooks.append(first.register_hook(_keep_into(capture)))
             captured = [capture]
@@ -622,13 +645,14 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
 
 
 def _score_matrix(loss_fn: object, inputs: str | None) -> LossAdapter | None:
-    if (inputs or declared_form(loss_fn)) != "scores":
+    form = inputs or declared_form(loss_fn)
+    if form not in SCORE_INPUTS:
         return None
     recorder = loss_fn if hasattr(loss_fn, "score_recorder") else None
     missing = {need: ON_SCORES for need in EMBEDDING_VALUES - SCORE_VALUES} | {
         "loss_kind": ON_SCORES
     }
-    return LossAdapter(f"the watched loss {loss_name(loss_fn)}", "scores", SCORE_VALUES,
+    return LossAdapter(f"the watched loss {loss_name(loss_fn)}", form, SCORE_VALUES,
                        missing, recorder=recorder, loss_fn=loss_fn,
                        labels_may_be_targets=declared_form(loss_fn) is None)  # fmt: skip
 

@@ -252,6 +252,10 @@ class BatchView:
     :meth:`smooth_ap_terms` at the loss's tau starts from them instead of a sigmoid block."""
     on_scores: bool = False
     """The watched call's first argument is a score matrix: ``embeddings`` holds it."""
+    query_column_excluded: bool = False
+    """With ``on_scores``: the ``[B, B]`` matrix compares a batch with itself (watched with
+    ``inputs="in_batch_scores"``); each query's own column (the diagonal) is no candidate, and
+    ``embeddings`` holds 0 there in place of whatever the loss was given."""
     features: tuple[torch.Tensor, torch.Tensor] | None = None
     """With ``on_scores``: the embeddings that matrix compares, ``(queries [Q, d], candidates
     [C, d])``, when the integration that recorded it saw them (the matrix may be logits, a
@@ -464,6 +468,14 @@ class BatchView:
             self.embeddings, self.candidates, self.positives, validate=False
         )
         return RetrievalLayout(scores, self.positives, None)
+
+    @property
+    def query_not_candidate(self) -> bool:
+        """Whether each query's own column (the diagonal) is in the matrix but no candidate:
+        in-batch with labels, or a score matrix watched as a batch against itself
+        (:attr:`query_column_excluded`). The step's sort holds that column; counts and ranks
+        that read the sort take it out."""
+        return self.labels is not None or self.query_column_excluded
 
     @property
     def every_candidate_but_the_query(self) -> bool:
@@ -793,7 +805,7 @@ class BatchView:
         negated = -anchors
         above = torch.searchsorted(ordered, negated, side="left")  # -s_c < -a
         tied = torch.searchsorted(ordered, negated, side="right") - above
-        if self.labels is not None:
+        if self.query_not_candidate:
             own = self.scores.diagonal()
             own = (own if queries is None else own[queries]).unsqueeze(1)
             above, tied = above - (own > anchors).long(), tied - (own == anchors).long()

@@ -239,7 +239,7 @@ class ChanceLevel(Quantity):
         if batch.loss is None:
             return {}
         rows, columns = batch.scores.shape
-        own = int(batch.labels is not None)  # in-batch, a query is not its own candidate
+        own = int(batch.query_not_candidate)  # in-batch, a query is not its own candidate
         # candidates per query of each direction: a row's columns, a column's rows
         candidates = {"i2t": columns - own, "t2i": rows - own}
         declared = batch.softmax
@@ -463,7 +463,7 @@ class Temperature(Quantity):
         if declared.info_nce:  # InfoNCE's closed form is the loss's gradient
             layout = batch.layout
             direction = (self.direction or declared.direction or batch.score_direction
-                         or ("i2t" if batch.labels is not None else "both"))  # fmt: skip
+                         or ("i2t" if batch.query_not_candidate else "both"))  # fmt: skip
             scores = batch.scores / scale if self.logits else batch.scores
             gradient = measures.temperature_gradient(
                 scores, layout.positives, scale, candidate_mask=layout.candidate_mask,

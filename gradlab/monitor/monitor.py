@@ -290,7 +290,10 @@ class Monitor:
                 score matrix, ``loss_fn(scores, positives)`` with ``positives`` a ``[Q, C]``
                 bool mask or ``[B]`` labels of a square paired batch. Keyword arguments are
                 passed through (:func:`~gradlab.monitor.adapters.call_tensors` reads them).
-            inputs: ``"embeddings"`` or ``"scores"``; ``None``: the loss's own
+            inputs: ``"embeddings"``, ``"scores"`` or ``"in_batch_scores"`` (a ``[B, B]``
+                score matrix of a batch against itself, such as ``z @ z.T``: each query's own
+                column, the diagonal, is then no candidate and its value is not read, so it
+                may hold the ``-inf`` that masks it); ``None``: the loss's own
                 ``input_form`` (gradlab's losses declare it), else ``"embeddings"``.
 
         The loss's adapter (:mod:`gradlab.monitor.adapters`) says how it is read. A call the

@@ -193,16 +193,20 @@ class OperatingRegion(Quantity):
         # Eq. 1 per query: the pairs inside each row's window (BatchView.pair_counts).
         inside = batch.pair_counts(width).to(torch.float64)
         size = batch.scores.shape[1]
-        if batch.labels is None:
+        own_column_scored = batch.labels is not None  # in-batch: the query's score with itself
+        if not own_column_scored and not batch.query_column_excluded:
             proportion = (inside / size**2).mean()
             return {"p_cross_modal": proportion, "operating_region_width": width_value}
         # The other proportions follow from the same counts: m diagonal entries, and
-        # 2 n_self + 1 entries in the query's own row and column.
+        # 2 n_self + 1 entries in the query's own row and column. A matrix watched as a batch
+        # against itself holds no score in that column: only P without it is logged.
         diagonal = size if width > 0 else 0
-        values = {"p_seed": (inside / size**2).mean(), "operating_region_width": width_value}
+        values = {"p_seed": (inside / size**2).mean()} if own_column_scored else {}
+        values["operating_region_width"] = width_value
         off_diagonal = inside - diagonal
-        if size > 1:
-            values["p_off_diagonal"] = (off_diagonal / (size * (size - 1))).mean()
+        if own_column_scored:
+            if size > 1:
+                values["p_off_diagonal"] = (off_diagonal / (size * (size - 1))).mean()
         if size > 2:  # n_self: the other candidates in the window of the query's own score
             own = batch.scores.diagonal().unsqueeze(1)
             self_pairs = batch.counts_at(own, width).squeeze(1) - (1 if width > 0 else 0)
@@ -338,7 +342,7 @@ class GradientCounts(Quantity):
         """
         width = operating_region_width(batch.tau, self.threshold)
         forward = batch.known_forward(batch.tau)
-        in_batch = batch.labels is not None
+        in_batch = batch.query_not_candidate
         # Per group, a few small searches; past a couple of groups (or without them), on a CPU
         # the positives packed row by row, else one more search of every entry.
         if forward is None or len(forward.groups) > 2:
@@ -399,7 +403,7 @@ class GradientCounts(Quantity):
         """Counts with the slope over ``R(i, S_Omega)^2``: per-positive windows, same sort."""
         groups, ranks = batch.smooth_ap_forward(batch.tau)
         scores = batch.scores
-        in_batch = batch.labels is not None
+        in_batch = batch.query_not_candidate
         per_query = torch.zeros(scores.shape[0], dtype=torch.long, device=scores.device)
         for group, (rank_a, rank_c) in zip(groups, ranks, strict=True):
             rows = batch.rows_of(group.queries)  # None: every row (no indexing)

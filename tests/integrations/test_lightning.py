@@ -251,7 +251,8 @@ def test_ddp_fit_writes_from_rank_zero_with_the_global_batch(tmp_path):
         ),
         (
             lambda: GradlabCallback().watch(gradlab.SmoothAPLoss(), inputs="emb"),
-            r"inputs must be one of \('embeddings', 'scores'\) or None; got 'emb'",
+            r"inputs must be one of \('embeddings', 'scores', 'in_batch_scores'\) or None; "
+            r"got 'emb'",
         ),
         (lambda: GradlabCallback(log_dir=42), r"log_dir must be a folder path"),
     ],

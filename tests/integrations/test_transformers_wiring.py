@@ -143,8 +143,8 @@ def test_a_loss_of_ones_own_on_a_score_matrix_logs_as_the_monitor_watches_it(tmp
 @pytest.mark.parametrize(
     ("loss_fn", "inputs", "match"),
     [
-        (my_infonce, "score", r"inputs must be one of \('embeddings', 'scores'\) or None; "
-         r"got 'score'"),
+        (my_infonce, "score", r"inputs must be one of \('embeddings', 'scores', "
+         r"'in_batch_scores'\) or None; got 'score'"),
         (my_infonce, 1, r"inputs must be one of .* got 1"),
         (gradlab.NTXentLoss, None, r"loss_fn must be a loss module or function, not a class; "
          r"got the class NTXentLoss"),

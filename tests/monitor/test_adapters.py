@@ -128,7 +128,8 @@ def test_a_registered_maker_is_asked_first_and_recognises_its_loss(monkeypatch):
     [
         (lambda: adapters.adapt(42), "loss_fn must be callable"),
         (lambda: adapters.adapt(len, inputs="logits"),
-         r"inputs must be one of \('embeddings', 'scores'\) or None; got 'logits'"),
+         r"inputs must be one of \('embeddings', 'scores', 'in_batch_scores'\) or None; "
+         r"got 'logits'"),
         (lambda: adapters.register("not a maker"), "maker must be a callable"),
     ],
 )
@@ -168,7 +169,8 @@ def test_an_input_form_that_is_neither_is_refused_by_name():
         input_form = "logits"
 
     with pytest.raises(GradlabError, match=r"^Odd.input_form must be one of \('embeddings', "
-                                           r"'scores'\); got 'logits'$"):  # fmt: skip
+                                           r"'scores', 'in_batch_scores'\); "
+                                           r"got 'logits'$"):  # fmt: skip
         adapters.adapt(Odd())
 
 
@@ -224,6 +226,13 @@ def test_the_anatomy_sections_own_loss_examples_run_as_written(tmp_path, monkeyp
     _, records = read_jsonl(tmp_path / "runs" / "ntxent" / "metrics.jsonl")
     assert "anatomy_i2t_active_negatives_mean" in records[0]
     assert "anatomy" not in namespace["monitor"].not_logged  # the PML loss exposes its matrix
+    # the SimCLR block: P without the query, and each view's best candidate is its pair
+    views, positives = namespace["views"].detach(), namespace["same_image"]
+    scores = (views @ views.T).fill_diagonal_(-2.0)  # below every cosine: never the best
+    pair_first = (scores.argmax(dim=1) == positives.int().argmax(dim=1)).double().mean()
+    _, records = read_jsonl(tmp_path / "runs" / "simclr" / "metrics.jsonl")
+    assert [key for key in records[0] if key.startswith("p_")] == ["p_without_query"]
+    assert records[0]["margin_recall_at_1"] == pytest.approx(float(pair_first))
 
 
 def test_the_preset_plus_quantities_example_logs_both(tmp_path, monkeypatch):
