@@ -623,10 +623,13 @@ class Monitor:
 
     # --- the step ------------------------------------------------------------------------------
 
-    def step(self) -> dict | None:
+    def step(self, *given: object, **named: object) -> dict | None:
         """Close the optimizer step: compute and write the due quantities. Returns the record
         written, or None: off schedule, on a step not logged, and under torch.distributed on
         every rank but 0 (which alone writes; the other ranks still compute and agree).
+
+        It takes no argument: the Monitor counts its steps (:attr:`step_count`, which may be
+        set to start elsewhere). A step number passed as other loggers take one is refused.
 
         Never an impossible value: on a step whose embeddings or scores are not finite (a loss
         that does not validate them), every quantity that reads them logs NaN for each of its
@@ -635,6 +638,13 @@ class Monitor:
         parameters, logged as they are); the first such step warns (``RuntimeWarning``) and
         :attr:`not_finite` counts the steps per quantity.
         """
+        if given or named:
+            passed = ", ".join([*map(repr, given), *(f"{k}={v!r}" for k, v in named.items())])
+            raise GradlabError(
+                f"monitor.step() takes no argument; got monitor.step({passed}): the Monitor "
+                "counts its optimizer steps itself (set monitor.step_count = N once to number "
+                "them from N)"
+            )
         if self._closed:
             if self._refused is not None:
                 raise GradlabError(f"monitor.step() called on a Monitor whose log_dir was "

@@ -68,6 +68,23 @@ def test_step_count_refuses_what_is_not_a_step(tmp_path, value):
     monitor.close()
 
 
+@pytest.mark.parametrize(("args", "kwargs", "shown"), [
+    ((5,), {}, "5"), ((), {"step": 5}, "step=5"),
+    ((5, "x"), {"commit": True}, "5, 'x', commit=True"),
+])
+def test_a_step_number_passed_to_step_is_refused_before_anything_is_counted(
+    tmp_path, args, kwargs, shown
+):
+    with Monitor(tmp_path, preset="cheap", every=1) as monitor:
+        with pytest.raises(GradlabError) as raised:
+            monitor.step(*args, **kwargs)
+        assert monitor.step_count == 0  # nothing counted: the next step() is still step 0
+    assert str(raised.value) == (
+        f"monitor.step() takes no argument; got monitor.step({shown}): the Monitor counts its "
+        "optimizer steps itself (set monitor.step_count = N once to number them from N)"
+    )
+
+
 def test_resume_on_an_empty_folder_starts_at_zero(tmp_path):
     with Monitor(tmp_path / "new", preset="cheap", every=1, resume=True) as monitor:
         train(monitor, steps=2)
