@@ -42,6 +42,7 @@ from gradlab.integrations.settings import (
     callback_settings,
     resumed_behind_message,
     warn_closed_during_training,
+    warn_overwrite_on_resumed_trainer,
 )
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
@@ -267,7 +268,11 @@ class GradlabCallback(Callback):
         # After a checkpoint's restore: a fit that starts over (step 0) in a resumed folder
         # whose run logged steps already would log them again after the earlier ones.
         monitor, first = self.monitor, int(trainer.global_step)
-        if monitor is None or first != 0 or not is_rank_zero():
+        if monitor is None or not is_rank_zero():
+            return
+        if first != 0:  # restored from a checkpoint: an overwrite would lose the steps before
+            warn_overwrite_on_resumed_trainer(type(self).__name__, monitor, first,
+                                              TRAINER_PACKAGES)  # fmt: skip
             return
         resumed_at = monitor.folder.start_step  # the folder's last logged step + 1, or 0
         if resumed_at > first:

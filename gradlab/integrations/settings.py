@@ -74,6 +74,32 @@ def resumed_behind_message(callback: str, folder: object, last: int, first: int,
     )
 
 
+def warn_overwrite_on_resumed_trainer(
+    callback: str, monitor: object, first: int, packages: Iterable[str]
+) -> None:
+    """Warn when ``overwrite=True`` is about to replace a run with records while the Trainer
+    resumes from a checkpoint at step ``first`` (> 0): the records of the steps before the
+    checkpoint would go with it (at the Monitor's first record), leaving a log that starts
+    mid-run. Nothing is removed yet when it warns; ``resume=True`` keeps them.
+
+    Example:
+        >>> import tempfile, gradlab
+        >>> with gradlab.Monitor(tempfile.mkdtemp(), preset="cheap", overwrite=True) as monitor:
+        ...     warn_overwrite_on_resumed_trainer("GradlabCallback", monitor, 0, ())  # step 0
+    """
+    replaced = monitor.folder.previous.get("overwrite", ())
+    if first <= 0 or not any(path.name == "metrics.jsonl" for path in replaced):
+        return
+    warnings.warn(
+        f"{callback}: overwrite=True will replace the run in {str(monitor.log_dir)!r} while the "
+        f"Trainer resumes from a checkpoint at step {first}: the records of the steps before "
+        "it go with the old files at the first new record, and the log starts mid-run; "
+        f"{callback}(resume=True) keeps them and continues after them",
+        RuntimeWarning,
+        stacklevel=caller_stacklevel(packages),
+    )
+
+
 def closed_during_training_message(callback: str, folder: object, step: int) -> str:
     """What a callback says, once, when its Monitor was closed by hand while the Trainer trains
     (``callback.monitor.close()`` in a loop or another callback): the training goes on, and the

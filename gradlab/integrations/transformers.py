@@ -68,6 +68,7 @@ from gradlab.integrations.settings import (
     callback_settings,
     resumed_behind_message,
     warn_closed_during_training,
+    warn_overwrite_on_resumed_trainer,
 )
 from gradlab.monitor.adapters import adapt
 from gradlab.monitor.config import MonitorConfig
@@ -528,6 +529,8 @@ class GradlabTrainerCallback(TrainerCallback):
                 "another folder"
             ) from error
         self._warn_twice_reported(args)
+        warn_overwrite_on_resumed_trainer(type(self).__name__, self.monitor,
+                                          int(state.global_step), FRAMEWORK_PACKAGES)  # fmt: skip
         resumed_at = self.monitor.step_count  # the folder's last logged step + 1 (resume)
         self.monitor.step_count = int(state.global_step) + 1  # steps as log_history counts them
         # A Trainer resumed from a checkpoint (global_step > 0) before the run's last logged

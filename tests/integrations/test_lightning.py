@@ -126,6 +126,37 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
         assert [r["step"] for r in records] == [0, 1]
 
 
+def test_overwrite_on_a_fit_restored_from_a_checkpoint_warns_before_anything_is_removed(
+    tmp_path,
+):
+    def fit(max_steps: int, checkpoint=None, **options):
+        callback = GradlabCallback(log_dir=tmp_path / "run", preset="cheap", every=1, **options)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
+                                default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(module, loader(8), ckpt_path=checkpoint)
+        return trainer, [w for w in caught if "overwrite=True will replace" in str(w.message)]
+
+    first, told = fit(4)
+    checkpoint = tmp_path / "first.ckpt"
+    first.save_checkpoint(checkpoint)
+    assert told == []  # no earlier run
+    _, told = fit(6, overwrite=True)  # starts over at step 0: nothing before it is lost
+    assert told == []
+    _, told = fit(8, checkpoint, overwrite=True)
+    assert [str(w.message) for w in told] == [
+        f"GradlabCallback: overwrite=True will replace the run in {str(tmp_path / 'run')!r} "
+        "while the Trainer resumes from a checkpoint at step 4: the records of the steps "
+        "before it go with the old files at the first new record, and the log starts "
+        "mid-run; GradlabCallback(resume=True) keeps them and continues after them"
+    ]
+    assert told[0].filename == __file__  # the fit() call
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [4, 5, 6, 7]  # what the warning said
+
+
 def test_a_resumed_fit_without_a_logger_goes_on_with_the_last_numbered_run(tmp_path):
     # resume=True without a logger opened the next version_N: the run was split over two
     # folders, the second one's header saying it resumed nothing

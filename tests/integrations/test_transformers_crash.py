@@ -303,6 +303,41 @@ def test_after_a_crash_resume_continues_from_the_checkpoint_under_a_new_header(t
         assert record["loss"] == pytest.approx(loss, rel=1e-6)
 
 
+@pytest.mark.slow
+def test_overwrite_on_a_trainer_resumed_from_a_checkpoint_warns_before_anything_is_removed(
+    tmp_path,
+):
+    pytest.importorskip("accelerate")
+    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
+
+    def train(checkpoint=None, **options):
+        callback = GradlabTrainerCallback(preset="cheap", **options)
+        arguments = training_arguments(tmp_path / "out", max_steps=4, save_strategy="steps",
+                                       save_steps=2)  # fmt: skip
+        trainer = crashing_trainer_class(None)(
+            model=tiny_bert(), args=arguments, train_dataset=PairDataset(64),
+            loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
+        )  # fmt: skip
+        callback.attach(trainer)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.train(resume_from_checkpoint=checkpoint)
+        return [w for w in caught if "overwrite=True will replace" in str(w.message)]
+
+    assert train() == []
+    told = train(checkpoint=str(tmp_path / "out" / "checkpoint-2"), overwrite=True)
+    folder = tmp_path / "out" / DEFAULT_FOLDER
+    assert [str(w.message) for w in told] == [
+        f"GradlabTrainerCallback: overwrite=True will replace the run in {str(folder)!r} "
+        "while the Trainer resumes from a checkpoint at step 2: the records of the steps "
+        "before it go with the old files at the first new record, and the log starts "
+        "mid-run; GradlabTrainerCallback(resume=True) keeps them and continues after them"
+    ]
+    assert told[0].filename == __file__  # the train() call
+    _, records = read_jsonl(folder / "metrics.jsonl")
+    assert [record["step"] for record in records] == [3, 4]
+
+
 def test_a_monitor_that_cannot_close_never_hides_the_training_s_exception(tmp_path, monkeypatch):
     callback, trainer = attached(tmp_path, raise_at=3)
 
