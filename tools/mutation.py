@@ -263,6 +263,10 @@ MONITOR_TESTS = {
                 # the last step at close() reads its call for the quantities due alone
                 "tests/interop/test_pml.py::"
                 "test_the_last_step_logged_at_close_does_not_say_its_loss_scored_nothing",
+                # the header keeps the plots of a user's quantities (a second each)
+                *(f"tests/plotting/test_monitor_plots.py::{test}" for test in (
+                    "test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class",
+                    "test_a_header_family_that_is_no_safe_file_name_is_not_drawn")),
                 "--deselect=tests/monitor/test_watch_bypassed.py::"
                 "test_training_with_the_original_loss_warns_once_at_the_callers_line",
                 *(f"--deselect=tests/monitor/{test}" for test in (

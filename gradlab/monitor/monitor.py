@@ -509,11 +509,12 @@ class Monitor:
         return set().union(*(q.needs for q in self.quantities if q.name not in disabled))
 
     def _capture(self, args, kwargs, loss, adapter: LossAdapter, recorded=(), record=None, *,
-                 due: list[Quantity] | None = None, wanted: set[str] | None = None):  # fmt: skip
+                 due: list[Quantity], wanted: set[str] | None = None):  # fmt: skip
         """Keep the batch of a logged step (detached), its gradients hooked to be read. A call
         that cannot be read, or whose part a quantity cannot take (:meth:`Quantity.at_call`
-        raises), is not kept: the step logs what it held before the call. ``due`` and
-        ``wanted``: :meth:`_due_now` and :meth:`_wanted`, when the caller has them."""
+        raises), is not kept: the step logs what it held before the call. ``due``: the
+        quantities whose :meth:`Quantity.at_call` runs; ``wanted``: :meth:`_wanted`, when the
+        caller has it."""
         batch = None
         self._follow_loss_tau(adapter)
         try:
@@ -524,7 +525,7 @@ class Monitor:
                 loss_scale=True,  # a quantity reading a parameter's gradient unscales it too
             )  # fmt: skip
             batch.provides = adapter.provides
-            for quantity in self._due_now() if due is None else due:
+            for quantity in due:
                 quantity.at_call(batch)  # what the optimizer step will move, taken now
             if (self._pending is not None and self._pending_adapter is not adapter
                     and self._pending_trained):  # an evaluation before it: replaced, no sum

@@ -272,7 +272,9 @@ class Quantity:
         """Called when the Monitor captures the watched loss call of a step it logs: before
         backward and before the optimizer changes the parameters. A quantity that reads state
         the optimizer step moves (a learnable scale) takes it here, on the device, into
-        ``batch`` (nothing is read back to the host). Default: nothing.
+        ``batch`` (nothing is read back to the host). Under torch.distributed the view that
+        :meth:`compute` gets is the gathered one: what ``at_call`` put into ``batch`` is on its
+        ``local`` view (``(batch.local or batch).name`` reads it either way). Default: nothing.
 
         Example:
             >>> Quantity().at_call(BatchView(torch.eye(2), labels=torch.arange(2))) is None

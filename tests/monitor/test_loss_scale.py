@@ -65,6 +65,23 @@ def test_a_loss_multiplied_by_zero_logs_a_zero_gradient_and_says_so(tmp_path):
         _record(tmp_path, 0.5)
 
 
+def test_a_loss_multiplied_by_zero_for_several_steps_is_said_once(tmp_path):
+    embeddings = torch.randn(16, 8, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="cheap", every=1) as monitor:
+            watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            for _ in range(3):  # a warm-up whose weight stays 0 for three steps
+                (watched(embeddings.clone().requires_grad_(), LABELS) * 0.0).backward()
+                monitor.step()
+    told = [str(w.message) for w in caught if "multiplied by 0" in str(w.message)]
+    assert told == [
+        "gradlab.Monitor: step 0: the watched loss reached backward multiplied by 0 (a loss "
+        "weight of 0?), so embedding_grad_norm read a zero gradient, not the loss's own (later "
+        "such steps are not warned about)"
+    ]
+
+
 def test_a_loss_of_a_score_matrix_is_unscaled_too(tmp_path):
     # NT-Xent watched on a score matrix: the anatomy reads dL/dS of the call's own matrix
     def run(factor):

@@ -18,7 +18,7 @@ import torch
 
 import gradlab
 from gradlab import GradlabError, Monitor
-from gradlab.monitor import Loss, Quantity, every
+from gradlab.monitor import PRESETS, Loss, Quantity, every, read_jsonl
 from gradlab.monitor.distributed import all_gather_rows
 from tests.reference.operating_region_loops import proportion
 from tests.reference.smooth_ap_loops import cosine
@@ -55,6 +55,59 @@ def test_one_rank_global_batch_logs_the_local_values(one_rank_group, tmp_path):
         assert (math.isnan(value) and math.isnan(other)) or other == pytest.approx(
             value, rel=1e-12, abs=1e-15
         ), key
+
+
+def test_one_rank_global_batch_logs_the_last_step_at_close_as_the_local_one(
+    one_rank_group, tmp_path
+):
+    # every=3 over 5 steps: step 4 is logged by close(), through the ranks' agreement when the
+    # batch is global, with the quantities that read no gradient
+    generator = torch.Generator().manual_seed(3)
+    batches = [torch.randn(12, 6, generator=generator) for _ in range(5)]
+    labels = torch.arange(12) % 3
+
+    class GradientSum(Quantity):  # a user's quantity reading the gradient, unguarded
+        name = "gradient_sum"
+        needs = frozenset({"embedding_grad"})
+        keys = ("gradient_sum",)
+
+        def compute(self, batch):
+            return {"gradient_sum": batch.embedding_grad.double().sum()}
+
+    class LossAtCall(Quantity):  # a user's quantity that takes its value at the call
+        name = "loss_at_call"
+        needs = frozenset({"loss"})
+        keys = ("loss_at_call",)
+
+        def at_call(self, batch):
+            batch.loss_at_call = batch.loss.double()
+
+        def compute(self, batch):  # gathered: at_call's view is the local one
+            return {"loss_at_call": (batch.local or batch).loss_at_call}
+
+    def run(distributed):
+        folder = tmp_path / distributed
+        quantities = [cls(every(3)) for cls in PRESETS["full"]]
+        quantities += [GradientSum(every(3)), LossAtCall(every(3))]
+        with Monitor(folder, 0.1, quantities=quantities, distributed=distributed) as monitor:
+            watched = monitor.watch(gradlab.SmoothAPLoss(0.1))
+            for embeddings in batches:
+                watched(embeddings.clone().requires_grad_(), labels).backward()
+                monitor.step()
+        return read_jsonl(folder / "metrics.jsonl")[1]
+
+    local = run("local")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the batch read again at close asks for no gradient
+        gathered = run("auto")
+    assert [record["step"] for record in local] == [0, 3, 4]
+    assert {"p_seed", "loss_at_call"} <= set(local[-1])
+    assert not {"embedding_grad_norm", "gradient_sum"} & set(local[-1])
+    assert [record.keys() for record in gathered] == [record.keys() for record in local]
+    for mine, theirs in zip(local, gathered, strict=True):
+        for key, value in mine.items():
+            assert (math.isnan(value) and math.isnan(theirs[key])) or theirs[key] == (
+                pytest.approx(value, rel=1e-12, abs=1e-15)), key
 
 
 def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):

@@ -111,6 +111,23 @@ def test_ranks_out_of_step_stop_logging_for_the_rest_of_the_run(tmp_path, one_ra
     ]
 
 
+def test_ranks_out_of_step_exchange_nothing_more_at_close(tmp_path, one_rank_group,
+                                                          monkeypatch):  # fmt: skip
+    # step 3, skipped by the schedule, is not logged at close: no rank may wait there for an
+    # agreement the others, which stopped logging too, never offer
+    rank1 = MirrorRank(monkeypatch, lambda step, offer: [step + 1, *offer[1:]] if step == 2
+                       else offer)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path / "run", preset="cheap", every=2) as monitor:
+            _train(monitor, steps=4)  # 0 and 2 on schedule; out of step at 2
+            exchanged = list(rank1.gathers)
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0]
+    assert rank1.gathers == exchanged  # close() offered nothing
+    assert len(_runtime_warnings(caught)) == 1
+
+
 def test_the_distributed_warnings_point_at_the_callers_step_and_close(tmp_path, one_rank_group,
                                                                       monkeypatch):  # fmt: skip
     def skipped_then_out_of_step(step, offer):
@@ -161,6 +178,27 @@ def test_ranks_that_hold_the_same_batch_log_it_once_and_warn_once(tmp_path, one_
         "per rank; pass distributed='local' when the loss sees the global batch (later such "
         "steps are not warned about)"
     ]
+
+
+def test_the_last_step_logged_at_close_reads_a_batch_held_alike_once(tmp_path, one_rank_group,
+                                                                     monkeypatch):  # fmt: skip
+    # as at a scheduled step: the agreement at close says the batch is every rank's, so it is
+    # read once (a batch held twice would make every point's copy one of its positives)
+    def run(distributed):
+        with gradlab.Monitor(tmp_path / distributed, preset="default", every=2,
+                             distributed=distributed) as monitor:  # fmt: skip
+            _train(monitor, steps=4)  # 0 and 2 on schedule, 3 at close
+        return read_jsonl(tmp_path / distributed / "metrics.jsonl")[1]
+
+    local = run("local")
+    MirrorRank(monkeypatch, lambda step, offer: [*offer[:-1], offer[-1] - 1])
+    with pytest.warns(RuntimeWarning, match="every rank holds the same batch"):
+        gathered = run("auto")
+    assert [r["step"] for r in gathered] == [r["step"] for r in local] == [0, 2, 3]
+    for mine, theirs in zip(local, gathered, strict=True):  # margins would count each copy
+        assert theirs.keys() == mine.keys()
+        for key, value in mine.items():
+            assert theirs[key] == pytest.approx(value, rel=1e-12, nan_ok=True), key
 
 
 def test_a_score_matrix_held_alike_is_no_gathered_batch_to_warn_about(tmp_path, one_rank_group,

@@ -11,7 +11,7 @@ import torch
 
 import gradlab
 from gradlab import GradlabError, Monitor
-from gradlab.monitor import default_schedule, every, read_jsonl
+from gradlab.monitor import EmbeddingGradNorm, default_schedule, every, read_jsonl
 from tests.helpers.training import train
 
 
@@ -187,6 +187,23 @@ def test_a_step_without_a_closing_step_call_is_not_logged_at_close(tmp_path):
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
         loss_fn(torch.randn(8, 4), torch.arange(8) % 2)  # a forward whose step never closed
     assert _steps(tmp_path) == [0, 1]  # the last step closed (1), not the open one (2)
+
+
+def test_a_last_step_without_a_watched_call_is_not_logged_from_an_earlier_call(tmp_path):
+    # the loop skipped the loss at its last step (a batch it filtered out): the earlier call
+    # is no batch of that step
+    with Monitor(tmp_path, preset="cheap", every=10) as monitor:
+        train(monitor, steps=3)  # steps 0-2: 0 on schedule
+        with pytest.warns(RuntimeWarning, match="without a call of the watched loss"):
+            monitor.step()  # step 3, no watched call
+    assert _steps(tmp_path) == [0]
+
+
+def test_quantities_that_all_read_gradients_log_no_last_step_at_close(tmp_path):
+    # the last call is read again at close without its backward: nothing such a quantity reads
+    with Monitor(tmp_path, quantities=[EmbeddingGradNorm(every(10))]) as monitor:
+        train(monitor, steps=4)
+    assert _steps(tmp_path) == [0]
 
 
 @pytest.mark.parametrize("after", ["a validation without gradients", "micro-batches left over"])
