@@ -233,6 +233,7 @@ def test_the_anatomy_sections_own_loss_examples_run_as_written(tmp_path, monkeyp
     _, records = read_jsonl(tmp_path / "runs" / "simclr" / "metrics.jsonl")
     assert [key for key in records[0] if key.startswith("p_")] == ["p_without_query"]
     assert records[0]["margin_recall_at_1"] == pytest.approx(float(pair_first))
+    assert float(pair_first) == 1.0  # what the page's comment says of these close views
 
 
 def test_the_preset_plus_quantities_example_logs_both(tmp_path, monkeypatch):
