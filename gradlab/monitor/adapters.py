@@ -162,6 +162,7 @@ class LossAdapter:
     shuffled ``0..B-1`` may be ``cross_entropy`` targets (checked at each read call,
     :meth:`read`)."""
     _warned_square: bool = field(default=False, init=False, repr=False, compare=False)
+    _warned_diagonal: bool = field(default=False, init=False, repr=False, compare=False)
     _cross_modal: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -236,12 +237,14 @@ class LossAdapter:
             raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
         first = tensors[0]
         if first.dim() != 2 or not first.is_floating_point():
-            raise GradlabError(f"expected {expected}; got {_describe(tensors)}")
+            raise GradlabError(f"expected {expected}; got {_describe(tensors)}: the first "
+                               f"argument is a {first.dim()}-D {first.dtype} tensor, not a "
+                               "2-D float one")  # fmt: skip
         second = tensors[1]
         if self.inputs == "embeddings" and second.dim() == 2 and second.dtype == torch.bool:
             raise GradlabError(  # the form of a loss on a score matrix
                 f"expected {expected}; got {_describe(tensors)}, the form of a loss on a score "
-                "matrix: watch it with monitor.watch(loss, inputs='scores')"
+                f"matrix: watch it with monitor.watch(loss, inputs='scores') ({IN_BATCH_HINT})"
             )
         # a meta tensor has a shape and no values: nothing to compute or read back
         check_real_device(**{"scores" if self.inputs in SCORE_INPUTS else self.inputs: first,
@@ -253,21 +256,29 @@ class LossAdapter:
         if self.inputs == "embeddings" and second.dim() == 1:
             self._name_a_square_first_argument(first)
         if self.inputs in SCORE_INPUTS:
-            if second.dim() == 1 and self.labels_may_be_targets:
+            in_batch = self.inputs == "in_batch_scores"
+            if second.dim() == 1 and self.labels_may_be_targets and not in_batch:
                 self._refuse_targets(second)
             candidates = None
-            if self.inputs == "in_batch_scores":
+            if in_batch:
                 if first.shape[0] != first.shape[1]:
                     raise GradlabError(f"expected {expected}; got scores of shape "
                                        f"{tuple(first.shape)}: a batch compared with itself "
-                                       "gives a square matrix")  # fmt: skip
+                                       "gives a square matrix (a [Q, C] matrix of queries "
+                                       "against other candidates is inputs='scores')")  # fmt: skip
                 # the query's own column: no candidate, no positive, its value (often -inf,
                 # the usual mask) never read; 0 there keeps the step's checks finite
                 own = torch.eye(first.shape[0], dtype=torch.bool, device=first.device)
                 batch.embeddings = batch.embeddings.masked_fill(own, 0.0)
                 candidates = ~own
             mask = score_positives(batch.embeddings, tensors[1])
-            if candidates is not None:
+            if in_batch and second.dim() == 1 and self.labels_may_be_targets \
+                    and _is_permutation(second):  # fmt: skip
+                # read as labels, 0..B-1 leaves no row a positive: cross_entropy's targets
+                mask = torch.nn.functional.one_hot(second.long(), first.shape[0]).bool()
+            if in_batch:
+                if second.dim() == 2:
+                    self._warn_diagonal_positives(second)
                 mask = mask & candidates
             batch.positives, batch.on_scores = mask, True
             batch.query_column_excluded = candidates is not None
@@ -308,10 +319,49 @@ class LossAdapter:
             f"gradlab.Monitor: {self.name} declares no input_form and was watched without "
             f"inputs=, so its [{rows}, {rows}] first argument is read as {rows} embeddings of "
             f"dimension {rows}; if it is a score matrix (queries x candidates), watch it with "
-            "monitor.watch(loss, inputs='scores'), else pass inputs='embeddings' to say so",
+            f"monitor.watch(loss, inputs='scores') ({IN_BATCH_HINT}), else pass "
+            "inputs='embeddings' to say so",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )
+
+    def _warn_diagonal_positives(self, positives: torch.Tensor) -> None:
+        """Warn once (the first call read; one host read then) when a ``[B, B]`` positive mask
+        watched as a batch against itself marks its diagonal: each query's own column, never a
+        positive there (``torch.eye`` of paired rows would leave none)."""
+        if self._warned_diagonal:
+            return
+        self._warned_diagonal = True
+        marked = int(positives.diagonal().sum())
+        if marked:
+            warnings.warn(
+                f"gradlab.Monitor: {self.name} was given positives with {marked} of "
+                f"{positives.shape[0]} diagonal entries True, but with "
+                "inputs='in_batch_scores' the diagonal is each query's own column, no candidate "
+                "and no positive: they are left out (a mask that pairs view 2k with view "
+                "2k + 1 marks the entries off the diagonal; later calls are not checked)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(),
+            )
+
+    def own_scores(self, args: tuple, score_grad: bool) -> tuple:
+        """The call's arguments with its score matrix (first, positional) replaced by a view of
+        it, whose gradient is the watched loss's alone: a hook on the caller's own tensor also
+        holds what other terms of the objective send through it (``loss + 0.1 * S.pow(2).mean()``).
+        Only for a matrix read through its ``scores`` argument (no recorder) whose ``dL/dS`` a
+        quantity reads; the view shares its values and storage, so the loss computes the same.
+
+        Example:
+            >>> scores = torch.randn(3, 3, requires_grad=True)
+            >>> args = adapt(lambda s, p: s.sum(), inputs="scores").own_scores((scores,), True)
+            >>> args[0] is scores, torch.equal(args[0], scores)
+            (False, True)
+        """
+        if (self.inputs not in SCORE_INPUTS or not score_grad or self.recorder is not None
+                or not args or not isinstance(args[0], torch.Tensor)
+                or not args[0].requires_grad):  # fmt: skip
+            return args
+        return (args[0].view_as(args[0]), *args[1:])
 
     def _refuse_targets(self, labels: torch.Tensor) -> None:
         """Refuse ``[B]`` labels of a user's score loss that are ``0..B-1`` shuffled: read as
@@ -738,10 +788,16 @@ def adapt(loss_fn: object, inputs: str | None = None) -> LossAdapter:
         raise GradlabError(f"inputs must be one of {INPUTS} or None; got {inputs!r}")
     declared = declared_form(loss_fn)
     if inputs is not None and declared is not None and inputs != declared:
+        own_column = (
+            f"; {loss_name(loss_fn)} counts every column of its matrix as a candidate, a "
+            "query's own included, so a batch's own matrix is no input of it (a loss of your "
+            "own that masks the diagonal is watched with inputs='in_batch_scores')"
+            if (inputs, declared) == ("in_batch_scores", "scores") else ""
+        )
         raise GradlabError(  # the loss knows what it takes: the other reading logs nonsense
             f"inputs must match what {loss_name(loss_fn)} takes (its input_form: "
             f"{declared!r}), or be left out; got {inputs!r} (a subclass called on other "
-            "arguments declares its own input_form)"
+            f"arguments declares its own input_form){own_column}"
         )
     _refuse_bare_logits_loss(loss_fn)
     _refuse_unrecorded_sentence_transformers_loss(loss_fn)
@@ -911,6 +967,17 @@ def describe_call(args: tuple, kwargs: dict) -> str:
     named = [(f"args[{index}]", value) for index, value in enumerate(args)]
     named += list(kwargs.items())
     return ", ".join(f"{name}={kind(value)}" for name, value in named) or "no argument"
+
+
+IN_BATCH_HINT = "inputs='in_batch_scores' if it scores a batch against itself, z @ z.T"
+"""The form to name beside ``inputs='scores'``: a batch's own score matrix read as a
+``[Q, C]`` one counts each query as its own candidate."""
+
+
+def _is_permutation(labels: torch.Tensor) -> bool:
+    """Whether ``[B]`` integer ``labels`` hold ``0..B-1``, in any order (one host read)."""
+    order = torch.arange(labels.shape[0], device=labels.device)
+    return bool((torch.sort(labels).values == order).all())
 
 
 def _describe(values) -> str:

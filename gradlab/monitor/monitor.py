@@ -347,6 +347,7 @@ class Monitor:
                 self._last_call = (self.step_count, args, kwargs, loss, adapter)
                 return loss
             wanted = self._wanted()
+            args = adapter.own_scores(args, "score_grad" in wanted)  # dL/dS: the loss's own
             with adapter.listening("score_grad" in wanted) as (recorded, records):
                 loss = loss_fn(*args, **kwargs)
             self._last_call = (self.step_count, args, kwargs, loss, adapter)

@@ -204,14 +204,16 @@ class OperatingRegion(Quantity):
         values = {"p_seed": (inside / size**2).mean()} if own_column_scored else {}
         values["operating_region_width"] = width_value
         off_diagonal = inside - diagonal
-        if own_column_scored:
-            if size > 1:
-                values["p_off_diagonal"] = (off_diagonal / (size * (size - 1))).mean()
+        if own_column_scored:  # one row (two for the next): no such pair, NaN (undefined)
+            values["p_off_diagonal"] = (off_diagonal / (size * (size - 1))).mean() \
+                if size > 1 else torch.full_like(width_value, math.nan)  # fmt: skip
         if size > 2:  # n_self: the other candidates in the window of the query's own score
             own = batch.scores.diagonal().unsqueeze(1)
             self_pairs = batch.counts_at(own, width).squeeze(1) - (1 if width > 0 else 0)
             others = torch.sub(off_diagonal, self_pairs, alpha=2)  # integers: exact
             values["p_without_query"] = (others / ((size - 1) * (size - 2))).mean()
+        else:
+            values["p_without_query"] = torch.full_like(width_value, math.nan)
         return values
 
 

@@ -43,9 +43,11 @@ def _smooth_ap_read(tensors):
         ([], "no argument"),
         ([torch.zeros(4, 3)], "1 argument(s): (Tensor[4, 3])"),
         ([torch.zeros(4, 3), 3], "2 argument(s): (Tensor[4, 3], int)"),
-        ([torch.zeros(4), torch.arange(4)], "2 argument(s): (Tensor[4], Tensor[4])"),
+        ([torch.zeros(4), torch.arange(4)], "2 argument(s): (Tensor[4], Tensor[4]): the first "
+         "argument is a 1-D torch.float32 tensor, not a 2-D float one"),
         ([torch.zeros(4, 3, dtype=torch.int64), torch.arange(4)],
-         "2 argument(s): (Tensor[4, 3], Tensor[4])"),
+         "2 argument(s): (Tensor[4, 3], Tensor[4]): the first argument is a 2-D torch.int64 "
+         "tensor, not a 2-D float one"),
         # queries and candidates without the positive mask: said how to give it
         ([torch.zeros(2, 3), torch.zeros(5, 3)],
          "2 argument(s): (Tensor[2, 3], Tensor[5, 3])" + CLIP_HINT),

@@ -79,6 +79,88 @@ def test_a_score_matrix_that_is_not_square_is_refused_at_the_call(tmp_path):
     assert str(raised.value) == (
         "Monitor cannot read this loss call: expected loss(scores [B, B] of a batch against "
         "itself, positives [B, B] bool or labels [B]); got scores of shape (3, 4): a batch "
-        "compared with itself gives a square matrix; the call's arguments: "
+        "compared with itself gives a square matrix (a [Q, C] matrix of queries against "
+        "other candidates is inputs='scores'); the call's arguments: "
         "args[0]=Tensor[3, 4], args[1]=Tensor[3, 4]"
+    )
+
+
+def _simclr_loss(scores, positives):  # a user's InfoNCE on the masked matrix
+    masked = scores.masked_fill(torch.eye(len(scores), dtype=torch.bool), -math.inf) / 0.1
+    return (masked.logsumexp(1) - masked.masked_fill(~positives, -math.inf).logsumexp(1)).mean()
+
+
+def _pairs(size: int) -> torch.Tensor:
+    return torch.nn.functional.one_hot(torch.arange(size) ^ 1, size).bool()  # 2k with 2k + 1
+
+
+def _anatomy(folder, extra: float) -> dict:
+    embeddings = torch.nn.functional.normalize(_batch(2), dim=1)
+    with gradlab.Monitor(folder, preset="full", every=1) as monitor:
+        watched = monitor.watch(_simclr_loss, inputs="in_batch_scores")
+        scores = embeddings.clone().requires_grad_() @ embeddings.T
+        (watched(scores, _pairs(len(scores))) + extra * (scores - 0.5).pow(2).mean()).backward()
+        return {k: v for k, v in monitor.step().items() if k.startswith("anatomy_")}
+
+
+def test_the_anatomy_reads_the_watched_losss_own_gradient_beside_other_terms(tmp_path):
+    # a regulariser on the same score tensor adds its gradient to the tensor's, not the loss's
+    alone, beside = _anatomy(tmp_path / "alone", 0.0), _anatomy(tmp_path / "beside", 100.0)
+    assert alone and beside == alone
+
+
+def test_a_permutation_of_the_rows_is_read_as_cross_entropy_targets(tmp_path):
+    # read as labels, distinct values leave no row a positive; SimCLR's targets name the pair
+    embeddings = torch.nn.functional.normalize(_batch(3), dim=1)
+    scores = embeddings @ embeddings.T
+    targets = torch.arange(len(scores)) ^ 1
+
+    def logged(second, folder):
+        with gradlab.Monitor(tmp_path / folder, every=1) as monitor:
+            watched = monitor.watch(lambda s, y: s.sum() * 0, inputs="in_batch_scores")
+            watched(scores.clone().requires_grad_(), second).backward()
+            return monitor.step()
+
+    as_targets, as_mask = logged(targets, "targets"), logged(_pairs(len(scores)), "mask")
+    assert as_targets == as_mask and as_mask["degenerate_batch"] == 0.0
+
+
+def test_positives_on_the_diagonal_are_left_out_and_said_once(tmp_path):
+    embeddings = torch.nn.functional.normalize(_batch(4), dim=1)
+    scores = embeddings @ embeddings.T
+    positives = torch.eye(len(scores), dtype=torch.bool)  # paired rows' mask, misread
+    with pytest.warns(RuntimeWarning) as caught, gradlab.Monitor(tmp_path, every=1) as monitor:
+        watched = monitor.watch(lambda s, p: s.sum() * 0, inputs="in_batch_scores")
+        for _ in range(2):
+            watched(scores.clone().requires_grad_(), positives).backward()
+            record = monitor.step()
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: the watched loss <lambda> was given positives with {len(scores)} of "
+        f"{len(scores)} diagonal entries True, but with inputs='in_batch_scores' the diagonal is "
+        "each query's own column, no candidate and no positive: they are left out (a mask "
+        "that pairs view 2k with view 2k + 1 marks the entries off the diagonal; later calls "
+        "are not checked)"
+    ]
+    assert caught[0].filename == __file__
+    assert record["degenerate_batch"] == 1.0  # no positive left
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_a_batch_too_small_for_pairs_logs_p_as_nan(tmp_path, rows):
+    with gradlab.Monitor(tmp_path, every=1) as monitor:
+        watched = monitor.watch(lambda s, p: s.sum() * 0, inputs="in_batch_scores")
+        watched(torch.zeros(rows, rows, requires_grad=True), _pairs(2)[:rows, :rows]).backward()
+        record = monitor.step()
+    assert math.isnan(record["p_without_query"])
+
+
+def test_gradlabs_ntxent_is_no_loss_of_a_batchs_own_matrix(tmp_path):
+    with gradlab.Monitor(tmp_path) as monitor, pytest.raises(GradlabError) as raised:
+        monitor.watch(gradlab.NTXentLoss(0.1), inputs="in_batch_scores")
+    assert str(raised.value) == (
+        "inputs must match what NTXentLoss takes (its input_form: 'scores'), or be left out; "
+        "got 'in_batch_scores' (a subclass called on other arguments declares its own "
+        "input_form); NTXentLoss counts every column of its matrix as a candidate, a query's "
+        "own included, so a batch's own matrix is no input of it (a loss of your own that "
+        "masks the diagonal is watched with inputs='in_batch_scores')"
     )

@@ -128,7 +128,8 @@ def test_an_unreadable_call_names_what_it_got_in_full(tmp_path):
         with pytest.raises(GradlabError) as raised:
             watched(torch.zeros(6), torch.zeros(2, 2))
         assert str(raised.value).endswith(
-            "got 2 argument(s): (Tensor[6], Tensor[2, 2]); the call's arguments: "
+            "got 2 argument(s): (Tensor[6], Tensor[2, 2]): the first argument is a 1-D "
+            "torch.float32 tensor, not a 2-D float one; the call's arguments: "
             "args[0]=Tensor[6], args[1]=Tensor[2, 2]"
         )
 

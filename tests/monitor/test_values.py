@@ -569,18 +569,19 @@ def test_an_empty_operating_region_gives_zero_proportions():
 
 
 @pytest.mark.parametrize(
-    ("size", "keys"),
+    ("size", "undefined"),
     [
-        (1, {"p_seed", "operating_region_width"}),  # no pair i != j
-        (2, {"p_seed", "p_off_diagonal", "operating_region_width"}),  # no other candidate pair
-        (3, {"p_seed", "p_off_diagonal", "p_without_query", "operating_region_width"}),
+        (1, {"p_off_diagonal", "p_without_query"}),  # no pair i != j
+        (2, {"p_without_query"}),  # no other candidate pair
+        (3, set()),
     ],
 )
-def test_small_batches_log_only_the_proportions_they_define(size, keys):
+def test_small_batches_log_nan_for_the_proportions_they_do_not_define(size, undefined):
     embeddings = _random((size, 3), 20)
     batch = BatchView(embeddings=embeddings, labels=torch.arange(size) % 2, tau=TAU)
     got = _compute(OperatingRegion(eps=0.05), batch)
-    assert set(got) == keys
+    assert set(got) == {"p_seed", "p_off_diagonal", "p_without_query", "operating_region_width"}
+    assert {key for key, value in got.items() if math.isnan(value)} == undefined
     rows = [[cosine(a, b) for b in embeddings.tolist()] for a in embeddings.tolist()]
     assert got["p_seed"] == pytest.approx(_fsum_mean([proportion(r, TAU, 0.05) for r in rows]))
 
