@@ -1032,6 +1032,8 @@ class Monitor:
                for plot in q.plots]  # fmt: skip
         if own:  # the figures of the user's quantities: gradlab plot draws them from here
             run["plots"] = own
+        if self._adapters:  # how the watched losses were read: the same numbers mean the same
+            run["inputs"] = sorted({adapter.inputs for adapter in self._adapters})
         if is_distributed():  # whose batch the records describe: the global one, or rank 0's
             run["distributed"] = {"world_size": torch.distributed.get_world_size(),
                                   "gathered": self._gathers()}  # fmt: skip
@@ -1044,8 +1046,9 @@ class Monitor:
         self._closed, self._opened = False, True
 
     def _warn_if_resumed_otherwise(self, run: dict, first_step: int | None = None) -> None:
-        """Warn when a resumed run goes on with another tau, preset, set of quantities or world
-        size (another global batch under torch.distributed): its records after the resumption
+        """Warn when a resumed run goes on with another tau, preset, set of quantities, way of
+        reading its losses (``inputs``) or world size (another global batch under
+        torch.distributed): its records after the resumption
         (from ``first_step``, this Monitor's first step; the run's next one when None) are not
         comparable with those before."""
         previous = self.folder.previous_header
@@ -1056,6 +1059,8 @@ class Monitor:
                    if before.get(key) != after.get(key)]  # fmt: skip
         if previous.get("quantities") != run["quantities"]:
             changed.append(f"quantities {previous.get('quantities')} -> {run['quantities']}")
+        if previous.get("inputs", run.get("inputs")) != run.get("inputs", previous.get("inputs")):
+            changed.append(f"inputs {previous['inputs']} -> {run['inputs']}")  # both known
         if previous.get("distributed") != run.get("distributed"):  # another global batch
             changed.append(f"distributed {previous.get('distributed')} -> "
                            f"{run.get('distributed')}")  # fmt: skip

@@ -164,3 +164,28 @@ def test_gradlabs_ntxent_is_no_loss_of_a_batchs_own_matrix(tmp_path):
         "own included, so a batch's own matrix is no input of it (a loss of your own that "
         "masks the diagonal is watched with inputs='in_batch_scores')"
     )
+
+
+def test_a_run_resumed_with_another_reading_of_its_loss_is_said_not_comparable(tmp_path):
+    # the same loss on the same matrix: as [Q, C] scores recall@1 is 0 (the query itself ranks
+    # first), as a batch against itself it is not; the header keeps which
+    embeddings = torch.nn.functional.normalize(_batch(5), dim=1)
+    scores = embeddings @ embeddings.T
+
+    def run(inputs, **options):
+        with gradlab.Monitor(tmp_path, every=1, **options) as monitor:
+            watched = monitor.watch(_simclr_loss, inputs=inputs)
+            watched(scores.clone().requires_grad_(), _pairs(len(scores))).backward()
+            monitor.step()
+
+    run("scores")
+    with pytest.warns(UserWarning) as caught:
+        run("in_batch_scores", resume=True)
+    headers, records = read_jsonl(tmp_path)
+    assert [header["inputs"] for header in headers] == [["scores"], ["in_batch_scores"]]
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: resume=True continues the run in {str(tmp_path)!r} with other "
+        "settings (inputs ['scores'] -> ['in_batch_scores']): its records from step 1 on are "
+        "not comparable with those before; use a new log_dir (or overwrite=True) for a new run"
+    ]
+    assert records[0]["margin_recall_at_1"] == 0.0 < records[1]["margin_recall_at_1"]
