@@ -616,9 +616,11 @@ def test_num_positives_may_differ_from_the_soft_counts_sum_by_rounding_and_no_mo
     positive = torch.full((1, 4), 250.0, dtype=torch.float64)  # N+ = 1000
     total = torch.full((1, 4), 500.0, dtype=torch.float64)
     exact = relaxed_tie_aware_ap(positive, total, "exact")
-    within = relaxed_tie_aware_ap(positive, total, "exact",
-                                  num_positives=torch.tensor([1000.0 - 1e-6]).double())
+    below = torch.tensor([1000.0 - 1e-6], dtype=torch.float64)  # float32 would round it to 1000
+    assert below.item() < 1000.0
+    within = relaxed_tie_aware_ap(positive, total, "exact", num_positives=below)
     assert within.item() == pytest.approx(exact.item(), rel=1e-8)
     short = 1000.0 - 1e-3  # 1e-6 of the sum, past sqrt(eps) = 1.5e-8 of it
     with pytest.raises(GradlabError, match=r"^num_positives must be at least the relevant items"):
-        relaxed_tie_aware_ap(positive, total, "exact", num_positives=torch.tensor([short]).double())
+        relaxed_tie_aware_ap(positive, total, "exact",
+                             num_positives=torch.tensor([short], dtype=torch.float64))

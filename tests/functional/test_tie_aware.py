@@ -406,6 +406,19 @@ def test_harmonic_number_matches_mpmath(n):
     assert got == pytest.approx(float(mpmath.harmonic(n)), rel=4e-16, abs=0)
 
 
+@pytest.mark.parametrize("rank", range(1, 41))
+def test_one_positive_without_ties_has_classic_ap_one_over_its_rank_to_the_last_bit(rank):
+    # a group of one: its precision (N+ + 1) / (N + 1) in one division, the float 1 / rank
+    # that classic AP computes (a difference of harmonic numbers, or a share of 1 with an
+    # offset, lands an ulp away)
+    scores = -torch.arange(float(rank + 3))  # descending: the candidate at rank r is r - 1
+    positives = torch.arange(rank + 3) == rank - 1
+    assert tie_aware_ap(scores, positives).item() == 1.0 / rank
+    counts = tie_aware_ap_from_counts(scores[rank - 1].reshape(1, 1),
+                                      torch.tensor([[rank - 1]]), torch.tensor([[1]]))  # fmt: skip
+    assert counts.item() == 1.0 / rank
+
+
 def test_harmonic_number_of_zero_is_exactly_zero():
     assert harmonic_number(torch.zeros(3, dtype=torch.float64)).tolist() == [0.0, 0.0, 0.0]
 
