@@ -566,6 +566,8 @@ LIBRARY_TESTS = {
         "tests/integrations/test_settings.py",
         "tests/integrations/test_lightning_hooks.py::"
         "test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_on",
+        "tests/integrations/test_lightning_hooks.py::"
+        "test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing",
     ],
     # the hooks called with a stand-in Trainer (seconds); of test_lightning.py only the tests
     # that fit nothing (a Trainer.fit takes seconds per mutant on a loaded machine)

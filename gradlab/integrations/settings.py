@@ -96,7 +96,7 @@ def warn_overwrite_on_resumed_trainer(
         "it go with the old files at the first new record, and the log starts mid-run; "
         f"{callback}(resume=True) keeps them and continues after them",
         RuntimeWarning,
-        stacklevel=caller_stacklevel(packages),
+        stacklevel=caller_stacklevel(frozenset(packages)),
     )
 
 
@@ -125,5 +125,5 @@ def warn_closed_during_training(callback: str, monitor: object, packages: Iterab
     warnings.warn(
         closed_during_training_message(callback, monitor.log_dir, monitor.step_count),
         RuntimeWarning,
-        stacklevel=caller_stacklevel(packages),
+        stacklevel=caller_stacklevel(frozenset(packages)),
     )

@@ -389,6 +389,29 @@ def test_a_resumed_folder_ahead_of_a_fit_at_step_0_warns_that_steps_repeat(tmp_p
     assert [(str(w.message), w.category, w.filename) for w in caught] == expected
 
 
+@pytest.mark.parametrize("restart", [0, 2])
+def test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing(tmp_path, restart):
+    trainer = stand_in_trainer(tmp_path)
+    first = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05)
+    first.setup(trainer, None, "fit")
+    run_steps(first, trainer, 2, gradlab.SmoothAPLoss(0.05))
+    first.on_train_end(trainer, None)
+    again = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05, overwrite=True)
+    trainer.global_step = restart  # a checkpoint restored at step 2, or a fit from the start
+    again.setup(trainer, None, "fit")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again.on_train_start(trainer, None)
+    again.on_train_end(trainer, None)
+    expected = [] if restart == 0 else [(
+        f"GradlabCallback: overwrite=True will replace the run in {str(tmp_path / 'run')!r} "
+        "while the Trainer resumes from a checkpoint at step 2: the records of the steps "
+        "before it go with the old files at the first new record, and the log starts mid-run; "
+        "GradlabCallback(resume=True) keeps them and continues after them",
+        RuntimeWarning, __file__)]
+    assert [(str(w.message), w.category, w.filename) for w in caught] == expected
+
+
 def test_a_fit_at_step_0_in_a_new_folder_or_on_another_rank_is_quiet(tmp_path):
     trainer = stand_in_trainer(tmp_path)
     trainer.global_step = 0

@@ -1,11 +1,18 @@
 """gradlab.integrations.settings: the options every framework callback checks before training."""
 
+import warnings
 from pathlib import Path
 
 import pytest
+import torch
 
+import gradlab
 from gradlab.errors import GradlabError
-from gradlab.integrations.settings import callback_settings, resumed_behind_message
+from gradlab.integrations.settings import (
+    callback_settings,
+    resumed_behind_message,
+    warn_overwrite_on_resumed_trainer,
+)
 from gradlab.monitor.config import MonitorConfig
 
 
@@ -66,3 +73,32 @@ def test_the_resumed_behind_message_names_the_steps_logged_again(last, first, st
         "place of the earlier; resume the Trainer too (trainer.fit(model, ckpt_path=...)), or "
         "pass overwrite=True to start the folder afresh"
     )
+
+
+def _a_run_with_records(folder) -> None:
+    embeddings = torch.randn(8, 4, generator=torch.Generator().manual_seed(0))
+    with gradlab.Monitor(folder, preset="cheap", every=1) as monitor:
+        watched = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        watched(embeddings.requires_grad_(), torch.arange(8) % 2).backward()
+        monitor.step()
+
+
+def test_overwrite_on_a_resumed_trainer_warns_only_when_records_would_go(tmp_path):
+    _a_run_with_records(tmp_path / "run")
+    (tmp_path / "empty").mkdir()
+    replacing = gradlab.Monitor(tmp_path / "run", preset="cheap", overwrite=True)
+    fresh = gradlab.Monitor(tmp_path / "empty", preset="cheap", overwrite=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warn_overwrite_on_resumed_trainer("GradlabCallback", replacing, 0, ())  # from step 0
+        warn_overwrite_on_resumed_trainer("GradlabCallback", fresh, 5, ())  # nothing to lose
+        warn_overwrite_on_resumed_trainer("GradlabCallback", replacing, 5, ())
+    replacing.close(), fresh.close()
+    assert [(w.category, str(w.message), w.filename) for w in caught] == [(
+        RuntimeWarning,
+        f"GradlabCallback: overwrite=True will replace the run in {str(tmp_path / 'run')!r} "
+        "while the Trainer resumes from a checkpoint at step 5: the records of the steps before "
+        "it go with the old files at the first new record, and the log starts mid-run; "
+        "GradlabCallback(resume=True) keeps them and continues after them",
+        __file__,
+    )]
