@@ -27,12 +27,13 @@ preset that ``benchmarks/bench_monitor.py`` times against a plain training step.
 from __future__ import annotations
 
 import math
+import warnings
 import weakref
 from collections.abc import Callable
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.functional import geometry as measures
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.batch import BatchView
@@ -271,8 +272,10 @@ class Temperature(Quantity):
     tensor with a gradient (a learnable parameter; its value is taken at the watched loss call,
     the scale the loss used), ``temperature_log_scale_grad_observed`` is its gradient as ``dL/d
     log s``: the two agree when the watched loss is the batch's InfoNCE. It is the gradient that
-    the watched call's own backward sent to the parameter (a hook on it, divided by the factor
-    the loop put on the loss, as the other gradients are), not ``scale.grad``: under
+    the backward after the watched call sent to the parameter (a hook on it, divided by the
+    factor the loop put on the loss, as the other gradients are; another term of the objective
+    that uses the parameter or the scores adds to it, as it does not to the closed form), not
+    ``scale.grad``: under
     ``DistributedDataParallel`` ``scale.grad`` is the mean over the ranks while the closed form
     reads this rank's matrix, and with gradient accumulation ``scale.grad`` sums the
     micro-batches while the closed form reads the last one. A parameter whose gradient no
@@ -385,6 +388,7 @@ class Temperature(Quantity):
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
         self.logits = logits
         self._hook = None  # on the parameter: the watched call's own gradient (at_call)
+        self._checked_scores = False  # a score matrix read as cosines: said once if it is not
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -450,6 +454,27 @@ class Temperature(Quantity):
 
         self._hook = scale.register_hook(keep)
 
+    def _check_score_matrix(self, batch: BatchView, scale: torch.Tensor) -> None:
+        """Once, at the first step read on a watched score matrix (one host read): say when the
+        matrix of a loss of the user's own looks like logits though ``logits`` is False
+        (entries beyond 1 in magnitude, where cosines are at most 1), and when the
+        scale is the Monitor's ``1 / tau`` because neither ``scale=`` nor the loss gave one."""
+        self._checked_scores = True
+        declared = batch.softmax.scale if batch.softmax is not None else None
+        if self.scale is None and declared is None:
+            _say(f"Temperature() was given no scale= and the watched loss declares none, so "
+                 f"it logs 1 / tau = {float(scale):g} (the Monitor's tau) as the softmax "
+                 "scale; pass Temperature(scale=...) the scale (or parameter) the loss "
+                 "multiplies its scores by")  # fmt: skip
+        if not self.logits and batch.softmax is None:  # a loss of the user's own
+            largest = float(batch.scores.detach().abs().amax())
+            if largest > 1.0 + 1e-3:  # a cosine, rounded, is at most 1
+                _say(f"Temperature(logits=False) reads the watched score matrix as the scores "
+                     "S that the scale multiplies (cosines, on embeddings), but it holds values "
+                     f"up to {largest:.4g} in magnitude: if they are the logits s * S already, "
+                     "pass Temperature(..., logits=True) (temperature_log_scale_grad is off by "
+                     "the scale otherwise)")  # fmt: skip
+
     def compute(self, batch: BatchView) -> Values:
         if self.scale is None and _scale_free(batch.softmax):  # 1 / tau: no scale of the loss
             return {}
@@ -465,6 +490,8 @@ class Temperature(Quantity):
             direction = (self.direction or declared.direction or batch.score_direction
                          or ("i2t" if batch.query_not_candidate else "both"))  # fmt: skip
             scores = batch.scores / scale if self.logits else batch.scores
+            if batch.on_scores and not self._checked_scores:
+                self._check_score_matrix(batch, scale)
             gradient = measures.temperature_gradient(
                 scores, layout.positives, scale, candidate_mask=layout.candidate_mask,
                 direction=direction)  # fmt: skip
@@ -483,6 +510,10 @@ class Temperature(Quantity):
             low, high = (float(torch.tensor(bound, dtype=dtype)) for bound in self.clamp)
             values["temperature_clamp_hit"] = ((parameter <= low) | (parameter >= high)).double()
         return values
+
+
+def _say(message: str) -> None:
+    warnings.warn(f"gradlab.Monitor: {message}", RuntimeWarning, stacklevel=caller_stacklevel())
 
 
 def _scale_free(declared: object) -> bool:

@@ -342,18 +342,23 @@ class Monitor:
                 self._warn_call_after_close()
                 return loss_fn(*args, **kwargs)
             due = self._count_call()
-            if not due:  # off schedule: only the call
-                loss = loss_fn(*args, **kwargs)
+            try:
+                if not due:  # off schedule: only the call
+                    loss = loss_fn(*args, **kwargs)
+                    self._last_call = (self.step_count, args, kwargs, loss, adapter)
+                    return loss
+                wanted = self._wanted()
+                args = adapter.own_scores(args, "score_grad" in wanted)  # dL/dS: the loss's own
+                with adapter.listening("score_grad" in wanted) as (recorded, records):
+                    loss = loss_fn(*args, **kwargs)
                 self._last_call = (self.step_count, args, kwargs, loss, adapter)
+                self._capture(args, kwargs, loss, adapter, recorded,
+                              records[-1] if records else None, due=due, wanted=wanted)
                 return loss
-            wanted = self._wanted()
-            args = adapter.own_scores(args, "score_grad" in wanted)  # dL/dS: the loss's own
-            with adapter.listening("score_grad" in wanted) as (recorded, records):
-                loss = loss_fn(*args, **kwargs)
-            self._last_call = (self.step_count, args, kwargs, loss, adapter)
-            self._capture(args, kwargs, loss, adapter, recorded, records[-1] if records else None,
-                          due=due, wanted=wanted)  # fmt: skip
-            return loss
+            except Exception:  # the loss (or strict=True) raised: its error says what failed,
+                if self._never_stepped is not None and not self._stepped:  # not a missing step
+                    self._disarm_never_stepped_warning()
+                raise
 
         # a loss module's parameters stay the model's; a copy or a pickle is the loss alone
         call = WatchedCall(loss_fn, watched)

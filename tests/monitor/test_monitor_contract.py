@@ -559,6 +559,27 @@ def test_a_monitor_closed_before_any_call_writes_its_header_alone(tmp_path, ever
     assert headers[0]["config"]["preset"] == "cheap"
 
 
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_monitor_stopped_by_its_losss_error_is_not_said_to_have_ended_unstepped(tmp_path,
+                                                                                  strict):
+    # a bug in the loss (or a call strict=True refuses) ended the loop with its own error; the
+    # Monitor's end then also blamed a missing monitor.step()
+    def broken_loss(embeddings, labels):
+        return embeddings.sum(dim=5)  # IndexError
+
+    def train():
+        monitor = Monitor(tmp_path, preset="cheap", strict=strict)
+        loss_fn = monitor.watch(broken_loss if not strict else lambda e, y: e.sum())
+        with pytest.raises(IndexError if not strict else GradlabError):
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(7))
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train()
+        gc.collect()
+    assert [str(w.message) for w in caught if "ended (collected" in str(w.message)] == []
+
+
 @pytest.mark.slow
 def test_a_monitor_stopped_by_its_schedule_s_error_is_not_said_to_have_ended_unstepped(tmp_path):
     # a schedule that raised at the first watched call ended the loop with its own error; the

@@ -1,0 +1,85 @@
+"""Temperature and ChanceLevel on a loss of one's own watched on its score matrix: what they
+cannot read from the loss (whether the matrix holds logits, the scale itself) is said once, and
+what the loss can say of itself (its directions) by an attribute."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import gradlab
+from gradlab.monitor import Temperature, every
+
+LOG_SCALE = math.log(1 / 0.07)
+
+
+def clip_loss(scores, positives):  # a user's symmetric InfoNCE on logits
+    targets = positives.int().argmax(dim=1)
+    return (torch.nn.functional.cross_entropy(scores, targets)
+            + torch.nn.functional.cross_entropy(scores.T, targets)) / 2  # fmt: skip
+
+
+def _told(tmp_path, quantity, loss_fn=clip_loss, steps=2):
+    generator = torch.Generator().manual_seed(0)
+    logit_scale = quantity.scale if isinstance(quantity.scale, torch.Tensor) else None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(loss_fn, inputs="scores")
+            for _ in range(steps):
+                images, texts = (torch.nn.functional.normalize(torch.randn(
+                    6, 4, generator=generator, requires_grad=True), dim=1) for _ in range(2))
+                scale = logit_scale.exp() if logit_scale is not None else 1 / 0.07
+                scores = scale * images @ texts.T
+                watched(scores, torch.eye(6, dtype=torch.bool)).backward()
+                monitor.step()
+    return [(str(w.message), w.filename) for w in caught if "Temperature" in str(w.message)]
+
+
+def test_logits_read_as_cosines_are_said_once_with_their_largest_entry(tmp_path):
+    logit_scale = torch.nn.Parameter(torch.tensor(LOG_SCALE))
+    told = _told(tmp_path, Temperature(every(1), scale=logit_scale, log_scale=True))
+    assert len(told) == 1 and told[0][1] == __file__  # the first monitor.step()
+    message = told[0][0]
+    shown = float(message.split("holds values up to ")[1].split(" ")[0])
+    assert 1.0 < shown <= math.exp(LOG_SCALE)  # the largest |logit|: at most the scale
+    assert message == (
+        "gradlab.Monitor: Temperature(logits=False) reads the watched score matrix as the scores "
+        "S that the scale multiplies (cosines, on embeddings), but it holds values up to "
+        f"{shown:.4g} in magnitude: if they are the logits s * S already, pass "
+        "Temperature(..., logits=True) (temperature_log_scale_grad is off by the scale "
+        "otherwise)"
+    )
+    said_logits = Temperature(every(1), scale=logit_scale, log_scale=True, logits=True)
+    assert _told(tmp_path / "logits", said_logits) == []
+
+
+def test_the_monitors_tau_taken_for_a_scale_is_said_once(tmp_path):
+    told = _told(tmp_path, Temperature(every(1), logits=True))
+    assert told == [(
+        "gradlab.Monitor: Temperature() was given no scale= and the watched loss declares none, "
+        "so it logs 1 / tau = 100 (the Monitor's tau) as the softmax scale; pass "
+        "Temperature(scale=...) the scale (or parameter) the loss multiplies its scores by",
+        __file__,
+    )]
+
+
+@pytest.mark.parametrize("loss_fn", [gradlab.NTXentLoss(0.07)])
+def test_a_loss_that_declares_its_scale_is_not_questioned(tmp_path, loss_fn):
+    # gradlab's losses say their scale and that they are read on the scores they scale
+    assert _told(tmp_path, Temperature(every(1)), loss_fn=loss_fn) == []
+
+
+def test_a_loss_of_ones_own_says_it_averages_both_directions_by_an_attribute(tmp_path):
+    # CLIP's mean of two InfoNCE terms on a non-square matrix: chance is the mean of ln C and ln Q
+    def symmetric(scores, positives):
+        return (torch.logsumexp(scores, 1).mean() + torch.logsumexp(scores, 0).mean()) / 2
+
+    symmetric.softmax_logits = gradlab.losses.SoftmaxLogits(direction="both", terms=1)
+    with gradlab.Monitor(tmp_path, quantities=[gradlab.monitor.ChanceLevel(every(1))]) as monitor:
+        scores = torch.randn(8, 7, requires_grad=True)
+        watched = monitor.watch(symmetric, inputs="scores")
+        watched(scores, torch.eye(8, 7, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert record["chance_level"] == pytest.approx((math.log(7) + math.log(8)) / 2, rel=1e-12)
