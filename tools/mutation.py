@@ -159,7 +159,15 @@ FUNCTIONAL_TESTS = {
 """Each module of ``gradlab/functional/`` -> the test files that cover it (a run stays short)."""
 
 _MONITOR_VALUES = ["tests/monitor/test_values.py", "tests/monitor/test_shared.py",
-                   "tests/monitor/test_monitor_defaults.py"]  # fmt: skip
+                   "tests/monitor/test_monitor_defaults.py",
+                   # a batch's own score matrix; Temperature on a loss of one's own
+                   "tests/monitor/test_in_batch_scores.py",
+                   "tests/monitor/test_temperature_warnings.py",
+                   *(f"--deselect=tests/monitor/{test}" for test in (  # where warnings point
+                       "test_in_batch_scores.py::"
+                       "test_the_diagonal_positives_warning_points_at_the_call",
+                       "test_temperature_warnings.py::"
+                       "test_both_warnings_point_at_the_callers_step"))]  # fmt: skip
 _MONITOR_RUNS = ["tests/monitor/test_monitor.py", "tests/monitor/test_runs.py",
                  "tests/monitor/test_options.py"]  # fmt: skip
 # The fault-injection tests, but the one that checks where the warning points: mutmut's

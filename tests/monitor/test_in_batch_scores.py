@@ -141,8 +141,15 @@ def test_positives_on_the_diagonal_are_left_out_and_said_once(tmp_path):
         "that pairs view 2k with view 2k + 1 marks the entries off the diagonal; later calls "
         "are not checked)"
     ]
-    assert caught[0].filename == __file__
     assert record["degenerate_batch"] == 1.0  # no positive left
+
+
+def test_the_diagonal_positives_warning_points_at_the_call(tmp_path):
+    with pytest.warns(RuntimeWarning) as caught, gradlab.Monitor(tmp_path, every=1) as monitor:
+        watched = monitor.watch(lambda s, p: s.sum() * 0, inputs="in_batch_scores")
+        watched(torch.zeros(3, 3, requires_grad=True), torch.eye(3, dtype=torch.bool)).backward()
+        monitor.step()
+    assert [w.filename for w in caught] == [__file__]
 
 
 @pytest.mark.parametrize("rows", [1, 2])
