@@ -49,7 +49,10 @@ class Suspects(Quantity):
             in-batch matrix, or ``(query_labels, candidate_labels)``; None: no label rule.
         hashes: the same for content hashes (:func:`gradlab.functional.content_hashes`).
         margin: the score rule's relative margin (>= 0); None: no score rule. Default 0:
-            negatives scoring at least the query's lowest positive.
+            negatives scoring at least the query's lowest positive, that is every negative
+            that violates a margin of 0 (early in training most hard negatives do: the rule
+            tells near-duplicates apart only once the positives rank first; the label and
+            hash rules do not depend on training).
         k: the hardest negatives per query that ``suspects_top_k_share`` looks at.
         gradient: read ``dL/dS`` for ``suspects_gradient_share`` (the Monitor then hooks the
             loss's score matrix; a loss without one leaves the quantity out unless False).
