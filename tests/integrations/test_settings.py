@@ -92,13 +92,14 @@ def test_overwrite_on_a_resumed_trainer_warns_only_when_records_would_go(tmp_pat
         warnings.simplefilter("always")
         warn_overwrite_on_resumed_trainer("GradlabCallback", replacing, 0, ())  # from step 0
         warn_overwrite_on_resumed_trainer("GradlabCallback", fresh, 5, ())  # nothing to lose
-        warn_overwrite_on_resumed_trainer("GradlabCallback", replacing, 5, ())
+        for first in (1, 5):  # step 0's record goes with a checkpoint at step 1 already
+            warn_overwrite_on_resumed_trainer("GradlabCallback", replacing, first, ())
     replacing.close(), fresh.close()
     assert [(w.category, str(w.message), w.filename) for w in caught] == [(
         RuntimeWarning,
         f"GradlabCallback: overwrite=True will replace the run in {str(tmp_path / 'run')!r} "
-        "while the Trainer resumes from a checkpoint at step 5: the records of the steps before "
-        "it go with the old files at the first new record, and the log starts mid-run; "
+        f"while the Trainer resumes from a checkpoint at step {first}: the records of the steps "
+        "before it go with the old files at the first new record, and the log starts mid-run; "
         "GradlabCallback(resume=True) keeps them and continues after them",
         __file__,
-    )]
+    ) for first in (1, 5)]
