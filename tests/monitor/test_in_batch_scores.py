@@ -196,3 +196,28 @@ def test_a_run_resumed_with_another_reading_of_its_loss_is_said_not_comparable(t
         "not comparable with those before; use a new log_dir (or overwrite=True) for a new run"
     ]
     assert records[0]["margin_recall_at_1"] == 0.0 < records[1]["margin_recall_at_1"]
+
+
+def test_a_meta_matrix_is_named_scores_whatever_the_form(tmp_path):
+    with gradlab.Monitor(tmp_path, every=1, strict=True) as monitor:
+        watched = monitor.watch(lambda scores, positives: scores.sum(), inputs="in_batch_scores")
+        with pytest.raises(GradlabError) as raised:
+            watched(torch.zeros(3, 3, device="meta"), torch.eye(3, dtype=torch.bool, device="meta"))
+        monitor.step()
+    assert str(raised.value).startswith("Monitor cannot read this loss call: scores is a meta "
+                                        "tensor (a shape without values)")  # fmt: skip
+
+
+def test_a_score_loss_called_by_keywords_or_on_a_list_is_read_or_said_as_before(tmp_path):
+    # the score matrix's own view is taken from a positional tensor only
+    def loss_fn(scores, positives):
+        return scores.sum() * 0 if isinstance(scores, torch.Tensor) else torch.zeros(())
+
+    with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+        watched = monitor.watch(loss_fn, inputs="scores")
+        with pytest.warns(RuntimeWarning, match="a loss call it cannot read was not logged"):
+            assert watched([[1.0]], torch.eye(1, dtype=torch.bool)).item() == 0.0
+        scores = torch.randn(4, 4, requires_grad=True)
+        watched(scores=scores, positives=torch.eye(4, dtype=torch.bool)).backward()
+        record = monitor.step()
+    assert "anatomy_i2t_active_negatives_mean" in record
