@@ -1,7 +1,9 @@
 """A loss of one's own on a batch's score matrix against itself (``z @ z.T``), watched with
 ``inputs="in_batch_scores"``: each query's own column is no candidate, whatever it holds."""
 
+import json
 import math
+import warnings
 
 import pytest
 import torch
@@ -221,3 +223,28 @@ def test_a_score_loss_called_by_keywords_or_on_a_list_is_read_or_said_as_before(
         watched(scores=scores, positives=torch.eye(4, dtype=torch.bool)).backward()
         record = monitor.step()
     assert "anatomy_i2t_active_negatives_mean" in record
+
+
+def test_a_run_whose_header_predates_inputs_resumes_without_a_word_about_them(tmp_path):
+    # headers written before "inputs" was recorded (gradlab 0.2.0's first releases) say nothing
+    # of how the loss was read: nothing to compare, nothing to warn about
+    embeddings = torch.nn.functional.normalize(_batch(6), dim=1)
+    scores = embeddings @ embeddings.T
+
+    def run(**options):
+        with gradlab.Monitor(tmp_path, every=1, **options) as monitor:
+            watched = monitor.watch(_simclr_loss, inputs="in_batch_scores")
+            watched(scores.clone().requires_grad_(), _pairs(len(scores))).backward()
+            monitor.step()
+
+    run()
+    log = tmp_path / "metrics.jsonl"
+    first, *rest = log.read_text().splitlines()
+    header = json.loads(first)
+    assert header["header"].pop("inputs") == ["in_batch_scores"]
+    assert "plots" not in header["header"]  # gradlab's own quantities: drawn from its code
+    log.write_text("\n".join([json.dumps(header), *rest]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run(resume=True)
+    assert [h.get("inputs") for h in read_jsonl(tmp_path)[0]] == [None, ["in_batch_scores"]]
