@@ -13,7 +13,7 @@ from gradlab.monitor.config import MonitorConfig
 from gradlab.paths import check_output_folder
 
 __all__ = ["callback_settings", "closed_during_training_message", "resumed_behind_message",
-           "warn_closed_during_training"]
+           "warn_closed_during_training", "warn_overwrite_on_resumed_trainer"]
 
 
 def callback_settings(

@@ -370,8 +370,7 @@ class LossAdapter:
         target names. Checked at each call the Monitor reads (one host read of one flag):
         a call whose labels repeat, or are ``0..B-1`` in order, reads alike either way."""
         order = torch.arange(labels.shape[0], device=labels.device)
-        shuffled = (torch.sort(labels).values == order).all() & (labels != order).any()
-        if shuffled.item():
+        if (_permutation_flag(labels, order) & (labels != order).any()).item():  # one read
             raise GradlabError(
                 f"{self.name}'s [B] second argument holds 0..B-1 in another order, which reads "
                 "two ways: as labels (the Monitor's reading: a positive where two rows' labels "
@@ -974,10 +973,15 @@ IN_BATCH_HINT = "inputs='in_batch_scores' if it scores a batch against itself, z
 ``[Q, C]`` one counts each query as its own candidate."""
 
 
+def _permutation_flag(labels: torch.Tensor, order: torch.Tensor) -> torch.Tensor:
+    """0-d bool on the device: ``[B]`` integer ``labels`` hold ``order`` (``0..B-1``), in any
+    order."""
+    return (torch.sort(labels).values == order).all()
+
+
 def _is_permutation(labels: torch.Tensor) -> bool:
     """Whether ``[B]`` integer ``labels`` hold ``0..B-1``, in any order (one host read)."""
-    order = torch.arange(labels.shape[0], device=labels.device)
-    return bool((torch.sort(labels).values == order).all())
+    return bool(_permutation_flag(labels, torch.arange(labels.shape[0], device=labels.device)))
 
 
 def _describe(values) -> str:

@@ -341,8 +341,8 @@ class Monitor:
             if self._closed:  # the loss runs; a closed Monitor reads nothing more
                 self._warn_call_after_close()
                 return loss_fn(*args, **kwargs)
-            due = self._count_call()
             try:
+                due = self._count_call()
                 if not due:  # off schedule: only the call
                     loss = loss_fn(*args, **kwargs)
                     self._last_call = (self.step_count, args, kwargs, loss, adapter)
@@ -355,8 +355,8 @@ class Monitor:
                 self._capture(args, kwargs, loss, adapter, recorded,
                               records[-1] if records else None, due=due, wanted=wanted)
                 return loss
-            except Exception:  # the loss (or strict=True) raised: its error says what failed,
-                if self._never_stepped is not None and not self._stepped:  # not a missing step
+            except Exception:  # a schedule, the loss or strict=True raised: its error says
+                if self._never_stepped is not None and not self._stepped:  # what failed
                     self._disarm_never_stepped_warning()
                 raise
 
@@ -492,17 +492,12 @@ class Monitor:
 
     def _count_call(self) -> list[Quantity]:
         """Count a watched call (the first arms the end-of-run warning) and return the
-        quantities due now. A schedule that raises disarms that warning: its error says what
-        went wrong, not a missing ``monitor.step()`` at exit."""
+        quantities due now. A schedule that raises leaves the warning to the watched call,
+        which disarms it: the error says what went wrong, not a missing ``monitor.step()``."""
         self.calls += 1
         if self.calls == 1:
             self._arm_never_stepped_warning()
-        try:
-            return self._due_now()
-        except GradlabError:
-            if self._never_stepped is not None:
-                self._disarm_never_stepped_warning()
-            raise
+        return self._due_now()
 
     def _due_now(self) -> list[Quantity]:
         """The enabled quantities whose schedules log the current step (each asked once)."""

@@ -272,22 +272,28 @@ def test_a_trainer_cell_that_crashed_runs_again_in_the_same_process(tmp_path):
         assert record["loss"] == pytest.approx(loss, rel=1e-6)
 
 
+def _checkpointing(output_dir, max_steps: int, raise_at=None, **options):
+    """A callback and a tiny BERT Trainer (checkpoints every 2 steps) it is attached to."""
+    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
+
+    callback = GradlabTrainerCallback(preset="cheap", **options)
+    arguments = training_arguments(output_dir, max_steps=max_steps, save_strategy="steps",
+                                   save_steps=2)  # fmt: skip
+    trainer = crashing_trainer_class(raise_at)(
+        model=tiny_bert(), args=arguments, train_dataset=PairDataset(64),
+        loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
+    )  # fmt: skip
+    callback.attach(trainer)
+    return callback, trainer
+
+
 @pytest.mark.slow
 def test_after_a_crash_resume_continues_from_the_checkpoint_under_a_new_header(tmp_path):
     pytest.importorskip("accelerate")
-    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
-
     kept = []  # as in a notebook: the crashed cell's objects stay alive
 
     def cell(raise_at=None, checkpoint=None, **options):
-        callback = GradlabTrainerCallback(preset="cheap", **options)
-        arguments = training_arguments(tmp_path / "out", max_steps=6, save_strategy="steps",
-                                       save_steps=2)  # fmt: skip
-        trainer = crashing_trainer_class(raise_at)(
-            model=tiny_bert(), args=arguments, train_dataset=PairDataset(64),
-            loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
-        )  # fmt: skip
-        callback.attach(trainer)
+        callback, trainer = _checkpointing(tmp_path / "out", 6, raise_at, **options)
         kept.append((callback, trainer))
         trainer.train(resume_from_checkpoint=checkpoint)
         return trainer
@@ -308,17 +314,9 @@ def test_overwrite_on_a_trainer_resumed_from_a_checkpoint_warns_before_anything_
     tmp_path,
 ):
     pytest.importorskip("accelerate")
-    from tests.helpers.hf_models import PairDataset, tiny_bert, training_arguments
 
     def train(checkpoint=None, **options):
-        callback = GradlabTrainerCallback(preset="cheap", **options)
-        arguments = training_arguments(tmp_path / "out", max_steps=4, save_strategy="steps",
-                                       save_steps=2)  # fmt: skip
-        trainer = crashing_trainer_class(None)(
-            model=tiny_bert(), args=arguments, train_dataset=PairDataset(64),
-            loss_fn=callback.watch(gradlab.NTXentLoss(0.05)),
-        )  # fmt: skip
-        callback.attach(trainer)
+        _, trainer = _checkpointing(tmp_path / "out", 4, **options)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             trainer.train(resume_from_checkpoint=checkpoint)
