@@ -1,0 +1,122 @@
+"""Threads of a logged step on a CPU: ``monitor.step()`` with one intra-op thread or with all.
+
+The Monitor computes a CPU step of fewer than ``gradlab.monitor.threads.ONE_THREAD_BELOW``
+score-matrix entries with one intra-op thread (``threads_for_step``). This measures what that
+choice is made from: the wall-clock seconds of ``monitor.step()`` alone (the loss and its
+backward run outside the timed part, with the machine's threads) at several batch sizes, with
+the step forced onto one thread and with the step left on every thread, interleaved round
+after round, and their ratio. A ratio above 1 at a size means one thread is faster there.
+
+Writes ``benchmarks/results/monitor_threads.json``, with the load average before and after
+(the machine may be shared: a parallel region waits for a core another process holds).
+
+Usage: python benchmarks/bench_monitor_threads.py [--quick]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import argument_parser, machine_info, write_results
+
+import gradlab
+import gradlab.monitor.threads as threads
+
+SIZES = (64, 112, 181, 256, 362, 512, 1024)
+"""In-batch batch sizes B (B x B score matrices; 181^2 and 256^2 sit about torch's parallel
+grain and the policy's bound)."""
+PRESETS = ("default", "full")
+TAU = 0.01
+
+
+def _load() -> list[float]:
+    return list(os.getloadavg())
+
+
+def measure(batch: int, preset: str, rounds: int, block: int, folder: str) -> dict:
+    """Median seconds of ``monitor.step()`` alone, one thread and every thread, interleaved."""
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(batch, 64, generator=generator)
+    labels = torch.arange(batch) // 4  # classes of 4 (the last one smaller)
+    loss_fn = gradlab.SmoothAPLoss(TAU)
+    monitor = gradlab.Monitor(f"{folder}/{preset}_{batch}", tau=TAU, preset=preset, every=1)
+    watched = monitor.watch(loss_fn)
+    bounds = {"one_thread": 1 << 62, "every_thread": 0}  # the policy's bound, forced each way
+
+    def step() -> float:
+        leaf = embeddings.detach().requires_grad_(True)
+        watched(leaf, labels).backward()
+        start = time.perf_counter()
+        monitor.step()
+        return time.perf_counter() - start
+
+    samples: dict[str, list[float]] = {name: [] for name in bounds}
+    kept = threads.ONE_THREAD_BELOW
+    try:
+        for bound in bounds.values():  # warm-up
+            threads.ONE_THREAD_BELOW = bound
+            step(), step()
+        for _ in range(rounds):
+            for name, bound in bounds.items():
+                threads.ONE_THREAD_BELOW = bound
+                samples[name].append(statistics.median(step() for _ in range(block)))
+    finally:
+        threads.ONE_THREAD_BELOW = kept
+        monitor.close()
+    one, every = (statistics.median(samples[name]) for name in bounds)
+    return {
+        "batch": batch,
+        "preset": preset,
+        "entries": batch * batch,
+        "step_seconds_one_thread": one,
+        "step_seconds_every_thread": every,
+        "every_thread_over_one_thread": every / one,
+        "policy": "one thread" if batch * batch < kept else "every thread",
+        "rounds": rounds,
+        "steps_per_block": block,
+    }
+
+
+def main() -> None:
+    parser = argument_parser(__doc__)
+    parser.add_argument("--quick", action="store_true")
+    args = parser.parse_args()
+    device = torch.device("cpu")
+    before = _load()
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for preset in PRESETS:
+            for batch in SIZES[:3] if args.quick else SIZES:
+                block = max(3, int(20 * 112 / batch))
+                row = measure(batch, preset, 3 if args.quick else 8, block, folder)
+                print(f"{preset:8s} B = {batch:5d}: one thread "
+                      f"{row['step_seconds_one_thread'] * 1e3:8.3f} ms, every thread "
+                      f"{row['step_seconds_every_thread'] * 1e3:8.3f} ms "
+                      f"({row['every_thread_over_one_thread']:.2f}x; policy: "
+                      f"{row['policy']})", flush=True)  # fmt: skip
+                rows.append(row)
+    payload = {
+        "benchmark": "monitor.step() on one intra-op thread and on every thread (CPU)",
+        "machine": machine_info(device),
+        "conditions": {
+            "load_average_1_5_15_before": before,
+            "load_average_1_5_15_after": _load(),
+            "threads": torch.get_num_threads(),
+            "quick": args.quick,
+            "one_thread_below_entries": threads.ONE_THREAD_BELOW,
+        },
+        "results": rows,
+    }
+    print(f"wrote {write_results('monitor_threads.json', payload)}")
+
+
+if __name__ == "__main__":
+    main()
