@@ -236,6 +236,7 @@ class Monitor:
         self._pending: BatchView | None = None
         self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
         self._pending_trained = False  # _pending was read with gradients on
+        self._trained = False  # a watched call (or attached forward) ran with gradients on
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._said_not_served: set[str] = set()  # passed quantities a loss cannot serve, said
@@ -495,17 +496,21 @@ class Monitor:
 
     def _behind_a_training_call(self) -> bool:
         """Whether a call now, with gradients off (``torch.no_grad()``, ``inference_mode``),
-        follows a call of this step made with them on: a validation batch between backward and
-        ``monitor.step()``, which must not replace the batch that was trained on. A call with
-        gradients off and no training call before it (a loss watched for its values alone) is
-        read as any other."""
-        return not torch.is_grad_enabled() and self._pending is not None and self._pending_trained
+        comes after the run has trained through this Monitor (a call made with them on, at any
+        step): a validation batch, between backward and ``monitor.step()`` or between two
+        steps, logged or not, which must not replace the batch that was trained on, be logged
+        by ``close()`` for the last step, or count as a call (under torch.distributed, a rank
+        validating alone would put the ranks out of step). A call with gradients off and no
+        training call before it (a loss watched for its values alone, or an evaluation before
+        training starts) is read as any other."""
+        return self._trained and not torch.is_grad_enabled()
 
     def _count_call(self) -> list[Quantity]:
         """Count a watched call (the first arms the end-of-run warning) and return the
         quantities due now. A schedule that raises leaves the warning to the watched call,
         which disarms it: the error says what went wrong, not a missing ``monitor.step()``."""
         self.calls += 1
+        self._trained = self._trained or torch.is_grad_enabled()
         if self.calls == 1:
             self._arm_never_stepped_warning()
         return self._due_now()

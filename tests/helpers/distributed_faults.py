@@ -8,7 +8,9 @@ mixes. ``fault`` names what goes wrong on rank 1 at step 1:
 * ``"unreadable"``: the watched loss is called with a 3-D tensor the Monitor cannot read (the
   loss itself flattens it and trains);
 * ``"raises"``: the watched loss raises; the loop catches it and goes on to ``monitor.step()``;
-* ``"skips_step"``: rank 1 does not call ``monitor.step()`` after step 1's optimizer step.
+* ``"skips_step"``: rank 1 does not call ``monitor.step()`` after step 1's optimizer step;
+* ``"validates"``: rank 1 alone calls the watched loss on a validation batch with gradients
+  off, between step 1's backward and ``monitor.step()`` and again after it.
 
 After the loop every rank calls ``monitor.close()``, then ``torch.distributed.barrier()``:
 a Monitor left waiting in a collective would hang there.
@@ -48,6 +50,12 @@ class FlakyLoss(torch.nn.Module):
         return self.inner(embeddings.reshape(-1, embeddings.shape[-1]), labels)
 
 
+def _validate(loss_fn, model) -> None:
+    images, labels = rank_step_batch(7, 7, size=12)
+    with torch.no_grad():
+        loss_fn(model(images), labels)
+
+
 def fault_worker(rank: int, world: int, init_file: str, out_dir: str, fault: str) -> None:
     torch.distributed.init_process_group(
         "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
@@ -77,8 +85,13 @@ def fault_worker(rank: int, world: int, init_file: str, out_dir: str, fault: str
                 loss.backward()
                 losses[step] = float(loss)
             model.zero_grad()
+            validates = faulty and fault == "validates"
+            if validates:
+                _validate(loss_fn, model)
             if not (faulty and fault == "skips_step"):
                 monitor.step()
+            if validates:
+                _validate(loss_fn, model)
         monitor.close()
         seen = [str(w.message) for w in caught]
     torch.distributed.barrier()
