@@ -128,6 +128,19 @@ class RankingLoss(nn.Module):
                 f"{cls.__name__}.input_form must be one of {INPUT_FORMS}; got {cls.input_form!r}"
             )
 
+    @property
+    def softmax_logits(self) -> SoftmaxLogits:
+        """What this loss says of its logits (:class:`SoftmaxLogits`): an AP loss is no
+        softmax over logits and holds no logit scale (its ``tau`` is a sigmoid's width), so
+        InfoNCE's chance level ``ln C`` and the closed form of a scale's gradient do not apply
+        to it; the losses on a score matrix say their own.
+
+        Example:
+            >>> SmoothAPLoss(0.01).softmax_logits.info_nce
+            False
+        """
+        return SoftmaxLogits(info_nce=False)
+
     def _on_degenerate(self) -> None:
         """Count a batch without ranking signal; warn on the first (at the caller's line)."""
         self.degenerate_batches += 1

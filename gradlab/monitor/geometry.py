@@ -201,7 +201,8 @@ class ChanceLevel(Quantity):
     the number of terms the watched loss declares (:class:`~gradlab.losses.SoftmaxLogits`, 2 for
     that one, 1 for a mean), else 1. Other losses have other chance levels: this quantity is
     not in a preset, and is not logged for a gradlab loss that declares no InfoNCE mean (VSE++'s
-    triplet loss, SigLIP's sigmoid loss, NT-Xent with ``reduction="sum"``). Neither key reads the
+    triplet loss, SigLIP's sigmoid loss, NT-Xent with ``reduction="sum"``, the AP losses on
+    embeddings: SmoothAP, FastAP, FAPPY, Blackbox AP). Neither key reads the
     scores' values (``chance_level`` is ``ln C`` of their shape, ``loss_minus_chance`` the loss
     as it is logged): on a step whose scores are not finite both keep their value
     (:attr:`Quantity.input_free_keys`).
@@ -289,7 +290,8 @@ class Temperature(Quantity):
     keep their value (a scale that diverged is then on the record) while the closed form logs
     NaN (:attr:`Quantity.input_free_keys`). Without a ``scale`` of its own, on a loss that says
     it is no softmax and holds no scale (VSE++'s triplet loss, Faghri et al. 2018, Eq. 5: a
-    hinge on cosine scores), the quantity logs nothing: the Monitor's fallback ``1 / tau`` is no
+    hinge on cosine scores; the AP losses, whose ``tau`` is a sigmoid's width), the quantity
+    logs nothing: the Monitor's fallback ``1 / tau`` is no
     scale of that loss, and the run header's ``not_logged`` says so.
 
     Args:

@@ -457,10 +457,11 @@ def test_a_triplet_loss_without_a_scale_logs_no_scale_and_says_why(tmp_path):
 
 
 def test_a_loss_that_declares_nothing_still_reads_one_over_tau(tmp_path):
-    # SmoothAP says nothing of a softmax: the fallback 1 / tau stays, nothing is left out
+    # a loss of one's own says nothing of a softmax: the fallback 1 / tau stays, nothing is
+    # left out (gradlab's AP losses say they are none: test_temperature_warnings.py)
     embeddings = torch.randn(6, 4, generator=torch.Generator().manual_seed(1))
     with Monitor(tmp_path, tau=0.05, quantities=[Temperature(every(1))]) as monitor:
-        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        loss_fn = monitor.watch(lambda embeddings, labels: embeddings.square().mean())
         loss_fn(embeddings.requires_grad_(), torch.arange(6) % 2).backward()
         record = monitor.step()
     assert monitor.not_logged == {}

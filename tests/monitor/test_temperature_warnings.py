@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import Temperature, every
+from gradlab.monitor import ChanceLevel, Temperature, every
 
 LOG_SCALE = math.log(1 / 0.07)
 
@@ -87,3 +87,31 @@ def test_a_loss_of_ones_own_says_it_averages_both_directions_by_an_attribute(tmp
         watched(scores, torch.eye(8, 7, dtype=torch.bool)).backward()
         record = monitor.step()
     assert record["chance_level"] == pytest.approx((math.log(7) + math.log(8)) / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("loss_fn", [gradlab.SmoothAPLoss(0.01), gradlab.FastAPLoss(),
+                                     gradlab.FAPPYLoss(), gradlab.BlackboxAPLoss()],
+                         ids=lambda loss: type(loss).__name__)  # fmt: skip
+def test_an_ap_loss_logs_no_temperature_nor_chance_level_and_says_why(tmp_path, loss_fn):
+    """An AP loss on embeddings is no softmax over logits: InfoNCE's closed form and ln C
+    would be numbers about another loss (a scale of 1 / tau, a chance level below its loss)."""
+    name = type(loss_fn).__name__
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1)),
+                                                   ChanceLevel(every(1))]) as monitor:  # fmt: skip
+            watched = monitor.watch(loss_fn)
+            embeddings = torch.randn(8, 4, requires_grad=True)
+            watched(embeddings, torch.arange(8) // 2).backward()
+            record = monitor.step()
+    assert record is None
+    assert monitor.not_logged == {
+        "temperature": f"has no scale to log for {name}: it is no softmax and holds no scale "
+                       "(1 / the Monitor's tau is no scale of it); give Temperature(scale=...) "
+                       "a parameter of the loss to follow it",
+        "chance_level": f"does not apply to {name}: it is no mean of InfoNCE terms, so ln C is "
+                        "not its chance level",
+    }  # fmt: skip
+    said = [str(w.message) for w in caught]
+    assert [m for m in said if m.startswith("gradlab.Monitor: the temperature quantity")]
+    assert [m for m in said if m.startswith("gradlab.Monitor: the chance_level quantity")]
