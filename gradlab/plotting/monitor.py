@@ -12,6 +12,8 @@ back to the start. Resumed runs (header ``"resumed"``) continue their run's line
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 import os
 import textwrap
@@ -647,19 +649,47 @@ def _line_style(run_index: int, key_index: int, several: bool, points: int = 0,
 
 
 def _gaps_where_missing(records: Sequence[dict], steps: list, values: list) -> tuple[list, list]:
-    """``steps`` and ``values`` of a key (the steps of ``records`` that hold it) with a NaN (a
-    gap, no cross) at each logged step of the run between its first and last value that lacks
-    the key, where the key is in more than half of those records: a step whose quantity
-    logged nothing (an empty batch, a loss call that scored nothing) would otherwise be
-    crossed by a line that reads as a value. A key logged on a sparser schedule than the
-    others (at most half of the steps) keeps its line."""
+    """``steps`` and ``values`` of a key (the steps of ``records`` that hold it, ascending)
+    with a NaN (a gap, no cross) at each step where its quantity was due and logged nothing
+    (an empty batch, a loss call that scored nothing): a line across such a step would read
+    as a value there.
+
+    Due is read from the key's mates, the keys in every record that holds it (its quantity's
+    other keys, the keys of quantities on the same schedule): a step where a mate is logged and
+    the key is not was due. It is a gap when the key's own steps around it are further apart
+    than their neighbours (a key on a schedule of its own, ``every(2)`` beside a loss logged
+    every step, keeps its line: its steps are evenly spaced); with no neighbour to compare
+    (two steps), when the key holds more than half of the due steps of its span (at most
+    half: a sparser schedule, one line). A record that holds the step alone (every quantity
+    logged nothing there) is due for every key."""
     if len(steps) < 2:
         return steps, values
     span = [r for r in records if steps[0] <= r["step"] <= steps[-1]]
-    if len(span) == len(steps) or 2 * len(steps) <= len(span):
+    if len(span) == len(steps):
+        return steps, values
+    present = set(steps)
+    holders = [r for r in span if r["step"] in present]
+    mates = set(holders[0]).intersection(*holders[1:])  # the key itself among them
+    mates.discard("step")
+    due = {r["step"] for r in span if len(r) == 1 or not mates.isdisjoint(r)}
+    missing = sorted(due - present)
+    if not missing:
+        return steps, values
+    intervals = [after - before for before, after in itertools.pairwise(steps)]
+    gaps = set()
+    for step in missing:
+        index = bisect.bisect_left(steps, step) - 1  # steps[index] < step < steps[index + 1]
+        around = intervals[max(index - 1, 0):index] + intervals[index + 1:index + 2]
+        if around:
+            wide = intervals[index] > min(around)
+        else:  # two steps: the share of the due steps they hold
+            wide = 2 * len(steps) > len(due)
+        if wide:
+            gaps.add(step)
+    if not gaps:
         return steps, values
     logged = dict(zip(steps, values, strict=True))
-    steps = [r["step"] for r in span]
+    steps = sorted(present | gaps)
     return steps, [logged.get(step, math.nan) for step in steps]
 
 

@@ -789,3 +789,64 @@ def test_a_header_that_is_no_object_is_skipped_when_its_families_are_read(tmp_pa
     log.write_text('{"header": ["not", "an", "object"]}\n' + log.read_text())
     plot_runs([run], out=tmp_path / "figs", quantities=[Spread], overview=False)
     assert (tmp_path / "figs" / "score_spread.png").is_file()
+
+
+@pytest.mark.parametrize("own_every", [2, 5])
+def test_keys_on_schedules_of_their_own_keep_their_lines(own_every):
+    # a preset on the default schedule (0-10, then every 10th) beside a quantity of one's own
+    # logged every few steps: neither is missing anywhere, so neither line has a gap (the
+    # preset's keys were drawn as dots between the own quantity's records)
+    steps = sorted({*range(11), *range(20, 101, 10), *range(0, 101, own_every)})
+    records = []
+    for step in steps:
+        record = {"step": step}
+        if step <= 10 or step % 10 == 0:
+            record.update(loss=1.0 / (step + 1), embedding_norm_mean=1.0)
+        if step % own_every == 0:
+            record["anatomy_active_negatives_mean"] = float(step)
+        records.append(record)
+    for family, key in (("loss", "loss"),
+                        ("anatomy_active_negatives", "anatomy_active_negatives_mean")):
+        axis = plt.subplots()[1]
+        draw_family(axis, family, [key], [("run", records)])
+        (line,) = axis.get_lines()
+        expected = [r["step"] for r in records if key in r]
+        assert list(line.get_xdata()) == expected
+        assert not any(math.isnan(value) for value in line.get_ydata())
+    plt.close("all")
+
+
+def test_a_key_of_a_dense_schedule_missing_beside_a_sparser_one_leaves_gaps():
+    # the loss every step but steps 7-8 (its quantity logged nothing there) beside a key
+    # logged every 5th step: the gaps are the loss's missing steps, not the other key's
+    records = [{"step": step, "p_seed": 0.5} if step % 5 == 0 else {"step": step}
+               for step in range(15)]  # fmt: skip
+    for record in records:
+        if record["step"] not in (7, 8):
+            record.update(loss=1.0, embedding_norm_mean=2.0)
+    axis = plt.subplots()[1]
+    draw_family(axis, "loss", ["loss"], [("run", records)])
+    (line,) = axis.get_lines()
+    assert list(line.get_xdata()) == list(range(15))
+    assert [math.isnan(v) for v in line.get_ydata()] == [s in (7, 8) for s in range(15)]
+    plt.close("all")
+
+
+@pytest.mark.parametrize(("logged", "gaps"), [
+    ([0, 4, 5], {1, 2, 3}),  # missing after the first step: wider than the next interval
+    ([0, 1, 5], {2, 3, 4}),  # missing before the last step: wider than the one before
+    ([0, 2, 4, 6, 8], set()),  # every second step, evenly: a schedule of its own
+], ids=["after-first", "before-last", "every-second"])  # fmt: skip
+def test_a_gap_is_a_wider_interval_than_its_neighbours(logged, gaps):
+    # the loss logged every step: each step was due for a key logged with it
+    records = [{"step": step, "loss": 1.0} for step in range(logged[-1] + 1)]
+    for record in records:
+        if record["step"] in logged:
+            record["embedding_grad_norm"] = 1.0
+    axis = plt.subplots()[1]
+    draw_family(axis, "embedding_gradients", ["embedding_grad_norm"], [("run", records)])
+    (line,) = axis.get_lines()
+    drawn = dict(zip(line.get_xdata(), line.get_ydata(), strict=True))
+    assert {step for step, value in drawn.items() if math.isnan(value)} == gaps
+    assert set(drawn) == set(logged) | gaps
+    plt.close("all")
