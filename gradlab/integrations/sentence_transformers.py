@@ -357,6 +357,14 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
     similarity = getattr(module, "similarity_fct", None)
     if not isinstance(similarity, RecordingSimilarity):
         return None
+    if _is_gist(module) and similarity.similarity_fct is cos_sim:  # RecordingSimilarity()
+        raise GradlabError(
+            f"{loss_name(module)} scores broadcast [B, 1, d] x [1, C, d] embeddings with its own "
+            "similarity_fct (torch.nn.CosineSimilarity(dim=-1)), and its similarity_fct is "
+            "RecordingSimilarity() around cos_sim, which takes [B, d] x [C, d]: make the loss "
+            "with its own similarity_fct and wrap it with "
+            "gradlab.integrations.sentence_transformers.record_scores(loss)"
+        )
     if type(module).__name__ in PAIR_LOSSES:
         if similarity.similarity_fct is cos_sim:  # RecordingSimilarity() by its default
             told = ("but its similarity_fct is RecordingSimilarity() around cos_sim (its "

@@ -836,9 +836,15 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
     if type(module).__module__.split(".")[0] != "sentence_transformers":
         return
     similarity = getattr(module, "similarity_fct", None)
+    where = "gradlab.integrations.sentence_transformers"
+    if isinstance(similarity, type):  # the class itself: sentence-transformers would call it
+        raise GradlabError(
+            f"loss_fn {type(module).__name__}'s similarity_fct is the class "
+            f"{similarity.__name__}, not a similarity: make the loss with "
+            f"similarity_fct={similarity.__name__}() (an instance)"
+        )
     if hasattr(similarity, "score_recorder"):
         return
-    where = "gradlab.integrations.sentence_transformers"
     if ".losses" not in type(module).__module__:  # the model, or one of its modules
         raise GradlabError(
             f"loss_fn {type(module).__name__} is a sentence-transformers model or module, not a "

@@ -245,10 +245,13 @@ class ChanceLevel(Quantity):
         # candidates per query of each direction: a row's columns, a column's rows
         candidates = {"i2t": columns - own, "t2i": rows - own}
         declared = batch.softmax
-        direction = declared.direction if declared is not None else None
+        # the loss's declared directions, else those its integration knows (sentence-
+        # transformers' symmetric losses: "both", their terms averaged)
+        direction = ((declared.direction if declared is not None else None)
+                     or batch.score_direction)  # fmt: skip
         terms = self.terms
         if terms is None:  # the watched loss's own (gradlab's NTXentLoss sums both directions)
-            terms = declared.terms if direction == "both" else 1
+            terms = declared.terms if direction == "both" and declared is not None else 1
         counts = ((candidates["i2t"], candidates["t2i"]) if direction == "both"
                   else (candidates.get(direction, candidates["i2t"]),))  # fmt: skip
         if min(counts) < 1:

@@ -454,3 +454,36 @@ def test_record_scores_of_a_loss_class_asks_for_an_instance():
     assert str(refused.value) == (
         "loss must be a sentence-transformers loss made already (an instance); got the class "
         "GISTEmbedLoss: record_scores(GISTEmbedLoss(model, ...))")
+
+
+@pytest.mark.parametrize("loss_class", ["GISTEmbedLoss", "CachedGISTEmbedLoss"])
+def test_gist_given_a_recording_similarity_around_cos_sim_is_refused_when_watched(
+    tmp_path, loss_class
+):
+    """GIST scores broadcast [B, 1, d] x [1, C, d] tensors; RecordingSimilarity() around
+    cos_sim failed inside training ("self must be a matrix"), though watch had accepted it."""
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    loss = getattr(losses, loss_class)(model, bert_sentence_model(tmp_path / "guide", seed=1))
+    loss.similarity_fct = RecordingSimilarity()
+    refusal = (f"{loss_class} scores broadcast [B, 1, d] x [1, C, d] embeddings with its own "
+               "similarity_fct (torch.nn.CosineSimilarity(dim=-1)), and its similarity_fct is "
+               "RecordingSimilarity() around cos_sim, which takes [B, d] x [C, d]: make the "
+               "loss with its own similarity_fct and wrap it with "
+               "gradlab.integrations.sentence_transformers.record_scores(loss)")
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
+        monitor.watch(loss)
+    assert str(refused.value) == refusal
+    assert _watch_refusal(loss) == refusal
+
+
+def test_the_recording_similarity_class_instead_of_one_is_refused_when_watched(tmp_path):
+    """similarity_fct=RecordingSimilarity (no parentheses) was accepted at watch; training
+    then failed inside sentence-transformers with RecordingSimilarity.__init__'s TypeError."""
+    loss = losses.MultipleNegativesRankingLoss(static_model(), similarity_fct=RecordingSimilarity)
+    refusal = ("loss_fn MultipleNegativesRankingLoss's similarity_fct is the class "
+               "RecordingSimilarity, not a similarity: make the loss with "
+               "similarity_fct=RecordingSimilarity() (an instance)")
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
+        monitor.watch(loss)
+    assert str(refused.value) == refusal
+    assert _watch_refusal(loss) == refusal

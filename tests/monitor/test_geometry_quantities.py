@@ -9,6 +9,7 @@ import torch
 
 import gradlab
 from gradlab.errors import GradlabError
+from gradlab.losses import SoftmaxLogits
 from gradlab.monitor import ChanceLevel, Geometry, Margins, Monitor, Temperature, every
 from gradlab.monitor.batch import BatchView
 from tests.reference import geometry_loops as loops
@@ -478,7 +479,6 @@ def test_chance_level_takes_any_positive_number_of_terms(terms):
 
 def test_a_step_of_a_scale_free_loss_logs_no_scale():
     # read by hand, a view whose loss says it is no softmax and holds no scale: no 1 / tau
-    from gradlab.losses import SoftmaxLogits
 
     view = BatchView(embeddings=torch.eye(3), labels=torch.tensor([0, 0, 1]), tau=0.01,
                      softmax=SoftmaxLogits(None, "i2t", info_nce=False))  # fmt: skip
@@ -520,7 +520,6 @@ def test_the_default_scale_is_one_over_tau_in_float64(tmp_path):
 
 def test_a_declared_scale_is_read_in_float64(tmp_path):
     # open_clip hands its loss a float32 logit_scale: log s and back lose nothing more
-    from gradlab.losses import SoftmaxLogits
 
     for number in (1 / 0.07, 33.3):  # exp(log s) in float32 is off by 2e-7 for 33.3
         declared = torch.tensor(number, dtype=torch.float32)
@@ -608,8 +607,6 @@ def test_a_learnable_scale_is_followed_step_after_step_and_a_pickled_copy_follow
 
 
 def test_an_in_batch_loss_over_both_directions_has_b_minus_1_candidates_each_way():
-    from gradlab.losses import SoftmaxLogits
-
     # in-batch, a query is not its own candidate in either direction: 2 ln(B - 1)
     size = 9
     view = BatchView(embeddings=torch.ones(size, 3), labels=torch.arange(size) % 3,
@@ -617,3 +614,22 @@ def test_an_in_batch_loss_over_both_directions_has_b_minus_1_candidates_each_way
     view.softmax = SoftmaxLogits(direction="both", terms=2)
     values = ChanceLevel().compute(view)
     assert float(values["chance_level"]) == pytest.approx(2 * math.log(size - 1))
+
+
+@pytest.mark.parametrize(("declared", "told", "expected"), [
+    # sentence-transformers' symmetric MNRL: a scale declared, the directions from the recording
+    (SoftmaxLogits(20.0), "both", (math.log(8) + math.log(4)) / 2),
+    (None, "both", (math.log(8) + math.log(4)) / 2),
+    (SoftmaxLogits(20.0), "i2t", math.log(8)),
+    # the loss's own declaration wins over what an integration says
+    (SoftmaxLogits(20.0, "both", terms=2), "i2t", math.log(8) + math.log(4)),
+])  # fmt: skip
+def test_chance_level_reads_the_directions_an_integration_says(declared, told, expected):
+    positives = torch.zeros(4, 8, dtype=torch.bool)
+    positives[:, 0] = True
+    view = BatchView(embeddings=torch.randn(4, 2), candidates=torch.randn(8, 2),
+                     positives=positives, loss=torch.tensor(1.0), softmax=declared,
+                     score_direction=told)  # fmt: skip
+    values = ChanceLevel().compute(view)
+    assert float(values["chance_level"]) == pytest.approx(expected, rel=1e-15)
+    assert float(values["loss_minus_chance"]) == pytest.approx(1.0 - expected, rel=1e-15)
