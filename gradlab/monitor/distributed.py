@@ -104,6 +104,18 @@ matrix, or queries against candidates. Each rank's own shape is then its own bus
 batch smaller on one rank); only the kind of batch must agree."""
 
 
+_FLOAT_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+"""The embeddings' dtypes a rank's offer names by position: its ``has batch`` is 1 + the
+position (5 for another dtype). Rows of different dtypes cannot be gathered into one tensor."""
+
+
+def _batch_code(embeddings: torch.Tensor) -> int:
+    """``has batch`` of an offer: 1 + the position of the embeddings' dtype in
+    :data:`_FLOAT_DTYPES`, ``len(_FLOAT_DTYPES) + 1`` for another dtype."""
+    dtype = embeddings.dtype
+    return 1 + (_FLOAT_DTYPES.index(dtype) if dtype in _FLOAT_DTYPES else len(_FLOAT_DTYPES))
+
+
 def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
     """The offer but its checksum (:func:`checksum`, computed on the device)."""
     if batch is None:
@@ -113,8 +125,9 @@ def _offer(step: int, calls: int, batch: BatchView | None) -> list[int]:
         width = NOT_GATHERED["scores" if batch.on_scores else "candidates"]
     else:  # rows to stack: every rank's must be as wide
         width = embeddings.shape[1] if embeddings.dim() > 1 else -1
-    return [step, calls, 1, batch.labels is not None, batch.embedding_grad is not None,
-            batch.loss is not None, embeddings.shape[0], width]  # fmt: skip
+    return [step, calls, _batch_code(embeddings), batch.labels is not None,
+            batch.embedding_grad is not None, batch.loss is not None, embeddings.shape[0],
+            width]  # fmt: skip
 
 
 _BIT_VIEWS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
@@ -157,9 +170,12 @@ _KINDS_IN_WORDS = {-1: "1-D embeddings", NOT_GATHERED["scores"]: "a score matrix
                    NOT_GATHERED["candidates"]: "queries against candidates"}  # fmt: skip
 
 
-def _width_in_words(width: int) -> str:
-    """What a rank's offered ``width`` says of its batch, as the skip message names it."""
-    return _KINDS_IN_WORDS.get(width, f"embeddings of width {width}")
+def _width_in_words(width: int, code: int = 1) -> str:
+    """What a rank's offered ``width`` and ``has batch`` code (the embeddings' dtype,
+    :func:`_batch_code`) say of its batch, as the skip message names it."""
+    known = 1 <= code <= len(_FLOAT_DTYPES)
+    dtype = str(_FLOAT_DTYPES[code - 1]).removeprefix("torch.") if known else "other dtype"
+    return _KINDS_IN_WORDS.get(width, f"{dtype} embeddings of width {width}")
 
 
 def decide(table: list[list[int]]) -> StepAgreement:
@@ -194,17 +210,20 @@ def decide(table: list[list[int]]) -> StepAgreement:
                              "(its loss call was not read, or raised)")  # fmt: skip
     held = {tuple(row[3:6]) for row in table}
     widths = {row[7] for row in table}
-    if len(held) > 1 or len(widths) > 1:
+    # the embeddings' dtypes, where they are gathered (score matrices stay on their rank)
+    dtypes = {row[2] for row in table if row[7] not in _KINDS_IN_WORDS}
+    if len(held) > 1 or len(widths) > 1 or len(dtypes) > 1:
         detail = "; ".join(
             f"rank {rank}: " + ", ".join(f"{name} {value}" for name, value
                                          in zip(_OFFER[3:7], row[3:7], strict=True))
-            + f", {_width_in_words(row[7])}"
+            + f", {_width_in_words(row[7], row[2])}"
             for rank, row in enumerate(table)
         )  # fmt: skip
         return StepAgreement(log=False, skipped=f"the ranks' batches for step {step} differ in "
                              f"what they hold ({detail}): every rank's Monitor needs the same "
                              "options and the same watched loss, called alike (embeddings "
-                             "as wide on every rank, to be gathered into one batch), and "
+                             "as wide and of one dtype on every rank, to be gathered into one "
+                             "batch), and "
                              "monitor.step() after backward")  # fmt: skip
     # the same rows, width and checksum on every rank (of two or more): one batch, not copies
     same = len(table) > 1 and table[0][6] > 0 and len({tuple(row[6:]) for row in table}) == 1
@@ -364,7 +383,7 @@ def gather_batch(
     gathered = BatchView(  # rows of embeddings and their labels (a positive mask goes with
         embeddings=all_gather_rows(batch.embeddings, rows),  # candidates: not gathered)
         labels=None if batch.labels is None  # on the embeddings' device (NCCL gathers CUDA)
-        else all_gather_rows(batch.labels.to(batch.embeddings.device), rows),
+        else all_gather_rows(batch.labels.to(batch.embeddings.device, torch.int64), rows),
         tau=batch.tau,
         loss_kind=batch.loss_kind,
         loss_tau=batch.loss_tau,

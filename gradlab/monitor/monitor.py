@@ -246,6 +246,7 @@ class Monitor:
         self._closed_call: tuple | None = None
         self._opened = False
         self._closed = False
+        self._rank_in_group: int | None = None  # at the first step, under torch.distributed
         self._refused: str | None = None  # why the folder was refused at the first record
         self.folder = RunFolder(log_dir, self.sinks, resume=options.resume, strict=self.strict,
                                 overwrite=options.overwrite, claim_now=is_rank_zero())  # fmt: skip
@@ -682,6 +683,8 @@ class Monitor:
             if self._gathers():  # every rank numbers its steps as rank 0, which writes
                 step = self._follow_rank_zero(step, batch)
             self._first_step = step
+            # this rank in its group, kept for close(): the group may be gone by then
+            self._rank_in_group = torch.distributed.get_rank() if is_distributed() else None
         self.step_count = step + 1
         if last_call is not None and last_call[0] == closing:  # a call of the step closed
             self._closed_call = (step, *last_call[1:])
@@ -1136,13 +1139,19 @@ class Monitor:
                 RuntimeWarning,
                 stacklevel=stacklevel,
             )
+        # stepped in a group of processes that is gone now (destroy_process_group() before
+        # close()): only rank 0 still writes, and a last step is gathered by no one
+        group_gone = self._rank_in_group is not None and not is_distributed()
+        writes = self._rank_in_group == 0 if group_gone else is_rank_zero()
         try:
-            if log_last_step:
+            if log_last_step and group_gone:
+                self._warn_group_gone(writes, stacklevel + 1)
+            elif log_last_step:
                 self._log_last_step()
             if self.skipped_calls and self._stepped and not self._opened and not raised:
                 self._warn_nothing_read(stacklevel + 1)  # one frame more: this method
         finally:
-            if is_rank_zero():
+            if writes:
                 try:
                     # a run that logged nothing gets its header, but an overwrite that wrote no
                     # record leaves the old run alone (its files go at the first record)
@@ -1152,6 +1161,21 @@ class Monitor:
                     self.folder.close()
             self.workspace.release()
             self._closed = True
+
+    def _warn_group_gone(self, writes: bool, stacklevel: int) -> None:
+        """At close, on the rank that writes, when the process group the Monitor stepped in was
+        destroyed first and the schedules skipped the last step: it is not logged."""
+        last = self.step_count - 1
+        if not writes or self._closed_call is None or self._scheduled(last):
+            return
+        warnings.warn(
+            f"gradlab.Monitor: close() after the process group was destroyed: the last step "
+            f"({last}), which the schedules skipped, is not logged (no rank can be asked for "
+            "its batch any more); close the Monitor before "
+            "torch.distributed.destroy_process_group()",
+            RuntimeWarning,
+            stacklevel=stacklevel,
+        )
 
     def _log_last_step(self) -> None:
         """Write the last closed step if the schedules skipped it (quantities without gradient),

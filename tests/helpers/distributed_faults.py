@@ -10,7 +10,9 @@ mixes. ``fault`` names what goes wrong on rank 1 at step 1:
 * ``"raises"``: the watched loss raises; the loop catches it and goes on to ``monitor.step()``;
 * ``"skips_step"``: rank 1 does not call ``monitor.step()`` after step 1's optimizer step;
 * ``"validates"``: rank 1 alone calls the watched loss on a validation batch with gradients
-  off, between step 1's backward and ``monitor.step()`` and again after it.
+  off, between step 1's backward and ``monitor.step()`` and again after it;
+* ``"int32_labels"``: rank 1's labels at step 1 are int32 (rank 0's int64);
+* ``"float64"``: rank 1's embeddings at step 1 are float64 (rank 0's float32).
 
 After the loop every rank calls ``monitor.close()``, then ``torch.distributed.barrier()``:
 a Monitor left waiting in a collective would hang there.
@@ -77,6 +79,10 @@ def fault_worker(rank: int, world: int, init_file: str, out_dir: str, fault: str
                 embeddings = embeddings.unsqueeze(0)
             if faulty and fault == "raises":
                 flaky.raise_next = True
+            if faulty and fault == "int32_labels":
+                labels = labels.int()
+            if faulty and fault == "float64":
+                embeddings = embeddings.double()
             try:
                 loss = loss_fn(embeddings, labels)
             except RuntimeError:
@@ -141,3 +147,35 @@ def restart_worker(rank: int, world: int, init_file: str, out_dir: str) -> None:
         json.dump(seen, handle)
     torch.distributed.barrier()
     torch.distributed.destroy_process_group()
+
+
+def close_after_destroy_worker(rank: int, world: int, init_file: str, out_dir: str,
+                               mode: str) -> None:  # fmt: skip
+    """Twelve steps on the default schedule (it skips step 11), then the process group is
+    destroyed before ``monitor.close()``, a common order of clean-up. ``mode``: the Monitor's
+    ``distributed`` (``"local"``: a folder per rank). Writes ``warnings_<rank>.json`` and, if
+    close() raised, ``error_<rank>.txt``."""
+    torch.distributed.init_process_group(
+        "gloo", init_method=f"file://{init_file}", rank=rank, world_size=world
+    )
+    torch.manual_seed(0)
+    model = EmbeddingMLP(32, 8)
+    folder = os.path.join(out_dir, "run" if mode == "auto" else f"rank{rank}")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(folder, preset="cheap", distributed=mode)
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for step in range(12):
+            images, labels = rank_step_batch(rank, step)
+            loss_fn(model(images), labels).backward()
+            model.zero_grad()
+            monitor.step()
+        torch.distributed.destroy_process_group()
+        try:
+            monitor.close()
+        except Exception as error:  # the test reads what went wrong
+            with open(os.path.join(out_dir, f"error_{rank}.txt"), "w") as handle:
+                handle.write(f"{type(error).__name__}: {error}")
+        seen = [str(w.message) for w in caught]
+    with open(os.path.join(out_dir, f"warnings_{rank}.json"), "w") as handle:
+        json.dump(seen, handle)

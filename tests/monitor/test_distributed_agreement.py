@@ -13,6 +13,7 @@ import torch
 from gradlab.monitor import DegenerateBatches
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.distributed import (
+    NOT_GATHERED,
     agree_on_step,
     all_gather_rows,
     checksum,
@@ -87,7 +88,7 @@ def test_a_rank_without_a_batch_offers_zeros_after_its_step_and_calls(one_rank_g
 def test_one_dimensional_embeddings_offer_width_minus_one(one_rank_group, monkeypatch):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agree_on_step(2, 2, BatchView(embeddings=torch.arange(5.0)))
-    assert rank1.offered[0].tolist()[:8] == [2, 2, 1, 0, 0, 0, 5, -1]
+    assert rank1.offered[0].tolist()[:8] == [2, 2, 2, 0, 0, 0, 5, -1]  # 2: float32 rows
 
 
 @pytest.mark.parametrize("kind", ["scores", "candidates"])
@@ -222,21 +223,22 @@ def test_ranks_whose_batches_differ_are_told_what_each_holds():
     assert agreement.out_of_step is None
     assert agreement.skipped == (
         "the ranks' batches for step 5 differ in what they hold ("
-        "rank 0: labels 1, grad 1, loss 0, rows 8, embeddings of width 4; "
-        "rank 1: labels 1, grad 0, loss 0, rows 8, embeddings of width 4): every rank's "
+        "rank 0: labels 1, grad 1, loss 0, rows 8, float64 embeddings of width 4; "
+        "rank 1: labels 1, grad 0, loss 0, rows 8, float64 embeddings of width 4): every rank's "
         "Monitor needs the same options and the same watched loss, called alike (embeddings as "
-        "wide on every rank, to be gathered into one batch), and monitor.step() after backward"
+        "wide and of one dtype on every rank, to be gathered into one batch), and "
+        "monitor.step() after backward"
     )
 
 
 @pytest.mark.parametrize(("width", "words"), [
     (-1, "1-D embeddings"), (-2, "a score matrix"), (-3, "queries against candidates"),
-    (6, "embeddings of width 6")])  # fmt: skip
+    (6, "float64 embeddings of width 6")])  # fmt: skip
 def test_a_skip_names_each_ranks_kind_of_batch_in_words(width, words):
     # the offer's codes showed through: "width -2" for a score matrix
     agreement = decide([[5, 5, 1, 0, 0, 1, 8, width, 99], [5, 5, 1, 0, 0, 1, 8, 4, 99]])
     assert f"rank 0: labels 0, grad 0, loss 1, rows 8, {words}; rank 1: labels 0, grad 0, " \
-        "loss 1, rows 8, embeddings of width 4)" in agreement.skipped
+        "loss 1, rows 8, float64 embeddings of width 4)" in agreement.skipped
 
 
 def test_a_table_row_of_the_wrong_length_is_refused_not_cut():
@@ -527,3 +529,31 @@ def test_rank_zeros_step_travels_on_the_given_device_else_the_collectives(
 
 def test_without_a_process_group_a_step_is_its_own():
     assert rank_zero_step(4) == 4
+
+
+@pytest.mark.parametrize(("codes", "words"), [
+    ((1, 2), ("float64", "float32")), ((3, 4), ("float16", "bfloat16")),
+    ((2, 5), ("float32", "other dtype"))])  # fmt: skip
+def test_ranks_whose_embeddings_differ_in_dtype_skip_the_step_saying_so(codes, words):
+    # the rows were gathered anyway, and gloo aborted the process ("Received data size doesn't
+    # match expected size": 256 vs 128 bytes)
+    agreement = decide([[5, 5, codes[0], 1, 1, 1, 8, 4, 99], [5, 5, codes[1], 1, 1, 1, 8, 4, 99]])
+    assert agreement.log is False and agreement.out_of_step is None
+    assert (f"rank 0: labels 1, grad 1, loss 1, rows 8, {words[0]} embeddings of width 4; "
+            f"rank 1: labels 1, grad 1, loss 1, rows 8, {words[1]} embeddings of width 4)"
+            ) in agreement.skipped  # fmt: skip
+
+
+def test_score_matrices_of_different_dtypes_are_not_compared():
+    # a score matrix is not gathered: each rank reads its own, whatever its dtype
+    code = NOT_GATHERED["scores"]
+    agreement = decide([[5, 5, 1, 0, 0, 1, 8, code, 99], [5, 5, 2, 0, 0, 1, 8, code, 98]])
+    assert agreement.log is True
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_a_rank_offers_the_dtype_of_its_embeddings(one_rank_group, monkeypatch, dtype):
+    rank1 = _SecondRank(monkeypatch, lambda t: t)
+    agree_on_step(1, 1, BatchView(embeddings=torch.ones(3, 2, dtype=dtype)))
+    order = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+    assert rank1.offered[0].tolist()[2] == 1 + order.index(dtype)

@@ -16,7 +16,13 @@ import torch.multiprocessing as mp
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.distributed import agree_on_step, decide
-from tests.helpers.distributed_faults import FAULT_STEP, STEPS, fault_worker, restart_worker
+from tests.helpers.distributed_faults import (
+    FAULT_STEP,
+    STEPS,
+    close_after_destroy_worker,
+    fault_worker,
+    restart_worker,
+)
 
 TIME_BOX_S = 60
 
@@ -65,7 +71,7 @@ def _mean_loss(ranks, step):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["none", "validates"])
+@pytest.mark.parametrize("fault", ["none", "validates", "int32_labels"])
 def test_without_fault_every_step_logs_the_mean_of_both_ranks(tmp_path, fault):
     # a rank validating alone (gradients off) is no fault: its calls are neither read nor
     # counted, so the ranks stay in step and every record holds the training batches
@@ -76,8 +82,8 @@ def test_without_fault_every_step_logs_the_mean_of_both_ranks(tmp_path, fault):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["unreadable", "raises"])
-def test_a_rank_without_a_batch_skips_that_step_on_every_rank(tmp_path, fault):
+@pytest.mark.parametrize("fault", ["unreadable", "raises", "float64"])
+def test_a_rank_without_a_usable_batch_skips_that_step_on_every_rank(tmp_path, fault):
     ranks, records = _run(tmp_path, fault)
     steps = [r["step"] for r in records]
     assert steps == [s for s in range(STEPS) if s != FAULT_STEP]
@@ -151,3 +157,22 @@ def test_one_rank_group_agrees_with_itself(one_rank_group):
     view = BatchView(embeddings=torch.randn(6, 3), labels=torch.arange(6) % 2)
     assert agree_on_step(2, 3, view).rows == (6,)
     assert "rank 0 has no batch for step 2" in agree_on_step(2, 3, None).skipped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["auto", "local"])
+def test_close_after_the_group_is_destroyed_writes_on_rank_0_only(tmp_path, mode):
+    # rank 1 wrote a record of its own batch (local: into its own folder; auto: into rank 0's
+    # folder, refused) once destroy_process_group() had made every process look like rank 0
+    _spawn(close_after_destroy_worker, (str(tmp_path / "init"), str(tmp_path), mode),
+           f"close after destroy ({mode})")  # fmt: skip
+    assert not list(tmp_path.glob("error_*.txt"))
+    folder = tmp_path / ("run" if mode == "auto" else "rank0")
+    _, records = read_jsonl(folder / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(11))  # step 11: skipped, not gathered
+    assert not (tmp_path / "rank1" / "metrics.jsonl").exists()
+    told = json.loads((tmp_path / "warnings_0.json").read_text())
+    assert [w for w in told if w.startswith(
+        "gradlab.Monitor: close() after the process group was destroyed: the last step (11), "
+        "which the schedules skipped, is not logged")]  # fmt: skip
+    assert json.loads((tmp_path / "warnings_1.json").read_text()) == []
