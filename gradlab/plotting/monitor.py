@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import json
 import math
 import os
 import textwrap
@@ -36,7 +37,7 @@ from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
-    apply_style,
+    gradlab_style,
     legend_below,
     save_figure,
     series_style,
@@ -509,22 +510,44 @@ def plot_runs(
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
     if undrawn is not None:
         warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())
-    apply_style()
-    written = []
-    for family, keys in present.items():
-        figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
-        draw_family(axis, family, keys, runs, plots=plots, max_points=max_points)
-        handles = _legend(keys, runs, names) + _band_handles(axis) + _not_finite_handles(axis)
-        fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
-            axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE,
-            bbox_transform=_below_the_crosses(axis)), FAMILY_LEGEND_COLUMNS)  # fmt: skip
-        written.append(save_figure(figure, folder / f"{family}.png"))
-    if overview:
-        written.append(_overview(present, runs, folder / "overview.png", plots, max_points))
-    stale = [f"{family}.png" for family in plots if family not in present]
-    for name in stale if overview else [*stale, "overview.png"]:  # an earlier plot's
-        (folder / name).unlink(missing_ok=True)
+    with gradlab_style():  # the caller's matplotlib settings come back after it
+        written = []
+        for family, keys in present.items():
+            figure, axis = plt.subplots(figsize=FAMILY_FIGSIZE)
+            draw_family(axis, family, keys, runs, plots=plots, max_points=max_points)
+            handles = _legend(keys, runs, names) + _band_handles(axis) + _not_finite_handles(axis)
+            fit_width(figure, lambda columns, axis=axis, handles=handles: legend_below(
+                axis, columns=columns, handles=handles, fontsize=LEGEND_FONTSIZE,
+                bbox_transform=_below_the_crosses(axis)), FAMILY_LEGEND_COLUMNS)  # fmt: skip
+            written.append(save_figure(figure, folder / f"{family}.png"))
+        if overview:
+            written.append(_overview(present, runs, folder / "overview.png", plots, max_points))
+    _remove_stale(folder, written, [f"{family}.png" for family in plots])
     return written
+
+
+FIGURE_LIST = ".gradlab-figures.json"
+"""The file in a figures folder that lists the figures the last plot wrote there: the next
+plot removes those it does not write again (a family of a run replaced since, a quantity of
+one's own that the new logs do not hold)."""
+
+
+def _remove_stale(folder: Path, written: list[Path], known: list[str]) -> None:
+    """Remove what an earlier plot left in ``folder`` and this one did not write: the figures
+    its list names, and those of the ``known`` families; then list this plot's figures."""
+    if not folder.is_dir():  # nothing was written (figures drawn but not saved)
+        return
+    listed = folder / FIGURE_LIST
+    try:
+        earlier = json.loads(listed.read_text())
+    except (OSError, ValueError):  # none yet, or not ours to read: the known families only
+        earlier = []
+    names = {path.name for path in written}
+    earlier = [name for name in earlier if isinstance(name, str) and "/" not in name
+               and name.endswith(".png")]  # fmt: skip
+    for name in {*known, "overview.png", *earlier} - names:
+        (folder / name).unlink(missing_ok=True)
+    listed.write_text(json.dumps(sorted(names)))
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None, overview: bool = True,

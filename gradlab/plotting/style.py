@@ -24,10 +24,40 @@ _ticker = require("matplotlib.ticker", "plot", "gradlab.plotting")
 NullFormatter, MaxNLocator = _ticker.NullFormatter, _ticker.MaxNLocator
 
 
+def style_rc() -> dict:
+    """The matplotlib settings of gradlab's look: seaborn's white grid and notebook context,
+    the colour-blind palette, a sans-serif font, and figures saved with a tight box.
+
+    Example:
+        >>> style_rc()["savefig.bbox"], style_rc()["axes.grid"]
+        ('tight', True)
+    """
+    rc = {**sns.axes_style("whitegrid"), **sns.plotting_context("notebook")}
+    rc.update({"axes.prop_cycle": plt.cycler(color=sns.color_palette("colorblind")),
+               "font.family": ["sans-serif"], "figure.dpi": 110, "savefig.bbox": "tight",
+               "axes.titleweight": "bold"})  # fmt: skip
+    return rc
+
+
 def apply_style() -> None:
-    """Seaborn's white grid, colour-blind palette, and a readable font size."""
-    sns.set_theme(style="whitegrid", context="notebook", palette="colorblind")
-    plt.rcParams.update({"figure.dpi": 110, "savefig.bbox": "tight", "axes.titleweight": "bold"})
+    """:func:`style_rc` for the rest of the process (the studies' figures and the report)."""
+    plt.rcParams.update(style_rc())
+
+
+def gradlab_style():
+    """:func:`style_rc` inside a ``with`` block only, the caller's settings back after it
+    (what the plots of run logs use: a notebook's or a training script's own figures keep
+    their look).
+
+    Example:
+        >>> before = plt.rcParams["savefig.bbox"]
+        >>> with gradlab_style():
+        ...     plt.rcParams["savefig.bbox"]
+        'tight'
+        >>> plt.rcParams["savefig.bbox"] == before
+        True
+    """
+    return plt.rc_context(style_rc())
 
 
 LINE_STYLES = ("-", "--", "-.", ":", (0, (5, 1)), (0, (3, 1, 1, 1, 1, 1)))
@@ -109,7 +139,9 @@ def step_axis(axis: plt.Axes) -> None:
     ``MaxNLocator(integer=True)`` falls back to fractions when the view holds one whole number
     (a run of one logged step); ``min_n_ticks=1`` keeps that step's own tick instead. The
     ticks are as many as their labels fit (:class:`StepLocator`): 0 4000 8000 12000 ... runs
-    into one string on a narrow panel.
+    into one string on a narrow panel. The steps are written out in full, never as an offset
+    or a power of ten (a run restarted at step 1,000,000 read as steps 0 to 30 beside a small
+    "+1e6").
 
     Example:
         >>> figure, axis = plt.subplots()
@@ -121,6 +153,10 @@ def step_axis(axis: plt.Axes) -> None:
         >>> plt.close(figure)
     """
     axis.xaxis.set_major_locator(StepLocator())
+    formatter = axis.xaxis.get_major_formatter()
+    if isinstance(formatter, _ticker.ScalarFormatter):
+        formatter.set_useOffset(False)
+        formatter.set_scientific(False)
 
 
 def constant_value(values) -> float | None:

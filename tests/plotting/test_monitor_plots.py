@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgb
 import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError, Monitor, NTXentLoss
 from gradlab.cli import main
-from gradlab.monitor import Plot, Quantity, read_jsonl
+from gradlab.monitor import Plot, Quantity, every, read_jsonl
 from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, hidden_series, layout_problems
 from tests.helpers.training import train
@@ -629,7 +629,34 @@ def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
     second = {path.name for path in plot_runs([tmp_path], overview=False)}
     left = {path.name for path in (tmp_path / "figures").iterdir()}
     assert first - second - {"overview.png"}  # the full run had families the cheap one lacks
-    assert left == second | {"notes.txt"}
+    assert left == second | {"notes.txt", monitor_plots.FIGURE_LIST}
+
+
+class RowMedian(Quantity):
+    """A quantity of one's own with a figure (as docs/monitor.md's example)."""
+
+    name = "row_median"
+    needs = frozenset({"sorted_scores"})
+    keys = ("row_median_mean",)
+    plots = (Plot("row_median", "Row median", "score", (("row_median_mean", "median"),)),)
+
+    def compute(self, batch):
+        middle = batch.negated_sorted.shape[1] // 2
+        return {"row_median_mean": -batch.negated_sorted[:, middle].mean()}
+
+
+def test_plotting_a_replaced_run_removes_a_figure_of_ones_own_quantity(tmp_path):
+    # the old run's own family is in neither gradlab's families nor the new run's header: its
+    # figure stayed beside the new run's, though plotting never mixes runs
+    with Monitor(tmp_path, quantities=[RowMedian(every(1))]) as monitor:
+        train(monitor, steps=3)
+    assert (tmp_path / "figures" / "row_median.png") in plot_runs([tmp_path])
+    with Monitor(tmp_path, preset="cheap", every=1, overwrite=True) as monitor:
+        train(monitor, steps=3)
+    second = {path.name for path in plot_runs([tmp_path])}
+    left = {path.name for path in (tmp_path / "figures").iterdir()}
+    assert "row_median.png" not in left
+    assert left == second | {monitor_plots.FIGURE_LIST}
 
 
 def _one_run(values_by_key, steps=12):
@@ -850,3 +877,30 @@ def test_a_gap_is_a_wider_interval_than_its_neighbours(logged, gaps):
     assert {step for step, value in drawn.items() if math.isnan(value)} == gaps
     assert set(drawn) == set(logged) | gaps
     plt.close("all")
+
+
+def test_large_step_numbers_are_written_out_not_offset():
+    # a run restarted at step 1,000,000: "0 6 12 ... 30" and a small "+1e6" read as steps 0-30
+    records = [{"step": 1_000_000 + step, "loss": 1.0 / (step + 1)} for step in range(30)]
+    figure, axis = plt.subplots()
+    draw_family(axis, "loss", ["loss"], [("run", records)])
+    figure.canvas.draw()
+    assert axis.xaxis.get_offset_text().get_text() == ""
+    low, high = axis.get_xlim()
+    shown = {int(label.get_text().replace("\u2212", "-")): tick for label, tick
+             in zip(axis.get_xticklabels(), axis.get_xticks(), strict=True)
+             if low <= tick <= high}  # fmt: skip
+    assert shown and all(label == tick for label, tick in shown.items())  # the steps in full
+    plt.close(figure)
+
+
+def test_plotting_leaves_the_callers_matplotlib_settings_as_they_were(tmp_path):
+    # seaborn's theme was set for the whole process: a notebook's own figures changed look
+    _run(tmp_path, steps=3, preset="cheap")
+    mine = {"axes.grid": False, "savefig.bbox": None, "figure.dpi": 72.0, "font.size": 7.0}
+    with plt.rc_context(mine):  # a caller's own settings, unlike gradlab's
+        before = dict(plt.rcParams)
+        plot_runs([tmp_path])
+        after = dict(plt.rcParams)
+    assert {key for key in before if before[key] != after[key]} == set()
+    assert {key: after[key] for key in mine} == mine
