@@ -32,6 +32,9 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+DEFAULT_FIGURES = "RUN_DIR/figures, the default of --out (pass --out FOLDER to write elsewhere),"
+"""How ``gradlab plot`` names its default output folder when it cannot write there."""
+
 DEVICE_HELP = "torch device of the training sections, e.g. cpu, cuda, cuda:1 (default: %(default)s)"
 
 
@@ -738,8 +741,11 @@ def main(argv: list[str] | None = None) -> int:
                 points = {"max_points": arguments.max_points or None}  # 0: every logged step
             if arguments.out is None:  # the default RUN_DIR/figures: a missing run comes first
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
-            out = arguments.out if arguments.out is not None else default_out(arguments.run_dir)
-            out = check_output_folder(out, argument="--out")  # the default too, before reading
+            if arguments.out is not None:
+                out = check_output_folder(arguments.out, argument="--out")
+            else:  # the default too, before reading, named as the default
+                out = check_output_folder(default_out(arguments.run_dir),
+                                          argument=DEFAULT_FIGURES)  # fmt: skip
             if arguments.out is not None:  # then the runs, named as on the command line
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
             with warnings.catch_warnings(record=True) as caught:

@@ -272,6 +272,36 @@ def test_a_full_disk_while_figures_are_drawn_is_one_line(tmp_path, capsys, monke
     assert stderr.splitlines() == [f"gradlab: could not use an output: {os.strerror(errno.ENOSPC)}"]
 
 
+def test_a_full_disk_inside_matplotlibs_writer_names_the_figure(tmp_path, capsys, monkeypatch):
+    """matplotlib's PNG writer raises without a file name: the figure it wrote is named."""
+    import errno
+
+    from matplotlib.figure import Figure
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    run = _log(tmp_path / "run", GOOD_BYTES)
+    code, _, stderr = _run(["plot", str(run)], capsys)
+    assert code == 2
+    figure = run / "figures" / "loss.png"
+    assert stderr.splitlines() == [
+        f"gradlab: could not use {str(figure)!r}: {os.strerror(errno.ENOSPC)}"]
+
+
+def test_a_default_figures_folder_that_cannot_be_used_is_named_as_the_default(tmp_path, capsys):
+    # "--out must be ..." named an option the user never passed
+    run = _log(tmp_path / "run", GOOD_BYTES)
+    (run / "figures").write_text("a file where the figures go")
+    code, _, stderr = _run(["plot", str(run)], capsys)
+    assert code == 2
+    assert stderr.splitlines() == [
+        "gradlab: RUN_DIR/figures, the default of --out (pass --out FOLDER to write elsewhere), "
+        f"must be a folder or a path where one can be created; got {str(run / 'figures')!r}, "
+        "which is an existing file"]
+
+
 def _wait_for(condition, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -373,7 +403,8 @@ def test_plot_refuses_an_unwritable_default_figure_folder_before_reading(
     code, _, stderr = _run(["plot", str(run)], capsys)
     assert code == 2
     assert stderr.splitlines() == [
-        f"gradlab: --out must be a folder gradlab can write; got {str(run / 'figures')!r}, and "
+        "gradlab: RUN_DIR/figures, the default of --out (pass --out FOLDER to write "
+        f"elsewhere), must be a folder gradlab can write; got {str(run / 'figures')!r}, and "
         f"nothing can be created in {str(run)!r}"
     ]
 

@@ -181,9 +181,20 @@ def load_results(source: dict | str | Path) -> dict:
 
 
 def save_figure(figure: plt.Figure, path: str | Path) -> Path:
-    """Write ``figure`` as PNG (creating the folder) and close it."""
+    """Write ``figure`` as PNG (creating the folder) and close it.
+
+    Raises:
+        OSError: the file could not be written; its ``filename`` names ``path`` (a full disk
+            reached through matplotlib's writer names no file of its own).
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    plt.close(figure)
+    try:
+        figure.savefig(path)
+    except OSError as error:
+        if error.filename is None:
+            raise OSError(error.errno, error.strerror or str(error), str(path)) from error
+        raise
+    finally:
+        plt.close(figure)
     return path
