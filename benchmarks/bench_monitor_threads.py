@@ -1,14 +1,18 @@
 """Threads of a logged step on a CPU: ``monitor.step()`` with one intra-op thread or with all.
 
-The Monitor computes a CPU step of fewer than ``gradlab.monitor.threads.ONE_THREAD_BELOW``
-score-matrix entries with one intra-op thread (``threads_for_step``). This measures what that
-choice is made from: the wall-clock seconds of ``monitor.step()`` alone (the loss and its
-backward run outside the timed part, with the machine's threads) at several batch sizes, with
-the step forced onto one thread and with the step left on every thread, interleaved round
-after round, and their ratio. A ratio above 1 at a size means one thread is faster there.
+Would the Monitor's own computation of a logged step be cheaper on one intra-op thread? Its
+few hundred small operations gain little from a parallel region, and on a machine whose other
+cores are busy (DataLoader workers, other jobs) each region waits for one. This measures the
+wall-clock seconds of ``monitor.step()`` alone (the loss and its backward run outside the
+timed part, with the machine's threads) at several batch sizes, with the thread count set to
+one around the call and left as it is, interleaved round after round, and their ratio (above
+1: one thread is faster there). The Monitor itself leaves the thread count alone: switching it
+per step was tried and, in a CNN training loop on a lightly loaded machine, made
+``monitor.step()`` no faster and at times slower (``torch.set_num_threads`` also resets
+oneDNN's cache of convolution plans and resizes the thread pools).
 
 Writes ``benchmarks/results/monitor_threads.json``, with the load average before and after
-(the machine may be shared: a parallel region waits for a core another process holds).
+(the machine may be shared).
 
 Usage: python benchmarks/bench_monitor_threads.py [--quick]
 """
@@ -28,11 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import argument_parser, machine_info, write_results
 
 import gradlab
-import gradlab.monitor.threads as threads
 
 SIZES = (64, 112, 181, 256, 362, 512, 1024)
-"""In-batch batch sizes B (B x B score matrices; 181^2 and 256^2 sit about torch's parallel
-grain and the policy's bound)."""
+"""In-batch batch sizes B (B x B score matrices; 181^2 sits about torch's parallel grain)."""
 PRESETS = ("default", "full")
 TAU = 0.01
 
@@ -49,29 +51,33 @@ def measure(batch: int, preset: str, rounds: int, block: int, folder: str) -> di
     loss_fn = gradlab.SmoothAPLoss(TAU)
     monitor = gradlab.Monitor(f"{folder}/{preset}_{batch}", tau=TAU, preset=preset, every=1)
     watched = monitor.watch(loss_fn)
-    bounds = {"one_thread": 1 << 62, "every_thread": 0}  # the policy's bound, forced each way
+    threads = torch.get_num_threads()
 
-    def step() -> float:
+    def step(one_thread: bool) -> float:
         leaf = embeddings.detach().requires_grad_(True)
         watched(leaf, labels).backward()
         start = time.perf_counter()
-        monitor.step()
+        if one_thread:
+            torch.set_num_threads(1)
+            try:
+                monitor.step()
+            finally:
+                torch.set_num_threads(threads)
+        else:
+            monitor.step()
         return time.perf_counter() - start
 
-    samples: dict[str, list[float]] = {name: [] for name in bounds}
-    kept = threads.ONE_THREAD_BELOW
+    modes = {"one_thread": True, "every_thread": False}
+    samples: dict[str, list[float]] = {name: [] for name in modes}
     try:
-        for bound in bounds.values():  # warm-up
-            threads.ONE_THREAD_BELOW = bound
-            step(), step()
+        for one_thread in modes.values():  # warm-up
+            step(one_thread), step(one_thread)
         for _ in range(rounds):
-            for name, bound in bounds.items():
-                threads.ONE_THREAD_BELOW = bound
-                samples[name].append(statistics.median(step() for _ in range(block)))
+            for name, one_thread in modes.items():
+                samples[name].append(statistics.median(step(one_thread) for _ in range(block)))
     finally:
-        threads.ONE_THREAD_BELOW = kept
         monitor.close()
-    one, every = (statistics.median(samples[name]) for name in bounds)
+    one, every = (statistics.median(samples[name]) for name in modes)
     return {
         "batch": batch,
         "preset": preset,
@@ -79,7 +85,6 @@ def measure(batch: int, preset: str, rounds: int, block: int, folder: str) -> di
         "step_seconds_one_thread": one,
         "step_seconds_every_thread": every,
         "every_thread_over_one_thread": every / one,
-        "policy": "one thread" if batch * batch < kept else "every thread",
         "rounds": rounds,
         "steps_per_block": block,
     }
@@ -100,8 +105,7 @@ def main() -> None:
                 print(f"{preset:8s} B = {batch:5d}: one thread "
                       f"{row['step_seconds_one_thread'] * 1e3:8.3f} ms, every thread "
                       f"{row['step_seconds_every_thread'] * 1e3:8.3f} ms "
-                      f"({row['every_thread_over_one_thread']:.2f}x; policy: "
-                      f"{row['policy']})", flush=True)  # fmt: skip
+                      f"({row['every_thread_over_one_thread']:.2f}x)", flush=True)  # fmt: skip
                 rows.append(row)
     payload = {
         "benchmark": "monitor.step() on one intra-op thread and on every thread (CPU)",
@@ -111,7 +115,6 @@ def main() -> None:
             "load_average_1_5_15_after": _load(),
             "threads": torch.get_num_threads(),
             "quick": args.quick,
-            "one_thread_below_entries": threads.ONE_THREAD_BELOW,
         },
         "results": rows,
     }

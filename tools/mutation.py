@@ -250,7 +250,6 @@ MONITOR_TESTS = {
                  "tests/monitor/test_geometry_edges.py", *_MONITOR_VALUES],
     "lock": ["tests/monitor/test_lock_claims.py", "tests/monitor/test_lock.py",
              *_SINK_FAULTS],
-    "threads": ["tests/monitor/test_threads.py"],
     # Without the tests that spend seconds in torch.compile, matplotlib or subprocesses
     # (mutmut cannot see subprocesses; test_monitor_paths runs torch.distributed in process).
     # test_lock: the Monitor's claim of its folder (test_lock_claims calls no Monitor code).
@@ -266,7 +265,7 @@ MONITOR_TESTS = {
                 "tests/monitor/test_monitor_warnings_say_why.py",
                 "tests/monitor/test_loss_scale.py", "tests/monitor/test_watched.py",
                 "tests/monitor/test_monitor_faults.py", "tests/monitor/test_several_losses.py",
-                "tests/monitor/test_validation_calls.py", "tests/monitor/test_threads.py",
+                "tests/monitor/test_validation_calls.py",
                 # the capture reads the loss's scale for a parameter's gradient (Temperature)
                 "tests/monitor/test_geometry_quantities.py::test_the_observed_gradient_is_the_"
                 "watched_calls_own_under_accumulation_and_a_weight",

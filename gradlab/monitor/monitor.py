@@ -57,7 +57,6 @@ from gradlab.monitor.quantity import GRADIENT_NEEDS, Quantity, check_values
 from gradlab.monitor.run_folder import RunFolder
 from gradlab.monitor.schedules import Schedule
 from gradlab.monitor.sinks import Sink
-from gradlab.monitor.threads import threads_for_step
 from gradlab.monitor.watched import WatchedCall, watched_like, watching_call
 from gradlab.validation import check_bool, skip_value_checks
 
@@ -78,16 +77,6 @@ def _scalar(value: torch.Tensor) -> torch.Tensor:
 
 
 _NO_KEYS: frozenset[str] = frozenset()
-
-
-def _score_entries(batch: BatchView) -> int:
-    """The entries of the step's score matrix (queries x candidates), from shapes: what
-    :func:`~gradlab.monitor.threads.threads_for_step` sizes the step by. A matrix the loss
-    was watched on (or an integration recorded) is the view's ``embeddings``."""
-    rows = batch.embeddings.shape[0]
-    if batch.on_scores:
-        return rows * batch.embeddings.shape[1]
-    return rows * (rows if batch.candidates is None else batch.candidates.shape[0])
 
 
 _PRESET_CLASSES = frozenset(cls for classes in PRESETS.values() for cls in classes)
@@ -911,7 +900,7 @@ class Monitor:
         # No value is read back while computing (skip_value_checks); the stacked scalars cross
         # to the host once, in _transfer.
         device = batch.embeddings.device
-        with torch.inference_mode(), threads_for_step(device, _score_entries(batch)):
+        with torch.inference_mode():
             with skip_value_checks():
                 for quantity in due:
                     try:
