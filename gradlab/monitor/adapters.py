@@ -851,7 +851,16 @@ def _refuse_unrecorded_sentence_transformers_loss(loss_fn: object) -> None:
             "loss: watch the loss you train it with, e.g. MultipleNegativesRankingLoss(model, "
             f"similarity_fct={where}.RecordingSimilarity())"
         )
-    wrapper = isinstance(getattr(module, "loss", None), torch.nn.Module)  # MatryoshkaLoss...
+    inner = getattr(module, "loss", None)
+    wrapper = isinstance(inner, torch.nn.Module)  # MatryoshkaLoss, AdaptiveLayerLoss...
+    if wrapper and hasattr(getattr(inner, "similarity_fct", None), "score_recorder"):
+        raise GradlabError(  # the inner loss records already: only where to watch is wrong
+            f"loss_fn {type(module).__name__} wraps {type(inner).__name__}, whose "
+            "similarity_fct records its score matrix: watch the inner loss and wrap the "
+            f"watched one ({type(module).__name__}(model, monitor.watch(inner), ...), or "
+            "callback.watch(inner)); its last call of a step is logged (MatryoshkaLoss: the "
+            "smallest dimension)"
+        )
     if not wrapper and (similarity is None
                         or getattr(similarity, "__name__", "").startswith("pairwise_")):
         scored = ("pairs or triplets (no similarity_fct scores them as a matrix)"

@@ -317,11 +317,10 @@ def test_bad_arguments_are_refused():
         # a similarity without a __name__ (a partial, a callable object): no pair loss
         lambda model: losses.MultipleNegativesRankingLoss(model, similarity_fct=functools.partial(
             losses.MultipleNegativesRankingLoss(model).similarity_fct)),
+        # (a wrapper around a recording loss is told to watch the inner loss:
+        # test_sentence_transformers_matryoshka.py)
         lambda model: losses.MatryoshkaLoss(
-            model,
-            losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity()),
-            [16, 8],
-        ),
+            model, losses.MultipleNegativesRankingLoss(model), [16, 8]),
     ],
 )
 def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path, make):

@@ -25,6 +25,7 @@ from tests.helpers.hf_models import (
     caption_pairs,
     sentence_features,
     sentence_training_arguments,
+    static_model,
 )
 
 REFUSAL = (
@@ -87,3 +88,21 @@ def test_a_loss_without_an_instance_dict_is_not_inside_matryoshka():
             return scores.sum()
 
     assert refuse_cached_matryoshka(SlottedLoss()) is None
+
+
+def test_a_wrapper_around_a_recording_loss_is_told_to_watch_the_inner_loss(tmp_path):
+    # the refusal led with "make an in-batch loss with similarity_fct=RecordingSimilarity()",
+    # which the inner loss already had
+    model = static_model()
+    inner = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    wrapped = losses.MatryoshkaLoss(model, inner, [16, 8])
+    refusal = ("loss_fn MatryoshkaLoss wraps MultipleNegativesRankingLoss, whose similarity_fct "
+               "records its score matrix: watch the inner loss and wrap the watched one "
+               "(MatryoshkaLoss(model, monitor.watch(inner), ...), or callback.watch(inner)); "
+               "its last call of a step is logged (MatryoshkaLoss: the smallest dimension)")
+    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
+        monitor.watch(wrapped)
+    assert str(refused.value) == refusal
+    with pytest.raises(GradlabError) as refused:
+        GradlabTrainerCallback().watch(wrapped)
+    assert str(refused.value) == refusal
