@@ -170,7 +170,7 @@ _KINDS_IN_WORDS = {-1: "1-D embeddings", NOT_GATHERED["scores"]: "a score matrix
                    NOT_GATHERED["candidates"]: "queries against candidates"}  # fmt: skip
 
 
-def _width_in_words(width: int, code: int = 1) -> str:
+def _width_in_words(width: int, code: int) -> str:
     """What a rank's offered ``width`` and ``has batch`` code (the embeddings' dtype,
     :func:`_batch_code`) say of its batch, as the skip message names it."""
     known = 1 <= code <= len(_FLOAT_DTYPES)

@@ -551,9 +551,20 @@ def test_score_matrices_of_different_dtypes_are_not_compared():
     assert agreement.log is True
 
 
-@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
-def test_a_rank_offers_the_dtype_of_its_embeddings(one_rank_group, monkeypatch, dtype):
+@pytest.mark.parametrize(("dtype", "code"), [
+    (torch.float64, 1), (torch.float32, 2), (torch.float16, 3), (torch.bfloat16, 4),
+    (torch.int64, 5)])  # fmt: skip
+def test_a_rank_offers_the_dtype_of_its_embeddings(one_rank_group, monkeypatch, dtype, code):
     rank1 = _SecondRank(monkeypatch, lambda t: t)
     agree_on_step(1, 1, BatchView(embeddings=torch.ones(3, 2, dtype=dtype)))
-    order = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
-    assert rank1.offered[0].tolist()[2] == 1 + order.index(dtype)
+    assert rank1.offered[0].tolist()[2] == code  # 5: another dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int16, torch.uint8])
+def test_labels_of_any_integer_dtype_are_gathered_as_int64(one_rank_group, dtype):
+    # a rank's int32 labels beside another's int64 aborted the all-gather (gloo: the sizes
+    # differ); every rank sends int64
+    view = BatchView(embeddings=torch.ones(3, 2), labels=torch.tensor([0, 1, 1], dtype=dtype))
+    gathered = gather_batch(view, (3,))
+    assert gathered.labels.dtype == torch.int64
+    assert gathered.labels.tolist() == [0, 1, 1]

@@ -115,3 +115,29 @@ def test_an_ap_loss_logs_no_temperature_nor_chance_level_and_says_why(tmp_path, 
     said = [str(w.message) for w in caught]
     assert [m for m in said if m.startswith("gradlab.Monitor: the temperature quantity")]
     assert [m for m in said if m.startswith("gradlab.Monitor: the chance_level quantity")]
+
+
+def _said_for_largest(tmp_path, largest: float) -> list:
+    """The Temperature warnings of one step of a loss of one's own on a float64 score matrix
+    whose largest magnitude is ``largest`` (a scale given: only the matrix can be told of)."""
+    scores = torch.full((4, 4), 0.5, dtype=torch.float64)
+    scores[0, 1] = -largest
+    scores.requires_grad_(True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1), scale=20.0)]) as monitor:
+            watched = monitor.watch(clip_loss, inputs="scores")
+            watched(scores, torch.eye(4, dtype=torch.bool)).backward()
+            monitor.step()
+    return [w for w in caught if "Temperature" in str(w.message)]
+
+
+@pytest.mark.parametrize(("largest", "said"), [
+    (1.0, False),  # a cosine of 1: a cosine
+    (1.0 + 1e-3, False),  # the bound itself: a cosine rounded up
+    (1.0 + 2e-3, True),  # beyond it: logits, most likely
+])  # fmt: skip
+def test_a_matrix_is_questioned_only_beyond_a_cosines_rounding(tmp_path, largest, said):
+    told = _said_for_largest(tmp_path, largest)
+    assert len(told) == int(said)
+    assert all(w.category is RuntimeWarning for w in told)
