@@ -141,3 +141,38 @@ def test_a_matrix_is_questioned_only_beyond_a_cosines_rounding(tmp_path, largest
     told = _said_for_largest(tmp_path, largest)
     assert len(told) == int(said)
     assert all(w.category is RuntimeWarning for w in told)
+
+
+def _closed_form_loop(scores: torch.Tensor, positive: list[int], scale: float) -> float:
+    """Mean over the rows of InfoNCE's dL/d log s, softmax-expected logit minus the positive
+    logit, each row's candidates all columns but its own (float64 loops)."""
+    rows = scores.shape[0]
+    total = 0.0
+    for i in range(rows):
+        logits = [scale * float(scores[i, j]) for j in range(rows) if j != i]
+        top = max(logits)
+        weights = [math.exp(value - top) for value in logits]
+        expected = sum(w * v for w, v in zip(weights, logits, strict=True)) / sum(weights)
+        total += expected - scale * float(scores[i, positive[i]])
+    return total / rows
+
+
+def test_an_in_batch_matrix_of_ones_own_is_read_over_its_rows(tmp_path):
+    # a loss of one's own on a batch against itself declares no direction: its rows are the
+    # queries (the in-batch convention), not the mean of rows and columns; the matrix here is
+    # not symmetric, so the two differ
+    generator = torch.Generator().manual_seed(3)
+    scores = torch.rand(6, 6, generator=generator, dtype=torch.float64) * 2 - 1
+    positive = [1, 0, 3, 2, 5, 4]
+    mask = torch.zeros(6, 6, dtype=torch.bool)
+    mask[torch.arange(6), torch.tensor(positive)] = True
+    scale = 5.0
+    with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1), scale=scale)]) as monitor:
+        watched = monitor.watch(lambda s, p: (s * scale).logsumexp(1).mean(),
+                                inputs="in_batch_scores")  # fmt: skip
+        watched(scores.clone().requires_grad_(True), mask).backward()
+        record = monitor.step()
+    rows = _closed_form_loop(scores, positive, scale)
+    columns = _closed_form_loop(scores.T, positive, scale)
+    assert abs(rows - columns) > 1e-3  # the test can tell the two readings apart
+    assert record["temperature_log_scale_grad"] == pytest.approx(rows, rel=1e-9)
