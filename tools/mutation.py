@@ -266,6 +266,7 @@ MONITOR_TESTS = {
                 "tests/monitor/test_loss_scale.py", "tests/monitor/test_watched.py",
                 "tests/monitor/test_monitor_faults.py", "tests/monitor/test_several_losses.py",
                 "tests/monitor/test_validation_calls.py",
+                "tests/monitor/test_close_after_destroy.py",
                 # the capture reads the loss's scale for a parameter's gradient (Temperature)
                 "tests/monitor/test_geometry_quantities.py::test_the_observed_gradient_is_the_"
                 "watched_calls_own_under_accumulation_and_a_weight",
@@ -295,7 +296,8 @@ MONITOR_TESTS = {
                     "test_the_nothing_logged_warning_points_at_the_close",
                     "test_watch_bypassed.py::"
                     "test_the_step_before_backward_warning_points_at_the_callers_step",
-                    "test_tau.py::test_the_tau_change_warning_points_at_the_loss_call"))],
+                    "test_tau.py::test_the_tau_change_warning_points_at_the_loss_call",
+                    "test_close_after_destroy.py::test_the_warning_points_at_the_close_call"))],
     # test_anatomy: masks counted 8 flags at a time (large, contiguous) against the loops
     "quantity": ["tests/monitor/test_quantity_declarations.py", "tests/monitor/test_anatomy.py",
                  # what a quantity declares and returns, checked (check_declaration, Plot)
