@@ -268,3 +268,44 @@ def test_as_many_ticks_as_labels_fit_and_no_more():
 def test_a_wide_panel_of_a_short_run_has_at_most_eleven_ticks():
     ticks, _ = _step_ticks(20.0, (0, 11), margins=False)  # room for dozens of labels
     assert 2 <= len(ticks) <= 11 and all(tick.is_integer() for tick in ticks)
+
+
+@pytest.mark.parametrize("strerror", ["No space left on device", None])
+def test_a_nameless_write_error_is_named_by_the_figure(tmp_path, monkeypatch, strerror):
+    # matplotlib's PNG writer raises an OSError that names no file (a full disk)
+    import errno
+
+    from matplotlib.figure import Figure
+
+    from gradlab.plotting.style import save_figure
+
+    raised = OSError(errno.ENOSPC, strerror) if strerror else OSError("disk full")
+
+    def full(self, *args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(Figure, "savefig", full)
+    figure = plt.figure()
+    with pytest.raises(OSError) as caught:
+        save_figure(figure, tmp_path / "loss.png")
+    error = caught.value
+    assert (error.errno, error.strerror, error.filename) == (
+        raised.errno, strerror or "disk full", str(tmp_path / "loss.png"))
+    assert error.__cause__ is raised
+    assert not plt.fignum_exists(figure.number)  # closed all the same
+
+
+def test_a_named_write_error_is_raised_as_it_is(tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    from gradlab.plotting.style import save_figure
+
+    raised = PermissionError(13, "Permission denied", "/elsewhere/loss.png")
+
+    def refused(self, *args, **kwargs):
+        raise raised
+
+    monkeypatch.setattr(Figure, "savefig", refused)
+    with pytest.raises(PermissionError) as caught:
+        save_figure(plt.figure(), tmp_path / "loss.png")
+    assert caught.value is raised
