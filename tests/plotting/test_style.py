@@ -309,3 +309,17 @@ def test_a_named_write_error_is_raised_as_it_is(tmp_path, monkeypatch):
     with pytest.raises(PermissionError) as caught:
         save_figure(plt.figure(), tmp_path / "loss.png")
     assert caught.value is raised
+
+
+def test_the_look_is_set_inside_the_block_only():
+    # the documented look: seaborn's white grid, a sans-serif font, a tight box when saved
+    from gradlab.plotting.style import gradlab_style
+
+    with plt.rc_context({"axes.grid": False, "savefig.bbox": None, "font.family": ["serif"]}):
+        with gradlab_style():
+            inside = (plt.rcParams["axes.grid"], plt.rcParams["savefig.bbox"],
+                      plt.rcParams["font.family"])  # fmt: skip
+        after = (plt.rcParams["axes.grid"], plt.rcParams["savefig.bbox"],
+                 plt.rcParams["font.family"])  # fmt: skip
+    assert inside == (True, "tight", ["sans-serif"])
+    assert after == (False, None, ["serif"])
