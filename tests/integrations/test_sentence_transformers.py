@@ -37,6 +37,7 @@ from tests.helpers.hf_models import (
     sentence_training_arguments,
     static_model,
 )
+from tests.helpers.watch_refusals import watch_refusals
 from tests.reference import geometry_loops as loops
 
 
@@ -469,10 +470,7 @@ def test_gist_given_a_recording_similarity_around_cos_sim_is_refused_when_watche
                "RecordingSimilarity() around cos_sim, which takes [B, d] x [C, d]: make the "
                "loss with its own similarity_fct and wrap it with "
                "gradlab.integrations.sentence_transformers.record_scores(loss)")
-    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
-        monitor.watch(loss)
-    assert str(refused.value) == refusal
-    assert _watch_refusal(loss) == refusal
+    assert watch_refusals(loss, tmp_path / "run") == (refusal, refusal)
 
 
 def test_the_recording_similarity_class_instead_of_one_is_refused_when_watched(tmp_path):
@@ -482,7 +480,4 @@ def test_the_recording_similarity_class_instead_of_one_is_refused_when_watched(t
     refusal = ("loss_fn MultipleNegativesRankingLoss's similarity_fct is the class "
                "RecordingSimilarity, not a similarity: make the loss with "
                "similarity_fct=RecordingSimilarity() (an instance)")
-    with gradlab.Monitor(tmp_path / "run") as monitor, pytest.raises(GradlabError) as refused:
-        monitor.watch(loss)
-    assert str(refused.value) == refusal
-    assert _watch_refusal(loss) == refusal
+    assert watch_refusals(loss, tmp_path / "run") == (refusal, refusal)
