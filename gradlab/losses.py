@@ -57,7 +57,8 @@ INPUT_FORMS = ("embeddings", "scores", "in_batch_scores")
 class DegenerateBatchWarning(UserWarning):
     """A loss got a batch in which no query has both a positive and a negative: no ranking
     signal. Its value is 0 with a zero gradient, but for NT-Xent on queries with only
-    positives (a softmax over them); the warning says which.
+    positives (a softmax over them) and for ``SmoothAPLoss(include_query=True)`` on one item
+    per class (each query its own positive); the warning says which.
 
     Example:
         >>> import warnings
@@ -74,7 +75,9 @@ class RankingLoss(nn.Module):
 
     A batch in which no query has both a positive and a negative (an empty batch, one item per
     class, a single class) has no ranking signal: the embedding losses (SmoothAP, FastAP, FAPPY,
-    Blackbox AP) and VSE++'s triplet loss return 0 with zero gradients; NT-Xent is 0 only
+    Blackbox AP) and VSE++'s triplet loss return 0 with zero gradients (SmoothAP with
+    ``include_query=True`` on one item per class excepted: each query is its own positive,
+    ranked against the others); NT-Xent is 0 only
     without positives (on one class its softmax still spreads over the positives, with a
     gradient), and SigLIP, whose pairs are each their own binary problem, neither warns nor
     counts. Such a batch is usually a sampler bug, so the first one raises a
@@ -179,7 +182,9 @@ class SmoothAPLoss(RankingLoss):
       this form.
 
     Queries without a positive (a singleton class, a caption with no image) are left out of
-    the mean. Degenerate batches are counted and warned about as :class:`RankingLoss` says;
+    the mean; with ``include_query=True`` every query is its own positive, so a singleton's
+    query stays in the mean (its AP ranks its own score against the others). Degenerate
+    batches are counted and warned about as :class:`RankingLoss` says;
     that accounting reads the group sizes the loss reads back anyway, so it runs with
     ``validate=False`` too.
 
@@ -230,6 +235,28 @@ class SmoothAPLoss(RankingLoss):
             tau=self.tau, include_query=self.include_query, validate=self.validate,
             on_degenerate=self._on_degenerate, name=type(self).__name__,
         )  # fmt: skip
+
+    @property
+    def degenerate_message(self) -> str:  # type: ignore[override]
+        """:attr:`RankingLoss.degenerate_message`; with ``include_query=True`` it says that a
+        batch of one item per class still has a loss and a gradient (each query is its own
+        positive, ranked against the others).
+
+        Example:
+            >>> "is not 0" in SmoothAPLoss(include_query=True).degenerate_message
+            True
+        """
+        if not self.include_query:
+            return RankingLoss.degenerate_message
+        return (
+            "no query in this batch has both a positive besides itself and a negative (an "
+            "empty batch, one item per class, or a single class). With include_query=True "
+            "each query is its own positive: on a single class the loss is 0 with a zero "
+            "gradient, but on one item per class it is not 0: each query ranks its own score "
+            "against the others, a gradient that pulls no two items together; check the "
+            "sampler (a batch needs two or more items of a class and another class). Warned "
+            "once per loss instance; loss.degenerate_batches counts such batches."
+        )
 
     def extra_repr(self) -> str:
         return f"tau={self.tau}, include_query={self.include_query}"

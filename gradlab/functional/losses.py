@@ -259,8 +259,10 @@ def smooth_ap_loss(
     One host synchronisation per call (the group sizes); ``validate`` checks that the
     embeddings are finite within it (``False`` skips the check). ``on_degenerate`` is called
     when no query has both a positive (besides itself with ``include_query``) and a negative:
-    the loss is then constant (0) with zero gradients. The group sizes already on the host tell
-    it, so it costs no synchronisation. ``name`` names the caller in error messages.
+    the loss is then constant (0) with zero gradients, except with ``include_query`` on a batch
+    of one item per class, where each query's one positive is itself, ranked against the others
+    (a loss and a gradient that pull no two items together). The group sizes already on the
+    host tell it, so it costs no synchronisation. ``name`` names the caller in error messages.
 
     Raises:
         GradlabError: on a call in neither form (see :func:`check_call_form`) or bad tensors.
