@@ -15,6 +15,7 @@ Conventions (stated, not implied):
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -54,36 +55,34 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     """The rows of ``[N, d]`` ``embeddings`` scaled to unit L2 norm, in their dtype; an all-zero
     row stays zero (its cosine with every row is 0) in every dtype.
 
-    ``F.normalize`` divides by the norm floored at 1e-12, which rounds to 0 in float16: a zero
-    row became 0 / 0 = NaN there (and so did every cosine score built from it) where float32
-    gives 0. The floor here is ``max(1e-12, smallest positive float of the dtype)``: in
-    float16 that is 2^-24, below the norm of any non-zero row, so every row but a zero one is
-    scaled as ``F.normalize`` scales it; in the other dtypes it is ``F.normalize`` itself. A
-    float16 row whose norm overflows float16 (entries of about ``65504 / sqrt(d)`` and more)
-    is first divided by its largest entry, so it too comes out of unit length, not as zeros;
-    in float32 and float64 a norm overflows only for entries past about 1e19 and 1e154, where
-    such a row comes out as ``F.normalize`` leaves it (zeros).
+    A cosine is scale-free, so every non-zero finite row comes out of unit length, whatever
+    its size. ``F.normalize`` divides by the norm floored at 1e-12: that floor rounds to 0 in
+    float16, where a zero row became 0 / 0 = NaN (and so did every cosine score built from
+    it), and a row whose norm lies below it comes out shorter than 1; a norm that overflows
+    (entries of about ``65504 / sqrt(d)`` in float16, 1e19 in float32, 1e154 in float64) gave
+    a row of zeros, which scores 0 with everything and has no gradient: a model whose
+    embeddings grow that large stopped training, silently. Here the floor is
+    ``max(1e-12, smallest positive float of the dtype)`` (in float16 2^-24, below the norm of
+    any non-zero row), and a non-zero row whose norm is infinite or below the floor is first
+    divided by its largest ``|entry|``. Every other row is divided by exactly 1, so it is
+    ``F.normalize``'s, bit for bit.
 
     Example:
         >>> rows = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
         >>> unit_rows(rows).tolist()
         [[0.60009765625, 0.7998046875], [0.0, 0.0]]
+        >>> unit_rows(torch.tensor([[3e19, 4e19]])).tolist()  # its norm overflows float32
+        [[0.6000000238418579, 0.800000011920929]]
     """
     info = torch.finfo(embeddings.dtype)
     floor = max(1e-12, info.tiny * info.eps)
-    if embeddings.dtype != torch.float16:
-        return F.normalize(embeddings, dim=1, eps=floor)
-    # In float16 a finite row's norm overflows once its entries reach about 65504 / sqrt(d)
-    # (2048 in 1024 dimensions) and the row would come out as zeros: such a row is divided by
-    # its largest |entry| first (the cosine is scale-free). Every other row is divided by
-    # exactly 1, so it stays F.normalize's, bit for bit; the divisor is a constant for
-    # autograd, as the rescaled row's derivative is the same. (No non-zero float16 row has a
-    # norm below the floor, the smallest subnormal; in float32 the squares overflow only for
-    # entries past 1e19: no check is paid there.)
+    # The divisor is a constant for autograd: a rescaled row's unit vector, and its
+    # derivative, are those of the row itself (the unit vector is scale-free).
     rows = embeddings.detach()
     peak = rows.abs().amax(dim=1, keepdim=True) if rows.shape[1] else rows.new_ones(len(rows), 1)
     norm = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
-    rescue = torch.isinf(norm) & torch.isfinite(peak)
+    fits = (norm >= floor) & (norm < math.inf)  # NaN: fits neither way, nor is rescued
+    rescue = ~fits & (peak > 0) & (peak < math.inf)  # not a zero row, nor one with an inf
     return F.normalize(embeddings / torch.where(rescue, peak, 1.0), dim=1, eps=floor)
 
 

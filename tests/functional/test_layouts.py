@@ -265,11 +265,15 @@ def test_unit_rows_scales_every_non_zero_row_as_f_normalize_and_a_zero_row_to_ze
 
 @pytest.mark.parametrize(
     ("dtype", "size"),
-    [(torch.float16, 1e4), (torch.float16, 2e3), (torch.float16, 1e-5), (torch.float16, 1.0)],
-)
-def test_unit_rows_scales_float16_rows_whose_norm_overflows(dtype, size):
-    # Finite rows whose norm is inf in float16 came out as zeros (so a float16 batch with
-    # entries of 1e4 lost those items from the loss, silently); small and plain rows as ever.
+    [(torch.float16, 1e4), (torch.float16, 2e3), (torch.float16, 1e-5), (torch.float16, 1.0),
+     (torch.bfloat16, 1e37), (torch.bfloat16, 1e-20),
+     (torch.float32, 1e20), (torch.float32, 1e37), (torch.float32, 1e-13), (torch.float32, 1e-30),
+     (torch.float64, 1e200), (torch.float64, 1e-13), (torch.float64, 1e-200)],
+)  # fmt: skip
+def test_unit_rows_gives_unit_rows_whatever_their_size(dtype, size):
+    # Finite rows whose norm overflows came out as zeros (a float16 batch with entries of 1e4,
+    # a float32 one past 1e19, lost those items from the loss, silently), and rows whose norm
+    # lies below F.normalize's floor of 1e-12 came out shorter than 1.
     from gradlab.functional.layouts import unit_rows
 
     generator = torch.Generator().manual_seed(6)
@@ -277,9 +281,30 @@ def test_unit_rows_scales_float16_rows_whose_norm_overflows(dtype, size):
     rows = (directions * size).to(dtype)
     assert torch.isfinite(rows).all() and (rows != 0).all()
     got = unit_rows(rows)
-    expected = rows.double() / rows.double().norm(dim=1, keepdim=True)  # no floor, no overflow
+    expected = directions / directions.norm(dim=1, keepdim=True)  # the directions, in float64
     assert got.dtype == dtype
     assert torch.allclose(got.double(), expected, atol=4 * torch.finfo(dtype).eps, rtol=0)
+
+
+@pytest.mark.parametrize("size", [1e20, 1e30, 1e-13, 1e-25])
+@pytest.mark.parametrize("loss_class", ["SmoothAPLoss", "FastAPLoss", "FAPPYLoss",
+                                        "BlackboxAPLoss"])  # fmt: skip
+def test_embedding_losses_of_huge_or_tiny_float32_rows_are_those_of_their_directions(
+    loss_class, size
+):
+    generator = torch.Generator().manual_seed(7)
+    embeddings = torch.randn(8, 16, generator=generator)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    loss_fn = getattr(gradlab, loss_class)()
+    plain = embeddings.clone().requires_grad_(True)
+    scaled = (embeddings * size).requires_grad_(True)
+    expected, got = loss_fn(plain, labels), loss_fn(scaled, labels)
+    assert got.item() == pytest.approx(expected.item(), rel=1e-5, abs=1e-6)
+    expected.backward()
+    got.backward()
+    # the unit vector is scale-free: d/d(size x) = (d/dx) / size
+    assert torch.allclose(scaled.grad.double() * size, plain.grad.double(), rtol=1e-3, atol=1e-6)
+    assert plain.grad.abs().max() > 1e-3
 
 
 def test_smooth_ap_of_large_float16_embeddings_is_that_of_the_same_directions():
@@ -292,17 +317,37 @@ def test_smooth_ap_of_large_float16_embeddings_is_that_of_the_same_directions():
     assert large.item() == pytest.approx(small.item(), abs=2e-3)
 
 
-def test_unit_rows_leaves_float16_rows_that_fit_as_f_normalize_makes_them():
-    """Beside a row whose norm overflows, the other rows are F.normalize's bit for bit (only
-    the overflowing row is divided by its largest entry first); rows of no entries stay so."""
+@pytest.mark.parametrize(("dtype", "huge", "tiny"), [(torch.float16, 3e3, None),
+                                                     (torch.float32, 1e25, 1e-14),
+                                                     (torch.float64, 1e160, 1e-170)])  # fmt: skip
+def test_unit_rows_leaves_rows_that_fit_as_f_normalize_makes_them(dtype, huge, tiny):
+    """Beside a row whose norm overflows (or lies below the floor), the other rows are
+    F.normalize's bit for bit (only such a row is divided by its largest entry first); rows of
+    no entries stay so."""
     from gradlab.functional.layouts import unit_rows
 
     generator = torch.Generator().manual_seed(8)
-    rows = torch.randn(6, 64, generator=generator).half()
-    rows[2] = rows[2].float().mul(3e3).half()  # norm past 65504: rescued
+    rows = torch.randn(6, 64, generator=generator, dtype=torch.float64)
+    rows[2] *= huge
+    if tiny is not None:
+        rows[4] *= tiny
+    rows = rows.to(dtype)
     got = unit_rows(rows)
-    plain = [0, 1, 3, 4, 5]
+    plain = [0, 1, 3, 5] if tiny is not None else [0, 1, 3, 4, 5]
     assert torch.equal(got[plain], torch.nn.functional.normalize(rows[plain], dim=1))
-    assert abs(got[2].double().norm().item() - 1) < 4 * torch.finfo(torch.float16).eps
-    empty = torch.zeros(3, 0, dtype=torch.float16)
+    for rescued in (2, 4) if tiny is not None else (2,):
+        assert abs(got[rescued].double().norm().item() - 1) < 4 * torch.finfo(dtype).eps
+    empty = torch.zeros(3, 0, dtype=dtype)
     assert unit_rows(empty).shape == (3, 0)
+
+
+def test_unit_rows_leaves_nan_and_inf_rows_to_the_callers_checks():
+    """A row holding NaN or an infinite entry is not rescued (no division by its peak): it
+    comes out as F.normalize makes it, for the loss's finiteness check to refuse."""
+    from gradlab.functional.layouts import unit_rows
+
+    rows = torch.tensor([[1.0, math.nan], [math.inf, 1.0], [3.0, 4.0]])
+    got = unit_rows(rows)
+    expected = torch.nn.functional.normalize(rows, dim=1)
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
