@@ -447,11 +447,17 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
 
     With ``mutants`` the record gets ``mutated_form`` (``"printed"`` or ``"correction"``: the
     accepted form), ``mutant_results`` (per mutant its operator, name, formula, verdict and
-    ``killed``: the verdict is one of :data:`REJECTED`), the counts ``mutants``,
+    ``killed``: the verdict is one of :data:`REJECTED`; an ``inconclusive`` one also its
+    ``detail``, why the check could not decide, so that a mutant the check cannot evaluate is
+    told apart from one it rejects), the counts ``mutants``,
     ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
     ``inapplicable`` (operator -> why it does not apply) and ``equivalent_mutants_dropped``
     (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
-    under the claim's ``domain`` when it has one, which the name then states).
+    under the claim's ``domain`` when it has one, which the name then states). A claim whose
+    check accepts neither the printed form nor a correction (``fails``, ``inconclusive``) has
+    no accepted form: its ``mutated_form`` is None, it gets no mutants, and
+    ``mutants_not_run`` says why (mutants of a rejected form would count, as survivors, the
+    very changes that repair it).
 
     Raises:
         GradlabError: ``claim`` not a :class:`Claim`, ``mutants`` not a bool, a check that
@@ -491,7 +497,15 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         "detail": f"{verdict.detail} {claim.note}".strip(),
         "cause": claim.cause,
     }
-    if mutants:
+    if mutants and verdict.verdict in (_FAILS, _UNDECIDED):
+        record.update(mutated_form=None, mutants=0, mutant_operators=0, mutants_killed=0,
+                      mutant_results=[], inapplicable=dict(claim.inapplicable),
+                      equivalent_mutants_dropped=[])  # fmt: skip
+        record["mutants_not_run"] = (
+            f"the check accepts neither the printed form nor {'the' if claim.correction else 'a'}"
+            " correction: there is no accepted form whose mutants it should reject"
+        )
+    elif mutants:
         printed_holds = verdict.verdict == _HOLDS
         accepted = claim.printed if printed_holds or claim.correction is None else claim.correction
         outcomes, equivalent_dropped = [], []
@@ -502,10 +516,11 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
             if accepted_as_equal and equivalent(form.value, accepted.value, claim.domain or None):
                 equivalent_dropped.append(form.name + given)  # proven equal: not a wrong formula
                 continue
-            outcomes.append(
-                {"operator": operator, "mutant": form.name, "formula": form.text(),
-                 "verdict": got.verdict, "killed": got.verdict in REJECTED}
-            )  # fmt: skip
+            outcome = {"operator": operator, "mutant": form.name, "formula": form.text(),
+                       "verdict": got.verdict, "killed": got.verdict in REJECTED}
+            if got.verdict == _UNDECIDED:  # rejected because the check could not evaluate it
+                outcome["detail"] = got.detail
+            outcomes.append(outcome)
         record["mutated_form"] = "printed" if accepted is claim.printed else "correction"
         record["mutants"] = len(outcomes)
         record["mutant_operators"] = len({o["operator"] for o in outcomes})
