@@ -35,6 +35,10 @@ def audit_block(records: list[dict]) -> str:
     counts = {v: sum(r["verdict"] == v for r in records) for v in VERDICTS}
     mutants = sum(r.get("mutants", 0) for r in records)
     killed = sum(r.get("mutants_killed", 0) for r in records)
+    undecided = sum(o["verdict"] == "inconclusive" for r in records
+                    for o in r.get("mutant_results", ()))  # fmt: skip
+    split = (f" ({killed - undecided} fail their check, {undecided} are forms the check "
+             "cannot evaluate, each with the reason in the JSON)" if undecided else "")  # fmt: skip
     covered = sum(r.get("mutants", 0) >= 3 and r.get("mutant_operators", 0) >= 2 for r in records)
     from gradlab.symbolic.mutation_operators import OPERATORS
 
@@ -56,7 +60,8 @@ def audit_block(records: list[dict]) -> str:
         "on a named setting, not failures)"
         + f". The {len(failing)} claims that do not hold show **{distinct_problems(failing)} "
         "distinct problems** (claims that share one root cause count once). Its checks reject "
-        f"**{killed} of {mutants}** mutants of the forms that hold; {covered} of {len(records)} "
+        f"**{killed} of {mutants}** mutants of the forms that hold{split}; {covered} of "
+        f"{len(records)} "
         f"claims have at least 3 mutants from at least 2 operators{reasons}.",
         "",
         "| paper | claims | distinct problems | " + " | ".join(VERDICT_WORDS[v] for v in VERDICTS)

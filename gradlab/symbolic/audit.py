@@ -199,8 +199,7 @@ def mutant_shortfalls(record: dict) -> list[str]:
 
     A record falls short when it has fewer than :data:`MIN_MUTANTS` mutants (unless it is
     ``not-testable-here`` and states for every operator why none applies: a check that cannot
-    look at the authors' data rejects no form, so a mutant of it would test nothing; a record
-    whose check accepts no form has none, and that reason, ``mutants_not_run``); when they come
+    look at the authors' data rejects no form, so a mutant of it would test nothing); when they come
     from fewer than :data:`MIN_OPERATORS` operators and an operator that made none has no
     stated reason (the claim's ``inapplicable``); when a mutant survives (its check returns
     ``holds``); or when a mutant's formula is the printed form's or the correction's.
@@ -224,8 +223,6 @@ def _shortfalls(record: dict) -> dict[str, list[str]]:
 
     if "mutants" not in record:
         return {"count": ["the audit ran without mutants"]}
-    if record.get("mutants_not_run"):  # no accepted form: nothing shows the check can say no
-        return {"count": [f"no mutants: {record['mutants_not_run']}"]}
     results = record.get("mutant_results", [])
     found: dict[str, list[str]] = {"count": [], "operators": [], "survivors": [], "own": []}
     reasons = record.get("inapplicable", {})
@@ -472,9 +469,7 @@ def format_markdown(records: list[dict]) -> str:
                 f"- method: {record['method']}",
                 f"- verdict: {badge[record['verdict']]}",
                 *_detail_lines(record["detail"]),
-                *([f"- mutants: none ({record['mutants_not_run']})"]
-                  if record.get("mutants_not_run") else
-                  [f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
+                *([f"- mutants killed: {record['mutants_killed']} of {record['mutants']}"
                    f"{_candidates(record)}"] if "mutants" in record else []),
                 "",
                 "</details>",

@@ -299,7 +299,10 @@ def conjecture_verdict(measurement: Mapping | None, predicted: str = "rises") ->
     outcome, detail = decide_trend(measurement, predicted)
     trends = part_trends(measurement)
     words = [f"{PARTS.get(key, key)}: {trend} ({why})" for key, (trend, why) in trends.items()]
-    shown = (f" P's parts there (shares of the m^2 entries; the four add up to P): "
-             f"{'; '.join(words)}." if words else "")  # fmt: skip
+    where = SETTING_WORDS.get(PROTOCOL_SETTING, PROTOCOL_SETTING)
+    parts = sum(key in PARTS for key in trends)
+    shown = (f" P's parts on the {where} (shares of the m^2 entries; the {parts} parts add "
+             f"up to P), and P without the diagonal: {'; '.join(words)}." if words
+             else "")  # fmt: skip
     return NOT_TESTABLE_HERE, (f"{NEEDS}; {WHERE_TESTABLE}. A miniature, as context only (its "
                                f"outcome: {outcome}). {detail}{shown}")  # fmt: skip

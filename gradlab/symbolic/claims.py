@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -57,6 +58,12 @@ VERDICTS = ("holds", "holds-with-correction", "fails", "inconclusive",
 the authors' experiments gets ``reproduced`` / ``not-reproduced`` (each naming the setting: data,
 model, steps, seeds) or ``not-testable-here`` (it needs the authors' data), never ``fails``."""
 _HOLDS, _CORRECTED, _FAILS, _UNDECIDED, _REPRODUCED, _NOT_REPRODUCED, _NOT_TESTABLE = VERDICTS
+_LAMBDIFIED = re.compile(r"<lambdifygenerated-\d+>")
+PRINTED_RESULTS_ONLY = ("Only the printed numbers are checked: the experiment itself is not "
+                        "rerun here.")
+"""The note of a claim about the authors' experiments that is checked on the numbers they
+printed (a table, a figure's values): its verdict says what those numbers show, not that the
+experiment reproduces."""
 EMPIRICAL_VERDICTS = VERDICTS[4:]
 REJECTED = (_FAILS, _UNDECIDED, _NOT_REPRODUCED)
 """The verdicts that kill a mutant: the check rejects it (``holds``, ``reproduced`` and
@@ -446,18 +453,17 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
     """The JSON record of one claim; with ``mutants`` every mutant is checked as well.
 
     With ``mutants`` the record gets ``mutated_form`` (``"printed"`` or ``"correction"``: the
-    accepted form), ``mutant_results`` (per mutant its operator, name, formula, verdict and
-    ``killed``: the verdict is one of :data:`REJECTED`; an ``inconclusive`` one also its
-    ``detail``, why the check could not decide, so that a mutant the check cannot evaluate is
-    told apart from one it rejects), the counts ``mutants``,
+    accepted form; when the check accepts neither, the correction if there is one, else the
+    printed form, and then its mutants that hold are candidate corrections, not survivors of a
+    weak check, as :func:`gradlab.symbolic.format_markdown` says), ``mutant_results`` (per
+    mutant its operator, name, formula, verdict and ``killed``: the verdict is one of
+    :data:`REJECTED`; an ``inconclusive`` one also its ``detail``, why the check could not
+    decide, so that a mutant the check cannot evaluate is told apart from one it rejects), the
+    counts ``mutants``,
     ``mutant_operators`` (distinct operators, :data:`SLIP` included) and ``mutants_killed``,
     ``inapplicable`` (operator -> why it does not apply) and ``equivalent_mutants_dropped``
     (the operators' mutants the check accepts that SymPy proves equal to the accepted form,
-    under the claim's ``domain`` when it has one, which the name then states). A claim whose
-    check accepts neither the printed form nor a correction (``fails``, ``inconclusive``) has
-    no accepted form: its ``mutated_form`` is None, it gets no mutants, and
-    ``mutants_not_run`` says why (mutants of a rejected form would count, as survivors, the
-    very changes that repair it).
+    under the claim's ``domain`` when it has one, which the name then states).
 
     Raises:
         GradlabError: ``claim`` not a :class:`Claim`, ``mutants`` not a bool, a check that
@@ -497,15 +503,7 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
         "detail": f"{verdict.detail} {claim.note}".strip(),
         "cause": claim.cause,
     }
-    if mutants and verdict.verdict in (_FAILS, _UNDECIDED):
-        record.update(mutated_form=None, mutants=0, mutant_operators=0, mutants_killed=0,
-                      mutant_results=[], inapplicable=dict(claim.inapplicable),
-                      equivalent_mutants_dropped=[])  # fmt: skip
-        record["mutants_not_run"] = (
-            f"the check accepts neither the printed form nor {'the' if claim.correction else 'a'}"
-            " correction: there is no accepted form whose mutants it should reject"
-        )
-    elif mutants:
+    if mutants:
         printed_holds = verdict.verdict == _HOLDS
         accepted = claim.printed if printed_holds or claim.correction is None else claim.correction
         outcomes, equivalent_dropped = [], []
@@ -519,7 +517,9 @@ def audit_claim(claim: Claim, *, mutants: bool = False) -> dict:
             outcome = {"operator": operator, "mutant": form.name, "formula": form.text(),
                        "verdict": got.verdict, "killed": got.verdict in REJECTED}
             if got.verdict == _UNDECIDED:  # rejected because the check could not evaluate it
-                outcome["detail"] = got.detail
+                # (without the counter SymPy's lambdify puts in its code's file name, which
+                # depends on what the process evaluated before: the record stays reproducible)
+                outcome["detail"] = _LAMBDIFIED.sub("<lambdifygenerated>", got.detail)
             outcomes.append(outcome)
         record["mutated_form"] = "printed" if accepted is claim.printed else "correction"
         record["mutants"] = len(outcomes)

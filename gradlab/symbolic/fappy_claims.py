@@ -19,6 +19,7 @@ import numpy as np
 import sympy as sp
 
 from gradlab.symbolic.claims import (
+    PRINTED_RESULTS_ONLY,
     Claim,
     Form,
     Verdict,
@@ -1201,18 +1202,21 @@ def claims() -> list[Claim]:
               "counting", mutants=(mutant(bins, 2 / width, "+1 dropped"),)),
         Claim(SEED, "claim-table1-stability", "Recall@K changes less than 0.5% across Delta_min",
               stability, check_stability, "arithmetic on Table 1",
-              mutants=(with_parameters(stability, "bound 0.3", **{"bound (points)": sp.Rational(3, 10)}),)),
+              mutants=(with_parameters(stability, "bound 0.3", **{"bound (points)": sp.Rational(3, 10)}),),
+              note=PRINTED_RESULTS_ONLY),
         Claim(SEED, "claim-table1-comparison",
               "better than the state of the art on CUB, slightly below the histogram loss on SOP",
               comparison, check_table1_comparison, "arithmetic on Table 1",
-              mutants=(with_parameters(comparison, "better on SOP too", **{"Stanford Online Products": 1}),)),
+              mutants=(with_parameters(comparison, "better on SOP too", **{"Stanford Online Products": 1}),),
+              note=PRINTED_RESULTS_ONLY),
         Claim(SEED, "claim-table2-stable",
               "Table 2's match rates are 'pretty stable' across Delta_min (what the numbers show)",
               table2_spread, check_table2_stability, "arithmetic on Table 2",
               mutants=(with_parameters(table2_spread, "spread 0.5 (Table 1's bound)",
                                        **{"largest spread (points)": sp.Rational(1, 2)}),
                        with_parameters(table2_spread, "lead 3.8 (small gallery, top 1)",
-                                       **{"smallest lead (points)": sp.Rational(38, 10)}))),
+                                       **{"smallest lead (points)": sp.Rational(38, 10)})),
+              note=PRINTED_RESULTS_ONLY),
         Claim(SEED, "claim-datasets", "Section 4.1's train and test splits add up to the datasets",
               datasets, check_datasets, "arithmetic on Section 4.1",
               mutants=(with_parameters(datasets, "CUB test 5,942 images", **{"CUB-200-2011 test images": 5942}),
@@ -1231,7 +1235,8 @@ def claims() -> list[Claim]:
               cause=CAUSE_EQ6),
         Claim(SEED, "claim-table2-outperforms", "FAPPY outperforms the others on VehicleID (Table 2)",
               table2, check_table2, "arithmetic on Table 2",
-              mutants=(with_parameters(table2, "by 5 points", **{"margin (points)": 5}),)),
+              mutants=(with_parameters(table2, "by 5 points", **{"margin (points)": 5}),),
+              note=PRINTED_RESULTS_ONLY),
     ]  # fmt: skip
     return [replace(claim, check=_both(claim.check, SECOND_CHECKS[claim.label][0]),
                     method=f"{claim.method}; {SECOND_CHECKS[claim.label][1]}")

@@ -22,6 +22,7 @@ from scipy.special import expit
 
 from gradlab.symbolic.batch_size import NOT_TESTABLE_HERE, conjecture_verdict
 from gradlab.symbolic.claims import (
+    PRINTED_RESULTS_ONLY,
     Claim,
     Form,
     Verdict,
@@ -910,7 +911,7 @@ def claims(p_vs_batch_size: Mapping | None = None) -> list[Claim]:
                        with_parameters(fig_s6, "0.844 misread as 0.344",
                                        **{"Smooth-AP AP": _aps("0.637", "0.344", "0.774")})),
               note="The |P| = 985, 20, 28 of Fig. S6 allow any of these APs, so they are not "
-              "part of the check.", inapplicable=TABLE_INAPPLICABLE),
+              f"part of the check. {PRINTED_RESULTS_ONLY}", inapplicable=TABLE_INAPPLICABLE),
         Claim(SEED, "claim-fig-s1-s4-gains", "Fig. S1-S4: Smooth-AP raises AP by 52.9, 54.9, 41.8 "
               "and 24.8 % on VGGFace2 queries", gains, check_not_testable(
                   "needs the AP values of Fig. S1-S4, which are in the figures' images, not in "
