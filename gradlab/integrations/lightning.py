@@ -22,13 +22,22 @@ What it does:
   Trainer's loggers (``logger.log_metrics(values, step=record["step"])``), from global rank 0
   only; under DDP the quantities are computed on the global batch like in a bare loop.
 * The Monitor is closed at the end of training (the last step is logged then if its schedule
-  skipped it) or, without that last record, when fitting raises.
+  skipped it) or, without that last record, when fitting raises. Another ``fit`` of the same
+  Trainer (training further) goes on with the same run, in the same folder.
+* Lightning's tuner (``Tuner(trainer).lr_find``, ``scale_batch_size``) trains a few trial
+  steps with the Trainer's callbacks set aside: those steps are not logged, and the tuner's
+  own ``fit`` opens no Monitor (its folder stays free for the training that follows). A
+  ``LearningRateFinder`` among the callbacks searches at the start of the fit it is in: the
+  Monitor logs the training after the search, from its first step.
+* Pickled (``save_hyperparameters()`` of a module holding the watched loss, a checkpoint,
+  ``torch.save(model)``), the callback leaves its Monitor and its Trainer behind.
 """
 
 from __future__ import annotations
 
 import copy
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +62,7 @@ from gradlab.monitor.watched import watched_like, watching_call
 
 try:
     from lightning.pytorch import Callback
+    from lightning.pytorch.callbacks import BatchSizeFinder, LearningRateFinder
     from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 except ImportError as error:  # pragma: no cover - exercised by a subprocess test
     raise missing_extra("lightning", "lightning", "gradlab.integrations.lightning") from error
@@ -62,6 +72,15 @@ __all__ = ["DEFAULT_FOLDER", "GradlabCallback", "TrainerLoggersSink"]
 DEFAULT_FOLDER = "gradlab_logs"
 """The Monitor's folder under ``trainer.log_dir`` (never ``gradlab``: it would shadow the
 package when ``trainer.log_dir`` is the working directory, as with the W&B and MLflow loggers)."""
+
+
+def _tuner_search(trainer: Any) -> bool:
+    """Whether this ``fit`` is Lightning's tuner searching (``Tuner.lr_find`` or
+    ``Tuner.scale_batch_size``): its finder callback then ends the fit once the search is done
+    (Lightning marks it ``_early_exit``), so nothing of it is training to log."""
+    return any(isinstance(callback, (BatchSizeFinder, LearningRateFinder))
+               and getattr(callback, "_early_exit", False)
+               for callback in trainer.callbacks)  # fmt: skip
 
 
 def _next_version(folder: Path, resume: bool = False) -> int:
@@ -181,6 +200,15 @@ class GradlabCallback(Callback):
         self._trainer = None
         self._warned_unattached = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
+        # The Trainer (weakly) and the folder of the last fit: its next fit goes on there.
+        self._last_fit: tuple[weakref.ref, Path] | None = None
+
+    def __getstate__(self) -> dict:
+        """Pickled without its Monitor (open files) and its Trainer: a checkpoint's
+        ``save_hyperparameters()`` or ``torch.save(model)`` of a module holding the watched
+        loss saves the options only."""
+        return {**self.__dict__, "monitor": None, "_trainer": None, "_warned_closed": None,
+                "_last_fit": None}  # fmt: skip
 
     def watch(self, loss_fn: Callable, inputs: str | None = None) -> Callable:
         """Wrap the module's loss once; returns a callable with the same signature and value
@@ -252,17 +280,26 @@ class GradlabCallback(Callback):
         if stage != "fit":
             return
         self._close(log_last_step=False)  # a previous fit that was not closed
-        folder = (self.log_dir if self.log_dir is not None
-                  else self._default_folder(trainer, self.options.resume))  # fmt: skip
-        sinks = list(self.options.sinks)
+        self._trainer = trainer
+        if _tuner_search(trainer):  # lr_find / scale_batch_size: no training to log
+            return
+        options = self.options
+        last = self._last_fit
+        if last is not None and last[0]() is trainer:  # the same Trainer trains further
+            folder = last[1]
+            options = replace(options, resume=True, overwrite=False)
+        else:
+            folder = (self.log_dir if self.log_dir is not None
+                      else self._default_folder(trainer, options.resume))  # fmt: skip
+        sinks = list(options.sinks)
         if self.forward_to_loggers:
             sinks.append(TrainerLoggersSink(trainer, self.prefix))
         try:
-            self.monitor = Monitor.from_config(folder, replace(self.options, sinks=sinks))
+            self.monitor = Monitor.from_config(folder, replace(options, sinks=sinks))
         except RunExistsError as error:  # the options are this callback's arguments
             raise RunExistsError(f"{error} (resume and overwrite are arguments of "
                                  f"{type(self).__name__}(...))") from error  # fmt: skip
-        self._trainer = trainer
+        self._last_fit = (weakref.ref(trainer), Path(folder))
 
     def on_train_start(self, trainer, pl_module) -> None:
         # After a checkpoint's restore: a fit that starts over (step 0) in a resumed folder
@@ -310,6 +347,10 @@ class GradlabCallback(Callback):
     def teardown(self, trainer, pl_module, stage: str) -> None:
         if stage == "fit":
             self._close(log_last_step=False)
+            # No Trainer has it set up now: a watched loss that trains again without it (a
+            # new Trainer without the callback) warns that nothing is logged.
+            self._trainer = None
+            self._warned_unattached = False
 
     # --- helpers ---------------------------------------------------------------------------------
 

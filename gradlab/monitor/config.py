@@ -210,7 +210,8 @@ def _quantities(quantities: object, preset: object) -> tuple[Quantity, ...] | No
         raise GradlabError(
             f"preset={preset!r} and quantities were both given; explicit quantities replace a "
             "preset, so pass one of them (to add quantities to a preset: "
-            f"[cls() for cls in gradlab.monitor.PRESETS[{preset!r}]] + [...])"
+            f"[cls(gradlab.monitor.default_schedule()) for cls in "
+            f"gradlab.monitor.PRESETS[{preset!r}]] + [...], on the preset's schedule)"
         )
     if isinstance(quantities, (str, Quantity)) or not isinstance(quantities, Sequence) or \
             not all(isinstance(q, Quantity) for q in quantities):  # fmt: skip

@@ -40,9 +40,14 @@ def same(value):
     return value
 
 
+class StandInTrainer(SimpleNamespace):
+    """A SimpleNamespace that can be weakly referenced, as a Trainer can."""
+
+
 def stand_in_trainer(tmp_path, *, rank_zero=True, loggers=(), log_dir=None, broadcast=None):
-    return SimpleNamespace(
+    return StandInTrainer(
         training=True, optimizers=[object(), object()], is_global_zero=rank_zero,
+        callbacks=[],
         loggers=list(loggers), log_dir=None if log_dir is None else str(log_dir),
         default_root_dir=str(tmp_path / "root"),
         strategy=SimpleNamespace(broadcast=broadcast or same),

@@ -92,7 +92,8 @@ def test_a_preset_and_explicit_quantities_together_are_refused_with_how_to_combi
     assert str(caught.value) == (
         f"preset={preset!r} and quantities were both given; explicit quantities replace a "
         "preset, so pass one of them (to add quantities to a preset: "
-        f"[cls() for cls in gradlab.monitor.PRESETS[{preset!r}]] + [...])")
+        f"[cls(gradlab.monitor.default_schedule()) for cls in "
+        f"gradlab.monitor.PRESETS[{preset!r}]] + [...], on the preset's schedule)")
     with pytest.raises(GradlabError, match=r"^preset='full' and quantities were both given"):
         Monitor("unused", preset="full", quantities=[Loss()])
 

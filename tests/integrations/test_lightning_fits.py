@@ -1,0 +1,132 @@
+"""GradlabCallback across fits: checkpoints that pickle the loss, the tuner, training further.
+
+Each case is a Lightning habit a new user's trial ran into: ``save_hyperparameters()`` of a
+module holding the watched loss, ``Tuner(trainer).lr_find`` before ``fit``, ``fit`` called again
+to train further, and a later Trainer that leaves the callback out.
+"""
+
+import pickle
+import warnings
+
+import pytest
+import torch
+
+pytest.importorskip("lightning")
+
+from lightning.pytorch.tuner import Tuner
+
+import gradlab
+from gradlab.integrations.lightning import DEFAULT_FOLDER, GradlabCallback
+from gradlab.monitor import read_jsonl
+from tests.helpers.lightning_module import LitRetrieval, loader, quiet_trainer
+
+
+class SavesItsLoss(LitRetrieval):
+    """Lightning's habit: every argument of ``__init__`` saved as a hyperparameter."""
+
+    def __init__(self, loss_fn):
+        super().__init__(loss_fn)
+        self.save_hyperparameters()
+
+
+def _gradlab_warnings(caught) -> list[str]:
+    return [str(w.message) for w in caught if "gradlab" in str(w.message)]
+
+
+def test_a_checkpoint_that_pickles_the_watched_loss_is_written_during_the_fit(tmp_path):
+    # the checkpoint pickled the callback's open Monitor: "cannot pickle '_io.FileIO' object"
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = SavesItsLoss(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
+                            enable_checkpointing=True, default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(module, loader(3))
+    (checkpoint,) = (tmp_path / "checkpoints").glob("*.ckpt")
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == 3
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    # after the fit the pickled loss holds neither a Monitor nor the Trainer
+    data = pickle.dumps(module.loss_fn)
+    assert b"lightning.pytorch.trainer" not in data and b"FileIO" not in data
+    loaded = pickle.loads(data)
+    assert loaded.callback.monitor is None and loaded.tau == 0.05
+
+
+def test_the_tuner_s_trial_steps_are_not_logged_and_the_fit_after_them_is(tmp_path):
+    # lr_find's fit opened a Monitor, logged nothing (its trial steps run without this
+    # callback), left a run in the folder, and the fit after it was refused
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
+                            default_root_dir=tmp_path)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Tuner(trainer).lr_find(module, train_dataloaders=loader(8), num_training=5,
+                               early_stop_threshold=None, update_attr=False)  # fmt: skip
+        assert not (tmp_path / "run").exists()
+        trials = len(module.train_losses)
+        trainer.fit(module, loader(3))
+    assert _gradlab_warnings(caught) == []
+    headers, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert trials == 5 and len(headers) == 1 and [r["step"] for r in records] == [0, 1, 2]
+    assert [r["loss"] for r in records] == pytest.approx(module.train_losses[trials:], rel=1e-6)
+
+
+@pytest.mark.parametrize("log_dir", [None, "run"])
+def test_fitting_the_same_trainer_again_goes_on_with_its_run(tmp_path, log_dir):
+    # the second fit was refused (a run in the folder), or without a logger went to a new
+    # version_1 folder: training further on one Trainer is one run
+    folder = tmp_path / log_dir if log_dir else tmp_path / DEFAULT_FOLDER / "version_0"
+    callback = GradlabCallback(None if log_dir is None else folder, preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
+                            default_root_dir=tmp_path)  # fmt: skip
+    trainer.fit(module, loader(3))
+    trainer.fit_loop.epoch_loop.max_steps = 6
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(3))
+    assert _gradlab_warnings(caught) == []
+    headers, records = read_jsonl(folder / "metrics.jsonl")
+    assert [r["step"] for r in records] == list(range(6))
+    assert len(headers) == 2 and headers[1]["resumed"]["from_step"] == 3
+    assert [r["loss"] for r in records] == pytest.approx(module.train_losses, rel=1e-6)
+    assert not (tmp_path / DEFAULT_FOLDER / "version_1").exists()
+
+
+def test_another_trainer_still_refuses_a_folder_that_holds_a_run(tmp_path):
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
+    with pytest.raises(gradlab.GradlabError, match=r"already holds a run"):
+        quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
+
+
+def test_a_later_trainer_that_leaves_the_callback_out_says_that_nothing_is_logged(tmp_path):
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
+    with pytest.warns(RuntimeWarning, match=r"no Trainer has set the callback up") as caught:
+        quiet_trainer(max_steps=2, logger=False).fit(module, loader(2))  # callbacks forgotten
+    assert len([w for w in caught if "GradlabCallback" in str(w.message)]) == 1
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1]
+
+
+def test_a_learning_rate_finder_among_the_callbacks_logs_only_the_training_after_it(tmp_path):
+    # as a callback the finder searches at the start of the same fit, with the Trainer's
+    # callbacks set aside: the search's calls must not be read as training steps
+    from lightning.pytorch.callbacks import LearningRateFinder
+
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    finder = LearningRateFinder(num_training_steps=5, early_stop_threshold=None,
+                                update_attr=False)  # fmt: skip
+    trainer = quiet_trainer(max_steps=3, callbacks=[finder, callback], logger=False,
+                            default_root_dir=tmp_path)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(8))
+    assert _gradlab_warnings(caught) == []
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert len(module.train_losses) == 8 and [r["step"] for r in records] == [0, 1, 2]
+    assert [r["loss"] for r in records] == pytest.approx(module.train_losses[5:], rel=1e-6)
