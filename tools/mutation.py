@@ -596,6 +596,8 @@ LIBRARY_TESTS = {
         "test_the_lightning_callback_in_a_hugging_face_trainer_names_the_right_one",
         # a loss watched again is wrapped once (two steps of a real fit)
         "tests/integrations/test_lightning.py::test_a_loss_watched_again_is_wrapped_once",
+        # checkpoints, the tuner, a second fit, a later Trainer (real fits of 2-8 steps)
+        "tests/integrations/test_lightning_fits.py",
     ],
     # the events in the Trainer's order with stand-ins (seconds); of the tiny-BERT tests only
     # those that train nothing (a training takes seconds per mutant on a loaded machine)
