@@ -678,6 +678,16 @@ def _pytorch_metric_learning(loss_fn: object, inputs: str | None) -> LossAdapter
         return None
     from gradlab.interop.pml import recording_distance, smooth_ap_temperature
 
+    if type(loss_fn).__name__ == "SelfSupervisedLoss":
+        raise GradlabError(
+            "gradlab.Monitor does not read pytorch-metric-learning's SelfSupervisedLoss: it "
+            "is called with two views, loss(embeddings, ref_emb), not with labels. With "
+            "symmetric=True (its default) it is its inner loss on the two views stacked, the "
+            "two views of an item one class: watch the inner loss and call it so, the same "
+            "loss: loss_fn = monitor.watch(inner_loss); loss_fn(torch.cat([embeddings, "
+            "ref_emb]), torch.arange(len(embeddings)).repeat(2)) (symmetric=False scores one "
+            "view against the other, which the Monitor does not read)"
+        )
     temperature = smooth_ap_temperature(loss_fn)
     kind = None if temperature is None else "include_query"  # PML's query is its own candidate
     adapter = embedding_adapter(

@@ -421,3 +421,34 @@ def test_smooth_ap_temperature_reads_the_temperature_the_loss_was_built_with():
     assert smooth_ap_temperature(pml_losses.SmoothAPLoss(temperature=0.05)) == 0.05
     assert smooth_ap_temperature(pml_losses.SmoothAPLoss(temperature=0.25)) == 0.25
     assert smooth_ap_temperature(pml_losses.NTXentLoss(temperature=0.05)) is None
+
+
+def test_self_supervised_loss_is_refused_at_watch_with_the_same_loss_in_a_readable_form(
+    tmp_path,
+):
+    # it was watched, logged nothing, and its reasons spoke of a memory it does not have
+    inner = pml_losses.NTXentLoss(distance=RecordingCosineSimilarity())
+    from gradlab.monitor.quantities import Loss
+
+    with Monitor(tmp_path / "run", quantities=[Loss(every(1)), Anatomy(every(1))]) as monitor:
+        with pytest.raises(GradlabError) as caught:
+            monitor.watch(pml_losses.SelfSupervisedLoss(inner))
+        assert str(caught.value) == (
+            "gradlab.Monitor does not read pytorch-metric-learning's SelfSupervisedLoss: it "
+            "is called with two views, loss(embeddings, ref_emb), not with labels. With "
+            "symmetric=True (its default) it is its inner loss on the two views stacked, the "
+            "two views of an item one class: watch the inner loss and call it so, the same "
+            "loss: loss_fn = monitor.watch(inner_loss); loss_fn(torch.cat([embeddings, "
+            "ref_emb]), torch.arange(len(embeddings)).repeat(2)) (symmetric=False scores one "
+            "view against the other, which the Monitor does not read)")  # fmt: skip
+        generator = torch.Generator().manual_seed(3)
+        views = [torch.randn(6, 8, generator=generator) for _ in range(2)]
+        loss_fn = monitor.watch(inner)  # the advised form
+        stacked = torch.cat(views).requires_grad_(True)
+        loss = loss_fn(stacked, torch.arange(len(views[0])).repeat(2))
+        loss.backward()
+        record = monitor.step()
+    expected = pml_losses.SelfSupervisedLoss(pml_losses.NTXentLoss())(*views)
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
+    assert record["loss"] == pytest.approx(expected.item(), rel=1e-6)
+    assert record["anatomy_active_positives"] > 0
