@@ -14,10 +14,13 @@ change the gradient's direction: that is why.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import TypeVar
 
 import torch
+
+from gradlab.errors import GradlabError
 
 Function = TypeVar("Function", bound=Callable)
 
@@ -49,12 +52,37 @@ def outside_autocast(function: Function) -> Function:
     @functools.wraps(function)
     def run(*args, **kwargs):
         device_type = _device_type(args, kwargs)
-        if device_type is None or not _autocast_on(device_type):
-            return function(*args, **kwargs)
-        with torch.autocast(device_type, enabled=False):
-            return function(*args, **kwargs)
+        try:
+            if device_type is None or not _autocast_on(device_type):
+                return function(*args, **kwargs)
+            with torch.autocast(device_type, enabled=False):
+                return function(*args, **kwargs)
+        except TypeError as error:  # a call that does not fit the signature: said as gradlab's
+            _refuse_call_form(function, args, kwargs, error)
+            raise
 
     return run  # type: ignore[return-value]
+
+
+def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: TypeError) -> None:
+    """Raise a :class:`~gradlab.errors.GradlabError` when ``args`` and ``kwargs`` do not fit
+    ``function``'s signature (Python's ``TypeError`` names no keyword-only argument), naming
+    its keyword-only arguments; return when they fit (the ``TypeError`` came from inside)."""
+    signature = inspect.signature(function)
+    try:
+        signature.bind(*args, **kwargs)
+    except TypeError as wrong:
+        named = [name for name, parameter in signature.parameters.items()
+                 if parameter.kind is inspect.Parameter.KEYWORD_ONLY]  # fmt: skip
+        by_name = (f"; {', '.join(named)} {'is' if len(named) == 1 else 'are'} keyword-only: "
+                   f"pass {'it' if len(named) == 1 else 'them'} by name ({named[0]}=...)"
+                   if named and "positional" in str(wrong) else "")  # fmt: skip
+        plain = signature.replace(
+            parameters=[parameter.replace(annotation=inspect.Parameter.empty)
+                        for parameter in signature.parameters.values()],
+            return_annotation=inspect.Signature.empty,
+        )  # fmt: skip
+        raise GradlabError(f"{function.__name__}{plain}: {wrong}{by_name}") from error
 
 
 def _autocast_on(device_type: str) -> bool:
