@@ -90,9 +90,11 @@ def _check_step(name: str, step: object) -> None:
             f"gradlab.equivalence.FullBatch(loss); got {type(step).__name__}"
         )
     if isinstance(step, RankingLoss):
+        form = ("loss(embeddings, labels)" if step.input_form == "embeddings"
+                else "loss(scores, positives)")  # fmt: skip
         raise GradlabError(
             f"{name} must be a step, called as step(model, batch, probe); got the loss "
-            f"{type(step).__name__}, called as loss(scores, positives): wrap it in a step, e.g. "
+            f"{type(step).__name__}, called as {form}: wrap it in a step, e.g. "
             f"gradlab.equivalence.FullBatch(loss) or GradCache(loss, chunk_size)"
         )
     if isinstance(step, Step):

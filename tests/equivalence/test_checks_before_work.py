@@ -57,6 +57,9 @@ def no_process_starts(monkeypatch):
     ids=["nt_xent", "smooth_ap", "max_violation"],
 )
 def test_a_loss_passed_as_a_step_is_refused_naming_the_argument(side, loss):
+    # the loss's own call form (SmoothAP was said to be called on scores and positives)
+    form = ("loss(embeddings, labels)" if isinstance(loss, gradlab.SmoothAPLoss)
+            else "loss(scores, positives)")  # fmt: skip
     model, batch = synthetic_problem(batch_size=4)
     step = CountingStep()
     steps = {"reference": step, "candidate": step, side: loss}
@@ -64,7 +67,7 @@ def test_a_loss_passed_as_a_step_is_refused_naming_the_argument(side, loss):
         compare_gradients(steps["reference"], steps["candidate"], model, batch)
     assert str(caught.value) == (
         f"{side} must be a step, called as step(model, batch, probe); got the loss "
-        f"{type(loss).__name__}, called as loss(scores, positives): wrap it in a step, e.g. "
+        f"{type(loss).__name__}, called as {form}: wrap it in a step, e.g. "
         "gradlab.equivalence.FullBatch(loss) or GradCache(loss, chunk_size)"
     )
     assert step.calls == 0
