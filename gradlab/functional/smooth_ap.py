@@ -693,7 +693,9 @@ def smooth_ap(
     Returns:
         ``[Q]`` smooth AP per query. A query with no positive has no AP: its entry is NaN and
         receives zero gradient. A query whose candidates are all positive has AP exactly 1 and
-        zero gradient.
+        zero gradient. Empty input is legal: no query (``Q = 0``) gives an empty ``[0]``; no
+        candidate (``C = 0``) leaves every query without a positive, so every entry is NaN
+        (the score losses, whose softmax or hinge needs a candidate, refuse such a matrix).
 
     Raises:
         GradlabError: on a non-tensor, wrong shape, dtype or device, non-finite scores, or a

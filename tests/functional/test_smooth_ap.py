@@ -125,9 +125,11 @@ def test_all_positive_query_has_ap_one_and_zero_gradient():
     assert torch.equal(grad, torch.zeros_like(grad))
 
 
-def test_no_candidates_gives_nan():
+def test_no_candidates_gives_nan_and_no_queries_an_empty_result():
     ap = smooth_ap(torch.zeros(3, 0), torch.zeros(3, 0, dtype=torch.bool))
     assert ap.shape == (3,) and bool(torch.isnan(ap).all())
+    for shape in ((0, 4), (0, 0)):
+        assert smooth_ap(torch.zeros(shape), torch.zeros(shape, dtype=torch.bool)).shape == (0,)
 
 
 def test_every_chunk_size_gives_the_loop_values_and_gradients():
