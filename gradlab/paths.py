@@ -73,6 +73,15 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
     if path.is_dir():
         raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which is a folder")
     folder = path.parent
+    if path.is_symlink() and not path.exists():  # a dangling link: written where it points
+        target = path.resolve()
+        if not target.parent.is_dir():
+            raise GradlabError(
+                f"{argument} must be a file in an existing folder; got {str(path)!r}, a link to "
+                f"{str(target)!r}, whose folder does not exist (remove the link or create the "
+                "folder first)"
+            )
+        folder = target.parent
     if not folder.exists():
         raise GradlabError(
             f"{argument} must be a file in an existing folder; got {str(path)!r}, but the folder "

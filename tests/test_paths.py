@@ -125,3 +125,24 @@ def test_a_folder_that_takes_no_new_file_is_named():
         check_output_file("/proc/x.json", argument="--json")
     assert str(caught.value) == ("--json must be a path gradlab can write; got '/proc/x.json', "
                                  "and files cannot be written in '/proc'")
+
+
+def test_a_dangling_link_into_a_missing_folder_is_refused_before_any_work(tmp_path):
+    # it passed the check, and the write failed after the whole audit had run
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "missing" / "x.json")
+    with pytest.raises(GradlabError) as caught:
+        check_output_file(link, argument="--json")
+    assert str(caught.value) == (
+        f"--json must be a file in an existing folder; got {str(link)!r}, a link to "
+        f"{str(tmp_path / 'missing' / 'x.json')!r}, whose folder does not exist (remove the "
+        "link or create the folder first)")
+    assert not (tmp_path / "missing").exists()
+
+
+def test_a_dangling_link_into_an_existing_folder_is_accepted(tmp_path):
+    (tmp_path / "target").mkdir()
+    link = tmp_path / "out.json"
+    link.symlink_to(tmp_path / "target" / "x.json")
+    assert check_output_file(link, argument="--json") == link
+    assert not (tmp_path / "target" / "x.json").exists()  # nothing created
