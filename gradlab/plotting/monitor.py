@@ -226,7 +226,9 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
         pieces: list[list[dict]] = []
         highest = -math.inf  # the last piece's largest step
         went_back: list[tuple[int, int]] = []  # resumptions from earlier checkpoints
+        set_back: list[tuple[int, int, int]] = []  # steps going back within one run
         for header, records in _read_log(log):
+            records = _in_step_order(records, set_back)
             if pieces and header.get("resumed"):  # a resumption continues its run
                 replaced = _continue(pieces[-1], records, highest)
                 went_back += [replaced] if replaced else []
@@ -236,6 +238,8 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             highest = max(highest, max((record["step"] for record in records), default=highest))
         if went_back:  # one warning for them all, at the line that called load_runs
             warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=caller_stacklevel())
+        if set_back:
+            warnings.warn(_set_back(log, set_back), UserWarning, stacklevel=caller_stacklevel())
         pieces = [records for records in pieces if records]
         if not pieces:  # _read_log names what it skipped
             empty.append(str(log))
@@ -275,6 +279,34 @@ def _continue(run: list[dict], resumed: list[dict], highest: float) -> tuple[int
     replaced = len(run) - len(kept)
     run[:] = kept + resumed
     return (first, replaced) if replaced else None
+
+
+def _in_step_order(records: list[dict], set_back: list[tuple[int, int, int]]) -> list[dict]:
+    """One run's records with its steps in increasing order: where a step is not above the one
+    before (``monitor.step_count`` set back during the run, or training gone back to an earlier
+    checkpoint with the same Monitor), the records from there on replace those logged before
+    from that step on, as a resumption's do; each such place is added to ``set_back`` as
+    ``(step before, step, records replaced)``. One pass when the steps increase throughout."""
+    kept: list[dict] = []
+    for record in records:
+        step = record["step"]
+        if kept and step <= kept[-1]["step"]:
+            before = kept[-1]["step"]
+            previous = len(kept)
+            kept = [earlier for earlier in kept if earlier["step"] < step]
+            set_back.append((before, step, previous - len(kept)))
+        kept.append(record)
+    return kept
+
+
+def _set_back(log: Path, places: list[tuple[int, int, int]]) -> str:
+    """The one warning of a log whose steps go back within a run (:func:`_in_step_order`)."""
+    (before, step, replaced), more = places[0], len(places) - 1
+    others = f" (and {more} more such place{'s' if more > 1 else ''})" if more else ""
+    return (f"{log}: its steps go back within one run, from step {before} to step {step}"
+            f"{others}: monitor.step_count was set back, or training went back to an earlier "
+            f"checkpoint with the same Monitor; the later records replace the {replaced} logged "
+            f"from step {step} on, so the line follows the training that went on")
 
 
 def _went_back(log: Path, resumptions: list[tuple[int, int]]) -> str:

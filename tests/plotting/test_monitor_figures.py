@@ -891,6 +891,39 @@ def test_a_resumption_from_an_earlier_step_replaces_the_records_from_there(tmp_p
     assert runs == [("run", first[:2] + again)]
 
 
+def test_steps_that_go_back_within_one_run_replace_the_records_from_there(tmp_path):
+    # monitor.step_count set back to 1 after step 3, inside one run (no new header): the
+    # line went back from 3 to 1 and on, a zig-zag, without a word
+    first = _records(loss=LOSS)  # steps 0-3
+    again = [{**record, "loss": record["loss"] + 1.0} for record in _records(loss=LOSS)[1:]]
+    run = _log(tmp_path / "run", ({"run": 1}, first + again))
+    with pytest.warns(UserWarning) as caught:
+        runs = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: its steps go back within one run, from step 3 to step 1: "
+        "monitor.step_count was set back, or training went back to an earlier checkpoint with "
+        "the same Monitor; the later records replace the 3 logged from step 1 on, so the line "
+        "follows the training that went on"
+    ]
+    assert caught[0].filename == __file__
+    assert runs == [("run", first[:1] + again)]
+
+
+def test_several_places_where_steps_go_back_are_told_in_one_warning(tmp_path):
+    steps = [0, 1, 2, 1, 2, 3, 0, 1]
+    run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
+                                                for i, s in enumerate(steps)]))  # fmt: skip
+    with pytest.warns(UserWarning) as caught:
+        ((_, records),) = load_runs([run])
+    assert [str(w.message) for w in caught] == [
+        f"{run / 'metrics.jsonl'}: its steps go back within one run, from step 2 to step 1 "
+        "(and 1 more such place): monitor.step_count was set back, or training went back to an "
+        "earlier checkpoint with the same Monitor; the later records replace the 2 logged from "
+        "step 1 on, so the line follows the training that went on"
+    ]
+    assert [(r["step"], r["loss"]) for r in records] == [(0, 6.0), (1, 7.0)]
+
+
 def test_the_resumption_warning_names_the_line_that_called_load_runs(tmp_path):
     run = _log(tmp_path / "run", ({"run": 1}, _records(loss=LOSS)),
                ({"run": 1, "resumed": {"from_step": 0}}, _records(loss=LOSS)))  # fmt: skip
