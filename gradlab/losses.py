@@ -433,16 +433,20 @@ class SoftmaxLogits(NamedTuple):
         info_nce: whether InfoNCE's closed form ``dL/d log s`` (the softmax-expected logit
             minus the positive logit) is its gradient: not for a sigmoid of each pair
             (SigLIP), a triplet loss, or a sum over the queries.
+        logits: whether the score matrix the Monitor reads holds the logits ``s * S``
+            already (open_clip's wrapper records ``get_logits``' output), not the scores
+            ``S`` the scale multiplies (gradlab's losses, sentence-transformers' similarity).
 
     Example:
         >>> NTXentLoss(0.05, direction="i2t").softmax_logits
-        SoftmaxLogits(scale=20.0, direction='i2t', terms=1, info_nce=True)
+        SoftmaxLogits(scale=20.0, direction='i2t', terms=1, info_nce=True, logits=False)
     """
 
     scale: float | torch.Tensor | None = None
     direction: str | None = None
     terms: int = 1
     info_nce: bool = True
+    logits: bool = False
 
 
 class _ScoreMatrixLoss(ScoreRecorderSlot, RankingLoss):

@@ -71,7 +71,7 @@ class SigLIPLoss(_ScoreMatrixLoss):
 
         Example:
             >>> SigLIPLoss(scale=10.0).softmax_logits
-            SoftmaxLogits(scale=10.0, direction='both', terms=1, info_nce=False)
+            SoftmaxLogits(scale=10.0, direction='both', terms=1, info_nce=False, logits=False)
         """
         return SoftmaxLogits(self.scale, self.direction, info_nce=False)
 

@@ -53,7 +53,7 @@ def outside_autocast(function: Function) -> Function:
     def run(*args, **kwargs):
         device_type = _device_type(args, kwargs)
         try:
-            if device_type is None or not _autocast_on(device_type):
+            if device_type is None or not autocast_on(device_type):
                 return function(*args, **kwargs)
             with torch.autocast(device_type, enabled=False):
                 return function(*args, **kwargs)
@@ -85,7 +85,7 @@ def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: Type
         raise GradlabError(f"{function.__name__}{plain}: {wrong}{by_name}") from error
 
 
-def _autocast_on(device_type: str) -> bool:
+def autocast_on(device_type: str) -> bool:
     """Whether autocast is on for ``device_type`` (False for a type autocast does not know).
 
     ``torch.is_autocast_enabled(device_type)`` takes a device type from torch 2.4 on; before,

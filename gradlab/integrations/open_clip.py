@@ -41,6 +41,7 @@ import math
 import torch
 
 from gradlab.errors import GradlabError
+from gradlab.functional.precision import autocast_on
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import LossAdapter, loss_name, register
@@ -219,7 +220,9 @@ class _LogitsCollector:
         # local_loss on several processes: the text queries score another matrix than the
         # image queries, and the closed form reads one matrix.
         local = world > 1 and "t2i" in self.stitches
-        return SoftmaxLogits(self.scale, "both", info_nce=not (self.sigmoid or local))
+        # the recorded matrices are get_logits' output: logit_scale times the cosines
+        return SoftmaxLogits(self.scale, "both", info_nce=not (self.sigmoid or local),
+                             logits=True)  # fmt: skip
 
     def features(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """This process's image and text features: the first capture's rows and columns in
@@ -233,9 +236,13 @@ def _check_call(image_features, text_features, logit_scale, logit_bias) -> None:
     check_tensor("text_features", text_features, ndims=(2,), kind="float")
     check_shape("text_features", text_features, tuple(image_features.shape),
                 "one text per image, of the images' width")  # fmt: skip
-    if text_features.dtype != image_features.dtype:
-        raise GradlabError(f"image_features and text_features must have one dtype; got "
-                           f"{image_features.dtype} and {text_features.dtype}")  # fmt: skip
+    # Under autocast the loss's products cast both to autocast's dtype (a bfloat16 image tower
+    # beside a float32 text one is then a call open_clip accepts); outside, they fail.
+    if text_features.dtype != image_features.dtype and not autocast_on(
+            image_features.device.type):  # fmt: skip
+        raise GradlabError(f"image_features and text_features must have one dtype outside "
+                           f"torch.autocast; got {image_features.dtype} and "
+                           f"{text_features.dtype}")  # fmt: skip
     check_same_device(image_features=image_features, text_features=text_features)
     for name, value in (("logit_scale", logit_scale), ("logit_bias", logit_bias)):
         if isinstance(value, torch.Tensor) and value.numel() != 1:

@@ -319,8 +319,11 @@ class Temperature(Quantity):
             sentence-transformers' MultipleNegativesRankingLoss), else ``"i2t"`` in-batch and
             ``"both"`` for a cross-modal batch or a score matrix of a loss of your own (pass
             ``"i2t"`` for an InfoNCE over its rows alone).
-        logits: the step's score matrix is already ``s * S`` (a loss watched on its logits, as
-            open_clip's); False: it holds the cosine scores ``S`` (a loss watched on embeddings).
+        logits: True: the step's score matrix is already ``s * S`` (a loss of your own watched
+            on its logits); False: it holds the scores ``S`` the scale multiplies (cosines, on
+            embeddings); None: as the watched loss declares
+            (:attr:`gradlab.losses.SoftmaxLogits.logits`: open_clip's wrapper records logits),
+            else False.
 
     Raises:
         GradlabError: a bad ``clamp``, ``direction`` or ``scale``.
@@ -361,7 +364,7 @@ class Temperature(Quantity):
         log_scale: bool = False,
         clamp: tuple[float, float] | None = None,
         direction: str | None = None,
-        logits: bool = False,
+        logits: bool | None = None,
     ) -> None:
         super().__init__(schedule)
         number = isinstance(scale, (int, float, torch.Tensor)) and not isinstance(scale, bool)
@@ -374,9 +377,11 @@ class Temperature(Quantity):
             allowed = "a finite log s" if log_scale else "a scale s > 0 and finite"
             if not math.isfinite(scale) or (not log_scale and scale <= 0):
                 raise GradlabError(f"scale must be {allowed}; got {scale!r}")
-        for flag, value in (("log_scale", log_scale), ("logits", logits)):
-            if not isinstance(value, bool):
-                raise GradlabError(f"{flag} must be True or False; got {value!r}")
+        if not isinstance(log_scale, bool):
+            raise GradlabError(f"log_scale must be True or False; got {log_scale!r}")
+        if logits is not None and not isinstance(logits, bool):
+            raise GradlabError(f"logits must be True, False or None (as the loss declares); "
+                               f"got {logits!r}")  # fmt: skip
         if clamp is not None:
             valid = (
                 isinstance(clamp, (tuple, list))
@@ -471,7 +476,7 @@ class Temperature(Quantity):
                  f"it logs 1 / tau = {float(scale):g} (the Monitor's tau) as the softmax "
                  "scale; pass Temperature(scale=...) the scale (or parameter) the loss "
                  "multiplies its scores by")  # fmt: skip
-        if not self.logits and batch.softmax is None:  # a loss of the user's own
+        if not self.logits and batch.softmax is None:  # a loss of the user's own (None: False)
             largest = float(batch.scores.detach().abs().amax())
             if largest > 1.0 + 1e-3:  # a cosine, rounded, is at most 1
                 _say(f"Temperature(logits=False) reads the watched score matrix as the scores "
@@ -494,7 +499,8 @@ class Temperature(Quantity):
             layout = batch.layout
             direction = (self.direction or declared.direction or batch.score_direction
                          or ("i2t" if batch.query_not_candidate else "both"))  # fmt: skip
-            scores = batch.scores / scale if self.logits else batch.scores
+            logits = declared.logits if self.logits is None else self.logits
+            scores = batch.scores / scale if logits else batch.scores
             if batch.on_scores and not self._checked_scores:
                 self._check_score_matrix(batch, scale)
             gradient = measures.temperature_gradient(

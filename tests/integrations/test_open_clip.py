@@ -300,15 +300,19 @@ def test_the_observed_scale_gradient_is_the_calls_own_whatever_factor_the_loop_p
     assert float(logit_scale.grad) != pytest.approx(float(alone.grad), rel=1e-2)
 
 
+@pytest.mark.parametrize("logits", [True, None])  # None: the wrapper says it records logits
 @pytest.mark.parametrize("source", SOURCES)
 def test_temperature_reads_the_calls_scale_and_the_sigmoid_loss_has_no_closed_form(tmp_path,
-                                                                                     source):
+                                                                                     source,
+                                                                                     logits):
+    # Temperature() without logits=True read the recorded logits as cosines: a closed form
+    # about the scale times too large (34.08 for a gradient of 3.095), without a warning
     clip_loss, siglip_loss = loss_classes(source)
     images, texts = features(1, 6, seed=5)
     logit_scale = torch.nn.Parameter(torch.tensor(math.log(20.0)))
     records = {}
     for name, loss, bias in (("clip", clip_loss(), None), ("siglip", siglip_loss(), -3.0)):
-        with gradlab.Monitor(tmp_path / name, quantities=[Temperature(every(1), logits=True)],
+        with gradlab.Monitor(tmp_path / name, quantities=[Temperature(every(1), logits=logits)],
                              ) as monitor:  # fmt: skip
             loss_fn = monitor.watch(RecordingClipLoss(loss))
             value = loss_fn(images, texts, logit_scale.exp(),
@@ -430,7 +434,8 @@ def test_quantities_of_smooth_ap_s_sigmoid_are_not_read_on_logits(tmp_path, pres
                                      "cpu, text_features on meta"),
     (lambda i, t: (i.to("meta"), t), "tensors must be on one device; got image_features on "
                                      "meta, text_features on cpu"),
-    (lambda i, t: (i, t.half()), "image_features and text_features must have one dtype"),
+    (lambda i, t: (i, t.half()), r"image_features and text_features must have one dtype "
+                                 r"outside torch.autocast; got torch.float32 and torch.float16"),
     (lambda i, t: (i, t, torch.ones(2)), r"logit_scale must hold one value; got shape \(2,\)"),
     (lambda i, t: (i, t, torch.tensor(10.0), torch.ones(3)), "logit_bias must hold one value"),
 ])  # fmt: skip
@@ -442,6 +447,25 @@ def test_a_bad_call_is_one_error_naming_the_argument(call, message):
         arguments = (*arguments, torch.tensor(10.0))
     with pytest.raises(GradlabError, match=message):
         RecordingClipLoss(clip_loss())(*arguments)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_under_autocast_features_of_two_dtypes_are_a_call_the_loss_accepts(tmp_path, source):
+    # a bfloat16 image tower beside a float32 text tower under autocast: open_clip's loss
+    # casts both in its products, and the wrapper refused the call
+    clip_loss, _ = loss_classes(source)
+    images, texts = features(1, 6, seed=9)
+    logit_scale = torch.nn.Parameter(torch.tensor(math.log(10.0)))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = clip_loss()(images.bfloat16(), texts, logit_scale.exp())
+        with gradlab.Monitor(tmp_path, quantities=[Temperature(every(1))]) as monitor:
+            loss_fn = monitor.watch(RecordingClipLoss(clip_loss()))
+            loss = loss_fn(images.bfloat16(), texts, logit_scale.exp())
+            loss.backward()
+            record = monitor.step()
+    assert loss.item() == expected.item()
+    assert record["temperature_log_scale_grad"] == pytest.approx(float(logit_scale.grad),
+                                                                 rel=2e-2)  # bfloat16 logits
 
 
 @pytest.mark.parametrize("source", SOURCES)

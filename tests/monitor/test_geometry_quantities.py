@@ -250,7 +250,7 @@ def test_clamp_hit_at_either_bound_and_a_plain_scale():
     (lambda: Temperature(scale=True), "scale must be a number, a tensor or a callable"),
     (lambda: Temperature(scale=torch.ones(2)), "scale must hold one value"),
     (lambda: Temperature(log_scale=1), "log_scale must be True or False"),
-    (lambda: Temperature(logits="yes"), "logits must be True or False"),
+    (lambda: Temperature(logits="yes"), "logits must be True, False or None"),
     (lambda: Temperature(clamp=(5.0, 1.0)), "clamp must be a pair"),
     (lambda: Temperature(clamp=(0.0,)), "clamp must be a pair"),
     (lambda: Temperature(direction="sideways"), "direction must be 'i2t', 't2i', 'both'"),
