@@ -285,8 +285,13 @@ def open_clip_adapter(loss_fn: object, inputs: str | None) -> LossAdapter | None
         >>> open_clip_adapter(len, None) is None
         True
     """
-    if not isinstance(loss_fn, RecordingClipLoss) or inputs not in (None, "scores"):
+    if not isinstance(loss_fn, RecordingClipLoss):
         return None
+    if inputs not in (None, "scores"):  # what the wrapper records: its loss's logits
+        raise GradlabError(
+            f"RecordingClipLoss is read through the logits its loss computes, so it is watched "
+            f"with inputs=None (or 'scores'); got inputs={inputs!r}"
+        )
     return _LogitsAdapter(
         f"the watched loss {loss_name(loss_fn.loss)}", loss_fn, lambda: _LogitsCollector(loss_fn),
         loss_fn=loss_fn.loss, features=True, hint=": does the call run with gradients enabled?",

@@ -195,7 +195,10 @@ class ChanceLevel(Quantity):
     MultipleNegativesRankingLoss): a value near 0 means the model has learned nothing (open_clip
     users' "the loss stays at 4.85 = ln 128"). ``C`` is the number of candidates per query:
     ``B - 1`` in-batch, the columns of a cross-modal ``[Q, C]`` matrix (its rows, ``Q``, for a
-    loss whose queries are the columns, ``direction="t2i"``). A loss summed over both directions
+    loss whose queries are the columns: one that declares ``direction="t2i"`` in its
+    ``softmax_logits``, as a loss of your own does with ``loss.softmax_logits =
+    SoftmaxLogits(direction="t2i")``; ``ChanceLevel`` takes no direction of its own). A loss
+    summed over both directions
     (gradlab's ``NTXentLoss(direction="both")``, its default) sits at ``ln C + ln Q`` (``2 ln C``
     in-batch or on a square matrix), CLIP's mean of the two at half that: ``terms`` left out is
     the number of terms the watched loss declares (:class:`~gradlab.losses.SoftmaxLogits`, 2 for

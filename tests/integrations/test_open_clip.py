@@ -468,6 +468,19 @@ def test_under_autocast_features_of_two_dtypes_are_a_call_the_loss_accepts(tmp_p
                                                                  rel=2e-2)  # bfloat16 logits
 
 
+@pytest.mark.parametrize("inputs", ["embeddings", "in_batch_scores"])
+def test_the_wrapper_watched_with_another_form_is_refused_at_watch(tmp_path, inputs):
+    # it was read as embeddings: the call warned that logit_scale "must be 2-D positives"
+    clip_loss, _ = loss_classes("stand-in")
+    with gradlab.Monitor(tmp_path, every=1) as monitor:
+        with pytest.raises(GradlabError) as caught:
+            monitor.watch(RecordingClipLoss(clip_loss()), inputs=inputs)
+        assert str(caught.value) == (
+            "RecordingClipLoss is read through the logits its loss computes, so it is watched "
+            f"with inputs=None (or 'scores'); got inputs={inputs!r}")
+        monitor.watch(RecordingClipLoss(clip_loss()), inputs="scores")  # its own form
+
+
 @pytest.mark.parametrize("source", SOURCES)
 def test_watching_the_bare_loss_names_its_wrapper(tmp_path, source):
     clip_loss, siglip_loss = loss_classes(source)
