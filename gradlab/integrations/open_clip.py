@@ -44,10 +44,9 @@ from gradlab.errors import GradlabError
 from gradlab.functional.precision import autocast_on
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
-from gradlab.monitor.adapters import LossAdapter, loss_name, register
+from gradlab.monitor.adapters import AT_TAU, LossAdapter, loss_name, register
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel
-from gradlab.monitor.quantities import GradientCounts, OperatingRegion, RelaxationGap
 from gradlab.validation import (
     ScoreRecorderSlot,
     check_same_device,
@@ -249,10 +248,6 @@ def _check_call(image_features, text_features, logit_scale, logit_bias) -> None:
             raise GradlabError(f"{name} must hold one value; got shape {tuple(value.shape)}")
 
 
-_AT_TAU = (OperatingRegion.name, GradientCounts.name, RelaxationGap.name)
-"""The quantities that read SmoothAP's sigmoid at the Monitor's tau on cosine scores."""
-
-
 class _LogitsAdapter(RecordedScoresAdapter):
     """open_clip's recorded matrices hold logits (``logit_scale`` times the cosine, plus a
     bias for SigLIP): a sigmoid of width tau on them measures nothing of the loss. SigLIP's
@@ -260,7 +255,7 @@ class _LogitsAdapter(RecordedScoresAdapter):
     terms: ``ln C`` is not its chance level."""
 
     def not_applicable(self, name: str) -> str | None:
-        if name in _AT_TAU:
+        if name in AT_TAU:
             return ("reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; open_clip's "
                     "recorded matrix holds logits (logit_scale x cosine)")  # fmt: skip
         # by its class, or, for a stand-in of its interface, once a call has shown one matrix

@@ -114,6 +114,11 @@ def ships_with_gradlab(thing: object) -> bool:
     return type(thing).__module__.split(".")[0] == "gradlab"
 
 
+AT_TAU = ("operating_region", "gradient_counts", "relaxation_gap")
+"""The quantities that read SmoothAP's sigmoid at the Monitor's tau on cosine scores (P, the
+gradient counts, the relaxation gap): on a matrix of logits they measure nothing of the loss."""
+
+
 @dataclass
 class LossAdapter:
     """How the Monitor reads one watched loss (see the module docstring).
@@ -187,7 +192,9 @@ class LossAdapter:
         (an integration that knows the loss says; see :meth:`why_not` for the needs), or None.
 
         A gradlab score loss that declares no InfoNCE mean (its ``softmax_logits``) has no
-        chance level ``ln C``.
+        chance level ``ln C``; a loss that declares that its matrix holds logits
+        (``SoftmaxLogits(logits=True)``) gets none of the quantities of SmoothAP's sigmoid at
+        the Monitor's tau, which read cosine scores.
 
         Example:
             >>> adapt(lambda embeddings, labels: embeddings.sum()).not_applicable("chance_level")
@@ -195,9 +202,13 @@ class LossAdapter:
         if name == "gradient_agreement" and self._cross_modal:
             return ("reads in-batch calls only, and the watched loss was called on queries "
                     "against candidates=, whose share of the analytic gradient is not read")
+        declared = getattr(self.loss_fn, "softmax_logits", None)
+        if name in AT_TAU and isinstance(declared, SoftmaxLogits) and declared.logits:
+            return (f"reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; the "
+                    f"watched loss {loss_name(self.loss_fn)} declares that its matrix holds "
+                    "logits (SoftmaxLogits(logits=True))")  # fmt: skip
         if name != "chance_level":
             return None
-        declared = getattr(self.loss_fn, "softmax_logits", None)
         if isinstance(declared, SoftmaxLogits) and not declared.info_nce:
             return (f"does not apply to {loss_name(self.loss_fn)}: it is no mean of InfoNCE terms, "
                     "so ln C is not its chance level")  # fmt: skip
