@@ -242,9 +242,12 @@ def _operating_region(results: dict) -> list[Finding]:
     if needs:
         verdict += f" ({needs.group(0).rstrip(', ')})"
     miniature = claim.get("miniature", {}).get("outcome")
+    quick = p_vs_batch_size.settings(True)["batch_sizes"]
     context = (
         f"; on this miniature alone, the audit's paired t-test over the seeds, applied to this "
-        f"run (networks trained at each m), reads: {VERDICT_WORDS[miniature]}"
+        f"run (networks trained at each m), reads: {VERDICT_WORDS[miniature]} (the audit's own "
+        f"record, `gradlab audit --measure`, runs a quicker miniature, m = {quick[0]} to "
+        f"{quick[-1]}: its numbers and its reading can differ from these)"
         if miniature else ""
     )  # fmt: skip
     per_class = batch.get("per_class", p_vs_batch_size.PER_CLASS)

@@ -116,7 +116,8 @@ def test_the_batch_size_finding_takes_its_verdict_from_the_audit_record():
     assert ("the audit's verdict: not testable here (needs Some Data with Some Net, one "
             "epoch). As context,") in text
     assert ("on this miniature alone, the audit's paired t-test over the seeds, applied to "
-            "this run (networks trained at each m), reads: not reproduced.") in text
+            "this run (networks trained at each m), reads: not reproduced (the audit's own "
+            "record, `gradlab audit --measure`, runs a quicker miniature") in text
     assert "the audit's verdict: holds" not in text
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from gradlab.experiments.p_vs_batch_size import MODEL, PER_CLASS
+from gradlab.experiments.p_vs_batch_size import MODEL, PER_CLASS, settings
 from gradlab.report.findings import (
     BATCH_SIZE_CLAIM,
     MINIATURE_DATA,
@@ -17,6 +17,10 @@ from gradlab.report.findings import (
 from gradlab.symbolic.seeds import SEEDS
 
 SHORT, LONG, BROWN = "000_e0f8edb24a02ffe3", "001_69c8c92ba6da9a08", "002_9d7d2555864f9baa"
+
+_QUICK_SIZES = settings(True)["batch_sizes"]
+QUICK = f"m = {_QUICK_SIZES[0]} to {_QUICK_SIZES[-1]}"
+"""The quick miniature of `gradlab audit --measure`, as the batch-size line names it."""
 
 
 def _cell(values, digits=3):
@@ -268,7 +272,9 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
         f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
         "(mean ± std over 3 seeds); on this miniature alone, the audit's paired t-test over the "
-        "seeds, applied to this run (networks trained at each m), reads: reproduced. "
+        "seeds, applied to this run (networks trained at each m), reads: reproduced (the "
+        "audit's own record, `gradlab audit --measure`, runs a quicker miniature, "
+        f"{QUICK}: its numbers and its reading can differ from these). "
         "([Figure 1](#figure-1); [Region](#region))"
     )
     # Without the audit section the summary's own verdict is quoted; without a miniature
