@@ -219,6 +219,8 @@ MONITOR_TESTS = {
                  "tests/monitor/test_distributed_agreement.py",  # on_scores: not gathered
                  # the adapters of pytorch-metric-learning's and sentence-transformers' losses
                  "tests/interop/test_pml.py", "tests/integrations/test_sentence_transformers.py",
+                 # a MatryoshkaLoss around a loss that records is told to watch the inner one
+                 "tests/integrations/test_sentence_transformers_matryoshka.py",
                  "--deselect=tests/monitor/test_watch.py::test_a_watched_score_loss_runs_under_torch_compile"],
     "anatomy": ["tests/monitor/test_anatomy.py", *_MONITOR_VALUES],
     # a loss module watched as a module: its parameters trained, saved and moved

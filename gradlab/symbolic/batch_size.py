@@ -299,10 +299,11 @@ def conjecture_verdict(measurement: Mapping | None, predicted: str = "rises") ->
     outcome, detail = decide_trend(measurement, predicted)
     trends = part_trends(measurement)
     words = [f"{PARTS.get(key, key)}: {trend} ({why})" for key, (trend, why) in trends.items()]
-    where = SETTING_WORDS.get(PROTOCOL_SETTING, PROTOCOL_SETTING)
+    where = SETTING_WORDS[PROTOCOL_SETTING]
     parts = sum(key in PARTS for key in trends)
-    shown = (f" P's parts on the {where} (shares of the m^2 entries; the {parts} parts add "
-             f"up to P), and P without the diagonal: {'; '.join(words)}." if words
-             else "")  # fmt: skip
+    counted = (f"the {parts} parts add up to P" if parts == len(PARTS)
+               else f"{parts} of the {len(PARTS)} parts that add up to P")  # fmt: skip
+    shown = (f" P's parts on the {where} (shares of the m^2 entries; {counted}), and P "
+             f"without the diagonal: {'; '.join(words)}." if words else "")  # fmt: skip
     return NOT_TESTABLE_HERE, (f"{NEEDS}; {WHERE_TESTABLE}. A miniature, as context only (its "
                                f"outcome: {outcome}). {detail}{shown}")  # fmt: skip

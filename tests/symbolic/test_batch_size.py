@@ -209,6 +209,15 @@ def test_the_detail_shows_the_miniatures_outcome_and_the_parts_of_p():
     _, detail = conjecture_verdict(data)
     assert "(its outcome: reproduced)" in detail
     assert "the diagonal: falls (" in detail
+    # the one part measured here is counted and its setting named; P without the diagonal is
+    # listed after the parts, not counted among them
+    assert (" P's parts on the networks fine-tuned at each m (shares of the m^2 entries; 1 of "
+            "the 4 parts that add up to P), and P without the diagonal: the diagonal: falls (") \
+        in detail
+    for part in ("P_own_row_column", "P_positive_rows", "P_negative_rows"):
+        data["settings"]["trained_at_m"][part] = diagonal
+    _, detail = conjecture_verdict(data)
+    assert " (shares of the m^2 entries; the 4 parts add up to P), and P without" in detail
 
 
 def test_the_check_carries_the_forms_prediction():
