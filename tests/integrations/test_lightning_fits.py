@@ -42,6 +42,8 @@ def test_a_checkpoint_that_pickles_the_watched_loss_is_written_during_the_fit(tm
     trainer.fit(module, loader(3))
     (checkpoint,) = (tmp_path / "checkpoints").glob("*.ckpt")
     assert torch.load(checkpoint, weights_only=False)["global_step"] == 3
+    # written during the fit, it holds the callback without its Trainer
+    assert b"lightning.pytorch.trainer.trainer" not in checkpoint.read_bytes()
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [r["step"] for r in records] == [0, 1, 2]
     # after the fit the pickled loss holds neither a Monitor nor the Trainer
@@ -71,12 +73,15 @@ def test_the_tuner_s_trial_steps_are_not_logged_and_the_fit_after_them_is(tmp_pa
     assert [r["loss"] for r in records] == pytest.approx(module.train_losses[trials:], rel=1e-6)
 
 
-@pytest.mark.parametrize("log_dir", [None, "run"])
-def test_fitting_the_same_trainer_again_goes_on_with_its_run(tmp_path, log_dir):
+@pytest.mark.parametrize(("log_dir", "overwrite"), [(None, False), ("run", False),
+                                                   ("run", True)])  # fmt: skip
+def test_fitting_the_same_trainer_again_goes_on_with_its_run(tmp_path, log_dir, overwrite):
     # the second fit was refused (a run in the folder), or without a logger went to a new
-    # version_1 folder: training further on one Trainer is one run
+    # version_1 folder: training further on one Trainer is one run (overwrite=True replaced
+    # what was there before the first fit, not the first fit's records)
     folder = tmp_path / log_dir if log_dir else tmp_path / DEFAULT_FOLDER / "version_0"
-    callback = GradlabCallback(None if log_dir is None else folder, preset="cheap", every=1)
+    callback = GradlabCallback(None if log_dir is None else folder, preset="cheap", every=1,
+                               overwrite=overwrite)  # fmt: skip
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
     trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
                             default_root_dir=tmp_path)  # fmt: skip
@@ -97,7 +102,8 @@ def test_another_trainer_still_refuses_a_folder_that_holds_a_run(tmp_path):
     callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
     module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
     quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
-    with pytest.raises(gradlab.GradlabError, match=r"already holds a run"):
+    with pytest.raises(gradlab.GradlabError, match=r"already holds a run.*\(resume and "
+                       r"overwrite are arguments of GradlabCallback\(\.\.\.\)\)$"):  # fmt: skip
         quiet_trainer(max_steps=2, callbacks=[callback], logger=False).fit(module, loader(2))
 
 
@@ -130,3 +136,27 @@ def test_a_learning_rate_finder_among_the_callbacks_logs_only_the_training_after
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert len(module.train_losses) == 8 and [r["step"] for r in records] == [0, 1, 2]
     assert [r["loss"] for r in records] == pytest.approx(module.train_losses[5:], rel=1e-6)
+
+
+class ClosesTheMonitor(SavesItsLoss):
+    """Closes the callback's Monitor by hand at step 1 (training goes on, with a warning)."""
+
+    def __init__(self, loss_fn, callback):
+        super().__init__(loss_fn)
+        self.callback = callback
+
+    def training_step(self, batch, batch_idx):
+        if self.global_step == 1:
+            self.callback.monitor.close()
+        return super().training_step(batch, batch_idx)
+
+
+def test_a_checkpoint_after_the_monitor_was_closed_by_hand_is_written(tmp_path):
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = ClosesTheMonitor(callback.watch(gradlab.SmoothAPLoss(0.05)), callback)
+    trainer = quiet_trainer(max_steps=3, callbacks=[callback], logger=False,
+                            enable_checkpointing=True, default_root_dir=tmp_path)  # fmt: skip
+    with pytest.warns(RuntimeWarning, match=r"closed"):
+        trainer.fit(module, loader(3))
+    (checkpoint,) = (tmp_path / "checkpoints").glob("*.ckpt")
+    assert torch.load(checkpoint, weights_only=False)["global_step"] == 3
