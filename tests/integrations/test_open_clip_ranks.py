@@ -213,7 +213,9 @@ def test_the_adapter_takes_the_wrapper_for_scores_only():
     wrapper = RecordingClipLoss(StandInClipLoss())
     assert open_clip_adapter(wrapper, None) is not None
     assert open_clip_adapter(wrapper, "scores") is not None
-    assert open_clip_adapter(wrapper, "embeddings") is None
+    with pytest.raises(GradlabError, match=r"got inputs='embeddings'$"):  # no other reader
+        open_clip_adapter(wrapper, "embeddings")
+    assert open_clip_adapter(StandInClipLoss(), None) is None  # not the wrapper: not its
 
 
 class MinimalClipLoss(torch.nn.Module):
