@@ -909,6 +909,23 @@ def test_steps_that_go_back_within_one_run_replace_the_records_from_there(tmp_pa
     assert runs == [("run", first[:1] + again)]
 
 
+def test_a_step_logged_again_replaces_the_earlier_record(tmp_path):
+    # step 1 logged twice in one run (step_count set back by one): the later record stands
+    run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
+                                                for i, s in enumerate([0, 1, 1, 2])]))  # fmt: skip
+    with pytest.warns(UserWarning, match=r"from step 1 to step 1: .* replace the 1 logged"):
+        ((_, records),) = load_runs([run])
+    assert [(r["step"], r["loss"]) for r in records] == [(0, 0.0), (1, 2.0), (2, 3.0)]
+
+
+def test_places_where_steps_go_back_are_counted_in_the_plural(tmp_path):
+    steps = [0, 1, 0, 1, 0, 1, 0]  # three places after the first
+    run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
+                                                for i, s in enumerate(steps)]))  # fmt: skip
+    with pytest.warns(UserWarning, match=r"from step 1 to step 0 \(and 2 more such places\)"):
+        load_runs([run])
+
+
 def test_several_places_where_steps_go_back_are_told_in_one_warning(tmp_path):
     steps = [0, 1, 2, 1, 2, 3, 0, 1]
     run = _log(tmp_path / "run", ({"run": 1}, [{"step": s, "loss": float(i)}
