@@ -72,11 +72,16 @@ def _refuse_call_form(function: Callable, args: tuple, kwargs: dict, error: Type
     try:
         signature.bind(*args, **kwargs)
     except TypeError as wrong:
+        kinds = [parameter.kind for parameter in signature.parameters.values()]
         named = [name for name, parameter in signature.parameters.items()
                  if parameter.kind is inspect.Parameter.KEYWORD_ONLY]  # fmt: skip
+        # Too many positional arguments: what was meant by name is one of the keyword-only.
+        overflow = inspect.Parameter.VAR_POSITIONAL not in kinds and len(args) > sum(
+            kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+            for kind in kinds)  # fmt: skip
         by_name = (f"; {', '.join(named)} {'is' if len(named) == 1 else 'are'} keyword-only: "
                    f"pass {'it' if len(named) == 1 else 'them'} by name ({named[0]}=...)"
-                   if named and "positional" in str(wrong) else "")  # fmt: skip
+                   if named and overflow else "")  # fmt: skip
         plain = signature.replace(
             parameters=[parameter.replace(annotation=inspect.Parameter.empty)
                         for parameter in signature.parameters.values()],

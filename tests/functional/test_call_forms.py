@@ -59,3 +59,14 @@ def test_one_keyword_only_argument_is_said_in_the_singular():
         scaled(torch.ones(2), 2.0)
     assert str(caught.value) == ("scaled(scores, *, scale=1.0): too many positional arguments; "
                                  "scale is keyword-only: pass it by name (scale=...)")
+
+
+def test_a_positional_only_argument_given_by_name_gets_no_keyword_advice():
+    @outside_autocast
+    def scaled(scores, /, *, scale=1.0):
+        return scores * scale
+
+    with pytest.raises(GradlabError) as caught:
+        scaled(scores=torch.ones(2))
+    assert str(caught.value) == ("scaled(scores, /, *, scale=1.0): 'scores' parameter is "
+                                 "positional only, but was passed as a keyword")
