@@ -808,13 +808,37 @@ def jsonl_headers(path: str | Path) -> list[dict]:
         >>> [header["run"] for header in jsonl_headers(log)]
         [1, 2]
     """
-    headers = []
+    return [header for header, _ in _headers_and_steps(path)]
+
+
+def stepped_jsonl_headers(path: str | Path) -> list[dict]:
+    """The headers of a ``metrics.jsonl`` file that a logged step follows (a run, or a
+    resumption, that logged one), in file order; as :func:`jsonl_headers`, only header lines
+    are decoded.
+
+    Example:
+        >>> import tempfile
+        >>> from pathlib import Path
+        >>> log = Path(tempfile.mkdtemp(), "metrics.jsonl")
+        >>> _ = log.write_text('{"header": {"run": 1}}\\n{"header": {"run": 2}}\\n{"step": 0}\\n')
+        >>> [header["run"] for header in stepped_jsonl_headers(log)]
+        [2]
+    """
+    return [header for header, stepped in _headers_and_steps(path) if stepped]
+
+
+def _headers_and_steps(path: str | Path) -> list[tuple[dict, bool]]:
+    """Each readable header line's header, and whether a record line follows it."""
+    headers: list[tuple[dict, bool]] = []
     with open(_log_file(path), "rb") as handle:
         for raw in handle:
-            if raw.lstrip().startswith(b'{"header"'):
+            line = raw.lstrip()
+            if line.startswith(b'{"header"'):
                 reason, value = _why_unreadable(raw)
                 if reason is None:
-                    headers.append(decode_value(value["header"]))
+                    headers.append((decode_value(value["header"]), False))
+            elif headers and not headers[-1][1] and line.startswith(b'{"step"'):
+                headers[-1] = (headers[-1][0], True)
     return headers
 
 

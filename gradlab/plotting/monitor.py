@@ -33,7 +33,7 @@ from matplotlib.transforms import Transform, offset_copy
 from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.monitor.config import QUANTITIES
 from gradlab.monitor.quantity import Plot, Quantity
-from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments
+from gradlab.monitor.sinks import DROPPED_KEYS, jsonl_headers, read_segments, stepped_jsonl_headers
 from gradlab.paths import check_output_folder
 from gradlab.plotting.style import (
     LINE_STYLES,
@@ -107,7 +107,8 @@ def _mixed_taus(run_dirs: Sequence[str | Path], families: list[str]) -> str | No
         return None
     taus: dict[str, set[float]] = {}
     for run_dir in run_dirs:
-        for header in jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
+        # a run (or resumption) that logged no step draws nothing at its tau
+        for header in stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
             config = header.get("config") if isinstance(header, dict) else None
             tau = config.get("tau") if isinstance(config, dict) else None
             if isinstance(tau, (int, float)) and not isinstance(tau, bool):

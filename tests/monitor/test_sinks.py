@@ -11,7 +11,7 @@ import pytest
 from gradlab import GradlabError, Monitor
 from gradlab.extras import install_hint
 from gradlab.monitor import CSVSink, JSONLSink, TensorBoardSink, every, read_jsonl
-from gradlab.monitor.sinks import SINKS, read_segments
+from gradlab.monitor.sinks import SINKS, jsonl_headers, read_segments, stepped_jsonl_headers
 from tests.helpers.malformed_logs import MALFORMED
 from tests.helpers.sink_data import TABLE, FixedTable, same
 from tests.helpers.training import train
@@ -498,3 +498,18 @@ def test_the_last_steps_warning_of_a_bad_line_points_at_its_caller(tmp_path):
     with pytest.warns(UserWarning, match="skipped a line that is not valid JSON") as caught:
         last_jsonl_step(log)
     assert [w.filename for w in caught] == [__file__]
+
+
+def test_stepped_headers_are_those_a_record_follows_and_every_header_is_listed(tmp_path):
+    log = tmp_path / "metrics.jsonl"
+    log.write_text('{"header": {"run": 1}}\n'  # no step: a run that logged nothing
+                   '{"header": {"run": 2}}\n'
+                   'not json\n'  # an unreadable line is no step
+                   '{"header": {"run": 3}}\n'
+                   '  {"step": 0, "loss": 1.0}\n'
+                   '{"step": 1, "loss": 0.5}\n'
+                   '{"header": {"run": 4}}\n'
+                   '{"step": 2}\n')  # fmt: skip
+    assert [header["run"] for header in stepped_jsonl_headers(log)] == [3, 4]
+    assert [header["run"] for header in jsonl_headers(log)] == [1, 2, 3, 4]
+    assert stepped_jsonl_headers(tmp_path) == [{"run": 3}, {"run": 4}]  # the run folder

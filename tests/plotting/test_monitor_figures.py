@@ -1274,6 +1274,26 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
         assert not [w for w in caught if "different taus" in str(w.message)]
 
 
+def test_a_run_left_out_for_logging_no_step_is_not_named_among_the_taus(tmp_path):
+    # an empty run at tau 0.05 was left out of the figures but named in the taus warning
+    first = _run_at(tmp_path / "a", 0.01, "default")
+    same = _run_at(tmp_path / "b", 0.01, "default")
+    gradlab.Monitor(tmp_path / "empty", tau=0.05, preset="default", every=1).close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_runs([first, same, tmp_path / "empty"], out=tmp_path / "figures", overview=False)
+    assert [str(w.message) for w in caught if "logged step" in str(w.message)] == [
+        f"{tmp_path / 'empty' / 'metrics.jsonl'} holds no logged step yet: drawn without it"]
+    assert not [w for w in caught if "different taus" in str(w.message)]
+    later = gradlab.Monitor(first, tau=0.05, preset="default", every=1, resume=True)
+    with pytest.warns(UserWarning, match="other settings"):  # a resumption that logs no step
+        later.close()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_runs([first], out=tmp_path / "again", overview=False)
+    assert not [w for w in caught if "different taus" in str(w.message)]
+
+
 def test_a_run_resumed_at_another_tau_names_both_of_its_taus(tmp_path):
     first = _run_at(tmp_path / "a", 0.01, "default")
     resumed = gradlab.Monitor(first, tau=0.05, preset="default", every=1, resume=True)
