@@ -636,14 +636,17 @@ def check_edges(form: Form) -> Verdict:
 
 
 def check_empty_negative_set(form: Form) -> Verdict:
-    """Eq. 4-5's normaliser and Algorithm 1's division, for a batch of one class (no negatives)."""
-    normalizer = sp.lambdify(Nn, form.value["h normaliser"], "math")
-    division = sp.lambdify((L_scale, pairs_all), form.value["line 10"], "math")
+    """Eq. 4-5's normaliser and Algorithm 1's division, for a batch of one class (no negatives)
+    and one without positive pairs; a division undefined there gives NaN. Each is read with the
+    other's symbols at values of their own (|N| = 3, L_Delta = 0.7, 3 positive pairs)."""
+    arguments = (Nn, L_scale, pairs_all)
+    normalizer = sp.lambdify(arguments, form.value["h normaliser"], "math")
+    division = sp.lambdify(arguments, form.value["line 10"], "math")
     outcomes = []
-    for call in (lambda: normalizer(0) * 0.0, lambda: division(0.0, 0)):
+    for call in (lambda: normalizer(0, 0.7, 3) * 0.0, lambda: division(3, 0.0, 0)):
         try:
             outcomes.append(float(call()))
-        except ZeroDivisionError:
+        except (ArithmeticError, ValueError):  # a division by zero, a log of zero
             outcomes.append(math.nan)
     return decide(all(math.isfinite(v) for v in outcomes),
                   f"defined with |N_ij| = 0 and no positive pairs: {outcomes}.",
@@ -803,21 +806,35 @@ def check_bottom_corner(form: Form) -> Verdict:
 def check_divisions_elsewhere(form: Form) -> Verdict:
     """The guarded divisions of Eq. 4-5 and line 10: the mean where there is something to
     average (|N| = 1..5; 1..4 positive pairs with scale totals 0.7 and 2.5), 0 where there is
-    nothing (a division left unguarded raises there: math refuses a division by zero).
+    nothing (the normaliser times a sum of no terms; a division left unguarded, undefined
+    there, misses it). Each division is read
+    with the other's symbols set to values of their own (|N| = 3, L_Delta = 0.7 and 3 positive
+    pairs), so a form that mixes them up misses the mean rather than going unevaluated.
 
     Example:
         >>> check_divisions_elsewhere(Form({"h normaliser": 1 / sp.Max(Nn, 1),
         ...                                 "line 10": L_scale / sp.Max(pairs_all, 1)})).verdict
         'holds'
+        >>> check_divisions_elsewhere(Form({"h normaliser": 1 / sp.Max(Nn, 1),
+        ...                                 "line 10": L_scale / sp.Max(Nn, 1)})).verdict
+        'fails'
     """
-    normalizer = sp.lambdify(Nn, form.value["h normaliser"], "math")
-    division = sp.lambdify((L_scale, pairs_all), form.value["line 10"], "math")
-    errors = [abs(normalizer(n) * n - 1) for n in range(1, 6)]
-    errors += [abs(division(total, c) * c - total) for total in (0.7, 2.5) for c in range(1, 5)]
-    errors += [abs(normalizer(0) * 0), abs(division(0.0, 0))]
+    arguments = (Nn, L_scale, pairs_all)
+    normalizer = sp.lambdify(arguments, form.value["h normaliser"], "math")
+    division = sp.lambdify(arguments, form.value["line 10"], "math")
+    errors = [abs(normalizer(n, 0.7, 3) * n - 1) for n in range(1, 6)]
+    errors += [abs(division(3, total, c) * c - total) for total in (0.7, 2.5) for c in range(1, 5)]
     worst = max(errors)
+    if not worst < 1e-12:  # no mean where there is something to average
+        return decide(worst < 1e-12, "", f"the divisions miss the mean by {worst:.3g}.")
+    try:
+        worst = max(abs(normalizer(0, 0.7, 3) * 0), abs(division(3, 0.0, 0)))  # 0 terms
+        missed = f"the divisions give {worst:.3g}, not 0, for none."
+    except (ArithmeticError, ValueError) as error:  # unguarded: no value where there is none
+        worst, missed = math.nan, ("the divisions are undefined for no negative or no positive "
+                                   f"pair ({type(error).__name__}: {error}).")  # fmt: skip
     return decide(worst < 1e-12, "the mean over |N| negatives and over the positive pairs, 0 for "
-                  "none.", f"the divisions miss the mean (or 0 for none) by {worst:.3g}.")  # fmt: skip
+                  "none.", missed)  # fmt: skip
 
 
 def check_gradient_at_kinks(form: Form) -> Verdict:

@@ -322,6 +322,8 @@ def test_bad_arguments_are_refused():
         # test_sentence_transformers_matryoshka.py)
         lambda model: losses.MatryoshkaLoss(
             model, losses.MultipleNegativesRankingLoss(model), [16, 8]),
+        # a wrapper around a loss with no similarity_fct at all (distance_metric instead)
+        lambda model: losses.MatryoshkaLoss(model, losses.ContrastiveLoss(model), [16, 8]),
     ],
 )
 def test_a_loss_whose_score_matrix_is_not_recorded_is_refused_at_watch(tmp_path, make):

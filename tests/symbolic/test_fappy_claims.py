@@ -616,14 +616,22 @@ def test_fusion_weights_of_a_quartering_recurrence_are_printed_with_their_ratios
 
 
 @pytest.mark.parametrize("key", ["h normaliser", "line 10"])
-def test_the_empty_set_check_turns_only_divisions_by_zero_into_nan(key):
+def test_the_empty_set_check_reads_undefined_arithmetic_as_nan(key):
     from gradlab.symbolic.fappy_claims import L_scale, Nn, pairs_all
 
-    # log(0) is a math domain error, not a division by zero: the check does not hide it
     forms = {"h normaliser": 1 / sp.Max(Nn, 1), "line 10": L_scale / sp.Max(pairs_all, 1)}
-    forms[key] = sp.log(Nn) if key == "h normaliser" else L_scale + sp.log(pairs_all)
-    with pytest.raises(ValueError, match="math domain error"):
-        check_empty_negative_set(Form(forms))
+    # log(0) is undefined where the set is empty, as a division by zero is: the form fails
+    undefined = dict(forms)
+    undefined[key] = sp.log(Nn) if key == "h normaliser" else L_scale + sp.log(pairs_all)
+    verdict = check_empty_negative_set(Form(undefined))
+    outcomes = [math.nan, 0.0] if key == "h normaliser" else [0.0, math.nan]
+    assert (verdict.verdict, verdict.detail) == ("fails", (
+        "with |N_ij| = 0 (one class) or no positive pairs (singletons) the printed divisions "
+        f"give {outcomes}."))
+    # the other part's symbols are read at values of their own: no error, a verdict
+    mixed = dict(forms)
+    mixed[key] = 1 / sp.Max(pairs_all, 1) if key == "h normaliser" else L_scale / sp.Max(Nn, 1)
+    assert check_empty_negative_set(Form(mixed)).verdict == "holds"
 
 
 def test_eq7_a_billionth_heavy_misses_the_double_loop_where_p_is_largest():
@@ -1624,15 +1632,24 @@ def test_the_divisions_check_tries_its_documented_counts_and_totals_only():
     for total in (0.7, 2.5):
         where = (L_scale > total - 0.05) & (L_scale < total + 0.05) & (pairs_all > 0)
         assert check_divisions_elsewhere(off_where("line 10", where)).verdict == "fails", total
-    # an unguarded division is evaluated at zero, where math refuses it
-    for key, bare in (("h normaliser", 1 / Nn), ("line 10", L_scale / pairs_all)):
-        with pytest.raises(ZeroDivisionError):
-            check_divisions_elsewhere(Form({**right, key: bare}))
+    # an unguarded division is evaluated at zero, where math refuses it: undefined, it fails
+    for key, bare, why in (("h normaliser", 1 / Nn, "division by zero"),  # 1 / 0
+                           ("line 10", L_scale / pairs_all, "float division by zero")):  # 0.0 / 0
+        verdict = check_divisions_elsewhere(Form({**right, key: bare}))
+        assert (verdict.verdict, verdict.detail) == ("fails", (
+            "the divisions are undefined for no negative or no positive pair "
+            f"(ZeroDivisionError: {why})."))
     # 1e-12 for no pairs: the tolerance is strict
     leak = sp.Piecewise((sp.Float(1e-12), sp.Eq(pairs_all, 0)), (L_scale / pairs_all, True))
     verdict = check_divisions_elsewhere(Form({**right, "line 10": leak}))
     assert (verdict.verdict, verdict.detail) == (
-        "fails", "the divisions miss the mean (or 0 for none) by 1e-12.")
+        "fails", "the divisions give 1e-12, not 0, for none.")
+    # a mean missed where there is something to average is said first; the other part's |N|
+    # is read as 3
+    verdict = check_divisions_elsewhere(Form({**right, "line 10": L_scale / sp.Max(Nn, 1)}))
+    missed = max(abs(total / 3 * c - total) for total in (0.7, 2.5) for c in range(1, 5))
+    assert (verdict.verdict, verdict.detail) == (
+        "fails", f"the divisions miss the mean by {missed:.3g}.")
 
 
 @pytest.mark.slow
