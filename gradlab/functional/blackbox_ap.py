@@ -28,6 +28,7 @@ from gradlab.functional.precision import outside_autocast
 from gradlab.validation import (
     check_bool,
     check_interpolation,
+    check_optional_callable,
     check_real_device,
     check_same_device,
     check_shape,
@@ -255,6 +256,7 @@ def blackbox_ap_loss(
             "tensor where labels go (cross-modal: pass candidates and positives by keyword)"
         )
     checks = check_bool("validate", validate) and value_checks_enabled()
+    check_optional_callable("on_degenerate", on_degenerate)
     if check_call_form(name, labels, (), candidates, positives):
         layout = in_batch_layout(embeddings, labels, validate=validate)
         if checks and on_degenerate is not None and not bool(has_ranking_signal(labels)):

@@ -28,6 +28,7 @@ from gradlab.functional.smooth_ap import (
 )
 from gradlab.validation import (
     check_bool,
+    check_optional_callable,
     check_real_device,
     check_same_device,
     check_shape,
@@ -277,6 +278,7 @@ def smooth_ap_loss(
     """
     include_query = check_bool("include_query", include_query)
     validate = check_bool("validate", validate)
+    check_optional_callable("on_degenerate", on_degenerate)
     in_batch = check_call_form(name, labels, extra, candidates, positives)
     check_real_device(embeddings=embeddings, labels=labels, candidates=candidates,
                       positives=positives)  # fmt: skip

@@ -123,3 +123,13 @@ def test_blackbox_ap_loss_calls_on_degenerate_only_on_a_batch_without_signal(for
     assert call(True).item() == 0.0 and calls == [1]
     call(True, validate=False)  # no read for it: nothing called
     assert calls == [1]
+
+
+@pytest.mark.parametrize("loss", [smooth_ap_loss, blackbox_ap_loss])
+@pytest.mark.parametrize("bad", [1, "warn"])
+def test_an_on_degenerate_that_is_not_callable_is_refused_before_any_batch(loss, bad):
+    # it was accepted, then raised TypeError "'int' object is not callable" at the first
+    # degenerate batch, however many steps into training
+    embeddings, labels = torch.randn(4, 3), torch.tensor([0, 0, 1, 1])  # not degenerate
+    message = _message(lambda: loss(embeddings, labels, on_degenerate=bad))
+    assert message == f"on_degenerate must be None or a callable; got {type(bad).__name__} {bad!r}"
