@@ -51,9 +51,15 @@ class RetrievalLayout(NamedTuple):
     candidate_mask: torch.Tensor | None
 
 
+FLOAT16_SMALLEST_NORM = 2.0**-6
+"""The smallest norm of a float16 row that :func:`unit_rows` leaves to ``F.normalize``: its
+backward divides by the norm squared, which below this falls among float16's subnormals."""
+
+
 def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     """The rows of ``[N, d]`` ``embeddings`` scaled to unit L2 norm, in their dtype; an all-zero
-    row stays zero (its cosine with every row is 0) in every dtype.
+    row stays zero (its cosine with every row is 0) in every dtype, with a zero gradient (a zero
+    vector has no direction to follow).
 
     A cosine is scale-free, so every non-zero finite row comes out of unit length, whatever
     its size. ``F.normalize`` divides by the norm floored at 1e-12: that floor rounds to 0 in
@@ -64,8 +70,10 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     embeddings grow that large stopped training, silently. Here the floor is
     ``max(1e-12, smallest positive float of the dtype)`` (in float16 2^-24, below the norm of
     any non-zero row), and a non-zero row whose norm is infinite or below the floor is first
-    divided by its largest ``|entry|``. Every other row is divided by exactly 1, so it is
-    ``F.normalize``'s, bit for bit.
+    divided by the power of two at or below its largest ``|entry|`` (exactly); so is a float16
+    row of norm below 2^-6, whose ``F.normalize`` backward squares the norm into float16's
+    subnormals (a zero gradient came back NaN). Every other row is divided by exactly 1, so it
+    is ``F.normalize``'s, bit for bit.
 
     Example:
         >>> rows = torch.tensor([[3.0, 4.0], [0.0, 0.0]], dtype=torch.float16)
@@ -81,9 +89,17 @@ def unit_rows(embeddings: torch.Tensor) -> torch.Tensor:
     rows = embeddings.detach()
     peak = rows.abs().amax(dim=1, keepdim=True) if rows.shape[1] else rows.new_ones(len(rows), 1)
     norm = torch.linalg.vector_norm(rows, dim=1, keepdim=True)
-    fits = (norm >= floor) & (norm < math.inf)  # NaN: fits neither way, nor is rescued
+    smallest = FLOAT16_SMALLEST_NORM if embeddings.dtype == torch.float16 else floor
+    fits = (norm >= smallest) & (norm < math.inf)  # NaN: fits neither way, nor is rescued
     rescue = ~fits & (peak > 0) & (peak < math.inf)  # not a zero row, nor one with an inf
-    return F.normalize(embeddings / torch.where(rescue, peak, 1.0), dim=1, eps=floor)
+    # The power of two at or below the largest |entry|: an exact division, so that a rescued
+    # row whose norm F.normalize would round as well (a float16 row below 2^-6) is its row
+    # bit for bit.
+    power = torch.ldexp(torch.ones_like(peak), torch.frexp(peak).exponent - 1)
+    unit = F.normalize(embeddings / torch.where(rescue, power, 1.0), dim=1, eps=floor)
+    # A zero row has no direction: its gradient is 0 (F.normalize's is the incoming one over
+    # the floor: 1e12 times it in float32, inf in float16).
+    return torch.where(peak == 0, 0.0, unit)
 
 
 def in_batch_layout(

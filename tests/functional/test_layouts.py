@@ -307,6 +307,75 @@ def test_embedding_losses_of_huge_or_tiny_float32_rows_are_those_of_their_direct
     assert plain.grad.abs().max() > 1e-3
 
 
+@pytest.mark.parametrize("loss_class", ["SmoothAPLoss", "FastAPLoss", "FAPPYLoss",
+                                        "BlackboxAPLoss"])  # fmt: skip
+def test_embedding_losses_of_rows_whose_entries_sum_past_float32_are_finite(loss_class):
+    # FAPPY's loss started from embeddings.sum() * 0 and the AP losses' no-grad path added
+    # one: a batch of finite entries summing past 3.4e38 gave inf * 0 = NaN, silently
+    generator = torch.Generator().manual_seed(9)
+    directions = torch.rand(8, 16, generator=generator) + 0.5  # all positive: the sum is huge
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    loss_fn = getattr(gradlab, loss_class)()
+    huge = directions * 1e38
+    assert torch.isfinite(huge).all() and not torch.isfinite(huge.sum())
+    expected = loss_fn(directions, labels).item()
+    assert loss_fn(huge, labels).item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
+    leaf = huge.clone().requires_grad_(True)
+    with torch.no_grad():  # a loss that needs no graph, of embeddings that keep one
+        assert loss_fn(leaf, labels).item() == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+@pytest.mark.parametrize("loss_class", ["SmoothAPLoss", "FastAPLoss", "FAPPYLoss",
+                                        "BlackboxAPLoss"])  # fmt: skip
+def test_a_zero_row_gets_a_zero_gradient_and_the_others_theirs(loss_class, dtype):
+    # F.normalize sends a zero row the incoming gradient over its floor: about 1e12 in
+    # float32 (one SGD step threw the row away), inf in float16 (NaN in the optimizer)
+    generator = torch.Generator().manual_seed(10)
+    embeddings = torch.randn(8, 4, generator=generator, dtype=torch.float64)
+    embeddings[0] = 0.0
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    loss_fn = getattr(gradlab, loss_class)()
+    leaf = embeddings.to(dtype).clone().requires_grad_(True)
+    loss_fn(leaf, labels).backward()
+    assert leaf.grad[0].tolist() == [0.0] * 4
+    # the other rows: the float64 gradient of the same (rounded) rows (the zero row scores 0
+    # with each), to the dtype's precision relative to the largest entry
+    wide = leaf.detach().double().requires_grad_(True)
+    loss_fn(wide, labels).backward()
+    largest = wide.grad[1:].abs().max()
+    assert largest > 1e-2
+    tolerance = {torch.float16: 1e-2, torch.bfloat16: 5e-2}.get(dtype, 1e-5) * largest
+    assert torch.allclose(leaf.grad[1:].double(), wide.grad[1:], atol=tolerance, rtol=0)
+
+
+@pytest.mark.parametrize("size", [1e-7, 1e-5, 1e-3])
+@pytest.mark.parametrize("loss_class", ["SmoothAPLoss", "FastAPLoss", "FAPPYLoss",
+                                        "BlackboxAPLoss"])  # fmt: skip
+def test_small_float16_rows_get_zero_gradients_on_a_degenerate_batch_and_theirs_else(
+    loss_class, size
+):
+    # F.normalize's backward squares the norm: below 2^-6 that falls among float16's
+    # subnormals, and a batch without a positive pair (a zero incoming gradient) got NaN
+    generator = torch.Generator().manual_seed(11)
+    rows = (torch.randn(8, 4, generator=generator) * size).half()
+    loss_fn = getattr(gradlab, loss_class)()
+    leaf = rows.clone().requires_grad_(True)
+    with pytest.warns(gradlab.DegenerateBatchWarning):
+        loss = loss_fn(leaf, torch.arange(8))
+    loss.backward()
+    assert loss.item() == 0.0 and leaf.grad.tolist() == [[0.0] * 4] * 8
+    if size < 1e-3:  # the true gradient, about 1 / size, is beyond float16's 65504 there
+        return
+    leaf = rows.clone().requires_grad_(True)
+    labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 3])
+    loss_fn(leaf, labels).backward()
+    wide = rows.double().requires_grad_(True)  # the same rows, in float64
+    loss_fn(wide, labels).backward()
+    largest = wide.grad.abs().max()
+    assert torch.allclose(leaf.grad.double(), wide.grad, atol=1e-2 * largest, rtol=0)
+
+
 def test_smooth_ap_of_large_float16_embeddings_is_that_of_the_same_directions():
     generator = torch.Generator().manual_seed(7)
     embeddings = torch.randn(8, 64, generator=generator)
