@@ -68,6 +68,7 @@ from gradlab.extras import missing_extra
 from gradlab.integrations.recorded import RecordedScoresAdapter, Stitch
 from gradlab.losses import SoftmaxLogits
 from gradlab.monitor.adapters import IN_BATCH_INSTEAD, LossAdapter, loss_name, register
+from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.batch import ScoreCapture
 from gradlab.monitor.geometry import ChanceLevel, Temperature
 from gradlab.validation import ScoreRecorderSlot
@@ -398,15 +399,23 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
 
     def not_applicable(self, name: str) -> str | None:
         loss = self.loss_fn
+        if type(loss).__name__ == "ContrastiveTensionLossInBatchNegatives":
+            if name in (ChanceLevel.name, Temperature.name, Anatomy.name):
+                return (f"does not apply to {loss_name(loss)}: its loss is the mean of a softmax "
+                        "over the rows and one over the columns of the one matrix it records, "
+                        "so its dL/dS holds both directions, which this reads as one")  # fmt: skip
+            return None
         if not _is_gist(loss):
             reason = _softmax_beyond_the_recorded(loss)
             if reason is not None and name in (ChanceLevel.name, Temperature.name):
                 return f"does not apply to {loss_name(loss)}: {reason}"
             return None
         if name == ChanceLevel.name:
+            blocks = (" and the anchor-anchor and positive-positive blocks"
+                      if loss.contrast_anchors or loss.contrast_positives else "")  # fmt: skip
             return (f"does not apply to {loss_name(loss)}: its softmax runs over the columns its "
-                    "guide did not mask (a number per anchor) and the anchor-anchor and "
-                    "positive-positive blocks, not ln C of the recorded columns")  # fmt: skip
+                    f"guide did not mask (a number per anchor){blocks}, not ln C of the recorded "
+                    "columns")  # fmt: skip
         if (loss.contrast_anchors or loss.contrast_positives) and name == Temperature.name:
             return (f"does not apply to {loss_name(loss)} with contrast_anchors or "
                     "contrast_positives: its softmax also runs over the anchor-anchor and "
@@ -484,11 +493,16 @@ def refuse_cached_matryoshka(loss: object) -> None:
         )
 
 
-def _softmax_scale(loss: object) -> float | None:
+def _softmax_scale(loss: object) -> float | torch.Tensor | None:
     """The scale the loss multiplies the recorded similarities by: its ``scale`` (the
-    MultipleNegativesRankingLoss family), ``1 / temperature`` (GIST), else None."""
+    MultipleNegativesRankingLoss family), ``1 / temperature`` (GIST), else None. A learnable
+    one (a one-value tensor, as a ``torch.nn.Parameter`` put in its place) is read as the 0-d
+    tensor it holds at the call, without a read to the host."""
     for name, invert in (("scale", False), ("temperature", True)):
         value = getattr(loss, name, None)
+        if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point():
+            value = value.detach().reshape(())
+            return 1.0 / value if invert else value
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
             return 1.0 / value if invert else float(value)
     return None

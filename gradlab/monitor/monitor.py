@@ -226,6 +226,9 @@ class Monitor:
         self._pending_adapter: LossAdapter | None = None  # the adapter that read _pending
         self._pending_trained = False  # _pending was read with gradients on
         self._trained = False  # a watched call (or attached forward) ran with gradients on
+        # calls with gradients off before the first training call: a rank may evaluate alone
+        # before training, so the ranks' agreement leaves them out of its count
+        self._calls_before_training = 0
         self._adapters: list[LossAdapter] = []  # every watched loss's (or the attach hook's)
         self._served: list[list[str | None]] = []  # per adapter, _why_not of each quantity
         self._said_not_served: set[str] = set()  # passed quantities a loss cannot serve, said
@@ -500,6 +503,8 @@ class Monitor:
         quantities due now. A schedule that raises leaves the warning to the watched call,
         which disarms it: the error says what went wrong, not a missing ``monitor.step()``."""
         self.calls += 1
+        if not self._trained and not torch.is_grad_enabled():  # an evaluation before training
+            self._calls_before_training += 1
         self._trained = self._trained or torch.is_grad_enabled()
         if self.calls == 1:
             self._arm_never_stepped_warning()
@@ -829,7 +834,7 @@ class Monitor:
             GradlabError: the collective failed (it timed out, or a rank ended), with what every
                 rank must do (:func:`~gradlab.monitor.distributed.agree_on_step`).
         """
-        agreement = agree_on_step(step, self.calls, batch)
+        agreement = agree_on_step(step, self.calls - self._calls_before_training, batch)
         if agreement.out_of_step is not None:
             self.out_of_step = f"at step {step}, {agreement.out_of_step}"
             warnings.warn(

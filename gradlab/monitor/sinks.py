@@ -472,7 +472,9 @@ class WandbSink(Sink):
     Keys are ``prefix + key`` of ``metrics.jsonl``; the step is logged as the metric
     ``prefix + "step"`` and declared the x-axis of every ``prefix + "*"`` key
     (``wandb.define_metric``), so the plots show the Monitor's steps even when the run is
-    shared with a training framework that advances W&B's own ``_step``. NaN and infinities are
+    shared with a training framework that advances W&B's own ``_step``. Each record is one
+    ``run.log`` call, which advances ``_step`` too: in a shared run, log your own values without
+    ``step=`` (W&B drops a step below its current one). NaN and infinities are
     logged as they are. A run this sink started (``wandb.init(dir=log_dir, config=header,
     **init_kwargs)``) is finished by :meth:`close`; an active run is left open.
 

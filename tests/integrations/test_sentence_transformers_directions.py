@@ -7,6 +7,7 @@ loss must read the same.
 """
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -146,6 +147,11 @@ def test_gist_s_run_header_says_chance_level_and_temperature_do_not_apply(tmp_pa
                                     tmp_path / f"b{contrasted}", [Temperature(every(1)),
                                     *quantities[:-1]])  # fmt: skip
         assert set(not_logged) == unmet | expected, contrasted
+        blocks = (" and the anchor-anchor and positive-positive blocks"
+                  if any(contrasted) else "")  # without both, no such block to name
+        assert not_logged["chance_level"] == (
+            f"does not apply to {loss_class}: its softmax runs over the columns its guide did "
+            f"not mask (a number per anchor){blocks}, not ln C of the recorded columns")
     # where it applies, Temperature without a scale reads GIST's: 1 / its temperature (not
     # 1 / the Monitor's tau of 0.01)
     assert record["temperature_scale"] == pytest.approx(20.0)
@@ -296,6 +302,46 @@ def test_temperature_takes_the_loss_s_own_directions(tmp_path, directions):
         terms.append(F.cross_entropy(alpha.exp() * cosine64(p, q), labels))
     (sum(terms) / len(terms)).backward()
     assert record["temperature_log_scale_grad"] == pytest.approx(float(alpha.grad), abs=1e-5)
+
+
+def test_temperature_reads_a_learnable_scale_put_in_the_loss_s_place(tmp_path):
+    # loss.scale = nn.Parameter(...): Temperature() logged 1 / tau (100) and warned that the
+    # loss declares no scale; the closed form is checked against the parameter's own gradient
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    loss = losses.MultipleNegativesRankingLoss(model, similarity_fct=RecordingSimilarity())
+    loss.scale = torch.nn.Parameter(torch.tensor(20.0))
+    features = sentence_features(model, anchors, positives)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        record, _ = logged(loss, features, tmp_path, quantities=[Temperature(every(1))])
+    assert [str(w.message) for w in caught if "Temperature" in str(w.message)] == []
+    assert record["temperature_scale"] == 20.0
+    # dL/d log s = s dL/ds: the parameter's gradient from the backward in logged()
+    assert record["temperature_log_scale_grad"] == pytest.approx(
+        20.0 * float(loss.scale.grad), abs=1e-5)
+    assert abs(record["temperature_log_scale_grad"]) > 1e-3
+
+
+def test_contrastive_tension_in_batch_leaves_out_what_reads_one_direction(tmp_path):
+    # its loss is (CE(S) + CE(S^T)) / 2 of one recorded matrix S: Temperature's closed form
+    # came out as the rows' alone (-0.44 where the parameter's gradient was -0.46) and the
+    # anatomy read both directions' dL/dS as one, silently
+    model = static_model()
+    anchors, positives = caption_pairs(8)
+    loss = losses.ContrastiveTensionLossInBatchNegatives(
+        model, similarity_fct=RecordingSimilarity())
+    features = sentence_features(model, anchors, positives)
+    quantities = [kind(every(1)) for kind in PRESETS["full"]]
+    quantities += [ChanceLevel(every(1)), Temperature(every(1), scale=20.0)]
+    record, not_logged = logged(loss, features, tmp_path, quantities)
+    reason = ("does not apply to ContrastiveTensionLossInBatchNegatives: its loss is the mean "
+              "of a softmax over the rows and one over the columns of the one matrix it "
+              "records, so its dL/dS holds both directions, which this reads as one")
+    assert {name: not_logged[name] for name in ("anatomy", "chance_level", "temperature")} == {
+        "anatomy": reason, "chance_level": reason, "temperature": reason}
+    assert not any(key.startswith(("anatomy_", "temperature_", "chance_")) for key in record)
+    assert "margin_mean" in record and "loss" in record
 
 
 MNRL_SOFTMAX_SETTINGS = {

@@ -111,6 +111,28 @@ def test_ranks_out_of_step_stop_logging_for_the_rest_of_the_run(tmp_path, one_ra
     ]
 
 
+def test_a_rank_that_evaluates_alone_before_training_stays_in_step(tmp_path, one_rank_group,
+                                                                  monkeypatch):  # fmt: skip
+    # a no_grad evaluation on rank 0 alone before the first training call counted as a call,
+    # and the ranks were out of step from step 0 (nothing logged for the whole run)
+    def one_training_call_per_step(step, offer):  # rank 1 evaluated nothing
+        return [offer[0], step + 1, *offer[2:]]
+
+    MirrorRank(monkeypatch, one_training_call_per_step)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        with torch.no_grad():
+            loss_fn(*_batch(99))
+        _, losses = _train(monitor, steps=3)
+        monitor.close()
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2]
+    assert [r["loss"] for r in records] == pytest.approx(losses, rel=1e-12)  # the training's
+    assert (monitor.out_of_step, _runtime_warnings(caught)) == (None, [])
+
+
 def test_ranks_out_of_step_exchange_nothing_more_at_close(tmp_path, one_rank_group,
                                                           monkeypatch):  # fmt: skip
     # step 3, skipped by the schedule, is not logged at close: no rank may wait there for an
