@@ -699,7 +699,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "
                                    "give each its own (one would overwrite the other)")
             from gradlab.progress import set_progress_mode
-            from gradlab.symbolic.audit import format_table, run_audit, write_outputs
+            from gradlab.symbolic.audit import (
+                format_not_testable,
+                format_table,
+                run_audit,
+                write_outputs,
+            )
 
             if arguments.no_progress:
                 set_progress_mode("off")
@@ -711,6 +716,8 @@ def main(argv: list[str] | None = None) -> int:
             records = run_audit(mutants=arguments.mutants, p_vs_batch_size=measurement,
                                 progress=True)  # fmt: skip
             print(format_table(records))
+            if arguments.measure:  # the measurement is context of what cannot be tested here
+                print(format_not_testable(records))
             write_outputs(records, arguments.json, arguments.markdown)
         elif arguments.command == "check-equivalence":
             return _check_equivalence(arguments)

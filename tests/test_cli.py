@@ -262,6 +262,31 @@ def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, mo
     ]
 
 
+@pytest.mark.parametrize("measure", [False, True])
+def test_audit_measure_shows_the_not_testable_claims_details_below_the_table(
+    capsys, monkeypatch, measure
+):
+    # `gradlab audit --measure` printed the same table as without it: the measurement went to
+    # --json and --markdown only
+    import gradlab.experiments.p_vs_batch_size as study
+    import gradlab.symbolic.audit as audit
+
+    detail = "needs their data; a miniature, as context only: P unclear (t = -3.41)"
+    records = [
+        {"seed": "notes", "label": "trend", "verdict": "not-testable-here",
+         "claim": {"statement": "P grows with m"}, "detail": detail},
+        {"seed": "notes", "label": "eq1", "verdict": "holds",
+         "claim": {"statement": "1 + 1 is 2"}, "detail": "arithmetic"},
+    ]  # fmt: skip
+    monkeypatch.setattr(study, "measure", lambda **options: {"batch_sizes": [16]})
+    monkeypatch.setattr(audit, "run_audit", lambda **options: records)
+    code, out, _ = _run(["audit", *(["--measure"] if measure else [])], capsys)
+    assert code == 0
+    below = ("Not testable here (the context measured is in each detail):\n"
+             f"  trend: {detail}\n")  # fmt: skip
+    assert out.endswith(audit.format_table(records) + "\n" + (below if measure else ""))
+
+
 @pytest.mark.slow
 def test_audit_without_measure_loads_no_study_and_records_the_claim_as_not_measured(tmp_path):
     program = ("import json, sys; from gradlab.cli import main; "

@@ -155,9 +155,9 @@ class Margins(Quantity):
     keys = ("margin_positive_score", "margin_hardest_negative", "margin_mean",
             "margin_violation_share", "margin_recall_at_1")  # fmt: skip
     plots = (
-        Plot("margins", "Positive score, hardest negative and their margin (means over "
-             "queries)", "score (the loss's own: cosine, or logit)", (
-                 ("margin_positive_score", "positive score"),
+        Plot("margins", "Mean positive score, hardest negative, and the margin of the "
+             "hardest positive (means over queries)", "score (the loss's own: cosine, or logit)", (
+                 ("margin_positive_score", "positive score (mean over the positives)"),
                  ("margin_hardest_negative", "hardest negative"),
                  ("margin_mean", "margin: hardest positive - hardest negative"))),
         Plot("margin_violations", "Negatives at or above the hardest positive, and in-batch R@1",

@@ -292,6 +292,33 @@ def _by_paper(records: list[dict]) -> dict[str, list[dict]]:
     return papers
 
 
+def format_not_testable(records: list[dict], width: int = 110) -> str:
+    """The claims not testable here, each with its whole detail (what it needs, and the
+    context measured for it, as ``gradlab audit --measure`` shows it below the table).
+
+    Example:
+        >>> record = {"seed": "notes", "label": "trend", "verdict": "not-testable-here",
+        ...           "claim": {"statement": "P grows"}, "detail": "needs their data."}
+        >>> print(format_not_testable([record], width=60))
+        Not testable here (the context measured is in each detail):
+          trend: needs their data.
+
+    Raises:
+        GradlabError: ``records`` not a list of audit records with ``seed``, ``label``,
+            ``verdict`` and ``claim.statement``; ``width`` not an int >= 10.
+    """
+    _check_records(records, ("seed", "label", "verdict"), ("statement",))
+    check_int_in_range("width", width, 10)
+    lines = ["Not testable here (the context measured is in each detail):"]
+    for record in records:
+        if record["verdict"] == "not-testable-here":
+            lines += textwrap.wrap(f"{record['label']}: {record.get('detail', '')}", width,
+                                   initial_indent="  ", subsequent_indent="    ")  # fmt: skip
+    if len(lines) == 1:
+        lines.append("  none")
+    return "\n".join(lines)
+
+
 def format_table(records: list[dict], width: int = 110) -> str:
     """A plain-text table grouped by paper: each paper's citation (authors, year, title, as
     :func:`gradlab.symbolic.seeds.citation` gives it), then its claims indented by 2: label,
