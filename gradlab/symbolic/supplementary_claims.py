@@ -812,15 +812,15 @@ def claims(p_vs_batch_size: Mapping | None = None) -> list[Claim]:
                        "[|dG(D_ij)/dD_ij| > threshold] / denominator, tau = 0.01")  # fmt: skip
     code = Form(TABLE_S1, render=str)
     corrected_code = mutant(code, TABLE_S1_CORRECTED, "corrected")
-    trend = Form({"P over m": "rises"}, context="P increases with mini-batch size m (4 per class)",
-                 render=lambda v: f"P {v['P over m']} with m")  # fmt: skip
+    trend = Form({"P over m": "rises"}, context="P against mini-batch size m (4 per class)",
+                 render=lambda v: f"P over m: {v['P over m']}")  # fmt: skip
     blackbox = Form(n * sp.log(n), lhs="Blackbox AP cost per query (Table S2)")
     blackbox_fixed = mutant(blackbox, M * sp.log(M), "corrected")
     fastap = Form(M * L, lhs="FastAP cost per query (Table S2)")
     smooth = Form(M**2, lhs="Smooth-AP cost per query (Table S2)")
     overhead = Form({"bound (ms)": sp.Integer(3), "backbone (ms)": sp.Integer(705)},
-                    context="Smooth-AP adds < bound per iteration compared to previous methods, "
-                    "where the backbone takes backbone")  # fmt: skip
+                    context="Smooth-AP adds < bound (ms) per iteration compared to previous "
+                    "methods, beside a backbone step of backbone (ms)")  # fmt: skip
     fig_s5 = Form({"|P|": sp.Tuple(11, 5, 7, 11),
                    "baseline AP": _aps("0.854", "0.967", "0.335", "0.433"),
                    "Smooth-AP AP": _aps("1", "1", "0.758", "0.971"),
