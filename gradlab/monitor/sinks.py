@@ -16,9 +16,9 @@ sink takes after such a fault carries two more keys, :data:`DROPPED_KEYS`: ``dro
 (how many records it missed since its last one) and ``dropped_steps`` (their steps).
 ``metrics.jsonl`` keeps them in that record; ``metrics.csv``, whose rows share one header, writes
 instead one row per dropped step holding only its step (every value empty); the TensorBoard,
-W&B and MLflow sinks log ``dropped_records`` as one more scalar. The JSONL and CSV sinks append
-each record whole or not at all: a write that fails half way is cut back, so a fault never
-leaves half a line.
+W&B and MLflow sinks log ``dropped_records`` as one more scalar. The JSONL, CSV and TensorBoard
+sinks append each record whole or not at all: a write that fails half way is cut back, so a
+fault never leaves half a line (or half an event).
 """
 
 from __future__ import annotations
@@ -27,9 +27,11 @@ import contextlib
 import csv
 import importlib
 import io
+import itertools
 import json
 import math
 import os
+import socket
 import time
 import warnings
 from collections.abc import Iterator
@@ -431,7 +433,11 @@ class TensorBoardSink(Sink):
     """TensorBoard event files in the log folder (the ``tensorboard`` extra).
 
     A record is one event holding all its scalars (``SummaryWriter.add_scalar`` writes one event
-    per scalar, several times slower for a preset's keys), flushed as it is written.
+    per scalar, several times slower for a preset's keys), appended to the run's event file as
+    it is written, whole or not at all, by the process that logs it (no writer thread). A write
+    that fails (a full disk) is cut back and raised, and the next record goes into the same
+    file once the file system recovers; an event file whose ``open`` fails is removed, so a
+    folder retried at every step while the disk is full gains no empty files.
 
     Example:
         >>> TensorBoardSink().patterns  # the files a previous run left in the log folder
@@ -442,28 +448,60 @@ class TensorBoardSink(Sink):
 
     def __init__(self) -> None:
         require_extra("tensorboard", "tensorboard", "tensorboard")
-        self.writer = None
+        self.handle = None
+        self.path: Path | None = None
 
     def open(self, log_dir: Path, header: dict) -> None:
-        from tensorboard.compat.proto.summary_pb2 import Summary
+        from tensorboard.compat.proto.event_pb2 import Event
         from torch.utils.tensorboard.summary import text
-        from torch.utils.tensorboard.writer import FileWriter
 
-        self._summary = Summary
-        self.writer = FileWriter(str(log_dir))
-        self.writer.add_summary(text("gradlab/header", json.dumps(header)))
+        self.path, self.handle = _new_event_file(log_dir)
+        first = Event(wall_time=time.time(), file_version="brain.Event:2")
+        described = Event(wall_time=time.time(), summary=text("gradlab/header", json.dumps(header)))
+        try:
+            _append(self.handle, _tfrecord(first) + _tfrecord(described))
+        except BaseException:
+            handle, self.handle = self.handle, None
+            with contextlib.suppress(OSError):
+                handle.close()
+            with contextlib.suppress(OSError):
+                self.path.unlink()  # empty (cut back): a retried open makes another
+            raise
 
     def write(self, record: dict) -> None:
-        Summary = self._summary  # the protobuf class
+        from tensorboard.compat.proto.event_pb2 import Event
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
         values = [Summary.Value(tag=key, simple_value=value)
                   for key, value in scalars(record).items()]  # fmt: skip
-        self.writer.add_summary(Summary(value=values), record["step"])
-        self.writer.flush()
+        event = Event(wall_time=time.time(), step=record["step"], summary=Summary(value=values))
+        _append(self.handle, _tfrecord(event))
 
     def close(self) -> None:
-        if self.writer is not None:
-            self.writer.close()
-            self.writer = None
+        if self.handle is not None:
+            handle, self.handle = self.handle, None
+            handle.close()
+
+
+def _new_event_file(log_dir: Path):
+    """A new event file of ``log_dir``, named as TensorBoard's writer names one, and its handle
+    (:func:`_open_append`); created exclusively, so no other writer's file is appended to."""
+    for uid in itertools.count():
+        name = (f"events.out.tfevents.{int(time.time()):010d}.{socket.gethostname()}."
+                f"{os.getpid()}.{uid}")  # fmt: skip
+        with contextlib.suppress(FileExistsError):
+            open(log_dir / name, "xb").close()
+            return log_dir / name, _open_append(log_dir / name)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _tfrecord(event) -> bytes:
+    """``event`` framed as one record of an event file (length, data, their checksums)."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    buffer = io.BytesIO()
+    RecordWriter(buffer).write(event.SerializeToString())
+    return buffer.getvalue()
 
 
 class WandbSink(Sink):

@@ -14,11 +14,13 @@ lock or temporary file left, and a new Monitor that resumes after the last writt
 from __future__ import annotations
 
 import builtins
+import contextlib
 import csv
 import errno
 import json
 import os
 import pathlib
+import signal
 import warnings
 
 import pytest
@@ -434,3 +436,84 @@ def test_plot_and_read_jsonl_understand_a_dropped_note(tmp_path, disk):
         written = plot_runs([tmp_path / "run"], out=tmp_path / "figures")
     assert records[1]["dropped_steps"] == [1] and records[1]["step"] == 2
     assert {path.name for path in written} >= {"overview.png"}
+
+
+# --- a real fault: a file-size limit the event file runs into, then lifted -------------------
+
+
+@contextlib.contextmanager
+def _file_size_limit(size: int):
+    """While inside, no file of this process grows past ``size`` bytes (``RLIMIT_FSIZE``: a
+    write past it fails with EFBIG, as a write to a full disk fails with ENOSPC, root or not)."""
+    resource = pytest.importorskip("resource")
+    if signal.getsignal(signal.SIGXFSZ) is not signal.SIG_IGN:
+        pytest.skip("SIGXFSZ is not ignored: a write past the limit would kill the process")
+    limits = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size, limits[1]))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, limits)
+
+
+def _tensorboard_steps(folder: pathlib.Path, tag: str) -> dict[int, float]:
+    """``{step: value}`` of ``tag`` over every event file of ``folder``, each read on its own."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    found = {}
+    for path in sorted(folder.glob("events.out.tfevents.*")):
+        accumulator = EventAccumulator(str(path))
+        accumulator.Reload()
+        if tag in accumulator.Tags()["scalars"]:
+            found.update((event.step, event.value) for event in accumulator.Scalars(tag))
+    return found
+
+
+@pytest.mark.slow
+def test_the_tensorboard_sink_writes_again_once_the_file_system_recovers(tmp_path):
+    pytest.importorskip("tensorboard")
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["tensorboard"])
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    generator = torch.Generator().manual_seed(0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(6):
+            embeddings = torch.randn(16, 8, generator=generator, requires_grad=True)
+            loss_fn(embeddings, torch.arange(16) % 4).backward()
+            if step in (2, 3):  # the event file can grow 10 bytes more: no record fits
+                (events,) = tmp_path.glob("events.out.tfevents.*")
+                with _file_size_limit(events.stat().st_size + 10):
+                    monitor.step()
+            else:
+                monitor.step()
+        monitor.close()
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(messages) == 1 and "TensorBoardSink" in messages[0], messages
+    assert "[Errno 27] File too large" in messages[0]
+    assert monitor.dropped_records == {"TensorBoardSink": 2}
+    assert sorted(_tensorboard_steps(tmp_path, "loss")) == [0, 1, 4, 5]
+    assert _tensorboard_steps(tmp_path, "dropped_records") == {4: 2.0}
+    assert _strays(tmp_path) == []
+
+
+@pytest.mark.slow
+def test_a_tensorboard_event_file_that_could_not_be_opened_is_not_left_behind(tmp_path):
+    pytest.importorskip("tensorboard")
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["tensorboard"])
+    loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+    generator = torch.Generator().manual_seed(0)
+    with pytest.warns(RuntimeWarning, match="TensorBoardSink"):
+        for step in range(3):
+            embeddings = torch.randn(16, 8, generator=generator, requires_grad=True)
+            loss_fn(embeddings, torch.arange(16) % 4).backward()
+            if step == 0:  # the lock fits, the event file's header does not
+                with _file_size_limit(300):
+                    monitor.step()
+            else:
+                monitor.step()
+        monitor.close()
+    assert monitor.dropped_records == {"TensorBoardSink": 1}
+    assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 1
+    assert sorted(_tensorboard_steps(tmp_path, "loss")) == [1, 2]
+    assert _tensorboard_steps(tmp_path, "dropped_records") == {1: 1.0}
+    assert _strays(tmp_path) == []
