@@ -14,9 +14,12 @@ that fails for want of space. The record is dropped for that sink (counted in
 :attr:`RunFolder.dropped_records`), the first failure of each sink (and of the claim) is
 reported in one ``RuntimeWarning`` naming the sink, its path and the error, and the sink is
 retried at the next logged step; the first record it then takes notes the steps it missed
-(:data:`~gradlab.monitor.sinks.DROPPED_KEYS`). Recovery is silent. Under ``strict`` the same
-bookkeeping is done and a :class:`~gradlab.errors.GradlabError` naming the path and the error is
-raised instead of the warning. A fault never leaves a lock or temporary file behind, and the
+(:data:`~gradlab.monitor.sinks.DROPPED_KEYS`). Recovery is silent. The records a sink dropped
+after the last one it wrote, which no record of it notes (a second fault is not reported
+again), are reported at :meth:`RunFolder.close` in one more ``RuntimeWarning`` naming each such
+sink, how many records and their first and last step. Under ``strict`` the same bookkeeping is
+done and a :class:`~gradlab.errors.GradlabError` naming the path and the error is raised
+instead of the fault's warning. A fault never leaves a lock or temporary file behind, and the
 claim is released exactly once, at :meth:`RunFolder.close`.
 """
 
@@ -274,6 +277,7 @@ class RunFolder:
             self._header = None
             self.release()
         self._report(faults, "the end of the run")
+        self._report_unnoted()
 
     def _claimed(self, faults: list) -> bool:
         """Whether the folder is claimed, trying again if it is not; a failure joins
@@ -340,6 +344,26 @@ class RunFolder:
             stacklevel=caller_stacklevel(),
         )
 
+    def _report_unnoted(self) -> None:
+        """At the end of the run, warn once about the records each sink dropped after the last
+        one it wrote: no record of that sink notes them (the note rides on the next record it
+        takes), and a later fault of a sink is not reported again."""
+        unnoted = [(name, missed) for name, missed in zip(self._names, self._missed, strict=True)
+                   if missed]  # fmt: skip
+        if not unnoted:
+            return
+        listed = "; ".join(f"{name} dropped {_count(missed)}" for name, missed in unnoted)
+        for missed in self._missed:
+            missed.clear()  # said once: a second close() says nothing
+        warnings.warn(
+            f"gradlab.Monitor: records dropped after the last record a sink wrote ({listed}) "
+            "are noted in no record of it (the note, dropped_steps, rides on the next record the "
+            "sink takes, and a later fault of a sink is not reported again): its log ends before "
+            "them, as if the run had stopped there; monitor.dropped_records counts them per sink",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
     def claim(self) -> None:
         """Create the folder, claim it exclusively and remove a run marked for overwrite.
 
@@ -376,6 +400,18 @@ class RunFolder:
 def _noted(record: dict, missed: list[int]) -> dict:
     """``record`` with the note of the steps a sink missed (:data:`DROPPED_KEYS`)."""
     return {**record, DROPPED_KEYS[0]: len(missed), DROPPED_KEYS[1]: list(missed)}
+
+
+def _count(steps: list[int]) -> str:
+    """How many records ``steps`` are, and their first and last step.
+
+    Example:
+        >>> _count([7]), _count([3, 4, 9])
+        ('1 record (step 7)', '3 records (steps 3 to 9)')
+    """
+    if len(steps) == 1:
+        return f"1 record (step {steps[0]})"
+    return f"{len(steps)} records (steps {steps[0]} to {steps[-1]})"
 
 
 def _sink_names(sinks: Sequence[Sink]) -> list[str]:
