@@ -516,8 +516,8 @@ def _check_equivalence(arguments: argparse.Namespace) -> int:
     """Run ``check-equivalence``: print the table; 0 when equivalent, 1 when not."""
     import json
 
-    if arguments.json is not None:
-        check_output_file(arguments.json, argument="--json")
+    if arguments.json is not None:  # as checked: a leading ~ expanded
+        arguments.json = check_output_file(arguments.json, argument="--json")
     import torch
 
     from gradlab.equivalence.builtin import check_builtin
@@ -691,9 +691,10 @@ def main(argv: list[str] | None = None) -> int:
                           arguments.studies)  # fmt: skip
             print(f"report written to {arguments.out}")
         elif arguments.command == "audit":
-            for option, path in (("--json", arguments.json), ("--markdown", arguments.markdown)):
-                if path is not None:
-                    check_output_file(path, argument=option)
+            for option in ("json", "markdown"):  # as checked: a leading ~ expanded
+                if getattr(arguments, option) is not None:
+                    setattr(arguments, option, check_output_file(getattr(arguments, option),
+                                                                 argument=f"--{option}"))
             if arguments.json is not None and arguments.json.resolve() == (
                     arguments.markdown.resolve() if arguments.markdown is not None else None):
                 raise GradlabError(f"--json and --markdown name the same file {arguments.json}; "

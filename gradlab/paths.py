@@ -8,6 +8,9 @@ gradlab creates what you name and nothing else:
   exist yet; it is created, with its missing parents, when the work writes into it (as
   ``mkdir -p`` would). Its nearest existing ancestor must be a folder gradlab can write into.
 
+A leading ``~`` (``~user``) is expanded to the home folder, for every caller, as a shell
+would: ``Monitor("~/runs/a")`` writes under the home folder, never into a folder named ``~``.
+
 Writability is probed, not inferred from permission bits (which say nothing for root, or for
 ``/proc``): an anonymous temporary file is opened in the folder and discarded, so the check
 leaves nothing behind. Every refusal is a :class:`~gradlab.errors.GradlabError` whose message
@@ -26,9 +29,17 @@ __all__ = ["check_output_file", "check_output_folder", "write_text"]
 
 
 def _as_path(path: object, argument: str, kind: str) -> Path:
+    """``path`` as a Path, a leading ``~`` or ``~user`` expanded (as a shell would: a quoted
+    ``"~/run"`` or ``--out=~/figures`` reaches gradlab unexpanded)."""
     if not isinstance(path, (str, os.PathLike)) or str(path).strip() == "":
         raise GradlabError(f"{argument} must be a {kind} path (str or os.PathLike); got {path!r}")
-    return Path(path)
+    try:
+        return Path(path).expanduser()
+    except RuntimeError as error:  # ~user of no known user, or no home folder
+        raise GradlabError(
+            f"{argument} must be a {kind} path; got {str(path)!r}, whose leading "
+            f"{Path(path).parts[0]!r} names no home folder known here"
+        ) from error
 
 
 def _writable_folder(folder: Path) -> bool:
@@ -51,10 +62,11 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
         argument: The option or argument name quoted in the error message, e.g. ``"--json"``.
 
     Returns:
-        ``path`` as a Path.
+        ``path`` as a Path, a leading ``~`` expanded.
 
     Raises:
-        GradlabError: ``path`` is empty or not a path, is a folder, its folder does not exist
+        GradlabError: ``path`` is empty or not a path, starts with the ``~user`` of no known
+            user, is a folder, its folder does not exist
             or is a file, or the folder (or an existing file) cannot be written.
 
     Example:
@@ -114,10 +126,11 @@ def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
             or ``"log_dir"``.
 
     Returns:
-        ``path`` as a Path.
+        ``path`` as a Path, a leading ``~`` expanded.
 
     Raises:
-        GradlabError: ``path`` is empty or not a path, is an existing file, lies under a file,
+        GradlabError: ``path`` is empty or not a path, starts with the ``~user`` of no known
+            user, is an existing file, lies under a file,
             or cannot be written.
 
     Example:

@@ -20,6 +20,7 @@ import torch
 import gradlab
 from gradlab.cli import check_device, check_report_folder, main
 from gradlab.errors import GradlabError
+from tests.helpers.home import home_and_work
 
 
 def _beside(tmp_path, name: str = "o"):
@@ -451,6 +452,22 @@ def test_plot_without_out_writes_to_the_runs_figures_folder(tmp_path, capsys, mo
     code, out, err = _run(["plot", str(run)], capsys)
     assert (code, out, err) == (0, "", "")
     assert calls == [run / "figures"]
+
+
+@pytest.mark.slow
+def test_plot_writes_an_out_under_tilde_in_the_home_folder(tmp_path, capsys, monkeypatch):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    run = tmp_path / "run"
+    with gradlab.Monitor(run, preset="cheap", every=1) as monitor:
+        loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+        for _ in range(2):
+            loss_fn(torch.randn(8, 4, requires_grad=True), torch.arange(8) % 2).backward()
+            monitor.step()
+    code, out, err = _run(["plot", str(run), "--out=~/figures"], capsys)
+    assert (code, err) == (0, "")
+    assert (home / "figures" / "overview.png").is_file()
+    assert f"wrote {home / 'figures' / 'overview.png'}\n" in out
+    assert list(work.iterdir()) == []
 
 
 # --- study --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 
 from gradlab.cli import main
 from tests.helpers.hf_models import cached_replay_in_float32
+from tests.helpers.home import home_and_work
 
 
 def _run(argv, capsys):
@@ -70,6 +71,14 @@ def test_json_is_the_result(tmp_path, capsys):
     record = json.loads(target.read_text())
     assert record["equivalent"] is False and record["candidate"].startswith("Accumulation")
     assert record["quantities"]["dL/dscores"]["unscored"] == 16 * 16 - 2 * 8 * 8
+
+
+def test_a_json_under_tilde_is_written_in_the_home_folder(tmp_path, capsys, monkeypatch):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    status, _, err = _run(["accumulation", "--micro-batches", "2", "--json=~/result.json"], capsys)
+    assert (status, err) == (1, "")
+    assert json.loads((home / "result.json").read_text())["equivalent"] is False
+    assert list(work.iterdir()) == []
 
 
 @pytest.mark.parametrize(

@@ -10,6 +10,7 @@ import pytest
 
 from gradlab.errors import GradlabError
 from gradlab.paths import check_output_file, check_output_folder
+from tests.helpers.home import home_and_work
 
 needs_proc = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 
@@ -146,3 +147,28 @@ def test_a_dangling_link_into_an_existing_folder_is_accepted(tmp_path):
     link.symlink_to(tmp_path / "target" / "x.json")
     assert check_output_file(link, argument="--json") == link
     assert not (tmp_path / "target" / "x.json").exists()  # nothing created
+
+
+@pytest.mark.parametrize(("check", "given", "expected"), [
+    (check_output_folder, "~/runs/a", "runs/a"), (check_output_folder, "~", "."),
+    (check_output_file, "~/records.json", "records.json")])  # fmt: skip
+def test_a_leading_tilde_is_the_home_folder(tmp_path, monkeypatch, check, given, expected):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    assert check(given, argument="--out") == home / expected
+    assert check(Path(given), argument="--out") == home / expected
+    assert _tree(work) == [] and _tree(home) == []
+
+
+def test_a_tilde_inside_a_path_is_a_name(tmp_path, monkeypatch):
+    home_and_work(tmp_path, monkeypatch)
+    assert check_output_folder("runs/~", argument="--out") == Path("runs/~")
+
+
+def test_a_tilde_of_no_known_user_is_refused(tmp_path, monkeypatch):
+    home_and_work(tmp_path, monkeypatch)
+    with pytest.raises(GradlabError) as caught:
+        check_output_folder("~gradlab_no_such_user/run", argument="log_dir")
+    assert str(caught.value) == (
+        "log_dir must be a folder path; got '~gradlab_no_such_user/run', whose leading "
+        "'~gradlab_no_such_user' names no home folder known here"
+    )

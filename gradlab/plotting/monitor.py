@@ -529,7 +529,7 @@ def plot_runs(
     if note is not None:
         warnings.warn(note, UserWarning, stacklevel=caller_stacklevel())
     folder = Path(out) if out is not None else default_out([run_folder(p) for p in run_dirs])
-    check_output_folder(folder, argument="out")
+    folder = check_output_folder(folder, argument="out")  # a leading ~ expanded
     present = {
         family: [key for key in plot.keys if any(key in r for _, records in runs for r in records)]
         for family, plot in plots.items()

@@ -14,6 +14,7 @@ from gradlab.integrations.settings import (
     warn_overwrite_on_resumed_trainer,
 )
 from gradlab.monitor.config import MonitorConfig
+from tests.helpers.home import home_and_work
 
 
 def test_a_log_folder_comes_back_as_a_path_and_none_stays_none(tmp_path):
@@ -21,6 +22,12 @@ def test_a_log_folder_comes_back_as_a_path_and_none_stays_none(tmp_path):
     assert log_dir == tmp_path / "runs" and isinstance(log_dir, Path)
     assert prefix == "g/" and options == MonitorConfig()
     assert callback_settings(None, "", None, {})[0] is None
+
+
+def test_a_callbacks_log_dir_under_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    assert callback_settings("~/runs", "g/", None, {})[0] == home / "runs"
+    assert list(work.iterdir()) == []
 
 
 def test_a_log_dir_that_is_a_file_is_refused_naming_log_dir(tmp_path):

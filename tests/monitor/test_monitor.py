@@ -27,6 +27,7 @@ from gradlab.monitor import (
     log_spaced,
     read_jsonl,
 )
+from tests.helpers.home import home_and_work
 from tests.helpers.training import batches, train
 
 
@@ -162,6 +163,15 @@ def test_csv_sink_round_trips(tmp_path):
     for row, record in zip(rows, records, strict=True):
         for key, value in record.items():
             assert float(row[key]) == pytest.approx(value)
+
+
+def test_a_log_dir_under_tilde_is_written_in_the_home_folder(tmp_path, monkeypatch):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    with Monitor("~/runs/a", preset="cheap", every=1) as monitor:
+        train(monitor, steps=2)
+    assert monitor.log_dir == home / "runs" / "a"
+    assert [r["step"] for r in read_jsonl(home / "runs" / "a" / "metrics.jsonl")[1]] == [0, 1]
+    assert list(work.iterdir()) == []  # no folder named ~ in the working folder
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from gradlab.cli import main
 from gradlab.monitor import Plot, Quantity, every, read_jsonl
 from gradlab.plotting.monitor import draw_family, load_runs, plot_runs
 from tests.helpers.figure_layout import captured_figures, hidden_series, layout_problems
+from tests.helpers.home import home_and_work
 from tests.helpers.training import train
 
 
@@ -104,6 +105,14 @@ def test_a_resumed_run_is_one_line(tmp_path):
         warnings.simplefilter("error")
         runs = load_runs([tmp_path / "run"])
     assert len(runs) == 1 and [r["step"] for r in runs[0][1]] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_an_out_under_tilde_is_in_the_home_folder(tmp_path, monkeypatch):
+    home, work = home_and_work(tmp_path, monkeypatch)
+    written = plot_runs([_run(tmp_path / "run", steps=2)], "~/figures")
+    assert home / "figures" / "overview.png" in written
+    assert all(path.is_file() for path in written) and list(work.iterdir()) == []
 
 
 def test_same_folder_names_are_told_apart_by_their_path(tmp_path):
