@@ -586,6 +586,8 @@ def check_report_folder(out: Path) -> Path:
     folder of other files is refused rather than deleted.
     """
     out = check_output_folder(out, argument="--out")
+    if out.is_symlink():  # a link to a folder (reports/latest): the report replaces its target
+        out = out.resolve()
     if out.is_dir() and any(out.iterdir()) and not any((out / f).is_file() for f in REPORT_FILES):
         raise GradlabError(
             f"--out: {str(out)!r} holds files that are not a gradlab report; "

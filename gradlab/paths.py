@@ -66,7 +66,7 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
 
     Raises:
         GradlabError: ``path`` is empty or not a path, starts with the ``~user`` of no known
-            user, is a folder, its folder does not exist
+            user, is a folder (or ends in a separator), its folder does not exist
             or is a file, or the folder (or an existing file) cannot be written.
 
     Example:
@@ -81,6 +81,9 @@ def check_output_file(path: str | os.PathLike, *, argument: str) -> Path:
         ...     print(error)  # doctest: +ELLIPSIS
         --json must be a file in an existing folder; got '/nonexistent/dir/x.json', ...
     """
+    if isinstance(path, (str, os.PathLike)) and str(path).endswith(("/", os.sep)):
+        raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which names a "
+                           "folder (it ends in a separator): add the file's name")  # fmt: skip
     path = _as_path(path, argument, "file")
     if path.is_dir():
         raise GradlabError(f"{argument} must be a file path; got {str(path)!r}, which is a folder")
@@ -130,7 +133,7 @@ def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
 
     Raises:
         GradlabError: ``path`` is empty or not a path, starts with the ``~user`` of no known
-            user, is an existing file, lies under a file,
+            user, is an existing file, lies under a file or a link to nothing,
             or cannot be written.
 
     Example:
@@ -155,6 +158,12 @@ def check_output_folder(path: str | os.PathLike, *, argument: str) -> Path:
         )
     ancestor = path
     while not ancestor.exists() and ancestor != ancestor.parent:
+        if ancestor.is_symlink():  # a dangling link: no folder can be created in its place
+            raise GradlabError(
+                f"{argument} must be a folder or a path where one can be created; got "
+                f"{str(path)!r}, but {str(ancestor)!r} is a link to {str(ancestor.resolve())!r}, "
+                "which does not exist (remove the link or create its target first)"
+            )
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise GradlabError(

@@ -184,6 +184,42 @@ def _fake_report(out, **_options):
     (out / "index.html").write_text("<html></html>")
 
 
+@pytest.mark.parametrize("dated", [False, True])  # a new folder, or a previous report
+def test_a_report_written_through_a_link_fills_the_folder_it_names(
+    tmp_path, capsys, monkeypatch, dated
+):
+    # reports/latest -> reports/2026-12-03: the whole report ran, then rmtree refused the link
+    # (a traceback, the report left in .latest.partial)
+    import gradlab.report
+
+    monkeypatch.setattr(gradlab.report, "run_report", _fake_report)
+    target = tmp_path / "2026-12-03"
+    target.mkdir()
+    if dated:
+        (target / "results.json").write_text('{"old": true}')
+    (tmp_path / "latest").symlink_to(target)
+    code, _, stderr = _run(["report", "--out", str(tmp_path / "latest")], capsys)
+    assert (code, stderr) == (0, "")
+    assert (tmp_path / "latest").is_symlink() and (target / "results.json").read_text() == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["2026-12-03", "latest"]
+
+
+def test_a_report_out_that_links_to_nothing_is_refused_before_any_work(tmp_path, capsys,
+                                                                       monkeypatch):  # fmt: skip
+    import gradlab.report
+
+    ran = []
+    monkeypatch.setattr(gradlab.report, "run_report", lambda out, **o: ran.append(out))
+    (tmp_path / "latest").symlink_to(tmp_path / "gone")
+    code, _, stderr = _run(["report", "--out", str(tmp_path / "latest")], capsys)
+    assert (code, ran) == (2, [])
+    assert stderr == (
+        f"gradlab: --out must be a folder or a path where one can be created; got "
+        f"{str(tmp_path / 'latest')!r}, but {str(tmp_path / 'latest')!r} is a link to "
+        f"{str(tmp_path / 'gone')!r}, which does not exist (remove the link or create its "
+        "target first)\n")
+
+
 def test_a_previous_report_is_replaced_whole(tmp_path, capsys, monkeypatch):
     import gradlab.report
 

@@ -172,3 +172,29 @@ def test_a_tilde_of_no_known_user_is_refused(tmp_path, monkeypatch):
         "log_dir must be a folder path; got '~gradlab_no_such_user/run', whose leading "
         "'~gradlab_no_such_user' names no home folder known here"
     )
+
+
+@pytest.mark.parametrize("name", ["new/", "fresh.json/"])
+def test_a_file_path_ending_in_a_separator_is_refused(tmp_path, name):
+    # `--json out/new/` ran the whole audit, then wrote a file named 'new'
+    given = f"{tmp_path}/{name}"
+    with pytest.raises(GradlabError) as refused:
+        check_output_file(given, argument="--json")
+    assert str(refused.value) == (f"--json must be a file path; got {given!r}, which names a "
+                                  "folder (it ends in a separator): add the file's name")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("below", [False, True])
+def test_a_folder_at_or_under_a_dangling_link_is_refused(tmp_path, below):
+    # `--out link` to nothing passed the check, and the work ended with 'File exists'
+    link = tmp_path / "latest"
+    link.symlink_to(tmp_path / "gone")
+    given = link / "figures" if below else link
+    with pytest.raises(GradlabError) as refused:
+        check_output_folder(given, argument="--out")
+    assert str(refused.value) == (
+        f"--out must be a folder or a path where one can be created; got {str(given)!r}, but "
+        f"{str(link)!r} is a link to {str(tmp_path / 'gone')!r}, which does not exist (remove "
+        "the link or create its target first)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]

@@ -403,7 +403,10 @@ def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") ->
         if not (run_folder(run_dir) / "metrics.jsonl").is_file():
             log = run_folder(run_dir) / "metrics.jsonl"
             missing = (", which does not exist" if not Path(run_dir).exists()
-                       else f", whose {log.name} is a folder, not a file" if log.exists()
+                       else f", whose {log.name} is a folder, not a file" if log.is_dir()
+                       else f", whose {log.name} is not a regular file" if log.exists()
+                       else f", whose {log.name} is a link to {str(log.resolve())!r}, which "
+                       "does not exist" if log.is_symlink()
                        else ", which holds no metrics.jsonl")  # fmt: skip
             if (run_folder(run_dir) / "metrics.csv").is_file():  # a run logged to CSV alone
                 missing = (", which holds a metrics.csv only (gradlab plot reads the JSONL "

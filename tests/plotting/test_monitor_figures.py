@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import textwrap
 import warnings
@@ -1310,3 +1311,25 @@ def test_a_run_resumed_at_another_tau_names_both_of_its_taus(tmp_path):
         "gradient_counts, gradient_count_mean depend on tau (SmoothAP's sigmoid width), so "
         "their lines do not compare across them"
     ]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dangling link", "folder"])
+def test_a_metrics_jsonl_that_is_no_file_is_named_for_what_it_is(tmp_path, kind):
+    # a FIFO was called a folder, and a link to nothing "no metrics.jsonl"
+    run = tmp_path / "run"
+    run.mkdir()
+    log = run / "metrics.jsonl"
+    if kind == "fifo":
+        os.mkfifo(log)
+    elif kind == "dangling link":
+        log.symlink_to(tmp_path / "gone.jsonl")
+    else:
+        log.mkdir()
+    said = {"fifo": "whose metrics.jsonl is not a regular file",
+            "dangling link": f"whose metrics.jsonl is a link to {str(tmp_path / 'gone.jsonl')!r}, "
+                             "which does not exist",
+            "folder": "whose metrics.jsonl is a folder, not a file"}[kind]  # fmt: skip
+    with pytest.raises(GradlabError) as caught:
+        plot_runs([run], out=tmp_path / "figures")
+    assert str(caught.value) == (
+        f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(run)!r}, {said}")
