@@ -355,7 +355,8 @@ def all_gather_rows(tensor: torch.Tensor, rows: tuple[int, ...] | None = None) -
 def gather_batch(
     batch: BatchView, rows: tuple[int, ...] | None = None, *, same: bool = False
 ) -> BatchView:
-    """The global batch of every rank (detached tensors all-gathered, the loss averaged); the
+    """The global batch of every rank (detached tensors all-gathered, the loss averaged over the
+    ranks that hold rows); the
     batch itself when no process group is initialized. A batch read on a score matrix
     (``on_scores``) or on queries and candidates is not gathered: its statistics are this
     rank's own matrix, its loss the ranks' mean. Nor is a batch that every rank holds alike
@@ -378,7 +379,7 @@ def gather_batch(
         # rank's rows score the candidates that rank saw (its own, or every rank's when the
         # features are gathered), its positives placed for them. The statistics read this
         # rank's own matrix. A batch every rank holds alike is the global batch already.
-        batch.loss, batch.degenerate_batches = _over_ranks(batch)
+        batch.loss, batch.degenerate_batches = _over_ranks(batch, rows)
         return batch
     gathered = BatchView(  # rows of embeddings and their labels (a positive mask goes with
         embeddings=all_gather_rows(batch.embeddings, rows),  # candidates: not gathered)
@@ -394,14 +395,18 @@ def gather_batch(
         gathered.embedding_grad = all_gather_rows(batch.embedding_grad, rows)
     gathered.score_captures = batch.score_captures  # anatomy: this rank's score matrices
     gathered.local = batch  # what this rank's call saw (gradient agreement)
-    gathered.loss, gathered.degenerate_batches = _over_ranks(batch)
+    gathered.loss, gathered.degenerate_batches = _over_ranks(batch, rows)
     return gathered
 
 
-def _over_ranks(batch: BatchView) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-    """``(loss, degenerate_batches)`` over every rank, in one all-reduce: the mean of the ranks'
-    losses and the sum of their watched losses' degenerate-batch counts (a sampler bug on any
-    rank shows), each None when the batch has none. 0-d float64 tensors on the device."""
+def _over_ranks(
+    batch: BatchView, rows: tuple[int, ...] | None = None
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """``(loss, degenerate_batches)`` over every rank, in one all-reduce: the mean of the
+    losses of the ranks that hold rows (``rows``, as agreed; a rank with an empty batch has a
+    loss of 0 that is no measurement; every rank when ``rows`` is None) and the sum of their
+    watched losses' degenerate-batch counts (a sampler bug on any rank shows), each None when
+    the batch has none. 0-d float64 tensors on the device."""
     parts = []
     if batch.loss is not None:  # the loss lives where the embeddings do
         parts.append(batch.loss.detach().reshape(()).to(torch.float64))
@@ -413,5 +418,6 @@ def _over_ranks(batch: BatchView) -> tuple[torch.Tensor | None, torch.Tensor | N
         return None, None
     totals = torch.stack(parts)
     torch.distributed.all_reduce(totals)
-    loss = totals[0] / torch.distributed.get_world_size() if batch.loss is not None else None
+    holding = torch.distributed.get_world_size() if rows is None else sum(n > 0 for n in rows)
+    loss = totals[0] / max(holding, 1) if batch.loss is not None else None
     return loss, (totals[-1] if count is not None else None)

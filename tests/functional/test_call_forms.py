@@ -32,6 +32,8 @@ def test_a_keyword_only_argument_given_by_position_is_named_with_the_way_to_pass
 @pytest.mark.parametrize(("call", "wrong"), [
     (lambda s, p: F.smooth_ap(s), "missing a required argument: 'positives'"),
     (lambda s, p: F.smooth_ap(s, p, bogus=1), "got an unexpected keyword argument 'bogus'"),
+    # every positional place filled, none too many: no keyword-only argument was misplaced
+    (lambda s, p: F.smooth_ap(s, p, 0.1, bogus=1), "got an unexpected keyword argument 'bogus'"),
 ])  # fmt: skip
 def test_other_misfits_name_the_signature_without_the_keyword_advice(call, wrong):
     scores, positives, _ = _inputs()

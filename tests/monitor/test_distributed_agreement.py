@@ -354,6 +354,19 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
     assert gathered.candidates is None and gathered.local is batch
 
 
+@pytest.mark.parametrize("rows", [(3, 0), None])
+def test_a_rank_with_an_empty_batch_is_left_out_of_the_mean_loss(one_rank_group, monkeypatch,
+                                                                 rows):  # fmt: skip
+    # rank 1 holds no row (its loss, 0, measures nothing): the logged loss was half this
+    # rank's; without the agreed rows every rank counts, as before
+    _SecondRank(monkeypatch, lambda t: torch.zeros_like(t))
+    embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
+    batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
+                      loss=torch.tensor(0.25))  # fmt: skip
+    gathered = gather_batch(batch, rows=rows)
+    assert gathered.loss.item() == (0.25 if rows else 0.25 / 2)
+
+
 @pytest.mark.parametrize("cross_modal", [False, True])
 def test_the_degenerate_count_is_every_ranks_in_the_loss_s_one_reduction(
     one_rank_group, monkeypatch, cross_modal
