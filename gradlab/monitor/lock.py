@@ -90,7 +90,11 @@ def _in_use_message(log_dir: Path, owner: dict) -> str:
     """Why ``log_dir`` is refused, and the way out: a lock of this host names a live process;
     one of another host cannot be checked from here, so deleting it is left to the user."""
     if owner.get("host") == socket.gethostname():
-        stale = "A lock of a crashed process is stale and taken over."
+        stale = (
+            "A lock of a crashed process is stale and taken over; if no Monitor runs as process "
+            f"{owner.get('pid')} (its number taken by another process since), delete "
+            f"{str(Path(log_dir) / LOCK_NAME)!r} and start again."
+        )
     else:
         stale = (
             f"The lock was written on another host, where this process cannot check whether "

@@ -376,14 +376,14 @@ class Monitor:
         if self._warned_call_after_close or not torch.is_grad_enabled():
             return
         self._warned_call_after_close = True
-        warnings.warn(
-            f"gradlab.Monitor: a watched call after close() of the Monitor of "
-            f"{str(self.log_dir)!r}: the loss runs and nothing is read or logged; make a new "
-            "Monitor (resume=True continues this run in its log_dir) and watch the loss again "
-            "to log more steps",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(TRAINER_PACKAGES),
-        )
+        what = (f"a watched call of a Monitor whose log_dir was refused at its first record "
+                f"({self._refused}): the loss runs and nothing is read or logged"
+                if self._refused is not None else
+                f"a watched call after close() of the Monitor of {str(self.log_dir)!r}: the loss "
+                "runs and nothing is read or logged; make a new Monitor (resume=True continues "
+                "this run in its log_dir) and watch the loss again to log more steps")  # fmt: skip
+        warnings.warn(f"gradlab.Monitor: {what}", RuntimeWarning,
+                      stacklevel=caller_stacklevel(TRAINER_PACKAGES))  # fmt: skip
 
     def _refuse_when_closed(self, method: str) -> None:
         """A closed Monitor logs nothing more: refuse a new watch where it is made, not at the

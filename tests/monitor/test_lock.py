@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gradlab import GradlabError, Monitor
+from gradlab import GradlabError, Monitor, SmoothAPLoss
 from gradlab.monitor import read_jsonl
 from gradlab.monitor.lock import LOCK_NAME
 from tests.helpers.training import train
@@ -45,6 +45,24 @@ def test_a_refused_monitor_says_why_at_every_later_step(tmp_path):
         "monitor.step() called on a Monitor whose log_dir was refused at its first record: "
         + str(refused.value)
     )
+    first.close()
+
+
+def test_a_watched_call_of_a_refused_monitor_says_it_was_refused_not_closed(tmp_path):
+    # it warned "a watched call after close()" though nobody had called close()
+    run = tmp_path / "new"
+    first = Monitor(run, preset="cheap", every=1)
+    second = Monitor(run, preset="cheap", every=1)
+    watched = second.watch(SmoothAPLoss(0.05))  # the loop's, made before the refusal
+    train(first, steps=1)
+    with pytest.raises(GradlabError) as refused:
+        train(None, steps=1, loss_fn=watched)
+        second.step()
+    with pytest.warns(RuntimeWarning) as caught:
+        train(None, steps=1, loss_fn=watched)  # the loop goes on (it caught the refusal)
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: a watched call of a Monitor whose log_dir was refused at its first "
+        f"record ({refused.value}): the loss runs and nothing is read or logged"]
     first.close()
 
 

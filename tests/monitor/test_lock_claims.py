@@ -159,11 +159,15 @@ def test_a_lock_of_another_host_is_refused_with_the_path_to_delete_not_a_takeove
 
 
 def test_a_live_lock_of_this_host_says_a_crashed_ones_would_be_taken_over(tmp_path):
+    # and what to do when the process number now belongs to another process (a PID reused
+    # after a crash): the lock was honoured forever without a word of it
     acquire(tmp_path)
     with pytest.raises(GradlabError) as refused:
         refuse_if_in_use(tmp_path)
-    assert str(refused.value).endswith("A lock of a crashed process is stale and taken over.")
-    assert "delete" not in str(refused.value)
+    assert str(refused.value).endswith(
+        f"A lock of a crashed process is stale and taken over; if no Monitor runs as process "
+        f"{os.getpid()} (its number taken by another process since), delete "
+        f"{str(tmp_path / LOCK_NAME)!r} and start again.")
 
 
 @pytest.mark.parametrize(
