@@ -410,6 +410,35 @@ def test_unit_rows_leaves_rows_that_fit_as_f_normalize_makes_them(dtype, huge, t
     assert unit_rows(empty).shape == (3, 0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_rows_that_fit_get_f_normalize_s_values_and_gradient_bit_for_bit(dtype):
+    """A row F.normalize handles well is divided by exactly 1: its unit vector and its gradient
+    are F.normalize's, bit for bit, small norms and subnormal entries included (a rescue by a
+    power of two, or any other divisor, keeps the values but not every bit of the gradient)."""
+    from gradlab.functional.layouts import unit_rows
+
+    generator = torch.Generator().manual_seed(12)
+    directions = torch.randn(6, 8, generator=generator, dtype=torch.float64)
+    directions = directions / directions.norm(dim=1, keepdim=True)
+    sizes = {torch.float16: [0.03, 0.05, 0.5, 3.0, 40.0],  # above float16's 2^-6
+             torch.bfloat16: [1e-3, 0.03, 0.5, 3.0, 40.0]}.get(dtype, [1e-5, 1e-3, 0.03, 3.0,
+                                                                       4e4])  # fmt: skip
+    rows = (directions[:5] * torch.tensor(sizes, dtype=torch.float64).unsqueeze(1)).to(dtype)
+    subnormal = {torch.float16: 3e-7, torch.bfloat16: 1e-39, torch.float32: 1e-40,
+                 torch.float64: 1e-310}[dtype]  # fmt: skip
+    rows = torch.cat([rows, torch.tensor([[8.0, 8.0, subnormal, 0, 0, 0, 0, 0],
+                                          [8.0, subnormal, 0, 0, 0, 0, 0, 0]], dtype=dtype)])
+    assert 0 < rows[5, 2] < torch.finfo(dtype).tiny  # divided by 8, it would lose bits
+    weights = torch.randn(7, 8, generator=generator, dtype=torch.float64).to(dtype)
+    mine, theirs = rows.clone().requires_grad_(True), rows.clone().requires_grad_(True)
+    got = unit_rows(mine)
+    expected = torch.nn.functional.normalize(theirs, dim=1)
+    assert torch.equal(got, expected)
+    (got * weights).sum().backward()
+    (expected * weights).sum().backward()
+    assert torch.equal(mine.grad, theirs.grad)
+
+
 def test_unit_rows_leaves_nan_and_inf_rows_to_the_callers_checks():
     """A row holding NaN or an infinite entry is not rescued (no division by its peak): it
     comes out as F.normalize makes it, for the loss's finiteness check to refuse."""
