@@ -21,6 +21,7 @@ from gradlab.symbolic.audit import (
     NOT_TESTABLE,
     all_claims,
     format_markdown,
+    format_not_testable,
     format_table,
     mutant_shortfalls,
     mutant_summary,
@@ -678,7 +679,7 @@ def test_the_measurement_given_to_the_audit_reaches_the_default_claims(monkeypat
        "claim": {"statement": "s", "formula": "x", "latex": "x"}}],
      r"^record 1 of 1: verdict must be one of \("),
 ])
-@pytest.mark.parametrize("format_records", [format_table, format_markdown])
+@pytest.mark.parametrize("format_records", [format_table, format_markdown, format_not_testable])
 def test_the_formats_name_records_that_are_not_audit_records(records, message, format_records):
     with pytest.raises(GradlabError, match=message):
         format_records(records)
@@ -688,3 +689,36 @@ def test_format_table_refuses_a_width_too_narrow_for_a_word():
     record = {"seed": "mine", "label": "eq1", "verdict": "holds", "claim": {"statement": "s"}}
     with pytest.raises(GradlabError, match=r"^width must be an int >= 10; got 0$"):
         format_table([record], width=0)
+
+
+def _not_testable(label, detail=None):
+    record = {"seed": "mine", "label": label, "verdict": "not-testable-here",
+              "claim": {"statement": "s"}}  # fmt: skip
+    if detail is not None:
+        record["detail"] = detail
+    return record
+
+
+def test_the_not_testable_claims_are_listed_with_their_whole_detail_wrapped():
+    holds = {"seed": "mine", "label": "eq1", "verdict": "holds", "claim": {"statement": "s"},
+             "detail": "arithmetic"}  # fmt: skip
+    detail = "needs the authors' data; a miniature, as context only: P unclear over 3 seeds"
+    records = [holds, _not_testable("trend", detail), _not_testable("bare")]
+    assert format_not_testable(records, width=40).split("\n") == [
+        "Not testable here (the context measured is in each detail):",
+        "  trend: needs the authors' data; a",  # the first line indented by 2, the rest by 4
+        "    miniature, as context only: P",
+        "    unclear over 3 seeds",
+        "  bare:",  # a record without a detail
+    ]
+    assert format_not_testable([holds]) == (
+        "Not testable here (the context measured is in each detail):\n  none")
+    assert format_not_testable([_not_testable("long", "x " * 60)]).split("\n")[1] == (
+        "  long: " + "x " * 50 + "x")  # the default width: 110 (109 here, 111 with one more)
+
+
+@pytest.mark.parametrize("width", [9, 0])
+def test_format_not_testable_refuses_a_width_below_10(width):
+    with pytest.raises(GradlabError, match=rf"^width must be an int >= 10; got {width}$"):
+        format_not_testable([_not_testable("trend", "d")], width=width)
+    assert format_not_testable([_not_testable("t", "d")], width=10).endswith("  t: d")
