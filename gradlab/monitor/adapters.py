@@ -255,7 +255,8 @@ class LossAdapter:
         if self.inputs == "embeddings" and second.dim() == 2 and second.dtype == torch.bool:
             raise GradlabError(  # the form of a loss on a score matrix
                 f"expected {expected}; got {_describe(tensors)}, the form of a loss on a score "
-                f"matrix: watch it with monitor.watch(loss, inputs='scores') ({IN_BATCH_HINT})"
+                f"matrix: watch it with watch(loss, inputs='scores'), the Monitor's or a "
+                f"callback's ({IN_BATCH_HINT})"
             )
         # a meta tensor has a shape and no values: nothing to compute or read back
         check_real_device(**{"scores" if self.inputs in SCORE_INPUTS else self.inputs: first,
@@ -330,8 +331,8 @@ class LossAdapter:
             f"gradlab.Monitor: {self.name} declares no input_form and was watched without "
             f"inputs=, so its [{rows}, {rows}] first argument is read as {rows} embeddings of "
             f"dimension {rows}; if it is a score matrix (queries x candidates), watch it with "
-            f"monitor.watch(loss, inputs='scores') ({IN_BATCH_HINT}), else pass "
-            "inputs='embeddings' to say so",
+            f"watch(loss, inputs='scores'), the Monitor's or a callback's ({IN_BATCH_HINT}), "
+            "else pass inputs='embeddings' to say so",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )

@@ -100,19 +100,23 @@ def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
             "your own draws its keys when it declares plots: gradlab.monitor.Plot)")
 
 
-def _mixed_taus(run_dirs: Sequence[str | Path], families: list[str]) -> str | None:
+def _mixed_taus(
+    run_dirs: Sequence[str | Path], families: list[str], labels: Sequence[str] | None = None
+) -> str | None:
     """What to say when ``families`` (of :data:`TAU_FAMILIES`) are drawn from runs logged at
-    different taus (their headers' ``config``), or None."""
+    different taus (their headers' ``config``), or None. Runs are named by their ``labels``
+    (as the legends name them) when given, else by their folders."""
     if not families:
         return None
     taus: dict[str, set[float]] = {}
-    for run_dir in run_dirs:
+    names = list(labels) if labels is not None else [str(run_dir) for run_dir in run_dirs]
+    for run_dir, name in zip(run_dirs, names, strict=True):
         # a run (or resumption) that logged no step draws nothing at its tau
         for header in stepped_jsonl_headers(run_folder(run_dir) / "metrics.jsonl"):
             config = header.get("config") if isinstance(header, dict) else None
             tau = config.get("tau") if isinstance(config, dict) else None
             if isinstance(tau, (int, float)) and not isinstance(tau, bool):
-                taus.setdefault(str(run_dir), set()).add(float(tau))
+                taus.setdefault(name, set()).add(float(tau))
     if len(set().union(*taus.values())) < 2:
         return None
     shown = "; ".join(f"{run}: {', '.join(f'{tau:g}' for tau in sorted(values))}"
@@ -540,7 +544,8 @@ def plot_runs(
     present = {family: keys for family, keys in present.items() if keys}
     if not present:
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no known quantity")
-    mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES])
+    mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
+                        labels)  # fmt: skip
     if mixed is not None:
         warnings.warn(mixed, UserWarning, stacklevel=caller_stacklevel())
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})

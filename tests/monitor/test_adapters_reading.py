@@ -438,9 +438,9 @@ def test_a_square_first_argument_assumed_to_be_embeddings_is_named_once(tmp_path
         RuntimeWarning, __file__,
         "gradlab.Monitor: the watched loss _info_nce declares no input_form and was watched "
         "without inputs=, so its [8, 8] first argument is read as 8 embeddings of dimension 8; "
-        "if it is a score matrix (queries x candidates), watch it with monitor.watch(loss, "
-        "inputs='scores') (inputs='in_batch_scores' if it scores a batch against itself, "
-        "z @ z.T), else pass inputs='embeddings' to say so")]  # fmt: skip
+        "if it is a score matrix (queries x candidates), watch it with watch(loss, "
+        "inputs='scores'), the Monitor's or a callback's (inputs='in_batch_scores' if it scores "
+        "a batch against itself, z @ z.T), else pass inputs='embeddings' to say so")]  # fmt: skip
     two = adapters.adapt(_info_nce)  # two rows: a 2 x 2 matrix is named too
     with pytest.warns(RuntimeWarning, match=r"its \[2, 2\] first argument is read as 2 "):
         two.read([torch.zeros(2, 2), torch.arange(2)], None, 0.1)

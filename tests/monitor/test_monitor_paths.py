@@ -231,5 +231,5 @@ def test_a_score_loss_watched_as_an_embedding_loss_is_told_to_say_inputs_scores(
         with pytest.warns(RuntimeWarning) as caught:
             watched(torch.zeros(6, 6), torch.eye(6, dtype=torch.bool))
     (message,) = [str(w.message) for w in caught]
-    assert "the form of a loss on a score matrix: watch it with monitor.watch(loss, " \
-           "inputs='scores')" in message  # fmt: skip
+    assert "the form of a loss on a score matrix: watch it with watch(loss, " \
+           "inputs='scores'), the Monitor's or a callback's" in message  # fmt: skip

@@ -1275,6 +1275,20 @@ def test_runs_logged_at_different_taus_are_said_not_to_compare_where_tau_matters
         assert not [w for w in caught if "different taus" in str(w.message)]
 
 
+def test_the_taus_warning_names_the_runs_by_their_labels_when_given(tmp_path):
+    # it named the runs by their full paths, though the legends said "a" and "b"
+    first = _run_at(tmp_path / "a", 0.01, "default")
+    second = _run_at(tmp_path / "b", 0.05, "default")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plot_runs([first, second], out=tmp_path / "figures", overview=False,
+                  labels=["tau 0.01", "tau 0.05"])  # fmt: skip
+    assert [str(w.message) for w in caught if "different taus" in str(w.message)] == [
+        "these logs were written at different taus (tau 0.01: 0.01; tau 0.05: 0.05): "
+        "operating_region, gradient_counts, gradient_count_mean depend on tau (SmoothAP's "
+        "sigmoid width), so their lines do not compare across them"]
+
+
 def test_a_run_left_out_for_logging_no_step_is_not_named_among_the_taus(tmp_path):
     # an empty run at tau 0.05 was left out of the figures but named in the taus warning
     first = _run_at(tmp_path / "a", 0.01, "default")
