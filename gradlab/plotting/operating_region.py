@@ -24,7 +24,7 @@ CLOSED_FORMS_FIGSIZE = (12, 5.2)
 """Inches of the closed-form figure: the width and the P panels side by side."""
 P_AGAINST_M_FIGSIZE = (11.5, 5)
 """Inches of the P-against-m figure: fixed models and trained models side by side."""
-EQ1_NAME = "Brown et al. (2020), Eq. 1"
+EQ1_NAME = "Brown et al. (2020, suppl.), Eq. 1"
 """How a legend names P as the paper defines it (all m^2 entries, the diagonal included)."""
 
 

@@ -63,7 +63,7 @@ SETTING_TITLES = {
     "trained_at_m": "one model fine-tuned at each m",
 }
 PROPORTIONS = {
-    "P": ("P (Brown et al., 2020, Eq. 1)", "black", "o"),
+    "P": ("P (Brown et al., 2020, suppl. Eq. 1)", "black", "o"),
     "P_positive_negative": ("positive-negative pairs", "tab:red", "s"),
     "P_negative_negative": ("negative-negative pairs", "tab:blue", "^"),
 }

@@ -75,7 +75,7 @@ def test_p_draws_each_proportion_per_seed_faintly_and_its_mean_with_a_std_bar(dr
     figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=APART))
     (axis,) = figure.axes
     labels = [c.get_label() for c in axis.containers]
-    assert labels == ["P (Brown et al., 2020, Eq. 1)", "positive-negative pairs",
+    assert labels == ["P (Brown et al., 2020, suppl. Eq. 1)", "positive-negative pairs",
                       "negative-negative pairs"]  # fmt: skip
     expected = {  # mean +- population std over the two seeds, by hand; the NaN left out
         "P": [(16, 0.3, 0.2, 0.4), (64, 0.5, 0.4, 0.6)],
@@ -128,7 +128,7 @@ def test_p_panels_are_log2_in_m_ticked_at_each_m_from_0_to_1(drawn):
     assert figure.get_size_inches() == pytest.approx((8, 4.4))
     (legend,) = figure.legends
     assert [t.get_text() for t in legend.get_texts()] == [
-        "P (Brown et al., 2020, Eq. 1)",
+        "P (Brown et al., 2020, suppl. Eq. 1)",
         "positive-negative pairs",
         "negative-negative pairs",
     ]
@@ -169,7 +169,7 @@ def test_a_proportion_equal_to_an_earlier_one_is_named_not_drawn(drawn):
     setting = {"P": APART["P"], "P_positive_negative": near, "P_negative_negative": near}
     figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
     (axis,) = figure.axes
-    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)"]
+    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, suppl. Eq. 1)"]
     assert len([line for line in axis.get_lines() if line.get_alpha() == 0.25]) == 2
     (note,) = axis.texts
     assert note.get_text() == textwrap.fill(
@@ -199,7 +199,7 @@ def test_a_proportion_after_a_repeated_one_is_still_drawn(drawn):
     setting = dict(APART, P_positive_negative=APART["P"])
     figure = drawn(module.plot_p_vs_batch_size, _p_result(fixed_trained=setting))
     (axis,) = figure.axes
-    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)",
+    assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, suppl. Eq. 1)",
                                                         "negative-negative pairs"]  # fmt: skip
 
 
@@ -228,7 +228,7 @@ def test_p_against_batch_size_reads_its_json_file_with_nan_written_either_way(dr
     for path in (token, write_json(tmp_path / "string.json", result)):
         figure = drawn(module.plot_p_vs_batch_size, str(path))
         (axis,) = figure.axes
-        assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, Eq. 1)",
+        assert [c.get_label() for c in axis.containers] == ["P (Brown et al., 2020, suppl. Eq. 1)",
                                                             "positive-negative pairs"]
         means = [point[1] for point in _errorbar(axis.containers[0])]
         assert means == [0.25, 0.625]  # seed 0's NaN left out at m = 16
