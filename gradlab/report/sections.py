@@ -72,10 +72,13 @@ def audit_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, st
 
 def audit_markdown(records: list[dict]) -> str:
     """The audit's markdown one level down: the audit is one section of the report (``##
-    Derivation audit``), each paper a subsection headed by its citation."""
+    Derivation audit``), each paper a subsection headed by its citation. The claims' LaTeX
+    lines are left out: the report's page renders no math (they showed as raw ``$...$``), and
+    each claim's printed formula is there in words."""
     from gradlab.symbolic.audit import format_markdown
 
-    return re.sub(r"^(#{1,5}) ", r"#\1 ", format_markdown(records), flags=re.MULTILINE)
+    text = re.sub(r"^- LaTeX: .*\n?", "", format_markdown(records), flags=re.MULTILINE)
+    return re.sub(r"^(#{1,5}) ", r"#\1 ", text, flags=re.MULTILINE)
 
 
 def verification_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, str]:

@@ -117,6 +117,17 @@ def test_the_audit_markdown_goes_one_level_down_to_six_hashes(monkeypatch):
                                   "###### six\n#no space")  # fmt: skip
 
 
+def test_the_audit_markdown_of_the_report_leaves_out_the_latex_lines(monkeypatch):
+    # the report's page renders no math: the lines showed as raw "$\text{...}$"
+    from gradlab.symbolic import audit
+
+    given = ("## Paper\n- printed: a = b\n- LaTeX: $a = b$\n- method: arithmetic\n"
+             "a line that mentions - LaTeX: inside")  # fmt: skip
+    monkeypatch.setattr(audit, "format_markdown", lambda records: given)
+    assert audit_markdown([]) == ("### Paper\n- printed: a = b\n- method: arithmetic\n"
+                                  "a line that mentions - LaTeX: inside")  # fmt: skip
+
+
 @pytest.mark.parametrize("quick", [True, False])
 def test_the_audit_runs_each_papers_claims_with_the_reports_p_measurement(
     calls, monkeypatch, tmp_path, capsys, request, quick
