@@ -354,17 +354,20 @@ def test_the_global_batch_concatenates_both_ranks_and_averages_the_loss(
     assert gathered.candidates is None and gathered.local is batch
 
 
-@pytest.mark.parametrize("rows", [(3, 0), None])
-def test_a_rank_with_an_empty_batch_is_left_out_of_the_mean_loss(one_rank_group, monkeypatch,
-                                                                 rows):  # fmt: skip
+@pytest.mark.parametrize("cross_modal", [False, True])  # gathered, or this rank's matrix
+@pytest.mark.parametrize(("rows", "holding"), [((3, 0), 1), ((3, 1), 2), (None, 2)])
+def test_a_rank_with_an_empty_batch_is_left_out_of_the_mean_loss(
+    one_rank_group, monkeypatch, cross_modal, rows, holding
+):
     # rank 1 holds no row (its loss, 0, measures nothing): the logged loss was half this
-    # rank's; without the agreed rows every rank counts, as before
+    # rank's; one row is a batch; without the agreed rows every rank counts, as before
     _SecondRank(monkeypatch, lambda t: torch.zeros_like(t))
     embeddings = torch.arange(6, dtype=torch.float64).reshape(3, 2)
-    batch = BatchView(embeddings=embeddings, labels=torch.tensor([0, 1, 1]),
-                      loss=torch.tensor(0.25))  # fmt: skip
+    options = (dict(candidates=torch.ones(4, 2), positives=torch.zeros(3, 4, dtype=torch.bool))
+               if cross_modal else dict(labels=torch.tensor([0, 1, 1])))  # fmt: skip
+    batch = BatchView(embeddings=embeddings, loss=torch.tensor(0.25), **options)
     gathered = gather_batch(batch, rows=rows)
-    assert gathered.loss.item() == (0.25 if rows else 0.25 / 2)
+    assert gathered.loss.item() == 0.25 / holding
 
 
 @pytest.mark.parametrize("cross_modal", [False, True])
