@@ -197,7 +197,8 @@ def measure(
     eps: float = 0.005,
     workers: int | None = None,
 ) -> dict:
-    """P (Brown et al., 2020, suppl. Eq. 1) against batch size m under Smooth-AP's sampler, per seed.
+    """P (Brown et al., 2020, suppl. Eq. 1) against batch size m under Smooth-AP's sampler, per
+    seed.
 
     Each seed is one task (:func:`gradlab.experiments.runtime.run_tasks`) that builds its data,
     networks and batches from the seed alone, so the numbers are the same whether the seeds run

@@ -245,7 +245,7 @@ def load_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None = Non
             warnings.warn(_went_back(log, went_back), UserWarning, stacklevel=caller_stacklevel())
         if set_back:
             warnings.warn(_set_back(log, set_back), UserWarning, stacklevel=caller_stacklevel())
-        pieces = [records for records in pieces if records]
+        pieces = [_with_dropped_steps(records) for records in pieces if records]
         if not pieces:  # _read_log names what it skipped
             empty.append(str(log))
             continue
@@ -434,6 +434,25 @@ def _runs_below(folder: str | Path, depth: int = 2) -> str:
     shown = ", ".join(repr(path) for path in found[:3])
     more = f" and {len(found) - 3} more" if len(found) > 3 else ""
     return f"; runs below it: {shown}{more}"
+
+
+def _with_dropped_steps(records: list[dict]) -> list[dict]:
+    """``records`` (in step order) with a record of the step alone at each step that a sink's
+    note names as dropped (``dropped_steps``, :data:`~gradlab.monitor.sinks.DROPPED_KEYS`) and
+    no record holds: every line has a gap there (:func:`_gaps_where_missing`), not a line drawn
+    across steps whose values were lost.
+
+    Example:
+        >>> records = [{"step": 0, "loss": 1.0}, {"step": 3, "loss": 0.5, "dropped_steps": [1, 2]}]
+        >>> [sorted(r) for r in _with_dropped_steps(records)]
+        [['loss', 'step'], ['step'], ['step'], ['dropped_steps', 'loss', 'step']]
+    """
+    held = {record["step"] for record in records}
+    dropped = {step for record in records for step in (record.get(DROPPED_KEYS[1]) or ())
+               if type(step) is int and step not in held}  # fmt: skip
+    if not dropped:
+        return records
+    return sorted([*records, *({"step": step} for step in dropped)], key=lambda r: r["step"])
 
 
 def _read_log(log: Path) -> list[tuple[dict, list[dict]]]:

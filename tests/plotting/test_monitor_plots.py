@@ -1,6 +1,7 @@
 """gradlab plot: runs overlaid (one colour per run), restarting logs split with a warning."""
 
 import io
+import json
 import math
 import re
 import warnings
@@ -913,3 +914,22 @@ def test_plotting_leaves_the_callers_matplotlib_settings_as_they_were(tmp_path):
         after = dict(plt.rcParams)
     assert {key for key in before if before[key] != after[key]} == set()
     assert {key: after[key] for key in mine} == mine
+
+
+def test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across(tmp_path):
+    # a record noting dropped_steps [4, 5, 6] was joined to step 3 by a straight line, as if
+    # the steps had those values
+    run = tmp_path / "run"
+    run.mkdir()
+    records = [{"step": step, "loss": 1.0 / (step + 1)} for step in (0, 1, 2, 3, 7, 8, 9)]
+    records[4].update(dropped_records=3, dropped_steps=[4, 5, 6])
+    lines = [{"header": {"config": {"tau": 0.01}}}, *records]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    runs = load_runs([run])
+    axis = plt.subplots()[1]
+    draw_family(axis, "loss", ["loss"], runs)
+    (line,) = axis.get_lines()
+    drawn = dict(zip(line.get_xdata(), line.get_ydata(), strict=True))
+    assert [step for step, value in drawn.items() if math.isnan(value)] == [4, 5, 6]
+    assert {step: drawn[step] for step in (3, 7)} == {3: 0.25, 7: 0.125}
+    plt.close("all")
