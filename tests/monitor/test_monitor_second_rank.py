@@ -123,7 +123,8 @@ def test_a_rank_that_evaluates_alone_before_training_stays_in_step(tmp_path, one
         warnings.simplefilter("always")
         monitor = gradlab.Monitor(tmp_path / "run", preset="cheap", every=1)
         loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
-        with torch.no_grad():
+        with torch.no_grad():  # two evaluation batches, both before training
+            loss_fn(*_batch(98))
             loss_fn(*_batch(99))
         _, losses = _train(monitor, steps=3)
         monitor.close()
