@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import time
 import warnings
 
 import pytest
@@ -233,3 +234,19 @@ def test_a_header_with_nan_in_its_config_is_strict_json_and_reads_back(tmp_path)
     assert math.isnan(header["config"]["lr"])
     assert header["config"]["schedule"] == {"warmup": math.inf}
     assert header["config"]["betas"] == [0.9, -math.inf]
+
+
+def test_a_tensorboard_event_file_opens_with_its_version_and_every_event_has_its_time(tmp_path):
+    # the sink writes its events itself: TensorBoard reads a file as events only after a first
+    # event naming the format's version, and orders a run's events by their wall time
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    start = time.time()
+    _run(tmp_path, ["jsonl", "tensorboard"], steps=2)
+    end = time.time()
+    (path,) = tmp_path.glob("events.out.tfevents.*")
+    events = list(EventFileLoader(str(path)).Load())
+    assert events[0].file_version == "brain.Event:2"
+    assert all(start <= event.wall_time <= end for event in events)
+    assert [event.step for event in events[2:]] == [0, 1]  # after the version and the header
