@@ -123,8 +123,14 @@ class RunFolder:
         if overwrite:
             return {"overwrite": files}
         if not resume:
+            # a run stopped before its first record (an error before the first step) holds
+            # headers alone: replacing it loses nothing, which is worth saying
+            headers_only = set(names) <= {"metrics.jsonl", "metrics.csv"} and all(
+                sink.last_step(self.path) is None for sink in (JSONLSink(), CSVSink()))
+            nothing = (" (it logged no step: a run stopped before its first record, which "
+                       "overwrite=True replaces losing nothing)" if headers_only else "")
             raise RunExistsError(
-                f"log_dir {str(self.path)!r} already holds a run ({', '.join(names)}); "
+                f"log_dir {str(self.path)!r} already holds a run ({', '.join(names)}){nothing}; "
                 "pass resume=True to continue it, overwrite=True to replace it, "
                 "or choose a new log_dir"
             )

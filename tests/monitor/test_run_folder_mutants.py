@@ -289,14 +289,34 @@ def test_a_folder_held_by_a_live_monitor_is_refused_when_made(tmp_path):
 def test_a_previous_run_is_refused_with_its_files_and_the_choices(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "metrics.jsonl").write_text("")
-    (run / "metrics.csv").write_text("")
+    (run / "metrics.jsonl").write_text('{"header": {}}\n{"step": 0, "loss": 0.5}\n')
+    (run / "metrics.csv").write_text("step,loss\n0,0.5\n")
     with pytest.raises(GradlabError) as raised:
         RunFolder(run, [JSONLSink(), gradlab.monitor.CSVSink()], resume=False, overwrite=False)
     assert str(raised.value) == (
         f"log_dir {str(run)!r} already holds a run (metrics.csv, metrics.jsonl); "
         "pass resume=True to continue it, overwrite=True to replace it, or choose a new log_dir"
     )
+
+
+@pytest.mark.parametrize("files", [{"metrics.jsonl": '{"header": {}}\n'},
+                                   {"metrics.jsonl": "", "metrics.csv": "step,loss\n"}])
+def test_a_previous_run_that_logged_no_step_is_said_to_be_replaced_losing_nothing(
+    tmp_path, files
+):
+    # an error before the first step left a header alone; the rerun was refused with no word
+    # that nothing would be lost
+    run = tmp_path / "run"
+    run.mkdir()
+    for name, text in files.items():
+        (run / name).write_text(text)
+    with pytest.raises(GradlabError) as raised:
+        RunFolder(run, [JSONLSink()], resume=False, overwrite=False)
+    assert str(raised.value) == (
+        f"log_dir {str(run)!r} already holds a run ({', '.join(sorted(files))}) (it logged no "
+        "step: a run stopped before its first record, which overwrite=True replaces losing "
+        "nothing); pass resume=True to continue it, overwrite=True to replace it, or choose a "
+        "new log_dir")
 
 
 class _Blind(FlakySink):
