@@ -323,6 +323,19 @@ def test_temperature_reads_a_learnable_scale_put_in_the_loss_s_place(tmp_path):
     assert abs(record["temperature_log_scale_grad"]) > 1e-3
 
 
+def test_temperature_reads_a_learnable_temperature_put_in_gist_s_place(tmp_path):
+    # GIST's scale is 1 / its temperature, a Parameter as well as a number
+    model = bert_sentence_model(tmp_path / "model", seed=0)
+    guide = bert_sentence_model(tmp_path / "guide", seed=1)
+    anchors, positives = caption_pairs(6)
+    loss = record_scores(losses.GISTEmbedLoss(model, guide, contrast_anchors=False,
+                                              contrast_positives=False))  # fmt: skip
+    loss.temperature = torch.nn.Parameter(torch.tensor(0.05))
+    record, _ = logged(loss, sentence_features(model, anchors, positives), tmp_path / "run",
+                       [Temperature(every(1))])  # fmt: skip
+    assert record["temperature_scale"] == pytest.approx(1 / 0.05, rel=1e-6)
+
+
 def test_contrastive_tension_in_batch_leaves_out_what_reads_one_direction(tmp_path):
     # its loss is (CE(S) + CE(S^T)) / 2 of one recorded matrix S: Temperature's closed form
     # came out as the rows' alone (-0.44 where the parameter's gradient was -0.46) and the
