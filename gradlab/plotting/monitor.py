@@ -447,8 +447,11 @@ def _with_dropped_steps(records: list[dict]) -> list[dict]:
         >>> [sorted(r) for r in _with_dropped_steps(records)]
         [['loss', 'step'], ['step'], ['step'], ['dropped_steps', 'loss', 'step']]
     """
+    notes = [record[DROPPED_KEYS[1]] for record in records if DROPPED_KEYS[1] in record]
+    if not notes:  # the common case: one look at each record
+        return records
     held = {record["step"] for record in records}
-    dropped = {step for record in records for step in (record.get(DROPPED_KEYS[1]) or ())
+    dropped = {step for note in notes for step in (note if isinstance(note, list) else ())
                if type(step) is int and step not in held}  # fmt: skip
     if not dropped:
         return records
