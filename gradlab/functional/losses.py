@@ -365,4 +365,7 @@ def fastap_loss(
         tensor(0.)
     """
     ap = fastap(embeddings, labels, num_bins, validate=validate)
-    return _mean_ap_loss(ap, embeddings, (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(1) > 1)
+    # a query with a positive and a negative: one of a batch of one class has no negative (its
+    # AP is 1 up to the histogram's rounding, not exactly: the loss of such a batch is 0)
+    counts = (labels.unsqueeze(0) == labels.unsqueeze(1)).sum(1)
+    return _mean_ap_loss(ap, embeddings, (counts > 1) & (counts < labels.shape[0]))
