@@ -112,11 +112,15 @@ def gradient_overflow_message(dtype: torch.dtype, reach: str, remedy: str) -> st
     what to pass instead. One wording for every loss that checks it.
 
     Example:
-        >>> gradient_overflow_message(torch.float16, "it can reach 1e+05", "pass float32")[:62]
-        "scores must keep the gradient within torch.float16's largest v"
+        >>> print(gradient_overflow_message(torch.float16, "it can reach 1e+05", "pass float32"))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        scores (the cosine scores of the embeddings, for a loss called on them) must keep the
+        gradient within torch.float16's largest value 65504 (dL/dS is computed in float32 and
+        returned in the scores' dtype); it can reach 1e+05; pass float32
     """
     return (
-        f"scores must keep the gradient within {dtype}'s largest value "
+        f"scores (the cosine scores of the embeddings, for a loss called on them) must keep "
+        f"the gradient within {dtype}'s largest value "
         f"{torch.finfo(dtype).max:.6g} (dL/dS is computed in float32 and returned in the "
         f"scores' dtype); {reach}; {remedy}"
     )

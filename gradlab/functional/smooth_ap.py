@@ -746,8 +746,8 @@ def check_half_gradient(tau: float, groups: list[PositiveGroup], averaged: bool)
         ...     check_half_gradient(1e-5, [group], averaged=True)  # 1.25e5 / 4 = 31250: within
         ...     check_half_gradient(1e-6, [group], averaged=True)
         ... except GradlabError as error:
-        ...     print(str(error)[:72])
-        scores must keep the gradient within torch.float16's largest value 65504
+        ...     print(str(error)[72:137])
+        must keep the gradient within torch.float16's largest value 65504
     """
     largest = torch.finfo(torch.float16).max
     queries = sum(int(group.queries.numel()) for group in groups) if averaged else 1

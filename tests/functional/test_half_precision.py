@@ -24,6 +24,10 @@ LOSSES = {
     "sigmoid_pair": lambda s: F.sigmoid_pair_loss(s, EYE, scale=10.0, bias=-10.0),
 }
 
+OVERFLOW = ("scores (the cosine scores of the embeddings, for a loss called on them) must keep "
+            "the gradient within ")
+"""How a refusal of a half-precision gradient that could overflow begins."""
+
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("loss", LOSSES.values(), ids=LOSSES.keys())
@@ -375,7 +379,7 @@ def test_a_half_gradient_past_its_dtype_is_refused_and_one_within_is_finite(loss
     # float16 scores: the loss fits, but dL/dS (1/T or SigLIP's scale over the 4 queries)
     # does not, and came back as inf after validate=True passed the call
     scores = torch.zeros(4, 4, dtype=torch.float16)
-    with pytest.raises(GradlabError, match=r"^scores must keep the gradient within "
+    with pytest.raises(GradlabError, match=rf"^{re.escape(OVERFLOW)}"
                                            r"torch\.float16's largest value 65504 "):  # fmt: skip
         loss(scores.clone().requires_grad_(), refused)
     leaf = scores.clone().requires_grad_()
@@ -409,7 +413,7 @@ def test_the_gradient_refusal_states_its_bound_for_each_direction_and_reduction(
     message = _gradient_refusal(lambda: F.nt_xent_loss(scores, mask, 1e-6, direction=direction,
                                                        reduction=reduction))  # fmt: skip
     assert message == (
-        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); got scores whose |dL/dS| "
         f"can reach {bound:.3g} (1 / "
         f"temperature over the queries with a positive, per direction{formula}); pass "
@@ -423,7 +427,7 @@ def test_the_siglip_gradient_refusal_states_its_bound(reduction, bound, formula)
     message = _gradient_refusal(lambda: F.sigmoid_pair_loss(
         scores, EYE[:4, :4], scale=1e6, bias=0.0, reduction=reduction))  # fmt: skip
     assert message == (
-        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); got scores whose |dL/dS| "
         f"can reach {bound:.3g} "
         f"({formula}); pass scores.float() for a float32 gradient")
@@ -462,7 +466,7 @@ def test_every_half_smooth_ap_call_that_validate_accepts_has_a_finite_gradient(p
             try:
                 value = call(leaf)
             except GradlabError as error:
-                assert str(error).startswith("scores must keep the gradient within "
+                assert str(error).startswith(OVERFLOW +
                                              "torch.float16's largest value 65504")  # fmt: skip
                 refused += 1
                 continue
@@ -476,14 +480,14 @@ def test_the_smooth_ap_gradient_refusal_states_its_bound():
     tied = torch.zeros(4, 4, dtype=torch.float16)
     positives = torch.eye(4, dtype=torch.bool) | torch.eye(4, dtype=torch.bool).roll(1, 1)
     assert _gradient_refusal(lambda: F.smooth_ap(tied, positives, 1e-7)) == (
-        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); at tau=1e-07 SmoothAP's "
         f"|dAP/dS| can reach 1.25 / tau, {1.25 / 1e-7:.3g}; pass float32 or bfloat16 "
         "embeddings or scores")
     labels = torch.tensor([0, 0, 1, 1, 2, 2, 3, 7])  # 6 queries with a positive
     half = torch.ones(8, 3, dtype=torch.float16)
     assert _gradient_refusal(lambda: F.smooth_ap_loss(half, labels, tau=1e-6)) == (
-        "scores must keep the gradient within torch.float16's largest value 65504 (dL/dS is "
+        f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is "
         "computed in float32 and returned in the scores' dtype); at tau=1e-06 SmoothAP's "
         f"|dAP/dS| can reach 1.25 / tau over the 6 queries with a positive, "
         f"{1.25 / 1e-6 / 6:.3g}; pass float32 or bfloat16 embeddings or scores")
