@@ -148,8 +148,8 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
             or ``"exact"`` (digamma).
 
     Raises:
-        GradlabError: counts that are no real tensors, do not broadcast, are NaN, below 0, or
-            with ``a > b`` (one host read).
+        GradlabError: counts that are no real tensors, do not broadcast, are NaN, below 0, an
+            infinite ``a``, or with ``a > b`` (one host read).
 
     Example:
         >>> a, b = torch.tensor([0.0, 10.0]), torch.tensor([1.0, 12.0])
@@ -162,11 +162,21 @@ def harmonic_gap(a: torch.Tensor, b: torch.Tensor, method: str = "exact") -> tor
     _check_counts(a=a, b=b)
     check_real_device(a=a, b=b)  # their order is read
     _check_ordered("harmonic_gap", a, b)
+    a, b = _common_float(a, b)  # both computed in the precision of the more precise
     if method == "log":
         return _log_antiderivative(b) - _log_antiderivative(a)
     if method == "midpoint":
         return torch.log((b + 0.5) / (a + 0.5))
     return torch.digamma(b + 1.0) - torch.digamma(a + 1.0)
+
+
+def _common_float(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``a`` and ``b`` in one floating dtype: the promotion of theirs, or the default float
+    dtype for integer counts (a float32 count beside a float64 one was computed in float32)."""
+    dtype = torch.promote_types(a.dtype, b.dtype)
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    return a.to(dtype), b.to(dtype)
 
 
 def _discount_partial_sum(x: torch.Tensor) -> torch.Tensor:
@@ -226,14 +236,18 @@ def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
     :func:`gradlab.validation.skip_value_checks`."""
     if not (a.numel() and b.numel()) or not value_checks_enabled():
         return
-    nan_a, nan_b, negative, reversed_ = torch.stack([
-        a.isnan().any(), b.isnan().any(), (a < 0).any(), (a > b).any()]).tolist()  # fmt: skip
+    nan_a, nan_b, negative, reversed_, endless = torch.stack([
+        a.isnan().any(), b.isnan().any(), (a < 0).any(), (a > b).any(),
+        (a == math.inf).any()]).tolist()  # fmt: skip
     for name, count, has_nan in (("a", a, nan_a), ("b", b, nan_b)):
         if has_nan:
             raise GradlabError(_nan_message(name, function, count))
     if negative:
         raise GradlabError(f"a must be a count, at least 0, for {function}; got "
                            f"{float(a.min()):g}")  # fmt: skip
+    if endless:  # inf - inf: the gap from an infinite count has no value (b = inf has: inf)
+        raise GradlabError(f"a must be finite for {function} (a gap that starts past every "
+                           "count has no value; b = inf gives inf); got inf")  # fmt: skip
     if reversed_:
         first = (a > b).nonzero()[0].tolist()
         pair = torch.broadcast_tensors(a, b)

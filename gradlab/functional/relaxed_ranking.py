@@ -124,7 +124,8 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
         num_bins: the bins ``d = 0 .. num_bins - 1``, a positive integer.
 
     Raises:
-        GradlabError: ``distances`` is not a float tensor or ``num_bins`` not a positive int.
+        GradlabError: ``distances`` is not a float tensor or holds NaN (a NaN distance has no
+            bin; one host read), or ``num_bins`` not a positive int.
 
     Example:
         >>> triangular_kernel(torch.tensor([0.25, 2.0]), num_bins=3)
@@ -134,6 +135,12 @@ def triangular_kernel(distances: torch.Tensor, num_bins: int) -> torch.Tensor:
     any_shape = (distances.dim(),) if isinstance(distances, torch.Tensor) else ()
     check_tensor("distances", distances, ndims=any_shape, kind="float")
     num_bins = check_positive_int("num_bins", num_bins)
+    if distances.numel() and value_checks_enabled():
+        check_real_device(distances=distances)  # a meta tensor has no values to read
+        nan = distances.isnan()
+        if bool(nan.any()):  # an infinite distance weighs no bin; a NaN gave NaN weights
+            raise GradlabError(f"distances must not be NaN (a NaN distance has no bin); got "
+                               f"{int(nan.sum())} NaN of {distances.numel()}")  # fmt: skip
     return _triangular_kernel(distances, num_bins)
 
 

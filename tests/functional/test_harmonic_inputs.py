@@ -350,3 +350,22 @@ def test_an_empty_count_against_a_nan_one_computes_nothing_and_refuses_nothing(f
     # an empty first count broadcast with one NaN: the result is empty, nothing is read
     got = function(torch.zeros(0, dtype=torch.float64), torch.tensor([NAN]).double(), "log")
     assert got.shape == (0,)
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_an_infinite_a_is_refused_where_inf_minus_inf_gave_nan(method):
+    infinite = torch.tensor([math.inf])
+    with pytest.raises(GradlabError) as refused:
+        harmonic_gap(infinite, infinite, method)
+    assert str(refused.value) == ("a must be finite for harmonic_gap (a gap that starts past "
+                                  "every count has no value; b = inf gives inf); got inf")
+    assert harmonic_gap(torch.tensor([3.0]), infinite, method).item() == math.inf
+
+
+@pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
+def test_counts_of_two_dtypes_are_computed_in_the_more_precise(method):
+    # a float32 a beside a float64 b gave float64 numbers of float32 accuracy
+    a, b = torch.tensor([0.0, 2.0, 7.5]), torch.tensor([1.0, 5.0, 1e6], dtype=torch.float64)
+    mixed = harmonic_gap(a, b, method)
+    assert mixed.dtype == torch.float64
+    assert torch.equal(mixed, harmonic_gap(a.double(), b, method))

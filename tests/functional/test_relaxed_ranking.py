@@ -624,3 +624,13 @@ def test_num_positives_may_differ_from_the_soft_counts_sum_by_rounding_and_no_mo
     with pytest.raises(GradlabError, match=r"^num_positives must be at least the relevant items"):
         relaxed_tie_aware_ap(positive, total, "exact",
                              num_positives=torch.tensor([short], dtype=torch.float64))
+
+
+def test_a_nan_distance_is_refused_and_an_infinite_one_weighs_no_bin():
+    # a NaN distance gave a row of NaN weights, silently
+    with pytest.raises(GradlabError) as refused:
+        triangular_kernel(torch.tensor([[0.5, math.nan], [math.nan, 1.0]]), 3)
+    assert str(refused.value) == (
+        "distances must not be NaN (a NaN distance has no bin); got 2 NaN of 4")
+    weights = triangular_kernel(torch.tensor([math.inf, -math.inf, 0.5]), 3)
+    assert weights.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
