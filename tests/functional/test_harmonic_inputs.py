@@ -362,10 +362,12 @@ def test_an_infinite_a_is_refused_where_inf_minus_inf_gave_nan(method):
     assert harmonic_gap(torch.tensor([3.0]), infinite, method).item() == math.inf
 
 
+@pytest.mark.parametrize("wide", ["a", "b"])
 @pytest.mark.parametrize("method", ["log", "midpoint", "exact"])
-def test_counts_of_two_dtypes_are_computed_in_the_more_precise(method):
-    # a float32 a beside a float64 b gave float64 numbers of float32 accuracy
-    a, b = torch.tensor([0.0, 2.0, 7.5]), torch.tensor([1.0, 5.0, 1e6], dtype=torch.float64)
+def test_counts_of_two_dtypes_are_computed_in_the_more_precise(method, wide):
+    # a float32 count beside a float64 one gave float64 numbers of float32 accuracy
+    a, b = torch.tensor([0.0, 2.0, 7.5]), torch.tensor([1.0, 5.0, 1e6])
+    a, b = (a.double(), b) if wide == "a" else (a, b.double())
     mixed = harmonic_gap(a, b, method)
     assert mixed.dtype == torch.float64
-    assert torch.equal(mixed, harmonic_gap(a.double(), b, method))
+    assert torch.equal(mixed, harmonic_gap(a.double(), b.double(), method))
