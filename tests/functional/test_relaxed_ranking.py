@@ -634,3 +634,13 @@ def test_a_nan_distance_is_refused_and_an_infinite_one_weighs_no_bin():
         "distances must not be NaN (a NaN distance has no bin); got 2 NaN of 4")
     weights = triangular_kernel(torch.tensor([math.inf, -math.inf, 0.5]), 3)
     assert weights.tolist() == [[0.0, 0.0, 0.0], [0.0, 0.0, 0.0], [0.5, 0.5, 0.0]]
+
+
+def test_the_nan_check_reads_no_meta_tensor_and_nothing_inside_skip_value_checks():
+    with pytest.raises(GradlabError) as refused:
+        triangular_kernel(torch.empty(3, device="meta"), 3)
+    assert str(refused.value) == ("distances is a meta tensor (a shape without values); pass a "
+                                  "tensor on a real device (cpu, cuda, ...)")
+    with skip_value_checks():  # no value read: a NaN passes as NaN weights
+        weights = triangular_kernel(torch.tensor([math.nan]), 2)
+    assert all(math.isnan(value) for value in weights.flatten().tolist())
