@@ -731,12 +731,9 @@ def main(argv: list[str] | None = None) -> int:
         elif arguments.command == "plot":
             import warnings
 
-            from gradlab.plotting.monitor import (
-                check_run_dirs,
-                check_runs_and_labels,
-                default_out,
-                plot_runs,
-            )
+            # every argument is checked before matplotlib and torch load (seconds): a mistyped
+            # folder is one line at once
+            from gradlab.run_dirs import check_run_dirs, check_runs_and_labels, default_out
 
             # named as the command names them; plot_runs checks them again for library callers
             check_runs_and_labels(arguments.run_dir, arguments.label, runs_argument="RUN_DIR",
@@ -758,6 +755,8 @@ def main(argv: list[str] | None = None) -> int:
                                           argument=DEFAULT_FIGURES)  # fmt: skip
             if arguments.out is not None:  # then the runs, named as on the command line
                 check_run_dirs(arguments.run_dir, argument="RUN_DIR")
+            from gradlab.plotting.monitor import plot_runs
+
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 written = plot_runs(arguments.run_dir, out, arguments.label, **points)

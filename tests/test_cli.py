@@ -276,6 +276,28 @@ def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("gradlab: --json ")
 
 
+@pytest.mark.parametrize(
+    ("arguments", "first_words"),
+    [
+        (["plot", "/no/such/run"], "gradlab: RUN_DIR must hold a metrics.jsonl"),
+        (["plot", "/no/such/run", "--label", "a", "--label", "b"], "gradlab: --label must give"),
+        (["plot", "/no/such/run", "--max-points", "1"], "gradlab: --max-points must be 0"),
+        (["plot", "/no/such/run", "--out", "/proc/x"], "gradlab: --out must be a folder"),
+    ],
+)
+def test_a_refused_plot_loads_neither_matplotlib_nor_torch(arguments, first_words):
+    # each refusal took 4 s: the plotting module (matplotlib, seaborn, torch) loaded first
+    program = ("import sys; from gradlab.cli import main; "
+               f"code = main({arguments!r}); "
+               "heavy = ('matplotlib', 'seaborn', 'torch'); "
+               "print(code, sorted(m for m in sys.modules "
+               "if m.split('.')[0] in heavy))")  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.stdout.strip() == "2 []"
+    assert result.stderr.count("\n") == 1 and result.stderr.startswith(first_words)
+
+
 @pytest.mark.parametrize("measure", [False, True])
 def test_audit_measures_only_when_asked_and_passes_the_measurement_on(capsys, monkeypatch, measure):
     import gradlab.experiments.p_vs_batch_size as study

@@ -556,6 +556,11 @@ LIBRARY_TESTS = {
                        "test_validate_false_skips_only_the_finiteness_check",
                        "test_bad_input_raises_gradlab_error_naming_the_argument"))],
     "paths": ["tests/test_paths.py", "tests/test_cli_faults.py"],
+    # the run folders gradlab plot and plot_runs check (moved out of plotting/monitor)
+    "run_dirs": ["tests/plotting/test_monitor_figures.py",
+                 "tests/plotting/test_monitor_summaries.py", "tests/plotting/test_monitor_plots.py",
+                 "tests/test_cli_faults.py", "tests/test_cli_commands.py",
+                 "tests/monitor/test_sinks.py"],
     "memory": ["tests/test_memory.py", "tests/experiments/test_planner.py",
                "tests/equivalence/test_builtin.py", "tests/test_cli_equivalence.py"],
     "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],

@@ -43,6 +43,12 @@ from gradlab.plotting.style import (
     series_style,
     step_axis,
 )
+from gradlab.run_dirs import (  # public here too, as before
+    check_run_dirs,
+    check_runs_and_labels,
+    default_out,
+    run_folder,
+)
 
 
 def _plots(quantities: Sequence[type[Quantity] | Quantity]) -> dict[str, Plot]:
@@ -330,112 +336,6 @@ def _went_back(log: Path, resumptions: list[tuple[int, int]]) -> str:
             f"{sum(replaced for _, replaced in resumptions)} logged before from those steps on")
 
 
-def run_folder(path: str | Path) -> Path:
-    """The run folder of ``path``: the folder itself, or the folder of a ``metrics.jsonl`` file.
-
-    Example:
-        >>> import tempfile
-        >>> folder = Path(tempfile.mkdtemp())
-        >>> _ = (folder / "metrics.jsonl").write_text("")
-        >>> run_folder(folder / "metrics.jsonl") == run_folder(folder) == folder
-        True
-    """
-    path = Path(path)
-    return path.parent if path.name == "metrics.jsonl" and path.is_file() else path
-
-
-def check_runs_and_labels(
-    run_dirs: Sequence[str | Path],
-    labels: Sequence[str] | None,
-    *,
-    runs_argument: str = "run_dirs",
-    labels_argument: str = "labels",
-) -> None:
-    """Refuse runs and legend labels that cannot be drawn together; nothing is read.
-
-    Args:
-        run_dirs: the run folders (or their ``metrics.jsonl``), a non-empty list, each run once
-            (a folder and its ``metrics.jsonl`` count as one).
-        labels: one non-empty label per run, no two alike, or None (the folder names).
-        runs_argument: how the error names ``run_dirs`` (``gradlab plot`` says ``RUN_DIR``).
-        labels_argument: how the error names ``labels`` (``gradlab plot`` says ``--label``).
-
-    Raises:
-        GradlabError: naming the argument, what it got and what is allowed.
-
-    Example:
-        >>> check_runs_and_labels(["a", "b"], ["one"], labels_argument="--label")
-        Traceback (most recent call last):
-            ...
-        gradlab.errors.GradlabError: --label must give one label per run (2); got 1: ['one']
-    """
-    if isinstance(run_dirs, (str, Path)) or len(run_dirs) == 0:
-        raise GradlabError(f"{runs_argument} must be a non-empty list of run folders; "
-                           f"got {run_dirs!r}")  # fmt: skip
-    if labels is not None:
-        if len(labels) != len(run_dirs):
-            raise GradlabError(f"{labels_argument} must give one label per run ({len(run_dirs)});"
-                               f" got {len(labels)}: {list(labels)!r}")  # fmt: skip
-        _check_labels(labels, labels_argument)
-    resolved = [run_folder(run_dir).resolve() for run_dir in run_dirs]
-    repeated = sorted({str(path) for path in resolved if resolved.count(path) > 1})
-    if repeated:  # the same run drawn twice is one run under two labels
-        raise GradlabError(f"{runs_argument} must name each run once; got {', '.join(repeated)} "
-                           f"more than once in {[str(d) for d in run_dirs]!r}")  # fmt: skip
-
-
-def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") -> None:
-    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read); a run's
-    ``metrics.jsonl`` stands for its folder (:func:`run_folder`). ``gradlab plot`` calls it
-    before looking at its default output folder, ``RUN_DIR/figures``.
-
-    Raises:
-        GradlabError: a folder without a ``metrics.jsonl``, or a file other than a
-            ``metrics.jsonl``, named.
-
-    Example:
-        >>> check_run_dirs(["/no/such/run"])
-        Traceback (most recent call last):
-            ...
-        gradlab.errors.GradlabError: run_dir must hold a metrics.jsonl written by gradlab.Monitor; got '/no/such/run', which does not exist
-    """  # noqa: E501
-    for run_dir in run_dirs:
-        if Path(run_dir).is_file() and run_folder(run_dir) == Path(run_dir):
-            raise GradlabError(f"{argument} must be a folder written by gradlab.Monitor; got the "
-                               f"file {str(Path(run_dir))!r} (pass the run folder, the one that "
-                               "holds metrics.jsonl)")  # fmt: skip
-        if not (run_folder(run_dir) / "metrics.jsonl").is_file():
-            log = run_folder(run_dir) / "metrics.jsonl"
-            missing = (", which does not exist" if not Path(run_dir).exists()
-                       else f", whose {log.name} is a folder, not a file" if log.is_dir()
-                       else f", whose {log.name} is not a regular file" if log.exists()
-                       else f", whose {log.name} is a link to {str(log.resolve())!r}, which "
-                       "does not exist" if log.is_symlink()
-                       else ", which holds no metrics.jsonl")  # fmt: skip
-            if (run_folder(run_dir) / "metrics.csv").is_file():  # a run logged to CSV alone
-                missing = (", which holds a metrics.csv only (gradlab plot reads the JSONL "
-                           "sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])")  # fmt: skip
-            raise GradlabError(
-                f"{argument} must hold a metrics.jsonl written by gradlab.Monitor; "
-                f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"
-            )
-
-
-def _runs_below(folder: str | Path, depth: int = 2) -> str:
-    """``"; runs below it: ..."`` naming the run folders up to ``depth`` levels below
-    ``folder`` (a trainer's output folder holds its ``gradlab_logs``), else ``""``."""
-    folder, found = Path(folder), []
-    if folder.is_dir():
-        for level in range(1, depth + 1):
-            pattern = "/".join(["*"] * level) + "/metrics.jsonl"
-            found += sorted(str(log.parent) for log in folder.glob(pattern))
-    if not found:
-        return ""
-    shown = ", ".join(repr(path) for path in found[:3])
-    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
-    return f"; runs below it: {shown}{more}"
-
-
 def _with_dropped_steps(records: list[dict]) -> list[dict]:
     """``records`` (in step order) with a record of the step alone at each step that a sink's
     note names as dropped (``dropped_steps``, :data:`~gradlab.monitor.sinks.DROPPED_KEYS`) and
@@ -494,20 +394,6 @@ def _numbers_only(runs: list[Run], keys: set[str]) -> str | None:
         return None
     counts = ", ".join(f"{key} ({count})" for key, count in sorted(dropped.items()))
     return f"ignored {sum(dropped.values())} logged value(s) that are not numbers: {counts}"
-
-
-def _check_labels(labels: Sequence[str], argument: str) -> None:
-    """Each label a non-empty string, no two alike (a legend must tell the runs apart)."""
-    for label in labels:
-        if not isinstance(label, str) or not label.strip():
-            raise GradlabError(f"{argument} must be non-empty strings; got {label!r} in "
-                               f"{labels!r}")  # fmt: skip
-    repeated = sorted({label for label in labels if list(labels).count(label) > 1})
-    if repeated:
-        raise GradlabError(
-            f"{argument} must differ from each other; got {', '.join(map(repr, repeated))} more "
-            f"than once in {list(labels)!r}"
-        )
 
 
 def plot_runs(
@@ -1106,29 +992,6 @@ def _default_labels(paths: list[Path]) -> list[str]:
         base = Path(os.path.commonpath([str(path.resolve()) for path in paths]))
         return [str(path.resolve().relative_to(base)) for path in paths]
     return names
-
-
-def default_out(paths: list[Path]) -> Path:
-    """Where ``gradlab plot`` writes by default: ``RUN_DIR/figures``, or for several runs the
-    ``figures`` folder of their common parent (a ``metrics.jsonl`` stands for its folder).
-
-    Raises:
-        GradlabError: several runs whose only common folder is the file system's root.
-
-    Example:
-        >>> from pathlib import Path
-        >>> default_out([Path("runs/a")]).as_posix()
-        'runs/a/figures'
-    """
-    paths = [run_folder(path) for path in paths]
-    if len(paths) == 1:
-        return paths[0] / "figures"
-    parent = Path(os.path.commonpath([str(path.resolve()) for path in paths]))
-    if parent == Path(parent.anchor):  # runs in unrelated trees: not a /figures folder
-        raise GradlabError(f"the runs {[str(path) for path in paths]} share no folder but the "
-                           f"file system's root {parent.anchor!r}, where their figures would "
-                           "go by default: name the output folder (--out, or out=)")  # fmt: skip
-    return parent / "figures"
 
 
 LARGEST_DRAWN = 1e300
