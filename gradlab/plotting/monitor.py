@@ -415,7 +415,9 @@ def plot_runs(
     ``overview=False`` leaves the overview out (a page that shows every family's own figure;
     it is the slowest figure to draw). A figure an earlier plot left in ``out`` for a family
     these logs do not hold (a run replaced with ``overwrite=True``) is removed, so the folder
-    never mixes runs; other files there are left alone.
+    never mixes runs: the earlier plot listed its figures in :data:`FIGURE_LIST`, and only
+    those are removed or replaced. Other files there are left alone; one named like a figure
+    to write (a ``loss.png`` of your own) is refused before anything is drawn.
 
     A run's key logged at more than ``max_points`` steps is drawn as the means of groups of
     consecutive logged steps, with a band from each group's smallest to its largest value
@@ -423,7 +425,7 @@ def plot_runs(
 
     Raises:
         GradlabError: a bad ``out``, ``labels``, ``quantities`` or ``max_points``; logs without
-            a known key.
+            a known key; a file in ``out`` that gradlab did not write where a figure would go.
     """
     if out is not None and (not isinstance(out, (str, Path)) or str(out) == ""):
         raise GradlabError(f"out must be a folder path or None; got {out!r}")
@@ -459,6 +461,8 @@ def plot_runs(
     undrawn = _undrawn_keys(runs, {key for plot in plots.values() for key in plot.keys})
     if undrawn is not None:
         warnings.warn(undrawn, UserWarning, stacklevel=caller_stacklevel())
+    _refuse_files_not_ours(folder, [*(f"{family}.png" for family in present),
+                                    *(["overview.png"] if overview else [])])  # fmt: skip
     with gradlab_style():  # the caller's matplotlib settings come back after it
         written = []
         for family, keys in present.items():
@@ -471,7 +475,7 @@ def plot_runs(
             written.append(save_figure(figure, folder / f"{family}.png"))
         if overview:
             written.append(_overview(present, runs, folder / "overview.png", plots, max_points))
-    _remove_stale(folder, written, [f"{family}.png" for family in plots])
+    _remove_stale(folder, written)
     return written
 
 
@@ -481,21 +485,41 @@ plot removes those it does not write again (a family of a run replaced since, a 
 one's own that the new logs do not hold)."""
 
 
-def _remove_stale(folder: Path, written: list[Path], known: list[str]) -> None:
-    """Remove what an earlier plot left in ``folder`` and this one did not write: the figures
-    its list names, and those of the ``known`` families; then list this plot's figures."""
+def _figures_of_earlier_plots(folder: Path) -> set[str]:
+    """The figures the list in ``folder`` names (:data:`FIGURE_LIST`): those an earlier plot
+    wrote there; none when there is no list, or one that is not gradlab's to read."""
+    try:
+        earlier = json.loads((folder / FIGURE_LIST).read_text())
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(earlier, list):
+        return set()
+    return {name for name in earlier if isinstance(name, str) and "/" not in name
+            and name.endswith(".png")}  # fmt: skip
+
+
+def _refuse_files_not_ours(folder: Path, names: list[str]) -> None:
+    """Refuse to replace a file in ``folder`` that no earlier plot wrote (its list does not name
+    it): a figure of the user's own named like a family's, in a folder given as ``out``."""
+    ours = _figures_of_earlier_plots(folder)
+    foreign = [name for name in names if name not in ours and os.path.lexists(folder / name)]
+    if foreign:
+        raise GradlabError(
+            f"the figures folder {str(folder)!r} already holds {', '.join(foreign)}, which gradlab "
+            f"plot did not write (it lists its own figures in {FIGURE_LIST}) and would replace: "
+            "plot into another folder, or move those files away"
+        )
+
+
+def _remove_stale(folder: Path, written: list[Path]) -> None:
+    """Remove the figures an earlier plot wrote in ``folder`` (its list names them) that this
+    one did not write again; then list this plot's figures. Nothing else is removed."""
     if not folder.is_dir():  # nothing was written (figures drawn but not saved)
         return
-    listed = folder / FIGURE_LIST
-    try:
-        earlier = json.loads(listed.read_text())
-    except (OSError, ValueError):  # none yet, or not ours to read: the known families only
-        earlier = []
     names = {path.name for path in written}
-    earlier = [name for name in earlier if isinstance(name, str) and "/" not in name
-               and name.endswith(".png")]  # fmt: skip
-    for name in {*known, "overview.png", *earlier} - names:
+    for name in _figures_of_earlier_plots(folder) - names:
         (folder / name).unlink(missing_ok=True)
+    listed = folder / FIGURE_LIST
     listed.write_text(json.dumps(sorted(names)))
 
 

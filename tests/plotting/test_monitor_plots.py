@@ -642,6 +642,32 @@ def test_plotting_a_replaced_run_removes_the_old_runs_figures(tmp_path):
     assert left == second | {"notes.txt", monitor_plots.FIGURE_LIST}
 
 
+def test_a_file_of_ones_own_named_like_a_figure_is_refused_not_replaced(tmp_path, capsys):
+    # `gradlab plot run --out figs` replaced the user's figs/loss.png and deleted their
+    # figs/geometry.png (a family the run did not log): only figures a plot wrote may go
+    run = _run(tmp_path / "run", steps=2)
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    (figures / "loss.png").write_text("mine")
+    (figures / "geometry.png").write_text("mine too")
+    assert main(["plot", str(run), "--out", str(figures)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"gradlab: the figures folder {str(figures)!r} already holds loss.png, which "
+                   "gradlab plot did not write (it lists its own figures in "
+                   ".gradlab-figures.json) and would replace: plot into another folder, or move "
+                   "those files away\n")  # fmt: skip
+    assert sorted(p.name for p in figures.iterdir()) == ["geometry.png", "loss.png"]
+    assert (figures / "loss.png").read_text() == "mine"
+    (figures / "loss.png").unlink()
+    written = {path.name for path in plot_runs([run], figures, overview=False)}
+    left = {path.name for path in figures.iterdir()}
+    assert "loss.png" in written and "geometry.png" not in written
+    assert left == written | {"geometry.png", monitor_plots.FIGURE_LIST}
+    assert (figures / "geometry.png").read_text() == "mine too"
+    # the plot's own figures, listed, are replaced by the next plot
+    assert {path.name for path in plot_runs([run], figures, overview=False)} == written
+
+
 class RowMedian(Quantity):
     """A quantity of one's own with a figure (as docs/monitor.md's example)."""
 
