@@ -41,7 +41,7 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,7 +91,20 @@ class Verdict:
                                f"{type(self.detail).__name__} {self.detail!r}")  # fmt: skip
 
 
+def point_text(point: Mapping[Any, Any]) -> str:
+    """A point of a verdict's detail as a reader writes it: ``x = 3/7, n = 5``.
+
+    Example:
+        >>> import sympy as sp
+        >>> point_text({sp.Symbol("x"): sp.Rational(3, 7), "n": 5})
+        'x = 3/7, n = 5'
+    """
+    return ", ".join(f"{name} = {value}" for name, value in point.items())
+
+
 def _default_text(value: Any) -> str:
+    if isinstance(value, sp.MatrixBase):  # one line; sstr breaks a matrix over several
+        return f"Matrix({sp.sstr(value.tolist())})"
     if isinstance(value, sp.Basic):
         return sp.sstr(value)
     if isinstance(value, dict):
@@ -744,7 +757,7 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
                 raise GradlabError(f"sampler must return a dict symbol -> value (a point); got "
                                    f"{type(point).__name__} {point!r}")  # fmt: skip
             _check_covered(free, point, "the sampler's point")
-        shown = {str(k): str(v) for k, v in point.items()}
+        shown = point_text(point)
         point = _exact(point)
         value = _difference_at(concrete, point)
         # nan (undefined minus undefined, 0/0) is no evidence either way at this point; an
@@ -764,8 +777,8 @@ def _is_zero(expression: sp.Expr, symbols: Sequence[sp.Symbol], sampler, points:
         others = "" if len(undefined) == points else ", and vanishes at the others"
         return None, None, (
             f"printed minus true is {value} (not a number) at {len(undefined)} of "
-            f"{points} random points, e.g. {shown}{others}; sympy.simplify does not reduce it "
-            "to 0"
+            f"{points} random points (the first: {shown}){others}; sympy.simplify does not "
+            "reduce it to 0"
         )
     return True, None, f"printed minus true vanishes at {points} random points (50 digits)"
 
@@ -833,7 +846,7 @@ def symbolic_equality(
         >>> detail = symbolic_equality(-x, x, [x], relative=True).detail
         >>> for part in detail.split("; "):
         ...     print(part)
-        printed minus true is -174.00000 at {'x': '87'} (exact evaluation)
+        printed minus true is -174.00000 at x = 87 (exact evaluation)
         true value 87.000000, relative error 2 (200 %).
     """
     for name, value in (("printed", printed), ("truth", truth)):

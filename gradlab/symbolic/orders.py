@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import sympy as sp
 
 from gradlab.errors import GradlabError
-from gradlab.symbolic.claims import Verdict, decide
+from gradlab.symbolic.claims import Verdict, decide, point_text
 
 ORDER_SPREAD = 3.0
 """``count / order`` may vary by at most this factor over a grid (an order is tight, up to a
@@ -162,16 +162,19 @@ def order_check(order: sp.Expr, measured: Mapping) -> Verdict:
         except (ZeroDivisionError, ValueError):
             value = complex(math.nan)
         except (NameError, TypeError, AttributeError) as error:  # e.g. a function math lacks
-            raise GradlabError(f"order {order} cannot be evaluated in floats at {point} "
-                               f"({type(error).__name__}: {error})") from error  # fmt: skip
+            raise GradlabError(f"order {order} cannot be evaluated in floats at "
+                               f"{point_text(point)} ({type(error).__name__}: {error})"
+                               ) from error  # fmt: skip
         if value.imag != 0 or not 0 < value.real < math.inf:
             shown = value.real if value.imag == 0 else value
-            problem = f"{order} is {shown} at {point}: not a cost (positive, finite) on the grid."
+            problem = (f"{order} is {shown} at {point_text(point)}: not a cost (positive, "
+                       "finite) on the grid.")  # fmt: skip
             return decide(not problem, "", problem)
         ratio = count / value.real
         if not 0 < ratio < math.inf:
-            raise GradlabError(f"count / order is {ratio} at {point} (count {count}, {order} = "
-                               f"{value.real}): too far apart for floats")  # fmt: skip
+            raise GradlabError(f"count / order is {ratio} at {point_text(point)} (count "
+                               f"{count}, {order} = {value.real}): too far apart for floats"
+                               )  # fmt: skip
         ratios.append(ratio)
     spread = max(ratios) / min(ratios)
     grid = f"{len(rows)} grid points"

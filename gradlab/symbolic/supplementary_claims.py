@@ -473,7 +473,8 @@ def check_overhead(form: Form) -> Verdict:
     gaps = {name: round(times["Smooth-AP"] - t, 6) for name, t in times.items() if name != "Smooth-AP"}
     tight = math.floor(max(gaps.values())) + 1
     backbones = set(TABLE_S2_BACKBONE_MS.values())
-    shown = (f"Smooth-AP's loss time exceeds the others' by {gaps} ms; the smallest whole-ms "
+    by = " and ".join(f"{gap:g} ms ({name})" for name, gap in gaps.items())
+    shown = (f"Smooth-AP's loss time exceeds the others' by {by}; the smallest whole-ms "
              f"bound above the largest gap is {tight} ms")
     if backbones != {backbone}:
         return decide(backbones == {backbone}, "", f"Table S2's backbone takes "

@@ -24,6 +24,7 @@ from gradlab.symbolic import (
     substituted,
     symbolic_equality,
 )
+from tests.helpers.witness import witness
 
 x, y, tau = sp.symbols("x y tau", positive=True)
 g = 1 / (1 + sp.exp(-x / tau))
@@ -138,7 +139,7 @@ def test_a_symbol_declared_integer_is_evaluated_at_integers_only():
     # ... and a slip that holds at no integer is still caught
     wrong = symbolic_equality(sp.floor(n / 2) + sp.floor(n / 2), n, [n])
     odd = [k for k in range(1, 98, 2)]  # brute force: the slip differs exactly at odd n
-    assert wrong.verdict == "fails" and int(wrong.detail.split("'n': '")[1].split("'")[0]) in odd
+    assert wrong.verdict == "fails" and int(witness(wrong.detail)[1]["n"]) in odd
 
 
 def test_numeric_agreement_without_a_true_value_compares_nothing_there():
@@ -278,12 +279,12 @@ def test_an_undefined_difference_is_inconclusive_and_its_first_point_is_named():
     verdict = symbolic_equality(printed, sp.Integer(0), [x], sampler=lambda rng: {x: next(values)})
     assert verdict.verdict == "inconclusive"
     assert verdict.detail.startswith(
-        "printed minus true is nan (not a number) at 6 of 12 random points, e.g. {'x': '3'}, "
+        "printed minus true is nan (not a number) at 6 of 12 random points (the first: x = 3), "
         "and vanishes at the others; sympy.simplify does not reduce it to 0")
     everywhere = symbolic_equality(sp.Piecewise((sp.nan, x > 0), (0, True)), sp.Integer(0), [x],
                                    sampler=lambda rng: {x: sp.Integer(7)})  # fmt: skip
     assert everywhere.detail == (
-        "printed minus true is nan (not a number) at 12 of 12 random points, e.g. {'x': '7'}; "
+        "printed minus true is nan (not a number) at 12 of 12 random points (the first: x = 7); "
         "sympy.simplify does not reduce it to 0: the random points cannot decide (pass a "
         "sampler that avoids the points where printed or true is undefined).")
 

@@ -23,6 +23,7 @@ from gradlab.symbolic import (
     with_parameters,
 )
 from gradlab.symbolic.claims import VERDICTS, undecided
+from tests.helpers.witness import witness
 
 x, y = sp.symbols("x y", positive=True)
 
@@ -85,7 +86,7 @@ def test_a_record_without_mutants_has_no_mutant_fields():
 
 def test_a_counterexample_names_the_point_and_how_it_was_found():
     verdict = symbolic_equality(x + 1, x, [x], sampler=lambda generator: {x: 3})
-    expected = "printed minus true is 1.0000000 at {'x': '3'} (exact evaluation)."
+    expected = "printed minus true is 1.0000000 at x = 3 (exact evaluation)."
     assert verdict == Verdict("fails", expected)
 
 
@@ -108,7 +109,7 @@ def test_an_exact_difference_of_any_size_is_a_witness():
     # differences below 1e-40 once counted as zero, exact ones included
     tiny = sp.Rational(1, 10**45)
     assert symbolic_equality(x + tiny, x, [x], sampler=lambda generator: {x: 3}) == Verdict(
-        "fails", "printed minus true is 1.0000000e-45 at {'x': '3'} (exact evaluation).")
+        "fails", "printed minus true is 1.0000000e-45 at x = 3 (exact evaluation).")
 
 
 @pytest.mark.parametrize("tau", [sp.Rational(1, 100), sp.Rational(1, 1000)])
@@ -147,7 +148,7 @@ def test_a_sum_from_a_term_one_over_zero_fails_with_an_infinite_difference():
     n = sp.Symbol("n", integer=True, positive=True)
     verdict = symbolic_equality(sp.Sum(1 / k, (k, 0, n)), sp.harmonic(n), [n],
                                 sampler=lambda generator: {n: 5})  # fmt: skip
-    assert verdict == Verdict("fails", "printed minus true is zoo at {'n': '5'} (exact "
+    assert verdict == Verdict("fails", "printed minus true is zoo at n = 5 (exact "
                                        "evaluation).")  # fmt: skip
     for low, high in ((1, n - 1), (2, n), (1, n + 1)):
         assert symbolic_equality(sp.Sum(1 / k, (k, low, high)), sp.harmonic(n),
@@ -205,7 +206,7 @@ def _sampled_signs(symbol, points=200):
     signs = set()
     for count in range(1, points + 1):
         detail = symbolic_equality(symbol, sp.Integer(0), [symbol], points=count).detail
-        signs.add(sp.sign(sp.Rational(detail.split("{'s': '")[1].split("'}")[0])))
+        signs.add(sp.sign(sp.Rational(witness(detail)[1]["s"])))
     return signs
 
 
@@ -223,7 +224,7 @@ def test_a_form_valid_only_for_positive_scores_fails_for_a_real_score():
     for printed, truth in ((sp.Abs(s), s), (sp.Max(s, 0), s), (sp.Heaviside(s), sp.Integer(1))):
         verdict = symbolic_equality(printed, truth, [s])
         assert verdict.verdict == "fails", printed
-        point = sp.Rational(verdict.detail.split("{'s': '")[1].split("'}")[0])
+        point = sp.Rational(witness(verdict.detail)[1]["s"])
         assert point < 0  # the witness is a negative score
         assert printed.subs(s, point) != truth.subs(s, point)
     positive = sp.Symbol("s", positive=True)  # declared positive: the same forms hold
@@ -415,7 +416,7 @@ def test_a_witness_of_abstract_functions_names_the_functions_it_evaluated():
     f, g = sp.Function("f")(x), sp.Function("g")(x)
     printed, truth = sp.diff(f, x) * g, sp.diff(f * g, x)  # the product rule, half of it
     verdict = symbolic_equality(printed, truth, [x], sampler=lambda generator: {x: 5})
-    match = re.fullmatch(r"printed minus true is (\S+) at \{'x': '5'\} \(exact evaluation, with "
+    match = re.fullmatch(r"printed minus true is (\S+) at x = 5 \(exact evaluation, with "
                          r"f\(x\) = (.+), g\(x\) = (.+)\)\.", verdict.detail)  # fmt: skip
     assert verdict.verdict == "fails" and match is not None
     stand_in = {f: sp.sympify(match.group(2), locals={"x": x}),
@@ -433,7 +434,7 @@ def test_a_function_applied_at_several_arguments_has_one_stand_in_named_once():
     d = sp.Symbol("d", integer=True, positive=True)
     T = sp.Function("T")
     verdict = symbolic_equality(2 * T(d), T(d) + T(0), [d], sampler=lambda generator: {d: 3})
-    match = re.fullmatch(r"printed minus true is (\S+) at \{'d': '3'\} \(exact evaluation, with "
+    match = re.fullmatch(r"printed minus true is (\S+) at d = 3 \(exact evaluation, with "
                          r"T\(u\) = (.+)\)\.", verdict.detail)  # fmt: skip
     assert match is not None, verdict.detail
     u = sp.Symbol("u")
@@ -448,7 +449,7 @@ def test_every_function_after_a_repeated_one_gets_its_stand_in_named_with_its_ar
     A, B = sp.Function("A"), sp.Function("B")
     verdict = symbolic_equality(2 * A(d) + B(d, e), A(d) + A(0) + 2 * B(d, e), [d, e],
                                 sampler=lambda generator: {d: 3, e: 2})  # fmt: skip
-    match = re.fullmatch(r"printed minus true is (\S+) at \{'d': '3', 'e': '2'\} \(exact "
+    match = re.fullmatch(r"printed minus true is (\S+) at d = 3, e = 2 \(exact "
                          r"evaluation, with A\(u\) = (.+), B\(d, e\) = (.+)\)\.", verdict.detail)
     assert match is not None, verdict.detail
     u = sp.Symbol("u")
@@ -463,7 +464,7 @@ def test_a_product_with_a_factor_one_over_zero_fails_with_an_infinite_difference
     n = sp.Symbol("n", integer=True, positive=True)
     verdict = symbolic_equality(sp.Product(1 / k, (k, 0, n)), 1 / sp.factorial(n), [n],
                                 sampler=lambda generator: {n: 5})  # fmt: skip
-    assert verdict == Verdict("fails", "printed minus true is zoo at {'n': '5'} (exact "
+    assert verdict == Verdict("fails", "printed minus true is zoo at n = 5 (exact "
                                        "evaluation).")  # fmt: skip
 
 
@@ -473,7 +474,7 @@ def test_a_function_of_several_arguments_applied_at_numbers_is_shown_of_u1_u2():
     e = sp.Symbol("e", positive=True)
     C = sp.Function("C")
     verdict = symbolic_equality(2 * C(0, e), C(0, e), [e], sampler=lambda generator: {e: 2})
-    match = re.fullmatch(r"printed minus true is (\S+) at \{'e': '2'\} \(exact evaluation, with "
+    match = re.fullmatch(r"printed minus true is (\S+) at e = 2 \(exact evaluation, with "
                          r"C\(u1, u2\) = (.+)\)\.", verdict.detail)  # fmt: skip
     assert match is not None, verdict.detail
     u1, u2 = sp.symbols("u1 u2")
@@ -486,5 +487,5 @@ def test_a_difference_of_exactly_one_at_fifty_digits_is_a_witness():
     s = sp.Symbol("s", real=True)
     verdict = symbolic_equality(sp.sin(s) ** 2 + sp.cos(s) ** 2, sp.Integer(0), [s],
                                 sampler=lambda generator: {s: sp.Rational(3, 7)})  # fmt: skip
-    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at {'s': '3/7'} (50 "
+    assert verdict == Verdict("fails", "printed minus true is 1.0000000 at s = 3/7 (50 "
                                        "digits, the same to 30 of them at 100).")  # fmt: skip

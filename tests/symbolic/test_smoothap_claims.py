@@ -5,7 +5,6 @@ do not print, wrong by an amount a loose tolerance or a coarse sample would let 
 compare the failures with values derived here (by hand or by sorting, not by the check's code).
 """
 
-import ast
 import re
 
 import numpy as np
@@ -47,6 +46,7 @@ from gradlab.symbolic.smoothap_claims import (
     tau,
     z,
 )
+from tests.helpers.witness import witness
 
 R_P, R_OMEGA = sp.symbols("R_P R_Omega")
 CLAIMS = {claim.id.split("_")[0] + ":" + claim.label: claim for claim in claims()}
@@ -211,7 +211,7 @@ def test_a_step_that_does_not_reach_0_below_zero_is_no_step():
 
 def _witness_variables(detail: str) -> set[str]:
     """The variable names of a failing symbolic check's counterexample point."""
-    return set(ast.literal_eval(re.search(r" at (\{.*\}) \(", detail).group(1)))
+    return set(witness(detail)[1])
 
 
 def test_a_wrong_gradient_of_g_is_shown_at_a_point_of_q1_v1_w1_and_tau():
@@ -393,9 +393,8 @@ def test_exp_and_log_in_a_form_evaluate_as_themselves():
 
 def _witness(detail: str) -> tuple[float, dict]:
     """The printed difference and the point of a symbolic_equality witness in ``detail``."""
-    found = re.search(r"printed minus true is ([-+.e0-9]+) at (\{[^}]*\})", detail)
-    point = {name: sp.Rational(value) for name, value in ast.literal_eval(found.group(2)).items()}
-    return float(found.group(1)), point
+    difference, point = witness(detail)
+    return float(difference), {name: sp.Rational(value) for name, value in point.items()}
 
 
 @pytest.mark.slow
