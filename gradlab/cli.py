@@ -32,6 +32,15 @@ def _path(text: str) -> Path:
     return Path(text)
 
 
+def _file_path(text: str) -> Path:
+    """A path argument naming a file to write: one ending in a separator names a folder, and
+    ``Path`` would drop that separator before :func:`check_output_file` could see it."""
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"must be a file path; got {text!r}, which names a "
+                                         "folder (it ends in a separator): add the file's name")
+    return _path(text)
+
+
 DEFAULT_FIGURES = "RUN_DIR/figures, the default of --out (pass --out FOLDER to write elsewhere),"
 """How ``gradlab plot`` names its default output folder when it cannot write there."""
 
@@ -145,11 +154,11 @@ def _build_parser(
                   "verdict per claim")
     audit = commands.add_parser("audit", help=audit_help, description=audit_help)
     audit.add_argument(
-        "--json", type=_path,
+        "--json", type=_file_path,
         help="write the records as JSON into this file (its folder must exist; none is created)",
     )  # fmt: skip
     audit.add_argument(
-        "--markdown", type=_path,
+        "--markdown", type=_file_path,
         help="write a readable report with the formulas into this file (its folder must exist)",
     )  # fmt: skip
     audit.add_argument(

@@ -51,6 +51,24 @@ def count_noun(count: int, singular: str, plural: str | None = None) -> str:
     return f"{count} {singular if count == 1 else (plural or singular + 's')}"
 
 
+def number_text(value: float) -> str:
+    """``value`` as an error message shows it: short (``%g``) where that is the value itself,
+    else every digit needed to tell it from its neighbours (``repr``): a message must never
+    read ``got a = 1 > b = 1`` for ``a = 1.0000001``.
+
+    Example:
+        >>> number_text(-1.0), number_text(1e7), number_text(1.0000001192092896)
+        ('-1', '1e+07', '1.0000001192092896')
+        >>> number_text(10000001.0), number_text(1e6 + 0.5)
+        ('10000001', '1000000.5')
+    """
+    value = float(value)
+    short = f"{value:g}"
+    if float(short) == value or value != value:
+        return short
+    return str(int(value)) if value.is_integer() and abs(value) < 2**53 else repr(value)
+
+
 def positional_candidate_mask(position: int) -> Callable[[Callable], Callable]:
     """Also read a positional argument at index ``position`` as ``candidate_mask=``, with a
     ``FutureWarning``: for the functions that took the mask positionally in gradlab 0.2.0

@@ -33,6 +33,7 @@ from gradlab.validation import (
     check_real_device,
     check_tensor,
     non_finite_message,
+    number_text,
     value_checks_enabled,
 )
 
@@ -119,7 +120,8 @@ def _logarithmic_integral(
     if bool(outside.any()):
         value = float(x.detach()[outside].flatten()[0])
         bound = "1e6" if largest == LI_LARGEST else f"{largest:g}"
-        raise GradlabError(f"x must lie in (1, {bound}] for logarithmic_integral; got {value:g}")
+        raise GradlabError(f"x must lie in (1, {bound}] for logarithmic_integral; got "
+                           f"{number_text(value)}")  # fmt: skip
     return _LogarithmicIntegral.apply(x)
 
 
@@ -221,7 +223,7 @@ def _check_rate_counts(function: str, a: torch.Tensor, count: torch.Tensor) -> N
     for (name, value), negative in zip(named, flags[2:], strict=True):
         if negative:
             raise GradlabError(f"{name} must be a count, at least 0, for {function}; got "
-                               f"{float(value.min()):g}")  # fmt: skip
+                               f"{number_text(value.min())}")  # fmt: skip
 
 
 def _nan_message(name: str, function: str, count: torch.Tensor) -> str:
@@ -244,7 +246,7 @@ def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
             raise GradlabError(_nan_message(name, function, count))
     if negative:
         raise GradlabError(f"a must be a count, at least 0, for {function}; got "
-                           f"{float(a.min()):g}")  # fmt: skip
+                           f"{number_text(a.min())}")  # fmt: skip
     if endless:  # inf - inf: the gap from an infinite count has no value (b = inf has: inf)
         raise GradlabError(f"a must be finite for {function} (a gap that starts past every "
                            "count has no value; b = inf gives inf); got inf")  # fmt: skip
@@ -253,7 +255,7 @@ def _check_ordered(function: str, a: torch.Tensor, b: torch.Tensor) -> None:
         pair = torch.broadcast_tensors(a, b)
         raise GradlabError(
             f"a must be at most b for {function} (the gap sums t = a + 1 .. b); got a = "
-            f"{float(pair[0][tuple(first)]):g} > b = {float(pair[1][tuple(first)]):g}"
+            f"{number_text(pair[0][tuple(first)])} > b = {number_text(pair[1][tuple(first)])}"
         )
 
 
@@ -273,12 +275,12 @@ def _check_discount_counts(function: str, method: str, **counts: torch.Tensor) -
         if bool((value < 0).any()):
             raise GradlabError(
                 f"{name} must be a count, at least 0, for {function}; got "
-                f"{float(value.min()):g}"
+                f"{number_text(value.min())}"
             )
         raise GradlabError(
             f"{name} must be at most {DISCOUNT_LARGEST_COUNT:g} for {function} (the exact "
             f"partial sums are tabulated up to the largest count, and li's series is "
-            f"checked up to there); got {float(value.max()):g}"
+            f"checked up to there); got {number_text(value.max())}"
         )
 
 
@@ -470,7 +472,7 @@ def harmonic_log_error(
                                f"{values[~np.isfinite(values)].flat[0]}")  # fmt: skip
         if np.any(values < least):
             raise GradlabError(f"{name} must be at least {least} for harmonic_log_error; got "
-                               f"{values.min():g}")  # fmt: skip
+                               f"{number_text(values.min())}")  # fmt: skip
     if precision == "float64":
         digamma = require("scipy.special", "audit", "harmonic_log_error").digamma
         exact = digamma(a_arr + n_arr + 1.0) - digamma(a_arr + 1.0)

@@ -50,6 +50,7 @@ from gradlab.validation import (
     check_shape,
     check_tensor,
     non_finite_message,
+    number_text,
     positional_candidate_mask,
     value_checks_enabled,
 )
@@ -109,9 +110,9 @@ def _first_bad(
     with ``above=(other, its values)``, ``... above other[i, j] = its value (...)``."""
     index = tuple(int(i) for i in bad.nonzero()[0])
     where = ", ".join(map(str, index))
-    said = f"{name}[{where}] = {float(values.detach()[index]):g}"
+    said = f"{name}[{where}] = {number_text(values.detach()[index])}"
     if above is not None:
-        said += f" above {above[0]}[{where}] = {float(above[1].detach()[index]):g}"
+        said += f" above {above[0]}[{where}] = {number_text(above[1].detach()[index])}"
     return f"{said} ({int(bad.sum())} of {bad.numel()} {noun})"
 
 
@@ -199,8 +200,8 @@ def soft_histogram(
             outside.any(),
             lambda: f"distances must lie in [0, num_bins - 1] = [0, {num_bins - 1}] (a "
             f"distance outside loses part of its unit count); got "
-            f"{float(distances.detach()[outside].min()):g} .. "
-            f"{float(distances.detach()[outside].max()):g} among those outside",
+            f"{number_text(distances.detach()[outside].min())} .. "
+            f"{number_text(distances.detach()[outside].max())} among those outside",
         ),
         (
             ((levels < 0) | (levels >= num_levels)).any(),
@@ -233,7 +234,7 @@ def _count_checks(
     checks = [
         (~torch.isfinite(values).all(), lambda: non_finite_message("num_positives", values)),
         ((values < 0).any(), lambda: "num_positives must be >= 0 (a count of relevant items); "
-                                     f"got {float(values.min()):g}"),
+                                     f"got {number_text(values.min())}"),
     ]  # fmt: skip
     if positive_counts is None:
         return checks
@@ -244,7 +245,7 @@ def _count_checks(
         "num_positives must be at least the relevant items the soft counts hold, "
         "positive_counts.sum(-1) per query (fewer would give an AP above 1); got "
         + _first_bad("num_positives", values, short, "queries")
-        + f" below {float(counted[short][0]):g}")))  # fmt: skip
+        + f" below {number_text(counted[short][0])}")))  # fmt: skip
     return checks
 
 

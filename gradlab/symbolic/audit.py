@@ -347,7 +347,8 @@ def format_table(records: list[dict], width: int = 110) -> str:
     """
     _check_records(records, ("seed", "label", "verdict"), ("statement",))
     check_int_in_range("width", width, 10)
-    with_mutants = any("mutants" in r for r in records)
+    # a mutant column only when every record was audited with its mutants (as the Markdown)
+    with_mutants = bool(records) and all("mutants" in r for r in records)
     id_width = max([2 + len(r["label"]) for r in records] + [5])  # labels indented by 2
     head = f"{'claim':{id_width}} {'verdict':21} " + ("mutants " if with_mutants else "")
     beside = width - len(head) >= 30

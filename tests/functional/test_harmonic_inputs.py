@@ -371,3 +371,21 @@ def test_counts_of_two_dtypes_are_computed_in_the_more_precise(method, wide):
     mixed = harmonic_gap(a, b, method)
     assert mixed.dtype == torch.float64
     assert torch.equal(mixed, harmonic_gap(a.double(), b.double(), method))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: harmonic_gap(torch.tensor([1.0000001]), torch.tensor([1.0])),
+         "a must be at most b for harmonic_gap (the gap sums t = a + 1 .. b); got a = "
+         "1.0000001192092896 > b = 1"),
+        (lambda: discount_gap(torch.tensor([1.0]), torch.tensor([10000001.0])),
+         "b must be at most 1e+07 for discount_gap (the exact partial sums are tabulated up to "
+         "the largest count, and li's series is checked up to there); got 10000001"),
+    ],
+)
+def test_a_refused_count_is_shown_with_every_digit_that_sets_it_apart(call, message):
+    # %g rounded both to the bound they broke: "got a = 1 > b = 1", "at most 1e+07; got 1e+07"
+    with pytest.raises(GradlabError) as raised:
+        call()
+    assert str(raised.value) == message

@@ -722,3 +722,14 @@ def test_format_not_testable_refuses_a_width_below_10(width):
     with pytest.raises(GradlabError, match=rf"^width must be an int >= 10; got {width}$"):
         format_not_testable([_not_testable("trend", "d")], width=width)
     assert format_not_testable([_not_testable("t", "d")], width=10).endswith("  t: d")
+
+
+def test_a_table_of_records_with_and_without_mutants_has_no_mutant_column():
+    # format_table raised KeyError 'mutants_killed' where format_markdown left the column out
+    with_mutants = _record(S002, "eq1", "holds", "s", mutants=(3, 3))
+    without = _record(S002, "eq2", "fails", "t")
+    mixed = format_table([with_mutants, without], width=60)
+    assert mixed == format_table([_record(S002, "eq1", "holds", "s"), without], width=60)
+    assert "mutants" not in mixed.split("\n")[0]
+    assert format_table([with_mutants], width=60).split("\n")[0].split()[2] == "mutants"
+    assert "| mutants killed |" not in format_markdown([with_mutants, without])
