@@ -43,6 +43,7 @@ import torch
 import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional.fappy import COSINE_SLACK
 from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
 from gradlab.validation import (
     check_bool,
@@ -51,6 +52,9 @@ from gradlab.validation import (
     check_same_device,
     check_shape,
     check_tensor,
+    finite_flag,
+    number_text,
+    value_checks_enabled,
 )
 
 __all__ = [
@@ -76,7 +80,11 @@ open_clip's ``ClipLoss``), rows as queries, columns as queries."""
 
 
 def _check_scores(
-    scores: torch.Tensor, positives: torch.Tensor, candidate_mask: torch.Tensor | None
+    scores: torch.Tensor,
+    positives: torch.Tensor,
+    candidate_mask: torch.Tensor | None,
+    *,
+    cosines: bool = False,
 ) -> None:
     check_tensor("scores", scores, ndims=(2,), kind="float")
     check_tensor("positives", positives, ndims=(2,), kind="bool")
@@ -87,7 +95,23 @@ def _check_scores(
         check_same_device(scores=scores, positives=positives, candidate_mask=candidate_mask)
     else:
         check_same_device(scores=scores, positives=positives)
-    _check_finite("scores", scores)
+    (_check_cosines if cosines else _check_finite)("scores", scores)
+
+
+def _check_cosines(name: str, values: torch.Tensor) -> None:
+    """Refuse NaN, infinite or out-of-range entries of a matrix of cosines: ``[-1, 1]`` up to
+    rounding (:data:`~gradlab.functional.fappy.COSINE_SLACK`), one value read. Logits or dot
+    products are no cosines: their distances ``2 - 2 s`` mean nothing."""
+    if values.device.type == "meta" or not value_checks_enabled() or not values.numel():
+        return
+    slack = 1.0 + max(COSINE_SLACK, 8 * torch.finfo(values.dtype).eps)
+    if bool(finite_flag(values, slack)):
+        return
+    check_finite(name, values)  # NaN or inf: named as everywhere
+    low, high = torch.aminmax(values.detach())
+    worst = float(high) if float(high) > -float(low) else float(low)
+    raise GradlabError(f"{name} must be cosine similarities in [-1, 1] (up to rounding, "
+                       f"{COSINE_SLACK:g}); got {number_text(worst)}")  # fmt: skip
 
 
 def _check_finite(name: str, values: torch.Tensor) -> None:
@@ -140,14 +164,15 @@ def alignment(
         no positive pair.
 
     Raises:
-        GradlabError: a bad tensor, shape, device or ``alpha``.
+        GradlabError: a bad tensor, shape, device or ``alpha``; scores outside ``[-1, 1]``
+            beyond rounding (logits or dot products are no cosines).
 
     Example:
         >>> scores = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
         >>> float(alignment(scores, torch.tensor([[True, True], [False, True]])))  # 0, 2, 0
         0.6666666666666666
     """
-    _check_scores(scores, positives, candidate_mask)
+    _check_scores(scores, positives, candidate_mask, cosines=True)
     alpha = check_in_range("alpha", alpha, 1e-12, 1e6)
     keep, _ = _masks(positives, candidate_mask)
     aligned, kept, _, _ = _block_sums(scores, keep, alpha, None)
@@ -171,12 +196,12 @@ def _row_blocks(scores: torch.Tensor) -> list[slice]:
 
 
 def _squared_distances(scores: torch.Tensor) -> torch.Tensor:
-    """``max(2 - 2 s, 0)`` in a new float64 tensor: the squared distance of unit vectors whose
-    cosine is ``s`` (a cosine rounded above 1 is distance 0)."""
+    """``2 - 2 s`` clamped to ``[0, 4]`` in a new float64 tensor: the squared distance of unit
+    vectors whose cosine is ``s`` (a cosine rounded past 1 or -1 is distance 0 or 4)."""
     distances = scores.to(torch.float64, copy=True)
     # 2 - 2 s in one pass: 2 s is exact, so this is (-2 s) + 2 bit for bit
     torch.sub(distances.new_full((), 2.0), distances, alpha=2.0, out=distances)
-    return distances.clamp_(min=0.0)
+    return distances.clamp_(min=0.0, max=4.0)
 
 
 def _block_sums(
@@ -322,7 +347,8 @@ def uniformity(
         A 0-d float64 tensor without a graph (a measure of the detached embeddings).
 
     Raises:
-        GradlabError: a bad tensor, fewer than 2 rows, a ``gram`` of the wrong shape, or ``t``.
+        GradlabError: a bad tensor, fewer than 2 rows, a ``gram`` of the wrong shape or with
+            entries outside ``[-1, 1]`` beyond rounding, or ``t``.
 
     Example:
         >>> round(float(uniformity(torch.tensor([[1.0, 0.0], [-1.0, 0.0]]))), 6)  # distance^2 4
@@ -337,14 +363,16 @@ def uniformity(
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
         check_shape("gram", gram, (size, size), "the embeddings' cosine similarities")
-        _check_finite("gram", gram)
+        _check_cosines("gram", gram)
     _, _, kernel, largest = _block_sums(gram, None, 2.0, t)
     return _log_mean(kernel, largest, size)
 
 
-def _check_in_batch(scores: torch.Tensor, positives: torch.Tensor) -> None:
-    """Check a square ``[N, N]`` in-batch matrix and its positives."""
-    _check_scores(scores, positives, None)
+def _check_in_batch(
+    scores: torch.Tensor, positives: torch.Tensor, *, cosines: bool = False
+) -> None:
+    """Check a square ``[N, N]`` in-batch matrix (of cosines: ``cosines``) and its positives."""
+    _check_scores(scores, positives, None, cosines=cosines)
     if scores.shape[0] != scores.shape[1]:
         raise GradlabError(f"scores must be a square [N, N] in-batch matrix; got shape "
                            f"{tuple(scores.shape)}")  # fmt: skip
@@ -387,7 +415,7 @@ def in_batch_alignment_uniformity(
         >>> round(float(spread), 6) == round(math.log((2 + 4 * math.exp(-8.0)) / 6), 6)
         True
     """
-    _check_in_batch(scores, positives)
+    _check_in_batch(scores, positives, cosines=True)
     if scores.shape[0] < 2:
         raise GradlabError(f"scores must hold at least 2 embeddings; got shape "
                            f"{tuple(scores.shape)}")  # fmt: skip

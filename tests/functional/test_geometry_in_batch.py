@@ -227,6 +227,7 @@ def test_margins_of_one_column_read_by_its_entries_are_its_scores():
 
 def test_the_caller_s_scores_are_left_as_they_were():
     scores, positives = _batch(1, ties=False)
+    scores = scores.tanh()  # cosines, which the alignment and uniformity read
     kept = scores.clone()
     geometry.in_batch_alignment_uniformity(scores, positives)
     geometry.in_batch_margins(scores, positives)
@@ -288,3 +289,22 @@ def test_bad_input_messages_word_for_word(call, message):
     with pytest.raises(GradlabError) as error:
         call(scores, positives)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("outside", [1.5, -1.5])
+@pytest.mark.parametrize("call", [
+    lambda s, p: geometry.alignment(s, p),
+    lambda s, p: geometry.in_batch_alignment_uniformity(s, p),
+    lambda s, p: geometry.uniformity(torch.eye(2), gram=s),
+])  # fmt: skip
+def test_scores_that_are_no_cosines_are_refused_and_rounding_past_one_is_not(call, outside):
+    # alignment read 1.5 as distance 0 (clamped) and -1.5 as distance 5, past the largest, 4
+    positives = torch.tensor([[False, True], [True, False]])
+    scores = torch.tensor([[1.0, outside], [outside, 1.0]])
+    with pytest.raises(GradlabError) as raised:
+        call(scores, positives)
+    assert str(raised.value).endswith(
+        f"must be cosine similarities in [-1, 1] (up to rounding, 0.001); got {outside:g}")
+    rounded = torch.tensor([[1.0, -1.0004], [-1.0004, 1.0]])  # past -1 by float16 rounding
+    assert float(geometry.alignment(rounded, positives)) == 4.0  # the opposite point's distance
+    assert float(geometry.alignment(-rounded, positives)) == 0.0
