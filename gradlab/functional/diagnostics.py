@@ -11,7 +11,6 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 import torch
-import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.functional.decomposition import (
@@ -19,6 +18,7 @@ from gradlab.functional.decomposition import (
     _in_dtype,
     smooth_ap_decomposition,
 )
+from gradlab.functional.layouts import unit_rows
 from gradlab.functional.score_losses import widened
 from gradlab.functional.smooth_ap import (
     DEFAULT_CHUNK_ELEMENTS,
@@ -61,7 +61,7 @@ def in_batch_decomposition(
     check_embeddings_and_labels(embeddings, labels, finite=True)  # d >= 1: a cosine needs one
     include_query = check_bool("include_query", include_query)
     # float16 and bfloat16 normalised and decomposed in float32, returned in their dtype
-    normalized = F.normalize(widened(embeddings), dim=1)
+    normalized = unit_rows(widened(embeddings))
     positives = labels.unsqueeze(0) == labels.unsqueeze(1)
     mask = None
     if not include_query:

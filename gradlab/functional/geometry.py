@@ -40,10 +40,10 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
 from gradlab.functional.fappy import COSINE_SLACK
+from gradlab.functional.layouts import unit_rows
 from gradlab.functional.score_losses import DIRECTIONS as SCORE_LOSS_DIRECTIONS
 from gradlab.validation import (
     check_bool,
@@ -358,7 +358,7 @@ def uniformity(
     t = check_in_range("t", t, 1e-12, 1e6)
     size = embeddings.shape[0]
     if gram is None:
-        unit = F.normalize(embeddings.to(torch.float64), dim=1)
+        unit = unit_rows(embeddings.to(torch.float64))
         gram = unit @ unit.T
     else:
         check_tensor("gram", gram, ndims=(2,), kind="float")
@@ -501,7 +501,7 @@ def _effective_rank(
     float64 input beyond about 1e+-150 neither overflows nor underflows; float32 and half
     input widened to float64 cannot (squares of 3.4e38 and of 1.4e-45 are float64 numbers)."""
     if normalize:
-        values = F.normalize(values, dim=1)
+        values = unit_rows(values)
     centred = values - values.mean(dim=0, keepdim=True)
     if rescale:
         largest = centred.abs().amax()
@@ -528,14 +528,18 @@ def normalized_std(
 
     SimSiam's collapse check (Chen & He 2021, Sec. 4.1): per dimension the population standard
     deviation (divided by N) over the batch of ``x_i / |x_i|``, averaged over the ``d``
-    dimensions. Unit vectors spread uniformly over the sphere give about ``1 / sqrt(d)`` per
-    dimension, so the product with ``sqrt(d)`` is about 1; identical points give 0.
+    dimensions; every non-zero row is of unit length there, whatever its scale
+    (:func:`~gradlab.functional.layouts.unit_rows`), and a zero row stays zero. Unit vectors
+    spread uniformly over the sphere give about ``1 / sqrt(d)`` per dimension, so the product
+    with ``sqrt(d)`` is about 1; identical points give 0.
 
     Args:
         embeddings: ``[N, d]``, N >= 1.
         norms: optional ``[N]`` L2 norms of the rows of ``embeddings`` in float64
             (``embeddings.to(torch.float64).norm(dim=1)``) already computed; used instead of
-            computing them again (the same value, bit for bit: ``F.normalize``'s).
+            computing them again (the same value, bit for bit, for float32 and half
+            embeddings; float64 rows of norm beyond about 1e154 or below 1e-300 are scaled
+            first, so pass none for them).
 
     Returns:
         A 0-d float64 tensor.
@@ -559,9 +563,11 @@ def normalized_std(
 def _normalized_std(values: torch.Tensor, norms: torch.Tensor | None = None) -> torch.Tensor:
     """:func:`normalized_std` of checked float64 ``values`` (and ``norms``)."""
     if norms is None:
-        unit = F.normalize(values, dim=1)
-    else:  # F.normalize's division by the norms clamped at its eps
-        unit = values / norms.unsqueeze(1).clamp_min(1e-12)
+        unit = unit_rows(values)
+    else:  # each row over its norm (a zero row stays zero): unit_rows's rows, bit for bit,
+        # for float64 copies of narrower rows, whose norms neither overflow nor fall below
+        # the 1e-12 floor that F.normalize would divide by instead
+        unit = values / norms.unsqueeze(1).clamp_min(torch.finfo(torch.float64).tiny)
     # two passes, as torch.std makes them, spelled out: torch's reduction over the rows of a
     # row-major [N, d] matrix is about 2.5x slower
     spread = unit.sub_(unit.mean(dim=0)).square_().mean(dim=0).sqrt_()
@@ -840,8 +846,8 @@ def modality_gap(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tenso
     check_shape("candidates", candidates, (candidates.shape[0], queries.shape[1]),
                 "the queries' embedding width")  # fmt: skip
     check_same_device(queries=queries, candidates=candidates)
-    first = F.normalize(queries.to(torch.float64), dim=1).mean(dim=0)
-    second = F.normalize(candidates.to(torch.float64), dim=1).mean(dim=0)
+    first = unit_rows(queries.to(torch.float64)).mean(dim=0)
+    second = unit_rows(candidates.to(torch.float64)).mean(dim=0)
     return (first - second).norm()
 
 

@@ -39,9 +39,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
 from gradlab.errors import GradlabError
+from gradlab.functional.layouts import unit_rows
 from gradlab.validation import (
     check_embedding_size,
     check_embeddings_and_labels,
@@ -289,10 +289,10 @@ def _relevant_counts(
 def _neighbours(
     queries: torch.Tensor, pool: torch.Tensor, k: int, same_source: bool, chunk_size: int
 ) -> torch.Tensor:
-    unit_queries = F.normalize(queries, dim=1)
+    unit_queries = unit_rows(queries)
     if same_source:
         return _neighbours_of_each_other(unit_queries, k, chunk_size)
-    unit_pool = F.normalize(pool, dim=1)
+    unit_pool = unit_rows(pool)
     found = torch.empty(queries.shape[0], k, dtype=torch.long, device=queries.device)
     for start in range(0, queries.shape[0], chunk_size):
         stop = min(start + chunk_size, queries.shape[0])

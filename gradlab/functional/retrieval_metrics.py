@@ -9,9 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-import torch.nn.functional as F
 
-from gradlab.functional.layouts import drop_diagonal
+from gradlab.functional.layouts import drop_diagonal, unit_rows
 from gradlab.functional.tie_aware import tie_aware_ap
 from gradlab.validation import (
     check_embeddings_and_labels,
@@ -117,7 +116,7 @@ def in_batch_retrieval(
                 [False, False]])
     """
     check_embeddings_and_labels(embeddings, labels, finite=True)
-    normalized = F.normalize(embeddings.to(torch.float64), dim=1)
+    normalized = unit_rows(embeddings.to(torch.float64))
     scores = normalized @ normalized.T
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
     return drop_diagonal(scores), drop_diagonal(same)

@@ -35,10 +35,14 @@ from functools import cached_property
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from gradlab.functional.diagnostics import SmoothAPTerms, smooth_ap_terms
-from gradlab.functional.layouts import RetrievalLayout, cross_modal_layout, in_batch_layout
+from gradlab.functional.layouts import (
+    RetrievalLayout,
+    cross_modal_layout,
+    in_batch_layout,
+    unit_rows,
+)
 from gradlab.functional.losses import LossRecord, SmoothAPForward
 from gradlab.functional.operating_region import bound_past_centre
 from gradlab.functional.smooth_ap import (
@@ -875,7 +879,7 @@ class BatchView:
     def vectors(self) -> torch.Tensor:
         """``[C, d]`` normalized candidate vectors in :attr:`compute_dtype` (``s = q . v``)."""
         source = self.embeddings if self.labels is not None else self.candidates
-        return F.normalize(source.to(self.compute_dtype), dim=1)
+        return unit_rows(source.to(self.compute_dtype))
 
     def _masks(self, include_query: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
         layout = self.layout

@@ -99,7 +99,9 @@ class Geometry(Quantity):
         wide = embeddings.dtype == torch.float64  # float32 and half need no rescaling
         norms = None
         if embeddings is batch.embeddings:  # the step's float64 copy and norms, shared
-            embeddings, norms = batch.float64_embeddings, batch.embedding_norms
+            embeddings = batch.float64_embeddings
+            # float64 rows may overflow their norms (past 1e154): unit_rows scales them first
+            norms = None if wide else batch.embedding_norms
         else:
             embeddings = embeddings.to(torch.float64)  # once: each measure works in float64
         layout = batch.layout

@@ -633,3 +633,21 @@ def test_chance_level_reads_the_directions_an_integration_says(declared, told, e
     values = ChanceLevel().compute(view)
     assert float(values["chance_level"]) == pytest.approx(expected, rel=1e-15)
     assert float(values["loss_minus_chance"]) == pytest.approx(1.0 - expected, rel=1e-15)
+
+
+@pytest.mark.parametrize(("dtype", "scale"), [(torch.float32, 2.0**-45), (torch.float64, 2.0**-45),
+                                              (torch.float64, 2.0**600)])  # fmt: skip
+def test_the_logged_geometry_does_not_depend_on_the_embeddings_scale(tmp_path, dtype, scale):
+    # rows of norm below 1e-12 came out shorter than 1 (geometry_std 10x too small: a collapse
+    # that was not there), and float64 rows whose norms overflow came out as zeros
+    embeddings, labels = _labelled_batch()
+    records = []
+    for index, factor in enumerate((1.0, scale)):
+        with Monitor(tmp_path / str(index), preset="default", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            leaf = (embeddings.to(dtype) * factor).requires_grad_(True)
+            loss_fn(leaf, labels).backward()
+            records.append(monitor.step())
+    keys = [key for key in records[0] if key.startswith("geometry_")]
+    assert "geometry_std" in keys and "geometry_effective_rank" in keys
+    assert [records[1][key] for key in keys] == [records[0][key] for key in keys]
