@@ -140,7 +140,9 @@ class Margins(Quantity):
     ``margin_positive_score - margin_hardest_negative``.
 
     Read from the step's score matrix in the loss's own units (cosine scores when the loss is
-    watched on embeddings; logits when it is watched on a score matrix); the means run over
+    watched on embeddings, whichever similarity it computes: a pytorch-metric-learning loss on
+    raw dot products is read on the batch's cosines; logits when it is watched on a score
+    matrix); the means run over
     the queries that have both a positive and a negative. A margin that stays negative with a
     violation share near 1 is a batch the model does not separate; R@1 is in-batch recall at 1.
 
