@@ -9,6 +9,7 @@ A run folder holds ``metrics.jsonl``; a path to that file stands for its folder.
 
 from __future__ import annotations
 
+import csv
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,7 +74,8 @@ def check_runs_and_labels(
 
 
 def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") -> None:
-    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read); a run's
+    """Refuse a run folder without a ``metrics.jsonl`` (nothing is read but the header of a
+    ``metrics.csv`` in its place, to tell gradlab's CSV sink from another logger's); a run's
     ``metrics.jsonl`` stands for its folder (:func:`run_folder`). ``gradlab plot`` calls it
     before looking at its default output folder, ``RUN_DIR/figures``.
 
@@ -100,13 +102,31 @@ def check_run_dirs(run_dirs: Sequence[str | Path], argument: str = "run_dir") ->
                        else f", whose {log.name} is a link to {str(log.resolve())!r}, which "
                        "does not exist" if log.is_symlink()
                        else ", which holds no metrics.jsonl")  # fmt: skip
-            if (run_folder(run_dir) / "metrics.csv").is_file():  # a run logged to CSV alone
+            table = run_folder(run_dir) / "metrics.csv"
+            first = _first_column(table) if table.is_file() else None
+            if first == "step":  # a run logged to gradlab's CSV sink alone
                 missing = (", which holds a metrics.csv only (gradlab plot reads the JSONL "
                            "sink's metrics.jsonl: log with sinks=['jsonl', 'csv'])")  # fmt: skip
+            elif first is not None:  # another logger's (Lightning's CSVLogger sorts its columns)
+                missing = (f", whose metrics.csv is not a gradlab log (its first column is "
+                           f"{first!r}, not gradlab's 'step': another logger wrote it, such as "
+                           "Lightning's CSVLogger)")  # fmt: skip
             raise GradlabError(
                 f"{argument} must hold a metrics.jsonl written by gradlab.Monitor; "
                 f"got {str(Path(run_dir))!r}{missing}{_runs_below(run_dir)}"
             )
+
+
+def _first_column(table: Path) -> str | None:
+    """The first column of ``table``'s header: gradlab's CSV sink writes ``step`` first, each
+    record starting with it. ``"step"`` too for a file with no header yet (the sink opened it
+    and logged nothing); None for one that cannot be read."""
+    try:
+        with table.open(encoding="utf-8", errors="replace", newline="") as handle:
+            line = handle.readline(1 << 16)
+    except OSError:
+        return None
+    return next(csv.reader([line]), ["step"])[0] if line.strip() else "step"
 
 
 def _runs_below(folder: str | Path, depth: int = 2) -> str:

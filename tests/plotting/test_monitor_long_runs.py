@@ -364,6 +364,25 @@ def test_a_run_logged_to_csv_alone_is_refused_saying_what_plot_reads(tmp_path, c
     )
 
 
+def test_another_loggers_metrics_csv_is_refused_as_not_a_gradlab_log(tmp_path, capsys):
+    """Lightning's CSVLogger folder (sorted columns, ``epoch`` first) gets no sinks advice; the
+    gradlab run below it is still named."""
+    from gradlab import Monitor
+    from tests.helpers.training import train
+
+    folder = tmp_path / "lightning_logs" / "version_0"
+    with Monitor(folder / "gradlab_logs", preset="cheap", every=1) as monitor:
+        train(monitor, steps=2)
+    (folder / "metrics.csv").write_text("epoch,loss,step\n0,0.5,0\n0,0.4,1\n")
+    assert main(["plot", str(folder)]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+        f"{str(folder)!r}, whose metrics.csv is not a gradlab log (its first column is 'epoch', "
+        "not gradlab's 'step': another logger wrote it, such as Lightning's CSVLogger); runs "
+        f"below it: {str(folder / 'gradlab_logs')!r}\n"
+    )
+
+
 def test_downsample_takes_integer_values_on_a_log_axis_as_numbers():
     """Integer values (counts) on a log axis: each group's line is its geometric mean."""
     from matplotlib.scale import LogTransform
