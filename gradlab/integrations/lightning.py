@@ -200,6 +200,7 @@ class GradlabCallback(Callback):
         self._trainer = None
         self._warned_unattached = False
         self._warned_closed: Monitor | None = None  # the Monitor closed by hand, warned of
+        self._warned_taken = False  # keys the module logs itself, under gradlab's names
         # The Trainer (weakly) and the folder of the last fit: its next fit goes on there.
         self._last_fit: tuple[weakref.ref, Path] | None = None
 
@@ -258,6 +259,28 @@ class GradlabCallback(Callback):
             return
         self._warned_closed = monitor
         warn_closed_during_training(type(self).__name__, monitor, TRAINER_PACKAGES)
+
+    def _warn_taken_keys(self, trainer: Any, record: dict) -> None:
+        """Warn once that keys of gradlab's record, prefixed, are keys the module logs itself
+        (``self.log("loss", ...)`` with ``prefix=""``): the loggers would hold two values of
+        one key at one step. Read within the step, ``trainer.logged_metrics`` holds the step's
+        own values (no epoch aggregate is computed, so no collective runs on rank 0 alone)."""
+        if not trainer.loggers:
+            return
+        values = {f"{self.prefix}{key}" for key in scalars(record) if key != "step"}
+        taken = sorted(values & set(trainer.logged_metrics))
+        if not taken:
+            return
+        self._warned_taken = True
+        warnings.warn(
+            f"GradlabCallback: the module logs {taken} itself (self.log), which gradlab's "
+            f"record also has under prefix={self.prefix!r}: the Trainer's loggers receive two "
+            "values of each at the same step (Lightning's CSVLogger writes two rows per step); "
+            "give a prefix (the default 'gradlab/') to tell them apart (later such steps are "
+            "not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
+        )
 
     def on_init_end(self, *args, **kwargs) -> None:
         """A Hugging Face Trainer's first event: this is Lightning's callback (refused)."""
@@ -333,7 +356,9 @@ class GradlabCallback(Callback):
         if monitor.closed:  # by hand, during training: nothing more to log
             self._warn_closed_during_training(monitor)
             return
-        monitor.step()
+        record = monitor.step()
+        if record is not None and self.forward_to_loggers and not self._warned_taken:
+            self._warn_taken_keys(trainer, record)
 
     def on_train_end(self, trainer, pl_module) -> None:
         self._close(log_last_step=True)

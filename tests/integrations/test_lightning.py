@@ -55,6 +55,39 @@ def test_fit_logs_the_training_steps_and_forwards_them_to_the_loggers(tmp_path):
         assert float(row["gradlab/p_seed"]) == pytest.approx(record["p_seed"], rel=1e-6)
 
 
+def test_an_empty_prefix_that_repeats_a_key_the_module_logs_warns_once(tmp_path):
+    # prefix="" and the module's self.log("loss"): Lightning's CSV held two rows per step,
+    # silently (the Hugging Face callback warned in the same case)
+    class LoggingLoss(LitRetrieval):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            self.log("loss", loss + 100.0)
+            return loss
+
+    def fit(prefix: str):
+        callback = GradlabCallback(preset="cheap", every=1, prefix=prefix)
+        module = LoggingLoss(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        trainer = quiet_trainer(max_steps=3, callbacks=[callback], log_every_n_steps=1,
+                                logger=CSVLogger(tmp_path, version=prefix or "bare"))  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(module, loader(3))
+        return [w for w in caught if "GradlabCallback" in str(w.message)]
+
+    assert fit("gradlab/") == []
+    (warning,) = fit("")  # once, not once per step
+    assert str(warning.message) == (
+        "GradlabCallback: the module logs ['loss'] itself (self.log), which gradlab's record "
+        "also has under prefix='': the Trainer's loggers receive two values of each at the "
+        "same step (Lightning's CSVLogger writes two rows per step); give a prefix (the "
+        "default 'gradlab/') to tell them apart (later such steps are not warned about)"
+    )
+    assert warning.category is RuntimeWarning and warning.filename == __file__
+    with (tmp_path / "lightning_logs" / "bare" / "metrics.csv").open(newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["loss"]]
+    assert [row["step"] for row in rows] == ["0", "0", "1", "1", "2", "2"]  # as said
+
+
 def test_the_watched_loss_is_the_loss_outside_training_and_keeps_its_attributes(tmp_path):
     import pickle
 

@@ -47,7 +47,7 @@ class StandInTrainer(SimpleNamespace):
 def stand_in_trainer(tmp_path, *, rank_zero=True, loggers=(), log_dir=None, broadcast=None):
     return StandInTrainer(
         training=True, optimizers=[object(), object()], is_global_zero=rank_zero,
-        callbacks=[],
+        callbacks=[], logged_metrics={},
         loggers=list(loggers), log_dir=None if log_dir is None else str(log_dir),
         default_root_dir=str(tmp_path / "root"),
         strategy=SimpleNamespace(broadcast=broadcast or same),
