@@ -50,6 +50,7 @@ from gradlab.extras import missing_extra
 from gradlab.integrations.settings import (
     callback_settings,
     resumed_behind_message,
+    resumed_checkpoint_behind_message,
     warn_closed_during_training,
     warn_overwrite_on_resumed_trainer,
 )
@@ -325,16 +326,24 @@ class GradlabCallback(Callback):
         self._last_fit = (weakref.ref(trainer), Path(folder))
 
     def on_train_start(self, trainer, pl_module) -> None:
-        # After a checkpoint's restore: a fit that starts over (step 0) in a resumed folder
-        # whose run logged steps already would log them again after the earlier ones.
+        # After a checkpoint's restore: a fit that starts over (step 0), or resumes from a
+        # checkpoint before the run's last step, in a resumed folder whose run logged steps
+        # already logs them again after the earlier ones.
         monitor, first = self.monitor, int(trainer.global_step)
         if monitor is None or not is_rank_zero():
             return
+        resumed_at = monitor.folder.start_step  # the folder's last logged step + 1, or 0
         if first != 0:  # restored from a checkpoint: an overwrite would lose the steps before
             warn_overwrite_on_resumed_trainer(type(self).__name__, monitor, first,
                                               TRAINER_PACKAGES)  # fmt: skip
+            if resumed_at > first:
+                warnings.warn(
+                    resumed_checkpoint_behind_message(type(self).__name__, monitor.log_dir,
+                                                      resumed_at - 1, first),
+                    RuntimeWarning,
+                    stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
+                )
             return
-        resumed_at = monitor.folder.start_step  # the folder's last logged step + 1, or 0
         if resumed_at > first:
             warnings.warn(
                 resumed_behind_message(type(self).__name__, monitor.log_dir, resumed_at - 1,

@@ -74,6 +74,26 @@ def resumed_behind_message(callback: str, folder: object, last: int, first: int,
     )
 
 
+def resumed_checkpoint_behind_message(callback: str, folder: object, last: int,
+                                      first: int) -> str:  # fmt: skip
+    """What a callback says when ``resume=True`` continues a run whose last logged step
+    ``last`` lies at or past the step ``first`` (> 0) of the checkpoint the Trainer resumes
+    from (an earlier checkpoint than the run's end): those steps are logged again after the
+    earlier ones, and ``gradlab plot`` keeps the later records.
+
+    Example:
+        >>> resumed_checkpoint_behind_message("GradlabCallback", "runs/a", 5, 3)[-75:]
+        'gradlab plot draws the later records of those steps in place of the earlier'
+    """
+    steps = f"step {first}" if first == last else f"steps {first}-{last}"
+    return (
+        f"{callback}: resume=True continues the run in {str(folder)!r}, whose last logged step "
+        f"is {last}, and the Trainer resumes from a checkpoint at step {first}: its {steps} "
+        "will be logged again after the earlier ones, and gradlab plot draws the later records "
+        "of those steps in place of the earlier"
+    )
+
+
 def warn_overwrite_on_resumed_trainer(
     callback: str, monitor: object, first: int, packages: Iterable[str]
 ) -> None:

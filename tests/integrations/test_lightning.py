@@ -214,6 +214,36 @@ def test_a_resumed_fit_without_a_logger_goes_on_with_the_last_numbered_run(tmp_p
     assert sorted(path.name for path in root.iterdir()) == ["version_0", "version_1"]
 
 
+def test_resume_from_a_checkpoint_before_the_run_s_last_step_warns_that_steps_repeat(tmp_path):
+    # fit(ckpt_path=<step 3>) into a run that logged steps 0-5 logged 3-5 again silently,
+    # while a fit that started over at step 0 warned
+    def fit(max_steps: int, checkpoint=None, **options):
+        callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, **options)
+        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+        trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
+                                default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(module, loader(8), ckpt_path=checkpoint)
+        return trainer, [w for w in caught if "gradlab" in str(w.message).lower()]
+
+    first, _ = fit(3)
+    checkpoint = tmp_path / "step3.ckpt"
+    first.save_checkpoint(checkpoint)
+    _, told = fit(6, checkpoint, resume=True)  # goes on right after the run's last step
+    assert told == []
+    _, told = fit(6, checkpoint, resume=True)  # the run now ends at step 5
+    assert [str(w.message) for w in told] == [
+        f"GradlabCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, whose "
+        "last logged step is 5, and the Trainer resumes from a checkpoint at step 3: its steps "
+        "3-5 will be logged again after the earlier ones, and gradlab plot draws the later "
+        "records of those steps in place of the earlier"
+    ]
+    assert told[0].category is RuntimeWarning and told[0].filename == __file__
+    _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 5, 3, 4, 5]  # as said
+
+
 def test_resume_without_the_trainer_s_checkpoint_warns_that_steps_repeat(tmp_path):
     # The second fit starts at step 0 again: its steps 0-1 followed the first fit's 0-1 in
     # metrics.jsonl without a word (the Hugging Face callback warned in this very case).

@@ -368,10 +368,12 @@ def test_a_watched_loss_that_trains_before_any_trainer_set_it_up_warns_once(tmp_
 
 
 @pytest.mark.parametrize(("logged", "restart", "steps"), [
-    (2, 0, "steps 0-1"), (1, 0, "step 0"), (2, 2, None), (2, 1, None)])  # fmt: skip
-def test_a_resumed_folder_ahead_of_a_fit_at_step_0_warns_that_steps_repeat(tmp_path, logged,
-                                                                           restart, steps):
-    # the fit starts at step 0 (no checkpoint restored) after a run that logged steps already
+    (2, 0, "steps 0-1"), (1, 0, "step 0"), (2, 2, None), (2, 1, "step 1")])  # fmt: skip
+def test_a_resumed_folder_ahead_of_the_fit_s_first_step_warns_that_steps_repeat(
+    tmp_path, logged, restart, steps
+):
+    # the fit starts at step 0 (no checkpoint restored), or at a checkpoint's step before the
+    # last logged one, after a run that logged steps already
     trainer = stand_in_trainer(tmp_path)
     first = GradlabCallback(tmp_path / "run", preset="cheap", every=1, tau=0.05)
     first.setup(trainer, None, "fit")
@@ -384,12 +386,15 @@ def test_a_resumed_folder_ahead_of_a_fit_at_step_0_warns_that_steps_repeat(tmp_p
         warnings.simplefilter("always")
         again.on_train_start(trainer, None)
     again.on_train_end(trainer, None)
+    starts = ("but the Trainer starts at step 0" if restart == 0
+              else f"and the Trainer resumes from a checkpoint at step {restart}")  # fmt: skip
+    advice = ("; resume the Trainer too (trainer.fit(model, ckpt_path=...)), or pass "
+              "overwrite=True to start the folder afresh" if restart == 0 else "")  # fmt: skip
     expected = [] if steps is None else [(
         f"GradlabCallback: resume=True continues the run in {str(tmp_path / 'run')!r}, whose "
-        f"last logged step is {logged - 1}, but the Trainer starts at step 0: its {steps} will "
-        "be logged again after the earlier ones, and gradlab plot draws the later records of "
-        "those steps in place of the earlier; resume the Trainer too (trainer.fit(model, "
-        "ckpt_path=...)), or pass overwrite=True to start the folder afresh",
+        f"last logged step is {logged - 1}, {starts}: its {steps} will be logged again after "
+        "the earlier ones, and gradlab plot draws the later records of those steps in place "
+        f"of the earlier{advice}",
         RuntimeWarning, __file__)]
     assert [(str(w.message), w.category, w.filename) for w in caught] == expected
 
