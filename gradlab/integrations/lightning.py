@@ -216,7 +216,8 @@ class GradlabCallback(Callback):
         """Wrap the module's loss once; returns a callable with the same signature and value
         (for a ``torch.nn.Module`` loss a :class:`~gradlab.monitor.watched.WatchedLoss`: its
         parameters stay the LightningModule's, trained and saved). A loss this callback
-        returned comes back as it is; another callback's is unwrapped first.
+        returned comes back as it is; another callback's is unwrapped first, with a warning:
+        it is this callback's from then on, and the other one logs none of its calls.
 
         Args:
             loss_fn: the loss, as in :meth:`gradlab.Monitor.watch`.
@@ -235,6 +236,15 @@ class GradlabCallback(Callback):
             if watching.callback is self:
                 return loss_fn  # watched already (a cell run again): wrapped once
             loss_fn = watching.loss_fn  # another callback's: its own wrapper stays its own
+            name = getattr(loss_fn, "__name__", type(loss_fn).__name__)
+            warnings.warn(  # two callbacks in one Trainer: the first would log nothing
+                f"GradlabCallback: loss_fn {name} was watched by another GradlabCallback; it "
+                "is now watched by this one alone, and the other logs none of its calls (a "
+                "loss is watched by one callback at a time: a notebook cell run again, or two "
+                "callbacks given one loss?)",
+                RuntimeWarning,
+                stacklevel=caller_stacklevel(),  # the watch() call
+            )
         adapt(loss_fn, inputs)
         return watched_like(loss_fn, _WatchedLoss(self, loss_fn, inputs))
 

@@ -107,7 +107,8 @@ def test_a_loss_watched_again_is_wrapped_once(tmp_path, make):
     callback, original = GradlabCallback(tmp_path / "run", preset="cheap", every=1), make()
     loss_fn = callback.watch(original)
     assert callback.watch(loss_fn) is loss_fn
-    other = GradlabCallback(tmp_path / "other").watch(loss_fn)
+    with pytest.warns(RuntimeWarning, match="was watched by another GradlabCallback"):
+        other = GradlabCallback(tmp_path / "other").watch(loss_fn)
     assert other.__wrapped__ is original and callback.watch(loss_fn) is loss_fn
     module = LitRetrieval(callback.watch(loss_fn))
     with warnings.catch_warnings():
@@ -115,6 +116,29 @@ def test_a_loss_watched_again_is_wrapped_once(tmp_path, make):
         quiet_trainer(max_steps=2, logger=False, callbacks=[callback]).fit(module, loader(2))
     _, records = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert [record["step"] for record in records] == [0, 1]
+
+
+def test_a_loss_watched_by_a_second_callback_warns_that_the_first_logs_nothing(tmp_path):
+    # cb2.watch(cb1.watch(loss)) in one Trainer: cb1's folder held a header only, and its
+    # warning told the user to train with the wrapped loss, which they did
+    first = GradlabCallback(tmp_path / "a", preset="cheap", every=1)
+    second = GradlabCallback(tmp_path / "b", preset="cheap", every=1)
+    watched = first.watch(gradlab.SmoothAPLoss(0.05))
+    with pytest.warns(RuntimeWarning) as caught:
+        loss_fn = second.watch(watched)
+    assert [str(w.message) for w in caught] == [
+        "GradlabCallback: loss_fn SmoothAPLoss was watched by another GradlabCallback; it is "
+        "now watched by this one alone, and the other logs none of its calls (a loss is "
+        "watched by one callback at a time: a notebook cell run again, or two callbacks given "
+        "one loss?)"
+    ]
+    assert caught[0].filename == __file__  # the watch() call
+    trainer = quiet_trainer(max_steps=2, logger=False, callbacks=[first, second])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the first's "step 0 logs nothing"
+        trainer.fit(LitRetrieval(loss_fn), loader(2))
+    assert read_jsonl(tmp_path / "a" / "metrics.jsonl")[1] == []  # as said
+    assert [r["step"] for r in read_jsonl(tmp_path / "b" / "metrics.jsonl")[1]] == [0, 1]
 
 
 def test_a_failing_fit_closes_the_monitor_with_valid_records(tmp_path):
