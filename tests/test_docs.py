@@ -248,19 +248,34 @@ def _page_blocks(page: str, heading: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
 
 
-def test_the_losses_pages_blocks_run_as_pasted_and_say_what_they_compute():
+def test_the_losses_pages_blocks_run_as_pasted_and_say_what_they_compute(tmp_path, monkeypatch):
     from tests.reference.smooth_ap_loops import in_batch_smooth_ap
 
-    (simclr,) = _page_blocks("losses.md", "NT-Xent takes every column")
+    simclr, watched = _page_blocks("losses.md", "NT-Xent takes every column")
     namespace: dict = {}
     exec(compile(simclr, "docs/losses.md", "exec"), namespace)
+    loss = namespace["loss"]
     # SimCLR's Eq. 1 as a float64 loop: each view against every other view, its partner positive
     scores, n = namespace["scores"].double().tolist(), namespace["n"]
     terms = []
     for i, row in enumerate(scores):
         others = [s / 0.5 for j, s in enumerate(row) if j != i]
         terms.append(math.log(sum(math.exp(v) for v in others)) - row[(i + n) % (2 * n)] / 0.5)
-    assert abs(namespace["loss"].item() - sum(terms) / len(terms)) < 1e-5
+    assert abs(loss.item() - sum(terms) / len(terms)) < 1e-5
+    # Watched as it stands, the masked diagonal is one more negative of each view (6 of 7
+    # active); watched through a function of one's own as in_batch_scores, it is left out.
+    monkeypatch.chdir(tmp_path)
+    with gradlab.Monitor("as_it_stands", preset="full", every=1) as monitor:
+        scores = (namespace["views"].detach() @ namespace["views"].T).requires_grad_()
+        monitor.watch(namespace["simclr"])(scores.masked_fill(namespace["own"], -1e4),
+                                           namespace["partners"]).backward()  # fmt: skip
+        as_it_stands = monitor.step()
+    assert as_it_stands["anatomy_i2t_active_negative_share"] == pytest.approx(6 / 7)
+    exec(compile(watched, "docs/losses.md", "exec"), namespace)
+    record = namespace["record"]
+    assert record["anatomy_active_negative_share"] == 1.0 and "p_without_query" in record
+    assert not any(key.startswith("anatomy_i2t") for key in record)
+    assert record["loss"] == pytest.approx(loss.item(), rel=1e-6)  # the same loss
     blocks = _page_blocks("losses.md", "## SmoothAP in detail")
     smooth_ap, reproduction = blocks[0], blocks[-1]
     namespace = {}
