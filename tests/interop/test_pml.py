@@ -262,6 +262,34 @@ def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path):
         "distance=gradlab.interop.pml.RecordingCosineSimilarity()")
 
 
+def test_the_integrations_pages_advice_for_lp_distance_logs_what_it_says(tmp_path):
+    """docs/integrations.md: TripletMarginLoss and ContrastiveLoss on their default LpDistance
+    log no anatomy but the embeddings' quantities; its recording-similarity ContrastiveLoss
+    (margins set for similarities) logs the anatomy, with negatives that get a gradient."""
+    import re
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    (advised,) = re.findall(r"`(losses\.ContrastiveLoss\([^`]*RecordingCosineSimilarity\(\)\))`",
+                            page)  # fmt: skip
+    embeddings, labels = _batch(5)
+    for name in ("TripletMarginLoss", "ContrastiveLoss"):
+        loss = getattr(pml_losses, name)()
+        assert isinstance(loss.distance, pml_distances.LpDistance)
+        with Monitor(tmp_path / name, preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(loss)
+            loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+            record = monitor.step()
+        assert "anatomy" in monitor.not_logged and not any(k.startswith("anatomy_") for k in record)
+        assert {"loss", "p_seed", "margin_mean", "embedding_grad_norm"} <= set(record)
+    namespace = {"losses": pml_losses, "RecordingCosineSimilarity": RecordingCosineSimilarity}
+    with Monitor(tmp_path / "advised", preset="full", every=1) as monitor:
+        loss_fn = monitor.watch(eval(advised, namespace))
+        loss_fn(embeddings.clone().requires_grad_(True), labels).backward()
+        record = monitor.step()
+    assert record["anatomy_active_negatives_mean"] > 0.0
+
+
 def test_without_pytorch_metric_learning_the_import_names_the_package(monkeypatch):
     monkeypatch.setitem(sys.modules, "pytorch_metric_learning.distances", None)
     monkeypatch.delitem(sys.modules, "gradlab.interop.pml")
