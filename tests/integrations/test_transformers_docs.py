@@ -17,6 +17,8 @@ import torch
 from gradlab.monitor import read_jsonl
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "integrations_transformers.md"
+OPEN_CLIP, OPEN_CLIP_LOSS_FILE, OFFLINE_MODELS = 2, 3, 4
+"""The indexes of the page's blocks (0 and 1: sentence-transformers, the Trainer)."""
 
 
 def blocks() -> list[str]:
@@ -41,14 +43,14 @@ def assert_same_steps_and_keys(folder: Path, trainer) -> None:
 
 
 def test_the_page_has_one_example_per_integration_and_one_of_offline_models():
-    assert len(blocks()) == 4
+    assert len(blocks()) == 5
 
 
 def test_the_offline_models_example_builds_a_model_and_a_guide_and_trains_gist(
     tmp_path, monkeypatch
 ):
     pytest.importorskip("sentence_transformers")
-    namespace = run_block(3, {}, tmp_path, monkeypatch)
+    namespace = run_block(OFFLINE_MODELS, {}, tmp_path, monkeypatch)
     assert (tmp_path / "models" / "model" / "config.json").is_file()
     assert (tmp_path / "models" / "guide" / "config.json").is_file()
     model, guide = namespace["model"], namespace["guide"]
@@ -67,7 +69,7 @@ def test_the_offline_models_example_runs_again_in_the_same_folder(tmp_path, monk
     """A reader who runs the script twice gets a second run, not an error about the first."""
     pytest.importorskip("sentence_transformers")
     for _ in range(2):
-        run_block(3, {}, tmp_path, monkeypatch)
+        run_block(OFFLINE_MODELS, {}, tmp_path, monkeypatch)
     _, records = read_jsonl(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
     assert [record["step"] for record in records] == [1, 2]
 
@@ -121,7 +123,7 @@ def run_open_clip_example(tmp_path, monkeypatch, open_clip, model, loader) -> No
     per step with both directions' anatomy."""
     namespace = {"open_clip": open_clip, "model": model, "loader": loader,
                  "optimizer": torch.optim.SGD(model.parameters(), lr=0.1)}  # fmt: skip
-    run_block(2, namespace, tmp_path, monkeypatch)
+    run_block(OPEN_CLIP, namespace, tmp_path, monkeypatch)
     _, records = read_jsonl(tmp_path / "run" / "gradlab_logs" / "metrics.jsonl")
     assert [record["step"] for record in records] == list(range(len(loader)))
     for record in records:
@@ -141,6 +143,27 @@ def test_the_open_clip_example(tmp_path, monkeypatch, source):
               for _ in range(3)]  # fmt: skip
     run_open_clip_example(tmp_path, monkeypatch, types.SimpleNamespace(ClipLoss=clip_loss),
                           TwoTowers(), loader)  # fmt: skip
+
+
+def test_the_open_clip_example_with_the_loss_file_the_page_loads(tmp_path, monkeypatch):
+    """Where ``import open_clip`` fails: the page's block loads open_clip's loss.py by file,
+    without importing the package, and the example runs with its ClipLoss."""
+    import sys
+
+    from tests.helpers.open_clip_losses import open_clip_loss_file
+
+    if open_clip_loss_file() is None:
+        pytest.skip("open_clip is not installed")
+    imported = "open_clip" in sys.modules
+    namespace = run_block(OPEN_CLIP_LOSS_FILE, {}, tmp_path, monkeypatch)
+    assert ("open_clip" in sys.modules) == imported  # the package itself is not imported
+    loss_file = namespace["open_clip_loss"]
+    assert Path(loss_file.__file__) == open_clip_loss_file()
+    assert loss_file.ClipLoss.__module__ == "open_clip_loss"
+    generator = torch.Generator().manual_seed(1)
+    loader = [(torch.randn(6, 12, generator=generator), torch.randn(6, 10, generator=generator))
+              for _ in range(3)]  # fmt: skip
+    run_open_clip_example(tmp_path, monkeypatch, loss_file, TwoTowers(), loader)
 
 
 def test_the_open_clip_example_with_the_package_and_a_tiny_clip(tmp_path, monkeypatch):
