@@ -308,3 +308,29 @@ def test_scores_that_are_no_cosines_are_refused_and_rounding_past_one_is_not(cal
     rounded = torch.tensor([[1.0, -1.0004], [-1.0004, 1.0]])  # past -1 by float16 rounding
     assert float(geometry.alignment(rounded, positives)) == 4.0  # the opposite point's distance
     assert float(geometry.alignment(-rounded, positives)) == 0.0
+
+
+def test_the_cosine_check_allows_float16_rounding_and_names_the_farthest_score():
+    positives = torch.tensor([[False, True], [True, False]])
+
+    def pair(score, dtype=torch.float16):
+        return torch.tensor([[1.0, score], [score, 1.0]], dtype=dtype)
+
+    # float16's slack is 8 of its steps past 1 (wider than 1e-3): the 8th passes, the 9th not
+    assert float(geometry.alignment(pair(1 + 8 * 2**-10), positives)) == 0.0
+    with pytest.raises(GradlabError, match=r"got 1.0087890625$"):
+        geometry.alignment(pair(1 + 9 * 2**-10), positives)
+    both = torch.tensor([[1.0, 1.5], [-1.5, 1.0]])  # as far out above as below: the lower named
+    with pytest.raises(GradlabError, match=r"got -1.5$"):
+        geometry.alignment(both, positives)
+
+
+def test_the_cosine_measures_of_a_meta_matrix_are_meta_values():
+    # a shape without values: computed on as it is, nothing read
+    scores = torch.empty(3, 3, device="meta")
+    positives = torch.zeros(3, 3, dtype=torch.bool, device="meta")
+    results = [geometry.alignment(scores, positives),
+               geometry.uniformity(torch.empty(3, 2, device="meta"), gram=scores),
+               *geometry.in_batch_alignment_uniformity(scores, positives)]  # fmt: skip
+    assert [(r.device.type, r.shape, r.dtype) for r in results] == [
+        ("meta", torch.Size([]), torch.float64)] * 4
