@@ -560,7 +560,8 @@ LIBRARY_TESTS = {
     "run_dirs": ["tests/plotting/test_monitor_figures.py",
                  "tests/plotting/test_monitor_summaries.py", "tests/plotting/test_monitor_plots.py",
                  "tests/test_cli_faults.py", "tests/test_cli_commands.py",
-                 "tests/monitor/test_sinks.py"],
+                 "tests/monitor/test_sinks.py",
+                 "tests/plotting/test_monitor_long_runs.py"],  # another logger's metrics.csv
     "memory": ["tests/test_memory.py", "tests/experiments/test_planner.py",
                "tests/equivalence/test_builtin.py", "tests/test_cli_equivalence.py"],
     "progress": ["tests/test_progress.py", "tests/report/test_progress.py"],
