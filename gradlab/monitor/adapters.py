@@ -666,6 +666,11 @@ def embedding_adapter(loss_fn: object, recorder: object | None = None, **kwargs)
     if kwargs.get("loss_kind") is not None:
         provides = provides | {"loss_kind"}
     advice = GRADLAB_EXPOSE_SCORES if ships_with_gradlab(loss_fn) else EXPOSE_SCORES
+    distance = getattr(loss_fn, "distance", None)
+    if getattr(distance, "is_inverted", None) is False:  # PML's LpDistance: smaller is closer
+        advice += (f" (its {type(distance).__name__} is a distance: with a similarity the loss's "
+                   "margins must be set anew, e.g. ContrastiveLoss(pos_margin=1, neg_margin=0, "
+                   "distance=RecordingCosineSimilarity()))")  # fmt: skip
     missing = {
         "loss_kind": f"{name} is not SmoothAP",
         "score_grad": f"{name} takes embeddings and exposes no score matrix. {advice}",

@@ -262,6 +262,20 @@ def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path):
         "distance=gradlab.interop.pml.RecordingCosineSimilarity()")
 
 
+def test_a_loss_on_a_distance_is_told_that_a_similarity_needs_new_margins(tmp_path):
+    # the advice named the recording similarity alone: swapped in for TripletMarginLoss's
+    # LpDistance it trains another loss, whose margins are for distances
+    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
+        monitor.watch(pml_losses.TripletMarginLoss())
+    assert monitor.not_logged["anatomy"] == (
+        "needs dL/dS of the loss's score matrix; the watched loss TripletMarginLoss takes "
+        "embeddings and exposes no score matrix. Watch a loss written on a score matrix with "
+        "inputs='scores', use gradlab's losses, or give a pytorch-metric-learning loss "
+        "distance=gradlab.interop.pml.RecordingCosineSimilarity() (its LpDistance is a "
+        "distance: with a similarity the loss's margins must be set anew, e.g. "
+        "ContrastiveLoss(pos_margin=1, neg_margin=0, distance=RecordingCosineSimilarity()))")
+
+
 def test_the_integrations_pages_advice_for_lp_distance_logs_what_it_says(tmp_path):
     """docs/integrations.md: TripletMarginLoss and ContrastiveLoss on their default LpDistance
     log no anatomy but the embeddings' quantities; its recording-similarity ContrastiveLoss
