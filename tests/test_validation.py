@@ -358,7 +358,9 @@ def test_a_positive_number_refuses_zero_and_a_non_negative_one_takes_it():
     (-1.0, "-1"), (0.5, "0.5"), (1e7, "1e+07"), (1e-300, "1e-300"),  # %g is the value: short
     (1.0000001192092896, "1.0000001192092896"),  # %g would round it to 1
     (10000001.0, "10000001"), (-10000001.0, "-10000001"),  # whole: no ".0"
-    (2.0**53 + 2, "9007199254740994.0"),  # past 2^53 a float's repr, which reads back exactly
+    (2.0**53 - 1, "9007199254740991"),  # the largest whole number below 2^53: its digits
+    (2.0**53, "9007199254740992.0"),  # from 2^53 a float's repr, which reads back exactly
+    (2.0**53 + 2, "9007199254740994.0"),
     (1e6 + 0.5, "1000000.5"), (math.inf, "inf"), (math.nan, "nan"),
 ])  # fmt: skip
 def test_number_text_is_short_where_that_is_the_value_and_exact_elsewhere(value, expected):
