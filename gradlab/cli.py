@@ -205,13 +205,14 @@ def _build_parser(
     return parser
 
 
-def _int_list(text: str) -> list[int]:
-    """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2)."""
+def _int_list(text: str, example: str = "16,32,64") -> list[int]:
+    """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2,
+    its ``example`` the option's own)."""
     try:
         return [int(part) for part in text.split(",") if part.strip()]  # "8,16," as "8,16"
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"must be integers separated by commas, e.g. 16,32,64; got {text!r}"
+            f"must be integers separated by commas, e.g. {example}; got {text!r}"
         ) from None
 
 
@@ -224,6 +225,10 @@ STUDIES = {
     "(Bleeker & de Rijke, 2022): gradient_anatomy.json",
 }
 """``gradlab study NAME``: what each study measures and the JSON it writes."""
+
+LARGEST_LR = 3.4028234663852886e38 * (1 - 0.9)
+"""The largest ``--lr`` of a study: Adam's first step (beta1 = 0.9) is ``lr / (1 - beta1)``, which
+must be a float32 number (a larger one ended in torch's overflow traceback)."""
 
 DEFAULT_STUDY_BATCH_SIZES = {"p-vs-batch-size": [16, 32, 64, 128, 256], "losses": [64],
                              "anatomy": [64]}  # fmt: skip
@@ -257,7 +262,7 @@ def _add_study(commands) -> None:
     study.add_argument("--epochs", type=int, default=1,
                        help="epochs per m (p-vs-batch-size: P averages the last) "
                        "(default: %(default)s)")
-    study.add_argument("--seeds", type=_int_list, default=[0],
+    study.add_argument("--seeds", type=lambda text: _int_list(text, "0,1,2"), default=[0],
                        help="comma-separated distinct seeds >= 0 (default: 0)")
     study.add_argument("--lr", type=float, default=1e-5, help="Adam (default: %(default)s)")
     study.add_argument("--amp", action="store_true", help="mixed precision (default: off)")
@@ -320,9 +325,12 @@ def _run_study(arguments: argparse.Namespace) -> None:
     else:
         files = ({f"loss_comparison_m{m}.json": value for m, value in results.items()}
                  if name == "losses" else {"gradient_anatomy.json": results})  # fmt: skip
+    from gradlab.monitor.sinks import encode_value
+
     out.mkdir(parents=True, exist_ok=True)
-    for file_name, value in files.items():
-        write_text(out / file_name, json.dumps(value, indent=2) + "\n")
+    for file_name, value in files.items():  # standard JSON: NaN as the string "NaN"
+        write_text(out / file_name, json.dumps(encode_value(value), indent=2, allow_nan=False)
+                   + "\n")  # fmt: skip
         print(f"wrote {out / file_name}")
     for path in write_study_report(name, results, out):
         print(f"wrote {path}")
@@ -339,7 +347,12 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
     study checks its arguments again under their Python names)."""
     from gradlab.data.image_folder import SPLITS
     from gradlab.experiments.runtime import check_seeds
-    from gradlab.validation import check_int_in_range, check_positive_finite, check_positive_int
+    from gradlab.validation import (
+        check_int_in_range,
+        check_positive_finite,
+        check_positive_int,
+        number_text,
+    )
 
     if not arguments.data.is_dir():
         raise GradlabError(f"--data must be an existing folder of images; "
@@ -349,6 +362,10 @@ def _check_study_options(arguments: argparse.Namespace) -> None:
                           ("--epochs", arguments.epochs)):  # fmt: skip
         check_positive_int(option, value)
     check_positive_finite("--lr", arguments.lr)
+    if arguments.lr > LARGEST_LR:  # Adam's first step, lr / (1 - beta1), overflowed float32
+        raise GradlabError(f"--lr must be at most {number_text(LARGEST_LR)} (Adam's first step "
+                           f"is lr / (1 - 0.9), a float32 number); got "
+                           f"{number_text(arguments.lr)}")  # fmt: skip
     # a worker is a process with its own copy of the dataset: more than a few per core only
     # queue for the cores and fill the memory (four per core of this machine at most)
     check_int_in_range("--loader-workers", arguments.loader_workers, 0, 4 * (os.cpu_count() or 1))

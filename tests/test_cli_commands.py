@@ -651,6 +651,28 @@ def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
                                        f"wrote {out / 'loss_comparison_m12.json'}"]  # fmt: skip
 
 
+def test_a_study_writes_standard_json_with_nan_as_a_string(tmp_path, capsys, monkeypatch, studies):
+    # VSE++'s hardest-10 % share is NaN where no negative gets gradient: the file held the bare
+    # token NaN, which strict JSON readers refuse
+    from gradlab.experiments import image_studies
+
+    def anatomy(data, **options):
+        studies.append(("anatomy", data, options))
+        return {"kind": "anatomy", "share": [float("nan"), 0.5], "top": float("inf")}
+
+    monkeypatch.setattr(image_studies, "anatomy_on_images", anatomy)
+    out = _beside(tmp_path)
+    code, _, _ = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)], capsys)
+    assert code == 0
+
+    def refuse(token):
+        raise ValueError(f"not standard JSON: {token}")
+
+    text = (out / "gradient_anatomy.json").read_text()
+    assert json.loads(text, parse_constant=refuse) == {
+        "kind": "anatomy", "share": ["NaN", 0.5], "top": "Infinity"}
+
+
 def test_the_anatomy_study_writes_its_json(tmp_path, capsys, studies):
     out = _beside(tmp_path)
     code, stdout, _ = _run(["study", "anatomy", "--data", str(tmp_path), "--out", str(out)],
@@ -684,7 +706,12 @@ def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studie
     "extra, named",
     [(["--batch-sizes", "16,x"], "argument --batch-sizes: must be integers separated by commas, "
                                  "e.g. 16,32,64; got '16,x'"),
-     (["--seeds", "1;2"], "argument --seeds: must be integers separated by commas"),
+     # the batch sizes' example (16,32,64) was shown for the seeds too
+     (["--seeds", "1;2"], "argument --seeds: must be integers separated by commas, e.g. 0,1,2; "
+                          "got '1;2'"),
+     # Adam's first step, lr / 0.1, overflowed float32: a torch traceback and exit code 1
+     (["--lr", "1e38"], "gradlab: --lr must be at most 3.4028234663852877e+37 (Adam's first "
+                        "step is lr / (1 - 0.9), a float32 number); got 1e+38"),
      (["--batch-sizes", "6"], "batch"),
      (["--device", "banana"], "--device must be cpu, cuda[:N] or mps; got 'banana'")],
 )  # fmt: skip

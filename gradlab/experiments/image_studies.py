@@ -798,8 +798,9 @@ def anatomy_on_images(
     For every seed, batch size m and loss of :data:`ANATOMY_LOSSES` (SmoothAP, tau = ``tau``;
     VSE++'s max-violation triplet loss; NT-Xent), the network trains from the same weights on
     the same 4-per-class batches for ``epochs`` epochs, each image of a batch querying the
-    others; at ``logs`` evenly spaced steps (and the last) :func:`in_batch_anatomy` reads the
-    loss's own ``dL/dS`` on that training batch. Retrieval on the test split at the end.
+    others; at every ``max(1, steps // logs)``-th step and the last (every step of a run of
+    fewer than ``2 logs`` steps) :func:`in_batch_anatomy` reads the loss's own ``dL/dS`` on
+    that training batch. Retrieval on the test split at the end.
 
     Args:
         As :func:`loss_comparison_on_images`; ``logs``: anatomy records per run.

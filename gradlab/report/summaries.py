@@ -14,12 +14,20 @@ from gradlab.experiments.statistics import mean_std, separated
 
 
 def cell(values: Sequence[float], digits: int = 3) -> str:
-    """``"mean ± std"`` of per-seed values.
+    """``"mean ± std"`` of per-seed values; a seed whose value is undefined (NaN: a share of
+    the gradient where no negative received any) is left out and counted.
 
     Example:
         >>> cell([0.25, 0.35])
         '0.300 ± 0.050'
+        >>> cell([0.25, float("nan"), 0.35]), cell([float("nan")] * 2)
+        ('0.300 ± 0.050 (2 of 3 seeds)', 'undefined (every seed)')
     """
+    defined = [value for value in values if value == value]
+    if len(defined) < len(values):
+        if not defined:
+            return "undefined (every seed)"
+        return f"{cell(defined, digits)} ({len(defined)} of {len(values)} seeds)"
     mean, std = mean_std(values)
     return f"{mean:.{digits}f} ± {std:.{digits}f}"
 

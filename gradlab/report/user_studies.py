@@ -18,6 +18,7 @@ from gradlab.errors import GradlabError
 from gradlab.experiments import loss_comparison, p_vs_batch_size
 from gradlab.experiments.digit_scenes import ANATOMY_KEYS
 from gradlab.experiments.image_studies import left_out_examples
+from gradlab.monitor.sinks import decode_value
 from gradlab.paths import write_text
 from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
@@ -265,7 +266,7 @@ def _read_study(name: str, path: Path, argument: str) -> dict:
     """One study JSON, checked for the keys its renderers read."""
     prefix = f"{argument}: " if argument else ""
     try:
-        data = json.loads(path.read_text())
+        data = decode_value(json.loads(path.read_text()))  # "NaN" strings read as NaN
     except json.JSONDecodeError as error:
         raise GradlabError(
             f"{prefix}{str(path)!r} is not JSON ({error.msg}, line {error.lineno}); expected "

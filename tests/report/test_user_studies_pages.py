@@ -852,3 +852,19 @@ def test_two_losses_files_of_one_batch_size_are_refused_naming_both(tmp_path, pr
                 "at batch size 8; keep one of them in the folder")  # fmt: skip
     with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
         call(tmp_path)
+
+
+def test_an_undefined_share_is_read_back_from_its_string_and_shown_as_undefined(tmp_path):
+    # gradlab study writes NaN as the string "NaN" (standard JSON); the page showed nan ± nan
+    data = _anatomy()
+    shares = data["runs"]["m = 8"]["triplet"]["anatomy"]["in_batch"]["hardest_10pct_share"]
+    shares[0][-1] = shares[1][-1] = "NaN"  # no negative with gradient at the last step
+    data["runs"]["m = 16"]["triplet"]["anatomy"]["in_batch"]["hardest_10pct_share"][1][-1] = "NaN"
+    (tmp_path / "gradient_anatomy.json").write_text(json.dumps(data))
+    run = load_study("anatomy", tmp_path)
+    read = run.results["runs"]["m = 8"]["triplet"]["anatomy"]["in_batch"]["hardest_10pct_share"]
+    assert [value != value for value in (read[0][-1], read[1][-1])] == [True, True]  # NaN
+    rows = _rows(anatomy_markdown(run.results, "figure.png"))
+    shares_shown = {(row[0], row[1]): row[4] for row in rows}
+    assert shares_shown[("m = 8", "triplet")] == "undefined (every seed)"
+    assert shares_shown[("m = 16", "triplet")] == f"{_cell([0.7], 2)} (1 of 2 seeds)"
