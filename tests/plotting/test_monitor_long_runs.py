@@ -383,6 +383,27 @@ def test_another_loggers_metrics_csv_is_refused_as_not_a_gradlab_log(tmp_path, c
     )
 
 
+@pytest.mark.parametrize(("content", "said"), [
+    # gradlab's CSV sink creates its file before its first row: still gradlab's
+    (b"", ", which holds a metrics.csv only (gradlab plot reads the JSONL sink's metrics.jsonl: "
+          "log with sinks=['jsonl', 'csv'])"),
+    (b"\n", ", which holds a metrics.csv only (gradlab plot reads the JSONL sink's "
+             "metrics.jsonl: log with sinks=['jsonl', 'csv'])"),
+    # bytes that are no UTF-8 are read as replacement characters, not a UnicodeDecodeError
+    (b"\xffepoch,loss\n", ", whose metrics.csv is not a gradlab log (its first column is "
+                          "'\ufffdepoch', not gradlab's 'step': another logger wrote it, such as "
+                          "Lightning's CSVLogger)"),
+])  # fmt: skip
+def test_a_metrics_csv_without_a_header_or_of_other_bytes_is_named_in_one_line(
+    tmp_path, capsys, content, said
+):
+    (tmp_path / "metrics.csv").write_bytes(content)
+    assert main(["plot", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: RUN_DIR must hold a metrics.jsonl written by gradlab.Monitor; got "
+        f"{str(tmp_path)!r}{said}\n")
+
+
 def test_downsample_takes_integer_values_on_a_log_axis_as_numbers():
     """Integer values (counts) on a log axis: each group's line is its geometric mean."""
     from matplotlib.scale import LogTransform
