@@ -273,6 +273,10 @@ def _add_study(commands) -> None:
     study.add_argument("--out", type=_path, default=Path("study"),
                        help="folder for the JSON, figures, summary.md and index.html "
                        "(default: %(default)s)")
+    study.add_argument("--overwrite", action="store_true",
+                       help="replace the results of an earlier study run in --out (its JSON, "
+                       "figures, summary.md and index.html are removed before this run writes "
+                       "its own); without it such an --out is refused")
     study.add_argument("--render", action="store_true",
                        help="train nothing: draw the figures and write summary.md and "
                        "index.html from the JSON an earlier run left in --out")
@@ -282,7 +286,11 @@ def _run_study(arguments: argparse.Namespace) -> None:
     """``gradlab study NAME``: check everything, train, write JSON, figures and the pages."""
     import json
 
-    from gradlab.report.user_studies import render_study_folder, write_study_report
+    from gradlab.report.user_studies import (
+        held_study_results,
+        render_study_folder,
+        write_study_report,
+    )
 
     name = arguments.name
     if arguments.render:
@@ -302,6 +310,11 @@ def _run_study(arguments: argparse.Namespace) -> None:
     sizes = arguments.batch_sizes if given else DEFAULT_STUDY_BATCH_SIZES[name]
     _check_study_data(arguments, sizes, given)
     out = check_output_folder(arguments.out, argument="--out")
+    held, replaced = held_study_results(out) if out.is_dir() else ([], [])
+    if held and not arguments.overwrite:  # runs never merge: one run's results per folder
+        raise GradlabError(f"--out {str(arguments.out)!r} already holds the results of a "
+                           f"gradlab study run ({', '.join(path.name for path in held)}); pass "
+                           f"--overwrite to replace them or choose a new --out")  # fmt: skip
     options = dict(
         split=arguments.split, layout="list" if arguments.list_file else "auto",
         list_file=arguments.list_file, backbone=arguments.backbone, weights=arguments.weights,
@@ -328,6 +341,9 @@ def _run_study(arguments: argparse.Namespace) -> None:
     from gradlab.monitor.sinks import encode_value
 
     out.mkdir(parents=True, exist_ok=True)
+    for path in replaced:  # --overwrite: the earlier run's files go before any of this one's
+        path.unlink(missing_ok=True)
+        print(f"removed {path}")
     for file_name, value in files.items():  # standard JSON: NaN as the string "NaN"
         write_text(out / file_name, json.dumps(encode_value(value), indent=2, allow_nan=False)
                    + "\n")  # fmt: skip

@@ -103,6 +103,8 @@ HELP = {
                              "(default: 0, this process)"),
         "--device": ("torch device of the training sections", "(default: cpu)"),
         "--out": ("folder for the JSON, figures, summary.md and index.html", "(default: study)"),
+        "--overwrite": ("replace the results of an earlier study run in --out",
+                        "without it such an --out is refused"),
         "--render": ("train nothing", "an earlier run left in --out"),
     }),
     "plan": ("peak extra memory and time per step of a loss at a batch size: measured on the "
@@ -1034,8 +1036,35 @@ def test_a_study_writes_into_an_existing_folder(tmp_path, tmp_path_factory, caps
     (out / "notes.txt").write_text("mine")
     argv = ["study", "anatomy", "--data", str(tmp_path), "--out", str(out)]
     assert _run(argv, capsys)[0] == 0
-    assert _run(argv, capsys)[0] == 0  # and again: the second run replaces its JSON
     assert sorted(p.name for p in out.iterdir()) == ["gradient_anatomy.json", "notes.txt"]
+
+
+def test_a_study_refuses_an_out_holding_another_run_unless_overwrite_replaces_it(
+    tmp_path, tmp_path_factory, capsys, studies
+):
+    # was: the second run's loss_comparison_m16.json beside the first's m8, and the report
+    # headed both with the first run's data and backbone
+    out = tmp_path_factory.mktemp("elsewhere") / "mix"
+    common = ["--data", str(tmp_path), "--out", str(out)]
+    assert _run(["study", "losses", *common, "--batch-sizes", "8"], capsys)[0] == 0
+    for name in ("loss_comparison_m8.png", "summary.md", "index.html", "notes.txt"):
+        (out / name).write_text("first run" if name != "notes.txt" else "mine")
+    first = {path.name: path.read_text() for path in out.iterdir()}
+    for kind in ("losses", "anatomy"):  # the same study again, or another into its folder
+        code, stdout, err = _run(["study", kind, *common, "--batch-sizes", "16"], capsys)
+        assert (code, stdout) == (2, "")
+        assert err == (f"gradlab: --out {str(out)!r} already holds the results of a gradlab "
+                       "study run (loss_comparison_m8.json); pass --overwrite to replace them "
+                       "or choose a new --out\n")
+    assert [call[0] for call in studies] == ["losses", "pages"]  # nothing more trained
+    assert {path.name: path.read_text() for path in out.iterdir()} == first
+    code, stdout, _ = _run(["study", "losses", *common, "--batch-sizes", "16", "--overwrite"],
+                           capsys)  # fmt: skip
+    assert code == 0
+    removed = [line for line in stdout.splitlines() if line.startswith("removed ")]
+    assert removed == [f"removed {out / name}" for name in ("index.html", "loss_comparison_m8.json",
+                       "loss_comparison_m8.png", "summary.md")]  # fmt: skip
+    assert sorted(p.name for p in out.iterdir()) == ["loss_comparison_m16.json", "notes.txt"]
 
 
 def test_check_equivalence_hands_every_option_on(tmp_path, capsys, monkeypatch):
@@ -1112,7 +1141,8 @@ def _usage(command):
                  "[--test-list-file TEST_LIST_FILE] [--backbone BACKBONE] [--weights WEIGHTS] "
                  "[--embedding-dim EMBEDDING_DIM] [--image-size IMAGE_SIZE] "
                  "[--batch-sizes BATCH_SIZES] [--epochs EPOCHS] [--seeds SEEDS] [--lr LR] "
-                 "[--amp] [--loader-workers N] [--device DEVICE] [--out OUT] [--render] NAME",
+                 "[--amp] [--loader-workers N] [--device DEVICE] [--out OUT] [--overwrite] "
+                 "[--render] NAME",
         "plan": f"[-h] [--loss {{{','.join(PLAN_LOSSES)}}}] --batch-size BATCH_SIZE --dim DIM "
                 "[--per-class PER_CLASS] [--device DEVICE] [--estimate]",
         "check-equivalence": f"[-h] [--loss {{{','.join(LOSSES)}}}] [--processes PROCESSES] "

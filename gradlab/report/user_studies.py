@@ -33,6 +33,20 @@ STUDY_FILES = {
 """Study name -> the JSON file(s) ``gradlab study NAME`` writes (a glob for one per m)."""
 
 
+def held_study_results(folder: Path) -> tuple[list[Path], list[Path]]:
+    """The results a ``gradlab study`` run left in ``folder``: (its study JSON, every file of
+    the run that is there: the JSON, the figure drawn from each, ``summary.md``, ``index.html``).
+    Nothing is held when no study JSON is there (the pages alone are no study)."""
+    folder = Path(folder)
+    found = sorted({path for files in STUDY_FILES.values() for path in folder.glob(files)
+                    if path.is_file()})  # fmt: skip
+    if not found:
+        return [], []
+    beside = [path.with_suffix(".png") for path in found]
+    beside += [folder / "summary.md", folder / "index.html"]
+    return found, sorted({*found, *(path for path in beside if path.is_file())})
+
+
 def left_out_sentence(record: dict | None, evaluated: bool = False) -> str:
     """`` Left out of training: ...`` for a study whose JSON records classes left out of its
     training split (``training_classes``, written by ``gradlab study``), else ``""`` (none left

@@ -36,7 +36,8 @@ def _backbone():
 @pytest.fixture(scope="module")
 def study_folder(tmp_path_factory):
     """`gradlab study p-vs-batch-size` and `gradlab study losses` on the class-halves folder,
-    both into one folder (a folder may hold several studies)."""
+    each into its own --out (a run refuses a folder holding another's), the losses JSON then
+    copied beside the P study's (a folder may hold several studies)."""
     root = tmp_path_factory.mktemp("data") / "halves"
     for label, number, picture in digit_images():
         (root / f"digit_{label}").mkdir(parents=True, exist_ok=True)
@@ -44,7 +45,11 @@ def study_folder(tmp_path_factory):
     out = tmp_path_factory.mktemp("studies") / "mine"
     common = ["--data", str(root), "--out", str(out), *SMALL]
     assert main(["study", "p-vs-batch-size", *common]) == 0
+    losses = out.with_name("losses")
+    common[common.index("--out") + 1] = str(losses)
     assert main(["study", "losses", *common, "--batch-sizes", "8", "--seeds", "0"]) == 0
+    copied = losses / "loss_comparison_m8.json"
+    (out / copied.name).write_text(copied.read_text())
     return out
 
 
