@@ -238,7 +238,11 @@ def _add_study(commands) -> None:
     """The ``study`` subcommand: a study of the report on the user's own images and backbone."""
     study_help = ("run a study of the report on your own image folder and backbone; writes its "
                   "JSON, figures, summary.md and index.html")  # fmt: skip
-    study = commands.add_parser("study", help=study_help, description=study_help)
+    _add_study_arguments(commands.add_parser("study", help=study_help, description=study_help))
+
+
+def _add_study_arguments(study: argparse.ArgumentParser) -> None:
+    """The arguments of ``gradlab study``; also read for their defaults (:func:`_given`)."""
     study.add_argument("name", choices=list(STUDIES), metavar="NAME",
                        help="; ".join(f"{name}: {text}" for name, text in STUDIES.items()))
     study.add_argument("--data", type=_path,
@@ -282,6 +286,32 @@ def _add_study(commands) -> None:
                        "index.html from the JSON an earlier run left in --out")
 
 
+RENDER_READS = ("--out", "--render")
+"""The options of ``gradlab study`` that ``--render`` reads; it refuses any other given."""
+
+
+def _given(arguments: argparse.Namespace) -> list[tuple[str, str]]:
+    """``(--option, its value as typed, after a space)`` of every ``gradlab study`` option whose
+    value is not the parser's default (a flag's value is empty), in the parser's order."""
+    probe = argparse.ArgumentParser(add_help=False)
+    _add_study_arguments(probe)
+    given = []
+    for dest, default in vars(probe.parse_args([arguments.name])).items():
+        value = getattr(arguments, dest)
+        if dest == "name" or value == default:
+            continue
+        if isinstance(value, bool):
+            text = ""
+        elif isinstance(value, list):
+            text = " " + ",".join(str(item) for item in value)
+        elif isinstance(value, (str, Path)):
+            text = f" {str(value)!r}"
+        else:
+            text = f" {value}"
+        given.append(("--" + dest.replace("_", "-"), text))
+    return given
+
+
 def _run_study(arguments: argparse.Namespace) -> None:
     """``gradlab study NAME``: check everything, train, write JSON, figures and the pages."""
     import json
@@ -294,9 +324,10 @@ def _run_study(arguments: argparse.Namespace) -> None:
 
     name = arguments.name
     if arguments.render:
-        if arguments.data is not None:  # the run's own data is in its JSON already
-            raise GradlabError(f"--data does not apply with --render (it redraws the study "
-                               f"saved in --out); got --data {str(arguments.data)!r}")  # fmt: skip
+        for option, text in _given(arguments):  # the run's own settings are in its JSON already
+            if option not in RENDER_READS:
+                raise GradlabError(f"{option} does not apply with --render (it redraws the "
+                                   f"study saved in --out); got {option}{text}")  # fmt: skip
         for path in render_study_folder(name, arguments.out):
             print(f"wrote {path}")
         return

@@ -705,6 +705,41 @@ def test_render_trains_nothing_and_prints_what_it_wrote(tmp_path, capsys, studie
 
 
 @pytest.mark.parametrize(
+    ("typed", "got"),
+    [(["--split", "val"], "--split 'val'"),
+     (["--list-file", "train.txt"], "--list-file 'train.txt'"),
+     (["--test-list-file", "test.txt"], "--test-list-file 'test.txt'"),
+     (["--backbone", "mybb:net"], "--backbone 'mybb:net'"),
+     (["--weights", "w.pt"], "--weights 'w.pt'"),
+     (["--embedding-dim", "8"], "--embedding-dim 8"),
+     (["--image-size", "16"], "--image-size 16"),
+     (["--batch-sizes", "8,16"], "--batch-sizes 8,16"),
+     (["--epochs", "5"], "--epochs 5"),
+     (["--seeds", "0,1"], "--seeds 0,1"),
+     (["--lr", "0.001"], "--lr 0.001"),
+     (["--amp"], "--amp"),
+     (["--loader-workers", "2"], "--loader-workers 2"),
+     (["--device", "cuda"], "--device 'cuda'"),
+     (["--overwrite"], "--overwrite")],
+)  # fmt: skip
+def test_render_refuses_every_option_it_does_not_read(
+    tmp_path, capsys, studies, monkeypatch, typed, got
+):
+    # was: exit 0 and a re-render that ignored the option (only --data was refused)
+    from gradlab.report import user_studies
+
+    rendered = []
+    monkeypatch.setattr(user_studies, "render_study_folder",
+                        lambda name, out: rendered.append(name) or [])  # fmt: skip
+    argv = ["study", "p-vs-batch-size", "--render", "--out", str(tmp_path), *typed]
+    code, stdout, err = _run(argv, capsys)
+    assert (code, stdout, studies, rendered) == (2, "", [], [])
+    option = got.split(" ")[0]
+    assert err == (f"gradlab: {option} does not apply with --render (it redraws the study saved "
+                   f"in --out); got {got}\n")
+
+
+@pytest.mark.parametrize(
     "extra, named",
     [(["--batch-sizes", "16,x"], "argument --batch-sizes: must be integers separated by commas, "
                                  "e.g. 16,32,64; got '16,x'"),
