@@ -403,6 +403,14 @@ def load_study(name: str, folder: Path, argument: str = "") -> StudyRun:
                                    f"the losses study at batch size {size}; keep one of them "
                                    "in the folder")  # fmt: skip
             first[size] = path
+        ran_on = [_ran_on(name, data) for data in loaded]  # the section's heading names one
+        for path, where in zip(paths, ran_on, strict=True):
+            if where != ran_on[0]:
+                prefix = f"{argument}: " if argument else ""
+                raise GradlabError(f"{prefix}{str(paths[0])!r} and {str(path)!r} hold losses "
+                                   f"studies of different runs ({' with '.join(ran_on[0])}; "
+                                   f"{' with '.join(where)}); keep one run's files in the "
+                                   "folder")  # fmt: skip
         order = sorted(range(len(paths)), key=lambda i: loaded[i]["settings"]["batch_size"])
         results = {loaded[i]["settings"]["batch_size"]: loaded[i] for i in order}
         paths = [paths[i] for i in order]  # in the order of the results: one per section

@@ -868,3 +868,26 @@ def test_an_undefined_share_is_read_back_from_its_string_and_shown_as_undefined(
     shares_shown = {(row[0], row[1]): row[4] for row in rows}
     assert shares_shown[("m = 8", "triplet")] == "undefined (every seed)"
     assert shares_shown[("m = 16", "triplet")] == f"{_cell([0.7], 2)} (1 of 2 seeds)"
+
+
+@pytest.mark.parametrize(("prefix", "call"), [
+    ("--studies: ", lambda folder: check_study_folders([folder])),
+    ("", lambda folder: load_study("losses", folder)),  # from Python: no option to name
+])  # fmt: skip
+def test_losses_files_of_two_runs_are_refused_naming_both_and_what_each_ran_on(
+    tmp_path, prefix, call
+):
+    # was: a section headed with the first file's data and backbone over both batch sizes,
+    # though the second file ran on other data with another backbone
+    other = _losses(16)
+    other["settings"].update(data="sop, train split (40 images, 10 classes)",
+                             model="gradlab.backbones:tiny_resnet with a linear head to 8 "
+                             "dimensions, random weights")  # fmt: skip
+    (tmp_path / "loss_comparison_m8.json").write_text(json.dumps(_losses(8)))
+    (tmp_path / "loss_comparison_m16.json").write_text(json.dumps(other))
+    expected = (f"{prefix}{str(tmp_path / 'loss_comparison_m16.json')!r} and "
+                f"{str(tmp_path / 'loss_comparison_m8.json')!r} hold losses studies of "
+                "different runs (sop with gradlab.backbones:tiny_resnet; cub with resnet18); "
+                "keep one run's files in the folder")  # fmt: skip
+    with pytest.raises(GradlabError, match=f"^{re.escape(expected)}$"):
+        call(tmp_path)
