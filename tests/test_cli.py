@@ -264,14 +264,21 @@ def test_an_interrupted_report_removes_the_parents_it_created(tmp_path, capsys, 
     assert list((tmp_path / "kept").iterdir()) == []
 
 
+def _main_in_a_process(arguments: list[str], prefixes: tuple[str, ...], timeout: int = 120):
+    """``gradlab ARGUMENTS`` in a fresh interpreter; its stdout's last line is the exit code and
+    the loaded modules named by ``prefixes`` (a prefix ending in "." names the package too)."""
+    program = ("import sys; from gradlab.cli import main; "
+               f"code = main({arguments!r}); prefixes = {prefixes!r}; "
+               "print(code, sorted(m for m in sys.modules "
+               "if (m + '.').startswith(prefixes)))")  # fmt: skip
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=timeout)  # fmt: skip
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
 def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
-    program = ("import sys; from gradlab.cli import main; "
-               "code = main(['audit', '--json', '/proc/x.json']); "
-               "loaded = [m for m in sys.modules if m.startswith(('sympy', 'gradlab.symbolic'))]; "
-               "print(code, sorted(loaded))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = _main_in_a_process(["audit", "--json", "/proc/x.json"],
+                                ("sympy", "gradlab.symbolic"))  # fmt: skip
     assert result.stdout.strip() == "2 []"
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("gradlab: --json ")
 
@@ -287,13 +294,7 @@ def test_an_unwritable_audit_output_is_refused_before_any_claim_is_loaded():
 )
 def test_a_refused_plot_loads_neither_matplotlib_nor_torch(arguments, first_words):
     # each refusal took 4 s: the plotting module (matplotlib, seaborn, torch) loaded first
-    program = ("import sys; from gradlab.cli import main; "
-               f"code = main({arguments!r}); "
-               "heavy = ('matplotlib', 'seaborn', 'torch'); "
-               "print(code, sorted(m for m in sys.modules "
-               "if m.split('.')[0] in heavy))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+    result = _main_in_a_process(arguments, ("matplotlib.", "seaborn.", "torch."))
     assert result.stdout.strip() == "2 []"
     assert result.stderr.count("\n") == 1 and result.stderr.startswith(first_words)
 
@@ -347,13 +348,9 @@ def test_audit_measure_shows_the_not_testable_claims_details_below_the_table(
 
 @pytest.mark.slow
 def test_audit_without_measure_loads_no_study_and_records_the_claim_as_not_measured(tmp_path):
-    program = ("import json, sys; from gradlab.cli import main; "
-               f"code = main(['audit', '--json', {str(tmp_path / 'a.json')!r}]); "
-               "studies = ('gradlab.experiments', 'gradlab.training', 'gradlab.models', "
-               "'gradlab.data', 'gradlab.report'); "
-               "print(code, sorted(m for m in sys.modules if m.startswith(studies)))")  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
-                            timeout=600)  # fmt: skip
+    studies = ("gradlab.experiments", "gradlab.training", "gradlab.models", "gradlab.data",
+               "gradlab.report")  # fmt: skip
+    result = _main_in_a_process(["audit", "--json", str(tmp_path / "a.json")], studies, 600)
     assert result.stdout.strip().splitlines()[-1] == "0 []", result.stderr[-2000:]
     records = json.loads((tmp_path / "a.json").read_text())
     (claim,) = [r for r in records if r["label"] == "claim-p-grows-with-batch-size"]

@@ -183,18 +183,25 @@ def test_fits_without_a_logger_from_one_folder_are_numbered_runs(tmp_path):
         assert [r["step"] for r in records] == [0, 1]
 
 
+def _fit_from_checkpoint(tmp_path, max_steps: int, checkpoint, kept, **options):
+    """A checkpointing fit into ``tmp_path / "run"`` (from ``checkpoint``, if given): the trainer
+    and the warnings whose message ``kept`` keeps."""
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, **options)
+    module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
+                            default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(8), ckpt_path=checkpoint)
+    return trainer, [w for w in caught if kept(str(w.message))]
+
+
 def test_overwrite_on_a_fit_restored_from_a_checkpoint_warns_before_anything_is_removed(
     tmp_path,
 ):
     def fit(max_steps: int, checkpoint=None, **options):
-        callback = GradlabCallback(log_dir=tmp_path / "run", preset="cheap", every=1, **options)
-        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
-        trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
-                                default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            trainer.fit(module, loader(8), ckpt_path=checkpoint)
-        return trainer, [w for w in caught if "overwrite=True will replace" in str(w.message)]
+        return _fit_from_checkpoint(tmp_path, max_steps, checkpoint,
+                                    lambda text: "overwrite=True will replace" in text, **options)
 
     first, told = fit(4)
     checkpoint = tmp_path / "first.ckpt"
@@ -242,14 +249,8 @@ def test_resume_from_a_checkpoint_before_the_run_s_last_step_warns_that_steps_re
     # fit(ckpt_path=<step 3>) into a run that logged steps 0-5 logged 3-5 again silently,
     # while a fit that started over at step 0 warned
     def fit(max_steps: int, checkpoint=None, **options):
-        callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1, **options)
-        module = LitRetrieval(callback.watch(gradlab.SmoothAPLoss(0.05)))
-        trainer = quiet_trainer(max_steps=max_steps, callbacks=[callback], logger=False,
-                                default_root_dir=tmp_path, enable_checkpointing=True)  # fmt: skip
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            trainer.fit(module, loader(8), ckpt_path=checkpoint)
-        return trainer, [w for w in caught if "gradlab" in str(w.message).lower()]
+        return _fit_from_checkpoint(tmp_path, max_steps, checkpoint,
+                                    lambda text: "gradlab" in text.lower(), **options)
 
     first, _ = fit(3)
     checkpoint = tmp_path / "step3.ckpt"

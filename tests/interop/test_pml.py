@@ -251,29 +251,26 @@ def test_cross_batch_memory_says_why_its_recording_inner_loss_gives_no_anatomy(t
         "a batch scored against itself")  # no advice to add the distance it has
 
 
-def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path):
-    """No inner loss: the advice names the distance to add (not a memory it does not have)."""
-    with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
-        monitor.watch(pml_losses.NTXentLoss())
-    assert monitor.not_logged["anatomy"] == (
-        "needs dL/dS of the loss's score matrix; the watched loss NTXentLoss takes embeddings "
-        "and exposes no score matrix. Watch a loss written on a score matrix with "
-        "inputs='scores', use gradlab's losses, or give a pytorch-metric-learning loss "
-        "distance=gradlab.interop.pml.RecordingCosineSimilarity()")
+ADVICE = ("needs dL/dS of the loss's score matrix; the watched loss {name} takes embeddings and "
+          "exposes no score matrix. Watch a loss written on a score matrix with inputs='scores', "
+          "use gradlab's losses, or give a pytorch-metric-learning loss "
+          "distance=gradlab.interop.pml.RecordingCosineSimilarity(){more}")
+"""What not_logged["anatomy"] says of a PML loss without a recording distance."""
 
 
-def test_a_loss_on_a_distance_is_told_that_a_similarity_needs_new_margins(tmp_path):
-    # the advice named the recording similarity alone: swapped in for TripletMarginLoss's
-    # LpDistance it trains another loss, whose margins are for distances
+@pytest.mark.parametrize(("name", "more"), [
+    # no inner loss: the advice names the distance to add (not a memory it does not have)
+    ("NTXentLoss", ""),
+    # swapped in for TripletMarginLoss's LpDistance, a similarity trains another loss, whose
+    # margins are for distances: the advice named the recording similarity alone
+    ("TripletMarginLoss", " (its LpDistance is a distance: with a similarity the loss's margins "
+                          "must be set anew, e.g. ContrastiveLoss(pos_margin=1, neg_margin=0, "
+                          "distance=RecordingCosineSimilarity()))"),
+])  # fmt: skip
+def test_a_loss_without_the_recording_distance_is_advised_to_take_it(tmp_path, name, more):
     with Monitor(tmp_path / "run", quantities=[Anatomy(every(1))]) as monitor:
-        monitor.watch(pml_losses.TripletMarginLoss())
-    assert monitor.not_logged["anatomy"] == (
-        "needs dL/dS of the loss's score matrix; the watched loss TripletMarginLoss takes "
-        "embeddings and exposes no score matrix. Watch a loss written on a score matrix with "
-        "inputs='scores', use gradlab's losses, or give a pytorch-metric-learning loss "
-        "distance=gradlab.interop.pml.RecordingCosineSimilarity() (its LpDistance is a "
-        "distance: with a similarity the loss's margins must be set anew, e.g. "
-        "ContrastiveLoss(pos_margin=1, neg_margin=0, distance=RecordingCosineSimilarity()))")
+        monitor.watch(getattr(pml_losses, name)())
+    assert monitor.not_logged["anatomy"] == ADVICE.format(name=name, more=more)
 
 
 def test_the_integrations_pages_advice_for_lp_distance_logs_what_it_says(tmp_path):
