@@ -517,7 +517,10 @@ STUDY_TESTS = {
                       "test_side_by_side_ctrl_c_here_stops_the_running_sections_and_skips_the_rest"],
     # hand-built study JSON rendered (figures drawn, nothing trained); not the report run
     "report/user_studies": ["tests/report/test_user_studies_pages.py",
-                            "tests/report/test_user_studies_in_report.py", "-m", "not slow"],
+                            "tests/report/test_user_studies_in_report.py",
+                            # the earlier run's files an --out holds, found and replaced
+                            "tests/test_cli_commands.py::test_a_study_refuses_an_out_holding_"
+                            "another_run_unless_overwrite_replaces_it", "-m", "not slow"],
     # each section with stand-in studies, figures and prose (milliseconds; no network trained)
     "report/sections": ["tests/report/test_sections_stand_ins.py", "tests/report/test_findings.py"],
     # main([...]) in process: no subprocesses (slow marker), no network trained, no whole audit;
@@ -595,6 +598,9 @@ LIBRARY_TESTS = {
         "test_a_monitor_closed_by_hand_during_training_warns_once_and_training_goes_on",
         "tests/integrations/test_lightning_hooks.py::"
         "test_overwrite_on_a_fit_restored_at_a_later_step_warns_before_removing",
+        # the warning of a resume behind the run's end (two short fits)
+        "tests/integrations/test_lightning.py::"
+        "test_resume_from_a_checkpoint_before_the_run_s_last_step_warns_that_steps_repeat",
     ],
     # the hooks called with a stand-in Trainer (seconds); of test_lightning.py only the tests
     # that fit nothing (a Trainer.fit takes seconds per mutant on a loaded machine)
