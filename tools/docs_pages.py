@@ -162,7 +162,8 @@ def audit_papers(root: Path) -> str:
             lines += ["", "<details><summary>What the check found, claim by claim</summary>",
                       ""]  # fmt: skip
             for record in corrected:
-                detail = " ".join(record["detail"].split())
+                # plain text: the formulas' * and ** (SymPy's) are no Markdown emphasis
+                detail = " ".join(record["detail"].split()).replace("*", "\\*")
                 lines.append(f"- `{record['label']}` ({record['verdict']}): {detail}")
             lines += ["", "</details>"]
         lines.append("")
