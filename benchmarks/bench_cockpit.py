@@ -4,7 +4,7 @@ Cockpit (Schneider et al., 2021) needs BackPACK-extended modules and a classific
 the same three-conv CNN gets a linear head over its 64-d embedding and cross-entropy on the
 28 classes of the batch (112 = 28 x 4, 3x32x32 inputs). Baseline: the same model and loss
 without Cockpit. Block medians, interleaved. Adds a ``cockpit`` entry to
-``benchmarks/results/monitor.json``. Install with ``pip install 'gradlab-ranking[cockpit]'``.
+``benchmarks/results/monitor.json``. Install with ``pip install '.[cockpit]'`` in a clone.
 
 Usage: python benchmarks/bench_cockpit.py [--quick]
 """

@@ -11,7 +11,7 @@ hits both alike; wall-clock and process CPU seconds are recorded, with the peak 
 each call adds (``VmHWM`` reset before the call). Writes ``benchmarks/results/retrieval.json``.
 
 Usage: python benchmarks/bench_retrieval.py [--quick] [--rounds 1] [--out PATH]
-Needs: pytorch-metric-learning and faiss-cpu (``pip install 'gradlab-ranking[pml,faiss]'``).
+Needs: pytorch-metric-learning and faiss-cpu (``pip install '.[pml,faiss]'`` in a clone).
 """
 
 from __future__ import annotations

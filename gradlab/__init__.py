@@ -1,6 +1,7 @@
 """gradlab: gradient analysis and diagnostics for ranking losses.
 
-Installed as ``gradlab-ranking`` (``pip install gradlab-ranking``), imported as ``gradlab``.
+Distributed as ``gradlab-ranking`` (not on the package index yet: ``pip install .`` in a clone),
+imported as ``gradlab``.
 ``import gradlab`` needs torch and NumPy only and changes no global state; the optional parts
 (figures, the derivation audit, the studies, logging backends) import their extras when used.
 

@@ -65,10 +65,12 @@ def _where_the_time_goes(runs: list[dict]) -> list[str]:
         if not alone:
             continue
         parts = ", ".join(f"`{name}` {ratio:.2f}x" for name, ratio in alone.items())
+        noise = ("; a negative value is a cost below the noise of the rounds, not a saving"
+                 if min(alone.values()) < 0 else "")  # fmt: skip
         sentences.append(
             f"Where a logged full-preset step's time goes at B = {run['batch']}: each quantity "
             f"logged alone costs, over one SmoothAP forward+backward, {parts} (a quantity alone "
-            "pays for the sort or sigmoid block it shares with others in the full preset)."
+            f"pays for the sort or sigmoid block it shares with others in the full preset{noise})."
         )
         bare, fixed = run.get("one_thread_cpu_seconds_per_bare_op"), run.get(
             "one_thread_cpu_fixed_cost_seconds")  # fmt: skip
@@ -77,7 +79,8 @@ def _where_the_time_goes(runs: list[dict]) -> list[str]:
         ops, loss = run["one_thread_cpu_fixed_cost_ops"], run[
             "one_thread_cpu_loss_forward_backward_seconds"]  # fmt: skip
         sentences.append(
-            f"At B = {run['one_thread_cpu_fixed_cost_batch']}, where there is almost nothing to "
+            f"At B = {run['one_thread_cpu_fixed_cost_batch']} (measured beside the B = "
+            f"{run['batch']} rounds), where there is almost nothing to "
             f"compute, the same logged step still costs {duration(fixed)} of one-thread CPU time "
             f"({fixed / loss:.2f}x the B = {run['batch']} loss) for {ops} torch ops, "
             f"{fixed / ops * 1e6:.1f} us each; a bare small op costs {bare * 1e6:.1f} us here, "
@@ -145,8 +148,11 @@ def monitor_overhead(root: Path) -> str:
         f"({machine.get('cpu', 'CPU not recorded')}, {machine['cpu_count']} cores, "
         f"{machine['torch_threads']} torch threads, torch "
         f"{machine['torch']}), load average {before} before and {after} after: other "
-        "processes shared the cores, so each ratio is the median over interleaved rounds, with "
-        "the spread of the per-round ratios in parentheses; `monitor.step()` alone is 1 + the "
+        "processes shared the cores, so the configurations run their blocks in turn, round after "
+        "round, and each ratio is the median block time over the baseline's median block time; "
+        "in parentheses the 25th-75th percentiles of the per-round ratios (a spread of ratios "
+        "round by round, which need not contain the ratio of the medians when the load "
+        "drifts); `monitor.step()` alone is 1 + the "
         "time inside `monitor.step()` per step over the median baseline step (it leaves out "
         "the capture in the watched call). A target counts as met only when both are within it."
         + (f" torch ran on {machine['torch_threads']} thread(s) of {machine['cpu_count']} cores "
