@@ -50,7 +50,6 @@ from gradlab.extras import missing_extra
 from gradlab.integrations.settings import (
     callback_settings,
     resumed_behind_message,
-    resumed_checkpoint_behind_message,
     warn_closed_during_training,
     warn_overwrite_on_resumed_trainer,
 )
@@ -346,18 +345,11 @@ class GradlabCallback(Callback):
         if first != 0:  # restored from a checkpoint: an overwrite would lose the steps before
             warn_overwrite_on_resumed_trainer(type(self).__name__, monitor, first,
                                               TRAINER_PACKAGES)  # fmt: skip
-            if resumed_at > first:
-                warnings.warn(
-                    resumed_checkpoint_behind_message(type(self).__name__, monitor.log_dir,
-                                                      resumed_at - 1, first),
-                    RuntimeWarning,
-                    stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
-                )
-            return
-        if resumed_at > first:
+        if resumed_at > first:  # the Trainer already resumed (first > 0): no advice to resume it
+            advice = "trainer.fit(model, ckpt_path=...)" if first == 0 else None
             warnings.warn(
                 resumed_behind_message(type(self).__name__, monitor.log_dir, resumed_at - 1,
-                                       first, "trainer.fit(model, ckpt_path=...)"),
+                                       first, advice),
                 RuntimeWarning,
                 stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # trainer.fit()
             )

@@ -54,43 +54,28 @@ def callback_settings(
 
 
 def resumed_behind_message(callback: str, folder: object, last: int, first: int,
-                           resume_trainer: str) -> str:  # fmt: skip
+                           resume_trainer: str | None) -> str:  # fmt: skip
     """What a callback says when ``resume=True`` continues a run whose last logged step
-    ``last`` lies at or past the Trainer's first step ``first`` (the Trainer itself was not
-    resumed from a checkpoint): those steps would be logged again after the earlier ones.
-    ``resume_trainer`` is how the user resumes the Trainer too.
+    ``last`` lies at or past the Trainer's first step ``first``: those steps are logged again
+    after the earlier ones. ``resume_trainer`` is how the user resumes the Trainer too, or None
+    when the Trainer was resumed, from a checkpoint before the run's end (at step ``first``).
 
     Example:
         >>> resumed_behind_message("GradlabCallback", "runs/a", 1, 0, "fit(ckpt_path=...)")[:58]
         "GradlabCallback: resume=True continues the run in 'runs/a'"
-    """
-    steps = f"step {first}" if first == last else f"steps {first}-{last}"
-    return (
-        f"{callback}: resume=True continues the run in {str(folder)!r}, whose last logged step "
-        f"is {last}, but the Trainer starts at step {first}: its {steps} will be logged again "
-        "after the earlier ones, and gradlab plot draws the later records of those steps in "
-        f"place of the earlier; resume the Trainer too ({resume_trainer}), or pass "
-        "overwrite=True to start the folder afresh"
-    )
-
-
-def resumed_checkpoint_behind_message(callback: str, folder: object, last: int,
-                                      first: int) -> str:  # fmt: skip
-    """What a callback says when ``resume=True`` continues a run whose last logged step
-    ``last`` lies at or past the step ``first`` (> 0) of the checkpoint the Trainer resumes
-    from (an earlier checkpoint than the run's end): those steps are logged again after the
-    earlier ones, and ``gradlab plot`` keeps the later records.
-
-    Example:
-        >>> resumed_checkpoint_behind_message("GradlabCallback", "runs/a", 5, 3)[-75:]
+        >>> resumed_behind_message("GradlabCallback", "runs/a", 5, 3, None)[-75:]
         'gradlab plot draws the later records of those steps in place of the earlier'
     """
     steps = f"step {first}" if first == last else f"steps {first}-{last}"
+    starts = (f"the Trainer resumes from a checkpoint at step {first}" if resume_trainer is None
+              else f"but the Trainer starts at step {first}")  # fmt: skip
+    advice = ("" if resume_trainer is None else f"; resume the Trainer too ({resume_trainer}), "
+              "or pass overwrite=True to start the folder afresh")  # fmt: skip
     return (
         f"{callback}: resume=True continues the run in {str(folder)!r}, whose last logged step "
-        f"is {last}, and the Trainer resumes from a checkpoint at step {first}: its {steps} "
-        "will be logged again after the earlier ones, and gradlab plot draws the later records "
-        "of those steps in place of the earlier"
+        f"is {last}, {'and ' if resume_trainer is None else ''}{starts}: its {steps} will be "
+        "logged again after the earlier ones, and gradlab plot draws the later records of those "
+        f"steps in place of the earlier{advice}"
     )
 
 

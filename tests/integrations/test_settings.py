@@ -11,7 +11,6 @@ from gradlab.errors import GradlabError
 from gradlab.integrations.settings import (
     callback_settings,
     resumed_behind_message,
-    resumed_checkpoint_behind_message,
     warn_overwrite_on_resumed_trainer,
 )
 from gradlab.monitor.config import MonitorConfig
@@ -115,7 +114,7 @@ def test_overwrite_on_a_resumed_trainer_warns_only_when_records_would_go(tmp_pat
 
 @pytest.mark.parametrize(("last", "first", "steps"), [(5, 3, "steps 3-5"), (4, 4, "step 4")])
 def test_a_resume_behind_the_runs_end_names_the_steps_logged_again(last, first, steps):
-    assert resumed_checkpoint_behind_message("GradlabCallback", "runs/a", last, first) == (
+    assert resumed_behind_message("GradlabCallback", "runs/a", last, first, None) == (
         f"GradlabCallback: resume=True continues the run in 'runs/a', whose last logged step is "
         f"{last}, and the Trainer resumes from a checkpoint at step {first}: its {steps} will be "
         "logged again after the earlier ones, and gradlab plot draws the later records of those "
