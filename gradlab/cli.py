@@ -251,7 +251,8 @@ def _add_study_arguments(study: argparse.ArgumentParser) -> None:
                        "Ebay_test.txt), or see --list-file (required unless --render)")
     study.add_argument("--split", default="train", help="split to train on (default: train)")
     study.add_argument("--list-file", type=_path,
-                       help="'path label' lines (paths relative to --data) instead of a layout")
+                       help="'path label' lines (paths relative to --data; lines starting "
+                            "with '#' are comments) instead of a layout")
     study.add_argument("--test-list-file", type=_path,
                        help="with --list-file: the evaluation images of losses and anatomy")
     study.add_argument("--backbone", default="gradlab.backbones:tiny_resnet",

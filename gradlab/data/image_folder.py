@@ -11,8 +11,9 @@ Three layouts, picked by ``layout`` (``"auto"`` looks at the folder):
 * ``"online-products"``: Stanford Online Products as distributed: ``root/Ebay_train.txt`` and
   ``root/Ebay_test.txt``, each a header line ``image_id class_id super_class_id path`` and one
   line per image (``path`` relative to ``root``).
-* ``"list"``: an explicit ``list_file`` of ``path label`` lines (paths relative to ``root``);
-  ``split`` is then only a name.
+* ``"list"``: an explicit ``list_file`` of ``path label`` lines (paths relative to ``root``;
+  the label is a line's last word, so a path may hold spaces; blank lines and lines starting
+  with ``#`` are skipped); ``split`` is then only a name.
 
 The lists are read as UTF-8, whatever the machine's locale; a byte-order mark (as Windows
 editors and spreadsheets write one) is dropped.
@@ -259,10 +260,15 @@ def image_folder(
         entries = _class_halves(root, split)
     missing = [path for path, _ in entries if not path.is_file()]
     if missing:
+        # a list's path may hold spaces: one that is missing may be a line of three words
+        split_at = (f" (each line of {str(list_file)!r} is 'path label': the label is its last "
+                    "word, and the words before it the path)"
+                    if layout == "list" and _has_space(missing[0], root)
+                    else "")  # fmt: skip
         raise GradlabError(
             f"{len(missing)} of {len(entries)} listed images "
             f"{'is' if len(missing) == 1 else 'are'} missing under {str(root)!r}, "
-            f"e.g. {str(missing[0])!r}"
+            f"e.g. {str(missing[0])!r}{split_at}"
         )
     names: dict[str, int] = {}
     labels = [names.setdefault(name, len(names)) for _, name in entries]
@@ -359,13 +365,19 @@ def _read_online_products(root: Path, split: str) -> list[tuple[Path, str]]:
     return entries
 
 
+def _has_space(path: Path, root: Path) -> bool:
+    """Whether the part of ``path`` a list file gave (below ``root``) holds a space."""
+    listed = path.relative_to(root) if path.is_relative_to(root) else path
+    return any(character.isspace() for character in str(listed))
+
+
 def _read_list(list_file: Path, root: Path) -> list[tuple[Path, str]]:
     if not list_file.is_file():
         raise GradlabError(f"list_file {str(list_file)!r} does not exist")
     entries = []
     for number, line in enumerate(_text_lines(list_file), start=1):
         fields = line.rsplit(maxsplit=1)
-        if not line.strip():
+        if not line.strip() or line.lstrip().startswith("#"):  # a blank line or a comment
             continue
         if len(fields) != 2:
             raise GradlabError(

@@ -293,6 +293,31 @@ def test_a_path_with_spaces_in_a_list_file_keeps_them(tmp_path):
     assert split.paths == [tmp_path / "my class" / "a b.png"] and split.class_names == ["3"]
 
 
+def test_a_list_file_line_with_more_words_names_how_it_was_split(tmp_path):
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "a" / "0.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("a/0.png 3 extra\n")  # a third column: read as a path with a space
+    assert _message(lambda: image_folder(tmp_path, "mine", list_file=listing)) == (
+        f"1 of 1 listed images is missing under {str(tmp_path)!r}, "
+        f"e.g. {str(tmp_path / 'a' / '0.png 3')!r} (each line of {str(listing)!r} is "
+        "'path label': the label is its last word, and the words before it the path)"
+    )
+
+
+def test_comment_lines_of_a_list_file_are_skipped(tmp_path):
+    (tmp_path / "a").mkdir()
+    Image.new("RGB", (4, 4)).save(tmp_path / "a" / "0.png")
+    listing = tmp_path / "list.txt"
+    listing.write_text("# path label\n  # another\na/0.png 3\n")
+    split = image_folder(tmp_path, "mine", list_file=listing)
+    assert split.paths == [tmp_path / "a" / "0.png"] and split.class_names == ["3"]
+    listing.write_text("# only a comment\n")
+    assert _message(lambda: image_folder(tmp_path, "mine", list_file=listing)) == (
+        f"{str(listing)!r} lists no images ('path label' lines)"
+    )
+
+
 def test_a_blank_line_in_an_online_products_list_is_skipped(online_products, tmp_path):
     listing = (online_products / "Ebay_test.txt").read_text().splitlines()
     (tmp_path / "Ebay_train.txt").write_text("\n".join([*listing[:3], "", *listing[3:]]) + "\n")
