@@ -618,6 +618,13 @@ LIBRARY_TESTS = {
         "test_the_lightning_callback_in_a_hugging_face_trainer_names_the_right_one",
         # a loss watched again is wrapped once (two steps of a real fit)
         "tests/integrations/test_lightning.py::test_a_loss_watched_again_is_wrapped_once",
+        # the warnings: a prefix="" key the module logs, a loss watched by a second callback,
+        # a fit that resumes behind the run's last step (real fits of 2-6 steps)
+        *(f"tests/integrations/test_lightning.py::{name}" for name in (
+            "test_an_empty_prefix_that_repeats_a_key_the_module_logs_warns_once",
+            "test_a_loss_watched_by_a_second_callback_warns_that_the_first_logs_nothing",
+            "test_resume_from_a_checkpoint_before_the_run_s_last_step_warns_that_steps_repeat",
+            "test_resume_without_the_trainer_s_checkpoint_warns_that_steps_repeat")),
         # checkpoints, the tuner, a second fit, a later Trainer (real fits of 2-8 steps)
         "tests/integrations/test_lightning_fits.py",
     ],
