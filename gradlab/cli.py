@@ -207,13 +207,20 @@ def _build_parser(
 
 def _int_list(text: str, example: str = "16,32,64") -> list[int]:
     """``"16,32,64"`` -> ``[16, 32, 64]`` (argparse type; a bad list is one line, exit code 2,
-    its ``example`` the option's own)."""
+    its ``example`` the option's own). One trailing comma is allowed (``"8,16,"``); an empty
+    entry elsewhere (``"8,,16"``) is a dropped value, refused."""
+    parts = text.split(",")
+    if len(parts) > 1 and not parts[-1].strip():  # "8,16," as "8,16"
+        parts.pop()
+    if len(parts) == 1 and not parts[0].strip():  # no entry: the option's check names it
+        return []
+    wrong = f"must be integers separated by commas, e.g. {example}; got {text!r}"
+    if any(not part.strip() for part in parts):
+        raise argparse.ArgumentTypeError(f"{wrong} (an empty entry)")
     try:
-        return [int(part) for part in text.split(",") if part.strip()]  # "8,16," as "8,16"
+        return [int(part) for part in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be integers separated by commas, e.g. {example}; got {text!r}"
-        ) from None
+        raise argparse.ArgumentTypeError(wrong) from None
 
 
 STUDIES = {

@@ -635,7 +635,7 @@ def test_the_losses_study_writes_one_json_per_batch_size_from_a_list_file(
         "--out",
         str(out),
         "--batch-sizes",
-        "8,,12,",
+        "8,12,",
         "--list-file",
         str(lists[0]),
         "--test-list-file",
@@ -746,6 +746,11 @@ def test_render_refuses_every_option_it_does_not_read(
      # the batch sizes' example (16,32,64) was shown for the seeds too
      (["--seeds", "1;2"], "argument --seeds: must be integers separated by commas, e.g. 0,1,2; "
                           "got '1;2'"),
+     # a doubled comma, a dropped value: it was read as 8,16
+     (["--batch-sizes", "8,,16"], "argument --batch-sizes: must be integers separated by "
+                                  "commas, e.g. 16,32,64; got '8,,16' (an empty entry)"),
+     (["--seeds", ",1"], "argument --seeds: must be integers separated by commas, e.g. 0,1,2; "
+                         "got ',1' (an empty entry)"),
      # Adam's first step, lr / 0.1, overflowed float32: a torch traceback and exit code 1
      (["--lr", "1e38"], "gradlab: --lr must be at most 3.4028234663852877e+37 (Adam's first "
                         "step is lr / (1 - 0.9), a float32 number); got 1e+38"),
