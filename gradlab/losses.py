@@ -195,8 +195,9 @@ class SmoothAPLoss(RankingLoss):
     Args:
         tau: sigmoid temperature, finite and at least ``1e-30`` (``1/tau`` must fit float32;
             the paper uses 0.01).
-        include_query: in-batch only; count the query as its own candidate and positive, as
-            the official Smooth-AP code and pytorch-metric-learning do.
+        include_query: in-batch only (refused in a cross-modal call); count the query as its
+            own candidate and positive, as the official Smooth-AP code and
+            pytorch-metric-learning do.
         validate: refuse NaN/inf embeddings. The check shares the call's single host
             synchronisation (the group sizes), so it costs no extra sync; ``False`` skips it.
 

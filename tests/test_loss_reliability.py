@@ -545,3 +545,39 @@ def test_vmap_takes_the_plain_autograd_losses_without_validate_as_the_docs_say()
                       lambda s: fn.tie_aware_ap(s, positives)):  # fmt: skip
         with pytest.raises(RuntimeError):
             vmap(host_reader)(scores)
+
+
+def test_the_documented_cosine_slack_of_fappy_is_the_one_it_applies():
+    """docs/loss_reliability.md states FAPPY's slack past +-1 per dtype: the numbers are the
+    ones the check applies, found here by bisection on the refusal itself over the numbers
+    each dtype holds just above 1 (1 + k eps)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parent.parent / "docs" / "loss_reliability.md").read_text()
+    labels = torch.tensor([0, 0, 1])
+
+    def accepts(value: torch.Tensor) -> bool:
+        scores = torch.tensor([[1.0, 0.0, 0.2], [0.0, 1.0, 0.1], [0.2, 0.1, 1.0]],
+                              dtype=value.dtype)  # fmt: skip
+        scores[0, 1] = scores[1, 0] = value
+        try:
+            false_positive_probability(scores, labels, 0.5)
+        except GradlabError:
+            return False
+        return True
+
+    slack = {}
+    for dtype in (torch.float32, torch.float16, torch.bfloat16):
+        eps = torch.finfo(dtype).eps
+        low, high = 0, 1 << 20  # 1 + low eps accepted, 1 + high eps refused
+        assert accepts(torch.tensor(1.0, dtype=dtype))
+        assert not accepts(torch.tensor(1.0 + high * eps, dtype=dtype))
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (middle, high) if accepts(torch.tensor(1.0 + middle * eps,
+                                                              dtype=dtype)) else (low, middle)
+        slack[dtype] = low * eps
+    assert slack[torch.float32] == pytest.approx(1e-3, rel=1e-4)  # within a step of 1e-3
+    assert "up to `1e-3` of rounding" in text
+    assert f"(float16: `{slack[torch.float16]:.1e}`".replace("e-03", "e-3") in text
+    assert f"bfloat16: `{slack[torch.bfloat16]:.4f}`)" in text

@@ -164,6 +164,23 @@ def test_forward_errors(args, kwargs, message):
         SmoothAPLoss()(*args, **kwargs)
 
 
+def test_include_query_is_refused_in_a_cross_modal_call_where_it_would_change_nothing():
+    # the queries are no candidates of their own there: the option was silently ignored
+    queries, candidates = torch.randn(3, 4), torch.randn(5, 4)
+    positives = torch.eye(3, 5, dtype=torch.bool)
+    expected = ("SmoothAPLoss: include_query=True applies only to the in-batch form, "
+                "loss(embeddings, labels), where each query is one of its own candidates; the "
+                "cross-modal form ranks queries against separate candidates: pass "
+                "include_query=False for it")
+    with pytest.raises(GradlabError) as caught:
+        SmoothAPLoss(include_query=True)(queries, candidates=candidates, positives=positives)
+    assert str(caught.value) == expected
+    with pytest.raises(GradlabError) as caught:
+        gradlab.functional.smooth_ap_loss(queries, candidates=candidates, positives=positives,
+                                          include_query=True)
+    assert str(caught.value) == expected.replace("SmoothAPLoss", "smooth_ap_loss")
+
+
 # --- FAPPYLoss(normalization=...) -------------------------------------------------------------
 
 

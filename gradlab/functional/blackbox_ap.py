@@ -24,10 +24,11 @@ from collections.abc import Callable
 import torch
 
 from gradlab.errors import GradlabError
-from gradlab.functional.precision import outside_autocast
+from gradlab.functional.precision import gradient_overflow_message, outside_autocast
 from gradlab.validation import (
     check_bool,
     check_interpolation,
+    check_non_negative_finite,
     check_optional_callable,
     check_real_device,
     check_same_device,
@@ -144,6 +145,12 @@ def blackbox_ap(
     with three negatives: 1 in the first column, 1/4 in the last); the tie-aware AP
     (:func:`gradlab.functional.tie_aware_ap`, 0.52 there) is its expectation over the orders.
 
+    Float16 and bfloat16 scores are ranked and differentiated in float32 (the same numbers,
+    the same ranks; the backward's perturbed scores ``s + lambda g`` would round in half
+    precision, to a zero gradient at small ``interpolation``) and the AP returned in their
+    dtype. Float16 scores that require a gradient are refused when ``2 (C - 1) /
+    interpolation``, the most ``|dAP/dS|`` can reach (tied scores), passes float16's 65504.
+
     Returns:
         ``[Q]`` AP (NaN for a query without positives). Its backward is the blackbox gradient;
         a query without negatives (every candidate positive; ``-inf`` marks a non-candidate)
@@ -163,17 +170,17 @@ def blackbox_ap(
         check_tensor("candidate_mask", candidate_mask, ndims=(2,), kind="bool")
         check_shape("candidate_mask", candidate_mask, scores.shape, "one flag per score")
         check_same_device(scores=scores, candidate_mask=candidate_mask)
+    interpolation = check_interpolation(interpolation)
+    margin = check_non_negative_finite("margin", margin)
     check_real_device(scores=scores)  # the NaN check below reads values
     if bool(torch.isnan(scores).any()) or bool((scores == math.inf).any()):
         named = scores.detach().masked_fill(scores.detach() == -math.inf, 0.0)  # -inf is allowed
         raise GradlabError(non_finite_message("scores", named, " or -inf (a non-candidate)"))
-    interpolation = check_interpolation(interpolation)
-    if (
-        not isinstance(margin, (int, float))
-        or isinstance(margin, bool)
-        or not (math.isfinite(margin) and margin >= 0)
-    ):
-        raise GradlabError(f"margin must be a non-negative finite number; got {margin!r}")
+    given = scores.dtype
+    if given in (torch.float16, torch.bfloat16):  # exactly the same numbers, ranked alike
+        if given == torch.float16 and scores.requires_grad and torch.is_grad_enabled():
+            _check_half_gradient(interpolation, scores.shape[1])
+        scores = scores.float()  # the backward's s + lambda g and its ranks in float32
     if candidate_mask is not None:  # a non-candidate is a -inf score (no gradient reaches it)
         scores = scores.masked_fill(~candidate_mask, -math.inf)
     # a -inf score marks a non-candidate: no positive (it tied with the negatives' -inf
@@ -191,7 +198,22 @@ def blackbox_ap(
     # A query without negatives has AP 1 whatever the scores: its true gradient is 0, but the
     # two interpolated ranks would not cancel, so it is held constant.
     has_negative = (~positives & (scores > -math.inf)).any(dim=1)
-    return torch.where(has_negative | (counts == 0), ap, 1.0)
+    return torch.where(has_negative | (counts == 0), ap, 1.0).to(given)
+
+
+def _check_half_gradient(interpolation: float, columns: int) -> None:
+    """Refuse float16 scores whose Blackbox AP gradient could pass float16's largest value:
+    each of the two rankings moves an entry by at most ``C - 1`` ranks, so ``|dAP/dS|`` is at
+    most ``2 (C - 1) / interpolation`` (reached by tied scores, which any perturbation
+    reorders), whatever the incoming gradient."""
+    bound = 2 * (columns - 1) / interpolation
+    if bound > torch.finfo(torch.float16).max:
+        raise GradlabError(gradient_overflow_message(
+            torch.float16,
+            f"at interpolation={interpolation:g} Blackbox AP's |dAP/dS| can reach "
+            f"2 (C - 1) / interpolation, {bound:.3g} (C = {columns} columns)",
+            "pass float32 or bfloat16 embeddings or scores, or a larger interpolation",
+        ))  # fmt: skip
 
 
 @outside_autocast

@@ -35,6 +35,8 @@ are unordered (``i < j``); ``P_ij`` is symmetric in ``i`` and ``j``.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from gradlab.errors import GradlabError
@@ -306,6 +308,10 @@ def fappy_loss(
             or ``"official"`` (the Caffe layer: the running loss over the scale's active pairs).
         validate: refuse NaN/inf embeddings (one host read); ``False`` skips that check, but
             FAPPY's histogram refuses them still (a NaN has no bin), naming ``embeddings``.
+            With float16 embeddings it also refuses, when backward runs (one more host read
+            there), a gradient float16 cannot hold (about ``1 / (negatives x Delta)`` per bin:
+            at a small ``delta_min`` it passes 65504); ``False`` returns it as float16 holds
+            it, ``inf``.
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
@@ -316,6 +322,9 @@ def fappy_loss(
     validate = check_bool("validate", validate)
     check_embeddings_and_labels(embeddings, labels, finite=validate)
     wide = widened(embeddings)  # half precision: computed in float32
+    if (validate and embeddings.dtype == torch.float16 and wide.requires_grad
+            and value_checks_enabled()):  # fmt: skip
+        wide.register_hook(functools.partial(_refuse_half_overflow, delta_min=delta_min))
     normalized = unit_rows(wide)  # a zero row: 0
     similarities = normalized @ normalized.T
     loss = wide[:0].sum()  # 0 on the graph: an empty sum (the full one overflows past 1e38)
@@ -330,6 +339,21 @@ def fappy_loss(
         else:  # the authors' Caffe layer: running loss over the active pairs (no host sync)
             loss = (loss + scale_sum) / active.sum().clamp(min=1) / 2.0
     return loss.to(embeddings.dtype)
+
+
+def _refuse_half_overflow(gradient: torch.Tensor, delta_min: float) -> None:
+    """Refuse the float32 gradient of float16 embeddings that float16 cannot hold (read when
+    backward runs: FAPPY's gradient, about ``1 / (negatives x Delta)`` per bin, has no bound
+    known before it is computed)."""
+    largest = torch.finfo(torch.float16).max
+    reached = float(gradient.abs().max()) if gradient.numel() else 0.0
+    if not reached <= largest:
+        raise GradlabError(
+            f"embeddings must keep FAPPY's gradient within torch.float16's largest value "
+            f"{largest:.6g} (it is computed in float32 and returned in the embeddings' dtype; "
+            f"refused when backward runs); at delta_min={delta_min:g} it reached "
+            f"{reached:.3g}; pass float32 or bfloat16 embeddings, or a larger delta_min"
+        )
 
 
 def fappy_gradient_closed_form(

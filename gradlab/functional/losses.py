@@ -266,7 +266,8 @@ def smooth_ap_loss(
     host tell it, so it costs no synchronisation. ``name`` names the caller in error messages.
 
     Raises:
-        GradlabError: on a call in neither form (see :func:`check_call_form`) or bad tensors.
+        GradlabError: on a call in neither form (see :func:`check_call_form`), bad tensors,
+            or ``include_query=True`` in a cross-modal call (its queries are no candidates).
 
     Example:
         >>> emb = torch.tensor([[1.0, 0.1], [0.9, 0.0], [0.0, 1.0], [0.1, 0.9]])
@@ -280,6 +281,12 @@ def smooth_ap_loss(
     validate = check_bool("validate", validate)
     check_optional_callable("on_degenerate", on_degenerate)
     in_batch = check_call_form(name, labels, extra, candidates, positives)
+    if include_query and not in_batch:  # no query is a candidate of its own there
+        raise GradlabError(
+            f"{name}: include_query=True applies only to the in-batch form, loss(embeddings, "
+            "labels), where each query is one of its own candidates; the cross-modal form "
+            "ranks queries against separate candidates: pass include_query=False for it"
+        )
     check_real_device(embeddings=embeddings, labels=labels, candidates=candidates,
                       positives=positives)  # fmt: skip
     if in_batch:

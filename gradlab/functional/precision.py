@@ -5,10 +5,10 @@ and leaves a loss function's own arithmetic to the function. torch puts its own 
 (``cross_entropy``, ``nll_loss``, ...) on autocast's float32 list; gradlab's losses go one step
 further and switch autocast off inside, so float32 inputs give a float32 computation (the cosine
 scores of embeddings included) and half-precision inputs follow the documented half-precision
-rules (SmoothAP, NT-Xent, VSE++, SigLIP, FastAP and FAPPY widen to float32; Blackbox AP computes
-in the input's dtype). Under autocast a product of float32 embeddings in bfloat16 moves the
-fine bins of FastAP (Cakir et al. 2019) and FAPPY, and Blackbox AP's ranks, far enough to
-change the gradient's direction: that is why.
+rules (SmoothAP, NT-Xent, VSE++, SigLIP, FastAP, FAPPY and Blackbox AP widen to float32).
+Under autocast a product of float32 embeddings in bfloat16 moves the fine bins of FastAP
+(Cakir et al. 2019) and FAPPY, and Blackbox AP's ranks, far enough to change the gradient's
+direction: that is why.
 """
 
 from __future__ import annotations

@@ -290,6 +290,17 @@ def test_blackbox_ap_messages_name_the_argument(call, message):
         call()
 
 
+def test_blackbox_ap_takes_any_real_margin_and_checks_its_options_before_reading_values():
+    scores = torch.tensor([[0.9, 0.5, 0.7, 0.6]], requires_grad=True)
+    positives = torch.tensor([[True, False, True, False]])
+    # a NumPy float32 was refused as "not a non-negative finite number" (BlackboxAPLoss took it)
+    got = blackbox_ap(scores, positives, 4.0, np.float32(0.25))
+    assert torch.equal(got, blackbox_ap(scores, positives, 4.0, float(np.float32(0.25))))
+    # a bad option is named before the scores' values are read (NaN scores, a bad margin)
+    with pytest.raises(GradlabError, match=r"^margin must be a non-negative finite number"):
+        blackbox_ap(torch.tensor([[math.nan, 0.0]]), FLAGS, margin=-1.0)
+
+
 def test_fastap_default_is_ten_bins():
     embeddings, labels = batch(14, 9)
     got = fastap(embeddings, labels)

@@ -3,6 +3,7 @@ in the input's dtype (the glossary's rule). The value and the gradient are those
 call on the scores converted to float32, rounded once to the input's dtype; computing in half
 precision instead is several per cent off on a 256 x 256 batch."""
 
+import functools
 import math
 import re
 
@@ -508,3 +509,75 @@ def test_a_smooth_ap_bound_of_exactly_float16s_largest_value_is_accepted():
     assert 1.25 / tau == 65504.0
     F.smooth_ap(tied, positives, tau).sum().backward()
     assert bool(torch.isfinite(tied.grad).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_blackbox_ap_of_half_scores_is_computed_in_float32(dtype):
+    # in float16 the backward's perturbed scores s + lambda g rounded: at interpolation 1e-6
+    # the perturbation vanished (a zero gradient where float32 gives millions), and the ranks'
+    # positions past 2048 were not whole numbers
+    generator = torch.Generator().manual_seed(5)
+    scores = torch.randn(6, 40, generator=generator).to(dtype)
+    positives = torch.rand(6, 40, generator=generator) < 0.3
+    half = scores.clone().requires_grad_()
+    value = F.blackbox_ap(half, positives, 200.0, 0.01)
+    value.sum().backward()
+    wide = scores.float().requires_grad_()
+    reference = F.blackbox_ap(wide, positives, 200.0, 0.01)
+    reference.sum().backward()
+    assert value.dtype == dtype and half.grad.dtype == dtype
+    assert torch.equal(value, reference.to(dtype))
+    assert torch.equal(half.grad, wide.grad.to(dtype)) and half.grad.abs().sum() > 0
+
+
+def test_blackbox_ap_refuses_float16_scores_whose_gradient_can_pass_float16():
+    # tied scores (one-hot embeddings: every cosine 0): any perturbation reorders a row, and
+    # each of the two rankings moves an entry by up to C - 1 ranks: |dAP/dS| up to
+    # 2 (C - 1) / interpolation, which float16 held as inf (then NaN in the embeddings)
+    labels = torch.tensor([0, 0, 1, 1])
+    embeddings = torch.eye(4, dtype=torch.float16, requires_grad=True)
+    for interpolation in (1e-5, 1e-6):
+        bound = 2 * (4 - 1) / interpolation
+        message = _gradient_refusal(functools.partial(
+            F.blackbox_ap_loss, embeddings, labels, interpolation=interpolation, margin=0.0))
+        assert message == (
+            f"{OVERFLOW}torch.float16's largest value 65504 (dL/dS is computed in float32 and "
+            f"returned in the scores' dtype); at interpolation={interpolation:g} Blackbox AP's "
+            f"|dAP/dS| can reach 2 (C - 1) / interpolation, {bound:.3g} (C = 4 columns); pass "
+            "float32 or bfloat16 embeddings or scores, or a larger interpolation")
+    # the bound at exactly 65504 is accepted, and that gradient is finite
+    interpolation = 2 * (4 - 1) / 65504
+    F.blackbox_ap_loss(embeddings, labels, interpolation=interpolation, margin=0.0).backward()
+    assert torch.isfinite(embeddings.grad).all()
+    # no gradient asked for (a validation pass): nothing to refuse
+    with torch.no_grad():
+        assert torch.isfinite(F.blackbox_ap_loss(embeddings, labels, interpolation=1e-6))
+
+
+@pytest.mark.parametrize("delta_min", [2**-20, 2**-17])
+def test_fappy_refuses_a_float16_gradient_it_cannot_hold_when_backward_runs(delta_min):
+    # computed in float32, FAPPY's gradient (about 1 / (negatives x Delta) per bin) was handed
+    # back to float16 embeddings as inf: [0, -inf, inf, inf]
+    labels = torch.tensor([0, 0, 1, 1])
+    embeddings = torch.eye(4, dtype=torch.float16, requires_grad=True)
+    loss = F.fappy_loss(embeddings, labels, delta_min=delta_min)
+    wide = torch.eye(4, requires_grad=True)
+    F.fappy_loss(wide, labels, delta_min=delta_min).backward()
+    reached = wide.grad.abs().max().item()
+    assert reached > 65504  # the float32 gradient float16 cannot hold
+    message = _gradient_refusal(loss.backward)
+    assert message == (
+        "embeddings must keep FAPPY's gradient within torch.float16's largest value 65504 (it "
+        "is computed in float32 and returned in the embeddings' dtype; refused when backward "
+        f"runs); at delta_min={delta_min:g} it reached {reached:.3g}; pass float32 or bfloat16 "
+        "embeddings, or a larger delta_min")
+    # validate=False reads nothing back: the gradient is returned as float16 holds it
+    unchecked = torch.eye(4, dtype=torch.float16, requires_grad=True)
+    F.fappy_loss(unchecked, labels, delta_min=delta_min, validate=False).backward()
+    assert not torch.isfinite(unchecked.grad).all()
+    # a gradient float16 holds passes (and equals the float32 one, rounded)
+    held = torch.eye(4, dtype=torch.float16, requires_grad=True)
+    F.fappy_loss(held, labels, delta_min=0.25).backward()
+    expected = torch.eye(4, requires_grad=True)
+    F.fappy_loss(expected, labels, delta_min=0.25).backward()
+    assert torch.equal(held.grad, expected.grad.half())
