@@ -75,7 +75,8 @@ class MonitorConfig:
             least one).
         strict: raise a quantity's error instead of reporting it once and disabling it.
         distributed: ``"auto"`` or ``"local"`` (:data:`DISTRIBUTED`).
-        config: extra JSON-ready settings stored in the run header.
+        config: extra JSON-ready settings stored in the run header (not its own keys
+            ``preset``, ``tau`` and ``tau_from``, which the Monitor writes from its options).
         resume: continue the run already in ``log_dir`` from its last logged step + 1; a
             folder without a run starts a new one at step 0, so one command serves a job's
             first launch and each restart after a preemption.
@@ -301,12 +302,24 @@ def _check_keys(quantities: Sequence[Quantity]) -> None:
                 )
 
 
+HEADER_KEYS = ("preset", "tau", "tau_from")
+"""The keys of the run header's ``config`` the Monitor writes from its own options (the tau it
+uses and where it came from, the preset): a user's ``config`` holds none of them."""
+
+
 def _check_config(config: object) -> None:
     """``config`` is None or a dict with string keys whose values JSON can write."""
     if config is None:
         return
     if not isinstance(config, dict):
         raise GradlabError(f"config must be a dict of JSON-ready settings; got {config!r}")
+    taken = sorted(key for key in config if key in HEADER_KEYS)
+    if taken:
+        raise GradlabError(
+            f"config must not hold the keys the Monitor records in the run header itself "
+            f"({', '.join(map(repr, HEADER_KEYS))}); got {', '.join(map(repr, taken))} (its "
+            "options set them: tau=..., preset=...; give a setting of your own another name)"
+        )
     for key, value in config.items():
         if not isinstance(key, str):
             raise GradlabError(f"config keys must be strings; got key {key!r}")

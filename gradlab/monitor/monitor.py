@@ -114,7 +114,8 @@ class Monitor:
             or ``"local"`` (rank 0's own batch, no collective; in either mode only rank 0
             writes, so a Monitor of another rank writes nothing, even into a ``log_dir`` of its
             own).
-        config: extra JSON-ready settings stored in the header record.
+        config: extra JSON-ready settings stored in the header record (not its own keys
+            ``preset``, ``tau`` and ``tau_from``, which the Monitor writes from its options).
         resume: continue the run in ``log_dir``.
         overwrite: replace the run in ``log_dir``.
 

@@ -35,5 +35,13 @@ BAD_OPTIONS = [
     ({"config": {"a": 1, "f": print}}, r"config\['f'\] is builtin_function_or_method"),
     ({"config": {1: "a"}}, r"config keys must be strings; got key 1"),
     ({"config": [("a", 1)]}, r"config must be a dict of JSON-ready settings"),
+    # the header's own keys: config={'tau': 0.5} was recorded as the run's tau (gradlab plot
+    # then warned of two taus for runs at one, and resume compared the user's value)
+    ({"config": {"tau": 0.5, "lr": 0.1}},
+     r"^config must not hold the keys the Monitor records in the run header itself \('preset', "
+     r"'tau', 'tau_from'\); got 'tau' \(its options set them: tau=\.\.\., preset=\.\.\.; give a "
+     r"setting of your own another name\)$"),
+    ({"config": {"preset": "mine", "tau_from": "x"}},
+     r"^config must not hold the keys .*; got 'preset', 'tau_from' \(its options"),
 ]
 """(keyword arguments, regular expression the GradlabError message must match)."""
