@@ -310,7 +310,10 @@ class CSVSink(Sink):
     records are written under the old header (columns a record lacks stay empty), so no row
     is shifted against the header. A last row cut short by a killed
     writer (no line end) is incomplete: :meth:`last_step` ignores it and reopening the file
-    removes it, so a resumed run writes that step again and no row is left half empty. A
+    removes it, so that no row is left half empty; the steps the file then lacks before the
+    step the run resumes at (that row's, or rows never written: a process killed between the
+    two files' writes) are copied from the ``metrics.jsonl`` beside it, with a warning, and a
+    resumed run writes the others again. A
     resumption from a checkpoint before the last row writes those steps again below it: the
     rows that stand are those whose step is below every later row's step (what ``gradlab plot``
     keeps of the same run's ``metrics.jsonl``). NaN and
@@ -357,22 +360,69 @@ class CSVSink(Sink):
         # lock, so the stale copy is no one's and goes.
         with contextlib.suppress(FileNotFoundError):
             self._widened(log_dir).unlink()
+        removed, existed = 0, path.is_file() and path.stat().st_size > 0
         if path.is_file():
             complete = _complete_size(path)
             removed = path.stat().st_size - complete
             if removed:  # a killed writer's last row: incomplete
                 os.truncate(path, complete)
-                warnings.warn(
-                    f"gradlab.Monitor: removed the last row of {str(path)!r} ({removed} bytes "
-                    "with no line end: a write cut short by a killed process), so that no row "
-                    "is left half empty; its step is logged again",
-                    UserWarning,
-                    stacklevel=caller_stacklevel(),
-                )
             if complete:
                 self.columns = next(csv.reader(_complete_lines(path)), None)
         self._header_due = self.columns is None
         self.handle = _open_append(path)
+        resumed = header.get("resumed") if isinstance(header, dict) else None
+        start = resumed.get("from_step") if isinstance(resumed, dict) else None
+        if existed:  # a new or empty file (a run logged without it) starts where the run does
+            self._resume_missing_steps(log_dir, start if _is_step(start) else None, removed)
+
+    def _resume_missing_steps(self, log_dir: Path, start: int | None, removed: int) -> None:
+        """Copy into the reopened file the records of ``metrics.jsonl`` for the steps it lacks
+        before ``start``, the step the run resumes at (a row cut by a killed writer, removed
+        here, or one never written: killed between the two files' writes), and say so; a cut
+        row is otherwise logged again, when the run resumes at or before it, or lost."""
+        last = self.last_step(log_dir)  # of the complete rows
+        first_missing = 0 if last is None else last + 1
+        copied: list[int] = []
+        log = log_dir / "metrics.jsonl"
+        if start is not None and first_missing < start and log.is_file():
+            held: dict[int, dict] = {}
+            with warnings.catch_warnings():  # its own sink reports a cut line
+                warnings.simplefilter("ignore")
+                for _, records in read_segments(log):
+                    for record in records:  # the later record of a step stands
+                        if first_missing <= record["step"] < start:
+                            held[record["step"]] = record
+            copied = sorted(held)
+            for step in copied:
+                self.write(held[step])
+        steps = ", ".join(map(str, copied))
+        if removed:
+            if copied:
+                fate = (f"the run resumes at step {start}, and the steps it lacks before that "
+                        f"({steps}) are copied from {str(log)!r}")  # fmt: skip
+            elif start is None or start <= first_missing:
+                fate = "its step is logged again"
+            else:
+                one = start == first_missing + 1
+                lost = (f"step {first_missing} is" if one
+                        else f"steps {first_missing}-{start - 1} are")  # fmt: skip
+                fate = (f"the run resumes at step {start}, after it: {lost} not in it (no "
+                        f"metrics.jsonl beside it holds {'it' if one else 'them'})")
+            warnings.warn(
+                f"gradlab.Monitor: removed the last row of {str(self.path)!r} ({removed} bytes "
+                "with no line end: a write cut short by a killed process), so that no row is "
+                f"left half empty; {fate}",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
+        elif copied:
+            warnings.warn(
+                f"gradlab.Monitor: {str(self.path)!r} lacks steps that {str(log)!r} holds "
+                f"({steps}), before the step the run resumes at ({start}): a process killed "
+                "between the two files' writes; they are copied from it",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
 
     def write(self, record: dict) -> None:
         missed = record.get("dropped_steps") or ()

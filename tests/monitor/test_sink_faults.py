@@ -380,12 +380,55 @@ def test_a_resumed_csv_whose_last_row_was_cut_loses_only_that_row(tmp_path, cut)
 
 
 @pytest.mark.parametrize("cut", list(CUTS))
-def test_a_csv_cut_beside_a_complete_jsonl_loses_only_that_row(tmp_path, cut):
+def test_a_csv_cut_beside_a_complete_jsonl_takes_the_cut_row_from_the_jsonl(tmp_path, cut):
+    # the run resumes after the JSONL's last step: the cut step was never logged again (the
+    # CSV read 0, 1, 3, 4 under a warning that said it would be)
     _train_plain(tmp_path, ["jsonl", "csv"], 3)
-    _cut_last_line(tmp_path / C, CUTS[cut])
-    _train_plain(tmp_path, ["jsonl", "csv"], 2, resume=True)
-    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 3, 4]
+    whole = _csv_rows(tmp_path / C)
+    kept = _cut_last_line(tmp_path / C, CUTS[cut])
+    removed = (tmp_path / C).stat().st_size - len(kept)
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["jsonl", "csv"], 2, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
+        "no line end: a write cut short by a killed process), so that no row is left half "
+        f"empty; the run resumes at step 3, and the steps it lacks before that (2) are copied "
+        f"from {str(tmp_path / J)!r}"]
+    rows = _csv_rows(tmp_path / C)
+    assert [int(row["step"]) for row in rows] == [0, 1, 2, 3, 4]
+    assert rows[2] == whole[2]  # the JSONL's record of step 2, written as the run wrote it
     assert [r["step"] for r in read_jsonl(tmp_path / J)[1]] == [0, 1, 2, 3, 4]
+
+
+def test_a_csv_row_missing_whole_beside_the_jsonl_is_copied_from_it(tmp_path):
+    # killed between the two files' writes: the CSV lacks step 2 whole, with no cut to see
+    _train_plain(tmp_path, ["jsonl", "csv"], 3)
+    whole = _csv_rows(tmp_path / C)
+    data = (tmp_path / C).read_bytes()
+    (tmp_path / C).write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 1])
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
+        "(2), before the step the run resumes at (3): a process killed between the two "
+        "files' writes; they are copied from it"]
+    rows = _csv_rows(tmp_path / C)
+    assert [int(row["step"]) for row in rows] == [0, 1, 2, 3] and rows[2] == whole[2]
+
+
+def test_a_cut_csv_row_that_no_jsonl_holds_is_said_to_be_lost(tmp_path):
+    # a custom JSONL file name: the CSV sink reads metrics.jsonl only, so step 2 is lost
+    _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl"), "csv"], 3)
+    kept = _cut_last_line(tmp_path / C, 0.5)
+    removed = (tmp_path / C).stat().st_size - len(kept)
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl"), "csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} ({removed} bytes with "
+        "no line end: a write cut short by a killed process), so that no row is left half "
+        "empty; the run resumes at step 3, after it: step 2 is not in it (no metrics.jsonl "
+        "beside it holds it)"]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 3]
 
 
 @pytest.mark.parametrize("cut", [c for c in CUTS if c != "between CR and LF"])
