@@ -4,7 +4,9 @@ The dialect: ``#``-headings (each gets an anchor; ``##`` headings make the table
 paragraphs, pipe tables, ``- `` bullet lists, ``*emphasis*`` and ``**strong**`` (no space just
 inside the asterisks, as in CommonMark, so a product such as ``2 * 3 * 4`` stays text),
 ``![caption](path)`` figures (numbered in page order, "Figure N." prepended to the caption,
-PNG embedded as base64), ``[text](#anchor)`` and ``[text](https://...)`` links, and raw
+PNG embedded as base64), ``[text](#anchor)`` and ``[text](https://...)`` links, fenced code
+blocks (shown as written, their fence's indentation taken off), a table cell's own pipe
+escaped as ``\\|``, and raw
 ``<details>``, ``<summary>...</summary>``, ``</details>`` lines that fold what lies between
 them. The table of contents is placed after a
 ``## Key findings`` section when the page has one, else right after the title.
@@ -27,6 +29,8 @@ th, td { border: 1px solid #c9d3e0; padding: 4px 8px; text-align: left; vertical
 th { background: #eef3f9; }
 img { max-width: 100%; border: 1px solid #e3e8ef; margin: .5em 0; }
 code { background: #f3f5f8; padding: 1px 4px; border-radius: 3px; font-size: 0.9em; }
+pre { background: #f3f5f8; padding: .6em .8em; border-radius: 4px; overflow-x: auto; }
+pre code { padding: 0; }
 .holds { background: #e3f4e6; } .holds-with-correction { background: #fff4d6; }
 .fails { background: #fde2e1; font-weight: bold; } .inconclusive { background: #eceff3; }
 figure { margin: 1em 0; } figcaption { font-size: 0.9em; color: #3a4556; max-width: 900px; }
@@ -103,7 +107,10 @@ def _table_of_contents(entries: list[tuple[str, str]]) -> str:
 
 
 def _table(rows: list[str]) -> str:
-    cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in rows]
+    # a cell's own pipe is escaped (\|, as in GitHub's tables): only the others split
+    cells = [[c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|",
+                                                               row.strip().strip("|"))]
+             for row in rows]  # fmt: skip
     header, body = cells[0], cells[2:]
     out = [
         "<table><thead><tr>",
@@ -167,6 +174,17 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
                 contents.append((anchor, _inline(text)))
             blocks.append(f'<h{level} id="{anchor}">{_inline(text)}</h{level}>')
             index += 1
+        elif line.lstrip().startswith("```"):  # a fenced block, to its closing fence
+            indent = len(line) - len(line.lstrip())
+            index += 1
+            code = []
+            while index < len(lines) and not lines[index].lstrip().startswith("```"):
+                text = lines[index]
+                code.append(text[indent:] if not text[:indent].strip() else text.lstrip())
+                index += 1
+            index += 1  # the closing fence
+            blocks.append(f"<pre><code>{html.escape(chr(10).join(code), quote=False)}"
+                          "</code></pre>")
         elif raw:
             blocks.append(raw.group(1) if "summary" not in raw.group(1) else _summary(raw.group(1)))
             index += 1
@@ -192,7 +210,7 @@ def markdown_to_html(markdown: str, root: Path, title: str = "gradlab report") -
             while (
                 index < len(lines)
                 and lines[index].strip()
-                and not re.match(r"^(#|\||- |!\[|</?details|<summary)", lines[index].lstrip())
+                and not re.match(r"^(#|\||- |!\[|</?details|<summary|```)", lines[index].lstrip())
             ):
                 paragraph.append(lines[index].strip())
                 index += 1

@@ -477,7 +477,8 @@ def format_markdown(records: list[dict]) -> str:
             "",
             "| claim | verdict | statement |",
             "| --- | --- | --- |",
-            *(f"| `{r['label']}` | {badge[r['verdict']]} | {r['claim']['statement']} |"
+            *(f"| `{r['label']}` | {badge[r['verdict']]} | "
+              f"{r['claim']['statement'].replace('|', chr(92) + '|')} |"  # a cell's pipe: \|
               for r in mine),
             "",
         ]  # fmt: skip

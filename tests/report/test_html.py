@@ -235,3 +235,25 @@ def test_a_figure_an_indented_list_and_text_without_blank_lines_between(tmp_path
     assert body[1:] == ["<p>Text after.</p>", "<ul><li>a</li><li>b</li></ul>"]
     assert body[0].startswith('<figure id="figure-1">')
     assert "<title>gradlab report</title>" in page  # the default title
+
+
+def test_an_escaped_pipe_stays_inside_its_cell(tmp_path):
+    # a claim "every printed AP fits its |P|" was cut at its pipes into cells past the header
+    text = "\n".join(["| claim | statement |", "| --- | --- |",
+                      r"| `eq2` | tie-aware AP (k = \|S\|) |"])  # fmt: skip
+    table = re.search(r"<table>(.*?)</table>", _page(tmp_path, text)).group(1)
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>")[1])
+    assert [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in rows] == [
+        ["<code>eq2</code>", "tie-aware AP (k = |S|)"]]
+
+
+def test_a_fenced_block_keeps_its_lines_in_a_pre_block(tmp_path):
+    # printed pseudocode ran into one line with its backticks shown, a # comment swallowing
+    # the statements after it
+    text = "\n".join(["- printed:", "", "```", "s1 = repeat(scores, m, 0) # m x m", "s2 = s1.T",
+                      "```", "", "- detail: first", "", "  ```text", "  trace <line>",
+                      "    indented", "  ```", "", "After."])  # fmt: skip
+    page = _page(tmp_path, text)
+    assert re.findall(r"<pre><code>(.*?)</code></pre>", page, re.S) == [
+        "s1 = repeat(scores, m, 0) # m x m\ns2 = s1.T", "trace &lt;line&gt;\n  indented"]
+    assert "```" not in page and "<p>After.</p>" in page

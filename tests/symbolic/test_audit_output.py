@@ -505,6 +505,16 @@ def test_markdown_without_mutants_has_no_mutant_column_and_badges_every_verdict(
     assert not any(line.startswith(("- mutants", "- corrected")) for line in markdown)
 
 
+def test_a_statement_with_a_pipe_keeps_its_table_row_whole():
+    # "tie-aware AP (k = |S|)" was cut at its pipes into cells past the table's three
+    records = [_record("m", "eq2", "holds", "tie-aware AP (k = |S|)")]
+    markdown = format_markdown(records).split("\n")
+    assert r"| `eq2` | holds | tie-aware AP (k = \|S\|) |" in markdown
+    # the folded summary is no table: it keeps the pipes as they are
+    assert any(line.startswith("<summary><code>eq2</code>: tie-aware AP (k = |S|)")
+               for line in markdown)
+
+
 def test_markdown_of_no_records_counts_zero_without_a_mutant_column():
     markdown = format_markdown([]).split("\n")
     assert markdown[4:] == [
