@@ -79,10 +79,12 @@ class Geometry(Quantity):
              "both)", "value", (
                  ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
                  ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)"))),
-        Plot("geometry_collapse", "Collapse: effective rank / min(N - 1, d) and "
-             "std of normalised embeddings x sqrt(d) (1: spread, 0: collapsed)",
-             "0: collapsed, 1: spread", (
-                 ("geometry_effective_rank_share", "effective rank / min(N - 1, d)"),
+        Plot("geometry_collapse", "Collapse: std of normalised embeddings x sqrt(d) (0: all "
+             "in one direction) and effective rank / min(N - 1, d) (low: the spread lies along "
+             "few directions, however small it is)",
+             "share (1: spread)", (
+                 ("geometry_effective_rank_share",
+                  "effective rank / min(N - 1, d) (scale-free)"),
                  ("geometry_std", "std x sqrt(d)")),
              zero_based=True),
         Plot("geometry_modality_gap", "Modality gap: distance between the centroids of the "

@@ -484,9 +484,11 @@ GEOMETRY_HEADER = (
     "seeds at the last logged step: alignment of the (image, caption) positives, mean |u - v|^2 "
     "(Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, log mean "
     "exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each modality's centred "
-    "embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: every direction used alike, "
-    "1/min(N - 1, d): collapsed to a line); modality gap, the distance between the two "
-    "centroids (Liang et al. 2022)."
+    "embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: the spread around the "
+    "centroid uses every direction alike, 1/min(N - 1, d): it lies along a line; it does not "
+    "see how large that spread is, so a batch shrunk to nearly one point can read 1 there, as a "
+    "uniformity near 0 shows); modality gap, the distance between the two centroids (Liang et "
+    "al. 2022)."
 )
 
 
