@@ -196,7 +196,6 @@ def readme_findings(root: Path) -> str:
 
     papers = len({SEEDS[r["seed"]].title for r in records})  # two versions of one paper: one
     texts = len({r["seed"] for r in records})
-    steps = batch["settings"]["trained_at_m"]["steps"]
     speed = load_json(root, "benchmarks/results/smoothap.json")
     ratios = {int(size): value["pml_over_gradlab"] for size, value in speed["ratios"].items()}
     largest = max(ratios)
@@ -210,9 +209,7 @@ def readme_findings(root: Path) -> str:
         f"{per_paper}); "
         f"{untestable} claims about the authors' experiments are not testable here "
         "([the audit, per paper](docs/audit.md)).\n"
-        f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} The networks "
-        f"trained at each m took {steps[0]} optimizer steps at the smallest m and {steps[-1]} at "
-        "the largest, so training length differs with m too. "
+        f"- **P against batch size (Brown et al., 2020, Fig. S7a).** {finding.text} "
         "([studies](docs/studies.md#studies-on-real-pixels-with-seed-spreads))\n"
         f"- **Speed.** gradlab's SmoothAP differentiates only the positive rows: at B = "
         f"{largest}, on {where}, its forward+backward is {ratios[largest]:.0f}x faster than "
