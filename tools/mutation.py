@@ -780,7 +780,10 @@ PLOTTING_TESTS = {
                              "gaps",
                              "test_a_gap_is_a_wider_interval_than_its_neighbours",
                              "test_plotting_a_replaced_run_removes_a_figure_of_ones_own_quantity",
-                             "test_plotting_leaves_the_callers_matplotlib_settings_as_they_were"))],
+                             "test_plotting_leaves_the_callers_matplotlib_settings_as_they_were",
+                             # a user's file where a figure goes; steps a sink dropped
+                             "test_a_file_of_ones_own_named_like_a_figure_is_refused_not_replaced",
+                             "test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across"))],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",
                         "tests/experiments/test_fappy_lemma.py::test_lemma1_measurement"],
     "plotting/tie_aware": ["tests/plotting/test_tie_aware_figures.py"],
