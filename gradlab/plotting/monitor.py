@@ -453,7 +453,11 @@ def plot_runs(
     }
     present = {family: keys for family, keys in present.items() if keys}
     if not present:
-        raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no known quantity")
+        undrawn = _undrawn_keys(runs, set())
+        said = (": " + undrawn.removeprefix("logged keys that no figure family draws: ")
+                if undrawn is not None else " (nor any key of a quantity of your own)")
+        raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no key that a figure "
+                           f"family draws{said}")  # fmt: skip
     mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
                         labels)  # fmt: skip
     if mixed is not None:

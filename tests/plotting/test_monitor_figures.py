@@ -595,7 +595,8 @@ def test_bad_plot_calls_raise_before_drawing(tmp_path, monkeypatch, call, messag
 
 def test_a_log_without_a_known_key_is_refused(tmp_path):
     run = _run(tmp_path / "a", unknown=LOSS)
-    with pytest.raises(GradlabError, match=r"the logs of \['.*a'\] hold no known quantity"):
+    with pytest.raises(GradlabError, match=r"the logs of \['.*a'\] hold no key that a figure "
+                       r"family draws: "):
         plot_runs([run], tmp_path / "figs")
 
 

@@ -304,7 +304,7 @@ def test_a_users_plot_family_is_drawn_from_the_run_header_without_its_class(
     assert _spread_axis(figures) == SPREAD_DRAWN
     undrawn = _run(tmp_path / "undrawn", steps=3, preset=None, quantities=[Undrawn()])
     assert "plots" not in read_jsonl(undrawn / "metrics.jsonl")[0][0]
-    with pytest.raises(GradlabError, match="hold no known quantity"):
+    with pytest.raises(GradlabError, match="hold no key that a figure family draws: "):
         plot_runs([undrawn], out=tmp_path / "without")
 
 
@@ -337,7 +337,7 @@ def test_a_header_family_that_is_no_safe_file_name_is_not_drawn(tmp_path):
     log = run / "metrics.jsonl"
     log.write_text(log.read_text().replace('"family": "score_spread"',
                                            '"family": "../../escaped"'))  # fmt: skip
-    with pytest.raises(GradlabError, match="hold no known quantity"):
+    with pytest.raises(GradlabError, match="hold no key that a figure family draws: "):
         plot_runs([run], out=tmp_path / "out" / "figs")
     assert sorted(p.name for p in tmp_path.rglob("*.png")) == []
 
@@ -666,6 +666,28 @@ def test_a_file_of_ones_own_named_like_a_figure_is_refused_not_replaced(tmp_path
     assert (figures / "geometry.png").read_text() == "mine too"
     # the plot's own figures, listed, are replaced by the next plot
     assert {path.name for path in plot_runs([run], figures, overview=False)} == written
+
+
+class UndrawnMedian(Quantity):
+    """A quantity of one's own that declares no plots."""
+
+    name = "undrawn_median"
+    needs = frozenset({"sorted_scores"})
+    keys = ("undrawn_median_mean",)
+
+    def compute(self, batch):
+        return {"undrawn_median_mean": -batch.negated_sorted[:, 1].mean()}
+
+
+def test_a_log_only_of_keys_no_family_draws_names_them_and_what_to_declare(tmp_path, capsys):
+    # "the logs of [...] hold no known quantity" named neither the keys nor the missing plots
+    run = _run(tmp_path / "run", steps=2, preset=None, quantities=[UndrawnMedian(every(1))])
+    assert main(["plot", str(run), "--out", str(tmp_path / "figs")]) == 2
+    assert capsys.readouterr().err == (
+        f"gradlab: the logs of [{str(run)!r}] hold no key that a figure family draws: "
+        "undrawn_median_mean (a quantity of your own draws its keys when it declares plots: "
+        "gradlab.monitor.Plot)\n")
+    assert not (tmp_path / "figs").exists()
 
 
 class RowMedian(Quantity):
