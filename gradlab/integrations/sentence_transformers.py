@@ -59,7 +59,7 @@ for value and gradient for gradient, and diagnostics never pass through the loss
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 import torch
 
@@ -184,8 +184,14 @@ GIST_LOSSES = ("GISTEmbedLoss", "CachedGISTEmbedLoss")
 """The guided losses, whose calls are named by the embeddings they compare (module docstring)."""
 
 
+def _is_a(loss: object, names: Collection[str]) -> bool:
+    """Whether ``loss`` is of a class named in ``names``, or of a subclass of one (a user's
+    subclass, made to capture its inputs, say, is the same loss)."""
+    return any(cls.__name__ in names for cls in type(loss).__mro__)
+
+
 def _is_gist(loss: object) -> bool:
-    return any(cls.__name__ in GIST_LOSSES for cls in type(loss).__mro__)
+    return _is_a(loss, GIST_LOSSES)
 
 
 class _Stitch(Stitch):
@@ -366,7 +372,7 @@ def sentence_transformers_adapter(loss_fn: object, inputs: str | None) -> LossAd
             "with its own similarity_fct and wrap it with "
             "gradlab.integrations.sentence_transformers.record_scores(loss)"
         )
-    if type(module).__name__ in PAIR_LOSSES:
+    if type(module).__name__ in PAIR_LOSSES:  # a subclass: its [B] vector is named at the call
         if similarity.similarity_fct is cos_sim:  # RecordingSimilarity() by its default
             told = ("but its similarity_fct is RecordingSimilarity() around cos_sim (its "
                     "default), which makes a [B, B] matrix the loss cannot take: leave the "
@@ -399,7 +405,7 @@ class _SentenceTransformersAdapter(RecordedScoresAdapter):
 
     def not_applicable(self, name: str) -> str | None:
         loss = self.loss_fn
-        if type(loss).__name__ == "ContrastiveTensionLossInBatchNegatives":
+        if _is_a(loss, ("ContrastiveTensionLossInBatchNegatives",)):
             if name in (ChanceLevel.name, Temperature.name, Anatomy.name):
                 return (f"does not apply to {loss_name(loss)}: its loss is the mean of a softmax "
                         "over the rows and one over the columns of the one matrix it records, "

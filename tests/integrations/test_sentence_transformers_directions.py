@@ -401,3 +401,25 @@ def test_chance_level_and_temperature_say_why_a_softmax_beyond_the_recorded_does
         expected = f"does not apply to MultipleNegativesRankingLoss: {reason}"
         assert not_logged == {"chance_level": expected, "temperature": expected}
         assert "chance_level" not in record and "temperature_scale" not in record
+
+
+class TensionOfMyOwn(losses.ContrastiveTensionLossInBatchNegatives):
+    """A user's subclass (to capture its inputs, say): the same loss."""
+
+
+@pytest.mark.parametrize("loss_class", [losses.ContrastiveTensionLossInBatchNegatives,
+                                        TensionOfMyOwn])
+def test_contrastive_tension_s_two_directions_leave_temperature_out_subclassed_too(
+    tmp_path, loss_class
+):
+    # a subclass was not recognised by its class name: Temperature logged 1 / tau = 100 as the
+    # scale of a loss that multiplies by its own logit_scale.exp() (20), and a closed form of
+    # one direction at that made-up scale
+    model = static_model(seed=0)
+    loss = record_scores(loss_class(model, scale=20.0))
+    _, not_logged = logged(loss, sentence_features(model, caption_pairs(6)[0]), tmp_path / "a",
+                           [Temperature(every(1)), ChanceLevel(every(1))])  # fmt: skip
+    reason = (f"does not apply to {loss_class.__name__}: its loss is the mean of a softmax over "
+              "the rows and one over the columns of the one matrix it records, so its dL/dS "
+              "holds both directions, which this reads as one")  # fmt: skip
+    assert not_logged == {"temperature": reason, "chance_level": reason}
