@@ -262,7 +262,7 @@ def _operating_region(results: dict) -> list[Finding]:
             f"({MINIATURE_DATA if 'data' not in batch else batch['data']}, "
             f"{batch.get('model', p_vs_batch_size.MODEL)}) with the paper's sampler "
             f"({per_class} images per class, m/{per_class} classes) from m = {sizes[0]} to "
-            f"{sizes[-1]}, {'; '.join(parts)} (mean ± std over {len(batch['seeds'])} "
+            f"{sizes[-1]}, {'; '.join(parts)} (mean ± std (population) over {len(batch['seeds'])} "
             f"seeds){context}.{confound}",
             "figures/p_vs_batch_size.png",
         )

@@ -350,7 +350,7 @@ def anatomy_text(results: dict) -> str:
     lines = [
         "Read from dL/dS of each direction's own term (gradlab.functional.gradient_anatomy: an "
         "entry is active above 1 % of its query's largest |dL/dS|), at the last logged step, "
-        "mean ± std over seeds. An image query has 5 positive and "
+        "mean ± std (population) over seeds. An image query has 5 positive and "
         f"{5 * results['settings']['batch_images'] - 5} negative captions; a caption query 1 "
         f"positive and {results['settings']['batch_images'] - 1} negative images.",
         "",
@@ -413,7 +413,7 @@ def geometry_text(results: dict) -> str:
     """
     lines = [
         "Each logged step's batch (its images and their captions, unit vectors), mean ± std "
-        "over seeds at the last logged step: alignment of the (image, caption) positives, mean "
+        "(population) over seeds at the last logged step: alignment of the (image, caption) positives, mean "
         "|u - v|^2 (Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, "
         "log mean exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each "
         "modality's centred embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: the "

@@ -256,7 +256,8 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
         f"3-digit numbers ({config['validation_numbers']} more are held out to choose each "
         f"loss's hyperparameters: {config['selection_rule']}) and evaluated on "
         f"{config['test_numbers']} of the 500 unseen ones ({config['per_class']} images each; "
-        f"every image queries all the others). Mean ± std over {len(results['seeds'])} seeds; "
+        f"every image queries all the others). Mean ± std (population) "
+        f"over {len(results['seeds'])} seeds; "
         + ("losses listed apart (not ranked) are marked (apart):" if apart
            else "no loss is listed apart:"),
         "",
@@ -283,7 +284,7 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
                   "Blackbox AP; Zhong et al., Table 1 for FAPPY). Blackbox AP's lambda is on the "
                   "official code's scale (ranks divided by the batch size), interpolation on "
                   "gradlab's (ranks 1..m). Validation MAP@R on the held-out training numbers, "
-                  "mean ± std over seeds:", "", *sweep, ""]  # fmt: skip
+                  "mean ± std (population) over seeds:", "", *sweep, ""]  # fmt: skip
     lines += ["![Recall@1, mAP and MAP@R of each loss on the unseen numbers (dots: seeds, bars: "
               "mean ± std; dashed: untrained; grey: listed apart) and the loss's own cost per "
               "step](figures/loss_comparison.png)"]  # fmt: skip
@@ -318,7 +319,8 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
         f"same backbone on each digit box, a GCN over the regions and a GRU over them; both with "
         f"a GRU caption encoder. Batches of {config['batch_images']} images and their "
         f"{5 * config['batch_images']} captions, {config['steps']} Adam steps, the same "
-        f"initialization and batches for every loss. Recall on the test scenes, mean ± std over "
+        f"initialization and batches for every loss. Recall on the test scenes, "
+        "mean ± std (population) over "
         f"{len(results['seeds'])} seeds (rsum: sum of the six recalls, in percent):",
         "",
         "| encoder | loss | " + " | ".join(headings) + " |",
@@ -329,7 +331,8 @@ def scenes_section(out: Path, quick: bool, device: str = "cpu") -> tuple[dict, s
             values = [cell(run["recall"][m], 1 if m == "rsum" else 3) for m in metrics]
             lines.append(f"| {encoder} | {loss} | " + " | ".join(values) + " |")
     lines += ["", scenes_text(results, results["summary"]), "",
-              "![Recall in both directions per encoder and loss (bars: mean ± std over seeds)]"
+              "![Recall in both directions per encoder and loss (bars: mean ± std "
+              "(population) over seeds)]"
               "(figures/digit_scenes_recall.png)", "",
               "### Gradient anatomy over training", "",
               anatomy_text(results), "",

@@ -77,8 +77,8 @@ with fewer than 4 images, as a batch takes 4 distinct images of each of its clas
 
 
 def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on your data") -> str:
-    """P per m (mean ± std over seeds) and the paired t-test's trend of P and of its parts;
-    ``where`` ends the heading."""
+    """P per m (mean ± population std over seeds) and the paired t-test's trend of P and of its
+    parts; ``where`` ends the heading."""
     summary = p_vs_batch_size.summarize(measurement)
     setting = measurement["settings"]["trained_at_m"]
     sizes = measurement["batch_sizes"]
@@ -90,7 +90,7 @@ def p_vs_batch_size_markdown(measurement: dict, figure: str, where: str = ", on 
         "the same "
         f"weights, {setting['epochs']} epoch(s) of Smooth-AP (tau = {measurement['tau']}) with "
         f"{measurement['per_class']} images per class; P (slope above {measurement['eps']}) "
-        f"averaged over the last epoch's batches. Mean ± std over "
+        f"averaged over the last epoch's batches. Mean ± std (population) over "
         f"{len(measurement['seeds'])} seed(s). P is a share of all m² score pairs, and so is "
         "P minus its diagonal part: the off-diagonal pairs in the region over m² (the "
         "Monitor's p_off_diagonal divides the same pairs by m(m - 1)). The positive-negative "
@@ -132,7 +132,8 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
         "initialization and batches "
         f"({config['batch_size']} images: 4 of each of {config['classes_per_batch']} classes) and "
         f"{config['steps']} Adam steps for every loss; retrieval on the {config['test_data']}, "
-        f"every image querying all the others. Mean ± std over {len(results['seeds'])} seed(s):",
+        f"every image querying all the others. Mean ± std (population) "
+        f"over {len(results['seeds'])} seed(s):",
         "",
         "| loss | " + " | ".join(metrics) + " | loss fwd+bwd (ms) | training step (ms) |",
         "| --- |" + " --- |" * (len(metrics) + 2),
@@ -194,7 +195,7 @@ def anatomy_markdown(results: dict, figure: str, where: str = ", on your data") 
         f"weights on the same 4-per-class batches for {config['epochs']} epoch(s); dL/dS of the "
         "batch's in-batch scores (each image querying the others) read by "
         "gradlab.functional.gradient_anatomy (an entry is active above 1 % of its query's "
-        "largest |dL/dS|). At the last logged step, mean ± std over "
+        "largest |dL/dS|). At the last logged step, mean ± std (population) over "
         f"{len(results['seeds'])} seed(s); MAP@R on the {config['test_data']}:",
         "",
         "| batch | loss | active negatives | queries without gradient | hardest-10 % share "

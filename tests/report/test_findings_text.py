@@ -271,7 +271,8 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         f"As context, {MINIATURE} from m = 16 to 256, at a fixed trained "
         f"network P stays within the seed spread ({_cell([0.1, 0.2])} to {_cell([0.15, 0.1])}); "
         f"for networks trained at each m P falls from {_cell([0.3, 0.2])} to {_cell([0.1, 0.1])} "
-        "(mean ± std over 3 seeds); on this miniature alone, the audit's paired t-test over the "
+        "(mean ± std (population) over 3 seeds); on this miniature alone, "
+        "the audit's paired t-test over the "
         "seeds, applied to this run (networks trained at each m), reads: reproduced (the "
         "audit's own record, `gradlab audit --measure`, runs a quicker miniature, "
         f"{QUICK}: its numbers and its reading can differ from these). "
@@ -292,7 +293,7 @@ def test_the_batch_size_line_words_each_setting_and_the_verdict():
         "- Brown et al. (2020) report the operating-region proportion P rising with the batch "
         f"size; the audit's verdict: holds. As context, {MINIATURE} from "
         f"m = 16 to 256, for networks trained at each m P falls from {_cell([0.3, 0.2])} to "
-        f"{_cell([0.1, 0.1])} (mean ± std over 3 seeds)."
+        f"{_cell([0.1, 0.1])} (mean ± std (population) over 3 seeds)."
     )
     # an audit section without records: the summary's verdict, still a finding
     alone["audit"] = ({"counts": {"holds": 1}}, "")

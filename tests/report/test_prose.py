@@ -445,7 +445,8 @@ def test_anatomy_text_tabulates_the_last_step_and_compares_smoothap_with_nt_xent
     assert lines[0] == (
         "Read from dL/dS of each direction's own term (gradlab.functional.gradient_anatomy: an "
         "entry is active above 1 % of its query's largest |dL/dS|), at the last logged step, "
-        "mean ± std over seeds. An image query has 5 positive and 35 negative captions; a "
+        "mean ± std (population) over seeds. An image query has 5 positive "
+        "and 35 negative captions; a "
         "caption query 1 positive and 7 negative images."
     )
     assert lines[1] == ""
@@ -480,7 +481,8 @@ def _geometry(rank_images, rank_captions, other=0.5):
 
 
 GEOMETRY_HEADER = (
-    "Each logged step's batch (its images and their captions, unit vectors), mean ± std over "
+    "Each logged step's batch (its images and their captions, unit vectors), mean ± std "
+    "(population) over "
     "seeds at the last logged step: alignment of the (image, caption) positives, mean |u - v|^2 "
     "(Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, log mean "
     "exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each modality's centred "

@@ -486,7 +486,7 @@ def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
     (tmp_path / "figures").mkdir()
     _, markdown = loss_comparison_section(tmp_path, False)
     lines = markdown.splitlines()
-    assert lines[2].endswith("Mean ± std over 3 seeds; no loss is listed apart:")
+    assert lines[2].endswith("Mean ± std (population) over 3 seeds; no loss is listed apart:")
     assert "(apart)" not in markdown
 
 
@@ -518,7 +518,8 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
             "numbers) and 40 Adam steps for every loss, trained on 440 of the 500 training "
             "3-digit numbers (60 more are held out to choose each loss's hyperparameters: "
             "highest MAP@R) and evaluated on 100 of the 500 unseen ones (5 images each; every "
-            "image queries all the others). Mean ± std over 3 seeds; losses listed apart (not "
+            "image queries all the others). Mean ± std (population) over 3 seeds; "
+            "losses listed apart (not "
             "ranked) are marked (apart):") in lines[2]
     rows = _rows(markdown)
     assert rows[0] == ["loss", *LOSS_METRICS, "loss fwd+bwd (ms)", "training step (ms)"]
@@ -538,7 +539,8 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
             "and, from Cakir et al. 2019 and Rolinek et al. 2020, for FastAP and Blackbox AP; "
             "Zhong et al., Table 1 for FAPPY). Blackbox AP's lambda is on the official code's "
             "scale (ranks divided by the batch size), interpolation on gradlab's (ranks 1..m). "
-            "Validation MAP@R on the held-out training numbers, mean ± std over seeds:")
+            "Validation MAP@R on the held-out training numbers, mean ± std "
+            "(population) over seeds:")
         assert lines[text_at + 4 : text_at + 6] == sweep
     else:
         assert "Each loss's sweep" not in markdown
@@ -603,7 +605,8 @@ def test_the_scenes_section_tabulates_recall_per_encoder_and_loss_and_places_its
             f"0.930 ± 0.020), "
             f"its pooled features {features or 'raw'}, and a trained linear projection") in lines[2]
     assert ("Batches of 16 images and their 80 captions, 90 Adam steps, the same initialization "
-            "and batches for every loss. Recall on the test scenes, mean ± std over 2 seeds") in (
+            "and batches for every loss. Recall on the test scenes, mean ± std (population) over "
+            "2 seeds") in (
         lines[2])
     rows = _rows(markdown)
     # each column in words: the direction as the figures name it, then the metric

@@ -111,7 +111,8 @@ def test_the_loss_table_quotes_every_loss_and_the_untrained_network_from_the_jso
     assert ("cub, train split (40 images, 10 classes); resnet18 with a linear head to 64 "
             "dimensions, random weights. The same initialization and batches (8 images: 4 of "
             "each of 2 classes) and 7 Adam steps for every loss; retrieval on the test split "
-            "(20 images), every image querying all the others. Mean ± std over 3 seed(s):"
+            "(20 images), every image querying all the others. Mean ± std (population) over 3 "
+            "seed(s):"
             ) in text  # fmt: skip
     metrics = ["recall@1", "mAP", "R-Precision", "MAP@R"]  # in the report's order
     rows = _rows(text)
@@ -153,7 +154,8 @@ def test_the_p_table_quotes_p_without_the_diagonal_and_its_parts_per_m():
     assert ("sop, train split (24 images, 4 classes); timm:resnet50 with a linear head to 512 "
             "dimensions, random initial weights. For each m one network from the same weights, "
             "2 epoch(s) of Smooth-AP (tau = 0.01) with 4 images per class; P (slope above 0.005) "
-            "averaged over the last epoch's batches. Mean ± std over 3 seed(s). P is a share of "
+            "averaged over the last epoch's batches. Mean ± std (population) over 3 seed(s). P is "
+            "a share of "
             "all m² score pairs, and so is P minus its diagonal part: the off-diagonal pairs in "
             "the region over m² (the Monitor's p_off_diagonal divides the same pairs by "
             "m(m - 1)). The positive-negative and negative-negative columns are shares of their "
@@ -204,8 +206,8 @@ def test_the_anatomy_table_quotes_the_last_logged_step_per_batch_and_loss():
     assert ("cars, train split (30 images, 6 classes); resnet18 with a linear head to 32 "
             "dimensions. Each loss trains its own network from the same weights on the same "
             "4-per-class batches for 3 epoch(s);") in text
-    assert ("At the last logged step, mean ± std over 2 seed(s); MAP@R on the test split (12 "
-            "images):") in text
+    assert ("At the last logged step, mean ± std (population) over 2 seed(s); MAP@R on the test "
+            "split (12 images):") in text
     rows = _rows(text)
     assert rows[0] == ["batch", "loss", "active negatives", "queries without gradient",
                        "hardest-10 % share", "MAP@R"]  # fmt: skip
