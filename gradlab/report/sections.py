@@ -151,7 +151,9 @@ def operating_region_section(out: Path, quick: bool, device: str = "cpu") -> tup
         f"Rijke's count; an entry there can still carry no gradient of the loss) = "
         f"{last['share_without_gradient']:.3f}, |AD| share = {last['ad_share']:.3f}.",
         "",
-        "![P, gradient counts and the AD/CB split over one SmoothAP run on digits 0-4]"
+        "![Loss, P, queries without gradient and the AD/CB split over one SmoothAP run on "
+        "digits 0-4 (a quantity that keeps one value over the run is stated under the figure, "
+        "not drawn)]"
         "(figures/operating_region_training_dynamics.png)",
     ]
     results = {"closed_forms": closed["seed_setting"], "p_vs_batch_size": batch,
