@@ -413,7 +413,8 @@ def geometry_text(results: dict) -> str:
     """
     lines = [
         "Each logged step's batch (its images and their captions, unit vectors), mean ± std "
-        "(population) over seeds at the last logged step: alignment of the (image, caption) positives, mean "
+        "(population) over seeds at the last logged step: alignment of the (image, caption) "
+        "positives, mean "
         "|u - v|^2 (Wang & Isola 2020, Eq. 4; 0: they coincide); uniformity of each modality, "
         "log mean exp(-2 |u - v|^2) (Eq. 5; lower: more spread); effective rank of each "
         "modality's centred embeddings over min(N - 1, d) (RankMe, Garrido et al. 2023; 1: the "

@@ -335,8 +335,8 @@ def test_the_operating_region_section_quotes_the_width_p_and_the_last_training_s
         headings[1], "P TEXT p falls", "figure figures/p_vs_batch_size.png", headings[2],
         lines[lines.index(headings[2]) + 2],
         "figure figures/operating_region_training_dynamics.png"]  # fmt: skip
-    assert "P against the score spread" in markdown and "P, queries without gradient and the AD/CB" in (
-        markdown)
+    assert "P against the score spread" in markdown
+    assert "P, queries without gradient and the AD/CB" in markdown
 
 
 # --- tie-aware ---------------------------------------------------------------------------------
