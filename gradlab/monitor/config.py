@@ -139,7 +139,8 @@ class MonitorConfig:
         if self.every is None:
             return list(self.quantities)
         given = [f"{q.name} {q.schedule!r}" for q in self.quantities
-                 if not (isinstance(q.schedule, Every) and q.schedule.n == 1)]  # not the default
+                 if getattr(q, "schedule_given", False)  # every(1) too, when given
+                 or not (isinstance(q.schedule, Every) and q.schedule.n == 1)]  # or set later
         if given:
             shown = self.every.n if isinstance(self.every, Every) else repr(self.every)
             warnings.warn(

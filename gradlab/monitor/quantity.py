@@ -211,6 +211,7 @@ class Quantity:
                 f"or None; got {schedule!r}"
             )
         self.schedule = schedule if schedule is not None else every(1)
+        self.schedule_given = schedule is not None  # a Monitor's every= replacing it says so
 
     @property
     def needs_grad(self) -> bool:

@@ -242,6 +242,20 @@ def test_every_replacing_a_schedule_a_quantity_was_given_warns_naming_it(tmp_pat
         Monitor(tmp_path / "quiet", every=5, quantities=[Loss(), Geometry()]).close()
 
 
+def test_every_replacing_an_every_1_the_quantity_was_given_warns_too(tmp_path):
+    # Loss(every(1)) logged at 0 and 5 under every=5 without a word: every(1) was taken for the
+    # schedule of a quantity made without one
+    from gradlab import Monitor
+    from gradlab.monitor import Geometry, Loss
+
+    with pytest.warns(UserWarning) as caught:
+        monitor = Monitor(tmp_path, every=5, quantities=[Loss(every(1)), Geometry()])
+    monitor.close()
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: every=5 replaces the schedules the quantities were given (loss "
+        "every(1)); leave every out to keep theirs"]
+
+
 def test_a_schedule_given_as_every_is_shown_by_its_repr_naming_each_replaced(tmp_path):
     from gradlab import Monitor
     from gradlab.monitor import Geometry, Loss, Margins, log_spaced
