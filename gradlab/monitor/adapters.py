@@ -466,10 +466,11 @@ class LossAdapter:
         if score_grad:
             batch.score_captures = self.score_captures(batch, tensors[0], list(recorded))
         first = tensors[0]
+        graph = isinstance(loss, torch.Tensor) and loss.requires_grad
         batch.embeddings_outside_graph = (
-            embedding_grad and self.inputs == "embeddings" and not first.requires_grad
-            and isinstance(loss, torch.Tensor) and loss.requires_grad
+            embedding_grad and self.inputs == "embeddings" and not first.requires_grad and graph
         )  # fmt: skip
+        batch.no_graph = bool(score_grad or embedding_grad) and not (first.requires_grad or graph)
         if (score_grad or embedding_grad) and first.requires_grad:
             batch.gradient_arrived = False
             if embedding_grad and self.inputs == "embeddings":  # one hook: arrived, and kept

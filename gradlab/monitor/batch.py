@@ -295,6 +295,10 @@ class BatchView:
     """Whether backward has reached the watched call's first input since the call: None when
     no due quantity reads a gradient or that input has none to receive (no graph), False until
     backward reaches it, then True. The Monitor warns when a step closes at False."""
+    no_graph: bool = False
+    """The watched call built no graph (neither its first input nor its loss requires grad: an
+    evaluation outside ``torch.no_grad()``, a frozen model): no gradient will arrive. The Monitor
+    warns once, naming the quantities that read one."""
     embeddings_outside_graph: bool = False
     """The watched call's embeddings require no grad while its loss does (a frozen or detached
     encoder under a loss with parameters): no embedding gradient will arrive. The Monitor

@@ -221,6 +221,7 @@ class Monitor:
         self._no_gradient_warned = False
         self._zero_scale_warned = False
         self._outside_graph_warned = False
+        self._no_graph_warned = False
         # the large CPU buffers of a logged step, reused by the next one; freed by close()
         self.workspace = Workspace()
         self._pending: BatchView | None = None
@@ -806,6 +807,22 @@ class Monitor:
             stacklevel=caller_stacklevel(),
         )
 
+    def _warn_no_graph(self, step: int, due: list[Quantity]) -> None:
+        """Warn once when a logged call built no graph: the quantities that read a gradient log
+        nothing, which would otherwise pass unseen."""
+        reading = [q.name for q in due if q.needs & {"embedding_grad", "score_grad"}]
+        if self._no_graph_warned or not reading:
+            return
+        self._no_graph_warned = True
+        warnings.warn(
+            f"gradlab.Monitor: step {step}: the watched call built no graph (neither the "
+            "embeddings nor the loss require grad: an evaluation outside torch.no_grad(), or a "
+            f"frozen model), so {', '.join(reading)} logged nothing; the other quantities are "
+            "logged (later such steps are not warned about)",
+            RuntimeWarning,
+            stacklevel=caller_stacklevel(),
+        )
+
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
         return self.distributed == "auto" and is_distributed()
@@ -883,6 +900,8 @@ class Monitor:
         write the record."""
         if batch.gradient_arrived is False:
             self._warn_no_gradient(step, due)
+        if batch.no_graph:
+            self._warn_no_graph(step, due)
         if batch.embeddings_outside_graph:
             self._warn_embeddings_outside_graph(step, due)
         batch.unscale_gradients()  # the loss's own gradients, before any gather

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import gradlab
-from gradlab.monitor import read_jsonl
+from gradlab.monitor import PRESETS, read_jsonl
 from gradlab.monitor.anatomy import Anatomy
 from gradlab.monitor.quantities import Loss
 from gradlab.monitor.schedules import every
@@ -201,7 +201,6 @@ def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path, pres
     # backward runs, but no gradient ever reaches the embeddings, and embedding_grad_norm
     # was left out of every record without a word; the full preset names every quantity
     # that reads that gradient
-    from gradlab.monitor import PRESETS
 
     class ProjectedSmoothAP(gradlab.SmoothAPLoss):
         """SmoothAP with a trained projection of its own (so that backward runs)."""
@@ -231,3 +230,28 @@ def test_embeddings_outside_the_graph_of_a_trained_loss_warn_once(tmp_path, pres
         "logged nothing; the other quantities are logged (later such steps are not warned "
         "about)")
     assert "," in reading or preset == "cheap"
+
+
+def test_a_call_that_builds_no_graph_says_which_quantities_log_nothing(tmp_path):
+    # neither the embeddings nor the loss required grad (an evaluation without no_grad, a
+    # frozen model): the gradient keys were missing from every record without a word
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, preset="full", every=1) as monitor:
+            loss_fn = monitor.watch(gradlab.SmoothAPLoss(0.05))
+            reading = ", ".join(quantity.name for quantity in PRESETS["full"]
+                                if quantity.needs & {"embedding_grad", "score_grad"}
+                                and quantity.name not in monitor.not_logged)  # fmt: skip
+            records = []
+            for _ in range(2):
+                loss_fn(torch.randn(8, 4), torch.arange(8) % 2)  # no graph: no backward
+                records.append(monitor.step())
+    told = [w for w in caught if "built no graph" in str(w.message)]
+    assert len(told) == 1 and (told[0].category, told[0].filename) == (RuntimeWarning, __file__)
+    assert str(told[0].message) == (
+        "gradlab.Monitor: step 0: the watched call built no graph (neither the embeddings nor "
+        "the loss require grad: an evaluation outside torch.no_grad(), or a frozen model), so "
+        f"{reading} logged nothing; the other quantities are logged (later such steps are not "
+        "warned about)")
+    assert "embedding_grad_norm" in reading and "anatomy" in reading
+    assert all("loss" in record and "embedding_grad_norm" not in record for record in records)
