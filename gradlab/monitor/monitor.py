@@ -752,10 +752,13 @@ class Monitor:
         if self._second_loss_warned:
             return
         self._second_loss_warned = True
+        same = first.name == second.name  # two losses of one class: told apart by their order
+        later = f"another {second.name.removeprefix('the ')}" if same else second.name
+        logged = "the one called last" if same else second.name
         warnings.warn(
             f"gradlab.Monitor: step {self.step_count}: two watched losses were called before "
-            f"monitor.step() ({first.name}, then {second.name}); the step logs the last call's "
-            f"batch, so its values (the loss among them) are those of {second.name} alone, not "
+            f"monitor.step() ({first.name}, then {later}); the step logs the last call's "
+            f"batch, so its values (the loss among them) are those of {logged} alone, not "
             "of their sum (later such steps are not warned about)",
             RuntimeWarning,
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),

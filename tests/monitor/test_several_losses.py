@@ -146,3 +146,20 @@ def test_an_evaluation_of_another_loss_before_the_training_call_is_no_second_los
             leaf = embeddings.clone().requires_grad_(True)
             (first(leaf, labels) + second(leaf, labels)).backward()
             monitor.step()
+
+
+def test_two_watched_losses_of_one_class_are_told_apart_in_the_warning(tmp_path):
+    # "(the watched loss SmoothAPLoss, then the watched loss SmoothAPLoss)" said neither which
+    # was which nor whose values the step logged
+    with gradlab.Monitor(tmp_path / "run", preset="cheap", every=1) as monitor:
+        first, second = (monitor.watch(gradlab.SmoothAPLoss(tau)) for tau in (0.05, 0.1))
+        embeddings = torch.randn(6, 4, requires_grad=True)
+        labels = torch.tensor([0, 0, 1, 1, 2, 2])
+        with pytest.warns(RuntimeWarning) as caught:
+            (first(embeddings, labels) + second(embeddings, labels)).backward()
+            monitor.step()
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: step 0: two watched losses were called before monitor.step() (the "
+        "watched loss SmoothAPLoss, then another watched loss SmoothAPLoss); the step logs the "
+        "last call's batch, so its values (the loss among them) are those of the one called "
+        "last alone, not of their sum (later such steps are not warned about)"]
