@@ -79,9 +79,9 @@ class Geometry(Quantity):
              "both)", "value", (
                  ("geometry_alignment", "alignment: mean |u - v|^2 of positive pairs"),
                  ("geometry_uniformity", "uniformity: log mean exp(-2 |u - v|^2)"))),
-        Plot("geometry_collapse", "Collapse: std of normalised embeddings x sqrt(d) (0: all "
-             "in one direction) and effective rank / min(N - 1, d) (low: the spread lies along "
-             "few directions, however small it is)",
+        Plot("geometry_collapse", "Collapse: std of unit embeddings x sqrt(d) (0: one "
+             "direction) and effective rank / min(N - 1, d) (low: few directions; blind to "
+             "scale)",
              "share (1: spread)", (
                  ("geometry_effective_rank_share",
                   "effective rank / min(N - 1, d) (scale-free)"),
