@@ -287,8 +287,9 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
                   "official code's scale (ranks divided by the batch size), interpolation on "
                   "gradlab's (ranks 1..m). Validation MAP@R on the held-out training numbers, "
                   "mean ± std (population) over seeds:", "", *sweep, ""]  # fmt: skip
+    apart = "; grey: listed apart" if results["summary"].get("apart") else ""
     lines += ["![Recall@1, mAP and MAP@R of each loss on the unseen numbers (dots: seeds, bars: "
-              "mean ± std; dashed: untrained; grey: listed apart) and the loss's own cost per "
+              f"mean ± std; dashed: untrained{apart}) and the loss's own cost per "
               "step](figures/loss_comparison.png)"]  # fmt: skip
     return results, "\n".join(lines)
 

@@ -488,6 +488,8 @@ def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
     lines = markdown.splitlines()
     assert lines[2].endswith("Mean ± std (population) over 3 seeds; no loss is listed apart:")
     assert "(apart)" not in markdown
+    # the figure's caption names no grey of losses listed apart where none is
+    assert "grey: listed apart" not in markdown and "dashed: untrained)" in markdown
 
 
 @pytest.mark.parametrize("sweep", [[], ["SWEEP 1", "SWEEP 2"]])
@@ -521,6 +523,7 @@ def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_s
             "image queries all the others). Mean ± std (population) over 3 seeds; "
             "losses listed apart (not "
             "ranked) are marked (apart):") in lines[2]
+    assert "dashed: untrained; grey: listed apart)" in markdown  # flat is drawn grey
     rows = _rows(markdown)
     assert rows[0] == ["loss", *LOSS_METRICS, "loss fwd+bwd (ms)", "training step (ms)"]
     assert rows[1] == ["---"] * 9
