@@ -764,67 +764,58 @@ class Monitor:
             stacklevel=caller_stacklevel(TRAINER_PACKAGES),
         )
 
-    def _warn_no_gradient(self, step: int, due: list[Quantity]) -> None:
-        """Warn once when a logged step closes before backward reached its watched call: its
-        gradient quantities then log nothing, which would otherwise pass unseen."""
-        reading = [q.name for q in due if q.needs & {"embedding_grad", "score_grad"}]
-        if self._no_gradient_warned or not reading:
+    def _warn_gradient_unread(self, flag: str, due: list[Quantity], needs: frozenset[str],
+                              message: str, packages: frozenset[str] = frozenset()) -> None:
+        """Warn once per Monitor (``flag``: the attribute that remembers it) that the due
+        quantities reading one of ``needs`` got no gradient of their own on this step, which
+        would otherwise pass unseen: ``message``, its ``{reading}`` their names. Nothing when
+        no due quantity reads one."""
+        reading = [q.name for q in due if q.needs & needs]
+        if getattr(self, flag) or not reading:
             return
-        self._no_gradient_warned = True
-        warnings.warn(
+        setattr(self, flag, True)
+        warnings.warn(message.format(reading=", ".join(reading)), RuntimeWarning,
+                      stacklevel=caller_stacklevel(packages))  # fmt: skip
+
+    def _warn_no_gradient(self, step: int, due: list[Quantity]) -> None:
+        """A logged step closed before backward reached its watched call."""
+        self._warn_gradient_unread(
+            "_no_gradient_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: monitor.step() closed step {step} before backward reached the "
-            f"watched loss's inputs, so {', '.join(reading)} logged nothing for it: call "
-            "monitor.step() after loss.backward() (later such steps are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(),
-        )
+            "watched loss's inputs, so {reading} logged nothing for it: call monitor.step() "
+            "after loss.backward() (later such steps are not warned about)",
+        )  # fmt: skip
 
     def _warn_scaled_by_zero(self, step: int, due: list[Quantity]) -> None:
-        """Warn once when the watched loss reached backward multiplied by 0 (a loss weight that
-        starts at 0): the gradient quantities then read zeros that look like measurements."""
-        reading = [q.name for q in due if q.needs & GRADIENT_NEEDS]
-        if self._zero_scale_warned or not reading:
-            return
-        self._zero_scale_warned = True
-        warnings.warn(
+        """The watched loss reached backward multiplied by 0 (a loss weight that starts at 0):
+        the gradient quantities read zeros that look like measurements."""
+        self._warn_gradient_unread(
+            "_zero_scale_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: step {step}: the watched loss reached backward multiplied by 0 "
-            f"(a loss weight of 0?), so {', '.join(reading)} read a zero gradient, not the loss"
-            "'s own (later such steps are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(TRAINER_PACKAGES),  # step()'s caller, or fit()'s
-        )
+            "(a loss weight of 0?), so {reading} read a zero gradient, not the loss's own "
+            "(later such steps are not warned about)",
+            TRAINER_PACKAGES,  # step()'s caller, or fit()'s
+        )  # fmt: skip
 
     def _warn_embeddings_outside_graph(self, step: int, due: list[Quantity]) -> None:
-        """Warn once when a logged call's embeddings take no part in the loss's graph: the
-        quantities that read their gradient log nothing, which would otherwise pass unseen."""
-        reading = [q.name for q in due if "embedding_grad" in q.needs]
-        if self._outside_graph_warned or not reading:
-            return
-        self._outside_graph_warned = True
-        warnings.warn(
+        """A logged call's embeddings take no part in the loss's graph (a frozen encoder)."""
+        self._warn_gradient_unread(
+            "_outside_graph_warned", due, frozenset({"embedding_grad"}),
             f"gradlab.Monitor: step {step}: the embeddings the watched loss was called on do not "
             "require grad (made under torch.no_grad() or detached: a frozen encoder), so "
-            f"{', '.join(reading)} logged nothing; the other quantities are logged (later such "
-            "steps are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(),
-        )
+            "{reading} logged nothing; the other quantities are logged (later such steps are "
+            "not warned about)",
+        )  # fmt: skip
 
     def _warn_no_graph(self, step: int, due: list[Quantity]) -> None:
-        """Warn once when a logged call built no graph: the quantities that read a gradient log
-        nothing, which would otherwise pass unseen."""
-        reading = [q.name for q in due if q.needs & {"embedding_grad", "score_grad"}]
-        if self._no_graph_warned or not reading:
-            return
-        self._no_graph_warned = True
-        warnings.warn(
+        """A logged call built no graph: no gradient will reach it."""
+        self._warn_gradient_unread(
+            "_no_graph_warned", due, GRADIENT_NEEDS,
             f"gradlab.Monitor: step {step}: the watched call built no graph (neither the "
             "embeddings nor the loss require grad: an evaluation outside torch.no_grad(), or a "
-            f"frozen model), so {', '.join(reading)} logged nothing; the other quantities are "
-            "logged (later such steps are not warned about)",
-            RuntimeWarning,
-            stacklevel=caller_stacklevel(),
-        )
+            "frozen model), so {reading} logged nothing; the other quantities are logged "
+            "(later such steps are not warned about)",
+        )  # fmt: skip
 
     def _gathers(self) -> bool:
         """Whether logged steps gather the global batch (``distributed="auto"`` in a group)."""
