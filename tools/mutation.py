@@ -783,7 +783,12 @@ PLOTTING_TESTS = {
                              "test_plotting_leaves_the_callers_matplotlib_settings_as_they_were",
                              # a user's file where a figure goes; steps a sink dropped
                              "test_a_file_of_ones_own_named_like_a_figure_is_refused_not_replaced",
-                             "test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across"))],
+                             "test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across",
+                             # the list of earlier figures, a deleted figure, undrawn keys
+                             "test_a_figure_list_naming_files_elsewhere_removes_none_of_them",
+                             "test_a_listed_figure_the_user_deleted_is_no_error",
+                             "test_a_log_only_of_keys_no_family_draws_names_them_and_what_to_"
+                             "declare"))],
     "plotting/losses": ["tests/plotting/test_loss_figures.py",
                         "tests/experiments/test_fappy_lemma.py::test_lemma1_measurement"],
     "plotting/tie_aware": ["tests/plotting/test_tie_aware_figures.py"],

@@ -690,6 +690,35 @@ def test_a_log_only_of_keys_no_family_draws_names_them_and_what_to_declare(tmp_p
     assert not (tmp_path / "figs").exists()
 
 
+def test_a_figure_list_naming_files_elsewhere_removes_none_of_them(tmp_path):
+    # the list is read back from the folder (a file anyone can edit): only plain .png names in
+    # the folder itself are figures an earlier plot may have written
+    run = _run(tmp_path / "run", steps=2)
+    figures = tmp_path / "out" / "figs"
+    plot_runs([run], figures, overview=False)
+    victims = [tmp_path / "out" / "victim.png", figures / "sub" / "victim.png",
+               figures / "victim.txt"]  # fmt: skip
+    for victim in victims:
+        victim.parent.mkdir(parents=True, exist_ok=True)
+        victim.write_text("mine")
+    listed = json.loads((figures / monitor_plots.FIGURE_LIST).read_text())
+    (figures / monitor_plots.FIGURE_LIST).write_text(json.dumps(
+        [*listed, "../victim.png", "sub/victim.png", "victim.txt", 3]))  # fmt: skip
+    plot_runs([run], figures, overview=False)
+    assert all(victim.read_text() == "mine" for victim in victims)
+
+
+def test_a_listed_figure_the_user_deleted_is_no_error(tmp_path):
+    run = _run(tmp_path / "run", steps=2)
+    figures = tmp_path / "figs"
+    written = plot_runs([run], figures)
+    (figures / "loss.png").unlink()  # removed by hand, still listed
+    (figures / "overview.png").unlink()
+    assert {path.name for path in plot_runs([run], figures, overview=False)} == (
+        {path.name for path in written} - {"overview.png"})
+    assert not (figures / "overview.png").exists()
+
+
 class RowMedian(Quantity):
     """A quantity of one's own with a figure (as docs/monitor.md's example)."""
 
