@@ -94,16 +94,25 @@ GRADLAB_KEYS = frozenset(key for quantity in QUANTITIES for key in quantity.keys
 """Every key gradlab's quantities log, drawn or not (the quantiles of a summary, a count)."""
 
 
-def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
-    """What to say of the logged keys with numbers that are no key of gradlab's quantities and
-    that no family draws (a quantity of your own that declares no ``plots``), or None."""
+UNDRAWN_HINT = ("(a quantity of your own draws its keys when it declares plots: "
+                "gradlab.monitor.Plot)")
+"""What the messages about logged keys that no family draws add."""
+
+
+def _undrawn(runs: list[Run], drawn: set[str]) -> list[str]:
+    """The logged keys with numbers that are no key of gradlab's quantities and that no family
+    draws (a quantity of your own that declares no ``plots``), sorted."""
     logged = {key for _, records in runs for record in records
               for key, value in record.items() if _number(value)}  # fmt: skip
-    undrawn = sorted(logged - drawn - GRADLAB_KEYS - {"step", *DROPPED_KEYS})  # notes, no keys
+    return sorted(logged - drawn - GRADLAB_KEYS - {"step", *DROPPED_KEYS})  # notes, no keys
+
+
+def _undrawn_keys(runs: list[Run], drawn: set[str]) -> str | None:
+    """What to say of the keys of :func:`_undrawn`, or None when there are none."""
+    undrawn = _undrawn(runs, drawn)
     if not undrawn:
         return None
-    return (f"logged keys that no figure family draws: {', '.join(undrawn)} (a quantity of "
-            "your own draws its keys when it declares plots: gradlab.monitor.Plot)")
+    return f"logged keys that no figure family draws: {', '.join(undrawn)} {UNDRAWN_HINT}"
 
 
 def _mixed_taus(
@@ -453,9 +462,9 @@ def plot_runs(
     }
     present = {family: keys for family, keys in present.items() if keys}
     if not present:
-        undrawn = _undrawn_keys(runs, set())
-        said = (": " + undrawn.removeprefix("logged keys that no figure family draws: ")
-                if undrawn is not None else " (nor any key of a quantity of your own)")
+        undrawn = _undrawn(runs, set())
+        said = (f": {', '.join(undrawn)} {UNDRAWN_HINT}" if undrawn
+                else " (nor any key of a quantity of your own)")
         raise GradlabError(f"the logs of {list(map(str, run_dirs))} hold no key that a figure "
                            f"family draws{said}")  # fmt: skip
     mixed = _mixed_taus(run_dirs, [family for family in present if family in TAU_FAMILIES],
