@@ -21,6 +21,7 @@ def studies_block(root: Path) -> str:
         loss_comparison_text,
         p_vs_batch_size_text,
         scenes_text,
+        timing_sentence,
     )
     from gradlab.report.summaries import cell
 
@@ -59,8 +60,10 @@ def studies_block(root: Path) -> str:
             f"| {name} | {cell(metrics['recall@1'])} | {cell(metrics['mAP'])} | "
             f"{cell(metrics['MAP@R'])} | {milliseconds} |"
         )
+    times = timing_sentence(losses["settings"].get("timing"))  # recorded since 0.2.0
     lines += [
         "",
+        *([times, ""] if times else []),
         loss_comparison_text(losses),
         "",
         f"**Digit scenes, VSE++ and VSRN miniatures** ({len(scenes['seeds'])} seeds, "

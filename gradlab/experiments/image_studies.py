@@ -38,7 +38,7 @@ from gradlab.experiments.p_vs_batch_size import (
     close_pair_proportions,
     p_decomposition,
 )
-from gradlab.experiments.runtime import check_seeds
+from gradlab.experiments.runtime import check_seeds, timing_conditions
 from gradlab.functional import drop_diagonal
 from gradlab.losses import SmoothAPLoss
 from gradlab.progress import progress
@@ -688,7 +688,8 @@ def loss_comparison_on_images(
                          "lr": lr, "timing_repeats": timing_repeats, "device": device,
                          "amp": amp, "tau": tau, "image_size": image_size, **described,
                          "test_data": f"{test.split} split ({len(test)} images, "
-                         f"{len(test.class_names)} classes)"},
+                         f"{len(test.class_names)} classes)",
+                         "timing": timing_conditions(device, torch.get_num_threads(), 1)},
             "seeds": seeds, "before": {}, "initial_score_range": [],
             "losses": {name: {"metrics": {}, "loss_seconds": [], "step_seconds": [],
                               "final_loss": [], "initial_loss": [], "initial_gradient_norm": []}

@@ -35,7 +35,13 @@ import torch.nn.functional as F
 from gradlab.data import FixedCountBatches, load_digit_strings
 from gradlab.errors import GradlabError
 from gradlab.experiments.metrics import map_at_r
-from gradlab.experiments.runtime import check_seeds, run_tasks, study_threads
+from gradlab.experiments.runtime import (
+    check_seeds,
+    current_workers,
+    run_tasks,
+    study_threads,
+    timing_conditions,
+)
 from gradlab.experiments.statistics import mean_std, separated
 from gradlab.functional import in_batch_retrieval, retrieval_report
 from gradlab.losses import BlackboxAPLoss, FAPPYLoss, FastAPLoss, SmoothAPLoss
@@ -262,7 +268,9 @@ def measure(
             :func:`gradlab.experiments.runtime.study_workers` block, 1 outside any).
 
     Returns:
-        ``{"settings", "seeds", "before": {metric: [per seed]}, "initial_score_range": [per
+        ``{"settings" (its ``"timing"``: where the seconds were taken,
+        :func:`~gradlab.experiments.runtime.timing_conditions`), "seeds", "before": {metric:
+        [per seed]}, "initial_score_range": [per
         seed] (largest minus smallest cosine score of the first batch at the initialization),
         "losses": {name: {"metrics": {metric: [per seed]}, "loss_seconds", "step_seconds",
         "final_loss", "initial_loss", "initial_gradient_norm", "early_gradient_norm" (mean
@@ -321,6 +329,12 @@ def measure(
             "gradient_steps": GRADIENT_STEPS,
             "selection_rule": SELECTION_RULE,
             "initialization": "head bias centred on the training images",
+            # each task trains on one thread (seed_task); the workers train at once
+            "timing": timing_conditions(
+                device,
+                threads=1 if str(device).startswith("cpu") else torch.get_num_threads(),
+                processes=min(current_workers() if workers is None else workers, len(tasks)),
+            ),
         },
         "seeds": list(seeds),
         "before": before,

@@ -23,6 +23,7 @@ import contextlib
 import functools
 import multiprocessing
 import os
+import platform
 import signal
 import sys
 import threading
@@ -96,6 +97,49 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def processor_name(device: str = "cpu") -> str:
+    """The processor a study's times were taken on: the GPU's name for a CUDA device, else the
+    CPU's model name (Linux: ``/proc/cpuinfo``), else what :func:`platform.processor` says.
+
+    Two machines of one kind can differ several-fold in what a sort costs next to a matmul: a
+    time means little without it.
+
+    Example:
+        >>> isinstance(processor_name("cpu"), str)
+        True
+    """
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "an unnamed processor"
+
+
+def timing_conditions(device: str, threads: int, processes: int) -> dict:
+    """Where and how a study's times were taken, for the sentence beside its table.
+
+    Args:
+        device: the torch device the study ran on.
+        threads: torch's intra-op threads of each process that timed.
+        processes: processes that trained at once (the workers of :func:`run_tasks`).
+
+    Returns:
+        ``{"clock": "wall", "device", "processor", "cores", "threads", "processes"}``.
+
+    Example:
+        >>> conditions = timing_conditions("cpu", threads=1, processes=2)
+        >>> conditions["clock"], conditions["threads"], conditions["processes"]
+        ('wall', 1, 2)
+    """
+    return {"clock": "wall", "device": str(device), "processor": processor_name(device),
+            "cores": usable_cores(), "threads": threads, "processes": processes}  # fmt: skip
 
 
 def default_workers() -> int:

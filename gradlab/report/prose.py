@@ -114,6 +114,29 @@ def training_sentence(
     )
 
 
+def timing_sentence(conditions: dict | None) -> str:
+    """Where a table's times were taken (:func:`gradlab.experiments.runtime.timing_conditions`),
+    or ``""`` for a result recorded without them.
+
+    Example:
+        >>> timing_sentence({"clock": "wall", "device": "cpu", "processor": "AMD EPYC",
+        ...                  "cores": 2, "threads": 1, "processes": 2})
+        'Times are wall-clock on AMD EPYC (2 cores), 1 torch thread per process, 2 training processes at once; other load on the machine moves them.'
+    """  # noqa: E501
+    if not conditions:
+        return ""
+    device, processor = conditions["device"], conditions["processor"]
+    if not device.startswith("cpu"):
+        return (f"Times are wall-clock on {processor} ({device}); other load on the machine "
+                "moves them.")  # fmt: skip
+    threads, processes, cores = (conditions[k] for k in ("threads", "processes", "cores"))
+    at_once = ("one training process at a time" if processes == 1
+               else f"{processes} training processes at once")  # fmt: skip
+    return (f"Times are wall-clock on {processor} ({cores} core{'s' * (cores != 1)}), "
+            f"{threads} torch thread{'s' * (threads != 1)} per process, {at_once}; other load "
+            "on the machine moves them.")  # fmt: skip
+
+
 def loss_comparison_text(results: dict, summary: dict | None = None) -> str:
     """Which losses beat the untrained network and are ranked, which are listed apart and why,
     and what the comparison can and cannot show.

@@ -37,6 +37,7 @@ from gradlab.report.prose import (
     relaxation_summary,
     scenes_text,
     sweep_lines,
+    timing_sentence,
     training_sentence,
 )
 from gradlab.report.summaries import cell
@@ -278,7 +279,9 @@ def loss_comparison_section(out: Path, quick: bool, device: str = "cpu") -> tupl
             + " | ".join(cell(run["metrics"][m]) for m in metrics)
             + f" | {timing} |"
         )
-    lines += ["", loss_comparison_text(results, results["summary"]), ""]
+    timing = timing_sentence(config.get("timing"))
+    lines += ["", *([timing, ""] if timing else []),
+              loss_comparison_text(results, results["summary"]), ""]
     sweep = sweep_lines(results)
     if sweep:
         lines += ["Each loss's sweep, the paper's recommendation first (Brown et al. 2020 for "

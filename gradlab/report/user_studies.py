@@ -22,7 +22,7 @@ from gradlab.monitor.sinks import decode_value
 from gradlab.paths import write_text
 from gradlab.report.findings import Finding
 from gradlab.report.html import markdown_to_html
-from gradlab.report.prose import apart_text, best_loss_sentence
+from gradlab.report.prose import apart_text, best_loss_sentence, timing_sentence
 from gradlab.report.summaries import cell
 
 STUDY_FILES = {
@@ -144,7 +144,8 @@ def loss_comparison_markdown(results: dict, figure: str, where: str = ", on your
                   f"{cell([1e3 * v for v in run['step_seconds']], 1)}")  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(cell(run["metrics"][m]) for m in metrics)
                      + f" | {timing} |")  # fmt: skip
-    lines += ["", _losses_text(results), "",
+    timing = timing_sentence(config.get("timing"))
+    lines += ["", *([timing, ""] if timing else []), _losses_text(results), "",
               f"![Each loss's retrieval on the test split (dots: seeds, bars: mean ± std; "
               f"dashed: untrained) and its own cost per step]({figure})"]  # fmt: skip
     return "\n".join(lines)

@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+import torch
 
 from gradlab.cli import main
 from gradlab.errors import GradlabError
@@ -210,6 +211,9 @@ def test_the_losses_study_writes_the_bundled_schema_and_the_reports_page(
     assert (out / "loss_comparison_m8.png").read_bytes()[:4] == b"\x89PNG"
     page = (out / "summary.md").read_text()
     assert "## Ranking losses at m = 8, on your data" in page
+    timing = result["settings"]["timing"]  # one process trains, on torch's threads of this one
+    assert (timing["processes"], timing["threads"]) == (1, torch.get_num_threads())
+    assert f"{timing['threads']} torch thread" in page and "one training process at a" in page
     assert "![" in page and "(loss_comparison_m8.png)" in page
     assert (out / "index.html").read_text().count("<img") == 1
     # --render redraws the same page from the JSON alone

@@ -7,6 +7,7 @@ public pieces."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import statistics
 import time
@@ -223,6 +224,13 @@ def test_each_losss_numbers_land_under_its_name_per_seed(monkeypatch):
     assert config["classes_per_batch"] * 4 == config["batch_size"]
     assert isinstance(config["classes_per_batch"], int)  # a count, also in the JSON
     assert (config["device"], config["gradient_steps"]) == ("cpu", loss_comparison.GRADIENT_STEPS)
+    with open("/proc/cpuinfo") as cpuinfo:  # Linux, as this suite's machines
+        model = next(line.split(":", 1)[1].strip() for line in cpuinfo
+                     if line.startswith("model name"))  # fmt: skip
+    # one thread per task (seed_task), one worker: the times' conditions, for the table
+    assert config["timing"] == {"clock": "wall", "device": "cpu", "processor": model,
+                                "cores": len(os.sched_getaffinity(0)), "threads": 1,
+                                "processes": 1}  # fmt: skip
 
 
 def test_the_full_settings_sweep_every_candidate_and_quick_ones_only_the_first(monkeypatch):

@@ -684,3 +684,23 @@ def test_one_seed_ranks_no_loss_and_sets_apart_only_a_loss_without_gradient():
            "losses": {name: {**run, "metrics": {"MAP@R": run["metrics"]["MAP@R"] * 2}}
                       for name, run in results["losses"].items()}}  # fmt: skip
     assert loss_comparison.summarize(two)["best"] == "A"  # two seeds: ranked as before
+
+
+@pytest.mark.parametrize(("conditions", "expected"), [
+    ({"clock": "wall", "device": "cpu", "processor": "AMD EPYC 9R14", "cores": 2, "threads": 1,
+      "processes": 2},
+     "Times are wall-clock on AMD EPYC 9R14 (2 cores), 1 torch thread per process, 2 training "
+     "processes at once; other load on the machine moves them."),
+    ({"clock": "wall", "device": "cpu", "processor": "Xeon", "cores": 1, "threads": 4,
+      "processes": 1},
+     "Times are wall-clock on Xeon (1 core), 4 torch threads per process, one training process "
+     "at a time; other load on the machine moves them."),
+    ({"clock": "wall", "device": "cuda:1", "processor": "NVIDIA H200", "cores": 16, "threads": 16,
+      "processes": 1},
+     "Times are wall-clock on NVIDIA H200 (cuda:1); other load on the machine moves them."),
+    (None, ""),
+])  # fmt: skip
+def test_the_timing_sentence_says_where_the_times_were_taken(conditions, expected):
+    # the loss tables printed milliseconds with no word of the machine, its threads or the
+    # training processes running beside each other
+    assert prose.timing_sentence(conditions) == expected

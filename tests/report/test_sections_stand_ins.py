@@ -492,6 +492,26 @@ def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
     assert "grey: listed apart" not in markdown and "dashed: untrained)" in markdown
 
 
+def test_the_loss_section_says_where_its_times_were_taken(calls, tmp_path):
+    from gradlab.plotting import studies
+
+    measured = _loss_results()
+    measured["settings"]["timing"] = {"clock": "wall", "device": "cpu", "processor": "EPYC",
+                                      "cores": 2, "threads": 1, "processes": 2}  # fmt: skip
+    calls.replace(loss_comparison, "measure", value=lambda **k: json.loads(json.dumps(measured)))
+    calls.replace(loss_comparison, "summarize", value=lambda r: {"apart": {}, "best": "x"})
+    calls.replace(studies, "plot_loss_comparison")
+    calls.replace(sections, "loss_comparison_text", value=lambda r, s: "LOSS TEXT")
+    calls.replace(sections, "sweep_lines", value=lambda r: [])
+    (tmp_path / "figures").mkdir()
+    _, markdown = loss_comparison_section(tmp_path, False)
+    paragraphs = markdown.split("\n\n")
+    table = next(i for i, p in enumerate(paragraphs) if p.startswith("| loss |"))
+    assert paragraphs[table + 1:table + 3] == [
+        "Times are wall-clock on EPYC (2 cores), 1 torch thread per process, 2 training "
+        "processes at once; other load on the machine moves them.", "LOSS TEXT"]
+
+
 @pytest.mark.parametrize("sweep", [[], ["SWEEP 1", "SWEEP 2"]])
 def test_the_loss_section_tabulates_each_loss_marks_those_apart_and_quotes_its_settings(
     calls, tmp_path, sweep

@@ -125,6 +125,18 @@ def test_the_loss_table_quotes_every_loss_and_the_untrained_network_from_the_jso
                        _cell([1000 * s for s in run["step_seconds"]], 1)]  # fmt: skip
     assert lines[-1].endswith("and its own cost per step](figures/x.png)")
     assert text.count("](") == 1
+    assert "wall-clock" not in text  # a result recorded without its conditions says nothing
+
+
+def test_the_loss_table_says_where_its_times_were_taken():
+    results = _losses(8)
+    results["settings"]["timing"] = {"clock": "wall", "device": "cpu", "processor": "Ryzen",
+                                     "cores": 8, "threads": 3, "processes": 1}  # fmt: skip
+    paragraphs = loss_comparison_markdown(results, "x.png").split("\n\n")
+    table = next(i for i, p in enumerate(paragraphs) if p.startswith("| loss |"))
+    assert paragraphs[table + 1] == (
+        "Times are wall-clock on Ryzen (8 cores), 3 torch threads per process, one training "
+        "process at a time; other load on the machine moves them.")
 
 
 def test_the_loss_verdicts_name_the_best_the_tied_the_behind_and_those_apart():
