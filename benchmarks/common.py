@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from gradlab.experiments.runtime import processor_name
+
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
@@ -75,22 +77,9 @@ def peak_memory_mib(function: Callable[[], object], device: torch.device) -> flo
         return None
 
 
-def cpu_model() -> str:
-    """The processor's model name (Linux: /proc/cpuinfo), else what platform says: runs on two
-    machines of one kind can differ several-fold in what a sort costs next to a matmul."""
-    try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def machine_info(device: torch.device) -> dict[str, object]:
     info: dict[str, object] = {
-        "cpu": cpu_model(),
+        "cpu": processor_name("cpu"),  # a sort next to a matmul differs per model
         "platform": platform.platform(),
         "python": platform.python_version(),
         "torch": torch.__version__,
