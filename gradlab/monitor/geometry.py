@@ -314,13 +314,16 @@ class Temperature(Quantity):
             its ``scale`` ``t``; the
             sentence-transformers losses: their ``scale``; open_clip's ``ClipLoss``: the
             call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau) unless the loss says
-            it is no softmax (then nothing is logged). open_clip:
+            it is no softmax (then nothing is logged); the first step says when ``1 / tau``
+            was taken, and when a given scale is more than 1 % from the one the loss declares
+            (on scores, not logits). open_clip:
             ``model.logit_scale`` with ``log_scale=True``; sentence-transformers' losses:
             ``loss.scale`` (a number, 20 by default).
         log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.
         clamp: ``(low, high)`` bounds applied to the parameter (open_clip clamps
             ``logit_scale`` to ``[0, ln 100]``); ``temperature_clamp_hit`` is 1 when the
-            parameter sits on either bound, the bounds rounded to the parameter's dtype (a
+            parameter sits on or past either bound (a parameter never clamped can pass
+            them), the bounds rounded to the parameter's dtype (a
             bfloat16 parameter clamped at ``ln 100`` holds 4.59375).
         direction: ``"i2t"``, ``"t2i"`` or ``"both"``; None: the directions the loss or the
             integration that recorded the scores names (:attr:`BatchView.softmax`,
@@ -407,7 +410,7 @@ class Temperature(Quantity):
         self.scale, self.log_scale, self.clamp, self.direction = scale, log_scale, clamp, direction
         self.logits = logits
         self._hook = None  # on the parameter: the watched call's own gradient (at_call)
-        self._checked_scores = False  # a score matrix read as cosines: said once if it is not
+        self._checked_scores = False  # the scale and the score matrix: said once if wrong
 
     def __getstate__(self) -> dict:
         state = dict(self.__dict__)
@@ -473,18 +476,31 @@ class Temperature(Quantity):
 
         self._hook = scale.register_hook(keep)
 
-    def _check_score_matrix(self, batch: BatchView, scale: torch.Tensor) -> None:
-        """Once, at the first step read on a watched score matrix (one host read): say when the
-        matrix of a loss of the user's own looks like logits though ``logits`` is False
-        (entries beyond 1 in magnitude, where cosines are at most 1), and when the
-        scale is the Monitor's ``1 / tau`` because neither ``scale=`` nor the loss gave one."""
+    def _check_scale(self, batch: BatchView, scale: torch.Tensor, logits: bool) -> None:
+        """Once, at the first step with a closed form (a host read or two): say when the scale
+        is the Monitor's ``1 / tau`` because neither ``scale=`` nor the loss gave one, when a
+        given ``scale=`` is not the one the watched loss declares (more than 1 % apart: a
+        bfloat16 parameter's ``exp`` rounds by up to 0.4 %; not said of logits, ``s * S``
+        made before a loss that may scale them again, as ``NTXentLoss(temperature=1.0)``),
+        and when the matrix of a loss of
+        the user's own looks like logits though ``logits`` is False (entries beyond 1 in
+        magnitude, where cosines are at most 1)."""
         self._checked_scores = True
         declared = batch.softmax.scale if batch.softmax is not None else None
         if self.scale is None and declared is None:
             _say(f"Temperature() was given no scale= and the watched loss declares none, so "
-                 f"it logs 1 / tau = {float(scale):g} (the Monitor's tau) as the softmax "
+                 f"it logs 1 / tau = {1.0 / batch.tau:g} (the Monitor's tau) as the softmax "
                  "scale; pass Temperature(scale=...) the scale (or parameter) the loss "
                  "multiplies its scores by")  # fmt: skip
+        if self.scale is not None and declared is not None and not logits:
+            given, own = float(scale), float(declared)
+            if not math.isclose(given, own, rel_tol=0.01):
+                _say(f"Temperature(scale=...) logs s = {given:g}, but the watched loss "
+                     f"declares its own scale s = {own:g}: the closed form "
+                     "temperature_log_scale_grad is taken at the given one; leave scale= out "
+                     "to follow the loss's")  # fmt: skip
+        if not batch.on_scores:  # embeddings: the Monitor made the cosines itself
+            return
         if not self.logits and batch.softmax is None:  # a loss of the user's own (None: False)
             largest = float(batch.scores.detach().abs().amax())
             if largest > 1.0 + 1e-3:  # a cosine, rounded, is at most 1
@@ -510,8 +526,8 @@ class Temperature(Quantity):
                          or ("i2t" if batch.query_not_candidate else "both"))  # fmt: skip
             logits = declared.logits if self.logits is None else self.logits
             scores = batch.scores / scale if logits else batch.scores
-            if batch.on_scores and not self._checked_scores:
-                self._check_score_matrix(batch, scale)
+            if not self._checked_scores:
+                self._check_scale(batch, scale, logits)
             gradient = measures.temperature_gradient(
                 scores, layout.positives, scale, candidate_mask=layout.candidate_mask,
                 direction=direction)  # fmt: skip

@@ -245,3 +245,14 @@ def test_the_preset_plus_quantities_example_logs_both(tmp_path, monkeypatch):
     preset = [quantity.name for quantity in namespace["PRESETS"]["default"]]
     assert names[:len(preset)] == preset
     assert names[len(preset):] == ["temperature", "chance_level", "suspects"]
+    # the closed form dL/d log s on the loss's logits is what autograd sent the parameter
+    record = namespace["record"]
+    assert record["temperature_log_scale_grad"] == pytest.approx(
+        record["temperature_log_scale_grad_observed"], rel=1e-5)
+    # the loss declares logits: the quantities of SmoothAP's sigmoid at tau are left out (the
+    # page's first recipe, NTXentLoss(1.0) on logits, logged them on logits of about +-14)
+    left_out = namespace["monitor"].not_logged
+    for name in ("operating_region", "gradient_counts"):
+        assert left_out[name] == (
+            "reads SmoothAP's sigmoid at the Monitor's tau on cosine scores; the watched loss "
+            "clip_loss declares that its matrix holds logits (SoftmaxLogits(logits=True))")

@@ -176,3 +176,52 @@ def test_an_in_batch_matrix_of_ones_own_is_read_over_its_rows(tmp_path):
     columns = _closed_form_loop(scores.T, positive, scale)
     assert abs(rows - columns) > 1e-3  # the test can tell the two readings apart
     assert record["temperature_log_scale_grad"] == pytest.approx(rows, rel=1e-9)
+
+
+def _told_on_embeddings(tmp_path, quantity, loss_fn):
+    generator = torch.Generator().manual_seed(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with gradlab.Monitor(tmp_path, quantities=[quantity]) as monitor:
+            watched = monitor.watch(loss_fn)  # on embeddings: the Monitor makes the cosines
+            for _ in range(2):
+                embeddings = torch.randn(8, 4, generator=generator, requires_grad=True)
+                watched(embeddings, torch.arange(8) % 4).backward()
+                monitor.step()
+    return [str(w.message) for w in caught if "Temperature" in str(w.message)]
+
+
+def supervised_contrastive(embeddings, labels, temperature=0.07):  # a SupCon of one's own
+    unit = torch.nn.functional.normalize(embeddings, dim=1)
+    logits = (unit @ unit.T / temperature).fill_diagonal_(-1e9)
+    same = (labels[:, None] == labels[None, :]).fill_diagonal_(False)
+    return -(logits.log_softmax(dim=1)[same]).mean()
+
+
+def test_the_monitors_tau_taken_for_a_loss_on_embeddings_is_said_once_too(tmp_path):
+    # it was said on a watched score matrix only: a SupCon on embeddings at T = 0.07 logged
+    # s = 1 / tau = 100 and its closed form without a word
+    assert _told_on_embeddings(tmp_path, Temperature(every(1)), supervised_contrastive) == [
+        "gradlab.Monitor: Temperature() was given no scale= and the watched loss declares none, "
+        "so it logs 1 / tau = 100 (the Monitor's tau) as the softmax scale; pass "
+        "Temperature(scale=...) the scale (or parameter) the loss multiplies its scores by"]
+    given = Temperature(every(1), scale=1 / 0.07)
+    assert _told_on_embeddings(tmp_path / "given", given, supervised_contrastive) == []
+
+
+@pytest.mark.parametrize(("scale", "told"), [(5.0, True), (20.0 * 1.02, True), (20.0, False),
+                                              (20.0 * 1.009, False)])  # fmt: skip
+def test_a_given_scale_that_is_not_the_losss_own_is_said_once(tmp_path, scale, told):
+    # NTXentLoss(0.05) declares s = 20; Temperature(scale=5) took 5 in silence
+    told_here = _told(tmp_path, Temperature(every(1), scale=scale), gradlab.NTXentLoss(0.05))
+    assert [str(w.message) for w in told_here] == ([
+        f"gradlab.Monitor: Temperature(scale=...) logs s = {scale:g}, but the watched loss "
+        "declares its own scale s = 20: the closed form temperature_log_scale_grad is taken at "
+        "the given one; leave scale= out to follow the loss's"] if told else [])
+
+
+def test_a_given_scale_of_logits_beside_the_losss_own_is_not_questioned(tmp_path):
+    # logits s * S made before NTXentLoss(temperature=1.0): the loss's s = 1 scales them again
+    logit_scale = torch.nn.Parameter(torch.tensor(LOG_SCALE))
+    quantity = Temperature(every(1), scale=logit_scale, log_scale=True, logits=True)
+    assert _told(tmp_path, quantity, loss_fn=gradlab.NTXentLoss(1.0)) == []
