@@ -1034,8 +1034,9 @@ class Monitor:
 
     def _disable(self, quantity: Quantity, error: Exception, returned: bool = False) -> None:
         """Disable ``quantity`` for the rest of the run and warn once: it raised (the warning
-        holds the traceback), or ``returned`` what it cannot log (the reason alone)."""
-        if returned:
+        holds the traceback; a GradlabError, which says what of the input it refuses, its
+        message alone), or ``returned`` what it cannot log (the reason alone)."""
+        if returned or isinstance(error, GradlabError):
             message = str(error)
             said = f"is disabled: {message} (strict=True raises instead)"
         else:

@@ -20,11 +20,12 @@ rank's labels and hashes, and the share.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
 
-from gradlab.errors import GradlabError
+from gradlab.errors import GradlabError, caller_stacklevel
 from gradlab.functional.suspects import false_negative_suspects, suspect_summary
 from gradlab.monitor.batch import BatchView
 from gradlab.monitor.quantity import Plot, Quantity, Values
@@ -107,21 +108,30 @@ class Suspects(Quantity):
             raise GradlabError(f"gradient must be True or False; got {gradient!r}")
         self.labels, self.hashes = labels, hashes
         self.needs = frozenset({"scores", "score_grad"} if gradient else {"scores"})
+        self._said_columns_only = False
 
     def compute(self, batch: BatchView) -> Values:
         layout = batch.layout
         scores = batch.scores
         device = scores.device
 
-        def current(source):
+        def current(name, source):
             if source is None:
                 return None
             value = source()
+            parts = value if isinstance(value, tuple) and len(value) == 2 else (value,)
+            if value is not None and not all(isinstance(p, torch.Tensor) for p in parts):
+                hint = (" (gradlab.functional.content_hashes(texts) makes them of the raw "
+                        "texts)" if name == "hashes" else "")  # fmt: skip
+                raise GradlabError(
+                    f"{name}() must return the current batch's {name} as a tensor, a pair "
+                    f"(query {name}, candidate {name}) of tensors or None; got "
+                    f"{_type_names(value)}{hint}")  # fmt: skip
             if isinstance(value, tuple):
                 return tuple(part.to(device) for part in value)
             return None if value is None else value.to(device)
 
-        labels, hashes = current(self.labels), current(self.hashes)
+        labels, hashes = current("labels", self.labels), current("hashes", self.hashes)
         if labels is None and hashes is None and self.margin is None:
             return {}
         suspects = false_negative_suspects(scores, layout.positives,
@@ -150,4 +160,21 @@ class Suspects(Quantity):
                 grad = batch.smooth_ap_loss_grad(capture.smooth_ap_tau, include_query)
             if grad is not None and tuple(grad.shape) == tuple(batch.scores.shape):
                 return grad
+        columns_only = batch.score_captures and all(
+            capture.direction == "t2i" for capture in batch.score_captures)
+        if columns_only and not self._said_columns_only:  # said once, not logged in silence
+            self._said_columns_only = True
+            warnings.warn(
+                "gradlab.Monitor: Suspects reads the rows of the score matrix as queries, but "
+                "the watched loss ranks its columns alone (direction 't2i'): "
+                "suspects_gradient_share, a share of the rows' dL/dS, is not logged, and the "
+                "counts describe rows as queries, which this loss does not rank",
+                RuntimeWarning, stacklevel=caller_stacklevel())  # fmt: skip
         return None
+
+
+def _type_names(value: object) -> str:
+    """``list``, or ``tuple of (list, Tensor)``: what a source returned, for its error."""
+    if isinstance(value, tuple):
+        return f"tuple of ({', '.join(type(part).__name__ for part in value)})"
+    return type(value).__name__

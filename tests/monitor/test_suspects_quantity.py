@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -327,3 +328,55 @@ def test_in_batch_the_query_is_no_positive_of_its_own(tmp_path):
         flagged += sum(1 for j in range(6) if labels[j] != labels[i] and rows[i][j] >= threshold)
     assert 0 < flagged < 16
     assert record["suspects_count"] == flagged
+
+
+@pytest.mark.parametrize(("returned", "got"), [
+    (["a red circle", "two squares", "a red circle"], "list"),
+    ((torch.zeros(3), ["a", "b", "c"]), "tuple of (Tensor, list)"),
+    ((torch.zeros(3),), "tuple of (Tensor)"),
+])  # fmt: skip
+def test_a_hashes_source_that_returns_no_tensor_is_said_in_one_sentence(tmp_path, returned, got):
+    # hashes=lambda: texts (content_hashes forgotten) disabled the quantity with an
+    # AttributeError ('list' object has no attribute 'to') and its traceback
+    with pytest.warns(RuntimeWarning) as caught:
+        with Monitor(tmp_path, quantities=[Suspects(every(1), hashes=lambda: returned)]) as run:
+            loss_fn = run.watch(gradlab.NTXentLoss(0.1))
+            scores = torch.randn(3, 3, requires_grad=True)
+            loss_fn(scores, torch.eye(3, dtype=torch.bool)).backward()
+            run.step()
+    assert [str(w.message) for w in caught] == [
+        "gradlab.Monitor: quantity 'suspects' is disabled: hashes() must return the current "
+        "batch's hashes as a tensor, a pair (query hashes, candidate hashes) of tensors or "
+        f"None; got {got} (gradlab.functional.content_hashes(texts) makes them of the raw "
+        "texts) (strict=True raises instead)"]
+    with pytest.raises(GradlabError, match=r"^labels\(\) must return the current batch's "
+                                           r"labels as a tensor, .* got list$"):
+        with Monitor(tmp_path / "strict", strict=True,
+                     quantities=[Suspects(every(1), labels=lambda: [0, 1, 0])]) as run:
+            loss_fn = run.watch(gradlab.NTXentLoss(0.1))
+            scores = torch.randn(3, 3, requires_grad=True)
+            loss_fn(scores, torch.eye(3, dtype=torch.bool)).backward()
+            run.step()
+
+
+@pytest.mark.parametrize("direction", ["t2i", "i2t", "both"])
+def test_a_loss_that_ranks_the_columns_alone_is_told_it_gets_no_gradient_share(
+    tmp_path, direction
+):
+    # a t2i-only loss dropped suspects_gradient_share from the records without a word
+    generator = torch.Generator().manual_seed(3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with Monitor(tmp_path, quantities=[Suspects(every(1), margin=0.0)]) as run:
+            loss_fn = run.watch(gradlab.NTXentLoss(0.1, direction=direction))
+            for _ in range(2):
+                scores = torch.randn(4, 4, generator=generator, requires_grad=True)
+                loss_fn(scores, torch.eye(4, dtype=torch.bool)).backward()
+                record = run.step()
+    said = [(str(w.message), w.filename) for w in caught if w.category is RuntimeWarning]
+    assert ("suspects_gradient_share" in record) == (direction != "t2i")
+    assert said == ([(
+        "gradlab.Monitor: Suspects reads the rows of the score matrix as queries, but the "
+        "watched loss ranks its columns alone (direction 't2i'): suspects_gradient_share, a "
+        "share of the rows' dL/dS, is not logged, and the counts describe rows as queries, "
+        "which this loss does not rank", __file__)] if direction == "t2i" else [])
