@@ -569,3 +569,9 @@ def test_the_report_without_its_plotting_packages_names_the_studies_extra():
     """)
     assert out.strip() == ("MissingExtraError studies gradlab.report needs the matplotlib "
                            "package, which is not installed")
+
+
+def test_the_mlflow_extra_installs_the_store_mlflow_writes_to_by_default():
+    # MLflow 3 tracks into sqlite:///mlflow.db unless told otherwise: with mlflow-skinny alone
+    # (the extra's only requirement) the MLflow sink dropped every record there
+    assert {"mlflow-skinny", "sqlalchemy", "alembic"} <= declared_closure("mlflow")

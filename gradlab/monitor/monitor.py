@@ -1110,7 +1110,8 @@ class Monitor:
         keep no gradient), read again from the last call's arguments: a call whose first
         argument is not a tensor (a sentence-transformers loss's features: its score matrix is
         recorded only on logged steps) adds no last step. Writes the header if nothing was
-        logged. Warns (``RuntimeWarning``)
+        logged in a new folder (a resumed or overwritten run that logged nothing is left as
+        it was). Warns (``RuntimeWarning``)
         when watched calls were made but :meth:`step` was never called: nothing was logged.
         Under torch.distributed every rank must call ``close`` (the last step is gathered like
         any other), or pass ``log_last_step=False`` (as leaving a ``with`` block by an
@@ -1162,12 +1163,14 @@ class Monitor:
         finally:
             if writes:
                 try:
-                    # a run that logged nothing gets its header, but an overwrite that wrote no
-                    # record leaves the old run alone (its files go at the first record)
-                    if self._opened or "overwrite" not in self.folder.previous:
+                    # a new run that logged nothing gets its header; a resume or an overwrite
+                    # that wrote no record leaves the old run as it was (an overwrite's files
+                    # go at the first record; a resume's header would say settings, as tau,
+                    # that no record was logged with)
+                    if self._opened or not self.folder.previous:
                         self._open(None)
                 finally:
-                    self.folder.close()
+                    self.folder.close(failed=raised)  # a run a sink started ends failed
             self.workspace.release()
             self._closed = True
 

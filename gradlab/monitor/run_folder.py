@@ -97,6 +97,7 @@ class RunFolder:
         self._names = _sink_names(self.sinks)
         self.dropped_records: dict[str, int] = dict.fromkeys(self._names, 0)
         self._missed: list[list[int]] = [[] for _ in self.sinks]  # dropped, not yet noted
+        self._wrote: set[int] = set()  # the sinks that took a record of this run
         self._opened: set[int] = set()  # indices of the sinks open now
         self._header: dict | None = None
         self._claim_error: OSError | None = None  # of open(), not yet reported
@@ -246,11 +247,13 @@ class RunFolder:
                     faults.append((self._names[index], self._where(sink), error))
                 else:
                     missed.clear()
+                    self._wrote.add(index)
         self._report(faults, f"the record of step {step}")
 
-    def close(self) -> None:
+    def close(self, failed: bool = False) -> None:
         """Open the sinks not open yet (a run that logged nothing gets its header), close
         every sink and release the claim, once; a fault is handled as in :meth:`write`.
+        ``failed``: training raised (each sink's :attr:`~Sink.failed` is set before it closes).
 
         Raises:
             GradlabError: under ``strict``, a sink (or the claim) failed.
@@ -275,6 +278,8 @@ class RunFolder:
             for index in sorted(self._opened):
                 sink = self.sinks[index]
                 try:
+                    if failed:  # an instance attribute: the class default stays False
+                        sink.failed = True
                     sink.close()
                 except Exception as error:
                     faults.append((self._names[index], self._where(sink), error))
@@ -354,18 +359,27 @@ class RunFolder:
         """At the end of the run, warn once about the records each sink dropped after the last
         one it wrote: no record of that sink notes them (the note rides on the next record it
         takes), and a later fault of a sink is not reported again."""
-        unnoted = [(name, missed) for name, missed in zip(self._names, self._missed, strict=True)
-                   if missed]  # fmt: skip
+        unnoted = [(index, name, missed) for index, (name, missed)
+                   in enumerate(zip(self._names, self._missed, strict=True)) if missed]
         if not unnoted:
             return
-        listed = "; ".join(f"{name} dropped {_count(missed)}" for name, missed in unnoted)
+        after = "; ".join(f"{name} dropped {_count(missed)}"
+                          for index, name, missed in unnoted if index in self._wrote)
+        never = "; ".join(f"{name} dropped all {_count(missed)}"
+                          for index, name, missed in unnoted if index not in self._wrote)
         for missed in self._missed:
             missed.clear()  # said once: a second close() says nothing
+        said = []
+        if after:
+            said.append(
+                f"records dropped after the last record a sink wrote ({after}) are noted in no "
+                "record of it (the note, dropped_steps, rides on the next record the sink takes, "
+                "and a later fault of a sink is not reported again): its log ends before them, "
+                "as if the run had stopped there")  # fmt: skip
+        if never:  # no record of it to end before: the first fault said why
+            said.append(f"a sink wrote no record of the run ({never})")
         warnings.warn(
-            f"gradlab.Monitor: records dropped after the last record a sink wrote ({listed}) "
-            "are noted in no record of it (the note, dropped_steps, rides on the next record the "
-            "sink takes, and a later fault of a sink is not reported again): its log ends before "
-            "them, as if the run had stopped there; monitor.dropped_records counts them per sink",
+            f"gradlab.Monitor: {'; '.join(said)}; monitor.dropped_records counts them per sink",
             RuntimeWarning,
             stacklevel=caller_stacklevel(),
         )

@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from gradlab.errors import GradlabError, caller_stacklevel
-from gradlab.extras import install_hint, is_installed
+from gradlab.extras import is_installed, missing_extra
 
 
 def encode_value(value: object) -> object:
@@ -84,16 +84,21 @@ DROPPED_KEYS = ("dropped_records", "dropped_steps")
 
 
 def require_extra(module: str, extra: str, sink: str) -> None:
-    """Raise a :class:`GradlabError` naming the extra when ``module`` is not installed.
+    """Raise a :class:`~gradlab.extras.MissingExtraError` (a GradlabError and an ImportError,
+    as for the integrations and plotting) naming the extra when ``module`` is not installed.
+
+    Args:
+        module: the module the sink imports.
+        extra: the extra that installs it.
+        sink: the sink's name in :data:`SINKS` (the message names its class and that name).
 
     Example:
-        >>> require_extra("json", "json", "jsonl")  # installed: nothing happens
+        >>> require_extra("json", "tensorboard", "tensorboard")  # installed: nothing happens
     """
     if not is_installed(module):
-        raise GradlabError(
-            f"sinks=[{sink!r}] needs the {module} package, which is not installed; "
-            f"install it with: {install_hint(extra)}"
-        )
+        own = SINKS.get(sink)  # defined below, read when a sink is made
+        feature = f"{own.__name__ if own else sink} (sinks=[{sink!r}])"
+        raise missing_extra(module, extra, feature)
 
 
 def scalars(record: dict) -> dict[str, float]:
@@ -120,6 +125,9 @@ class Sink:
     Attributes:
         patterns: glob patterns of the files this sink writes into the log folder (empty for
             sinks that write elsewhere, such as W&B and MLflow).
+        failed: set True by the Monitor before :meth:`close` when training raised inside its
+            ``with`` block: a run the sink started ends marked as failed (W&B's exit code 1,
+            MLflow's ``FAILED``), as the trackers' own context managers mark it.
 
     Example:
         >>> import tempfile, torch, gradlab
@@ -139,6 +147,7 @@ class Sink:
     """
 
     patterns: tuple[str, ...] = ()
+    failed: bool = False
 
     def existing(self, log_dir: Path) -> list[Path]:
         """Files of ``log_dir`` that this sink would append to: a previous run."""
@@ -312,8 +321,8 @@ class CSVSink(Sink):
     writer (no line end) is incomplete: :meth:`last_step` ignores it and reopening the file
     removes it, so that no row is left half empty; the steps the file then lacks before the
     step the run resumes at (that row's, or rows never written: a process killed between the
-    two files' writes) are copied from the ``metrics.jsonl`` beside it, with a warning, and a
-    resumed run writes the others again. A
+    two files' writes, or a run resumed without this sink) are copied from the
+    ``metrics.jsonl`` beside it, with a warning, and a resumed run writes the others again. A
     resumption from a checkpoint before the last row writes those steps again below it: the
     rows that stand are those whose step is below every later row's step (what ``gradlab plot``
     keeps of the same run's ``metrics.jsonl``). NaN and
@@ -419,7 +428,8 @@ class CSVSink(Sink):
             warnings.warn(
                 f"gradlab.Monitor: {str(self.path)!r} lacks steps that {str(log)!r} holds "
                 f"({steps}), before the step the run resumes at ({start}): a process killed "
-                "between the two files' writes; they are copied from it",
+                "between the two files' writes, or a run resumed without the CSV sink; they "
+                "are copied from it",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
@@ -609,7 +619,7 @@ class WandbSink(Sink):
 
     def close(self) -> None:
         if self.run is not None and self.owned:
-            self.run.finish()
+            self.run.finish(exit_code=1 if self.failed else 0)
         self.run = None
 
 
@@ -684,10 +694,11 @@ class MLflowSink(Sink):
         if self.run_id is not None and self.owned:
             mlflow = importlib.import_module("mlflow")
             active = mlflow.active_run()
+            status = "FAILED" if self.failed else "FINISHED"
             if active is not None and active.info.run_id == self.run_id:
-                mlflow.end_run()
+                mlflow.end_run(status=status)
             else:
-                self.client.set_terminated(self.run_id)
+                self.client.set_terminated(self.run_id, status=status)
         self.run_id = None
 
 

@@ -475,8 +475,13 @@ def test_a_cut_last_line_of_a_resumed_log_is_warned_about_once_where_it_is_remov
         warnings.simplefilter("always")
         resumed = Monitor(tmp_path, preset="cheap", every=1, resume=True, tau=0.05)  # the loss's
         assert caught == []
+        loss_fn = resumed.watch(gradlab.SmoothAPLoss(0.05))
+        embeddings = torch.randn(8, 4, requires_grad=True)
+        loss_fn(embeddings, torch.arange(8) % 2).backward()
+        assert caught == []
+        resumed.step()  # the run writes: the cut line goes (a resume that logs nothing leaves it)
         resumed.close()
-    assert resumed.step_count == 2
+    assert _steps(tmp_path) == [0, 1, 2]
     assert [(str(w.message), w.filename) for w in caught] == [(
         f"gradlab.Monitor: removed the last line of {str(tmp_path / 'metrics.jsonl')!r} (15 "
         "bytes with no line end that are not a whole JSON object: a write cut short by a killed "
@@ -497,12 +502,27 @@ def test_resuming_under_a_process_group_a_run_made_without_one_warns(tmp_path, r
     monitor.close()
 
 
-def test_a_resumed_run_closed_before_any_step_warns_from_the_runs_next_step(tmp_path):
+@pytest.mark.parametrize("tau", [None, 0.5])
+@pytest.mark.parametrize("how", ["close", "raised"])
+def test_a_resumed_run_closed_before_any_step_is_left_as_it_was(tmp_path, tau, how):
+    # a resume that failed before its first watched call (a checkpoint that did not load)
+    # appended a header with the default tau 0.01, warned "tau 0.05 -> 0.01: not comparable"
+    # of records never logged, and the next resume warned "0.01 -> 0.05" again
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
-        train(monitor, steps=3)
-    monitor = Monitor(tmp_path, preset="cheap", tau=0.5, every=1, resume=True)
-    with pytest.warns(UserWarning, match="its records from step 3 on are not comparable"):
-        monitor.close()  # no step: the header alone, from the run's next step
+        train(monitor, steps=3)  # tau from the loss: 0.05
+    logged = (tmp_path / "metrics.jsonl").read_bytes()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        monitor = Monitor(tmp_path, preset="cheap", tau=tau, every=1, resume=True)
+        if how == "close":
+            monitor.close()
+        else:
+            with contextlib.suppress(FileNotFoundError), monitor:
+                raise FileNotFoundError("checkpoint.pt")
+        assert (tmp_path / "metrics.jsonl").read_bytes() == logged
+        with Monitor(tmp_path, preset="cheap", every=1, resume=True) as monitor:
+            train(monitor, steps=1)
+    assert _steps(tmp_path) == [0, 1, 2, 3]
 
 
 @pytest.mark.parametrize("value", ["no", 0, None])

@@ -411,7 +411,7 @@ def test_a_csv_row_missing_whole_beside_the_jsonl_is_copied_from_it(tmp_path):
     assert [str(w.message) for w in caught] == [
         f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
         "(2), before the step the run resumes at (3): a process killed between the two "
-        "files' writes; they are copied from it"]
+        "files' writes, or a run resumed without the CSV sink; they are copied from it"]
     rows = _csv_rows(tmp_path / C)
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 3] and rows[2] == whole[2]
 
@@ -601,3 +601,41 @@ def test_a_tensorboard_event_file_that_could_not_be_opened_is_not_left_behind(tm
     assert sorted(_tensorboard_steps(tmp_path, "loss")) == [1, 2]
     assert _tensorboard_steps(tmp_path, "dropped_records") == {1: 1.0}
     assert _strays(tmp_path) == []
+
+
+def test_a_sink_that_wrote_no_record_is_said_to_have_written_none(tmp_path):
+    # "records dropped after the last record a sink wrote" of a sink that wrote none: there was
+    # no last record (an MLflow store that refused every record)
+    never, later = FlakySink(failing={0, 1, 2}), FlakySink(failing={2})
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", never, later])
+    with pytest.warns(RuntimeWarning) as caught:
+        _train(monitor, Disk(), range(3), {})
+    messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert messages[-1] == (
+        "gradlab.Monitor: records dropped after the last record a sink wrote (FlakySink #2 "
+        "dropped 1 record (step 2)) are noted in no record of it (the note, dropped_steps, "
+        "rides on the next record the sink takes, and a later fault of a sink is not reported "
+        "again): its log ends before them, as if the run had stopped there; a sink wrote no "
+        "record of the "
+        "run (FlakySink dropped all 3 records (steps 0 to 2)); monitor.dropped_records counts "
+        "them per sink")
+    alone = FlakySink(failing={0, 1})
+    monitor = Monitor(tmp_path / "alone", preset="cheap", every=1, sinks=["jsonl", alone])
+    with pytest.warns(RuntimeWarning) as caught:
+        _train(monitor, Disk(), range(2), {})
+    assert str(caught[-1].message) == (
+        "gradlab.Monitor: a sink wrote no record of the run (FlakySink dropped all 2 records "
+        "(steps 0 to 1)); monitor.dropped_records counts them per sink")
+
+
+def test_steps_logged_while_the_csv_sink_was_left_out_are_copied_with_that_cause_named(tmp_path):
+    # resumed once without the CSV sink: the warning named a killed process as the only cause
+    _train_plain(tmp_path, ["jsonl", "csv"], 2)
+    _train_plain(tmp_path, ["jsonl"], 2, resume=True)
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
+        "(2, 3), before the step the run resumes at (4): a process killed between the two "
+        "files' writes, or a run resumed without the CSV sink; they are copied from it"]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3, 4]

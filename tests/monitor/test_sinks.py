@@ -147,9 +147,26 @@ def test_require_extra_names_a_package_whose_parent_is_missing():
     with pytest.raises(GradlabError) as raised:
         require_extra("gradlab_no_such_package.child", "wandb", "child")
     assert str(raised.value) == (
-        "sinks=['child'] needs the gradlab_no_such_package.child package, which is not "
+        "child (sinks=['child']) needs the gradlab_no_such_package package, which is not "
         f"installed; install it with: {install_hint('wandb')}"
     )
+
+
+@pytest.mark.parametrize(("name", "module"), [("tensorboard", "tensorboard"),
+                                              ("wandb", "wandb"), ("mlflow", "mlflow")])
+def test_a_sink_whose_extra_is_missing_raises_an_import_error_naming_the_extra(
+    monkeypatch, name, module
+):
+    # a plain GradlabError, where the integrations and plotting raise MissingExtraError (an
+    # ImportError too): `except ImportError` caught a missing Lightning, not a missing sink's
+    monkeypatch.setitem(sys.modules, module, None)  # the import system's "not installed"
+    for make in (lambda: SINKS[name](), lambda: Monitor("unused", sinks=[name])):
+        with pytest.raises(ImportError) as raised:
+            make()
+        assert isinstance(raised.value, GradlabError) and raised.value.extra == name
+        assert str(raised.value) == (
+            f"{SINKS[name].__name__} (sinks=[{name!r}]) needs the {module} package, which is "
+            f"not installed; install it with: {install_hint(name)}")
 
 
 FILE_SINKS = ["JSONLSink", "CSVSink", "TensorBoardSink"]

@@ -67,8 +67,9 @@ def test_resuming_after_a_line_cut_short_goes_on_after_the_last_whole_record(tmp
         warnings.simplefilter("always")
         start, _ = _peak_of_resuming(tmp_path)
     assert start == 50  # the cut record's step is logged again
-    cut = [w for w in caught if "removed the last line" in str(w.message)]  # and another
-    assert len(cut) == 1 and cut[0].filename == __file__  # preset's; at the line that closed it
+    # closed before any step, the resume leaves the file as it was: the cut line goes at the
+    # first record a resume writes (tests/monitor/test_runs.py)
+    assert [w for w in caught if "removed the last line" in str(w.message)] == []
 
 
 def _traced(make):

@@ -1,5 +1,6 @@
 """W&B (offline) and MLflow (local stores) sinks: the real libraries, read back by their files."""
 
+import contextlib
 import json
 import math
 import time
@@ -11,6 +12,7 @@ from gradlab.monitor import MLflowSink, WandbSink, every, read_jsonl
 from tests.helpers.offline_readers import (
     mlflow_history,
     wandb_offline_history,
+    wandb_records,
 )
 from tests.helpers.sink_data import TABLE, FixedTable, same
 from tests.helpers.training import train
@@ -212,3 +214,50 @@ def test_mlflow_sink_finishes_its_run_when_another_run_became_active(tmp_path, m
     }
     while mlflow.active_run() is not None:  # the sink's run, were it still active
         mlflow.end_run()
+
+
+class _TrainingError(Exception):
+    pass
+
+
+@pytest.mark.parametrize("raised", [False, True])
+def test_an_mlflow_run_the_sink_started_ends_failed_when_training_raised(
+    tmp_path, monkeypatch, raised
+):
+    # the run was marked FINISHED after an exception inside `with Monitor(...)`, where
+    # MLflow's own `with start_run()` marks it FAILED
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    sink = MLflowSink(tracking_uri=(tmp_path / "mlruns").as_uri(), experiment="gradlab-tests")
+    with pytest.raises(_TrainingError) if raised else contextlib.nullcontext():
+        with Monitor(tmp_path / "run", quantities=[FixedTable(every(1))],
+                     sinks=["jsonl", sink]) as monitor:  # fmt: skip
+            train(monitor, steps=1)
+            if raised:
+                raise _TrainingError
+    (run,) = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list")
+    assert run.info.status == ("FAILED" if raised else "FINISHED")
+    assert mlflow.active_run() is None
+
+
+@pytest.mark.slow  # starts a W&B offline run (a service process): seconds
+@pytest.mark.parametrize("raised", [False, True])
+def test_a_wandb_run_the_sink_started_exits_with_1_when_training_raised(tmp_path, raised):
+    wandb = pytest.importorskip("wandb")
+    from wandb.proto import wandb_internal_pb2
+
+    with pytest.raises(_TrainingError) if raised else contextlib.nullcontext():
+        with Monitor(tmp_path, quantities=[FixedTable(every(1))],
+                     sinks=["jsonl", WandbSink(project="gradlab-tests")]) as monitor:  # fmt: skip
+            train(monitor, steps=1)
+            if raised:
+                raise _TrainingError
+    wandb.teardown()  # the service writes the end of the log out
+    (log,) = sorted(tmp_path.rglob("offline-run-*/run-*.wandb"))
+    exits = []
+    for raw in wandb_records(log):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") == "exit":
+            exits.append(record.exit.exit_code)
+    assert exits == [1 if raised else 0]
