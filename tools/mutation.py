@@ -123,7 +123,9 @@ FUNCTIONAL_TESTS = {
               HALF_PRECISION_HISTOGRAMS,
               # a float16 gradient refused when backward runs (the hook of fappy_loss)
               "tests/functional/test_half_precision.py::test_fappy_refuses_a_float16_gradient_it_"
-              "cannot_hold_when_backward_runs"],
+              "cannot_hold_when_backward_runs",
+              "tests/functional/test_half_precision.py::test_an_empty_float16_batch_backward_"
+              "through_fappy_gives_an_empty_gradient"],
     "fastap": ["tests/functional/test_fastap_blackbox.py", HALF_PRECISION_HISTOGRAMS],
     "geometry": ["tests/functional/test_geometry.py", "tests/functional/test_geometry_in_batch.py",
                  "tests/monitor/test_geometry_quantities.py"],

@@ -581,3 +581,10 @@ def test_fappy_refuses_a_float16_gradient_it_cannot_hold_when_backward_runs(delt
     expected = torch.eye(4, requires_grad=True)
     F.fappy_loss(expected, labels, delta_min=0.25).backward()
     assert torch.equal(held.grad, expected.grad.half())
+
+
+def test_an_empty_float16_batch_backward_through_fappy_gives_an_empty_gradient():
+    # the refusal's check of the gradient reads its largest entry: an empty batch has none
+    embeddings = torch.empty(0, 4, dtype=torch.float16, requires_grad=True)
+    F.fappy_loss(embeddings, torch.empty(0, dtype=torch.long), delta_min=0.25).backward()
+    assert embeddings.grad.shape == (0, 4) and embeddings.grad.dtype == torch.float16

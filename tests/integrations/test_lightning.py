@@ -409,3 +409,22 @@ def test_a_watched_function_keeps_its_attributes_and_refuses_what_it_lacks(tmp_p
     for own in ("callback", "loss_fn", "watch_inputs", "_inner", "__setstate__"):
         with pytest.raises(AttributeError, match=f"^{own}$"):  # not a recursion into loss_fn
             getattr(half_built, own)
+
+
+def test_a_loss_weighted_by_zero_under_fit_is_said_at_the_fit_call(tmp_path):
+    # the warning that the gradient quantities read a zero gradient pointed inside Lightning
+    class ZeroWeight(LitRetrieval):
+        def training_step(self, batch, batch_idx):
+            return 0.0 * super().training_step(batch, batch_idx)  # a weight that starts at 0
+
+    callback = GradlabCallback(tmp_path / "run", preset="cheap", every=1)
+    module = ZeroWeight(callback.watch(gradlab.SmoothAPLoss(0.05)))
+    trainer = quiet_trainer(max_steps=2, callbacks=[callback], logger=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(module, loader(2))
+    told = [w for w in caught if "multiplied by 0" in str(w.message)]
+    assert [(str(w.message), w.filename) for w in told] == [(
+        "gradlab.Monitor: step 0: the watched loss reached backward multiplied by 0 (a loss "
+        "weight of 0?), so embedding_grad_norm read a zero gradient, not the loss's own (later "
+        "such steps are not warned about)", __file__)]

@@ -268,3 +268,21 @@ def test_a_schedule_given_as_every_is_shown_by_its_repr_naming_each_replaced(tmp
         f"gradlab.Monitor: every={log_spaced()!r} replaces the schedules the quantities were "
         "given (geometry every(2), margins every(3)); leave every out to keep theirs",
         UserWarning)]
+
+
+def test_a_schedule_set_on_a_quantity_after_it_was_made_is_named_when_every_replaces_it(
+    tmp_path,
+):
+    # made without one (the default), then given a schedule by assignment: not an every(n)
+    # schedule, and replaced by every=5 all the same
+    from gradlab import Monitor
+    from gradlab.monitor import Geometry, Loss, log_spaced
+
+    later = Geometry()
+    later.schedule = log_spaced()
+    with pytest.warns(UserWarning) as caught:
+        monitor = Monitor(tmp_path, every=5, quantities=[Loss(), later])
+    monitor.close()
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: every=5 replaces the schedules the quantities were given (geometry "
+        f"{log_spaced()!r}); leave every out to keep theirs"]
