@@ -152,6 +152,7 @@ def alignment(
     ``E_(x, y) positive ||f(x) - f(y)||^alpha`` over unit vectors, whose squared distance is
     ``2 - 2 s`` for the cosine score ``s``; the mean runs over every positive pair (entries of
     ``positives`` that are candidates). 0: positives coincide; 4 (alpha = 2): they are opposite.
+    A zero embedding, whose cosines are 0, stands at squared distance 2 from its positives.
 
     Args:
         scores: ``[Q, C]`` cosine similarities.
@@ -336,6 +337,10 @@ def uniformity(
     shifted by the largest exponent, so the value stays finite where the plain mean of the
     exponentials would underflow. Lower is more uniform: 0 for identical points, about
     ``-2 t`` for points spread over a high-dimensional sphere, ``-4 t`` for two opposite points.
+    A zero row has no direction: its cosine with every row is 0 (as the score matrix holds
+    it), so it counts at squared distance 2 from each, as a point orthogonal to all
+    (:func:`normalized_std` keeps it as the zero vector instead; a batch with zero rows is
+    best read with the embedding norms beside it).
 
     Args:
         embeddings: ``[N, d]``, N >= 2.

@@ -713,3 +713,26 @@ def test_chance_level_takes_a_numpy_integer_as_a_count():
     assert geometry.chance_level(np.int64(128)) == geometry.chance_level(128) == math.log(128)
     with pytest.raises(GradlabError, match=r"num_candidates must be a positive integer"):
         geometry.chance_level(np.float64(128.0))
+
+
+def test_a_zero_row_counts_at_squared_distance_2_from_every_row_as_documented():
+    # a ReLU head can emit an all-zero row: its cosines are 0, so uniformity and alignment read
+    # it as orthogonal to every row, while normalized_std keeps it as the zero vector
+    from gradlab.functional import alignment, normalized_std, uniformity
+
+    generator = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+    embeddings[2] = 0.0
+    unit = [row / row.norm() if row.norm() > 0 else row for row in embeddings]
+    pairs = [(i, j) for i in range(5) for j in range(5) if i < j]
+    expected = math.log(sum(math.exp(-2.0 * (2.0 - 2.0 * float(unit[i] @ unit[j])))
+                            for i, j in pairs) / len(pairs))  # fmt: skip
+    assert float(uniformity(embeddings)) == pytest.approx(expected, rel=1e-12)
+    scores = torch.stack(unit) @ torch.stack(unit).T
+    positives = torch.zeros(5, 5, dtype=torch.bool)
+    positives[2, 0] = positives[0, 2] = True  # the zero row and its positive
+    assert float(alignment(scores, positives)) == pytest.approx(2.0, rel=1e-12)
+    mean = sum(unit) / 5
+    spread = sum(math.sqrt(sum(float(u[k] - mean[k]) ** 2 for u in unit) / 5) for k in range(3))
+    assert float(normalized_std(embeddings)) == pytest.approx(spread / 3 * math.sqrt(3),
+                                                              rel=1e-12)  # fmt: skip
