@@ -623,6 +623,12 @@ class WandbSink(Sink):
         self.run = None
 
 
+MLFLOW_TAG_LENGTH = 5000
+"""The characters of one MLflow tag that :class:`MLflowSink` writes: MLflow cuts a tag's value
+past its limit (8,000 characters in MLflow 3.18, where a header with 20 quantities of one's own
+reached 8,852)."""
+
+
 class MLflowSink(Sink):
     """MLflow: log into the active run (``mlflow.active_run()``) or start one.
 
@@ -630,7 +636,10 @@ class MLflowSink(Sink):
     ``mlflow.set_tracking_uri``; ``tracking_uri`` overrides it) in ``experiment`` if given, and
     ended by :meth:`close`; an active run is left open. Keys are ``prefix + key`` of
     ``metrics.jsonl`` and MLflow's ``step`` is the Monitor's step; the header is stored as the
-    run tag ``gradlab.header``. NaN and infinities are logged as they are: MLflow's file store
+    run tag ``gradlab.header`` (JSON in tags of at most :data:`MLFLOW_TAG_LENGTH`
+    characters, which MLflow keeps whole: a longer header continues in ``gradlab.header.1``,
+    ``gradlab.header.2``, ...; join them in order). NaN
+    and infinities are logged as they are: MLflow's file store
     keeps both, its SQL stores keep NaN and store +-infinity as +-1.797e308 (MLflow's own
     behaviour).
 
@@ -678,7 +687,10 @@ class MLflowSink(Sink):
             active = mlflow.start_run(run_name=self.run_name)
         self.run_id = active.info.run_id
         self.client = mlflow.tracking.MlflowClient()
-        self.client.set_tag(self.run_id, "gradlab.header", json.dumps(header))
+        text = json.dumps(header)
+        for index, start in enumerate(range(0, max(len(text), 1), MLFLOW_TAG_LENGTH)):
+            name = "gradlab.header" + (f".{index}" if index else "")
+            self.client.set_tag(self.run_id, name, text[start:start + MLFLOW_TAG_LENGTH])
 
     def write(self, record: dict) -> None:
         from mlflow.entities import Metric

@@ -261,3 +261,27 @@ def test_a_wandb_run_the_sink_started_exits_with_1_when_training_raised(tmp_path
         if record.WhichOneof("record_type") == "exit":
             exits.append(record.exit.exit_code)
     assert exits == [1 if raised else 0]
+
+
+def test_a_header_longer_than_an_mlflow_tag_is_split_over_tags_that_join_to_it(
+    tmp_path, monkeypatch
+):
+    # MLflow cut the gradlab.header tag at its limit (8,000 characters): a header of 8,852
+    # characters was stored as invalid JSON
+    mlflow = pytest.importorskip("mlflow")
+    from gradlab.monitor.sinks import MLFLOW_TAG_LENGTH
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    sink = MLflowSink(tracking_uri=(tmp_path / "mlruns").as_uri(), experiment="gradlab-tests")
+    notes = {f"note_{i}": "x" * 100 for i in range(120)}  # about 13,000 characters
+    with Monitor(tmp_path / "run", quantities=[FixedTable(every(1))], sinks=["jsonl", sink],
+                 config=notes) as monitor:  # fmt: skip
+        train(monitor, steps=1)
+    (run,) = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list")
+    tags = run.data.tags
+    parts = [tags["gradlab.header"]]
+    while f"gradlab.header.{len(parts)}" in tags:
+        parts.append(tags[f"gradlab.header.{len(parts)}"])
+    headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
+    assert len(parts) == -(-len(json.dumps(headers[0])) // MLFLOW_TAG_LENGTH) >= 3
+    assert json.loads("".join(parts)) == headers[0]
