@@ -5,8 +5,9 @@ Collapse, spread and separation measures that embedding-model users log, each a 
 * :func:`alignment` and :func:`uniformity`: Wang & Isola (2020), Eq. 4 and Eq. 5 (uniformity
   as a log of a sum that never underflows: the exponentials as they are up to ``t = 50``,
   where the smallest is ``exp(-200)``, and a shifted log-sum-exp past it);
-* :func:`effective_rank`: RankMe (Garrido et al. 2023), the exponential of the entropy of the
-  normalised singular values of the **centred** embeddings, also returned over its largest
+* :func:`effective_rank`: RankMe's formula (Garrido et al. 2023, Eq. 1), the exponential of the
+  entropy of the normalised singular values, on the **centred** embeddings (RankMe itself takes
+  them uncentred, so its published values are not comparable), also returned over its largest
   possible value ``min(N - 1, d)`` (a centred ``N x d`` matrix has rank at most ``N - 1``:
   dividing by ``min(N, d)`` as MONAI's collapse metric does caps a full-rank batch at
   ``(N - 1) / N`` when ``N <= d``);
@@ -464,7 +465,12 @@ class EffectiveRank(NamedTuple):
 
 
 def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> EffectiveRank:
-    """Effective rank of the centred embeddings (RankMe, Garrido et al. 2023, Eq. 1).
+    """Effective rank of the centred embeddings (RankMe's formula, Garrido et al. 2023, Eq. 1).
+
+    RankMe applies the formula to the embeddings as they come (uncentred); here their mean is
+    taken out first, so that a batch offset from the origin, every row sharing one mean
+    direction, does not count that direction: values differ from RankMe's published ones (the
+    second example: a ReLU batch).
 
     ``exp(-sum_k p_k log p_k)`` with ``p_k = sigma_k / sum_j sigma_j`` for the singular values
     ``sigma_k`` of the embeddings minus their mean. The singular values come from the
@@ -491,6 +497,13 @@ def effective_rank(embeddings: torch.Tensor, *, normalize: bool = False) -> Effe
         >>> simplex = torch.eye(4)  # 4 points, centred: 3 equal singular values
         >>> [round(float(value), 6) for value in effective_rank(simplex)]
         [3.0, 1.0]
+        >>> _ = torch.manual_seed(0)
+        >>> features = torch.relu(torch.randn(256, 64, dtype=torch.float64)) + 0.5
+        >>> singular = torch.linalg.svdvals(features)  # RankMe: the features uncentred
+        >>> share = singular / singular.sum()
+        >>> round(float(effective_rank(features).rank), 1), round(float(
+        ...     torch.exp(-(share * share.log()).sum())), 1)
+        (61.7, 47.8)
     """
     _check_embeddings("embeddings", embeddings, least=2)
     normalize = check_bool("normalize", normalize)

@@ -440,7 +440,10 @@ def minibatch_gradient_matrix_form(
     ``[M, b]`` like ``codes`` (the transpose of the paper's ``b x M``). ``delta'_d(x)`` is the
     kernel's slope ``-sign(x - d)`` inside its open support ``|x - d| < 1`` and 0 at its kinks
     (``x = d`` and ``|x - d| = 1``), so at binary codes, where every distance is an integer,
-    the result is 0 (autograd of the terms picks other values at the kinks).
+    the result is 0 (autograd of the terms picks other values at the kinks). A query without
+    a positive (its ``O_i`` undefined, NaN) adds no term but still counts in ``M``: the
+    result is ``d/d phi`` of ``sum_i O_i / M`` over the queries that have one, not of the mean
+    over those queries alone (nor NaN).
 
     Example:
         >>> codes = torch.tanh(torch.randn(6, 4, dtype=torch.float64))

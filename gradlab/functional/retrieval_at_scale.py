@@ -14,7 +14,9 @@ conventions so that numbers are comparable with papers that use it:
   shapes differ too. Such candidates are ordered by those scores, by index only where they are
   equal. So tied scores count as the order of the evaluation set puts them: a collapsed model
   (every score equal) gets a value that depends on that order (above chance on a set sorted
-  by label). :func:`gradlab.functional.recall_at_k` counts ties by their expected value instead
+  by label), and with duplicates in the set the results can depend on ``chunk_size``.
+  :func:`gradlab.functional.recall_at_k` counts ties by their expected value instead, on the
+  scores of :func:`gradlab.functional.in_batch_retrieval`, rounded so that such near-ties tie
   (the chance value for a collapsed model): use it where ties may be many.
 * **Same source.** Without ``candidates`` every embedding queries all the others (the query
   itself is never its own neighbour; a duplicate at another index is).

@@ -36,7 +36,8 @@ def recall_at_k(
     the chance value ``1 - C(C - n+, k) / C(C, k)``, not the luck of the column order).
 
     Args:
-        scores: ``[Q, C]`` finite floating scores (larger ranks higher).
+        scores: ``[Q, C]`` finite real or integer scores (larger ranks higher), as
+            :func:`~gradlab.functional.tie_aware_ap` takes them (``-hamming`` distances).
         positives: ``[Q, C]`` bool mask of the relevant candidates.
         ks: the ``k`` of each Recall@K, a non-empty sequence of positive integers (a ``k``
             at or beyond ``C`` sees every candidate).
@@ -58,7 +59,7 @@ def recall_at_k(
         >>> round(tied[1], 12), round(tied[2], 12)  # one positive among 4 tied candidates
         (0.25, 0.5)
     """
-    check_tensor("scores", scores, ndims=(2,), kind="float", finite=True)
+    check_tensor("scores", scores, ndims=(2,), kind="any_real", finite=True)
     check_tensor("positives", positives, ndims=(2,), kind="bool")
     check_shape("positives", positives, scores.shape, "one flag per score")
     check_same_device(scores=scores, positives=positives)
@@ -101,8 +102,15 @@ def in_batch_retrieval(
         labels: ``[N]`` integer labels (the glossary's): two items are positives of each
             other when their labels are equal.
 
+    The cosines are computed in float64 and rounded to float32's precision (about 6e-8, the
+    precision of float32 embeddings themselves): a product's rounding differs with the entry's
+    place in the matrix and with the rows' norms, so rows pointing the same way got cosines
+    some 1e-16 apart, whose order, not the model, decided their ranks (a collapsed model
+    scored above chance); rounded, they tie, and the tie-aware metrics give the chance value.
+
     Returns:
-        ``(scores, positives)``, float64 cosines and their bool mask, the diagonal dropped.
+        ``(scores, positives)``, float64 cosines (on float32's grid) and their bool mask, the
+        diagonal dropped.
 
     Raises:
         GradlabError: a bad tensor, shape, dtype or device, or NaN/inf embeddings (before any
@@ -117,7 +125,7 @@ def in_batch_retrieval(
     """
     check_embeddings_and_labels(embeddings, labels, finite=True)
     normalized = unit_rows(embeddings.to(torch.float64))
-    scores = normalized @ normalized.T
+    scores = (normalized @ normalized.T).to(torch.float32).to(torch.float64)
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
     return drop_diagonal(scores), drop_diagonal(same)
 

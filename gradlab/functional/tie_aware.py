@@ -98,7 +98,8 @@ def tie_aware_ap(scores: torch.Tensor, positives: torch.Tensor) -> torch.Tensor:
 
     Args:
         scores: ``[C]`` or ``[Q, C]`` real or integer scores; larger ranks higher, equal
-            scores are tied. Pass ``-distance`` for distances.
+            scores are tied. Pass ``-distance`` for distances, in a signed dtype (negated
+            ``uint8`` distances wrap around: ``-1`` is 255).
         positives: bool tensor of the same shape, ``True`` where an item is relevant.
 
     Returns:

@@ -52,8 +52,9 @@ class Geometry(Quantity):
     (the watched call's ``embeddings``) and ``geometry_modality_gap`` compares them with the
     candidates. A loss read through a recorded score matrix (sentence-transformers' recording
     similarity, open_clip's wrapper) is measured on the embeddings that matrix compares, in
-    cosine units even when the matrix holds logits (the effective rank excepted: it is RankMe's,
-    of the embeddings as they are, so a row with a larger norm weighs more); where the
+    cosine units even when the matrix holds logits (the effective rank excepted: it is RankMe's
+    formula on the centred embeddings, not scaled to unit length, so a row with a larger norm
+    weighs more); where the
     integration did not see them (a
     matrix gathered from other processes) the step logs no geometry. A batch of one query
     (a short last batch) logs no uniformity, no effective rank and no spread: all three need

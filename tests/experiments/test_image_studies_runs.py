@@ -273,7 +273,9 @@ def _the_loss_study_labels_its_settings_and_evaluates_only_the_test_classes(loss
     assert type(settings["classes_per_batch"]) is int  # written to JSON as 2, not 2.0
     assert set(settings) == {"per_class", "batch_size", "classes_per_batch", "epochs", "steps",
                              "lr", "timing_repeats", "device", "amp", "tau", "image_size", "data",
-                             "model", "training_classes", "test_data"}  # the bundled's, the data's
+                             "model", "training_classes", "test_data",
+                             "timing"}  # the bundled's, the data's, where the times were taken
+    assert (settings["timing"]["processes"], settings["timing"]["device"]) == (1, "cpu")
     assert settings["image_size"] == SMALL["image_size"]
     assert settings["training_classes"]["left_out_classes"] == 0  # every digit has 6 images
     assert run["seeds"] == [0]

@@ -126,7 +126,7 @@ def _loop_cosines(embeddings):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_in_batch_retrieval_scores_every_other_item_in_float64(dtype):
+def test_in_batch_retrieval_scores_every_other_item_on_float32s_grid(dtype):
     generator = torch.Generator().manual_seed(4)
     embeddings = torch.randn(5, 3, generator=generator).to(dtype)
     labels = torch.tensor([2, 0, 2, 1, 0])
@@ -135,9 +135,25 @@ def test_in_batch_retrieval_scores_every_other_item_in_float64(dtype):
     cosines = _loop_cosines(embeddings.double().tolist())
     for q in range(5):
         others = [c for c in range(5) if c != q]
-        expected = torch.tensor([cosines[q][c] for c in others], dtype=torch.float64)
-        torch.testing.assert_close(scores[q], expected, atol=4e-16, rtol=0)
+        # the exact cosines rounded to float32 (none of these lies within 1e-15 of a place
+        # where float32 rounds the other way)
+        expected = torch.tensor([cosines[q][c] for c in others], dtype=torch.float32)
+        assert torch.equal(scores[q], expected.to(torch.float64))
         assert relevant[q].tolist() == [bool(labels[c] == labels[q]) for c in others]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_collapsed_model_scores_the_chance_value(seed):
+    # every embedding points one way, at norms from 0.5 to 3.5: float64 cosines some 1e-16
+    # apart ranked the items by rounding, R@1 0.057-0.148 where chance is 0.086
+    labels = torch.arange(64) % 10
+    direction = torch.randn(1, 7, generator=torch.Generator().manual_seed(seed))
+    embeddings = direction * torch.linspace(0.5, 3.5, 64)[:, None]
+    scores, positives = in_batch_retrieval(embeddings, labels)
+    assert torch.unique(scores).numel() == 1  # one score: every candidate tied
+    # chance, by hand: a query's expected recall at 1 is its share of positives among the 63
+    chance = sum(float((labels == labels[q]).sum() - 1) / 63 for q in range(64)) / 64
+    assert recall_at_k(scores, positives, (1,))[1] == pytest.approx(chance, rel=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -185,8 +201,8 @@ LABELS3 = torch.tensor([0, 0, 1])
     ("call", "message"),
     [
         (lambda: recall_at_k(torch.zeros(3), FLAGS), r"scores must be 2-D; got shape \(3,\)$"),
-        (lambda: recall_at_k(SCORES.long(), FLAGS),
-         "scores must have a floating dtype; got torch.int64$"),
+        (lambda: recall_at_k(SCORES.bool(), FLAGS),
+         "scores must have a real floating or integer dtype; got torch.bool$"),
         (lambda: recall_at_k(torch.full((2, 3), math.nan), FLAGS),
          "scores must be finite; got (NaN|inf) in .*$"),
         (lambda: recall_at_k(SCORES, FLAGS[0]), r"positives must be 2-D; got shape \(3,\)$"),
@@ -227,3 +243,15 @@ LABELS3 = torch.tensor([0, 0, 1])
 def test_messages_name_the_argument(call, message):
     with pytest.raises(GradlabError, match="^" + message):
         call()
+
+
+def test_integer_scores_rank_as_their_floats_do():
+    # -hamming distances: tie_aware_ap took them, recall_at_k (so retrieval_report) refused
+    generator = torch.Generator().manual_seed(2)
+    hamming = torch.randint(0, 5, (6, 9), generator=generator)  # many ties
+    positives = torch.rand(6, 9, generator=generator) < 0.3
+    positives[:, 0] = True
+    assert recall_at_k(-hamming, positives, (1, 3)) == recall_at_k(
+        -hamming.double(), positives, (1, 3))
+    assert retrieval_report(-hamming, positives, (2,)) == retrieval_report(
+        -hamming.double(), positives, (2,))

@@ -1,6 +1,7 @@
 """gradlab.interop.pml: recording distances for pytorch-metric-learning losses."""
 
 import importlib
+import math
 import sys
 import warnings
 
@@ -491,3 +492,42 @@ def test_self_supervised_loss_is_refused_at_watch_with_the_same_loss_in_a_readab
     assert loss.item() == pytest.approx(expected.item(), rel=1e-6)
     assert record["loss"] == pytest.approx(expected.item(), rel=1e-6)
     assert record["anatomy_active_positives"] > 0
+
+
+def test_nt_xent_agrees_with_pml_at_one_positive_and_keeps_the_other_positives_beyond():
+    # docs/losses.md: gradlab's NT-Xent keeps a query's other positives in each positive's
+    # denominator (SupCon's L_out); pytorch-metric-learning's leaves them out
+    from pytorch_metric_learning.losses import NTXentLoss
+
+    import gradlab.functional as F
+
+    generator = torch.Generator().manual_seed(0)
+    embeddings = torch.nn.functional.normalize(
+        torch.randn(8, 5, generator=generator, dtype=torch.float64), dim=1)
+    own = torch.eye(8, dtype=torch.bool)
+    temperature = 0.5
+
+    def both(labels):
+        scores = embeddings @ embeddings.T
+        positives = (labels[:, None] == labels[None, :]) & ~own
+        ours = F.nt_xent_loss(scores.masked_fill(own, -1e4), positives, temperature,
+                              direction="i2t")  # fmt: skip
+        theirs = NTXentLoss(temperature=temperature)(embeddings, labels)
+        logits = (scores / temperature).tolist()
+        out, apart = [], []  # float64 loops: with the other positives, and without them
+        for i in range(8):
+            rows = [j for j in range(8) if positives[i, j]]
+            every = [math.exp(logits[i][j]) for j in range(8) if j != i]
+            negatives = [math.exp(logits[i][j]) for j in range(8)
+                         if j != i and not positives[i, j]]  # fmt: skip
+            out.append(sum(-logits[i][p] + math.log(sum(every)) for p in rows) / len(rows))
+            apart += [-logits[i][p] + math.log(math.exp(logits[i][p]) + sum(negatives))
+                      for p in rows]  # fmt: skip
+        return float(ours), float(theirs), sum(out) / len(out), sum(apart) / len(apart)
+
+    one = both(torch.tensor([0, 0, 1, 1, 2, 2, 3, 3]))  # one positive per query
+    assert one[0] == pytest.approx(one[1], rel=1e-12) and one[0] == pytest.approx(one[2])
+    several = both(torch.tensor([0, 0, 0, 1, 1, 2, 2, 2]))
+    assert several[0] == pytest.approx(several[2], rel=1e-12)
+    assert several[1] == pytest.approx(several[3], rel=1e-12)
+    assert abs(several[0] - several[1]) > 0.01  # the two conventions part

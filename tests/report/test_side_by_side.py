@@ -119,15 +119,18 @@ def test_quick_sections_side_by_side_give_the_serial_numbers(tmp_path, quiet):
     serial = runner.run_report(tmp_path / "serial", quick=True, only=only, workers=1)
     side = runner.run_report(tmp_path / "side", quick=True, only=only, workers=2)
 
-    def numbers(value):  # everything but timings (seconds anywhere) and the worker count
-        if isinstance(value, dict):
+    def numbers(value):  # everything but timings (seconds anywhere, where they were taken)
+        if isinstance(value, dict):  # and the worker count
             return {k: numbers(v) for k, v in value.items()
-                    if "second" not in k and k != "workers"}  # fmt: skip
+                    if "second" not in k and k not in ("workers", "timing")}  # fmt: skip
         return [numbers(v) for v in value] if isinstance(value, list) else value
 
     assert json.dumps(numbers(side), sort_keys=True) == json.dumps(numbers(serial),
                                                                    sort_keys=True)  # fmt: skip
     assert "step_seconds" in json.dumps(serial)  # timings were there, and left out
+    # the losses' timing conditions name the training processes that ran at once
+    assert [run["sections"]["losses"]["settings"]["timing"]["processes"]
+            for run in (serial, side)] == [1, 2]  # fmt: skip
     # the pages differ only in timing columns (ms per step); the sections keep their order
     pages = [(tmp_path / run / "summary.md").read_text() for run in ("serial", "side")]
     for page in pages:
