@@ -366,3 +366,28 @@ def test_the_header_names_the_versions_and_no_device(tmp_path):
     assert header["python"] == platform.python_version()
     assert header["device"] is None
     assert header["config"] == {"every": 1}
+
+
+class _EndSink(Sink):
+    """Keeps what it was told at close(): whether training failed."""
+
+    def __init__(self) -> None:
+        self.records: list[dict] = []
+        self.ended_failed: bool | None = None
+
+    def write(self, record: dict) -> None:
+        self.records.append(record)
+
+    def close(self) -> None:
+        self.ended_failed = self.failed
+
+
+@pytest.mark.parametrize(("how", "failed"), [("plain", False), ("raised", True)])
+def test_every_sink_is_told_at_close_whether_training_failed(tmp_path, how, failed):
+    sinks = [_EndSink(), _EndSink()]
+    folder = RunFolder(tmp_path, sinks, resume=False, overwrite=False)
+    folder.open({"config": {}})
+    folder.write({"step": 0, "a": 1.0})
+    folder.close() if how == "plain" else folder.close(failed=True)
+    assert [sink.ended_failed for sink in sinks] == [failed, failed]
+    assert Sink.failed is False  # told on the instance, the class default untouched

@@ -606,8 +606,8 @@ def test_a_tensorboard_event_file_that_could_not_be_opened_is_not_left_behind(tm
 def test_a_sink_that_wrote_no_record_is_said_to_have_written_none(tmp_path):
     # "records dropped after the last record a sink wrote" of a sink that wrote none: there was
     # no last record (an MLflow store that refused every record)
-    never, later = FlakySink(failing={0, 1, 2}), FlakySink(failing={2})
-    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", never, later])
+    never, later, none = FlakySink(failing={0, 1, 2}), FlakySink(failing={2}), FlakySink({0, 1, 2})
+    monitor = Monitor(tmp_path, preset="cheap", every=1, sinks=["jsonl", never, later, none])
     with pytest.warns(RuntimeWarning) as caught:
         _train(monitor, Disk(), range(3), {})
     messages = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
@@ -617,8 +617,8 @@ def test_a_sink_that_wrote_no_record_is_said_to_have_written_none(tmp_path):
         "rides on the next record the sink takes, and a later fault of a sink is not reported "
         "again): its log ends before them, as if the run had stopped there; a sink wrote no "
         "record of the "
-        "run (FlakySink dropped all 3 records (steps 0 to 2)); monitor.dropped_records counts "
-        "them per sink")
+        "run (FlakySink dropped all 3 records (steps 0 to 2); FlakySink #3 dropped all 3 "
+        "records (steps 0 to 2)); monitor.dropped_records counts them per sink")
     alone = FlakySink(failing={0, 1})
     monitor = Monitor(tmp_path / "alone", preset="cheap", every=1, sinks=["jsonl", alone])
     with pytest.warns(RuntimeWarning) as caught:

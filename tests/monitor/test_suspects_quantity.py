@@ -380,3 +380,12 @@ def test_a_loss_that_ranks_the_columns_alone_is_told_it_gets_no_gradient_share(
         "watched loss ranks its columns alone (direction 't2i'): suspects_gradient_share, a "
         "share of the rows' dL/dS, is not logged, and the counts describe rows as queries, "
         "which this loss does not rank", __file__)] if direction == "t2i" else [])
+
+
+def test_a_view_without_score_captures_is_not_taken_for_a_loss_of_the_columns():
+    # no capture at all (a view built by hand): no gradient share, and no word of a t2i loss
+    view = BatchView(embeddings=torch.eye(4), labels=torch.tensor([0, 0, 1, 1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        values = Suspects(margin=0.0).compute(view)
+    assert "suspects_gradient_share" not in values and "suspects_count" in values
