@@ -639,3 +639,49 @@ def test_steps_logged_while_the_csv_sink_was_left_out_are_copied_with_that_cause
         "(2, 3), before the step the run resumes at (4): a process killed between the two "
         "files' writes, or a run resumed without the CSV sink; they are copied from it"]
     assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3, 4]
+
+
+def test_cut_csv_rows_of_several_steps_that_no_jsonl_holds_are_named_as_a_range(tmp_path):
+    # the JSONL (a custom name: the CSV sink reads metrics.jsonl only) ran on after the CSV's
+    # last whole row: steps 2-4 are in no CSV row and no metrics.jsonl
+    log = sinks_module.JSONLSink("log.jsonl")
+    _train_plain(tmp_path, [log, "csv"], 2)
+    _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl")], 3, resume=True)
+    with (tmp_path / C).open("a") as handle:
+        handle.write("2,0.")  # a row cut short
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, [sinks_module.JSONLSink("log.jsonl"), "csv"], 1, resume=True)
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} (4 bytes with no line "
+        "end: a write cut short by a killed process), so that no row is left half empty; the "
+        "run resumes at step 5, after it: steps 2-4 are not in it (no metrics.jsonl beside it "
+        "holds them)", __file__)]
+
+
+def test_a_csv_holding_its_header_alone_gets_every_step_from_the_jsonl(tmp_path):
+    # killed after the CSV's header row: no complete row, so the steps it lacks start at 0
+    _train_plain(tmp_path, ["jsonl", "csv"], 3)
+    data = (tmp_path / C).read_bytes()
+    (tmp_path / C).write_bytes(data[: data.index(b"\n") + 1])  # the header row alone
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
+    assert [(str(w.message), w.filename) for w in caught] == [(
+        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
+        "(0, 1, 2), before the step the run resumes at (3): a process killed between the two "
+        "files' writes, or a run resumed without the CSV sink; they are copied from it",
+        __file__)]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3]
+
+
+def test_a_csv_cut_in_its_first_byte_is_read_as_a_cut_row(tmp_path):
+    # one byte of the header row, no line end: removed, said, and the run's steps copied
+    _train_plain(tmp_path, ["jsonl", "csv"], 2)
+    (tmp_path / C).write_bytes(b"s")
+    with pytest.warns(UserWarning) as caught:
+        _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
+    assert [str(w.message) for w in caught] == [
+        f"gradlab.Monitor: removed the last row of {str(tmp_path / C)!r} (1 bytes with no line "
+        "end: a write cut short by a killed process), so that no row is left half empty; the "
+        "run resumes at step 2, and the steps it lacks before that (0, 1) are copied from "
+        f"{str(tmp_path / J)!r}"]
+    assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2]
