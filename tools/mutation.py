@@ -287,6 +287,11 @@ MONITOR_TESTS = {
                 "tests/monitor/test_monitor_faults.py", "tests/monitor/test_several_losses.py",
                 "tests/monitor/test_validation_calls.py",
                 "tests/monitor/test_close_after_destroy.py",
+                # a sink's run marked failed; a GradlabError disabling a quantity, said alone
+                "tests/monitor/test_sinks_remote.py::test_an_mlflow_run_the_sink_started_ends_"
+                "failed_when_training_raised",
+                "tests/monitor/test_suspects_quantity.py::test_a_hashes_source_that_returns_no_"
+                "tensor_is_said_in_one_sentence",
                 # the capture reads the loss's scale for a parameter's gradient (Temperature)
                 "tests/monitor/test_geometry_quantities.py::test_the_observed_gradient_is_the_"
                 "watched_calls_own_under_accumulation_and_a_weight",
