@@ -26,6 +26,7 @@ import gradlab.plotting.monitor as monitor_plots
 from gradlab import GradlabError
 from gradlab.monitor import Plot, Quantity
 from gradlab.plotting.monitor import (
+    UNDRAWN_HINT,
     check_run_dirs,
     draw_family,
     flat_families,
@@ -1352,3 +1353,18 @@ def test_a_metrics_jsonl_that_is_no_file_is_named_for_what_it_is(tmp_path, kind)
         plot_runs([run], out=tmp_path / "figures")
     assert str(caught.value) == (
         f"run_dir must hold a metrics.jsonl written by gradlab.Monitor; got {str(run)!r}, {said}")
+
+
+def test_a_log_with_no_key_at_all_and_one_with_two_unknown_keys_are_refused_in_words(tmp_path):
+    steps_only = _log(tmp_path / "steps", ({"run": 1}, [{"step": 0}, {"step": 1}]))
+    with pytest.raises(GradlabError) as refused:
+        plot_runs([steps_only], tmp_path / "figs")
+    assert str(refused.value) == (
+        f"the logs of [{str(steps_only)!r}] hold no key that a figure family draws (nor any key "
+        "of a quantity of your own)")
+    two = _run(tmp_path / "two", mine_a=[1.0, 2.0], mine_b=[0.5, 0.25])
+    with pytest.raises(GradlabError) as refused:
+        plot_runs([two], tmp_path / "figs2")
+    assert str(refused.value) == (
+        f"the logs of [{str(two)!r}] hold no key that a figure family draws: mine_a, mine_b "
+        f"{UNDRAWN_HINT}")

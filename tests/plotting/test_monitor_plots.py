@@ -1010,3 +1010,22 @@ def test_steps_a_sink_dropped_are_a_gap_in_the_lines_not_a_line_across(tmp_path)
     assert [step for step, value in drawn.items() if math.isnan(value)] == [4, 5, 6]
     assert {step: drawn[step] for step in (3, 7)} == {3: 0.25, 7: 0.125}
     plt.close("all")
+
+
+def test_an_overview_png_of_ones_own_is_refused_only_when_the_overview_is_drawn(tmp_path):
+    run = _run(tmp_path / "run", steps=2)
+    figures = tmp_path / "figs"
+    figures.mkdir()
+    (figures / "overview.png").write_text("mine")
+    (figures / "loss.png").write_text("mine too")
+    with pytest.raises(GradlabError) as refused:
+        plot_runs([run], out=figures)
+    assert str(refused.value) == (
+        f"the figures folder {str(figures)!r} already holds loss.png, "
+        "overview.png, which gradlab plot did not write (it lists its own figures in "
+        ".gradlab-figures.json) and would replace: plot into another folder, or move those "
+        "files away")
+    (figures / "loss.png").unlink()
+    written = plot_runs([run], out=figures, overview=False)  # the user's overview.png stays
+    assert (figures / "overview.png").read_text() == "mine"
+    assert "overview.png" not in {path.name for path in written}
