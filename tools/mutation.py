@@ -517,6 +517,9 @@ STUDY_TESTS = {
     # workers (last, about 10 s), not the signal tests (20 s each)
     "experiments/runtime": [
         "tests/experiments/test_runtime_pool.py",
+        # where the times were taken: the processor, cores, threads and processes
+        "tests/experiments/test_loss_comparison_runs.py::test_each_losss_numbers_land_under_"
+        "its_name_per_seed",
         "tests/report/test_side_by_side.py::"
         "test_a_result_computed_once_is_shared_with_a_caller_that_came_while_it_ran",
         "tests/report/test_side_by_side.py::test_a_failed_computation_is_not_kept",
