@@ -463,3 +463,21 @@ def test_the_batch_size_line_says_saturated_when_p_is_pinned_at_1():
     assert (f"for networks trained at each m P is saturated, so it shows no trend ({first} to "
             f"{last})") in line  # fmt: skip
     assert "rises" not in line.split("report the operating-region proportion P rising")[1]
+
+
+def test_the_batch_size_line_says_the_networks_trained_at_each_m_took_other_step_counts():
+    # the training-length confound: fewer optimizer steps at larger m, said with the steps
+    settings = {"trained_at_m": {"first": [0.3, 0.2], "last": [0.1, 0.1], "change": "falls"}}
+    batch = {**BATCH, "settings": {"trained_at_m": {"steps": [376, 94, 6]}}}
+    region = {"p_vs_batch_size": batch,
+              "p_vs_batch_size_summary": {"settings": settings, "claim": {"verdict": "holds"}}}
+    line = _lines({"operating_region": (region, "")})[-1]
+    assert line.endswith(
+        "(mean ± std (population) over 3 seeds). The networks trained at each m took 376 "
+        "optimizer steps at the smallest m and 6 at the largest, so training length differs "
+        "with m too.")
+    # a fixed trained network alone: no networks trained at each m, nothing said of steps
+    fixed = {"fixed_trained": {"first": [0.1, 0.2], "last": [0.15, 0.1],
+                               "change": "within_spread"}}  # fmt: skip
+    region["p_vs_batch_size_summary"]["settings"] = fixed
+    assert "optimizer steps" not in _lines({"operating_region": (region, "")})[-1]
