@@ -233,6 +233,20 @@ def test_each_losss_numbers_land_under_its_name_per_seed(monkeypatch):
                                 "processes": 1}  # fmt: skip
 
 
+def test_the_timing_conditions_name_one_thread_per_task_and_the_workers_in_effect(monkeypatch):
+    # each task trains on one thread (study_threads), whatever this process's setting; with
+    # workers=None the enclosing study_workers block's count (1 outside any) is the one used
+    monkeypatch.setattr(loss_comparison, "seed_task", _planted)
+    before = torch.get_num_threads()
+    torch.set_num_threads(3)
+    try:
+        results = loss_comparison.measure(quick=True, seeds=(0,))
+    finally:
+        torch.set_num_threads(before)
+    timing = results["settings"]["timing"]
+    assert (timing["threads"], timing["processes"], timing["device"]) == (1, 1, "cpu")
+
+
 def test_the_full_settings_sweep_every_candidate_and_quick_ones_only_the_first(monkeypatch):
     monkeypatch.setattr(loss_comparison, "seed_task", _planted)
     results = loss_comparison.measure(quick=False, seeds=(0,), workers=1)
