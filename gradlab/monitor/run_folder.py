@@ -26,8 +26,8 @@ claim is released exactly once, at :meth:`RunFolder.close`.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import platform
-import time
 import warnings
 import weakref
 from collections.abc import Sequence
@@ -171,7 +171,8 @@ class RunFolder:
             "torch": torch.__version__,
             "python": platform.python_version(),
             "device": str(device) if device is not None else None,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            # local time with its UTC offset: runs of machines in other zones compare
+            "started": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
             **run,
         }
         if "resumed" in self.previous:

@@ -518,13 +518,16 @@ def test_a_cpu_run_header_names_no_gpu(tmp_path):
     assert header["device"] == "cpu" and "device_name" not in header
 
 
-def test_the_header_records_the_local_start_time_to_the_second(tmp_path):
-    before = datetime.datetime.now().replace(microsecond=0)
+def test_the_header_records_the_local_start_time_to_the_second_with_its_offset(tmp_path):
+    # local time without an offset: runs logged in two time zones could not be compared
+    before = datetime.datetime.now().astimezone().replace(microsecond=0)
     with Monitor(tmp_path, preset="cheap", every=1) as monitor:
         train(monitor, steps=1)
-    after = datetime.datetime.now()
-    started = datetime.datetime.strptime(_header(tmp_path)["started"], "%Y-%m-%dT%H:%M:%S")
-    assert before <= started <= after
+    after = datetime.datetime.now().astimezone()
+    text = _header(tmp_path)["started"]
+    started = datetime.datetime.fromisoformat(text)
+    assert started.utcoffset() == before.utcoffset()  # the machine's own zone, said
+    assert before <= started <= after and len(text) == len("2026-12-04T05:10:00+00:00")
 
 
 def test_overwrite_tolerates_a_replaced_file_removed_before_the_first_write(tmp_path):
