@@ -92,6 +92,11 @@ def recall_at_k(
     return recalls
 
 
+SCORE_GRID = 2.0**-36
+"""The grid :func:`in_batch_retrieval` rounds its float64 cosines to: far above their rounding
+(about ``d x 1.1e-16``), far below the differences a model's ranking rests on."""
+
+
 def in_batch_retrieval(
     embeddings: torch.Tensor, labels: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -102,15 +107,20 @@ def in_batch_retrieval(
         labels: ``[N]`` integer labels (the glossary's): two items are positives of each
             other when their labels are equal.
 
-    The cosines are computed in float64 and rounded to float32's precision (about 6e-8, the
-    precision of float32 embeddings themselves): a product's rounding differs with the entry's
-    place in the matrix and with the rows' norms, so rows pointing the same way got cosines
-    some 1e-16 apart, whose order, not the model, decided their ranks (a collapsed model
-    scored above chance); rounded, they tie, and the tie-aware metrics give the chance value.
+    The cosines are computed in float64 and rounded to multiples of :data:`SCORE_GRID`
+    (``2^-36``, about 1.5e-11): a product's rounding differs with the entry's place in the
+    matrix and with the rows' norms, so rows pointing the same way (or orthogonal ones) got
+    cosines some 1e-16 apart, whose order, not the model, decided their ranks (a collapsed
+    model scored above chance). That rounding, at most about ``d x 1.1e-16`` for unit rows,
+    lies far below the grid: such cosines tie, and the tie-aware metrics give the chance
+    value, while cosines that differ by more than the grid (angles above about 5e-6 rad near
+    a cosine of 1) keep their order. A true cosine within rounding of a point halfway between
+    two grid values can still fall either way (the grid's own points, 0 and +-1 among them,
+    are safe).
 
     Returns:
-        ``(scores, positives)``, float64 cosines (on float32's grid) and their bool mask, the
-        diagonal dropped.
+        ``(scores, positives)``, float64 cosines on the grid and their bool mask, the diagonal
+        dropped.
 
     Raises:
         GradlabError: a bad tensor, shape, dtype or device, or NaN/inf embeddings (before any
@@ -125,7 +135,7 @@ def in_batch_retrieval(
     """
     check_embeddings_and_labels(embeddings, labels, finite=True)
     normalized = unit_rows(embeddings.to(torch.float64))
-    scores = (normalized @ normalized.T).to(torch.float32).to(torch.float64)
+    scores = torch.round((normalized @ normalized.T) / SCORE_GRID) * SCORE_GRID  # exact
     same = labels.unsqueeze(0) == labels.unsqueeze(1)
     return drop_diagonal(scores), drop_diagonal(same)
 

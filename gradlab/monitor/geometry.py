@@ -316,8 +316,8 @@ class Temperature(Quantity):
             sentence-transformers losses: their ``scale``; open_clip's ``ClipLoss``: the
             call's ``logit_scale``), else ``1 / tau`` (the Monitor's tau) unless the loss says
             it is no softmax (then nothing is logged); the first step says when ``1 / tau``
-            was taken, and when a given scale is more than 1 % from the one the loss declares
-            (on scores, not logits). open_clip:
+            was taken, and, on an InfoNCE loss read on scores (not logits), when a given scale
+            is more than 1 % from the one the loss declares. open_clip:
             ``model.logit_scale`` with ``log_scale=True``; sentence-transformers' losses:
             ``loss.scale`` (a number, 20 by default).
         log_scale: the parameter holds ``log s`` (open_clip) instead of ``s``.

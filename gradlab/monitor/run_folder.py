@@ -279,8 +279,7 @@ class RunFolder:
             for index in sorted(self._opened):
                 sink = self.sinks[index]
                 try:
-                    if failed:  # an instance attribute: the class default stays False
-                        sink.failed = True
+                    sink.failed = failed  # this run's: a sink object may serve the next
                     sink.close()
                 except Exception as error:
                     faults.append((self._names[index], self._where(sink), error))

@@ -688,9 +688,15 @@ class MLflowSink(Sink):
         self.run_id = active.info.run_id
         self.client = mlflow.tracking.MlflowClient()
         text = json.dumps(header)
-        for index, start in enumerate(range(0, max(len(text), 1), MLFLOW_TAG_LENGTH)):
+        parts = range(0, max(len(text), 1), MLFLOW_TAG_LENGTH)
+        for index, start in enumerate(parts):
             name = "gradlab.header" + (f".{index}" if index else "")
             self.client.set_tag(self.run_id, name, text[start:start + MLFLOW_TAG_LENGTH])
+        # an active run another Monitor logged into may hold more parts of a longer header
+        for name in self.client.get_run(self.run_id).data.tags:
+            suffix = name.removeprefix("gradlab.header.")
+            if suffix != name and suffix.isdigit() and int(suffix) >= len(parts):
+                self.client.delete_tag(self.run_id, name)
 
     def write(self, record: dict) -> None:
         from mlflow.entities import Metric

@@ -126,7 +126,7 @@ def _loop_cosines(embeddings):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_in_batch_retrieval_scores_every_other_item_on_float32s_grid(dtype):
+def test_in_batch_retrieval_scores_every_other_item_on_its_grid(dtype):
     generator = torch.Generator().manual_seed(4)
     embeddings = torch.randn(5, 3, generator=generator).to(dtype)
     labels = torch.tensor([2, 0, 2, 1, 0])
@@ -135,10 +135,10 @@ def test_in_batch_retrieval_scores_every_other_item_on_float32s_grid(dtype):
     cosines = _loop_cosines(embeddings.double().tolist())
     for q in range(5):
         others = [c for c in range(5) if c != q]
-        # the exact cosines rounded to float32 (none of these lies within 1e-15 of a place
-        # where float32 rounds the other way)
-        expected = torch.tensor([cosines[q][c] for c in others], dtype=torch.float32)
-        assert torch.equal(scores[q], expected.to(torch.float64))
+        # the exact cosines rounded to multiples of 2^-36 (none of these lies within 1e-15 of
+        # a point halfway between two of them)
+        expected = [round(cosines[q][c] * 2**36) / 2**36 for c in others]
+        assert scores[q].tolist() == expected
         assert relevant[q].tolist() == [bool(labels[c] == labels[q]) for c in others]
 
 
@@ -255,3 +255,30 @@ def test_integer_scores_rank_as_their_floats_do():
         -hamming.double(), positives, (1, 3))
     assert retrieval_report(-hamming, positives, (2,)) == retrieval_report(
         -hamming.double(), positives, (2,))
+
+
+@pytest.mark.parametrize("offset", [1e-3, 1e-4])
+def test_a_nearly_collapsed_model_that_separates_its_classes_keeps_its_ranking(offset):
+    # one long shared direction and a small class part: rounding the cosines to float32 tied
+    # them all (R@1 at chance, 0.11) where the float64 cosines rank every class first
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.arange(64) % 8
+    shared = torch.randn(1, 32, generator=generator, dtype=torch.float64)
+    centres = torch.randn(8, 32, generator=generator, dtype=torch.float64)
+    noise = torch.randn(64, 32, generator=generator, dtype=torch.float64)
+    embeddings = 10 * shared + offset * (centres[labels] + 0.1 * noise)
+    scores, positives = in_batch_retrieval(embeddings, labels)
+    exact = _loop_cosines(embeddings.tolist())  # float64 loops: every row's nearest is a mate
+    assert all(labels[max((c for c in range(64) if c != q), key=lambda c: exact[q][c])]
+               == labels[q] for q in range(64))  # fmt: skip
+    assert recall_at_k(scores, positives, (1,))[1] == 1.0
+
+
+def test_orthogonal_rows_tie_at_a_cosine_of_0():
+    # products of orthogonal rows come out some 1e-16 either side of 0: their order ranked them
+    rows, _ = torch.linalg.qr(torch.randn(16, 16, generator=torch.Generator().manual_seed(1),
+                                          dtype=torch.float64))  # fmt: skip
+    scores, positives = in_batch_retrieval(rows, torch.arange(16) % 4)
+    assert torch.equal(scores, torch.zeros_like(scores))
+    chance = 3 / 15  # 3 mates among the 15 others
+    assert recall_at_k(scores, positives, (1,))[1] == pytest.approx(chance, rel=1e-12)

@@ -285,3 +285,45 @@ def test_a_header_longer_than_an_mlflow_tag_is_split_over_tags_that_join_to_it(
     headers, _ = read_jsonl(tmp_path / "run" / "metrics.jsonl")
     assert len(parts) == -(-len(json.dumps(headers[0])) // MLFLOW_TAG_LENGTH) >= 3
     assert json.loads("".join(parts)) == headers[0]
+
+
+def test_a_second_monitor_in_the_same_active_run_leaves_no_part_of_the_first_header(
+    tmp_path, monkeypatch
+):
+    # a long first header left gradlab.header.1 and .2 behind a short second one: joined in
+    # order, they were no JSON
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    with mlflow.start_run() as run:
+        for name, config in (("long", {"long": "x" * 12000}), ("short", {"phase": "tune"})):
+            with Monitor(tmp_path / name, quantities=[FixedTable(every(1))],
+                         sinks=["jsonl", "mlflow"], config=config) as monitor:  # fmt: skip
+                train(monitor, steps=1)
+        tags = mlflow.get_run(run.info.run_id).data.tags
+    assert sorted(name for name in tags if name.startswith("gradlab.header")) == [
+        "gradlab.header"]
+    headers, _ = read_jsonl(tmp_path / "short" / "metrics.jsonl")
+    assert json.loads(tags["gradlab.header"]) == headers[0]
+
+
+@pytest.mark.parametrize("first", ["raised", "finished"])
+def test_a_sink_object_reused_after_a_failed_run_ends_the_next_by_its_own_outcome(
+    tmp_path, monkeypatch, first
+):
+    # the failed flag of the first run stuck: a second, successful run was marked FAILED too
+    mlflow = pytest.importorskip("mlflow")
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    sink = MLflowSink(tracking_uri=(tmp_path / "mlruns").as_uri(), experiment="gradlab-tests")
+    with pytest.raises(_TrainingError) if first == "raised" else contextlib.nullcontext():
+        with Monitor(tmp_path / "a", quantities=[FixedTable(every(1))],
+                     sinks=["jsonl", sink]) as monitor:  # fmt: skip
+            train(monitor, steps=1)
+            if first == "raised":
+                raise _TrainingError
+    with Monitor(tmp_path / "b", quantities=[FixedTable(every(1))], sinks=["jsonl", sink]) as m:
+        train(m, steps=1)
+    runs = mlflow.search_runs(experiment_names=["gradlab-tests"], output_format="list",
+                              order_by=["attributes.start_time ASC"])  # fmt: skip
+    assert [run.info.status for run in runs] == [
+        "FAILED" if first == "raised" else "FINISHED", "FINISHED"]
