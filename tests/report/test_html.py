@@ -257,3 +257,15 @@ def test_a_fenced_block_keeps_its_lines_in_a_pre_block(tmp_path):
     assert re.findall(r"<pre><code>(.*?)</code></pre>", page, re.S) == [
         "s1 = repeat(scores, m, 0) # m x m\ns2 = s1.T", "trace &lt;line&gt;\n  indented"]
     assert "```" not in page and "<p>After.</p>" in page
+
+
+def test_a_fenced_block_keeps_quotes_a_less_indented_line_and_what_follows_it(tmp_path):
+    # quotes stay quotes in a pre block; a line less indented than its fence loses only its
+    # own indentation; the line right after the closing fence is the next paragraph; a fence
+    # never closed runs to the end of the page instead of failing
+    text = "\n".join(["- item:", "", "  ```", '  say("hi")', " short", "  ```", "Next.", "",
+                      "```", "tail = 'open'"])  # fmt: skip
+    page = _page(tmp_path, text)
+    assert re.findall(r"<pre><code>(.*?)</code></pre>", page, re.S) == [
+        'say("hi")\nshort', "tail = 'open'"]
+    assert "<p>Next.</p>" in page
