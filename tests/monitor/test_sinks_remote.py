@@ -295,6 +295,7 @@ def test_a_second_monitor_in_the_same_active_run_leaves_no_part_of_the_first_hea
     mlflow = pytest.importorskip("mlflow")
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     mlflow.set_tracking_uri((tmp_path / "mlruns").as_uri())
+    mlflow.set_experiment("gradlab-tests")  # of this store, not one an earlier test made active
     with mlflow.start_run() as run:
         for name, config in (("long", {"long": "x" * 12000}), ("short", {"phase": "tune"})):
             with Monitor(tmp_path / name, quantities=[FixedTable(every(1))],
