@@ -400,6 +400,14 @@ def test_a_csv_cut_beside_a_complete_jsonl_takes_the_cut_row_from_the_jsonl(tmp_
     assert [r["step"] for r in read_jsonl(tmp_path / J)[1]] == [0, 1, 2, 3, 4]
 
 
+def _copied(folder: pathlib.Path, steps: str, start: int) -> str:
+    """The warning of a reopened CSV that lacks ``steps`` of metrics.jsonl before ``start``."""
+    return (f"gradlab.Monitor: {str(folder / C)!r} lacks steps that {str(folder / J)!r} holds "
+            f"({steps}), before the step the run resumes at ({start}): a process killed "
+            "between the two files' writes, or a run resumed without the CSV sink; they are "
+            "copied from it")
+
+
 def test_a_csv_row_missing_whole_beside_the_jsonl_is_copied_from_it(tmp_path):
     # killed between the two files' writes: the CSV lacks step 2 whole, with no cut to see
     _train_plain(tmp_path, ["jsonl", "csv"], 3)
@@ -408,10 +416,7 @@ def test_a_csv_row_missing_whole_beside_the_jsonl_is_copied_from_it(tmp_path):
     (tmp_path / C).write_bytes(data[: data.rindex(b"\n", 0, len(data) - 1) + 1])
     with pytest.warns(UserWarning) as caught:
         _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
-    assert [str(w.message) for w in caught] == [
-        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
-        "(2), before the step the run resumes at (3): a process killed between the two "
-        "files' writes, or a run resumed without the CSV sink; they are copied from it"]
+    assert [str(w.message) for w in caught] == [_copied(tmp_path, "2", 3)]
     rows = _csv_rows(tmp_path / C)
     assert [int(row["step"]) for row in rows] == [0, 1, 2, 3] and rows[2] == whole[2]
 
@@ -634,10 +639,7 @@ def test_steps_logged_while_the_csv_sink_was_left_out_are_copied_with_that_cause
     _train_plain(tmp_path, ["jsonl"], 2, resume=True)
     with pytest.warns(UserWarning) as caught:
         _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
-    assert [str(w.message) for w in caught] == [
-        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
-        "(2, 3), before the step the run resumes at (4): a process killed between the two "
-        "files' writes, or a run resumed without the CSV sink; they are copied from it"]
+    assert [str(w.message) for w in caught] == [_copied(tmp_path, "2, 3", 4)]
     assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3, 4]
 
 
@@ -665,11 +667,8 @@ def test_a_csv_holding_its_header_alone_gets_every_step_from_the_jsonl(tmp_path)
     (tmp_path / C).write_bytes(data[: data.index(b"\n") + 1])  # the header row alone
     with pytest.warns(UserWarning) as caught:
         _train_plain(tmp_path, ["jsonl", "csv"], 1, resume=True)
-    assert [(str(w.message), w.filename) for w in caught] == [(
-        f"gradlab.Monitor: {str(tmp_path / C)!r} lacks steps that {str(tmp_path / J)!r} holds "
-        "(0, 1, 2), before the step the run resumes at (3): a process killed between the two "
-        "files' writes, or a run resumed without the CSV sink; they are copied from it",
-        __file__)]
+    assert [(str(w.message), w.filename) for w in caught] == [
+        (_copied(tmp_path, "0, 1, 2", 3), __file__)]
     assert [int(row["step"]) for row in _csv_rows(tmp_path / C)] == [0, 1, 2, 3]
 
 

@@ -474,17 +474,21 @@ def _loss_results():
     }  # fmt: skip
 
 
-def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
+def _loss_section_of(measured, calls, tmp_path) -> str:
+    """The loss section's markdown for ``measured``, none listed apart, its prose stood in."""
     from gradlab.plotting import studies
 
-    measured = _loss_results()
     calls.replace(loss_comparison, "measure", value=lambda **k: json.loads(json.dumps(measured)))
     calls.replace(loss_comparison, "summarize", value=lambda r: {"apart": {}, "best": "x"})
     calls.replace(studies, "plot_loss_comparison")
     calls.replace(sections, "loss_comparison_text", value=lambda r, s: "LOSS TEXT")
     calls.replace(sections, "sweep_lines", value=lambda r: [])
     (tmp_path / "figures").mkdir()
-    _, markdown = loss_comparison_section(tmp_path, False)
+    return loss_comparison_section(tmp_path, False)[1]
+
+
+def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
+    markdown = _loss_section_of(_loss_results(), calls, tmp_path)
     lines = markdown.splitlines()
     assert lines[2].endswith("Mean ± std (population) over 3 seeds; no loss is listed apart:")
     assert "(apart)" not in markdown
@@ -493,18 +497,10 @@ def test_the_loss_section_says_so_when_no_loss_is_listed_apart(calls, tmp_path):
 
 
 def test_the_loss_section_says_where_its_times_were_taken(calls, tmp_path):
-    from gradlab.plotting import studies
-
     measured = _loss_results()
     measured["settings"]["timing"] = {"clock": "wall", "device": "cpu", "processor": "EPYC",
                                       "cores": 2, "threads": 1, "processes": 2}  # fmt: skip
-    calls.replace(loss_comparison, "measure", value=lambda **k: json.loads(json.dumps(measured)))
-    calls.replace(loss_comparison, "summarize", value=lambda r: {"apart": {}, "best": "x"})
-    calls.replace(studies, "plot_loss_comparison")
-    calls.replace(sections, "loss_comparison_text", value=lambda r, s: "LOSS TEXT")
-    calls.replace(sections, "sweep_lines", value=lambda r: [])
-    (tmp_path / "figures").mkdir()
-    _, markdown = loss_comparison_section(tmp_path, False)
+    markdown = _loss_section_of(measured, calls, tmp_path)
     paragraphs = markdown.split("\n\n")
     table = next(i for i, p in enumerate(paragraphs) if p.startswith("| loss |"))
     assert paragraphs[table + 1:table + 3] == [
